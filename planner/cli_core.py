@@ -1,0 +1,130 @@
+"""Core commands: explain, models, hardware."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import render
+from .catalog import list_hardware, list_models, load_hardware, load_model, read_yaml, validate
+from .cli_common import Format, FormatOption, cli_errors
+from .errors import PlannerError
+from .explain import evaluate, to_json
+from .params import count_params
+from .plan import resolve
+from .schema import Job
+from .units import parse_count
+
+
+def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
+    """A job from a YAML file (if given) with CLI options laid over it."""
+    data: dict = {}
+    where = ""
+    if path is not None:
+        raw = read_yaml(path)
+        if not isinstance(raw, dict):
+            raise PlannerError(f"{path}: expected a mapping of job fields", "see `planner schema` or the README's job file example")
+        data.update(raw)
+        where = f"{path}: "
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    if "model" not in data:
+        raise PlannerError("no model given", "pass --model NAME (see `planner models`) or a job YAML with `model:`")
+    if "gpus" not in data:
+        raise PlannerError("no GPU count given", "pass --gpus N or set `gpus:` in the job YAML")
+    return validate(Job, data, str(path) if path else "command line"), where
+
+
+def job_options(
+    model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
+    sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
+    activation_model, attention, causal, headroom, reserve_gib, tokens,
+) -> dict:
+    return dict(
+        model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
+        micro_batch=micro_batch, global_batch=global_batch,
+        global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
+        seq_len=seq_len, sharding=sharding, shard_group=shard_group, recompute=recompute,
+        sequence_parallel=sequence_parallel, precision=precision, schedule=schedule,
+        bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
+        causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
+        tokens=parse_count(tokens, "--tokens") if tokens else None,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    @cli_errors
+    def explain(
+        job_file: Optional[Path] = typer.Argument(None, help="job YAML (same fields as the options)", exists=False),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
+        gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="GPU count"),
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path [default: h100-sxm]"),
+        tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel degree [1]"),
+        cp: Optional[int] = typer.Option(None, "--cp", help="context parallel degree [1]"),
+        pp: Optional[int] = typer.Option(None, "--pp", help="pipeline stages [1]"),
+        vpp: Optional[int] = typer.Option(None, "--vpp", help="virtual stages per GPU (interleaved) [1]"),
+        dp: Optional[int] = typer.Option(None, "--dp", help="data parallel degree [gpus/(tp*cp*pp)]"),
+        micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch [1]"),
+        global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
+        global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step [16M = 2,048 x 8,192, the seed's]"),
+        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence [model's max_seq_len]"),
+        sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp [none]"),
+        shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group"),
+        recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full [none]"),
+        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="[on when tp > 1]"),
+        precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 [bf16]"),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe [interleaved if vpp>1 else 1f1b]"),
+        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 [mixed16]"),
+        activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch (shape-aware) | korthikanti (34 sbh, the seed's) [arch]"),
+        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager [flash]"),
+        causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal [non-causal, PaLM]"),
+        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free [0.10]"),
+        reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU [1.0]"),
+        tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
+        fmt: Format = FormatOption,
+    ):
+        """Memory, FLOPs (and time) of one training plan, term by term."""
+        job, where = load_job(job_file, job_options(
+            model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
+            sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
+            activation_model, attention, causal, headroom, reserve_gib, tokens))
+        settings, plan, warnings = resolve(job, where)
+        res = to_json(settings, plan, evaluate(settings, plan))
+        res["warnings"] = warnings
+        render.emit(res, fmt, lambda: render.explain_table(res, warnings))
+
+    @app.command()
+    @cli_errors
+    def models(fmt: Format = FormatOption):
+        """List the model catalog (model_zoo/)."""
+        rows = []
+        for name in list_models():
+            m = load_model(name)
+            rows.append(dict(
+                name=name, params=count_params(m).total, layers=m.num_layers, hidden=m.hidden_size,
+                ffn=m.ffn_hidden_size, heads=m.num_attention_heads, kv_heads=m.kv_heads, vocab=m.vocab_size,
+                mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len, description=m.description,
+            ))
+        render.emit(rows, fmt, lambda: render.list_table("model_zoo", [
+            {**r, "params": render.human_count(r["params"])} for r in rows], [
+            ("name", "name"), ("params", "params"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
+            ("heads", "heads"), ("kv_heads", "kv"), ("vocab", "vocab"), ("mlp", "mlp"), ("seq", "seq")]))
+
+    @app.command("hardware")
+    @cli_errors
+    def hardware_cmd(fmt: Format = FormatOption):
+        """List the hardware catalog (hardware_db/)."""
+        rows = []
+        for name in list_hardware():
+            h = load_hardware(name)
+            rows.append(dict(
+                name=name, hbm_GB=h.hbm_GB, hbm_TBps=h.hbm_TBps, bf16_TFLOPS=h.bf16_TFLOPS, fp8_TFLOPS=h.fp8_TFLOPS,
+                tdp_W=h.tdp_W, gpus_per_node=h.gpus_per_node, nvlink_domain=h.nvlink_domain, nvlink_GBps=h.nvlink_GBps,
+                network_Gbps=h.network_Gbps, pod_gpus=h.fabric.pod_gpus, oversubscription=h.fabric.oversubscription,
+            ))
+        render.emit(rows, fmt, lambda: render.list_table("hardware_db", rows, [
+            ("name", "name"), ("hbm_GB", "HBM GB"), ("hbm_TBps", "TB/s"), ("bf16_TFLOPS", "BF16 TF"),
+            ("fp8_TFLOPS", "FP8 TF"), ("tdp_W", "TDP W"), ("gpus_per_node", "GPUs/node"), ("nvlink_domain", "NVL domain"),
+            ("nvlink_GBps", "NVLink GB/s"), ("network_Gbps", "NIC Gb/s"), ("pod_gpus", "pod"), ("oversubscription", "1:N")]))

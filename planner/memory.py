@@ -1,0 +1,209 @@
+"""Per-GPU memory of a training plan: model states, activations, buffers. Units: bytes.
+
+Every function takes a PlanArrays whose fields are 0-d (one plan) or 1-d (a search) and
+returns Terms whose sum is the total; no Python `if` touches a searched quantity.
+
+References
+[1] Rajbhandari et al. 2019, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+    Models", sec. 3 and Fig. 1: model states 2+2+K bytes/param (K=12 for mixed-precision
+    Adam); stage 1 shards the optimizer (K/Nd), stage 2 also the gradients, stage 3 also
+    the weights.
+[2] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", sec. 4 and Table 2: activations per layer sbh(34 + 5as/h) with no parallelism,
+    sbh(10 + 24/t + 5as/(ht)) with TP, sbh/t (34 + 5as/h) with TP + SP, 34sbh/t with
+    selective recompute, 2sbh (layer input only) with full recompute; sec. 4.2.3 pipeline
+    in-flight micro-batches.
+[3] Dao et al. 2022, "FlashAttention": the s x s score and softmax tensors are never stored
+    (they are recomputed from Q, K, V and the softmax statistics in the backward pass).
+[4] Zhao et al. 2023, "PyTorch FSDP", sec. 3.3-3.4: each FSDP unit is all-gathered before
+    use and freed after; backward prefetch keeps the next unit's all-gather in flight, so
+    two unsharded units exist at once, plus the unsharded gradient of the unit being
+    reduce-scattered.
+[5] Megatron-LM core/tensor_parallel/cross_entropy.py (VocabParallelCrossEntropy): the loss
+    casts the vocab-parallel logits to fp32 and saves the fp32 softmax for the backward
+    pass.
+[6] Narayanan et al. 2021 (Megatron-LM), sec. 2.2: pipeline stages; with tied embeddings the
+    last stage keeps a copy of the word embedding when pp > 1.
+
+Derivation of the architecture-aware per-layer coefficient (activation_model "arch"),
+bytes stored per token per layer with 16-bit activations, following [2] sec. 4.1 term by
+term and generalising the shapes (h hidden, a query heads, k KV heads, d head dim,
+f FFN width, f1 = 2f for a gated MLP else f):
+  replicated across TP unless SP ("rep"):
+    norm inputs 2 x 2h; attention input (norm output) 2h; MLP input 2h; dropout masks
+    1h after attention and 1h after the MLP when the model has dropout     [2]: 10h for GPT
+  split across TP ("split"):
+    Q 2ad, K and V 2 x 2kd, attention output (input of the output projection) 2ad,
+    MLP first-linear output 2f1 (gate and up for SwiGLU, saved by Megatron's fused
+    bias-SwiGLU, which recomputes the activation in backward), activation output 2f
+                                                                          [2]: 24h for GPT
+  eager attention only (no FlashAttention [3]): softmax output 2as, plus its dropout mask
+    as and dropout output 2as when the model has dropout                  [2]: 5as for GPT
+For GPT-3 shapes (a*d = h, k = a, f = 4h, plain MLP, dropout) rep + split = 10h + 24h =
+34h, the coefficient of [2]; the seed's 34 bytes per token per unit width per layer.
+FlashAttention also keeps the fp32 softmax log-sum-exp, 4a bytes per token (0.03 h for
+GPT-3), left out here: below 0.1% of the layer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .params import ParamCounts, count_params
+from .pipeline import GPIPE, inflight_microbatches
+from .plan import FSDP, HSDP, RC_FULL, RC_NONE, ZERO1, ZERO2, PlanArrays, Settings
+from .schema import ModelSpec
+from .terms import Terms
+
+ACT_BYTES = 2.0  # bf16/fp16 activations [2]; fp8 training keeps activations in bf16
+LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
+
+STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
+ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
+OTHER_TERMS = ("fsdp_buffers", "reserve")
+
+
+def layer_coefficients(model: ModelSpec, activation_model: str = "arch", attention: str = "flash"):
+    """(rep, split, score): bytes per token per layer replicated across TP (unless SP), split
+    across TP, and the eager-attention score term per token per token of sequence."""
+    h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead, model.ffn_hidden_size
+    drop = 1.0 if model.dropout else 0.0
+    if activation_model == "korthikanti":  # the seed's model: GPT-3 coefficients on any shape [2]
+        rep, split_qo_mlp, kv, score = 10.0 * h, 24.0 * h, 0.0, 5.0 * a
+    else:
+        f1 = 2 * f if model.gated_mlp else f
+        rep = 4.0 * h + 2.0 * h + 2.0 * h + 2.0 * drop * h
+        split_qo_mlp = 2.0 * a * d + 2.0 * a * d + 2.0 * f1 + 2.0 * f
+        kv = 4.0 * k * d
+        score = (2.0 + 3.0 * drop) * a
+    if attention == "flash":
+        score = 0.0
+    return rep, split_qo_mlp, kv, score
+
+
+def layers_on_heaviest_stage(num_layers: int, pp, vpp):
+    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU."""
+    pp = np.asarray(pp, dtype=np.int64)
+    vpp = np.asarray(vpp, dtype=np.int64)
+    return (-(-num_layers // (pp * vpp))) * vpp
+
+
+def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash"):
+    """Bytes one layer stores for one micro-batch on one GPU, without recompute."""
+    rep, split, kv, score = layer_coefficients(model, activation_model, attention)
+    tp = plan.tp.astype(np.float64)
+    k = model.kv_heads
+    tokens = plan.mbs * (plan.seq / plan.cp)  # CP splits the sequence
+    rep_div = np.where(plan.sp > 0, tp, 1.0)
+    kv_local = kv * np.maximum(k / tp, 1.0) / k  # KV heads replicate when tp > k
+    # selective recompute drops the eager score tensors (recomputes core attention) [2]
+    score_local = np.where(plan.recompute == RC_NONE, score, 0.0) * (plan.seq / plan.cp) / tp
+    return tokens * (rep / rep_div + split / tp + kv_local + score_local)
+
+
+def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu) -> Terms:
+    """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1].
+
+    The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
+    and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
+    shard_group*cp and replicates across groups.
+    """
+    d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    s = plan.sharding
+    one = np.ones_like(d)
+    return Terms(
+        weights=params_per_gpu * bpp.weights / np.where(s >= FSDP, d, one),
+        gradients=params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one),
+        master_weights=params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one),
+        adam=params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one),
+    )
+
+
+def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
+    """Parameters per GPU on the first and on the last pipeline stage (before sharding).
+
+    The first stage holds the input embedding (vocab-parallel: /tp) and any learned
+    position table; the last the final norm and the output layer (/tp), or, with tied
+    embeddings and pp > 1, a copy of the word embedding [6]. Norms are replicated across TP.
+    """
+    tp = plan.tp.astype(np.float64)
+    layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp)
+    body = layers * (pc.per_layer_tp_split / tp + pc.norms)
+    emb = pc.embedding / tp + pc.position
+    out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
+    head = out_params / tp + pc.final_norm
+    single = plan.pp == 1
+    first = body + emb + np.where(single, head, 0.0)
+    last = body + head + np.where(single, emb, 0.0)
+    return first, last
+
+
+def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarray]:
+    """Per-GPU memory on the most loaded pipeline stage. Returns (terms, stage) where
+    stage is 0 for the first stage and 1 for the last (equal when pp == 1)."""
+    model, bpp = settings.model, settings.bpp
+    pc = count_params(model)
+    tp = plan.tp.astype(np.float64)
+    m = plan.microbatches
+    layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp)
+
+    # --- model states, both ends of the pipeline
+    p_first, p_last = stage_params(pc, model, plan)
+    st_first = model_state_terms(pc, bpp, plan, p_first)
+    st_last = model_state_terms(pc, bpp, plan, p_last)
+
+    # --- activations [2]
+    full_layer = per_layer_activation_bytes(model, plan, settings.activation_model, settings.attention)
+    rep_div = np.where(plan.sp > 0, tp, 1.0)
+    tokens = plan.mbs * (plan.seq / plan.cp)
+    layer_input = tokens * ACT_BYTES * model.hidden_size / rep_div  # full recompute keeps only this
+    stored = np.where(plan.recompute == RC_FULL, layer_input, full_layer)
+    # full recompute re-materialises one layer's activations during its backward pass
+    recompute_buffer = np.where(plan.recompute == RC_FULL, full_layer, 0.0)
+    inflight_first = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule))
+    inflight_last = np.where((plan.schedule == GPIPE) & (plan.pp > 1), m, 1.0)
+    # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
+    out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + LOGIT_BYTES_PER_VOCAB * model.vocab_size / tp)
+    act_first = layers * inflight_first * stored
+    act_last = layers * inflight_last * stored
+    out_first = np.where(plan.pp == 1, out_act, 0.0)
+    out_last = inflight_last * out_act
+
+    # --- buffers
+    unit = np.maximum(pc.per_layer / tp, np.maximum(pc.embedding, pc.output) / tp)
+    fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + bpp.gradients) * unit, 0.0)  # [4]
+    reserve = np.full(np.shape(tp), settings.reserve_bytes, dtype=np.float64)
+
+    def terms(st, act, out):
+        return Terms(
+            **{k: st[k] for k in STATE_TERMS},
+            layer_activations=act,
+            output_activations=out,
+            recompute_buffer=recompute_buffer,
+            fsdp_buffers=fsdp_buf,
+            reserve=reserve,
+        )
+
+    first, last = terms(st_first, act_first, out_first), terms(st_last, act_last, out_last)
+    stage = (last.total > first.total).astype(np.int64)
+    chosen = Terms(**{k: np.where(stage == 1, last[k], first[k]) for k in first})
+    return chosen, stage
+
+
+def capacity(settings: Settings) -> tuple[float, float]:
+    """(HBM bytes, usable bytes = HBM x (1 - headroom))."""
+    cap = settings.hardware.hbm_bytes
+    return cap, cap * (1.0 - settings.headroom)
+
+
+def grouped(t: Terms) -> dict[str, np.ndarray]:
+    """The stable JSON grouping: weights, gradients, optimizer (master + Adam),
+    activations, other."""
+    return {
+        "weights_bytes": t.weights,
+        "gradients_bytes": t.gradients,
+        "optimizer_bytes": t.master_weights + t.adam,
+        "activations_bytes": t.sum(*ACTIVATION_TERMS),
+        "other_bytes": t.sum(*OTHER_TERMS),
+        "total_bytes": t.total,
+    }

@@ -1,0 +1,490 @@
+"""Pipeline-parallel schedules: closed forms used by the cost models, and a simulator.
+
+Units: counts of micro-batches and fractions (dimensionless); the simulator's durations are
+in whatever time unit the caller uses (the seed uses "a forward pass takes 1 unit").
+The closed forms take numpy arrays or scalars alike (no Python `if` on a searched value).
+
+Schedule codes (integers so that a search can hold them in an int64 array):
+    GPIPE = 0, ONE_F_ONE_B = 1, INTERLEAVED = 2, ZERO_BUBBLE_H1 = 3
+
+Closed forms (what the search uses) and what the simulator shows (tests/test_pipeline.py
+checks each of these over a grid of p, m, v):
+    bubble (idle / useful time of a stage)
+        GPipe, 1F1B          (p-1)/m                                      [1][2]
+        interleaved 1F1B     (p-1)/(v*m)                                  [2]
+        ZB-H1                (p-1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W))  [4]
+    micro-batches whose activations stage s holds at its peak, in units of one
+    micro-batch of a whole stage's L/p layers (a model chunk holds 1/v of a stage)
+        GPipe                m                                            [1]
+        1F1B                 min(m, p - s)                                [2]
+        interleaved 1F1B     min(m*v, 2(p-s-1) + (v-1)p + 1) / v          [2][5]
+                             stage 0: min(m, p + (p-1)/v) = p (1 + (p-1)/(p v)) for m >= 2p [3]
+        ZB-H1                min(m, p) on every stage                     [4]
+
+The simulator (`simulate`) is a discrete-event list scheduler, the seed's section 5.3 script
+generalised: each stage runs its own ordered list of passes; a pass starts when its stage
+is free and the pass it depends on has finished (the previous virtual stage's forward of
+the same micro-batch, the next virtual stage's backward, or, for a weight-gradient pass,
+the same stage's input-gradient pass). Point-to-point transfers take no time, as in the
+seed. Times are exact fractions, so a timeline in units of a forward pass is exact.
+
+Text timeline notation (the seed's, extended):
+    0-9   forward pass of micro-batch i (i mod 10)
+    a-z   backward pass of micro-batch i (i mod 26); for ZB-H1 the input-gradient pass B
+    A-Z   ZB-H1's weight-gradient pass W of micro-batch i (i mod 26)
+    .     idle
+    For v > 1 each stage row is followed by a `chunk:` row giving the model chunk (0..v-1)
+    of the pass above each character; one character is the shortest pass's time unit
+    (e.g. half a unit for v = 2 with T_F = 1), and the output says so.
+
+References
+[1] Huang et al. 2018, "GPipe", sec. 2.3: bubble (K-1)/(M+K-1) of the step, i.e. (p-1)/m of
+    the useful time; every micro-batch's activations are held until the backward pass.
+[2] Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+    Using Megatron-LM", sec. 2.2.1-2.2.2: 1F1B (PipeDream-Flush) bubble (p-1)/m with at most
+    p micro-batches in flight; interleaved schedule bubble (p-1)/(v*m). Its implementation,
+    Megatron-LM megatron/core/pipeline_parallel/schedules.py,
+    `forward_backward_pipelining_with_interleaving`: warm-up forwards on rank r
+    = 2(p-r-1) + (v-1)p (all m*v if that is more), virtual micro-batch k runs chunk
+    (k mod pv) // p (reversed for backward) of micro-batch (k // pv) p + k mod p;
+    it requires m % p == 0.
+[3] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", sec. 4.2.3: the first stage of 1F1B holds p micro-batches of L/p layers, i.e. L
+    layers' worth; interleaving multiplies that by (1 + (p-1)/(p*v)).
+[4] Qi, Wan, Huang, Lin 2023, "Zero Bubble Pipeline Parallelism" (ICLR 2024), sec. 2.1
+    (ZB-H1): the backward pass splits into B (gradient w.r.t. the input) and W (gradient
+    w.r.t. the weights); each stage delays its W passes so that every stage has the same
+    number of micro-batches in flight as 1F1B's first stage (p), and the bubble shrinks from
+    1F1B's (p-1)(T_F + T_B + T_W) to (p-1)(T_F + T_B - T_W), one third of it when
+    T_F = T_B = T_W. Table 1: FLOPs per layer F 24bsh^2 + 4bs^2h, B 24bsh^2 + 8bs^2h,
+    W 24bsh^2, so W is about half the backward pass when s << h.
+[5] This module's simulator: the peak of [2]'s interleaved schedule on stage s is its warm-up
+    count plus the one forward of the first steady-state step (or all m*v chunk passes when
+    the warm-up covers them); [3]'s factor is the s = 0, m >= 2p case of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import gcd
+
+import numpy as np
+
+from .errors import PlannerError
+
+GPIPE, ONE_F_ONE_B, INTERLEAVED, ZERO_BUBBLE_H1 = 0, 1, 2, 3
+SCHEDULE_CODES = {"gpipe": GPIPE, "1f1b": ONE_F_ONE_B, "interleaved": INTERLEAVED, "zb-h1": ZERO_BUBBLE_H1}
+SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
+SCHEDULE_TITLES = {GPIPE: "GPipe", ONE_F_ONE_B: "1F1B", INTERLEAVED: "Interleaved 1F1B", ZERO_BUBBLE_H1: "ZB-H1"}
+
+# Backward over forward time: the backward pass computes two GEMMs (gradient w.r.t. the input
+# and w.r.t. the weights) for each forward GEMM, so it costs about twice the forward
+# (Narayanan et al. 2021 sec. 5.1, eq. 3: 2x forward for backward; the seed's T_B = 2 T_F).
+DEFAULT_BACKWARD_RATIO = 2.0
+# Share of the backward pass that is the weight-gradient pass W: Qi et al. 2023 Table 1,
+# W 24bsh^2 of B + W = 48bsh^2 + 8bs^2h, i.e. 1/2 when s << 6h (T_F = T_B = T_W with the default
+# backward ratio, the paper's own simplifying assumption).
+DEFAULT_W_FRACTION = 0.5
+
+# Largest simulation accepted (passes in all); plain Python handles this in about a second.
+MAX_PASSES = 200_000
+# Widest text timeline, in characters per stage row.
+MAX_TIMELINE_CHARS = 4000
+
+
+# --------------------------------------------------------------------------- closed forms
+
+
+def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_BACKWARD_RATIO,
+                    w_fraction=DEFAULT_W_FRACTION):
+    """Idle time over useful time of a pipeline stage.
+
+    GPipe, 1F1B, interleaved: (p-1)/(v*m) [1][2] (GPipe and 1F1B have v = 1).
+    ZB-H1: (p-1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W)) [4], with T_F = 1,
+    T_B + T_W = backward_ratio and T_W = w_fraction * backward_ratio (defaults: the backward
+    pass takes twice the forward and W is half of it, so T_F = T_B = T_W and the bubble is
+    (p-1)/(3m)). ZB-H1 has one model chunk per stage: vpp is ignored for it. The expression
+    is the simulator's exact result for m >= p and T_W <= T_F (tested); a search should not
+    pair ZB-H1 with m < p.
+
+    Seed sec. 5.2: 4 stages and 16 micro-batches waste 3/16 of the useful time.
+    """
+    pp = np.asarray(pp, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    vpp = np.asarray(vpp, dtype=np.float64)
+    schedule = np.asarray(schedule)
+    r = np.asarray(backward_ratio, dtype=np.float64)
+    w = np.asarray(w_fraction, dtype=np.float64)
+    megatron = (pp - 1.0) / (vpp * m)
+    t_w = r * w
+    t_b = r - t_w
+    zb = (pp - 1.0) * (1.0 + t_b - t_w) / (m * (1.0 + r))
+    return np.where(schedule == ZERO_BUBBLE_H1, zb, megatron)
+
+
+def inflight_microbatches(pp, m, vpp, schedule, stage=0):
+    """Micro-batches whose activations a stage holds at its peak, in units of one
+    micro-batch of the stage's L/p layers (stage 0 by default, the most loaded one).
+
+    GPipe: m [1]. 1F1B: min(m, p - s) [2]. ZB-H1: min(m, p) on every stage [4] (an upper
+    bound: after its B pass a micro-batch keeps only W's inputs, [4] Table 1).
+    Interleaved: min(m*v, 2(p-s-1) + (v-1)p + 1) / v chunk-micro-batches [2][5]; on stage 0
+    that is min(m, p + (p-1)/v), equal to Korthikanti's p (1 + (p-1)/(p v)) [3] once m >= 2p
+    (at m = p Megatron runs every forward first and the peak is m = p).
+    """
+    pp = np.asarray(pp, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    vpp = np.asarray(vpp, dtype=np.float64)
+    s = np.asarray(stage, dtype=np.float64)
+    schedule = np.asarray(schedule)
+    one_f = np.minimum(m, pp - s)
+    inter = np.minimum(m * vpp, 2.0 * (pp - s - 1.0) + (vpp - 1.0) * pp + 1.0) / vpp
+    zb = np.minimum(m, pp)
+    return np.where(
+        schedule == GPIPE,
+        m,
+        np.where(schedule == INTERLEAVED, inter, np.where(schedule == ZERO_BUBBLE_H1, zb, one_f)),
+    )
+
+
+# --------------------------------------------------------------------------- simulator
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass of one micro-batch through one model chunk on one stage."""
+
+    stage: int
+    kind: str  # "F" forward, "B" backward (input-gradient only when W is split off), "W" weight-gradient
+    microbatch: int
+    chunk: int
+    start: Fraction
+    end: Fraction
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """What a schedule does: every pass's start and end, and the per-stage summary.
+
+    `peak_stored[s]` is in micro-batches of a whole stage's layers (a chunk pass counts 1/v);
+    `peak_chunks[s]` counts chunk-micro-batches. `idle_fraction[s]` is idle time over the
+    step; `bubble` is idle over useful time, the quantity `bubble_fraction` predicts.
+    """
+
+    schedule: int
+    stages: int
+    microbatches: int
+    vpp: int
+    t_f: Fraction
+    t_b: Fraction
+    t_w: Fraction  # 0 when the backward pass is not split
+    passes: tuple[Pass, ...]
+    step: Fraction
+    busy: tuple[Fraction, ...]
+    peak_chunks: tuple[int, ...]
+
+    @property
+    def step_time(self) -> float:
+        return float(self.step)
+
+    @property
+    def idle_fraction(self) -> tuple[float, ...]:
+        return tuple(float(1 - b / self.step) for b in self.busy)
+
+    @property
+    def peak_stored(self) -> tuple[Fraction, ...]:
+        return tuple(Fraction(c, self.vpp) for c in self.peak_chunks)
+
+    @property
+    def bubble(self) -> float:
+        """Idle over useful time on the busiest stage (all stages do the same work)."""
+        b = max(self.busy)
+        return float((self.step - b) / b)
+
+    @property
+    def title(self) -> str:
+        return SCHEDULE_TITLES[self.schedule] + (f" (v={self.vpp})" if self.vpp > 1 else "")
+
+
+def _exact(x, what: str) -> Fraction:
+    """A duration as an exact fraction (1.3 -> 13/10, not the nearest binary float)."""
+    if isinstance(x, Fraction):
+        f = x
+    elif isinstance(x, int):
+        f = Fraction(x)
+    else:
+        try:
+            f = Fraction(repr(float(x)))
+        except (TypeError, ValueError, OverflowError):
+            raise PlannerError(f"{what} must be a number, got {x!r}", f"give {what} as a positive number") from None
+    if not f > 0:
+        raise PlannerError(f"{what} must be positive, got {x}", f"give {what} as a time greater than 0")
+    return f
+
+
+def _positive_int(x, what: str, hint: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
+        raise PlannerError(f"{what} must be a positive integer, got {x!r}", hint)
+    return int(x)
+
+
+def schedule_code(name) -> int:
+    """'1f1b' -> ONE_F_ONE_B; also accepts a code. Raises PlannerError naming the valid ones."""
+    if isinstance(name, (int, np.integer)) and not isinstance(name, bool) and int(name) in SCHEDULE_NAMES:
+        return int(name)
+    key = str(name).strip().lower().replace("_", "-")
+    key = {"zbh1": "zb-h1", "zb1p": "zb-h1", "interleaved-1f1b": "interleaved", "pipedream-flush": "1f1b"}.get(key, key)
+    if key not in SCHEDULE_CODES:
+        raise PlannerError(f"unknown pipeline schedule {name!r}", "--schedule must be one of: " + ", ".join(SCHEDULE_CODES))
+    return SCHEDULE_CODES[key]
+
+
+def _order_gpipe(p, m, s):
+    """Every forward, then every backward [1] (seed sec. 5.3 `gpipe`)."""
+    return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+
+
+def _order_1f1b(p, m, s):
+    """p-s-1 warm-up forwards, then one forward, one backward [2] (seed sec. 5.3 `one_f_one_b`)."""
+    warm = min(p - s - 1, m)
+    order = [("F", i, 0) for i in range(warm)]
+    f, b = warm, 0
+    while b < m:
+        if f < m:
+            order.append(("F", f, 0))
+            f += 1
+        order.append(("B", b, 0))
+        b += 1
+    return order
+
+
+def _order_zbh1(p, m, s):
+    """1F1B's order with each backward split into B then W, and stage s keeping s W passes
+    pending (run later, in the tail bubble), so that every stage has p micro-batches in flight
+    like 1F1B's first stage [4] sec. 2.1."""
+    warm = min(p - s - 1, m)
+    order = [("F", i, 0) for i in range(warm)]
+    f = warm
+    b = w = 0
+    while b < m:
+        if f < m:
+            order.append(("F", f, 0))
+            f += 1
+        order.append(("B", b, 0))
+        b += 1
+        if b - w > s:
+            order.append(("W", w, 0))
+            w += 1
+    order += [("W", i, 0) for i in range(w, m)]
+    return order
+
+
+def _order_interleaved(p, m, v, r):
+    """Megatron-LM's interleaved 1F1B on rank r [2]: warm-up forwards, then one forward and
+    one backward per step, then the remaining backwards; virtual micro-batch k maps to
+    (micro-batch, chunk) in groups of p micro-batches per chunk."""
+    total = m * v
+    warm = 2 * (p - r - 1) + (v - 1) * p
+    warm = min(warm, total)
+
+    def fwd(k):
+        j = k % (p * v)
+        return (k // (p * v)) * p + j % p, j // p
+
+    def bwd(k):
+        mb, c = fwd(k)
+        return mb, v - 1 - c
+
+    order = [("F", *fwd(k)) for k in range(warm)]
+    for k in range(total - warm):
+        order.append(("F", *fwd(k + warm)))
+        order.append(("B", *bwd(k)))
+    order += [("B", *bwd(k)) for k in range(total - warm, total)]
+    return order
+
+
+def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=None) -> Simulation:
+    """Run a pipeline schedule and return every pass's timing and per-stage summary.
+
+    stages: pipeline stages p; microbatches: m per step; vpp: model chunks per stage v
+    (interleaved only); t_f, t_b: forward and full backward time of one micro-batch through a
+    whole stage (a chunk takes 1/v of it); t_w: ZB-H1's weight-gradient share of t_b
+    (default t_b * DEFAULT_W_FRACTION). Raises PlannerError on an invalid combination.
+    """
+    code = schedule_code(schedule)
+    p = _positive_int(stages, "--stages (pipeline stages)", "pass --stages 1 or more")
+    m = _positive_int(microbatches, "--microbatches (micro-batches per step)", "pass --microbatches 1 or more")
+    v = _positive_int(vpp, "--vpp (model chunks per stage)", "pass --vpp 1, or 2 or more with --schedule interleaved")
+    tf = _exact(t_f, "--tf (forward time)")
+    tb = _exact(t_b, "--tb (backward time)")
+    if v > 1 and code != INTERLEAVED:
+        raise PlannerError(
+            f"--vpp {v} needs the interleaved schedule, not {SCHEDULE_NAMES[code]}",
+            "use --schedule interleaved with --vpp 2 or more, or --vpp 1",
+        )
+    if code == INTERLEAVED and m % p:
+        raise PlannerError(
+            f"interleaved 1F1B needs --microbatches to be a multiple of --stages: m={m}, p={p}",
+            f"Megatron-LM's interleaved schedule requires m % p == 0; try --microbatches {p * max(1, -(-m // p))}",
+        )
+    if code == ZERO_BUBBLE_H1:
+        tw = tb * Fraction(DEFAULT_W_FRACTION).limit_denominator() if t_w is None else _exact(t_w, "--tw (weight-gradient time)")
+        if not tw < tb:
+            raise PlannerError(
+                f"--tw (weight-gradient time) {float(tw):g} must be less than --tb (whole backward) {float(tb):g}",
+                "--tb is the whole backward pass, B + W; give --tw between 0 and --tb",
+            )
+    else:
+        if t_w is not None:
+            raise PlannerError(
+                f"--tw splits the backward pass, which only the zb-h1 schedule does (got --schedule {SCHEDULE_NAMES[code]})",
+                "drop --tw, or use --schedule zb-h1",
+            )
+        tw = Fraction(0)
+    n_passes = p * m * v * (3 if code == ZERO_BUBBLE_H1 else 2)
+    if n_passes > MAX_PASSES:
+        raise PlannerError(
+            f"the simulation would have {n_passes} passes (stages x micro-batches x chunks), more than {MAX_PASSES}",
+            "use fewer stages, micro-batches or chunks; the closed forms need no simulation",
+        )
+
+    if code == GPIPE:
+        orders = [_order_gpipe(p, m, s) for s in range(p)]
+    elif code == ONE_F_ONE_B:
+        orders = [_order_1f1b(p, m, s) for s in range(p)]
+    elif code == ZERO_BUBBLE_H1:
+        orders = [_order_zbh1(p, m, s) for s in range(p)]
+    else:
+        orders = [_order_interleaved(p, m, v, s) for s in range(p)]
+
+    dur = {"F": tf / v, "B": (tb - tw) / v, "W": tw / v}
+    last = p * v - 1  # the last virtual stage
+    done: dict[tuple[str, int, int], Fraction] = {}
+    free = [Fraction(0)] * p
+    nxt = [0] * p
+    live = [0] * p
+    peak = [0] * p
+    busy = [Fraction(0)] * p
+    passes: list[Pass] = []
+    releases = "W" if code == ZERO_BUBBLE_H1 else "B"  # the pass after which activations are freed
+    left = sum(len(o) for o in orders)
+    while left:
+        progressed = False
+        for s in range(p):
+            order = orders[s]
+            while nxt[s] < len(order):
+                kind, mb, c = order[nxt[s]]
+                vs = c * p + s
+                if kind == "F":
+                    dep = ("F", vs - 1, mb) if vs > 0 else None
+                elif kind == "B":
+                    dep = ("B", vs + 1, mb) if vs < last else ("F", vs, mb)
+                else:
+                    dep = ("B", vs, mb)
+                if dep is not None and dep not in done:
+                    break
+                start = max(free[s], done[dep]) if dep is not None else free[s]
+                end = start + dur[kind]
+                free[s] = done[(kind, vs, mb)] = end
+                busy[s] += dur[kind]
+                passes.append(Pass(s, kind, mb, c, start, end))
+                live[s] += 1 if kind == "F" else -1 if kind == releases else 0
+                peak[s] = max(peak[s], live[s])
+                nxt[s] += 1
+                left -= 1
+                progressed = True
+        if not progressed:  # a schedule whose order waits on itself: a bug here, not bad input
+            raise RuntimeError(f"{SCHEDULE_TITLES[code]} schedule deadlocked at passes {nxt}")
+    return Simulation(
+        schedule=code, stages=p, microbatches=m, vpp=v, t_f=tf, t_b=tb, t_w=tw,
+        passes=tuple(sorted(passes, key=lambda x: (x.stage, x.start))),
+        step=max(free), busy=tuple(busy), peak_chunks=tuple(peak),
+    )
+
+
+# --------------------------------------------------------------------------- text timeline
+
+_FWD = "0123456789"
+_BWD = "abcdefghijklmnopqrstuvwxyz"
+_WGT = _BWD.upper()
+
+
+def _fmt(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{float(x):g}"
+
+
+def _quantum(fracs) -> Fraction:
+    """The largest time unit that divides every duration exactly."""
+    num, den = 0, 1
+    for f in fracs:
+        if f == 0:
+            continue
+        # gcd(a/b, c/d) = gcd(a*d, c*b) / (b*d)
+        num, den = gcd(num * f.denominator, f.numerator * den), den * f.denominator
+        g = gcd(num, den)
+        num, den = num // g, den // g
+    return Fraction(num, den)
+
+
+def timeline_text(sim: Simulation) -> str:
+    """The seed's sec. 5.3 text timeline: a title line, one row per stage (plus a `chunk:` row
+    per stage when v > 1) with its peak stored micro-batches, and the step summary line."""
+    p, v = sim.stages, sim.vpp
+    q = _quantum([sim.t_f / v, (sim.t_b - sim.t_w) / v, sim.t_w / v])
+    width = int(sim.step / q)
+    if width > MAX_TIMELINE_CHARS:
+        raise PlannerError(
+            f"the text timeline would be {width} characters wide (one character = {_fmt(q)} time units)",
+            "use fewer micro-batches, durations that are small multiples of each other (e.g. --tf 1 --tb 2), or --plot",
+        )
+    rows = [["."] * width for _ in range(p)]
+    chunks = [["."] * width for _ in range(p)]
+    for x in sim.passes:
+        a, b = int(x.start / q), int(x.end / q)
+        ch = (_FWD[x.microbatch % 10] if x.kind == "F" else _BWD[x.microbatch % 26] if x.kind == "B"
+              else _WGT[x.microbatch % 26])
+        rows[x.stage][a:b] = [ch] * (b - a)
+        chunks[x.stage][a:b] = [str(x.chunk % 10)] * (b - a)
+    w = len(str(p - 1))
+    lines = [sim.title]
+    for s in range(p):
+        label = f"  stage {s:>{w}}: "
+        lines.append(f"{label}{''.join(rows[s])}   peak stored: {_fmt(sim.peak_stored[s])}")
+        if v > 1:
+            lines.append(f"{'chunk: ':>{len(label)}}{''.join(chunks[s])}")
+    busy = max(sim.busy)
+    total = sim.step
+    lines.append(
+        f"  step takes {_fmt(total)} units, each stage busy {_fmt(busy)}: idle {1 - float(busy) / float(total):.0%} of the time"
+    )
+    if q != 1:
+        lines.append(f"  one character = {_fmt(q)} time units")
+    if sim.schedule == ZERO_BUBBLE_H1:
+        lines.append(
+            f"  digits forward ({_fmt(sim.t_f)}), letters input-gradient B ({_fmt(sim.t_b - sim.t_w)}), "
+            f"capitals weight-gradient W ({_fmt(sim.t_w)})"
+        )
+    if v > 1:
+        lines.append(f"  chunk rows: the model chunk (0..{v - 1}) of each pass; peak stored counts a chunk as 1/{v} micro-batch")
+    return "\n".join(lines)
+
+
+def closed_form_text(sim: Simulation) -> str:
+    """The cost model's closed forms next to what the simulation found."""
+    code, p, m, v = sim.schedule, sim.stages, sim.microbatches, sim.vpp
+    r = float(sim.t_b / sim.t_f)
+    wf = float(sim.t_w / sim.t_b) if code == ZERO_BUBBLE_H1 else DEFAULT_W_FRACTION
+    cf_bubble = float(bubble_fraction(p, m, v, code, backward_ratio=r, w_fraction=wf))
+    cf_peak = [float(inflight_microbatches(p, m, v, code, stage=s)) for s in range(p)]
+    formula = {
+        GPIPE: "(p-1)/m",
+        ONE_F_ONE_B: "(p-1)/m",
+        INTERLEAVED: "(p-1)/(v*m)",
+        ZERO_BUBBLE_H1: "(p-1)(T_F+T_B-T_W)/(m(T_F+T_B+T_W))",
+    }[code]
+    peaks = ",".join(f"{x:g}" for x in cf_peak)
+    return (
+        f"  bubble (idle / useful): simulated {sim.bubble:.4g}, closed form {formula} = {cf_bubble:.4g}\n"
+        f"  peak stored per stage: simulated {','.join(_fmt(x) for x in sim.peak_stored)}, closed form {peaks}"
+    )

@@ -1,0 +1,247 @@
+"""Resolve a Job (CLI options or job.yaml) into a validated plan.
+
+`ParallelDims` checks tp * cp * pp * dp == gpus and lists every factor when it does not
+(after torchtitan's ParallelDims). `PlanArrays` is the struct of arrays the cost models
+take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from .catalog import load_hardware, load_model
+from .errors import PlannerError
+from .pipeline import SCHEDULE_CODES, SCHEDULE_NAMES
+from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec
+
+# Integer codes, so that a search can hold choices in int64 arrays.
+NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
+SHARDING_CODES = {"none": NONE, "zero1": ZERO1, "zero2": ZERO2, "fsdp": FSDP, "hsdp": HSDP}
+SHARDING_NAMES = {v: k for k, v in SHARDING_CODES.items()}
+RC_NONE, RC_SELECTIVE, RC_FULL = 0, 1, 2
+RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
+RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
+BF16, FP8 = 0, 1
+PRECISION_CODES = {"bf16": BF16, "fp8": FP8}
+
+DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
+
+
+@dataclass(frozen=True)
+class ParallelDims:
+    gpus: int
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    dp: int | None = None
+
+    def resolved_dp(self, where: str = "") -> int:
+        inner = self.tp * self.cp * self.pp
+        factors = f"tp={self.tp} x cp={self.cp} x pp={self.pp}"
+        if self.dp is not None:
+            if inner * self.dp != self.gpus:
+                raise PlannerError(
+                    f"{where}{factors} x dp={self.dp} = {inner * self.dp}, not --gpus {self.gpus}",
+                    "make the product of tp, cp, pp and dp equal the GPU count (or leave dp out to derive it)",
+                )
+            return self.dp
+        if self.gpus % inner:
+            raise PlannerError(
+                f"{where}{factors} = {inner} does not divide --gpus {self.gpus}",
+                f"tp*cp*pp must divide the GPU count; dp = gpus / (tp*cp*pp) (divisors of {self.gpus} near {inner}: "
+                f"{', '.join(str(d) for d in _near_divisors(self.gpus, inner))})",
+            )
+        return self.gpus // inner
+
+
+def _near_divisors(n: int, x: int) -> list[int]:
+    divs = [d for d in range(1, min(n, 4 * x) + 1) if n % d == 0]
+    return sorted(divs, key=lambda d: abs(d - x))[:4]
+
+
+@dataclass
+class PlanArrays:
+    """One plan (0-d) or many (1-d), every field an integer array (int64)."""
+
+    tp: np.ndarray
+    cp: np.ndarray
+    pp: np.ndarray
+    vpp: np.ndarray
+    dp: np.ndarray
+    mbs: np.ndarray  # sequences per micro-batch
+    gbs: np.ndarray  # sequences per step
+    seq: np.ndarray  # tokens per sequence
+    sharding: np.ndarray  # SHARDING_CODES
+    shard: np.ndarray  # DP ranks in one shard group (hsdp); = dp for fsdp
+    recompute: np.ndarray  # RECOMPUTE_CODES
+    sp: np.ndarray  # sequence parallel, 0/1
+    schedule: np.ndarray  # pipeline.SCHEDULE_CODES
+    precision: np.ndarray  # PRECISION_CODES
+
+    def __post_init__(self):
+        for f in fields(self):
+            setattr(self, f.name, np.asarray(getattr(self, f.name), dtype=np.int64))
+
+    @property
+    def microbatches(self) -> np.ndarray:
+        """Micro-batches per pipeline per step, m = global batch / (dp * micro-batch)."""
+        return self.gbs // (self.dp * self.mbs)
+
+    def take(self, idx) -> "PlanArrays":
+        return PlanArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that is not searched: model, hardware and conventions."""
+
+    model: ModelSpec
+    hardware: Hardware
+    gpus: int
+    bpp: BytesPerParam
+    bpp_name: str
+    activation_model: str  # "arch" | "korthikanti"
+    attention: str  # "flash" | "eager"
+    causal_attention_flops: bool
+    headroom: float
+    reserve_bytes: float
+    tokens: float | None
+
+
+def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
+    if isinstance(spec, BytesPerParam):
+        return spec, "custom"
+    return BYTES_PER_PARAM_PRESETS[spec], spec
+
+
+def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
+    """Validate a job against its model and hardware; return settings, the plan and
+    warnings. `where` prefixes error messages (a file name)."""
+    model = load_model(job.model)
+    hw = load_hardware(job.hardware)
+    warnings: list[str] = []
+    dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
+    seq = job.seq_len or model.max_seq_len
+    if job.global_batch is not None and job.global_batch_tokens is not None:
+        raise PlannerError(f"{where}both global_batch and global_batch_tokens are set", "give one of them")
+    if job.global_batch is not None:
+        gbs = job.global_batch
+    else:
+        tokens = job.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS
+        if tokens % seq:
+            raise PlannerError(
+                f"{where}global batch of {tokens:,.0f} tokens is not a whole number of {seq:,}-token sequences",
+                "choose --global-batch-tokens as a multiple of --seq-len, or give --global-batch in sequences",
+            )
+        gbs = int(tokens // seq)
+    if gbs % (dp * job.micro_batch):
+        raise PlannerError(
+            f"{where}global batch {gbs:,} sequences does not divide into dp={dp} x micro_batch={job.micro_batch}",
+            f"use a global batch that is a multiple of {dp * job.micro_batch}, or change micro_batch / the mesh",
+        )
+    m = gbs // (dp * job.micro_batch)
+    a, k = model.num_attention_heads, model.kv_heads
+    if a % job.tp:
+        raise PlannerError(f"{where}tp={job.tp} does not divide the {a} attention heads of {model.name}", "choose tp among the divisors of the head count")
+    if (k % job.tp) and (job.tp % k):
+        raise PlannerError(f"{where}tp={job.tp} and the {k} KV heads of {model.name} do not divide one another", "choose tp that divides, or is a multiple of, the KV head count")
+    if seq % job.cp:
+        raise PlannerError(f"{where}cp={job.cp} does not divide seq_len={seq}", "choose cp among the divisors of the sequence length")
+    if job.pp > model.num_layers:
+        raise PlannerError(f"{where}pp={job.pp} is more stages than the {model.num_layers} layers of {model.name}", "use pp <= num_layers")
+    schedule = job.schedule or ("interleaved" if job.vpp > 1 else "1f1b")
+    if job.vpp > 1 and schedule != "interleaved":
+        raise PlannerError(f"{where}vpp={job.vpp} needs the interleaved schedule, not {schedule}", "set schedule: interleaved or vpp: 1")
+    if schedule == "interleaved":
+        if job.pp < 2 or job.vpp < 2:
+            raise PlannerError(f"{where}the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})", "set vpp >= 2 with pp >= 2, or schedule: 1f1b")
+        if m % job.pp:
+            raise PlannerError(
+                f"{where}interleaved schedule needs micro-batches per pipeline ({m}) divisible by pp={job.pp}",
+                "Megatron-LM requires num_microbatches % pipeline_parallel_size == 0 for interleaving",
+            )
+        if job.pp * job.vpp > model.num_layers:
+            raise PlannerError(f"{where}pp*vpp={job.pp * job.vpp} exceeds the {model.num_layers} layers", "lower vpp")
+    sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
+    if sp and job.tp == 1:
+        raise PlannerError(f"{where}sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false")
+    if job.sharding == "hsdp":
+        if job.shard_group is None:
+            raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
+        if dp % job.shard_group:
+            raise PlannerError(f"{where}shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}")
+        shard = job.shard_group
+    else:
+        if job.shard_group is not None:
+            raise PlannerError(f"{where}shard_group is only used with sharding hsdp (got sharding {job.sharding})", "remove shard_group or set sharding: hsdp")
+        shard = dp
+    if job.precision == "fp8":
+        hw.peak_flops("fp8")  # raises if the GPU has no FP8
+    bpp, bpp_name = bytes_per_param(job.bytes_per_param)
+    if bpp.master == 0:
+        warnings.append(
+            "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
+            "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
+        )
+    if model.num_layers % (job.pp * job.vpp):
+        warnings.append(
+            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: "
+            f"the heaviest stage holds {math.ceil(model.num_layers / (job.pp * job.vpp)) * job.vpp} layers"
+        )
+    settings = Settings(
+        model=model,
+        hardware=hw,
+        gpus=job.gpus,
+        bpp=bpp,
+        bpp_name=bpp_name,
+        activation_model=job.activation_model,
+        attention=job.attention,
+        causal_attention_flops=job.causal_attention_flops,
+        headroom=job.headroom,
+        reserve_bytes=job.reserve_GiB * 2**30,
+        tokens=job.tokens,
+    )
+    plan = PlanArrays(
+        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=job.micro_batch, gbs=gbs, seq=seq,
+        sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
+        sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
+    )
+    return settings, plan, warnings
+
+
+def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
+    """Every resolved setting of one plan, for JSON (i indexes a 1-d PlanArrays)."""
+    def g(name):
+        v = getattr(plan, name)
+        return int(v if i is None else v[i])
+
+    return {
+        "model": settings.model.name,
+        "hardware": settings.hardware.name,
+        "gpus": settings.gpus,
+        "tp": g("tp"), "cp": g("cp"), "pp": g("pp"), "vpp": g("vpp"), "dp": g("dp"),
+        "micro_batch": g("mbs"),
+        "global_batch": g("gbs"),
+        "global_batch_tokens": g("gbs") * g("seq"),
+        "microbatches_per_step": g("gbs") // (g("dp") * g("mbs")),
+        "seq_len": g("seq"),
+        "sharding": SHARDING_NAMES[g("sharding")],
+        "shard_group": g("shard") if g("sharding") == HSDP else None,
+        "recompute": RECOMPUTE_NAMES[g("recompute")],
+        "sequence_parallel": bool(g("sp")),
+        "schedule": SCHEDULE_NAMES[g("schedule")],
+        "precision": {v: k for k, v in PRECISION_CODES.items()}[g("precision")],
+        "bytes_per_param": settings.bpp_name if settings.bpp_name != "custom" else settings.bpp.model_dump(),
+        "activation_model": settings.activation_model,
+        "attention": settings.attention,
+        "causal_attention_flops": settings.causal_attention_flops,
+        "headroom": settings.headroom,
+        "reserve_GiB": settings.reserve_bytes / 2**30,
+        "tokens": settings.tokens,
+    }
+
+
+__all__ = [n for n in dir() if not n.startswith("_")] + ["asdict"]

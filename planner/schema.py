@@ -1,0 +1,193 @@
+"""Pydantic models for every file a user or the catalogs provide.
+
+Every model forbids unknown keys (`extra="forbid"`), so a typo in a YAML file is an
+error that names the field, never a silently ignored setting. Human units appear only in
+key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Strict = ConfigDict(extra="forbid", frozen=True)
+
+
+class MoESpec(BaseModel):
+    """Reserved for mixture-of-experts models; the cost models do not handle it yet."""
+
+    model_config = Strict
+    num_experts: int = Field(gt=0)
+    top_k: int = Field(gt=0)
+    expert_ffn_hidden_size: Optional[int] = Field(default=None, gt=0)
+
+
+class ModelSpec(BaseModel):
+    """A dense decoder-only transformer's shape."""
+
+    model_config = Strict
+    name: str
+    description: str = ""
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    ffn_hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: Optional[int] = Field(default=None, gt=0, description="default: num_attention_heads (MHA)")
+    head_dim: Optional[int] = Field(default=None, gt=0, description="default: hidden_size / num_attention_heads")
+    vocab_size: int = Field(gt=0)
+    gated_mlp: bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
+    norm: Literal["rmsnorm", "layernorm"]
+    tied_embeddings: bool = False
+    max_seq_len: int = Field(gt=0, description="training context length")
+    position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
+    linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
+    dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    moe: Optional[MoESpec] = None
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ModelSpec":
+        kv = self.kv_heads
+        if self.num_attention_heads % kv:
+            raise ValueError(f"num_attention_heads ({self.num_attention_heads}) must be a multiple of num_kv_heads ({kv})")
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
+                f"({self.num_attention_heads}); give head_dim explicitly"
+            )
+        if self.moe is not None:
+            raise ValueError("mixture-of-experts (moe:) is reserved; the cost models cover dense models only for now")
+        return self
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def dhead(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+
+class Fabric(BaseModel):
+    """The cluster network above the node: a full-bisection pod, oversubscribed above it."""
+
+    model_config = Strict
+    pod_gpus: int = Field(gt=0, description="GPUs joined with full bisection bandwidth")
+    oversubscription: float = Field(ge=1.0, description="N in 1:N above the pod")
+    sources: list[str] = Field(min_length=1)
+
+
+class Hardware(BaseModel):
+    """One accelerator and its node, with a default cluster fabric."""
+
+    model_config = Strict
+    name: str
+    description: str = ""
+    hbm_GB: float = Field(gt=0, description="HBM capacity, vendor GB (1e9 bytes)")
+    hbm_TBps: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
+    bf16_TFLOPS: float = Field(gt=0, description="dense BF16 tensor peak")
+    fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
+    tdp_W: float = Field(gt=0)
+    gpus_per_node: int = Field(gt=0)
+    nvlink_domain: int = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
+    nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
+    network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
+    fabric: Fabric
+    uncertain: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(min_length=1)
+
+    # --- SI views -------------------------------------------------------------------
+    @property
+    def hbm_bytes(self) -> float:
+        return self.hbm_GB * 1e9
+
+    @property
+    def hbm_bandwidth(self) -> float:
+        return self.hbm_TBps * 1e12
+
+    @property
+    def nvlink_bandwidth(self) -> float:
+        return self.nvlink_GBps * 1e9
+
+    @property
+    def network_bandwidth(self) -> float:
+        return self.network_Gbps * 1e9 / 8
+
+    def peak_flops(self, precision: str) -> float:
+        if precision == "fp8":
+            if self.fp8_TFLOPS is None:
+                from .errors import PlannerError
+
+                raise PlannerError(
+                    f"hardware {self.name!r} has no FP8 tensor peak", "use --precision bf16 or another --hardware"
+                )
+            return self.fp8_TFLOPS * 1e12
+        return self.bf16_TFLOPS * 1e12
+
+
+class BytesPerParam(BaseModel):
+    """Bytes of model state per parameter (ZeRO, Rajbhandari et al. 2019, sec. 3.1).
+
+    Default (mixed16): bf16 weights 2 + bf16 grads 2 + fp32 master 4 + Adam m, v 8 = 16 B.
+    """
+
+    model_config = Strict
+    weights: float = Field(default=2.0, ge=0)
+    gradients: float = Field(default=2.0, ge=0)
+    master: float = Field(default=4.0, ge=0, description="fp32 master copy; 0 = none (pure bf16 training)")
+    optimizer: float = Field(default=8.0, ge=0, description="Adam m and v")
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.master + self.optimizer
+
+
+BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
+    # Seed sec. 1.2 / ZeRO paper: 2 + 2 + 4 + 4 + 4 = 16 B.
+    "mixed16": BytesPerParam(),
+    # Megatron-LM: fp32 main grads (accumulated in fp32), bf16 params, fp32 master + Adam:
+    # 2 + 4 + 4 + 8 = 18 B; with the distributed optimizer 6 + 12/d (Megatron-LM
+    # docs/source/api-guide/dist_optimizer.md table) -> use sharding zero1.
+    "megatron": BytesPerParam(weights=2, gradients=4, master=4, optimizer=8),
+    # bf16 everything, no fp32 master: 2 + 2 + 2 + 2 (bf16 Adam m, v). Seed sec. 7.1 warns.
+    "pure-bf16": BytesPerParam(weights=2, gradients=2, master=0, optimizer=4),
+}
+
+Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
+Recompute = Literal["none", "selective", "full"]
+Schedule = Literal["1f1b", "interleaved", "gpipe"]
+
+
+class Job(BaseModel):
+    """A training job: what `planner explain job.yaml` and `planner check` read.
+
+    Every field has the same name as the matching CLI option (with dashes as underscores).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field(description="catalog name, or a path to a model YAML or a Hugging Face config.json")
+    hardware: str = Field(default="h100-sxm", description="catalog name or path to a hardware YAML")
+    gpus: int = Field(gt=0)
+    tp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    vpp: int = Field(default=1, gt=0, description="virtual pipeline stages (model chunks) per GPU")
+    dp: Optional[int] = Field(default=None, gt=0, description="derived from gpus / (tp*cp*pp); if given it must match")
+    micro_batch: int = Field(default=1, gt=0, description="sequences per micro-batch")
+    global_batch: Optional[int] = Field(default=None, gt=0, description="sequences per step")
+    global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
+    seq_len: Optional[int] = Field(default=None, gt=0, description="default: the model's max_seq_len")
+    sharding: Sharding = "none"
+    shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
+    recompute: Recompute = "none"
+    sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
+    precision: Literal["bf16", "fp8"] = "bf16"
+    schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b")
+    bytes_per_param: Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam] = "mixed16"
+    activation_model: Literal["arch", "korthikanti"] = "arch"
+    attention: Literal["flash", "eager"] = "flash"
+    causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
+    headroom: float = Field(default=0.10, ge=0.0, lt=1.0)
+    reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
+    tokens: Optional[float] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")

@@ -1,0 +1,38 @@
+"""Shared fixtures: build a plan from job fields and evaluate it; run the CLI."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.explain import evaluate, to_json
+from planner.plan import resolve
+from planner.schema import Job
+
+
+def explain_job(**fields):
+    """(settings, plan, estimate, json) for one job; hardware defaults to h100-sxm."""
+    job = Job(**fields)
+    settings, plan, warnings = resolve(job)
+    est = evaluate(settings, plan)
+    return settings, plan, est, to_json(settings, plan, est)
+
+
+@pytest.fixture
+def explain():
+    return explain_job
+
+
+class _Run:
+    def __init__(self):
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str):
+        return self.runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def cli():
+    """cli('explain', '--model', ...) -> click Result with .exit_code, .stdout, .stderr."""
+    return _Run()
