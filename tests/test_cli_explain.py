@@ -1,0 +1,131 @@
+"""`planner explain`, `models`, `hardware`: output contract and bad input (exit 2, one
+`error:` line and a `hint:` line, no traceback)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+STABLE_MEMORY_KEYS = {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
+                      "other_bytes", "total_bytes", "capacity_bytes", "fits"}
+
+
+def test_explain_json_contract(cli):
+    r = cli("explain", "--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--sharding", "fsdp",
+            "--tokens", "15e12", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert {"plan", "params", "memory", "flops"} <= set(js)
+    assert STABLE_MEMORY_KEYS <= set(js["memory"])
+    assert {"model_flops_per_token", "hardware_flops_per_token", "total_training_flops"} <= set(js["flops"])
+    p = js["plan"]
+    assert (p["tp"], p["cp"], p["pp"], p["dp"], p["sharding"]) == (8, 1, 1, 512, "fsdp")
+    assert js["memory"]["fits"] is True
+    m = js["memory"]
+    assert m["total_bytes"] == pytest.approx(m["weights_bytes"] + m["gradients_bytes"] + m["optimizer_bytes"]
+                                             + m["activations_bytes"] + m["other_bytes"])
+
+
+def test_explain_table_prints_breakdown(cli):
+    r = cli("explain", "--model", "llama3-70b-paper", "--gpus", "1", "--global-batch", "1",
+            "--activation-model", "korthikanti")
+    assert r.exit_code == 0
+    for text in ("model states", "1,128.79", "182.54", "does not fit"):
+        assert text in r.stdout
+
+
+def test_explain_job_yaml_equals_options(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 64\ntp: 2\npp: 2\nsharding: zero1\nrecompute: selective\n")
+    a = json.loads(cli("explain", str(job), "--format", "json").stdout)
+    b = json.loads(cli("explain", "--model", "llama3-8b", "--gpus", "64", "--tp", "2", "--pp", "2",
+                       "--sharding", "zero1", "--recompute", "selective", "--format", "json").stdout)
+    assert a == b
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "csv"])
+def test_explain_other_formats(cli, fmt):
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--format", fmt)
+    assert r.exit_code == 0
+    assert "memory" in r.stdout
+
+
+def test_hf_config_json(cli, tmp_path):
+    cfg = {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "hidden_act": "silu",
+           "tie_word_embeddings": False, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 5e5}
+    d = tmp_path / "my-model"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    a = json.loads(cli("explain", "--model", str(d), "--gpus", "8", "--format", "json").stdout)
+    b = json.loads(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--format", "json").stdout)
+    assert a["params"] == b["params"] and a["params"]["total"] == 8_030_261_248  # Llama 3 8B: 8.03e9
+    assert a["memory"]["total_bytes"] == b["memory"]["total_bytes"]
+
+
+def _one_error(r, *needles):
+    assert r.exit_code == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith("error: ")
+    assert all(ln.startswith(("error: ", "hint: ")) for ln in lines)
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in r.stderr
+
+
+def test_unknown_model_did_you_mean(cli):
+    _one_error(cli("explain", "--model", "llama3-7b", "--gpus", "8"), "unknown model", "did you mean", "llama3-70b")
+
+
+def test_degrees_do_not_match_gpus(cli):
+    _one_error(cli("explain", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--pp", "2", "--dp", "8"),
+               "tp=8", "cp=1", "pp=2", "dp=8", "128", "64")
+
+
+def test_broken_yaml(cli, tmp_path):
+    bad = tmp_path / "job.yaml"
+    bad.write_text("model: llama3-8b\ngpus: 8\n  tp: [\n")
+    _one_error(cli("explain", str(bad)), str(bad), "invalid YAML", "line 3")
+
+
+def test_unknown_job_field(cli, tmp_path):
+    bad = tmp_path / "job.yaml"
+    bad.write_text("model: llama3-8b\ngpus: 8\ntensor_parallel: 2\n")
+    _one_error(cli("explain", str(bad)), str(bad), "tensor_parallel")
+
+
+def test_bad_choice(cli):
+    _one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero4"), "sharding", "fsdp")
+
+
+def test_broken_model_yaml(cli, tmp_path):
+    bad = tmp_path / "m.yaml"
+    bad.write_text("name: m\nnum_layers: 2\nhidden: 64\n")
+    _one_error(cli("explain", "--model", str(bad), "--gpus", "1"), str(bad), "hidden")
+
+
+def test_no_fp32_master_warns(cli):
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--bytes-per-param", "pure-bf16")
+    assert r.exit_code == 0
+    assert "7.1" in r.stderr and "fp32 master" in r.stderr
+
+
+def test_models_and_hardware_lists(cli):
+    r = cli("models", "--format", "json")
+    names = {m["name"] for m in json.loads(r.stdout)}
+    assert {"llama3-8b", "llama3-70b", "llama3-405b", "llama2-7b", "llama2-70b", "gpt3-175b"} <= names
+    r = cli("hardware", "--format", "json")
+    names = {h["name"] for h in json.loads(r.stdout)}
+    assert {"h100-sxm", "h100-pcie", "h200-sxm", "a100-sxm-40gb", "a100-sxm-80gb", "b200", "gb200-nvl72", "mi300x"} <= names
+
+
+def test_every_model_explains_on_h100(cli):
+    import planner.catalog as cat
+
+    for name in cat.list_models():
+        m = cat.load_model(name)
+        tp = 8 if m.num_attention_heads % 8 == 0 else 1
+        r = cli("explain", "--model", name, "--gpus", str(8 * tp), "--tp", str(tp), "--sharding", "fsdp",
+                "--global-batch", "64", "--format", "json")
+        assert r.exit_code == 0, (name, r.stderr)
