@@ -62,3 +62,57 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
         out["total_training_flops"] = t.dense * tokens  # 6N x tokens, the seed's and Llama 3's convention
         out["total_training_flops_with_attention"] = t.total * tokens
     return out
+
+
+# =============================================================================== time
+# Kernel-time model. References (continued):
+# [5] NVIDIA CUTLASS 3.x / cuBLAS Hopper kernels: warp-specialized GEMMs with 128x256 (or
+#     256x128) output tiles, one tile per SM at a time; a GEMM runs in ceil(tiles / SMs)
+#     waves and the last wave leaves SMs idle ("wave quantization", NVIDIA Deep Learning
+#     Performance Guide, "Matrix Multiplication Background User's Guide", sec. on tile and
+#     wave quantization).
+# [6] stas00/ml-engineering "Maximum Achievable Matmul FLOPS" (MAMF) table: the best-shape
+#     dense GEMM throughput per GPU (hardware_db `compute:` blocks). It is the plateau the
+#     model scales by wave efficiency; square sweeps in tests/data/gemm_measurements.yaml
+#     check the shape dependence.
+# [7] Shah et al. 2024, "FlashAttention-3", Figs. 4-6 (H100, head dim 128, causal, 8k):
+#     forward 550-660 TFLOP/s for cuDNN/FA3-class kernels (0.7-0.8 of the 794 TFLOP/s GEMM
+#     plateau), backward 430-520 (0.55-0.65); Dao 2023, "FlashAttention-2": the backward pass
+#     runs 5 matmuls against the forward's 2 (2.5x the FLOPs).
+
+GEMM_TILE = (128, 256)  # output tile of Hopper-class cuBLAS/CUTLASS bf16 kernels [5]
+DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for entries without a measurement
+ATTN_FWD_EFFICIENCY = 0.70  # FlashAttention forward, fraction of the GEMM plateau [7]
+ATTN_BWD_EFFICIENCY = 0.55  # FlashAttention backward, fraction of the GEMM plateau [7]
+ATTN_BWD_FLOPS_RATIO = 2.5  # backward / forward FLOPs of FlashAttention [7]
+HBM_EFFICIENCY = 0.90  # achievable fraction of HBM bandwidth for streaming elementwise kernels
+# (assumption: STREAM-style copies reach ~90% of HBM peak on H100/A100-class GPUs; a
+# calibration profile replaces it)
+
+
+def gemm_plateau(hw, precision: str) -> float:
+    """Achievable dense GEMM FLOP/s on large, well-shaped matrices [6]."""
+    peak = hw.peak_flops(precision)
+    c = hw.compute
+    measured = None
+    if c is not None:
+        measured = c.gemm_fp8_TFLOPS if precision == "fp8" else c.gemm_bf16_TFLOPS
+    return measured * 1e12 if measured else peak * DEFAULT_GEMM_EFFICIENCY
+
+
+def wave_efficiency(M, N, sms):
+    """Fraction of SM-time doing useful tiles, best of the two tile orientations [5]."""
+    M = np.asarray(M, dtype=np.float64)
+    N = np.asarray(N, dtype=np.float64)
+    best = np.zeros(np.broadcast(M, N).shape)
+    for tm, tn in (GEMM_TILE, GEMM_TILE[::-1]):
+        tiles = np.ceil(M / tm) * np.ceil(N / tn)
+        waves = np.ceil(tiles / sms)
+        best = np.maximum(best, tiles / (waves * sms))
+    return best
+
+
+def gemm_time(M, N, K, plateau_flops, sms):
+    """Seconds for C[M,N] = A[M,K] @ B[K,N]: 2MNK / (plateau x wave efficiency)."""
+    flops = 2.0 * np.asarray(M, dtype=np.float64) * N * K
+    return flops / (plateau_flops * wave_efficiency(M, N, sms))

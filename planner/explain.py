@@ -14,6 +14,7 @@ from . import memory as mem
 from .compute import flops_summary
 from .params import count_params
 from .plan import PlanArrays, Settings, plan_dict
+from .step import step_time, throughput
 from .terms import Terms
 
 
@@ -25,6 +26,13 @@ class Estimate:
     usable: float  # HBM x (1 - headroom)
     fits: np.ndarray  # bool
     flops: dict  # per-token FLOPs by convention
+    time: Terms  # seconds per step, by term (sum = step time)
+    time_extra: dict  # informational: total DP traffic time, ...
+    throughput: dict  # tokens/s, MFU, HFU
+
+    @property
+    def step_s(self) -> np.ndarray:
+        return self.time.total
 
     def take(self, idx) -> "Estimate":
         return Estimate(
@@ -33,15 +41,25 @@ class Estimate:
             capacity=self.capacity,
             usable=self.usable,
             fits=self.fits[idx],
-            flops={k: (v[idx] if isinstance(v, np.ndarray) and v.ndim else v) for k, v in self.flops.items()},
+            flops=_take(self.flops, idx),
+            time=self.time.take(idx),
+            time_extra=_take(self.time_extra, idx),
+            throughput=_take(self.throughput, idx),
         )
+
+
+def _take(d: dict, idx) -> dict:
+    return {k: (v[idx] if isinstance(v, np.ndarray) and v.ndim else v) for k, v in d.items()}
 
 
 def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:
     terms, stage = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
     flops = flops_summary(settings.model, plan.seq, plan.recompute, settings.causal_attention_flops, settings.tokens)
-    return Estimate(memory=terms, stage=stage, capacity=cap, usable=usable, fits=terms.total <= usable, flops=flops)
+    time, extra = step_time(settings, plan)
+    thr = throughput(settings, plan, time.total)
+    return Estimate(memory=terms, stage=stage, capacity=cap, usable=usable, fits=terms.total <= usable, flops=flops,
+                    time=time, time_extra=extra, throughput=thr)
 
 
 def _num(v):
@@ -70,9 +88,25 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         terms={k: _num(pick(v)) for k, v in est.memory.items()},
     )
     flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
+    t = {f"{k}_s": _num(pick(v)) for k, v in est.time.items()}
+    time = {
+        "compute_s": t["compute_s"], "tp_comm_s": t["tp_comm_s"], "cp_comm_s": t["cp_comm_s"],
+        "pp_comm_s": t["pp_comm_s"], "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),
+        "dp_comm_exposed_s": t["dp_comm_exposed_s"], "bubble_s": t["bubble_s"],
+        "optimizer_s": t["optimizer_s"], "step_s": _num(pick(est.time.total)),
+        "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),
+    }
+    thr = {k: _num(pick(v)) for k, v in est.throughput.items()}
+    if settings.tokens:
+        steps = settings.tokens / (int(pick(plan.gbs)) * int(pick(plan.seq)))
+        seconds = steps * time["step_s"]
+        thr.update(training_steps=steps, training_days=seconds / 86400.0,
+                   gpu_hours=seconds * settings.gpus / 3600.0)
     return {
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "memory": memory,
         "flops": flops,
+        "time": time,
+        "throughput": thr,
     }

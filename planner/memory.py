@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from .params import ParamCounts, count_params
-from .pipeline import GPIPE, inflight_microbatches
+from .pipeline import inflight_microbatches
 from .plan import FSDP, HSDP, RC_FULL, RC_NONE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ModelSpec
 from .terms import Terms
@@ -161,7 +161,7 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     # full recompute re-materialises one layer's activations during its backward pass
     recompute_buffer = np.where(plan.recompute == RC_FULL, full_layer, 0.0)
     inflight_first = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule))
-    inflight_last = np.where((plan.schedule == GPIPE) & (plan.pp > 1), m, 1.0)
+    inflight_last = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=plan.pp - 1))
     # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
     out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + LOGIT_BYTES_PER_VOCAB * model.vocab_size / tp)
     act_first = layers * inflight_first * stored

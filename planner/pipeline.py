@@ -13,6 +13,8 @@ checks each of these over a grid of p, m, v):
         GPipe, 1F1B          (p-1)/m                                      [1][2]
         interleaved 1F1B     (p-1)/(v*m)                                  [2]
         ZB-H1                (p-1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W))  [4]
+                             for m >= p and T_W <= min(T_F, T_B); in general the bubble
+                             time is (p-1)(T_F + T_B) - (min(m,p) - 1) min(T_W, T_F, T_B) [5]
     micro-batches whose activations stage s holds at its peak, in units of one
     micro-batch of a whole stage's L/p layers (a model chunk holds 1/v of a stage)
         GPipe                m                                            [1]
@@ -58,9 +60,11 @@ References
     1F1B's (p-1)(T_F + T_B + T_W) to (p-1)(T_F + T_B - T_W), one third of it when
     T_F = T_B = T_W. Table 1: FLOPs per layer F 24bsh^2 + 4bs^2h, B 24bsh^2 + 8bs^2h,
     W 24bsh^2, so W is about half the backward pass when s << h.
-[5] This module's simulator: the peak of [2]'s interleaved schedule on stage s is its warm-up
+[5] This module's simulator (relations found with it and checked over a grid in
+    tests/test_pipeline.py): the peak of [2]'s interleaved schedule on stage s is its warm-up
     count plus the one forward of the first steady-state step (or all m*v chunk passes when
-    the warm-up covers them); [3]'s factor is the s = 0, m >= 2p case of it.
+    the warm-up covers them); [3]'s factor is the s = 0, m >= 2p case of it. ZB-H1's W passes
+    hide (min(m,p) - 1) min(T_W, T_F, T_B) of 1F1B's (p-1)(T_F + T_B) bubble.
 """
 
 from __future__ import annotations
@@ -104,9 +108,11 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     ZB-H1: (p-1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W)) [4], with T_F = 1,
     T_B + T_W = backward_ratio and T_W = w_fraction * backward_ratio (defaults: the backward
     pass takes twice the forward and W is half of it, so T_F = T_B = T_W and the bubble is
-    (p-1)/(3m)). ZB-H1 has one model chunk per stage: vpp is ignored for it. The expression
-    is the simulator's exact result for m >= p and T_W <= T_F (tested); a search should not
-    pair ZB-H1 with m < p.
+    (p-1)/(3m)). ZB-H1 has one model chunk per stage: vpp is ignored for it.
+    The paper's expression assumes m >= p and a W pass no longer than F or B (its own
+    setting is T_F = T_B = T_W); in general the simulator finds the bubble time
+    (p-1)(T_F + T_B) - (min(m, p) - 1) min(T_W, T_F, T_B)  [5],
+    which is the paper's in its setting and is what this function returns (tested).
 
     Seed sec. 5.2: 4 stages and 16 micro-batches waste 3/16 of the useful time.
     """
@@ -119,7 +125,9 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     megatron = (pp - 1.0) / (vpp * m)
     t_w = r * w
     t_b = r - t_w
-    zb = (pp - 1.0) * (1.0 + t_b - t_w) / (m * (1.0 + r))
+    # [4] sec. 2.1: (p-1)(T_F + T_B - T_W), generalised by [5] to every m and duration ratio.
+    overlap = (np.minimum(m, pp) - 1.0) * np.minimum(t_w, np.minimum(1.0, t_b))
+    zb = ((pp - 1.0) * (1.0 + t_b) - overlap) / (m * (1.0 + r))
     return np.where(schedule == ZERO_BUBBLE_H1, zb, megatron)
 
 
@@ -308,9 +316,10 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
     """Run a pipeline schedule and return every pass's timing and per-stage summary.
 
     stages: pipeline stages p; microbatches: m per step; vpp: model chunks per stage v
-    (interleaved only); t_f, t_b: forward and full backward time of one micro-batch through a
-    whole stage (a chunk takes 1/v of it); t_w: ZB-H1's weight-gradient share of t_b
-    (default t_b * DEFAULT_W_FRACTION). Raises PlannerError on an invalid combination.
+    (interleaved only, which needs p >= 2, v >= 2 and m % p == 0, as in Megatron-LM);
+    t_f, t_b: forward and whole backward time of one micro-batch through a whole stage (a
+    chunk takes 1/v of it); t_w: ZB-H1's weight-gradient part of t_b (default
+    t_b * DEFAULT_W_FRACTION). Raises PlannerError on an invalid combination.
     """
     code = schedule_code(schedule)
     p = _positive_int(stages, "--stages (pipeline stages)", "pass --stages 1 or more")
@@ -322,6 +331,11 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
         raise PlannerError(
             f"--vpp {v} needs the interleaved schedule, not {SCHEDULE_NAMES[code]}",
             "use --schedule interleaved with --vpp 2 or more, or --vpp 1",
+        )
+    if code == INTERLEAVED and (p < 2 or v < 2):
+        raise PlannerError(
+            f"the interleaved schedule needs --stages 2 or more and --vpp 2 or more (got --stages {p}, --vpp {v})",
+            "give --vpp 2 or more model chunks per stage, or use --schedule 1f1b",
         )
     if code == INTERLEAVED and m % p:
         raise PlannerError(
@@ -481,7 +495,7 @@ def closed_form_text(sim: Simulation) -> str:
         GPIPE: "(p-1)/m",
         ONE_F_ONE_B: "(p-1)/m",
         INTERLEAVED: "(p-1)/(v*m)",
-        ZERO_BUBBLE_H1: "(p-1)(T_F+T_B-T_W)/(m(T_F+T_B+T_W))",
+        ZERO_BUBBLE_H1: "((p-1)(T_F+T_B) - (min(m,p)-1)min(T_W,T_F,T_B))/(m(T_F+T_B+T_W))",
     }[code]
     peaks = ",".join(f"{x:g}" for x in cf_peak)
     return (

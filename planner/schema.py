@@ -78,6 +78,16 @@ class Fabric(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class ComputeMeasured(BaseModel):
+    """What the GPU's tensor cores reach in practice, for the GEMM time model."""
+
+    model_config = Strict
+    sm_count: int = Field(gt=0, description="streaming multiprocessors (CUs on AMD): the GEMM wave size")
+    gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
+    gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
+    sources: list[str] = Field(min_length=1)
+
+
 class Hardware(BaseModel):
     """One accelerator and its node, with a default cluster fabric."""
 
@@ -94,6 +104,7 @@ class Hardware(BaseModel):
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     fabric: Fabric
+    compute: Optional[ComputeMeasured] = Field(default=None, description="measured GEMM throughput; default: see compute.py")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 
@@ -156,7 +167,7 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
 
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Recompute = Literal["none", "selective", "full"]
-Schedule = Literal["1f1b", "interleaved", "gpipe"]
+Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
 
 
 class Job(BaseModel):
@@ -183,7 +194,7 @@ class Job(BaseModel):
     recompute: Recompute = "none"
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Literal["bf16", "fp8"] = "bf16"
-    schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b")
+    schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     bytes_per_param: Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam] = "mixed16"
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"

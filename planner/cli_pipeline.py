@@ -1,0 +1,49 @@
+"""`planner pipeline`: simulate a pipeline schedule and print (or draw) its timeline.
+
+Output is plain text through typer.echo, character for character the seed's section 5.3
+notation (digits forward, letters backward, dots idle; see planner/pipeline.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from .cli_common import cli_errors
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("pipeline")
+    @cli_errors
+    def pipeline(
+        stages: int = typer.Option(..., "--stages", "-p", help="pipeline stages p"),
+        microbatches: int = typer.Option(..., "--microbatches", "-m", help="micro-batches per step m"),
+        schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe | 1f1b | interleaved | zb-h1"),
+        vpp: int = typer.Option(1, "--vpp", "-v", help="model chunks per stage v (interleaved only)"),
+        tf: float = typer.Option(1.0, "--tf", help="forward time of one micro-batch through a whole stage"),
+        tb: float = typer.Option(2.0, "--tb", help="whole backward time (B + W) of one micro-batch through a stage"),
+        tw: Optional[float] = typer.Option(
+            None, "--tw", help="zb-h1 only: the weight-gradient part W of --tb (default: half of --tb)"
+        ),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="also draw the timeline to FILE.png or FILE.svg"),
+        closed_form: bool = typer.Option(
+            False, "--closed-form", help="also print the cost model's closed-form bubble and peaks next to the simulation"
+        ),
+    ) -> None:
+        """Simulate a pipeline schedule: text timeline, step time, idle time and peak stored
+        micro-batches per stage (digits forward, letters backward, dots idle)."""
+        from .pipeline import closed_form_text, simulate, timeline_text
+
+        sim = simulate(stages, microbatches, schedule, vpp=vpp, t_f=tf, t_b=tb, t_w=tw)
+        text = timeline_text(sim)
+        if plot is not None:
+            from .plot import plot_timeline
+
+            plot_timeline(sim, plot)
+        typer.echo(text)
+        if closed_form:
+            typer.echo(closed_form_text(sim))
+        if plot is not None:
+            typer.echo(f"wrote {plot}", err=True)

@@ -1,0 +1,220 @@
+"""Step time of a training plan, and MFU/HFU. Units: seconds, FLOPs, tokens/s.
+
+step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubble + optimizer
+
+All terms are per GPU on the critical pipeline stage (the last one: it holds the most
+layers, ceil(L/(p v)) per chunk, plus the output layer and the loss), for one optimizer
+step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
+PlanArrays of 0-d or 1-d arrays.
+
+Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after TP splits t):
+  GEMMs  QKV [T, (a/t + 2 max(k/t, 1)) d, h], output [T, h, a d/t], MLP up [T, f1/t, h],
+         MLP down [T, h, f/t] (f1 = 2f gated); output layer [T, V/t, h] on the last stage;
+         forward 1x, backward 2x the forward FLOPs at the same shape's efficiency
+         (dgrad + wgrad) [1]; time = FLOPs / (GEMM plateau x wave efficiency) (compute.py).
+  attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T s a d / t / 2
+         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]).
+  memory-bound work as bytes over HBM bandwidth (x HBM_EFFICIENCY): norms (read + write
+         2h each, twice), residual adds (read 4h, write 2h, twice), rotary on Q and K
+         (read + write), the MLP activation (SwiGLU reads 2 x 2f/t and writes 2f/t; GeLU
+         reads and writes 2f/t), dropout where the model has it (read, write, mask);
+         replicated terms /t only with SP; the backward moves twice the forward bytes;
+         the loss reads and writes the logits (16 B per vocab entry per token, fwd + bwd).
+  recompute: full repeats each layer's forward; selective its attention core [2].
+Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
+  TP  per layer and micro-batch 2 all-reduces forward and 2 backward of T h bytes x 2 (bf16),
+      or with SP a reduce-scatter + all-gather pair each [2]; +2 with full recompute. Exposed
+      (Megatron's default: no TP-communication overlap).
+  CP  ring attention: each layer passes K and V around the CP ring (cp-1 sends of the local
+      chunk forward, K, V and their gradients backward: 3x); hidden behind the attention
+      core as far as it lasts [4].
+  PP  send/recv of T h x 2 bytes (/t under SP) per micro-batch and model chunk, forward and
+      backward, on the PP link; counted exposed (Megatron's 1F1B p2p is blocking).
+  DP  DDP: all-reduce of the gradients once per step; ZeRO-1/2: reduce-scatter of the
+      gradients + all-gather of the updated bf16 weights; FSDP/HSDP: per micro-batch an
+      all-gather of the weights in forward and in backward and a reduce-scatter of the
+      gradients [5]; HSDP adds an all-reduce of the sharded gradients across replicas.
+      Hidden behind compute: gradient traffic behind the backward pass (of the last
+      micro-batch for DDP/ZeRO), weight all-gathers behind the forward (FSDP prefetch); the
+      first unit's all-gather and the last unit's reduce-scatter (1/layers of it) never
+      hide. dp_comm_s is the total, dp_comm_exposed_s what is left on the critical path.
+Bubble: (p-1)/(v m) of the pipeline's busy time [6], i.e. (p-1)/v micro-batch times.
+Optimizer: Adam over the local shard: reads fp32 master, m, v and the gradient, writes
+  master, m, v and the bf16 weight (28 B/param with bf16 grads) over HBM bandwidth.
+MFU (PaLM, Chowdhery et al. 2022 App. B) counts model FLOPs (6N + attention); HFU adds the
+recompute; both over GPUs x the peak of the training precision.
+
+References
+[1] Narayanan et al. 2021 (Megatron-LM), sec. 3.5 / eq. 3: the backward pass costs twice the
+    forward; activation recomputation adds one more forward.
+[2] Korthikanti et al. 2022, sec. 4.2.2 (SP: all-reduce = reduce-scatter + all-gather) and
+    sec. 5 (selective recompute re-runs only the attention core).
+[3] The Llama 3 Herd of Models (arXiv:2407.21783) sec. 3.3.2: parallelism order TP, CP, PP, DP.
+[4] Liu et al. 2023, "Ring Attention with Blockwise Transformers": K/V blocks circulate while
+    attention on the current block computes; Llama 3 sec. 3.3.2 (all-gather based CP).
+[5] Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.4; Rajbhandari et al. 2019 (ZeRO) sec. 7:
+    stage 3 moves 1.5x the data of an all-reduce; the seed sec. 3.1.
+[6] Narayanan et al. 2021 sec. 2.2: bubble (p-1)/(v m).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import comm
+from .compute import (
+    ATTN_BWD_EFFICIENCY, ATTN_BWD_FLOPS_RATIO, ATTN_FWD_EFFICIENCY, HBM_EFFICIENCY,
+    flops_per_token, gemm_plateau, gemm_time, recompute_flops_per_token,
+)
+from .memory import layers_on_heaviest_stage, stage_params
+from .params import count_params
+from .pipeline import bubble_fraction
+from .plan import FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .terms import Terms
+
+ACT_BYTES = 2.0  # bf16 activations / TP and PP messages
+ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
+LOSS_BYTES_PER_LOGIT = 16.0  # cross-entropy fwd+bwd: read bf16, write fp32, read fp32, write grad bf16 (+ fp32 reread)
+
+TIME_TERMS = ("compute", "tp_comm", "cp_comm", "pp_comm", "dp_comm_exposed", "bubble", "optimizer")
+
+
+def _sms(hw) -> int:
+    return hw.compute.sm_count if hw.compute is not None else 132  # H100 SXM5 (whitepaper) when unknown
+
+
+def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
+    """Named time terms (seconds) whose sum is the step time, plus informational extras."""
+    model, hw, bpp = settings.model, settings.hardware, settings.bpp
+    pc = count_params(model)
+    h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
+                        model.ffn_hidden_size, model.vocab_size)
+    f1 = 2 * f if model.gated_mlp else f
+    tp = plan.tp.astype(np.float64)
+    cp = plan.cp.astype(np.float64)
+    T = plan.mbs * plan.seq / cp  # tokens per micro-batch on one GPU
+    m = plan.microbatches.astype(np.float64)
+    layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp).astype(np.float64)
+    fp8 = plan.precision == 1
+    plat = np.where(fp8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
+    plat_bf16 = gemm_plateau(hw, "bf16")
+    sms = _sms(hw)
+    kv_local = np.maximum(k / tp, 1.0)
+    hbm = hw.hbm_bandwidth * HBM_EFFICIENCY
+
+    # ---------------------------------------------------------------- compute per layer
+    g_fwd = (gemm_time(T, (a / tp + 2 * kv_local) * d, h, plat, sms)
+             + gemm_time(T, h, a * d / tp, plat, sms)
+             + gemm_time(T, f1 / tp, h, plat, sms)
+             + gemm_time(T, h, f / tp, plat, sms))
+    attn_flops_fwd = 4.0 * T * plan.seq * a * d / tp * 0.5  # causal kernel work
+    attn_fwd = attn_flops_fwd / (plat_bf16 * ATTN_FWD_EFFICIENCY)
+    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / (plat_bf16 * ATTN_BWD_EFFICIENCY)
+    rep_div = np.where(plan.sp > 0, tp, 1.0)
+    drop = 1.0 if model.dropout else 0.0
+    ew_fwd_bytes = T * (
+        (8.0 * h + 12.0 * h + 10.0 * drop * h) / rep_div
+        + 4.0 * (a / tp + kv_local) * d  # rotary on Q and K (read + write, 2 B)
+        + (6.0 * f if model.gated_mlp else 4.0 * f) / tp
+    )
+    ew_fwd = ew_fwd_bytes / hbm
+    layer_fwd = g_fwd + attn_fwd + ew_fwd
+    layer_bwd = 2.0 * g_fwd + attn_bwd + 2.0 * ew_fwd
+    layer_recompute = np.where(plan.recompute == RC_FULL, layer_fwd, np.where(plan.recompute == RC_SELECTIVE, attn_fwd, 0.0))
+    # output layer + loss on the last stage
+    logits = 3.0 * gemm_time(T, V / tp, h, plat, sms) + T * V / tp * LOSS_BYTES_PER_LOGIT / hbm
+    compute_mb = layers * (layer_fwd + layer_bwd + layer_recompute) + logits
+
+    # ---------------------------------------------------------------- communication
+    cpar = comm.comm_params(hw)
+    job = settings.gpus
+    strides = {"tp": np.ones_like(plan.tp), "cp": plan.tp, "pp": plan.tp * plan.cp, "dp": plan.tp * plan.cp * plan.pp}
+
+    def coll(op, size, group, stride):
+        cost, _, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
+        return np.where(group > 1, cost.time_s, 0.0)
+
+    msg = T * h * ACT_BYTES
+    ar = coll(comm.ALL_REDUCE, msg, plan.tp, strides["tp"])
+    rs_ag = coll(comm.REDUCE_SCATTER, msg, plan.tp, strides["tp"]) + coll(comm.ALL_GATHER, msg, plan.tp, strides["tp"])
+    per_pair = np.where(plan.sp > 0, rs_ag, ar)  # one forward "all-reduce" worth
+    n_pairs = 4.0 + np.where(plan.recompute == RC_FULL, 2.0, 0.0)
+    tp_comm_mb = layers * n_pairs * per_pair
+
+    kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
+    cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
+    cp_total_layer = 3.0 * (cp - 1.0) * cp_send
+    cp_exposed_layer = np.maximum(cp_total_layer - (attn_fwd + attn_bwd), 0.0)
+    cp_mb = layers * cp_exposed_layer
+
+    pp_msg = T * h * ACT_BYTES / rep_div
+    pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, strides["pp"])
+    pp_mb = 2.0 * plan.vpp * pp_send
+
+    # DP / sharding
+    p_first, p_last = stage_params(pc, model, plan)
+    p_local = np.maximum(p_first, p_last)
+    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
+    grad_b = p_local * bpp.gradients
+    w_b = p_local * bpp.weights
+    fsdp = plan.sharding >= FSDP
+    zero = (plan.sharding >= ZERO1) & ~fsdp
+    ag_w = coll(comm.ALL_GATHER, w_b, shard_n, strides["dp"])
+    rs_g = coll(comm.REDUCE_SCATTER, grad_b, shard_n, strides["dp"])
+    ar_g = coll(comm.ALL_REDUCE, grad_b, plan.dp, strides["dp"])
+    replicas = plan.dp // np.maximum(shard_n, 1)
+    ar_hsdp = np.where(plan.sharding == HSDP,
+                       coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * shard_n), 0.0)
+    fwd_mb = layers * (layer_fwd) + logits / 3.0
+    bwd_mb = layers * (layer_bwd + layer_recompute) + logits * 2.0 / 3.0
+    # FSDP: per micro-batch all-gather (fwd), all-gather (bwd), reduce-scatter
+    fsdp_total = m * (2.0 * ag_w + rs_g) + ar_hsdp
+    fsdp_exposed = m * (np.maximum(ag_w - fwd_mb, 0.0) + np.maximum(ag_w + rs_g - bwd_mb, 0.0)
+                        + (ag_w + rs_g) / layers) + ar_hsdp
+    # DDP / ZeRO-1/2: gradients once per step behind the last micro-batch's backward
+    ddp_grad = np.where(zero, rs_g, ar_g)
+    ddp_param = np.where(zero, ag_w, 0.0)
+    ddp_total = ddp_grad + ddp_param
+    ddp_exposed = (np.maximum(ddp_grad - bwd_mb, 0.0) + ddp_grad / layers
+                   + np.maximum(ddp_param - fwd_mb, 0.0) + ddp_param / layers)
+    one_dp = plan.dp == 1
+    dp_total = np.where(one_dp, 0.0, np.where(fsdp, fsdp_total, ddp_total))
+    dp_exposed = np.where(one_dp, 0.0, np.where(fsdp, fsdp_exposed, ddp_exposed))
+
+    # ---------------------------------------------------------------- optimizer
+    d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    local_shard = p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
+    optimizer = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
+
+    # ---------------------------------------------------------------- assemble
+    compute = m * compute_mb
+    tp_comm = m * tp_comm_mb
+    cp_comm = m * cp_mb
+    pp_comm = m * pp_mb
+    t_mb = compute_mb + tp_comm_mb + cp_mb + pp_mb
+    bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule) * m * t_mb  # (p-1)/(v m) of the busy time [6]
+    terms = Terms(compute=compute, tp_comm=tp_comm, cp_comm=cp_comm, pp_comm=pp_comm,
+                  dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer)
+    extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer}
+    return terms, extra
+
+
+def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
+    """Tokens/s, MFU and HFU for a step time (PaLM's definitions)."""
+    model, hw = settings.model, settings.hardware
+    causal = settings.causal_attention_flops
+    ft = flops_per_token(model, plan.seq, plan.recompute, causal)
+    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, causal)
+    tokens = plan.gbs * plan.seq
+    tps = tokens / step_s
+    peak = np.where(plan.precision == 1, hw.fp8_TFLOPS or np.nan, hw.bf16_TFLOPS) * 1e12
+    denom = settings.gpus * peak
+    return {
+        "tokens_per_s": tps,
+        "tokens_per_s_per_gpu": tps / settings.gpus,
+        "mfu": ft.total * tps / denom,
+        "mfu_6n": ft.dense * tps / denom,
+        "hfu": (ft.total + rc) * tps / denom,
+        "tflops_per_gpu": ft.total * tps / settings.gpus / 1e12,
+        "peak_tflops": peak / 1e12,
+    }

@@ -1,0 +1,375 @@
+"""Pipeline schedules: the simulator reproduces the seed's section 5.3 timelines character for
+character, and the closed forms the search uses (planner.pipeline.bubble_fraction,
+inflight_microbatches) agree with the simulator over a grid of (p, m, v) for GPipe, 1F1B,
+interleaved 1F1B (Megatron-LM's order) and ZB-H1 (Qi et al. 2023)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.errors import PlannerError
+from planner.pipeline import (
+    GPIPE,
+    INTERLEAVED,
+    ONE_F_ONE_B,
+    SCHEDULE_CODES,
+    ZERO_BUBBLE_H1,
+    bubble_fraction,
+    inflight_microbatches,
+    simulate,
+    timeline_text,
+)
+
+# The seed chapter, section 5.3: the script's printed output for P, M = 4, 8 and
+# TF, TB = 1, 2, copied verbatim (`print(name); simulate(sch)`).
+SEED_GPIPE = """\
+GPipe
+  stage 0: 01234567.........aabbccddeeffgghh   peak stored: 8
+  stage 1: .01234567......aabbccddeeffgghh..   peak stored: 8
+  stage 2: ..01234567...aabbccddeeffgghh....   peak stored: 8
+  stage 3: ...01234567aabbccddeeffgghh......   peak stored: 8
+  step takes 33 units, each stage busy 24: idle 27% of the time
+"""
+SEED_1F1B = """\
+1F1B
+  stage 0: 0123......aa4bb5cc6dd7ee.ff.gg.hh   peak stored: 4
+  stage 1: .012....aa3bb4cc5dd6ee7ff.gg.hh..   peak stored: 3
+  stage 2: ..01..aa2bb3cc4dd5ee6ff7gg.hh....   peak stored: 2
+  stage 3: ...0aa1bb2cc3dd4ee5ff6gg7hh......   peak stored: 1
+  step takes 33 units, each stage busy 24: idle 27% of the time
+"""
+
+GRID = [(p, m) for p in (2, 4, 8) for m in (p, 2 * p, 4 * p)]
+
+
+def exact_bubble(sim):
+    """Idle over useful time as an exact fraction (the simulator's times are fractions)."""
+    busy = max(sim.busy)
+    return (sim.step - busy) / busy
+
+
+# --------------------------------------------------------------------------- the seed
+
+
+@pytest.mark.parametrize("name, expected", [("gpipe", SEED_GPIPE), ("1f1b", SEED_1F1B)])
+def test_cli_prints_seed_timeline_exactly(cli, name, expected):
+    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", name)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == expected
+
+
+def test_cli_seed_durations_given_explicitly(cli):
+    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", "1f1b", "--tf", 1, "--tb", 2)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == SEED_1F1B
+
+
+def test_seed_figures_from_the_library():
+    g, o = simulate(4, 8, "gpipe"), simulate(4, 8, "1f1b")
+    assert g.peak_stored == (8, 8, 8, 8)
+    assert o.peak_stored == (4, 3, 2, 1)
+    for sim in (g, o):
+        assert sim.step == 33 and sim.busy == (24, 24, 24, 24)
+        # "Every stage is idle for 9 of the 33 units ... 3/8 of the 24 units of useful work"
+        assert sim.idle_fraction == pytest.approx((9 / 33,) * 4)
+        assert exact_bubble(sim) == Fraction(3, 8)
+    assert timeline_text(g) + "\n" == SEED_GPIPE
+
+
+def test_seed_5_2_bubble_and_interleaving():
+    # "Four stages and 16 micro-batches waste 3/16, about 19%."
+    assert float(bubble_fraction(4, 16)) == 3 / 16
+    assert exact_bubble(simulate(4, 16, "gpipe")) == Fraction(3, 16)
+    assert exact_bubble(simulate(4, 16, "1f1b")) == Fraction(3, 16)
+    # "the bubble shrinks to (p - 1)/(v * m) for v pieces per GPU"
+    for v in (2, 4):
+        sim = simulate(4, 16, "interleaved", vpp=v)
+        assert exact_bubble(sim) == Fraction(3, 16) / v
+        assert float(bubble_fraction(4, 16, v, INTERLEAVED)) == pytest.approx(3 / 16 / v, rel=1e-15)
+
+
+# --------------------------------------------------------------------------- bubble vs closed form
+
+
+@pytest.mark.parametrize("p, m", GRID)
+@pytest.mark.parametrize("v", [1, 2, 4])
+def test_bubble_matches_closed_form_over_grid(p, m, v):
+    sim = simulate(p, m, "1f1b" if v == 1 else "interleaved", vpp=v, t_f=1, t_b=2)
+    assert exact_bubble(sim) == Fraction(p - 1, v * m)
+    code = ONE_F_ONE_B if v == 1 else INTERLEAVED
+    assert float(bubble_fraction(p, m, v, code)) == pytest.approx((p - 1) / (v * m), rel=1e-15)
+    # the step: m (T_F + T_B) of work plus (p-1)(T_F + T_B)/v of fill and drain
+    assert sim.step == m * 3 + Fraction(3 * (p - 1), v)
+
+
+@pytest.mark.parametrize("t_f, t_b", [(1, 1), (2, 3), (1, 3)])
+def test_bubble_does_not_depend_on_the_backward_ratio(t_f, t_b):
+    for p, m in [(2, 4), (4, 8), (4, 4)]:
+        assert exact_bubble(simulate(p, m, "gpipe", t_f=t_f, t_b=t_b)) == Fraction(p - 1, m)
+        assert exact_bubble(simulate(p, m, "1f1b", t_f=t_f, t_b=t_b)) == Fraction(p - 1, m)
+        assert exact_bubble(simulate(p, m, "interleaved", vpp=2, t_f=t_f, t_b=t_b)) == Fraction(p - 1, 2 * m)
+
+
+@pytest.mark.parametrize("p, m", GRID + [(4, 1), (4, 3), (8, 5)])
+def test_gpipe_bubble_and_peak(p, m):
+    sim = simulate(p, m, "gpipe")
+    assert exact_bubble(sim) == Fraction(p - 1, m)
+    assert sim.peak_stored == (m,) * p
+    assert float(inflight_microbatches(p, m, 1, GPIPE)) == m
+
+
+@pytest.mark.parametrize("p, m", GRID + [(4, 1), (4, 2), (8, 3), (8, 5)])
+def test_1f1b_peak_per_stage(p, m):
+    sim = simulate(p, m, "1f1b")
+    expected = tuple(min(m, p - s) for s in range(p))
+    assert sim.peak_stored == expected
+    assert [float(inflight_microbatches(p, m, 1, ONE_F_ONE_B, stage=s)) for s in range(p)] == list(expected)
+    assert exact_bubble(sim) == Fraction(p - 1, m)  # also for m < p
+
+
+# --------------------------------------------------------------------------- interleaved memory
+
+
+@pytest.mark.parametrize("p, m", GRID)
+@pytest.mark.parametrize("v", [2, 4])
+def test_interleaved_first_stage_peak_vs_korthikanti(p, m, v):
+    """Peak stored on stage 0, in micro-batches of a whole stage's layers (a chunk holds 1/v of
+    them): Megatron's warm-up 2(p-1) + (v-1)p chunk passes plus one, i.e. p + (p-1)/v, which is
+    Korthikanti's p (1 + (p-1)/(p v)) -- except at m = p, where every forward runs first and
+    the stage holds all m micro-batches, exactly p."""
+    sim = simulate(p, m, "interleaved", vpp=v)
+    first = sim.peak_stored[0]
+    korthikanti = p * (1 + Fraction(p - 1, p * v))
+    if m == p:
+        assert first == p and sim.peak_chunks[0] == m * v
+    else:
+        assert first == korthikanti
+        assert sim.peak_chunks[0] == 2 * (p - 1) + (v - 1) * p + 1
+    assert first == min(m, p + Fraction(p - 1, v))
+    assert float(inflight_microbatches(p, m, v, INTERLEAVED)) == pytest.approx(float(first), rel=1e-15)
+
+
+@pytest.mark.parametrize("p, m, v", [(4, 8, 2), (4, 4, 2), (8, 16, 4), (2, 8, 4)])
+def test_interleaved_peak_every_stage(p, m, v):
+    sim = simulate(p, m, "interleaved", vpp=v)
+    for s in range(p):
+        chunks = min(m * v, 2 * (p - s - 1) + (v - 1) * p + 1)
+        assert sim.peak_chunks[s] == chunks
+        assert float(inflight_microbatches(p, m, v, INTERLEAVED, stage=s)) == pytest.approx(chunks / v, rel=1e-15)
+
+
+def test_interleaved_follows_megatron_order():
+    """Megatron-LM forward_backward_pipelining_with_interleaving: rank r runs
+    min(2(p-r-1) + (v-1)p, m v) forwards before its first backward; the first p*v forwards
+    of rank 0 are micro-batches 0..p-1 of chunk 0, then 0..p-1 of chunk 1, ..."""
+    p, m, v = 4, 8, 2
+    sim = simulate(p, m, "interleaved", vpp=v)
+    for r in range(p):
+        mine = [x for x in sim.passes if x.stage == r]
+        first_b = next(i for i, x in enumerate(mine) if x.kind == "B")
+        assert first_b == min(2 * (p - r - 1) + (v - 1) * p, m * v) + 1  # warm-up, then 1F before 1B
+    rank0 = [(x.microbatch, x.chunk) for x in sim.passes if x.stage == 0 and x.kind == "F"]
+    assert rank0[:8] == [(0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1), (2, 1), (3, 1)]
+    assert rank0[8:12] == [(4, 0), (5, 0), (6, 0), (7, 0)]
+    rank0_b = [(x.microbatch, x.chunk) for x in sim.passes if x.stage == 0 and x.kind == "B"]
+    assert rank0_b[:4] == [(0, 1), (1, 1), (2, 1), (3, 1)]  # backward visits the last chunk first
+
+
+# --------------------------------------------------------------------------- ZB-H1
+
+
+@pytest.mark.parametrize("p, m", GRID)
+def test_zbh1_cuts_the_bubble_and_keeps_1f1b_memory(p, m):
+    zb, one = simulate(p, m, "zb-h1"), simulate(p, m, "1f1b")
+    assert exact_bubble(zb) < exact_bubble(one)
+    # Qi et al. 2023 sec. 2.1 with T_F = T_B = T_W (the default split of T_B = 2 T_F):
+    # bubble (p-1)(T_F + T_B - T_W) = (p-1) units, a third of 1F1B's
+    assert zb.step - max(zb.busy) == p - 1
+    assert exact_bubble(zb) == exact_bubble(one) / 3 == Fraction(p - 1, 3 * m)
+    assert float(bubble_fraction(p, m, 1, ZERO_BUBBLE_H1)) == pytest.approx((p - 1) / (3 * m), rel=1e-15)
+    # peak memory: every stage holds 1F1B's first-stage peak, never more
+    assert max(zb.peak_stored) == max(one.peak_stored) == min(m, p)
+    assert zb.peak_stored == (min(m, p),) * p
+    assert float(inflight_microbatches(p, m, 1, ZERO_BUBBLE_H1)) == float(inflight_microbatches(p, m, 1, ONE_F_ONE_B))
+
+
+@pytest.mark.parametrize("t_f, t_bi, t_w", [(1, 1, 1), (2, 1, 1), (1, 2, 1), (3, 2, 1), (1, 1, Fraction(1, 2))])
+def test_zbh1_bubble_is_the_papers_expression(t_f, t_bi, t_w):
+    """(p-1)(T_F + T_B - T_W) with B the input-gradient pass, for W no longer than F or B."""
+    for p, m in [(4, 4), (4, 8), (8, 16), (3, 7)]:
+        sim = simulate(p, m, "zb-h1", t_f=t_f, t_b=t_bi + t_w, t_w=t_w)
+        assert sim.step - max(sim.busy) == (p - 1) * (t_f + t_bi - t_w)
+        assert sim.busy == (m * (t_f + t_bi + t_w),) * p
+
+
+@pytest.mark.parametrize("p, m", [(4, 2), (4, 8), (8, 3), (8, 16), (2, 5)])
+@pytest.mark.parametrize("t_f, t_bi, t_w", [(1, 1, 1), (1, 2, 3), (1, 1, 2), (2, 1, 3), (3, 1, 1)])
+def test_zbh1_closed_form_matches_simulation_in_general(p, m, t_f, t_bi, t_w):
+    """Beyond the paper's setting (W longer than F or B, or m < p) the W passes hide
+    (min(m,p) - 1) min(T_W, T_F, T_B) of 1F1B's (p-1)(T_F + T_B) bubble."""
+    sim = simulate(p, m, "zb-h1", t_f=t_f, t_b=t_bi + t_w, t_w=t_w)
+    hidden = (min(m, p) - 1) * min(t_w, t_f, t_bi)
+    assert sim.step - max(sim.busy) == (p - 1) * (t_f + t_bi) - hidden
+    r = Fraction(t_bi + t_w, t_f)
+    cf = bubble_fraction(p, m, 1, ZERO_BUBBLE_H1, backward_ratio=float(r), w_fraction=t_w / (t_bi + t_w))
+    assert float(cf) == pytest.approx(float(exact_bubble(sim)), rel=1e-12)
+
+
+def test_zbh1_defers_weight_gradients():
+    sim = simulate(4, 8, "zb-h1")
+    for s in range(4):
+        kinds = "".join(x.kind for x in sim.passes if x.stage == s)
+        # stage s keeps s W passes pending: after its last B come s + 1 W passes
+        assert len(kinds) - len(kinds.rstrip("W")) == s + 1
+        assert kinds.count("W") == 8
+    text = timeline_text(sim)
+    assert "  stage 0: 0123...aA4bB5cC6dD7eEfFgGhH   peak stored: 4" in text
+    assert "  stage 3: ...0a1b2c3dA4eB5fC6gD7hEFGH   peak stored: 4" in text
+    assert "step takes 27 units, each stage busy 24: idle 11% of the time" in text
+
+
+# --------------------------------------------------------------------------- simulator invariants
+
+
+@pytest.mark.parametrize(
+    "schedule, p, m, v",
+    [("gpipe", 4, 6, 1), ("1f1b", 8, 3, 1), ("1f1b", 4, 16, 1), ("interleaved", 4, 12, 3), ("zb-h1", 5, 9, 1)],
+)
+def test_passes_respect_dependencies_and_never_overlap(schedule, p, m, v):
+    sim = simulate(p, m, schedule, vpp=v, t_f=2, t_b=3)
+    end = {}
+    for x in sim.passes:
+        end[(x.kind, x.chunk * p + x.stage, x.microbatch)] = x.end
+    last = p * v - 1
+    for x in sim.passes:
+        vs = x.chunk * p + x.stage
+        if x.kind == "F" and vs > 0:
+            assert x.start >= end[("F", vs - 1, x.microbatch)]
+        if x.kind == "B":
+            assert x.start >= end[("B", vs + 1, x.microbatch)] if vs < last else end[("F", vs, x.microbatch)]
+        if x.kind == "W":
+            assert x.start >= end[("B", vs, x.microbatch)]
+    for s in range(p):
+        mine = [x for x in sim.passes if x.stage == s]
+        assert all(a.end <= b.start for a, b in zip(mine, mine[1:]))
+        assert sum(1 for x in mine if x.kind == "F") == m * v
+        assert sim.busy[s] == m * 5  # m (T_F + T_B), whatever the schedule
+
+
+# --------------------------------------------------------------------------- closed forms, vectorised
+
+
+def test_closed_forms_vectorise_over_schedule_codes():
+    pp = np.array([4, 4, 4, 4, 8], dtype=np.int64)
+    m = np.array([16, 16, 16, 16, 8], dtype=np.int64)
+    v = np.array([1, 1, 2, 1, 4], dtype=np.int64)
+    code = np.array([GPIPE, ONE_F_ONE_B, INTERLEAVED, ZERO_BUBBLE_H1, INTERLEAVED], dtype=np.int64)
+    b = bubble_fraction(pp, m, v, code)
+    assert b == pytest.approx([3 / 16, 3 / 16, 3 / 32, 1 / 16, 7 / 32], rel=1e-15)
+    f = inflight_microbatches(pp, m, v, code)
+    assert f == pytest.approx([16, 4, 4 + 3 / 2, 4, 8], rel=1e-15)
+    for i in range(len(pp)):
+        assert float(b[i]) == float(bubble_fraction(pp[i], m[i], v[i], code[i]))
+    assert b.dtype == np.float64 and f.dtype == np.float64
+
+
+# --------------------------------------------------------------------------- text and CLI
+
+
+def test_interleaved_text_marks_chunks_and_the_time_unit(cli):
+    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", "interleaved", "--vpp", 2)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Interleaved 1F1B (v=2)"
+    # 24 units of work plus (p-1)(T_F + T_B)/v = 4.5 units of bubble; one character = 0.5 unit
+    assert "  step takes 28.5 units, each stage busy 24: idle 16% of the time" in lines
+    assert "  one character = 0.5 time units" in lines
+    assert lines[1].startswith("  stage 0: 01230123") and lines[1].endswith("   peak stored: 5.5")
+    assert lines[2].startswith("    chunk: 00001111")
+    assert len(lines[1].split()[2]) == 57 == len(lines[2].split()[1])  # 28.5 units / 0.5
+
+
+def test_cli_closed_form_option(cli):
+    r = cli("pipeline", "-p", 4, "-m", 16, "-s", "interleaved", "--vpp", 2, "--closed-form")
+    assert r.exit_code == 0, r.stderr
+    assert "bubble (idle / useful): simulated 0.09375, closed form (p-1)/(v*m) = 0.09375" in r.stdout
+    assert "peak stored per stage: simulated 5.5,4.5,3.5,2.5, closed form 5.5,4.5,3.5,2.5" in r.stdout
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--stages", "0", "--microbatches", "8"], "--stages"),
+        (["--stages", "4", "--microbatches", "0"], "--microbatches"),
+        (["--stages", "4", "--microbatches", "6", "--schedule", "interleaved", "--vpp", "2"], "multiple of --stages"),
+        (["--stages", "4", "--microbatches", "8", "--schedule", "interleaved"], "--vpp 2 or more"),
+        (["--stages", "4", "--microbatches", "8", "--schedule", "1f1b", "--vpp", "2"], "interleaved"),
+        (["--stages", "4", "--microbatches", "8", "--schedule", "pipedream"], "unknown pipeline schedule"),
+        (["--stages", "4", "--microbatches", "8", "--tf", "0"], "--tf"),
+        (["--stages", "4", "--microbatches", "8", "--schedule", "zb-h1", "--tw", "2"], "--tw"),
+        (["--stages", "4", "--microbatches", "8", "--tw", "1"], "zb-h1"),
+        (["--stages", "4", "--microbatches", "8", "--plot", "timeline.pdf"], ".png or .svg"),
+    ],
+)
+def test_cli_bad_input_exit_2(cli, args, needle):
+    r = cli("pipeline", *args)
+    assert r.exit_code == 2
+    assert r.stdout == ""
+    err = r.stderr.splitlines()
+    assert err[0].startswith("error: ") and len(err) == 2 and err[1].startswith("hint: ")
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_library_errors_name_the_valid_values():
+    with pytest.raises(PlannerError) as e:
+        simulate(4, 8, "zero")
+    assert all(name in e.value.hint for name in SCHEDULE_CODES)
+    with pytest.raises(PlannerError) as e:
+        simulate(4, 10, "interleaved", vpp=2)
+    assert "--microbatches 12" in e.value.hint
+
+
+# --------------------------------------------------------------------------- pictures
+
+
+def _check_png(path: Path, min_bytes: int = 20_000):
+    from matplotlib.image import imread
+
+    assert path.stat().st_size > min_bytes
+    img = imread(path)
+    assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 800
+    colours = np.unique(img[..., :3].reshape(-1, 3), axis=0)
+    assert len(colours) > 10  # bars in several colours, text, white: not a blank canvas
+    # the forward (blue) and backward (orange) colours are both drawn
+    rgb = img[..., :3]
+    blue = np.all(np.abs(rgb - np.array([0x4C, 0x78, 0xA8]) / 255) < 0.02, axis=-1)
+    orange = np.all(np.abs(rgb - np.array([0xF5, 0x85, 0x18]) / 255) < 0.02, axis=-1)
+    assert blue.mean() > 0.01 and orange.mean() > 0.01
+
+
+def test_plot_png_is_a_readable_picture(cli, tmp_path):
+    out = tmp_path / "tl.png"
+    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", "1f1b", "--plot", out)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == SEED_1F1B  # the text is unchanged by --plot
+    assert f"wrote {out}" in r.stderr
+    _check_png(out)
+
+
+def test_plot_svg_and_other_schedules(tmp_path):
+    from planner.plot import plot_timeline
+
+    svg = plot_timeline(simulate(4, 8, "interleaved", vpp=2), tmp_path / "i.svg")
+    head = svg.read_text()[:400]
+    assert "<svg" in head and svg.stat().st_size > 20_000
+    _check_png(plot_timeline(simulate(4, 8, "zb-h1"), tmp_path / "z.png"))
+
+
+def test_docs_example_picture():
+    """docs/pipeline_1f1b.png, the README's picture: p=4, m=8 1F1B, readable."""
+    _check_png(Path(__file__).resolve().parent.parent / "docs" / "pipeline_1f1b.png")
