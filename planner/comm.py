@@ -1,0 +1,783 @@
+"""Communication costs: alpha-beta models of collectives, and where a group lands.
+
+Units: bytes, seconds, B/s (bytes per second per GPU per direction). Every function takes
+numpy arrays or scalars alike and returns arrays (0-d for scalars); operations and
+algorithms are integer codes so that a search can hold them in int64 arrays.
+
+Size convention (the one nccl-tests prints in its `size` column [4]):
+    all-reduce      S = the per-rank buffer (every rank holds S and ends with the sum of S)
+    reduce-scatter  S = the total array: each rank contributes S and keeps a shard of S/n
+    all-gather      S = the total gathered size: each rank contributes S/n, ends with S
+    all-to-all      S = each rank's whole send buffer: S/n goes to every rank
+    send-recv       S = the message each rank sends to its neighbour
+
+Cost model [1]: time = rounds * alpha + bandwidth term, where alpha is the latency of one
+round (one message crossing one link, NCCL's per-step latency [5]) and the bandwidth term
+is the bytes the busiest rank moves over its link divided by the link's bandwidth B.
+Links are full duplex and collectives are pipelined in chunks (as NCCL does [5]), so a rank
+that sends and receives X bytes each way needs X / B, not 2X / B.
+
+Per collective and algorithm, n ranks (bytes sent = bytes received per rank unless noted):
+    all-reduce  ring [2][3]        2(n-1) rounds, 2(n-1)/n * S, time 2(n-1)/n * S / B
+                tree [5][8]        2*ceil(log2 n) rounds; NCCL's double binary tree moves 2S per
+                                   rank (tuning.cc: tree algbw = busbw / 2) at 92% of the link
+                                   (TREE_BANDWIDTH_EFFICIENCY), time 2S / (0.92 B)
+                parameter-server   2 rounds; the server receives (n-1)S and sends (n-1)S back
+                  [3, sec. 2.2]    (pipelined: (n-1)S / B; the seed's "about 20 s" receive)
+                hierarchical       reduce-scatter inside the NVLink domain (g local ranks) on S,
+                                   ring all-reduce across domains (n/g ranks) on S/g over the
+                                   network, all-gather inside the domain on S; rounds
+                                   2(g-1) + 2(n/g-1)
+                nvls [6][11]       NVLink SHARP (NVSwitch reduces and multicasts): algbw is about
+                                   NVLS_ALGBW_PER_RING_BUSBW times the ring's achievable link
+                                   bandwidth whatever n; latency NVLS_LATENCY_S [5]. Only inside
+                                   one NVLink domain, only all-reduce.
+    reduce-scatter, all-gather
+                ring [1][4]        n-1 rounds, (n-1)/n * S
+                tree               recursive halving / doubling [1]: ceil(log2 n) rounds, same
+                                   bytes (NCCL 2.23's PAT algorithm is of this kind [10])
+    all-to-all  direct             pairwise exchange [1]: n-1 rounds, (n-1)/n * S
+    send-recv   direct             1 round, S
+ranks == 1 costs zero. An (operation, algorithm) pair that does not exist costs +inf time
+and NaN bytes, so that a search's argmin never picks it (see `supported`).
+
+busbw is what nccl-tests would print [4]: algbw = S / time, busbw = algbw * factor(n) with
+factor 2(n-1)/n for all-reduce, (n-1)/n for reduce-scatter, all-gather and all-to-all, 1 for
+send-recv. With alpha = 0 a ring's busbw equals B exactly.
+
+Placement (`group_link`): ranks are numbered with the innermost parallel axis fastest (TP,
+then CP, PP, DP by default [9, sec. 3.3.2]; see `axis_strides`), and consecutive ranks fill an
+NVLink domain, then a pod. A group's members are `stride` ranks apart and its block spans
+group_size * stride consecutive ranks. A block inside one NVLink domain uses NVLink. Otherwise
+each GPU reaches other domains through its own NIC [3, sec. 4.2, 6.2]; NCCL spreads a ring's
+channels over the NICs of a node, so a group with m members per domain gets
+min(B_nvlink, m * B_net) (m = 1 for a DP or PP group: the per-GPU network bandwidth) [12].
+A block larger than a pod (or straddling a pod boundary) crosses the oversubscribed layer
+[3, sec. 6.2-6.3][9, sec. 3.3.1]; see `group_link` for the contention model.
+
+References
+[1] Thakur, Rabenseifner, Gropp 2005, "Optimization of Collective Communication Operations in
+    MPICH", Int. J. High Performance Computing Applications 19(1): the alpha-beta (latency-
+    bandwidth) cost model; ring and recursive-doubling allgather, recursive-halving
+    reduce-scatter, pairwise-exchange alltoall.
+[2] Patarasuk, Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
+    workstations", J. Parallel Distrib. Comput. 69(2): ring all-reduce sends 2(n-1)/n * S.
+[3] The seed chapter (/work/shared/seed, "training at scale"): sec. 2.2 parameter server
+    (7 x 141 GB ~ 990 GB, ~20 s at 50 GB/s), sec. 2.3 ring (1.0/1.5/1.75/1.875 x S at 2/4/8/16
+    ranks; 4,096 ranks x 10 us a round ~ 80 ms; 141 GB all-reduce ~0.6 s at 450 GB/s, ~5.6 s at
+    50 GB/s), sec. 4.2 NVLink 450 GB/s and one 400 Gb/s NIC per GPU, sec. 6.2-6.3 pods of
+    3,072 GPUs joined at 1:7.
+[4] NVIDIA/nccl-tests doc/PERFORMANCE.md and src/*.cu `*GetBw`: algbw and busbw factors.
+[5] NVIDIA/nccl src/graph/tuning.cc (commit b6475625, the 2.19-era tuning model), Simple
+    protocol: per-step hwLat Ring/NVLink 3.4 us, Ring/NET 14 us, NVLS/NVLink 23 us; tree
+    bandwidth ratio .5 (algbw = busbw / 2); ring latency = steps x per-step latency, with the
+    inter-node steps at the network figure.
+[6] S. Jeaugey (NCCL maintainer), github.com/NVIDIA/nccl-tests/issues/212: effective NVLink4
+    bandwidth ~370 GB/s of 450 for rings (or any non-all-reduce collective); NVLS all-reduce
+    ~480 GB/s busbw (~275 algbw) on 8 H100s. github.com/NVIDIA/nccl/issues/1442: ~30% gain
+    for all-reduce with NVLS.
+[7] D. Addison (AddyLaddy, NCCL), github.com/NVIDIA/nccl-tests/issues/290: an NDR 400 Gb/s NIC
+    reaches 46-48 GB/s of its 50 GB/s line rate.
+[8] Sanders, Speck, Traeff 2009, "Two-tree algorithms for full bandwidth broadcast, reduction
+    and scan", Parallel Computing 35(12); NCCL 2.4's double binary trees (S. Jeaugey, NVIDIA
+    developer blog 2019, "Massively Scale Your Deep Learning Training with NCCL 2.4").
+[9] Llama Team, "The Llama 3 Herd of Models", arXiv:2407.21783: sec. 3.3.1 (3,072-GPU pods with
+    full bisection bandwidth, 1:7 oversubscription above them, topology-aware placement to
+    minimize cross-pod traffic, latency up to tens of microseconds), sec. 3.3.2 (parallelism
+    order TP, CP, PP, DP from innermost).
+[10] NVIDIA developer blog 2024, "New Scaling Algorithm and Initialization with NVIDIA
+    Collective Communications Library 2.23": PAT, logarithmic all-gather / reduce-scatter
+    for one GPU per node.
+[11] github.com/NVIDIA/nccl/issues/1455: on H100/H200 NCCL uses rings for 2-4 GPUs (~365-370
+    GB/s busbw) and NVLS for 5-8 GPUs (420/440/460/480 GB/s busbw), i.e. ~262-274 GB/s algbw.
+[12] nccl-tests all_reduce_perf on 2 x 8 H100 with 8 x 400G NICs per node: 472 GB/s busbw at
+    16 GiB (planner reference data nccl_logs/h100_16gpu_2node_allreduce_dgx06-dgx07.txt), ten
+    times one NIC's 47 GB/s: a multi-node group uses all the NICs of its nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from .errors import PlannerError
+
+# ------------------------------------------------------------------------- codes
+ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, SEND_RECV = 0, 1, 2, 3, 4
+OP_CODES = {
+    "all-reduce": ALL_REDUCE,
+    "reduce-scatter": REDUCE_SCATTER,
+    "all-gather": ALL_GATHER,
+    "all-to-all": ALL_TO_ALL,
+    "send-recv": SEND_RECV,
+}
+OP_NAMES = {v: k for k, v in OP_CODES.items()}
+
+RING, TREE, PARAMETER_SERVER, HIERARCHICAL, NVLS, DIRECT = 0, 1, 2, 3, 4, 5
+AUTO = -1  # only for `best_algorithm` / `group_collective`: the fastest supported algorithm
+ALGO_CODES = {
+    "ring": RING,
+    "tree": TREE,
+    "parameter-server": PARAMETER_SERVER,
+    "hierarchical": HIERARCHICAL,
+    "nvls": NVLS,
+    "direct": DIRECT,
+}
+ALGO_NAMES = {v: k for k, v in ALGO_CODES.items()}
+
+# The algorithm each operation uses when none is named (index = op code).
+DEFAULT_ALGO = np.array([RING, RING, RING, DIRECT, DIRECT], dtype=np.int64)
+
+# Which (op, algo) pairs exist: SUPPORTED[op, algo].
+SUPPORTED = np.zeros((len(OP_CODES), len(ALGO_CODES)), dtype=bool)
+SUPPORTED[ALL_REDUCE, [RING, TREE, PARAMETER_SERVER, HIERARCHICAL, NVLS]] = True
+SUPPORTED[REDUCE_SCATTER, [RING, TREE]] = True
+SUPPORTED[ALL_GATHER, [RING, TREE]] = True
+SUPPORTED[ALL_TO_ALL, DIRECT] = True
+SUPPORTED[SEND_RECV, DIRECT] = True
+
+# What `best_algorithm` may pick, AUTO_OK[op, algo]: for all-reduce NCCL chooses among ring,
+# tree and NVLS by its tuning model [5] (hierarchical stands for its multi-node tree/NVLS-tree
+# family); for reduce-scatter and all-gather NCCL runs rings (PAT [10] only with one GPU per
+# node), so the log-round variant is available by name but not picked automatically; the
+# parameter server never wins and is left out.
+AUTO_OK = np.zeros_like(SUPPORTED)
+AUTO_OK[ALL_REDUCE, [RING, TREE, HIERARCHICAL, NVLS]] = True
+AUTO_OK[REDUCE_SCATTER, RING] = True
+AUTO_OK[ALL_GATHER, RING] = True
+AUTO_OK[ALL_TO_ALL, DIRECT] = True
+AUTO_OK[SEND_RECV, DIRECT] = True
+AUTO_CANDIDATES = (RING, TREE, HIERARCHICAL, NVLS, DIRECT)
+
+LINK_NVLINK, LINK_NETWORK, LINK_CROSS_POD = 0, 1, 2
+LINK_NAMES = {LINK_NVLINK: "NVLink", LINK_NETWORK: "network", LINK_CROSS_POD: "network across pods"}
+
+# Traffic patterns for the placement model: who talks to whom.
+PATTERN_RING, PATTERN_ALL_PAIRS = 0, 1  # neighbours on a ring / tree; every rank to every rank
+
+# ------------------------------------------------------------------- assumptions
+# Achievable fraction of the NVLink line rate for a ring (and any non-all-reduce collective):
+# 370 of 450 GB/s on NVLink 4 [6]. Measured 8-GPU rings agree: H100 reduce-scatter 362 GB/s
+# busbw at 8 GB (nccl#1047), H200 all-reduce ring 365.6-367.6 (reference hardware.yaml).
+# Applied to every NVLink generation as an assumption (A100 rings reach ~235 of 300 = 0.78,
+# reference nccl_logs/a100_8gpu_allreduce: 234.9 busbw).
+NVLINK_RING_EFFICIENCY = 370.0 / 450.0
+# Achievable fraction of a NIC's line rate: 47 of 50 GB/s for NDR 400 Gb/s [7] (46-48; 200G HDR
+# ~24 of 25 and 100G ~12 of 12.5 per S. Jeaugey, nccl-tests#119, are about the same fraction).
+NETWORK_EFFICIENCY = 47.0 / 50.0
+# Latency of one ring step over NVLink: NCCL's Ring/Simple hwLat for NVLink, 3.4 us [5].
+NVLINK_LATENCY_S = 3.4e-6
+# Latency of one round across the network: the seed's 10 us a round [3, sec. 2.3]; Llama 3
+# reports "up to tens of microseconds" [9, sec. 3.3.1]; NCCL models 9.6 us (2.7) to 14 us
+# (2.19) per inter-node Ring/Simple step [5].
+NETWORK_LATENCY_S = 10e-6
+# NVLS all-reduce: measured algbw over the ring's achievable bus bandwidth on 8 H100s:
+# (480 / (2 * 7/8)) / 370 = 274.3 / 370 = 0.741 [6]. The algbw stays ~262-274 GB/s from 5 to 8
+# GPUs [11], so NVLS time is modelled as S / (this * B) at any n (a ~30% gain over the ring
+# at 8 GPUs, as [6] says).
+NVLS_ALGBW_PER_RING_BUSBW = (480.0 / (2.0 * 7.0 / 8.0)) / 370.0
+# NVLS latency: NCCL's hwLat NVLink/NVLS/Simple, 23 us per collective (baseLat 0) [5].
+NVLS_LATENCY_S = 23e-6
+# NCCL's tuning model credits a tree with 92% of the bus bandwidth a ring gets on the same
+# channels (tuning.cc: `if (a == NCCL_ALGO_TREE) busBw = std::min(busBw*.92, ...)`) [5].
+TREE_BANDWIDTH_EFFICIENCY = 0.92
+
+
+# ------------------------------------------------------------------------ results
+@dataclass(frozen=True)
+class CollectiveCost:
+    """What one collective costs, per element of the (broadcast) inputs.
+
+    time_s = latency_s + bandwidth_s. Bytes are those of the busiest rank (for the
+    parameter server: the server). algbw and busbw follow nccl-tests [4] (B/s).
+    """
+
+    bytes_sent_per_rank: np.ndarray
+    bytes_received_per_rank: np.ndarray
+    rounds: np.ndarray
+    latency_s: np.ndarray
+    bandwidth_s: np.ndarray
+    time_s: np.ndarray
+    algbw: np.ndarray
+    busbw: np.ndarray
+
+    def as_dict(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def take(self, idx) -> "CollectiveCost":
+        return CollectiveCost(**{k: v[idx] for k, v in self.as_dict().items()})
+
+
+def _f(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64)
+
+
+def _i(x) -> np.ndarray:
+    return np.asarray(x, dtype=np.int64)
+
+
+def _check_codes(op: np.ndarray, algo: np.ndarray) -> None:
+    if np.any((op < 0) | (op >= len(OP_CODES))):
+        raise PlannerError(f"unknown collective code in {np.unique(op).tolist()}", f"valid codes: {OP_NAMES}")
+    if np.any((algo < 0) | (algo >= len(ALGO_CODES))):
+        raise PlannerError(f"unknown algorithm code in {np.unique(algo).tolist()}", f"valid codes: {ALGO_NAMES}")
+
+
+def supported(op, algo) -> np.ndarray:
+    """True where the (operation, algorithm) pair exists in this model."""
+    op, algo = np.broadcast_arrays(_i(op), _i(algo))
+    ok = (op >= 0) & (op < len(OP_CODES)) & (algo >= 0) & (algo < len(ALGO_CODES))
+    return ok & SUPPORTED[np.where(ok, op, 0), np.where(ok, algo, 0)]
+
+
+def busbw_factor(op, ranks) -> np.ndarray:
+    """nccl-tests' bus bandwidth factor [4]: 2(n-1)/n, (n-1)/n or 1."""
+    op = _i(op)
+    n = _f(ranks)
+    return np.where(op == ALL_REDUCE, 2.0 * (n - 1.0) / n, np.where(op == SEND_RECV, 1.0, (n - 1.0) / n))
+
+
+def collective_time(
+    op,
+    size_bytes,
+    ranks,
+    bandwidth,
+    latency,
+    algo=None,
+    *,
+    local_ranks=1,
+    local_bandwidth=None,
+    local_latency=None,
+    inter_bandwidth=None,
+    inter_latency=None,
+) -> CollectiveCost:
+    """Alpha-beta cost of one collective (see the module docstring for every formula).
+
+    op, algo: integer codes (OP_CODES, ALGO_CODES); algo None = DEFAULT_ALGO of the op.
+    size_bytes: S in the nccl-tests convention (module docstring). ranks: n >= 1.
+    bandwidth (B/s per rank per direction) and latency (s per round): the link the flat
+    algorithms (ring, tree, parameter server, NVLS, direct) run on.
+    Hierarchical only: local_ranks g per NVLink domain (n/g domains), local_bandwidth and
+    local_latency for the two phases inside a domain (default: bandwidth, latency),
+    inter_bandwidth and inter_latency for the all-reduce across domains (default: bandwidth,
+    latency). With g = 1 or g = n hierarchical equals a ring.
+    """
+    op = _i(op)
+    algo = DEFAULT_ALGO[np.clip(op, 0, len(OP_CODES) - 1)] if algo is None else _i(algo)
+    _check_codes(op, algo)
+    S, n, B, a = _f(size_bytes), _i(ranks), _f(bandwidth), _f(latency)
+    gl = _i(local_ranks)
+    Bl = B if local_bandwidth is None else _f(local_bandwidth)
+    al = a if local_latency is None else _f(local_latency)
+    Bi = B if inter_bandwidth is None else _f(inter_bandwidth)
+    ai = a if inter_latency is None else _f(inter_latency)
+    if np.any(n < 1):
+        raise PlannerError("ranks must be at least 1", "give the number of ranks taking part in the collective")
+    if np.any(S < 0) or np.any(~np.isfinite(S)):
+        raise PlannerError("collective size must be a finite number of bytes >= 0")
+    if np.any(B <= 0) or np.any(Bl <= 0) or np.any(Bi <= 0):
+        raise PlannerError("link bandwidth must be > 0 B/s")
+    if np.any(a < 0) or np.any(al < 0) or np.any(ai < 0):
+        raise PlannerError("link latency must be >= 0 s")
+    if np.any(gl < 1):
+        raise PlannerError("local_ranks must be at least 1")
+
+    op, algo, S, n, B, a, gl, Bl, al, Bi, ai = np.broadcast_arrays(op, algo, S, n, B, a, gl, Bl, al, Bi, ai)
+    nf = n.astype(np.float64)
+    g = np.minimum(gl, n).astype(np.float64)
+    log_n = np.ceil(np.log2(nf))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rs_ag = (nf - 1.0) / nf * S  # ring / recursive reduce-scatter, all-gather, all-to-all
+        ar_ring = 2.0 * rs_ag
+        # hierarchical: local reduce-scatter + all-gather on S, inter-domain ring on S/g
+        n_inter = nf / g
+        h_local = 2.0 * (g - 1.0) / g * S
+        h_inter = 2.0 * (n_inter - 1.0) / n_inter * S / g
+        h_sent = h_local + h_inter
+        h_bw = h_local / Bl + h_inter / Bi
+        h_rounds = 2.0 * (g - 1.0) + 2.0 * (n_inter - 1.0)
+        h_lat = 2.0 * (g - 1.0) * al + 2.0 * (n_inter - 1.0) * ai
+
+    is_ar = op == ALL_REDUCE
+    is_rsag = (op == REDUCE_SCATTER) | (op == ALL_GATHER)
+    cases = [
+        is_ar & (algo == RING),
+        is_ar & (algo == TREE),
+        is_ar & (algo == PARAMETER_SERVER),
+        is_ar & (algo == HIERARCHICAL),
+        is_ar & (algo == NVLS),
+        is_rsag & (algo == RING),
+        is_rsag & (algo == TREE),
+        (op == ALL_TO_ALL) & (algo == DIRECT),
+        (op == SEND_RECV) & (algo == DIRECT),
+    ]
+    inf, nan = np.inf, np.nan
+    ps_bytes = (nf - 1.0) * S
+    sent = np.select(cases, [ar_ring, 2.0 * S, ps_bytes, h_sent, S, rs_ag, rs_ag, rs_ag, S], nan)
+    rounds = np.select(
+        cases,
+        [2.0 * (nf - 1.0), 2.0 * log_n, 2.0, h_rounds, 2.0, nf - 1.0, log_n, nf - 1.0, 1.0],
+        nan,
+    )
+    latency_s = np.select(
+        cases,
+        [rounds * a, rounds * a, rounds * a, h_lat, np.full_like(a, NVLS_LATENCY_S), rounds * a, rounds * a, rounds * a, a],
+        inf,
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bandwidth_s = np.select(
+            cases,
+            [
+                sent / B,
+                sent / (TREE_BANDWIDTH_EFFICIENCY * B),
+                sent / B,
+                h_bw,
+                S / (NVLS_ALGBW_PER_RING_BUSBW * B),
+                sent / B,
+                sent / B,
+                sent / B,
+                sent / B,
+            ],
+            inf,
+        )
+    # One rank: nothing to communicate.
+    single = n == 1
+    sent = np.where(single, 0.0, sent)
+    rounds = np.where(single, 0.0, rounds)
+    latency_s = np.where(single, 0.0, latency_s)
+    bandwidth_s = np.where(single, 0.0, bandwidth_s)
+    time_s = np.asarray(latency_s + bandwidth_s)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        algbw = np.where((time_s > 0) & np.isfinite(time_s), S / time_s, 0.0)
+    busbw = np.asarray(algbw * busbw_factor(op, n))
+    return CollectiveCost(
+        bytes_sent_per_rank=sent,
+        bytes_received_per_rank=sent.copy(),
+        rounds=rounds,
+        latency_s=latency_s,
+        bandwidth_s=bandwidth_s,
+        time_s=time_s,
+        algbw=algbw,
+        busbw=busbw,
+    )
+
+
+def best_algorithm(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok=False, candidates=AUTO_CANDIDATES, **link) -> np.ndarray:
+    """The fastest algorithm of `candidates` that AUTO_OK allows for the op, per element
+    (int64 codes), as NCCL's tuner picks by its own cost model [5]. NVLS is a candidate only
+    where nvls_ok (the group sits in one NVLink domain whose switches do NVLink SHARP).
+    `link`: the hierarchical keywords of `collective_time`. Ties go to the earlier candidate."""
+    op = _i(op)
+    nvls_ok = np.asarray(nvls_ok, dtype=bool)
+    times = []
+    for c in candidates:
+        t = collective_time(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, c), **link).time_s
+        t = np.where(AUTO_OK[np.clip(op, 0, len(OP_CODES) - 1), c], t, np.inf)
+        if c == NVLS:
+            t = np.where(nvls_ok, t, np.inf)
+        times.append(t)
+    times = np.stack(np.broadcast_arrays(*times))
+    return np.asarray(candidates, dtype=np.int64)[np.argmin(times, axis=0)]
+
+
+# ---------------------------------------------------------------- hardware view
+@dataclass(frozen=True)
+class CommParams:
+    """The communication side of a Hardware entry, at achievable (not line-rate) speeds.
+
+    Bandwidths in B/s per GPU per direction, latencies in s per round.
+    """
+
+    name: str
+    nvlink_bandwidth: float
+    nvlink_latency: float
+    network_bandwidth: float
+    network_latency: float
+    gpus_per_node: int
+    nvlink_domain: int
+    pod_gpus: int
+    oversubscription: float
+    nvls: bool
+    nvlink_line_rate: float
+    network_line_rate: float
+    nvlink_efficiency: float
+    network_efficiency: float
+
+
+def comm_params(
+    hw,
+    *,
+    nvlink_efficiency: float = NVLINK_RING_EFFICIENCY,
+    network_efficiency: float = NETWORK_EFFICIENCY,
+    nvlink_latency: float = NVLINK_LATENCY_S,
+    network_latency: float = NETWORK_LATENCY_S,
+    nvls: bool | None = None,
+) -> CommParams:
+    """CommParams of a schema.Hardware. Efficiencies 1.0 give raw line rates (the seed's
+    figures). nvls None: the hardware's `nvls` flag if its schema has one, else False (the
+    Hardware schema does not record NVLink SHARP support yet)."""
+    if nvls is None:
+        nvls = bool(getattr(hw, "nvls", False))
+    for name, v in (("nvlink_efficiency", nvlink_efficiency), ("network_efficiency", network_efficiency)):
+        if not 0 < v <= 1:
+            raise PlannerError(f"{name} must be in (0, 1], got {v}")
+    return CommParams(
+        name=hw.name,
+        nvlink_bandwidth=hw.nvlink_bandwidth * nvlink_efficiency,
+        nvlink_latency=float(nvlink_latency),
+        network_bandwidth=hw.network_bandwidth * network_efficiency,
+        network_latency=float(network_latency),
+        gpus_per_node=int(hw.gpus_per_node),
+        nvlink_domain=int(hw.nvlink_domain),
+        pod_gpus=int(hw.fabric.pod_gpus),
+        oversubscription=float(hw.fabric.oversubscription),
+        nvls=bool(nvls),
+        nvlink_line_rate=hw.nvlink_bandwidth,
+        network_line_rate=hw.network_bandwidth,
+        nvlink_efficiency=float(nvlink_efficiency),
+        network_efficiency=float(network_efficiency),
+    )
+
+
+# ---------------------------------------------------------------------- placement
+AXES = ("tp", "cp", "pp", "dp")
+DEFAULT_ORDER = "tp-cp-pp-dp"
+
+
+def parse_order(order: str) -> tuple[str, ...]:
+    """'tp-cp-pp-dp' (innermost first) -> ('tp', 'cp', 'pp', 'dp'); any permutation of the
+    four axes, separated by '-' or ','."""
+    parts = tuple(p.strip().lower() for p in str(order).replace(",", "-").split("-") if p.strip())
+    if sorted(parts) != sorted(AXES):
+        raise PlannerError(
+            f"rank order {order!r} is not an arrangement of tp, cp, pp and dp",
+            f"write all four axes once, innermost first, e.g. {DEFAULT_ORDER}",
+        )
+    return parts
+
+
+def axis_strides(order: str = DEFAULT_ORDER, *, tp=1, cp=1, pp=1, dp=1) -> dict[str, np.ndarray]:
+    """Distance in the global rank order between neighbours of each axis' groups: the product
+    of the sizes of the axes inner to it. Default order TP innermost, then CP, PP, DP [9]."""
+    sizes = {"tp": _i(tp), "cp": _i(cp), "pp": _i(pp), "dp": _i(dp)}
+    stride = np.int64(1)
+    out = {}
+    for ax in parse_order(order):
+        out[ax] = np.asarray(stride, dtype=np.int64)
+        stride = stride * sizes[ax]
+    return out
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    """Which links a group of ranks uses (arrays).
+
+    link: LINK_NVLINK / LINK_NETWORK / LINK_CROSS_POD.
+    bandwidth, latency: what a flat algorithm (ring, tree, direct, ...) over the whole group
+        gets per rank (B/s per direction, s per round).
+    local_ranks, local_bandwidth, local_latency: members per NVLink domain and the NVLink.
+    inter_bandwidth, inter_latency: per GPU across domains (the hierarchical inter phase).
+    domains: NVLink domains the group spans; pods: pods it spans; crosses_pod: bool.
+    """
+
+    link: np.ndarray
+    bandwidth: np.ndarray
+    latency: np.ndarray
+    local_ranks: np.ndarray
+    local_bandwidth: np.ndarray
+    local_latency: np.ndarray
+    inter_bandwidth: np.ndarray
+    inter_latency: np.ndarray
+    domains: np.ndarray
+    pods: np.ndarray
+    crosses_pod: np.ndarray
+
+    def collective_kwargs(self) -> dict[str, np.ndarray]:
+        """The hierarchical keywords of collective_time."""
+        return dict(
+            local_ranks=self.local_ranks,
+            local_bandwidth=self.local_bandwidth,
+            local_latency=self.local_latency,
+            inter_bandwidth=self.inter_bandwidth,
+            inter_latency=self.inter_latency,
+        )
+
+
+def group_link(
+    group_size,
+    stride,
+    params: CommParams,
+    *,
+    pattern=PATTERN_RING,
+    job_gpus=None,
+    worst_case_pods: bool = False,
+) -> GroupLink:
+    """Where a group of `group_size` ranks, `stride` apart in the global rank order, lands.
+
+    The group's block spans span = group_size * stride consecutive ranks; ranks fill NVLink
+    domains (params.nvlink_domain GPUs) and pods (params.pod_gpus GPUs) in order, the job
+    starting at a pod boundary. job_gpus (default: span, i.e. this axis is outermost) decides
+    whether blocks smaller than a domain or pod but not dividing it straddle a boundary.
+
+    Inside one NVLink domain: NVLink, achievable bandwidth, NVLink latency.
+
+    Across domains, m = members per domain (the smallest piece any block has: gcd(domain,
+    span) / stride, at least 1). Each GPU has its own NIC and NCCL lays a ring's channels over
+    all of them, so a ring gets min(B_nvlink, m * B_net) [12]. In general a fraction f of a
+    rank's traffic leaves its domain: f = 1/m on a ring (one hop in m leaves the domain) and
+    f = (g-m)/(g-1) for all-pairs traffic (all-to-all; also the parameter server's busiest
+    rank). The network then allows B_net / f. Latency per round: f * alpha_net +
+    (1 - f) * alpha_nvlink (NCCL's ring latency sums intra- and inter-node steps [5]).
+
+    Across pods (span > pod, or a block straddling a pod boundary): contention model. The
+    layer above a pod offers each GPU B_net / o (1:o oversubscription [3, sec. 6.2][9]). All
+    groups of the axis run at once, one per set of members, so the pod's uplinks carry, per
+    GPU, the fraction f_pod of its traffic that leaves the pod: f_pod = 1/m_pod on a ring laid
+    out pod by pod (a ring visiting k pods crosses a pod boundary k times, each crossing
+    carrying the ring's full rate) and (g - m_pod)/(g - 1) for all-pairs traffic, where m_pod =
+    gcd(pod, span) / stride (at least 1) members per pod. The pod layer allows
+    B_net / (o * f_pod). Consequence: a ring with at least o members per pod (TP 8 x DP 512's
+    DP rings have 128-384 per pod) is barely slowed, while one member per pod (the HSDP
+    replica all-reduce of the seed's sec. 6.3) pays the full 1:o. worst_case_pods=True takes
+    f_pod = 1 (all traffic crosses the oversubscribed layer): bandwidth B_net / o.
+    """
+    g, s = _i(group_size), _i(stride)
+    if np.any(g < 1) or np.any(s < 1):
+        raise PlannerError("group size and stride must be at least 1")
+    pattern = _i(pattern)
+    g, s, pattern = np.broadcast_arrays(g, s, pattern)
+    span = g * s
+    job = span if job_gpus is None else np.broadcast_to(_i(job_gpus), span.shape)
+    D, P, o = params.nvlink_domain, params.pod_gpus, params.oversubscription
+    B_nv, B_net = params.nvlink_bandwidth, params.network_bandwidth
+    a_nv, a_net = params.nvlink_latency, params.network_latency
+    gf = g.astype(np.float64)
+
+    inside = (g == 1) | ((span <= D) & ((D % span == 0) | (job <= D)))
+    m_local = np.where(inside, g, np.clip(np.gcd(span, D) // s, 1, g))
+    crosses = ~inside & ((span > P) | ((P % span != 0) & (job > P)))
+    m_pod = np.clip(np.gcd(span, P) // s, 1, g)
+
+    all_pairs = pattern == PATTERN_ALL_PAIRS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f_node = np.where(all_pairs, (gf - m_local) / (gf - 1.0), 1.0 / m_local)
+        f_pod = np.where(all_pairs, (gf - m_pod) / (gf - 1.0), 1.0 / m_pod)
+        f_pod = np.where(worst_case_pods, 1.0, f_pod)
+        node_bw = B_net / f_node
+        pod_bw = np.where(crosses, B_net / (o * f_pod), np.inf)
+        # hierarchical inter phase: m_local sub-rings of one member per domain, each with
+        # m_pod / m_local members per pod
+        inter_bw = np.where(
+            crosses,
+            np.minimum(B_net, B_net * np.where(worst_case_pods, 1.0, m_pod / m_local) / o),
+            B_net,
+        )
+    bandwidth = np.where(inside, B_nv, np.minimum(np.minimum(B_nv, node_bw), pod_bw))
+    latency = np.where(inside, a_nv, f_node * a_net + (1.0 - f_node) * a_nv)
+    link = np.where(inside, LINK_NVLINK, np.where(crosses, LINK_CROSS_POD, LINK_NETWORK))
+    domains = np.where(inside, 1, -(-g // m_local))
+    pods = np.where(crosses, -(-span // P) + ((P % span != 0) & (span < P)), 1)
+    return GroupLink(
+        link=link.astype(np.int64),
+        bandwidth=bandwidth.astype(np.float64),
+        latency=latency.astype(np.float64),
+        local_ranks=m_local.astype(np.int64),
+        local_bandwidth=np.full(g.shape, B_nv),
+        local_latency=np.full(g.shape, a_nv),
+        inter_bandwidth=inter_bw.astype(np.float64),
+        inter_latency=np.full(g.shape, a_net),
+        domains=domains.astype(np.int64),
+        pods=pods.astype(np.int64),
+        crosses_pod=crosses,
+    )
+
+
+def traffic_pattern(op, algo) -> np.ndarray:
+    """PATTERN_ALL_PAIRS for all-to-all and the parameter server, else PATTERN_RING (rings,
+    trees, NVLS and point-to-point talk to neighbours)."""
+    op, algo = np.broadcast_arrays(_i(op), _i(algo))
+    return np.where((op == ALL_TO_ALL) | (algo == PARAMETER_SERVER), PATTERN_ALL_PAIRS, PATTERN_RING)
+
+
+def group_collective(
+    op,
+    size_bytes,
+    group_size,
+    stride,
+    params: CommParams,
+    algo=AUTO,
+    *,
+    job_gpus=None,
+    worst_case_pods: bool = False,
+) -> tuple[CollectiveCost, GroupLink, np.ndarray]:
+    """Cost of one collective over a placed group: placement (`group_link`), then the named
+    algorithm or, where algo == AUTO, the fastest supported one (`best_algorithm`; NVLS only
+    inside one NVLink domain with params.nvls). An explicit NVLS needs the group inside one
+    NVLink domain (else +inf). Returns (cost, link, algorithm codes).
+
+    The search's entry point: every argument but params may be an array.
+    """
+    op = _i(op)
+    algo = _i(algo)
+    op, algo, g = np.broadcast_arrays(op, algo, _i(group_size))
+    auto = algo == AUTO
+    base = np.where(auto, np.where(op == ALL_TO_ALL, DIRECT, RING), algo)
+    link = group_link(g, stride, params, pattern=traffic_pattern(op, base), job_gpus=job_gpus, worst_case_pods=worst_case_pods)
+    inside = link.link == LINK_NVLINK
+    kw = link.collective_kwargs()
+    best = best_algorithm(op, size_bytes, g, link.bandwidth, link.latency, nvls_ok=params.nvls & inside, **kw)
+    chosen = np.where(auto, best, algo)
+    cost = collective_time(op, size_bytes, g, link.bandwidth, link.latency, chosen, **kw)
+    # NVLS outside one NVLink domain does not exist
+    bad = (chosen == NVLS) & ~inside & (g > 1)
+    if np.any(bad):
+        cost = CollectiveCost(**{k: np.where(bad, np.inf if k.endswith("_s") else np.nan, v) for k, v in cost.as_dict().items()})
+    return cost, link, chosen
+
+
+# ------------------------------------------------------------- one collective, told
+DEFAULT_HARDWARE = "h100-sxm"
+
+
+def _algo_code(algo) -> int:
+    if algo is None:
+        return -2
+    if isinstance(algo, str):
+        key = algo.strip().lower().replace("_", "-")
+        if key == "auto":
+            return AUTO
+        if key not in ALGO_CODES:
+            raise PlannerError(f"unknown --algo {algo!r}", f"valid: {', '.join(ALGO_CODES)}, auto")
+        return ALGO_CODES[key]
+    return int(algo)
+
+
+def op_code(op) -> int:
+    """'all-reduce', 'all_reduce', 'allreduce' (nccl-tests' names too) -> ALL_REDUCE, ..."""
+    if not isinstance(op, str):
+        return int(op)
+    key = op.strip().lower().replace("_", "").replace("-", "")
+    for name, code in OP_CODES.items():
+        if key == name.replace("-", ""):
+            return code
+    raise PlannerError(f"unknown --op {op!r}", f"valid: {', '.join(OP_CODES)}")
+
+
+def collective_report(
+    op,
+    size_bytes: float,
+    ranks: int,
+    *,
+    algo=None,
+    params: CommParams | None = None,
+    bandwidth: float | None = None,
+    latency: float | None = None,
+    stride: int = 1,
+    job_gpus: int | None = None,
+    worst_case_pods: bool = False,
+) -> dict:
+    """Everything `planner collective` prints about one collective, as plain numbers (SI).
+
+    The link comes from `params` placed with `group_link` (ranks members, `stride` apart);
+    `bandwidth` (B/s) and `latency` (s per round) replace the link's figures (and those of
+    the network phase of a hierarchical all-reduce), e.g. the seed's raw 50 GB/s and 10 us.
+    With both given, params may be None (no placement; hierarchical and NVLS need params).
+    algo: a name, a code, None (the op's default: ring, or direct for all-to-all and
+    send-recv) or 'auto' (the fastest, as `best_algorithm`).
+    """
+    op = op_code(op)
+    code = _algo_code(algo)
+    how = "default" if code == -2 else "auto" if code == AUTO else "given"
+    if code == -2:
+        code = int(DEFAULT_ALGO[op])
+    if ranks < 1:
+        raise PlannerError(f"--ranks must be at least 1, got {ranks}", "give the number of ranks in the group, e.g. --ranks 8")
+    if stride < 1:
+        raise PlannerError(f"--stride must be at least 1, got {stride}", "1 = consecutive ranks; 8 = one rank per 8-GPU node")
+    if bandwidth is not None and not bandwidth > 0:
+        raise PlannerError(f"--bandwidth must be > 0, got {bandwidth / 1e9:g} GB/s")
+    if latency is not None and not latency >= 0:
+        raise PlannerError(f"--latency must be >= 0, got {latency * 1e6:g} us")
+    if code != AUTO and not bool(supported(op, code)):
+        ok = [ALGO_NAMES[a] for a in range(len(ALGO_CODES)) if SUPPORTED[op, a]]
+        raise PlannerError(
+            f"--algo {ALGO_NAMES[code]} does not exist for {OP_NAMES[op]} in this model",
+            f"for {OP_NAMES[op]} use: {', '.join(ok)} (or auto)",
+        )
+    needs_params = bandwidth is None or latency is None or code in (HIERARCHICAL, NVLS, AUTO)
+    if needs_params and params is None:
+        raise PlannerError("no hardware to take the link from", "give --hardware, or both --bandwidth and --latency")
+
+    link_info: dict = {}
+    kw: dict = {}
+    inside = False
+    if params is not None and needs_params:
+        pattern = traffic_pattern(op, code if code != AUTO else int(DEFAULT_ALGO[op]))
+        gl = group_link(ranks, stride, params, pattern=pattern, job_gpus=job_gpus, worst_case_pods=worst_case_pods)
+        B, a = float(gl.bandwidth), float(gl.latency)
+        kw = {k: float(v) for k, v in gl.collective_kwargs().items()}
+        inside = int(gl.link) == LINK_NVLINK
+        link_info = dict(
+            name=LINK_NAMES[int(gl.link)],
+            hardware=params.name,
+            members_per_nvlink_domain=int(gl.local_ranks),
+            nvlink_domains=int(gl.domains),
+            pods=int(gl.pods),
+            crosses_pod=bool(gl.crosses_pod),
+            nvlink_line_rate_Bps=params.nvlink_line_rate,
+            nvlink_efficiency=params.nvlink_efficiency,
+            nvlink_Bps=params.nvlink_bandwidth,
+            nvlink_latency_s=params.nvlink_latency,
+            network_line_rate_Bps=params.network_line_rate,
+            network_efficiency=params.network_efficiency,
+            network_Bps=params.network_bandwidth,
+            network_latency_s=params.network_latency,
+            pod_gpus=params.pod_gpus,
+            oversubscription=params.oversubscription,
+            worst_case_pods=bool(worst_case_pods),
+        )
+    else:
+        B, a = float(bandwidth), float(latency)
+        link_info = dict(name="given")
+    if bandwidth is not None:
+        B = float(bandwidth)
+        if kw:
+            kw["inter_bandwidth"] = B
+    if latency is not None:
+        a = float(latency)
+        if kw:
+            kw["inter_latency"] = a
+    link_info.update(bandwidth_Bps=B, latency_s=a, bandwidth_given=bandwidth is not None, latency_given=latency is not None)
+
+    if code == AUTO:
+        code = int(best_algorithm(op, size_bytes, ranks, B, a, nvls_ok=params.nvls and inside, **kw))
+    if code == NVLS and not inside and ranks > 1:
+        raise PlannerError(
+            f"NVLS needs the {ranks} ranks inside one NVLink domain ({params.nvlink_domain} GPUs of {params.name})",
+            "use --algo ring, tree or hierarchical, or fewer ranks / a smaller --stride",
+        )
+    cost = collective_time(op, size_bytes, ranks, B, a, code, **kw)
+    c = {k: float(v) for k, v in cost.as_dict().items()}
+    if code == HIERARCHICAL:
+        link_info["inter_bandwidth_Bps"] = kw.get("inter_bandwidth", B)
+        link_info["inter_latency_s"] = kw.get("inter_latency", a)
+    return dict(
+        op=OP_NAMES[op],
+        algorithm=ALGO_NAMES[code],
+        algorithm_from=how,
+        ranks=int(ranks),
+        stride=int(stride),
+        size_bytes=float(size_bytes),
+        link=link_info,
+        bytes_sent_per_rank=c["bytes_sent_per_rank"],
+        bytes_received_per_rank=c["bytes_received_per_rank"],
+        sent_over_size=c["bytes_sent_per_rank"] / size_bytes if size_bytes > 0 else 0.0,
+        rounds=c["rounds"],
+        latency_s=c["latency_s"],
+        bandwidth_s=c["bandwidth_s"],
+        time_s=c["time_s"],
+        algbw_Bps=c["algbw"],
+        busbw_factor=float(busbw_factor(op, ranks)),
+        busbw_Bps=c["busbw"],
+    )
