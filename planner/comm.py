@@ -62,7 +62,7 @@ References
     reduce-scatter, pairwise-exchange alltoall.
 [2] Patarasuk, Yuan 2009, "Bandwidth optimal all-reduce algorithms for clusters of
     workstations", J. Parallel Distrib. Comput. 69(2): ring all-reduce sends 2(n-1)/n * S.
-[3] The seed chapter (/work/shared/seed, "training at scale"): sec. 2.2 parameter server
+[3] The seed chapter this project reproduces: sec. 2.2 parameter server
     (7 x 141 GB ~ 990 GB, ~20 s at 50 GB/s), sec. 2.3 ring (1.0/1.5/1.75/1.875 x S at 2/4/8/16
     ranks; 4,096 ranks x 10 us a round ~ 80 ms; 141 GB all-reduce ~0.6 s at 450 GB/s, ~5.6 s at
     50 GB/s), sec. 4.2 NVLink 450 GB/s and one 400 Gb/s NIC per GPU, sec. 6.2-6.3 pods of
@@ -169,8 +169,8 @@ NETWORK_EFFICIENCY = 47.0 / 50.0
 # Latency of one ring step over NVLink: NCCL's Ring/Simple hwLat for NVLink, 3.4 us [5].
 NVLINK_LATENCY_S = 3.4e-6
 # Latency of one round across the network: the seed's 10 us a round [3, sec. 2.3]; Llama 3
-# reports "up to tens of microseconds" [9, sec. 3.3.1]; NCCL models 9.6 us (2.7) to 14 us
-# (2.19) per inter-node Ring/Simple step [5].
+# reports "up to tens of microseconds" [9, sec. 3.3.1]; NCCL's tuning model uses 14 us per
+# inter-node Ring/Simple step [5] (9.6 us in an older tuning.cc, commit 01afd20a).
 NETWORK_LATENCY_S = 10e-6
 # NVLS all-reduce: measured algbw over the ring's achievable bus bandwidth on 8 H100s:
 # (480 / (2 * 7/8)) / 370 = 274.3 / 370 = 0.741 [6]. The algbw stays ~262-274 GB/s from 5 to 8
