@@ -1,0 +1,965 @@
+"""Read nccl-tests output and fit each collective's latency and bus bandwidth.
+
+Units: bytes, seconds and bytes/s inside. The logs print time in microseconds and
+bandwidth in GB/s (1e9 bytes/s) [1]; they are converted once, on reading.
+
+What a log line means [1, 2]
+    size  (B)      the bytes that algbw counts: the per-rank buffer for all_reduce,
+                   broadcast, reduce and sendrecv; the whole gathered/scattered array
+                   (per-rank count * n) for all_gather, reduce_scatter, alltoall, gather
+                   and scatter. nccl-tests prints it in the first column for every test.
+    time  (us)     mean time of one operation.
+    algbw (GB/s)   size / time.
+    busbw (GB/s)   algbw * factor(n), factor from `BUSBW_FACTORS` [1, 2].
+
+The time model (fitted per collective, scope and rank count)
+    Let S_eff = size * factor(n): the bytes a rank must move over its busiest link, so
+    that bus bandwidth B is comparable to a link's rate [1]. One regime is Hockney's
+    alpha-beta line [4]
+
+        t(S) = alpha + S_eff / B            (so busbw(S) = S_eff / t(S) -> B for large S).
+
+    NCCL does not run one algorithm at every size: for each (algorithm, protocol) pair it
+    predicts `latency + size / bandwidth` and runs the cheapest [3], and it raises the
+    number of channels with the size. The measured curve is therefore the lower envelope
+    of a few such lines:
+
+        t(S) = min_k (alpha_k + S_eff / B_k),   k = 1 or 2.
+
+    One line is the classic model. Two lines describe the common case in the calibration
+    range: a regime with fewer channels or a low-latency protocol that wins up to some
+    size, and the bulk-transfer regime (Simple protocol, all channels) whose B_k is the
+    plateau bus bandwidth. The second line is kept only if the Bayesian information
+    criterion [6] prefers it (Laplace likelihood, see below), and only if each line is the
+    cheaper one at two or more measured sizes; otherwise one line is fitted. No third line:
+    a later switch (NVLS all-reduce on 8 H100 turns on at 4 GiB in the aws-p5 log, busbw
+    444 -> 476 GB/s) covers two or three sizes of a sweep, too few to fit a line to; it
+    shows up in the maximum error instead.
+
+    The fit uses the rows at or above `min_bytes` (default 1 MiB, `DEFAULT_MIN_BYTES`):
+    that is where the messages of LLM training collectives (gradient buckets, tensor-
+    parallel activations, parameter shards) lie, and below it nccl-tests measures launch
+    and LL-protocol latency that these messages never see. The smallest measured time of
+    each sweep is kept in the profile for reference, not fitted.
+
+Fit
+    Residuals are relative errors in the time domain, r = (t_model - t_meas) / t_meas, so
+    a 20 us row and a 60 ms row weigh the same. Out-of-place and in-place rows are separate
+    observations. scipy.optimize.least_squares minimises sum rho(r^2) with the `soft_l1`
+    loss [5] and f_scale = `ROBUST_SCALE` (2 %): quadratic for |r| below 2 %, linear
+    above, i.e. a least-absolute-deviation fit with a smooth core. Shared-cluster nccl-tests
+    logs contain single rows several times slower than their neighbours (the 2-node H100
+    log in the tests has 8 KiB taking 296 us between 41 us rows); a squared loss lets such
+    a row drag the whole line. The 2 % core is the order of the jitter between repeated
+    measurements of one size: the median |in-place / out-of-place - 1| of the time column
+    is 0.2-1.6 % in the four single-node or quiet logs of tests/data/nccl_logs and 3.1 % and
+    6.9 % in the two noisy 2-node ones. The fitted figures move little with it: for
+    f_scale from 0.5 % to 10 % every reference log's median busbw error changes by less
+    than 3 percentage points. Under the Laplace error model the log-likelihood is
+    -n ln(mean |r|) + const, giving BIC = 2 n ln(mean |r|) + p ln n with p = 2 per line.
+
+    A two-line fit is started from every split of the measured sizes into a lower and an
+    upper set (each line first fitted by weighted linear least squares on its side) and the
+    best envelope kept, so the result does not depend on a random start.
+
+The residuals reported (and asserted by the tests) are those of bus bandwidth at sizes of
+at least 1 MiB (`EVAL_MIN_BYTES`): busbw_model / busbw_measured - 1, busbw_measured being
+the log's busbw column (or size * factor / time where the log omits it).
+
+References
+[1] NVIDIA nccl-tests, doc/PERFORMANCE.md: algbw, busbw and the bus bandwidth factors.
+[2] NVIDIA nccl-tests, src/<collective>.cu `<Coll>GetBw()` (busbw factor per test, e.g.
+    sendrecv factor 1), src/common.cu (table layout; '# Avg bus bandwidth' = mean busbw of
+    all rows), src/util.cu `writeBenchmarkLineBody()` (`N/A` in #wrong when not checking).
+[3] NVIDIA NCCL, src/graph/tuning.cc `ncclTopoGetAlgoTime()`: time = latency +
+    size / bandwidth per (algorithm, protocol); the enqueue picks the least time.
+[4] R. W. Hockney, "The communication challenge for MPP: Intel Paragon and Meiko CS-2",
+    Parallel Computing 20(3), 1994: t(n) = t0 + n / r_inf.
+[5] SciPy, scipy.optimize.least_squares, loss='soft_l1': rho(z) = 2((1 + z)^0.5 - 1).
+[6] G. Schwarz, "Estimating the dimension of a model", Annals of Statistics 6(2), 1978.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from ..errors import PlannerError
+
+US = 1e-6  # the time column is in microseconds [1]
+GBPS = 1e9  # the algbw / busbw columns are in GB/s, GB = 1e9 bytes [1]
+MiB = 2**20
+EVAL_MIN_BYTES = MiB  # residuals are reported at and above 1 MiB (issue 5)
+DEFAULT_MIN_BYTES = MiB  # calibration range starts here (see the module docstring)
+ROBUST_SCALE = 0.02  # soft_l1 f_scale: relative residual below which the loss is quadratic
+MAX_LINES = 2
+
+SCOPES = ("intra-node", "inter-node")
+
+
+# --------------------------------------------------------------------- bus bandwidth factors
+def _ring(n):
+    n = np.asarray(n, dtype=np.float64)
+    return (n - 1.0) / n
+
+
+def _allreduce(n):
+    n = np.asarray(n, dtype=np.float64)
+    return 2.0 * (n - 1.0) / n
+
+
+def _one(n):
+    return np.ones_like(np.asarray(n, dtype=np.float64))
+
+
+# busbw = algbw * factor(n), n = total ranks. nccl-tests doc/PERFORMANCE.md and
+# src/<coll>.cu GetBw() [1, 2]; tests/data/nccl_busbw_factors.yaml holds the same table.
+BUSBW_FACTORS: dict[str, Callable] = {
+    "all_reduce": _allreduce,  # 2(n-1)/n, algbw bytes = per-rank buffer
+    "reduce_scatter": _ring,  # (n-1)/n, algbw bytes = count * typesize * n
+    "all_gather": _ring,  # (n-1)/n, algbw bytes = count * typesize * n
+    "alltoall": _ring,  # (n-1)/n
+    "gather": _ring,  # (n-1)/n
+    "scatter": _ring,  # (n-1)/n
+    "broadcast": _one,  # 1
+    "reduce": _one,  # 1
+    "sendrecv": _one,  # 1 (src/sendrecv.cu)
+}
+FACTOR_FORMULA = {
+    "all_reduce": "2*(n-1)/n",
+    "reduce_scatter": "(n-1)/n",
+    "all_gather": "(n-1)/n",
+    "alltoall": "(n-1)/n",
+    "gather": "(n-1)/n",
+    "scatter": "(n-1)/n",
+    "broadcast": "1",
+    "reduce": "1",
+    "sendrecv": "1",
+}
+# Ratios busbw/algbw that do not depend on n cannot tell the rank count.
+_RANK_FREE = {"broadcast", "reduce", "sendrecv"}
+
+_ALIASES = {re.sub(r"[^a-z]", "", c): c for c in BUSBW_FACTORS}
+
+
+def busbw_factor(collective: str, n):
+    """factor(n) with busbw = algbw * factor(n) [1, 2]; arrays or scalars."""
+    return BUSBW_FACTORS[collective](n)
+
+
+def normalize_collective(text: str, what: str = "--collective") -> str:
+    """'all_reduce', 'allreduce', 'all-reduce', 'all_reduce_perf' -> 'all_reduce'."""
+    key = re.sub(r"[^a-z]", "", re.sub(r"_perf(_mpi)?$", "", str(text).strip().lower()))
+    if key not in _ALIASES:
+        raise PlannerError(
+            f"{what}: unknown collective {text!r}",
+            "valid: " + ", ".join(BUSBW_FACTORS) + " (nccl-tests' <name>_perf binaries)",
+        )
+    return _ALIASES[key]
+
+
+# --------------------------------------------------------------------------- parsed data
+@dataclass(frozen=True)
+class LineIssue:
+    """A line that was not used, and why (reported as a warning with its line number)."""
+
+    path: str
+    line: int
+    reason: str
+    text: str
+
+    def __str__(self) -> str:
+        t = self.text.strip()
+        t = t if len(t) <= 80 else t[:77] + "..."
+        return f"{self.path}:{self.line}: {self.reason}: {t!r}"
+
+
+@dataclass
+class Point:
+    """One measured operation: one placement (out-of-place or in-place) of one row."""
+
+    line: int
+    size: int  # bytes, the nccl-tests `size` column (algbw bytes)
+    in_place: bool
+    time: float  # s
+    algbw: Optional[float]  # B/s, None if the log omits it or prints N/A
+    busbw: Optional[float]  # B/s
+    algbw_tol: float = 0.0  # B/s: half a unit of the last printed digit
+    busbw_tol: float = 0.0
+
+
+@dataclass
+class Context:
+    """What the log says about the run that a table belongs to."""
+
+    collective: Optional[str] = None
+    collective_from: Optional[str] = None
+    ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (host, gpu)
+    rank_lines: list[int] = field(default_factory=list)
+    nccl_version: Optional[str] = None
+    ngpus: Optional[int] = None
+    nthreads: Optional[int] = None
+    has_rows: bool = False
+
+
+@dataclass
+class Sweep:
+    """One table of rows (sizes increasing), with what the log and the options say about it."""
+
+    path: str
+    first_line: int
+    ctx: Context
+    points: list[Point] = field(default_factory=list)
+    dtypes: set = field(default_factory=set)
+    redops: set = field(default_factory=set)
+    last_size: int = -1
+    # resolved by resolve_sweep()
+    collective: Optional[str] = None
+    collective_from: Optional[str] = None
+    ranks: Optional[int] = None
+    ranks_from: Optional[str] = None
+    nodes: Optional[int] = None
+    nodes_from: Optional[str] = None
+    scope: Optional[str] = None
+    scope_from: Optional[str] = None
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({h for h, _ in self.ctx.ranks.values()})
+
+    @property
+    def gpus(self) -> list[str]:
+        return sorted({g for _, g in self.ctx.ranks.values() if g})
+
+
+@dataclass
+class ParsedLog:
+    path: str
+    name: str
+    sha256: str
+    lines: int
+    sweeps: list[Sweep]
+    issues: list[LineIssue]
+    provenance: list[str]
+    ignored_debug_lines: int = 0
+
+
+# ------------------------------------------------------------------------------- parsing
+_PREFIXES = (
+    re.compile(r"^\s*\[\d+,\d+\]<std(?:out|err)>:\s?"),  # mpirun --tag-output
+    re.compile(r"^\s*\d+:\s"),  # srun --label
+)
+_TOOL = re.compile(r"(?<![A-Za-z0-9])(all_reduce|all_gather|reduce_scatter|alltoall|sendrecv|broadcast|reduce|gather|scatter)_perf(?:_mpi)?\b")
+_STARTING = re.compile(r"Collective test starting:\s*(\S+)")
+_NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+_RANK = re.compile(
+    r"^#?\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*?)\s*$"
+)
+_VERSION = re.compile(r"NCCL version\s+(\S+)")
+_LIBRARY = re.compile(r"nccl-library=(\d+)")  # '# nccl-tests version 2.18.2 nccl-headers=23007 nccl-library=23007'
+_CONCLUDED = re.compile(r"Collective test concluded")
+_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:")
+_DEBUG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
+_SOURCE = re.compile(r"^#\s*source\s*:", re.IGNORECASE)
+
+_INT = re.compile(r"^-?\d[\d_,]*$")
+_FLOAT = re.compile(r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+_NA = {"n/a", "na", "nan", "-"}
+_DTYPES = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16",
+    "fp8_e4m3", "fp8_e5m2", "f8e4m3", "f8e5m2", "char", "int", "float16", "float32", "float64", "bf16",
+}
+_KNOWN_COLS = {"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "wrong", "error"}
+_HEAD_PREFIX = ["size", "count", "type", "redop", "root"]
+_GROUP = ["time", "algbw", "busbw", "wrong"]
+# Column layouts of nccl-tests tables without a header line [2]: 13 fields (2.x: with root),
+# 12 fields (1.x: no root column), and the same with only the out-of-place group.
+_HEADERLESS = {
+    13: (_HEAD_PREFIX, [_GROUP, _GROUP]),
+    9: (_HEAD_PREFIX, [_GROUP]),
+    12: (_HEAD_PREFIX[:4], [_GROUP, _GROUP]),
+    8: (_HEAD_PREFIX[:4], [_GROUP]),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    prefix: list  # column names before the first `time`
+    groups: list  # [[time, algbw, busbw, wrong], ...]; first = out-of-place
+    line: Optional[int]  # header line, None if inferred
+
+    @property
+    def width(self) -> int:
+        return len(self.prefix) + sum(len(g) for g in self.groups)
+
+    @property
+    def first_group_width(self) -> int:
+        return len(self.prefix) + len(self.groups[0])
+
+
+def _strip_prefix(line: str) -> str:
+    for p in _PREFIXES:
+        m = p.match(line)
+        if m:
+            return line[m.end():]
+    return line
+
+
+def _header_layout(text: str, lineno: int) -> Optional[Layout]:
+    """A table header such as '#  size  count  type  redop  root  time  algbw  busbw #wrong ...'."""
+    toks = [t.strip(".:").lower() for t in text.replace("#", " ").split()]
+    if not toks or "size" not in toks or "time" not in toks or "busbw" not in toks:
+        return None
+    if not set(toks) <= _KNOWN_COLS:
+        return None
+    first = toks.index("time")
+    prefix, groups = toks[:first], []
+    for t in toks[first:]:
+        if t == "time":
+            groups.append([t])
+        else:
+            groups[-1].append(t)
+    if prefix[:1] != ["size"] or len(groups) > 2:
+        return None
+    return Layout(prefix, groups, lineno)
+
+
+def _is_units_line(text: str) -> bool:
+    toks = text.replace("#", " ").split()
+    return bool(toks) and all(re.fullmatch(r"\(.*\)", t) for t in toks)
+
+
+def _is_placement_line(text: str) -> bool:
+    toks = text.replace("#", " ").split()
+    return bool(toks) and set(toks) <= {"out-of-place", "in-place"}
+
+
+def _num(tok: str) -> tuple[Optional[float], float]:
+    """A printed number and half a unit of its last digit; (None, 0) for N/A."""
+    if tok.lower() in _NA:
+        return None, 0.0
+    if not _FLOAT.match(tok):
+        raise ValueError(tok)
+    mant, _, exp = tok.lower().partition("e")
+    decimals = len(mant.split(".")[1]) if "." in mant else 0
+    tol = 0.5 * 10.0 ** (-decimals) * (10.0 ** int(exp) if exp else 1.0)
+    return float(tok), tol
+
+
+def _read_row(toks: list[str], layout: Layout) -> tuple[dict, list[dict]]:
+    """Fields of the prefix and one dict per placement; ValueError with a reason."""
+    pre = dict(zip(layout.prefix, toks[: len(layout.prefix)]))
+    size_tok = pre["size"]
+    if not _INT.match(size_tok) or size_tok.startswith("-"):
+        raise ValueError(f"size {size_tok!r} is not a byte count")
+    row = {"size": int(size_tok.replace("_", "").replace(",", ""))}
+    if "count" in pre:
+        if not _INT.match(pre["count"]):
+            raise ValueError(f"count {pre['count']!r} is not an integer")
+    if "type" in pre:
+        if pre["type"].lower() not in _DTYPES:
+            raise ValueError(f"type {pre['type']!r} is not an nccl-tests data type")
+        row["type"] = pre["type"]
+    if "redop" in pre:
+        if not re.fullmatch(r"[a-z]+", pre["redop"]):
+            raise ValueError(f"redop {pre['redop']!r} is not a reduction name")
+        row["redop"] = pre["redop"]
+    if "root" in pre and not _INT.match(pre["root"]):
+        raise ValueError(f"root {pre['root']!r} is not an integer")
+    placements = []
+    pos = len(layout.prefix)
+    for gi, group in enumerate(layout.groups):
+        cells = toks[pos : pos + len(group)]
+        pos += len(group)
+        if len(cells) < len(group):
+            break
+        vals = {}
+        for name, tok in zip(group, cells):
+            try:
+                vals[name] = _num(tok)
+            except ValueError:
+                raise ValueError(f"{name} {tok!r} is not a number or N/A") from None
+        placements.append({"in_place": gi == 1, **vals})
+    return row, placements
+
+
+def _decode(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise PlannerError(f"{path}: no such file", "give the path of a saved nccl-tests output (e.g. all_reduce_perf ... > log.txt)") from None
+    except OSError as e:
+        raise PlannerError(f"{path}: cannot read ({e.strerror})") from None
+    if not data.strip():
+        raise PlannerError(f"{path}: the file is empty", "give the saved output of an nccl-tests binary such as all_reduce_perf")
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise PlannerError(
+            f"{path}: not a text file (NUL byte at offset {nul})",
+            "give the text output of an nccl-tests binary (all_reduce_perf ... > log.txt), not a binary or archive",
+        )
+    text = data.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd") + sum(1 for c in text if ord(c) < 32 and c not in "\t\n\r\f\v")
+    if bad > 0.01 * len(text):
+        raise PlannerError(
+            f"{path}: not a text file ({bad} of {len(text)} characters are not printable text)",
+            "give the text output of an nccl-tests binary (all_reduce_perf ... > log.txt)",
+        )
+    return text
+
+
+def parse_log(path: str | Path) -> ParsedLog:
+    """Read one nccl-tests output file into sweeps of measured points.
+
+    Accepted: the full output or any part of it containing a result table; mpirun
+    (`[1,0]<stdout>:`) and srun (`0: `) prefixes; tables with or without header, with or
+    without the in-place columns, with only size/time/algbw/busbw columns (if a header
+    names them), sizes with `_` or `,` separators, `N/A` cells, several sweeps in one file,
+    NCCL_DEBUG lines, and the trailing `# Out of bounds` / `# Avg bus bandwidth` lines.
+    Every other line is returned in `issues` with its line number; nothing is guessed.
+    Raises PlannerError for empty, binary or unreadable files and for files without any
+    result row.
+    """
+    p = Path(path)
+    text = _decode(p)
+    sha = hashlib.sha256(p.read_bytes()).hexdigest()
+    name = p.name
+    issues: list[LineIssue] = []
+    provenance: list[str] = []
+    sweeps: list[Sweep] = []
+    ctx = Context()
+    layout: Optional[Layout] = None
+    cur: Optional[Sweep] = None
+    debug = 0
+    lines = text.splitlines()
+
+    def new_context() -> None:
+        nonlocal ctx, cur, layout
+        if ctx.has_rows:
+            ctx, cur, layout = Context(), None, None
+
+    for lineno, raw in enumerate(lines, start=1):
+        line = _strip_prefix(raw)
+        s = line.strip()
+        if not s:
+            continue
+        if _SOURCE.match(s):  # a human's provenance note: recorded, never parsed for facts
+            provenance.append(s.lstrip("#").strip())
+            continue
+        if _DEBUG.search(s):
+            debug += 1
+            continue
+        if _CONCLUDED.search(s):
+            continue
+        m = _LIBRARY.search(s)
+        if m and s.startswith("#"):
+            new_context()
+            code = int(m.group(1))  # NCCL_VERSION_CODE = major*10000 + minor*100 + patch (nccl.h, NCCL >= 2.9)
+            ctx.nccl_version = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+            continue
+        m = _STARTING.search(s)
+        if m and s.startswith("#"):
+            new_context()
+            try:
+                ctx.collective = normalize_collective(m.group(1), "header")
+                ctx.collective_from = f"header (line {lineno})"
+            except PlannerError:
+                issues.append(LineIssue(name, lineno, "a collective this tool does not model", s))
+            continue
+        m = _TOOL.search(s)
+        if m and not _header_layout(s, lineno):
+            new_context()
+            coll = normalize_collective(m.group(1), "command line")
+            if ctx.collective and ctx.collective != coll:
+                raise PlannerError(
+                    f"{name}:{lineno}: command line runs {coll} but {ctx.collective_from} says {ctx.collective}",
+                    "split the log so that each file holds one test",
+                )
+            ctx.collective, ctx.collective_from = coll, f"command line (line {lineno})"
+            continue
+        m = _NTHREAD.match(s)
+        if m:
+            new_context()
+            ctx.nthreads, ctx.ngpus = int(m.group(1)), int(m.group(2))
+            continue
+        m = _RANK.match(s)
+        if m:
+            new_context()
+            rank = int(m.group(1))
+            ctx.ranks[rank] = (m.group(2), m.group(5).strip())
+            ctx.rank_lines.append(lineno)
+            continue
+        m = _VERSION.search(s)
+        if m:
+            ctx.nccl_version = m.group(1)
+            continue
+        hdr = _header_layout(s, lineno)
+        if hdr:
+            layout, cur = hdr, None
+            continue
+        if _is_units_line(s):
+            toks = s.replace("#", " ").split()
+            if layout and "time" in layout.prefix + [c for g in layout.groups for c in g]:
+                tpos = (layout.prefix + [c for g in layout.groups for c in g]).index("time")
+                if tpos < len(toks) and toks[tpos] != "(us)":
+                    raise PlannerError(f"{name}:{lineno}: time unit {toks[tpos]} (nccl-tests prints (us))",
+                                       "give unmodified nccl-tests output")
+            continue
+        if _is_placement_line(s):
+            continue
+        if _AVG.match(s):
+            cur = None  # the sweep ends here; its average is not a measurement [2]
+            continue
+        if s.startswith("#"):
+            continue  # nccl-tests' own comments: '# Using devices', '# Out of bounds values', ...
+        toks = s.split()
+        if not _INT.match(toks[0]):
+            issues.append(LineIssue(name, lineno, "not nccl-tests output", s))
+            continue
+        lay = layout
+        if lay is None:
+            if len(toks) not in _HEADERLESS:
+                issues.append(LineIssue(name, lineno, f"a row of {len(toks)} fields and no table header to name them", s))
+                continue
+            pre, groups = _HEADERLESS[len(toks)]
+            lay = Layout(pre, groups, None)
+            issues.append(
+                LineIssue(name, lineno, f"no table header before this row; read as the {len(toks)}-field nccl-tests layout "
+                          f"({' '.join(pre)} + {len(groups)} x time algbw busbw #wrong)", s)
+            )
+            layout = lay
+        if len(toks) != lay.width:
+            if len(lay.groups) == 2 and len(toks) == lay.first_group_width:
+                issues.append(LineIssue(name, lineno, "in-place columns missing; out-of-place kept", s))
+            else:
+                issues.append(LineIssue(name, lineno, f"{len(toks)} fields where the table header (line {lay.line}) has {lay.width}"
+                                        if lay.line else f"{len(toks)} fields where the table has {lay.width}", s))
+                continue
+        try:
+            row, placements = _read_row(toks, lay)
+        except ValueError as e:
+            issues.append(LineIssue(name, lineno, str(e), s))
+            continue
+        if cur is None or row["size"] <= cur.last_size:
+            cur = Sweep(path=name, first_line=lineno, ctx=ctx)
+            sweeps.append(cur)
+        cur.last_size = row["size"]
+        ctx.has_rows = True
+        if "type" in row:
+            cur.dtypes.add(row["type"])
+        if "redop" in row:
+            cur.redops.add(row["redop"])
+        for pl in placements:
+            t, _ = pl["time"]
+            where = "in-place" if pl["in_place"] else "out-of-place"
+            if t is None:
+                issues.append(LineIssue(name, lineno, f"{where} time is N/A; not used", s))
+                continue
+            if t <= 0:
+                issues.append(LineIssue(name, lineno, f"{where} time {t} is not positive; not used", s))
+                continue
+            wrong = pl.get("wrong", (None, 0.0))[0]  # old versions print a max `error`, not a count
+            if wrong is not None and wrong != 0:
+                issues.append(LineIssue(name, lineno, f"{where} #wrong = {wrong:g} (data errors); not used", s))
+                continue
+            alg, alg_tol = pl.get("algbw", (None, 0.0))
+            bus, bus_tol = pl.get("busbw", (None, 0.0))
+            cur.points.append(
+                Point(
+                    line=lineno, size=row["size"], in_place=pl["in_place"], time=t * US,
+                    algbw=None if alg is None else alg * GBPS, busbw=None if bus is None else bus * GBPS,
+                    algbw_tol=alg_tol * GBPS, busbw_tol=bus_tol * GBPS,
+                )
+            )
+    sweeps = [sw for sw in sweeps if sw.points]
+    if not sweeps:
+        shown = "; ".join(f"line {i.line}: {i.reason}" for i in issues[:3])
+        raise PlannerError(
+            f"{p}: no nccl-tests result rows found" + (f" ({len(issues)} unreadable line(s): {shown})" if issues else ""),
+            "expected the table an nccl-tests binary prints, e.g. '#  size  count  type  redop  root  time  algbw  busbw "
+            "#wrong ...' followed by rows of numbers",
+        )
+    return ParsedLog(str(p), name, sha, len(lines), sweeps, issues, provenance, debug)
+
+
+# ------------------------------------------------------------------ ranks, nodes, scope
+def ranks_from_ratio(collective: str, points: list[Point], where: str = "") -> Optional[tuple[int, int]]:
+    """The integer rank counts n consistent with every row's busbw/algbw = factor(n).
+
+    Each printed value is exact to half a unit of its last digit, so each row gives an
+    interval of ratios, hence of n; the answer is (lowest, highest) integer n in all of them
+    (highest may be `math.inf`), or None when no row carries both columns. Raises
+    PlannerError when no n fits: the rows then do not belong to `collective`.
+    """
+    if collective in _RANK_FREE:
+        return None
+    lo, hi, used = 1.0, math.inf, 0
+    for p in points:
+        if p.algbw is None or p.busbw is None or p.algbw - p.algbw_tol <= 0:
+            continue
+        r_lo = max(p.busbw - p.busbw_tol, 0.0) / (p.algbw + p.algbw_tol)
+        r_hi = (p.busbw + p.busbw_tol) / (p.algbw - p.algbw_tol)
+        cap = 2.0 if collective == "all_reduce" else 1.0  # factor(n) -> cap as n -> inf
+        # factor(n) = cap*(n-1)/n  =>  n = cap/(cap - r)
+        n_lo = cap / (cap - r_lo) if r_lo < cap else math.inf
+        n_hi = cap / (cap - r_hi) if r_hi < cap else math.inf
+        lo, hi = max(lo, n_lo), min(hi, n_hi)
+        used += 1
+    if not used:
+        return None
+    a, b = math.ceil(lo - 1e-9), (math.floor(hi + 1e-9) if math.isfinite(hi) else math.inf)
+    if a > b:
+        raise PlannerError(
+            f"{where}busbw/algbw ratios of the rows fit no rank count for {collective} (factor {FACTOR_FORMULA[collective]})",
+            "check the collective (--collective) and that the busbw column is unmodified",
+        )
+    return a, b
+
+
+def resolve_sweep(
+    sw: Sweep,
+    collective: Optional[str] = None,
+    ranks: Optional[int] = None,
+    nodes: Optional[int] = None,
+    scope: Optional[str] = None,
+    warn: Callable[[str], None] = lambda m: None,
+) -> None:
+    """Decide the collective, rank count, node count and scope of a sweep.
+
+    Evidence in the log comes first; an option fills in what the log does not say, and
+    conflicts between the two are reported through `warn`. What neither says is an error
+    whose hint names the option to pass. Ranks: from a complete set of `Rank N` lines
+    (0..N-1), else from busbw/algbw (`ranks_from_ratio`), else --ranks; a ratio that
+    disagrees with the resolved count is an error. Nodes: distinct hosts of a complete set
+    of `Rank` lines, else --nodes. Scope: intra-node if nodes == 1, else inter-node, unless
+    --scope says otherwise (e.g. GB200 NVL72, where 18 trays share one NVLink fabric).
+    """
+    where = f"{sw.path}:{sw.first_line}"
+    ctx = sw.ctx
+    # collective
+    if ctx.collective:
+        sw.collective, sw.collective_from = ctx.collective, ctx.collective_from
+        if collective and collective != ctx.collective:
+            warn(f"{where}: the log's {ctx.collective_from} says {ctx.collective}; --collective {collective} not used for this table")
+    elif collective:
+        sw.collective, sw.collective_from = collective, "--collective"
+    else:
+        raise PlannerError(
+            f"{where}: cannot tell which collective this table measured (no *_perf command line or "
+            "'# Collective test starting' header before it)",
+            "pass --collective (one of: " + ", ".join(BUSBW_FACTORS) + ")",
+        )
+    # ranks
+    ids = sorted(ctx.ranks)
+    complete = bool(ids) and ids == list(range(len(ids)))
+    ratio = ranks_from_ratio(sw.collective, sw.points, f"{where}: {sw.collective} from {sw.collective_from}: ")
+    if ratio is None and sw.collective not in _RANK_FREE:
+        ratio_txt = "no row has both algbw and busbw"
+    elif ratio is None:
+        ratio_txt = f"busbw = algbw for {sw.collective} at any rank count"
+    else:
+        ratio_txt = f"busbw/algbw allows n = {ratio[0]}" + ("" if ratio[0] == ratio[1] else f"..{ratio[1]}")
+    if complete:
+        sw.ranks, sw.ranks_from = len(ids), f"Rank lines {ctx.rank_lines[0]}-{ctx.rank_lines[-1]}"
+    elif ratio is not None and ratio[0] == ratio[1]:
+        sw.ranks, sw.ranks_from = int(ratio[0]), "busbw/algbw"
+    elif ranks:
+        sw.ranks, sw.ranks_from = ranks, "--ranks"
+    else:
+        seen = f"; Rank lines show rank(s) {', '.join(map(str, ids))} only" if ids else ""
+        raise PlannerError(f"{where}: cannot tell the rank count ({ratio_txt}{seen})", "pass --ranks N")
+    if ranks and ranks != sw.ranks:
+        warn(f"{where}: the log ({sw.ranks_from}) says {sw.ranks} ranks; --ranks {ranks} not used for this table")
+    if ratio is not None and not (ratio[0] <= sw.ranks <= ratio[1]):
+        raise PlannerError(
+            f"{where}: {sw.ranks} ranks ({sw.ranks_from}) disagree with the table ({ratio_txt}, factor "
+            f"{FACTOR_FORMULA[sw.collective]} for {sw.collective})",
+            "check --collective and --ranks against the command that produced the log",
+        )
+    if ids and ids[-1] + 1 > sw.ranks:
+        raise PlannerError(f"{where}: a Rank line names rank {ids[-1]} but the table has {sw.ranks} ranks",
+                           "check that the Rank lines and the table come from the same run")
+    # nodes
+    if complete:
+        sw.nodes, sw.nodes_from = len(sw.hosts), "host names in Rank lines"
+        if nodes and nodes != sw.nodes:
+            warn(f"{where}: the Rank lines show {sw.nodes} host(s); --nodes {nodes} not used for this table")
+    elif nodes:
+        sw.nodes, sw.nodes_from = nodes, "--nodes"
+        if len(sw.hosts) > nodes:
+            raise PlannerError(f"{where}: --nodes {nodes} but the Rank lines already name {len(sw.hosts)} hosts",
+                               f"pass --nodes {len(sw.hosts)} or more")
+    else:
+        seen = f" (the Rank lines seen name {', '.join(sw.hosts)}, not all ranks)" if sw.hosts else " (no Rank lines)"
+        raise PlannerError(f"{where}: cannot tell how many nodes the {sw.ranks} ranks ran on{seen}",
+                           "pass --nodes N (1 if all ranks were in one server)")
+    if sw.nodes > sw.ranks:
+        raise PlannerError(f"{where}: {sw.nodes} nodes for {sw.ranks} ranks", "check --nodes")
+    # scope
+    if scope:
+        sw.scope, sw.scope_from = scope, "--scope"
+    else:
+        sw.scope = "intra-node" if sw.nodes == 1 else "inter-node"
+        sw.scope_from = f"{sw.nodes} node(s)"
+
+
+# ------------------------------------------------------------------------------- fitting
+@dataclass(frozen=True)
+class Regime:
+    """One alpha-beta line of the envelope: t = latency + S_eff / busbw."""
+
+    latency: float  # s
+    busbw: float  # B/s
+    from_bytes: int  # smallest measured size where this line is the cheaper one
+    to_bytes: int  # largest such size
+
+
+@dataclass(frozen=True)
+class Fit:
+    collective: str
+    ranks: int
+    lines: tuple[Regime, ...]  # ascending bus bandwidth; the last is the bulk regime
+    min_bytes: int
+    max_bytes: int
+    points: int
+    bic: float
+    eval_points: int
+    median_abs_err: float  # busbw at >= EVAL_MIN_BYTES
+    max_abs_err: float
+
+    def time(self, size):
+        return envelope_time(self.lines, busbw_factor(self.collective, self.ranks) * np.asarray(size, dtype=np.float64))
+
+
+def envelope_time(lines, s_eff):
+    """min_k (latency_k + s_eff / busbw_k) for arrays of effective bytes [3, 4]."""
+    s_eff = np.asarray(s_eff, dtype=np.float64)
+    t = np.full(s_eff.shape, np.inf)
+    for ln in lines:
+        t = np.minimum(t, ln.latency + s_eff / ln.busbw)
+    return t
+
+
+# parameters: alpha in us and beta = 1/B in ns per byte (both O(1..1e4) for real logs)
+def _model(x, s):
+    a = np.asarray(x[0::2])[None, :] * US
+    b = np.asarray(x[1::2])[None, :] * 1e-9
+    return np.min(a + s[:, None] * b, axis=1)
+
+
+def _wls_line(s, t):
+    """Weighted least squares of (a + s b)/t = 1, clipped to a, b >= 0 (a start value)."""
+    A = np.stack([1.0 / t, s / t], axis=1)
+    (a, b), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
+    if b <= 0:
+        b = 1e-3 * np.median(t / s)
+    return [max(a, 0.0) / US, b / 1e-9]
+
+
+def _solve(x0, s, t):
+    res = least_squares(
+        lambda x: _model(x, s) / t - 1.0, x0, bounds=(0.0, np.inf), loss="soft_l1", f_scale=ROBUST_SCALE, method="trf"
+    )
+    r = _model(res.x, s) / t - 1.0
+    return res.x, r
+
+
+def fit_points(collective: str, ranks: int, sizes, times, min_bytes: int = DEFAULT_MIN_BYTES,
+               eval_sizes=None, eval_busbw=None) -> Fit:
+    """Fit the envelope of one or two alpha-beta lines to (size, time) at size >= min_bytes.
+
+    `eval_sizes`, `eval_busbw` (bytes, B/s) are the measured bus bandwidths the residuals
+    are reported against (default: size * factor / time of the same points).
+    """
+    sizes = np.asarray(sizes, dtype=np.float64)
+    times = np.asarray(times, dtype=np.float64)
+    f = float(busbw_factor(collective, ranks))
+    if f <= 0:
+        raise PlannerError(f"{collective} on {ranks} rank(s) moves no data (bus bandwidth factor {f})",
+                           "calibrate with logs of two or more ranks")
+    m = sizes >= min_bytes
+    s, t = sizes[m] * f, times[m]
+    us = np.unique(s)
+    if len(us) < 2:
+        raise PlannerError(
+            f"{collective} on {ranks} ranks: {len(us)} distinct size(s) at or above {min_bytes:,} bytes; "
+            "a latency and a bandwidth need two or more",
+            "measure a wider size range (e.g. all_reduce_perf -b 1M -e 8G -f 2) or lower --min-size",
+        )
+    n = len(s)
+    candidates = []
+    x1, r1 = _solve(_wls_line(s, t), s, t)
+    candidates.append((x1, r1))
+    if len(us) >= 4:
+        best = None
+        for cut in range(2, len(us) - 1):
+            lo, hi = s < us[cut], s >= us[cut]
+            x0 = _wls_line(s[lo], t[lo]) + _wls_line(s[hi], t[hi])
+            x, r = _solve(x0, s, t)
+            cost = np.sum(2.0 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0))
+            if best is None or cost < best[0]:
+                best = (cost, x, r)
+        candidates.append((best[1], best[2]))
+
+    def bic(x, r):
+        return 2.0 * n * math.log(max(float(np.mean(np.abs(r))), 1e-12)) + len(x) * math.log(n)
+
+    def active(x):
+        k = len(x) // 2
+        pred = (np.asarray(x[0::2])[None, :] * US + s[:, None] * np.asarray(x[1::2])[None, :] * 1e-9)
+        win = np.argmin(pred, axis=1)
+        return [np.unique(s[win == j]) for j in range(k)]
+
+    chosen = candidates[0]
+    if len(candidates) > 1:
+        x2, r2 = candidates[1]
+        if bic(x2, r2) < bic(*candidates[0]) and all(len(a) >= 2 for a in active(x2)):
+            chosen = candidates[1]
+    x, r = chosen
+    if np.any(np.asarray(x[1::2]) <= 0):
+        raise PlannerError(
+            f"{collective} on {ranks} ranks: time does not grow with size from {min_bytes:,} bytes on; no bandwidth to fit",
+            "measure up to larger sizes (-e 4G or more)",
+        )
+    acts = active(x)
+    lines = []
+    for j in range(len(x) // 2):
+        a = acts[j]
+        lines.append(Regime(latency=float(x[2 * j]) * US, busbw=1.0 / (float(x[2 * j + 1]) * 1e-9),
+                            from_bytes=int(round(a.min() / f)), to_bytes=int(round(a.max() / f))))
+    lines.sort(key=lambda ln: ln.busbw)
+    # residuals of bus bandwidth at >= EVAL_MIN_BYTES
+    if eval_sizes is None:
+        eval_sizes, eval_busbw = sizes, sizes * f / times
+    es = np.asarray(eval_sizes, dtype=np.float64)
+    eb = np.asarray(eval_busbw, dtype=np.float64)
+    em = es >= EVAL_MIN_BYTES
+    if em.any():
+        model_bw = es[em] * f / envelope_time(lines, es[em] * f)
+        err = np.abs(model_bw / eb[em] - 1.0)
+        med, mx = float(np.median(err)), float(np.max(err))
+    else:
+        med = mx = float("nan")
+    return Fit(
+        collective=collective, ranks=ranks, lines=tuple(lines), min_bytes=int(min_bytes),
+        max_bytes=int(sizes[m].max()), points=n, bic=float(bic(x, r)), eval_points=int(em.sum()),
+        median_abs_err=med, max_abs_err=mx,
+    )
+
+
+def fit_sweeps(collective: str, ranks: int, sweeps: list[Sweep], min_bytes: int = DEFAULT_MIN_BYTES) -> Fit:
+    """Pool the points of several sweeps of one (collective, scope, ranks) and fit them."""
+    pts = [p for sw in sweeps for p in sw.points]
+    size = np.array([p.size for p in pts], dtype=np.float64)
+    time = np.array([p.time for p in pts], dtype=np.float64)
+    f = float(busbw_factor(collective, ranks))
+    bus = np.array([p.busbw if p.busbw is not None else p.size * f / p.time for p in pts], dtype=np.float64)
+    return fit_points(collective, ranks, size, time, min_bytes, eval_sizes=size, eval_busbw=bus)
+
+
+@dataclass
+class Calibration:
+    logs: list[ParsedLog]
+    sweeps: list[Sweep]
+    fits: dict  # (collective, scope, ranks) -> Fit
+    groups: dict  # (collective, scope, ranks) -> [Sweep]
+    warnings: list[str]
+
+
+def calibrate_logs(
+    paths,
+    collective: Optional[str] = None,
+    ranks: Optional[int] = None,
+    nodes: Optional[int] = None,
+    scope: Optional[str] = None,
+    min_bytes: int = DEFAULT_MIN_BYTES,
+    warn: Optional[Callable[[str], None]] = None,
+) -> Calibration:
+    """Parse every log, resolve each sweep, group by (collective, scope, ranks) and fit.
+
+    Warnings (unreadable lines, options the log overrides, groups that cannot be fitted)
+    are collected in `Calibration.warnings` and, if `warn` is given, passed to it as they
+    arise, so that a caller sees them even when a later step raises. Raises PlannerError
+    if a file is unreadable or if no group can be fitted.
+    """
+    if collective is not None:
+        collective = normalize_collective(collective)
+    if scope is not None and scope not in SCOPES:
+        raise PlannerError(f"--scope: unknown scope {scope!r}", "valid: " + ", ".join(SCOPES))
+    for opt, v in (("--ranks", ranks), ("--nodes", nodes)):
+        if v is not None and v < 1:
+            raise PlannerError(f"{opt} {v}: must be a positive integer")
+    warnings: list[str] = []
+
+    def note(msg: str) -> None:
+        warnings.append(msg)
+        if warn is not None:
+            warn(msg)
+
+    logs = []
+    for path in paths:
+        log = parse_log(path)
+        logs.append(log)
+        for i in log.issues:
+            note(str(i))
+        if log.ignored_debug_lines:
+            note(f"{log.name}: {log.ignored_debug_lines} NCCL debug line(s) (NCCL INFO/WARN) skipped")
+    sweeps: list[Sweep] = []
+    for log in logs:
+        for sw in log.sweeps:
+            resolve_sweep(sw, collective, ranks, nodes, scope, note)
+            sweeps.append(sw)
+    groups: dict = {}
+    for sw in sweeps:
+        groups.setdefault((sw.collective, sw.scope, sw.ranks), []).append(sw)
+    for (coll, sc, n), sws in groups.items():
+        names = {tuple(sw.gpus) for sw in sws if sw.gpus}
+        if len(names) > 1:
+            note(f"{coll} {sc} {n} ranks pools tables of different GPUs ({'; '.join(', '.join(g) for g in sorted(names))}); "
+                 "calibrate each system separately")
+    fits: dict = {}
+    errors: list[PlannerError] = []
+    for key, sws in groups.items():
+        try:
+            fits[key] = fit_sweeps(key[0], key[2], sws, min_bytes)
+        except PlannerError as e:
+            errors.append(e)
+            if len(groups) > 1:
+                note(f"{key[0]} {key[1]} {key[2]} ranks not fitted: {e.message}")
+    if not fits:
+        e = errors[0]
+        raise PlannerError(e.message, e.hint)
+    return Calibration(logs, sweeps, fits, groups, warnings)
+
+
+def scope_warnings(cal: Calibration, nvlink_domain: int, gpus_per_node: int) -> list[str]:
+    """Hints for inter-node groups that may lie in one multi-node NVLink domain.
+
+    On hardware whose NVLink domain spans several nodes (GB200 NVL72: 4 GPUs per tray, 72
+    per domain), `nodes > 1` does not mean the traffic left NVLink. The log cannot tell, so
+    this only warns; --scope intra-node states it.
+    """
+    out = []
+    if nvlink_domain <= gpus_per_node:
+        return out
+    for (coll, scope, ranks), sws in cal.groups.items():
+        if scope == "inter-node" and ranks <= nvlink_domain:
+            out.append(
+                f"{coll} on {ranks} ranks over {sws[0].nodes} nodes was fitted as inter-node, but this hardware "
+                f"joins {nvlink_domain} GPUs in one NVLink domain; pass --scope intra-node if all ranks shared it"
+            )
+    return out
+
+
+__all__ = [
+    "BUSBW_FACTORS", "Calibration", "DEFAULT_MIN_BYTES", "EVAL_MIN_BYTES", "Fit", "LineIssue", "ParsedLog",
+    "Point", "Regime", "SCOPES", "Sweep", "busbw_factor", "calibrate_logs", "envelope_time", "fit_points",
+    "fit_sweeps", "normalize_collective", "parse_log", "ranks_from_ratio", "resolve_sweep", "scope_warnings",
+]
