@@ -17,7 +17,7 @@ from . import cli_core  # noqa: E402
 
 cli_core.register(app)
 
-for _name in ("cli_collective", "cli_pipeline", "cli_calibrate", "cli_budget"):
+for _name in ("cli_collective", "cli_pipeline", "cli_calibrate", "cli_validate", "cli_check", "cli_fit", "cli_budget"):
     try:
         _mod = __import__(f"planner.{_name}", fromlist=["register"])
     except ModuleNotFoundError as _e:  # a topic module not written yet

@@ -75,15 +75,19 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
 #     dense GEMM throughput per GPU (hardware_db `compute:` blocks). It is the plateau the
 #     model scales by wave efficiency; square sweeps in tests/data/gemm_measurements.yaml
 #     check the shape dependence.
-# [7] Shah et al. 2024, "FlashAttention-3", Figs. 4-6 (H100, head dim 128, causal, 8k):
-#     forward 550-660 TFLOP/s for cuDNN/FA3-class kernels (0.7-0.8 of the 794 TFLOP/s GEMM
-#     plateau), backward 430-520 (0.55-0.65); Dao 2023, "FlashAttention-2": the backward pass
-#     runs 5 matmuls against the forward's 2 (2.5x the FLOPs).
+# [7] Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608), Figs. 5-7 (H100 SXM5, head
+#     dim 128, seq 2k-16k): FlashAttention-2 forward 362-370 TFLOP/s, backward 291-322;
+#     cuDNN/FA3 600-650 and 465-560. Dao 2023, "FlashAttention-2": the backward pass runs 5
+#     matmuls against the forward's 2 (2.5x the FLOPs). The hardware entries carry the
+#     FlashAttention-2 figures, the kernel of PyTorch SDPA's flash backend and of most
+#     published runs.
 
 GEMM_TILE = (128, 256)  # output tile of Hopper-class cuBLAS/CUTLASS bf16 kernels [5]
 DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for entries without a measurement
-ATTN_FWD_EFFICIENCY = 0.70  # FlashAttention forward, fraction of the GEMM plateau [7]
-ATTN_BWD_EFFICIENCY = 0.55  # FlashAttention backward, fraction of the GEMM plateau [7]
+# FlashAttention when the hardware entry has no measured figure: the FlashAttention-2 /
+# GEMM-plateau ratios measured on H100 SXM [7] (365 / 794.5 forward, 310 / 794.5 backward)
+ATTN_FWD_EFFICIENCY = 365.0 / 794.5
+ATTN_BWD_EFFICIENCY = 310.0 / 794.5
 ATTN_BWD_FLOPS_RATIO = 2.5  # backward / forward FLOPs of FlashAttention [7]
 HBM_EFFICIENCY = 0.90  # achievable fraction of HBM bandwidth for streaming elementwise kernels
 # (assumption: STREAM-style copies reach ~90% of HBM peak on H100/A100-class GPUs; a
@@ -116,3 +120,12 @@ def gemm_time(M, N, K, plateau_flops, sms):
     """Seconds for C[M,N] = A[M,K] @ B[K,N]: 2MNK / (plateau x wave efficiency)."""
     flops = 2.0 * np.asarray(M, dtype=np.float64) * N * K
     return flops / (plateau_flops * wave_efficiency(M, N, sms))
+
+
+def attention_rates(hw) -> tuple[float, float]:
+    """(forward, backward) FlashAttention FLOP/s on this hardware [7]."""
+    c = hw.compute
+    plat = gemm_plateau(hw, "bf16")
+    fwd = c.attention_fwd_TFLOPS * 1e12 if c is not None and c.attention_fwd_TFLOPS else plat * ATTN_FWD_EFFICIENCY
+    bwd = c.attention_bwd_TFLOPS * 1e12 if c is not None and c.attention_bwd_TFLOPS else plat * ATTN_BWD_EFFICIENCY
+    return fwd, bwd

@@ -85,6 +85,8 @@ class ComputeMeasured(BaseModel):
     sm_count: int = Field(gt=0, description="streaming multiprocessors (CUs on AMD): the GEMM wave size")
     gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
     gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
+    attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
+    attention_bwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
     sources: list[str] = Field(min_length=1)
 
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from . import comm
 from .compute import (
-    ATTN_BWD_EFFICIENCY, ATTN_BWD_FLOPS_RATIO, ATTN_FWD_EFFICIENCY, HBM_EFFICIENCY,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates,
     flops_per_token, gemm_plateau, gemm_time, recompute_flops_per_token,
 )
 from .memory import layers_on_heaviest_stage, stage_params
@@ -108,13 +108,15 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              + gemm_time(T, f1 / tp, h, plat, sms)
              + gemm_time(T, h, f / tp, plat, sms))
     attn_flops_fwd = 4.0 * T * plan.seq * a * d / tp * 0.5  # causal kernel work
-    attn_fwd = attn_flops_fwd / (plat_bf16 * ATTN_FWD_EFFICIENCY)
-    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / (plat_bf16 * ATTN_BWD_EFFICIENCY)
+    attn_rate_fwd, attn_rate_bwd = attention_rates(hw)
+    attn_fwd = attn_flops_fwd / attn_rate_fwd
+    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / attn_rate_bwd
     rep_div = np.where(plan.sp > 0, tp, 1.0)
     drop = 1.0 if model.dropout else 0.0
+    rope = 1.0 if model.position_embedding == "rope" else 0.0
     ew_fwd_bytes = T * (
         (8.0 * h + 12.0 * h + 10.0 * drop * h) / rep_div
-        + 4.0 * (a / tp + kv_local) * d  # rotary on Q and K (read + write, 2 B)
+        + rope * 4.0 * (a / tp + kv_local) * d  # rotary on Q and K (read + write, 2 B)
         + (6.0 * f if model.gated_mlp else 4.0 * f) / tp
     )
     ew_fwd = ew_fwd_bytes / hbm

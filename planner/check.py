@@ -1,0 +1,365 @@
+"""`planner check`: does a job fit (and meet optional time gates), and if not, what is the
+cheapest change that would make it. Units: bytes and seconds inside; GiB only in messages.
+
+Nothing here is a cost formula. A job is resolved with `plan.resolve` and evaluated with
+`explain.evaluate` / `explain.to_json`, exactly as `planner explain` does; every suggested
+change is a modified Job that went through the same two calls and passed. A suggestion is
+therefore a checked result of the model, never a guess.
+
+Verdict of one job
+    pass   memory.total_bytes <= memory.usable_bytes (HBM x (1 - headroom)) and, when
+           given, time.step_s <= --max-step-time and throughput.mfu >= --min-mfu;
+    fail   otherwise (exit 1);
+    error  the file or a field is invalid (PlannerError, exit 2).
+The overflow is total_bytes - usable_bytes (0 when it fits).
+
+Changes tried (each a ladder of rungs above the job's current value; the gpu count, the
+model, the global batch in sequences and everything else stay as they are)
+    sharding   none -> zero1 -> zero2 -> fsdp (hsdp -> fsdp: shard over the whole DP group)
+    micro_batch  halved down to 1; the global batch is kept, so the micro-batches per
+               step double each time
+    recompute  none -> selective -> full
+    tp         doubled while <= the hardware's nvlink_domain (TP inside one NVLink domain
+               [3]); resolve rejects a tp that does not divide the heads or the GPU count
+    pp         doubled while <= num_layers; dp = gpus / (tp cp pp) shrinks with tp and pp
+A single change is one knob moved to the lowest rung that passes. Only when no single change
+passes are pairs of knobs tried; a pair is kept only if neither of its rungs passes alone and
+no lower rung of either knob, with the same other rung, passes too (the Pareto-minimal pairs).
+
+Ranking ("cheapest first")
+    When the evaluated JSON carries `time.step_s` (the step-time model), suggestions are
+    ranked by predicted step time, shortest first. Otherwise by this documented order of
+    expected throughput cost, `CHANGE_COST`, lowest first; ties by fewer knobs, then the
+    costliest knob, then the sum, then the smaller memory total:
+      1 zero1, 2 zero2   same traffic as plain data parallelism: a reduce-scatter of the
+                         gradients plus an all-gather of the parameters is the volume of one
+                         all-reduce, 2 Psi [1] sec. 7.2.1
+      3 fsdp             1.5x that traffic, 3 Psi, an all-gather in forward and in backward
+                         [1] sec. 7.2.2, mostly hidden behind compute by prefetch [4]
+      4 micro-batch      smaller GEMMs run further from the tensor-core peak [3] sec. 3.4
+      5 selective        recomputes the attention core only: over 90% less recompute time
+                         than full [2], the seed sec. 8.2
+      6 full recompute   one more forward pass: 8N instead of 6N FLOPs per token, a third
+                         more arithmetic [2], the seed sec. 8.1
+      7 more TP          per-layer all-reduces (reduce-scatter/all-gather) that are not
+                         hidden; use TP up to the NVLink domain first [3] sec. 3.3
+      8 more PP          pipeline bubble (p-1)/(v m) of the busy time, and m shrinks as pp
+                         takes GPUs from dp at a fixed batch [3] sec. 2.2; the seed sec. 5.2
+    The order is a documented prior, not a measurement; the time model supersedes it.
+
+References
+[1] Rajbhandari et al. 2019, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
+    Models", sec. 7.2 (communication volume of P_os, P_os+g: 2 Psi as in DP; P_os+g+p: 3 Psi).
+[2] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+    sec. 5 and 6 (selective recomputation removes over 90% of the recompute overhead).
+[3] Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+    Using Megatron-LM", sec. 2.2 (bubble (p-1)/(v m)), sec. 3.3 takeaway 1 (TP up to the
+    GPUs of one server, then PP), sec. 3.4 (micro-batch size and GEMM efficiency).
+[4] Zhao et al. 2023, "PyTorch FSDP", sec. 3.3-3.4 (forward and backward prefetch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Optional
+
+from pydantic import BaseModel
+
+from .errors import PlannerError
+from .explain import evaluate, to_json
+from .plan import resolve
+from .schema import Hardware, Job, ModelSpec
+
+SHARDING_LADDER = ("none", "zero1", "zero2", "fsdp")
+RECOMPUTE_LADDER = ("none", "selective", "full")
+
+# The documented cost order of a change (module docstring, "Ranking"): lower is cheaper.
+CHANGE_COST = {
+    ("sharding", "zero1"): 1,
+    ("sharding", "zero2"): 2,
+    ("sharding", "fsdp"): 3,
+    ("micro_batch", None): 4,
+    ("recompute", "selective"): 5,
+    ("recompute", "full"): 6,
+    ("tp", None): 7,
+    ("pp", None): 8,
+}
+KNOBS = ("sharding", "micro_batch", "recompute", "tp", "pp")
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic v2 emits
+SCHEMAS: dict[str, type[BaseModel]] = {"job": Job, "model": ModelSpec, "hardware": Hardware}
+
+
+class TimeModelUnavailable(PlannerError):
+    """A time gate was asked for but the evaluated JSON has no `time`/`throughput`."""
+
+
+@dataclass(frozen=True)
+class Gates:
+    """Optional performance gates; None = not checked."""
+
+    max_step_s: Optional[float] = None
+    min_mfu: Optional[float] = None
+
+    def __post_init__(self):
+        if self.max_step_s is not None and not (self.max_step_s > 0 and math.isfinite(self.max_step_s)):
+            raise PlannerError(f"--max-step-time {self.max_step_s} is not a positive time", "give seconds, e.g. 12 or 12s or 1.5min")
+        if self.min_mfu is not None and not (0.0 < self.min_mfu <= 1.0):
+            raise PlannerError(f"--min-mfu {self.min_mfu} is not a fraction in (0, 1]", "give MFU as a fraction, e.g. 0.4 for 40%")
+
+    @property
+    def timed(self) -> bool:
+        return self.max_step_s is not None or self.min_mfu is not None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One knob moved to one rung of its ladder."""
+
+    knob: str
+    update: dict  # Job fields to set
+    text: str  # "sharding none -> zero2"
+    cost: int  # CHANGE_COST
+
+
+@dataclass
+class Evaluated:
+    job: Job
+    res: dict  # explain's JSON (+ "warnings")
+    failures: list[dict] = field(default_factory=list)
+
+    @property
+    def passes(self) -> bool:
+        return not self.failures
+
+
+# ------------------------------------------------------------------------- evaluation
+def evaluate_job(job: Job, where: str = "") -> dict:
+    """explain's JSON of one job (the same calls as `planner explain`), plus its warnings."""
+    settings, plan, warnings = resolve(job, where)
+    res = to_json(settings, plan, evaluate(settings, plan))
+    res["warnings"] = warnings
+    return res
+
+
+def step_seconds(res: dict) -> Optional[float]:
+    v = (res.get("time") or {}).get("step_s")
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def mfu(res: dict) -> Optional[float]:
+    v = (res.get("throughput") or {}).get("mfu")
+    return float(v) if v is not None and math.isfinite(v) else None
+
+
+def overflow_bytes(res: dict) -> float:
+    m = res["memory"]
+    return max(0.0, float(m["total_bytes"]) - float(m["usable_bytes"]))
+
+
+def failures(res: dict, gates: Gates, where: str = "") -> list[dict]:
+    """What fails in one evaluated job: memory, step time, MFU (empty = pass)."""
+    out: list[dict] = []
+    m = res["memory"]
+    if not m["fits"]:
+        out.append({"kind": "memory", "overflow_bytes": overflow_bytes(res),
+                    "total_bytes": m["total_bytes"], "usable_bytes": m["usable_bytes"]})
+    if gates.max_step_s is not None:
+        t = step_seconds(res)
+        if t is None:
+            raise _no_time_model("--max-step-time", where)
+        if t > gates.max_step_s:
+            out.append({"kind": "step_time", "step_s": t, "max_step_s": gates.max_step_s})
+    if gates.min_mfu is not None:
+        u = mfu(res)
+        if u is None:
+            raise _no_time_model("--min-mfu", where)
+        if u < gates.min_mfu:
+            out.append({"kind": "mfu", "mfu": u, "min_mfu": gates.min_mfu})
+    return out
+
+
+def _no_time_model(option: str, where: str) -> TimeModelUnavailable:
+    key = "time.step_s" if option == "--max-step-time" else "throughput.mfu"
+    return TimeModelUnavailable(
+        f"{where}{option} needs the step-time model, which is unavailable: explain's JSON has no `{key}`",
+        "drop the time gates to check memory only, or use a planner version with the time model",
+    )
+
+
+def _try(job: Job, gates: Gates) -> Optional[Evaluated]:
+    """Evaluate a candidate job; None if the candidate itself is not a valid plan."""
+    try:
+        res = evaluate_job(job)
+    except TimeModelUnavailable:
+        raise
+    except PlannerError:
+        return None
+    return Evaluated(job, res, failures(res, gates))
+
+
+# ------------------------------------------------------------------------ the ladders
+def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
+    """For each knob, the rungs above the job's current setting (module docstring)."""
+    p = res["plan"]
+    hw = _hardware(job)  # cached by catalog
+    out: dict[str, list[Change]] = {k: [] for k in KNOBS}
+
+    if job.sharding == "hsdp":
+        out["sharding"].append(Change("sharding", {"sharding": "fsdp", "shard_group": None},
+                                      f"sharding hsdp (shard group {job.shard_group}) -> fsdp", CHANGE_COST[("sharding", "fsdp")]))
+    else:
+        for s in SHARDING_LADDER[SHARDING_LADDER.index(job.sharding) + 1:]:
+            out["sharding"].append(Change("sharding", {"sharding": s}, f"sharding {job.sharding} -> {s}", CHANGE_COST[("sharding", s)]))
+
+    mbs = job.micro_batch
+    while mbs > 1:
+        mbs //= 2
+        out["micro_batch"].append(Change(
+            "micro_batch", {"micro_batch": mbs},
+            f"micro-batch {job.micro_batch} -> {mbs} (global batch kept at {p['global_batch']:,} sequences)",
+            CHANGE_COST[("micro_batch", None)]))
+
+    for r in RECOMPUTE_LADDER[RECOMPUTE_LADDER.index(job.recompute) + 1:]:
+        out["recompute"].append(Change("recompute", {"recompute": r}, f"recompute {job.recompute} -> {r}", CHANGE_COST[("recompute", r)]))
+
+    tp = job.tp * 2
+    while tp <= hw.nvlink_domain:
+        out["tp"].append(Change("tp", {"tp": tp}, f"TP {job.tp} -> {tp}", CHANGE_COST[("tp", None)]))
+        tp *= 2
+
+    pp = job.pp * 2
+    while pp <= _model(job).num_layers:
+        out["pp"].append(Change("pp", {"pp": pp}, f"PP {job.pp} -> {pp}", CHANGE_COST[("pp", None)]))
+        pp *= 2
+    return out
+
+
+def _hardware(job: Job) -> Hardware:
+    from .catalog import load_hardware
+
+    return load_hardware(job.hardware)
+
+
+def _model(job: Job) -> ModelSpec:
+    from .catalog import load_model
+
+    return load_model(job.model)
+
+
+def _dp(job: Job, tp: Optional[int] = None, pp: Optional[int] = None) -> Optional[int]:
+    inner = (tp or job.tp) * job.cp * (pp or job.pp)
+    return job.gpus // inner if job.gpus % inner == 0 else None
+
+
+def apply(job: Job, changes: tuple[Change, ...]) -> Job:
+    """The job with the changes laid over it; an explicit dp follows tp and pp."""
+    update: dict = {}
+    for c in changes:
+        update.update(c.update)
+    if job.dp is not None and ("tp" in update or "pp" in update):
+        dp = _dp(job, update.get("tp"), update.get("pp"))
+        if dp is not None:
+            update["dp"] = dp
+    return Job.model_validate({**job.model_dump(), **update})
+
+
+# -------------------------------------------------------------------------- suggestions
+@dataclass
+class Suggestion:
+    changes: tuple[Change, ...]
+    ev: Evaluated
+    dp_before: int  # the job's resolved dp, to say how tp/pp changes shrink it
+
+    @property
+    def description(self) -> str:
+        text = " + ".join(c.text for c in self.changes)
+        dp = self.ev.res["plan"]["dp"]
+        return text + (f" (DP {self.dp_before} -> {dp})" if dp != self.dp_before else "")
+
+    def doc_key(self) -> tuple:
+        costs = [c.cost for c in self.changes]
+        return (len(costs), max(costs), sum(costs), self.ev.res["memory"]["total_bytes"])
+
+    def as_dict(self) -> dict:
+        m = self.ev.res["memory"]
+        d: dict[str, Any] = {
+            "changes": {k: v for c in self.changes for k, v in c.update.items()},
+            "description": self.description,
+            "cost_rank": [c.cost for c in self.changes],
+            "total_bytes": m["total_bytes"],
+            "usable_bytes": m["usable_bytes"],
+            "capacity_bytes": m["capacity_bytes"],
+            "fraction_of_hbm": m["total_bytes"] / m["capacity_bytes"],
+            "step_s": step_seconds(self.ev.res),
+            "mfu": mfu(self.ev.res),
+            "plan": self.ev.res["plan"],
+        }
+        return d
+
+
+def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
+    """By predicted step time when the JSON has `time.step_s`, else by the documented cost
+    order (module docstring); the documented order breaks ties."""
+    def key(s: Suggestion):
+        t = step_seconds(s.ev.res)
+        return (t is None, t if t is not None else 0.0, s.doc_key())
+
+    return sorted(suggestions, key=key)
+
+
+def suggest(job: Job, res: dict, gates: Gates) -> list[Suggestion]:
+    """Checked changes that make the job pass, cheapest first (module docstring)."""
+    lad = ladders(job, res)
+    dp0 = res["plan"]["dp"]
+    found: list[Suggestion] = []
+    passes_alone: dict[str, int] = {}  # knob -> index of its lowest passing rung
+    for knob in KNOBS:
+        for i, ch in enumerate(lad[knob]):
+            ev = _try(apply(job, (ch,)), gates)
+            if ev is not None and ev.passes:
+                found.append(Suggestion((ch,), ev, dp0))
+                passes_alone[knob] = i
+                break
+    if found:
+        return rank(found)
+    # no single change passes: Pareto-minimal pairs of two knobs
+    for ka, kb in combinations(KNOBS, 2):
+        best_b = len(lad[kb])  # lowest rung of kb that passed with a lower rung of ka
+        for a in lad[ka]:
+            for j, b in enumerate(lad[kb][:best_b]):
+                ev = _try(apply(job, (a, b)), gates)
+                if ev is not None and ev.passes:
+                    found.append(Suggestion((a, b), ev, dp0))
+                    best_b = j
+                    break
+            if best_b == 0:
+                break
+    return rank(found)
+
+
+# ------------------------------------------------------------------------------ check
+def check_job(job: Job, where: str, gates: Gates) -> dict:
+    """explain's JSON of the job plus `verdict`, `failures`, `overflow_bytes` and
+    `suggestions` (checked changes that would make it pass, cheapest first)."""
+    res = evaluate_job(job, where)
+    fails = failures(res, gates, where)
+    res["verdict"] = "fail" if fails else "pass"
+    res["failures"] = fails
+    res["overflow_bytes"] = overflow_bytes(res)
+    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates)] if fails else []
+    return res
+
+
+def worst_exit(codes: list[int]) -> int:
+    """2 (invalid input) > 1 (does not fit / gate failed) > 0."""
+    return max(codes, default=0)
+
+
+def json_schema(what: str = "job") -> dict:
+    """The JSON Schema (draft 2020-12, pydantic v2) of a job, model or hardware file."""
+    if what not in SCHEMAS:
+        raise PlannerError(f"no schema named {what!r}", f"choose one of {', '.join(SCHEMAS)}")
+    return {"$schema": JSON_SCHEMA_DIALECT, **SCHEMAS[what].model_json_schema()}

@@ -1,0 +1,641 @@
+"""`planner validate`: the planner's predictions against published training runs.
+
+A runs file is a YAML list of records in the schema of tests/data/published_runs.yaml (a copy
+of the project's reference data): model shape, parallel config, GPU type and count, and what
+the source published (tokens/s per GPU and/or iteration time, optionally memory per GPU).
+Each record becomes a planner Job with an in-memory ModelSpec, goes through the same
+`plan.resolve` checks and `explain.evaluate` cost models as `planner explain`, and the
+prediction is compared with the published figure:
+
+    error = predicted / published - 1                  (tokens/s per GPU; memory likewise)
+    published tokens/s per GPU, when only the iteration time is given:
+        global_batch_size * seq_length / (iteration_time_s * num_gpus)
+
+Units: tokens/s per GPU; seconds; memory in bytes inside, GiB (2**30 B) only in the record
+key `memory_per_gpu_gib` and in output keys that say so (`*_memory_gib`).
+
+Inference rules. A record may set `hardware:`, `gated_mlp:` and the other architecture
+fields itself; whatever it leaves out is inferred by the rules below, and every value the
+command had to assume is listed, with its reason, in the row's `assumed` list. A record
+that cannot be evaluated is kept in the output with `skipped: <reason>`; none is dropped.
+
+ 1. hardware from gpu_type (text, case-insensitive): H200 -> h200-sxm; H100 PCIe -> h100-pcie;
+    H100 with 94-96 GB HBM2e (torchtitan's lower-TDP parts [9]) -> h100-sxm, noted as a
+    stand-in (no catalog entry: HBM size, bandwidth and power cap differ); other H100 ->
+    h100-sxm; A100 40 GB -> a100-sxm-40gb; A100 80 GB (or size unstated, noted) ->
+    a100-sxm-80gb; A100 PCIe -> skipped; B200, GB200, MI300X -> their catalog entries;
+    anything else (TPU v4, ...) -> skipped, "no hardware entry for <gpu_type>".
+ 2. Architecture (gated_mlp, norm, tied_embeddings, position_embedding, linear_bias, dropout):
+    (a) from the catalog model (model_zoo/) with the identical shape (layers, hidden, ffn,
+    heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the family named
+    in model_name: Llama/Mistral/Qwen/Gemma [1]: SwiGLU, RMSNorm, RoPE, no biases, untied;
+    PaLM [2]: SwiGLU, RoPE, no biases, tied; Nemotron [3]: squared-ReLU (not gated), LayerNorm,
+    RoPE, no biases, untied; MPT (llm-foundry benchmark config, model_zoo/mpt-7b.yaml): GELU,
+    LayerNorm, learned positions, biases, tied; GPT-NeoX [4]: GELU, LayerNorm, rotary, biases,
+    untied; GPT / GPT-3 / Megatron GPT [5]: GELU, LayerNorm, learned positions, biases, dropout,
+    tied; else (c) gated iff ffn_hidden_size != 4 * hidden_size (the GPT MLP is 4h [6]; gated
+    MLPs use ~8/3 h to keep the parameter count [1]), RMSNorm if gated else LayerNorm, RoPE,
+    no biases, no dropout, untied.
+ 3. micro_batch_size null -> global_batch / (dp * grad_accum_steps) when grad_accum_steps is
+    given, else 1. vpp null -> 1 (plain 1F1B; vpp > 1 -> interleaved). cp null -> 1.
+ 4. activation_recompute: text starting full / selective / none; null -> none (Megatron-LM's
+    default when --recompute-granularity is unset [5]).
+ 5. sequence_parallel null -> on iff tp > 1 (Korthikanti et al. 2022 [7]; Megatron recipes
+    enable it with TP).
+ 6. zero_fsdp_mode text -> sharding: ZeRO-3 / FSDP FULL_SHARD / fully sharded -> fsdp;
+    hybrid / HSDP -> hsdp (needs `shard_group:`); ZeRO-2 / SHARD_GRAD_OP -> zero2; ZeRO-1 /
+    Megatron distributed optimizer -> zero1; none -> none; null -> none (assumed).
+ 7. precision text containing fp8 / float8 -> fp8; starting bf16 -> bf16; any other 16-bit
+    mixed precision (fp16, "mixed 16-bit") -> bf16, assumed: fp16 and bf16 have the same
+    dense tensor-core peak on A100 and H100 (hardware_db datasheet figures).
+ 8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
+    mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
+ 9. attention: eager (stores the s x s scores) for sources dated 2021 or earlier, which
+    predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022 [8]); flash otherwise.
+10. Skipped: moe true or ep > 1 (dense models only); tp, pp or num_gpus null; a global batch
+    that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
+    published tokens/s, iteration time or memory; unrecognised recompute / sharding text.
+
+Summary statistics over the records with a tokens/s error: n, the median and the 90th
+percentile of |error| (numpy.percentile's linear interpolation, Hyndman & Fan type 7 [10]).
+
+The "complete records" of published_runs.yaml (`--complete`) are those of the source groups
+in COMPLETE_GROUPS (Megatron-LM 2021 Table 1, the Megatron-LM README H100 tables, MosaicML
+llm-foundry FSDP benchmarks, torchtitan's 2024 performance page) that publish tokens/s per
+GPU or an iteration time and give tp, pp and num_gpus.
+
+References
+ [1] Touvron et al. 2023, "LLaMA", arXiv:2302.13971, sec. 2.2 (SwiGLU with 2/3 4d, RMSNorm, RoPE).
+ [2] Chowdhery et al. 2022, "PaLM", arXiv:2204.02311, sec. 2 (SwiGLU, RoPE, shared input-output
+     embeddings, no biases).
+ [3] Parmar et al. 2024, "Nemotron-4 15B", arXiv:2402.16819, sec. 2 (squared ReLU, RoPE, no
+     bias terms, untied embeddings).
+ [4] Black et al. 2022, "GPT-NeoX-20B", arXiv:2204.06745, sec. 2.1 (rotary, untied embeddings).
+ [5] NVIDIA/Megatron-LM megatron/training/arguments.py defaults (see model_zoo/megatron-gpt-*.yaml).
+ [6] Brown et al. 2020, "GPT-3", arXiv:2005.14165, sec. 2.1 / Table 2.1 (d_ff = 4 d_model).
+ [7] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+     arXiv:2205.05198, sec. 4.2.2 (sequence parallelism alongside tensor parallelism).
+ [8] Dao et al. 2022, "FlashAttention", arXiv:2205.14135.
+ [9] torchtitan docs/performance.md (2024-08-23): "HBM2e based lower TDP SXM H100(95GB)".
+[10] Hyndman & Fan 1996, "Sample Quantiles in Statistical Packages", Am. Stat. 50(4) (type 7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .catalog import format_validation_error, list_models, load_hardware, load_model, read_yaml
+from .errors import PlannerError
+from .explain import evaluate, to_json
+from .plan import resolve
+from .schema import BytesPerParam, Job, ModelSpec, Schedule
+
+GiB = 2.0**30
+
+#: Source groups of published_runs.yaml whose records form the "complete" accuracy set.
+COMPLETE_GROUPS = (
+    "narayanan2021_table1",  # Narayanan et al. 2021 (SC21) Table 1, A100
+    "megatron_lm_readme_h100_weak_scaling",  # Megatron-LM README H100 weak-scaling table
+    "megatron_lm_readme_h100_strong_scaling",  # (its two records lack tp/pp: never complete)
+    "mosaicml_llmfoundry_benchmarks",  # llm-foundry benchmark tables, pure FSDP, H100/A100
+    "torchtitan_docs_performance_2024",  # torchtitan docs/performance.md (2024)
+)
+
+TIME_MODEL_UNAVAILABLE = (
+    "time model unavailable: explain.to_json gives no throughput.tokens_per_s_per_gpu"
+)
+
+ARCH_FIELDS = ("gated_mlp", "norm", "tied_embeddings", "position_embedding", "linear_bias", "dropout")
+
+
+# ----------------------------------------------------------------------------- schema
+class RunRecord(BaseModel):
+    """One published run (every key of published_runs.yaml) plus optional overrides.
+
+    Unknown keys are errors (extra="forbid"), so a typo names the record and the field.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    source_group: Optional[str] = None
+    source: Optional[str] = None
+    source_location: Optional[str] = None
+    model_name: Optional[str] = None
+    moe: bool = False
+    # model shape
+    num_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    ffn_hidden_size: int = Field(gt=0)
+    num_attention_heads: int = Field(gt=0)
+    num_kv_heads: Optional[int] = Field(default=None, gt=0, description="null: multi-head attention")
+    vocab_size: int = Field(gt=0)
+    seq_length: int = Field(gt=0, description="tokens per sequence")
+    # batch and parallel config
+    global_batch_size: int = Field(gt=0, description="sequences per step")
+    micro_batch_size: Optional[int] = Field(default=None, gt=0)
+    grad_accum_steps: Optional[int] = Field(default=None, gt=0)
+    gpu_type: str
+    num_gpus: Optional[int] = Field(default=None, gt=0)
+    tp: Optional[int] = Field(default=None, gt=0)
+    pp: Optional[int] = Field(default=None, gt=0)
+    vpp: Optional[int] = Field(default=None, gt=0)
+    cp: Optional[int] = Field(default=None, gt=0)
+    dp: Optional[int] = Field(default=None, gt=0)
+    ep: Optional[int] = Field(default=None, gt=0)
+    zero_fsdp_mode: Optional[str] = None
+    activation_recompute: Optional[str] = None
+    sequence_parallel: Optional[bool] = None
+    precision: Optional[str] = None
+    # what the source published
+    tflops_per_gpu: Optional[float] = None
+    tflops_kind: Optional[str] = None
+    mfu: Optional[float] = None
+    hfu: Optional[float] = None
+    tokens_per_sec_per_gpu: Optional[float] = Field(default=None, gt=0)
+    iteration_time_s: Optional[float] = Field(default=None, gt=0)
+    memory_per_gpu_gib: Optional[float] = Field(default=None, gt=0)
+    peak_tflops_used_by_source: Optional[float] = None
+    implied_flops_per_token: Optional[float] = None
+    flops_counting: Optional[str] = None
+    provenance: dict[str, str] = Field(default_factory=dict)
+    notes: Optional[str] = None
+    # overrides a user may give (otherwise inferred; see the module docstring)
+    hardware: Optional[str] = Field(default=None, description="catalog name or hardware YAML path")
+    gated_mlp: Optional[bool] = None
+    norm: Optional[Literal["rmsnorm", "layernorm"]] = None
+    tied_embeddings: Optional[bool] = None
+    position_embedding: Optional[Literal["rope", "learned", "alibi", "none"]] = None
+    linear_bias: Optional[bool] = None
+    dropout: Optional[bool] = None
+    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = None
+    attention: Optional[Literal["flash", "eager"]] = None
+    shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
+    schedule: Optional[Schedule] = None
+
+    @property
+    def published_tokens(self) -> tuple[Optional[float], Optional[str]]:
+        """(published tokens/s per GPU, the key it came from)."""
+        if self.tokens_per_sec_per_gpu is not None:
+            return float(self.tokens_per_sec_per_gpu), "tokens_per_sec_per_gpu"
+        if self.iteration_time_s is not None and self.num_gpus:
+            tok = self.global_batch_size * self.seq_length / (self.iteration_time_s * self.num_gpus)
+            return tok, "iteration_time_s"
+        return None, None
+
+
+def load_runs(path: Path) -> list[RunRecord]:
+    """Read and validate a runs file; any problem is a PlannerError naming the file, the
+    record (index and id) and the field."""
+    data = read_yaml(path)
+    if not isinstance(data, list):
+        raise PlannerError(
+            f"{path}: expected a YAML list of run records, got {type(data).__name__}",
+            "write one `- id: ...` mapping per run, in the schema of tests/data/published_runs.yaml",
+        )
+    if not data:
+        raise PlannerError(f"{path}: no run records", "add at least one `- id: ...` record")
+    records: list[RunRecord] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(data):
+        rid = raw.get("id") if isinstance(raw, dict) else None
+        where = f"{path}: record {i}" + (f" (id {rid!r})" if rid is not None else "")
+        if not isinstance(raw, dict):
+            raise PlannerError(f"{where}: expected a mapping of fields, got {type(raw).__name__}", "each list item is `- id: ...` with the record's fields")
+        try:
+            rec = RunRecord.model_validate(raw)
+        except ValidationError as e:
+            raise format_validation_error(e, where) from None
+        if rec.id in seen:
+            raise PlannerError(f"{where}: duplicate id {rec.id!r} (also record {seen[rec.id]})", "give every record a unique id")
+        seen[rec.id] = i
+        records.append(rec)
+    return records
+
+
+def is_complete(rec: RunRecord) -> bool:
+    """In the documented accuracy subset: a COMPLETE_GROUPS record with a published tokens/s
+    (or iteration time) and non-null tp, pp and num_gpus."""
+    return (
+        rec.source_group in COMPLETE_GROUPS
+        and rec.published_tokens[0] is not None
+        and None not in (rec.tp, rec.pp, rec.num_gpus)
+    )
+
+
+def select(records: list[RunRecord], groups=None, ids=None, complete: bool = False) -> list[RunRecord]:
+    """Filter by source group(s), id(s) and/or the complete subset; unknown names are errors."""
+    if groups:
+        known = sorted({r.source_group for r in records if r.source_group})
+        bad = [g for g in groups if g not in known]
+        if bad:
+            raise PlannerError(f"unknown source group(s) {', '.join(bad)}", f"groups in this file: {', '.join(known)}")
+        records = [r for r in records if r.source_group in groups]
+    if ids:
+        by_id = {r.id for r in records}
+        bad = [i for i in ids if i not in by_id]
+        if bad:
+            raise PlannerError(f"unknown record id(s) {', '.join(bad)}", "ids are the `id:` fields of the runs file (after any --group filter)")
+        records = [r for r in records if r.id in set(ids)]
+    if complete:
+        records = [r for r in records if is_complete(r)]
+    if not records:
+        raise PlannerError("no records selected", "loosen --group / --ids / --complete")
+    return records
+
+
+# ----------------------------------------------------------------------- inference
+class Skip(Exception):
+    """A record that cannot be evaluated; the message is the reason."""
+
+
+@dataclass
+class _Assumed:
+    items: list[str] = field(default_factory=list)
+
+    def add(self, name: str, value: Any, reason: str) -> None:
+        v = str(value).lower() if isinstance(value, bool) else value
+        self.items.append(f"{name}={v} ({reason})")
+
+
+def infer_hardware(gpu_type: str) -> tuple[Optional[str], Optional[str]]:
+    """(catalog hardware name or None, note) for a record's free-text gpu_type (rule 1)."""
+    t = gpu_type.lower()
+    if "gb200" in t:
+        return "gb200-nvl72", None
+    if "b200" in t:
+        return "b200", None
+    if "mi300x" in t:
+        return "mi300x", None
+    if "h200" in t:
+        return "h200-sxm", None
+    if "h100" in t:
+        if "pcie" in t:
+            return "h100-pcie", None
+        if re.search(r"9[456]\s*(/\s*9[456]\s*)?gb", t) or "hbm2e" in t:
+            return "h100-sxm", (
+                "stand-in: H100 SXM with 94-96 GB HBM2e at a lower power cap has no catalog entry; "
+                "h100-sxm is 80 GB HBM3 at 700 W"
+            )
+        return "h100-sxm", None
+    if "a100" in t:
+        if "pcie" in t:
+            return None, None
+        if re.search(r"40\s*gb", t):
+            return "a100-sxm-40gb", None
+        if re.search(r"80\s*gb", t):
+            return "a100-sxm-80gb", None
+        return "a100-sxm-80gb", "memory size not stated; 80 GB SXM assumed"
+    return None, None
+
+
+# Family rules (rule 2b), checked in order on the lower-cased model_name.
+_FAMILIES: list[tuple[tuple[str, ...], str, dict]] = [
+    (("llama", "mistral", "mixtral", "qwen", "gemma"), "Llama-style (Touvron et al. 2023 sec. 2.2)",
+     dict(gated_mlp=True, norm="rmsnorm", tied_embeddings=False, position_embedding="rope", linear_bias=False, dropout=False)),
+    (("palm",), "PaLM (Chowdhery et al. 2022 sec. 2)",
+     dict(gated_mlp=True, norm="layernorm", tied_embeddings=True, position_embedding="rope", linear_bias=False, dropout=False)),
+    (("nemotron",), "Nemotron-4 (Parmar et al. 2024 sec. 2: squared ReLU, not gated)",
+     dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=False, dropout=False)),
+    (("mpt",), "MPT llm-foundry benchmark config (model_zoo/mpt-7b.yaml)",
+     dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True, dropout=False)),
+    (("neox", "pythia"), "GPT-NeoX (Black et al. 2022 sec. 2.1)",
+     dict(gated_mlp=False, norm="layernorm", tied_embeddings=False, position_embedding="rope", linear_bias=True, dropout=False)),
+    (("gpt",), "GPT-3 / Megatron-LM GPT defaults (Brown et al. 2020; Megatron-LM arguments.py)",
+     dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned", linear_bias=True, dropout=True)),
+]
+
+
+def _shape(num_layers, hidden, ffn, heads, kv, vocab) -> tuple:
+    return (num_layers, hidden, ffn, heads, kv or heads, vocab)
+
+
+def _zoo_by_shape() -> dict[tuple, ModelSpec]:
+    """The first catalog model (alphabetical) of each shape."""
+    out: dict[tuple, ModelSpec] = {}
+    for name in list_models():
+        m = load_model(name)
+        key = _shape(m.num_layers, m.hidden_size, m.ffn_hidden_size, m.num_attention_heads, m.kv_heads, m.vocab_size)
+        out.setdefault(key, m)
+    return out
+
+
+def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
+    """The six architecture fields (rule 2); record overrides win."""
+    given = {k: getattr(rec, k) for k in ARCH_FIELDS if getattr(rec, k) is not None}
+    if len(given) == len(ARCH_FIELDS):
+        return given
+    key = _shape(rec.num_layers, rec.hidden_size, rec.ffn_hidden_size, rec.num_attention_heads, rec.num_kv_heads, rec.vocab_size)
+    zoo = _zoo_by_shape().get(key)
+    if zoo is not None:
+        arch = {k: getattr(zoo, k) for k in ARCH_FIELDS}
+        reason = f"catalog model {zoo.name} has this shape"
+    else:
+        name = (rec.model_name or "").lower()
+        fam = next(((label, a) for keys, label, a in _FAMILIES if any(k in name for k in keys)), None)
+        if fam is not None:
+            reason, arch = f"model_name {rec.model_name!r}: {fam[0]}", dict(fam[1])
+        else:
+            ratio = rec.ffn_hidden_size / rec.hidden_size
+            gated = rec.ffn_hidden_size != 4 * rec.hidden_size
+            reason = f"unknown family; ffn/hidden = {ratio:.3g} -> {'gated' if gated else 'plain 4h'} MLP"
+            arch = dict(gated_mlp=gated, norm="rmsnorm" if gated else "layernorm", tied_embeddings=False,
+                        position_embedding="rope", linear_bias=False, dropout=False)
+    for k in ARCH_FIELDS:
+        if k in given:
+            arch[k] = given[k]
+        else:
+            assumed.add(k, arch[k], reason)
+    return arch
+
+
+def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
+    text = rec.activation_recompute
+    if text is None:
+        assumed.add("activation_recompute", "none", "not published; Megatron-LM default without --recompute-granularity")
+        return "none"
+    t = text.strip().lower()
+    for name in ("full", "selective", "none"):
+        if t.startswith(name):
+            return name
+    if t in ("no", "false", "off"):
+        return "none"
+    raise Skip(f"activation_recompute {text!r} not recognised (expected text starting full, selective or none)")
+
+
+def _sharding(rec: RunRecord, assumed: _Assumed) -> str:
+    text = rec.zero_fsdp_mode
+    if text is None:
+        assumed.add("zero_fsdp_mode", "none", "not published; plain data parallel assumed")
+        return "none"
+    t = text.lower()
+    if "hybrid" in t or "hsdp" in t:
+        if rec.shard_group is None:
+            raise Skip(f"zero_fsdp_mode {text!r} is hybrid sharding: give shard_group (DP ranks per shard group)")
+        return "hsdp"
+    if any(k in t for k in ("zero-3", "zero3", "zero stage 3", "full_shard", "full shard", "fully sharded", "fsdp")):
+        return "fsdp"
+    if any(k in t for k in ("zero-2", "zero2", "shard_grad_op")):
+        return "zero2"
+    if any(k in t for k in ("zero-1", "zero1", "distributed optimizer")):
+        return "zero1"
+    if t.startswith("none") or t.startswith("ddp"):
+        return "none"
+    raise Skip(f"zero_fsdp_mode {text!r} not recognised (expected none, ZeRO-1/2/3, distributed optimizer, FSDP or HSDP)")
+
+
+def _precision(rec: RunRecord, assumed: _Assumed) -> str:
+    t = (rec.precision or "").lower()
+    if "fp8" in t or "float8" in t:
+        return "fp8"
+    if t.startswith("bf16"):
+        return "bf16"
+    assumed.add("precision", "bf16", f"{rec.precision or 'not published'}: fp16 and bf16 share the dense tensor-core peak on A100/H100")
+    return "bf16"
+
+
+def _source_year(rec: RunRecord) -> Optional[int]:
+    years = [int(y) for y in re.findall(r"\b(?:19|20)\d\d\b", rec.source or "")]
+    return max(years) if years else None
+
+
+def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed) -> dict:
+    """Job fields for a record (rules 3-9); raises Skip."""
+    if rec.moe or (rec.ep or 1) > 1:
+        raise Skip("mixture-of-experts / expert parallelism: the cost models cover dense models only")
+    missing = [k for k in ("tp", "pp", "num_gpus") if getattr(rec, k) is None]
+    if missing:
+        raise Skip(f"{', '.join(missing)} not published (null): the plan cannot be built")
+    cp = rec.cp
+    if cp is None:
+        cp = 1
+        assumed.add("cp", 1, "not published; no context parallelism")
+    mbs = rec.micro_batch_size
+    if mbs is None:
+        dp = rec.dp or rec.num_gpus // (rec.tp * cp * rec.pp)
+        if rec.grad_accum_steps and dp and rec.global_batch_size % (dp * rec.grad_accum_steps) == 0:
+            mbs = rec.global_batch_size // (dp * rec.grad_accum_steps)
+            assumed.add("micro_batch_size", mbs, "derived: global batch / (dp x grad_accum_steps)")
+        else:
+            mbs = 1
+            assumed.add("micro_batch_size", 1, "not published")
+    vpp = rec.vpp
+    if vpp is None:
+        vpp = 1
+        assumed.add("vpp", 1, "not published; plain 1F1B")
+    sp = rec.sequence_parallel
+    if sp is None:
+        sp = rec.tp > 1
+        assumed.add("sequence_parallel", sp, "not published; on iff tp > 1 (Korthikanti et al. 2022)")
+    bpp = rec.bytes_per_param
+    if bpp is None:
+        text = f"{rec.source_group or ''} {rec.source or ''} {rec.zero_fsdp_mode or ''}".lower()
+        bpp = "megatron" if ("megatron" in text or "nemo" in text) else "mixed16"
+        assumed.add("bytes_per_param", bpp, "Megatron-LM/NeMo source: fp32 main grads" if bpp == "megatron" else "mixed precision with fp32 master and Adam")
+    attention = rec.attention
+    if attention is None:
+        year = _source_year(rec)
+        attention = "eager" if (year is not None and year <= 2021) else "flash"
+        assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
+    return dict(
+        model=model_path,
+        hardware=hardware,
+        gpus=rec.num_gpus,
+        tp=rec.tp,
+        cp=cp,
+        pp=rec.pp,
+        vpp=vpp,
+        dp=rec.dp,
+        micro_batch=mbs,
+        global_batch=rec.global_batch_size,
+        seq_len=rec.seq_length,
+        sharding=_sharding(rec, assumed),
+        shard_group=rec.shard_group,
+        recompute=_recompute(rec, assumed),
+        sequence_parallel=sp,
+        precision=_precision(rec, assumed),
+        schedule=rec.schedule,
+        bytes_per_param=bpp,
+        attention=attention,
+    )
+
+
+def model_spec(rec: RunRecord, arch: dict, where: str) -> dict:
+    """ModelSpec fields for the record's shape."""
+    return dict(
+        name=rec.model_name or rec.id,
+        description=f"shape of run record {rec.id}",
+        num_layers=rec.num_layers,
+        hidden_size=rec.hidden_size,
+        ffn_hidden_size=rec.ffn_hidden_size,
+        num_attention_heads=rec.num_attention_heads,
+        num_kv_heads=rec.num_kv_heads,
+        vocab_size=rec.vocab_size,
+        max_seq_len=rec.seq_length,
+        sources=[rec.source or where],
+        **arch,
+    )
+
+
+def _write_model(spec: dict, tmpdir: Path) -> str:
+    """Write the spec to a YAML file named by its content hash (catalog.load_model caches by
+    path, so equal paths always mean equal specs) and return the path."""
+    text = yaml.safe_dump(spec, sort_keys=True)
+    p = tmpdir / f"model-{hashlib.sha1(text.encode()).hexdigest()[:16]}.yaml"
+    if not p.exists():
+        p.write_text(text, encoding="utf-8")
+    return str(p)
+
+
+# ----------------------------------------------------------------------- prediction
+def predict(settings, plan) -> dict:
+    """The planner's figures for one resolved plan: tokens/s per GPU (None until the time
+    model adds throughput.tokens_per_s_per_gpu to explain.to_json), step time, per-GPU
+    memory bytes and the resolved plan."""
+    res = to_json(settings, plan, evaluate(settings, plan))
+    thr = res.get("throughput") or {}
+    tim = res.get("time") or {}
+    return {
+        "tokens_per_s_per_gpu": thr.get("tokens_per_s_per_gpu"),
+        "step_s": tim.get("step_s"),
+        "mfu": thr.get("mfu"),
+        "memory_bytes": res["memory"]["total_bytes"],
+        "plan": res["plan"],
+    }
+
+
+@dataclass
+class Row:
+    id: str
+    source_group: Optional[str] = None
+    hardware: Optional[str] = None
+    mesh: Optional[str] = None
+    predicted_tokens_per_s_per_gpu: Optional[float] = None
+    published_tokens_per_s_per_gpu: Optional[float] = None
+    published_from: Optional[str] = None
+    error: Optional[float] = None
+    predicted_memory_gib: Optional[float] = None
+    published_memory_gib: Optional[float] = None
+    memory_error: Optional[float] = None
+    predicted_step_s: Optional[float] = None
+    predicted_mfu: Optional[float] = None
+    assumed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped: Optional[str] = None
+    plan: Optional[dict] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _mesh(p: dict) -> str:
+    s = f"TP{p['tp']} PP{p['pp']} DP{p['dp']}"
+    if p["cp"] > 1:
+        s += f" CP{p['cp']}"
+    if p["vpp"] > 1:
+        s += f" v{p['vpp']}"
+    return s
+
+
+def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: str = "runs file") -> Row:
+    """One row: predicted vs published, or skipped with the reason."""
+    pub_tok, pub_from = rec.published_tokens
+    row = Row(id=rec.id, source_group=rec.source_group, published_tokens_per_s_per_gpu=pub_tok,
+              published_from=pub_from, published_memory_gib=rec.memory_per_gpu_gib)
+    assumed = _Assumed(row.assumed)
+    where = f"{path_label}: record {rec.id!r}"
+    try:
+        if rec.hardware is not None:
+            hw = rec.hardware
+            local = base_dir / hw
+            if local.is_file():
+                hw = str(local)
+            try:
+                load_hardware(hw)
+            except PlannerError as e:
+                raise PlannerError(f"{where}: field `hardware`: {e.message}", e.hint) from None
+            row.hardware = Path(hw).stem if Path(hw).suffix else hw
+        else:
+            name, note = infer_hardware(rec.gpu_type)
+            if name is None:
+                raise Skip(f"no hardware entry for {rec.gpu_type} (give `hardware:` with a catalog name or a hardware YAML)")
+            assumed.add("hardware", name, f"gpu_type {rec.gpu_type!r}" + (f"; {note}" if note else ""))
+            hw = row.hardware = name
+        if pub_tok is None and rec.memory_per_gpu_gib is None:
+            raise Skip(
+                "nothing to compare: no tokens_per_sec_per_gpu, iteration_time_s or memory_per_gpu_gib published "
+                "(tflops_per_gpu and mfu depend on the source's FLOP convention)"
+            )
+        arch = infer_architecture(rec, assumed)
+        spec = model_spec(rec, arch, where)
+        try:
+            ModelSpec.model_validate(spec)
+        except ValidationError as e:
+            raise Skip(format_validation_error(e, "model shape").message) from None
+        fields = build_job(rec, _write_model(spec, tmpdir), hw, assumed)
+        try:
+            job = Job.model_validate(fields)
+        except ValidationError as e:
+            raise Skip(format_validation_error(e, "plan").message) from None
+        try:
+            settings, plan, warnings = resolve(job)
+        except PlannerError as e:
+            raise Skip(e.message) from None
+        row.warnings = list(warnings)
+        pred = predict(settings, plan)
+    except Skip as s:
+        row.skipped = str(s)
+        return row
+    row.plan = pred["plan"]
+    row.mesh = _mesh(pred["plan"])
+    row.predicted_memory_gib = float(pred["memory_bytes"]) / GiB
+    if rec.memory_per_gpu_gib is not None:
+        row.memory_error = row.predicted_memory_gib / rec.memory_per_gpu_gib - 1.0
+    row.predicted_step_s = pred.get("step_s")
+    row.predicted_mfu = pred.get("mfu")
+    tok = pred.get("tokens_per_s_per_gpu")
+    if tok is None:
+        row.skipped = TIME_MODEL_UNAVAILABLE
+        return row
+    row.predicted_tokens_per_s_per_gpu = float(tok)
+    if pub_tok is not None:
+        row.error = float(tok) / pub_tok - 1.0
+    return row
+
+
+def summarize(rows: list[Row]) -> dict:
+    """n, median and 90th-percentile |error| over rows with a tokens/s error (numpy's linear
+    percentile, Hyndman & Fan type 7), plus the signed median and the memory statistics."""
+    err = np.array([r.error for r in rows if r.error is not None], dtype=np.float64)
+    merr = np.array([r.memory_error for r in rows if r.memory_error is not None], dtype=np.float64)
+    return {
+        "n": int(err.size),
+        "median_abs_error": float(np.median(np.abs(err))) if err.size else None,
+        "p90_abs_error": float(np.percentile(np.abs(err), 90)) if err.size else None,
+        "median_error": float(np.median(err)) if err.size else None,
+        "n_skipped": sum(r.skipped is not None for r in rows),
+        "n_memory": int(merr.size),
+        "median_abs_memory_error": float(np.median(np.abs(merr))) if merr.size else None,
+    }
+
+
+def validate_runs(records: list[RunRecord], base_dir: Path = Path("."), path_label: str = "runs file") -> list[Row]:
+    with tempfile.TemporaryDirectory(prefix="planner-validate-") as d:
+        return [evaluate_record(r, Path(d), base_dir, path_label) for r in records]
+
+
+def report(path: Path, groups=None, ids=None, complete: bool = False) -> dict:
+    """The `validate` result: {"runs": [row dicts], "summary": {...}}."""
+    path = Path(path)
+    records = select(load_runs(path), groups, ids, complete)
+    rows = validate_runs(records, path.resolve().parent, str(path))
+    return {"runs": [r.as_dict() for r in rows], "summary": summarize(rows)}

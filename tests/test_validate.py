@@ -1,0 +1,383 @@
+"""`planner validate RUNS.yaml` (planner/validate.py, planner/cli_validate.py): the runs-file
+schema, the documented inference rules and their `assumed` lists, skipped records with
+reasons, hand-computed summary statistics, and the accuracy target on the complete records
+of published_runs.yaml (run with `-s` to see the table).
+
+tests/data/published_runs.yaml is an unchanged copy of the project's reference data
+(shared/reference/published_runs.yaml); every record names its source.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from planner import cli_validate
+from planner.plan import plan_dict
+from planner.validate import (
+    COMPLETE_GROUPS, RunRecord, _Assumed, infer_architecture, infer_hardware, is_complete, load_runs,
+)
+
+DATA = Path(__file__).parent / "data" / "published_runs.yaml"
+
+# The complete records (planner/validate.py `is_complete`, CLI `--complete`): source groups
+# Megatron-LM 2021 Table 1, Megatron-LM README H100, MosaicML llm-foundry FSDP and torchtitan
+# 2024, with a published tokens/s (or iteration time) and non-null tp, pp and num_gpus. The
+# README strong-scaling group's two records give no tp/pp and no tokens/s, so none is in.
+COMPLETE_IDS = [
+    # Narayanan et al. 2021, Table 1 (A100 80 GB; micro-batch and vpp not published)
+    'narayanan2021-t1-1.7B', 'narayanan2021-t1-3.6B', 'narayanan2021-t1-7.5B', 'narayanan2021-t1-18.4B',
+    'narayanan2021-t1-39.1B', 'narayanan2021-t1-76.1B', 'narayanan2021-t1-145.6B', 'narayanan2021-t1-310.1B',
+    'narayanan2021-t1-529.6B', 'narayanan2021-t1-1008.0B',
+    # Megatron-LM README, H100 weak-scaling table (micro-batch, recompute, SP not published)
+    'megatron-readme-h100-1.7B', 'megatron-readme-h100-7.1B', 'megatron-readme-h100-16B',
+    'megatron-readme-h100-32B', 'megatron-readme-h100-70B', 'megatron-readme-h100-119B',
+    'megatron-readme-h100-177B', 'megatron-readme-h100-314B', 'megatron-readme-h100-462B',
+    # torchtitan docs/performance.md (2024)
+    'torchtitan-a100-llama3-8B-sac-layer', 'torchtitan-a100-llama3-8B-sac-op', 'torchtitan-a100-llama3-70B-full',
+    'torchtitan-a100-llama2-13B-bs2-none', 'torchtitan-a100-llama2-13B-bs2-selective-layer',
+    'torchtitan-a100-llama2-13B-bs2-selective-op', 'torchtitan-a100-llama2-70B-bs1-selective-op',
+    'torchtitan-a100-llama2-70B-bs2-full', 'torchtitan-h100-405b-128gpu-none',
+    'torchtitan-h100-405b-128gpu-float8', 'torchtitan-h100-405b-128gpu-float8+asynctp',
+    # MosaicML llm-foundry benchmark tables (pure FSDP; all 77 records)
+    'mosaic-mpt-70b-h100_80gb-512gpu-s2048-ls', 'mosaic-mpt-70b-h100_80gb-256gpu-s2048-ls',
+    'mosaic-mpt-70b-h100_80gb-128gpu-s2048-ls', 'mosaic-mpt-30b-h100_80gb-512gpu-s2048-ls',
+    'mosaic-mpt-30b-h100_80gb-256gpu-s2048-ls', 'mosaic-mpt-30b-h100_80gb-128gpu-s2048-ls',
+    'mosaic-mpt-13b-h100_80gb-512gpu-s2048-ls', 'mosaic-mpt-13b-h100_80gb-256gpu-s2048-ls',
+    'mosaic-mpt-13b-h100_80gb-128gpu-s2048-ls', 'mosaic-mpt-7b-h100_80gb-512gpu-s2048-ls',
+    'mosaic-mpt-7b-h100_80gb-256gpu-s2048-ls', 'mosaic-mpt-7b-h100_80gb-128gpu-s2048-ls',
+    'mosaic-mpt-70b-h100_80gb-64gpu-s2048-std', 'mosaic-mpt-70b-h100_80gb-32gpu-s2048-std',
+    'mosaic-mpt-30b-h100_80gb-8gpu-s8192-std', 'mosaic-mpt-30b-h100_80gb-8gpu-s4096-std',
+    'mosaic-mpt-30b-h100_80gb-32gpu-s2048-std', 'mosaic-mpt-30b-h100_80gb-16gpu-s2048-std',
+    'mosaic-mpt-30b-h100_80gb-8gpu-s2048-std', 'mosaic-mpt-30b-h100_80gb-8gpu-s1024-std',
+    'mosaic-mpt-13b-h100_80gb-8gpu-s32768-std', 'mosaic-mpt-13b-h100_80gb-8gpu-s16384-std',
+    'mosaic-mpt-13b-h100_80gb-8gpu-s4096-std', 'mosaic-mpt-13b-h100_80gb-64gpu-s2048-std',
+    'mosaic-mpt-13b-h100_80gb-32gpu-s2048-std', 'mosaic-mpt-13b-h100_80gb-16gpu-s2048-std',
+    'mosaic-mpt-13b-h100_80gb-8gpu-s2048-std', 'mosaic-mpt-13b-h100_80gb-8gpu-s1024-std',
+    'mosaic-mpt-7b-h100_80gb-8gpu-s65536-std', 'mosaic-mpt-7b-h100_80gb-8gpu-s32768-std',
+    'mosaic-mpt-7b-h100_80gb-8gpu-s8192-std', 'mosaic-mpt-7b-h100_80gb-8gpu-s4096-std',
+    'mosaic-mpt-7b-h100_80gb-8gpu-s2048-std', 'mosaic-mpt-7b-h100_80gb-8gpu-s1024-std',
+    'mosaic-mpt-70b-a100_80gb-64gpu-s2048-std', 'mosaic-mpt-70b-a100_80gb-32gpu-s2048-std',
+    'mosaic-mpt-30b-a100_80gb-8gpu-s8192-std', 'mosaic-mpt-30b-a100_80gb-8gpu-s4096-std',
+    'mosaic-mpt-30b-a100_80gb-8gpu-s2048-std', 'mosaic-mpt-30b-a100_80gb-8gpu-s1024-std',
+    'mosaic-mpt-30b-a100_80gb-8gpu-s512-std', 'mosaic-mpt-13b-a100_80gb-8gpu-s32768-std',
+    'mosaic-mpt-13b-a100_80gb-8gpu-s16384-std', 'mosaic-mpt-13b-a100_80gb-8gpu-s8192-std',
+    'mosaic-mpt-13b-a100_80gb-8gpu-s4096-std', 'mosaic-mpt-13b-a100_80gb-8gpu-s2048-std',
+    'mosaic-mpt-13b-a100_80gb-8gpu-s1024-std', 'mosaic-mpt-7b-a100_80gb-8gpu-s65536-std',
+    'mosaic-mpt-7b-a100_80gb-8gpu-s32768-std', 'mosaic-mpt-7b-a100_80gb-8gpu-s16384-std',
+    'mosaic-mpt-7b-a100_80gb-8gpu-s8192-std', 'mosaic-mpt-7b-a100_80gb-8gpu-s4096-std',
+    'mosaic-mpt-7b-a100_80gb-8gpu-s2048-std', 'mosaic-mpt-7b-a100_80gb-8gpu-s1024-std',
+    'mosaic-mpt-70b-a100_40gb-128gpu-s2048-std', 'mosaic-mpt-70b-a100_40gb-64gpu-s2048-std',
+    'mosaic-mpt-30b-a100_40gb-128gpu-s2048-std', 'mosaic-mpt-30b-a100_40gb-32gpu-s2048-std',
+    'mosaic-mpt-13b-a100_40gb-8gpu-s8192-std', 'mosaic-mpt-13b-a100_40gb-8gpu-s4096-std',
+    'mosaic-mpt-13b-a100_40gb-128gpu-s2048-std', 'mosaic-mpt-13b-a100_40gb-64gpu-s2048-std',
+    'mosaic-mpt-13b-a100_40gb-32gpu-s2048-std', 'mosaic-mpt-13b-a100_40gb-16gpu-s2048-std',
+    'mosaic-mpt-13b-a100_40gb-8gpu-s2048-std', 'mosaic-mpt-13b-a100_40gb-8gpu-s1024-std',
+    'mosaic-mpt-13b-a100_40gb-8gpu-s512-std', 'mosaic-mpt-7b-a100_40gb-8gpu-s16384-std',
+    'mosaic-mpt-7b-a100_40gb-8gpu-s8192-std', 'mosaic-mpt-7b-a100_40gb-8gpu-s4096-std',
+    'mosaic-mpt-7b-a100_40gb-128gpu-s2048-std', 'mosaic-mpt-7b-a100_40gb-64gpu-s2048-std',
+    'mosaic-mpt-7b-a100_40gb-32gpu-s2048-std', 'mosaic-mpt-7b-a100_40gb-16gpu-s2048-std',
+    'mosaic-mpt-7b-a100_40gb-8gpu-s2048-std', 'mosaic-mpt-7b-a100_40gb-8gpu-s1024-std',
+    'mosaic-mpt-7b-a100_40gb-8gpu-s512-std',
+]
+
+RUN_KEYS = {"id", "predicted_tokens_per_s_per_gpu", "published_tokens_per_s_per_gpu", "error",
+            "predicted_memory_gib", "published_memory_gib", "memory_error", "assumed", "skipped"}
+SUMMARY_KEYS = {"n", "median_abs_error", "p90_abs_error"}
+
+
+def _app() -> typer.Typer:
+    """The real `planner` app once cli.py registers cli_validate; until then a local one."""
+    from planner.cli import app
+
+    if any(c.name == "validate" for c in app.registered_commands):
+        return app
+    local = typer.Typer()
+
+    @local.callback()
+    def _root() -> None:
+        pass
+
+    cli_validate.register(local)
+    return local
+
+
+@pytest.fixture
+def run():
+    app, runner = _app(), CliRunner()
+    return lambda *args: runner.invoke(app, [str(a) for a in args])
+
+
+def _record(id: str, **kw) -> dict:
+    """A small, complete run record (a 4-layer GPT-like shape on 8 H100s)."""
+    r = dict(id=id, model_name="GPT tiny", num_layers=4, hidden_size=1024, ffn_hidden_size=4096,
+             num_attention_heads=8, num_kv_heads=8, vocab_size=32000, seq_length=2048, global_batch_size=64,
+             micro_batch_size=1, gpu_type="H100-SXM-80GB", num_gpus=8, tp=1, pp=1, vpp=1, cp=1,
+             zero_fsdp_mode="none", activation_recompute="none", sequence_parallel=False, precision="bf16",
+             tokens_per_sec_per_gpu=1000.0)
+    r.update(kw)
+    return r
+
+
+def _write(tmp_path: Path, records) -> Path:
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump(records, sort_keys=False))
+    return p
+
+
+def _assumed_fields(row: dict) -> set[str]:
+    return {a.split("=", 1)[0] for a in row["assumed"]}
+
+
+# ------------------------------------------------------------------------------ schema
+def test_schema_accepts_every_published_record():
+    raw = yaml.safe_load(DATA.read_text())
+    keys = set().union(*(r.keys() for r in raw))
+    assert keys <= set(RunRecord.model_fields), keys - set(RunRecord.model_fields)
+    records = load_runs(DATA)
+    assert len(records) == len(raw) == 137
+    assert [r.id for r in records] == [r["id"] for r in raw]
+
+
+def test_typo_in_user_file_names_record_and_field(run, tmp_path):
+    bad = _record("my-second-run")
+    bad["num_layer"] = bad.pop("num_layers")
+    path = _write(tmp_path, [_record("my-first-run"), bad])
+    r = run("validate", path)
+    assert r.exit_code == 2
+    assert "record 1 (id 'my-second-run')" in r.stderr and "num_layer" in r.stderr and str(path) in r.stderr
+    assert "hint:" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text, message", [
+    ("- id: a\n  num_layers: [1\n", "invalid YAML"),
+    ("id: a\nnum_layers: 2\n", "expected a YAML list of run records, got dict"),
+    ("- just a string\n", "record 0: expected a mapping"),
+    ("[]\n", "no run records"),
+])
+def test_load_errors_name_the_file(run, tmp_path, text, message):
+    p = tmp_path / "runs.yaml"
+    p.write_text(text)
+    r = run("validate", p)
+    assert r.exit_code == 2
+    assert str(p) in r.stderr and message in r.stderr
+
+
+def test_duplicate_ids_are_an_error(run, tmp_path):
+    r = run("validate", _write(tmp_path, [_record("a"), _record("a")]))
+    assert r.exit_code == 2 and "duplicate id 'a'" in r.stderr
+
+
+def test_unknown_id_or_group_is_an_error(run):
+    r = run("validate", DATA, "--ids", "no-such-run")
+    assert r.exit_code == 2 and "no-such-run" in r.stderr
+    r = run("validate", DATA, "--group", "nope")
+    assert r.exit_code == 2 and "nope" in r.stderr and "narayanan2021_table1" in r.stderr
+
+
+# -------------------------------------------------------------------- inference rules
+@pytest.mark.parametrize("gpu_type, name, noted", [
+    ("A100-SXM4-80GB", "a100-sxm-80gb", False),
+    ("A100-80GB", "a100-sxm-80gb", False),
+    ("A100-40GB", "a100-sxm-40gb", False),
+    ("A100-SXM4-40GB", "a100-sxm-40gb", False),
+    ("A100", "a100-sxm-80gb", True),
+    ("H100 (DGX H100; SXM 80GB presumed)", "h100-sxm", False),
+    ("H100-SXM-80GB", "h100-sxm", False),
+    ("H100 SXM 95/96GB HBM2e, lower TDP", "h100-sxm", True),
+    ("H100 PCIe", "h100-pcie", False),
+    ("H200 (8/node, 400Gb/s per GPU RDMA)", "h200-sxm", False),
+    ("TPU v4", None, False),
+    ("A100 PCIe 40GB", None, False),
+])
+def test_hardware_from_gpu_type(gpu_type, name, noted):
+    got, note = infer_hardware(gpu_type)
+    assert got == name and (note is not None) == noted
+
+
+@pytest.mark.parametrize("model_name, ffn, gated, reason", [
+    ("Llama-ish 1B", 2816, True, "Llama-style"),
+    ("Nemotron-8B", 4096, False, "Nemotron"),
+    ("GPT tiny", 4096, False, "GPT-3"),
+    ("mystery", 4096, False, "ffn/hidden = 4"),
+    ("mystery", 2816, True, "ffn/hidden = 2.75"),
+])
+def test_architecture_rules(model_name, ffn, gated, reason):
+    a = _Assumed()
+    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, ffn_hidden_size=ffn)), a)
+    assert arch["gated_mlp"] is gated
+    assert {s.split("=")[0] for s in a.items} == {"gated_mlp", "norm", "tied_embeddings", "position_embedding",
+                                                   "linear_bias", "dropout"}
+    assert all(reason in s for s in a.items)
+    # A record that states gated_mlp keeps it, and it is not listed as assumed.
+    a = _Assumed()
+    arch = infer_architecture(RunRecord(**_record("x", model_name=model_name, ffn_hidden_size=ffn, gated_mlp=not gated)), a)
+    assert arch["gated_mlp"] is (not gated) and not any(s.startswith("gated_mlp=") for s in a.items)
+
+
+def test_architecture_from_catalog_model_of_the_same_shape():
+    rec = next(r for r in load_runs(DATA) if r.id == "mosaic-mpt-7b-h100_80gb-8gpu-s2048-std")
+    a = _Assumed()
+    arch = infer_architecture(rec, a)
+    # model_zoo/mpt-7b.yaml: llm-foundry benchmark config (learned positions, biases, tied).
+    assert arch == dict(gated_mlp=False, norm="layernorm", tied_embeddings=True, position_embedding="learned",
+                        linear_bias=True, dropout=False)
+    assert all("catalog model mpt-7b" in s for s in a.items)
+
+
+def test_assumed_fields_are_listed(run):
+    ids = ["narayanan2021-t1-1.7B", "megatron-readme-h100-7.1B", "torchtitan-h100-405b-128gpu-none",
+           "torchtitan-h100-405b-128gpu-float8"]
+    r = run("validate", DATA, "--ids", ",".join(ids), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+
+    nar = rows["narayanan2021-t1-1.7B"]
+    assert {"hardware", "gated_mlp", "micro_batch_size", "vpp", "precision", "attention"} <= _assumed_fields(nar)
+    # Published in the record, so not assumed: recompute full, SP off, no ZeRO, cp 1.
+    assert not {"activation_recompute", "sequence_parallel", "zero_fsdp_mode", "cp"} & _assumed_fields(nar)
+    p = nar["plan"]
+    assert (p["hardware"], p["micro_batch"], p["vpp"], p["recompute"], p["sharding"], p["sequence_parallel"],
+            p["attention"], p["bytes_per_param"]) == ("a100-sxm-80gb", 1, 1, "full", "none", False, "eager", "megatron")
+    assert nar["mesh"] == "TP1 PP1 DP32"
+
+    meg = rows["megatron-readme-h100-7.1B"]
+    assert "sequence_parallel=true (not published; on iff tp > 1 (Korthikanti et al. 2022))" in meg["assumed"]
+    assert {"activation_recompute", "micro_batch_size"} <= _assumed_fields(meg)
+    assert (meg["plan"]["sharding"], meg["plan"]["recompute"], meg["plan"]["sequence_parallel"]) == ("zero1", "none", True)
+
+    tt = rows["torchtitan-h100-405b-128gpu-none"]
+    hw = next(a for a in tt["assumed"] if a.startswith("hardware="))
+    assert hw.startswith("hardware=h100-sxm") and "HBM2e" in hw
+    assert not {"micro_batch_size", "activation_recompute", "sequence_parallel", "precision"} & _assumed_fields(tt)
+    assert (tt["plan"]["sharding"], tt["plan"]["tp"], tt["plan"]["dp"], tt["plan"]["precision"]) == ("fsdp", 8, 16, "bf16")
+    assert rows["torchtitan-h100-405b-128gpu-float8"]["plan"]["precision"] == "fp8"
+
+
+# ------------------------------------------------------------------------------ skips
+def test_unknown_gpu_type_is_skipped_with_reason(run):
+    r = run("validate", DATA, "--ids", "palm-540b-6144tpuv4", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert SUMMARY_KEYS <= set(js["summary"]) and js["summary"]["n"] == 0
+    (row,) = js["runs"]
+    assert RUN_KEYS <= set(row)
+    assert row["id"] == "palm-540b-6144tpuv4"
+    assert row["skipped"].startswith("no hardware entry for TPU v4")
+    assert row["predicted_tokens_per_s_per_gpu"] is None and row["published_tokens_per_s_per_gpu"] == 38.79
+
+
+def test_named_hardware_overrides_gpu_type(run, tmp_path):
+    path = _write(tmp_path, [_record("tpu-as-h100", gpu_type="TPU v4", hardware="h100-sxm")])
+    row = json.loads(run("validate", path, "--format", "json").stdout)["runs"][0]
+    assert row["skipped"] is None and row["hardware"] == "h100-sxm" and "hardware" not in _assumed_fields(row)
+    r = run("validate", _write(tmp_path, [_record("typo-hw", hardware="h100-sxn")]))
+    assert r.exit_code == 2 and "typo-hw" in r.stderr and "hardware" in r.stderr and "h100-sxm" in r.stderr
+
+
+def test_records_that_cannot_be_evaluated_are_listed_with_reasons(run, tmp_path):
+    records = [
+        _record("no-tp", tp=None),
+        _record("bad-batch", global_batch_size=100),  # 100 sequences over dp=8 x micro-batch 1
+        _record("moe", moe=True),
+        _record("odd-recompute", activation_recompute="sometimes"),
+        _record("nothing-published", tokens_per_sec_per_gpu=None),
+        _record("hybrid-no-group", zero_fsdp_mode="HSDP (hybrid shard)"),
+    ]
+    r = run("validate", _write(tmp_path, records), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    why = {x["id"]: x["skipped"] for x in js["runs"]}
+    assert list(why) == [x["id"] for x in records]  # none dropped, file order kept
+    assert why["no-tp"].startswith("tp not published")
+    assert "global batch 100 sequences does not divide into dp=8 x micro_batch=1" in why["bad-batch"]
+    assert "dense models only" in why["moe"]
+    assert "'sometimes' not recognised" in why["odd-recompute"]
+    assert why["nothing-published"].startswith("nothing to compare")
+    assert "shard_group" in why["hybrid-no-group"]
+    assert js["summary"]["n"] == 0 and js["summary"]["n_skipped"] == len(records)
+    table = run("validate", _write(tmp_path, records))
+    assert table.exit_code == 0
+    assert f"skipped ({len(records)}):" in table.stdout and "bad-batch: global batch 100" in table.stdout
+
+
+# ------------------------------------------------------------------------ statistics
+def test_summary_statistics_by_hand(run, tmp_path, monkeypatch):
+    """Predictions 1100, 1600, 4200 against published 1000, 2000 and 4000 (the last from an
+    iteration time: 64 x 2048 / (4.096 s x 8 GPUs) = 4000): errors +10%, -20%, +5%.
+    |err| sorted 0.05, 0.10, 0.20: median 0.10; p90 (linear) at rank 0.9 x 2 = 1.8:
+    0.10 + 0.8 x (0.20 - 0.10) = 0.18. The TPU record is skipped and not counted."""
+    predicted = {"m1": 1100.0, "m2": 1600.0, "m3": 4200.0}
+
+    def fake_predict(settings, plan):
+        return {"tokens_per_s_per_gpu": predicted[settings.model.name], "step_s": None, "mfu": None,
+                "memory_bytes": 10 * 2**30, "plan": plan_dict(plan, settings)}
+
+    monkeypatch.setattr("planner.validate.predict", fake_predict)
+    records = [
+        _record("r1", model_name="m1", tokens_per_sec_per_gpu=1000.0, memory_per_gpu_gib=8.0),
+        _record("r2", model_name="m2", tokens_per_sec_per_gpu=2000.0),
+        _record("r3", model_name="m3", tokens_per_sec_per_gpu=None, iteration_time_s=4.096),
+        _record("r4", model_name="m1", gpu_type="TPU v4"),
+    ]
+    path = _write(tmp_path, records)
+    js = json.loads(run("validate", path, "--format", "json").stdout)
+    rows = {x["id"]: x for x in js["runs"]}
+    assert rows["r1"]["error"] == pytest.approx(0.10)
+    assert rows["r2"]["error"] == pytest.approx(-0.20)
+    assert rows["r3"]["published_tokens_per_s_per_gpu"] == pytest.approx(4000.0)
+    assert rows["r3"]["published_from"] == "iteration_time_s"
+    assert rows["r3"]["error"] == pytest.approx(0.05)
+    assert rows["r1"]["predicted_memory_gib"] == pytest.approx(10.0)
+    assert rows["r1"]["memory_error"] == pytest.approx(0.25)
+    assert rows["r4"]["skipped"].startswith("no hardware entry for TPU v4")
+    s = js["summary"]
+    assert s["n"] == 3
+    assert s["median_abs_error"] == pytest.approx(0.10)
+    assert s["p90_abs_error"] == pytest.approx(0.18)
+    assert s["median_error"] == pytest.approx(0.05)
+    assert (s["n_memory"], s["median_abs_memory_error"]) == (1, pytest.approx(0.25))
+
+    table = run("validate", path)
+    assert table.exit_code == 0, table.stderr
+    out = table.stdout
+    assert "n=3 median |err|=10.0% p90 |err|=18.0%" in out
+    assert "+10.0%" in out and "-20.0%" in out and "4,000*" in out
+    assert "skipped (1):" in out and "r4: no hardware entry for TPU v4" in out
+
+    csv_out = run("validate", path, "--format", "csv").stdout
+    assert csv_out.splitlines()[0].startswith("id,") and len(csv_out.splitlines()) == 5
+
+
+# ------------------------------------------------------------------------- accuracy
+def test_complete_subset_is_the_documented_one():
+    records = load_runs(DATA)
+    complete = [r.id for r in records if is_complete(r)]
+    assert complete == COMPLETE_IDS
+    assert {r.source_group for r in records if is_complete(r)} == set(COMPLETE_GROUPS) - {
+        "megatron_lm_readme_h100_strong_scaling"}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 3 target not reached yet (median |error| ~27%); strict so that "
+                   "reaching it turns this into a failure that says: remove the mark")
+def test_median_error_on_complete_records_within_15_percent(run):
+    """The issue's target: median |predicted/published - 1| of tokens/s per GPU <= 15% on
+    the complete records. Run with -s to see the table."""
+    r = run("validate", DATA, "--complete", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    print()
+    cli_validate.render_table(js, f"planner validate {DATA.name} --complete")
+    assert [x["id"] for x in js["runs"]] == COMPLETE_IDS
+    assert [x["id"] for x in js["runs"] if x["skipped"]] == []
+    s = js["summary"]
+    assert s["n"] == len(COMPLETE_IDS) == 107
+    assert s["median_abs_error"] <= 0.15, (
+        f"median |err| {100 * s['median_abs_error']:.1f}% (p90 {100 * s['p90_abs_error']:.1f}%) on "
+        f"{s['n']} complete records"
+    )
