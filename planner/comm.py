@@ -97,6 +97,7 @@ References
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -466,6 +467,34 @@ def axis_strides(order: str = DEFAULT_ORDER, *, tp=1, cp=1, pp=1, dp=1) -> dict[
     for ax in parse_order(order):
         out[ax] = np.asarray(stride, dtype=np.int64)
         stride = stride * sizes[ax]
+    return out
+
+
+# Rank orders as integer codes (a search holds them in an int64 array): every arrangement of
+# the four axes, innermost first; code 0 is the default tp-cp-pp-dp.
+ORDERS: tuple[tuple[str, ...], ...] = tuple(itertools.permutations(AXES))
+ORDER_CODES = {"-".join(o): i for i, o in enumerate(ORDERS)}
+ORDER_NAMES = {i: n for n, i in ORDER_CODES.items()}
+_POS = np.array([[o.index(ax) for ax in AXES] for o in ORDERS], dtype=np.int64)  # [code, axis] -> position
+
+
+def order_code(order: str) -> int:
+    return ORDER_CODES["-".join(parse_order(order))]
+
+
+def strides_by_code(order, *, tp=1, cp=1, pp=1, dp=1) -> dict[str, np.ndarray]:
+    """axis_strides for arrays of order codes (ORDER_CODES): the stride of an axis is the
+    product of the sizes of the axes placed inside it."""
+    order = _i(order)
+    sizes = [_i(tp), _i(cp), _i(pp), _i(dp)]
+    pos = _POS[order]  # (..., 4)
+    out = {}
+    for a, ax in enumerate(AXES):
+        st = np.ones(np.broadcast(order, *sizes).shape, dtype=np.int64)
+        for b in range(4):
+            if b != a:
+                st = st * np.where(pos[..., b] < pos[..., a], sizes[b], 1)
+        out[ax] = st
     return out
 
 

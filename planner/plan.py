@@ -14,6 +14,7 @@ import numpy as np
 
 from .catalog import load_hardware, load_model
 from .errors import PlannerError
+from .comm import ORDER_NAMES, order_code
 from .pipeline import SCHEDULE_CODES, SCHEDULE_NAMES
 from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec
 
@@ -80,6 +81,7 @@ class PlanArrays:
     sp: np.ndarray  # sequence parallel, 0/1
     schedule: np.ndarray  # pipeline.SCHEDULE_CODES
     precision: np.ndarray  # PRECISION_CODES
+    order: np.ndarray = 0  # rank order code (comm.ORDER_CODES); 0 = tp-cp-pp-dp, TP innermost
 
     def __post_init__(self):
         for f in fields(self):
@@ -208,6 +210,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=job.micro_batch, gbs=gbs, seq=seq,
         sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
+        order=order_code(job.rank_order),
     )
     return settings, plan, warnings
 
@@ -234,6 +237,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "sequence_parallel": bool(g("sp")),
         "schedule": SCHEDULE_NAMES[g("schedule")],
         "precision": {v: k for k, v in PRECISION_CODES.items()}[g("precision")],
+        "rank_order": ORDER_NAMES[g("order")],
         "bytes_per_param": settings.bpp_name if settings.bpp_name != "custom" else settings.bpp.model_dump(),
         "activation_model": settings.activation_model,
         "attention": settings.attention,

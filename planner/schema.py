@@ -179,6 +179,14 @@ class Job(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _order(self) -> "Job":
+        parts = sorted(p.strip() for p in self.rank_order.replace(",", "-").split("-") if p.strip())
+        if parts != ["cp", "dp", "pp", "tp"]:
+            raise ValueError(f"rank_order {self.rank_order!r} must name tp, cp, pp and dp once each, innermost first (e.g. tp-cp-pp-dp)")
+        return self
+
     model: str = Field(description="catalog name, or a path to a model YAML or a Hugging Face config.json")
     hardware: str = Field(default="h100-sxm", description="catalog name or path to a hardware YAML")
     gpus: int = Field(gt=0)
@@ -197,6 +205,7 @@ class Job(BaseModel):
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Literal["bf16", "fp8"] = "bf16"
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
+    rank_order: str = Field(default="tp-cp-pp-dp", description="mesh axes innermost first (TP innermost = on NVLink)")
     bytes_per_param: Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam] = "mixed16"
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"

@@ -130,7 +130,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # ---------------------------------------------------------------- communication
     cpar = comm.comm_params(hw)
     job = settings.gpus
-    strides = {"tp": np.ones_like(plan.tp), "cp": plan.tp, "pp": plan.tp * plan.cp, "dp": plan.tp * plan.cp * plan.pp}
+    strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
 
     def coll(op, size, group, stride):
         cost, _, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
