@@ -39,7 +39,7 @@ def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
 def job_options(
     model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
-    activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None,
+    activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -50,6 +50,7 @@ def job_options(
         bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
         tokens=parse_count(tokens, "--tokens") if tokens else None, rank_order=rank_order,
+        calibration=str(calibration) if calibration else None,
     )
 
 
@@ -84,13 +85,14 @@ def register(app: typer.Typer) -> None:
         reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU [1.0]"),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
         rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first [tp-cp-pp-dp]"),
+        calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         fmt: Format = FormatOption,
     ):
         """Memory, FLOPs, step time and MFU of one training plan, term by term."""
         job, where = load_job(job_file, job_options(
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
-            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order))
+            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration))
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings

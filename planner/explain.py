@@ -52,6 +52,16 @@ def _take(d: dict, idx) -> dict:
     return {k: (v[idx] if isinstance(v, np.ndarray) and v.ndim else v) for k, v in d.items()}
 
 
+def calibration_report(settings: Settings, est: Estimate) -> dict | None:
+    """Which measured figures the time model used (None without a profile)."""
+    if settings.calibration is None:
+        return None
+    covered = [f"{c}/{s}/{n}" for c, s, n in settings.calibration.covered()]
+    used = list(est.time_extra.get("calibrated", []))
+    return {"profile": settings.calibration_path, "covered": covered, "used": used,
+            "defaults_for": "every other collective (hardware_db figures and comm.py efficiencies)"}
+
+
 def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:
     terms, stage = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
@@ -102,7 +112,9 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         seconds = steps * time["step_s"]
         thr.update(training_steps=steps, training_days=seconds / 86400.0,
                    gpu_hours=seconds * settings.gpus / 3600.0)
+    out_cal = calibration_report(settings, est)
     return {
+        **({"calibration": out_cal} if out_cal else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "memory": memory,

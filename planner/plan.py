@@ -111,6 +111,16 @@ class Settings:
     headroom: float
     reserve_bytes: float
     tokens: float | None
+    calibration: object = None  # calibrate.profile.CalibrationProfile, or None
+    calibration_path: str | None = None
+
+
+def _load_calibration(path):
+    if path is None:
+        return None
+    from .calibrate.profile import load_profile
+
+    return load_profile(path)
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
@@ -205,6 +215,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         headroom=job.headroom,
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
+        calibration=_load_calibration(job.calibration),
+        calibration_path=job.calibration,
     )
     plan = PlanArrays(
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=job.micro_batch, gbs=gbs, seq=seq,

@@ -213,3 +213,4 @@ class Job(BaseModel):
     headroom: float = Field(default=0.10, ge=0.0, lt=1.0)
     reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
     tokens: Optional[float] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")
+    calibration: Optional[str] = Field(default=None, description="calibration profile YAML (planner calibrate ...)")

@@ -76,6 +76,10 @@ ACT_BYTES = 2.0  # bf16 activations / TP and PP messages
 ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
 LOSS_BYTES_PER_LOGIT = 16.0  # cross-entropy fwd+bwd: read bf16, write fp32, read fp32, write grad bf16 (+ fp32 reread)
 
+# profile collective names (nccl-tests) -> comm op codes
+PROFILE_OPS = {"all_reduce": comm.ALL_REDUCE, "reduce_scatter": comm.REDUCE_SCATTER, "all_gather": comm.ALL_GATHER,
+               "alltoall": comm.ALL_TO_ALL, "sendrecv": comm.SEND_RECV}
+
 TIME_TERMS = ("compute", "tp_comm", "cp_comm", "pp_comm", "dp_comm_exposed", "bubble", "optimizer")
 
 
@@ -132,13 +136,33 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     job = settings.gpus
     strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
 
+    prof = settings.calibration
+    groups = [] if prof is None or getattr(prof, "nccl", None) is None else prof.nccl.groups
+    used: set[str] = set()
+
     def coll(op, size, group, stride):
-        cost, _, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
-        return np.where(group > 1, cost.time_s, 0.0)
+        cost, link, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
+        t = cost.time_s
+        # a calibration profile replaces the default for the (collective, scope, ranks) it
+        # measured; scope from placement: NVLink = intra-node, anything else inter-node
+        for g in groups:
+            if PROFILE_OPS.get(g.collective) != op:
+                continue
+            scope_ok = (link.link == comm.LINK_NVLINK) if g.scope == "intra-node" else (link.link != comm.LINK_NVLINK)
+            hit = scope_ok & (np.asarray(group) == g.ranks)
+            if np.any(hit):
+                used.add(f"{g.collective}/{g.scope}/{g.ranks}")
+                t = np.where(hit, g.time(size), t)
+        return np.where(group > 1, t, 0.0)
 
     msg = T * h * ACT_BYTES
-    ar = coll(comm.ALL_REDUCE, msg, plan.tp, strides["tp"])
-    rs_ag = coll(comm.REDUCE_SCATTER, msg, plan.tp, strides["tp"]) + coll(comm.ALL_GATHER, msg, plan.tp, strides["tp"])
+    # each plan pays only the collectives it runs (group 1 = no collective), so a
+    # calibration profile is reported as used only where it changed a time
+    sp_on = plan.sp > 0
+    tp_ar = np.where(sp_on, 1, plan.tp)
+    tp_sp = np.where(sp_on, plan.tp, 1)
+    ar = coll(comm.ALL_REDUCE, msg, tp_ar, strides["tp"])
+    rs_ag = coll(comm.REDUCE_SCATTER, msg, tp_sp, strides["tp"]) + coll(comm.ALL_GATHER, msg, tp_sp, strides["tp"])
     per_pair = np.where(plan.sp > 0, rs_ag, ar)  # one forward "all-reduce" worth
     n_pairs = 4.0 + np.where(plan.recompute == RC_FULL, 2.0, 0.0)
     tp_comm_mb = layers * n_pairs * per_pair
@@ -161,9 +185,10 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     w_b = p_local * bpp.weights
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
-    ag_w = coll(comm.ALL_GATHER, w_b, shard_n, strides["dp"])
-    rs_g = coll(comm.REDUCE_SCATTER, grad_b, shard_n, strides["dp"])
-    ar_g = coll(comm.ALL_REDUCE, grad_b, plan.dp, strides["dp"])
+    sharded = plan.sharding >= ZERO1
+    ag_w = coll(comm.ALL_GATHER, w_b, np.where(sharded, shard_n, 1), strides["dp"])
+    rs_g = coll(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1), strides["dp"])
+    ar_g = coll(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, plan.dp), strides["dp"])
     replicas = plan.dp // np.maximum(shard_n, 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * shard_n), 0.0)
@@ -197,7 +222,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule) * m * t_mb  # (p-1)/(v m) of the busy time [6]
     terms = Terms(compute=compute, tp_comm=tp_comm, cp_comm=cp_comm, pp_comm=pp_comm,
                   dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer)
-    extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer}
+    extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer, "calibrated": sorted(used)}
     return terms, extra
 
 

@@ -1,0 +1,433 @@
+"""Training budget of one plan: days, GPU-hours, cost, energy, checkpoints, failures, goodput.
+
+This module composes explain's estimate (planner.explain.evaluate: memory terms, step time,
+MFU) with the closed forms of planner.reliability; it adds no formula of its own where
+reliability.py has one. Units are SI: seconds, bytes, B/s, FLOPs, FLOP/s, watts, joules.
+Human units appear only in option names that say so (`price_per_gpu_hour`) and in
+rendering (days, hours, MWh).
+
+How each figure is made:
+  training time   reliability.training_time(6 N T, G, peak, MFU) [1]. By default MFU is the
+                  step-time model's MFU in the 6N convention (throughput["mfu_6n"]), so that
+                  the wall time equals steps x step time exactly; `mfu` replaces it with a
+                  given figure (the seed's sec. 10.2 arithmetic, 6N x tokens / (G x peak x MFU)).
+  GPU-hours, cost G x wall; reliability.cost (price per GPU-hour).
+  energy          reliability.energy: every GPU at its TDP, times the PUE.
+  checkpoint      each GPU holds its shard of the fp32 master weights and Adam's m and v
+                  (explain's memory terms `master_weights` + `adam`; also `weights` when the
+                  plan keeps no fp32 master, since the bf16 weights are then the only copy).
+                  The bf16 working weights and the gradients are not saved (seed sec. 9.2;
+                  reliability.checkpoint_bytes_per_gpu). One full copy of the job's state is
+                  N x (master + optimizer bytes per parameter) (seed sec. 9.2: 846 GB for
+                  Llama 3 70B); replicas (DDP, HSDP across groups) write it once, as PyTorch
+                  DCP deduplicates replicated tensors [3]. Write time = that copy over the
+                  aggregate storage bandwidth; host copy = one GPU's shard over PCIe
+                  (reliability.checkpoint_time, with n = copy / shard distinct shards).
+  failures        reliability.mtbf_s: Llama 3's 419 unexpected interruptions in 54 days on
+                  16,384 H100s [2], scaled by the GPU count, unless a rate or an MTBF is given.
+  interval        reliability.young_interval (and daly_interval) on the training pause.
+  goodput         reliability.expected_goodput (closed form) and reliability.simulate_goodput
+                  (the seed's sec. 9.2 Monte-Carlo, capped; see MC_MAX_ITERATIONS).
+
+References
+[1] The seed chapter sec. 10.2 and Kaplan et al. 2020 sec. 2.1: 6 N FLOPs per token.
+[2] Grattafiori et al., "The Llama 3 Herd of Models", arXiv:2407.21783, sec. 3.3.4 / Table 5
+    (failures) and sec. 3.3.1 (storage: Tectonic, 7,500 servers, 2 TB/s sustained, 7 TB/s
+    peak).
+[3] PyTorch Distributed Checkpoint: DefaultSavePlanner deduplicates tensors replicated
+    across ranks (`dedup_save_plans`), so each replicated item is written by one rank;
+    `async_save` stages the local state dict in CPU memory and writes in the background.
+[4] The seed chapter sec. 9.2: restart (detect, swap the node, reload, warm up) 10 min;
+    its simulation averages 20 runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import reliability as rel
+from .errors import PlannerError
+from .explain import Estimate, evaluate, to_json
+from .params import count_params
+from .plan import PRECISION_CODES, PlanArrays, Settings, plan_dict, resolve
+from .schema import Job
+
+# Aggregate checkpoint write bandwidth when none is given: Llama 3's storage, 2 TB/s
+# sustained ([2] sec. 3.3.1), shared there by a 16K-GPU job and everything else on the
+# cluster. A named assumption: a real job gets what its storage system gives it.
+DEFAULT_CHECKPOINT_BPS = 2e12
+# Restart time when none is given: the seed's 10 minutes to detect a failure, swap the
+# server and reload [4].
+DEFAULT_RESTART_S = 600.0
+# Monte-Carlo runs per estimate when none is given: the seed's 20 [4].
+DEFAULT_MC_RUNS = 20
+# Cap on simulated loop iterations (checkpoint segments + failed attempts, all runs
+# together) so that `budget` answers in about a second: the seed's Python loop runs ~3-5
+# million iterations per second on one core. A 45-day job checkpointing every 3 minutes
+# is ~22,000 segments a run, 20 runs = 0.44 M. Above the cap the run count is lowered to
+# fit (and the output says so); if one run alone exceeds it the simulation is skipped.
+MC_MAX_ITERATIONS = 5e6
+
+
+@dataclass(frozen=True)
+class BudgetOptions:
+    """Everything `budget` takes besides the plan, in SI units. None means "default"."""
+
+    mfu: float | None = None  # replaces the step-time model's MFU (6N convention)
+    price_per_gpu_hour: float | None = None
+    pue: float = 1.0
+    failures_per_gpu_s: float | None = None  # per-GPU interruption rate
+    job_mtbf_s: float | None = None  # job MTBF at the base GPU count (exclusive with the rate)
+    mtbf_gpus: int | None = None  # the GPU count job_mtbf_s refers to (default: the plan's)
+    checkpoint_Bps: float | None = None  # aggregate storage write bandwidth
+    checkpoint_save_s: float | None = None  # write time of one checkpoint (exclusive with Bps)
+    restart_s: float = DEFAULT_RESTART_S
+    async_save: bool = False
+    host_Bps: float = rel.PCIE_GEN5_X16_BPS
+    interval_s: float | None = None  # checkpoint interval; default Young's
+    mc_runs: int = DEFAULT_MC_RUNS
+    mc_seed: int = 0
+
+    def check(self) -> None:
+        """Raise PlannerError for contradictory or out-of-range options (CLI names in messages)."""
+        if self.failures_per_gpu_s is not None and self.job_mtbf_s is not None:
+            raise PlannerError(
+                "both --failures-per-gpu-day and --mtbf-hours are given",
+                "give one: a per-GPU rate (scaled by the GPU count) or the job's MTBF",
+            )
+        if self.checkpoint_Bps is not None and self.checkpoint_save_s is not None:
+            raise PlannerError(
+                "both --checkpoint-bandwidth and --checkpoint-save-s are given",
+                "give one: the storage bandwidth (the save time follows from the shard sizes) or the save time",
+            )
+        _positive_opt("--mfu", self.mfu, "write e.g. 0.4 for 40%", upper=1.0)
+        _positive_opt("--failures-per-gpu-day", self.failures_per_gpu_s, "Llama 3 saw ~4.7e-4 per GPU-day")
+        _positive_opt("--mtbf-hours", self.job_mtbf_s, "e.g. 12 (the seed's 4,096-GPU job)")
+        _positive_opt("--checkpoint-bandwidth", self.checkpoint_Bps, "aggregate GB/s, e.g. 2000 (Llama 3's 2 TB/s)")
+        _positive_opt("--checkpoint-save-s", self.checkpoint_save_s, "seconds per checkpoint, e.g. 30 (the seed's)")
+        _positive_opt("--checkpoint-interval", self.interval_s, "e.g. 27min; leave out for Young's interval")
+        if self.price_per_gpu_hour is not None:
+            _finite_nonneg("--price-per-gpu-hour", self.price_per_gpu_hour, "a price per GPU-hour, e.g. 2.5")
+        _finite_nonneg("--restart-s", self.restart_s, "seconds to detect, swap and reload, e.g. 600 (the seed's)")
+        if not (np.isfinite(self.pue) and self.pue >= 1.0):
+            raise PlannerError(f"--pue must be >= 1, got {self.pue!r}", "1.0 counts the GPUs alone; data centres report 1.1-1.6")
+        if self.mc_runs < 0:
+            raise PlannerError(f"--mc-runs must be >= 0, got {self.mc_runs}", "20 is the seed's; 0 turns the simulation off")
+
+
+def _positive_opt(name: str, v, hint: str, upper: float | None = None) -> None:
+    if v is None:
+        return
+    ok = np.isfinite(v) and v > 0 and (upper is None or v <= upper)
+    if not ok:
+        rng = f"in (0, {upper:g}]" if upper is not None else "> 0"
+        raise PlannerError(f"{name} must be a finite number {rng}, got {v!r}", hint)
+
+
+def _finite_nonneg(name: str, v, hint: str) -> None:
+    if not (np.isfinite(v) and v >= 0):
+        raise PlannerError(f"{name} must be a finite number >= 0, got {v!r}", hint)
+
+
+# ---------------------------------------------------------------- checkpoint shards
+@dataclass(frozen=True)
+class CheckpointShards:
+    """What one GPU holds for a checkpoint (`size`, by term) and one full copy of the job's
+    state (`job_bytes`); `distinct` = job_bytes / size.total, the number of shards of that
+    size one copy takes (the GPU count under ZeRO/FSDP, fewer when states are replicated)."""
+
+    size: rel.CheckpointSize
+    job_bytes: float
+    distinct: float
+
+
+def checkpoint_shards(settings: Settings, est: Estimate) -> CheckpointShards:
+    """Checkpoint bytes per GPU from explain's memory terms (heaviest pipeline stage) and
+    for the whole job from the parameter count; see the module docstring."""
+    t, bpp = est.memory, settings.bpp
+    no_master = bpp.master == 0  # pure-bf16: the bf16 weights are the only copy, save them
+    size = rel.checkpoint_bytes_per_gpu(t.master_weights, t.adam, np.where(no_master, t.weights, 0.0))
+    n = float(count_params(settings.model).total)
+    job = n * (bpp.master + bpp.optimizer + (bpp.weights if no_master else 0.0))
+    return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total))
+
+
+# ---------------------------------------------------------------- the budget
+@dataclass(frozen=True)
+class Budget:
+    """Every figure of one budget; arrays broadcast over plans (0-d for one plan)."""
+
+    total_flops: object  # 6 N T
+    mfu: object  # MFU used, 6N convention
+    peak_flops: object
+    time: rel.TrainingTime  # failure-free
+    energy: rel.Energy  # failure-free GPU time at TDP x PUE
+    cost: object  # failure-free; None without a price
+    shards: CheckpointShards
+    storage_Bps: object
+    ckpt: rel.CheckpointTime
+    failures_per_gpu_s: object
+    mtbf_s: object
+    young_s: object
+    daly_s: object
+    interval_s: object  # the interval used for goodput
+    interval_rule: str  # "young" | "given"
+    closed: rel.ExpectedGoodput  # at interval_s, work = failure-free wall time
+    closed_daly: rel.ExpectedGoodput  # at Daly's interval
+    effective_energy: rel.Energy  # GPU time of the expected wall time
+    effective_cost: object
+    mc: rel.GoodputSimulation | None
+    mc_runs: int
+    notes: list = field(default_factory=list)
+
+
+def _out(x):
+    """0-d arrays back to numpy scalars (as reliability.py returns them)."""
+    x = np.asarray(x, dtype=np.float64)
+    return x[()] if x.ndim == 0 else x
+
+
+def _failure_rate(opts: BudgetOptions, n_gpus):
+    """Per-GPU interruption rate and where it comes from."""
+    if opts.failures_per_gpu_s is not None:
+        return opts.failures_per_gpu_s, "--failures-per-gpu-day"
+    if opts.job_mtbf_s is not None:
+        base = opts.mtbf_gpus if opts.mtbf_gpus is not None else n_gpus
+        return rel.failures_per_gpu_s_from_mtbf(opts.job_mtbf_s, base), f"--mtbf-hours (at {int(np.max(base)):,} GPUs)"
+    return rel.LLAMA3_FAILURES_PER_GPU_S, (
+        "Llama 3 (arXiv:2407.21783 sec. 3.3.4): 419 unexpected interruptions in 54 days on 16,384 H100s, "
+        "scaled by the GPU count"
+    )
+
+
+def compute_budget(*, n_params, tokens, n_gpus, peak_flops, mfu, tdp_W, shards: CheckpointShards,
+                   opts: BudgetOptions) -> tuple[Budget, dict]:
+    """The budget for given plan figures (scalars or equal-length arrays, except `opts`).
+    Returns (Budget, sources) where sources names where each assumption came from."""
+    opts.check()
+    notes: list[str] = []
+    flops = rel.dense_training_flops(n_params, tokens)
+    tt = rel.training_time(flops, n_gpus, peak_flops, mfu)
+    en = rel.energy(tt.gpu_s, tdp_W, opts.pue)
+    price = opts.price_per_gpu_hour
+    cost = rel.cost(tt.gpu_s, price) if price is not None else None
+
+    # checkpoint: the write of one full copy over the storage bandwidth; the save time, if
+    # given, fixes that bandwidth (copy / time) so that reliability.checkpoint_time applies
+    if opts.checkpoint_save_s is not None:
+        storage = shards.job_bytes / opts.checkpoint_save_s
+        storage_src = "--checkpoint-save-s"
+    elif opts.checkpoint_Bps is not None:
+        storage, storage_src = opts.checkpoint_Bps, "--checkpoint-bandwidth"
+    else:
+        storage = DEFAULT_CHECKPOINT_BPS
+        storage_src = "Llama 3 storage, 2 TB/s sustained (arXiv:2407.21783 sec. 3.3.1), assumed"
+    ck = rel.checkpoint_time(shards.size.total, shards.distinct, storage, opts.async_save, opts.host_Bps)
+
+    rate, rate_src = _failure_rate(opts, n_gpus)
+    mtbf = rel.mtbf_s(n_gpus, rate)
+    young = rel.young_interval(ck.pause_s, mtbf)
+    daly = rel.daly_interval(ck.pause_s, mtbf)
+    if opts.interval_s is not None:
+        interval, rule = np.full(np.shape(young), opts.interval_s, dtype=np.float64), "given"
+    else:
+        interval, rule = young, "young"
+    if opts.async_save:
+        # the background write must finish before the next checkpoint starts (reliability.CheckpointTime)
+        short = np.asarray(interval < ck.write_s)
+        if short.any():
+            notes.append("asynchronous save: the interval is raised to the background write time where it was shorter")
+        interval = np.maximum(interval, ck.write_s)
+        daly = np.maximum(daly, ck.write_s)
+    interval = _out(interval)
+    closed = rel.expected_goodput(interval, ck.pause_s, opts.restart_s, mtbf, work_s=tt.wall_s)
+    closed_daly = rel.expected_goodput(daly, ck.pause_s, opts.restart_s, mtbf, work_s=tt.wall_s)
+    eff_gpu_s = closed.wall_s * np.asarray(n_gpus, dtype=np.float64)
+    eff_energy = rel.energy(eff_gpu_s, tdp_W, opts.pue)
+    eff_cost = rel.cost(eff_gpu_s, price) if price is not None else None
+
+    mc, runs = None, 0
+    if opts.mc_runs > 0:
+        # expected loop iterations of one run: segments + failed attempts (closed form)
+        per_run = float(np.max(np.asarray(tt.wall_s) / np.asarray(interval) + np.asarray(closed.failures)))
+        runs = min(opts.mc_runs, int(MC_MAX_ITERATIONS // max(per_run, 1.0)))
+        if runs < 1:
+            notes.append(f"Monte-Carlo skipped: one run would simulate ~{per_run:,.0f} segments "
+                         f"(cap {MC_MAX_ITERATIONS:,.0f}); lengthen the interval or rely on the closed form")
+            runs = 0
+        else:
+            if runs < opts.mc_runs:
+                notes.append(f"Monte-Carlo runs lowered from {opts.mc_runs} to {runs} to stay under "
+                             f"{MC_MAX_ITERATIONS:,.0f} simulated segments")
+            mc = rel.simulate_goodput(tt.wall_s, interval, ck.pause_s, opts.restart_s, mtbf, runs=runs, seed=opts.mc_seed)
+
+    b = Budget(
+        total_flops=flops, mfu=_out(mfu), peak_flops=peak_flops, time=tt,
+        energy=en, cost=cost, shards=shards, storage_Bps=storage, ckpt=ck, failures_per_gpu_s=rate, mtbf_s=mtbf,
+        young_s=young, daly_s=_out(daly), interval_s=interval, interval_rule=rule, closed=closed,
+        closed_daly=closed_daly, effective_energy=eff_energy, effective_cost=eff_cost, mc=mc, mc_runs=runs,
+        notes=notes,
+    )
+    return b, {"failure_rate": rate_src, "checkpoint_bandwidth": storage_src}
+
+
+# ---------------------------------------------------------------- one plan, as JSON
+def _f(x):
+    return None if x is None else float(x)
+
+
+def precision_name(plan: PlanArrays) -> str:
+    return {v: k for k, v in PRECISION_CODES.items()}[int(plan.precision)]
+
+
+def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: Estimate | None = None) -> dict:
+    """Evaluate one resolved plan and return the budget's stable JSON object."""
+    if settings.tokens is None:
+        raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
+    est = est if est is not None else evaluate(settings, plan)
+    ex = to_json(settings, plan, est)
+    thr = ex["throughput"]
+    precision = precision_name(plan)
+    peak = settings.hardware.peak_flops(precision)
+    mfu = opts.mfu if opts.mfu is not None else thr["mfu_6n"]
+    shards = checkpoint_shards(settings, est)
+    b, src = compute_budget(n_params=ex["params"]["total"], tokens=settings.tokens, n_gpus=settings.gpus,
+                            peak_flops=peak, mfu=mfu, tdp_W=settings.hardware.tdp_W, shards=shards, opts=opts)
+    return budget_json(settings, plan, ex, b, src, opts)
+
+
+def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: dict, opts: BudgetOptions) -> dict:
+    thr = ex["throughput"]
+    sz = b.shards.size
+    warnings = []
+    if not ex["memory"]["fits"]:
+        warnings.append(
+            f"the plan does not fit: {ex['memory']['total_bytes'] / 1e9:,.1f} GB per GPU against "
+            f"{ex['memory']['usable_bytes'] / 1e9:,.1f} GB usable; the budget assumes it runs (see `planner explain`)"
+        )
+    mc = b.mc
+    return {
+        "plan": plan_dict(plan, settings),
+        "params": ex["params"]["total"],
+        "fits": bool(ex["memory"]["fits"]),
+        "training": {
+            "tokens": float(settings.tokens),
+            "total_flops_6n": float(b.total_flops),
+            "flops_convention": "6N per token (Kaplan et al. 2020; the seed), attention not counted",
+            "peak_flops": float(b.peak_flops),
+            "mfu": float(b.mfu),
+            "mfu_source": "--mfu" if opts.mfu is not None else "step-time model",
+            "step_model_mfu_6n": float(thr["mfu_6n"]),
+            "step_model_mfu": float(thr["mfu"]),
+            "step_s": float(ex["time"]["step_s"]),
+            "steps": float(thr["training_steps"]),
+            "wall_s": float(b.time.wall_s),
+            "days": float(b.time.days),
+            "gpu_hours": float(b.time.gpu_hours),
+            "price_per_gpu_hour": _f(opts.price_per_gpu_hour),
+            "cost": _f(b.cost),
+            "tdp_W": float(settings.hardware.tdp_W),
+            "pue": float(opts.pue),
+            "energy_J": float(b.energy.total_J),
+            "energy_kwh": float(b.energy.total_kwh),
+        },
+        "checkpoint": {
+            "saved_terms": "master_weights + adam" + (" + weights" if settings.bpp.master == 0 else ""),
+            "bytes_per_gpu": float(sz.total),
+            "master_weights_bytes_per_gpu": float(sz.master_weights_bytes),
+            "optimizer_bytes_per_gpu": float(sz.optimizer_bytes),
+            "weights_bytes_per_gpu": float(sz.extra_bytes),
+            "job_bytes": float(b.shards.job_bytes),
+            "storage_Bps": float(b.storage_Bps),
+            "storage_source": src["checkpoint_bandwidth"],
+            "async": bool(opts.async_save),
+            "host_Bps": float(opts.host_Bps),
+            "write_s": float(b.ckpt.write_s),
+            "copy_s": float(b.ckpt.copy_s),
+            "pause_s": float(b.ckpt.pause_s),
+        },
+        "failures": {
+            "failures_per_gpu_day": float(b.failures_per_gpu_s) * rel.SECONDS_PER_DAY,
+            "source": src["failure_rate"],
+            "mtbf_s": float(b.mtbf_s),
+            "mtbf_hours": float(b.mtbf_s) / rel.SECONDS_PER_HOUR,
+            "restart_s": float(opts.restart_s),
+        },
+        "interval": {
+            "young_s": float(b.young_s),
+            "daly_s": float(b.daly_s),
+            "used_s": float(b.interval_s),
+            "rule": b.interval_rule,
+        },
+        "goodput": {
+            "closed_form": float(b.closed.goodput),
+            "closed_form_daly": float(b.closed_daly.goodput),
+            "expected_failures": float(b.closed.failures),
+            "monte_carlo": None if mc is None else float(mc.goodput),
+            "monte_carlo_std": None if mc is None else float(mc.goodput_std),
+            "monte_carlo_runs": b.mc_runs,
+            "monte_carlo_failures": None if mc is None else float(mc.failures),
+        },
+        "effective": {
+            "wall_s": float(b.closed.wall_s),
+            "days": float(b.closed.wall_s) / rel.SECONDS_PER_DAY,
+            "gpu_hours": float(b.closed.wall_s) * settings.gpus / rel.SECONDS_PER_HOUR,
+            "cost": _f(b.effective_cost),
+            "energy_kwh": float(b.effective_energy.total_kwh),
+            "monte_carlo_wall_s": None if mc is None else float(mc.wall_s),
+            "monte_carlo_days": None if mc is None else float(mc.wall_s) / rel.SECONDS_PER_DAY,
+        },
+        "notes": list(b.notes),
+        "warnings": warnings,
+    }
+
+
+# ---------------------------------------------------------------- sweep over cluster sizes
+def parse_gpu_list(text: str) -> list[int]:
+    """'1024,2048,4096' -> [1024, 2048, 4096] (ints > 0, no repeats)."""
+    out: list[int] = []
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            g = float(part)
+        except ValueError:
+            g = float("nan")
+        if not (np.isfinite(g) and g >= 1 and g == int(g)):
+            raise PlannerError(f"--sweep-gpus: cannot read {part!r} as a GPU count", "write positive integers separated by commas, e.g. 1024,2048,4096")
+        if int(g) in out:
+            raise PlannerError(f"--sweep-gpus: {int(g)} is listed twice", "list each GPU count once")
+        out.append(int(g))
+    if not out:
+        raise PlannerError("--sweep-gpus is empty", "write GPU counts separated by commas, e.g. 1024,2048,4096")
+    return out
+
+
+def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "") -> list[dict]:
+    """Re-resolve the plan at each GPU count with dp derived (tp, cp, pp and the global batch
+    fixed), evaluate it and return one flat row per count. A job MTBF (opts.job_mtbf_s) is
+    taken at the job's own GPU count and scaled as a per-GPU rate. The Monte-Carlo runs only
+    for the single-plan budget; rows carry the closed-form goodput."""
+    o = BudgetOptions(**{**opts.__dict__, "mc_runs": 0, "mtbf_gpus": opts.mtbf_gpus or job.gpus})
+    o.check()
+    rows = []
+    for g in gpu_counts:
+        try:
+            settings, plan, warnings = resolve(job.model_copy(update={"gpus": g, "dp": None}), where)
+        except PlannerError as e:
+            raise PlannerError(f"--sweep-gpus {g:,}: {e.message}", e.hint) from None
+        js = plan_budget(settings, plan, o)
+        p, t, ck, fl, gp, ef = (js[k] for k in ("plan", "training", "checkpoint", "failures", "goodput", "effective"))
+        rows.append({
+            "gpus": g, "tp": p["tp"], "cp": p["cp"], "pp": p["pp"], "dp": p["dp"],
+            "microbatches_per_step": p["microbatches_per_step"], "fits": js["fits"],
+            "mfu": t["mfu"], "step_s": t["step_s"], "days": t["days"], "gpu_hours": t["gpu_hours"],
+            "cost": t["cost"], "energy_kwh": t["energy_kwh"],
+            "checkpoint_bytes_per_gpu": ck["bytes_per_gpu"], "pause_s": ck["pause_s"],
+            "mtbf_hours": fl["mtbf_hours"], "interval_s": js["interval"]["used_s"],
+            "goodput": gp["closed_form"], "effective_days": ef["days"], "effective_gpu_hours": ef["gpu_hours"],
+            "effective_cost": ef["cost"],
+        })
+    return rows

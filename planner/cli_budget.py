@@ -1,0 +1,197 @@
+"""`planner budget`: days, GPU-hours, cost, energy, checkpoints, failures and goodput of a plan.
+
+The plan options are explain's, taken from the registered `explain` command's own
+signature (the same typer declarations, the same job YAML positional argument, passed to
+cli_core.job_options/load_job exactly as explain passes them), so the two commands cannot
+drift apart. The arithmetic lives in planner/budget.py and planner/reliability.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from . import render
+from .budget import (
+    DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
+)
+from .cli_common import Format, FormatOption, cli_errors, out, warn
+from .cli_core import job_options, load_job
+from .errors import PlannerError
+from .plan import resolve
+from .units import parse_seconds
+
+_JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
+
+
+def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
+    """explain's job-file argument and plan options (those job_options takes), as declared."""
+    for cmd in app.registered_commands:
+        if getattr(cmd.callback, "__name__", "") == "explain":
+            sig = inspect.signature(cmd.callback, eval_str=True)
+            return [p for name, p in sig.parameters.items() if name == "job_file" or name in _JOB_OPTION_NAMES]
+    raise RuntimeError("planner budget needs the explain command registered first (cli_core.register)")
+
+
+def _with_parameters(fn, before: list[inspect.Parameter]):
+    """Give `fn(**kw)` a signature of `before` + fn's own keyword parameters, for typer."""
+    own = list(inspect.signature(fn, eval_str=True).parameters.values())
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in before + own]
+    fn.__signature__ = inspect.Signature(params)
+    fn.__annotations__ = {p.name: p.annotation for p in params}
+    return fn
+
+
+def register(app: typer.Typer) -> None:
+    plan_params = _plan_parameters(app)
+
+    def budget(
+        mfu: Optional[float] = typer.Option(None, "--mfu", help="replace the step-time model's MFU by this figure (6N convention), e.g. 0.4"),
+        price_per_gpu_hour: Optional[float] = typer.Option(None, "--price-per-gpu-hour", help="price per GPU-hour, for the cost"),
+        pue: float = typer.Option(1.0, "--pue", help="power usage effectiveness (1.0: the GPUs alone at TDP)"),
+        failures_per_gpu_day: Optional[float] = typer.Option(None, "--failures-per-gpu-day", help="interruptions per GPU per day [Llama 3: 419 / (54 d x 16,384)]"),
+        mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="the job's mean time between failures at --gpus"),
+        checkpoint_bandwidth: Optional[float] = typer.Option(None, "--checkpoint-bandwidth", help="aggregate storage write GB/s [2000, Llama 3's 2 TB/s]"),
+        checkpoint_save_s: Optional[float] = typer.Option(None, "--checkpoint-save-s", help="seconds to write one checkpoint (instead of the bandwidth)"),
+        restart_s: float = typer.Option(DEFAULT_RESTART_S, "--restart-s", help="seconds to detect a failure, swap, reload [600, the seed's]"),
+        async_checkpoint: bool = typer.Option(False, "--async-checkpoint", help="pause only for the copy to host memory (DCP async_save)"),
+        checkpoint_interval: Optional[str] = typer.Option(None, "--checkpoint-interval", help="e.g. 27min [Young's interval]"),
+        mc_runs: int = typer.Option(DEFAULT_MC_RUNS, "--mc-runs", help=f"Monte-Carlo runs [20, the seed's; capped at {MC_MAX_ITERATIONS:.0e} segments; 0 = off]"),
+        mc_seed: int = typer.Option(0, "--mc-seed", help="first random seed of the Monte-Carlo runs"),
+        sweep_gpus: Optional[str] = typer.Option(None, "--sweep-gpus", help="GPU counts, e.g. 1024,2048,4096: a table against cluster size"),
+        fmt: Format = FormatOption,
+        **plan_kw,
+    ):
+        """Training days, GPU-hours, cost, energy, checkpoint interval and goodput of a plan."""
+        opts = BudgetOptions(
+            mfu=mfu,
+            price_per_gpu_hour=price_per_gpu_hour,
+            pue=pue,
+            failures_per_gpu_s=None if failures_per_gpu_day is None else failures_per_gpu_day / 86400.0,
+            job_mtbf_s=None if mtbf_hours is None else mtbf_hours * 3600.0,
+            checkpoint_Bps=None if checkpoint_bandwidth is None else checkpoint_bandwidth * 1e9,
+            checkpoint_save_s=checkpoint_save_s,
+            restart_s=restart_s,
+            async_save=async_checkpoint,
+            interval_s=None if checkpoint_interval is None else parse_seconds(checkpoint_interval, "--checkpoint-interval"),
+            mc_runs=mc_runs,
+            mc_seed=mc_seed,
+        )
+        opts.check()
+        counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
+        if counts is not None and plan_kw.get("gpus") is None:
+            plan_kw["gpus"] = counts[0]  # the base count (a job YAML's `gpus:` still wins over nothing)
+        job_file = plan_kw.pop("job_file", None)
+        job, where = load_job(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}))
+        if job.tokens is None:
+            raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
+        if counts is not None:
+            rows = sweep(job, counts, opts, where)
+            render.emit(rows, fmt, lambda: _sweep_table(rows, job, opts))
+            return
+        settings, plan, warnings = resolve(job, where)
+        res = plan_budget(settings, plan, opts)
+        res["warnings"] = warnings + res["warnings"]
+        render.emit(res, fmt, lambda: _budget_table(res))
+        if fmt != Format.table:
+            for w in res["warnings"]:
+                warn(w)
+
+    app.command("budget")(cli_errors(_with_parameters(budget, plan_params)))
+
+
+# ---------------------------------------------------------------- rendering
+def _days(s: float) -> str:
+    return f"{s / 86400:,.1f} days"
+
+
+def _interval(s: float) -> str:
+    return f"{s / 60:,.0f} min ({s:,.0f} s)" if s >= 60 else f"{s:,.1f} s"
+
+
+def _money(x) -> str:
+    return "" if x is None else f"{x:,.0f}"
+
+
+def _pct(x) -> str:
+    return "" if x is None else f"{100 * x:.1f}%"
+
+
+def _budget_table(res: dict) -> None:
+    p, t, ck, fl, iv, gp, ef = (res[k] for k in ("plan", "training", "checkpoint", "failures", "interval", "goodput", "effective"))
+    mesh = f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}"
+    out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}, {p['sharding']}, "
+              f"{t['tokens']:.3g} tokens")
+    if t["mfu_source"] == "--mfu":
+        mfu_note = (f"given (--mfu), 6N convention: time = 6N x tokens / (GPUs x peak x MFU); "
+                    f"the step-time model predicts {_pct(t['step_model_mfu_6n'])}")
+    else:
+        mfu_note = (f"step-time model, 6N convention ({_pct(t['step_model_mfu'])} with attention FLOPs); "
+                    f"step {t['step_s']:.3f} s x {t['steps']:,.0f} steps")
+    tab = Table(title="Training budget", title_justify="left")
+    tab.add_column("quantity")
+    tab.add_column("value", justify="right")
+    tab.add_column("note")
+    rows = [
+        ("training compute", f"{t['total_flops_6n']:.3e} FLOPs", "6N x tokens"),
+        ("MFU", _pct(t["mfu"]), mfu_note),
+        ("training time", _days(t["wall_s"]), "failure-free"),
+        ("GPU-hours", f"{t['gpu_hours']:,.0f}", "failure-free"),
+    ]
+    if t["cost"] is not None:
+        rows.append(("cost", _money(t["cost"]), f"{t['price_per_gpu_hour']:g} per GPU-hour, failure-free"))
+    rows += [
+        ("energy", f"{t['energy_kwh'] / 1e3:,.1f} MWh", f"{t['tdp_W']:,.0f} W TDP per GPU x PUE {t['pue']:g}"),
+        ("checkpoint per GPU", f"{ck['bytes_per_gpu'] / 1e9:,.3f} GB", f"{ck['saved_terms']} shard; job {ck['job_bytes'] / 1e9:,.0f} GB"),
+        ("checkpoint write", f"{ck['write_s']:,.2f} s", f"{ck['job_bytes'] / 1e9:,.0f} GB at {ck['storage_Bps'] / 1e9:,.0f} GB/s ({ck['storage_source']})"),
+        ("training pause per checkpoint", f"{ck['pause_s']:,.3g} s",
+         "copy to host memory (async)" if ck["async"] else "synchronous save"),
+        ("failure rate", f"{fl['failures_per_gpu_day']:.3g} /GPU/day", fl["source"]),
+        ("MTBF", f"{fl['mtbf_hours']:,.2f} h", f"restart {fl['restart_s']:,.0f} s"),
+        ("Young interval", _interval(iv["young_s"]), "sqrt(2 x pause x MTBF)"),
+        ("Daly interval", _interval(iv["daly_s"]), "Daly 2006 eq. (37)"),
+        ("interval used", _interval(iv["used_s"]), "given" if iv["rule"] == "given" else "Young's"),
+        ("goodput, closed form", _pct(gp["closed_form"]), f"Daly's expected wall time; {_pct(gp['closed_form_daly'])} at Daly's interval"),
+    ]
+    if gp["monte_carlo"] is not None:
+        rows.append(("goodput, Monte-Carlo", _pct(gp["monte_carlo"]),
+                     f"the seed's sec. 9.2 simulation, {gp['monte_carlo_runs']} runs, std {_pct(gp['monte_carlo_std'])}"))
+    rows.append(("effective training time", _days(ef["wall_s"]), "closed form, with failures"
+                 + (f"; Monte-Carlo {_days(ef['monte_carlo_wall_s'])}" if ef["monte_carlo_wall_s"] is not None else "")))
+    rows.append(("effective GPU-hours", f"{ef['gpu_hours']:,.0f}", "closed form"))
+    if ef["cost"] is not None:
+        rows.append(("effective cost", _money(ef["cost"]), "closed form"))
+    for r in rows:
+        tab.add_row(*r)
+    out.print(tab)
+    for n in res["notes"]:
+        out.print(f"  note: {n}")
+    for w in res["warnings"]:
+        warn(w)
+
+
+def _sweep_table(rows: list[dict], job, opts: BudgetOptions) -> None:
+    tab = Table(title=f"Budget against cluster size: {job.model}, {job.tokens:.3g} tokens", title_justify="left")
+    cols = ["GPUs", "mesh", "fits", "MFU", "days", "GPU-hours"]
+    priced = opts.price_per_gpu_hour is not None
+    if priced:
+        cols.append("cost")
+    cols += ["MWh", "MTBF h", "interval", "goodput", "eff. days"]
+    for c in cols:
+        tab.add_column(c, justify="left" if c == "mesh" else "right")
+    for r in rows:
+        cells = [f"{r['gpus']:,}", f"{r['tp']}x{r['cp']}x{r['pp']}x{r['dp']}", "yes" if r["fits"] else "[red]no[/red]",
+                 _pct(r["mfu"]), f"{r['days']:,.1f}", f"{r['gpu_hours']:,.0f}"]
+        if priced:
+            cells.append(_money(r["cost"]))
+        cells += [f"{r['energy_kwh'] / 1e3:,.0f}", f"{r['mtbf_hours']:,.1f}", _interval(r["interval_s"]),
+                  _pct(r["goodput"]), f"{r['effective_days']:,.1f}"]
+        tab.add_row(*cells)
+    out.print(tab)
+    out.print("  mesh = TP x CP x PP x DP (dp scales with the GPU count); goodput from the closed form "
+              "(the Monte-Carlo runs for a single plan only)")
+    if opts.mfu is not None:
+        out.print("  MFU given with --mfu: days = 6N x tokens / (GPUs x peak x MFU), 6N convention")
