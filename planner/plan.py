@@ -111,6 +111,7 @@ class Settings:
     headroom: float
     reserve_bytes: float
     tokens: float | None
+    tp_comm_overlap: bool = False
     calibration: object = None  # calibrate.profile.CalibrationProfile, or None
     calibration_path: str | None = None
 
@@ -178,6 +179,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if job.pp * job.vpp > model.num_layers:
             raise PlannerError(f"{where}pp*vpp={job.pp * job.vpp} exceeds the {model.num_layers} layers", "lower vpp")
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
+    if job.tp_comm_overlap and not sp:
+        raise PlannerError(f"{where}tp_comm_overlap needs sequence parallelism with tp > 1", "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false")
     if sp and job.tp == 1:
         raise PlannerError(f"{where}sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false")
     if job.sharding == "hsdp":
@@ -215,6 +218,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         headroom=job.headroom,
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
+        tp_comm_overlap=job.tp_comm_overlap,
         calibration=_load_calibration(job.calibration),
         calibration_path=job.calibration,
     )
@@ -257,6 +261,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "headroom": settings.headroom,
         "reserve_GiB": settings.reserve_bytes / 2**30,
         "tokens": settings.tokens,
+        "tp_comm_overlap": settings.tp_comm_overlap,
     }
 
 

@@ -214,3 +214,4 @@ class Job(BaseModel):
     reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
     tokens: Optional[float] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")
     calibration: Optional[str] = Field(default=None, description="calibration profile YAML (planner calibrate ...)")
+    tp_comm_overlap: bool = Field(default=False, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP")

@@ -24,7 +24,8 @@ Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after T
 Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
   TP  per layer and micro-batch 2 all-reduces forward and 2 backward of T h bytes x 2 (bf16),
       or with SP a reduce-scatter + all-gather pair each [2]; +2 with full recompute. Exposed
-      (Megatron's default: no TP-communication overlap).
+      (Megatron's default), or with tp_comm_overlap hidden behind the layer's GEMMs except
+      the first of tp chunks [7].
   CP  ring attention: each layer passes K and V around the CP ring (cp-1 sends of the local
       chunk forward, K, V and their gradients backward: 3x); hidden behind the attention
       core as far as it lasts [4].
@@ -55,6 +56,10 @@ References
 [5] Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.4; Rajbhandari et al. 2019 (ZeRO) sec. 7:
     stage 3 moves 1.5x the data of an all-reduce; the seed sec. 3.1.
 [6] Narayanan et al. 2021 sec. 2.2: bubble (p-1)/(v m).
+[7] Wang et al. 2023, "Overlap Communication with Dependent Computation via Decomposition in
+    Large Deep Learning Models" (ASPLOS '23): collectives split into per-rank chunks overlap
+    the dependent GEMM; Megatron-LM --tp-comm-overlap (Transformer Engine userbuffers, needs
+    sequence parallelism) and torchtitan's async TP implement it.
 """
 
 from __future__ import annotations
@@ -165,7 +170,14 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     rs_ag = coll(comm.REDUCE_SCATTER, msg, tp_sp, strides["tp"]) + coll(comm.ALL_GATHER, msg, tp_sp, strides["tp"])
     per_pair = np.where(plan.sp > 0, rs_ag, ar)  # one forward "all-reduce" worth
     n_pairs = 4.0 + np.where(plan.recompute == RC_FULL, 2.0, 0.0)
-    tp_comm_mb = layers * n_pairs * per_pair
+    tp_layer = n_pairs * per_pair
+    if settings.tp_comm_overlap:
+        # TP-communication overlap [7]: each all-gather / reduce-scatter is split into tp
+        # chunks that ring-exchange while the GEMM they feed computes on the chunks already
+        # there; the first chunk and whatever outlasts the layer's GEMMs stay exposed.
+        gemm_layer = g_fwd * (3.0 + np.where(plan.recompute == RC_FULL, 1.0, 0.0))
+        tp_layer = np.maximum(tp_layer - gemm_layer, 0.0) + tp_layer / tp
+    tp_comm_mb = layers * tp_layer
 
     kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
     cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])

@@ -52,6 +52,9 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
  9. attention: eager (stores the s x s scores) for sources dated 2021 or earlier, which
     predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022 [8]); flash otherwise.
+11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
+    communication (Megatron-LM --tp-comm-overlap, "TP comm overlap", torchtitan "async TP")
+    and it runs SP with tp > 1; off otherwise (Megatron-LM's default).
 10. Skipped: moe true or ep > 1 (dense models only); tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
     published tokens/s, iteration time or memory; unrecognised recompute / sharding text.
@@ -466,7 +469,16 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         schedule=rec.schedule,
         bytes_per_param=bpp,
         attention=attention,
+        tp_comm_overlap=_tp_overlap(rec, sp, assumed),
     )
+
+
+def _tp_overlap(rec: RunRecord, sp: bool, assumed: _Assumed) -> bool:
+    text = f"{rec.notes or ''} {rec.precision or ''} {rec.id}".lower()
+    on = sp and rec.tp > 1 and any(k in text for k in ("tp-comm-overlap", "tp comm overlap", "async tp", "asynctp"))
+    if on:
+        assumed.add("tp_comm_overlap", True, "the source says TP communication was overlapped")
+    return on
 
 
 def model_spec(rec: RunRecord, arch: dict, where: str) -> dict:

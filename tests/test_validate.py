@@ -363,8 +363,6 @@ def test_complete_subset_is_the_documented_one():
         "megatron_lm_readme_h100_strong_scaling"}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 3 target not reached yet (median |error| ~27%); strict so that "
-                   "reaching it turns this into a failure that says: remove the mark")
 def test_median_error_on_complete_records_within_15_percent(run):
     """The issue's target: median |predicted/published - 1| of tokens/s per GPU <= 15% on
     the complete records. Run with -s to see the table."""
