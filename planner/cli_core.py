@@ -40,6 +40,7 @@ def job_options(
     model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
+    tp_comm_overlap=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -50,7 +51,7 @@ def job_options(
         bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
         tokens=parse_count(tokens, "--tokens") if tokens else None, rank_order=rank_order,
-        calibration=str(calibration) if calibration else None,
+        calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
     )
 
 
@@ -86,13 +87,14 @@ def register(app: typer.Typer) -> None:
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
         rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first [tp-cp-pp-dp]"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
+        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) [off]"),
         fmt: Format = FormatOption,
     ):
         """Memory, FLOPs, step time and MFU of one training plan, term by term."""
         job, where = load_job(job_file, job_options(
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
-            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration))
+            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap))
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings

@@ -169,3 +169,17 @@ def test_every_model_has_finite_time_on_h100(explain):
                                     seq_len=min(m.max_seq_len, 4096))
             assert math.isfinite(js["time"]["step_s"]) and js["time"]["step_s"] > 0, name
             assert 0 < js["throughput"]["mfu"] < 1, name
+
+
+def test_tp_comm_overlap_leaves_first_chunk_exposed(explain):
+    """With TP-communication overlap the collectives hide behind the layer's GEMMs (they are
+    shorter here), except the first of tp chunks: exposed = total / tp."""
+    kw = dict(model="llama3-70b", gpus=512, tp=8, sharding="zero1")
+    plain = explain(**kw)[3]["time"]["tp_comm_s"]
+    over = explain(tp_comm_overlap=True, **kw)[3]["time"]["tp_comm_s"]
+    assert over == pytest.approx(plain / 8)
+
+
+def test_tp_comm_overlap_needs_sp(cli):
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--no-sequence-parallel", "--tp-comm-overlap")
+    assert r.exit_code == 2 and "sequence parallel" in r.stderr
