@@ -22,7 +22,10 @@ How each figure is made:
                   Llama 3 70B); replicas (DDP, HSDP across groups) write it once, as PyTorch
                   DCP deduplicates replicated tensors [3]. Write time = that copy over the
                   aggregate storage bandwidth; host copy = one GPU's shard over PCIe
-                  (reliability.checkpoint_time, with n = copy / shard distinct shards).
+                  (reliability.checkpoint_time, with n = copy / shard distinct shards). The
+                  host copy counts the GPU's whole shard, what async_save stages [3]; for
+                  replicated states saved synchronously it is an upper bound, as each
+                  replica then writes only its deduplicated part.
   failures        reliability.mtbf_s: Llama 3's 419 unexpected interruptions in 54 days on
                   16,384 H100s [2], scaled by the GPU count, unless a rate or an MTBF is given.
   interval        reliability.young_interval (and daly_interval) on the training pause.
@@ -135,7 +138,7 @@ def _finite_nonneg(name: str, v, hint: str) -> None:
 @dataclass(frozen=True)
 class CheckpointShards:
     """What one GPU holds for a checkpoint (`size`, by term) and one full copy of the job's
-    state (`job_bytes`); `distinct` = job_bytes / size.total, the number of shards of that
+    state (`job_bytes`); `distinct` = job_bytes / size.total_bytes, the number of shards of that
     size one copy takes (the GPU count under ZeRO/FSDP, fewer when states are replicated)."""
 
     size: rel.CheckpointSize
@@ -151,7 +154,7 @@ def checkpoint_shards(settings: Settings, est: Estimate) -> CheckpointShards:
     size = rel.checkpoint_bytes_per_gpu(t.master_weights, t.adam, np.where(no_master, t.weights, 0.0))
     n = float(count_params(settings.model).total)
     job = n * (bpp.master + bpp.optimizer + (bpp.weights if no_master else 0.0))
-    return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total))
+    return CheckpointShards(size=size, job_bytes=job, distinct=job / float(size.total_bytes))
 
 
 # ---------------------------------------------------------------- the budget
@@ -173,9 +176,9 @@ class Budget:
     young_s: object
     daly_s: object
     interval_s: object  # the interval used for goodput
-    interval_rule: str  # "young" | "given"
+    interval_rule: str  # "young" | "given", with ", raised to the write time" (async)
     closed: rel.ExpectedGoodput  # at interval_s, work = failure-free wall time
-    closed_daly: rel.ExpectedGoodput  # at Daly's interval
+    closed_daly: rel.ExpectedGoodput  # at Daly's interval (async: at least the write time)
     effective_energy: rel.Energy  # GPU time of the expected wall time
     effective_cost: object
     mc: rel.GoodputSimulation | None
@@ -224,7 +227,7 @@ def compute_budget(*, n_params, tokens, n_gpus, peak_flops, mfu, tdp_W, shards: 
     else:
         storage = DEFAULT_CHECKPOINT_BPS
         storage_src = "Llama 3 storage, 2 TB/s sustained (arXiv:2407.21783 sec. 3.3.1), assumed"
-    ck = rel.checkpoint_time(shards.size.total, shards.distinct, storage, opts.async_save, opts.host_Bps)
+    ck = rel.checkpoint_time(shards.size.total_bytes, shards.distinct, storage, opts.async_save, opts.host_Bps)
 
     rate, rate_src = _failure_rate(opts, n_gpus)
     mtbf = rel.mtbf_s(n_gpus, rate)
@@ -234,24 +237,27 @@ def compute_budget(*, n_params, tokens, n_gpus, peak_flops, mfu, tdp_W, shards: 
         interval, rule = np.full(np.shape(young), opts.interval_s, dtype=np.float64), "given"
     else:
         interval, rule = young, "young"
+    daly_used = daly
     if opts.async_save:
         # the background write must finish before the next checkpoint starts (reliability.CheckpointTime)
-        short = np.asarray(interval < ck.write_s)
-        if short.any():
-            notes.append("asynchronous save: the interval is raised to the background write time where it was shorter")
+        if np.any(np.asarray(interval) < ck.write_s):
+            notes.append("asynchronous save: the interval used is raised to the background write time, "
+                         "which must end before the next checkpoint")
+            rule += ", raised to the write time"
         interval = np.maximum(interval, ck.write_s)
-        daly = np.maximum(daly, ck.write_s)
+        daly_used = np.maximum(daly, ck.write_s)
     interval = _out(interval)
     closed = rel.expected_goodput(interval, ck.pause_s, opts.restart_s, mtbf, work_s=tt.wall_s)
-    closed_daly = rel.expected_goodput(daly, ck.pause_s, opts.restart_s, mtbf, work_s=tt.wall_s)
+    closed_daly = rel.expected_goodput(daly_used, ck.pause_s, opts.restart_s, mtbf, work_s=tt.wall_s)
     eff_gpu_s = closed.wall_s * np.asarray(n_gpus, dtype=np.float64)
     eff_energy = rel.energy(eff_gpu_s, tdp_W, opts.pue)
     eff_cost = rel.cost(eff_gpu_s, price) if price is not None else None
 
     mc, runs = None, 0
     if opts.mc_runs > 0:
-        # expected loop iterations of one run: segments + failed attempts (closed form)
-        per_run = float(np.max(np.asarray(tt.wall_s) / np.asarray(interval) + np.asarray(closed.failures)))
+        # expected loop iterations of one run (of every broadcast element together):
+        # checkpoint segments + failed attempts (closed form)
+        per_run = float(np.sum(np.asarray(tt.wall_s) / np.asarray(interval) + np.asarray(closed.failures)))
         runs = min(opts.mc_runs, int(MC_MAX_ITERATIONS // max(per_run, 1.0)))
         if runs < 1:
             notes.append(f"Monte-Carlo skipped: one run would simulate ~{per_run:,.0f} segments "
@@ -335,7 +341,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
         },
         "checkpoint": {
             "saved_terms": "master_weights + adam" + (" + weights" if settings.bpp.master == 0 else ""),
-            "bytes_per_gpu": float(sz.total),
+            "bytes_per_gpu": float(sz.total_bytes),
             "master_weights_bytes_per_gpu": float(sz.master_weights_bytes),
             "optimizer_bytes_per_gpu": float(sz.optimizer_bytes),
             "weights_bytes_per_gpu": float(sz.extra_bytes),

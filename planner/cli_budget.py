@@ -18,6 +18,7 @@ from . import render
 from .budget import (
     DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
+from .catalog import read_yaml
 from .cli_common import Format, FormatOption, cli_errors, out, warn
 from .cli_core import job_options, load_job
 from .errors import PlannerError
@@ -38,11 +39,18 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
 
 def _with_parameters(fn, before: list[inspect.Parameter]):
     """Give `fn(**kw)` a signature of `before` + fn's own keyword parameters, for typer."""
-    own = list(inspect.signature(fn, eval_str=True).parameters.values())
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
     params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in before + own]
     fn.__signature__ = inspect.Signature(params)
     fn.__annotations__ = {p.name: p.annotation for p in params}
     return fn
+
+
+def _yaml_has_gpus(job_file) -> bool:
+    if job_file is None:
+        return False
+    raw = read_yaml(job_file)
+    return isinstance(raw, dict) and raw.get("gpus") is not None
 
 
 def register(app: typer.Typer) -> None:
@@ -53,7 +61,7 @@ def register(app: typer.Typer) -> None:
         price_per_gpu_hour: Optional[float] = typer.Option(None, "--price-per-gpu-hour", help="price per GPU-hour, for the cost"),
         pue: float = typer.Option(1.0, "--pue", help="power usage effectiveness (1.0: the GPUs alone at TDP)"),
         failures_per_gpu_day: Optional[float] = typer.Option(None, "--failures-per-gpu-day", help="interruptions per GPU per day [Llama 3: 419 / (54 d x 16,384)]"),
-        mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="the job's mean time between failures at --gpus"),
+        mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="the job's mean time between failures at --gpus (sweep without --gpus: at the first count)"),
         checkpoint_bandwidth: Optional[float] = typer.Option(None, "--checkpoint-bandwidth", help="aggregate storage write GB/s [2000, Llama 3's 2 TB/s]"),
         checkpoint_save_s: Optional[float] = typer.Option(None, "--checkpoint-save-s", help="seconds to write one checkpoint (instead of the bandwidth)"),
         restart_s: float = typer.Option(DEFAULT_RESTART_S, "--restart-s", help="seconds to detect a failure, swap, reload [600, the seed's]"),
@@ -82,9 +90,9 @@ def register(app: typer.Typer) -> None:
         )
         opts.check()
         counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
-        if counts is not None and plan_kw.get("gpus") is None:
-            plan_kw["gpus"] = counts[0]  # the base count (a job YAML's `gpus:` still wins over nothing)
         job_file = plan_kw.pop("job_file", None)
+        if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file):
+            plan_kw["gpus"] = counts[0]  # the base count (what --mtbf-hours refers to)
         job, where = load_job(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}))
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
@@ -116,8 +124,18 @@ def _money(x) -> str:
     return "" if x is None else f"{x:,.0f}"
 
 
+def _millions(x) -> str:
+    return "" if x is None else f"{x / 1e6:,.2f}M"
+
+
 def _pct(x) -> str:
     return "" if x is None else f"{100 * x:.1f}%"
+
+
+def _short_source(src: str) -> str:
+    if src.startswith("Llama 3"):
+        return "Llama 3: 419 / (54 d x 16,384 GPUs)"
+    return src
 
 
 def _budget_table(res: dict) -> None:
@@ -126,40 +144,45 @@ def _budget_table(res: dict) -> None:
     out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}, {p['sharding']}, "
               f"{t['tokens']:.3g} tokens")
     if t["mfu_source"] == "--mfu":
-        mfu_note = (f"given (--mfu), 6N convention: time = 6N x tokens / (GPUs x peak x MFU); "
-                    f"the step-time model predicts {_pct(t['step_model_mfu_6n'])}")
+        mfu_note = f"given (--mfu), 6N convention; step-time model: {_pct(t['step_model_mfu_6n'])}"
+        time_note = "6N x tokens / (GPUs x peak x MFU)"
+        out.print(f"  training time = 6N x tokens / (GPUs x peak x MFU) with MFU {_pct(t['mfu'])} from --mfu, "
+                  f"in the 6N convention (model FLOPs 6 per parameter per token, attention not counted), "
+                  f"peak {t['peak_flops'] / 1e12:,.0f} TFLOP/s")
     else:
-        mfu_note = (f"step-time model, 6N convention ({_pct(t['step_model_mfu'])} with attention FLOPs); "
-                    f"step {t['step_s']:.3f} s x {t['steps']:,.0f} steps")
+        mfu_note = f"step-time model, 6N convention ({_pct(t['step_model_mfu'])} with attention)"
+        time_note = f"{t['steps']:,.0f} steps x {t['step_s']:.3f} s"
+        out.print(f"  training time = steps x step time of the step-time model ({t['steps']:,.0f} x {t['step_s']:.3f} s), "
+                  f"i.e. MFU {_pct(t['mfu'])} in the 6N convention; --mfu F replaces it")
+    storage = "Llama 3's, assumed" if ck["storage_source"].startswith("Llama 3") else ck["storage_source"]
     tab = Table(title="Training budget", title_justify="left")
     tab.add_column("quantity")
-    tab.add_column("value", justify="right")
+    tab.add_column("value", justify="right", no_wrap=True)
     tab.add_column("note")
     rows = [
         ("training compute", f"{t['total_flops_6n']:.3e} FLOPs", "6N x tokens"),
         ("MFU", _pct(t["mfu"]), mfu_note),
-        ("training time", _days(t["wall_s"]), "failure-free"),
+        ("training time", _days(t["wall_s"]), f"failure-free: {time_note}"),
         ("GPU-hours", f"{t['gpu_hours']:,.0f}", "failure-free"),
     ]
     if t["cost"] is not None:
         rows.append(("cost", _money(t["cost"]), f"{t['price_per_gpu_hour']:g} per GPU-hour, failure-free"))
     rows += [
-        ("energy", f"{t['energy_kwh'] / 1e3:,.1f} MWh", f"{t['tdp_W']:,.0f} W TDP per GPU x PUE {t['pue']:g}"),
-        ("checkpoint per GPU", f"{ck['bytes_per_gpu'] / 1e9:,.3f} GB", f"{ck['saved_terms']} shard; job {ck['job_bytes'] / 1e9:,.0f} GB"),
-        ("checkpoint write", f"{ck['write_s']:,.2f} s", f"{ck['job_bytes'] / 1e9:,.0f} GB at {ck['storage_Bps'] / 1e9:,.0f} GB/s ({ck['storage_source']})"),
-        ("training pause per checkpoint", f"{ck['pause_s']:,.3g} s",
-         "copy to host memory (async)" if ck["async"] else "synchronous save"),
-        ("failure rate", f"{fl['failures_per_gpu_day']:.3g} /GPU/day", fl["source"]),
+        ("energy", f"{t['energy_kwh'] / 1e3:,.1f} MWh", f"{t['tdp_W']:,.0f} W TDP x PUE {t['pue']:g}, failure-free"),
+        ("checkpoint per GPU", f"{ck['bytes_per_gpu'] / 1e9:,.3f} GB", f"{ck['saved_terms']}; job {ck['job_bytes'] / 1e9:,.0f} GB"),
+        ("checkpoint write", f"{ck['write_s']:,.2f} s", f"at {ck['storage_Bps'] / 1e9:,.0f} GB/s ({storage})"),
+        ("pause per checkpoint", f"{ck['pause_s']:,.3g} s", "copy to host memory (async)" if ck["async"] else "synchronous save"),
+        ("failure rate", f"{fl['failures_per_gpu_day']:.3g} /GPU/day", _short_source(fl["source"])),
         ("MTBF", f"{fl['mtbf_hours']:,.2f} h", f"restart {fl['restart_s']:,.0f} s"),
         ("Young interval", _interval(iv["young_s"]), "sqrt(2 x pause x MTBF)"),
         ("Daly interval", _interval(iv["daly_s"]), "Daly 2006 eq. (37)"),
-        ("interval used", _interval(iv["used_s"]), "given" if iv["rule"] == "given" else "Young's"),
-        ("goodput, closed form", _pct(gp["closed_form"]), f"Daly's expected wall time; {_pct(gp['closed_form_daly'])} at Daly's interval"),
+        ("interval used", _interval(iv["used_s"]), iv["rule"].replace("young", "Young's")),
+        ("goodput, closed form", _pct(gp["closed_form"]), f"Daly's T_w; {_pct(gp['closed_form_daly'])} at Daly's interval"),
     ]
     if gp["monte_carlo"] is not None:
         rows.append(("goodput, Monte-Carlo", _pct(gp["monte_carlo"]),
-                     f"the seed's sec. 9.2 simulation, {gp['monte_carlo_runs']} runs, std {_pct(gp['monte_carlo_std'])}"))
-    rows.append(("effective training time", _days(ef["wall_s"]), "closed form, with failures"
+                     f"seed sec. 9.2, {gp['monte_carlo_runs']} runs, std {_pct(gp['monte_carlo_std'])}"))
+    rows.append(("effective training time", _days(ef["wall_s"]), "closed form"
                  + (f"; Monte-Carlo {_days(ef['monte_carlo_wall_s'])}" if ef["monte_carlo_wall_s"] is not None else "")))
     rows.append(("effective GPU-hours", f"{ef['gpu_hours']:,.0f}", "closed form"))
     if ef["cost"] is not None:
@@ -174,24 +197,28 @@ def _budget_table(res: dict) -> None:
 
 
 def _sweep_table(rows: list[dict], job, opts: BudgetOptions) -> None:
-    tab = Table(title=f"Budget against cluster size: {job.model}, {job.tokens:.3g} tokens", title_justify="left")
-    cols = ["GPUs", "mesh", "fits", "MFU", "days", "GPU-hours"]
+    tab = Table(title=f"Budget against cluster size: {job.model}, {job.tokens:.3g} tokens", title_justify="left",
+                box=None, padding=(0, 1), pad_edge=False, header_style="bold")
     priced = opts.price_per_gpu_hour is not None
-    if priced:
-        cols.append("cost")
-    cols += ["MWh", "MTBF h", "interval", "goodput", "eff. days"]
-    for c in cols:
-        tab.add_column(c, justify="left" if c == "mesh" else "right")
+    # short, two-line headers and no wrapping inside a number, so the table fits 80 columns
+    cols = ["GPUs", "mesh", "MFU", "days", "GPU-h"] + (["cost"] if priced else []) + [
+        "MTBF\nh", "ckpt\nmin", "good-\nput", "eff.\ndays"]
+    body = []
     for r in rows:
-        cells = [f"{r['gpus']:,}", f"{r['tp']}x{r['cp']}x{r['pp']}x{r['dp']}", "yes" if r["fits"] else "[red]no[/red]",
-                 _pct(r["mfu"]), f"{r['days']:,.1f}", f"{r['gpu_hours']:,.0f}"]
+        cells = [f"{r['gpus']:,}", f"{r['tp']}x{r['cp']}x{r['pp']}x{r['dp']}" + ("" if r["fits"] else " no fit"),
+                 _pct(r["mfu"]), f"{r['days']:,.1f}", _millions(r["gpu_hours"])]
         if priced:
-            cells.append(_money(r["cost"]))
-        cells += [f"{r['energy_kwh'] / 1e3:,.0f}", f"{r['mtbf_hours']:,.1f}", _interval(r["interval_s"]),
-                  _pct(r["goodput"]), f"{r['effective_days']:,.1f}"]
+            cells.append(_millions(r["cost"]))
+        cells += [f"{r['mtbf_hours']:,.1f}", f"{r['interval_s'] / 60:,.1f}", _pct(r["goodput"]),
+                  f"{r['effective_days']:,.1f}"]
+        body.append(cells)
+    for j, c in enumerate(cols):
+        width = max([len(line) for line in c.split("\n")] + [len(b[j]) for b in body])
+        tab.add_column(c, justify="left" if c == "mesh" else "right", min_width=width, no_wrap=True)
+    for cells in body:
         tab.add_row(*cells)
     out.print(tab)
-    out.print("  mesh = TP x CP x PP x DP (dp scales with the GPU count); goodput from the closed form "
-              "(the Monte-Carlo runs for a single plan only)")
+    out.print("  mesh = TPxCPxPPxDP, dp scales with the GPU count; ckpt = checkpoint interval; goodput and effective days from the closed form "
+              "(the Monte-Carlo runs for a single plan only); --format json|csv for every column")
     if opts.mfu is not None:
         out.print("  MFU given with --mfu: days = 6N x tokens / (GPUs x peak x MFU), 6N convention")
