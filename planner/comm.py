@@ -665,6 +665,69 @@ def group_collective(
     return cost, link, chosen
 
 
+# ------------------------------------------------------- many collectives, deduplicated
+UNIQUE_MIN = 64  # below this many elements the function is simply called
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """A 1-d array's values as uint64 bit patterns (one-to-one per dtype)."""
+    if a.dtype.kind == "f" or a.dtype.kind == "c":
+        a = a.astype(np.float64) if a.dtype.kind == "f" else a
+        if a.dtype.itemsize != 8:
+            raise TypeError(f"apply_unique: unsupported dtype {a.dtype}")
+        return a.view(np.uint64)
+    return a.astype(np.int64).view(np.uint64)
+
+
+def apply_unique(fn, *args) -> np.ndarray:
+    """fn(*args) for an elementwise fn of equal-shape (broadcast) arrays, evaluated once per
+    distinct tuple of argument values and broadcast back: the same numbers as fn(*args),
+    with as many evaluations as there are distinct tuples.
+
+    A search asks for the same collective (size, group, stride) over and over; this is how
+    `step.step_time` stays cheap on a million plans. Distinct tuples are found in two passes:
+    runs of equal consecutive tuples (one comparison per element), then a sort of the run
+    heads (by a hash of their bit patterns; the tuples are then compared bit for bit). fn may raise on bad
+    values: it sees the same set of values either way."""
+    arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
+    shape = arrays[0].shape
+    n = arrays[0].size
+    if n < UNIQUE_MIN:
+        return np.asarray(fn(*arrays))
+    flat = [np.ascontiguousarray(a).ravel() for a in arrays]
+    # compare bit patterns, so that 0.0 and -0.0 (equal, but not always giving the same
+    # result) stay apart and equal NaNs meet
+    bits = [_bits(a) for a in flat]
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    np.not_equal(bits[0][1:], bits[0][:-1], out=change[1:])
+    for b in bits[1:]:
+        change[1:] |= b[1:] != b[:-1]
+    heads = np.flatnonzero(change)
+    run = np.cumsum(change) - 1  # run index of every element
+    vals = [a[heads] for a in flat]
+    if len(heads) >= UNIQUE_MIN:
+        # sort the run heads by a hash of the tuple; equal tuples become neighbours (a hash
+        # collision only leaves a duplicate, evaluated twice: never a wrong value)
+        hb = [b[heads] for b in bits]
+        h = np.zeros(len(heads), dtype=np.uint64)
+        for j, b in enumerate(hb):
+            h = h * np.uint64(0x9E3779B97F4A7C15) + b + np.uint64(j)
+        order = np.argsort(h)
+        new = np.empty(len(order), dtype=bool)
+        new[0] = True
+        new[1:] = False
+        for b in hb:
+            sb = b[order]
+            new[1:] |= sb[1:] != sb[:-1]
+        uid = np.empty(len(order), dtype=np.int64)
+        uid[order] = np.cumsum(new) - 1
+        vals = [v[order[new]] for v in vals]
+        run = uid[run]
+    out = np.asarray(fn(*vals))
+    return out[run].reshape(shape)
+
+
 # ------------------------------------------------------------- one collective, told
 DEFAULT_HARDWARE = "h100-sxm"
 

@@ -57,9 +57,12 @@ def calibration_report(settings: Settings, est: Estimate) -> dict | None:
     if settings.calibration is None:
         return None
     covered = [f"{c}/{s}/{n}" for c, s, n in settings.calibration.covered()]
+    if getattr(settings.calibration, "gemm", None) is not None:
+        covered.append("gemm")
     used = list(est.time_extra.get("calibrated", []))
     return {"profile": settings.calibration_path, "covered": covered, "used": used,
-            "defaults_for": "every other collective (hardware_db figures and comm.py efficiencies)"}
+            "defaults_for": "every collective not listed in `used` (hardware_db figures and comm.py "
+                            "efficiencies); GEMMs use the hardware_db plateau unless `gemm` is used"}
 
 
 def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:

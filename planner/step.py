@@ -69,8 +69,9 @@ import numpy as np
 from . import comm
 from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates,
-    flops_per_token, gemm_plateau, gemm_time, recompute_flops_per_token,
+    flops_per_token, recompute_flops_per_token,
 )
+from .calibrate.gemm import LAYER_GEMMS, forward_gemm_times
 from .memory import layers_on_heaviest_stage, stage_params
 from .params import count_params
 from .pipeline import bubble_fraction
@@ -88,10 +89,6 @@ PROFILE_OPS = {"all_reduce": comm.ALL_REDUCE, "reduce_scatter": comm.REDUCE_SCAT
 TIME_TERMS = ("compute", "tp_comm", "cp_comm", "pp_comm", "dp_comm_exposed", "bubble", "optimizer")
 
 
-def _sms(hw) -> int:
-    return hw.compute.sm_count if hw.compute is not None else 132  # H100 SXM5 (whitepaper) when unknown
-
-
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
     """Named time terms (seconds) whose sum is the step time, plus informational extras."""
     model, hw, bpp = settings.model, settings.hardware, settings.bpp
@@ -104,18 +101,16 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     T = plan.mbs * plan.seq / cp  # tokens per micro-batch on one GPU
     m = plan.microbatches.astype(np.float64)
     layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp).astype(np.float64)
-    fp8 = plan.precision == 1
-    plat = np.where(fp8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
-    plat_bf16 = gemm_plateau(hw, "bf16")
-    sms = _sms(hw)
     kv_local = np.maximum(k / tp, 1.0)
     hbm = hw.hbm_bandwidth * HBM_EFFICIENCY
 
     # ---------------------------------------------------------------- compute per layer
-    g_fwd = (gemm_time(T, (a / tp + 2 * kv_local) * d, h, plat, sms)
-             + gemm_time(T, h, a * d / tp, plat, sms)
-             + gemm_time(T, f1 / tp, h, plat, sms)
-             + gemm_time(T, h, f / tp, plat, sms))
+    # GEMM shapes and times: one definition shared with `planner calibrate gemm` (a
+    # profile's measured GEMMs replace the plateau x wave model for the shapes it covers)
+    prof = settings.calibration
+    gemm_cal = None if prof is None else getattr(prof, "gemm", None)
+    gt = forward_gemm_times(model, hw, plan.tp, T, plan.precision, gemm_cal)
+    g_fwd = gt.sum(*LAYER_GEMMS)
     attn_flops_fwd = 4.0 * T * plan.seq * a * d / tp * 0.5  # causal kernel work
     attn_rate_fwd, attn_rate_bwd = attention_rates(hw)
     attn_fwd = attn_flops_fwd / attn_rate_fwd
@@ -133,7 +128,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     layer_bwd = 2.0 * g_fwd + attn_bwd + 2.0 * ew_fwd
     layer_recompute = np.where(plan.recompute == RC_FULL, layer_fwd, np.where(plan.recompute == RC_SELECTIVE, attn_fwd, 0.0))
     # output layer + loss on the last stage
-    logits = 3.0 * gemm_time(T, V / tp, h, plat, sms) + T * V / tp * LOSS_BYTES_PER_LOGIT / hbm
+    logits = 3.0 * gt.output_layer + T * V / tp * LOSS_BYTES_PER_LOGIT / hbm
     compute_mb = layers * (layer_fwd + layer_bwd + layer_recompute) + logits
 
     # ---------------------------------------------------------------- communication
@@ -141,11 +136,10 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     job = settings.gpus
     strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
 
-    prof = settings.calibration
     groups = [] if prof is None or getattr(prof, "nccl", None) is None else prof.nccl.groups
-    used: set[str] = set()
+    used: set[str] = set() if gemm_cal is None else {"gemm"}
 
-    def coll(op, size, group, stride):
+    def coll_all(op, size, group, stride):
         cost, link, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
         t = cost.time_s
         # a calibration profile replaces the default for the (collective, scope, ranks) it
@@ -159,6 +153,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                 used.add(f"{g.collective}/{g.scope}/{g.ranks}")
                 t = np.where(hit, g.time(size), t)
         return np.where(group > 1, t, 0.0)
+
+    def coll(op, size, group, stride):  # coll_all once per distinct (size, group, stride)
+        return comm.apply_unique(lambda s, g, st: coll_all(op, s, g, st), size, group, stride)
 
     msg = T * h * ACT_BYTES
     # each plan pays only the collectives it runs (group 1 = no collective), so a

@@ -12,6 +12,10 @@ validates it (pydantic, unknown keys are errors). The communication model asks i
 
     prof.collective_time("all_reduce", "inter-node", 16, size_bytes)   # seconds, arrays ok
 
+The compute model asks `prof.gemm_time(M, N, K, precision, hw)` (seconds, arrays ok; None
+when the profile has no `gemm` section). `planner calibrate gemm ... -o profile.yaml` writes
+that section (planner/calibrate/gemm.py), keeping an existing profile's nccl section.
+
 Units: SI in code (bytes, seconds, bytes/s). The YAML uses human units only where the key
 says so: `latency_us` (microseconds), `busbw_GBps` (1e9 bytes/s), `time_us`.
 
@@ -46,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .. import __version__
 from ..errors import PlannerError
+from .gemm import GemmCalibration
 from .nccl import (
     BUSBW_FACTORS,
     EVAL_MIN_BYTES,
@@ -212,18 +217,29 @@ class NcclCalibration(BaseModel):
 
 
 class CalibrationProfile(BaseModel):
-    """A calibration profile file. `nccl` holds the communication fits.
-
-    (The GEMM calibration adds its own optional section here when it lands.)
-    """
+    """A calibration profile file. `nccl` holds the communication fits, `gemm` the measured
+    GEMM throughput (either may be absent)."""
 
     model_config = Strict
     planner_version: str
     created: datetime
     hardware: Optional[str] = Field(default=None, description="--hardware given when calibrating (catalog name or path)")
     nccl: Optional[NcclCalibration] = None
-    # --- gemm: the GEMM calibration (issue 5, another task) adds its optional section here,
-    # e.g. `gemm: Optional[GemmCalibration] = None`, and its own lookups below.
+    # --- gemm: measured GEMM throughput (planner/calibrate/gemm.py: rows, provenance, and the
+    # interpolation to other shapes); `gemm_time` below is what the compute model calls.
+    gemm: Optional[GemmCalibration] = None
+
+    # --- lookups for the compute model ---------------------------------------------
+    def gemm_time(self, M, N, K, precision, hw):
+        """Seconds of C[M,N] = A[M,K] @ B[K,N] from the GEMM calibration, or None when the
+        profile has no `gemm` section (then use compute.gemm_time). precision: 'bf16' | 'fp8'
+        or precision codes (planner.plan); arrays broadcast. Precisions the section has no
+        rows for fall back to the uncalibrated model inside."""
+        if self.gemm is None:
+            return None
+        from .gemm import calibrated_gemm_time
+
+        return calibrated_gemm_time(M, N, K, precision, hw, self.gemm)
 
     # --- lookups for the communication model --------------------------------------
     def group(self, collective: str, scope: str, ranks: int) -> Optional[CommGroup]:
@@ -323,12 +339,37 @@ def _repr_list(dumper, data):
 _Dumper.add_representer(list, _repr_list)
 
 
+def _drop_empty(d):
+    if isinstance(d, dict):
+        return {k: _drop_empty(v) for k, v in d.items() if v is not None and v != []}
+    if isinstance(d, list):
+        return [_drop_empty(v) for v in d]
+    return d
+
+
+class _FlowMap(dict):
+    """A mapping written on one line ({M: 4096, N: 4096, ...}): the GEMM rows."""
+
+
+_Dumper.add_representer(_FlowMap, lambda dumper, data: dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True))
+
+
 def dump_profile(profile: CalibrationProfile) -> str:
     head = (
         "# planner calibration profile. Units: SI unless the key names one (latency_us, busbw_GBps, time_us).\n"
         f"# Model per group: {MODEL_FORMULA}; factor(n) = nccl-tests bus bandwidth factor.\n"
     )
-    body = yaml.dump(profile.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    if profile.gemm is not None:
+        head += ("# gemm rows: C[M,N] = A[M,K] @ B[K,N], tflops = 2*M*N*K / time in 1e12 FLOP/s; "
+                 "other shapes: see planner/calibrate/gemm.py.\n")
+    data = profile.model_dump(mode="json")
+    for section in ("nccl", "gemm"):
+        if data[section] is None:  # an absent section is left out (a communication-only profile reads as before)
+            data.pop(section)
+    if profile.gemm is not None:  # unset optional fields and empty lists left out; one line per measured row
+        data["gemm"] = _drop_empty(profile.gemm.model_dump(mode="json"))
+        data["gemm"]["rows"] = [_FlowMap(r) for r in data["gemm"]["rows"]]
+    body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
     return head + body
 
 
@@ -338,6 +379,31 @@ def write_profile(profile: CalibrationProfile, path: str | Path) -> None:
         p.write_text(dump_profile(profile), encoding="utf-8")
     except OSError as e:
         raise PlannerError(f"{p}: cannot write the profile ({e.strerror})", "choose a writable -o path") from None
+
+
+def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optional[str] = None,
+                      created: Optional[datetime] = None) -> CalibrationProfile:
+    """The profile to write to `path` with `gemm` as its GEMM section.
+
+    A new file gets a new profile. An existing profile keeps its `nccl` section, its
+    `created` time (when the file was first written; the gemm section records its own) and
+    its `hardware`; the gemm section is replaced, not appended to. A file at `path` that is
+    not a valid profile is an error (it is not overwritten), as is a `hardware` that differs
+    from the profile's: one profile describes one kind of GPU."""
+    p = Path(path)
+    if not p.exists():
+        return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
+                                  hardware=hardware, gemm=gemm)
+    try:
+        old = load_profile(p)
+    except PlannerError as e:
+        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
+                           "choose another -o path, or remove the file") from None
+    if hardware is not None and old.hardware is not None and hardware != old.hardware:
+        raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, not {hardware!r}",
+                           "write the GEMM calibration to a separate -o file, or pass the same --hardware")
+    return CalibrationProfile(planner_version=__version__, created=old.created, hardware=hardware or old.hardware,
+                              nccl=old.nccl, gemm=gemm)
 
 
 def load_profile(path: str | Path) -> CalibrationProfile:
@@ -351,6 +417,6 @@ def load_profile(path: str | Path) -> CalibrationProfile:
 
 
 __all__ = [
-    "CalibrationProfile", "CommGroup", "FittedRegime", "Measurement", "NcclCalibration", "Residuals", "SourceFile",
-    "dump_profile", "load_profile", "profile_from_calibration", "write_profile",
+    "CalibrationProfile", "CommGroup", "FittedRegime", "GemmCalibration", "Measurement", "NcclCalibration", "Residuals",
+    "SourceFile", "dump_profile", "load_profile", "profile_from_calibration", "with_gemm_section", "write_profile",
 ]
