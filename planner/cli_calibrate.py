@@ -71,7 +71,7 @@ def nccl(
 ) -> None:
     """Fit latency and bus bandwidth per (collective, scope, ranks) to nccl-tests logs."""
     from .calibrate.nccl import calibrate_logs, scope_warnings
-    from .calibrate.profile import profile_from_calibration, write_profile
+    from .calibrate.profile import keep_gemm_section, profile_from_calibration, write_profile
 
     hw = None
     if hardware is not None:
@@ -84,6 +84,7 @@ def nccl(
         for w in scope_warnings(cal, hw.nvlink_domain, hw.gpus_per_node):
             warn(w)
     prof = profile_from_calibration(cal, hardware=hw.name if hw else None)
+    prof = keep_gemm_section(output, prof)
     write_profile(prof, output)
     out.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
     for table in _nccl_tables(prof):

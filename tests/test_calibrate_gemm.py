@@ -561,3 +561,13 @@ def test_explain_compute_time_follows_a_slower_gemm_profile(tmp_path):
     assert cal["time"]["compute_s"] > base["time"]["compute_s"]
     assert cal["time"]["tp_comm_s"] == base["time"]["tp_comm_s"]
     assert cal["calibration"]["used"] == ["gemm"]
+
+
+def test_nccl_calibration_keeps_an_existing_gemm_section(tmp_path):
+    out = tmp_path / "p.yaml"
+    assert _gemm("--from", REF, "--gpu-filter", "H100 80GB HBM3", "--hardware", "h100-sxm", "-o", out).exit_code == 0
+    r = runner.invoke(app, ["calibrate", "nccl", "tests/data/nccl_logs/h100_8gpu_allreduce_aws-p5-batch.txt",
+                            "--collective", "all_reduce", "--nodes", "1", "--hardware", "h100-sxm", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    prof = load_profile(out)
+    assert prof.gemm is not None and prof.nccl is not None

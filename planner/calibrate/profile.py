@@ -406,6 +406,23 @@ def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optiona
                               nccl=old.nccl, gemm=gemm)
 
 
+def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationProfile:
+    """`new` (an nccl calibration) with the GEMM section of the profile already at `path`,
+    so that `calibrate nccl -o P` and `calibrate gemm -o P` build one profile together. A
+    file at `path` that is not a valid profile is an error (it is not overwritten)."""
+    p = Path(path)
+    if not p.exists():
+        return new
+    try:
+        old = load_profile(p)
+    except PlannerError as e:
+        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
+                           "choose another -o path, or remove the file") from None
+    if old.gemm is None:
+        return new
+    return new.model_copy(update={"gemm": old.gemm})
+
+
 def load_profile(path: str | Path) -> CalibrationProfile:
     """Read and validate a profile YAML; PlannerError names the file and the field."""
     from ..catalog import read_yaml, validate  # catalog imports schema only; no cycle
@@ -418,5 +435,5 @@ def load_profile(path: str | Path) -> CalibrationProfile:
 
 __all__ = [
     "CalibrationProfile", "CommGroup", "FittedRegime", "GemmCalibration", "Measurement", "NcclCalibration", "Residuals",
-    "SourceFile", "dump_profile", "load_profile", "profile_from_calibration", "with_gemm_section", "write_profile",
+    "SourceFile", "dump_profile", "keep_gemm_section", "load_profile", "profile_from_calibration", "with_gemm_section", "write_profile",
 ]
