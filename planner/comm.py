@@ -670,13 +670,12 @@ UNIQUE_MIN = 64  # below this many elements the function is simply called
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
-    """A 1-d array's values as uint64 bit patterns (one-to-one per dtype)."""
-    if a.dtype.kind == "f" or a.dtype.kind == "c":
-        a = a.astype(np.float64) if a.dtype.kind == "f" else a
-        if a.dtype.itemsize != 8:
-            raise TypeError(f"apply_unique: unsupported dtype {a.dtype}")
-        return a.view(np.uint64)
-    return a.astype(np.int64).view(np.uint64)
+    """A 1-d array's values as uint64 bit patterns (one-to-one for floats, ints, bools)."""
+    if a.dtype.kind == "f":
+        return a.astype(np.float64).view(np.uint64)
+    if a.dtype.kind in "iub":
+        return a.astype(np.int64).view(np.uint64)
+    raise TypeError(f"apply_unique: unsupported dtype {a.dtype}")
 
 
 def apply_unique(fn, *args) -> np.ndarray:
@@ -687,16 +686,15 @@ def apply_unique(fn, *args) -> np.ndarray:
     A search asks for the same collective (size, group, stride) over and over; this is how
     `step.step_time` stays cheap on a million plans. Distinct tuples are found in two passes:
     runs of equal consecutive tuples (one comparison per element), then a sort of the run
-    heads (by a hash of their bit patterns; the tuples are then compared bit for bit). fn may raise on bad
-    values: it sees the same set of values either way."""
+    heads by a hash of their bit patterns, the tuples then compared bit for bit (0.0 and
+    -0.0 stay apart). fn may raise on bad values: it sees the same set of values either way."""
     arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
     shape = arrays[0].shape
     n = arrays[0].size
     if n < UNIQUE_MIN:
         return np.asarray(fn(*arrays))
     flat = [np.ascontiguousarray(a).ravel() for a in arrays]
-    # compare bit patterns, so that 0.0 and -0.0 (equal, but not always giving the same
-    # result) stay apart and equal NaNs meet
+    # bit patterns: 0.0 and -0.0 are equal but need not give the same result
     bits = [_bits(a) for a in flat]
     change = np.empty(n, dtype=bool)
     change[0] = True

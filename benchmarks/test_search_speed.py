@@ -1,0 +1,38 @@
+"""Speed of `planner fit` (pytest-benchmark; not part of the default test run).
+
+    python3 -m pytest benchmarks/ --benchmark-only
+
+Each case is a whole search as `planner fit` runs it: build the space, constraint codes,
+memory of every valid candidate, step time where it can still rank, the top 10 rows as
+explain JSON. extra_info records the counts and candidates per second (considered / mean
+wall time) so that the README table can be read off `--benchmark-json`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.schema import Job
+from planner.search import fit
+
+CASES = {
+    "llama3-405b on 16,384 H100": dict(model="llama3-405b", gpus=16384),
+    "llama3-70b on 4,096 H100": dict(model="llama3-70b", gpus=4096),
+    "llama3-405b on 131,072 H100": dict(model="llama3-405b", gpus=131072),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_fit_full_space(benchmark, case):
+    job = Job(**CASES[case])
+    fit(job)  # first call: imports, catalog loads
+    res = benchmark.pedantic(fit, args=(job,), rounds=5, iterations=1, warmup_rounds=1)
+    c = res.counts
+    assert c.considered == c.broke_constraint + c.did_not_fit + c.feasible
+    assert len(res.rows) == 10 and all(r["memory"]["fits"] for r in res.rows)
+    mean = benchmark.stats.stats.mean
+    benchmark.extra_info.update(
+        considered=c.considered, broke_constraint=c.broke_constraint, did_not_fit=c.did_not_fit,
+        feasible=c.feasible, memory_evaluations=c.memory_evaluations, time_evaluations=c.time_evaluations,
+        candidates_per_s=c.considered / mean, evaluations_per_s=(c.memory_evaluations + c.time_evaluations) / mean,
+    )

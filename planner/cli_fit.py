@@ -1,0 +1,199 @@
+"""`planner fit`: search every way to split a model on a GPU count and rank the plans that
+fit (planner/search.py). Table for people; json|yaml|csv rows with `explain`'s keys."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import render
+from .cli_common import Format, FormatOption, cli_errors, err, out, warn
+from .cli_core import load_job
+from .errors import PlannerError
+from .plan import DEFAULT_GLOBAL_BATCH_TOKENS
+from .search import OBJECTIVES, explain_args, fit
+from .space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
+from .units import parse_count
+
+GiB = 2.0**30
+DEFAULT_TOP = 10
+
+
+def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
+    """'8' -> (8,), '4,8' -> (4, 8); None stays None."""
+    if text is None:
+        return None
+    vals = []
+    for part in str(text).split(","):
+        if not part.strip():
+            continue
+        v = parse_count(part, option)
+        if v != int(v) or v < 1:
+            raise PlannerError(f"{option} {text!r}: {part.strip()!r} is not a positive whole number",
+                               f"give {option} as a number or a comma list, e.g. {option} 8 or {option} 4,8")
+        vals.append(int(v))
+    if not vals:
+        raise PlannerError(f"{option} is empty", f"give {option} as a number or a comma list, e.g. {option} 4,8")
+    return tuple(vals)
+
+
+def _names(text: Optional[str]) -> Optional[tuple[str, ...]]:
+    if text is None:
+        return None
+    return tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
+
+
+def _mesh(p: dict) -> str:
+    return f"{p['tp']}x{p['cp']}x{p['pp']}x{p['dp']}"
+
+
+def _sharding(p: dict) -> str:
+    return p["sharding"] + (f"/{p['shard_group']}" if p["shard_group"] else "")
+
+
+def _seconds(t: float) -> str:
+    return f"{t:,.0f}" if t >= 100 else f"{t:.3g}"
+
+
+def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
+    """The ranked plans (render.py's job; here until it moves there)."""
+    c = result.counts
+    rows = result.rows
+    p0 = rows[0]["plan"]
+    gpus_text = ", ".join(f"{g:,}" for g in gpus_list)
+    out.print(
+        f"[bold]{p0['model']}[/bold] on {gpus_text} x {p0['hardware']}, global batch {p0['global_batch']:,} x "
+        f"{p0['seq_len']:,} tokens, {p0['precision']}; ranked by {'step time' if result.objective == 'time' else result.objective}"
+    )
+    out.print(
+        f"  searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke a constraint, "
+        f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit"
+    )
+    for reason, n in sorted(c.reasons.items(), key=lambda kv: -kv[1]):
+        out.print(f"    {n:>12,}  {reason}")
+    tokens = rows[0]["throughput"].get("training_days") is not None
+    tab = Table(title_justify="left")
+    cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP"]
+    if rank_order_shown:
+        cols.append("rank order")
+    cols += ["GiB/GPU", "% HBM", "step s", "MFU", "tokens/s"]
+    if tokens:
+        cols.append("days")
+    if len(gpus_list) > 1:
+        cols.insert(1, "GPUs")
+    for col in cols:
+        tab.add_column(col, justify="left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order") else "right")
+    for i, r in enumerate(rows, 1):
+        p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
+        cells = [str(i), _mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
+                 p["recompute"], "on" if p["sequence_parallel"] else "off"]
+        if rank_order_shown:
+            cells.append(p["rank_order"])
+        cells += [f"{m['total_bytes'] / GiB:,.1f}", f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",
+                  _seconds(t["step_s"]), f"{100 * th['mfu']:.1f}%", f"{th['tokens_per_s']:,.0f}"]
+        if tokens:
+            cells.append(f"{th['training_days']:,.1f}")
+        if len(gpus_list) > 1:
+            cells.insert(1, f"{p['gpus']:,}")
+        tab.add_row(*cells)
+    # a pipe or file gets the table's natural width; a terminal gets rich's fit to its width
+    (out if out.is_terminal else Console(soft_wrap=True, width=1000)).print(tab)
+    out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage")
+    out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
+    out.print("  (or add --explain N to this command for the breakdown of row N)")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("fit")
+    @cli_errors
+    def fit_cmd(
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
+        gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or a comma list of counts to compare (e.g. 2048,4096)"),
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: h100-sxm)"),
+        tp: Optional[str] = typer.Option(None, "--tp", help="pin TP, a value or a comma list (default: divisors of the NVLink domain)"),
+        cp: Optional[str] = typer.Option(None, "--cp", help="pin CP (default: divisors of the sequence length)"),
+        pp: Optional[str] = typer.Option(None, "--pp", help="pin PP (default: 1 .. layers)"),
+        vpp: Optional[str] = typer.Option(None, "--vpp", help="pin virtual stages per GPU (default: 1 .. layers/pp)"),
+        dp: Optional[str] = typer.Option(None, "--dp", help="pin DP (default: gpus / (tp cp pp))"),
+        micro_batch: Optional[str] = typer.Option(None, "--micro-batch", help="pin sequences per micro-batch (default: divisors of the global batch)"),
+        max_tp: Optional[int] = typer.Option(None, "--max-tp", help="upper bound on TP"),
+        max_cp: Optional[int] = typer.Option(None, "--max-cp", help="upper bound on CP"),
+        max_pp: Optional[int] = typer.Option(None, "--max-pp", help="upper bound on PP"),
+        max_vpp: Optional[int] = typer.Option(None, "--max-vpp", help="upper bound on virtual stages per GPU"),
+        max_dp: Optional[int] = typer.Option(None, "--max-dp", help="upper bound on DP"),
+        max_micro_batch: Optional[int] = typer.Option(None, "--max-micro-batch", help="upper bound on the micro-batch"),
+        sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a comma list (default: all)"),
+        shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
+        recompute: Optional[str] = typer.Option(None, "--recompute", help="pin recompute: none|selective|full or a comma list (default: all)"),
+        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="pin SP (default: both where tp > 1)"),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help="pin pipeline schedules, comma list of 1f1b|interleaved|zb-h1|gpipe (default: 1f1b for vpp 1, interleaved for vpp >= 2)"),
+        rank_orders: str = typer.Option(RANK_ORDERS_TP_INNER, "--rank-orders", help="tp-inner (TP innermost, 6 orders), all (24), or a comma list of orders like tp-cp-pp-dp"),
+        max_layer_slack: int = typer.Option(DEFAULT_LAYER_SLACK, "--max-layer-slack", help="layers an uneven pipeline split may lack: 2 = the first and last stage one layer lighter (Llama 3 sec. 3.3.2)"),
+        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
+        global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
+        global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help=f"tokens per step (default: {DEFAULT_GLOBAL_BATCH_TOKENS:,} = 2,048 x 8,192, the seed's)"),
+        precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 (default: bf16)"),
+        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: mixed16)"),
+        activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch | korthikanti (default: arch)"),
+        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: flash)"),
+        causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
+        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free (default: 0.10)"),
+        reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),
+        tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens (e.g. 15T): adds training days"),
+        calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
+        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: off)"),
+        objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
+        top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
+        explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
+        fmt: Format = FormatOption,
+    ):
+        """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
+        micro-batch, sharding, recompute, SP, schedule, rank order) by step time; exit 1 with
+        the closest plan when none fits."""
+        gpus_list = list(_ints(gpus, "--gpus") or ())
+        job, where = load_job(None, dict(
+            model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
+            global_batch=global_batch,
+            global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
+            precision=precision, bytes_per_param=bytes_per_param, activation_model=activation_model,
+            attention=attention, causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
+            tokens=parse_count(tokens, "--tokens") if tokens else None,
+            calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
+        ))
+        if objective not in OBJECTIVES:
+            raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
+        opts = SpaceOptions(
+            tp=_ints(tp, "--tp"), cp=_ints(cp, "--cp"), pp=_ints(pp, "--pp"), vpp=_ints(vpp, "--vpp"),
+            dp=_ints(dp, "--dp"), micro_batch=_ints(micro_batch, "--micro-batch"),
+            max_tp=max_tp, max_cp=max_cp, max_pp=max_pp, max_vpp=max_vpp, max_dp=max_dp, max_micro_batch=max_micro_batch,
+            sharding=_names(sharding), shard_group=_ints(shard_group, "--shard-group"), recompute=_names(recompute),
+            sequence_parallel=sequence_parallel, schedule=_names(schedule),
+            rank_orders=rank_orders if "," not in rank_orders else _names(rank_orders), max_layer_slack=max_layer_slack,
+        )
+        if explain_row is not None and explain_row < 1:
+            raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
+        result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where)
+        for w in result.warnings:
+            warn(w)
+        rows = result.rows
+        if explain_row is not None:
+            if explain_row > len(rows):
+                raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
+            res = rows[explain_row - 1]
+            render.emit(res, fmt, lambda: render.explain_table(res, res.get("warnings", [])))
+            if fmt == Format.table:
+                out.print(f"  the same: planner explain {shlex.join(explain_args(job, res))}")
+            return
+        rows = rows[:top]
+        if fmt != Format.table:
+            c = result.counts
+            err.print(f"note: searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke "
+                      f"a constraint, {c.did_not_fit:,} did not fit, {c.feasible:,} fit", highlight=False)
+        shown_orders = opts.rank_orders != RANK_ORDERS_TP_INNER or any(r["plan"]["rank_order"] != "tp-cp-pp-dp" for r in rows)
+        render.emit(rows, fmt, lambda: fit_table(result.__class__(**{**result.__dict__, "rows": rows}), job,
+                                                   result.gpus, shown_orders))

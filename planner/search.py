@@ -1,0 +1,432 @@
+"""`planner fit`: build the space (space.py), evaluate it with the cost functions `explain`
+uses, drop what breaks a constraint or does not fit, rank. Units: bytes, seconds, tokens.
+
+There is no formula here. Memory is `memory.memory_terms`, time is `step.step_time`, the
+rows are `explain.evaluate` + `explain.to_json` on the winning plans, so every row is what
+`planner explain` prints for the same settings (tests/test_search.py checks it row by row).
+
+Order of work (every step an array operation over many candidates; the only Python loops
+run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K rows shown):
+ 1. constraint codes for every base row (space.constraint_codes, resolve's rules);
+ 2. memory of every valid (base row, recompute) candidate; fits = total <= usable HBM.
+    Memory does not depend on the rank order, so this runs once per placement class;
+ 3. step time of each fitting candidate at its first distinct rank order;
+ 4. the other rank orders, only where they can still reach the top K (branch and bound):
+    a placement changes where groups communicate, never the compute or the optimizer step,
+    and every time term is >= 0, so step >= compute + optimizer for every order. A
+    candidate whose compute + optimizer exceeds the K-th best step time already found
+    cannot enter the top K. Both facts are checked on every pair the search evaluates
+    (the same compute + optimizer for every order of a candidate, step >= it); if either
+    fails, because the cost model changed, every order is evaluated instead
+    (Counts.bound_fallback). tests/test_search.py checks the facts and that the ranking
+    equals an exhaustive evaluation's;
+ 5. rank by the objective (time: step time; cost: GPU-seconds per token, gpus x step /
+    tokens per step, which orders like time for one GPU count and compares GPU counts;
+    memory: bytes per GPU), ties broken by lower memory (then by time). Orders that give
+    a candidate the same step time are one row: the first of them (comm.ORDER_CODES).
+
+Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
+(space.py) counted once, a rank order being part of a candidate.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import memory as mem
+from .errors import NoFitError, PlannerError
+from .explain import evaluate, to_json
+from .plan import SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve
+from .schema import Job
+from .space import OK, REASONS, Space, SpaceOptions, build_space, settings_for
+from .step import step_time
+
+# Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
+# measured 5x faster than one block of a million). Step time: 262,144, because each
+# step_time call pays a fixed cost for its collectives (comm.apply_unique, group_collective)
+# that a larger block spreads thinner (measured on the 2-core CI machine).
+CHUNK = 32768
+TIME_CHUNK = 262144
+OBJECTIVES = ("time", "memory", "cost")
+GiB = 2.0**30
+
+
+@dataclass
+class Counts:
+    considered: int = 0
+    broke_constraint: int = 0
+    did_not_fit: int = 0
+    feasible: int = 0
+    reasons: dict = field(default_factory=dict)  # reason text -> candidates
+    memory_evaluations: int = 0  # candidates whose memory was computed
+    time_evaluations: int = 0  # candidates whose step time was computed
+    bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
+    slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
+
+    def add(self, o: "Counts") -> None:
+        for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
+                  "slack_dropped"):
+            setattr(self, k, getattr(self, k) + getattr(o, k))
+        self.bound_fallback |= o.bound_fallback
+        for k, v in o.reasons.items():
+            self.reasons[k] = self.reasons.get(k, 0) + v
+
+    def as_dict(self) -> dict:
+        return dict(considered=self.considered, broke_constraint=self.broke_constraint, did_not_fit=self.did_not_fit,
+                    feasible=self.feasible, broke_by_reason=dict(self.reasons),
+                    memory_evaluations=self.memory_evaluations, time_evaluations=self.time_evaluations,
+                    bound_fallback=self.bound_fallback)
+
+
+@dataclass
+class Ranked:
+    """The ranked candidates of one GPU count (arrays, best first) and what they need to
+    become rows."""
+
+    settings: Settings
+    space: Space
+    base: np.ndarray  # base row
+    rc: np.ndarray  # recompute index
+    order: np.ndarray  # rank-order code
+    objective: np.ndarray
+    memory: np.ndarray
+    step: np.ndarray
+
+
+@dataclass
+class FitResult:
+    rows: list  # explain JSON objects, best first
+    counts: Counts
+    objective: str
+    gpus: list
+    wall_s: float
+    warnings: list
+    feasible: list = field(default_factory=list)  # optional: every feasible candidate (tests)
+
+
+def _blocks(n: int, chunk: int = CHUNK):
+    for a in range(0, n, chunk):
+        yield slice(a, min(a + chunk, n))
+
+
+def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
+    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index)."""
+    out = np.empty(len(bidx))
+    for s in _blocks(len(bidx)):
+        out[s] = mem.memory_terms(space.settings, space.plans(bidx[s], rcidx[s]))[0].total
+    return out
+
+
+def step_times(space: Space, bidx, rcidx, order) -> tuple[np.ndarray, np.ndarray]:
+    """(step seconds, compute + optimizer seconds) from step.step_time."""
+    n = len(bidx)
+    step, floor = np.empty(n), np.empty(n)
+    for s in _blocks(n, TIME_CHUNK):
+        t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s]))
+        step[s] = t.total
+        floor[s] = t.compute + t.optimizer
+    return step, floor
+
+
+def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) -> np.ndarray:
+    if kind == "time":
+        return step
+    if kind == "memory":
+        return memory
+    tokens = space.base.gbs[bidx] * space.base.seq[bidx]
+    return settings.gpus * step / tokens  # GPU-seconds per token
+
+
+def _top(keys: tuple, k: int) -> np.ndarray:
+    """Indices of the k best by the lexicographic keys (first key most significant), with
+    every candidate tied with the k-th on the first key kept before the final sort."""
+    first = keys[0]
+    if len(first) > 4 * k:
+        kth = np.partition(first, k - 1)[k - 1]
+        idx = np.flatnonzero(first <= kth)
+    else:
+        idx = np.arange(len(first))
+    order = np.lexsort(tuple(key[idx] for key in reversed(keys)) if len(keys) > 1 else (first[idx],))
+    return idx[order][:k]
+
+
+def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
+               keep_feasible: bool = False, where: str = ""):
+    """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
+    settings, gbs, seq, warnings = settings_for(job, where=where)
+    space = build_space(settings, gbs, seq, job.precision, opts)
+    n_rc = len(space.recompute)
+    n_ord = space.n_orders
+    c = Counts(considered=space.considered, slack_dropped=space.slack_dropped)
+    c.broke_constraint = int(sum(space.reasons.values()))
+    c.reasons = {REASONS[k]: v for k, v in sorted(space.reasons.items())}
+    bad = space.codes != OK
+
+    # ---- memory of every valid candidate (base row x recompute)
+    vrows = np.flatnonzero(~bad)
+    bidx = np.repeat(vrows, n_rc)
+    rcidx = np.tile(np.arange(n_rc), len(vrows))
+    memory = memory_totals(space, bidx, rcidx)
+    c.memory_evaluations = len(bidx)
+    usable = mem.capacity(settings)[1]
+    fits = memory <= usable
+    mult = n_ord[bidx]
+    c.feasible = int(mult[fits].sum())
+    c.did_not_fit = int(mult[~fits].sum())
+    closest = None
+    if len(bidx):
+        j = int(np.argmin(memory))
+        closest = (settings, space, int(bidx[j]), int(rcidx[j]), float(memory[j]))
+    feasible = None
+    if not fits.any():
+        return None, c, closest, warnings, feasible
+    fb, fr, fm = bidx[fits], rcidx[fits], memory[fits]
+
+    # ---- step time, first distinct order of each fitting candidate
+    first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
+    step1, floor1 = step_times(space, fb, fr, first_order)
+    c.time_evaluations = len(fb)
+    if objective == "memory":
+        obj1 = fm
+    else:
+        obj1 = _objective(objective, settings, space, step1, fm, fb)
+    # ---- the other orders: where they can still reach the top k (module docstring, step 4)
+    ok = space.order_ok[fb].copy()
+    ok[np.arange(len(fb)), np.argmax(ok, axis=1)] = False
+    if not keep_feasible:
+        k = min(top, len(fb))
+        kth = np.partition(obj1, k - 1)[k - 1]  # the k-th best of real candidates: >= the final k-th
+        if objective == "memory":
+            ok &= (fm <= kth)[:, None]
+        else:
+            ok &= (_objective(objective, settings, space, floor1, fm, fb) <= kth)[:, None]
+    oi, ri = np.nonzero(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
+    pb, pr, po = fb[ri], fr[ri], space.orders[oi]
+    step2, floor2 = step_times(space, pb, pr, po)
+    c.time_evaluations += len(pb)
+    if not keep_feasible and not (np.array_equal(floor2, floor1[ri]) and np.all(step1 >= floor1) and np.all(step2 >= floor2)):
+        # the cost model no longer has the two facts the bound rests on: evaluate every order
+        rest = space.order_ok[fb].copy()
+        rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
+        rest &= ~ok
+        oi2, ri2 = np.nonzero(rest.T)
+        step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2])
+        c.time_evaluations += len(ri2)
+        ri, pb, pr, po = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),
+                          np.concatenate([po, space.orders[oi2]]))
+        step2 = np.concatenate([step2, step3])
+        c.bound_fallback = True
+    all_b = np.concatenate([fb, pb])
+    all_r = np.concatenate([fr, pr])
+    all_o = np.concatenate([first_order, po])
+    all_s = np.concatenate([step1, step2])
+    all_m = np.concatenate([fm, fm[ri]])
+    all_obj = _objective(objective, settings, space, all_s, all_m, all_b)
+    if keep_feasible:
+        feasible = dict(base=all_b, rc=all_r, order=all_o, step=all_s, memory=all_m, space=space)
+    keys = (all_obj, all_m, all_s) if objective == "memory" else (all_obj, all_m)
+    window = _top(keys, min(top * len(space.orders), len(all_obj)))
+    # one row per candidate and result: an order that gives the same step time as a better
+    # ranked order of the same candidate is the same row (the first order listed is kept)
+    seen, idx = set(), []
+    for i in window:
+        key = (int(all_b[i]), int(all_r[i]), float(all_s[i]))
+        if key not in seen:
+            seen.add(key)
+            idx.append(i)
+            if len(idx) == top:
+                break
+    idx = np.asarray(idx, dtype=np.int64)
+    ranked = Ranked(settings=settings, space=space, base=all_b[idx], rc=all_r[idx], order=all_o[idx],
+                    objective=all_obj[idx], memory=all_m[idx], step=all_s[idx])
+    return ranked, c, closest, warnings, feasible
+
+
+def _job_fields(job: Job, row_plan: dict) -> dict:
+    """The Job fields of one row (plan_dict keys that are Job fields), with the model and
+    hardware named as the user named them (a path stays a path)."""
+    keys = set(Job.model_fields) - {"global_batch_tokens", "model", "hardware"}
+    d = {k: v for k, v in row_plan.items() if k in keys}
+    d.update(model=job.model, hardware=job.hardware)
+    return d
+
+
+def row_job(job: Job, row: dict) -> Job:
+    """The Job that `planner explain` takes to reproduce a fit row."""
+    return Job(**_job_fields(job, row["plan"]))
+
+
+def explain_args(job: Job, row: dict) -> list[str]:
+    """`planner explain` command-line arguments that reproduce a fit row (options left at
+    the Job defaults, which explain shares, are left out)."""
+    d = _job_fields(job, row["plan"])
+    defaults = {k: f.default for k, f in Job.model_fields.items()}
+    if d["sequence_parallel"] == (d["tp"] > 1):
+        d["sequence_parallel"] = None
+    if d["schedule"] == ("interleaved" if d["vpp"] > 1 else "1f1b"):
+        d["schedule"] = None
+    flags = [("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("vpp", "--vpp"), ("dp", "--dp"),
+             ("micro_batch", "--micro-batch"), ("global_batch", "--global-batch"), ("seq_len", "--seq-len"),
+             ("sharding", "--sharding"), ("shard_group", "--shard-group"), ("recompute", "--recompute"),
+             ("precision", "--precision"), ("schedule", "--schedule"), ("rank_order", "--rank-order"),
+             ("activation_model", "--activation-model"), ("attention", "--attention"),
+             ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
+             ("calibration", "--calibration")]
+    args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
+    if d["hardware"] != defaults["hardware"]:
+        args += ["--hardware", str(d["hardware"])]
+    for key, flag in flags:
+        v = d.get(key)
+        if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
+            continue
+        if isinstance(v, float):
+            v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
+        args += [flag, str(v)]
+    for key, on, off in (("sequence_parallel", "--sequence-parallel", "--no-sequence-parallel"),
+                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops"),
+                         ("tp_comm_overlap", "--tp-comm-overlap", "--no-tp-comm-overlap")):
+        v = d.get(key)
+        if v is not None and v != defaults.get(key):
+            args.append(on if v else off)
+    if d["bytes_per_param"] != defaults["bytes_per_param"]:
+        if not isinstance(d["bytes_per_param"], str):
+            raise PlannerError("a custom bytes_per_param has no explain option", "use a job YAML with the row's plan")
+        args += ["--bytes-per-param", d["bytes_per_param"]]
+    return args
+
+
+def rows_of(ranked: Ranked) -> list[dict]:
+    """explain's JSON for the ranked candidates: evaluate + to_json on those plans."""
+    plan = ranked.space.plans(ranked.base, ranked.rc, ranked.order)
+    est = evaluate(ranked.settings, plan)
+    return [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
+
+
+def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list) -> NoFitError:
+    closests = [x for x in closests if x is not None]
+    where = f"{job.model} on {', '.join(f'{g:,}' for g in gpus_list)} x {job.hardware}"
+    if not closests:
+        reasons = sorted(counts.reasons.items(), key=lambda kv: -kv[1])
+        text = "".join(f"; {r}: {n:,}" for r, n in reasons[:4])
+        slack = (f"; {counts.slack_dropped:,} pipeline splits (pp, vpp) left out because the layers do not split "
+                 f"evenly enough (--max-layer-slack)") if counts.slack_dropped else ""
+        return NoFitError(
+            f"no plan for {where} satisfies the constraints ({counts.considered:,} candidates{text}{slack})",
+            "relax the pinned axes, or change --gpus, --global-batch or --seq-len so the mesh and batch divide"
+            + (", or raise --max-layer-slack" if slack else ""),
+        )
+    settings, space, b, r, total = min(closests, key=lambda x: x[4])
+    plan = space.plans(np.array([b]), np.array([r]))
+    terms, _ = mem.memory_terms(settings, plan)
+    cap, usable = mem.capacity(settings)
+    grouped = {k: float(v[0]) for k, v in mem.grouped(terms).items() if k != "total_bytes"}
+    top_term, top_bytes = max(grouped.items(), key=lambda kv: kv[1])
+    raw = {k: float(v[0]) for k, v in terms.items()}
+    raw_term, raw_bytes = max(raw.items(), key=lambda kv: kv[1])
+    p = {f: int(getattr(plan, f)[0]) for f in ("tp", "cp", "pp", "vpp", "dp", "mbs", "sharding", "shard", "recompute")}
+    shard = SHARDING_NAMES[p["sharding"]] + (f" (shard group {p['shard']})" if p["sharding"] == HSDP else "")
+    desc = (f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}" + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
+            + f", {shard}, micro-batch {p['mbs']}, recompute {RECOMPUTE_NAMES[p['recompute']]}, on {settings.gpus:,} GPUs")
+    over = total - usable
+    hints = {
+        "weights_bytes": "shard the weights (--sharding fsdp), add GPUs, or use a GPU with more HBM",
+        "gradients_bytes": "shard the gradients (zero2/fsdp), add GPUs, or use a GPU with more HBM",
+        "optimizer_bytes": "shard the optimizer state (zero1 and up) over more GPUs, or use a GPU with more HBM",
+        "activations_bytes": "allow full recompute, more TP/CP/PP, a shorter --seq-len or a GPU with more HBM",
+        "other_bytes": "lower --reserve-gib or use a GPU with more HBM",
+    }
+    e = NoFitError(
+        f"nothing fits {where}: the smallest plan found, {desc}, needs {total / GiB:,.1f} GiB per GPU, "
+        f"{over / GiB:,.1f} GiB over the usable {usable / GiB:,.1f} GiB (HBM {cap / GiB:,.1f} GiB x "
+        f"(1 - headroom {settings.headroom:g})); largest component: {top_term.replace('_bytes', '')} "
+        f"{top_bytes / GiB:,.1f} GiB (largest term {raw_term} {raw_bytes / GiB:,.1f} GiB). "
+        f"Searched {counts.considered:,} candidates: {counts.broke_constraint:,} broke a constraint, "
+        f"{counts.did_not_fit:,} did not fit",
+        hints[top_term],
+    )
+    e.closest = to_json(settings, plan, evaluate(settings, plan), 0)  # explain's JSON of the closest plan
+    e.overflow_bytes = over
+    e.largest_component = top_term.replace("_bytes", "")
+    return e
+
+
+def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = SpaceOptions(), objective: str = "time",
+        top: int = 10, keep_feasible: bool = False, where: str = "") -> FitResult:
+    """Search every GPU count of gpus_list (default: job.gpus), rank, return the top rows
+    (explain JSON, best first). Raises NoFitError (exit 1) when nothing fits."""
+    if objective not in OBJECTIVES:
+        raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
+    if top < 1:
+        raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
+    t0 = _time.perf_counter()
+    gpus_list = list(gpus_list or [job.gpus])
+    counts = Counts()
+    ranked_all, closests, warnings, feasible = [], [], [], []
+    for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
+        ranked, c, closest, w, fz = search_one(job.model_copy(update=dict(gpus=g)), opts, objective, top,
+                                              keep_feasible, where)
+        counts.add(c)
+        warnings += [x for x in w if x not in warnings]
+        closests.append(closest)
+        if ranked is not None:
+            ranked_all.append(ranked)
+        if fz is not None:
+            feasible.append(fz)
+    if not ranked_all:
+        raise _no_fit(job, closests, counts, gpus_list)
+    # merge the GPU counts: best objective, then memory (then time for --objective memory)
+    cand = [(float(r.objective[i]), float(r.memory[i]), float(r.step[i]), n, i)
+            for n, r in enumerate(ranked_all) for i in range(len(r.base))]
+    cand.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
+    cand = cand[:top]
+    rows = []
+    for n, r in enumerate(ranked_all):
+        pick = [i for (_, _, _, nn, i) in cand if nn == n]
+        if not pick:
+            continue
+        sub = Ranked(settings=r.settings, space=r.space, base=r.base[pick], rc=r.rc[pick], order=r.order[pick],
+                     objective=r.objective[pick], memory=r.memory[pick], step=r.step[pick])
+        rows += [(float(r.objective[i]), float(r.memory[i]), float(r.step[i]), row) for i, row in zip(pick, rows_of(sub))]
+    rows.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
+    out = []
+    for _, _, _, row in rows:
+        _, _, w = resolve(row_job(job, row), where)  # the explain path accepts the row
+        row["warnings"] = w
+        out.append(row)
+    return FitResult(rows=out, counts=counts, objective=objective, gpus=gpus_list,
+                     wall_s=_time.perf_counter() - t0, warnings=warnings, feasible=feasible)
+
+
+def load_fit_rows(path) -> list[dict]:
+    """The rows of `planner fit --format json|yaml` saved to a file."""
+    import json
+    from pathlib import Path
+
+    from .catalog import read_yaml
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        data = read_yaml(Path(path))
+    except OSError as e:
+        raise PlannerError(f"{path}: cannot read ({e.strerror})", "save the fit with: planner fit ... --format json > fit.json") from None
+    if not isinstance(data, list) or not all(isinstance(r, dict) and "plan" in r for r in data):
+        raise PlannerError(f"{path}: not the output of `planner fit --format json`", "save it with: planner fit ... --format json > fit.json")
+    return data
+
+
+def fit_row_job(rows: list[dict], n: int, where: str = "", **overrides) -> Job:
+    """The Job of row n (from 1) of a saved fit, for `planner explain --from-fit FILE --row N`;
+    overrides (e.g. model=PATH when the fit used a model file) replace plan fields."""
+    if not 1 <= n <= len(rows):
+        raise PlannerError(f"{where}row {n} does not exist: the fit has {len(rows)} rows", f"choose a row from 1 to {len(rows)}")
+    from .catalog import validate
+
+    plan = rows[n - 1]["plan"]
+    keys = set(Job.model_fields) - {"global_batch_tokens"}
+    fields = {k: v for k, v in plan.items() if k in keys}
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    return validate(Job, fields, f"{where}row {n}")

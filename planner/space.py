@@ -1,0 +1,402 @@
+"""The search space of `planner fit`: every candidate plan as 1-d int64 arrays, and the
+constraint check of `plan.resolve`, vectorized. Units: counts (degrees, sequences, tokens,
+GPUs); nothing here computes a cost.
+
+A candidate is one value of each axis (below). The space is built level by level with
+array operations (a parent table, a boolean "which choices this row allows" matrix, and
+`np.nonzero` to list the (row, choice) pairs), never with a Python loop over candidates.
+
+Axes and their choice lists (an option such as `--tp 8` or `--max-pp 16` replaces or bounds a
+list; a pinned value is taken as given, and the constraint check then says if it breaks a rule):
+  tp         divisors of the hardware's NVLink domain (TP inside one NVLink domain [1] sec. 3.3)
+  cp         divisors of the sequence length (each CP rank holds seq/cp tokens [2])
+  pp         1 .. num_layers (uneven stages are allowed: the heaviest holds ceil(L/(pp vpp))
+             layers per chunk, memory.layers_on_heaviest_stage)
+             A mesh (tp, cp, pp) whose product does not divide the GPU count has no dp; it
+             counts as one candidate that breaks a constraint and is not expanded further.
+  dp         derived: gpus / (tp cp pp)
+  vpp        1 when pp = 1 (no pipeline, no virtual stages); else 1 .. floor(L / pp)
+             (pp, vpp) such that pp*vpp chunks of ceil(L/(pp vpp)) layers hold at most
+             `--max-layer-slack` (default 2) layers more than the model: an even split, or
+             the first and the last stage one layer lighter each, as Llama 3 405B's 126
+             layers on 16 stages of 8 ([4] sec. 3.3.2; those stages also hold the embedding
+             and the output layer). Pinned pp or vpp values are filtered the same way.
+  schedule   by default derived from vpp: 1f1b for vpp = 1, interleaved 1F1B for vpp >= 2;
+             `--schedule` lists schedules to cross with vpp instead
+  micro_batch  divisors of the global batch (sequences)
+  sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3])
+  sharding   none, zero1, zero2, fsdp, and hsdp with every shard group s that divides dp,
+             2 <= s < dp (s = dp is fsdp, and s = 1 keeps a full copy per rank like no
+             sharding while paying FSDP's traffic: neither is a separate candidate)
+  recompute  none, selective, full
+  rank order by default the arrangements of the mesh axes that keep TP innermost ([4] sec.
+             3.3.2: TP innermost, on NVLink); `all`: all 24. Arrangements that differ only in
+             where a size-1 axis sits give the same strides to every axis that communicates,
+             hence the same plan: only the first (lowest code, comm.ORDER_CODES) is kept.
+
+Constraints (`constraint_codes`), in the order `plan.resolve` checks them and with its rules:
+  MESH            tp*cp*pp*dp == gpus
+  BATCH           global batch % (dp * micro_batch) == 0
+  HEADS           heads % tp == 0
+  KV_HEADS        kv_heads % tp == 0 or tp % kv_heads == 0
+  SEQ_CP          seq % cp == 0
+  PP_LAYERS       pp <= num_layers
+  VPP_SCHEDULE    vpp > 1 only with the interleaved schedule
+  INTERLEAVED_PP  interleaved needs pp >= 2 and vpp >= 2
+  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM)
+  VPP_LAYERS      interleaved needs pp*vpp <= num_layers
+  TP_OVERLAP_SP   TP-communication overlap (a setting) needs sequence parallelism
+  SP_TP           sequence parallel needs tp > 1
+  HSDP_SHARD      hsdp: shard group divides dp
+  SHARD_NOT_HSDP  a shard group other than dp only with hsdp
+tests/test_search.py checks that resolve raises exactly where a code is not OK, with the
+message of that rule, on candidates built to break every rule.
+
+The rules up to VPP_LAYERS read only the mesh, the pipeline split and the micro-batch, so they
+are checked before SP and sharding are crossed in: a row that breaks one is counted with its
+multiplicity (SP choices x sharding options x recompute x rank orders) and not expanded.
+Counts are exact: `considered` = every candidate = broken + valid (tests/test_search.py
+compares them with a plain loop over the same space).
+
+References
+[1] Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+    Using Megatron-LM", sec. 3.3 (tensor parallelism up to the GPUs of one server).
+[2] Liu et al. 2023, "Ring Attention with Blockwise Transformers" (context parallelism).
+[3] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", sec. 4.2.2 (sequence parallelism).
+[4] Llama Team 2024, "The Llama 3 Herd of Models", arXiv:2407.21783, sec. 3.3.2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .comm import ORDERS, order_code, strides_by_code
+from .errors import PlannerError
+from .pipeline import INTERLEAVED, ONE_F_ONE_B, schedule_code
+from .plan import (
+    HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, resolve,
+)
+from .schema import Job
+
+# ----------------------------------------------------------------- constraint codes
+OK = 0
+(MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
+ TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP) = range(1, 15)
+REASONS = {
+    MESH: "tp*cp*pp does not divide the GPU count",
+    BATCH: "global batch does not divide into dp x micro-batch",
+    HEADS: "tp does not divide the attention heads",
+    KV_HEADS: "tp and the KV heads do not divide one another",
+    SEQ_CP: "cp does not divide the sequence length",
+    PP_LAYERS: "more pipeline stages than layers",
+    VPP_SCHEDULE: "vpp > 1 without the interleaved schedule",
+    INTERLEAVED_PP: "interleaved schedule with pp < 2 or vpp < 2",
+    INTERLEAVED_M: "interleaved schedule with micro-batches per step not divisible by pp",
+    VPP_LAYERS: "pp*vpp exceeds the layers",
+    TP_OVERLAP_SP: "TP-communication overlap without sequence parallelism",
+    SP_TP: "sequence parallel with tp = 1",
+    HSDP_SHARD: "hsdp shard group does not divide dp",
+    SHARD_NOT_HSDP: "shard group without hsdp",
+}
+# the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
+LAST_BATCH_RULE = VPP_LAYERS
+
+
+def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
+    """The first rule of `plan.resolve` that each candidate breaks (OK = 0), vectorized, in
+    resolve's order. `plan.dp` is 0 where tp*cp*pp does not divide the GPU count (no dp).
+    upto: check only the rules with codes <= upto."""
+    model = settings.model
+    L, a, k = model.num_layers, model.num_attention_heads, model.kv_heads
+    tp, cp, pp, vpp, dp, mbs = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp, plan.mbs
+    dp_safe = np.maximum(dp, 1)
+    inter = plan.schedule == INTERLEAVED
+    rules = [
+        lambda: tp * cp * pp * dp != settings.gpus,
+        lambda: plan.gbs % (dp_safe * mbs) != 0,
+        lambda: a % tp != 0,
+        lambda: (k % tp != 0) & (tp % k != 0),
+        lambda: plan.seq % cp != 0,
+        lambda: pp > L,
+        lambda: (vpp > 1) & ~inter,
+        lambda: inter & ((pp < 2) | (vpp < 2)),
+        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
+        lambda: inter & (pp * vpp > L),
+        lambda: np.full(np.shape(tp), bool(settings.tp_comm_overlap)) & (plan.sp == 0),
+        lambda: (plan.sp > 0) & (tp == 1),
+        lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
+        lambda: (plan.sharding != HSDP) & (plan.shard != dp),
+    ]
+    n = len(rules) if upto is None else upto
+    codes = np.zeros(np.shape(tp), dtype=np.int64)
+    for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
+        codes = np.where(rules[code - 1](), code, codes)
+    return codes
+
+
+RANK_ORDERS_TP_INNER = "tp-inner"
+RANK_ORDERS_ALL = "all"
+SP_OFF_ON = np.array([1, 0], dtype=np.int64)  # searched SP values, on first
+# Layers a pipeline split may lack: pp*vpp chunks of ceil(L/(pp*vpp)) layers may hold up to
+# this many layers more than the model, i.e. the first and the last stage one layer lighter
+# each, as Llama 3 405B's 126 layers on 16 stages of 8 ([4] sec. 3.3.2: "we reduce one
+# Transformer layer each from the first and the last stages", which carry the embedding and
+# the output layer).
+DEFAULT_LAYER_SLACK = 2
+
+
+# ------------------------------------------------------------------------ options
+@dataclass(frozen=True)
+class SpaceOptions:
+    """Pins (a tuple of allowed values; None = the axis' own list) and upper bounds."""
+
+    tp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    vpp: tuple[int, ...] | None = None
+    dp: tuple[int, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
+    max_tp: int | None = None
+    max_cp: int | None = None
+    max_pp: int | None = None
+    max_vpp: int | None = None
+    max_dp: int | None = None
+    max_micro_batch: int | None = None
+    sharding: tuple[str, ...] | None = None
+    shard_group: tuple[int, ...] | None = None
+    recompute: tuple[str, ...] | None = None
+    sequence_parallel: bool | None = None
+    schedule: tuple[str, ...] | None = None
+    rank_orders: str | tuple[str, ...] = RANK_ORDERS_TP_INNER
+    max_layer_slack: int = DEFAULT_LAYER_SLACK
+
+
+def _divisors(n: int) -> np.ndarray:
+    d = np.arange(1, int(n) + 1, dtype=np.int64)
+    return d[n % d == 0]
+
+
+def _axis(natural: np.ndarray, pins, bound) -> np.ndarray:
+    vals = np.asarray(sorted(set(pins)), dtype=np.int64) if pins else np.asarray(natural, dtype=np.int64)
+    if bound is not None:
+        vals = vals[vals <= bound]
+    return vals
+
+
+def layer_slack(num_layers: int, pp, vpp) -> np.ndarray:
+    """Layers missing from a full split: pp*vpp chunks of ceil(L/(pp*vpp)) layers hold this
+    many more layers than the model has (0 = an even split)."""
+    c = np.asarray(pp, dtype=np.int64) * np.asarray(vpp, dtype=np.int64)
+    return c * (-(-num_layers // c)) - num_layers
+
+
+def order_choices(rank_orders) -> np.ndarray:
+    """Rank-order codes searched: 'tp-inner' (TP innermost, 6), 'all' (24) or names."""
+    if isinstance(rank_orders, str):
+        key = rank_orders.strip().lower()
+        if key == RANK_ORDERS_ALL:
+            return np.arange(len(ORDERS), dtype=np.int64)
+        if key in (RANK_ORDERS_TP_INNER, "tp-innermost"):
+            return np.array([c for c, o in enumerate(ORDERS) if o[0] == "tp"], dtype=np.int64)
+        rank_orders = tuple(p for p in key.split(",") if p.strip())
+    return np.array(sorted({order_code(o) for o in rank_orders}), dtype=np.int64)
+
+
+def distinct_orders(orders: np.ndarray, tp, cp, pp, dp) -> np.ndarray:
+    """(meshes x orders) bool: True for the first order (in `orders`) of each class of
+    arrangements that give every axis of size > 1 the same stride (the same placement of
+    every group that communicates)."""
+    tp, cp, pp, dp = (np.asarray(x, dtype=np.int64)[:, None] for x in (tp, cp, pp, dp))
+    st = strides_by_code(orders[None, :], tp=tp, cp=cp, pp=pp, dp=dp)
+    sig = np.stack([np.where(size > 1, st[ax], 0) for ax, size in (("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp))], axis=-1)
+    same = np.all(sig[:, :, None, :] == sig[:, None, :, :], axis=-1)  # (M, O, O)
+    earlier = np.tril(np.ones((len(orders), len(orders)), dtype=bool), k=-1)  # [j, i]: i < j
+    return ~np.any(same & earlier[None], axis=-1)
+
+
+# ------------------------------------------------------------------------ the space
+@dataclass
+class Space:
+    """The candidates that passed every rule at the level where it could be checked, as
+    `base` rows (every axis but recompute and the rank order) crossed with `recompute`;
+    rank orders are crossed in only for the time model (memory does not depend on the
+    placement). The candidates that broke a rule are only counted.
+
+    base: PlanArrays (recompute 0, order 0); codes: constraint code of each base row (rows
+    that reached the last level can still break the SP and sharding rules); order_ok:
+    (base rows x orders) the distinct arrangements of each row's mesh; reasons: broken
+    candidates by constraint code; considered: every candidate."""
+
+    settings: Settings
+    base: PlanArrays
+    codes: np.ndarray
+    recompute: np.ndarray
+    orders: np.ndarray
+    order_ok: np.ndarray
+    reasons: dict
+    considered: int
+    slack_dropped: int = 0  # (pp, vpp) splits left out by --max-layer-slack
+
+    @property
+    def n_orders(self) -> np.ndarray:
+        return self.order_ok.sum(axis=1)
+
+    def plans(self, base_idx, rc_idx, order=None) -> PlanArrays:
+        """Candidates (base row, recompute index[, order code]) as a PlanArrays."""
+        p = self.base.take(base_idx)
+        p.recompute = self.recompute[rc_idx]
+        if order is not None:
+            p.order = np.asarray(order, dtype=np.int64)
+        return p
+
+
+def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
+    """Cross each row of `cols` with the choices `allowed[row]` (row-major: parents stay in
+    order, children inner). values: name -> (K,) or (R, K) choice values."""
+    r, k = np.nonzero(allowed)
+    out = {c: v[r] for c, v in cols.items()}
+    for name, v in values.items():
+        out[name] = v[k] if v.ndim == 1 else v[r, k]
+    return out
+
+
+def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Settings, int, int, list[str]]:
+    """Settings shared by every candidate, from a job's non-searched fields: resolve()
+    itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
+    messages are resolve's), with the GPU count put back. Returns (settings, global batch
+    in sequences, seq_len, warnings)."""
+    one = job.model_copy(update=dict(
+        gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1, sharding="none", shard_group=None,
+        recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False))
+    settings, plan, warnings = resolve(one, where)
+    settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), tp_comm_overlap=job.tp_comm_overlap)
+    return settings, int(plan.gbs), int(plan.seq), warnings
+
+
+def _plan(cols: dict, gbs: int, seq: int, precision: int) -> PlanArrays:
+    n = len(cols["tp"])
+    z = np.zeros(n, dtype=np.int64)
+    get = lambda name, default: cols[name] if name in cols else default  # noqa: E731
+    return PlanArrays(
+        tp=cols["tp"], cp=cols["cp"], pp=cols["pp"], vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"],
+        gbs=np.full(n, gbs, dtype=np.int64), seq=np.full(n, seq, dtype=np.int64),
+        sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
+        schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
+    )
+
+
+def _count(reasons: dict, codes: np.ndarray, weights: np.ndarray) -> None:
+    bad = codes != OK
+    if bad.any():
+        cnt = np.bincount(codes[bad], weights=weights[bad], minlength=len(REASONS) + 1)
+        for code in np.flatnonzero(cnt):
+            reasons[int(code)] = reasons.get(int(code), 0) + int(round(cnt[code]))
+
+
+def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
+                opts: SpaceOptions = SpaceOptions()) -> Space:
+    """Every candidate of the search (module docstring): the valid ones as arrays, the
+    broken ones counted by the first rule they break."""
+    model, hw, gpus = settings.model, settings.hardware, settings.gpus
+    L = model.num_layers
+    i64 = np.int64
+    if precision not in PRECISION_CODES:
+        raise PlannerError(f"unknown --precision {precision!r}", f"valid: {', '.join(PRECISION_CODES)}")
+    prec = PRECISION_CODES[precision]
+    for n in opts.sharding or ():
+        if n not in SHARDING_CODES:
+            raise PlannerError(f"unknown --sharding {n!r}", f"valid: {', '.join(SHARDING_CODES)}")
+    for r in opts.recompute or ():
+        if r not in RECOMPUTE_CODES:
+            raise PlannerError(f"unknown --recompute {r!r}", f"valid: {', '.join(RECOMPUTE_CODES)}")
+    RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
+    O = order_choices(opts.rank_orders)
+    reasons: dict = {}
+
+    # ---- mesh (tp, cp, pp): product of three short lists; dp = gpus / (tp cp pp)
+    T = _axis(_divisors(hw.nvlink_domain), opts.tp, opts.max_tp)
+    C = _axis(_divisors(seq)[_divisors(seq) <= gpus], opts.cp, opts.max_cp)
+    P = _axis(np.arange(1, L + 1, dtype=i64), opts.pp, opts.max_pp)
+    tp, cp, pp = (x.ravel() for x in np.meshgrid(T, C, P, indexing="ij"))
+    inner = tp * cp * pp
+    divides = gpus % inner == 0
+    if (~divides).any():
+        reasons[MESH] = int((~divides).sum())  # one candidate per mesh: it has no dp to expand
+    dp = np.where(divides, gpus // inner, 0)
+    keep = divides.copy()
+    if opts.dp:
+        keep &= np.isin(dp, np.asarray(opts.dp, dtype=i64))
+    if opts.max_dp is not None:
+        keep &= dp <= opts.max_dp
+    mesh = {"tp": tp[keep], "cp": cp[keep], "pp": pp[keep], "dp": dp[keep]}
+    M = len(mesh["tp"])
+    mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
+
+    # per-mesh multiplicity of the levels below the micro-batch: SP choices x sharding options
+    sp_vals = SP_OFF_ON if opts.sequence_parallel is None else np.array([int(opts.sequence_parallel)], dtype=i64)
+    sp_ok = np.ones((M, len(sp_vals)), dtype=bool)
+    if opts.sequence_parallel is None:
+        sp_ok[:, 0] = mesh["tp"] > 1  # SP is searched where there is TP to split across
+    names = opts.sharding or tuple(SHARDING_CODES)
+    base_codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names and n != "hsdp"], dtype=i64)
+    if "hsdp" not in names:
+        G = np.zeros(0, dtype=i64)
+    elif opts.shard_group:
+        G = np.asarray(sorted(set(opts.shard_group)), dtype=i64)
+    else:
+        G = _divisors(gpus)
+    dpc = mesh["dp"][:, None]
+    if opts.shard_group:
+        g_ok = np.ones((M, len(G)), dtype=bool)  # pinned: resolve's rule says which divide dp
+    else:
+        g_ok = (dpc % G[None, :] == 0) & (G[None, :] >= 2) & (G[None, :] < dpc)
+    opt_code = np.concatenate([base_codes, np.full(len(G), HSDP, dtype=i64)])
+    opt_group = np.concatenate([np.zeros(len(base_codes), dtype=i64), G])
+    opt_shard = np.where(opt_code[None, :] == HSDP, opt_group[None, :], dpc)
+    sh_ok = np.concatenate([np.ones((M, len(base_codes)), dtype=bool), g_ok], axis=1)
+    below = sp_ok.sum(axis=1) * sh_ok.sum(axis=1) * len(RC)  # candidates per (mesh, vpp, schedule, mbs), before orders
+    per_mesh = below * mesh_orders.sum(axis=1)
+
+    # ---- pipeline split: vpp per pp (x schedule when listed)
+    if opts.vpp:
+        V = np.asarray(sorted(set(opts.vpp)), dtype=i64)
+        v_ok = np.ones((M, len(V)), dtype=bool)
+    else:
+        V = np.arange(1, max(L // int(max(mesh["pp"].min(initial=1), 1)), 1) + 1, dtype=i64)
+        limit = np.where(mesh["pp"] == 1, 1, L // np.maximum(mesh["pp"], 1))
+        v_ok = V[None, :] <= limit[:, None]
+    if opts.max_vpp is not None:
+        v_ok &= V[None, :] <= opts.max_vpp
+    slack_ok = layer_slack(L, mesh["pp"][:, None], V[None, :]) <= opts.max_layer_slack
+    slack_dropped = int((v_ok & ~slack_ok).sum())
+    v_ok &= slack_ok
+    rows = _expand({"mesh": np.arange(M, dtype=i64)}, v_ok, {"vpp": V})
+    if opts.schedule:
+        S = np.asarray(sorted({schedule_code(x) for x in opts.schedule}), dtype=i64)
+        rows = _expand(rows, np.ones((len(rows["vpp"]), len(S)), dtype=bool), {"schedule": S})
+    else:
+        rows["schedule"] = np.where(rows["vpp"] > 1, INTERLEAVED, ONE_F_ONE_B).astype(i64)
+
+    # ---- micro-batch; the rules that need no SP or sharding, counted with their multiplicity
+    MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
+    rows = _expand(rows, np.ones((len(rows["vpp"]), len(MB)), dtype=bool), {"mbs": MB})
+    rows.update({k: v[rows["mesh"]] for k, v in mesh.items()})
+    codes = constraint_codes(settings, _plan(rows, gbs, seq, prec), upto=LAST_BATCH_RULE)
+    _count(reasons, codes, per_mesh[rows["mesh"]].astype(np.float64))
+    rows = {k: v[codes == OK] for k, v in rows.items()}
+
+    # ---- sharding options, then SP
+    mid = rows["mesh"]
+    rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "shard": opt_shard[mid]})
+    rows = _expand(rows, sp_ok[rows["mesh"]], {"sp": sp_vals})
+    base = _plan(rows, gbs, seq, prec)
+    codes = constraint_codes(settings, base)
+    order_ok = mesh_orders[rows["mesh"]]
+    _count(reasons, codes, (order_ok.sum(axis=1) * len(RC)).astype(np.float64))
+    n_sched = len(opts.schedule) if opts.schedule else 1
+    considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
+    return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,
+                 reasons=reasons, considered=considered, slack_dropped=slack_dropped)
