@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def check(
         job_files: list[Path] = typer.Argument(..., help="job YAML files (the fields `planner explain` reads; see `planner schema`)"),
-        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free, overrides the jobs' [0.10]"),
+        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free, overrides the jobs' (default: 0.10)"),
         calibration: Optional[Path] = typer.Option(
             None, "--calibration", help="calibration profile (planner calibrate): used by the time gates; memory does not depend on it"),
         max_step_time: Optional[str] = typer.Option(None, "--max-step-time", help="also fail a job whose predicted step time exceeds this (e.g. 12s)"),

@@ -62,39 +62,50 @@ def register(app: typer.Typer) -> None:
         job_file: Optional[Path] = typer.Argument(None, help="job YAML (same fields as the options)", exists=False),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
         gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="GPU count"),
-        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path [default: h100-sxm]"),
-        tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel degree [1]"),
-        cp: Optional[int] = typer.Option(None, "--cp", help="context parallel degree [1]"),
-        pp: Optional[int] = typer.Option(None, "--pp", help="pipeline stages [1]"),
-        vpp: Optional[int] = typer.Option(None, "--vpp", help="virtual stages per GPU (interleaved) [1]"),
-        dp: Optional[int] = typer.Option(None, "--dp", help="data parallel degree [gpus/(tp*cp*pp)]"),
-        micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch [1]"),
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: default: h100-sxm)"),
+        tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel degree (default: 1)"),
+        cp: Optional[int] = typer.Option(None, "--cp", help="context parallel degree (default: 1)"),
+        pp: Optional[int] = typer.Option(None, "--pp", help="pipeline stages (default: 1)"),
+        vpp: Optional[int] = typer.Option(None, "--vpp", help="virtual stages per GPU (interleaved) (default: 1)"),
+        dp: Optional[int] = typer.Option(None, "--dp", help="data parallel degree (default: gpus/(tp*cp*pp))"),
+        micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch (default: 1)"),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
-        global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step [16M = 2,048 x 8,192, the seed's]"),
-        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence [model's max_seq_len]"),
-        sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp [none]"),
+        global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step (default: 16M = 2,048 x 8,192, the seed's)"),
+        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
+        sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp (default: none)"),
         shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group"),
-        recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full [none]"),
-        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="[on when tp > 1]"),
-        precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 [bf16]"),
-        schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe [interleaved if vpp>1 else 1f1b]"),
-        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 [mixed16]"),
-        activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch (shape-aware) | korthikanti (34 sbh, the seed's) [arch]"),
-        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager [flash]"),
-        causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal [non-causal, PaLM]"),
-        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free [0.10]"),
-        reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU [1.0]"),
+        recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full (default: none)"),
+        sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1)"),
+        precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 (default: bf16)"),
+        schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe (default: interleaved if vpp>1 else 1f1b)"),
+        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: mixed16)"),
+        activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch (shape-aware) | korthikanti (34 sbh, the seed's) (default: arch)"),
+        attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: flash)"),
+        causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
+        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free (default: 0.10)"),
+        reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
-        rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first [tp-cp-pp-dp]"),
+        rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: tp-cp-pp-dp)"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
-        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) [off]"),
+        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: off)"),
+        from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
+        row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         fmt: Format = FormatOption,
     ):
         """Memory, FLOPs, step time and MFU of one training plan, term by term."""
-        job, where = load_job(job_file, job_options(
+        overrides = job_options(
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
-            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap))
+            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap)
+        if from_fit is not None:
+            if job_file is not None:
+                raise PlannerError("give a job file or --from-fit, not both", "planner explain --from-fit fit.json --row N")
+            from .search import fit_row_job, load_fit_rows
+
+            job = fit_row_job(load_fit_rows(from_fit), row, where=f"{from_fit}: ", **overrides)
+            where = f"{from_fit} row {row}: "
+        else:
+            job, where = load_job(job_file, overrides)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings

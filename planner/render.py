@@ -125,6 +125,8 @@ def explain_table(res: dict, warnings: list[str]) -> None:
     )
     if "total_training_flops" in fl:
         out.print(f"  training compute for {fl['training_tokens']:.3g} tokens: {fl['total_training_flops']:.3e} FLOPs (6N)")
+    if "time" in res:
+        time_table(res)
     for w in warnings:
         from .cli_common import warn
 
@@ -138,3 +140,44 @@ def list_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> Non
     for r in rows:
         tab.add_row(*[("" if r.get(k) is None else (f"{r[k]:,}" if isinstance(r[k], int) else str(r[k]))) for k, _ in cols])
     out.print(tab)
+
+
+TIME_ROWS = [
+    ("compute (GEMMs, attention, memory-bound ops, recompute)", "compute_s"),
+    ("TP communication (exposed)", "tp_comm_s"),
+    ("CP communication (exposed)", "cp_comm_s"),
+    ("PP send/recv", "pp_comm_s"),
+    ("DP / sharding communication (exposed)", "dp_comm_exposed_s"),
+    ("pipeline bubble", "bubble_s"),
+    ("optimizer step", "optimizer_s"),
+]
+
+
+def time_table(res: dict) -> None:
+    """The step-time breakdown and throughput of explain's JSON."""
+    t, thr = res["time"], res["throughput"]
+    step = t["step_s"]
+    tab = Table(title="Step time per GPU (critical pipeline stage)", title_justify="left")
+    tab.add_column("term")
+    tab.add_column("seconds", justify="right")
+    tab.add_column("% of step", justify="right")
+    for name, key in TIME_ROWS:
+        tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
+    tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
+    out.print(tab)
+    hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
+    if t["dp_comm_s"] > 0:
+        out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
+    out.print(
+        f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"{thr['tflops_per_gpu']:,.0f} TFLOP/s per GPU; MFU {100 * thr['mfu']:.1f}% "
+        f"(6N + attention, PaLM), {100 * thr['mfu_6n']:.1f}% (6N); HFU {100 * thr['hfu']:.1f}% "
+        f"of {thr['peak_tflops']:,.0f} TFLOP/s"
+    )
+    if "training_days" in thr:
+        out.print(f"  training: {thr['training_steps']:,.0f} steps, {thr['training_days']:,.1f} days, "
+                  f"{thr['gpu_hours']:,.0f} GPU-hours (failure-free; see `planner budget`)")
+    cal = res.get("calibration")
+    if cal:
+        used = ", ".join(cal["used"]) or "none of its entries (no plan collective matched)"
+        out.print(f"  calibration {cal['profile']}: measured figures used for {used}; defaults elsewhere")

@@ -434,3 +434,23 @@ def test_cli_no_candidate_satisfies_constraints(cli):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "48", "--tp", "3")
     assert r.exit_code == 1
     assert "no plan for llama3-8b" in r.stderr and "tp does not divide the attention heads" in r.stderr
+
+
+def test_explain_from_fit_reproduces_a_row(tmp_path):
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    runner = CliRunner()
+    r = runner.invoke(app, ["fit", "--model", "llama3-8b", "--gpus", "64", "--top", "3", "--format", "json"])
+    assert r.exit_code == 0, r.stderr
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    rows = json.loads(r.stdout)
+    for n in (1, 3):
+        e = runner.invoke(app, ["explain", "--from-fit", str(saved), "--row", str(n), "--format", "json"])
+        assert e.exit_code == 0, e.stderr
+        got, want = json.loads(e.stdout), rows[n - 1]
+        assert got["memory"] == want["memory"] and got["time"] == want["time"] and got["plan"] == want["plan"]
+    bad = runner.invoke(app, ["explain", "--from-fit", str(saved), "--row", "9"])
+    assert bad.exit_code == 2 and "row 9" in bad.stderr
