@@ -20,7 +20,7 @@ from .budget import (
 )
 from .catalog import read_yaml
 from .cli_common import Format, FormatOption, cli_errors, out, warn
-from .cli_core import job_options, load_job
+from .cli_core import job_from_cli, job_options
 from .errors import PlannerError
 from .plan import resolve
 from .units import parse_seconds
@@ -33,7 +33,7 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
     for cmd in app.registered_commands:
         if getattr(cmd.callback, "__name__", "") == "explain":
             sig = inspect.signature(cmd.callback, eval_str=True)
-            return [p for name, p in sig.parameters.items() if name == "job_file" or name in _JOB_OPTION_NAMES]
+            return [p for name, p in sig.parameters.items() if name in ("job_file", "from_fit", "row") or name in _JOB_OPTION_NAMES]
     raise RuntimeError("planner budget needs the explain command registered first (cli_core.register)")
 
 
@@ -91,9 +91,10 @@ def register(app: typer.Typer) -> None:
         opts.check()
         counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
         job_file = plan_kw.pop("job_file", None)
+        from_fit, row = plan_kw.pop("from_fit", None), plan_kw.pop("row", 1)
         if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file):
             plan_kw["gpus"] = counts[0]  # the base count (what --mtbf-hours refers to)
-        job, where = load_job(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}))
+        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row)
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
         if counts is not None:

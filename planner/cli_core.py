@@ -36,6 +36,19 @@ def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
     return validate(Job, data, str(path) if path else "command line"), where
 
 
+def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[Path] = None, row: int = 1) -> tuple[Job, str]:
+    """The job a command was given: a job YAML, or row `row` of a saved `planner fit
+    --format json` (--from-fit), with the command-line options laid over it."""
+    if from_fit is None:
+        return load_job(job_file, overrides)
+    if job_file is not None:
+        raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
+    from .search import fit_row_job, load_fit_rows
+
+    job = fit_row_job(load_fit_rows(from_fit), row, where=f"{from_fit}: ", **overrides)
+    return job, f"{from_fit} row {row}: "
+
+
 def job_options(
     model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
@@ -97,15 +110,7 @@ def register(app: typer.Typer) -> None:
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap)
-        if from_fit is not None:
-            if job_file is not None:
-                raise PlannerError("give a job file or --from-fit, not both", "planner explain --from-fit fit.json --row N")
-            from .search import fit_row_job, load_fit_rows
-
-            job = fit_row_job(load_fit_rows(from_fit), row, where=f"{from_fit}: ", **overrides)
-            where = f"{from_fit} row {row}: "
-        else:
-            job, where = load_job(job_file, overrides)
+        job, where = job_from_cli(job_file, overrides, from_fit, row)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings

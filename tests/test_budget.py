@@ -336,3 +336,15 @@ def test_compute_budget_broadcasts_over_gpu_counts():
         assert vec.closed.goodput[i] == pytest.approx(one.closed.goodput, rel=1e-15)
     # same write for every count: one 846 GB copy over 2 TB/s
     np.testing.assert_allclose(vec.ckpt.write_s, 846e9 / 2e12)
+
+
+def test_budget_from_fit_row(cli, tmp_path):
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "64", "--top", "2", "--format", "json")
+    assert r.exit_code == 0
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    row2 = json.loads(r.stdout)[1]
+    b = _json(cli, "--from-fit", str(saved), "--row", "2", "--tokens", "1e12")
+    assert b["plan"]["tp"] == row2["plan"]["tp"] and b["plan"]["sharding"] == row2["plan"]["sharding"]
+    steps = 1e12 / row2["plan"]["global_batch_tokens"]
+    assert b["training"]["wall_s"] == pytest.approx(steps * row2["time"]["step_s"], rel=1e-9)
