@@ -95,6 +95,7 @@ def register(app: typer.Typer) -> None:
             help="only the complete records: Megatron-LM 2021 Table 1, Megatron-LM README H100, MosaicML FSDP, "
                  "torchtitan 2024 groups with published tokens/s (or iteration time) and tp, pp, num_gpus",
         ),
+        calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         fmt: Format = FormatOption,
     ) -> None:
         """Compare predicted with published tokens/s per GPU (and memory per GPU) for each run
@@ -104,7 +105,8 @@ def register(app: typer.Typer) -> None:
         from .validate import report
 
         id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
-        data = report(runs, groups=group or None, ids=id_list, complete=complete)
+        data = report(runs, groups=group or None, ids=id_list, complete=complete,
+                      calibration=str(calibration) if calibration else None)
         if fmt == Format.csv:  # one line per run; lists joined
             rows = [{k: ("; ".join(v) if isinstance(v, list) else v) for k, v in r.items()} for r in data["runs"]]
             emit(rows, fmt, lambda: None)

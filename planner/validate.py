@@ -558,7 +558,8 @@ def _mesh(p: dict) -> str:
     return s
 
 
-def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: str = "runs file") -> Row:
+def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: str = "runs file",
+                    calibration: Optional[str] = None) -> Row:
     """One row: predicted vs published, or skipped with the reason."""
     pub_tok, pub_from = rec.published_tokens
     row = Row(id=rec.id, source_group=rec.source_group, published_tokens_per_s_per_gpu=pub_tok,
@@ -594,6 +595,8 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
         except ValidationError as e:
             raise Skip(format_validation_error(e, "model shape").message) from None
         fields = build_job(rec, _write_model(spec, tmpdir), hw, assumed)
+        if calibration is not None:
+            fields["calibration"] = calibration
         try:
             job = Job.model_validate(fields)
         except ValidationError as e:
@@ -640,14 +643,23 @@ def summarize(rows: list[Row]) -> dict:
     }
 
 
-def validate_runs(records: list[RunRecord], base_dir: Path = Path("."), path_label: str = "runs file") -> list[Row]:
+def validate_runs(records: list[RunRecord], base_dir: Path = Path("."), path_label: str = "runs file",
+                  calibration: Optional[str] = None) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="planner-validate-") as d:
-        return [evaluate_record(r, Path(d), base_dir, path_label) for r in records]
+        return [evaluate_record(r, Path(d), base_dir, path_label, calibration) for r in records]
 
 
-def report(path: Path, groups=None, ids=None, complete: bool = False) -> dict:
-    """The `validate` result: {"runs": [row dicts], "summary": {...}}."""
+def report(path: Path, groups=None, ids=None, complete: bool = False, calibration: Optional[str] = None) -> dict:
+    """The `validate` result: {"runs": [row dicts], "summary": {...}}. A calibration profile
+    (planner calibrate) replaces the default figures it covers in every prediction."""
     path = Path(path)
+    if calibration is not None:
+        from .calibrate.profile import load_profile
+
+        load_profile(calibration)  # a bad profile is bad input, once
     records = select(load_runs(path), groups, ids, complete)
-    rows = validate_runs(records, path.resolve().parent, str(path))
-    return {"runs": [r.as_dict() for r in rows], "summary": summarize(rows)}
+    rows = validate_runs(records, path.resolve().parent, str(path), calibration)
+    out = {"runs": [r.as_dict() for r in rows], "summary": summarize(rows)}
+    if calibration is not None:
+        out["calibration"] = calibration
+    return out

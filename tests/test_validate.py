@@ -379,3 +379,21 @@ def test_median_error_on_complete_records_within_15_percent(run):
         f"median |err| {100 * s['median_abs_error']:.1f}% (p90 {100 * s['p90_abs_error']:.1f}%) on "
         f"{s['n']} complete records"
     )
+
+
+def test_calibration_profile_reaches_every_prediction(run, tmp_path):
+    """A GEMM profile at 600 TFLOP/s (sustained) slows every H100 prediction of the Megatron
+    README group down; a missing profile is bad input."""
+    csv = tmp_path / "g.csv"
+    csv.write_text("M,N,K,dtype,tflops\n8192,8192,8192,bf16,600\n")
+    prof = tmp_path / "p.yaml"
+    r = run("calibrate", "gemm", "--from", str(csv), "--hardware", "h100-sxm", "--sustained", "-o", str(prof))
+    assert r.exit_code == 0, r.stderr
+    args = ["validate", DATA, "--group", "megatron_lm_readme_h100_weak_scaling", "--format", "json"]
+    base = json.loads(run(*args).stdout)
+    cal = json.loads(run(*args, "--calibration", str(prof)).stdout)
+    assert cal["calibration"] == str(prof)
+    for a, b in zip(base["runs"], cal["runs"]):
+        assert b["predicted_tokens_per_s_per_gpu"] < a["predicted_tokens_per_s_per_gpu"]
+    r = run(*args, "--calibration", str(tmp_path / "none.yaml"))
+    assert r.exit_code == 2 and "none.yaml" in r.stderr
