@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         job_file: Optional[Path] = typer.Argument(None, help="job YAML (same fields as the options)", exists=False),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
         gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="GPU count"),
-        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: default: h100-sxm)"),
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: h100-sxm)"),
         tp: Optional[int] = typer.Option(None, "--tp", help="tensor parallel degree (default: 1)"),
         cp: Optional[int] = typer.Option(None, "--cp", help="context parallel degree (default: 1)"),
         pp: Optional[int] = typer.Option(None, "--pp", help="pipeline stages (default: 1)"),
