@@ -10,6 +10,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstrings' hard line breaks join into paragraphs
 )
 
 # Topic modules register their commands here.
@@ -25,6 +26,20 @@ for _name in ("cli_collective", "cli_pipeline", "cli_calibrate", "cli_validate",
             raise
         continue
     _mod.register(app)
+
+
+# --help lists the commands in the order a newcomer meets them
+_ORDER = ["fit", "explain", "check", "budget", "validate", "collective", "pipeline", "calibrate", "models",
+          "hardware", "schema"]
+
+
+def _rank(cmd) -> int:
+    name = cmd.name or (cmd.callback.__name__ if cmd.callback else "")
+    return _ORDER.index(name) if name in _ORDER else len(_ORDER)
+
+
+app.registered_commands.sort(key=_rank)
+app.registered_groups.sort(key=lambda g: _rank(g.typer_instance.info) if g.typer_instance else len(_ORDER))
 
 
 def main() -> None:  # pragma: no cover - thin shim for `python -m planner`
