@@ -82,10 +82,27 @@ def layer_coefficients(model: ModelSpec, activation_model: str = "arch", attenti
 
 
 def layers_on_heaviest_stage(num_layers: int, pp, vpp):
-    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU."""
+    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
+    holds."""
     pp = np.asarray(pp, dtype=np.int64)
     vpp = np.asarray(vpp, dtype=np.int64)
     return (-(-num_layers // (pp * vpp))) * vpp
+
+
+def stage_layers(num_layers: int, pp, vpp):
+    """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
+    ceil(L/(pp v)) per chunk, and the layers that split leaves over come off the first and
+    the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
+    layers on 16 stages, "we reduce one Transformer layer each from the first and the last
+    stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
+    stage all three are L."""
+    pp = np.asarray(pp, dtype=np.int64)
+    mid = layers_on_heaviest_stage(num_layers, pp, vpp)
+    slack = np.maximum(pp * mid - num_layers, 0)
+    first = np.maximum(mid - (slack + 1) // 2, 1)
+    last = np.maximum(mid - slack // 2, 1)
+    one = pp == 1
+    return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 
 
 def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash"):
@@ -120,21 +137,22 @@ def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu) ->
 
 
 def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
-    """Parameters per GPU on the first and on the last pipeline stage (before sharding).
+    """Parameters per GPU on the first and on the last pipeline stage (before sharding),
+    with their layers from `stage_layers`.
 
     The first stage holds the input embedding (vocab-parallel: /tp) and any learned
     position table; the last the final norm and the output layer (/tp), or, with tied
     embeddings and pp > 1, a copy of the word embedding [6]. Norms are replicated across TP.
     """
     tp = plan.tp.astype(np.float64)
-    layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp)
-    body = layers * (pc.per_layer_tp_split / tp + pc.norms)
+    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp)
+    per_layer = pc.per_layer_tp_split / tp + pc.norms
     emb = pc.embedding / tp + pc.position
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
     head = out_params / tp + pc.final_norm
     single = plan.pp == 1
-    first = body + emb + np.where(single, head, 0.0)
-    last = body + head + np.where(single, emb, 0.0)
+    first = n_first * per_layer + emb + np.where(single, head, 0.0)
+    last = n_last * per_layer + head + np.where(single, emb, 0.0)
     return first, last
 
 
@@ -145,7 +163,7 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     pc = count_params(model)
     tp = plan.tp.astype(np.float64)
     m = plan.microbatches
-    layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp)
+    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp)
 
     # --- model states, both ends of the pipeline
     p_first, p_last = stage_params(pc, model, plan)
@@ -164,8 +182,8 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     inflight_last = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=plan.pp - 1))
     # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
     out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + LOGIT_BYTES_PER_VOCAB * model.vocab_size / tp)
-    act_first = layers * inflight_first * stored
-    act_last = layers * inflight_last * stored
+    act_first = n_first * inflight_first * stored
+    act_last = n_last * inflight_last * stored
     out_first = np.where(plan.pp == 1, out_act, 0.0)
     out_last = inflight_last * out_act
 

@@ -2,8 +2,9 @@
 
 step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubble + optimizer
 
-All terms are per GPU on the critical pipeline stage (the last one: it holds the most
-layers, ceil(L/(p v)) per chunk, plus the output layer and the loss), for one optimizer
+All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
+ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
+and the loss; memory.stage_layers), for one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
@@ -72,7 +73,7 @@ from .compute import (
     flops_per_token, recompute_flops_per_token,
 )
 from .calibrate.gemm import LAYER_GEMMS, forward_gemm_times
-from .memory import layers_on_heaviest_stage, stage_params
+from .memory import stage_layers, stage_params
 from .params import count_params
 from .pipeline import bubble_fraction
 from .plan import FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings
@@ -100,7 +101,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     cp = plan.cp.astype(np.float64)
     T = plan.mbs * plan.seq / cp  # tokens per micro-batch on one GPU
     m = plan.microbatches.astype(np.float64)
-    layers = layers_on_heaviest_stage(model.num_layers, plan.pp, plan.vpp).astype(np.float64)
+    _, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp)
+    layers = n_mid.astype(np.float64)  # a middle stage's layers; the last stage adds the output layer
     kv_local = np.maximum(k / tp, 1.0)
     hbm = hw.hbm_bandwidth * HBM_EFFICIENCY
 
@@ -129,7 +131,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     layer_recompute = np.where(plan.recompute == RC_FULL, layer_fwd, np.where(plan.recompute == RC_SELECTIVE, attn_fwd, 0.0))
     # output layer + loss on the last stage
     logits = 3.0 * gt.output_layer + T * V / tp * LOSS_BYTES_PER_LOGIT / hbm
-    compute_mb = layers * (layer_fwd + layer_bwd + layer_recompute) + logits
+    # the pipeline runs at its slowest stage: a middle one, or the last with the loss
+    layer_total = layer_fwd + layer_bwd + layer_recompute
+    compute_mb = np.maximum(layers * layer_total, n_last * layer_total + logits)
 
     # ---------------------------------------------------------------- communication
     cpar = comm.comm_params(hw)

@@ -281,3 +281,33 @@ def test_array_path_equals_scalar_path(explain):
         for k in one.memory:
             assert est.memory[k][i] == pytest.approx(float(one.memory[k]), rel=1e-12), k
         assert bool(est.fits[i]) == bool(one.fits)
+
+
+def test_uneven_stages_take_leftover_layers_off_the_ends():
+    """Llama 3 405B: 126 layers on 16 stages of 8, one layer fewer on the first and the last
+    stage (Llama 3 paper sec. 3.3.2); 80 layers on 3 stages: 26 + 27 + 27."""
+    from planner.memory import stage_layers
+
+    f, m, l = stage_layers(126, 16, 1)
+    assert (int(f), int(m), int(l)) == (7, 8, 7)
+    f, m, l = stage_layers(80, 3, 1)
+    assert (int(f), int(m), int(l)) == (26, 27, 27)
+    f, m, l = stage_layers(80, 4, 2)  # even split: 10 layers a chunk, 2 chunks
+    assert (int(f), int(m), int(l)) == (20, 20, 20)
+    f, m, l = stage_layers(80, 1, 1)
+    assert (int(f), int(m), int(l)) == (80, 80, 80)
+
+
+def test_llama3_405b_table4_plan_fits_with_uneven_stages(explain):
+    """Table 4 of the Llama 3 paper: TP 8 x PP 16 x DP 128 at 8,192 tokens, 16 micro-batches
+    per pipeline; with FSDP-sharded states and the 7-layer first stage it fits in 80 GB."""
+    _, _, est, js = explain(model="llama3-405b", gpus=16384, tp=8, pp=16, global_batch=2048, seq_len=8192,
+                            sharding="fsdp")
+    assert js["memory"]["fits"]
+    assert js["memory"]["heaviest_stage"] == "first"
+    from planner.memory import per_layer_activation_bytes
+
+    _, plan, _, _ = explain(model="llama3-405b", gpus=16384, tp=8, pp=16, global_batch=2048, seq_len=8192,
+                            sharding="fsdp")
+    per = float(per_layer_activation_bytes(load_model("llama3-405b"), plan))
+    assert float(est.memory.layer_activations) == pytest.approx(7 * 16 * per)  # 7 layers x p in flight
