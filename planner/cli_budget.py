@@ -12,17 +12,16 @@ import inspect
 from typing import Optional
 
 import typer
-from rich.table import Table
 
-from . import render
 from .budget import (
     DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
 from .catalog import read_yaml
-from .cli_common import Format, FormatOption, cli_errors, out, warn
+from .cli_common import Format, FormatOption, cli_errors
 from .cli_core import job_from_cli, job_options
 from .errors import PlannerError
 from .plan import resolve
+from .render.budget import emit_budget, emit_sweep
 from .units import parse_seconds
 
 _JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
@@ -99,127 +98,12 @@ def register(app: typer.Typer) -> None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
         if counts is not None:
             rows = sweep(job, counts, opts, where)
-            render.emit(rows, fmt, lambda: _sweep_table(rows, job, opts))
+            emit_sweep(rows, job, opts, fmt)
             return
         settings, plan, warnings = resolve(job, where)
         res = plan_budget(settings, plan, opts)
         res["warnings"] = warnings + res["warnings"]
-        render.emit(res, fmt, lambda: _budget_table(res))
-        if fmt != Format.table:
-            for w in res["warnings"]:
-                warn(w)
+        emit_budget(res, fmt)
 
     app.command("budget")(cli_errors(_with_parameters(budget, plan_params)))
 
-
-# ---------------------------------------------------------------- rendering
-def _days(s: float) -> str:
-    return f"{s / 86400:,.1f} days"
-
-
-def _interval(s: float) -> str:
-    return f"{s / 60:,.0f} min ({s:,.0f} s)" if s >= 60 else f"{s:,.1f} s"
-
-
-def _money(x) -> str:
-    return "" if x is None else f"{x:,.0f}"
-
-
-def _millions(x) -> str:
-    return "" if x is None else f"{x / 1e6:,.2f}M"
-
-
-def _pct(x) -> str:
-    return "" if x is None else f"{100 * x:.1f}%"
-
-
-def _short_source(src: str) -> str:
-    if src.startswith("Llama 3"):
-        return "Llama 3: 419 / (54 d x 16,384 GPUs)"
-    return src
-
-
-def _budget_table(res: dict) -> None:
-    p, t, ck, fl, iv, gp, ef = (res[k] for k in ("plan", "training", "checkpoint", "failures", "interval", "goodput", "effective"))
-    mesh = f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}"
-    out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}, {p['sharding']}, "
-              f"{t['tokens']:.3g} tokens")
-    if t["mfu_source"] == "--mfu":
-        mfu_note = f"given (--mfu), 6N convention; step-time model: {_pct(t['step_model_mfu_6n'])}"
-        time_note = "6N x tokens / (GPUs x peak x MFU)"
-        out.print(f"  training time = 6N x tokens / (GPUs x peak x MFU) with MFU {_pct(t['mfu'])} from --mfu, "
-                  f"in the 6N convention (model FLOPs 6 per parameter per token, attention not counted), "
-                  f"peak {t['peak_flops'] / 1e12:,.0f} TFLOP/s")
-    else:
-        mfu_note = f"step-time model, 6N convention ({_pct(t['step_model_mfu'])} with attention)"
-        time_note = f"{t['steps']:,.0f} steps x {t['step_s']:.3f} s"
-        out.print(f"  training time = steps x step time of the step-time model ({t['steps']:,.0f} x {t['step_s']:.3f} s), "
-                  f"i.e. MFU {_pct(t['mfu'])} in the 6N convention; --mfu F replaces it")
-    storage = "Llama 3's, assumed" if ck["storage_source"].startswith("Llama 3") else ck["storage_source"]
-    tab = Table(title="Training budget", title_justify="left")
-    tab.add_column("quantity")
-    tab.add_column("value", justify="right", no_wrap=True)
-    tab.add_column("note")
-    rows = [
-        ("training compute", f"{t['total_flops_6n']:.3e} FLOPs", "6N x tokens"),
-        ("MFU", _pct(t["mfu"]), mfu_note),
-        ("training time", _days(t["wall_s"]), f"failure-free: {time_note}"),
-        ("GPU-hours", f"{t['gpu_hours']:,.0f}", "failure-free"),
-    ]
-    if t["cost"] is not None:
-        rows.append(("cost", _money(t["cost"]), f"{t['price_per_gpu_hour']:g} per GPU-hour, failure-free"))
-    rows += [
-        ("energy", f"{t['energy_kwh'] / 1e3:,.1f} MWh", f"{t['tdp_W']:,.0f} W TDP x PUE {t['pue']:g}, failure-free"),
-        ("checkpoint per GPU", f"{ck['bytes_per_gpu'] / 1e9:,.3f} GB", f"{ck['saved_terms']}; job {ck['job_bytes'] / 1e9:,.0f} GB"),
-        ("checkpoint write", f"{ck['write_s']:,.2f} s", f"at {ck['storage_Bps'] / 1e9:,.0f} GB/s ({storage})"),
-        ("pause per checkpoint", f"{ck['pause_s']:,.3g} s", "copy to host memory (async)" if ck["async"] else "synchronous save"),
-        ("failure rate", f"{fl['failures_per_gpu_day']:.3g} /GPU/day", _short_source(fl["source"])),
-        ("MTBF", f"{fl['mtbf_hours']:,.2f} h", f"restart {fl['restart_s']:,.0f} s"),
-        ("Young interval", _interval(iv["young_s"]), "sqrt(2 x pause x MTBF)"),
-        ("Daly interval", _interval(iv["daly_s"]), "Daly 2006 eq. (37)"),
-        ("interval used", _interval(iv["used_s"]), iv["rule"].replace("young", "Young's")),
-        ("goodput, closed form", _pct(gp["closed_form"]), f"Daly's T_w; {_pct(gp['closed_form_daly'])} at Daly's interval"),
-    ]
-    if gp["monte_carlo"] is not None:
-        rows.append(("goodput, Monte-Carlo", _pct(gp["monte_carlo"]),
-                     f"seed sec. 9.2, {gp['monte_carlo_runs']} runs, std {_pct(gp['monte_carlo_std'])}"))
-    rows.append(("effective training time", _days(ef["wall_s"]), "closed form"
-                 + (f"; Monte-Carlo {_days(ef['monte_carlo_wall_s'])}" if ef["monte_carlo_wall_s"] is not None else "")))
-    rows.append(("effective GPU-hours", f"{ef['gpu_hours']:,.0f}", "closed form"))
-    if ef["cost"] is not None:
-        rows.append(("effective cost", _money(ef["cost"]), "closed form"))
-    for r in rows:
-        tab.add_row(*r)
-    out.print(tab)
-    for n in res["notes"]:
-        out.print(f"  note: {n}")
-    for w in res["warnings"]:
-        warn(w)
-
-
-def _sweep_table(rows: list[dict], job, opts: BudgetOptions) -> None:
-    tab = Table(title=f"Budget against cluster size: {job.model}, {job.tokens:.3g} tokens", title_justify="left",
-                box=None, padding=(0, 1), pad_edge=False, header_style="bold")
-    priced = opts.price_per_gpu_hour is not None
-    # short, two-line headers and no wrapping inside a number, so the table fits 80 columns
-    cols = ["GPUs", "mesh", "MFU", "days", "GPU-h"] + (["cost"] if priced else []) + [
-        "MTBF\nh", "ckpt\nmin", "good-\nput", "eff.\ndays"]
-    body = []
-    for r in rows:
-        cells = [f"{r['gpus']:,}", f"{r['tp']}x{r['cp']}x{r['pp']}x{r['dp']}" + ("" if r["fits"] else " no fit"),
-                 _pct(r["mfu"]), f"{r['days']:,.1f}", _millions(r["gpu_hours"])]
-        if priced:
-            cells.append(_millions(r["cost"]))
-        cells += [f"{r['mtbf_hours']:,.1f}", f"{r['interval_s'] / 60:,.1f}", _pct(r["goodput"]),
-                  f"{r['effective_days']:,.1f}"]
-        body.append(cells)
-    for j, c in enumerate(cols):
-        width = max([len(line) for line in c.split("\n")] + [len(b[j]) for b in body])
-        tab.add_column(c, justify="left" if c == "mesh" else "right", min_width=width, no_wrap=True)
-    for cells in body:
-        tab.add_row(*cells)
-    out.print(tab)
-    out.print("  mesh = TPxCPxPPxDP, dp scales with the GPU count; ckpt = checkpoint interval; goodput and effective days from the closed form "
-              "(the Monte-Carlo runs for a single plan only); --format json|csv for every column")
-    if opts.mfu is not None:
-        out.print("  MFU given with --mfu: days = 6N x tokens / (GPUs x peak x MFU), 6N convention")

@@ -9,92 +9,12 @@ from typing import Optional
 
 import typer
 
-from .check import Gates, TimeModelUnavailable, check_job, json_schema, mfu, step_seconds, worst_exit
+from .check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
 from .cli_common import Format, FormatOption, cli_errors, report_error, warn
 from .cli_core import load_job
 from .errors import PlannerError
-from .render import emit
+from .render.check import emit_check, print_job
 from .units import parse_seconds
-
-GiB = 2.0**30
-SHOWN_SUGGESTIONS = 5  # in the text output; --format json lists all
-
-TERM_LABELS = {
-    "weights": "weights",
-    "gradients": "gradients",
-    "master_weights": "fp32 master weights",
-    "adam": "Adam m and v",
-    "layer_activations": "layer activations",
-    "output_activations": "output layer (logits + loss)",
-    "recompute_buffer": "recompute buffer (one layer)",
-    "fsdp_buffers": "FSDP all-gather buffers",
-    "reserve": "CUDA context + NCCL reserve",
-}
-
-
-def _gib(x: float) -> str:
-    return f"{x / GiB:,.1f} GiB"
-
-
-def _memory_line(m: dict) -> str:
-    return (f"{_gib(m['total_bytes'])} of {_gib(m['usable_bytes'])} usable "
-            f"({100 * m['total_bytes'] / m['capacity_bytes']:.0f}% of {_gib(m['capacity_bytes'])} HBM, "
-            f"headroom {100 * m['headroom']:.0f}%)")
-
-
-def _seconds(t: float) -> str:
-    return f"{t:,.0f} s" if t >= 100 else f"{t:.3g} s"
-
-
-def _time_text(res: dict) -> str:
-    t, u = step_seconds(res), mfu(res)
-    parts = ([f"step {_seconds(t)}"] if t is not None else []) + ([f"MFU {100 * u:.1f}%"] if u is not None else [])
-    return ", ".join(parts)
-
-
-def _print_job(name: str, res: dict) -> None:
-    m = res["memory"]
-    timing = _time_text(res)
-    line = f"{res['verdict'].upper()} {name}: {_memory_line(m)}" + (f"; {timing}" if timing else "")
-    typer.echo(line)
-    if res["verdict"] == "pass":
-        return
-    for f in res["failures"]:
-        if f["kind"] == "memory":
-            typer.echo(f"  does not fit: {_gib(f['total_bytes'])} per GPU exceeds the usable {_gib(f['usable_bytes'])} "
-                       f"by {_gib(f['overflow_bytes'])} (heaviest pipeline stage: {m['heaviest_stage']})")
-            typer.echo("  memory per GPU, largest first:")
-            terms = sorted(((v, k) for k, v in m["terms"].items() if v > 0), reverse=True)
-            width = max(len(TERM_LABELS.get(k, k)) for _, k in terms)
-            for v, k in terms:
-                typer.echo(f"    {TERM_LABELS.get(k, k):<{width}}  {v / GiB:9,.2f} GiB  {100 * v / m['total_bytes']:5.1f}%")
-        elif f["kind"] == "step_time":
-            typer.echo(f"  too slow: step {_seconds(f['step_s'])} > --max-step-time {_seconds(f['max_step_s'])}")
-        elif f["kind"] == "mfu":
-            typer.echo(f"  too little MFU: {100 * f['mfu']:.1f}% < --min-mfu {100 * f['min_mfu']:.1f}%")
-    sugg = res["suggestions"]
-    if not sugg:
-        typer.echo("  no single change, nor any pair of changes, among stronger sharding, recompute, a smaller "
-                   "micro-batch, more TP (up to the NVLink domain) and more PP makes it pass"
-                   + ("; more GPUs, GPUs with more memory, or three or more of these changes together might"
-                      if any(f["kind"] == "memory" for f in res["failures"]) else ""))
-        return
-    by = "predicted step time" if all(s["step_s"] is not None for s in sugg) else "the documented cost order"
-    typer.echo(f"  changes that pass, each checked with the same model as `planner explain` (ranked by {by}):")
-    for i, s in enumerate(sugg[:SHOWN_SUGGESTIONS], 1):
-        extra = f", step {_seconds(s['step_s'])}" if s["step_s"] is not None else ""
-        extra += f", MFU {100 * s['mfu']:.1f}%" if s["mfu"] is not None else ""
-        typer.echo(f"    {i}. {s['description']}: {_gib(s['total_bytes'])} ({100 * s['fraction_of_hbm']:.0f}% of HBM){extra}")
-    if len(sugg) > SHOWN_SUGGESTIONS:
-        typer.echo(f"    ... and {len(sugg) - SHOWN_SUGGESTIONS} more (--format json lists all)")
-
-
-def _csv_row(res: dict) -> dict:
-    row = dict(res)
-    row["suggestions"] = "; ".join(s["description"] for s in res.get("suggestions", []))
-    row["failures"] = "; ".join(f["kind"] for f in res.get("failures", []))
-    row["warnings"] = "; ".join(res.get("warnings", []))
-    return row
 
 
 def register(app: typer.Typer) -> None:
@@ -145,14 +65,8 @@ def register(app: typer.Typer) -> None:
             results.append({"file": str(path), **res})
             codes.append(1 if res["verdict"] == "fail" else 0)
             if fmt == Format.table:
-                _print_job(str(path), res)
-        if fmt == Format.csv:
-            emit([_csv_row(r) for r in results], fmt, lambda: None)
-        elif fmt != Format.table:
-            emit(results, fmt, lambda: None)
-        elif len(job_files) > 1:
-            n = {v: sum(r["verdict"] == v for r in results) for v in ("pass", "fail", "error")}
-            typer.echo(f"{len(job_files)} jobs: {n['pass']} pass, {n['fail']} fail, {n['error']} invalid")
+                print_job(str(path), res)
+        emit_check(results, fmt)
         code = worst_exit(codes)
         if code:
             raise typer.Exit(code)

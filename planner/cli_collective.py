@@ -1,7 +1,7 @@
 """`planner collective`: what one collective costs (alpha-beta model of planner/comm.py).
 
-Parses the options, calls comm.collective_report and renders the numbers; no arithmetic
-beyond unit conversion for display.
+Parses the options, calls comm.collective_report and hands the report to
+planner/render/collective.py; no arithmetic beyond converting the options to SI units.
 """
 
 from __future__ import annotations
@@ -11,77 +11,7 @@ from typing import Optional
 import typer
 
 from .cli_common import Format, FormatOption, cli_errors
-
-
-def _bytes(x: float) -> str:
-    if x != x:  # NaN
-        return "-"
-    for unit, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(x) >= f:
-            return f"{x / f:,.2f} {unit}"
-    return f"{x:,.0f} B"
-
-
-def _secs(x: float) -> str:
-    if x == 0:
-        return "0 s"
-    for unit, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(x) >= f:
-            return f"{x / f:,.3f} {unit}" if unit == "s" else f"{x / f:,.2f} {unit}"
-    return f"{x / 1e-9:,.1f} ns"
-
-
-def _gbps(x: float) -> str:
-    return f"{x / 1e9:,.1f} GB/s"
-
-
-def _link_lines(r: dict) -> list[str]:
-    L = r["link"]
-    given = [k for k in ("bandwidth", "latency") if L[f"{k}_given"]]
-    if L["name"] == "given":
-        return [f"link: as given, {_gbps(L['bandwidth_Bps'])} per rank per direction, {_secs(L['latency_s'])} a round"]
-    lines = [
-        f"link: {L['name']} on {L['hardware']} ({r['ranks']:,} ranks, stride {r['stride']:,}: "
-        f"{L['members_per_nvlink_domain']:,} per NVLink domain, {L['nvlink_domains']:,} domain(s), {L['pods']:,} pod(s))",
-        f"  NVLink {_gbps(L['nvlink_line_rate_Bps'])} line rate x {L['nvlink_efficiency']:.3f} achievable "
-        f"= {_gbps(L['nvlink_Bps'])}, {_secs(L['nvlink_latency_s'])} a round",
-        f"  network {_gbps(L['network_line_rate_Bps'])} per GPU x {L['network_efficiency']:.3f} achievable "
-        f"= {_gbps(L['network_Bps'])}, {_secs(L['network_latency_s'])} a round",
-    ]
-    if L["crosses_pod"]:
-        model = "worst case: all traffic crosses" if L["worst_case_pods"] else "ring-crossing contention model"
-        lines.append(f"  crosses {L['pod_gpus']:,}-GPU pods at 1:{L['oversubscription']:g} ({model})")
-    used = f"  used: {_gbps(L['bandwidth_Bps'])} per rank per direction, {_secs(L['latency_s'])} a round"
-    if "inter_bandwidth_Bps" in L:
-        used += f"; across domains {_gbps(L['inter_bandwidth_Bps'])}, {_secs(L['inter_latency_s'])} a round"
-    if given:
-        used += f" ({' and '.join(given)} as given)"
-    lines.append(used)
-    return lines
-
-
-def _table(r: dict) -> None:
-    from rich.table import Table
-
-    from .cli_common import out
-
-    algo = r["algorithm"] + {"default": " (default)", "auto": " (fastest, auto)", "given": ""}[r["algorithm_from"]]
-    out.print(f"[bold]{r['op']}[/bold] of {_bytes(r['size_bytes'])} over {r['ranks']:,} ranks, algorithm {algo}")
-    for line in _link_lines(r):
-        out.print(line, highlight=False)
-    busiest = " (busiest rank: the server)" if r["algorithm"] == "parameter-server" else ""
-    tab = Table(show_header=True, title_justify="left")
-    tab.add_column("quantity")
-    tab.add_column("value", justify="right")
-    tab.add_row(f"bytes sent per rank{busiest}", f"{_bytes(r['bytes_sent_per_rank'])} = {r['sent_over_size']:.5g} x size")
-    tab.add_row(f"bytes received per rank{busiest}", _bytes(r["bytes_received_per_rank"]))
-    tab.add_row("rounds", f"{r['rounds']:,.0f}")
-    tab.add_row("latency term", _secs(r["latency_s"]))
-    tab.add_row("bandwidth term", _secs(r["bandwidth_s"]))
-    tab.add_row("[bold]time[/bold]", f"[bold]{_secs(r['time_s'])}[/bold]")
-    tab.add_row("algbw (size / time)", _gbps(r["algbw_Bps"]))
-    tab.add_row(f"busbw (nccl-tests, x {r['busbw_factor']:.5g})", _gbps(r["busbw_Bps"]))
-    out.print(tab)
+from .render.collective import emit_collective
 
 
 def register(app: typer.Typer) -> None:
@@ -120,7 +50,6 @@ def register(app: typer.Typer) -> None:
         """What one collective costs: bytes each rank sends and receives, rounds, latency and
         bandwidth terms, time, and the bus bandwidth nccl-tests would report."""
         from . import comm
-        from .render import emit
         from .units import parse_bytes
 
         size_bytes = parse_bytes(size, "--size")
@@ -150,4 +79,4 @@ def register(app: typer.Typer) -> None:
             job_gpus=job_gpus,
             worst_case_pods=worst_case_pods,
         )
-        emit(report, fmt, lambda: _table(report))
+        emit_collective(report, fmt)

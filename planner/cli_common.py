@@ -1,7 +1,7 @@
 """Pieces every CLI module shares: the error wrapper, consoles and the --format option.
 
 Commands live in cli.py and in cli_<topic>.py modules that expose `register(app)`.
-A command body only parses, calls the library and hands results to render.py.
+A command body only parses, calls the library and hands results to planner/render/.
 """
 
 from __future__ import annotations

@@ -7,13 +7,14 @@ from typing import Optional
 
 import typer
 
-from . import render
 from .catalog import list_hardware, list_models, load_hardware, load_model, read_yaml, validate
 from .cli_common import Format, FormatOption, cli_errors
 from .errors import PlannerError
 from .explain import evaluate, to_json
 from .params import count_params
 from .plan import resolve
+from .render.catalog import emit_hardware, emit_models
+from .render.explain import emit_explain
 from .schema import Job
 from .units import parse_count
 
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings
-        render.emit(res, fmt, lambda: render.explain_table(res, warnings))
+        emit_explain(res, warnings, fmt)
 
     @app.command()
     @cli_errors
@@ -128,10 +129,7 @@ def register(app: typer.Typer) -> None:
                 ffn=m.ffn_hidden_size, heads=m.num_attention_heads, kv_heads=m.kv_heads, vocab=m.vocab_size,
                 mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len, description=m.description,
             ))
-        render.emit(rows, fmt, lambda: render.list_table("model_zoo", [
-            {**r, "params": render.human_count(r["params"])} for r in rows], [
-            ("name", "name"), ("params", "params"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
-            ("heads", "heads"), ("kv_heads", "kv"), ("vocab", "vocab"), ("mlp", "mlp"), ("seq", "seq")]))
+        emit_models(rows, fmt)
 
     @app.command("hardware")
     @cli_errors
@@ -145,7 +143,4 @@ def register(app: typer.Typer) -> None:
                 tdp_W=h.tdp_W, gpus_per_node=h.gpus_per_node, nvlink_domain=h.nvlink_domain, nvlink_GBps=h.nvlink_GBps,
                 network_Gbps=h.network_Gbps, pod_gpus=h.fabric.pod_gpus, oversubscription=h.fabric.oversubscription,
             ))
-        render.emit(rows, fmt, lambda: render.list_table("hardware_db", rows, [
-            ("name", "name"), ("hbm_GB", "HBM GB"), ("hbm_TBps", "TB/s"), ("bf16_TFLOPS", "BF16 TF"),
-            ("fp8_TFLOPS", "FP8 TF"), ("tdp_W", "TDP W"), ("gpus_per_node", "GPUs/node"), ("nvlink_domain", "NVL domain"),
-            ("nvlink_GBps", "NVLink GB/s"), ("network_Gbps", "NIC Gb/s"), ("pod_gpus", "pod"), ("oversubscription", "1:N")]))
+        emit_hardware(rows, fmt)

@@ -3,24 +3,20 @@ fit (planner/search.py). Table for people; json|yaml|csv rows with `explain`'s k
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from . import render
-from .cli_common import Format, FormatOption, cli_errors, err, out, warn
+from .cli_common import Format, FormatOption, cli_errors, warn
 from .cli_core import load_job
 from .errors import PlannerError
 from .plan import DEFAULT_GLOBAL_BATCH_TOKENS
-from .search import OBJECTIVES, explain_args, fit
+from .render.fit import emit_fit, emit_fit_row
+from .search import OBJECTIVES, fit
 from .space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
 from .units import parse_count
 
-GiB = 2.0**30
 DEFAULT_TOP = 10
 
 
@@ -46,66 +42,6 @@ def _names(text: Optional[str]) -> Optional[tuple[str, ...]]:
     if text is None:
         return None
     return tuple(p.strip().lower() for p in str(text).split(",") if p.strip())
-
-
-def _mesh(p: dict) -> str:
-    return f"{p['tp']}x{p['cp']}x{p['pp']}x{p['dp']}"
-
-
-def _sharding(p: dict) -> str:
-    return p["sharding"] + (f"/{p['shard_group']}" if p["shard_group"] else "")
-
-
-def _seconds(t: float) -> str:
-    return f"{t:,.0f}" if t >= 100 else f"{t:.3g}"
-
-
-def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
-    """The ranked plans (render.py's job; here until it moves there)."""
-    c = result.counts
-    rows = result.rows
-    p0 = rows[0]["plan"]
-    gpus_text = ", ".join(f"{g:,}" for g in gpus_list)
-    out.print(
-        f"[bold]{p0['model']}[/bold] on {gpus_text} x {p0['hardware']}, global batch {p0['global_batch']:,} x "
-        f"{p0['seq_len']:,} tokens, {p0['precision']}; ranked by {'step time' if result.objective == 'time' else result.objective}"
-    )
-    out.print(
-        f"  searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke a constraint, "
-        f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit"
-    )
-    for reason, n in sorted(c.reasons.items(), key=lambda kv: -kv[1]):
-        out.print(f"    {n:>12,}  {reason}")
-    tokens = rows[0]["throughput"].get("training_days") is not None
-    tab = Table(title_justify="left")
-    cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP"]
-    if rank_order_shown:
-        cols.append("rank order")
-    cols += ["GiB/GPU", "% HBM", "step s", "MFU", "tokens/s"]
-    if tokens:
-        cols.append("days")
-    if len(gpus_list) > 1:
-        cols.insert(1, "GPUs")
-    for col in cols:
-        tab.add_column(col, justify="left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order") else "right")
-    for i, r in enumerate(rows, 1):
-        p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
-        cells = [str(i), _mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
-                 p["recompute"], "on" if p["sequence_parallel"] else "off"]
-        if rank_order_shown:
-            cells.append(p["rank_order"])
-        cells += [f"{m['total_bytes'] / GiB:,.1f}", f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",
-                  _seconds(t["step_s"]), f"{100 * th['mfu']:.1f}%", f"{th['tokens_per_s']:,.0f}"]
-        if tokens:
-            cells.append(f"{th['training_days']:,.1f}")
-        if len(gpus_list) > 1:
-            cells.insert(1, f"{p['gpus']:,}")
-        tab.add_row(*cells)
-    # a pipe or file gets the table's natural width; a terminal gets rich's fit to its width
-    (out if out.is_terminal else Console(soft_wrap=True, width=1000)).print(tab)
-    out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage")
-    out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
-    out.print("  (or add --explain N to this command for the breakdown of row N)")
 
 
 def register(app: typer.Typer) -> None:
@@ -184,16 +120,6 @@ def register(app: typer.Typer) -> None:
         if explain_row is not None:
             if explain_row > len(rows):
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
-            res = rows[explain_row - 1]
-            render.emit(res, fmt, lambda: render.explain_table(res, res.get("warnings", [])))
-            if fmt == Format.table:
-                out.print(f"  the same: planner explain {shlex.join(explain_args(job, res))}")
+            emit_fit_row(rows[explain_row - 1], job, fmt)
             return
-        rows = rows[:top]
-        if fmt != Format.table:
-            c = result.counts
-            err.print(f"note: searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke "
-                      f"a constraint, {c.did_not_fit:,} did not fit, {c.feasible:,} fit", highlight=False)
-        shown_orders = opts.rank_orders != RANK_ORDERS_TP_INNER or any(r["plan"]["rank_order"] != "tp-cp-pp-dp" for r in rows)
-        render.emit(rows, fmt, lambda: fit_table(result.__class__(**{**result.__dict__, "rows": rows}), job,
-                                                   result.gpus, shown_orders))
+        emit_fit(result, rows[:top], job, opts.rank_orders, fmt)

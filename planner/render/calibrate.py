@@ -1,0 +1,121 @@
+"""`planner calibrate` for people: the fitted nccl regimes with their busbw error, the
+GEMM rows (with % of peak and the uncalibrated model's figure when the GPU is known), and
+--dry-run's list of shapes with the GPU time they would take."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from rich.table import Table
+
+from ..cli_common import err, out
+from ..compute import SUSTAINED_TENSOR_FRACTION
+from .common import binary_size, pct
+
+
+def progress(message: str) -> None:
+    """A benchmark's progress line, on stderr."""
+    err.print(message, highlight=False)
+
+
+# ---------------------------------------------------------------- nccl
+def nccl_tables(prof) -> list[Table]:
+    """One table per fitted group: its regimes, and the busbw error from 1 MiB up."""
+    tables = []
+    for g in prof.nccl.groups:
+        nodes = ",".join(map(str, g.nodes))
+        t = Table(title=f"{g.collective}, {g.scope}, {g.ranks} ranks on {nodes} node(s)", title_justify="left")
+        t.add_column("sizes (regime)")
+        t.add_column("alpha us", justify="right")
+        t.add_column("busbw GB/s", justify="right")
+        for r in g.regimes:
+            t.add_row(f"{binary_size(r.from_bytes)} - {binary_size(r.to_bytes)}", f"{r.latency_us:,.1f}", f"{r.busbw_GBps:,.1f}")
+        res = g.residuals
+        t.caption = (
+            f"busbw error >= {binary_size(res.min_size_bytes)}: median {pct(res.busbw_median_abs_rel_err, '-')}, "
+            f"max {pct(res.busbw_max_abs_rel_err, '-')} ({res.points} points)"
+        )
+        tables.append(t)
+    return tables
+
+
+def print_nccl_report(prof, cal, output: Path) -> None:
+    """The fit of `calibrate nccl` and the profile it wrote."""
+    out.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
+    for table in nccl_tables(prof):
+        out.print(table)
+    out.print(f"wrote {output} ({len(prof.nccl.groups)} group(s) from {len(cal.logs)} file(s))")
+
+
+# ---------------------------------------------------------------- gemm
+def gemm_table(cal, hw, title: str) -> Table:
+    """The rows, with % of the dense peak and the uncalibrated model's figure when --hardware is known."""
+    from ..calibrate.gemm import _default_rate
+
+    t = Table(title=title, title_justify="left")
+    for col in ("M", "N", "K", "dtype", "TFLOP/s"):
+        t.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
+    if hw is not None:
+        t.add_column("% peak", justify="right", no_wrap=True)
+        t.add_column("model", justify="right", no_wrap=True)
+    t.add_column("layers" if cal.provenance.method == "measured" else "line", overflow="ellipsis", no_wrap=True)
+    derate = 1.0 if cal.sustained else SUSTAINED_TENSOR_FRACTION
+    for r in sorted(cal.rows, key=lambda r: (r.dtype, r.M, r.N, r.K)):
+        cells = [f"{r.M:,}", f"{r.N:,}", f"{r.K:,}", r.dtype, f"{r.tflops:,.1f}"]
+        if hw is not None:
+            prec = "fp8" if r.dtype == "fp8" else "bf16"
+            peak = hw.fp8_TFLOPS if prec == "fp8" else hw.bf16_TFLOPS
+            model = float(_default_rate(float(r.M), float(r.N), prec, hw)) / derate / 1e12
+            cells += ["-" if not peak else f"{100.0 * r.tflops / peak:.1f}%", "-" if model != model else f"{model:,.1f}"]
+        if r.layers:
+            what = r.layers[0] + (f" (+{len(r.layers) - 1})" if len(r.layers) > 1 else "")
+        else:  # 'file:line (source)' or 'file: row n' -> 'line' / 'row n'
+            where = r.source.split(" (")[0]
+            what = where.split(": ", 1)[1] if ": " in where else where.rsplit(":", 1)[-1]
+        cells.append(what)
+        t.add_row(*cells)
+    if hw is not None:
+        t.caption = (f"% peak: of the {hw.name} dense peak; model: the uncalibrated estimate in TFLOP/s (plateau x wave efficiency) "
+                     + ("at benchmark clocks" if not cal.sustained else "at the sustained clock"))
+    return t
+
+
+def print_gemm_report(prof, cal, hw, output: Path, from_files: Optional[list[Path]] = None) -> None:
+    """The GEMM rows of `calibrate gemm` (ingested from `from_files`, else timed here) and
+    the profile it wrote."""
+    if from_files:
+        title = f"GEMM rows from {', '.join(p.name for p in from_files)}: {cal.gpu}"
+    else:
+        title = f"GEMMs timed on {cal.gpu}" + (" (sustained)" if cal.sustained else "")
+    out.print(gemm_table(cal, hw, title))
+    kept = "; kept its nccl section" if prof.nccl is not None else ""
+    out.print(f"wrote {output} (gemm: {len(cal.rows)} row(s){kept})")
+
+
+def print_shapes(shapes, dtypes, warmup: int, repeats: int, sustained: bool, hw) -> None:
+    """--dry-run: the shapes, and the GPU time they would take at the uncalibrated rates."""
+    from ..calibrate.gemm import SUSTAINED_HEAT_S, SUSTAINED_WARM_S, _default_rate
+
+    t = Table(title=f"{len(shapes)} GEMM shape(s) x {', '.join(dtypes)}", title_justify="left")
+    for col in ("M", "N", "K", "GFLOP"):
+        t.add_column(col, justify="right")
+    t.add_column("layers")
+    for s in shapes:
+        t.add_row(f"{s.M:,}", f"{s.N:,}", f"{s.K:,}", f"{s.flops / 1e9:,.1f}", "; ".join(s.layers))
+    out.print(t)
+    if hw is not None:
+        calls = warmup + repeats
+        gpu_s = 0.0
+        for d in dtypes:
+            if d == "fp8" and hw.fp8_TFLOPS is None:
+                continue
+            for s in shapes:
+                gpu_s += calls * s.flops / float(_default_rate(float(s.M), float(s.N), d, hw))
+                if sustained:
+                    gpu_s += SUSTAINED_WARM_S
+        if sustained:
+            gpu_s += SUSTAINED_HEAT_S
+        out.print(f"estimated GPU time on {hw.name}: {gpu_s:,.0f} s of GEMMs ({calls} calls per shape"
+                  + (f", {SUSTAINED_HEAT_S:g} s heat-up, {SUSTAINED_WARM_S:g} s per shape" if sustained else "")
+                  + "), plus input set-up")

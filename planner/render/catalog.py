@@ -1,0 +1,36 @@
+"""`planner models` and `planner hardware`: the catalogs as tables."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ..cli_common import Format, out
+from .common import emit, human_count
+
+MODEL_COLUMNS = [
+    ("name", "name"), ("params", "params"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
+    ("heads", "heads"), ("kv_heads", "kv"), ("vocab", "vocab"), ("mlp", "mlp"), ("seq", "seq")]
+HARDWARE_COLUMNS = [
+    ("name", "name"), ("hbm_GB", "HBM GB"), ("hbm_TBps", "TB/s"), ("bf16_TFLOPS", "BF16 TF"),
+    ("fp8_TFLOPS", "FP8 TF"), ("tdp_W", "TDP W"), ("gpus_per_node", "GPUs/node"), ("nvlink_domain", "NVL domain"),
+    ("nvlink_GBps", "NVLink GB/s"), ("network_Gbps", "NIC Gb/s"), ("pod_gpus", "pod"), ("oversubscription", "1:N")]
+
+
+def list_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> None:
+    """One row per record, `cols` = (key, header); ints with thousands separators."""
+    tab = Table(title=title, title_justify="left")
+    for _, header in cols:
+        tab.add_column(header)
+    for r in rows:
+        tab.add_row(*[("" if r.get(k) is None else (f"{r[k]:,}" if isinstance(r[k], int) else str(r[k]))) for k, _ in cols])
+    out.print(tab)
+
+
+def emit_models(rows: list[dict], fmt: Format) -> None:
+    """The model catalog; the table writes parameter counts in words."""
+    emit(rows, fmt, lambda: list_table("model_zoo", [{**r, "params": human_count(r["params"])} for r in rows],
+                                       MODEL_COLUMNS))
+
+
+def emit_hardware(rows: list[dict], fmt: Format) -> None:
+    emit(rows, fmt, lambda: list_table("hardware_db", rows, HARDWARE_COLUMNS))

@@ -1,0 +1,179 @@
+"""What every command's renderer shares: the machine formats (json, yaml, csv) and one
+formatter per kind of quantity. Inputs are SI (bytes, seconds, B/s, fractions); the
+strings carry the human units. A formatter here is used by more than one command, or is
+the one way the project writes that quantity; two formatters of one quantity that write
+different strings have different names (e.g. `seconds` vs `duration`, `si_bytes` vs
+`binary_size`) so that no command's output changes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from typing import Any, Callable, Iterable, Optional
+
+import yaml
+from rich.console import Console
+
+from ..cli_common import Format, out
+
+GB, GiB = 1e9, 2.0**30
+
+# Labels of explain's memory terms (planner/memory.py MemoryTerms keys), for every table
+# and message that names them.
+TERM_LABELS = {
+    "weights": "weights",
+    "gradients": "gradients",
+    "master_weights": "fp32 master weights",
+    "adam": "Adam m and v",
+    "layer_activations": "layer activations",
+    "output_activations": "output layer (logits + loss)",
+    "recompute_buffer": "recompute buffer (one layer)",
+    "fsdp_buffers": "FSDP all-gather buffers",
+    "reserve": "CUDA context + NCCL reserve",
+}
+
+
+# ---------------------------------------------------------------- machine formats
+def _clean(obj: Any) -> Any:
+    """JSON-safe: NaN/inf become null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    rows = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            rows.update(flatten(v, key + "."))
+        else:
+            rows[key] = v
+    return rows
+
+
+def to_csv(records: Iterable[dict]) -> str:
+    flat = [flatten(r) for r in records]
+    cols: list[str] = []
+    for r in flat:
+        cols += [c for c in r if c not in cols]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    w.writeheader()
+    for r in flat:
+        w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    return buf.getvalue()
+
+
+def emit(data: Any, fmt: Format, table: Callable[[], None]) -> None:
+    """Print `data` in a machine format, or call `table()` for people."""
+    if fmt == Format.json:
+        print(json.dumps(_clean(data), indent=2))
+    elif fmt == Format.yaml:
+        print(yaml.safe_dump(_clean(data), sort_keys=False), end="")
+    elif fmt == Format.csv:
+        print(to_csv(data if isinstance(data, list) else [data]), end="")
+    else:
+        table()
+
+
+def print_wide(renderable, width: int) -> None:
+    """Print a wide table: a terminal fits it to its own width; a pipe or a file (CI logs,
+    tests) gets `width` columns, room for the table's natural width."""
+    (out if out.is_terminal else Console(soft_wrap=True, width=width)).print(renderable)
+
+
+# ---------------------------------------------------------------- quantities
+def pct(x: Optional[float], missing: str = "") -> str:
+    """A fraction as a percentage with one decimal: 0.4123 -> '41.2%'; None -> `missing`."""
+    return missing if x is None else f"{100 * x:.1f}%"
+
+
+def signed_pct(x: Optional[float]) -> str:
+    """A relative error with its sign: -0.05 -> '-5.0%'; None -> ''."""
+    return "" if x is None else f"{100 * x:+.1f}%"
+
+
+def seconds(t: float) -> str:
+    """Seconds without a unit, whole from 100 s up, else 3 significant digits: '1,234', '0.123'."""
+    return f"{t:,.0f}" if t >= 100 else f"{t:.3g}"
+
+
+def duration(x: float) -> str:
+    """Seconds scaled to s, ms, us or ns with the unit: '1.234 s', '12.50 ms'."""
+    if x == 0:
+        return "0 s"
+    for unit, f in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(x) >= f:
+            return f"{x / f:,.3f} {unit}" if unit == "s" else f"{x / f:,.2f} {unit}"
+    return f"{x / 1e-9:,.1f} ns"
+
+
+def gb(x: float, digits: int = 2) -> str:
+    """Bytes in GB (1e9), without the unit."""
+    return f"{x / GB:,.{digits}f}"
+
+
+def gib(x: float, digits: int = 2) -> str:
+    """Bytes in GiB (2^30), without the unit."""
+    return f"{x / GiB:,.{digits}f}"
+
+
+def si_bytes(x: float) -> str:
+    """Bytes scaled to TB, GB, MB or kB (powers of 1000) with the unit; NaN -> '-'."""
+    if x != x:  # NaN
+        return "-"
+    for unit, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(x) >= f:
+            return f"{x / f:,.2f} {unit}"
+    return f"{x:,.0f} B"
+
+
+def binary_size(b: float) -> str:
+    """A message size in GiB, MiB or KiB (powers of 1024), whole when exact: '1 MiB', '1.5 GiB'."""
+    for unit, f in (("GiB", 2.0**30), ("MiB", 2.0**20), ("KiB", 2.0**10)):
+        if b >= f:
+            v = b / f
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def gbps(x: float, digits: int = 1) -> str:
+    """Bytes per second in GB/s (1e9) with the unit."""
+    return f"{x / 1e9:,.{digits}f} GB/s"
+
+
+def money(x: Optional[float]) -> str:
+    """A cost in whole currency units with thousands separators; None -> ''."""
+    return "" if x is None else f"{x:,.0f}"
+
+
+def millions(x: Optional[float]) -> str:
+    """A count or cost in millions: 1234567 -> '1.23M'; None -> ''."""
+    return "" if x is None else f"{x / 1e6:,.2f}M"
+
+
+def human_count(n: float) -> str:
+    """A count in words: 70553706496 -> '70.55 billion'."""
+    for unit, f in (("trillion", 1e12), ("billion", 1e9), ("million", 1e6)):
+        if abs(n) >= f:
+            return f"{n / f:,.2f} {unit}"
+    return f"{n:,.0f}"
+
+
+# ---------------------------------------------------------------- plans
+def mesh(p: dict) -> str:
+    """A plan's mesh, compact: '8x1x1x512' (TP x CP x PP x DP)."""
+    return f"{p['tp']}x{p['cp']}x{p['pp']}x{p['dp']}"
+
+
+def mesh_words(p: dict) -> str:
+    """A plan's mesh, spelled out: 'TP 8 x CP 1 x PP 1 x DP 512'."""
+    return f"TP {p['tp']} x CP {p['cp']} x PP {p['pp']} x DP {p['dp']}"

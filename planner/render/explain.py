@@ -1,0 +1,99 @@
+"""`planner explain` for people: the plan, memory per GPU term by term, FLOPs per token,
+and the step-time breakdown with throughput and MFU (also `fit --explain N`)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ..cli_common import Format, out, warn
+from .common import TERM_LABELS, emit, gb, gib, human_count, mesh_words, pct
+
+# memory terms in the table's order; the model states' subtotal follows the first four
+_STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
+_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "reserve")
+
+
+def emit_explain(res: dict, warnings: list[str], fmt: Format) -> None:
+    """explain's JSON in `fmt`, or its tables and warnings."""
+    emit(res, fmt, lambda: explain_table(res, warnings))
+
+
+def explain_table(res: dict, warnings: list[str]) -> None:
+    p, m, fl, prm = res["plan"], res["memory"], res["flops"], res["params"]
+    mesh = mesh_words(p) + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
+    shard = p["sharding"] + (f" (shard group {p['shard_group']})" if p["shard_group"] else "")
+    out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}")
+    out.print(
+        f"  {shard}, micro-batch {p['micro_batch']} x {p['microbatches_per_step']} per step, global batch "
+        f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}, "
+        f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}, {p['precision']}"
+    )
+    out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,})")
+    t = m["terms"]
+    tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
+    tab.add_column("component")
+    tab.add_column("GB", justify="right")
+    tab.add_column("GiB", justify="right")
+    rows = [(TERM_LABELS[k], t[k]) for k in _STATE_TERMS]
+    rows.append(("[bold]model states[/bold]", t["weights"] + t["gradients"] + t["master_weights"] + t["adam"]))
+    rows += [(TERM_LABELS[k], t[k]) for k in _OTHER_TERMS]
+    for name, v in rows:
+        tab.add_row(name, gb(v), gib(v))
+    tab.add_row("[bold]total[/bold]", f"[bold]{gb(m['total_bytes'])}[/bold]", gib(m["total_bytes"]))
+    tab.add_row(f"usable (HBM x {1 - m['headroom']:.2f})", gb(m["usable_bytes"]), gib(m["usable_bytes"]))
+    out.print(tab)
+    used = 100 * m["total_bytes"] / m["capacity_bytes"]
+    verdict = "[green]fits[/green]" if m["fits"] else "[red]does not fit[/red]"
+    out.print(f"  {verdict}: {used:.1f}% of {gb(m['capacity_bytes'], 0)} GB HBM")
+    out.print(
+        f"  FLOPs per token: 6N {fl['flops_per_token_6n']:.3e} + attention ({fl['attention_counted']}) "
+        f"{fl['attention_flops_per_token']:.3e} = model {fl['model_flops_per_token']:.3e}; "
+        f"hardware (with recompute) {fl['hardware_flops_per_token']:.3e}"
+    )
+    if "total_training_flops" in fl:
+        out.print(f"  training compute for {fl['training_tokens']:.3g} tokens: {fl['total_training_flops']:.3e} FLOPs (6N)")
+    if "time" in res:
+        time_table(res)
+    for w in warnings:
+        warn(w)
+
+
+TIME_ROWS = [
+    ("compute (GEMMs, attention, memory-bound ops, recompute)", "compute_s"),
+    ("TP communication (exposed)", "tp_comm_s"),
+    ("CP communication (exposed)", "cp_comm_s"),
+    ("PP send/recv", "pp_comm_s"),
+    ("DP / sharding communication (exposed)", "dp_comm_exposed_s"),
+    ("pipeline bubble", "bubble_s"),
+    ("optimizer step", "optimizer_s"),
+]
+
+
+def time_table(res: dict) -> None:
+    """The step-time breakdown and throughput of explain's JSON."""
+    t, thr = res["time"], res["throughput"]
+    step = t["step_s"]
+    tab = Table(title="Step time per GPU (critical pipeline stage)", title_justify="left")
+    tab.add_column("term")
+    tab.add_column("seconds", justify="right")
+    tab.add_column("% of step", justify="right")
+    for name, key in TIME_ROWS:
+        tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
+    tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
+    out.print(tab)
+    hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
+    if t["dp_comm_s"] > 0:
+        out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
+    out.print(
+        f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
+        f"{thr['tflops_per_gpu']:,.0f} TFLOP/s per GPU; MFU {pct(thr['mfu'])} "
+        f"(6N + attention, PaLM), {pct(thr['mfu_6n'])} (6N); HFU {pct(thr['hfu'])} "
+        f"of {thr['peak_tflops']:,.0f} TFLOP/s"
+    )
+    if "training_days" in thr:
+        out.print(f"  training: {thr['training_steps']:,.0f} steps, {thr['training_days']:,.1f} days, "
+                  f"{thr['gpu_hours']:,.0f} GPU-hours (failure-free; see `planner budget`)")
+    cal = res.get("calibration")
+    if cal:
+        used = ", ".join(cal["used"]) or "none of its entries (no plan collective matched)"
+        out.print(f"  calibration {cal['profile']}: measured figures used for {used}; defaults elsewhere")

@@ -1,0 +1,86 @@
+"""`planner fit` for people: the search's counts and the ranked plans (json|yaml|csv: the
+rows with `explain`'s keys)."""
+
+from __future__ import annotations
+
+import shlex
+
+from rich.table import Table
+
+from ..cli_common import Format, err, out
+from ..search import explain_args
+from ..space import RANK_ORDERS_TP_INNER
+from .common import emit, gib, mesh, pct, print_wide, seconds
+from .explain import explain_table
+
+
+def _sharding(p: dict) -> str:
+    return p["sharding"] + (f"/{p['shard_group']}" if p["shard_group"] else "")
+
+
+def searched(result) -> str:
+    """'searched N candidates in T s: ... fit', the search's counts."""
+    c = result.counts
+    return (f"searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke a constraint, "
+            f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit")
+
+
+def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format) -> None:
+    """The first `rows` of a fit result; a machine format gets the counts as a note on stderr.
+    The rank-order column appears when --rank-orders was given or a row is not tp-cp-pp-dp."""
+    if fmt != Format.table:
+        err.print(f"note: {searched(result)}", highlight=False)
+    shown_orders = rank_orders != RANK_ORDERS_TP_INNER or any(r["plan"]["rank_order"] != "tp-cp-pp-dp" for r in rows)
+    emit(rows, fmt, lambda: fit_table(result.__class__(**{**result.__dict__, "rows": rows}), job,
+                                      result.gpus, shown_orders))
+
+
+def emit_fit_row(res: dict, job, fmt: Format) -> None:
+    """`fit --explain N`: row N as `explain` shows it, and the explain command that repeats it."""
+    emit(res, fmt, lambda: explain_table(res, res.get("warnings", [])))
+    if fmt == Format.table:
+        out.print(f"  the same: planner explain {shlex.join(explain_args(job, res))}")
+
+
+def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
+    """The ranked plans."""
+    c = result.counts
+    rows = result.rows
+    p0 = rows[0]["plan"]
+    gpus_text = ", ".join(f"{g:,}" for g in gpus_list)
+    out.print(
+        f"[bold]{p0['model']}[/bold] on {gpus_text} x {p0['hardware']}, global batch {p0['global_batch']:,} x "
+        f"{p0['seq_len']:,} tokens, {p0['precision']}; ranked by {'step time' if result.objective == 'time' else result.objective}"
+    )
+    out.print(f"  {searched(result)}")
+    for reason, n in sorted(c.reasons.items(), key=lambda kv: -kv[1]):
+        out.print(f"    {n:>12,}  {reason}")
+    tokens = rows[0]["throughput"].get("training_days") is not None
+    tab = Table(title_justify="left")
+    cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP"]
+    if rank_order_shown:
+        cols.append("rank order")
+    cols += ["GiB/GPU", "% HBM", "step s", "MFU", "tokens/s"]
+    if tokens:
+        cols.append("days")
+    if len(gpus_list) > 1:
+        cols.insert(1, "GPUs")
+    for col in cols:
+        tab.add_column(col, justify="left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order") else "right")
+    for i, r in enumerate(rows, 1):
+        p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
+        cells = [str(i), mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
+                 p["recompute"], "on" if p["sequence_parallel"] else "off"]
+        if rank_order_shown:
+            cells.append(p["rank_order"])
+        cells += [gib(m["total_bytes"], 1), f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",
+                  seconds(t["step_s"]), pct(th["mfu"]), f"{th['tokens_per_s']:,.0f}"]
+        if tokens:
+            cells.append(f"{th['training_days']:,.1f}")
+        if len(gpus_list) > 1:
+            cells.insert(1, f"{p['gpus']:,}")
+        tab.add_row(*cells)
+    print_wide(tab, 1000)
+    out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage")
+    out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
+    out.print("  (or add --explain N to this command for the breakdown of row N)")

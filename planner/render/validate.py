@@ -1,0 +1,85 @@
+"""`planner validate` for people: predicted vs published tokens/s per GPU (and memory) per
+record, the error summary, and each skipped record with its reason. csv: one line per run,
+lists joined."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.table import Table
+
+from ..cli_common import Format, out
+from .common import emit, print_wide, signed_pct
+
+# Abbreviations of assumed fields in the table's last column.
+_ABBREV = {
+    "hardware": "hw", "gated_mlp": "arch", "norm": "arch", "tied_embeddings": "arch",
+    "position_embedding": "arch", "linear_bias": "arch", "dropout": "arch",
+    "micro_batch_size": "mbs", "vpp": "vpp", "cp": "cp", "activation_recompute": "rc",
+    "sequence_parallel": "sp", "precision": "prec", "zero_fsdp_mode": "shard",
+    "bytes_per_param": "bpp", "attention": "attn",
+}
+_LEGEND = ("assumed: hw hardware from gpu_type, arch architecture (gated MLP, norm, ...), mbs micro-batch, "
+           "vpp, cp, rc recompute, sp sequence parallel, prec precision, shard sharding, bpp bytes/param, "
+           "attn attention kernel (full list: --format json)")
+
+
+def _abbrev(assumed: list[str]) -> str:
+    seen: list[str] = []
+    for a in assumed:
+        key = _ABBREV.get(a.split("=", 1)[0], a.split("=", 1)[0])
+        if key not in seen:
+            seen.append(key)
+    return " ".join(seen)
+
+
+def _num(x: Optional[float]) -> str:
+    if x is None:
+        return ""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}"
+
+
+def summary_line(s: dict) -> str:
+    if not s["n"]:
+        return "n=0 (no record with both a prediction and a published tokens/s)"
+    return f"n={s['n']} median |err|={100 * s['median_abs_error']:.1f}% p90 |err|={100 * s['p90_abs_error']:.1f}%"
+
+
+def emit_validate(data: dict, fmt: Format, title: str) -> None:
+    """A validate report in `fmt` (csv: the runs, lists joined with '; ')."""
+    if fmt == Format.csv:  # one line per run; lists joined
+        rows = [{k: ("; ".join(v) if isinstance(v, list) else v) for k, v in r.items()} for r in data["runs"]]
+        emit(rows, fmt, lambda: None)
+    else:
+        emit(data, fmt, lambda: render_table(data, title))
+
+
+def render_table(data: dict, title: str = "planner validate") -> None:
+    """The people's view of a validate report: one row per evaluated record, the summary
+    line, then every skipped record with its reason."""
+    runs = data["runs"]
+    shown = [r for r in runs if r["skipped"] is None or r["predicted_memory_gib"] is not None]
+    tab = Table(title=title, title_justify="left")
+    for name, justify in (("id", "left"), ("hardware", "left"), ("mesh", "left"), ("pred tok/s/GPU", "right"),
+                          ("published", "right"), ("error", "right"), ("mem GiB pred/pub", "right"), ("assumed", "left")):
+        tab.add_column(name, justify=justify, overflow="fold")
+    for r in shown:
+        mem = _num(r["predicted_memory_gib"])
+        if r["published_memory_gib"] is not None:
+            mem += f" / {_num(r['published_memory_gib'])} ({signed_pct(r['memory_error'])})"
+        pub = _num(r["published_tokens_per_s_per_gpu"])
+        if r.get("published_from") == "iteration_time_s":
+            pub += "*"
+        tab.add_row(r["id"], r["hardware"] or "", r["mesh"] or "", _num(r["predicted_tokens_per_s_per_gpu"]),
+                    pub, signed_pct(r["error"]), mem, _abbrev(r["assumed"]))
+    # piped output (files, CI logs, tests) gets room for the ids
+    print_wide(tab, 170)
+    if any(r.get("published_from") == "iteration_time_s" for r in shown):
+        out.print("* published tokens/s derived from iteration_time_s: global_batch x seq / (time x GPUs)")
+    out.print(_LEGEND)
+    out.print(summary_line(data["summary"]), highlight=False)
+    skipped = [r for r in runs if r["skipped"] is not None]
+    if skipped:
+        out.print(f"skipped ({len(skipped)}):", highlight=False)
+        for r in skipped:
+            out.print(f"  {r['id']}: {r['skipped']}", highlight=False, markup=False)
