@@ -54,7 +54,7 @@ def job_options(
     model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
-    tp_comm_overlap=None,
+    tp_comm_overlap=None, recompute_layers=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -66,6 +66,7 @@ def job_options(
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
         tokens=parse_count(tokens, "--tokens") if tokens else None, rank_order=rank_order,
         calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
+        recompute_layers=recompute_layers,
     )
 
 
@@ -102,6 +103,7 @@ def register(app: typer.Typer) -> None:
         rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: tp-cp-pp-dp)"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: off)"),
+        recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers", help="with --recompute full: re-run only this many layers per stage (Megatron --recompute-num-layers) (default: all)"),
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         fmt: Format = FormatOption,
@@ -110,7 +112,8 @@ def register(app: typer.Typer) -> None:
         overrides = job_options(
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
-            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap)
+            activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
+            recompute_layers)
         job, where = job_from_cli(job_file, overrides, from_fit, row)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -33,22 +33,25 @@ def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> T
     return Terms(dense=np.full(seq.shape, 6.0 * n), attention=12.0 * L * a * d * seq * cf)
 
 
-def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> np.ndarray:
-    """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + 4Lads);
-    selective = the attention core forward (4Lads)."""
+def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, fraction=1.0) -> np.ndarray:
+    """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + 4Lads),
+    times the fraction of layers it re-runs (recompute_layers); selective = the attention
+    core forward (4Lads)."""
     n = count_params(model).total
     L, a, d = model.num_layers, model.num_attention_heads, model.dhead
     cf = 0.5 if causal else 1.0
     seq = np.asarray(seq, dtype=np.float64)
     core = 4.0 * L * a * d * seq * cf
     recompute = np.asarray(recompute)
-    return np.where(recompute == RC_FULL, 2.0 * n + core, np.where(recompute == RC_SELECTIVE, core, 0.0))
+    full = np.asarray(fraction, dtype=np.float64) * (2.0 * n + core)
+    return np.where(recompute == RC_FULL, full, np.where(recompute == RC_SELECTIVE, core, 0.0))
 
 
-def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens: float | None = None) -> dict:
+def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens: float | None = None,
+                  fraction=1.0) -> dict:
     """The `flops` object of explain's JSON."""
     t = flops_per_token(model, seq, recompute, causal)
-    extra = recompute_flops_per_token(model, seq, recompute, causal)
+    extra = recompute_flops_per_token(model, seq, recompute, causal, fraction)
     out = {
         "flops_per_token_6n": t.dense,
         "attention_flops_per_token": t.attention,

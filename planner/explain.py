@@ -68,7 +68,8 @@ def calibration_report(settings: Settings, est: Estimate) -> dict | None:
 def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:
     terms, stage = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
-    flops = flops_summary(settings.model, plan.seq, plan.recompute, settings.causal_attention_flops, settings.tokens)
+    flops = flops_summary(settings.model, plan.seq, plan.recompute, settings.causal_attention_flops, settings.tokens,
+                          mem.recompute_fraction(settings, plan))
     time, extra = step_time(settings, plan)
     thr = throughput(settings, plan, time.total)
     return Estimate(memory=terms, stage=stage, capacity=cap, usable=usable, fits=terms.total <= usable, flops=flops,

@@ -105,6 +105,20 @@ def stage_layers(num_layers: int, pp, vpp):
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 
 
+def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
+    """How many of a stage's `layers` full recompute re-runs: all of them, or at most
+    settings.recompute_layers (Megatron-LM --recompute-method block --recompute-num-layers:
+    the first N layers of each stage recompute, the others keep their activations) [2]."""
+    cap = settings.recompute_layers if settings.recompute_layers is not None else np.iinfo(np.int64).max
+    return np.where(plan.recompute == RC_FULL, np.minimum(layers, cap), 0)
+
+
+def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Share of a middle stage's layers that full recompute re-runs (1 for plain full)."""
+    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp)
+    return recomputed_layers(settings, plan, mid) / mid
+
+
 def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash"):
     """Bytes one layer stores for one micro-batch on one GPU, without recompute."""
     rep, split, kv, score = layer_coefficients(model, activation_model, attention)
@@ -175,15 +189,17 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     rep_div = np.where(plan.sp > 0, tp, 1.0)
     tokens = plan.mbs * (plan.seq / plan.cp)
     layer_input = tokens * ACT_BYTES * model.hidden_size / rep_div  # full recompute keeps only this
-    stored = np.where(plan.recompute == RC_FULL, layer_input, full_layer)
-    # full recompute re-materialises one layer's activations during its backward pass
+    # full recompute keeps only the inputs of the layers it re-runs [2]; it re-materialises
+    # one layer's activations during that layer's backward pass
+    r_first = recomputed_layers(settings, plan, n_first)
+    r_last = recomputed_layers(settings, plan, n_last)
     recompute_buffer = np.where(plan.recompute == RC_FULL, full_layer, 0.0)
     inflight_first = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule))
     inflight_last = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=plan.pp - 1))
     # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
     out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + LOGIT_BYTES_PER_VOCAB * model.vocab_size / tp)
-    act_first = n_first * inflight_first * stored
-    act_last = n_last * inflight_last * stored
+    act_first = inflight_first * (r_first * layer_input + (n_first - r_first) * full_layer)
+    act_last = inflight_last * (r_last * layer_input + (n_last - r_last) * full_layer)
     out_first = np.where(plan.pp == 1, out_act, 0.0)
     out_last = inflight_last * out_act
 

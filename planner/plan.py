@@ -112,6 +112,7 @@ class Settings:
     reserve_bytes: float
     tokens: float | None
     tp_comm_overlap: bool = False
+    recompute_layers: int | None = None  # full recompute of at most this many layers per stage
     calibration: object = None  # calibrate.profile.CalibrationProfile, or None
     calibration_path: str | None = None
 
@@ -179,6 +180,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if job.pp * job.vpp > model.num_layers:
             raise PlannerError(f"{where}pp*vpp={job.pp * job.vpp} exceeds the {model.num_layers} layers", "lower vpp")
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
+    if job.recompute_layers is not None and job.recompute != "full":
+        raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
+                           "set recompute: full, or remove recompute_layers")
     if job.tp_comm_overlap and not sp:
         raise PlannerError(f"{where}tp_comm_overlap needs sequence parallelism with tp > 1", "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false")
     if sp and job.tp == 1:
@@ -219,6 +223,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
         tp_comm_overlap=job.tp_comm_overlap,
+        recompute_layers=job.recompute_layers,
         calibration=_load_calibration(job.calibration),
         calibration_path=job.calibration,
     )
@@ -262,6 +267,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "reserve_GiB": settings.reserve_bytes / 2**30,
         "tokens": settings.tokens,
         "tp_comm_overlap": settings.tp_comm_overlap,
+        "recompute_layers": settings.recompute_layers,
     }
 
 

@@ -202,6 +202,10 @@ class Job(BaseModel):
     sharding: Sharding = "none"
     shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
     recompute: Recompute = "none"
+    recompute_layers: Optional[int] = Field(
+        default=None, gt=0,
+        description="with recompute full: re-run at most this many layers per pipeline stage, the rest keep their "
+                    "activations (Megatron-LM --recompute-method block --recompute-num-layers); default all")
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Literal["bf16", "fp8"] = "bf16"
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")

@@ -73,10 +73,10 @@ from .compute import (
     flops_per_token, recompute_flops_per_token,
 )
 from .calibrate.gemm import LAYER_GEMMS, forward_gemm_times
-from .memory import stage_layers, stage_params
+from .memory import recompute_fraction, recomputed_layers, stage_layers, stage_params
 from .params import count_params
 from .pipeline import bubble_fraction
-from .plan import FSDP, HSDP, RC_FULL, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .plan import FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
 from .terms import Terms
 
 ACT_BYTES = 2.0  # bf16 activations / TP and PP messages
@@ -128,12 +128,17 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ew_fwd = ew_fwd_bytes / hbm
     layer_fwd = g_fwd + attn_fwd + ew_fwd
     layer_bwd = 2.0 * g_fwd + attn_bwd + 2.0 * ew_fwd
-    layer_recompute = np.where(plan.recompute == RC_FULL, layer_fwd, np.where(plan.recompute == RC_SELECTIVE, attn_fwd, 0.0))
+    # selective re-runs every layer's attention core; full re-runs the forward of the layers
+    # it covers (all, or recompute_layers per stage)
+    sel_extra = np.where(plan.recompute == RC_SELECTIVE, attn_fwd, 0.0)
+    rc_mid = recomputed_layers(settings, plan, n_mid).astype(np.float64)
+    rc_last = recomputed_layers(settings, plan, n_last).astype(np.float64)
     # output layer + loss on the last stage
     logits = 3.0 * gt.output_layer + T * V / tp * LOSS_BYTES_PER_LOGIT / hbm
     # the pipeline runs at its slowest stage: a middle one, or the last with the loss
-    layer_total = layer_fwd + layer_bwd + layer_recompute
-    compute_mb = np.maximum(layers * layer_total, n_last * layer_total + logits)
+    layer_base = layer_fwd + layer_bwd + sel_extra
+    compute_mb = np.maximum(layers * layer_base + rc_mid * layer_fwd,
+                            n_last * layer_base + rc_last * layer_fwd + logits)
 
     # ---------------------------------------------------------------- communication
     cpar = comm.comm_params(hw)
@@ -170,15 +175,17 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ar = coll(comm.ALL_REDUCE, msg, tp_ar, strides["tp"])
     rs_ag = coll(comm.REDUCE_SCATTER, msg, tp_sp, strides["tp"]) + coll(comm.ALL_GATHER, msg, tp_sp, strides["tp"])
     per_pair = np.where(plan.sp > 0, rs_ag, ar)  # one forward "all-reduce" worth
-    n_pairs = 4.0 + np.where(plan.recompute == RC_FULL, 2.0, 0.0)
-    tp_layer = n_pairs * per_pair
-    if settings.tp_comm_overlap:
-        # TP-communication overlap [7]: each all-gather / reduce-scatter is split into tp
-        # chunks that ring-exchange while the GEMM they feed computes on the chunks already
-        # there; the first chunk and whatever outlasts the layer's GEMMs stay exposed.
-        gemm_layer = g_fwd * (3.0 + np.where(plan.recompute == RC_FULL, 1.0, 0.0))
-        tp_layer = np.maximum(tp_layer - gemm_layer, 0.0) + tp_layer / tp
-    tp_comm_mb = layers * tp_layer
+    def tp_per_layer(pairs, gemm_passes):
+        t = pairs * per_pair
+        if settings.tp_comm_overlap:
+            # TP-communication overlap [7]: each all-gather / reduce-scatter is split into tp
+            # chunks that ring-exchange while the GEMM they feed computes on the chunks
+            # already there; the first chunk and whatever outlasts the GEMMs stay exposed.
+            t = np.maximum(t - gemm_passes * g_fwd, 0.0) + t / tp
+        return t
+
+    # 4 per layer (2 forward, 2 backward); a recomputed layer repeats its forward 2
+    tp_comm_mb = (layers - rc_mid) * tp_per_layer(4.0, 3.0) + rc_mid * tp_per_layer(6.0, 4.0)
 
     kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
     cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
@@ -206,7 +213,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * shard_n), 0.0)
     fwd_mb = layers * (layer_fwd) + logits / 3.0
-    bwd_mb = layers * (layer_bwd + layer_recompute) + logits * 2.0 / 3.0
+    bwd_mb = layers * (layer_bwd + sel_extra) + rc_mid * layer_fwd + logits * 2.0 / 3.0
     # FSDP: per micro-batch all-gather (fwd), all-gather (bwd), reduce-scatter
     fsdp_total = m * (2.0 * ag_w + rs_g) + ar_hsdp
     fsdp_exposed = m * (np.maximum(ag_w - fwd_mb, 0.0) + np.maximum(ag_w + rs_g - bwd_mb, 0.0)
@@ -244,7 +251,7 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     model, hw = settings.model, settings.hardware
     causal = settings.causal_attention_flops
     ft = flops_per_token(model, plan.seq, plan.recompute, causal)
-    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, causal)
+    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, causal, recompute_fraction(settings, plan))
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
     peak = np.where(plan.precision == 1, hw.fp8_TFLOPS or np.nan, hw.bf16_TFLOPS) * 1e12

@@ -40,6 +40,11 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     given, else 1. vpp null -> 1 (plain 1F1B; vpp > 1 -> interleaved). cp null -> 1.
  4. activation_recompute: text starting full / selective / none; null -> none (Megatron-LM's
     default when --recompute-granularity is unset [5]).
+ 4b. torchtitan's "selective" activation checkpointing [11] is not Megatron's (which re-runs
+    only the attention core): its 'layer' policy checkpoints every 2nd layer
+    (selective_ac_option '2') and its 'op' policy saves every other matmul and recomputes the
+    rest of the layer; both re-run about half of the forward pass. Modelled as full
+    recompute of half of each stage's layers (recompute_layers = ceil(layers / pp / 2)).
  5. sequence_parallel null -> on iff tp > 1 (Korthikanti et al. 2022 [7]; Megatron recipes
     enable it with TP).
  6. zero_fsdp_mode text -> sharding: ZeRO-3 / FSDP FULL_SHARD / fully sharded -> fsdp;
@@ -80,12 +85,16 @@ References
      arXiv:2205.05198, sec. 4.2.2 (sequence parallelism alongside tensor parallelism).
  [8] Dao et al. 2022, "FlashAttention", arXiv:2205.14135.
  [9] torchtitan docs/performance.md (2024-08-23): "HBM2e based lower TDP SXM H100(95GB)".
+[11] pytorch/torchtitan torchtitan/models/llama/parallelize_llama.py (2024): _apply_ac with
+     mode 'selective', selective_ac_option 'op' (_save_list of ops, every other mm recomputed)
+     or an integer layer frequency.
 [10] Hyndman & Fan 1996, "Sample Quantiles in Statistical Packages", Am. Stat. 50(4) (type 7).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -449,6 +458,13 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         year = _source_year(rec)
         attention = "eager" if (year is not None and year <= 2021) else "flash"
         assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
+    recompute, recompute_layers = _recompute(rec, assumed), None
+    if recompute == "selective" and (rec.source_group or "").startswith("torchtitan"):
+        # rule 4b: torchtitan's selective activation checkpointing is not Megatron's
+        recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / 2))
+        assumed.add("activation_recompute", f"full on {recompute_layers} layers per stage",
+                    "torchtitan selective AC: 'layer' re-runs every 2nd layer, 'op' every other matmul and all "
+                    "non-matmul ops, about half a forward either way")
     return dict(
         model=model_path,
         hardware=hardware,
@@ -463,7 +479,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         seq_len=rec.seq_length,
         sharding=_sharding(rec, assumed),
         shard_group=rec.shard_group,
-        recompute=_recompute(rec, assumed),
+        recompute=recompute,
+        recompute_layers=recompute_layers,
         sequence_parallel=sp,
         precision=_precision(rec, assumed),
         schedule=rec.schedule,

@@ -311,3 +311,22 @@ def test_llama3_405b_table4_plan_fits_with_uneven_stages(explain):
                             sharding="fsdp")
     per = float(per_layer_activation_bytes(load_model("llama3-405b"), plan))
     assert float(est.memory.layer_activations) == pytest.approx(7 * 16 * per)  # 7 layers x p in flight
+
+
+def test_partial_full_recompute_by_hand(explain):
+    """recompute full with recompute_layers 40 of 80 (Megatron --recompute-num-layers): 40
+    layers keep only their 2sbh/t input, 40 keep everything (34 sbh/t, Korthikanti)."""
+    kw = dict(gpus=8, tp=8, global_batch=1, recompute="full", **SEED)
+    _, _, est, js = explain(recompute_layers=40, **kw)
+    sbh = 8192 * 8192
+    assert float(est.memory.layer_activations) == pytest.approx(40 * 2 * sbh / 8 + 40 * 34 * sbh / 8)
+    n = count_params(load_model("llama3-70b-paper")).total
+    core = 4 * 80 * 8192 * 8192
+    assert js["flops"]["recompute_flops_per_token"] == pytest.approx(0.5 * (2 * n + core))
+    _, _, est_all, _ = explain(**kw)  # default: every layer
+    assert float(est_all.memory.layer_activations) == pytest.approx(80 * 2 * sbh / 8)
+
+
+def test_recompute_layers_needs_full(cli):
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--recompute", "selective", "--recompute-layers", "4")
+    assert r.exit_code == 2 and "recompute_layers needs recompute full" in r.stderr

@@ -183,3 +183,13 @@ def test_tp_comm_overlap_leaves_first_chunk_exposed(explain):
 def test_tp_comm_overlap_needs_sp(cli):
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--no-sequence-parallel", "--tp-comm-overlap")
     assert r.exit_code == 2 and "sequence parallel" in r.stderr
+
+
+def test_partial_recompute_time_between_none_and_full(explain):
+    kw = dict(model="llama3-8b", gpus=8, tp=8, sequence_parallel=False, global_batch=2, seq_len=8192)
+    none = explain(**kw)[3]["time"]
+    full = explain(recompute="full", **kw)[3]["time"]
+    half = explain(recompute="full", recompute_layers=16, **kw)[3]["time"]  # 16 of 32 layers
+    assert half["compute_s"] == pytest.approx((none["compute_s"] + full["compute_s"]) / 2)
+    # TP: 4 collectives per layer, 6 for a recomputed one
+    assert half["tp_comm_s"] == pytest.approx(none["tp_comm_s"] * (16 * 4 + 16 * 6) / (32 * 4))
