@@ -239,7 +239,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     cp_comm = m * cp_mb
     pp_comm = m * pp_mb
     t_mb = compute_mb + tp_comm_mb + cp_mb + pp_mb
-    bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule) * m * t_mb  # (p-1)/(v m) of the busy time [6]
+    # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
+    # this plan's own: backward / forward, and the weight-gradient GEMMs' share of backward
+    # (one forward's worth of GEMMs, the dgrad being the other)
+    bwd_ratio = bwd_mb / fwd_mb
+    w_share = np.minimum(layers * g_fwd / bwd_mb, 1.0)
+    bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, bwd_ratio, w_share) * m * t_mb
     terms = Terms(compute=compute, tp_comm=tp_comm, cp_comm=cp_comm, pp_comm=pp_comm,
                   dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer)
     extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer, "calibrated": sorted(used)}

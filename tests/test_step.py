@@ -193,3 +193,16 @@ def test_partial_recompute_time_between_none_and_full(explain):
     assert half["compute_s"] == pytest.approx((none["compute_s"] + full["compute_s"]) / 2)
     # TP: 4 collectives per layer, 6 for a recomputed one
     assert half["tp_comm_s"] == pytest.approx(none["tp_comm_s"] * (16 * 4 + 16 * 6) / (32 * 4))
+
+
+def test_zero_bubble_h1_bubble_uses_the_plans_pass_times(explain):
+    """ZB-H1 (Qi et al. 2023) shrinks 1F1B's (p-1)/m bubble; with this plan's own pass times
+    (backward ~2x forward, W one forward's GEMMs) it lands between the paper's equal-pass
+    (p-1)/(3m) and 1F1B's (p-1)/m of the busy time."""
+    kw = dict(model="llama3-70b", gpus=512, tp=8, pp=8, sharding="zero1")
+    one = explain(**kw)[3]["time"]
+    zb = explain(schedule="zb-h1", **kw)[3]["time"]
+    busy = zb["compute_s"] + zb["tp_comm_s"] + zb["cp_comm_s"] + zb["pp_comm_s"]
+    m = 2048 // 64
+    assert 7 / (3 * m) * busy < zb["bubble_s"] < 7 / m * busy
+    assert zb["bubble_s"] < one["bubble_s"]
