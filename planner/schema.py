@@ -105,6 +105,7 @@ class Hardware(BaseModel):
     nvlink_domain: int = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
+    nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
     fabric: Fabric
     compute: Optional[ComputeMeasured] = Field(default=None, description="measured GEMM throughput; default: see compute.py")
     uncertain: list[str] = Field(default_factory=list)

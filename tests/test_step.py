@@ -23,11 +23,19 @@ def ring_allreduce(size, n, bw=NV_BW, lat=NV_LAT):
     return 2 * (n - 1) * lat + 2 * (n - 1) / n * size / bw
 
 
+def nvls_allreduce(size):
+    """NVLink SHARP all-reduce inside an HGX H100 (hardware_db nvls: true): one latency and
+    S / algbw, algbw = NVLS_ALGBW_PER_RING_BUSBW x the ring's achievable bandwidth (comm.py)."""
+    return comm.NVLS_LATENCY_S + size / (comm.NVLS_ALGBW_PER_RING_BUSBW * NV_BW)
+
+
 def test_tp_allreduce_term_by_hand(explain):
     # llama3-8b, TP 8 without SP, one 8,192-token sequence per micro-batch, 2 micro-batches:
     # 4 all-reduces of T*h*2 bytes per layer per micro-batch, exposed.
     _, _, est, js = explain(model="llama3-8b", gpus=8, tp=8, sequence_parallel=False, global_batch=2, seq_len=8192)
-    per = ring_allreduce(8192 * 4096 * 2, 8)
+    S = 8192 * 4096 * 2
+    per = nvls_allreduce(S)  # NCCL picks NVLS over the ring on 8 H100s for this size
+    assert per < ring_allreduce(S, 8)
     assert js["time"]["tp_comm_s"] == pytest.approx(2 * 32 * 4 * per, rel=1e-9)
 
 
@@ -68,7 +76,7 @@ def test_ddp_allreduce_hidden_behind_backward(explain):
     last micro-batch; only the last bucket (1/layers of it) stays exposed."""
     _, _, _, js = explain(model="llama3-8b", gpus=8, global_batch=64, seq_len=8192)
     n = count_params(load_model("llama3-8b")).total
-    total = ring_allreduce(2.0 * n, 8)
+    total = nvls_allreduce(2.0 * n)  # NVLS inside the node (hardware_db h100-sxm nvls: true)
     assert js["time"]["dp_comm_s"] == pytest.approx(total, rel=1e-9)
     assert js["time"]["dp_comm_exposed_s"] == pytest.approx(total / 32, rel=1e-9)
 
@@ -139,16 +147,23 @@ def test_seed_4_2_tp_allreduce_vs_compute(explain):
 
 
 def test_calibration_profile_changes_comm_in_measured_direction(cli, tmp_path):
-    """The AWS p5 log measured 453 GB/s bus bandwidth for 8-GPU all-reduce (NVLS), above the
-    default ring's 370: with the profile, TP all-reduce time drops; unrelated terms don't move."""
+    """The AWS p5 log measured 8-GPU all-reduce (NVLS) bus bandwidth; with its profile the TP
+    all-reduce time moves from the default model's to the measured figure, in the direction
+    the two bus bandwidths imply; unrelated terms don't move."""
+    from planner.calibrate.profile import load_profile
+
     prof = tmp_path / "p5.yaml"
     r = cli("calibrate", "nccl", "tests/data/nccl_logs/h100_8gpu_allreduce_aws-p5-batch.txt",
             "--collective", "all_reduce", "--nodes", "1", "-o", str(prof))
     assert r.exit_code == 0, r.stderr
+    S = 8192 * 8192 * 2  # llama3-70b, one 8,192-token sequence: the TP all-reduce message
+    measured = float(load_profile(prof).collective_time("all_reduce", "intra-node", 8, S))
+    default = nvls_allreduce(S)
     args = ["explain", "--model", "llama3-70b", "--gpus", "64", "--tp", "8", "--no-sequence-parallel", "--format", "json"]
     base = json.loads(cli(*args).stdout)
     cal = json.loads(cli(*args, "--calibration", str(prof)).stdout)
-    assert cal["time"]["tp_comm_s"] < base["time"]["tp_comm_s"]
+    assert cal["time"]["tp_comm_s"] / base["time"]["tp_comm_s"] == pytest.approx(measured / default, rel=1e-9)
+    assert measured != pytest.approx(default, rel=0.01)  # the profile does say something else
     assert cal["time"]["compute_s"] == base["time"]["compute_s"]
     assert cal["calibration"]["used"] == ["all_reduce/intra-node/8"]
     assert "calibration" not in base
