@@ -1,6 +1,6 @@
 """One evaluation path for one plan or a million: `evaluate` runs every cost model on a
 PlanArrays and `to_json` turns one row into the stable JSON contract (DESIGN.md):
-plan, params, memory, flops (and, once the time model lands, time and throughput).
+plan, params, memory, flops, time and throughput.
 `explain` and `search` both call `evaluate`, so they cannot disagree.
 """
 
