@@ -221,3 +221,37 @@ def test_zero_bubble_h1_bubble_uses_the_plans_pass_times(explain):
     m = 2048 // (512 // 64)  # micro-batches per step: global batch / dp
     assert 7 / (3 * m) * busy < zb["bubble_s"] < 7 / m * busy
     assert zb["bubble_s"] < one["bubble_s"]
+
+
+def _slow_nvlink_hw(tmp_path, gbps):
+    src = open("hardware_db/h100-sxm.yaml").read().replace("nvlink_GBps: 450", f"nvlink_GBps: {gbps}")
+    src = src.replace("name: h100-sxm", "name: h100-slow-nvlink")
+    path = tmp_path / "h100-slow.yaml"
+    path.write_text(src)
+    return str(path)
+
+
+@pytest.mark.parametrize("gbps", [450, 0.5])
+def test_cp_ring_exchange_by_hand(explain, tmp_path, gbps):
+    """Context parallelism, cp = 2 inside a node (tp 4): per layer and micro-batch the local K
+    and V chunk goes round the ring once forward and twice backward (K, V and their
+    gradients): 3 (cp-1) sends, hidden behind the attention core as far as it lasts."""
+    from planner.compute import ATTN_BWD_FLOPS_RATIO, attention_rates
+
+    hw_path = _slow_nvlink_hw(tmp_path, gbps)
+    _, _, _, js = explain(model="llama3-8b", gpus=8, tp=4, cp=2, global_batch=2, seq_len=8192, hardware=hw_path)
+    T = 8192 // 2  # tokens per micro-batch on one GPU
+    chunk = T * 2 * (8 // 4) * 128 * 2  # K and V, 2 KV heads per TP rank, bf16
+    bw = gbps * 1e9 * comm.NVLINK_RING_EFFICIENCY
+    send = comm.NVLINK_LATENCY_S + chunk / bw
+    m, layers = 2, 32  # global batch 2 over dp 1, one sequence per micro-batch
+    per_layer = 3 * (2 - 1) * send
+    assert js["time"]["cp_comm_total_s"] == pytest.approx(m * layers * per_layer, rel=1e-9)
+    fwd_rate, bwd_rate = attention_rates(load_hardware(hw_path))
+    flops = 4 * T * 8192 * 32 * 128 / 4 / 2  # causal attention core, this rank's heads and queries
+    attn = flops / fwd_rate + ATTN_BWD_FLOPS_RATIO * flops / bwd_rate
+    assert js["time"]["cp_comm_s"] == pytest.approx(m * layers * max(per_layer - attn, 0.0), rel=1e-9, abs=1e-12)
+    if gbps == 450:
+        assert js["time"]["cp_comm_s"] == 0  # NVLink keeps ahead of attention
+    else:
+        assert js["time"]["cp_comm_s"] > 0
