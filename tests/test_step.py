@@ -255,3 +255,18 @@ def test_cp_ring_exchange_by_hand(explain, tmp_path, gbps):
         assert js["time"]["cp_comm_s"] == 0  # NVLink keeps ahead of attention
     else:
         assert js["time"]["cp_comm_s"] > 0
+
+
+def test_hsdp_terms_by_hand(explain):
+    """HSDP on two 8-GPU nodes, shard groups of 8 (one node each), 2 replicas: per
+    micro-batch an all-gather of the bf16 weights forward and backward and a reduce-scatter of
+    the bf16 gradients inside the node (rings over NVLink), then once per step an all-reduce
+    of the 1/8 gradient shard between the two replicas over the network (a 2-rank ring)."""
+    n = count_params(load_model("llama3-8b")).total
+    _, _, _, js = explain(model="llama3-8b", gpus=16, sharding="hsdp", shard_group=8, global_batch=16, seq_len=8192)
+    S = 2.0 * n
+    ring_ag = 7 * NV_LAT + 7 / 8 * S / NV_BW  # all-gather and reduce-scatter alike
+    net_bw = 400e9 / 8 * comm.NETWORK_EFFICIENCY
+    ar = 2 * comm.NETWORK_LATENCY_S + S / 8 / net_bw  # 2 ranks: 2(n-1)/n = 1
+    m = 1
+    assert js["time"]["dp_comm_s"] == pytest.approx(m * 3 * ring_ag + ar, rel=1e-9)
