@@ -270,3 +270,14 @@ def test_hsdp_terms_by_hand(explain):
     ar = 2 * comm.NETWORK_LATENCY_S + S / 8 / net_bw  # 2 ranks: 2(n-1)/n = 1
     m = 1
     assert js["time"]["dp_comm_s"] == pytest.approx(m * 3 * ring_ag + ar, rel=1e-9)
+
+
+def test_zero1_reduce_scatter_and_all_gather_by_hand(explain):
+    """ZeRO-1/2 (Megatron's distributed optimizer): once per step a reduce-scatter of the
+    gradients and an all-gather of the updated bf16 weights, each hidden behind the backward /
+    forward pass except its last / first bucket (1/layers)."""
+    n = count_params(load_model("llama3-8b")).total
+    _, _, _, js = explain(model="llama3-8b", gpus=8, sharding="zero1", global_batch=64, seq_len=8192)
+    ring = 7 * NV_LAT + 7 / 8 * 2.0 * n / NV_BW
+    assert js["time"]["dp_comm_s"] == pytest.approx(2 * ring, rel=1e-9)
+    assert js["time"]["dp_comm_exposed_s"] == pytest.approx(2 * ring / 32, rel=1e-9)
