@@ -7,7 +7,6 @@ take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -15,7 +14,7 @@ import numpy as np
 from .catalog import load_hardware, load_model
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
-from .pipeline import SCHEDULE_CODES, SCHEDULE_NAMES
+from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES
 from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -96,6 +95,61 @@ class PlanArrays:
         return PlanArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
 
 
+# ----------------------------------------------------------------- plan rules
+OK = 0
+(MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
+ TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP) = range(1, 15)
+REASONS = {
+    MESH: "tp*cp*pp does not divide the GPU count",
+    BATCH: "global batch does not divide into dp x micro-batch",
+    HEADS: "tp does not divide the attention heads",
+    KV_HEADS: "tp and the KV heads do not divide one another",
+    SEQ_CP: "cp does not divide the sequence length",
+    PP_LAYERS: "more pipeline stages than layers",
+    VPP_SCHEDULE: "vpp > 1 without the interleaved schedule",
+    INTERLEAVED_PP: "interleaved schedule with pp < 2 or vpp < 2",
+    INTERLEAVED_M: "interleaved schedule with micro-batches per step not divisible by pp",
+    VPP_LAYERS: "pp*vpp exceeds the layers",
+    TP_OVERLAP_SP: "TP-communication overlap without sequence parallelism",
+    SP_TP: "sequence parallel with tp = 1",
+    HSDP_SHARD: "hsdp shard group does not divide dp",
+    SHARD_NOT_HSDP: "shard group without hsdp",
+}
+# the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
+LAST_BATCH_RULE = VPP_LAYERS
+
+
+def rule_codes(model: ModelSpec, gpus: int, tp_comm_overlap: bool, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
+    """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
+    reports them (it raises from these codes; the search masks with them). `plan.dp` is 0
+    where tp*cp*pp does not divide the GPU count (no dp). upto: check only codes <= upto."""
+    L, a, k = model.num_layers, model.num_attention_heads, model.kv_heads
+    tp, cp, pp, vpp, dp, mbs = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp, plan.mbs
+    dp_safe = np.maximum(dp, 1)
+    inter = plan.schedule == INTERLEAVED
+    rules = [
+        lambda: tp * cp * pp * dp != gpus,
+        lambda: plan.gbs % (dp_safe * mbs) != 0,
+        lambda: a % tp != 0,
+        lambda: (k % tp != 0) & (tp % k != 0),
+        lambda: plan.seq % cp != 0,
+        lambda: pp > L,
+        lambda: (vpp > 1) & ~inter,
+        lambda: inter & ((pp < 2) | (vpp < 2)),
+        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
+        lambda: inter & (pp * vpp > L),
+        lambda: np.full(np.shape(tp), bool(tp_comm_overlap)) & (plan.sp == 0),
+        lambda: (plan.sp > 0) & (tp == 1),
+        lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
+        lambda: (plan.sharding != HSDP) & (plan.shard != dp),
+    ]
+    n = len(rules) if upto is None else upto
+    codes = np.zeros(np.shape(tp), dtype=np.int64)
+    for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
+        codes = np.where(rules[code - 1](), code, codes)
+    return codes
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that is not searched: model, hardware and conventions."""
@@ -131,6 +185,37 @@ def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
     return BYTES_PER_PARAM_PRESETS[spec], spec
 
 
+def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str) -> PlannerError:
+    """The message and hint of a broken plan rule (rule_codes), with the job's values."""
+    a, k, L, mbs = model.num_attention_heads, model.kv_heads, model.num_layers, job.micro_batch
+    msg = {
+        MESH: lambda: (f"tp={job.tp} x cp={job.cp} x pp={job.pp} x dp={dp} does not divide --gpus {job.gpus}",
+                       "make the product of tp, cp, pp and dp equal the GPU count"),
+        BATCH: lambda: (f"global batch {gbs:,} sequences does not divide into dp={dp} x micro_batch={mbs}",
+                        f"use a global batch that is a multiple of {dp * mbs}, or change micro_batch / the mesh"),
+        HEADS: lambda: (f"tp={job.tp} does not divide the {a} attention heads of {model.name}",
+                        "choose tp among the divisors of the head count"),
+        KV_HEADS: lambda: (f"tp={job.tp} and the {k} KV heads of {model.name} do not divide one another",
+                           "choose tp that divides, or is a multiple of, the KV head count"),
+        SEQ_CP: lambda: (f"cp={job.cp} does not divide seq_len={seq}", "choose cp among the divisors of the sequence length"),
+        PP_LAYERS: lambda: (f"pp={job.pp} is more stages than the {L} layers of {model.name}", "use pp <= num_layers"),
+        VPP_SCHEDULE: lambda: (f"vpp={job.vpp} needs the interleaved schedule, not {schedule}",
+                               "set schedule: interleaved or vpp: 1"),
+        INTERLEAVED_PP: lambda: (f"the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})",
+                                 "set vpp >= 2 with pp >= 2, or schedule: 1f1b"),
+        INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}",
+                                "Megatron-LM requires num_microbatches % pipeline_parallel_size == 0 for interleaving"),
+        VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers", "lower vpp"),
+        TP_OVERLAP_SP: lambda: ("tp_comm_overlap needs sequence parallelism with tp > 1",
+                                "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false"),
+        SP_TP: lambda: ("sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false"),
+        HSDP_SHARD: lambda: (f"shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}"),
+        SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp (got sharding {job.sharding})",
+                                 "remove shard_group or set sharding: hsdp"),
+    }[code]()
+    return PlannerError(f"{where}{msg[0]}", msg[1])
+
+
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
@@ -151,52 +236,26 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                 "choose --global-batch-tokens as a multiple of --seq-len, or give --global-batch in sequences",
             )
         gbs = int(tokens // seq)
-    if gbs % (dp * job.micro_batch):
-        raise PlannerError(
-            f"{where}global batch {gbs:,} sequences does not divide into dp={dp} x micro_batch={job.micro_batch}",
-            f"use a global batch that is a multiple of {dp * job.micro_batch}, or change micro_batch / the mesh",
-        )
-    m = gbs // (dp * job.micro_batch)
-    a, k = model.num_attention_heads, model.kv_heads
-    if a % job.tp:
-        raise PlannerError(f"{where}tp={job.tp} does not divide the {a} attention heads of {model.name}", "choose tp among the divisors of the head count")
-    if (k % job.tp) and (job.tp % k):
-        raise PlannerError(f"{where}tp={job.tp} and the {k} KV heads of {model.name} do not divide one another", "choose tp that divides, or is a multiple of, the KV head count")
-    if seq % job.cp:
-        raise PlannerError(f"{where}cp={job.cp} does not divide seq_len={seq}", "choose cp among the divisors of the sequence length")
-    if job.pp > model.num_layers:
-        raise PlannerError(f"{where}pp={job.pp} is more stages than the {model.num_layers} layers of {model.name}", "use pp <= num_layers")
     schedule = job.schedule or ("interleaved" if job.vpp > 1 else "1f1b")
-    if job.vpp > 1 and schedule != "interleaved":
-        raise PlannerError(f"{where}vpp={job.vpp} needs the interleaved schedule, not {schedule}", "set schedule: interleaved or vpp: 1")
-    if schedule == "interleaved":
-        if job.pp < 2 or job.vpp < 2:
-            raise PlannerError(f"{where}the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})", "set vpp >= 2 with pp >= 2, or schedule: 1f1b")
-        if m % job.pp:
-            raise PlannerError(
-                f"{where}interleaved schedule needs micro-batches per pipeline ({m}) divisible by pp={job.pp}",
-                "Megatron-LM requires num_microbatches % pipeline_parallel_size == 0 for interleaving",
-            )
-        if job.pp * job.vpp > model.num_layers:
-            raise PlannerError(f"{where}pp*vpp={job.pp * job.vpp} exceeds the {model.num_layers} layers", "lower vpp")
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
+    shard = job.shard_group if job.shard_group is not None else dp
+    plan = PlanArrays(
+        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=job.micro_batch, gbs=gbs, seq=seq,
+        sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
+        sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
+        order=order_code(job.rank_order),
+    )
+    code = int(rule_codes(model, job.gpus, job.tp_comm_overlap, plan))
+    if code != OK:
+        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
+    # job-level checks (not rules of a plan)
+    if job.sharding == "hsdp" and job.shard_group is None:
+        raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
+    if job.sharding != "hsdp" and job.shard_group is not None:
+        raise _rule_error(SHARD_NOT_HSDP, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
-    if job.tp_comm_overlap and not sp:
-        raise PlannerError(f"{where}tp_comm_overlap needs sequence parallelism with tp > 1", "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false")
-    if sp and job.tp == 1:
-        raise PlannerError(f"{where}sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false")
-    if job.sharding == "hsdp":
-        if job.shard_group is None:
-            raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
-        if dp % job.shard_group:
-            raise PlannerError(f"{where}shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}")
-        shard = job.shard_group
-    else:
-        if job.shard_group is not None:
-            raise PlannerError(f"{where}shard_group is only used with sharding hsdp (got sharding {job.sharding})", "remove shard_group or set sharding: hsdp")
-        shard = dp
     if job.precision == "fp8":
         hw.peak_flops("fp8")  # raises if the GPU has no FP8
     bpp, bpp_name = bytes_per_param(job.bytes_per_param)
@@ -206,9 +265,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
         )
     if model.num_layers % (job.pp * job.vpp):
+        from .memory import stage_layers  # memory imports this module
+
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
         warnings.append(
-            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: "
-            f"the heaviest stage holds {math.ceil(model.num_layers / (job.pp * job.vpp)) * job.vpp} layers"
+            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
+            f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
         )
     settings = Settings(
         model=model,
@@ -226,12 +288,6 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         recompute_layers=job.recompute_layers,
         calibration=_load_calibration(job.calibration),
         calibration_path=job.calibration,
-    )
-    plan = PlanArrays(
-        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=job.micro_batch, gbs=gbs, seq=seq,
-        sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
-        sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
-        order=order_code(job.rank_order),
     )
     return settings, plan, warnings
 

@@ -82,59 +82,14 @@ from .plan import (
 from .schema import Job
 
 # ----------------------------------------------------------------- constraint codes
-OK = 0
-(MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
- TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP) = range(1, 15)
-REASONS = {
-    MESH: "tp*cp*pp does not divide the GPU count",
-    BATCH: "global batch does not divide into dp x micro-batch",
-    HEADS: "tp does not divide the attention heads",
-    KV_HEADS: "tp and the KV heads do not divide one another",
-    SEQ_CP: "cp does not divide the sequence length",
-    PP_LAYERS: "more pipeline stages than layers",
-    VPP_SCHEDULE: "vpp > 1 without the interleaved schedule",
-    INTERLEAVED_PP: "interleaved schedule with pp < 2 or vpp < 2",
-    INTERLEAVED_M: "interleaved schedule with micro-batches per step not divisible by pp",
-    VPP_LAYERS: "pp*vpp exceeds the layers",
-    TP_OVERLAP_SP: "TP-communication overlap without sequence parallelism",
-    SP_TP: "sequence parallel with tp = 1",
-    HSDP_SHARD: "hsdp shard group does not divide dp",
-    SHARD_NOT_HSDP: "shard group without hsdp",
-}
-# the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
-LAST_BATCH_RULE = VPP_LAYERS
+# The rules live in plan.py (`rule_codes`), where `resolve` raises from them; re-exported here.
+from .plan import LAST_BATCH_RULE, MESH, OK, REASONS, rule_codes  # noqa: E402
 
 
 def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
-    """The first rule of `plan.resolve` that each candidate breaks (OK = 0), vectorized, in
-    resolve's order. `plan.dp` is 0 where tp*cp*pp does not divide the GPU count (no dp).
-    upto: check only the rules with codes <= upto."""
-    model = settings.model
-    L, a, k = model.num_layers, model.num_attention_heads, model.kv_heads
-    tp, cp, pp, vpp, dp, mbs = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp, plan.mbs
-    dp_safe = np.maximum(dp, 1)
-    inter = plan.schedule == INTERLEAVED
-    rules = [
-        lambda: tp * cp * pp * dp != settings.gpus,
-        lambda: plan.gbs % (dp_safe * mbs) != 0,
-        lambda: a % tp != 0,
-        lambda: (k % tp != 0) & (tp % k != 0),
-        lambda: plan.seq % cp != 0,
-        lambda: pp > L,
-        lambda: (vpp > 1) & ~inter,
-        lambda: inter & ((pp < 2) | (vpp < 2)),
-        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
-        lambda: inter & (pp * vpp > L),
-        lambda: np.full(np.shape(tp), bool(settings.tp_comm_overlap)) & (plan.sp == 0),
-        lambda: (plan.sp > 0) & (tp == 1),
-        lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
-        lambda: (plan.sharding != HSDP) & (plan.shard != dp),
-    ]
-    n = len(rules) if upto is None else upto
-    codes = np.zeros(np.shape(tp), dtype=np.int64)
-    for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
-        codes = np.where(rules[code - 1](), code, codes)
-    return codes
+    """The first rule of `plan.resolve` that each candidate breaks (OK = 0): plan.rule_codes
+    with the search's settings."""
+    return rule_codes(settings.model, settings.gpus, settings.tp_comm_overlap, plan, upto)
 
 
 RANK_ORDERS_TP_INNER = "tp-inner"

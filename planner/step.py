@@ -96,7 +96,6 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     pc = count_params(model)
     h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
                         model.ffn_hidden_size, model.vocab_size)
-    f1 = 2 * f if model.gated_mlp else f
     tp = plan.tp.astype(np.float64)
     cp = plan.cp.astype(np.float64)
     T = plan.mbs * plan.seq / cp  # tokens per micro-batch on one GPU

@@ -505,7 +505,7 @@ def test_cli_malformed_inputs_exit_2(tmp_path, fixture, message):
     out = tmp_path / "p.yaml"
     r = _run(BAD / fixture, "--collective", "all_reduce", "--nodes", "1", "-o", out)
     assert r.exit_code == 2
-    assert f"error: " in r.stderr and message in r.stderr
+    assert "error: " in r.stderr and message in r.stderr
     assert "hint: " in r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     assert not out.exists()

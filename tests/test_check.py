@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
 import yaml
 from typer.testing import CliRunner
 
