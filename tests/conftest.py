@@ -36,3 +36,15 @@ class _Run:
 def cli():
     """cli('explain', '--model', ...) -> click Result with .exit_code, .stdout, .stderr."""
     return _Run()
+
+
+def assert_one_error(r, *needles):
+    """Bad input: exit 2, stderr is `error: ...` then `hint: ...` lines, no traceback, and it
+    names each of `needles`."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith("error: ")
+    assert all(ln.startswith(("error: ", "hint: ")) for ln in lines)
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in r.stderr

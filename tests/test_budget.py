@@ -21,6 +21,7 @@ import typer
 from planner import reliability as rel
 from planner.budget import BudgetOptions, CheckpointShards, compute_budget
 from planner.cli import app
+from conftest import assert_one_error
 
 PEAK = 989e12  # H100 SXM dense BF16 (datasheet; hardware_db/h100-sxm.yaml)
 TDP_W = 700.0  # H100 SXM datasheet
@@ -35,14 +36,6 @@ def _json(cli, *args):
     return json.loads(r.stdout)
 
 
-def _one_error(r, *needles):
-    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert lines[0].startswith("error: ")
-    assert all(ln.startswith(("error: ", "hint: ")) for ln in lines)
-    assert "Traceback" not in r.stderr
-    for n in needles:
-        assert n in r.stderr
 
 
 # ---------------------------------------------------------------- seed sec. 9.2
@@ -292,9 +285,9 @@ def test_sweep_table(cli):
 
 
 def test_sweep_count_that_cannot_hold_the_mesh(cli):
-    _one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,1000"), "--sweep-gpus 1,000", "dp=125")
-    _one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4,4096"), "--sweep-gpus 4", "does not divide")
-    _one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,abc"), "--sweep-gpus", "'abc'")
+    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,1000"), "--sweep-gpus 1,000", "dp=125")
+    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4,4096"), "--sweep-gpus 4", "does not divide")
+    assert_one_error(cli("budget", *PLAN_70B, "--sweep-gpus", "4096,abc"), "--sweep-gpus", "'abc'")
 
 
 # ---------------------------------------------------------------- bad input
@@ -313,11 +306,11 @@ def test_sweep_count_that_cannot_hold_the_mesh(cli):
     ],
 )
 def test_bad_input_exits_2(cli, extra, needles):
-    _one_error(cli("budget", *PLAN_70B, *extra), *needles)
+    assert_one_error(cli("budget", *PLAN_70B, *extra), *needles)
 
 
 def test_no_tokens(cli):
-    _one_error(cli("budget", "--model", "llama3-70b", "--gpus", "4096", "--tp", "8"), "no training tokens")
+    assert_one_error(cli("budget", "--model", "llama3-70b", "--gpus", "4096", "--tp", "8"), "no training tokens")
 
 
 # ---------------------------------------------------------------- library: arrays

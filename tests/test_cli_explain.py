@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import assert_one_error
 
 STABLE_MEMORY_KEYS = {"weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes",
                       "other_bytes", "total_bytes", "capacity_bytes", "fits"}
@@ -64,45 +65,37 @@ def test_hf_config_json(cli, tmp_path):
     assert a["memory"]["total_bytes"] == b["memory"]["total_bytes"]
 
 
-def _one_error(r, *needles):
-    assert r.exit_code == 2
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert lines[0].startswith("error: ")
-    assert all(ln.startswith(("error: ", "hint: ")) for ln in lines)
-    assert "Traceback" not in r.stderr
-    for n in needles:
-        assert n in r.stderr
 
 
 def test_unknown_model_did_you_mean(cli):
-    _one_error(cli("explain", "--model", "llama3-7b", "--gpus", "8"), "unknown model", "did you mean", "llama3-70b")
+    assert_one_error(cli("explain", "--model", "llama3-7b", "--gpus", "8"), "unknown model", "did you mean", "llama3-70b")
 
 
 def test_degrees_do_not_match_gpus(cli):
-    _one_error(cli("explain", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--pp", "2", "--dp", "8"),
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--pp", "2", "--dp", "8"),
                "tp=8", "cp=1", "pp=2", "dp=8", "128", "64")
 
 
 def test_broken_yaml(cli, tmp_path):
     bad = tmp_path / "job.yaml"
     bad.write_text("model: llama3-8b\ngpus: 8\n  tp: [\n")
-    _one_error(cli("explain", str(bad)), str(bad), "invalid YAML", "line 3")
+    assert_one_error(cli("explain", str(bad)), str(bad), "invalid YAML", "line 3")
 
 
 def test_unknown_job_field(cli, tmp_path):
     bad = tmp_path / "job.yaml"
     bad.write_text("model: llama3-8b\ngpus: 8\ntensor_parallel: 2\n")
-    _one_error(cli("explain", str(bad)), str(bad), "tensor_parallel")
+    assert_one_error(cli("explain", str(bad)), str(bad), "tensor_parallel")
 
 
 def test_bad_choice(cli):
-    _one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero4"), "sharding", "fsdp")
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--sharding", "zero4"), "sharding", "fsdp")
 
 
 def test_broken_model_yaml(cli, tmp_path):
     bad = tmp_path / "m.yaml"
     bad.write_text("name: m\nnum_layers: 2\nhidden: 64\n")
-    _one_error(cli("explain", "--model", str(bad), "--gpus", "1"), str(bad), "hidden")
+    assert_one_error(cli("explain", "--model", str(bad), "--gpus", "1"), str(bad), "hidden")
 
 
 def test_no_fp32_master_warns(cli):
