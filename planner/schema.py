@@ -166,19 +166,27 @@ Projection = Literal["q", "k", "v", "o", "gate", "up", "down"]
 
 
 class KernelBytes(BaseModel):
-    """Bytes moved (read + write, HBM) per element by the memory-bound operations of one
-    layer in the forward pass, and by the loss."""
+    """Bytes moved (read + write, HBM) per element by the memory-bound kernels of one layer,
+    forward and backward, and by the loss; plus what the kernels save beyond the standard
+    activation set (memory.STANDARD_TENSORS)."""
 
     model_config = Strict
-    norm: float = Field(ge=0, description="per hidden element, each of the 2 norms of a layer")
-    residual: float = Field(ge=0, description="per hidden element, each of the 2 residual adds")
-    rope: float = Field(ge=0, description="per element of Q and of K (rotary models)")
-    mlp_activation_gated: float = Field(ge=0, description="gated MLP (SwiGLU): per element of the activation output (width f)")
-    mlp_activation_plain: float = Field(ge=0, description="plain MLP (GeLU): per element of the activation output (width f)")
-    dropout: float = Field(ge=0, description="per hidden element, each of the 2 dropouts (models with dropout)")
-    bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = fused)")
-    backward_ratio: float = Field(gt=0, description="bytes of the backward pass over the forward's")
+    norm: float = Field(ge=0, description="forward, per element of the norm's [tokens, h] input, each of the 2 norms")
+    norm_bwd: float = Field(ge=0, description="backward, likewise")
+    residual: float = Field(ge=0, description="forward, per hidden element, each of the 2 residual adds")
+    residual_bwd: float = Field(ge=0, description="backward, likewise (where two gradients meet)")
+    rope: float = Field(ge=0, description="forward, per element of Q and of K (rotary models)")
+    rope_bwd: float = Field(ge=0, description="backward, likewise")
+    mlp_activation_gated: float = Field(ge=0, description="forward, gated MLP (SwiGLU), per element of the activation output (width f)")
+    mlp_activation_gated_bwd: float = Field(ge=0, description="backward, likewise")
+    mlp_activation_plain: float = Field(ge=0, description="forward, plain MLP (GeLU), per element of the activation output (width f)")
+    mlp_activation_plain_bwd: float = Field(ge=0, description="backward, likewise")
+    dropout: float = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
+    dropout_bwd: float = Field(ge=0, description="backward, likewise")
+    bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
+    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit kept from the loss forward to its backward (bf16 logits, fp32 softmax, ...)")
+    norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -205,6 +213,9 @@ class OverlapSpec(BaseModel):
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
     pp_p2p_overlapped: bool = Field(description="pipeline send/recv overlapped with compute (else blocking)")
+    fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
+                                                     "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
+                                                     "so the backward all-gathers wait on compute and compute on them")
     overlapped_exposed_fraction: float = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")
@@ -221,6 +232,8 @@ class FSDPSpec(BaseModel):
                                                             "(else they stay unsharded across a step's micro-batches)")
     reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
                                                     "accumulating unsharded gradients without sync)")
+    allgather_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
+    reduce_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
     sources: list[str] = Field(min_length=1)
 
 
@@ -290,6 +303,12 @@ class Stack(BaseModel):
             raise ValueError(f"defaults.fp8_recipe {r!r} is not one of fp8_recipes ({', '.join(self.fp8_recipes) or 'none'})")
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
+        if self.compiled_kernels is not None:
+            # fit takes compile on without searching it (space.variant_choices): it must never cost more
+            worse = [f for f in type(self.kernels).model_fields if f != "sources"
+                     and getattr(self.compiled_kernels, f) > getattr(self.kernels, f)]
+            if worse:
+                raise ValueError(f"compiled_kernels move more bytes than kernels for {', '.join(worse)}: torch.compile fuses, it never adds traffic")
         return self
 
 
@@ -349,7 +368,7 @@ class Job(BaseModel):
     pp: int = Field(default=1, gt=0)
     vpp: int = Field(default=1, gt=0, description="virtual pipeline stages (model chunks) per GPU")
     dp: Optional[int] = Field(default=None, gt=0, description="derived from gpus / (tp*cp*pp); if given it must match")
-    micro_batch: int = Field(default=1, gt=0, description="sequences per micro-batch")
+    micro_batch: Optional[int] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
     global_batch: Optional[int] = Field(default=None, gt=0, description="sequences per step")
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
     seq_len: Optional[int] = Field(default=None, gt=0, description="default: the model's max_seq_len")
@@ -364,7 +383,8 @@ class Job(BaseModel):
     precision: Literal["bf16", "fp8"] = "bf16"
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     rank_order: str = Field(default="tp-cp-pp-dp", description="mesh axes innermost first (TP innermost = on NVLink)")
-    bytes_per_param: Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam] = "mixed16"
+    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = Field(
+        default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"
     causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
