@@ -9,9 +9,8 @@ from typing import Optional
 
 from rich.table import Table
 
-from ..cli_common import err, out
 from ..compute import SUSTAINED_TENSOR_FRACTION
-from .common import binary_size, pct
+from .common import binary_size, err, out, pct
 
 
 def progress(message: str) -> None:
