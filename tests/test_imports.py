@@ -9,6 +9,9 @@ on those packages too, unless they are its own enclosing packages (already being
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,3 +159,35 @@ def test_cost_models_do_not_import_commands(module):
     seen = reachable(g, module)
     bad = sorted(m for m in seen if m.split(".")[1].startswith(("cli", "render")))
     assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
+
+
+def test_pricing_with_a_profile_runs_no_calibrate_code(tmp_path):
+    """At run time too: a fresh interpreter loads a profile with both sections, prices a plan
+    that uses both (measured GEMMs, the measured 8-GPU all-reduce), and has imported no
+    module of planner.calibrate (so step_time called none of its functions)."""
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    prof = tmp_path / "p.yaml"
+    runner = CliRunner()
+    r = runner.invoke(app, ["calibrate", "nccl", "tests/data/nccl_logs/h100_8gpu_allreduce_aws-p5-batch.txt",
+                            "--collective", "all_reduce", "--nodes", "1", "-o", str(prof)])
+    assert r.exit_code == 0, r.stderr
+    r = runner.invoke(app, ["calibrate", "gemm", "--from", "tests/data/gemm_measurements.yaml",
+                            "--gpu-filter", "H100 80GB HBM3", "--hardware", "h100-sxm", "-o", str(prof)])
+    assert r.exit_code == 0, r.stderr
+    code = f"""
+import json, sys
+from planner.explain import evaluate, to_json
+from planner.plan import resolve
+from planner.schema import Job
+settings, plan, _ = resolve(Job(model="llama3-8b", gpus=16, tp=8, sequence_parallel=False, calibration={str(prof)!r}))
+js = to_json(settings, plan, evaluate(settings, plan))
+print(json.dumps({{"used": js["calibration"]["used"],
+                  "calibrate": sorted(m for m in sys.modules if m.startswith("planner.calibrate"))}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout)
+    assert res["used"] == ["all_reduce/intra-node/8", "gemm"]
+    assert res["calibrate"] == []

@@ -2,8 +2,8 @@
 
 Commands only parse options, call planner.calibrate and hand the results to
 planner/render/calibrate.py; the fit lives in planner/calibrate/nccl.py, the GEMM
-calibration in planner/calibrate/gemm.py and the profile format in
-planner/calibrate/profile.py.
+calibration in planner/calibrate/gemm.py, the profile format in planner/profile.py and
+its writing in planner/calibrate/profile.py.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def gemm(
     """Measured GEMM throughput: time the model's shapes (--run) or ingest measurements (--from)."""
     from ..calibrate import gemm as g
     from ..calibrate.profile import with_gemm_section, write_profile
+    from ..profile import GemmCalibration
 
     if bool(from_files) == bool(run):
         raise PlannerError("give either --from FILE (ingest measurements) or --run (time GEMMs on this GPU)",
@@ -118,7 +119,7 @@ def gemm(
             warn(f"skipped {res.other_gpus} row(s) of other GPUs (--gpu-filter {gpu_filter!r})")
         cal = g.calibration_from_ingest(res, hw, gpu_filter, notes)
         if sustained:
-            cal = g.GemmCalibration.model_validate({**cal.model_dump(), "sustained": True})
+            cal = GemmCalibration.model_validate({**cal.model_dump(), "sustained": True})
     else:
         if gpu_filter is not None:
             warn("--gpu-filter is for --from; ignored with --run")

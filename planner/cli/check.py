@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
             min_mfu=min_mfu,
         )
         if calibration is not None:
-            from ..calibrate.profile import load_profile
+            from ..profile import load_profile
 
             load_profile(calibration)  # a bad profile is bad input (exit 2), once for all jobs
             if not gates.timed:
