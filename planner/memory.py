@@ -50,7 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from .params import ParamCounts, count_params
-from .pipeline import inflight_microbatches
+from .pipeline import inflight_microbatches, stage_layers
 from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ModelSpec
 from .stacks import kernel_bytes, stack_of
@@ -110,30 +110,6 @@ def activation_tensors(model: ModelSpec, activation_model: str = "arch", attenti
         # K and V count as split tensors (the seed's 24h/t has no KV-head floor)
         t = {n: (b * scale[kind], "split" if kind == "kv" else kind) for n, (b, kind) in t.items()}
     return t
-
-
-def layers_on_heaviest_stage(num_layers: int, pp, vpp):
-    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
-    holds."""
-    pp = np.asarray(pp, dtype=np.int64)
-    vpp = np.asarray(vpp, dtype=np.int64)
-    return (-(-num_layers // (pp * vpp))) * vpp
-
-
-def stage_layers(num_layers: int, pp, vpp):
-    """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
-    ceil(L/(pp v)) per chunk, and the layers that split leaves over come off the first and
-    the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
-    layers on 16 stages, "we reduce one Transformer layer each from the first and the last
-    stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
-    stage all three are L."""
-    pp = np.asarray(pp, dtype=np.int64)
-    mid = layers_on_heaviest_stage(num_layers, pp, vpp)
-    slack = np.maximum(pp * mid - num_layers, 0)
-    first = np.maximum(mid - (slack + 1) // 2, 1)
-    last = np.maximum(mid - slack // 2, 1)
-    one = pp == 1
-    return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 
 
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):

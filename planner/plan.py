@@ -14,7 +14,8 @@ import numpy as np
 from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
-from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES
+from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
+from .profile import CalibrationProfile, load_profile
 from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec, Stack
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -175,7 +176,7 @@ class Settings:
     reserve_bytes: float
     tokens: float | None
     recompute_layers: int | None = None  # full recompute of at most this many layers per stage
-    calibration: object = None  # calibrate.profile.CalibrationProfile, or None
+    calibration: CalibrationProfile | None = None  # planner/profile.py: plain data the cost models read
     calibration_path: str | None = None
     stack: Stack | None = None  # the software stack (stack_db/); None only in hand-built test settings
     stack_name: str = "megatron"
@@ -184,11 +185,7 @@ class Settings:
 
 
 def _load_calibration(path):
-    if path is None:
-        return None
-    from .calibrate.profile import load_profile
-
-    return load_profile(path)
+    return None if path is None else load_profile(path)
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
@@ -290,8 +287,6 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
         )
     if model.num_layers % (job.pp * job.vpp):
-        from .memory import stage_layers  # memory imports this module
-
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
         warnings.append(
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "

@@ -11,7 +11,7 @@ list; a pinned value is taken as given, and the constraint check then says if it
   tp         divisors of the hardware's NVLink domain (TP inside one NVLink domain [1] sec. 3.3)
   cp         divisors of the sequence length (each CP rank holds seq/cp tokens [2])
   pp         1 .. num_layers (uneven stages are allowed: the heaviest holds ceil(L/(pp vpp))
-             layers per chunk, memory.layers_on_heaviest_stage)
+             layers per chunk, pipeline.layers_on_heaviest_stage)
              A mesh (tp, cp, pp) whose product does not divide the GPU count has no dp; it
              counts as one candidate that breaks a constraint and is not expanded further.
   dp         derived: gpus / (tp cp pp)

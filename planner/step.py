@@ -4,7 +4,7 @@ step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubbl
 
 All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
 ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
-and the loss; memory.stage_layers), for one optimizer
+and the loss; pipeline.stage_layers), for one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
@@ -69,13 +69,12 @@ import numpy as np
 
 from . import comm
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates,
-    flops_per_token, recompute_flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, LAYER_GEMMS, attention_rates,
+    flops_per_token, forward_gemm_times, recompute_flops_per_token,
 )
-from .calibrate.gemm import LAYER_GEMMS, forward_gemm_times
-from .memory import recompute_fraction, recomputed_layers, stage_layers, stage_params
+from .memory import recompute_fraction, recomputed_layers, stage_params
 from .params import count_params
-from .pipeline import bubble_fraction
+from .pipeline import bubble_fraction, stage_layers
 from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms

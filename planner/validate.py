@@ -720,7 +720,7 @@ def report(path: Path, groups=None, ids=None, complete: bool = False, calibratio
     (planner calibrate) replaces the default figures it covers in every prediction."""
     path = Path(path)
     if calibration is not None:
-        from .calibrate.profile import load_profile
+        from .profile import load_profile
 
         load_profile(calibration)  # a bad profile is bad input, once
     records = select(load_runs(path), groups, ids, complete)

@@ -1,4 +1,4 @@
-"""`planner fit` (planner/space.py, planner/search.py, planner/cli_fit.py).
+"""`planner fit` (planner/space.py, planner/search.py, planner/cli/fit.py).
 
 What is checked:
 - the vectorized constraint codes are resolve()'s rules: resolve raises exactly where a code

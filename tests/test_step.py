@@ -157,7 +157,7 @@ def test_calibration_profile_changes_comm_in_measured_direction(cli, tmp_path):
     """The AWS p5 log measured 8-GPU all-reduce (NVLS) bus bandwidth; with its profile the TP
     all-reduce time moves from the default model's to the measured figure, in the direction
     the two bus bandwidths imply; unrelated terms don't move."""
-    from planner.calibrate.profile import load_profile
+    from planner.profile import load_profile
 
     prof = tmp_path / "p5.yaml"
     r = cli("calibrate", "nccl", "tests/data/nccl_logs/h100_8gpu_allreduce_aws-p5-batch.txt",
