@@ -232,6 +232,11 @@ class FSDPSpec(BaseModel):
                                                             "(else they stay unsharded across a step's micro-batches)")
     reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
                                                     "accumulating unsharded gradients without sync)")
+    ddp_bucket_params: float = Field(gt=0, description="DDP / ZeRO-1/2: parameters per gradient-reduction bucket (one collective each)")
+    ddp_bucket_params_per_dp_rank: float = Field(default=0.0, ge=0, description="the bucket grows to at least this many "
+                                                                               "parameters per DP rank (Megatron: 1M x dp)")
+    fsdp_bucket_params: Optional[float] = Field(default=None, gt=0, description="FSDP / ZeRO-3: parameters per all-gather / "
+                                                                              "reduce-scatter; null: one FSDP unit (a layer) each")
     allgather_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
     reduce_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
     sources: list[str] = Field(min_length=1)

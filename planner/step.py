@@ -262,9 +262,18 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    ag_w = coll(comm.ALL_GATHER, w_b, np.where(sharded, shard_n, 1), dp_stride)
-    rs_g = coll(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1), dp_stride)
-    ar_g = coll(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp), dp_stride)
+    # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
+    # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
+    fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / layers
+    ddp_bucket = np.maximum(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dpcp)
+    n_b = np.maximum(np.ceil(p_local / np.where(plan.sharding >= FSDP, fsdp_bucket, ddp_bucket)), 1.0)
+
+    def bucketed(op, size, group):
+        return n_b * coll(op, size / n_b, group, dp_stride)
+
+    ag_w = bucketed(comm.ALL_GATHER, w_b, np.where(sharded, shard_n, 1))
+    rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
+    ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp))
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * plan.shard), 0.0)
@@ -279,12 +288,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     n_ag = np.where(keep_pp, 1.0, 2.0 * m)
     n_rs = np.where(keep_pp | (not fs.reduce_per_microbatch), 1.0, m)
     fsdp_total = n_ag * ag_w + n_rs * rs_g + ar_hsdp
-    # the first unit's all-gather and the last unit's reduce-scatter (1/layers of each) never
-    # hide; the rest hides behind the forward (all-gathers) and the backward (the backward
+    # the first unit's all-gather and the last unit's reduce-scatter (1/n_b of each: a layer,
+    # or a bucket) never hide; the rest hides behind the forward (all-gathers) and the backward (the backward
     # all-gather and the reduce-scatter) passes of its micro-batch. A stack that issues the
     # backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
     # nothing to hide it behind: the next unit's backward waits for it.
-    edge = (ag_w + rs_g) / layers
+    edge = (ag_w + rs_g) / n_b
     ag_b = np.where(keep_pp, 0.0, ag_w)  # backward all-gather of one micro-batch
     per_mb = n_rs == m
     rs_b = np.where(per_mb, rs_g, 0.0)  # reduce-scatter of one micro-batch
@@ -302,8 +311,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ddp_grad = np.where(zero, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = ddp_grad + ddp_param
-    ddp_exposed = np.minimum(_hide(ddp_grad, bwd_mb, x) + ddp_grad / layers
-                             + _hide(ddp_param, fwd_mb, x) + ddp_param / layers, ddp_total)
+    ddp_exposed = np.minimum(_hide(ddp_grad, bwd_mb, x) + ddp_grad / n_b
+                             + _hide(ddp_param, fwd_mb, x) + ddp_param / n_b, ddp_total)
     one_dp = dpcp == 1
     dp_total = np.where(one_dp, 0.0, np.where(fsdp, fsdp_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute

@@ -16,11 +16,13 @@ _ABBREV = {
     "position_embedding": "arch", "linear_bias": "arch", "dropout": "arch",
     "micro_batch_size": "mbs", "vpp": "vpp", "cp": "cp", "activation_recompute": "rc",
     "sequence_parallel": "sp", "precision": "prec", "zero_fsdp_mode": "shard",
-    "bytes_per_param": "bpp", "attention": "attn",
+    "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
+    "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
+    "micro_batch": "mbs",
 }
 _LEGEND = ("assumed: hw hardware from gpu_type, arch architecture (gated MLP, norm, ...), mbs micro-batch, "
            "vpp, cp, rc recompute, sp sequence parallel, prec precision, shard sharding, bpp bytes/param, "
-           "attn attention kernel (full list: --format json)")
+           "attn attention kernel, stk stack options from the stack's defaults (full list: --format json)")
 
 
 def _abbrev(assumed: list[str]) -> str:
@@ -41,7 +43,23 @@ def _num(x: Optional[float]) -> str:
 def summary_line(s: dict) -> str:
     if not s["n"]:
         return "n=0 (no record with both a prediction and a published tokens/s)"
-    return f"n={s['n']} median |err|={100 * s['median_abs_error']:.1f}% p90 |err|={100 * s['p90_abs_error']:.1f}%"
+    return (f"n={s['n']} median |err|={100 * s['median_abs_error']:.1f}% signed median={signed_pct(s['median_error'])} "
+            f"p90 |err|={100 * s['p90_abs_error']:.1f}%")
+
+
+def stack_table(summary: dict) -> None:
+    """n, median |error|, signed median and p90 per software stack."""
+    by = summary.get("by_stack") or {}
+    if not by:
+        return
+    tab = Table(title="by stack", title_justify="left")
+    for name, justify in (("stack", "left"), ("n", "right"), ("median |err|", "right"), ("signed median", "right"),
+                          ("p90 |err|", "right")):
+        tab.add_column(name, justify=justify)
+    for name, st in by.items():
+        tab.add_row(name, str(st["n"]), f"{100 * st['median_abs_error']:.1f}%", signed_pct(st["median_error"]),
+                    f"{100 * st['p90_abs_error']:.1f}%")
+    out.print(tab)
 
 
 def emit_validate(data: dict, fmt: Format, title: str) -> None:
@@ -76,7 +94,13 @@ def render_table(data: dict, title: str = "planner validate") -> None:
     if any(r.get("published_from") == "iteration_time_s" for r in shown):
         out.print("* published tokens/s derived from iteration_time_s: global_batch x seq / (time x GPUs)")
     out.print(_LEGEND)
+    stack_table(data["summary"])
     out.print(summary_line(data["summary"]), highlight=False)
+    s = data["summary"]
+    if s.get("n_memory"):
+        out.print(f"memory: n={s['n_memory']} median |err|={100 * s['median_abs_memory_error']:.1f}% "
+                  f"signed median={signed_pct(s['median_memory_error'])} max |err|={100 * s['max_abs_memory_error']:.1f}% "
+                  "(against what each stack logs: torchtitan max reserved)", highlight=False)
     skipped = [r for r in runs if r["skipped"] is not None]
     if skipped:
         out.print(f"skipped ({len(skipped)}):", highlight=False)
