@@ -40,11 +40,41 @@ def nccl_tables(prof) -> list[Table]:
     return tables
 
 
-def print_nccl_report(prof, cal, output: Path) -> None:
-    """The fit of `calibrate nccl` and the profile it wrote."""
+def model_check_table(checks) -> Table:
+    """The uncalibrated model beside the log: busbw per measured size (the mean of the
+    placements), the algorithm it picks, and the error summary per group."""
+    hw = checks[0].hardware
+    t = Table(title=f"uncalibrated model on {hw} vs the log, sizes >= {binary_size(checks[0].min_bytes)}",
+              title_justify="left")
+    for col in ("group", "size", "algorithm", "model GB/s", "log GB/s", "error"):
+        t.add_column(col, justify="left" if col in ("group", "algorithm") else "right")
+    notes = []
+    for c in checks:
+        group = f"{c.collective} {c.scope} {c.ranks}"
+        if c.skipped:
+            notes.append(f"{group}: not compared ({c.skipped})")
+            continue
+        by_size: dict[int, list] = {}
+        for size, meas, pred, algo in zip(c.sizes, c.measured, c.predicted, c.algorithms):
+            by_size.setdefault(size, []).append((meas, pred, algo))
+        for i, (size, rows) in enumerate(sorted(by_size.items())):
+            meas = sum(r[0] for r in rows) / len(rows)
+            t.add_row(group if i == 0 else "", binary_size(size), rows[0][2], f"{rows[0][1] / 1e9:,.1f}",
+                      f"{meas / 1e9:,.1f}", f"{rows[0][1] / meas - 1:+.1%}")
+        notes.append(f"{group}: |error| median {pct(c.median_abs_err, '-')}, max {pct(c.max_abs_err, '-')}, "
+                     f"signed median {c.median_err:+.1%} ({len(c.sizes)} points)")
+    t.caption = "; ".join(notes)
+    return t
+
+
+def print_nccl_report(prof, cal, output: Path, checks=()) -> None:
+    """The fit of `calibrate nccl`, the uncalibrated model beside the log where --hardware is
+    known (`checks`, calibrate.nccl.compare_to_model), and the profile it wrote."""
     out.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
     for table in nccl_tables(prof):
         out.print(table)
+    if checks:
+        out.print(model_check_table(list(checks)))
     out.print(f"wrote {output} ({len(prof.nccl.groups)} group(s) from {len(cal.logs)} file(s))")
 
 
