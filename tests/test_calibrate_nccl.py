@@ -446,6 +446,96 @@ def test_lookup_returns_none_outside_the_profile():
     assert t.shape == (2,) and np.all(np.diff(t) > 0)
 
 
+# ----------------------------------------------------------- older nccl-tests output
+# nccl-tests before 2022 printed per-collective headers without the root column (and
+# without redop for all_gather), and an `error` column holding the largest deviation from the
+# expected result (%5.0le, e.g. 5e-07 for a float sum) instead of the `#wrong` count
+# (NVIDIA/nccl-tests src/all_gather.cu at ec1b5e22, src/common.cu at 0f8c785a; the current
+# src/common.cu prints root and #wrong). Each fixture's first line cites its source.
+OLDER = LOGS / "older"
+OLDER_OPTIONS = {
+    # real 2021 log (aws-samples/aws-efa-eks): Rank lines without Group give 16 ranks on 2
+    # hosts, busbw/algbw 1.875 says all_reduce: nothing to pass
+    "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt": dict(),
+    # the pre-2022 all_gather layout has no redop column: reduce_scatter or all_gather?
+    "b200_16gpu_2node_allgather_pre2022-layout.txt": dict(collective="all_gather"),
+}
+OLDER_EXPECTED = {
+    "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt": ("all_reduce", "inter-node", 16, 2, 28),
+    "b200_16gpu_2node_allgather_pre2022-layout.txt": ("all_gather", "inter-node", 16, 2, 24),
+}
+
+
+def test_every_older_fixture_is_listed():
+    assert sorted(p.name for p in OLDER.glob("*.txt")) == sorted(OLDER_OPTIONS)
+
+
+@pytest.mark.parametrize("name", sorted(OLDER_OPTIONS))
+def test_older_formats_parse_and_calibrate(name):
+    log = parse_log(OLDER / name)
+    assert log.provenance[0].startswith("source:")
+    cal = calibrate_logs([OLDER / name], **OLDER_OPTIONS[name])
+    (sw,) = cal.sweeps
+    coll, scope, ranks, nodes, rows = OLDER_EXPECTED[name]
+    assert (sw.collective, sw.scope, sw.ranks, sw.nodes) == (coll, scope, ranks, nodes)
+    # every row, both placements: a nonzero `error` (max deviation) is not a data error
+    assert len(sw.points) == 2 * rows
+    assert not [i for i in cal.warnings if "data errors" in i]
+    (fit,) = cal.fits.values()
+    assert fit.median_abs_err < 0.10
+
+
+def test_the_2021_efa_log_by_hand():
+    """The 1 GiB row of the aws-efa-eks log: out-of-place 61,556 us, busbw 32.71 GB/s =
+    1 GiB / 61,556 us x 2 x 15/16 (all_reduce on 16 ranks), error 5e-07 kept."""
+    (sw,) = parse_log(OLDER / "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt").sweeps
+    p = [p for p in sw.points if p.size == 2**30 and not p.in_place][0]
+    assert p.time == pytest.approx(61556e-6) and p.busbw == pytest.approx(32.71e9)
+    assert 2**30 / p.time * 1.875 == pytest.approx(32.71e9, rel=2e-3)
+    assert sw.ctx.nccl_version == "2.8.3+cuda11.2" and sw.hosts == ["nccl-tests-efa-worker-0", "nccl-tests-efa-worker-1"]
+
+
+def test_pre2022_layout_reads_the_same_points_as_today():
+    """The all_gather rows printed in the pre-2022 layout give the same measurements as the
+    same rows in today's layout."""
+    old = parse_log(OLDER / "b200_16gpu_2node_allgather_pre2022-layout.txt").sweeps[0].points
+    new = parse_log(LOGS / "b200_16gpu_2node_allgather_google-dranet.txt").sweeps[0].points
+    assert [(p.size, p.in_place, p.time, p.algbw, p.busbw) for p in old] == [
+        (p.size, p.in_place, p.time, p.algbw, p.busbw) for p in new]
+
+
+def test_headerless_pre2022_rows(tmp_path):
+    """Rows pasted without their header: 12 fields are the pre-2022 layout (size count type
+    redop + 2 x time algbw busbw error); a 4th field that is an integer is broadcast's root."""
+    body = [ln.split(">:", 1)[1] for ln in _body("older/a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt")
+            if ">:" in ln and ln.split(">:", 1)[1].strip()[:1].isdigit()]
+    log = parse_log(_write(tmp_path, "rows.txt", "\n".join(body) + "\n"))
+    assert len(log.sweeps[0].points) == 56
+    assert "12-field nccl-tests layout (size count type redop + 2 x time algbw busbw error)" in log.issues[0].reason
+    bc = ["%12d %12d %6s %6d %8.1f %6.2f %6.2f %6s %8.1f %6.2f %6.2f %6s" % (s, s // 4, "float", 0, s / 2e4, 20.0, 20.0, "0e+00",
+          s / 2e4, 20.0, 20.0, "0e+00") for s in (2**20, 2**21, 2**22)]
+    log = parse_log(_write(tmp_path, "bc.txt", "\n".join(bc) + "\n"))
+    assert len(log.sweeps[0].points) == 6 and "size count type root" in log.issues[0].reason
+
+
+def test_cputime_header_and_units(tmp_path):
+    """nccl-tests -C 1 names the time column `cputime` (src/common.cu, report_cputime); the
+    units line is read in column order, so a time printed in ms is an error naming its line."""
+    text = (LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt").read_text()
+    cpu = _write(tmp_path, "cpu.txt", text.replace("root     time", "root  cputime"))
+    assert len(parse_log(cpu).sweeps[0].points) == len(parse_log(LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt").sweeps[0].points)
+    ms = _write(tmp_path, "ms.txt", text.replace("(us)  (GB/s)  (GB/s)            (us)", "(ms)  (GB/s)  (GB/s)            (us)"))
+    with pytest.raises(PlannerError, match=r"ms.txt:25: time unit \(ms\) \(nccl-tests prints \(us\)\)"):
+        parse_log(ms)
+
+
+def test_out_of_bounds_values_are_reported(tmp_path):
+    text = (OLDER / "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt").read_text()
+    p = _write(tmp_path, "oob.txt", text.replace("Out of bounds values : 0 OK", "Out of bounds values : 3 FAILED"))
+    log = parse_log(p)
+    assert any("3 out-of-bounds value(s)" in i.reason for i in log.issues)
+
+
 # ---------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("name", sorted(LOG_OPTIONS))
 def test_each_log_needs_exactly_the_facts_it_lacks(name):

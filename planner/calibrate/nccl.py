@@ -267,6 +267,7 @@ _VERSION = re.compile(r"NCCL version\s+(\S+)")
 _LIBRARY = re.compile(r"nccl-library=(\d+)")  # '# nccl-tests version 2.18.2 nccl-headers=23007 nccl-library=23007'
 _CONCLUDED = re.compile(r"Collective test concluded")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _DEBUG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
 _SOURCE = re.compile(r"^#\s*source\s*:", re.IGNORECASE)
 
@@ -280,6 +281,7 @@ _DTYPES = {
 _KNOWN_COLS = {"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "wrong", "error"}
 _HEAD_PREFIX = ["size", "count", "type", "redop", "root"]
 _GROUP = ["time", "algbw", "busbw", "wrong"]
+_GROUP_OLD = ["time", "algbw", "busbw", "error"]  # before 2022: the max deviation, not a count [2][7]
 # Column layouts of nccl-tests tables without a header line [2][7]: 13 fields (since 2022:
 # size count type redop root), 12 fields (before: size count type redop, or size count type
 # root for broadcast), 11 fields (before: size count type, all_gather), and the same with
@@ -287,10 +289,10 @@ _GROUP = ["time", "algbw", "busbw", "wrong"]
 _HEADERLESS = {
     13: (_HEAD_PREFIX, [_GROUP, _GROUP]),
     9: (_HEAD_PREFIX, [_GROUP]),
-    12: (_HEAD_PREFIX[:4], [_GROUP, _GROUP]),
-    8: (_HEAD_PREFIX[:4], [_GROUP]),
-    11: (_HEAD_PREFIX[:3], [_GROUP, _GROUP]),
-    7: (_HEAD_PREFIX[:3], [_GROUP]),
+    12: (_HEAD_PREFIX[:4], [_GROUP_OLD, _GROUP_OLD]),
+    8: (_HEAD_PREFIX[:4], [_GROUP_OLD]),
+    11: (_HEAD_PREFIX[:3], [_GROUP_OLD, _GROUP_OLD]),
+    7: (_HEAD_PREFIX[:3], [_GROUP_OLD]),
 }
 
 
@@ -534,6 +536,11 @@ def parse_log(path: str | Path) -> ParsedLog:
             continue
         if _is_placement_line(s):
             continue
+        m = _OOB.match(s)
+        if m and int(m.group(1)) > 0:
+            issues.append(LineIssue(name, lineno, f"the run reports {m.group(1)} out-of-bounds value(s): some rows "
+                                    "failed nccl-tests' data check (an `error` column does not say which)", s))
+            continue
         if _AVG.match(s):
             cur = None  # the sweep ends here; its average is not a measurement [2]
             continue
@@ -554,7 +561,7 @@ def parse_log(path: str | Path) -> ParsedLog:
             lay = Layout(pre, groups, None)
             issues.append(
                 LineIssue(name, lineno, f"no table header before this row; read as the {len(toks)}-field nccl-tests layout "
-                          f"({' '.join(pre)} + {len(groups)} x time algbw busbw #wrong)", s)
+                          f"({' '.join(pre)} + {len(groups)} x {' '.join(groups[0]).replace('wrong', '#wrong')})", s)
             )
             layout = lay
         if len(toks) != lay.width:
