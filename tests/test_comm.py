@@ -302,6 +302,58 @@ def test_auto_picks_what_exists_where_the_group_lands():
     np.testing.assert_array_equal(algos, [c.RING, c.TREE])
 
 
+# Multi-node nccl-tests logs (tests/data/nccl_logs, sources in their first lines) against the
+# model WITHOUT calibration, on the catalog entry of their GPU. The AWS p4de cluster differs
+# from hardware_db's A100 node (4 x 100G EFA per node instead of 8 x 200G HDR), so the test
+# describes it as a user would, with the fabric fields: tests/data/hardware/aws-p4de.yaml
+# (network_Gbps 50, rails 4, sharp false). Options: only what each log does not say.
+# (log, hardware, options, median |err|, max |err|, signed median at >= 64 MiB,
+#  median |err| at >= 4 GiB or None, algorithm `auto` picks)
+MULTI_NODE_LOGS = [
+    ("a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "tests/data/hardware/aws-p4de.yaml", dict(nodes=2),
+     0.031, 0.109, +0.031, None, {"tree"}),
+    ("b200_16gpu_2node_allgather_google-dranet.txt", "b200", dict(collective="all_gather"),
+     0.917, 6.030, +0.917, 0.435, {"ring"}),
+    ("h100_16gpu_2node_allreduce_dgx06-dgx07.txt", "h100-sxm", dict(),
+     0.439, 7.771, +0.439, 0.106, {"nvls-tree"}),
+    ("gb200_72gpu_nvl72_allreduce_coreweave.txt", "gb200-nvl72", dict(nodes=18),
+     0.228, 0.605, +0.228, 0.125, {"nvls"}),
+]
+
+
+@pytest.mark.parametrize("log, hw, opts, med, mx, signed, plateau, algos", MULTI_NODE_LOGS, ids=[r[0] for r in MULTI_NODE_LOGS])
+def test_multi_node_reference_logs_uncalibrated(log, hw, opts, med, mx, signed, plateau, algos):
+    """The uncalibrated busbw against every multi-node reference log at sizes >= 64 MiB
+    (both placements; figures in the README). Goal of issue 11: every point within 15 %,
+    median within 10 %. Met on the A100 EFA log (NCCL's tree: 2 nodes send S each way through
+    their NICs, 448 us of tree hops, NCCL's medium-size correction). Not met elsewhere:
+    - every log but A100's shows 0.6-1.4 ms of fixed time in its bulk regime (`calibrate nccl`
+      fits alpha = 1,442 us on the H100 log, 1,342 us on B200's, 610 us on GB200's) that
+      neither NCCL's tuning model nor this one has: the model is too fast below ~2 GiB;
+    - at >= 4 GiB the H100 log is 10.6 % and the GB200 rack 12.5 % under the model (NVLS
+      algbw 274 and 479 GB/s measured on 8 GPUs vs 252 and 423 here);
+    - the B200 all-gather plateaus at 260 GB/s, 65 % of its nodes' 8 x 400G NICs, where a
+      ring draws 376 GB/s from them: nothing in the model or the catalog explains the 35 %."""
+    from pathlib import Path
+
+    from planner.calibrate.nccl import calibrate_logs, compare_to_model
+
+    root = Path(__file__).parent.parent
+    hardware = load_hw(str(root / hw) if hw.endswith(".yaml") else hw)
+    cal = calibrate_logs([root / "tests/data/nccl_logs" / log], hardware=hardware, **opts)
+    (check,) = compare_to_model(cal, hardware)
+    assert check.skipped is None and min(check.sizes) >= 64 * 2**20
+    assert (check.median_abs_err, check.max_abs_err, check.median_err) == pytest.approx((med, mx, signed), abs=5e-4)
+    assert set(check.algorithms) == algos
+    big = np.abs(check.errors[np.asarray(check.sizes) >= 4 * 2**30])
+    if plateau is None:
+        assert big.size == 0
+    else:
+        assert float(np.median(big)) == pytest.approx(plateau, abs=5e-4)
+    if log.startswith("a100"):
+        assert check.max_abs_err <= 0.15 and check.median_abs_err <= 0.10  # the goal
+
+
 def test_unsupported_pairs_cost_infinity():
     assert bool(c.supported(c.ALL_REDUCE, c.NVLS))
     assert not bool(c.supported(c.ALL_GATHER, c.NVLS))
