@@ -648,6 +648,23 @@ def test_cli_writes_a_valid_profile_and_prints_the_table(tmp_path):
     assert prof.planner_version and prof.created.tzinfo is not None
 
 
+def test_cli_prints_the_uncalibrated_model_beside_the_log(tmp_path):
+    """With --hardware, calibrate nccl also prints what the default model predicts for the
+    measured sizes >= 64 MiB (tests/test_comm.py holds the figures of every multi-node log)."""
+    r = _run(LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt", "--hardware", "h100-sxm", "-o", tmp_path / "p.yaml")
+    assert r.exit_code == 0, r.stderr
+    assert "uncalibrated model on h100-sxm: all_reduce, inter-node, 16 ranks, sizes >= 64 MiB" in r.stdout
+    # 16 GiB: NVLS-tree, 16 GiB / (16 GiB / 274.3 GB/s + 43 us) x 1.875 = 513.9 GB/s against
+    # the log's 472.35 and 470.37 (mean 471.4)
+    assert "16 GiB │ nvls-tree │      513.9 │    471.4 │   +9.0%" in r.stdout
+    assert "median |error| 43.9%, max |error| 777.1%, signed median +43.9%" in r.stdout
+    # a log the model cannot place as it ran (16 ranks on 4 nodes vs 8-GPU nodes): said, not compared
+    r = _run(LOGS / "a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "--nodes", "4", "--hardware", "a100-sxm-80gb",
+             "-o", tmp_path / "q.yaml")
+    assert r.exit_code == 0, r.stderr
+    assert "not compared (the log's 16 ranks span 4 NVLink domain(s) (inter-node); a100-sxm-80gb packs them into 2)" in r.stdout
+
+
 def test_cli_lists_unreadable_lines_on_stderr(tmp_path):
     r = _run(LOGS / "h100_8gpu_reducescatter_nccl-issue1047-PARTIAL.txt", "--collective", "reduce_scatter",
              "--nodes", "1", "-o", tmp_path / "p.yaml")

@@ -40,31 +40,30 @@ def nccl_tables(prof) -> list[Table]:
     return tables
 
 
-def model_check_table(checks) -> Table:
-    """The uncalibrated model beside the log: busbw per measured size (the mean of the
-    placements), the algorithm it picks, and the error summary per group."""
-    hw = checks[0].hardware
-    t = Table(title=f"uncalibrated model on {hw} vs the log, sizes >= {binary_size(checks[0].min_bytes)}",
-              title_justify="left")
-    for col in ("group", "size", "algorithm", "model GB/s", "log GB/s", "error"):
-        t.add_column(col, justify="left" if col in ("group", "algorithm") else "right")
-    notes = []
+def model_check_tables(checks) -> list:
+    """The uncalibrated model beside the log, one table per group: busbw per measured size
+    (the mean of the placements), the algorithm `auto` picks, and the error summary; a
+    group the model cannot place as the log ran it is one line saying why."""
+    items = []
     for c in checks:
-        group = f"{c.collective} {c.scope} {c.ranks}"
+        group = f"{c.collective}, {c.scope}, {c.ranks} ranks"
         if c.skipped:
-            notes.append(f"{group}: not compared ({c.skipped})")
+            items.append(f"uncalibrated model on {c.hardware}: {group} not compared ({c.skipped})")
             continue
+        t = Table(title=f"uncalibrated model on {c.hardware}: {group}, sizes >= {binary_size(c.min_bytes)}",
+                  title_justify="left")
+        for col in ("size", "algorithm", "model GB/s", "log GB/s", "error"):
+            t.add_column(col, justify="left" if col == "algorithm" else "right", no_wrap=True)
         by_size: dict[int, list] = {}
         for size, meas, pred, algo in zip(c.sizes, c.measured, c.predicted, c.algorithms):
             by_size.setdefault(size, []).append((meas, pred, algo))
-        for i, (size, rows) in enumerate(sorted(by_size.items())):
+        for size, rows in sorted(by_size.items()):
             meas = sum(r[0] for r in rows) / len(rows)
-            t.add_row(group if i == 0 else "", binary_size(size), rows[0][2], f"{rows[0][1] / 1e9:,.1f}",
-                      f"{meas / 1e9:,.1f}", f"{rows[0][1] / meas - 1:+.1%}")
-        notes.append(f"{group}: |error| median {pct(c.median_abs_err, '-')}, max {pct(c.max_abs_err, '-')}, "
-                     f"signed median {c.median_err:+.1%} ({len(c.sizes)} points)")
-    t.caption = "; ".join(notes)
-    return t
+            t.add_row(binary_size(size), rows[0][2], f"{rows[0][1] / 1e9:,.1f}", f"{meas / 1e9:,.1f}", f"{rows[0][1] / meas - 1:+.1%}")
+        t.caption = (f"busbw error (model / log - 1, {len(c.sizes)} points): median |error| {pct(c.median_abs_err, '-')}, "
+                     f"max |error| {pct(c.max_abs_err, '-')}, signed median {c.median_err:+.1%}")
+        items.append(t)
+    return items
 
 
 def print_nccl_report(prof, cal, output: Path, checks=()) -> None:
@@ -73,8 +72,8 @@ def print_nccl_report(prof, cal, output: Path, checks=()) -> None:
     out.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
     for table in nccl_tables(prof):
         out.print(table)
-    if checks:
-        out.print(model_check_table(list(checks)))
+    for item in model_check_tables(checks):
+        out.print(item)
     out.print(f"wrote {output} ({len(prof.nccl.groups)} group(s) from {len(cal.logs)} file(s))")
 
 
