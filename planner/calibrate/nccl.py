@@ -12,6 +12,38 @@ What a log line means [1, 2]
     algbw (GB/s)   size / time.
     busbw (GB/s)   algbw * factor(n), factor from `BUSBW_FACTORS` [1, 2].
 
+Output formats read (nccl-tests' own history [2][7])
+    since 2022     one header for every test: size count type redop root, then time algbw
+                   busbw #wrong (a count of wrong elements: a row with #wrong > 0 is
+                   dropped) for out-of-place and in-place; Rank lines with a Group field;
+                   `cputime` instead of `time` under -C 1.
+    before 2022    a header per test: size count type redop (all_reduce, reduce_scatter,
+                   alltoall), size count type root (broadcast), size count type
+                   (all_gather); `error` = the largest deviation from the expected result
+                   (%5.0le: 5e-07 for a float sum is rounding, not a failure; nccl-tests
+                   counts failures in its '# Out of bounds values' footer, reported here);
+                   Rank lines without Group.
+    The units line is read in column order (only size, count, time, algbw and busbw
+    print a unit), so either layout is checked against its own header. Rows without a
+    header are read by their field count (13, 12, 11 and the out-of-place-only 9, 8, 7).
+
+What the file implies, and what is asked (`resolve_sweep`, `missing_error`)
+    collective     the *_perf command line or '# Collective test starting' header; else
+                   --collective; else the table: busbw/algbw above 1 exists only for
+                   all_reduce (2(n-1)/n); below 1 with a reduction in redop only for
+                   reduce_scatter (`collectives_from_table`).
+    ranks          a complete set of Rank lines; else busbw/algbw, each printed digit
+                   giving an interval (`ranks_from_ratio`), bounded below by the largest
+                   Rank line seen; else --ranks.
+    nodes, scope   host names of a complete set of Rank lines; else --nodes (servers).
+                   The scope is intra-node when the ranks share one NVLink domain: one
+                   server, or with --hardware up to the servers of a multi-server domain
+                   (GB200 NVL72: 18 trays of 4 GPUs are one 72-GPU domain).
+    Every fact that is still unknown, for every table of every file, comes back in one
+    error with the options that give it. Contradictions (a Rank line beyond the table's
+    rank count, a collective the ratios exclude) and tables with fewer than two sizes in
+    range are errors that name the line.
+
 The time model (fitted per collective, scope and rank count)
     Let S_eff = size * factor(n): the bytes a rank must move over its busiest link, so
     that bus bandwidth B is comparable to a link's rate [1]. One regime is Hockney's
@@ -77,6 +109,12 @@ References
     Parallel Computing 20(3), 1994: t(n) = t0 + n / r_inf.
 [5] SciPy, scipy.optimize.least_squares, loss='soft_l1': rho(z) = 2((1 + z)^0.5 - 1).
 [6] G. Schwarz, "Estimating the dimension of a model", Annals of Statistics 6(2), 1978.
+[7] NVIDIA nccl-tests format history: src/all_gather.cu at commit ec1b5e22 and src/common.cu
+    at commit 0f8c785a (per-test print_header, `error` printed %5.0le, '#   Rank %2d Pid'
+    lines, '# nThread ... validation: %d'); the current src/common.cu (root and #wrong
+    columns, Rank lines with Group, -C cputime). aws-parallelcluster's EFA integration test
+    (tests/integration-tests/tests/efa/test_efa.py, a version in the code index) records
+    the expected output of nccl-tests 2.10.0 (error, no root) and 2.13.8 (root, #wrong).
 """
 
 from __future__ import annotations
