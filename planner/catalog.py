@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .errors import PlannerError
-from .schema import Hardware, ModelSpec
+from .schema import Hardware, ModelSpec, Stack
 
 _PKG = Path(__file__).resolve().parent
 T = TypeVar("T", bound=BaseModel)
@@ -37,6 +37,10 @@ def hardware_dir() -> Path:
     return _catalog_dir("hardware_db")
 
 
+def stack_dir() -> Path:
+    return _catalog_dir("stack_db")
+
+
 def _names(d: Path) -> list[str]:
     return sorted(p.stem for p in d.glob("*.yaml"))
 
@@ -47,6 +51,10 @@ def list_models() -> list[str]:
 
 def list_hardware() -> list[str]:
     return _names(hardware_dir())
+
+
+def list_stacks() -> list[str]:
+    return _names(stack_dir())
 
 
 def format_validation_error(e: ValidationError, path: str) -> PlannerError:
@@ -187,3 +195,20 @@ def load_hardware(name_or_path: str) -> Hardware:
     if f.is_file():
         return _load_hw_file(str(f))
     raise _did_you_mean(name_or_path, list_hardware(), "hardware", "hardware")
+
+
+# ----------------------------------------------------------------------------- stacks
+@lru_cache(maxsize=32)
+def _load_stack_file(path: str) -> Stack:
+    return validate(Stack, read_yaml(Path(path)), path)
+
+
+def load_stack(name_or_path: str) -> Stack:
+    """A catalog name (`torchtitan`) or a stack YAML."""
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return _load_stack_file(str(p.resolve()))
+    f = stack_dir() / f"{name_or_path}.yaml"
+    if f.is_file():
+        return _load_stack_file(str(f))
+    raise _did_you_mean(name_or_path, list_stacks(), "stack", "stacks")

@@ -214,12 +214,12 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
         for s in SHARDING_LADDER[SHARDING_LADDER.index(job.sharding) + 1:]:
             out["sharding"].append(Change("sharding", {"sharding": s}, f"sharding {job.sharding} -> {s}", CHANGE_COST[("sharding", s)]))
 
-    mbs = job.micro_batch
+    mbs0 = mbs = int(p["micro_batch"])
     while mbs > 1:
         mbs //= 2
         out["micro_batch"].append(Change(
             "micro_batch", {"micro_batch": mbs},
-            f"micro-batch {job.micro_batch} -> {mbs} (global batch kept at {p['global_batch']:,} sequences)",
+            f"micro-batch {mbs0} -> {mbs} (global batch kept at {p['global_batch']:,} sequences)",
             CHANGE_COST[("micro_batch", None)]))
 
     for r in RECOMPUTE_LADDER[RECOMPUTE_LADDER.index(job.recompute) + 1:]:

@@ -1,4 +1,6 @@
-"""FLOPs of a training step. Units: FLOPs (floating-point operations), per token or total.
+"""FLOPs of a training step; GEMM shapes and rates (measured rates when a profile has
+them); attention and memory-bound rates. Units: FLOPs (floating-point operations), per
+token or total; seconds; FLOP/s.
 
 References
 [1] Kaplan et al. 2020, "Scaling Laws for Neural Language Models", sec. 2.1: training costs
@@ -14,10 +16,15 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Optional, Sequence
+
 import numpy as np
 
+from .errors import PlannerError
 from .params import count_params
-from .plan import RC_FULL, RC_SELECTIVE
+from .plan import BF16, FP8, RC_FULL, RC_SELECTIVE
+from .profile import GemmCalibration, GemmRow
 from .schema import ModelSpec
 from .terms import Terms
 
@@ -145,3 +152,230 @@ def attention_rates(hw) -> tuple[float, float]:
     fwd = c.attention_fwd_TFLOPS * 1e12 * k if c is not None and c.attention_fwd_TFLOPS else plat * ATTN_FWD_EFFICIENCY
     bwd = c.attention_bwd_TFLOPS * 1e12 * k if c is not None and c.attention_bwd_TFLOPS else plat * ATTN_BWD_EFFICIENCY
     return fwd, bwd
+
+# =============================================================================== GEMMs
+# GEMM shapes and rates, measured rates when a profile has them. References (continued):
+# [8] Narayanan et al. 2021 (Megatron-LM), sec. 3: the TP split of the attention and MLP
+#     GEMMs; step.py's docstring.
+# [9] D. Shepard, "A two-dimensional interpolation function for irregularly-spaced data",
+#     Proc. 23rd ACM National Conference (1968): inverse-distance weighting, exact at the data.
+# [10] stas00/ml-engineering, training/performance "SwiGLU-based MLP" benchmark on H100: K =
+#     10922 runs at 273 TFLOP/s, K = 10944 at 398 (reference gemm_measurements.yaml).
+#
+# Layer shapes (`layer_gemm_shapes`): the forward GEMMs C[M,N] = A[M,K] @ B[K,N] (K the
+# reduction) of one transformer layer and of the output layer for T tokens per micro-batch
+# on one GPU after the TP split t [8] (h hidden, a heads, k KV heads, d head dim, f FFN, V
+# vocab, f1 = 2f for a gated MLP):
+#     qkv           [T, (a/t + 2 max(k/t, 1)) d, h]
+#     attn_out      [T, h, a d / t]
+#     mlp_up        [T, f1 / t, h]
+#     mlp_down      [T, h, f / t]
+#     output_layer  [T, V / t, h]
+# `forward_gemm_times` prices them: gemm_time at the plateau without a calibration, the
+# measured rates below with one.
+#
+# GEMMs from measurements (`calibrated_gemm_rate`, `gemm_efficiency`). The model above
+# prices a GEMM at plateau x wave_efficiency(M, N): the plateau is what the kernel sustains
+# while every SM has a tile, and wave_efficiency the fraction of SM-time the last, partial
+# wave of 128x256 output tiles wastes [5]. A measured rate R_i at shape i (a profile's
+# `gemm` rows, planner/profile.py GemmCalibration) therefore gives the shape's own plateau
+#     P_i = R_i / wave_efficiency(M_i, N_i)
+# i.e. the throughput with the tile-count effect taken out; what remains depends smoothly
+# on the sizes (operand reuse grows with them, the fixed prologue and epilogue of a tile
+# weigh less as K grows, narrow shapes become memory-bound). The rate of a row is its
+# tflops x 1e12, times SUSTAINED_TENSOR_FRACTION unless the calibration is
+# `sustained: true`: the derating applied to the hardware entries' benchmark figures, so
+# that rows equal to those figures predict what the uncalibrated model predicts, and a
+# measurement under sustained load replaces the assumption. For a query shape q:
+#   - a shape that was measured: its measured rate (the median where a shape has several
+#     rows), exactly;
+#   - any other shape: the P_i of the KNN = 4 measured shapes nearest to q in
+#     (ln M, ln N, ln K), averaged with inverse-distance weights 1 / dist^2 (Shepard's
+#     method [9]), times wave_efficiency(M_q, N_q) on the SMs of the GPU measured.
+# Why this form: GEMM efficiency depends on ratios of sizes, not differences, hence the
+# log axes (doubling T or halving N by TP is the same step everywhere); the weights make
+# the interpolant exact at measured shapes and a convex combination elsewhere, so it never
+# leaves the range of the neighbouring measurements (no extrapolated efficiency above or
+# below what was measured nearby); the wave factor restores the one effect that is not
+# smooth in the sizes, and it is the same model used without a calibration, so a profile
+# with a single row scales the default prediction by one constant factor (measured
+# plateau / default plateau) for every shape. Limits: shapes far from every measurement
+# inherit the nearest ones' plateau (a decode-size M = 64 query next to M = 8192 rows is
+# priced like them); alignment effects (a K that is not a multiple of 64 can cost 30%
+# [10]) are known only where measured. `planner calibrate gemm --run` measures the model's
+# own shapes, so the queries of a plan lie on or next to rows. A precision without rows
+# uses the uncalibrated model (default_gemm_rate); bf16 uses fp16 rows when a calibration
+# has no bf16 rows (the two formats have one dense tensor-core peak on A100, H100 and H200
+# datasheets). The scheme's name is recorded in each profile (profile.INTERPOLATION).
+
+TFLOPS = 1e12  # the `tflops` of a profile's rows: 1e12 FLOP/s
+KNN = 4  # measured shapes an interpolated query averages over
+IDW_POWER = 2.0  # Shepard's inverse-distance exponent [9]
+DEFAULT_SMS = 132  # H100/H200 SXM5 (NVIDIA H100 whitepaper) when neither profile nor hardware says
+GEMM_NAMES = ("qkv", "attn_out", "mlp_up", "mlp_down", "output_layer")
+LAYER_GEMMS = GEMM_NAMES[:4]
+
+
+class GemmShape(NamedTuple):
+    name: str
+    M: Any  # float64 scalar or array
+    N: Any
+    K: Any
+
+
+def layer_gemm_shapes(model, tp, tokens_per_microbatch) -> list[GemmShape]:
+    """The forward GEMMs (name, M, N, K) of one layer plus the output layer, as step.py
+    prices them and `planner calibrate gemm --run` times them; tp and tokens may be arrays
+    (float64 results, broadcast together)."""
+    h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
+                        model.ffn_hidden_size, model.vocab_size)
+    f1 = 2 * f if model.gated_mlp else f  # gate and up projections as one GEMM
+    tp = np.asarray(tp).astype(np.float64)
+    T = np.asarray(tokens_per_microbatch, dtype=np.float64)
+    kv_local = np.maximum(k / tp, 1.0)  # fewer KV heads than TP ranks: each rank keeps one (replicated)
+    dims = [
+        (T, (a / tp + 2 * kv_local) * d, h),
+        (T, h, a * d / tp),
+        (T, f1 / tp, h),
+        (T, h, f / tp),
+        (T, V / tp, h),
+    ]
+    out = []
+    for name, (m, n, kk) in zip(GEMM_NAMES, dims):
+        m, n, kk = np.broadcast_arrays(np.asarray(m, dtype=np.float64), np.asarray(n, dtype=np.float64),
+                                       np.asarray(kk, dtype=np.float64))
+        out.append(GemmShape(name, m, n, kk))
+    return out
+
+
+def sm_count(hw) -> int:
+    """SMs of a hardware entry (its `compute.sm_count`), DEFAULT_SMS when it has none."""
+    return hw.compute.sm_count if getattr(hw, "compute", None) is not None else DEFAULT_SMS
+
+
+@dataclass(frozen=True)
+class _Table:
+    shapes: np.ndarray  # (m, 3) float64 M, N, K of the distinct measured shapes
+    rate: np.ndarray  # (m,) FLOP/s, median of the rows of each shape
+    plateau: np.ndarray  # (m,) rate / wave_efficiency
+    tree: Any  # scipy.spatial.cKDTree over ln(shapes)
+
+
+def _table(rows: Sequence[GemmRow], sms: float, derate: float) -> _Table:
+    from scipy.spatial import cKDTree  # here, so that importing this module stays light
+
+    by_shape: dict[tuple[int, int, int], list[float]] = {}
+    for r in rows:
+        by_shape.setdefault((r.M, r.N, r.K), []).append(r.tflops * TFLOPS * derate)
+    keys = sorted(by_shape)
+    shapes = np.array(keys, dtype=np.float64).reshape(-1, 3)
+    rate = np.array([float(np.median(by_shape[k_])) for k_ in keys], dtype=np.float64)
+    plateau = rate / wave_efficiency(shapes[:, 0], shapes[:, 1], sms)
+    return _Table(shapes, rate, plateau, cKDTree(np.log(shapes)))
+
+
+def _distinct(m, n, kk):
+    """(first, inverse): indices of the distinct (m, n, kk) triples and, per element, its
+    triple's position among them. A search holds a million plans but a few dozen shapes."""
+    key = np.zeros(m.shape, dtype=np.int64)
+    for x in (m, n, kk):
+        u, inv = np.unique(x, return_inverse=True)
+        key = key * len(u) + inv.reshape(-1)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def _interpolate(table: _Table, M, N, K, sms):
+    M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
+    shape = M.shape
+    m, n, kk = M.ravel(), N.ravel(), K.ravel()
+    ok = np.isfinite(m) & np.isfinite(n) & np.isfinite(kk)
+    m, n, kk = (np.maximum(np.where(ok, x, 1.0), 1.0) for x in (m, n, kk))
+    first, inverse = _distinct(m, n, kk)
+    m, n, kk = m[first], n[first], kk[first]
+    q = np.log(np.stack([m, n, kk], axis=1))
+    k = min(KNN, len(table.rate))
+    dist, idx = table.tree.query(q, k=k)
+    dist = dist.reshape(len(q), k)
+    idx = idx.reshape(len(q), k)
+    exact = dist[:, 0] == 0.0
+    with np.errstate(divide="ignore"):
+        w = 1.0 / dist**IDW_POWER
+    nearest_only = (np.arange(k) == 0).astype(np.float64)
+    w = np.where(exact[:, None], nearest_only, w)
+    plateau = (w * table.plateau[idx]).sum(axis=1) / w.sum(axis=1)
+    rate = np.where(exact, table.rate[idx[:, 0]], plateau * wave_efficiency(m, n, sms))
+    return np.where(ok, rate[inverse], np.nan).reshape(shape)
+
+
+def default_gemm_rate(M, N, precision: str, hw):
+    """The uncalibrated GEMM throughput, FLOP/s: plateau x wave efficiency (NaN: no FP8 peak)."""
+    if precision == "fp8" and hw.fp8_TFLOPS is None:
+        return np.full(np.broadcast(np.asarray(M), np.asarray(N)).shape, np.nan)
+    return gemm_plateau(hw, precision) * wave_efficiency(M, N, sm_count(hw))
+
+
+def _rate_one(M, N, K, precision: str, hw, cal: GemmCalibration):
+    rows = cal.rows_for(precision)
+    if not rows:
+        M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
+        return default_gemm_rate(M, N, precision, hw)
+    sms = cal.sm_count or sm_count(hw)
+    derate = 1.0 if cal.sustained else SUSTAINED_TENSOR_FRACTION
+    return _interpolate(_table(rows, sms, derate), M, N, K, sms)
+
+
+def _precision(dtype) -> str:
+    s = str(dtype).strip().lower()
+    if s not in ("bf16", "fp8"):
+        raise PlannerError(f"GEMM precision {dtype!r} is not modelled", "valid: bf16, fp8 (or precision codes 0, 1)")
+    return s
+
+
+def calibrated_gemm_rate(M, N, K, dtype, hw, cal: GemmCalibration):
+    """FLOP/s of C[M,N] = A[M,K] @ B[K,N] from a calibration ("GEMMs from measurements" above).
+
+    dtype: 'bf16' | 'fp8', or an array of precision codes (planner.plan: 0 bf16, 1 fp8)
+    broadcast with M, N, K. Shapes the calibration has no rows for in that precision get
+    the uncalibrated rate (default_gemm_rate)."""
+    if isinstance(dtype, str):
+        return _rate_one(M, N, K, _precision(dtype), hw, cal)
+    M, N, K, code = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)), np.asarray(dtype))
+    m, n, kk = M.ravel(), N.ravel(), K.ravel()
+    first, inverse = _distinct(*(np.where(np.isfinite(x), x, -1.0) for x in (m, n, kk)))
+    m, n, kk = m[first], n[first], kk[first]  # both precisions priced on the distinct shapes only
+    r8 = _rate_one(m, n, kk, "fp8", hw, cal)[inverse]
+    r16 = _rate_one(m, n, kk, "bf16", hw, cal)[inverse]
+    return np.where(code.ravel() == FP8, r8, r16).reshape(M.shape)
+
+
+def calibrated_gemm_time(M, N, K, dtype, hw, cal: GemmCalibration):
+    """Seconds for C[M,N] = A[M,K] @ B[K,N]: 2MNK / calibrated rate. Drop-in for
+    gemm_time(M, N, K, plateau, sms) when a profile has a `gemm` section."""
+    flops = 2.0 * np.asarray(M, dtype=np.float64) * N * K
+    return flops / calibrated_gemm_rate(M, N, K, dtype, hw, cal)
+
+
+def gemm_efficiency(cal: GemmCalibration, M, N, K, dtype, hw):
+    """Calibrated throughput as a fraction of the hardware's dense peak for dtype (arrays ok)."""
+    if isinstance(dtype, str):
+        p = _precision(dtype)
+        return calibrated_gemm_rate(M, N, K, p, hw, cal) / hw.peak_flops(p)
+    peak8 = hw.fp8_TFLOPS * TFLOPS if hw.fp8_TFLOPS else np.nan
+    peak = np.where(np.asarray(dtype) == FP8, peak8, hw.bf16_TFLOPS * TFLOPS)
+    return calibrated_gemm_rate(M, N, K, dtype, hw, cal) / peak
+
+
+def forward_gemm_times(model, hw, tp, tokens_per_microbatch, precision, cal: Optional[GemmCalibration] = None) -> Terms:
+    """Forward seconds of each GEMM of `layer_gemm_shapes` (one layer's four, and the output
+    layer), per micro-batch. cal=None: gemm_time at the GEMM plateau; otherwise
+    calibrated_gemm_time. precision: 'bf16' | 'fp8'
+    or precision codes."""
+    shapes = layer_gemm_shapes(model, tp, tokens_per_microbatch)
+    if cal is None:
+        code = np.asarray(({"bf16": BF16, "fp8": FP8}[_precision(precision)]) if isinstance(precision, str) else precision)
+        fp8 = code == FP8
+        plat = np.where(fp8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
+        sms = sm_count(hw)
+        return Terms(**{s.name: gemm_time(s.M, s.N, s.K, plat, sms) for s in shapes})
+    return Terms(**{s.name: calibrated_gemm_time(s.M, s.N, s.K, precision, hw, cal) for s in shapes})

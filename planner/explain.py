@@ -14,6 +14,7 @@ from . import memory as mem
 from .compute import flops_summary
 from .params import count_params
 from .plan import PlanArrays, Settings, plan_dict
+from .stacks import stack_of
 from .step import step_time, throughput
 from .terms import Terms
 
@@ -99,6 +100,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         headroom=settings.headroom,
         fits=bool(pick(est.fits)),
         heaviest_stage="last" if int(pick(est.stage)) == 1 else "first",
+        reported_bytes=_num(pick(mem.reported_bytes(settings, est.memory))),
+        reported_as=stack_of(settings).memory.reports,
         terms={k: _num(pick(v)) for k, v in est.memory.items()},
     )
     flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}

@@ -50,9 +50,10 @@ from __future__ import annotations
 import numpy as np
 
 from .params import ParamCounts, count_params
-from .pipeline import inflight_microbatches
-from .plan import FSDP, HSDP, RC_FULL, RC_NONE, ZERO1, ZERO2, PlanArrays, Settings
+from .pipeline import inflight_microbatches, stage_layers
+from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ModelSpec
+from .stacks import kernel_bytes, stack_of
 from .terms import Terms
 
 ACT_BYTES = 2.0  # bf16/fp16 activations [2]; fp8 training keeps activations in bf16
@@ -60,49 +61,55 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "allocator_slack", "reserve")
 
 
 def layer_coefficients(model: ModelSpec, activation_model: str = "arch", attention: str = "flash"):
-    """(rep, split, score): bytes per token per layer replicated across TP (unless SP), split
-    across TP, and the eager-attention score term per token per token of sequence."""
+    """(rep, split, kv, score): bytes per token per layer replicated across TP (unless SP),
+    split across TP, the K and V projections (kept per KV head), and the eager-attention score
+    term per token per token of sequence, for the tensors a layer keeps without recompute."""
+    t = activation_tensors(model, activation_model, attention)
+    by = {"rep": 0.0, "split": 0.0, "kv": 0.0, "score": 0.0}
+    for name in STANDARD_TENSORS:
+        b, kind = t[name]
+        by[kind] += b
+    return by["rep"], by["split"], by["kv"], by["score"]
+
+
+# what a layer keeps without recompute (Korthikanti et al. 2022 sec. 4.1 [2]); "mlp_out" is
+# kept only by stacks whose recompute policy saves it (torchtitan's per-op SAC)
+STANDARD_TENSORS = ("input", "norm1_out", "q", "k", "v", "attn_out", "norm2_in", "norm2_out", "gate", "up",
+                    "act_out", "dropout_masks", "scores")
+
+
+def activation_tensors(model: ModelSpec, activation_model: str = "arch", attention: str = "flash") -> dict:
+    """Every activation tensor of a layer (schema.ACTIVATION_TENSORS) -> (bytes per token, kind)
+    with kind "rep" (replicated across TP unless SP), "split" (/tp), "kv" (per local KV head) or
+    "score" (eager attention, per token per key). The "arch" derivation is the module
+    docstring's; "korthikanti" scales each kind so that the standard set sums to GPT-3's
+    10h + 24h + 5as of [2] on any shape (the seed's model)."""
     h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead, model.ffn_hidden_size
     drop = 1.0 if model.dropout else 0.0
-    if activation_model == "korthikanti":  # the seed's model: GPT-3 coefficients on any shape [2]
-        rep, split_qo_mlp, kv, score = 10.0 * h, 24.0 * h, 0.0, 5.0 * a
-    else:
-        f1 = 2 * f if model.gated_mlp else f
-        rep = 4.0 * h + 2.0 * h + 2.0 * h + 2.0 * drop * h
-        split_qo_mlp = 2.0 * a * d + 2.0 * a * d + 2.0 * f1 + 2.0 * f
-        kv = 4.0 * k * d
-        score = (2.0 + 3.0 * drop) * a
-    if attention == "flash":
-        score = 0.0
-    return rep, split_qo_mlp, kv, score
-
-
-def layers_on_heaviest_stage(num_layers: int, pp, vpp):
-    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
-    holds."""
-    pp = np.asarray(pp, dtype=np.int64)
-    vpp = np.asarray(vpp, dtype=np.int64)
-    return (-(-num_layers // (pp * vpp))) * vpp
-
-
-def stage_layers(num_layers: int, pp, vpp):
-    """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
-    ceil(L/(pp v)) per chunk, and the layers that split leaves over come off the first and
-    the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
-    layers on 16 stages, "we reduce one Transformer layer each from the first and the last
-    stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
-    stage all three are L."""
-    pp = np.asarray(pp, dtype=np.int64)
-    mid = layers_on_heaviest_stage(num_layers, pp, vpp)
-    slack = np.maximum(pp * mid - num_layers, 0)
-    first = np.maximum(mid - (slack + 1) // 2, 1)
-    last = np.maximum(mid - slack // 2, 1)
-    one = pp == 1
-    return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
+    t = {
+        "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"), "norm2_in": (2.0 * h, "rep"),
+        "norm2_out": (2.0 * h, "rep"), "dropout_masks": (2.0 * drop * h, "rep"), "mlp_out": (2.0 * h, "rep"),
+        "q": (2.0 * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
+        "gate": (2.0 * f if model.gated_mlp else 0.0, "split"), "up": (2.0 * f, "split"), "act_out": (2.0 * f, "split"),
+        "k": (2.0 * k * d, "kv"), "v": (2.0 * k * d, "kv"),
+        "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
+    }
+    if activation_model == "korthikanti":
+        # GPT-3 coefficients on any shape [2]: 10h replicated, 24h split (K and V included), 5a score
+        std = {kind: sum(t[n][0] for n in STANDARD_TENSORS if t[n][1] == kind) for kind in ("rep", "split", "kv", "score")}
+        target = {"rep": 10.0 * h, "split": 24.0 * h, "score": 5.0 * a if attention != "flash" else 0.0}
+        split_all = std["split"] + std["kv"]
+        scale = {"rep": target["rep"] / std["rep"] if std["rep"] else 0.0,
+                 "split": target["split"] / split_all if split_all else 0.0,
+                 "score": target["score"] / std["score"] if std["score"] else 0.0}
+        scale["kv"] = scale["split"]
+        # K and V count as split tensors (the seed's 24h/t has no KV-head floor)
+        t = {n: (b * scale[kind], "split" if kind == "kv" else kind) for n, (b, kind) in t.items()}
+    return t
 
 
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
@@ -119,17 +126,35 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     return recomputed_layers(settings, plan, mid) / mid
 
 
-def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash"):
-    """Bytes one layer stores for one micro-batch on one GPU, without recompute."""
-    rep, split, kv, score = layer_coefficients(model, activation_model, attention)
+def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash",
+                               keeps=STANDARD_TENSORS, gathered_input: bool = False):
+    """Bytes one layer stores for one micro-batch on one GPU, for the tensors `keeps` (default:
+    all a layer keeps without recompute). gathered_input: with SP, the attention and MLP inputs
+    (norm outputs) are saved all-gathered, not sequence-sharded (DTensor TP)."""
+    t = activation_tensors(model, activation_model, attention)
     tp = plan.tp.astype(np.float64)
     k = model.kv_heads
     tokens = plan.mbs * (plan.seq / plan.cp)  # CP splits the sequence
     rep_div = np.where(plan.sp > 0, tp, 1.0)
-    kv_local = kv * np.maximum(k / tp, 1.0) / k  # KV heads replicate when tp > k
-    # selective recompute drops the eager score tensors (recomputes core attention) [2]
-    score_local = np.where(plan.recompute == RC_NONE, score, 0.0) * (plan.seq / plan.cp) / tp
-    return tokens * (rep / rep_div + split / tp + kv_local + score_local)
+    kv_div = np.minimum(tp, float(k))  # per GPU: max(k/tp, 1) KV heads (they replicate when tp > k)
+    total = np.zeros(np.broadcast(tp, tokens).shape)
+    for name in keeps:
+        b, kind = t[name]
+        if kind == "rep":
+            div = np.ones_like(tp) if (gathered_input and name in ("norm1_out", "norm2_out")) else rep_div
+            total = total + b / div
+        elif kind == "split":
+            total = total + b / tp
+        elif kind == "kv":
+            total = total + b / kv_div
+        else:  # eager scores: per token of the local sequence, heads split across TP; dropped by recompute
+            total = total + np.where(plan.recompute == RC_NONE, b, 0.0) * (plan.seq / plan.cp) / tp
+    return tokens * total
+
+
+def selective_keeps(settings: Settings) -> tuple:
+    """The tensors the stack's selective recompute keeps (plus nothing it recomputes)."""
+    return tuple(stack_of(settings).selective.keeps)
 
 
 def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu) -> Terms:
@@ -184,20 +209,39 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     st_first = model_state_terms(pc, bpp, plan, p_first)
     st_last = model_state_terms(pc, bpp, plan, p_last)
 
-    # --- activations [2]
-    full_layer = per_layer_activation_bytes(model, plan, settings.activation_model, settings.attention)
+    # --- activations [2]; what a layer keeps depends on the recompute mode and the stack
+    stack = stack_of(settings)
+    gathered = bool(stack.memory.tp_saves_gathered_input)
+    am, at = settings.activation_model, settings.attention
+    full_layer = per_layer_activation_bytes(model, plan, am, at, gathered_input=gathered)
+    kept_sel = per_layer_activation_bytes(model, plan, am, at, keeps=selective_keeps(settings), gathered_input=gathered)
+    # the selective policy's recomputed tensors exist for one layer at a time in backward
+    sel_buffer = np.maximum(full_layer - per_layer_activation_bytes(
+        model, plan, am, at, keeps=tuple(n for n in STANDARD_TENSORS if n in selective_keeps(settings) or n == "scores"),
+        gathered_input=gathered), 0.0)
+    full_layer = np.where(plan.recompute == RC_SELECTIVE, kept_sel, full_layer)
+    # full recompute keeps only the inputs of the layers it re-runs [2]
     rep_div = np.where(plan.sp > 0, tp, 1.0)
     tokens = plan.mbs * (plan.seq / plan.cp)
-    layer_input = tokens * ACT_BYTES * model.hidden_size / rep_div  # full recompute keeps only this
-    # full recompute keeps only the inputs of the layers it re-runs [2]; it re-materialises
-    # one layer's activations during that layer's backward pass
+    layer_input = tokens * ACT_BYTES * model.hidden_size / rep_div  # 2sbh (/t with SP) in either activation model [2]
     r_first = recomputed_layers(settings, plan, n_first)
     r_last = recomputed_layers(settings, plan, n_last)
-    recompute_buffer = np.where(plan.recompute == RC_FULL, full_layer, 0.0)
+    # it re-materialises one layer's activations during that layer's backward pass (the
+    # seed's sec. 8.1: one layer's 34 sbh)
+    every = per_layer_activation_bytes(model, plan, am, at, gathered_input=gathered)
+    recompute_buffer = np.where(plan.recompute == RC_FULL, every,
+                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0))
     inflight_first = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule))
     inflight_last = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=plan.pp - 1))
     # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
-    out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + LOGIT_BYTES_PER_VOCAB * model.vocab_size / tp)
+    kb = kernel_bytes(stack, plan.compile)
+    out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + kb["loss_saved_per_logit"] * model.vocab_size / tp)
+    # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
+    norm_extra = tokens * 2.0 * kb["norm_saved_extra"] * model.hidden_size / rep_div
+    # (a selective policy that re-runs the elementwise kernels keeps none of it; full recompute
+    # keeps it on the layers it does not re-run)
+    keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
+    full_layer = full_layer + np.where(plan.recompute == RC_SELECTIVE, keeps_norm, 1.0) * norm_extra
     act_first = inflight_first * (r_first * layer_input + (n_first - r_first) * full_layer)
     act_last = inflight_last * (r_last * layer_input + (n_last - r_last) * full_layer)
     out_first = np.where(plan.pp == 1, out_act, 0.0)
@@ -205,16 +249,22 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
 
     # --- buffers
     unit = np.maximum(pc.per_layer / tp, np.maximum(pc.embedding, pc.output) / tp)
-    fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + bpp.gradients) * unit, 0.0)  # [4]
+    # two gathered units (the current and the prefetched) and the unsharded gradients of one,
+    # in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
+    fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + stack.fsdp.grad_reduce_bytes) * unit, 0.0)
     reserve = np.full(np.shape(tp), settings.reserve_bytes, dtype=np.float64)
 
+    slack = stack.memory.allocator_slack
+
     def terms(st, act, out):
+        allocated = sum((st[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + recompute_buffer + fsdp_buf
         return Terms(
             **{k: st[k] for k in STATE_TERMS},
             layer_activations=act,
             output_activations=out,
             recompute_buffer=recompute_buffer,
             fsdp_buffers=fsdp_buf,
+            allocator_slack=slack * allocated,  # the caching allocator's reserved - allocated at the peak
             reserve=reserve,
         )
 
@@ -241,3 +291,12 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
         "other_bytes": t.sum(*OTHER_TERMS),
         "total_bytes": t.total,
     }
+
+
+def reported_bytes(settings: Settings, t: Terms) -> np.ndarray:
+    """The peak memory the stack itself logs (stack_db memory.reports): PyTorch's max reserved
+    excludes the CUDA context and NCCL's buffers (the `reserve` term, outside the caching
+    allocator); max allocated also excludes the allocator's slack."""
+    rep = stack_of(settings).memory.reports
+    out = t.total - t.reserve
+    return out - t.allocator_slack if rep == "max_allocated" else out

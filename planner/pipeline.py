@@ -131,6 +131,30 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     return np.where(schedule == ZERO_BUBBLE_H1, zb, megatron)
 
 
+def layers_on_heaviest_stage(num_layers: int, pp, vpp):
+    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
+    holds."""
+    pp = np.asarray(pp, dtype=np.int64)
+    vpp = np.asarray(vpp, dtype=np.int64)
+    return (-(-num_layers // (pp * vpp))) * vpp
+
+
+def stage_layers(num_layers: int, pp, vpp):
+    """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
+    ceil(L/(pp v)) per chunk, and the layers that split leaves over come off the first and
+    the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
+    layers on 16 stages, "we reduce one Transformer layer each from the first and the last
+    stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
+    stage all three are L."""
+    pp = np.asarray(pp, dtype=np.int64)
+    mid = layers_on_heaviest_stage(num_layers, pp, vpp)
+    slack = np.maximum(pp * mid - num_layers, 0)
+    first = np.maximum(mid - (slack + 1) // 2, 1)
+    last = np.maximum(mid - slack // 2, 1)
+    one = pp == 1
+    return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
+
+
 def inflight_microbatches(pp, m, vpp, schedule, stage=0):
     """Micro-batches whose activations a stage holds at its peak, in units of one
     micro-batch of the stage's L/p layers (stage 0 by default, the most loaded one).

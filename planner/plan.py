@@ -11,11 +11,12 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
-from .catalog import load_hardware, load_model
+from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
-from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES
-from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec
+from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
+from .profile import CalibrationProfile, load_profile
+from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec, Stack
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -26,6 +27,9 @@ RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 BF16, FP8 = 0, 1
 PRECISION_CODES = {"bf16": BF16, "fp8": FP8}
+# fp8 scaling recipes (stack_db fp8_recipes keys); a plan holds the code, the stack the figures
+FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "mxfp8", "blockwise")
+FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
 
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
 
@@ -81,6 +85,10 @@ class PlanArrays:
     schedule: np.ndarray  # pipeline.SCHEDULE_CODES
     precision: np.ndarray  # PRECISION_CODES
     order: np.ndarray = 0  # rank order code (comm.ORDER_CODES); 0 = tp-cp-pp-dp, TP innermost
+    tpo: np.ndarray = 0  # TP communication overlap (Megatron --tp-comm-overlap, torchtitan async TP), 0/1
+    compile: np.ndarray = 0  # torch.compile, 0/1
+    dpo: np.ndarray = 1  # DP communication overlapped with compute, 0/1
+    f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
 
     def __post_init__(self):
         for f in fields(self):
@@ -98,7 +106,7 @@ class PlanArrays:
 # ----------------------------------------------------------------- plan rules
 OK = 0
 (MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
- TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP) = range(1, 15)
+ TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP, TPO_COMPILE) = range(1, 16)
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
     BATCH: "global batch does not divide into dp x micro-batch",
@@ -114,12 +122,13 @@ REASONS = {
     SP_TP: "sequence parallel with tp = 1",
     HSDP_SHARD: "hsdp shard group does not divide dp",
     SHARD_NOT_HSDP: "shard group without hsdp",
+    TPO_COMPILE: "TP-communication overlap of this stack needs torch.compile",
 }
 # the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
 LAST_BATCH_RULE = VPP_LAYERS
 
 
-def rule_codes(model: ModelSpec, gpus: int, tp_comm_overlap: bool, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
+def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
     """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
     reports them (it raises from these codes; the search masks with them). `plan.dp` is 0
     where tp*cp*pp does not divide the GPU count (no dp). upto: check only codes <= upto."""
@@ -138,10 +147,11 @@ def rule_codes(model: ModelSpec, gpus: int, tp_comm_overlap: bool, plan: PlanArr
         lambda: inter & ((pp < 2) | (vpp < 2)),
         lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
         lambda: inter & (pp * vpp > L),
-        lambda: np.full(np.shape(tp), bool(tp_comm_overlap)) & (plan.sp == 0),
+        lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
         lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
         lambda: (plan.sharding != HSDP) & (plan.shard != dp),
+        lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
     ]
     n = len(rules) if upto is None else upto
     codes = np.zeros(np.shape(tp), dtype=np.int64)
@@ -165,18 +175,17 @@ class Settings:
     headroom: float
     reserve_bytes: float
     tokens: float | None
-    tp_comm_overlap: bool = False
     recompute_layers: int | None = None  # full recompute of at most this many layers per stage
-    calibration: object = None  # calibrate.profile.CalibrationProfile, or None
+    calibration: CalibrationProfile | None = None  # planner/profile.py: plain data the cost models read
     calibration_path: str | None = None
+    stack: Stack | None = None  # the software stack (stack_db/); None only in hand-built test settings
+    stack_name: str = "megatron"
+    power_limit_w: float | None = None  # board power limit (None: the hardware's TDP)
+    inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
 
 
 def _load_calibration(path):
-    if path is None:
-        return None
-    from .calibrate.profile import load_profile
-
-    return load_profile(path)
+    return None if path is None else load_profile(path)
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
@@ -208,6 +217,8 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers", "lower vpp"),
         TP_OVERLAP_SP: lambda: ("tp_comm_overlap needs sequence parallelism with tp > 1",
                                 "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false"),
+        TPO_COMPILE: lambda: (f"tp_comm_overlap on stack {job.stack} (async TP) needs torch_compile",
+                              "set torch_compile: true (--compile), or tp_comm_overlap: false"),
         SP_TP: lambda: ("sequence_parallel needs tp > 1", "set tp > 1 or sequence_parallel: false"),
         HSDP_SHARD: lambda: (f"shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}"),
         SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp (got sharding {job.sharding})",
@@ -239,13 +250,20 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     schedule = job.schedule or ("interleaved" if job.vpp > 1 else "1f1b")
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
+    stack = load_stack(job.stack)
+    opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    mbs = job.micro_batch
+    if mbs is None:
+        mbs = default_micro_batch(stack, gbs, dp, job.pp, where)
+        inherited.append(("micro_batch", mbs))
+    job = job.model_copy(update=dict(micro_batch=mbs))
     plan = PlanArrays(
-        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=job.micro_batch, gbs=gbs, seq=seq,
+        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
         sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
-        order=order_code(job.rank_order),
+        order=order_code(job.rank_order), **opts,
     )
-    code = int(rule_codes(model, job.gpus, job.tp_comm_overlap, plan))
+    code = int(rule_codes(model, job.gpus, stack, plan))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
     # job-level checks (not rules of a plan)
@@ -258,15 +276,17 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "set recompute: full, or remove recompute_layers")
     if job.precision == "fp8":
         hw.peak_flops("fp8")  # raises if the GPU has no FP8
-    bpp, bpp_name = bytes_per_param(job.bytes_per_param)
+    bpp_spec = job.bytes_per_param
+    if bpp_spec is None:
+        bpp_spec = stack.defaults.bytes_per_param
+        inherited.append(("bytes_per_param", bpp_spec))
+    bpp, bpp_name = bytes_per_param(bpp_spec)
     if bpp.master == 0:
         warnings.append(
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
             "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
         )
     if model.num_layers % (job.pp * job.vpp):
-        from .memory import stage_layers  # memory imports this module
-
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
         warnings.append(
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
@@ -284,12 +304,77 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         headroom=job.headroom,
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
-        tp_comm_overlap=job.tp_comm_overlap,
         recompute_layers=job.recompute_layers,
         calibration=_load_calibration(job.calibration),
         calibration_path=job.calibration,
+        stack=stack,
+        stack_name=job.stack,
+        power_limit_w=job.power_limit_w,
+        inherited=tuple(inherited),
     )
     return settings, plan, warnings
+
+
+def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: bool = False) -> tuple[dict, list]:
+    """The stack options of a job as PlanArrays fields (tpo, compile, dpo, f8r), each from the
+    job or, where it leaves it out, from the stack's defaults (listed in the second value as
+    (field, value) pairs). A setting the stack cannot run is an error naming the stack."""
+    d, ov = stack.defaults, stack.overlap
+    inherited: list = []
+    name = job.stack
+
+    def pick(field, default):
+        v = getattr(job, field)
+        if v is None:
+            inherited.append((field, default))
+            return default
+        return v
+
+    compile_ = pick("torch_compile", d.torch_compile)
+    if compile_ and stack.compiled_kernels is None:
+        raise PlannerError(f"{where}stack {name} has no torch.compile mode", "remove torch_compile / --compile, or choose --stack torchtitan")
+    if job.tp_comm_overlap:
+        if not ov.tp_comm_overlap_supported:
+            raise PlannerError(f"{where}stack {name} does not overlap TP communication", "remove tp_comm_overlap, or choose a stack that has it (planner stacks)")
+        tpo = True
+    elif job.tp_comm_overlap is None:
+        # the stack's default applies where the plan can run it (TP with SP, compile if needed)
+        tpo = bool(d.tp_comm_overlap and ov.tp_comm_overlap_supported and tp > 1 and sp
+                   and (compile_ or not ov.tp_comm_overlap_needs_compile))
+        inherited.append(("tp_comm_overlap", tpo))
+    else:
+        tpo = False
+    dpo = pick("dp_comm_overlap", d.dp_comm_overlap)
+    if dpo and not ov.dp_comm_overlap_supported:
+        raise PlannerError(f"{where}stack {name} does not overlap DP communication", "set dp_comm_overlap: false")
+    recipe = job.fp8_recipe
+    if recipe is not None and job.precision != "fp8":
+        raise PlannerError(f"{where}fp8_recipe {recipe!r} needs precision fp8 (got {job.precision})",
+                           "set precision: fp8 (--precision fp8), or remove fp8_recipe")
+    if job.precision == "fp8":
+        if recipe is None:
+            recipe = d.fp8_recipe
+            if recipe is None:
+                raise PlannerError(f"{where}stack {name} has no fp8 training recipe", "use --precision bf16, or a stack with fp8 recipes (planner stacks)")
+            inherited.append(("fp8_recipe", recipe))
+        if recipe not in stack.fp8_recipes:
+            raise PlannerError(f"{where}fp8_recipe {recipe!r} is not a recipe of stack {name}",
+                               f"valid: {', '.join(stack.fp8_recipes) or 'none'}")
+    code = FP8_RECIPE_CODES[recipe] if recipe is not None else 0
+    return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code), inherited
+
+
+def default_micro_batch(stack: Stack, gbs: int, dp: int, pp: int, where: str = "") -> int:
+    """The micro-batch a job inherits from its stack when it gives none: 1 (Megatron's
+    --micro-batch-size 1), or the local batch split into pp micro-batches (torchtitan: one
+    micro-batch per pipeline stage unless pipeline_parallel_microbatch_size is set; with pp = 1
+    the whole local batch is one micro-batch)."""
+    if stack.defaults.microbatches_per_step == "from_micro_batch":
+        return 1
+    if gbs % (dp * pp):
+        raise PlannerError(f"{where}stack {stack.name} splits the local batch ({gbs} / dp {dp}) into pp={pp} micro-batches, "
+                           "which does not divide", "give micro_batch (--micro-batch) explicitly")
+    return gbs // (dp * pp)
 
 
 def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
@@ -322,8 +407,13 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "headroom": settings.headroom,
         "reserve_GiB": settings.reserve_bytes / 2**30,
         "tokens": settings.tokens,
-        "tp_comm_overlap": settings.tp_comm_overlap,
         "recompute_layers": settings.recompute_layers,
+        "stack": settings.stack_name,
+        "tp_comm_overlap": bool(g("tpo")),
+        "dp_comm_overlap": bool(g("dpo")),
+        "torch_compile": bool(g("compile")),
+        "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
+        "power_limit_w": settings.power_limit_w,
     }
 
 

@@ -152,6 +152,178 @@ class Hardware(BaseModel):
         return self.bf16_TFLOPS * 1e12
 
 
+
+# ------------------------------------------------------------------------------ stacks
+# The software stack a job runs on (stack_db/*.yaml): what it fuses, saves, overlaps and
+# reports, as data the cost models read (step.py, memory.py). Bytes per element count a
+# read and a write of every tensor a kernel touches (16-bit activations: 2 B an element).
+ACTIVATION_TENSORS = (
+    "input",  # the layer input = first norm input, 2h (replicated across TP unless SP)
+    "norm1_out",  # attention input (first norm output), 2h (replicated unless SP)
+    "q", "k", "v",  # projections, 2ad / 2kd / 2kd (split across TP)
+    "attn_out",  # attention core output = input of the output projection, 2ad (split)
+    "norm2_in",  # residual after attention = second norm input, 2h (replicated unless SP)
+    "norm2_out",  # MLP input, 2h (replicated unless SP)
+    "gate", "up",  # MLP first-linear outputs, 2f each (gated); plain MLP: "up" only (split)
+    "act_out",  # activation output = input of the down projection, 2f (split)
+    "mlp_out",  # down-projection output, 2h (replicated unless SP); Megatron does not keep it
+    "dropout_masks",  # 1 B per hidden element, after attention and after the MLP (models with dropout)
+    "scores",  # eager attention only: softmax output (and its dropout), per token per key
+)
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+ActivationTensor = Literal[
+    "input", "norm1_out", "q", "k", "v", "attn_out", "norm2_in", "norm2_out", "gate", "up", "act_out",
+    "mlp_out", "dropout_masks", "scores"]
+Projection = Literal["q", "k", "v", "o", "gate", "up", "down"]
+
+
+class KernelBytes(BaseModel):
+    """Bytes moved (read + write, HBM) per element by the memory-bound kernels of one layer,
+    forward and backward, and by the loss; plus what the kernels save beyond the standard
+    activation set (memory.STANDARD_TENSORS)."""
+
+    model_config = Strict
+    norm: float = Field(ge=0, description="forward, per element of the norm's [tokens, h] input, each of the 2 norms")
+    norm_bwd: float = Field(ge=0, description="backward, likewise")
+    residual: float = Field(ge=0, description="forward, per hidden element, each of the 2 residual adds")
+    residual_bwd: float = Field(ge=0, description="backward, likewise (where two gradients meet)")
+    rope: float = Field(ge=0, description="forward, per element of Q and of K (rotary models)")
+    rope_bwd: float = Field(ge=0, description="backward, likewise")
+    mlp_activation_gated: float = Field(ge=0, description="forward, gated MLP (SwiGLU), per element of the activation output (width f)")
+    mlp_activation_gated_bwd: float = Field(ge=0, description="backward, likewise")
+    mlp_activation_plain: float = Field(ge=0, description="forward, plain MLP (GeLU), per element of the activation output (width f)")
+    mlp_activation_plain_bwd: float = Field(ge=0, description="backward, likewise")
+    dropout: float = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
+    dropout_bwd: float = Field(ge=0, description="backward, likewise")
+    bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
+    loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
+    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit kept from the loss forward to its backward (bf16 logits, fp32 softmax, ...)")
+    norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
+    sources: list[str] = Field(min_length=1)
+
+
+class SelectiveRecompute(BaseModel):
+    """What the stack's selective activation recomputation keeps and re-runs."""
+
+    model_config = Strict
+    description: str
+    keeps: list[ActivationTensor] = Field(description="activation tensors kept per layer; the rest are recomputed")
+    recompute_attention_core: bool = Field(description="re-runs the attention core (QK^T, softmax, AV) forward")
+    recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
+    recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
+    recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    sources: list[str] = Field(min_length=1)
+
+
+class OverlapSpec(BaseModel):
+    """Which communication the stack overlaps with compute, and how much of it stays exposed."""
+
+    model_config = Strict
+    dp_comm_overlap_supported: bool = Field(description="gradient reduction during the backward pass and parameter all-gather "
+                                                        "during the forward (DDP/ZeRO; FSDP always prefetches)")
+    tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
+                                                        "(Megatron --tp-comm-overlap, torchtitan async TP)")
+    tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
+    pp_p2p_overlapped: bool = Field(description="pipeline send/recv overlapped with compute (else blocking)")
+    fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
+                                                     "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
+                                                     "so the backward all-gathers wait on compute and compute on them")
+    overlapped_exposed_fraction: float = Field(
+        ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
+                                "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")
+    sources: list[str] = Field(min_length=1)
+
+
+class FSDPSpec(BaseModel):
+    """How the stack's data-parallel sharding moves bytes."""
+
+    model_config = Strict
+    grad_reduce_bytes: float = Field(gt=0, description="bytes per gradient element reduced across DP (4 = fp32)")
+    param_gather_bytes: float = Field(gt=0, description="bytes per parameter all-gathered (bf16 = 2)")
+    reshard_after_forward_with_pp: bool = Field(description="FSDP frees the gathered weights after forward when pp > 1 "
+                                                            "(else they stay unsharded across a step's micro-batches)")
+    reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
+                                                    "accumulating unsharded gradients without sync)")
+    allgather_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
+    reduce_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
+    sources: list[str] = Field(min_length=1)
+
+
+class FP8Recipe(BaseModel):
+    """One fp8 training recipe: GEMM speed, cast traffic, what stays bf16."""
+
+    model_config = Strict
+    description: str
+    gemm_speed: float = Field(gt=0, le=1, description="GEMM rate relative to the hardware's fp8 GEMM plateau")
+    cast_bytes_per_element: float = Field(ge=0, description="amax + scale + cast bytes per GEMM input element, per GEMM, forward "
+                                                             "(backward casts the output gradient: the same again x2)")
+    allgather_fp8: bool = Field(description="FSDP all-gathers the weights in fp8 (1 B/param)")
+    output_layer_bf16: bool = Field(description="the output layer (logits) stays in bf16")
+    sources: list[str] = Field(min_length=1)
+
+
+class MemoryReporting(BaseModel):
+    """What the stack calls "memory", and the allocator around the tensors."""
+
+    model_config = Strict
+    reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
+    allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
+                                                      "(DTensor) instead of re-gathering it in backward (Megatron)")
+    sources: list[str] = Field(min_length=1)
+
+
+class StackDefaults(BaseModel):
+    """Settings a job inherits from its stack when it does not say."""
+
+    model_config = Strict
+    torch_compile: bool
+    tp_comm_overlap: bool
+    dp_comm_overlap: bool
+    fp8_recipe: Optional[str] = None
+    microbatches_per_step: Literal["from_micro_batch", "pp"] = Field(
+        description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
+                    "(torchtitan's default)")
+    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16"]
+    sources: list[str] = Field(min_length=1)
+
+
+class Stack(BaseModel):
+    """One training software stack (stack_db/*.yaml)."""
+
+    model_config = Strict
+    name: str
+    description: str = ""
+    version: str = Field(description="the release or commit these figures describe")
+    kernels: KernelBytes = Field(description="memory-bound kernels as the stack runs them by default (eager or fused)")
+    compiled_kernels: Optional[KernelBytes] = Field(default=None, description="with torch.compile; null: the stack has no compile mode")
+    attention_kernel: str = Field(description="the attention kernel (informational)")
+    attention_speed: float = Field(gt=0, description="attention rate relative to the hardware's FlashAttention-2 figure")
+    selective: SelectiveRecompute
+    overlap: OverlapSpec
+    fsdp: FSDPSpec
+    fp8_recipes: dict[str, FP8Recipe] = Field(default_factory=dict)
+    memory: MemoryReporting
+    defaults: StackDefaults
+    uncertain: list[str] = Field(default_factory=list)
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "Stack":
+        r = self.defaults.fp8_recipe
+        if r is not None and r not in self.fp8_recipes:
+            raise ValueError(f"defaults.fp8_recipe {r!r} is not one of fp8_recipes ({', '.join(self.fp8_recipes) or 'none'})")
+        if self.defaults.torch_compile and self.compiled_kernels is None:
+            raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
+        if self.compiled_kernels is not None:
+            # fit takes compile on without searching it (space.variant_choices): it must never cost more
+            worse = [f for f in type(self.kernels).model_fields if f != "sources"
+                     and getattr(self.compiled_kernels, f) > getattr(self.kernels, f)]
+            if worse:
+                raise ValueError(f"compiled_kernels move more bytes than kernels for {', '.join(worse)}: torch.compile fuses, it never adds traffic")
+        return self
+
+
 class BytesPerParam(BaseModel):
     """Bytes of model state per parameter (ZeRO, Rajbhandari et al. 2019, sec. 3.1).
 
@@ -208,7 +380,7 @@ class Job(BaseModel):
     pp: int = Field(default=1, gt=0)
     vpp: int = Field(default=1, gt=0, description="virtual pipeline stages (model chunks) per GPU")
     dp: Optional[int] = Field(default=None, gt=0, description="derived from gpus / (tp*cp*pp); if given it must match")
-    micro_batch: int = Field(default=1, gt=0, description="sequences per micro-batch")
+    micro_batch: Optional[int] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
     global_batch: Optional[int] = Field(default=None, gt=0, description="sequences per step")
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
     seq_len: Optional[int] = Field(default=None, gt=0, description="default: the model's max_seq_len")
@@ -223,7 +395,8 @@ class Job(BaseModel):
     precision: Literal["bf16", "fp8"] = "bf16"
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     rank_order: str = Field(default="tp-cp-pp-dp", description="mesh axes innermost first (TP innermost = on NVLink)")
-    bytes_per_param: Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam] = "mixed16"
+    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = Field(
+        default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"
     causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
@@ -231,4 +404,9 @@ class Job(BaseModel):
     reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")
     tokens: Optional[float] = Field(default=None, gt=0, description="training tokens, for total FLOPs and days")
     calibration: Optional[str] = Field(default=None, description="calibration profile YAML (planner calibrate ...)")
-    tp_comm_overlap: bool = Field(default=False, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP")
+    stack: str = Field(default="megatron", description="software stack: catalog name (planner stacks) or a stack YAML")
+    tp_comm_overlap: Optional[bool] = Field(default=None, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP; default: the stack's")
+    dp_comm_overlap: Optional[bool] = Field(default=None, description="overlap gradient reduction with the backward pass and the parameter all-gather with the forward (Megatron --overlap-grad-reduce/--overlap-param-gather); default: the stack's")
+    torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
+    fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8: the scaling recipe (tensorwise, rowwise, delayed, ...); default: the stack's")
+    power_limit_w: Optional[float] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")

@@ -41,7 +41,7 @@ from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .plan import SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve
 from .schema import Job
-from .space import OK, REASONS, Space, SpaceOptions, build_space, settings_for
+from .space import OK, REASONS, Space, SpaceOptions, build_space, settings_for, variant_choices
 from .step import step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
@@ -94,6 +94,7 @@ class Ranked:
     objective: np.ndarray
     memory: np.ndarray
     step: np.ndarray
+    var: np.ndarray = None  # stack variant index (space.variants)
 
 
 @dataclass
@@ -120,15 +121,32 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
     return out
 
 
-def step_times(space: Space, bidx, rcidx, order) -> tuple[np.ndarray, np.ndarray]:
+def step_times(space: Space, bidx, rcidx, order, var=None) -> tuple[np.ndarray, np.ndarray]:
     """(step seconds, compute + optimizer seconds) from step.step_time."""
     n = len(bidx)
     step, floor = np.empty(n), np.empty(n)
+    var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
-        t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s]))
+        t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s], var[s]))
         step[s] = t.total
         floor[s] = t.compute + t.optimizer
     return step, floor
+
+
+def best_variants(space: Space, bidx, rcidx, order) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(variant index, step, floor) of each candidate's fastest stack variant (space.variants)
+    at the given rank order; variant 0 unless another valid one is strictly faster."""
+    var = np.zeros(len(bidx), dtype=np.int64)
+    step, floor = step_times(space, bidx, rcidx, order, var)
+    for v in range(1, len(space.variants)):
+        ok = np.flatnonzero(space.variant_ok(space.plans(bidx, rcidx), v))
+        if not len(ok):
+            continue
+        s2, f2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v)
+        better = s2 < step[ok]
+        j = ok[better]
+        var[j], step[j], floor[j] = v, s2[better], f2[better]
+    return var, step, floor
 
 
 def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) -> np.ndarray:
@@ -157,7 +175,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
                keep_feasible: bool = False, where: str = ""):
     """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
-    space = build_space(settings, gbs, seq, job.precision, opts)
+    space = build_space(settings, gbs, seq, job.precision, opts, variant_choices(settings.stack, job, where))
     n_rc = len(space.recompute)
     n_ord = space.n_orders
     c = Counts(considered=space.considered, slack_dropped=space.slack_dropped)
@@ -187,7 +205,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 
     # ---- step time, first distinct order of each fitting candidate
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    step1, floor1 = step_times(space, fb, fr, first_order)
+    fv, step1, floor1 = best_variants(space, fb, fr, first_order)
     c.time_evaluations = len(fb)
     if objective == "memory":
         obj1 = fm
@@ -204,8 +222,8 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         else:
             ok &= (_objective(objective, settings, space, floor1, fm, fb) <= kth)[:, None]
     oi, ri = np.nonzero(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
-    pb, pr, po = fb[ri], fr[ri], space.orders[oi]
-    step2, floor2 = step_times(space, pb, pr, po)
+    pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
+    step2, floor2 = step_times(space, pb, pr, po, pv)
     c.time_evaluations += len(pb)
     if not keep_feasible and not (np.array_equal(floor2, floor1[ri]) and np.all(step1 >= floor1) and np.all(step2 >= floor2)):
         # the cost model no longer has the two facts the bound rests on: evaluate every order
@@ -213,20 +231,21 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
         rest &= ~ok
         oi2, ri2 = np.nonzero(rest.T)
-        step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2])
+        step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2], fv[ri2])
         c.time_evaluations += len(ri2)
-        ri, pb, pr, po = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),
-                          np.concatenate([po, space.orders[oi2]]))
+        ri, pb, pr, po, pv = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),
+                              np.concatenate([po, space.orders[oi2]]), np.concatenate([pv, fv[ri2]]))
         step2 = np.concatenate([step2, step3])
         c.bound_fallback = True
     all_b = np.concatenate([fb, pb])
     all_r = np.concatenate([fr, pr])
     all_o = np.concatenate([first_order, po])
+    all_v = np.concatenate([fv, pv])
     all_s = np.concatenate([step1, step2])
     all_m = np.concatenate([fm, fm[ri]])
     all_obj = _objective(objective, settings, space, all_s, all_m, all_b)
     if keep_feasible:
-        feasible = dict(base=all_b, rc=all_r, order=all_o, step=all_s, memory=all_m, space=space)
+        feasible = dict(base=all_b, rc=all_r, order=all_o, var=all_v, step=all_s, memory=all_m, space=space)
     keys = (all_obj, all_m, all_s) if objective == "memory" else (all_obj, all_m)
     window = _top(keys, min(top * len(space.orders), len(all_obj)))
     # one row per candidate and result: an order that gives the same step time as a better
@@ -241,7 +260,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
                 break
     idx = np.asarray(idx, dtype=np.int64)
     ranked = Ranked(settings=settings, space=space, base=all_b[idx], rc=all_r[idx], order=all_o[idx],
-                    objective=all_obj[idx], memory=all_m[idx], step=all_s[idx])
+                    objective=all_obj[idx], memory=all_m[idx], step=all_s[idx], var=all_v[idx])
     return ranked, c, closest, warnings, feasible
 
 
@@ -300,7 +319,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
 
 def rows_of(ranked: Ranked) -> list[dict]:
     """explain's JSON for the ranked candidates: evaluate + to_json on those plans."""
-    plan = ranked.space.plans(ranked.base, ranked.rc, ranked.order)
+    plan = ranked.space.plans(ranked.base, ranked.rc, ranked.order, ranked.var)
     est = evaluate(ranked.settings, plan)
     return [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
 
@@ -388,7 +407,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         if not pick:
             continue
         sub = Ranked(settings=r.settings, space=r.space, base=r.base[pick], rc=r.rc[pick], order=r.order[pick],
-                     objective=r.objective[pick], memory=r.memory[pick], step=r.step[pick])
+                     objective=r.objective[pick], memory=r.memory[pick], step=r.step[pick], var=r.var[pick])
         rows += [(float(r.objective[i]), float(r.memory[i]), float(r.step[i]), row) for i, row in zip(pick, rows_of(sub))]
     rows.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
     out = []

@@ -11,7 +11,7 @@ list; a pinned value is taken as given, and the constraint check then says if it
   tp         divisors of the hardware's NVLink domain (TP inside one NVLink domain [1] sec. 3.3)
   cp         divisors of the sequence length (each CP rank holds seq/cp tokens [2])
   pp         1 .. num_layers (uneven stages are allowed: the heaviest holds ceil(L/(pp vpp))
-             layers per chunk, memory.layers_on_heaviest_stage)
+             layers per chunk, pipeline.layers_on_heaviest_stage)
              A mesh (tp, cp, pp) whose product does not divide the GPU count has no dp; it
              counts as one candidate that breaks a constraint and is not expanded further.
   dp         derived: gpus / (tp cp pp)
@@ -89,7 +89,38 @@ from .plan import LAST_BATCH_RULE, MESH, OK, REASONS, rule_codes  # noqa: E402
 def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
     """The first rule of `plan.resolve` that each candidate breaks (OK = 0): plan.rule_codes
     with the search's settings."""
-    return rule_codes(settings.model, settings.gpus, settings.tp_comm_overlap, plan, upto)
+    return rule_codes(settings.model, settings.gpus, settings.stack, plan, upto)
+
+
+VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
+
+
+def variant_choices(stack, job: Job, where: str = "") -> np.ndarray:
+    """The stack options the search tries, as rows (tpo, compile, dpo, f8r); row 0 is what a
+    candidate gets unless another row is faster (and valid for it: TP overlap needs SP with
+    tp > 1, and compile where the stack's overlap needs it).
+
+    A pinned option (--compile, --tp-comm-overlap, --fp8-recipe, ...) is the only choice.
+    Otherwise: TP overlap off and on where the stack has it (splitting a GEMM into tp chunks
+    can cost more than the overlap saves); every fp8 recipe of the stack under fp8;
+    torch.compile and DP overlap on where the stack has them, because neither can lengthen a
+    step in the cost model (compiled kernels move no more bytes than eager ones: schema check;
+    an overlapped transfer adds at most its blocking time: step._hide) -- a dominated choice
+    is not searched."""
+    from .plan import FP8_RECIPE_CODES, stack_options
+
+    opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
+                            where, tp=2, sp=True)
+    ov = stack.overlap
+    compile_ = [int(job.torch_compile)] if job.torch_compile is not None else [int(stack.compiled_kernels is not None)]
+    dpo = [int(job.dp_comm_overlap)] if job.dp_comm_overlap is not None else [int(ov.dp_comm_overlap_supported)]
+    tpo = [int(job.tp_comm_overlap)] if job.tp_comm_overlap is not None else ([0, 1] if ov.tp_comm_overlap_supported else [0])
+    if job.precision == "fp8":
+        f8r = [opts["f8r"]] if job.fp8_recipe is not None else [FP8_RECIPE_CODES[n] for n in stack.fp8_recipes]
+    else:
+        f8r = [0]
+    rows = [(t, c, dd, r) for t in tpo for c in compile_ for dd in dpo for r in f8r]
+    return np.array(rows, dtype=np.int64)
 
 
 RANK_ORDERS_TP_INNER = "tp-inner"
@@ -194,18 +225,35 @@ class Space:
     reasons: dict
     considered: int
     slack_dropped: int = 0  # (pp, vpp) splits left out by --max-layer-slack
+    variants: np.ndarray = None  # stack options tried (variant_choices): rows of VARIANT_FIELDS
 
     @property
     def n_orders(self) -> np.ndarray:
         return self.order_ok.sum(axis=1)
 
-    def plans(self, base_idx, rc_idx, order=None) -> PlanArrays:
-        """Candidates (base row, recompute index[, order code]) as a PlanArrays."""
+    def plans(self, base_idx, rc_idx, order=None, var=None) -> PlanArrays:
+        """Candidates (base row, recompute index[, order code[, variant index]]) as a
+        PlanArrays."""
         p = self.base.take(base_idx)
         p.recompute = self.recompute[rc_idx]
         if order is not None:
             p.order = np.asarray(order, dtype=np.int64)
+        if var is not None:
+            var = np.broadcast_to(np.asarray(var, dtype=np.int64), np.shape(p.tp))
+            for j, name in enumerate(VARIANT_FIELDS):
+                setattr(p, name, self.variants[var, j])
         return p
+
+    def variant_ok(self, plan: PlanArrays, var: int) -> np.ndarray:
+        """Where variant `var` can run: TP overlap only with SP and tp > 1 (and compile where
+        the stack needs it)."""
+        tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
+        ok = np.ones(np.shape(plan.tp), dtype=bool)
+        if tpo:
+            ok &= (plan.sp > 0) & (plan.tp > 1)
+            if self.settings.stack.overlap.tp_comm_overlap_needs_compile and not compile_:
+                ok &= False
+        return ok
 
 
 def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
@@ -227,7 +275,8 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1, sharding="none", shard_group=None,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False))
     settings, plan, warnings = resolve(one, where)
-    settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), tp_comm_overlap=job.tp_comm_overlap)
+    settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus),
+                       inherited=tuple((k, v) for k, v in settings.inherited if k not in ("micro_batch", "tp_comm_overlap")))
     return settings, int(plan.gbs), int(plan.seq), warnings
 
 
@@ -252,7 +301,7 @@ def _count(reasons: dict, codes: np.ndarray, weights: np.ndarray) -> None:
 
 
 def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
-                opts: SpaceOptions = SpaceOptions()) -> Space:
+                opts: SpaceOptions = SpaceOptions(), variants: np.ndarray | None = None) -> Space:
     """Every candidate of the search (module docstring): the valid ones as arrays, the
     broken ones counted by the first rule they break."""
     model, hw, gpus = settings.model, settings.hardware, settings.gpus
@@ -348,10 +397,14 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "shard": opt_shard[mid]})
     rows = _expand(rows, sp_ok[rows["mesh"]], {"sp": sp_vals})
     base = _plan(rows, gbs, seq, prec)
+    if variants is None:  # the stack's defaults for a search without a job (tests): no TP overlap
+        variants = np.array([[0, 0, 1, 0]], dtype=np.int64)
+    for j, name in enumerate(VARIANT_FIELDS):  # variant 0 is every candidate's own setting
+        setattr(base, name, np.full(len(base.tp), variants[0, j], dtype=np.int64))
     codes = constraint_codes(settings, base)
     order_ok = mesh_orders[rows["mesh"]]
     _count(reasons, codes, (order_ok.sum(axis=1) * len(RC)).astype(np.float64))
     n_sched = len(opts.schedule) if opts.schedule else 1
     considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
     return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,
-                 reasons=reasons, considered=considered, slack_dropped=slack_dropped)
+                 reasons=reasons, considered=considered, slack_dropped=slack_dropped, variants=variants)

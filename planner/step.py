@@ -4,7 +4,7 @@ step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubbl
 
 All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
 ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
-and the loss; memory.stage_layers), for one optimizer
+and the loss; pipeline.stage_layers), for one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
@@ -69,14 +69,14 @@ import numpy as np
 
 from . import comm
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates,
-    flops_per_token, recompute_flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, LAYER_GEMMS, attention_rates,
+    flops_per_token, forward_gemm_times, recompute_flops_per_token,
 )
-from .calibrate.gemm import LAYER_GEMMS, forward_gemm_times
-from .memory import recompute_fraction, recomputed_layers, stage_layers, stage_params
+from .memory import recompute_fraction, recomputed_layers, stage_params
 from .params import count_params
-from .pipeline import bubble_fraction
-from .plan import FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .pipeline import bubble_fraction, stage_layers
+from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
 ACT_BYTES = 2.0  # bf16 activations / TP and PP messages
@@ -90,9 +90,19 @@ PROFILE_OPS = {"all_reduce": comm.ALL_REDUCE, "reduce_scatter": comm.REDUCE_SCAT
 TIME_TERMS = ("compute", "tp_comm", "cp_comm", "pp_comm", "dp_comm_exposed", "bubble", "optimizer")
 
 
+def _hide(total, window, exposed_fraction):
+    """Time an overlapped transfer of `total` seconds adds behind a compute `window`: what
+    outlasts the window, plus the stack's exposed share of the part that overlaps (NCCL
+    kernels take SMs and HBM bandwidth from the compute they run beside). Never more than
+    `total` (issue: exposed <= total)."""
+    over = np.maximum(total - window, 0.0)
+    return np.minimum(over + (total - over) * exposed_fraction, total)
+
+
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
     """Named time terms (seconds) whose sum is the step time, plus informational extras."""
     model, hw, bpp = settings.model, settings.hardware, settings.bpp
+    stack = stack_of(settings)
     pc = count_params(model)
     h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
                         model.ffn_hidden_size, model.vocab_size)
@@ -104,6 +114,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     layers = n_mid.astype(np.float64)  # a middle stage's layers; the last stage adds the output layer
     kv_local = np.maximum(k / tp, 1.0)
     hbm = hw.hbm_bandwidth * HBM_EFFICIENCY
+    kb = kernel_bytes(stack, plan.compile)
+    fp8 = plan.precision == FP8
+    recipe = fp8_recipe(stack, plan.f8r)
 
     # ---------------------------------------------------------------- compute per layer
     # GEMM shapes and times: one definition shared with `planner calibrate gemm` (a
@@ -111,29 +124,64 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     prof = settings.calibration
     gemm_cal = None if prof is None else getattr(prof, "gemm", None)
     gt = forward_gemm_times(model, hw, plan.tp, T, plan.precision, gemm_cal)
-    g_fwd = gt.sum(*LAYER_GEMMS)
+    # fp8: the recipe's GEMM speed (rowwise scaling runs slower than tensorwise); the output
+    # layer stays in bf16 where the recipe keeps it there (stack_db fp8_recipes)
+    speed = np.where(fp8, recipe["gemm_speed"], 1.0)
+    g_fwd = gt.sum(*LAYER_GEMMS) / speed
+    out_gemm = gt.output_layer / speed
+    if np.any(fp8 & recipe["output_layer_bf16"]):
+        gt16 = forward_gemm_times(model, hw, plan.tp, T, np.zeros_like(plan.precision), gemm_cal)
+        out_gemm = np.where(fp8 & recipe["output_layer_bf16"], gt16.output_layer, out_gemm)
     attn_flops_fwd = 4.0 * T * plan.seq * a * d / tp * 0.5  # causal kernel work
     attn_rate_fwd, attn_rate_bwd = attention_rates(hw)
-    attn_fwd = attn_flops_fwd / attn_rate_fwd
-    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / attn_rate_bwd
+    attn_fwd = attn_flops_fwd / (attn_rate_fwd * stack.attention_speed)
+    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / (attn_rate_bwd * stack.attention_speed)
     rep_div = np.where(plan.sp > 0, tp, 1.0)
     drop = 1.0 if model.dropout else 0.0
     rope = 1.0 if model.position_embedding == "rope" else 0.0
-    ew_fwd_bytes = T * (
-        (8.0 * h + 12.0 * h + 10.0 * drop * h) / rep_div
-        + rope * 4.0 * (a / tp + kv_local) * d  # rotary on Q and K (read + write, 2 B)
-        + (6.0 * f if model.gated_mlp else 4.0 * f) / tp
-    )
-    ew_fwd = ew_fwd_bytes / hbm
+    mlp_act = kb["mlp_activation_gated"] if model.gated_mlp else kb["mlp_activation_plain"]
+    f1 = 2.0 * f if model.gated_mlp else f
+    bias = kb["bias"] * (1.0 if model.linear_bias else 0.0)
+    # memory-bound kernels of one layer, forward, by the stack's bytes per element: two norms,
+    # two residual adds, two dropouts (replicated across TP unless SP), rotary on Q and K, the
+    # MLP activation, separate bias adds (QKV, output, up, down)
+    def ew_bytes(sfx, mlp):  # forward (sfx "") or backward (sfx "_bwd") bytes of one layer's memory-bound kernels
+        return T * (
+            (2.0 * kb["norm" + sfx] * h + 2.0 * kb["residual" + sfx] * h + 2.0 * kb["dropout" + sfx] * drop * h
+             + bias * 2.0 * h) / rep_div
+            + rope * kb["rope" + sfx] * (a / tp + kv_local) * d
+            + mlp * f / tp
+            + bias * ((a / tp + 2.0 * kv_local) * d + f1 / tp)
+        )
+
+    ew_fwd_bytes = ew_bytes("", mlp_act)
+    ew_bwd_bytes = ew_bytes("_bwd", kb["mlp_activation_gated_bwd"] if model.gated_mlp else kb["mlp_activation_plain_bwd"])
+    # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
+    # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
+    gemm_in = T * (2.0 * h + a * d / tp + f / tp)  # activation inputs of QKV, output, up, down
+    w_elems = (h * (a / tp + 2.0 * kv_local) * d + a * d / tp * h + h * f1 / tp + f / tp * h)
+    cast_fwd = np.where(fp8, recipe["cast_bytes"] * (gemm_in + w_elems), 0.0)
+    ew_fwd = (ew_fwd_bytes + cast_fwd) / hbm
     layer_fwd = g_fwd + attn_fwd + ew_fwd
-    layer_bwd = 2.0 * g_fwd + attn_bwd + 2.0 * ew_fwd
-    # selective re-runs every layer's attention core; full re-runs the forward of the layers
-    # it covers (all, or recompute_layers per stage)
-    sel_extra = np.where(plan.recompute == RC_SELECTIVE, attn_fwd, 0.0)
+    layer_bwd = 2.0 * g_fwd + attn_bwd + (ew_bwd_bytes + 2.0 * cast_fwd) / hbm
+    # selective recompute re-runs what the stack's policy does not keep: the attention core
+    # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
+    # per-op policy); full recompute re-runs the forward of the layers it covers
+    sel = stack.selective
+    proj_share = {  # share of each fused forward GEMM that one projection is
+        "q": ("qkv", (a / tp) / (a / tp + 2.0 * kv_local)), "k": ("qkv", kv_local / (a / tp + 2.0 * kv_local)),
+        "v": ("qkv", kv_local / (a / tp + 2.0 * kv_local)), "o": ("attn_out", 1.0),
+        "gate": ("mlp_up", 0.5 if model.gated_mlp else 0.0), "up": ("mlp_up", 0.5 if model.gated_mlp else 1.0),
+        "down": ("mlp_down", 1.0),
+    }
+    sel_gemm = sum((gt[proj_share[p][0]] * proj_share[p][1] for p in sel.recompute_projections), np.float64(0.0)) / speed
+    sel_layer = (sel_gemm + (attn_fwd if sel.recompute_attention_core else 0.0)
+                 + (ew_fwd if sel.recompute_elementwise else 0.0))
+    sel_extra = np.where(plan.recompute == RC_SELECTIVE, sel_layer, 0.0)
     rc_mid = recomputed_layers(settings, plan, n_mid).astype(np.float64)
     rc_last = recomputed_layers(settings, plan, n_last).astype(np.float64)
     # output layer + loss on the last stage
-    logits = 3.0 * gt.output_layer + T * V / tp * LOSS_BYTES_PER_LOGIT / hbm
+    logits = 3.0 * out_gemm + T * V / tp * kb["loss_per_logit"] / hbm
     # the pipeline runs at its slowest stage: a middle one, or the last with the loss
     layer_base = layer_fwd + layer_bwd + sel_extra
     compute_mb = np.maximum(layers * layer_base + rc_mid * layer_fwd,
@@ -174,17 +222,21 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ar = coll(comm.ALL_REDUCE, msg, tp_ar, strides["tp"])
     rs_ag = coll(comm.REDUCE_SCATTER, msg, tp_sp, strides["tp"]) + coll(comm.ALL_GATHER, msg, tp_sp, strides["tp"])
     per_pair = np.where(plan.sp > 0, rs_ag, ar)  # one forward "all-reduce" worth
+    tpo = plan.tpo > 0
+
     def tp_per_layer(pairs, gemm_passes):
         t = pairs * per_pair
-        if settings.tp_comm_overlap:
-            # TP-communication overlap [7]: each all-gather / reduce-scatter is split into tp
-            # chunks that ring-exchange while the GEMM they feed computes on the chunks
-            # already there; the first chunk and whatever outlasts the GEMMs stay exposed.
-            t = np.maximum(t - gemm_passes * g_fwd, 0.0) + t / tp
-        return t
+        # TP-communication overlap [7]: each all-gather / reduce-scatter is split into tp
+        # chunks that ring-exchange while the GEMM they feed computes on the chunks already
+        # there; the first chunk and whatever outlasts the GEMMs stay exposed.
+        hidden = np.maximum(t - gemm_passes * g_fwd, 0.0) + t / tp
+        return np.where(tpo, np.minimum(hidden, t), t)
 
-    # 4 per layer (2 forward, 2 backward); a recomputed layer repeats its forward 2
-    tp_comm_mb = (layers - rc_mid) * tp_per_layer(4.0, 3.0) + rc_mid * tp_per_layer(6.0, 4.0)
+    # 4 per layer (2 forward, 2 backward); a recomputed layer repeats its forward 2; the
+    # stack's selective policy may re-run some of a layer's forward collectives
+    sel_tp = np.where(plan.recompute == RC_SELECTIVE, sel.recompute_tp_collectives / 2.0, 0.0)
+    tp_comm_mb = ((layers - rc_mid) * tp_per_layer(4.0 + sel_tp, 3.0)
+                  + rc_mid * tp_per_layer(6.0, 4.0))
 
     kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
     cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
@@ -196,36 +248,66 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, strides["pp"])
     pp_mb = 2.0 * plan.vpp * pp_send
 
-    # DP / sharding
+    # DP / sharding: gradients reduce over every rank that holds the same weights, dp x cp
+    # (context-parallel ranks compute gradients of the same weights on other tokens); the
+    # group's placement is taken at the finer of the two axes' strides
     p_first, p_last = stage_params(pc, model, plan)
     p_local = np.maximum(p_first, p_last)
-    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
-    grad_b = p_local * bpp.gradients
-    w_b = p_local * bpp.weights
+    fs = stack.fsdp
+    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    dpcp = plan.dp * plan.cp
+    dp_stride = np.where(plan.cp > 1, np.minimum(strides["dp"], strides["cp"]), strides["dp"])
+    grad_b = p_local * fs.grad_reduce_bytes
+    w_b = p_local * np.where(fp8 & recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    ag_w = coll(comm.ALL_GATHER, w_b, np.where(sharded, shard_n, 1), strides["dp"])
-    rs_g = coll(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1), strides["dp"])
-    ar_g = coll(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, plan.dp), strides["dp"])
-    replicas = plan.dp // np.maximum(shard_n, 1)
+    ag_w = coll(comm.ALL_GATHER, w_b, np.where(sharded, shard_n, 1), dp_stride)
+    rs_g = coll(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1), dp_stride)
+    ar_g = coll(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp), dp_stride)
+    replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
-                       coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * shard_n), 0.0)
+                       coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * plan.shard), 0.0)
     fwd_mb = layers * (layer_fwd) + logits / 3.0
     bwd_mb = layers * (layer_bwd + sel_extra) + rc_mid * layer_fwd + logits * 2.0 / 3.0
-    # FSDP: per micro-batch all-gather (fwd), all-gather (bwd), reduce-scatter
-    fsdp_total = m * (2.0 * ag_w + rs_g) + ar_hsdp
-    fsdp_exposed = m * (np.maximum(ag_w - fwd_mb, 0.0) + np.maximum(ag_w + rs_g - bwd_mb, 0.0)
-                        + (ag_w + rs_g) / layers) + ar_hsdp
+    x = stack.overlap.overlapped_exposed_fraction
+    # FSDP: an all-gather of the weights in forward and one in backward and a reduce-scatter of
+    # the gradients, per micro-batch [5]; a stack that keeps the weights unsharded under PP
+    # gathers once per step and reduces once (no resharding, no sync until the last
+    # micro-batch); one that accumulates without sync reduces once per step
+    keep_pp = (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
+    n_ag = np.where(keep_pp, 1.0, 2.0 * m)
+    n_rs = np.where(keep_pp | (not fs.reduce_per_microbatch), 1.0, m)
+    fsdp_total = n_ag * ag_w + n_rs * rs_g + ar_hsdp
+    # the first unit's all-gather and the last unit's reduce-scatter (1/layers of each) never
+    # hide; the rest hides behind the forward (all-gathers) and the backward (the backward
+    # all-gather and the reduce-scatter) passes of its micro-batch. A stack that issues the
+    # backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
+    # nothing to hide it behind: the next unit's backward waits for it.
+    edge = (ag_w + rs_g) / layers
+    ag_b = np.where(keep_pp, 0.0, ag_w)  # backward all-gather of one micro-batch
+    per_mb = n_rs == m
+    rs_b = np.where(per_mb, rs_g, 0.0)  # reduce-scatter of one micro-batch
+    if stack.overlap.fsdp_backward_prefetch:
+        bwd = _hide(ag_b + rs_b, bwd_mb, x)  # both behind the micro-batch's backward
+    else:
+        bwd = ag_b + _hide(rs_b, bwd_mb, x)
+    fsdp_exposed = (np.where(keep_pp, _hide(ag_w, m * fwd_mb, x), m * _hide(ag_w, fwd_mb, x)) + m * bwd
+                    + np.where(per_mb, 0.0, _hide(rs_g, bwd_mb, x)) + edge + ar_hsdp)
+    fsdp_exposed = np.minimum(fsdp_exposed, fsdp_total)
+    # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
+    # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
+    fsdp_copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / hbm, 0.0)
     # DDP / ZeRO-1/2: gradients once per step behind the last micro-batch's backward
     ddp_grad = np.where(zero, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = ddp_grad + ddp_param
-    ddp_exposed = (np.maximum(ddp_grad - bwd_mb, 0.0) + ddp_grad / layers
-                   + np.maximum(ddp_param - fwd_mb, 0.0) + ddp_param / layers)
-    one_dp = plan.dp == 1
+    ddp_exposed = np.minimum(_hide(ddp_grad, bwd_mb, x) + ddp_grad / layers
+                             + _hide(ddp_param, fwd_mb, x) + ddp_param / layers, ddp_total)
+    one_dp = dpcp == 1
     dp_total = np.where(one_dp, 0.0, np.where(fsdp, fsdp_total, ddp_total))
-    dp_exposed = np.where(one_dp, 0.0, np.where(fsdp, fsdp_exposed, ddp_exposed))
+    # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
+    dp_exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, fsdp_exposed, ddp_exposed), dp_total))
 
     # ---------------------------------------------------------------- optimizer
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
@@ -233,7 +315,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     optimizer = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
 
     # ---------------------------------------------------------------- assemble
-    compute = m * compute_mb
+    compute = m * compute_mb + np.where(dpcp > 1, fsdp_copies, 0.0)
     tp_comm = m * tp_comm_mb
     cp_comm = m * cp_mb
     pp_comm = m * pp_mb

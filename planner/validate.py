@@ -105,10 +105,11 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .catalog import format_validation_error, list_models, load_hardware, load_model, read_yaml
+from .catalog import format_validation_error, list_models, load_hardware, load_model, load_stack, read_yaml
 from .errors import PlannerError
 from .explain import evaluate, to_json
-from .plan import resolve
+from .plan import default_micro_batch, resolve
+from .stacks import DEFAULT_STACK
 from .schema import BytesPerParam, Job, ModelSpec, Schedule
 
 GiB = 2.0**30
@@ -193,6 +194,16 @@ class RunRecord(BaseModel):
     attention: Optional[Literal["flash", "eager"]] = None
     shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None
+    # the software stack and its options (the Job fields of the same names); null: the stack's default
+    stack: Optional[str] = Field(default=None, description="stack_db name or a stack YAML (megatron, torchtitan, llm-foundry, ...)")
+    torch_compile: Optional[bool] = None
+    tp_comm_overlap: Optional[bool] = None
+    dp_comm_overlap: Optional[bool] = None
+    fp8_recipe: Optional[str] = None
+    power_limit_w: Optional[float] = Field(default=None, gt=0)
+    selective_ac_option: Optional[str] = Field(
+        default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
+                                  "(full recompute of every N-th layer)")
 
     @property
     def published_tokens(self) -> tuple[Optional[float], Optional[str]]:
@@ -431,6 +442,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
     if cp is None:
         cp = 1
         assumed.add("cp", 1, "not published; no context parallelism")
+    stack_name, stack = _stack(rec, assumed)
     mbs = rec.micro_batch_size
     if mbs is None:
         dp = rec.dp or rec.num_gpus // (rec.tp * cp * rec.pp)
@@ -438,8 +450,12 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
             mbs = rec.global_batch_size // (dp * rec.grad_accum_steps)
             assumed.add("micro_batch_size", mbs, "derived: global batch / (dp x grad_accum_steps)")
         else:
-            mbs = 1
-            assumed.add("micro_batch_size", 1, "not published")
+            try:
+                mbs = default_micro_batch(stack, rec.global_batch_size, dp, rec.pp)
+            except PlannerError as e:
+                raise Skip(e.message) from None
+            assumed.add("micro_batch_size", mbs, f"not published; the {stack_name} stack's default "
+                        f"({stack.defaults.microbatches_per_step})")
     vpp = rec.vpp
     if vpp is None:
         vpp = 1
@@ -448,23 +464,25 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
     if sp is None:
         sp = rec.tp > 1
         assumed.add("sequence_parallel", sp, "not published; on iff tp > 1 (Korthikanti et al. 2022)")
-    bpp = rec.bytes_per_param
-    if bpp is None:
-        text = f"{rec.source_group or ''} {rec.source or ''} {rec.zero_fsdp_mode or ''}".lower()
-        bpp = "megatron" if ("megatron" in text or "nemo" in text) else "mixed16"
-        assumed.add("bytes_per_param", bpp, "Megatron-LM/NeMo source: fp32 main grads" if bpp == "megatron" else "mixed precision with fp32 master and Adam")
+    bpp = rec.bytes_per_param  # null: the stack's default (resolve lists it as inherited)
     attention = rec.attention
     if attention is None:
         year = _source_year(rec)
         attention = "eager" if (year is not None and year <= 2021) else "flash"
         assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
     recompute, recompute_layers = _recompute(rec, assumed), None
-    if recompute == "selective" and (rec.source_group or "").startswith("torchtitan"):
-        # rule 4b: torchtitan's selective activation checkpointing is not Megatron's
-        recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / 2))
-        assumed.add("activation_recompute", f"full on {recompute_layers} layers per stage",
-                    "torchtitan selective AC: 'layer' re-runs every 2nd layer, 'op' every other matmul and all "
-                    "non-matmul ops, about half a forward either way")
+    opt = rec.selective_ac_option
+    if opt is None and recompute == "selective":
+        assumed.add("selective_policy", stack.selective.description.split(":")[0].strip(),
+                    f"not published; the {stack_name} stack's selective recompute")
+    if opt is not None:
+        if recompute != "selective":
+            raise Skip(f"selective_ac_option {opt!r} needs activation_recompute selective (got {rec.activation_recompute!r})")
+        if opt.strip().isdigit() and int(opt) > 0:
+            # rule 4b: torchtitan's layer policy checkpoints (fully) every N-th block
+            recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / int(opt)))
+        elif opt.strip() != "op":
+            raise Skip(f"selective_ac_option {opt!r} not recognised (expected 'op' or a positive integer)")
     return dict(
         model=model_path,
         hardware=hardware,
@@ -486,16 +504,25 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         schedule=rec.schedule,
         bytes_per_param=bpp,
         attention=attention,
-        tp_comm_overlap=_tp_overlap(rec, sp, assumed),
+        stack=stack_name,
+        tp_comm_overlap=rec.tp_comm_overlap,
+        dp_comm_overlap=rec.dp_comm_overlap,
+        torch_compile=rec.torch_compile,
+        fp8_recipe=rec.fp8_recipe,
+        power_limit_w=rec.power_limit_w,
     )
 
 
-def _tp_overlap(rec: RunRecord, sp: bool, assumed: _Assumed) -> bool:
-    text = f"{rec.notes or ''} {rec.precision or ''} {rec.id}".lower()
-    on = sp and rec.tp > 1 and any(k in text for k in ("tp-comm-overlap", "tp comm overlap", "async tp", "asynctp"))
-    if on:
-        assumed.add("tp_comm_overlap", True, "the source says TP communication was overlapped")
-    return on
+def _stack(rec: RunRecord, assumed: _Assumed):
+    """(name, Stack) of a record: its `stack:` field, or the default stack (assumed)."""
+    name = rec.stack
+    if name is None:
+        name = DEFAULT_STACK
+        assumed.add("stack", name, "not given; the planner's default stack")
+    try:
+        return name, load_stack(name)
+    except PlannerError as e:
+        raise Skip(f"field `stack`: {e.message}") from None
 
 
 def model_spec(rec: RunRecord, arch: dict, where: str) -> dict:
@@ -538,6 +565,7 @@ def predict(settings, plan) -> dict:
         "step_s": tim.get("step_s"),
         "mfu": thr.get("mfu"),
         "memory_bytes": res["memory"]["total_bytes"],
+        "reported_memory_bytes": res["memory"].get("reported_bytes", res["memory"]["total_bytes"]),
         "plan": res["plan"],
     }
 
@@ -546,6 +574,7 @@ def predict(settings, plan) -> dict:
 class Row:
     id: str
     source_group: Optional[str] = None
+    stack: Optional[str] = None
     hardware: Optional[str] = None
     mesh: Optional[str] = None
     predicted_tokens_per_s_per_gpu: Optional[float] = None
@@ -623,13 +652,19 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
         except PlannerError as e:
             raise Skip(e.message) from None
         row.warnings = list(warnings)
+        row.stack = settings.stack_name
+        for k, v in settings.inherited:
+            if not (k == "micro_batch" and rec.micro_batch_size is None):  # listed above with its rule
+                assumed.add(k, v, f"not published; the {settings.stack_name} stack's default")
         pred = predict(settings, plan)
     except Skip as s:
         row.skipped = str(s)
         return row
     row.plan = pred["plan"]
     row.mesh = _mesh(pred["plan"])
-    row.predicted_memory_gib = float(pred["memory_bytes"]) / GiB
+    # the memory the stack logs (torchtitan: max reserved, without the CUDA context and NCCL's
+    # buffers; see memory.reported_bytes), compared with what the source published
+    row.predicted_memory_gib = float(pred.get("reported_memory_bytes", pred["memory_bytes"])) / GiB
     if rec.memory_per_gpu_gib is not None:
         row.memory_error = row.predicted_memory_gib / rec.memory_per_gpu_gib - 1.0
     row.predicted_step_s = pred.get("step_s")
@@ -644,19 +679,33 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
     return row
 
 
-def summarize(rows: list[Row]) -> dict:
-    """n, median and 90th-percentile |error| over rows with a tokens/s error (numpy's linear
-    percentile, Hyndman & Fan type 7), plus the signed median and the memory statistics."""
-    err = np.array([r.error for r in rows if r.error is not None], dtype=np.float64)
-    merr = np.array([r.memory_error for r in rows if r.memory_error is not None], dtype=np.float64)
+def _stats(err: np.ndarray) -> dict:
     return {
         "n": int(err.size),
         "median_abs_error": float(np.median(np.abs(err))) if err.size else None,
         "p90_abs_error": float(np.percentile(np.abs(err), 90)) if err.size else None,
         "median_error": float(np.median(err)) if err.size else None,
+    }
+
+
+def summarize(rows: list[Row]) -> dict:
+    """n, median and 90th-percentile |error| over rows with a tokens/s error (numpy's linear
+    percentile, Hyndman & Fan type 7), the signed median (a bias in one direction is a missing
+    mechanism, not noise), the same per stack, and the memory statistics."""
+    err = np.array([r.error for r in rows if r.error is not None], dtype=np.float64)
+    merr = np.array([r.memory_error for r in rows if r.memory_error is not None], dtype=np.float64)
+    by_stack = {}
+    for name in sorted({r.stack for r in rows if r.error is not None and r.stack}):
+        e = np.array([r.error for r in rows if r.error is not None and r.stack == name], dtype=np.float64)
+        by_stack[name] = _stats(e)
+    return {
+        **_stats(err),
         "n_skipped": sum(r.skipped is not None for r in rows),
         "n_memory": int(merr.size),
         "median_abs_memory_error": float(np.median(np.abs(merr))) if merr.size else None,
+        "median_memory_error": float(np.median(merr)) if merr.size else None,
+        "max_abs_memory_error": float(np.max(np.abs(merr))) if merr.size else None,
+        "by_stack": by_stack,
     }
 
 
@@ -671,7 +720,7 @@ def report(path: Path, groups=None, ids=None, complete: bool = False, calibratio
     (planner calibrate) replaces the default figures it covers in every prediction."""
     path = Path(path)
     if calibration is not None:
-        from .calibrate.profile import load_profile
+        from .profile import load_profile
 
         load_profile(calibration)  # a bad profile is bad input, once
     records = select(load_runs(path), groups, ids, complete)

@@ -1,4 +1,4 @@
-"""`planner budget` (planner/budget.py, planner/cli_budget.py): the seed's sec. 9.2 and 10.2
+"""`planner budget` (planner/budget.py, planner/cli/budget.py): the seed's sec. 9.2 and 10.2
 figures through the command line, the checkpoint and failure terms by hand, the JSON
 contract, the GPU sweep and bad input.
 

@@ -1,4 +1,5 @@
-"""planner calibrate gemm: layer shapes, the calibrated GEMM rate and its interpolation,
+"""planner calibrate gemm (planner/calibrate/gemm.py) and the GEMM model it feeds
+(planner/compute.py): layer shapes, the calibrated GEMM rate and its interpolation,
 ingesting measurements, the profile section and the CLI (--from, --run without a GPU).
 
 Data: tests/data/gemm_measurements.yaml is a verbatim copy of the project's reference file
@@ -26,15 +27,16 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from planner.calibrate import gemm as g
-from planner.calibrate.gemm import (
-    GemmCalibration, GemmProvenance, GemmRow, benchmark_shapes, calibrated_gemm_rate, calibrated_gemm_time,
-    forward_gemm_times, gemm_efficiency, ingest, ingest_files, layer_gemm_shapes, run_gemm_benchmark,
-)
-from planner.calibrate.profile import dump_profile, load_profile
+from planner.calibrate.gemm import benchmark_shapes, ingest, ingest_files, run_gemm_benchmark
+from planner.calibrate.profile import dump_profile
 from planner.catalog import load_hardware, load_model
 from planner.cli import app
-from planner.compute import SUSTAINED_TENSOR_FRACTION, gemm_plateau, gemm_time, wave_efficiency
+from planner.compute import (
+    SUSTAINED_TENSOR_FRACTION, calibrated_gemm_rate, calibrated_gemm_time, forward_gemm_times, gemm_efficiency,
+    gemm_plateau, gemm_time, layer_gemm_shapes, wave_efficiency,
+)
 from planner.errors import PlannerError
+from planner.profile import GemmCalibration, GemmProvenance, GemmRow, load_profile
 
 DATA = Path(__file__).parent / "data"
 REF = DATA / "gemm_measurements.yaml"
@@ -328,8 +330,8 @@ def test_from_reference_rows_changes_a_matching_layer_bf16(tmp_path):
     assert float(before.attn_out) == pytest.approx(flops / (794.5e12 * F * W), rel=1e-12)
     assert float(after.attn_out) == pytest.approx(flops / (788.72e12 * F), rel=1e-12)
     assert float(after.attn_out / before.attn_out) == pytest.approx(794.5 * W / 788.72, rel=1e-12)  # 0.9768
-    # the profile's own lookup gives the same, arrays and precision codes included
-    t = prof.gemm_time(np.array([4096.0]), 4096, 4096, np.array([0]), H100)
+    # the profile's section priced directly gives the same, arrays and precision codes included
+    t = calibrated_gemm_time(np.array([4096.0]), 4096, 4096, np.array([0]), H100, prof.gemm)
     assert t[0] == pytest.approx(float(after.attn_out), rel=1e-15)
 
 

@@ -26,10 +26,11 @@ from planner.calibrate.nccl import (
     normalize_collective,
     parse_log,
 )
-from planner.calibrate.profile import CalibrationProfile, dump_profile, load_profile, profile_from_calibration
+from planner.calibrate.profile import dump_profile, profile_from_calibration
 from planner.catalog import load_hardware
 from planner.cli import app
 from planner.errors import PlannerError
+from planner.profile import CalibrationProfile, load_profile
 
 DATA = Path(__file__).parent / "data"
 LOGS = DATA / "nccl_logs"

@@ -30,7 +30,7 @@ def test_explain_json_contract(cli):
 
 def test_explain_table_prints_breakdown(cli):
     r = cli("explain", "--model", "llama3-70b-paper", "--gpus", "1", "--global-batch", "1",
-            "--activation-model", "korthikanti")
+            "--activation-model", "korthikanti", "--bytes-per-param", "mixed16")  # the seed's 16 B/param
     assert r.exit_code == 0
     for text in ("model states", "1,128.79", "182.54", "does not fit"):
         assert text in r.stdout

@@ -1,4 +1,4 @@
-"""`planner fit` (planner/space.py, planner/search.py, planner/cli_fit.py).
+"""`planner fit` (planner/space.py, planner/search.py, planner/cli/fit.py).
 
 What is checked:
 - the vectorized constraint codes are resolve()'s rules: resolve raises exactly where a code
@@ -86,9 +86,14 @@ def test_constraint_codes_are_resolves_rules(overlap, tmp_path):
     path = tmp_path / "rules.yaml"
     path.write_text(RULES_MODEL)
     base = Job(model=str(path), gpus=gpus, global_batch=48, tp_comm_overlap=overlap)
+    if overlap:
+        cand_overlap = 1
+    else:
+        cand_overlap = 0
     settings, _, _, _ = settings_for(base)
     rng = np.random.default_rng(7)
     cand = _random_candidates(1500, rng, gpus)
+    cand.tpo = np.full(len(cand.tp), cand_overlap)
     codes = constraint_codes(settings, cand)
     seen = Counter()
     sched = {0: "gpipe", 1: "1f1b", 2: "interleaved", 3: "zb-h1"}
@@ -110,6 +115,7 @@ def test_constraint_codes_are_resolves_rules(overlap, tmp_path):
                 resolve(job)
             assert RULE_TEXT[code] in e.value.message, (code, REASONS[code], e.value.message)
     # every rule is exercised (rule 11 only exists with TP-communication overlap)
+    # (rule 15, async TP without torch.compile, needs a stack that requires it: test_stacks.py)
     assert set(seen) == set(range(0, 15)) - (set() if overlap else {11}), seen
     assert seen[OK] > 20
 
@@ -205,6 +211,11 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
     keys = list(feasible)
     stacked = PlanArrays(**{f: np.array([getattr(feasible[k][0], f) for k in keys]) for f in PlanArrays.__dataclass_fields__})
     step = step_time(settings, stacked)[0].total
+    # the stack's options are part of a plan: megatron can overlap TP communication (with SP,
+    # tp > 1), and fit keeps the faster of off and on (space.variant_choices)
+    can = (stacked.sp > 0) & (stacked.tp > 1)
+    stacked.tpo = np.where(can, 1, 0)
+    step = np.where(can, np.minimum(step, step_time(settings, stacked)[0].total), step)
     for k, t in zip(keys, step):
         feasible[k].append(float(t))
     return counts, feasible
@@ -234,7 +245,7 @@ def test_brute_force_same_counts_and_feasible_set(small):
     assert counts["did_not_fit"] > 100 and counts["broke"] > 100 and counts["feasible"] > 1000  # a real test
     f = res.feasible[0]
     space = f["space"]
-    plans = space.plans(f["base"], f["rc"], f["order"])
+    plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
     from planner.comm import ORDER_NAMES
     from planner.plan import RECOMPUTE_NAMES, SHARDING_NAMES, HSDP
     got = {}

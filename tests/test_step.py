@@ -70,14 +70,22 @@ def test_bubble_is_p_minus_1_over_vm_of_busy_time(explain):
     assert t["bubble_s"] == pytest.approx(3 / 32 * busy)  # interleaving divides it by v
 
 
+X = 0.189  # stack_db megatron.yaml overlap.overlapped_exposed_fraction (Lee et al. 2025)
+
+
 def test_ddp_allreduce_hidden_behind_backward(explain):
-    """DDP on one 8-GPU node: the gradient all-reduce (2 B x N) overlaps the backward of the
-    last micro-batch; only the last bucket (1/layers of it) stays exposed."""
+    """DDP on one 8-GPU node: the gradient all-reduce (4 B x N: Megatron reduces its fp32 main
+    grads, stack_db megatron.yaml fsdp.grad_reduce_bytes) overlaps the backward of the last
+    micro-batch; the last bucket (1/layers of it) stays exposed, and the overlapped part costs
+    the stack's exposed share (NCCL slows the compute it runs beside)."""
     _, _, _, js = explain(model="llama3-8b", gpus=8, global_batch=64, seq_len=8192)
     n = count_params(load_model("llama3-8b")).total
-    total = nvls_allreduce(2.0 * n)  # NVLS inside the node (hardware_db h100-sxm nvls: true)
+    total = nvls_allreduce(4.0 * n)  # NVLS inside the node (hardware_db h100-sxm nvls: true)
     assert js["time"]["dp_comm_s"] == pytest.approx(total, rel=1e-9)
-    assert js["time"]["dp_comm_exposed_s"] == pytest.approx(total / 32, rel=1e-9)
+    assert js["time"]["dp_comm_exposed_s"] == pytest.approx(total * (X + 1 / 32), rel=1e-9)
+    # without overlap (--no-dp-comm-overlap) all of it waits
+    _, _, _, js = explain(model="llama3-8b", gpus=8, global_batch=64, seq_len=8192, dp_comm_overlap=False)
+    assert js["time"]["dp_comm_exposed_s"] == pytest.approx(total, rel=1e-9)
 
 
 def test_fsdp_exposed_when_network_cannot_keep_up(explain):
@@ -149,7 +157,7 @@ def test_calibration_profile_changes_comm_in_measured_direction(cli, tmp_path):
     """The AWS p5 log measured 8-GPU all-reduce (NVLS) bus bandwidth; with its profile the TP
     all-reduce time moves from the default model's to the measured figure, in the direction
     the two bus bandwidths imply; unrelated terms don't move."""
-    from planner.calibrate.profile import load_profile
+    from planner.profile import load_profile
 
     prof = tmp_path / "p5.yaml"
     r = cli("calibrate", "nccl", "tests/data/nccl_logs/h100_8gpu_allreduce_aws-p5-batch.txt",
@@ -263,12 +271,13 @@ def test_hsdp_terms_by_hand(explain):
     of the 1/8 gradient shard between the two replicas over the network (a 2-rank ring)."""
     n = count_params(load_model("llama3-8b")).total
     _, _, _, js = explain(model="llama3-8b", gpus=16, sharding="hsdp", shard_group=8, global_batch=16, seq_len=8192)
-    S = 2.0 * n
-    ring_ag = 7 * NV_LAT + 7 / 8 * S / NV_BW  # all-gather and reduce-scatter alike
+    S, G = 2.0 * n, 4.0 * n  # bf16 weights; fp32 gradients (megatron stack: grad_reduce_bytes 4)
+    ring_ag = 7 * NV_LAT + 7 / 8 * S / NV_BW
+    ring_rs = 7 * NV_LAT + 7 / 8 * G / NV_BW
     net_bw = 400e9 / 8 * comm.NETWORK_EFFICIENCY
-    ar = 2 * comm.NETWORK_LATENCY_S + S / 8 / net_bw  # 2 ranks: 2(n-1)/n = 1
+    ar = 2 * comm.NETWORK_LATENCY_S + G / 8 / net_bw  # 2 ranks: 2(n-1)/n = 1
     m = 1
-    assert js["time"]["dp_comm_s"] == pytest.approx(m * 3 * ring_ag + ar, rel=1e-9)
+    assert js["time"]["dp_comm_s"] == pytest.approx(m * (2 * ring_ag + ring_rs) + ar, rel=1e-9)
 
 
 def test_zero1_reduce_scatter_and_all_gather_by_hand(explain):
@@ -277,6 +286,7 @@ def test_zero1_reduce_scatter_and_all_gather_by_hand(explain):
     forward pass except its last / first bucket (1/layers)."""
     n = count_params(load_model("llama3-8b")).total
     _, _, _, js = explain(model="llama3-8b", gpus=8, sharding="zero1", global_batch=64, seq_len=8192)
-    ring = 7 * NV_LAT + 7 / 8 * 2.0 * n / NV_BW
-    assert js["time"]["dp_comm_s"] == pytest.approx(2 * ring, rel=1e-9)
-    assert js["time"]["dp_comm_exposed_s"] == pytest.approx(2 * ring / 32, rel=1e-9)
+    ring_ag = 7 * NV_LAT + 7 / 8 * 2.0 * n / NV_BW  # bf16 weights
+    ring_rs = 7 * NV_LAT + 7 / 8 * 4.0 * n / NV_BW  # fp32 gradients (megatron: grad_reduce_bytes 4)
+    assert js["time"]["dp_comm_s"] == pytest.approx(ring_ag + ring_rs, rel=1e-9)
+    assert js["time"]["dp_comm_exposed_s"] == pytest.approx((ring_ag + ring_rs) * (X + 1 / 32), rel=1e-9)

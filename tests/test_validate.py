@@ -1,4 +1,4 @@
-"""`planner validate RUNS.yaml` (planner/validate.py, planner/cli_validate.py): the runs-file
+"""`planner validate RUNS.yaml` (planner/validate.py, planner/cli/validate.py): the runs-file
 schema, the documented inference rules and their `assumed` lists, skipped records with
 reasons, hand-computed summary statistics, and the accuracy target on the complete records
 of published_runs.yaml (run with `-s` to see the table).
@@ -17,7 +17,7 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from planner import cli_validate
+from planner.cli import validate as cli_validate
 from planner.plan import plan_dict
 from planner.validate import (
     COMPLETE_GROUPS, RunRecord, _Assumed, infer_architecture, infer_hardware, is_complete, load_runs,
@@ -92,7 +92,7 @@ SUMMARY_KEYS = {"n", "median_abs_error", "p90_abs_error"}
 
 
 def _app() -> typer.Typer:
-    """The real `planner` app once cli.py registers cli_validate; until then a local one."""
+    """The real `planner` app once it registers cli/validate.py; until then a local one."""
     from planner.cli import app
 
     if any(c.name == "validate" for c in app.registered_commands):

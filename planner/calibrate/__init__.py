@@ -1,15 +1,18 @@
-"""Calibration: fit the planner's cost figures to a site's own measurements.
+"""Calibration: what measures, parses and fits a site's own measurements, and writes the
+profile (plain data the cost models receive: planner/profile.py).
 
 nccl.py     parse nccl-tests output (all_reduce_perf, all_gather_perf, ...) and fit
             latency and bus bandwidth per (collective, scope, ranks).
 gemm.py     GEMM calibration: time the model's GEMM shapes with PyTorch (--run) or ingest
-            measurements (--from); the compute model uses them for the shapes they cover
-            and interpolates for others.
-profile.py  the profile YAML (pydantic, unknown keys are errors): what was measured,
-            where, when, and the fitted figures; `load_profile(path)`.
+            measurements (--from); compute.py uses them for the shapes they cover and
+            interpolates for others.
+profile.py  build and write the profile YAML; planner/profile.py holds its data models
+            (pydantic, unknown keys are errors) and `load_profile(path)`.
 
-Submodules are imported where they are used (`from planner.calibrate.profile import
-load_profile`), so that the time model does not pull in scipy.optimize.
+Nothing below the commands imports this package: the cost models (compute, comm, step)
+read a loaded profile, never a parser or a fitter (tests/test_imports.py). Submodules are
+imported where they are used, so that the commands that do not calibrate do not pull in
+scipy.optimize.
 
 Units: SI inside (bytes, seconds, bytes/s); human units only in YAML keys that name them.
 """

@@ -1,29 +1,26 @@
 """GEMM calibration: time the model's GEMM shapes on a GPU, or ingest measurements, and
-turn them into the GEMM throughput the compute model uses.
+turn them into the `gemm` section of a calibration profile (planner/profile.py
+GemmCalibration), the measured throughput the compute model uses.
 
 Units: FLOPs, seconds and FLOP/s inside. Files and the profile YAML give throughput as
 `tflops` (1e12 FLOP/s) = 2 M N K / time, for C[M,N] = A[M,K] @ B[K,N] (K = reduction).
 
 What is measured
-    `layer_gemm_shapes(model, tp, T)` lists the forward GEMMs of one transformer layer and of
-    the output layer for T tokens per micro-batch on one GPU after the TP split t, exactly
-    the shapes step.py prices (h hidden, a heads, k KV heads, d head dim, f FFN, V vocab,
-    f1 = 2f for a gated MLP [3]):
-        qkv           [T, (a/t + 2 max(k/t, 1)) d, h]
-        attn_out      [T, h, a d / t]
-        mlp_up        [T, f1 / t, h]
-        mlp_down      [T, h, f / t]
-        output_layer  [T, V / t, h]
+    compute.layer_gemm_shapes(model, tp, T) lists the forward GEMMs of one transformer
+    layer and of the output layer for T tokens per micro-batch on one GPU after the TP
+    split t, exactly the shapes step.py prices (compute.py lists them). `benchmark_shapes`
+    collects the distinct integer shapes of models x TP sizes x sequence lengths x
+    micro-batches; a fractional dimension is rounded up [1].
     `run_gemm_benchmark` times them with PyTorch (an optional extra, `pip install .[gpu]`):
     bf16 through torch.mm(A, W.t()), the nn.Linear layout (weight W[N, K] row-major), and
     fp8 e4m3 through torch._scaled_mm with per-tensor scales of 1 and a bf16 output, on
     GPUs with FP8 tensor cores. Inputs are torch.randn (random data: zeros or constants run
-    faster than real data [5]); several input sets rotate so that the operands of one call
+    faster than real data [3]); several input sets rotate so that the operands of one call
     are not in L2 from the call before (at least twice the L2 size in all, at most 8 sets)
-    [5]. After `warmup` untimed calls each of `repeats` calls is timed with its own pair of
-    torch.cuda.Event records [4]; a row keeps the median time (robust to a stray slow
+    [3]. After `warmup` untimed calls each of `repeats` calls is timed with its own pair of
+    torch.cuda.Event records [2]; a row keeps the median time (robust to a stray slow
     call) and the fastest and slowest ones as `tflops_best` / `tflops_worst`. Method after
-    mamf-finder [6] (warm-up, repeats, CUDA events, torch.mm / torch._scaled_mm), which
+    mamf-finder [4] (warm-up, repeats, CUDA events, torch.mm / torch._scaled_mm), which
     times a mean over a loop with one event pair instead.
     Benchmarks like these run a few seconds and see boost clocks; a training job runs the
     tensor cores for hours at the power limit (compute.py SUSTAINED_TENSOR_FRACTION and its
@@ -36,40 +33,10 @@ What is measured
     then says `sustained: true`; nvidia-smi's SM clock, power and temperature after the
     sweep go into its provenance.
 
-From measurements to any shape (`calibrated_gemm_rate`, `gemm_efficiency`)
-    compute.py models a GEMM's throughput as plateau x wave_efficiency(M, N): the plateau is
-    what the kernel sustains while every SM has a tile, and wave_efficiency the fraction of
-    SM-time the last, partial wave of 128x256 output tiles wastes [1]. A measured rate R_i
-    at shape i therefore gives the shape's own plateau
-        P_i = R_i / wave_efficiency(M_i, N_i)
-    i.e. the throughput with the tile-count effect taken out; what remains depends smoothly
-    on the sizes (operand reuse grows with them, the fixed prologue and epilogue of a tile
-    weigh less as K grows, narrow shapes become memory-bound). The rate of a row is its
-    tflops x 1e12, times compute.SUSTAINED_TENSOR_FRACTION unless the calibration is
-    `sustained: true`: the derating compute.py applies to the hardware entries' benchmark
-    figures, so that rows equal to those figures predict what the uncalibrated model
-    predicts, and a measurement under sustained load replaces the assumption. For a query
-    shape q:
-      - a shape that was measured: its measured rate (the median where a shape has several
-        rows), exactly;
-      - any other shape: the P_i of the KNN = 4 measured shapes nearest to q in
-        (ln M, ln N, ln K), averaged with inverse-distance weights 1 / dist^2 (Shepard's
-        method [2]), times wave_efficiency(M_q, N_q) on the SMs of the GPU measured.
-    Why this form: GEMM efficiency depends on ratios of sizes, not differences, hence the
-    log axes (doubling T or halving N by TP is the same step everywhere); the weights make the
-    interpolant exact at measured shapes and a convex combination elsewhere, so it never
-    leaves the range of the neighbouring measurements (no extrapolated efficiency above or
-    below what was measured nearby); the wave factor restores the one effect that is not
-    smooth in the sizes, and it is the same model compute.py uses without a calibration,
-    so a profile with a single row scales the default prediction by one constant factor
-    (measured plateau / default plateau) for every shape. Limits: shapes far from every
-    measurement inherit the nearest ones' plateau (a decode-size M = 64 query next to
-    M = 8192 rows is priced like them); alignment effects (a K that is not a multiple of
-    64 can cost 30% [7]) are known only where measured. `planner calibrate gemm --run`
-    measures the model's own shapes, so the queries of a plan lie on or next to rows.
-    A precision without rows uses the uncalibrated model (compute.gemm_time); bf16 uses
-    fp16 rows when a calibration has no bf16 rows (the two formats have one dense
-    tensor-core peak on A100, H100 and H200 datasheets).
+From measurements to any shape
+    compute.py ("GEMMs from measurements": calibrated_gemm_rate, calibrated_gemm_time,
+    forward_gemm_times) prices any shape from the rows; the scheme's name is recorded in the
+    profile (`interpolation`).
 
 Ingesting (`ingest`)
     CSV with a header (M, N, K, dtype, tflops; optional gpu, batch, source, name, method),
@@ -82,22 +49,16 @@ Ingesting (`ingest`)
     (YAML, CSV) or row (JSON) and the field.
 
 References
-[1] NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background User's Guide":
-    tile and wave quantization; compute.py refs [5], [6].
-[2] D. Shepard, "A two-dimensional interpolation function for irregularly-spaced data",
-    Proc. 23rd ACM National Conference (1968): inverse-distance weighting, exact at the data.
-[3] Narayanan et al. 2021 (Megatron-LM), sec. 3: the TP split of the attention and MLP
+[1] Narayanan et al. 2021 (Megatron-LM), sec. 3: the TP split of the attention and MLP
     GEMMs; step.py's docstring. Megatron-LM pads the vocabulary to a multiple of
     128 x tp (`--make-vocab-size-divisible-by`), so V/t is rounded up for the benchmark.
-[4] PyTorch documentation, torch.cuda.Event.elapsed_time: "Returns the time elapsed in
+[2] PyTorch documentation, torch.cuda.Event.elapsed_time: "Returns the time elapsed in
     milliseconds after the event was recorded and before the end_event was recorded."
-[5] Azure AI-benchmarking-guide GEMM runs (project reference gemm_measurements.yaml,
+[3] Azure AI-benchmarking-guide GEMM runs (project reference gemm_measurements.yaml,
     source azure_aibg: random / trigonometric init, rotating 512 MB buffers, notes citing
     Horace He on predictable data running faster).
-[6] stas00/ml-engineering, benchmarks/mamf-finder.py: torch.mm for bf16, torch._scaled_mm
+[4] stas00/ml-engineering, benchmarks/mamf-finder.py: torch.mm for bf16, torch._scaled_mm
     for fp8, warm-up iterations, then CUDA-event timing.
-[7] stas00/ml-engineering, training/performance "SwiGLU-based MLP" benchmark on H100: K =
-    10922 runs at 273 TFLOP/s, K = 10944 at 398 (reference gemm_measurements.yaml).
 """
 
 from __future__ import annotations
@@ -114,288 +75,22 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
 
 from .. import __version__
-from ..compute import SUSTAINED_TENSOR_FRACTION, gemm_plateau, gemm_time, wave_efficiency
+from ..compute import TFLOPS, layer_gemm_shapes, sm_count
 from ..errors import PlannerError
-from ..plan import BF16, FP8
-from ..terms import Terms
+from ..profile import GemmCalibration, GemmProvenance, GemmRow, GemmSourceFile
 
-Strict = ConfigDict(extra="forbid", frozen=True)
-
-TFLOPS = 1e12  # the `tflops` columns: 1e12 FLOP/s
-KNN = 4  # measured shapes an interpolated query averages over
-IDW_POWER = 2.0  # Shepard's inverse-distance exponent [2]
-DEFAULT_SMS = 132  # H100/H200 SXM5 (NVIDIA H100 whitepaper) when neither profile nor hardware says; as step.py
 DEFAULT_WARMUP = 10
 DEFAULT_REPEATS = 30
 SUSTAINED_HEAT_S = 30.0  # --sustained: heat-up before the sweep (assumption, see the module docstring)
 SUSTAINED_WARM_S = 1.0  # --sustained: back-to-back running of each shape before it is timed
-L2_ROTATION = 2.0  # input sets cover at least this many L2 sizes [5]
+L2_ROTATION = 2.0  # input sets cover at least this many L2 sizes [3]
 MAX_INPUT_SETS = 8
 FP8_ALIGN = 16  # torch._scaled_mm needs K and N divisible by 16 (PyTorch ScaledBlas checks)
-GEMM_NAMES = ("qkv", "attn_out", "mlp_up", "mlp_down", "output_layer")
-LAYER_GEMMS = GEMM_NAMES[:4]
-# Name of the scheme in the module docstring ("From measurements to any shape"), recorded in
-# each profile so that a later, different scheme cannot silently reinterpret old rows.
-INTERPOLATION = "shepard-k4-log-mnk-x-wave"
-
-
-# ============================================================================= profile schema
-class GemmRow(BaseModel):
-    """One measured GEMM."""
-
-    model_config = Strict
-    M: int = Field(gt=0, description="rows of A and C (tokens for a layer GEMM)")
-    N: int = Field(gt=0, description="columns of B and C")
-    K: int = Field(gt=0, description="reduction dimension")
-    dtype: Literal["bf16", "fp16", "fp8"]
-    tflops: float = Field(gt=0, description="2 M N K / time, 1e12 FLOP/s")
-    source: str = Field(description="file:line of an ingested row, or how it was measured")
-    gpu: Optional[str] = None
-    dtype_as_given: Optional[str] = None
-    method: Optional[str] = None
-    layers: list[str] = Field(default_factory=list, description="model GEMMs of this shape (--run)")
-    repeats: Optional[int] = Field(default=None, gt=0)
-    tflops_best: Optional[float] = Field(default=None, gt=0, description="from the fastest timed call")
-    tflops_worst: Optional[float] = Field(default=None, gt=0, description="from the slowest timed call")
-
-
-class GemmSourceFile(BaseModel):
-    model_config = Strict
-    name: str
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    rows_used: int = Field(ge=0)
-    rows_skipped: int = Field(ge=0)
-    provenance: list[str] = Field(default_factory=list, description="'# source:' lines found in the file")
-
-
-class GemmProvenance(BaseModel):
-    """Where the rows come from: files ingested, or the machine and libraries that timed them."""
-
-    model_config = Strict
-    method: Literal["measured", "ingested"]
-    created: datetime
-    planner_version: str
-    files: list[GemmSourceFile] = Field(default_factory=list)
-    gpu_filter: Optional[str] = None
-    rows_of_other_gpus: int = Field(default=0, ge=0)
-    skipped: list[str] = Field(default_factory=list, description="rows or shapes not used, with the reason")
-    device_name: Optional[str] = None
-    compute_capability: Optional[str] = None
-    driver_version: Optional[str] = None
-    torch_version: Optional[str] = None
-    cuda_version: Optional[str] = None
-    hip_version: Optional[str] = None
-    cublas_version: Optional[str] = None
-    clocks_after: Optional[str] = Field(default=None, description="nvidia-smi clocks.sm, clocks.max.sm, power.draw, power.limit, temperature.gpu after the sweep")
-    timing: Optional[str] = None
-    warmup: Optional[int] = Field(default=None, ge=0)
-    repeats: Optional[int] = Field(default=None, gt=0)
-    models: list[str] = Field(default_factory=list)
-    tp: list[int] = Field(default_factory=list)
-    seq_len: list[int] = Field(default_factory=list)
-    micro_batch: list[int] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
-
-
-class GemmCalibration(BaseModel):
-    """The GEMM part of a calibration profile."""
-
-    model_config = Strict
-    gpu: str = Field(description="the GPU measured (device name, or the gpu field of the rows)")
-    sm_count: Optional[int] = Field(default=None, gt=0, description="its SMs: the wave size of the interpolation")
-    peak_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense peak of --hardware, for the efficiencies shown")
-    peak_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0)
-    sustained: bool = Field(
-        default=False,
-        description="rows measured at the sustained (power-limited) clock; false: benchmark bursts, "
-                    "derated by compute.SUSTAINED_TENSOR_FRACTION like the hardware entries' figures")
-    interpolation: Literal["shepard-k4-log-mnk-x-wave"] = Field(
-        default=INTERPOLATION,
-        description="exact measured shapes; else inverse-distance (k=4, power 2) mean of rate/wave_efficiency over "
-                    "the nearest measured shapes in (ln M, ln N, ln K), times the query's wave_efficiency")
-    rows: list[GemmRow] = Field(min_length=1)
-    provenance: GemmProvenance
-
-    def rows_for(self, precision: str) -> list[GemmRow]:
-        """Rows that price `precision` (bf16 falls back to fp16 rows, see the module docstring)."""
-        rows = [r for r in self.rows if r.dtype == precision]
-        if not rows and precision == "bf16":
-            rows = [r for r in self.rows if r.dtype == "fp16"]
-        return rows
-
-
-# ============================================================================= layer shapes
-class GemmShape(NamedTuple):
-    name: str
-    M: Any  # float64 scalar or array
-    N: Any
-    K: Any
-
-
-def layer_gemm_shapes(model, tp, tokens_per_microbatch) -> list[GemmShape]:
-    """The forward GEMMs (name, M, N, K) of one layer plus the output layer, as step.py
-    prices them; tp and tokens may be arrays (float64 results, broadcast together)."""
-    h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
-                        model.ffn_hidden_size, model.vocab_size)
-    f1 = 2 * f if model.gated_mlp else f  # gate and up projections as one GEMM
-    tp = np.asarray(tp).astype(np.float64)
-    T = np.asarray(tokens_per_microbatch, dtype=np.float64)
-    kv_local = np.maximum(k / tp, 1.0)  # fewer KV heads than TP ranks: each rank keeps one (replicated)
-    dims = [
-        (T, (a / tp + 2 * kv_local) * d, h),
-        (T, h, a * d / tp),
-        (T, f1 / tp, h),
-        (T, h, f / tp),
-        (T, V / tp, h),
-    ]
-    out = []
-    for name, (m, n, kk) in zip(GEMM_NAMES, dims):
-        m, n, kk = np.broadcast_arrays(np.asarray(m, dtype=np.float64), np.asarray(n, dtype=np.float64),
-                                       np.asarray(kk, dtype=np.float64))
-        out.append(GemmShape(name, m, n, kk))
-    return out
-
-
-def sm_count(hw) -> int:
-    """SMs of a hardware entry (its `compute.sm_count`), DEFAULT_SMS when it has none."""
-    return hw.compute.sm_count if getattr(hw, "compute", None) is not None else DEFAULT_SMS
-
-
-# ============================================================================= rates and times
-@dataclass(frozen=True)
-class _Table:
-    shapes: np.ndarray  # (m, 3) float64 M, N, K of the distinct measured shapes
-    rate: np.ndarray  # (m,) FLOP/s, median of the rows of each shape
-    plateau: np.ndarray  # (m,) rate / wave_efficiency
-    tree: Any  # scipy.spatial.cKDTree over ln(shapes)
-
-
-def _table(rows: Sequence[GemmRow], sms: float, derate: float) -> _Table:
-    from scipy.spatial import cKDTree  # here, so that importing this module stays light
-
-    by_shape: dict[tuple[int, int, int], list[float]] = {}
-    for r in rows:
-        by_shape.setdefault((r.M, r.N, r.K), []).append(r.tflops * TFLOPS * derate)
-    keys = sorted(by_shape)
-    shapes = np.array(keys, dtype=np.float64).reshape(-1, 3)
-    rate = np.array([float(np.median(by_shape[k_])) for k_ in keys], dtype=np.float64)
-    plateau = rate / wave_efficiency(shapes[:, 0], shapes[:, 1], sms)
-    return _Table(shapes, rate, plateau, cKDTree(np.log(shapes)))
-
-
-def _distinct(m, n, kk):
-    """(first, inverse): indices of the distinct (m, n, kk) triples and, per element, its
-    triple's position among them. A search holds a million plans but a few dozen shapes."""
-    key = np.zeros(m.shape, dtype=np.int64)
-    for x in (m, n, kk):
-        u, inv = np.unique(x, return_inverse=True)
-        key = key * len(u) + inv.reshape(-1)
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
-
-
-def _interpolate(table: _Table, M, N, K, sms):
-    M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
-    shape = M.shape
-    m, n, kk = M.ravel(), N.ravel(), K.ravel()
-    ok = np.isfinite(m) & np.isfinite(n) & np.isfinite(kk)
-    m, n, kk = (np.maximum(np.where(ok, x, 1.0), 1.0) for x in (m, n, kk))
-    first, inverse = _distinct(m, n, kk)
-    m, n, kk = m[first], n[first], kk[first]
-    q = np.log(np.stack([m, n, kk], axis=1))
-    k = min(KNN, len(table.rate))
-    dist, idx = table.tree.query(q, k=k)
-    dist = dist.reshape(len(q), k)
-    idx = idx.reshape(len(q), k)
-    exact = dist[:, 0] == 0.0
-    with np.errstate(divide="ignore"):
-        w = 1.0 / dist**IDW_POWER
-    nearest_only = (np.arange(k) == 0).astype(np.float64)
-    w = np.where(exact[:, None], nearest_only, w)
-    plateau = (w * table.plateau[idx]).sum(axis=1) / w.sum(axis=1)
-    rate = np.where(exact, table.rate[idx[:, 0]], plateau * wave_efficiency(m, n, sms))
-    return np.where(ok, rate[inverse], np.nan).reshape(shape)
-
-
-def _default_rate(M, N, precision: str, hw):
-    """compute.py's uncalibrated throughput: plateau x wave efficiency (NaN: no FP8 peak)."""
-    if precision == "fp8" and hw.fp8_TFLOPS is None:
-        return np.full(np.broadcast(np.asarray(M), np.asarray(N)).shape, np.nan)
-    return gemm_plateau(hw, precision) * wave_efficiency(M, N, sm_count(hw))
-
-
-def _rate_one(M, N, K, precision: str, hw, cal: GemmCalibration):
-    rows = cal.rows_for(precision)
-    if not rows:
-        M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
-        return _default_rate(M, N, precision, hw)
-    sms = cal.sm_count or sm_count(hw)
-    derate = 1.0 if cal.sustained else SUSTAINED_TENSOR_FRACTION
-    return _interpolate(_table(rows, sms, derate), M, N, K, sms)
-
-
-def _precision(dtype) -> str:
-    s = str(dtype).strip().lower()
-    if s not in ("bf16", "fp8"):
-        raise PlannerError(f"GEMM precision {dtype!r} is not modelled", "valid: bf16, fp8 (or precision codes 0, 1)")
-    return s
-
-
-def calibrated_gemm_rate(M, N, K, dtype, hw, cal: GemmCalibration):
-    """FLOP/s of C[M,N] = A[M,K] @ B[K,N] from a calibration (see the module docstring).
-
-    dtype: 'bf16' | 'fp8', or an array of precision codes (planner.plan: 0 bf16, 1 fp8)
-    broadcast with M, N, K. Shapes the calibration has no rows for in that precision get
-    the uncalibrated rate (compute.py)."""
-    if isinstance(dtype, str):
-        return _rate_one(M, N, K, _precision(dtype), hw, cal)
-    M, N, K, code = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)), np.asarray(dtype))
-    m, n, kk = M.ravel(), N.ravel(), K.ravel()
-    first, inverse = _distinct(*(np.where(np.isfinite(x), x, -1.0) for x in (m, n, kk)))
-    m, n, kk = m[first], n[first], kk[first]  # both precisions priced on the distinct shapes only
-    r8 = _rate_one(m, n, kk, "fp8", hw, cal)[inverse]
-    r16 = _rate_one(m, n, kk, "bf16", hw, cal)[inverse]
-    return np.where(code.ravel() == FP8, r8, r16).reshape(M.shape)
-
-
-def calibrated_gemm_time(M, N, K, dtype, hw, cal: GemmCalibration):
-    """Seconds for C[M,N] = A[M,K] @ B[K,N]: 2MNK / calibrated rate. Drop-in for
-    compute.gemm_time(M, N, K, plateau, sms) when a profile has a `gemm` section."""
-    flops = 2.0 * np.asarray(M, dtype=np.float64) * N * K
-    return flops / calibrated_gemm_rate(M, N, K, dtype, hw, cal)
-
-
-def gemm_efficiency(cal: GemmCalibration, M, N, K, dtype, hw):
-    """Calibrated throughput as a fraction of the hardware's dense peak for dtype (arrays ok)."""
-    if isinstance(dtype, str):
-        p = _precision(dtype)
-        return calibrated_gemm_rate(M, N, K, p, hw, cal) / hw.peak_flops(p)
-    peak8 = hw.fp8_TFLOPS * TFLOPS if hw.fp8_TFLOPS else np.nan
-    peak = np.where(np.asarray(dtype) == FP8, peak8, hw.bf16_TFLOPS * TFLOPS)
-    return calibrated_gemm_rate(M, N, K, dtype, hw, cal) / peak
-
-
-def forward_gemm_times(model, hw, tp, tokens_per_microbatch, precision, cal: Optional[GemmCalibration] = None) -> Terms:
-    """Forward seconds of each GEMM of `layer_gemm_shapes` (one layer's four, and the output
-    layer), per micro-batch. cal=None: compute.gemm_time at the GEMM plateau, exactly
-    what step.py computes now; otherwise calibrated_gemm_time. precision: 'bf16' | 'fp8'
-    or precision codes."""
-    shapes = layer_gemm_shapes(model, tp, tokens_per_microbatch)
-    if cal is None:
-        code = np.asarray(({"bf16": BF16, "fp8": FP8}[_precision(precision)]) if isinstance(precision, str) else precision)
-        fp8 = code == FP8
-        plat = np.where(fp8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
-        sms = sm_count(hw)
-        return Terms(**{s.name: gemm_time(s.M, s.N, s.K, plat, sms) for s in shapes})
-    return Terms(**{s.name: calibrated_gemm_time(s.M, s.N, s.K, precision, hw, cal) for s in shapes})
-
 
 
 # ============================================================================= benchmark shapes
@@ -417,7 +112,7 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
     """Distinct integer shapes of every model x tp x seq x micro-batch (sorted by M, N, K).
 
     seq_lens may hold None: the model's max_seq_len. A TP size must divide the attention
-    heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [3]."""
+    heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [1]."""
     found: dict[tuple[int, int, int], BenchShape] = {}
     for model in models:
         for t in tps:
@@ -585,7 +280,7 @@ def _free(torch) -> None:
 
 
 def _operands(torch, dev: str, s: BenchShape, dt: str, f8, l2_bytes: int):
-    """(call(i), n_sets): one GEMM on input set i; the sets rotate past the L2 cache [5]."""
+    """(call(i), n_sets): one GEMM on input set i; the sets rotate past the L2 cache [3]."""
     elt = 1 if dt == "fp8" else 2
     set_bytes = (s.M * s.K + s.N * s.K) * elt
     n_sets = max(1, min(MAX_INPUT_SETS, math.ceil(L2_ROTATION * l2_bytes / max(set_bytes, 1))))
@@ -626,7 +321,7 @@ def _run_for(torch, call, n_sets: int, seconds: float) -> None:
 
 
 def _time_calls(torch, call, n_sets: int, warmup: int, repeats: int, warm_s: float) -> list[float]:
-    """Seconds of each of `repeats` calls, each between its own pair of CUDA events [4]."""
+    """Seconds of each of `repeats` calls, each between its own pair of CUDA events [2]."""
     for i in range(warmup):
         call(i % n_sets)
     _run_for(torch, call, n_sets, warm_s)
@@ -637,7 +332,7 @@ def _time_calls(torch, call, n_sets: int, warmup: int, repeats: int, warm_s: flo
         call(i % n_sets)
         end.record()
     torch.cuda.synchronize()
-    times = [start.elapsed_time(end) * 1e-3 for start, end in events]  # elapsed_time is in ms [4]
+    times = [start.elapsed_time(end) * 1e-3 for start, end in events]  # elapsed_time is in ms [2]
     bad = [t for t in times if not t > 0]
     if bad:
         raise RuntimeError(f"non-positive event time {bad[0]!r} s")
@@ -939,8 +634,6 @@ def calibration_from_ingest(res: IngestResult, hw=None, gpu_filter: Optional[str
 
 
 __all__ = [
-    "GEMM_NAMES", "BenchShape", "BenchmarkResult", "GemmCalibration", "GemmProvenance", "GemmRow", "GemmShape",
-    "GemmSourceFile", "IngestResult", "benchmark_shapes", "calibrated_gemm_rate", "calibrated_gemm_time",
-    "calibration_from_ingest", "calibration_from_run", "forward_gemm_times", "gemm_efficiency", "ingest",
-    "ingest_files", "layer_gemm_shapes", "normalize_dtype", "run_gemm_benchmark", "sm_count",
+    "BenchShape", "BenchmarkResult", "IngestResult", "benchmark_shapes", "calibration_from_ingest",
+    "calibration_from_run", "ingest", "ingest_files", "normalize_dtype", "run_gemm_benchmark",
 ]

@@ -130,46 +130,21 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..errors import PlannerError
+from ..profile import BUSBW_FACTORS, ROBUST_SCALE, SCOPES, busbw_factor, envelope_time
 
 US = 1e-6  # the time column is in microseconds [1]
 GBPS = 1e9  # the algbw / busbw columns are in GB/s, GB = 1e9 bytes [1]
 MiB = 2**20
 EVAL_MIN_BYTES = MiB  # residuals are reported at and above 1 MiB (issue 5)
 DEFAULT_MIN_BYTES = MiB  # calibration range starts here (see the module docstring)
-ROBUST_SCALE = 0.02  # soft_l1 f_scale: relative residual below which the loss is quadratic
 MAX_LINES = 2
-
-SCOPES = ("intra-node", "inter-node")
+# ROBUST_SCALE (soft_l1 f_scale: relative residual below which the loss is quadratic) and
+# SCOPES are the profile's (planner/profile.py): the fit settings it records.
 
 
 # --------------------------------------------------------------------- bus bandwidth factors
-def _ring(n):
-    n = np.asarray(n, dtype=np.float64)
-    return (n - 1.0) / n
-
-
-def _allreduce(n):
-    n = np.asarray(n, dtype=np.float64)
-    return 2.0 * (n - 1.0) / n
-
-
-def _one(n):
-    return np.ones_like(np.asarray(n, dtype=np.float64))
-
-
-# busbw = algbw * factor(n), n = total ranks. nccl-tests doc/PERFORMANCE.md and
-# src/<coll>.cu GetBw() [1, 2]; tests/data/nccl_busbw_factors.yaml holds the same table.
-BUSBW_FACTORS: dict[str, Callable] = {
-    "all_reduce": _allreduce,  # 2(n-1)/n, algbw bytes = per-rank buffer
-    "reduce_scatter": _ring,  # (n-1)/n, algbw bytes = count * typesize * n
-    "all_gather": _ring,  # (n-1)/n, algbw bytes = count * typesize * n
-    "alltoall": _ring,  # (n-1)/n
-    "gather": _ring,  # (n-1)/n
-    "scatter": _ring,  # (n-1)/n
-    "broadcast": _one,  # 1
-    "reduce": _one,  # 1
-    "sendrecv": _one,  # 1 (src/sendrecv.cu)
-}
+# busbw = algbw * factor(n): BUSBW_FACTORS and busbw_factor (planner/profile.py, beside the
+# fitted figures they give meaning to [1, 2]); their formulas, for messages:
 FACTOR_FORMULA = {
     "all_reduce": "2*(n-1)/n",
     "reduce_scatter": "(n-1)/n",
@@ -185,11 +160,6 @@ FACTOR_FORMULA = {
 _RANK_FREE = {"broadcast", "reduce", "sendrecv"}
 
 _ALIASES = {re.sub(r"[^a-z]", "", c): c for c in BUSBW_FACTORS}
-
-
-def busbw_factor(collective: str, n):
-    """factor(n) with busbw = algbw * factor(n) [1, 2]; arrays or scalars."""
-    return BUSBW_FACTORS[collective](n)
 
 
 def normalize_collective(text: str, what: str = "--collective") -> str:
@@ -915,15 +885,6 @@ class Fit:
 
     def time(self, size):
         return envelope_time(self.lines, busbw_factor(self.collective, self.ranks) * np.asarray(size, dtype=np.float64))
-
-
-def envelope_time(lines, s_eff):
-    """min_k (latency_k + s_eff / busbw_k) for arrays of effective bytes [3, 4]."""
-    s_eff = np.asarray(s_eff, dtype=np.float64)
-    t = np.full(s_eff.shape, np.inf)
-    for ln in lines:
-        t = np.minimum(t, ln.latency + s_eff / ln.busbw)
-    return t
 
 
 # parameters: alpha in us and beta = 1/B in ns per byte (both O(1..1e4) for real logs)

@@ -3,8 +3,9 @@
 Tables (rich) go to stdout for people; json, yaml and csv for machines; diagnostics to
 stderr. Human units (GB, GiB, TFLOP/s, days) appear only here.
 
-    common.py      machine formats (emit, to_csv, flatten) and the shared formatters
-                   (percent, seconds, bytes, GB/s, money, counts, meshes)
+    common.py      the consoles (out, err, warn), Format, machine formats (emit, to_csv,
+                   flatten) and the shared formatters (percent, seconds, bytes, GB/s,
+                   money, counts, meshes)
     catalog.py     `planner models`, `planner hardware`
     explain.py     `planner explain` (and `fit --explain N`)
     fit.py         `planner fit`

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..cli_common import Format, out, warn
-from .common import emit, gb, gbps, mesh, mesh_words, millions, money, pct
+from .common import Format, emit, gb, gbps, mesh, mesh_words, millions, money, out, pct, warn
 
 
 def _days(s: float) -> str:

@@ -9,9 +9,8 @@ from typing import Optional
 
 from rich.table import Table
 
-from ..cli_common import err, out
-from ..compute import SUSTAINED_TENSOR_FRACTION
-from .common import binary_size, pct
+from ..compute import SUSTAINED_TENSOR_FRACTION, default_gemm_rate
+from .common import binary_size, err, out, pct
 
 
 def progress(message: str) -> None:
@@ -80,8 +79,6 @@ def print_nccl_report(prof, cal, output: Path, checks=()) -> None:
 # ---------------------------------------------------------------- gemm
 def gemm_table(cal, hw, title: str) -> Table:
     """The rows, with % of the dense peak and the uncalibrated model's figure when --hardware is known."""
-    from ..calibrate.gemm import _default_rate
-
     t = Table(title=title, title_justify="left")
     for col in ("M", "N", "K", "dtype", "TFLOP/s"):
         t.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
@@ -95,7 +92,7 @@ def gemm_table(cal, hw, title: str) -> Table:
         if hw is not None:
             prec = "fp8" if r.dtype == "fp8" else "bf16"
             peak = hw.fp8_TFLOPS if prec == "fp8" else hw.bf16_TFLOPS
-            model = float(_default_rate(float(r.M), float(r.N), prec, hw)) / derate / 1e12
+            model = float(default_gemm_rate(float(r.M), float(r.N), prec, hw)) / derate / 1e12
             cells += ["-" if not peak else f"{100.0 * r.tflops / peak:.1f}%", "-" if model != model else f"{model:,.1f}"]
         if r.layers:
             what = r.layers[0] + (f" (+{len(r.layers) - 1})" if len(r.layers) > 1 else "")
@@ -124,7 +121,7 @@ def print_gemm_report(prof, cal, hw, output: Path, from_files: Optional[list[Pat
 
 def print_shapes(shapes, dtypes, warmup: int, repeats: int, sustained: bool, hw) -> None:
     """--dry-run: the shapes, and the GPU time they would take at the uncalibrated rates."""
-    from ..calibrate.gemm import SUSTAINED_HEAT_S, SUSTAINED_WARM_S, _default_rate
+    from ..calibrate.gemm import SUSTAINED_HEAT_S, SUSTAINED_WARM_S
 
     t = Table(title=f"{len(shapes)} GEMM shape(s) x {', '.join(dtypes)}", title_justify="left")
     for col in ("M", "N", "K", "GFLOP"):
@@ -140,7 +137,7 @@ def print_shapes(shapes, dtypes, warmup: int, repeats: int, sustained: bool, hw)
             if d == "fp8" and hw.fp8_TFLOPS is None:
                 continue
             for s in shapes:
-                gpu_s += calls * s.flops / float(_default_rate(float(s.M), float(s.N), d, hw))
+                gpu_s += calls * s.flops / float(default_gemm_rate(float(s.M), float(s.N), d, hw))
                 if sustained:
                     gpu_s += SUSTAINED_WARM_S
         if sustained:

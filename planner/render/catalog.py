@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..cli_common import Format, out
-from .common import emit, human_count
+from .common import Format, emit, human_count, out
 
 MODEL_COLUMNS = [
     ("name", "name"), ("params", "params"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),

@@ -7,8 +7,7 @@ from __future__ import annotations
 import typer
 
 from ..check import mfu, step_seconds
-from ..cli_common import Format
-from .common import TERM_LABELS, emit, gib, pct, seconds
+from .common import Format, TERM_LABELS, emit, gib, pct, seconds
 
 SHOWN_SUGGESTIONS = 5  # in the text output; --format json lists all
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..cli_common import Format, out
-from .common import duration, emit, gbps, si_bytes
+from .common import Format, duration, emit, gbps, out, si_bytes
 
 
 def emit_collective(report: dict, fmt: Format) -> None:

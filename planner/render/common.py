@@ -1,6 +1,7 @@
-"""What every command's renderer shares: the machine formats (json, yaml, csv) and one
-formatter per kind of quantity. Inputs are SI (bytes, seconds, B/s, fractions); the
-strings carry the human units. A formatter here is used by more than one command, or is
+"""What every command's renderer shares: the consoles (`out` for results on stdout, `err`
+and `warn` for diagnostics on stderr), the output formats (`Format`: table, json, yaml,
+csv) and one formatter per kind of quantity. Inputs are SI (bytes, seconds, B/s,
+fractions); the strings carry the human units. A formatter here is used by more than one command, or is
 the one way the project writes that quantity; two formatters of one quantity that write
 different strings have different names (e.g. `seconds` vs `duration`, `si_bytes` vs
 `binary_size`) so that no command's output changes.
@@ -12,14 +13,29 @@ import csv
 import io
 import json
 import math
+import sys
+from enum import Enum
 from typing import Any, Callable, Iterable, Optional
 
 import yaml
 from rich.console import Console
 
-from ..cli_common import Format, out
-
 GB, GiB = 1e9, 2.0**30
+
+out = Console(soft_wrap=True)  # results: stdout
+err = Console(stderr=True, soft_wrap=True)  # diagnostics: stderr
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+    csv = "csv"
+
+
+def warn(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+
 
 # Labels of explain's memory terms (planner/memory.py MemoryTerms keys), for every table
 # and message that names them.

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from ..cli_common import Format, out, warn
-from .common import TERM_LABELS, emit, gb, gib, human_count, mesh_words, pct
+from .common import Format, TERM_LABELS, emit, gb, gib, human_count, mesh_words, out, pct, warn
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")

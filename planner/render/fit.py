@@ -7,10 +7,9 @@ import shlex
 
 from rich.table import Table
 
-from ..cli_common import Format, err, out
 from ..search import explain_args
 from ..space import RANK_ORDERS_TP_INNER
-from .common import emit, gib, mesh, pct, print_wide, seconds
+from .common import Format, emit, err, gib, mesh, out, pct, print_wide, seconds
 from .explain import explain_table
 
 

@@ -8,8 +8,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from ..cli_common import Format, out
-from .common import emit, print_wide, signed_pct
+from .common import Format, emit, out, print_wide, signed_pct
 
 # Abbreviations of assumed fields in the table's last column.
 _ABBREV = {

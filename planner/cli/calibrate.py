@@ -2,8 +2,8 @@
 
 Commands only parse options, call planner.calibrate and hand the results to
 planner/render/calibrate.py; the fit lives in planner/calibrate/nccl.py, the GEMM
-calibration in planner/calibrate/gemm.py and the profile format in
-planner/calibrate/profile.py.
+calibration in planner/calibrate/gemm.py, the profile format in planner/profile.py and
+its writing in planner/calibrate/profile.py.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Optional
 
 import typer
 
-from .cli_common import cli_errors, warn
-from .errors import PlannerError
-from .render.calibrate import print_gemm_report, print_nccl_report, print_shapes, progress
-from .units import parse_bytes
+from .common import cli_errors, warn
+from ..errors import PlannerError
+from ..render.calibrate import print_gemm_report, print_nccl_report, print_shapes, progress
+from ..units import parse_bytes
 
 calibrate_app = typer.Typer(
     name="calibrate",
@@ -38,12 +38,12 @@ def nccl(
     min_size: str = typer.Option("1MiB", "--min-size", help="smallest message size fitted, e.g. 1MiB, 256KiB, 8MB"),
 ) -> None:
     """Fit latency and bus bandwidth per (collective, scope, ranks) to nccl-tests logs."""
-    from .calibrate.nccl import calibrate_logs, compare_to_model
-    from .calibrate.profile import keep_gemm_section, profile_from_calibration, write_profile
+    from ..calibrate.nccl import calibrate_logs, compare_to_model
+    from ..calibrate.profile import keep_gemm_section, profile_from_calibration, write_profile
 
     hw = None
     if hardware is not None:
-        from .catalog import load_hardware
+        from ..catalog import load_hardware
 
         hw = load_hardware(hardware)
     min_bytes = int(parse_bytes(min_size, "--min-size"))
@@ -91,8 +91,9 @@ def gemm(
     note: Optional[list[str]] = typer.Option(None, "--note", help="free text for the profile's provenance (repeatable)"),
 ) -> None:
     """Measured GEMM throughput: time the model's shapes (--run) or ingest measurements (--from)."""
-    from .calibrate import gemm as g
-    from .calibrate.profile import with_gemm_section, write_profile
+    from ..calibrate import gemm as g
+    from ..calibrate.profile import with_gemm_section, write_profile
+    from ..profile import GemmCalibration
 
     if bool(from_files) == bool(run):
         raise PlannerError("give either --from FILE (ingest measurements) or --run (time GEMMs on this GPU)",
@@ -102,7 +103,7 @@ def gemm(
         raise PlannerError("-o/--output is required: the profile YAML to write", "e.g. -o profile.yaml")
     hw = None
     if hardware is not None:
-        from .catalog import load_hardware
+        from ..catalog import load_hardware
 
         hw = load_hardware(hardware)
     notes = list(note or [])
@@ -117,14 +118,14 @@ def gemm(
             warn(f"skipped {res.other_gpus} row(s) of other GPUs (--gpu-filter {gpu_filter!r})")
         cal = g.calibration_from_ingest(res, hw, gpu_filter, notes)
         if sustained:
-            cal = g.GemmCalibration.model_validate({**cal.model_dump(), "sustained": True})
+            cal = GemmCalibration.model_validate({**cal.model_dump(), "sustained": True})
     else:
         if gpu_filter is not None:
             warn("--gpu-filter is for --from; ignored with --run")
         names = _split(model)
         if not names:
             raise PlannerError("--run needs --model (the model whose GEMM shapes to time)", "e.g. --model llama3-8b --tp 1,2,4,8")
-        from .catalog import load_model
+        from ..catalog import load_model
 
         models = [load_model(n) for n in names]
         tps = _int_list(tp, "--tp")

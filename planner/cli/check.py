@@ -9,12 +9,12 @@ from typing import Optional
 
 import typer
 
-from .check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
-from .cli_common import Format, FormatOption, cli_errors, report_error, warn
-from .cli_core import load_job
-from .errors import PlannerError
-from .render.check import emit_check, print_job
-from .units import parse_seconds
+from ..check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
+from .common import Format, FormatOption, cli_errors, report_error, warn
+from .core import load_job
+from ..errors import PlannerError
+from ..render.check import emit_check, print_job
+from ..units import parse_seconds
 
 
 def register(app: typer.Typer) -> None:
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
             min_mfu=min_mfu,
         )
         if calibration is not None:
-            from .calibrate.profile import load_profile
+            from ..profile import load_profile
 
             load_profile(calibration)  # a bad profile is bad input (exit 2), once for all jobs
             if not gates.timed:

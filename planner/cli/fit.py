@@ -8,14 +8,14 @@ from typing import Optional
 
 import typer
 
-from .cli_common import Format, FormatOption, cli_errors, warn
-from .cli_core import load_job
-from .errors import PlannerError
-from .plan import DEFAULT_GLOBAL_BATCH_TOKENS
-from .render.fit import emit_fit, emit_fit_row
-from .search import OBJECTIVES, fit
-from .space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
-from .units import parse_count
+from .common import Format, FormatOption, cli_errors, warn
+from .core import load_job
+from ..errors import PlannerError
+from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
+from ..render.fit import emit_fit, emit_fit_row
+from ..search import OBJECTIVES, fit
+from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
+from ..units import parse_count
 
 DEFAULT_TOP = 10
 

@@ -10,8 +10,8 @@ from typing import Optional
 
 import typer
 
-from .cli_common import Format, FormatOption, cli_errors
-from .render.collective import emit_collective
+from .common import Format, FormatOption, cli_errors
+from ..render.collective import emit_collective
 
 
 def register(app: typer.Typer) -> None:
@@ -49,20 +49,20 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """What one collective costs: bytes each rank sends and receives, rounds, latency and
         bandwidth terms, time, and the bus bandwidth nccl-tests would report."""
-        from . import comm
-        from .units import parse_bytes
+        from .. import comm
+        from ..units import parse_bytes
 
         size_bytes = parse_bytes(size, "--size")
         op_c = comm.op_code(op)
         algo_c = comm._algo_code(algo)
         if ranks < 1:
-            from .errors import PlannerError
+            from ..errors import PlannerError
 
             raise PlannerError(f"--ranks must be at least 1, got {ranks}", "give the number of ranks in the group, e.g. --ranks 8")
         needs_hw = hardware is not None or bandwidth is None or latency is None or algo_c in comm.NEEDS_PLACEMENT
         params = None
         if needs_hw:
-            from .catalog import load_hardware
+            from ..catalog import load_hardware
 
             hw = load_hardware(hardware or comm.DEFAULT_HARDWARE)
             eff = dict(nvlink_efficiency=1.0, network_efficiency=1.0) if line_rate else {}

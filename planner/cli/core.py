@@ -7,16 +7,16 @@ from typing import Optional
 
 import typer
 
-from .catalog import list_hardware, list_models, load_hardware, load_model, read_yaml, validate
-from .cli_common import Format, FormatOption, cli_errors
-from .errors import PlannerError
-from .explain import evaluate, to_json
-from .params import count_params
-from .plan import resolve
-from .render.catalog import emit_hardware, emit_models
-from .render.explain import emit_explain
-from .schema import Job
-from .units import parse_count
+from ..catalog import list_hardware, list_models, load_hardware, load_model, read_yaml, validate
+from .common import Format, FormatOption, cli_errors
+from ..errors import PlannerError
+from ..explain import evaluate, to_json
+from ..params import count_params
+from ..plan import resolve
+from ..render.catalog import emit_hardware, emit_models
+from ..render.explain import emit_explain
+from ..schema import Job
+from ..units import parse_count
 
 
 def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
@@ -44,7 +44,7 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
         return load_job(job_file, overrides)
     if job_file is not None:
         raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
-    from .search import fit_row_job, load_fit_rows
+    from ..search import fit_row_job, load_fit_rows
 
     job = fit_row_job(load_fit_rows(from_fit), row, where=f"{from_fit}: ", **overrides)
     return job, f"{from_fit} row {row}: "

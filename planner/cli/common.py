@@ -1,6 +1,7 @@
-"""Pieces every CLI module shares: the error wrapper, consoles and the --format option.
+"""Pieces every CLI module shares: the error wrapper and the --format option (the
+consoles, `Format` and `warn` are the renderer's, planner/render/common.py).
 
-Commands live in cli.py and in cli_<topic>.py modules that expose `register(app)`.
+Commands live in planner/cli/<topic>.py modules that expose `register(app)`.
 A command body only parses, calls the library and hands results to planner/render/.
 """
 
@@ -8,23 +9,11 @@ from __future__ import annotations
 
 import functools
 import sys
-from enum import Enum
 
 import typer
-from rich.console import Console
 
-from .errors import PlannerError
-
-out = Console(soft_wrap=True)  # results: stdout
-err = Console(stderr=True, soft_wrap=True)  # diagnostics: stderr
-
-
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
-    csv = "csv"
-
+from ..errors import PlannerError
+from ..render.common import Format, err, out, warn
 
 FormatOption = typer.Option(Format.table, "--format", "-f", help="table (rich, for people) or json|yaml|csv")
 
@@ -33,10 +22,6 @@ def report_error(e: PlannerError) -> None:
     sys.stderr.write(f"error: {e.message}\n")
     if e.hint:
         sys.stderr.write(f"hint: {e.hint}\n")
-
-
-def warn(message: str) -> None:
-    sys.stderr.write(f"warning: {message}\n")
 
 
 def cli_errors(fn):
@@ -52,3 +37,6 @@ def cli_errors(fn):
             raise typer.Exit(e.exit_code)
 
     return wrapper
+
+
+__all__ = ["Format", "FormatOption", "cli_errors", "err", "out", "report_error", "warn"]

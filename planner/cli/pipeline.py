@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .cli_common import cli_errors
+from .common import cli_errors
 
 
 def register(app: typer.Typer) -> None:
@@ -34,12 +34,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Simulate a pipeline schedule: text timeline, step time, idle time and peak stored
         micro-batches per stage (digits forward, letters backward, dots idle)."""
-        from .pipeline import closed_form_text, simulate, timeline_text
+        from ..pipeline import closed_form_text, simulate, timeline_text
 
         sim = simulate(stages, microbatches, schedule, vpp=vpp, t_f=tf, t_b=tb, t_w=tw)
         text = timeline_text(sim)
         if plot is not None:
-            from .plot import plot_timeline
+            from ..plot import plot_timeline
 
             plot_timeline(sim, plot)
         typer.echo(text)

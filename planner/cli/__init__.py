@@ -1,4 +1,9 @@
-"""The `planner` command line: typer commands only (parse, call the library, render)."""
+"""The `planner` command line: typer commands only (parse, call the library, render).
+
+common.py holds the error wrapper and the --format option; each topic module (core.py:
+explain, models, hardware, schema; fit.py, check.py, budget.py, validate.py,
+collective.py, pipeline.py, calibrate.py) exposes `register(app)`.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +19,9 @@ app = typer.Typer(
 )
 
 # Topic modules register their commands here.
-from . import cli_core  # noqa: E402
+from . import budget, calibrate, check, collective, core, fit, pipeline, validate  # noqa: E402
 
-cli_core.register(app)
-
-for _name in ("cli_collective", "cli_pipeline", "cli_calibrate", "cli_validate", "cli_check", "cli_fit", "cli_budget"):
-    try:
-        _mod = __import__(f"planner.{_name}", fromlist=["register"])
-    except ModuleNotFoundError as _e:  # a topic module not written yet
-        if _e.name != f"planner.{_name}":
-            raise
-        continue
+for _mod in (core, collective, pipeline, calibrate, validate, check, fit, budget):
     _mod.register(app)
 
 

@@ -2,7 +2,7 @@
 
 The plan options are explain's, taken from the registered `explain` command's own
 signature (the same typer declarations, the same job YAML positional argument, passed to
-cli_core.job_options/load_job exactly as explain passes them), so the two commands cannot
+cli/core.py job_options/load_job exactly as explain passes them), so the two commands cannot
 drift apart. The arithmetic lives in planner/budget.py and planner/reliability.py.
 """
 
@@ -13,16 +13,16 @@ from typing import Optional
 
 import typer
 
-from .budget import (
+from ..budget import (
     DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
-from .catalog import read_yaml
-from .cli_common import Format, FormatOption, cli_errors
-from .cli_core import job_from_cli, job_options
-from .errors import PlannerError
-from .plan import resolve
-from .render.budget import emit_budget, emit_sweep
-from .units import parse_seconds
+from ..catalog import read_yaml
+from .common import Format, FormatOption, cli_errors
+from .core import job_from_cli, job_options
+from ..errors import PlannerError
+from ..plan import resolve
+from ..render.budget import emit_budget, emit_sweep
+from ..units import parse_seconds
 
 _JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
 
@@ -33,7 +33,7 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
         if getattr(cmd.callback, "__name__", "") == "explain":
             sig = inspect.signature(cmd.callback, eval_str=True)
             return [p for name, p in sig.parameters.items() if name in ("job_file", "from_fit", "row") or name in _JOB_OPTION_NAMES]
-    raise RuntimeError("planner budget needs the explain command registered first (cli_core.register)")
+    raise RuntimeError("planner budget needs the explain command registered first (core.register)")
 
 
 def _with_parameters(fn, before: list[inspect.Parameter]):

@@ -10,8 +10,8 @@ from typing import Optional
 
 import typer
 
-from .cli_common import Format, FormatOption, cli_errors
-from .render.validate import emit_validate, render_table  # noqa: F401  render_table: tests call it here
+from .common import Format, FormatOption, cli_errors
+from ..render.validate import emit_validate, render_table  # noqa: F401  render_table: tests call it here
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """Compare predicted with published tokens/s per GPU (and memory per GPU) for each run
         record; print the relative errors, their count, median and 90th percentile, and every
         skipped record with its reason. Assumed fields are listed per record."""
-        from .validate import report
+        from ..validate import report
 
         id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
         data = report(runs, groups=group or None, ids=id_list, complete=complete,

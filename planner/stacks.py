@@ -1,0 +1,60 @@
+"""The software stack as data the cost functions read (stack_db/*.yaml, schema.Stack).
+
+Units: bytes per element (KernelBytes), dimensionless speeds and fractions. Every function
+takes plan fields as 0-d or 1-d int64 arrays (PlanArrays.compile, .f8r, ...) and returns
+float64 arrays of the same shape, so that explain and search read a stack the same way.
+There is no `if stack == ...` anywhere in a cost model: what differs between stacks is
+the numbers in their catalog entries.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .catalog import load_stack
+from .plan import FP8_RECIPES
+from .schema import Stack
+
+KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
+                 "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
+                 "bias", "loss_per_logit", "loss_saved_per_logit", "norm_saved_extra")
+DEFAULT_STACK = "megatron"
+
+
+@lru_cache(maxsize=1)
+def default_stack() -> Stack:
+    return load_stack(DEFAULT_STACK)
+
+
+def stack_of(settings) -> Stack:
+    """The settings' stack (hand-built test settings without one get the default)."""
+    return settings.stack if getattr(settings, "stack", None) is not None else default_stack()
+
+
+def kernel_bytes(stack: Stack, compile_) -> dict[str, np.ndarray]:
+    """Bytes per element of each memory-bound kernel: the compiled figures where the plan
+    compiles (torch.compile), the stack's default kernels elsewhere."""
+    on = np.asarray(compile_) > 0
+    comp = stack.compiled_kernels or stack.kernels
+    return {f: np.where(on, float(getattr(comp, f)), float(getattr(stack.kernels, f))) for f in KERNEL_FIELDS}
+
+
+def _recipe_column(stack: Stack, attr: str, missing: float) -> np.ndarray:
+    return np.array([float(getattr(stack.fp8_recipes[n], attr)) if n in stack.fp8_recipes else missing
+                     for n in FP8_RECIPES], dtype=np.float64)
+
+
+def fp8_recipe(stack: Stack, code) -> dict[str, np.ndarray]:
+    """The figures of the fp8 recipe `code` (plan.FP8_RECIPE_CODES) on this stack: GEMM speed
+    relative to the fp8 plateau, cast bytes per GEMM input element, whether FSDP gathers fp8
+    weights, whether the output layer stays bf16. A recipe the stack lacks gets neutral
+    figures (resolve refuses it before any cost is computed)."""
+    code = np.asarray(code, dtype=np.int64)
+    return {
+        "gemm_speed": _recipe_column(stack, "gemm_speed", 1.0)[code],
+        "cast_bytes": _recipe_column(stack, "cast_bytes_per_element", 0.0)[code],
+        "allgather_fp8": _recipe_column(stack, "allgather_fp8", 0.0)[code] > 0,
+        "output_layer_bf16": _recipe_column(stack, "output_layer_bf16", 1.0)[code] > 0,
+    }
