@@ -401,7 +401,8 @@ def collective_time(
         # double binary tree across domains; NCCL's 0.92 and medium-size correction [5]
         chain = np.where(g > 1.0, 2.0 * S / Bl, 0.0)
         corr_i = np.floor(np.log2(np.maximum(S / 64.0, 1.0)))
-        corr = np.where(corr_i < len(TREE_CORRECTION), TREE_CORRECTION[np.clip(corr_i, 0, len(TREE_CORRECTION) - 1).astype(np.int64)], 1.0)
+        k_corr = len(TREE_CORRECTION)
+        corr = np.where(corr_i < k_corr, TREE_CORRECTION[np.clip(corr_i, 0, k_corr - 1).astype(np.int64)], 1.0)
         tree_bw = np.maximum(chain, inter_tree) / (TREE_BANDWIDTH_EFFICIENCY * corr)
         tree_rounds = 2.0 * ((g - 1.0) + levels)
         tree_lat = 2.0 * ((g - 1.0) * t_hop_l + levels * t_hop_i)
@@ -973,9 +974,11 @@ def collective_report(
     The link comes from `params` placed with `group_link` (ranks members, `stride` apart);
     `bandwidth` (B/s) and `latency` (s per round) replace the link's figures (and those of
     the network phase of a hierarchical all-reduce), e.g. the seed's raw 50 GB/s and 10 us.
-    With both given, params may be None (no placement; hierarchical and NVLS need params).
-    algo: a name, a code, None (the op's default: ring, or direct for all-to-all and
-    send-recv) or 'auto' (the fastest, as `best_algorithm`).
+    With both given, params may be None (no placement; NEEDS_PLACEMENT algorithms need
+    params). algo: a name, a code, None (the op's default: ring, or direct for all-to-all
+    and send-recv) or 'auto' (the fastest that exists where the group lands, as
+    `group_collective`); a named algorithm that does not exist there is an error saying why.
+    `alternatives_s`: the time of every algorithm `auto` could pick there.
     """
     op = op_code(op)
     code = _algo_code(algo)
