@@ -636,6 +636,11 @@ def test_cli_hardware_file(tmp_path):
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--algo", "butterfly"),
         ("--op", "all-gather", "--size", "1GB", "--ranks", 8, "--algo", "nvls"),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "nvls"),
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "collnet"),  # no SHARP in the default fabric
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "nvls-tree", "--hardware", "a100-sxm-80gb"),
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--algo", "nvls-tree"),  # one NVLink domain
+        ("--op", "all-gather", "--size", "1GB", "--ranks", 16, "--algo", "pat"),  # 8 GPUs per node
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "pat"),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--hardware", "no-such-gpu"),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--stride", 0),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--bandwidth", 0, "--latency", 1),
