@@ -39,7 +39,8 @@ import numpy as np
 from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
-from .plan import SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve
+from .catalog import load_stack
+from .plan import FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, settings_for, variant_choices
 from .step import step_time
@@ -305,15 +306,33 @@ def explain_args(job: Job, row: dict) -> list[str]:
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
         args += [flag, str(v)]
     for key, on, off in (("sequence_parallel", "--sequence-parallel", "--no-sequence-parallel"),
-                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops"),
-                         ("tp_comm_overlap", "--tp-comm-overlap", "--no-tp-comm-overlap")):
+                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops")):
         v = d.get(key)
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
-    if d["bytes_per_param"] != defaults["bytes_per_param"]:
+    stack = load_stack(d["stack"])
+    if d["bytes_per_param"] != stack.defaults.bytes_per_param:
         if not isinstance(d["bytes_per_param"], str):
             raise PlannerError("a custom bytes_per_param has no explain option", "use a job YAML with the row's plan")
         args += ["--bytes-per-param", d["bytes_per_param"]]
+    return args + stack_args(d, stack)
+
+
+def stack_args(d: dict, stack) -> list[str]:
+    """The stack flags of a plan (plan_dict fields): --stack unless the default, and each
+    option only where it differs from what `plan.resolve` infers when it is left out."""
+    args = [] if d["stack"] == Job.model_fields["stack"].default else ["--stack", str(d["stack"])]
+    probe = Job(model="-", gpus=1, precision=d["precision"], stack=d["stack"])
+    inferred, _ = stack_options(stack, probe, tp=d["tp"], sp=d["sequence_parallel"])
+    for key, field, on, off in (("tpo", "tp_comm_overlap", "--tp-comm-overlap", "--no-tp-comm-overlap"),
+                                ("compile", "torch_compile", "--compile", "--no-compile"),
+                                ("dpo", "dp_comm_overlap", "--dp-comm-overlap", "--no-dp-comm-overlap")):
+        if bool(inferred[key]) != bool(d[field]):
+            args.append(on if d[field] else off)
+    if d["precision"] == "fp8" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
+        args += ["--fp8-recipe", d["fp8_recipe"]]
+    if d.get("power_limit_w") is not None:
+        args += ["--power-limit-w", repr(d["power_limit_w"])]
     return args
 
 

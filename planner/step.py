@@ -337,7 +337,10 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     model, hw = settings.model, settings.hardware
     causal = settings.causal_attention_flops
     ft = flops_per_token(model, plan.seq, plan.recompute, causal)
-    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, causal, recompute_fraction(settings, plan))
+    # HFU counts what the kernels run: causal attention (FlashAttention skips the masked
+    # blocks) and the recomputation, whatever convention MFU uses
+    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True)
+    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan))
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
     peak = np.where(plan.precision == 1, hw.fp8_TFLOPS or np.nan, hw.bf16_TFLOPS) * 1e12
@@ -347,7 +350,7 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
         "tokens_per_s_per_gpu": tps / settings.gpus,
         "mfu": ft.total * tps / denom,
         "mfu_6n": ft.dense * tps / denom,
-        "hfu": (ft.total + rc) * tps / denom,
+        "hfu": (ft_hw.total + rc) * tps / denom,
         "tflops_per_gpu": ft.total * tps / settings.gpus / 1e12,
         "peak_tflops": peak / 1e12,
     }

@@ -7,13 +7,13 @@ from typing import Optional
 
 import typer
 
-from ..catalog import list_hardware, list_models, load_hardware, load_model, read_yaml, validate
+from ..catalog import list_hardware, list_models, list_stacks, load_hardware, load_model, load_stack, read_yaml, validate
 from .common import Format, FormatOption, cli_errors
 from ..errors import PlannerError
 from ..explain import evaluate, to_json
 from ..params import count_params
 from ..plan import resolve
-from ..render.catalog import emit_hardware, emit_models
+from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
 from ..schema import Job
 from ..units import parse_count
@@ -54,7 +54,8 @@ def job_options(
     model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
-    tp_comm_overlap=None, recompute_layers=None,
+    tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
+    fp8_recipe=None, power_limit_w=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -66,7 +67,8 @@ def job_options(
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
         tokens=parse_count(tokens, "--tokens") if tokens else None, rank_order=rank_order,
         calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
-        recompute_layers=recompute_layers,
+        recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
+        fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
     )
 
 
@@ -83,7 +85,7 @@ def register(app: typer.Typer) -> None:
         pp: Optional[int] = typer.Option(None, "--pp", help="pipeline stages (default: 1)"),
         vpp: Optional[int] = typer.Option(None, "--vpp", help="virtual stages per GPU (interleaved) (default: 1)"),
         dp: Optional[int] = typer.Option(None, "--dp", help="data parallel degree (default: gpus/(tp*cp*pp))"),
-        micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch (default: 1)"),
+        micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)"),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step (default: 16M = 2,048 x 8,192, the seed's)"),
         seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
@@ -93,7 +95,7 @@ def register(app: typer.Typer) -> None:
         sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 (default: bf16)"),
         schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe (default: interleaved if vpp>1 else 1f1b)"),
-        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: mixed16)"),
+        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: the stack's)"),
         activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch (shape-aware) | korthikanti (34 sbh, the seed's) (default: arch)"),
         attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: flash)"),
         causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
@@ -102,8 +104,13 @@ def register(app: typer.Typer) -> None:
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
         rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: tp-cp-pp-dp)"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
-        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: off)"),
+        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: the stack's)"),
         recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers", help="with --recompute full: re-run only this many layers per stage (Megatron --recompute-num-layers) (default: all)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: megatron|torchtitan|llm-foundry|megatron-deepspeed or a stack YAML (default: megatron; `planner stacks`)"),
+        torch_compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="torch.compile (stacks that have it) (default: the stack's)"),
+        dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="overlap gradient reduction / parameter all-gather with compute (default: the stack's)"),
+        fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="with --precision fp8: delayed|tensorwise|rowwise|... (default: the stack's)"),
+        power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         fmt: Format = FormatOption,
@@ -113,12 +120,12 @@ def register(app: typer.Typer) -> None:
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
-            recompute_layers)
+            recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w)
         job, where = job_from_cli(job_file, overrides, from_fit, row)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings
-        emit_explain(res, warnings, fmt)
+        emit_explain(res, warnings, fmt, settings.inherited)
 
     @app.command()
     @cli_errors
@@ -133,6 +140,21 @@ def register(app: typer.Typer) -> None:
                 mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len, description=m.description,
             ))
         emit_models(rows, fmt)
+
+    @app.command("stacks")
+    @cli_errors
+    def stacks_cmd(fmt: Format = FormatOption):
+        """List the software-stack catalog (stack_db/): kernels, recompute, overlap, fp8 recipes."""
+        rows = []
+        for name in list_stacks():
+            st = load_stack(name)
+            rows.append(dict(
+                name=name, version=st.version, attention=st.attention_kernel,
+                compile=st.compiled_kernels is not None, tp_comm_overlap=st.overlap.tp_comm_overlap_supported,
+                grad_reduce_bytes=st.fsdp.grad_reduce_bytes, fp8_recipes=", ".join(st.fp8_recipes) or "-",
+                reports=st.memory.reports, description=st.description,
+            ))
+        emit_stacks(rows, fmt)
 
     @app.command("hardware")
     @cli_errors

@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help=f"tokens per step (default: {DEFAULT_GLOBAL_BATCH_TOKENS:,} = 2,048 x 8,192, the seed's)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 (default: bf16)"),
-        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: mixed16)"),
+        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: the stack's)"),
         activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch | korthikanti (default: arch)"),
         attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: flash)"),
         causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
@@ -82,7 +82,12 @@ def register(app: typer.Typer) -> None:
         reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens (e.g. 15T): adds training days"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
-        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: off)"),
+        tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="pin TP-communication overlap (needs SP) (default: both where the stack has it, the faster per plan)"),
+        stack: Optional[str] = typer.Option(None, "--stack", help="software stack: megatron|torchtitan|llm-foundry|megatron-deepspeed or a stack YAML (default: megatron)"),
+        torch_compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", help="pin torch.compile (default: on where the stack has it: it never slows a step in the model)"),
+        dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="pin DP-communication overlap (default: on where the stack has it)"),
+        fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="pin the fp8 recipe (default: every recipe of the stack, the faster per plan)"),
+        power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -100,6 +105,8 @@ def register(app: typer.Typer) -> None:
             attention=attention, causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
             tokens=parse_count(tokens, "--tokens") if tokens else None,
             calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
+            stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
+            power_limit_w=power_limit_w,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")

@@ -33,3 +33,12 @@ def emit_models(rows: list[dict], fmt: Format) -> None:
 
 def emit_hardware(rows: list[dict], fmt: Format) -> None:
     emit(rows, fmt, lambda: list_table("hardware_db", rows, HARDWARE_COLUMNS))
+
+
+STACK_COLUMNS = [
+    ("name", "name"), ("attention", "attention kernel"), ("compile", "compile"), ("tp_comm_overlap", "TP overlap"),
+    ("grad_reduce_bytes", "grad reduce B"), ("fp8_recipes", "fp8 recipes"), ("reports", "memory logged")]
+
+
+def emit_stacks(rows: list[dict], fmt: Format) -> None:
+    emit(rows, fmt, lambda: list_table("stack_db", rows, STACK_COLUMNS))

@@ -48,6 +48,7 @@ TERM_LABELS = {
     "output_activations": "output layer (logits + loss)",
     "recompute_buffer": "recompute buffer (one layer)",
     "fsdp_buffers": "FSDP all-gather buffers",
+    "allocator_slack": "allocator slack (reserved - allocated)",
     "reserve": "CUDA context + NCCL reserve",
 }
 

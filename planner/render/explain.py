@@ -9,15 +9,16 @@ from .common import Format, TERM_LABELS, emit, gb, gib, human_count, mesh_words,
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
-_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "reserve")
+_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "allocator_slack", "reserve")
 
 
-def emit_explain(res: dict, warnings: list[str], fmt: Format) -> None:
-    """explain's JSON in `fmt`, or its tables and warnings."""
-    emit(res, fmt, lambda: explain_table(res, warnings))
+def emit_explain(res: dict, warnings: list[str], fmt: Format, inherited: tuple = ()) -> None:
+    """explain's JSON in `fmt`, or its tables and warnings (and the settings taken from the
+    stack's defaults)."""
+    emit(res, fmt, lambda: explain_table(res, warnings, inherited))
 
 
-def explain_table(res: dict, warnings: list[str]) -> None:
+def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None:
     p, m, fl, prm = res["plan"], res["memory"], res["flops"], res["params"]
     mesh = mesh_words(p) + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
     shard = p["sharding"] + (f" (shard group {p['shard_group']})" if p["shard_group"] else "")
@@ -27,6 +28,16 @@ def explain_table(res: dict, warnings: list[str]) -> None:
         f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}, "
         f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}, {p['precision']}"
     )
+    opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
+            f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",
+            f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
+    if p.get("fp8_recipe"):
+        opts.append(f"fp8 {p['fp8_recipe']}")
+    if p.get("power_limit_w"):
+        opts.append(f"{p['power_limit_w']:,.0f} W")
+    out.print(f"  stack {p.get('stack', 'megatron')}: {', '.join(opts)}")
+    if inherited:
+        out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,})")
     t = m["terms"]
     tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
@@ -86,7 +97,8 @@ def time_table(res: dict) -> None:
     out.print(
         f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{thr['tflops_per_gpu']:,.0f} TFLOP/s per GPU; MFU {pct(thr['mfu'])} "
-        f"(6N + attention, PaLM), {pct(thr['mfu_6n'])} (6N); HFU {pct(thr['hfu'])} "
+        f"(6N + {res['flops']['attention_counted']} attention, PaLM), {pct(thr['mfu_6n'])} (6N); "
+        f"HFU {pct(thr['hfu'])} (what the kernels run: causal attention, recompute) "
         f"of {thr['peak_tflops']:,.0f} TFLOP/s"
     )
     if "training_days" in thr:

@@ -17,6 +17,20 @@ def _sharding(p: dict) -> str:
     return p["sharding"] + (f"/{p['shard_group']}" if p["shard_group"] else "")
 
 
+def stack_options_text(p: dict) -> str:
+    """The stack options of a row, compactly: 'TP overlap, compile, fp8 tensorwise' ('-' for none)."""
+    parts = []
+    if p.get("tp_comm_overlap"):
+        parts.append("TP overlap")
+    if p.get("torch_compile"):
+        parts.append("compile")
+    if not p.get("dp_comm_overlap", True):
+        parts.append("no DP overlap")
+    if p.get("fp8_recipe"):
+        parts.append(f"fp8 {p['fp8_recipe']}")
+    return ", ".join(parts) or "-"
+
+
 def searched(result) -> str:
     """'searched N candidates in T s: ... fit', the search's counts."""
     c = result.counts
@@ -49,14 +63,15 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     gpus_text = ", ".join(f"{g:,}" for g in gpus_list)
     out.print(
         f"[bold]{p0['model']}[/bold] on {gpus_text} x {p0['hardware']}, global batch {p0['global_batch']:,} x "
-        f"{p0['seq_len']:,} tokens, {p0['precision']}; ranked by {'step time' if result.objective == 'time' else result.objective}"
+        f"{p0['seq_len']:,} tokens, {p0['precision']}, stack {p0.get('stack', 'megatron')}; "
+        f"ranked by {'step time' if result.objective == 'time' else result.objective}"
     )
     out.print(f"  {searched(result)}")
     for reason, n in sorted(c.reasons.items(), key=lambda kv: -kv[1]):
         out.print(f"    {n:>12,}  {reason}")
     tokens = rows[0]["throughput"].get("training_days") is not None
     tab = Table(title_justify="left")
-    cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP"]
+    cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP", "stack options"]
     if rank_order_shown:
         cols.append("rank order")
     cols += ["GiB/GPU", "% HBM", "step s", "MFU", "tokens/s"]
@@ -65,11 +80,11 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     if len(gpus_list) > 1:
         cols.insert(1, "GPUs")
     for col in cols:
-        tab.add_column(col, justify="left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order") else "right")
+        tab.add_column(col, justify="left" if col in ("TPxCPxPPxDP", "sharding", "recompute", "rank order", "stack options") else "right")
     for i, r in enumerate(rows, 1):
         p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
         cells = [str(i), mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
-                 p["recompute"], "on" if p["sequence_parallel"] else "off"]
+                 p["recompute"], "on" if p["sequence_parallel"] else "off", stack_options_text(p)]
         if rank_order_shown:
             cells.append(p["rank_order"])
         cells += [gib(m["total_bytes"], 1), f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",
