@@ -17,27 +17,51 @@ is the bytes the busiest rank moves over its link divided by the link's bandwidt
 Links are full duplex and collectives are pipelined in chunks (as NCCL does [5]), so a rank
 that sends and receives X bytes each way needs X / B, not 2X / B.
 
-Per collective and algorithm, n ranks (bytes sent = bytes received per rank unless noted):
+Per collective and algorithm, n ranks (bytes sent = bytes received per rank unless noted).
+Algorithms that treat the NVLink domain and the network apart see m ranks per domain, N = n/m
+domains, B_nv the NVLink, B_x the network per GPU (its share of the node's NICs, after pod
+contention), a_nv and a_x their per-round latencies; k_N = 1 for N = 2 and 2 for N > 2 (a
+node of a double binary tree over N > 2 domains is interior in one tree and a leaf in the
+other: 2S each way; with N = 2 each domain is the root of one tree: S each way) [5][8]:
     all-reduce  ring [2][3]        2(n-1) rounds, 2(n-1)/n * S, time 2(n-1)/n * S / B
-                tree [5][8]        2*ceil(log2 n) rounds; NCCL's double binary tree moves 2S per
-                                   rank (tuning.cc: tree algbw = busbw / 2) at 92% of the link
-                                   (TREE_BANDWIDTH_EFFICIENCY), time 2S / (0.92 B)
+                tree [5][8]        NCCL's double binary tree across domains, a chain inside:
+                                   bandwidth max(2S / B_nv [m > 1], k_N S / (m B_x) [N > 1])
+                                   / (0.92 c(S)), 0.92 = TREE_BANDWIDTH_EFFICIENCY, c(S) NCCL's
+                                   medium-size correction TREE_CORRECTION; latency 2((m-1) +
+                                   ceil(log2 N)) hops of TREE_HOP_LATENCY_S (default: a_nv, a_x).
+                                   With m = 1: the flat tree, 2S / (0.92 c B) over n > 2 ranks
                 parameter-server   2 rounds; the server receives (n-1)S and sends (n-1)S back
                   [3, sec. 2.2]    (pipelined: (n-1)S / B; the seed's "about 20 s" receive)
                 hierarchical       reduce-scatter inside the NVLink domain (g local ranks) on S,
                                    ring all-reduce across domains (n/g ranks) on S/g over the
                                    network, all-gather inside the domain on S; rounds
                                    2(g-1) + 2(n/g-1)
-                nvls [6][11]       NVLink SHARP (NVSwitch reduces and multicasts): algbw is about
-                                   NVLS_ALGBW_PER_RING_BUSBW times the ring's achievable link
-                                   bandwidth whatever n; latency NVLS_LATENCY_S [5]. Only inside
-                                   one NVLink domain, only all-reduce.
+                nvls [6][11]       NVLink SHARP (NVSwitch reduces and multicasts) inside one
+                                   domain: S / B_nvls + NVLS_LATENCY_S, B_nvls the hardware's
+                                   measured NVLS algbw (nvls_algbw_GBps) or
+                                   NVLS_ALGBW_PER_RING_BUSBW x B_nv whatever n [5]
+                nvls-tree [5][15]  NVLS inside each domain, a tree across domains on the
+                                   reduced data, each rank's NIC carrying a 1/m shard:
+                                   max(S / B_nvls, k_N S / (m B_x)) + NVLS_LATENCY_S +
+                                   2 ceil(log2 N) a_x. Needs NVLS switches and m >= 2
+                collnet [5]        the switches reduce (IB SHARP): each domain sends S and
+                                   receives S whatever N. Inside the domain NVLS (NCCL's
+                                   NVLS + SHARP on NVLS hardware: S / B_nvls + NVLS_LATENCY_S)
+                                   or CollNet-direct (reduce-scatter and all-gather to the NIC
+                                   heads over NVLink, 2(m-1)/m S / B_nv, 2(m-1) a_nv, and NCCL's
+                                   GPU/NIC penalty (r+1)/2 on the network for r GPUs per NIC);
+                                   network S / (m B_x) and 2 a_x. Needs fabric sharp
     reduce-scatter, all-gather
                 ring [1][4]        n-1 rounds, (n-1)/n * S
+                pat [10][13]       NCCL's PAT (one rank per domain): (n-1)/n * S at
+                                   PAT_BANDWIDTH_EFFICIENCY of B; latency 8 us + log2(n) x
+                                   4 us + 2.8 us x n (NCCL's model, linear part included)
                 tree               recursive halving / doubling [1]: ceil(log2 n) rounds, same
-                                   bytes (NCCL 2.23's PAT algorithm is of this kind [10])
+                                   bytes as the ring (by name only)
     all-to-all  direct             pairwise exchange [1]: n-1 rounds, (n-1)/n * S
     send-recv   direct             1 round, S
+Only the Simple protocol is modelled (NCCL's choice for the messages of training: gradient
+buckets, parameter shards, activations); LL / LL128 at kilobyte sizes are not.
 ranks == 1 costs zero. An (operation, algorithm) pair that does not exist costs +inf time
 and NaN bytes, so that a search's argmin never picks it (see `supported`).
 
@@ -68,10 +92,12 @@ References
     50 GB/s), sec. 4.2 NVLink 450 GB/s and one 400 Gb/s NIC per GPU, sec. 6.2-6.3 pods of
     3,072 GPUs joined at 1:7.
 [4] NVIDIA/nccl-tests doc/PERFORMANCE.md and src/*.cu `*GetBw`: algbw and busbw factors.
-[5] NVIDIA/nccl src/graph/tuning.cc (commit b6475625, the 2.19-era tuning model), Simple
-    protocol: per-step hwLat Ring/NVLink 3.4 us, Ring/NET 14 us, NVLS/NVLink 23 us; tree
-    bandwidth ratio .5 (algbw = busbw / 2); ring latency = steps x per-step latency, with the
-    inter-node steps at the network figure.
+[5] NVIDIA/nccl src/graph/tuning.cc at v2.20.3-1 (commit b6475625), Simple protocol:
+    per-step hwLat Ring/NVLink 3.4 us, Ring/NET 14 us, NVLS/NVLink 23 us, Tree 28 us per hop
+    (NVLink and NET); tree busBw x .92 and algbw = busBw / 2; NVLS-tree bw = min(bwIntra,
+    nNodes <= 2 ? bwInter : bwInter / 2) and latency intraLat + 2 log2(nNodes) interLat;
+    CollNet-direct GPU/NIC factor (r - (r-1)/2); treeCorrectionFactor for 64 B to 256 MiB;
+    ring latency = steps x per-step latency, the inter-node steps at the network figure.
 [6] S. Jeaugey (NCCL maintainer), github.com/NVIDIA/nccl-tests/issues/212: effective NVLink4
     bandwidth ~370 GB/s of 450 for rings (or any non-all-reduce collective); NVLS all-reduce
     ~480 GB/s busbw (~275 algbw) on 8 H100s. github.com/NVIDIA/nccl/issues/1442: ~30% gain
@@ -93,6 +119,17 @@ References
 [12] nccl-tests all_reduce_perf on 2 x 8 H100 with 8 x 400G NICs per node: 472 GB/s busbw at
     16 GiB (planner reference data nccl_logs/h100_16gpu_2node_allreduce_dgx06-dgx07.txt), ten
     times one NIC's 47 GB/s: a multi-node group uses all the NICs of its nodes.
+[13] NVIDIA/nccl src/graph/tuning.cc of the releases with PAT (2.23 and later; the copy read
+    has the Blackwell tables): PAT busBw x .75 and latency 8 + log2(nNodes) x interLat/3.5 +
+    2.8 x nRanks us, PAT only with one GPU per node (ncclPatEnable); Tree/Simple hwLat cut to
+    4 us (NVLink) / 14 us (network) with an 8.4 us base.
+[14] Multi-node nccl-tests logs the model is checked against without calibration
+    (tests/test_comm.py::test_multi_node_reference_logs_uncalibrated, README): 2 x 8 A100 on
+    AWS p4de (4 x 100G EFA per node), 2 x 8 B200 all-gather on GKE A4, 2 x 8 H100 DGX, and
+    one GB200 NVL72 rack.
+[15] Two-node (16-GPU) all-reduce busbw with 8 x 400G NICs per node: 465-487 GB/s on H100 and
+    482-486 GB/s on H200 over RoCE without SHARP (planner reference hardware.yaml, measured),
+    above the 8 x 47 = 376 GB/s a ring can draw from the NICs: NCCL runs NVLS-tree.
 """
 
 from __future__ import annotations
@@ -115,7 +152,7 @@ OP_CODES = {
 }
 OP_NAMES = {v: k for k, v in OP_CODES.items()}
 
-RING, TREE, PARAMETER_SERVER, HIERARCHICAL, NVLS, DIRECT = 0, 1, 2, 3, 4, 5
+RING, TREE, PARAMETER_SERVER, HIERARCHICAL, NVLS, DIRECT, NVLS_TREE, COLLNET, PAT = 0, 1, 2, 3, 4, 5, 6, 7, 8
 AUTO = -1  # only for `best_algorithm` / `group_collective`: the fastest supported algorithm
 ALGO_CODES = {
     "ring": RING,
@@ -124,6 +161,9 @@ ALGO_CODES = {
     "hierarchical": HIERARCHICAL,
     "nvls": NVLS,
     "direct": DIRECT,
+    "nvls-tree": NVLS_TREE,
+    "collnet": COLLNET,
+    "pat": PAT,
 }
 ALGO_NAMES = {v: k for k, v in ALGO_CODES.items()}
 
@@ -132,24 +172,31 @@ DEFAULT_ALGO = np.array([RING, RING, RING, DIRECT, DIRECT], dtype=np.int64)
 
 # Which (op, algo) pairs exist: SUPPORTED[op, algo].
 SUPPORTED = np.zeros((len(OP_CODES), len(ALGO_CODES)), dtype=bool)
-SUPPORTED[ALL_REDUCE, [RING, TREE, PARAMETER_SERVER, HIERARCHICAL, NVLS]] = True
-SUPPORTED[REDUCE_SCATTER, [RING, TREE]] = True
-SUPPORTED[ALL_GATHER, [RING, TREE]] = True
+SUPPORTED[ALL_REDUCE, [RING, TREE, PARAMETER_SERVER, HIERARCHICAL, NVLS, NVLS_TREE, COLLNET]] = True
+SUPPORTED[REDUCE_SCATTER, [RING, TREE, PAT]] = True
+SUPPORTED[ALL_GATHER, [RING, TREE, PAT]] = True
 SUPPORTED[ALL_TO_ALL, DIRECT] = True
 SUPPORTED[SEND_RECV, DIRECT] = True
 
-# What `best_algorithm` may pick, AUTO_OK[op, algo]: for all-reduce NCCL chooses among ring,
-# tree and NVLS by its tuning model [5] (hierarchical stands for its multi-node tree/NVLS-tree
-# family); for reduce-scatter and all-gather NCCL runs rings (PAT [10] only with one GPU per
-# node), so the log-round variant is available by name but not picked automatically; the
-# parameter server never wins and is left out.
+# What `best_algorithm` may pick, AUTO_OK[op, algo]: the algorithms NCCL's tuner chooses
+# among [5][13]. All-reduce: ring, tree, NVLS (inside one NVLink domain), NVLS-tree and
+# CollNet (across domains; CollNet only where the fabric reduces in the switches, IB SHARP).
+# Reduce-scatter and all-gather: ring, and PAT where every rank sits in its own NVLink
+# domain (NCCL enables PAT only with one GPU per node [10][13]). The parameter server, the
+# planner's own hierarchical all-reduce and the recursive-halving TREE for reduce-scatter /
+# all-gather are available by name, never picked.
 AUTO_OK = np.zeros_like(SUPPORTED)
-AUTO_OK[ALL_REDUCE, [RING, TREE, HIERARCHICAL, NVLS]] = True
-AUTO_OK[REDUCE_SCATTER, RING] = True
-AUTO_OK[ALL_GATHER, RING] = True
+AUTO_OK[ALL_REDUCE, [RING, TREE, NVLS, NVLS_TREE, COLLNET]] = True
+AUTO_OK[REDUCE_SCATTER, [RING, PAT]] = True
+AUTO_OK[ALL_GATHER, [RING, PAT]] = True
 AUTO_OK[ALL_TO_ALL, DIRECT] = True
 AUTO_OK[SEND_RECV, DIRECT] = True
-AUTO_CANDIDATES = (RING, TREE, HIERARCHICAL, NVLS, DIRECT)
+AUTO_CANDIDATES = (RING, TREE, NVLS, NVLS_TREE, COLLNET, PAT, DIRECT)
+# Algorithms that exist only where the hardware and the placement offer them (see
+# `availability`): NVLS inside one NVLink domain of a switch that reduces; NVLS-tree across
+# domains of such switches, with two or more ranks per domain; CollNet across domains of a
+# fabric that reduces (IB SHARP); PAT with one rank per domain.
+CONDITIONAL = (NVLS, NVLS_TREE, COLLNET, PAT)
 
 LINK_NVLINK, LINK_NETWORK, LINK_CROSS_POD = 0, 1, 2
 LINK_NAMES = {LINK_NVLINK: "NVLink", LINK_NETWORK: "network", LINK_CROSS_POD: "network across pods"}
@@ -183,6 +230,26 @@ NVLS_LATENCY_S = 23e-6
 # NCCL's tuning model credits a tree with 92% of the bus bandwidth a ring gets on the same
 # channels (tuning.cc: `if (a == NCCL_ALGO_TREE) busBw = std::min(busBw*.92, ...)`) [5].
 TREE_BANDWIDTH_EFFICIENCY = 0.92
+# Latency of one hop of NCCL's tree (Simple protocol), over NVLink and over the network
+# alike: hwLat Tree/Simple = 28 us in NCCL 2.20.3's tuning model [5], "the latency of a
+# 256kB chunk" (comment of the older tuning.cc, commit 01afd20a), i.e. one pipeline chunk
+# per hop. A tree over N domains of m ranks has 2((m-1) + log2 N) hops (up and down) [5].
+# NCCL 2.23 and later cut it to 4 us (NVLink) and 14 us (network) plus an 8.4 us base [13].
+TREE_HOP_LATENCY_S = 28e-6
+# NCCL's own correction of its tree bandwidth at medium sizes ("Trees are not perfectly
+# sticking to the model for medium sizes", tuning.cc treeCorrectionFactor, Simple protocol
+# [5]): the factor for sizes of 64 B x 2^i, i = 0..22 (64 B to 256 MiB); 1 from 512 MiB on.
+TREE_CORRECTION = np.array(
+    [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9]
+)
+# PAT (reduce-scatter, all-gather with one GPU per node) [10][13]: NCCL credits it with 75%
+# of the ring's bus bandwidth (`if (a == NCCL_ALGO_PAT) busBw *= .75`) and a latency of
+# 8 us + log2(N) x interLat/3.5 + 2.8 us per rank ("still a linear part"), interLat = the
+# 14 us network tree hop latency of the same tuning model.
+PAT_BANDWIDTH_EFFICIENCY = 0.75
+PAT_BASE_LATENCY_S = 8e-6
+PAT_LOG_LATENCY_S = 14e-6 / 3.5
+PAT_RANK_LATENCY_S = 2.8e-6
 
 
 # ------------------------------------------------------------------------ results
@@ -252,17 +319,29 @@ def collective_time(
     local_latency=None,
     inter_bandwidth=None,
     inter_latency=None,
+    nvls_bandwidth=None,
+    nvls_latency=None,
+    tree_latency=None,
+    collnet_nvls=False,
+    gpus_per_nic=1.0,
 ) -> CollectiveCost:
     """Alpha-beta cost of one collective (see the module docstring for every formula).
 
     op, algo: integer codes (OP_CODES, ALGO_CODES); algo None = DEFAULT_ALGO of the op.
     size_bytes: S in the nccl-tests convention (module docstring). ranks: n >= 1.
     bandwidth (B/s per rank per direction) and latency (s per round): the link the flat
-    algorithms (ring, tree, parameter server, NVLS, direct) run on.
-    Hierarchical only: local_ranks g per NVLink domain (n/g domains), local_bandwidth and
-    local_latency for the two phases inside a domain (default: bandwidth, latency),
-    inter_bandwidth and inter_latency for the all-reduce across domains (default: bandwidth,
-    latency). With g = 1 or g = n hierarchical equals a ring.
+    algorithms (ring, parameter server, NVLS, PAT, direct) run on.
+    The algorithms that treat NVLink domains and the network apart (hierarchical, tree,
+    NVLS-tree, CollNet) read: local_ranks m per NVLink domain (n/m domains), local_bandwidth
+    and local_latency (NVLink; default bandwidth, latency), inter_bandwidth and
+    inter_latency (the network, per GPU; default bandwidth, latency). With m = 1 and the
+    defaults a tree is the flat double binary tree over n ranks.
+    nvls_bandwidth: NVLS all-reduce algbw inside one domain (default NVLS_ALGBW_PER_RING_BUSBW
+    x the NVLink bandwidth: `bandwidth` for NVLS, local_bandwidth for NVLS-tree and CollNet).
+    nvls_latency: default NVLS_LATENCY_S. tree_latency: seconds per tree hop (default: the
+    local latency inside a domain, the inter latency across). collnet_nvls: CollNet reduces
+    inside the domain with NVLS (NCCL's NVLS + SHARP) rather than NCCL's CollNet-direct over
+    NVLink; gpus_per_nic: GPUs sharing one NIC (CollNet-direct's GPU/NIC penalty).
     """
     op = _i(op)
     algo = DEFAULT_ALGO[np.clip(op, 0, len(OP_CODES) - 1)] if algo is None else _i(algo)
@@ -273,18 +352,26 @@ def collective_time(
     al = a if local_latency is None else _f(local_latency)
     Bi = B if inter_bandwidth is None else _f(inter_bandwidth)
     ai = a if inter_latency is None else _f(inter_latency)
+    Bv = np.nan if nvls_bandwidth is None else _f(nvls_bandwidth)
+    av = _f(NVLS_LATENCY_S if nvls_latency is None else nvls_latency)
+    at = np.nan if tree_latency is None else _f(tree_latency)
+    cn, gpn = np.asarray(collnet_nvls, dtype=bool), _f(gpus_per_nic)
     if np.any(n < 1):
         raise PlannerError("ranks must be at least 1", "give the number of ranks taking part in the collective")
     if np.any(S < 0) or np.any(~np.isfinite(S)):
         raise PlannerError("collective size must be a finite number of bytes >= 0")
-    if np.any(B <= 0) or np.any(Bl <= 0) or np.any(Bi <= 0):
+    if np.any(B <= 0) or np.any(Bl <= 0) or np.any(Bi <= 0) or np.any(Bv <= 0):
         raise PlannerError("link bandwidth must be > 0 B/s")
-    if np.any(a < 0) or np.any(al < 0) or np.any(ai < 0):
+    if np.any(a < 0) or np.any(al < 0) or np.any(ai < 0) or np.any(av < 0) or np.any(at < 0):
         raise PlannerError("link latency must be >= 0 s")
     if np.any(gl < 1):
         raise PlannerError("local_ranks must be at least 1")
+    if np.any(gpn < 1):
+        raise PlannerError("gpus_per_nic must be at least 1")
 
-    op, algo, S, n, B, a, gl, Bl, al, Bi, ai = np.broadcast_arrays(op, algo, S, n, B, a, gl, Bl, al, Bi, ai)
+    op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn = np.broadcast_arrays(
+        op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn
+    )
     nf = n.astype(np.float64)
     g = np.minimum(gl, n).astype(np.float64)
     log_n = np.ceil(np.log2(nf))
@@ -300,6 +387,50 @@ def collective_time(
         h_rounds = 2.0 * (g - 1.0) + 2.0 * (n_inter - 1.0)
         h_lat = 2.0 * (g - 1.0) * al + 2.0 * (n_inter - 1.0) * ai
 
+        # trees across N = n/m domains [5][8]: a node of a double binary tree over N > 2
+        # domains sends 2S and receives 2S (interior in one tree, leaf in the other); with
+        # N = 2 each domain is the root of one tree and a leaf of the other: S each way.
+        # The domain's m ranks share that traffic over their m NICs.
+        multi = n_inter > 1.0 + 1e-9
+        k_tree = np.where(n_inter <= 2.0 + 1e-9, 1.0, 2.0)
+        levels = np.ceil(np.log2(np.maximum(n_inter, 1.0)))
+        inter_tree = np.where(multi, k_tree * S / (g * Bi), 0.0)
+        t_hop_l = np.where(np.isnan(at), al, at)
+        t_hop_i = np.where(np.isnan(at), ai, at)
+        # tree: a chain through the m ranks of a domain (each sends S up and S down), the
+        # double binary tree across domains; NCCL's 0.92 and medium-size correction [5]
+        chain = np.where(g > 1.0, 2.0 * S / Bl, 0.0)
+        corr_i = np.floor(np.log2(np.maximum(S / 64.0, 1.0)))
+        k_corr = len(TREE_CORRECTION)
+        corr = np.where(corr_i < k_corr, TREE_CORRECTION[np.clip(corr_i, 0, k_corr - 1).astype(np.int64)], 1.0)
+        tree_bw = np.maximum(chain, inter_tree) / (TREE_BANDWIDTH_EFFICIENCY * corr)
+        tree_rounds = 2.0 * ((g - 1.0) + levels)
+        tree_lat = 2.0 * ((g - 1.0) * t_hop_l + levels * t_hop_i)
+        tree_sent = np.where(g > 1.0, 2.0 * S, np.where(multi, k_tree * S, 0.0))
+        # NVLS inside a domain (one reduce-scatter + all-gather through the switch) [6][11]
+        Bv_flat = np.where(np.isnan(Bv), NVLS_ALGBW_PER_RING_BUSBW * B, Bv)
+        Bv_loc = np.where(np.isnan(Bv), NVLS_ALGBW_PER_RING_BUSBW * Bl, Bv)
+        # NVLS-tree [5]: NVLS inside each domain, a tree across domains on the reduced data;
+        # each rank of a domain carries a 1/m shard of it through its own NIC
+        nt_bw = np.maximum(S / Bv_loc, inter_tree)
+        nt_rounds = 2.0 + 2.0 * levels
+        nt_lat = av + 2.0 * levels * ai
+        nt_sent = S + np.where(multi, k_tree * S / g, 0.0)
+        # CollNet [5]: inside the domain NVLS (NCCL's NVLS + SHARP) or a direct reduce-scatter /
+        # all-gather to the NIC heads over NVLink (CollNet-direct, with NCCL's GPU/NIC penalty
+        # (r + 1)/2 for r GPUs per NIC); across domains the switches reduce: each domain sends
+        # S and receives S whatever N
+        cd_penalty = (gpn + 1.0) / 2.0
+        cn_intra = np.where(cn, S / Bv_loc, np.where(g > 1.0, h_local / Bl, 0.0))
+        cn_inter = np.where(multi, S / (g * Bi) * np.where(cn, 1.0, cd_penalty), 0.0)
+        cn_bw = np.maximum(cn_intra, cn_inter)
+        cn_rounds = np.where(cn, 1.0, 2.0 * (g - 1.0)) + 2.0
+        cn_lat = np.where(cn, av, 2.0 * (g - 1.0) * al) + 2.0 * ai
+        cn_sent = np.where(cn, S, h_local) + np.where(multi, S / g, 0.0)
+        # PAT [10][13]: log-depth reduce-scatter / all-gather, 75% of the ring's bandwidth
+        pat_bw = rs_ag / (PAT_BANDWIDTH_EFFICIENCY * B)
+        pat_lat = PAT_BASE_LATENCY_S + log_n * PAT_LOG_LATENCY_S + nf * PAT_RANK_LATENCY_S
+
     is_ar = op == ALL_REDUCE
     is_rsag = (op == REDUCE_SCATTER) | (op == ALL_GATHER)
     cases = [
@@ -308,38 +439,31 @@ def collective_time(
         is_ar & (algo == PARAMETER_SERVER),
         is_ar & (algo == HIERARCHICAL),
         is_ar & (algo == NVLS),
+        is_ar & (algo == NVLS_TREE),
+        is_ar & (algo == COLLNET),
         is_rsag & (algo == RING),
         is_rsag & (algo == TREE),
+        is_rsag & (algo == PAT),
         (op == ALL_TO_ALL) & (algo == DIRECT),
         (op == SEND_RECV) & (algo == DIRECT),
     ]
     inf, nan = np.inf, np.nan
     ps_bytes = (nf - 1.0) * S
-    sent = np.select(cases, [ar_ring, 2.0 * S, ps_bytes, h_sent, S, rs_ag, rs_ag, rs_ag, S], nan)
+    sent = np.select(cases, [ar_ring, tree_sent, ps_bytes, h_sent, S, nt_sent, cn_sent, rs_ag, rs_ag, rs_ag, rs_ag, S], nan)
     rounds = np.select(
         cases,
-        [2.0 * (nf - 1.0), 2.0 * log_n, 2.0, h_rounds, 2.0, nf - 1.0, log_n, nf - 1.0, 1.0],
+        [2.0 * (nf - 1.0), tree_rounds, 2.0, h_rounds, 2.0, nt_rounds, cn_rounds, nf - 1.0, log_n, log_n, nf - 1.0, 1.0],
         nan,
     )
     latency_s = np.select(
         cases,
-        [rounds * a, rounds * a, rounds * a, h_lat, np.full_like(a, NVLS_LATENCY_S), rounds * a, rounds * a, rounds * a, a],
+        [rounds * a, tree_lat, rounds * a, h_lat, av, nt_lat, cn_lat, rounds * a, rounds * a, pat_lat, rounds * a, a],
         inf,
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         bandwidth_s = np.select(
             cases,
-            [
-                sent / B,
-                sent / (TREE_BANDWIDTH_EFFICIENCY * B),
-                sent / B,
-                h_bw,
-                S / (NVLS_ALGBW_PER_RING_BUSBW * B),
-                sent / B,
-                sent / B,
-                sent / B,
-                sent / B,
-            ],
+            [sent / B, tree_bw, sent / B, h_bw, S / Bv_flat, nt_bw, cn_bw, sent / B, sent / B, pat_bw, sent / B, sent / B],
             inf,
         )
     # One rank: nothing to communicate.
@@ -364,19 +488,34 @@ def collective_time(
     )
 
 
-def best_algorithm(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok=False, candidates=AUTO_CANDIDATES, **link) -> np.ndarray:
+def best_algorithm(
+    op,
+    size_bytes,
+    ranks,
+    bandwidth,
+    latency,
+    *,
+    nvls_ok=False,
+    nvls_tree_ok=False,
+    collnet_ok=False,
+    pat_ok=False,
+    candidates=AUTO_CANDIDATES,
+    **link,
+) -> np.ndarray:
     """The fastest algorithm of `candidates` that AUTO_OK allows for the op, per element
-    (int64 codes), as NCCL's tuner picks by its own cost model [5]. NVLS is a candidate only
-    where nvls_ok (the group sits in one NVLink domain whose switches do NVLink SHARP).
-    `link`: the hierarchical keywords of `collective_time`. Ties go to the earlier candidate."""
+    (int64 codes), as NCCL's tuner picks the least predicted time by its own cost model [5].
+    The conditional algorithms are candidates only where their flag is true (`availability`
+    gives them for a placed group): NVLS where nvls_ok, NVLS-tree where nvls_tree_ok, CollNet
+    where collnet_ok, PAT where pat_ok. `link`: the keywords of `collective_time` past
+    `algo`. Ties go to the earlier candidate."""
     op = _i(op)
-    nvls_ok = np.asarray(nvls_ok, dtype=bool)
+    allowed = {NVLS: nvls_ok, NVLS_TREE: nvls_tree_ok, COLLNET: collnet_ok, PAT: pat_ok}
     times = []
     for c in candidates:
         t = collective_time(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, c), **link).time_s
         t = np.where(AUTO_OK[np.clip(op, 0, len(OP_CODES) - 1), c], t, np.inf)
-        if c == NVLS:
-            t = np.where(nvls_ok, t, np.inf)
+        if c in allowed:
+            t = np.where(np.asarray(allowed[c], dtype=bool), t, np.inf)
         times.append(t)
     times = np.stack(np.broadcast_arrays(*times))
     return np.asarray(candidates, dtype=np.int64)[np.argmin(times, axis=0)]
@@ -387,7 +526,11 @@ def best_algorithm(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok=False, 
 class CommParams:
     """The communication side of a Hardware entry, at achievable (not line-rate) speeds.
 
-    Bandwidths in B/s per GPU per direction, latencies in s per round.
+    Bandwidths in B/s per GPU per direction, latencies in s per round. nvls_bandwidth: the
+    NVLS all-reduce algbw inside one NVLink domain (None: NVLS_ALGBW_PER_RING_BUSBW x
+    nvlink_bandwidth). sharp: the scale-out fabric reduces in its switches (IB SHARP, NCCL
+    CollNet). gpus_per_nic: GPUs per scale-out NIC (gpus_per_node / rails). tree_hop_latency:
+    seconds per hop of NCCL's tree (TREE_HOP_LATENCY_S).
     """
 
     name: str
@@ -404,6 +547,15 @@ class CommParams:
     network_line_rate: float
     nvlink_efficiency: float
     network_efficiency: float
+    nvls_bandwidth: float | None = None
+    sharp: bool = False
+    gpus_per_nic: float = 1.0
+    tree_hop_latency: float = TREE_HOP_LATENCY_S
+
+    @property
+    def nvls_algbw(self) -> float:
+        """NVLS all-reduce algbw inside one NVLink domain (B/s)."""
+        return self.nvls_bandwidth if self.nvls_bandwidth is not None else NVLS_ALGBW_PER_RING_BUSBW * self.nvlink_bandwidth
 
 
 def comm_params(
@@ -414,15 +566,23 @@ def comm_params(
     nvlink_latency: float = NVLINK_LATENCY_S,
     network_latency: float = NETWORK_LATENCY_S,
     nvls: bool | None = None,
+    sharp: bool | None = None,
 ) -> CommParams:
     """CommParams of a schema.Hardware. Efficiencies 1.0 give raw line rates (the seed's
-    figures). nvls None: the hardware's `nvls` flag if its schema has one, else False (the
-    Hardware schema does not record NVLink SHARP support yet)."""
+    figures). nvls, sharp None: the hardware's `nvls` flag and its fabric's `sharp` flag
+    (False where the schema lacks them). The NVLS bandwidth is the hardware's measured
+    `nvls_algbw_GBps` where it has one; the NIC count per node its fabric's `rails`
+    (default one per GPU)."""
     if nvls is None:
         nvls = bool(getattr(hw, "nvls", False))
+    fabric = getattr(hw, "fabric", None)
+    if sharp is None:
+        sharp = bool(getattr(fabric, "sharp", False))
     for name, v in (("nvlink_efficiency", nvlink_efficiency), ("network_efficiency", network_efficiency)):
         if not 0 < v <= 1:
             raise PlannerError(f"{name} must be in (0, 1], got {v}")
+    nvls_GBps = getattr(hw, "nvls_algbw_GBps", None)
+    rails = getattr(fabric, "rails", None) or int(hw.gpus_per_node)
     return CommParams(
         name=hw.name,
         nvlink_bandwidth=hw.nvlink_bandwidth * nvlink_efficiency,
@@ -438,6 +598,9 @@ def comm_params(
         network_line_rate=hw.network_bandwidth,
         nvlink_efficiency=float(nvlink_efficiency),
         network_efficiency=float(network_efficiency),
+        nvls_bandwidth=None if nvls_GBps is None else float(nvls_GBps) * 1e9,
+        sharp=bool(sharp),
+        gpus_per_nic=max(1.0, int(hw.gpus_per_node) / int(rails)),
     )
 
 
@@ -530,6 +693,35 @@ class GroupLink:
             local_latency=self.local_latency,
             inter_bandwidth=self.inter_bandwidth,
             inter_latency=self.inter_latency,
+        )
+
+    def algorithm_kwargs(self, params: "CommParams") -> dict:
+        """All keywords of collective_time past `algo` for this placed group: the
+        hierarchical ones, NVLS bandwidth and latency, NCCL's tree hop latency, and how
+        CollNet reduces inside a domain."""
+        return dict(
+            self.collective_kwargs(),
+            nvls_bandwidth=params.nvls_algbw,
+            nvls_latency=NVLS_LATENCY_S,
+            tree_latency=params.tree_hop_latency,
+            collnet_nvls=params.nvls,
+            gpus_per_nic=params.gpus_per_nic,
+        )
+
+    def availability(self, params: "CommParams", group_size) -> dict[str, np.ndarray]:
+        """Where each conditional algorithm exists (bool arrays, the flags of
+        `best_algorithm`): NVLS inside one NVLink domain whose switches reduce
+        (params.nvls); NVLS-tree across such domains with two or more ranks in each; CollNet
+        across domains of a fabric that reduces (params.sharp); PAT with one rank per
+        domain [13]."""
+        g = _i(group_size)
+        inside = self.link == LINK_NVLINK
+        across = ~inside & (g > 1)
+        return dict(
+            nvls_ok=params.nvls & inside,
+            nvls_tree_ok=params.nvls & across & (self.local_ranks >= 2),
+            collnet_ok=params.sharp & across,
+            pat_ok=across & (self.local_ranks == 1),
         )
 
 
@@ -641,9 +833,10 @@ def group_collective(
     worst_case_pods: bool = False,
 ) -> tuple[CollectiveCost, GroupLink, np.ndarray]:
     """Cost of one collective over a placed group: placement (`group_link`), then the named
-    algorithm or, where algo == AUTO, the fastest supported one (`best_algorithm`; NVLS only
-    inside one NVLink domain with params.nvls). An explicit NVLS needs the group inside one
-    NVLink domain (else +inf). Returns (cost, link, algorithm codes).
+    algorithm or, where algo == AUTO, the fastest one that exists there (`best_algorithm`
+    with `GroupLink.availability`: NVLS inside one NVLink domain, NVLS-tree and CollNet
+    across domains, PAT with one rank per domain). A named algorithm that does not exist for
+    the group (e.g. NVLS across domains) costs +inf. Returns (cost, link, algorithm codes).
 
     The search's entry point: every argument but params may be an array.
     """
@@ -653,16 +846,25 @@ def group_collective(
     auto = algo == AUTO
     base = np.where(auto, np.where(op == ALL_TO_ALL, DIRECT, RING), algo)
     link = group_link(g, stride, params, pattern=traffic_pattern(op, base), job_gpus=job_gpus, worst_case_pods=worst_case_pods)
-    inside = link.link == LINK_NVLINK
-    kw = link.collective_kwargs()
-    best = best_algorithm(op, size_bytes, g, link.bandwidth, link.latency, nvls_ok=params.nvls & inside, **kw)
+    kw = link.algorithm_kwargs(params)
+    avail = link.availability(params, g)
+    best = best_algorithm(op, size_bytes, g, link.bandwidth, link.latency, **avail, **kw)
     chosen = np.where(auto, best, algo)
     cost = collective_time(op, size_bytes, g, link.bandwidth, link.latency, chosen, **kw)
-    # NVLS outside one NVLink domain does not exist
-    bad = (chosen == NVLS) & ~inside & (g > 1)
+    bad = ~exists(chosen, avail) & (g > 1)
     if np.any(bad):
         cost = CollectiveCost(**{k: np.where(bad, np.inf if k.endswith("_s") else np.nan, v) for k, v in cost.as_dict().items()})
     return cost, link, chosen
+
+
+def exists(algo, avail: dict) -> np.ndarray:
+    """False where `algo` is a conditional algorithm (CONDITIONAL) that `avail` (the flags
+    of `GroupLink.availability`) rules out."""
+    algo = _i(algo)
+    ok = np.ones(algo.shape, dtype=bool)
+    for code, key in ((NVLS, "nvls_ok"), (NVLS_TREE, "nvls_tree_ok"), (COLLNET, "collnet_ok"), (PAT, "pat_ok")):
+        ok = ok & ((algo != code) | np.asarray(avail[key], dtype=bool))
+    return ok
 
 
 # ------------------------------------------------------- many collectives, deduplicated
@@ -772,9 +974,11 @@ def collective_report(
     The link comes from `params` placed with `group_link` (ranks members, `stride` apart);
     `bandwidth` (B/s) and `latency` (s per round) replace the link's figures (and those of
     the network phase of a hierarchical all-reduce), e.g. the seed's raw 50 GB/s and 10 us.
-    With both given, params may be None (no placement; hierarchical and NVLS need params).
-    algo: a name, a code, None (the op's default: ring, or direct for all-to-all and
-    send-recv) or 'auto' (the fastest, as `best_algorithm`).
+    With both given, params may be None (no placement; NEEDS_PLACEMENT algorithms need
+    params). algo: a name, a code, None (the op's default: ring, or direct for all-to-all
+    and send-recv) or 'auto' (the fastest that exists where the group lands, as
+    `group_collective`); a named algorithm that does not exist there is an error saying why.
+    `alternatives_s`: the time of every algorithm `auto` could pick there.
     """
     op = op_code(op)
     code = _algo_code(algo)
@@ -795,19 +999,19 @@ def collective_report(
             f"--algo {ALGO_NAMES[code]} does not exist for {OP_NAMES[op]} in this model",
             f"for {OP_NAMES[op]} use: {', '.join(ok)} (or auto)",
         )
-    needs_params = bandwidth is None or latency is None or code in (HIERARCHICAL, NVLS, AUTO)
+    needs_params = bandwidth is None or latency is None or code in NEEDS_PLACEMENT
     if needs_params and params is None:
         raise PlannerError("no hardware to take the link from", "give --hardware, or both --bandwidth and --latency")
 
     link_info: dict = {}
     kw: dict = {}
-    inside = False
+    avail: dict = {}
     if params is not None and needs_params:
         pattern = traffic_pattern(op, code if code != AUTO else int(DEFAULT_ALGO[op]))
         gl = group_link(ranks, stride, params, pattern=pattern, job_gpus=job_gpus, worst_case_pods=worst_case_pods)
         B, a = float(gl.bandwidth), float(gl.latency)
-        kw = {k: float(v) for k, v in gl.collective_kwargs().items()}
-        inside = int(gl.link) == LINK_NVLINK
+        kw = {k: (float(v) if not isinstance(v, bool) else v) for k, v in gl.algorithm_kwargs(params).items()}
+        avail = {k: bool(v) for k, v in gl.availability(params, ranks).items()}
         link_info = dict(
             name=LINK_NAMES[int(gl.link)],
             hardware=params.name,
@@ -826,6 +1030,11 @@ def collective_report(
             pod_gpus=params.pod_gpus,
             oversubscription=params.oversubscription,
             worst_case_pods=bool(worst_case_pods),
+            nvls=bool(params.nvls),
+            nvls_algbw_Bps=params.nvls_algbw,
+            sharp=bool(params.sharp),
+            gpus_per_nic=params.gpus_per_nic,
+            tree_hop_latency_s=params.tree_hop_latency,
         )
     else:
         B, a = float(bandwidth), float(latency)
@@ -840,16 +1049,18 @@ def collective_report(
             kw["inter_latency"] = a
     link_info.update(bandwidth_Bps=B, latency_s=a, bandwidth_given=bandwidth is not None, latency_given=latency is not None)
 
+    alternatives: dict = {}
+    if avail:
+        for cand in AUTO_CANDIDATES:
+            if AUTO_OK[op, cand] and bool(exists(cand, avail)):
+                alternatives[ALGO_NAMES[cand]] = float(collective_time(op, size_bytes, ranks, B, a, cand, **kw).time_s)
     if code == AUTO:
-        code = int(best_algorithm(op, size_bytes, ranks, B, a, nvls_ok=params.nvls and inside, **kw))
-    if code == NVLS and not inside and ranks > 1:
-        raise PlannerError(
-            f"NVLS needs the {ranks} ranks inside one NVLink domain ({params.nvlink_domain} GPUs of {params.name})",
-            "use --algo ring, tree or hierarchical, or fewer ranks / a smaller --stride",
-        )
+        code = int(best_algorithm(op, size_bytes, ranks, B, a, **avail, **kw))
+    if avail and ranks > 1 and not bool(exists(code, avail)):
+        raise PlannerError(*_missing(code, ranks, params, link_info))
     cost = collective_time(op, size_bytes, ranks, B, a, code, **kw)
     c = {k: float(v) for k, v in cost.as_dict().items()}
-    if code == HIERARCHICAL:
+    if code in (HIERARCHICAL, TREE, NVLS_TREE, COLLNET) and kw:
         link_info["inter_bandwidth_Bps"] = kw.get("inter_bandwidth", B)
         link_info["inter_latency_s"] = kw.get("inter_latency", a)
     return dict(
@@ -870,4 +1081,29 @@ def collective_report(
         algbw_Bps=c["algbw"],
         busbw_factor=float(busbw_factor(op, ranks)),
         busbw_Bps=c["busbw"],
+        alternatives_s=alternatives,
     )
+
+
+# Algorithms whose cost depends on where the group lands (NVLink domains, NICs, fabric).
+NEEDS_PLACEMENT = (HIERARCHICAL, NVLS, NVLS_TREE, COLLNET, AUTO)
+
+
+def _missing(code: int, ranks: int, params: CommParams, link_info: dict) -> tuple[str, str]:
+    """(message, hint) for a named algorithm that does not exist for this group."""
+    domains = link_info.get("nvlink_domains", 1)
+    where = f"{ranks} ranks over {domains} NVLink domain(s) of {params.nvlink_domain} GPUs ({params.name})"
+    if code == NVLS:
+        return (f"NVLS needs the ranks inside one NVLink domain: {where}",
+                "use --algo ring, tree, nvls-tree or hierarchical, or fewer ranks / a smaller --stride")
+    if code == NVLS_TREE:
+        why = "switches without NVLink SHARP (hardware nvls: false)" if not params.nvls else (
+            "one NVLink domain" if domains <= 1 else "one rank per NVLink domain")
+        return (f"NVLS-tree needs NVLink SHARP switches and two or more ranks in each of several NVLink domains: {where}, {why}",
+                "use --algo ring or tree (or nvls inside one domain)")
+    if code == COLLNET:
+        why = "a fabric without in-switch reduction (fabric sharp: false)" if not params.sharp else "one NVLink domain"
+        return (f"CollNet needs several NVLink domains on a fabric whose switches reduce (IB SHARP): {where}, {why}",
+                "set fabric: sharp: true in a hardware YAML for a SHARP fabric, or use --algo ring or tree")
+    return (f"PAT runs with one rank per NVLink domain only (NCCL: one GPU per node): {where}",
+            "use --algo ring, or a --stride of at least the domain size")

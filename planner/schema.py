@@ -70,11 +70,19 @@ class ModelSpec(BaseModel):
 
 
 class Fabric(BaseModel):
-    """The cluster network above the node: a full-bisection pod, oversubscribed above it."""
+    """The cluster network above the node: a full-bisection pod, oversubscribed above it;
+    how many NICs (rails) a node has and whether the switches reduce (SHARP)."""
 
     model_config = Strict
     pod_gpus: int = Field(gt=0, description="GPUs joined with full bisection bandwidth")
     oversubscription: float = Field(ge=1.0, description="N in 1:N above the pod")
+    rails: Optional[int] = Field(
+        default=None, gt=0,
+        description="scale-out NICs per node, one rail each (default: gpus_per_node, one NIC per GPU); network_Gbps "
+                    "stays the per-GPU share of the node's NIC rate")
+    sharp: bool = Field(
+        default=False,
+        description="the switches reduce (InfiniBand SHARP; NCCL's CollNet and NVLS+SHARP algorithms across nodes)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -106,6 +114,10 @@ class Hardware(BaseModel):
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
+    nvls_algbw_GBps: Optional[float] = Field(
+        default=None, gt=0,
+        description="measured NVLS all-reduce algbw (size / time, GB/s) inside one NVLink domain at large sizes; "
+                    "default: comm.py NVLS_ALGBW_PER_RING_BUSBW x the achievable NVLink ring bandwidth (H100 measurement)")
     fabric: Fabric
     compute: Optional[ComputeMeasured] = Field(default=None, description="measured GEMM throughput; default: see compute.py")
     uncertain: list[str] = Field(default_factory=list)

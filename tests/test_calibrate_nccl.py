@@ -27,6 +27,7 @@ from planner.calibrate.nccl import (
     parse_log,
 )
 from planner.calibrate.profile import dump_profile, profile_from_calibration
+from planner.catalog import load_hardware
 from planner.cli import app
 from planner.errors import PlannerError
 from planner.profile import CalibrationProfile, load_profile
@@ -36,24 +37,38 @@ LOGS = DATA / "nccl_logs"
 BAD = LOGS / "malformed"
 MiB = 2**20
 
-# What a user knows and passes for each reference log (their `# source:` lines are human
-# notes, never parsed for facts). Options are only given where the log itself is silent.
+# What a user knows and passes for each reference log: only the facts its file does not
+# contain (their `# source:` lines are human notes, never parsed for facts). The file itself
+# gives the collective (command line, header, or busbw/algbw: above 1 only all_reduce; below
+# 1 with a reduction only reduce_scatter), the rank count (Rank lines, busbw/algbw) and the
+# node count (host names of a complete set of Rank lines).
 LOG_OPTIONS = {
-    # srun '0: ' prefixes, no command line, no Rank lines: collective and nodes from the user
-    "a100_16gpu_2node_allreduce_aws-p4de-efa.txt": dict(collective="all_reduce", nodes=2),
+    # srun '0: ' prefixes, no command line, no Rank lines: busbw/algbw 1.875 -> all_reduce on 16
+    "a100_16gpu_2node_allreduce_aws-p4de-efa.txt": dict(nodes=2),
     # command line present; trimmed to size/time/algbw/busbw; one server
     "a100_8gpu_allreduce_stas00-mlengineering-TRIMMED.txt": dict(nodes=1),
-    # complete Rank lines (2 hosts), command shown only as a wrapper script (-t all_gather)
+    # complete Rank lines (2 hosts); busbw/algbw 15/16 with redop none: all_gather, alltoall,
+    # gather or scatter -> the collective is the one fact missing
     "b200_16gpu_2node_allgather_google-dranet.txt": dict(collective="all_gather"),
-    # one NVLink domain of 18 trays x 4 GPUs: inter-tray, but all traffic stays on NVLink
-    "gb200_72gpu_nvl72_allreduce_coreweave.txt": dict(collective="all_reduce", nodes=18, scope="intra-node"),
+    # busbw/algbw 2*71/72 -> all_reduce on 72; 18 trays of a GB200 NVL72 = one NVLink domain
+    "gb200_72gpu_nvl72_allreduce_coreweave.txt": dict(nodes=18, hardware="gb200-nvl72"),
     # command line and complete Rank lines: nothing to pass
     "h100_16gpu_2node_allreduce_dgx06-dgx07.txt": dict(),
-    # mpirun prefixes, header only
-    "h100_8gpu_allreduce_aws-p5-batch.txt": dict(collective="all_reduce", nodes=1),
-    # one Rank line, cut-off in-place columns
-    "h100_8gpu_reducescatter_nccl-issue1047-PARTIAL.txt": dict(collective="reduce_scatter", nodes=1),
+    # mpirun prefixes, header only: busbw/algbw 1.75 -> all_reduce on 8
+    "h100_8gpu_allreduce_aws-p5-batch.txt": dict(nodes=1),
+    # one Rank line, cut-off in-place columns: busbw/algbw 7/8 and redop sum -> reduce_scatter
+    "h100_8gpu_reducescatter_nccl-issue1047-PARTIAL.txt": dict(nodes=1),
 }
+
+
+def options(name: str) -> dict:
+    """LOG_OPTIONS[name] as calibrate_logs keywords (a hardware name loaded from the catalog)."""
+    kw = dict(LOG_OPTIONS[name])
+    if "hardware" in kw:
+        kw["hardware"] = load_hardware(kw["hardware"])
+    return kw
+
+
 # (collective, scope, ranks, nodes) each log must resolve to
 EXPECTED = {
     "a100_16gpu_2node_allreduce_aws-p4de-efa.txt": ("all_reduce", "inter-node", 16, 2),
@@ -164,7 +179,7 @@ def test_header_rank_lines_and_version():
 
 @pytest.mark.parametrize("name", sorted(LOG_OPTIONS))
 def test_metadata_resolution(name):
-    cal = calibrate_logs([LOGS / name], **LOG_OPTIONS[name])
+    cal = calibrate_logs([LOGS / name], **options(name))
     (sw,) = cal.sweeps
     assert (sw.collective, sw.scope, sw.ranks, sw.nodes) == EXPECTED[name]
 
@@ -175,11 +190,13 @@ def test_where_the_figures_come_from():
     assert sw.collective_from == "command line (line 2)"
     assert sw.ranks_from == "Rank lines 6-21"
     assert sw.nodes_from == "host names in Rank lines" and sw.hosts == ["dgx-06", "dgx-07"]
-    cal = calibrate_logs([LOGS / "gb200_72gpu_nvl72_allreduce_coreweave.txt"], **LOG_OPTIONS["gb200_72gpu_nvl72_allreduce_coreweave.txt"])
+    cal = calibrate_logs([LOGS / "gb200_72gpu_nvl72_allreduce_coreweave.txt"], **options("gb200_72gpu_nvl72_allreduce_coreweave.txt"))
     (sw,) = cal.sweeps
-    # one 'Rank 71' line does not prove 72 ranks; busbw/algbw = 2*71/72 does
+    # one 'Rank 71' line does not prove 72 ranks; busbw/algbw = 2*71/72 does, and says all_reduce
     assert (sw.ranks, sw.ranks_from) == (72, "busbw/algbw")
-    assert (sw.nodes_from, sw.scope_from) == ("--nodes", "--scope")
+    assert (sw.collective, sw.collective_from) == ("all_reduce", "busbw/algbw > 1")
+    assert sw.nodes_from == "--nodes"
+    assert sw.scope_from == "18 gb200-nvl72 server(s) = 1 NVLink domain(s)"
 
 
 def test_ranks_from_ratio_needs_enough_digits():
@@ -374,7 +391,7 @@ def test_fit_needs_two_sizes_in_range():
 
 
 def _profile_for(name, **extra) -> CalibrationProfile:
-    cal = calibrate_logs([LOGS / name], **{**LOG_OPTIONS[name], **extra})
+    cal = calibrate_logs([LOGS / name], **{**options(name), **extra})
     return profile_from_calibration(cal, hardware=None)
 
 
@@ -430,15 +447,161 @@ def test_lookup_returns_none_outside_the_profile():
     assert t.shape == (2,) and np.all(np.diff(t) > 0)
 
 
+# ----------------------------------------------------------- older nccl-tests output
+# nccl-tests before 2022 printed per-collective headers without the root column (and
+# without redop for all_gather), and an `error` column holding the largest deviation from the
+# expected result (%5.0le, e.g. 5e-07 for a float sum) instead of the `#wrong` count
+# (NVIDIA/nccl-tests src/all_gather.cu at ec1b5e22, src/common.cu at 0f8c785a; the current
+# src/common.cu prints root and #wrong). Each fixture's first line cites its source.
+OLDER = LOGS / "older"
+OLDER_OPTIONS = {
+    # real 2021 log (aws-samples/aws-efa-eks): Rank lines without Group give 16 ranks on 2
+    # hosts, busbw/algbw 1.875 says all_reduce: nothing to pass
+    "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt": dict(),
+    # the pre-2022 all_gather layout has no redop column: reduce_scatter or all_gather?
+    "b200_16gpu_2node_allgather_pre2022-layout.txt": dict(collective="all_gather"),
+}
+OLDER_EXPECTED = {
+    "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt": ("all_reduce", "inter-node", 16, 2, 28),
+    "b200_16gpu_2node_allgather_pre2022-layout.txt": ("all_gather", "inter-node", 16, 2, 24),
+}
+
+
+def test_every_older_fixture_is_listed():
+    assert sorted(p.name for p in OLDER.glob("*.txt")) == sorted(OLDER_OPTIONS)
+
+
+@pytest.mark.parametrize("name", sorted(OLDER_OPTIONS))
+def test_older_formats_parse_and_calibrate(name):
+    log = parse_log(OLDER / name)
+    assert log.provenance[0].startswith("source:")
+    cal = calibrate_logs([OLDER / name], **OLDER_OPTIONS[name])
+    (sw,) = cal.sweeps
+    coll, scope, ranks, nodes, rows = OLDER_EXPECTED[name]
+    assert (sw.collective, sw.scope, sw.ranks, sw.nodes) == (coll, scope, ranks, nodes)
+    # every row, both placements: a nonzero `error` (max deviation) is not a data error
+    assert len(sw.points) == 2 * rows
+    assert not [i for i in cal.warnings if "data errors" in i]
+    (fit,) = cal.fits.values()
+    assert fit.median_abs_err < 0.10
+
+
+def test_the_2021_efa_log_by_hand():
+    """The 1 GiB row of the aws-efa-eks log: out-of-place 61,556 us, busbw 32.71 GB/s =
+    1 GiB / 61,556 us x 2 x 15/16 (all_reduce on 16 ranks), error 5e-07 kept."""
+    (sw,) = parse_log(OLDER / "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt").sweeps
+    p = [p for p in sw.points if p.size == 2**30 and not p.in_place][0]
+    assert p.time == pytest.approx(61556e-6) and p.busbw == pytest.approx(32.71e9)
+    assert 2**30 / p.time * 1.875 == pytest.approx(32.71e9, rel=2e-3)
+    assert sw.ctx.nccl_version == "2.8.3+cuda11.2" and sw.hosts == ["nccl-tests-efa-worker-0", "nccl-tests-efa-worker-1"]
+
+
+def test_pre2022_layout_reads_the_same_points_as_today():
+    """The all_gather rows printed in the pre-2022 layout give the same measurements as the
+    same rows in today's layout."""
+    old = parse_log(OLDER / "b200_16gpu_2node_allgather_pre2022-layout.txt").sweeps[0].points
+    new = parse_log(LOGS / "b200_16gpu_2node_allgather_google-dranet.txt").sweeps[0].points
+    assert [(p.size, p.in_place, p.time, p.algbw, p.busbw) for p in old] == [
+        (p.size, p.in_place, p.time, p.algbw, p.busbw) for p in new]
+
+
+def test_headerless_pre2022_rows(tmp_path):
+    """Rows pasted without their header: 12 fields are the pre-2022 layout (size count type
+    redop + 2 x time algbw busbw error); a 4th field that is an integer is broadcast's root."""
+    body = [ln.split(">:", 1)[1] for ln in _body("older/a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt")
+            if ">:" in ln and ln.split(">:", 1)[1].strip()[:1].isdigit()]
+    log = parse_log(_write(tmp_path, "rows.txt", "\n".join(body) + "\n"))
+    assert len(log.sweeps[0].points) == 56
+    assert "12-field nccl-tests layout (size count type redop + 2 x time algbw busbw error)" in log.issues[0].reason
+    bc = ["%12d %12d %6s %6d %8.1f %6.2f %6.2f %6s %8.1f %6.2f %6.2f %6s" % (s, s // 4, "float", 0, s / 2e4, 20.0, 20.0, "0e+00",
+          s / 2e4, 20.0, 20.0, "0e+00") for s in (2**20, 2**21, 2**22)]
+    log = parse_log(_write(tmp_path, "bc.txt", "\n".join(bc) + "\n"))
+    assert len(log.sweeps[0].points) == 6 and "size count type root" in log.issues[0].reason
+
+
+def test_cputime_header_and_units(tmp_path):
+    """nccl-tests -C 1 names the time column `cputime` (src/common.cu, report_cputime); the
+    units line is read in column order, so a time printed in ms is an error naming its line."""
+    text = (LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt").read_text()
+    cpu = _write(tmp_path, "cpu.txt", text.replace("root     time", "root  cputime"))
+    assert len(parse_log(cpu).sweeps[0].points) == len(parse_log(LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt").sweeps[0].points)
+    ms = _write(tmp_path, "ms.txt", text.replace("(us)  (GB/s)  (GB/s)            (us)", "(ms)  (GB/s)  (GB/s)            (us)"))
+    with pytest.raises(PlannerError, match=r"ms.txt:25: time unit \(ms\) \(nccl-tests prints \(us\)\)"):
+        parse_log(ms)
+
+
+def test_out_of_bounds_values_are_reported(tmp_path):
+    text = (OLDER / "a100_16gpu_2node_allreduce_aws-efa-eks-2021.txt").read_text()
+    p = _write(tmp_path, "oob.txt", text.replace("Out of bounds values : 0 OK", "Out of bounds values : 3 FAILED"))
+    log = parse_log(p)
+    assert any("3 out-of-bounds value(s)" in i.reason for i in log.issues)
+
+
 # ---------------------------------------------------------------------------- errors
-def test_missing_collective_nodes_and_ranks_are_errors_with_hints():
+@pytest.mark.parametrize("name", sorted(LOG_OPTIONS))
+def test_each_log_needs_exactly_the_facts_it_lacks(name):
+    """Leaving out any one option of LOG_OPTIONS is an error that asks for it: the options
+    are the smallest set, and every missing fact comes back in one message."""
+    opts = options(name)
+    for key in [k for k in opts if k != "hardware"]:
+        less = {k: v for k, v in opts.items() if k != key}
+        with pytest.raises(PlannerError) as e:
+            calibrate_logs([LOGS / name], **less)
+        assert f"--{key}" in e.value.message and f"--{key}" in e.value.hint
+        assert e.value.message.startswith("1 fact(s) the log(s) do not say")
+
+
+def test_every_missing_fact_in_one_message(tmp_path):
+    """Two files, three facts missing: one error lists them all with their lines."""
     p5 = LOGS / "h100_8gpu_allreduce_aws-p5-batch.txt"
-    with pytest.raises(PlannerError, match="cannot tell which collective") as e:
-        calibrate_logs([p5], nodes=1)
-    assert "--collective" in e.value.hint
-    with pytest.raises(PlannerError, match="cannot tell how many nodes") as e:
-        calibrate_logs([p5], collective="all_reduce")
-    assert "--nodes" in e.value.hint
+    ag = LOGS / "b200_16gpu_2node_allgather_google-dranet.txt"
+    sr = _write(tmp_path, "sr.txt", "$ ./build/sendrecv_perf -b 8 -e 16G\n" + "\n".join(_body(p5.name)[1:]) + "\n")
+    with pytest.raises(PlannerError) as e:
+        calibrate_logs([p5, ag, sr])
+    msg = e.value.message
+    assert msg.startswith("4 fact(s) the log(s) do not say")
+    assert "h100_8gpu_allreduce_aws-p5-batch.txt:5: how many servers the 8 ranks ran on (no Rank lines) -> --nodes" in msg
+    assert ("b200_16gpu_2node_allgather_google-dranet.txt:27: which collective (no *_perf command line or test header; "
+            "busbw/algbw allows: all_gather, alltoall, gather, scatter) -> --collective") in msg
+    assert "sr.txt:5: the rank count (busbw = algbw for sendrecv at any rank count) -> --ranks" in msg
+    assert "sr.txt:5: how many servers the ranks ran on (no Rank lines) -> --nodes" in msg
+    assert e.value.hint.startswith("pass --collective NAME --ranks N --nodes N")
+    # the CLI prints the same, exit 2
+    r = runner.invoke(app, ["calibrate", "nccl", str(p5), str(ag), "-o", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2 and "2 fact(s) the log(s) do not say" in r.stderr and "Traceback" not in r.output
+
+
+def test_the_largest_rank_line_bounds_the_count(tmp_path):
+    """busbw 0.85 / algbw 0.49 (+-0.005 each) allows 7 or 8 ranks; a 'Rank 7' line rules out 7.
+    Rows: 1, 2, 4 MiB at 0.486 GB/s algbw (time = size / 0.486e9)."""
+    rows = [f"{s:>12d} {s // 4:>12d} float sum -1 {s / 0.486e9 * 1e6:8.1f} 0.49 0.85 0 {s / 0.486e9 * 1e6:8.1f} 0.49 0.85 0"
+            for s in (2**20, 2**21, 2**22)]
+    head = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+    text = "$ ./all_reduce_perf -b 1M -e 4M\n#  Rank  7 Group  0 Pid 1 on node3 device  7 [0x01] NVIDIA H100\n" + head + "\n".join(rows) + "\n"
+    cal = calibrate_logs([_write(tmp_path, "r7.txt", text)], nodes=1)
+    (sw,) = cal.sweeps
+    assert (sw.ranks, sw.ranks_from) == (8, "busbw/algbw and Rank line 2")
+    with pytest.raises(PlannerError, match="the rank count \\(busbw/algbw allows n = 7..8\\)"):
+        calibrate_logs([_write(tmp_path, "no7.txt", text.replace("#  Rank  7 Group  0 Pid 1 on node3 device  7 [0x01] NVIDIA H100\n", ""))], nodes=1)
+
+
+def test_rank_lines_that_contradict_the_table_name_the_line(tmp_path):
+    """busbw/algbw 1.75 says 8 ranks; a Rank 11 line cannot belong to that table: exit 2 naming line 2."""
+    body = _body("h100_8gpu_allreduce_aws-p5-batch.txt")[1:]
+    text = "$ ./all_reduce_perf -b 8 -e 16G\n#  Rank 11 Group  0 Pid 1 on node1 device  3 [0x01] NVIDIA H100\n" + "\n".join(body) + "\n"
+    p = _write(tmp_path, "r11.txt", text)
+    r = runner.invoke(app, ["calibrate", "nccl", str(p), "--nodes", "2", "-o", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2, r.output
+    assert "error: r11.txt:2: this Rank line names rank 11 but the table at line 6 has 8 ranks (busbw/algbw)" in r.stderr
+
+
+def test_a_single_size_is_refused_naming_its_line(tmp_path):
+    body = _body("h100_8gpu_allreduce_aws-p5-batch.txt")[1:]
+    keep = [ln for ln in body if "#" in ln or "  1073741824     268435456 " in ln]
+    p = _write(tmp_path, "one.txt", "\n".join(keep) + "\n")
+    r = runner.invoke(app, ["calibrate", "nccl", str(p), "--nodes", "1", "-o", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2, r.output
+    assert "error: one.txt:4: all_reduce on 8 ranks: 1 distinct size(s) at or above 1,048,576 bytes" in r.stderr
 
 
 def test_wrong_collective_contradicts_the_table():
@@ -450,9 +613,11 @@ def test_wrong_collective_contradicts_the_table():
 def test_sendrecv_rank_count_needs_rank_lines_or_the_option(tmp_path):
     rows = [ln for ln in _body("h100_8gpu_allreduce_aws-p5-batch.txt")[1:]]
     p = _write(tmp_path, "sr.txt", "$ ./build/sendrecv_perf -b 8 -e 16G\n" + "\n".join(rows) + "\n")
-    with pytest.raises(PlannerError, match="cannot tell the rank count") as e:
+    with pytest.raises(PlannerError, match="the rank count") as e:
         calibrate_logs([p], nodes=1)
     assert "--ranks" in e.value.hint
+    cal = calibrate_logs([p], nodes=1, ranks=8)
+    assert (cal.sweeps[0].ranks, cal.sweeps[0].ranks_from) == (8, "--ranks")
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -482,6 +647,23 @@ def test_cli_writes_a_valid_profile_and_prints_the_table(tmp_path):
     m = prof.nccl.measurements[1]
     assert (m.hosts, m.gpus, m.nodes_from) == (["dgx-06", "dgx-07"], ["NVIDIA H100 80GB HBM3"], "host names in Rank lines")
     assert prof.planner_version and prof.created.tzinfo is not None
+
+
+def test_cli_prints_the_uncalibrated_model_beside_the_log(tmp_path):
+    """With --hardware, calibrate nccl also prints what the default model predicts for the
+    measured sizes >= 64 MiB (tests/test_comm.py holds the figures of every multi-node log)."""
+    r = _run(LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt", "--hardware", "h100-sxm", "-o", tmp_path / "p.yaml")
+    assert r.exit_code == 0, r.stderr
+    assert "uncalibrated model on h100-sxm: all_reduce, inter-node, 16 ranks, sizes >= 64 MiB" in r.stdout
+    # 16 GiB: NVLS-tree, 16 GiB / (16 GiB / 274.3 GB/s + 43 us) x 1.875 = 513.9 GB/s against
+    # the log's 472.35 and 470.37 (mean 471.4)
+    assert "16 GiB │ nvls-tree │      513.9 │    471.4 │   +9.0%" in r.stdout
+    assert "median |error| 43.9%, max |error| 777.1%, signed median +43.9%" in r.stdout
+    # a log the model cannot place as it ran (16 ranks on 4 nodes vs 8-GPU nodes): said, not compared
+    r = _run(LOGS / "a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "--nodes", "4", "--hardware", "a100-sxm-80gb",
+             "-o", tmp_path / "q.yaml")
+    assert r.exit_code == 0, r.stderr
+    assert "not compared (the log's 16 ranks span 4 NVLink domain(s) (inter-node); a100-sxm-80gb packs them into 2)" in r.stdout
 
 
 def test_cli_lists_unreadable_lines_on_stderr(tmp_path):

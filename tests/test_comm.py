@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from planner import comm as c
 from planner.cli import app
 from planner.errors import PlannerError
+from planner.catalog import load_hardware as load_hw
 from planner.schema import Fabric, Hardware
 
 GB = 1e9
@@ -142,13 +143,14 @@ def test_single_rank_costs_nothing():
 
 def test_tree_hierarchical_and_auto():
     B, a = 47 * GB, 10e-6
-    # tree: 2 ceil(log2 4096) = 24 rounds, 2S at 92% of B (NCCL tuning.cc)
+    # flat tree (one rank per domain): 2 ceil(log2 4096) = 24 rounds, 2S at 92% of B (NCCL
+    # tuning.cc), and NCCL's medium-size correction: 1 MB = 64 B x 2^13.9 -> bucket 13 -> 0.5
     r = c.collective_time(c.ALL_REDUCE, 1e6, 4096, B, a, c.TREE)
     assert float(r.rounds) == 24
-    assert float(r.time_s) == pytest.approx(24e-5 + 2e6 / (0.92 * B), rel=1e-12)
+    assert float(r.time_s) == pytest.approx(24e-5 + 2e6 / (0.92 * 0.5 * B), rel=1e-12)
     assert float(r.bytes_sent_per_rank) == 2e6
     assert float(c.collective_time(c.ALL_REDUCE, 1e6, 5, B, a, c.TREE).rounds) == 6  # ceil(log2 5) = 3
-    # 1 MB over 4,096 ranks: ring 81.9 ms of latency, tree 0.29 ms -> tree; 141 GB: the ring's
+    # 1 MB over 4,096 ranks: ring 81.9 ms of latency, tree 0.33 ms -> tree; 141 GB: the ring's
     # 2(n-1)/n S / B = 6.00 s + 0.08 s beats the tree's 2S / (0.92 B) = 6.52 s -> ring
     best = c.best_algorithm(c.ALL_REDUCE, np.array([1e6, S141]), 4096, B, a)
     np.testing.assert_array_equal(best, [c.TREE, c.RING])
@@ -173,6 +175,183 @@ def test_tree_hierarchical_and_auto():
     assert float(h8.time_s) == pytest.approx(float(ring_local.time_s), rel=1e-12)
     h1 = c.collective_time(c.ALL_REDUCE, 1e9, 64, B, a, c.HIERARCHICAL, local_ranks=1, local_bandwidth=370 * GB)
     assert float(h1.time_s) == pytest.approx(float(c.collective_time(c.ALL_REDUCE, 1e9, 64, B, a).time_s), rel=1e-12)
+
+
+# ------------------------------------------------------ NCCL's multi-node algorithms
+def test_tree_across_domains_by_hand():
+    """NCCL's tree [tuning.cc v2.20.3]: chains inside the domains, a double binary tree across.
+    2 x 8 A100 on 4 x 100G EFA per node: B_nv 240 GB/s, B_x = 50 Gb/s x 0.94 = 5.875 GB/s per GPU,
+    NCCL's 28 us per tree hop."""
+    S, Bnv, Bx, hop = 2 * 2**30, 240 * GB, 5.875 * GB, 28e-6
+    kw = dict(local_ranks=8, local_bandwidth=Bnv, local_latency=3.4e-6, inter_bandwidth=Bx,
+              inter_latency=10e-6, tree_latency=hop)
+    # N = 2 domains: each domain is the root of one tree and a leaf of the other, so it sends S
+    # and receives S over its 8 NICs: S / (8 x 5.875) = S / 47 GB/s; the chain needs 2S / 240
+    # = S / 120 GB/s -> the network binds. 2 GiB is past NCCL's correction (>= 512 MiB):
+    # 2147483648 / (0.92 x 47e9) = 49.664 ms; latency 2 x (7 + 1) hops x 28 us = 448 us
+    r = c.collective_time(c.ALL_REDUCE, S, 16, 999 * GB, 1e-3, c.TREE, **kw)
+    assert float(r.bandwidth_s) == pytest.approx(S / (0.92 * 47e9), rel=1e-12)
+    assert float(r.bandwidth_s) == pytest.approx(49.664e-3, rel=1e-4)
+    assert float(r.latency_s) == pytest.approx(448e-6, rel=1e-12) and float(r.rounds) == 16
+    # busbw 2 GiB / 50.112 ms x 1.875 = 80.35 GB/s: above the 47 GB/s any ring can draw from
+    # the 4 NICs, as the AWS p4de log (78.3 GB/s) shows
+    assert float(r.busbw) == pytest.approx(80.35e9, rel=1e-3)
+    # N = 4: interior nodes move 2S each way -> 2S / 47 GB/s; one more level: 2 x (7 + 2) x 28 us
+    r4 = c.collective_time(c.ALL_REDUCE, S, 32, 999 * GB, 1e-3, c.TREE, **kw)
+    assert float(r4.bandwidth_s) == pytest.approx(2 * S / (0.92 * 47e9), rel=1e-12)
+    assert float(r4.latency_s) == pytest.approx(504e-6, rel=1e-12)
+    # 64 MiB = 64 B x 2^20: NCCL's correction bucket 20 -> 0.8
+    r64 = c.collective_time(c.ALL_REDUCE, 2**26, 16, 999 * GB, 1e-3, c.TREE, **kw)
+    assert float(r64.bandwidth_s) == pytest.approx(2**26 / (0.92 * 0.8 * 47e9), rel=1e-12)
+    # 8 ranks in one domain: the chain binds, 2S / (0.92 B_nv); 2 x 7 hops
+    r1 = c.collective_time(c.ALL_REDUCE, S, 8, 999 * GB, 1e-3, c.TREE, **kw)
+    assert float(r1.bandwidth_s) == pytest.approx(2 * S / (0.92 * Bnv), rel=1e-12)
+    assert float(r1.latency_s) == pytest.approx(14 * hop, rel=1e-12)
+
+
+def test_nvls_tree_by_hand():
+    """NVLS inside each 8-GPU H100 node (274.3 GB/s algbw), a tree across nodes on the reduced
+    data, each GPU's 47 GB/s NIC carrying a 1/8 shard [tuning.cc v2.20.3: min(bwIntra,
+    nNodes <= 2 ? bwInter : bwInter / 2)]."""
+    S, Bv, Bx = 8 * 2**30, 480e9 / 1.75, 47 * GB
+    kw = dict(local_ranks=8, local_bandwidth=370 * GB, inter_bandwidth=Bx, inter_latency=10e-6, nvls_bandwidth=Bv)
+    # 2 nodes: network S / (8 x 47) = S / 376 GB/s, NVLS S / 274.3 -> NVLS binds; latency
+    # 23 us (NVLS) + 2 x 1 level x 10 us = 43 us. busbw 8 GiB / 31.36 ms x 1.875 = 513.6 GB/s
+    r = c.collective_time(c.ALL_REDUCE, S, 16, 370 * GB, 4e-6, c.NVLS_TREE, **kw)
+    assert float(r.bandwidth_s) == pytest.approx(S / Bv, rel=1e-12)
+    assert float(r.latency_s) == pytest.approx(43e-6, rel=1e-12)
+    assert float(r.busbw) / GB == pytest.approx(513.6, abs=0.1)
+    assert float(r.bytes_sent_per_rank) == pytest.approx(S + S / 8, rel=1e-12)
+    # 4 nodes: 2S / 376 GB/s = S / 188 > S / 274.3 -> the network binds; 2 levels: 23 + 40 us
+    r4 = c.collective_time(c.ALL_REDUCE, S, 32, 370 * GB, 4e-6, c.NVLS_TREE, **kw)
+    assert float(r4.bandwidth_s) == pytest.approx(2 * S / (8 * Bx), rel=1e-12)
+    assert float(r4.latency_s) == pytest.approx(63e-6, rel=1e-12)
+    # one domain: NVLS-tree is NVLS
+    r1 = c.collective_time(c.ALL_REDUCE, S, 8, 370 * GB, 4e-6, c.NVLS_TREE, **kw)
+    nv = c.collective_time(c.ALL_REDUCE, S, 8, 370 * GB, 4e-6, c.NVLS, nvls_bandwidth=Bv)
+    assert float(r1.time_s) == pytest.approx(float(nv.time_s), rel=1e-12)
+
+
+def test_collnet_by_hand():
+    """IB SHARP: the switches reduce, so a domain sends S and receives S whatever the node count."""
+    S, Bv, Bx = 8 * 2**30, 480e9 / 1.75, 47 * GB
+    # NVLS + SHARP (H100): max(S / 274.3, S / (8 x 47)) = S / 274.3 GB/s for 2 or 64 nodes;
+    # latency 23 us + 2 x 10 us
+    kw = dict(local_ranks=8, local_bandwidth=370 * GB, inter_bandwidth=Bx, inter_latency=10e-6,
+              nvls_bandwidth=Bv, collnet_nvls=True)
+    for n in (16, 512):
+        r = c.collective_time(c.ALL_REDUCE, S, n, 370 * GB, 4e-6, c.COLLNET, **kw)
+        assert float(r.bandwidth_s) == pytest.approx(S / Bv, rel=1e-12)
+        assert float(r.latency_s) == pytest.approx(43e-6, rel=1e-12)
+    # CollNet-direct (A100, 2 GPUs per 200G NIC): reduce-scatter + all-gather to the heads over
+    # NVLink 2 x 7/8 S / 240 GB/s = S / 137.1; network S / (8 x 11.75) x (2 + 1)/2 = S / 62.7
+    # -> the network binds; latency 2 x 7 x 3.4 us + 2 x 10 us = 67.6 us
+    kw = dict(local_ranks=8, local_bandwidth=240 * GB, local_latency=3.4e-6, inter_bandwidth=11.75 * GB,
+              inter_latency=10e-6, collnet_nvls=False, gpus_per_nic=2)
+    r = c.collective_time(c.ALL_REDUCE, S, 64, 240 * GB, 4e-6, c.COLLNET, **kw)
+    assert float(r.bandwidth_s) == pytest.approx(S / (8 * 11.75e9) * 1.5, rel=1e-12)
+    assert float(r.latency_s) == pytest.approx(67.6e-6, rel=1e-12)
+
+
+def test_pat_by_hand_and_its_crossover_with_the_ring():
+    """PAT [NCCL >= 2.23 tuning.cc]: 75% of the ring's bandwidth, latency 8 us + log2(n) x 4 us
+    + 2.8 us x n. All-gather over 64 nodes, one GPU each, 47 GB/s, 10 us a ring step."""
+    B, a, n = 47 * GB, 10e-6, 64
+    S = 32 * 2**20
+    r = c.collective_time(c.ALL_GATHER, S, n, B, a, c.PAT)
+    assert float(r.latency_s) == pytest.approx(8e-6 + 6 * 4e-6 + 64 * 2.8e-6, rel=1e-12)  # 211.2 us
+    assert float(r.bandwidth_s) == pytest.approx(63 / 64 * S / (0.75 * B), rel=1e-12)
+    # the ring pays 63 x 10 us = 630 us; PAT saves 418.8 us of latency and loses 1/3 of X / B
+    # on X = 63/64 S: equal at X = 3 x 418.8 us x 47 GB/s = 59.05 MB, S = 59.99 MB
+    sizes = np.array([32 * 2**20, 56e6, 64e6, 128 * 2**20])
+    best = c.best_algorithm(c.ALL_GATHER, sizes, n, B, a, pat_ok=True)
+    np.testing.assert_array_equal(best, [c.PAT, c.PAT, c.RING, c.RING])
+    # without one GPU per node NCCL has no PAT
+    assert np.all(c.best_algorithm(c.ALL_GATHER, sizes, n, B, a, pat_ok=False) == c.RING)
+
+
+def test_auto_picks_what_exists_where_the_group_lands():
+    h100 = c.comm_params(load_hw("h100-sxm"))
+    GiB = 2**30
+    # 2 x 8 H100: NVLS-tree at 8 GiB (273.9 GB/s algbw vs the ring's 370 / 1.875 = 197)
+    cost, link, algo = c.group_collective(c.ALL_REDUCE, 8 * GiB, 16, 1, h100)
+    assert int(algo) == c.NVLS_TREE and int(link.local_ranks) == 8
+    # named where it does not exist: +inf (NVLS across nodes; NVLS-tree with one GPU per node;
+    # CollNet without SHARP; PAT with 8 GPUs per node)
+    for algo_, n, stride in ((c.NVLS, 16, 1), (c.NVLS_TREE, 16, 8), (c.COLLNET, 16, 1)):
+        cost, _, _ = c.group_collective(c.ALL_REDUCE, GiB, n, stride, h100, algo_)
+        assert math.isinf(float(cost.time_s)), (algo_, n, stride)
+    cost, _, _ = c.group_collective(c.ALL_GATHER, GiB, 16, 1, h100, c.PAT)
+    assert math.isinf(float(cost.time_s))
+    # one GPU per node (stride 8): PAT for small all-gathers, the ring for large ones
+    _, _, small = c.group_collective(c.ALL_GATHER, 2**20, 64, 8, h100)
+    _, _, large = c.group_collective(c.ALL_GATHER, 4 * GiB, 64, 8, h100)
+    assert (int(small), int(large)) == (c.PAT, c.RING)
+    # the same cluster with SHARP: at 8 nodes NVLS-tree is network bound (2S / 376 GB/s) while
+    # NVLS + SHARP keeps S / 274.3 GB/s -> CollNet
+    sharp = c.comm_params(load_hw("h100-sxm"), sharp=True)
+    cost, _, algo = c.group_collective(c.ALL_REDUCE, 8 * GiB, 64, 1, sharp)
+    assert int(algo) == c.COLLNET
+    assert float(cost.busbw) / GB == pytest.approx(8 * GiB / (8 * GiB / (480e9 / 1.75) + 43e-6) * 2 * 63 / 64 / GB, rel=1e-9)
+    _, _, algo = c.group_collective(c.ALL_REDUCE, 8 * GiB, 64, 1, h100)
+    assert int(algo) in (c.RING, c.NVLS_TREE)
+    # crossover by size on 2 x 8 A100 (no NVLS): the ring below, the tree above the point
+    # where the tree's 448 us of hops are paid back by its 2x network bandwidth
+    a100 = c.comm_params(load_hw("a100-sxm-80gb"))
+    _, _, algos = c.group_collective(c.ALL_REDUCE, np.array([2**20, 8 * GiB]), 16, 1, a100)
+    np.testing.assert_array_equal(algos, [c.RING, c.TREE])
+
+
+# Multi-node nccl-tests logs (tests/data/nccl_logs, sources in their first lines) against the
+# model WITHOUT calibration, on the catalog entry of their GPU. The AWS p4de cluster differs
+# from hardware_db's A100 node (4 x 100G EFA per node instead of 8 x 200G HDR), so the test
+# describes it as a user would, with the fabric fields: tests/data/hardware/aws-p4de.yaml
+# (network_Gbps 50, rails 4, sharp false). Options: only what each log does not say.
+# (log, hardware, options, median |err|, max |err|, signed median at >= 64 MiB,
+#  median |err| at >= 4 GiB or None, algorithm `auto` picks)
+MULTI_NODE_LOGS = [
+    ("a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "tests/data/hardware/aws-p4de.yaml", dict(nodes=2),
+     0.031, 0.109, +0.031, None, {"tree"}),
+    ("b200_16gpu_2node_allgather_google-dranet.txt", "b200", dict(collective="all_gather"),
+     0.917, 6.030, +0.917, 0.435, {"ring"}),
+    ("h100_16gpu_2node_allreduce_dgx06-dgx07.txt", "h100-sxm", dict(),
+     0.439, 7.771, +0.439, 0.106, {"nvls-tree"}),
+    ("gb200_72gpu_nvl72_allreduce_coreweave.txt", "gb200-nvl72", dict(nodes=18),
+     0.228, 0.605, +0.228, 0.125, {"nvls"}),
+]
+
+
+@pytest.mark.parametrize("log, hw, opts, med, mx, signed, plateau, algos", MULTI_NODE_LOGS, ids=[r[0] for r in MULTI_NODE_LOGS])
+def test_multi_node_reference_logs_uncalibrated(log, hw, opts, med, mx, signed, plateau, algos):
+    """The uncalibrated busbw against every multi-node reference log at sizes >= 64 MiB
+    (both placements; figures in the README). Goal of issue 11: every point within 15 %,
+    median within 10 %. Met on the A100 EFA log (NCCL's tree: 2 nodes send S each way through
+    their NICs, 448 us of tree hops, NCCL's medium-size correction). Not met elsewhere:
+    - every log but A100's shows 0.6-1.4 ms of fixed time in its bulk regime (`calibrate nccl`
+      fits alpha = 1,442 us on the H100 log, 1,342 us on B200's, 610 us on GB200's) that
+      neither NCCL's tuning model nor this one has: the model is too fast below ~2 GiB;
+    - at >= 4 GiB the H100 log is 10.6 % and the GB200 rack 12.5 % under the model (NVLS
+      algbw 274 and 479 GB/s measured on 8 GPUs vs 252 and 423 here);
+    - the B200 all-gather plateaus at 260 GB/s, 65 % of its nodes' 8 x 400G NICs, where a
+      ring draws 376 GB/s from them: nothing in the model or the catalog explains the 35 %."""
+    from pathlib import Path
+
+    from planner.calibrate.nccl import calibrate_logs, compare_to_model
+
+    root = Path(__file__).parent.parent
+    hardware = load_hw(str(root / hw) if hw.endswith(".yaml") else hw)
+    cal = calibrate_logs([root / "tests/data/nccl_logs" / log], hardware=hardware, **opts)
+    (check,) = compare_to_model(cal, hardware)
+    assert check.skipped is None and min(check.sizes) >= 64 * 2**20
+    assert (check.median_abs_err, check.max_abs_err, check.median_err) == pytest.approx((med, mx, signed), abs=5e-4)
+    assert set(check.algorithms) == algos
+    big = np.abs(check.errors[np.asarray(check.sizes) >= 4 * 2**30])
+    if plateau is None:
+        assert big.size == 0
+    else:
+        assert float(np.median(big)) == pytest.approx(plateau, abs=5e-4)
+    if log.startswith("a100"):
+        assert check.max_abs_err <= 0.15 and check.median_abs_err <= 0.10  # the goal
 
 
 def test_unsupported_pairs_cost_infinity():
@@ -457,6 +636,11 @@ def test_cli_hardware_file(tmp_path):
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--algo", "butterfly"),
         ("--op", "all-gather", "--size", "1GB", "--ranks", 8, "--algo", "nvls"),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "nvls"),
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "collnet"),  # no SHARP in the default fabric
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "nvls-tree", "--hardware", "a100-sxm-80gb"),
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--algo", "nvls-tree"),  # one NVLink domain
+        ("--op", "all-gather", "--size", "1GB", "--ranks", 16, "--algo", "pat"),  # 8 GPUs per node
+        ("--op", "all-reduce", "--size", "1GB", "--ranks", 16, "--algo", "pat"),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--hardware", "no-such-gpu"),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--stride", 0),
         ("--op", "all-reduce", "--size", "1GB", "--ranks", 8, "--bandwidth", 0, "--latency", 1),

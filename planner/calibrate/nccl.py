@@ -12,6 +12,38 @@ What a log line means [1, 2]
     algbw (GB/s)   size / time.
     busbw (GB/s)   algbw * factor(n), factor from `BUSBW_FACTORS` [1, 2].
 
+Output formats read (nccl-tests' own history [2][7])
+    since 2022     one header for every test: size count type redop root, then time algbw
+                   busbw #wrong (a count of wrong elements: a row with #wrong > 0 is
+                   dropped) for out-of-place and in-place; Rank lines with a Group field;
+                   `cputime` instead of `time` under -C 1.
+    before 2022    a header per test: size count type redop (all_reduce, reduce_scatter,
+                   alltoall), size count type root (broadcast), size count type
+                   (all_gather); `error` = the largest deviation from the expected result
+                   (%5.0le: 5e-07 for a float sum is rounding, not a failure; nccl-tests
+                   counts failures in its '# Out of bounds values' footer, reported here);
+                   Rank lines without Group.
+    The units line is read in column order (only size, count, time, algbw and busbw
+    print a unit), so either layout is checked against its own header. Rows without a
+    header are read by their field count (13, 12, 11 and the out-of-place-only 9, 8, 7).
+
+What the file implies, and what is asked (`resolve_sweep`, `missing_error`)
+    collective     the *_perf command line or '# Collective test starting' header; else
+                   --collective; else the table: busbw/algbw above 1 exists only for
+                   all_reduce (2(n-1)/n); below 1 with a reduction in redop only for
+                   reduce_scatter (`collectives_from_table`).
+    ranks          a complete set of Rank lines; else busbw/algbw, each printed digit
+                   giving an interval (`ranks_from_ratio`), bounded below by the largest
+                   Rank line seen; else --ranks.
+    nodes, scope   host names of a complete set of Rank lines; else --nodes (servers).
+                   The scope is intra-node when the ranks share one NVLink domain: one
+                   server, or with --hardware up to the servers of a multi-server domain
+                   (GB200 NVL72: 18 trays of 4 GPUs are one 72-GPU domain).
+    Every fact that is still unknown, for every table of every file, comes back in one
+    error with the options that give it. Contradictions (a Rank line beyond the table's
+    rank count, a collective the ratios exclude) and tables with fewer than two sizes in
+    range are errors that name the line.
+
 The time model (fitted per collective, scope and rank count)
     Let S_eff = size * factor(n): the bytes a rank must move over its busiest link, so
     that bus bandwidth B is comparable to a link's rate [1]. One regime is Hockney's
@@ -77,6 +109,12 @@ References
     Parallel Computing 20(3), 1994: t(n) = t0 + n / r_inf.
 [5] SciPy, scipy.optimize.least_squares, loss='soft_l1': rho(z) = 2((1 + z)^0.5 - 1).
 [6] G. Schwarz, "Estimating the dimension of a model", Annals of Statistics 6(2), 1978.
+[7] NVIDIA nccl-tests format history: src/all_gather.cu at commit ec1b5e22 and src/common.cu
+    at commit 0f8c785a (per-test print_header, `error` printed %5.0le, '#   Rank %2d Pid'
+    lines, '# nThread ... validation: %d'); the current src/common.cu (root and #wrong
+    columns, Rank lines with Group, -C cputime). aws-parallelcluster's EFA integration test
+    (tests/integration-tests/tests/efa/test_efa.py, a version in the code index) records
+    the expected output of nccl-tests 2.10.0 (error, no root) and 2.13.8 (root, #wrong).
 """
 
 from __future__ import annotations
@@ -173,6 +211,7 @@ class Context:
     collective_from: Optional[str] = None
     ranks: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> (host, gpu)
     rank_lines: list[int] = field(default_factory=list)
+    rank_line_of: dict[int, int] = field(default_factory=dict)  # rank -> line of its Rank line
     nccl_version: Optional[str] = None
     ngpus: Optional[int] = None
     nthreads: Optional[int] = None
@@ -236,6 +275,7 @@ _VERSION = re.compile(r"NCCL version\s+(\S+)")
 _LIBRARY = re.compile(r"nccl-library=(\d+)")  # '# nccl-tests version 2.18.2 nccl-headers=23007 nccl-library=23007'
 _CONCLUDED = re.compile(r"Collective test concluded")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:")
+_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _DEBUG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
 _SOURCE = re.compile(r"^#\s*source\s*:", re.IGNORECASE)
 
@@ -249,13 +289,18 @@ _DTYPES = {
 _KNOWN_COLS = {"size", "count", "type", "redop", "root", "time", "algbw", "busbw", "wrong", "error"}
 _HEAD_PREFIX = ["size", "count", "type", "redop", "root"]
 _GROUP = ["time", "algbw", "busbw", "wrong"]
-# Column layouts of nccl-tests tables without a header line [2]: 13 fields (2.x: with root),
-# 12 fields (1.x: no root column), and the same with only the out-of-place group.
+_GROUP_OLD = ["time", "algbw", "busbw", "error"]  # before 2022: the max deviation, not a count [2][7]
+# Column layouts of nccl-tests tables without a header line [2][7]: 13 fields (since 2022:
+# size count type redop root), 12 fields (before: size count type redop, or size count type
+# root for broadcast), 11 fields (before: size count type, all_gather), and the same with
+# only the out-of-place group.
 _HEADERLESS = {
     13: (_HEAD_PREFIX, [_GROUP, _GROUP]),
     9: (_HEAD_PREFIX, [_GROUP]),
-    12: (_HEAD_PREFIX[:4], [_GROUP, _GROUP]),
-    8: (_HEAD_PREFIX[:4], [_GROUP]),
+    12: (_HEAD_PREFIX[:4], [_GROUP_OLD, _GROUP_OLD]),
+    8: (_HEAD_PREFIX[:4], [_GROUP_OLD]),
+    11: (_HEAD_PREFIX[:3], [_GROUP_OLD, _GROUP_OLD]),
+    7: (_HEAD_PREFIX[:3], [_GROUP_OLD]),
 }
 
 
@@ -285,6 +330,7 @@ def _strip_prefix(line: str) -> str:
 def _header_layout(text: str, lineno: int) -> Optional[Layout]:
     """A table header such as '#  size  count  type  redop  root  time  algbw  busbw #wrong ...'."""
     toks = [t.strip(".:").lower() for t in text.replace("#", " ").split()]
+    toks = ["time" if t == "cputime" else t for t in toks]  # nccl-tests -C 1 (report_cputime) [2]
     if not toks or "size" not in toks or "time" not in toks or "busbw" not in toks:
         return None
     if not set(toks) <= _KNOWN_COLS:
@@ -304,6 +350,23 @@ def _header_layout(text: str, lineno: int) -> Optional[Layout]:
 def _is_units_line(text: str) -> bool:
     toks = text.replace("#", " ").split()
     return bool(toks) and all(re.fullmatch(r"\(.*\)", t) for t in toks)
+
+
+# The unit nccl-tests prints under each column that has one [2]; blank cells (count's type,
+# redop, root, #wrong/error) print nothing, so the units line lists these in column order.
+_UNITS = {"size": "(B)", "count": "(elements)", "time": "(us)", "algbw": "(GB/s)", "busbw": "(GB/s)"}
+
+
+def _check_units(text: str, layout: "Layout", name: str, lineno: int) -> None:
+    """The units line under a header, read in column order: every column with a unit
+    (size, count, time, algbw, busbw) has its own token, the blank ones have none. A time in
+    anything but microseconds or a bandwidth in anything but GB/s is an error naming the line."""
+    toks = text.replace("#", " ").split()
+    cols = [c for c in layout.prefix + [c for g in layout.groups for c in g] if c in _UNITS]
+    for col, tok in zip(cols, toks):
+        if tok.lower() != _UNITS[col].lower() and col in ("time", "algbw", "busbw"):
+            raise PlannerError(f"{name}:{lineno}: {col} unit {tok} (nccl-tests prints {_UNITS[col]})",
+                               "give unmodified nccl-tests output")
 
 
 def _is_placement_line(text: str) -> bool:
@@ -465,6 +528,7 @@ def parse_log(path: str | Path) -> ParsedLog:
             rank = int(m.group(1))
             ctx.ranks[rank] = (m.group(2), m.group(5).strip())
             ctx.rank_lines.append(lineno)
+            ctx.rank_line_of[rank] = lineno
             continue
         m = _VERSION.search(s)
         if m:
@@ -475,14 +539,15 @@ def parse_log(path: str | Path) -> ParsedLog:
             layout, cur = hdr, None
             continue
         if _is_units_line(s):
-            toks = s.replace("#", " ").split()
-            if layout and "time" in layout.prefix + [c for g in layout.groups for c in g]:
-                tpos = (layout.prefix + [c for g in layout.groups for c in g]).index("time")
-                if tpos < len(toks) and toks[tpos] != "(us)":
-                    raise PlannerError(f"{name}:{lineno}: time unit {toks[tpos]} (nccl-tests prints (us))",
-                                       "give unmodified nccl-tests output")
+            if layout:
+                _check_units(s, layout, name, lineno)
             continue
         if _is_placement_line(s):
+            continue
+        m = _OOB.match(s)
+        if m and int(m.group(1)) > 0:
+            issues.append(LineIssue(name, lineno, f"the run reports {m.group(1)} out-of-bounds value(s): some rows "
+                                    "failed nccl-tests' data check (an `error` column does not say which)", s))
             continue
         if _AVG.match(s):
             cur = None  # the sweep ends here; its average is not a measurement [2]
@@ -499,10 +564,12 @@ def parse_log(path: str | Path) -> ParsedLog:
                 issues.append(LineIssue(name, lineno, f"a row of {len(toks)} fields and no table header to name them", s))
                 continue
             pre, groups = _HEADERLESS[len(toks)]
+            if len(pre) == 4 and _INT.match(toks[3]):  # a root where a redop would be (broadcast)
+                pre = _HEAD_PREFIX[:3] + ["root"]
             lay = Layout(pre, groups, None)
             issues.append(
                 LineIssue(name, lineno, f"no table header before this row; read as the {len(toks)}-field nccl-tests layout "
-                          f"({' '.join(pre)} + {len(groups)} x time algbw busbw #wrong)", s)
+                          f"({' '.join(pre)} + {len(groups)} x {' '.join(groups[0]).replace('wrong', '#wrong')})", s)
             )
             layout = lay
         if len(toks) != lay.width:
@@ -593,6 +660,60 @@ def ranks_from_ratio(collective: str, points: list[Point], where: str = "") -> O
     return a, b
 
 
+# Reductions nccl-tests prints in its redop column [2]; a table of a collective without one
+# prints `none` (all_gather, alltoall, broadcast, gather, scatter, sendrecv).
+_REDUCTIONS = {"sum", "prod", "min", "max", "avg", "mulsum", "premulsum"}
+
+
+def collectives_from_table(sw: Sweep) -> list[str]:
+    """The collectives a table's own numbers allow, by nccl-tests' factor table [1, 2]:
+    busbw/algbw above 1 exists only for all_reduce (2(n-1)/n); below 1 it is (n-1)/n, with a
+    reduction in the redop column only reduce_scatter; 1 leaves broadcast, reduce and
+    sendrecv (and all_reduce on 2 ranks). Empty when no row has both bandwidths."""
+    lo, hi, used = 0.0, math.inf, 0
+    for p in sw.points:
+        if p.algbw is None or p.busbw is None or p.algbw - p.algbw_tol <= 0:
+            continue
+        lo = max(lo, max(p.busbw - p.busbw_tol, 0.0) / (p.algbw + p.algbw_tol))
+        hi = min(hi, (p.busbw + p.busbw_tol) / (p.algbw - p.algbw_tol))
+        used += 1
+    if not used or lo > hi:
+        return []
+    reducing = bool(sw.redops) and sw.redops <= _REDUCTIONS
+    plain = bool(sw.redops) and sw.redops == {"none"}
+    out = []
+    if hi > 1.0:
+        out.append("all_reduce")
+    if lo < 1.0:
+        out += [c for c in ("reduce_scatter", "all_gather", "alltoall", "gather", "scatter")
+                if not (reducing and c != "reduce_scatter") and not (plain and c == "reduce_scatter")]
+    if lo <= 1.0 <= hi:
+        out += [c for c in ("broadcast", "reduce", "sendrecv")
+                if not (reducing and c != "reduce") and not (plain and c == "reduce")]
+    return sorted(set(out), key=list(BUSBW_FACTORS).index)
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A fact a table needs that neither its log nor the options give."""
+
+    where: str  # file:line of the table
+    option: str  # the option that gives it
+    what: str  # the fact, and what the log does say about it
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what} -> {self.option}"
+
+
+def _domains(nodes: int, hardware) -> int:
+    """NVLink domains that `nodes` servers fill: one per server, unless the hardware's NVLink
+    domain spans several (GB200 NVL72: 18 trays of 4 GPUs in one 72-GPU domain)."""
+    if hardware is None or hardware.nvlink_domain <= hardware.gpus_per_node:
+        return nodes
+    per = max(1, hardware.nvlink_domain // hardware.gpus_per_node)
+    return -(-nodes // per)
+
+
 def resolve_sweep(
     sw: Sweep,
     collective: Optional[str] = None,
@@ -600,62 +721,89 @@ def resolve_sweep(
     nodes: Optional[int] = None,
     scope: Optional[str] = None,
     warn: Callable[[str], None] = lambda m: None,
-) -> None:
-    """Decide the collective, rank count, node count and scope of a sweep.
+    hardware=None,
+) -> list[Missing]:
+    """Decide the collective, rank count, node count and scope of a sweep; return the facts
+    that remain unknown (empty when the sweep is resolved).
 
-    Evidence in the log comes first; an option fills in what the log does not say, and
-    conflicts between the two are reported through `warn`. What neither says is an error
-    whose hint names the option to pass. Ranks: from a complete set of `Rank N` lines
-    (0..N-1), else from busbw/algbw (`ranks_from_ratio`), else --ranks; a ratio that
-    disagrees with the resolved count is an error. Nodes: distinct hosts of a complete set
-    of `Rank` lines, else --nodes. Scope: intra-node if nodes == 1, else inter-node, unless
-    --scope says otherwise (e.g. GB200 NVL72, where 18 trays share one NVLink fabric).
+    The log comes first, then the options, then what the table's numbers imply; conflicts
+    between log and options are reported through `warn`, contradictions raise PlannerError
+    naming the line. Collective: the command line or header, else --collective, else the
+    one collective busbw/algbw and the redop column allow (`collectives_from_table`).
+    Ranks: a complete set of `Rank N` lines (0..N-1), else busbw/algbw (`ranks_from_ratio`)
+    bounded below by the largest Rank line seen, else --ranks. Nodes: distinct hosts of a
+    complete set of Rank lines, else --nodes (servers; on hardware whose NVLink domain spans
+    servers, GB200 NVL72, the scope counts NVLink domains: 18 trays are one domain). Scope:
+    intra-node if the ranks share one NVLink domain, else inter-node, unless --scope.
+    `hardware`: a schema.Hardware (gpus_per_node, nvlink_domain) or None.
     """
     where = f"{sw.path}:{sw.first_line}"
     ctx = sw.ctx
+    missing: list[Missing] = []
+    ids = sorted(ctx.ranks)
+    complete = bool(ids) and ids == list(range(len(ids)))
+    floor = ids[-1] + 1 if ids else 1  # the largest Rank line seen bounds the count below
+    floor_txt = f"; Rank line {ctx.rank_line_of[ids[-1]]} names rank {ids[-1]}" if ids else ""
     # collective
+    implied = collectives_from_table(sw)
     if ctx.collective:
         sw.collective, sw.collective_from = ctx.collective, ctx.collective_from
         if collective and collective != ctx.collective:
             warn(f"{where}: the log's {ctx.collective_from} says {ctx.collective}; --collective {collective} not used for this table")
     elif collective:
         sw.collective, sw.collective_from = collective, "--collective"
+    elif len(implied) == 1:
+        sw.collective = implied[0]
+        sw.collective_from = "busbw/algbw > 1" if implied[0] == "all_reduce" else "busbw/algbw < 1 and a reduction in redop"
     else:
-        raise PlannerError(
-            f"{where}: cannot tell which collective this table measured (no *_perf command line or "
-            "'# Collective test starting' header before it)",
-            "pass --collective (one of: " + ", ".join(BUSBW_FACTORS) + ")",
-        )
+        allowed = ", ".join(implied) if implied else "no row has both algbw and busbw"
+        missing.append(Missing(where, "--collective", f"which collective (no *_perf command line or test header; "
+                                                      f"busbw/algbw allows: {allowed})"))
     # ranks
-    ids = sorted(ctx.ranks)
-    complete = bool(ids) and ids == list(range(len(ids)))
-    ratio = ranks_from_ratio(sw.collective, sw.points, f"{where}: {sw.collective} from {sw.collective_from}: ")
-    if ratio is None and sw.collective not in _RANK_FREE:
-        ratio_txt = "no row has both algbw and busbw"
-    elif ratio is None:
-        ratio_txt = f"busbw = algbw for {sw.collective} at any rank count"
+    if sw.collective is None:
+        # the count follows from busbw/algbw once the collective is known: ask only if no
+        # collective the table allows would give it
+        pinned = complete or ranks or (implied and all(_ratio_pins(sw, c, floor) for c in implied))
+        if not pinned:
+            missing.append(Missing(where, "--ranks", f"the rank count (busbw/algbw does not tell it{floor_txt})"))
     else:
-        ratio_txt = f"busbw/algbw allows n = {ratio[0]}" + ("" if ratio[0] == ratio[1] else f"..{ratio[1]}")
-    if complete:
-        sw.ranks, sw.ranks_from = len(ids), f"Rank lines {ctx.rank_lines[0]}-{ctx.rank_lines[-1]}"
-    elif ratio is not None and ratio[0] == ratio[1]:
-        sw.ranks, sw.ranks_from = int(ratio[0]), "busbw/algbw"
-    elif ranks:
-        sw.ranks, sw.ranks_from = ranks, "--ranks"
-    else:
-        seen = f"; Rank lines show rank(s) {', '.join(map(str, ids))} only" if ids else ""
-        raise PlannerError(f"{where}: cannot tell the rank count ({ratio_txt}{seen})", "pass --ranks N")
-    if ranks and ranks != sw.ranks:
-        warn(f"{where}: the log ({sw.ranks_from}) says {sw.ranks} ranks; --ranks {ranks} not used for this table")
-    if ratio is not None and not (ratio[0] <= sw.ranks <= ratio[1]):
-        raise PlannerError(
-            f"{where}: {sw.ranks} ranks ({sw.ranks_from}) disagree with the table ({ratio_txt}, factor "
-            f"{FACTOR_FORMULA[sw.collective]} for {sw.collective})",
-            "check --collective and --ranks against the command that produced the log",
-        )
-    if ids and ids[-1] + 1 > sw.ranks:
-        raise PlannerError(f"{where}: a Rank line names rank {ids[-1]} but the table has {sw.ranks} ranks",
-                           "check that the Rank lines and the table come from the same run")
+        ratio = ranks_from_ratio(sw.collective, sw.points, f"{where}: {sw.collective} from {sw.collective_from}: ")
+        if ratio is None and sw.collective not in _RANK_FREE:
+            ratio_txt = "no row has both algbw and busbw"
+        elif ratio is None:
+            ratio_txt = f"busbw = algbw for {sw.collective} at any rank count"
+        else:
+            ratio_txt = f"busbw/algbw allows n = {ratio[0]}" + ("" if ratio[0] == ratio[1] else f"..{ratio[1]}")
+        bounded = None if ratio is None else (max(ratio[0], floor), ratio[1])
+        if bounded is not None and bounded[0] > bounded[1]:
+            raise PlannerError(
+                f"{sw.path}:{ctx.rank_line_of[ids[-1]]}: this Rank line names rank {ids[-1]} but the table at line "
+                f"{sw.first_line} has {ratio_txt.replace('busbw/algbw allows n = ', '')} ranks (busbw/algbw)",
+                "check that the Rank lines and the table come from the same run")
+        if complete:
+            sw.ranks, sw.ranks_from = len(ids), f"Rank lines {ctx.rank_lines[0]}-{ctx.rank_lines[-1]}"
+        elif bounded is not None and bounded[0] == bounded[1]:
+            sw.ranks = int(bounded[0])
+            sw.ranks_from = "busbw/algbw" if ratio[0] == ratio[1] else f"busbw/algbw and Rank line {ctx.rank_line_of[ids[-1]]}"
+        elif ranks:
+            sw.ranks, sw.ranks_from = ranks, "--ranks"
+        else:
+            seen = f"; Rank lines show rank(s) {', '.join(map(str, ids))} only" if ids else ""
+            missing.append(Missing(where, "--ranks", f"the rank count ({ratio_txt}{seen})"))
+        if sw.ranks is not None:
+            if ranks and ranks != sw.ranks:
+                warn(f"{where}: the log ({sw.ranks_from}) says {sw.ranks} ranks; --ranks {ranks} not used for this table")
+            if ratio is not None and not (ratio[0] <= sw.ranks <= ratio[1]):
+                raise PlannerError(
+                    f"{where}: {sw.ranks} ranks ({sw.ranks_from}) disagree with the table ({ratio_txt}, factor "
+                    f"{FACTOR_FORMULA[sw.collective]} for {sw.collective})",
+                    "check --collective and --ranks against the command that produced the log",
+                )
+            if ids and ids[-1] + 1 > sw.ranks:
+                raise PlannerError(
+                    f"{sw.path}:{ctx.rank_line_of[ids[-1]]}: this Rank line names rank {ids[-1]} but the table at line "
+                    f"{sw.first_line} has {sw.ranks} ranks ({sw.ranks_from})",
+                    "check that the Rank lines and the table come from the same run")
     # nodes
     if complete:
         sw.nodes, sw.nodes_from = len(sw.hosts), "host names in Rank lines"
@@ -664,20 +812,51 @@ def resolve_sweep(
     elif nodes:
         sw.nodes, sw.nodes_from = nodes, "--nodes"
         if len(sw.hosts) > nodes:
-            raise PlannerError(f"{where}: --nodes {nodes} but the Rank lines already name {len(sw.hosts)} hosts",
-                               f"pass --nodes {len(sw.hosts)} or more")
+            raise PlannerError(f"{sw.path}:{ctx.rank_lines[-1]}: --nodes {nodes} but the Rank lines already name "
+                               f"{len(sw.hosts)} hosts", f"pass --nodes {len(sw.hosts)} or more")
+    elif sw.ranks == 1:
+        sw.nodes, sw.nodes_from = 1, "one rank"
     else:
         seen = f" (the Rank lines seen name {', '.join(sw.hosts)}, not all ranks)" if sw.hosts else " (no Rank lines)"
-        raise PlannerError(f"{where}: cannot tell how many nodes the {sw.ranks} ranks ran on{seen}",
-                           "pass --nodes N (1 if all ranks were in one server)")
-    if sw.nodes > sw.ranks:
-        raise PlannerError(f"{where}: {sw.nodes} nodes for {sw.ranks} ranks", "check --nodes")
+        servers = ""
+        if hardware is not None and hardware.nvlink_domain > hardware.gpus_per_node:
+            servers = (f"; on {hardware.name} a server is a {hardware.gpus_per_node}-GPU tray, "
+                       f"{hardware.nvlink_domain // hardware.gpus_per_node} trays per NVLink domain")
+        n_txt = f"the {sw.ranks} ranks" if sw.ranks else "the ranks"
+        missing.append(Missing(where, "--nodes", f"how many servers {n_txt} ran on{seen}{servers}"))
+    if sw.nodes is not None and sw.ranks is not None and sw.nodes > sw.ranks:
+        raise PlannerError(f"{where}: {sw.nodes} nodes ({sw.nodes_from}) for {sw.ranks} ranks ({sw.ranks_from})", "check --nodes")
     # scope
     if scope:
         sw.scope, sw.scope_from = scope, "--scope"
-    else:
-        sw.scope = "intra-node" if sw.nodes == 1 else "inter-node"
-        sw.scope_from = f"{sw.nodes} node(s)"
+    elif sw.nodes is not None:
+        domains = _domains(sw.nodes, hardware)
+        sw.scope = "intra-node" if domains == 1 else "inter-node"
+        sw.scope_from = f"{sw.nodes} node(s)" if domains == sw.nodes else (
+            f"{sw.nodes} {hardware.name} server(s) = {domains} NVLink domain(s)")
+    return missing
+
+
+def _ratio_pins(sw: Sweep, collective: str, floor: int) -> bool:
+    """True if busbw/algbw (bounded below by the Rank lines) pins the rank count of `sw`
+    were it `collective`."""
+    try:
+        r = ranks_from_ratio(collective, sw.points)
+    except PlannerError:
+        return False
+    return r is not None and max(r[0], floor) == r[1]
+
+
+def missing_error(missing: list[Missing]) -> PlannerError:
+    """One error for every fact the logs leave open, with every option that would give it."""
+    options = {"--collective": "--collective NAME", "--ranks": "--ranks N", "--nodes": "--nodes N"}
+    wanted = [options[o] for o in options if any(m.option == o for m in missing)]
+    lines = "\n".join(f"  {m}" for m in missing)
+    return PlannerError(
+        f"{len(missing)} fact(s) the log(s) do not say:\n{lines}",
+        "pass " + " ".join(wanted) + " (an option fills in every table whose log does not say it; "
+        "collectives: " + ", ".join(BUSBW_FACTORS) + ")",
+    )
 
 
 # ------------------------------------------------------------------------------- fitting
@@ -822,7 +1001,14 @@ def fit_sweeps(collective: str, ranks: int, sweeps: list[Sweep], min_bytes: int 
     time = np.array([p.time for p in pts], dtype=np.float64)
     f = float(busbw_factor(collective, ranks))
     bus = np.array([p.busbw if p.busbw is not None else p.size * f / p.time for p in pts], dtype=np.float64)
-    return fit_points(collective, ranks, size, time, min_bytes, eval_sizes=size, eval_busbw=bus)
+    try:
+        return fit_points(collective, ranks, size, time, min_bytes, eval_sizes=size, eval_busbw=bus)
+    except PlannerError as e:
+        # say which lines: the rows in the fitted range, else the tables
+        rows = sorted({(sw.path, p.line) for sw in sweeps for p in sw.points if p.size >= min_bytes})
+        where = [f"{path}:{line}" for path, line in rows] or [f"{sw.path}:{sw.first_line}" for sw in sweeps]
+        loc = ", ".join(where[:4]) + (f" (+{len(where) - 4} more)" if len(where) > 4 else "")
+        raise PlannerError(f"{loc}: {e.message}", e.hint) from None
 
 
 @dataclass
@@ -842,13 +1028,16 @@ def calibrate_logs(
     scope: Optional[str] = None,
     min_bytes: int = DEFAULT_MIN_BYTES,
     warn: Optional[Callable[[str], None]] = None,
+    hardware=None,
 ) -> Calibration:
     """Parse every log, resolve each sweep, group by (collective, scope, ranks) and fit.
 
     Warnings (unreadable lines, options the log overrides, groups that cannot be fitted)
     are collected in `Calibration.warnings` and, if `warn` is given, passed to it as they
     arise, so that a caller sees them even when a later step raises. Raises PlannerError
-    if a file is unreadable or if no group can be fitted.
+    if a file is unreadable, if a fact is missing (one error listing every missing fact of
+    every table, `missing_error`) or if no group can be fitted. `hardware` (schema.Hardware,
+    optional): servers per NVLink domain for the scope (see `resolve_sweep`).
     """
     if collective is not None:
         collective = normalize_collective(collective)
@@ -873,10 +1062,13 @@ def calibrate_logs(
         if log.ignored_debug_lines:
             note(f"{log.name}: {log.ignored_debug_lines} NCCL debug line(s) (NCCL INFO/WARN) skipped")
     sweeps: list[Sweep] = []
+    missing: list[Missing] = []
     for log in logs:
         for sw in log.sweeps:
-            resolve_sweep(sw, collective, ranks, nodes, scope, note)
+            missing += resolve_sweep(sw, collective, ranks, nodes, scope, note, hardware)
             sweeps.append(sw)
+    if missing:
+        raise missing_error(missing)
     groups: dict = {}
     for sw in sweeps:
         groups.setdefault((sw.collective, sw.scope, sw.ranks), []).append(sw)
@@ -900,27 +1092,89 @@ def calibrate_logs(
     return Calibration(logs, sweeps, fits, groups, warnings)
 
 
-def scope_warnings(cal: Calibration, nvlink_domain: int, gpus_per_node: int) -> list[str]:
-    """Hints for inter-node groups that may lie in one multi-node NVLink domain.
+# ------------------------------------------------------------------ the uncalibrated model
+MODEL_CHECK_MIN_BYTES = 64 * MiB  # the sizes the default model is held to (issue 11)
 
-    On hardware whose NVLink domain spans several nodes (GB200 NVL72: 4 GPUs per tray, 72
-    per domain), `nodes > 1` does not mean the traffic left NVLink. The log cannot tell, so
-    this only warns; --scope intra-node states it.
-    """
-    out = []
-    if nvlink_domain <= gpus_per_node:
-        return out
-    for (coll, scope, ranks), sws in cal.groups.items():
-        if scope == "inter-node" and ranks <= nvlink_domain:
-            out.append(
-                f"{coll} on {ranks} ranks over {sws[0].nodes} nodes was fitted as inter-node, but this hardware "
-                f"joins {nvlink_domain} GPUs in one NVLink domain; pass --scope intra-node if all ranks shared it"
-            )
-    return out
+
+@dataclass(frozen=True)
+class ModelCheck:
+    """The uncalibrated model (planner/comm.py on a Hardware entry) against one fitted
+    group's measured bus bandwidth at sizes >= min_bytes. Errors: busbw_model /
+    busbw_measured - 1 per measured point (both placements)."""
+
+    collective: str
+    scope: str
+    ranks: int
+    hardware: str
+    min_bytes: int
+    sizes: tuple[int, ...] = ()
+    measured: tuple[float, ...] = ()  # B/s
+    predicted: tuple[float, ...] = ()  # B/s
+    algorithms: tuple[str, ...] = ()  # what `auto` picks, per point
+    skipped: Optional[str] = None  # why the model was not compared
+
+    @property
+    def errors(self) -> np.ndarray:
+        return np.asarray(self.predicted) / np.asarray(self.measured) - 1.0
+
+    @property
+    def median_abs_err(self) -> float:
+        return float(np.median(np.abs(self.errors))) if self.sizes else float("nan")
+
+    @property
+    def max_abs_err(self) -> float:
+        return float(np.max(np.abs(self.errors))) if self.sizes else float("nan")
+
+    @property
+    def median_err(self) -> float:
+        return float(np.median(self.errors)) if self.sizes else float("nan")
+
+
+def compare_to_model(cal: Calibration, hardware, min_bytes: int = MODEL_CHECK_MIN_BYTES) -> list[ModelCheck]:
+    """For every fitted group, what the uncalibrated model predicts on `hardware` (a
+    schema.Hardware: its NVLink, NICs, NVLS, rails and SHARP) for the measured sizes >=
+    min_bytes: the group placed as `ranks` consecutive ranks, the algorithm NCCL's tuner
+    would pick (comm.group_collective with AUTO). Groups the model cannot place as the log
+    ran them (a different number of NVLink domains) or of collectives it does not model
+    (broadcast, reduce, gather, scatter) come back with `skipped` set."""
+    from .. import comm
+
+    params = comm.comm_params(hardware)
+    checks = []
+    for (coll, scope, n), sws in cal.groups.items():
+        base = dict(collective=coll, scope=scope, ranks=n, hardware=hardware.name, min_bytes=int(min_bytes))
+        try:
+            op = comm.op_code(coll)
+        except PlannerError:
+            checks.append(ModelCheck(**base, skipped=f"planner/comm.py has no {coll} model"))
+            continue
+        link = comm.group_link(n, 1, params, job_gpus=n)
+        placed = "intra-node" if int(link.link) == comm.LINK_NVLINK else "inter-node"
+        domains = {_domains(sw.nodes, hardware) for sw in sws if sw.nodes}
+        if placed != scope or (scope == "inter-node" and domains != {int(link.domains)}):
+            checks.append(ModelCheck(**base, skipped=(
+                f"the log's {n} ranks span {', '.join(map(str, sorted(domains)))} NVLink domain(s) ({scope}); "
+                f"{hardware.name} packs them into {int(link.domains)}")))
+            continue
+        f = float(busbw_factor(coll, n))
+        pts = [p for sw in sws for p in sw.points if p.size >= min_bytes]
+        if not pts:
+            checks.append(ModelCheck(**base, skipped=f"no measured size at or above {min_bytes:,} bytes"))
+            continue
+        sizes = np.array([p.size for p in pts], dtype=np.float64)
+        measured = np.array([p.busbw if p.busbw is not None else p.size * f / p.time for p in pts])
+        cost, _, algo = comm.group_collective(op, sizes, n, 1, params, comm.AUTO, job_gpus=n)
+        checks.append(ModelCheck(
+            **base, sizes=tuple(int(x) for x in sizes), measured=tuple(float(x) for x in measured),
+            predicted=tuple(float(x) for x in np.broadcast_to(cost.busbw, sizes.shape)),
+            algorithms=tuple(comm.ALGO_NAMES[int(a)] for a in np.broadcast_to(algo, sizes.shape)),
+        ))
+    return checks
 
 
 __all__ = [
     "BUSBW_FACTORS", "Calibration", "DEFAULT_MIN_BYTES", "EVAL_MIN_BYTES", "Fit", "LineIssue", "ParsedLog",
-    "Point", "Regime", "SCOPES", "Sweep", "busbw_factor", "calibrate_logs", "envelope_time", "fit_points",
-    "fit_sweeps", "normalize_collective", "parse_log", "ranks_from_ratio", "resolve_sweep", "scope_warnings",
+    "MODEL_CHECK_MIN_BYTES", "Missing", "ModelCheck", "Point", "Regime", "SCOPES", "Sweep", "busbw_factor", "calibrate_logs", "collectives_from_table",
+    "compare_to_model", "envelope_time", "fit_points", "missing_error",
+    "fit_sweeps", "normalize_collective", "parse_log", "ranks_from_ratio", "resolve_sweep",
 ]

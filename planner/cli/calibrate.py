@@ -32,13 +32,13 @@ def nccl(
     output: Path = typer.Option(..., "--output", "-o", help="profile YAML to write"),
     collective: Optional[str] = typer.Option(None, "--collective", help="all_reduce|all_gather|reduce_scatter|alltoall|sendrecv|broadcast|... when the log does not name it"),
     ranks: Optional[int] = typer.Option(None, "--ranks", help="rank count when neither Rank lines nor busbw/algbw tell it"),
-    nodes: Optional[int] = typer.Option(None, "--nodes", help="node count when the log lacks a complete set of Rank lines"),
-    scope: Optional[str] = typer.Option(None, "--scope", help="intra-node|inter-node (default: intra-node if 1 node); intra-node also for one NVLink domain spanning trays (GB200 NVL72)"),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path of the GPUs measured (recorded in the profile)"),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="servers (trays on GB200 NVL72) when the log lacks a complete set of Rank lines"),
+    scope: Optional[str] = typer.Option(None, "--scope", help="intra-node|inter-node (default: intra-node if the ranks share one NVLink domain: one server, or up to 18 trays of a GB200 NVL72 with --hardware)"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path of the GPUs and fabric measured: NVLink domains for the scope, and the uncalibrated model's busbw beside the log's (recorded in the profile)"),
     min_size: str = typer.Option("1MiB", "--min-size", help="smallest message size fitted, e.g. 1MiB, 256KiB, 8MB"),
 ) -> None:
     """Fit latency and bus bandwidth per (collective, scope, ranks) to nccl-tests logs."""
-    from ..calibrate.nccl import calibrate_logs, scope_warnings
+    from ..calibrate.nccl import calibrate_logs, compare_to_model
     from ..calibrate.profile import keep_gemm_section, profile_from_calibration, write_profile
 
     hw = None
@@ -47,14 +47,13 @@ def nccl(
 
         hw = load_hardware(hardware)
     min_bytes = int(parse_bytes(min_size, "--min-size"))
-    cal = calibrate_logs(logs, collective=collective, ranks=ranks, nodes=nodes, scope=scope, min_bytes=min_bytes, warn=warn)
-    if hw is not None and scope is None:
-        for w in scope_warnings(cal, hw.nvlink_domain, hw.gpus_per_node):
-            warn(w)
+    cal = calibrate_logs(logs, collective=collective, ranks=ranks, nodes=nodes, scope=scope, min_bytes=min_bytes, warn=warn,
+                         hardware=hw)
     prof = profile_from_calibration(cal, hardware=hw.name if hw else None)
     prof = keep_gemm_section(output, prof)
     write_profile(prof, output)
-    print_nccl_report(prof, cal, output)
+    checks = compare_to_model(cal, hw) if hw is not None else []
+    print_nccl_report(prof, cal, output, checks)
 
 
 # --- gemm ---------------------------------------------------------------------------

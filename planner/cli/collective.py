@@ -29,8 +29,8 @@ def register(app: typer.Typer) -> None:
         algo: Optional[str] = typer.Option(
             None,
             "--algo",
-            help="ring | tree | parameter-server | hierarchical | nvls | direct | auto "
-            "(default: ring; direct for all-to-all and send-recv)",
+            help="ring | tree | nvls | nvls-tree | collnet | pat | hierarchical | parameter-server | direct | auto "
+            "(default: ring; direct for all-to-all and send-recv; auto: the fastest that exists where the group lands)",
         ),
         hardware: Optional[str] = typer.Option(
             None, "--hardware", "-H", help="catalog name or YAML path (default: h100-sxm); gives the link the group lands on"
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
             from ..errors import PlannerError
 
             raise PlannerError(f"--ranks must be at least 1, got {ranks}", "give the number of ranks in the group, e.g. --ranks 8")
-        needs_hw = hardware is not None or bandwidth is None or latency is None or algo_c in (comm.HIERARCHICAL, comm.NVLS, comm.AUTO)
+        needs_hw = hardware is not None or bandwidth is None or latency is None or algo_c in comm.NEEDS_PLACEMENT
         params = None
         if needs_hw:
             from ..catalog import load_hardware

@@ -39,11 +39,40 @@ def nccl_tables(prof) -> list[Table]:
     return tables
 
 
-def print_nccl_report(prof, cal, output: Path) -> None:
-    """The fit of `calibrate nccl` and the profile it wrote."""
+def model_check_tables(checks) -> list:
+    """The uncalibrated model beside the log, one table per group: busbw per measured size
+    (the mean of the placements), the algorithm `auto` picks, and the error summary; a
+    group the model cannot place as the log ran it is one line saying why."""
+    items = []
+    for c in checks:
+        group = f"{c.collective}, {c.scope}, {c.ranks} ranks"
+        if c.skipped:
+            items.append(f"uncalibrated model on {c.hardware}: {group} not compared ({c.skipped})")
+            continue
+        t = Table(title=f"uncalibrated model on {c.hardware}: {group}, sizes >= {binary_size(c.min_bytes)}",
+                  title_justify="left")
+        for col in ("size", "algorithm", "model GB/s", "log GB/s", "error"):
+            t.add_column(col, justify="left" if col == "algorithm" else "right", no_wrap=True)
+        by_size: dict[int, list] = {}
+        for size, meas, pred, algo in zip(c.sizes, c.measured, c.predicted, c.algorithms):
+            by_size.setdefault(size, []).append((meas, pred, algo))
+        for size, rows in sorted(by_size.items()):
+            meas = sum(r[0] for r in rows) / len(rows)
+            t.add_row(binary_size(size), rows[0][2], f"{rows[0][1] / 1e9:,.1f}", f"{meas / 1e9:,.1f}", f"{rows[0][1] / meas - 1:+.1%}")
+        t.caption = (f"busbw error (model / log - 1, {len(c.sizes)} points): median |error| {pct(c.median_abs_err, '-')}, "
+                     f"max |error| {pct(c.max_abs_err, '-')}, signed median {c.median_err:+.1%}")
+        items.append(t)
+    return items
+
+
+def print_nccl_report(prof, cal, output: Path, checks=()) -> None:
+    """The fit of `calibrate nccl`, the uncalibrated model beside the log where --hardware is
+    known (`checks`, calibrate.nccl.compare_to_model), and the profile it wrote."""
     out.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
     for table in nccl_tables(prof):
         out.print(table)
+    for item in model_check_tables(checks):
+        out.print(item)
     out.print(f"wrote {output} ({len(prof.nccl.groups)} group(s) from {len(cal.logs)} file(s))")
 
 

@@ -25,6 +25,10 @@ def link_lines(r: dict) -> list[str]:
         f"  network {gbps(L['network_line_rate_Bps'])} per GPU x {L['network_efficiency']:.3f} achievable "
         f"= {gbps(L['network_Bps'])}, {duration(L['network_latency_s'])} a round",
     ]
+    fabric = [f"NVLS {gbps(L['nvls_algbw_Bps'])} algbw inside a domain" if L["nvls"] else "no NVLS",
+              "SHARP in the switches" if L["sharp"] else "no SHARP",
+              f"{L['gpus_per_nic']:g} GPU(s) per NIC", f"tree hop {duration(L['tree_hop_latency_s'])}"]
+    lines.append("  " + ", ".join(fabric))
     if L["crosses_pod"]:
         model = "worst case: all traffic crosses" if L["worst_case_pods"] else "ring-crossing contention model"
         lines.append(f"  crosses {L['pod_gpus']:,}-GPU pods at 1:{L['oversubscription']:g} ({model})")
@@ -55,3 +59,7 @@ def collective_table(r: dict) -> None:
     tab.add_row("algbw (size / time)", gbps(r["algbw_Bps"]))
     tab.add_row(f"busbw (nccl-tests, x {r['busbw_factor']:.5g})", gbps(r["busbw_Bps"]))
     out.print(tab)
+    alts = r.get("alternatives_s") or {}
+    if len(alts) > 1:
+        ranked = sorted(alts.items(), key=lambda kv: kv[1])
+        out.print("algorithms that exist here (time): " + ", ".join(f"{k} {duration(v)}" for k, v in ranked), highlight=False)
