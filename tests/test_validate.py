@@ -346,7 +346,8 @@ def test_summary_statistics_by_hand(run, tmp_path, monkeypatch):
     table = run("validate", path)
     assert table.exit_code == 0, table.stderr
     out = table.stdout
-    assert "n=3 median |err|=10.0% p90 |err|=18.0%" in out
+    # signed errors +10%, -20%, +5%: signed median +5%
+    assert "n=3 median |err|=10.0% signed median=+5.0% p90 |err|=18.0%" in out
     assert "+10.0%" in out and "-20.0%" in out and "4,000*" in out
     assert "skipped (1):" in out and "r4: no hardware entry for TPU v4" in out
 
