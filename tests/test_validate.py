@@ -382,6 +382,36 @@ def test_median_error_on_complete_records_within_15_percent(run):
     )
 
 
+# Before stacks (commit 284a1fa) the Megatron-LM records (Narayanan Table 1 and the Megatron-LM
+# README H100 table, 19 records) had median |error| 3.81%; llm-foundry +10.9% signed, torchtitan +15.3%.
+MEGATRON_MEDIAN_BEFORE_STACKS = 0.0381
+# (with tolerance for the last digit; see the README's validation section for the figures)
+
+
+def test_accuracy_per_stack(run):
+    """Issue 10's targets on the complete records: every stack with >= 5 records has median
+    |error| <= 10% and |signed median| <= 5%; the Megatron records stay within 0.5 points of
+    their accuracy before stacks (bucketed DP collectives cost a little there, see the README);
+    the whole set's p90 below 25%."""
+    js = json.loads(run("validate", DATA, "--complete", "--format", "json").stdout)
+    s = js["summary"]
+    assert s["p90_abs_error"] < 0.25
+    for name, st in s["by_stack"].items():
+        if st["n"] >= 5:
+            assert st["median_abs_error"] <= 0.10, (name, st)
+            assert abs(st["median_error"]) <= 0.05, (name, st)
+    assert set(s["by_stack"]) == {"megatron", "llm-foundry", "torchtitan"}
+    assert s["by_stack"]["megatron"]["median_abs_error"] <= MEGATRON_MEDIAN_BEFORE_STACKS + 0.005
+
+
+def test_memory_records_within_10_percent(run):
+    """The records that publish memory (torchtitan on H200, which logs max reserved) within 10%."""
+    js = json.loads(run("validate", DATA, "--group", "torchtitan_benchmarks_trainy_h200", "--format", "json").stdout)
+    errs = [r["memory_error"] for r in js["runs"] if r["memory_error"] is not None]
+    assert len(errs) == 2
+    assert all(abs(e) <= 0.10 for e in errs), errs
+
+
 def test_calibration_profile_reaches_every_prediction(run, tmp_path):
     """A GEMM profile at 600 TFLOP/s (sustained) slows every H100 prediction of the Megatron
     README group down; a missing profile is bad input."""
