@@ -361,5 +361,7 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
         "mfu_6n": ft.dense * tps / denom,
         "hfu": (ft_hw.total + rc) * tps / denom,
         "tflops_per_gpu": ft.total * tps / settings.gpus / 1e12,
+        # what the GPUs execute (causal attention, recompute): never above the hardware's GEMM rate
+        "hardware_tflops_per_gpu": (ft_hw.total + rc) * tps / settings.gpus / 1e12,
         "peak_tflops": peak / 1e12,
     }

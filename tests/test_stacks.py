@@ -250,3 +250,17 @@ def test_pairs_that_differ_in_configuration_are_ordered_as_published():
         if pa == pb or (pa > pb) != pub:
             wrong.add((a["id"], b["id"]))
     assert wrong == PAIRS_ORDERED_WRONG
+
+
+@pytest.mark.parametrize("hw", ["a100-sxm-80gb", "h100-sxm"])
+@pytest.mark.parametrize("stack", ["megatron", "torchtitan"])
+def test_executed_flops_never_exceed_the_gemm_ceiling(explain, hw, stack):
+    """An 8B model with FSDP on 8 GPUs (the issue's new-user case: 233 TFLOP/s on A100 with a
+    230 TFLOP/s sustained GEMM ceiling): the FLOP/s the GPUs execute stay below the sustained
+    GEMM plateau; the model-FLOP figure (non-causal attention, PaLM) may exceed it and says so."""
+    from planner.catalog import load_hardware
+    from planner.compute import gemm_plateau
+
+    _, _, _, js = explain(model="llama3-8b", gpus=8, sharding="fsdp", hardware=hw, stack=stack)
+    ceiling = gemm_plateau(load_hardware(hw), "bf16") / 1e12
+    assert js["throughput"]["hardware_tflops_per_gpu"] < ceiling

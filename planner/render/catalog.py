@@ -15,13 +15,21 @@ HARDWARE_COLUMNS = [
     ("nvlink_GBps", "NVLink GB/s"), ("network_Gbps", "NIC Gb/s"), ("pod_gpus", "pod"), ("oversubscription", "1:N")]
 
 
+def _cell(v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
 def list_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> None:
     """One row per record, `cols` = (key, header); ints with thousands separators."""
     tab = Table(title=title, title_justify="left")
     for _, header in cols:
         tab.add_column(header)
     for r in rows:
-        tab.add_row(*[("" if r.get(k) is None else (f"{r[k]:,}" if isinstance(r[k], int) else str(r[k]))) for k, _ in cols])
+        tab.add_row(*[_cell(r.get(k)) for k, _ in cols])
     out.print(tab)
 
 

@@ -96,7 +96,8 @@ def time_table(res: dict) -> None:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
     out.print(
         f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
-        f"{thr['tflops_per_gpu']:,.0f} TFLOP/s per GPU; MFU {pct(thr['mfu'])} "
+        f"{thr['hardware_tflops_per_gpu']:,.0f} TFLOP/s per GPU executed ({thr['tflops_per_gpu']:,.0f} in model FLOPs); "
+        f"MFU {pct(thr['mfu'])} "
         f"(6N + {res['flops']['attention_counted']} attention, PaLM), {pct(thr['mfu_6n'])} (6N); "
         f"HFU {pct(thr['hfu'])} (what the kernels run: causal attention, recompute) "
         f"of {thr['peak_tflops']:,.0f} TFLOP/s"
