@@ -134,20 +134,34 @@ def step_times(space: Space, bidx, rcidx, order, var=None) -> tuple[np.ndarray, 
     return step, floor
 
 
-def best_variants(space: Space, bidx, rcidx, order) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(variant index, step, floor) of each candidate's fastest stack variant (space.variants)
-    at the given rank order; variant 0 unless another valid one is strictly faster."""
+def best_variants(space: Space, bidx, rcidx, order, reach=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(variant index, step, floor, extra evaluations) of each candidate's fastest stack variant (space.variants)
+    at the given rank order; variant 0 unless another valid one is strictly faster.
+
+    reach(step, floor) -> bool mask (optional): the candidates that can still rank. A variant
+    that differs from variant 0 only in TP overlap changes neither the compute nor the
+    optimizer step (step.py: overlap only hides TP communication), so its step is >= variant
+    0's floor; it is tried only where reach(step0, floor0) holds (the search passes "floor
+    within the k-th best step of variant 0", the branch and bound of the module docstring).
+    Other variants (fp8 recipes) are tried everywhere they are valid."""
     var = np.zeros(len(bidx), dtype=np.int64)
+    evaluated = 0
     step, floor = step_times(space, bidx, rcidx, order, var)
+    can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
+    only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], 0), np.delete(space.variants[0], 0)))  # noqa: E731
     for v in range(1, len(space.variants)):
-        ok = np.flatnonzero(space.variant_ok(space.plans(bidx, rcidx), v))
+        ok = space.variant_ok(space.plans(bidx, rcidx), v)
+        if only_tpo(v):
+            ok &= can
+        ok = np.flatnonzero(ok)
         if not len(ok):
             continue
         s2, f2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v)
+        evaluated += len(ok)
         better = s2 < step[ok]
         j = ok[better]
         var[j], step[j], floor[j] = v, s2[better], f2[better]
-    return var, step, floor
+    return var, step, floor, evaluated
 
 
 def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) -> np.ndarray:
@@ -206,8 +220,14 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 
     # ---- step time, first distinct order of each fitting candidate
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    fv, step1, floor1 = best_variants(space, fb, fr, first_order)
-    c.time_evaluations = len(fb)
+    reach = None
+    if not keep_feasible and objective != "memory":
+        def reach(step0, floor0):
+            k = min(top, len(step0))
+            kth = np.partition(_objective(objective, settings, space, step0, fm, fb), k - 1)[k - 1]
+            return _objective(objective, settings, space, floor0, fm, fb) <= kth
+    fv, step1, floor1, extra = best_variants(space, fb, fr, first_order, reach)
+    c.time_evaluations = len(fb) + extra
     if objective == "memory":
         obj1 = fm
     else:

@@ -38,6 +38,9 @@ def kernel_bytes(stack: Stack, compile_) -> dict[str, np.ndarray]:
     compiles (torch.compile), the stack's default kernels elsewhere."""
     on = np.asarray(compile_) > 0
     comp = stack.compiled_kernels or stack.kernels
+    if not on.any() or on.all():  # one value for every plan (the search's common case): scalars broadcast
+        src = comp if on.all() else stack.kernels
+        return {f: np.float64(getattr(src, f)) for f in KERNEL_FIELDS}
     return {f: np.where(on, float(getattr(comp, f)), float(getattr(stack.kernels, f))) for f in KERNEL_FIELDS}
 
 
