@@ -224,7 +224,9 @@ class OverlapSpec(BaseModel):
     tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
-    pp_p2p_overlapped: bool = Field(description="pipeline send/recv overlapped with compute (else blocking)")
+    pp_p2p_overlapped: Literal["never", "interleaved", "always"] = Field(
+        description="pipeline send/recv overlapped with compute: never (blocking), with the interleaved schedule only "
+                    "(Megatron overlap_p2p_comm), or always")
     fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
                                                      "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
                                                      "so the backward all-gathers wait on compute and compute on them")

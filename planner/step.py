@@ -74,7 +74,7 @@ from .compute import (
 )
 from .memory import recompute_fraction, recomputed_layers, stage_params
 from .params import count_params
-from .pipeline import bubble_fraction, stage_layers
+from .pipeline import INTERLEAVED, bubble_fraction, stage_layers
 from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
@@ -246,7 +246,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
 
     pp_msg = T * h * ACT_BYTES / rep_div
     pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, strides["pp"])
-    pp_mb = 2.0 * plan.vpp * pp_send
+    # blocking p2p waits for every send; an overlapped one (Megatron's interleaved schedule)
+    # hides behind the next model chunk's compute, at the stack's exposed share
+    p2p = stack.overlap.pp_p2p_overlapped
+    overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
+    chunk = layers / plan.vpp * layer_fwd
+    pp_mb = 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, stack.overlap.overlapped_exposed_fraction), pp_send)
 
     # DP / sharding: gradients reduce over every rank that holds the same weights, dp x cp
     # (context-parallel ranks compute gradients of the same weights on other tokens); the

@@ -264,3 +264,16 @@ def test_executed_flops_never_exceed_the_gemm_ceiling(explain, hw, stack):
     _, _, _, js = explain(model="llama3-8b", gpus=8, sharding="fsdp", hardware=hw, stack=stack)
     ceiling = gemm_plateau(load_hardware(hw), "bf16") / 1e12
     assert js["throughput"]["hardware_tflops_per_gpu"] < ceiling
+
+
+def test_interleaved_p2p_overlaps_on_megatron(explain, tmp_path):
+    """Megatron overlaps pipeline send/recv with the next chunk's compute in the interleaved
+    schedule (overlap_p2p_comm): each send then costs the stack's exposed share (0.189) of its
+    time; a stack whose p2p blocks pays all of it."""
+    kw = dict(model="llama3-8b", gpus=8, pp=4, vpp=2, global_batch=8, seq_len=8192)
+    _, _, _, ovl = explain(**kw)
+
+    def blocking(d):
+        d["overlap"]["pp_p2p_overlapped"] = "never"
+    _, _, _, blk = explain(stack=_stack_file(tmp_path, "megatron", blocking), **kw)
+    assert ovl["time"]["pp_comm_s"] == pytest.approx(0.189 * blk["time"]["pp_comm_s"], rel=1e-9)
