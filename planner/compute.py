@@ -24,6 +24,7 @@ import numpy as np
 from .errors import PlannerError
 from .params import count_params
 from .plan import BF16, FP8, RC_FULL, RC_SELECTIVE
+from .power import power_rate_fraction
 from .profile import GemmCalibration, GemmRow
 from .schema import ModelSpec
 from .terms import Terms
@@ -114,16 +115,20 @@ HBM_EFFICIENCY = 0.90  # achievable fraction of HBM bandwidth for streaming elem
 # calibration profile replaces it)
 
 
+# The power envelope (board power limit -> tensor-core clock): planner/power.py.
+
+
 def gemm_plateau(hw, precision: str) -> float:
     """Sustained dense GEMM FLOP/s on large, well-shaped matrices: the measured best-shape
-    figure [6] at the sustained clock (SUSTAINED_TENSOR_FRACTION)."""
+    figure [6] at the sustained clock (SUSTAINED_TENSOR_FRACTION), under the board's power
+    limit (power.power_rate_fraction)."""
     peak = hw.peak_flops(precision)
     c = hw.compute
     measured = None
     if c is not None:
         measured = c.gemm_fp8_TFLOPS if precision == "fp8" else c.gemm_bf16_TFLOPS
     burst = measured * 1e12 if measured else peak * DEFAULT_GEMM_EFFICIENCY
-    return burst * SUSTAINED_TENSOR_FRACTION
+    return burst * SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
 
 
 def wave_efficiency(M, N, sms):
@@ -147,8 +152,8 @@ def gemm_time(M, N, K, plateau_flops, sms):
 def attention_rates(hw) -> tuple[float, float]:
     """(forward, backward) sustained FlashAttention FLOP/s on this hardware [7]."""
     c = hw.compute
-    plat = gemm_plateau(hw, "bf16")  # already sustained
-    k = SUSTAINED_TENSOR_FRACTION
+    plat = gemm_plateau(hw, "bf16")  # already sustained, under the power limit
+    k = SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
     fwd = c.attention_fwd_TFLOPS * 1e12 * k if c is not None and c.attention_fwd_TFLOPS else plat * ATTN_FWD_EFFICIENCY
     bwd = c.attention_bwd_TFLOPS * 1e12 * k if c is not None and c.attention_bwd_TFLOPS else plat * ATTN_BWD_EFFICIENCY
     return fwd, bwd
@@ -321,8 +326,19 @@ def _rate_one(M, N, K, precision: str, hw, cal: GemmCalibration):
         M, N, K = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (M, N, K)))
         return default_gemm_rate(M, N, precision, hw)
     sms = cal.sm_count or sm_count(hw)
-    derate = 1.0 if cal.sustained else SUSTAINED_TENSOR_FRACTION
-    return _interpolate(_table(rows, sms, derate), M, N, K, sms)
+    return _interpolate(_table(rows, sms, calibration_derate(cal, hw)), M, N, K, sms)
+
+
+def calibration_derate(cal: GemmCalibration, hw) -> float:
+    """What a calibration's measured rates are multiplied by for `hw` at its power limit:
+    burst rows like the hardware entries' figures (SUSTAINED_TENSOR_FRACTION, then the power
+    envelope, planner/power.py); sustained rows only by the power envelope between the limit they were
+    measured at (`power_limit_w`; unrecorded: the job's own, i.e. no scaling) and the job's."""
+    job = power_rate_fraction(hw)
+    if not cal.sustained:
+        return SUSTAINED_TENSOR_FRACTION * job
+    measured_at = job if cal.power_limit_w is None else power_rate_fraction(hw, cal.power_limit_w)
+    return job / measured_at
 
 
 def _precision(dtype) -> str:

@@ -15,6 +15,7 @@ from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
+from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .profile import CalibrationProfile, load_profile
 from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec, Stack
 
@@ -180,8 +181,35 @@ class Settings:
     calibration_path: str | None = None
     stack: Stack | None = None  # the software stack (stack_db/); None only in hand-built test settings
     stack_name: str = "megatron"
-    power_limit_w: float | None = None  # board power limit (None: the hardware's TDP)
+    power_limit_w: float | None = None  # board power limit in force, W (None: the hardware's TDP)
+    power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
+
+
+def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) -> tuple[Hardware, str]:
+    """The hardware as the job runs it: the job's power_limit_w (else the hardware's
+    power_limit_W, else its tdp_W) becomes hw.power_limit_W, which compute.py's power
+    envelope reads. A limit above the rated power is refused (the board cannot draw it); one
+    below DEEP_CAP_FRACTION of it warns (the cube-root rule is optimistic there)."""
+    if job.power_limit_w is None:
+        source = "hardware" if hw.power_limit_W else "tdp"
+    else:
+        source = "job"
+        if job.power_limit_w > hw.tdp_W:
+            raise PlannerError(
+                f"{where}power_limit_w {job.power_limit_w:g} W exceeds the rated board power of {hw.name} "
+                f"(tdp_W {hw.tdp_W:g} W)",
+                f"give a power limit of at most {hw.tdp_W:g} W, or a hardware entry rated for more",
+            )
+        hw = hw.model_copy(update={"power_limit_W": float(job.power_limit_w)})
+    p = hw.power_limit_W or hw.tdp_W
+    if p < DEEP_CAP_FRACTION * hw.tdp_W:
+        warnings.append(
+            f"power limit {p:g} W is below {DEEP_CAP_FRACTION:.0%} of {hw.name}'s {hw.tdp_W:g} W: the clock-cubed "
+            "power model is optimistic there (GB300 at 500 of 1400 W ran GEMMs at ~30% of full rate, triton PR #2023); "
+            "calibrate with `planner calibrate gemm --sustained` at this limit"
+        )
+    return hw, source
 
 
 def _load_calibration(path):
@@ -233,6 +261,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     model = load_model(job.model)
     hw = load_hardware(job.hardware)
     warnings: list[str] = []
+    hw, power_source = _apply_power_limit(hw, job, where, warnings)
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq = job.seq_len or model.max_seq_len
     if job.global_batch is not None and job.global_batch_tokens is not None:
@@ -309,7 +338,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         calibration_path=job.calibration,
         stack=stack,
         stack_name=job.stack,
-        power_limit_w=job.power_limit_w,
+        power_limit_w=power_limit(hw),
+        power_limit_source=power_source,
         inherited=tuple(inherited),
     )
     return settings, plan, warnings
@@ -414,6 +444,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
         "power_limit_w": settings.power_limit_w,
+        "power_limit_source": settings.power_limit_source,
+        "tensor_rate_fraction": power_rate_fraction(settings.hardware),
     }
 
 

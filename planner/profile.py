@@ -337,6 +337,10 @@ class GemmCalibration(BaseModel):
         default=False,
         description="rows measured at the sustained (power-limited) clock; false: benchmark bursts, "
                     "derated by compute.SUSTAINED_TENSOR_FRACTION like the hardware entries' figures")
+    power_limit_w: Optional[float] = Field(
+        default=None, gt=0,
+        description="board power limit the rows were measured at, W (nvidia-smi power.limit); with sustained: "
+                    "true the rates hold at this limit and compute.py's power envelope scales them to a job's limit")
     interpolation: Literal["shepard-k4-log-mnk-x-wave"] = Field(
         default=INTERPOLATION,
         description="exact measured shapes; else inverse-distance (k=4, power 2) mean of rate/wave_efficiency over "

@@ -108,7 +108,11 @@ class Hardware(BaseModel):
     hbm_TBps: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
     bf16_TFLOPS: float = Field(gt=0, description="dense BF16 tensor peak")
     fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
-    tdp_W: float = Field(gt=0)
+    tdp_W: float = Field(gt=0, description="rated (maximum) board power, W: the catalog's compute figures hold at it")
+    power_limit_W: Optional[float] = Field(
+        default=None, gt=0,
+        description="board power limit the fleet runs at when below tdp_W (e.g. 500 W on Meta's Grand Teton H100s); "
+                    "default: tdp_W. Lowers the sustained tensor-core rate (compute.py power_rate_fraction)")
     gpus_per_node: int = Field(gt=0)
     nvlink_domain: int = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")

@@ -291,6 +291,8 @@ def _job_fields(job: Job, row_plan: dict) -> dict:
     keys = set(Job.model_fields) - {"global_batch_tokens", "model", "hardware"}
     d = {k: v for k, v in row_plan.items() if k in keys}
     d.update(model=job.model, hardware=job.hardware)
+    if row_plan.get("power_limit_source", "job") != "job":  # the hardware's own limit, not the job's
+        d["power_limit_w"] = None
     return d
 
 
@@ -351,7 +353,7 @@ def stack_args(d: dict, stack) -> list[str]:
             args.append(on if d[field] else off)
     if d["precision"] == "fp8" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
         args += ["--fp8-recipe", d["fp8_recipe"]]
-    if d.get("power_limit_w") is not None:
+    if d.get("power_limit_source") == "job":
         args += ["--power-limit-w", repr(d["power_limit_w"])]
     return args
 
@@ -486,5 +488,7 @@ def fit_row_job(rows: list[dict], n: int, where: str = "", **overrides) -> Job:
     plan = rows[n - 1]["plan"]
     keys = set(Job.model_fields) - {"global_batch_tokens"}
     fields = {k: v for k, v in plan.items() if k in keys}
+    if plan.get("power_limit_source", "job") != "job":  # the hardware's own limit, not the job's
+        fields["power_limit_w"] = None
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return validate(Job, fields, f"{where}row {n}")

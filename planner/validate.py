@@ -20,11 +20,12 @@ command had to assume is listed, with its reason, in the row's `assumed` list. A
 that cannot be evaluated is kept in the output with `skipped: <reason>`; none is dropped.
 
  1. hardware from gpu_type (text, case-insensitive): H200 -> h200-sxm; H100 PCIe -> h100-pcie;
-    H100 with 94-96 GB HBM2e (torchtitan's lower-TDP parts [9]) -> h100-sxm, noted as a
-    stand-in (no catalog entry: HBM size, bandwidth and power cap differ); other H100 ->
-    h100-sxm; A100 40 GB -> a100-sxm-40gb; A100 80 GB (or size unstated, noted) ->
-    a100-sxm-80gb; A100 PCIe -> skipped; B200, GB200, MI300X -> their catalog entries;
-    anything else (TPU v4, ...) -> skipped, "no hardware entry for <gpu_type>".
+    H100 with 94-96 GB HBM2e (torchtitan's lower-TDP parts [9]) -> h100-sxm-96gb-hbm2e
+    (Meta's Grand Teton part: 2.4 TB/s, 500 W power limit); other H100 -> h100-sxm; H800 ->
+    h800-sxm; A100 40 GB -> a100-sxm-40gb; A100 80 GB (or size unstated, noted) ->
+    a100-sxm-80gb; A100 PCIe -> skipped; B200, GB200, GB300, MI300X -> their catalog entries;
+    anything else (TPU v4, ...) -> skipped, "no hardware entry for <gpu_type>". A record's
+    `power_limit_w` overrides the entry's power limit.
  2. Architecture (gated_mlp, norm, tied_embeddings, position_embedding, linear_bias, dropout):
     (a) from the catalog model (model_zoo/) with the identical shape (layers, hidden, ffn,
     heads, KV heads, vocab) -- each zoo file cites its sources; else (b) from the family named
@@ -293,8 +294,12 @@ class _Assumed:
 def infer_hardware(gpu_type: str) -> tuple[Optional[str], Optional[str]]:
     """(catalog hardware name or None, note) for a record's free-text gpu_type (rule 1)."""
     t = gpu_type.lower()
+    if "gb300" in t:
+        return "gb300-nvl72", None
     if "gb200" in t:
         return "gb200-nvl72", None
+    if "h800" in t:
+        return "h800-sxm", None
     if "b200" in t:
         return "b200", None
     if "mi300x" in t:
@@ -305,10 +310,7 @@ def infer_hardware(gpu_type: str) -> tuple[Optional[str], Optional[str]]:
         if "pcie" in t:
             return "h100-pcie", None
         if re.search(r"9[456]\s*(/\s*9[456]\s*)?gb", t) or "hbm2e" in t:
-            return "h100-sxm", (
-                "stand-in: H100 SXM with 94-96 GB HBM2e at a lower power cap has no catalog entry; "
-                "h100-sxm is 80 GB HBM3 at 700 W"
-            )
+            return "h100-sxm-96gb-hbm2e", "H100 SXM with 94-96 GB HBM2e: Meta's Grand Teton part, 2.4 TB/s, 500 W limit"
         return "h100-sxm", None
     if "a100" in t:
         if "pcie" in t:

@@ -358,6 +358,7 @@ def calibration_from_run(res: BenchmarkResult, hw=None, models: Sequence[str] = 
         peak_bf16_TFLOPS=hw.bf16_TFLOPS if hw is not None else None,
         peak_fp8_TFLOPS=hw.fp8_TFLOPS if hw is not None else None,
         sustained=res.sustained,
+        power_limit_w=power_limit_from_smi(res.env.get("clocks_after")),
         rows=res.rows,
         provenance=GemmProvenance(
             method="measured", created=created or _now(), planner_version=__version__, skipped=res.skipped,
@@ -365,6 +366,21 @@ def calibration_from_run(res: BenchmarkResult, hw=None, models: Sequence[str] = 
             micro_batch=list(micro_batches), notes=list(notes), **res.env,
         ),
     )
+
+
+def power_limit_from_smi(clocks_after: Optional[str]) -> Optional[float]:
+    """The power.limit field (W) of the `clocks_after` nvidia-smi line ("clocks.sm,
+    clocks.max.sm, power.draw, power.limit, temperature.gpu"), or None when absent."""
+    if not clocks_after:
+        return None
+    cells = [c.strip() for c in clocks_after.split(",")]
+    if len(cells) < 4:
+        return None
+    try:
+        w = float(cells[3].split()[0])
+    except (ValueError, IndexError):
+        return None
+    return w if w > 0 and w == w and w != float("inf") else None
 
 
 def _now() -> datetime:

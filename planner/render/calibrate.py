@@ -9,7 +9,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from ..compute import SUSTAINED_TENSOR_FRACTION, default_gemm_rate
+from ..compute import calibration_derate, default_gemm_rate
 from .common import binary_size, err, out, pct
 
 
@@ -86,7 +86,7 @@ def gemm_table(cal, hw, title: str) -> Table:
         t.add_column("% peak", justify="right", no_wrap=True)
         t.add_column("model", justify="right", no_wrap=True)
     t.add_column("layers" if cal.provenance.method == "measured" else "line", overflow="ellipsis", no_wrap=True)
-    derate = 1.0 if cal.sustained else SUSTAINED_TENSOR_FRACTION
+    derate = calibration_derate(cal, hw) if hw is not None else 1.0
     for r in sorted(cal.rows, key=lambda r: (r.dtype, r.M, r.N, r.K)):
         cells = [f"{r.M:,}", f"{r.N:,}", f"{r.K:,}", r.dtype, f"{r.tflops:,.1f}"]
         if hw is not None:

@@ -33,8 +33,10 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
     if p.get("fp8_recipe"):
         opts.append(f"fp8 {p['fp8_recipe']}")
-    if p.get("power_limit_w"):
-        opts.append(f"{p['power_limit_w']:,.0f} W")
+    if p.get("power_limit_w") and p.get("power_limit_source", "tdp") != "tdp":
+        src = "the job's" if p["power_limit_source"] == "job" else "the hardware's set point"
+        opts.append(f"power limit {p['power_limit_w']:,.0f} W ({src}; tensor cores at "
+                    f"{p.get('tensor_rate_fraction', 1.0):.1%} of the rated-power rate)")
     out.print(f"  stack {p.get('stack', 'megatron')}: {', '.join(opts)}")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
