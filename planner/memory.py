@@ -122,7 +122,7 @@ def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
 
 def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """Share of a middle stage's layers that full recompute re-runs (1 for plain full)."""
-    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp)
+    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
     return recomputed_layers(settings, plan, mid) / mid
 
 
@@ -184,7 +184,7 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     embeddings and pp > 1, a copy of the word embedding [6]. Norms are replicated across TP.
     """
     tp = plan.tp.astype(np.float64)
-    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp)
+    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
     per_layer = pc.per_layer_tp_split / tp + pc.norms
     emb = pc.embedding / tp + pc.position
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
@@ -202,7 +202,7 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     pc = count_params(model)
     tp = plan.tp.astype(np.float64)
     m = plan.microbatches
-    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp)
+    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
 
     # --- model states, both ends of the pipeline
     p_first, p_last = stage_params(pc, model, plan)

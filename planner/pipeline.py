@@ -65,6 +65,12 @@ References
     count plus the one forward of the first steady-state step (or all m*v chunk passes when
     the warm-up covers them); [3]'s factor is the s = 0, m >= 2p case of it. ZB-H1's W passes
     hide (min(m,p) - 1) min(T_W, T_F, T_B) of 1F1B's (p-1)(T_F + T_B) bubble.
+[6] Megatron-Core (NVIDIA/Megatron-LM, commit dc13771): TransformerConfig.__post_init__ with
+    account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split adds one
+    layer to num_layers for each and requires the sum to divide by pp (and by pp*vpp with
+    virtual stages); transformer_layer.get_transformer_layer_offset then gives the first
+    (last) chunk one transformer layer fewer. Megatron-Bridge recipes set both for Llama 3.1
+    405B (126 layers + 2 = 128 chunks) and Qwen3-235B-A22B.
 """
 
 from __future__ import annotations
@@ -131,26 +137,37 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     return np.where(schedule == ZERO_BUBBLE_H1, zb, megatron)
 
 
-def layers_on_heaviest_stage(num_layers: int, pp, vpp):
-    """ceil(L / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
-    holds."""
+def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
+    """ceil(L' / (pp*vpp)) layers per model chunk, vpp chunks per GPU: what a middle stage
+    holds. L' = L plus one for each end counted as a layer in the split (split_emb: the
+    embedding, split_loss: the output layer and loss; Megatron-LM
+    --account-for-embedding-in-pipeline-split / --account-for-loss-in-pipeline-split [6])."""
     pp = np.asarray(pp, dtype=np.int64)
     vpp = np.asarray(vpp, dtype=np.int64)
-    return (-(-num_layers // (pp * vpp))) * vpp
+    units = num_layers + np.asarray(split_emb, dtype=np.int64) + np.asarray(split_loss, dtype=np.int64)
+    return (-(-units // (pp * vpp))) * vpp
 
 
-def stage_layers(num_layers: int, pp, vpp):
+def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
     """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
-    ceil(L/(pp v)) per chunk, and the layers that split leaves over come off the first and
+    ceil(L'/(pp v)) per chunk, and the layers that split leaves over come off the first and
     the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
     layers on 16 stages, "we reduce one Transformer layer each from the first and the last
     stages", The Llama 3 Herd of Models sec. 3.3.2). Each keeps at least one layer; with one
-    stage all three are L."""
+    stage all three are L.
+
+    With the embedding (split_emb = 1) or the loss (split_loss = 1) counted as a layer of the
+    split [6], L' = L + split_emb + split_loss units divide into pp*vpp chunks, and the first
+    (last) chunk holds one transformer layer fewer: Llama 3.1 405B's 126 layers + 2 on pp 16 x
+    vpp 8 = 128 chunks of one unit, the first chunk the embedding alone, the last the loss
+    alone. Such an end stage may then hold no transformer layer (pp = L + 2, vpp 1)."""
     pp = np.asarray(pp, dtype=np.int64)
-    mid = layers_on_heaviest_stage(num_layers, pp, vpp)
-    slack = np.maximum(pp * mid - num_layers, 0)
-    first = np.maximum(mid - (slack + 1) // 2, 1)
-    last = np.maximum(mid - slack // 2, 1)
+    e = np.asarray(split_emb, dtype=np.int64)
+    l_ = np.asarray(split_loss, dtype=np.int64)
+    mid = layers_on_heaviest_stage(num_layers, pp, vpp, e, l_)
+    slack = np.maximum(pp * mid - (num_layers + e + l_), 0)
+    first = np.maximum(mid - e - (slack + 1) // 2, 1 - e)
+    last = np.maximum(mid - l_ - slack // 2, 1 - l_)
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 

@@ -90,6 +90,8 @@ class PlanArrays:
     compile: np.ndarray = 0  # torch.compile, 0/1
     dpo: np.ndarray = 1  # DP communication overlapped with compute, 0/1
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
+    split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
+    split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
 
     def __post_init__(self):
         for f in fields(self):
@@ -107,7 +109,7 @@ class PlanArrays:
 # ----------------------------------------------------------------- plan rules
 OK = 0
 (MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
- TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP, TPO_COMPILE) = range(1, 16)
+ TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP, TPO_COMPILE, SPLIT_UNITS) = range(1, 17)
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
     BATCH: "global batch does not divide into dp x micro-batch",
@@ -124,6 +126,7 @@ REASONS = {
     HSDP_SHARD: "hsdp shard group does not divide dp",
     SHARD_NOT_HSDP: "shard group without hsdp",
     TPO_COMPILE: "TP-communication overlap of this stack needs torch.compile",
+    SPLIT_UNITS: "layers plus the embedding/loss counted in the split do not divide into pp*vpp chunks",
 }
 # the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
 LAST_BATCH_RULE = VPP_LAYERS
@@ -137,22 +140,25 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     tp, cp, pp, vpp, dp, mbs = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp, plan.mbs
     dp_safe = np.maximum(dp, 1)
     inter = plan.schedule == INTERLEAVED
+    units = L + plan.split_emb + plan.split_loss  # pipeline.stage_layers [6]: the ends may count as layers
+    counted = (plan.split_emb + plan.split_loss) > 0
     rules = [
         lambda: tp * cp * pp * dp != gpus,
         lambda: plan.gbs % (dp_safe * mbs) != 0,
         lambda: a % tp != 0,
         lambda: (k % tp != 0) & (tp % k != 0),
         lambda: plan.seq % cp != 0,
-        lambda: pp > L,
+        lambda: pp > units,
         lambda: (vpp > 1) & ~inter,
         lambda: inter & ((pp < 2) | (vpp < 2)),
         lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
-        lambda: inter & (pp * vpp > L),
+        lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
         lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
         lambda: (plan.sharding != HSDP) & (plan.shard != dp),
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
+        lambda: counted & (pp > 1) & (units % (pp * vpp) != 0),
     ]
     n = len(rules) if upto is None else upto
     codes = np.zeros(np.shape(tp), dtype=np.int64)
@@ -183,6 +189,8 @@ class Settings:
     stack_name: str = "megatron"
     power_limit_w: float | None = None  # board power limit in force, W (None: the hardware's TDP)
     power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"
+    split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
+    split_loss: int = 0  # ... and the loss
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
 
 
@@ -225,6 +233,7 @@ def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
 def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str) -> PlannerError:
     """The message and hint of a broken plan rule (rule_codes), with the job's values."""
     a, k, L, mbs = model.num_attention_heads, model.kv_heads, model.num_layers, job.micro_batch
+    units = L + int(job.account_for_embedding_in_pipeline_split) + int(job.account_for_loss_in_pipeline_split)
     msg = {
         MESH: lambda: (f"tp={job.tp} x cp={job.cp} x pp={job.pp} x dp={dp} does not divide --gpus {job.gpus}",
                        "make the product of tp, cp, pp and dp equal the GPU count"),
@@ -235,14 +244,22 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         KV_HEADS: lambda: (f"tp={job.tp} and the {k} KV heads of {model.name} do not divide one another",
                            "choose tp that divides, or is a multiple of, the KV head count"),
         SEQ_CP: lambda: (f"cp={job.cp} does not divide seq_len={seq}", "choose cp among the divisors of the sequence length"),
-        PP_LAYERS: lambda: (f"pp={job.pp} is more stages than the {L} layers of {model.name}", "use pp <= num_layers"),
+        PP_LAYERS: lambda: (f"pp={job.pp} is more stages than the {L} layers of {model.name}"
+                            + (f" (+{units - L} counted for the embedding/loss)" if units > L else ""),
+                            "use pp <= num_layers"),
         VPP_SCHEDULE: lambda: (f"vpp={job.vpp} needs the interleaved schedule, not {schedule}",
                                "set schedule: interleaved or vpp: 1"),
         INTERLEAVED_PP: lambda: (f"the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})",
                                  "set vpp >= 2 with pp >= 2, or schedule: 1f1b"),
         INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}",
                                 "Megatron-LM requires num_microbatches % pipeline_parallel_size == 0 for interleaving"),
-        VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers", "lower vpp"),
+        VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers"
+                             + (f" (+{units - L} counted for the embedding/loss)" if units > L else ""),
+                             "lower vpp" + ("" if units > L else ", or count the embedding and loss as layers of the "
+                                            "split (account_for_embedding_in_pipeline_split / _loss_)")),
+        SPLIT_UNITS: lambda: (f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
+                              f"do not divide into pp*vpp={job.pp * job.vpp} chunks",
+                              "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match"),
         TP_OVERLAP_SP: lambda: ("tp_comm_overlap needs sequence parallelism with tp > 1",
                                 "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false"),
         TPO_COMPILE: lambda: (f"tp_comm_overlap on stack {job.stack} (async TP) needs torch_compile",
@@ -290,7 +307,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
         sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
-        order=order_code(job.rank_order), **opts,
+        order=order_code(job.rank_order), split_emb=int(job.account_for_embedding_in_pipeline_split),
+        split_loss=int(job.account_for_loss_in_pipeline_split), **opts,
     )
     code = int(rule_codes(model, job.gpus, stack, plan))
     if code != OK:
@@ -315,7 +333,16 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
             "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
         )
-    if model.num_layers % (job.pp * job.vpp):
+    counted = int(plan.split_emb) + int(plan.split_loss)
+    if job.pp > 1 and counted:
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss))
+        ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", plan.split_loss)) if on)
+        warnings.append(
+            f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
+            f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
+            "(Megatron-Core account_for_*_in_pipeline_split)"
+        )
+    elif model.num_layers % (job.pp * job.vpp):
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
         warnings.append(
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
@@ -340,6 +367,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         stack_name=job.stack,
         power_limit_w=power_limit(hw),
         power_limit_source=power_source,
+        split_emb=int(plan.split_emb),
+        split_loss=int(plan.split_loss),
         inherited=tuple(inherited),
     )
     return settings, plan, warnings
@@ -443,6 +472,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "dp_comm_overlap": bool(g("dpo")),
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
+        "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
+        "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

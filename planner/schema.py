@@ -421,3 +421,11 @@ class Job(BaseModel):
     torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8: the scaling recipe (tensorwise, rowwise, delayed, ...); default: the stack's")
     power_limit_w: Optional[float] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
+    account_for_embedding_in_pipeline_split: bool = Field(
+        default=False,
+        description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "
+                    "fewer (Megatron-Core --account-for-embedding-in-pipeline-split; Megatron-Bridge recipes)")
+    account_for_loss_in_pipeline_split: bool = Field(
+        default=False,
+        description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
+                    "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")

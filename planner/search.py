@@ -353,6 +353,10 @@ def stack_args(d: dict, stack) -> list[str]:
             args.append(on if d[field] else off)
     if d["precision"] == "fp8" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
         args += ["--fp8-recipe", d["fp8_recipe"]]
+    for key, flag in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
+                      ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
+        if d.get(key):
+            args.append(flag)
     if d.get("power_limit_source") == "job":
         args += ["--power-limit-w", repr(d["power_limit_w"])]
     return args

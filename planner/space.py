@@ -172,11 +172,13 @@ def _axis(natural: np.ndarray, pins, bound) -> np.ndarray:
     return vals
 
 
-def layer_slack(num_layers: int, pp, vpp) -> np.ndarray:
-    """Layers missing from a full split: pp*vpp chunks of ceil(L/(pp*vpp)) layers hold this
-    many more layers than the model has (0 = an even split)."""
+def layer_slack(num_layers: int, pp, vpp, counted: int = 0) -> np.ndarray:
+    """Layers missing from a full split: pp*vpp chunks of ceil(L'/(pp*vpp)) layers hold this
+    many more layers than the model has (0 = an even split); L' = L + `counted` ends (the
+    embedding and/or the loss counted as layers of the split, pipeline.stage_layers)."""
     c = np.asarray(pp, dtype=np.int64) * np.asarray(vpp, dtype=np.int64)
-    return c * (-(-num_layers // c)) - num_layers
+    units = num_layers + counted
+    return c * (-(-units // c)) - units
 
 
 def order_choices(rank_orders) -> np.ndarray:
@@ -280,7 +282,7 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     return settings, int(plan.gbs), int(plan.seq), warnings
 
 
-def _plan(cols: dict, gbs: int, seq: int, precision: int) -> PlanArrays:
+def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) -> PlanArrays:
     n = len(cols["tp"])
     z = np.zeros(n, dtype=np.int64)
     get = lambda name, default: cols[name] if name in cols else default  # noqa: E731
@@ -289,6 +291,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int) -> PlanArrays:
         gbs=np.full(n, gbs, dtype=np.int64), seq=np.full(n, seq, dtype=np.int64),
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
         schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
+        split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
     )
 
 
@@ -306,6 +309,8 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     broken ones counted by the first rule they break."""
     model, hw, gpus = settings.model, settings.hardware, settings.gpus
     L = model.num_layers
+    counted = settings.split_emb + settings.split_loss  # ends counted as layers of the split
+    U = L + counted  # pipeline split units (pipeline.stage_layers)
     i64 = np.int64
     if precision not in PRECISION_CODES:
         raise PlannerError(f"unknown --precision {precision!r}", f"valid: {', '.join(PRECISION_CODES)}")
@@ -323,7 +328,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # ---- mesh (tp, cp, pp): product of three short lists; dp = gpus / (tp cp pp)
     T = _axis(_divisors(hw.nvlink_domain), opts.tp, opts.max_tp)
     C = _axis(_divisors(seq)[_divisors(seq) <= gpus], opts.cp, opts.max_cp)
-    P = _axis(np.arange(1, L + 1, dtype=i64), opts.pp, opts.max_pp)
+    P = _axis(np.arange(1, U + 1, dtype=i64), opts.pp, opts.max_pp)
     tp, cp, pp = (x.ravel() for x in np.meshgrid(T, C, P, indexing="ij"))
     inner = tp * cp * pp
     divides = gpus % inner == 0
@@ -369,12 +374,12 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         V = np.asarray(sorted(set(opts.vpp)), dtype=i64)
         v_ok = np.ones((M, len(V)), dtype=bool)
     else:
-        V = np.arange(1, max(L // int(max(mesh["pp"].min(initial=1), 1)), 1) + 1, dtype=i64)
-        limit = np.where(mesh["pp"] == 1, 1, L // np.maximum(mesh["pp"], 1))
+        V = np.arange(1, max(U // int(max(mesh["pp"].min(initial=1), 1)), 1) + 1, dtype=i64)
+        limit = np.where(mesh["pp"] == 1, 1, U // np.maximum(mesh["pp"], 1))
         v_ok = V[None, :] <= limit[:, None]
     if opts.max_vpp is not None:
         v_ok &= V[None, :] <= opts.max_vpp
-    slack_ok = layer_slack(L, mesh["pp"][:, None], V[None, :]) <= opts.max_layer_slack
+    slack_ok = layer_slack(L, mesh["pp"][:, None], V[None, :], counted) <= opts.max_layer_slack
     slack_dropped = int((v_ok & ~slack_ok).sum())
     v_ok &= slack_ok
     rows = _expand({"mesh": np.arange(M, dtype=i64)}, v_ok, {"vpp": V})
@@ -388,7 +393,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
     rows = _expand(rows, np.ones((len(rows["vpp"]), len(MB)), dtype=bool), {"mbs": MB})
     rows.update({k: v[rows["mesh"]] for k, v in mesh.items()})
-    codes = constraint_codes(settings, _plan(rows, gbs, seq, prec), upto=LAST_BATCH_RULE)
+    codes = constraint_codes(settings, _plan(rows, gbs, seq, prec, settings), upto=LAST_BATCH_RULE)
     _count(reasons, codes, per_mesh[rows["mesh"]].astype(np.float64))
     rows = {k: v[codes == OK] for k, v in rows.items()}
 
@@ -396,7 +401,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     mid = rows["mesh"]
     rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "shard": opt_shard[mid]})
     rows = _expand(rows, sp_ok[rows["mesh"]], {"sp": sp_vals})
-    base = _plan(rows, gbs, seq, prec)
+    base = _plan(rows, gbs, seq, prec, settings)
     if variants is None:  # the stack's defaults for a search without a job (tests): no TP overlap
         variants = np.array([[0, 0, 1, 0]], dtype=np.int64)
     for j, name in enumerate(VARIANT_FIELDS):  # variant 0 is every candidate's own setting

@@ -373,3 +373,53 @@ def test_plot_svg_and_other_schedules(tmp_path):
 def test_docs_example_picture():
     """docs/pipeline_1f1b.png, the README's picture: p=4, m=8 1F1B, readable."""
     _check_png(Path(__file__).resolve().parent.parent / "docs" / "pipeline_1f1b.png")
+
+
+# ------------------------------------------------- the embedding and loss counted in the split
+def test_stage_layers_with_embedding_and_loss_counted():
+    """Megatron-Core account_for_{embedding,loss}_in_pipeline_split: L + 2 units in pp*vpp
+    chunks, the first and last chunk one transformer layer fewer (pipeline.py [6]).
+    Llama 3.1 405B, 126 layers: pp 16 x vpp 8 = 128 chunks of 1 unit -> 8 layers per middle
+    GPU, 7 on the first and the last; pp 128 x vpp 1 -> the first stage holds the embedding
+    alone and the last the loss alone (0 transformer layers)."""
+    from planner.pipeline import stage_layers
+
+    assert [int(x) for x in stage_layers(126, 16, 8, 1, 1)] == [7, 8, 7]
+    assert [int(x) for x in stage_layers(126, 128, 1, 1, 1)] == [0, 1, 0]
+    assert [int(x) for x in stage_layers(126, 127, 1, 1, 0)] == [0, 1, 1]  # embedding only: 127 units
+    assert [int(x) for x in stage_layers(126, 16, 1)] == [7, 8, 7]  # without: Llama 3's uneven split
+    assert [int(x) for x in stage_layers(126, 1, 1, 1, 1)] == [126, 126, 126]
+
+
+def test_megatron_bridge_405b_split_in_explain_and_fit(cli):
+    """pp*vpp = 128 chunks of Llama 3.1 405B's 126 layers: refused without the accounting (rule
+    'pp*vpp exceeds the layers'), explained with it, found by fit with it; a split that does
+    not divide (126 + 2 into 12 stages) is bad input naming Megatron-Core's rule; explain
+    reproduces fit's row."""
+    import json
+
+    from conftest import assert_one_error
+
+    base = ["--model", "llama3-405b", "--gpus", "16384", "--tp", "8", "--pp", "16", "--vpp", "8",
+            "--micro-batch", "1", "--global-batch", "2048"]
+    flags = ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+    assert_one_error(cli("explain", *base), "pp*vpp=128 exceeds the 126 layers", "account_for_embedding")
+    r = cli("explain", *base, *flags, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    assert js["plan"]["account_for_embedding_in_pipeline_split"] and js["plan"]["account_for_loss_in_pipeline_split"]
+    assert any("126 + 2 units in pp*vpp=128 chunks" in w and "first 7 and the last 7" in w for w in js["warnings"])
+    bad = ["--model", "llama3-405b", "--gpus", "12288", "--tp", "8", "--pp", "12", "--micro-batch", "1",
+           "--global-batch", "2048", *flags]
+    assert_one_error(cli("explain", *bad), "126 layers + 2", "pp*vpp=12")
+    f = cli("fit", "--model", "llama3-405b", "--gpus", "16384", "--tp", "8", "--pp", "16", "--vpp", "8",
+            "--global-batch", "2048", *flags, "--top", "2", "--format", "json")
+    assert f.exit_code == 0, f.stderr
+    rows = json.loads(f.stdout)
+    assert rows and all(r["plan"]["vpp"] == 8 and r["plan"]["account_for_loss_in_pipeline_split"] for r in rows)
+    from planner.schema import Job
+    from planner.search import explain_args
+
+    e = cli("explain", *explain_args(Job(model="llama3-405b", gpus=16384), rows[0]), "--format", "json")
+    assert e.exit_code == 0, e.stderr
+    assert json.loads(e.stdout) == rows[0]

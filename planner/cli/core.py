@@ -55,7 +55,7 @@ def job_options(
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
-    fp8_recipe=None, power_limit_w=None,
+    fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -69,7 +69,16 @@ def job_options(
         calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
+        account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
     )
+
+
+SplitEmbOption = typer.Option(
+    None, "--account-for-embedding-in-pipeline-split",
+    help="count the embedding as a layer of the pipeline split (Megatron-Core; the first chunk holds a layer fewer)")
+SplitLossOption = typer.Option(
+    None, "--account-for-loss-in-pipeline-split",
+    help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer)")
 
 
 def register(app: typer.Typer) -> None:
@@ -111,6 +120,8 @@ def register(app: typer.Typer) -> None:
         dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="overlap gradient reduction / parameter all-gather with compute (default: the stack's)"),
         fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="with --precision fp8: delayed|tensorwise|rowwise|... (default: the stack's)"),
         power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
+        split_emb: Optional[bool] = SplitEmbOption,
+        split_loss: Optional[bool] = SplitLossOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         fmt: Format = FormatOption,
@@ -120,7 +131,7 @@ def register(app: typer.Typer) -> None:
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
-            recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w)
+            recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss)
         job, where = job_from_cli(job_file, overrides, from_fit, row)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .common import Format, FormatOption, cli_errors, warn
-from .core import load_job
+from .core import SplitEmbOption, SplitLossOption, load_job
 from ..errors import PlannerError
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
 from ..render.fit import emit_fit, emit_fit_row
@@ -88,6 +88,8 @@ def register(app: typer.Typer) -> None:
         dp_comm_overlap: Optional[bool] = typer.Option(None, "--dp-comm-overlap/--no-dp-comm-overlap", help="pin DP-communication overlap (default: on where the stack has it)"),
         fp8_recipe: Optional[str] = typer.Option(None, "--fp8-recipe", help="pin the fp8 recipe (default: every recipe of the stack, the faster per plan)"),
         power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
+        split_emb: Optional[bool] = SplitEmbOption,
+        split_loss: Optional[bool] = SplitLossOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -106,7 +108,8 @@ def register(app: typer.Typer) -> None:
             tokens=parse_count(tokens, "--tokens") if tokens else None,
             calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
-            power_limit_w=power_limit_w,
+            power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
+            account_for_loss_in_pipeline_split=split_loss,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
