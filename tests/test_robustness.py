@@ -315,3 +315,70 @@ def test_help_still_works(cli):
     assert r.exit_code == 0 and "--gpus" in r.stdout
     r = cli()
     assert "Usage" in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+# ------------------------------------------------------------ profiles: atomic write
+def _calibrate_nccl(cli, out):
+    return cli("calibrate", "nccl", NCCL, "--nodes", "1", "-o", out)
+
+
+def _calibrate_gemm(cli, out):
+    return cli("calibrate", "gemm", "--from", DATA / "gemm_measurements.yaml", "--gpu-filter", "h100", "-o", out)
+
+
+def test_a_failed_profile_write_leaves_the_old_profile_intact(cli, tmp_path, monkeypatch):
+    out = tmp_path / "profile.yaml"
+    assert _calibrate_nccl(cli, out).exit_code == 0
+    before = out.read_bytes()
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)  # the temporary file fails before the rename
+    r = _calibrate_gemm(cli, out)
+    assert r.exit_code == 2 and "No space left on device" in r.stderr and "Traceback" not in r.stderr
+    assert out.read_bytes() == before  # not truncated, not half-written
+    assert [p.name for p in tmp_path.iterdir()] == ["profile.yaml"]  # no temporary file left behind
+    monkeypatch.undo()
+    from planner.profile import load_profile
+
+    assert load_profile(out).nccl is not None and load_profile(out).gemm is None
+
+
+def test_profile_write_goes_through_a_rename_in_the_same_folder(tmp_path, monkeypatch):
+    from planner.calibrate import profile as cp
+    from planner.profile import load_profile
+
+    src = tmp_path / "a.yaml"
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    assert CliRunner().invoke(app, ["calibrate", "nccl", str(NCCL), "--nodes", "1", "-o", str(src)]).exit_code == 0
+    prof = load_profile(src)
+    seen = []
+    real = os.replace
+
+    def spy(a, b):
+        seen.append((Path(a).parent, Path(b)))
+        return real(a, b)
+
+    monkeypatch.setattr(os, "replace", spy)
+    dst = tmp_path / "b.yaml"
+    cp.write_profile(prof, dst)
+    assert seen == [(tmp_path, dst)]
+    assert load_profile(dst) == prof
+    assert oct(dst.stat().st_mode & 0o777) == oct(0o666 & ~cp._umask())
+
+
+def test_replacing_a_section_says_so_on_stderr(cli, tmp_path):
+    out = tmp_path / "profile.yaml"
+    r = _calibrate_nccl(cli, out)
+    assert "replacing" not in r.stderr  # a new file
+    r = _calibrate_gemm(cli, out)
+    assert r.exit_code == 0 and "replacing" not in r.stderr  # adds a gemm section, keeps nccl
+    r = _calibrate_nccl(cli, out)
+    assert r.exit_code == 0 and f"warning: {out}: replacing its nccl section" in r.stderr
+    assert "gemm section" not in r.stderr  # kept
+    r = _calibrate_gemm(cli, out)
+    assert f"warning: {out}: replacing its gemm section" in r.stderr and "nccl section" not in r.stderr
