@@ -5,16 +5,15 @@ config.json files, and user YAML paths. Every error names the file and the field
 from __future__ import annotations
 
 import difflib
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from . import files
 from .errors import PlannerError
-from .schema import Hardware, ModelSpec, Stack
+from .schema import MAX_COUNT, Hardware, ModelSpec, Stack
 
 _PKG = Path(__file__).resolve().parent
 T = TypeVar("T", bound=BaseModel)
@@ -69,23 +68,17 @@ def format_validation_error(e: ValidationError, path: str) -> PlannerError:
         hint = f"add the field `{loc}`"
     elif "literal" in first["type"]:
         hint = msg
+    elif first["type"] == "less_than_equal" and first.get("ctx", {}).get("le") == MAX_COUNT:
+        hint = f"counts are whole numbers up to {MAX_COUNT:,} (2**31 - 1)"
+    elif first["type"] == "finite_number":
+        hint = "give a finite number (not .inf, .nan or a value beyond 1.8e308)"
     return PlannerError(f"{path}: field `{loc}`: {msg}{more}", hint)
 
 
 def read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise PlannerError(f"{path}: not a text file", "give a YAML file") from None
-    except OSError as e:
-        raise PlannerError(f"{path}: cannot read ({e.strerror})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise PlannerError(f"{path}:{where}: invalid YAML: {problem}", "check indentation and `key: value` syntax") from None
+    """Read and parse a YAML file (planner/files.py: regular files only, size cap, every
+    parser error a PlannerError naming the file)."""
+    return files.read_yaml(path)
 
 
 def validate(cls: type[T], data: Any, path: str) -> T:
@@ -121,10 +114,29 @@ def _gated_from_hf(cfg: dict) -> bool:
     return act in {"silu", "swish", "swiglu"}
 
 
+# The types transformers' PretrainedConfig gives the keys read here (the shape fields are
+# ints and ModelSpec checks them); null is allowed where transformers allows it.
+_HF_TYPES: dict[str, tuple[type, ...]] = {
+    "model_type": (str,), "hidden_act": (str,), "activation_function": (str,), "_name_or_path": (str,),
+    "attention_dropout": (int, float), "tie_word_embeddings": (bool,), "attention_bias": (bool,), "mlp_bias": (bool,),
+}
+
+
+def _check_hf_types(cfg: dict, path: str) -> None:
+    for key, types in _HF_TYPES.items():
+        v = cfg.get(key)
+        if v is not None and (not isinstance(v, types) or (bool not in types and isinstance(v, bool))):
+            want = " or ".join(dict.fromkeys({str: "a string", int: "a number", float: "a number", bool: "true or false"}[t]
+                                             for t in types))
+            raise PlannerError(f"{path}: field `{key}`: expected {want}, got {type(v).__name__} {str(v)[:40]}",
+                               "give the config.json transformers saved for the model")
+
+
 def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
     """Map a Hugging Face transformers config.json onto ModelSpec."""
     if not isinstance(cfg, dict):
         raise PlannerError(f"{path}: expected a JSON object")
+    _check_hf_types(cfg, path)
     for key in ("num_local_experts", "n_routed_experts", "num_experts"):
         if cfg.get(key):
             raise PlannerError(f"{path}: field `{key}`: mixture-of-experts models are not supported yet", "use a dense model")
@@ -168,10 +180,7 @@ def load_model(name_or_path: str) -> ModelSpec:
         p = p / "config.json"
     if p.is_file():
         if p.suffix == ".json":
-            try:
-                cfg = json.loads(p.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise PlannerError(f"{p}: invalid JSON: {e}", "give a Hugging Face config.json") from None
+            cfg = files.read_json(p, "give a Hugging Face config.json")
             return model_from_hf_config(cfg, str(p))
         return _load_model_file(str(p.resolve()))
     d = model_dir()

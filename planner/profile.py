@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Literal, Optional
+from typing import Annotated, Callable, Literal, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -62,7 +62,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .catalog import read_yaml, validate
 from .errors import PlannerError
 
-Strict = ConfigDict(extra="forbid", frozen=True)
+Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf / .nan are errors
+# Integers of a profile (sizes in bytes, counts, line numbers) are at most 2**53: exact in a
+# float64, in which the cost models use them (16 GiB, the largest nccl-tests size commonly
+# swept, is 2**34).
+Int = Annotated[int, Field(le=2**53)]
 Scope = Literal["intra-node", "inter-node"]
 SCOPES = ("intra-node", "inter-node")
 MODEL_FORMULA = "t(S) = min_k(latency_k + S*factor(n)/busbw_k)"
@@ -131,9 +135,9 @@ class SourceFile(BaseModel):
     model_config = Strict
     name: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    lines: int = Field(ge=0)
+    lines: Int = Field(ge=0)
     provenance: list[str] = Field(default_factory=list, description="'# source:' notes found in the file")
-    unread_lines: list[int] = Field(default_factory=list, description="line numbers reported as warnings")
+    unread_lines: list[Int] = Field(default_factory=list, description="line numbers reported as warnings")
 
 
 class Measurement(BaseModel):
@@ -141,12 +145,12 @@ class Measurement(BaseModel):
 
     model_config = Strict
     source: str
-    first_line: int = Field(gt=0)
+    first_line: Int = Field(gt=0)
     collective: str
     collective_from: str
-    ranks: int = Field(gt=0)
+    ranks: Int = Field(gt=0)
     ranks_from: str
-    nodes: int = Field(gt=0)
+    nodes: Int = Field(gt=0)
     nodes_from: str
     scope: Scope
     scope_from: str
@@ -156,7 +160,7 @@ class Measurement(BaseModel):
     dtypes: list[str] = Field(default_factory=list)
     redops: list[str] = Field(default_factory=list)
     min_time_us: float = Field(gt=0, description="smallest measured time of the sweep (not fitted)")
-    size_bytes: list[int]
+    size_bytes: list[Int]
     time_us: list[float]
     busbw_GBps: list[Optional[float]]
     in_place: list[bool]
@@ -176,8 +180,8 @@ class FittedRegime(BaseModel):
     model_config = Strict
     latency_us: float = Field(ge=0)
     busbw_GBps: float = Field(gt=0)
-    from_bytes: int = Field(ge=0, description="smallest measured size where this line is the cheaper one")
-    to_bytes: int = Field(ge=0)
+    from_bytes: Int = Field(ge=0, description="smallest measured size where this line is the cheaper one")
+    to_bytes: Int = Field(ge=0)
 
     @property
     def latency(self) -> float:
@@ -192,8 +196,8 @@ class Residuals(BaseModel):
     """|busbw_model / busbw_measured - 1| over the measured points at or above min_size_bytes."""
 
     model_config = Strict
-    min_size_bytes: int = Field(ge=0)
-    points: int = Field(ge=0)
+    min_size_bytes: Int = Field(ge=0)
+    points: Int = Field(ge=0)
     busbw_median_abs_rel_err: Optional[float] = Field(default=None, ge=0)
     busbw_max_abs_rel_err: Optional[float] = Field(default=None, ge=0)
 
@@ -204,11 +208,11 @@ class CommGroup(BaseModel):
     model_config = Strict
     collective: str
     scope: Scope
-    ranks: int = Field(gt=0)
-    nodes: list[int] = Field(min_length=1, description="node counts of the sweeps pooled here")
-    fit_min_bytes: int = Field(ge=0)
-    fit_max_bytes: int = Field(gt=0)
-    points: int = Field(gt=1, description="measured points used by the fit")
+    ranks: Int = Field(gt=0)
+    nodes: list[Int] = Field(min_length=1, description="node counts of the sweeps pooled here")
+    fit_min_bytes: Int = Field(ge=0)
+    fit_max_bytes: Int = Field(gt=0)
+    points: Int = Field(gt=1, description="measured points used by the fit")
     regimes: list[FittedRegime] = Field(min_length=1, max_length=3)
     residuals: Residuals
 
@@ -246,7 +250,7 @@ class FitSettings(BaseModel):
     residual: Literal["relative time error"] = "relative time error"
     loss: Literal["soft_l1"] = "soft_l1"
     f_scale: float = Field(default=ROBUST_SCALE, gt=0)
-    min_size_bytes: int = Field(ge=0)
+    min_size_bytes: Int = Field(ge=0)
 
 
 class NcclCalibration(BaseModel):
@@ -272,9 +276,9 @@ class GemmRow(BaseModel):
     """One measured GEMM."""
 
     model_config = Strict
-    M: int = Field(gt=0, description="rows of A and C (tokens for a layer GEMM)")
-    N: int = Field(gt=0, description="columns of B and C")
-    K: int = Field(gt=0, description="reduction dimension")
+    M: Int = Field(gt=0, description="rows of A and C (tokens for a layer GEMM)")
+    N: Int = Field(gt=0, description="columns of B and C")
+    K: Int = Field(gt=0, description="reduction dimension")
     dtype: Literal["bf16", "fp16", "fp8"]
     tflops: float = Field(gt=0, description="2 M N K / time, 1e12 FLOP/s")
     source: str = Field(description="file:line of an ingested row, or how it was measured")
@@ -282,7 +286,7 @@ class GemmRow(BaseModel):
     dtype_as_given: Optional[str] = None
     method: Optional[str] = None
     layers: list[str] = Field(default_factory=list, description="model GEMMs of this shape (--run)")
-    repeats: Optional[int] = Field(default=None, gt=0)
+    repeats: Optional[Int] = Field(default=None, gt=0)
     tflops_best: Optional[float] = Field(default=None, gt=0, description="from the fastest timed call")
     tflops_worst: Optional[float] = Field(default=None, gt=0, description="from the slowest timed call")
 
@@ -291,8 +295,8 @@ class GemmSourceFile(BaseModel):
     model_config = Strict
     name: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    rows_used: int = Field(ge=0)
-    rows_skipped: int = Field(ge=0)
+    rows_used: Int = Field(ge=0)
+    rows_skipped: Int = Field(ge=0)
     provenance: list[str] = Field(default_factory=list, description="'# source:' lines found in the file")
 
 
@@ -305,7 +309,7 @@ class GemmProvenance(BaseModel):
     planner_version: str
     files: list[GemmSourceFile] = Field(default_factory=list)
     gpu_filter: Optional[str] = None
-    rows_of_other_gpus: int = Field(default=0, ge=0)
+    rows_of_other_gpus: Int = Field(default=0, ge=0)
     skipped: list[str] = Field(default_factory=list, description="rows or shapes not used, with the reason")
     device_name: Optional[str] = None
     compute_capability: Optional[str] = None
@@ -316,12 +320,12 @@ class GemmProvenance(BaseModel):
     cublas_version: Optional[str] = None
     clocks_after: Optional[str] = Field(default=None, description="nvidia-smi clocks.sm, clocks.max.sm, power.draw, power.limit, temperature.gpu after the sweep")
     timing: Optional[str] = None
-    warmup: Optional[int] = Field(default=None, ge=0)
-    repeats: Optional[int] = Field(default=None, gt=0)
+    warmup: Optional[Int] = Field(default=None, ge=0)
+    repeats: Optional[Int] = Field(default=None, gt=0)
     models: list[str] = Field(default_factory=list)
-    tp: list[int] = Field(default_factory=list)
-    seq_len: list[int] = Field(default_factory=list)
-    micro_batch: list[int] = Field(default_factory=list)
+    tp: list[Int] = Field(default_factory=list)
+    seq_len: list[Int] = Field(default_factory=list)
+    micro_batch: list[Int] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
 
@@ -330,7 +334,7 @@ class GemmCalibration(BaseModel):
 
     model_config = Strict
     gpu: str = Field(description="the GPU measured (device name, or the gpu field of the rows)")
-    sm_count: Optional[int] = Field(default=None, gt=0, description="its SMs: the wave size of the interpolation")
+    sm_count: Optional[Int] = Field(default=None, gt=0, description="its SMs: the wave size of the interpolation")
     peak_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense peak of --hardware, for the efficiencies shown")
     peak_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0)
     sustained: bool = Field(

@@ -7,20 +7,29 @@ key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Strict = ConfigDict(extra="forbid", frozen=True)
+# Non-finite numbers (.inf, .nan, 1e400) are an error in every file and option, not a value.
+Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+# The largest count (GPUs, layers, heads, sequences, tokens per sequence, ...) any field may
+# hold: 2**31 - 1. No training run comes near it (the largest published runs use 1e4..1e5
+# GPUs, 1e2 layers, 1e6-token sequences), and it keeps the search exact: it works in int64
+# arrays, where a product of two counts (global batch x sequence length) must stay below
+# 2**63. A larger integer is refused with the field's name instead of overflowing numpy.
+MAX_COUNT = 2**31 - 1
+Count = Annotated[int, Field(le=MAX_COUNT)]
 
 
 class MoESpec(BaseModel):
     """Reserved for mixture-of-experts models; the cost models do not handle it yet."""
 
     model_config = Strict
-    num_experts: int = Field(gt=0)
-    top_k: int = Field(gt=0)
-    expert_ffn_hidden_size: Optional[int] = Field(default=None, gt=0)
+    num_experts: Count = Field(gt=0)
+    top_k: Count = Field(gt=0)
+    expert_ffn_hidden_size: Optional[Count] = Field(default=None, gt=0)
 
 
 class ModelSpec(BaseModel):
@@ -29,17 +38,17 @@ class ModelSpec(BaseModel):
     model_config = Strict
     name: str
     description: str = ""
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    ffn_hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: Optional[int] = Field(default=None, gt=0, description="default: num_attention_heads (MHA)")
-    head_dim: Optional[int] = Field(default=None, gt=0, description="default: hidden_size / num_attention_heads")
-    vocab_size: int = Field(gt=0)
+    num_layers: Count = Field(gt=0)
+    hidden_size: Count = Field(gt=0)
+    ffn_hidden_size: Count = Field(gt=0)
+    num_attention_heads: Count = Field(gt=0)
+    num_kv_heads: Optional[Count] = Field(default=None, gt=0, description="default: num_attention_heads (MHA)")
+    head_dim: Optional[Count] = Field(default=None, gt=0, description="default: hidden_size / num_attention_heads")
+    vocab_size: Count = Field(gt=0)
     gated_mlp: bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
     norm: Literal["rmsnorm", "layernorm"]
     tied_embeddings: bool = False
-    max_seq_len: int = Field(gt=0, description="training context length")
+    max_seq_len: Count = Field(gt=0, description="training context length")
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
@@ -74,9 +83,9 @@ class Fabric(BaseModel):
     how many NICs (rails) a node has and whether the switches reduce (SHARP)."""
 
     model_config = Strict
-    pod_gpus: int = Field(gt=0, description="GPUs joined with full bisection bandwidth")
+    pod_gpus: Count = Field(gt=0, description="GPUs joined with full bisection bandwidth")
     oversubscription: float = Field(ge=1.0, description="N in 1:N above the pod")
-    rails: Optional[int] = Field(
+    rails: Optional[Count] = Field(
         default=None, gt=0,
         description="scale-out NICs per node, one rail each (default: gpus_per_node, one NIC per GPU); network_Gbps "
                     "stays the per-GPU share of the node's NIC rate")
@@ -90,7 +99,7 @@ class ComputeMeasured(BaseModel):
     """What the GPU's tensor cores reach in practice, for the GEMM time model."""
 
     model_config = Strict
-    sm_count: int = Field(gt=0, description="streaming multiprocessors (CUs on AMD): the GEMM wave size")
+    sm_count: Count = Field(gt=0, description="streaming multiprocessors (CUs on AMD): the GEMM wave size")
     gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
     gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
     attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
@@ -112,9 +121,9 @@ class Hardware(BaseModel):
     power_limit_W: Optional[float] = Field(
         default=None, gt=0,
         description="board power limit the fleet runs at when below tdp_W (e.g. 500 W on Meta's Grand Teton H100s); "
-                    "default: tdp_W. Lowers the sustained tensor-core rate (compute.py power_rate_fraction)")
-    gpus_per_node: int = Field(gt=0)
-    nvlink_domain: int = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
+                    "default: tdp_W. Lowers the sustained tensor-core rate (power.power_rate_fraction)")
+    gpus_per_node: Count = Field(gt=0)
+    nvlink_domain: Count = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
@@ -374,7 +383,7 @@ class Job(BaseModel):
     Every field has the same name as the matching CLI option (with dashes as underscores).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _order(self) -> "Job":
@@ -385,20 +394,20 @@ class Job(BaseModel):
 
     model: str = Field(description="catalog name, or a path to a model YAML or a Hugging Face config.json")
     hardware: str = Field(default="h100-sxm", description="catalog name or path to a hardware YAML")
-    gpus: int = Field(gt=0)
-    tp: int = Field(default=1, gt=0)
-    cp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    vpp: int = Field(default=1, gt=0, description="virtual pipeline stages (model chunks) per GPU")
-    dp: Optional[int] = Field(default=None, gt=0, description="derived from gpus / (tp*cp*pp); if given it must match")
-    micro_batch: Optional[int] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
-    global_batch: Optional[int] = Field(default=None, gt=0, description="sequences per step")
+    gpus: Count = Field(gt=0)
+    tp: Count = Field(default=1, gt=0)
+    cp: Count = Field(default=1, gt=0)
+    pp: Count = Field(default=1, gt=0)
+    vpp: Count = Field(default=1, gt=0, description="virtual pipeline stages (model chunks) per GPU")
+    dp: Optional[Count] = Field(default=None, gt=0, description="derived from gpus / (tp*cp*pp); if given it must match")
+    micro_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
+    global_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per step")
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
-    seq_len: Optional[int] = Field(default=None, gt=0, description="default: the model's max_seq_len")
+    seq_len: Optional[Count] = Field(default=None, gt=0, description="default: the model's max_seq_len")
     sharding: Sharding = "none"
-    shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
+    shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
     recompute: Recompute = "none"
-    recompute_layers: Optional[int] = Field(
+    recompute_layers: Optional[Count] = Field(
         default=None, gt=0,
         description="with recompute full: re-run at most this many layers per pipeline stage, the rest keep their "
                     "activations (Megatron-LM --recompute-method block --recompute-num-layers); default all")

@@ -42,7 +42,7 @@ from .explain import evaluate, to_json
 from .catalog import load_stack
 from .plan import FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
 from .schema import Job
-from .space import OK, REASONS, Space, SpaceOptions, build_space, settings_for, variant_choices
+from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
 from .step import step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
@@ -427,6 +427,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
     t0 = _time.perf_counter()
     gpus_list = list(gpus_list or [job.gpus])
+    check_count(gpus_list, "--gpus")
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
@@ -466,18 +467,15 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
 
 def load_fit_rows(path) -> list[dict]:
     """The rows of `planner fit --format json|yaml` saved to a file."""
-    import json
-    from pathlib import Path
+    from . import files
 
-    from .catalog import read_yaml
-
+    hint = "save the fit with: planner fit ... --format json > fit.json"
+    text = files.read_text(path, hint)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        data = read_yaml(Path(path))
-    except OSError as e:
-        raise PlannerError(f"{path}: cannot read ({e.strerror})", "save the fit with: planner fit ... --format json > fit.json") from None
-    if not isinstance(data, list) or not all(isinstance(r, dict) and "plan" in r for r in data):
+        data = files.parse_json(text, str(path), hint)
+    except PlannerError:
+        data = files.parse_yaml(text, str(path))  # `--format yaml`
+    if not isinstance(data, list) or not all(isinstance(r, dict) and isinstance(r.get("plan"), dict) for r in data):
         raise PlannerError(f"{path}: not the output of `planner fit --format json`", "save it with: planner fit ... --format json > fit.json")
     return data
 

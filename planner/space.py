@@ -69,6 +69,7 @@ References
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -79,7 +80,7 @@ from .pipeline import INTERLEAVED, ONE_F_ONE_B, schedule_code
 from .plan import (
     HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, resolve,
 )
-from .schema import Job
+from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
 # The rules live in plan.py (`rule_codes`), where `resolve` raises from them; re-exported here.
@@ -159,10 +160,43 @@ class SpaceOptions:
     rank_orders: str | tuple[str, ...] = RANK_ORDERS_TP_INNER
     max_layer_slack: int = DEFAULT_LAYER_SLACK
 
+    def __post_init__(self):
+        for name in ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "shard_group", "max_tp", "max_cp", "max_pp", "max_vpp",
+                     "max_dp", "max_micro_batch", "max_layer_slack"):
+            v = getattr(self, name)
+            check_count(v if isinstance(v, tuple) else (v,), f"--{name.replace('_', '-')}",
+                        minimum=0 if name == "max_layer_slack" else 1)
+
+
+def check_count(values, option: str, minimum: int = 1) -> None:
+    """PlannerError unless every value (None skipped) is a whole number in [minimum, MAX_COUNT]."""
+    for v in values:
+        if v is not None and not (minimum <= v <= MAX_COUNT):
+            raise PlannerError(f"{option} {v}: not a whole number from {minimum} to {MAX_COUNT} (2**31 - 1)",
+                               f"give {option} as a count such as 8")
+
+
+# The most elements one level of the search may hold (a candidate table's rows, or a
+# parent x choices matrix). The largest searches of the catalog reach about 1.6e5
+# (gpt3-175b on 4,096 GPUs; llama3-405b on 16,384: 1.2e5), so 2**23 = 8.4e6 is 50 times
+# that; a bigger space comes from a size no training run has (e.g. 32 million layers) and
+# would need gigabytes: it is refused with the field that makes it big (_guard).
+MAX_LEVEL_ELEMENTS = 2**23
+
+
+def _guard(n: int, what: str, hint: str) -> None:
+    if n > MAX_LEVEL_ELEMENTS:
+        raise PlannerError(f"the search space is too large: {what} ({n:,} at one level, more than {MAX_LEVEL_ELEMENTS:,})",
+                           hint)
+
 
 def _divisors(n: int) -> np.ndarray:
-    d = np.arange(1, int(n) + 1, dtype=np.int64)
-    return d[n % d == 0]
+    """The divisors of n, ascending, by trial division up to sqrt(n): 46,341 trials for the
+    largest count a file may give (schema.MAX_COUNT)."""
+    n = int(n)
+    d = np.arange(1, math.isqrt(n) + 1, dtype=np.int64)
+    small = d[n % d == 0]
+    return np.unique(np.concatenate([small, n // small]))
 
 
 def _axis(natural: np.ndarray, pins, bound) -> np.ndarray:
@@ -328,12 +362,20 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # ---- mesh (tp, cp, pp): product of three short lists; dp = gpus / (tp cp pp)
     T = _axis(_divisors(hw.nvlink_domain), opts.tp, opts.max_tp)
     C = _axis(_divisors(seq)[_divisors(seq) <= gpus], opts.cp, opts.max_cp)
-    P = _axis(np.arange(1, U + 1, dtype=i64), opts.pp, opts.max_pp)
+    # pp runs 1 .. layers (+ the ends counted in the split); a pp above the GPU count never
+    # divides it (a MESH candidate per (tp, cp)): those are counted, not listed, so a model of
+    # many layers costs no memory
+    p_top = min(U, opts.max_pp) if opts.max_pp is not None else U
+    P = _axis(np.arange(1, min(p_top, gpus) + 1, dtype=i64), opts.pp, opts.max_pp)
+    p_over = 0 if opts.pp else max(p_top - gpus, 0)
+    _guard(len(T) * len(C) * len(P), f"{len(T):,} tp x {len(C):,} cp x {len(P):,} pp meshes "
+           f"(tp: divisors of nvlink_domain {hw.nvlink_domain:,}; cp: of seq_len {seq:,})", "pin --tp, --cp or --pp")
     tp, cp, pp = (x.ravel() for x in np.meshgrid(T, C, P, indexing="ij"))
     inner = tp * cp * pp
     divides = gpus % inner == 0
-    if (~divides).any():
-        reasons[MESH] = int((~divides).sum())  # one candidate per mesh: it has no dp to expand
+    if (~divides).any() or p_over:
+        # one candidate per mesh: it has no dp to expand
+        reasons[MESH] = int((~divides).sum()) + len(T) * len(C) * p_over
     dp = np.where(divides, gpus // inner, 0)
     keep = divides.copy()
     if opts.dp:
@@ -374,7 +416,13 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         V = np.asarray(sorted(set(opts.vpp)), dtype=i64)
         v_ok = np.ones((M, len(V)), dtype=bool)
     else:
-        V = np.arange(1, max(U // int(max(mesh["pp"].min(initial=1), 1)), 1) + 1, dtype=i64)
+        piped = mesh["pp"][mesh["pp"] > 1]  # pp = 1 takes vpp = 1 only
+        v_top = U // int(piped.min()) if len(piped) else 1
+        if opts.max_vpp is not None:
+            v_top = min(v_top, opts.max_vpp)
+        _guard(M * v_top, f"{M:,} meshes x {v_top:,} virtual stages (vpp up to num_layers {L:,} / pp)",
+               "pin --vpp or --pp, or bound them with --max-vpp / --max-pp")
+        V = np.arange(1, max(v_top, 1) + 1, dtype=i64)
         limit = np.where(mesh["pp"] == 1, 1, U // np.maximum(mesh["pp"], 1))
         v_ok = V[None, :] <= limit[:, None]
     if opts.max_vpp is not None:
@@ -391,6 +439,8 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
 
     # ---- micro-batch; the rules that need no SP or sharding, counted with their multiplicity
     MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
+    _guard(len(rows["vpp"]) * len(MB), f"{len(rows['vpp']):,} pipeline splits x {len(MB):,} micro-batch sizes "
+           f"(divisors of the global batch {gbs:,})", "pin --micro-batch, --pp or --vpp")
     rows = _expand(rows, np.ones((len(rows["vpp"]), len(MB)), dtype=bool), {"mbs": MB})
     rows.update({k: v[rows["mesh"]] for k, v in mesh.items()})
     codes = constraint_codes(settings, _plan(rows, gbs, seq, prec, settings), upto=LAST_BATCH_RULE)
@@ -399,6 +449,8 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
 
     # ---- sharding options, then SP
     mid = rows["mesh"]
+    _guard(int(sh_ok[mid].sum()) * len(sp_vals), f"{len(mid):,} plans x sharding options x SP",
+           "pin --sharding, --micro-batch or --pp")
     rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "shard": opt_shard[mid]})
     rows = _expand(rows, sp_ok[rows["mesh"]], {"sp": sp_vals})
     base = _plan(rows, gbs, seq, prec, settings)

@@ -111,7 +111,7 @@ from .errors import PlannerError
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BytesPerParam, Job, ModelSpec, Schedule
+from .schema import BytesPerParam, Count, Job, ModelSpec, Schedule
 
 GiB = 2.0**30
 
@@ -138,7 +138,7 @@ class RunRecord(BaseModel):
     Unknown keys are errors (extra="forbid"), so a typo names the record and the field.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str
     source_group: Optional[str] = None
@@ -147,25 +147,25 @@ class RunRecord(BaseModel):
     model_name: Optional[str] = None
     moe: bool = False
     # model shape
-    num_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    ffn_hidden_size: int = Field(gt=0)
-    num_attention_heads: int = Field(gt=0)
-    num_kv_heads: Optional[int] = Field(default=None, gt=0, description="null: multi-head attention")
-    vocab_size: int = Field(gt=0)
-    seq_length: int = Field(gt=0, description="tokens per sequence")
+    num_layers: Count = Field(gt=0)
+    hidden_size: Count = Field(gt=0)
+    ffn_hidden_size: Count = Field(gt=0)
+    num_attention_heads: Count = Field(gt=0)
+    num_kv_heads: Optional[Count] = Field(default=None, gt=0, description="null: multi-head attention")
+    vocab_size: Count = Field(gt=0)
+    seq_length: Count = Field(gt=0, description="tokens per sequence")
     # batch and parallel config
-    global_batch_size: int = Field(gt=0, description="sequences per step")
-    micro_batch_size: Optional[int] = Field(default=None, gt=0)
-    grad_accum_steps: Optional[int] = Field(default=None, gt=0)
+    global_batch_size: Count = Field(gt=0, description="sequences per step")
+    micro_batch_size: Optional[Count] = Field(default=None, gt=0)
+    grad_accum_steps: Optional[Count] = Field(default=None, gt=0)
     gpu_type: str
-    num_gpus: Optional[int] = Field(default=None, gt=0)
-    tp: Optional[int] = Field(default=None, gt=0)
-    pp: Optional[int] = Field(default=None, gt=0)
-    vpp: Optional[int] = Field(default=None, gt=0)
-    cp: Optional[int] = Field(default=None, gt=0)
-    dp: Optional[int] = Field(default=None, gt=0)
-    ep: Optional[int] = Field(default=None, gt=0)
+    num_gpus: Optional[Count] = Field(default=None, gt=0)
+    tp: Optional[Count] = Field(default=None, gt=0)
+    pp: Optional[Count] = Field(default=None, gt=0)
+    vpp: Optional[Count] = Field(default=None, gt=0)
+    cp: Optional[Count] = Field(default=None, gt=0)
+    dp: Optional[Count] = Field(default=None, gt=0)
+    ep: Optional[Count] = Field(default=None, gt=0)
     zero_fsdp_mode: Optional[str] = None
     activation_recompute: Optional[str] = None
     sequence_parallel: Optional[bool] = None
@@ -193,7 +193,7 @@ class RunRecord(BaseModel):
     dropout: Optional[bool] = None
     bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = None
     attention: Optional[Literal["flash", "eager"]] = None
-    shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
+    shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None
     # the software stack and its options (the Job fields of the same names); null: the stack's default
     stack: Optional[str] = Field(default=None, description="stack_db name or a stack YAML (megatron, torchtitan, llm-foundry, ...)")

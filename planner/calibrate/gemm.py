@@ -66,7 +66,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import math
 import re
 import statistics
@@ -77,11 +76,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-import yaml
 
 from .. import __version__
 from ..compute import TFLOPS, layer_gemm_shapes, sm_count
 from ..errors import PlannerError
+from ..files import compose_yaml, parse_json, parse_yaml, read_bytes
 from ..profile import GemmCalibration, GemmProvenance, GemmRow, GemmSourceFile
 
 DEFAULT_WARMUP = 10
@@ -501,14 +500,8 @@ def _row(where: str, raw: Any, gpu_filter: Optional[str]) -> tuple[Optional[Gemm
 
 
 def _yaml_rows(text: str, p: Path) -> list[tuple[str, Any]]:
-    try:
-        data = yaml.safe_load(text)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise PlannerError(f"{p}:{where} invalid YAML: {problem}", "check indentation and `key: value` syntax") from None
+    data = parse_yaml(text, str(p))
+    node = compose_yaml(text, str(p))
     items, seq_node, key = _row_list(data, p)
     if seq_node is None:
         seq_node = node
@@ -534,6 +527,15 @@ def _row_list(data: Any, p: Path) -> tuple[list, Any, tuple[str, ...]]:
                        "each row: M, N, K, dtype, tflops")
 
 
+def _csv_fields(line: str, p: Path, lineno: int) -> list[str]:
+    """The fields of one CSV line; PlannerError naming the line for what the csv module
+    rejects (e.g. a field longer than its limit, csv.field_size_limit(): 131,072 characters)."""
+    try:
+        return next(csv.reader(io.StringIO(line)), [])
+    except csv.Error as e:
+        raise PlannerError(f"{p.name}:{lineno}: unreadable CSV line ({e})", "one row per line: M,N,K,dtype,tflops, ...") from None
+
+
 def _csv_rows(text: str, p: Path) -> tuple[list[tuple[str, Any]], list[str]]:
     provenance, body = [], []
     for i, line in enumerate(text.splitlines(), start=1):
@@ -546,7 +548,7 @@ def _csv_rows(text: str, p: Path) -> tuple[list[tuple[str, Any]], list[str]]:
     if not body:
         raise PlannerError(f"{p}: no CSV header or rows", "first line: M,N,K,dtype,tflops (optional: gpu, batch, source)")
     header_line, header = body[0]
-    cols = next(csv.reader([header]))
+    cols = _csv_fields(header, p, header_line)
     names = []
     for c in cols:
         key = _COLUMN_ALIASES.get(c.strip().lower())
@@ -557,7 +559,7 @@ def _csv_rows(text: str, p: Path) -> tuple[list[tuple[str, Any]], list[str]]:
                                "header: M,N,K,dtype,tflops (optional: gpu, batch, source, name, method)")
     out = []
     for ln, line in body[1:]:
-        vals = next(csv.reader(io.StringIO(line)))
+        vals = _csv_fields(line, p, ln)
         if len(vals) != len(names):
             raise PlannerError(f"{p.name}:{ln}: {len(vals)} fields where the header (line {header_line}) has {len(names)}",
                                "one value per header column; quote fields that contain commas")
@@ -568,9 +570,7 @@ def _csv_rows(text: str, p: Path) -> tuple[list[tuple[str, Any]], list[str]]:
 def ingest(path: str | Path, gpu_filter: Optional[str] = None) -> IngestResult:
     """Read GEMM measurements from a CSV, JSON or YAML file (see the module docstring)."""
     p = Path(path)
-    if not p.is_file():
-        raise PlannerError(f"{p}: no such file", "give a CSV, JSON or YAML file of GEMM measurements")
-    raw_bytes = p.read_bytes()
+    raw_bytes = read_bytes(p, "give a CSV, JSON or YAML file of GEMM measurements")
     try:
         text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError:
@@ -580,10 +580,7 @@ def ingest(path: str | Path, gpu_filter: Optional[str] = None) -> IngestResult:
     if suffix == ".csv":
         items, provenance = _csv_rows(text, p)
     elif suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise PlannerError(f"{p}: line {e.lineno}, column {e.colno}: invalid JSON: {e.msg}", "check the brackets and commas") from None
+        data = parse_json(text, str(p))
         rows, _, _ = _row_list(data, p)
         items = [(f"{p.name}: row {i}", r) for i, r in enumerate(rows, start=1)]
     elif suffix in (".yaml", ".yml"):

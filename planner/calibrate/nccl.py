@@ -130,9 +130,14 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..errors import PlannerError
+from ..files import read_bytes
 from ..profile import BUSBW_FACTORS, ROBUST_SCALE, SCOPES, busbw_factor, envelope_time
 
 US = 1e-6  # the time column is in microseconds [1]
+# nccl-tests prints the time with %7.2f below 100 us (src/common.cu, the timeStr of the
+# result row [1]): the smallest non-zero time it can print is 0.01 us. A smaller one (e.g.
+# 1e-308) did not come from nccl-tests and would overflow the fit's 1/time weights.
+MIN_PRINTED_TIME_US = 0.01
 GBPS = 1e9  # the algbw / busbw columns are in GB/s, GB = 1e9 bytes [1]
 MiB = 2**20
 EVAL_MIN_BYTES = MiB  # residuals are reported at and above 1 MiB (issue 5)
@@ -380,10 +385,13 @@ def _num(tok: str) -> tuple[Optional[float], float]:
         return None, 0.0
     if not _FLOAT.match(tok):
         raise ValueError(tok)
+    value = float(tok)
+    if not math.isfinite(value):  # 1e400: beyond a double (nccl-tests prints %f figures)
+        raise ValueError(tok)
     mant, _, exp = tok.lower().partition("e")
     decimals = len(mant.split(".")[1]) if "." in mant else 0
-    tol = 0.5 * 10.0 ** (-decimals) * (10.0 ** int(exp) if exp else 1.0)
-    return float(tok), tol
+    tol = float(f"5e{int(exp or 0) - decimals - 1}")  # half a unit of the last digit, without 10.0**int overflow
+    return value, tol
 
 
 def _read_row(toks: list[str], layout: Layout) -> tuple[dict, list[dict]]:
@@ -423,13 +431,9 @@ def _read_row(toks: list[str], layout: Layout) -> tuple[dict, list[dict]]:
     return row, placements
 
 
-def _decode(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise PlannerError(f"{path}: no such file", "give the path of a saved nccl-tests output (e.g. all_reduce_perf ... > log.txt)") from None
-    except OSError as e:
-        raise PlannerError(f"{path}: cannot read ({e.strerror})") from None
+def _decode(path: Path) -> tuple[str, str]:
+    """The text of a log and the SHA-256 of its bytes (one read)."""
+    data = read_bytes(path, "give the path of a saved nccl-tests output (e.g. all_reduce_perf ... > log.txt)")
     if not data.strip():
         raise PlannerError(f"{path}: the file is empty", "give the saved output of an nccl-tests binary such as all_reduce_perf")
     nul = data.find(b"\x00")
@@ -445,7 +449,7 @@ def _decode(path: Path) -> str:
             f"{path}: not a text file ({bad} of {len(text)} characters are not printable text)",
             "give the text output of an nccl-tests binary (all_reduce_perf ... > log.txt)",
         )
-    return text
+    return text, hashlib.sha256(data).hexdigest()
 
 
 def parse_log(path: str | Path) -> ParsedLog:
@@ -461,8 +465,7 @@ def parse_log(path: str | Path) -> ParsedLog:
     result row.
     """
     p = Path(path)
-    text = _decode(p)
-    sha = hashlib.sha256(p.read_bytes()).hexdigest()
+    text, sha = _decode(p)
     name = p.name
     issues: list[LineIssue] = []
     provenance: list[str] = []
@@ -602,12 +605,21 @@ def parse_log(path: str | Path) -> ParsedLog:
             if t <= 0:
                 issues.append(LineIssue(name, lineno, f"{where} time {t} is not positive; not used", s))
                 continue
+            if t < MIN_PRINTED_TIME_US:
+                issues.append(LineIssue(name, lineno, f"{where} time {t:g} us is below the {MIN_PRINTED_TIME_US} us "
+                                        "nccl-tests prints at the least (%7.2f); not used", s))
+                continue
             wrong = pl.get("wrong", (None, 0.0))[0]  # old versions print a max `error`, not a count
             if wrong is not None and wrong != 0:
                 issues.append(LineIssue(name, lineno, f"{where} #wrong = {wrong:g} (data errors); not used", s))
                 continue
             alg, alg_tol = pl.get("algbw", (None, 0.0))
             bus, bus_tol = pl.get("busbw", (None, 0.0))
+            huge = [f"{k} {v:g} GB/s" for k, v, tol in (("algbw", alg, alg_tol), ("busbw", bus, bus_tol))
+                    if v is not None and not math.isfinite(v * GBPS + tol * GBPS)]
+            if huge:  # beyond a double once in B/s
+                issues.append(LineIssue(name, lineno, f"{where} {huge[0]} is out of range; not used", s))
+                continue
             cur.points.append(
                 Point(
                     line=lineno, size=row["size"], in_place=pl["in_place"], time=t * US,
@@ -645,7 +657,13 @@ def ranks_from_ratio(collective: str, points: list[Point], where: str = "") -> O
         r_hi = (p.busbw + p.busbw_tol) / (p.algbw - p.algbw_tol)
         cap = 2.0 if collective == "all_reduce" else 1.0  # factor(n) -> cap as n -> inf
         # factor(n) = cap*(n-1)/n  =>  n = cap/(cap - r)
-        n_lo = cap / (cap - r_lo) if r_lo < cap else math.inf
+        if r_lo >= cap:  # no rank count reaches it: factor(n) < cap for every n
+            raise PlannerError(
+                f"{where}line {p.line}: busbw/algbw = {r_lo:.6g} is at or above {cap:g}, which {collective} approaches "
+                f"but never reaches (factor {FACTOR_FORMULA[collective]})",
+                "check the collective (--collective) and that the busbw and algbw columns are unmodified",
+            )
+        n_lo = cap / (cap - r_lo)
         n_hi = cap / (cap - r_hi) if r_hi < cap else math.inf
         lo, hi = max(lo, n_lo), min(hi, n_hi)
         used += 1

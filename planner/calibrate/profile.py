@@ -10,6 +10,8 @@ write the YAML (human units only in keys that name them: `latency_us`, `busbw_GB
 
 from __future__ import annotations
 
+import os
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
@@ -137,12 +139,53 @@ def dump_profile(profile: CalibrationProfile) -> str:
     return head + body
 
 
-def write_profile(profile: CalibrationProfile, path: str | Path) -> None:
+def has_section(path: str | Path, section: str) -> bool:
+    """Whether the profile already at `path` has a `section` (nccl, gemm) a write replaces."""
     p = Path(path)
+    if not p.is_file():
+        return False
     try:
-        p.write_text(dump_profile(profile), encoding="utf-8")
+        return getattr(load_profile(p), section) is not None
+    except PlannerError:
+        return False  # with_gemm_section / keep_gemm_section refuse such a file before it is written
+
+
+def write_profile(profile: CalibrationProfile, path: str | Path, warn=None, section: Optional[str] = None) -> None:
+    """Write the profile YAML atomically: to a temporary file in the same folder, flushed to
+    disk, then renamed over `path` (os.replace: the rename is atomic on POSIX and Windows),
+    so a failed write (disk full, interrupted) leaves the previous profile as it was.
+    `section` (nccl or gemm) is the part this calibration wrote: `warn(message)` is told when
+    the file at `path` already had one, which the write replaces."""
+    p = Path(path)
+    if warn is not None and section is not None and has_section(p, section):
+        warn(f"{p}: replacing its {section} section with the new calibration")
+    text = dump_profile(profile)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        mode = p.stat().st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)  # mkstemp makes 0600; keep the old file's mode (a new one: the umask's)
+        os.replace(tmp, p)
+        tmp = None
     except OSError as e:
-        raise PlannerError(f"{p}: cannot write the profile ({e.strerror})", "choose a writable -o path") from None
+        raise PlannerError(f"{p}: cannot write the profile ({e.strerror or e})",
+                           "choose a writable -o path with free space; the previous file, if any, is unchanged") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optional[str] = None,
@@ -188,5 +231,6 @@ def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationP
 
 
 __all__ = [
-    "dump_profile", "keep_gemm_section", "profile_from_calibration", "with_gemm_section", "write_profile",
+    "dump_profile", "keep_gemm_section", "has_section", "profile_from_calibration", "with_gemm_section",
+    "write_profile",
 ]

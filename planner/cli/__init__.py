@@ -7,9 +7,51 @@ collective.py, pipeline.py, calibrate.py) exposes `register(app)`.
 
 from __future__ import annotations
 
+import sys
+
 import typer
+from typer.core import TyperGroup
+
+try:  # typer >= 0.16 vendors click as typer._click; older ones use click itself
+    from typer._click import exceptions as _click_exc
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as _click_exc
+
+
+class _PlannerGroup(TyperGroup):
+    """The `planner` command group: click's own usage errors (a missing argument, a bad
+    option value, an unknown option) in the planner's one-line form, `error: ...` then
+    `hint: ...` on stderr and exit 2, instead of typer's boxed panel. `--help` and a bare
+    `planner` (the command list) are unchanged."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_exc.ClickException as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a bare group prints its help
+                e.show()
+            else:
+                report_usage_error(e)
+            sys.exit(e.exit_code)
+        except _click_exc.Abort:
+            sys.stderr.write("error: aborted\n")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def report_usage_error(e) -> None:
+    """`error: <click's message on one line>` and a hint naming the command's --help."""
+    msg = " ".join(e.format_message().split())
+    msg = msg[:1].lower() + msg[1:] if msg[:2] != msg[:2].upper() else msg  # "No such option" -> "no such option"
+    ctx = getattr(e, "ctx", None)
+    where = ctx.command_path if ctx is not None else "planner"
+    sys.stderr.write(f"error: {where}: {msg}\nhint: `{where} --help` lists the arguments and options\n")
+
 
 app = typer.Typer(
+    cls=_PlannerGroup,
     name="planner",
     help="Analytic capacity planner and auto-parallelism search for LLM training.",
     no_args_is_help=True,

@@ -51,7 +51,7 @@ def nccl(
                          hardware=hw)
     prof = profile_from_calibration(cal, hardware=hw.name if hw else None)
     prof = keep_gemm_section(output, prof)
-    write_profile(prof, output)
+    write_profile(prof, output, warn=warn, section="nccl")
     checks = compare_to_model(cal, hw) if hw is not None else []
     print_nccl_report(prof, cal, output, checks)
 
@@ -145,7 +145,7 @@ def gemm(
         seq_used = sorted({m.max_seq_len if s is None else s for m in models for s in seqs})
         cal = g.calibration_from_run(res, hw, [m.name for m in models], tps, seq_used, mbs, warmup, repeats, notes)
     prof = with_gemm_section(output, cal, hardware=hw.name if hw is not None else None)
-    write_profile(prof, output)
+    write_profile(prof, output, warn=warn, section="gemm")
     print_gemm_report(prof, cal, hw, output, from_files)
 
 
