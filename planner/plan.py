@@ -184,8 +184,23 @@ class Settings:
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
 
 
-def _load_calibration(path):
-    return None if path is None else load_profile(path)
+def _load_calibration(path, hw: Hardware | None = None):
+    """The profile at `path`; its measured GEMM rates must not exceed `hw`'s dense peaks (a
+    profile of another GPU, or a peak below its measurements, would give an MFU above 100%)."""
+    if path is None:
+        return None
+    prof = load_profile(path)
+    gemm = getattr(prof, "gemm", None)
+    if hw is not None and gemm is not None:
+        for r in gemm.rows:
+            peak_field = "fp8_TFLOPS" if r.dtype == "fp8" else "bf16_TFLOPS"
+            peak = getattr(hw, peak_field)
+            if peak is not None and r.tflops > peak:
+                raise PlannerError(
+                    f"{path}: field `gemm.rows` ({r.M}x{r.N}x{r.K} {r.dtype}): tflops {r.tflops:g} is above the dense peak "
+                    f"{peak_field} {peak:g} of hardware {hw.name}",
+                    "use a profile measured on this GPU (planner calibrate gemm), or the hardware it was measured on")
+    return prof
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
@@ -305,7 +320,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
         recompute_layers=job.recompute_layers,
-        calibration=_load_calibration(job.calibration),
+        calibration=_load_calibration(job.calibration, hw),
         calibration_path=job.calibration,
         stack=stack,
         stack_name=job.stack,

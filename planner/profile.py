@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .catalog import read_yaml, validate
 from .errors import PlannerError
 
-Strict = ConfigDict(extra="forbid", frozen=True)
+Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # no inf/NaN in any file (issue 12)
 Scope = Literal["intra-node", "inter-node"]
 SCOPES = ("intra-node", "inter-node")
 MODEL_FORMULA = "t(S) = min_k(latency_k + S*factor(n)/busbw_k)"

@@ -137,7 +137,7 @@ class RunRecord(BaseModel):
     Unknown keys are errors (extra="forbid"), so a typo names the record and the field.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     id: str
     source_group: Optional[str] = None
