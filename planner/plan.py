@@ -8,10 +8,11 @@ take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import numpy as np
 
-from .catalog import load_hardware, load_model, load_stack
+from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
@@ -182,6 +183,9 @@ class Settings:
     stack_name: str = "megatron"
     power_limit_w: float | None = None  # board power limit (None: the hardware's TDP)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
+    assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
+    model_file: str | None = None  # the files the model and hardware were read from (absolute), so
+    hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
 
 
 def _load_calibration(path, hw: Hardware | None = None):
@@ -245,11 +249,20 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
-    model = load_model(job.model)
-    hw = load_hardware(job.hardware)
+    try:
+        model = load_model(job.model)
+        hw = load_hardware(job.hardware)
+    except PlannerError as e:  # name the job file the model / hardware came from
+        if where and not e.message.startswith(where):
+            raise type(e)(f"{where}{e.message}", e.hint) from None
+        raise
     warnings: list[str] = []
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq = job.seq_len or model.max_seq_len
+    if seq > model.max_seq_len:
+        warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
+                        "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
+                        "the figures assume the shapes scale")
     if job.global_batch is not None and job.global_batch_tokens is not None:
         raise PlannerError(f"{where}both global_batch and global_batch_tokens are set", "give one of them")
     if job.global_batch is not None:
@@ -326,6 +339,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         stack_name=job.stack,
         power_limit_w=job.power_limit_w,
         inherited=tuple(inherited),
+        assumed=tuple(hf_assumed(job.model)),
+        model_file=str(model_source(job.model)),
+        hardware_file=str(hardware_source(job.hardware)),
     )
     return settings, plan, warnings
 
@@ -429,7 +445,26 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
         "power_limit_w": settings.power_limit_w,
+        "calibration": None if settings.calibration_path is None else str(Path(settings.calibration_path).resolve()),
+        # what was read, so that `explain --from-fit` uses the same files (not a catalog entry
+        # of the same name) and can tell when one changed since
+        "model_file": settings.model_file,
+        "model_sha256": file_sha256(settings.model_file),
+        "hardware_file": settings.hardware_file,
+        "hardware_sha256": file_sha256(settings.hardware_file),
     }
+
+
+def file_sha256(path: str | None) -> str | None:
+    """sha256 of a file's bytes (None for no file)."""
+    if path is None:
+        return None
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 __all__ = [n for n in dir() if not n.startswith("_")] + ["asdict"]
