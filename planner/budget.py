@@ -393,6 +393,9 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
 # ---------------------------------------------------------------- sweep over cluster sizes
 def parse_gpu_list(text: str) -> list[int]:
     """'1024,2048,4096' -> [1024, 2048, 4096] (ints > 0, no repeats)."""
+    from .units import refuse_thousands_separator
+
+    refuse_thousands_separator(text, "--sweep-gpus")
     out: list[int] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:

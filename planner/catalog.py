@@ -29,6 +29,16 @@ def _catalog_dir(kind: str) -> Path:
     raise PlannerError(f"the {kind} catalog is missing from this installation", "reinstall with `pip install .`")
 
 
+def reference_runs() -> Path:
+    """The published-runs reference file (`planner validate` with no path): shipped in the
+    wheel as planner/_data/published_runs.yaml, tests/data/published_runs.yaml in a checkout."""
+    for f in (_PKG / "_data" / "published_runs.yaml", _PKG.parent / "tests" / "data" / "published_runs.yaml"):
+        if f.is_file():
+            return f
+    raise PlannerError("the published-runs reference file is missing from this installation",
+                       "reinstall with `pip install .`, or give the file: planner validate RUNS.yaml")
+
+
 def model_dir() -> Path:
     return _catalog_dir("model_zoo")
 

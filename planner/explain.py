@@ -131,6 +131,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     out_cal = calibration_report(settings, est)
     return {
         **({"calibration": out_cal} if out_cal else {}),
+        **({"assumed": list(settings.assumed)} if settings.assumed else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "memory": memory,

@@ -34,7 +34,7 @@ Counts: considered = broke a constraint + did not fit + fit, every candidate of 
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -381,7 +381,54 @@ def rows_of(ranked: Ranked) -> list[dict]:
     return [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
 
 
-def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list) -> NoFitError:
+def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> None:
+    """A pinned value that no plan of this model can use is bad input (exit 2), not "no plan
+    fits" (exit 1): tp must divide the attention heads and divide, or be a multiple of, the
+    KV heads; cp must divide the sequence length; pp at most the layers."""
+    settings, _, seq, _ = settings_for(job, where=where)
+    m = settings.model
+    a, k, L = m.num_attention_heads, m.kv_heads, m.num_layers
+    checks = [
+        ("--tp", opts.tp, lambda t: a % t == 0 and (k % t == 0 or t % k == 0),
+         f"the {a} attention heads ({k} KV heads) of {m.name}", [t for t in range(1, a + 1) if a % t == 0 and (k % t == 0 or t % k == 0)]),
+        ("--cp", opts.cp, lambda c: seq % c == 0, f"seq_len {seq:,}", [c for c in (1, 2, 4, 8, 16, 32) if seq % c == 0]),
+        ("--pp", opts.pp, lambda p: p <= L, f"the {L} layers of {m.name}", None),
+    ]
+    for flag, pins, ok, what, valid in checks:
+        bad = [v for v in (pins or ()) if not ok(v)]
+        if bad:
+            shown = f"valid: {', '.join(map(str, valid))}" if valid else f"use {flag} 1 to {L}"
+            raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not fit {what}", shown)
+
+
+NEAREST_TRIES = 512  # values tried on each side when looking for a GPU count / global batch with a valid plan
+
+
+def _nearest_valid(x: int, valid) -> list[int]:
+    """The nearest value below and the nearest above x (>= 1) for which valid(v) holds, trying
+    at most NEAREST_TRIES on each side (each try builds one search space: about a millisecond)."""
+    below = next((v for v in range(x - 1, max(x - 1 - NEAREST_TRIES, 0), -1) if valid(v)), None)
+    above = next((v for v in range(x + 1, x + 1 + NEAREST_TRIES) if valid(v)), None)
+    return [v for v in (below, above) if v is not None]
+
+
+def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list[int], list[int]]:
+    """(GPU counts near job.gpus, global batches in sequences near the job's) for which the
+    search space has at least one plan that breaks no rule (space.constraint codes), with the
+    job's pins: what to suggest when a count such as 1,000 does not factor."""
+    settings, gbs, seq, _ = settings_for(job, where=where)
+    variants = variant_choices(settings.stack, job, where)
+
+    def ok(s: Settings, g: int) -> bool:
+        return bool(np.any(build_space(s, g, seq, job.precision, opts, variants).codes == OK))
+
+    counts = _nearest_valid(job.gpus, lambda g: ok(replace(settings, gpus=g), gbs))
+    batches = _nearest_valid(gbs, lambda b: ok(settings, b))
+    return counts, batches
+
+
+def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: SpaceOptions = SpaceOptions(),
+            where_file: str = "") -> NoFitError:
     closests = [x for x in closests if x is not None]
     where = f"{job.model} on {', '.join(f'{g:,}' for g in gpus_list)} x {job.hardware}"
     if not closests:
@@ -389,10 +436,18 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list) -> NoFitE
         text = "".join(f"; {r}: {n:,}" for r, n in reasons[:4])
         slack = (f"; {counts.slack_dropped:,} pipeline splits (pp, vpp) left out because the layers do not split "
                  f"evenly enough (--max-layer-slack)") if counts.slack_dropped else ""
+        near = ""
+        if len(gpus_list) == 1:
+            g_ok, b_ok = nearest_working(job.model_copy(update=dict(gpus=gpus_list[0])), opts, where_file)
+            if g_ok:
+                near += f"; GPU counts near {gpus_list[0]:,} with valid plans: {', '.join(f'{g:,}' for g in g_ok)}"
+            if b_ok:
+                near += (f"; global batches near this one that divide on {gpus_list[0]:,} GPUs: "
+                         f"{', '.join(f'--global-batch {b:,}' for b in b_ok)} sequences")
         return NoFitError(
             f"no plan for {where} satisfies the constraints ({counts.considered:,} candidates{text}{slack})",
             "relax the pinned axes, or change --gpus, --global-batch or --seq-len so the mesh and batch divide"
-            + (", or raise --max-layer-slack" if slack else ""),
+            + (", or raise --max-layer-slack" if slack else "") + near,
         )
     settings, space, b, r, total = min(closests, key=lambda x: x[4])
     plan = space.plans(np.array([b]), np.array([r]))
@@ -439,6 +494,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
     t0 = _time.perf_counter()
     gpus_list = list(gpus_list or [job.gpus])
+    check_pins(job, opts, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
@@ -452,7 +508,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         if fz is not None:
             feasible.append(fz)
     if not ranked_all:
-        raise _no_fit(job, closests, counts, gpus_list)
+        raise _no_fit(job, closests, counts, gpus_list, opts, where)
     # merge the GPU counts: best objective, then memory (then time for --objective memory)
     cand = [(float(rank_key(r.objective[i])), float(rank_key(r.memory[i])), float(rank_key(r.step[i])), n, i)
             for n, r in enumerate(ranked_all) for i in range(len(r.base))]

@@ -33,6 +33,22 @@ def _as_float(x, what: str) -> float:
         raise PlannerError(f"{what} {x!r} is not a finite number", "give a finite value") from None
 
 
+_THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+")
+
+
+def refuse_thousands_separator(text: str, option: str) -> None:
+    """A comma list option (`--gpus 2048,4096`) given one number written with thousands
+    separators (`4,096`) would run as the counts 4 and 96: refuse every value shaped like
+    that (1-3 digits, then groups of exactly three after each comma, no spaces)."""
+    t = str(text).strip()
+    if _THOUSANDS.fullmatch(t):
+        one = t.replace(",", "")
+        parts = ", ".join(p for p in t.split(","))
+        raise PlannerError(f"{option} {t!r} reads as the number {int(one):,} written with a thousands separator",
+                           f"write {option} {one} for one value; for a list of several, put a space after each comma "
+                           f"({option} '{parts}')")
+
+
 GB = 1e9
 GiB = 2.0**30
 TFLOP = 1e12

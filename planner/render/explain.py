@@ -38,6 +38,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(f"  stack {p.get('stack', 'megatron')}: {', '.join(opts)}")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
+    if res.get("assumed"):
+        out.print("  assumed (keys the model's config.json leaves out): " + "; ".join(res["assumed"]))
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,})")
     t = m["terms"]
     tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
