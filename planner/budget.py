@@ -115,7 +115,7 @@ class BudgetOptions:
             _finite_nonneg("--price-per-gpu-hour", self.price_per_gpu_hour, "a price per GPU-hour, e.g. 2.5")
         _finite_nonneg("--restart-s", self.restart_s, "seconds to detect, swap and reload, e.g. 600 (the seed's)")
         if not (np.isfinite(self.pue) and self.pue >= 1.0):
-            raise PlannerError(f"--pue must be >= 1, got {self.pue!r}", "1.0 counts the GPUs alone; data centres report 1.1-1.6")
+            raise PlannerError(f"--pue must be >= 1, got {self.pue:g}", "1.0 counts the GPUs alone; data centres report 1.1-1.6")
         if self.mc_runs < 0:
             raise PlannerError(f"--mc-runs must be >= 0, got {self.mc_runs}", "20 is the seed's; 0 turns the simulation off")
 
@@ -126,12 +126,12 @@ def _positive_opt(name: str, v, hint: str, upper: float | None = None) -> None:
     ok = np.isfinite(v) and v > 0 and (upper is None or v <= upper)
     if not ok:
         rng = f"in (0, {upper:g}]" if upper is not None else "> 0"
-        raise PlannerError(f"{name} must be a finite number {rng}, got {v!r}", hint)
+        raise PlannerError(f"{name} must be a finite number {rng}, got {float(v):g}", hint)
 
 
 def _finite_nonneg(name: str, v, hint: str) -> None:
     if not (np.isfinite(v) and v >= 0):
-        raise PlannerError(f"{name} must be a finite number >= 0, got {v!r}", hint)
+        raise PlannerError(f"{name} must be a finite number >= 0, got {float(v):g}", hint)
 
 
 # ---------------------------------------------------------------- checkpoint shards
@@ -393,6 +393,9 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
 # ---------------------------------------------------------------- sweep over cluster sizes
 def parse_gpu_list(text: str) -> list[int]:
     """'1024,2048,4096' -> [1024, 2048, 4096] (ints > 0, no repeats)."""
+    from .units import refuse_thousands_separator
+
+    refuse_thousands_separator(text, "--sweep-gpus")
     out: list[int] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:

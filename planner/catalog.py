@@ -28,6 +28,16 @@ def _catalog_dir(kind: str) -> Path:
     raise PlannerError(f"the {kind} catalog is missing from this installation", "reinstall with `pip install .`")
 
 
+def reference_runs() -> Path:
+    """The published-runs reference file (`planner validate` with no path): shipped in the
+    wheel as planner/_data/published_runs.yaml, tests/data/published_runs.yaml in a checkout."""
+    for f in (_PKG / "_data" / "published_runs.yaml", _PKG.parent / "tests" / "data" / "published_runs.yaml"):
+        if f.is_file():
+            return f
+    raise PlannerError("the published-runs reference file is missing from this installation",
+                       "reinstall with `pip install .`, or give the file: planner validate RUNS.yaml")
+
+
 def model_dir() -> Path:
     return _catalog_dir("model_zoo")
 
@@ -56,7 +66,30 @@ def list_stacks() -> list[str]:
     return _names(stack_dir())
 
 
-def format_validation_error(e: ValidationError, path: str) -> PlannerError:
+def _fields_at(cls, loc: tuple) -> list[str]:
+    """The field names of the model that holds the last part of `loc` (nested models followed
+    through their annotations; list indices skipped)."""
+    import typing
+
+    cur = cls
+    for part in loc[:-1]:
+        if isinstance(part, int) or cur is None:
+            continue
+        f = getattr(cur, "model_fields", {}).get(part)
+        if f is None:
+            return []
+        ann, cur = f.annotation, None
+        stack = [ann]
+        while stack:  # Optional[X], list[X], Union[...]
+            a = stack.pop()
+            if isinstance(a, type) and issubclass(a, BaseModel):
+                cur = a
+                break
+            stack.extend(typing.get_args(a))
+    return list(getattr(cur, "model_fields", {}) or [])
+
+
+def format_validation_error(e: ValidationError, path: str, cls=None) -> PlannerError:
     first = e.errors()[0]
     loc = ".".join(str(x) for x in first["loc"]) or "(top level)"
     msg = first["msg"]
@@ -64,6 +97,12 @@ def format_validation_error(e: ValidationError, path: str) -> PlannerError:
     hint = None
     if first["type"] == "extra_forbidden":
         hint = "remove or rename the field; valid fields are documented in the README"
+        names = _fields_at(cls, tuple(first["loc"])) if cls is not None and first["loc"] else []
+        close = difflib.get_close_matches(str(first["loc"][-1]), names, n=3, cutoff=0.6) if names else []
+        if close:
+            hint = f"did you mean {' or '.join('`' + c + '`' for c in close)}?"
+        elif names:
+            hint = f"remove or rename the field; valid fields: {', '.join(names)}"
     elif first["type"] == "missing":
         hint = f"add the field `{loc}`"
     elif "literal" in first["type"]:
@@ -87,7 +126,33 @@ def validate(cls: type[T], data: Any, path: str) -> T:
     try:
         return cls.model_validate(data)
     except ValidationError as e:
-        raise format_validation_error(e, path) from None
+        raise format_validation_error(e, path, cls) from None
+
+
+PATH_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def looks_like_path(text: str) -> bool:
+    """A value that names a file rather than a catalog entry: it has a directory part or a
+    file suffix (catalog names have neither: `llama3-70b`, `h100-sxm`)."""
+    t = str(text)
+    return "/" in t or "\\" in t or t.startswith("~") or t.lower().endswith(PATH_SUFFIXES)
+
+
+def _source(name_or_path: str, d: Path, kind: str, cmd: str) -> Path:
+    """The file a name or path names: an existing file, else the catalog entry `name`; a
+    value that looks like a path but does not exist is a missing file, not an unknown name."""
+    p = Path(name_or_path).expanduser()
+    if p.is_file():
+        return p.resolve()
+    f = d / f"{name_or_path}.yaml"
+    if not looks_like_path(name_or_path) and f.is_file():
+        return f
+    if looks_like_path(name_or_path):
+        why = "is a folder" if p.is_dir() else "does not exist"
+        raise PlannerError(f"{kind} file {name_or_path}: {why}" + (f" (resolved to {p.resolve()})" if not p.is_absolute() else ""),
+                           f"check the path, or give a catalog name (`planner {cmd}` lists them)")
+    raise _did_you_mean(name_or_path, _names(d), kind, cmd)
 
 
 def _did_you_mean(name: str, choices: list[str], kind: str, cmd: str) -> PlannerError:
@@ -132,6 +197,35 @@ def _check_hf_types(cfg: dict, path: str) -> None:
                                "give the config.json transformers saved for the model")
 
 
+# What a config.json may leave out, and what planner then takes. tie_word_embeddings: the
+# transformers PretrainedConfig default (True; transformers v4.46 configuration_utils.py,
+# `tie_word_embeddings: bool = True`), so Gemma-2-9B, whose config omits it, is tied (9.24B).
+HF_DEFAULTS = {"tie_word_embeddings": True}
+HF_ABSENT = {  # key -> what its absence means here
+    "tie_word_embeddings": "tied input/output embeddings (transformers' PretrainedConfig default: True)",
+    "num_key_value_heads": "num_key_value_heads = num_attention_heads (multi-head attention)",
+    "head_dim": "head_dim = hidden_size / num_attention_heads",
+    "max_position_embeddings": "max_seq_len 4096",
+    "rms_norm_eps": "LayerNorm (no rms_norm_eps)",
+    "rope_theta": "learned position embeddings (no rope_theta / rope_scaling)",
+    "attention_bias": "no linear biases (no attention_bias / mlp_bias)",
+    "attention_dropout": "no dropout (no attention_dropout)",
+    "hidden_act": "activation from model_type (no hidden_act)",
+}
+
+
+def hf_assumptions(cfg: dict) -> list[str]:
+    """The settings a config.json leaves to planner's rules (model_from_hf_config), one line each."""
+    if not isinstance(cfg, dict):
+        return []
+    out = []
+    for key, text in HF_ABSENT.items():
+        alt = {"rope_theta": ("rope_scaling",), "attention_bias": ("mlp_bias",), "hidden_act": ("activation_function",)}.get(key, ())
+        if key not in cfg and not any(a in cfg for a in alt):
+            out.append(f"{key} absent: {text}")
+    return out
+
+
 def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
     """Map a Hugging Face transformers config.json onto ModelSpec."""
     if not isinstance(cfg, dict):
@@ -161,7 +255,8 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
         vocab_size=cfg["vocab_size"],
         gated_mlp=_gated_from_hf(cfg),
         norm="rmsnorm" if "rms_norm_eps" in cfg else "layernorm",
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        # transformers' PretrainedConfig default is tie_word_embeddings=True (configuration_utils.py)
+        tied_embeddings=bool(cfg.get("tie_word_embeddings", HF_DEFAULTS["tie_word_embeddings"])),
         max_seq_len=cfg.get("max_position_embeddings") or 4096,
         position_embedding="rope" if ("rope_theta" in cfg or "rope_scaling" in cfg) else "learned",
         linear_bias=bool(cfg.get("attention_bias", False) or cfg.get("mlp_bias", False)),
@@ -171,23 +266,40 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
     return validate(ModelSpec, data, path)
 
 
-def load_model(name_or_path: str) -> ModelSpec:
-    """A catalog name (`llama3-70b`), a model YAML, a config.json, or a folder holding one."""
+def model_source(name_or_path: str) -> Path:
+    """The file `load_model` reads for a catalog name, a model YAML, a config.json or a
+    folder holding one (absolute)."""
     p = Path(name_or_path).expanduser()
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise PlannerError(f"{p}: folder has no config.json", "point --model at a Hugging Face config.json or a model YAML")
-        p = p / "config.json"
-    if p.is_file():
-        if p.suffix == ".json":
-            cfg = files.read_json(p, "give a Hugging Face config.json")
-            return model_from_hf_config(cfg, str(p))
-        return _load_model_file(str(p.resolve()))
-    d = model_dir()
-    f = d / f"{name_or_path}.yaml"
-    if f.is_file():
-        return _load_model_file(str(f))
-    raise _did_you_mean(name_or_path, list_models(), "model", "models")
+        return (p / "config.json").resolve()
+    return _source(name_or_path, model_dir(), "model", "models")
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A catalog name (`llama3-70b`), a model YAML, a config.json, or a folder holding one."""
+    p = model_source(name_or_path)
+    if p.suffix == ".json":
+        return _load_hf_file(str(p))
+    return _load_model_file(str(p))
+
+
+def hf_assumed(name_or_path: str) -> list[str]:
+    """What a Hugging Face config left out and the mapping inferred (empty for a model YAML)."""
+    p = model_source(name_or_path)
+    if p.suffix != ".json":
+        return []
+    return hf_assumptions(_read_json(p))
+
+
+def _read_json(p: Path):
+    return files.read_json(p, "give a Hugging Face config.json")
+
+
+@lru_cache(maxsize=64)
+def _load_hf_file(path: str) -> ModelSpec:
+    return model_from_hf_config(_read_json(Path(path)), path)
 
 
 # --------------------------------------------------------------------------- hardware
@@ -196,14 +308,12 @@ def _load_hw_file(path: str) -> Hardware:
     return validate(Hardware, read_yaml(Path(path)), path)
 
 
+def hardware_source(name_or_path: str) -> Path:
+    return _source(name_or_path, hardware_dir(), "hardware", "hardware")
+
+
 def load_hardware(name_or_path: str) -> Hardware:
-    p = Path(name_or_path).expanduser()
-    if p.is_file():
-        return _load_hw_file(str(p.resolve()))
-    f = hardware_dir() / f"{name_or_path}.yaml"
-    if f.is_file():
-        return _load_hw_file(str(f))
-    raise _did_you_mean(name_or_path, list_hardware(), "hardware", "hardware")
+    return _load_hw_file(str(hardware_source(name_or_path)))
 
 
 # ----------------------------------------------------------------------------- stacks
@@ -212,12 +322,47 @@ def _load_stack_file(path: str) -> Stack:
     return validate(Stack, read_yaml(Path(path)), path)
 
 
+def stack_source(name_or_path: str) -> Path:
+    return _source(name_or_path, stack_dir(), "stack", "stacks")
+
+
 def load_stack(name_or_path: str) -> Stack:
     """A catalog name (`torchtitan`) or a stack YAML."""
-    p = Path(name_or_path).expanduser()
-    if p.is_file():
-        return _load_stack_file(str(p.resolve()))
-    f = stack_dir() / f"{name_or_path}.yaml"
-    if f.is_file():
-        return _load_stack_file(str(f))
-    raise _did_you_mean(name_or_path, list_stacks(), "stack", "stacks")
+    return _load_stack_file(str(stack_source(name_or_path)))
+
+
+# ----------------------------------------------------------------------------- job files
+JOB_PATH_FIELDS = ("model", "hardware", "stack", "calibration")
+
+
+def job_file_data(raw: dict, path: Path | None, fields) -> dict:
+    """The fields of a job mapping as the Job model names them.
+
+    - a key may be written with dashes, as the CLI option is (`micro-batch:`), or in another
+      case (`reserve_gib:` for reserve_GiB); a key given two ways is an error;
+    - in a job file (path given) a relative path in model, hardware, stack or calibration is
+      relative to the job file's folder, not to the working directory (a value with a folder
+      part or a .yaml/.yml/.json suffix is a path; catalog names have neither), so that
+      `planner check jobs/*.yaml` works from anywhere.
+    Unknown keys are left for the Job model to reject (with a did-you-mean)."""
+    by_lower = {f.lower(): f for f in fields}
+    out: dict = {}
+    given: dict = {}
+    where = f"{path}: " if path is not None else ""
+    for k, v in raw.items():
+        key = str(k)
+        name = by_lower.get(key.replace("-", "_").lower(), key)
+        if name in out:
+            raise PlannerError(f"{where}field `{name}` is given twice (as `{given[name]}` and as `{key}`)",
+                               f"keep one of them; dashes and underscores name the same field")
+        out[name], given[name] = v, key
+    if path is not None:
+        base = Path(path).resolve().parent
+        for f in JOB_PATH_FIELDS:
+            v = out.get(f)
+            if isinstance(v, str) and looks_like_path(v):
+                p = Path(v).expanduser()
+                if not p.is_absolute():
+                    out[f] = str(base / p)
+    return out
+

@@ -22,7 +22,7 @@ from .terms import Terms
 @dataclass
 class Estimate:
     memory: Terms  # per-GPU bytes on the heaviest stage, by term
-    stage: np.ndarray  # 0 first stage, 1 last stage
+    stage: np.ndarray  # memory.STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE
     capacity: float  # HBM bytes
     usable: float  # HBM x (1 - headroom)
     fits: np.ndarray  # bool
@@ -30,6 +30,7 @@ class Estimate:
     time: Terms  # seconds per step, by term (sum = step time)
     time_extra: dict  # informational: total DP traffic time, ...
     throughput: dict  # tokens/s, MFU, HFU
+    stages: dict | None = None  # memory.STAGE_* -> Terms of that stage (explain's per-stage report)
 
     @property
     def step_s(self) -> np.ndarray:
@@ -46,6 +47,7 @@ class Estimate:
             time=self.time.take(idx),
             time_extra=_take(self.time_extra, idx),
             throughput=_take(self.throughput, idx),
+            stages=None if self.stages is None else {k: t.take(idx) for k, t in self.stages.items()},
         )
 
 
@@ -67,14 +69,15 @@ def calibration_report(settings: Settings, est: Estimate) -> dict | None:
 
 
 def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:
-    terms, stage = mem.memory_terms(settings, plan)
+    stages = mem.stage_memory_terms(settings, plan)
+    terms, stage = mem.heaviest_stage(stages)
     cap, usable = mem.capacity(settings)
     flops = flops_summary(settings.model, plan.seq, plan.recompute, settings.causal_attention_flops, settings.tokens,
                           mem.recompute_fraction(settings, plan))
     time, extra = step_time(settings, plan)
     thr = throughput(settings, plan, time.total)
     return Estimate(memory=terms, stage=stage, capacity=cap, usable=usable, fits=terms.total <= usable, flops=flops,
-                    time=time, time_extra=extra, throughput=thr)
+                    time=time, time_extra=extra, throughput=thr, stages=stages)
 
 
 def _num(v):
@@ -99,11 +102,17 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         usable_bytes=float(est.usable),
         headroom=settings.headroom,
         fits=bool(pick(est.fits)),
-        heaviest_stage="last" if int(pick(est.stage)) == 1 else "first",
+        heaviest_stage=mem.STAGE_NAMES[int(pick(est.stage))],
         reported_bytes=_num(pick(mem.reported_bytes(settings, est.memory))),
         reported_as=stack_of(settings).memory.reports,
         terms={k: _num(pick(v)) for k, v in est.memory.items()},
     )
+    if est.stages is not None:
+        # every stage's own total; `fits` gates on the largest (the terms above are that stage's)
+        pp = int(pick(plan.pp))
+        names = [mem.STAGE_FIRST] + ([mem.STAGE_MIDDLE] if pp > 2 else []) + ([mem.STAGE_LAST] if pp > 1 else [])
+        memory["stages"] = {mem.STAGE_NAMES[c]: {k: _num(pick(v)) for k, v in mem.grouped(est.stages[c]).items()}
+                            for c in names}
     flops = {k: (_num(pick(v)) if not isinstance(v, str) else v) for k, v in est.flops.items()}
     t = {f"{k}_s": _num(pick(v)) for k, v in est.time.items()}
     time = {
@@ -122,6 +131,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     out_cal = calibration_report(settings, est)
     return {
         **({"calibration": out_cal} if out_cal else {}),
+        **({"assumed": list(settings.assumed)} if settings.assumed else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "memory": memory,

@@ -195,19 +195,49 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     return first, last
 
 
+STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE = 0, 1, 2
+STAGE_NAMES = {STAGE_FIRST: "first", STAGE_LAST: "last", STAGE_MIDDLE: "middle"}
+
+
 def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarray]:
     """Per-GPU memory on the most loaded pipeline stage. Returns (terms, stage) where
-    stage is 0 for the first stage and 1 for the last (equal when pp == 1)."""
+    stage is STAGE_FIRST, STAGE_LAST or STAGE_MIDDLE (equal when pp == 1); the terms are
+    all of that one stage, the stage with the largest total (stage_memory_terms)."""
+    return heaviest_stage(stage_memory_terms(settings, plan))
+
+
+def heaviest_stage(stages: dict) -> tuple[Terms, np.ndarray]:
+    """(terms of the stage with the largest total, its stage code) from stage_memory_terms:
+    every term of one stage, never the states of one and the activations of another."""
+    first, last, middle = stages[STAGE_FIRST], stages[STAGE_LAST], stages[STAGE_MIDDLE]
+    stage = np.where(last.total > first.total, STAGE_LAST, STAGE_FIRST)
+    best = np.maximum(first.total, last.total)
+    stage = np.where(middle.total > best, STAGE_MIDDLE, stage).astype(np.int64)
+    chosen = Terms(**{k: np.where(stage == STAGE_LAST, last[k], np.where(stage == STAGE_MIDDLE, middle[k], first[k]))
+                      for k in first})
+    return chosen, stage
+
+
+def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:
+    """Per-GPU memory terms of the first stage, the first middle stage (stage 1, which holds
+    the most micro-batches in flight of the middle stages and the middle stages' layer
+    count; with pp <= 2 there is none and its terms are the first stage's) and the last
+    stage. An uneven split (stage_layers) can make the middle one the heaviest: Llama 3
+    405B's 126 layers on 16 stages put 7 layers x 16 in flight on stage 0 and 8 x 15 on
+    stage 1."""
     model, bpp = settings.model, settings.bpp
     pc = count_params(model)
     tp = plan.tp.astype(np.float64)
     m = plan.microbatches
-    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    n_first, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    has_mid = plan.pp > 2
 
-    # --- model states, both ends of the pipeline
+    # --- model states, both ends of the pipeline and a middle stage (its layers only)
     p_first, p_last = stage_params(pc, model, plan)
+    p_mid = np.where(has_mid, n_mid * (pc.per_layer_tp_split / tp + pc.norms), p_first)
     st_first = model_state_terms(pc, bpp, plan, p_first)
     st_last = model_state_terms(pc, bpp, plan, p_last)
+    st_mid = model_state_terms(pc, bpp, plan, p_mid)
 
     # --- activations [2]; what a layer keeps depends on the recompute mode and the stack
     stack = stack_of(settings)
@@ -226,13 +256,15 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     layer_input = tokens * ACT_BYTES * model.hidden_size / rep_div  # 2sbh (/t with SP) in either activation model [2]
     r_first = recomputed_layers(settings, plan, n_first)
     r_last = recomputed_layers(settings, plan, n_last)
+    r_mid = recomputed_layers(settings, plan, n_mid)
     # it re-materialises one layer's activations during that layer's backward pass (the
-    # seed's sec. 8.1: one layer's 34 sbh)
+    # seed's sec. 8.1: one layer's 34 sbh), all but the layer input, which is the checkpoint
+    # already counted above (counting it twice made full recompute of one layer per stage
+    # hold more than no recompute)
     every = per_layer_activation_bytes(model, plan, am, at, gathered_input=gathered)
-    recompute_buffer = np.where(plan.recompute == RC_FULL, every,
-                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0))
     inflight_first = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule))
     inflight_last = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=plan.pp - 1))
+    inflight_mid = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=1))
     # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
     kb = kernel_bytes(stack, plan.compile)
     out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + kb["loss_saved_per_logit"] * model.vocab_size / tp)
@@ -242,8 +274,13 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     # keeps it on the layers it does not re-run)
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     full_layer = full_layer + np.where(plan.recompute == RC_SELECTIVE, keeps_norm, 1.0) * norm_extra
+    # (with the kernels' extra saves, as the re-run forward saves them too)
+    rematerialised = np.maximum(every + norm_extra - layer_input, 0.0)
+    recompute_buffer = np.where(plan.recompute == RC_FULL, rematerialised,
+                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0))
     act_first = inflight_first * (r_first * layer_input + (n_first - r_first) * full_layer)
     act_last = inflight_last * (r_last * layer_input + (n_last - r_last) * full_layer)
+    act_mid = np.where(has_mid, inflight_mid * (r_mid * layer_input + (n_mid - r_mid) * full_layer), act_first)
     out_first = np.where(plan.pp == 1, out_act, 0.0)
     out_last = inflight_last * out_act
 
@@ -268,10 +305,9 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
             reserve=reserve,
         )
 
-    first, last = terms(st_first, act_first, out_first), terms(st_last, act_last, out_last)
-    stage = (last.total > first.total).astype(np.int64)
-    chosen = Terms(**{k: np.where(stage == 1, last[k], first[k]) for k in first})
-    return chosen, stage
+    out_mid = np.where(has_mid, 0.0, out_first)
+    return {STAGE_FIRST: terms(st_first, act_first, out_first), STAGE_LAST: terms(st_last, act_last, out_last),
+            STAGE_MIDDLE: terms(st_mid, act_mid, out_mid)}
 
 
 def capacity(settings: Settings) -> tuple[float, float]:

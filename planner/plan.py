@@ -8,10 +8,11 @@ take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 import numpy as np
 
-from .catalog import load_hardware, load_model, load_stack
+from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
@@ -192,6 +193,9 @@ class Settings:
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
+    assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
+    model_file: str | None = None  # the files the model and hardware were read from (absolute), so
+    hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
 
 
 def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) -> tuple[Hardware, str]:
@@ -220,8 +224,23 @@ def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) 
     return hw, source
 
 
-def _load_calibration(path):
-    return None if path is None else load_profile(path)
+def _load_calibration(path, hw: Hardware | None = None):
+    """The profile at `path`; its measured GEMM rates must not exceed `hw`'s dense peaks (a
+    profile of another GPU, or a peak below its measurements, would give an MFU above 100%)."""
+    if path is None:
+        return None
+    prof = load_profile(path)
+    gemm = getattr(prof, "gemm", None)
+    if hw is not None and gemm is not None:
+        for r in gemm.rows:
+            peak_field = "fp8_TFLOPS" if r.dtype == "fp8" else "bf16_TFLOPS"
+            peak = getattr(hw, peak_field)
+            if peak is not None and r.tflops > peak:
+                raise PlannerError(
+                    f"{path}: field `gemm.rows` ({r.M}x{r.N}x{r.K} {r.dtype}): tflops {r.tflops:g} is above the dense peak "
+                    f"{peak_field} {peak:g} of hardware {hw.name}",
+                    "use a profile measured on this GPU (planner calibrate gemm), or the hardware it was measured on")
+    return prof
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
@@ -275,12 +294,21 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
-    model = load_model(job.model)
-    hw = load_hardware(job.hardware)
+    try:
+        model = load_model(job.model)
+        hw = load_hardware(job.hardware)
+    except PlannerError as e:  # name the job file the model / hardware came from
+        if where and not e.message.startswith(where):
+            raise type(e)(f"{where}{e.message}", e.hint) from None
+        raise
     warnings: list[str] = []
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq = job.seq_len or model.max_seq_len
+    if seq > model.max_seq_len:
+        warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
+                        "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
+                        "the figures assume the shapes scale")
     if job.global_batch is not None and job.global_batch_tokens is not None:
         raise PlannerError(f"{where}both global_batch and global_batch_tokens are set", "give one of them")
     if job.global_batch is not None:
@@ -361,7 +389,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
         recompute_layers=job.recompute_layers,
-        calibration=_load_calibration(job.calibration),
+        calibration=_load_calibration(job.calibration, hw),
         calibration_path=job.calibration,
         stack=stack,
         stack_name=job.stack,
@@ -370,6 +398,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
         inherited=tuple(inherited),
+        assumed=tuple(hf_assumed(job.model)),
+        model_file=str(model_source(job.model)),
+        hardware_file=str(hardware_source(job.hardware)),
     )
     return settings, plan, warnings
 
@@ -477,7 +508,26 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),
+        "calibration": None if settings.calibration_path is None else str(Path(settings.calibration_path).resolve()),
+        # what was read, so that `explain --from-fit` uses the same files (not a catalog entry
+        # of the same name) and can tell when one changed since
+        "model_file": settings.model_file,
+        "model_sha256": file_sha256(settings.model_file),
+        "hardware_file": settings.hardware_file,
+        "hardware_sha256": file_sha256(settings.hardware_file),
     }
+
+
+def file_sha256(path: str | None) -> str | None:
+    """sha256 of a file's bytes (None for no file)."""
+    if path is None:
+        return None
+    import hashlib
+
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 __all__ = [n for n in dir() if not n.startswith("_")] + ["asdict"]

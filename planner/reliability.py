@@ -88,6 +88,14 @@ def _out(x):
     return x[()] if x.ndim == 0 else x
 
 
+def _show(value) -> str:
+    """A value for a message: 12.5, nan, [1.0, inf] (never `np.float64(nan)`)."""
+    v = np.asarray(value)
+    if v.ndim == 0:
+        return f"{float(v):g}" if v.dtype.kind in "fiub" else str(value)
+    return "[" + ", ".join(f"{float(x):g}" for x in v.ravel()[:6]) + (", ...]" if v.size > 6 else "]")
+
+
 def _require(ok, message: str, hint: str) -> None:
     if not bool(np.all(ok)):
         raise PlannerError(message, hint)
@@ -95,13 +103,13 @@ def _require(ok, message: str, hint: str) -> None:
 
 def _positive(name: str, value, hint: str):
     v = _f64(value)
-    _require(np.isfinite(v) & (v > 0), f"{name} must be a finite number > 0, got {value!r}", hint)
+    _require(np.isfinite(v) & (v > 0), f"{name} must be a finite number > 0, got {_show(value)}", hint)
     return v
 
 
 def _nonnegative(name: str, value, hint: str):
     v = _f64(value)
-    _require(np.isfinite(v) & (v >= 0), f"{name} must be a finite number >= 0, got {value!r}", hint)
+    _require(np.isfinite(v) & (v >= 0), f"{name} must be a finite number >= 0, got {_show(value)}", hint)
     return v
 
 
@@ -299,8 +307,12 @@ def daly_interval(save_s, mtbf_s):
     d = _nonnegative("checkpoint save time", save_s, "use --checkpoint-save-s or --checkpoint-bandwidth")
     m = _positive("MTBF", mtbf_s, "use --mtbf-hours or --failures-per-gpu-day")
     x = d / (2.0 * m)
-    series = np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d
-    return _out(np.where(d < 2.0 * m, series, m))
+    with np.errstate(over="ignore", invalid="ignore"):  # the d >= 2M branch is M; overflow is checked below
+        series = np.sqrt(2.0 * d * m) * (1.0 + np.sqrt(x) / 3.0 + x / 9.0) - d
+    out = np.where(d < 2.0 * m, series, m)
+    _require(np.isfinite(out), f"the checkpoint interval overflows (save {_show(d)} s, MTBF {_show(m)} s)",
+             "give a checkpoint save time and an MTBF within range (--checkpoint-save-s, --mtbf-hours)")
+    return _out(out)
 
 
 # --- goodput: closed form ----------------------------------------------------------------
@@ -349,6 +361,9 @@ def expected_goodput(interval_s, save_s, restart_s, mtbf_s, work_s=1.0) -> Expec
     ts = _nonnegative("work", work_s, "the failure-free training time in seconds")
     segments = ts / tau
     x = tau + d
+    # a segment far longer than the MTBF fails almost surely: e^{x/M} overflows; that is an
+    # answer (the job never finishes), said below in one line, not as numpy warnings
+    np_err = np.seterr(over="ignore", invalid="ignore")
     e_seg = np.expm1(x / m)  # failed attempts per segment
     failures_compute = segments * e_seg
     compute = ts + 0.0 * e_seg
@@ -358,6 +373,12 @@ def expected_goodput(interval_s, save_s, restart_s, mtbf_s, work_s=1.0) -> Expec
     wall = compute + checkpoint + lost + restart
     failures = failures_compute * np.exp(r / m)  # failures during restarts: e^{R/M} - 1 each
     goodput = tau / (m * np.exp(r / m) * e_seg)  # T_s / T_w, finite also for T_s = 0
+    np.seterr(**np_err)
+    _require(np.isfinite(wall) & np.isfinite(goodput) & np.isfinite(failures),
+             f"the expected wall-clock time is beyond any finite figure: a checkpoint segment of {_show(x)} s "
+             f"(interval + save) and restarts of {_show(r)} s against an MTBF of {_show(m)} s almost never complete",
+             "raise the MTBF (--mtbf-hours, --failures-per-gpu-day), or shorten --checkpoint-interval / "
+             "--checkpoint-save-s / --restart-s")
     return ExpectedGoodput(
         compute_s=_out(compute),
         checkpoint_s=_out(checkpoint),

@@ -7,9 +7,10 @@ key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # Non-finite numbers (.inf, .nan, 1e400) are an error in every file and option, not a value.
 Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -135,6 +136,27 @@ class Hardware(BaseModel):
     compute: Optional[ComputeMeasured] = Field(default=None, description="measured GEMM throughput; default: see compute.py")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _measured_below_peak(self) -> "Hardware":
+        """A measured rate above the file's own peak would give an MFU above 100% (issue 12):
+        the peaks and the measurements must agree."""
+        c = self.compute
+        if c is None:
+            return self
+        checks = [("compute.gemm_bf16_TFLOPS", c.gemm_bf16_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
+                  ("compute.attention_fwd_TFLOPS", c.attention_fwd_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
+                  ("compute.attention_bwd_TFLOPS", c.attention_bwd_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
+                  ("compute.gemm_fp8_TFLOPS", c.gemm_fp8_TFLOPS, "fp8_TFLOPS", self.fp8_TFLOPS)]
+        for field, measured, peak_field, peak in checks:
+            if measured is None:
+                continue
+            if peak is None:
+                raise ValueError(f"{field} ({measured:g}) is given but {peak_field} is not; give the dense peak too")
+            if measured > peak:
+                raise ValueError(f"{field} ({measured:g}) is above the dense peak {peak_field} ({peak:g}): a measured "
+                                 f"rate cannot exceed the peak (check for a sparsity figure, or the units)")
+        return self
 
     # --- SI views -------------------------------------------------------------------
     @property
@@ -384,6 +406,13 @@ class Job(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("reserve_GiB")
+    @classmethod
+    def _reserve_finite(cls, v: float) -> float:
+        if not math.isfinite(v * 2**30):
+            raise ValueError(f"{v!r} GiB overflows to an infinite number of bytes; give GiB per GPU (e.g. 1.0)")
+        return v
 
     @model_validator(mode="after")
     def _order(self) -> "Job":

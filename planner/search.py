@@ -22,7 +22,9 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     equals an exhaustive evaluation's;
  5. rank by the objective (time: step time; cost: GPU-seconds per token, gpus x step /
     tokens per step, which orders like time for one GPU count and compares GPU counts;
-    memory: bytes per GPU), ties broken by lower memory (then by time). Orders that give
+    memory: bytes per GPU), ties broken by lower memory (then by time); every key rounded to
+    9 significant digits (rank_key: values equal to relative 1e-9 are ties, so a last-bit
+    difference of the sums cannot defeat the tie-break). Orders that give
     a candidate the same step time are one row: the first of them (comm.ORDER_CODES).
 
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
@@ -32,7 +34,7 @@ Counts: considered = broke a constraint + did not fit + fit, every candidate of 
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -173,6 +175,22 @@ def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) 
     return settings.gpus * step / tokens  # GPU-seconds per token
 
 
+RANK_DIGITS = 9  # significant digits of the ranking keys: relative 1e-9 (module docstring, step 5)
+
+
+def rank_key(v):
+    """`v` rounded to RANK_DIGITS significant digits, the key fit ranks on: two step times
+    (or GPU-seconds per token, or bytes) that differ only in the last bits of a float, from
+    summing the same terms in another order, are a tie and fall through to the next key
+    (memory, then time), as the ranking says. Relative 1e-9 of a step time is far below
+    anything the cost model resolves."""
+    v = np.asarray(v, dtype=np.float64)
+    mag = np.abs(v)
+    safe = np.where(np.isfinite(mag) & (mag > 0), mag, 1.0)
+    scale = 10.0 ** (RANK_DIGITS - 1 - np.floor(np.log10(safe)))
+    return np.where(np.isfinite(mag) & (mag > 0), np.round(v * scale) / scale, v)
+
+
 def _top(keys: tuple, k: int) -> np.ndarray:
     """Indices of the k best by the lexicographic keys (first key most significant), with
     every candidate tied with the k-th on the first key kept before the final sort."""
@@ -268,12 +286,12 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     if keep_feasible:
         feasible = dict(base=all_b, rc=all_r, order=all_o, var=all_v, step=all_s, memory=all_m, space=space)
     keys = (all_obj, all_m, all_s) if objective == "memory" else (all_obj, all_m)
-    window = _top(keys, min(top * len(space.orders), len(all_obj)))
+    window = _top(tuple(rank_key(k) for k in keys), min(top * len(space.orders), len(all_obj)))
     # one row per candidate and result: an order that gives the same step time as a better
     # ranked order of the same candidate is the same row (the first order listed is kept)
     seen, idx = set(), []
     for i in window:
-        key = (int(all_b[i]), int(all_r[i]), float(all_s[i]))
+        key = (int(all_b[i]), int(all_r[i]), float(rank_key(all_s[i])))
         if key not in seen:
             seen.add(key)
             idx.append(i)
@@ -369,7 +387,54 @@ def rows_of(ranked: Ranked) -> list[dict]:
     return [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
 
 
-def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list) -> NoFitError:
+def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> None:
+    """A pinned value that no plan of this model can use is bad input (exit 2), not "no plan
+    fits" (exit 1): tp must divide the attention heads and divide, or be a multiple of, the
+    KV heads; cp must divide the sequence length; pp at most the layers."""
+    settings, _, seq, _ = settings_for(job, where=where)
+    m = settings.model
+    a, k, L = m.num_attention_heads, m.kv_heads, m.num_layers
+    checks = [
+        ("--tp", opts.tp, lambda t: a % t == 0 and (k % t == 0 or t % k == 0),
+         f"the {a} attention heads ({k} KV heads) of {m.name}", [t for t in range(1, a + 1) if a % t == 0 and (k % t == 0 or t % k == 0)]),
+        ("--cp", opts.cp, lambda c: seq % c == 0, f"seq_len {seq:,}", [c for c in (1, 2, 4, 8, 16, 32) if seq % c == 0]),
+        ("--pp", opts.pp, lambda p: p <= L, f"the {L} layers of {m.name}", None),
+    ]
+    for flag, pins, ok, what, valid in checks:
+        bad = [v for v in (pins or ()) if not ok(v)]
+        if bad:
+            shown = f"valid: {', '.join(map(str, valid))}" if valid else f"use {flag} 1 to {L}"
+            raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not fit {what}", shown)
+
+
+NEAREST_TRIES = 512  # values tried on each side when looking for a GPU count / global batch with a valid plan
+
+
+def _nearest_valid(x: int, valid) -> list[int]:
+    """The nearest value below and the nearest above x (>= 1) for which valid(v) holds, trying
+    at most NEAREST_TRIES on each side (each try builds one search space: about a millisecond)."""
+    below = next((v for v in range(x - 1, max(x - 1 - NEAREST_TRIES, 0), -1) if valid(v)), None)
+    above = next((v for v in range(x + 1, x + 1 + NEAREST_TRIES) if valid(v)), None)
+    return [v for v in (below, above) if v is not None]
+
+
+def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list[int], list[int]]:
+    """(GPU counts near job.gpus, global batches in sequences near the job's) for which the
+    search space has at least one plan that breaks no rule (space.constraint codes), with the
+    job's pins: what to suggest when a count such as 1,000 does not factor."""
+    settings, gbs, seq, _ = settings_for(job, where=where)
+    variants = variant_choices(settings.stack, job, where)
+
+    def ok(s: Settings, g: int) -> bool:
+        return bool(np.any(build_space(s, g, seq, job.precision, opts, variants).codes == OK))
+
+    counts = _nearest_valid(job.gpus, lambda g: ok(replace(settings, gpus=g), gbs))
+    batches = _nearest_valid(gbs, lambda b: ok(settings, b))
+    return counts, batches
+
+
+def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: SpaceOptions = SpaceOptions(),
+            where_file: str = "") -> NoFitError:
     closests = [x for x in closests if x is not None]
     where = f"{job.model} on {', '.join(f'{g:,}' for g in gpus_list)} x {job.hardware}"
     if not closests:
@@ -377,10 +442,18 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list) -> NoFitE
         text = "".join(f"; {r}: {n:,}" for r, n in reasons[:4])
         slack = (f"; {counts.slack_dropped:,} pipeline splits (pp, vpp) left out because the layers do not split "
                  f"evenly enough (--max-layer-slack)") if counts.slack_dropped else ""
+        near = ""
+        if len(gpus_list) == 1:
+            g_ok, b_ok = nearest_working(job.model_copy(update=dict(gpus=gpus_list[0])), opts, where_file)
+            if g_ok:
+                near += f"; GPU counts near {gpus_list[0]:,} with valid plans: {', '.join(f'{g:,}' for g in g_ok)}"
+            if b_ok:
+                near += (f"; global batches near this one that divide on {gpus_list[0]:,} GPUs: "
+                         f"{', '.join(f'--global-batch {b:,}' for b in b_ok)} sequences")
         return NoFitError(
             f"no plan for {where} satisfies the constraints ({counts.considered:,} candidates{text}{slack})",
             "relax the pinned axes, or change --gpus, --global-batch or --seq-len so the mesh and batch divide"
-            + (", or raise --max-layer-slack" if slack else ""),
+            + (", or raise --max-layer-slack" if slack else "") + near,
         )
     settings, space, b, r, total = min(closests, key=lambda x: x[4])
     plan = space.plans(np.array([b]), np.array([r]))
@@ -428,6 +501,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     t0 = _time.perf_counter()
     gpus_list = list(gpus_list or [job.gpus])
     check_count(gpus_list, "--gpus")
+    check_pins(job, opts, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
@@ -441,9 +515,9 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         if fz is not None:
             feasible.append(fz)
     if not ranked_all:
-        raise _no_fit(job, closests, counts, gpus_list)
+        raise _no_fit(job, closests, counts, gpus_list, opts, where)
     # merge the GPU counts: best objective, then memory (then time for --objective memory)
-    cand = [(float(r.objective[i]), float(r.memory[i]), float(r.step[i]), n, i)
+    cand = [(float(rank_key(r.objective[i])), float(rank_key(r.memory[i])), float(rank_key(r.step[i])), n, i)
             for n, r in enumerate(ranked_all) for i in range(len(r.base))]
     cand.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
     cand = cand[:top]
@@ -454,7 +528,8 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
             continue
         sub = Ranked(settings=r.settings, space=r.space, base=r.base[pick], rc=r.rc[pick], order=r.order[pick],
                      objective=r.objective[pick], memory=r.memory[pick], step=r.step[pick], var=r.var[pick])
-        rows += [(float(r.objective[i]), float(r.memory[i]), float(r.step[i]), row) for i, row in zip(pick, rows_of(sub))]
+        rows += [(float(rank_key(r.objective[i])), float(rank_key(r.memory[i])), float(rank_key(r.step[i])), row)
+                 for i, row in zip(pick, rows_of(sub))]
     rows.sort(key=lambda x: (x[0], x[1], x[2]) if objective == "memory" else (x[0], x[1]))
     out = []
     for _, _, _, row in rows:
@@ -488,9 +563,44 @@ def fit_row_job(rows: list[dict], n: int, where: str = "", **overrides) -> Job:
     from .catalog import validate
 
     plan = rows[n - 1]["plan"]
+    if not isinstance(plan, dict):
+        raise PlannerError(f"{where}row {n}: `plan` is not a mapping", "save the fit with: planner fit ... --format json > fit.json")
     keys = set(Job.model_fields) - {"global_batch_tokens"}
     fields = {k: v for k, v in plan.items() if k in keys}
     if plan.get("power_limit_source", "job") != "job":  # the hardware's own limit, not the job's
         fields["power_limit_w"] = None
-    fields.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    from .catalog import hardware_source, model_source
+
+    for key, source in (("model", model_source), ("hardware", hardware_source)):
+        if key not in given:
+            fields[key] = _row_file(plan, key, source, f"{where}row {n}: ")
+    fields.update(given)
     return validate(Job, fields, f"{where}row {n}")
+
+
+def _row_file(plan: dict, key: str, source, where: str) -> str:
+    """The file a saved fit row read its model / hardware from (plan `model_file`,
+    `model_sha256`): that file while its content is unchanged, or the catalog entry of the
+    row's name when it has the same content; anything else is an error, never a silent
+    swap for a catalog entry of the same name. A fit saved before these keys existed gives
+    the name only."""
+    path, sha = plan.get(f"{key}_file"), plan.get(f"{key}_sha256")
+    if path is None:
+        return plan.get(key)
+    from pathlib import Path
+
+    from .plan import file_sha256
+
+    here = Path(str(path))
+    if here.is_file() and (sha is None or file_sha256(str(here)) == sha):
+        return str(here)
+    try:
+        alt = source(str(plan.get(key)))
+    except PlannerError:
+        alt = None
+    if alt is not None and sha is not None and file_sha256(str(alt)) == sha:
+        return str(alt)
+    state = "has changed since the fit (sha256 differs)" if here.is_file() else "no longer exists"
+    raise PlannerError(f"{where}the {key} file the fit used, {path}, {state}",
+                       f"pass --{key} to choose the {key} explicitly, or re-run `planner fit`")

@@ -298,16 +298,22 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # all-gather and the reduce-scatter) passes of its micro-batch. A stack that issues the
     # backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
     # nothing to hide it behind: the next unit's backward waits for it.
-    edge = (ag_w + rs_g) / n_b
+    ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
     ag_b = np.where(keep_pp, 0.0, ag_w)  # backward all-gather of one micro-batch
     per_mb = n_rs == m
     rs_b = np.where(per_mb, rs_g, 0.0)  # reduce-scatter of one micro-batch
-    if stack.overlap.fsdp_backward_prefetch:
-        bwd = _hide(ag_b + rs_b, bwd_mb, x)  # both behind the micro-batch's backward
-    else:
-        bwd = ag_b + _hide(rs_b, bwd_mb, x)
-    fsdp_exposed = (np.where(keep_pp, _hide(ag_w, m * fwd_mb, x), m * _hide(ag_w, fwd_mb, x)) + m * bwd
-                    + np.where(per_mb, 0.0, _hide(rs_g, bwd_mb, x)) + edge + ar_hsdp)
+    rs_b_last = np.where(per_mb, rs_g - rs_edge, 0.0)  # the last micro-batch's, less the last unit's
+
+    def bwd_of(rs):  # exposed backward traffic of one micro-batch
+        if stack.overlap.fsdp_backward_prefetch:
+            return _hide(ag_b + rs, bwd_mb, x)  # both behind the micro-batch's backward
+        return ag_b + _hide(rs, bwd_mb, x)
+
+    fwd_ag = np.where(keep_pp, _hide(ag_w - ag_edge, m * fwd_mb, x),
+                      _hide(ag_w - ag_edge, fwd_mb, x) + (m - 1.0) * _hide(ag_w, fwd_mb, x))
+    fsdp_exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
+                    + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
+    # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
     fsdp_exposed = np.minimum(fsdp_exposed, fsdp_total)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
@@ -316,8 +322,11 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ddp_grad = np.where(zero, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = ddp_grad + ddp_param
-    ddp_exposed = np.minimum(_hide(ddp_grad, bwd_mb, x) + ddp_grad / n_b
-                             + _hide(ddp_param, fwd_mb, x) + ddp_param / n_b, ddp_total)
+    # the last bucket's reduction and the first bucket's all-gather (1/n_b) never hide; the
+    # rest hides behind the backward / forward pass (not the whole of it on top: exposed <= total)
+    g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
+    ddp_exposed = np.minimum(_hide(ddp_grad - g_edge, bwd_mb, x) + g_edge
+                             + _hide(ddp_param - p_edge, fwd_mb, x) + p_edge, ddp_total)
     one_dp = dpcp == 1
     dp_total = np.where(one_dp, 0.0, np.where(fsdp, fsdp_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute

@@ -6,6 +6,7 @@ follow IEC 80000-13. Inside the code everything is SI: bytes, seconds, FLOPs.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import PlannerError
@@ -16,6 +17,38 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0,
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
+def finite(value: float, what: str, text=None) -> float:
+    """`value` if it is a finite number, else a PlannerError naming `what` (1e400 reads as
+    inf, and a size in GiB of 1e308 overflows to inf in bytes: neither is a quantity)."""
+    if not math.isfinite(value):
+        shown = value if text is None else text
+        raise PlannerError(f"{what} {shown!r} is not a finite number", "give a finite value (e.g. 16M, 15e12)")
+    return value
+
+
+def _as_float(x, what: str) -> float:
+    try:
+        return float(x)
+    except OverflowError:  # an int beyond float's range
+        raise PlannerError(f"{what} {x!r} is not a finite number", "give a finite value") from None
+
+
+_THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+")
+
+
+def refuse_thousands_separator(text: str, option: str) -> None:
+    """A comma list option (`--gpus 2048,4096`) given one number written with thousands
+    separators (`4,096`) would run as the counts 4 and 96: refuse every value shaped like
+    that (1-3 digits, then groups of exactly three after each comma, no spaces)."""
+    t = str(text).strip()
+    if _THOUSANDS.fullmatch(t):
+        one = t.replace(",", "")
+        parts = ", ".join(p for p in t.split(","))
+        raise PlannerError(f"{option} {t!r} reads as the number {int(one):,} written with a thousands separator",
+                           f"write {option} {one} for one value; for a list of several, put a space after each comma "
+                           f"({option} '{parts}')")
+
+
 GB = 1e9
 GiB = 2.0**30
 TFLOP = 1e12
@@ -24,33 +57,33 @@ TFLOP = 1e12
 def parse_count(text: str | int | float, what: str = "value") -> float:
     """'16M' -> 16e6, '15e12' -> 1.5e13, '2,048' -> 2048, '1.5T' -> 1.5e12."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return finite(_as_float(text, what), what)
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUM + r"\s*([kKMGTPE]?)", s)
     if not m:
         raise PlannerError(f"cannot read {what} {text!r}", "write a number, optionally with k, M, G, T, P (e.g. 16M, 15e12)")
-    return float(m.group(1)) * _DEC[m.group(2)]
+    return finite(float(m.group(1)) * _DEC[m.group(2)], what, text)
 
 
 def parse_bytes(text: str | int | float, what: str = "size") -> float:
     """'141GB' -> 141e9, '4GiB' -> 4*2**30, '512' -> 512 bytes, '8M' -> 8e6."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return finite(_as_float(text, what), what)
     s = str(text).strip().replace(",", "").replace("_", "")
     m = re.fullmatch(_NUM + r"\s*((?:[kKMGTPE]i?)?)\s*([Bb]?)", s)
     if not m or (m.group(3) == "b"):
         raise PlannerError(f"cannot read {what} {text!r}", "write bytes such as 141GB, 4GiB, 512MB or 1024")
     prefix = m.group(2)
     factor = _BIN[prefix[0].upper() + "i"] if prefix.endswith("i") else _DEC[prefix]
-    return float(m.group(1)) * factor
+    return finite(float(m.group(1)) * factor, what, text)
 
 
 def parse_seconds(text: str | int | float, what: str = "time") -> float:
     """'10us' -> 1e-5, '30s' -> 30, '12h' -> 43200, '5' -> 5 s."""
     if isinstance(text, (int, float)):
-        return float(text)
+        return finite(_as_float(text, what), what)
     s = str(text).strip()
     m = re.fullmatch(_NUM + r"\s*(s|ms|us|µs|ns|min|h|d)?", s)
     if not m:
         raise PlannerError(f"cannot read {what} {text!r}", "write a time such as 10us, 30s, 10min, 12h")
-    return float(m.group(1)) * _TIME[m.group(2) or "s"]
+    return finite(float(m.group(1)) * _TIME[m.group(2) or "s"], what, text)

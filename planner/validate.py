@@ -238,7 +238,7 @@ def load_runs(path: Path) -> list[RunRecord]:
         try:
             rec = RunRecord.model_validate(raw)
         except ValidationError as e:
-            raise format_validation_error(e, where) from None
+            raise format_validation_error(e, where, RunRecord) from None
         if rec.id in seen:
             raise PlannerError(f"{where}: duplicate id {rec.id!r} (also record {seen[rec.id]})", "give every record a unique id")
         seen[rec.id] = i

@@ -442,9 +442,18 @@ def test_cli_bad_input_exit_2(cli, args, text):
 
 
 def test_cli_no_candidate_satisfies_constraints(cli):
-    r = cli("fit", "--model", "llama3-8b", "--gpus", "48", "--tp", "3")
+    """A pin no plan of the model can use is bad input (exit 2, issue 12); a GPU count that
+    does not factor with the batch is "no feasible plan" (exit 1) and names what would work."""
+    from conftest import assert_one_error
+
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", "48", "--tp", "3"), "--tp 3", "32 attention heads",
+                     "valid: 1, 2, 4, 8")
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "1000")
     assert r.exit_code == 1
-    assert "no plan for llama3-8b" in r.stderr and "tp does not divide the attention heads" in r.stderr
+    assert "no plan for llama3-8b on 1,000" in r.stderr and "global batch does not divide into dp x micro-batch" in r.stderr
+    # 1,024 = 2^10 divides the 2,048-sequence batch; 1,000 = 8 x 125 divides a batch of 2,000 (TP 8 x DP 125)
+    assert "GPU counts near 1,000 with valid plans: 768, 1,024" in r.stderr
+    assert "--global-batch 2,000" in r.stderr
 
 
 def test_explain_from_fit_reproduces_a_row(tmp_path):

@@ -60,6 +60,21 @@ app = typer.Typer(
     rich_markup_mode="markdown",  # docstrings' hard line breaks join into paragraphs
 )
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"planner {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="print the version and exit", callback=_version, is_eager=True),
+) -> None:
+    """Analytic capacity planner and auto-parallelism search for LLM training."""
+
+
 # Topic modules register their commands here.
 from . import budget, calibrate, check, collective, core, fit, pipeline, validate  # noqa: E402
 

@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         """What one collective costs: bytes each rank sends and receives, rounds, latency and
         bandwidth terms, time, and the bus bandwidth nccl-tests would report."""
         from .. import comm
-        from ..units import parse_bytes
+        from ..units import finite, parse_bytes
 
         size_bytes = parse_bytes(size, "--size")
         op_c = comm.op_code(op)
@@ -73,8 +73,8 @@ def register(app: typer.Typer) -> None:
             ranks,
             algo=algo,
             params=params,
-            bandwidth=None if bandwidth is None else bandwidth * 1e9,
-            latency=None if latency is None else latency * 1e-6,
+            bandwidth=None if bandwidth is None else finite(bandwidth * 1e9, "--bandwidth (GB/s) in B/s", bandwidth),
+            latency=None if latency is None else finite(latency * 1e-6, "--latency (us) in s", latency),
             stride=stride,
             job_gpus=job_gpus,
             worst_case_pods=worst_case_pods,

@@ -8,6 +8,8 @@ A command body only parses, calls the library and hands results to planner/rende
 from __future__ import annotations
 
 import functools
+import inspect
+import math
 import sys
 
 import typer
@@ -28,15 +30,35 @@ def cli_errors(fn):
     """Turn PlannerError into `error: ... / hint: ...` on stderr and its exit code (2 bad
     input, 1 does not fit), with no traceback."""
 
+    names = _option_names(fn)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            _finite_options(kwargs, names)
             return fn(*args, **kwargs)
         except PlannerError as e:
             report_error(e)
             raise typer.Exit(e.exit_code)
 
     return wrapper
+
+
+def _option_names(fn) -> dict:
+    """parameter name -> the option's first spelling (`reserve_gib` -> `--reserve-gib`)."""
+    out = {}
+    for name, p in inspect.signature(fn).parameters.items():
+        decls = [d for d in (getattr(p.default, "param_decls", None) or ()) if d.startswith("--")]
+        out[name] = decls[0].split("/")[0] if decls else name
+    return out
+
+
+def _finite_options(kwargs: dict, names: dict) -> None:
+    """Every float a command was given is finite: click reads `inf`, `nan` and `1e400` as
+    floats, and none is a quantity (issue 12)."""
+    for name, v in kwargs.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            raise PlannerError(f"{names.get(name, name)} {v}: not a finite number", "give a finite value")
 
 
 __all__ = ["Format", "FormatOption", "cli_errors", "err", "out", "report_error", "warn"]

@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 
-from ..catalog import list_hardware, list_models, list_stacks, load_hardware, load_model, load_stack, read_yaml, validate
+from ..catalog import (job_file_data, list_hardware, list_models, list_stacks, load_hardware, load_model, load_stack,
+                       read_yaml, validate)
 from .common import Format, FormatOption, cli_errors
 from ..errors import PlannerError
 from ..explain import evaluate, to_json
@@ -27,7 +28,7 @@ def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
         raw = read_yaml(path)
         if not isinstance(raw, dict):
             raise PlannerError(f"{path}: expected a mapping of job fields", "see `planner schema` or the README's job file example")
-        data.update(raw)
+        data.update(job_file_data(raw, path, Job.model_fields))
         where = f"{path}: "
     data.update({k: v for k, v in overrides.items() if v is not None})
     if "model" not in data:

@@ -15,7 +15,7 @@ from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit
 from ..space import DEFAULT_LAYER_SLACK, RANK_ORDERS_TP_INNER, SpaceOptions
-from ..units import parse_count
+from ..units import parse_count, refuse_thousands_separator
 
 DEFAULT_TOP = 10
 
@@ -24,6 +24,7 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
     """'8' -> (8,), '4,8' -> (4, 8); None stays None."""
     if text is None:
         return None
+    refuse_thousands_separator(text, option)
     vals = []
     for part in str(text).split(","):
         if not part.strip():

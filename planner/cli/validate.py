@@ -18,7 +18,9 @@ def register(app: typer.Typer) -> None:
     @app.command("validate")
     @cli_errors
     def validate_cmd(
-        runs: Path = typer.Argument(..., help="YAML list of published runs (schema of tests/data/published_runs.yaml)"),
+        runs: Optional[Path] = typer.Argument(
+            None, help="YAML list of published runs (schema of tests/data/published_runs.yaml); default: the reference "
+                       "file shipped with planner (the same records)"),
         group: Optional[list[str]] = typer.Option(None, "--group", help="only records of this source_group (repeatable)"),
         ids: Optional[str] = typer.Option(None, "--ids", help="only these record ids (comma-separated)"),
         complete: bool = typer.Option(
@@ -32,9 +34,13 @@ def register(app: typer.Typer) -> None:
         """Compare predicted with published tokens/s per GPU (and memory per GPU) for each run
         record; print the relative errors, their count, median and 90th percentile, and every
         skipped record with its reason. Assumed fields are listed per record."""
+        from ..catalog import reference_runs
         from ..validate import report
+
+        shown = str(runs) if runs is not None else "(the shipped reference runs)"
+        runs = runs if runs is not None else reference_runs()
 
         id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
         data = report(runs, groups=group or None, ids=id_list, complete=complete,
                       calibration=str(calibration) if calibration else None)
-        emit_validate(data, fmt, f"planner validate {runs}")
+        emit_validate(data, fmt, "planner validate" if shown.startswith("(") else f"planner validate {shown}")

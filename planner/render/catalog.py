@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, emit, human_count, out
+from .common import Format, emit, human_count, print_wide
 
 MODEL_COLUMNS = [
     ("name", "name"), ("params", "params"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
@@ -26,11 +26,15 @@ def _cell(v) -> str:
 def list_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> None:
     """One row per record, `cols` = (key, header); ints with thousands separators."""
     tab = Table(title=title, title_justify="left")
-    for _, header in cols:
-        tab.add_column(header)
-    for r in rows:
-        tab.add_row(*[_cell(r.get(k)) for k, _ in cols])
-    out.print(tab)
+    cells = [[_cell(r.get(k)) for k, _ in cols] for r in rows]
+    for j, (key, header) in enumerate(cols):
+        if key == "name":  # what a user types back: never cut (`llam…`), at any terminal width or in a pipe
+            tab.add_column(header, no_wrap=True, min_width=max([len(header)] + [len(c[j]) for c in cells]))
+        else:
+            tab.add_column(header)
+    for c in cells:
+        tab.add_row(*c)
+    print_wide(tab, 1000)
 
 
 def emit_models(rows: list[dict], fmt: Format) -> None:

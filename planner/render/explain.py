@@ -40,6 +40,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(f"  stack {p.get('stack', 'megatron')}: {', '.join(opts)}")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
+    if res.get("assumed"):
+        out.print("  assumed (keys the model's config.json leaves out): " + "; ".join(res["assumed"]))
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,})")
     t = m["terms"]
     tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
@@ -57,6 +59,9 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     used = 100 * m["total_bytes"] / m["capacity_bytes"]
     verdict = "[green]fits[/green]" if m["fits"] else "[red]does not fit[/red]"
     out.print(f"  {verdict}: {used:.1f}% of {gb(m['capacity_bytes'], 0)} GB HBM")
+    if len(m.get("stages", {})) > 1:
+        per = ", ".join(f"{name} {gib(st['total_bytes'])}" for name, st in m["stages"].items())
+        out.print(f"  per pipeline stage (GiB): {per}; the table is the {m['heaviest_stage']} stage's, the largest")
     out.print(
         f"  FLOPs per token: 6N {fl['flops_per_token_6n']:.3e} + attention ({fl['attention_counted']}) "
         f"{fl['attention_flops_per_token']:.3e} = model {fl['model_flops_per_token']:.3e}; "

@@ -95,6 +95,11 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
             cells.insert(1, f"{p['gpus']:,}")
         tab.add_row(*cells)
     print_wide(tab, 1000)
+    shown = {r["plan"]["gpus"] for r in rows}
+    missing = [g for g in gpus_list if g not in shown]
+    if len(gpus_list) > 1 and missing:
+        out.print(f"  no row above for {', '.join(f'{g:,}' for g in missing)} GPUs: none of their plans ranks in the "
+                  f"top {len(rows)} (or none fits); fit that count alone to see its plans")
     out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage")
     out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
     out.print("  (or add --explain N to this command for the breakdown of row N)")
