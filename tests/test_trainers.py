@@ -1,0 +1,237 @@
+"""planner/trainers: torchtitan TOML, Megatron launch scripts / argument files and DeepSpeed
+JSON read into planner job fields (fixtures in tests/data/trainer_configs/, cited in its
+README), with their ignored and assumed lists and the contradictions that exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers import detect_format, load_trainer_config
+
+DATA = Path(__file__).parent / "data" / "trainer_configs"
+TOML = DATA / "llama3_8b.toml"
+SH = DATA / "train_llama3_8b.sh"
+DS = DATA / "ds_config_zero2.json"
+
+
+def _variant(tmp_path, src: Path, old: str, new: str, name: str | None = None) -> Path:
+    text = src.read_text()
+    assert old in text, old
+    p = tmp_path / (name or src.name)
+    p.write_text(text.replace(old, new))
+    return p
+
+
+# ------------------------------------------------------------------ detection
+def test_detect_format(tmp_path):
+    assert detect_format(TOML) == "torchtitan"
+    assert detect_format(SH) == "megatron"
+    assert detect_format(DS) == "deepspeed"
+    args = tmp_path / "args.txt"
+    args.write_text("--tensor-model-parallel-size 2\n")
+    assert detect_format(args) == "megatron"
+    hf = tmp_path / "config.json"
+    hf.write_text('{"hidden_size": 4096}')
+    assert detect_format(hf) is None
+    assert detect_format(Path(__file__).parent / "data" / "tiny-fit.yaml") is None
+
+
+# ------------------------------------------------------------------ torchtitan
+def test_torchtitan_llama3_8b_preset():
+    cfg = load_trainer_config(TOML, gpus=64)
+    assert cfg.fmt == "torchtitan" and cfg.source == str(TOML)
+    j = cfg.job
+    # data_parallel_shard_degree -1 on 64 GPUs with everything else 1: FSDP over 64
+    assert (j["model"], j["gpus"], j["tp"], j["pp"], j["cp"], j["sharding"]) == ("llama3-8b", 64, 1, 1, 1, "fsdp")
+    # global_batch_size -1 = local_batch_size 1 x dp 64; pp 1: the local batch is the micro-batch
+    assert (j["global_batch"], j["micro_batch"], j["seq_len"]) == (64, 1, 8192)
+    assert j["recompute"] == "selective" and j["torch_compile"] is False and j["stack"] == "torchtitan"
+    assert j["tokens"] == 1000 * 64 * 8192  # steps x global batch x seq_len
+    assert "optimizer.lr=0.0003" in cfg.ignored and "float8.filter_fqns=[\"output\"]" in cfg.ignored
+    assert any(a.startswith("data_parallel_shard_degree=64") for a in cfg.assumed)
+    Job.model_validate(j)
+    resolve(Job.model_validate(j))
+
+
+def test_torchtitan_needs_gpus_for_leftover_shard():
+    with pytest.raises(PlannerError, match="data_parallel_shard_degree = -1.*no --gpus"):
+        load_trainer_config(TOML)
+
+
+def test_torchtitan_explicit_degrees_give_gpus_and_contradict(tmp_path):
+    p = _variant(tmp_path, TOML, "data_parallel_replicate_degree = 1\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 1",
+                 "data_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 8\ntensor_parallel_degree = 4")
+    cfg = load_trainer_config(p)
+    assert cfg.job["gpus"] == 64 and cfg.job["sharding"] == "hsdp" and cfg.job["shard_group"] == 8
+    assert cfg.job["sequence_parallel"] is True  # torchtitan TP always shards the norms
+    assert cfg.job["global_batch"] == 16  # local 1 x dp (2 x 8)
+    with pytest.raises(PlannerError, match=r"replicate x shard x tp x pp x cp = 64 GPUs, but --gpus 32"):
+        load_trainer_config(p, gpus=32)
+
+
+def test_torchtitan_tp_not_dividing_heads_exits_2(tmp_path):
+    p = _variant(tmp_path, TOML, "tensor_parallel_degree = 1", "tensor_parallel_degree = 3")
+    cfg = load_trainer_config(p, gpus=48)
+    with pytest.raises(PlannerError, match="tp does not divide|heads"):
+        resolve(Job.model_validate(cfg.job))
+
+
+def test_torchtitan_later_layout_compile_quantize_pp(tmp_path):
+    p = tmp_path / "new.toml"
+    p.write_text("""
+[model]
+name = "llama3"
+flavor = "70B"
+converters = ["quantize.linear.float8"]
+[training]
+local_batch_size = 8
+global_batch_size = 256
+seq_len = 8192
+[parallelism]
+data_parallel_shard_degree = 8
+tensor_parallel_degree = 8
+pipeline_parallel_degree = 4
+pipeline_parallel_schedule = "Interleaved1F1B"
+pipeline_parallel_layers_per_stage = 10
+pipeline_parallel_microbatch_size = 2
+enable_async_tensor_parallel = true
+[compile]
+enable = true
+components = ["model", "loss"]
+[quantize.linear.float8]
+recipe_name = "rowwise"
+[activation_checkpoint]
+mode = "full"
+""")
+    j = load_trainer_config(p).job
+    assert j["gpus"] == 8 * 8 * 4 and j["model"] == "llama3-70b"
+    assert j["vpp"] == 2 and j["schedule"] == "interleaved"  # 80 layers / 10 per stage = 8 stages on 4 ranks
+    assert j["micro_batch"] == 2 and j["global_batch"] == 256  # 256 = 8 local x 8 dp x 4 accumulation
+    assert j["precision"] == "fp8" and j["fp8_recipe"] == "rowwise"
+    assert j["torch_compile"] is True and j["tp_comm_overlap"] is True and j["recompute"] == "full"
+    resolve(Job.model_validate(j))
+
+
+def test_torchtitan_selective_every_nth_layer(tmp_path):
+    p = _variant(tmp_path, TOML, 'selective_ac_option = "op"', 'selective_ac_option = "2"')
+    j = load_trainer_config(p, gpus=64).job
+    # every 2nd of 32 layers fully recomputed: ceil(32 / 1 / 2) = 16 (validate.py's rule 4b)
+    assert j["recompute"] == "full" and j["recompute_layers"] == 16
+
+
+def test_torchtitan_unknown_flavor_needs_model(tmp_path):
+    p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "debugmodel"')
+    with pytest.raises(PlannerError, match="flavor 'debugmodel'.*no --model"):
+        load_trainer_config(p, gpus=8)
+    assert load_trainer_config(p, gpus=8, model="llama2-7b").job["model"] == "llama2-7b"
+
+
+def test_torchtitan_model_contradicts_flavor():
+    with pytest.raises(PlannerError, match="contradicts --model llama3-70b"):
+        load_trainer_config(TOML, gpus=64, model="llama3-70b")
+
+
+# ------------------------------------------------------------------ Megatron
+def test_megatron_launch_script():
+    cfg = load_trainer_config(SH)
+    j = cfg.job
+    assert cfg.fmt == "megatron" and j["stack"] == "megatron"
+    # torchrun --nproc_per_node 8 --nnodes 1; the shape flags match exactly one catalog model
+    assert (j["gpus"], j["model"], j["tp"], j["pp"], j["cp"]) == (8, "llama3-8b", 2, 1, 1)
+    assert (j["micro_batch"], j["global_batch"], j["seq_len"]) == (1, 128, 8192)
+    assert j["sharding"] == "zero1" and j["sequence_parallel"] is True and j["dp_comm_overlap"] is True
+    assert j["tp_comm_overlap"] is False and j["recompute"] == "none" and j["precision"] == "bf16"
+    assert j["rank_order"] == "tp-cp-dp-pp"
+    assert j["tokens"] == 1000 * 128 * 8192
+    assert "--lr=0.00015" in cfg.ignored and "--split=99,1,0" in cfg.ignored and "--rotary-base=500000" in cfg.ignored
+    resolve(Job.model_validate(j))
+
+
+def test_megatron_gpus_contradiction_and_tp3(tmp_path):
+    with pytest.raises(PlannerError, match=r"--nproc_per_node x --nnodes = 8 GPUs, but --gpus 16"):
+        load_trainer_config(SH, gpus=16)
+    p = _variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=3")
+    with pytest.raises(PlannerError, match="--tensor-model-parallel-size 3 does not divide --num-attention-heads 32"):
+        load_trainer_config(p)
+
+
+def test_megatron_soft_default_node_count(tmp_path):
+    p = _variant(tmp_path, SH, "NUM_NODES=1", "NUM_NODES=${NUM_NODES:-1}")
+    cfg = load_trainer_config(p, gpus=64)
+    assert cfg.job["gpus"] == 64 and any("replaces the script's default" in a for a in cfg.assumed)
+
+
+def test_megatron_argument_file(tmp_path):
+    p = tmp_path / "args.txt"
+    p.write_text("""--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4
+--num-layers-per-virtual-pipeline-stage 5   # 80 / (4 x 5) = 4 virtual stages
+--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64
+--group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192
+--micro-batch-size 1 --global-batch-size 512 --recompute-granularity full --recompute-method block
+--recompute-num-layers 2 --fp8-format hybrid --fp8-recipe tensorwise --tp-comm-overlap --sequence-parallel
+--exit-duration-in-mins 230
+""")
+    cfg = load_trainer_config(p, gpus=256)
+    j = cfg.job
+    assert (j["model"], j["tp"], j["pp"], j["vpp"], j["schedule"]) == ("llama3-70b", 8, 4, 4, "interleaved")
+    assert j["recompute"] == "full" and j["recompute_layers"] == 8  # 2 per chunk x 4 chunks
+    assert j["precision"] == "fp8" and j["fp8_recipe"] == "tensorwise" and j["tp_comm_overlap"] is True
+    assert j["sharding"] == "none" and j["dp_comm_overlap"] is False
+    assert "--exit-duration-in-mins=230" in cfg.ignored and "--fp8-format=hybrid (e4m3 vs hybrid not modelled)" in cfg.ignored
+    assert any(a.startswith("dp_comm_overlap=false") for a in cfg.assumed)
+    resolve(Job.model_validate(j))
+
+
+def test_megatron_shape_contradicts_model(tmp_path):
+    with pytest.raises(PlannerError, match="--num-layers 32 contradicts --model llama3-70b"):
+        load_trainer_config(SH, model="llama3-70b")
+
+
+def test_megatron_vpp_flags_disagree(tmp_path):
+    p = tmp_path / "args.txt"
+    p.write_text("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+                 "--group-query-attention --num-query-groups 8 --pipeline-model-parallel-size 4 "
+                 "--num-layers-per-virtual-pipeline-stage 4 --num-virtual-stages-per-pipeline-rank 4\n")
+    with pytest.raises(PlannerError, match="--num-virtual-stages-per-pipeline-rank 4 contradicts --num-layers-per-virtual-pipeline-stage 4"):
+        load_trainer_config(p, gpus=8)
+
+
+def test_megatron_no_command_line(tmp_path):
+    p = tmp_path / "x.sh"
+    p.write_text("#!/bin/bash\necho --tensor-model-parallel-size\n")
+    with pytest.raises(PlannerError, match="no pretrain_gpt.py / torchrun line"):
+        load_trainer_config(p, fmt="megatron")
+
+
+# ------------------------------------------------------------------ DeepSpeed
+def test_deepspeed_zero2():
+    cfg = load_trainer_config(DS, gpus=8, model="llama3-8b")
+    j = cfg.job
+    assert j["stack"] == "megatron-deepspeed" and j["sharding"] == "zero2" and j["dp_comm_overlap"] is True
+    assert (j["micro_batch"], j["global_batch"], j["gpus"], j["precision"]) == (4, 64, 8, "bf16")
+    assert "zero_optimization.reduce_bucket_size=500000000" in cfg.ignored
+    resolve(Job.model_validate(j))
+
+
+def test_deepspeed_batch_contradiction_and_missing():
+    with pytest.raises(PlannerError, match=r"train_batch_size 64 != .* x 16 GPUs = 128"):
+        load_trainer_config(DS, gpus=16, model="llama3-8b")
+    with pytest.raises(PlannerError, match="does not name the model"):
+        load_trainer_config(DS, gpus=8)
+    with pytest.raises(PlannerError, match="does not give the GPU count"):
+        load_trainer_config(DS, model="llama3-8b")
+
+
+def test_deepspeed_offload_listed_and_stage3(tmp_path):
+    p = tmp_path / "ds.json"
+    p.write_text('{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto", "fp16": {"enabled": true},'
+                 ' "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}')
+    cfg = load_trainer_config(p, gpus=4, model="llama3-8b")
+    assert cfg.job["sharding"] == "fsdp" and cfg.job["global_batch"] == 8
+    assert any(i.startswith("zero_optimization.offload_optimizer=") and "not modelled" in i for i in cfg.ignored)
+    assert any("fp16 priced as bf16" in a for a in cfg.assumed)
