@@ -13,6 +13,7 @@ from planner.plan import resolve
 from planner.schema import Job
 from planner.trainers import detect_format, load_trainer_config
 
+
 DATA = Path(__file__).parent / "data" / "trainer_configs"
 TOML = DATA / "llama3_8b.toml"
 SH = DATA / "train_llama3_8b.sh"
@@ -235,3 +236,74 @@ def test_deepspeed_offload_listed_and_stage3(tmp_path):
     assert cfg.job["sharding"] == "fsdp" and cfg.job["global_batch"] == 8
     assert any(i.startswith("zero_optimization.offload_optimizer=") and "not modelled" in i for i in cfg.ignored)
     assert any("fp16 priced as bf16" in a for a in cfg.assumed)
+
+
+# ------------------------------------------------------------------ planner check gates them
+def test_check_gates_torchtitan_toml(cli, tmp_path):
+    r = cli("check", TOML, "--gpus", 64, "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 0, r.stderr
+    assert "PASS" in r.stdout
+    assert "read as torchtitan; ignored (not modelled):" in r.stderr and "optimizer.lr=0.0003" in r.stderr
+    # no activation checkpointing and 8 sequences of 8,192 tokens per GPU: the layer activations alone
+    # exceed an 80 GB A100
+    heavy = _variant(tmp_path, _variant(tmp_path, TOML, 'mode = "selective"', 'mode = "none"'),
+                     "local_batch_size = 1", "local_batch_size = 8")
+    r = cli("check", heavy, "--gpus", 64, "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 1 and "FAIL" in r.stdout
+    bad = _variant(tmp_path, TOML, "tensor_parallel_degree = 1", "tensor_parallel_degree = 3", name="tp3.toml")
+    r = cli("check", bad, "--gpus", 48)
+    assert r.exit_code == 2 and "tp3.toml" in r.stderr and "heads" in r.stderr
+
+
+def test_check_gates_megatron_script(cli, tmp_path):
+    r = cli("check", SH)
+    assert r.exit_code == 0, r.stderr
+    assert "read as megatron" in r.stderr and "--lr=0.00015" in r.stderr
+    heavy = _variant(tmp_path, SH, "MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=4")
+    assert cli("check", heavy).exit_code == 1
+    r = cli("check", SH, "--gpus", 16)
+    assert_one_error_lines(r, "--nproc_per_node x --nnodes = 8 GPUs, but --gpus 16")
+    tp3 = _variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=3", name="tp3.sh")
+    assert_one_error_lines(cli("check", tp3), "--tensor-model-parallel-size 3", "--num-attention-heads 32")
+
+
+def test_check_gates_deepspeed_json(cli, tmp_path):
+    # micro-batch 4 x 8,192 tokens without recompute on 8 H100s: does not fit
+    r = cli("check", DS, "--gpus", 8, "--model", "llama3-8b")
+    assert r.exit_code == 1 and "read as deepspeed" in r.stderr
+    light = tmp_path / "ds.json"
+    light.write_text(DS.read_text().replace('"train_batch_size": 64', '"train_batch_size": 16')
+                     .replace('"train_micro_batch_size_per_gpu": 4', '"train_micro_batch_size_per_gpu": 1'))
+    # micro-batch 1: 69.0 GiB, over an H100's 67.1 GiB usable, under an H200's 118.2 GiB
+    assert cli("check", light, "--gpus", 8, "--model", "llama3-8b").exit_code == 1
+    assert cli("check", light, "--gpus", 8, "--model", "llama3-8b", "--hardware", "h200-sxm").exit_code == 0
+    assert_one_error_lines(cli("check", DS, "--gpus", 16, "--model", "llama3-8b"), "train_batch_size 64")
+
+
+def assert_one_error_lines(r, *needles):
+    """check reports a bad file as error/hint lines on stderr (after the file's notes) and exits 2."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errs) == 1
+    for n in needles:
+        assert n in errs[0]
+
+
+def test_explain_and_budget_read_trainer_configs(cli):
+    r = cli("explain", TOML, "--gpus", 64, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    p = json.loads(r.stdout)["plan"]
+    assert (p["stack"], p["sharding"], p["dp"], p["recompute"]) == ("torchtitan", "fsdp", 64, "selective")
+    r = cli("budget", SH, "--format", "json")  # tokens from --train-iters x 128 x 8,192
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["gpus"] == 8
+    # an explicit --config-format wins; a YAML read as a trainer config is an error
+    r = cli("explain", SH, "--config-format", "torchtitan")
+    assert r.exit_code == 2 and "invalid TOML" in r.stderr
+    # a sweep keeps the file's global batch (64) and derives dp at each count
+    r = cli("budget", DS, "--model", "llama3-8b", "--sweep-gpus", "8,16", "--tokens", "1e9", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [row["dp"] for row in json.loads(r.stdout)] == [8, 16]
