@@ -307,3 +307,114 @@ def test_explain_and_budget_read_trainer_configs(cli):
     r = cli("budget", DS, "--model", "llama3-8b", "--sweep-gpus", "8,16", "--tokens", "1e9", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert [row["dp"] for row in json.loads(r.stdout)] == [8, 16]
+
+
+# ------------------------------------------------------------------ export and the round trip
+import json as _json  # noqa: E402
+import tomllib  # noqa: E402
+
+from planner.cli.export import resolved_plan  # noqa: E402
+from planner.trainers.export import export_plan  # noqa: E402
+
+PLAN_KEYS = ("model", "gpus", "tp", "cp", "pp", "vpp", "dp", "micro_batch", "global_batch", "seq_len", "sharding",
+             "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision", "fp8_recipe",
+             "rank_order", "stack", "tp_comm_overlap", "dp_comm_overlap", "torch_compile", "tokens", "bytes_per_param")
+
+
+def _round_trip(tmp_path, fmt: str, suffix: str, read_kw: dict, **job):
+    plan = resolved_plan(Job(**job))
+    text, notes = export_plan(plan, fmt)
+    p = tmp_path / f"exported{suffix}"
+    p.write_text(text)
+    back = resolved_plan(Job.model_validate(load_trainer_config(p, **read_kw).job))
+    assert {k: back[k] for k in PLAN_KEYS} == {k: plan[k] for k in PLAN_KEYS}
+    return plan, text, notes
+
+
+@pytest.mark.parametrize("job", [
+    dict(model="llama3-70b", gpus=512, tp=8, pp=4, vpp=2, sharding="fsdp", global_batch=1024, recompute="selective",
+         rank_order="tp-cp-dp-pp", tokens=1024 * 8192 * 100),
+    dict(model="llama3-8b", gpus=64, tp=2, sharding="hsdp", shard_group=8, micro_batch=2, global_batch=256,
+         recompute="full", rank_order="tp-cp-dp-pp", precision="fp8", fp8_recipe="rowwise", torch_compile=True,
+         tp_comm_overlap=True),
+    dict(model="llama3-8b", gpus=32, cp=2, sharding="fsdp", micro_batch=1, global_batch=64, recompute="full",
+         recompute_layers=16, rank_order="tp-cp-dp-pp"),
+])
+def test_round_trip_torchtitan(tmp_path, job):
+    plan, text, notes = _round_trip(tmp_path, "torchtitan", ".toml", {}, stack="torchtitan", **job)
+    data = tomllib.loads(text)  # the standard parser reads it
+    par = data["parallelism"]
+    assert par["tensor_parallel_degree"] == plan["tp"] and par["context_parallel_degree"] == plan["cp"]
+    assert data["training"]["global_batch_size"] == plan["global_batch"] and data["training"]["seq_len"] == plan["seq_len"]
+    if plan["sharding"] == "hsdp":
+        assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (4, 8)
+    assert notes == []  # every setting expressible
+
+
+@pytest.mark.parametrize("job", [
+    dict(model="llama3-70b", gpus=512, tp=8, pp=4, vpp=2, sharding="zero1", global_batch=1024, recompute="full",
+         recompute_layers=10, tokens=1024 * 8192 * 50),
+    dict(model="llama3-8b", gpus=16, tp=2, cp=2, micro_batch=1, global_batch=64, recompute="selective",
+         precision="fp8", fp8_recipe="tensorwise", tp_comm_overlap=True, dp_comm_overlap=False, rank_order="tp-cp-pp-dp"),
+    dict(model="gpt3-175b", gpus=1024, tp=8, pp=16, sharding="fsdp", global_batch=1536, recompute="full"),
+])
+def test_round_trip_megatron(tmp_path, job):
+    job.setdefault("rank_order", "tp-cp-dp-pp")
+    plan, text, notes = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", **job)
+    assert f"--tensor-model-parallel-size {plan['tp']} " in text and f"--global-batch-size {plan['global_batch']} " in text
+    assert [n for n in notes if not n.startswith("--fp8-format hybrid")] == []
+
+
+@pytest.mark.parametrize("job", [
+    dict(model="llama3-8b", gpus=64, sharding="zero2", micro_batch=2, global_batch=256, dp_comm_overlap=True),
+    dict(model="llama2-7b", gpus=8, sharding="fsdp", micro_batch=1, global_batch=8, dp_comm_overlap=False),
+])
+def test_round_trip_deepspeed(tmp_path, job):
+    plan, text, notes = _round_trip(tmp_path, "deepspeed", ".json",
+                                    dict(model=job["model"], gpus=job["gpus"]), stack="megatron-deepspeed", **job)
+    cfg = _json.loads(text)
+    assert cfg["train_batch_size"] == plan["global_batch"] and cfg["train_micro_batch_size_per_gpu"] == plan["micro_batch"]
+    assert cfg["gradient_accumulation_steps"] == plan["global_batch"] // (plan["dp"] * plan["micro_batch"])
+    assert cfg["zero_optimization"]["stage"] == {"zero2": 2, "fsdp": 3}[plan["sharding"]]
+
+
+def test_export_reports_what_the_format_cannot_express():
+    plan = resolved_plan(Job(model="llama3-8b", gpus=64, tp=2, cp=2, sharding="zero1", global_batch=256, recompute="full"))
+    _, notes = export_plan(plan, "deepspeed")
+    assert any(n.startswith("tp 2: a DeepSpeed JSON has no TP") for n in notes)
+    assert any(n.startswith("cp 2:") for n in notes) and any(n.startswith("recompute full:") for n in notes)
+    _, notes = export_plan(plan, "torchtitan")
+    assert any(n.startswith("sharding zero1: torchtitan has no ZeRO-1") for n in notes)
+    assert any(n.startswith("rank_order tp-cp-pp-dp") for n in notes)
+    hsdp = resolved_plan(Job(model="llama3-8b", gpus=64, sharding="hsdp", shard_group=8, global_batch=256))
+    _, notes = export_plan(hsdp, "megatron")
+    assert any(n.startswith("sharding hsdp: no Megatron-LM flag") for n in notes)
+
+
+def test_export_cli(cli, tmp_path):
+    out = tmp_path / "run.toml"
+    r = cli("export", "--format", "torchtitan", SH, "--output", out)  # a Megatron script exported to torchtitan
+    assert r.exit_code == 0, r.stderr
+    data = tomllib.loads(out.read_text())
+    assert data["parallelism"]["tensor_parallel_degree"] == 2 and data["training"]["global_batch_size"] == 128
+    assert "export torchtitan: sharding zero1: torchtitan has no ZeRO-1" in r.stderr
+    r = cli("export", "--format", "tensorflow", "--model", "llama3-8b", "--gpus", 8)
+    assert r.exit_code == 2 and "valid: torchtitan, megatron, deepspeed" in r.stderr
+
+
+def test_fit_export_top_row(cli, tmp_path):
+    args = ["fit", "--model", "llama3-8b", "--gpus", 8, "--stack", "torchtitan", "--tp", "1,2", "--pp", 1,
+            "--sharding", "fsdp", "--rank-orders", "tp-cp-dp-pp"]
+    top = _json.loads(cli(*args, "--format", "json").stdout)[0]["plan"]
+    r = cli(*args, "--export", "torchtitan")
+    assert r.exit_code == 0, r.stderr
+    assert "exporting row 1" in r.stderr and "export torchtitan:" not in r.stderr  # nothing inexpressible
+    data = tomllib.loads(r.stdout)
+    assert data["parallelism"]["tensor_parallel_degree"] == top["tp"]
+    assert data["parallelism"]["data_parallel_shard_degree"] == top["dp"]
+    assert data["training"]["local_batch_size"] == top["micro_batch"]
+    assert data["activation_checkpoint"]["mode"] == top["recompute"]
+    p = tmp_path / "top.toml"
+    p.write_text(r.stdout)
+    back = resolved_plan(Job.model_validate(load_trainer_config(p).job))
+    assert {k: back[k] for k in PLAN_KEYS if k != "tokens"} == {k: top[k] for k in PLAN_KEYS if k != "tokens"}
