@@ -204,7 +204,8 @@ def _scatter_axes(ax, memory, step, usable: float, top: list[dict]) -> None:
                     arrowprops=dict(arrowstyle="-", color="grey", linewidth=0.5) if i > 1 else None)
     ax.axvline(usable / GiB, color="black", linestyle="--", linewidth=1.0, label="usable HBM")
     ax.set_xlabel("GiB per GPU")
-    ax.set_ylabel("step time (s)")
+    ax.set_yscale("log")  # slow outliers (deep pipelines, tiny micro-batches) span decades
+    ax.set_ylabel("step time (s, log scale)")
     ax.set_title("feasible plans: memory vs step time", fontsize=10)
     ax.legend(fontsize=7, frameon=False)
     ax.grid(linestyle=":", linewidth=0.5, alpha=0.6)
@@ -263,7 +264,7 @@ def sweep_figure(rows: list[dict], title: str = "") -> Figure:
     ax.legend(fontsize=7, frameon=False)
     priced = all(r.get("cost") is not None for r in rows)
     ax = axes[1]
-    key, eff, name = ("cost", "effective_cost", "cost") if priced else ("gpu_hours", "effective_gpu_hours", "GPU-hours")
+    key, eff, name = ("cost", "effective_cost", "cost (--price-per-gpu-hour x GPU-hours)") if priced else ("gpu_hours", "effective_gpu_hours", "GPU-hours")
     ax.plot(g, [r[key] for r in rows], marker="o", color="#4C78A8", label="no failures")
     ax.plot(g, [r[eff] for r in rows], marker="s", color="#E45756", label="with failures, checkpoints")
     ax.set_title(name, fontsize=10)
