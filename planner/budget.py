@@ -414,11 +414,12 @@ def parse_gpu_list(text: str) -> list[int]:
     return out
 
 
-def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "") -> list[dict]:
+def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "", progress=None) -> list[dict]:
     """Re-resolve the plan at each GPU count with dp derived (tp, cp, pp and the global batch
     fixed), evaluate it and return one flat row per count. A job MTBF (opts.job_mtbf_s) is
     taken at the job's own GPU count and scaled as a per-GPU rate. The Monte-Carlo runs only
-    for the single-plan budget; rows carry the closed-form goodput."""
+    for the single-plan budget; rows carry the closed-form goodput. progress(done, total,
+    gpus): called after each count."""
     o = BudgetOptions(**{**opts.__dict__, "mc_runs": 0, "mtbf_gpus": opts.mtbf_gpus or job.gpus})
     o.check()
     rows = []
@@ -439,4 +440,6 @@ def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "")
             "goodput": gp["closed_form"], "effective_days": ef["days"], "effective_gpu_hours": ef["gpu_hours"],
             "effective_cost": ef["cost"],
         })
+        if progress is not None:
+            progress(len(rows), len(gpu_counts), g)
     return rows

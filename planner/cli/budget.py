@@ -9,6 +9,8 @@ drift apart. The arithmetic lives in planner/budget.py and planner/reliability.p
 from __future__ import annotations
 
 import inspect
+import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -17,11 +19,13 @@ from ..budget import (
     DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
 from ..catalog import read_yaml
+from ..trainers import detect_format, load_trainer_config
 from .common import Format, FormatOption, cli_errors
 from .core import job_from_cli, job_options
 from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
+from ..render.common import progress
 from ..units import parse_seconds
 
 _JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
@@ -32,7 +36,8 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
     for cmd in app.registered_commands:
         if getattr(cmd.callback, "__name__", "") == "explain":
             sig = inspect.signature(cmd.callback, eval_str=True)
-            return [p for name, p in sig.parameters.items() if name in ("job_file", "from_fit", "row") or name in _JOB_OPTION_NAMES]
+            return [p for name, p in sig.parameters.items()
+                    if name in ("job_file", "from_fit", "row", "config_format") or name in _JOB_OPTION_NAMES]
     raise RuntimeError("planner budget needs the explain command registered first (core.register)")
 
 
@@ -45,9 +50,14 @@ def _with_parameters(fn, before: list[inspect.Parameter]):
     return fn
 
 
-def _yaml_has_gpus(job_file) -> bool:
+def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:
     if job_file is None:
         return False
+    if config_format is not None or detect_format(job_file) is not None:
+        try:  # a trainer config: does it give the GPU count itself (a Megatron torchrun line, torchtitan degrees)?
+            return load_trainer_config(job_file, fmt=config_format, model=model).job.get("gpus") is not None
+        except PlannerError:
+            return False
     raw = read_yaml(job_file)
     return isinstance(raw, dict) and raw.get("gpus") is not None
 
@@ -69,6 +79,7 @@ def register(app: typer.Typer) -> None:
         mc_runs: int = typer.Option(DEFAULT_MC_RUNS, "--mc-runs", help=f"Monte-Carlo runs [20, the seed's; capped at {MC_MAX_ITERATIONS:.0e} segments; 0 = off]"),
         mc_seed: int = typer.Option(0, "--mc-seed", help="first random seed of the Monte-Carlo runs"),
         sweep_gpus: Optional[str] = typer.Option(None, "--sweep-gpus", help="GPU counts, e.g. 1024,2048,4096: a table against cluster size"),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="with --sweep-gpus: draw days, cost (GPU-hours without a price) and goodput against GPU count to FILE.png|svg|pdf"),
         fmt: Format = FormatOption,
         **plan_kw,
     ):
@@ -89,15 +100,29 @@ def register(app: typer.Typer) -> None:
         )
         opts.check()
         counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
+        if plot is not None:
+            if counts is None:
+                raise PlannerError("--plot draws the GPU-count sweep", "add --sweep-gpus, e.g. --sweep-gpus 1024,2048,4096")
+            from ..plot import check_plot_path
+
+            check_plot_path(plot)
         job_file = plan_kw.pop("job_file", None)
         from_fit, row = plan_kw.pop("from_fit", None), plan_kw.pop("row", 1)
-        if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file):
+        config_format = plan_kw.pop("config_format", None)
+        if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file, config_format, plan_kw.get("model")):
             plan_kw["gpus"] = counts[0]  # the base count (what --mtbf-hours refers to)
-        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row)
+        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row,
+                                  config_format)
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
         if counts is not None:
-            rows = sweep(job, counts, opts, where)
+            with progress("budget sweep", len(counts)) as tick:
+                rows = sweep(job, counts, opts, where, progress=tick)
+            if plot is not None:
+                from ..plot import save_figure, sweep_figure
+
+                save_figure(sweep_figure(rows, f"{job.model} on {job.hardware}, {job.tokens:.3g} tokens"), plot)
+                sys.stderr.write(f"wrote {plot}\n")
             emit_sweep(rows, job, opts, fmt)
             return
         settings, plan, warnings = resolve(job, where)

@@ -9,8 +9,11 @@ from typing import Optional
 import typer
 
 from .common import Format, FormatOption, cli_errors, warn
+from ..render.common import progress
 from .core import SplitEmbOption, SplitLossOption, load_job
-from ..errors import PlannerError
+from ..errors import NoFitError, PlannerError
+from ..trainers import FORMATS
+from .export import write_export
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit
@@ -94,6 +97,8 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="draw FILE.png|svg|pdf: one count: the feasible plans (memory vs step time, Pareto front, top rows labelled) and the top rows' memory; several counts: MFU, step time, days and memory of the best plan per count (one count evaluates every feasible plan's step time: slower)"),
+        export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
         fmt: Format = FormatOption,
     ):
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
@@ -124,13 +129,57 @@ def register(app: typer.Typer) -> None:
         )
         if explain_row is not None and explain_row < 1:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
-        result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where)
+        if export is not None and export not in FORMATS:
+            raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
+        if plot is not None:
+            from ..plot import check_plot_path
+
+            check_plot_path(plot)
+        several = len(gpus_list) > 1
+        with progress("fit", len(gpus_list)) as tick:
+            result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                         keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
         rows = result.rows
+        if plot is not None:
+            _plot_fit(result, rows[:top], plot, several)
+        if export is not None:
+            if not rows:
+                raise NoFitError("no plan fits: nothing to export", "see `planner fit` without --export for the closest plan")
+            p = rows[0]["plan"]
+            warn(f"exporting row 1: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
+                 f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
+            write_export(p, export, None)
+            return
         if explain_row is not None:
             if explain_row > len(rows):
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
             emit_fit_row(rows[explain_row - 1], job, fmt)
             return
-        emit_fit(result, rows[:top], job, opts.rank_orders, fmt)
+        if several and fmt == Format.table:
+            rows = result.best  # the best plan of each GPU count (json|yaml|csv keep the ranked rows)
+        emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt)
+
+
+def _plot_fit(result, top_rows: list[dict], path: Path, several: bool) -> None:
+    from ..plot import fit_figure, save_figure, scaling_figure
+
+    p0 = top_rows[0]["plan"]
+    title = f"{p0['model']} on {p0['hardware']}, global batch {p0['global_batch']:,} x {p0['seq_len']:,}, stack {p0['stack']}"
+    if several:
+        fig = scaling_figure(result.best, title + ": best plan per GPU count")
+    else:
+        import numpy as np
+
+        memory = np.concatenate([f["memory"] for f in result.feasible]).tolist()
+        step = np.concatenate([f["step"] for f in result.feasible]).tolist()
+        fig = fit_figure(memory, step, top_rows, title + f" on {p0['gpus']:,} GPUs")
+    save_figure(fig, path)
+    warn_done(path)
+
+
+def warn_done(path: Path) -> None:
+    import sys
+
+    sys.stderr.write(f"wrote {path}\n")
