@@ -15,7 +15,7 @@ from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
-from .profile import CalibrationProfile, load_profile
+from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
 from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec, Stack
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -182,6 +182,7 @@ class Settings:
     stack_name: str = "megatron"
     power_limit_w: float | None = None  # board power limit (None: the hardware's TDP)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
+    knobs: RunKnobs = IDENTITY_KNOBS  # a profile's run calibration for this stack and hardware (profile.run_knobs)
 
 
 def _load_calibration(path):
@@ -292,6 +293,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
             f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
         )
+    calibration = _load_calibration(job.calibration)
     settings = Settings(
         model=model,
         hardware=hw,
@@ -305,12 +307,13 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
         recompute_layers=job.recompute_layers,
-        calibration=_load_calibration(job.calibration),
+        calibration=calibration,
         calibration_path=job.calibration,
         stack=stack,
         stack_name=job.stack,
         power_limit_w=job.power_limit_w,
         inherited=tuple(inherited),
+        knobs=run_knobs(calibration, stack.name, hw.name),
     )
     return settings, plan, warnings
 
