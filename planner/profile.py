@@ -580,7 +580,7 @@ def run_knobs(profile: Optional[CalibrationProfile], stack_name: str, hardware_n
         return RunKnobs(not_applied=f"the run calibration is for stack(s) {', '.join(run.stacks)}, not {stack_name}")
     base = run.fit.baseline
     now = baseline_digests(profile)
-    changed = [k for k in ("nccl", "gemm") if k in base and base[k] != now[k]]
+    changed = [k for k in ("nccl", "gemm") if base.get(k) != now[k]]  # a missing key: the section was absent
     if changed:
         return RunKnobs(not_applied=f"the profile's {' and '.join(changed)} section changed after the run calibration "
                                     "(re-run planner calibrate run)")
