@@ -1,7 +1,7 @@
 """The `planner` command line: typer commands only (parse, call the library, render).
 
 common.py holds the error wrapper and the --format option; each topic module (core.py:
-explain, models, hardware, schema; fit.py, check.py, budget.py, validate.py,
+explain, models, hardware, schema; fit.py, check.py, budget.py, export.py, validate.py,
 collective.py, pipeline.py, calibrate.py) exposes `register(app)`.
 """
 
@@ -19,14 +19,14 @@ app = typer.Typer(
 )
 
 # Topic modules register their commands here.
-from . import budget, calibrate, check, collective, core, fit, pipeline, validate  # noqa: E402
+from . import budget, calibrate, check, collective, core, export, fit, pipeline, validate  # noqa: E402
 
-for _mod in (core, collective, pipeline, calibrate, validate, check, fit, budget):
+for _mod in (core, collective, pipeline, calibrate, validate, check, fit, budget, export):
     _mod.register(app)
 
 
 # --help lists the commands in the order a newcomer meets them
-_ORDER = ["fit", "explain", "check", "budget", "validate", "collective", "pipeline", "calibrate", "models",
+_ORDER = ["fit", "explain", "check", "budget", "export", "validate", "collective", "pipeline", "calibrate", "models",
           "hardware", "schema"]
 
 

@@ -17,6 +17,7 @@ from ..budget import (
     DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
 from ..catalog import read_yaml
+from ..trainers import detect_format, load_trainer_config
 from .common import Format, FormatOption, cli_errors
 from .core import job_from_cli, job_options
 from ..errors import PlannerError
@@ -32,7 +33,8 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
     for cmd in app.registered_commands:
         if getattr(cmd.callback, "__name__", "") == "explain":
             sig = inspect.signature(cmd.callback, eval_str=True)
-            return [p for name, p in sig.parameters.items() if name in ("job_file", "from_fit", "row") or name in _JOB_OPTION_NAMES]
+            return [p for name, p in sig.parameters.items()
+                    if name in ("job_file", "from_fit", "row", "config_format") or name in _JOB_OPTION_NAMES]
     raise RuntimeError("planner budget needs the explain command registered first (core.register)")
 
 
@@ -45,9 +47,14 @@ def _with_parameters(fn, before: list[inspect.Parameter]):
     return fn
 
 
-def _yaml_has_gpus(job_file) -> bool:
+def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:
     if job_file is None:
         return False
+    if config_format is not None or detect_format(job_file) is not None:
+        try:  # a trainer config: does it give the GPU count itself (a Megatron torchrun line, torchtitan degrees)?
+            return load_trainer_config(job_file, fmt=config_format, model=model).job.get("gpus") is not None
+        except PlannerError:
+            return False
     raw = read_yaml(job_file)
     return isinstance(raw, dict) and raw.get("gpus") is not None
 
@@ -91,9 +98,11 @@ def register(app: typer.Typer) -> None:
         counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
         job_file = plan_kw.pop("job_file", None)
         from_fit, row = plan_kw.pop("from_fit", None), plan_kw.pop("row", 1)
-        if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file):
+        config_format = plan_kw.pop("config_format", None)
+        if counts is not None and plan_kw.get("gpus") is None and not _yaml_has_gpus(job_file, config_format, plan_kw.get("model")):
             plan_kw["gpus"] = counts[0]  # the base count (what --mtbf-hours refers to)
-        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row)
+        job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row,
+                                  config_format)
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
         if counts is not None:

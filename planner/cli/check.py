@@ -11,7 +11,7 @@ import typer
 
 from ..check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
 from .common import Format, FormatOption, cli_errors, report_error, warn
-from .core import load_job
+from .core import ConfigFormatOption, load_job
 from ..errors import PlannerError
 from ..render.check import emit_check, print_job
 from ..units import parse_seconds
@@ -21,7 +21,11 @@ def register(app: typer.Typer) -> None:
     @app.command("check")
     @cli_errors
     def check(
-        job_files: list[Path] = typer.Argument(..., help="job YAML files (the fields `planner explain` reads; see `planner schema`)"),
+        job_files: list[Path] = typer.Argument(..., help="job YAML files (the fields `planner explain` reads; see `planner schema`), or trainer configs: torchtitan .toml, Megatron launch script / argument file, DeepSpeed .json"),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="the model, for trainer configs that do not name it (DeepSpeed JSON; overrides a job YAML's)"),
+        gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="GPU count, where the file does not give it (overrides a job YAML's)"),
+        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (overrides the jobs'; default: h100-sxm)"),
+        config_format: Optional[str] = ConfigFormatOption,
         headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free, overrides the jobs' (default: 0.10)"),
         calibration: Optional[Path] = typer.Option(
             None, "--calibration", help="calibration profile (planner calibrate): used by the time gates; memory only through a run-calibrated allocator_slack"),
@@ -51,7 +55,8 @@ def register(app: typer.Typer) -> None:
         for path in job_files:
             try:
                 job, where = load_job(path, {"headroom": headroom,
-                                             "calibration": str(calibration) if calibration else None})
+                                             "calibration": str(calibration) if calibration else None,
+                                             "model": model, "gpus": gpus, "hardware": hardware}, config_format)
                 res = check_job(job, where, gates)
             except TimeModelUnavailable:
                 raise  # the same for every job: one message, exit 2

@@ -7,8 +7,10 @@ from typing import Optional
 
 import typer
 
+import sys
+
 from ..catalog import list_hardware, list_models, list_stacks, load_hardware, load_model, load_stack, read_yaml, validate
-from .common import Format, FormatOption, cli_errors
+from .common import Format, FormatOption, cli_errors, warn
 from ..errors import PlannerError
 from ..explain import evaluate, to_json
 from ..params import count_params
@@ -16,13 +18,33 @@ from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
 from ..schema import Job
+from ..trainers import FORMATS, detect_format, load_trainer_config
 from ..units import parse_count
 
 
-def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
-    """A job from a YAML file (if given) with CLI options laid over it."""
+def report_trainer_config(cfg) -> None:
+    """A trainer config's ignored and assumed lists, on stderr (never silently)."""
+    if cfg.ignored:
+        warn(f"{cfg.source}: read as {cfg.fmt}; ignored (not modelled): {', '.join(cfg.ignored)}")
+    if cfg.assumed:
+        sys.stderr.write(f"note: {cfg.source}: assumed: {'; '.join(cfg.assumed)}\n")
+
+
+def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:
+    """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
+    argument file, DeepSpeed JSON: planner/trainers, detected or named by config_format)
+    with CLI options laid over it."""
     data: dict = {}
     where = ""
+    if path is not None and (config_format is not None or detect_format(path) is not None):
+        cfg = load_trainer_config(path, fmt=config_format, model=overrides.get("model"), gpus=overrides.get("gpus"),
+                                  hardware=overrides.get("hardware"))
+        report_trainer_config(cfg)
+        data.update(cfg.job)
+        data.update({k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")})
+        return validate(Job, data, str(path)), f"{path}: "
+    if config_format is not None:
+        raise PlannerError("--config-format needs a trainer config file", "give the .toml / script / .json as the first argument")
     if path is not None:
         raw = read_yaml(path)
         if not isinstance(raw, dict):
@@ -37,11 +59,18 @@ def load_job(path: Optional[Path], overrides: dict) -> tuple[Job, str]:
     return validate(Job, data, str(path) if path else "command line"), where
 
 
-def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[Path] = None, row: int = 1) -> tuple[Job, str]:
-    """The job a command was given: a job YAML, or row `row` of a saved `planner fit
-    --format json` (--from-fit), with the command-line options laid over it."""
+ConfigFormatOption = typer.Option(
+    None, "--config-format",
+    help=f"read the job file as a trainer config: {'|'.join(FORMATS)} (default: detected: .toml torchtitan, "
+         ".json with zero_optimization deepspeed, a script / args file with Megatron flags megatron)")
+
+
+def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[Path] = None, row: int = 1,
+                 config_format: Optional[str] = None) -> tuple[Job, str]:
+    """The job a command was given: a job YAML or trainer config, or row `row` of a saved
+    `planner fit --format json` (--from-fit), with the command-line options laid over it."""
     if from_fit is None:
-        return load_job(job_file, overrides)
+        return load_job(job_file, overrides, config_format)
     if job_file is not None:
         raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
     from ..search import fit_row_job, load_fit_rows
@@ -76,7 +105,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @cli_errors
     def explain(
-        job_file: Optional[Path] = typer.Argument(None, help="job YAML (same fields as the options)", exists=False),
+        job_file: Optional[Path] = typer.Argument(None, help="job YAML (same fields as the options), or a torchtitan .toml / Megatron script / DeepSpeed .json", exists=False),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
         gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="GPU count"),
         hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: h100-sxm)"),
@@ -113,15 +142,18 @@ def register(app: typer.Typer) -> None:
         power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
+        config_format: Optional[str] = ConfigFormatOption,
         fmt: Format = FormatOption,
     ):
-        """Memory, FLOPs, step time and MFU of one training plan, term by term."""
+        """Memory, FLOPs, step time and MFU of one training plan, term by term. The job file
+        is a planner job YAML or a trainer's own config (torchtitan TOML, Megatron launch
+        script / argument file, DeepSpeed JSON with --model)."""
         overrides = job_options(
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w)
-        job, where = job_from_cli(job_file, overrides, from_fit, row)
+        job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings

@@ -10,7 +10,9 @@ import typer
 
 from .common import Format, FormatOption, cli_errors, warn
 from .core import load_job
-from ..errors import PlannerError
+from ..errors import NoFitError, PlannerError
+from ..trainers import FORMATS
+from .export import write_export
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit
@@ -91,6 +93,7 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
+        export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
         fmt: Format = FormatOption,
     ):
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
@@ -120,10 +123,20 @@ def register(app: typer.Typer) -> None:
         )
         if explain_row is not None and explain_row < 1:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
+        if export is not None and export not in FORMATS:
+            raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
         result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where)
         for w in result.warnings:
             warn(w)
         rows = result.rows
+        if export is not None:
+            if not rows:
+                raise NoFitError("no plan fits: nothing to export", "see `planner fit` without --export for the closest plan")
+            p = rows[0]["plan"]
+            warn(f"exporting row 1: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
+                 f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
+            write_export(p, export, None)
+            return
         if explain_row is not None:
             if explain_row > len(rows):
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")

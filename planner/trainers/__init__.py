@@ -1,0 +1,183 @@
+"""Read (and write) the configs trainers already run: torchtitan TOML job files, Megatron-LM
+argument lists / launch scripts, DeepSpeed JSON configs.
+
+`load_trainer_config(path)` turns one of them into the planner's job fields (`job`, keys
+exactly planner/schema.py `Job` fields, so `Job.model_validate(job)` works), with the
+trainer's name (`fmt`), what it read but does not model (`ignored`, each 'name=value'), and
+what it inferred and by which rule (`assumed`). Contradictions (a TP degree that does not
+divide the heads, a GPU count in the file that disagrees with --gpus, a shape flag that
+disagrees with --model) raise PlannerError naming both. Which release each reader follows
+and where every option name comes from: the module docstrings of torchtitan.py, megatron.py
+and deepspeed.py. export.py writes the same formats back.
+
+Units: the job fields are the planner's (sequences, tokens, counts); nothing here prices
+anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from ..errors import PlannerError
+
+FORMATS = ("torchtitan", "megatron", "deepspeed")
+# the software stack each format runs on (stack_db/): the Job's `stack` unless stated
+FORMAT_STACKS = {"torchtitan": "torchtitan", "megatron": "megatron", "deepspeed": "megatron-deepspeed"}
+
+
+@dataclass
+class TrainerConfig:
+    """One trainer config read into planner job fields."""
+
+    job: dict
+    fmt: str
+    ignored: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+_MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b")
+
+
+def detect_format(path) -> Optional[str]:
+    """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
+    train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
+    holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
+    pretrain_gpt.py; None otherwise (a planner job YAML, say)."""
+    p = Path(path)
+    if p.suffix.lower() == ".toml":
+        return "torchtitan"
+    if p.suffix.lower() in (".yaml", ".yml"):
+        return None
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+        if isinstance(data, dict) and ("zero_optimization" in data or "train_micro_batch_size_per_gpu" in data):
+            return "deepspeed"
+        return None
+    if _MEGATRON_MARKERS.search(text):
+        return "megatron"
+    return None
+
+
+def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str] = None, gpus: Optional[int] = None,
+                        hardware: Optional[str] = None) -> TrainerConfig:
+    """Read a trainer config. fmt: 'torchtitan' | 'megatron' | 'deepspeed' (default:
+    detect_format). model / gpus / hardware: what the command line gave (--model, --gpus,
+    --hardware); the file's own values win where it has them, and a disagreement is an error."""
+    p = Path(path)
+    if not p.is_file():
+        raise PlannerError(f"{p}: no such file", "give a torchtitan .toml, a Megatron launch script / argument file or a DeepSpeed .json")
+    if fmt is None:
+        fmt = detect_format(p)
+        if fmt is None:
+            raise PlannerError(
+                f"{p}: not a trainer config this planner reads",
+                "a torchtitan .toml, a DeepSpeed .json with zero_optimization / train_micro_batch_size_per_gpu, or a "
+                "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py; or pass "
+                "--config-format torchtitan|megatron|deepspeed")
+    if fmt not in FORMATS:
+        raise PlannerError(f"--config-format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
+    if fmt == "torchtitan":
+        from .torchtitan import read
+    elif fmt == "megatron":
+        from .megatron import read
+    else:
+        from .deepspeed import read
+    cfg = read(p, model=model, gpus=gpus, hardware=hardware)
+    cfg.source = str(p)
+    cfg.fmt = fmt
+    cfg.job.setdefault("stack", FORMAT_STACKS[fmt])
+    if hardware is not None:
+        cfg.job.setdefault("hardware", hardware)
+    _check_job_keys(cfg.job)
+    return cfg
+
+
+def _check_job_keys(job: dict) -> None:
+    from ..schema import Job
+
+    bad = sorted(set(job) - set(Job.model_fields))
+    if bad:  # a reader bug, never user input
+        raise AssertionError(f"trainer reader produced non-Job keys: {bad}")
+
+
+# ------------------------------------------------------------------ shared helpers
+def resolve_gpus(where: str, from_file: Optional[int], file_what: str, cli: Optional[int], *, soft: bool = False,
+                 assumed: Optional[list] = None) -> Optional[int]:
+    """The GPU count: the file's where it has one, --gpus otherwise; both given and
+    different is a contradiction (exit 2), unless the file's figure is only a default
+    (`soft`: a shell `${VAR:-default}`), which --gpus replaces (listed as assumed)."""
+    if from_file is None:
+        return cli
+    if cli is not None and cli != from_file:
+        if soft:
+            if assumed is not None:
+                assumed.append(f"gpus={cli}: --gpus replaces the script's default {file_what} = {from_file}")
+            return cli
+        raise PlannerError(f"{where}{file_what} = {from_file} GPUs, but --gpus {cli}",
+                           "drop --gpus (the file sets the GPU count) or change the file")
+    return from_file
+
+
+def check_model_shape(where: str, model_name: str, given: dict[str, tuple[str, object]]) -> None:
+    """`given` maps a trainer option name to (ModelSpec attribute, value); each must agree
+    with the catalog / file model `model_name`, else PlannerError naming both."""
+    from ..catalog import load_model
+
+    spec = load_model(model_name)
+    for option, (attr, value) in given.items():
+        have = getattr(spec, attr)
+        if have != value:
+            raise PlannerError(
+                f"{where}{option} {_show(value)} contradicts --model {model_name} ({attr} = {_show(have)})",
+                f"give the model whose {attr} is {_show(value)}, or fix {option}")
+
+
+def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: str) -> tuple[str, str]:
+    """The one model_zoo entry whose shape equals every given (attribute, value): explicit
+    field comparison (no names read). Returns (name, the rule as text) or raises."""
+    from ..catalog import list_models, load_model
+
+    need = {"num_layers", "hidden_size", "num_attention_heads"}
+    attrs = {a for a, _ in given.values()}
+    if not need <= attrs:
+        missing = ", ".join(sorted(need - attrs))
+        raise PlannerError(f"{where}the {what} does not give the model's shape ({missing} needed) and no --model was given",
+                           "pass --model NAME (see `planner models`), a model YAML or a Hugging Face config.json")
+    hits = []
+    for name in list_models():
+        m = load_model(name)
+        if all(getattr(m, a) == v for a, v in given.values()):
+            hits.append(name)
+    shape = ", ".join(f"{a}={_show(v)}" for a, v in given.values())
+    if len(hits) != 1:
+        why = "no catalog model has" if not hits else f"{len(hits)} catalog models ({', '.join(hits)}) have"
+        raise PlannerError(f"{where}{why} the shape of the {what} ({shape})",
+                           "pass --model NAME, a model YAML or a Hugging Face config.json")
+    return hits[0], f"model={hits[0]}: the one catalog model with the shape of the {what} ({shape})"
+
+
+def _show(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def fmt_ignored(name: str, value) -> str:
+    if isinstance(value, bool):
+        value = str(value).lower()
+    elif isinstance(value, (dict, list)):
+        value = json.dumps(value, separators=(",", ":"))
+    return f"{name}={value}"
+
+
+__all__ = ["FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config"]

@@ -1,0 +1,538 @@
+"""Read a Megatron-LM argument list into planner job fields: a file of arguments, or a
+launch script whose `pretrain_gpt.py` / `torchrun` line holds them.
+
+The script is not run. Backslash continuations are joined; top-level shell assignments
+(`NAME=value`, `export NAME=value`, `NAME=${NAME:-default}`, arrays `NAME=( ... )` and
+`NAME+=( ... )`, `$(( a * b ))` of known integers) are expanded into the command line;
+lines inside `if/case/for/while` blocks are not evaluated (listed as assumed); a `$VAR` it
+cannot expand stays as written, and a modelled flag whose value is unexpanded is an error.
+The words are split with shlex. Before the script name, torchrun's `--nproc_per_node` x
+`--nnodes` give the GPU count.
+
+Option names follow Megatron-LM megatron/training/arguments.py [1] (core_r0.13.0 and main,
+2025; `--num-virtual-stages-per-pipeline-rank` is the successor of
+`--num-layers-per-virtual-pipeline-stage`, both read). Modelled:
+  --tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
+  --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,
+  --sequence-parallel, --use-distributed-optimizer (-> zero1), --use-torch-fsdp2 (-> fsdp),
+  --recompute-granularity full|selective, --recompute-activations (= selective),
+  --recompute-method uniform|block, --recompute-num-layers, --micro-batch-size,
+  --global-batch-size, --seq-length, --bf16, --fp16, --fp8-format, --fp8-recipe,
+  --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather, --use-tp-pp-dp-mapping,
+  --train-iters / --train-samples (-> tokens),
+  model shape: --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
+  --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
+  --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
+  --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
+  --max-position-embeddings.
+Every other flag is listed as ignored ('--flag=value').
+
+Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
+(--sequence-parallel, --tp-comm-overlap, --overlap-grad-reduce: Megatron's defaults are
+off, unlike the planner stack's recipe defaults); the rank order is parallel_state's
+'tp-cp-ep-dp-pp' (or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping) [2] -> tp-cp-dp-pp /
+tp-cp-pp-dp; --fp16 is priced as bf16 (the same 2-byte width and tensor peak); the model
+is --model if given (the shape flags must agree with it), else the one catalog model with
+the flags' shape (field comparison, no names read); --recompute-method uniform re-runs
+every layer (its chunk size is listed as ignored).
+
+References
+[1] NVIDIA/Megatron-LM megatron/training/arguments.py (_add_distributed_args,
+    _add_training_args, _add_network_size_args, _add_mixed_precision_args).
+[2] NVIDIA/Megatron-LM megatron/training/initialize.py _initialize_distributed ->
+    parallel_state.initialize_model_parallel(order='tp-cp-ep-dp-pp' if not
+    args.use_tp_pp_dp_mapping else 'tp-cp-ep-pp-dp').
+[3] NVIDIA/Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh @f7ec7ea8 and
+    examples/gpt3/train_gpt3_175b_distributed.sh @4b36c6c4 (the launch-script layout).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Optional
+
+from ..errors import PlannerError
+from . import TrainerConfig, check_model_shape, fmt_ignored, match_catalog_model, resolve_gpus
+
+# store_true flags of arguments.py that the planner reads (no value follows them)
+BOOL_FLAGS = {
+    "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
+    "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
+    "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
+    "--add-bias-linear",
+}
+VALUE_FLAGS = {
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+    "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--recompute-granularity",
+    "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--seq-length",
+    "--fp8-format", "--fp8-recipe", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
+    "--num-query-groups", "--kv-channels", "--vocab-size", "--normalization", "--position-embedding-type",
+    "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
+}
+# store_true flags the planner does not read but that take no value (so the next word is not theirs)
+KNOWN_BOOL_IGNORED = {
+    "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--grad-reduce-in-bf16",
+    "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
+    "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--fp8-param-gather",
+    "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--use-rotary-position-embeddings",
+    "--no-position-embedding", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
+    "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
+    "--no-gradient-accumulation-fusion", "--squared-relu", "--qk-layernorm", "--distributed-backend-nccl",
+}
+ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
+_LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
+
+
+def _join_continuations(text: str) -> list[tuple[int, str]]:
+    """Lines with backslash continuations joined, each with its first line number."""
+    out, buf, start = [], "", 0
+    for i, line in enumerate(text.splitlines(), 1):
+        if not buf:
+            start = i
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        out.append((start, buf + line))
+        buf = ""
+    if buf:
+        out.append((start, buf))
+    return out
+
+
+class _Shell:
+    """The little of bash a launch script needs to expand its torchrun line."""
+
+    _VAR = re.compile(r"\$\{(\w+)(\[@\]|\[\*\])?(?::?-([^}]*))?\}|\$(\w+)|\$\(\((.*?)\)\)")
+
+    def __init__(self):
+        self.vars: dict[str, str] = {}
+        self.arrays: dict[str, list[str]] = {}
+        self.raw_arrays: dict[str, list[str]] = {}  # the elements as written (for soft_launcher)
+        self.soft: set[str] = set()  # variables whose value is a ${X:-default}
+        self.unknown: set[str] = set()
+
+    def expand(self, s: str, soft_seen: Optional[set] = None) -> str:
+        def sub(m):
+            name, arr, default, plain, arith = m.groups()
+            if arith is not None:
+                inner = self.expand(arith, soft_seen)
+                inner = re.sub(r"\b([A-Za-z_]\w*)\b", lambda mm: self.vars.get(mm.group(1), mm.group(0)), inner)
+                if re.fullmatch(r"[\d\s*+\-()]+", inner):
+                    return str(eval(inner, {"__builtins__": {}}))  # digits and + - * ( ) only
+                return m.group(0)
+            name = name or plain
+            if arr:
+                if name in self.arrays:
+                    return " ".join(self.arrays[name])
+                self.unknown.add(name)
+                return m.group(0)
+            if name in self.vars:
+                if soft_seen is not None and name in self.soft:
+                    soft_seen.add(name)
+                return self.vars[name]
+            if name in self.arrays:
+                return self.arrays[name][0] if self.arrays[name] else ""
+            if default is not None:
+                if soft_seen is not None:
+                    soft_seen.add(name)
+                return self.expand(default, soft_seen)
+            self.unknown.add(name)
+            return m.group(0)
+
+        return self._VAR.sub(sub, s)
+
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
+_BLOCK_OPEN = re.compile(r"^\s*(if|case|for|while|until)\b")
+_BLOCK_CLOSE = re.compile(r"^\s*(fi|esac|done)\b")
+
+
+def _strip_comment(s: str) -> str:
+    try:
+        return " ".join(shlex.split(s, comments=True))
+    except ValueError:
+        return s
+
+
+def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str], list[str], bool]:
+    """(launcher words before the script, argument words after it, whether the GPU-count
+    words came from shell defaults). A file that starts with `--` is an argument file."""
+    lines = _join_continuations(text)
+    body = [ln for _, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if body and body[0].lstrip().startswith("-"):
+        words = [w for ln in body for w in shlex.split(ln, comments=True)]
+        return [], words, False
+    sh = _Shell()
+    depth, skipped, cmd = 0, [], None
+    i = 0
+    while i < len(lines):
+        no, line = lines[i]
+        i += 1
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if _BLOCK_OPEN.match(s):
+            depth += 1
+            skipped.append(no)
+            continue
+        if _BLOCK_CLOSE.match(s):
+            depth = max(0, depth - 1)
+            continue
+        if depth:
+            skipped.append(no)
+            continue
+        m = _ASSIGN.match(s)
+        if m and not any(w in s.split()[0] for w in _LAUNCHERS):
+            name, plus, rhs = m.groups()
+            if rhs.startswith("("):
+                parts = [rhs[1:]]
+                while ")" not in _strip_comment(parts[-1]) and i < len(lines):
+                    parts.append(lines[i][1])
+                    i += 1
+                inner = "\n".join(parts)
+                inner = inner[: inner.rfind(")")]
+                elems = []
+                raw = []
+                for ln in inner.splitlines():
+                    try:
+                        raw += shlex.split(ln, comments=True)
+                    except ValueError:
+                        pass
+                    ln = sh.expand(ln)
+                    try:
+                        elems += shlex.split(ln, comments=True)
+                    except ValueError:
+                        elems.append(ln)
+                sh.arrays[name] = (sh.arrays.get(name, []) if plus else []) + elems
+                sh.raw_arrays[name] = (sh.raw_arrays.get(name, []) if plus else []) + raw
+            else:
+                seen: set = set()
+                val = sh.expand(rhs, seen)
+                try:
+                    w = shlex.split(val, comments=True)
+                    val = w[0] if len(w) == 1 else " ".join(w)
+                except ValueError:
+                    pass
+                sh.vars[name] = val
+                if seen or re.search(r"\$\{\w+:?-", rhs):
+                    sh.soft.add(name)
+            continue
+        expanded_seen: set = set()
+        ex = sh.expand(s, expanded_seen)
+        try:
+            words = shlex.split(ex, comments=True)
+        except ValueError:
+            continue
+        script_at = [k for k, w in enumerate(words) if ARGS_SCRIPT.search(w.strip("\"'"))]
+        if script_at and ("pretrain_gpt.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
+            cmd = (words, script_at[0], s)
+    if skipped:
+        assumed.append(f"script lines {', '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''} "
+                       "inside if/case/for/while blocks were not evaluated")
+    if cmd is None:
+        raise PlannerError(f"{where}no pretrain_gpt.py / torchrun line found",
+                           "give a launch script whose torchrun ... pretrain_gpt.py line holds the arguments, "
+                           "or a file of arguments starting with --")
+    words, k, raw_line = cmd
+    return words[:k], words[k + 1:], _soft_launcher(sh, raw_line)
+
+
+def _soft_launcher(sh: _Shell, raw_line: str) -> bool:
+    """Whether torchrun's --nproc_per_node / --nnodes values come from a shell default
+    (`${VAR:-default}`) or a variable the script does not set: then --gpus replaces them."""
+    def raw_words(words, depth=0):
+        for w in words:
+            m = re.fullmatch(r"\$\{(\w+)\[[@*]\]\}", w.strip('"'))
+            if m and m.group(1) in sh.raw_arrays and depth < 8:
+                yield from raw_words(sh.raw_arrays[m.group(1)], depth + 1)
+            else:
+                yield w
+    try:
+        ws = list(raw_words(shlex.split(raw_line, comments=True)))
+    except ValueError:
+        return False
+    soft = False
+    for j, w in enumerate(ws):
+        for key in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
+            val = ws[j + 1] if w == key and j + 1 < len(ws) else (w.split("=", 1)[1] if w.startswith(key + "=") else None)
+            if val is None:
+                continue
+            seen: set = set()
+            sh.unknown.clear()
+            out = sh.expand(val, seen)
+            soft |= bool(seen) or bool(sh.unknown) or not out.isdigit()
+    return soft
+
+
+def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
+    """{flag: value or True}; and words that are no flag's value (listed as ignored)."""
+    flags: dict = {}
+    stray: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        i += 1
+        if not w.startswith("--"):
+            stray.append(w)
+            continue
+        if "=" in w:
+            name, val = w.split("=", 1)
+            flags[name] = val
+            continue
+        if w in BOOL_FLAGS or w in KNOWN_BOOL_IGNORED:
+            flags[w] = True
+            continue
+        if w in VALUE_FLAGS:
+            if i >= len(words):
+                raise PlannerError(f"{where}{w} needs a value", f"e.g. {w} 8")
+            flags[w] = words[i]
+            i += 1
+            continue
+        # an unknown flag: the next word is its value unless it is a flag
+        if i < len(words) and not words[i].startswith("--"):
+            flags[w] = words[i]
+            i += 1
+        else:
+            flags[w] = True
+    return flags, stray
+
+
+def _int(where, flags, name, default=None):
+    v = flags.get(name, default)
+    if v is None or isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        hint = "the script sets it from a variable the planner cannot expand; give the number" if "$" in str(v) else "give a whole number"
+        raise PlannerError(f"{where}{name} {v!r} is not a whole number", hint) from None
+
+
+def _float(where, flags, name):
+    v = flags.get(name)
+    if v is None:
+        return None
+    try:
+        return float(v)
+    except ValueError:
+        raise PlannerError(f"{where}{name} {v!r} is not a number", "give a number") from None
+
+
+def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
+    vals = {}
+    for j, w in enumerate(launch):
+        for key in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
+            if w == key and j + 1 < len(launch):
+                vals[key.replace("-", "_").replace("__", "--")] = launch[j + 1]
+            elif w.startswith(key + "="):
+                vals[key.replace("-", "_").replace("__", "--")] = w.split("=", 1)[1]
+    per = vals.get("--nproc_per_node")
+    nodes = vals.get("--nnodes", "1")
+    if per is None:
+        return None
+    if not (str(per).isdigit() and str(nodes).isdigit()):
+        return None  # unexpanded: the count comes from --gpus
+    return int(per) * int(nodes)
+
+
+def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None, hardware: Optional[str] = None) -> TrainerConfig:
+    where = f"{path}: "
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise PlannerError(f"{where}not a text file", "give a launch script or a file of Megatron arguments") from None
+    assumed: list[str] = []
+    try:
+        launch, words, soft = command_words(text, where, assumed)
+    except ValueError as e:  # shlex: unbalanced quotes
+        raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
+    flags, stray = parse_flags(words, where)
+    return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
+                      hardware=hardware)
+
+
+SHAPE_FLAGS = {
+    "--num-layers": "num_layers", "--hidden-size": "hidden_size", "--ffn-hidden-size": "ffn_hidden_size",
+    "--num-attention-heads": "num_attention_heads", "--vocab-size": "vocab_size",
+}
+
+
+def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
+               hardware=None) -> TrainerConfig:
+    assumed = [] if assumed is None else assumed
+    ignored = [fmt_ignored(k, v) for k, v in flags.items() if k not in BOOL_FLAGS and k not in VALUE_FLAGS]
+    ignored += [f"{w} (a word that is no flag's value)" for w in stray]
+    job: dict = {"stack": "megatron"}
+    tp = _int(where, flags, "--tensor-model-parallel-size", 1)
+    pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
+    cp = _int(where, flags, "--context-parallel-size", 1)
+    job.update(tp=tp, pp=pp, cp=cp)
+
+    # ---- model: shape flags against --model, or the one catalog model with that shape
+    shape: dict[str, tuple[str, object]] = {}
+    for flag, attr in SHAPE_FLAGS.items():
+        if flag in flags:
+            shape[flag] = (attr, _int(where, flags, flag))
+    heads = shape.get("--num-attention-heads", (None, None))[1]
+    if "--group-query-attention" in flags:
+        shape["--num-query-groups"] = ("kv_heads", _int(where, flags, "--num-query-groups", 1))
+    elif heads is not None:
+        shape["(no --group-query-attention: MHA)"] = ("kv_heads", heads)
+    if "--kv-channels" in flags:
+        shape["--kv-channels"] = ("dhead", _int(where, flags, "--kv-channels"))
+    if "--swiglu" in flags:
+        shape["--swiglu"] = ("gated_mlp", True)
+    if "--normalization" in flags:
+        norm = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}.get(flags["--normalization"])
+        if norm is None:
+            raise PlannerError(f"{where}--normalization {flags['--normalization']!r} is not modelled", "valid: LayerNorm, RMSNorm")
+        shape["--normalization"] = ("norm", norm)
+    if "--untie-embeddings-and-output-weights" in flags:
+        shape["--untie-embeddings-and-output-weights"] = ("tied_embeddings", False)
+    if "--disable-bias-linear" in flags:
+        shape["--disable-bias-linear"] = ("linear_bias", False)
+    elif "--add-bias-linear" in flags:
+        shape["--add-bias-linear"] = ("linear_bias", True)
+    if "--position-embedding-type" in flags:
+        pos = {"rope": "rope", "learned_absolute": "learned", "none": "none"}.get(flags["--position-embedding-type"])
+        if pos is None:
+            raise PlannerError(f"{where}--position-embedding-type {flags['--position-embedding-type']!r} is not modelled",
+                               "valid: learned_absolute, rope, none")
+        shape["--position-embedding-type"] = ("position_embedding", pos)
+    drops = [_float(where, flags, f) for f in ("--attention-dropout", "--hidden-dropout") if f in flags]
+    if drops:
+        shape["--attention-dropout/--hidden-dropout"] = ("dropout", any(d > 0 for d in drops))
+    absent_drop = [f for f in ("--attention-dropout", "--hidden-dropout") if f not in flags]
+    if model is not None:
+        check_model_shape(where, model, shape)
+        job["model"] = model
+    else:
+        core = {k: v for k, v in shape.items() if v[0] in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                                                            "kv_heads", "vocab_size", "dhead")}
+        job["model"], rule = match_catalog_model(where, core, "Megatron arguments")
+        check_model_shape(where, job["model"], shape)
+        assumed.append(rule)
+    from ..catalog import load_model
+
+    spec = load_model(job["model"])
+    if absent_drop and not spec.dropout:
+        assumed.append(f"dropout as the model ({job['model']}: none): {', '.join(absent_drop)} absent, though Megatron's "
+                       "default is 0.1 (arguments.py); dropout masks would add 1 B per hidden element")
+    a, k, L = spec.num_attention_heads, spec.kv_heads, spec.num_layers
+    if a % tp:
+        raise PlannerError(f"{where}--tensor-model-parallel-size {tp} does not divide --num-attention-heads {a}",
+                           f"choose a tensor-parallel size that divides {a}")
+    if k % tp and tp % k:
+        raise PlannerError(f"{where}--tensor-model-parallel-size {tp} and --num-query-groups {k} do not divide one another",
+                           "Megatron splits the query groups across TP ranks")
+
+    # ---- virtual pipeline stages
+    vps = _int(where, flags, "--num-virtual-stages-per-pipeline-rank")
+    lpv = _int(where, flags, "--num-layers-per-virtual-pipeline-stage")
+    vpp = 1
+    if lpv is not None:
+        if L % (pp * lpv):
+            raise PlannerError(f"{where}--num-layers-per-virtual-pipeline-stage {lpv} x --pipeline-model-parallel-size {pp} "
+                               f"does not divide --num-layers {L}", "layers = pp x vpp x layers per virtual stage")
+        vpp = L // (pp * lpv)
+    if vps is not None:
+        if lpv is not None and vps != vpp:
+            raise PlannerError(f"{where}--num-virtual-stages-per-pipeline-rank {vps} contradicts "
+                               f"--num-layers-per-virtual-pipeline-stage {lpv} ({L} layers / pp {pp} / {lpv} = {vpp})",
+                               "give one of the two")
+        vpp = vps
+    if vpp > 1:
+        job["vpp"] = vpp
+        job["schedule"] = "interleaved"
+
+    # ---- GPUs
+    file_gpus = _launcher_gpus(list(launch), where)
+    job["gpus"] = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
+    if job["gpus"] is None:
+        raise PlannerError(f"{where}no GPU count: the arguments have no torchrun --nproc_per_node/--nnodes", "pass --gpus N")
+
+    # ---- batch, sequence
+    for flag, key in (("--micro-batch-size", "micro_batch"), ("--global-batch-size", "global_batch"), ("--seq-length", "seq_len")):
+        if flag in flags:
+            job[key] = _int(where, flags, flag)
+    if "micro_batch" not in job:
+        job["micro_batch"] = 1
+        assumed.append("micro_batch=1: --micro-batch-size absent (Megatron requires it; 1 assumed)")
+    if "--max-position-embeddings" in flags:
+        ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"]))
+    if "global_batch" not in job:
+        assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
+        dp = job["gpus"] // max(1, tp * pp * cp)
+        job["global_batch"] = job["micro_batch"] * dp
+    seq = job.get("seq_len", spec.max_seq_len)
+    if "--train-iters" in flags:
+        job["tokens"] = float(_int(where, flags, "--train-iters") * job["global_batch"] * seq)
+        assumed.append(f"tokens={job['tokens']:.6g}: --train-iters x global batch x sequence length")
+    elif "--train-samples" in flags:
+        job["tokens"] = float(_int(where, flags, "--train-samples") * seq)
+        assumed.append(f"tokens={job['tokens']:.6g}: --train-samples x sequence length")
+
+    # ---- sharding, SP, recompute
+    if "--use-torch-fsdp2" in flags:
+        job["sharding"] = "fsdp"
+    elif "--use-distributed-optimizer" in flags:
+        job["sharding"] = "zero1"
+    else:
+        job["sharding"] = "none"
+    job["sequence_parallel"] = "--sequence-parallel" in flags
+    if tp > 1 and not job["sequence_parallel"]:
+        assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
+    if tp == 1 and job["sequence_parallel"]:
+        job["sequence_parallel"] = False
+        assumed.append("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: arguments.py)")
+    gran = flags.get("--recompute-granularity")
+    if gran is None and "--recompute-activations" in flags:
+        gran = "selective"
+    if gran not in (None, "full", "selective"):
+        raise PlannerError(f"{where}--recompute-granularity {gran!r}", "valid: full, selective")
+    job["recompute"] = gran or "none"
+    method = flags.get("--recompute-method")
+    if gran == "full":
+        n = _int(where, flags, "--recompute-num-layers")
+        if method == "block" and n is not None:
+            # Megatron's block method re-runs the first n layers of each model chunk; the
+            # planner's recompute_layers counts a GPU's layers over its vpp chunks
+            if n * vpp < L // pp:
+                job["recompute_layers"] = n * vpp
+                assumed.append(f"recompute_layers={n * vpp}: --recompute-num-layers {n} per model chunk x {vpp} chunks")
+        elif method not in (None, "uniform", "block"):
+            raise PlannerError(f"{where}--recompute-method {method!r}", "valid: uniform, block")
+        elif method == "uniform" and n not in (None, 1):
+            ignored.append(f"--recompute-num-layers={n} (uniform chunks: every layer re-runs; the chunk's saved inputs are not modelled)")
+    elif method is not None or "--recompute-num-layers" in flags:
+        ignored += [fmt_ignored(f, flags[f]) + " (no --recompute-granularity full)" for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
+
+    # ---- precision, overlap, order
+    if "--fp8-format" in flags:
+        job["precision"] = "fp8"
+        job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
+        if "--fp8-recipe" not in flags:
+            assumed.append("fp8_recipe=delayed: --fp8-recipe default (arguments.py)")
+        ignored.append(fmt_ignored("--fp8-format", flags["--fp8-format"]) + " (e4m3 vs hybrid not modelled)")
+    else:
+        job["precision"] = "bf16"
+        if "--fp16" in flags:
+            assumed.append("precision=bf16: --fp16 priced as bf16 (same 2-byte width and tensor peak)")
+        elif "--bf16" not in flags:
+            assumed.append("precision=bf16: neither --bf16 nor --fp16 (fp32 training is not modelled)")
+        if "--fp8-recipe" in flags:
+            ignored.append(fmt_ignored("--fp8-recipe", flags["--fp8-recipe"]) + " (no --fp8-format)")
+    job["tp_comm_overlap"] = "--tp-comm-overlap" in flags
+    job["dp_comm_overlap"] = "--overlap-grad-reduce" in flags
+    if not job["dp_comm_overlap"]:
+        assumed.append("dp_comm_overlap=false: --overlap-grad-reduce absent (off by default in Megatron)")
+    if "--overlap-param-gather" in flags and not job["dp_comm_overlap"]:
+        ignored.append("--overlap-param-gather=true (without --overlap-grad-reduce)")
+    job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
+    assumed.append(f"rank_order={job['rank_order']}: Megatron's parallel_state order "
+                   f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
+    if hardware is not None:
+        job["hardware"] = hardware
+    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed)

@@ -1,0 +1,345 @@
+"""Read a torchtitan TOML job file into planner job fields.
+
+Option names and defaults follow torchtitan's config dataclasses, torchtitan/config/
+job_config.py [1] (the layout of torchtitan v0.1.0 and its successors on main, 2025), and
+accept the later layout [2] where compile has its own `[compile]` section and float8
+moved to `[quantize.linear.float8]`. The pre-2025 `[training] batch_size` (the
+llama3_8b.toml of [3]) is read as local_batch_size.
+
+Read and modelled (section.key -> planner job field):
+  [model] name, flavor          -> model, through TORCHTITAN_MODELS (explicit table, shapes
+                                   of torchtitan/models/llama3/__init__.py llama3_configs [4],
+                                   checked against the model_zoo entry); converters "float8"
+                                   -> precision fp8
+  [training] local_batch_size (batch_size), global_batch_size, seq_len, steps (-> tokens =
+                                   steps x global batch x seq_len), compile (v0.1.0),
+                                   dtype "bfloat16" (pure bf16 training -> bytes_per_param
+                                   pure-bf16)
+  [parallelism] data_parallel_replicate_degree, data_parallel_shard_degree (-1 = the
+                                   leftover ranks), tensor_parallel_degree,
+                                   pipeline_parallel_degree, context_parallel_degree,
+                                   pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
+                                   pipeline_parallel_layers_per_stage, enable_async_tensor_parallel
+  [activation_checkpoint] mode (none|selective|full), selective_ac_option ('op' or an
+                                   integer n: every n-th layer of a stage fully recomputed)
+  [compile] enable, components ("model")
+  [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
+Everything else is listed as ignored ('section.key=value').
+
+Inferred (listed as assumed): torchtitan's TP always shards the norms' sequence dimension
+(SequenceParallel in parallelize_llama [5]) -> sequence_parallel on when tp > 1; DP
+sharding: shard > 1 and replicate > 1 -> hsdp (shard group = shard degree), shard > 1 ->
+fsdp, else none (DDP); the rank order is torchtitan's mesh ['pp', 'dp_replicate',
+'dp_shard', 'cp', 'tp'] outermost first [6] -> tp-cp-dp-pp; job_config defaults where a key
+is absent (local_batch_size 8, seq_len 2048, activation_checkpoint.mode selective,
+pipeline_parallel_microbatch_size 1, schedule 1F1B).
+
+References
+[1] pytorch/torchtitan torchtitan/config/job_config.py @6404b932 and @000204a4 (Training,
+    Parallelism, ActivationCheckpoint, Float8 dataclasses).
+[2] torchtitan job_config.py with `class Compile: enable, components=["model","loss"]` and
+    `Quantize.linear.float8` (2025-H2 main; seen in forks of it, e.g. the one stored as
+    id 65720117573 of the project's code index).
+[3] pytorch/torchtitan torchtitan/models/llama3/train_configs/llama3_8b.toml @f3534d77.
+[4] pytorch/torchtitan torchtitan/models/llama3/__init__.py llama3_configs (8B: dim 4096,
+    n_layers 32, n_heads 32, n_kv_heads 8, ffn_dim_multiplier 1.3, multiple_of 1024; 70B:
+    8192/80/64/8/1.3/4096; 405B: 16384/126/128/8/1.2/4096) and model.py FeedForward
+    (hidden = multiple_of * ceil(int(ffn_dim_multiplier * int(2 * 4 * dim / 3)) / multiple_of)).
+[5] pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py apply_tp (SequenceParallel
+    on attention_norm / ffn_norm / norm).
+[6] pytorch/torchtitan torchtitan/distributed/parallel_dims.py build_mesh (dims pp,
+    dp_replicate, dp_shard, cp, tp; outermost first).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Optional
+
+from ..errors import PlannerError
+from . import TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus
+
+# (model.name, model.flavor) -> (model_zoo entry, torchtitan's TransformerModelArgs [4])
+TORCHTITAN_MODELS: dict[tuple[str, str], tuple[str, dict]] = {
+    ("llama3", "8B"): ("llama3-8b", dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024)),
+    ("llama3", "70B"): ("llama3-70b", dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096)),
+    ("llama3", "405B"): ("llama3-405b", dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096)),
+}
+
+# pipeline_parallel_schedule (torch.distributed.pipelining names) -> planner schedule
+SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
+LOOPED = {"Interleaved1F1B"}
+RANK_ORDER = "tp-cp-dp-pp"  # [6]
+
+MODELLED = {
+    "model": {"name", "flavor", "converters"},
+    "training": {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "steps", "compile", "dtype",
+                 "mixed_precision_param"},
+    "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+                    "pipeline_parallel_degree", "context_parallel_degree", "pipeline_parallel_schedule",
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
+                    "enable_async_tensor_parallel"},
+    "activation_checkpoint": {"mode", "selective_ac_option"},
+    "compile": {"enable", "components"},
+    "float8": {"recipe_name"},
+}
+
+
+def ffn_hidden(args: dict) -> int:
+    """torchtitan llama3 FeedForward hidden size [4]."""
+    hidden = int(2 * 4 * args["dim"] / 3)
+    hidden = int(args["ffn_dim_multiplier"] * hidden)
+    m = args["multiple_of"]
+    return m * ((hidden + m - 1) // m)
+
+
+def flavor_shape(args: dict) -> dict[str, tuple[str, object]]:
+    return {
+        "dim": ("hidden_size", args["dim"]), "n_layers": ("num_layers", args["n_layers"]),
+        "n_heads": ("num_attention_heads", args["n_heads"]), "n_kv_heads": ("kv_heads", args["n_kv_heads"]),
+        "ffn (dim, ffn_dim_multiplier, multiple_of)": ("ffn_hidden_size", ffn_hidden(args)),
+    }
+
+
+def _int(where: str, key: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PlannerError(f"{where}{key} = {v!r} is not a whole number", f"set {key} to an integer")
+    return v
+
+
+def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None, hardware: Optional[str] = None) -> TrainerConfig:
+    where = f"{path}: "
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise PlannerError(f"{where}invalid TOML: {e}", "check the [section] headers and key = value lines") from None
+    except UnicodeDecodeError:
+        raise PlannerError(f"{where}not a text file", "give a torchtitan .toml job file") from None
+    ignored: list[str] = []
+    assumed: list[str] = []
+    # the later layout's [quantize.linear.float8] reads as [float8]
+    quant = data.get("quantize", {})
+    if isinstance(quant, dict) and isinstance(quant.get("linear"), dict) and "float8" in quant["linear"]:
+        data = dict(data)
+        data["float8"] = {**data.get("float8", {}), **quant["linear"]["float8"]}
+        rest = {k: v for k, v in quant.items() if k != "linear"}
+        rest_linear = {k: v for k, v in quant["linear"].items() if k != "float8"}
+        data["quantize"] = {**rest, **({"linear": rest_linear} if rest_linear else {})}
+        if not data["quantize"]:
+            del data["quantize"]
+    for section, body in data.items():
+        if not isinstance(body, dict):
+            ignored.append(fmt_ignored(section, body))
+            continue
+        for key, v in _flatten(body):
+            if key not in MODELLED.get(section, ()):
+                ignored.append(fmt_ignored(f"{section}.{key}", v))
+    sec = {name: data.get(name, {}) for name in MODELLED}
+    tr, par, ac, m = sec["training"], sec["parallelism"], sec["activation_checkpoint"], sec["model"]
+    job: dict = {"stack": "torchtitan", "rank_order": RANK_ORDER}
+    assumed.append(f"rank_order={RANK_ORDER}: torchtitan's device mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first)")
+
+    # ---- model
+    name, flavor = m.get("name"), m.get("flavor")
+    entry = TORCHTITAN_MODELS.get((name, flavor)) if name is not None else None
+    if model is not None:
+        job["model"] = model
+        if entry is not None:
+            check_model_shape(where, model, {f"[model] {name} {flavor} {k}": v for k, v in flavor_shape(entry[1]).items()})
+    elif entry is not None:
+        job["model"] = entry[0]
+        check_model_shape(where, entry[0], {f"[model] {name} {flavor} {k}": v for k, v in flavor_shape(entry[1]).items()})
+        assumed.append(f"model={entry[0]}: torchtitan [model] name {name!r} flavor {flavor!r} (llama3_configs shape, checked against the catalog)")
+    else:
+        known = ", ".join(f"{n} {f}" for n, f in TORCHTITAN_MODELS)
+        raise PlannerError(f"{where}[model] name {name!r} flavor {flavor!r} is not a flavor the planner knows, and no --model was given",
+                           f"pass --model NAME (a catalog name, model YAML or HF config.json); known flavors: {known}")
+
+    # ---- parallel degrees
+    def deg(key: str, default: int) -> int:
+        v = _int(where, f"[parallelism] {key}", par.get(key, default))
+        if v < 1 and not (key == "data_parallel_shard_degree" and v == -1):
+            raise PlannerError(f"{where}[parallelism] {key} = {v} must be >= 1" + (" or -1" if key == "data_parallel_shard_degree" else ""),
+                               "1 means disabled")
+        return v
+
+    tp, pp, cp = deg("tensor_parallel_degree", 1), deg("pipeline_parallel_degree", 1), deg("context_parallel_degree", 1)
+    rep, shard = deg("data_parallel_replicate_degree", 1), deg("data_parallel_shard_degree", -1)
+    inner = tp * pp * cp * rep
+    if shard == -1:
+        if gpus is None:
+            raise PlannerError(f"{where}[parallelism] data_parallel_shard_degree = -1 (the leftover GPUs) and no --gpus given",
+                               "pass --gpus N (torchtitan takes it from NGPU x nodes), or set data_parallel_shard_degree")
+        if gpus % inner:
+            raise PlannerError(
+                f"{where}--gpus {gpus} is not a multiple of tensor x pipeline x context x data_parallel_replicate = {inner}",
+                "change --gpus or the [parallelism] degrees")
+        shard = gpus // inner
+        assumed.append(f"data_parallel_shard_degree={shard}: -1 takes the leftover GPUs, {gpus} / {inner}")
+    else:
+        gpus = resolve_gpus(where, inner * shard, "[parallelism] replicate x shard x tp x pp x cp", gpus)
+    job.update(gpus=gpus, tp=tp, pp=pp, cp=cp)
+    dp = rep * shard
+    if shard > 1 and rep > 1:
+        job.update(sharding="hsdp", shard_group=shard)
+    elif shard > 1:
+        job["sharding"] = "fsdp"
+    else:
+        job["sharding"] = "none"
+    if tp > 1:
+        job["sequence_parallel"] = True
+        assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
+    if "enable_async_tensor_parallel" in par:
+        job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
+
+    # ---- pipeline schedule and virtual stages
+    if pp > 1:
+        sched = par.get("pipeline_parallel_schedule", "1F1B")
+        if "pipeline_parallel_schedule" not in par:
+            assumed.append("schedule=1f1b: pipeline_parallel_schedule default 1F1B")
+        if sched not in SCHEDULES:
+            raise PlannerError(f"{where}[parallelism] pipeline_parallel_schedule {sched!r} is not one the planner models",
+                               f"valid: {', '.join(SCHEDULES)}")
+        job["schedule"] = SCHEDULES[sched]
+        lps = par.get("pipeline_parallel_layers_per_stage")
+        from ..catalog import load_model
+
+        L = load_model(job["model"]).num_layers
+        if lps is not None:
+            lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
+            stages = math.ceil(L / lps)
+            if stages % pp:
+                raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} gives {stages} stages for "
+                                   f"{L} layers, not a multiple of pipeline_parallel_degree {pp}",
+                                   "choose layers per stage so that layers / it is a multiple of the pipeline degree")
+            vpp = stages // pp
+        else:
+            vpp = 2 if sched in LOOPED else 1
+            if sched in LOOPED:
+                assumed.append("vpp=2: a looped schedule without pipeline_parallel_layers_per_stage (torchtitan's two stages per rank)")
+        if vpp > 1 and sched not in LOOPED:
+            raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} puts {vpp} stages on each rank, "
+                               f"but pipeline_parallel_schedule {sched!r} runs one stage per rank",
+                               "use Interleaved1F1B, or layers per stage = layers / pipeline degree")
+        job["vpp"] = vpp
+    elif "pipeline_parallel_schedule" in par:
+        ignored.append(fmt_ignored("parallelism.pipeline_parallel_schedule", par["pipeline_parallel_schedule"]) + " (pipeline_parallel_degree 1)")
+
+    # ---- batch
+    if "local_batch_size" in tr:
+        local = _int(where, "[training] local_batch_size", tr["local_batch_size"])
+    elif "batch_size" in tr:
+        local = _int(where, "[training] batch_size", tr["batch_size"])
+        assumed.append("local_batch_size: [training] batch_size (pre-2025 name)")
+    else:
+        local = 8
+        assumed.append("local_batch_size=8: torchtitan's default")
+    gbs = tr.get("global_batch_size", -1)
+    gbs = _int(where, "[training] global_batch_size", gbs)
+    if gbs == -1:
+        gbs = local * dp
+        assumed.append(f"global_batch={gbs}: global_batch_size -1 = local_batch_size {local} x dp {dp}")
+    elif gbs % (local * dp):
+        raise PlannerError(f"{where}[training] global_batch_size {gbs} is not a multiple of local_batch_size {local} x dp {dp}",
+                           "torchtitan accumulates gradients over global / (local x dp) steps; make it whole")
+    job["global_batch"] = gbs
+    if pp > 1:
+        mbs = _int(where, "[parallelism] pipeline_parallel_microbatch_size", par.get("pipeline_parallel_microbatch_size", 1))
+        if "pipeline_parallel_microbatch_size" not in par:
+            assumed.append("micro_batch=1: pipeline_parallel_microbatch_size default 1")
+        if local % mbs:
+            raise PlannerError(f"{where}[training] local_batch_size {local} is not a multiple of "
+                               f"[parallelism] pipeline_parallel_microbatch_size {mbs}", "make it a divisor of the local batch")
+        job["micro_batch"] = mbs
+    else:
+        job["micro_batch"] = local
+        if "pipeline_parallel_microbatch_size" in par:
+            ignored.append(fmt_ignored("parallelism.pipeline_parallel_microbatch_size", par["pipeline_parallel_microbatch_size"]) + " (pipeline_parallel_degree 1)")
+    seq = tr.get("seq_len")
+    if seq is None:
+        seq = 2048
+        assumed.append("seq_len=2048: torchtitan's default")
+    job["seq_len"] = _int(where, "[training] seq_len", seq)
+    if "steps" in tr:
+        job["tokens"] = float(_int(where, "[training] steps", tr["steps"]) * gbs * job["seq_len"])
+        assumed.append(f"tokens={job['tokens']:.6g}: steps {tr['steps']} x global batch {gbs} x seq_len {job['seq_len']}")
+
+    # ---- precision
+    if tr.get("dtype") == "bfloat16":
+        job["bytes_per_param"] = "pure-bf16"
+    elif "dtype" in tr and tr["dtype"] != "float32":
+        raise PlannerError(f"{where}[training] dtype {tr['dtype']!r} is not bfloat16 or float32", "torchtitan's choices")
+    mpp = tr.get("mixed_precision_param", "bfloat16")
+    if mpp != "bfloat16":
+        ignored.append(fmt_ignored("training.mixed_precision_param", mpp) + " (fp32 compute not modelled: priced as bf16)")
+    converters = m.get("converters", [])
+    if isinstance(converters, str):
+        converters = [c.strip() for c in converters.split(",") if c.strip()]
+    fp8 = any(c in ("float8", "quantize.linear.float8") for c in converters)
+    for c in converters:
+        if c not in ("float8", "quantize.linear.float8"):
+            ignored.append(fmt_ignored("model.converters", c))
+    if fp8:
+        job["precision"] = "fp8"
+        recipe = sec["float8"].get("recipe_name")
+        job["fp8_recipe"] = recipe or "tensorwise"
+        if recipe is None:
+            assumed.append("fp8_recipe=tensorwise: float8 recipe_name unset (torchao's default dynamic tensorwise scaling)")
+    elif "recipe_name" in sec["float8"]:
+        ignored.append(fmt_ignored("float8.recipe_name", sec["float8"]["recipe_name"]) + " (no float8 converter)")
+
+    # ---- compile
+    if "compile" in data:
+        comps = sec["compile"].get("components", ["model", "loss"])
+        job["torch_compile"] = bool(sec["compile"].get("enable", False)) and "model" in comps
+    elif "compile" in tr:
+        job["torch_compile"] = bool(tr["compile"])
+    else:
+        job["torch_compile"] = False
+        assumed.append("torch_compile=false: torchtitan's default")
+
+    # ---- activation checkpointing
+    mode = ac.get("mode")
+    if mode is None:
+        mode = "selective"
+        assumed.append("activation_checkpoint.mode=selective: torchtitan's default")
+    if mode not in ("none", "selective", "full"):
+        raise PlannerError(f"{where}[activation_checkpoint] mode {mode!r} is not modelled", "valid: none, selective, full")
+    if mode == "selective":
+        opt = str(ac.get("selective_ac_option", "2"))
+        if "selective_ac_option" not in ac:
+            assumed.append("selective_ac_option=2: torchtitan's default")
+        if opt == "op":
+            job["recompute"] = "selective"
+        elif opt.isdigit() and int(opt) >= 1:
+            n = int(opt)
+            from ..catalog import load_model
+
+            L = load_model(job["model"]).num_layers
+            # the rule validate.py applies to published torchtitan runs (its rule 4b)
+            k = max(1, math.ceil(L / pp / n))
+            job["recompute"] = "full"
+            if k < math.ceil(L / pp):
+                job["recompute_layers"] = k
+            assumed.append(f"recompute=full, recompute_layers={k}: selective_ac_option {n} checkpoints every {n}-th "
+                           f"layer, ceil({L} layers / pp {pp} / {n})")
+        else:
+            raise PlannerError(f"{where}[activation_checkpoint] selective_ac_option {opt!r} is neither 'op' nor a positive integer",
+                               "torchtitan's choices: 'op' or an integer n (every n-th layer)")
+    else:
+        job["recompute"] = mode
+        if "selective_ac_option" in ac:
+            ignored.append(fmt_ignored("activation_checkpoint.selective_ac_option", ac["selective_ac_option"]) + f" (mode {mode})")
+    if hardware is not None:
+        job["hardware"] = hardware
+    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed)
+
+
+def _flatten(body: dict, prefix: str = ""):
+    for k, v in body.items():
+        if isinstance(v, dict):
+            yield from _flatten(v, f"{prefix}{k}.")
+        else:
+            yield f"{prefix}{k}", v

@@ -1,0 +1,420 @@
+"""planner/trainers: torchtitan TOML, Megatron launch scripts / argument files and DeepSpeed
+JSON read into planner job fields (fixtures in tests/data/trainer_configs/, cited in its
+README), with their ignored and assumed lists and the contradictions that exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers import detect_format, load_trainer_config
+
+
+DATA = Path(__file__).parent / "data" / "trainer_configs"
+TOML = DATA / "llama3_8b.toml"
+SH = DATA / "train_llama3_8b.sh"
+DS = DATA / "ds_config_zero2.json"
+
+
+def _variant(tmp_path, src: Path, old: str, new: str, name: str | None = None) -> Path:
+    text = src.read_text()
+    assert old in text, old
+    p = tmp_path / (name or src.name)
+    p.write_text(text.replace(old, new))
+    return p
+
+
+# ------------------------------------------------------------------ detection
+def test_detect_format(tmp_path):
+    assert detect_format(TOML) == "torchtitan"
+    assert detect_format(SH) == "megatron"
+    assert detect_format(DS) == "deepspeed"
+    args = tmp_path / "args.txt"
+    args.write_text("--tensor-model-parallel-size 2\n")
+    assert detect_format(args) == "megatron"
+    hf = tmp_path / "config.json"
+    hf.write_text('{"hidden_size": 4096}')
+    assert detect_format(hf) is None
+    assert detect_format(Path(__file__).parent / "data" / "tiny-fit.yaml") is None
+
+
+# ------------------------------------------------------------------ torchtitan
+def test_torchtitan_llama3_8b_preset():
+    cfg = load_trainer_config(TOML, gpus=64)
+    assert cfg.fmt == "torchtitan" and cfg.source == str(TOML)
+    j = cfg.job
+    # data_parallel_shard_degree -1 on 64 GPUs with everything else 1: FSDP over 64
+    assert (j["model"], j["gpus"], j["tp"], j["pp"], j["cp"], j["sharding"]) == ("llama3-8b", 64, 1, 1, 1, "fsdp")
+    # global_batch_size -1 = local_batch_size 1 x dp 64; pp 1: the local batch is the micro-batch
+    assert (j["global_batch"], j["micro_batch"], j["seq_len"]) == (64, 1, 8192)
+    assert j["recompute"] == "selective" and j["torch_compile"] is False and j["stack"] == "torchtitan"
+    assert j["tokens"] == 1000 * 64 * 8192  # steps x global batch x seq_len
+    assert "optimizer.lr=0.0003" in cfg.ignored and "float8.filter_fqns=[\"output\"]" in cfg.ignored
+    assert any(a.startswith("data_parallel_shard_degree=64") for a in cfg.assumed)
+    Job.model_validate(j)
+    resolve(Job.model_validate(j))
+
+
+def test_torchtitan_needs_gpus_for_leftover_shard():
+    with pytest.raises(PlannerError, match="data_parallel_shard_degree = -1.*no --gpus"):
+        load_trainer_config(TOML)
+
+
+def test_torchtitan_explicit_degrees_give_gpus_and_contradict(tmp_path):
+    p = _variant(tmp_path, TOML, "data_parallel_replicate_degree = 1\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 1",
+                 "data_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 8\ntensor_parallel_degree = 4")
+    cfg = load_trainer_config(p)
+    assert cfg.job["gpus"] == 64 and cfg.job["sharding"] == "hsdp" and cfg.job["shard_group"] == 8
+    assert cfg.job["sequence_parallel"] is True  # torchtitan TP always shards the norms
+    assert cfg.job["global_batch"] == 16  # local 1 x dp (2 x 8)
+    with pytest.raises(PlannerError, match=r"replicate x shard x tp x pp x cp = 64 GPUs, but --gpus 32"):
+        load_trainer_config(p, gpus=32)
+
+
+def test_torchtitan_tp_not_dividing_heads_exits_2(tmp_path):
+    p = _variant(tmp_path, TOML, "tensor_parallel_degree = 1", "tensor_parallel_degree = 3")
+    cfg = load_trainer_config(p, gpus=48)
+    with pytest.raises(PlannerError, match="tp does not divide|heads"):
+        resolve(Job.model_validate(cfg.job))
+
+
+def test_torchtitan_later_layout_compile_quantize_pp(tmp_path):
+    p = tmp_path / "new.toml"
+    p.write_text("""
+[model]
+name = "llama3"
+flavor = "70B"
+converters = ["quantize.linear.float8"]
+[training]
+local_batch_size = 8
+global_batch_size = 256
+seq_len = 8192
+[parallelism]
+data_parallel_shard_degree = 8
+tensor_parallel_degree = 8
+pipeline_parallel_degree = 4
+pipeline_parallel_schedule = "Interleaved1F1B"
+pipeline_parallel_layers_per_stage = 10
+pipeline_parallel_microbatch_size = 2
+enable_async_tensor_parallel = true
+[compile]
+enable = true
+components = ["model", "loss"]
+[quantize.linear.float8]
+recipe_name = "rowwise"
+[activation_checkpoint]
+mode = "full"
+""")
+    j = load_trainer_config(p).job
+    assert j["gpus"] == 8 * 8 * 4 and j["model"] == "llama3-70b"
+    assert j["vpp"] == 2 and j["schedule"] == "interleaved"  # 80 layers / 10 per stage = 8 stages on 4 ranks
+    assert j["micro_batch"] == 2 and j["global_batch"] == 256  # 256 = 8 local x 8 dp x 4 accumulation
+    assert j["precision"] == "fp8" and j["fp8_recipe"] == "rowwise"
+    assert j["torch_compile"] is True and j["tp_comm_overlap"] is True and j["recompute"] == "full"
+    resolve(Job.model_validate(j))
+
+
+def test_torchtitan_selective_every_nth_layer(tmp_path):
+    p = _variant(tmp_path, TOML, 'selective_ac_option = "op"', 'selective_ac_option = "2"')
+    j = load_trainer_config(p, gpus=64).job
+    # every 2nd of 32 layers fully recomputed: ceil(32 / 1 / 2) = 16 (validate.py's rule 4b)
+    assert j["recompute"] == "full" and j["recompute_layers"] == 16
+
+
+def test_torchtitan_unknown_flavor_needs_model(tmp_path):
+    p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "debugmodel"')
+    with pytest.raises(PlannerError, match="flavor 'debugmodel'.*no --model"):
+        load_trainer_config(p, gpus=8)
+    assert load_trainer_config(p, gpus=8, model="llama2-7b").job["model"] == "llama2-7b"
+
+
+def test_torchtitan_model_contradicts_flavor():
+    with pytest.raises(PlannerError, match="contradicts --model llama3-70b"):
+        load_trainer_config(TOML, gpus=64, model="llama3-70b")
+
+
+# ------------------------------------------------------------------ Megatron
+def test_megatron_launch_script():
+    cfg = load_trainer_config(SH)
+    j = cfg.job
+    assert cfg.fmt == "megatron" and j["stack"] == "megatron"
+    # torchrun --nproc_per_node 8 --nnodes 1; the shape flags match exactly one catalog model
+    assert (j["gpus"], j["model"], j["tp"], j["pp"], j["cp"]) == (8, "llama3-8b", 2, 1, 1)
+    assert (j["micro_batch"], j["global_batch"], j["seq_len"]) == (1, 128, 8192)
+    assert j["sharding"] == "zero1" and j["sequence_parallel"] is True and j["dp_comm_overlap"] is True
+    assert j["tp_comm_overlap"] is False and j["recompute"] == "none" and j["precision"] == "bf16"
+    assert j["rank_order"] == "tp-cp-dp-pp"
+    assert j["tokens"] == 1000 * 128 * 8192
+    assert "--lr=0.00015" in cfg.ignored and "--split=99,1,0" in cfg.ignored and "--rotary-base=500000" in cfg.ignored
+    resolve(Job.model_validate(j))
+
+
+def test_megatron_gpus_contradiction_and_tp3(tmp_path):
+    with pytest.raises(PlannerError, match=r"--nproc_per_node x --nnodes = 8 GPUs, but --gpus 16"):
+        load_trainer_config(SH, gpus=16)
+    p = _variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=3")
+    with pytest.raises(PlannerError, match="--tensor-model-parallel-size 3 does not divide --num-attention-heads 32"):
+        load_trainer_config(p)
+
+
+def test_megatron_soft_default_node_count(tmp_path):
+    p = _variant(tmp_path, SH, "NUM_NODES=1", "NUM_NODES=${NUM_NODES:-1}")
+    cfg = load_trainer_config(p, gpus=64)
+    assert cfg.job["gpus"] == 64 and any("replaces the script's default" in a for a in cfg.assumed)
+
+
+def test_megatron_argument_file(tmp_path):
+    p = tmp_path / "args.txt"
+    p.write_text("""--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4
+--num-layers-per-virtual-pipeline-stage 5   # 80 / (4 x 5) = 4 virtual stages
+--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64
+--group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192
+--micro-batch-size 1 --global-batch-size 512 --recompute-granularity full --recompute-method block
+--recompute-num-layers 2 --fp8-format hybrid --fp8-recipe tensorwise --tp-comm-overlap --sequence-parallel
+--exit-duration-in-mins 230
+""")
+    cfg = load_trainer_config(p, gpus=256)
+    j = cfg.job
+    assert (j["model"], j["tp"], j["pp"], j["vpp"], j["schedule"]) == ("llama3-70b", 8, 4, 4, "interleaved")
+    assert j["recompute"] == "full" and j["recompute_layers"] == 8  # 2 per chunk x 4 chunks
+    assert j["precision"] == "fp8" and j["fp8_recipe"] == "tensorwise" and j["tp_comm_overlap"] is True
+    assert j["sharding"] == "none" and j["dp_comm_overlap"] is False
+    assert "--exit-duration-in-mins=230" in cfg.ignored and "--fp8-format=hybrid (e4m3 vs hybrid not modelled)" in cfg.ignored
+    assert any(a.startswith("dp_comm_overlap=false") for a in cfg.assumed)
+    resolve(Job.model_validate(j))
+
+
+def test_megatron_shape_contradicts_model(tmp_path):
+    with pytest.raises(PlannerError, match="--num-layers 32 contradicts --model llama3-70b"):
+        load_trainer_config(SH, model="llama3-70b")
+
+
+def test_megatron_vpp_flags_disagree(tmp_path):
+    p = tmp_path / "args.txt"
+    p.write_text("--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+                 "--group-query-attention --num-query-groups 8 --pipeline-model-parallel-size 4 "
+                 "--num-layers-per-virtual-pipeline-stage 4 --num-virtual-stages-per-pipeline-rank 4\n")
+    with pytest.raises(PlannerError, match="--num-virtual-stages-per-pipeline-rank 4 contradicts --num-layers-per-virtual-pipeline-stage 4"):
+        load_trainer_config(p, gpus=8)
+
+
+def test_megatron_no_command_line(tmp_path):
+    p = tmp_path / "x.sh"
+    p.write_text("#!/bin/bash\necho --tensor-model-parallel-size\n")
+    with pytest.raises(PlannerError, match="no pretrain_gpt.py / torchrun line"):
+        load_trainer_config(p, fmt="megatron")
+
+
+# ------------------------------------------------------------------ DeepSpeed
+def test_deepspeed_zero2():
+    cfg = load_trainer_config(DS, gpus=8, model="llama3-8b")
+    j = cfg.job
+    assert j["stack"] == "megatron-deepspeed" and j["sharding"] == "zero2" and j["dp_comm_overlap"] is True
+    assert (j["micro_batch"], j["global_batch"], j["gpus"], j["precision"]) == (4, 64, 8, "bf16")
+    assert "zero_optimization.reduce_bucket_size=500000000" in cfg.ignored
+    resolve(Job.model_validate(j))
+
+
+def test_deepspeed_batch_contradiction_and_missing():
+    with pytest.raises(PlannerError, match=r"train_batch_size 64 != .* x 16 GPUs = 128"):
+        load_trainer_config(DS, gpus=16, model="llama3-8b")
+    with pytest.raises(PlannerError, match="does not name the model"):
+        load_trainer_config(DS, gpus=8)
+    with pytest.raises(PlannerError, match="does not give the GPU count"):
+        load_trainer_config(DS, model="llama3-8b")
+
+
+def test_deepspeed_offload_listed_and_stage3(tmp_path):
+    p = tmp_path / "ds.json"
+    p.write_text('{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": "auto", "fp16": {"enabled": true},'
+                 ' "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}}}')
+    cfg = load_trainer_config(p, gpus=4, model="llama3-8b")
+    assert cfg.job["sharding"] == "fsdp" and cfg.job["global_batch"] == 8
+    assert any(i.startswith("zero_optimization.offload_optimizer=") and "not modelled" in i for i in cfg.ignored)
+    assert any("fp16 priced as bf16" in a for a in cfg.assumed)
+
+
+# ------------------------------------------------------------------ planner check gates them
+def test_check_gates_torchtitan_toml(cli, tmp_path):
+    r = cli("check", TOML, "--gpus", 64, "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 0, r.stderr
+    assert "PASS" in r.stdout
+    assert "read as torchtitan; ignored (not modelled):" in r.stderr and "optimizer.lr=0.0003" in r.stderr
+    # no activation checkpointing and 8 sequences of 8,192 tokens per GPU: the layer activations alone
+    # exceed an 80 GB A100
+    heavy = _variant(tmp_path, _variant(tmp_path, TOML, 'mode = "selective"', 'mode = "none"'),
+                     "local_batch_size = 1", "local_batch_size = 8")
+    r = cli("check", heavy, "--gpus", 64, "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 1 and "FAIL" in r.stdout
+    bad = _variant(tmp_path, TOML, "tensor_parallel_degree = 1", "tensor_parallel_degree = 3", name="tp3.toml")
+    r = cli("check", bad, "--gpus", 48)
+    assert r.exit_code == 2 and "tp3.toml" in r.stderr and "heads" in r.stderr
+
+
+def test_check_gates_megatron_script(cli, tmp_path):
+    r = cli("check", SH)
+    assert r.exit_code == 0, r.stderr
+    assert "read as megatron" in r.stderr and "--lr=0.00015" in r.stderr
+    heavy = _variant(tmp_path, SH, "MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=4")
+    assert cli("check", heavy).exit_code == 1
+    r = cli("check", SH, "--gpus", 16)
+    assert_one_error_lines(r, "--nproc_per_node x --nnodes = 8 GPUs, but --gpus 16")
+    tp3 = _variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=3", name="tp3.sh")
+    assert_one_error_lines(cli("check", tp3), "--tensor-model-parallel-size 3", "--num-attention-heads 32")
+
+
+def test_check_gates_deepspeed_json(cli, tmp_path):
+    # micro-batch 4 x 8,192 tokens without recompute on 8 H100s: does not fit
+    r = cli("check", DS, "--gpus", 8, "--model", "llama3-8b")
+    assert r.exit_code == 1 and "read as deepspeed" in r.stderr
+    light = tmp_path / "ds.json"
+    light.write_text(DS.read_text().replace('"train_batch_size": 64', '"train_batch_size": 16')
+                     .replace('"train_micro_batch_size_per_gpu": 4', '"train_micro_batch_size_per_gpu": 1'))
+    # micro-batch 1: 69.0 GiB, over an H100's 67.1 GiB usable, under an H200's 118.2 GiB
+    assert cli("check", light, "--gpus", 8, "--model", "llama3-8b").exit_code == 1
+    assert cli("check", light, "--gpus", 8, "--model", "llama3-8b", "--hardware", "h200-sxm").exit_code == 0
+    assert_one_error_lines(cli("check", DS, "--gpus", 16, "--model", "llama3-8b"), "train_batch_size 64")
+
+
+def assert_one_error_lines(r, *needles):
+    """check reports a bad file as error/hint lines on stderr (after the file's notes) and exits 2."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    errs = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errs) == 1
+    for n in needles:
+        assert n in errs[0]
+
+
+def test_explain_and_budget_read_trainer_configs(cli):
+    r = cli("explain", TOML, "--gpus", 64, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    p = json.loads(r.stdout)["plan"]
+    assert (p["stack"], p["sharding"], p["dp"], p["recompute"]) == ("torchtitan", "fsdp", 64, "selective")
+    r = cli("budget", SH, "--format", "json")  # tokens from --train-iters x 128 x 8,192
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["gpus"] == 8
+    # an explicit --config-format wins; a YAML read as a trainer config is an error
+    r = cli("explain", SH, "--config-format", "torchtitan")
+    assert r.exit_code == 2 and "invalid TOML" in r.stderr
+    # a sweep keeps the file's global batch (64) and derives dp at each count
+    r = cli("budget", DS, "--model", "llama3-8b", "--sweep-gpus", "8,16", "--tokens", "1e9", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [row["dp"] for row in json.loads(r.stdout)] == [8, 16]
+
+
+# ------------------------------------------------------------------ export and the round trip
+import json as _json  # noqa: E402
+import tomllib  # noqa: E402
+
+from planner.cli.export import resolved_plan  # noqa: E402
+from planner.trainers.export import export_plan  # noqa: E402
+
+PLAN_KEYS = ("model", "gpus", "tp", "cp", "pp", "vpp", "dp", "micro_batch", "global_batch", "seq_len", "sharding",
+             "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision", "fp8_recipe",
+             "rank_order", "stack", "tp_comm_overlap", "dp_comm_overlap", "torch_compile", "tokens", "bytes_per_param")
+
+
+def _round_trip(tmp_path, fmt: str, suffix: str, read_kw: dict, **job):
+    plan = resolved_plan(Job(**job))
+    text, notes = export_plan(plan, fmt)
+    p = tmp_path / f"exported{suffix}"
+    p.write_text(text)
+    back = resolved_plan(Job.model_validate(load_trainer_config(p, **read_kw).job))
+    assert {k: back[k] for k in PLAN_KEYS} == {k: plan[k] for k in PLAN_KEYS}
+    return plan, text, notes
+
+
+@pytest.mark.parametrize("job", [
+    dict(model="llama3-70b", gpus=512, tp=8, pp=4, vpp=2, sharding="fsdp", global_batch=1024, recompute="selective",
+         rank_order="tp-cp-dp-pp", tokens=1024 * 8192 * 100),
+    dict(model="llama3-8b", gpus=64, tp=2, sharding="hsdp", shard_group=8, micro_batch=2, global_batch=256,
+         recompute="full", rank_order="tp-cp-dp-pp", precision="fp8", fp8_recipe="rowwise", torch_compile=True,
+         tp_comm_overlap=True),
+    dict(model="llama3-8b", gpus=32, cp=2, sharding="fsdp", micro_batch=1, global_batch=64, recompute="full",
+         recompute_layers=16, rank_order="tp-cp-dp-pp"),
+])
+def test_round_trip_torchtitan(tmp_path, job):
+    plan, text, notes = _round_trip(tmp_path, "torchtitan", ".toml", {}, stack="torchtitan", **job)
+    data = tomllib.loads(text)  # the standard parser reads it
+    par = data["parallelism"]
+    assert par["tensor_parallel_degree"] == plan["tp"] and par["context_parallel_degree"] == plan["cp"]
+    assert data["training"]["global_batch_size"] == plan["global_batch"] and data["training"]["seq_len"] == plan["seq_len"]
+    if plan["sharding"] == "hsdp":
+        assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (4, 8)
+    assert notes == []  # every setting expressible
+
+
+@pytest.mark.parametrize("job", [
+    dict(model="llama3-70b", gpus=512, tp=8, pp=4, vpp=2, sharding="zero1", global_batch=1024, recompute="full",
+         recompute_layers=10, tokens=1024 * 8192 * 50),
+    dict(model="llama3-8b", gpus=16, tp=2, cp=2, micro_batch=1, global_batch=64, recompute="selective",
+         precision="fp8", fp8_recipe="tensorwise", tp_comm_overlap=True, dp_comm_overlap=False, rank_order="tp-cp-pp-dp"),
+    dict(model="gpt3-175b", gpus=1024, tp=8, pp=16, sharding="fsdp", global_batch=1536, recompute="full"),
+])
+def test_round_trip_megatron(tmp_path, job):
+    job.setdefault("rank_order", "tp-cp-dp-pp")
+    plan, text, notes = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", **job)
+    assert f"--tensor-model-parallel-size {plan['tp']} " in text and f"--global-batch-size {plan['global_batch']} " in text
+    assert [n for n in notes if not n.startswith("--fp8-format hybrid")] == []
+
+
+@pytest.mark.parametrize("job", [
+    dict(model="llama3-8b", gpus=64, sharding="zero2", micro_batch=2, global_batch=256, dp_comm_overlap=True),
+    dict(model="llama2-7b", gpus=8, sharding="fsdp", micro_batch=1, global_batch=8, dp_comm_overlap=False),
+])
+def test_round_trip_deepspeed(tmp_path, job):
+    plan, text, notes = _round_trip(tmp_path, "deepspeed", ".json",
+                                    dict(model=job["model"], gpus=job["gpus"]), stack="megatron-deepspeed", **job)
+    cfg = _json.loads(text)
+    assert cfg["train_batch_size"] == plan["global_batch"] and cfg["train_micro_batch_size_per_gpu"] == plan["micro_batch"]
+    assert cfg["gradient_accumulation_steps"] == plan["global_batch"] // (plan["dp"] * plan["micro_batch"])
+    assert cfg["zero_optimization"]["stage"] == {"zero2": 2, "fsdp": 3}[plan["sharding"]]
+
+
+def test_export_reports_what_the_format_cannot_express():
+    plan = resolved_plan(Job(model="llama3-8b", gpus=64, tp=2, cp=2, sharding="zero1", global_batch=256, recompute="full"))
+    _, notes = export_plan(plan, "deepspeed")
+    assert any(n.startswith("tp 2: a DeepSpeed JSON has no TP") for n in notes)
+    assert any(n.startswith("cp 2:") for n in notes) and any(n.startswith("recompute full:") for n in notes)
+    _, notes = export_plan(plan, "torchtitan")
+    assert any(n.startswith("sharding zero1: torchtitan has no ZeRO-1") for n in notes)
+    assert any(n.startswith("rank_order tp-cp-pp-dp") for n in notes)
+    hsdp = resolved_plan(Job(model="llama3-8b", gpus=64, sharding="hsdp", shard_group=8, global_batch=256))
+    _, notes = export_plan(hsdp, "megatron")
+    assert any(n.startswith("sharding hsdp: no Megatron-LM flag") for n in notes)
+
+
+def test_export_cli(cli, tmp_path):
+    out = tmp_path / "run.toml"
+    r = cli("export", "--format", "torchtitan", SH, "--output", out)  # a Megatron script exported to torchtitan
+    assert r.exit_code == 0, r.stderr
+    data = tomllib.loads(out.read_text())
+    assert data["parallelism"]["tensor_parallel_degree"] == 2 and data["training"]["global_batch_size"] == 128
+    assert "export torchtitan: sharding zero1: torchtitan has no ZeRO-1" in r.stderr
+    r = cli("export", "--format", "tensorflow", "--model", "llama3-8b", "--gpus", 8)
+    assert r.exit_code == 2 and "valid: torchtitan, megatron, deepspeed" in r.stderr
+
+
+def test_fit_export_top_row(cli, tmp_path):
+    args = ["fit", "--model", "llama3-8b", "--gpus", 8, "--stack", "torchtitan", "--tp", "1,2", "--pp", 1,
+            "--sharding", "fsdp", "--rank-orders", "tp-cp-dp-pp"]
+    top = _json.loads(cli(*args, "--format", "json").stdout)[0]["plan"]
+    r = cli(*args, "--export", "torchtitan")
+    assert r.exit_code == 0, r.stderr
+    assert "exporting row 1" in r.stderr and "export torchtitan:" not in r.stderr  # nothing inexpressible
+    data = tomllib.loads(r.stdout)
+    assert data["parallelism"]["tensor_parallel_degree"] == top["tp"]
+    assert data["parallelism"]["data_parallel_shard_degree"] == top["dp"]
+    assert data["training"]["local_batch_size"] == top["micro_batch"]
+    assert data["activation_checkpoint"]["mode"] == top["recompute"]
+    p = tmp_path / "top.toml"
+    p.write_text(r.stdout)
+    back = resolved_plan(Job.model_validate(load_trainer_config(p).job))
+    assert {k: back[k] for k in PLAN_KEYS if k != "tokens"} == {k: top[k] for k in PLAN_KEYS if k != "tokens"}
