@@ -597,7 +597,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             lp, J = _jacobian(runs, sub, free, base, theta)
             r = np.concatenate([(lp - ln_meas) * w, (theta - x0) / PRIOR_SD])
             Jw = np.vstack([J * w[:, None], np.eye(len(free)) / PRIOR_SD])
-            cache[key] = (r, Jw)
+            cache[key] = (r, Jw, lp)
         return cache[key]
 
     # start from the Gauss-Newton step of the linearised problem at the prior (the Jacobian
@@ -608,7 +608,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
     start = np.clip(x0 + step, lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
     res = least_squares(lambda t: both(t)[0], start, jac=lambda t: both(t)[1], bounds=(lo, hi), method="trf")
     theta = res.x
-    _, Jw = both(theta)
+    _, Jw, lp_fit = both(theta)
     try:
         cov = np.linalg.inv(Jw.T @ Jw)
         sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
@@ -628,7 +628,10 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             low_1sigma=None if s is None else _r(max(float(_val(k, theta[c] - s)), spec.lower)),
             high_1sigma=None if s is None else _r(min(float(_val(k, theta[c] + s)), spec.upper)),
             at_bound=bool(abs(theta[c] - lo[c]) < 1e-6 or abs(theta[c] - hi[c]) < 1e-6), freed_by=freed_by)
-    after = np.exp(_ln_pred(runs, rows, free, base, theta[None, :])[0])
+    if len(used) == len(rows.run):  # every row was fitted: the fit's own last evaluation
+        after = np.exp(lp_fit)
+    else:
+        after = np.exp(_ln_pred(runs, rows, free, base, theta[None, :])[0])
     before = np.exp(lp0)
     meas = []
     for j in range(len(rows.run)):
@@ -678,10 +681,37 @@ def is_runs_file(path: Path) -> bool:
     return isinstance(data, list)
 
 
+def _config_job(cfg: Path, log: Path, *, fmt: Optional[str], model: Optional[str], gpus: Optional[int],
+                hardware: Optional[str]) -> tuple[dict, list[str]]:
+    """Job fields of the trainer config a log ran (planner/trainers), and what was assumed. A
+    config that leaves the GPU count to the launcher (torchtitan's data_parallel_shard_degree
+    -1) takes the log's world size (its mesh / `using world size` line), listed as assumed."""
+    from ..trainers import load_trainer_config
+
+    try:
+        tc = load_trainer_config(cfg, fmt=fmt, model=model, gpus=gpus, hardware=hardware)
+        return tc.job, list(tc.assumed)
+    except PlannerError as first:
+        facts = parse_log(log)
+        if gpus is not None or facts.world is None:
+            raise
+        ln, ws, _ = facts.world
+        try:
+            tc = load_trainer_config(cfg, fmt=fmt, model=model, gpus=ws, hardware=hardware)
+        except PlannerError as e:
+            raise PlannerError(f"{e.message} (with gpus {ws} from {log}:{ln}; without it: {first.message})", e.hint) from None
+        return tc.job, list(tc.assumed) + [f"gpus={ws} (the log's world size, {log}:{ln})"]
+
+
 def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[Path] = None, hardware: Optional[str] = None,
-                     free: Optional[list[str]] = None, warmup: int = WARMUP_LINES) -> FitResult:
+                     free: Optional[list[str]] = None, warmup: int = WARMUP_LINES, configs: Sequence[Path] = (),
+                     config_format: Optional[str] = None, model: Optional[str] = None,
+                     gpus: Optional[int] = None) -> FitResult:
     """The whole of `planner calibrate run`: read the inputs, resolve them against the profile
-    at `output` (its nccl and gemm sections apply; its run section does not), fit."""
+    at `output` (its nccl and gemm sections apply; its run section does not), fit. Each log
+    takes the job it ran from `jobs` (planner job files) or `configs` (trainer configs read
+    by planner/trainers: torchtitan TOML, Megatron-LM launch script / arguments), paired in
+    order, one serving every log."""
     calibration = str(output) if output is not None and Path(output).is_file() else None
     if calibration is not None:
         from ..profile import load_profile
@@ -701,30 +731,44 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
             files.append(RunInputFile(name=str(p), sha256=sha256_file(p), kind="run-records"))
         else:
             logs.append(p)
-    if logs and not jobs:
-        raise PlannerError(f"{logs[0]}: a training log needs the job it ran (--job JOB.yaml)",
-                           "give --job once per log, in the same order (one --job serves every log)")
-    if jobs and len(jobs) not in (1, len(logs)):
-        raise PlannerError(f"{len(jobs)} --job files for {len(logs)} log(s)", "give one --job per log, or one for all")
+    if jobs and configs:
+        raise PlannerError("give the logs' jobs as --job files or as --config files, not both",
+                           "e.g. --config llama3_8b.toml, or --job job.yaml")
+    given = list(jobs) or list(configs)
+    opt = "--job" if jobs else "--config"
+    if logs and not given:
+        raise PlannerError(f"{logs[0]}: a training log needs the job it ran (--config TRAINER_CONFIG or --job JOB.yaml)",
+                           "give --config (torchtitan TOML, Megatron launch script) or --job once per log, in the "
+                           "same order (one serves every log)")
+    if given and len(given) not in (1, len(logs)):
+        raise PlannerError(f"{len(given)} {opt} files for {len(logs)} log(s)", f"give one {opt} per log, or one for all")
     for n, log in enumerate(logs):
-        jp = Path(jobs[0] if len(jobs) == 1 else jobs[n])
+        jp = Path(given[0] if len(given) == 1 else given[n])
         if not jp.is_file():
-            raise PlannerError(f"{jp}: no such job file", "give a planner job YAML (see the README's job files)")
-        raw = read_yaml(jp)
-        if isinstance(raw, dict) and "hardware" not in raw and hardware is None:
-            raise PlannerError(f"{jp}: the job does not say which GPUs ran {log} (no `hardware:`)",
-                               "set hardware: in the job file, or pass --hardware")
-        if not isinstance(raw, dict):
-            raise PlannerError(f"{jp}: expected a mapping of job fields", "see `planner schema` or the README's job files")
-        data = dict(raw)
+            raise PlannerError(f"{jp}: no such file", "give the job file or trainer config the log ran")
+        notes: list[str] = []
+        if configs:
+            data, notes = _config_job(jp, log, fmt=config_format, model=model, gpus=gpus, hardware=hardware)
+            kind = "trainer-config"
+        else:
+            raw = read_yaml(jp)
+            if not isinstance(raw, dict):
+                raise PlannerError(f"{jp}: expected a mapping of job fields", "see `planner schema` or the README's job files")
+            data = dict(raw)
+            kind = "job"
+            if hardware is not None:
+                data["hardware"] = hardware
+        if "hardware" not in data:
+            raise PlannerError(f"{jp}: does not say which GPUs ran {log} (no hardware)",
+                               "pass --hardware (or set hardware: in the job file)")
         data["calibration"] = calibration
-        if hardware is not None:
-            data["hardware"] = hardware
         job = validate(Job, data, str(jp))
         fmt = parse_log(log).fmt
-        runs.append(log_run(log, job, str(jp), warmup=warmup))
+        run = log_run(log, job, str(jp), warmup=warmup)
+        run.notes.extend(notes)
+        runs.append(run)
         files.append(RunInputFile(name=str(log), sha256=sha256_file(log), kind=f"{fmt}-log"))
-        files.append(RunInputFile(name=str(jp), sha256=sha256_file(jp), kind="job"))
+        files.append(RunInputFile(name=str(jp), sha256=sha256_file(jp), kind=kind))
     # the knobs are fitted from the uncalibrated model over the profile's nccl and gemm sections
     from ..profile import IDENTITY_KNOBS
 

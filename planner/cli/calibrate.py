@@ -160,9 +160,15 @@ def run(
                                                   "(torchtitan, Megatron-LM)", exists=False),
     output: Path = typer.Option(..., "--output", "-o", help="profile YAML to write; an existing profile keeps its nccl "
                                                             "and gemm sections, its run section is replaced"),
-    job: Optional[list[Path]] = typer.Option(None, "--job", help="the planner job file a log ran (one per log, in order; "
-                                                                 "one serves every log)"),
-    hardware: Optional[str] = typer.Option(None, "--hardware", help="the GPUs the logs ran on, when the job file does not say"),
+    config: Optional[list[Path]] = typer.Option(None, "--config", help="the trainer config a log ran: torchtitan TOML, "
+                                                                       "Megatron-LM launch script / arguments (one per "
+                                                                       "log, in order; one serves every log)"),
+    config_format: Optional[str] = typer.Option(None, "--config-format", help="torchtitan|megatron|deepspeed (default: detected)"),
+    job: Optional[list[Path]] = typer.Option(None, "--job", help="instead of --config: the planner job file a log ran"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="the GPUs the logs ran on (configs do not say)"),
+    model: Optional[str] = typer.Option(None, "--model", help="--config: the model, where the config does not name a catalog shape"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="--config: GPUs, where the config leaves them to the launcher "
+                                                            "(default: the log's world size)"),
     fit: Optional[str] = typer.Option(None, "--fit", help="comma-separated knobs to free (default: chosen from what the "
                                                           "inputs measure): " + ", ".join(RUN_PARAMETERS)),
     warmup: int = typer.Option(1, "--warmup", min=0, help="metrics lines dropped at the start of each log (the first "
@@ -174,7 +180,8 @@ def run(
     from ..calibrate.run import calibrate_inputs
 
     free = _split([fit]) if fit else None
-    res = calibrate_inputs(list(inputs), list(job or []), output=output, hardware=hardware, free=free, warmup=warmup)
+    res = calibrate_inputs(list(inputs), list(job or []), output=output, hardware=hardware, free=free, warmup=warmup,
+                           configs=list(config or []), config_format=config_format, model=model, gpus=gpus)
     prof = with_run_section(output, res.section)
     write_profile(prof, output)
     emit(res.section.model_dump(mode="json"), fmt, lambda: print_run_report(res.section, output))
