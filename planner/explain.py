@@ -63,9 +63,18 @@ def calibration_report(settings: Settings, est: Estimate) -> dict | None:
     if getattr(settings.calibration, "gemm", None) is not None:
         covered.append("gemm")
     used = list(est.time_extra.get("calibrated", []))
-    return {"profile": settings.calibration_path, "covered": covered, "used": used,
-            "defaults_for": "every collective not listed in `used` (hardware_db figures and comm.py "
-                            "efficiencies); GEMMs use the hardware_db plateau unless `gemm` is used"}
+    out = {"profile": settings.calibration_path, "covered": covered, "used": used,
+           "defaults_for": "every collective not listed in `used` (hardware_db figures and comm.py "
+                           "efficiencies); GEMMs use the hardware_db plateau unless `gemm` is used"}
+    run = settings.calibration.run
+    if run is not None:
+        kn = settings.knobs
+        out["run"] = {
+            "stacks": list(run.stacks), "hardware": run.hardware,
+            "applied": {k: float(getattr(kn, k)) for k in kn.applied},
+            **({"not_applied": kn.not_applied} if kn.not_applied else {}),
+        }
+    return out
 
 
 def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:

@@ -291,7 +291,8 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + stack.fsdp.grad_reduce_bytes) * unit, 0.0)
     reserve = np.full(np.shape(tp), settings.reserve_bytes, dtype=np.float64)
 
-    slack = stack.memory.allocator_slack
+    # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
+    slack = stack.memory.allocator_slack if settings.knobs.allocator_slack is None else settings.knobs.allocator_slack
 
     def terms(st, act, out):
         allocated = sum((st[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + recompute_buffer + fsdp_buf

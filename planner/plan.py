@@ -17,7 +17,7 @@ from .errors import PlannerError
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
-from .profile import CalibrationProfile, load_profile
+from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
 from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec, Stack
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -196,6 +196,7 @@ class Settings:
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
+    knobs: RunKnobs = IDENTITY_KNOBS  # a profile's run calibration for this stack and hardware (profile.run_knobs)
 
 
 def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) -> tuple[Hardware, str]:
@@ -376,6 +377,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
             f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
         )
+    calibration = _load_calibration(job.calibration, hw)
     settings = Settings(
         model=model,
         hardware=hw,
@@ -389,7 +391,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
         recompute_layers=job.recompute_layers,
-        calibration=_load_calibration(job.calibration, hw),
+        calibration=calibration,
         calibration_path=job.calibration,
         stack=stack,
         stack_name=job.stack,
@@ -401,6 +403,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         assumed=tuple(hf_assumed(job.model)),
         model_file=str(model_source(job.model)),
         hardware_file=str(hardware_source(job.hardware)),
+        knobs=run_knobs(calibration, stack.name, hw.name),
     )
     return settings, plan, warnings
 

@@ -52,9 +52,12 @@ References
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Callable, Literal, Optional
+from typing import Annotated, Any, Callable, Literal, NamedTuple, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -361,6 +364,158 @@ class GemmCalibration(BaseModel):
         return rows
 
 
+# ============================================================================= run section
+# The knobs a measured training run calibrates (`planner calibrate run`,
+# planner/calibrate/run.py fits them). Each is a named, bounded efficiency parameter that
+# the cost models read as plain data (RunKnobs, on Settings); its identity value is the
+# uncalibrated model's, so a profile without a `run` section prices every plan exactly as
+# before. `transform` is the fit's variable: "log" fits ln(value), "log1p" ln(1 + value)
+# (a slack whose uncalibrated value is 0). Bounds: the physically meaningful range, or,
+# for a scale, a factor the model may be off by before its mechanism, not the cluster, is
+# wrong (a fit that ends on a bound is reported as such).
+class RunParameter(NamedTuple):
+    name: str
+    kind: Literal["time", "memory"]
+    lower: float
+    upper: float
+    transform: Literal["log", "log1p"]
+    meaning: str
+
+
+# compute.HBM_EFFICIENCY (0.90): the memory-bound scale may raise the achieved HBM bandwidth
+# to the datasheet peak, never above it (tests/test_calibrate_run.py checks the two agree)
+_HBM_EFFICIENCY = 0.90
+
+RUN_PARAMETERS: dict[str, RunParameter] = {p.name: p for p in (
+    RunParameter("gemm_efficiency_scale", "time", 0.3, 2.0, "log",
+                 "multiplies the throughput of every GEMM and attention-core kernel (tensor-core work: the "
+                 "sustained clock, kernel and library versions); 1 = hardware_db / gemm-section rates"),
+    RunParameter("internode_bandwidth_scale", "time", 0.2, 2.0, "log",
+                 "multiplies the bandwidth of every collective the model prices across NVLink domains "
+                 "(InfiniBand / RoCE / EFA: congestion, rails, adapter firmware); latency unchanged; 1 = comm.py"),
+    RunParameter("nvlink_bandwidth_scale", "time", 0.2, 2.0, "log",
+                 "multiplies the bandwidth of every collective the model prices inside one NVLink domain; "
+                 "latency unchanged; 1 = comm.py"),
+    RunParameter("memory_bound_efficiency_scale", "time", 0.3, 1.0 / _HBM_EFFICIENCY, "log",
+                 "multiplies the achieved HBM bandwidth of memory-bound kernels (norms, activations, loss, "
+                 "optimizer, FSDP copies); 1 = compute.HBM_EFFICIENCY of the datasheet bandwidth, at most the peak"),
+    RunParameter("overlapped_exposed_fraction", "time", 0.01, 1.0, "log",
+                 "share of overlapped communication time that still lands on the critical path (the stack's "
+                 "overlap.overlapped_exposed_fraction replaced); default: the stack's value"),
+    RunParameter("allocator_slack", "memory", 0.0, 1.0, "log1p",
+                 "the caching allocator's reserved - allocated at the peak, as a fraction of allocated "
+                 "(the stack's memory.allocator_slack replaced); default: the stack's value"),
+)}
+# parameters whose uncalibrated value comes from the stack (RunKnobs None = the stack's)
+STACK_PARAMETERS = {"overlapped_exposed_fraction": ("overlap", "overlapped_exposed_fraction"),
+                    "allocator_slack": ("memory", "allocator_slack")}
+
+
+@dataclass(frozen=True)
+class RunKnobs:
+    """The run-calibration knobs the cost models read (step.py, memory.py). Scalars, or,
+    where the fit evaluates many candidate values at once, arrays that broadcast with the
+    plan's. None: the stack's own figure. The identity (RunKnobs()) is the uncalibrated model."""
+
+    gemm_efficiency_scale: Any = 1.0
+    internode_bandwidth_scale: Any = 1.0
+    nvlink_bandwidth_scale: Any = 1.0
+    memory_bound_efficiency_scale: Any = 1.0
+    overlapped_exposed_fraction: Any = None
+    allocator_slack: Any = None
+    applied: tuple = ()  # names set by a run calibration (for explain)
+    not_applied: Optional[str] = None  # why a profile's run section does not apply here
+
+
+IDENTITY_KNOBS = RunKnobs()
+
+
+class RunParameterFit(BaseModel):
+    """One fitted knob: its value, the prior it was regularized toward, and the 1-sigma
+    uncertainty from the fit's Jacobian (in the fit variable, see RunParameter.transform)."""
+
+    model_config = Strict
+    value: float
+    prior: float
+    lower: float
+    upper: float
+    sd_fit_variable: Optional[float] = Field(default=None, ge=0, description="1-sigma of ln(value) (log1p: ln(1+value))")
+    low_1sigma: Optional[float] = None
+    high_1sigma: Optional[float] = None
+    at_bound: bool = False
+    freed_by: list[str] = Field(default_factory=list, description="the measurements that determine it")
+
+
+class RunInputFile(BaseModel):
+    model_config = Strict
+    name: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    kind: Literal["run-records", "torchtitan-log", "megatron-log", "trainer-config", "job"]
+
+
+class RunMeasurement(BaseModel):
+    """One measured figure of one run and the model's prediction before and after the fit."""
+
+    model_config = Strict
+    source: str = Field(description="file: record id, or file:first-last line of the steady-state window")
+    quantity: Literal["step_time", "max_reserved", "max_allocated"]
+    unit: Literal["s", "bytes"]
+    measured: float = Field(gt=0)
+    sd_rel: float = Field(gt=0, description="relative 1-sigma the fit weights it by")
+    predicted_before: float
+    predicted_after: float
+    residual_before: float = Field(description="predicted_before / measured - 1")
+    residual_after: float = Field(description="predicted_after / measured - 1")
+    fitted: bool = Field(description="false: no free parameter moves it (reported, not fitted)")
+    stack: str
+    hardware: str
+    gpus: int = Field(gt=0)
+    mesh: str
+    steps: Optional[int] = Field(default=None, ge=1, description="log lines in the steady-state median")
+    warmup_dropped: Optional[int] = Field(default=None, ge=0)
+    spread_rel: Optional[list[float]] = Field(default=None, description="[min, max] of the steady lines / median - 1")
+    tokens_per_s_per_gpu: Optional[float] = Field(default=None, gt=0)
+    notes: list[str] = Field(default_factory=list)
+
+
+class RunFitSettings(BaseModel):
+    model_config = Strict
+    method: Literal["scipy.optimize.least_squares (trf, bounded) on ln(predicted/measured), prior-regularized"] = \
+        "scipy.optimize.least_squares (trf, bounded) on ln(predicted/measured), prior-regularized"
+    prior_sd: float = Field(gt=0, description="1-sigma of each fit variable around its prior")
+    free: list[str] = Field(min_length=1)
+    independent_measurements: int = Field(ge=1)
+    cost: float = Field(ge=0)
+    baseline: dict[str, Optional[str]] = Field(
+        default_factory=dict,
+        description="sha256 of the profile's nccl and gemm sections the fit was made over (null: absent); the run "
+                    "knobs are relative to them and are not applied over other sections")
+
+
+class RunCalibration(BaseModel):
+    """The `run` section: knobs fitted to measured training runs of one cluster."""
+
+    model_config = Strict
+    hardware: str = Field(description="catalog name of the GPUs the runs used: the knobs apply to it only")
+    stacks: list[str] = Field(min_length=1, description="stack_db names of the runs: the knobs apply to them only")
+    created: datetime
+    parameters: dict[str, RunParameterFit] = Field(min_length=1)
+    fit: RunFitSettings
+    inputs: list[RunInputFile] = Field(min_length=1)
+    measurements: list[RunMeasurement] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> "RunCalibration":
+        bad = [k for k in self.parameters if k not in RUN_PARAMETERS]
+        if bad:
+            raise ValueError(f"unknown run parameter(s) {', '.join(bad)}; valid: {', '.join(RUN_PARAMETERS)}")
+        for k, p in self.parameters.items():
+            spec = RUN_PARAMETERS[k]
+            if not (spec.lower <= p.value <= spec.upper):
+                raise ValueError(f"{k} = {p.value} is outside its bounds [{spec.lower}, {spec.upper}]")
+        return self
+
+
 # ============================================================================= the profile
 class CalibrationProfile(BaseModel):
     """A calibration profile file. `nccl` holds the communication fits, `gemm` the measured
@@ -374,6 +529,8 @@ class CalibrationProfile(BaseModel):
     # --- gemm: measured GEMM throughput (rows and provenance; planner/calibrate/gemm.py
     # measures or ingests them, compute.py's GEMM model interpolates them to other shapes)
     gemm: Optional[GemmCalibration] = None
+    # --- run: efficiency knobs fitted to measured training runs (planner/calibrate/run.py)
+    run: Optional[RunCalibration] = None
 
     # --- lookups for the communication model --------------------------------------
     def group(self, collective: str, scope: str, ranks: int) -> Optional[CommGroup]:
@@ -404,6 +561,41 @@ class CalibrationProfile(BaseModel):
         return None if g is None else g.time(size_bytes)
 
 
+def section_digest(section) -> Optional[str]:
+    """sha256 of a profile section's JSON (None for an absent section): what a run calibration
+    was fitted over."""
+    if section is None:
+        return None
+    return hashlib.sha256(json.dumps(section.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+def baseline_digests(profile: Optional["CalibrationProfile"]) -> dict[str, Optional[str]]:
+    if profile is None:
+        return {"nccl": None, "gemm": None}
+    return {"nccl": section_digest(profile.nccl), "gemm": section_digest(profile.gemm)}
+
+
+def run_knobs(profile: Optional[CalibrationProfile], stack_name: str, hardware_name: str) -> RunKnobs:
+    """The knobs of a profile's `run` section for a plan on `stack_name` and `hardware_name`:
+    its fitted values where the section was calibrated for that stack and hardware (over the
+    same nccl and gemm sections), the identity elsewhere (with the reason in not_applied)."""
+    run = None if profile is None else profile.run
+    if run is None:
+        return IDENTITY_KNOBS
+    if hardware_name != run.hardware:
+        return RunKnobs(not_applied=f"the run calibration is for hardware {run.hardware}, not {hardware_name}")
+    if stack_name not in run.stacks:
+        return RunKnobs(not_applied=f"the run calibration is for stack(s) {', '.join(run.stacks)}, not {stack_name}")
+    base = run.fit.baseline
+    now = baseline_digests(profile)
+    changed = [k for k in ("nccl", "gemm") if base.get(k) != now[k]]  # a missing key: the section was absent
+    if changed:
+        return RunKnobs(not_applied=f"the profile's {' and '.join(changed)} section changed after the run calibration "
+                                    "(re-run planner calibrate run)")
+    vals = {k: p.value for k, p in run.parameters.items()}
+    return RunKnobs(**vals, applied=tuple(sorted(vals)))
+
+
 def load_profile(path: str | Path) -> CalibrationProfile:
     """Read and validate a profile YAML; PlannerError names the file and the field."""
     p = Path(path)
@@ -416,4 +608,6 @@ __all__ = [
     "BUSBW_FACTORS", "INTERPOLATION", "MODEL_FORMULA", "ROBUST_SCALE", "SCOPES", "CalibrationProfile", "CommGroup",
     "FitSettings", "FittedRegime", "GemmCalibration", "GemmProvenance", "GemmRow", "GemmSourceFile", "Measurement",
     "NcclCalibration", "Residuals", "SourceFile", "busbw_factor", "envelope_time", "load_profile",
+    "IDENTITY_KNOBS", "RUN_PARAMETERS", "STACK_PARAMETERS", "RunCalibration", "RunFitSettings", "RunInputFile",
+    "RunKnobs", "RunMeasurement", "RunParameter", "RunParameterFit", "baseline_digests", "run_knobs", "section_digest",
 ]

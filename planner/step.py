@@ -113,7 +113,11 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     _, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
     layers = n_mid.astype(np.float64)  # a middle stage's layers; the last stage adds the output layer
     kv_local = np.maximum(k / tp, 1.0)
-    hbm = hw.hbm_bandwidth * HBM_EFFICIENCY
+    # a run calibration's knobs (profile.RunKnobs; the identity without one): scalars, or arrays
+    # of candidate values broadcasting with the plan's (the fit)
+    kn = settings.knobs
+    hbm = hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale
+    gemm_scale = kn.gemm_efficiency_scale
     kb = kernel_bytes(stack, plan.compile)
     fp8 = plan.precision == FP8
     recipe = fp8_recipe(stack, plan.f8r)
@@ -126,16 +130,16 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     gt = forward_gemm_times(model, hw, plan.tp, T, plan.precision, gemm_cal)
     # fp8: the recipe's GEMM speed (rowwise scaling runs slower than tensorwise); the output
     # layer stays in bf16 where the recipe keeps it there (stack_db fp8_recipes)
-    speed = np.where(fp8, recipe["gemm_speed"], 1.0)
+    speed = np.where(fp8, recipe["gemm_speed"], 1.0) * gemm_scale
     g_fwd = gt.sum(*LAYER_GEMMS) / speed
     out_gemm = gt.output_layer / speed
     if np.any(fp8 & recipe["output_layer_bf16"]):
         gt16 = forward_gemm_times(model, hw, plan.tp, T, np.zeros_like(plan.precision), gemm_cal)
-        out_gemm = np.where(fp8 & recipe["output_layer_bf16"], gt16.output_layer, out_gemm)
+        out_gemm = np.where(fp8 & recipe["output_layer_bf16"], gt16.output_layer / gemm_scale, out_gemm)
     attn_flops_fwd = 4.0 * T * plan.seq * a * d / tp * 0.5  # causal kernel work
     attn_rate_fwd, attn_rate_bwd = attention_rates(hw)
-    attn_fwd = attn_flops_fwd / (attn_rate_fwd * stack.attention_speed)
-    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / (attn_rate_bwd * stack.attention_speed)
+    attn_fwd = attn_flops_fwd / (attn_rate_fwd * stack.attention_speed * gemm_scale)
+    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / (attn_rate_bwd * stack.attention_speed * gemm_scale)
     rep_div = np.where(plan.sp > 0, tp, 1.0)
     drop = 1.0 if model.dropout else 0.0
     rope = 1.0 if model.position_embedding == "rope" else 0.0
@@ -195,9 +199,15 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     groups = [] if prof is None or getattr(prof, "nccl", None) is None else prof.nccl.groups
     used: set[str] = set() if gemm_cal is None else {"gemm"}
 
-    def coll_all(op, size, group, stride):
+    bw_nv, bw_in = kn.nvlink_bandwidth_scale, kn.internode_bandwidth_scale
+    bw_arrays = np.ndim(bw_nv) > 0 or np.ndim(bw_in) > 0
+    bw_scaled = bw_arrays or float(bw_nv) != 1.0 or float(bw_in) != 1.0
+
+    def coll_all(op, size, group, stride, s_nv=bw_nv, s_in=bw_in):
         cost, link, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
         t = cost.time_s
+        if bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
+            t = cost.latency_s + cost.bandwidth_s / np.where(link.link == comm.LINK_NVLINK, s_nv, s_in)
         # a calibration profile replaces the default for the (collective, scope, ranks) it
         # measured; scope from placement: NVLink = intra-node, anything else inter-node
         for g in groups:
@@ -211,6 +221,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
         return np.where(group > 1, t, 0.0)
 
     def coll(op, size, group, stride):  # coll_all once per distinct (size, group, stride)
+        if bw_arrays:  # candidate knob values of a fit: distinct per element too
+            return comm.apply_unique(lambda s, g, st, a, b: coll_all(op, s, g, st, a, b), size, group, stride, bw_nv, bw_in)
         return comm.apply_unique(lambda s, g, st: coll_all(op, s, g, st), size, group, stride)
 
     msg = T * h * ACT_BYTES
@@ -251,7 +263,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     p2p = stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
     chunk = layers / plan.vpp * layer_fwd
-    pp_mb = 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, stack.overlap.overlapped_exposed_fraction), pp_send)
+    x = stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None else kn.overlapped_exposed_fraction
+    pp_mb = 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, x), pp_send)
 
     # DP / sharding: gradients reduce over every rank that holds the same weights, dp x cp
     # (context-parallel ranks compute gradients of the same weights on other tokens); the
@@ -284,7 +297,6 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * plan.shard), 0.0)
     fwd_mb = layers * (layer_fwd) + logits / 3.0
     bwd_mb = layers * (layer_bwd + sel_extra) + rc_mid * layer_fwd + logits * 2.0 / 3.0
-    x = stack.overlap.overlapped_exposed_fraction
     # FSDP: an all-gather of the weights in forward and one in backward and a reduce-scatter of
     # the gradients, per micro-batch [5]; a stack that keeps the weights unsharded under PP
     # gathers once per step and reduces once (no resharding, no sync until the last

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Optional
 
 from .errors import PlannerError
 
@@ -36,17 +37,24 @@ def _as_float(x, what: str) -> float:
 _THOUSANDS = re.compile(r"[0-9]{1,3}(,[0-9]{3})+")
 
 
-def refuse_thousands_separator(text: str, option: str) -> None:
+def refuse_thousands_separator(text: str, option: str) -> Optional[str]:
     """A comma list option (`--gpus 2048,4096`) given one number written with thousands
-    separators (`4,096`) would run as the counts 4 and 96: refuse every value shaped like
-    that (1-3 digits, then groups of exactly three after each comma, no spaces)."""
+    separators would run as several counts. `4,096` (a group after a comma with a leading
+    zero: no one writes a count as 096) is refused; a list whose groups after the first are all
+    three digits without one (`64,128,256`, `16,384`) is read as a list, and the returned
+    warning says so, for the caller to print (every count it names then appears in the
+    output). None: nothing ambiguous."""
     t = str(text).strip()
-    if _THOUSANDS.fullmatch(t):
-        one = t.replace(",", "")
-        parts = ", ".join(p for p in t.split(","))
+    if not _THOUSANDS.fullmatch(t):
+        return None
+    one = t.replace(",", "")
+    parts = t.split(",")
+    if any(p.startswith("0") for p in parts[1:]):
         raise PlannerError(f"{option} {t!r} reads as the number {int(one):,} written with a thousands separator",
                            f"write {option} {one} for one value; for a list of several, put a space after each comma "
-                           f"({option} '{parts}')")
+                           f"({option} '{', '.join(parts)}')")
+    return (f"{option} {t!r} is read as the list {', '.join(parts)}; for the single count {int(one):,} "
+            f"write {option} {one}")
 
 
 GB = 1e9

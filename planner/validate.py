@@ -606,62 +606,78 @@ def _mesh(p: dict) -> str:
     return s
 
 
+def new_row(rec: RunRecord) -> Row:
+    pub_tok, pub_from = rec.published_tokens
+    return Row(id=rec.id, source_group=rec.source_group, published_tokens_per_s_per_gpu=pub_tok,
+               published_from=pub_from, published_memory_gib=rec.memory_per_gpu_gib)
+
+
+def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_label: str = "runs file",
+                   calibration: Optional[str] = None, *, need_published: bool = True):
+    """(settings, plan) of a record, filling in `row` (new_row) as it goes: hardware,
+    assumptions, stack, warnings. Raises Skip with the reason (a record that cannot be
+    evaluated; `row` keeps what was inferred until then); a bad `hardware:` field is a
+    PlannerError. calibration: a profile path every prediction uses."""
+    pub_tok = row.published_tokens_per_s_per_gpu
+    assumed = _Assumed(row.assumed)
+    where = f"{path_label}: record {rec.id!r}"
+    if rec.hardware is not None:
+        hw = rec.hardware
+        local = base_dir / hw
+        if local.is_file():
+            hw = str(local)
+        try:
+            load_hardware(hw)
+        except PlannerError as e:
+            raise PlannerError(f"{where}: field `hardware`: {e.message}", e.hint) from None
+        row.hardware = Path(hw).stem if Path(hw).suffix else hw
+    else:
+        name, note = infer_hardware(rec.gpu_type)
+        if name is None:
+            raise Skip(f"no hardware entry for {rec.gpu_type} (give `hardware:` with a catalog name or a hardware YAML)")
+        assumed.add("hardware", name, f"gpu_type {rec.gpu_type!r}" + (f"; {note}" if note else ""))
+        hw = row.hardware = name
+    if need_published and pub_tok is None and rec.memory_per_gpu_gib is None:
+        raise Skip(
+            "nothing to compare: no tokens_per_sec_per_gpu, iteration_time_s or memory_per_gpu_gib published "
+            "(tflops_per_gpu and mfu depend on the source's FLOP convention)"
+        )
+    arch = infer_architecture(rec, assumed)
+    spec = model_spec(rec, arch, where)
+    try:
+        ModelSpec.model_validate(spec)
+    except ValidationError as e:
+        raise Skip(format_validation_error(e, "model shape").message) from None
+    fields = build_job(rec, _write_model(spec, tmpdir), hw, assumed)
+    if calibration is not None:
+        fields["calibration"] = calibration
+    try:
+        job = Job.model_validate(fields)
+    except ValidationError as e:
+        raise Skip(format_validation_error(e, "plan").message) from None
+    try:
+        settings, plan, warnings = resolve(job)
+    except PlannerError as e:
+        raise Skip(e.message) from None
+    row.warnings = list(warnings)
+    row.stack = settings.stack_name
+    for k, v in settings.inherited:
+        if not (k == "micro_batch" and rec.micro_batch_size is None):  # listed above with its rule
+            assumed.add(k, v, f"not published; the {settings.stack_name} stack's default")
+    return settings, plan
+
+
 def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: str = "runs file",
                     calibration: Optional[str] = None) -> Row:
     """One row: predicted vs published, or skipped with the reason."""
-    pub_tok, pub_from = rec.published_tokens
-    row = Row(id=rec.id, source_group=rec.source_group, published_tokens_per_s_per_gpu=pub_tok,
-              published_from=pub_from, published_memory_gib=rec.memory_per_gpu_gib)
-    assumed = _Assumed(row.assumed)
-    where = f"{path_label}: record {rec.id!r}"
+    row = new_row(rec)
     try:
-        if rec.hardware is not None:
-            hw = rec.hardware
-            local = base_dir / hw
-            if local.is_file():
-                hw = str(local)
-            try:
-                load_hardware(hw)
-            except PlannerError as e:
-                raise PlannerError(f"{where}: field `hardware`: {e.message}", e.hint) from None
-            row.hardware = Path(hw).stem if Path(hw).suffix else hw
-        else:
-            name, note = infer_hardware(rec.gpu_type)
-            if name is None:
-                raise Skip(f"no hardware entry for {rec.gpu_type} (give `hardware:` with a catalog name or a hardware YAML)")
-            assumed.add("hardware", name, f"gpu_type {rec.gpu_type!r}" + (f"; {note}" if note else ""))
-            hw = row.hardware = name
-        if pub_tok is None and rec.memory_per_gpu_gib is None:
-            raise Skip(
-                "nothing to compare: no tokens_per_sec_per_gpu, iteration_time_s or memory_per_gpu_gib published "
-                "(tflops_per_gpu and mfu depend on the source's FLOP convention)"
-            )
-        arch = infer_architecture(rec, assumed)
-        spec = model_spec(rec, arch, where)
-        try:
-            ModelSpec.model_validate(spec)
-        except ValidationError as e:
-            raise Skip(format_validation_error(e, "model shape").message) from None
-        fields = build_job(rec, _write_model(spec, tmpdir), hw, assumed)
-        if calibration is not None:
-            fields["calibration"] = calibration
-        try:
-            job = Job.model_validate(fields)
-        except ValidationError as e:
-            raise Skip(format_validation_error(e, "plan").message) from None
-        try:
-            settings, plan, warnings = resolve(job)
-        except PlannerError as e:
-            raise Skip(e.message) from None
-        row.warnings = list(warnings)
-        row.stack = settings.stack_name
-        for k, v in settings.inherited:
-            if not (k == "micro_batch" and rec.micro_batch_size is None):  # listed above with its rule
-                assumed.add(k, v, f"not published; the {settings.stack_name} stack's default")
+        settings, plan = prepare_record(rec, row, tmpdir, base_dir, path_label, calibration)
         pred = predict(settings, plan)
     except Skip as s:
         row.skipped = str(s)
         return row
+    pub_tok = row.published_tokens_per_s_per_gpu
     row.plan = pred["plan"]
     row.mesh = _mesh(pred["plan"])
     # the memory the stack logs (torchtitan: max reserved, without the CUDA context and NCCL's

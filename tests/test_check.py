@@ -330,7 +330,7 @@ def test_calibration_leaves_memory_and_feeds_time(run, jobs, tmp_path):
     p = jobs(fit=FIT)["fit"]
     r = run("check", p, "--calibration", prof, "--format", "json")
     assert r.exit_code == 0
-    assert "warning: calibration profiles affect time only" in r.stderr
+    assert "warning: this calibration profile affects time only" in r.stderr
     with_prof = json.loads(r.stdout)[0]
     without = json.loads(run("check", p, "--format", "json").stdout)[0]
     assert with_prof["memory"] == without["memory"]

@@ -30,6 +30,7 @@ from ..profile import (
     Measurement,
     NcclCalibration,
     Residuals,
+    RunCalibration,
     SourceFile,
     load_profile,
 )
@@ -129,12 +130,17 @@ def dump_profile(profile: CalibrationProfile) -> str:
         head += ("# gemm rows: C[M,N] = A[M,K] @ B[K,N], tflops = 2*M*N*K / time in 1e12 FLOP/s; "
                  "other shapes: see planner/calibrate/gemm.py.\n")
     data = profile.model_dump(mode="json")
-    for section in ("nccl", "gemm"):
+    for section in ("nccl", "gemm", "run"):
         if data[section] is None:  # an absent section is left out (a communication-only profile reads as before)
             data.pop(section)
     if profile.gemm is not None:  # unset optional fields and empty lists left out; one line per measured row
         data["gemm"] = _drop_empty(profile.gemm.model_dump(mode="json"))
         data["gemm"]["rows"] = [_FlowMap(r) for r in data["gemm"]["rows"]]
+    if profile.run is not None:
+        head += ("# run: knobs fitted to measured training runs (planner calibrate run); each applies to the stacks and "
+                 "hardware named, value 1 / the stack's = uncalibrated.\n")
+        data["run"] = _drop_empty(profile.run.model_dump(mode="json"))
+        data["run"]["fit"]["baseline"] = dict(profile.run.fit.baseline)  # null = the section was absent
     body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
     return head + body
 
@@ -210,7 +216,7 @@ def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optiona
         raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, not {hardware!r}",
                            "write the GEMM calibration to a separate -o file, or pass the same --hardware")
     return CalibrationProfile(planner_version=__version__, created=old.created, hardware=hardware or old.hardware,
-                              nccl=old.nccl, gemm=gemm)
+                              nccl=old.nccl, gemm=gemm, run=old.run)
 
 
 def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationProfile:
@@ -225,12 +231,32 @@ def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationP
     except PlannerError as e:
         raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
                            "choose another -o path, or remove the file") from None
-    if old.gemm is None:
-        return new
-    return new.model_copy(update={"gemm": old.gemm})
+    return new.model_copy(update={"gemm": old.gemm, "run": old.run})
+
+
+def with_run_section(path: str | Path, run: RunCalibration, created: Optional[datetime] = None) -> CalibrationProfile:
+    """The profile to write to `path` with `run` as its run section: an existing profile keeps
+    its nccl and gemm sections (the run knobs were fitted over them: run.fit.baseline) and its
+    `created`; a `hardware` it names must be the runs' (one profile describes one kind of GPU).
+    A file at `path` that is not a valid profile is an error (it is not overwritten)."""
+    p = Path(path)
+    if not p.exists():
+        return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
+                                  hardware=run.hardware, run=run)
+    try:
+        old = load_profile(p)
+    except PlannerError as e:
+        raise PlannerError(f"{p} exists and is not a calibration profile ({e.message})",
+                           "choose another -o path, or remove the file") from None
+    if old.hardware is not None and old.hardware != run.hardware:
+        raise PlannerError(f"{p}: the profile was calibrated on hardware {old.hardware!r}, but the runs used {run.hardware!r}",
+                           "write the run calibration to a separate -o file")
+    return CalibrationProfile(planner_version=__version__, created=old.created, hardware=run.hardware,
+                              nccl=old.nccl, gemm=old.gemm, run=run)
 
 
 __all__ = [
     "dump_profile", "keep_gemm_section", "has_section", "profile_from_calibration", "with_gemm_section",
+    "with_run_section",
     "write_profile",
 ]

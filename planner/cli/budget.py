@@ -20,13 +20,13 @@ from ..budget import (
 )
 from ..catalog import read_yaml
 from ..trainers import detect_format, load_trainer_config
-from .common import Format, FormatOption, cli_errors
+from .common import Format, FormatOption, cli_errors, warn
 from .core import job_from_cli, job_options
 from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
 from ..render.common import progress
-from ..units import parse_seconds
+from ..units import parse_seconds, refuse_thousands_separator
 
 _JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
 
@@ -100,6 +100,8 @@ def register(app: typer.Typer) -> None:
         )
         opts.check()
         counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
+        if sweep_gpus is not None and (note := refuse_thousands_separator(sweep_gpus, "--sweep-gpus")):
+            warn(note)
         if plot is not None:
             if counts is None:
                 raise PlannerError("--plot draws the GPU-count sweep", "add --sweep-gpus, e.g. --sweep-gpus 1024,2048,4096")

@@ -15,7 +15,10 @@ import typer
 
 from .common import cli_errors, warn
 from ..errors import PlannerError
-from ..render.calibrate import print_gemm_report, print_nccl_report, print_shapes, progress
+from ..render.calibrate import print_gemm_report, print_nccl_report, print_run_report, print_shapes, progress
+from ..profile import RUN_PARAMETERS
+from ..render.common import Format, emit
+from .common import FormatOption
 from ..units import parse_bytes
 
 calibrate_app = typer.Typer(
@@ -147,6 +150,41 @@ def gemm(
     prof = with_gemm_section(output, cal, hardware=hw.name if hw is not None else None)
     write_profile(prof, output, warn=warn, section="gemm")
     print_gemm_report(prof, cal, hw, output, from_files)
+
+
+# --- run ------------------------------------------------------------------------------
+@calibrate_app.command("run")
+@cli_errors
+def run(
+    inputs: list[Path] = typer.Argument(..., help="run-record YAML files (planner validate's schema) and/or training logs "
+                                                  "(torchtitan, Megatron-LM)", exists=False),
+    output: Path = typer.Option(..., "--output", "-o", help="profile YAML to write; an existing profile keeps its nccl "
+                                                            "and gemm sections, its run section is replaced"),
+    config: Optional[list[Path]] = typer.Option(None, "--config", help="the trainer config a log ran: torchtitan TOML, "
+                                                                       "Megatron-LM launch script / arguments (one per "
+                                                                       "log, in order; one serves every log)"),
+    config_format: Optional[str] = typer.Option(None, "--config-format", help="torchtitan|megatron|deepspeed (default: detected)"),
+    job: Optional[list[Path]] = typer.Option(None, "--job", help="instead of --config: the planner job file a log ran"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="the GPUs the logs ran on (configs do not say)"),
+    model: Optional[str] = typer.Option(None, "--model", help="--config: the model, where the config does not name a catalog shape"),
+    gpus: Optional[int] = typer.Option(None, "--gpus", help="--config: GPUs, where the config leaves them to the launcher "
+                                                            "(default: the log's world size)"),
+    fit: Optional[str] = typer.Option(None, "--fit", help="comma-separated knobs to free (default: chosen from what the "
+                                                          "inputs measure): " + ", ".join(RUN_PARAMETERS)),
+    warmup: int = typer.Option(1, "--warmup", min=0, help="metrics lines dropped at the start of each log (the first "
+                                                          "window times initialisation and compilation)"),
+    fmt: Format = FormatOption,
+) -> None:
+    """Fit the cluster's efficiency knobs (GEMM, bandwidth, overlap, allocator) to measured training runs."""
+    from ..calibrate.profile import with_run_section, write_profile
+    from ..calibrate.run import calibrate_inputs
+
+    free = _split([fit]) if fit else None
+    res = calibrate_inputs(list(inputs), list(job or []), output=output, hardware=hardware, free=free, warmup=warmup,
+                           configs=list(config or []), config_format=config_format, model=model, gpus=gpus)
+    prof = with_run_section(output, res.section)
+    write_profile(prof, output)
+    emit(res.section.model_dump(mode="json"), fmt, lambda: print_run_report(res.section, output))
 
 
 def register(app: typer.Typer) -> None:

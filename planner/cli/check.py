@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         config_format: Optional[str] = ConfigFormatOption,
         headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free, overrides the jobs' (default: 0.10)"),
         calibration: Optional[Path] = typer.Option(
-            None, "--calibration", help="calibration profile (planner calibrate): used by the time gates; memory does not depend on it"),
+            None, "--calibration", help="calibration profile (planner calibrate): used by the time gates; memory only through a run-calibrated allocator_slack"),
         max_step_time: Optional[str] = typer.Option(None, "--max-step-time", help="also fail a job whose predicted step time exceeds this (e.g. 12s)"),
         min_mfu: Optional[float] = typer.Option(None, "--min-mfu", help="also fail a job whose predicted MFU is below this fraction (e.g. 0.4)"),
         fmt: Format = FormatOption,
@@ -45,9 +45,11 @@ def register(app: typer.Typer) -> None:
         if calibration is not None:
             from ..profile import load_profile
 
-            load_profile(calibration)  # a bad profile is bad input (exit 2), once for all jobs
-            if not gates.timed:
-                warn("calibration profiles affect time only; the memory check is the same with or without one")
+            prof = load_profile(calibration)  # a bad profile is bad input (exit 2), once for all jobs
+            slack = prof.run is not None and "allocator_slack" in prof.run.parameters
+            if not gates.timed and not slack:
+                warn("this calibration profile affects time only (no run-calibrated allocator_slack); "
+                     "the memory check is the same with or without it")
         results: list[dict] = []
         codes: list[int] = []
         for path in job_files:

@@ -27,7 +27,9 @@ def _ints(text: Optional[str], option: str) -> Optional[tuple[int, ...]]:
     """'8' -> (8,), '4,8' -> (4, 8); None stays None."""
     if text is None:
         return None
-    refuse_thousands_separator(text, option)
+    note = refuse_thousands_separator(text, option)
+    if note:
+        warn(note)
     vals = []
     for part in str(text).split(","):
         if not part.strip():

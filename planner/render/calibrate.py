@@ -10,7 +10,7 @@ from typing import Optional
 from rich.table import Table
 
 from ..compute import calibration_derate, default_gemm_rate
-from .common import binary_size, err, out, pct
+from .common import binary_size, duration, err, out, pct, print_wide
 
 
 def progress(message: str) -> None:
@@ -145,3 +145,40 @@ def print_shapes(shapes, dtypes, warmup: int, repeats: int, sustained: bool, hw)
         out.print(f"estimated GPU time on {hw.name}: {gpu_s:,.0f} s of GEMMs ({calls} calls per shape"
                   + (f", {SUSTAINED_HEAT_S:g} s heat-up, {SUSTAINED_WARM_S:g} s per shape" if sustained else "")
                   + "), plus input set-up")
+
+
+# ---------------------------------------------------------------- run
+def _measured(m) -> str:
+    if m.unit == "s":
+        return duration(m.measured)
+    return f"{m.measured / 2**30:,.2f} GiB"
+
+
+def _predicted(m, v) -> str:
+    return duration(v) if m.unit == "s" else f"{v / 2**30:,.2f} GiB"
+
+
+def print_run_report(section, output: Path) -> None:
+    """`calibrate run`: the fitted knobs with their 1-sigma range, and each measurement with
+    the model's prediction before and after."""
+    t = Table(title=f"run calibration: {', '.join(section.stacks)} on {section.hardware}", title_justify="left")
+    for col in ("parameter", "fitted", "1-sigma range", "uncalibrated", "bounds"):
+        t.add_column(col, justify="left" if col == "parameter" else "right", no_wrap=True)
+    for k, p in section.parameters.items():
+        rng = "-" if p.low_1sigma is None else f"{p.low_1sigma:.4g} - {p.high_1sigma:.4g}"
+        t.add_row(k + (" (at bound)" if p.at_bound else ""), f"{p.value:.4g}", rng, f"{p.prior:.4g}",
+                  f"[{p.lower:.3g}, {p.upper:.3g}]")
+    print_wide(t, 120)
+    m_t = Table(title="measurements (residual = model / measured - 1)", title_justify="left")
+    for col in ("run", "quantity", "measured", "steady lines", "spread", "before", "after", "fitted"):
+        m_t.add_column(col, justify="left" if col in ("run", "quantity") else "right", no_wrap=col != "run")
+    for m in section.measurements:
+        spread = "" if not m.spread_rel else f"{m.spread_rel[0]:+.1%} / {m.spread_rel[1]:+.1%}"
+        lines = "" if m.steps is None else f"{m.steps} (+{m.warmup_dropped} warm-up)"
+        m_t.add_row(f"{m.source} ({m.mesh}, {m.gpus} GPUs)", m.quantity.replace("_", " "), _measured(m), lines, spread,
+                    f"{_predicted(m, m.predicted_before)} ({m.residual_before:+.1%})",
+                    f"{_predicted(m, m.predicted_after)} ({m.residual_after:+.1%})", "yes" if m.fitted else "no")
+    print_wide(m_t, 220)
+    out.print(f"wrote {output} (run section: {len(section.parameters)} knob(s) from "
+              f"{section.fit.independent_measurements} independent measurement(s); applies to "
+              f"{'/'.join(section.stacks)} on {section.hardware})")
