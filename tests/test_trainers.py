@@ -418,3 +418,14 @@ def test_fit_export_top_row(cli, tmp_path):
     p.write_text(r.stdout)
     back = resolved_plan(Job.model_validate(load_trainer_config(p).job))
     assert {k: back[k] for k in PLAN_KEYS if k != "tokens"} == {k: top[k] for k in PLAN_KEYS if k != "tokens"}
+
+
+def test_megatron_ffn_default_from_swiglu(tmp_path):
+    # no --ffn-hidden-size: Megatron's default with --swiglu is int(8h/3 / 64) x 64; for h = 4096
+    # that is 10,880, not Llama 3 8B's 14,336, so --model llama3-8b contradicts it
+    p = tmp_path / "args.txt"
+    p.write_text("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+                 "--num-query-groups 8 --swiglu --micro-batch-size 1\n")
+    with pytest.raises(PlannerError, match=r"--ffn-hidden-size \(default from --hidden-size and --swiglu\) 10,880 "
+                                           r"contradicts --model llama3-8b \(ffn_hidden_size = 14,336\)"):
+        load_trainer_config(p, gpus=8, model="llama3-8b")
