@@ -89,6 +89,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..catalog import read_yaml, validate
+from .. import files
 from ..errors import PlannerError
 from ..explain import evaluate
 from ..plan import PlanArrays, Settings, resolve
@@ -166,11 +167,7 @@ class MeasuredRun:
 
 
 def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return hashlib.sha256(files.read_bytes(path)).hexdigest()  # regular, size-capped files only
 
 
 def record_runs(path: Path, calibration: Optional[str] = None, records=None, tmpdir: Optional[Path] = None) -> list[MeasuredRun]:
@@ -264,10 +261,7 @@ def sniff_format(path: Path, text: str) -> str:
 
 def parse_log(path: Path) -> LogFacts:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as e:
-        raise PlannerError(f"{path}: cannot read ({e.strerror})") from None
+    text = files.read_bytes(path, "give the trainer's stdout log").decode("utf-8", errors="replace")
     text = _ANSI.sub("", text)
     fmt = sniff_format(path, text)
     facts = LogFacts(path=path, fmt=fmt, quantity="tps" if fmt == "torchtitan" else "ms")

@@ -18,6 +18,10 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as _click_exc
 
 
+# click's Abort (Ctrl-C at a prompt); typer >= 0.2x raises its own typer.Abort instead
+_ABORT = tuple(c for c in (getattr(_click_exc, "Abort", None), getattr(typer, "Abort", None)) if c is not None)
+
+
 class _PlannerGroup(TyperGroup):
     """The `planner` command group: click's own usage errors (a missing argument, a bad
     option value, an unknown option) in the planner's one-line form, `error: ...` then
@@ -35,7 +39,7 @@ class _PlannerGroup(TyperGroup):
             else:
                 report_usage_error(e)
             sys.exit(e.exit_code)
-        except _click_exc.Abort:
+        except _ABORT:
             sys.stderr.write("error: aborted\n")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
         checkpoint_interval: Optional[str] = typer.Option(None, "--checkpoint-interval", help="e.g. 27min (default: Young's interval)"),
         mc_runs: int = typer.Option(DEFAULT_MC_RUNS, "--mc-runs", help=f"Monte-Carlo runs [20, the seed's; capped at {MC_MAX_ITERATIONS:.0e} segments; 0 = off]"),
         mc_seed: int = typer.Option(0, "--mc-seed", help="first random seed of the Monte-Carlo runs"),
-        sweep_gpus: Optional[str] = typer.Option(None, "--sweep-gpus", help="GPU counts, e.g. 1024,2048,4096: a table against cluster size"),
+        sweep_gpus: Optional[str] = typer.Option(None, "--sweep-gpus", help="GPU counts, e.g. 1024,2048,4096 or a doubling range 1024..8192: a table against cluster size"),
         plot: Optional[Path] = typer.Option(None, "--plot", help="with --sweep-gpus: draw days, cost (GPU-hours without a price) and goodput against GPU count to FILE.png|svg|pdf"),
         fmt: Format = FormatOption,
         **plan_kw,

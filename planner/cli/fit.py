@@ -55,7 +55,7 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def fit_cmd(
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
-        gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or a comma list of counts to compare (e.g. 2048,4096)"),
+        gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or counts to compare: a comma list (2048,4096) or a doubling range (512..4096)"),
         hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: h100-sxm)"),
         tp: Optional[str] = typer.Option(None, "--tp", help="pin TP, a value or a comma list (default: divisors of the NVLink domain)"),
         cp: Optional[str] = typer.Option(None, "--cp", help="pin CP (default: divisors of the sequence length)"),
@@ -106,7 +106,12 @@ def register(app: typer.Typer) -> None:
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
         micro-batch, sharding, recompute, SP, schedule, rank order) by step time; exit 1 with
         the closest plan when none fits."""
-        gpus_list = list(_ints(gpus, "--gpus") or ())
+        if gpus is not None and ".." in str(gpus):
+            from ..budget import parse_gpu_list
+
+            gpus_list = parse_gpu_list(gpus, "--gpus")
+        else:
+            gpus_list = list(_ints(gpus, "--gpus") or ())
         job, where = load_job(None, dict(
             model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
             global_batch=global_batch,

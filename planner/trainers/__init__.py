@@ -53,14 +53,16 @@ def detect_format(path) -> Optional[str]:
         return "torchtitan"
     if p.suffix.lower() in (".yaml", ".yml"):
         return None
+    from .. import files
+
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        text = files.read_text(p)  # regular files only, size-capped: a FIFO or /dev/zero is refused
+    except PlannerError:
         return None
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError, ValueError):
             return None
         if isinstance(data, dict) and ("zero_optimization" in data or "train_micro_batch_size_per_gpu" in data):
             return "deepspeed"

@@ -58,6 +58,7 @@ import tomllib
 from pathlib import Path
 from typing import Optional
 
+from .. import files
 from ..errors import PlannerError
 from . import TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus
 
@@ -112,7 +113,7 @@ def _int(where: str, key: str, v) -> int:
 def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None, hardware: Optional[str] = None) -> TrainerConfig:
     where = f"{path}: "
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file"))
     except tomllib.TOMLDecodeError as e:
         raise PlannerError(f"{where}invalid TOML: {e}", "check the [section] headers and key = value lines") from None
     except UnicodeDecodeError:
