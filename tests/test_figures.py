@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -231,3 +232,30 @@ def test_from_fit_uses_the_files_the_fit_read(cli, tmp_path):
     # an explicit --model still wins
     e = cli("explain", "--from-fit", saved, "--row", "1", "--model", "llama3-8b")
     assert e.exit_code == 0, e.stderr
+
+
+# ------------------------------------------------------------------ finite inputs, overflowing results
+@pytest.mark.parametrize("cmd", [
+    ["budget", *MODEL, "--tokens", "1e12", "--price-per-gpu-hour", "1e308"],
+    ["budget", *MODEL, "--tokens", "1e12", "--pue", "1e308"],
+    ["explain", *MODEL, "--tokens", "1e300"],
+    ["budget", *MODEL, "--tokens", "1e300"],
+])
+def test_a_result_that_overflows_is_refused_not_printed(cli, cmd):
+    for fmt in ("table", "json"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = cli(*cmd, "--format", fmt)
+        assert_one_error(r, "inf")
+        assert r.stdout == "" and "RuntimeWarning" not in r.stderr
+
+
+def test_check_marks_an_overflowing_job_invalid(cli, tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("model: llama3-8b\ngpus: 8\ntokens: 1e300\n")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("model: llama3-8b\ngpus: 8\ntp: 8\nglobal_batch: 64\n")
+    r = cli("check", ok, big, "--format", "json")
+    assert r.exit_code == 2
+    verdicts = {Path(x["file"]).name: x["verdict"] for x in json.loads(r.stdout)}
+    assert verdicts == {"ok.yaml": "pass", "big.yaml": "error"}
