@@ -90,7 +90,10 @@ def _fields_at(cls, loc: tuple) -> list[str]:
 
 
 def format_validation_error(e: ValidationError, path: str, cls=None) -> PlannerError:
-    first = e.errors()[0]
+    errs = e.errors()
+    # a misspelled key is both an unknown field and a missing one: report the unknown one,
+    # whose did-you-mean names the fix
+    first = next((x for x in errs if x["type"] == "extra_forbidden"), errs[0])
     loc = ".".join(str(x) for x in first["loc"]) or "(top level)"
     msg = first["msg"]
     more = f" (and {e.error_count() - 1} more problem(s))" if e.error_count() > 1 else ""

@@ -363,17 +363,16 @@ def expected_goodput(interval_s, save_s, restart_s, mtbf_s, work_s=1.0) -> Expec
     x = tau + d
     # a segment far longer than the MTBF fails almost surely: e^{x/M} overflows; that is an
     # answer (the job never finishes), said below in one line, not as numpy warnings
-    np_err = np.seterr(over="ignore", invalid="ignore")
-    e_seg = np.expm1(x / m)  # failed attempts per segment
-    failures_compute = segments * e_seg
-    compute = ts + 0.0 * e_seg
-    checkpoint = segments * d + 0.0 * e_seg
-    lost = segments * (m * e_seg - x)
-    restart = failures_compute * m * np.expm1(r / m)
-    wall = compute + checkpoint + lost + restart
-    failures = failures_compute * np.exp(r / m)  # failures during restarts: e^{R/M} - 1 each
-    goodput = tau / (m * np.exp(r / m) * e_seg)  # T_s / T_w, finite also for T_s = 0
-    np.seterr(**np_err)
+    with np.errstate(over="ignore", invalid="ignore"):
+        e_seg = np.expm1(x / m)  # failed attempts per segment
+        failures_compute = segments * e_seg
+        compute = ts + 0.0 * e_seg
+        checkpoint = segments * d + 0.0 * e_seg
+        lost = segments * (m * e_seg - x)
+        restart = failures_compute * m * np.expm1(r / m)
+        wall = compute + checkpoint + lost + restart
+        failures = failures_compute * np.exp(r / m)  # failures during restarts: e^{R/M} - 1 each
+        goodput = tau / (m * np.exp(r / m) * e_seg)  # T_s / T_w, finite also for T_s = 0
     _require(np.isfinite(wall) & np.isfinite(goodput) & np.isfinite(failures),
              f"the expected wall-clock time is beyond any finite figure: a checkpoint segment of {_show(x)} s "
              f"(interval + save) and restarts of {_show(r)} s against an MTBF of {_show(m)} s almost never complete",

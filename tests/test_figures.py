@@ -3,7 +3,9 @@ invariants over many plans are in tests/test_invariants.py)."""
 
 from __future__ import annotations
 
+import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,3 +146,116 @@ def test_reliability_messages_show_plain_numbers():
     with pytest.raises(PlannerError) as e:
         young_interval(30.0, np.float64("nan"))
     assert "got nan" in e.value.message and "np.float64" not in e.value.message
+
+
+# ------------------------------------------------------------------ fit: ranking, command, --from-fit
+def test_rank_key_makes_last_bit_differences_ties():
+    from planner.search import _top, rank_key
+
+    a = 0.1 + 0.2  # 0.30000000000000004
+    b = 0.3
+    assert a != b and rank_key(a) == rank_key(b)
+    assert rank_key(1.0) != rank_key(1.0 + 1e-8)  # a real difference stays one
+    assert rank_key(0.0) == 0.0 and rank_key(-2.5) == -2.5
+    step = np.array([a, b, 0.4])
+    memory = np.array([2e9, 1e9, 0.5e9])
+    # exact floats rank a after b only by time; the rounded key ties them and the lower memory wins
+    order = _top(tuple(rank_key(k) for k in (step, memory)), 3)
+    assert list(order) == [1, 0, 2]
+
+
+def test_fit_rows_tied_on_time_are_ordered_by_memory(cli):
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "10", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    from planner.search import rank_key
+
+    keys = [(float(rank_key(x["time"]["step_s"])), float(rank_key(x["memory"]["total_bytes"]))) for x in rows]
+    assert keys == sorted(keys)
+
+
+@pytest.fixture(scope="module")
+def nccl_profile(tmp_path_factory):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    out = tmp_path_factory.mktemp("prof") / "p.yaml"
+    log = Path(__file__).parent / "data" / "nccl_logs" / "h100_8gpu_allreduce_aws-p5-batch.txt"
+    r = CliRunner().invoke(app, ["calibrate", "nccl", str(log), "--nodes", "1", "--hardware", "h100-sxm", "-o", str(out)])
+    assert r.exit_code == 0, r.stderr
+    return out
+
+
+def test_fit_command_and_from_fit_keep_the_calibration(cli, tmp_path, nccl_profile):
+    args = ["fit", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--no-sequence-parallel", "--top", "3",
+            "--calibration", nccl_profile]  # TP all-reduces over the 8 ranks the profile measured
+    r = cli(*args)
+    assert r.exit_code == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "row 1 in full" in ln)
+    assert f"--calibration {nccl_profile.resolve()}" in line
+    r = cli(*args, "--format", "json")
+    rows = json.loads(r.stdout)
+    assert rows[0]["calibration"]["used"], "the profile must change a time for this test to mean something"
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    e = cli("explain", "--from-fit", saved, "--row", "1", "--format", "json")
+    assert e.exit_code == 0, e.stderr
+    got = json.loads(e.stdout)
+    assert got["time"] == rows[0]["time"] and got["calibration"] == rows[0]["calibration"]
+
+
+def test_from_fit_uses_the_files_the_fit_read(cli, tmp_path):
+    """An edited copy named like a catalog entry: --from-fit must use the copy (it used the
+    catalog entry of the same name), and refuse once the copy changed."""
+    spec = yaml.safe_load((hardware_dir().parent / "model_zoo" / "llama3-8b.yaml").read_text())
+    spec["num_layers"] = 16  # same name, other shape
+    mine = tmp_path / "llama3-8b.yaml"
+    mine.write_text(yaml.safe_dump(spec))
+    r = cli("fit", "--model", mine, "--gpus", "8", "--top", "2", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows[0]["plan"]["model"] == "llama3-8b" and rows[0]["plan"]["model_file"] == str(mine.resolve())
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    e = cli("explain", "--from-fit", saved, "--row", "1", "--format", "json")
+    assert e.exit_code == 0, e.stderr
+    got = json.loads(e.stdout)
+    assert got["params"] == rows[0]["params"] and got["memory"] == rows[0]["memory"]
+    spec["num_layers"] = 20
+    mine.write_text(yaml.safe_dump(spec))
+    assert_one_error(cli("explain", "--from-fit", saved, "--row", "1"), "model file", "changed since the fit", "--model")
+    mine.unlink()
+    assert_one_error(cli("explain", "--from-fit", saved, "--row", "1"), "no longer exists")
+    # an explicit --model still wins
+    e = cli("explain", "--from-fit", saved, "--row", "1", "--model", "llama3-8b")
+    assert e.exit_code == 0, e.stderr
+
+
+# ------------------------------------------------------------------ finite inputs, overflowing results
+@pytest.mark.parametrize("cmd", [
+    ["budget", *MODEL, "--tokens", "1e12", "--price-per-gpu-hour", "1e308"],
+    ["budget", *MODEL, "--tokens", "1e12", "--pue", "1e308"],
+    ["explain", *MODEL, "--tokens", "1e300"],
+    ["budget", *MODEL, "--tokens", "1e300"],
+])
+def test_a_result_that_overflows_is_refused_not_printed(cli, cmd):
+    for fmt in ("table", "json"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r = cli(*cmd, "--format", fmt)
+        assert_one_error(r, "inf")
+        assert r.stdout == "" and "RuntimeWarning" not in r.stderr
+
+
+def test_check_marks_an_overflowing_job_invalid(cli, tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_text("model: llama3-8b\ngpus: 8\ntokens: 1e300\n")
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("model: llama3-8b\ngpus: 8\ntp: 8\nglobal_batch: 64\n")
+    r = cli("check", ok, big, "--format", "json")
+    assert r.exit_code == 2
+    verdicts = {Path(x["file"]).name: x["verdict"] for x in json.loads(r.stdout)}
+    assert verdicts == {"ok.yaml": "pass", "big.yaml": "error"}

@@ -14,6 +14,7 @@ from .common import Format, FormatOption, cli_errors, report_error, warn
 from .core import ConfigFormatOption, load_job
 from ..errors import PlannerError
 from ..render.check import emit_check, print_job
+from ..render.common import check_finite
 from ..units import parse_seconds
 
 
@@ -58,6 +59,7 @@ def register(app: typer.Typer) -> None:
                                              "calibration": str(calibration) if calibration else None,
                                              "model": model, "gpus": gpus, "hardware": hardware}, config_format)
                 res = check_job(job, where, gates)
+                check_finite(res)  # an overflowing job is invalid, not a verdict
             except TimeModelUnavailable:
                 raise  # the same for every job: one message, exit 2
             except PlannerError as e:

@@ -12,6 +12,8 @@ import inspect
 import math
 import sys
 
+import numpy as np
+
 import typer
 
 from ..errors import PlannerError
@@ -36,7 +38,10 @@ def cli_errors(fn):
     def wrapper(*args, **kwargs):
         try:
             _finite_options(kwargs, names)
-            return fn(*args, **kwargs)
+            # numpy's overflow warnings never reach the user: a result that overflowed is
+            # refused as a whole before it is printed (render.common.check_finite)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                return fn(*args, **kwargs)
         except PlannerError as e:
             report_error(e)
             raise typer.Exit(e.exit_code)

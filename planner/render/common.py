@@ -111,8 +111,35 @@ def to_csv(records: Iterable[dict]) -> str:
     return buf.getvalue()
 
 
+def _nonfinite(obj: Any, path: str = ""):
+    """(key path, value) of every NaN or infinite float in a result."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        yield path, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _nonfinite(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from _nonfinite(v, f"{path}[{i}]")
+
+
+def check_finite(data: Any) -> None:
+    """A result never carries an infinite or NaN figure (issue 12): finite inputs whose
+    products overflow (`--tokens 1e300`, `--price-per-gpu-hour 1e308`) are refused, naming the
+    figure, instead of printing `inf` (or `null` in JSON)."""
+    bad = next(_nonfinite(data), None)
+    if bad is not None:
+        from ..errors import PlannerError
+
+        raise PlannerError(f"the result's {bad[0]} is {bad[1]}: an input is beyond the range the figures can be "
+                           "computed in", "check the options and files for extreme values (e.g. --tokens, prices, "
+                           "bandwidths, times)")
+
+
 def emit(data: Any, fmt: Format, table: Callable[[], None]) -> None:
-    """Print `data` in a machine format, or call `table()` for people."""
+    """Print `data` in a machine format, or call `table()` for people (never a non-finite
+    figure: check_finite)."""
+    check_finite(data)
     if fmt == Format.json:
         print(json.dumps(_clean(data), indent=2))
     elif fmt == Format.yaml:
