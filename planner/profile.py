@@ -19,6 +19,13 @@ The compute model receives the `gemm` section (`GemmCalibration`, measured GEMM 
 compute.forward_gemm_times(..., prof.gemm) and compute.calibrated_gemm_time price any
 shape from them (seconds, arrays ok); without the section the uncalibrated model applies.
 
+The `run` section (`RunCalibration`; planner/calibrate/run.py fits it to measured training
+runs) holds the run-calibration knobs of RUN_PARAMETERS, and the stacks and hardware they
+were fitted for; `run_knobs(profile, stack, hardware)` gives the `RunKnobs` the cost models
+read (Settings.knobs, set by plan.resolve): the fitted values inside that scope, the
+identity (the uncalibrated model) outside it or after the nccl / gemm sections it was fitted
+over changed (`baseline` digests).
+
 Units: SI in code (bytes, seconds, bytes/s). The YAML uses human units only where the key
 says so: `latency_us` (microseconds), `busbw_GBps` (1e9 bytes/s), `time_us`.
 
