@@ -7,7 +7,7 @@ take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
@@ -183,6 +183,9 @@ class Settings:
     power_limit_w: float | None = None  # board power limit (None: the hardware's TDP)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     knobs: RunKnobs = IDENTITY_KNOBS  # a profile's run calibration for this stack and hardware (profile.run_knobs)
+    # a memo of collective times for callers that price one plan many times over with other
+    # knobs (the run-calibration fit); None: none. A cache only: the numbers are the same.
+    comm_memo: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
 
 def _load_calibration(path):

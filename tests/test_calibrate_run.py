@@ -247,13 +247,20 @@ def test_out_of_bounds_run_parameter_is_bad_input(cli, tmp_path):
 
 def test_batched_knobs_price_like_one_at_a_time():
     """The fit evaluates many candidate knob values in one call: the same numbers as one by one."""
+    from dataclasses import replace
+
+    from planner.explain import evaluate
+
     run = R.record_runs(ONE_RECORD)[0]
+    plain = float(evaluate(run.settings, run.plan).time.total)  # no memo of collective times
     vals = {"gemm_efficiency_scale": np.array([0.8, 1.0, 1.2]), "internode_bandwidth_scale": np.array([0.5, 1.0, 1.5]),
             "overlapped_exposed_fraction": np.array([0.1, 0.189, 0.5])}
     many = R.predict_many(run, vals)["step_time"]
     one = [R.predict_many(run, {k: v[i:i + 1] for k, v in vals.items()})["step_time"][0] for i in range(3)]
     assert many.tolist() == pytest.approx(one, rel=1e-12)
-    assert many[1] == R.predict_many(run, {})["step_time"][0]  # the identity is the uncalibrated model
+    assert many[1] == R.predict_many(run, {})["step_time"][0] == plain  # the identity is the uncalibrated model
+    assert run.settings.comm_memo  # the fit's memo of collective times: the same numbers
+    assert float(evaluate(replace(run.settings, comm_memo=None), run.plan).time.total) == plain
 
 
 # ----------------------------------------------------------------------------- leave-one-out

@@ -447,6 +447,8 @@ def predict_many(run: MeasuredRun, values: dict[str, np.ndarray]) -> dict[str, n
     length P per knob; knobs not given keep their uncalibrated value): one evaluate call."""
     n = len(next(iter(values.values()))) if values else 1
     knobs = RunKnobs(**{k: np.asarray(v, dtype=np.float64) for k, v in values.items()})
+    if run.settings.comm_memo is None:  # the same collectives, priced again at every candidate
+        run.settings = replace(run.settings, comm_memo={})
     est = evaluate(replace(run.settings, knobs=knobs), _repeat(run.plan, n))
     mem = est.memory
     reserved = np.broadcast_to(mem.total - mem.reserve, (n,))
