@@ -140,6 +140,7 @@ class MeasuredRun:
     spread: Optional[tuple[float, float]] = None
     tokens_per_s_per_gpu: Optional[float] = None
     notes: list[str] = field(default_factory=list)
+    memory_source: Optional[str] = None  # where the memory figures were read, when not `label`
 
     @property
     def stack(self) -> str:
@@ -416,6 +417,7 @@ def log_run(path: Path, job: Job, job_label: str, *, warmup: int = WARMUP_LINES)
             run.allocated_bytes = max(v["max allocated"] for _, v in facts.mem_ranks) * MiB
             run.reserved_bytes = max(v["max reserved"] for _, v in facts.mem_ranks) * MiB
             run.notes.append(f"memory: the largest of {len(facts.mem_ranks)} report_memory line(s) (most loaded stage)")
+            run.memory_source = f"{path}:" + ",".join(str(ln) for ln, _ in facts.mem_ranks)
     for k, v in facts.extra.items():
         run.notes.append(f"{k} {v:.4g} (the trainer's own FLOP convention; not fitted)")
     return run
@@ -629,7 +631,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             sd_fit_variable=None if s is None else _r(s),
             low_1sigma=None if s is None else _r(max(float(_val(k, theta[c] - s)), spec.lower)),
             high_1sigma=None if s is None else _r(min(float(_val(k, theta[c] + s)), spec.upper)),
-            at_bound=bool(abs(theta[c] - lo[c]) < 1e-6 or abs(theta[c] - hi[c]) < 1e-6), freed_by=freed_by)
+            at_bound=bool(min(abs(theta[c] - lo[c]), abs(theta[c] - hi[c])) < 1e-3), freed_by=freed_by)
     if len(used) == len(rows.run):  # every row was fitted: the fit's own last evaluation
         after = np.exp(lp_fit)
     else:
@@ -640,7 +642,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
         run = runs[rows.run[j]]
         q = rows.quantity[j]
         meas.append(RunMeasurement(
-            source=run.label, quantity=q, unit=QUANTITY_UNIT[q], measured=_r(rows.measured[j], 9),
+            source=run.label if q == "step_time" or run.memory_source is None else run.memory_source, quantity=q, unit=QUANTITY_UNIT[q], measured=_r(rows.measured[j], 9),
             sd_rel=_r(rows.sd[j]), predicted_before=_r(before[j], 9), predicted_after=_r(after[j], 9),
             residual_before=_r(before[j] / rows.measured[j] - 1.0), residual_after=_r(after[j] / rows.measured[j] - 1.0),
             fitted=bool(j in set(used.tolist())), stack=run.stack, hardware=run.hardware, gpus=run.settings.gpus,
