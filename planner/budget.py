@@ -391,31 +391,56 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
 
 
 # ---------------------------------------------------------------- sweep over cluster sizes
-def parse_gpu_list(text: str) -> list[int]:
-    """'1024,2048,4096' -> [1024, 2048, 4096] (ints > 0, no repeats)."""
+def gpu_range(part: str, option: str = "--sweep-gpus") -> list[int]:
+    """'512..4096' -> [512, 1024, 2048, 4096]: the first count doubled up to the last."""
+    a_text, b_text = part.split("..", 1)
+    try:
+        a, b = float(a_text), float(b_text)
+    except ValueError:
+        a = b = float("nan")
+    if not (np.isfinite(a) and np.isfinite(b) and 1 <= a <= b and a == int(a) and b == int(b)):
+        raise PlannerError(f"{option}: cannot read {part!r} as a range of GPU counts",
+                           "write FIRST..LAST with whole numbers, FIRST <= LAST, e.g. 512..4096 (doubling)")
+    out, g = [], int(a)
+    while g <= b:
+        out.append(g)
+        g *= 2
+    return out
+
+
+def parse_gpu_list(text: str, option: str = "--sweep-gpus") -> list[int]:
+    """'1024,2048,4096' -> [1024, 2048, 4096] (ints > 0, no repeats); 'A..B' doubles A up to
+    B ('512..4096' -> 512, 1024, 2048, 4096)."""
     out: list[int] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:
+            continue
+        if ".." in part:
+            for g in gpu_range(part, option):
+                if g in out:
+                    raise PlannerError(f"{option}: {g} is listed twice", "list each GPU count once")
+                out.append(g)
             continue
         try:
             g = float(part)
         except ValueError:
             g = float("nan")
         if not (np.isfinite(g) and g >= 1 and g == int(g)):
-            raise PlannerError(f"--sweep-gpus: cannot read {part!r} as a GPU count", "write positive integers separated by commas, e.g. 1024,2048,4096")
+            raise PlannerError(f"{option}: cannot read {part!r} as a GPU count", "write positive integers separated by commas, e.g. 1024,2048,4096")
         if int(g) in out:
-            raise PlannerError(f"--sweep-gpus: {int(g)} is listed twice", "list each GPU count once")
+            raise PlannerError(f"{option}: {int(g)} is listed twice", "list each GPU count once")
         out.append(int(g))
     if not out:
-        raise PlannerError("--sweep-gpus is empty", "write GPU counts separated by commas, e.g. 1024,2048,4096")
+        raise PlannerError(f"{option} is empty", "write GPU counts separated by commas, e.g. 1024,2048,4096")
     return out
 
 
-def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "") -> list[dict]:
+def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "", progress=None) -> list[dict]:
     """Re-resolve the plan at each GPU count with dp derived (tp, cp, pp and the global batch
     fixed), evaluate it and return one flat row per count. A job MTBF (opts.job_mtbf_s) is
     taken at the job's own GPU count and scaled as a per-GPU rate. The Monte-Carlo runs only
-    for the single-plan budget; rows carry the closed-form goodput."""
+    for the single-plan budget; rows carry the closed-form goodput. progress(done, total,
+    gpus): called after each count."""
     o = BudgetOptions(**{**opts.__dict__, "mc_runs": 0, "mtbf_gpus": opts.mtbf_gpus or job.gpus})
     o.check()
     rows = []
@@ -436,4 +461,6 @@ def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "")
             "goodput": gp["closed_form"], "effective_days": ef["days"], "effective_gpu_hours": ef["gpu_hours"],
             "effective_cost": ef["cost"],
         })
+        if progress is not None:
+            progress(len(rows), len(gpu_counts), g)
     return rows

@@ -106,7 +106,8 @@ class FitResult:
     gpus: list
     wall_s: float
     warnings: list
-    feasible: list = field(default_factory=list)  # optional: every feasible candidate (tests)
+    feasible: list = field(default_factory=list)  # optional: every feasible candidate (tests, fit --plot)
+    best: list = field(default_factory=list)  # the best row of each GPU count that has one, in count order
 
 
 def _blocks(n: int, chunk: int = CHUNK):
@@ -412,9 +413,10 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list) -> NoFitE
 
 
 def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = SpaceOptions(), objective: str = "time",
-        top: int = 10, keep_feasible: bool = False, where: str = "") -> FitResult:
+        top: int = 10, keep_feasible: bool = False, where: str = "", progress=None) -> FitResult:
     """Search every GPU count of gpus_list (default: job.gpus), rank, return the top rows
-    (explain JSON, best first). Raises NoFitError (exit 1) when nothing fits."""
+    (explain JSON, best first) and the best row of each count. Raises NoFitError (exit 1)
+    when nothing fits. progress(done, total, gpus): called after each GPU count."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
     if top < 1:
@@ -433,6 +435,8 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
             ranked_all.append(ranked)
         if fz is not None:
             feasible.append(fz)
+        if progress is not None:
+            progress(len(closests), len(gpus_list), g)
     if not ranked_all:
         raise _no_fit(job, closests, counts, gpus_list)
     # merge the GPU counts: best objective, then memory (then time for --objective memory)
@@ -454,8 +458,16 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         _, _, w = resolve(row_job(job, row), where)  # the explain path accepts the row
         row["warnings"] = w
         out.append(row)
+    best = []
+    if len(ranked_all) > 1:
+        for r in ranked_all:  # each count's ranked candidates are best first
+            sub = Ranked(settings=r.settings, space=r.space, base=r.base[:1], rc=r.rc[:1], order=r.order[:1],
+                         objective=r.objective[:1], memory=r.memory[:1], step=r.step[:1], var=r.var[:1])
+            best += rows_of(sub)
+    else:
+        best = out[:1]
     return FitResult(rows=out, counts=counts, objective=objective, gpus=gpus_list,
-                     wall_s=_time.perf_counter() - t0, warnings=warnings, feasible=feasible)
+                     wall_s=_time.perf_counter() - t0, warnings=warnings, feasible=feasible, best=best)
 
 
 def load_fit_rows(path) -> list[dict]:

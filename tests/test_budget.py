@@ -341,3 +341,16 @@ def test_budget_from_fit_row(cli, tmp_path):
     assert b["plan"]["tp"] == row2["plan"]["tp"] and b["plan"]["sharding"] == row2["plan"]["sharding"]
     steps = 1e12 / row2["plan"]["global_batch_tokens"]
     assert b["training"]["wall_s"] == pytest.approx(steps * row2["time"]["step_s"], rel=1e-9)
+
+
+def test_gpu_count_ranges_double():
+    from planner.budget import parse_gpu_list
+    from planner.errors import PlannerError
+
+    assert parse_gpu_list("512..4096") == [512, 1024, 2048, 4096]
+    assert parse_gpu_list("384..2000") == [384, 768, 1536]  # stops below the last
+    assert parse_gpu_list("8,64..128") == [8, 64, 128]
+    with pytest.raises(PlannerError, match="cannot read '64..8' as a range"):
+        parse_gpu_list("64..8")
+    with pytest.raises(PlannerError, match="64 is listed twice"):
+        parse_gpu_list("64,32..64")

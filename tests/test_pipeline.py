@@ -312,7 +312,7 @@ def test_cli_closed_form_option(cli):
         (["--stages", "4", "--microbatches", "8", "--tf", "0"], "--tf"),
         (["--stages", "4", "--microbatches", "8", "--schedule", "zb-h1", "--tw", "2"], "--tw"),
         (["--stages", "4", "--microbatches", "8", "--tw", "1"], "zb-h1"),
-        (["--stages", "4", "--microbatches", "8", "--plot", "timeline.pdf"], ".png or .svg"),
+        (["--stages", "4", "--microbatches", "8", "--plot", "timeline.gif"], ".png, .svg or .pdf"),
     ],
 )
 def test_cli_bad_input_exit_2(cli, args, needle):

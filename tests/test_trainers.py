@@ -418,3 +418,33 @@ def test_fit_export_top_row(cli, tmp_path):
     p.write_text(r.stdout)
     back = resolved_plan(Job.model_validate(load_trainer_config(p).job))
     assert {k: back[k] for k in PLAN_KEYS if k != "tokens"} == {k: top[k] for k in PLAN_KEYS if k != "tokens"}
+
+
+def test_megatron_ffn_default_from_swiglu(tmp_path):
+    # no --ffn-hidden-size: Megatron's default with --swiglu is int(8h/3 / 64) x 64; for h = 4096
+    # that is 10,880, not Llama 3 8B's 14,336, so --model llama3-8b contradicts it
+    p = tmp_path / "args.txt"
+    p.write_text("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+                 "--num-query-groups 8 --swiglu --micro-batch-size 1\n")
+    with pytest.raises(PlannerError, match=r"--ffn-hidden-size \(default from --hidden-size and --swiglu\) 10,880 "
+                                           r"contradicts --model llama3-8b \(ffn_hidden_size = 14,336\)"):
+        load_trainer_config(p, gpus=8, model="llama3-8b")
+
+
+def test_export_from_fit_row(cli, tmp_path):
+    r = cli("fit", "--model", "llama3-8b", "--gpus", 16, "--pp", 1, "--sharding", "zero1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = _json.loads(r.stdout)
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    r = cli("export", "--format", "megatron", "--from-fit", saved, "--row", 2)
+    assert r.exit_code == 0, r.stderr
+    p = rows[1]["plan"]
+    assert f"--tensor-model-parallel-size {p['tp']} " in r.stdout and f"--micro-batch-size {p['micro_batch']} " in r.stdout
+    assert "--use-distributed-optimizer" in r.stdout
+    script = tmp_path / "row2.sh"
+    script.write_text(r.stdout)
+    back = resolved_plan(Job.model_validate(load_trainer_config(script).job))
+    # the row's rank order tp-cp-pp-dp is Megatron's --use-tp-pp-dp-mapping: the whole plan comes back
+    assert p["rank_order"] == "tp-cp-pp-dp" and "--use-tp-pp-dp-mapping" in r.stdout
+    assert {k: back[k] for k in PLAN_KEYS} == {k: p[k] for k in PLAN_KEYS}

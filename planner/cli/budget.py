@@ -9,6 +9,8 @@ drift apart. The arithmetic lives in planner/budget.py and planner/reliability.p
 from __future__ import annotations
 
 import inspect
+import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -23,6 +25,7 @@ from .core import job_from_cli, job_options
 from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
+from ..render.common import progress
 from ..units import parse_seconds
 
 _JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
@@ -75,7 +78,8 @@ def register(app: typer.Typer) -> None:
         checkpoint_interval: Optional[str] = typer.Option(None, "--checkpoint-interval", help="e.g. 27min (default: Young's interval)"),
         mc_runs: int = typer.Option(DEFAULT_MC_RUNS, "--mc-runs", help=f"Monte-Carlo runs [20, the seed's; capped at {MC_MAX_ITERATIONS:.0e} segments; 0 = off]"),
         mc_seed: int = typer.Option(0, "--mc-seed", help="first random seed of the Monte-Carlo runs"),
-        sweep_gpus: Optional[str] = typer.Option(None, "--sweep-gpus", help="GPU counts, e.g. 1024,2048,4096: a table against cluster size"),
+        sweep_gpus: Optional[str] = typer.Option(None, "--sweep-gpus", help="GPU counts, e.g. 1024,2048,4096 or a doubling range 1024..8192: a table against cluster size"),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="with --sweep-gpus: draw days, cost (GPU-hours without a price) and goodput against GPU count to FILE.png|svg|pdf"),
         fmt: Format = FormatOption,
         **plan_kw,
     ):
@@ -96,6 +100,12 @@ def register(app: typer.Typer) -> None:
         )
         opts.check()
         counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
+        if plot is not None:
+            if counts is None:
+                raise PlannerError("--plot draws the GPU-count sweep", "add --sweep-gpus, e.g. --sweep-gpus 1024,2048,4096")
+            from ..plot import check_plot_path
+
+            check_plot_path(plot)
         job_file = plan_kw.pop("job_file", None)
         from_fit, row = plan_kw.pop("from_fit", None), plan_kw.pop("row", 1)
         config_format = plan_kw.pop("config_format", None)
@@ -106,7 +116,13 @@ def register(app: typer.Typer) -> None:
         if job.tokens is None:
             raise PlannerError("no training tokens given", "pass --tokens, e.g. 15e12 or 15T, or set `tokens:` in the job YAML")
         if counts is not None:
-            rows = sweep(job, counts, opts, where)
+            with progress("budget sweep", len(counts)) as tick:
+                rows = sweep(job, counts, opts, where, progress=tick)
+            if plot is not None:
+                from ..plot import save_figure, sweep_figure
+
+                save_figure(sweep_figure(rows, f"{job.model} on {job.hardware}, {job.tokens:.3g} tokens"), plot)
+                sys.stderr.write(f"wrote {plot}\n")
             emit_sweep(rows, job, opts, fmt)
             return
         settings, plan, warnings = resolve(job, where)

@@ -143,6 +143,7 @@ def register(app: typer.Typer) -> None:
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
+        plot: Optional[Path] = typer.Option(None, "--plot", help="also draw the memory breakdown (stacked terms against the usable HBM) to FILE.png|svg|pdf"),
         fmt: Format = FormatOption,
     ):
         """Memory, FLOPs, step time and MFU of one training plan, term by term. The job file
@@ -157,6 +158,12 @@ def register(app: typer.Typer) -> None:
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
         res["warnings"] = warnings
+        if plot is not None:
+            from ..plot import memory_figure, save_figure
+
+            p = res["plan"]
+            save_figure(memory_figure([res], f"{p['model']} on {p['gpus']:,} x {p['hardware']}, stack {p['stack']}"), plot)
+            sys.stderr.write(f"wrote {plot}\n")
         emit_explain(res, warnings, fmt, settings.inherited)
 
     @app.command()

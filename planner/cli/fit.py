@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from .common import Format, FormatOption, cli_errors, warn
+from ..render.common import progress
 from .core import load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -51,7 +52,7 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def fit_cmd(
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
-        gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or a comma list of counts to compare (e.g. 2048,4096)"),
+        gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or counts to compare: a comma list (2048,4096) or a doubling range (512..4096)"),
         hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (default: h100-sxm)"),
         tp: Optional[str] = typer.Option(None, "--tp", help="pin TP, a value or a comma list (default: divisors of the NVLink domain)"),
         cp: Optional[str] = typer.Option(None, "--cp", help="pin CP (default: divisors of the sequence length)"),
@@ -93,13 +94,19 @@ def register(app: typer.Typer) -> None:
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
+        plot: Optional[Path] = typer.Option(None, "--plot", help="draw FILE.png|svg|pdf: one count: the feasible plans (memory vs step time, Pareto front, top rows labelled) and the top rows' memory; several counts: MFU, step time, days and memory of the best plan per count (one count evaluates every feasible plan's step time: slower)"),
         export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
         fmt: Format = FormatOption,
     ):
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
         micro-batch, sharding, recompute, SP, schedule, rank order) by step time; exit 1 with
         the closest plan when none fits."""
-        gpus_list = list(_ints(gpus, "--gpus") or ())
+        if gpus is not None and ".." in str(gpus):
+            from ..budget import parse_gpu_list
+
+            gpus_list = parse_gpu_list(gpus, "--gpus")
+        else:
+            gpus_list = list(_ints(gpus, "--gpus") or ())
         job, where = load_job(None, dict(
             model=model, gpus=gpus_list[0] if gpus_list else None, hardware=hardware, seq_len=seq_len,
             global_batch=global_batch,
@@ -125,10 +132,19 @@ def register(app: typer.Typer) -> None:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
         if export is not None and export not in FORMATS:
             raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
-        result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where)
+        if plot is not None:
+            from ..plot import check_plot_path
+
+            check_plot_path(plot)
+        several = len(gpus_list) > 1
+        with progress("fit", len(gpus_list)) as tick:
+            result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                         keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
         rows = result.rows
+        if plot is not None:
+            _plot_fit(result, rows[:top], plot, several)
         if export is not None:
             if not rows:
                 raise NoFitError("no plan fits: nothing to export", "see `planner fit` without --export for the closest plan")
@@ -142,4 +158,29 @@ def register(app: typer.Typer) -> None:
                 raise PlannerError(f"--explain {explain_row}: only {len(rows)} plans fit", f"choose a row from 1 to {len(rows)}")
             emit_fit_row(rows[explain_row - 1], job, fmt)
             return
-        emit_fit(result, rows[:top], job, opts.rank_orders, fmt)
+        if several and fmt == Format.table:
+            rows = result.best  # the best plan of each GPU count (json|yaml|csv keep the ranked rows)
+        emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt)
+
+
+def _plot_fit(result, top_rows: list[dict], path: Path, several: bool) -> None:
+    from ..plot import fit_figure, save_figure, scaling_figure
+
+    p0 = top_rows[0]["plan"]
+    title = f"{p0['model']} on {p0['hardware']}, global batch {p0['global_batch']:,} x {p0['seq_len']:,}, stack {p0['stack']}"
+    if several:
+        fig = scaling_figure(result.best, title + ": best plan per GPU count")
+    else:
+        import numpy as np
+
+        memory = np.concatenate([f["memory"] for f in result.feasible]).tolist()
+        step = np.concatenate([f["step"] for f in result.feasible]).tolist()
+        fig = fit_figure(memory, step, top_rows, title + f" on {p0['gpus']:,} GPUs")
+    save_figure(fig, path)
+    warn_done(path)
+
+
+def warn_done(path: Path) -> None:
+    import sys
+
+    sys.stderr.write(f"wrote {path}\n")

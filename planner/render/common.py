@@ -14,6 +14,7 @@ import io
 import json
 import math
 import sys
+from contextlib import contextmanager
 from enum import Enum
 from typing import Any, Callable, Iterable, Optional
 
@@ -35,6 +36,27 @@ class Format(str, Enum):
 
 def warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
+
+
+@contextmanager
+def progress(description: str, total: int, console: Optional[Console] = None):
+    """A rich progress bar on stderr while a sweep runs (over GPU counts), shown only when
+    stderr is a terminal and there is more than one step; silent when piped. Yields the
+    callback the library calls: tick(done, total, gpus)."""
+    console = console or err
+    if not console.is_terminal or total < 2:
+        yield lambda done, tot, gpus: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def tick(done: int, tot: int, gpus: int) -> None:
+            bar.update(task, completed=done, description=f"{description}: {gpus:,} GPUs done")
+
+        yield tick
 
 
 # Labels of explain's memory terms (planner/memory.py MemoryTerms keys), for every table

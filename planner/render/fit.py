@@ -69,6 +69,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     out.print(f"  {searched(result)}")
     for reason, n in sorted(c.reasons.items(), key=lambda kv: -kv[1]):
         out.print(f"    {n:>12,}  {reason}")
+    if len(gpus_list) > 1:
+        out.print("  one row per GPU count: its best plan (--format json lists the ranked rows)")
     tokens = rows[0]["throughput"].get("training_days") is not None
     tab = Table(title_justify="left")
     cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP", "stack options"]

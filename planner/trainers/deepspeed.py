@@ -2,8 +2,8 @@
 from --model (a catalog name, a model YAML or the Hugging Face config.json the JSON sits
 next to) and the GPU count from --gpus (a DeepSpeed JSON names neither).
 
-Keys follow the DeepSpeed configuration reference [1] (deepspeed.ai/docs/config-json,
-DeepSpeed v0.16-0.17, 2025). Modelled:
+Keys follow the DeepSpeed configuration reference [1] (deepspeed.ai/docs/config-json, as
+published in 2025). Modelled:
   train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
     (train_batch_size = micro x accumulation x dp [1] "Batch Size Related Parameters";
     each may be "auto", the Hugging Face Trainer's placeholder [2], read as absent),
@@ -24,8 +24,10 @@ References
     bf16 / fp16, zero_optimization: stage, overlap_comm, offload_optimizer, offload_param).
 [2] huggingface/transformers docs, "DeepSpeed" integration: "auto" values filled from the
     TrainingArguments.
-[3] microsoft/DeepSpeedExamples training/HelloDeepSpeed ds_config / the ZeRO tutorial's
-    ds_config (the layout of the fixture tests/data/trainer_configs/ds_config_zero2.json).
+[3] huggingface/transformers docs/source/en/deepspeed.md, the ZeRO-2 example
+    (allgather_partitions, allgather_bucket_size 5e8, overlap_comm, reduce_scatter,
+    reduce_bucket_size 5e8, contiguous_gradients): the layout of the fixture
+    tests/data/trainer_configs/ds_config_zero2.json.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ cannot expand stays as written, and a modelled flag whose value is unexpanded is
 The words are split with shlex. Before the script name, torchrun's `--nproc_per_node` x
 `--nnodes` give the GPU count.
 
-Option names follow Megatron-LM megatron/training/arguments.py [1] (core_r0.13.0 and main,
-2025; `--num-virtual-stages-per-pipeline-rank` is the successor of
-`--num-layers-per-virtual-pipeline-stage`, both read). Modelled:
+Option names follow Megatron-LM megatron/training/arguments.py [1] (`--num-virtual-stages-
+per-pipeline-rank` is the successor of `--num-layers-per-virtual-pipeline-stage`; both are
+read). Modelled:
   --tensor-model-parallel-size, --pipeline-model-parallel-size, --context-parallel-size,
   --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank,
   --sequence-parallel, --use-distributed-optimizer (-> zero1), --use-torch-fsdp2 (-> fsdp),
@@ -37,8 +37,13 @@ the flags' shape (field comparison, no names read); --recompute-method uniform r
 every layer (its chunk size is listed as ignored).
 
 References
-[1] NVIDIA/Megatron-LM megatron/training/arguments.py (_add_distributed_args,
-    _add_training_args, _add_network_size_args, _add_mixed_precision_args).
+[1] NVIDIA/Megatron-LM megatron/training/arguments.py @307dcf37 (2024): the parallel
+    sizes, --num-layers-per-virtual-pipeline-stage, --sequence-parallel,
+    --use-distributed-optimizer, recompute, batch, --seq-length, --bf16/--fp16, --fp8-format,
+    --tp-comm-overlap, --overlap-grad-reduce / --overlap-param-gather, the shape flags and
+    validate_args' defaults (--ffn-hidden-size: 4h, or int(8h/3 / 64) x 64 with --swiglu;
+    --kv-channels: h / heads; global batch: micro-batch x dp); and its 2025 main for
+    --num-virtual-stages-per-pipeline-rank, --use-torch-fsdp2 and --fp8-recipe.
 [2] NVIDIA/Megatron-LM megatron/training/initialize.py _initialize_distributed ->
     parallel_state.initialize_model_parallel(order='tp-cp-ep-dp-pp' if not
     args.use_tp_pp_dp_mapping else 'tp-cp-ep-pp-dp').
@@ -375,6 +380,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     for flag, attr in SHAPE_FLAGS.items():
         if flag in flags:
             shape[flag] = (attr, _int(where, flags, flag))
+    h = shape.get("--hidden-size", (None, None))[1]
+    if h is not None and "--ffn-hidden-size" not in flags:  # validate_args' default [1]
+        ffn = int((4 * h * 2 / 3) / 64) * 64 if "--swiglu" in flags else 4 * h
+        shape["--ffn-hidden-size (default from --hidden-size" + (" and --swiglu)" if "--swiglu" in flags else ")")] = ("ffn_hidden_size", ffn)
     heads = shape.get("--num-attention-heads", (None, None))[1]
     if "--group-query-attention" in flags:
         shape["--num-query-groups"] = ("kv_heads", _int(where, flags, "--num-query-groups", 1))
