@@ -298,3 +298,17 @@ def test_two_runs_differing_in_communication_free_two_knobs():
     before = sum(m.residual_before ** 2 for m in two.measurements)
     after = sum(m.residual_after ** 2 for m in two.measurements)
     assert after < before / 3
+
+
+def test_bad_run_inputs_are_named(cli, tmp_path):
+    bad = tmp_path / "runs.yaml"
+    rec = yaml.safe_load(ONE_RECORD.read_text())[0]
+    bad.write_text(yaml.safe_dump([{**rec, "id": "tpu-run", "gpu_type": "TPU v4"}]))
+    assert_one_error(cli("calibrate", "run", bad, "-o", tmp_path / "p.yaml"), "record 'tpu-run'", "TPU v4")
+    job = tmp_path / "job.yaml"
+    job.write_text("\n".join(ln for ln in TT_JOB.read_text().splitlines() if not ln.startswith("hardware")))
+    assert_one_error(cli("calibrate", "run", TT_LOG, "--job", job, "-o", tmp_path / "p.yaml"), "job.yaml", "no hardware", "--hardware")
+    other = tmp_path / "notes.txt"
+    other.write_text("nothing to see\n")
+    assert_one_error(cli("calibrate", "run", other, "--job", TT_JOB, "-o", tmp_path / "p.yaml"), "notes.txt",
+                     "not a torchtitan or Megatron-LM training log")
