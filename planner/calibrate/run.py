@@ -510,6 +510,17 @@ def _separation(cols: np.ndarray) -> float:
     return float(sv[-1] / sv[0]) if sv[0] > 0 else 0.0
 
 
+def _independent(J: np.ndarray, sens: np.ndarray) -> int:
+    """How many independent measurements the rows make of the knobs they are sensitive to:
+    the singular values of the column-normalised Jacobian within SEPARATION_MIN of the largest."""
+    cols = np.flatnonzero(sens >= SENSITIVITY_MIN)
+    if cols.size == 0:
+        return 0
+    sub = J[:, cols] / np.linalg.norm(J[:, cols], axis=0)
+    sv = np.linalg.svd(sub, compute_uv=False)
+    return int(np.sum(sv >= SEPARATION_MIN * sv[0]))
+
+
 def _describe(runs, rows, j) -> str:
     return f"{rows.quantity[j].replace('_', ' ')} of {runs[rows.run[j]].label}"
 
@@ -554,6 +565,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
     theta0_all = np.array([_var(k, prior[k]) for k in cand])
     lp0, J_all = _jacobian(runs, rows, cand, {}, theta0_all)
     sens = np.max(np.abs(J_all), axis=0)
+    n_ind = _independent(J_all, sens)
     if free is None:
         chosen: list[int] = []
         for c, k in enumerate(cand):
@@ -569,13 +581,10 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
     else:
         free = list(dict.fromkeys(free))
         idx = [cand.index(k) for k in free]
-        sensitive = [c for c in range(len(cand)) if sens[c] >= SENSITIVITY_MIN]
-        n_ind = np.linalg.matrix_rank(J_all[:, sensitive] / np.linalg.norm(J_all[:, sensitive], axis=0),
-                                      tol=SEPARATION_MIN) if sensitive else 0
         meas = ", ".join(_describe(runs, rows, j) for j in range(len(rows.run)))
-        if len(free) > max(n_ind, 0) or len(free) > len(rows.run):
+        if len(free) > n_ind:
             raise PlannerError(f"--fit asks for {len(free)} free parameter(s) ({', '.join(free)}) but the inputs give "
-                               f"{min(n_ind, len(rows.run))} independent measurement(s) ({meas})",
+                               f"{n_ind} independent measurement(s) ({meas})",
                                "fit fewer parameters, or add: " + "; ".join(f"for {k}, {ADD_HINT[k]}" for k in free[1:]))
         for c, k in zip(idx, free):
             if sens[c] < SENSITIVITY_MIN:
@@ -650,11 +659,10 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             warmup_dropped=run.warmup_dropped, spread_rel=[_r(x) for x in run.spread] if (run.spread and q == "step_time") else None,
             tokens_per_s_per_gpu=_r(run.tokens_per_s_per_gpu, 6) if (run.tokens_per_s_per_gpu and q == "step_time") else None,
             notes=list(run.notes) if q == "step_time" or "step_time" not in [x[0] for x in run.measured()] else []))
-    n_ind = len(free) if free else 0
     section = RunCalibration(
         hardware=hws[0], stacks=stacks, created=created or datetime.now(timezone.utc).replace(microsecond=0),
         parameters=params,
-        fit=RunFitSettings(prior_sd=_r(PRIOR_SD), free=free, independent_measurements=max(n_ind, 1),
+        fit=RunFitSettings(prior_sd=_r(PRIOR_SD), free=free, independent_measurements=max(n_ind, len(free)),
                            cost=_r(float(res.cost), 9), baseline=baseline or {"nccl": None, "gemm": None}),
         inputs=inputs, measurements=meas)
     return FitResult(section=section, runs=runs, free=free, values=values)
