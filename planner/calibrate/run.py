@@ -795,10 +795,8 @@ def leave_one_out(records, base_dir: Path, label: str = "runs file", min_records
     """For each source group with at least `min_records` records: calibrate on each record in
     turn (its step time; its memory where published) and predict the group's other records
     of the same stack and hardware (the calibration's scope); the tokens/s error before and
-    after. Returns {group: {n, pairs, before, after, ...}} with medians of |error| over the
-    (calibration, prediction) pairs."""
-    from .. import validate as v
-
+    after. Returns {group: {records, pairs, before/after medians, skipped}} with medians of the
+    tokens/s error (|error| and signed) over the (calibration, prediction) pairs."""
     groups: dict[str, list] = {}
     for rec in records:
         if rec.source_group:
@@ -815,7 +813,9 @@ def leave_one_out(records, base_dir: Path, label: str = "runs file", min_records
                 except PlannerError as e:
                     skipped.append(f"{rec.id}: {e.message}")
                     continue
-                if run.step_s is not None:
+                if run.step_s is None:
+                    skipped.append(f"{rec.id}: no published tokens/s or iteration time")
+                else:
                     runs.append(run)
             out[g] = _loo_group(runs, skipped)
     return out
@@ -840,7 +840,7 @@ def _loo_group(runs: list[MeasuredRun], skipped: list[str]) -> dict:
         # one evaluation: the uncalibrated model first, then each calibration's knobs
         values = {k: np.array([prior_value(k, target)] + [fits[i].get(k, prior_value(k, target)) for i in cal])
                   for k in names}
-        pred = predict_many(target, values)["step_time"] if values else np.full(len(cal) + 1, predict_many(target, {})["step_time"][0])
+        pred = predict_many(target, values)["step_time"]
         base, step = pred[0], pred[1:]
         # tokens/s error = predicted tokens/s / measured - 1 = measured step / predicted step - 1
         before.extend([target.step_s / base - 1.0] * len(cal))
