@@ -312,3 +312,22 @@ def test_bad_run_inputs_are_named(cli, tmp_path):
     other.write_text("nothing to see\n")
     assert_one_error(cli("calibrate", "run", other, "--job", TT_JOB, "-o", tmp_path / "p.yaml"), "notes.txt",
                      "not a torchtitan or Megatron-LM training log")
+
+
+def test_torchtitan_2024_wps_lines(tmp_path):
+    """2024's torchtitan called tokens/s per GPU `wps` and logged neither grad_norm nor tflops."""
+    lines = [ln for ln in TT_LOG.read_text().splitlines()]
+    old = []
+    for ln in lines:
+        if "step:" in ln and "tps:" in ln:
+            head, rest = ln.split("step:", 1)
+            step = rest.split()[0]
+            loss = rest.split("loss:")[1].split()[0]
+            mem = rest.split("memory:")[1].split()[0]
+            tps = rest.split("tps:")[1].split()[0]
+            ln = f"{head}step: {step:>2}  loss: {loss}  memory: {mem}  wps: {tps}  mfu: 40.00%"
+        old.append(ln)
+    p = tmp_path / "old.log"
+    p.write_text("\n".join(old) + "\n")
+    f = R.parse_log(p)
+    assert [v for _, _, v in f.lines] == [v for _, _, v in R.parse_log(TT_LOG).lines]

@@ -6,7 +6,8 @@ Inputs (each a MeasuredRun: a resolved plan plus what was measured):
     `memory.reports` convention: max reserved or max allocated);
   - a torchtitan training log: the metrics lines of MetricsProcessor.log [1]
         step: 10  loss:  9.1234  grad_norm:  1.2345  memory: 38.52GiB(40.55%)  tps: 3,210  tflops: 150.12  mfu: 15.18%
-    (colour codes stripped; older versions have no grad_norm or tflops), where tps is tokens
+    (colour codes stripped; older versions have no grad_norm or tflops, and 2024's call tps
+    `wps` [1b]), where tps is tokens
     per second per GPU over the window since the previous line and memory the window's peak
     max_reserved; the world size from ParallelDims' "Building N-D device mesh with [names],
     [dims]" line [2] and the batch from "global batch size G, sequence length S" where logged;
@@ -61,6 +62,9 @@ Units: seconds, bytes; tokens/s per GPU.
 References
 [1] pytorch/torchtitan torchtitan/components/metrics.py, MetricsProcessor.log and
     should_log (commit 00fbaafa6ea1b54dd1a9b451a648f196781e8b26, 2025).
+[1b] pytorch/torchtitan train.py (commit 0011fb905e9561a51af0f265e35d989f7448b1d8, 2024): the same
+    line before `tps` was named: `step: ...  loss: ...  memory: ...GiB(...%)  wps: ...  mfu: ...%`,
+    wps = tokens since the last log / (seconds x model-parallel size), tokens/s per GPU.
 [2] pytorch/torchtitan torchtitan/distributed/parallel_dims.py, ParallelDims._build_mesh
     ("Building {n}-D device mesh with {names}, {dims}").
 [3] NVIDIA/Megatron-LM megatron/training/training.py, training_log (commit
@@ -256,7 +260,7 @@ def _field(line: str, key: str, path: Path, lineno: int, pattern: str = _NUM) ->
 def sniff_format(path: Path, text: str) -> str:
     if re.search(r"elapsed time per iteration \(ms\)", text):
         return "megatron"
-    if re.search(r"\bstep:\s*\d+.*\btps:", text):
+    if re.search(r"\bstep:\s*\d+.*\b[tw]ps:", text):
         return "torchtitan"
     raise PlannerError(f"{path}: not a torchtitan or Megatron-LM training log (no `step: ... tps: ...` or "
                        "`elapsed time per iteration (ms)` lines)",
@@ -292,12 +296,13 @@ def parse_log(path: Path) -> LogFacts:
                 facts.batch = (i, int(m.group(1)), int(m.group(2)))
                 continue
             if re.search(r"(?<!validate )\bstep:\s*\d+", line) and not re.search(r"validate step:", line):
-                if "tps:" not in line and "loss:" not in line:
+                if not re.search(r"\b[tw]ps:|loss:", line):
                     continue
                 step = int(_num(_field(line, "step:", path, i, r"\d+"), path, i, "step"))
                 _field(line, "loss:", path, i, r"\S+")
                 mem = _num(_field(line, "memory:", path, i, _NUM + r"(?=GiB)"), path, i, "memory")
-                tps = _num(_field(line, "tps:", path, i), path, i, "tps")
+                key = "wps:" if re.search(r"\bwps:", line) else "tps:"  # wps: the 2024 name [1b]
+                tps = _num(_field(line, key, path, i), path, i, key[:-1])
                 m_t = re.search(r"\btflops:\s*(" + _NUM + ")", line)
                 m_m = re.search(r"\bmfu:\s*(" + _NUM + r")%", line)
                 if tps <= 0:
