@@ -405,6 +405,15 @@ RUN_PARAMETERS: dict[str, RunParameter] = {p.name: p for p in (
                  "the caching allocator's reserved - allocated at the peak, as a fraction of allocated "
                  "(the stack's memory.allocator_slack replaced); default: the stack's value"),
 )}
+# the figures of explain's JSON each knob changes
+RUN_PARAMETER_AFFECTS = {
+    "gemm_efficiency_scale": ("time.compute_s", "time.bubble_s", "hidden communication windows"),
+    "internode_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
+    "nvlink_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
+    "memory_bound_efficiency_scale": ("time.compute_s", "time.optimizer_s"),
+    "overlapped_exposed_fraction": ("time.dp_comm_exposed_s", "time.pp_comm_s"),
+    "allocator_slack": ("memory.terms.allocator_slack", "memory.total_bytes"),
+}
 # parameters whose uncalibrated value comes from the stack (RunKnobs None = the stack's)
 STACK_PARAMETERS = {"overlapped_exposed_fraction": ("overlap", "overlapped_exposed_fraction"),
                     "allocator_slack": ("memory", "allocator_slack")}
@@ -607,6 +616,6 @@ __all__ = [
     "BUSBW_FACTORS", "INTERPOLATION", "MODEL_FORMULA", "ROBUST_SCALE", "SCOPES", "CalibrationProfile", "CommGroup",
     "FitSettings", "FittedRegime", "GemmCalibration", "GemmProvenance", "GemmRow", "GemmSourceFile", "Measurement",
     "NcclCalibration", "Residuals", "SourceFile", "busbw_factor", "envelope_time", "load_profile",
-    "IDENTITY_KNOBS", "RUN_PARAMETERS", "STACK_PARAMETERS", "RunCalibration", "RunFitSettings", "RunInputFile",
+    "IDENTITY_KNOBS", "RUN_PARAMETERS", "RUN_PARAMETER_AFFECTS", "STACK_PARAMETERS", "RunCalibration", "RunFitSettings", "RunInputFile",
     "RunKnobs", "RunMeasurement", "RunParameter", "RunParameterFit", "baseline_digests", "run_knobs", "section_digest",
 ]
