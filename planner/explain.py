@@ -14,6 +14,7 @@ from . import memory as mem
 from .compute import flops_summary
 from .params import count_params
 from .plan import PlanArrays, Settings, plan_dict
+from .profile import RUN_PARAMETER_AFFECTS
 from .stacks import stack_of
 from .step import step_time, throughput
 from .terms import Terms
@@ -72,6 +73,7 @@ def calibration_report(settings: Settings, est: Estimate) -> dict | None:
         out["run"] = {
             "stacks": list(run.stacks), "hardware": run.hardware,
             "applied": {k: float(getattr(kn, k)) for k in kn.applied},
+            "affects": sorted({f for k in kn.applied for f in RUN_PARAMETER_AFFECTS[k]}),
             **({"not_applied": kn.not_applied} if kn.not_applied else {}),
         }
     return out

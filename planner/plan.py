@@ -7,7 +7,7 @@ take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +197,9 @@ class Settings:
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
     knobs: RunKnobs = IDENTITY_KNOBS  # a profile's run calibration for this stack and hardware (profile.run_knobs)
+    # a memo of collective times for callers that price one plan many times over with other
+    # knobs (the run-calibration fit); None: none. A cache only: the numbers are the same.
+    comm_memo: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
 
 def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) -> tuple[Hardware, str]:

@@ -19,6 +19,13 @@ The compute model receives the `gemm` section (`GemmCalibration`, measured GEMM 
 compute.forward_gemm_times(..., prof.gemm) and compute.calibrated_gemm_time price any
 shape from them (seconds, arrays ok); without the section the uncalibrated model applies.
 
+The `run` section (`RunCalibration`; planner/calibrate/run.py fits it to measured training
+runs) holds the run-calibration knobs of RUN_PARAMETERS, and the stacks and hardware they
+were fitted for; `run_knobs(profile, stack, hardware)` gives the `RunKnobs` the cost models
+read (Settings.knobs, set by plan.resolve): the fitted values inside that scope, the
+identity (the uncalibrated model) outside it or after the nccl / gemm sections it was fitted
+over changed (`baseline` digests).
+
 Units: SI in code (bytes, seconds, bytes/s). The YAML uses human units only where the key
 says so: `latency_us` (microseconds), `busbw_GBps` (1e9 bytes/s), `time_us`.
 
@@ -406,6 +413,15 @@ RUN_PARAMETERS: dict[str, RunParameter] = {p.name: p for p in (
                  "the caching allocator's reserved - allocated at the peak, as a fraction of allocated "
                  "(the stack's memory.allocator_slack replaced); default: the stack's value"),
 )}
+# the figures of explain's JSON each knob changes
+RUN_PARAMETER_AFFECTS = {
+    "gemm_efficiency_scale": ("time.compute_s", "time.bubble_s", "hidden communication windows"),
+    "internode_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
+    "nvlink_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
+    "memory_bound_efficiency_scale": ("time.compute_s", "time.optimizer_s"),
+    "overlapped_exposed_fraction": ("time.dp_comm_exposed_s", "time.pp_comm_s"),
+    "allocator_slack": ("memory.terms.allocator_slack", "memory.total_bytes"),
+}
 # parameters whose uncalibrated value comes from the stack (RunKnobs None = the stack's)
 STACK_PARAMETERS = {"overlapped_exposed_fraction": ("overlap", "overlapped_exposed_fraction"),
                     "allocator_slack": ("memory", "allocator_slack")}
@@ -608,6 +624,6 @@ __all__ = [
     "BUSBW_FACTORS", "INTERPOLATION", "MODEL_FORMULA", "ROBUST_SCALE", "SCOPES", "CalibrationProfile", "CommGroup",
     "FitSettings", "FittedRegime", "GemmCalibration", "GemmProvenance", "GemmRow", "GemmSourceFile", "Measurement",
     "NcclCalibration", "Residuals", "SourceFile", "busbw_factor", "envelope_time", "load_profile",
-    "IDENTITY_KNOBS", "RUN_PARAMETERS", "STACK_PARAMETERS", "RunCalibration", "RunFitSettings", "RunInputFile",
+    "IDENTITY_KNOBS", "RUN_PARAMETERS", "RUN_PARAMETER_AFFECTS", "STACK_PARAMETERS", "RunCalibration", "RunFitSettings", "RunInputFile",
     "RunKnobs", "RunMeasurement", "RunParameter", "RunParameterFit", "baseline_digests", "run_knobs", "section_digest",
 ]

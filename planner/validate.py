@@ -613,7 +613,7 @@ def new_row(rec: RunRecord) -> Row:
 
 
 def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_label: str = "runs file",
-                   calibration: Optional[str] = None, *, need_published: bool = True):
+                   calibration: Optional[str] = None):
     """(settings, plan) of a record, filling in `row` (new_row) as it goes: hardware,
     assumptions, stack, warnings. Raises Skip with the reason (a record that cannot be
     evaluated; `row` keeps what was inferred until then); a bad `hardware:` field is a
@@ -637,7 +637,7 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
             raise Skip(f"no hardware entry for {rec.gpu_type} (give `hardware:` with a catalog name or a hardware YAML)")
         assumed.add("hardware", name, f"gpu_type {rec.gpu_type!r}" + (f"; {note}" if note else ""))
         hw = row.hardware = name
-    if need_published and pub_tok is None and rec.memory_per_gpu_gib is None:
+    if pub_tok is None and rec.memory_per_gpu_gib is None:
         raise Skip(
             "nothing to compare: no tokens_per_sec_per_gpu, iteration_time_s or memory_per_gpu_gib published "
             "(tflops_per_gpu and mfu depend on the source's FLOP convention)"

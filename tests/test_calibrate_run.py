@@ -247,13 +247,20 @@ def test_out_of_bounds_run_parameter_is_bad_input(cli, tmp_path):
 
 def test_batched_knobs_price_like_one_at_a_time():
     """The fit evaluates many candidate knob values in one call: the same numbers as one by one."""
+    from dataclasses import replace
+
+    from planner.explain import evaluate
+
     run = R.record_runs(ONE_RECORD)[0]
+    plain = float(evaluate(run.settings, run.plan).time.total)  # no memo of collective times
     vals = {"gemm_efficiency_scale": np.array([0.8, 1.0, 1.2]), "internode_bandwidth_scale": np.array([0.5, 1.0, 1.5]),
             "overlapped_exposed_fraction": np.array([0.1, 0.189, 0.5])}
     many = R.predict_many(run, vals)["step_time"]
     one = [R.predict_many(run, {k: v[i:i + 1] for k, v in vals.items()})["step_time"][0] for i in range(3)]
     assert many.tolist() == pytest.approx(one, rel=1e-12)
-    assert many[1] == R.predict_many(run, {})["step_time"][0]  # the identity is the uncalibrated model
+    assert many[1] == R.predict_many(run, {})["step_time"][0] == plain  # the identity is the uncalibrated model
+    assert run.settings.comm_memo  # the fit's memo of collective times: the same numbers
+    assert float(evaluate(replace(run.settings, comm_memo=None), run.plan).time.total) == plain
 
 
 # ----------------------------------------------------------------------------- leave-one-out
@@ -275,3 +282,52 @@ def test_leave_one_out_after_one_run_within_8_percent(loo):
     # what one run calibrates away is the cluster's bias: each group's signed median after is ~0
     for g in loo.values():
         assert abs(g["after_median_error"]) < 0.01
+
+
+def test_two_runs_differing_in_communication_free_two_knobs():
+    """One run frees one knob; a second with another communication share (TP1 DP48 vs TP8
+    DP48) frees a second; a fit that ends on a bound says so."""
+    recs = [r for r in load_runs(RUNS) if r.id in ("megatron-readme-h100-1.7B", "megatron-readme-h100-32B")]
+    runs = R.record_runs(RUNS, records=recs)
+    files = [R.RunInputFile(name=str(RUNS), sha256=R.sha256_file(RUNS), kind="run-records")]
+    one = R.fit_runs(runs[:1], files).section
+    assert one.fit.free == ["gemm_efficiency_scale"]
+    two = R.fit_runs(runs, files).section
+    assert two.fit.free == ["gemm_efficiency_scale", "internode_bandwidth_scale"]
+    assert two.parameters["internode_bandwidth_scale"].at_bound  # +31% at TP8 is not the network's: 2x is its bound
+    before = sum(m.residual_before ** 2 for m in two.measurements)
+    after = sum(m.residual_after ** 2 for m in two.measurements)
+    assert after < before / 3
+
+
+def test_bad_run_inputs_are_named(cli, tmp_path):
+    bad = tmp_path / "runs.yaml"
+    rec = yaml.safe_load(ONE_RECORD.read_text())[0]
+    bad.write_text(yaml.safe_dump([{**rec, "id": "tpu-run", "gpu_type": "TPU v4"}]))
+    assert_one_error(cli("calibrate", "run", bad, "-o", tmp_path / "p.yaml"), "record 'tpu-run'", "TPU v4")
+    job = tmp_path / "job.yaml"
+    job.write_text("\n".join(ln for ln in TT_JOB.read_text().splitlines() if not ln.startswith("hardware")))
+    assert_one_error(cli("calibrate", "run", TT_LOG, "--job", job, "-o", tmp_path / "p.yaml"), "job.yaml", "no hardware", "--hardware")
+    other = tmp_path / "notes.txt"
+    other.write_text("nothing to see\n")
+    assert_one_error(cli("calibrate", "run", other, "--job", TT_JOB, "-o", tmp_path / "p.yaml"), "notes.txt",
+                     "not a torchtitan or Megatron-LM training log")
+
+
+def test_torchtitan_2024_wps_lines(tmp_path):
+    """2024's torchtitan called tokens/s per GPU `wps` and logged neither grad_norm nor tflops."""
+    lines = [ln for ln in TT_LOG.read_text().splitlines()]
+    old = []
+    for ln in lines:
+        if "step:" in ln and "tps:" in ln:
+            head, rest = ln.split("step:", 1)
+            step = rest.split()[0]
+            loss = rest.split("loss:")[1].split()[0]
+            mem = rest.split("memory:")[1].split()[0]
+            tps = rest.split("tps:")[1].split()[0]
+            ln = f"{head}step: {step:>2}  loss: {loss}  memory: {mem}  wps: {tps}  mfu: 40.00%"
+        old.append(ln)
+    p = tmp_path / "old.log"
+    p.write_text("\n".join(old) + "\n")
+    f = R.parse_log(p)
+    assert [v for _, _, v in f.lines] == [v for _, _, v in R.parse_log(TT_LOG).lines]

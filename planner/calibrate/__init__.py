@@ -6,6 +6,9 @@ nccl.py     parse nccl-tests output (all_reduce_perf, all_gather_perf, ...) and 
 gemm.py     GEMM calibration: time the model's GEMM shapes with PyTorch (--run) or ingest
             measurements (--from); compute.py uses them for the shapes they cover and
             interpolates for others.
+run.py      measured training runs (run records, torchtitan and Megatron-LM logs with the
+            job or trainer config they ran) -> the run-calibration knobs of the time and
+            memory model (profile.RUN_PARAMETERS), fitted by bounded least squares.
 profile.py  build and write the profile YAML; planner/profile.py holds its data models
             (pydantic, unknown keys are errors) and `load_profile(path)`.
 

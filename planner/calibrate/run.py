@@ -6,7 +6,8 @@ Inputs (each a MeasuredRun: a resolved plan plus what was measured):
     `memory.reports` convention: max reserved or max allocated);
   - a torchtitan training log: the metrics lines of MetricsProcessor.log [1]
         step: 10  loss:  9.1234  grad_norm:  1.2345  memory: 38.52GiB(40.55%)  tps: 3,210  tflops: 150.12  mfu: 15.18%
-    (colour codes stripped; older versions have no grad_norm or tflops), where tps is tokens
+    (colour codes stripped; older versions have no grad_norm or tflops, and 2024's call tps
+    `wps` [1b]), where tps is tokens
     per second per GPU over the window since the previous line and memory the window's peak
     max_reserved; the world size from ParallelDims' "Building N-D device mesh with [names],
     [dims]" line [2] and the batch from "global batch size G, sequence length S" where logged;
@@ -61,6 +62,9 @@ Units: seconds, bytes; tokens/s per GPU.
 References
 [1] pytorch/torchtitan torchtitan/components/metrics.py, MetricsProcessor.log and
     should_log (commit 00fbaafa6ea1b54dd1a9b451a648f196781e8b26, 2025).
+[1b] pytorch/torchtitan train.py (commit 0011fb905e9561a51af0f265e35d989f7448b1d8, 2024): the same
+    line before `tps` was named: `step: ...  loss: ...  memory: ...GiB(...%)  wps: ...  mfu: ...%`,
+    wps = tokens since the last log / (seconds x model-parallel size), tokens/s per GPU.
 [2] pytorch/torchtitan torchtitan/distributed/parallel_dims.py, ParallelDims._build_mesh
     ("Building {n}-D device mesh with {names}, {dims}").
 [3] NVIDIA/Megatron-LM megatron/training/training.py, training_log (commit
@@ -141,6 +145,7 @@ class MeasuredRun:
     spread: Optional[tuple[float, float]] = None
     tokens_per_s_per_gpu: Optional[float] = None
     notes: list[str] = field(default_factory=list)
+    memory_source: Optional[str] = None  # where the memory figures were read, when not `label`
 
     @property
     def stack(self) -> str:
@@ -252,7 +257,7 @@ def _field(line: str, key: str, path: Path, lineno: int, pattern: str = _NUM) ->
 def sniff_format(path: Path, text: str) -> str:
     if re.search(r"elapsed time per iteration \(ms\)", text):
         return "megatron"
-    if re.search(r"\bstep:\s*\d+.*\btps:", text):
+    if re.search(r"\bstep:\s*\d+.*\b[tw]ps:", text):
         return "torchtitan"
     raise PlannerError(f"{path}: not a torchtitan or Megatron-LM training log (no `step: ... tps: ...` or "
                        "`elapsed time per iteration (ms)` lines)",
@@ -285,12 +290,13 @@ def parse_log(path: Path) -> LogFacts:
                 facts.batch = (i, int(m.group(1)), int(m.group(2)))
                 continue
             if re.search(r"(?<!validate )\bstep:\s*\d+", line) and not re.search(r"validate step:", line):
-                if "tps:" not in line and "loss:" not in line:
+                if not re.search(r"\b[tw]ps:|loss:", line):
                     continue
                 step = int(_num(_field(line, "step:", path, i, r"\d+"), path, i, "step"))
                 _field(line, "loss:", path, i, r"\S+")
                 mem = _num(_field(line, "memory:", path, i, _NUM + r"(?=GiB)"), path, i, "memory")
-                tps = _num(_field(line, "tps:", path, i), path, i, "tps")
+                key = "wps:" if re.search(r"\bwps:", line) else "tps:"  # wps: the 2024 name [1b]
+                tps = _num(_field(line, key, path, i), path, i, key[:-1])
                 m_t = re.search(r"\btflops:\s*(" + _NUM + ")", line)
                 m_m = re.search(r"\bmfu:\s*(" + _NUM + r")%", line)
                 if tps <= 0:
@@ -410,6 +416,7 @@ def log_run(path: Path, job: Job, job_label: str, *, warmup: int = WARMUP_LINES)
             run.allocated_bytes = max(v["max allocated"] for _, v in facts.mem_ranks) * MiB
             run.reserved_bytes = max(v["max reserved"] for _, v in facts.mem_ranks) * MiB
             run.notes.append(f"memory: the largest of {len(facts.mem_ranks)} report_memory line(s) (most loaded stage)")
+            run.memory_source = f"{path}:" + ",".join(str(ln) for ln, _ in facts.mem_ranks)
     for k, v in facts.extra.items():
         run.notes.append(f"{k} {v:.4g} (the trainer's own FLOP convention; not fitted)")
     return run
@@ -441,6 +448,8 @@ def predict_many(run: MeasuredRun, values: dict[str, np.ndarray]) -> dict[str, n
     length P per knob; knobs not given keep their uncalibrated value): one evaluate call."""
     n = len(next(iter(values.values()))) if values else 1
     knobs = RunKnobs(**{k: np.asarray(v, dtype=np.float64) for k, v in values.items()})
+    if run.settings.comm_memo is None:  # the same collectives, priced again at every candidate
+        run.settings = replace(run.settings, comm_memo={})
     est = evaluate(replace(run.settings, knobs=knobs), _repeat(run.plan, n))
     mem = est.memory
     reserved = np.broadcast_to(mem.total - mem.reserve, (n,))
@@ -500,6 +509,17 @@ def _separation(cols: np.ndarray) -> float:
     return float(sv[-1] / sv[0]) if sv[0] > 0 else 0.0
 
 
+def _independent(J: np.ndarray, sens: np.ndarray) -> int:
+    """How many independent measurements the rows make of the knobs they are sensitive to:
+    the singular values of the column-normalised Jacobian within SEPARATION_MIN of the largest."""
+    cols = np.flatnonzero(sens >= SENSITIVITY_MIN)
+    if cols.size == 0:
+        return 0
+    sub = J[:, cols] / np.linalg.norm(J[:, cols], axis=0)
+    sv = np.linalg.svd(sub, compute_uv=False)
+    return int(np.sum(sv >= SEPARATION_MIN * sv[0]))
+
+
 def _describe(runs, rows, j) -> str:
     return f"{rows.quantity[j].replace('_', ' ')} of {runs[rows.run[j]].label}"
 
@@ -544,6 +564,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
     theta0_all = np.array([_var(k, prior[k]) for k in cand])
     lp0, J_all = _jacobian(runs, rows, cand, {}, theta0_all)
     sens = np.max(np.abs(J_all), axis=0)
+    n_ind = _independent(J_all, sens)
     if free is None:
         chosen: list[int] = []
         for c, k in enumerate(cand):
@@ -559,13 +580,10 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
     else:
         free = list(dict.fromkeys(free))
         idx = [cand.index(k) for k in free]
-        sensitive = [c for c in range(len(cand)) if sens[c] >= SENSITIVITY_MIN]
-        n_ind = np.linalg.matrix_rank(J_all[:, sensitive] / np.linalg.norm(J_all[:, sensitive], axis=0),
-                                      tol=SEPARATION_MIN) if sensitive else 0
         meas = ", ".join(_describe(runs, rows, j) for j in range(len(rows.run)))
-        if len(free) > max(n_ind, 0) or len(free) > len(rows.run):
+        if len(free) > n_ind:
             raise PlannerError(f"--fit asks for {len(free)} free parameter(s) ({', '.join(free)}) but the inputs give "
-                               f"{min(n_ind, len(rows.run))} independent measurement(s) ({meas})",
+                               f"{n_ind} independent measurement(s) ({meas})",
                                "fit fewer parameters, or add: " + "; ".join(f"for {k}, {ADD_HINT[k]}" for k in free[1:]))
         for c, k in zip(idx, free):
             if sens[c] < SENSITIVITY_MIN:
@@ -621,7 +639,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             sd_fit_variable=None if s is None else _r(s),
             low_1sigma=None if s is None else _r(max(float(_val(k, theta[c] - s)), spec.lower)),
             high_1sigma=None if s is None else _r(min(float(_val(k, theta[c] + s)), spec.upper)),
-            at_bound=bool(abs(theta[c] - lo[c]) < 1e-6 or abs(theta[c] - hi[c]) < 1e-6), freed_by=freed_by)
+            at_bound=bool(min(abs(theta[c] - lo[c]), abs(theta[c] - hi[c])) < 1e-3), freed_by=freed_by)
     if len(used) == len(rows.run):  # every row was fitted: the fit's own last evaluation
         after = np.exp(lp_fit)
     else:
@@ -632,7 +650,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
         run = runs[rows.run[j]]
         q = rows.quantity[j]
         meas.append(RunMeasurement(
-            source=run.label, quantity=q, unit=QUANTITY_UNIT[q], measured=_r(rows.measured[j], 9),
+            source=run.label if q == "step_time" or run.memory_source is None else run.memory_source, quantity=q, unit=QUANTITY_UNIT[q], measured=_r(rows.measured[j], 9),
             sd_rel=_r(rows.sd[j]), predicted_before=_r(before[j], 9), predicted_after=_r(after[j], 9),
             residual_before=_r(before[j] / rows.measured[j] - 1.0), residual_after=_r(after[j] / rows.measured[j] - 1.0),
             fitted=bool(j in set(used.tolist())), stack=run.stack, hardware=run.hardware, gpus=run.settings.gpus,
@@ -640,11 +658,10 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             warmup_dropped=run.warmup_dropped, spread_rel=[_r(x) for x in run.spread] if (run.spread and q == "step_time") else None,
             tokens_per_s_per_gpu=_r(run.tokens_per_s_per_gpu, 6) if (run.tokens_per_s_per_gpu and q == "step_time") else None,
             notes=list(run.notes) if q == "step_time" or "step_time" not in [x[0] for x in run.measured()] else []))
-    n_ind = len(free) if free else 0
     section = RunCalibration(
         hardware=hws[0], stacks=stacks, created=created or datetime.now(timezone.utc).replace(microsecond=0),
         parameters=params,
-        fit=RunFitSettings(prior_sd=_r(PRIOR_SD), free=free, independent_measurements=max(n_ind, 1),
+        fit=RunFitSettings(prior_sd=_r(PRIOR_SD), free=free, independent_measurements=max(n_ind, len(free)),
                            cost=_r(float(res.cost), 9), baseline=baseline or {"nccl": None, "gemm": None}),
         inputs=inputs, measurements=meas)
     return FitResult(section=section, runs=runs, free=free, values=values)
@@ -777,10 +794,8 @@ def leave_one_out(records, base_dir: Path, label: str = "runs file", min_records
     """For each source group with at least `min_records` records: calibrate on each record in
     turn (its step time; its memory where published) and predict the group's other records
     of the same stack and hardware (the calibration's scope); the tokens/s error before and
-    after. Returns {group: {n, pairs, before, after, ...}} with medians of |error| over the
-    (calibration, prediction) pairs."""
-    from .. import validate as v
-
+    after. Returns {group: {records, pairs, before/after medians, skipped}} with medians of the
+    tokens/s error (|error| and signed) over the (calibration, prediction) pairs."""
     groups: dict[str, list] = {}
     for rec in records:
         if rec.source_group:
@@ -797,7 +812,9 @@ def leave_one_out(records, base_dir: Path, label: str = "runs file", min_records
                 except PlannerError as e:
                     skipped.append(f"{rec.id}: {e.message}")
                     continue
-                if run.step_s is not None:
+                if run.step_s is None:
+                    skipped.append(f"{rec.id}: no published tokens/s or iteration time")
+                else:
                     runs.append(run)
             out[g] = _loo_group(runs, skipped)
     return out
@@ -822,7 +839,7 @@ def _loo_group(runs: list[MeasuredRun], skipped: list[str]) -> dict:
         # one evaluation: the uncalibrated model first, then each calibration's knobs
         values = {k: np.array([prior_value(k, target)] + [fits[i].get(k, prior_value(k, target)) for i in cal])
                   for k in names}
-        pred = predict_many(target, values)["step_time"] if values else np.full(len(cal) + 1, predict_many(target, {})["step_time"][0])
+        pred = predict_many(target, values)["step_time"]
         base, step = pred[0], pred[1:]
         # tokens/s error = predicted tokens/s / measured - 1 = measured step / predicted step - 1
         before.extend([target.step_s / base - 1.0] * len(cal))

@@ -115,11 +115,12 @@ def time_table(res: dict) -> None:
     cal = res.get("calibration")
     if cal:
         used = ", ".join(cal["used"]) or "none of its entries (no plan collective matched)"
-        out.print(f"  calibration {cal['profile']}: measured figures used for {used}; defaults elsewhere")
+        if cal["covered"]:  # nccl / gemm sections
+            out.print(f"  calibration {cal['profile']}: measured figures used for {used}; defaults elsewhere")
         run = cal.get("run")
         if run and run["applied"]:
             knobs = ", ".join(f"{k} {v:.4g}" for k, v in run["applied"].items())
-            out.print(f"  run calibration ({'/'.join(run['stacks'])} on {run['hardware']}): {knobs} "
-                      "(fitted to measured runs; every other figure uncalibrated)")
+            out.print(f"  run calibration ({'/'.join(run['stacks'])} on {run['hardware']}): {knobs}, fitted to "
+                      f"measured runs; they change {', '.join(run['affects'])}")
         elif run:
             out.print(f"  run calibration not applied: {run.get('not_applied')}")
