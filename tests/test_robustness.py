@@ -16,7 +16,7 @@ import yaml
 
 from planner import files
 from planner.errors import PlannerError
-from tests.conftest import assert_one_error
+from conftest import assert_one_error
 
 DATA = Path(__file__).parent / "data"
 NCCL = DATA / "nccl_logs" / "h100_8gpu_allreduce_aws-p5-batch.txt"
@@ -192,7 +192,7 @@ def _every_reader(tmp, p):
         ["explain", "--from-fit", p],
         ["check", p],
         ["budget", p],
-        ["validate", "--runs", p],
+        ["validate", p],
         ["calibrate", "nccl", p, "-o", tmp / "prof.yaml"],
         ["calibrate", "gemm", "--from", p, "-o", tmp / "prof.yaml"],
     ]
@@ -382,3 +382,19 @@ def test_replacing_a_section_says_so_on_stderr(cli, tmp_path):
     assert "gemm section" not in r.stderr  # kept
     r = _calibrate_gemm(cli, out)
     assert f"warning: {out}: replacing its gemm section" in r.stderr and "nccl section" not in r.stderr
+
+
+# ------------------------------------------------------------- found by the fuzz harness
+def test_global_batch_tokens_beyond_a_count_of_sequences_exits_2(cli, tmp_path):
+    """tests/fuzzing.py, job seed job-titan.yaml: global_batch_tokens 4.2e26 made a global
+    batch of 5e22 sequences and numpy overflowed in budget."""
+    p = _job(tmp_path, global_batch_tokens=4.194304e26, tokens=1.5e13)
+    for cmd in ("budget", "explain", "check"):
+        assert_one_error(cli(cmd, p), "global_batch_tokens", "2,147,483,647")
+
+
+def test_gemm_dimension_beyond_a_count_exits_2(cli, tmp_path):
+    """tests/fuzzing.py, gemm.json seed: K = 1e308 passed the row check and failed the
+    profile's GemmRow validation with a traceback."""
+    p = _write(tmp_path, "g.json", json.dumps([{"M": 4096, "N": 4096, "K": 1e308, "dtype": "bf16", "tflops": 700}]))
+    assert_one_error(cli("calibrate", "gemm", "--from", p, "-o", tmp_path / "p.yaml"), "g.json: row 1", "`K`")

@@ -35,7 +35,7 @@ class _PlannerGroup(TyperGroup):
             else:
                 report_usage_error(e)
             sys.exit(e.exit_code)
-        except _click_exc.Abort:
+        except typer.Abort:
             sys.stderr.write("error: aborted\n")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
