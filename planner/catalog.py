@@ -23,7 +23,7 @@ def _catalog_dir(kind: str) -> Path:
     """Installed wheels carry the catalogs in planner/_data/; a source checkout has them at
     the repository root."""
     for d in (_PKG / "_data" / kind, _PKG.parent / kind):
-        if d.is_dir():
+        if files.is_dir(d):
             return d
     raise PlannerError(f"the {kind} catalog is missing from this installation", "reinstall with `pip install .`")
 
@@ -174,18 +174,18 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
 def load_model(name_or_path: str) -> ModelSpec:
     """A catalog name (`llama3-70b`), a model YAML, a config.json, or a folder holding one."""
     p = Path(name_or_path).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").is_file():
+    if files.is_dir(p):
+        if not files.is_file(p / "config.json"):
             raise PlannerError(f"{p}: folder has no config.json", "point --model at a Hugging Face config.json or a model YAML")
         p = p / "config.json"
-    if p.is_file():
+    if files.is_file(p):
         if p.suffix == ".json":
             cfg = files.read_json(p, "give a Hugging Face config.json")
             return model_from_hf_config(cfg, str(p))
         return _load_model_file(str(p.resolve()))
     d = model_dir()
     f = d / f"{name_or_path}.yaml"
-    if f.is_file():
+    if files.is_file(f):
         return _load_model_file(str(f))
     raise _did_you_mean(name_or_path, list_models(), "model", "models")
 
@@ -198,10 +198,10 @@ def _load_hw_file(path: str) -> Hardware:
 
 def load_hardware(name_or_path: str) -> Hardware:
     p = Path(name_or_path).expanduser()
-    if p.is_file():
+    if files.is_file(p):
         return _load_hw_file(str(p.resolve()))
     f = hardware_dir() / f"{name_or_path}.yaml"
-    if f.is_file():
+    if files.is_file(f):
         return _load_hw_file(str(f))
     raise _did_you_mean(name_or_path, list_hardware(), "hardware", "hardware")
 
@@ -215,9 +215,9 @@ def _load_stack_file(path: str) -> Stack:
 def load_stack(name_or_path: str) -> Stack:
     """A catalog name (`torchtitan`) or a stack YAML."""
     p = Path(name_or_path).expanduser()
-    if p.is_file():
+    if files.is_file(p):
         return _load_stack_file(str(p.resolve()))
     f = stack_dir() / f"{name_or_path}.yaml"
-    if f.is_file():
+    if files.is_file(f):
         return _load_stack_file(str(f))
     raise _did_you_mean(name_or_path, list_stacks(), "stack", "stacks")

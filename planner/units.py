@@ -6,6 +6,7 @@ follow IEC 80000-13. Inside the code everything is SI: bytes, seconds, FLOPs.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import PlannerError
@@ -21,6 +22,13 @@ GiB = 2.0**30
 TFLOP = 1e12
 
 
+def _finite(x: float, what: str, text) -> float:
+    """x, unless the text named a number beyond a double (1e400 reads as infinity)."""
+    if not math.isfinite(x):
+        raise PlannerError(f"{what} {text!r} is beyond the largest number a double holds (1.8e308)", "give a finite number")
+    return x
+
+
 def parse_count(text: str | int | float, what: str = "value") -> float:
     """'16M' -> 16e6, '15e12' -> 1.5e13, '2,048' -> 2048, '1.5T' -> 1.5e12."""
     if isinstance(text, (int, float)):
@@ -29,7 +37,7 @@ def parse_count(text: str | int | float, what: str = "value") -> float:
     m = re.fullmatch(_NUM + r"\s*([kKMGTPE]?)", s)
     if not m:
         raise PlannerError(f"cannot read {what} {text!r}", "write a number, optionally with k, M, G, T, P (e.g. 16M, 15e12)")
-    return float(m.group(1)) * _DEC[m.group(2)]
+    return _finite(float(m.group(1)) * _DEC[m.group(2)], what, text)
 
 
 def parse_bytes(text: str | int | float, what: str = "size") -> float:
@@ -42,7 +50,7 @@ def parse_bytes(text: str | int | float, what: str = "size") -> float:
         raise PlannerError(f"cannot read {what} {text!r}", "write bytes such as 141GB, 4GiB, 512MB or 1024")
     prefix = m.group(2)
     factor = _BIN[prefix[0].upper() + "i"] if prefix.endswith("i") else _DEC[prefix]
-    return float(m.group(1)) * factor
+    return _finite(float(m.group(1)) * factor, what, text)
 
 
 def parse_seconds(text: str | int | float, what: str = "time") -> float:
@@ -53,4 +61,4 @@ def parse_seconds(text: str | int | float, what: str = "time") -> float:
     m = re.fullmatch(_NUM + r"\s*(s|ms|us|µs|ns|min|h|d)?", s)
     if not m:
         raise PlannerError(f"cannot read {what} {text!r}", "write a time such as 10us, 30s, 10min, 12h")
-    return float(m.group(1)) * _TIME[m.group(2) or "s"]
+    return _finite(float(m.group(1)) * _TIME[m.group(2) or "s"], what, text)

@@ -398,3 +398,29 @@ def test_gemm_dimension_beyond_a_count_exits_2(cli, tmp_path):
     profile's GemmRow validation with a traceback."""
     p = _write(tmp_path, "g.json", json.dumps([{"M": 4096, "N": 4096, "K": 1e308, "dtype": "bf16", "tflops": 700}]))
     assert_one_error(cli("calibrate", "gemm", "--from", p, "-o", tmp_path / "p.yaml"), "g.json: row 1", "`K`")
+
+
+def test_quantities_beyond_a_double_are_refused():
+    from planner.units import parse_bytes, parse_count, parse_seconds
+
+    for parse, text in ((parse_count, "1e400"), (parse_bytes, "1e400GB"), (parse_seconds, "1e400s"), (parse_count, "1e306P")):
+        with pytest.raises(PlannerError, match="beyond the largest number a double holds"):
+            parse(text, "--x")
+    assert parse_count("1e306") == 1e306
+
+
+@pytest.mark.parametrize("option", ["--model", "--hardware", "--stack", "--calibration"])
+def test_a_name_longer_than_a_file_name_may_be_exits_2(cli, option):
+    """tests/fuzzing.py, fit-json seed: a 5,000-character model name made Path.is_file()
+    raise ENAMETOOLONG (Python < 3.12)."""
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", option, "x" * 5000)
+    assert_one_error(r)
+
+
+def test_a_saved_fit_row_with_a_name_too_long_exits_2(cli, tmp_path):
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "2", "--format", "json")
+    rows = json.loads(r.stdout)
+    rows[1]["plan"]["model"] = "x" * 5000
+    p = _write(tmp_path, "fit.json", json.dumps(rows))
+    assert_one_error(cli("explain", "--from-fit", p, "--row", "2"), "unknown model")
+    assert files.exists("x" * 5000) is False and files.is_file("x" * 5000) is False and files.is_dir("a\0b") is False
