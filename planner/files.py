@@ -69,6 +69,8 @@ def read_bytes(path: str | Path, hint: Optional[str] = None, max_bytes: int = MA
         raise PlannerError(f"{p}: cannot read (no such file)", hint) from None
     except OSError as e:
         raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint) from None
+    except ValueError:  # a NUL byte: no file system takes it
+        raise PlannerError(f"{str(p)!r}: not a valid path (it holds a NUL byte)", hint) from None
     if stat.S_ISDIR(st.st_mode):
         raise PlannerError(f"{p}: is a folder, not a file", hint)
     if not stat.S_ISREG(st.st_mode):

@@ -424,3 +424,10 @@ def test_a_saved_fit_row_with_a_name_too_long_exits_2(cli, tmp_path):
     p = _write(tmp_path, "fit.json", json.dumps(rows))
     assert_one_error(cli("explain", "--from-fit", p, "--row", "2"), "unknown model")
     assert files.exists("x" * 5000) is False and files.is_file("x" * 5000) is False and files.is_dir("a\0b") is False
+
+
+def test_a_path_with_a_nul_byte_is_bad_input(tmp_path):
+    with pytest.raises(PlannerError, match="NUL byte"):
+        files.read_bytes("a\0b.yaml")
+    with pytest.raises(PlannerError, match="no such file"):
+        files.read_text(tmp_path / "absent.yaml")
