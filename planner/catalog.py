@@ -23,7 +23,7 @@ def _catalog_dir(kind: str) -> Path:
     """Installed wheels carry the catalogs in planner/_data/; a source checkout has them at
     the repository root."""
     for d in (_PKG / "_data" / kind, _PKG.parent / kind):
-        if d.is_dir():
+        if files.is_dir(d):
             return d
     raise PlannerError(f"the {kind} catalog is missing from this installation", "reinstall with `pip install .`")
 
@@ -146,13 +146,13 @@ def _source(name_or_path: str, d: Path, kind: str, cmd: str) -> Path:
     """The file a name or path names: an existing file, else the catalog entry `name`; a
     value that looks like a path but does not exist is a missing file, not an unknown name."""
     p = Path(name_or_path).expanduser()
-    if p.is_file():
+    if files.is_file(p):
         return p.resolve()
     f = d / f"{name_or_path}.yaml"
-    if not looks_like_path(name_or_path) and f.is_file():
+    if not looks_like_path(name_or_path) and files.is_file(f):
         return f
     if looks_like_path(name_or_path):
-        why = "is a folder" if p.is_dir() else "does not exist"
+        why = "is a folder" if files.is_dir(p) else "does not exist"
         raise PlannerError(f"{kind} file {name_or_path}: {why}" + (f" (resolved to {p.resolve()})" if not p.is_absolute() else ""),
                            f"check the path, or give a catalog name (`planner {cmd}` lists them)")
     raise _did_you_mean(name_or_path, _names(d), kind, cmd)
@@ -273,8 +273,8 @@ def model_source(name_or_path: str) -> Path:
     """The file `load_model` reads for a catalog name, a model YAML, a config.json or a
     folder holding one (absolute)."""
     p = Path(name_or_path).expanduser()
-    if p.is_dir():
-        if not (p / "config.json").is_file():
+    if files.is_dir(p):
+        if not files.is_file(p / "config.json"):
             raise PlannerError(f"{p}: folder has no config.json", "point --model at a Hugging Face config.json or a model YAML")
         return (p / "config.json").resolve()
     return _source(name_or_path, model_dir(), "model", "models")

@@ -35,6 +35,31 @@ MAX_FILE_BYTES = 64 * 2**20  # 64 MiB: see the module docstring
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+def _stat_mode(path: str | Path) -> Optional[int]:
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):  # absent, or no valid path at all (a name too long, a NUL byte)
+        return None
+
+
+def exists(path: str | Path) -> bool:
+    """Path.exists(), but False for a string no file system accepts as a path (a name longer
+    than NAME_MAX raises ENAMETOOLONG from Path.exists() on Python < 3.12)."""
+    return _stat_mode(path) is not None
+
+
+def is_file(path: str | Path) -> bool:
+    """Path.is_file() that never raises (see exists)."""
+    mode = _stat_mode(path)
+    return mode is not None and stat.S_ISREG(mode)
+
+
+def is_dir(path: str | Path) -> bool:
+    """Path.is_dir() that never raises (see exists)."""
+    mode = _stat_mode(path)
+    return mode is not None and stat.S_ISDIR(mode)
+
+
 def read_bytes(path: str | Path, hint: Optional[str] = None, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     """The bytes of a regular file of at most `max_bytes`; PlannerError otherwise."""
     p = Path(path)
@@ -44,6 +69,8 @@ def read_bytes(path: str | Path, hint: Optional[str] = None, max_bytes: int = MA
         raise PlannerError(f"{p}: cannot read (no such file)", hint) from None
     except OSError as e:
         raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint) from None
+    except ValueError:  # a NUL byte: no file system takes it
+        raise PlannerError(f"{str(p)!r}: not a valid path (it holds a NUL byte)", hint) from None
     if stat.S_ISDIR(st.st_mode):
         raise PlannerError(f"{p}: is a folder, not a file", hint)
     if not stat.S_ISREG(st.st_mode):
@@ -122,5 +149,5 @@ def read_json(path: str | Path, hint: Optional[str] = None) -> Any:
     return parse_json(read_text(path, hint), str(path), hint)
 
 
-__all__ = ["MAX_FILE_BYTES", "YAML_LOADER", "compose_yaml", "parse_json", "parse_yaml", "read_bytes", "read_json",
-           "read_text", "read_yaml"]
+__all__ = ["MAX_FILE_BYTES", "YAML_LOADER", "compose_yaml", "exists", "is_dir", "is_file", "parse_json", "parse_yaml",
+           "read_bytes", "read_json", "read_text", "read_yaml"]

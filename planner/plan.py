@@ -18,7 +18,7 @@ from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
-from .schema import BYTES_PER_PARAM_PRESETS, BytesPerParam, Hardware, Job, ModelSpec, Stack
+from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -325,6 +325,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                 "choose --global-batch-tokens as a multiple of --seq-len, or give --global-batch in sequences",
             )
         gbs = int(tokens // seq)
+        if gbs > MAX_COUNT:
+            raise PlannerError(f"{where}field `global_batch_tokens`: {tokens:,.0f} tokens are {gbs:,} sequences of {seq:,}, "
+                               f"more than the {MAX_COUNT:,} a global batch may hold",
+                               "give the tokens per step, e.g. 16M (--global-batch-tokens 16M)")
     schedule = job.schedule or ("interleaved" if job.vpp > 1 else "1f1b")
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .errors import PlannerError
+from . import files
 from .pipeline import Simulation
 
 _COLOURS = {"F": "#4C78A8", "B": "#F58518", "W": "#54A24B"}  # Tableau 10 blue, orange, green
@@ -104,7 +105,7 @@ def check_plot_path(path) -> Path:
             f"--plot {str(path)!r}: cannot tell the image format from the suffix {path.suffix or '(none)'!r}",
             "name the file .png, .svg or .pdf",
         )
-    if not path.parent.is_dir():
+    if not files.is_dir(path.parent):
         raise PlannerError(f"--plot {str(path)!r}: folder {str(path.parent)!r} does not exist", "create it first, or write elsewhere")
     return path
 

@@ -71,6 +71,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .catalog import read_yaml, validate
 from .errors import PlannerError
+from . import files
 
 Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf / .nan are errors
 # Integers of a profile (sizes in bytes, counts, line numbers) are at most 2**53: exact in a
@@ -615,7 +616,7 @@ def run_knobs(profile: Optional[CalibrationProfile], stack_name: str, hardware_n
 def load_profile(path: str | Path) -> CalibrationProfile:
     """Read and validate a profile YAML; PlannerError names the file and the field."""
     p = Path(path)
-    if not p.is_file():
+    if not files.exists(p):  # anything else that is not a regular file: read_yaml says what it is
         raise PlannerError(f"{p}: no such calibration profile", "write one with `planner calibrate nccl LOG... -o profile.yaml`")
     return validate(CalibrationProfile, read_yaml(p), str(p))
 

@@ -604,8 +604,10 @@ def _row_file(plan: dict, key: str, source, where: str) -> str:
 
     from .plan import file_sha256
 
+    from . import files
+
     here = Path(str(path))
-    if here.is_file() and (sha is None or file_sha256(str(here)) == sha):
+    if files.is_file(here) and (sha is None or file_sha256(str(here)) == sha):
         return str(here)
     try:
         alt = source(str(plan.get(key)))
@@ -613,6 +615,6 @@ def _row_file(plan: dict, key: str, source, where: str) -> str:
         alt = None
     if alt is not None and sha is not None and file_sha256(str(alt)) == sha:
         return str(alt)
-    state = "has changed since the fit (sha256 differs)" if here.is_file() else "no longer exists"
+    state = "has changed since the fit (sha256 differs)" if files.is_file(here) else "no longer exists"
     raise PlannerError(f"{where}the {key} file the fit used, {path}, {state}",
                        f"pass --{key} to choose the {key} explicitly, or re-run `planner fit`")

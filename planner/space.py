@@ -369,7 +369,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     P = _axis(np.arange(1, min(p_top, gpus) + 1, dtype=i64), opts.pp, opts.max_pp)
     p_over = 0 if opts.pp else max(p_top - gpus, 0)
     _guard(len(T) * len(C) * len(P), f"{len(T):,} tp x {len(C):,} cp x {len(P):,} pp meshes "
-           f"(tp: divisors of nvlink_domain {hw.nvlink_domain:,}; cp: of seq_len {seq:,})", "pin --tp, --cp or --pp")
+           f"(tp: divisors of nvlink_domain {hw.nvlink_domain:,} of {hw.name}; cp: of seq_len {seq:,})", "pin --tp, --cp or --pp")
     tp, cp, pp = (x.ravel() for x in np.meshgrid(T, C, P, indexing="ij"))
     inner = tp * cp * pp
     divides = gpus % inner == 0
@@ -420,7 +420,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         v_top = U // int(piped.min()) if len(piped) else 1
         if opts.max_vpp is not None:
             v_top = min(v_top, opts.max_vpp)
-        _guard(M * v_top, f"{M:,} meshes x {v_top:,} virtual stages (vpp up to num_layers {L:,} / pp)",
+        _guard(M * v_top, f"{M:,} meshes x {v_top:,} virtual stages (vpp up to num_layers {L:,} of model {model.name} / pp)",
                "pin --vpp or --pp, or bound them with --max-vpp / --max-pp")
         V = np.arange(1, max(v_top, 1) + 1, dtype=i64)
         limit = np.where(mesh["pp"] == 1, 1, U // np.maximum(mesh["pp"], 1))

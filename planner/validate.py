@@ -108,6 +108,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .catalog import format_validation_error, list_models, load_hardware, load_model, load_stack, read_yaml
 from .errors import PlannerError
+from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
@@ -549,7 +550,7 @@ def _write_model(spec: dict, tmpdir: Path) -> str:
     path, so equal paths always mean equal specs) and return the path."""
     text = yaml.safe_dump(spec, sort_keys=True)
     p = tmpdir / f"model-{hashlib.sha1(text.encode()).hexdigest()[:16]}.yaml"
-    if not p.exists():
+    if not files.exists(p):
         p.write_text(text, encoding="utf-8")
     return str(p)
 
@@ -624,7 +625,7 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
     if rec.hardware is not None:
         hw = rec.hardware
         local = base_dir / hw
-        if local.is_file():
+        if files.is_file(local):
             hw = str(local)
         try:
             load_hardware(hw)

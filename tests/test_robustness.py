@@ -16,7 +16,7 @@ import yaml
 
 from planner import files
 from planner.errors import PlannerError
-from tests.conftest import assert_one_error
+from conftest import assert_one_error
 
 DATA = Path(__file__).parent / "data"
 NCCL = DATA / "nccl_logs" / "h100_8gpu_allreduce_aws-p5-batch.txt"
@@ -192,7 +192,7 @@ def _every_reader(tmp, p):
         ["explain", "--from-fit", p],
         ["check", p],
         ["budget", p],
-        ["validate", "--runs", p],
+        ["validate", p],
         ["calibrate", "nccl", p, "-o", tmp / "prof.yaml"],
         ["calibrate", "gemm", "--from", p, "-o", tmp / "prof.yaml"],
     ]
@@ -382,3 +382,53 @@ def test_replacing_a_section_says_so_on_stderr(cli, tmp_path):
     assert "gemm section" not in r.stderr  # kept
     r = _calibrate_gemm(cli, out)
     assert f"warning: {out}: replacing its gemm section" in r.stderr and "nccl section" not in r.stderr
+
+
+# ------------------------------------------------------------- found by the fuzz harness
+def test_global_batch_tokens_beyond_a_count_of_sequences_exits_2(cli, tmp_path):
+    """tests/fuzzing.py, job seed job-titan.yaml: global_batch_tokens 4.2e26 made a global
+    batch of 5e22 sequences and numpy overflowed in budget."""
+    p = _job(tmp_path, global_batch_tokens=4.194304e26, tokens=1.5e13)
+    for cmd in ("budget", "explain", "check"):
+        assert_one_error(cli(cmd, p), "global_batch_tokens", "2,147,483,647")
+
+
+def test_gemm_dimension_beyond_a_count_exits_2(cli, tmp_path):
+    """tests/fuzzing.py, gemm.json seed: K = 1e308 passed the row check and failed the
+    profile's GemmRow validation with a traceback."""
+    p = _write(tmp_path, "g.json", json.dumps([{"M": 4096, "N": 4096, "K": 1e308, "dtype": "bf16", "tflops": 700}]))
+    assert_one_error(cli("calibrate", "gemm", "--from", p, "-o", tmp_path / "p.yaml"), "g.json: row 1", "`K`")
+
+
+def test_quantities_beyond_a_double_are_refused():
+    from planner.units import parse_bytes, parse_count, parse_seconds
+
+    for parse, text in ((parse_count, "1e400"), (parse_bytes, "1e400GB"), (parse_seconds, "1e400s"), (parse_count, "1e306P")):
+        with pytest.raises(PlannerError, match="not a finite number"):
+            parse(text, "--x")
+    assert parse_count("1e306") == 1e306
+
+
+@pytest.mark.parametrize("option", ["--model", "--hardware", "--stack", "--calibration"])
+def test_a_name_longer_than_a_file_name_may_be_exits_2(cli, option):
+    """tests/fuzzing.py, fit-json seed: a 5,000-character model name made Path.is_file()
+    raise ENAMETOOLONG (Python < 3.12)."""
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", option, "x" * 5000)
+    assert_one_error(r)
+
+
+def test_a_saved_fit_row_with_a_name_too_long_exits_2(cli, tmp_path):
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "2", "--format", "json")
+    rows = json.loads(r.stdout)
+    rows[1]["plan"]["model"] = "x" * 5000
+    rows[1]["plan"]["model_file"] = "/" + "x" * 5000  # the file the fit read (issue 12: --from-fit reads it)
+    p = _write(tmp_path, "fit.json", json.dumps(rows))
+    assert_one_error(cli("explain", "--from-fit", p, "--row", "2"), "model file")
+    assert files.exists("x" * 5000) is False and files.is_file("x" * 5000) is False and files.is_dir("a\0b") is False
+
+
+def test_a_path_with_a_nul_byte_is_bad_input(tmp_path):
+    with pytest.raises(PlannerError, match="NUL byte"):
+        files.read_bytes("a\0b.yaml")
+    with pytest.raises(PlannerError, match="no such file"):
+        files.read_text(tmp_path / "absent.yaml")

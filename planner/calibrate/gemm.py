@@ -80,6 +80,7 @@ from typing import Any, Callable, Optional, Sequence
 from .. import __version__
 from ..compute import TFLOPS, layer_gemm_shapes, sm_count
 from ..errors import PlannerError
+from ..schema import MAX_COUNT
 from ..files import compose_yaml, parse_json, parse_yaml, read_bytes
 from ..profile import GemmCalibration, GemmProvenance, GemmRow, GemmSourceFile
 
@@ -430,9 +431,10 @@ def _positive_int(where: str, key: str, v: Any) -> int:
             x = float(v.strip().replace("_", "").replace(",", ""))
         except ValueError:
             x = None
-    if x is not None and math.isfinite(x) and x > 0 and float(x) == int(x):
+    if x is not None and math.isfinite(x) and 0 < x <= MAX_COUNT and float(x) == int(x):
         return int(x)
-    raise PlannerError(f"{where}: field `{key}`: {v!r} is not a positive integer", f"`{key}` is a GEMM dimension, e.g. 4096")
+    raise PlannerError(f"{where}: field `{key}`: {v!r} is not a positive integer up to {MAX_COUNT:,}",
+                       f"`{key}` is a GEMM dimension, e.g. 4096")
 
 
 def _positive_float(where: str, key: str, v: Any) -> float:

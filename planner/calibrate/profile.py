@@ -20,6 +20,7 @@ import yaml
 
 from .. import __version__
 from ..errors import PlannerError
+from .. import files
 from ..profile import (
     MODEL_FORMULA,
     CalibrationProfile,
@@ -148,7 +149,7 @@ def dump_profile(profile: CalibrationProfile) -> str:
 def has_section(path: str | Path, section: str) -> bool:
     """Whether the profile already at `path` has a `section` (nccl, gemm) a write replaces."""
     p = Path(path)
-    if not p.is_file():
+    if not files.is_file(p):
         return False
     try:
         return getattr(load_profile(p), section) is not None
@@ -173,7 +174,7 @@ def write_profile(profile: CalibrationProfile, path: str | Path, warn=None, sect
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        mode = p.stat().st_mode & 0o777 if p.exists() else 0o666 & ~_umask()
+        mode = p.stat().st_mode & 0o777 if files.exists(p) else 0o666 & ~_umask()
         os.chmod(tmp, mode)  # mkstemp makes 0600; keep the old file's mode (a new one: the umask's)
         os.replace(tmp, p)
         tmp = None
@@ -204,7 +205,7 @@ def with_gemm_section(path: str | Path, gemm: GemmCalibration, hardware: Optiona
     not a valid profile is an error (it is not overwritten), as is a `hardware` that differs
     from the profile's: one profile describes one kind of GPU."""
     p = Path(path)
-    if not p.exists():
+    if not files.exists(p):
         return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
                                   hardware=hardware, gemm=gemm)
     try:
@@ -224,7 +225,7 @@ def keep_gemm_section(path: str | Path, new: CalibrationProfile) -> CalibrationP
     so that `calibrate nccl -o P` and `calibrate gemm -o P` build one profile together. A
     file at `path` that is not a valid profile is an error (it is not overwritten)."""
     p = Path(path)
-    if not p.exists():
+    if not files.exists(p):
         return new
     try:
         old = load_profile(p)

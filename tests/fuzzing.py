@@ -1,0 +1,372 @@
+"""Mutation fuzzing of every reader, through the CLI in-process (issue 12).
+
+Each reader kind has real seed files (tests/data, the catalogs, or files the CLI writes
+from them: a calibration profile, a saved fit) and the command that reads it. `fuzz(kind,
+n, seed)` makes n mutated inputs, deterministically (random.Random(seed)): byte flips,
+insertions, truncation, deleted / duplicated / swapped lines, and, for YAML and JSON, one
+value swapped for a huge, negative, zero, NaN, infinite, string, list, mapping or deeply
+nested one, or a key deleted or renamed. It runs the command on each with typer's
+CliRunner and checks the contract of the README ("Robustness"):
+
+- the exit code is 0, 1 or 2 (1 only for "does not fit");
+- no exception escapes (no traceback);
+- an exit 2 prints `error: ...` first on stderr.
+
+tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
+under `pytest -m fuzz`.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.files import YAML_LOADER
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+
+# values a field is swapped for: huge, negative, zero, non-finite, wrong types, deep nesting
+NASTY = [
+    2**63, 2**64 + 1, 10**30, -1, 0, -(2**63), 1e308, 1e-308, -0.0, 0.5, 3.7,
+    float("nan"), float("inf"), -float("inf"), "abc", "", "16M", "1e400", "x" * 5000, True, False, None,
+    [], [1, 2], {}, {"a": 1}, [[[[[[[[[[1]]]]]]]]]],
+]
+# valid but extreme values, that get past the schema into the cost models and the search
+EXTREME = [1, 2, 3, 7, 1000, 65536, 10**6, 2**31 - 1, 1e-6, 1e6, 1e12, 0.999]
+
+
+def _deep(depth: int) -> str:
+    """A placeholder _dump turns into `depth` nested flow lists (dumping them would recurse)."""
+    return f"__DEEP_{depth}__"
+
+
+@dataclass
+class Target:
+    """A reader: its seed files (name -> bytes), how an input is laid out on disk, and the
+    CLI arguments that read it (`{f}` is the input's path, `{d}` a scratch folder)."""
+
+    kind: str
+    seeds: dict[str, bytes]
+    args: list[list[str]]  # one command line per seed index (cycled)
+    structured: str | None = None  # "yaml" / "json": value mutations apply
+    suffix: str = ".yaml"
+    filename: str | None = None  # a fixed name (config.json) inside a fresh folder per input
+    seed_args: dict[str, list[str]] = field(default_factory=dict)  # appended for inputs made from that seed
+
+
+@dataclass
+class Outcome:
+    tried: int = 0
+    codes: dict = field(default_factory=dict)
+    failures: list = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------- mutations
+def _byte_mutation(rng: random.Random, data: bytes) -> bytes:
+    b = bytearray(data)
+    op = rng.randrange(7)
+    if not b:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 16)))
+    if op == 0:  # flip a few bytes
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(b))
+            b[i] ^= 1 << rng.randrange(8)
+    elif op == 1:  # truncate
+        del b[rng.randrange(len(b)):]
+    elif op == 2:  # insert random bytes
+        i = rng.randrange(len(b) + 1)
+        b[i:i] = bytes(rng.choice(b"\x00\xff\t\n:-[]{}#&*!|>'\"%@`,?e.0123456789") for _ in range(rng.randint(1, 12)))
+    else:  # line operations
+        lines = bytes(b).split(b"\n")
+        i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+        if op == 3:
+            del lines[i]
+        elif op == 4:
+            lines.insert(i, lines[j])
+        elif op == 5:
+            lines[i], lines[j] = lines[j], lines[i]
+        else:  # a numeric token of a line replaced
+            toks = lines[i].split(b" ")
+            k = rng.randrange(len(toks))
+            toks[k] = rng.choice([b"1e400", b"-1", b"0", b"nan", b"inf", b"1e-308", b"99999999999999999999999",
+                                  b"1e308", b"abc", b"N/A", b"", b"1" * 400])
+            lines[i] = b" ".join(toks)
+        return b"\n".join(lines)
+    return bytes(b)
+
+
+def _paths(obj, prefix=()):
+    """Every (path, value) of a parsed document: keys of mappings, indices of lists."""
+    yield prefix, obj
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _paths(v, prefix + (i,))
+
+
+def _set(obj, path, value):
+    if not path:
+        return value
+    node = obj
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return obj
+
+
+def _value_mutation(rng: random.Random, doc, kind: str):
+    doc = copy.deepcopy(doc)
+    paths = [p for p, _ in _paths(doc)]
+    path = rng.choice(paths)
+    op = rng.randrange(10)
+    if op < 3:
+        value = rng.choice(NASTY)
+    elif op < 6:
+        value = rng.choice(EXTREME)
+    elif op == 6:
+        value = _deep(rng.choice([50, 200, 1200]))
+    elif op == 7 and path:  # delete the key / item
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        del parent[path[-1]]
+        return doc
+    elif op == 8 and path and isinstance(path[-1], str):  # rename the key (a typo)
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        parent[path[-1] + rng.choice(["_", "s", "-x"])] = parent.pop(path[-1])
+        return doc
+    else:  # scale a number
+        old = dict(_paths(doc)).get(path)
+        value = old * rng.choice([10**6, -1, 10**20, 1e-9]) if isinstance(old, (int, float)) and not isinstance(old, bool) else 2**70
+    return _set(doc, path, value)
+
+
+def _dump(doc, structured: str) -> bytes:
+    if structured == "json":
+        text = json.dumps(doc, allow_nan=True)
+    else:
+        text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=200)
+    return re.sub(r"['\"]?__DEEP_(\d+)__['\"]?", lambda m: "[" * int(m.group(1)) + "1" + "]" * int(m.group(1)), text).encode()
+
+
+def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
+    if target.structured and rng.random() < 0.6:
+        try:
+            doc = (json.loads if target.structured == "json" else _load)(seed)
+        except Exception:  # noqa: BLE001 - a seed that does not parse: fall back to bytes
+            doc = None
+        if doc is not None:
+            for _ in range(rng.choice([1, 1, 1, 2, 3])):
+                doc = _value_mutation(rng, doc, target.kind)
+            return _dump(doc, target.structured)
+    data = seed
+    for _ in range(rng.choice([1, 1, 2, 3])):
+        data = _byte_mutation(rng, data)
+    return data
+
+
+# -------------------------------------------------------------------------- running
+def check_result(r) -> str | None:
+    """None if the result keeps the contract, else what broke it."""
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        return f"{type(r.exception).__name__}: {r.exception}"[:300]
+    if r.exit_code not in (0, 1, 2):
+        return f"exit code {r.exit_code}"
+    err = r.stderr
+    if "Traceback" in err or "Traceback" in r.stdout:
+        return "traceback in the output"
+    if r.exit_code == 2:
+        first = next((ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning: ")), "")
+        if not first.startswith("error: "):
+            return f"exit 2 without `error:` first: {first[:200]!r}"
+    return None
+
+
+def _lay_out(target: Target, name: str, data: bytes, folder: Path, cmd: int) -> list[str]:
+    """Write one input into a fresh folder (a fresh path: the catalog caches files by path)
+    and return the command line that reads it."""
+    folder.mkdir(parents=True)
+    f = folder / (target.filename or f"input{target.suffix}")
+    f.write_bytes(data)
+    return [a.replace("{f}", str(f)).replace("{d}", str(folder)) for a in target.args[cmd] + target.seed_args.get(name, [])]
+
+
+def seed_results(workdir: Path, every_command: bool = True) -> list[tuple[str, str, list[str], object]]:
+    """The commands of every target (or only each one's first) on its unmutated seeds:
+    (kind, seed, args, result)."""
+    runner = CliRunner()
+    out = []
+    for kind, t in split_gemm(targets(workdir)).items():
+        for name, data in sorted(t.seeds.items()):
+            for c in range(len(t.args) if every_command else 1):
+                args = _lay_out(t, name, data, workdir / f"seed-{kind}-{name}-{c}", c)
+                out.append((kind, name, args, runner.invoke(app, args)))
+    return out
+
+
+def fuzz(target: Target, n: int, seed: int, workdir: Path, on_input: Callable | None = None) -> Outcome:
+    """n mutated inputs of `target`, each run once; deterministic in `seed`."""
+    rng = random.Random(f"{target.kind}:{seed}")
+    runner = CliRunner()
+    out = Outcome()
+    names = sorted(target.seeds)
+    for i in range(n):
+        name = names[i % len(names)]
+        data = mutate(rng, target, target.seeds[name])
+        args = _lay_out(target, name, data, workdir / f"{target.kind}-{seed}-{i}", i % len(target.args))
+        r = runner.invoke(app, args)
+        out.tried += 1
+        out.codes[r.exit_code] = out.codes.get(r.exit_code, 0) + 1
+        why = check_result(r)
+        if why is not None:
+            out.failures.append((target.kind, name, i, args, why, data[:400]))
+        if on_input is not None:
+            on_input(target, i, r)
+    return out
+
+
+# --------------------------------------------------------------------------- targets
+def _read(p: Path) -> bytes:
+    return p.read_bytes()
+
+
+def _hf_config(model_yaml: Path) -> bytes:
+    """A transformers config.json with a catalog model's shape, under transformers' key
+    names (LlamaConfig's), for the HF reader's seeds."""
+    m = _load(model_yaml.read_bytes())
+    cfg = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu" if m["gated_mlp"] else "gelu",
+        "num_hidden_layers": m["num_layers"], "hidden_size": m["hidden_size"], "intermediate_size": m["ffn_hidden_size"],
+        "num_attention_heads": m["num_attention_heads"], "num_key_value_heads": m.get("num_kv_heads") or m["num_attention_heads"],
+        "vocab_size": m["vocab_size"], "max_position_embeddings": m["max_seq_len"], "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0, "tie_word_embeddings": bool(m.get("tied_embeddings", False)), "attention_dropout": 0.0,
+        "attention_bias": False, "torch_dtype": "bfloat16",
+    }
+    return json.dumps(cfg, indent=2).encode()
+
+
+JOBS = {
+    "job-8b.yaml": {"model": "llama3-8b", "gpus": 8, "tp": 8, "global_batch": 64, "seq_len": 8192},
+    "job-70b.yaml": {"model": "llama3-70b", "gpus": 64, "tp": 8, "pp": 4, "vpp": 2, "micro_batch": 1, "global_batch": 512,
+                     "sharding": "zero1", "recompute": "selective", "precision": "fp8", "stack": "megatron"},
+    "job-titan.yaml": {"model": "llama3-8b", "hardware": "h200-sxm", "gpus": 16, "sharding": "fsdp", "stack": "torchtitan",
+                       "global_batch_tokens": 4194304, "tokens": 1.5e13, "recompute": "full", "headroom": 0.05},
+}
+
+NCCL_ARGS = {  # facts each seed log leaves out (tests/test_calibrate_nccl.py LOG_OPTIONS), else it stops before the fit
+    "a100_16gpu_2node_allreduce_aws-p4de-efa.txt": ["--nodes", "2"],
+    "a100_8gpu_allreduce_stas00-mlengineering-TRIMMED.txt": ["--nodes", "1"],
+    "b200_16gpu_2node_allgather_google-dranet.txt": ["--collective", "all_gather"],
+    "gb200_72gpu_nvl72_allreduce_coreweave.txt": ["--nodes", "18", "--hardware", "gb200-nvl72"],
+    "h100_8gpu_allreduce_aws-p5-batch.txt": ["--nodes", "1"],
+    "h100_8gpu_reducescatter_nccl-issue1047-PARTIAL.txt": ["--nodes", "1"],
+}
+
+
+_TARGETS: dict[Path, dict[str, Target]] = {}
+
+
+def targets(workdir: Path) -> dict[str, Target]:
+    """Every reader kind with its seeds (built once per workdir). Writes the derived seeds
+    (profile, fit) under workdir."""
+    if workdir not in _TARGETS:
+        _TARGETS[workdir] = _targets(workdir)
+    return _TARGETS[workdir]
+
+
+def _load(data: bytes):
+    return yaml.load(data, Loader=YAML_LOADER)
+
+
+def _targets(workdir: Path) -> dict[str, Target]:
+    runner = CliRunner()
+    zoo, hwdb = ROOT / "model_zoo", ROOT / "hardware_db"
+    models = {p.name: _read(p) for p in [zoo / "llama3-8b.yaml", zoo / "gpt3-175b.yaml", zoo / "mpt-7b.yaml", DATA / "tiny-fit.yaml"]}
+    hardware = {p.name: _read(p) for p in [hwdb / "h100-sxm.yaml", hwdb / "mi300x.yaml", hwdb / "gb200-nvl72.yaml",
+                                           DATA / "hardware" / "aws-p4de.yaml"]}
+    logs = {p.name: _read(p) for p in sorted((DATA / "nccl_logs").glob("*.txt"))}
+    gemm_yaml = _read(DATA / "gemm_measurements.yaml")
+    gemm_rows = [r for r in _load(gemm_yaml)["measurements"] if isinstance(r, dict)][:40]
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["M", "N", "K", "dtype", "tflops", "gpu"])
+    w.writerows([[r[k] for k in ("M", "N", "K", "dtype", "tflops")] + [r.get("gpu", "")] for r in gemm_rows
+                 if all(k in r for k in ("M", "N", "K", "dtype", "tflops"))])
+    runs_all = _load(_read(DATA / "published_runs.yaml"))
+    runs = {"runs-head.yaml": yaml.safe_dump(runs_all[:3], sort_keys=False).encode(),
+            "runs-tail.yaml": yaml.safe_dump(runs_all[-2:], sort_keys=False).encode()}
+    # derived seeds: a calibration profile (nccl + gemm) and a saved fit, as the CLI writes them
+    seeds_dir = workdir / "seeds"
+    seeds_dir.mkdir(parents=True, exist_ok=True)
+    prof = seeds_dir / "profile.yaml"
+    runner.invoke(app, ["calibrate", "nccl", str(DATA / "nccl_logs" / "h100_8gpu_allreduce_aws-p5-batch.txt"), "--nodes", "1",
+                        "-o", str(prof)])
+    runner.invoke(app, ["calibrate", "gemm", "--from", str(DATA / "gemm_measurements.yaml"), "--gpu-filter", "h100",
+                        "-o", str(prof)])
+    job = seeds_dir / "job-8b.yaml"
+    job.write_text(yaml.safe_dump(JOBS["job-8b.yaml"]))
+    fit_json = runner.invoke(app, ["fit", "--model", "llama3-8b", "--gpus", "8", "--top", "3", "--format", "json"]).stdout
+    explain = ["explain", "--model", "{f}", "--gpus", "8"]
+    return {
+        "model": Target("model", models, [explain, ["fit", "--model", "{f}", "--gpus", "16", "--top", "2"]], "yaml"),
+        "hf-config": Target("hf-config", {"llama3-8b.json": _hf_config(zoo / "llama3-8b.yaml"),
+                                          "gpt3-175b.json": _hf_config(zoo / "gpt3-175b.yaml")},
+                            [explain, ["explain", "--model", "{d}", "--gpus", "8", "--format", "json"]], "json",
+                            filename="config.json"),
+        "hardware": Target("hardware", hardware, [["explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "{f}"],
+                                                  ["fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--hardware", "{f}"]],
+                           "yaml"),
+        "job": Target("job", {k: yaml.safe_dump(v, sort_keys=False).encode() for k, v in JOBS.items()},
+                      [["explain", "{f}"], ["check", "{f}", "--format", "json"], ["budget", "{f}", "--tokens", "1T", "--mc-runs", "2"]], "yaml"),
+        "runs": Target("runs", runs, [["validate", "{f}"]], "yaml"),
+        "nccl-log": Target("nccl-log", logs, [["calibrate", "nccl", "{f}", "-o", "{d}/p.yaml"]], None, suffix=".txt",
+                           seed_args=NCCL_ARGS),
+        "gemm": Target("gemm", {"gemm.yaml": gemm_yaml, "gemm.csv": buf.getvalue().encode(),
+                                "gemm.json": json.dumps(gemm_rows).encode()},
+                       [["calibrate", "gemm", "--from", "{f}", "--gpu-filter", "h100", "-o", "{d}/p.yaml"]], None),
+        "profile": Target("profile", {"profile.yaml": prof.read_bytes()},
+                          [["explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--calibration", "{f}"],
+                           ["check", str(job), "--calibration", "{f}", "--max-step-time", "100s"]], "yaml"),
+        "fit-json": Target("fit-json", {"fit.json": fit_json.encode()}, [["explain", "--from-fit", "{f}", "--row", "2"]],
+                           "json", suffix=".json"),
+    }
+
+
+def split_gemm(ts: dict[str, Target]) -> dict[str, Target]:
+    """The GEMM target as one target per seed suffix (the reader picks CSV / JSON / YAML by it)."""
+    out = {}
+    for kind, t in ts.items():
+        if kind != "gemm":
+            out[kind] = t
+            continue
+        for name, data in sorted(t.seeds.items()):
+            ext = Path(name).suffix
+            out[f"gemm{ext}"] = Target(f"gemm{ext}", {name: data}, t.args, {".json": "json", ".yaml": "yaml"}.get(ext),
+                                       suffix=ext)
+    return out
+
+
+def run_all(workdir: Path, n: int, seed: int, kinds=None) -> dict[str, Outcome]:
+    """fuzz() every target (n inputs each; the GEMM reader n per file format)."""
+    return {kind: fuzz(t, n, seed, workdir) for kind, t in split_gemm(targets(workdir)).items()
+            if not kinds or kind in kinds}
+
+
+__all__ = ["NASTY", "Outcome", "Target", "check_result", "fuzz", "mutate", "run_all", "seed_results", "split_gemm",
+           "targets"]
