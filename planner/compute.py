@@ -22,7 +22,6 @@ from typing import Any, NamedTuple, Optional, Sequence
 import numpy as np
 
 from .errors import PlannerError
-from .moe import attention_head_dim
 from .params import count_params
 from .plan import BF16, FP8, RC_FULL, RC_SELECTIVE
 from .power import power_rate_fraction
@@ -35,9 +34,9 @@ def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> T
     """Model FLOPs per token as named terms: dense (6N [1]) + attention (12*L*a*d*s [2],
     halved when counted causal). recompute (codes from plan) is only used by
     hardware_flops_per_token. Mixture-of-experts: N = the active parameters (planner/moe.py);
-    MLA: d = the mean of the query/key and value head dims (moe.attention_head_dim)."""
+    MLA: d = the mean of the query/key and value head dims (ModelSpec.core_head_dim)."""
     n = count_params(model).active
-    L, a, d = model.num_layers, model.num_attention_heads, attention_head_dim(model)
+    L, a, d = model.num_layers, model.num_attention_heads, model.core_head_dim
     cf = 0.5 if causal else 1.0
     seq = np.asarray(seq, dtype=np.float64)
     return Terms(dense=np.full(seq.shape, 6.0 * n), attention=12.0 * L * a * d * seq * cf)
@@ -48,7 +47,7 @@ def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = F
     times the fraction of layers it re-runs (recompute_layers); selective = the attention
     core forward (4Lads). N and d as in flops_per_token."""
     n = count_params(model).active
-    L, a, d = model.num_layers, model.num_attention_heads, attention_head_dim(model)
+    L, a, d = model.num_layers, model.num_attention_heads, model.core_head_dim
     cf = 0.5 if causal else 1.0
     seq = np.asarray(seq, dtype=np.float64)
     core = 4.0 * L * a * d * seq * cf

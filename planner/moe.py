@@ -81,27 +81,183 @@ from __future__ import annotations
 
 import numpy as np
 
-DEFAULT_CAPACITY_FACTOR = 1.0  # perfectly balanced routing; see the module docstring
+from .compute import calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
+from .params import moe_layer_count  # noqa: F401  (the layer pattern lives with the parameter counts)
+from .pipeline import stage_layers
+
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8  # noqa: F401  (the job's default imbalance)
 ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
 
 
-def moe_layer_count(moe, lo, hi):
-    """MoE layers among layer indices [lo, hi) (arrays ok): i >= first_k_dense and
-    i % layer_freq == 0 [1]."""
-    k, f = moe.first_k_dense, moe.layer_freq
-    lo = np.maximum(np.asarray(lo, dtype=np.int64), 0)
-    hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+# ------------------------------------------------------------------ layers per stage
+def stage_moe_layers(model, plan):
+    """(first, middle, last): MoE layers on the first pipeline stage (layers [0, n_first)),
+    a middle stage (the n_mid layers before the last stage's) and the last stage (the final
+    n_last), from pipeline.stage_layers; with one stage all three count the whole model."""
+    L, moe = model.num_layers, model.moe
+    n_first, n_mid, n_last = stage_layers(L, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    first = moe_layer_count(moe, 0, n_first)
+    last = moe_layer_count(moe, L - n_last, L)
+    mid = moe_layer_count(moe, L - n_last - n_mid, L - n_last)
+    one = plan.pp == 1
+    return first, np.where(one, last, mid), last
 
-    def upto(x):  # MoE layers in [0, x)
-        return np.maximum(-(-x // f) - (-(-k // f)), 0)
 
-    return upto(hi) - upto(lo)
+# ------------------------------------------------------------------ parameters per GPU
+def dense_stage_correction(pc, model, plan):
+    """What memory.stage_params (every layer = attention/tp + mlp/tp + norms) misses for an
+    MoE / MLA model, per GPU on the (first, last) stage: MLA's replicated down projections and
+    latent norms on every layer; on the MoE layers the dense MLP replaced by the shared experts
+    (/tp) and the router (replicated). The routed experts are expert_stage_params."""
+    tp = plan.tp.astype(np.float64)
+    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    out = [n_first * float(pc.attn_replicated), n_last * float(pc.attn_replicated)]
+    if model.moe is not None:
+        m_first, _, m_last = stage_moe_layers(model, plan)
+        swap = (pc.shared - pc.mlp) / tp + pc.router
+        out = [out[0] + m_first * swap, out[1] + m_last * swap]
+    return out[0], out[1]
 
 
-def attention_head_dim(model):
-    """The head dimension the attention core runs at: model.dhead, or for MLA the mean of the
-    query/key (d_nope + d_rope) and value head dims, so that 4 s a d counts QK^T and AV
-    exactly (module docstring)."""
+def expert_stage_params(pc, model, plan):
+    """Routed-expert parameters per GPU on the (first, last) stage before ZeRO/FSDP sharding:
+    MoE layers x E experts / (tp x ep) (expert TP = TP; module docstring)."""
+    m_first, _, m_last = stage_moe_layers(model, plan)
+    per = pc.num_experts * pc.expert / (plan.tp.astype(np.float64) * plan.ep)
+    return m_first * per, m_last * per
+
+
+def moe_unit_params(pc, plan):
+    """One MoE layer's parameters per GPU (the FSDP unit it gathers): attention/tp + the
+    replicated parts + shared experts/tp + its E/ep experts/tp."""
+    tp = plan.tp.astype(np.float64)
+    return ((pc.attention + pc.shared) / tp + pc.norms + pc.attn_replicated + pc.router
+            + pc.num_experts * pc.expert / (tp * plan.ep))
+
+
+# ------------------------------------------------------------------ activations
+def expert_tokens_factor(model, capacity_factor):
+    """Token copies per token that reach the experts on the busiest rank: top_k x c."""
+    return model.moe.top_k * capacity_factor
+
+
+def moe_layer_activation_delta(model, plan, capacity_factor):
+    """Bytes one MoE layer keeps for one micro-batch on one GPU beyond what
+    memory.per_layer_activation_bytes counts for a dense layer (module docstring): the router
+    logits (fp32, per token: /tp under SP), the expert inputs and outputs (top_k c copies of
+    the hidden state, gathered across TP as Megatron's dispatcher does with expert TP = TP),
+    the experts' gate/up/activation outputs (/tp), and the shared experts' MLP tensors, less
+    the dense MLP's gate/up/activation tensors the layer does not have. With
+    activation_model korthikanti as well, the dense MLP taken out at its arch sizes."""
+    e = model.moe
+    h = model.hidden_size
+    tp = plan.tp.astype(np.float64)
+    tokens = plan.mbs * (plan.seq / plan.cp)
+    rep_div = np.where(plan.sp > 0, tp, 1.0)
+    fe = e.expert_ffn_hidden_size or model.ffn_hidden_size
+    fs = e.num_shared_experts * (e.shared_expert_ffn_hidden_size or fe)
+    f = model.ffn_hidden_size
+    g = 2.0 if model.gated_mlp else 1.0  # gate + up (gated) or up
+    x = expert_tokens_factor(model, capacity_factor)
+    dense_mlp = 2.0 * (g + 1.0) * f / tp
+    per_token = (ROUTER_LOGIT_BYTES * e.num_experts / rep_div
+                 + 2.0 * 2.0 * x * h  # expert inputs + outputs, gathered over TP
+                 + 2.0 * (g + 1.0) * fe * x / tp  # expert gate/up + activation output
+                 + 2.0 * (g + 1.0) * fs / tp  # shared experts
+                 - dense_mlp)
+    return tokens * per_token
+
+
+# ------------------------------------------------------------------ time
+def _gemm_seconds(M, N, K, hw, precision, cal):
+    """compute.gemm_time at the plateau (or the calibrated rate): the small per-expert
+    shapes get their wave efficiency, i.e. the grouped-GEMM efficiency (module docstring)."""
+    if cal is not None:
+        return calibrated_gemm_time(M, N, K, precision, hw, cal)
+    plat = np.where(np.asarray(precision) == FP8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan,
+                    gemm_plateau(hw, "bf16"))
+    return gemm_time(M, N, K, plat, sm_count(hw))
+
+
+def attention_gemm_fwd(model, hw, plan, T, cal, dense_times):
+    """Forward seconds of one layer's attention projections: MLA's five GEMMs (module
+    docstring), else the dense qkv + output GEMMs already priced (dense_times)."""
     if model.mla is None:
-        return model.dhead
-    return (model.mla.qk_head_dim + model.mla.v_head_dim) / 2.0
+        return dense_times.qkv + dense_times.attn_out
+    ml, h, a = model.mla, model.hidden_size, model.num_attention_heads
+    tp = plan.tp.astype(np.float64)
+    g = lambda n, k: _gemm_seconds(T, n, k, hw, plan.precision, cal)  # noqa: E731
+    q = (g(a * ml.qk_head_dim / tp, h) if ml.q_lora_rank is None
+         else g(float(ml.q_lora_rank), h) + g(a * ml.qk_head_dim / tp, float(ml.q_lora_rank)))
+    kv = g(float(ml.kv_lora_rank + ml.qk_rope_head_dim), h) + g(a * (ml.qk_nope_head_dim + ml.v_head_dim) / tp,
+                                                                 float(ml.kv_lora_rank))
+    return q + kv + g(h, a * ml.v_head_dim / tp)
+
+
+def moe_mlp_gemm_fwd(model, hw, plan, T, capacity_factor, cal):
+    """Forward seconds of one MoE layer's MLP GEMMs on the busiest EP rank: the router
+    [T, E, h], the shared experts as one MLP of width s f_s, and E/ep local experts of
+    t_e = T top_k c ep / E tokens each, [t_e, f1_e/tp, h] and [t_e, h, f_e/tp]."""
+    e, h = model.moe, model.hidden_size
+    tp = plan.tp.astype(np.float64)
+    fe = e.expert_ffn_hidden_size or model.ffn_hidden_size
+    fs = e.num_shared_experts * (e.shared_expert_ffn_hidden_size or fe)
+    g1 = 2.0 if model.gated_mlp else 1.0
+    p, cal_ = plan.precision, cal
+    t_e = T * expert_tokens_factor(model, capacity_factor) * plan.ep / e.num_experts
+    local = e.num_experts / plan.ep
+    experts = local * (_gemm_seconds(t_e, g1 * fe / tp, h, hw, p, cal_) + _gemm_seconds(t_e, h, fe / tp, hw, p, cal_))
+    shared = (_gemm_seconds(T, g1 * fs / tp, h, hw, p, cal_) + _gemm_seconds(T, h, fs / tp, hw, p, cal_)) if fs else 0.0
+    router = _gemm_seconds(T, float(e.num_experts), h, hw, p, cal_)
+    return experts + shared + router
+
+
+def middle_moe_share(model, plan):
+    """Share of a middle stage's layers that are MoE layers (stage_moe_layers)."""
+    _, n_mid, _ = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    if model.moe is None:
+        return np.zeros(np.shape(n_mid))
+    return stage_moe_layers(model, plan)[1] / np.maximum(n_mid, 1)
+
+
+def layer_gemm_fwd(model, hw, plan, T, capacity_factor, cal, dense_times):
+    """Forward GEMM seconds of the mean layer of a middle pipeline stage (its MoE share of
+    MoE layers, the rest dense): attention projections + MLP. dense_times: the dense layer's
+    compute.forward_gemm_times."""
+    attn = attention_gemm_fwd(model, hw, plan, T, cal, dense_times)
+    dense_mlp = dense_times.mlp_up + dense_times.mlp_down
+    if model.moe is None:
+        return attn + dense_mlp
+    share = middle_moe_share(model, plan)
+    moe_mlp = moe_mlp_gemm_fwd(model, hw, plan, T, capacity_factor, cal)
+    return attn + share * moe_mlp + (1.0 - share) * dense_mlp
+
+
+def token_ffn_width(model, plan, capacity_factor):
+    """MLP width per token of the mean middle-stage layer, for the memory-bound MLP
+    activation and fp8 casts: top_k c f_e + s f_s on MoE layers, f on dense ones."""
+    if model.moe is None:
+        return float(model.ffn_hidden_size)
+    e = model.moe
+    fe = e.expert_ffn_hidden_size or model.ffn_hidden_size
+    moe_w = expert_tokens_factor(model, capacity_factor) * fe + e.num_shared_experts * (e.shared_expert_ffn_hidden_size or fe)
+    share = middle_moe_share(model, plan)
+    return share * moe_w + (1.0 - share) * model.ffn_hidden_size
+
+
+A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
+
+
+def alltoall_bytes(model, plan, T, capacity_factor):
+    """Each rank's all-to-all send buffer for one dispatch or combine (comm.py size
+    convention: S = the rank's whole buffer): its tokens (T/tp under SP) x top_k x c x h x 2 B."""
+    tp = plan.tp.astype(np.float64)
+    rep_div = np.where(plan.sp > 0, tp, 1.0)
+    return T / rep_div * expert_tokens_factor(model, capacity_factor) * model.hidden_size * 2.0
+
+
+def ep_stride(plan, strides):
+    """The EP group's stride in the rank order: the innermost of the DP and CP axes (EP ranks
+    are the innermost of the data x context parallel ranks, Megatron-Core's expert rank
+    order tp-ep-dp [2][3]); a group spanning both axes is placed at the finer one."""
+    return np.where(plan.cp > 1, np.minimum(strides["dp"], strides["cp"]), strides["dp"])

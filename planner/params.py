@@ -35,7 +35,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .schema import ModelSpec
+
+
+def moe_layer_count(moe, lo, hi):
+    """MoE layers among layer indices [lo, hi) (arrays ok): i >= first_k_dense and
+    i % layer_freq == 0 [1]."""
+    k, f = moe.first_k_dense, moe.layer_freq
+    lo = np.maximum(np.asarray(lo, dtype=np.int64), 0)
+    hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+
+    def upto(x):  # MoE layers in [0, x)
+        return np.maximum(-(-x // f) - (-(-k // f)), 0)
+
+    return upto(hi) - upto(lo)
 
 
 @dataclass(frozen=True)
@@ -149,8 +164,6 @@ def count_params(m: ModelSpec) -> ParamCounts:
     norm = h if m.norm == "rmsnorm" else 2 * h
     moe = {}
     if m.moe is not None:
-        from .moe import moe_layer_count
-
         e = m.moe
         per_mat = 3 if m.gated_mlp else 2
         fe = e.expert_ffn_hidden_size or f

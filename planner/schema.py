@@ -108,6 +108,14 @@ class ModelSpec(BaseModel):
     def dhead(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
 
+    @property
+    def core_head_dim(self) -> float:
+        """The head dimension the attention core runs at: dhead, or for MLA the mean of the
+        query/key (nope + rope) and value head dims (QK^T at one, AV at the other)."""
+        if self.mla is None:
+            return self.dhead
+        return (self.mla.qk_head_dim + self.mla.v_head_dim) / 2.0
+
 
 class Fabric(BaseModel):
     """The cluster network above the node: a full-bisection pod, oversubscribed above it;
@@ -469,3 +477,9 @@ class Job(BaseModel):
         default=False,
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
+    ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
+                                                 "ranks (Megatron --expert-model-parallel-size); MoE models only")
+    moe_capacity_factor: Optional[float] = Field(
+        default=None, ge=1.0,
+        description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "
+                    "default 1.0, perfectly balanced (planner/moe.py)")

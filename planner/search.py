@@ -316,7 +316,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("precision", "--precision"), ("schedule", "--schedule"), ("rank_order", "--rank-order"),
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
-             ("calibration", "--calibration")]
+             ("calibration", "--calibration"), ("ep", "--ep"), ("moe_capacity_factor", "--moe-capacity-factor")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]

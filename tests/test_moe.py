@@ -19,7 +19,7 @@ import pytest
 from planner.catalog import load_model, model_from_hf_config
 from planner.compute import flops_per_token
 from planner.errors import PlannerError
-from planner.moe import moe_layer_count
+from planner.params import moe_layer_count
 from planner.params import count_params
 from planner.schema import ModelSpec
 

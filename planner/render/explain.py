@@ -89,7 +89,8 @@ def time_table(res: dict) -> None:
     tab.add_column("term")
     tab.add_column("seconds", justify="right")
     tab.add_column("% of step", justify="right")
-    for name, key in TIME_ROWS:
+    rows = TIME_ROWS if "ep_comm_s" not in t else TIME_ROWS[:3] + [("EP all-to-all (MoE dispatch + combine)", "ep_comm_s")] + TIME_ROWS[3:]
+    for name, key in rows:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
     out.print(tab)
