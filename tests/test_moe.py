@@ -153,3 +153,158 @@ def test_hf_moe_patterns_it_cannot_model_are_errors(tmp_path, cli):
     assert_one_error(cli("explain", "--model", str(p), "--gpus", "8"), "mlp_only_layers")
     with pytest.raises(PlannerError, match="num_experts_per_tok"):
         model_from_hf_config({k: v for k, v in MIXTRAL_HF.items() if k != "num_experts_per_tok"}, "c.json")
+
+
+# ------------------------------------------------------------------ expert parallelism: memory
+def _mixtral(**kw):
+    from conftest import explain_job
+
+    base = dict(model="mixtral-8x7b", gpus=16, tp=1, pp=1, sharding="zero1", bytes_per_param="megatron",
+                global_batch=16, micro_batch=1, seq_len=4096)
+    return explain_job(**{**base, **kw})
+
+
+MIXTRAL_DENSE_PER_GPU = 32 * (41_943_040 + 8_192 + 32_768) + 2 * 32_000 * 4096 + 4096  # attention, norms, router, ends
+MIXTRAL_EXPERTS = 32 * 8 * 176_160_768  # every routed expert
+
+
+@pytest.mark.parametrize("ep", [1, 2, 8])
+def test_ep_memory_by_hand(ep):
+    """Megatron (18 B: bf16 weight 2, fp32 grad 4, fp32 master 4, Adam 8), ZeRO-1 over dp = 16:
+    experts / ep per GPU; their master and Adam states shard over the 16 / ep expert-data-
+    parallel ranks, the dense part's over all 16."""
+    _, _, est, js = _mixtral(ep=ep)
+    dense, experts = MIXTRAL_DENSE_PER_GPU, MIXTRAL_EXPERTS / ep
+    t = js["memory"]["terms"]
+    assert t["weights"] == pytest.approx(2 * (dense + experts), rel=1e-12)
+    assert t["gradients"] == pytest.approx(4 * (dense + experts), rel=1e-12)
+    assert t["master_weights"] == pytest.approx(4 * (dense / 16 + experts / (16 / ep)), rel=1e-12)
+    assert t["adam"] == pytest.approx(8 * (dense / 16 + experts / (16 / ep)), rel=1e-12)
+    assert js["plan"]["ep"] == ep
+
+
+def test_ep_memory_with_fsdp_and_tp():
+    """FSDP over dp*cp = 8 (tp 2): weights (dense + experts / ep) / tp, sharded over 8 for the
+    dense part and 8 / ep = 2 for the experts (ep 4); attention and the MLP split across TP,
+    norms and the router replicated."""
+    _, _, _, js = _mixtral(gpus=16, tp=2, ep=4, sharding="fsdp", global_batch=8)
+    dense = 32 * ((41_943_040) / 2 + 8_192 + 32_768) + 2 * 32_000 * 4096 / 2 + 4096
+    experts = MIXTRAL_EXPERTS / (2 * 4)
+    assert js["memory"]["terms"]["weights"] == pytest.approx(2 * (dense / 8 + experts / 2), rel=1e-12)
+
+
+def test_moe_activations_by_hand():
+    """One MoE layer of Mixtral at tp 2 with SP, T = 4096 tokens, c = 1.25, keeps beyond a dense
+    layer of the same shape: router logits 4 B x 8 experts / 2 (SP), expert inputs and outputs
+    2 x 2 B x top-2 x c x 4096 (gathered over TP), expert gate/up/act 2 B x 3 x 14336 x 2 x c / 2,
+    less the dense MLP's 2 B x 3 x 14336 / 2; 32 layers, one micro-batch in flight (pp 1)."""
+    from dataclasses import replace
+
+    from planner.memory import memory_terms
+
+    settings, plan, _, _ = _mixtral(tp=2, ep=8, moe_capacity_factor=1.25)
+    dense_twin = replace(settings, model=settings.model.model_copy(update={"moe": None}))
+    moe_act = memory_terms(settings, plan)[0].layer_activations
+    dense_act = memory_terms(dense_twin, plan)[0].layer_activations
+    c = 1.25
+    per_token = 4 * 8 / 2 + 2 * 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2
+    assert float(moe_act - dense_act) == pytest.approx(32 * 4096 * per_token, rel=1e-12)
+
+
+def test_ep_rules_are_errors_naming_the_values(cli):
+    from conftest import assert_one_error
+
+    base = ["explain", "--model", "mixtral-8x7b", "--gpus", "16", "--global-batch", "16"]
+    assert_one_error(cli(*base, "--ep", "3"), "ep=3", "8 routed experts")
+    assert_one_error(cli(*base, "--ep", "8", "--tp", "4"), "ep=8", "dp x cp ranks (4)")
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--ep", "2"), "no experts")
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--moe-capacity-factor", "1.2"),
+                     "moe_capacity_factor")
+    assert_one_error(cli(*base, "--moe-capacity-factor", "0.5"), "moe_capacity_factor")
+
+
+# ------------------------------------------------------------------ all-to-all time
+def _a2a_by_hand(n, size, bw, lat):
+    """Pairwise all-to-all (comm.py, nccl-tests alltoall): n-1 rounds, (n-1)/n of the buffer."""
+    return (n - 1) * lat + (n - 1) / n * size / bw
+
+
+def test_alltoall_time_inside_a_node_by_hand():
+    """Mixtral on 8 H100s, ep 8 (one NVLink domain), 1 micro-batch of T = 4096 tokens: each
+    dispatch/combine sends T x top-2 x c x h x 2 B; 4 per layer (2 forward, 2 backward) x 32
+    layers, over NVLink at the achievable ring bandwidth and per-round latency of comm.py."""
+    from planner import comm
+    from planner.catalog import load_hardware
+
+    hw = load_hardware("h100-sxm")
+    bw = hw.nvlink_bandwidth * comm.NVLINK_RING_EFFICIENCY
+    for c in (1.0, 1.25):
+        _, _, _, js = _mixtral(gpus=8, ep=8, global_batch=8, moe_capacity_factor=c)
+        size = 4096 * 2 * c * 4096 * 2
+        assert js["time"]["ep_comm_s"] == pytest.approx(4 * 32 * _a2a_by_hand(8, size, bw, comm.NVLINK_LATENCY_S), rel=1e-9)
+
+
+def test_alltoall_across_nodes_uses_the_network():
+    """tp 2 x ep 8 spans two 8-GPU nodes (the EP group is 2 ranks apart, the DP stride): the
+    all-to-all runs at the network's share of the all-pairs traffic (comm.group_link) and costs
+    more than ep 4, which stays inside one node; each rank sends its T/tp tokens (SP). Full
+    recompute adds the 2 forward all-to-alls of each re-run layer (6 per layer)."""
+    from planner import comm
+    from planner.catalog import load_hardware
+
+    _, _, _, js = _mixtral(gpus=16, tp=2, ep=8, global_batch=8)  # dp 8: one micro-batch
+    size = 4096 / 2 * 2 * 4096 * 2
+    cost, link, _ = comm.group_collective(comm.ALL_TO_ALL, size, 8, 2, comm.comm_params(load_hardware("h100-sxm")))
+    assert int(link.link) != comm.LINK_NVLINK
+    assert js["time"]["ep_comm_s"] == pytest.approx(4 * 32 * float(cost.time_s), rel=1e-12)
+    _, _, _, inside = _mixtral(gpus=16, tp=2, ep=4, global_batch=8)
+    assert js["time"]["ep_comm_s"] > 2 * inside["time"]["ep_comm_s"]
+    _, _, _, full = _mixtral(gpus=16, tp=2, ep=8, global_batch=8, recompute="full")
+    assert full["time"]["ep_comm_s"] == pytest.approx(6 / 4 * js["time"]["ep_comm_s"], rel=1e-12)
+
+
+def test_expert_gemms_at_per_expert_shapes():
+    """The MoE layer's expert GEMMs are priced at t_e = T top_k c ep / E tokens per expert
+    (E / ep of them): with ep 8 each of Mixtral's 8 experts on its own rank gets T x 2 tokens
+    (one GEMM of 8192 rows), with ep 1 eight GEMMs of 1024 rows; same FLOPs, and the smaller
+    ones never run faster (wave efficiency <= 1)."""
+    from planner import moe
+    from planner.compute import gemm_plateau, gemm_time, sm_count
+
+    settings, plan, _, _ = _mixtral(gpus=8, ep=8, global_batch=8)
+    hw, m = settings.hardware, settings.model
+    t8 = moe.moe_mlp_gemm_fwd(m, hw, plan, 4096.0, 1.0, None)
+    plat, sms = gemm_plateau(hw, "bf16"), sm_count(hw)
+    by_hand = (gemm_time(8192, 2 * 14336, 4096, plat, sms) + gemm_time(8192, 4096, 14336, plat, sms)
+               + gemm_time(4096, 8, 4096, plat, sms))
+    assert float(t8) == pytest.approx(float(by_hand), rel=1e-12)
+    settings1, plan1, _, _ = _mixtral(gpus=8, ep=1, global_batch=8)
+    t1 = moe.moe_mlp_gemm_fwd(m, hw, plan1, 4096.0, 1.0, None)
+    assert float(t1) >= float(t8)
+
+
+# ------------------------------------------------------------------ search
+def test_fit_deepseek_v3_on_2048_gpus_uses_ep(cli):
+    r = cli("fit", "--model", "deepseek-v3", "--gpus", "2048", "--top", "5", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 5 and all(row["plan"]["ep"] > 1 for row in rows)
+    for row in rows:
+        p = row["plan"]
+        assert 256 % p["ep"] == 0 and (p["dp"] * p["cp"]) % p["ep"] == 0 and row["memory"]["fits"]
+        assert row["time"]["ep_comm_s"] > 0
+
+
+def test_fit_pinned_ep_and_explain_repeats_the_row(cli):
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--ep", "8", "--tp", "2", "--pp", "1", "--top", "1",
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)[0]
+    assert row["plan"]["ep"] == 8
+    from planner.schema import Job
+    from planner.search import explain_args
+
+    args = explain_args(Job(model="mixtral-8x7b", gpus=64), row)
+    assert "--ep" in args
+    again = json.loads(cli("explain", *args, "--format", "json").stdout)
+    assert again["time"]["step_s"] == row["time"]["step_s"]
