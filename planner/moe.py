@@ -257,7 +257,14 @@ def alltoall_bytes(model, plan, T, capacity_factor):
 
 
 def ep_stride(plan, strides):
-    """The EP group's stride in the rank order: the innermost of the DP and CP axes (EP ranks
-    are the innermost of the data x context parallel ranks, Megatron-Core's expert rank
-    order tp-ep-dp [2][3]); a group spanning both axes is placed at the finer one."""
-    return np.where(plan.cp > 1, np.minimum(strides["dp"], strides["cp"]), strides["dp"])
+    """The EP group's stride in the rank order. EP ranks are the innermost of the data x
+    context parallel ranks (Megatron-Core's expert rank order tp-ep-dp [2][3]): inside the
+    inner of the two axes (size n_in, stride s_in) when ep <= n_in, else the whole inner axis
+    and ep / n_in ranks of the outer one (stride s_out), a block of span (ep / n_in) s_out
+    placed as ep ranks s_out / n_in apart (the same span and members per NVLink domain,
+    comm.group_link)."""
+    cp_in = (plan.cp > 1) & (strides["cp"] < strides["dp"])
+    n_in = np.where(cp_in, plan.cp, plan.dp)
+    s_in = np.where(cp_in, strides["cp"], strides["dp"])
+    s_out = np.where(cp_in, strides["dp"], strides["cp"])
+    return np.where(plan.ep <= n_in, s_in, np.maximum(s_out // np.maximum(n_in, 1), 1))

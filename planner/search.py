@@ -40,7 +40,7 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, settings_for, variant_choices
 from .step import step_time
@@ -323,6 +323,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
     for key, flag in flags:
         v = d.get(key)
         if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
+            continue
+        if key == "moe_capacity_factor" and v == DEFAULT_CAPACITY_FACTOR:  # what explain assumes without it
             continue
         if isinstance(v, float):
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)

@@ -340,3 +340,18 @@ def test_validate_moe_record_shape_must_match_its_model(cli, tmp_path):
     p.write_text(yaml.safe_dump([{k: v for k, v in rec.items() if k != "model"}]))
     row = json.loads(cli("validate", str(p), "--format", "json").stdout)["runs"][0]
     assert "dense models only" in row["skipped"]
+
+
+def test_ep_group_placement_over_cp_and_dp():
+    """EP takes the inner of CP and DP first: cp 4 (stride 1) x ep 32 needs 8 DP ranks. With
+    pp between them (tp-cp-pp-dp, pp 2: DP stride 8) they are 8 apart: the group's 32 ranks
+    span 64, placed 2 apart (4 per 8-GPU node, as the true cp-block x dp-stride group);
+    with tp-cp-dp-pp (DP stride 4) they are contiguous."""
+    from planner import comm, moe
+    from planner.plan import PlanArrays
+
+    for order, want in (("tp-cp-pp-dp", 2), ("tp-cp-dp-pp", 1)):
+        plan = PlanArrays(tp=1, cp=4, pp=2, vpp=1, dp=256, mbs=1, gbs=4096, seq=4096, sharding=0, shard=256,
+                          recompute=0, sp=0, schedule=0, precision=0, order=comm.order_code(order), ep=32)
+        st = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+        assert int(moe.ep_stride(plan, st)) == want
