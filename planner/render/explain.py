@@ -40,7 +40,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(f"  stack {p.get('stack', 'megatron')}: {', '.join(opts)}")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
-    out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,})")
+    active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
+    out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     t = m["terms"]
     tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
     tab.add_column("component")
