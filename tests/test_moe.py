@@ -355,3 +355,22 @@ def test_ep_group_placement_over_cp_and_dp():
                           recompute=0, sp=0, schedule=0, precision=0, order=comm.order_code(order), ep=32)
         st = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
         assert int(moe.ep_stride(plan, st)) == want
+
+
+def test_check_suggests_more_ep_for_an_moe_job_that_does_not_fit(cli, tmp_path):
+    """Mixtral 8x7B on 64 GPUs at tp 2 without EP holds every expert on each GPU (about 45B x 6 B
+    of bf16 weights and fp32 gradients / tp) and does not fit; EP 4 (experts / 4, checked with the
+    same model as explain) is a passing change, and the fastest one here. The ladder stops
+    at the expert count; a dense model gets no EP rung."""
+    job = tmp_path / "job.yaml"
+    job.write_text("model: mixtral-8x7b\ngpus: 64\ntp: 2\nsharding: zero1\nglobal_batch: 256\nseq_len: 4096\n")
+    r = cli("check", str(job), "--format", "json")
+    assert r.exit_code == 1
+    res = json.loads(r.stdout)[0]
+    assert res["verdict"] == "fail"
+    assert {"ep": 4} in [s["changes"] for s in res["suggestions"]]
+    from planner.check import ladders
+    from planner.schema import Job
+
+    assert [c.update["ep"] for c in ladders(Job(model="mixtral-8x7b", gpus=64), res)["ep"]] == [2, 4, 8]
+    assert ladders(Job(model="llama3-8b", gpus=64), res)["ep"] == []
