@@ -89,7 +89,7 @@ def activation_tensors(model: ModelSpec, activation_model: str = "arch", attenti
     "score" (eager attention, per token per key). The "arch" derivation is the module
     docstring's; "korthikanti" scales each kind so that the standard set sums to GPT-3's
     10h + 24h + 5as of [2] on any shape (the seed's model)."""
-    h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead, model.ffn_hidden_size
+    h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.core_head_dim, model.ffn_hidden_size
     drop = 1.0 if model.dropout else 0.0
     t = {
         "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"), "norm2_in": (2.0 * h, "rep"),
@@ -253,6 +253,8 @@ def memory_terms(settings: Settings, plan: PlanArrays) -> tuple[Terms, np.ndarra
     # keeps it on the layers it does not re-run)
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     full_layer = full_layer + np.where(plan.recompute == RC_SELECTIVE, keeps_norm, 1.0) * norm_extra
+    if model.mla is not None:  # MLA keeps its latents and their norms (moe.py); q, k, v at the mean head dim
+        full_layer = full_layer + moe.mla_latent_activation_bytes(model, plan)
     act_first = inflight_first * (r_first * layer_input + (n_first - r_first) * full_layer)
     act_last = inflight_last * (r_last * layer_input + (n_last - r_last) * full_layer)
     if model.moe is not None:  # MoE layers keep the router logits, dispatched tokens and experts' tensors (moe.py)

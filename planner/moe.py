@@ -168,6 +168,18 @@ def moe_layer_activation_delta(model, plan, capacity_factor):
     return tokens * per_token
 
 
+def mla_latent_activation_bytes(model, plan):
+    """Bytes one MLA layer keeps for one micro-batch on one GPU beyond q, k, v and the
+    attention output (which memory.activation_tensors counts with one key/value head per query
+    head at ModelSpec.core_head_dim): the query and key/value latents (the inputs of the
+    up-projections) and their RMSNorm inputs, 2 B each, and the shared rotary key, 2 B x d_rope;
+    computed on every TP rank (the down projections are replicated across TP [2])."""
+    ml = model.mla
+    tokens = plan.mbs * (plan.seq / plan.cp)
+    latents = (ml.q_lora_rank or 0) + ml.kv_lora_rank
+    return tokens * (2.0 * 2.0 * latents + 2.0 * ml.qk_rope_head_dim) + 0.0 * plan.tp
+
+
 # ------------------------------------------------------------------ time
 def _gemm_seconds(M, N, K, hw, precision, cal):
     """compute.gemm_time at the plateau (or the calibrated rate): the small per-expert

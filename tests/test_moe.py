@@ -374,3 +374,19 @@ def test_check_suggests_more_ep_for_an_moe_job_that_does_not_fit(cli, tmp_path):
 
     assert [c.update["ep"] for c in ladders(Job(model="mixtral-8x7b", gpus=64), res)["ep"]] == [2, 4, 8]
     assert ladders(Job(model="llama3-8b", gpus=64), res)["ep"] == []
+
+
+def test_mla_activations():
+    """DeepSeek-V3's MLA: q, k, v kept per query head at the mean head dim (192 + 128) / 2 = 160,
+    2 B x 128 x 160 each per token (split across TP); plus the latents 2 x 2 B x (1536 + 512) and
+    the rotary key 2 B x 64 per token on every TP rank."""
+    from planner import moe
+    from planner.memory import activation_tensors
+    from planner.plan import PlanArrays
+
+    m = load_model("deepseek-v3")
+    t = activation_tensors(m)
+    assert t["q"] == (2.0 * 128 * 160, "split") and t["k"] == (2.0 * 128 * 160, "kv") and t["v"] == t["k"]
+    plan = PlanArrays(tp=8, cp=2, pp=1, vpp=1, dp=1, mbs=2, gbs=2, seq=4096, sharding=0, shard=1,
+                      recompute=0, sp=1, schedule=0, precision=0)
+    assert float(moe.mla_latent_activation_bytes(m, plan)) == 2 * 2048 * (4 * (1536 + 512) + 2 * 64)
