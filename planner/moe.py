@@ -62,6 +62,21 @@ head (the up-projected keys and values), and the MLA projections priced as their
 q_a [T, r_q, h] and kv_a [T, r_kv + d_rope, h] (replicated across TP), q_b [T, a d_qk / tp,
 r_q], kv_b [T, a (d_nope + d_v) / tp, r_kv], output [T, h, a d_v / tp].
 
+Expert gradients. Reduced (DDP all-reduce, ZeRO reduce-scatter + all-gather, FSDP per
+micro-batch) over the d / ep expert-data-parallel ranks, placed ep x the EP stride apart, in
+buckets as the dense gradients; they hide behind what the dense DP traffic leaves of the same
+compute window (the backward and forward of the last micro-batch; every micro-batch under
+FSDP), at the stack's exposed share. The Adam step reads and writes their shard.
+
+Approximations (named, not fitted): one layer time for the middle and the last stage (the
+middle stage's MoE share); the fp8 casts, the rotary and the MLP activation kernels of the
+mean layer at the per-token MLP width top_k c f_e + s f_s (the casts of all local experts'
+weights are not counted apart); selective recompute of individual projections priced at the
+dense shapes; no HSDP replica all-reduce or FSDP buffer copies for the experts; `planner
+calibrate gemm --run` times the dense layer shapes, not the per-expert ones. Not modelled: an
+expert TP degree other than TP, the all-to-all overlapped with compute (DeepSeek's DualPipe
+[1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs.
+
 References
 [1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437: sec. 2.1 (MLA,
     DeepSeekMoE, auxiliary-loss-free balancing), sec. 3.2 (EP, all-to-all), Table 1.
@@ -84,8 +99,8 @@ import numpy as np
 from .compute import calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
 from .params import moe_layer_count  # noqa: F401  (the layer pattern lives with the parameter counts)
 from .pipeline import stage_layers
-
 from .plan import DEFAULT_CAPACITY_FACTOR, FP8  # noqa: F401  (the job's default imbalance)
+
 ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
 
 
@@ -177,7 +192,7 @@ def mla_latent_activation_bytes(model, plan):
     ml = model.mla
     tokens = plan.mbs * (plan.seq / plan.cp)
     latents = (ml.q_lora_rank or 0) + ml.kv_lora_rank
-    return tokens * (2.0 * 2.0 * latents + 2.0 * ml.qk_rope_head_dim) + 0.0 * plan.tp
+    return tokens * (2.0 * 2.0 * latents + 2.0 * ml.qk_rope_head_dim)
 
 
 # ------------------------------------------------------------------ time

@@ -390,3 +390,15 @@ def test_mla_activations():
     plan = PlanArrays(tp=8, cp=2, pp=1, vpp=1, dp=1, mbs=2, gbs=2, seq=4096, sharding=0, shard=1,
                       recompute=0, sp=1, schedule=0, precision=0)
     assert float(moe.mla_latent_activation_bytes(m, plan)) == 2 * 2048 * (4 * (1536 + 512) + 2 * 64)
+
+
+def test_budget_counts_6n_on_the_active_parameters(cli):
+    """DeepSeek-V3's budget: 6 x 37.55B active x 14.8T tokens, and the training time equals
+    steps x the step-time model's step (the MFU it divides by is in the same convention)."""
+    r = cli("budget", "--model", "deepseek-v3", "--gpus", "2048", "--pp", "16", "--ep", "64", "--tokens", "14.8T",
+            "--hardware", "h800-sxm", "--precision", "fp8", "--sharding", "zero1", "--global-batch", "15360",
+            "--seq-len", "4096", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    t = json.loads(r.stdout)["training"]
+    assert t["total_flops_6n"] == pytest.approx(6 * 37_552_297_472 * 14.8e12, rel=1e-12)
+    assert t["days"] == pytest.approx(t["steps"] * t["step_s"] / 86400, rel=1e-9)
