@@ -153,7 +153,9 @@ def register(app: typer.Typer) -> None:
         for name in list_models():
             m = load_model(name)
             rows.append(dict(
-                name=name, params=count_params(m).total, layers=m.num_layers, hidden=m.hidden_size,
+                name=name, params=count_params(m).total, active=count_params(m).active,
+                experts=f"{m.moe.num_experts} top-{m.moe.top_k}" if m.moe is not None else None,
+                layers=m.num_layers, hidden=m.hidden_size,
                 ffn=m.ffn_hidden_size, heads=m.num_attention_heads, kv_heads=m.kv_heads, vocab=m.vocab_size,
                 mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len, description=m.description,
             ))
