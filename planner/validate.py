@@ -203,6 +203,7 @@ class RunRecord(BaseModel):
     attention: Optional[Literal["flash", "eager"]] = None
     shard_group: Optional[int] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None
+    rank_order: Optional[str] = Field(default=None, description="mesh axes innermost first (the Job field); null: the planner's default")
     # the software stack and its options (the Job fields of the same names); null: the stack's default
     stack: Optional[str] = Field(default=None, description="stack_db name or a stack YAML (megatron, torchtitan, llm-foundry, ...)")
     torch_compile: Optional[bool] = None
@@ -529,6 +530,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         fp8_recipe=rec.fp8_recipe,
         power_limit_w=rec.power_limit_w,
         ep=rec.ep or 1,
+        **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
     )
 
 

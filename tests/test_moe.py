@@ -402,3 +402,22 @@ def test_budget_counts_6n_on_the_active_parameters(cli):
     t = json.loads(r.stdout)["training"]
     assert t["total_flops_6n"] == pytest.approx(6 * 37_552_297_472 * 14.8e12, rel=1e-12)
     assert t["days"] == pytest.approx(t["steps"] * t["step_s"] / 86400, rel=1e-9)
+
+
+def test_validate_megatron_bridge_moe_records(cli):
+    """Megatron-Bridge's 25.11 MoE rows (H100, B200, GB200, GB300; force-balanced, dropless:
+    capacity factor 1): every record with ep inside dp x cp is evaluated with its EP and
+    Megatron's rank order (pipeline outermost); the GB200 Qwen3-235B row (EP 64 over 32 DP x
+    TP 2 ranks, expert TP 1: MoE parallel folding) is skipped with the reason."""
+    r = cli("validate", str(MOE_RUNS), "--format", "json")
+    js = json.loads(r.stdout)
+    rows = {x["id"]: x for x in js["runs"]}
+    bridge = [x for k, x in rows.items() if k.startswith("megatron-bridge")]
+    assert len(bridge) == 8
+    skipped = [x for x in bridge if x["skipped"]]
+    assert [x["id"] for x in skipped] == ["megatron-bridge-25.11-dgx-gb200-qwen3-235b-a22b"]
+    assert "dp x cp" in skipped[0]["skipped"]
+    for x in bridge:
+        if not x["skipped"]:
+            assert x["plan"]["ep"] > 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp" and x["error"] is not None
+    assert js["summary"]["n"] == 8 and js["summary"]["n_skipped"] == 1
