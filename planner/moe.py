@@ -73,7 +73,8 @@ middle stage's MoE share); the fp8 casts, the rotary and the MLP activation kern
 mean layer at the per-token MLP width top_k c f_e + s f_s (the casts of all local experts'
 weights are not counted apart); selective recompute of individual projections priced at the
 dense shapes; no HSDP replica all-reduce or FSDP buffer copies for the experts; `planner
-calibrate gemm --run` times the dense layer shapes, not the per-expert ones. Not modelled: an
+calibrate gemm --run` times the per-expert and MLA shapes (mla_gemm_shapes, moe_gemm_shapes
+at its --ep sizes) one GEMM at a time, not as one grouped launch. Not modelled: an
 expert TP degree other than TP, the all-to-all overlapped with compute (DeepSeek's DualPipe
 [1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs.
 
@@ -96,7 +97,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compute import calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
+from .compute import GemmShape, calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
 from .params import moe_layer_count  # noqa: F401  (the layer pattern lives with the parameter counts)
 from .pipeline import stage_layers
 from .plan import DEFAULT_CAPACITY_FACTOR, FP8  # noqa: F401  (the job's default imbalance)
@@ -206,37 +207,67 @@ def _gemm_seconds(M, N, K, hw, precision, cal):
     return gemm_time(M, N, K, plat, sm_count(hw))
 
 
-def attention_gemm_fwd(model, hw, plan, T, cal, dense_times):
-    """Forward seconds of one layer's attention projections: MLA's five GEMMs (module
-    docstring), else the dense qkv + output GEMMs already priced (dense_times)."""
-    if model.mla is None:
-        return dense_times.qkv + dense_times.attn_out
+def _shapes(rows):
+    """[(GemmShape, count)] with M, N, K broadcast to float64 arrays (compute.GemmShape)."""
+    out = []
+    for name, m, n, k, count in rows:
+        m, n, k = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, n, k)))
+        out.append((GemmShape(name, m, n, k), count))
+    return out
+
+
+def mla_gemm_shapes(model, tp, T):
+    """MLA's forward GEMMs (name, M, N, K) with their count per layer (module docstring):
+    q_a [T, r_q, h], q_b [T, a d_qk / tp, r_q] (or q [T, a d_qk / tp, h] without a query
+    latent), kv_a [T, r_kv + d_rope, h], kv_b [T, a (d_nope + d_v) / tp, r_kv], output
+    [T, h, a d_v / tp]. One definition for step.py and `planner calibrate gemm --run`."""
     ml, h, a = model.mla, model.hidden_size, model.num_attention_heads
-    tp = plan.tp.astype(np.float64)
-    g = lambda n, k: _gemm_seconds(T, n, k, hw, plan.precision, cal)  # noqa: E731
-    q = (g(a * ml.qk_head_dim / tp, h) if ml.q_lora_rank is None
-         else g(float(ml.q_lora_rank), h) + g(a * ml.qk_head_dim / tp, float(ml.q_lora_rank)))
-    kv = g(float(ml.kv_lora_rank + ml.qk_rope_head_dim), h) + g(a * (ml.qk_nope_head_dim + ml.v_head_dim) / tp,
-                                                                 float(ml.kv_lora_rank))
-    return q + kv + g(h, a * ml.v_head_dim / tp)
+    tp = np.asarray(tp, dtype=np.float64)
+    if ml.q_lora_rank is None:
+        rows = [("mla_q", T, a * ml.qk_head_dim / tp, h, 1.0)]
+    else:
+        rows = [("mla_q_down", T, ml.q_lora_rank, h, 1.0), ("mla_q_up", T, a * ml.qk_head_dim / tp, ml.q_lora_rank, 1.0)]
+    rows += [("mla_kv_down", T, ml.kv_lora_rank + ml.qk_rope_head_dim, h, 1.0),
+             ("mla_kv_up", T, a * (ml.qk_nope_head_dim + ml.v_head_dim) / tp, ml.kv_lora_rank, 1.0),
+             ("mla_out", T, h, a * ml.v_head_dim / tp, 1.0)]
+    return _shapes(rows)
 
 
-def moe_mlp_gemm_fwd(model, hw, plan, T, capacity_factor, cal):
-    """Forward seconds of one MoE layer's MLP GEMMs on the busiest EP rank: the router
-    [T, E, h], the shared experts as one MLP of width s f_s, and E/ep local experts of
-    t_e = T top_k c ep / E tokens each, [t_e, f1_e/tp, h] and [t_e, h, f_e/tp]."""
+def moe_gemm_shapes(model, tp, T, ep, capacity_factor=DEFAULT_CAPACITY_FACTOR):
+    """One MoE layer's forward MLP GEMMs (name, M, N, K) with their count, on the busiest EP
+    rank: the router [T, E, h]; the shared experts as one MLP of width s f_s; E/ep local
+    experts of t_e = T top_k c ep / E tokens each, [t_e, f1_e/tp, h] and [t_e, h, f_e/tp].
+    One definition for step.py and `planner calibrate gemm --run`."""
     e, h = model.moe, model.hidden_size
-    tp = plan.tp.astype(np.float64)
+    tp = np.asarray(tp, dtype=np.float64)
+    ep = np.asarray(ep, dtype=np.float64)
     fe = e.expert_ffn_hidden_size or model.ffn_hidden_size
     fs = e.num_shared_experts * (e.shared_expert_ffn_hidden_size or fe)
     g1 = 2.0 if model.gated_mlp else 1.0
-    p, cal_ = plan.precision, cal
-    t_e = T * expert_tokens_factor(model, capacity_factor) * plan.ep / e.num_experts
-    local = e.num_experts / plan.ep
-    experts = local * (_gemm_seconds(t_e, g1 * fe / tp, h, hw, p, cal_) + _gemm_seconds(t_e, h, fe / tp, hw, p, cal_))
-    shared = (_gemm_seconds(T, g1 * fs / tp, h, hw, p, cal_) + _gemm_seconds(T, h, fs / tp, hw, p, cal_)) if fs else 0.0
-    router = _gemm_seconds(T, float(e.num_experts), h, hw, p, cal_)
-    return experts + shared + router
+    t_e = T * expert_tokens_factor(model, capacity_factor) * ep / e.num_experts
+    local = e.num_experts / ep
+    rows = [("router", T, e.num_experts, h, 1.0)]
+    if fs:
+        rows += [("shared_up", T, g1 * fs / tp, h, 1.0), ("shared_down", T, h, fs / tp, 1.0)]
+    rows += [("expert_up", t_e, g1 * fe / tp, h, local), ("expert_down", t_e, h, fe / tp, local)]
+    return _shapes(rows)
+
+
+def _priced(shapes, hw, precision, cal):
+    return sum((count * _gemm_seconds(g.M, g.N, g.K, hw, precision, cal) for g, count in shapes), np.float64(0.0))
+
+
+def attention_gemm_fwd(model, hw, plan, T, cal, dense_times):
+    """Forward seconds of one layer's attention projections: MLA's GEMMs (mla_gemm_shapes),
+    else the dense qkv + output GEMMs already priced (dense_times)."""
+    if model.mla is None:
+        return dense_times.qkv + dense_times.attn_out
+    return _priced(mla_gemm_shapes(model, plan.tp, T), hw, plan.precision, cal)
+
+
+def moe_mlp_gemm_fwd(model, hw, plan, T, capacity_factor, cal):
+    """Forward seconds of one MoE layer's MLP GEMMs on the busiest EP rank (moe_gemm_shapes)."""
+    return _priced(moe_gemm_shapes(model, plan.tp, T, plan.ep, capacity_factor), hw, plan.precision, cal)
 
 
 def middle_moe_share(model, plan):

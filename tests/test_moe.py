@@ -421,3 +421,23 @@ def test_validate_megatron_bridge_moe_records(cli):
         if not x["skipped"]:
             assert x["plan"]["ep"] > 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp" and x["error"] is not None
     assert js["summary"]["n"] == 8 and js["summary"]["n_skipped"] == 1
+
+
+def test_calibrate_gemm_times_the_moe_and_mla_shapes(cli):
+    """`planner calibrate gemm --run` lists the shapes step.py prices for MoE and MLA models:
+    Qwen3-30B-A3B's experts at T = 4096, top-8 of 128: 4096 x 8 x ep / 128 rows each (256 at
+    ep 1, 2048 at ep 8), [M, 2 x 768, 2048] and [M, 2048, 768]; DeepSeek-V3's MLA down/up
+    projections; --ep must divide the experts and needs a model that has them."""
+    from planner.calibrate.gemm import benchmark_shapes
+
+    shapes = {(s.M, s.N, s.K) for s in benchmark_shapes([load_model("qwen3-30b-a3b")], [1], [4096], [1], [1, 8])}
+    assert {(256, 1536, 2048), (256, 2048, 768), (2048, 1536, 2048), (2048, 2048, 768), (4096, 128, 2048)} <= shapes
+    ds = {(s.M, s.N, s.K) for s in benchmark_shapes([load_model("deepseek-v3")], [1], [4096], [1], [64])}
+    assert {(4096, 1536, 7168), (4096, 128 * 192, 1536), (4096, 576, 7168), (4096, 128 * 256, 512),
+            (4096, 7168, 128 * 128), (4096 * 8 * 64 // 256, 2 * 2048, 7168)} <= ds
+    with pytest.raises(PlannerError, match="does not divide the 128 routed experts"):
+        benchmark_shapes([load_model("qwen3-30b-a3b")], [1], [4096], [1], [3])
+    r = cli("calibrate", "gemm", "--run", "--model", "llama3-8b", "--ep", "8", "--dry-run")
+    from conftest import assert_one_error
+
+    assert_one_error(r, "none of the models has experts")
