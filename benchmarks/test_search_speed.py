@@ -19,6 +19,7 @@ CASES = {
     "llama3-405b on 16,384 H100": dict(model="llama3-405b", gpus=16384),
     "llama3-70b on 4,096 H100": dict(model="llama3-70b", gpus=4096),
     "llama3-405b on 131,072 H100": dict(model="llama3-405b", gpus=131072),
+    "deepseek-v3 on 2,048 H100 (ep searched)": dict(model="deepseek-v3", gpus=2048),
 }
 
 

@@ -299,7 +299,8 @@ def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: 
     peak = settings.hardware.peak_flops(precision)
     mfu = opts.mfu if opts.mfu is not None else thr["mfu_6n"]
     shards = checkpoint_shards(settings, est)
-    b, src = compute_budget(n_params=ex["params"]["total"], tokens=settings.tokens, n_gpus=settings.gpus,
+    # 6N on the parameters a token passes through: the active ones of an MoE model (planner/moe.py)
+    b, src = compute_budget(n_params=ex["params"].get("active", ex["params"]["total"]), tokens=settings.tokens, n_gpus=settings.gpus,
                             peak_flops=peak, mfu=mfu, tdp_W=settings.hardware.tdp_W, shards=shards, opts=opts)
     return budget_json(settings, plan, ex, b, src, opts)
 
@@ -321,7 +322,8 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
         "training": {
             "tokens": float(settings.tokens),
             "total_flops_6n": float(b.total_flops),
-            "flops_convention": "6N per token (Kaplan et al. 2020; the seed), attention not counted",
+            "flops_convention": "6N per token (Kaplan et al. 2020; the seed), attention not counted"
+                                + ("; N = the active parameters (mixture-of-experts)" if "active" in ex["params"] else ""),
             "peak_flops": float(b.peak_flops),
             "mfu": float(b.mfu),
             "mfu_source": "--mfu" if opts.mfu is not None else "step-time model",

@@ -176,7 +176,7 @@ def _gated_from_hf(cfg: dict) -> bool:
     act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
     # Llama, Mistral, Qwen, Gemma use SwiGLU/GeGLU: hidden_act silu/swish/gelu_pytorch_tanh
     # with gate_proj + up_proj (transformers' LlamaMLP). GPT-2/NeoX/OPT use a plain MLP.
-    gated_types = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "cohere"}
+    gated_types = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "cohere"}
     if cfg.get("model_type") in gated_types:
         return True
     return act in {"silu", "swish", "swiglu"}
@@ -234,9 +234,6 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
     if not isinstance(cfg, dict):
         raise PlannerError(f"{path}: expected a JSON object")
     _check_hf_types(cfg, path)
-    for key in ("num_local_experts", "n_routed_experts", "num_experts"):
-        if cfg.get(key):
-            raise PlannerError(f"{path}: field `{key}`: mixture-of-experts models are not supported yet", "use a dense model")
     required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
     missing = [k for k in required if k not in cfg]
     if missing:
@@ -266,6 +263,13 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
         dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0,
         sources=[f"Hugging Face config.json: {path}"],
     )
+    moe = _moe_from_hf(cfg, path)
+    if moe is not None:
+        data["moe"] = moe
+    if cfg.get("kv_lora_rank"):
+        data["mla"] = {k: cfg.get(k) for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
+        data["num_kv_heads"] = None  # MLA: one up-projected key/value head per query head
+        data["head_dim"] = None
     return validate(ModelSpec, data, path)
 
 
@@ -278,6 +282,41 @@ def model_source(name_or_path: str) -> Path:
             raise PlannerError(f"{p}: folder has no config.json", "point --model at a Hugging Face config.json or a model YAML")
         return (p / "config.json").resolve()
     return _source(name_or_path, model_dir(), "model", "models")
+
+
+def _moe_from_hf(cfg: dict, path: str) -> dict | None:
+    """The `moe:` block of a Hugging Face MoE config: Mixtral (num_local_experts), Qwen2/3-MoE
+    (num_experts, moe_intermediate_size, shared_expert_intermediate_size, decoder_sparse_step,
+    mlp_only_layers), DeepSeek-V2/V3 (n_routed_experts, n_shared_experts, first_k_dense_replace,
+    moe_layer_freq, scoring_func, topk_method), with num_experts_per_tok as top-k."""
+    key = next((k for k in ("num_local_experts", "n_routed_experts", "num_experts") if cfg.get(k)), None)
+    if key is None:
+        return None
+    if not cfg.get("num_experts_per_tok"):
+        raise PlannerError(f"{path}: field `{key}` is set but `num_experts_per_tok` is missing",
+                           "add num_experts_per_tok (the experts each token is routed to)")
+    step = cfg.get("decoder_sparse_step", 1) or 1
+    if step != 1:
+        raise PlannerError(f"{path}: field `decoder_sparse_step`: {step} (every {step}th layer MoE, counted from 1) is not modelled",
+                           "only decoder_sparse_step 1 (every layer MoE) is supported; or write a model YAML with moe.layer_freq")
+    if cfg.get("mlp_only_layers"):
+        raise PlannerError(f"{path}: field `mlp_only_layers`: dense layers at arbitrary positions are not modelled",
+                           "write a model YAML with moe.first_k_dense / moe.layer_freq")
+    moe: dict = dict(num_experts=cfg[key], top_k=cfg["num_experts_per_tok"])
+    if cfg.get("moe_intermediate_size"):
+        moe["expert_ffn_hidden_size"] = cfg["moe_intermediate_size"]
+    if cfg.get("n_shared_experts"):  # DeepSeek: shared experts of the routed experts' width
+        moe["num_shared_experts"] = cfg["n_shared_experts"]
+    elif cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one gated shared expert of its own width
+        moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=cfg["shared_expert_intermediate_size"],
+                   shared_expert_gate=True)
+    if cfg.get("first_k_dense_replace"):
+        moe["first_k_dense"] = cfg["first_k_dense_replace"]
+    if cfg.get("moe_layer_freq"):
+        moe["layer_freq"] = cfg["moe_layer_freq"]
+    moe["router"] = "sigmoid" if cfg.get("scoring_func") == "sigmoid" else "softmax"
+    moe["router_bias"] = cfg.get("topk_method") == "noaux_tc"  # DeepSeek-V3's e_score_correction_bias
+    return moe
 
 
 def load_model(name_or_path: str) -> ModelSpec:

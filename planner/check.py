@@ -22,6 +22,9 @@ model, the global batch in sequences and everything else stay as they are)
     tp         doubled while <= the hardware's nvlink_domain (TP inside one NVLink domain
                [3]); resolve rejects a tp that does not divide the heads or the GPU count
     pp         doubled while <= num_layers; dp = gpus / (tp cp pp) shrinks with tp and pp
+    ep         mixture-of-experts models: doubled while <= the routed experts (expert states
+               shard over more ranks, planner/moe.py); resolve rejects an ep that does not
+               divide the experts or dp*cp
 A single change is one knob moved to the lowest rung that passes. Only when no single change
 passes are pairs of knobs tried; a pair is kept only if neither of its rungs passes alone and
 no lower rung of either knob, with the same other rung, passes too (the Pareto-minimal pairs).
@@ -45,6 +48,8 @@ Ranking ("cheapest first")
                          hidden; use TP up to the NVLink domain first [3] sec. 3.3
       8 more PP          pipeline bubble (p-1)/(v m) of the busy time, and m shrinks as pp
                          takes GPUs from dp at a fixed batch [3] sec. 2.2; the seed sec. 5.2
+      9 more EP          the dispatch/combine all-to-alls span more ranks, across nodes once
+                         tp x ep exceeds the NVLink domain (planner/moe.py)
     The order is a documented prior, not a measurement; the time model supersedes it.
 
 References
@@ -85,8 +90,9 @@ CHANGE_COST = {
     ("recompute", "full"): 6,
     ("tp", None): 7,
     ("pp", None): 8,
+    ("ep", None): 9,
 }
-KNOBS = ("sharding", "micro_batch", "recompute", "tp", "pp")
+KNOBS = ("sharding", "micro_batch", "recompute", "tp", "pp", "ep")
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic v2 emits
 SCHEMAS: dict[str, type[BaseModel]] = {"job": Job, "model": ModelSpec, "hardware": Hardware}
@@ -234,6 +240,12 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
     while pp <= _model(job).num_layers:
         out["pp"].append(Change("pp", {"pp": pp}, f"PP {job.pp} -> {pp}", CHANGE_COST[("pp", None)]))
         pp *= 2
+
+    moe = _model(job).moe
+    ep = job.ep * 2
+    while moe is not None and ep <= moe.num_experts:
+        out["ep"].append(Change("ep", {"ep": ep}, f"EP {job.ep} -> {ep}", CHANGE_COST[("ep", None)]))
+        ep *= 2
     return out
 
 

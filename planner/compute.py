@@ -33,9 +33,10 @@ from .terms import Terms
 def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> Terms:
     """Model FLOPs per token as named terms: dense (6N [1]) + attention (12*L*a*d*s [2],
     halved when counted causal). recompute (codes from plan) is only used by
-    hardware_flops_per_token."""
-    n = count_params(model).total
-    L, a, d = model.num_layers, model.num_attention_heads, model.dhead
+    hardware_flops_per_token. Mixture-of-experts: N = the active parameters (planner/moe.py);
+    MLA: d = the mean of the query/key and value head dims (ModelSpec.core_head_dim)."""
+    n = count_params(model).active
+    L, a, d = model.num_layers, model.num_attention_heads, model.core_head_dim
     cf = 0.5 if causal else 1.0
     seq = np.asarray(seq, dtype=np.float64)
     return Terms(dense=np.full(seq.shape, 6.0 * n), attention=12.0 * L * a * d * seq * cf)
@@ -44,9 +45,9 @@ def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> T
 def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, fraction=1.0) -> np.ndarray:
     """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + 4Lads),
     times the fraction of layers it re-runs (recompute_layers); selective = the attention
-    core forward (4Lads)."""
-    n = count_params(model).total
-    L, a, d = model.num_layers, model.num_attention_heads, model.dhead
+    core forward (4Lads). N and d as in flops_per_token."""
+    n = count_params(model).active
+    L, a, d = model.num_layers, model.num_attention_heads, model.core_head_dim
     cf = 0.5 if causal else 1.0
     seq = np.asarray(seq, dtype=np.float64)
     core = 4.0 * L * a * d * seq * cf

@@ -132,6 +132,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "dp_comm_exposed_s": t["dp_comm_exposed_s"], "bubble_s": t["bubble_s"],
         "optimizer_s": t["optimizer_s"], "step_s": _num(pick(est.time.total)),
         "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),
+        **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
     }
     thr = {k: _num(pick(v)) for k, v in est.throughput.items()}
     if settings.tokens:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import moe
 from .params import ParamCounts, count_params
 from .pipeline import inflight_microbatches, stage_layers
 from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
@@ -88,7 +89,7 @@ def activation_tensors(model: ModelSpec, activation_model: str = "arch", attenti
     "score" (eager attention, per token per key). The "arch" derivation is the module
     docstring's; "korthikanti" scales each kind so that the standard set sums to GPT-3's
     10h + 24h + 5as of [2] on any shape (the seed's model)."""
-    h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead, model.ffn_hidden_size
+    h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.core_head_dim, model.ffn_hidden_size
     drop = 1.0 if model.dropout else 0.0
     t = {
         "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"), "norm2_in": (2.0 * h, "rep"),
@@ -157,14 +158,17 @@ def selective_keeps(settings: Settings) -> tuple:
     return tuple(stack_of(settings).selective.keeps)
 
 
-def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu) -> Terms:
+def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1].
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
     and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
-    shard_group*cp and replicates across groups.
+    shard_group*cp and replicates across groups. shard_div: the routed experts of an MoE
+    model shard over that group / ep (planner/moe.py, the expert-data-parallel ranks).
     """
     d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    if shard_div is not None:
+        d = d // shard_div
     s = plan.sharding
     one = np.ones_like(d)
     return Terms(
@@ -192,6 +196,9 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     single = plan.pp == 1
     first = n_first * per_layer + emb + np.where(single, head, 0.0)
     last = n_last * per_layer + head + np.where(single, emb, 0.0)
+    if model.moe is not None or model.mla is not None:  # MoE layers' shared experts and router, MLA (moe.py)
+        c_first, c_last = moe.dense_stage_correction(pc, model, plan)
+        first, last = first + c_first, last + c_last
     return first, last
 
 
@@ -238,6 +245,17 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     st_first = model_state_terms(pc, bpp, plan, p_first)
     st_last = model_state_terms(pc, bpp, plan, p_last)
     st_mid = model_state_terms(pc, bpp, plan, p_mid)
+    if model.mla is not None or model.moe is not None:  # a middle stage's MLA / MoE corrections (moe.py)
+        m_mid = moe.stage_moe_layers(model, plan)[1] if model.moe is not None else 0.0
+        swap = ((pc.shared - pc.mlp) / tp + pc.router) if model.moe is not None else 0.0
+        p_mid_moe = np.where(has_mid, n_mid * float(pc.attn_replicated) + m_mid * swap, 0.0)
+        st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, p_mid_moe))
+    if model.moe is not None:  # routed experts: / (tp ep), sharded over the expert-data-parallel ranks (moe.py)
+        e_first, e_last = moe.expert_stage_params(pc, model, plan)
+        e_mid = np.where(has_mid, m_mid * pc.num_experts * pc.expert / (tp * plan.ep), e_first)
+        st_first = _plus(st_first, model_state_terms(pc, bpp, plan, e_first, shard_div=plan.ep))
+        st_last = _plus(st_last, model_state_terms(pc, bpp, plan, e_last, shard_div=plan.ep))
+        st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, e_mid, shard_div=plan.ep))
 
     # --- activations [2]; what a layer keeps depends on the recompute mode and the stack
     stack = stack_of(settings)
@@ -278,14 +296,27 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     rematerialised = np.maximum(every + norm_extra - layer_input, 0.0)
     recompute_buffer = np.where(plan.recompute == RC_FULL, rematerialised,
                                 np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0))
+    if model.mla is not None:  # MLA keeps its latents and their norms (moe.py); q, k, v at the mean head dim
+        full_layer = full_layer + moe.mla_latent_activation_bytes(model, plan)
     act_first = inflight_first * (r_first * layer_input + (n_first - r_first) * full_layer)
     act_last = inflight_last * (r_last * layer_input + (n_last - r_last) * full_layer)
     act_mid = np.where(has_mid, inflight_mid * (r_mid * layer_input + (n_mid - r_mid) * full_layer), act_first)
+    if model.moe is not None:  # MoE layers keep the router logits, dispatched tokens and experts' tensors (moe.py)
+        delta = moe.moe_layer_activation_delta(model, plan, settings.moe_capacity_factor)
+        m_first, m_mid, m_last = moe.stage_moe_layers(model, plan)
+        # the stage's MoE layers among those that keep their activations (full recompute: pro rata)
+        act_first = act_first + inflight_first * m_first * (n_first - r_first) / np.maximum(n_first, 1) * delta
+        act_last = act_last + inflight_last * m_last * (n_last - r_last) / np.maximum(n_last, 1) * delta
+        act_mid = np.where(has_mid, act_mid + inflight_mid * m_mid * (n_mid - r_mid) / np.maximum(n_mid, 1) * delta,
+                           act_first)
+        recompute_buffer = recompute_buffer + np.where(plan.recompute == RC_FULL, delta, 0.0)
     out_first = np.where(plan.pp == 1, out_act, 0.0)
     out_last = inflight_last * out_act
 
     # --- buffers
     unit = np.maximum(pc.per_layer / tp, np.maximum(pc.embedding, pc.output) / tp)
+    if model.moe is not None:
+        unit = np.maximum(unit, moe.moe_unit_params(pc, plan))
     # two gathered units (the current and the prefetched) and the unsharded gradients of one,
     # in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
     fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + stack.fsdp.grad_reduce_bytes) * unit, 0.0)
@@ -309,6 +340,10 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     out_mid = np.where(has_mid, 0.0, out_first)
     return {STAGE_FIRST: terms(st_first, act_first, out_first), STAGE_LAST: terms(st_last, act_last, out_last),
             STAGE_MIDDLE: terms(st_mid, act_mid, out_mid)}
+
+
+def _plus(a: Terms, b: Terms) -> Terms:
+    return Terms(**{k: a[k] + b[k] for k in a})
 
 
 def capacity(settings: Settings) -> tuple[float, float]:

@@ -33,6 +33,7 @@ PRECISION_CODES = {"bf16": BF16, "fp8": FP8}
 FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "mxfp8", "blockwise")
 FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
 
+DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
 
 
@@ -93,6 +94,7 @@ class PlanArrays:
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
+    ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py), carved out of dp x cp
 
     def __post_init__(self):
         for f in fields(self):
@@ -111,6 +113,7 @@ class PlanArrays:
 OK = 0
 (MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
  TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP, TPO_COMPILE, SPLIT_UNITS) = range(1, 17)
+EP_EXPERTS, EP_DPCP = 17, 18  # expert parallelism (planner/moe.py)
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
     BATCH: "global batch does not divide into dp x micro-batch",
@@ -128,6 +131,8 @@ REASONS = {
     SHARD_NOT_HSDP: "shard group without hsdp",
     TPO_COMPILE: "TP-communication overlap of this stack needs torch.compile",
     SPLIT_UNITS: "layers plus the embedding/loss counted in the split do not divide into pp*vpp chunks",
+    EP_EXPERTS: "ep does not divide the routed experts (or the model has none)",
+    EP_DPCP: "ep does not divide the data x context parallel ranks (dp*cp; hsdp: shard_group*cp)",
 }
 # the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
 LAST_BATCH_RULE = VPP_LAYERS
@@ -143,6 +148,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     inter = plan.schedule == INTERLEAVED
     units = L + plan.split_emb + plan.split_loss  # pipeline.stage_layers [6]: the ends may count as layers
     counted = (plan.split_emb + plan.split_loss) > 0
+    n_experts = model.moe.num_experts if model.moe is not None else 1  # a dense model: ep 1 only
     rules = [
         lambda: tp * cp * pp * dp != gpus,
         lambda: plan.gbs % (dp_safe * mbs) != 0,
@@ -160,6 +166,8 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.sharding != HSDP) & (plan.shard != dp),
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         lambda: counted & (pp > 1) & (units % (pp * vpp) != 0),
+        lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
+        lambda: (np.where(plan.sharding == HSDP, np.maximum(plan.shard, 1), dp_safe) * cp) % plan.ep != 0,
     ]
     n = len(rules) if upto is None else upto
     codes = np.zeros(np.shape(tp), dtype=np.int64)
@@ -192,6 +200,7 @@ class Settings:
     power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss
+    moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -291,6 +300,14 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         HSDP_SHARD: lambda: (f"shard_group={job.shard_group} does not divide dp={dp}", f"choose a divisor of {dp}"),
         SHARD_NOT_HSDP: lambda: (f"shard_group is only used with sharding hsdp (got sharding {job.sharding})",
                                  "remove shard_group or set sharding: hsdp"),
+        EP_EXPERTS: lambda: ((f"ep={job.ep} does not divide the {model.moe.num_experts} routed experts of {model.name}"
+                              if model.moe is not None else f"ep={job.ep} on {model.name}, which has no experts"),
+                             "choose ep among the divisors of the expert count" if model.moe is not None
+                             else "expert parallelism needs a mixture-of-experts model: set ep 1"),
+        EP_DPCP: lambda: (f"ep={job.ep} does not divide the {'shard_group' if job.sharding == 'hsdp' else 'dp'} x cp ranks "
+                          f"({(job.shard_group if job.sharding == 'hsdp' else dp) * job.cp})",
+                          "expert-parallel ranks are carved out of the data x context parallel ranks (Megatron-Core): "
+                          "choose ep dividing dp*cp"),
     }[code]()
     return PlannerError(f"{where}{msg[0]}", msg[1])
 
@@ -344,7 +361,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=int(job.account_for_loss_in_pipeline_split), **opts,
+        split_loss=int(job.account_for_loss_in_pipeline_split), ep=job.ep, **opts,
     )
     code = int(rule_codes(model, job.gpus, stack, plan))
     if code != OK:
@@ -406,6 +423,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         power_limit_source=power_source,
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
+        moe_capacity_factor=_capacity_factor(job, model, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         model_file=str(model_source(job.model)),
@@ -413,6 +431,16 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         knobs=run_knobs(calibration, stack.name, hw.name),
     )
     return settings, plan, warnings
+
+
+def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:
+    """The job's moe_capacity_factor (default moe.DEFAULT_CAPACITY_FACTOR); an error on a dense model."""
+    if job.moe_capacity_factor is None:
+        return DEFAULT_CAPACITY_FACTOR
+    if model.moe is None:
+        raise PlannerError(f"{where}moe_capacity_factor is set but {model.name} has no experts",
+                           "remove moe_capacity_factor (it applies to mixture-of-experts models)")
+    return float(job.moe_capacity_factor)
 
 
 def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: bool = False) -> tuple[dict, list]:
@@ -515,6 +543,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
         "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
+        "ep": g("ep"),
+        **({"moe_capacity_factor": settings.moe_capacity_factor} if settings.model.moe is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -25,16 +25,53 @@ Count = Annotated[int, Field(le=MAX_COUNT)]
 
 
 class MoESpec(BaseModel):
-    """Reserved for mixture-of-experts models; the cost models do not handle it yet."""
+    """A mixture-of-experts MLP (planner/moe.py): routed experts, the top-k router, shared
+    experts, and which layers are dense. Layer i (0-based) is an MoE layer when
+    i >= first_k_dense and i % layer_freq == 0 (DeepSeek-V3's first_k_dense_replace and
+    moe_layer_freq, transformers DeepseekV3DecoderLayer); the others keep the dense MLP of
+    width ffn_hidden_size."""
 
     model_config = Strict
-    num_experts: Count = Field(gt=0)
-    top_k: Count = Field(gt=0)
-    expert_ffn_hidden_size: Optional[Count] = Field(default=None, gt=0)
+    num_experts: Count = Field(gt=0, description="routed experts per MoE layer")
+    top_k: Count = Field(gt=0, description="routed experts each token is sent to")
+    expert_ffn_hidden_size: Optional[Count] = Field(default=None, gt=0, description="one routed expert's MLP width; default: ffn_hidden_size")
+    num_shared_experts: Count = Field(default=0, ge=0, description="experts every token passes through (DeepSeek, Qwen2-MoE)")
+    shared_expert_ffn_hidden_size: Optional[Count] = Field(
+        default=None, gt=0, description="width of ONE shared expert; default: expert_ffn_hidden_size")
+    shared_expert_gate: bool = Field(default=False, description="a sigmoid gate (h weights) scales the shared expert's output (Qwen2-MoE)")
+    first_k_dense: Count = Field(default=0, ge=0, description="the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)")
+    layer_freq: Count = Field(default=1, gt=0, description="every layer_freq-th layer from first_k_dense is MoE (DeepSeek moe_layer_freq)")
+    router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (informational)")
+    router_bias: bool = Field(default=False, description="a per-expert score bias (DeepSeek-V3 e_score_correction_bias, aux-loss-free balancing)")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MoESpec":
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds num_experts ({self.num_experts})")
+        return self
+
+
+class MLASpec(BaseModel):
+    """Multi-head latent attention (DeepSeek-V2, arXiv:2405.04434 sec. 2.1): queries and keys/
+    values go through low-rank latents; each head's query and key have a no-position part
+    (qk_nope_head_dim) and a rotary part (qk_rope_head_dim, one rotary key shared by all heads),
+    its value v_head_dim. The attention kind of a model is MHA/GQA unless `mla:` is given."""
+
+    model_config = Strict
+    q_lora_rank: Optional[Count] = Field(default=None, gt=0, description="query latent width; null: queries projected directly (DeepSeek-V2-Lite)")
+    kv_lora_rank: Count = Field(gt=0, description="compressed key/value latent width")
+    qk_rope_head_dim: Count = Field(gt=0)
+    qk_nope_head_dim: Count = Field(gt=0)
+    v_head_dim: Count = Field(gt=0)
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
 class ModelSpec(BaseModel):
-    """A dense decoder-only transformer's shape."""
+    """A decoder-only transformer's shape: dense, or with mixture-of-experts layers (`moe:`) and
+    multi-head latent attention (`mla:`)."""
 
     model_config = Strict
     name: str
@@ -53,7 +90,8 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
-    moe: Optional[MoESpec] = None
+    moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
+    mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -66,8 +104,10 @@ class ModelSpec(BaseModel):
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); give head_dim explicitly"
             )
-        if self.moe is not None:
-            raise ValueError("mixture-of-experts (moe:) is reserved; the cost models cover dense models only for now")
+        if self.moe is not None and self.moe.first_k_dense > self.num_layers:
+            raise ValueError(f"moe.first_k_dense ({self.moe.first_k_dense}) exceeds num_layers ({self.num_layers})")
+        if self.mla is not None and self.num_kv_heads not in (None, self.num_attention_heads):
+            raise ValueError("mla: keys and values have one head per query head; leave num_kv_heads out")
         return self
 
     @property
@@ -77,6 +117,14 @@ class ModelSpec(BaseModel):
     @property
     def dhead(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def core_head_dim(self) -> float:
+        """The head dimension the attention core runs at: dhead, or for MLA the mean of the
+        query/key (nope + rope) and value head dims (QK^T at one, AV at the other)."""
+        if self.mla is None:
+            return self.dhead
+        return (self.mla.qk_head_dim + self.mla.v_head_dim) / 2.0
 
 
 class Fabric(BaseModel):
@@ -467,3 +515,9 @@ class Job(BaseModel):
         default=False,
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
+    ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
+                                                 "ranks (Megatron --expert-model-parallel-size); MoE models only")
+    moe_capacity_factor: Optional[float] = Field(
+        default=None, ge=1.0,
+        description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "
+                    "default 1.0, perfectly balanced (planner/moe.py)")

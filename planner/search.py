@@ -42,7 +42,7 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
 from .step import step_time
@@ -335,13 +335,15 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("precision", "--precision"), ("schedule", "--schedule"), ("rank_order", "--rank-order"),
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
-             ("calibration", "--calibration")]
+             ("calibration", "--calibration"), ("ep", "--ep"), ("moe_capacity_factor", "--moe-capacity-factor")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]
     for key, flag in flags:
         v = d.get(key)
         if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
+            continue
+        if key == "moe_capacity_factor" and v == DEFAULT_CAPACITY_FACTOR:  # what explain assumes without it
             continue
         if isinstance(v, float):
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)

@@ -15,6 +15,9 @@ list; a pinned value is taken as given, and the constraint check then says if it
              A mesh (tp, cp, pp) whose product does not divide the GPU count has no dp; it
              counts as one candidate that breaks a constraint and is not expanded further.
   dp         derived: gpus / (tp cp pp)
+  ep         expert parallelism (MoE models): divisors of the routed experts that divide dp*cp
+             (EP ranks are carved out of the data x context parallel ranks, planner/moe.py); 1
+             for a dense model
   vpp        1 when pp = 1 (no pipeline, no virtual stages); else 1 .. floor(L / pp)
              (pp, vpp) such that pp*vpp chunks of ceil(L/(pp vpp)) layers hold at most
              `--max-layer-slack` (default 2) layers more than the model: an even split, or
@@ -49,6 +52,8 @@ Constraints (`constraint_codes`), in the order `plan.resolve` checks them and wi
   SP_TP           sequence parallel needs tp > 1
   HSDP_SHARD      hsdp: shard group divides dp
   SHARD_NOT_HSDP  a shard group other than dp only with hsdp
+  EP_EXPERTS      ep divides the routed experts (1 without experts)
+  EP_DPCP         ep divides dp*cp (hsdp: shard_group*cp)
 tests/test_search.py checks that resolve raises exactly where a code is not OK, with the
 message of that rule, on candidates built to break every rule.
 
@@ -152,6 +157,8 @@ class SpaceOptions:
     max_vpp: int | None = None
     max_dp: int | None = None
     max_micro_batch: int | None = None
+    ep: tuple[int, ...] | None = None
+    max_ep: int | None = None
     sharding: tuple[str, ...] | None = None
     shard_group: tuple[int, ...] | None = None
     recompute: tuple[str, ...] | None = None
@@ -309,7 +316,7 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     in sequences, seq_len, warnings)."""
     one = job.model_copy(update=dict(
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1, sharding="none", shard_group=None,
-        recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False))
+        recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1))
     settings, plan, warnings = resolve(one, where)
     settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus),
                        inherited=tuple((k, v) for k, v in settings.inherited if k not in ("micro_batch", "tp_comm_overlap")))
@@ -326,6 +333,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
         schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
         split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
+        ep=get("ep", np.ones(n, dtype=np.int64)),
     )
 
 
@@ -383,6 +391,13 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     if opts.max_dp is not None:
         keep &= dp <= opts.max_dp
     mesh = {"tp": tp[keep], "cp": cp[keep], "pp": pp[keep], "dp": dp[keep]}
+    # ---- expert parallelism: divisors of the routed experts that divide dp*cp (1 for a dense model)
+    n_experts = model.moe.num_experts if model.moe is not None else 1
+    EP = _axis(_divisors(n_experts), opts.ep, opts.max_ep)
+    ep_ok = (mesh["dp"] * mesh["cp"])[:, None] % EP[None, :] == 0
+    if opts.ep:
+        ep_ok |= True  # pinned: resolve's rules say which divide
+    mesh = _expand(mesh, ep_ok, {"ep": EP})
     M = len(mesh["tp"])
     mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
 

@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import comm
+from . import comm, moe
 from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, LAYER_GEMMS, attention_rates,
     flops_per_token, forward_gemm_times, recompute_flops_per_token,
@@ -109,6 +109,11 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     tp = plan.tp.astype(np.float64)
     cp = plan.cp.astype(np.float64)
     T = plan.mbs * plan.seq / cp  # tokens per micro-batch on one GPU
+    moe_on = model.moe is not None or model.mla is not None
+    if model.mla is not None:  # MLA: up-projected K and V per query head, at the mean head dim (moe.py)
+        k, d = a, model.core_head_dim
+    if model.moe is not None:  # the mean middle-stage layer's MLP width per token (top_k c f_e + shared)
+        f = moe.token_ffn_width(model, plan, settings.moe_capacity_factor)
     m = plan.microbatches.astype(np.float64)
     _, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
     layers = n_mid.astype(np.float64)  # a middle stage's layers; the last stage adds the output layer
@@ -132,6 +137,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # layer stays in bf16 where the recipe keeps it there (stack_db fp8_recipes)
     speed = np.where(fp8, recipe["gemm_speed"], 1.0) * gemm_scale
     g_fwd = gt.sum(*LAYER_GEMMS) / speed
+    if moe_on:  # MLA projections; MoE router, shared and per-expert (grouped) GEMMs (moe.py)
+        g_fwd = moe.layer_gemm_fwd(model, hw, plan, T, settings.moe_capacity_factor, gemm_cal, gt) / speed
     out_gemm = gt.output_layer / speed
     if np.any(fp8 & recipe["output_layer_bf16"]):
         gt16 = forward_gemm_times(model, hw, plan.tp, T, np.zeros_like(plan.precision), gemm_cal)
@@ -265,6 +272,22 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     tp_comm_mb = ((layers - rc_mid) * tp_per_layer(4.0 + sel_tp, 3.0)
                   + rc_mid * tp_per_layer(6.0, 4.0))
 
+    ep_mb = 0.0
+    if model.moe is not None:
+        # MoE layers (moe.py): the MLP's TP pair moves the top_k c dispatched copies of each
+        # token (expert TP = TP), and dispatch + combine are all-to-alls over the EP group,
+        # 2 forward and 2 backward per layer (+2 per recomputed layer)
+        share = moe.middle_moe_share(model, plan)
+        n_moe, rc_moe = layers * share, rc_mid * share
+        xk = moe.expert_tokens_factor(model, settings.moe_capacity_factor)
+        big = np.where(sp_on, coll(comm.REDUCE_SCATTER, msg * xk, tp_sp, strides["tp"])
+                       + coll(comm.ALL_GATHER, msg * xk, tp_sp, strides["tp"]),
+                       coll(comm.ALL_REDUCE, msg * xk, tp_ar, strides["tp"]))
+        tp_comm_mb = tp_comm_mb + (2.0 * n_moe + rc_moe) * (big - per_pair)
+        a2a = coll(comm.ALL_TO_ALL, moe.alltoall_bytes(model, plan, T, settings.moe_capacity_factor), plan.ep,
+                   moe.ep_stride(plan, strides))
+        ep_mb = (moe.A2A_PER_LAYER * n_moe + 2.0 * rc_moe) * a2a
+
     kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
     cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
     cp_total_layer = 3.0 * (cp - 1.0) * cp_send
@@ -358,11 +381,34 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     dp_total = np.where(one_dp, 0.0, np.where(fsdp, fsdp_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     dp_exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, fsdp_exposed, ddp_exposed), dp_total))
+    if model.moe is not None:
+        # routed-expert gradients (and FSDP/ZeRO weight gathers) over the expert-data-parallel
+        # ranks, dp*cp/ep (shard group / ep), placed ep strides out (moe.py); they hide behind
+        # what the dense traffic leaves of the same compute window
+        e_local = np.maximum(*moe.expert_stage_params(pc, model, plan))
+        e_shard, edp, e_st = shard_n // plan.ep, dpcp // plan.ep, moe.ep_stride(plan, strides) * plan.ep
+        n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
+        w_per = np.where(fp8 & recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
+
+        def e_coll(op, size, group):
+            return n_be * coll(op, size / n_be, group, e_st)
+
+        ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
+        rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * fs.grad_reduce_bytes, np.where(sharded, e_shard, 1))
+        ar_ge = e_coll(comm.ALL_REDUCE, e_local * fs.grad_reduce_bytes, np.where(sharded, 1, edp))
+        e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, rs_ge + ag_we, ar_ge))
+        window = np.where(fsdp, m * (fwd_mb + bwd_mb), fwd_mb + bwd_mb)
+        left = np.maximum(window - dp_total, 0.0)
+        dp_total = dp_total + e_total
+        dp_exposed = dp_exposed + np.where(plan.dpo > 0, _hide(e_total, left, x), e_total)
 
     # ---------------------------------------------------------------- optimizer
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     local_shard = p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     optimizer = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
+    if model.moe is not None:  # the routed experts' shard: over the expert-data-parallel ranks
+        optimizer = optimizer + e_local / np.where(plan.sharding >= ZERO1, e_shard, 1) * (
+            ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
 
     # ---------------------------------------------------------------- assemble
     compute = m * compute_mb + np.where(dpcp > 1, fsdp_copies, 0.0)
@@ -370,14 +416,17 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     cp_comm = m * cp_mb
     pp_comm = m * pp_mb
     t_mb = compute_mb + tp_comm_mb + cp_mb + pp_mb
+    if model.moe is not None:
+        t_mb = t_mb + ep_mb
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own: backward / forward, and the weight-gradient GEMMs' share of backward
     # (one forward's worth of GEMMs, the dgrad being the other)
     bwd_ratio = bwd_mb / fwd_mb
     w_share = np.minimum(layers * g_fwd / bwd_mb, 1.0)
     bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, bwd_ratio, w_share) * m * t_mb
+    ep_terms = {} if model.moe is None else {"ep_comm": m * ep_mb}  # MoE all-to-alls (moe.py)
     terms = Terms(compute=compute, tp_comm=tp_comm, cp_comm=cp_comm, pp_comm=pp_comm,
-                  dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer)
+                  dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer, **ep_terms)
     extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer, "calibrated": sorted(used)}
     return terms, extra
 

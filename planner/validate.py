@@ -58,10 +58,15 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
  9. attention: eager (stores the s x s scores) for sources dated 2021 or earlier, which
     predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022 [8]); flash otherwise.
+12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
+    shape fields cannot carry (experts, router, MLA); the record's layers, hidden size, heads
+    and vocabulary must match it. ep null -> 1; the load imbalance (moe_capacity_factor) is the
+    planner's default 1.0, listed as assumed.
 11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
     communication (Megatron-LM --tp-comm-overlap, "TP comm overlap", torchtitan "async TP")
     and it runs SP with tp > 1; off otherwise (Megatron-LM's default).
-10. Skipped: moe true or ep > 1 (dense models only); tp, pp or num_gpus null; a global batch
+10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
+    ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
     published tokens/s, iteration time or memory; unrecognised recompute / sharding text.
 
@@ -147,6 +152,9 @@ class RunRecord(BaseModel):
     source_location: Optional[str] = None
     model_name: Optional[str] = None
     moe: bool = False
+    model: Optional[str] = Field(
+        default=None, description="catalog model (model_zoo name) whose shape the record uses: mixture-of-experts and MLA "
+                                  "models, whose experts the shape fields cannot carry (rule 12)")
     # model shape
     num_layers: Count = Field(gt=0)
     hidden_size: Count = Field(gt=0)
@@ -196,6 +204,7 @@ class RunRecord(BaseModel):
     attention: Optional[Literal["flash", "eager"]] = None
     shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None
+    rank_order: Optional[str] = Field(default=None, description="mesh axes innermost first (the Job field); null: the planner's default")
     # the software stack and its options (the Job fields of the same names); null: the stack's default
     stack: Optional[str] = Field(default=None, description="stack_db name or a stack YAML (megatron, torchtitan, llm-foundry, ...)")
     torch_compile: Optional[bool] = None
@@ -356,7 +365,10 @@ def _zoo_by_shape() -> dict[tuple, ModelSpec]:
 
 
 def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
-    """The six architecture fields (rule 2); record overrides win."""
+    """The six architecture fields (rule 2); record overrides win. A record naming a catalog
+    `model:` takes them from it (rule 12)."""
+    if rec.model is not None:
+        return {k: getattr(_record_model(rec), k) for k in ARCH_FIELDS}
     given = {k: getattr(rec, k) for k in ARCH_FIELDS if getattr(rec, k) is not None}
     if len(given) == len(ARCH_FIELDS):
         return given
@@ -436,8 +448,13 @@ def _source_year(rec: RunRecord) -> Optional[int]:
 
 def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed) -> dict:
     """Job fields for a record (rules 3-9); raises Skip."""
-    if rec.moe or (rec.ep or 1) > 1:
-        raise Skip("mixture-of-experts / expert parallelism: the cost models cover dense models only")
+    if rec.moe and rec.model is None:
+        raise Skip("mixture-of-experts record without `model:` (a catalog entry with the experts' shape): "
+                   "the record's shape fields describe dense models only")
+    if (rec.ep or 1) > 1 and not rec.moe:
+        raise Skip(f"ep {rec.ep} on a record without moe: true")
+    if rec.moe:
+        assumed.add("moe_capacity_factor", 1.0, "not published; perfectly balanced routing (planner/moe.py)")
     missing = [k for k in ("tp", "pp", "num_gpus") if getattr(rec, k) is None]
     if missing:
         raise Skip(f"{', '.join(missing)} not published (null): the plan cannot be built")
@@ -513,6 +530,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         torch_compile=rec.torch_compile,
         fp8_recipe=rec.fp8_recipe,
         power_limit_w=rec.power_limit_w,
+        ep=rec.ep or 1,
+        **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
     )
 
 
@@ -528,8 +547,25 @@ def _stack(rec: RunRecord, assumed: _Assumed):
         raise Skip(f"field `stack`: {e.message}") from None
 
 
+def _record_model(rec: RunRecord) -> ModelSpec:
+    """The catalog model a record names (rule 12); its shape must be the record's."""
+    try:
+        m = load_model(rec.model)
+    except PlannerError as e:
+        raise PlannerError(f"record {rec.id!r}: field `model`: {e.message}", e.hint) from None
+    got = (rec.num_layers, rec.hidden_size, rec.num_attention_heads, rec.vocab_size)
+    want = (m.num_layers, m.hidden_size, m.num_attention_heads, m.vocab_size)
+    if got != want:
+        raise PlannerError(
+            f"record {rec.id!r}: field `model`: {rec.model} has layers/hidden/heads/vocab {want}, the record {got}",
+            "name the catalog model of the record's shape, or correct the shape fields")
+    return m
+
+
 def model_spec(rec: RunRecord, arch: dict, where: str) -> dict:
-    """ModelSpec fields for the record's shape."""
+    """ModelSpec fields for the record's shape (a record naming `model:`: that entry's)."""
+    if rec.model is not None:
+        return _record_model(rec).model_dump()
     return dict(
         name=rec.model_name or rec.id,
         description=f"shape of run record {rec.id}",
@@ -604,6 +640,8 @@ def _mesh(p: dict) -> str:
         s += f" CP{p['cp']}"
     if p["vpp"] > 1:
         s += f" v{p['vpp']}"
+    if p.get("ep", 1) > 1:
+        s += f" EP{p['ep']}"
     return s
 
 

@@ -108,13 +108,26 @@ class BenchShape:
         return 2.0 * self.M * self.N * self.K
 
 
-def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int]], micro_batches: Sequence[int]) -> list[BenchShape]:
+def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int]], micro_batches: Sequence[int],
+                     eps: Sequence[int] = (1,)) -> list[BenchShape]:
     """Distinct integer shapes of every model x tp x seq x micro-batch (sorted by M, N, K).
 
     seq_lens may hold None: the model's max_seq_len. A TP size must divide the attention
-    heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [1]."""
+    heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [1].
+    Mixture-of-experts and MLA models add the shapes step.py prices for them (moe.py
+    mla_gemm_shapes, and moe_gemm_shapes at each expert-parallel size of `eps`, which must
+    divide the routed experts: the per-expert GEMMs at balanced routing)."""
+    from .. import moe as moe_shapes
+
     found: dict[tuple[int, int, int], BenchShape] = {}
+    if any(ep != 1 for ep in eps) and not any(m.moe is not None for m in models):
+        raise PlannerError(f"--ep {','.join(str(e) for e in eps)}: none of the models has experts",
+                           "expert-parallel sizes apply to mixture-of-experts models; leave --ep out")
     for model in models:
+        for ep in eps:
+            if model.moe is not None and model.moe.num_experts % ep:
+                raise PlannerError(f"--ep {ep} does not divide the {model.moe.num_experts} routed experts of {model.name}",
+                                   "choose expert-parallel sizes among the divisors of the expert count")
         for t in tps:
             if model.num_attention_heads % t:
                 raise PlannerError(
@@ -125,7 +138,13 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
                 seq = model.max_seq_len if s is None else s
                 for b in micro_batches:
                     T = seq * b
-                    for g in layer_gemm_shapes(model, t, T):
+                    gemms = list(layer_gemm_shapes(model, t, T))
+                    if model.mla is not None:
+                        gemms += [g for g, _ in moe_shapes.mla_gemm_shapes(model, t, T)]
+                    if model.moe is not None:
+                        gemms += [g._replace(name=f"{g.name} ep={ep}") for ep in eps
+                                  for g, _ in moe_shapes.moe_gemm_shapes(model, t, T, ep)]
+                    for g in gemms:
                         dims = []
                         notes = []
                         for axis, v in zip("MNK", (g.M, g.N, g.K)):

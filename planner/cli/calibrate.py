@@ -87,6 +87,7 @@ def gemm(
     tp: str = typer.Option("1", "--tp", help="--run: tensor-parallel sizes, e.g. 1,2,4,8"),
     seq_len: Optional[str] = typer.Option(None, "--seq-len", help="--run: sequence length(s) (default: each model's max_seq_len)"),
     micro_batch: str = typer.Option("1", "--micro-batch", help="--run: sequences per micro-batch (list ok); M = seq_len x micro_batch tokens"),
+    ep: str = typer.Option("1", "--ep", help="--run: expert-parallel sizes of MoE models (list ok): the per-expert GEMMs each gives"),
     dtype: str = typer.Option("bf16,fp8", "--dtype", help="--run: bf16 and/or fp8 (fp8 is skipped on GPUs without FP8 tensor cores)"),
     warmup: int = typer.Option(10, "--warmup", min=0, help="--run: untimed calls per shape"),
     repeats: int = typer.Option(30, "--repeats", min=1, help="--run: timed calls per shape (the median is kept)"),
@@ -138,7 +139,7 @@ def gemm(
         bad = [d for d in dtypes if d not in ("bf16", "fp8")]
         if bad or not dtypes:
             raise PlannerError(f"--dtype: {', '.join(bad) or repr(dtype)} is not bf16 or fp8", "e.g. --dtype bf16,fp8")
-        shapes = g.benchmark_shapes(models, tps, seqs, mbs)
+        shapes = g.benchmark_shapes(models, tps, seqs, mbs, _int_list(ep, "--ep"))
         if dry_run:
             print_shapes(shapes, dtypes, warmup, repeats, sustained, hw)
             return

@@ -85,7 +85,7 @@ def job_options(
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
-    fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None,
+    fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -100,12 +100,16 @@ def job_options(
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
         account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
+        ep=ep, moe_capacity_factor=moe_capacity_factor,
     )
 
 
 SplitEmbOption = typer.Option(
     None, "--account-for-embedding-in-pipeline-split",
     help="count the embedding as a layer of the pipeline split (Megatron-Core; the first chunk holds a layer fewer)")
+CapacityFactorOption = typer.Option(
+    None, "--moe-capacity-factor",
+    help="MoE load imbalance: busiest expert's tokens / the mean (Megatron --moe-expert-capacity-factor) (default: 1.0)")
 SplitLossOption = typer.Option(
     None, "--account-for-loss-in-pipeline-split",
     help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer)")
@@ -152,6 +156,8 @@ def register(app: typer.Typer) -> None:
         power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
         split_emb: Optional[bool] = SplitEmbOption,
         split_loss: Optional[bool] = SplitLossOption,
+        ep: Optional[int] = typer.Option(None, "--ep", help="expert parallel degree, out of dp x cp (MoE models; Megatron --expert-model-parallel-size) (default: 1)"),
+        moe_capacity_factor: Optional[float] = CapacityFactorOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -165,7 +171,8 @@ def register(app: typer.Typer) -> None:
             model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
-            recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss)
+            recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
+            ep, moe_capacity_factor)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))
@@ -186,7 +193,9 @@ def register(app: typer.Typer) -> None:
         for name in list_models():
             m = load_model(name)
             rows.append(dict(
-                name=name, params=count_params(m).total, layers=m.num_layers, hidden=m.hidden_size,
+                name=name, params=count_params(m).total, active=count_params(m).active,
+                experts=f"{m.moe.num_experts} top-{m.moe.top_k}" if m.moe is not None else None,
+                layers=m.num_layers, hidden=m.hidden_size,
                 ffn=m.ffn_hidden_size, heads=m.num_attention_heads, kv_heads=m.kv_heads, vocab=m.vocab_size,
                 mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len, description=m.description,
             ))

@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, cli_errors, warn
 from ..render.common import progress
-from .core import SplitEmbOption, SplitLossOption, load_job
+from .core import CapacityFactorOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from .export import write_export
@@ -69,6 +69,9 @@ def register(app: typer.Typer) -> None:
         max_vpp: Optional[int] = typer.Option(None, "--max-vpp", help="upper bound on virtual stages per GPU"),
         max_dp: Optional[int] = typer.Option(None, "--max-dp", help="upper bound on DP"),
         max_micro_batch: Optional[int] = typer.Option(None, "--max-micro-batch", help="upper bound on the micro-batch"),
+        ep: Optional[str] = typer.Option(None, "--ep", help="pin expert parallelism (MoE models), a value or a comma list (default: divisors of the routed experts that divide dp*cp)"),
+        max_ep: Optional[int] = typer.Option(None, "--max-ep", help="upper bound on EP"),
+        moe_capacity_factor: Optional[float] = CapacityFactorOption,
         sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a comma list (default: all)"),
         shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="pin recompute: none|selective|full or a comma list (default: all)"),
@@ -122,7 +125,7 @@ def register(app: typer.Typer) -> None:
             calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
-            account_for_loss_in_pipeline_split=split_loss,
+            account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
@@ -130,6 +133,7 @@ def register(app: typer.Typer) -> None:
             tp=_ints(tp, "--tp"), cp=_ints(cp, "--cp"), pp=_ints(pp, "--pp"), vpp=_ints(vpp, "--vpp"),
             dp=_ints(dp, "--dp"), micro_batch=_ints(micro_batch, "--micro-batch"),
             max_tp=max_tp, max_cp=max_cp, max_pp=max_pp, max_vpp=max_vpp, max_dp=max_dp, max_micro_batch=max_micro_batch,
+            ep=_ints(ep, "--ep"), max_ep=max_ep,
             sharding=_names(sharding), shard_group=_ints(shard_group, "--shard-group"), recompute=_names(recompute),
             sequence_parallel=sequence_parallel, schedule=_names(schedule),
             rank_orders=rank_orders if "," not in rank_orders else _names(rank_orders), max_layer_slack=max_layer_slack,

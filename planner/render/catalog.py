@@ -7,7 +7,7 @@ from rich.table import Table
 from .common import Format, emit, human_count, print_wide
 
 MODEL_COLUMNS = [
-    ("name", "name"), ("params", "params"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
+    ("name", "name"), ("params", "params"), ("active", "active"), ("experts", "experts"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
     ("heads", "heads"), ("kv_heads", "kv"), ("vocab", "vocab"), ("mlp", "mlp"), ("seq", "seq")]
 HARDWARE_COLUMNS = [
     ("name", "name"), ("hbm_GB", "HBM GB"), ("hbm_TBps", "TB/s"), ("bf16_TFLOPS", "BF16 TF"),
@@ -39,7 +39,9 @@ def list_table(title: str, rows: list[dict], cols: list[tuple[str, str]]) -> Non
 
 def emit_models(rows: list[dict], fmt: Format) -> None:
     """The model catalog; the table writes parameter counts in words."""
-    emit(rows, fmt, lambda: list_table("model_zoo", [{**r, "params": human_count(r["params"])} for r in rows],
+    emit(rows, fmt, lambda: list_table("model_zoo", [{**r, "params": human_count(r["params"]),
+                                                     "active": human_count(r["active"]) if r.get("experts") else None}
+                                                    for r in rows],
                                        MODEL_COLUMNS))
 
 

@@ -42,7 +42,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
     if res.get("assumed"):
         out.print("  assumed (keys the model's config.json leaves out): " + "; ".join(res["assumed"]))
-    out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,})")
+    active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
+    out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     t = m["terms"]
     tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
     tab.add_column("component")
@@ -94,7 +95,8 @@ def time_table(res: dict) -> None:
     tab.add_column("term")
     tab.add_column("seconds", justify="right")
     tab.add_column("% of step", justify="right")
-    for name, key in TIME_ROWS:
+    rows = TIME_ROWS if "ep_comm_s" not in t else TIME_ROWS[:3] + [("EP all-to-all (MoE dispatch + combine)", "ep_comm_s")] + TIME_ROWS[3:]
+    for name, key in rows:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
     out.print(tab)

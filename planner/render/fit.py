@@ -74,6 +74,9 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     tokens = rows[0]["throughput"].get("training_days") is not None
     tab = Table(title_justify="left")
     cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP", "stack options"]
+    show_ep = any("moe_capacity_factor" in r["plan"] for r in rows)  # a mixture-of-experts model
+    if show_ep:
+        cols.insert(2, "EP")
     if rank_order_shown:
         cols.append("rank order")
     cols += ["GiB/GPU", "% HBM", "step s", "MFU", "tokens/s"]
@@ -87,6 +90,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
         p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
         cells = [str(i), mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
                  p["recompute"], "on" if p["sequence_parallel"] else "off", stack_options_text(p)]
+        if show_ep:
+            cells.insert(2, str(p["ep"]))
         if rank_order_shown:
             cells.append(p["rank_order"])
         cells += [gib(m["total_bytes"], 1), f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",

@@ -160,6 +160,8 @@ def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: 
     hits = []
     for name in list_models():
         m = load_model(name)
+        if m.moe is not None:  # the readers take no expert flags: a config that names none is a dense model
+            continue
         if all(getattr(m, a) == v for a, v in given.values()):
             hits.append(name)
     shape = ", ".join(f"{a}={_show(v)}" for a, v in given.values())
