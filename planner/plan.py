@@ -350,6 +350,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
     stack = load_stack(job.stack)
+    if job.ep > 1 and stack.expert_parallel is None:
+        raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
+                           "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
     mbs = job.micro_batch
     if mbs is None:

@@ -395,6 +395,10 @@ class Stack(BaseModel):
     fp8_recipes: dict[str, FP8Recipe] = Field(default_factory=dict)
     memory: MemoryReporting
     defaults: StackDefaults
+    expert_parallel: Optional[str] = Field(
+        default=None,
+        description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
+                    "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 

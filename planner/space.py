@@ -392,7 +392,9 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         keep &= dp <= opts.max_dp
     mesh = {"tp": tp[keep], "cp": cp[keep], "pp": pp[keep], "dp": dp[keep]}
     # ---- expert parallelism: divisors of the routed experts that divide dp*cp (1 for a dense model)
-    n_experts = model.moe.num_experts if model.moe is not None else 1
+    # (1 also where the stack has no expert parallelism: stack_db `expert_parallel`)
+    has_ep = settings.stack is None or settings.stack.expert_parallel is not None
+    n_experts = model.moe.num_experts if model.moe is not None and (has_ep or opts.ep) else 1
     EP = _axis(_divisors(n_experts), opts.ep, opts.max_ep)
     ep_ok = (mesh["dp"] * mesh["cp"])[:, None] % EP[None, :] == 0
     if opts.ep:

@@ -277,3 +277,26 @@ def test_interleaved_p2p_overlaps_on_megatron(explain, tmp_path):
         d["overlap"]["pp_p2p_overlapped"] = "never"
     _, _, _, blk = explain(stack=_stack_file(tmp_path, "megatron", blocking), **kw)
     assert ovl["time"]["pp_comm_s"] == pytest.approx(0.189 * blk["time"]["pp_comm_s"], rel=1e-9)
+
+
+def test_expert_parallelism_is_a_stack_field(cli, tmp_path):
+    """stack_db `expert_parallel` names each stack's option; a stack without one refuses ep > 1
+    (exit 2) and fit searches ep = 1 only."""
+    import yaml
+
+    from conftest import assert_one_error
+    from planner.catalog import load_stack, stack_dir
+
+    assert load_stack("megatron").expert_parallel.startswith("--expert-model-parallel-size")
+    assert "expert_parallel_degree" in load_stack("torchtitan").expert_parallel
+    data = yaml.safe_load((stack_dir() / "megatron.yaml").read_text())
+    data.update(name="no-ep", expert_parallel=None)
+    p = tmp_path / "no-ep.yaml"
+    p.write_text(yaml.safe_dump(data))
+    assert_one_error(cli("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--ep", "8", "--stack", p),
+                     "ep=8", "no expert parallelism")
+    import json
+
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", p, "--top", "3", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert {row["plan"]["ep"] for row in json.loads(r.stdout)} == {1}

@@ -318,7 +318,7 @@ from planner.trainers.export import export_plan  # noqa: E402
 
 PLAN_KEYS = ("model", "gpus", "tp", "cp", "pp", "vpp", "dp", "micro_batch", "global_batch", "seq_len", "sharding",
              "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision", "fp8_recipe",
-             "rank_order", "stack", "tp_comm_overlap", "dp_comm_overlap", "torch_compile", "tokens", "bytes_per_param")
+             "rank_order", "stack", "tp_comm_overlap", "dp_comm_overlap", "torch_compile", "tokens", "bytes_per_param", "ep")
 
 
 def _round_trip(tmp_path, fmt: str, suffix: str, read_kw: dict, **job):
@@ -448,3 +448,29 @@ def test_export_from_fit_row(cli, tmp_path):
     # the row's rank order tp-cp-pp-dp is Megatron's --use-tp-pp-dp-mapping: the whole plan comes back
     assert p["rank_order"] == "tp-cp-pp-dp" and "--use-tp-pp-dp-mapping" in r.stdout
     assert {k: back[k] for k in PLAN_KEYS} == {k: p[k] for k in PLAN_KEYS}
+
+
+# ------------------------------------------------------------------ expert parallelism (issue 15)
+def test_round_trip_megatron_with_expert_parallelism(tmp_path):
+    """Mixtral 8x7B with EP 8 on 64 GPUs: the Megatron export names the experts, top-k, expert
+    width and --expert-model-parallel-size; read back without --model, the shape flags find
+    the one catalog MoE model with 8 experts of that shape, and the plan (ep included) is the
+    same."""
+    plan, text, notes = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", model="mixtral-8x7b", gpus=64,
+                                    tp=2, ep=8, sharding="zero1", global_batch=256, rank_order="tp-cp-dp-pp")
+    assert plan["ep"] == 8
+    assert "--expert-model-parallel-size 8 " in text and "--num-experts 8 " in text and "--moe-router-topk 2 " in text
+    back = load_trainer_config(tmp_path / "exported.sh")
+    assert back.job["model"] == "mixtral-8x7b" and back.job["ep"] == 8
+
+
+def test_torchtitan_expert_parallel_degree_and_deepspeed_cannot_express_ep(tmp_path):
+    plan = resolved_plan(Job(model="mixtral-8x7b", gpus=64, tp=2, ep=8, sharding="fsdp", global_batch=256,
+                             stack="torchtitan", rank_order="tp-cp-dp-pp"))
+    text, _ = export_plan(plan, "torchtitan")
+    assert tomllib.loads(text)["parallelism"]["expert_parallel_degree"] == 8
+    p = tmp_path / "moe.toml"
+    p.write_text(text)
+    assert load_trainer_config(p, model="mixtral-8x7b").job["ep"] == 8
+    _, notes = export_plan(plan, "deepspeed")
+    assert any(n.startswith("ep 8: a DeepSpeed JSON has no EP") for n in notes)

@@ -139,7 +139,7 @@ def check_model_shape(where: str, model_name: str, given: dict[str, tuple[str, o
 
     spec = load_model(model_name)
     for option, (attr, value) in given.items():
-        have = getattr(spec, attr)
+        have = _attr(spec, attr)
         if have != value:
             raise PlannerError(
                 f"{where}{option} {_show(value)} contradicts --model {model_name} ({attr} = {_show(have)})",
@@ -160,9 +160,9 @@ def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: 
     hits = []
     for name in list_models():
         m = load_model(name)
-        if m.moe is not None:  # the readers take no expert flags: a config that names none is a dense model
+        if m.moe is not None and "moe.num_experts" not in attrs:  # a config that names no experts is a dense model
             continue
-        if all(getattr(m, a) == v for a, v in given.values()):
+        if all(_attr(m, a) == v for a, v in given.values()):
             hits.append(name)
     shape = ", ".join(f"{a}={_show(v)}" for a, v in given.values())
     if len(hits) != 1:
@@ -170,6 +170,14 @@ def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: 
         raise PlannerError(f"{where}{why} the shape of the {what} ({shape})",
                            "pass --model NAME, a model YAML or a Hugging Face config.json")
     return hits[0], f"model={hits[0]}: the one catalog model with the shape of the {what} ({shape})"
+
+
+def _attr(spec, attr: str):
+    """A ModelSpec attribute, dotted for a nested block (`moe.num_experts`; None without it)."""
+    obj = spec
+    for part in attr.split("."):
+        obj = getattr(obj, part, None) if obj is not None else None
+    return obj
 
 
 def _show(v) -> str:

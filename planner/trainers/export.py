@@ -111,6 +111,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
                          f"optimizer states); written as FSDP over dp {dp} (data_parallel_shard_degree)")
     par = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": sh, "tensor_parallel_degree": tp,
            "pipeline_parallel_degree": pp, "context_parallel_degree": cp, **par}
+    if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree (MoE models, 2025 releases)
+        par["expert_parallel_degree"] = plan["ep"]
     if pp > 1:
         sched = plan["schedule"]
         if sched in _TT_SCHEDULES:
@@ -178,6 +180,15 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     args += [("--kv-channels", model.dhead), ("--vocab-size", model.vocab_size),
              ("--max-position-embeddings", model.max_seq_len)]
+    if model.moe is not None:  # Megatron-Core MoE shape (arguments.py _add_moe_args)
+        args += [("--num-experts", model.moe.num_experts), ("--moe-router-topk", model.moe.top_k)]
+        if model.moe.expert_ffn_hidden_size:
+            args.append(("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size))
+        if model.moe.num_shared_experts or model.moe.first_k_dense or model.moe.layer_freq != 1:
+            notes.append("moe shared experts / dense layers: written as the model's --model file; Megatron spells them "
+                         "--moe-shared-expert-intermediate-size and --moe-layer-freq, not written here")
+    if model.mla is not None:
+        notes.append("multi-head latent attention: Megatron's --multi-latent-attention and its ranks are not written")
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position_embedding)
     if pos is None:
         notes.append(f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice; left out")
@@ -193,6 +204,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     args += [("--attention-dropout", d), ("--hidden-dropout", d)]
     # parallelism
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
+    if plan.get("ep", 1) > 1:  # Megatron-Core MoE: experts over ep ranks carved out of dp x cp
+        args.append(("--expert-model-parallel-size", plan["ep"]))
     if vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan["schedule"] in ("gpipe", "zb-h1"):
@@ -265,7 +278,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
 # ------------------------------------------------------------------------ DeepSpeed
 def _deepspeed(plan: dict, notes: list[str]) -> str:
     tp, cp, pp, dp = plan["tp"], plan["cp"], plan["pp"], plan["dp"]
-    for name, v in (("tp", tp), ("pp", pp), ("cp", cp)):
+    for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", plan.get("ep", 1))):
         if v > 1:
             notes.append(f"{name} {v}: a DeepSpeed JSON has no {name.upper()} (Megatron-DeepSpeed takes it as an argument); not expressible")
     if tp > 1 and plan.get("sequence_parallel"):

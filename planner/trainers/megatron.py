@@ -76,6 +76,7 @@ VALUE_FLAGS = {
     "--fp8-format", "--fp8-recipe", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
     "--num-query-groups", "--kv-channels", "--vocab-size", "--normalization", "--position-embedding-type",
     "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
+    "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 KNOWN_BOOL_IGNORED = {
@@ -359,6 +360,7 @@ def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None,
 SHAPE_FLAGS = {
     "--num-layers": "num_layers", "--hidden-size": "hidden_size", "--ffn-hidden-size": "ffn_hidden_size",
     "--num-attention-heads": "num_attention_heads", "--vocab-size": "vocab_size",
+    "--num-experts": "moe.num_experts", "--moe-router-topk": "moe.top_k", "--moe-ffn-hidden-size": "moe.expert_ffn_hidden_size",
 }
 
 
@@ -372,6 +374,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
     cp = _int(where, flags, "--context-parallel-size", 1)
     job.update(tp=tp, pp=pp, cp=cp)
+    ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
+    if ep > 1:
+        job["ep"] = ep
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
@@ -417,7 +422,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["model"] = model
     else:
         core = {k: v for k, v in shape.items() if v[0] in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                                                            "kv_heads", "vocab_size", "dhead")}
+                                                            "kv_heads", "vocab_size", "dhead", "moe.num_experts",
+                                                            "moe.top_k")}
         job["model"], rule = match_catalog_model(where, core, "Megatron arguments")
         check_model_shape(where, job["model"], shape)
         assumed.append(rule)

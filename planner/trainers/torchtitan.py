@@ -81,7 +81,7 @@ MODELLED = {
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
                     "pipeline_parallel_degree", "context_parallel_degree", "pipeline_parallel_schedule",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
-                    "enable_async_tensor_parallel"},
+                    "enable_async_tensor_parallel", "expert_parallel_degree"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
@@ -182,6 +182,9 @@ def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None,
     else:
         gpus = resolve_gpus(where, inner * shard, "[parallelism] replicate x shard x tp x pp x cp", gpus)
     job.update(gpus=gpus, tp=tp, pp=pp, cp=cp)
+    ep = deg("expert_parallel_degree", 1)  # MoE models (torchtitan Parallelism.expert_parallel_degree)
+    if ep > 1:
+        job["ep"] = ep
     dp = rep * shard
     if shard > 1 and rep > 1:
         job.update(sharding="hsdp", shard_group=shard)
