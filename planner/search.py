@@ -304,14 +304,22 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     return ranked, c, closest, warnings, feasible
 
 
-def _job_fields(job: Job, row_plan: dict) -> dict:
-    """The Job fields of one row (plan_dict keys that are Job fields), with the model and
-    hardware named as the user named them (a path stays a path)."""
-    keys = set(Job.model_fields) - {"global_batch_tokens", "model", "hardware"}
+def plan_job_fields(row_plan: dict) -> dict:
+    """The plan_dict keys of a row that are Job fields (not global_batch_tokens: the row
+    gives the batch in sequences). power_limit_w is the limit in force; it is a job field
+    only where the job set it (power_limit_source "job"), not the hardware's own limit."""
+    keys = set(Job.model_fields) - {"global_batch_tokens"}
     d = {k: v for k, v in row_plan.items() if k in keys}
-    d.update(model=job.model, hardware=job.hardware)
-    if row_plan.get("power_limit_source", "job") != "job":  # the hardware's own limit, not the job's
+    if row_plan.get("power_limit_source", "job") != "job":
         d["power_limit_w"] = None
+    return d
+
+
+def _job_fields(job: Job, row_plan: dict) -> dict:
+    """The Job fields of one row (plan_job_fields), with the model and hardware named as the
+    user named them (a path stays a path)."""
+    d = plan_job_fields(row_plan)
+    d.update(model=job.model, hardware=job.hardware)
     return d
 
 
@@ -579,10 +587,7 @@ def fit_row_job(rows: list[dict], n: int, where: str = "", **overrides) -> Job:
     plan = rows[n - 1]["plan"]
     if not isinstance(plan, dict):
         raise PlannerError(f"{where}row {n}: `plan` is not a mapping", "save the fit with: planner fit ... --format json > fit.json")
-    keys = set(Job.model_fields) - {"global_batch_tokens"}
-    fields = {k: v for k, v in plan.items() if k in keys}
-    if plan.get("power_limit_source", "job") != "job":  # the hardware's own limit, not the job's
-        fields["power_limit_w"] = None
+    fields = plan_job_fields(plan)
     given = {k: v for k, v in overrides.items() if v is not None}
     from .catalog import hardware_source, model_source
 
