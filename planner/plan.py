@@ -205,6 +205,8 @@ class Settings:
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
+    model_sha256: str | None = None  # their contents' hashes, read once here (plan_dict reports them per row)
+    hardware_sha256: str | None = None
     knobs: RunKnobs = IDENTITY_KNOBS  # a profile's run calibration for this stack and hardware (profile.run_knobs)
     # a memo of collective times for callers that price one plan many times over with other
     # knobs (the run-calibration fit); None: none. A cache only: the numbers are the same.
@@ -405,6 +407,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
         )
     calibration = _load_calibration(job.calibration, hw)
+    model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
     settings = Settings(
         model=model,
         hardware=hw,
@@ -429,8 +432,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         moe_capacity_factor=_capacity_factor(job, model, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
-        model_file=str(model_source(job.model)),
-        hardware_file=str(hardware_source(job.hardware)),
+        model_file=model_file,
+        hardware_file=hardware_file,
+        model_sha256=file_sha256(model_file),
+        hardware_sha256=file_sha256(hardware_file),
         knobs=run_knobs(calibration, stack.name, hw.name),
     )
     return settings, plan, warnings
@@ -555,9 +560,9 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         # what was read, so that `explain --from-fit` uses the same files (not a catalog entry
         # of the same name) and can tell when one changed since
         "model_file": settings.model_file,
-        "model_sha256": file_sha256(settings.model_file),
+        "model_sha256": settings.model_sha256,
         "hardware_file": settings.hardware_file,
-        "hardware_sha256": file_sha256(settings.hardware_file),
+        "hardware_sha256": settings.hardware_sha256,
     }
 
 
