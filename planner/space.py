@@ -81,7 +81,7 @@ import numpy as np
 
 from .comm import ORDERS, order_code, strides_by_code
 from .errors import PlannerError
-from .pipeline import INTERLEAVED, ONE_F_ONE_B, schedule_code
+from .pipeline import INTERLEAVED, ONE_F_ONE_B, layers_on_heaviest_stage, schedule_code
 from .plan import (
     HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, resolve,
 )
@@ -217,9 +217,8 @@ def layer_slack(num_layers: int, pp, vpp, counted: int = 0) -> np.ndarray:
     """Layers missing from a full split: pp*vpp chunks of ceil(L'/(pp*vpp)) layers hold this
     many more layers than the model has (0 = an even split); L' = L + `counted` ends (the
     embedding and/or the loss counted as layers of the split, pipeline.stage_layers)."""
-    c = np.asarray(pp, dtype=np.int64) * np.asarray(vpp, dtype=np.int64)
-    units = num_layers + counted
-    return c * (-(-units // c)) - units
+    pp = np.asarray(pp, dtype=np.int64)
+    return pp * layers_on_heaviest_stage(num_layers, pp, vpp, counted) - (num_layers + counted)
 
 
 def order_choices(rank_orders) -> np.ndarray:
