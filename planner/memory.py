@@ -197,7 +197,7 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     first = n_first * per_layer + emb + np.where(single, head, 0.0)
     last = n_last * per_layer + head + np.where(single, emb, 0.0)
     if model.moe is not None or model.mla is not None:  # MoE layers' shared experts and router, MLA (moe.py)
-        c_first, c_last = moe.dense_stage_correction(pc, model, plan)
+        c_first, _, c_last = moe.dense_stage_correction(pc, model, plan)
         first, last = first + c_first, last + c_last
     return first, last
 
@@ -246,13 +246,11 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     st_last = model_state_terms(pc, bpp, plan, p_last)
     st_mid = model_state_terms(pc, bpp, plan, p_mid)
     if model.mla is not None or model.moe is not None:  # a middle stage's MLA / MoE corrections (moe.py)
-        m_mid = moe.stage_moe_layers(model, plan)[1] if model.moe is not None else 0.0
-        swap = ((pc.shared - pc.mlp) / tp + pc.router) if model.moe is not None else 0.0
-        p_mid_moe = np.where(has_mid, n_mid * float(pc.attn_replicated) + m_mid * swap, 0.0)
-        st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, p_mid_moe))
+        c_mid = moe.dense_stage_correction(pc, model, plan)[1]
+        st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, np.where(has_mid, c_mid, 0.0)))
     if model.moe is not None:  # routed experts: / (tp ep), sharded over the expert-data-parallel ranks (moe.py)
-        e_first, e_last = moe.expert_stage_params(pc, model, plan)
-        e_mid = np.where(has_mid, m_mid * pc.num_experts * pc.expert / (tp * plan.ep), e_first)
+        e_first, e_mid, e_last = moe.expert_stage_params(pc, model, plan)
+        e_mid = np.where(has_mid, e_mid, e_first)
         st_first = _plus(st_first, model_state_terms(pc, bpp, plan, e_first, shard_div=plan.ep))
         st_last = _plus(st_last, model_state_terms(pc, bpp, plan, e_last, shard_div=plan.ep))
         st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, e_mid, shard_div=plan.ep))

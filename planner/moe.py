@@ -122,25 +122,24 @@ def stage_moe_layers(model, plan):
 # ------------------------------------------------------------------ parameters per GPU
 def dense_stage_correction(pc, model, plan):
     """What memory.stage_params (every layer = attention/tp + mlp/tp + norms) misses for an
-    MoE / MLA model, per GPU on the (first, last) stage: MLA's replicated down projections and
-    latent norms on every layer; on the MoE layers the dense MLP replaced by the shared experts
-    (/tp) and the router (replicated). The routed experts are expert_stage_params."""
+    MoE / MLA model, per GPU on the (first, middle, last) stage: MLA's replicated down
+    projections and latent norms on every layer; on the MoE layers the dense MLP replaced by
+    the shared experts (/tp) and the router (replicated). The routed experts are
+    expert_stage_params."""
     tp = plan.tp.astype(np.float64)
-    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
-    out = [n_first * float(pc.attn_replicated), n_last * float(pc.attn_replicated)]
+    layers = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    out = [n * float(pc.attn_replicated) for n in layers]
     if model.moe is not None:
-        m_first, _, m_last = stage_moe_layers(model, plan)
         swap = (pc.shared - pc.mlp) / tp + pc.router
-        out = [out[0] + m_first * swap, out[1] + m_last * swap]
-    return out[0], out[1]
+        out = [o + m * swap for o, m in zip(out, stage_moe_layers(model, plan))]
+    return tuple(out)
 
 
 def expert_stage_params(pc, model, plan):
-    """Routed-expert parameters per GPU on the (first, last) stage before ZeRO/FSDP sharding:
-    MoE layers x E experts / (tp x ep) (expert TP = TP; module docstring)."""
-    m_first, _, m_last = stage_moe_layers(model, plan)
+    """Routed-expert parameters per GPU on the (first, middle, last) stage before ZeRO/FSDP
+    sharding: MoE layers x E experts / (tp x ep) (expert TP = TP; module docstring)."""
     per = pc.num_experts * pc.expert / (plan.tp.astype(np.float64) * plan.ep)
-    return m_first * per, m_last * per
+    return tuple(m * per for m in stage_moe_layers(model, plan))
 
 
 def moe_unit_params(pc, plan):
