@@ -23,6 +23,9 @@ from planner.calibrate.nccl import (
     busbw_factor,
     calibrate_logs,
     fit_points,
+    monotone_bound,
+    nccl_form_bound,
+    noisy_sizes,
     normalize_collective,
     parse_log,
 )
@@ -659,6 +662,9 @@ def test_cli_prints_the_uncalibrated_model_beside_the_log(tmp_path):
     # the log's 472.35 and 470.37 (mean 471.4)
     assert "16 GiB │ nvls-tree │      513.9 │    471.4 │   +9.0%" in r.stdout
     assert "median |error| 43.9%, max |error| 777.1%, signed median +43.9%" in r.stdout
+    assert ("least max |error| any model could reach on these points: 26.5% for NCCL's form" in r.stdout
+            and "21.9% for any model in which more bytes never take less time" in r.stdout)
+    assert "h100_16gpu_2node_allreduce_dgx06-dgx07.txt:49: 67,108,864 B takes 2,523.1 us (in-place)" in r.stderr
     # a log the model cannot place as it ran (16 ranks on 4 nodes vs 8-GPU nodes): said, not compared
     r = _run(LOGS / "a100_16gpu_2node_allreduce_aws-p4de-efa.txt", "--nodes", "4", "--hardware", "a100-sxm-80gb",
              "-o", tmp_path / "q.yaml")
@@ -724,3 +730,68 @@ def test_profile_rejects_unknown_keys(tmp_path):
 
 def test_default_calibration_range_is_1MiB():
     assert DEFAULT_MIN_BYTES == MiB
+
+
+# ------------------------------------------------------------- what any model could reach
+GiB = 2**30
+
+
+def _busbw(sizes, times):
+    """busbw up to the constant factor(n): S / t (the bounds only use ratios at one rank count)."""
+    return np.asarray(sizes, dtype=float) / np.asarray(times, dtype=float)
+
+
+def test_monotone_bound_by_hand():
+    """Two sizes where the larger is faster: t = 2 and 1. A monotone model needs
+    2 / (1 + e) <= 1 / (1 - e), e >= (2 - 1) / (2 + 1) = 1/3; the pair is (0, 1)."""
+    s = np.array([1, 2]) * GiB
+    eps, pair = monotone_bound(s, _busbw(s, [2.0, 1.0]))
+    assert eps == pytest.approx(1 / 3, rel=1e-12) and pair == (0, 1)
+    # two placements of one size, 3 and 2: (3 - 2) / (3 + 2) = 0.2
+    eps, pair = monotone_bound(np.array([GiB, GiB]), _busbw([GiB, GiB], [3.0, 2.0]))
+    assert eps == pytest.approx(0.2, rel=1e-12) and pair == (0, 1)
+    # already monotone: 0, no pair
+    s = np.array([1, 2, 4]) * GiB
+    assert monotone_bound(s, _busbw(s, [1.0, 1.0, 3.0])) == (0.0, None)
+
+
+def test_nccl_form_bound_by_hand():
+    """min_k(alpha_k + S / B_k), alpha_k >= 0, is concave, non-decreasing and >= 0 at S = 0.
+    (1) on an exact alpha-beta line: 0. (2) times 1, 1, 2 at 1, 2, 3 GiB are convex (flat,
+    then rising): a concave curve needs t2 >= (t1 + t3) / 2; at best t1 = 1/(1+e), t3 = 2/(1+e),
+    t2 = 1/(1-e): 1/(1-e) = 1.5/(1+e), e = 0.2. (3) times 1 and 3 at 1 and 2 GiB: algbw falls
+    with size, which a latency >= 0 cannot do: t(0) = 2 t1 - t2 >= 0 needs 3/(1+e) <= 2/(1-e),
+    e = 0.2 (a monotone model needs nothing: 0)."""
+    s = np.array([1, 2, 4, 8]) * GiB
+    assert nccl_form_bound(s, _busbw(s, 1e-3 + s / 400e9)) == pytest.approx(0.0, abs=1e-6)
+    s = np.array([1, 2, 3]) * GiB
+    assert nccl_form_bound(s, _busbw(s, [1.0, 1.0, 2.0])) == pytest.approx(0.2, abs=2e-6)
+    s = np.array([1, 2]) * GiB
+    assert nccl_form_bound(s, _busbw(s, [1.0, 3.0])) == pytest.approx(0.2, abs=2e-6)
+    assert monotone_bound(s, _busbw(s, [1.0, 3.0]))[0] == 0.0
+
+
+def test_a_fitted_model_never_beats_the_nccl_form_bound():
+    """calibrate nccl's own fit is of NCCL's form, so on the same points its max error is at
+    least the bound (the GB200 rack: one regime, 3.6 % max over 512 MiB - 8 GiB vs 3.05 %)."""
+    cal = calibrate_logs([LOGS / "gb200_72gpu_nvl72_allreduce_coreweave.txt"], nodes=18,
+                         hardware=load_hardware("gb200-nvl72"))
+    (fit,) = cal.fits.values()
+    pts = [p for sw in cal.sweeps for p in sw.points]
+    sizes = np.array([p.size for p in pts], dtype=float)
+    times = np.array([p.time for p in pts])
+    bound = nccl_form_bound(sizes, _busbw(sizes, times))
+    assert bound == pytest.approx(0.0305, abs=5e-4)
+    fitted = np.max(np.abs(times / fit.time(sizes) - 1))
+    assert fitted == pytest.approx(0.036, abs=1e-3) and fitted >= bound
+
+
+def test_noisy_tables_are_named_with_their_rows():
+    """The warning names the two rows that bound every model, and stays quiet on steady logs."""
+    h100 = parse_log(LOGS / "h100_16gpu_2node_allreduce_dgx06-dgx07.txt")
+    msg = noisy_sizes(h100.sweeps[0])
+    assert msg.startswith("h100_16gpu_2node_allreduce_dgx06-dgx07.txt:49: 67,108,864 B takes 2,523.1 us (in-place), "
+                          "longer than 134,217,728 B at 1,615.8 us (out-of-place, line 50): ")
+    assert "within 21.9% of both" in msg
+    a100 = parse_log(LOGS / "a100_16gpu_2node_allreduce_aws-p4de-efa.txt")
+    assert noisy_sizes(a100.sweeps[0]) is None  # 0.25 %

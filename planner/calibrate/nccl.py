@@ -98,6 +98,15 @@ The residuals reported (and asserted by the tests) are those of bus bandwidth at
 at least 1 MiB (`EVAL_MIN_BYTES`): busbw_model / busbw_measured - 1, busbw_measured being
 the log's busbw column (or size * factor / time where the log omits it).
 
+What a log allows
+    A log can be too noisy for any model. `monotone_bound` gives the least max |busbw
+    error| that any model in which more bytes never take less time can reach on a set of
+    points. `nccl_form_bound` gives the same for any model of [3]'s form, the fastest of
+    several latency + size / bandwidth lines with any figures (this fit and
+    planner/comm.py are both of that form). `compare_to_model` reports both beside the
+    uncalibrated model's error, and `noisy_sizes` warns, naming the two rows, when a
+    table's sizes >= 64 MiB bound every model above 5 %.
+
 References
 [1] NVIDIA nccl-tests, doc/PERFORMANCE.md: algbw, busbw and the bus bandwidth factors.
 [2] NVIDIA nccl-tests, src/<collective>.cu `<Coll>GetBw()` (busbw factor per test, e.g.
@@ -141,6 +150,7 @@ MIN_PRINTED_TIME_US = 0.01
 GBPS = 1e9  # the algbw / busbw columns are in GB/s, GB = 1e9 bytes [1]
 MiB = 2**20
 EVAL_MIN_BYTES = MiB  # residuals are reported at and above 1 MiB (issue 5)
+MODEL_CHECK_MIN_BYTES = 64 * MiB  # the sizes the default model is held to (issue 11)
 DEFAULT_MIN_BYTES = MiB  # calibration range starts here (see the module docstring)
 MAX_LINES = 2
 # ROBUST_SCALE (soft_l1 f_scale: relative residual below which the loss is quadratic) and
@@ -1038,6 +1048,37 @@ class Calibration:
     warnings: list[str]
 
 
+NOISY_LOG_WARN = 0.05  # warn when no monotone model comes within 5 % of a table's points >= 64 MiB
+
+
+def noisy_sizes(sw: Sweep, min_bytes: Optional[int] = None) -> Optional[str]:
+    """A warning when a table's times at sizes >= min_bytes (default MODEL_CHECK_MIN_BYTES)
+    are so far from monotone that no model in which more bytes never take less time comes
+    within NOISY_LOG_WARN of all of them (`monotone_bound`): the pair of rows that says so,
+    and what the bound is. None when the table is steadier than that."""
+    lo = MODEL_CHECK_MIN_BYTES if min_bytes is None else min_bytes
+    pts = [p for p in sw.points if p.size >= lo]
+    if len(pts) < 2:
+        return None
+    sizes = np.array([p.size for p in pts], dtype=np.float64)
+    eps, pair = monotone_bound(sizes, sizes / np.array([p.time for p in pts]))
+    if pair is None or eps <= NOISY_LOG_WARN:
+        return None
+    a, b = pts[pair[0]], pts[pair[1]]
+
+    def place(p: Point) -> str:
+        return "in-place" if p.in_place else "out-of-place"
+
+    what = (f"the two placements of {a.size:,} B take {a.time * 1e6:,.1f} and {b.time * 1e6:,.1f} us"
+            if a.size == b.size else
+            f"{a.size:,} B takes {a.time * 1e6:,.1f} us ({place(a)}), longer than "
+            f"{b.size:,} B at {b.time * 1e6:,.1f} us ({place(b)}, line {b.line})")
+    name = Path(sw.path).name
+    return (f"{name}:{a.line}: {what}: no model in which more bytes never take less time comes within "
+            f"{eps:.1%} of both; the error of any model on this table's sizes >= {lo:,} B is at least that "
+            "(more nccl-tests iterations, -n, steady such rows)")
+
+
 def calibrate_logs(
     paths,
     collective: Optional[str] = None,
@@ -1087,6 +1128,10 @@ def calibrate_logs(
             sweeps.append(sw)
     if missing:
         raise missing_error(missing)
+    for sw in sweeps:
+        noisy = noisy_sizes(sw)
+        if noisy is not None:
+            note(noisy)
     groups: dict = {}
     for sw in sweeps:
         groups.setdefault((sw.collective, sw.scope, sw.ranks), []).append(sw)
@@ -1110,8 +1155,110 @@ def calibrate_logs(
     return Calibration(logs, sweeps, fits, groups, warnings)
 
 
+# ------------------------------------------------------------------ what any model could do
+# How close a model of a given shape could come to a log at all, whatever its constants:
+# the least max |busbw error| over the log's points that any member of the class reaches
+# (the class's "attainable" error). busbw error = model / log - 1 = t_log / t_model - 1 at
+# the same size (busbw = S factor(n) / t), so |error| <= eps <=> t_model in
+# [t / (1 + eps), t / (1 - eps)] for every measured time t at that size.
+#
+# monotone: every model in which more bytes never take less time. Exact, in closed form:
+#   eps* = max(0, max over point pairs with S_i <= S_j of (t_i - t_j) / (t_i + t_j)),
+#   because t_i / (1 + eps) <= t_j / (1 - eps) <=> eps >= (t_i - t_j) / (t_i + t_j), and the
+#   running maximum of the lower bounds is a monotone model once every such pair holds.
+#   Two placements of one size count as a pair (S_i = S_j).
+# NCCL's form: the fastest of any number of algorithms, each a latency >= 0 plus size over a
+#   bandwidth, t(S) = min_k(alpha_k + S / B_k) (NCCL's tuning model per algorithm and
+#   protocol [tuning.cc ncclTopoGetAlgoTime: lat + nBytes / bw], this module's fit, and
+#   planner/comm.py's default but for its tree correction). On the measured sizes these are
+#   exactly the non-decreasing, concave curves whose chord to the first point extends to
+#   t(0) >= 0; the least eps is found by bisection on a linear feasibility problem
+#   (scipy.optimize.linprog, HiGHS).
+ATTAINABLE_TOL = 1e-6  # bisection tolerance on eps
+
+
+def _time_like(sizes, busbw) -> np.ndarray:
+    """S / busbw: proportional to the measured time at a fixed rank count (the busbw factor
+    cancels), so that the bounds use the busbw the errors are reported on."""
+    return np.asarray(sizes, dtype=np.float64) / np.asarray(busbw, dtype=np.float64)
+
+
+def monotone_bound(sizes, busbw) -> tuple[float, Optional[tuple[int, int]]]:
+    """The least max |busbw error| any model in which more bytes never take less time can
+    reach on these points, and the indices (i, j) of the pair that sets it (S_i <= S_j,
+    t_i > t_j; None when the points are already monotone)."""
+    t = _time_like(sizes, busbw)
+    s = np.asarray(sizes, dtype=np.float64)
+    if t.size < 2:
+        return 0.0, None
+    ii, jj = np.nonzero(s[:, None] <= s[None, :])
+    keep = ii != jj
+    ii, jj = ii[keep], jj[keep]
+    gap = (t[ii] - t[jj]) / (t[ii] + t[jj])
+    k = int(np.argmax(gap))
+    if gap[k] <= 0.0:
+        return 0.0, None
+    return float(gap[k]), (int(ii[k]), int(jj[k]))
+
+
+def _nccl_form_feasible(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Is there a curve t through [lo_k, hi_k] at the distinct sizes x_k (ascending) that is
+    non-decreasing, concave and has t(0) >= 0 (see above)?"""
+    from scipy.optimize import linprog
+
+    if np.any(lo > hi):
+        return False
+    k = x.size
+    if k == 1:
+        return True
+    rows, rhs = [], []
+    for i in range(k - 1):  # t_i - t_{i+1} <= 0
+        r = np.zeros(k)
+        r[i], r[i + 1] = 1.0, -1.0
+        rows.append(r)
+        rhs.append(0.0)
+    for i in range(1, k - 1):  # slope (i, i+1) <= slope (i-1, i)
+        d1, d2 = x[i] - x[i - 1], x[i + 1] - x[i]
+        r = np.zeros(k)
+        r[i + 1], r[i], r[i - 1] = 1.0 / d2, -1.0 / d2 - 1.0 / d1, 1.0 / d1
+        rows.append(r)
+        rhs.append(0.0)
+    d = x[1] - x[0]  # t(0) = t_0 - x_0 (t_1 - t_0) / d >= 0
+    r = np.zeros(k)
+    r[0], r[1] = -(1.0 + x[0] / d), x[0] / d
+    rows.append(r)
+    rhs.append(0.0)
+    res = linprog(np.zeros(k), A_ub=np.array(rows), b_ub=np.array(rhs), bounds=list(zip(lo, hi)), method="highs")
+    return res.status == 0
+
+
+def nccl_form_bound(sizes, busbw) -> float:
+    """The least max |busbw error| any model t(S) = min_k(alpha_k + S / B_k), alpha_k >= 0,
+    can reach on these points (see above)."""
+    t = _time_like(sizes, busbw)
+    s = np.asarray(sizes, dtype=np.float64)
+    if t.size == 0:
+        return 0.0
+    x = np.unique(s)
+    t = t / t.max()  # conditioning: times to <= 1, sizes to <= 1
+    xs = x / x.max()
+    groups = [t[s == v] for v in x]
+
+    def feasible(eps: float) -> bool:
+        lo = np.array([g.max() / (1.0 + eps) for g in groups])
+        hi = np.array([g.min() / (1.0 - eps) for g in groups])
+        return _nccl_form_feasible(xs, lo, hi)
+
+    low, high = monotone_bound(sizes, busbw)[0], 1.0 - 1e-9  # a concave model is monotone
+    if feasible(low):
+        return low
+    while high - low > ATTAINABLE_TOL:
+        mid = 0.5 * (low + high)
+        low, high = (low, mid) if feasible(mid) else (mid, high)
+    return high
+
+
 # ------------------------------------------------------------------ the uncalibrated model
-MODEL_CHECK_MIN_BYTES = 64 * MiB  # the sizes the default model is held to (issue 11)
 
 
 @dataclass(frozen=True)
@@ -1129,7 +1276,21 @@ class ModelCheck:
     measured: tuple[float, ...] = ()  # B/s
     predicted: tuple[float, ...] = ()  # B/s
     algorithms: tuple[str, ...] = ()  # what `auto` picks, per point
+    lines: tuple[int, ...] = ()  # the log line of each point
+    in_place: tuple[bool, ...] = ()
     skipped: Optional[str] = None  # why the model was not compared
+
+    @property
+    def monotone(self) -> tuple[float, Optional[tuple[int, int]]]:
+        """What any model in which more bytes never take less time could reach at best on
+        these points (max |error|), and the pair of points that sets it (`monotone_bound`)."""
+        return monotone_bound(self.sizes, self.measured)
+
+    @property
+    def nccl_form(self) -> float:
+        """What any model of NCCL's form (the fastest of latency + size / bandwidth
+        algorithms) could reach at best on these points (max |error|; `nccl_form_bound`)."""
+        return nccl_form_bound(self.sizes, self.measured)
 
     @property
     def errors(self) -> np.ndarray:
@@ -1186,6 +1347,7 @@ def compare_to_model(cal: Calibration, hardware, min_bytes: int = MODEL_CHECK_MI
             **base, sizes=tuple(int(x) for x in sizes), measured=tuple(float(x) for x in measured),
             predicted=tuple(float(x) for x in np.broadcast_to(cost.busbw, sizes.shape)),
             algorithms=tuple(comm.ALGO_NAMES[int(a)] for a in np.broadcast_to(algo, sizes.shape)),
+            lines=tuple(p.line for p in pts), in_place=tuple(p.in_place for p in pts),
         ))
     return checks
 
@@ -1193,6 +1355,6 @@ def compare_to_model(cal: Calibration, hardware, min_bytes: int = MODEL_CHECK_MI
 __all__ = [
     "BUSBW_FACTORS", "Calibration", "DEFAULT_MIN_BYTES", "EVAL_MIN_BYTES", "Fit", "LineIssue", "ParsedLog",
     "MODEL_CHECK_MIN_BYTES", "Missing", "ModelCheck", "Point", "Regime", "SCOPES", "Sweep", "busbw_factor", "calibrate_logs", "collectives_from_table",
-    "compare_to_model", "envelope_time", "fit_points", "missing_error",
+    "compare_to_model", "envelope_time", "fit_points", "missing_error", "monotone_bound", "nccl_form_bound",
     "fit_sweeps", "normalize_collective", "parse_log", "ranks_from_ratio", "resolve_sweep",
 ]

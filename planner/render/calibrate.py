@@ -60,7 +60,10 @@ def model_check_tables(checks) -> list:
             meas = sum(r[0] for r in rows) / len(rows)
             t.add_row(binary_size(size), rows[0][2], f"{rows[0][1] / 1e9:,.1f}", f"{meas / 1e9:,.1f}", f"{rows[0][1] / meas - 1:+.1%}")
         t.caption = (f"busbw error (model / log - 1, {len(c.sizes)} points): median |error| {pct(c.median_abs_err, '-')}, "
-                     f"max |error| {pct(c.max_abs_err, '-')}, signed median {c.median_err:+.1%}")
+                     f"max |error| {pct(c.max_abs_err, '-')}, signed median {c.median_err:+.1%}\n"
+                     f"least max |error| any model could reach on these points: {pct(c.nccl_form, '-')} for NCCL's form "
+                     f"(the fastest of latency + size / bandwidth algorithms, whatever their figures), "
+                     f"{pct(c.monotone[0], '-')} for any model in which more bytes never take less time")
         items.append(t)
     return items
 
