@@ -795,3 +795,19 @@ def test_noisy_tables_are_named_with_their_rows():
     assert "within 21.9% of both" in msg
     a100 = parse_log(LOGS / "a100_16gpu_2node_allreduce_aws-p4de-efa.txt")
     assert noisy_sizes(a100.sweeps[0]) is None  # 0.25 %
+
+
+def test_a_row_larger_than_any_gpu_holds_is_not_used(tmp_path):
+    """A size beyond MAX_ROW_BYTES (4 TiB, 14x the largest HBM in the catalog) is a corrupted
+    row: reported with its line and left out, the rest of the table calibrates."""
+    src = (LOGS / "h100_8gpu_allreduce_aws-p5-batch.txt").read_text().splitlines()
+    i = next(k for k, ln in enumerate(src) if " 1048576 " in ln)
+    src[i] = src[i].replace(" 1048576 ", " " + "1" + "0" * 30 + " ", 1)
+    log = tmp_path / "big.txt"
+    log.write_text("\n".join(src) + "\n")
+    parsed = parse_log(log)
+    assert [str(x) for x in parsed.issues if x.line == i + 1][0].startswith(
+        f"big.txt:{i + 1}: size 1,000,000,000,000,000,000,000,000,000,000 B is more than a GPU holds")
+    assert 10**30 not in [p.size for sw in parsed.sweeps for p in sw.points]
+    cal = calibrate_logs([log], nodes=1)
+    assert len(cal.fits) == 1

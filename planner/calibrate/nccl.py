@@ -151,6 +151,10 @@ GBPS = 1e9  # the algbw / busbw columns are in GB/s, GB = 1e9 bytes [1]
 MiB = 2**20
 EVAL_MIN_BYTES = MiB  # residuals are reported at and above 1 MiB (issue 5)
 MODEL_CHECK_MIN_BYTES = 64 * MiB  # the sizes the default model is held to (issue 11)
+# A row's size is a buffer every GPU of the test holds (the all-reduce / all-to-all buffer,
+# the gathered all-gather output, the reduce-scatter input): 4 TiB is 14x the largest HBM in
+# hardware_db (GB300, 288 GB), so a larger size is a typo or a corrupted row, not a measurement.
+MAX_ROW_BYTES = 4 * 2**40
 DEFAULT_MIN_BYTES = MiB  # calibration range starts here (see the module docstring)
 MAX_LINES = 2
 # ROBUST_SCALE (soft_l1 f_scale: relative residual below which the loss is quadratic) and
@@ -411,6 +415,9 @@ def _read_row(toks: list[str], layout: Layout) -> tuple[dict, list[dict]]:
     if not _INT.match(size_tok) or size_tok.startswith("-"):
         raise ValueError(f"size {size_tok!r} is not a byte count")
     row = {"size": int(size_tok.replace("_", "").replace(",", ""))}
+    if row["size"] > MAX_ROW_BYTES:
+        raise ValueError(f"size {row['size']:,} B is more than a GPU holds (nccl-tests allocates each row's "
+                         f"buffer on every GPU; at most {MAX_ROW_BYTES:,} B read)")
     if "count" in pre:
         if not _INT.match(pre["count"]):
             raise ValueError(f"count {pre['count']!r} is not an integer")
