@@ -385,8 +385,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
         # routed-expert gradients (and FSDP/ZeRO weight gathers) over the expert-data-parallel
         # ranks, dp*cp/ep (shard group / ep), placed ep strides out (moe.py); they hide behind
         # what the dense traffic leaves of the same compute window
-        e_first, _, e_last = moe.expert_stage_params(pc, model, plan)
-        e_local = np.maximum(e_first, e_last)
+        # on the stage with the most of them: a middle stage can hold more MoE layers than the
+        # first (DeepSeek's dense layers) or the last (the loss under split_loss)
+        e_local = np.maximum.reduce(moe.expert_stage_params(pc, model, plan))
         e_shard, edp, e_st = shard_n // plan.ep, dpcp // plan.ep, moe.ep_stride(plan, strides) * plan.ep
         n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
         w_per = np.where(fp8 & recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)

@@ -441,3 +441,31 @@ def test_calibrate_gemm_times_the_moe_and_mla_shapes(cli):
     from conftest import assert_one_error
 
     assert_one_error(r, "none of the models has experts")
+
+
+def test_expert_gradient_traffic_is_the_busiest_stages(monkeypatch):
+    """The routed-expert gradient / weight traffic a step waits for is that of the stage
+    holding the most expert parameters, first, middle or last: a middle stage can hold more
+    MoE layers than either end (DeepSeek-V3's 61 layers on pp 4: 14 layers on the first
+    stage, 3 of them dense, so 11 MoE; 16 on a middle stage; 15 on the last). Whichever stage
+    holds the most, the traffic is the same; fewer expert parameters everywhere, less."""
+    import numpy as np
+    from conftest import explain_job
+
+    from planner import moe
+
+    job = dict(model="deepseek-v3", gpus=256, tp=1, pp=4, ep=8, sharding="zero1", bytes_per_param="megatron",
+               global_batch=512, micro_batch=1, seq_len=4096)
+    _, plan, est, _ = explain_job(**job)
+    first, mid, last = (float(x) for x in moe.stage_moe_layers(load_model("deepseek-v3"), plan))
+    assert (first, mid, last) == (11.0, 16.0, 15.0)
+    real = float(est.time_extra["dp_comm_s"])
+    big, small = 1e9, 1e8
+
+    def run(order):
+        monkeypatch.setattr(moe, "expert_stage_params", lambda pc, model, plan: tuple(np.full(plan.tp.shape, v) for v in order))
+        return float(explain_job(**job)[2].time_extra["dp_comm_s"])
+
+    at_first, at_mid, at_last = run((big, small, small)), run((small, big, small)), run((small, small, big))
+    assert at_mid == pytest.approx(at_first, rel=1e-12) and at_last == pytest.approx(at_first, rel=1e-12)
+    assert run((small, small, small)) < at_first and real > 0
