@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from .efficiencies import HBM_EFFICIENCY  # noqa: F401  (re-exported: compute.HBM_EFFICIENCY)
 from .errors import PlannerError
 from .params import count_params
 from .plan import BF16, FP8, RC_FULL, RC_SELECTIVE
@@ -111,9 +112,8 @@ ATTN_BWD_FLOPS_RATIO = 2.5  # backward / forward FLOPs of FlashAttention [7]
 # (2024): the first, cold matmul is faster "but it's not sustainable". Named assumption, the
 # B200 measurement's 15%; a GEMM calibration measured under sustained load replaces it.
 SUSTAINED_TENSOR_FRACTION = 0.85
-HBM_EFFICIENCY = 0.90  # achievable fraction of HBM bandwidth for streaming elementwise kernels
-# (assumption: STREAM-style copies reach ~90% of HBM peak on H100/A100-class GPUs; a
-# calibration profile replaces it)
+# HBM_EFFICIENCY (achievable fraction of HBM bandwidth for streaming elementwise kernels, a
+# named assumption): planner/efficiencies.py, imported above (profile.py bounds a knob by it).
 
 
 # The power envelope (board power limit -> tensor-core clock): planner/power.py.

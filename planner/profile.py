@@ -70,6 +70,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .catalog import read_yaml, validate
+from .efficiencies import HBM_EFFICIENCY
 from .errors import PlannerError
 from . import files
 
@@ -390,10 +391,6 @@ class RunParameter(NamedTuple):
     meaning: str
 
 
-# compute.HBM_EFFICIENCY (0.90): the memory-bound scale may raise the achieved HBM bandwidth
-# to the datasheet peak, never above it (tests/test_calibrate_run.py checks the two agree)
-_HBM_EFFICIENCY = 0.90
-
 RUN_PARAMETERS: dict[str, RunParameter] = {p.name: p for p in (
     RunParameter("gemm_efficiency_scale", "time", 0.3, 2.0, "log",
                  "multiplies the throughput of every GEMM and attention-core kernel (tensor-core work: the "
@@ -404,7 +401,8 @@ RUN_PARAMETERS: dict[str, RunParameter] = {p.name: p for p in (
     RunParameter("nvlink_bandwidth_scale", "time", 0.2, 2.0, "log",
                  "multiplies the bandwidth of every collective the model prices inside one NVLink domain; "
                  "latency unchanged; 1 = comm.py"),
-    RunParameter("memory_bound_efficiency_scale", "time", 0.3, 1.0 / _HBM_EFFICIENCY, "log",
+    # the memory-bound scale may raise the achieved HBM bandwidth to the datasheet peak, never above it
+    RunParameter("memory_bound_efficiency_scale", "time", 0.3, 1.0 / HBM_EFFICIENCY, "log",
                  "multiplies the achieved HBM bandwidth of memory-bound kernels (norms, activations, loss, "
                  "optimizer, FSDP copies); 1 = compute.HBM_EFFICIENCY of the datasheet bandwidth, at most the peak"),
     RunParameter("overlapped_exposed_fraction", "time", 0.01, 1.0, "log",
