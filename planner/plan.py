@@ -196,8 +196,7 @@ class Settings:
     calibration_path: str | None = None
     stack: Stack | None = None  # the software stack (stack_db/); None only in hand-built test settings
     stack_name: str = "megatron"
-    power_limit_w: float | None = None  # board power limit in force, W (None: the hardware's TDP)
-    power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"
+    power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"; the limit: power_limit_w
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
@@ -211,6 +210,12 @@ class Settings:
     # a memo of collective times for callers that price one plan many times over with other
     # knobs (the run-calibration fit); None: none. A cache only: the numbers are the same.
     comm_memo: dict | None = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def power_limit_w(self) -> float:
+        """The board power limit in force, W: the hardware's (resolve applies the job's
+        power_limit_w to it as power_limit_W), else its tdp_W (power.power_limit)."""
+        return power_limit(self.hardware)
 
 
 def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) -> tuple[Hardware, str]:
@@ -425,7 +430,6 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         calibration_path=job.calibration,
         stack=stack,
         stack_name=job.stack,
-        power_limit_w=power_limit(hw),
         power_limit_source=power_source,
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
