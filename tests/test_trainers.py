@@ -309,6 +309,30 @@ def test_explain_and_budget_read_trainer_configs(cli):
     assert [row["dp"] for row in json.loads(r.stdout)] == [8, 16]
 
 
+@pytest.mark.parametrize("config, args", [
+    (TOML, ("--gpus", 64)),
+    (SH, ()),
+    (DS, ("--model", "llama3-8b", "--gpus", 8)),
+    ("job", ()),  # a job YAML without a .yaml suffix: sniffed (read), then parsed from that text
+])
+def test_explain_reads_a_config_once(cli, tmp_path, monkeypatch, config, args):
+    """`planner explain FILE` reads FILE once (planner/files.py read_bytes, the one reader):
+    detecting the format and parsing share the text. Before, a script or JSON was read three
+    times (the CLI's detection, load_trainer_config's, the reader's) and an extension-less job
+    YAML twice; a .toml, told by its suffix, once."""
+    from planner import files
+
+    if config == "job":
+        config = tmp_path / "job"
+        config.write_text("model: llama3-8b\ngpus: 8\n")
+    reads: list[Path] = []
+    real = files.read_bytes
+    monkeypatch.setattr(files, "read_bytes", lambda path, *a, **k: (reads.append(Path(path)), real(path, *a, **k))[1])
+    r = cli("explain", config, *args)
+    assert r.exit_code == 0, r.stderr
+    assert reads.count(Path(config)) == 1, reads
+
+
 # ------------------------------------------------------------------ export and the round trip
 import json as _json  # noqa: E402
 import tomllib  # noqa: E402

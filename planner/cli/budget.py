@@ -18,10 +18,9 @@ import typer
 from ..budget import (
     DEFAULT_MC_RUNS, DEFAULT_RESTART_S, MC_MAX_ITERATIONS, BudgetOptions, parse_gpu_list, plan_budget, sweep,
 )
-from ..catalog import read_yaml
-from ..trainers import detect_format, load_trainer_config
+from ..trainers import load_trainer_config, sniff_format
 from .common import Format, FormatOption, cli_errors, warn
-from .core import job_from_cli, job_options
+from .core import job_from_cli, job_options, job_yaml
 from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
@@ -53,12 +52,13 @@ def _with_parameters(fn, before: list[inspect.Parameter]):
 def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:
     if job_file is None:
         return False
-    if config_format is not None or detect_format(job_file) is not None:
+    fmt, text = sniff_format(job_file, config_format)
+    if fmt is not None:
         try:  # a trainer config: does it give the GPU count itself (a Megatron torchrun line, torchtitan degrees)?
-            return load_trainer_config(job_file, fmt=config_format, model=model).job.get("gpus") is not None
+            return load_trainer_config(job_file, fmt=fmt, text=text, model=model).job.get("gpus") is not None
         except PlannerError:
             return False
-    raw = read_yaml(job_file)
+    raw = job_yaml(job_file, text)
     return isinstance(raw, dict) and raw.get("gpus") is not None
 
 

@@ -13,13 +13,14 @@ from ..catalog import (job_file_data, list_hardware, list_models, list_stacks, l
                        read_yaml, validate)
 from .common import Format, FormatOption, cli_errors, warn
 from ..errors import PlannerError
+from ..files import parse_yaml
 from ..explain import evaluate, to_json
 from ..params import count_params
 from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
 from ..schema import Job
-from ..trainers import FORMATS, detect_format, load_trainer_config
+from ..trainers import FORMATS, load_trainer_config, sniff_format
 from ..units import parse_count
 
 
@@ -37,8 +38,9 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     with CLI options laid over it."""
     data: dict = {}
     where = ""
-    if path is not None and (config_format is not None or detect_format(path) is not None):
-        cfg = load_trainer_config(path, fmt=config_format, model=overrides.get("model"), gpus=overrides.get("gpus"),
+    fmt, text = (None, None) if path is None else sniff_format(path, config_format)  # the file is read once
+    if fmt is not None:
+        cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
                                   hardware=overrides.get("hardware"))
         report_trainer_config(cfg)
         data.update(cfg.job)
@@ -47,7 +49,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     if config_format is not None:
         raise PlannerError("--config-format needs a trainer config file", "give the .toml / script / .json as the first argument")
     if path is not None:
-        raw = read_yaml(path)
+        raw = job_yaml(path, text)
         if not isinstance(raw, dict):
             raise PlannerError(f"{path}: expected a mapping of job fields", "see `planner schema` or the README's job file example")
         data.update(job_file_data(raw, path, Job.model_fields))
@@ -64,6 +66,11 @@ ConfigFormatOption = typer.Option(
     None, "--config-format",
     help=f"read the job file as a trainer config: {'|'.join(FORMATS)} (default: detected: .toml torchtitan, "
          ".json with zero_optimization deepspeed, a script / args file with Megatron flags megatron)")
+
+
+def job_yaml(path: Path, text: Optional[str] = None):
+    """The data of a job YAML: parsed from `text` when sniff_format already read it, else read."""
+    return read_yaml(path) if text is None else parse_yaml(text, str(path))
 
 
 def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[Path] = None, row: int = 1,

@@ -43,45 +43,57 @@ class TrainerConfig:
 _MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b")
 
 
-def detect_format(path) -> Optional[str]:
-    """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
-    train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
-    holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
-    pretrain_gpt.py; None otherwise (a planner job YAML, say)."""
+def sniff_format(path, fmt: Optional[str] = None) -> tuple[Optional[str], Optional[str]]:
+    """(format, text): `fmt` when given (a --config-format; nothing read), else detect_format's
+    answer; and the file's text when it was read to tell (None when the suffix alone told, or
+    the file could not be read), for the caller to pass on to load_trainer_config / the YAML
+    parser instead of reading the file again."""
+    if fmt is not None:
+        return fmt, None
     p = Path(path)
     if p.suffix.lower() == ".toml":
-        return "torchtitan"
+        return "torchtitan", None
     if p.suffix.lower() in (".yaml", ".yml"):
-        return None
+        return None, None
     from .. import files
 
     try:
         text = files.read_text(p)  # regular files only, size-capped: a FIFO or /dev/zero is refused
     except PlannerError:
-        return None
+        return None, None
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
         except (json.JSONDecodeError, RecursionError, ValueError):
-            return None
+            return None, text
         if isinstance(data, dict) and ("zero_optimization" in data or "train_micro_batch_size_per_gpu" in data):
-            return "deepspeed"
-        return None
+            return "deepspeed", text
+        return None, text
     if _MEGATRON_MARKERS.search(text):
-        return "megatron"
-    return None
+        return "megatron", text
+    return None, text
+
+
+def detect_format(path) -> Optional[str]:
+    """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
+    train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
+    holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
+    pretrain_gpt.py; None otherwise (a planner job YAML, say)."""
+    return sniff_format(path)[0]
 
 
 def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str] = None, gpus: Optional[int] = None,
-                        hardware: Optional[str] = None) -> TrainerConfig:
+                        hardware: Optional[str] = None, text: Optional[str] = None) -> TrainerConfig:
     """Read a trainer config. fmt: 'torchtitan' | 'megatron' | 'deepspeed' (default:
     detect_format). model / gpus / hardware: what the command line gave (--model, --gpus,
-    --hardware); the file's own values win where it has them, and a disagreement is an error."""
+    --hardware); the file's own values win where it has them, and a disagreement is an error.
+    text (with fmt): the file's text when the caller already read it (sniff_format); the file
+    is read once (planner/files.py), by the format's reader when nobody has yet."""
     p = Path(path)
     if not p.is_file():
         raise PlannerError(f"{p}: no such file", "give a torchtitan .toml, a Megatron launch script / argument file or a DeepSpeed .json")
     if fmt is None:
-        fmt = detect_format(p)
+        fmt, text = sniff_format(p)
         if fmt is None:
             raise PlannerError(
                 f"{p}: not a trainer config this planner reads",
@@ -96,7 +108,7 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .megatron import read
     else:
         from .deepspeed import read
-    cfg = read(p, model=model, gpus=gpus, hardware=hardware)
+    cfg = read(p, text, model=model, gpus=gpus, hardware=hardware)
     cfg.source = str(p)
     cfg.fmt = fmt
     cfg.job.setdefault("stack", FORMAT_STACKS[fmt])
@@ -192,4 +204,4 @@ def fmt_ignored(name: str, value) -> str:
     return f"{name}={value}"
 
 
-__all__ = ["FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config"]
+__all__ = ["FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]

@@ -54,11 +54,14 @@ def _num(where, key, v) -> Optional[int]:
     return v
 
 
-def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None, hardware: Optional[str] = None) -> TrainerConfig:
+def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
+         hardware: Optional[str] = None) -> TrainerConfig:
+    """The config at `path`; `text`: its text when the caller already read it (else read here)."""
     where = f"{path}: "
-    data = files.read_json(path, "give a DeepSpeed ds_config.json")
+    hint = "give a DeepSpeed ds_config.json"
+    data = files.parse_json(files.read_text(path, hint) if text is None else text, str(path), hint)
     if not isinstance(data, dict):
-        raise PlannerError(f"{where}expected a JSON object", "give a DeepSpeed ds_config.json")
+        raise PlannerError(f"{where}expected a JSON object", hint)
     ignored, assumed = [], []
     for k, v in data.items():
         if k not in MODELLED_TOP:

@@ -344,9 +344,12 @@ def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
     return int(per) * int(nodes)
 
 
-def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None, hardware: Optional[str] = None) -> TrainerConfig:
+def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
+         hardware: Optional[str] = None) -> TrainerConfig:
+    """The config at `path`; `text`: its text when the caller already read it (else read here)."""
     where = f"{path}: "
-    text = files.read_text(path, "give a launch script or a file of Megatron arguments")
+    if text is None:
+        text = files.read_text(path, "give a launch script or a file of Megatron arguments")
     assumed: list[str] = []
     try:
         launch, words, soft = command_words(text, where, assumed)

@@ -110,10 +110,12 @@ def _int(where: str, key: str, v) -> int:
     return v
 
 
-def read(path: Path, *, model: Optional[str] = None, gpus: Optional[int] = None, hardware: Optional[str] = None) -> TrainerConfig:
+def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
+         hardware: Optional[str] = None) -> TrainerConfig:
+    """The config at `path`; `text`: its text when the caller already read it (else read here)."""
     where = f"{path}: "
     try:
-        data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file"))
+        data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
     except tomllib.TOMLDecodeError as e:
         raise PlannerError(f"{where}invalid TOML: {e}", "check the [section] headers and key = value lines") from None
     except UnicodeDecodeError:
