@@ -47,6 +47,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -410,12 +411,14 @@ def gpu_range(part: str, option: str = "--sweep-gpus") -> list[int]:
     return out
 
 
-def parse_gpu_list(text: str, option: str = "--sweep-gpus") -> list[int]:
+def parse_gpu_list(text: str, option: str = "--sweep-gpus", warn: Callable[[str], None] | None = None) -> list[int]:
     """'1024,2048,4096' -> [1024, 2048, 4096] (ints > 0, no repeats); 'A..B' doubles A up to
-    B ('512..4096' -> 512, 1024, 2048, 4096)."""
+    B ('512..4096' -> 512, 1024, 2048, 4096). One number written with thousands separators
+    ('1,024') is refused; a list that could be one ('64,128,256') is read as a list and
+    warn(message) is told so, once the list has parsed (units.refuse_thousands_separator)."""
     from .units import refuse_thousands_separator
 
-    refuse_thousands_separator(text, option)
+    note = refuse_thousands_separator(text, option)
     out: list[int] = []
     for part in str(text).replace(" ", "").split(","):
         if not part:
@@ -437,6 +440,8 @@ def parse_gpu_list(text: str, option: str = "--sweep-gpus") -> list[int]:
         out.append(int(g))
     if not out:
         raise PlannerError(f"{option} is empty", "write GPU counts separated by commas, e.g. 1024,2048,4096")
+    if note and warn is not None:
+        warn(note)
     return out
 
 

@@ -31,6 +31,29 @@ def test_thousands_separator_in_a_gpu_list_is_an_error(cli):
     assert "read as the list 16, 384" in r.stderr and "--gpus 16384" in r.stderr
 
 
+def test_an_ambiguous_sweep_list_warns_once_from_the_library(cli):
+    """planner.budget.parse_gpu_list is the one place that checks --sweep-gpus for thousands
+    separators: an API caller gets the warning through warn=, the CLI prints it once (it no
+    longer checks the text a second time), and a list that then fails to parse ('100,100':
+    100 twice) raises without a warning first."""
+    from planner.budget import parse_gpu_list
+    from planner.errors import PlannerError
+
+    want = ("--sweep-gpus '64,128,256' is read as the list 64, 128, 256; for the single count 64,128,256 "
+            "write --sweep-gpus 64128256")
+    notes: list[str] = []
+    assert parse_gpu_list("64,128,256", warn=notes.append) == [64, 128, 256]
+    assert notes == [want]
+    assert parse_gpu_list("64,128,256") == [64, 128, 256]  # no warn given: silent
+    notes.clear()
+    with pytest.raises(PlannerError, match="100 is listed twice"):
+        parse_gpu_list("100,100", warn=notes.append)
+    assert notes == []
+    r = cli("budget", "--model", "llama3-8b", "--tokens", "1T", "--sweep-gpus", "64,128,256", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert [ln for ln in r.stderr.splitlines() if "is read as the list" in ln] == [f"warning: {want}"]
+
+
 def test_a_gpu_list_still_works_and_no_count_vanishes(cli):
     """With several GPU counts the table shows the best row of each count, so none vanishes."""
     r = cli("fit", "--model", "llama3-8b", "--gpus", "4, 128", "--top", "2")

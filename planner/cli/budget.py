@@ -25,7 +25,7 @@ from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
 from ..render.common import progress
-from ..units import parse_seconds, refuse_thousands_separator
+from ..units import parse_seconds
 
 _JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
 
@@ -99,9 +99,7 @@ def register(app: typer.Typer) -> None:
             mc_seed=mc_seed,
         )
         opts.check()
-        counts = parse_gpu_list(sweep_gpus) if sweep_gpus is not None else None
-        if sweep_gpus is not None and (note := refuse_thousands_separator(sweep_gpus, "--sweep-gpus")):
-            warn(note)
+        counts = parse_gpu_list(sweep_gpus, warn=warn) if sweep_gpus is not None else None
         if plot is not None:
             if counts is None:
                 raise PlannerError("--plot draws the GPU-count sweep", "add --sweep-gpus, e.g. --sweep-gpus 1024,2048,4096")
