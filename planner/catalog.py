@@ -377,6 +377,24 @@ def load_stack(name_or_path: str) -> Stack:
 JOB_PATH_FIELDS = ("model", "hardware", "stack", "calibration")
 
 
+def _key_spelling(key: str) -> str:
+    """The form job_file_data compares a job key in: dashes as underscores, lower case."""
+    return key.replace("-", "_").lower()
+
+
+def key_pattern(name: str) -> str | None:
+    """The spellings of job field `name` that job_file_data reads as it, as a JSON Schema
+    (ECMA-262) pattern for `planner schema`: its words joined by `-` (the CLI option's
+    spelling, `micro-batch`) or `_`, each word as written or in lower case
+    (`^reserve[-_](GiB|gib)$`); None for a name with no other spelling (`tp`). Any other case
+    reads too (`MICRO-BATCH`: keys are compared in lower case, _key_spelling); the pattern
+    leaves it out to stay readable. Names are letters, digits and `_`: nothing to escape."""
+    words = name.split("_")
+    if len(words) == 1 and name == name.lower():
+        return None
+    return "^" + "[-_]".join(w if w == w.lower() else f"({w}|{w.lower()})" for w in words) + "$"
+
+
 def job_file_data(raw: dict, path: Path | None, fields) -> dict:
     """The fields of a job mapping as the Job model names them.
 
@@ -387,13 +405,13 @@ def job_file_data(raw: dict, path: Path | None, fields) -> dict:
       part or a .yaml/.yml/.json suffix is a path; catalog names have neither), so that
       `planner check jobs/*.yaml` works from anywhere.
     Unknown keys are left for the Job model to reject (with a did-you-mean)."""
-    by_lower = {f.lower(): f for f in fields}
+    by_lower = {_key_spelling(f): f for f in fields}
     out: dict = {}
     given: dict = {}
     where = f"{path}: " if path is not None else ""
     for k, v in raw.items():
         key = str(k)
-        name = by_lower.get(key.replace("-", "_").lower(), key)
+        name = by_lower.get(_key_spelling(key), key)
         if name in out:
             raise PlannerError(f"{where}field `{name}` is given twice (as `{given[name]}` and as `{key}`)",
                                f"keep one of them; dashes and underscores name the same field")

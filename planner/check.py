@@ -371,7 +371,15 @@ def worst_exit(codes: list[int]) -> int:
 
 
 def json_schema(what: str = "job") -> dict:
-    """The JSON Schema (draft 2020-12, pydantic v2) of a job, model or hardware file."""
+    """The JSON Schema (draft 2020-12, pydantic v2) of a job, model or hardware file. A job's
+    `patternProperties` are the spellings the job file loader also reads as each field
+    (catalog.key_pattern: `micro-batch` for micro_batch), each validated as that field."""
     if what not in SCHEMAS:
         raise PlannerError(f"no schema named {what!r}", f"choose one of {', '.join(SCHEMAS)}")
-    return {"$schema": JSON_SCHEMA_DIALECT, **SCHEMAS[what].model_json_schema()}
+    out = {"$schema": JSON_SCHEMA_DIALECT, **SCHEMAS[what].model_json_schema()}
+    if what == "job":
+        from .catalog import key_pattern
+
+        out["patternProperties"] = {pattern: {"$ref": f"#/properties/{name}"}
+                                    for name in out["properties"] if (pattern := key_pattern(name))}
+    return out

@@ -455,6 +455,8 @@ class Job(BaseModel):
     """A training job: what `planner explain job.yaml` and `planner check` read.
 
     Every field has the same name as the matching CLI option (with dashes as underscores).
+
+    A job file may also spell a key with dashes, as the option (`micro-batch`), in any case (`reserve-gib`).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)

@@ -415,6 +415,61 @@ def test_schema_validates_job_files(run):
             jsonschema.validate(bad, s)
 
 
+def _key_spellings(name: str):
+    """Candidate keys for job field `name`, made without the loader's code: (key, separators
+    are `-`/`_` only, every word as written or in lower case). Separators: each choice of `_`
+    or `-` between the words, and `.` or ` ` in the first gap; case: each word as written or
+    lower, or the whole key upper case."""
+    import itertools
+
+    words = name.split("_")
+    gaps = len(words) - 1
+    seps = [(s, True) for s in itertools.product("_-", repeat=gaps)]
+    seps += [((odd,) + ("_",) * (gaps - 1), False) for odd in ". " if gaps]
+    out = {}
+    for sep, sep_ok in seps:
+        def join(ws):
+            return ws[0] + "".join(g + w for g, w in zip(sep, ws[1:]))
+        for lower in itertools.product((False, True), repeat=len(words)):
+            out[join([w.lower() if lo else w for w, lo in zip(words, lower)])] = (sep_ok, True)
+        out.setdefault(join(words).upper(), (sep_ok, False))
+    return out.items()
+
+
+def test_schema_accepts_every_spelling_the_job_loader_reads(run):
+    """`planner schema` and the job file loader (catalog.job_file_data, which `planner
+    explain/check/budget job.yaml` use) agree on every key spelling: for each field and each
+    candidate spelling (_key_spellings), the schema accepts a job holding it exactly when the
+    loader reads it as that field and each word is as written or in lower case (the loader
+    also reads any other case, `MICRO-BATCH`, which the schema's patterns leave out). Derived
+    from the loader's behaviour, not from catalog.key_pattern, so neither can drift alone:
+    e.g. `micro-batch`, `global_batch-tokens` and `reserve-gib` are read and accepted,
+    `micro.batch` is neither, `MICRO-BATCH` is read only."""
+    import jsonschema
+    from pydantic_core import PydanticUndefined
+
+    from planner.catalog import job_file_data
+
+    s = json.loads(run("schema").stdout)
+    check = jsonschema.Draft202012Validator(s)
+    base = {"model": "llama3-8b", "gpus": 8}
+    seen = {"dashed": 0, "upper": 0, "refused": 0}
+    for name, f in Job.model_fields.items():
+        value = base[name] if f.default is PydanticUndefined else f.default
+        rest = {k: v for k, v in base.items() if k != name}
+        for key, (sep_ok, case_ok) in _key_spellings(name):
+            read = job_file_data({key: value}, None, Job.model_fields) == {name: value}
+            assert read == sep_ok, key  # the loader: `-` and `_` alike, any case, nothing else
+            assert check.is_valid({**rest, key: value}) == (read and case_ok), key
+            seen["dashed"] += read and case_ok and "-" in key
+            seen["upper"] += read and not case_ok
+            seen["refused"] += not read
+    assert min(seen.values()) > 20, seen  # each kind of spelling was tried
+    # an alias is validated as its field: micro-batch 0 is refused like micro_batch 0
+    assert check.is_valid({**base, "micro-batch": 2}) and not check.is_valid({**base, "micro-batch": 0})
+    assert "^reserve[-_](GiB|gib)$" in s["patternProperties"]
+
+
 def test_schema_other_kinds(run):
     assert "hbm_GB" in json.loads(run("schema", "hardware").stdout)["properties"]
     assert "num_layers" in json.loads(run("schema", "model").stdout)["properties"]
