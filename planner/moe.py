@@ -55,6 +55,19 @@ logits 4E (fp32, kept for the softmax/sigmoid backward), the dispatched (permute
 2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c; the shared experts
 keep a dense MLP's tensors at width s x f_s. These replace the dense MLP's gate/up/act_out.
 
+Routing and permutation (dispatch_bytes; memory-bound, priced by step.py at HBM bandwidth x
+compute.HBM_EFFICIENCY as its norms and activations are, and shown as explain's `moe_permute`
+row). Megatron-Core's alltoall dispatcher [6] runs, per MoE layer, the router's fused top-k
+(softmax or sigmoid) over the fp32 logits, a row-id map of the routing map, permutation 1
+(each local token copied to its top_k destination rows, grouped by expert, before the
+dispatch all-to-all), permutation 2 (the received rows sorted by local expert when a rank
+holds more than one), the grouped expert MLP with the probabilities applied in its weighted
+SwiGLU, and the two inverse permutations around the combine all-to-all; with
+--moe-permute-fusion / --moe-router-fusion each is one Transformer Engine kernel [7] that
+reads its inputs and writes its outputs once. The backward runs each permutation's inverse on
+the gradients (the same bytes) and the router's softmax gradient. Bytes per token and per
+row: dispatch_bytes' docstring.
+
 MLA. Attention core FLOPs per token per layer 4 s a (d_qk + d_v) / 2 forward (QK^T at
 d_qk = d_nope + d_rope, AV at d_v), i.e. a dense layer's 4 s a d with d = (d_qk + d_v)/2;
 the time and activation models take that mean head dimension with one KV head per query
@@ -76,7 +89,9 @@ dense shapes; no HSDP replica all-reduce or FSDP buffer copies for the experts; 
 calibrate gemm --run` times the per-expert and MLA shapes (mla_gemm_shapes, moe_gemm_shapes
 at its --ep sizes) one GEMM at a time, not as one grouped launch. Not modelled: an
 expert TP degree other than TP, the all-to-all overlapped with compute (DeepSeek's DualPipe
-[1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs.
+[1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs;
+the dispatcher's host synchronisation (the token counts copied to the CPU before each
+dispatch all-to-all [6]) and kernel-launch overheads.
 
 References
 [1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437: sec. 2.1 (MLA,
@@ -91,6 +106,20 @@ References
 [4] NVIDIA nccl-tests doc/PERFORMANCE.md: alltoall bus bandwidth = algbw x (n-1)/n.
 [5] Lepikhin et al. 2020, "GShard", arXiv:2006.16668, sec. 2.2: expert capacity and dropped
     tokens; Fedus et al. 2021, "Switch Transformers", sec. 2.2: capacity factor.
+[6] NVIDIA Megatron-LM: megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137)
+    MoEAlltoAllTokenDispatcher dispatch_preprocess (permutation 1), dispatch_postprocess
+    (permutation 2, sort_chunks_by_idxs when num_local_experts > 1), combine_preprocess
+    (unpermutation 2), combine_postprocess (unpermutation 1, without probabilities);
+    moe_utils.py (commit 00611e6e) permute, unpermute, sort_chunks_by_idxs (fused=True: the TE
+    kernels), topk_routing_with_score_function; megatron/core/fusions/fused_bias_swiglu.py
+    (commit b1030e9d) WeightedSwiGLUFunction (probabilities read forward, their gradient
+    written backward).
+[7] NVIDIA TransformerEngine: transformer_engine/pytorch/triton/permutation.py (commit
+    04481874) make_row_id_map (three passes, an int32 [tokens, 2E + 1] map),
+    permute_with_mask_map / unpermute_with_mask_map (grid: tokens x hidden blocks; each token
+    read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
+    transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
+    probs, routing map and the fp32 intermediate output saved for the backward).
 """
 
 from __future__ import annotations
@@ -300,6 +329,67 @@ def token_ffn_width(model, plan, capacity_factor):
     moe_w = expert_tokens_factor(model, capacity_factor) * fe + e.num_shared_experts * (e.shared_expert_ffn_hidden_size or fe)
     share = middle_moe_share(model, plan)
     return share * moe_w + (1.0 - share) * model.ffn_hidden_size
+
+
+# ------------------------------------------------------------------ routing and permutation
+PROB_BYTES = 4.0  # fp32 router probabilities and scores (TE router.py [7]: "scores" and "intermediate_output" FP32)
+INDEX_BYTES = 4.0  # int32 row-id maps of the fused permutation kernels [7]
+PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron dispatches bf16 unless fp8 dispatch [6])
+
+
+def dispatch_bytes(model, plan, T, capacity_factor):
+    """(forward, backward) HBM bytes of one MoE layer's router top-k and token permutations
+    for one micro-batch on one GPU: Megatron-Core's alltoall token dispatcher with
+    --moe-permute-fusion and --moe-router-fusion (Transformer Engine's fused kernels) [6][7],
+    memory-bound work that step.py prices at HBM bandwidth x compute.HBM_EFFICIENCY. With
+    n = T / tp (SP; T when the tokens are replicated) local tokens, R = T top_k c rows at the
+    busiest rank's experts (gathered across TP), E experts, k = top_k, hidden size h, bf16
+    tokens (A = 2 B), fp32 probabilities (P = 4 B), int32 maps (I = 4 B):
+
+    per local token, forward
+      router top-k (TE fused_topk_with_score_function): read the logits P E, write the
+        probabilities P E, the saved softmax/sigmoid output P E and the routing map E (bool)
+      row-id map (TE make_row_id_map, three passes): read the map E, write I E (pass 1),
+        read and write I E (pass 2), read I E and write the dense row I (2E + 1) (pass 3)
+      permutation 1 (permute): read the token A h once, write its k copies k A h, read and
+        write its k probabilities 2 P k, read its row of the map I (2k + 1)
+      unpermutation 1 (unpermute, no merging probs): read the k expert outputs k A h, write
+        their sum A h, read the map row I (2k + 1)
+    per expert row, forward, where a rank holds more than one expert (E / ep > 1: the
+    received tokens arrive grouped by source rank and are sorted by local expert)
+      permutation 2 (sort_chunks_by_idxs, with probs): write + read its I map entry, read and
+        write the row 2 A h and its probability 2 P
+      unpermutation 2 (without probs): write + read I, read and write the row 2 A h
+    per expert row, forward, always: the probability read by the weighted SwiGLU P (the
+      expert activation itself is step.py's MLP-activation kernel at width top_k c f_e)
+    backward: each permutation's gradient is the inverse permutation of the same rows (a
+      gather's gradient a scatter of the same size): unpermutation 1's gradient A h + k A h
+      + I (2k + 1); permutation 1's k A h + P k read, A h + P E (the [n, E] probability
+      gradient) written, + I (2k + 1); the router's read map, saved output and probability
+      gradient E + 2 P E, write the logit gradient P E; per row, the two sorts 2 A h + I each
+      (+ 2 P with probs) and the weighted SwiGLU's probability read and gradient write 2 P.
+
+    Not counted (named approximations): the aux-loss score kernel (present only with an
+    auxiliary loss), the tokens-per-expert reductions and split computations ([n, E] bool
+    reads), the probabilities' own all-to-all (P per row, beside the A h of the tokens)."""
+    e, h = model.moe, float(model.hidden_size)
+    E, k = float(e.num_experts), float(e.top_k)
+    A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
+    tp = plan.tp.astype(np.float64)
+    n = T / np.where(plan.sp > 0, tp, 1.0)
+    R = T * expert_tokens_factor(model, capacity_factor)
+    sorts = np.where(E / plan.ep > 1.0, 1.0, 0.0)  # permutation 2 only with several local experts
+    row_map = I * (2.0 * k + 1.0)
+    fwd_token = ((2.0 * P * E + P * E + E)  # router top-k
+                 + (E + I * E + 2.0 * I * E + I * E + I * (2.0 * E + 1.0))  # row-id map, 3 passes
+                 + (A * h + k * A * h + 2.0 * P * k + row_map)  # permutation 1
+                 + (k * A * h + A * h + row_map))  # unpermutation 1
+    fwd_row = sorts * ((2.0 * I + 2.0 * A * h + 2.0 * P) + (2.0 * I + 2.0 * A * h)) + P
+    bwd_token = ((A * h + k * A * h + row_map)  # unpermutation 1's gradient
+                 + (k * A * h + P * k + A * h + P * E + row_map)  # permutation 1's gradient
+                 + (E + 2.0 * P * E + P * E))  # router top-k gradient
+    bwd_row = sorts * ((I + 2.0 * A * h + 2.0 * P) + (I + 2.0 * A * h)) + 2.0 * P
+    return n * fwd_token + R * fwd_row, n * bwd_token + R * bwd_row
 
 
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]

@@ -419,7 +419,7 @@ RUN_PARAMETER_AFFECTS = {
     "gemm_efficiency_scale": ("time.compute_s", "time.bubble_s", "hidden communication windows"),
     "internode_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
     "nvlink_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
-    "memory_bound_efficiency_scale": ("time.compute_s", "time.optimizer_s"),
+    "memory_bound_efficiency_scale": ("time.compute_s", "time.optimizer_s", "time.moe_permute_s"),
     "overlapped_exposed_fraction": ("time.dp_comm_exposed_s", "time.pp_comm_s"),
     "allocator_slack": ("memory.terms.allocator_slack", "memory.total_bytes"),
 }

@@ -469,3 +469,82 @@ def test_expert_gradient_traffic_is_the_busiest_stages(monkeypatch):
     at_first, at_mid, at_last = run((big, small, small)), run((small, big, small)), run((small, small, big))
     assert at_mid == pytest.approx(at_first, rel=1e-12) and at_last == pytest.approx(at_first, rel=1e-12)
     assert run((small, small, small)) < at_first and real > 0
+
+
+# ------------------------------------------------------------------ routing and token permutation
+def _qwen3(**kw):
+    from conftest import explain_job
+
+    base = dict(model="qwen3-30b-a3b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", bytes_per_param="megatron",
+                global_batch=8, micro_batch=1, seq_len=4096, hardware="b200")
+    return explain_job(**{**base, **kw})
+
+
+# Qwen3-30B-A3B (h 2048, E 128, k 8), bf16 tokens A = 2, fp32 probabilities P = 4, int32 maps I = 4;
+# row map per token I (2k + 1) = 68 (moe.dispatch_bytes):
+#   forward, per local token: router 3 P E + E = 1,664; row-id map E + 4 I E + I (2E + 1) = 3,204;
+#     permutation 1 A h + k A h + 2 P k + 68 = 4,096 + 32,768 + 64 + 68 = 36,996;
+#     unpermutation 1 k A h + A h + 68 = 36,932                                  -> 78,796
+#   forward, per expert row: sort 2 I + 2 A h + 2 P = 8,208, unsort 2 I + 2 A h = 8,200, the
+#     weighted SwiGLU's probability P = 4                                        -> 16,412
+#   backward, per local token: 36,932 (unpermutation 1's gradient) + 37,476 (permutation 1's:
+#     k A h + P k + A h + P E + 68) + 1,664 (router: E + 3 P E)                  -> 76,072
+#   backward, per expert row: 8,204 + 8,196 + 2 P                                -> 16,408
+QWEN3_FWD_TOKEN, QWEN3_FWD_ROW, QWEN3_BWD_TOKEN, QWEN3_BWD_ROW = 78_796, 16_412, 76_072, 16_408
+
+
+def test_dispatch_bytes_qwen3_30b_a3b_by_hand():
+    """One micro-batch of T = 4096 tokens on one GPU, tp 1: n = 4096 local tokens and
+    R = T k c = 32,768 expert rows. ep 8 (16 local experts) runs permutation 2 and its
+    inverse: forward 4096 x 78,796 + 32,768 x 16,412 = 860,536,832 B, backward
+    4096 x 76,072 + 32,768 x 16,408 = 849,248,256 B. ep 128 (one expert per rank, gpus 128)
+    drops both sorts: only the SwiGLU's probabilities stay per row (4 B forward, 8 B
+    backward). c 1.25 scales the rows, not the local tokens. Under SP with tp 2 each rank
+    permutes its T/2 = 2048 local tokens, and its experts get the T k rows gathered across TP."""
+    from planner import moe
+
+    settings, plan, _, _ = _qwen3()
+    fwd, bwd = moe.dispatch_bytes(settings.model, plan, 4096.0, 1.0)
+    assert float(fwd) == 4096 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW == 860_536_832
+    assert float(bwd) == 4096 * QWEN3_BWD_TOKEN + 32_768 * QWEN3_BWD_ROW == 849_248_256
+    fwd_c, _ = moe.dispatch_bytes(settings.model, plan, 4096.0, 1.25)
+    assert float(fwd_c) == pytest.approx(4096 * QWEN3_FWD_TOKEN + 1.25 * 32_768 * QWEN3_FWD_ROW, rel=1e-15)
+    s128, p128, _, _ = _qwen3(gpus=128, ep=128, global_batch=128)
+    f128, b128 = moe.dispatch_bytes(s128.model, p128, 4096.0, 1.0)
+    assert float(f128) == 4096 * QWEN3_FWD_TOKEN + 32_768 * 4
+    assert float(b128) == 4096 * QWEN3_BWD_TOKEN + 32_768 * 8
+    s_sp, p_sp, _, _ = _qwen3(gpus=16, tp=2, sequence_parallel=True)
+    f_sp, _ = moe.dispatch_bytes(s_sp.model, p_sp, 4096.0, 1.0)
+    assert float(f_sp) == 2048 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW
+
+
+def test_moe_permute_term_is_the_dispatch_bytes_over_hbm(monkeypatch):
+    """explain's moe_permute row: 48 MoE layers (Qwen3: every layer) x (forward + backward
+    bytes) / (B200's 8 TB/s x HBM_EFFICIENCY 0.9), one micro-batch; a full recompute adds
+    the forward bytes once more. The compute term does not hold them: with the permutation
+    bytes set to zero it is unchanged to the last digit, and a dense model has no such term."""
+    from planner import moe
+    from planner.compute import HBM_EFFICIENCY
+
+    settings, _, _, js = _qwen3()
+    hbm = settings.hardware.hbm_bandwidth * HBM_EFFICIENCY
+    fwd, bwd = 4096 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW, 4096 * QWEN3_BWD_TOKEN + 32_768 * QWEN3_BWD_ROW
+    assert js["time"]["moe_permute_s"] == pytest.approx(48 * (fwd + bwd) / hbm, rel=1e-12)
+    monkeypatch.setattr(moe, "dispatch_bytes", lambda *a: (0.0, 0.0))
+    _, _, _, none = _qwen3()
+    assert none["time"]["moe_permute_s"] == 0.0
+    assert none["time"]["compute_s"] == pytest.approx(js["time"]["compute_s"], rel=1e-12)
+    monkeypatch.undo()
+    _, _, _, full = _qwen3(recompute="full")
+    assert full["time"]["moe_permute_s"] - js["time"]["moe_permute_s"] == pytest.approx(48 * fwd / hbm, rel=1e-9)
+    from conftest import explain_job
+
+    _, _, _, dense = explain_job(model="llama3-8b", gpus=8, global_batch=8, micro_batch=1, seq_len=4096)
+    assert "moe_permute_s" not in dense["time"]
+
+
+def test_explain_shows_the_moe_permute_row(cli):
+    r = cli("explain", "--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--hardware", "b200",
+            "--global-batch", "8", "--seq-len", "4096")
+    assert r.exit_code == 0, r.stderr
+    assert "MoE router top-k + token permutation" in r.stdout
