@@ -68,6 +68,16 @@ reads its inputs and writes its outputs once. The backward runs each permutation
 the gradients (the same bytes) and the router's softmax gradient. Bytes per token and per
 row: dispatch_bytes' docstring.
 
+All-to-all overlap (job field ep_comm_overlap, default off; a stack with
+overlap.ep_comm_overlap_supported: Megatron-Core's --overlap-moe-expert-parallel-comm [8]).
+The combined 1F1B schedule runs the forward of one micro-batch beside the backward of
+another, layer by layer: the forward dispatch and combine of a layer hide behind the other
+micro-batch's backward compute of a layer, its backward ones behind a layer's forward
+compute, each at the stack's exposed share (step._hide). Passes with no partner run alone,
+their all-to-alls exposed (alone_pass_share). Applied where Megatron-Core allows it
+(ep_overlap_applies); DeepSeek's DualPipe and --delay-wgrad-compute (the weight gradients
+deferred to widen the backward's window) are not modelled.
+
 MLA. Attention core FLOPs per token per layer 4 s a (d_qk + d_v) / 2 forward (QK^T at
 d_qk = d_nope + d_rope, AV at d_v), i.e. a dense layer's 4 s a d with d = (d_qk + d_v)/2;
 the time and activation models take that mean head dimension with one KV head per query
@@ -88,8 +98,7 @@ weights are not counted apart); selective recompute of individual projections pr
 dense shapes; no HSDP replica all-reduce or FSDP buffer copies for the experts; `planner
 calibrate gemm --run` times the per-expert and MLA shapes (mla_gemm_shapes, moe_gemm_shapes
 at its --ep sizes) one GEMM at a time, not as one grouped launch. Not modelled: an
-expert TP degree other than TP, the all-to-all overlapped with compute (DeepSeek's DualPipe
-[1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs;
+expert TP degree other than TP, DeepSeek's DualPipe ([1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs;
 the dispatcher's host synchronisation (the token counts copied to the CPU before each
 dispatch all-to-all [6]) and kernel-launch overheads.
 
@@ -120,6 +129,17 @@ References
     read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
     transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
     probs, routing map and the fp32 intermediate output saved for the backward).
+[8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
+    combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
+    then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden
+    by the attention/mlp computation in the backward step, and vice versa"),
+    combined_1f1b_schedule_for_interleaved_pipelining (the steady state of the interleaved
+    schedule); megatron/core/transformer/transformer_config.py __post_init__: the option
+    needs expert_model_parallel_size > 1, virtual pipeline stages when pipeline parallel,
+    the alltoall/flex dispatcher, no full recompute; megatron/core/pipeline_parallel/
+    schedules.py (commit 4dabc623) forward_backward_pipelining_with_interleaving: warm-up
+    2 (p - rank - 1) + (v - 1) p; later versions (get_pp_rank_microbatches, read in copies of
+    the file, not at a stored NVIDIA commit) add one warm-up micro-batch with the overlap.
 """
 
 from __future__ import annotations
@@ -129,7 +149,7 @@ import numpy as np
 from .compute import GemmShape, calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
 from .params import moe_layer_count  # noqa: F401  (the layer pattern lives with the parameter counts)
 from .pipeline import stage_layers
-from .plan import DEFAULT_CAPACITY_FACTOR, FP8  # noqa: F401  (the job's default imbalance)
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8, ep_overlap_applies  # noqa: F401  (the job's default imbalance)
 
 ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
 
@@ -393,6 +413,20 @@ def dispatch_bytes(model, plan, T, capacity_factor):
 
 
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
+
+
+def alone_pass_share(plan, m):
+    """Share of a stage's forward (and of its backward) chunk passes that run alone under the
+    combined 1F1B schedule [8], their all-to-alls with nothing to hide behind: with one stage
+    the first micro-batch's forward and the last one's backward (1 of m each); interleaved,
+    the warm-up forwards and cool-down backwards of the first stage, 2 (p-1) + (v-1) p + 1 of
+    its m v passes (Megatron-Core's interleaved warm-up with microbatch_group_size_per_vp_stage
+    = p, one more for the overlap; the first stage has the most, an upper bound for the
+    others), at most all of them."""
+    p, v = plan.pp.astype(np.float64), plan.vpp.astype(np.float64)
+    passes = np.asarray(m, dtype=np.float64) * v
+    warm = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
+    return np.minimum(warm, passes) / np.maximum(passes, 1.0)
 
 
 def alltoall_bytes(model, plan, T, capacity_factor):

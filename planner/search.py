@@ -358,8 +358,11 @@ def explain_args(job: Job, row: dict) -> list[str]:
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
         args += [flag, str(v)]
     for key, on, off in (("sequence_parallel", "--sequence-parallel", "--no-sequence-parallel"),
-                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops")):
+                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops"),
+                         ("ep_comm_overlap", "--ep-comm-overlap", "--no-ep-comm-overlap")):
         v = d.get(key)
+        if key == "ep_comm_overlap" and not v:  # off is what explain assumes without it
+            continue
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
     stack = load_stack(d["stack"])

@@ -300,6 +300,18 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
         a2a = coll(comm.ALL_TO_ALL, moe.alltoall_bytes(model, plan, T, settings.moe_capacity_factor), plan.ep,
                    moe.ep_stride(plan, strides))
         ep_mb = (moe.A2A_PER_LAYER * n_moe + 2.0 * rc_moe) * a2a
+        if settings.ep_comm_overlap:
+            # the combined 1F1B schedule (moe.py [8]), where it applies: a layer's 2 forward
+            # all-to-alls hide behind the partner micro-batch's backward of a layer, its 2
+            # backward ones behind a layer's forward, at the stack's exposed share; the passes
+            # that run alone keep theirs (moe.alone_pass_share)
+            x_ov = (stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None
+                    else kn.overlapped_exposed_fraction)
+            half = 0.5 * moe.A2A_PER_LAYER * share * a2a  # a mean layer's forward (or backward) all-to-alls
+            alone = moe.alone_pass_share(plan, m)
+            paired = _hide(half, layer_bwd, x_ov) + _hide(half, layer_fwd, x_ov)
+            ep_overlapped = layers * (alone * 2.0 * half + (1.0 - alone) * paired)
+            ep_mb = np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb)
 
     kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
     cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
