@@ -391,7 +391,9 @@ def dispatch_bytes(model, plan, T, capacity_factor):
 
     Not counted (named approximations): the aux-loss score kernel (present only with an
     auxiliary loss), the tokens-per-expert reductions and split computations ([n, E] bool
-    reads), the probabilities' own all-to-all (P per row, beside the A h of the tokens)."""
+    reads), the probabilities' own all-to-all (P per row, beside the A h of the tokens).
+    Every stack is priced with this dispatcher's kernels (torchtitan and MegaBlocks gather
+    and scatter the same rows with their own kernels, not counted apart)."""
     e, h = model.moe, float(model.hidden_size)
     E, k = float(e.num_experts), float(e.top_k)
     A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
