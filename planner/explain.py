@@ -133,6 +133,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "optimizer_s": t["optimizer_s"], "step_s": _num(pick(est.time.total)),
         "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
+        # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
+        **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
     }
     thr = {k: _num(pick(v)) for k, v in est.throughput.items()}
     if settings.tokens:

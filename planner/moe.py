@@ -55,6 +55,29 @@ logits 4E (fp32, kept for the softmax/sigmoid backward), the dispatched (permute
 2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c; the shared experts
 keep a dense MLP's tensors at width s x f_s. These replace the dense MLP's gate/up/act_out.
 
+Routing and permutation (dispatch_bytes; memory-bound, priced by step.py at HBM bandwidth x
+compute.HBM_EFFICIENCY as its norms and activations are, and shown as explain's `moe_permute`
+row). Megatron-Core's alltoall dispatcher [6] runs, per MoE layer, the router's fused top-k
+(softmax or sigmoid) over the fp32 logits, a row-id map of the routing map, permutation 1
+(each local token copied to its top_k destination rows, grouped by expert, before the
+dispatch all-to-all), permutation 2 (the received rows sorted by local expert when a rank
+holds more than one), the grouped expert MLP with the probabilities applied in its weighted
+SwiGLU, and the two inverse permutations around the combine all-to-all; with
+--moe-permute-fusion / --moe-router-fusion each is one Transformer Engine kernel [7] that
+reads its inputs and writes its outputs once. The backward runs each permutation's inverse on
+the gradients (the same bytes) and the router's softmax gradient. Bytes per token and per
+row: dispatch_bytes' docstring.
+
+All-to-all overlap (job field ep_comm_overlap, default off; a stack with
+overlap.ep_comm_overlap_supported: Megatron-Core's --overlap-moe-expert-parallel-comm [8]).
+The combined 1F1B schedule runs the forward of one micro-batch beside the backward of
+another, layer by layer: the forward dispatch and combine of a layer hide behind the other
+micro-batch's backward compute of a layer, its backward ones behind a layer's forward
+compute, each at the stack's exposed share (step._hide). Passes with no partner run alone,
+their all-to-alls exposed (alone_pass_share). Applied where Megatron-Core allows it
+(ep_overlap_applies); DeepSeek's DualPipe and --delay-wgrad-compute (the weight gradients
+deferred to widen the backward's window) are not modelled.
+
 MLA. Attention core FLOPs per token per layer 4 s a (d_qk + d_v) / 2 forward (QK^T at
 d_qk = d_nope + d_rope, AV at d_v), i.e. a dense layer's 4 s a d with d = (d_qk + d_v)/2;
 the time and activation models take that mean head dimension with one KV head per query
@@ -75,8 +98,9 @@ weights are not counted apart); selective recompute of individual projections pr
 dense shapes; no HSDP replica all-reduce or FSDP buffer copies for the experts; `planner
 calibrate gemm --run` times the per-expert and MLA shapes (mla_gemm_shapes, moe_gemm_shapes
 at its --ep sizes) one GEMM at a time, not as one grouped launch. Not modelled: an
-expert TP degree other than TP, the all-to-all overlapped with compute (DeepSeek's DualPipe
-[1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs.
+expert TP degree other than TP, DeepSeek's DualPipe ([1] sec. 3.2.1), node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs;
+the dispatcher's host synchronisation (the token counts copied to the CPU before each
+dispatch all-to-all [6]) and kernel-launch overheads.
 
 References
 [1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437: sec. 2.1 (MLA,
@@ -91,6 +115,31 @@ References
 [4] NVIDIA nccl-tests doc/PERFORMANCE.md: alltoall bus bandwidth = algbw x (n-1)/n.
 [5] Lepikhin et al. 2020, "GShard", arXiv:2006.16668, sec. 2.2: expert capacity and dropped
     tokens; Fedus et al. 2021, "Switch Transformers", sec. 2.2: capacity factor.
+[6] NVIDIA Megatron-LM: megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137)
+    MoEAlltoAllTokenDispatcher dispatch_preprocess (permutation 1), dispatch_postprocess
+    (permutation 2, sort_chunks_by_idxs when num_local_experts > 1), combine_preprocess
+    (unpermutation 2), combine_postprocess (unpermutation 1, without probabilities);
+    moe_utils.py (commit 00611e6e) permute, unpermute, sort_chunks_by_idxs (fused=True: the TE
+    kernels), topk_routing_with_score_function; megatron/core/fusions/fused_bias_swiglu.py
+    (commit b1030e9d) WeightedSwiGLUFunction (probabilities read forward, their gradient
+    written backward).
+[7] NVIDIA TransformerEngine: transformer_engine/pytorch/triton/permutation.py (commit
+    04481874) make_row_id_map (three passes, an int32 [tokens, 2E + 1] map),
+    permute_with_mask_map / unpermute_with_mask_map (grid: tokens x hidden blocks; each token
+    read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
+    transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
+    probs, routing map and the fp32 intermediate output saved for the backward).
+[8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
+    combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
+    then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden
+    by the attention/mlp computation in the backward step, and vice versa"),
+    combined_1f1b_schedule_for_interleaved_pipelining (the steady state of the interleaved
+    schedule); megatron/core/transformer/transformer_config.py __post_init__: the option
+    needs expert_model_parallel_size > 1, virtual pipeline stages when pipeline parallel,
+    the alltoall/flex dispatcher, no full recompute; megatron/core/pipeline_parallel/
+    schedules.py (commit 4dabc623) forward_backward_pipelining_with_interleaving: warm-up
+    2 (p - rank - 1) + (v - 1) p; later versions (get_pp_rank_microbatches, read in copies of
+    the file, not at a stored NVIDIA commit) add one warm-up micro-batch with the overlap.
 """
 
 from __future__ import annotations
@@ -100,7 +149,7 @@ import numpy as np
 from .compute import GemmShape, calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
 from .params import moe_layer_count  # noqa: F401  (the layer pattern lives with the parameter counts)
 from .pipeline import stage_layers
-from .plan import DEFAULT_CAPACITY_FACTOR, FP8  # noqa: F401  (the job's default imbalance)
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8, ep_overlap_applies  # noqa: F401  (the job's default imbalance)
 
 ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
 
@@ -302,7 +351,84 @@ def token_ffn_width(model, plan, capacity_factor):
     return share * moe_w + (1.0 - share) * model.ffn_hidden_size
 
 
+# ------------------------------------------------------------------ routing and permutation
+PROB_BYTES = 4.0  # fp32 router probabilities and scores (TE router.py [7]: "scores" and "intermediate_output" FP32)
+INDEX_BYTES = 4.0  # int32 row-id maps of the fused permutation kernels [7]
+PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron dispatches bf16 unless fp8 dispatch [6])
+
+
+def dispatch_bytes(model, plan, T, capacity_factor):
+    """(forward, backward) HBM bytes of one MoE layer's router top-k and token permutations
+    for one micro-batch on one GPU: Megatron-Core's alltoall token dispatcher with
+    --moe-permute-fusion and --moe-router-fusion (Transformer Engine's fused kernels) [6][7],
+    memory-bound work that step.py prices at HBM bandwidth x compute.HBM_EFFICIENCY. With
+    n = T / tp (SP; T when the tokens are replicated) local tokens, R = T top_k c rows at the
+    busiest rank's experts (gathered across TP), E experts, k = top_k, hidden size h, bf16
+    tokens (A = 2 B), fp32 probabilities (P = 4 B), int32 maps (I = 4 B):
+
+    per local token, forward
+      router top-k (TE fused_topk_with_score_function): read the logits P E, write the
+        probabilities P E, the saved softmax/sigmoid output P E and the routing map E (bool)
+      row-id map (TE make_row_id_map, three passes): read the map E, write I E (pass 1),
+        read and write I E (pass 2), read I E and write the dense row I (2E + 1) (pass 3)
+      permutation 1 (permute): read the token A h once, write its k copies k A h, read and
+        write its k probabilities 2 P k, read its row of the map I (2k + 1)
+      unpermutation 1 (unpermute, no merging probs): read the k expert outputs k A h, write
+        their sum A h, read the map row I (2k + 1)
+    per expert row, forward, where a rank holds more than one expert (E / ep > 1: the
+    received tokens arrive grouped by source rank and are sorted by local expert)
+      permutation 2 (sort_chunks_by_idxs, with probs): write + read its I map entry, read and
+        write the row 2 A h and its probability 2 P
+      unpermutation 2 (without probs): write + read I, read and write the row 2 A h
+    per expert row, forward, always: the probability read by the weighted SwiGLU P (the
+      expert activation itself is step.py's MLP-activation kernel at width top_k c f_e)
+    backward: each permutation's gradient is the inverse permutation of the same rows (a
+      gather's gradient a scatter of the same size): unpermutation 1's gradient A h + k A h
+      + I (2k + 1); permutation 1's k A h + P k read, A h + P E (the [n, E] probability
+      gradient) written, + I (2k + 1); the router's read map, saved output and probability
+      gradient E + 2 P E, write the logit gradient P E; per row, the two sorts 2 A h + I each
+      (+ 2 P with probs) and the weighted SwiGLU's probability read and gradient write 2 P.
+
+    Not counted (named approximations): the aux-loss score kernel (present only with an
+    auxiliary loss), the tokens-per-expert reductions and split computations ([n, E] bool
+    reads), the probabilities' own all-to-all (P per row, beside the A h of the tokens).
+    Every stack is priced with this dispatcher's kernels (torchtitan and MegaBlocks gather
+    and scatter the same rows with their own kernels, not counted apart)."""
+    e, h = model.moe, float(model.hidden_size)
+    E, k = float(e.num_experts), float(e.top_k)
+    A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
+    tp = plan.tp.astype(np.float64)
+    n = T / np.where(plan.sp > 0, tp, 1.0)
+    R = T * expert_tokens_factor(model, capacity_factor)
+    sorts = np.where(E / plan.ep > 1.0, 1.0, 0.0)  # permutation 2 only with several local experts
+    row_map = I * (2.0 * k + 1.0)
+    fwd_token = ((2.0 * P * E + P * E + E)  # router top-k
+                 + (E + I * E + 2.0 * I * E + I * E + I * (2.0 * E + 1.0))  # row-id map, 3 passes
+                 + (A * h + k * A * h + 2.0 * P * k + row_map)  # permutation 1
+                 + (k * A * h + A * h + row_map))  # unpermutation 1
+    fwd_row = sorts * ((2.0 * I + 2.0 * A * h + 2.0 * P) + (2.0 * I + 2.0 * A * h)) + P
+    bwd_token = ((A * h + k * A * h + row_map)  # unpermutation 1's gradient
+                 + (k * A * h + P * k + A * h + P * E + row_map)  # permutation 1's gradient
+                 + (E + 2.0 * P * E + P * E))  # router top-k gradient
+    bwd_row = sorts * ((I + 2.0 * A * h + 2.0 * P) + (I + 2.0 * A * h)) + 2.0 * P
+    return n * fwd_token + R * fwd_row, n * bwd_token + R * bwd_row
+
+
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
+
+
+def alone_pass_share(plan, m):
+    """Share of a stage's forward (and of its backward) chunk passes that run alone under the
+    combined 1F1B schedule [8], their all-to-alls with nothing to hide behind: with one stage
+    the first micro-batch's forward and the last one's backward (1 of m each); interleaved,
+    the warm-up forwards and cool-down backwards of the first stage, 2 (p-1) + (v-1) p + 1 of
+    its m v passes (Megatron-Core's interleaved warm-up with microbatch_group_size_per_vp_stage
+    = p, one more for the overlap; the first stage has the most, an upper bound for the
+    others), at most all of them."""
+    p, v = plan.pp.astype(np.float64), plan.vpp.astype(np.float64)
+    passes = np.asarray(m, dtype=np.float64) * v
+    warm = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
+    return np.minimum(warm, passes) / np.maximum(passes, 1.0)
 
 
 def alltoall_bytes(model, plan, T, capacity_factor):

@@ -200,6 +200,7 @@ class Settings:
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
+    ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -434,6 +435,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
         moe_capacity_factor=_capacity_factor(job, model, where),
+        ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         model_file=model_file,
@@ -443,6 +445,38 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         knobs=run_knobs(calibration, stack.name, hw.name),
     )
     return settings, plan, warnings
+
+
+def ep_overlap_applies(plan):
+    """Where Megatron-Core runs --overlap-moe-expert-parallel-comm (planner/moe.py [8]): expert
+    parallelism, one pipeline stage or the interleaved schedule (vpp > 1), no full recompute
+    (the rules ep_comm_overlap refuses a job for; the search prices the overlap only there)."""
+    return (plan.ep > 1) & ((plan.pp == 1) | (plan.vpp > 1)) & (plan.recompute != RC_FULL)
+
+
+def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_checks: bool = True) -> bool:
+    """The job's ep_comm_overlap (default off), refused where Megatron-Core refuses
+    --overlap-moe-expert-parallel-comm (transformer_config.py: expert parallelism, an
+    interleaved schedule when pp > 1, no full recompute) or the stack or model lacks it.
+    plan_checks False: only the model and stack (the search applies it where a candidate
+    allows it: moe.ep_overlap_applies)."""
+    if not job.ep_comm_overlap:
+        return False
+    fix = "set ep_comm_overlap: false (--no-ep-comm-overlap)"
+    if model.moe is None:
+        raise PlannerError(f"{where}ep_comm_overlap is set but {model.name} has no experts", fix)
+    if not stack.overlap.ep_comm_overlap_supported:
+        raise PlannerError(f"{where}stack {stack.name} does not overlap the MoE all-to-alls with compute", fix)
+    if plan_checks:
+        if job.ep <= 1:
+            raise PlannerError(f"{where}ep_comm_overlap needs expert parallelism (ep {job.ep})", "set ep > 1, or " + fix)
+        if job.pp > 1 and job.vpp <= 1:
+            raise PlannerError(f"{where}ep_comm_overlap with pp {job.pp} needs the interleaved schedule (vpp {job.vpp})",
+                               "set vpp > 1 (Megatron-Core requires virtual pipeline stages), or " + fix)
+        if job.recompute == "full":
+            raise PlannerError(f"{where}ep_comm_overlap does not run with full recompute",
+                               "use recompute none or selective, or " + fix)
+    return True
 
 
 def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:
@@ -556,7 +590,11 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "ep": g("ep"),
-        **({"moe_capacity_factor": settings.moe_capacity_factor} if settings.model.moe is not None else {}),
+        **({"moe_capacity_factor": settings.moe_capacity_factor,
+            # on where the plan allows it (the search applies a job's overlap only there)
+            "ep_comm_overlap": bool(settings.ep_comm_overlap and g("ep") > 1 and (g("pp") == 1 or g("vpp") > 1)
+                                    and g("recompute") != RC_FULL)}
+           if settings.model.moe is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

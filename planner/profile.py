@@ -417,8 +417,8 @@ RUN_PARAMETER_AFFECTS = {
     "gemm_efficiency_scale": ("time.compute_s", "time.bubble_s", "hidden communication windows"),
     "internode_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
     "nvlink_bandwidth_scale": ("time.tp_comm_s", "time.cp_comm_s", "time.pp_comm_s", "time.dp_comm_s"),
-    "memory_bound_efficiency_scale": ("time.compute_s", "time.optimizer_s"),
-    "overlapped_exposed_fraction": ("time.dp_comm_exposed_s", "time.pp_comm_s"),
+    "memory_bound_efficiency_scale": ("time.compute_s", "time.optimizer_s", "time.moe_permute_s"),
+    "overlapped_exposed_fraction": ("time.dp_comm_exposed_s", "time.pp_comm_s", "time.ep_comm_s (with ep_comm_overlap)"),
     "allocator_slack": ("memory.terms.allocator_slack", "memory.total_bytes"),
 }
 # parameters whose uncalibrated value comes from the stack (RunKnobs None = the stack's)

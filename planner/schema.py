@@ -307,6 +307,9 @@ class OverlapSpec(BaseModel):
     tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
+    ep_comm_overlap_supported: bool = Field(
+        default=False, description="MoE all-to-alls of one micro-batch hidden behind another's compute (Megatron-Core "
+                                   "--overlap-moe-expert-parallel-comm, the combined 1F1B schedule; planner/moe.py)")
     pp_p2p_overlapped: Literal["never", "interleaved", "always"] = Field(
         description="pipeline send/recv overlapped with compute: never (blocking), with the interleaved schedule only "
                     "(Megatron overlap_p2p_comm), or always")
@@ -523,6 +526,10 @@ class Job(BaseModel):
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
     ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
                                                  "ranks (Megatron --expert-model-parallel-size); MoE models only")
+    ep_comm_overlap: Optional[bool] = Field(
+        default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
+                                  "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
+                                  "no full recompute); default off")
     moe_capacity_factor: Optional[float] = Field(
         default=None, ge=1.0,
         description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "

@@ -126,14 +126,15 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
 
 
 def step_times(space: Space, bidx, rcidx, order, var=None) -> tuple[np.ndarray, np.ndarray]:
-    """(step seconds, compute + optimizer seconds) from step.step_time."""
+    """(step seconds, compute + optimizer (+ moe_permute) seconds) from step.step_time."""
     n = len(bidx)
     step, floor = np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
         t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s], var[s]))
         step[s] = t.total
-        floor[s] = t.compute + t.optimizer
+        # the MoE routing/permutation term is compute too (no stack variant changes it)
+        floor[s] = t.compute + t.optimizer + (t.moe_permute if "moe_permute" in t.keys() else 0.0)
     return step, floor
 
 
@@ -357,8 +358,11 @@ def explain_args(job: Job, row: dict) -> list[str]:
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
         args += [flag, str(v)]
     for key, on, off in (("sequence_parallel", "--sequence-parallel", "--no-sequence-parallel"),
-                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops")):
+                         ("causal_attention_flops", "--causal-flops", "--noncausal-flops"),
+                         ("ep_comm_overlap", "--ep-comm-overlap", "--no-ep-comm-overlap")):
         v = d.get(key)
+        if key == "ep_comm_overlap" and not v:  # off is what explain assumes without it
+            continue
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
     stack = load_stack(d["stack"])

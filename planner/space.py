@@ -83,7 +83,7 @@ from .comm import ORDERS, order_code, strides_by_code
 from .errors import PlannerError
 from .pipeline import INTERLEAVED, ONE_F_ONE_B, layers_on_heaviest_stage, schedule_code
 from .plan import (
-    HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, resolve,
+    HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, ep_comm_overlap, resolve,
 )
 from .schema import MAX_COUNT, Job
 
@@ -315,9 +315,13 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     in sequences, seq_len, warnings)."""
     one = job.model_copy(update=dict(
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1, sharding="none", shard_group=None,
-        recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1))
+        recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
+        ep_comm_overlap=False))
     settings, plan, warnings = resolve(one, where)
-    settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus),
+    # the MoE all-to-all overlap: the model and stack checked here, each candidate's ep, pp/vpp
+    # and recompute in the cost model (moe.ep_overlap_applies)
+    epo = ep_comm_overlap(job, settings.model, settings.stack, where, plan_checks=False)
+    settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), ep_comm_overlap=epo,
                        inherited=tuple((k, v) for k, v in settings.inherited if k not in ("micro_batch", "tp_comm_overlap")))
     return settings, int(plan.gbs), int(plan.seq), warnings
 

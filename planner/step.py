@@ -1,6 +1,7 @@
 """Step time of a training plan, and MFU/HFU. Units: seconds, FLOPs, tokens/s.
 
 step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubble + optimizer
+       (+ moe_permute + ep_comm for an MoE model: moe.py)
 
 All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
 ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
@@ -173,8 +174,15 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     w_elems = (h * (a / tp + 2.0 * kv_local) * d + a * d / tp * h + h * f1 / tp + f / tp * h)
     cast_fwd = np.where(fp8, recipe["cast_bytes"] * (gemm_in + w_elems), 0.0)
     ew_fwd = (ew_fwd_bytes + cast_fwd) / hbm
-    layer_fwd = g_fwd + attn_fwd + ew_fwd
-    layer_bwd = 2.0 * g_fwd + attn_bwd + (ew_bwd_bytes + 2.0 * cast_fwd) / hbm
+    # MoE router top-k and token permutations (moe.dispatch_bytes): memory-bound, on the mean
+    # layer's MoE share, forward and backward (each permutation's gradient is its inverse)
+    perm_fwd = perm_bwd = np.float64(0.0)
+    if model.moe is not None:
+        pf_bytes, pb_bytes = moe.dispatch_bytes(model, plan, T, settings.moe_capacity_factor)
+        moe_share = moe.middle_moe_share(model, plan)
+        perm_fwd, perm_bwd = moe_share * pf_bytes / hbm, moe_share * pb_bytes / hbm
+    layer_fwd = g_fwd + attn_fwd + ew_fwd + perm_fwd
+    layer_bwd = 2.0 * g_fwd + attn_bwd + (ew_bwd_bytes + 2.0 * cast_fwd) / hbm + perm_bwd
     # selective recompute re-runs what the stack's policy does not keep: the attention core
     # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
     # per-op policy); full recompute re-runs the forward of the layers it covers
@@ -195,8 +203,13 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     logits = 3.0 * out_gemm + T * V / tp * kb["loss_per_logit"] / hbm
     # the pipeline runs at its slowest stage: a middle one, or the last with the loss
     layer_base = layer_fwd + layer_bwd + sel_extra
-    compute_mb = np.maximum(layers * layer_base + rc_mid * layer_fwd,
-                            n_last * layer_base + rc_last * layer_fwd + logits)
+    compute_mid = layers * layer_base + rc_mid * layer_fwd
+    compute_last = n_last * layer_base + rc_last * layer_fwd + logits
+    compute_mb = np.maximum(compute_mid, compute_last)
+    # the MoE routing and permutation share of the critical stage's compute (its own term;
+    # a full recompute re-runs the forward's)
+    perm_mb = np.where(compute_mid >= compute_last, layers * (perm_fwd + perm_bwd) + rc_mid * perm_fwd,
+                       n_last * (perm_fwd + perm_bwd) + rc_last * perm_fwd)
 
     # ---------------------------------------------------------------- communication
     cpar = comm.comm_params(hw)
@@ -287,6 +300,18 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
         a2a = coll(comm.ALL_TO_ALL, moe.alltoall_bytes(model, plan, T, settings.moe_capacity_factor), plan.ep,
                    moe.ep_stride(plan, strides))
         ep_mb = (moe.A2A_PER_LAYER * n_moe + 2.0 * rc_moe) * a2a
+        if settings.ep_comm_overlap:
+            # the combined 1F1B schedule (moe.py [8]), where it applies: a layer's 2 forward
+            # all-to-alls hide behind the partner micro-batch's backward of a layer, its 2
+            # backward ones behind a layer's forward, at the stack's exposed share; the passes
+            # that run alone keep theirs (moe.alone_pass_share)
+            x_ov = (stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None
+                    else kn.overlapped_exposed_fraction)
+            half = 0.5 * moe.A2A_PER_LAYER * share * a2a  # a mean layer's forward (or backward) all-to-alls
+            alone = moe.alone_pass_share(plan, m)
+            paired = _hide(half, layer_bwd, x_ov) + _hide(half, layer_fwd, x_ov)
+            ep_overlapped = layers * (alone * 2.0 * half + (1.0 - alone) * paired)
+            ep_mb = np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb)
 
     kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
     cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
@@ -413,7 +438,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
             ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
 
     # ---------------------------------------------------------------- assemble
-    compute = m * compute_mb + np.where(dpcp > 1, fsdp_copies, 0.0)
+    compute = m * (compute_mb - perm_mb) + np.where(dpcp > 1, fsdp_copies, 0.0)
     tp_comm = m * tp_comm_mb
     cp_comm = m * cp_mb
     pp_comm = m * pp_mb
@@ -426,7 +451,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     bwd_ratio = bwd_mb / fwd_mb
     w_share = np.minimum(layers * g_fwd / bwd_mb, 1.0)
     bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, bwd_ratio, w_share) * m * t_mb
-    ep_terms = {} if model.moe is None else {"ep_comm": m * ep_mb}  # MoE all-to-alls (moe.py)
+    # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
+    ep_terms = {} if model.moe is None else {"moe_permute": m * perm_mb, "ep_comm": m * ep_mb}
     terms = Terms(compute=compute, tp_comm=tp_comm, cp_comm=cp_comm, pp_comm=pp_comm,
                   dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer, **ep_terms)
     extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer, "calibrated": sorted(used)}

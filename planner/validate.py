@@ -61,7 +61,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
     shape fields cannot carry (experts, router, MLA); the record's layers, hidden size, heads
     and vocabulary must match it. ep null -> 1; the load imbalance (moe_capacity_factor) is the
-    planner's default 1.0, listed as assumed.
+    planner's default 1.0, listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
+    default), only an explicit `ep_comm_overlap: true` turns it on.
 11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
     communication (Megatron-LM --tp-comm-overlap, "TP comm overlap", torchtitan "async TP")
     and it runs SP with tp > 1; off otherwise (Megatron-LM's default).
@@ -210,6 +211,9 @@ class RunRecord(BaseModel):
     torch_compile: Optional[bool] = None
     tp_comm_overlap: Optional[bool] = None
     dp_comm_overlap: Optional[bool] = None
+    ep_comm_overlap: Optional[bool] = Field(
+        default=None, description="MoE: the run hid the EP all-to-alls (Megatron-Core --overlap-moe-expert-parallel-comm); "
+                                  "null: off (Megatron-Core's default), never inferred from names or notes")
     fp8_recipe: Optional[str] = None
     power_limit_w: Optional[float] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
@@ -531,6 +535,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         fp8_recipe=rec.fp8_recipe,
         power_limit_w=rec.power_limit_w,
         ep=rec.ep or 1,
+        ep_comm_overlap=rec.ep_comm_overlap,
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
     )
 

@@ -469,3 +469,182 @@ def test_expert_gradient_traffic_is_the_busiest_stages(monkeypatch):
     at_first, at_mid, at_last = run((big, small, small)), run((small, big, small)), run((small, small, big))
     assert at_mid == pytest.approx(at_first, rel=1e-12) and at_last == pytest.approx(at_first, rel=1e-12)
     assert run((small, small, small)) < at_first and real > 0
+
+
+# ------------------------------------------------------------------ routing and token permutation
+def _qwen3(**kw):
+    from conftest import explain_job
+
+    base = dict(model="qwen3-30b-a3b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", bytes_per_param="megatron",
+                global_batch=8, micro_batch=1, seq_len=4096, hardware="b200")
+    return explain_job(**{**base, **kw})
+
+
+# Qwen3-30B-A3B (h 2048, E 128, k 8), bf16 tokens A = 2, fp32 probabilities P = 4, int32 maps I = 4;
+# row map per token I (2k + 1) = 68 (moe.dispatch_bytes):
+#   forward, per local token: router 3 P E + E = 1,664; row-id map E + 4 I E + I (2E + 1) = 3,204;
+#     permutation 1 A h + k A h + 2 P k + 68 = 4,096 + 32,768 + 64 + 68 = 36,996;
+#     unpermutation 1 k A h + A h + 68 = 36,932                                  -> 78,796
+#   forward, per expert row: sort 2 I + 2 A h + 2 P = 8,208, unsort 2 I + 2 A h = 8,200, the
+#     weighted SwiGLU's probability P = 4                                        -> 16,412
+#   backward, per local token: 36,932 (unpermutation 1's gradient) + 37,476 (permutation 1's:
+#     k A h + P k + A h + P E + 68) + 1,664 (router: E + 3 P E)                  -> 76,072
+#   backward, per expert row: 8,204 + 8,196 + 2 P                                -> 16,408
+QWEN3_FWD_TOKEN, QWEN3_FWD_ROW, QWEN3_BWD_TOKEN, QWEN3_BWD_ROW = 78_796, 16_412, 76_072, 16_408
+
+
+def test_dispatch_bytes_qwen3_30b_a3b_by_hand():
+    """One micro-batch of T = 4096 tokens on one GPU, tp 1: n = 4096 local tokens and
+    R = T k c = 32,768 expert rows. ep 8 (16 local experts) runs permutation 2 and its
+    inverse: forward 4096 x 78,796 + 32,768 x 16,412 = 860,536,832 B, backward
+    4096 x 76,072 + 32,768 x 16,408 = 849,248,256 B. ep 128 (one expert per rank, gpus 128)
+    drops both sorts: only the SwiGLU's probabilities stay per row (4 B forward, 8 B
+    backward). c 1.25 scales the rows, not the local tokens. Under SP with tp 2 each rank
+    permutes its T/2 = 2048 local tokens, and its experts get the T k rows gathered across TP."""
+    from planner import moe
+
+    settings, plan, _, _ = _qwen3()
+    fwd, bwd = moe.dispatch_bytes(settings.model, plan, 4096.0, 1.0)
+    assert float(fwd) == 4096 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW == 860_536_832
+    assert float(bwd) == 4096 * QWEN3_BWD_TOKEN + 32_768 * QWEN3_BWD_ROW == 849_248_256
+    fwd_c, _ = moe.dispatch_bytes(settings.model, plan, 4096.0, 1.25)
+    assert float(fwd_c) == pytest.approx(4096 * QWEN3_FWD_TOKEN + 1.25 * 32_768 * QWEN3_FWD_ROW, rel=1e-15)
+    s128, p128, _, _ = _qwen3(gpus=128, ep=128, global_batch=128)
+    f128, b128 = moe.dispatch_bytes(s128.model, p128, 4096.0, 1.0)
+    assert float(f128) == 4096 * QWEN3_FWD_TOKEN + 32_768 * 4
+    assert float(b128) == 4096 * QWEN3_BWD_TOKEN + 32_768 * 8
+    s_sp, p_sp, _, _ = _qwen3(gpus=16, tp=2, sequence_parallel=True)
+    f_sp, _ = moe.dispatch_bytes(s_sp.model, p_sp, 4096.0, 1.0)
+    assert float(f_sp) == 2048 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW
+
+
+def test_moe_permute_term_is_the_dispatch_bytes_over_hbm(monkeypatch):
+    """explain's moe_permute row: 48 MoE layers (Qwen3: every layer) x (forward + backward
+    bytes) / (B200's 8 TB/s x HBM_EFFICIENCY 0.9), one micro-batch; a full recompute adds
+    the forward bytes once more. The compute term does not hold them: with the permutation
+    bytes set to zero it is unchanged to the last digit, and a dense model has no such term."""
+    from planner import moe
+    from planner.compute import HBM_EFFICIENCY
+
+    settings, _, _, js = _qwen3()
+    hbm = settings.hardware.hbm_bandwidth * HBM_EFFICIENCY
+    fwd, bwd = 4096 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW, 4096 * QWEN3_BWD_TOKEN + 32_768 * QWEN3_BWD_ROW
+    assert js["time"]["moe_permute_s"] == pytest.approx(48 * (fwd + bwd) / hbm, rel=1e-12)
+    monkeypatch.setattr(moe, "dispatch_bytes", lambda *a: (0.0, 0.0))
+    _, _, _, none = _qwen3()
+    assert none["time"]["moe_permute_s"] == 0.0
+    assert none["time"]["compute_s"] == pytest.approx(js["time"]["compute_s"], rel=1e-12)
+    monkeypatch.undo()
+    _, _, _, full = _qwen3(recompute="full")
+    assert full["time"]["moe_permute_s"] - js["time"]["moe_permute_s"] == pytest.approx(48 * fwd / hbm, rel=1e-9)
+    from conftest import explain_job
+
+    _, _, _, dense = explain_job(model="llama3-8b", gpus=8, global_batch=8, micro_batch=1, seq_len=4096)
+    assert "moe_permute_s" not in dense["time"]
+
+
+def test_explain_shows_the_moe_permute_row(cli):
+    r = cli("explain", "--model", "qwen3-30b-a3b", "--gpus", "8", "--ep", "8", "--hardware", "b200",
+            "--global-batch", "8", "--seq-len", "4096")
+    assert r.exit_code == 0, r.stderr
+    assert "MoE router top-k + token permutation" in r.stdout
+
+
+# ------------------------------------------------------------------ EP all-to-all overlap (combined 1F1B)
+def test_ep_overlap_one_stage_by_hand():
+    """Qwen3-30B-A3B on 8 B200, ep 8, pp 1, m = 64 / (8 x 1) = 8 micro-batches. Without the
+    overlap each of the 48 layers' 4 all-to-alls (time t) is exposed: ep_comm = 8 x 48 x 4 t.
+    With it (moe.py [8]) the first micro-batch's forward and the last one's backward run
+    alone (1/m of the passes each: 2 t per layer exposed, twice), and in the other 7 phases a
+    layer's 2 t of forward all-to-alls hide behind the partner's backward of a layer, its 2 t
+    of backward ones behind a layer's forward, each leaving the stack's exposed share 0.189
+    (Megatron: overlapped_exposed_fraction) as the windows are longer (a layer's forward
+    alone is > 2 t here, checked): ep_comm = 48 x (4 t + 7 x 2 x 2 t x 0.189)
+    = 48 x 4 t (1 + 7 x 0.189) = ep_off (1 + 1.323) / 8."""
+    _, _, _, off = _qwen3(global_batch=64)
+    _, _, _, on = _qwen3(global_batch=64, ep_comm_overlap=True)
+    t = off["time"]["ep_comm_s"] / (8 * 48 * 4)
+    assert off["time"]["compute_s"] / (8 * 48 * 3) > 2 * t  # a layer's forward outlasts its 2 t
+    assert on["time"]["ep_comm_s"] == pytest.approx(off["time"]["ep_comm_s"] * (1 + 7 * 0.189) / 8, rel=1e-12)
+    assert on["plan"]["ep_comm_overlap"] is True and off["plan"]["ep_comm_overlap"] is False
+    assert on["time"]["compute_s"] == off["time"]["compute_s"]
+
+
+def test_ep_overlap_alone_passes_interleaved():
+    """Interleaved, pp 2, vpp 2, m 8: the first stage's warm-up of 2 (p-1) + (v-1) p + 1 = 5
+    forward chunk passes (and as many cool-down backwards) of its m v = 16 run alone: 5/16.
+    pp 4, vpp 2, m 4: 2 x 3 + 4 + 1 = 11 >= 8 passes, all alone (nothing to pair with).
+    pp 1: 1 of m."""
+    from planner import moe
+
+    _, p22, _, _ = _qwen3(gpus=32, pp=2, vpp=2, global_batch=128)  # dp 16, m 8
+    assert float(moe.alone_pass_share(p22, 8)) == 5 / 16
+    _, p42, _, _ = _qwen3(gpus=32, pp=4, vpp=2, global_batch=32)
+    assert float(moe.alone_pass_share(p42, 4)) == 1.0
+    _, p1, _, _ = _qwen3(global_batch=64)
+    assert float(moe.alone_pass_share(p1, 8)) == 1 / 8
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--ep", "1"], "needs expert parallelism"),
+    (["--pp", "2"], "needs the interleaved schedule"),
+    (["--recompute", "full"], "full recompute"),
+    (["--stack", "torchtitan"], "does not overlap the MoE all-to-alls"),
+])
+def test_ep_overlap_where_megatron_refuses_it_is_an_error(cli, extra, needle):
+    from conftest import assert_one_error
+
+    base = ["explain", "--model", "qwen3-30b-a3b", "--gpus", "16", "--ep", "8", "--ep-comm-overlap", "--global-batch", "64"]
+    r = cli(*base, *extra)
+    assert_one_error(r, needle)
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--ep-comm-overlap"), "has no experts")
+
+
+def test_ep_overlap_in_fit_applies_where_the_plan_allows_it(cli):
+    """fit with --ep-comm-overlap prices the overlap on the candidates Megatron-Core runs it on
+    (ep > 1, pp 1 or interleaved, no full recompute) and reports it per row; explain repeats
+    the row (the flag in its arguments) to the same step time."""
+    r = cli("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--hardware", "b200", "--ep-comm-overlap", "--top", "3",
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    for row in rows:
+        p = row["plan"]
+        assert p["ep_comm_overlap"] == (p["ep"] > 1 and (p["pp"] == 1 or p["vpp"] > 1) and p["recompute"] != "full")
+    from planner.schema import Job
+    from planner.search import explain_args
+
+    args = explain_args(Job(model="qwen3-30b-a3b", gpus=16, hardware="b200"), rows[0])
+    assert ("--ep-comm-overlap" in args) == rows[0]["plan"]["ep_comm_overlap"]
+    again = json.loads(cli("explain", *args, "--format", "json").stdout)
+    assert again["time"]["step_s"] == rows[0]["time"]["step_s"]
+
+
+def test_ep_overlap_from_a_megatron_script_and_a_record(tmp_path):
+    """--overlap-moe-expert-parallel-comm in a Megatron launch script turns it on and the
+    Megatron export writes it; a runs-file record turns it on only with an explicit
+    `ep_comm_overlap: true` (the published records say nothing: off)."""
+    import yaml
+
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+    from planner.validate import load_runs, validate_runs
+
+    plan = resolved_plan(Job(model="qwen3-30b-a3b", gpus=8, ep=8, global_batch=64, micro_batch=1, seq_len=4096,
+                             sharding="zero1", ep_comm_overlap=True))
+    assert plan["ep_comm_overlap"] is True
+    text, _ = export_plan(plan, "megatron")
+    assert "--overlap-moe-expert-parallel-comm" in text
+    (tmp_path / "run.sh").write_text(text)
+    assert load_trainer_config(tmp_path / "run.sh").job.get("ep_comm_overlap") is True
+    recs = yaml.safe_load(MOE_RUNS.read_text())
+    rec = next(r for r in recs if r["id"] == "megatron-bridge-25.11-dgx-b200-qwen3-30b-a3b")
+    assert "ep_comm_overlap" not in rec
+    on = dict(rec, id="with-overlap", ep_comm_overlap=True)
+    path = tmp_path / "runs.yaml"
+    path.write_text(yaml.safe_dump([rec, on]))
+    rows = validate_runs(load_runs(path), base_dir=MOE_RUNS.parent)
+    by_id = {r.id: r for r in rows}
+    assert by_id["with-overlap"].predicted_tokens_per_s_per_gpu > by_id[rec["id"]].predicted_tokens_per_s_per_gpu

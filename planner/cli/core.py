@@ -93,6 +93,7 @@ def job_options(
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
+    ep_comm_overlap=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -107,7 +108,7 @@ def job_options(
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
         account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
-        ep=ep, moe_capacity_factor=moe_capacity_factor,
+        ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap,
     )
 
 
@@ -117,6 +118,10 @@ SplitEmbOption = typer.Option(
 CapacityFactorOption = typer.Option(
     None, "--moe-capacity-factor",
     help="MoE load imbalance: busiest expert's tokens / the mean (Megatron --moe-expert-capacity-factor) (default: 1.0)")
+EpOverlapOption = typer.Option(
+    None, "--ep-comm-overlap/--no-ep-comm-overlap",
+    help="MoE: hide the EP all-to-alls behind another micro-batch's compute (Megatron-Core "
+         "--overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1) (default: off)")
 SplitLossOption = typer.Option(
     None, "--account-for-loss-in-pipeline-split",
     help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer)")
@@ -165,6 +170,7 @@ def register(app: typer.Typer) -> None:
         split_loss: Optional[bool] = SplitLossOption,
         ep: Optional[int] = typer.Option(None, "--ep", help="expert parallel degree, out of dp x cp (MoE models; Megatron --expert-model-parallel-size) (default: 1)"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
+        ep_comm_overlap: Optional[bool] = EpOverlapOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -179,7 +185,7 @@ def register(app: typer.Typer) -> None:
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
-            ep, moe_capacity_factor)
+            ep, moe_capacity_factor, ep_comm_overlap)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

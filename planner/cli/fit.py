@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, cli_errors, warn
 from ..render.common import progress
-from .core import CapacityFactorOption, SplitEmbOption, SplitLossOption, load_job
+from .core import CapacityFactorOption, EpOverlapOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from .export import write_export
@@ -72,6 +72,7 @@ def register(app: typer.Typer) -> None:
         ep: Optional[str] = typer.Option(None, "--ep", help="pin expert parallelism (MoE models), a value or a comma list (default: divisors of the routed experts that divide dp*cp)"),
         max_ep: Optional[int] = typer.Option(None, "--max-ep", help="upper bound on EP"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
+        ep_comm_overlap: Optional[bool] = EpOverlapOption,
         sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a comma list (default: all)"),
         shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="pin recompute: none|selective|full or a comma list (default: all)"),
@@ -126,6 +127,7 @@ def register(app: typer.Typer) -> None:
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
             account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor,
+            ep_comm_overlap=ep_comm_overlap,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")

@@ -31,6 +31,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
+    if "ep_comm_overlap" in p:  # MoE models
+        opts.append(f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")
     if p.get("fp8_recipe"):
         opts.append(f"fp8 {p['fp8_recipe']}")
     if p.get("power_limit_w") and p.get("power_limit_source", "tdp") != "tdp":
@@ -95,7 +97,11 @@ def time_table(res: dict) -> None:
     tab.add_column("term")
     tab.add_column("seconds", justify="right")
     tab.add_column("% of step", justify="right")
-    rows = TIME_ROWS if "ep_comm_s" not in t else TIME_ROWS[:3] + [("EP all-to-all (MoE dispatch + combine)", "ep_comm_s")] + TIME_ROWS[3:]
+    rows = list(TIME_ROWS)
+    if "ep_comm_s" in t:
+        rows = rows[:3] + [("EP all-to-all (MoE dispatch + combine)", "ep_comm_s")] + rows[3:]
+    if "moe_permute_s" in t:
+        rows = rows[:1] + [("MoE router top-k + token permutation (memory-bound)", "moe_permute_s")] + rows[1:]
     for name, key in rows:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")

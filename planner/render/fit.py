@@ -26,6 +26,8 @@ def stack_options_text(p: dict) -> str:
         parts.append("compile")
     if not p.get("dp_comm_overlap", True):
         parts.append("no DP overlap")
+    if p.get("ep_comm_overlap"):
+        parts.append("EP overlap")
     if p.get("fp8_recipe"):
         parts.append(f"fp8 {p['fp8_recipe']}")
     return ", ".join(parts) or "-"

@@ -206,6 +206,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
     if plan.get("ep", 1) > 1:  # Megatron-Core MoE: experts over ep ranks carved out of dp x cp
         args.append(("--expert-model-parallel-size", plan["ep"]))
+    if plan.get("ep_comm_overlap"):  # the EP all-to-all overlap (combined 1F1B; planner/moe.py [8])
+        args.append(("--overlap-moe-expert-parallel-comm", None))
     if vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan["schedule"] in ("gpipe", "zb-h1"):

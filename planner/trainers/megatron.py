@@ -67,7 +67,7 @@ BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--add-bias-linear",
+    "--add-bias-linear", "--overlap-moe-expert-parallel-comm",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -380,6 +380,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
     if ep > 1:
         job["ep"] = ep
+    if "--overlap-moe-expert-parallel-comm" in flags:  # the combined 1F1B schedule (planner/moe.py [8])
+        job["ep_comm_overlap"] = True
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
