@@ -753,6 +753,9 @@ def test_monotone_bound_by_hand():
     # already monotone: 0, no pair
     s = np.array([1, 2, 4]) * GiB
     assert monotone_bound(s, _busbw(s, [1.0, 1.0, 3.0])) == (0.0, None)
+    # a busbw printed as 0.00 has no time: the bound is undefined, not a number
+    eps, pair = monotone_bound(s, [1e9, 0.0, 2e9])
+    assert np.isnan(eps) and pair is None and np.isnan(nccl_form_bound(s, [1e9, 0.0, 2e9]))
 
 
 def test_nccl_form_bound_by_hand():

@@ -1187,7 +1187,14 @@ ATTAINABLE_TOL = 1e-6  # bisection tolerance on eps
 def _time_like(sizes, busbw) -> np.ndarray:
     """S / busbw: proportional to the measured time at a fixed rank count (the busbw factor
     cancels), so that the bounds use the busbw the errors are reported on."""
-    return np.asarray(sizes, dtype=np.float64) / np.asarray(busbw, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(sizes, dtype=np.float64) / np.asarray(busbw, dtype=np.float64)
+
+
+def _usable(t: np.ndarray) -> bool:
+    """Every point has a finite positive time (a busbw printed as 0.00 has none): otherwise
+    the bounds are undefined (NaN)."""
+    return bool(np.all(np.isfinite(t) & (t > 0.0)))
 
 
 def monotone_bound(sizes, busbw) -> tuple[float, Optional[tuple[int, int]]]:
@@ -1196,6 +1203,8 @@ def monotone_bound(sizes, busbw) -> tuple[float, Optional[tuple[int, int]]]:
     t_i > t_j; None when the points are already monotone)."""
     t = _time_like(sizes, busbw)
     s = np.asarray(sizes, dtype=np.float64)
+    if not _usable(t):
+        return float("nan"), None
     if t.size < 2:
         return 0.0, None
     ii, jj = np.nonzero(s[:, None] <= s[None, :])
@@ -1244,6 +1253,8 @@ def nccl_form_bound(sizes, busbw) -> float:
     can reach on these points (see above)."""
     t = _time_like(sizes, busbw)
     s = np.asarray(sizes, dtype=np.float64)
+    if not _usable(t):
+        return float("nan")
     if t.size == 0:
         return 0.0
     x = np.unique(s)

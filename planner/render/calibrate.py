@@ -39,6 +39,11 @@ def nccl_tables(prof) -> list[Table]:
     return tables
 
 
+def _bound(x: float) -> str:
+    """A bound of calibrate.nccl (NaN where a point has no time, e.g. busbw printed 0.00): '-'."""
+    return "-" if x != x else pct(x)
+
+
 def model_check_tables(checks) -> list:
     """The uncalibrated model beside the log, one table per group: busbw per measured size
     (the mean of the placements), the algorithm `auto` picks, and the error summary; a
@@ -61,9 +66,9 @@ def model_check_tables(checks) -> list:
             t.add_row(binary_size(size), rows[0][2], f"{rows[0][1] / 1e9:,.1f}", f"{meas / 1e9:,.1f}", f"{rows[0][1] / meas - 1:+.1%}")
         t.caption = (f"busbw error (model / log - 1, {len(c.sizes)} points): median |error| {pct(c.median_abs_err, '-')}, "
                      f"max |error| {pct(c.max_abs_err, '-')}, signed median {c.median_err:+.1%}\n"
-                     f"least max |error| any model could reach on these points: {pct(c.nccl_form, '-')} for NCCL's form "
+                     f"least max |error| any model could reach on these points: {_bound(c.nccl_form)} for NCCL's form "
                      f"(the fastest of latency + size / bandwidth algorithms, whatever their figures), "
-                     f"{pct(c.monotone[0], '-')} for any model in which more bytes never take less time")
+                     f"{_bound(c.monotone[0])} for any model in which more bytes never take less time")
         items.append(t)
     return items
 
