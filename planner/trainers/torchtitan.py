@@ -118,8 +118,6 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
     except tomllib.TOMLDecodeError as e:
         raise PlannerError(f"{where}invalid TOML: {e}", "check the [section] headers and key = value lines") from None
-    except UnicodeDecodeError:
-        raise PlannerError(f"{where}not a text file", "give a torchtitan .toml job file") from None
     ignored: list[str] = []
     assumed: list[str] = []
     # the later layout's [quantize.linear.float8] reads as [float8]
