@@ -262,6 +262,28 @@ def test_assumed_fields_are_listed(run):
 
 
 # ------------------------------------------------------------------------------ skips
+def test_nemo_llama3_70b_runs_its_launcher_config_settings(run):
+    """The NeMo 24.07 LLAMA3-70B record sets what NeMo-Framework-Launcher's llama3_70b.yaml
+    (commit 3dd35614cf) runs: ub_tp_comm_overlap true, sequence_parallel true, no activation
+    checkpointing, mcore_distributed_optim (ZeRO-1) with overlap_grad_sync / overlap_param_sync,
+    fp8 DelayedScaling. These reach the plan and are not listed as assumed; the LLAMA2-70B row,
+    whose launcher configs disagree with each other, still takes the megatron stack's defaults
+    (TP overlap off, assumed)."""
+    ids = ["nemo-24.07-h100-fp8-LLAMA3-70B-64gpu", "nemo-24.07-h100-fp8-LLAMA2-70B-64gpu"]
+    r = run("validate", DATA, "--ids", ",".join(ids), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    l3 = rows[ids[0]]
+    p = l3["plan"]
+    assert (p["tp_comm_overlap"], p["sequence_parallel"], p["recompute"], p["sharding"], p["dp_comm_overlap"],
+            p["fp8_recipe"]) == (True, True, "none", "zero1", True, "delayed")
+    assert not {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode", "dp_comm_overlap",
+                "fp8_recipe"} & _assumed_fields(l3)
+    l2 = rows[ids[1]]
+    assert l2["plan"]["tp_comm_overlap"] is False
+    assert {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode"} <= _assumed_fields(l2)
+
+
 def test_unknown_gpu_type_is_skipped_with_reason(run):
     r = run("validate", DATA, "--ids", "palm-540b-6144tpuv4", "--format", "json")
     assert r.exit_code == 0, r.stderr
