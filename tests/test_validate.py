@@ -3,8 +3,10 @@ schema, the documented inference rules and their `assumed` lists, skipped record
 reasons, hand-computed summary statistics, and the accuracy target on the complete records
 of published_runs.yaml (run with `-s` to see the table).
 
-tests/data/published_runs.yaml is an unchanged copy of the project's reference data
-(shared/reference/published_runs.yaml); every record names its source.
+tests/data/published_runs.yaml is a copy of the project's reference data
+(shared/reference/published_runs.yaml); every record names its source. Records edited here
+since (a field a framework's own config gives, a fix of a misread figure) say so in their
+provenance, and `git log tests/data/published_runs.yaml` has why.
 """
 
 from __future__ import annotations
