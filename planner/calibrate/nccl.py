@@ -1277,8 +1277,6 @@ def nccl_form_bound(sizes, busbw) -> float:
 
 
 # ------------------------------------------------------------------ the uncalibrated model
-
-
 @dataclass(frozen=True)
 class ModelCheck:
     """The uncalibrated model (planner/comm.py on a Hardware entry) against one fitted
@@ -1294,8 +1292,6 @@ class ModelCheck:
     measured: tuple[float, ...] = ()  # B/s
     predicted: tuple[float, ...] = ()  # B/s
     algorithms: tuple[str, ...] = ()  # what `auto` picks, per point
-    lines: tuple[int, ...] = ()  # the log line of each point
-    in_place: tuple[bool, ...] = ()
     skipped: Optional[str] = None  # why the model was not compared
 
     @property
@@ -1365,7 +1361,6 @@ def compare_to_model(cal: Calibration, hardware, min_bytes: int = MODEL_CHECK_MI
             **base, sizes=tuple(int(x) for x in sizes), measured=tuple(float(x) for x in measured),
             predicted=tuple(float(x) for x in np.broadcast_to(cost.busbw, sizes.shape)),
             algorithms=tuple(comm.ALGO_NAMES[int(a)] for a in np.broadcast_to(algo, sizes.shape)),
-            lines=tuple(p.line for p in pts), in_place=tuple(p.in_place for p in pts),
         ))
     return checks
 
