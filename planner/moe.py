@@ -149,7 +149,7 @@ import numpy as np
 from .compute import GemmShape, calibrated_gemm_time, gemm_plateau, gemm_time, sm_count
 from .params import moe_layer_count  # noqa: F401  (the layer pattern lives with the parameter counts)
 from .pipeline import stage_layers
-from .plan import DEFAULT_CAPACITY_FACTOR, FP8, ep_overlap_applies  # noqa: F401  (the job's default imbalance)
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
 
 ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
 

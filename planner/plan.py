@@ -553,9 +553,11 @@ def default_micro_batch(stack: Stack, gbs: int, dp: int, pp: int, where: str = "
 
 def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
     """Every resolved setting of one plan, for JSON (i indexes a 1-d PlanArrays)."""
+    def at(v):  # this plan's element of an array field
+        return v if i is None else v[i]
+
     def g(name):
-        v = getattr(plan, name)
-        return int(v if i is None else v[i])
+        return int(at(getattr(plan, name)))
 
     return {
         "model": settings.model.name,
@@ -592,8 +594,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "ep": g("ep"),
         **({"moe_capacity_factor": settings.moe_capacity_factor,
             # on where the plan allows it (the search applies a job's overlap only there)
-            "ep_comm_overlap": bool(settings.ep_comm_overlap and g("ep") > 1 and (g("pp") == 1 or g("vpp") > 1)
-                                    and g("recompute") != RC_FULL)}
+            "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
            if settings.model.moe is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
