@@ -1,0 +1,60 @@
+"""Predictions stay what they were: every record of tests/data's reference runs (dense and
+MoE) and a grid of explain plans over the zoo give the same JSON as the snapshot taken before
+the layer-kind restructure (issue 20; tests/snapshot_cases.py says how it was written), up to
+float rounding (relative 1e-9). A change of a figure on purpose rewrites the snapshot in the
+same commit and names the figures that moved."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.snapshot_cases import SNAPSHOT, all_cases
+
+REL = 1e-9
+
+
+def _diff(a, b, path="", out=None):
+    out = [] if out is None else out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append(f"{path}.{k}: {'missing now' if k not in b else 'new'}")
+            else:
+                _diff(a[k], b[k], f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif isinstance(a, float) or isinstance(b, float):
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                and math.isclose(a, b, rel_tol=REL, abs_tol=1e-12)):
+            out.append(f"{path}: {a!r} -> {b!r}")
+    elif a != b:
+        out.append(f"{path}: {a!r} -> {b!r}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def now():
+    return all_cases()
+
+
+@pytest.fixture(scope="module")
+def before():
+    return json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+
+
+def test_snapshot_covers_dense_and_moe_records(before):
+    ran = [k for k, v in before.items() if "plan" in v]
+    assert sum(k.startswith("published_runs.yaml:") for k in ran) >= 130
+    assert sum(k.startswith("published_runs_moe.yaml:") for k in ran) >= 8
+    assert sum(k.startswith("grid:") for k in ran) >= 65
+
+
+def test_predictions_match_the_snapshot(now, before):
+    assert set(now) == set(before)
+    diffs = {k: _diff(before[k], now[k]) for k in before}
+    bad = {k: d[:6] for k, d in diffs.items() if d}
+    assert not bad, json.dumps(bad, indent=1)[:6000]
