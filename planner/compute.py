@@ -23,6 +23,8 @@ import numpy as np
 
 from .efficiencies import HBM_EFFICIENCY  # noqa: F401  (re-exported: compute.HBM_EFFICIENCY)
 from .errors import PlannerError
+from .layers import layer_list
+from .layers.common import GemmShape, shapes
 from .params import count_params
 from .plan import BF16, FP8, RC_FULL, RC_SELECTIVE
 from .power import power_rate_fraction
@@ -31,30 +33,52 @@ from .schema import ModelSpec
 from .terms import Terms
 
 
-def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> Terms:
-    """Model FLOPs per token as named terms: dense (6N [1]) + attention (12*L*a*d*s [2],
-    halved when counted causal). recompute (codes from plan) is only used by
-    hardware_flops_per_token. Mixture-of-experts: N = the active parameters (planner/moe.py);
-    MLA: d = the mean of the query/key and value head dims (ModelSpec.core_head_dim)."""
-    n = count_params(model).active
-    L, a, d = model.num_layers, model.num_attention_heads, model.core_head_dim
-    cf = 0.5 if causal else 1.0
+def _core_flops(model: ModelSpec, seq, causal: bool, selective_only: bool = False):
+    """Model FLOPs per token of the layers' cores (attention, scans), forward and backward:
+    each kind's module (planner/layers/: 12 a d x keys for attention [2], the state-space and
+    linear-attention scans), times its layer count, and the multi-token-prediction layers.
+    selective_only: the cores selective recompute re-runs (attention)."""
+    ll = layer_list(model)
     seq = np.asarray(seq, dtype=np.float64)
-    return Terms(dense=np.full(seq.shape, 6.0 * n), attention=12.0 * L * a * d * seq * cf)
+    counts = ll.totals.copy()
+    counts[ll.mtp_kind] += ll.mtp
+    out = np.zeros(seq.shape)
+    for n, kind in zip(counts, ll.kinds):
+        mixer = kind.mixer
+        if mixer.has_core and (mixer.selective_core or not selective_only):
+            out = out + n * mixer.core_model_flops(seq, causal)
+    return out
+
+
+def _dense_params(model: ModelSpec) -> float:
+    """N of 6N: the active parameters, and each multi-token-prediction module's (with the
+    output layer it runs again; DeepSeek-V3 sec. 2.2)."""
+    pc = count_params(model)
+    head = model.vocab_size * model.hidden_size if model.mtp_layers else 0
+    return float(pc.active + pc.mtp.active + model.mtp_layers * head)
+
+
+def flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False) -> Terms:
+    """Model FLOPs per token as named terms: dense (6N [1]) + attention (the layers' cores: 12
+    L a d s for global attention [2], halved when counted causal; a window or chunk fewer keys,
+    the scans of state-space and linear-attention layers: planner/layers/). recompute (codes
+    from plan) is only used by hardware_flops_per_token. Mixture-of-experts: N = the active
+    parameters (planner/params.py); MLA: d = the mean of the query/key and value head dims."""
+    seq = np.asarray(seq, dtype=np.float64)
+    return Terms(dense=np.full(seq.shape, 6.0 * _dense_params(model)), attention=_core_flops(model, seq, causal))
 
 
 def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = False, fraction=1.0) -> np.ndarray:
-    """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + 4Lads),
-    times the fraction of layers it re-runs (recompute_layers); selective = the attention
-    core forward (4Lads). N and d as in flops_per_token."""
-    n = count_params(model).active
-    L, a, d = model.num_layers, model.num_attention_heads, model.core_head_dim
-    cf = 0.5 if causal else 1.0
+    """Extra FLOPs per token that recomputation adds [3]: full = one more forward (2N + the
+    cores' forward, a third of their model FLOPs), times the fraction of layers it re-runs
+    (recompute_layers); selective = the attention cores' forward."""
+    n = _dense_params(model)
     seq = np.asarray(seq, dtype=np.float64)
-    core = 4.0 * L * a * d * seq * cf
+    core = _core_flops(model, seq, causal) / 3.0
     recompute = np.asarray(recompute)
     full = np.asarray(fraction, dtype=np.float64) * (2.0 * n + core)
-    return np.where(recompute == RC_FULL, full, np.where(recompute == RC_SELECTIVE, core, 0.0))
+    sel = _core_flops(model, seq, causal, selective_only=True) / 3.0
+    return np.where(recompute == RC_FULL, full, np.where(recompute == RC_SELECTIVE, sel, 0.0))
 
 
 def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens: float | None = None,
@@ -222,36 +246,29 @@ GEMM_NAMES = ("qkv", "attn_out", "mlp_up", "mlp_down", "output_layer")
 LAYER_GEMMS = GEMM_NAMES[:4]
 
 
-class GemmShape(NamedTuple):
-    name: str
-    M: Any  # float64 scalar or array
-    N: Any
-    K: Any
+def output_gemm_shape(model, tp, tokens_per_microbatch) -> list:
+    """[(output_layer [T, V/t, h], 1)]."""
+    tp = np.asarray(tp).astype(np.float64)
+    return shapes([("output_layer", tokens_per_microbatch, model.vocab_size / tp, model.hidden_size, 1.0)])
 
 
 def layer_gemm_shapes(model, tp, tokens_per_microbatch) -> list[GemmShape]:
-    """The forward GEMMs (name, M, N, K) of one layer plus the output layer, as step.py
-    prices them and `planner calibrate gemm --run` times them; tp and tokens may be arrays
-    (float64 results, broadcast together)."""
-    h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
-                        model.ffn_hidden_size, model.vocab_size)
-    f1 = 2 * f if model.gated_mlp else f  # gate and up projections as one GEMM
+    """The forward GEMMs (name, M, N, K) of the model's first layer (its blocks' own shapes,
+    planner/layers/) plus the output layer, as step.py prices them and `planner calibrate gemm
+    --run` times them; tp and tokens may be arrays (float64 results, broadcast together)."""
+    from .layers import context
+    from .plan import PlanArrays
+
     tp = np.asarray(tp).astype(np.float64)
     T = np.asarray(tokens_per_microbatch, dtype=np.float64)
-    kv_local = np.maximum(k / tp, 1.0)  # fewer KV heads than TP ranks: each rank keeps one (replicated)
-    dims = [
-        (T, (a / tp + 2 * kv_local) * d, h),
-        (T, h, a * d / tp),
-        (T, f1 / tp, h),
-        (T, h, f / tp),
-        (T, V / tp, h),
-    ]
-    out = []
-    for name, (m, n, kk) in zip(GEMM_NAMES, dims):
-        m, n, kk = np.broadcast_arrays(np.asarray(m, dtype=np.float64), np.asarray(n, dtype=np.float64),
-                                       np.asarray(kk, dtype=np.float64))
-        out.append(GemmShape(name, m, n, kk))
-    return out
+    tp, T = np.broadcast_arrays(tp, T)
+    ll = layer_list(model)
+    kind = ll.kinds[ll.index[0]]
+    ctx = context(PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=1, mbs=1, gbs=1, seq=1, sharding=0, shard=1, recompute=0, sp=0,
+                             schedule=0, precision=0))
+    ctx = type(ctx)(**{**ctx.__dict__, "tp": tp, "T": T})
+    rows = kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx) + output_gemm_shape(model, tp, T)
+    return [g for g, _ in rows]
 
 
 def sm_count(hw) -> int:
@@ -383,16 +400,43 @@ def gemm_efficiency(cal: GemmCalibration, M, N, K, dtype, hw):
     return calibrated_gemm_rate(M, N, K, dtype, hw, cal) / peak
 
 
-def forward_gemm_times(model, hw, tp, tokens_per_microbatch, precision, cal: Optional[GemmCalibration] = None) -> Terms:
-    """Forward seconds of each GEMM of `layer_gemm_shapes` (one layer's four, and the output
-    layer), per micro-batch. cal=None: gemm_time at the GEMM plateau; otherwise
-    calibrated_gemm_time. precision: 'bf16' | 'fp8'
-    or precision codes."""
-    shapes = layer_gemm_shapes(model, tp, tokens_per_microbatch)
+def price_gemms(rows, hw, precision, cal: Optional[GemmCalibration] = None) -> dict:
+    """{name: forward seconds x count} of [(GemmShape, count)] rows per micro-batch. cal=None:
+    gemm_time at the GEMM plateau (the per-expert shapes of a grouped GEMM get their own wave
+    efficiency); otherwise calibrated_gemm_time. precision: 'bf16' | 'fp8' or precision codes."""
+    out: dict = {}
     if cal is None:
         code = np.asarray(({"bf16": BF16, "fp8": FP8}[_precision(precision)]) if isinstance(precision, str) else precision)
-        fp8 = code == FP8
-        plat = np.where(fp8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
+        plat = np.where(code == FP8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
         sms = sm_count(hw)
-        return Terms(**{s.name: gemm_time(s.M, s.N, s.K, plat, sms) for s in shapes})
-    return Terms(**{s.name: calibrated_gemm_time(s.M, s.N, s.K, precision, hw, cal) for s in shapes})
+        for g, count in rows:
+            out[g.name] = out.get(g.name, 0.0) + count * gemm_time(g.M, g.N, g.K, plat, sms)
+        return out
+    for g, count in rows:
+        out[g.name] = out.get(g.name, 0.0) + count * calibrated_gemm_time(g.M, g.N, g.K, precision, hw, cal)
+    return out
+
+
+def model_gemm_shapes(model, tp, tokens_per_microbatch, ep=1) -> list[GemmShape]:
+    """Every distinct forward GEMM a step of the model runs: each layer kind's blocks' (the
+    per-expert GEMMs at expert-parallel size ep, balanced routing) and the output layer, in
+    order of first appearance; `planner calibrate gemm --run` times them."""
+    from .layers import context
+    from .plan import PlanArrays
+
+    ctx = context(PlanArrays(tp=tp, cp=1, pp=1, vpp=1, dp=ep, mbs=tokens_per_microbatch, gbs=tokens_per_microbatch,
+                             seq=1, sharding=0, shard=1, recompute=0, sp=0, schedule=0, precision=0, ep=ep))
+    out, seen = [], set()
+    rows = [r for kind in layer_list(model).kinds for block in kind.blocks for r in block.gemms(ctx)]
+    for g, _ in rows + output_gemm_shape(model, tp, ctx.T):
+        key = (g.name, float(g.M), float(g.N), float(g.K))
+        if key not in seen:
+            seen.add(key)
+            out.append(g)
+    return out
+
+
+def forward_gemm_times(model, hw, tp, tokens_per_microbatch, precision, cal: Optional[GemmCalibration] = None) -> Terms:
+    """Forward seconds of each GEMM of `layer_gemm_shapes` (the first layer's, and the output
+    layer), per micro-batch (price_gemms)."""
+    return Terms(**price_gemms([(g, 1.0) for g in layer_gemm_shapes(model, tp, tokens_per_microbatch)], hw, precision, cal))

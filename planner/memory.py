@@ -3,6 +3,11 @@
 Every function takes a PlanArrays whose fields are 0-d (one plan) or 1-d (a search) and
 returns Terms whose sum is the total; no Python `if` touches a searched quantity.
 
+A stage's memory is the sum over the layers it holds (planner/layers/: each kind's
+parameters and activation table from its own module, weighted by the stage's count of that
+kind), plus the ends (embedding on the first stage, output layer, loss and multi-token
+prediction on the last) and the buffers.
+
 References
 [1] Rajbhandari et al. 2019, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
     Models", sec. 3 and Fig. 1: model states 2+2+K bytes/param (K=12 for mixed-precision
@@ -41,6 +46,10 @@ f FFN width, f1 = 2f for a gated MLP else f):
     as and dropout output 2as when the model has dropout                  [2]: 5as for GPT
 For GPT-3 shapes (a*d = h, k = a, f = 4h, plain MLP, dropout) rep + split = 10h + 24h =
 34h, the coefficient of [2]; the seed's 34 bytes per token per unit width per layer.
+Other kinds add their own tensors (MLA latents, MoE router logits and expert tensors, the
+state-space and linear-attention mixers' inputs and states: each module's `tensors`), kept
+by every recompute policy but full recompute. activation_model "korthikanti" scales an
+attention layer's standard tensors to GPT-3's coefficients and leaves the others as derived.
 FlashAttention also keeps the fp32 softmax log-sum-exp, 4a bytes per token (0.03 h for
 GPT-3), left out here: below 0.1% of the layer.
 """
@@ -49,68 +58,106 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import moe
+from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, stage_counts, weighted
+from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
 from .pipeline import inflight_microbatches, stage_layers
 from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
-from .schema import ModelSpec
+from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
 from .terms import Terms
 
-ACT_BYTES = 2.0  # bf16/fp16 activations [2]; fp8 training keeps activations in bf16
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
 OTHER_TERMS = ("fsdp_buffers", "allocator_slack", "reserve")
 
-
-def layer_coefficients(model: ModelSpec, activation_model: str = "arch", attention: str = "flash"):
-    """(rep, split, kv, score): bytes per token per layer replicated across TP (unless SP),
-    split across TP, the K and V projections (kept per KV head), and the eager-attention score
-    term per token per token of sequence, for the tensors a layer keeps without recompute."""
-    t = activation_tensors(model, activation_model, attention)
-    by = {"rep": 0.0, "split": 0.0, "kv": 0.0, "score": 0.0}
-    for name in STANDARD_TENSORS:
-        b, kind = t[name]
-        by[kind] += b
-    return by["rep"], by["split"], by["kv"], by["score"]
-
-
 # what a layer keeps without recompute (Korthikanti et al. 2022 sec. 4.1 [2]); "mlp_out" is
 # kept only by stacks whose recompute policy saves it (torchtitan's per-op SAC)
 STANDARD_TENSORS = ("input", "norm1_out", "q", "k", "v", "attn_out", "norm2_in", "norm2_out", "gate", "up",
                     "act_out", "dropout_masks", "scores")
+STAGES = ("first", "mid", "last")
+
+
+# ----------------------------------------------------------------------------- activation tables
+def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", attention: str = "flash") -> dict:
+    """A layer kind's activation tensors -> (bytes per token, common.py kind). The "arch"
+    derivation is the module docstring's; "korthikanti" scales an attention layer's standard
+    tensors so that they sum to GPT-3's 10h + 24h + 5as of [2] on any shape (the seed's model),
+    K and V counted as split tensors."""
+    from .layers.common import merge_tables
+
+    t = merge_tables(kind.mixer.tensors(ctx, attention), kind.mlp.tensors(ctx, attention))
+    if activation_model != "korthikanti" or kind.mixer.kind != "attention":
+        return t
+    h, a = kind.mixer.h, kind.mixer.a
+    std = {k: sum(b for n, (b, kk) in t.items() if n in STANDARD_TENSORS and kk == k) for k in ("rep", "split", "kv", "score")}
+    target = {"rep": 10.0 * h, "split": 24.0 * h, "score": 5.0 * a if attention != "flash" else 0.0}
+    split_all = std["split"] + std["kv"]
+    scale = {"rep": target["rep"] / std["rep"] if std["rep"] else 0.0,
+             "split": target["split"] / split_all if split_all else 0.0,
+             "score": target["score"] / std["score"] if std["score"] else 0.0}
+    scale["kv"] = scale["split"]
+    return {n: ((b * scale[kk], "split" if kk == "kv" else kk) if n in ACTIVATION_TENSORS else (b, kk))
+            for n, (b, kk) in t.items()}
+
+
+def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False):
+    """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
+    in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names.
+    gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
+    not sequence-sharded (DTensor TP)."""
+    plan, tp = ctx.plan, ctx.tp
+    kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
+    total = np.zeros(np.broadcast(tp, ctx.T).shape)
+    table = kind_tensors(kind, ctx, activation_model, attention)
+    # the named tensors in schema order, then the kind's own (a fixed order: the same sum every time)
+    for name in [n for n in ACTIVATION_TENSORS if n in table] + [n for n in table if n not in ACTIVATION_TENSORS]:
+        b, tk = table[name]
+        if name in ACTIVATION_TENSORS and name not in keeps:
+            continue
+        if tk == "rep":
+            total = total + b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
+        elif tk == "split":
+            total = total + b / tp
+        elif tk == "kv":
+            total = total + b / kv_div
+        elif tk == "full":
+            total = total + b
+        else:  # eager scores: per token per key of the local sequence, heads split across TP; dropped by recompute
+            total = total + np.where(plan.recompute == RC_NONE, b, 0.0) * kind.mixer.score_keys(ctx.seq) / ctx.cp / tp
+    return ctx.T * total
 
 
 def activation_tensors(model: ModelSpec, activation_model: str = "arch", attention: str = "flash") -> dict:
-    """Every activation tensor of a layer (schema.ACTIVATION_TENSORS) -> (bytes per token, kind)
-    with kind "rep" (replicated across TP unless SP), "split" (/tp), "kv" (per local KV head) or
-    "score" (eager attention, per token per key). The "arch" derivation is the module
-    docstring's; "korthikanti" scales each kind so that the standard set sums to GPT-3's
-    10h + 24h + 5as of [2] on any shape (the seed's model)."""
-    h, a, k, d, f = model.hidden_size, model.num_attention_heads, model.kv_heads, model.core_head_dim, model.ffn_hidden_size
-    drop = 1.0 if model.dropout else 0.0
-    t = {
-        "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"), "norm2_in": (2.0 * h, "rep"),
-        "norm2_out": (2.0 * h, "rep"), "dropout_masks": (2.0 * drop * h, "rep"), "mlp_out": (2.0 * h, "rep"),
-        "q": (2.0 * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
-        "gate": (2.0 * f if model.gated_mlp else 0.0, "split"), "up": (2.0 * f, "split"), "act_out": (2.0 * f, "split"),
-        "k": (2.0 * k * d, "kv"), "v": (2.0 * k * d, "kv"),
-        "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
-    }
-    if activation_model == "korthikanti":
-        # GPT-3 coefficients on any shape [2]: 10h replicated, 24h split (K and V included), 5a score
-        std = {kind: sum(t[n][0] for n in STANDARD_TENSORS if t[n][1] == kind) for kind in ("rep", "split", "kv", "score")}
-        target = {"rep": 10.0 * h, "split": 24.0 * h, "score": 5.0 * a if attention != "flash" else 0.0}
-        split_all = std["split"] + std["kv"]
-        scale = {"rep": target["rep"] / std["rep"] if std["rep"] else 0.0,
-                 "split": target["split"] / split_all if split_all else 0.0,
-                 "score": target["score"] / std["score"] if std["score"] else 0.0}
-        scale["kv"] = scale["split"]
-        # K and V count as split tensors (the seed's 24h/t has no KV-head floor)
-        t = {n: (b * scale[kind], "split" if kind == "kv" else kind) for n, (b, kind) in t.items()}
-    return t
+    """The activation table of the model's first layer (kind_tensors), at capacity factor 1."""
+    from .plan import PlanArrays
+
+    one = PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=1, mbs=1, gbs=1, seq=model.max_seq_len, sharding=0, shard=1,
+                     recompute=0, sp=0, schedule=0, precision=0)
+    ll = layer_list(model)
+    return kind_tensors(ll.kinds[ll.index[0]], context(one), activation_model, attention)
+
+
+def layer_coefficients(model: ModelSpec, activation_model: str = "arch", attention: str = "flash"):
+    """(rep, split, kv, score): bytes per token of the model's first layer replicated across TP
+    (unless SP), split across TP, the K and V projections (kept per KV head), and the eager
+    score term per token per token of sequence, for the tensors a layer keeps without recompute."""
+    by = {"rep": 0.0, "split": 0.0, "kv": 0.0, "score": 0.0, "full": 0.0}
+    for name, (b, kind) in activation_tensors(model, activation_model, attention).items():
+        if name in STANDARD_TENSORS:
+            by[kind] += b
+    return by["rep"], by["split"], by["kv"], by["score"]
+
+
+def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash",
+                               keeps=STANDARD_TENSORS, gathered_input: bool = False, capacity_factor: float = 1.0):
+    """kind_activation_bytes of the model's first layer."""
+    ll = layer_list(model)
+    return kind_activation_bytes(ll.kinds[ll.index[0]], context(plan, capacity_factor), activation_model, attention,
+                                 keeps, gathered_input)
 
 
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
@@ -127,38 +174,13 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     return recomputed_layers(settings, plan, mid) / mid
 
 
-def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_model="arch", attention="flash",
-                               keeps=STANDARD_TENSORS, gathered_input: bool = False):
-    """Bytes one layer stores for one micro-batch on one GPU, for the tensors `keeps` (default:
-    all a layer keeps without recompute). gathered_input: with SP, the attention and MLP inputs
-    (norm outputs) are saved all-gathered, not sequence-sharded (DTensor TP)."""
-    t = activation_tensors(model, activation_model, attention)
-    tp = plan.tp.astype(np.float64)
-    k = model.kv_heads
-    tokens = plan.mbs * (plan.seq / plan.cp)  # CP splits the sequence
-    rep_div = np.where(plan.sp > 0, tp, 1.0)
-    kv_div = np.minimum(tp, float(k))  # per GPU: max(k/tp, 1) KV heads (they replicate when tp > k)
-    total = np.zeros(np.broadcast(tp, tokens).shape)
-    for name in keeps:
-        b, kind = t[name]
-        if kind == "rep":
-            div = np.ones_like(tp) if (gathered_input and name in ("norm1_out", "norm2_out")) else rep_div
-            total = total + b / div
-        elif kind == "split":
-            total = total + b / tp
-        elif kind == "kv":
-            total = total + b / kv_div
-        else:  # eager scores: per token of the local sequence, heads split across TP; dropped by recompute
-            total = total + np.where(plan.recompute == RC_NONE, b, 0.0) * (plan.seq / plan.cp) / tp
-    return tokens * total
-
-
 def selective_keeps(settings: Settings) -> tuple:
     """The tensors the stack's selective recompute keeps (plus nothing it recomputes)."""
     return tuple(stack_of(settings).selective.keeps)
 
 
-def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> Terms:
+# ----------------------------------------------------------------------------- model states
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1].
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
@@ -179,27 +201,58 @@ def model_state_terms(pc: ParamCounts, bpp, plan: PlanArrays, params_per_gpu, sh
     )
 
 
-def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
-    """Parameters per GPU on the first and on the last pipeline stage (before sharding),
-    with their layers from `stage_layers`.
+def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
+    """{"first", "mid", "last"}: (K, ...) layers of each kind on each pipeline stage."""
+    n_first, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    return stage_counts(layer_list(model), n_first, n_mid, n_last, plan.pp)
 
-    The first stage holds the input embedding (vocab-parallel: /tp) and any learned
-    position table; the last the final norm and the output layer (/tp), or, with tied
-    embeddings and pp > 1, a copy of the word embedding [6]. Norms are replicated across TP.
-    """
+
+def stage_param_split(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts: dict | None = None) -> dict:
+    """{stage: (dense, experts)} parameters per GPU before sharding: every layer's TP-split
+    parameters / tp and its replicated ones; the routed experts / (tp ep) apart (they shard
+    over the expert-data-parallel ranks). The first stage also holds the input embedding
+    (vocab-parallel: /tp) and any learned position table; the last the final norm and the
+    output layer (/tp), or, with tied embeddings and pp > 1, a copy of the word embedding [6],
+    and the multi-token-prediction modules. With one stage, both ends."""
+    counts = stage_kind_counts(model, plan) if counts is None else counts
     tp = plan.tp.astype(np.float64)
-    n_first, _, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
-    per_layer = pc.per_layer_tp_split / tp + pc.norms
+    dense_k = [p.split / tp + p.replicated for p in pc.kind_params]
+    expert_k = [p.expert / (tp * plan.ep) for p in pc.kind_params]
     emb = pc.embedding / tp + pc.position
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
     head = out_params / tp + pc.final_norm
+    mtp_dense = pc.mtp.split / tp + pc.mtp.replicated
+    mtp_expert = pc.mtp.expert / (tp * plan.ep)
     single = plan.pp == 1
-    first = n_first * per_layer + emb + np.where(single, head, 0.0)
-    last = n_last * per_layer + head + np.where(single, emb, 0.0)
-    if model.moe is not None or model.mla is not None:  # MoE layers' shared experts and router, MLA (moe.py)
-        c_first, _, c_last = moe.dense_stage_correction(pc, model, plan)
-        first, last = first + c_first, last + c_last
-    return first, last
+    out = {}
+    for st in STAGES:
+        dense, experts = weighted(counts[st], dense_k), weighted(counts[st], expert_k)
+        if st == "first":
+            dense = dense + emb + np.where(single, head + mtp_dense, 0.0)
+            experts = experts + np.where(single, mtp_expert, 0.0)
+        elif st == "last":
+            dense = dense + head + mtp_dense + np.where(single, emb, 0.0)
+            experts = experts + mtp_expert
+        out[st] = (dense, experts)
+    return out
+
+
+def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
+    """Dense parameters per GPU on the first and on the last pipeline stage (stage_param_split)."""
+    s = stage_param_split(pc, model, plan)
+    return s["first"][0], s["last"][0]
+
+
+def unit_params(pc: ParamCounts, plan: PlanArrays) -> np.ndarray:
+    """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
+    experts: the TP-split ones / tp, the replicated whole and its E/ep experts / tp), or the
+    embedding or output layer / tp."""
+    tp = plan.tp.astype(np.float64)
+    unit = np.maximum(pc.embedding, pc.output) / tp
+    for k, p in zip(pc.layers.kinds, pc.kind_params):
+        u = (p.split / tp + p.replicated + p.expert / (tp * plan.ep)) if k.has_experts else (p.split + p.replicated) / tp
+        unit = np.maximum(unit, u)
+    return unit
 
 
 STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE = 0, 1, 2
@@ -225,6 +278,59 @@ def heaviest_stage(stages: dict) -> tuple[Terms, np.ndarray]:
     return chosen, stage
 
 
+def stage_states(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts: dict) -> dict:
+    """{stage: Terms} model states per GPU: the stage's dense parameters sharded over the dense
+    group, its routed experts over the expert-data-parallel ranks (planner/moe.py). A middle
+    stage exists only with pp > 2 (else its terms are the first stage's)."""
+    split = stage_param_split(pc, settings.model, plan, counts)
+    has_mid = plan.pp > 2
+    out = {}
+    for st in STAGES:
+        dense, experts = split[st]
+        if st == "mid":
+            dense = np.where(has_mid, dense, split["first"][0])
+            experts = np.where(has_mid, experts, split["first"][1])
+        d = model_state_terms(settings.bpp, plan, dense)
+        if pc.routed_experts or pc.mtp.expert:
+            e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep)
+            d = Terms(**{k: d[k] + e[k] for k in d})
+        out[st] = d
+    return out
+
+
+def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, np.ndarray]:
+    """Per layer kind: (what one layer keeps for one micro-batch under the plan's recompute
+    mode, the buffer that mode needs while one layer's backward runs), and the layer input a
+    fully recomputed layer keeps. Full recompute keeps only the inputs of the layers it
+    re-runs [2] and re-materialises one layer's activations during that layer's backward pass
+    (the seed's sec. 8.1: one layer's 34 sbh), all but the layer input, which is the checkpoint
+    already counted; selective recompute keeps what the stack's policy saves, and the tensors
+    it re-runs exist for one layer at a time."""
+    stack = stack_of(settings)
+    gathered = bool(stack.memory.tp_saves_gathered_input)
+    am, at = settings.activation_model, settings.attention
+    kb = kernel_bytes(stack, plan.compile)
+    keeps = selective_keeps(settings)
+    sel_recomputed = tuple(n for n in STANDARD_TENSORS if n in keeps or n == "scores")
+    h = settings.model.hidden_size
+    layer_input = ctx.T * ACT_BYTES * h / ctx.rep_div  # 2sbh (/t with SP) in either activation model [2]
+    # a selective policy that re-runs the elementwise kernels keeps none of the eager norms' extra saves
+    keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
+    stored, buffers = [], []
+    for kind in ll.kinds:
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered)
+        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered)
+        sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
+                                                             gathered_input=gathered), 0.0)
+        # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
+        norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
+        stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
+        rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
+        buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
+                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))
+    return stored, buffers, layer_input
+
+
 def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:
     """Per-GPU memory terms of the first stage, the first middle stage (stage 1, which holds
     the most micro-batches in flight of the middle stages and the middle stages' layer
@@ -234,114 +340,59 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     stage 1."""
     model, bpp = settings.model, settings.bpp
     pc = count_params(model)
-    tp = plan.tp.astype(np.float64)
-    m = plan.microbatches
-    n_first, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    ll = pc.layers
+    ctx = context(plan, settings.moe_capacity_factor)
+    counts = stage_kind_counts(model, plan)
+    n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
     has_mid = plan.pp > 2
+    states = stage_states(settings, plan, pc, counts)
 
-    # --- model states, both ends of the pipeline and a middle stage (its layers only)
-    p_first, p_last = stage_params(pc, model, plan)
-    p_mid = np.where(has_mid, n_mid * (pc.per_layer_tp_split / tp + pc.norms), p_first)
-    st_first = model_state_terms(pc, bpp, plan, p_first)
-    st_last = model_state_terms(pc, bpp, plan, p_last)
-    st_mid = model_state_terms(pc, bpp, plan, p_mid)
-    if model.mla is not None or model.moe is not None:  # a middle stage's MLA / MoE corrections (moe.py)
-        c_mid = moe.dense_stage_correction(pc, model, plan)[1]
-        st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, np.where(has_mid, c_mid, 0.0)))
-    if model.moe is not None:  # routed experts: / (tp ep), sharded over the expert-data-parallel ranks (moe.py)
-        e_first, e_mid, e_last = moe.expert_stage_params(pc, model, plan)
-        e_mid = np.where(has_mid, e_mid, e_first)
-        st_first = _plus(st_first, model_state_terms(pc, bpp, plan, e_first, shard_div=plan.ep))
-        st_last = _plus(st_last, model_state_terms(pc, bpp, plan, e_last, shard_div=plan.ep))
-        st_mid = _plus(st_mid, model_state_terms(pc, bpp, plan, e_mid, shard_div=plan.ep))
-
-    # --- activations [2]; what a layer keeps depends on the recompute mode and the stack
+    # --- activations [2]: the stage's layers in flight, each kind as its module keeps it
+    stored, buffers, layer_input = layer_memory(settings, plan, ctx, ll)
+    m = plan.microbatches
+    single = plan.pp == 1
+    inflight = {st: np.where(single, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=s))
+                for st, s in (("first", 0), ("mid", 1), ("last", plan.pp - 1))}
     stack = stack_of(settings)
-    gathered = bool(stack.memory.tp_saves_gathered_input)
-    am, at = settings.activation_model, settings.attention
-    full_layer = per_layer_activation_bytes(model, plan, am, at, gathered_input=gathered)
-    kept_sel = per_layer_activation_bytes(model, plan, am, at, keeps=selective_keeps(settings), gathered_input=gathered)
-    # the selective policy's recomputed tensors exist for one layer at a time in backward
-    sel_buffer = np.maximum(full_layer - per_layer_activation_bytes(
-        model, plan, am, at, keeps=tuple(n for n in STANDARD_TENSORS if n in selective_keeps(settings) or n == "scores"),
-        gathered_input=gathered), 0.0)
-    full_layer = np.where(plan.recompute == RC_SELECTIVE, kept_sel, full_layer)
-    # full recompute keeps only the inputs of the layers it re-runs [2]
-    rep_div = np.where(plan.sp > 0, tp, 1.0)
-    tokens = plan.mbs * (plan.seq / plan.cp)
-    layer_input = tokens * ACT_BYTES * model.hidden_size / rep_div  # 2sbh (/t with SP) in either activation model [2]
-    r_first = recomputed_layers(settings, plan, n_first)
-    r_last = recomputed_layers(settings, plan, n_last)
-    r_mid = recomputed_layers(settings, plan, n_mid)
-    # it re-materialises one layer's activations during that layer's backward pass (the
-    # seed's sec. 8.1: one layer's 34 sbh), all but the layer input, which is the checkpoint
-    # already counted above (counting it twice made full recompute of one layer per stage
-    # hold more than no recompute)
-    every = per_layer_activation_bytes(model, plan, am, at, gathered_input=gathered)
-    inflight_first = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule))
-    inflight_last = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=plan.pp - 1))
-    inflight_mid = np.where(plan.pp == 1, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=1))
-    # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
     kb = kernel_bytes(stack, plan.compile)
-    out_act = tokens * (ACT_BYTES * model.hidden_size / rep_div + kb["loss_saved_per_logit"] * model.vocab_size / tp)
-    # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
-    norm_extra = tokens * 2.0 * kb["norm_saved_extra"] * model.hidden_size / rep_div
-    # (a selective policy that re-runs the elementwise kernels keeps none of it; full recompute
-    # keeps it on the layers it does not re-run)
-    keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
-    full_layer = full_layer + np.where(plan.recompute == RC_SELECTIVE, keeps_norm, 1.0) * norm_extra
-    # (with the kernels' extra saves, as the re-run forward saves them too)
-    rematerialised = np.maximum(every + norm_extra - layer_input, 0.0)
-    recompute_buffer = np.where(plan.recompute == RC_FULL, rematerialised,
-                                np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0))
-    if model.mla is not None:  # MLA keeps its latents and their norms (moe.py); q, k, v at the mean head dim
-        full_layer = full_layer + moe.mla_latent_activation_bytes(model, plan)
-    act_first = inflight_first * (r_first * layer_input + (n_first - r_first) * full_layer)
-    act_last = inflight_last * (r_last * layer_input + (n_last - r_last) * full_layer)
-    act_mid = np.where(has_mid, inflight_mid * (r_mid * layer_input + (n_mid - r_mid) * full_layer), act_first)
-    if model.moe is not None:  # MoE layers keep the router logits, dispatched tokens and experts' tensors (moe.py)
-        delta = moe.moe_layer_activation_delta(model, plan, settings.moe_capacity_factor)
-        m_first, m_mid, m_last = moe.stage_moe_layers(model, plan)
-        # the stage's MoE layers among those that keep their activations (full recompute: pro rata)
-        act_first = act_first + inflight_first * m_first * (n_first - r_first) / np.maximum(n_first, 1) * delta
-        act_last = act_last + inflight_last * m_last * (n_last - r_last) / np.maximum(n_last, 1) * delta
-        act_mid = np.where(has_mid, act_mid + inflight_mid * m_mid * (n_mid - r_mid) / np.maximum(n_mid, 1) * delta,
-                           act_first)
-        recompute_buffer = recompute_buffer + np.where(plan.recompute == RC_FULL, delta, 0.0)
-    out_first = np.where(plan.pp == 1, out_act, 0.0)
-    out_last = inflight_last * out_act
+    # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
+    out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div
+                       + kb["loss_saved_per_logit"] * model.vocab_size / ctx.tp)
+    # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
+    # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
+    mtp = float(ll.mtp) * (stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div + out_act) \
+        if ll.mtp else 0.0
+    act, buf = {}, {}
+    for st in STAGES:
+        c = counts[st]
+        r = recomputed_layers(settings, plan, n[st])
+        kept = mean_layer(c, stored)
+        act[st] = inflight[st] * (r * layer_input + (n[st] - r) * kept)
+        # one layer's buffer at a time: the largest among the kinds the stage holds
+        buf[st] = np.max(np.stack(np.broadcast_arrays(*[np.where(c[i] > 0, b, 0.0) for i, b in enumerate(buffers)])),
+                         axis=0)
+    act["last"] = act["last"] + inflight["last"] * mtp
+    act["mid"] = np.where(has_mid, act["mid"], act["first"])
+    buf["mid"] = np.where(has_mid, buf["mid"], buf["first"])
+    out = {"first": np.where(single, out_act + mtp, 0.0), "last": inflight["last"] * out_act,
+           "mid": np.where(has_mid, 0.0, np.where(single, out_act + mtp, 0.0))}
 
-    # --- buffers
-    unit = np.maximum(pc.per_layer / tp, np.maximum(pc.embedding, pc.output) / tp)
-    if model.moe is not None:
-        unit = np.maximum(unit, moe.moe_unit_params(pc, plan))
-    # two gathered units (the current and the prefetched) and the unsharded gradients of one,
-    # in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
-    fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + stack.fsdp.grad_reduce_bytes) * unit, 0.0)
-    reserve = np.full(np.shape(tp), settings.reserve_bytes, dtype=np.float64)
-
+    # --- buffers: two gathered units (the current and the prefetched) and the unsharded
+    # gradients of one, in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
+    fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + stack.fsdp.grad_reduce_bytes) * unit_params(pc, plan),
+                        0.0)
+    reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
     # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
     slack = stack.memory.allocator_slack if settings.knobs.allocator_slack is None else settings.knobs.allocator_slack
 
-    def terms(st, act, out):
-        allocated = sum((st[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + recompute_buffer + fsdp_buf
-        return Terms(
-            **{k: st[k] for k in STATE_TERMS},
-            layer_activations=act,
-            output_activations=out,
-            recompute_buffer=recompute_buffer,
-            fsdp_buffers=fsdp_buf,
-            allocator_slack=slack * allocated,  # the caching allocator's reserved - allocated at the peak
-            reserve=reserve,
-        )
+    def terms(st):
+        allocated = states[st].total + act[st] + out[st] + buf[st] + fsdp_buf
+        return Terms(**{k: states[st][k] for k in STATE_TERMS}, layer_activations=act[st], output_activations=out[st],
+                     recompute_buffer=buf[st], fsdp_buffers=fsdp_buf,
+                     allocator_slack=slack * allocated,  # the caching allocator's reserved - allocated at the peak
+                     reserve=reserve)
 
-    out_mid = np.where(has_mid, 0.0, out_first)
-    return {STAGE_FIRST: terms(st_first, act_first, out_first), STAGE_LAST: terms(st_last, act_last, out_last),
-            STAGE_MIDDLE: terms(st_mid, act_mid, out_mid)}
-
-
-def _plus(a: Terms, b: Terms) -> Terms:
-    return Terms(**{k: a[k] + b[k] for k in a})
+    return {STAGE_FIRST: terms("first"), STAGE_LAST: terms("last"), STAGE_MIDDLE: terms("mid")}
 
 
 def capacity(settings: Settings) -> tuple[float, float]:

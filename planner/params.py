@@ -1,28 +1,23 @@
-"""Parameter counts from a model's shape, exactly.
+"""Parameter counts from a model's layers, exactly.
 
 Units: parameters (counts). Scalars only: the shape never varies inside a search.
 
-Per decoder layer (Vaswani et al. 2017; GQA after Ainslie et al. 2023):
-  attention  h*(a*d) [Q] + 2*h*(k*d) [K, V] + (a*d)*h [output]        (+ biases a*d + 2*k*d + h)
-  MLP        gated (SwiGLU, Shazeer 2020): 3*h*f;  plain: 2*h*f         (+ biases f(*2 gated) + h)
-  norms      2 per layer: RMSNorm h each (Zhang & Sennrich 2019), LayerNorm 2h each (scale + bias)
-Model: L layers + input embedding V*h + output layer V*h unless tied + final norm
-       + learned position embedding max_seq*h where the model has one (GPT-2/3).
+A model is its layers (planner/layers/), each kind counted by its own module: attention
+(Vaswani et al. 2017; GQA after Ainslie et al. 2023; MLA, DeepSeek-V2 sec. 2.1 [4]),
+dense MLPs (gated: Shazeer 2020), mixture-of-experts MLPs [1]-[3], Gated DeltaNet and
+Mamba mixers; each present sub-block has one pre-norm (RMSNorm h, Zhang & Sennrich 2019;
+LayerNorm 2h). Model: the layers + input embedding V*h + output layer V*h unless tied +
+final norm + learned position embedding max_seq*h where the model has one (GPT-2/3); the
+multi-token-prediction modules (DeepSeek-V3 sec. 2.2) are counted apart (`mtp`), as the
+report's 671B leaves them out.
 The seed's script (sec. 1.2) counts attention + MLP + 2*V*h and no norms: 70.5e9 for the
 Llama 3 70B paper shape; the norms add 1.3e6, below its printed precision.
 
-Mixture-of-experts layers (planner/moe.py [1]-[3]) replace the dense MLP with E routed
-experts of width f_e (each a gated or plain MLP), s shared experts of width f_s, and a router
-h*E (+E for DeepSeek-V3's score-correction bias, + h for Qwen2-MoE's shared-expert gate).
 `total` counts every expert; `active` the parameters one token passes through: the top-k
-routed experts, the shared experts and the router. Multi-head latent attention (DeepSeek-V2
-sec. 2.1 [4]): q_a h*r_q, q_b r_q*a*(d_nope + d_rope) (or h*a*(d_nope + d_rope) without a
-query latent), kv_a h*(r_kv + d_rope), kv_b r_kv*a*(d_nope + d_v), output a*d_v*h, and an RMSNorm
-on each latent; the two down projections and the latent norms are replicated across TP
-(Megatron-Core MLASelfAttention builds them "duplicated"), the rest split as Q, K, V, O are.
+routed experts, the shared experts and the router of each MoE layer, everything else.
 
 References
-[1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 2.1 and 4.2
+[1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 2.1, 2.2 and 4.2
     (671B total, 37B activated per token); Hugging Face deepseek-ai/DeepSeek-V3 config.json.
 [2] Jiang et al. 2024, "Mixtral of Experts", arXiv:2401.04088, sec. 2 and Table 1 (46.7B /
     12.9B active for 8x7B); Hugging Face mistralai/Mixtral-8x7B-v0.1 config.json.
@@ -37,12 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .layers import LayerList, layer_list
+from .layers.common import BlockParams, norm_params
+from .layers.moe import MoEMLP
 from .schema import ModelSpec
 
 
 def moe_layer_count(moe, lo, hi):
-    """MoE layers among layer indices [lo, hi) (arrays ok): i >= first_k_dense and
-    i % layer_freq == 0 [1]."""
+    """MoE layers among layer indices [lo, hi) (arrays ok) of a model without a layer
+    pattern: i >= first_k_dense and i % layer_freq == 0 [1]."""
     k, f = moe.first_k_dense, moe.layer_freq
     lo = np.maximum(np.asarray(lo, dtype=np.int64), 0)
     hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
@@ -55,136 +53,117 @@ def moe_layer_count(moe, lo, hi):
 
 @dataclass(frozen=True)
 class ParamCounts:
-    attention: int  # per layer, matrices (+ biases): split across TP
-    mlp: int  # per layer, matrices (+ biases): split across TP
-    norms: int  # per layer: replicated across TP
+    layers: LayerList
+    kind_params: tuple  # BlockParams of one layer of each kind (layers.kinds)
     embedding: int  # input embedding (vocab-parallel under TP)
     output: int  # output layer (0 when tied)
     position: int  # learned position embedding (replicated)
     final_norm: int
-    num_layers: int
-    # mixture-of-experts (0 for dense models): per MoE layer, the `mlp` above being the dense
-    # MLP of the other layers
-    moe_layers: int = 0  # layers with an MoE MLP
-    expert: int = 0  # one routed expert (matrices)
-    num_experts: int = 0  # routed experts per MoE layer
-    top_k: int = 0  # routed experts per token
-    shared: int = 0  # all shared experts of one MoE layer (split across TP like the MLP)
-    router: int = 0  # router weights (+ bias) of one MoE layer (replicated across TP)
-    attn_replicated: int = 0  # per layer: MLA's down projections and latent norms (replicated across TP)
+    mtp: BlockParams = BlockParams()  # every multi-token-prediction module (projection, norms, layer)
+    legacy: dict | None = None  # the uniform-model keys of as_dict (no layer pattern)
 
     @property
-    def per_layer(self) -> int:
-        return self.attention + self.mlp + self.norms + self.attn_replicated
+    def num_layers(self) -> int:
+        return self.layers.num_layers
+
+    def _sum(self, attr: str) -> int:
+        return int(sum(int(n) * getattr(p, attr) for n, p in zip(self.layers.totals, self.kind_params)))
 
     @property
-    def dense_layers(self) -> int:
-        return self.num_layers - self.moe_layers
+    def layer_total(self) -> int:
+        return self._sum("total")
 
     @property
-    def moe_per_layer(self) -> int:
-        """An MoE layer's MLP part: every routed expert, the shared experts and the router."""
-        return self.num_experts * self.expert + self.shared + self.router
+    def ends(self) -> int:
+        return self.embedding + self.output + self.position + self.final_norm
 
     @property
-    def moe_active_per_layer(self) -> int:
-        return self.top_k * self.expert + self.shared + self.router
-
-    @property
-    def routed_experts(self) -> int:
-        """Every routed expert of the model (what expert parallelism shards)."""
-        return self.moe_layers * self.num_experts * self.expert
-
-    @property
-    def per_layer_tp_split(self) -> int:
-        return self.attention + self.mlp
-
-    @property
-    def layers(self) -> int:
-        if not self.moe_layers:
-            return self.num_layers * self.per_layer
-        return (self.num_layers * (self.attention + self.norms + self.attn_replicated)
-                + self.dense_layers * self.mlp + self.moe_layers * self.moe_per_layer)
+    def total(self) -> int:
+        return self.layer_total + self.ends
 
     @property
     def active(self) -> int:
         """Parameters one token passes through (= total for a dense model) [1]-[3]."""
-        ends = self.embedding + self.output + self.position + self.final_norm
-        if not self.moe_layers:
-            return self.total
-        return (self.num_layers * (self.attention + self.norms + self.attn_replicated)
-                + self.dense_layers * self.mlp + self.moe_layers * self.moe_active_per_layer + ends)
-
-    @property
-    def total(self) -> int:
-        return self.layers + self.embedding + self.output + self.position + self.final_norm
+        return self._sum("active") + self.ends
 
     @property
     def non_embedding(self) -> int:
-        return self.layers + self.final_norm
+        return self.layer_total + self.final_norm
+
+    @property
+    def routed_experts(self) -> int:
+        """Every routed expert of the model (what expert parallelism shards)."""
+        return self._sum("expert")
+
+    @property
+    def moe_layers(self) -> int:
+        return int(sum(int(n) for n, k in zip(self.layers.totals, self.layers.kinds) if k.has_experts))
 
     def as_dict(self) -> dict:
-        return {
-            "total": self.total,
-            "non_embedding": self.non_embedding,
-            "per_layer": self.per_layer,
-            "attention_per_layer": self.attention,
-            "mlp_per_layer": self.mlp,
-            "norms_per_layer": self.norms,
-            "embedding": self.embedding,
-            "output": self.output,
-            "position": self.position,
-            "final_norm": self.final_norm,
-            **({} if not (self.moe_layers or self.attn_replicated) else {
-                "active": self.active,
-                "routed_experts": self.routed_experts,
-                "moe_layers": self.moe_layers,
-                "expert": self.expert,
-                "shared_experts_per_layer": self.shared,
-                "router_per_layer": self.router,
-                "attention_replicated_per_layer": self.attn_replicated,
-            }),
-        }
+        out = dict(self.legacy or {})
+        out.update(total=self.total, non_embedding=self.non_embedding, embedding=self.embedding, output=self.output,
+                   position=self.position, final_norm=self.final_norm)
+        if self.active != self.total or self.legacy is None or "active" in out:
+            out.update(active=self.active, routed_experts=self.routed_experts, moe_layers=self.moe_layers)
+        out["layer_kinds"] = [{"kind": k.label, "layers": int(n), "per_layer": p.total,
+                               **({"active_per_layer": p.active} if p.active != p.total else {})}
+                              for k, n, p in zip(self.layers.kinds, self.layers.totals, self.kind_params)]
+        if self.mtp.total:
+            out.update(mtp=self.mtp.total, total_with_mtp=self.total + self.mtp.total)
+        return out
+
+
+def mtp_params(m: ModelSpec, ll: LayerList, kind_params: tuple) -> BlockParams:
+    """Every multi-token-prediction module [1] sec. 2.2: RMSNorms on the hidden state and on the
+    next token's embedding, the projection M [2h -> h] (split across TP), one layer of the last
+    layer's kind; the embedding and output head are the main model's."""
+    if not m.mtp_layers:
+        return BlockParams()
+    one = BlockParams(split=2 * m.hidden_size * m.hidden_size, replicated=2 * norm_params(m)) + kind_params[ll.mtp_kind]
+    return BlockParams(*(m.mtp_layers * x for x in (one.split, one.replicated, one.expert, one.active_expert)))
+
+
+def _legacy(m: ModelSpec, ll: LayerList) -> dict | None:
+    """The per-layer keys explain reported before layer kinds, for a model without a layer
+    pattern: its attention, dense MLP and norms per layer, and the MoE and MLA parts."""
+    if m.layer_pattern is not None:
+        return None
+    from .layers import _mixer, _mlp
+
+    mixer, dense = _mixer(None, m), _mlp(None, m, False)
+    attn, mlp = mixer.params(), dense.params()
+    norms = 2 * norm_params(m)
+    out = {"per_layer": attn.split + mlp.split + norms + (attn.replicated - norm_params(m)),
+           "attention_per_layer": attn.split, "mlp_per_layer": mlp.split, "norms_per_layer": norms}
+    attn_rep = attn.replicated - norm_params(m)
+    if m.moe is not None or attn_rep:
+        moe = _mlp(None, m, True) if m.moe is not None else None
+        out.update(
+            expert=moe.expert_params if moe else 0,
+            shared_experts_per_layer=moe.shared_params if moe else 0,
+            router_per_layer=moe.router_params if moe else 0,
+            attention_replicated_per_layer=attn_rep,
+            active=0,  # filled by as_dict
+        )
+    return out
 
 
 def count_params(m: ModelSpec) -> ParamCounts:
-    h, f, a, k, d = m.hidden_size, m.ffn_hidden_size, m.num_attention_heads, m.kv_heads, m.dhead
-    attn = h * (a * d) + 2 * h * (k * d) + (a * d) * h
-    attn_rep = 0
-    if m.mla is not None:  # [4]
-        ml = m.mla
-        q = h * a * ml.qk_head_dim if ml.q_lora_rank is None else ml.q_lora_rank * a * ml.qk_head_dim
-        attn = q + ml.kv_lora_rank * a * (ml.qk_nope_head_dim + ml.v_head_dim) + a * ml.v_head_dim * h
-        attn_rep = (0 if ml.q_lora_rank is None else h * ml.q_lora_rank) + h * (ml.kv_lora_rank + ml.qk_rope_head_dim)
-        attn_rep += (ml.q_lora_rank or 0) + ml.kv_lora_rank  # RMSNorm on each latent
-    mlp = (3 if m.gated_mlp else 2) * h * f
-    if m.linear_bias:
-        attn += a * d + 2 * k * d + h
-        mlp += (2 * f if m.gated_mlp else f) + h
-    norm = h if m.norm == "rmsnorm" else 2 * h
-    moe = {}
-    if m.moe is not None:
-        e = m.moe
-        per_mat = 3 if m.gated_mlp else 2
-        fe = e.expert_ffn_hidden_size or f
-        fs = e.shared_expert_ffn_hidden_size or fe
-        moe = dict(
-            moe_layers=int(moe_layer_count(e, 0, m.num_layers)),
-            expert=per_mat * h * fe,
-            num_experts=e.num_experts,
-            top_k=e.top_k,
-            shared=e.num_shared_experts * per_mat * h * fs + (h if e.shared_expert_gate else 0),
-            router=h * e.num_experts + (e.num_experts if e.router_bias else 0),
-        )
+    ll = layer_list(m)
+    kp = tuple(k.params() for k in ll.kinds)
+    h = m.hidden_size
     return ParamCounts(
-        attention=attn,
-        mlp=mlp,
-        norms=2 * norm,
+        layers=ll,
+        kind_params=kp,
         embedding=m.vocab_size * h,
         output=0 if m.tied_embeddings else m.vocab_size * h,
         position=m.max_seq_len * h if m.position_embedding == "learned" else 0,
-        final_norm=norm,
-        num_layers=m.num_layers,
-        attn_replicated=attn_rep,
-        **moe,
+        final_norm=norm_params(m),
+        mtp=mtp_params(m, ll, kp),
+        legacy=_legacy(m, ll),
     )
+
+
+def experts_of(ll: LayerList) -> list[bool]:
+    """Per kind: whether its MLP has routed experts."""
+    return [isinstance(k.mlp, MoEMLP) for k in ll.kinds]

@@ -69,6 +69,149 @@ class MLASpec(BaseModel):
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
+# ----------------------------------------------------------------------------- layer kinds
+# A model is an ordered list of layers (planner/layers/), each a mixer sub-block (attention of
+# some kind, or a state-space / linear-attention mixer, or none) and an MLP sub-block (dense,
+# mixture-of-experts, or none). The specs below are what a model YAML's `layer_kinds` say;
+# head counts, widths and norms not given come from the model's top-level fields.
+
+Position = Literal["rope", "nope"]
+
+
+class GlobalAttention(BaseModel):
+    """Causal softmax attention over the whole sequence (MHA / GQA / MQA from the model's head
+    counts). position: rope, or nope (no positional encoding: Llama 4's every-4th layer,
+    Nemotron-H and Jamba attention); default: the model's position_embedding. output_gate: the
+    query projection also emits a sigmoid gate per head dim (Qwen3-Next gated attention,
+    q_proj h x 2 a d)."""
+
+    model_config = Strict
+    kind: Literal["global"] = "global"
+    position: Optional[Position] = None
+    output_gate: bool = False
+
+
+class SlidingAttention(BaseModel):
+    """Causal attention to the last `window` keys (Mistral 7B, Gemma 3 local layers, gpt-oss
+    even layers): a query at position i attends to keys max(0, i - window + 1) .. i."""
+
+    model_config = Strict
+    kind: Literal["sliding"]
+    window: Count = Field(gt=0, description="keys a query attends to, itself included")
+    position: Optional[Position] = None
+    output_gate: bool = False
+
+
+class ChunkedAttention(BaseModel):
+    """Causal attention inside fixed chunks of the sequence (Llama 4 `attention_chunk_size`): a
+    query at position i attends to keys from chunk * floor(i / chunk) to i."""
+
+    model_config = Strict
+    kind: Literal["chunked"]
+    chunk: Count = Field(gt=0, description="tokens per attention chunk")
+    position: Optional[Position] = None
+    output_gate: bool = False
+
+
+class MLAAttention(BaseModel):
+    """Multi-head latent attention with the model's `mla:` shape (DeepSeek-V2/V3, Kimi K2)."""
+
+    model_config = Strict
+    kind: Literal["mla"]
+
+
+class GatedDeltaNet(BaseModel):
+    """Gated DeltaNet linear attention (Yang, Kautz, Hatamizadeh 2024, arXiv:2412.06464; Qwen3-Next
+    `linear_attention` layers): per head a d_k x d_v recurrent state updated by the gated delta
+    rule, computed chunk-wise (planner/layers/linear_attention.py)."""
+
+    model_config = Strict
+    kind: Literal["gated_deltanet"]
+    num_key_heads: Count = Field(gt=0, description="query/key heads (linear_num_key_heads)")
+    num_value_heads: Count = Field(gt=0, description="value heads (linear_num_value_heads)")
+    key_head_dim: Count = Field(gt=0, description="linear_key_head_dim")
+    value_head_dim: Count = Field(gt=0, description="linear_value_head_dim")
+    conv_kernel: Count = Field(default=4, gt=0, description="short depthwise causal conv (linear_conv_kernel_dim)")
+    chunk_size: Count = Field(default=64, gt=0, description="chunk length of the chunked kernel (fla chunk_gated_delta_rule: 64)")
+
+
+class Mamba2(BaseModel):
+    """Mamba-2 state-space mixer (Dao & Gu 2024, arXiv:2405.21060; Nemotron-H `M` blocks),
+    trained with the chunked SSD algorithm (planner/layers/mamba.py)."""
+
+    model_config = Strict
+    kind: Literal["mamba2"]
+    num_heads: Count = Field(gt=0, description="mamba_num_heads")
+    head_dim: Count = Field(gt=0, description="mamba_head_dim; d_inner = num_heads x head_dim")
+    state_size: Count = Field(gt=0, description="ssm_state_size (N)")
+    n_groups: Count = Field(default=1, gt=0, description="B/C groups (n_groups)")
+    conv_kernel: Count = Field(default=4, gt=0, description="conv_kernel")
+    chunk_size: Count = Field(default=256, gt=0, description="SSD chunk length (mamba_ssm / Megatron-Core default 256; HF chunk_size)")
+    conv_bias: bool = True
+    proj_bias: bool = False
+
+
+class Mamba1(BaseModel):
+    """Mamba (selective scan, Gu & Dao 2023, arXiv:2312.00752; Jamba's mixers)."""
+
+    model_config = Strict
+    kind: Literal["mamba1"]
+    d_inner: Count = Field(gt=0, description="expand x hidden_size")
+    state_size: Count = Field(gt=0, description="mamba_d_state (N)")
+    conv_kernel: Count = Field(default=4, gt=0, description="mamba_d_conv")
+    dt_rank: Count = Field(gt=0, description="mamba_dt_rank")
+    conv_bias: bool = True
+    proj_bias: bool = False
+    inner_norms: bool = Field(default=False, description="RMSNorms on dt, B and C (Jamba)")
+
+
+class NoMixer(BaseModel):
+    """No mixer: an MLP-only block (Nemotron-H `-` and `E` blocks)."""
+
+    model_config = Strict
+    kind: Literal["none"]
+
+
+Mixer = Annotated[Union[GlobalAttention, SlidingAttention, ChunkedAttention, MLAAttention, GatedDeltaNet, Mamba2,
+                        Mamba1, NoMixer], Field(discriminator="kind")]
+
+
+class DenseMLP(BaseModel):
+    """A dense MLP; width and gating default to the model's ffn_hidden_size and gated_mlp
+    (Llama 4 Maverick's dense layers are 16,384 wide beside 8,192-wide experts)."""
+
+    model_config = Strict
+    kind: Literal["dense"] = "dense"
+    ffn_hidden_size: Optional[Count] = Field(default=None, gt=0)
+    gated: Optional[bool] = None
+
+
+class MoEMLP(BaseModel):
+    """The model's mixture-of-experts MLP (`moe:`)."""
+
+    model_config = Strict
+    kind: Literal["moe"]
+
+
+class NoMLP(BaseModel):
+    """No MLP: a mixer-only block (Nemotron-H `M` and `*` blocks)."""
+
+    model_config = Strict
+    kind: Literal["none"]
+
+
+MLP = Annotated[Union[DenseMLP, MoEMLP, NoMLP], Field(discriminator="kind")]
+
+
+class LayerKindSpec(BaseModel):
+    """One kind of layer: its mixer and its MLP. Left out: the model's default mixer (MLA with
+    `mla:`, else global attention) and MLP (the MoE MLP with `moe:`, else dense)."""
+
+    model_config = Strict
+    mixer: Optional[Mixer] = None
+    mlp: Optional[MLP] = None
+
+
 class ModelSpec(BaseModel):
     """A decoder-only transformer's shape: dense, or with mixture-of-experts layers (`moe:`) and
     multi-head latent attention (`mla:`)."""
@@ -92,6 +235,19 @@ class ModelSpec(BaseModel):
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
+    layer_kinds: dict[str, LayerKindSpec] = Field(
+        default_factory=dict,
+        description="named kinds of layer (mixer + MLP) that layer_pattern lists (planner/layers/)")
+    layer_pattern: Optional[list[str]] = Field(
+        default=None, min_length=1,
+        description="the kind of each layer, by name from layer_kinds, repeated from the start until num_layers are "
+                    "listed (Gemma 3: five sliding, one global); null: every layer the default kind (with moe.first_k_dense "
+                    "and moe.layer_freq choosing the MoE layers)")
+    mtp_layers: Count = Field(
+        default=0, ge=0,
+        description="multi-token prediction modules after the last layer (DeepSeek-V3 num_nextn_predict_layers): each a "
+                    "projection 2h x h, two RMSNorms and one layer of the last layer's kind, sharing the embedding and "
+                    "output head, on the last pipeline stage")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -108,6 +264,23 @@ class ModelSpec(BaseModel):
             raise ValueError(f"moe.first_k_dense ({self.moe.first_k_dense}) exceeds num_layers ({self.num_layers})")
         if self.mla is not None and self.num_kv_heads not in (None, self.num_attention_heads):
             raise ValueError("mla: keys and values have one head per query head; leave num_kv_heads out")
+        if self.layer_pattern is not None:
+            unknown = sorted({n for n in self.layer_pattern if n not in self.layer_kinds})
+            if unknown:
+                raise ValueError(f"layer_pattern names {', '.join(map(repr, unknown))}, not in layer_kinds "
+                                 f"({', '.join(sorted(self.layer_kinds)) or 'none given'})")
+            if len(self.layer_pattern) > self.num_layers:
+                raise ValueError(f"layer_pattern lists {len(self.layer_pattern)} layers, more than num_layers ({self.num_layers})")
+            if self.moe is not None and (self.moe.first_k_dense or self.moe.layer_freq != 1):
+                raise ValueError("with layer_pattern the pattern says which layers are MoE: leave moe.first_k_dense and "
+                                 "moe.layer_freq out")
+        elif self.layer_kinds:
+            raise ValueError("layer_kinds given without layer_pattern: say which layer is which kind")
+        for name, kind in self.layer_kinds.items():
+            if isinstance(kind.mixer, MLAAttention) and self.mla is None:
+                raise ValueError(f"layer_kinds.{name}: mixer kind mla needs the model's `mla:` shape")
+            if isinstance(kind.mlp, MoEMLP) and self.moe is None:
+                raise ValueError(f"layer_kinds.{name}: mlp kind moe needs the model's `moe:` block")
         return self
 
     @property

@@ -9,13 +9,23 @@ and the loss; pipeline.stage_layers), for one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
+Layers (planner/layers/): each kind of layer a model has is priced once per plan from its
+blocks' own GEMM shapes, core FLOPs, memory-bound bytes and collectives; a stage's compute is
+the sum over the layers it holds. What overlaps (TP collectives behind a layer's GEMMs, the
+pipeline's p2p behind a chunk, the DP traffic behind a micro-batch, the EP all-to-alls behind
+the partner micro-batch's layer) is taken against the stage's mean layer: a named
+approximation, exact for a model of one kind.
+
 Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after TP splits t):
   GEMMs  QKV [T, (a/t + 2 max(k/t, 1)) d, h], output [T, h, a d/t], MLP up [T, f1/t, h],
          MLP down [T, h, f/t] (f1 = 2f gated); output layer [T, V/t, h] on the last stage;
          forward 1x, backward 2x the forward FLOPs at the same shape's efficiency
          (dgrad + wgrad) [1]; time = FLOPs / (GEMM plateau x wave efficiency) (compute.py).
-  attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T s a d / t / 2
-         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]).
+  attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T a d / t x the
+         mean keys a query attends to (s/2 global; a window or chunk fewer: layers/attention.py)
+         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]); the
+         state-space and linear-attention scans (layers/mamba.py, layers/linear_attention.py)
+         at the same rates.
   memory-bound work as bytes over HBM bandwidth (x HBM_EFFICIENCY): norms (read + write
          2h each, twice), residual adds (read 4h, write 2h, twice), rotary on Q and K
          (read + write), the MLP activation (SwiGLU reads 2 x 2f/t and writes 2f/t; GeLU
@@ -66,27 +76,34 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from . import comm, moe
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, LAYER_GEMMS, attention_rates,
-    flops_per_token, forward_gemm_times, recompute_flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates, flops_per_token, output_gemm_shape, price_gemms,
+    recompute_flops_per_token,
 )
-from .memory import recompute_fraction, recomputed_layers, stage_params
+from .layers import LayerList, context, layer_list, mean_layer, stage_counts
+from .layers.common import ACT_BYTES
+from .layers.moe import A2A_PER_LAYER
+from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, stage_layers
 from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
-ACT_BYTES = 2.0  # bf16 activations / TP and PP messages
 ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
-LOSS_BYTES_PER_LOGIT = 16.0  # cross-entropy fwd+bwd: read bf16, write fp32, read fp32, write grad bf16 (+ fp32 reread)
 
 # profile collective names (nccl-tests) -> comm op codes
 PROFILE_OPS = {"all_reduce": comm.ALL_REDUCE, "reduce_scatter": comm.REDUCE_SCATTER, "all_gather": comm.ALL_GATHER,
                "alltoall": comm.ALL_TO_ALL, "sendrecv": comm.SEND_RECV}
+# the ops a layer block names for its collectives (planner/layers/)
+BLOCK_OPS = {"send_recv": comm.SEND_RECV, "all_to_all": comm.ALL_TO_ALL, "all_gather": comm.ALL_GATHER,
+             "reduce_scatter": comm.REDUCE_SCATTER, "all_reduce": comm.ALL_REDUCE}
 
 TIME_TERMS = ("compute", "tp_comm", "cp_comm", "pp_comm", "dp_comm_exposed", "bubble", "optimizer")
 
@@ -100,279 +117,423 @@ def _hide(total, window, exposed_fraction):
     return np.minimum(over + (total - over) * exposed_fraction, total)
 
 
-def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
-    """Named time terms (seconds) whose sum is the step time, plus informational extras."""
-    model, hw, bpp = settings.model, settings.hardware, settings.bpp
-    stack = stack_of(settings)
-    pc = count_params(model)
-    h, a, k, d, f, V = (model.hidden_size, model.num_attention_heads, model.kv_heads, model.dhead,
-                        model.ffn_hidden_size, model.vocab_size)
-    tp = plan.tp.astype(np.float64)
-    cp = plan.cp.astype(np.float64)
-    T = plan.mbs * plan.seq / cp  # tokens per micro-batch on one GPU
-    moe_on = model.moe is not None or model.mla is not None
-    if model.mla is not None:  # MLA: up-projected K and V per query head, at the mean head dim (moe.py)
-        k, d = a, model.core_head_dim
-    if model.moe is not None:  # the mean middle-stage layer's MLP width per token (top_k c f_e + shared)
-        f = moe.token_ffn_width(model, plan, settings.moe_capacity_factor)
-    m = plan.microbatches.astype(np.float64)
-    _, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
-    layers = n_mid.astype(np.float64)  # a middle stage's layers; the last stage adds the output layer
-    kv_local = np.maximum(k / tp, 1.0)
-    # a run calibration's knobs (profile.RunKnobs; the identity without one): scalars, or arrays
-    # of candidate values broadcasting with the plan's (the fit)
-    kn = settings.knobs
-    hbm = hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale
-    gemm_scale = kn.gemm_efficiency_scale
-    kb = kernel_bytes(stack, plan.compile)
+# ----------------------------------------------------------------------------- what the pieces share
+@dataclass
+class StepCtx:
+    settings: Settings
+    plan: PlanArrays
+    ll: LayerList
+    ctx: Any  # layers.Ctx
+    stack: Any
+    m: np.ndarray  # micro-batches per step (float)
+    n: dict  # layers per stage: "first", "mid", "last"
+    counts: dict  # (K, ...) layers of each kind per stage
+    rc: dict  # fully recomputed layers per stage
+    hbm: Any  # achievable HBM bandwidth, B/s
+    kb: dict  # the stack's memory-bound bytes per element
+    fp8: np.ndarray
+    recipe: dict
+    speed: np.ndarray  # GEMM speed factor: the fp8 recipe's, the run calibration's scale
+    gemm_cal: Any
+    x: Any  # exposed share of an overlapped transfer (stack, or a run calibration's knob)
+
+    def mean(self, stage: str, values: list) -> np.ndarray:
+        return mean_layer(self.counts[stage], values)
+
+
+def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
+    model, hw, stack, kn = settings.model, settings.hardware, stack_of(settings), settings.knobs
+    ll = layer_list(model)
+    n = dict(zip(("first", "mid", "last"),
+                 stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
     fp8 = plan.precision == FP8
     recipe = fp8_recipe(stack, plan.f8r)
-
-    # ---------------------------------------------------------------- compute per layer
-    # GEMM shapes and times: one definition shared with `planner calibrate gemm` (a
-    # profile's measured GEMMs replace the plateau x wave model for the shapes it covers)
     prof = settings.calibration
-    gemm_cal = None if prof is None else getattr(prof, "gemm", None)
-    gt = forward_gemm_times(model, hw, plan.tp, T, plan.precision, gemm_cal)
-    # fp8: the recipe's GEMM speed (rowwise scaling runs slower than tensorwise); the output
-    # layer stays in bf16 where the recipe keeps it there (stack_db fp8_recipes)
-    speed = np.where(fp8, recipe["gemm_speed"], 1.0) * gemm_scale
-    g_fwd = gt.sum(*LAYER_GEMMS) / speed
-    if moe_on:  # MLA projections; MoE router, shared and per-expert (grouped) GEMMs (moe.py)
-        g_fwd = moe.layer_gemm_fwd(model, hw, plan, T, settings.moe_capacity_factor, gemm_cal, gt) / speed
-    out_gemm = gt.output_layer / speed
-    if np.any(fp8 & recipe["output_layer_bf16"]):
-        gt16 = forward_gemm_times(model, hw, plan.tp, T, np.zeros_like(plan.precision), gemm_cal)
-        out_gemm = np.where(fp8 & recipe["output_layer_bf16"], gt16.output_layer / gemm_scale, out_gemm)
-    attn_flops_fwd = 4.0 * T * plan.seq * a * d / tp * 0.5  # causal kernel work
-    attn_rate_fwd, attn_rate_bwd = attention_rates(hw)
-    attn_fwd = attn_flops_fwd / (attn_rate_fwd * stack.attention_speed * gemm_scale)
-    attn_bwd = ATTN_BWD_FLOPS_RATIO * attn_flops_fwd / (attn_rate_bwd * stack.attention_speed * gemm_scale)
-    rep_div = np.where(plan.sp > 0, tp, 1.0)
-    drop = 1.0 if model.dropout else 0.0
-    rope = 1.0 if model.position_embedding == "rope" else 0.0
-    mlp_act = kb["mlp_activation_gated"] if model.gated_mlp else kb["mlp_activation_plain"]
-    f1 = 2.0 * f if model.gated_mlp else f
-    bias = kb["bias"] * (1.0 if model.linear_bias else 0.0)
-    # memory-bound kernels of one layer, forward, by the stack's bytes per element: two norms,
-    # two residual adds, two dropouts (replicated across TP unless SP), rotary on Q and K, the
-    # MLP activation, separate bias adds (QKV, output, up, down)
-    def ew_bytes(sfx, mlp):  # forward (sfx "") or backward (sfx "_bwd") bytes of one layer's memory-bound kernels
-        return T * (
-            (2.0 * kb["norm" + sfx] * h + 2.0 * kb["residual" + sfx] * h + 2.0 * kb["dropout" + sfx] * drop * h
-             + bias * 2.0 * h) / rep_div
-            + rope * kb["rope" + sfx] * (a / tp + kv_local) * d
-            + mlp * f / tp
-            + bias * ((a / tp + 2.0 * kv_local) * d + f1 / tp)
-        )
+    return StepCtx(
+        settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
+        m=plan.microbatches.astype(np.float64), n=n,
+        counts=stage_counts(ll, n["first"], n["mid"], n["last"], plan.pp),
+        rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n},
+        hbm=hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale,
+        kb=kernel_bytes(stack, plan.compile), fp8=fp8, recipe=recipe,
+        speed=np.where(fp8, recipe["gemm_speed"], 1.0) * kn.gemm_efficiency_scale,
+        gemm_cal=None if prof is None else getattr(prof, "gemm", None),
+        x=stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None
+        else kn.overlapped_exposed_fraction,
+    )
 
-    ew_fwd_bytes = ew_bytes("", mlp_act)
-    ew_bwd_bytes = ew_bytes("_bwd", kb["mlp_activation_gated_bwd"] if model.gated_mlp else kb["mlp_activation_plain_bwd"])
-    # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
-    # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
-    gemm_in = T * (2.0 * h + a * d / tp + f / tp)  # activation inputs of QKV, output, up, down
-    w_elems = (h * (a / tp + 2.0 * kv_local) * d + a * d / tp * h + h * f1 / tp + f / tp * h)
-    cast_fwd = np.where(fp8, recipe["cast_bytes"] * (gemm_in + w_elems), 0.0)
-    ew_fwd = (ew_fwd_bytes + cast_fwd) / hbm
-    # MoE router top-k and token permutations (moe.dispatch_bytes): memory-bound, on the mean
-    # layer's MoE share, forward and backward (each permutation's gradient is its inverse)
-    perm_fwd = perm_bwd = np.float64(0.0)
-    if model.moe is not None:
-        pf_bytes, pb_bytes = moe.dispatch_bytes(model, plan, T, settings.moe_capacity_factor)
-        moe_share = moe.middle_moe_share(model, plan)
-        perm_fwd, perm_bwd = moe_share * pf_bytes / hbm, moe_share * pb_bytes / hbm
-    layer_fwd = g_fwd + attn_fwd + ew_fwd + perm_fwd
-    layer_bwd = 2.0 * g_fwd + attn_bwd + (ew_bwd_bytes + 2.0 * cast_fwd) / hbm + perm_bwd
-    # selective recompute re-runs what the stack's policy does not keep: the attention core
-    # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
-    # per-op policy); full recompute re-runs the forward of the layers it covers
-    sel = stack.selective
-    proj_share = {  # share of each fused forward GEMM that one projection is
-        "q": ("qkv", (a / tp) / (a / tp + 2.0 * kv_local)), "k": ("qkv", kv_local / (a / tp + 2.0 * kv_local)),
-        "v": ("qkv", kv_local / (a / tp + 2.0 * kv_local)), "o": ("attn_out", 1.0),
-        "gate": ("mlp_up", 0.5 if model.gated_mlp else 0.0), "up": ("mlp_up", 0.5 if model.gated_mlp else 1.0),
-        "down": ("mlp_down", 1.0),
-    }
-    sel_gemm = sum((gt[proj_share[p][0]] * proj_share[p][1] for p in sel.recompute_projections), np.float64(0.0)) / speed
-    sel_layer = (sel_gemm + (attn_fwd if sel.recompute_attention_core else 0.0)
-                 + (ew_fwd if sel.recompute_elementwise else 0.0))
-    sel_extra = np.where(plan.recompute == RC_SELECTIVE, sel_layer, 0.0)
-    rc_mid = recomputed_layers(settings, plan, n_mid).astype(np.float64)
-    rc_last = recomputed_layers(settings, plan, n_last).astype(np.float64)
-    # output layer + loss on the last stage
-    logits = 3.0 * out_gemm + T * V / tp * kb["loss_per_logit"] / hbm
-    # the pipeline runs at its slowest stage: a middle one, or the last with the loss
-    layer_base = layer_fwd + layer_bwd + sel_extra
-    compute_mid = layers * layer_base + rc_mid * layer_fwd
-    compute_last = n_last * layer_base + rc_last * layer_fwd + logits
-    compute_mb = np.maximum(compute_mid, compute_last)
-    # the MoE routing and permutation share of the critical stage's compute (its own term;
-    # a full recompute re-runs the forward's)
-    perm_mb = np.where(compute_mid >= compute_last, layers * (perm_fwd + perm_bwd) + rc_mid * perm_fwd,
-                       n_last * (perm_fwd + perm_bwd) + rc_last * perm_fwd)
 
-    # ---------------------------------------------------------------- communication
-    cpar = comm.comm_params(hw)
-    job = settings.gpus
-    strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+# ----------------------------------------------------------------------------- compute
+@dataclass
+class LayerTimes:
+    """Per layer kind, seconds per micro-batch on one GPU (lists indexed like LayerList.kinds)."""
 
-    groups = [] if prof is None or getattr(prof, "nccl", None) is None else prof.nccl.groups
-    used: set[str] = set() if gemm_cal is None else {"gemm"}
+    fwd: list
+    bwd: list
+    gemm_fwd: list  # forward GEMMs
+    core_fwd: list  # attention / scan core, forward
+    core_bwd: list
+    sel: list  # what selective recompute re-runs
+    perm_fwd: list  # MoE router top-k and token permutations (memory-bound)
+    perm_bwd: list
 
-    bw_nv, bw_in = kn.nvlink_bandwidth_scale, kn.internode_bandwidth_scale
-    bw_arrays = np.ndim(bw_nv) > 0 or np.ndim(bw_in) > 0
-    bw_scaled = bw_arrays or float(bw_nv) != 1.0 or float(bw_in) != 1.0
 
-    def coll_all(op, size, group, stride, s_nv=bw_nv, s_in=bw_in):
-        cost, link, _ = comm.group_collective(op, size, group, stride, cpar, comm.AUTO, job_gpus=job)
+def layer_times(sc: StepCtx) -> LayerTimes:
+    """Each layer kind's forward and backward seconds: its blocks' GEMMs (forward 1x, backward
+    2x at the same shapes [1]), core (compute.py [7] rates), memory-bound kernels and fp8
+    casts over HBM bandwidth, MoE permutations; and what the stack's selective policy re-runs."""
+    settings, plan, ctx, kb, hbm = sc.settings, sc.plan, sc.ctx, sc.kb, sc.hbm
+    hw, sel = settings.hardware, sc.stack.selective
+    rate_fwd, rate_bwd = attention_rates(hw)
+    core_scale = sc.stack.attention_speed * settings.knobs.gemm_efficiency_scale
+    out = LayerTimes(*([] for _ in range(8)))
+    for kind in sc.ll.kinds:
+        mixer, mlp = kind.mixer, kind.mlp
+        times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
+        g = sum(times.values(), np.float64(0.0)) / sc.speed
+        flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
+        core_f = flops / (rate_fwd * core_scale)
+        core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * core_scale)
+        # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
+        # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
+        cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
+        ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + cast) / hbm
+        ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
+        pf, pb = mlp.dispatch_bytes(ctx) if kind.has_experts else (0.0, 0.0)
+        pf, pb = pf / hbm, pb / hbm
+        # selective recompute re-runs what the stack's policy does not keep: the attention core
+        # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
+        # per-op policy); a state-space or linear-attention mixer is not recomputed
+        shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
+        sel_g = sum((times[name] * share for p in sel.recompute_projections
+                     for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
+        sel_t = (sel_g + (core_f if sel.recompute_attention_core and mixer.selective_core else 0.0)
+                 + (ew_f if sel.recompute_elementwise else 0.0))
+        out.fwd.append(g + core_f + ew_f + pf)
+        out.bwd.append(2.0 * g + core_b + ew_b + pb)
+        out.gemm_fwd.append(g)
+        out.core_fwd.append(core_f)
+        out.core_bwd.append(core_b)
+        out.sel.append(np.where(plan.recompute == RC_SELECTIVE, sel_t, 0.0))
+        out.perm_fwd.append(pf)
+        out.perm_bwd.append(pb)
+    return out
+
+
+def _share_list(v):
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
+
+
+def head_time(sc: StepCtx) -> np.ndarray:
+    """The output layer and the loss per micro-batch: the [T, V/t, h] GEMM forward and backward
+    (3x), bf16 where the fp8 recipe keeps it there, and the loss reading and writing the logits."""
+    settings, plan, ctx = sc.settings, sc.plan, sc.ctx
+    hw, V = settings.hardware, settings.model.vocab_size
+    gemm_scale = settings.knobs.gemm_efficiency_scale
+    shape = output_gemm_shape(settings.model, ctx.tp, ctx.T)
+    out_gemm = price_gemms(shape, hw, plan.precision, sc.gemm_cal)["output_layer"] / sc.speed
+    bf16_out = sc.fp8 & sc.recipe["output_layer_bf16"]
+    if np.any(bf16_out):
+        out16 = price_gemms(shape, hw, np.zeros_like(plan.precision), sc.gemm_cal)["output_layer"] / gemm_scale
+        out_gemm = np.where(bf16_out, out16, out_gemm)
+    return 3.0 * out_gemm + ctx.T * V / ctx.tp * sc.kb["loss_per_logit"] / sc.hbm
+
+
+def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
+    """Multi-token prediction on the last stage, per micro-batch: per module its layer, the
+    projection [T, h/t, 2h] forward and backward, its own output layer and loss."""
+    ll = sc.ll
+    if not ll.mtp:
+        return np.float64(0.0)
+    h = sc.settings.model.hidden_size
+    proj = price_gemms([(s, c) for s, c in _proj_shape(h, sc)], sc.settings.hardware, sc.plan.precision, sc.gemm_cal)
+    k = ll.mtp_kind
+    return float(ll.mtp) * (lt.fwd[k] + lt.bwd[k] + lt.sel[k] + 3.0 * proj["mtp_proj"] / sc.speed + logits)
+
+
+def _proj_shape(h, sc):
+    from .layers.common import shapes
+
+    return shapes([("mtp_proj", sc.ctx.T, h / sc.ctx.tp, 2 * h, 1.0)])
+
+
+@dataclass
+class Compute:
+    """Per micro-batch on the critical stage, and the middle stage's passes (seconds)."""
+
+    mb: np.ndarray  # compute of the slower of the middle and the last stage
+    perm: np.ndarray  # its MoE permutation share
+    fwd_mb: np.ndarray  # a middle stage's forward pass (with a third of the output layer)
+    bwd_mb: np.ndarray
+    layer_fwd: np.ndarray  # the middle stage's mean layer
+    layer_bwd: np.ndarray
+    gemm_fwd: np.ndarray
+    logits: np.ndarray
+
+
+def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
+    """The pipeline runs at its slowest stage: a middle one, or the last with the output layer,
+    the loss and any multi-token prediction. Full recompute repeats the forward of the layers
+    it covers [1]."""
+    base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
+    logits = head_time(sc)
+    n, rc = sc.n, sc.rc
+
+    def stage(st):
+        fwd = sc.mean(st, lt.fwd)
+        perm = sc.mean(st, [f + b for f, b in zip(lt.perm_fwd, lt.perm_bwd)])
+        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd)
+
+    mid, perm_mid = stage("mid")
+    last, perm_last = stage("last")
+    last = last + logits + mtp_time(sc, lt, logits)
+    layer_fwd, layer_bwd = sc.mean("mid", lt.fwd), sc.mean("mid", lt.bwd)
+    layers = n["mid"]
+    return Compute(
+        mb=np.maximum(mid, last), perm=np.where(mid >= last, perm_mid, perm_last),
+        fwd_mb=layers * layer_fwd + logits / 3.0,
+        bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
+        layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
+
+
+# ----------------------------------------------------------------------------- collectives
+class Collectives:
+    """Prices one collective per (op, size, group, stride) at its place in the rank order:
+    comm.py's model, a run calibration's bandwidth scale of the tier it crosses, a calibration
+    profile's measured times where they apply; `used` names the measured figures used."""
+
+    def __init__(self, sc: StepCtx):
+        settings = sc.settings
+        prof = settings.calibration
+        self.cpar = comm.comm_params(settings.hardware)
+        self.job = settings.gpus
+        self.groups = [] if prof is None or getattr(prof, "nccl", None) is None else prof.nccl.groups
+        self.used: set[str] = set() if sc.gemm_cal is None else {"gemm"}
+        kn = settings.knobs
+        self.bw_nv, self.bw_in = kn.nvlink_bandwidth_scale, kn.internode_bandwidth_scale
+        self.bw_arrays = np.ndim(self.bw_nv) > 0 or np.ndim(self.bw_in) > 0
+        self.bw_scaled = self.bw_arrays or float(self.bw_nv) != 1.0 or float(self.bw_in) != 1.0
+        self.memo = settings.comm_memo
+        p = sc.plan
+        self.strides = comm.strides_by_code(p.order, tp=p.tp, cp=p.cp, pp=p.pp, dp=p.dp)
+
+    def _all(self, op, size, group, stride, s_nv=None, s_in=None):
+        s_nv = self.bw_nv if s_nv is None else s_nv
+        s_in = self.bw_in if s_in is None else s_in
+        cost, link, _ = comm.group_collective(op, size, group, stride, self.cpar, comm.AUTO, job_gpus=self.job)
         t = cost.time_s
-        if bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
+        if self.bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
             t = cost.latency_s + cost.bandwidth_s / np.where(link.link == comm.LINK_NVLINK, s_nv, s_in)
         # a calibration profile replaces the default for the (collective, scope, ranks) it
         # measured; scope from placement: NVLink = intra-node, anything else inter-node
-        for g in groups:
+        for g in self.groups:
             if PROFILE_OPS.get(g.collective) != op:
                 continue
             scope_ok = (link.link == comm.LINK_NVLINK) if g.scope == "intra-node" else (link.link != comm.LINK_NVLINK)
             hit = scope_ok & (np.asarray(group) == g.ranks)
             if np.any(hit):
-                used.add(f"{g.collective}/{g.scope}/{g.ranks}")
+                self.used.add(f"{g.collective}/{g.scope}/{g.ranks}")
                 t = np.where(hit, g.time(size), t)
         return np.where(group > 1, t, 0.0)
 
-    memo = settings.comm_memo
-
-    def coll(op, size, group, stride):  # coll_all once per distinct (size, group, stride)
-        if bw_arrays:  # candidate knob values of a fit: distinct per element too
-            return comm.apply_unique(lambda s, g, st, a, b: coll_all(op, s, g, st, a, b), size, group, stride, bw_nv, bw_in)
-        if memo is None:
-            return comm.apply_unique(lambda s, g, st: coll_all(op, s, g, st), size, group, stride)
+    def __call__(self, op, size, group, stride):
+        """coll_all once per distinct (size, group, stride); each plan pays only the collectives
+        it runs (group 1 = no collective), so a profile is reported used only where it changed a time."""
+        if self.bw_arrays:  # candidate knob values of a fit: distinct per element too
+            return comm.apply_unique(lambda s, g, st, a, b: self._all(op, s, g, st, a, b), size, group, stride,
+                                     self.bw_nv, self.bw_in)
+        if self.memo is None:
+            return comm.apply_unique(lambda s, g, st: self._all(op, s, g, st), size, group, stride)
         args = [np.asarray(x).ravel() for x in np.broadcast_arrays(size, group, stride)]
         shape = np.broadcast(size, group, stride).shape
         if not all(a.size and (a == a[0]).all() for a in args):  # memo: one plan's collectives only
-            return comm.apply_unique(lambda s, g, st: coll_all(op, s, g, st), size, group, stride)
+            return comm.apply_unique(lambda s, g, st: self._all(op, s, g, st), size, group, stride)
         one = [a[:1] for a in args]
-        key = (op, float(bw_nv), float(bw_in)) + tuple(a.dtype.str + a.tobytes().hex() for a in one)
-        if key not in memo:
-            before = set(used)
-            memo[key] = (np.asarray(coll_all(op, *one))[0], used - before)
-        t, added = memo[key]
-        used.update(added)
+        key = (op, float(self.bw_nv), float(self.bw_in)) + tuple(a.dtype.str + a.tobytes().hex() for a in one)
+        if key not in self.memo:
+            before = set(self.used)
+            self.memo[key] = (np.asarray(self._all(op, *one))[0], self.used - before)
+        t, added = self.memo[key]
+        self.used.update(added)
         return np.full(shape, t)
 
-    msg = T * h * ACT_BYTES
-    # each plan pays only the collectives it runs (group 1 = no collective), so a
-    # calibration profile is reported as used only where it changed a time
+
+# ----------------------------------------------------------------------------- TP, EP, CP, PP
+def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
+    """TP collectives of a middle stage per micro-batch [2]: each block with a TP-split output
+    runs one all-reduce (or reduce-scatter + all-gather under SP) of T h bf16 each way (an MoE
+    MLP's moves the top_k c dispatched copies of each token); a recomputed layer repeats its
+    forward ones; the stack's selective policy may re-run some of an attention layer's. With
+    TP-communication overlap [7] each is split into tp chunks that ring-exchange while the GEMM
+    they feed computes: the first chunk and what outlasts the layer's GEMMs stay exposed."""
+    plan, ctx = sc.plan, sc.ctx
+    s = coll.strides["tp"]
+    msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
     sp_on = plan.sp > 0
-    tp_ar = np.where(sp_on, 1, plan.tp)
-    tp_sp = np.where(sp_on, plan.tp, 1)
-    ar = coll(comm.ALL_REDUCE, msg, tp_ar, strides["tp"])
-    rs_ag = coll(comm.REDUCE_SCATTER, msg, tp_sp, strides["tp"]) + coll(comm.ALL_GATHER, msg, tp_sp, strides["tp"])
-    per_pair = np.where(plan.sp > 0, rs_ag, ar)  # one forward "all-reduce" worth
+    tp_ar, tp_sp = np.where(sp_on, 1, plan.tp), np.where(sp_on, plan.tp, 1)
+
+    def pair(mult):  # one forward "all-reduce" worth
+        size = msg * mult
+        return np.where(sp_on, coll(comm.REDUCE_SCATTER, size, tp_sp, s) + coll(comm.ALL_GATHER, size, tp_sp, s),
+                        coll(comm.ALL_REDUCE, size, tp_ar, s))
+
     tpo = plan.tpo > 0
 
-    def tp_per_layer(pairs, gemm_passes):
-        t = pairs * per_pair
-        # TP-communication overlap [7]: each all-gather / reduce-scatter is split into tp
-        # chunks that ring-exchange while the GEMM they feed computes on the chunks already
-        # there; the first chunk and whatever outlasts the GEMMs stay exposed.
-        hidden = np.maximum(t - gemm_passes * g_fwd, 0.0) + t / tp
-        return np.where(tpo, np.minimum(hidden, t), t)
+    def hidden(t, passes, g):
+        return np.where(tpo, np.minimum(np.maximum(t - passes * g, 0.0) + t / ctx.tp, t), t)
 
-    # 4 per layer (2 forward, 2 backward); a recomputed layer repeats its forward 2; the
-    # stack's selective policy may re-run some of a layer's forward collectives
-    sel_tp = np.where(plan.recompute == RC_SELECTIVE, sel.recompute_tp_collectives / 2.0, 0.0)
-    tp_comm_mb = ((layers - rc_mid) * tp_per_layer(4.0 + sel_tp, 3.0)
-                  + rc_mid * tp_per_layer(6.0, 4.0))
+    one = pair(1.0)
+    per = {1.0: one}
+    sel_tp = np.where(plan.recompute == RC_SELECTIVE, sc.stack.selective.recompute_tp_collectives / 2.0, 0.0)
+    n, rc, out = sc.n["mid"], sc.rc["mid"], []
+    for i, kind in enumerate(sc.ll.kinds):
+        pairs = np.float64(0.0)
+        for mult in kind.mixer.tp_pairs + kind.mlp.tp_pairs:
+            mult = kind.mlp.token_copies(ctx) if mult == "moe" else mult
+            if mult not in per:
+                per[mult] = pair(mult)
+            pairs = pairs + per[mult]
+        extra = sel_tp * one if kind.mixer.selective_core else 0.0
+        g = lt.gemm_fwd[i]
+        out.append((n - rc) * hidden(2.0 * pairs + extra, 3.0, g) + rc * hidden(3.0 * pairs, 4.0, g))
+    return sc.mean("mid", out)
 
-    ep_mb = 0.0
-    if model.moe is not None:
-        # MoE layers (moe.py): the MLP's TP pair moves the top_k c dispatched copies of each
-        # token (expert TP = TP), and dispatch + combine are all-to-alls over the EP group,
-        # 2 forward and 2 backward per layer (+2 per recomputed layer)
-        share = moe.middle_moe_share(model, plan)
-        n_moe, rc_moe = layers * share, rc_mid * share
-        xk = moe.expert_tokens_factor(model, settings.moe_capacity_factor)
-        big = np.where(sp_on, coll(comm.REDUCE_SCATTER, msg * xk, tp_sp, strides["tp"])
-                       + coll(comm.ALL_GATHER, msg * xk, tp_sp, strides["tp"]),
-                       coll(comm.ALL_REDUCE, msg * xk, tp_ar, strides["tp"]))
-        tp_comm_mb = tp_comm_mb + (2.0 * n_moe + rc_moe) * (big - per_pair)
-        a2a = coll(comm.ALL_TO_ALL, moe.alltoall_bytes(model, plan, T, settings.moe_capacity_factor), plan.ep,
-                   moe.ep_stride(plan, strides))
-        ep_mb = (moe.A2A_PER_LAYER * n_moe + 2.0 * rc_moe) * a2a
-        if settings.ep_comm_overlap:
-            # the combined 1F1B schedule (moe.py [8]), where it applies: a layer's 2 forward
-            # all-to-alls hide behind the partner micro-batch's backward of a layer, its 2
-            # backward ones behind a layer's forward, at the stack's exposed share; the passes
-            # that run alone keep theirs (moe.alone_pass_share)
-            x_ov = (stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None
-                    else kn.overlapped_exposed_fraction)
-            half = 0.5 * moe.A2A_PER_LAYER * share * a2a  # a mean layer's forward (or backward) all-to-alls
-            alone = moe.alone_pass_share(plan, m)
-            paired = _hide(half, layer_bwd, x_ov) + _hide(half, layer_fwd, x_ov)
-            ep_overlapped = layers * (alone * 2.0 * half + (1.0 - alone) * paired)
-            ep_mb = np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb)
 
-    kv_chunk = T * 2.0 * kv_local * d * ACT_BYTES  # local K and V
-    cp_send = coll(comm.SEND_RECV, kv_chunk, plan.cp, strides["cp"])
-    cp_total_layer = 3.0 * (cp - 1.0) * cp_send
-    cp_exposed_layer = np.maximum(cp_total_layer - (attn_fwd + attn_bwd), 0.0)
-    cp_mb = layers * cp_exposed_layer
+def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
+    """MoE dispatch and combine all-to-alls of a middle stage per micro-batch (planner/moe.py):
+    2 forward and 2 backward per MoE layer (+2 per recomputed layer) over the EP group; with
+    ep_comm_overlap, where it applies, the combined 1F1B schedule hides a layer's forward ones
+    behind the partner micro-batch's backward of a layer and its backward ones behind a
+    layer's forward, at the stack's exposed share; the passes that run alone keep theirs."""
+    plan, ctx = sc.plan, sc.ctx
+    a2a = []
+    for kind in sc.ll.kinds:
+        if not kind.has_experts:
+            a2a.append(0.0)
+            continue
+        a2a.append(coll(comm.ALL_TO_ALL, moe.alltoall_bytes(kind.mlp, ctx), plan.ep, moe.ep_stride(plan, coll.strides)))
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    ep_mb = sc.mean("mid", [(A2A_PER_LAYER * n + 2.0 * rc) * t for t in a2a])
+    if not sc.settings.ep_comm_overlap:
+        return ep_mb
+    half = 0.5 * A2A_PER_LAYER * sc.mean("mid", a2a)  # a mean layer's forward (or backward) all-to-alls
+    alone = moe.alone_pass_share(plan, sc.m)
+    paired = _hide(half, comp.layer_bwd, sc.x) + _hide(half, comp.layer_fwd, sc.x)
+    ep_overlapped = n * (alone * 2.0 * half + (1.0 - alone) * paired)
+    return np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb)
 
-    pp_msg = T * h * ACT_BYTES / rep_div
-    pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, strides["pp"])
-    # blocking p2p waits for every send; an overlapped one (Megatron's interleaved schedule)
-    # hides behind the next model chunk's compute, at the stack's exposed share
-    p2p = stack.overlap.pp_p2p_overlapped
+
+def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
+    """(exposed, total) CP traffic of a middle stage per micro-batch: each block's context-
+    parallel collectives (ring attention's K/V sends [4]) hidden behind its core as far as it
+    lasts."""
+    plan, ctx = sc.plan, sc.ctx
+    exposed, total = [], []
+    for i, kind in enumerate(sc.ll.kinds):
+        t = np.float64(0.0)
+        for op, size, count in kind.mixer.cp_collectives(ctx):
+            t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
+        total.append(t)
+        exposed.append(np.maximum(t - (lt.core_fwd[i] + lt.core_bwd[i]), 0.0))
+    n = sc.n["mid"]
+    return n * sc.mean("mid", exposed), n * sc.mean("mid", total)
+
+
+def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
+    """Send/recv of T h bf16 (/t under SP) per micro-batch and model chunk, forward and
+    backward, on the PP link; blocking p2p waits for every send, an overlapped one (Megatron's
+    interleaved schedule) hides behind the next model chunk's compute at the stack's share."""
+    plan, ctx = sc.plan, sc.ctx
+    pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
+    pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])
+    p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
-    chunk = layers / plan.vpp * layer_fwd
-    x = stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None else kn.overlapped_exposed_fraction
-    pp_mb = 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, x), pp_send)
+    chunk = sc.n["mid"] / plan.vpp * comp.layer_fwd
+    return 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, sc.x), pp_send)
 
-    # DP / sharding: gradients reduce over every rank that holds the same weights, dp x cp
-    # (context-parallel ranks compute gradients of the same weights on other tokens); the
-    # group's placement is taken at the finer of the two axes' strides
-    p_first, p_last = stage_params(pc, model, plan)
-    p_local = np.maximum(p_first, p_last)
-    fs = stack.fsdp
+
+# ----------------------------------------------------------------------------- DP
+@dataclass
+class DPTraffic:
+    total: np.ndarray  # every DP transfer of the step
+    exposed: np.ndarray  # what is left on the critical path
+    copies: np.ndarray  # the stack's copies into and out of the collective buffers (compute)
+    p_local: np.ndarray  # dense parameters per GPU (the larger end stage)
+    e_local: np.ndarray  # routed-expert parameters per GPU (the stage with the most)
+    e_shard: np.ndarray  # the experts' shard group
+
+
+def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
+    """Gradient reduction and parameter gathering over every rank that holds the same weights,
+    dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
+    placed at the finer of the two axes' strides [5]; then the routed experts' over their
+    expert-data-parallel ranks (dp_expert_comm)."""
+    plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
+    split = stage_param_split(count_params(settings.model), settings.model, plan, sc.counts)
+    p_local = np.maximum(split["first"][0], split["last"][0])
     shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     dpcp = plan.dp * plan.cp
-    dp_stride = np.where(plan.cp > 1, np.minimum(strides["dp"], strides["cp"]), strides["dp"])
-    grad_b = p_local * fs.grad_reduce_bytes
-    w_b = p_local * np.where(fp8 & recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
+    dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
+    w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
-    fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / layers
+    fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / sc.n["mid"]
     ddp_bucket = np.maximum(fs.ddp_bucket_params, fs.ddp_bucket_params_per_dp_rank * dpcp)
-    n_b = np.maximum(np.ceil(p_local / np.where(plan.sharding >= FSDP, fsdp_bucket, ddp_bucket)), 1.0)
+    n_b = np.maximum(np.ceil(p_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
 
     def bucketed(op, size, group):
         return n_b * coll(op, size / n_b, group, dp_stride)
 
-    ag_w = bucketed(comm.ALL_GATHER, w_b, np.where(sharded, shard_n, 1))
+    grad_b = p_local * fs.grad_reduce_bytes
+    ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
     rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
     ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp))
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
-                       coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, strides["dp"] * plan.shard), 0.0)
-    fwd_mb = layers * (layer_fwd) + logits / 3.0
-    bwd_mb = layers * (layer_bwd + sel_extra) + rc_mid * layer_fwd + logits * 2.0 / 3.0
-    # FSDP: an all-gather of the weights in forward and one in backward and a reduce-scatter of
-    # the gradients, per micro-batch [5]; a stack that keeps the weights unsharded under PP
-    # gathers once per step and reduces once (no resharding, no sync until the last
-    # micro-batch); one that accumulates without sync reduces once per step
+                       coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
+    f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, ag_w, rs_g, ar_hsdp, n_b)
+    # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
+    # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
+    copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
+    # DDP / ZeRO-1/2: gradients once per step behind the last micro-batch's backward; the last
+    # bucket's reduction and the first bucket's all-gather (1/n_b) never hide; the rest hides
+    # behind the backward / forward pass (not the whole of it on top: exposed <= total)
+    ddp_grad = np.where(zero, rs_g, ar_g)
+    ddp_param = np.where(zero, ag_w, 0.0)
+    ddp_total = ddp_grad + ddp_param
+    g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
+    ddp_exposed = np.minimum(_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge
+                             + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
+    one_dp = dpcp == 1
+    total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
+    # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
+    exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
+    e_local = np.maximum.reduce([split[st][1] for st in ("first", "mid", "last")])
+    e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket))
+    return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
+                     p_local=p_local, e_local=e_local, e_shard=shard_n // plan.ep)
+
+
+def fsdp_traffic(sc: StepCtx, comp: Compute, ag_w, rs_g, ar_hsdp, n_b):
+    """(total, exposed, all-gathers, reduce-scatters) of FSDP/HSDP per step [5]: an all-gather
+    of the weights in forward and one in backward and a reduce-scatter of the gradients per
+    micro-batch; a stack that keeps the weights unsharded under PP gathers once per step and
+    reduces once (no resharding, no sync until the last micro-batch); one that accumulates
+    without sync reduces once per step. The first unit's all-gather and the last unit's
+    reduce-scatter (1/n_b of each: a layer, or a bucket) never hide; the rest hides behind the
+    forward (all-gathers) and the backward (the backward all-gather and the reduce-scatter)
+    passes of its micro-batch. A stack that issues the backward all-gather only after the
+    current unit's gradients (FSDP1 BACKWARD_POST) has nothing to hide it behind."""
+    plan, fs, m, x = sc.plan, sc.stack.fsdp, sc.m, sc.x
     keep_pp = (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
     n_ag = np.where(keep_pp, 1.0, 2.0 * m)
     n_rs = np.where(keep_pp | (not fs.reduce_per_microbatch), 1.0, m)
-    fsdp_total = n_ag * ag_w + n_rs * rs_g + ar_hsdp
-    # the first unit's all-gather and the last unit's reduce-scatter (1/n_b of each: a layer,
-    # or a bucket) never hide; the rest hides behind the forward (all-gathers) and the backward (the backward
-    # all-gather and the reduce-scatter) passes of its micro-batch. A stack that issues the
-    # backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
-    # nothing to hide it behind: the next unit's backward waits for it.
+    total = n_ag * ag_w + n_rs * rs_g + ar_hsdp
     ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
     ag_b = np.where(keep_pp, 0.0, ag_w)  # backward all-gather of one micro-batch
     per_mb = n_rs == m
@@ -380,82 +541,89 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     rs_b_last = np.where(per_mb, rs_g - rs_edge, 0.0)  # the last micro-batch's, less the last unit's
 
     def bwd_of(rs):  # exposed backward traffic of one micro-batch
-        if stack.overlap.fsdp_backward_prefetch:
-            return _hide(ag_b + rs, bwd_mb, x)  # both behind the micro-batch's backward
-        return ag_b + _hide(rs, bwd_mb, x)
+        if sc.stack.overlap.fsdp_backward_prefetch:
+            return _hide(ag_b + rs, comp.bwd_mb, x)  # both behind the micro-batch's backward
+        return ag_b + _hide(rs, comp.bwd_mb, x)
 
-    fwd_ag = np.where(keep_pp, _hide(ag_w - ag_edge, m * fwd_mb, x),
-                      _hide(ag_w - ag_edge, fwd_mb, x) + (m - 1.0) * _hide(ag_w, fwd_mb, x))
-    fsdp_exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
-                    + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
+    fwd_ag = np.where(keep_pp, _hide(ag_w - ag_edge, m * comp.fwd_mb, x),
+                      _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * _hide(ag_w, comp.fwd_mb, x))
+    exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
+               + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
     # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
-    fsdp_exposed = np.minimum(fsdp_exposed, fsdp_total)
-    # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
-    # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
-    fsdp_copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / hbm, 0.0)
-    # DDP / ZeRO-1/2: gradients once per step behind the last micro-batch's backward
-    ddp_grad = np.where(zero, rs_g, ar_g)
-    ddp_param = np.where(zero, ag_w, 0.0)
-    ddp_total = ddp_grad + ddp_param
-    # the last bucket's reduction and the first bucket's all-gather (1/n_b) never hide; the
-    # rest hides behind the backward / forward pass (not the whole of it on top: exposed <= total)
-    g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
-    ddp_exposed = np.minimum(_hide(ddp_grad - g_edge, bwd_mb, x) + g_edge
-                             + _hide(ddp_param - p_edge, fwd_mb, x) + p_edge, ddp_total)
-    one_dp = dpcp == 1
-    dp_total = np.where(one_dp, 0.0, np.where(fsdp, fsdp_total, ddp_total))
-    # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
-    dp_exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, fsdp_exposed, ddp_exposed), dp_total))
-    if model.moe is not None:
-        # routed-expert gradients (and FSDP/ZeRO weight gathers) over the expert-data-parallel
-        # ranks, dp*cp/ep (shard group / ep), placed ep strides out (moe.py); they hide behind
-        # what the dense traffic leaves of the same compute window
-        # on the stage with the most of them: a middle stage can hold more MoE layers than the
-        # first (DeepSeek's dense layers) or the last (the loss under split_loss)
-        e_local = np.maximum.reduce(moe.expert_stage_params(pc, model, plan))
-        e_shard, edp, e_st = shard_n // plan.ep, dpcp // plan.ep, moe.ep_stride(plan, strides) * plan.ep
-        n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
-        w_per = np.where(fp8 & recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
+    return total, np.minimum(exposed, total), n_ag, n_rs
 
-        def e_coll(op, size, group):
-            return n_be * coll(op, size / n_be, group, e_st)
 
-        ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
-        rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * fs.grad_reduce_bytes, np.where(sharded, e_shard, 1))
-        ar_ge = e_coll(comm.ALL_REDUCE, e_local * fs.grad_reduce_bytes, np.where(sharded, 1, edp))
-        e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, rs_ge + ag_we, ar_ge))
-        window = np.where(fsdp, m * (fwd_mb + bwd_mb), fwd_mb + bwd_mb)
-        left = np.maximum(window - dp_total, 0.0)
-        dp_total = dp_total + e_total
-        dp_exposed = dp_exposed + np.where(plan.dpo > 0, _hide(e_total, left, x), e_total)
+def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense):
+    """(total, exposed) routed-expert gradient traffic (and FSDP/ZeRO weight gathers) over the
+    expert-data-parallel ranks, dp*cp/ep (shard group / ep), placed ep strides out (moe.py), on
+    the stage with the most expert parameters, in the dense traffic's buckets; it hides behind
+    what the dense traffic leaves of the same compute window. dense: the dense traffic's
+    (all-gathers, reduce-scatters, FSDP bucket, DDP bucket)."""
+    plan, fs = sc.plan, sc.stack.fsdp
+    if not any(k.has_experts for k in sc.ll.kinds):
+        return np.float64(0.0), np.float64(0.0)
+    n_ag, n_rs, fsdp_bucket, ddp_bucket = dense
+    fsdp = plan.sharding >= FSDP
+    zero = (plan.sharding >= ZERO1) & ~fsdp
+    sharded = plan.sharding >= ZERO1
+    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    dpcp = plan.dp * plan.cp
+    e_shard, edp, e_st = shard_n // plan.ep, dpcp // plan.ep, moe.ep_stride(plan, coll.strides) * plan.ep
+    n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
+    w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
 
-    # ---------------------------------------------------------------- optimizer
+    def e_coll(op, size, group):
+        return n_be * coll(op, size / n_be, group, e_st)
+
+    ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
+    rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * fs.grad_reduce_bytes, np.where(sharded, e_shard, 1))
+    ar_ge = e_coll(comm.ALL_REDUCE, e_local * fs.grad_reduce_bytes, np.where(sharded, 1, edp))
+    e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, rs_ge + ag_we, ar_ge))
+    window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
+    left = np.maximum(window - dense_total, 0.0)
+    return e_total, np.where(plan.dpo > 0, _hide(e_total, left, sc.x), e_total)
+
+
+# ----------------------------------------------------------------------------- optimizer, assembly
+def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
+    """Adam over the local shard: reads fp32 master, m, v and the gradient, writes master, m, v
+    and the bf16 weight (28 B/param with bf16 grads) over HBM bandwidth; the routed experts'
+    shard over the expert-data-parallel ranks."""
+    plan, bpp = sc.plan, sc.settings.bpp
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
-    local_shard = p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
-    optimizer = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
-    if model.moe is not None:  # the routed experts' shard: over the expert-data-parallel ranks
-        optimizer = optimizer + e_local / np.where(plan.sharding >= ZERO1, e_shard, 1) * (
-            ADAM_BYTES_PER_PARAM + bpp.gradients) / hbm
+    local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
+    out = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / sc.hbm
+    if any(k.has_experts for k in sc.ll.kinds):
+        out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * (
+            ADAM_BYTES_PER_PARAM + bpp.gradients) / sc.hbm
+    return out
 
-    # ---------------------------------------------------------------- assemble
-    compute = m * (compute_mb - perm_mb) + np.where(dpcp > 1, fsdp_copies, 0.0)
-    tp_comm = m * tp_comm_mb
-    cp_comm = m * cp_mb
-    pp_comm = m * pp_mb
-    t_mb = compute_mb + tp_comm_mb + cp_mb + pp_mb
-    if model.moe is not None:
-        t_mb = t_mb + ep_mb
+
+def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
+    """Named time terms (seconds) whose sum is the step time, plus informational extras."""
+    sc = _context(settings, plan)
+    lt = layer_times(sc)
+    comp = compute_time(sc, lt)
+    coll = Collectives(sc)
+    tp_mb = tp_comm(sc, coll, lt)
+    moe_model = any(k.has_experts for k in sc.ll.kinds)
+    ep_mb = ep_comm(sc, coll, comp) if moe_model else 0.0
+    cp_mb, cp_total = cp_comm(sc, coll, lt)
+    pp_mb = pp_comm(sc, coll, comp)
+    dp = dp_comm(sc, coll, comp)
+    m = sc.m
+    t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
     # this plan's own: backward / forward, and the weight-gradient GEMMs' share of backward
     # (one forward's worth of GEMMs, the dgrad being the other)
-    bwd_ratio = bwd_mb / fwd_mb
-    w_share = np.minimum(layers * g_fwd / bwd_mb, 1.0)
-    bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, bwd_ratio, w_share) * m * t_mb
+    w_share = np.minimum(sc.n["mid"] * comp.gemm_fwd / comp.bwd_mb, 1.0)
+    bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, comp.bwd_mb / comp.fwd_mb, w_share) * m * t_mb
     # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
-    ep_terms = {} if model.moe is None else {"moe_permute": m * perm_mb, "ep_comm": m * ep_mb}
-    terms = Terms(compute=compute, tp_comm=tp_comm, cp_comm=cp_comm, pp_comm=pp_comm,
-                  dp_comm_exposed=dp_exposed, bubble=bubble, optimizer=optimizer, **ep_terms)
-    extra = {"dp_comm_s": dp_total, "cp_comm_total_s": m * layers * cp_total_layer, "calibrated": sorted(used)}
+    ep_terms = {"moe_permute": m * comp.perm, "ep_comm": m * ep_mb} if moe_model else {}
+    terms = Terms(compute=m * (comp.mb - comp.perm) + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
+                  pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
+                  **ep_terms)
+    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "calibrated": sorted(coll.used)}
     return terms, extra
 
 

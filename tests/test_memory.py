@@ -212,7 +212,7 @@ def test_pipeline_heaviest_stage_and_embeddings(explain):
     pc = count_params(m)
     _, plan, est, js = explain(gpus=4, pp=4, global_batch=16, **SEED)
     assert js["memory"]["heaviest_stage"] == "first"  # 4 micro-batches in flight vs 1
-    first_params = 20 * pc.per_layer + 128_000 * 8192
+    first_params = 20 * pc.as_dict()["per_layer"] + 128_000 * 8192
     assert float(est.memory.weights) == pytest.approx(2 * first_params)
 
 
@@ -251,7 +251,7 @@ def test_fsdp_buffers_and_reserve(explain):
     # two unsharded bf16 units + one unsharded gradient in the dtype the stack reduces it in
     # (megatron: fp32, stack_db fsdp.grad_reduce_bytes 4); the largest unit is the
     # 1.05e9-parameter vocab matrix / 8 (larger than a 0.86e9-parameter layer / 8)
-    assert float(est.memory.fsdp_buffers) == pytest.approx((2 * 2 + 4) * max(pc.per_layer, pc.embedding) / 8)
+    assert float(est.memory.fsdp_buffers) == pytest.approx((2 * 2 + 4) * max(pc.as_dict()["per_layer"], pc.embedding) / 8)
     assert float(est.memory.reserve) == 2**30
 
 

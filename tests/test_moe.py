@@ -19,9 +19,15 @@ import pytest
 from planner.catalog import load_model, model_from_hf_config
 from planner.compute import flops_per_token
 from planner.errors import PlannerError
+from planner.layers import context, layer_list
 from planner.params import moe_layer_count
 from planner.params import count_params
 from planner.schema import ModelSpec
+
+
+def _moe_block(model):
+    """The model's MoE MLP block (planner/layers/moe.py)."""
+    return next(k.mlp for k in layer_list(model).kinds if k.has_experts)
 
 
 @pytest.mark.parametrize("name,total,active,digits", [
@@ -57,11 +63,13 @@ def test_deepseek_v3_mla_and_dense_layers_by_hand():
     output 128*128*7168; latent norms 1536 + 512. Dense layers (3): MLP 3*7168*18432. MoE
     layers (58): 256 + 1 shared experts of 3*7168*2048, router 256*7168 + 256 bias."""
     pc = count_params(load_model("deepseek-v3"))
-    assert pc.attention == 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168
-    assert pc.attn_replicated == 7168 * 1536 + 7168 * 576 + 1536 + 512
-    assert pc.moe_layers == 58 and pc.dense_layers == 3
-    assert pc.expert == 3 * 7168 * 2048 and pc.shared == 3 * 7168 * 2048
-    assert pc.router == 256 * 7168 + 256
+    d = pc.as_dict()
+    assert d["attention_per_layer"] == 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert d["attention_replicated_per_layer"] == 7168 * 1536 + 7168 * 576 + 1536 + 512
+    assert pc.moe_layers == 58 and pc.num_layers - pc.moe_layers == 3
+    assert [k["layers"] for k in d["layer_kinds"]] == [3, 58]
+    assert d["expert"] == 3 * 7168 * 2048 and d["shared_experts_per_layer"] == 3 * 7168 * 2048
+    assert d["router_per_layer"] == 256 * 7168 + 256
     attn = 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * 7168 + 7168 * 1536 + 7168 * 576 + 1536 + 512 + 2 * 7168
     total = 61 * attn + 3 * 3 * 7168 * 18432 + 58 * (257 * 3 * 7168 * 2048 + 256 * 7168 + 256) + 2 * 129280 * 7168 + 7168
     assert pc.total == total == 671_026_419_200
@@ -137,9 +145,10 @@ def test_hf_qwen2_moe_shared_expert():
     """Qwen2-MoE: one shared expert of shared_expert_intermediate_size with a sigmoid gate (h)."""
     cfg = dict(QWEN3_MOE_HF, model_type="qwen2_moe", shared_expert_intermediate_size=5632, moe_intermediate_size=1408,
                num_experts=60, num_experts_per_tok=4)
-    pc = count_params(model_from_hf_config(cfg, "config.json"))
-    assert pc.shared == 3 * 2048 * 5632 + 2048
-    assert pc.expert == 3 * 2048 * 1408 and pc.num_experts == 60 and pc.top_k == 4
+    m = model_from_hf_config(cfg, "config.json")
+    d = count_params(m).as_dict()
+    assert d["shared_experts_per_layer"] == 3 * 2048 * 5632 + 2048
+    assert d["expert"] == 3 * 2048 * 1408 and m.moe.num_experts == 60 and m.moe.top_k == 4
 
 
 def test_hf_moe_patterns_it_cannot_model_are_errors(tmp_path, cli):
@@ -268,18 +277,21 @@ def test_expert_gemms_at_per_expert_shapes():
     (E / ep of them): with ep 8 each of Mixtral's 8 experts on its own rank gets T x 2 tokens
     (one GEMM of 8192 rows), with ep 1 eight GEMMs of 1024 rows; same FLOPs, and the smaller
     ones never run faster (wave efficiency <= 1)."""
-    from planner import moe
-    from planner.compute import gemm_plateau, gemm_time, sm_count
+    from planner.compute import gemm_plateau, gemm_time, price_gemms, sm_count
+
+    def moe_mlp_gemm_fwd(settings, plan):
+        ctx = context(plan, 1.0)
+        return sum(price_gemms(_moe_block(settings.model).gemms(ctx), settings.hardware, plan.precision).values())
 
     settings, plan, _, _ = _mixtral(gpus=8, ep=8, global_batch=8)
     hw, m = settings.hardware, settings.model
-    t8 = moe.moe_mlp_gemm_fwd(m, hw, plan, 4096.0, 1.0, None)
+    t8 = moe_mlp_gemm_fwd(settings, plan)
     plat, sms = gemm_plateau(hw, "bf16"), sm_count(hw)
     by_hand = (gemm_time(8192, 2 * 14336, 4096, plat, sms) + gemm_time(8192, 4096, 14336, plat, sms)
                + gemm_time(4096, 8, 4096, plat, sms))
     assert float(t8) == pytest.approx(float(by_hand), rel=1e-12)
     settings1, plan1, _, _ = _mixtral(gpus=8, ep=1, global_batch=8)
-    t1 = moe.moe_mlp_gemm_fwd(m, hw, plan1, 4096.0, 1.0, None)
+    t1 = moe_mlp_gemm_fwd(settings1, plan1)
     assert float(t1) >= float(t8)
 
 
@@ -380,16 +392,13 @@ def test_mla_activations():
     """DeepSeek-V3's MLA: q, k, v kept per query head at the mean head dim (192 + 128) / 2 = 160,
     2 B x 128 x 160 each per token (split across TP); plus the latents 2 x 2 B x (1536 + 512) and
     the rotary key 2 B x 64 per token on every TP rank."""
-    from planner import moe
     from planner.memory import activation_tensors
-    from planner.plan import PlanArrays
 
     m = load_model("deepseek-v3")
     t = activation_tensors(m)
     assert t["q"] == (2.0 * 128 * 160, "split") and t["k"] == (2.0 * 128 * 160, "kv") and t["v"] == t["k"]
-    plan = PlanArrays(tp=8, cp=2, pp=1, vpp=1, dp=1, mbs=2, gbs=2, seq=4096, sharding=0, shard=1,
-                      recompute=0, sp=1, schedule=0, precision=0)
-    assert float(moe.mla_latent_activation_bytes(m, plan)) == 2 * 2048 * (4 * (1536 + 512) + 2 * 64)
+    # per token, kept whole on every TP rank (kind "full"): x 2 x 2048 tokens of a micro-batch (mbs 2, cp 2)
+    assert t["mla_latents"] == (4.0 * (1536 + 512) + 2.0 * 64, "full")
 
 
 def test_budget_counts_6n_on_the_active_parameters(cli):
@@ -452,18 +461,24 @@ def test_expert_gradient_traffic_is_the_busiest_stages(monkeypatch):
     import numpy as np
     from conftest import explain_job
 
-    from planner import moe
+    from planner import step
+    from planner.memory import stage_kind_counts, stage_param_split
 
     job = dict(model="deepseek-v3", gpus=256, tp=1, pp=4, ep=8, sharding="zero1", bytes_per_param="megatron",
                global_batch=512, micro_batch=1, seq_len=4096)
     _, plan, est, _ = explain_job(**job)
-    first, mid, last = (float(x) for x in moe.stage_moe_layers(load_model("deepseek-v3"), plan))
+    counts = stage_kind_counts(load_model("deepseek-v3"), plan)  # kinds: [dense, MoE]
+    first, mid, last = (float(counts[st][1]) for st in ("first", "mid", "last"))
     assert (first, mid, last) == (11.0, 16.0, 15.0)
     real = float(est.time_extra["dp_comm_s"])
     big, small = 1e9, 1e8
 
     def run(order):
-        monkeypatch.setattr(moe, "expert_stage_params", lambda pc, model, plan: tuple(np.full(plan.tp.shape, v) for v in order))
+        def split(*a):
+            out = stage_param_split(*a)
+            return {st: (out[st][0], np.full(plan.tp.shape, v)) for st, v in zip(("first", "mid", "last"), order)}
+
+        monkeypatch.setattr(step, "stage_param_split", split)
         return float(explain_job(**job)[2].time_extra["dp_comm_s"])
 
     at_first, at_mid, at_last = run((big, small, small)), run((small, big, small)), run((small, small, big))
@@ -501,20 +516,21 @@ def test_dispatch_bytes_qwen3_30b_a3b_by_hand():
     drops both sorts: only the SwiGLU's probabilities stay per row (4 B forward, 8 B
     backward). c 1.25 scales the rows, not the local tokens. Under SP with tp 2 each rank
     permutes its T/2 = 2048 local tokens, and its experts get the T k rows gathered across TP."""
-    from planner import moe
+    def dispatch(model, plan, cf):
+        return _moe_block(model).dispatch_bytes(context(plan, cf))
 
     settings, plan, _, _ = _qwen3()
-    fwd, bwd = moe.dispatch_bytes(settings.model, plan, 4096.0, 1.0)
+    fwd, bwd = dispatch(settings.model, plan, 1.0)
     assert float(fwd) == 4096 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW == 860_536_832
     assert float(bwd) == 4096 * QWEN3_BWD_TOKEN + 32_768 * QWEN3_BWD_ROW == 849_248_256
-    fwd_c, _ = moe.dispatch_bytes(settings.model, plan, 4096.0, 1.25)
+    fwd_c, _ = dispatch(settings.model, plan, 1.25)
     assert float(fwd_c) == pytest.approx(4096 * QWEN3_FWD_TOKEN + 1.25 * 32_768 * QWEN3_FWD_ROW, rel=1e-15)
     s128, p128, _, _ = _qwen3(gpus=128, ep=128, global_batch=128)
-    f128, b128 = moe.dispatch_bytes(s128.model, p128, 4096.0, 1.0)
+    f128, b128 = dispatch(s128.model, p128, 1.0)
     assert float(f128) == 4096 * QWEN3_FWD_TOKEN + 32_768 * 4
     assert float(b128) == 4096 * QWEN3_BWD_TOKEN + 32_768 * 8
     s_sp, p_sp, _, _ = _qwen3(gpus=16, tp=2, sequence_parallel=True)
-    f_sp, _ = moe.dispatch_bytes(s_sp.model, p_sp, 4096.0, 1.0)
+    f_sp, _ = dispatch(s_sp.model, p_sp, 1.0)
     assert float(f_sp) == 2048 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW
 
 
@@ -523,14 +539,14 @@ def test_moe_permute_term_is_the_dispatch_bytes_over_hbm(monkeypatch):
     bytes) / (B200's 8 TB/s x HBM_EFFICIENCY 0.9), one micro-batch; a full recompute adds
     the forward bytes once more. The compute term does not hold them: with the permutation
     bytes set to zero it is unchanged to the last digit, and a dense model has no such term."""
-    from planner import moe
     from planner.compute import HBM_EFFICIENCY
+    from planner.layers.moe import MoEMLP
 
     settings, _, _, js = _qwen3()
     hbm = settings.hardware.hbm_bandwidth * HBM_EFFICIENCY
     fwd, bwd = 4096 * QWEN3_FWD_TOKEN + 32_768 * QWEN3_FWD_ROW, 4096 * QWEN3_BWD_TOKEN + 32_768 * QWEN3_BWD_ROW
     assert js["time"]["moe_permute_s"] == pytest.approx(48 * (fwd + bwd) / hbm, rel=1e-12)
-    monkeypatch.setattr(moe, "dispatch_bytes", lambda *a: (0.0, 0.0))
+    monkeypatch.setattr(MoEMLP, "dispatch_bytes", lambda *a: (0.0, 0.0))
     _, _, _, none = _qwen3()
     assert none["time"]["moe_permute_s"] == 0.0
     assert none["time"]["compute_s"] == pytest.approx(js["time"]["compute_s"], rel=1e-12)

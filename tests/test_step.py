@@ -148,7 +148,7 @@ def test_seed_4_2_tp_allreduce_vs_compute(explain):
     """Seed sec. 4.2: 4 all-reduces of 134 MB per layer and sequence across 8 GPUs cost about
     15% of the layer's compute over NVLink (450 GB/s, compute at the seed's 40% MFU) and more
     than the compute over a 50 GB/s network link."""
-    per_layer_flops = 6 * count_params(load_model("llama3-70b-paper")).per_layer * 8192 / 8
+    per_layer_flops = 6 * count_params(load_model("llama3-70b-paper")).as_dict()["per_layer"] * 8192 / 8
     compute = per_layer_flops / (0.4 * 989e12)
     ar = lambda bw: 4 * 2 * 7 / 8 * 134.2e6 / bw
     assert ar(450e9) / compute == pytest.approx(0.15, abs=0.02)

@@ -6,9 +6,9 @@ Units: FLOPs, seconds and FLOP/s inside. Files and the profile YAML give through
 `tflops` (1e12 FLOP/s) = 2 M N K / time, for C[M,N] = A[M,K] @ B[K,N] (K = reduction).
 
 What is measured
-    compute.layer_gemm_shapes(model, tp, T) lists the forward GEMMs of one transformer
-    layer and of the output layer for T tokens per micro-batch on one GPU after the TP
-    split t, exactly the shapes step.py prices (compute.py lists them). `benchmark_shapes`
+    compute.model_gemm_shapes(model, tp, T, ep) lists the forward GEMMs of every kind of
+    layer the model has (planner/layers/) and of the output layer for T tokens per
+    micro-batch on one GPU after the TP split t, exactly the shapes step.py prices. `benchmark_shapes`
     collects the distinct integer shapes of models x TP sizes x sequence lengths x
     micro-batches; a fractional dimension is rounded up [1].
     `run_gemm_benchmark` times them with PyTorch (an optional extra, `pip install .[gpu]`):
@@ -78,7 +78,7 @@ from typing import Any, Callable, Optional, Sequence
 
 
 from .. import __version__
-from ..compute import TFLOPS, layer_gemm_shapes, sm_count
+from ..compute import TFLOPS, model_gemm_shapes, sm_count
 from ..errors import PlannerError
 from ..schema import MAX_COUNT
 from ..files import compose_yaml, parse_json, parse_yaml, read_bytes
@@ -114,11 +114,9 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
 
     seq_lens may hold None: the model's max_seq_len. A TP size must divide the attention
     heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [1].
-    Mixture-of-experts and MLA models add the shapes step.py prices for them (moe.py
-    mla_gemm_shapes, and moe_gemm_shapes at each expert-parallel size of `eps`, which must
-    divide the routed experts: the per-expert GEMMs at balanced routing)."""
-    from .. import moe as moe_shapes
-
+    Every layer kind's GEMMs are listed (compute.model_gemm_shapes: attention, MLA, dense and
+    expert MLPs, the mixers' projections), the per-expert GEMMs at each expert-parallel size of
+    `eps`, which must divide the routed experts (balanced routing)."""
     found: dict[tuple[int, int, int], BenchShape] = {}
     if any(ep != 1 for ep in eps) and not any(m.moe is not None for m in models):
         raise PlannerError(f"--ep {','.join(str(e) for e in eps)}: none of the models has experts",
@@ -138,12 +136,9 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
                 seq = model.max_seq_len if s is None else s
                 for b in micro_batches:
                     T = seq * b
-                    gemms = list(layer_gemm_shapes(model, t, T))
-                    if model.mla is not None:
-                        gemms += [g for g, _ in moe_shapes.mla_gemm_shapes(model, t, T)]
-                    if model.moe is not None:
-                        gemms += [g._replace(name=f"{g.name} ep={ep}") for ep in eps
-                                  for g, _ in moe_shapes.moe_gemm_shapes(model, t, T, ep)]
+                    gemms = [g._replace(name=f"{g.name} ep={ep}") if model.moe is not None else g
+                             for ep in (eps if model.moe is not None else (1,))
+                             for g in model_gemm_shapes(model, t, T, ep)]
                     for g in gemms:
                         dims = []
                         notes = []

@@ -1,0 +1,309 @@
+"""Softmax attention mixers: global (MHA / GQA / MQA), sliding window, chunked, each with or
+without rotary positions (NoPE) and Qwen3-Next's output gate; and multi-head latent attention
+(MLA). Units: parameters, FLOPs, bytes, per micro-batch of T tokens on one GPU unless said.
+
+Parameters (Vaswani et al. 2017; GQA after Ainslie et al. 2023 [1]): Q h (a d) (x2 with an
+output gate: q_proj emits the query and a per-dimension gate [5]), K and V 2 h (k d), output
+(a d) h; biases a d (2 a d gated) + 2 k d + h where the model has linear biases; one pre-norm.
+MLA (DeepSeek-V2 sec. 2.1 [2]): q_a h r_q, q_b r_q a (d_nope + d_rope) (h a (d_nope + d_rope)
+without a query latent), kv_a h (r_kv + d_rope), kv_b r_kv a (d_nope + d_v), output a d_v h,
+an RMSNorm on each latent; the two down projections and the latent norms are replicated across
+TP (Megatron-Core MLASelfAttention builds them "duplicated").
+
+Attention core. A query at position i (0-based) of a causal layer attends to keys
+  global    0 .. i                               i + 1 keys
+  sliding   max(0, i - w + 1) .. i               min(i + 1, w)       (Mistral 7B sec. 2 [3])
+  chunked   c floor(i / c) .. i                  (i mod c) + 1       (Llama 4 [4])
+Forward core FLOPs per query are 4 a d x keys (QK^T and AV, 2 FLOPs per multiply-add;
+PaLM App. B [6]). Over a sequence of s tokens the mean number of keys, taken continuous as
+the global layer's s/2 is (the +1/2 per query is dropped everywhere alike), is
+  global    s / 2
+  sliding   w - w^2 / (2 s) for w < s, else s / 2       (the first w queries ramp up: w^2/2)
+  chunked   (n c^2 + r^2) / (2 s), s = n c + r          (each chunk a small global layer)
+which is what the causal kernel runs (FlashAttention skips masked blocks; sliding-window and
+chunked masks skip the blocks outside the window). The model-FLOP convention counts keys
+without the causal mask (PaLM's 12 L a d s per token): the key range a query's block spans,
+s for global, min(s, w) sliding, min(s, c) chunked; `causal_attention_flops` counts the mean
+above instead. MLA's core runs QK^T at d_nope + d_rope and AV at d_v: it is priced as a
+global layer of one key/value head per query head at their mean (ModelSpec.core_head_dim).
+
+Context parallelism (ring attention, Liu et al. 2023 [7]): each rank passes its local K and V
+around the CP ring, cp - 1 sends forward, 3x that with the backward (K, V and their gradients).
+A windowed layer needs only the ranks whose tokens lie within reach of its own (contiguous
+sequence chunks of s / cp tokens): min(cp - 1, ceil((w - 1) / (s / cp))) sends for a window w
+(chunk c: c - 1); a named approximation, since Megatron's load-balanced CP splits the
+sequence into 2 cp pieces (the reach is then no shorter).
+
+Activations (Korthikanti et al. 2022 sec. 4.1 [8], planner/memory.py's derivation): the
+block input 2h and its norm output 2h (replicated unless SP), Q 2ad (with the gate 4ad), K
+and V 2kd each (per local KV head), the core output 2ad; eager attention (no FlashAttention)
+also the softmax output 2a and its dropout (3a) per key; dropout mask h where the model has
+dropout.
+
+References
+[1] Ainslie et al. 2023, "GQA: Training Generalized Multi-Query Transformer Models from
+    Multi-Head Checkpoints", arXiv:2305.13245.
+[2] DeepSeek-AI 2024, "DeepSeek-V2", arXiv:2405.04434, sec. 2.1 (MLA), eqs. 9-19.
+[3] Jiang et al. 2023, "Mistral 7B", arXiv:2310.06825, sec. 2 (sliding window attention,
+    W = 4096: "each hidden state can attend to at most W tokens of the previous layer").
+[4] Meta, Llama 4 (transformers models/llama4/modeling_llama4.py, `attention_chunk_size`:
+    chunked attention layers attend within fixed 8,192-token chunks; every fourth layer is a
+    NoPE global layer, no_rope_layer_interval 4).
+[5] Qwen Team 2025, Qwen3-Next model card and transformers models/qwen3_next
+    (Qwen3NextAttention: q_proj out_features num_heads x head_dim x 2, query and gate;
+    output = o_proj(attn x sigmoid(gate))).
+[6] Chowdhery et al. 2022, "PaLM", Appendix B: 6N + 12 L H Q T FLOPs per token.
+[7] Liu et al. 2023, "Ring Attention with Blockwise Transformers for Near-Infinite Context".
+[8] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .common import ACT_BYTES, BlockParams, kv_local, shapes
+
+
+def mean_causal_keys(seq, window=None, chunk=None):
+    """Mean keys a query attends to over a causal sequence of `seq` tokens (module docstring)."""
+    s = np.asarray(seq, dtype=np.float64)
+    if window is not None:
+        w = float(window)
+        return np.where(w < s, w - w * w / (2.0 * s), s / 2.0)
+    if chunk is not None:
+        c = float(chunk)
+        n = np.floor(s / c)
+        r = s - n * c
+        return (n * c * c + r * r) / (2.0 * s)
+    return s / 2.0
+
+
+def span_keys(seq, window=None, chunk=None):
+    """Keys a query's block spans without the causal mask (the model-FLOP convention)."""
+    s = np.asarray(seq, dtype=np.float64)
+    reach = window if window is not None else chunk
+    return s if reach is None else np.minimum(s, float(reach))
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Softmax attention: global (window = chunk = None), sliding (window) or chunked (chunk)."""
+
+    h: int
+    a: int  # query heads
+    k: int  # key/value heads
+    d: int  # head dim
+    norm: int  # pre-norm parameters
+    bias: bool = False
+    rope: bool = True
+    gate: bool = False
+    dropout: bool = False
+    window: Optional[int] = None
+    chunk: Optional[int] = None
+
+    kind = "attention"
+    has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
+    selective_core = True
+    tp_pairs = (1.0,)  # one TP collective pair (all-reduce, or RS + AG under SP) each way
+
+    @property
+    def label(self) -> str:
+        base = "global" if self.window is None and self.chunk is None else (
+            f"sliding({self.window})" if self.window is not None else f"chunked({self.chunk})")
+        return base + ("" if self.rope else " nope") + (" gated" if self.gate else "")
+
+    # ------------------------------------------------------------------ parameters
+    def params(self) -> BlockParams:
+        h, a, k, d, g = self.h, self.a, self.k, self.d, 2 if self.gate else 1
+        split = g * h * (a * d) + 2 * h * (k * d) + (a * d) * h
+        if self.bias:
+            split += g * a * d + 2 * k * d + h
+        return BlockParams(split=split, replicated=self.norm)
+
+    # ------------------------------------------------------------------ compute
+    def gemms(self, ctx):
+        """Forward GEMMs: qkv [T, (g a/t + 2 max(k/t, 1)) d, h], attn_out [T, h, a d/t]."""
+        tp, T, d = ctx.tp, ctx.T, self.d
+        q = (2.0 if self.gate else 1.0) * self.a / tp
+        return shapes([("qkv", T, (q + 2.0 * kv_local(self.k, tp)) * d, self.h, 1.0),
+                       ("attn_out", T, self.h, self.a * d / tp, 1.0)])
+
+    def projection_shares(self, ctx) -> dict:
+        """Share of each forward GEMM that one projection is (selective recompute of projections)."""
+        q = (2.0 if self.gate else 1.0) * self.a / ctx.tp
+        kv = kv_local(self.k, ctx.tp)
+        return {"q": ("qkv", q / (q + 2.0 * kv)), "k": ("qkv", kv / (q + 2.0 * kv)), "v": ("qkv", kv / (q + 2.0 * kv)),
+                "o": ("attn_out", 1.0)}
+
+    def core_kernel_flops(self, ctx):
+        """Forward FLOPs the causal kernel runs for one micro-batch on one GPU: 4 T a d / t x
+        mean keys (the local queries of a CP rank attend, over the ring, to the keys a whole
+        sequence's queries do)."""
+        return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window, self.chunk)
+
+    def core_model_flops(self, seq, causal: bool):
+        """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]."""
+        keys = mean_causal_keys(seq, self.window, self.chunk) if causal else span_keys(seq, self.window, self.chunk)
+        return 12.0 * self.a * self.d * keys
+
+    def elementwise_bytes(self, ctx, kb, sfx):
+        """Memory-bound bytes per micro-batch (sfx "" forward, "_bwd" backward): pre-norm,
+        residual add, dropout, output bias (replicated unless SP), rotary on Q and K, QKV biases."""
+        h, tp, rope = self.h, ctx.tp, (1.0 if self.rope else 0.0)
+        bias = kb["bias"] * (1.0 if self.bias else 0.0)
+        drop = 1.0 if self.dropout else 0.0
+        kv = kv_local(self.k, tp)
+        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h + bias * h)
+                        / ctx.rep_div
+                        + rope * kb["rope" + sfx] * (self.a / tp + kv) * self.d
+                        + bias * (self.a / tp + 2.0 * kv) * self.d)
+
+    def cast_elements(self, ctx):
+        """fp8: elements cast per forward, the GEMM inputs (h into QKV, a d into the output
+        projection) and the weights."""
+        tp, h, a, d = ctx.tp, self.h, self.a, self.d
+        return ctx.T * (h + a * d / tp) + (h * (a / tp + 2.0 * kv_local(self.k, tp)) * d + a * d / tp * h)
+
+    # ------------------------------------------------------------------ memory
+    def tensors(self, ctx, attention: str) -> dict:
+        """Activation table, bytes per token (common.py kinds)."""
+        h, a, k, d = self.h, self.a, self.k, self.d
+        drop = 1.0 if self.dropout else 0.0
+        return {
+            "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
+            "q": ((4.0 if self.gate else 2.0) * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
+            "k": (2.0 * k * d, "kv"), "v": (2.0 * k * d, "kv"),
+            "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
+            "dropout_masks": (drop * h, "rep"),
+        }
+
+    def score_keys(self, seq):
+        return span_keys(seq, self.window, self.chunk)
+
+    @property
+    def kv_heads(self) -> int:
+        return self.k
+
+    # ------------------------------------------------------------------ communication
+    def cp_collectives(self, ctx):
+        """[(op, bytes per rank, count per layer, forward and backward)]: the ring sends of the
+        local K and V (bf16), 3x the forward's (module docstring); they hide behind the core."""
+        kv = ctx.T * 2.0 * kv_local(self.k, ctx.tp) * self.d * ACT_BYTES
+        return [("send_recv", kv, 3.0 * self.cp_sends(ctx.cp, ctx.seq))]
+
+    def cp_sends(self, cp, seq):
+        """Ring sends forward (module docstring): cp - 1, or the ranks within a window's reach."""
+        cp = np.asarray(cp, dtype=np.float64)
+        reach = self.window if self.window is not None else self.chunk
+        if reach is None:
+            return cp - 1.0
+        local = np.asarray(seq, dtype=np.float64) / cp
+        return np.minimum(cp - 1.0, np.ceil((float(reach) - 1.0) / local))
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi K2) [2]."""
+
+    h: int
+    a: int
+    q_lora_rank: Optional[int]
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    norm: int
+    dropout: bool = False
+
+    kind = "attention"
+    has_core = True
+    selective_core = True
+    tp_pairs = (1.0,)
+    rope = True
+    bias = False
+    label = "mla"
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def d(self) -> float:
+        """The mean of the query/key and value head dims: the core's head dim [2]."""
+        return (self.qk_head_dim + self.v_head_dim) / 2.0
+
+    @property
+    def kv_heads(self) -> int:
+        return self.a  # one up-projected key/value head per query head
+
+    def params(self) -> BlockParams:
+        h, a, rq, rkv = self.h, self.a, self.q_lora_rank, self.kv_lora_rank
+        q = h * a * self.qk_head_dim if rq is None else rq * a * self.qk_head_dim
+        split = q + rkv * a * (self.qk_nope_head_dim + self.v_head_dim) + a * self.v_head_dim * h
+        rep = (0 if rq is None else h * rq) + h * (rkv + self.qk_rope_head_dim) + (rq or 0) + rkv
+        return BlockParams(split=split, replicated=rep + self.norm)
+
+    def gemms(self, ctx):
+        """q_a [T, r_q, h] (or q [T, a d_qk/t, h]), q_b [T, a d_qk/t, r_q], kv_a [T, r_kv + d_rope, h],
+        kv_b [T, a (d_nope + d_v)/t, r_kv], output [T, h, a d_v/t]."""
+        T, tp, h, a = ctx.T, ctx.tp, self.h, self.a
+        if self.q_lora_rank is None:
+            rows = [("mla_q", T, a * self.qk_head_dim / tp, h, 1.0)]
+        else:
+            rows = [("mla_q_down", T, self.q_lora_rank, h, 1.0),
+                    ("mla_q_up", T, a * self.qk_head_dim / tp, self.q_lora_rank, 1.0)]
+        rows += [("mla_kv_down", T, self.kv_lora_rank + self.qk_rope_head_dim, h, 1.0),
+                 ("mla_kv_up", T, a * (self.qk_nope_head_dim + self.v_head_dim) / tp, self.kv_lora_rank, 1.0),
+                 ("mla_out", T, h, a * self.v_head_dim / tp, 1.0)]
+        return shapes(rows)
+
+    def projection_shares(self, ctx) -> dict:
+        kv_up = self.qk_nope_head_dim + self.v_head_dim
+        q = "mla_q" if self.q_lora_rank is None else "mla_q_up"
+        return {"q": (q, 1.0), "k": ("mla_kv_up", self.qk_nope_head_dim / kv_up),
+                "v": ("mla_kv_up", self.v_head_dim / kv_up), "o": ("mla_out", 1.0)}
+
+    def core_kernel_flops(self, ctx):
+        return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq)
+
+    def core_model_flops(self, seq, causal: bool):
+        return 12.0 * self.a * self.d * (mean_causal_keys(seq) if causal else np.asarray(seq, dtype=np.float64))
+
+    def elementwise_bytes(self, ctx, kb, sfx):
+        """As a global layer of a heads of the mean head dim with one KV head per query head
+        (the rotary bytes over the up-projected q and k; a named approximation)."""
+        h, tp, a = self.h, ctx.tp, self.a
+        drop = 1.0 if self.dropout else 0.0
+        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h) / ctx.rep_div
+                        + kb["rope" + sfx] * (a / tp + kv_local(a, tp)) * self.d)
+
+    def cast_elements(self, ctx):
+        """fp8 casts as an MHA of the mean head dim (a named approximation, planner/moe.py)."""
+        tp, h, a, d = ctx.tp, self.h, self.a, self.d
+        return ctx.T * (h + a * d / tp) + (h * (a / tp + 2.0 * kv_local(a, tp)) * d + a * d / tp * h)
+
+    def tensors(self, ctx, attention: str) -> dict:
+        """A global layer's table at the mean head dim with a KV heads, plus the query and
+        key/value latents and their RMSNorm inputs (2 B each) and the shared rotary key, kept
+        whole on every TP rank (the down projections are replicated [2])."""
+        h, a, d = self.h, self.a, self.d
+        drop = 1.0 if self.dropout else 0.0
+        latents = (self.q_lora_rank or 0) + self.kv_lora_rank
+        return {
+            "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
+            "q": (2.0 * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
+            "k": (2.0 * a * d, "kv"), "v": (2.0 * a * d, "kv"),
+            "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
+            "dropout_masks": (drop * h, "rep"),
+            "mla_latents": (2.0 * 2.0 * latents + 2.0 * self.qk_rope_head_dim, "full"),
+        }
+
+    def score_keys(self, seq):
+        return np.asarray(seq, dtype=np.float64)
+
+    def cp_collectives(self, ctx):
+        kv = ctx.T * 2.0 * kv_local(self.a, ctx.tp) * self.d * ACT_BYTES
+        return [("send_recv", kv, 3.0 * (ctx.cp - 1.0))]

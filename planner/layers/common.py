@@ -1,0 +1,103 @@
+"""What every layer kind shares: the parameter split, GEMM shapes, activation-tensor tables
+and the per-micro-batch quantities of a plan. Units: parameters (counts), bytes, FLOPs,
+tokens. Functions take PlanArrays fields as 0-d or 1-d arrays.
+
+A block (one sub-block of a layer: a mixer or an MLP, planner/layers/__init__.py) reports
+its parameters as a BlockParams: `split` (the matrices and biases tensor parallelism splits
+over tp ranks), `replicated` (kept whole on every TP rank: norms, MLA's down projections and
+latent norms, the MoE router) and `expert` (routed experts, split over tp x ep ranks, of which
+`active_expert` are the ones one token passes through).
+
+Activation tensors are named (schema.ACTIVATION_TENSORS for the ones a stack's selective
+recompute policy can name) with bytes per token and a kind that says how they divide
+across the plan's ranks:
+  rep    replicated across TP unless sequence parallel (then / tp)
+  split  split across TP (/ tp)
+  kv     per local KV head (/ min(tp, kv heads): they replicate once tp exceeds them)
+  score  eager attention: per token per attended key (/ tp, x keys / cp)
+  full   gathered across TP, never divided (MoE expert inputs and outputs under expert TP = TP)
+A tensor whose name is not in schema.ACTIVATION_TENSORS is kept by every recompute policy
+but full recompute (a selective policy names attention-layer tensors only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+ACT_BYTES = 2.0  # bf16/fp16 activations and TP/PP/CP messages (Korthikanti et al. 2022 sec. 4)
+TENSOR_KINDS = ("rep", "split", "kv", "score", "full")
+
+
+@dataclass(frozen=True)
+class BlockParams:
+    split: int = 0
+    replicated: int = 0
+    expert: int = 0
+    active_expert: int = 0
+
+    def __add__(self, o: "BlockParams") -> "BlockParams":
+        return BlockParams(self.split + o.split, self.replicated + o.replicated, self.expert + o.expert,
+                           self.active_expert + o.active_expert)
+
+    @property
+    def total(self) -> int:
+        return self.split + self.replicated + self.expert
+
+    @property
+    def active(self) -> int:
+        return self.split + self.replicated + self.active_expert
+
+
+class GemmShape(NamedTuple):
+    name: str
+    M: Any  # float64 scalar or array
+    N: Any
+    K: Any
+
+
+def shapes(rows) -> list[tuple[GemmShape, Any]]:
+    """[(GemmShape, count)] from rows (name, M, N, K, count), M, N, K broadcast to float64."""
+    out = []
+    for name, m, n, k, count in rows:
+        m, n, k = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, n, k)))
+        out.append((GemmShape(name, m, n, k), count))
+    return out
+
+
+def merge_tables(*tables: dict) -> dict:
+    """One layer's activation table from its sub-blocks' (a name in both: bytes add)."""
+    out: dict = {}
+    for t in tables:
+        for name, (b, kind) in t.items():
+            if name in out:
+                out[name] = (out[name][0] + b, kind)
+            else:
+                out[name] = (b, kind)
+    return out
+
+
+def norm_params(model) -> int:
+    """One pre-norm of width h: RMSNorm h (Zhang & Sennrich 2019), LayerNorm 2h (scale + bias)."""
+    return model.hidden_size if model.norm == "rmsnorm" else 2 * model.hidden_size
+
+
+def tp_f(plan) -> np.ndarray:
+    return plan.tp.astype(np.float64)
+
+
+def rep_div(plan) -> np.ndarray:
+    """What a replicated activation divides by: tp under sequence parallelism, else 1."""
+    return np.where(plan.sp > 0, tp_f(plan), 1.0)
+
+
+def mb_tokens(plan) -> np.ndarray:
+    """Tokens of one micro-batch on one GPU: micro-batch x seq / cp (CP splits the sequence)."""
+    return plan.mbs * (plan.seq / plan.cp)
+
+
+def kv_local(kv_heads, tp) -> np.ndarray:
+    """KV heads per GPU: max(k / tp, 1) (fewer KV heads than TP ranks: each rank keeps one)."""
+    return np.maximum(kv_heads / np.asarray(tp, dtype=np.float64), 1.0)

@@ -1,0 +1,271 @@
+"""The mixture-of-experts MLP sub-block: routed experts, top-k router, shared experts.
+Units: parameters, bytes, per micro-batch of T tokens on one GPU. Expert parallelism (where
+the experts live, the all-to-alls, their overlap) is planner/moe.py.
+
+Parameters (planner/params.py [1]-[3]): E routed experts of width f_e (each a gated or plain
+MLP: 3 h f_e or 2 h f_e, + 2 f_e (f_e) + h biases where the model has linear biases), s shared
+experts of width f_s (split across TP as a dense MLP) with Qwen2-MoE's sigmoid gate h, a router
+h E (+ E for DeepSeek-V3's score-correction bias; replicated across TP), one pre-norm. A token
+passes through its top_k routed experts, the shared experts and the router.
+
+Expert GEMMs. Each local expert runs its MLP on its tokens, T x top_k x ep / E x c per
+expert per micro-batch on an EP rank (the ep ranks' tokens reach it): GEMMs [t_e, f1_e/tp, h]
+and [t_e, h, f_e/tp], E/ep of them, priced by compute.gemm_time at those small shapes: their
+wave efficiency is the grouped-GEMM efficiency (a grouped GEMM runs the experts' tiles in one
+launch, so the tile quantisation of each small expert GEMM is what it loses; named
+assumption, a `planner calibrate gemm` profile at these shapes replaces it). Shared experts
+run on all T tokens as a dense MLP of width s x f_s; the router is a [T, E, h] GEMM.
+
+Activations (per MoE layer, per micro-batch, bytes per token, bf16 unless said): router
+logits 4E (fp32, kept for the softmax/sigmoid backward), the dispatched (permuted) tokens
+2 top_k h c, the expert MLP gate and up outputs 2 (f1_e / tp) top_k c and activation output
+2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c; the shared experts
+keep a dense MLP's tensors at width s x f_s. These replace the dense MLP's gate/up/act_out.
+
+Routing and permutation (dispatch_bytes; memory-bound, priced by step.py at HBM bandwidth x
+compute.HBM_EFFICIENCY as its norms and activations are, and shown as explain's `moe_permute`
+row). Megatron-Core's alltoall dispatcher [6] runs, per MoE layer, the router's fused top-k
+(softmax or sigmoid) over the fp32 logits, a row-id map of the routing map, permutation 1
+(each local token copied to its top_k destination rows, grouped by expert, before the
+dispatch all-to-all), permutation 2 (the received rows sorted by local expert when a rank
+holds more than one), the grouped expert MLP with the probabilities applied in its weighted
+SwiGLU, and the two inverse permutations around the combine all-to-all; with
+--moe-permute-fusion / --moe-router-fusion each is one Transformer Engine kernel [7] that
+reads its inputs and writes its outputs once. The backward runs each permutation's inverse on
+the gradients (the same bytes) and the router's softmax gradient. Bytes per token and per
+row: dispatch_bytes' docstring.
+
+Approximations (named, not fitted): the fp8 casts and the MLP activation kernel at the
+per-token MLP width top_k c f_e + s f_s (the casts of all local experts' weights are not
+counted apart); selective recompute of individual projections priced at the expert and
+shared GEMMs' shares.
+
+References
+[1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437: sec. 2.1 (MLA,
+    DeepSeekMoE, auxiliary-loss-free balancing), sec. 3.2 (EP, all-to-all), Table 1.
+[2] NVIDIA Megatron-LM, megatron/core/transformer/moe/README.md (core_r0.12.0): expert
+    parallelism (--expert-model-parallel-size), --expert-tensor-parallel-size (default: the
+    tensor-parallel size), the alltoall token dispatcher, --moe-expert-capacity-factor,
+    --moe-pad-expert-input-to-capacity, --moe-grouped-gemm.
+[3] Liu et al. 2025, "MoE Parallel Folding: Heterogeneous Parallelism Mappings for
+    Efficient Large-Scale MoE Model Training with Megatron Core", arXiv:2504.14960: EP and
+    expert TP folded into the attention's DP x CP x TP ranks.
+[4] NVIDIA nccl-tests doc/PERFORMANCE.md: alltoall bus bandwidth = algbw x (n-1)/n.
+[5] Lepikhin et al. 2020, "GShard", arXiv:2006.16668, sec. 2.2: expert capacity and dropped
+    tokens; Fedus et al. 2021, "Switch Transformers", sec. 2.2: capacity factor.
+[6] NVIDIA Megatron-LM: megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137)
+    MoEAlltoAllTokenDispatcher dispatch_preprocess (permutation 1), dispatch_postprocess
+    (permutation 2, sort_chunks_by_idxs when num_local_experts > 1), combine_preprocess
+    (unpermutation 2), combine_postprocess (unpermutation 1, without probabilities);
+    moe_utils.py (commit 00611e6e) permute, unpermute, sort_chunks_by_idxs (fused=True: the TE
+    kernels), topk_routing_with_score_function; megatron/core/fusions/fused_bias_swiglu.py
+    (commit b1030e9d) WeightedSwiGLUFunction (probabilities read forward, their gradient
+    written backward).
+[7] NVIDIA TransformerEngine: transformer_engine/pytorch/triton/permutation.py (commit
+    04481874) make_row_id_map (three passes, an int32 [tokens, 2E + 1] map),
+    permute_with_mask_map / unpermute_with_mask_map (grid: tokens x hidden blocks; each token
+    read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
+    transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
+    probs, routing map and the fp32 intermediate output saved for the backward).
+[8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
+    combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
+    then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden
+    by the attention/mlp computation in the backward step, and vice versa"),
+    combined_1f1b_schedule_for_interleaved_pipelining (the steady state of the interleaved
+    schedule); megatron/core/transformer/transformer_config.py __post_init__: the option
+    needs expert_model_parallel_size > 1, virtual pipeline stages when pipeline parallel,
+    the alltoall/flex dispatcher, no full recompute; megatron/core/pipeline_parallel/
+    schedules.py (commit 4dabc623) forward_backward_pipelining_with_interleaving: warm-up
+    2 (p - rank - 1) + (v - 1) p; later versions (get_pp_rank_microbatches, read in copies of
+    the file, not at a stored NVIDIA commit) add one warm-up micro-batch with the overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .common import BlockParams, shapes
+from .mlp import mlp_cast_elements, mlp_elementwise_bytes
+
+ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the backward [2]
+PROB_BYTES = 4.0  # fp32 router probabilities and scores (TE router.py [7]: "scores" and "intermediate_output" FP32)
+INDEX_BYTES = 4.0  # int32 row-id maps of the fused permutation kernels [7]
+PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron dispatches bf16 unless fp8 dispatch [6])
+A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
+
+
+@dataclass(frozen=True)
+class MoEMLP:
+    h: int
+    num_experts: int
+    top_k: int
+    fe: int  # one routed expert's width
+    num_shared: int
+    fs: int  # one shared expert's width
+    shared_gate: bool
+    router_bias: bool
+    gated: bool
+    norm: int
+    bias: bool = False
+    dropout: bool = False
+    dense_f: int = 0  # the model's dense MLP width (korthikanti reference only)
+
+    kind = "mlp"
+    has_core = False
+    selective_core = False
+
+    @property
+    def label(self) -> str:
+        shared = f" + {self.num_shared} shared" if self.num_shared else ""
+        return f"moe({self.num_experts} x {self.fe}, top-{self.top_k}{shared})"
+
+    @property
+    def per_mat(self) -> int:
+        return 3 if self.gated else 2
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's matrices (+ biases)."""
+        b = ((2 * self.fe if self.gated else self.fe) + self.h) if self.bias else 0
+        return self.per_mat * self.h * self.fe + b
+
+    @property
+    def shared_params(self) -> int:
+        """All shared experts of one layer, with the shared-expert gate."""
+        return self.num_shared * self.per_mat * self.h * self.fs + (self.h if self.shared_gate else 0)
+
+    @property
+    def router_params(self) -> int:
+        return self.h * self.num_experts + (self.num_experts if self.router_bias else 0)
+
+    def params(self) -> BlockParams:
+        return BlockParams(split=self.shared_params, replicated=self.router_params + self.norm,
+                           expert=self.num_experts * self.expert_params, active_expert=self.top_k * self.expert_params)
+
+    # ------------------------------------------------------------------ tokens
+    def token_copies(self, ctx):
+        """Token copies per token that reach the experts on the busiest rank: top_k x c."""
+        return self.top_k * ctx.cf
+
+    def token_width(self, ctx):
+        """MLP width per token: top_k c f_e + s f_s."""
+        return self.token_copies(ctx) * self.fe + self.num_shared * self.fs
+
+    @property
+    def tp_pairs(self):
+        """The MLP's TP pair moves the top_k c dispatched copies of each token (expert TP = TP)."""
+        return ("moe",)
+
+    # ------------------------------------------------------------------ compute
+    def gemms(self, ctx):
+        """The router [T, E, h]; the shared experts as one MLP of width s f_s; E/ep local experts
+        of t_e = T top_k c ep / E tokens each, [t_e, f1_e/tp, h] and [t_e, h, f_e/tp], on the
+        busiest EP rank."""
+        T, tp, ep, h = ctx.T, ctx.tp, ctx.ep, self.h
+        fs = self.num_shared * self.fs
+        g1 = 2.0 if self.gated else 1.0
+        t_e = T * self.token_copies(ctx) * ep / self.num_experts
+        local = self.num_experts / ep
+        rows = [("router", T, self.num_experts, h, 1.0)]
+        if fs:
+            rows += [("shared_up", T, g1 * fs / tp, h, 1.0), ("shared_down", T, h, fs / tp, 1.0)]
+        rows += [("expert_up", t_e, g1 * self.fe / tp, h, local), ("expert_down", t_e, h, self.fe / tp, local)]
+        return shapes(rows)
+
+    def projection_shares(self, ctx) -> dict:
+        """gate/up/down of the shared and routed experts' GEMMs (selective recompute of projections)."""
+        g = 0.5 if self.gated else 0.0
+        out = {"gate": [("expert_up", g)], "up": [("expert_up", 1.0 - g)], "down": [("expert_down", 1.0)]}
+        if self.num_shared:
+            out["gate"].append(("shared_up", g))
+            out["up"].append(("shared_up", 1.0 - g))
+            out["down"].append(("shared_down", 1.0))
+        return out
+
+    def elementwise_bytes(self, ctx, kb, sfx):
+        """As a dense MLP at the per-token width (mlp.mlp_elementwise_bytes)."""
+        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx)
+
+    def cast_elements(self, ctx):
+        return mlp_cast_elements(self, self.token_width(ctx), ctx)
+
+    def dispatch_bytes(self, ctx):
+        return dispatch_bytes(self, ctx)
+
+    # ------------------------------------------------------------------ memory
+    def tensors(self, ctx, attention: str) -> dict:
+        """The block input and norm output (replicated unless SP), the output, a dropout mask;
+        the router logits (fp32, /tp under SP), the expert inputs and outputs (top_k c copies
+        of the hidden state, gathered across TP as Megatron's dispatcher does with expert TP =
+        TP), the experts' gate/up/activation outputs (/tp), the shared experts' MLP tensors."""
+        h = self.h
+        drop = 1.0 if self.dropout else 0.0
+        g = 2.0 if self.gated else 1.0  # gate + up (gated) or up
+        x = self.token_copies(ctx)
+        return {
+            "norm2_in": (2.0 * h, "rep"), "norm2_out": (2.0 * h, "rep"),
+            "mlp_out": (2.0 * h, "rep"), "dropout_masks": (drop * h, "rep"),
+            "moe_router_logits": (ROUTER_LOGIT_BYTES * self.num_experts, "rep"),
+            "moe_expert_io": (2.0 * 2.0 * x * h, "full"),
+            "moe_expert_act": (2.0 * (g + 1.0) * self.fe * x, "split"),
+            "moe_shared": (2.0 * (g + 1.0) * self.num_shared * self.fs, "split"),
+        }
+
+
+def dispatch_bytes(moe, ctx):
+    """(forward, backward) HBM bytes of one MoE layer's router top-k and token permutations
+    for one micro-batch on one GPU: Megatron-Core's alltoall token dispatcher with
+    --moe-permute-fusion and --moe-router-fusion (Transformer Engine's fused kernels) [6][7],
+    memory-bound work that step.py prices at HBM bandwidth x compute.HBM_EFFICIENCY. With
+    n = T / tp (SP; T when the tokens are replicated) local tokens, R = T top_k c rows at the
+    busiest rank's experts (gathered across TP), E experts, k = top_k, hidden size h, bf16
+    tokens (A = 2 B), fp32 probabilities (P = 4 B), int32 maps (I = 4 B):
+
+    per local token, forward
+      router top-k (TE fused_topk_with_score_function): read the logits P E, write the
+        probabilities P E, the saved softmax/sigmoid output P E and the routing map E (bool)
+      row-id map (TE make_row_id_map, three passes): read the map E, write I E (pass 1),
+        read and write I E (pass 2), read I E and write the dense row I (2E + 1) (pass 3)
+      permutation 1 (permute): read the token A h once, write its k copies k A h, read and
+        write its k probabilities 2 P k, read its row of the map I (2k + 1)
+      unpermutation 1 (unpermute, no merging probs): read the k expert outputs k A h, write
+        their sum A h, read the map row I (2k + 1)
+    per expert row, forward, where a rank holds more than one expert (E / ep > 1: the
+    received tokens arrive grouped by source rank and are sorted by local expert)
+      permutation 2 (sort_chunks_by_idxs, with probs): write + read its I map entry, read and
+        write the row 2 A h and its probability 2 P
+      unpermutation 2 (without probs): write + read I, read and write the row 2 A h
+    per expert row, forward, always: the probability read by the weighted SwiGLU P (the
+      expert activation itself is step.py's MLP-activation kernel at width top_k c f_e)
+    backward: each permutation's gradient is the inverse permutation of the same rows (a
+      gather's gradient a scatter of the same size): unpermutation 1's gradient A h + k A h
+      + I (2k + 1); permutation 1's k A h + P k read, A h + P E (the [n, E] probability
+      gradient) written, + I (2k + 1); the router's read map, saved output and probability
+      gradient E + 2 P E, write the logit gradient P E; per row, the two sorts 2 A h + I each
+      (+ 2 P with probs) and the weighted SwiGLU's probability read and gradient write 2 P.
+
+    Not counted (named approximations): the aux-loss score kernel (present only with an
+    auxiliary loss), the tokens-per-expert reductions and split computations ([n, E] bool
+    reads), the probabilities' own all-to-all (P per row, beside the A h of the tokens).
+    Every stack is priced with this dispatcher's kernels (torchtitan and MegaBlocks gather
+    and scatter the same rows with their own kernels, not counted apart)."""
+    h = float(moe.h)
+    E, k = float(moe.num_experts), float(moe.top_k)
+    A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
+    T = ctx.T
+    n = T / ctx.rep_div
+    R = T * moe.token_copies(ctx)
+    sorts = np.where(E / ctx.ep > 1.0, 1.0, 0.0)  # permutation 2 only with several local experts
+    row_map = I * (2.0 * k + 1.0)
+    fwd_token = ((2.0 * P * E + P * E + E)  # router top-k
+                 + (E + I * E + 2.0 * I * E + I * E + I * (2.0 * E + 1.0))  # row-id map, 3 passes
+                 + (A * h + k * A * h + 2.0 * P * k + row_map)  # permutation 1
+                 + (k * A * h + A * h + row_map))  # unpermutation 1
+    fwd_row = sorts * ((2.0 * I + 2.0 * A * h + 2.0 * P) + (2.0 * I + 2.0 * A * h)) + P
+    bwd_token = ((A * h + k * A * h + row_map)  # unpermutation 1's gradient
+                 + (k * A * h + P * k + A * h + P * E + row_map)  # permutation 1's gradient
+                 + (E + 2.0 * P * E + P * E))  # router top-k gradient
+    bwd_row = sorts * ((I + 2.0 * A * h + 2.0 * P) + (I + 2.0 * A * h)) + 2.0 * P
+    return n * fwd_token + R * fwd_row, n * bwd_token + R * bwd_row
