@@ -148,6 +148,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         **({"assumed": list(settings.assumed)} if settings.assumed else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
+        "layers": pc.layers.described(),
         "memory": memory,
         "flops": flops,
         "time": time,

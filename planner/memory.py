@@ -202,45 +202,44 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> 
 
 
 def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
-    """{"first", "mid", "last"}: (K, ...) layers of each kind on each pipeline stage."""
-    n_first, n_mid, n_last = stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
-    return stage_counts(layer_list(model), n_first, n_mid, n_last, plan.pp)
+    """layers.stage_counts of the model: "first", "last" (K, ...) and the middle stages'
+    candidate compositions "mid" (C, K, ...) with their stage indices "mid_stage"."""
+    return stage_counts(layer_list(model), plan)
 
 
-def stage_param_split(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts: dict | None = None) -> dict:
-    """{stage: (dense, experts)} parameters per GPU before sharding: every layer's TP-split
-    parameters / tp and its replicated ones; the routed experts / (tp ep) apart (they shard
-    over the expert-data-parallel ranks). The first stage also holds the input embedding
-    (vocab-parallel: /tp) and any learned position table; the last the final norm and the
-    output layer (/tp), or, with tied embeddings and pp > 1, a copy of the word embedding [6],
-    and the multi-token-prediction modules. With one stage, both ends."""
-    counts = stage_kind_counts(model, plan) if counts is None else counts
+def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str):
+    """(dense, experts) parameters per GPU before sharding of a stage holding `counts` (K, ...)
+    layers of each kind: every layer's TP-split parameters / tp and its replicated ones; the
+    routed experts / (tp ep) apart (they shard over the expert-data-parallel ranks). The first
+    stage (end "first") also holds the input embedding (vocab-parallel: /tp) and any learned
+    position table; the last ("last") the final norm and the output layer (/tp), or, with tied
+    embeddings and pp > 1, a copy of the word embedding [6], and the multi-token-prediction
+    modules. With one stage, both ends."""
     tp = plan.tp.astype(np.float64)
-    dense_k = [p.split / tp + p.replicated for p in pc.kind_params]
-    expert_k = [p.expert / (tp * plan.ep) for p in pc.kind_params]
+    dense = weighted(counts, [p.split / tp + p.replicated for p in pc.kind_params])
+    experts = weighted(counts, [p.expert / (tp * plan.ep) for p in pc.kind_params])
     emb = pc.embedding / tp + pc.position
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
     head = out_params / tp + pc.final_norm
-    mtp_dense = pc.mtp.split / tp + pc.mtp.replicated
-    mtp_expert = pc.mtp.expert / (tp * plan.ep)
+    mtp_dense, mtp_expert = pc.mtp.split / tp + pc.mtp.replicated, pc.mtp.expert / (tp * plan.ep)
     single = plan.pp == 1
-    out = {}
-    for st in STAGES:
-        dense, experts = weighted(counts[st], dense_k), weighted(counts[st], expert_k)
-        if st == "first":
-            dense = dense + emb + np.where(single, head + mtp_dense, 0.0)
-            experts = experts + np.where(single, mtp_expert, 0.0)
-        elif st == "last":
-            dense = dense + head + mtp_dense + np.where(single, emb, 0.0)
-            experts = experts + mtp_expert
-        out[st] = (dense, experts)
-    return out
+    if end == "first":
+        return dense + emb + np.where(single, head + mtp_dense, 0.0), experts + np.where(single, mtp_expert, 0.0)
+    if end == "last":
+        return dense + head + mtp_dense + np.where(single, emb, 0.0), experts + mtp_expert
+    return dense, experts
+
+
+def stage_param_split(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts: dict) -> dict:
+    """{"first", "mid", "last": (dense, experts)} params_of each stage; counts["mid"] (K, ...):
+    the middle stage's composition."""
+    return {st: params_of(pc, model, plan, counts[st], st) for st in STAGES}
 
 
 def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
-    """Dense parameters per GPU on the first and on the last pipeline stage (stage_param_split)."""
-    s = stage_param_split(pc, model, plan)
-    return s["first"][0], s["last"][0]
+    """Dense parameters per GPU on the first and on the last pipeline stage (params_of)."""
+    counts = stage_kind_counts(model, plan)
+    return params_of(pc, model, plan, counts["first"], "first")[0], params_of(pc, model, plan, counts["last"], "last")[0]
 
 
 def unit_params(pc: ParamCounts, plan: PlanArrays) -> np.ndarray:
@@ -278,26 +277,6 @@ def heaviest_stage(stages: dict) -> tuple[Terms, np.ndarray]:
     return chosen, stage
 
 
-def stage_states(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts: dict) -> dict:
-    """{stage: Terms} model states per GPU: the stage's dense parameters sharded over the dense
-    group, its routed experts over the expert-data-parallel ranks (planner/moe.py). A middle
-    stage exists only with pp > 2 (else its terms are the first stage's)."""
-    split = stage_param_split(pc, settings.model, plan, counts)
-    has_mid = plan.pp > 2
-    out = {}
-    for st in STAGES:
-        dense, experts = split[st]
-        if st == "mid":
-            dense = np.where(has_mid, dense, split["first"][0])
-            experts = np.where(has_mid, experts, split["first"][1])
-        d = model_state_terms(settings.bpp, plan, dense)
-        if pc.routed_experts or pc.mtp.expert:
-            e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep)
-            d = Terms(**{k: d[k] + e[k] for k in d})
-        out[st] = d
-    return out
-
-
 def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, np.ndarray]:
     """Per layer kind: (what one layer keeps for one micro-batch under the plan's recompute
     mode, the buffer that mode needs while one layer's backward runs), and the layer input a
@@ -332,67 +311,88 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
 
 
 def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:
-    """Per-GPU memory terms of the first stage, the first middle stage (stage 1, which holds
-    the most micro-batches in flight of the middle stages and the middle stages' layer
-    count; with pp <= 2 there is none and its terms are the first stage's) and the last
-    stage. An uneven split (stage_layers) can make the middle one the heaviest: Llama 3
-    405B's 126 layers on 16 stages put 7 layers x 16 in flight on stage 0 and 8 x 15 on
-    stage 1."""
-    model, bpp = settings.model, settings.bpp
+    """Per-GPU memory terms of the first stage, the heaviest middle stage and the last stage.
+    A middle stage of a model of one kind is stage 1, which holds the most micro-batches in
+    flight; a model of several kinds compares the middle stages' distinct compositions, each
+    at the lowest stage holding it (layers.stage_counts); with pp <= 2 there is none and its
+    terms are the first stage's. An uneven split (stage_layers) can make the middle one the
+    heaviest: Llama 3 405B's 126 layers on 16 stages put 7 layers x 16 in flight on stage 0
+    and 8 x 15 on stage 1."""
+    model = settings.model
     pc = count_params(model)
-    ll = pc.layers
-    ctx = context(plan, settings.moe_capacity_factor)
     counts = stage_kind_counts(model, plan)
     n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
+    per = _PerLayer(settings, plan, pc)
+    first = _stage_terms(per, "first", counts["first"], n["first"], 0)
+    last = _stage_terms(per, "last", counts["last"], n["last"], plan.pp - 1)
+    mids = [_stage_terms(per, "mid", counts["mid"][c], n["mid"], counts["mid_stage"][c])
+            for c in range(len(counts["mid"]))]
+    middle = mids[0]
+    for cand in mids[1:]:
+        heavier = cand.total > middle.total
+        middle = Terms(**{k: np.where(heavier, cand[k], middle[k]) for k in middle})
     has_mid = plan.pp > 2
-    states = stage_states(settings, plan, pc, counts)
+    middle = Terms(**{k: np.where(has_mid, middle[k], first[k]) for k in first})
+    return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
-    # --- activations [2]: the stage's layers in flight, each kind as its module keeps it
-    stored, buffers, layer_input = layer_memory(settings, plan, ctx, ll)
-    m = plan.microbatches
+
+class _PerLayer:
+    """What every stage's memory reads: the per-kind activations and buffers (layer_memory),
+    the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
+    the reserve and the allocator's slack."""
+
+    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts):
+        model, stack = settings.model, stack_of(settings)
+        self.settings, self.plan, self.pc = settings, plan, pc
+        ctx = context(plan, settings.moe_capacity_factor)
+        self.stored, self.buffers, self.layer_input = layer_memory(settings, plan, ctx, pc.layers)
+        kb = kernel_bytes(stack, plan.compile)
+        # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
+        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div
+                                + kb["loss_saved_per_logit"] * model.vocab_size / ctx.tp)
+        # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
+        # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
+        ll = pc.layers
+        self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
+                                     + self.out_act) if ll.mtp else 0.0)
+        # two gathered units (the current and the prefetched) and the unsharded gradients of
+        # one, in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
+        self.fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * settings.bpp.weights + stack.fsdp.grad_reduce_bytes)
+                                 * unit_params(pc, plan), 0.0)
+        self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
+        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
+        kn = settings.knobs
+        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+
+
+def _stage_terms(per: _PerLayer, end: str, counts, n, stage) -> Terms:
+    """One stage's memory terms: its model states (params_of, sharded [1]), its layers'
+    activations for the micro-batches in flight at `stage` [2] (full recompute keeps the
+    inputs of the layers it re-runs), one layer's recompute buffer (the largest among the
+    kinds it holds), the output layer and MTP on the last stage, the buffers."""
+    settings, plan, pc = per.settings, per.plan, per.pc
+    dense, experts = params_of(pc, settings.model, plan, counts, end)
+    states = model_state_terms(settings.bpp, plan, dense)
+    if pc.routed_experts or pc.mtp.expert:
+        e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep)
+        states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
-    inflight = {st: np.where(single, 1.0, inflight_microbatches(plan.pp, m, plan.vpp, plan.schedule, stage=s))
-                for st, s in (("first", 0), ("mid", 1), ("last", plan.pp - 1))}
-    stack = stack_of(settings)
-    kb = kernel_bytes(stack, plan.compile)
-    # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
-    out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div
-                       + kb["loss_saved_per_logit"] * model.vocab_size / ctx.tp)
-    # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
-    # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
-    mtp = float(ll.mtp) * (stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div + out_act) \
-        if ll.mtp else 0.0
-    act, buf = {}, {}
-    for st in STAGES:
-        c = counts[st]
-        r = recomputed_layers(settings, plan, n[st])
-        kept = mean_layer(c, stored)
-        act[st] = inflight[st] * (r * layer_input + (n[st] - r) * kept)
-        # one layer's buffer at a time: the largest among the kinds the stage holds
-        buf[st] = np.max(np.stack(np.broadcast_arrays(*[np.where(c[i] > 0, b, 0.0) for i, b in enumerate(buffers)])),
-                         axis=0)
-    act["last"] = act["last"] + inflight["last"] * mtp
-    act["mid"] = np.where(has_mid, act["mid"], act["first"])
-    buf["mid"] = np.where(has_mid, buf["mid"], buf["first"])
-    out = {"first": np.where(single, out_act + mtp, 0.0), "last": inflight["last"] * out_act,
-           "mid": np.where(has_mid, 0.0, np.where(single, out_act + mtp, 0.0))}
-
-    # --- buffers: two gathered units (the current and the prefetched) and the unsharded
-    # gradients of one, in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
-    fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * bpp.weights + stack.fsdp.grad_reduce_bytes) * unit_params(pc, plan),
-                        0.0)
-    reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
-    # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
-    slack = stack.memory.allocator_slack if settings.knobs.allocator_slack is None else settings.knobs.allocator_slack
-
-    def terms(st):
-        allocated = states[st].total + act[st] + out[st] + buf[st] + fsdp_buf
-        return Terms(**{k: states[st][k] for k in STATE_TERMS}, layer_activations=act[st], output_activations=out[st],
-                     recompute_buffer=buf[st], fsdp_buffers=fsdp_buf,
-                     allocator_slack=slack * allocated,  # the caching allocator's reserved - allocated at the peak
-                     reserve=reserve)
-
-    return {STAGE_FIRST: terms("first"), STAGE_LAST: terms("last"), STAGE_MIDDLE: terms("mid")}
+    inflight = np.where(single, 1.0, inflight_microbatches(plan.pp, plan.microbatches, plan.vpp, plan.schedule,
+                                                           stage=stage))
+    r = recomputed_layers(settings, plan, n)
+    act = inflight * (r * per.layer_input + (n - r) * mean_layer(counts, per.stored))
+    buf = np.max(np.stack(np.broadcast_arrays(*[np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])),
+                 axis=0)
+    if end == "last":
+        act = act + inflight * per.mtp
+        out = inflight * per.out_act
+    else:
+        out = np.where(single, per.out_act + per.mtp, 0.0) if end == "first" else np.float64(0.0)
+    allocated = states.total + act + out + buf + per.fsdp_buf
+    return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
+                 recompute_buffer=buf, fsdp_buffers=per.fsdp_buf,
+                 allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
+                 reserve=per.reserve)
 
 
 def capacity(settings: Settings) -> tuple[float, float]:

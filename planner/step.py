@@ -152,7 +152,7 @@ def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
     return StepCtx(
         settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
         m=plan.microbatches.astype(np.float64), n=n,
-        counts=stage_counts(ll, n["first"], n["mid"], n["last"], plan.pp),
+        counts=stage_counts(ll, plan),
         rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n},
         hbm=hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale,
         kb=kernel_bytes(stack, plan.compile), fp8=fp8, recipe=recipe,
@@ -271,6 +271,21 @@ class Compute:
     layer_bwd: np.ndarray
     gemm_fwd: np.ndarray
     logits: np.ndarray
+
+
+def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
+    """Of the middle stages' compositions (layers.stage_counts) keep, per plan, the one whose
+    compute takes longest as sc.counts["mid"] (K, ...): the stage the pipeline waits for."""
+    cands = sc.counts["mid"]
+    if cands.ndim == sc.counts["first"].ndim:
+        return
+    base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
+    best, best_t = cands[0], None
+    for cand in cands:
+        t = sc.n["mid"] * mean_layer(cand, base) + sc.rc["mid"] * mean_layer(cand, lt.fwd)
+        best = cand if best_t is None else np.where(t > best_t, cand, best)
+        best_t = t if best_t is None else np.maximum(t, best_t)
+    sc.counts["mid"] = best
 
 
 def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
@@ -513,7 +528,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
-    e_local = np.maximum.reduce([split[st][1] for st in ("first", "mid", "last")])
+    # (with pp <= 2 there is no middle stage: the notional one is the compute model's only)
+    e_local = np.maximum.reduce([split["first"][1], split["last"][1], np.where(plan.pp > 2, split["mid"][1], 0.0)])
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket))
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=shard_n // plan.ep)
@@ -603,6 +619,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     """Named time terms (seconds) whose sum is the step time, plus informational extras."""
     sc = _context(settings, plan)
     lt = layer_times(sc)
+    slowest_middle(sc, lt)
     comp = compute_time(sc, lt)
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)

@@ -46,6 +46,13 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         out.print("  assumed (keys the model's config.json leaves out): " + "; ".join(res["assumed"]))
     active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
+    layers = res.get("layers") or []
+    if len(layers) > 1:  # a model of more than one kind of layer: which is which
+        n = sum(r["count"] for r in layers if not r["layers"].startswith("multi-token"))
+        out.print(f"  {n} layers:")
+        for r in layers:
+            where = r["layers"] if len(r["layers"]) <= 60 else r["layers"][:57].rsplit(",", 1)[0] + ", ..."
+            out.print(f"    {r['count']:>4} x {r['kind']}: {where}")
     t = m["terms"]
     tab = Table(title=f"Memory per GPU (heaviest pipeline stage: {m['heaviest_stage']})", title_justify="left")
     tab.add_column("component")

@@ -1,0 +1,81 @@
+"""Which layers each pipeline stage holds (planner/layers/__init__.py stage_counts): model
+chunk j of pp x vpp runs on stage j mod pp and holds consecutive layers, the first and last
+chunks fewer (pipeline.stage_layers' rule); the middle stages' distinct compositions are the
+candidates memory and step time compare. Cases derived by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.catalog import load_model
+from planner.layers import layer_list, stage_counts
+from planner.plan import PlanArrays
+
+
+def _plan(pp, vpp=1, e=0, l_=0):
+    return PlanArrays(tp=1, cp=1, pp=pp, vpp=vpp, dp=1, mbs=1, gbs=64, seq=4096, sharding=0, shard=1, recompute=0,
+                      sp=0, schedule=np.where(np.asarray(vpp) > 1, 2, 1), precision=0, split_emb=e, split_loss=l_)
+
+
+def test_deepseek_v3_interleaved_chunks_by_hand():
+    """DeepSeek-V3: 61 layers, the first 3 dense (kinds [dense, MoE]). pp 4 x vpp 4: c =
+    ceil(61 / 16) = 4 layers per chunk, 3 left over: chunk 0 holds 4 - 2 = 2 (layers 0-1),
+    chunk 15 holds 4 - 1 = 3. Stage 0 = chunks 0, 4, 8, 12: layers 0-1, 14-17, 30-33, 46-49
+    (2 dense, 12 MoE); stage 1 = chunks 1, 5, 9, 13: 2-5, 18-21, 34-37, 50-53 (1 dense, 15
+    MoE); stage 2: 16 MoE; stage 3 = chunks 3, 7, 11, 15: 4 + 4 + 4 + 3 = 15 MoE. The middle
+    candidates: (1, 15) first held by stage 1 and (0, 16) by stage 2."""
+    ll = layer_list(load_model("deepseek-v3"))
+    c = stage_counts(ll, _plan(4, 4))
+    assert c["first"].tolist() == [2.0, 12.0] and c["last"].tolist() == [0.0, 15.0]
+    assert c["mid"].tolist() == [[1.0, 15.0], [0.0, 16.0]] and c["mid_stage"].tolist() == [1, 2]
+
+
+def test_contiguous_stages_and_split_flags():
+    """pp 4, vpp 1: stages hold [0, 14), [14, 30), [30, 46), [46, 61) (c 16, 3 left over: 2 off
+    the first, 1 off the last): one middle composition, all MoE. With the embedding and the
+    loss counted in the split (61 + 2 = 63 units over 4: c 16, 1 left over), the first chunk
+    holds 16 - 1 - 1 = 14 layers, the last 16 - 1 = 15."""
+    ll = layer_list(load_model("deepseek-v3"))
+    c = stage_counts(ll, _plan(4))
+    assert c["first"].tolist() == [3.0, 11.0] and c["last"].tolist() == [0.0, 15.0]
+    assert c["mid"].tolist() == [[0.0, 16.0]] and c["mid_stage"].tolist() == [1]
+    c = stage_counts(ll, _plan(4, e=1, l_=1))
+    assert c["first"].tolist() == [3.0, 11.0] and c["last"].tolist() == [0.0, 15.0]
+
+
+def test_plans_as_arrays_match_one_at_a_time():
+    """A search's 1-d plans give each plan's own counts (the unique configurations are
+    placed once and gathered back)."""
+    ll = layer_list(load_model("deepseek-v3"))
+    pps, vpps = np.array([4, 2, 4, 1, 8]), np.array([4, 1, 1, 1, 2])
+    many = stage_counts(ll, _plan(pps, vpps))
+    for i, (p, v) in enumerate(zip(pps, vpps)):
+        one = stage_counts(ll, _plan(int(p), int(v)))
+        assert many["first"][:, i].tolist() == one["first"].tolist()
+        assert many["last"][:, i].tolist() == one["last"].tolist()
+        assert many["mid"][: len(one["mid"]), :, i].tolist() == one["mid"].tolist()
+
+
+def test_one_kind_needs_only_the_counts():
+    """Llama 3 405B (126 layers of one kind) on pp 16: 7 / 8 / 7 layers (stage_layers)."""
+    ll = layer_list(load_model("llama3-405b"))
+    c = stage_counts(ll, _plan(16))
+    assert c["first"].tolist() == [7.0] and c["mid"].tolist() == [[8.0]] and c["last"].tolist() == [7.0]
+
+
+def test_the_heavier_middle_stage_sets_the_memory(explain):
+    """DeepSeek-V3 pp 16 (records' layout): stage 1 holds layers 2-5 (1 dense, 3 MoE, 15
+    micro-batches in flight), stage 2 layers 6-9 (4 MoE, 14 in flight). Both are evaluated;
+    the middle stage reported is the heavier of the two, and never lighter than either."""
+    from planner import memory as mem
+    from planner.memory import _PerLayer, _stage_terms, stage_kind_counts
+    from planner.params import count_params
+
+    settings, plan, est, js = explain(model="deepseek-v3", gpus=1024, pp=16, ep=8, sharding="zero1", global_batch=1024,
+                                      micro_batch=1, seq_len=4096)
+    counts = stage_kind_counts(settings.model, plan)
+    assert counts["mid"].tolist() == [[1.0, 3.0], [0.0, 4.0]] and counts["mid_stage"].tolist() == [1, 2]
+    per = _PerLayer(settings, plan, count_params(settings.model))
+    totals = [float(_stage_terms(per, "mid", counts["mid"][c], 4, counts["mid_stage"][c]).total) for c in range(2)]
+    assert float(est.stages[mem.STAGE_MIDDLE].total) == max(totals)
+    assert totals[1] > totals[0]  # 14 x 4 MoE layers outweigh 15 x (1 dense + 3 MoE)
