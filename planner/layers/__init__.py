@@ -257,12 +257,19 @@ def stage_counts(ll: LayerList, plan) -> dict:
         out["mid"] = np.asarray(n_mid, dtype=np.float64)[None, None]
         out["mid_stage"] = np.ones((1,) + np.shape(n_mid), dtype=np.int64)
         return out
-    cols = np.stack(np.broadcast_arrays(*(np.asarray(x, dtype=np.int64).ravel()
-                                          for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))), axis=1)
-    uniq, inverse = np.unique(cols, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    per = [_placed_counts(ll, *map(int, row)) for row in uniq]
     shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss).shape
+    pp, vpp, e, l_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape).ravel()
+                      for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))
+    # the distinct pipeline configurations, found in one pass (a search holds a million plans
+    # but a few dozen configurations): a dense key over the small ranges of the four fields
+    V = int(vpp.max(initial=1)) + 1
+    key = ((pp * V + vpp) * 2 + e) * 2 + l_
+    present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)
+    inverse = (np.cumsum(present) - 1)[key]
+    rows = [(int(k // 4 // V), int(k // 4 % V), int(k // 2 % 2), int(k % 2)) for k in uniq]
+    per = [_placed_counts(ll, *row) for row in rows]
     K, C = len(ll.kinds), max(len(p["mid"]) for p in per)
     out = {st: np.stack([p[st] for p in per], axis=1)[:, inverse].reshape((K,) + shape) for st in ("first", "last")}
     # pad each configuration's candidates to C by repeating its first
