@@ -6,6 +6,7 @@ candidates memory and step time compare. Cases derived by hand."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from planner.catalog import load_model
 from planner.layers import layer_list, stage_counts
@@ -79,3 +80,34 @@ def test_the_heavier_middle_stage_sets_the_memory(explain):
     totals = [float(_stage_terms(per, "mid", counts["mid"][c], 4, counts["mid_stage"][c]).total) for c in range(2)]
     assert float(est.stages[mem.STAGE_MIDDLE].total) == max(totals)
     assert totals[1] > totals[0]  # 14 x 4 MoE layers outweigh 15 x (1 dense + 3 MoE)
+
+
+def test_multi_token_prediction_on_the_last_stage(explain, tmp_path):
+    """DeepSeek-V3 with one MTP module (report sec. 2.2, D = 1): its projection 2h x h, two
+    RMSNorms h and one layer of the last layer's kind (an MoE layer), sharing the embedding
+    and the output head: 2 x 7168^2 + 2 x 7168 + the MoE layer's parameters; the published
+    checkpoint's 14B for the module also holds copies of the embedding and the head
+    (2 x 129,280 x 7168 = 1.85B): 11.66B + 1.85B = 13.5B. The module adds its parameters to
+    the last pipeline stage only, and its layer, projection and loss to the last stage's time."""
+    import yaml
+
+    from planner.params import count_params
+
+    base = load_model("deepseek-v3")
+    m = base.model_copy(update={"mtp_layers": 1})
+    pc, pc0 = count_params(m), count_params(base)
+    moe_layer = pc0.kind_params[1].total
+    assert pc.mtp.total == 2 * 7168 * 7168 + 2 * 7168 + moe_layer
+    assert (pc.mtp.total + 2 * 129_280 * 7168) / 1e9 == pytest.approx(13.5, abs=0.05)
+    assert pc.total == pc0.total and pc.as_dict()["total_with_mtp"] == pc0.total + pc.mtp.total
+    path = tmp_path / "ds-mtp.yaml"
+    path.write_text(yaml.safe_dump(m.model_dump(exclude_none=True)))
+    job = dict(gpus=1024, pp=16, ep=8, sharding="zero1", global_batch=1024, micro_batch=1, seq_len=4096)
+    _, _, _, j0 = explain(model="deepseek-v3", **job)
+    _, _, _, j1 = explain(model=str(path), **job)
+    s0, s1 = j0["memory"]["stages"], j1["memory"]["stages"]
+    assert s1["first"] == s0["first"] and s1["middle"] == s0["middle"]
+    assert s1["last"]["weights_bytes"] > s0["last"]["weights_bytes"]
+    assert s1["last"]["activations_bytes"] > s0["last"]["activations_bytes"]
+    assert j1["time"]["step_s"] >= j0["time"]["step_s"]
+    assert j1["flops"]["model_flops_per_token"] > j0["flops"]["model_flops_per_token"]
