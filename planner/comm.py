@@ -1083,6 +1083,35 @@ def collective_report(
     how = "default" if code == -2 else "auto" if code == AUTO else "given"
     if code == -2:
         code = int(DEFAULT_ALGO[op])
+    _check_report_args(op, code, ranks, stride, bandwidth, latency)
+    needs_params = bandwidth is None or latency is None or code in NEEDS_PLACEMENT
+    if needs_params and params is None:
+        raise PlannerError("no hardware to take the link from", "give --hardware, or both --bandwidth and --latency")
+
+    if params is not None and needs_params:
+        B, a, kw, avail, link_info = _placed_link(op, code, ranks, stride, params, job_gpus, worst_case_pods)
+    else:
+        B, a, kw, avail, link_info = float(bandwidth), float(latency), {}, {}, dict(name="given")
+    B, a = _given_link(B, a, kw, link_info, bandwidth, latency)
+
+    alternatives: dict = {}
+    if avail:
+        for cand in AUTO_CANDIDATES:
+            if AUTO_OK[op, cand] and bool(exists(cand, avail)):
+                alternatives[ALGO_NAMES[cand]] = float(collective_time(op, size_bytes, ranks, B, a, cand, **kw).time_s)
+    if code == AUTO:
+        code = int(best_algorithm(op, size_bytes, ranks, B, a, **avail, **kw))
+    if avail and ranks > 1 and not bool(exists(code, avail)):
+        raise PlannerError(*_missing(code, ranks, params, link_info))
+    cost = collective_time(op, size_bytes, ranks, B, a, code, **kw)
+    if code in (HIERARCHICAL, TREE, NVLS_TREE, COLLNET) and kw:
+        link_info["inter_bandwidth_Bps"] = kw.get("inter_bandwidth", B)
+        link_info["inter_latency_s"] = kw.get("inter_latency", a)
+    return _report_dict(op, code, how, ranks, stride, size_bytes, link_info, cost, alternatives)
+
+
+def _check_report_args(op: int, code: int, ranks, stride, bandwidth, latency) -> None:
+    """collective_report's PlannerError for a bad count, stride, link figure or algorithm."""
     if ranks < 1:
         raise PlannerError(f"--ranks must be at least 1, got {ranks}", "give the number of ranks in the group, e.g. --ranks 8")
     if stride < 1:
@@ -1097,46 +1126,46 @@ def collective_report(
             f"--algo {ALGO_NAMES[code]} does not exist for {OP_NAMES[op]} in this model",
             f"for {OP_NAMES[op]} use: {', '.join(ok)} (or auto)",
         )
-    needs_params = bandwidth is None or latency is None or code in NEEDS_PLACEMENT
-    if needs_params and params is None:
-        raise PlannerError("no hardware to take the link from", "give --hardware, or both --bandwidth and --latency")
 
-    link_info: dict = {}
-    kw: dict = {}
-    avail: dict = {}
-    if params is not None and needs_params:
-        pattern = traffic_pattern(op, code if code != AUTO else int(DEFAULT_ALGO[op]))
-        gl = group_link(ranks, stride, params, pattern=pattern, job_gpus=job_gpus, worst_case_pods=worst_case_pods)
-        B, a = float(gl.bandwidth), float(gl.latency)
-        kw = {k: (float(v) if not isinstance(v, bool) else v) for k, v in gl.algorithm_kwargs(params).items()}
-        avail = {k: bool(v) for k, v in gl.availability(params, ranks).items()}
-        link_info = dict(
-            name=LINK_NAMES[int(gl.link)],
-            hardware=params.name,
-            members_per_nvlink_domain=int(gl.local_ranks),
-            nvlink_domains=int(gl.domains),
-            pods=int(gl.pods),
-            crosses_pod=bool(gl.crosses_pod),
-            nvlink_line_rate_Bps=params.nvlink_line_rate,
-            nvlink_efficiency=params.nvlink_efficiency,
-            nvlink_Bps=params.nvlink_bandwidth,
-            nvlink_latency_s=params.nvlink_latency,
-            network_line_rate_Bps=params.network_line_rate,
-            network_efficiency=params.network_efficiency,
-            network_Bps=params.network_bandwidth,
-            network_latency_s=params.network_latency,
-            pod_gpus=params.pod_gpus,
-            oversubscription=params.oversubscription,
-            worst_case_pods=bool(worst_case_pods),
-            nvls=bool(params.nvls),
-            nvls_algbw_Bps=params.nvls_algbw,
-            sharp=bool(params.sharp),
-            gpus_per_nic=params.gpus_per_nic,
-            tree_hop_latency_s=params.tree_hop_latency,
-        )
-    else:
-        B, a = float(bandwidth), float(latency)
-        link_info = dict(name="given")
+
+def _placed_link(op: int, code: int, ranks, stride, params: CommParams, job_gpus, worst_case_pods: bool):
+    """(bandwidth, latency, collective_time keywords, availability flags, link description)
+    of the group placed with `group_link`, as plain Python numbers."""
+    pattern = traffic_pattern(op, code if code != AUTO else int(DEFAULT_ALGO[op]))
+    gl = group_link(ranks, stride, params, pattern=pattern, job_gpus=job_gpus, worst_case_pods=worst_case_pods)
+    B, a = float(gl.bandwidth), float(gl.latency)
+    kw = {k: (float(v) if not isinstance(v, bool) else v) for k, v in gl.algorithm_kwargs(params).items()}
+    avail = {k: bool(v) for k, v in gl.availability(params, ranks).items()}
+    link_info = dict(
+        name=LINK_NAMES[int(gl.link)],
+        hardware=params.name,
+        members_per_nvlink_domain=int(gl.local_ranks),
+        nvlink_domains=int(gl.domains),
+        pods=int(gl.pods),
+        crosses_pod=bool(gl.crosses_pod),
+        nvlink_line_rate_Bps=params.nvlink_line_rate,
+        nvlink_efficiency=params.nvlink_efficiency,
+        nvlink_Bps=params.nvlink_bandwidth,
+        nvlink_latency_s=params.nvlink_latency,
+        network_line_rate_Bps=params.network_line_rate,
+        network_efficiency=params.network_efficiency,
+        network_Bps=params.network_bandwidth,
+        network_latency_s=params.network_latency,
+        pod_gpus=params.pod_gpus,
+        oversubscription=params.oversubscription,
+        worst_case_pods=bool(worst_case_pods),
+        nvls=bool(params.nvls),
+        nvls_algbw_Bps=params.nvls_algbw,
+        sharp=bool(params.sharp),
+        gpus_per_nic=params.gpus_per_nic,
+        tree_hop_latency_s=params.tree_hop_latency,
+    )
+    return B, a, kw, avail, link_info
+
+
+def _given_link(B: float, a: float, kw: dict, link_info: dict, bandwidth, latency) -> tuple[float, float]:
+    """The link's (bandwidth, latency) with the given figures in their place (and in the
+    network phase's keywords), recorded in link_info."""
     if bandwidth is not None:
         B = float(bandwidth)
         if kw:
@@ -1146,21 +1175,13 @@ def collective_report(
         if kw:
             kw["inter_latency"] = a
     link_info.update(bandwidth_Bps=B, latency_s=a, bandwidth_given=bandwidth is not None, latency_given=latency is not None)
+    return B, a
 
-    alternatives: dict = {}
-    if avail:
-        for cand in AUTO_CANDIDATES:
-            if AUTO_OK[op, cand] and bool(exists(cand, avail)):
-                alternatives[ALGO_NAMES[cand]] = float(collective_time(op, size_bytes, ranks, B, a, cand, **kw).time_s)
-    if code == AUTO:
-        code = int(best_algorithm(op, size_bytes, ranks, B, a, **avail, **kw))
-    if avail and ranks > 1 and not bool(exists(code, avail)):
-        raise PlannerError(*_missing(code, ranks, params, link_info))
-    cost = collective_time(op, size_bytes, ranks, B, a, code, **kw)
+
+def _report_dict(op: int, code: int, how: str, ranks, stride, size_bytes, link_info: dict,
+                 cost: CollectiveCost, alternatives: dict) -> dict:
+    """collective_report's answer: the collective, its link and its cost as plain numbers."""
     c = {k: float(v) for k, v in cost.as_dict().items()}
-    if code in (HIERARCHICAL, TREE, NVLS_TREE, COLLNET) and kw:
-        link_info["inter_bandwidth_Bps"] = kw.get("inter_bandwidth", B)
-        link_info["inter_latency_s"] = kw.get("inter_latency", a)
     return dict(
         op=OP_NAMES[op],
         algorithm=ALGO_NAMES[code],
