@@ -868,16 +868,37 @@ def group_link(
     g, s, pattern = np.broadcast_arrays(g, s, pattern)
     span = g * s
     job = span if job_gpus is None else np.broadcast_to(_i(job_gpus), span.shape)
-    D, P, o = params.nvlink_domain, params.pod_gpus, params.oversubscription
-    B_nv, B_net = params.nvlink_bandwidth, params.network_bandwidth
-    a_nv, a_net = params.nvlink_latency, params.network_latency
-    gf = g.astype(np.float64)
+    return _placed_link_speeds(g, span, pattern, _place(g, s, span, job, params), params, worst_case_pods)
 
+
+class _Placement(NamedTuple):
+    """Where a group's blocks fall (`_place`)."""
+
+    inside: np.ndarray  # the block sits in one NVLink domain
+    m_local: np.ndarray  # members per NVLink domain
+    crosses: np.ndarray  # the block crosses the oversubscribed layer above the pods
+    m_pod: np.ndarray  # members per pod
+
+
+def _place(g, s, span, job, params: CommParams) -> _Placement:
+    """Blocks of `span` consecutive ranks, members `s` apart, in a job of `job` GPUs filling
+    NVLink domains and pods in order from a pod boundary (`group_link`)."""
+    D, P = params.nvlink_domain, params.pod_gpus
     inside = (g == 1) | ((span <= D) & ((D % span == 0) | (job <= D)))
     m_local = np.where(inside, g, np.clip(np.gcd(span, D) // s, 1, g))
     crosses = ~inside & ((span > P) | ((P % span != 0) & (job > P)))
     m_pod = np.clip(np.gcd(span, P) // s, 1, g)
+    return _Placement(inside, m_local, crosses, m_pod)
 
+
+def _placed_link_speeds(g, span, pattern, pl: _Placement, params: CommParams, worst_case_pods: bool) -> GroupLink:
+    """The GroupLink of a placed group (`group_link`'s model): the shares f_node and f_pod of
+    a rank's traffic that leave its domain and its pod set its bandwidth and latency."""
+    inside, m_local, crosses, m_pod = pl
+    P, o = params.pod_gpus, params.oversubscription
+    B_nv, B_net = params.nvlink_bandwidth, params.network_bandwidth
+    a_nv, a_net = params.nvlink_latency, params.network_latency
+    gf = g.astype(np.float64)
     all_pairs = pattern == PATTERN_ALL_PAIRS
     with np.errstate(divide="ignore", invalid="ignore"):
         f_node = np.where(all_pairs, (gf - m_local) / (gf - 1.0), 1.0 / m_local)
