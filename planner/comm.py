@@ -996,24 +996,49 @@ def _bits(a: np.ndarray) -> np.ndarray:
         return a.astype(np.float64).view(np.uint64)
     if a.dtype.kind in "iub":
         return a.astype(np.int64).view(np.uint64)
-    raise TypeError(f"apply_unique: unsupported dtype {a.dtype}")
+    raise TypeError(f"distinct: unsupported dtype {a.dtype}")
 
 
 def apply_unique(fn, *args) -> np.ndarray:
     """fn(*args) for an elementwise fn of equal-shape (broadcast) arrays, evaluated once per
     distinct tuple of argument values and broadcast back: the same numbers as fn(*args),
-    with as many evaluations as there are distinct tuples.
+    with as many evaluations as there are distinct tuples (`distinct`). fn may raise on bad
+    values: it sees the same set of values either way.
+
+    A caller that would hand its own function down here can instead call `distinct` and
+    evaluate the distinct values itself, so that the cost models are not called back."""
+    d = distinct(*args)
+    return d.expand(fn(*d.values))
+
+
+@dataclass(frozen=True)
+class Distinct:
+    """The distinct tuples of equal-shape arrays (`distinct`). values: one 1-d array per
+    argument, each distinct tuple once (below UNIQUE_MIN elements: the broadcast arguments
+    themselves); `expand` maps a result per tuple of `values` back to the arguments' shape."""
+
+    values: tuple[np.ndarray, ...]
+    index: np.ndarray | None  # the tuple of `values` each element has; None: values are the arguments
+    shape: tuple[int, ...]
+
+    def expand(self, out) -> np.ndarray:
+        out = np.asarray(out)
+        return out if self.index is None else out[self.index].reshape(self.shape)
+
+
+def distinct(*args) -> Distinct:
+    """The distinct tuples of argument values of equal-shape (broadcast) arrays.
 
     A search asks for the same collective (size, group, stride) over and over; this is how
     `step.step_time` stays cheap on a million plans. Distinct tuples are found in two passes:
     runs of equal consecutive tuples (one comparison per element), then a sort of the run
     heads by a hash of their bit patterns, the tuples then compared bit for bit (0.0 and
-    -0.0 stay apart). fn may raise on bad values: it sees the same set of values either way."""
+    -0.0 stay apart)."""
     arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
     shape = arrays[0].shape
     n = arrays[0].size
     if n < UNIQUE_MIN:
-        return np.asarray(fn(*arrays))
+        return Distinct(tuple(arrays), None, shape)
     flat = [np.ascontiguousarray(a).ravel() for a in arrays]
     # bit patterns: 0.0 and -0.0 are equal but need not give the same result
     bits = [_bits(a) for a in flat]
@@ -1043,8 +1068,7 @@ def apply_unique(fn, *args) -> np.ndarray:
         uid[order] = np.cumsum(new) - 1
         vals = [v[order[new]] for v in vals]
         run = uid[run]
-    out = np.asarray(fn(*vals))
-    return out[run].reshape(shape)
+    return Distinct(tuple(vals), run, shape)
 
 
 # ------------------------------------------------------------- one collective, told
