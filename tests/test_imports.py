@@ -162,30 +162,28 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def _assert_imports_none_of(graph, module: str, packages: tuple[str, ...]) -> None:
+    """`module` imports, directly or not, no module of the planner subpackages `packages`."""
+    seen = reachable(graph, module)
+    bad = sorted(m for m in seen if m.split(".")[1] in packages)
+    assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
+
+
 @pytest.mark.parametrize("module", COST_MODELS)
 def test_cost_models_do_not_import_calibrate(module, graph):
-    g = graph
-    seen = reachable(g, module)
-    bad = sorted(m for m in seen if m == "planner.calibrate" or m.startswith("planner.calibrate."))
-    assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
+    _assert_imports_none_of(graph, module, ("calibrate",))
 
 
 @pytest.mark.parametrize("module", COST_MODELS)
 def test_cost_models_do_not_import_trainers(module, graph):
     """Nor a trainer's reader or writer (trainers/: torchtitan TOML, Megatron, DeepSpeed)."""
-    g = graph
-    seen = reachable(g, module)
-    bad = sorted(m for m in seen if m == "planner.trainers" or m.startswith("planner.trainers."))
-    assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
+    _assert_imports_none_of(graph, module, ("trainers",))
 
 
 @pytest.mark.parametrize("module", COST_MODELS)
 def test_cost_models_do_not_import_commands(module, graph):
     """Nor a command or a renderer (cli/, render/)."""
-    g = graph
-    seen = reachable(g, module)
-    bad = sorted(m for m in seen if m.split(".")[1].startswith(("cli", "render")))
-    assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
+    _assert_imports_none_of(graph, module, ("cli", "render"))
 
 
 def test_pricing_with_a_profile_runs_no_calibrate_code(tmp_path):
