@@ -136,6 +136,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numpy as np
 
@@ -343,6 +344,44 @@ def collective_time(
     inside the domain with NVLS (NCCL's NVLS + SHARP) rather than NCCL's CollNet-direct over
     NVLink; gpus_per_nic: GPUs sharing one NIC (CollNet-direct's GPU/NIC penalty).
     """
+    x = _collective_inputs(
+        op, size_bytes, ranks, bandwidth, latency, algo, local_ranks, local_bandwidth, local_latency,
+        inter_bandwidth, inter_latency, nvls_bandwidth, nvls_latency, tree_latency, collnet_nvls, gpus_per_nic,
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table = _algorithm_table(x)
+    return _pick_algorithm(x, table)
+
+
+class _Inputs(NamedTuple):
+    """collective_time's arguments as equal-shape arrays, defaults filled in: S bytes, n ranks,
+    B and a the flat link; gl = m ranks per NVLink domain, Bl and al the NVLink, Bi and ai
+    the network; Bv the NVLS algbw (NaN: from the NVLink's), av the NVLS latency; at the
+    tree hop latency (NaN: the link's own); cn CollNet over NVLS; gpn GPUs per NIC."""
+
+    op: np.ndarray
+    algo: np.ndarray
+    S: np.ndarray
+    n: np.ndarray
+    B: np.ndarray
+    a: np.ndarray
+    gl: np.ndarray
+    Bl: np.ndarray
+    al: np.ndarray
+    Bi: np.ndarray
+    ai: np.ndarray
+    Bv: np.ndarray
+    av: np.ndarray
+    at: np.ndarray
+    cn: np.ndarray
+    gpn: np.ndarray
+
+
+def _collective_inputs(op, size_bytes, ranks, bandwidth, latency, algo, local_ranks, local_bandwidth,
+                       local_latency, inter_bandwidth, inter_latency, nvls_bandwidth, nvls_latency,
+                       tree_latency, collnet_nvls, gpus_per_nic) -> _Inputs:
+    """collective_time's arguments with their defaults, checked (PlannerError on a bad one)
+    and broadcast together."""
     op = _i(op)
     algo = DEFAULT_ALGO[np.clip(op, 0, len(OP_CODES) - 1)] if algo is None else _i(algo)
     _check_codes(op, algo)
@@ -368,114 +407,173 @@ def collective_time(
         raise PlannerError("local_ranks must be at least 1")
     if np.any(gpn < 1):
         raise PlannerError("gpus_per_nic must be at least 1")
+    return _Inputs(*np.broadcast_arrays(op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn))
 
-    op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn = np.broadcast_arrays(
-        op, algo, S, n, B, a, gl, Bl, al, Bi, ai, Bv, av, at, cn, gpn
-    )
-    nf = n.astype(np.float64)
-    g = np.minimum(gl, n).astype(np.float64)
+
+class _Cost(NamedTuple):
+    """One algorithm's terms: bytes the busiest rank sends, rounds, latency and bandwidth (s)."""
+
+    sent: np.ndarray
+    rounds: np.ndarray
+    latency: np.ndarray
+    bandwidth: np.ndarray
+
+
+class _Shared(NamedTuple):
+    """Terms several algorithms share (see `_shared`)."""
+
+    nf: np.ndarray
+    log_n: np.ndarray
+    rs_ag: np.ndarray
+    g: np.ndarray
+    n_inter: np.ndarray
+    h_local: np.ndarray
+    multi: np.ndarray
+    k_tree: np.ndarray
+    levels: np.ndarray
+    inter_tree: np.ndarray
+    Bv_loc: np.ndarray
+
+
+def _shared(x: _Inputs) -> _Shared:
+    """nf = n as floats, g = m ranks per domain (at most n), N = n/m domains, and the terms
+    of the ring, the hierarchical all-reduce, the trees and NVLS that others reuse."""
+    nf = x.n.astype(np.float64)
+    g = np.minimum(x.gl, x.n).astype(np.float64)
     log_n = np.ceil(np.log2(nf))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rs_ag = (nf - 1.0) / nf * S  # ring / recursive reduce-scatter, all-gather, all-to-all
-        ar_ring = 2.0 * rs_ag
-        # hierarchical: local reduce-scatter + all-gather on S, inter-domain ring on S/g
-        n_inter = nf / g
-        h_local = 2.0 * (g - 1.0) / g * S
-        h_inter = 2.0 * (n_inter - 1.0) / n_inter * S / g
-        h_sent = h_local + h_inter
-        h_bw = h_local / Bl + h_inter / Bi
-        h_rounds = 2.0 * (g - 1.0) + 2.0 * (n_inter - 1.0)
-        h_lat = 2.0 * (g - 1.0) * al + 2.0 * (n_inter - 1.0) * ai
+    rs_ag = (nf - 1.0) / nf * x.S  # ring / recursive reduce-scatter, all-gather, all-to-all
+    # hierarchical: local reduce-scatter + all-gather on S, inter-domain ring on S/g
+    n_inter = nf / g
+    h_local = 2.0 * (g - 1.0) / g * x.S
+    # trees across N = n/m domains [5][8]: a node of a double binary tree over N > 2
+    # domains sends 2S and receives 2S (interior in one tree, leaf in the other); with
+    # N = 2 each domain is the root of one tree and a leaf of the other: S each way.
+    # The domain's m ranks share that traffic over their m NICs.
+    multi = n_inter > 1.0 + 1e-9
+    k_tree = np.where(n_inter <= 2.0 + 1e-9, 1.0, 2.0)
+    levels = np.ceil(np.log2(np.maximum(n_inter, 1.0)))
+    inter_tree = np.where(multi, k_tree * x.S / (g * x.Bi), 0.0)
+    # NVLS inside a domain (one reduce-scatter + all-gather through the switch) [6][11],
+    # here for NVLS-tree and CollNet
+    Bv_loc = np.where(np.isnan(x.Bv), NVLS_ALGBW_PER_RING_BUSBW * x.Bl, x.Bv)
+    return _Shared(nf, log_n, rs_ag, g, n_inter, h_local, multi, k_tree, levels, inter_tree, Bv_loc)
 
-        # trees across N = n/m domains [5][8]: a node of a double binary tree over N > 2
-        # domains sends 2S and receives 2S (interior in one tree, leaf in the other); with
-        # N = 2 each domain is the root of one tree and a leaf of the other: S each way.
-        # The domain's m ranks share that traffic over their m NICs.
-        multi = n_inter > 1.0 + 1e-9
-        k_tree = np.where(n_inter <= 2.0 + 1e-9, 1.0, 2.0)
-        levels = np.ceil(np.log2(np.maximum(n_inter, 1.0)))
-        inter_tree = np.where(multi, k_tree * S / (g * Bi), 0.0)
-        t_hop_l = np.where(np.isnan(at), al, at)
-        t_hop_i = np.where(np.isnan(at), ai, at)
-        # tree: a chain through the m ranks of a domain (each sends S up and S down), the
-        # double binary tree across domains; NCCL's 0.92 and medium-size correction [5]
-        chain = np.where(g > 1.0, 2.0 * S / Bl, 0.0)
-        corr_i = np.floor(np.log2(np.maximum(S / 64.0, 1.0)))
-        k_corr = len(TREE_CORRECTION)
-        corr = np.where(corr_i < k_corr, TREE_CORRECTION[np.clip(corr_i, 0, k_corr - 1).astype(np.int64)], 1.0)
-        tree_bw = np.maximum(chain, inter_tree) / (TREE_BANDWIDTH_EFFICIENCY * corr)
-        tree_rounds = 2.0 * ((g - 1.0) + levels)
-        tree_lat = 2.0 * ((g - 1.0) * t_hop_l + levels * t_hop_i)
-        tree_sent = np.where(g > 1.0, 2.0 * S, np.where(multi, k_tree * S, 0.0))
-        # NVLS inside a domain (one reduce-scatter + all-gather through the switch) [6][11]
-        Bv_flat = np.where(np.isnan(Bv), NVLS_ALGBW_PER_RING_BUSBW * B, Bv)
-        Bv_loc = np.where(np.isnan(Bv), NVLS_ALGBW_PER_RING_BUSBW * Bl, Bv)
-        # NVLS-tree [5]: NVLS inside each domain, a tree across domains on the reduced data;
-        # each rank of a domain carries a 1/m shard of it through its own NIC
-        nt_bw = np.maximum(S / Bv_loc, inter_tree)
-        nt_rounds = 2.0 + 2.0 * levels
-        nt_lat = av + 2.0 * levels * ai
-        nt_sent = S + np.where(multi, k_tree * S / g, 0.0)
-        # CollNet [5]: inside the domain NVLS (NCCL's NVLS + SHARP) or a direct reduce-scatter /
-        # all-gather to the NIC heads over NVLink (CollNet-direct, with NCCL's GPU/NIC penalty
-        # (r + 1)/2 for r GPUs per NIC); across domains the switches reduce: each domain sends
-        # S and receives S whatever N
-        cd_penalty = (gpn + 1.0) / 2.0
-        cn_intra = np.where(cn, S / Bv_loc, np.where(g > 1.0, h_local / Bl, 0.0))
-        cn_inter = np.where(multi, S / (g * Bi) * np.where(cn, 1.0, cd_penalty), 0.0)
-        cn_bw = np.maximum(cn_intra, cn_inter)
-        cn_rounds = np.where(cn, 1.0, 2.0 * (g - 1.0)) + 2.0
-        cn_lat = np.where(cn, av, 2.0 * (g - 1.0) * al) + 2.0 * ai
-        cn_sent = np.where(cn, S, h_local) + np.where(multi, S / g, 0.0)
-        # PAT [10][13]: log-depth reduce-scatter / all-gather, 75% of the ring's bandwidth
-        pat_bw = rs_ag / (PAT_BANDWIDTH_EFFICIENCY * B)
-        pat_lat = PAT_BASE_LATENCY_S + log_n * PAT_LOG_LATENCY_S + nf * PAT_RANK_LATENCY_S
 
+def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, _Cost]]:
+    """(where, cost) for every (operation, algorithm) pair that exists: `where` marks the
+    elements that ask for the pair, `cost` is its terms computed for every element."""
+    c = _shared(x)
+    S, nf, op, algo = x.S, c.nf, x.op, x.algo
     is_ar = op == ALL_REDUCE
     is_rsag = (op == REDUCE_SCATTER) | (op == ALL_GATHER)
-    cases = [
-        is_ar & (algo == RING),
-        is_ar & (algo == TREE),
-        is_ar & (algo == PARAMETER_SERVER),
-        is_ar & (algo == HIERARCHICAL),
-        is_ar & (algo == NVLS),
-        is_ar & (algo == NVLS_TREE),
-        is_ar & (algo == COLLNET),
-        is_rsag & (algo == RING),
-        is_rsag & (algo == TREE),
-        is_rsag & (algo == PAT),
-        (op == ALL_TO_ALL) & (algo == DIRECT),
-        (op == SEND_RECV) & (algo == DIRECT),
+    return [
+        (is_ar & (algo == RING), _flat(x, 2.0 * (nf - 1.0), 2.0 * c.rs_ag)),
+        (is_ar & (algo == TREE), _tree(x, c)),
+        (is_ar & (algo == PARAMETER_SERVER), _flat(x, 2.0, (nf - 1.0) * S)),
+        (is_ar & (algo == HIERARCHICAL), _hierarchical(x, c)),
+        (is_ar & (algo == NVLS), _nvls(x)),
+        (is_ar & (algo == NVLS_TREE), _nvls_tree(x, c)),
+        (is_ar & (algo == COLLNET), _collnet(x, c)),
+        (is_rsag & (algo == RING), _flat(x, nf - 1.0, c.rs_ag)),
+        (is_rsag & (algo == TREE), _flat(x, c.log_n, c.rs_ag)),
+        (is_rsag & (algo == PAT), _pat(x, c)),
+        ((op == ALL_TO_ALL) & (algo == DIRECT), _flat(x, nf - 1.0, c.rs_ag)),
+        ((op == SEND_RECV) & (algo == DIRECT), _Cost(S, 1.0, x.a, S / x.B)),
     ]
-    inf, nan = np.inf, np.nan
-    ps_bytes = (nf - 1.0) * S
-    sent = np.select(cases, [ar_ring, tree_sent, ps_bytes, h_sent, S, nt_sent, cn_sent, rs_ag, rs_ag, rs_ag, rs_ag, S], nan)
-    rounds = np.select(
-        cases,
-        [2.0 * (nf - 1.0), tree_rounds, 2.0, h_rounds, 2.0, nt_rounds, cn_rounds, nf - 1.0, log_n, log_n, nf - 1.0, 1.0],
-        nan,
-    )
-    latency_s = np.select(
-        cases,
-        [rounds * a, tree_lat, rounds * a, h_lat, av, nt_lat, cn_lat, rounds * a, rounds * a, pat_lat, rounds * a, a],
-        inf,
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bandwidth_s = np.select(
-            cases,
-            [sent / B, tree_bw, sent / B, h_bw, S / Bv_flat, nt_bw, cn_bw, sent / B, sent / B, pat_bw, sent / B, sent / B],
-            inf,
-        )
+
+
+def _flat(x: _Inputs, rounds, sent) -> _Cost:
+    """An algorithm on the flat link: `rounds` latencies a, `sent` bytes at B."""
+    return _Cost(sent, rounds, rounds * x.a, sent / x.B)
+
+
+def _hierarchical(x: _Inputs, c: _Shared) -> _Cost:
+    """Reduce-scatter in the domain, ring all-reduce across domains on S/g, all-gather."""
+    g, n_inter = c.g, c.n_inter
+    h_inter = 2.0 * (n_inter - 1.0) / n_inter * x.S / g
+    h_sent = c.h_local + h_inter
+    h_bw = c.h_local / x.Bl + h_inter / x.Bi
+    h_rounds = 2.0 * (g - 1.0) + 2.0 * (n_inter - 1.0)
+    h_lat = 2.0 * (g - 1.0) * x.al + 2.0 * (n_inter - 1.0) * x.ai
+    return _Cost(h_sent, h_rounds, h_lat, h_bw)
+
+
+def _tree(x: _Inputs, c: _Shared) -> _Cost:
+    """NCCL's tree all-reduce [5][8]."""
+    S, g = x.S, c.g
+    t_hop_l = np.where(np.isnan(x.at), x.al, x.at)
+    t_hop_i = np.where(np.isnan(x.at), x.ai, x.at)
+    # tree: a chain through the m ranks of a domain (each sends S up and S down), the
+    # double binary tree across domains; NCCL's 0.92 and medium-size correction [5]
+    chain = np.where(g > 1.0, 2.0 * S / x.Bl, 0.0)
+    corr_i = np.floor(np.log2(np.maximum(S / 64.0, 1.0)))
+    k_corr = len(TREE_CORRECTION)
+    corr = np.where(corr_i < k_corr, TREE_CORRECTION[np.clip(corr_i, 0, k_corr - 1).astype(np.int64)], 1.0)
+    tree_bw = np.maximum(chain, c.inter_tree) / (TREE_BANDWIDTH_EFFICIENCY * corr)
+    tree_rounds = 2.0 * ((g - 1.0) + c.levels)
+    tree_lat = 2.0 * ((g - 1.0) * t_hop_l + c.levels * t_hop_i)
+    tree_sent = np.where(g > 1.0, 2.0 * S, np.where(c.multi, c.k_tree * S, 0.0))
+    return _Cost(tree_sent, tree_rounds, tree_lat, tree_bw)
+
+
+def _nvls(x: _Inputs) -> _Cost:
+    # NVLS inside a domain (one reduce-scatter + all-gather through the switch) [6][11]
+    Bv_flat = np.where(np.isnan(x.Bv), NVLS_ALGBW_PER_RING_BUSBW * x.B, x.Bv)
+    return _Cost(x.S, 2.0, x.av, x.S / Bv_flat)
+
+
+def _nvls_tree(x: _Inputs, c: _Shared) -> _Cost:
+    # NVLS-tree [5]: NVLS inside each domain, a tree across domains on the reduced data;
+    # each rank of a domain carries a 1/m shard of it through its own NIC
+    S = x.S
+    nt_bw = np.maximum(S / c.Bv_loc, c.inter_tree)
+    nt_rounds = 2.0 + 2.0 * c.levels
+    nt_lat = x.av + 2.0 * c.levels * x.ai
+    nt_sent = S + np.where(c.multi, c.k_tree * S / c.g, 0.0)
+    return _Cost(nt_sent, nt_rounds, nt_lat, nt_bw)
+
+
+def _collnet(x: _Inputs, c: _Shared) -> _Cost:
+    # CollNet [5]: inside the domain NVLS (NCCL's NVLS + SHARP) or a direct reduce-scatter /
+    # all-gather to the NIC heads over NVLink (CollNet-direct, with NCCL's GPU/NIC penalty
+    # (r + 1)/2 for r GPUs per NIC); across domains the switches reduce: each domain sends
+    # S and receives S whatever N
+    S, g, cn = x.S, c.g, x.cn
+    cd_penalty = (x.gpn + 1.0) / 2.0
+    cn_intra = np.where(cn, S / c.Bv_loc, np.where(g > 1.0, c.h_local / x.Bl, 0.0))
+    cn_inter = np.where(c.multi, S / (g * x.Bi) * np.where(cn, 1.0, cd_penalty), 0.0)
+    cn_bw = np.maximum(cn_intra, cn_inter)
+    cn_rounds = np.where(cn, 1.0, 2.0 * (g - 1.0)) + 2.0
+    cn_lat = np.where(cn, x.av, 2.0 * (g - 1.0) * x.al) + 2.0 * x.ai
+    cn_sent = np.where(cn, S, c.h_local) + np.where(c.multi, S / g, 0.0)
+    return _Cost(cn_sent, cn_rounds, cn_lat, cn_bw)
+
+
+def _pat(x: _Inputs, c: _Shared) -> _Cost:
+    # PAT [10][13]: log-depth reduce-scatter / all-gather, 75% of the ring's bandwidth
+    pat_bw = c.rs_ag / (PAT_BANDWIDTH_EFFICIENCY * x.B)
+    pat_lat = PAT_BASE_LATENCY_S + c.log_n * PAT_LOG_LATENCY_S + c.nf * PAT_RANK_LATENCY_S
+    return _Cost(c.rs_ag, c.log_n, pat_lat, pat_bw)
+
+
+def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, _Cost]]) -> CollectiveCost:
+    """Each element's own (operation, algorithm) terms from `table`: NaN bytes and +inf time
+    where the pair does not exist, nothing for one rank; algbw and busbw as nccl-tests [4]."""
+    where = [w for w, _ in table]
+    sent = np.select(where, [t.sent for _, t in table], np.nan)
+    rounds = np.select(where, [t.rounds for _, t in table], np.nan)
+    latency_s = np.select(where, [t.latency for _, t in table], np.inf)
+    bandwidth_s = np.select(where, [t.bandwidth for _, t in table], np.inf)
     # One rank: nothing to communicate.
-    single = n == 1
+    single = x.n == 1
     sent = np.where(single, 0.0, sent)
     rounds = np.where(single, 0.0, rounds)
     latency_s = np.where(single, 0.0, latency_s)
     bandwidth_s = np.where(single, 0.0, bandwidth_s)
     time_s = np.asarray(latency_s + bandwidth_s)
     with np.errstate(divide="ignore", invalid="ignore"):
-        algbw = np.where((time_s > 0) & np.isfinite(time_s), S / time_s, 0.0)
-    busbw = np.asarray(algbw * busbw_factor(op, n))
+        algbw = np.where((time_s > 0) & np.isfinite(time_s), x.S / time_s, 0.0)
+    busbw = np.asarray(algbw * busbw_factor(x.op, x.n))
     return CollectiveCost(
         bytes_sent_per_rank=sent,
         bytes_received_per_rank=sent.copy(),
@@ -770,16 +868,37 @@ def group_link(
     g, s, pattern = np.broadcast_arrays(g, s, pattern)
     span = g * s
     job = span if job_gpus is None else np.broadcast_to(_i(job_gpus), span.shape)
-    D, P, o = params.nvlink_domain, params.pod_gpus, params.oversubscription
-    B_nv, B_net = params.nvlink_bandwidth, params.network_bandwidth
-    a_nv, a_net = params.nvlink_latency, params.network_latency
-    gf = g.astype(np.float64)
+    return _placed_link_speeds(g, span, pattern, _place(g, s, span, job, params), params, worst_case_pods)
 
+
+class _Placement(NamedTuple):
+    """Where a group's blocks fall (`_place`)."""
+
+    inside: np.ndarray  # the block sits in one NVLink domain
+    m_local: np.ndarray  # members per NVLink domain
+    crosses: np.ndarray  # the block crosses the oversubscribed layer above the pods
+    m_pod: np.ndarray  # members per pod
+
+
+def _place(g, s, span, job, params: CommParams) -> _Placement:
+    """Blocks of `span` consecutive ranks, members `s` apart, in a job of `job` GPUs filling
+    NVLink domains and pods in order from a pod boundary (`group_link`)."""
+    D, P = params.nvlink_domain, params.pod_gpus
     inside = (g == 1) | ((span <= D) & ((D % span == 0) | (job <= D)))
     m_local = np.where(inside, g, np.clip(np.gcd(span, D) // s, 1, g))
     crosses = ~inside & ((span > P) | ((P % span != 0) & (job > P)))
     m_pod = np.clip(np.gcd(span, P) // s, 1, g)
+    return _Placement(inside, m_local, crosses, m_pod)
 
+
+def _placed_link_speeds(g, span, pattern, pl: _Placement, params: CommParams, worst_case_pods: bool) -> GroupLink:
+    """The GroupLink of a placed group (`group_link`'s model): the shares f_node and f_pod of
+    a rank's traffic that leave its domain and its pod set its bandwidth and latency."""
+    inside, m_local, crosses, m_pod = pl
+    P, o = params.pod_gpus, params.oversubscription
+    B_nv, B_net = params.nvlink_bandwidth, params.network_bandwidth
+    a_nv, a_net = params.nvlink_latency, params.network_latency
+    gf = g.astype(np.float64)
     all_pairs = pattern == PATTERN_ALL_PAIRS
     with np.errstate(divide="ignore", invalid="ignore"):
         f_node = np.where(all_pairs, (gf - m_local) / (gf - 1.0), 1.0 / m_local)
@@ -877,24 +996,49 @@ def _bits(a: np.ndarray) -> np.ndarray:
         return a.astype(np.float64).view(np.uint64)
     if a.dtype.kind in "iub":
         return a.astype(np.int64).view(np.uint64)
-    raise TypeError(f"apply_unique: unsupported dtype {a.dtype}")
+    raise TypeError(f"distinct: unsupported dtype {a.dtype}")
 
 
 def apply_unique(fn, *args) -> np.ndarray:
     """fn(*args) for an elementwise fn of equal-shape (broadcast) arrays, evaluated once per
     distinct tuple of argument values and broadcast back: the same numbers as fn(*args),
-    with as many evaluations as there are distinct tuples.
+    with as many evaluations as there are distinct tuples (`distinct`). fn may raise on bad
+    values: it sees the same set of values either way.
+
+    A caller that would hand its own function down here can instead call `distinct` and
+    evaluate the distinct values itself, so that the cost models are not called back."""
+    d = distinct(*args)
+    return d.expand(fn(*d.values))
+
+
+@dataclass(frozen=True)
+class Distinct:
+    """The distinct tuples of equal-shape arrays (`distinct`). values: one 1-d array per
+    argument, each distinct tuple once (below UNIQUE_MIN elements: the broadcast arguments
+    themselves); `expand` maps a result per tuple of `values` back to the arguments' shape."""
+
+    values: tuple[np.ndarray, ...]
+    index: np.ndarray | None  # the tuple of `values` each element has; None: values are the arguments
+    shape: tuple[int, ...]
+
+    def expand(self, out) -> np.ndarray:
+        out = np.asarray(out)
+        return out if self.index is None else out[self.index].reshape(self.shape)
+
+
+def distinct(*args) -> Distinct:
+    """The distinct tuples of argument values of equal-shape (broadcast) arrays.
 
     A search asks for the same collective (size, group, stride) over and over; this is how
     `step.step_time` stays cheap on a million plans. Distinct tuples are found in two passes:
     runs of equal consecutive tuples (one comparison per element), then a sort of the run
     heads by a hash of their bit patterns, the tuples then compared bit for bit (0.0 and
-    -0.0 stay apart). fn may raise on bad values: it sees the same set of values either way."""
+    -0.0 stay apart)."""
     arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
     shape = arrays[0].shape
     n = arrays[0].size
     if n < UNIQUE_MIN:
-        return np.asarray(fn(*arrays))
+        return Distinct(tuple(arrays), None, shape)
     flat = [np.ascontiguousarray(a).ravel() for a in arrays]
     # bit patterns: 0.0 and -0.0 are equal but need not give the same result
     bits = [_bits(a) for a in flat]
@@ -924,8 +1068,7 @@ def apply_unique(fn, *args) -> np.ndarray:
         uid[order] = np.cumsum(new) - 1
         vals = [v[order[new]] for v in vals]
         run = uid[run]
-    out = np.asarray(fn(*vals))
-    return out[run].reshape(shape)
+    return Distinct(tuple(vals), run, shape)
 
 
 # ------------------------------------------------------------- one collective, told
@@ -985,6 +1128,35 @@ def collective_report(
     how = "default" if code == -2 else "auto" if code == AUTO else "given"
     if code == -2:
         code = int(DEFAULT_ALGO[op])
+    _check_report_args(op, code, ranks, stride, bandwidth, latency)
+    needs_params = bandwidth is None or latency is None or code in NEEDS_PLACEMENT
+    if needs_params and params is None:
+        raise PlannerError("no hardware to take the link from", "give --hardware, or both --bandwidth and --latency")
+
+    if params is not None and needs_params:
+        B, a, kw, avail, link_info = _placed_link(op, code, ranks, stride, params, job_gpus, worst_case_pods)
+    else:
+        B, a, kw, avail, link_info = float(bandwidth), float(latency), {}, {}, dict(name="given")
+    B, a = _given_link(B, a, kw, link_info, bandwidth, latency)
+
+    alternatives: dict = {}
+    if avail:
+        for cand in AUTO_CANDIDATES:
+            if AUTO_OK[op, cand] and bool(exists(cand, avail)):
+                alternatives[ALGO_NAMES[cand]] = float(collective_time(op, size_bytes, ranks, B, a, cand, **kw).time_s)
+    if code == AUTO:
+        code = int(best_algorithm(op, size_bytes, ranks, B, a, **avail, **kw))
+    if avail and ranks > 1 and not bool(exists(code, avail)):
+        raise PlannerError(*_missing(code, ranks, params, link_info))
+    cost = collective_time(op, size_bytes, ranks, B, a, code, **kw)
+    if code in (HIERARCHICAL, TREE, NVLS_TREE, COLLNET) and kw:
+        link_info["inter_bandwidth_Bps"] = kw.get("inter_bandwidth", B)
+        link_info["inter_latency_s"] = kw.get("inter_latency", a)
+    return _report_dict(op, code, how, ranks, stride, size_bytes, link_info, cost, alternatives)
+
+
+def _check_report_args(op: int, code: int, ranks, stride, bandwidth, latency) -> None:
+    """collective_report's PlannerError for a bad count, stride, link figure or algorithm."""
     if ranks < 1:
         raise PlannerError(f"--ranks must be at least 1, got {ranks}", "give the number of ranks in the group, e.g. --ranks 8")
     if stride < 1:
@@ -999,46 +1171,46 @@ def collective_report(
             f"--algo {ALGO_NAMES[code]} does not exist for {OP_NAMES[op]} in this model",
             f"for {OP_NAMES[op]} use: {', '.join(ok)} (or auto)",
         )
-    needs_params = bandwidth is None or latency is None or code in NEEDS_PLACEMENT
-    if needs_params and params is None:
-        raise PlannerError("no hardware to take the link from", "give --hardware, or both --bandwidth and --latency")
 
-    link_info: dict = {}
-    kw: dict = {}
-    avail: dict = {}
-    if params is not None and needs_params:
-        pattern = traffic_pattern(op, code if code != AUTO else int(DEFAULT_ALGO[op]))
-        gl = group_link(ranks, stride, params, pattern=pattern, job_gpus=job_gpus, worst_case_pods=worst_case_pods)
-        B, a = float(gl.bandwidth), float(gl.latency)
-        kw = {k: (float(v) if not isinstance(v, bool) else v) for k, v in gl.algorithm_kwargs(params).items()}
-        avail = {k: bool(v) for k, v in gl.availability(params, ranks).items()}
-        link_info = dict(
-            name=LINK_NAMES[int(gl.link)],
-            hardware=params.name,
-            members_per_nvlink_domain=int(gl.local_ranks),
-            nvlink_domains=int(gl.domains),
-            pods=int(gl.pods),
-            crosses_pod=bool(gl.crosses_pod),
-            nvlink_line_rate_Bps=params.nvlink_line_rate,
-            nvlink_efficiency=params.nvlink_efficiency,
-            nvlink_Bps=params.nvlink_bandwidth,
-            nvlink_latency_s=params.nvlink_latency,
-            network_line_rate_Bps=params.network_line_rate,
-            network_efficiency=params.network_efficiency,
-            network_Bps=params.network_bandwidth,
-            network_latency_s=params.network_latency,
-            pod_gpus=params.pod_gpus,
-            oversubscription=params.oversubscription,
-            worst_case_pods=bool(worst_case_pods),
-            nvls=bool(params.nvls),
-            nvls_algbw_Bps=params.nvls_algbw,
-            sharp=bool(params.sharp),
-            gpus_per_nic=params.gpus_per_nic,
-            tree_hop_latency_s=params.tree_hop_latency,
-        )
-    else:
-        B, a = float(bandwidth), float(latency)
-        link_info = dict(name="given")
+
+def _placed_link(op: int, code: int, ranks, stride, params: CommParams, job_gpus, worst_case_pods: bool):
+    """(bandwidth, latency, collective_time keywords, availability flags, link description)
+    of the group placed with `group_link`, as plain Python numbers."""
+    pattern = traffic_pattern(op, code if code != AUTO else int(DEFAULT_ALGO[op]))
+    gl = group_link(ranks, stride, params, pattern=pattern, job_gpus=job_gpus, worst_case_pods=worst_case_pods)
+    B, a = float(gl.bandwidth), float(gl.latency)
+    kw = {k: (float(v) if not isinstance(v, bool) else v) for k, v in gl.algorithm_kwargs(params).items()}
+    avail = {k: bool(v) for k, v in gl.availability(params, ranks).items()}
+    link_info = dict(
+        name=LINK_NAMES[int(gl.link)],
+        hardware=params.name,
+        members_per_nvlink_domain=int(gl.local_ranks),
+        nvlink_domains=int(gl.domains),
+        pods=int(gl.pods),
+        crosses_pod=bool(gl.crosses_pod),
+        nvlink_line_rate_Bps=params.nvlink_line_rate,
+        nvlink_efficiency=params.nvlink_efficiency,
+        nvlink_Bps=params.nvlink_bandwidth,
+        nvlink_latency_s=params.nvlink_latency,
+        network_line_rate_Bps=params.network_line_rate,
+        network_efficiency=params.network_efficiency,
+        network_Bps=params.network_bandwidth,
+        network_latency_s=params.network_latency,
+        pod_gpus=params.pod_gpus,
+        oversubscription=params.oversubscription,
+        worst_case_pods=bool(worst_case_pods),
+        nvls=bool(params.nvls),
+        nvls_algbw_Bps=params.nvls_algbw,
+        sharp=bool(params.sharp),
+        gpus_per_nic=params.gpus_per_nic,
+        tree_hop_latency_s=params.tree_hop_latency,
+    )
+    return B, a, kw, avail, link_info
+
+
+def _given_link(B: float, a: float, kw: dict, link_info: dict, bandwidth, latency) -> tuple[float, float]:
+    """The link's (bandwidth, latency) with the given figures in their place (and in the
+    network phase's keywords), recorded in link_info."""
     if bandwidth is not None:
         B = float(bandwidth)
         if kw:
@@ -1048,21 +1220,13 @@ def collective_report(
         if kw:
             kw["inter_latency"] = a
     link_info.update(bandwidth_Bps=B, latency_s=a, bandwidth_given=bandwidth is not None, latency_given=latency is not None)
+    return B, a
 
-    alternatives: dict = {}
-    if avail:
-        for cand in AUTO_CANDIDATES:
-            if AUTO_OK[op, cand] and bool(exists(cand, avail)):
-                alternatives[ALGO_NAMES[cand]] = float(collective_time(op, size_bytes, ranks, B, a, cand, **kw).time_s)
-    if code == AUTO:
-        code = int(best_algorithm(op, size_bytes, ranks, B, a, **avail, **kw))
-    if avail and ranks > 1 and not bool(exists(code, avail)):
-        raise PlannerError(*_missing(code, ranks, params, link_info))
-    cost = collective_time(op, size_bytes, ranks, B, a, code, **kw)
+
+def _report_dict(op: int, code: int, how: str, ranks, stride, size_bytes, link_info: dict,
+                 cost: CollectiveCost, alternatives: dict) -> dict:
+    """collective_report's answer: the collective, its link and its cost as plain numbers."""
     c = {k: float(v) for k, v in cost.as_dict().items()}
-    if code in (HIERARCHICAL, TREE, NVLS_TREE, COLLNET) and kw:
-        link_info["inter_bandwidth_Bps"] = kw.get("inter_bandwidth", B)
-        link_info["inter_latency_s"] = kw.get("inter_latency", a)
     return dict(
         op=OP_NAMES[op],
         algorithm=ALGO_NAMES[code],

@@ -368,6 +368,25 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
     v = _positive_int(vpp, "--vpp (model chunks per stage)", "pass --vpp 1, or 2 or more with --schedule interleaved")
     tf = _exact(t_f, "--tf (forward time)")
     tb = _exact(t_b, "--tb (backward time)")
+    _check_schedule(code, p, m, v)
+    tw = _weight_gradient_time(code, tb, t_w)
+    n_passes = p * m * v * (3 if code == ZERO_BUBBLE_H1 else 2)
+    if n_passes > MAX_PASSES:
+        raise PlannerError(
+            f"the simulation would have {n_passes} passes (stages x micro-batches x chunks), more than {MAX_PASSES}",
+            "use fewer stages, micro-batches or chunks; the closed forms need no simulation",
+        )
+    dur = {"F": tf / v, "B": (tb - tw) / v, "W": tw / v}
+    passes, free, busy, peak = _run(code, _stage_orders(code, p, m, v), p, v, dur)
+    return Simulation(
+        schedule=code, stages=p, microbatches=m, vpp=v, t_f=tf, t_b=tb, t_w=tw,
+        passes=tuple(sorted(passes, key=lambda x: (x.stage, x.start))),
+        step=max(free), busy=tuple(busy), peak_chunks=tuple(peak),
+    )
+
+
+def _check_schedule(code: int, p: int, m: int, v: int) -> None:
+    """PlannerError where the schedule cannot run p stages, m micro-batches, v chunks."""
     if v > 1 and code != INTERLEAVED:
         raise PlannerError(
             f"--vpp {v} needs the interleaved schedule, not {SCHEDULE_NAMES[code]}",
@@ -383,6 +402,11 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
             f"interleaved 1F1B needs --microbatches to be a multiple of --stages: m={m}, p={p}",
             f"Megatron-LM's interleaved schedule requires m % p == 0; try --microbatches {p * max(1, -(-m // p))}",
         )
+
+
+def _weight_gradient_time(code: int, tb: Fraction, t_w) -> Fraction:
+    """The W pass's time: ZB-H1's part of the backward (given, or DEFAULT_W_FRACTION of it),
+    0 for the schedules that do not split the backward pass."""
     if code == ZERO_BUBBLE_H1:
         tw = tb * Fraction(DEFAULT_W_FRACTION).limit_denominator() if t_w is None else _exact(t_w, "--tw (weight-gradient time)")
         if not tw < tb:
@@ -390,30 +414,30 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
                 f"--tw (weight-gradient time) {float(tw):g} must be less than --tb (whole backward) {float(tb):g}",
                 "--tb is the whole backward pass, B + W; give --tw between 0 and --tb",
             )
-    else:
-        if t_w is not None:
-            raise PlannerError(
-                f"--tw splits the backward pass, which only the zb-h1 schedule does (got --schedule {SCHEDULE_NAMES[code]})",
-                "drop --tw, or use --schedule zb-h1",
-            )
-        tw = Fraction(0)
-    n_passes = p * m * v * (3 if code == ZERO_BUBBLE_H1 else 2)
-    if n_passes > MAX_PASSES:
+        return tw
+    if t_w is not None:
         raise PlannerError(
-            f"the simulation would have {n_passes} passes (stages x micro-batches x chunks), more than {MAX_PASSES}",
-            "use fewer stages, micro-batches or chunks; the closed forms need no simulation",
+            f"--tw splits the backward pass, which only the zb-h1 schedule does (got --schedule {SCHEDULE_NAMES[code]})",
+            "drop --tw, or use --schedule zb-h1",
         )
+    return Fraction(0)
 
+
+def _stage_orders(code: int, p: int, m: int, v: int) -> list[list[tuple[str, int, int]]]:
+    """Each stage's ordered (kind, micro-batch, chunk) passes under the schedule."""
     if code == GPIPE:
-        orders = [_order_gpipe(p, m, s) for s in range(p)]
-    elif code == ONE_F_ONE_B:
-        orders = [_order_1f1b(p, m, s) for s in range(p)]
-    elif code == ZERO_BUBBLE_H1:
-        orders = [_order_zbh1(p, m, s) for s in range(p)]
-    else:
-        orders = [_order_interleaved(p, m, v, s) for s in range(p)]
+        return [_order_gpipe(p, m, s) for s in range(p)]
+    if code == ONE_F_ONE_B:
+        return [_order_1f1b(p, m, s) for s in range(p)]
+    if code == ZERO_BUBBLE_H1:
+        return [_order_zbh1(p, m, s) for s in range(p)]
+    return [_order_interleaved(p, m, v, s) for s in range(p)]
 
-    dur = {"F": tf / v, "B": (tb - tw) / v, "W": tw / v}
+
+def _run(code: int, orders, p: int, v: int, dur: dict):
+    """The list scheduler: each stage starts its next pass once the stage is free and the pass
+    it depends on has finished. Returns (passes, each stage's finish time, busy time, peak
+    chunk-micro-batches held)."""
     last = p * v - 1  # the last virtual stage
     done: dict[tuple[str, int, int], Fraction] = {}
     free = [Fraction(0)] * p
@@ -451,11 +475,7 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
                 progressed = True
         if not progressed:  # a schedule whose order waits on itself: a bug here, not bad input
             raise RuntimeError(f"{SCHEDULE_TITLES[code]} schedule deadlocked at passes {nxt}")
-    return Simulation(
-        schedule=code, stages=p, microbatches=m, vpp=v, t_f=tf, t_b=tb, t_w=tw,
-        passes=tuple(sorted(passes, key=lambda x: (x.stage, x.start))),
-        step=max(free), busy=tuple(busy), peak_chunks=tuple(peak),
-    )
+    return passes, free, busy, peak
 
 
 # --------------------------------------------------------------------------- text timeline

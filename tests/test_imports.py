@@ -21,8 +21,16 @@ import planner
 ROOT = Path(planner.__file__).parent
 PACKAGE = "planner"
 # The cost models and what they stand on: pricing a plan never calls a parser, a fitter or
-# a benchmark runner (calibrate/ produces data; the cost models receive it).
-COST_MODELS = ("planner.step", "planner.compute", "planner.memory", "planner.comm", "planner.plan")
+# a benchmark runner (calibrate/ produces data; the cost models receive it; trainers/ reads and
+# writes trainers' files). The layer kinds (planner/layers/, every module of it) are cost
+# models too.
+LAYER_MODULES = tuple(
+    "planner.layers" + ("" if p.stem == "__init__" else "." + p.stem) for p in sorted((ROOT / "layers").glob("*.py"))
+)
+COST_MODELS = (
+    "planner.step", "planner.compute", "planner.memory", "planner.comm", "planner.plan", "planner.pipeline",
+    "planner.params", "planner.moe", "planner.stacks", "planner.power", "planner.efficiencies", "planner.terms",
+) + LAYER_MODULES
 
 
 def _module_name(path: Path) -> str:
@@ -130,6 +138,10 @@ def test_the_walk_sees_known_arrows():
     assert "planner.search" in g["planner.render.fit"]  # `from ..search import ...`
     assert "planner.explain" in g["planner.check"]
     assert "planner.catalog" in g["planner.search"]  # a function-level import counts
+    # every module of planner/layers/ is a cost model of the checks below
+    assert {"planner.layers", "planner.layers.common", "planner.layers.attention"} <= set(LAYER_MODULES)
+    assert set(LAYER_MODULES) == {m for m in g if m == "planner.layers" or m.startswith("planner.layers.")}
+    assert set(COST_MODELS) <= set(g)
 
 
 def test_finds_a_cycle_and_a_path():
@@ -139,26 +151,39 @@ def test_finds_a_cycle_and_a_path():
     assert _chain(reachable(g, "d"), "d", "c") == "d -> a -> b -> c"
 
 
+@pytest.fixture(scope="module")
+def graph():
+    """The import graph, read once for the checks of every cost model."""
+    return import_graph()
+
+
 def test_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
-@pytest.mark.parametrize("module", COST_MODELS)
-def test_cost_models_do_not_import_calibrate(module):
-    g = import_graph()
-    seen = reachable(g, module)
-    bad = sorted(m for m in seen if m == "planner.calibrate" or m.startswith("planner.calibrate."))
+def _assert_imports_none_of(graph, module: str, packages: tuple[str, ...]) -> None:
+    """`module` imports, directly or not, no module of the planner subpackages `packages`."""
+    seen = reachable(graph, module)
+    bad = sorted(m for m in seen if m.split(".")[1] in packages)
     assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
 
 
 @pytest.mark.parametrize("module", COST_MODELS)
-def test_cost_models_do_not_import_commands(module):
+def test_cost_models_do_not_import_calibrate(module, graph):
+    _assert_imports_none_of(graph, module, ("calibrate",))
+
+
+@pytest.mark.parametrize("module", COST_MODELS)
+def test_cost_models_do_not_import_trainers(module, graph):
+    """Nor a trainer's reader or writer (trainers/: torchtitan TOML, Megatron, DeepSpeed)."""
+    _assert_imports_none_of(graph, module, ("trainers",))
+
+
+@pytest.mark.parametrize("module", COST_MODELS)
+def test_cost_models_do_not_import_commands(module, graph):
     """Nor a command or a renderer (cli/, render/)."""
-    g = import_graph()
-    seen = reachable(g, module)
-    bad = sorted(m for m in seen if m.split(".")[1].startswith(("cli", "render")))
-    assert not bad, f"{module} imports {bad[0]}: " + _chain(seen, module, bad[0])
+    _assert_imports_none_of(graph, module, ("cli", "render"))
 
 
 def test_pricing_with_a_profile_runs_no_calibrate_code(tmp_path):

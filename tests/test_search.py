@@ -26,7 +26,7 @@ import pytest
 
 from planner import memory as mem
 from planner.catalog import load_hardware, load_model
-from planner.comm import AXES, ORDER_CODES, ORDER_NAMES, apply_unique, axis_strides
+from planner.comm import AXES, ORDER_CODES, ORDER_NAMES, apply_unique, axis_strides, distinct
 from planner.errors import NoFitError, PlannerError
 from planner.plan import PlanArrays, resolve
 from planner.schema import Job
@@ -361,6 +361,18 @@ def test_apply_unique_equals_direct_evaluation():
     # sorted runs and a broadcast scalar
     got = apply_unique(fn, np.sort(size), 8, stride)
     assert np.array_equal(got, np.sort(size) * 3.0 + 8e-3 + np.sqrt(stride) + np.sign(np.copysign(1.0, np.sort(size))))
+
+
+def test_distinct_lets_the_caller_evaluate():
+    """comm.distinct: apply_unique without handing a function down (no call back up)."""
+    rng = np.random.default_rng(2)
+    size, group = rng.choice([1e6, 0.0, -0.0], 500), rng.choice([1, 8], 500)
+    d = distinct(size, group, 4)
+    assert len(d.values) == 3 and len(d.values[0]) == 3 * 2
+    assert len({(np.float64(s).tobytes(), g, t) for s, g, t in zip(*d.values)}) == 6
+    assert np.array_equal(d.expand(d.values[0] * 2 + d.values[1]), size * 2 + group)
+    small = distinct(np.arange(3.0), 1)  # below UNIQUE_MIN: the broadcast arguments themselves
+    assert small.index is None and np.array_equal(small.expand(small.values[0] + small.values[1]), np.arange(3.0) + 1)
 
 
 def test_rank_order_changes_only_communication_and_equivalent_orders_agree():
