@@ -58,10 +58,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, stage_counts, weighted
+from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
-from .pipeline import inflight_microbatches, stage_layers
+from .pipeline import inflight_microbatches, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
@@ -204,7 +204,7 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> 
 def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
     """layers.stage_counts of the model: "first", "last" (K, ...) and the middle stages'
     candidate compositions "mid" (C, K, ...) with their stage indices "mid_stage"."""
-    return stage_counts(layer_list(model), plan)
+    return placed_kind_counts(layer_list(model), plan)
 
 
 def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str):

@@ -71,6 +71,13 @@ References
     virtual stages); transformer_layer.get_transformer_layer_offset then gives the first
     (last) chunk one transformer layer fewer. Megatron-Bridge recipes set both for Llama 3.1
     405B (126 layers + 2 = 128 chunks) and Qwen3-235B-A22B.
+[7] NVIDIA Megatron-LM, megatron/core/transformer/transformer_layer.py
+    get_transformer_layer_offset and megatron/core/pipeline_parallel/schedules.py
+    (interleaved 1F1B): virtual stage j of pp x vpp runs on pipeline rank j mod pp and holds
+    the next num_layers / (pp vpp) layers; with --account-for-embedding/loss-in-pipeline-split
+    the first (last) virtual stage holds one layer fewer. A model of several kinds of layer
+    (planner/layers/) gets each stage's count of each kind from that placement
+    (stage_kind_counts).
 """
 
 from __future__ import annotations
@@ -170,6 +177,67 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
     last = np.maximum(mid - l_ - slack // 2, 1 - l_)
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
+
+
+def stage_kind_counts(ll, plan) -> dict:
+    """Layers of each kind on the pipeline stages: "first" and "last" (K, ...) for stage 0 and
+    stage p - 1, and the middle stages' distinct compositions as candidates, "mid" (C, K, ...)
+    with "mid_stage" (C, ...) the lowest stage index holding each (the one with the most
+    micro-batches in flight); with pp <= 2 the one candidate is stage 1's composition. With
+    one stage all are the whole model. The cost models take the heaviest candidate.
+
+    Placement (Megatron-Core's virtual pipeline [7]): model chunk j = 0 .. p v - 1 runs on
+    stage j mod p and holds c = ceil(L' / (p v)) consecutive layers (pipeline.stage_layers),
+    except that the first chunk holds e + ceil(r / 2) fewer and the last l + floor(r / 2)
+    fewer, where e, l are the embedding and the loss counted in the split and r the layers
+    the split leaves over (the stage_layers rule). A model of one kind needs only the counts."""
+    n_first, n_mid, n_last = stage_layers(ll.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    if len(ll.kinds) == 1:
+        out = {st: np.asarray(n, dtype=np.float64)[None] for st, n in (("first", n_first), ("last", n_last))}
+        out["mid"] = np.asarray(n_mid, dtype=np.float64)[None, None]
+        out["mid_stage"] = np.ones((1,) + np.shape(n_mid), dtype=np.int64)
+        return out
+    shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss).shape
+    pp, vpp, e, l_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape).ravel()
+                      for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))
+    # the distinct pipeline configurations, found in one pass (a search holds a million plans
+    # but a few dozen configurations): a dense key over the small ranges of the four fields
+    V = int(vpp.max(initial=1)) + 1
+    key = ((pp * V + vpp) * 2 + e) * 2 + l_
+    present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
+    present[key] = True
+    uniq = np.flatnonzero(present)
+    inverse = (np.cumsum(present) - 1)[key]
+    rows = [(int(k // 4 // V), int(k // 4 % V), int(k // 2 % 2), int(k % 2)) for k in uniq]
+    per = [_placed_counts(ll, *row) for row in rows]
+    K, C = len(ll.kinds), max(len(p["mid"]) for p in per)
+    out = {st: np.stack([p[st] for p in per], axis=1)[:, inverse].reshape((K,) + shape) for st in ("first", "last")}
+    # pad each configuration's candidates to C by repeating its first
+    mids = np.stack([np.stack(p["mid"] + [p["mid"][0]] * (C - len(p["mid"]))) for p in per], axis=2)  # (C, K, U)
+    stages = np.array([p["mid_stage"] + [p["mid_stage"][0]] * (C - len(p["mid"])) for p in per], dtype=np.int64).T
+    out["mid"] = mids[:, :, inverse].reshape((C, K) + shape)
+    out["mid_stage"] = stages[:, inverse].reshape((C,) + shape)
+    return out
+
+
+def _placed_counts(ll, p: int, v: int, e: int, l_: int) -> dict:
+    """stage_kind_counts for one (pp, vpp, split_emb, split_loss)."""
+    L = ll.num_layers
+    if p == 1:
+        return {"first": ll.totals, "last": ll.totals, "mid": [ll.totals], "mid_stage": [1]}
+    c = -(-(L + e + l_) // (p * v))
+    slack = max(p * v * c - (L + e + l_), 0)
+    def_first, def_last = e + (slack + 1) // 2, l_ + slack // 2
+    length = [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
+    start = np.concatenate([[0], np.cumsum(np.maximum(length, 0))])
+
+    def stage(s):
+        return sum((ll.count(start[j], start[j + 1]) for j in range(s, p * v, p)), np.zeros(len(ll.kinds)))
+
+    mid: dict = {}
+    for s in range(1, max(p - 1, 2)):
+        mid.setdefault(tuple(stage(s)), s)
+    return {"first": stage(0), "last": stage(p - 1), "mid": [np.array(k) for k in mid], "mid_stage": list(mid.values())}
 
 
 def inflight_microbatches(pp, m, vpp, schedule, stage=0):

@@ -86,12 +86,12 @@ from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates, flops_per_token, output_gemm_shape, price_gemms,
     recompute_flops_per_token,
 )
-from .layers import LayerList, context, layer_list, mean_layer, stage_counts
+from .layers import LayerList, context, layer_list, mean_layer
 from .layers.common import ACT_BYTES
 from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
-from .pipeline import INTERLEAVED, bubble_fraction, stage_layers
+from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
 from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
@@ -152,7 +152,7 @@ def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
     return StepCtx(
         settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
         m=plan.microbatches.astype(np.float64), n=n,
-        counts=stage_counts(ll, plan),
+        counts=stage_kind_counts(ll, plan),
         rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n},
         hbm=hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale,
         kb=kernel_bytes(stack, plan.compile), fp8=fp8, recipe=recipe,
@@ -357,14 +357,16 @@ class Collectives:
         """coll_all once per distinct (size, group, stride); each plan pays only the collectives
         it runs (group 1 = no collective), so a profile is reported used only where it changed a time."""
         if self.bw_arrays:  # candidate knob values of a fit: distinct per element too
-            return comm.apply_unique(lambda s, g, st, a, b: self._all(op, s, g, st, a, b), size, group, stride,
-                                     self.bw_nv, self.bw_in)
+            d = comm.distinct(size, group, stride, self.bw_nv, self.bw_in)
+            return d.expand(self._all(op, *d.values))
         if self.memo is None:
-            return comm.apply_unique(lambda s, g, st: self._all(op, s, g, st), size, group, stride)
+            d = comm.distinct(size, group, stride)
+            return d.expand(self._all(op, *d.values))
         args = [np.asarray(x).ravel() for x in np.broadcast_arrays(size, group, stride)]
         shape = np.broadcast(size, group, stride).shape
         if not all(a.size and (a == a[0]).all() for a in args):  # memo: one plan's collectives only
-            return comm.apply_unique(lambda s, g, st: self._all(op, s, g, st), size, group, stride)
+            d = comm.distinct(size, group, stride)
+            return d.expand(self._all(op, *d.values))
         one = [a[:1] for a in args]
         key = (op, float(self.bw_nv), float(self.bw_in)) + tuple(a.dtype.str + a.tobytes().hex() for a in one)
         if key not in self.memo:

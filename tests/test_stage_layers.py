@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from planner.catalog import load_model
-from planner.layers import layer_list, stage_counts
+from planner.layers import layer_list
+from planner.pipeline import stage_kind_counts as stage_counts
 from planner.plan import PlanArrays
 
 

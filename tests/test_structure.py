@@ -75,13 +75,7 @@ RANKS = {
 # Upward calls the code still makes, each with how it goes away. Any other upward call fails
 # test_a_plans_walk_goes_down; one of these that no longer happens fails
 # test_known_upward_calls_still_happen, so that this list only shrinks.
-KNOWN_UPWARD = {
-    ("planner.comm.apply_unique", "planner.step.<lambda>"): (
-        "step.Collectives.__call__ hands comm.apply_unique a lambda over self._all, which comm "
-        "calls back; step can take comm.distinct(size, group, stride), evaluate self._all on "
-        "d.values itself and return d.expand(...)"
-    ),
-}
+KNOWN_UPWARD: dict = {}
 
 TRACED_JOBS = {
     "deepseek-v3": dict(model="deepseek-v3", gpus=256, pp=4, ep=8),

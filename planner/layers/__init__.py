@@ -24,21 +24,15 @@ Which layer is which (`layer_list`):
     (0-based) when i >= moe.first_k_dense and i % moe.layer_freq == 0 (transformers
     DeepseekV3DecoderLayer), the dense MLP elsewhere.
 Identical layers form one kind; the cost models evaluate each kind once per plan and weight
-it by how many layers of that kind a pipeline stage holds (`stage_counts`: the first stage,
-stage 1 for the middle stages, the last; each model chunk of the virtual pipeline holds its
-own consecutive layers, so an interleaved stage holds layers from all over the model).
+it by how many layers of that kind a pipeline stage holds (pipeline.stage_kind_counts: each
+model chunk of the virtual pipeline holds its own consecutive layers, so an interleaved stage
+holds layers from all over the model).
 
 Multi-token prediction (DeepSeek-V3 sec. 2.2, `mtp_layers`): each module is an RMSNorm on
 the hidden state and one on the embedding of the next token, a projection [2h -> h] and one
 layer of the last layer's kind, sharing the input embedding and the output head; it runs on
 the last pipeline stage after the main model's layers, its own output head and loss included.
 
-References
-[1] NVIDIA Megatron-LM, megatron/core/transformer/transformer_layer.py
-    get_transformer_layer_offset and megatron/core/pipeline_parallel/schedules.py
-    (interleaved 1F1B): virtual stage j of pp x vpp runs on pipeline rank j mod pp and holds
-    the next num_layers / (pp vpp) layers; with --account-for-embedding/loss-in-pipeline-split
-    the first (last) virtual stage holds one layer fewer.
 """
 
 from __future__ import annotations
@@ -235,69 +229,6 @@ def context(plan, capacity_factor: float = 1.0) -> Ctx:
     return Ctx(plan=plan, tp=plan.tp.astype(np.float64), T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
                cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rep_div(plan),
                cf=float(capacity_factor))
-
-
-def stage_counts(ll: LayerList, plan) -> dict:
-    """Layers of each kind on the pipeline stages: "first" and "last" (K, ...) for stage 0 and
-    stage p - 1, and the middle stages' distinct compositions as candidates, "mid" (C, K, ...)
-    with "mid_stage" (C, ...) the lowest stage index holding each (the one with the most
-    micro-batches in flight); with pp <= 2 the one candidate is stage 1's composition. With
-    one stage all are the whole model. The cost models take the heaviest candidate.
-
-    Placement (Megatron-Core's virtual pipeline [1]): model chunk j = 0 .. p v - 1 runs on
-    stage j mod p and holds c = ceil(L' / (p v)) consecutive layers (pipeline.stage_layers),
-    except that the first chunk holds e + ceil(r / 2) fewer and the last l + floor(r / 2)
-    fewer, where e, l are the embedding and the loss counted in the split and r the layers
-    the split leaves over (the stage_layers rule). A model of one kind needs only the counts."""
-    from ..pipeline import stage_layers
-
-    n_first, n_mid, n_last = stage_layers(ll.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
-    if len(ll.kinds) == 1:
-        out = {st: np.asarray(n, dtype=np.float64)[None] for st, n in (("first", n_first), ("last", n_last))}
-        out["mid"] = np.asarray(n_mid, dtype=np.float64)[None, None]
-        out["mid_stage"] = np.ones((1,) + np.shape(n_mid), dtype=np.int64)
-        return out
-    shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss).shape
-    pp, vpp, e, l_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape).ravel()
-                      for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))
-    # the distinct pipeline configurations, found in one pass (a search holds a million plans
-    # but a few dozen configurations): a dense key over the small ranges of the four fields
-    V = int(vpp.max(initial=1)) + 1
-    key = ((pp * V + vpp) * 2 + e) * 2 + l_
-    present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
-    present[key] = True
-    uniq = np.flatnonzero(present)
-    inverse = (np.cumsum(present) - 1)[key]
-    rows = [(int(k // 4 // V), int(k // 4 % V), int(k // 2 % 2), int(k % 2)) for k in uniq]
-    per = [_placed_counts(ll, *row) for row in rows]
-    K, C = len(ll.kinds), max(len(p["mid"]) for p in per)
-    out = {st: np.stack([p[st] for p in per], axis=1)[:, inverse].reshape((K,) + shape) for st in ("first", "last")}
-    # pad each configuration's candidates to C by repeating its first
-    mids = np.stack([np.stack(p["mid"] + [p["mid"][0]] * (C - len(p["mid"]))) for p in per], axis=2)  # (C, K, U)
-    stages = np.array([p["mid_stage"] + [p["mid_stage"][0]] * (C - len(p["mid"])) for p in per], dtype=np.int64).T
-    out["mid"] = mids[:, :, inverse].reshape((C, K) + shape)
-    out["mid_stage"] = stages[:, inverse].reshape((C,) + shape)
-    return out
-
-
-def _placed_counts(ll: LayerList, p: int, v: int, e: int, l_: int) -> dict:
-    """stage_counts for one (pp, vpp, split_emb, split_loss)."""
-    L = ll.num_layers
-    if p == 1:
-        return {"first": ll.totals, "last": ll.totals, "mid": [ll.totals], "mid_stage": [1]}
-    c = -(-(L + e + l_) // (p * v))
-    slack = max(p * v * c - (L + e + l_), 0)
-    def_first, def_last = e + (slack + 1) // 2, l_ + slack // 2
-    length = [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
-    start = np.concatenate([[0], np.cumsum(np.maximum(length, 0))])
-
-    def stage(s):
-        return sum((ll.count(start[j], start[j + 1]) for j in range(s, p * v, p)), np.zeros(len(ll.kinds)))
-
-    mid: dict = {}
-    for s in range(1, max(p - 1, 2)):
-        mid.setdefault(tuple(stage(s)), s)
-    return {"first": stage(0), "last": stage(p - 1), "mid": [np.array(k) for k in mid], "mid_stage": list(mid.values())}
 
 
 def weighted(counts: np.ndarray, values: list) -> np.ndarray:
