@@ -265,3 +265,58 @@ def test_explain_hybrid_model(explain, tmp_path):
     t = res["time"]
     assert t["cp_comm_s"] > 0 and t["tp_comm_s"] > 0 and t["step_s"] > t["compute_s"] > 0
     assert 0 < res["memory"]["activations_bytes"] < res["memory"]["total_bytes"]
+
+
+def _numbers(x):
+    """A block method's result as a flat list of arrays (GEMM shapes, collectives, tables)."""
+    if isinstance(x, dict):
+        return [np.asarray(b, dtype=float) for b, _ in x.values()]
+    if isinstance(x, list):
+        out = []
+        for row in x:
+            out += [np.asarray(v, dtype=float) for v in (row[0][1:] if hasattr(row[0], "M") else row[1:])]
+        return out
+    return [np.asarray(x, dtype=float)]
+
+
+@pytest.mark.parametrize("block", [mamba2(groups=2), gdn(), mamba1()], ids=["mamba2", "gdn", "mamba1"])
+def test_blocks_take_plan_arrays(block):
+    """A search evaluates many plans at once: each method on 1-d plan fields equals the method
+    on each plan alone."""
+    tp, cp, mbs, seq, sp = [1, 2, 2, 1], [1, 2, 1, 4], [1, 1, 3, 2], [8, 16, 4096, 64], [0, 1, 1, 0]
+    many = ctx_of(tp=tp, cp=cp, mbs=mbs, seq=seq, sp=sp)
+    calls = [lambda c: block.gemms(c), lambda c: block.core_kernel_flops(c), lambda c: block.cast_elements(c),
+             lambda c: block.elementwise_bytes(c, KB, ""), lambda c: block.tensors(c, "flash"),
+             lambda c: block.cp_collectives(c), lambda c: act_bytes_array(block, c)]
+    for call in calls:
+        got = _numbers(call(many))
+        for i in range(4):
+            one = _numbers(call(ctx_of(tp=tp[i], cp=cp[i], mbs=mbs[i], seq=seq[i], sp=sp[i])))
+            for g, o in zip(got, one):
+                assert np.broadcast_to(g, (4,))[i] == pytest.approx(float(o), rel=1e-14)
+    assert np.shape(block.core_model_flops(np.array(seq, dtype=float), False)) == (4,)
+
+
+def act_bytes_array(block, ctx):
+    return kind_activation_bytes(LayerKind(block, NoBlock()), ctx)
+
+
+ALL_KINDS = HYBRID.replace("layer_pattern: [m, a]", """  g:
+    mixer: {kind: gated_deltanet, num_key_heads: 4, num_value_heads: 8, key_head_dim: 128, value_head_dim: 128}
+    mlp: {kind: dense}
+  j:
+    mixer: {kind: mamba1, d_inner: 2048, state_size: 16, dt_rank: 64, inner_norms: true}
+layer_pattern: [m, a, g, j]""")
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_explain_every_mixer_kind(explain, tmp_path, recompute):
+    f = tmp_path / "all-kinds.yaml"
+    f.write_text(ALL_KINDS)
+    _, _, _, res = explain(model=str(f), gpus=16, tp=2, cp=2, pp=2, global_batch=16, seq_len=4096,
+                           recompute=recompute)
+    _finite_tree(res["memory"])
+    _finite_tree(res["time"])
+    assert [k["kind"].split("(")[0] for k in res["params"]["layer_kinds"]] == ["mamba2", "global + gated mlp",
+                                                                             "gated_deltanet", "mamba"]
+    assert res["time"]["step_s"] > 0 and res["memory"]["fits"]

@@ -24,8 +24,9 @@ are per value head); 2 FLOPs per multiply-add; per token per head, forward:
   kkt      A = beta K K^T (strictly lower) per chunk, [C, K] x [K, C]: 2 K m (the fused
            kernel `chunk_gated_delta_rule_fwd_kkt_solve_kernel` computes only the 16 x 16
            sub-blocks on and below the diagonal: the causal mean reach m)
-  solve    (I + A)^-1, a unit lower-triangular inverse, C^3/3 per chunk: f^2/3 per token
-           (Golub & Van Loan's n^3/3; fla `solve_tril`)
+  solve    (I + A)^-1, a unit lower-triangular inverse by substitution, sum_{j<i} 2 (i - j)
+           ~ C^3/3 per chunk: f^2/3 per token (fla `solve_tril`, blockwise, is taken at this
+           count: a named approximation)
   w, u     w = T (beta k e^g), u = T (beta v), [C, C] x [C, K] and [C, V]: 2 (K + V) f
            (`recompute_w_u_fwd`: whole C x C tiles)
   state    v' = u - w S and S <- e^g S + k^T v' per chunk, [C, K] x [K, V] twice: 4 K V

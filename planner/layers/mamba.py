@@ -46,16 +46,17 @@ attention's keys without the causal mask; causal=True counts what the kernels ru
 token the count is independent of s except through the chunking (a last partial chunk, s < Q):
 the scan's work is linear in the sequence length.
 
-Mamba scan FLOPs ([2] sec. 3.3: the selective scan is O(B L D N) work): per token per channel
-and state, 9 N forward: discretisation (dt A, dt B, dt B u), the parallel scan (h = dA h +
-dBu, 2 associative operations per element), the readout y = C h (a multiply-add); Gu's count
-in state-spaces/mamba issue #110 ("9BLDN"). The D skip and z gate (d_i each) are dropped.
+Mamba scan FLOPs ([2] sec. 3.3: the selective scan is O(B L D N) work): 9 N forward per token
+per channel, Gu's count in state-spaces/mamba issue #110 ("9BLDN"; the thread gives the
+parallel scan 2 L associative operations). Our reading of the split: 3 N to discretise (dt A,
+dt B, dt B u), 4 N for the scan (two associative operations, each a multiply-add, per state
+element), 2 N for the readout y = C h. The D skip and z gate (d_i each) are dropped.
 
 Kernel rate (the named assumption SCAN_AT_ATTENTION_RATES): step.py prices core_kernel_flops
 at the hardware's FlashAttention rates (forward, and 2.5x the FLOPs backward at the backward
-rate). The SSD chunk kernels are tensor-core GEMMs like FlashAttention's; [1] sec. 9.3 (Fig. 10)
-times SSD against FlashAttention-2 and finds it faster from 2K tokens, a comparison of wall
-times, not of achieved FLOP/s, and no measured SSD rate is in the catalog. For Mamba's scan it
+rate). The SSD chunk kernels are tensor-core GEMMs like FlashAttention's; [1] sec. 9.3 (speed
+benchmarks) times SSD against FlashAttention-2 and finds it faster from 2K tokens on, a
+comparison of wall times, not of achieved FLOP/s, and no measured SSD rate is in the catalog. For Mamba's scan it
 is optimistic: the selective scan runs on the CUDA cores, not the tensor cores ([7]: H100
 989 TFLOP/s bf16 matmul against 67 TFLOP/s fp32).
 
@@ -100,10 +101,12 @@ References
     commit e9594ce1.
 [5] NVIDIA Megatron-LM megatron/core/ssm/mamba_context_parallel.py (MambaContextParallel,
     _all_to_all_cp2hp / _all_to_all_hp2cp), commit d98e8a64.
-[6] Dao & Gu 2024, "State Space Duality (Mamba-2) Part IV - The Systems" (tridao.me blog):
+[6] Dao & Gu 2024, "State Space Duality (Mamba-2) Part IV - The Systems" (tridao.me/blog/2024/
+    mamba2-part4-systems):
     tensor parallelism, Mamba-2 one all-reduce per layer, Mamba-1 two.
-[7] Dao & Gu 2024, "Mamba-2 Part III - The Algorithm" (Princeton PLI blog): H100 989 TFLOP/s
-    bf16 matmul, 67 TFLOP/s fp32.
+[7] Dao & Gu 2024, "Mamba-2: Algorithms and Systems" (Princeton PLI blog,
+    pli.princeton.edu/blog/2024/mamba-2-algorithms-and-systems): H100 989 TFLOP/s bf16
+    matmul, 67 TFLOP/s fp32.
 """
 
 from __future__ import annotations
