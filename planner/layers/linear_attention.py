@@ -27,7 +27,7 @@ are per value head); 2 FLOPs per multiply-add; per token per head, forward:
   solve    (I + A)^-1, a unit lower-triangular inverse by substitution, sum_{j<i} 2 (i - j)
            ~ C^3/3 per chunk: f^2/3 per token (fla `solve_tril`, blockwise, is taken at this
            count: a named approximation)
-  w, u     w = T (beta k e^g), u = T (beta v), [C, C] x [C, K] and [C, V]: 2 (K + V) f
+  w, u     w = A (beta k e^g), u = A (beta v), [C, C] x [C, K] and [C, V]: 2 (K + V) f
            (`recompute_w_u_fwd`: whole C x C tiles)
   state    v' = u - w S and S <- e^g S + k^T v' per chunk, [C, K] x [K, V] twice: 4 K V
            (`chunk_gated_delta_rule_fwd_h`, sequential over chunks)
