@@ -1,8 +1,10 @@
-"""State-space mixers: Mamba-2 (Dao & Gu 2024, SSD) and Mamba (Gu & Dao 2023, selective
-scan). Units: parameters, FLOPs, bytes, per micro-batch of T tokens on one GPU.
+"""State-space mixers: Mamba-2 (Dao & Gu 2024, SSD [1]) and Mamba (Gu & Dao 2023, selective
+scan [2]). Units: parameters, FLOPs, bytes, per micro-batch of T tokens on one GPU unless said.
+Symbols: h hidden, H heads, P head dim, d_i = H P (Mamba-2) or expand x h (Mamba), N state
+size, G B/C groups, Q chunk length, w conv kernel, r dt rank, t TP ranks, c CP ranks, s the
+sequence length.
 
-Parameters (mamba_ssm Mamba2 / transformers NemotronHMamba2Mixer; d_inner = heads x head_dim
-d_i, G groups, N state size, H heads, kernel w):
+Parameters (mamba_ssm Mamba2 / transformers NemotronHMamba2Mixer; Jamba for Mamba):
   Mamba-2  in_proj h (2 d_i + 2 G N + H) [z, x, B, C, dt], depthwise conv1d over the
            d_i + 2 G N channels of x, B, C (w each, + a bias each), dt_bias, A_log, D (H
            each), the gated RMSNorm d_i, out_proj d_i h; one pre-norm.
@@ -10,16 +12,152 @@ d_i, G groups, N state size, H heads, kernel w):
            dt_proj r d_i + d_i, A_log d_i N, D d_i, out_proj d_i h; Jamba adds RMSNorms on
            dt (r), B and C (N each); one pre-norm.
 
-TODO(issue 20): FLOPs of the chunked scan, activations, GEMM shapes, collectives.
+Tensor parallelism. Mamba-2 (Megatron-Core MambaMixer [3]): in_proj column-parallel, out_proj
+row-parallel, heads (z, x, dt, conv channels, A, D, norm) split over t ranks, B and C by group
+(Megatron asserts G % t == 0; past G ranks each keeps one group's B and C, as GQA's K/V do: a
+named extension); one TP collective pair each way, as an attention block ([6]: "1 all-reduce
+per layer, instead of 2"). Forward GEMMs in_proj [T, (2 d_i + H)/t + 2 N max(G/t, 1), h],
+out_proj [T, h, d_i/t]. Mamba: no trainer in reach shards it; assumed Megatron-style, in_proj
+column- and out_proj row-parallel over d_i, x_proj row-parallel over its d_i input, which
+needs a second all-reduce of its r + 2N outputs per direction ([6]: Mamba-1 "requires 2
+all-reduces per layer"): GEMMs in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t], dt_proj
+[T, d_i/t, r], out_proj [T, h, d_i/t].
+
+Mamba-2 scan FLOPs (SSD, [1] sec. 6 and Listing 1, mamba_ssm/modules/ssd_minimal.py; the
+Triton kernels of mamba_ssm/ops/triton/ssd_combined.py `_mamba_chunk_scan_combined_fwd`).
+The sequence splits into chunks of Q tokens; 2 FLOPs per multiply-add. Per token, forward:
+  CB        C B^T per chunk and group, [Q, N] x [N, Q]: 2 N Q per token per group
+            (ssd_bmm `_bmm_chunk_fwd`, causal=False: the whole Q x Q tile is computed)
+  diagonal  (CB o L) x per head, [Q, Q] x [Q, P]: 2 P Q/2 per token (ssd_chunk_scan
+            `_chunk_scan_fwd`, IS_CAUSAL: the blocks above the diagonal are skipped; the mean
+            causal reach of a token inside its chunk, continuous, as attention's s/2)
+  states    B^T x per chunk and head, [N, Q] x [Q, P]: 2 N P per token (`_chunk_state_fwd`)
+  passing   h_c = exp(A_c) h_{c-1} + s_c per chunk and head: 2 N P per chunk, 2 N P / Q per
+            token (`_state_passing_fwd`, sequential over chunks)
+  output    C h per head, [Q, N] x [N, P]: 2 N P per token (`_chunk_scan_fwd`, off-diagonal)
+  F_SSD = G (2 N f) + H (2 P m + 4 N P + 2 N P n_c/s),  m = mean_causal_keys(s, chunk=Q)
+          (Q/2 when Q divides s), f = 2 m (Q), n_c = ceil(s / Q) chunks.
+Dropped (lower order, elementwise and memory-bound): the decay mask exp(segsum) (Q^2/2 exp
+per chunk and head), dt softplus and the cumulative sum of dt A (H per token), the D skip and
+the z gate (d_i per token: elementwise_bytes). With N = P = Q this is O(N^2) per token per head,
+the O(T N^2) of [1] sec. 6. The model-FLOP convention (core_model_flops, causal=False) counts
+CB and the diagonal block at the full chunk span min(s, Q), as PaLM's 12 L a d s counts
+attention's keys without the causal mask; causal=True counts what the kernels run (F_SSD). Per
+token the count is independent of s except through the chunking (a last partial chunk, s < Q):
+the scan's work is linear in the sequence length.
+
+Mamba scan FLOPs ([2] sec. 3.3: the selective scan is O(B L D N) work): 9 N forward per token
+per channel, Gu's count in state-spaces/mamba issue #110 ("9BLDN"; the thread gives the
+parallel scan 2 L associative operations). Our reading of the split: 3 N to discretise (dt A,
+dt B, dt B u), 4 N for the scan (two associative operations, each a multiply-add, per state
+element), 2 N for the readout y = C h. The D skip and z gate (d_i each) are dropped.
+
+Kernel rate (the named assumption SCAN_AT_ATTENTION_RATES): step.py prices core_kernel_flops
+at the hardware's FlashAttention rates (forward, and 2.5x the FLOPs backward at the backward
+rate). The SSD chunk kernels are tensor-core GEMMs like FlashAttention's; [1] sec. 9.3 (speed
+benchmarks) times SSD against FlashAttention-2 and finds it faster from 2K tokens on, a
+comparison of wall times, not of achieved FLOP/s, and no measured SSD rate is in the catalog. For Mamba's scan it
+is optimistic: the selective scan runs on the CUDA cores, not the tensor cores ([7]: H100
+989 TFLOP/s bf16 matmul against 67 TFLOP/s fp32).
+
+Activations (what the autograd functions save, bytes per local token):
+  Mamba-2, Megatron-Core MambaMixer._ssm_training (use_mamba_mem_eff_path, rmsnorm) [3] ->
+  mamba_ssm MambaSplitConv1dScanCombinedFn.forward [4]: save_for_backward(zxbcdt, ...,
+  out_x, ...) - the whole in_proj output 2 (2 d_i + 2 G N + H) and the scan output before the
+  z gate 2 d_i (the chunk states, CB and the conv output are recomputed in backward); the
+  grouped RMSNorm (mamba_ssm ops/triton/layernorm_gated.py LayerNormFn.forward: x, rstd)
+  2 d_i + 4 G (fp32 rstd per group); out_proj its input 2 d_i. Total 4 h (input and norm
+  output) + 10 d_i + 2 H + 4 G N + 4 G.
+  Mamba, mamba_ssm MambaInnerFn.forward (checkpoint_lvl 1) [4]: xz 4 d_i, x_dbl 2 (r + 2N),
+  B and C (contiguous copies) 4 N, the scan's chunk states (csrc/selective_scan/
+  selective_scan.cpp: fp32 [batch, d_i, ceil(s/2048), 2N]) 8 N d_i ceil(s/2048)/s, the scan
+  output 2 d_i (out_proj's input, out_z, is recomputed); the in_proj input (norm output) 2h.
+Names other than "input" and "norm1_out" are not in schema.ACTIVATION_TENSORS: every
+recompute policy but full keeps them (a selective policy names attention tensors only).
+
+Context parallelism. Mamba-2: Megatron-Core's all-to-all CP [5] (MambaContextParallel
+pre_conv_ssm / post_conv_ssm): after in_proj, z, x, B, C and dt each pass through an
+all-to-all from sequence-sharded to head-sharded (a GPU then runs the whole sequence for
+H/(t c) heads), the scan output one back; B and C are first repeated so that each of the c
+ranks has its group's (max(G/t, c) N per local token). The backward runs the transposed
+all-to-alls: 6 forward + 6 backward per layer. The scan's FLOPs per GPU are unchanged (T c
+tokens x H/(t c) heads) but for CB, computed per group a rank holds: max(G/t, c). Mamba: no
+trainer implements CP; assumed the minimal correct mechanism (MAMBA1_CP_STATE_PASSING):
+contiguous sequence chunks, each rank receives the final scan state (d_i/t x N fp32 per
+sequence) and the conv's last w - 1 inputs from the previous rank, and in backward sends
+the state's gradient back: a sequential dependency of c - 1 hops each way.
+
+References
+[1] Dao & Gu 2024, "Transformers are SSMs: Generalized Models and Efficient Algorithms Through
+    Structured State Space Duality", arXiv:2405.21060, sec. 6 (the SSD algorithm), Listing 1,
+    sec. 9.3 (speed benchmarks).
+[2] Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective State Spaces",
+    arXiv:2312.00752, sec. 3.3.
+[3] NVIDIA Megatron-LM megatron/core/ssm/mamba_mixer.py (MambaMixer: nheads % tp, ngroups % tp
+    asserts, in_proj ColumnParallel, out_proj RowParallel, _ssm_training), commit d98e8a64.
+[4] state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py (MambaSplitConv1dScanCombinedFn),
+    ssd_bmm.py, ssd_chunk_scan.py, ssd_chunk_state.py, ssd_state_passing.py,
+    ops/selective_scan_interface.py (MambaInnerFn), csrc/selective_scan/selective_scan.cpp,
+    commit e9594ce1.
+[5] NVIDIA Megatron-LM megatron/core/ssm/mamba_context_parallel.py (MambaContextParallel,
+    _all_to_all_cp2hp / _all_to_all_hp2cp), commit d98e8a64.
+[6] Dao & Gu 2024, "State Space Duality (Mamba-2) Part IV - The Systems" (tridao.me/blog/2024/
+    mamba2-part4-systems):
+    tensor parallelism, Mamba-2 one all-reduce per layer, Mamba-1 two.
+[7] Dao & Gu 2024, "Mamba-2: Algorithms and Systems" (Princeton PLI blog,
+    pli.princeton.edu/blog/2024/mamba-2-algorithms-and-systems): H100 989 TFLOP/s bf16
+    matmul, 67 TFLOP/s fp32.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .common import BlockParams
+import numpy as np
+
+from .attention import mean_causal_keys, span_keys
+from .common import ACT_BYTES, BlockParams, kv_local, shapes
+
+FP32_BYTES = 4.0  # scan states, norm statistics
+SELECTIVE_SCAN_CHUNK = 2048.0  # tokens per saved state chunk of the CUDA selective scan ([4] selective_scan.cpp)
+SCAN_FLOPS_PER_STATE = 9.0  # Mamba forward FLOPs per token, channel and state (Gu, state-spaces/mamba #110)
 
 
+# ----------------------------------------------------------------------------- shared helpers
+def chunk_reach(seq, chunk: int, kernel: bool):
+    """(diagonal, full) per-token lengths a chunked scan's intra-chunk products run over. kernel:
+    the causal kernel's mean reach m = mean_causal_keys(s, chunk) for a masked product whose
+    blocks above the diagonal are skipped, and f = 2 m (Q when Q divides s; s when s < Q) for
+    one computed as a whole tile; else both the chunk span min(s, Q) (the model-FLOP
+    convention, no causal mask)."""
+    if kernel:
+        m = mean_causal_keys(seq, chunk=chunk)
+        return m, 2.0 * m
+    c = span_keys(seq, chunk=chunk)
+    return c, c
+
+
+def gemm_cast_elements(gemms) -> np.ndarray:
+    """fp8: elements cast per forward, every GEMM's input M x K and weight N x K."""
+    return sum((c * (g.M * g.K + g.N * g.K) for g, c in gemms), np.float64(0.0))
+
+
+def ssd_flops(seq, heads, groups, head_dim: int, state: int, chunk: int, kernel: bool):
+    """Forward FLOPs per token of the SSD scan over `heads` heads and `groups` B/C groups (module
+    docstring F_SSD)."""
+    s = np.asarray(seq, dtype=np.float64)
+    m, f = chunk_reach(s, chunk, kernel)
+    N, P = float(state), float(head_dim)
+    passing = np.ceil(s / chunk) / s
+    return groups * 2.0 * N * f + heads * (2.0 * P * m + 4.0 * N * P + 2.0 * N * P * passing)
+
+
+def _micro_batch(ctx):
+    """Sequences in one micro-batch: T c / s."""
+    return ctx.T * ctx.cp / ctx.seq
+
+
+# ----------------------------------------------------------------------------- Mamba-2
 @dataclass(frozen=True)
 class Mamba2Block:
     h: int
@@ -36,7 +174,7 @@ class Mamba2Block:
     kind = "mixer"
     has_core = True
     selective_core = False
-    tp_pairs = (1.0,)
+    tp_pairs = (1.0,)  # in_proj column-, out_proj row-parallel: one pair each way [3], [6]
 
     @property
     def label(self) -> str:
@@ -54,7 +192,88 @@ class Mamba2Block:
         out_proj = di * h + (h if self.proj_bias else 0)
         return BlockParams(split=in_proj + conv + 3 * H + di + out_proj, replicated=self.norm)
 
+    # ------------------------------------------------------------------ widths per GPU
+    def _groups_in(self, ctx):
+        """B/C groups in_proj produces per local token: max(G/t, 1) (module docstring)."""
+        return kv_local(self.groups, ctx.tp)
 
+    def _groups_scan(self, ctx):
+        """B/C groups a GPU holds per local token after the CP all-to-all: max(G/t, c) [5]."""
+        return np.maximum(self._groups_in(ctx), ctx.cp)
+
+    def _in_width(self, ctx):
+        return (2.0 * self.d_inner + self.heads) / ctx.tp + 2.0 * self.state * self._groups_in(ctx)
+
+    # ------------------------------------------------------------------ compute
+    def gemms(self, ctx):
+        """Forward GEMMs [3]: in_proj [T, (2 d_i + H)/t + 2 N max(G/t, 1), h], out_proj [T, h, d_i/t]."""
+        T = ctx.T
+        return shapes([("mamba_in", T, self._in_width(ctx), self.h, 1.0),
+                       ("mamba_out", T, self.h, self.d_inner / ctx.tp, 1.0)])
+
+    def projection_shares(self, ctx) -> dict:
+        return {}  # selective recompute names attention projections only
+
+    def core_kernel_flops(self, ctx):
+        """Forward FLOPs of the SSD kernels for one micro-batch on one GPU: T x F_SSD with H/t
+        heads and max(G/t, c) groups (module docstring), at the FlashAttention rates
+        (SCAN_AT_ATTENTION_RATES)."""
+        return ctx.T * ssd_flops(ctx.seq, self.heads / ctx.tp, self._groups_scan(ctx), self.head_dim, self.state,
+                                 self.chunk, kernel=True)
+
+    def core_model_flops(self, seq, causal: bool):
+        """Model FLOPs per token, forward and backward (3x forward): 3 F_SSD over all H heads and
+        G groups; causal=False counts the intra-chunk products at the chunk span min(s, Q)."""
+        return 3.0 * ssd_flops(seq, float(self.heads), float(self.groups), self.head_dim, self.state, self.chunk,
+                               kernel=causal)
+
+    def elementwise_bytes(self, ctx, kb, sfx):
+        """Memory-bound bytes per micro-batch (sfx "" forward, "_bwd" backward): the pre-norm and
+        the residual add (replicated unless SP); the depthwise causal conv1d + SiLU over the
+        d_i/t + 2 N max(G/t, c) channels of x, B, C (read and write each element: the stack's
+        plain-activation figure); the z gate y silu(z) inside the scan kernel (reads two, writes
+        one: the gated-activation figure) and the grouped RMSNorm over d_i/t (the norm figure);
+        in_proj and out_proj biases where the model has them."""
+        h, tp, di = self.h, ctx.tp, self.d_inner
+        bias = kb["bias"] * (1.0 if self.proj_bias else 0.0)
+        conv = di / tp + 2.0 * self.state * self._groups_scan(ctx)
+        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + bias * h) / ctx.rep_div
+                        + kb["mlp_activation_plain" + sfx] * conv
+                        + (kb["mlp_activation_gated" + sfx] + kb["norm" + sfx]) * di / tp
+                        + bias * self._in_width(ctx))
+
+    def cast_elements(self, ctx):
+        """fp8: each GEMM's input and weight, cast per forward."""
+        return gemm_cast_elements(self.gemms(ctx))
+
+    # ------------------------------------------------------------------ memory
+    def tensors(self, ctx, attention: str) -> dict:
+        """Activation table, bytes per local token (module docstring, [3] [4]). B and C are kept
+        per group a GPU holds (max(G/t, c), computed here: kind "full")."""
+        h, di, H, N = self.h, self.d_inner, self.heads, self.state
+        return {
+            "input": (ACT_BYTES * h, "rep"), "norm1_out": (ACT_BYTES * h, "rep"),
+            "mamba_zxdt": (ACT_BYTES * (2.0 * di + H), "split"),  # zxbcdt without B, C
+            "mamba_bc": (ACT_BYTES * 2.0 * N * self._groups_scan(ctx), "full"),  # B, C of zxbcdt
+            "mamba_scan_out": (ACT_BYTES * di, "split"),  # out_x
+            "mamba_norm_in": (ACT_BYTES * di, "split"),  # LayerNormFn x
+            "mamba_norm_rstd": (FP32_BYTES * kv_local(self.groups, ctx.tp), "full"),  # one per group
+            "mamba_out_in": (ACT_BYTES * di, "split"),  # out_proj input
+        }
+
+    # ------------------------------------------------------------------ communication
+    def cp_collectives(self, ctx):
+        """[(op, bytes per rank, count per layer, forward and backward)]: Megatron-Core's CP
+        all-to-alls [5], each rank's whole buffer (comm.py): z, x and the scan output
+        T d_i/t x 2 B, B and C T N max(G/t, c) x 2 B, dt T H/t x 2 B; each once forward and once
+        backward."""
+        T, tp = ctx.T, ctx.tp
+        return [("all_to_all", T * self.d_inner / tp * ACT_BYTES, 6.0),
+                ("all_to_all", T * self.state * self._groups_scan(ctx) * ACT_BYTES, 4.0),
+                ("all_to_all", T * self.heads / tp * ACT_BYTES, 2.0)]
+
+
+# ----------------------------------------------------------------------------- Mamba
 @dataclass(frozen=True)
 class Mamba1Block:
     h: int
@@ -70,11 +289,17 @@ class Mamba1Block:
     kind = "mixer"
     has_core = True
     selective_core = False
-    tp_pairs = (1.0,)
 
     @property
     def label(self) -> str:
         return f"mamba({self.d_inner}, N={self.state})"
+
+    @property
+    def tp_pairs(self):
+        """The output projection's pair, and x_proj's all-reduce of its r + 2N outputs (in units
+        of T h) [6] (module docstring; under SP priced as a reduce-scatter + all-gather pair, the
+        same bytes on the wire)."""
+        return (1.0, (self.dt_rank + 2.0 * self.state) / self.h)
 
     def params(self) -> BlockParams:
         h, di, N, r = self.h, self.d_inner, self.state, self.dt_rank
@@ -85,6 +310,64 @@ class Mamba1Block:
         out_proj = di * h + (h if self.proj_bias else 0)
         norms = (r + 2 * N) if self.inner_norms else 0
         return BlockParams(split=in_proj + conv + x_proj + dt_proj + di * N + di + out_proj + norms, replicated=self.norm)
+
+    def gemms(self, ctx):
+        """Forward GEMMs (module docstring): in_proj [T, 2 d_i/t, h], x_proj [T, r + 2N, d_i/t],
+        dt_proj [T, d_i/t, r], out_proj [T, h, d_i/t]."""
+        T, tp, di = ctx.T, ctx.tp, self.d_inner
+        return shapes([("mamba_in", T, 2.0 * di / tp, self.h, 1.0),
+                       ("mamba_x_proj", T, self.dt_rank + 2.0 * self.state, di / tp, 1.0),
+                       ("mamba_dt_proj", T, di / tp, self.dt_rank, 1.0),
+                       ("mamba_out", T, self.h, di / tp, 1.0)])
+
+    def projection_shares(self, ctx) -> dict:
+        return {}
+
+    def core_kernel_flops(self, ctx):
+        """Forward FLOPs of the selective scan for one micro-batch on one GPU: 9 N d_i/t per
+        token [2] (SCAN_AT_ATTENTION_RATES: optimistic, module docstring)."""
+        return ctx.T * SCAN_FLOPS_PER_STATE * self.state * self.d_inner / ctx.tp
+
+    def core_model_flops(self, seq, causal: bool):
+        """Model FLOPs per token, forward and backward: 3 x 9 N d_i (no mask, no chunks: the same
+        either convention)."""
+        return np.full(np.shape(seq), 3.0 * SCAN_FLOPS_PER_STATE * self.state * self.d_inner)
+
+    def elementwise_bytes(self, ctx, kb, sfx):
+        """Memory-bound bytes per micro-batch: pre-norm and residual (replicated unless SP), the
+        conv1d + SiLU over d_i/t (plain-activation figure), the z gate inside the scan (gated
+        figure), Jamba's RMSNorms on dt, B, C (r + 2N, whole on every rank), biases."""
+        h, tp, di = self.h, ctx.tp, self.d_inner
+        bias = kb["bias"] * (1.0 if self.proj_bias else 0.0)
+        inner = (self.dt_rank + 2.0 * self.state) if self.inner_norms else 0.0
+        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + bias * h) / ctx.rep_div
+                        + (kb["mlp_activation_plain" + sfx] + kb["mlp_activation_gated" + sfx]) * di / tp
+                        + kb["norm" + sfx] * inner + bias * 2.0 * di / tp)
+
+    def cast_elements(self, ctx):
+        return gemm_cast_elements(self.gemms(ctx))
+
+    def tensors(self, ctx, attention: str) -> dict:
+        """Activation table, bytes per local token: MambaInnerFn's saves [4] (module docstring)."""
+        h, di, N, r = self.h, self.d_inner, self.state, self.dt_rank
+        chunks = np.ceil(ctx.seq / SELECTIVE_SCAN_CHUNK) / ctx.seq
+        return {
+            "input": (ACT_BYTES * h, "rep"), "norm1_out": (ACT_BYTES * h, "rep"),
+            "mamba_xz": (ACT_BYTES * 2.0 * di, "split"),
+            "mamba_x_dbl": (ACT_BYTES * (r + 2.0 * N), "full"),  # whole on every rank after the all-reduce
+            "mamba_bc": (ACT_BYTES * 2.0 * N, "full"),  # contiguous copies of B and C
+            "mamba_scan_states": (FP32_BYTES * 2.0 * N * di * chunks, "split"),
+            "mamba_scan_out": (ACT_BYTES * di, "split"),
+        }
+
+    def cp_collectives(self, ctx):
+        """MAMBA1_CP_STATE_PASSING (module docstring): per micro-batch the scan state
+        mbs x d_i/t x N fp32 and the conv's last w - 1 inputs, c - 1 hops forward and the state
+        gradient c - 1 back."""
+        mbs, di = _micro_batch(ctx), self.d_inner / ctx.tp
+        hops = ctx.cp - 1.0
+        return [("send_recv", mbs * di * self.state * FP32_BYTES, 2.0 * hops),
+                ("send_recv", mbs * (self.conv_kernel - 1.0) * di * ACT_BYTES, hops)]
 
 
 def mamba_block(spec, m, norm: int):
