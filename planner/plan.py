@@ -117,7 +117,7 @@ EP_EXPERTS, EP_DPCP = 17, 18  # expert parallelism (planner/moe.py)
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
     BATCH: "global batch does not divide into dp x micro-batch",
-    HEADS: "tp does not divide the attention heads",
+    HEADS: "tp does not divide the attention heads (or a mixer's heads or groups)",
     KV_HEADS: "tp and the KV heads do not divide one another",
     SEQ_CP: "cp does not divide the sequence length",
     PP_LAYERS: "more pipeline stages than layers",
@@ -152,7 +152,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     rules = [
         lambda: tp * cp * pp * dp != gpus,
         lambda: plan.gbs % (dp_safe * mbs) != 0,
-        lambda: a % tp != 0,
+        lambda: np.logical_or.reduce([a % tp != 0] + [c % tp != 0 for _, c in model.tp_split_counts()]),
         lambda: (k % tp != 0) & (tp % k != 0),
         lambda: plan.seq % cp != 0,
         lambda: pp > units,
@@ -270,6 +270,16 @@ def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
     return BYTES_PER_PARAM_PRESETS[spec], spec
 
 
+def _heads_error(tp: int, a: int, model: ModelSpec) -> tuple[str, str]:
+    """The HEADS rule's message: the attention heads, or the mixer heads/groups tp does not divide."""
+    if a % tp:
+        return (f"tp={tp} does not divide the {a} attention heads of {model.name}",
+                "choose tp among the divisors of the head count")
+    what, n = next((w, c) for w, c in model.tp_split_counts() if c % tp)
+    return (f"tp={tp} does not divide the {n} {what} of {model.name}",
+            f"choose tp among the divisors of {n} (tensor parallelism splits whole heads and groups)")
+
+
 def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str) -> PlannerError:
     """The message and hint of a broken plan rule (rule_codes), with the job's values."""
     a, k, L, mbs = model.num_attention_heads, model.kv_heads, model.num_layers, job.micro_batch
@@ -279,8 +289,7 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                        "make the product of tp, cp, pp and dp equal the GPU count"),
         BATCH: lambda: (f"global batch {gbs:,} sequences does not divide into dp={dp} x micro_batch={mbs}",
                         f"use a global batch that is a multiple of {dp * mbs}, or change micro_batch / the mesh"),
-        HEADS: lambda: (f"tp={job.tp} does not divide the {a} attention heads of {model.name}",
-                        "choose tp among the divisors of the head count"),
+        HEADS: lambda: _heads_error(job.tp, a, model),
         KV_HEADS: lambda: (f"tp={job.tp} and the {k} KV heads of {model.name} do not divide one another",
                            "choose tp that divides, or is a multiple of, the KV head count"),
         SEQ_CP: lambda: (f"cp={job.cp} does not divide seq_len={seq}", "choose cp among the divisors of the sequence length"),

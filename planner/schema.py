@@ -287,6 +287,24 @@ class ModelSpec(BaseModel):
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_attention_heads
 
+    def tp_split_counts(self) -> list[tuple[str, int]]:
+        """What tensor parallelism splits whole in the model's state-space and linear-attention
+        mixers, (name, count), each of which tp must divide: Megatron-Core's MambaMixer asserts
+        nheads % tp == 0 and ngroups % tp == 0 (megatron/core/ssm/mamba_mixer.py, commit
+        d98e8a64); Gated DeltaNet and Mamba split their heads and inner channels the same way."""
+        out: dict[tuple[str, int], None] = {}
+        for kind in self.layer_kinds.values():
+            x = kind.mixer
+            if isinstance(x, Mamba2):
+                out[("Mamba-2 heads", x.num_heads)] = None
+                out[("Mamba-2 groups", x.n_groups)] = None
+            elif isinstance(x, GatedDeltaNet):
+                out[("Gated DeltaNet key heads", x.num_key_heads)] = None
+                out[("Gated DeltaNet value heads", x.num_value_heads)] = None
+            elif isinstance(x, Mamba1):
+                out[("Mamba inner channels", x.d_inner)] = None
+        return list(out)
+
     @property
     def dhead(self) -> int:
         return self.head_dim or self.hidden_size // self.num_attention_heads

@@ -443,9 +443,12 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
-    """(exposed, total) CP traffic of a middle stage per micro-batch: each block's context-
-    parallel collectives (ring attention's K/V sends [4]) hidden behind its core as far as it
-    lasts."""
+    """(exposed, total) CP traffic of a middle stage per micro-batch: each mixer's context-
+    parallel collectives. Ring attention's K/V sends [4] run beside the attention core and hide
+    behind it as far as it lasts; the all-to-alls of Megatron-Core's state-space and
+    linear-attention CP (layers/mamba.py, layers/linear_attention.py) and the state passing of
+    a scan split over ranks are blocking: the scan waits for its inputs, so they are exposed
+    (a mixer says which with cp_overlaps_core)."""
     plan, ctx = sc.plan, sc.ctx
     exposed, total = [], []
     for i, kind in enumerate(sc.ll.kinds):
@@ -453,7 +456,7 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
         for op, size, count in kind.mixer.cp_collectives(ctx):
             t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
         total.append(t)
-        exposed.append(np.maximum(t - (lt.core_fwd[i] + lt.core_bwd[i]), 0.0))
+        exposed.append(np.maximum(t - (lt.core_fwd[i] + lt.core_bwd[i]), 0.0) if kind.mixer.cp_overlaps_core else t)
     n = sc.n["mid"]
     return n * sc.mean("mid", exposed), n * sc.mean("mid", total)
 

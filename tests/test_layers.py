@@ -267,6 +267,20 @@ def test_explain_hybrid_model(explain, tmp_path):
     assert 0 < res["memory"]["activations_bytes"] < res["memory"]["total_bytes"]
 
 
+def test_tp_must_split_the_mixer_heads_and_groups(cli, tmp_path):
+    """Megatron-Core's MambaMixer asserts nheads % tp == 0 and ngroups % tp == 0: the tiny
+    hybrid's 8 groups refuse tp 16 (its 8 attention heads too), and with 32 attention heads
+    tp 16 is refused for the 8 Mamba-2 groups, naming them (exit 2)."""
+    from conftest import assert_one_error
+
+    f = tmp_path / "tiny-hybrid.yaml"
+    f.write_text(HYBRID.replace("num_attention_heads: 8", "num_attention_heads: 32"))
+    r = cli("explain", "--model", str(f), "--gpus", "16", "--tp", "16", "--global-batch", "16", "--seq-len", "4096")
+    assert_one_error(r, "tp=16 does not divide the 8 Mamba-2 groups")
+    ok = cli("explain", "--model", str(f), "--gpus", "16", "--tp", "8", "--global-batch", "16", "--seq-len", "4096")
+    assert ok.exit_code == 0, ok.stderr
+
+
 def _numbers(x):
     """A block method's result as a flat list of arrays (GEMM shapes, collectives, tables)."""
     if isinstance(x, dict):

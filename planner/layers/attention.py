@@ -107,6 +107,7 @@ class Attention:
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
     selective_core = True
+    cp_overlaps_core = True  # ring attention's K/V sends run beside the core [7]
     tp_pairs = (1.0,)  # one TP collective pair (all-reduce, or RS + AG under SP) each way
 
     @property
@@ -221,6 +222,7 @@ class MLA:
     kind = "attention"
     has_core = True
     selective_core = True
+    cp_overlaps_core = True
     tp_pairs = (1.0,)
     rope = True
     bias = False

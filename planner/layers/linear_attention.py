@@ -115,6 +115,7 @@ class GatedDeltaNetBlock:
     kind = "mixer"
     has_core = True
     selective_core = False
+    cp_overlaps_core = False
     tp_pairs = (1.0,)
 
     @property

@@ -174,6 +174,7 @@ class Mamba2Block:
     kind = "mixer"
     has_core = True
     selective_core = False
+    cp_overlaps_core = False
     tp_pairs = (1.0,)  # in_proj column-, out_proj row-parallel: one pair each way [3], [6]
 
     @property
@@ -289,6 +290,7 @@ class Mamba1Block:
     kind = "mixer"
     has_core = True
     selective_core = False
+    cp_overlaps_core = False
 
     @property
     def label(self) -> str:

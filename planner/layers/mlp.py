@@ -61,6 +61,7 @@ class DenseMLP:
     kind = "mlp"
     has_core = False
     selective_core = False
+    cp_overlaps_core = False
 
     @property
     def label(self) -> str:
@@ -115,6 +116,7 @@ class NoBlock:
     kind: str = "none"
     has_core = False
     selective_core = False
+    cp_overlaps_core = False
     tp_pairs = ()
     label = "none"
 

@@ -115,6 +115,7 @@ class MoEMLP:
     kind = "mlp"
     has_core = False
     selective_core = False
+    cp_overlaps_core = False
 
     @property
     def label(self) -> str:
