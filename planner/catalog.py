@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from . import files
+from . import files, hf_config
 from .errors import PlannerError
 from .schema import MAX_COUNT, Hardware, ModelSpec, Stack
 
@@ -172,104 +172,24 @@ def _load_model_file(path: str) -> ModelSpec:
     return validate(ModelSpec, read_yaml(Path(path)), path)
 
 
-def _gated_from_hf(cfg: dict) -> bool:
-    act = str(cfg.get("hidden_act") or cfg.get("activation_function") or "").lower()
-    # Llama, Mistral, Qwen, Gemma use SwiGLU/GeGLU: hidden_act silu/swish/gelu_pytorch_tanh
-    # with gate_proj + up_proj (transformers' LlamaMLP). GPT-2/NeoX/OPT use a plain MLP.
-    gated_types = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "cohere"}
-    if cfg.get("model_type") in gated_types:
-        return True
-    return act in {"silu", "swish", "swiglu"}
+# The Hugging Face reader lives in planner/hf_config.py (what it reads, the class defaults, the
+# keys it accepts without reading); these names are its public face here.
+HF_DEFAULTS = hf_config.HF_DEFAULTS
+HF_ABSENT = hf_config.HF_ABSENT
+HF_NO_COST = hf_config.HF_NO_COST
 
 
-# The types transformers' PretrainedConfig gives the keys read here (the shape fields are
-# ints and ModelSpec checks them); null is allowed where transformers allows it.
-_HF_TYPES: dict[str, tuple[type, ...]] = {
-    "model_type": (str,), "hidden_act": (str,), "activation_function": (str,), "_name_or_path": (str,),
-    "attention_dropout": (int, float), "tie_word_embeddings": (bool,), "attention_bias": (bool,), "mlp_bias": (bool,),
-}
-
-
-def _check_hf_types(cfg: dict, path: str) -> None:
-    for key, types in _HF_TYPES.items():
-        v = cfg.get(key)
-        if v is not None and (not isinstance(v, types) or (bool not in types and isinstance(v, bool))):
-            want = " or ".join(dict.fromkeys({str: "a string", int: "a number", float: "a number", bool: "true or false"}[t]
-                                             for t in types))
-            raise PlannerError(f"{path}: field `{key}`: expected {want}, got {type(v).__name__} {str(v)[:40]}",
-                               "give the config.json transformers saved for the model")
-
-
-# What a config.json may leave out, and what planner then takes. tie_word_embeddings: the
-# transformers PretrainedConfig default (True; transformers v4.46 configuration_utils.py,
-# `tie_word_embeddings: bool = True`), so Gemma-2-9B, whose config omits it, is tied (9.24B).
-HF_DEFAULTS = {"tie_word_embeddings": True}
-HF_ABSENT = {  # key -> what its absence means here
-    "tie_word_embeddings": "tied input/output embeddings (transformers' PretrainedConfig default: True)",
-    "num_key_value_heads": "num_key_value_heads = num_attention_heads (multi-head attention)",
-    "head_dim": "head_dim = hidden_size / num_attention_heads",
-    "max_position_embeddings": "max_seq_len 4096",
-    "rms_norm_eps": "LayerNorm (no rms_norm_eps)",
-    "rope_theta": "learned position embeddings (no rope_theta / rope_scaling)",
-    "attention_bias": "no linear biases (no attention_bias / mlp_bias)",
-    "attention_dropout": "no dropout (no attention_dropout)",
-    "hidden_act": "activation from model_type (no hidden_act)",
-}
-
-
-def hf_assumptions(cfg: dict) -> list[str]:
-    """The settings a config.json leaves to planner's rules (model_from_hf_config), one line each."""
+def hf_assumptions(cfg: dict, path: str = "config.json") -> list[str]:
+    """The settings a config.json leaves to transformers' class defaults or planner's rules, and
+    what it leaves out (a vision tower), one line each (`planner explain` prints them)."""
     if not isinstance(cfg, dict):
         return []
-    out = []
-    for key, text in HF_ABSENT.items():
-        alt = {"rope_theta": ("rope_scaling",), "attention_bias": ("mlp_bias",), "hidden_act": ("activation_function",)}.get(key, ())
-        if key not in cfg and not any(a in cfg for a in alt):
-            out.append(f"{key} absent: {text}")
-    return out
+    return hf_config.read(cfg, path)[1]
 
 
 def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
-    """Map a Hugging Face transformers config.json onto ModelSpec."""
-    if not isinstance(cfg, dict):
-        raise PlannerError(f"{path}: expected a JSON object")
-    _check_hf_types(cfg, path)
-    required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
-    missing = [k for k in required if k not in cfg]
-    if missing:
-        raise PlannerError(
-            f"{path}: missing field(s) {', '.join(missing)}",
-            "a Hugging Face config.json needs num_hidden_layers, hidden_size, intermediate_size, "
-            "num_attention_heads, num_key_value_heads, vocab_size, hidden_act, tie_word_embeddings",
-        )
-    name = cfg.get("_name_or_path") or Path(path).parent.name or Path(path).stem
-    data = dict(
-        name=str(name),
-        description=f"from Hugging Face config {path}",
-        num_layers=cfg["num_hidden_layers"],
-        hidden_size=cfg["hidden_size"],
-        ffn_hidden_size=cfg["intermediate_size"],
-        num_attention_heads=cfg["num_attention_heads"],
-        num_kv_heads=cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
-        head_dim=cfg.get("head_dim"),
-        vocab_size=cfg["vocab_size"],
-        gated_mlp=_gated_from_hf(cfg),
-        norm="rmsnorm" if "rms_norm_eps" in cfg else "layernorm",
-        # transformers' PretrainedConfig default is tie_word_embeddings=True (configuration_utils.py)
-        tied_embeddings=bool(cfg.get("tie_word_embeddings", HF_DEFAULTS["tie_word_embeddings"])),
-        max_seq_len=cfg.get("max_position_embeddings") or 4096,
-        position_embedding="rope" if ("rope_theta" in cfg or "rope_scaling" in cfg) else "learned",
-        linear_bias=bool(cfg.get("attention_bias", False) or cfg.get("mlp_bias", False)),
-        dropout=float(cfg.get("attention_dropout", 0.0) or 0.0) > 0,
-        sources=[f"Hugging Face config.json: {path}"],
-    )
-    moe = _moe_from_hf(cfg, path)
-    if moe is not None:
-        data["moe"] = moe
-    if cfg.get("kv_lora_rank"):
-        data["mla"] = {k: cfg.get(k) for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")}
-        data["num_kv_heads"] = None  # MLA: one up-projected key/value head per query head
-        data["head_dim"] = None
+    """Map a Hugging Face transformers config.json onto ModelSpec (planner/hf_config.py)."""
+    data, _ = hf_config.read(cfg, path)
     return validate(ModelSpec, data, path)
 
 
@@ -285,38 +205,12 @@ def model_source(name_or_path: str) -> Path:
 
 
 def _moe_from_hf(cfg: dict, path: str) -> dict | None:
-    """The `moe:` block of a Hugging Face MoE config: Mixtral (num_local_experts), Qwen2/3-MoE
-    (num_experts, moe_intermediate_size, shared_expert_intermediate_size, decoder_sparse_step,
-    mlp_only_layers), DeepSeek-V2/V3 (n_routed_experts, n_shared_experts, first_k_dense_replace,
-    moe_layer_freq, scoring_func, topk_method), with num_experts_per_tok as top-k."""
-    key = next((k for k in ("num_local_experts", "n_routed_experts", "num_experts") if cfg.get(k)), None)
-    if key is None:
-        return None
-    if not cfg.get("num_experts_per_tok"):
-        raise PlannerError(f"{path}: field `{key}` is set but `num_experts_per_tok` is missing",
-                           "add num_experts_per_tok (the experts each token is routed to)")
-    step = cfg.get("decoder_sparse_step", 1) or 1
-    if step != 1:
-        raise PlannerError(f"{path}: field `decoder_sparse_step`: {step} (every {step}th layer MoE, counted from 1) is not modelled",
-                           "only decoder_sparse_step 1 (every layer MoE) is supported; or write a model YAML with moe.layer_freq")
-    if cfg.get("mlp_only_layers"):
-        raise PlannerError(f"{path}: field `mlp_only_layers`: dense layers at arbitrary positions are not modelled",
-                           "write a model YAML with moe.first_k_dense / moe.layer_freq")
-    moe: dict = dict(num_experts=cfg[key], top_k=cfg["num_experts_per_tok"])
-    if cfg.get("moe_intermediate_size"):
-        moe["expert_ffn_hidden_size"] = cfg["moe_intermediate_size"]
-    if cfg.get("n_shared_experts"):  # DeepSeek: shared experts of the routed experts' width
-        moe["num_shared_experts"] = cfg["n_shared_experts"]
-    elif cfg.get("shared_expert_intermediate_size"):  # Qwen2-MoE: one gated shared expert of its own width
-        moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=cfg["shared_expert_intermediate_size"],
-                   shared_expert_gate=True)
-    if cfg.get("first_k_dense_replace"):
-        moe["first_k_dense"] = cfg["first_k_dense_replace"]
-    if cfg.get("moe_layer_freq"):
-        moe["layer_freq"] = cfg["moe_layer_freq"]
-    moe["router"] = "sigmoid" if cfg.get("scoring_func") == "sigmoid" else "softmax"
-    moe["router_bias"] = cfg.get("topk_method") == "noaux_tc"  # DeepSeek-V3's e_score_correction_bias
-    return moe
+    """The `moe:` block of a Hugging Face MoE config (hf_config.Reader._moe): Mixtral
+    (num_local_experts), Qwen2/3-MoE (num_experts, moe_intermediate_size,
+    shared_expert_intermediate_size), DeepSeek-V2/V3 and Kimi K2 (n_routed_experts,
+    n_shared_experts, first_k_dense_replace, moe_layer_freq, scoring_func, topk_method), gpt-oss,
+    Jamba, Llama 4, with num_experts_per_tok as top-k."""
+    return hf_config.Reader(cfg, path)._moe()
 
 
 def load_model(name_or_path: str) -> ModelSpec:

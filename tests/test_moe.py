@@ -151,17 +151,35 @@ def test_hf_qwen2_moe_shared_expert():
     assert d["expert"] == 3 * 2048 * 1408 and m.moe.num_experts == 60 and m.moe.top_k == 4
 
 
-def test_hf_moe_patterns_it_cannot_model_are_errors(tmp_path, cli):
+def test_hf_qwen_moe_placement_keys_become_a_layer_pattern():
+    """Qwen2/3-MoE place experts with decoder_sparse_step and mlp_only_layers (transformers
+    Qwen3MoeDecoderLayer: MoE iff i not in mlp_only_layers and (i + 1) % step == 0, else the dense
+    Qwen3MoeMLP of intermediate_size); once refused, now a layer pattern. By hand for Qwen3-30B-A3B's
+    shape: one expert 3 x 2048 x 768, the dense MLP 3 x 2048 x 6144 = 8 experts' worth."""
+    from planner.layers import layer_list
+
+    m = model_from_hf_config(dict(QWEN3_MOE_HF, decoder_sparse_step=2), "config.json")
+    ll = layer_list(m)
+    moe_at = [i for i in range(48) if ll.kinds[ll.index[i]].has_experts]
+    assert moe_at == list(range(1, 48, 2))  # (i + 1) % 2 == 0: the odd layers
+    base = count_params(model_from_hf_config(QWEN3_MOE_HF, "config.json"))
+    pc = count_params(m)
+    router, expert, dense = 2048 * 128, 3 * 2048 * 768, 3 * 2048 * 6144
+    assert base.total - pc.total == 24 * (128 * expert + router - dense)
+    m = model_from_hf_config(dict(QWEN3_MOE_HF, mlp_only_layers=[0, 5]), "config.json")
+    ll = layer_list(m)
+    assert [i for i in range(48) if not ll.kinds[ll.index[i]].has_experts] == [0, 5]
+    with pytest.raises(PlannerError, match="num_experts_per_tok"):
+        model_from_hf_config({k: v for k, v in MIXTRAL_HF.items() if k != "num_experts_per_tok"}, "c.json")
+
+
+def test_hf_qwen_moe_index_outside_the_model_is_an_error(tmp_path, cli):
     from conftest import assert_one_error
 
     p = tmp_path / "config.json"
-    p.write_text(json.dumps(dict(QWEN3_MOE_HF, decoder_sparse_step=2)))
-    r = cli("explain", "--model", str(p), "--gpus", "8")
-    assert_one_error(r, "decoder_sparse_step", str(p))
-    p.write_text(json.dumps(dict(QWEN3_MOE_HF, mlp_only_layers=[0, 5])))
-    assert_one_error(cli("explain", "--model", str(p), "--gpus", "8"), "mlp_only_layers")
-    with pytest.raises(PlannerError, match="num_experts_per_tok"):
-        model_from_hf_config({k: v for k, v in MIXTRAL_HF.items() if k != "num_experts_per_tok"}, "c.json")
+    p.write_text(json.dumps(dict(QWEN3_MOE_HF, mlp_only_layers=[0, 48])))
+    assert_one_error(cli("explain", "--model", str(p), "--gpus", "8", "--seq-len", "4096"), str(p),
+                     "`mlp_only_layers`", "48 is outside 0..47")
 
 
 # ------------------------------------------------------------------ expert parallelism: memory

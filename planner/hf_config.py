@@ -1,0 +1,960 @@
+"""A Hugging Face transformers config.json as planner model fields (ModelSpec data), layer by
+layer. catalog.model_from_hf_config validates the result; this module only reads.
+
+What is read (every rule keyed on an explicit field, or on model_type where transformers
+itself keys the architecture on the class, each cited to the transformers class):
+
+  nesting      `text_config` (Gemma3ForConditionalGeneration, Llama4ForConditionalGeneration):
+               the text model is planned; the vision tower is left out, with a note.
+  shape        num_hidden_layers, hidden_size, intermediate_size, num_attention_heads,
+               num_key_value_heads, head_dim (Nemotron-H: attention_head_dim), vocab_size,
+               tie_word_embeddings, max_position_embeddings, attention_bias / mlp_bias,
+               attention_dropout / hidden_dropout, num_nextn_predict_layers (-> mtp_layers).
+  mixers       `layer_types` (full_attention, sliding_attention, chunked_attention, and
+               linear_attention = Gated DeltaNet for Qwen3-Next); else `full_attention_interval`
+               (Qwen3-Next: layer i full iff (i+1) % n == 0, the others Gated DeltaNet from the
+               linear_* keys); `hybrid_override_pattern` / `layers_block_type` (Nemotron-H: one
+               block a character, M Mamba-2, * attention, - MLP, E MoE); `attn_layer_period` /
+               `attn_layer_offset` (Jamba: attention iff i % period == offset, Mamba-1 elsewhere,
+               from the mamba_* keys); Llama 4 `no_rope_layers` / `no_rope_layer_interval` and
+               `attention_chunk_size` (RoPE layers chunked, NoPE layers global); `sliding_window`
+               by the model type's rule (SLIDING_RULES: every layer for Mistral / Mixtral, every
+               `sliding_window_pattern`-th layer global for Gemma 3, even layers for Gemma 2,
+               `use_sliding_window` for Qwen); a null sliding_window means none.
+  MLPs         MoE experts (num_local_experts / n_routed_experts / num_experts, top-k
+               num_experts_per_tok), placed by `first_k_dense_replace` + `moe_layer_freq`
+               (DeepSeek / Kimi), `decoder_sparse_step` + `mlp_only_layers` (Qwen MoE: MoE iff
+               i not in mlp_only_layers and (i+1) % step == 0), `interleave_moe_layer_step` /
+               `moe_layers` (Llama 4; dense layers `intermediate_size_mlp` wide),
+               `expert_layer_period` / `expert_layer_offset` (Jamba); shared experts
+               (n_shared_experts, shared_expert_intermediate_size with Qwen's sigmoid gate,
+               Llama 4's one shared expert).
+A key this module neither reads nor lists in HF_NO_COST (keys that do not change what the
+planner prices) is an error naming it: an unknown key may change the architecture. Keys in
+HF_MUST_BE_OFF are accepted only at their off value.
+
+Keys a config leaves out take the transformers class default of its model_type (FAMILIES,
+each class cited), listed as assumed (`planner explain` prints them); a model type without a
+table keeps planner's stated rules (HF_ABSENT).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import PlannerError
+
+_TF = "transformers src/transformers/models"
+
+
+@dataclass(frozen=True)
+class Family:
+    """What transformers' config and model classes of one model_type say."""
+
+    cls: str  # the config class
+    file: str  # its file in transformers
+    defaults: dict  # class defaults of the keys read here
+    gated: bool  # the MLP class has a gate projection
+    gated_src: str
+    norm: str = "rmsnorm"
+    position: str = "rope"  # rope | none
+    position_src: str = ""
+    attn_output_gate: bool = False  # every softmax-attention layer has an output gate
+    expert_width_key: str = "moe_intermediate_size"  # or intermediate_size (experts as wide as the dense MLP)
+    extra: dict = field(default_factory=dict)
+    default_text: dict = field(default_factory=dict)  # key -> what its class default means (a None default)
+
+
+FAMILIES: dict[str, Family] = {
+    # Gemma3TextConfig.__init__ (transformers models/gemma3/configuration_gemma3.py, commit 008f5c8c):
+    # vocab_size=262_208, tie_word_embeddings=True, sliding_window=4096, sliding_window_pattern=6, ...
+    "gemma3_text": Family(
+        cls="Gemma3TextConfig", file=f"{_TF}/gemma3/configuration_gemma3.py",
+        defaults=dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216, num_hidden_layers=26,
+                      num_attention_heads=8, num_key_value_heads=4, head_dim=256, hidden_activation="gelu_pytorch_tanh",
+                      max_position_embeddings=131072, rms_norm_eps=1e-6, tie_word_embeddings=True, rope_theta=1e6,
+                      attention_bias=False, attention_dropout=0.0, sliding_window=4096, sliding_window_pattern=6),
+        gated=True, gated_src="Gemma3MLP: gate_proj, up_proj, down_proj (GeGLU, gelu_pytorch_tanh)",
+        position_src="Gemma3RotaryEmbedding (rope_theta global, rope_local_base_freq local)"),
+    # GptOssConfig (models/gpt_oss/configuration_gpt_oss.py, commit 02b8f42b); layer_types default:
+    # "sliding_attention" if (i + 1) % 2 else "full_attention".
+    "gpt_oss": Family(
+        cls="GptOssConfig", file=f"{_TF}/gpt_oss/configuration_gpt_oss.py",
+        defaults=dict(num_hidden_layers=36, num_local_experts=128, vocab_size=201088, hidden_size=2880,
+                      intermediate_size=2880, head_dim=64, num_attention_heads=64, num_key_value_heads=8,
+                      sliding_window=128, tie_word_embeddings=False, hidden_act="silu", max_position_embeddings=131072,
+                      rms_norm_eps=1e-5, attention_dropout=0.0, num_experts_per_tok=4, attention_bias=True,
+                      rope_theta=150000.0),
+        gated=True, gated_src="GptOssExperts: gate_up_proj (+ bias) and down_proj (+ bias), clamped SwiGLU",
+        position_src="GptOssRotaryEmbedding (YaRN)", expert_width_key="intermediate_size",
+        extra=dict(layer_types_default="alternate", router_bias=True)),
+    # Qwen3NextConfig (models/qwen3_next/configuration_qwen3_next.py, commit 008e5743): layer_types
+    # default "linear_attention" if (i + 1) % full_attention_interval (4) else "full_attention".
+    "qwen3_next": Family(
+        cls="Qwen3NextConfig", file=f"{_TF}/qwen3_next/configuration_qwen3_next.py",
+        defaults=dict(vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=48,
+                      num_attention_heads=16, num_key_value_heads=2, hidden_act="silu", max_position_embeddings=32768,
+                      rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False, attention_dropout=0.0,
+                      head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                      linear_num_key_heads=16, linear_num_value_heads=32, decoder_sparse_step=1,
+                      moe_intermediate_size=512, shared_expert_intermediate_size=512, num_experts_per_tok=10,
+                      num_experts=512, mlp_only_layers=[], full_attention_interval=4),
+        gated=True, gated_src="Qwen3NextMLP / experts: gate, up, down (SwiGLU)",
+        position_src="Qwen3NextRotaryEmbedding (partial_rotary_factor of head_dim)",
+        attn_output_gate=True),
+    # Qwen3MoeConfig (models/qwen3_moe/configuration_qwen3_moe.py, commit 008e5743): moe_intermediate_size 768.
+    "qwen3_moe": Family(
+        cls="Qwen3MoeConfig", file=f"{_TF}/qwen3_moe/configuration_qwen3_moe.py",
+        defaults=dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=24,
+                      num_attention_heads=32, num_key_value_heads=4, hidden_act="silu", max_position_embeddings=32768,
+                      rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False, use_sliding_window=False,
+                      sliding_window=4096, attention_dropout=0.0, decoder_sparse_step=1, moe_intermediate_size=768,
+                      num_experts_per_tok=8, num_experts=128, mlp_only_layers=[]),
+        gated=True, gated_src="Qwen3MoeMLP / experts: gate, up, down (SwiGLU)", position_src="Qwen3MoeRotaryEmbedding"),
+    # NemotronHConfig (models/nemotron_h/configuration_nemotron_h.py, commit 13923c63); the block
+    # classes in modular_nemotron_h.py (commit 008d9e95).
+    "nemotron_h": Family(
+        cls="NemotronHConfig", file=f"{_TF}/nemotron_h/configuration_nemotron_h.py",
+        defaults=dict(vocab_size=131072, hidden_size=4096, tie_word_embeddings=False, num_attention_heads=32,
+                      num_key_value_heads=8, head_dim=128, max_position_embeddings=4096, attention_bias=False,
+                      attention_dropout=0.0, sliding_window=None, intermediate_size=21504, mlp_hidden_act="relu2",
+                      mlp_bias=False, ssm_state_size=128, mamba_num_heads=128, mamba_head_dim=64, n_groups=8,
+                      conv_kernel=4, use_conv_bias=True, chunk_size=128, mamba_proj_bias=False, use_bias=False,
+                      n_routed_experts=8, n_shared_experts=1, moe_intermediate_size=7688,
+                      moe_shared_expert_intermediate_size=7688, num_experts_per_tok=2, num_nextn_predict_layers=0,
+                      hidden_dropout=0.0),
+        gated=False, gated_src="NemotronHMLP: up_proj, down_proj only (relu2)", position="none",
+        position_src="NemotronHAttention (= JambaAttention) applies no rotary or learned positions"),
+    # JambaConfig (models/jamba/configuration_jamba.py, commit 008f5c8c): attention iff
+    # i % attn_layer_period == attn_layer_offset, experts iff i % expert_layer_period == expert_layer_offset.
+    "jamba": Family(
+        cls="JambaConfig", file=f"{_TF}/jamba/configuration_jamba.py",
+        defaults=dict(vocab_size=65536, tie_word_embeddings=False, hidden_size=4096, intermediate_size=14336,
+                      num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_act="silu",
+                      rms_norm_eps=1e-6, sliding_window=None, max_position_embeddings=262144, attention_dropout=0.0,
+                      num_experts_per_tok=2, num_experts=16, expert_layer_period=2, expert_layer_offset=1,
+                      attn_layer_period=8, attn_layer_offset=4, mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
+                      mamba_dt_rank="auto", mamba_conv_bias=True, mamba_proj_bias=False),
+        gated=True, gated_src="JambaMLP: gate_proj, up_proj, down_proj", position="none",
+        position_src="JambaAttention applies no rotary or learned positions (Jamba paper, arXiv:2403.19887 sec. 2)",
+        expert_width_key="intermediate_size"),
+    # Llama4TextConfig (models/llama4/configuration_llama4.py, commit 008e5743): no_rope_layers default
+    # int((i + 1) % no_rope_layer_interval != 0) (1 = RoPE); moe_layers default
+    # range(interleave_moe_layer_step - 1, L, interleave_moe_layer_step); RoPE layers chunked.
+    "llama4_text": Family(
+        cls="Llama4TextConfig", file=f"{_TF}/llama4/configuration_llama4.py",
+        defaults=dict(vocab_size=202048, hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384,
+                      num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                      hidden_act="silu", max_position_embeddings=131072, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                      attention_dropout=0.0, num_experts_per_tok=1, num_local_experts=16, moe_layers=None,
+                      interleave_moe_layer_step=1, no_rope_layers=None, no_rope_layer_interval=4,
+                      attention_chunk_size=8192, attention_bias=False, rope_theta=500000.0),
+        gated=True, gated_src="Llama4TextMLP / Llama4TextExperts: gate, up, down (SwiGLU)",
+        position_src="Llama4TextRotaryEmbedding on the no_rope_layers == 1 layers",
+        expert_width_key="intermediate_size", extra=dict(shared_expert=True),
+        default_text=dict(no_rope_layers="default: NoPE on layer i iff (i + 1) % no_rope_layer_interval == 0",
+                          moe_layers="default: MoE on layers interleave_moe_layer_step - 1, 2 x step - 1, ...")),
+    # MistralConfig (models/mistral/configuration_mistral.py, commit 001f85b3): sliding_window 4096,
+    # applied by MistralAttention on every layer.
+    "mistral": Family(
+        cls="MistralConfig", file=f"{_TF}/mistral/configuration_mistral.py",
+        defaults=dict(vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, hidden_act="silu", max_position_embeddings=131072,
+                      rms_norm_eps=1e-6, tie_word_embeddings=False, sliding_window=4096, attention_dropout=0.0),
+        gated=True, gated_src="MistralMLP: gate_proj, up_proj, down_proj", position_src="MistralRotaryEmbedding"),
+    # DeepseekV3Config (models/deepseek_v3/configuration_deepseek_v3.py, commit 001f85b3); Kimi K2's
+    # config.json names DeepseekV3Config too (auto_map configuration_deepseek.DeepseekV3Config).
+    "deepseek_v3": Family(
+        cls="DeepseekV3Config", file=f"{_TF}/deepseek_v3/configuration_deepseek_v3.py",
+        defaults=dict(vocab_size=129280, hidden_size=7168, intermediate_size=18432, moe_intermediate_size=2048,
+                      num_hidden_layers=61, num_attention_heads=128, num_key_value_heads=128, n_shared_experts=1,
+                      n_routed_experts=256, kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, v_head_dim=128,
+                      qk_nope_head_dim=128, num_experts_per_tok=8, first_k_dense_replace=3, hidden_act="silu",
+                      max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                      attention_bias=False, attention_dropout=0.0),
+        gated=True, gated_src="DeepseekV3MLP: gate_proj, up_proj, down_proj", position_src="DeepseekV3RotaryEmbedding"),
+}
+FAMILIES["kimi_k2"] = FAMILIES["deepseek_v3"]
+# The text model of a multimodal wrapper whose text_config gives no model_type (the wrapper's
+# sub_configs: Gemma3Config text_config Gemma3TextConfig, Llama4Config text_config Llama4TextConfig).
+TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+
+# Model types whose config classes have no table above but whose MLP has a gate projection
+# (transformers LlamaMLP-style gate_proj + up_proj + down_proj); any other type is gated when its
+# activation is SiLU / SwiGLU (GPT-2 / NeoX / OPT use a plain 2-matrix MLP).
+GATED_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+               "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "cohere"}
+PLAIN_ACTIVATIONS = {"relu2", "gelu", "gelu_new", "relu", "gelu_fast"}
+
+# Which layers `sliding_window` applies to, by model type (the attention classes' rule):
+#   every      MistralAttention, MixtralAttention: every layer
+#   pattern    Gemma 3: layer i global iff (i + 1) % sliding_window_pattern == 0 (Gemma3TextConfig)
+#   alternate  Gemma 2: even layers sliding (Gemma2Config layer_types: sliding iff (i + 1) % 2)
+#   qwen       Qwen2/Qwen3 (MoE): only with use_sliding_window (refused here: give layer_types)
+#   none       Jamba, Nemotron-H: must be null
+SLIDING_RULES = {"mistral": "every", "mixtral": "every", "gemma3_text": "pattern", "gemma2": "alternate",
+                 "qwen2": "qwen", "qwen3": "qwen", "qwen2_moe": "qwen", "qwen3_moe": "qwen", "qwen3_next": "qwen",
+                 "jamba": "none", "nemotron_h": "none"}
+
+# What a config.json may leave out when its model type has no table, and what planner then takes.
+# tie_word_embeddings: the transformers PretrainedConfig default (True; transformers v4.46
+# configuration_utils.py, `tie_word_embeddings: bool = True`), so Gemma-2-9B, whose config omits it,
+# is tied (9.24B).
+HF_DEFAULTS = {"tie_word_embeddings": True}
+HF_ABSENT = {  # key -> what its absence means here
+    "tie_word_embeddings": "tied input/output embeddings (transformers' PretrainedConfig default: True)",
+    "num_key_value_heads": "num_key_value_heads = num_attention_heads (multi-head attention)",
+    "head_dim": "head_dim = hidden_size / num_attention_heads",
+    "max_position_embeddings": "max_seq_len 4096",
+    "rms_norm_eps": "LayerNorm (no rms_norm_eps)",
+    "rope_theta": "learned position embeddings (no rope_theta / rope_scaling)",
+    "attention_bias": "no linear biases (no attention_bias / mlp_bias)",
+    "attention_dropout": "no dropout (no attention_dropout)",
+    "hidden_act": "activation from model_type (no hidden_act)",
+}
+_ALTERNATIVES = {"rope_theta": ("rope_scaling", "rope_parameters"), "attention_bias": ("mlp_bias",),
+                 "head_dim": ("attention_head_dim",),
+                 "hidden_act": ("activation_function", "hidden_activation", "mlp_hidden_act")}
+
+# Keys that do not change what planner prices (parameters, FLOPs, bytes, collectives), so a
+# config may carry them at any value. Grouped by why.
+_NO_COST_GROUPS = {
+    "token ids and the tokenizer": (
+        "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "tokenizer_class",
+        "prefix", "boi_token_index", "eoi_token_index", "image_token_index", "image_token_id", "boi_token_id",
+        "eoi_token_id", "mm_tokens_per_image", "forced_bos_token_id", "forced_eos_token_id"),
+    "file bookkeeping": (
+        "architectures", "auto_map", "_name_or_path", "transformers_version", "torch_dtype", "dtype", "_commit_hash",
+        "name_or_path", "id2label", "label2id", "num_labels", "problem_type", "finetuning_task", "task_specific_params"),
+    "initialisation only": (
+        "initializer_range", "initializer_factor", "rescale_prenorm_residual", "time_step_min", "time_step_max",
+        "time_step_floor"),
+    "norm epsilons": ("layer_norm_eps", "layer_norm_epsilon", "norm_eps"),
+    "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K)": (
+        "rope_scaling", "rope_parameters", "rope_local_base_freq", "rope_interleave", "partial_rotary_factor"),
+    "attention score scale, temperature, soft-capping and parameter-free q/k L2 norm (elementwise)": (
+        "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
+        "floor_scale", "attn_scale", "use_qk_norm"),
+    "routing and load balancing (which experts a token picks, not how many nor their size)": (
+        "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "router_aux_loss_coef", "aux_loss_alpha",
+        "seq_aux", "output_router_logits", "router_jitter_noise", "ep_size"),
+    "activation clamps and the SSM activation (elementwise)": (
+        "swiglu_limit", "swiglu_alpha", "time_step_limit", "mamba_hidden_act"),
+    "inference and generation settings": (
+        "use_cache", "num_logits_to_keep", "cache_implementation", "use_mamba_kernels", "mamba_ssm_cache_dtype",
+        "attn_implementation", "_attn_implementation", "return_dict", "output_hidden_states", "output_attentions",
+        "torchscript", "use_bfloat16", "tf_legacy_loss", "chunk_size_feed_forward", "is_decoder", "max_length",
+        "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups", "diversity_penalty",
+        "temperature", "top_k", "top_p", "typical_p", "repetition_penalty", "length_penalty", "no_repeat_ngram_size",
+        "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
+        "return_dict_in_generate", "remove_invalid_values", "exponential_decay_length_penalty", "suppress_tokens",
+        "begin_suppress_tokens"),
+    "storage precision of the checkpoint (planner prices weights at the job's precision and bytes_per_param)": (
+        "quantization_config", "residual_in_fp32", "for_llm_compressor"),
+    "pretraining_tp: how pre-training split the linear layers (the same parameters)": ("pretraining_tp",),
+    "OpenAI's original gpt-oss name of the context before YaRN; GptOssConfig does not read it": (
+        "initial_context_length",),
+    "Mamba-2 keys NemotronHMamba2Mixer does not read (d_inner = mamba_num_heads x mamba_head_dim; no dt projection)": (
+        "expand", "time_step_rank"),
+}
+HF_NO_COST: dict[str, str] = {k: why for why, keys in _NO_COST_GROUPS.items() for k in keys}
+# Accepted only at their off value (else the model is not a decoder-only LM of the listed kinds).
+HF_MUST_BE_OFF = ("pruned_heads", "is_encoder_decoder", "add_cross_attention", "tie_encoder_decoder",
+                  "cross_attention_hidden_size")
+# Keys of a multimodal wrapper (outside text_config) besides the no-cost ones.
+_OUTER_KEYS = {"text_config", "vision_config", "model_type", "tie_word_embeddings", "vision_feature_layer",
+               "vision_feature_select_strategy", "projector_hidden_act", "multimodal_projector_bias"}
+
+# transformers' PretrainedConfig value types of the keys read here; null is allowed where transformers allows it.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "model_type": (str,), "hidden_act": (str,), "activation_function": (str,), "_name_or_path": (str,),
+    "hidden_activation": (str,), "mlp_hidden_act": (str,),
+    "attention_dropout": (int, float), "hidden_dropout": (int, float), "tie_word_embeddings": (bool,),
+    "attention_bias": (bool,), "mlp_bias": (bool,), "use_sliding_window": (bool,), "use_bias": (bool,),
+    "use_conv_bias": (bool,), "mamba_conv_bias": (bool,), "mamba_proj_bias": (bool,),
+}
+_ABSENT = object()
+
+
+def _describe_type(types) -> str:
+    return " or ".join(dict.fromkeys({str: "a string", int: "a number", float: "a number", bool: "true or false",
+                                      list: "a list"}[t] for t in types))
+
+
+def check_types(cfg: dict, where: str, prefix: str = "") -> None:
+    for key, types in _TYPES.items():
+        v = cfg.get(key)
+        if v is not None and (not isinstance(v, types) or (bool not in types and isinstance(v, bool))):
+            raise PlannerError(f"{where}: field `{prefix}{key}`: expected {_describe_type(types)}, got "
+                               f"{type(v).__name__} {str(v)[:40]}", "give the config.json transformers saved for the model")
+
+
+def generic_assumptions(cfg: dict) -> list[str]:
+    """The stated rules (HF_ABSENT) a config of a model type without a FAMILIES table falls under."""
+    out = []
+    for key, text in HF_ABSENT.items():
+        if key not in cfg and not any(a in cfg for a in _ALTERNATIVES.get(key, ())):
+            out.append(f"{key} absent: {text}")
+    return out
+
+
+def _period(names: list[str]) -> list[str]:
+    """The shortest prefix that, repeated from the start at least twice, gives `names`; else all
+    of them (Nemotron-H's 118 blocks have no shorter period)."""
+    n = len(names)
+    for p in range(1, n // 2 + 1):
+        if all(names[i] == names[i % p] for i in range(n)):
+            return names[:p]
+    return names
+
+
+class Reader:
+    """One config.json's reading: `data()` the ModelSpec fields, `assumed` what defaults filled in."""
+
+    def __init__(self, cfg: dict, path: str):
+        self.path, self.outer, self.prefix = path, cfg, ""
+        self.notes: list[str] = []
+        self.used: set[str] = set()
+        self.defaulted: dict[str, str] = {}  # key -> assumed line (class defaults)
+        self.cfg = cfg
+        if "text_config" in cfg:
+            tc = cfg["text_config"]
+            if not isinstance(tc, dict):
+                raise PlannerError(f"{path}: field `text_config`: expected a mapping of fields, got {type(tc).__name__}",
+                                   "give the config.json transformers saved for the model")
+            self.cfg, self.prefix = tc, "text_config."
+            self.notes.append("text_config: the text model is planned; vision tower not planned: text model only"
+                              + ("" if "vision_config" in cfg else " (no vision_config given: the wrapper's default tower)"))
+        check_types(cfg, path)
+        if self.prefix:
+            check_types(self.cfg, path, self.prefix)
+        mt = self.cfg.get("model_type")
+        if mt is None and self.prefix:
+            mt = TEXT_MODEL_TYPE.get(cfg.get("model_type"))
+        self.model_type = mt
+        self.fam = FAMILIES.get(mt)
+        self.used.add("model_type")
+        self.mla = False
+
+    # ------------------------------------------------------------------ reading
+    def err(self, key: str, msg: str, hint: str) -> PlannerError:
+        return PlannerError(f"{self.path}: field `{self.prefix}{key}`: {msg}", hint)
+
+    def has(self, key: str) -> bool:
+        return key in self.cfg or (self.fam is not None and key in self.fam.defaults)
+
+    def get(self, key: str, default: Any = _ABSENT) -> Any:
+        """The config's value; else the family's class default (listed as assumed); else `default`."""
+        self.used.add(key)
+        if key in self.cfg:
+            return self.cfg[key]
+        if self.fam is not None and key in self.fam.defaults:
+            v = self.fam.defaults[key]
+            text = self.fam.default_text.get(key, f"default {v!r}")
+            self.defaulted.setdefault(key, f"{key} absent: transformers' {self.fam.cls} {text}")
+            return v
+        return default
+
+    def count(self, key: str, default: Any = _ABSENT, zero: bool = False) -> Any:
+        v = self.get(key, default)
+        if v is _ABSENT or v is None:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if zero else 1):
+            raise self.err(key, f"expected a whole number {'>= 0' if zero else '> 0'}, got {str(v)[:40]}",
+                           "give the config.json transformers saved for the model")
+        return v
+
+    def need(self, key: str, why: str) -> int:
+        v = self.count(key)
+        if v is _ABSENT or v is None:
+            raise PlannerError(f"{self.path}: field `{self.prefix}{key}` is missing ({why})",
+                               f"add {key} to the config (the transformers config class of model_type "
+                               f"{self.model_type!r} names it)")
+        return v
+
+    def flag(self, key: str, default: bool = False) -> bool:
+        v = self.get(key, default)
+        return bool(v)
+
+    def int_list(self, key: str, v: Any, L: int) -> list[int]:
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+            raise self.err(key, f"expected a list of layer indices, got {str(v)[:60]}",
+                           "give the config.json transformers saved for the model")
+        bad = [x for x in v if not 0 <= x < L]
+        if bad:
+            raise self.err(key, f"layer index {bad[0]} is outside 0..{L - 1}", f"the model has {L} layers")
+        return v
+
+    # ------------------------------------------------------------------ the model
+    def data(self) -> dict:
+        c, path = self.cfg, self.path
+        required = ["num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads", "vocab_size"]
+        missing = [k for k in required if self.get(k, None) is None and k not in c]
+        if self.model_type == "nemotron_h" and "num_hidden_layers" in missing and self._nemotron_pattern_given():
+            missing.remove("num_hidden_layers")
+        if missing:
+            raise PlannerError(
+                f"{path}: missing field(s) {', '.join(self.prefix + k for k in missing)}",
+                "a Hugging Face config.json needs num_hidden_layers, hidden_size, intermediate_size, "
+                "num_attention_heads, num_key_value_heads, vocab_size, hidden_act, tie_word_embeddings")
+        outer_name = self.outer.get("_name_or_path")
+        name = outer_name or c.get("_name_or_path") or Path(path).parent.name or Path(path).stem
+        self.used.add("_name_or_path")
+        fam = self.fam
+        h = self.count("hidden_size")
+        data: dict = dict(
+            name=str(name),
+            description=f"from Hugging Face config {path}",
+            num_layers=self._num_layers(),
+            hidden_size=h,
+            ffn_hidden_size=self.count("intermediate_size"),
+            num_attention_heads=self.count("num_attention_heads"),
+            num_kv_heads=self.get("num_key_value_heads", None) or self.get("num_attention_heads"),
+            head_dim=self._head_dim(),
+            vocab_size=self.count("vocab_size"),
+            gated_mlp=self._gated(),
+            norm=self._norm(),
+            tied_embeddings=self._tied(),
+            max_seq_len=self.get("max_position_embeddings", None) or 4096,
+            position_embedding=self._position(),
+            linear_bias=bool(self.get("attention_bias", False) or self.get("mlp_bias", False)),
+            dropout=self._dropout(),
+            sources=[f"Hugging Face config.json: {path}"],
+        )
+        if fam is not None and fam.extra.get("router_bias") and not data["linear_bias"]:
+            # gpt-oss experts always carry biases (GptOssExperts gate_up_proj_bias, down_proj_bias): planner's one
+            # linear_bias flag covers attention and MLP alike, so attention without biases cannot be expressed
+            raise self.err("attention_bias", "false, but gpt-oss experts always carry biases: planner's linear_bias "
+                           "covers attention and MLP together", "write a model YAML for this variant")
+        mtp = self.count("num_nextn_predict_layers", 0, zero=True)
+        if mtp:
+            data["mtp_layers"] = mtp
+        self.mla = bool(self.get("kv_lora_rank", None))
+        if self.mla:
+            data["mla"] = {k: self.get(k, None) for k in ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim",
+                                                        "qk_nope_head_dim", "v_head_dim")}
+            data["num_kv_heads"] = None  # MLA: one up-projected key/value head per query head
+            data["head_dim"] = None
+        mixers, mlps, moe = self._layers(data)
+        if moe is not None:
+            data["moe"] = moe
+        self._pattern(data, mixers, mlps)
+        self._check_unread()
+        return data
+
+    @property
+    def assumed(self) -> list[str]:
+        if self.fam is None:
+            out = generic_assumptions(self.cfg)
+        else:
+            out = []
+            for key in HF_ABSENT:  # the rules that still apply to a key the class has no default for
+                if key in self.defaulted or key in self.cfg or any(a in self.cfg for a in _ALTERNATIVES.get(key, ())):
+                    continue
+                if key in ("rms_norm_eps", "rope_theta", "hidden_act", "max_position_embeddings"):
+                    continue  # the family table says these (norm, position, MLP class) below
+                if key in ("head_dim", "num_key_value_heads") and self.mla:
+                    continue  # MLA: the latent shape says the heads
+                out.append(f"{key} absent: {HF_ABSENT[key]}")
+        out += list(self.defaulted.values())
+        return out + self.notes
+
+    # ------------------------------------------------------------------ fields
+    def _num_layers(self) -> int:
+        if self.model_type == "nemotron_h" and self._nemotron_pattern_given():
+            blocks = self._nemotron_blocks()
+            n = self.count("num_hidden_layers", None)
+            if n is not None and n != len(blocks):
+                raise self.err("num_hidden_layers", f"{n}, but the block pattern lists {len(blocks)} blocks "
+                               "(Nemotron-H: num_hidden_layers counts blocks)", "make the two agree")
+            return len(blocks)
+        return self.count("num_hidden_layers")
+
+    def _head_dim(self):
+        if self.model_type == "nemotron_h" and "attention_head_dim" in self.cfg:
+            self.used.add("attention_head_dim")  # the remote-code name of head_dim (NemotronHConfig of the 2025 checkpoints)
+            if "head_dim" in self.cfg and self.cfg["head_dim"] != self.cfg["attention_head_dim"]:
+                raise self.err("attention_head_dim", "differs from head_dim", "give one of them")
+            return self.count("attention_head_dim")
+        return self.count("head_dim", None)
+
+    def _activation(self) -> str:
+        for key in ("hidden_act", "hidden_activation", "mlp_hidden_act", "activation_function"):
+            v = self.get(key, None) if (key in self.cfg or (self.fam and key in self.fam.defaults)) else None
+            if v is not None:
+                return str(v).lower()
+        return ""
+
+    def _gated(self) -> bool:
+        """The family's MLP class decides (FAMILIES gated_src); without a table, GATED_TYPES, else a
+        SiLU / SwiGLU activation means gated."""
+        act = self._activation()
+        if self.fam is not None:
+            return self.fam.gated
+        if self.model_type in GATED_TYPES:
+            return True
+        return act in {"silu", "swish", "swiglu"}
+
+    def _norm(self) -> str:
+        self.used.add("rms_norm_eps")
+        if self.fam is not None:
+            if "rms_norm_eps" not in self.cfg:
+                self.defaulted.setdefault("rms_norm_eps", f"rms_norm_eps absent: RMSNorm (the {self.fam.cls} model's "
+                                                          "norms are RMSNorm)")
+            return self.fam.norm
+        return "rmsnorm" if "rms_norm_eps" in self.cfg else "layernorm"
+
+    def _tied(self) -> bool:
+        inner = self.get("tie_word_embeddings", _ABSENT)
+        if self.prefix and "tie_word_embeddings" in self.outer:
+            o = self.outer["tie_word_embeddings"]
+            if "tie_word_embeddings" in self.cfg and bool(o) != bool(self.cfg["tie_word_embeddings"]):
+                raise PlannerError(f"{self.path}: field `tie_word_embeddings`: {o} at the top level but "
+                                   f"{self.cfg['tie_word_embeddings']} in text_config", "make the two agree")
+            self.defaulted.pop("tie_word_embeddings", None)
+            return bool(o)
+        if inner is _ABSENT:
+            return HF_DEFAULTS["tie_word_embeddings"]
+        return bool(inner)
+
+    def _position(self) -> str:
+        for k in ("rope_theta", "rope_scaling", "rope_parameters"):
+            self.used.add(k)
+        if self.fam is not None:
+            if self.fam.position == "rope" and not any(k in self.cfg for k in ("rope_theta", "rope_scaling",
+                                                                                "rope_parameters")):
+                self.get("rope_theta", None)  # lists the class default as assumed
+            elif self.fam.position == "none" and "rope_theta" not in self.cfg:
+                self.notes.append(f"no position embedding: {self.fam.position_src}")
+            return self.fam.position
+        return "rope" if any(k in self.cfg for k in ("rope_theta", "rope_scaling", "rope_parameters")) else "learned"
+
+    def _dropout(self) -> bool:
+        out = False
+        for key in ("attention_dropout", "hidden_dropout"):
+            v = self.get(key, 0.0)
+            if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0:
+                out = True
+        return out
+
+    # ------------------------------------------------------------------ layers
+    def _nemotron_pattern_given(self) -> bool:
+        return "hybrid_override_pattern" in self.cfg or "layers_block_type" in self.cfg
+
+    def _nemotron_blocks(self) -> list[str]:
+        """Nemotron-H blocks as characters (NemotronHConfig._pattern_to_list): M Mamba-2, * attention,
+        - MLP, E MoE; layers_block_type names map back onto them."""
+        if "hybrid_override_pattern" in self.cfg:
+            pat = self.get("hybrid_override_pattern")
+            if not isinstance(pat, str) or not pat or any(ch not in "M*-E" for ch in pat):
+                raise self.err("hybrid_override_pattern", f"expected a string of M, *, - and E (one a block), got "
+                               f"{str(pat)[:60]}", "M Mamba-2, * attention, - MLP, E MoE")
+            return list(pat)
+        names = self.get("layers_block_type")
+        back = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+        if not isinstance(names, list) or not names or any(n not in back for n in names):
+            raise self.err("layers_block_type", f"expected a list of {', '.join(sorted(back))}, got {str(names)[:60]}",
+                           "NemotronHConfig layers_block_type")
+        return [back[n] for n in names]
+
+    def _attn(self, position=None, **kw) -> dict:
+        d = {"kind": "global"}
+        d.update(kw)
+        if position is not None:
+            d["position"] = position
+        if self.fam is not None and self.fam.attn_output_gate:
+            d["output_gate"] = True
+        return d
+
+    def _sliding(self, window) -> dict:
+        return self._attn(kind="sliding", window=window)
+
+    def _window(self) -> int:
+        w = self.count("sliding_window", None)
+        if w is None:
+            raise self.err("sliding_window", "null or missing, but sliding-window layers are listed",
+                           "give sliding_window (keys a query attends to)")
+        return w
+
+    def _mixers(self, L: int) -> list:
+        """Per layer: a mixer spec (dict) or None for the model's default mixer."""
+        c = self.cfg
+        mt = self.model_type
+        if mt == "nemotron_h" or self._nemotron_pattern_given():
+            if mt != "nemotron_h":
+                key = "hybrid_override_pattern" if "hybrid_override_pattern" in c else "layers_block_type"
+                raise self.err(key, f"a Nemotron-H block pattern in a model_type {mt!r} config",
+                               "planner reads it for model_type nemotron_h only")
+            return [None] * L  # the blocks decide (_layers)
+        if "attn_layer_period" in c or "attn_layer_offset" in c or mt == "jamba":
+            period, offset = self.count("attn_layer_period"), self.count("attn_layer_offset", zero=True)
+            if offset >= period:
+                raise self.err("attn_layer_offset", f"{offset} is not below attn_layer_period {period}",
+                               "JambaConfig: the offset must be smaller than the period")
+            mamba = self._mamba1()
+            self._no_window("jamba")
+            return [self._attn() if i % period == offset else mamba for i in range(L)]
+        if mt == "llama4_text" or any(k in c for k in ("no_rope_layers", "no_rope_layer_interval",
+                                                        "attention_chunk_size")):
+            return self._llama4_mixers(L)
+        types = self.get("layer_types", None)
+        if types is None and ("full_attention_interval" in c or mt == "qwen3_next"):
+            n = self.count("full_attention_interval")
+            types = ["linear_attention" if (i + 1) % n else "full_attention" for i in range(L)]
+        elif types is None and self.fam is not None and self.fam.extra.get("layer_types_default") == "alternate":
+            types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(L)]
+            self.defaulted["layer_types"] = (f"layer_types absent: transformers' {self.fam.cls} default: sliding "
+                                             "on even layers ((i + 1) % 2), full on odd")
+        if types is not None:
+            self._sliding_switch_off()
+            return self._from_layer_types(types, L)
+        return self._sliding_rule(L)
+
+    def _sliding_switch_off(self) -> None:
+        """Qwen's use_sliding_window / max_window_layers are superseded by layer_types."""
+        for k in ("use_sliding_window", "max_window_layers"):
+            if k in self.cfg:
+                self.used.add(k)
+
+    def _from_layer_types(self, types, L: int) -> list:
+        if not isinstance(types, list) or len(types) != L or not all(isinstance(t, str) for t in types):
+            raise self.err("layer_types", f"expected a list of {L} layer types (one a layer), got "
+                           f"{str(types)[:60]}", "e.g. full_attention, sliding_attention")
+        out = []
+        gdn = None
+        for t in types:
+            if t == "full_attention":
+                out.append(self._attn())
+            elif t == "sliding_attention":
+                out.append(self._sliding(self._window()))
+            elif t == "chunked_attention":
+                out.append(self._attn(kind="chunked", chunk=self.count("attention_chunk_size")))
+            elif t == "linear_attention" and self.model_type == "qwen3_next":
+                gdn = gdn or self._gdn()
+                out.append(gdn)
+            else:
+                raise self.err("layer_types", f"layer type {t!r} is not modelled for model_type {self.model_type!r}",
+                               "planner knows full_attention, sliding_attention, chunked_attention, and "
+                               "linear_attention (Gated DeltaNet) for qwen3_next")
+        if "sliding_window" in self.cfg and not any(t == "sliding_attention" for t in types):
+            self.used.add("sliding_window")  # layer_types says no layer slides
+        return out
+
+    def _no_window(self, what: str) -> None:
+        w = self.get("sliding_window", None)
+        if w is not None:
+            raise self.err("sliding_window", f"{w}: a {what} model has no sliding-window layers here",
+                           "set it to null, or give layer_types")
+
+    def _sliding_rule(self, L: int) -> list:
+        """`sliding_window` without layer_types: the model type's rule (SLIDING_RULES)."""
+        rule = SLIDING_RULES.get(self.model_type)
+        if rule == "qwen":
+            if self.flag("use_sliding_window", False):
+                raise self.err("use_sliding_window", "true: Qwen's windowed layers (from max_window_layers) are not "
+                               "modelled from these keys", "give layer_types (sliding_attention / full_attention a layer)")
+            for k in ("sliding_window", "max_window_layers"):
+                self.used.add(k)  # no window without use_sliding_window (Qwen2/3 configs)
+            return [None] * L
+        w = self.get("sliding_window", None)
+        if w is None or rule == "none":
+            if w is not None:
+                self._no_window(self.model_type)
+            return [None] * L
+        w = self._window()
+        if rule == "every":
+            return [self._sliding(w)] * L
+        if rule == "alternate":
+            return [self._sliding(w) if i % 2 == 0 else None for i in range(L)]
+        if rule == "pattern":
+            p = self.count("sliding_window_pattern")
+            return [None if (i + 1) % p == 0 else self._sliding(w) for i in range(L)]
+        raise self.err("sliding_window", f"{w}: which layers use the window is not known for model_type "
+                       f"{self.model_type!r}", "give layer_types (sliding_attention / full_attention for each layer)")
+
+    def _llama4_mixers(self, L: int) -> list:
+        """Llama 4 (Llama4TextConfig.__post_init__): no_rope_layers[i] 1 = RoPE, 0 = NoPE, default
+        int((i + 1) % no_rope_layer_interval != 0); RoPE layers attend within attention_chunk_size
+        chunks (layer_types chunked_attention), NoPE layers globally (full_attention)."""
+        nr = self.get("no_rope_layers", None)
+        interval = self.count("no_rope_layer_interval")
+        if nr:  # Llama4TextConfig: an empty or null list falls back to the interval rule
+            if not isinstance(nr, list) or len(nr) < L or any(x not in (0, 1) or isinstance(x, bool) for x in nr):
+                raise self.err("no_rope_layers", f"expected a list of {L} zeros and ones (1 = RoPE), got {str(nr)[:60]}",
+                               "Llama4TextConfig no_rope_layers")
+            rope = [bool(x) for x in nr[:L]]
+        else:
+            rope = [(i + 1) % interval != 0 for i in range(L)]
+        types = self.get("layer_types", None)
+        chunk = self.count("attention_chunk_size", None)
+        if types is not None:
+            if not isinstance(types, list) or len(types) != L:
+                raise self.err("layer_types", f"expected a list of {L} layer types", "chunked_attention / full_attention")
+        else:
+            types = ["chunked_attention" if r else "full_attention" for r in rope]
+        out = []
+        for t, r in zip(types, rope):
+            pos = None if r else "nope"
+            if t == "chunked_attention" and chunk is not None:
+                out.append(self._attn(kind="chunked", chunk=chunk, position=pos))
+            elif t in ("chunked_attention", "full_attention"):
+                out.append(self._attn(position=pos))
+            else:
+                raise self.err("layer_types", f"layer type {t!r} is not modelled for Llama 4",
+                               "chunked_attention or full_attention")
+        if "sliding_window" in self.cfg:
+            self._no_window("Llama 4")
+        return out
+
+    def _gdn(self) -> dict:
+        """Gated DeltaNet (Qwen3NextGatedDeltaNet) from the linear_* keys."""
+        return {"kind": "gated_deltanet", "num_key_heads": self.count("linear_num_key_heads"),
+                "num_value_heads": self.count("linear_num_value_heads"),
+                "key_head_dim": self.count("linear_key_head_dim"),
+                "value_head_dim": self.count("linear_value_head_dim"),
+                "conv_kernel": self.count("linear_conv_kernel_dim")}
+
+    def _mamba1(self) -> dict:
+        """Mamba (JambaMambaMixer): d_inner = mamba_expand x hidden_size, dt_rank "auto" = ceil(h / 16)
+        (JambaConfig), RMSNorms on dt, B and C."""
+        h = self.count("hidden_size")
+        dt = self.get("mamba_dt_rank")
+        if dt == "auto":
+            dt = math.ceil(h / 16)
+        elif isinstance(dt, bool) or not isinstance(dt, int) or dt < 1:
+            raise self.err("mamba_dt_rank", f"expected a whole number or \"auto\", got {str(dt)[:40]}", "JambaConfig")
+        return {"kind": "mamba1", "d_inner": self.count("mamba_expand") * h, "state_size": self.count("mamba_d_state"),
+                "conv_kernel": self.count("mamba_d_conv"), "dt_rank": dt,
+                "conv_bias": self.flag("mamba_conv_bias", True), "proj_bias": self.flag("mamba_proj_bias", False),
+                "inner_norms": True}
+
+    def _mamba2(self) -> dict:
+        """Mamba-2 (NemotronHMamba2Mixer): heads x head_dim, n_groups, ssm_state_size, conv_kernel with
+        use_conv_bias, in/out projections with use_bias, SSD chunk_size."""
+        use_bias = self.flag("use_bias", False)
+        if self.flag("mamba_proj_bias", False) != use_bias:
+            raise self.err("mamba_proj_bias", f"differs from use_bias ({use_bias}), which NemotronHMamba2Mixer's "
+                           "in_proj and out_proj read", "make the two agree")
+        return {"kind": "mamba2", "num_heads": self.count("mamba_num_heads"), "head_dim": self.count("mamba_head_dim"),
+                "state_size": self.count("ssm_state_size"), "n_groups": self.count("n_groups"),
+                "conv_kernel": self.count("conv_kernel"), "chunk_size": self.count("chunk_size"),
+                "conv_bias": self.flag("use_conv_bias", True), "proj_bias": use_bias}
+
+    def _experts(self):
+        """(key, count) of the routed experts, or None: the config's key, else the class default."""
+        keys = ("num_local_experts", "n_routed_experts", "num_experts")
+        for key in keys:
+            if key in self.cfg and self.cfg[key]:
+                return key, self.count(key)
+        for key in keys:
+            if key in self.cfg:
+                self.used.add(key)  # present as 0 / null: no experts
+                return None
+        for key in keys:
+            if self.fam is not None and key in self.fam.defaults:
+                return key, self.count(key)
+        return None
+
+    def _moe(self) -> dict | None:
+        """The `moe:` block (routed experts, top-k, widths, shared experts, router)."""
+        ek = self._experts()
+        if ek is None:
+            return None
+        key, n = ek
+        if self.model_type == "jamba" and n <= 1:
+            return None  # JambaConfig: layers_num_experts 1 = the dense JambaMLP
+        k = self.count("num_experts_per_tok", None)
+        if k is None:
+            raise PlannerError(f"{self.path}: field `{self.prefix}{key}` is set but `num_experts_per_tok` is missing",
+                               "add num_experts_per_tok (the experts each token is routed to)")
+        if "experts_per_token" in self.cfg:  # OpenAI's original gpt-oss name; GptOssConfig reads num_experts_per_tok
+            self.used.add("experts_per_token")
+            if self.cfg["experts_per_token"] != k:
+                raise self.err("experts_per_token", f"{self.cfg['experts_per_token']}, but num_experts_per_tok is {k}",
+                               "make the two agree")
+        moe: dict = dict(num_experts=n, top_k=k)
+        fam = self.fam
+        width_key = fam.expert_width_key if fam is not None else (
+            "intermediate_size" if self.model_type in ("mixtral",) else "moe_intermediate_size")
+        if width_key == "moe_intermediate_size":
+            fe = self.count("moe_intermediate_size", None)
+            if fe is not None:
+                moe["expert_ffn_hidden_size"] = fe
+            else:
+                self.notes.append("moe_intermediate_size absent: routed experts as wide as intermediate_size "
+                                  f"(model_type {self.model_type!r} has no class default here)")
+        if self.model_type == "nemotron_h":
+            moe["num_shared_experts"] = self.count("n_shared_experts", zero=True)
+            if moe["num_shared_experts"]:
+                moe["shared_expert_ffn_hidden_size"] = self.count("moe_shared_expert_intermediate_size")
+            if self.get("moe_latent_size", None) is not None:
+                raise self.err("moe_latent_size", "latent expert projections are not modelled", "write a model YAML")
+        elif fam is not None and fam.extra.get("shared_expert"):  # Llama4TextMoe.shared_expert: one, intermediate_size wide
+            moe["num_shared_experts"] = 1
+        elif self.count("n_shared_experts", None, zero=True):  # DeepSeek: shared experts of the routed experts' width
+            moe["num_shared_experts"] = self.count("n_shared_experts", zero=True)
+        elif self.count("shared_expert_intermediate_size", None):  # Qwen2-MoE / Qwen3-Next: one gated shared expert
+            moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=self.count("shared_expert_intermediate_size"),
+                       shared_expert_gate=True)
+        fk = self.count("first_k_dense_replace", None, zero=True)
+        if fk:
+            moe["first_k_dense"] = fk
+        freq = self.count("moe_layer_freq", None)
+        if freq:
+            moe["layer_freq"] = freq
+        scoring = self.get("scoring_func", None)
+        topk_method = self.get("topk_method", None)
+        moe["router"] = "sigmoid" if scoring == "sigmoid" or self.model_type in ("nemotron_h", "llama4_text") else "softmax"
+        # DeepSeek-V3's e_score_correction_bias (topk_method noaux_tc), Nemotron-H's (DeepseekV3TopkRouter), gpt-oss's
+        # router Linear bias (GptOssTopKRouter): E parameters each
+        moe["router_bias"] = (topk_method == "noaux_tc" or self.model_type == "nemotron_h"
+                              or bool(fam is not None and fam.extra.get("router_bias")))
+        return moe
+
+    def _mlps(self, L: int, moe: dict | None) -> list:
+        """Per layer: "moe", "dense" or None (the DeepSeek rule of the moe block, or dense without
+        experts)."""
+        c = self.cfg
+        if moe is None:
+            for k in ("decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "moe_layers",
+                      "expert_layer_period", "expert_layer_offset"):
+                if k in c:
+                    self.used.add(k)  # placement keys of a model without experts
+            return [None] * L
+        if "expert_layer_period" in c or "expert_layer_offset" in c or self.model_type == "jamba":
+            period, offset = self.count("expert_layer_period"), self.count("expert_layer_offset", zero=True)
+            if offset >= period:
+                raise self.err("expert_layer_offset", f"{offset} is not below expert_layer_period {period}",
+                               "JambaConfig: the offset must be smaller than the period")
+            return ["moe" if i % period == offset else "dense" for i in range(L)]
+        if self.model_type == "llama4_text" or "interleave_moe_layer_step" in c or "moe_layers" in c:
+            layers = self.get("moe_layers", None)
+            if layers is None:
+                step = self.count("interleave_moe_layer_step")
+                layers = list(range(step - 1, L, step))
+            layers = set(self.int_list("moe_layers", layers, L))
+            return ["moe" if i in layers else "dense" for i in range(L)]
+        if self.has("decoder_sparse_step") or self.has("mlp_only_layers"):
+            step = self.count("decoder_sparse_step", 1) or 1
+            only = self.get("mlp_only_layers", None) or []
+            only = set(self.int_list("mlp_only_layers", only, L))
+            if step == 1 and not only:
+                return [None] * L
+            return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(L)]
+        return [None] * L
+
+    def _layers(self, data: dict):
+        """(mixers, mlps, moe): per-layer specs (None = the model's default) and the moe block."""
+        L = data["num_layers"]
+        if self.model_type == "nemotron_h":
+            return self._nemotron_layers(data, L)
+        mixers = self._mixers(L)
+        moe = self._moe()
+        mlps = self._mlps(L, moe)
+        if moe is not None and self.model_type == "llama4_text":
+            data["ffn_hidden_size"] = self.count("intermediate_size_mlp")  # dense layers' width (Llama4TextMLP)
+            moe["expert_ffn_hidden_size"] = self.count("intermediate_size")  # experts' and the shared expert's
+        return mixers, mlps, moe
+
+    def _nemotron_layers(self, data: dict, L: int):
+        """Nemotron-H: one block a character, each its one mixer and one pre-norm (NemotronHBlock)."""
+        if not self._nemotron_pattern_given():
+            raise PlannerError(f"{self.path}: field `{self.prefix}hybrid_override_pattern` is missing",
+                               "a Nemotron-H config says its blocks with hybrid_override_pattern (M Mamba-2, "
+                               "* attention, - MLP, E MoE)")
+        blocks = self._nemotron_blocks()
+        self._no_window("Nemotron-H")
+        moe = self._moe() if "E" in blocks else None
+        if "E" not in blocks:
+            for k in ("n_routed_experts", "num_experts_per_tok", "n_shared_experts", "moe_intermediate_size",
+                      "moe_shared_expert_intermediate_size"):
+                if k in self.cfg:
+                    self.used.add(k)
+        mamba = self._mamba2() if "M" in blocks else None
+        none = {"kind": "none"}
+        table = {"M": (mamba, none), "*": (self._attn(), none), "-": (none, {"kind": "dense"}),
+                 "E": (none, {"kind": "moe"})}
+        return [table[b][0] for b in blocks], [table[b][1] for b in blocks], moe
+
+    def _pattern(self, data: dict, mixers: list, mlps: list) -> None:
+        """layer_kinds + layer_pattern, unless every layer has the default mixer and the MLPs follow
+        the moe block's rule (then the model stays uniform, as before layer kinds)."""
+        uniform = all(m is None or m == {"kind": "global"} for m in mixers) and all(x is None for x in mlps)
+        if uniform:
+            return
+        moe = data.get("moe")
+        if moe is not None and any(x is None for x in mlps):  # the DeepSeek rule, spelled out per layer
+            k, f = moe.get("first_k_dense", 0), moe.get("layer_freq", 1)
+            mlps = [x if x is not None else ("moe" if i >= k and i % f == 0 else "dense") for i, x in enumerate(mlps)]
+        if moe is not None:
+            moe.pop("first_k_dense", None)
+            moe.pop("layer_freq", None)
+        kinds: dict = {}
+        names = []
+        for mixer, mlp in zip(mixers, mlps):
+            mlp_spec = {"kind": mlp} if isinstance(mlp, str) else mlp
+            spec = {}
+            if mixer is not None:
+                spec["mixer"] = mixer
+            if mlp_spec is not None:
+                spec["mlp"] = mlp_spec
+            name = "_".join(n for n in (_mixer_name(mixer), _mlp_name(mlp_spec)) if n)
+            base, i = name, 1
+            while name in kinds and kinds[name] != spec:
+                i += 1
+                name = f"{base}_{i}"
+            kinds.setdefault(name, spec)
+            names.append(name)
+        data["layer_kinds"] = kinds
+        data["layer_pattern"] = _period(names)
+
+    def _check_unread(self) -> None:
+        self._check_keys(self.cfg, self.prefix, lambda k: k in self.used or k in HF_NO_COST)
+        if self.prefix:
+            self._check_keys(self.outer, "", lambda k: k in _OUTER_KEYS or k in HF_NO_COST)
+
+    def _check_keys(self, cfg: dict, prefix: str, known) -> None:
+        for key in cfg:
+            if known(key):
+                continue
+            if key in HF_MUST_BE_OFF:
+                if not cfg[key]:
+                    continue
+                raise PlannerError(f"{self.path}: field `{prefix}{key}`: {str(cfg[key])[:40]}: planner plans "
+                                   "decoder-only language models", "give a decoder-only model's config.json")
+            raise PlannerError(
+                f"{self.path}: field `{prefix}{key}`: not understood, and it may change the architecture "
+                f"(model_type {self.model_type!r})",
+                "planner reads the keys documented in planner/hf_config.py and accepts those of HF_NO_COST; "
+                "write a model YAML (see `planner schema model`) for this architecture")
+
+
+def _mixer_name(m) -> str:
+    if m is None:
+        return "attention"
+    k = m["kind"]
+    if k == "global":
+        return "global" + ("_nope" if m.get("position") == "nope" else "") + ("_gated" if m.get("output_gate") else "")
+    if k == "sliding":
+        return f"sliding{m['window']}"
+    if k == "chunked":
+        return f"chunked{m['chunk']}" + ("_nope" if m.get("position") == "nope" else "")
+    return {"gated_deltanet": "gdn", "mamba2": "mamba2", "mamba1": "mamba", "none": "nomixer"}.get(k, k)
+
+
+def _mlp_name(m) -> str:
+    if m is None:
+        return ""
+    return {"moe": "moe", "dense": "dense", "none": "nomlp"}[m["kind"]]
+
+
+def read(cfg: Any, path: str) -> tuple[dict, list[str]]:
+    """(ModelSpec data, assumed lines) of a transformers config.json."""
+    if not isinstance(cfg, dict):
+        raise PlannerError(f"{path}: expected a JSON object")
+    r = Reader(cfg, path)
+    data = r.data()
+    return data, r.assumed
