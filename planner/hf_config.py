@@ -301,12 +301,25 @@ def generic_assumptions(cfg: dict) -> list[str]:
     return out
 
 
-def _period(names: list[str]) -> list[str]:
-    """The shortest prefix that, repeated from the start at least twice, gives `names`; else all
-    of them (Nemotron-H's 118 blocks have no shorter period)."""
+@dataclass(frozen=True)
+class Seq:
+    """A per-layer sequence: at(i) for layer i (0-based), repeating from the start with `period`
+    (= the layer count for an explicit per-layer list), so a rule over 10**7 layers is built
+    from one period."""
+
+    at: Any
+    period: int
+    layers: int
+
+
+def _period(names: list[str], whole: bool) -> list[str]:
+    """The shortest prefix that, repeated from the start, gives the model's layer names: `names`
+    are all of them (whole) or one period of them (then only divisors of the period qualify). A
+    whole list keeps itself unless a prefix repeats at least twice (Nemotron-H's 118 blocks have no
+    shorter period)."""
     n = len(names)
     for p in range(1, n // 2 + 1):
-        if all(names[i] == names[i % p] for i in range(n)):
+        if (whole or n % p == 0) and all(names[i] == names[i % p] for i in range(n)):
             return names[:p]
     return names
 
@@ -365,14 +378,6 @@ class Reader:
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if zero else 1):
             raise self.err(key, f"expected a whole number {'>= 0' if zero else '> 0'}, got {str(v)[:40]}",
                            "give the config.json transformers saved for the model")
-        return v
-
-    def need(self, key: str, why: str) -> int:
-        v = self.count(key)
-        if v is _ABSENT or v is None:
-            raise PlannerError(f"{self.path}: field `{self.prefix}{key}` is missing ({why})",
-                               f"add {key} to the config (the transformers config class of model_type "
-                               f"{self.model_type!r} names it)")
         return v
 
     def flag(self, key: str, default: bool = False) -> bool:
@@ -459,7 +464,8 @@ class Reader:
                 if key in ("head_dim", "num_key_value_heads") and self.mla:
                     continue  # MLA: the latent shape says the heads
                 out.append(f"{key} absent: {HF_ABSENT[key]}")
-        out += list(self.defaulted.values())
+        out += [line for key, line in self.defaulted.items()
+                if not (self.mla and key in ("head_dim", "num_key_value_heads"))]  # MLA: the latent shape says the heads
         return out + self.notes
 
     # ------------------------------------------------------------------ fields
@@ -569,9 +575,6 @@ class Reader:
             d["output_gate"] = True
         return d
 
-    def _sliding(self, window) -> dict:
-        return self._attn(kind="sliding", window=window)
-
     def _window(self) -> int:
         w = self.count("sliding_window", None)
         if w is None:
@@ -579,35 +582,36 @@ class Reader:
                            "give sliding_window (keys a query attends to)")
         return w
 
-    def _mixers(self, L: int) -> list:
-        """Per layer: a mixer spec (dict) or None for the model's default mixer."""
+    def _mixers(self, L: int):
+        """The mixers as a Seq (None: every layer the model's default mixer)."""
         c = self.cfg
         mt = self.model_type
-        if mt == "nemotron_h" or self._nemotron_pattern_given():
-            if mt != "nemotron_h":
-                key = "hybrid_override_pattern" if "hybrid_override_pattern" in c else "layers_block_type"
-                raise self.err(key, f"a Nemotron-H block pattern in a model_type {mt!r} config",
-                               "planner reads it for model_type nemotron_h only")
-            return [None] * L  # the blocks decide (_layers)
+        if self._nemotron_pattern_given():
+            key = "hybrid_override_pattern" if "hybrid_override_pattern" in c else "layers_block_type"
+            raise self.err(key, f"a Nemotron-H block pattern in a model_type {mt!r} config",
+                           "planner reads it for model_type nemotron_h only")
         if "attn_layer_period" in c or "attn_layer_offset" in c or mt == "jamba":
             period, offset = self.count("attn_layer_period"), self.count("attn_layer_offset", zero=True)
             if offset >= period:
                 raise self.err("attn_layer_offset", f"{offset} is not below attn_layer_period {period}",
                                "JambaConfig: the offset must be smaller than the period")
-            mamba = self._mamba1()
+            attn, mamba = self._attn(), self._mamba1()
             self._no_window("jamba")
-            return [self._attn() if i % period == offset else mamba for i in range(L)]
+            return Seq(lambda i: attn if i % period == offset else mamba, period, L)
         if mt == "llama4_text" or any(k in c for k in ("no_rope_layers", "no_rope_layer_interval",
                                                         "attention_chunk_size")):
             return self._llama4_mixers(L)
         types = self.get("layer_types", None)
         if types is None and ("full_attention_interval" in c or mt == "qwen3_next"):
             n = self.count("full_attention_interval")
-            types = ["linear_attention" if (i + 1) % n else "full_attention" for i in range(L)]
-        elif types is None and self.fam is not None and self.fam.extra.get("layer_types_default") == "alternate":
-            types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(L)]
+            self._sliding_switch_off()
+            full, gdn = self._attn(), self._gdn()
+            return Seq(lambda i: gdn if (i + 1) % n else full, n, L)
+        if types is None and self.fam is not None and self.fam.extra.get("layer_types_default") == "alternate":
             self.defaulted["layer_types"] = (f"layer_types absent: transformers' {self.fam.cls} default: sliding "
                                              "on even layers ((i + 1) % 2), full on odd")
+            sliding, full = self._attn(kind="sliding", window=self._window()), self._attn()
+            return Seq(lambda i: sliding if (i + 1) % 2 else full, 2, L)
         if types is not None:
             self._sliding_switch_off()
             return self._from_layer_types(types, L)
@@ -619,29 +623,29 @@ class Reader:
             if k in self.cfg:
                 self.used.add(k)
 
-    def _from_layer_types(self, types, L: int) -> list:
+    def _from_layer_types(self, types, L: int):
         if not isinstance(types, list) or len(types) != L or not all(isinstance(t, str) for t in types):
             raise self.err("layer_types", f"expected a list of {L} layer types (one a layer), got "
                            f"{str(types)[:60]}", "e.g. full_attention, sliding_attention")
-        out = []
-        gdn = None
-        for t in types:
+        kinds: dict = {}
+        for t in dict.fromkeys(types):
             if t == "full_attention":
-                out.append(self._attn())
+                kinds[t] = self._attn()
             elif t == "sliding_attention":
-                out.append(self._sliding(self._window()))
+                kinds[t] = self._attn(kind="sliding", window=self._window())
             elif t == "chunked_attention":
-                out.append(self._attn(kind="chunked", chunk=self.count("attention_chunk_size")))
+                kinds[t] = self._attn(kind="chunked", chunk=self.count("attention_chunk_size"))
             elif t == "linear_attention" and self.model_type == "qwen3_next":
-                gdn = gdn or self._gdn()
-                out.append(gdn)
+                kinds[t] = self._gdn()
             else:
                 raise self.err("layer_types", f"layer type {t!r} is not modelled for model_type {self.model_type!r}",
                                "planner knows full_attention, sliding_attention, chunked_attention, and "
                                "linear_attention (Gated DeltaNet) for qwen3_next")
-        if "sliding_window" in self.cfg and not any(t == "sliding_attention" for t in types):
+        if "sliding_window" in self.cfg and "sliding_attention" not in kinds:
             self.used.add("sliding_window")  # layer_types says no layer slides
-        return out
+        if list(kinds) == ["full_attention"] and kinds["full_attention"] == {"kind": "global"}:
+            return None
+        return Seq(lambda i: kinds[types[i]], L, L)
 
     def _no_window(self, what: str) -> None:
         w = self.get("sliding_window", None)
@@ -649,7 +653,7 @@ class Reader:
             raise self.err("sliding_window", f"{w}: a {what} model has no sliding-window layers here",
                            "set it to null, or give layer_types")
 
-    def _sliding_rule(self, L: int) -> list:
+    def _sliding_rule(self, L: int):
         """`sliding_window` without layer_types: the model type's rule (SLIDING_RULES)."""
         rule = SLIDING_RULES.get(self.model_type)
         if rule == "qwen":
@@ -658,56 +662,52 @@ class Reader:
                                "modelled from these keys", "give layer_types (sliding_attention / full_attention a layer)")
             for k in ("sliding_window", "max_window_layers"):
                 self.used.add(k)  # no window without use_sliding_window (Qwen2/3 configs)
-            return [None] * L
+            return None
         w = self.get("sliding_window", None)
-        if w is None or rule == "none":
-            if w is not None:
-                self._no_window(self.model_type)
-            return [None] * L
-        w = self._window()
+        if w is None:
+            return None
+        if rule == "none":
+            self._no_window(self.model_type)
+        sliding = self._attn(kind="sliding", window=self._window())
         if rule == "every":
-            return [self._sliding(w)] * L
+            return Seq(lambda i: sliding, 1, L)
         if rule == "alternate":
-            return [self._sliding(w) if i % 2 == 0 else None for i in range(L)]
+            return Seq(lambda i: sliding if i % 2 == 0 else None, 2, L)
         if rule == "pattern":
             p = self.count("sliding_window_pattern")
-            return [None if (i + 1) % p == 0 else self._sliding(w) for i in range(L)]
+            return Seq(lambda i: None if (i + 1) % p == 0 else sliding, p, L)
         raise self.err("sliding_window", f"{w}: which layers use the window is not known for model_type "
                        f"{self.model_type!r}", "give layer_types (sliding_attention / full_attention for each layer)")
 
-    def _llama4_mixers(self, L: int) -> list:
+    def _llama4_mixers(self, L: int):
         """Llama 4 (Llama4TextConfig.__post_init__): no_rope_layers[i] 1 = RoPE, 0 = NoPE, default
         int((i + 1) % no_rope_layer_interval != 0); RoPE layers attend within attention_chunk_size
         chunks (layer_types chunked_attention), NoPE layers globally (full_attention)."""
         nr = self.get("no_rope_layers", None)
         interval = self.count("no_rope_layer_interval")
+        types = self.get("layer_types", None)
+        chunk = self.count("attention_chunk_size", None)
+        if "sliding_window" in self.cfg:
+            self._no_window("Llama 4")
         if nr:  # Llama4TextConfig: an empty or null list falls back to the interval rule
             if not isinstance(nr, list) or len(nr) < L or any(x not in (0, 1) or isinstance(x, bool) for x in nr):
                 raise self.err("no_rope_layers", f"expected a list of {L} zeros and ones (1 = RoPE), got {str(nr)[:60]}",
                                "Llama4TextConfig no_rope_layers")
-            rope = [bool(x) for x in nr[:L]]
+            rope, period = (lambda i: bool(nr[i])), L
         else:
-            rope = [(i + 1) % interval != 0 for i in range(L)]
-        types = self.get("layer_types", None)
-        chunk = self.count("attention_chunk_size", None)
+            rope, period = (lambda i: (i + 1) % interval != 0), interval
         if types is not None:
-            if not isinstance(types, list) or len(types) != L:
-                raise self.err("layer_types", f"expected a list of {L} layer types", "chunked_attention / full_attention")
+            if not isinstance(types, list) or len(types) != L or any(t not in ("chunked_attention", "full_attention")
+                                                                      for t in types):
+                raise self.err("layer_types", f"expected a list of {L} chunked_attention / full_attention, got "
+                               f"{str(types)[:60]}", "Llama4TextConfig layer_types")
+            chunked, period = (lambda i: types[i] == "chunked_attention"), L
         else:
-            types = ["chunked_attention" if r else "full_attention" for r in rope]
-        out = []
-        for t, r in zip(types, rope):
-            pos = None if r else "nope"
-            if t == "chunked_attention" and chunk is not None:
-                out.append(self._attn(kind="chunked", chunk=chunk, position=pos))
-            elif t in ("chunked_attention", "full_attention"):
-                out.append(self._attn(position=pos))
-            else:
-                raise self.err("layer_types", f"layer type {t!r} is not modelled for Llama 4",
-                               "chunked_attention or full_attention")
-        if "sliding_window" in self.cfg:
-            self._no_window("Llama 4")
-        return out
+            chunked = rope
+        kinds = {(c, r): self._attn(**({"kind": "chunked", "chunk": chunk} if c and chunk is not None else {}),
+                                    position=None if r else "nope")
+                 for c in (False, True) for r in (False, True)}
+        return Seq(lambda i: kinds[(chunked(i), rope(i))], period, L)
 
     def _gdn(self) -> dict:
         """Gated DeltaNet (Qwen3NextGatedDeltaNet) from the linear_* keys."""
@@ -814,40 +814,38 @@ class Reader:
                               or bool(fam is not None and fam.extra.get("router_bias")))
         return moe
 
-    def _mlps(self, L: int, moe: dict | None) -> list:
-        """Per layer: "moe", "dense" or None (the DeepSeek rule of the moe block, or dense without
-        experts)."""
+    def _mlps(self, L: int, moe: dict | None):
+        """The MLPs as a Seq of "moe" / "dense" (None: the moe block's rule, or dense without experts)."""
         c = self.cfg
         if moe is None:
             for k in ("decoder_sparse_step", "mlp_only_layers", "interleave_moe_layer_step", "moe_layers",
-                      "expert_layer_period", "expert_layer_offset"):
+                      "expert_layer_period", "expert_layer_offset", "intermediate_size_mlp"):
                 if k in c:
                     self.used.add(k)  # placement keys of a model without experts
-            return [None] * L
+            return None
         if "expert_layer_period" in c or "expert_layer_offset" in c or self.model_type == "jamba":
             period, offset = self.count("expert_layer_period"), self.count("expert_layer_offset", zero=True)
             if offset >= period:
                 raise self.err("expert_layer_offset", f"{offset} is not below expert_layer_period {period}",
                                "JambaConfig: the offset must be smaller than the period")
-            return ["moe" if i % period == offset else "dense" for i in range(L)]
+            return Seq(lambda i: "moe" if i % period == offset else "dense", period, L)
         if self.model_type == "llama4_text" or "interleave_moe_layer_step" in c or "moe_layers" in c:
             layers = self.get("moe_layers", None)
             if layers is None:
                 step = self.count("interleave_moe_layer_step")
-                layers = list(range(step - 1, L, step))
-            layers = set(self.int_list("moe_layers", layers, L))
-            return ["moe" if i in layers else "dense" for i in range(L)]
+                return Seq(lambda i: "moe" if (i + 1) % step == 0 else "dense", step, L)
+            at = set(self.int_list("moe_layers", layers, L))
+            return Seq(lambda i: "moe" if i in at else "dense", L, L)
         if self.has("decoder_sparse_step") or self.has("mlp_only_layers"):
             step = self.count("decoder_sparse_step", 1) or 1
-            only = self.get("mlp_only_layers", None) or []
-            only = set(self.int_list("mlp_only_layers", only, L))
+            only = set(self.int_list("mlp_only_layers", self.get("mlp_only_layers", None) or [], L))
             if step == 1 and not only:
-                return [None] * L
-            return ["moe" if i not in only and (i + 1) % step == 0 else "dense" for i in range(L)]
-        return [None] * L
+                return None
+            return Seq(lambda i: "moe" if i not in only and (i + 1) % step == 0 else "dense", L if only else step, L)
+        return None
 
     def _layers(self, data: dict):
-        """(mixers, mlps, moe): per-layer specs (None = the model's default) and the moe block."""
+        """(mixers, mlps, moe): Seqs of per-layer specs (None = the model's default) and the moe block."""
         L = data["num_layers"]
         if self.model_type == "nemotron_h":
             return self._nemotron_layers(data, L)
@@ -873,43 +871,46 @@ class Reader:
                       "moe_shared_expert_intermediate_size"):
                 if k in self.cfg:
                     self.used.add(k)
-        mamba = self._mamba2() if "M" in blocks else None
         none = {"kind": "none"}
-        table = {"M": (mamba, none), "*": (self._attn(), none), "-": (none, {"kind": "dense"}),
-                 "E": (none, {"kind": "moe"})}
-        return [table[b][0] for b in blocks], [table[b][1] for b in blocks], moe
+        table = {"M": ((self._mamba2() if "M" in blocks else None), none), "*": (self._attn(), none),
+                 "-": (none, {"kind": "dense"}), "E": (none, {"kind": "moe"})}
+        return (Seq(lambda i: table[blocks[i]][0], L, L), Seq(lambda i: table[blocks[i]][1], L, L), moe)
 
-    def _pattern(self, data: dict, mixers: list, mlps: list) -> None:
+    def _pattern(self, data: dict, mixers, mlps) -> None:
         """layer_kinds + layer_pattern, unless every layer has the default mixer and the MLPs follow
         the moe block's rule (then the model stays uniform, as before layer kinds)."""
-        uniform = all(m is None or m == {"kind": "global"} for m in mixers) and all(x is None for x in mlps)
-        if uniform:
+        if mixers is None and mlps is None:
             return
+        L = data["num_layers"]
         moe = data.get("moe")
-        if moe is not None and any(x is None for x in mlps):  # the DeepSeek rule, spelled out per layer
+        if mlps is None and moe is not None:  # the DeepSeek rule, spelled out per layer
             k, f = moe.get("first_k_dense", 0), moe.get("layer_freq", 1)
-            mlps = [x if x is not None else ("moe" if i >= k and i % f == 0 else "dense") for i, x in enumerate(mlps)]
+            mlps = Seq(lambda i: "moe" if i >= k and i % f == 0 else "dense", L if k else f, L)
         if moe is not None:
             moe.pop("first_k_dense", None)
             moe.pop("layer_freq", None)
+        # the sequence repeats from the start with the least common multiple of the two periods
+        n = min(math.lcm(*(s.period for s in (mixers, mlps) if s is not None)), L)
         kinds: dict = {}
+        spec_name: dict = {}
         names = []
-        for mixer, mlp in zip(mixers, mlps):
-            mlp_spec = {"kind": mlp} if isinstance(mlp, str) else mlp
-            spec = {}
-            if mixer is not None:
-                spec["mixer"] = mixer
-            if mlp_spec is not None:
-                spec["mlp"] = mlp_spec
-            name = "_".join(n for n in (_mixer_name(mixer), _mlp_name(mlp_spec)) if n)
-            base, i = name, 1
-            while name in kinds and kinds[name] != spec:
-                i += 1
-                name = f"{base}_{i}"
-            kinds.setdefault(name, spec)
-            names.append(name)
+        for i in range(n):
+            mixer = mixers.at(i) if mixers is not None else None
+            mlp = mlps.at(i) if mlps is not None else None
+            key = (id(mixer), mlp if isinstance(mlp, str) else id(mlp))
+            if key not in spec_name:
+                mlp_spec = {"kind": mlp} if isinstance(mlp, str) else mlp
+                spec = {k: v for k, v in (("mixer", mixer), ("mlp", mlp_spec)) if v is not None}
+                name = base = "_".join(x for x in (_mixer_name(mixer), _mlp_name(mlp_spec)) if x)
+                j = 1
+                while name in kinds and kinds[name] != spec:
+                    j += 1
+                    name = f"{base}_{j}"
+                kinds.setdefault(name, spec)
+                spec_name[key] = name
+            names.append(spec_name[key])
         data["layer_kinds"] = kinds
-        data["layer_pattern"] = _period(names)
+        data["layer_pattern"] = _period(names, whole=n == L)
 
     def _check_unread(self) -> None:
         self._check_keys(self.cfg, self.prefix, lambda k: k in self.used or k in HF_NO_COST)

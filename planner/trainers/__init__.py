@@ -160,7 +160,9 @@ def check_model_shape(where: str, model_name: str, given: dict[str, tuple[str, o
 
 def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: str) -> tuple[str, str]:
     """The one model_zoo entry whose shape equals every given (attribute, value): explicit
-    field comparison (no names read). Returns (name, the rule as text) or raises."""
+    field comparison (no names read), among the entries of identical layers (a layer_pattern
+    entry, Mistral 7B's sliding window, is named with --model). Returns (name, the rule as text)
+    or raises."""
     from ..catalog import list_models, load_model
 
     need = {"num_layers", "hidden_size", "num_attention_heads"}
@@ -174,6 +176,8 @@ def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: 
         m = load_model(name)
         if m.moe is not None and "moe.num_experts" not in attrs:  # a config that names no experts is a dense model
             continue
+        if m.layer_pattern is not None:  # the trainer readers parse no per-layer kinds (--window-size, hybrid
+            continue                     # patterns): a shape they match is one of identical global-attention layers
         if all(_attr(m, a) == v for a, v in given.values()):
             hits.append(name)
     shape = ", ".join(f"{a}={_show(v)}" for a, v in given.values())
