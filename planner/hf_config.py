@@ -36,6 +36,12 @@ HF_MUST_BE_OFF are accepted only at their off value.
 Keys a config leaves out take the transformers class default of its model_type (FAMILIES,
 each class cited), listed as assumed (`planner explain` prints them); a model type without a
 table keeps planner's stated rules (HF_ABSENT).
+
+The per-layer rules are periodic sequences (Seq): a rule builds one period (Gemma 3 six layers,
+Jamba eight), an explicit list (layer_types, a block pattern, mlp_only_layers) its own length,
+so a config of 10**7 layers costs one period. The layer_pattern written is the shortest prefix
+that repeats from the start; when every layer has the default mixer and the MLPs follow the moe
+block's own rule (first_k_dense, layer_freq), no pattern is written (the model stays uniform).
 """
 
 from __future__ import annotations
@@ -372,8 +378,14 @@ class Reader:
         return default
 
     def count(self, key: str, default: Any = _ABSENT, zero: bool = False) -> Any:
+        """A whole number (> 0, or >= 0 with zero). Without a default the key is required: absent
+        with no class default, or null, is an error naming it."""
         v = self.get(key, default)
-        if v is _ABSENT or v is None:
+        if v is _ABSENT or (v is None and default is _ABSENT):
+            why = "null" if key in self.cfg else "missing"
+            raise PlannerError(f"{self.path}: field `{self.prefix}{key}` is {why}",
+                               f"give {key}, a whole number (model_type {self.model_type!r}: no class default here)")
+        if v is None:
             return v
         if isinstance(v, bool) or not isinstance(v, int) or v < (0 if zero else 1):
             raise self.err(key, f"expected a whole number {'>= 0' if zero else '> 0'}, got {str(v)[:40]}",
