@@ -381,8 +381,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, n, stage) -> Terms:
                                                            stage=stage))
     r = recomputed_layers(settings, plan, n)
     act = inflight * (r * per.layer_input + (n - r) * mean_layer(counts, per.stored))
-    buf = np.max(np.stack(np.broadcast_arrays(*[np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])),
-                 axis=0)
+    buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
+        [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
     if end == "last":
         act = act + inflight * per.mtp
         out = inflight * per.out_act

@@ -86,7 +86,7 @@ from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates, flops_per_token, output_gemm_shape, price_gemms,
     recompute_flops_per_token,
 )
-from .layers import LayerList, context, layer_list, mean_layer
+from .layers import LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
 from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
@@ -276,8 +276,9 @@ class Compute:
 def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
     """Of the middle stages' compositions (layers.stage_counts) keep, per plan, the one whose
     compute takes longest as sc.counts["mid"] (K, ...): the stage the pipeline waits for."""
-    cands = sc.counts["mid"]
-    if cands.ndim == sc.counts["first"].ndim:
+    cands = sc.counts["mid_all"] = sc.counts["mid"]
+    if len(cands) == 1:
+        sc.counts["mid"] = cands[0]
         return
     base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
     best, best_t = cands[0], None
@@ -491,7 +492,14 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     placed at the finer of the two axes' strides [5]; then the routed experts' over their
     expert-data-parallel ranks (dp_expert_comm)."""
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
-    split = stage_param_split(count_params(settings.model), settings.model, plan, sc.counts)
+    pc = count_params(settings.model)
+    # the middle composition with the most expert parameters (a function of the pipeline split
+    # alone), not the slowest one: the expert traffic is that stage's
+    experts = [p.expert for p in pc.kind_params]
+    mid = sc.counts["mid_all"][0]
+    for cand in sc.counts["mid_all"][1:]:
+        mid = np.where(weighted(cand, experts) > weighted(mid, experts), cand, mid)
+    split = stage_param_split(pc, settings.model, plan, {**sc.counts, "mid": mid})
     p_local = np.maximum(split["first"][0], split["last"][0])
     shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     dpcp = plan.dp * plan.cp
@@ -533,7 +541,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
     exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
-    # (with pp <= 2 there is no middle stage: the notional one is the compute model's only)
+    # the stage with the most expert parameters (with pp <= 2 there is no middle stage: the
+    # notional one is the compute model's only)
     e_local = np.maximum.reduce([split["first"][1], split["last"][1], np.where(plan.pp > 2, split["mid"][1], 0.0)])
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket))
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),

@@ -239,5 +239,7 @@ def weighted(counts: np.ndarray, values: list) -> np.ndarray:
 def mean_layer(counts: np.ndarray, values: list) -> np.ndarray:
     """The mean over a stage's layers of a per-kind quantity (0 where the stage holds none):
     sum_k (counts[k] / n) x values[k], so that a stage of one kind gets its value exactly."""
+    if len(values) == 1:  # one kind: its value (what a stage of no layers multiplies by 0 layers)
+        return values[0] + np.zeros(np.shape(counts)[1:])
     n = np.maximum(counts.sum(axis=0), 1.0)
     return sum(((counts[i] / n) * v for i, v in enumerate(values)), np.float64(0.0))
