@@ -308,3 +308,29 @@ def test_mtp_modules_from_num_nextn_predict_layers():
     m = model_from_hf_config(DEEPSEEK_V3_HF, "config.json")
     assert m.mtp_layers == 1 and layer_list(m).mtp == 1
     assert model_from_hf_config(_cfg("kimi-k2-instruct"), "config.json").mtp_layers == 0
+
+
+@pytest.mark.parametrize("name,gpus", [
+    ("gemma3-27b", 64), ("gpt-oss-120b", 64), ("gpt-oss-20b", 16), ("qwen3-next-80b-a3b", 64),
+    ("nemotron-h-56b", 64), ("jamba-v0.1", 64), ("llama4-scout", 64), ("llama4-maverick", 256),
+    ("kimi-k2", 2048), ("mistral-7b", 8),
+])
+def test_fit_and_explain_run_on_every_new_model(cli, name, gpus):
+    """`fit` ranks plans that fit for each new zoo model (seq 4,096), and `explain` of its top
+    row gives the same step time and lists the model's layer kinds."""
+    import json
+
+    r = cli("fit", "--model", name, "--gpus", str(gpus), "--seq-len", "4096", "--top", "1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)[0]
+    assert row["memory"]["fits"] and row["throughput"]["tokens_per_s"] > 0
+    from planner.schema import Job
+    from planner.search import explain_args
+
+    args = explain_args(Job(model=name, gpus=gpus, seq_len=4096), row)
+    again = cli("explain", *args, "--format", "json")
+    assert again.exit_code == 0, again.stderr
+    res = json.loads(again.stdout)
+    assert res["time"]["step_s"] == row["time"]["step_s"]
+    assert sum(k["count"] for k in res["layers"] if not k["layers"].startswith("multi-token")) \
+        == load_model(name).num_layers
