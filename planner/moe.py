@@ -69,8 +69,6 @@ References
     Efficient Large-Scale MoE Model Training with Megatron Core", arXiv:2504.14960: EP and
     expert TP folded into the attention's DP x CP x TP ranks.
 [4] NVIDIA nccl-tests doc/PERFORMANCE.md: alltoall bus bandwidth = algbw x (n-1)/n.
-[5] Lepikhin et al. 2020, "GShard", arXiv:2006.16668, sec. 2.2: expert capacity and dropped
-    tokens; Fedus et al. 2021, "Switch Transformers", sec. 2.2: capacity factor.
 [6] NVIDIA Megatron-LM: megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137)
     MoEAlltoAllTokenDispatcher dispatch_preprocess (permutation 1), dispatch_postprocess
     (permutation 2, sort_chunks_by_idxs when num_local_experts > 1), combine_preprocess
@@ -79,12 +77,6 @@ References
     kernels), topk_routing_with_score_function; megatron/core/fusions/fused_bias_swiglu.py
     (commit b1030e9d) WeightedSwiGLUFunction (probabilities read forward, their gradient
     written backward).
-[7] NVIDIA TransformerEngine: transformer_engine/pytorch/triton/permutation.py (commit
-    04481874) make_row_id_map (three passes, an int32 [tokens, 2E + 1] map),
-    permute_with_mask_map / unpermute_with_mask_map (grid: tokens x hidden blocks; each token
-    read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
-    transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
-    probs, routing map and the fp32 intermediate output saved for the backward).
 [8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
     combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
     then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden

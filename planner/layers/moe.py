@@ -50,9 +50,6 @@ References
 [3] Liu et al. 2025, "MoE Parallel Folding: Heterogeneous Parallelism Mappings for
     Efficient Large-Scale MoE Model Training with Megatron Core", arXiv:2504.14960: EP and
     expert TP folded into the attention's DP x CP x TP ranks.
-[4] NVIDIA nccl-tests doc/PERFORMANCE.md: alltoall bus bandwidth = algbw x (n-1)/n.
-[5] Lepikhin et al. 2020, "GShard", arXiv:2006.16668, sec. 2.2: expert capacity and dropped
-    tokens; Fedus et al. 2021, "Switch Transformers", sec. 2.2: capacity factor.
 [6] NVIDIA Megatron-LM: megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137)
     MoEAlltoAllTokenDispatcher dispatch_preprocess (permutation 1), dispatch_postprocess
     (permutation 2, sort_chunks_by_idxs when num_local_experts > 1), combine_preprocess
@@ -67,17 +64,6 @@ References
     read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
     transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
     probs, routing map and the fp32 intermediate output saved for the backward).
-[8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
-    combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
-    then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden
-    by the attention/mlp computation in the backward step, and vice versa"),
-    combined_1f1b_schedule_for_interleaved_pipelining (the steady state of the interleaved
-    schedule); megatron/core/transformer/transformer_config.py __post_init__: the option
-    needs expert_model_parallel_size > 1, virtual pipeline stages when pipeline parallel,
-    the alltoall/flex dispatcher, no full recompute; megatron/core/pipeline_parallel/
-    schedules.py (commit 4dabc623) forward_backward_pipelining_with_interleaving: warm-up
-    2 (p - rank - 1) + (v - 1) p; later versions (get_pp_rank_microbatches, read in copies of
-    the file, not at a stored NVIDIA commit) add one warm-up micro-batch with the overlap.
 """
 
 from __future__ import annotations
