@@ -11,7 +11,9 @@ Verdict of one job
            given, time.step_s <= --max-step-time and throughput.mfu >= --min-mfu;
     fail   otherwise (exit 1);
     error  the file or a field is invalid (PlannerError, exit 2).
-The overflow is total_bytes - usable_bytes (0 when it fits).
+The overflow is total_bytes - usable_bytes (0 when it fits). total_bytes is the caching
+allocator's peak reserved bytes (memory.reserved_bytes: the allocated peak and the pools it
+holds) plus what lives outside it (the reserve: CUDA context, NCCL); the PASS/FAIL line says so.
 
 Changes tried (each a ladder of rungs above the job's current value; the gpu count, the
 model, the global batch in sequences and everything else stay as they are)

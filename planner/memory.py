@@ -403,7 +403,10 @@ def capacity(settings: Settings) -> tuple[float, float]:
 
 def grouped(t: Terms) -> dict[str, np.ndarray]:
     """The stable JSON grouping: weights, gradients, optimizer (master + Adam),
-    activations, other."""
+    activations, other; and the two peaks the caching allocator knows: allocated (the live
+    tensors at the worst moment of the step) and reserved (allocated plus what the allocator
+    holds and cannot hand to the peak), both without the reserve outside the allocator (CUDA
+    context, NCCL) that the total adds."""
     return {
         "weights_bytes": t.weights,
         "gradients_bytes": t.gradients,
@@ -411,7 +414,19 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
         "activations_bytes": t.sum(*ACTIVATION_TERMS),
         "other_bytes": t.sum(*OTHER_TERMS),
         "total_bytes": t.total,
+        "allocated_bytes": allocated_bytes(t),
+        "reserved_bytes": reserved_bytes(t),
     }
+
+
+def reserved_bytes(t: Terms) -> np.ndarray:
+    """The caching allocator's peak reserved bytes: everything but the reserve outside it."""
+    return t.total - t.reserve
+
+
+def allocated_bytes(t: Terms) -> np.ndarray:
+    """The peak allocated bytes: the reserved less the allocator's pools and slack."""
+    return reserved_bytes(t) - t.allocator_slack
 
 
 def reported_bytes(settings: Settings, t: Terms) -> np.ndarray:
@@ -419,5 +434,4 @@ def reported_bytes(settings: Settings, t: Terms) -> np.ndarray:
     excludes the CUDA context and NCCL's buffers (the `reserve` term, outside the caching
     allocator); max allocated also excludes the allocator's slack."""
     rep = stack_of(settings).memory.reports
-    out = t.total - t.reserve
-    return out - t.allocator_slack if rep == "max_allocated" else out
+    return allocated_bytes(t) if rep == "max_allocated" else reserved_bytes(t)

@@ -89,6 +89,8 @@ def test_fitting_job_exits_0(run, jobs):
     assert "of 67.1 GiB usable" in line and "74.5 GiB HBM" in line  # 72e9 B and 80e9 B in GiB
     total = _explain_json(model="llama3-8b", gpus=8, tp=8)["memory"]["total_bytes"]
     assert f"{total / GiB:,.1f} GiB of" in line
+    # the gate is the allocator's reserved peak plus the reserve outside it (1 GiB by default)
+    assert f"(reserved peak {(total - GiB) / GiB:,.1f} GiB + 1.0 GiB outside the allocator; " in line
     assert "does not fit" not in r.stdout
 
 

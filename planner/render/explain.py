@@ -69,6 +69,10 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     used = 100 * m["total_bytes"] / m["capacity_bytes"]
     verdict = "[green]fits[/green]" if m["fits"] else "[red]does not fit[/red]"
     out.print(f"  {verdict}: {used:.1f}% of {gb(m['capacity_bytes'], 0)} GB HBM")
+    if "allocated_bytes" in m:
+        out.print(f"  peaks: allocated {gib(m['allocated_bytes'])} GiB (live tensors), reserved "
+                  f"{gib(m['reserved_bytes'])} GiB (the caching allocator's), + {gib(m['total_bytes'] - m['reserved_bytes'])} "
+                  f"GiB outside it; the stack logs its {m.get('reported_as', 'max_reserved').replace('_', ' ')}")
     if len(m.get("stages", {})) > 1:
         per = ", ".join(f"{name} {gib(st['total_bytes'])}" for name, st in m["stages"].items())
         out.print(f"  per pipeline stage (GiB): {per}; the table is the {m['heaviest_stage']} stage's, the largest")
