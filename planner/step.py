@@ -92,7 +92,7 @@ from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
-from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
@@ -528,14 +528,19 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
-    # DDP / ZeRO-1/2: gradients once per step behind the last micro-batch's backward; the last
-    # bucket's reduction and the first bucket's all-gather (1/n_b) never hide; the rest hides
-    # behind the backward / forward pass (not the whole of it on top: exposed <= total)
+    # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
+    # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
+    # the accumulated gradients (DeepSpeed stage_1_and_2.py; "gradient reduction is required
+    # after every backward because of gradient partitioning", deepspeedai/DeepSpeed issue
+    # #2252, maintainer's answer) [5]. The last bucket's reduction of each and the first
+    # bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward pass
+    # (not the whole of it on top: exposed <= total)
+    n_red = np.where(plan.sharding == ZERO2, sc.m, 1.0)  # gradient reductions per step
     ddp_grad = np.where(zero, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
-    ddp_total = ddp_grad + ddp_param
+    ddp_total = n_red * ddp_grad + ddp_param
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
-    ddp_exposed = np.minimum(_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge
+    ddp_exposed = np.minimum(n_red * (_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge)
                              + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
     one_dp = dpcp == 1
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
