@@ -445,19 +445,25 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
     """(exposed, total) CP traffic of a middle stage per micro-batch: each mixer's context-
-    parallel collectives. Ring attention's K/V sends [4] run beside the attention core and hide
-    behind it as far as it lasts; the all-to-alls of Megatron-Core's state-space and
+    parallel collectives. Ring attention's K/V sends [4] each run beside one step's block of
+    the attention core and hide behind it as far as it lasts, at the stack's exposed share; the all-to-alls of Megatron-Core's state-space and
     linear-attention CP (layers/mamba.py, layers/linear_attention.py) and the state passing of
     a scan split over ranks are blocking: the scan waits for its inputs, so they are exposed
     (a mixer says which with cp_overlaps_core)."""
     plan, ctx = sc.plan, sc.ctx
     exposed, total = [], []
     for i, kind in enumerate(sc.ll.kinds):
-        t = np.float64(0.0)
+        t, hid = np.float64(0.0), np.float64(0.0)
         for op, size, count in kind.mixer.cp_collectives(ctx):
-            t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
+            one = coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
+            t = t + count * one
+            # ring attention: each send runs beside one block of the core (the core split in as
+            # many steps as there are sends), hidden as far as the block lasts, at the stack's
+            # exposed share of what overlaps (SMs and HBM taken by the copy) [4]
+            window = (lt.core_fwd[i] + lt.core_bwd[i]) / np.maximum(count, 1.0)
+            hid = hid + count * _hide(one, window, sc.x)
         total.append(t)
-        exposed.append(np.maximum(t - (lt.core_fwd[i] + lt.core_bwd[i]), 0.0) if kind.mixer.cp_overlaps_core else t)
+        exposed.append(hid if kind.mixer.cp_overlaps_core else t)
     n = sc.n["mid"]
     return n * sc.mean("mid", exposed), n * sc.mean("mid", total)
 
