@@ -145,18 +145,20 @@ def _mesh(p: dict) -> str:
     return s + f" mbs{p['micro_batch']} gbs{p['global_batch']}"
 
 
-def last_stage_allocated(res: dict, est) -> tuple[float, str, dict]:
+def last_stage_allocated(settings, plan) -> tuple[float, str, dict]:
     """(allocated bytes of the last pipeline stage, where the figure came from, that stage's
-    terms): explain JSON's memory.stages.last.allocated_bytes (first with one stage) when the
-    memory model reports it; else the stage's total less its reserve and allocator slack."""
+    terms). The stage's figures are the ones explain's JSON reports as memory.stages.last
+    (memory.grouped of memory.stage_memory_terms' last stage; with one stage it is also the
+    first), computed here without the step-time model: its `allocated_bytes` when the memory
+    model reports one, else the stage's total less its reserve (CUDA context + NCCL) and
+    allocator slack (memory.reported_bytes's rule for a stack that logs max allocated)."""
     from . import memory as mem
 
-    stages = (res.get("memory") or {}).get("stages") or {}
-    last = stages.get("last") or stages.get("first") or {}
-    terms = {k: float(np.asarray(v)) for k, v in est.stages[mem.STAGE_LAST].items()}
-    if last.get("allocated_bytes") is not None:
-        return float(last["allocated_bytes"]), "allocated_bytes", terms
-    t = est.stages[mem.STAGE_LAST]
+    t = mem.stage_memory_terms(settings, plan)[mem.STAGE_LAST]
+    grouped = mem.grouped(t)
+    terms = {k: float(np.asarray(v)) for k, v in t.items()}
+    if grouped.get("allocated_bytes") is not None:
+        return float(np.asarray(grouped["allocated_bytes"])), "allocated_bytes", terms
     return float(np.asarray(t.total - t.reserve - t.allocator_slack)), "total-reserve-slack", terms
 
 
@@ -172,8 +174,7 @@ def evaluate_row(r: dict, base: Path) -> CIRow:
 
 
 def _predict(r: dict, base: Path, out: CIRow) -> None:
-    from .explain import evaluate, to_json
-    from .plan import resolve
+    from .plan import plan_dict, resolve
     from .schema import Job
     from .catalog import format_validation_error
     from .trainers import load_trainer_config
@@ -215,10 +216,8 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
         settings, plan, _ = resolve(job)
     except PlannerError as e:
         raise Skip(e.message) from None
-    est = evaluate(settings, plan)
-    res = to_json(settings, plan, est)
-    out.mesh = _mesh(res["plan"])
-    out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(res, est)
+    out.mesh = _mesh(plan_dict(plan, settings))
+    out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(settings, plan)
     out.error = out.predicted_bytes / float(out.measured_bytes) - 1.0
 
 

@@ -24,8 +24,30 @@ read). Modelled:
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
   --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
-  --max-position-embeddings.
-Every other flag is listed as ignored ('--flag=value').
+  --max-position-embeddings; and, for a model the flags define (below), the vocabulary
+  (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
+  --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
+  --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
+  --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
+  --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim), --mtp-num-layers
+  (megatron_model.py cites each),
+  --attention-backend / --transformer-impl (-> attention eager or flash [4]),
+  --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split,
+  --fp16 / --bf16 with --accumulate-allreduce-grads-in-fp32 / --grad-reduce-in-bf16 (the
+  gradient buffer's dtype -> bytes_per_param [5]);
+  read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
+  validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
+  --optimizer other than adam, --main-grads-dtype / --main-params-dtype / --exp-avg-dtype /
+  --exp-avg-sq-dtype other than fp32, offloading (--fine-grained-activation-offloading,
+  --offload-modules, --cpu-offloading, --optimizer-cpu-offload), --fp8-param-gather,
+  --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
+  no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
+  --num-distributed-optimizer-instances > 1, --expert-tensor-parallel-size unlike TP,
+  --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
+  splits), --recompute-modules other than core_attn, --export-kd-teacher-load (a distillation
+  teacher).
+Every other flag is listed as ignored ('--flag=value'). A flag of argparse nargs '*' takes
+every word up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
 Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
 (--sequence-parallel, --tp-comm-overlap, --overlap-grad-reduce: Megatron's defaults are
@@ -33,8 +55,15 @@ off, unlike the planner stack's recipe defaults); the rank order is parallel_sta
 'tp-cp-ep-dp-pp' (or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping) [2] -> tp-cp-dp-pp /
 tp-cp-pp-dp; --fp16 is priced as bf16 (the same 2-byte width and tensor peak); the model
 is --model if given (the shape flags must agree with it), else the one catalog model with
-the flags' shape (field comparison, no names read); --recompute-method uniform re-runs
-every layer (its chunk size is listed as ignored).
+the flags' core shape that no other shape flag contradicts (field comparison, no names
+read), else the model the flags define: megatron_model.py builds it as Megatron does, with
+Megatron's defaults for what the flags leave out (each listed as assumed), and it is written
+as a content-addressed model YAML in the cache folder (trainers.write_model_file:
+$PLANNER_CACHE_DIR, else $XDG_CACHE_HOME/planner or ~/.cache/planner), whose path is the
+job's model: `explain` names it ("model=<file>: from the Megatron flags"), and `export` and
+`explain --from-fit` read it like any model YAML; --recompute-method uniform re-runs every
+layer (its chunk size is listed as ignored); the attention kernel is flash (TE's fused
+attention under --attention-backend auto, Megatron's default) unless the flags say unfused.
 
 References
 [1] NVIDIA/Megatron-LM megatron/training/arguments.py @307dcf37 (2024): the parallel
@@ -49,6 +78,19 @@ References
     args.use_tp_pp_dp_mapping else 'tp-cp-ep-pp-dp').
 [3] NVIDIA/Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh @f7ec7ea8 and
     examples/gpt3/train_gpt3_175b_distributed.sh @4b36c6c4 (the launch-script layout).
+[4] NVIDIA/Megatron-LM @d98e8a64: megatron/core/transformer/enums.py AttnBackend (flash,
+    fused, unfused, local, auto); megatron/core/models/common/language_module/language_module.py
+    _set_attention_backend (unfused: NVTE_UNFUSED_ATTN=1 and the fused kernels off);
+    megatron/core/models/backends.py LocalSpecProvider.core_attention = DotProductAttention
+    (--transformer-impl local); megatron/core/transformer/dot_product_attention.py (keeps
+    attention_probs for the backward); transformer_config.py transformer_impl default
+    transformer_engine, attention_backend default auto.
+[5] NVIDIA/Megatron-LM @d98e8a64: megatron/training/arguments.py validate_args (params_dtype;
+    with --bf16 accumulate_allreduce_grads_in_fp32 is set unless --grad-reduce-in-bf16;
+    --fp16 leaves it as given; --optimizer default adam, --data-parallel-sharding-strategy
+    default optim_grads_params); megatron/training/training.py (ddp grad_reduce_in_fp32 =
+    accumulate_allreduce_grads_in_fp32); megatron/core/distributed/param_and_grad_buffer.py
+    group_params_for_buffers (grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype).
 """
 
 from __future__ import annotations
@@ -95,7 +137,7 @@ VALUE_FLAGS = {
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
-    "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules",
+    "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 KNOWN_BOOL_IGNORED = {
@@ -546,7 +588,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "micro_batch" not in job:
         job["micro_batch"] = 1
         assumed.append("micro_batch=1: --micro-batch-size absent (Megatron requires it; 1 assumed)")
-    if "--max-position-embeddings" in flags:
+    if "--max-position-embeddings" in flags and not from_flags_model:  # the flags' model reads it (its position table)
         ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"]))
     if "global_batch" not in job:
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
@@ -691,6 +733,8 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--offload-modules"):
         if f in flags:
             unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
+    if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
+        unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
     if "--fp8-param-gather" in flags:
         unmodelled.append("--fp8-param-gather: fp8 weights (1 B) are not modelled (bf16 weights priced)")
     if "--use-megatron-fsdp" in flags:
