@@ -211,11 +211,11 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
     try:
         job = Job.model_validate(cfg.job)
     except ValidationError as e:
-        raise Skip(format_validation_error(e, "plan").message) from None
+        raise Skip("plan refused: " + format_validation_error(e, "plan").message) from None
     try:
         settings, plan, _ = resolve(job)
     except PlannerError as e:
-        raise Skip(e.message) from None
+        raise Skip(f"plan refused: {e.message}") from None
     out.mesh = _mesh(plan_dict(plan, settings))
     out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(settings, plan)
     out.error = out.predicted_bytes / float(out.measured_bytes) - 1.0

@@ -38,6 +38,13 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     return text, notes
 
 
+def _plan_model(plan: dict):
+    """The plan's model: the file it was read from (`model_file`: a model YAML, a config.json,
+    the model a Megatron argument file defines) when the plan names one, else its catalog name
+    (`model` is the ModelSpec's name, a catalog entry's only for catalog models)."""
+    return load_model(plan.get("model_file") or plan["model"])
+
+
 def _steps(plan: dict) -> int | None:
     t = plan.get("tokens")
     if t is None:
@@ -60,7 +67,7 @@ def _toml(v) -> str:
 def _torchtitan(plan: dict, notes: list[str]) -> str:
     from .torchtitan import TORCHTITAN_MODELS
 
-    model = load_model(plan["model"])
+    model = _plan_model(plan)
     L = model.num_layers
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     sec: dict[str, dict] = {"job": {"description": f"planner export: {plan['model']} on {plan['gpus']} x {plan['hardware']}"}}
@@ -179,7 +186,7 @@ def _run_lengths(pat: list[int]) -> str:
 
 
 def _megatron(plan: dict, notes: list[str]) -> str:
-    model = load_model(plan["model"])
+    model = _plan_model(plan)
     hw = load_hardware(plan["hardware"])
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     g = plan["gpus"]

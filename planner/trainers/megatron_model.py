@@ -274,7 +274,7 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
     )
     if kv is not None:
         spec["num_kv_heads"] = kv
-    if head_dim is not None:
+    if head_dim is not None and (h % a or head_dim != h // a):  # --kv-channels h / heads is the default: left out
         spec["head_dim"] = head_dim
     if "--multi-latent-attention" in flags:
         if kv is not None:
