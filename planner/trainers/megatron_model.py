@@ -92,6 +92,7 @@ TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}  # [6]
 MLA_DEFAULTS = {"--kv-lora-rank": 32, "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64, "--v-head-dim": 128}  # [1] _add_mla_args
 DEFAULT_DROPOUT = 0.1  # TransformerConfig hidden_dropout / attention_dropout [2]
 DEFAULT_TOPK = 2  # TransformerConfig moe_router_topk [2]
+MAX_PATTERN = 100_000  # entries a --moe-layer-freq list may evaluate to (one a layer; far above any model's layers)
 
 # flags that define an architecture this reader does not build (error, with the reason)
 NOT_BUILT = {
@@ -129,9 +130,11 @@ def eval_layer_pattern(text: str, where: str, flag: str) -> list[int]:
     syntax tree, never by eval()."""
     bad = PlannerError(f"{where}{flag} {text!r} is not a list expression of 0s and 1s",
                        "e.g. \"([0]*3+[1]*11)\" or \"[1,0]*6\"; or an integer N (one MoE layer every N)")
+    if len(text) > 10000:
+        raise bad
     try:
         tree = ast.parse(text.strip().strip("\"'"), mode="eval").body
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         raise bad from None
 
     def ev(n, depth=0):
@@ -150,10 +153,10 @@ def eval_layer_pattern(text: str, where: str, flag: str) -> list[int]:
             a, b = ev(n.left, depth + 1), ev(n.right, depth + 1)
             if isinstance(n.op, ast.Add) and isinstance(a, list) and isinstance(b, list):
                 return a + b
-            if isinstance(n.op, ast.Mult):
-                if isinstance(a, list) and isinstance(b, int) and 0 <= b <= 100000:
+            if isinstance(n.op, ast.Mult):  # at most MAX_PATTERN entries: one a layer
+                if isinstance(a, list) and isinstance(b, int) and 0 <= b and len(a) * b <= MAX_PATTERN:
                     return a * b
-                if isinstance(b, list) and isinstance(a, int) and 0 <= a <= 100000:
+                if isinstance(b, list) and isinstance(a, int) and 0 <= a and len(b) * a <= MAX_PATTERN:
                     return b * a
         raise bad
 
