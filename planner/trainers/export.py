@@ -38,6 +38,13 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     return text, notes
 
 
+def _plan_model(plan: dict):
+    """The plan's model: the file it was read from (`model_file`: a model YAML, a config.json,
+    the model a Megatron argument file defines) when the plan names one, else its catalog name
+    (`model` is the ModelSpec's name, a catalog entry's only for catalog models)."""
+    return load_model(plan.get("model_file") or plan["model"])
+
+
 def _steps(plan: dict) -> int | None:
     t = plan.get("tokens")
     if t is None:
@@ -60,7 +67,7 @@ def _toml(v) -> str:
 def _torchtitan(plan: dict, notes: list[str]) -> str:
     from .torchtitan import TORCHTITAN_MODELS
 
-    model = load_model(plan["model"])
+    model = _plan_model(plan)
     L = model.num_layers
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     sec: dict[str, dict] = {"job": {"description": f"planner export: {plan['model']} on {plan['gpus']} x {plan['hardware']}"}}
@@ -167,8 +174,19 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
 
 
 # ------------------------------------------------------------------------ Megatron
+def _run_lengths(pat: list[int]) -> str:
+    """A 0/1 layer list as Megatron's list expression: runs joined, "([0]*3+[1]*58)"."""
+    runs: list[list[int]] = []
+    for x in pat:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    return "(" + "+".join(f"[{x}]*{n}" for x, n in runs) + ")"
+
+
 def _megatron(plan: dict, notes: list[str]) -> str:
-    model = load_model(plan["model"])
+    model = _plan_model(plan)
     hw = load_hardware(plan["hardware"])
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     g = plan["gpus"]
@@ -180,15 +198,36 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     args += [("--kv-channels", model.dhead), ("--vocab-size", model.vocab_size),
              ("--max-position-embeddings", model.max_seq_len)]
-    if model.moe is not None:  # Megatron-Core MoE shape (arguments.py _add_moe_args)
-        args += [("--num-experts", model.moe.num_experts), ("--moe-router-topk", model.moe.top_k)]
-        if model.moe.expert_ffn_hidden_size:
-            args.append(("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size))
-        if model.moe.num_shared_experts or model.moe.first_k_dense or model.moe.layer_freq != 1:
-            notes.append("moe shared experts / dense layers: written as the model's --model file; Megatron spells them "
-                         "--moe-shared-expert-intermediate-size and --moe-layer-freq, not written here")
-    if model.mla is not None:
-        notes.append("multi-head latent attention: Megatron's --multi-latent-attention and its ranks are not written")
+    if model.moe is not None:  # Megatron-Core MoE shape (arguments.py _add_moe_args; megatron_model.py reads them back)
+        moe = model.moe
+        args += [("--num-experts", moe.num_experts), ("--moe-router-topk", moe.top_k)]
+        if moe.expert_ffn_hidden_size:
+            args.append(("--moe-ffn-hidden-size", moe.expert_ffn_hidden_size))
+        if moe.num_shared_experts:  # Megatron has one shared MLP of the shared experts' total width
+            fs = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size or model.ffn_hidden_size
+            args.append(("--moe-shared-expert-intermediate-size", moe.num_shared_experts * fs))
+            if moe.shared_expert_gate:
+                args.append(("--moe-shared-expert-gate", None))
+        if model.layer_pattern is None and (moe.first_k_dense or moe.layer_freq != 1):
+            if moe.first_k_dense:
+                pat = [1 if (i >= moe.first_k_dense and i % moe.layer_freq == 0) else 0 for i in range(model.num_layers)]
+                args.append(("--moe-layer-freq", f'"{_run_lengths(pat)}"'))
+            else:
+                args.append(("--moe-layer-freq", moe.layer_freq))
+        elif model.layer_pattern is not None:
+            notes.append("layer_pattern: Megatron's flags cannot list per-layer kinds; written as the model's --model file only")
+        if moe.router == "sigmoid":
+            args.append(("--moe-router-score-function", "sigmoid"))
+        if moe.router_bias:
+            args.append(("--moe-router-enable-expert-bias", None))
+    if model.mla is not None:  # Megatron-Core MLA (arguments.py _add_mla_args)
+        args.append(("--multi-latent-attention", None))
+        if model.mla.q_lora_rank is not None:
+            args.append(("--q-lora-rank", model.mla.q_lora_rank))
+        args += [("--kv-lora-rank", model.mla.kv_lora_rank), ("--qk-head-dim", model.mla.qk_nope_head_dim),
+                 ("--qk-pos-emb-head-dim", model.mla.qk_rope_head_dim), ("--v-head-dim", model.mla.v_head_dim)]
+    if model.mtp_layers:
+        args.append(("--mtp-num-layers", model.mtp_layers))
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position_embedding)
     if pos is None:
         notes.append(f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice; left out")
@@ -263,8 +302,16 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                      "--use-tp-pp-dp-mapping); not expressible")
     if plan.get("torch_compile"):
         notes.append("torch_compile on: Megatron-LM has no flag that compiles the model; not expressible")
+    if plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
+        args.append(("--attention-backend", "unfused"))
+    if plan.get("account_for_embedding_in_pipeline_split"):
+        args.append(("--account-for-embedding-in-pipeline-split", None))
+    if plan.get("account_for_loss_in_pipeline_split"):
+        args.append(("--account-for-loss-in-pipeline-split", None))
     bpp = plan.get("bytes_per_param")
-    if bpp not in (None, "megatron"):
+    if bpp == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}:
+        args.append(("--grad-reduce-in-bf16", None))  # bf16 gradient buffer (megatron.py [5])
+    elif bpp not in (None, "megatron"):
         notes.append(f"bytes_per_param {bpp}: Megatron with --bf16 keeps fp32 main gradients (18 B/param, the "
                      "megatron preset); not expressible")
     lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",
