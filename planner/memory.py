@@ -61,7 +61,7 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
-from .pipeline import inflight_microbatches, stage_kind_counts as placed_kind_counts, stage_layers
+from .pipeline import stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
@@ -321,11 +321,12 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     model = settings.model
     pc = count_params(model)
     counts = stage_kind_counts(model, plan)
+    held = stage_inflight_kinds(pc.layers, plan)
     n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
     per = _PerLayer(settings, plan, pc)
-    first = _stage_terms(per, "first", counts["first"], n["first"], 0)
-    last = _stage_terms(per, "last", counts["last"], n["last"], plan.pp - 1)
-    mids = [_stage_terms(per, "mid", counts["mid"][c], n["mid"], counts["mid_stage"][c])
+    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
+    last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
+    mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
             for c in range(len(counts["mid"]))]
     middle = mids[0]
     for cand in mids[1:]:
@@ -365,11 +366,13 @@ class _PerLayer:
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, n, stage) -> Terms:
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1]), its layers'
-    activations for the micro-batches in flight at `stage` [2] (full recompute keeps the
-    inputs of the layers it re-runs), one layer's recompute buffer (the largest among the
-    kinds it holds), the output layer and MTP on the last stage, the buffers."""
+    activations for the micro-batches each of its model chunks holds at the stage's peak
+    (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps the inputs of the layers it
+    re-runs, a share r/n of each chunk), one layer's recompute buffer (the largest among the
+    kinds it holds), the output layer and MTP on the last stage for the `loss` micro-batches
+    it holds, the buffers."""
     settings, plan, pc = per.settings, per.plan, per.pc
     dense, experts = params_of(pc, settings.model, plan, counts, end)
     states = model_state_terms(settings.bpp, plan, dense)
@@ -377,15 +380,14 @@ def _stage_terms(per: _PerLayer, end: str, counts, n, stage) -> Terms:
         e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep)
         states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
-    inflight = np.where(single, 1.0, inflight_microbatches(plan.pp, plan.microbatches, plan.vpp, plan.schedule,
-                                                           stage=stage))
-    r = recomputed_layers(settings, plan, n)
-    act = inflight * (r * per.layer_input + (n - r) * mean_layer(counts, per.stored))
+    r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
+    act = sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
+              np.float64(0.0))
     buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
     if end == "last":
-        act = act + inflight * per.mtp
-        out = inflight * per.out_act
+        act = act + np.where(single, 1.0, loss) * per.mtp
+        out = np.where(single, 1.0, loss) * per.out_act
     else:
         out = np.where(single, per.out_act + per.mtp, 0.0) if end == "first" else np.float64(0.0)
     allocated = states.total + act + out + buf + per.fsdp_buf
