@@ -225,21 +225,31 @@ def stage_inflight_kinds(ll, plan) -> dict:
     n = len(m)
     out = {"first": np.zeros((K, n)), "last": np.zeros((K, n)), "mid": np.zeros((C, K, n)),
            "mid_stage": np.ones((C, n), dtype=np.int64), "loss": np.ones(n)}
+    order = np.argsort(configs.inverse, kind="stable")  # the plans of each configuration, in one sort
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(configs.inverse, minlength=len(per)))])
     for u, chunks in enumerate(per):
-        sel = np.flatnonzero(configs.inverse == u)
+        sel = order[bounds[u]:bounds[u + 1]]
         if not sel.size:
             continue
         p, v = configs.rows[u][0], configs.rows[u][1]
+        # the distinct (micro-batches, schedule) of these plans: past (v + 2) p + 1 micro-batches
+        # every schedule but GPipe holds the same (a dense key, one pass)
         mu, su = m[sel], sched[sel]
-        out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)
-        out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)
+        key = np.where(su == GPIPE, mu, np.minimum(mu, (v + 2) * p + 1)) * 4 + su
+        present = np.zeros(int(key.max()) + 1, dtype=bool)
+        present[key] = True
+        uk = np.flatnonzero(present)
+        back = (np.cumsum(present) - 1)[key]
+        mu, su = uk // 4, uk % 4
+        out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)[:, back]
+        out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)[:, back]
         for c in range(C):
             i = min(c, len(chunks["mid"]) - 1)
-            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)
+            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)[:, back]
             out["mid_stage"][c, sel] = chunks["mid_stage"][i]
         lo = _chunk_inflight(p, v, p - 1, mu, su)[v - 1]
-        out["loss"][sel] = np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1),
-                                    np.minimum(lo, 1.0), lo) if p > 1 else 1.0
+        out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1),
+                                     np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
     shape = configs.shape
     return {"first": out["first"].reshape((K,) + shape), "last": out["last"].reshape((K,) + shape),
             "mid": out["mid"].reshape((C, K) + shape), "mid_stage": out["mid_stage"].reshape((C,) + shape),
