@@ -240,8 +240,11 @@ class Result:
 
 
 def group_of(source: str) -> str:
-    """A row's source group: a GitHub issue/PR as owner/repo#N, else the source's first words
-    (repository and file) before any '@' commit or parenthesis."""
+    """A row's source group: Megatron-LM's functional tests as one group; a GitHub issue/PR as
+    owner/repo#N; else the source's first words (repository and file) before any '@' commit or
+    parenthesis."""
+    if "tests/functional_tests" in source:
+        return source.split()[0] + " functional tests"
     m = re.search(r"github\.com/([^/\s]+/[^/\s]+)/(?:pull|issues)/(\d+)", source)
     if m:
         return f"{m.group(1)}#{m.group(2)}"
@@ -541,13 +544,14 @@ def evaluate_rows(parsed: Union[MeasuredFile, OracleFile]) -> list[Result]:
 
 
 def stats(errors: list[float]) -> dict:
-    """n, median and p90 |error|, signed median, worst under-prediction (most negative error)."""
+    """n, median and p90 |error|, signed median, worst under-prediction (the most negative error;
+    None when no row is under-predicted)."""
     e = np.array(errors, dtype=np.float64)
     if not e.size:
         return {"n": 0, "median_abs_error": None, "p90_abs_error": None, "median_error": None, "worst_under": None}
     return {"n": int(e.size), "median_abs_error": float(np.median(np.abs(e))),
             "p90_abs_error": float(np.percentile(np.abs(e), 90)), "median_error": float(np.median(e)),
-            "worst_under": float(min(e.min(), 0.0))}
+            "worst_under": float(e.min()) if e.min() < 0 else None}
 
 
 def summarize(results: list[Result]) -> dict:
@@ -568,3 +572,25 @@ def report(path: Path) -> dict:
     results = evaluate_rows(parsed)
     return {"format": "memory_rows" if isinstance(parsed, MeasuredFile) else "oracle_rows",
             "file": str(path), "rows": [r.as_dict() for r in results], "summary": summarize(results)}
+
+
+def select(data: dict, groups=None, ids=None) -> dict:
+    """Keep the rows of these source groups and/or ids (unknown names are errors) and
+    recompute the summary."""
+    rows = data["rows"]
+    if groups:
+        known = list(dict.fromkeys(r["group"] for r in rows))
+        bad = [g for g in groups if g not in known]
+        if bad:
+            raise PlannerError(f"unknown group(s) {', '.join(bad)}", f"groups in this file: {'; '.join(known)}")
+        rows = [r for r in rows if r["group"] in groups]
+    if ids:
+        known_ids = {r["id"] for r in rows}
+        bad = [i for i in ids if i not in known_ids]
+        if bad:
+            raise PlannerError(f"unknown row id(s) {', '.join(bad)}", "ids are the rows' `id:` fields (after any --group)")
+        rows = [r for r in rows if r["id"] in set(ids)]
+    if not rows:
+        raise PlannerError("no rows selected", "loosen --group / --ids")
+    results = [Result(**r) for r in rows]
+    return {**data, "rows": rows, "summary": summarize(results)}

@@ -39,8 +39,32 @@ def register(app: typer.Typer) -> None:
 
         shown = str(runs) if runs is not None else "(the shipped reference runs)"
         runs = runs if runs is not None else reference_runs()
+        if _memory_rows_file(runs):  # measured memory peaks (planner/memory_rows.py), detected by its top-level key
+            _validate_memory_rows(runs, group, ids, complete, calibration, fmt)
+            return
 
         id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
         data = report(runs, groups=group or None, ids=id_list, complete=complete,
                       calibration=str(calibration) if calibration else None)
         emit_validate(data, fmt, "planner validate" if shown.startswith("(") else f"planner validate {shown}")
+
+
+def _memory_rows_file(path: Path) -> bool:
+    """A memory-rows file: a YAML mapping with a `memory_rows:` or `oracle_rows:` list."""
+    from ..catalog import read_yaml
+    from ..memory_rows import is_memory_rows
+
+    return is_memory_rows(read_yaml(path))
+
+
+def _validate_memory_rows(path: Path, group, ids, complete: bool, calibration, fmt: Format) -> None:
+    from ..errors import PlannerError
+    from ..memory_rows import report, select
+    from ..render.memory_rows import emit_memory_rows
+
+    if complete or calibration is not None:
+        raise PlannerError(f"{path} is a memory-rows file: --complete and --calibration apply to published runs only",
+                           "drop them; --group and --ids select memory rows")
+    id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
+    data = select(report(path), group or None, id_list)
+    emit_memory_rows(data, fmt, f"planner validate {path} (memory peaks)")
