@@ -71,7 +71,10 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     shapes); `layers` truncates the zoo model (a model YAML with that num_layers).
  O4 stack torchtitan, compile off, bf16, FSDP over `fsdp` ranks x `tp`, SP on iff tp > 1,
     micro_batch = the traced batch, global batch = micro_batch x fsdp x microbatches, hardware
-    h100-sxm (assumed: allocated bytes do not depend on the GPU). A row repeating another's
+    h100-sxm (assumed: allocated bytes do not depend on the GPU). A pipeline row (pp > 1) counts
+    the embedding and the output layer as a layer each in the split (torchtitan 0.3.0's
+    pipeline_parallel_first/last_stage_less_layers = 1) and compares its traced stage: 0 ->
+    first, pp - 1 -> last, any other -> the planner's heaviest middle stage. A row repeating another's
     configuration (`_run2`, the plain tracker) is skipped as a duplicate.
 """
 
@@ -509,7 +512,14 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     stage = None
     if row.pp > 1 and row.stage is not None:
         stage = "first" if row.stage == 0 else ("last" if row.stage == row.pp - 1 else "middle")
-    fields = dict(model=model, hardware=hw, gpus=row.world, tp=row.tp, pp=row.pp, dp=row.fsdp,
+    split = {}
+    if row.pp > 1:
+        # torchtitan 0.3.0 config/configs.py pipeline_parallel_first_stage_less_layers = 1 and
+        # ..._last_stage_less_layers = 1: the embedding and the output layer count as a layer each
+        split = dict(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+        assumed.add("pipeline_split", "embedding and output counted as a layer each",
+                    "torchtitan 0.3.0 pipeline_parallel_first/last_stage_less_layers = 1")
+    fields = dict(model=model, hardware=hw, gpus=row.world, tp=row.tp, pp=row.pp, dp=row.fsdp, **split,
                   micro_batch=row.micro_batch, global_batch=row.micro_batch * row.fsdp * row.microbatches,
                   seq_len=row.seq, sharding="fsdp", recompute=row.ac, sequence_parallel=row.tp > 1,
                   precision="bf16", stack="torchtitan", torch_compile=False,

@@ -245,3 +245,29 @@ def test_print_the_accuracy_tables(measured, oracle, capsys):
         render_table(measured, "measured rows (tests/data/memory/measured_memory.yaml)")
         render_table(oracle, "oracle rows (tests/data/memory/oracle_torchtitan_0.3.0.yaml)")
     assert measured["summary"]["n"] >= 10 and oracle["summary"]["n"] == 8
+
+
+SWEEP = DATA / "oracle_sweep_torch2.13_tt0.3.0.yaml"
+
+
+def test_oracle_sweep_rows(capsys):
+    """The sweep traced here (scripts/memory_oracle, torch 2.13.0+cpu, torchtitan 0.3.0): every row
+    is CUDA-routed, so every CE row is evaluated and every chunked row skipped with its reason;
+    the accuracy table is printed (pytest -s)."""
+    from planner.render.memory_rows import render_table
+
+    parsed = mr.load(SWEEP)
+    rows = parsed.oracle_rows
+    assert len(rows) >= 40 and all(r.ops == mr.CUDA_LIKE for r in rows)
+    assert {r.flavor for r in rows} == {"8B", "70B"} and {r.tp for r in rows} >= {1, 2, 4, 8}
+    assert {r.ac for r in rows} == {"none", "selective", "full"} and {r.micro_batch for r in rows} >= {1, 2, 4}
+    assert min(r.seq for r in rows) == 2048 and max(r.seq for r in rows) == 32768
+    # the reproduction of the shared oracle's reference configuration (traced_results.md: 40.22)
+    ref = {r.id: r for r in rows}["sweep_8b_fsdp8_s8192_bs1_selective_ce"]
+    assert ref.peak_allocated_gib == 40.22 and ref.phase_peaks_gib["loss"] == 38.263
+    data = mr.report(SWEEP)
+    for r in data["rows"]:
+        assert (r["skipped"] is None) == (r["id"].endswith("_ce")), r["id"]
+    with capsys.disabled():
+        print()
+        render_table(data, "oracle sweep (tests/data/memory/oracle_sweep_torch2.13_tt0.3.0.yaml)")
