@@ -44,8 +44,11 @@ def register(app: typer.Typer) -> None:
 
         shown = str(runs) if runs is not None else "(the shipped reference runs)"
         runs = runs if runs is not None else reference_runs()
-
         id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
+        if not _is_corpus_file(runs) and _memory_rows_file(runs):
+            # measured memory peaks (planner/memory_rows.py), detected by its top-level key
+            _validate_memory_rows(runs, group, ids, complete, calibration, fmt)
+            return
         if _is_corpus_file(runs):
             from ..errors import PlannerError
             from ..megatron_ci import TIERS, report_corpus
@@ -84,3 +87,24 @@ def _is_corpus_file(path: Path) -> bool:
         return files.read_bytes(path).lstrip()[:1] == b"{"
     except PlannerError:
         return False
+
+
+def _memory_rows_file(path: Path) -> bool:
+    """A memory-rows file: a YAML mapping with a `memory_rows:` or `oracle_rows:` list."""
+    from ..catalog import read_yaml
+    from ..memory_rows import is_memory_rows
+
+    return is_memory_rows(read_yaml(path))
+
+
+def _validate_memory_rows(path: Path, group, ids, complete: bool, calibration, fmt: Format) -> None:
+    from ..errors import PlannerError
+    from ..memory_rows import report, select
+    from ..render.memory_rows import emit_memory_rows
+
+    if complete or calibration is not None:
+        raise PlannerError(f"{path} is a memory-rows file: --complete and --calibration apply to published runs only",
+                           "drop them; --group and --ids select memory rows")
+    id_list = [i.strip() for i in ids.split(",") if i.strip()] if ids else None
+    data = select(report(path), group or None, id_list)
+    emit_memory_rows(data, fmt, f"planner validate {path} (memory peaks)")
