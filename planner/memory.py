@@ -71,7 +71,7 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "stream_pools", "allocator_slack", "reserve")
 
 # what a layer keeps without recompute (Korthikanti et al. 2022 sec. 4.1 [2]); "mlp_out" is
 # kept only by stacks whose recompute policy saves it (torchtitan's per-op SAC)
@@ -180,24 +180,37 @@ def selective_keeps(settings: Settings) -> tuple:
 
 
 # ----------------------------------------------------------------------------- model states
-def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> Terms:
-    """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1].
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None, fsdp=None) -> Terms:
+    """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
+    stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
+    its own pool (`grad_pool`, reserved, not allocated).
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
     and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
     shard_group*cp and replicates across groups. shard_div: the routed experts of an MoE
     model shard over that group / ep (planner/moe.py, the expert-data-parallel ranks).
+    fsdp (the stack's schema.FSDPSpec): what a sharded rank holds [7]: FSDP2 keeps no
+    low-precision shard (its sharded parameter is the fp32 master, cast on each all-gather),
+    frees the sharded gradients with zero_grad(set_to_none) so that none is allocated at the
+    start of the backward, and allocates them (in the reduce dtype) on the reduce-scatter
+    stream, whose pool keeps them reserved.
     """
     d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     if shard_div is not None:
         d = d // shard_div
     s = plan.sharding
     one = np.ones_like(d)
+    fsdp_on = s >= FSDP
+    keep_w = 1.0 if fsdp is None or fsdp.sharded_weights_copy else np.where(fsdp_on, 0.0, 1.0)
+    live_g = 1.0 if fsdp is None or fsdp.grads_at_peak else np.where(fsdp_on, 0.0, 1.0)
+    pool = 0.0 if fsdp is None or not fsdp.reduce_output_pool else np.where(
+        fsdp_on, params_per_gpu * fsdp.grad_reduce_bytes / d, 0.0)
     return Terms(
-        weights=params_per_gpu * bpp.weights / np.where(s >= FSDP, d, one),
-        gradients=params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one),
+        weights=keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one),
+        gradients=live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one),
         master_weights=params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one),
         adam=params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one),
+        grad_pool=pool,
     )
 
 
@@ -356,28 +369,46 @@ class _PerLayer:
         ll = pc.layers
         self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
                                      + self.out_act) if ll.mtp else 0.0)
-        # two gathered units (the current and the prefetched) and the unsharded gradients of
-        # one, in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
-        self.fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * settings.bpp.weights + stack.fsdp.grad_reduce_bytes)
-                                 * unit_params(pc, plan), 0.0)
+        # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
+        self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
+        fs = stack.fsdp
+        fsdp_on = plan.sharding >= FSDP
+        unit = unit_params(pc, plan)
+        # the gathered layer units at the peak (FSDP1 / ZeRO-3: the current and the prefetched)
+        # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
+        # unsharded from their forward to their backward (bf16) [7]
+        tp = plan.tp.astype(np.float64)
+        ends = sum((pc.embedding if e == "embedding" else (pc.output or pc.embedding)) for e in fs.unsharded_ends) / tp
+        self.fsdp_buf = np.where(fsdp_on, (fs.gathered_units_at_peak * settings.bpp.weights
+                                           + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit
+                                 + fs.param_gather_bytes * ends, 0.0)
+        # FSDP2's flat all-gather buffers, kept in the all-gather stream's pool [7]
+        self.gather_pool = np.where(fsdp_on, fs.allgather_pool_units * fs.param_gather_bytes * unit, 0.0)
+        # FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
+        # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
+        keep_pp = fsdp_on & (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
+        self.pp_unsharded = np.where(keep_pp, fs.param_gather_bytes + fs.pp_unsharded_grad_bytes, 0.0)
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+        self.fsdp = fs
 
 
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
-    """One stage's memory terms: its model states (params_of, sharded [1]), its layers'
-    activations for the micro-batches each of its model chunks holds at the stage's peak
-    (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps the inputs of the layers it
-    re-runs, a share r/n of each chunk), one layer's recompute buffer (the largest among the
-    kinds it holds), the output layer and MTP on the last stage for the `loss` micro-batches
-    it holds, the buffers."""
+    """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
+    them at the peak), its layers' activations for the micro-batches each of its model chunks
+    holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
+    the inputs of the layers it re-runs, a share r/n of each chunk), one layer's recompute
+    buffer (the largest among the kinds it holds), the output layer and MTP on the last stage
+    for the `loss` micro-batches it holds, the FSDP buffers (and FSDP2's unsharded stage under
+    PP); and the pools the allocator holds beside them (reserved, not allocated): the sharded
+    gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks."""
     settings, plan, pc = per.settings, per.plan, per.pc
     dense, experts = params_of(pc, settings.model, plan, counts, end)
-    states = model_state_terms(settings.bpp, plan, dense)
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
     if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep)
+        e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep, fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
@@ -385,14 +416,14 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
               np.float64(0.0))
     buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
-    if end == "last":
-        act = act + np.where(single, 1.0, loss) * per.mtp
-        out = np.where(single, 1.0, loss) * per.out_act
-    else:
-        out = np.where(single, per.out_act + per.mtp, 0.0) if end == "first" else np.float64(0.0)
-    allocated = states.total + act + out + buf + per.fsdp_buf
+    losses = np.where(single, 1.0, loss) if end == "last" else np.where(single, 1.0, 0.0)
+    out = losses * per.out_act
+    act = act + losses * per.mtp
+    fsdp_buf = per.fsdp_buf + per.pp_unsharded * (dense + experts)
+    pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
+    allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
-                 recompute_buffer=buf, fsdp_buffers=per.fsdp_buf,
+                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 
@@ -432,7 +463,7 @@ def reserved_bytes(t: Terms) -> np.ndarray:
 
 def allocated_bytes(t: Terms) -> np.ndarray:
     """The peak allocated bytes: the reserved less the allocator's pools and slack."""
-    return reserved_bytes(t) - t.allocator_slack
+    return reserved_bytes(t) - t.allocator_slack - t.stream_pools
 
 
 def reported_bytes(settings: Settings, t: Terms) -> np.ndarray:

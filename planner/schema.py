@@ -471,7 +471,11 @@ class KernelBytes(BaseModel):
     dropout_bwd: float = Field(ge=0, description="backward, likewise")
     bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
-    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit kept from the loss forward to its backward (bf16 logits, fp32 softmax, ...)")
+    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
+    loss_pool_per_logit: float = Field(
+        default=0.0, ge=0,
+        description="bytes per logit freed before the loss's backward peak that the caching allocator cannot hand to it "
+                    "(a freed block smaller than the new request): reserved, not allocated")
     norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
     sources: list[str] = Field(min_length=1)
 
@@ -530,6 +534,29 @@ class FSDPSpec(BaseModel):
                                                                               "reduce-scatter; null: one FSDP unit (a layer) each")
     allgather_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
     reduce_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
+    # what a sharded (FSDP / HSDP) rank holds at its allocated peak, the start of the backward
+    # (planner/memory.py "FSDP"); the defaults are FSDP1 / ZeRO-3: a low-precision shard beside
+    # the fp32 master, the sharded gradients live, two gathered units and one unsharded gradient
+    sharded_weights_copy: bool = Field(
+        default=True, description="a low-precision shard of the weights beside the fp32 master (False: FSDP2 mixed "
+                                  "precision keeps only the fp32 shard, cast on each all-gather)")
+    grads_at_peak: bool = Field(
+        default=True, description="the sharded gradients are allocated at the peak (False: FSDP2 frees them with "
+                                  "zero_grad(set_to_none) and allocates them during the backward)")
+    unsharded_ends: list[Literal["embedding", "output"]] = Field(
+        default_factory=list, description="end units kept unsharded from their forward to their backward (FSDP2's root)")
+    gathered_units_at_peak: float = Field(default=2.0, ge=0, description="layer units all-gathered at the peak (current + prefetched)")
+    gathered_grad_units_at_peak: float = Field(default=1.0, ge=0, description="unsharded layer gradients at the peak (in the reduce dtype)")
+    allgather_pool_units: float = Field(
+        default=0.0, ge=0, description="flat all-gather buffers (units, param_gather_bytes each) in the all-gather "
+                                       "streams' pools: reserved, not reusable by the default stream")
+    reduce_output_pool: bool = Field(
+        default=False, description="the sharded gradients (grad_reduce_bytes each) are views of buffers allocated on the "
+                                   "reduce-scatter stream: held in its pool, reserved through the next forward")
+    pp_unsharded_grad_bytes: float = Field(
+        default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
+                                       "bytes per stage parameter of the unsharded gradients accumulated over the "
+                                       "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
     sources: list[str] = Field(min_length=1)
 
 
