@@ -29,6 +29,21 @@ References
     pass.
 [6] Narayanan et al. 2021 (Megatron-LM), sec. 2.2: pipeline stages; with tied embeddings the
     last stage keeps a copy of the word embedding when pp > 1.
+[7] PyTorch FSDP2 (torch 2.13 torch/distributed/fsdp/_fully_shard/: _fsdp_param.py,
+    _fsdp_collectives.py foreach_all_gather / foreach_reduce, _fsdp_param_group.py
+    wait_for_unshard, FSDPParam.to_accumulated_grad_if_needed) and torchtitan's
+    apply_fsdp_to_decoder; derived in docs/memory_mechanisms.md (b), (c): the stack's
+    `fsdp:` fields say what a rank holds at its peak and in which stream's pool.
+[8] NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
+    layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
+    row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
+    per element (docs/memory_mechanisms.md (h)); the stack's memory.fp8_saves_gemm_inputs.
+
+What a stage holds at its peak, the start of its backward (the loss's backward on the last
+stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
+allocated peak is the live tensors, the reserved one adds the pools the allocator holds for
+other streams or cannot hand to the peak (`stream_pools`) and the stack's slack; the total
+adds the reserve outside the allocator (CUDA context, NCCL).
 
 Derivation of the architecture-aware per-layer coefficient (activation_model "arch"),
 bytes stored per token per layer with 16-bit activations, following [2] sec. 4.1 term by
@@ -62,7 +77,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
 from .pipeline import stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
-from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import FP8, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
 from .terms import Terms
@@ -103,13 +118,19 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
             for n, (b, kk) in t.items()}
 
 
+# the inputs of the four GEMMs of a layer (QKV, output projection, MLP up, MLP down)
+GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
+
+
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
-                          keeps=STANDARD_TENSORS, gathered_input: bool = False):
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_inputs: bool = False):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names.
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
-    not sequence-sharded (DTensor TP)."""
+    not sequence-sharded (DTensor TP). fp8_inputs: the GEMMs' inputs are saved quantized, 1 B
+    per element where the plan trains in fp8 [8]."""
     plan, tp = ctx.plan, ctx.tp
+    half = np.where(plan.precision == FP8, 0.5, 1.0) if fp8_inputs else 1.0
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
@@ -118,6 +139,8 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
         b, tk = table[name]
         if name in ACTIVATION_TENSORS and name not in keeps:
             continue
+        if name in GEMM_INPUTS:
+            b = b * half
         if tk == "rep":
             total = total + b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
         elif tk == "split":
@@ -255,12 +278,12 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     return params_of(pc, model, plan, counts["first"], "first")[0], params_of(pc, model, plan, counts["last"], "last")[0]
 
 
-def unit_params(pc: ParamCounts, plan: PlanArrays) -> np.ndarray:
+def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
     experts: the TP-split ones / tp, the replicated whole and its E/ep experts / tp), or the
-    embedding or output layer / tp."""
+    embedding or output layer / tp (layers_only: the largest layer)."""
     tp = plan.tp.astype(np.float64)
-    unit = np.maximum(pc.embedding, pc.output) / tp
+    unit = np.zeros(np.shape(tp)) if layers_only else np.maximum(pc.embedding, pc.output) / tp
     for k, p in zip(pc.layers.kinds, pc.kind_params):
         u = (p.split / tp + p.replicated + p.expert / (tp * plan.ep)) if k.has_experts else (p.split + p.replicated) / tp
         unit = np.maximum(unit, u)
@@ -300,6 +323,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     it re-runs exist for one layer at a time."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
+    f8 = bool(stack.memory.fp8_saves_gemm_inputs)
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
     keeps = selective_keeps(settings)
@@ -310,10 +334,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered)
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_inputs=f8)
+        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_inputs=f8)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered), 0.0)
+                                                             gathered_input=gathered, fp8_inputs=f8), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
@@ -378,16 +402,28 @@ class _PerLayer:
         # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
         # unsharded from their forward to their backward (bf16) [7]
         tp = plan.tp.astype(np.float64)
-        ends = sum((pc.embedding if e == "embedding" else (pc.output or pc.embedding)) for e in fs.unsharded_ends) / tp
         self.fsdp_buf = np.where(fsdp_on, (fs.gathered_units_at_peak * settings.bpp.weights
-                                           + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit
-                                 + fs.param_gather_bytes * ends, 0.0)
-        # FSDP2's flat all-gather buffers, kept in the all-gather stream's pool [7]
-        self.gather_pool = np.where(fsdp_on, fs.allgather_pool_units * fs.param_gather_bytes * unit, 0.0)
+                                           + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
+        # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
+        # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
+        # and the first block at the start of the forward), then layers'
+        pool_units = np.where(fs.allgather_pool_units > 0,
+                              unit + max(fs.allgather_pool_units - 1.0, 0.0) * unit_params(pc, plan, layers_only=True), 0.0)
+        self.gather_pool = np.where(fsdp_on, fs.param_gather_bytes * pool_units, 0.0)
         # FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
         keep_pp = fsdp_on & (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
         self.pp_unsharded = np.where(keep_pp, fs.param_gather_bytes + fs.pp_unsharded_grad_bytes, 0.0)
+        # the end units kept unsharded (bf16) from their forward to their backward, on the
+        # stage that holds them (already in the whole unsharded stage under PP) [7]
+        single = plan.pp == 1
+        ends = {"first": 0.0, "last": 0.0, "mid": 0.0}
+        for e in fs.unsharded_ends:
+            params = (pc.embedding if e == "embedding" else (pc.output or pc.embedding)) / tp
+            ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + params
+        both = ends["first"] + ends["last"]
+        self.ends = {st: np.where(fsdp_on & ~keep_pp, fs.param_gather_bytes * np.where(single, both, v), 0.0)
+                     for st, v in ends.items()}
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
@@ -419,7 +455,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
     losses = np.where(single, 1.0, loss) if end == "last" else np.where(single, 1.0, 0.0)
     out = losses * per.out_act
     act = act + losses * per.mtp
-    fsdp_buf = per.fsdp_buf + per.pp_unsharded * (dense + experts)
+    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,

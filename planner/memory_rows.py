@@ -114,6 +114,9 @@ class PlannerBlock(BaseModel):
     sequence_parallel: Optional[bool] = None
     recompute: Optional[Literal["none", "selective", "full"]] = None
     loss: Optional[Literal["default", "chunked"]] = None
+    excluded: Optional[str] = Field(
+        default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
+                                  "or an implementation no stack_db entry describes), with the source")
 
 
 class MeasuredRow(BaseModel):
@@ -448,6 +451,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     r.kind = measured_kind(row, stack.memory.reports, assumed)
     if row.planner is None:
         raise Skip("model not identified: the row has no planner.model / planner.model_shape")
+    if row.planner.excluded:
+        raise Skip(f"excluded: {row.planner.excluded}")
     if row.planner.loss == "chunked":
         raise Skip("chunked cross-entropy: the stacks model their default loss only (kernels.loss_saved_per_logit); "
                    "no setting for a chunked loss")

@@ -579,6 +579,10 @@ class MemoryReporting(BaseModel):
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
     allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    fp8_saves_gemm_inputs: bool = Field(
+        default=False,
+        description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
+                    "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
