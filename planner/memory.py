@@ -183,6 +183,17 @@ def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_mo
                                  keeps, gathered_input)
 
 
+def tp_partials(kind: LayerKind, ctx: Ctx, h: int, keeps_mlp_out: bool):
+    """What a selective policy that saves reduce-scatter outputs keeps beyond its tensors under
+    TP (tp > 1; torchtitan, docs/memory_mechanisms.md (i)): each TP-split block's reduce-scatter
+    output, 2h / t per token, and the row-parallel MLP output it keeps at its full length, the
+    partial sum before the reduce-scatter (2h, of which the table counted 2h / t)."""
+    tp = ctx.tp
+    blocks = len(kind.mixer.tp_pairs) + len(kind.mlp.tp_pairs)
+    mlp = 1.0 if keeps_mlp_out and kind.mlp.label != "none" else 0.0
+    return np.where(tp > 1, ctx.T * (blocks * ACT_BYTES * h / tp + mlp * ACT_BYTES * h * (1.0 - 1.0 / tp)), 0.0)
+
+
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
     """How many of a stage's `layers` full recompute re-runs: all of them, or at most
     settings.recompute_layers (Megatron-LM --recompute-method block --recompute-num-layers:
@@ -336,6 +347,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_inputs=f8)
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_inputs=f8)
+        if stack.selective.saves_tp_partials:
+            kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
                                                              gathered_input=gathered, fp8_inputs=f8), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input

@@ -490,6 +490,11 @@ class SelectiveRecompute(BaseModel):
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
     recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
     recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    saves_tp_partials: bool = Field(
+        default=False,
+        description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
+                    "and the row-parallel MLP output it keeps is the full-length partial sum (2h, not /t): torchtitan's "
+                    "save list holds _c10d_functional.reduce_scatter_tensor")
     sources: list[str] = Field(min_length=1)
 
 
