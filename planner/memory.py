@@ -86,7 +86,7 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "stream_pools", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "workspaces", "stream_pools", "allocator_slack", "reserve")
 
 # what a layer keeps without recompute (Korthikanti et al. 2022 sec. 4.1 [2]); "mlp_out" is
 # kept only by stacks whose recompute policy saves it (torchtitan's per-op SAC)
@@ -438,6 +438,12 @@ class _PerLayer:
         self.ends = {st: np.where(fsdp_on & ~keep_pp, fs.param_gather_bytes * np.where(single, both, v), 0.0)
                      for st, v in ends.items()}
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
+        # the GEMM libraries' workspaces, allocated through the caching allocator at the first
+        # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
+        hw, mem = settings.hardware, stack.memory
+        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace else 0.0
+        ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
+        self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
@@ -470,9 +476,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
-    allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf
+    allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + per.workspaces
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
-                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, stream_pools=pools,
+                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, workspaces=per.workspaces, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 

@@ -373,6 +373,15 @@ class Hardware(BaseModel):
                     "default: comm.py NVLS_ALGBW_PER_RING_BUSBW x the achievable NVLink ring bandwidth (H100 measurement)")
     fabric: Fabric
     compute: Optional[ComputeMeasured] = Field(default=None, description="measured GEMM throughput; default: see compute.py")
+    torch_cublas_workspace_MiB: Optional[float] = Field(
+        default=None, ge=0,
+        description="PyTorch's default cuBLAS workspace per (handle, stream) on this GPU (aten/src/ATen/cuda/"
+                    "CublasHandlePool.cpp parseChosenWorkspaceSize), allocated through the caching allocator; null: "
+                    "not known (counted 0)")
+    te_workspace_MiB: Optional[float] = Field(
+        default=None, ge=0,
+        description="Transformer Engine's cuBLAS workspace on this GPU (cpp_extensions/gemm.py "
+                    "get_cublas_workspace_size_bytes), one per device; null: not known (counted 0)")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 
@@ -584,6 +593,11 @@ class MemoryReporting(BaseModel):
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
     allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    blas_handles: int = Field(
+        default=0, ge=0,
+        description="threads that run PyTorch GEMMs, each with its own cuBLAS handle and workspace (the forward on the "
+                    "main thread, the backward on the autograd engine's device thread: 2)")
+    te_workspace: bool = Field(default=False, description="Transformer Engine's GEMMs run (its own cuBLAS workspace)")
     fp8_saves_gemm_inputs: bool = Field(
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "

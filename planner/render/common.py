@@ -70,6 +70,7 @@ TERM_LABELS = {
     "output_activations": "output layer (logits + loss)",
     "recompute_buffer": "recompute buffer (one layer)",
     "fsdp_buffers": "FSDP unsharded weights and buffers",
+    "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
     "reserve": "CUDA context + NCCL reserve",
