@@ -610,6 +610,8 @@ def predict(settings, plan) -> dict:
         "mfu": thr.get("mfu"),
         "memory_bytes": res["memory"]["total_bytes"],
         "reported_memory_bytes": res["memory"].get("reported_bytes", res["memory"]["total_bytes"]),
+        "allocated_bytes": res["memory"]["allocated_bytes"],
+        "reserved_bytes": res["memory"]["reserved_bytes"],
         "plan": res["plan"],
     }
 
@@ -625,7 +627,9 @@ class Row:
     published_tokens_per_s_per_gpu: Optional[float] = None
     published_from: Optional[str] = None
     error: Optional[float] = None
-    predicted_memory_gib: Optional[float] = None
+    predicted_memory_gib: Optional[float] = None  # the peak the stack logs (allocated or reserved: memory.reported_bytes)
+    predicted_allocated_gib: Optional[float] = None  # the heaviest stage's allocated and reserved peaks
+    predicted_reserved_gib: Optional[float] = None
     published_memory_gib: Optional[float] = None
     memory_error: Optional[float] = None
     predicted_step_s: Optional[float] = None
@@ -727,6 +731,9 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
     # the memory the stack logs (torchtitan: max reserved, without the CUDA context and NCCL's
     # buffers; see memory.reported_bytes), compared with what the source published
     row.predicted_memory_gib = float(pred.get("reported_memory_bytes", pred["memory_bytes"])) / GiB
+    if "allocated_bytes" in pred:  # the heaviest stage's two peaks, beside the one the stack logs
+        row.predicted_allocated_gib = float(pred["allocated_bytes"]) / GiB
+        row.predicted_reserved_gib = float(pred["reserved_bytes"]) / GiB
     if rec.memory_per_gpu_gib is not None:
         row.memory_error = row.predicted_memory_gib / rec.memory_per_gpu_gib - 1.0
     row.predicted_step_s = pred.get("step_s")
