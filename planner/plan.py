@@ -110,7 +110,12 @@ class PlanArrays:
         return self.gbs // (self.dp * self.mbs)
 
     def take(self, idx) -> "PlanArrays":
-        return PlanArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        n = np.shape(self.tp)
+
+        def at(v):  # a field left at its scalar default takes every candidate's value
+            return (np.broadcast_to(v, n) if np.ndim(v) == 0 and len(n) else v)[idx]
+
+        return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
 
 
 # ----------------------------------------------------------------- plan rules

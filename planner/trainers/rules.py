@@ -221,6 +221,24 @@ CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}
 
 
+def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
+    """Where the rank order (codes, broadcast against the mesh arrays) is one the stack builds
+    (stack_db runs.rank_orders, up to size-1 axes) and its trainer accepts for the mesh (the
+    order-dependent start-up rule MEGATRON_TP_PP_DP_MAPPING): the search's rank-order axis."""
+    from types import SimpleNamespace
+
+    from ..plan import stack_order_ok
+
+    ok = stack_order_ok(stack, order, tp, cp, pp, dp)
+    if stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron":
+        shape = ok.shape
+        b = lambda x: np.broadcast_to(np.asarray(x, dtype=np.int64), shape)  # noqa: E731
+        p = SimpleNamespace(order=b(order), tp=b(tp), cp=b(cp), pp=b(pp), dp=b(dp), ep=b(ep), etp=b(etp))
+        rule = next(r for r in RULES if r.key == "MEGATRON_TP_PP_DP_MAPPING")
+        ok &= ~rule.broken(None, stack, p)
+    return ok
+
+
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
     """(code, rule) of the stack's start-up rule set (none for a stack that names none)."""
     name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None
