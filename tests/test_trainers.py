@@ -153,9 +153,11 @@ def test_megatron_launch_script():
     resolve(Job.model_validate(j))
 
 
-def test_megatron_gpus_contradiction_and_tp3(tmp_path):
-    with pytest.raises(PlannerError, match=r"--nproc_per_node x --nnodes = 8 GPUs, but --gpus 16"):
-        load_trainer_config(SH, gpus=16)
+def test_megatron_gpus_flag_beats_the_script_and_tp3(tmp_path):
+    # issue 22: a launch script's node count comes from the scheduler: --gpus replaces it, with a note
+    cfg = load_trainer_config(SH, gpus=16)
+    assert cfg.job["gpus"] == 16
+    assert any(a == "gpus=16: --gpus replaces the file's torchrun --nproc_per_node x --nnodes = 8" for a in cfg.assumed)
     p = _variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=3")
     with pytest.raises(PlannerError, match="--tensor-model-parallel-size 3 does not divide --num-attention-heads 32"):
         load_trainer_config(p)
@@ -164,7 +166,7 @@ def test_megatron_gpus_contradiction_and_tp3(tmp_path):
 def test_megatron_soft_default_node_count(tmp_path):
     p = _variant(tmp_path, SH, "NUM_NODES=1", "NUM_NODES=${NUM_NODES:-1}")
     cfg = load_trainer_config(p, gpus=64)
-    assert cfg.job["gpus"] == 64 and any("replaces the script's default" in a for a in cfg.assumed)
+    assert cfg.job["gpus"] == 64 and any("--gpus replaces the file's" in a for a in cfg.assumed)
 
 
 def test_megatron_argument_file(tmp_path):
@@ -188,9 +190,10 @@ def test_megatron_argument_file(tmp_path):
     resolve(Job.model_validate(j))
 
 
-def test_megatron_shape_contradicts_model(tmp_path):
-    with pytest.raises(PlannerError, match="--num-layers 32 contradicts --model llama3-70b"):
-        load_trainer_config(SH, model="llama3-70b")
+def test_megatron_model_flag_beats_the_shape_flags(tmp_path):
+    cfg = load_trainer_config(SH, model="llama3-70b")  # issue 22: the flag wins, with a note naming what it replaced
+    assert cfg.job["model"] == "llama3-70b"
+    assert any(a.startswith("model=llama3-70b: --model replaces the arguments' shape (--num-layers 32 contradicts") for a in cfg.assumed)
 
 
 def test_megatron_vpp_flags_disagree(tmp_path):

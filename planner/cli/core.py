@@ -42,9 +42,13 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     if fmt is not None:
         cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
                                   hardware=overrides.get("hardware"))
-        report_trainer_config(cfg)
         data.update(cfg.job)
-        data.update({k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")})
+        given = {k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")}
+        # flags beat file values (issue 22), each replacement named
+        cfg.assumed += [f"{k}={v}: the command line replaces the file's {data[k]}" for k, v in given.items()
+                        if k in data and data[k] != v and k != "hardware"]
+        report_trainer_config(cfg)
+        data.update(given)
         return validate(Job, data, str(path)), f"{path}: "
     if config_format is not None:
         raise PlannerError("--config-format needs a trainer config file", "give the .toml / script / .json as the first argument")

@@ -67,7 +67,8 @@ BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--add-bias-linear", "--overlap-moe-expert-parallel-comm",
+    "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--grad-reduce-in-bf16", "--use-megatron-fsdp",
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -77,10 +78,13 @@ VALUE_FLAGS = {
     "--num-query-groups", "--kv-channels", "--vocab-size", "--normalization", "--position-embedding-type",
     "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
     "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
+    "--data-parallel-sharding-strategy", "--num-distributed-optimizer-instances", "--expert-tensor-parallel-size",
+    "--moe-expert-capacity-factor",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 KNOWN_BOOL_IGNORED = {
-    "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--grad-reduce-in-bf16",
+    "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
+    "--multi-latent-attention", "--moe-router-enable-expert-bias", "--no-gradient-accumulation-fusion",
     "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--fp8-param-gather",
     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--use-rotary-position-embeddings",
@@ -156,6 +160,55 @@ _BLOCK_OPEN = re.compile(r"^\s*(if|case|for|while|until)\b")
 _BLOCK_CLOSE = re.compile(r"^\s*(fi|esac|done)\b")
 
 
+_IF = re.compile(r"^\s*(if)\s+(.*?)\s*;?\s*(then)?\s*$")
+_ELSE = re.compile(r"^\s*(else|elif)\b\s*(.*?)\s*;?\s*(then)?\s*$")
+
+
+def frames_unknown(frames) -> bool:
+    return any(f[0] is None for f in frames)
+
+
+def _condition(sh: "_Shell", text: str):
+    """The truth of a bash condition made of [[ ]] / [ ] tests joined by || and && (left to
+    right, as bash), each `A == B`, `A = B`, `A != B`, `-z A`, `-n A`, `A -eq|-ne|-lt|-le|-gt|-ge B`
+    on the script's known variables; None when it is anything else or names an unknown variable."""
+    text = text.strip()
+    if text.endswith("then"):
+        text = text[:-4].rstrip().rstrip(";").rstrip()
+    parts = re.split(r"\s*(\|\||&&)\s*", text)
+    value = None
+    op = None
+    for part in parts:
+        if part in ("||", "&&"):
+            op = part
+            continue
+        m = re.fullmatch(r"\[\[\s*(.*?)\s*\]\]|\[\s*(.*?)\s*\]", part)
+        if m is None:
+            return None
+        body = m.group(1) if m.group(1) is not None else m.group(2)
+        sh.unknown.clear()
+        expanded = sh.expand(body)
+        if sh.unknown:
+            return None
+        try:
+            w = shlex.split(expanded)
+        except ValueError:
+            return None
+        if len(w) == 2 and w[0] in ("-z", "-n"):
+            v = (w[1] == "") if w[0] == "-z" else (w[1] != "")
+        elif len(w) == 1 and w[0] in ("-z", "-n"):
+            v = w[0] == "-z"  # an empty expansion vanished
+        elif len(w) == 3 and w[1] in ("==", "=", "!="):
+            v = (w[0] == w[2]) if w[1] != "!=" else (w[0] != w[2])
+        elif len(w) == 3 and w[1] in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge") and all(re.fullmatch(r"-?\d+", x) for x in (w[0], w[2])):
+            a, b = int(w[0]), int(w[2])
+            v = {"-eq": a == b, "-ne": a != b, "-lt": a < b, "-le": a <= b, "-gt": a > b, "-ge": a >= b}[w[1]]
+        else:
+            return None
+        value = v if value is None else ((value or v) if op == "||" else (value and v))
+    return value
+
+
 def _strip_comment(s: str) -> str:
     try:
         return " ".join(shlex.split(s, comments=True))
@@ -173,12 +226,42 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         return [], words, False
     sh = _Shell()
     depth, skipped, cmd = 0, [], None
+    frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
+    evaluated: list = []
     i = 0
     while i < len(lines):
         no, line = lines[i]
         i += 1
         s = line.strip()
         if not s or s.startswith("#"):
+            continue
+        # `if` blocks whose conditions are constant tests of known variables are evaluated
+        # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
+        m_if = _IF.match(s)
+        if m_if and not frames_unknown(frames):
+            val = _condition(sh, m_if.group(2))
+            frames.append([val, bool(val)])  # [active, a branch was taken]
+            if val is None:
+                skipped.append(no)
+            else:
+                evaluated.append(no)
+            continue
+        m_el = _ELSE.match(s)
+        if m_el and frames and frames[-1][0] is not None:
+            top = frames[-1]
+            if m_el.group(1) == "else":
+                top[0] = not top[1]
+            else:
+                v = _condition(sh, m_el.group(2) or "")
+                if v is None:
+                    top[0] = None
+                    skipped.append(no)
+                else:
+                    top[0] = (not top[1]) and v
+                    top[1] = top[1] or bool(top[0])
+            continue
+        if _BLOCK_CLOSE.match(s) and frames and s.split()[0] == "fi":
+            frames.pop()
             continue
         if _BLOCK_OPEN.match(s):
             depth += 1
@@ -187,8 +270,10 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         if _BLOCK_CLOSE.match(s):
             depth = max(0, depth - 1)
             continue
-        if depth:
+        if depth or any(f[0] is None for f in frames):
             skipped.append(no)
+            continue
+        if any(not f[0] for f in frames):  # a branch not taken
             continue
         m = _ASSIGN.match(s)
         if m and not any(w in s.split()[0] for w in _LAUNCHERS):
@@ -235,9 +320,12 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         script_at = [k for k, w in enumerate(words) if ARGS_SCRIPT.search(w.strip("\"'"))]
         if script_at and ("pretrain_gpt.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
+    if evaluated:
+        assumed.append(f"script lines {', '.join(map(str, evaluated[:8]))}: if-conditions on the script's constants "
+                       "evaluated (bash [[ ]] / [ ] tests)")
     if skipped:
         assumed.append(f"script lines {', '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''} "
-                       "inside if/case/for/while blocks were not evaluated")
+                       "inside if/case/for/while blocks whose conditions are not constant were not evaluated")
     if cmd is None:
         raise PlannerError(f"{where}no pretrain_gpt.py / torchrun line found",
                            "give a launch script whose torchrun ... pretrain_gpt.py line holds the arguments, "
@@ -423,7 +511,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         shape["--attention-dropout/--hidden-dropout"] = ("dropout", any(d > 0 for d in drops))
     absent_drop = [f for f in ("--attention-dropout", "--hidden-dropout") if f not in flags]
     if model is not None:
-        check_model_shape(where, model, shape)
+        try:
+            check_model_shape(where, model, shape)
+        except PlannerError as e:  # --model beats the file's shape flags, with a note (issue 22)
+            assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
         job["model"] = model
     else:
         core = {k: v for k, v in shape.items() if v[0] in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
@@ -467,7 +558,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
 
     # ---- GPUs
     file_gpus = _launcher_gpus(list(launch), where)
-    job["gpus"] = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
+    # the launcher's node count comes from the scheduler: --gpus replaces it, with a note (issue 22)
+    job["gpus"] = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=True, assumed=assumed)
     if job["gpus"] is None:
         raise PlannerError(f"{where}no GPU count: the arguments have no torchrun --nproc_per_node/--nnodes", "pass --gpus N")
 
@@ -492,13 +584,46 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["tokens"] = float(_int(where, flags, "--train-samples") * seq)
         assumed.append(f"tokens={job['tokens']:.6g}: --train-samples x sequence length")
 
-    # ---- sharding, SP, recompute
+    # ---- sharding (the stack's mode, stack_db megatron runs.sharding), SP, recompute
     if "--use-torch-fsdp2" in flags:
-        job["sharding"] = "fsdp"
+        job["sharding_mode"] = "torch_fsdp2"
+    elif "--use-megatron-fsdp" in flags:
+        strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
+        instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
+        if strategy == "optim_grads_params" and instances > 1:
+            job["sharding_mode"] = "megatron_fsdp_hsdp"
+            dp_all = job["gpus"] // max(1, tp * pp * cp)
+            if dp_all % instances:
+                raise PlannerError(f"{where}--num-distributed-optimizer-instances {instances} does not divide dp {dp_all}",
+                                   "Megatron asserts (dp x cp) % instances == 0")
+            job["shard_group"] = dp_all // instances
+        elif strategy in ("optim", "optim_grads", "optim_grads_params"):
+            job["sharding_mode"] = f"megatron_fsdp_{strategy}"
+        elif strategy == "no_shard":
+            job["sharding_mode"] = "ddp"
+        else:
+            raise PlannerError(f"{where}--data-parallel-sharding-strategy {strategy!r}", "valid: no_shard, optim, optim_grads, optim_grads_params")
     elif "--use-distributed-optimizer" in flags:
-        job["sharding"] = "zero1"
+        job["sharding_mode"] = "distributed_optimizer"
     else:
-        job["sharding"] = "none"
+        job["sharding_mode"] = "ddp"
+    job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
+                       "megatron_fsdp_optim_grads": "zero2", "megatron_fsdp_optim_grads_params": "fsdp",
+                       "torch_fsdp2": "fsdp", "megatron_fsdp_hsdp": "hsdp"}[job["sharding_mode"]]
+    if "--grad-reduce-in-bf16" in flags:  # main grads and their reduction in bf16: 2 B per parameter
+        job["bytes_per_param"] = "mixed16"
+        assumed.append("bytes_per_param=mixed16: --grad-reduce-in-bf16 keeps bf16 main gradients (2 B) beside the fp32 "
+                       "master and Adam states (arguments.py: main_grads_dtype bf16)")
+    for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+                      ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
+        if flag in flags:
+            job[key] = True
+    if "--expert-tensor-parallel-size" in flags:
+        job["etp"] = _int(where, flags, "--expert-tensor-parallel-size")
+    if "--moe-expert-capacity-factor" in flags:
+        job["moe_capacity_factor"] = _float(where, flags, "--moe-expert-capacity-factor")
+        assumed.append("moe_capacity_factor: --moe-expert-capacity-factor (tokens beyond it are dropped; priced as the "
+                       "busiest expert's load)")
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
