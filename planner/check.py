@@ -218,12 +218,12 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
     levels = _stack_levels(job)  # only the modes the stack runs (stack_db runs.sharding; issue 22)
     if job.sharding == "hsdp":
         if "fsdp" in levels:
-            out["sharding"].append(Change("sharding", {"sharding": "fsdp", "shard_group": None, "sharding_mode": None},
+            out["sharding"].append(Change("sharding", {"sharding": "fsdp", "shard_group": None},
                                           f"sharding hsdp (shard group {job.shard_group}) -> fsdp", CHANGE_COST[("sharding", "fsdp")]))
     else:
         for s in SHARDING_LADDER[SHARDING_LADDER.index(job.sharding) + 1:]:
             if s in levels:
-                out["sharding"].append(Change("sharding", {"sharding": s, "sharding_mode": None}, f"sharding {job.sharding} -> {s}",
+                out["sharding"].append(Change("sharding", {"sharding": s}, f"sharding {job.sharding} -> {s}",
                                               CHANGE_COST[("sharding", s)]))
 
     mbs0 = mbs = int(p["micro_batch"])
@@ -285,6 +285,8 @@ def apply(job: Job, changes: tuple[Change, ...]) -> Job:
     update: dict = {}
     for c in changes:
         update.update(c.update)
+    if "sharding" in update:  # the stack's mode of the new level (resolve chooses it)
+        update.setdefault("sharding_mode", None)
     if job.dp is not None and ("tp" in update or "pp" in update):
         dp = _dp(job, update.get("tp"), update.get("pp"))
         if dp is not None:

@@ -264,8 +264,9 @@ def test_check_gates_megatron_script(cli, tmp_path):
     assert "read as megatron" in r.stderr and "--lr=0.00015" in r.stderr
     heavy = _variant(tmp_path, SH, "MICRO_BATCH_SIZE=1", "MICRO_BATCH_SIZE=4")
     assert cli("check", heavy).exit_code == 1
-    r = cli("check", SH, "--gpus", 16)
-    assert_one_error_lines(r, "--nproc_per_node x --nnodes = 8 GPUs, but --gpus 16")
+    r = cli("check", SH, "--gpus", 16)  # issue 22: the flag beats the script's node count, with a note
+    assert r.exit_code == 0 and "llama3-8b on 16 x h100-sxm" in r.stdout
+    assert "gpus=16: --gpus replaces the file's torchrun --nproc_per_node x --nnodes = 8" in r.stderr
     tp3 = _variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=3", name="tp3.sh")
     assert_one_error_lines(cli("check", tp3), "--tensor-model-parallel-size 3", "--num-attention-heads 32")
 
@@ -453,9 +454,11 @@ def test_megatron_ffn_default_from_swiglu(tmp_path):
     p = tmp_path / "args.txt"
     p.write_text("--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
                  "--num-query-groups 8 --swiglu --micro-batch-size 1\n")
-    with pytest.raises(PlannerError, match=r"--ffn-hidden-size \(default from --hidden-size and --swiglu\) 10,880 "
-                                           r"contradicts --model llama3-8b \(ffn_hidden_size = 14,336\)"):
-        load_trainer_config(p, gpus=8, model="llama3-8b")
+    cfg = load_trainer_config(p, gpus=8, model="llama3-8b")  # --model wins, and the note names the contradiction
+    assert any("--ffn-hidden-size (default from --hidden-size and --swiglu) 10,880 contradicts --model llama3-8b "
+               "(ffn_hidden_size = 14,336)" in a for a in cfg.assumed)
+    with pytest.raises(PlannerError, match=r"no catalog model has the shape"):
+        load_trainer_config(p, gpus=8)
 
 
 def test_export_from_fit_row(cli, tmp_path):

@@ -79,12 +79,15 @@ VALUE_FLAGS = {
     "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
     "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
     "--data-parallel-sharding-strategy", "--num-distributed-optimizer-instances", "--expert-tensor-parallel-size",
-    "--moe-expert-capacity-factor",
+    "--moe-expert-capacity-factor", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+    "--v-head-dim", "--moe-shared-expert-intermediate-size", "--moe-layer-freq", "--moe-router-score-function",
+    "--mtp-num-layers", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
     "--multi-latent-attention", "--moe-router-enable-expert-bias", "--no-gradient-accumulation-fusion",
+    "--moe-shared-expert-gate",
     "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--fp8-param-gather",
     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--use-rotary-position-embeddings",
@@ -448,6 +451,38 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                       hardware=hardware)
 
 
+def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
+    """The MLA, shared-expert, dense-layer and MTP flags (what `planner export` writes) agree
+    with the model; a disagreement is an error, or a note where --model was given (it wins)."""
+    checks = []
+    a, mo = spec.mla, spec.moe
+    if "--multi-latent-attention" in flags:
+        for flag, attr in (("--q-lora-rank", "q_lora_rank"), ("--kv-lora-rank", "kv_lora_rank"), ("--qk-head-dim", "qk_nope_head_dim"),
+                           ("--qk-pos-emb-head-dim", "qk_rope_head_dim"), ("--v-head-dim", "v_head_dim")):
+            if flag in flags:
+                checks.append((flag, _int(where, flags, flag), getattr(a, attr, None) if a is not None else None))
+    elif a is not None:
+        checks.append(("--multi-latent-attention (absent)", None, "MLA"))
+    if "--moe-shared-expert-intermediate-size" in flags:
+        width = (mo.shared_expert_ffn_hidden_size or mo.expert_ffn_hidden_size or spec.ffn_hidden_size) if mo else 0
+        checks.append(("--moe-shared-expert-intermediate-size", _int(where, flags, "--moe-shared-expert-intermediate-size"),
+                       mo.num_shared_experts * width if mo else None))
+    if "--moe-layer-freq" in flags and mo is not None:
+        text = str(flags["--moe-layer-freq"]).strip()
+        want = [int(i >= mo.first_k_dense and i % mo.layer_freq == 0) for i in range(spec.num_layers)]
+        got = [int(x) for x in re.findall(r"\d+", text)] if text.startswith("[") else None
+        checks.append(("--moe-layer-freq", got if got is not None else text, want if got is not None else str(mo.layer_freq)))
+    if "--mtp-num-layers" in flags:
+        checks.append(("--mtp-num-layers", _int(where, flags, "--mtp-num-layers"), spec.mtp_layers))
+    for flag, have, want in checks:
+        if have != want:
+            msg = f"{flag} {have} contradicts --model {name} ({want})"
+            if given:
+                assumed.append(f"model={name}: --model replaces the arguments' {msg}")
+            else:
+                raise PlannerError(f"{where}{msg}", "give --model, or fix the flag")
+
+
 SHAPE_FLAGS = {
     "--num-layers": "num_layers", "--hidden-size": "hidden_size", "--ffn-hidden-size": "ffn_hidden_size",
     "--num-attention-heads": "num_attention_heads", "--vocab-size": "vocab_size",
@@ -526,6 +561,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     from ..catalog import load_model
 
     spec = load_model(job["model"])
+    _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
     if absent_drop and not spec.dropout:
         assumed.append(f"dropout as the model ({job['model']}: none): {', '.join(absent_drop)} absent, though Megatron's "
                        "default is 0.1 (arguments.py); dropout masks would add 1 B per hidden element")

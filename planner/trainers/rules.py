@@ -147,11 +147,12 @@ def _torchtitan_split(model, stack, plan):
 RULES: tuple[StartupRule, ...] = (
     StartupRule(
         "MEGATRON_TORCH_FSDP2", "megatron",
-        "Megatron's --use-torch-fsdp2 with pipeline or expert parallelism",
+        "Megatron's --use-torch-fsdp2 with pipeline or expert parallelism, or tied embeddings",
         f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args ('--use-torch-fsdp2 is not supported with "
-        "pipeline parallelism' / 'with expert parallelism')",
+        "pipeline parallelism' / 'with expert parallelism' / 'requires --untie-embeddings-and-output-weights')",
         "use sharding_mode megatron_fsdp_optim_grads_params (Megatron-FSDP runs with PP and EP), or pp 1 and ep 1",
-        lambda m, s, p: mode_is(s, p, "torch_fsdp2") & ((np.asarray(p.pp) > 1) | (np.asarray(p.ep) > 1))),
+        lambda m, s, p: mode_is(s, p, "torch_fsdp2") & ((np.asarray(p.pp) > 1) | (np.asarray(p.ep) > 1)
+                                                         | bool(m is not None and m.tied_embeddings))),
     StartupRule(
         "MEGATRON_TP_PP_DP_MAPPING", "megatron",
         "Megatron's --use-tp-pp-dp-mapping (rank order tp-cp-pp-dp) with pp > 1 needs expert-TP x EP = TP x CP (no CP on a dense model)",

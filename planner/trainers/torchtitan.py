@@ -81,7 +81,9 @@ MODELLED = {
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
                     "pipeline_parallel_degree", "context_parallel_degree", "pipeline_parallel_schedule",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
-                    "enable_async_tensor_parallel", "expert_parallel_degree"},
+                    "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
+                    "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
+                    "pipeline_parallel_last_stage_less_layers"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
@@ -186,12 +188,17 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if ep > 1:
         job["ep"] = ep
     dp = rep * shard
+    if ep > 1:  # torchtitan's expert_tensor_parallel_degree defaults to 1 (job_config.py @e347b1e5e)
+        job["etp"] = deg("expert_tensor_parallel_degree", 1)
+    reshard = par.get("fsdp_reshard_after_forward", "default")
     if shard > 1 and rep > 1:
-        job.update(sharding="hsdp", shard_group=shard)
+        job.update(sharding="hsdp", shard_group=shard, sharding_mode="hsdp")
     elif shard > 1:
-        job["sharding"] = "fsdp"
+        # stack_db torchtitan runs.sharding: "never" keeps the parameters from forward to backward (zero2)
+        job.update(sharding="zero2" if reshard == "never" else "fsdp",
+                   sharding_mode="fsdp2_no_reshard" if reshard == "never" else "fsdp2")
     else:
-        job["sharding"] = "none"
+        job.update(sharding="none", sharding_mode="ddp")
     if tp > 1:
         job["sequence_parallel"] = True
         assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
@@ -211,9 +218,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         from ..catalog import load_model
 
         L = load_model(job["model"]).num_layers
+        # end-stage weights (job_config.py @e347b1e5e: default 1 each): the embedding / output counted as a
+        # layer of the split (planner account_for_*; weights above 1 are not modelled)
+        wf = _int(where, "[parallelism] pipeline_parallel_first_stage_less_layers", par.get("pipeline_parallel_first_stage_less_layers", 1))
+        wl = _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers", par.get("pipeline_parallel_last_stage_less_layers", 1))
+        if wf not in (0, 1) or wl not in (0, 1):
+            raise PlannerError(f"{where}[parallelism] pipeline_parallel_first/last_stage_less_layers {wf}/{wl}: weights other than "
+                               "0 and 1 are not modelled", "use 0 or 1 (the embedding / output counted as a layer or not)")
+        job["account_for_embedding_in_pipeline_split"] = bool(wf)
+        job["account_for_loss_in_pipeline_split"] = bool(wl)
         if lps is not None:
             lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
-            stages = math.ceil(L / lps)
+            stages = math.ceil((L + wf + wl) / lps)
             if stages % pp:
                 raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} gives {stages} stages for "
                                    f"{L} layers, not a multiple of pipeline_parallel_degree {pp}",
