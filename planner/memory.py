@@ -401,6 +401,10 @@ def capacity(settings: Settings) -> tuple[float, float]:
     return cap, cap * (1.0 - settings.headroom)
 
 
+# the components of grouped() that sum to total_bytes (the peaks are views of the same terms)
+COMPONENTS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
+
+
 def grouped(t: Terms) -> dict[str, np.ndarray]:
     """The stable JSON grouping: weights, gradients, optimizer (master + Adam),
     activations, other; and the two peaks the caching allocator knows: allocated (the live

@@ -474,7 +474,7 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
     plan = space.plans(np.array([b]), np.array([r]))
     terms, _ = mem.memory_terms(settings, plan)
     cap, usable = mem.capacity(settings)
-    grouped = {k: float(v[0]) for k, v in mem.grouped(terms).items() if k != "total_bytes"}
+    grouped = {k: float(v[0]) for k, v in mem.grouped(terms).items() if k in mem.COMPONENTS}
     top_term, top_bytes = max(grouped.items(), key=lambda kv: kv[1])
     raw = {k: float(v[0]) for k, v in terms.items()}
     raw_term, raw_bytes = max(raw.items(), key=lambda kv: kv[1])

@@ -92,7 +92,7 @@ from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
-from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
@@ -445,19 +445,25 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
     """(exposed, total) CP traffic of a middle stage per micro-batch: each mixer's context-
-    parallel collectives. Ring attention's K/V sends [4] run beside the attention core and hide
-    behind it as far as it lasts; the all-to-alls of Megatron-Core's state-space and
+    parallel collectives. Ring attention's K/V sends [4] each run beside one step's block of
+    the attention core and hide behind it as far as it lasts, at the stack's exposed share; the all-to-alls of Megatron-Core's state-space and
     linear-attention CP (layers/mamba.py, layers/linear_attention.py) and the state passing of
     a scan split over ranks are blocking: the scan waits for its inputs, so they are exposed
     (a mixer says which with cp_overlaps_core)."""
     plan, ctx = sc.plan, sc.ctx
     exposed, total = [], []
     for i, kind in enumerate(sc.ll.kinds):
-        t = np.float64(0.0)
+        t, hid = np.float64(0.0), np.float64(0.0)
         for op, size, count in kind.mixer.cp_collectives(ctx):
-            t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
+            one = coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
+            t = t + count * one
+            # ring attention: each send runs beside one block of the core (the core split in as
+            # many steps as there are sends), hidden as far as the block lasts, at the stack's
+            # exposed share of what overlaps (SMs and HBM taken by the copy) [4]
+            window = (lt.core_fwd[i] + lt.core_bwd[i]) / np.maximum(count, 1.0)
+            hid = hid + count * _hide(one, window, sc.x)
         total.append(t)
-        exposed.append(np.maximum(t - (lt.core_fwd[i] + lt.core_bwd[i]), 0.0) if kind.mixer.cp_overlaps_core else t)
+        exposed.append(hid if kind.mixer.cp_overlaps_core else t)
     n = sc.n["mid"]
     return n * sc.mean("mid", exposed), n * sc.mean("mid", total)
 
@@ -528,14 +534,19 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
-    # DDP / ZeRO-1/2: gradients once per step behind the last micro-batch's backward; the last
-    # bucket's reduction and the first bucket's all-gather (1/n_b) never hide; the rest hides
-    # behind the backward / forward pass (not the whole of it on top: exposed <= total)
+    # DDP / ZeRO-1: gradients once per step behind the last micro-batch's backward; ZeRO-2
+    # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
+    # the accumulated gradients (DeepSpeed stage_1_and_2.py; "gradient reduction is required
+    # after every backward because of gradient partitioning", deepspeedai/DeepSpeed issue
+    # #2252, maintainer's answer) [5]. The last bucket's reduction of each and the first
+    # bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward pass
+    # (not the whole of it on top: exposed <= total)
+    n_red = np.where(plan.sharding == ZERO2, sc.m, 1.0)  # gradient reductions per step
     ddp_grad = np.where(zero, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
-    ddp_total = ddp_grad + ddp_param
+    ddp_total = n_red * ddp_grad + ddp_param
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
-    ddp_exposed = np.minimum(_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge
+    ddp_exposed = np.minimum(n_red * (_hide(ddp_grad - g_edge, comp.bwd_mb, sc.x) + g_edge)
                              + _hide(ddp_param - p_edge, comp.fwd_mb, sc.x) + p_edge, ddp_total)
     one_dp = dpcp == 1
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
