@@ -19,6 +19,7 @@ from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
+from .startup import BY_CODE, rules_for, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -124,7 +125,7 @@ OK = 0
  TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP, TPO_COMPILE, SPLIT_UNITS) = range(1, 17)
 EP_EXPERTS, EP_DPCP = 17, 18  # expert parallelism (planner/moe.py)
 # what the stack can run (stack_db runs; issue 22), then its trainer's start-up rules
-# (planner/trainers/rules.py, codes from rules.FIRST_CODE = 24)
+# (planner/startup.py, codes from startup.FIRST_CODE = 24)
 STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP = 19, 20, 21, 22, 23
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
@@ -154,8 +155,6 @@ REASONS = {
 
 
 def _trainer_reasons() -> None:
-    from .trainers.rules import BY_CODE
-
     for code, r in BY_CODE.items():
         REASONS[code] = f"{r.text} ({r.source})"
 
@@ -205,33 +204,11 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
         codes = np.where(rules[code - 1](), code, codes)
     if upto is None:
-        from .trainers.rules import rules_for
-
         ok = codes == OK
         for code, r in reversed(rules_for(stack)):
             codes = np.where(ok & r.broken(model, stack, plan), code, codes)
             # a start-up rule is reported only where no plan rule broke first
     return codes
-
-
-def stack_order_ok(stack, order, tp, cp, pp, dp) -> np.ndarray:
-    """Where the rank order (codes) is one the stack builds (stack_db runs.rank_orders), up to
-    where its size-1 axes sit (the strides of every axis of size > 1 are the same)."""
-    from .comm import strides_by_code
-
-    order = np.asarray(order)
-    if stack is None or stack.runs is None:
-        return np.ones(np.broadcast(order, tp).shape, dtype=bool)
-    sizes = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
-    st = strides_by_code(order, **sizes)
-    ok = np.zeros(np.broadcast(order, tp, cp, pp, dp).shape, dtype=bool)
-    for ro in stack.runs.rank_orders:
-        sr = strides_by_code(np.full(np.shape(order), order_code(ro.order)), **sizes)
-        same = np.ones_like(ok)
-        for ax, size in sizes.items():
-            same &= (np.asarray(size) <= 1) | (st[ax] == sr[ax])
-        ok |= same
-    return ok
 
 
 def stack_rules(stack, plan: PlanArrays) -> list:
@@ -372,8 +349,6 @@ def _heads_error(tp: int, a: int, model: ModelSpec) -> tuple[str, str]:
 def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str,
                 stack=None, plan=None) -> PlannerError:
     """The message and hint of a broken plan rule (rule_codes), with the job's values."""
-    from .trainers.rules import BY_CODE
-
     if code in BY_CODE:
         r = BY_CODE[code]
         return PlannerError(f"{where}{r.text}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "

@@ -617,8 +617,8 @@ class RankOrderSpelling(BaseModel):
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
-    sources. The trainer's start-up checks (rule set `startup_rules`, planner/trainers/
-    rules.py) come on top."""
+    sources. The trainer's start-up checks (rule set `startup_rules`, planner/startup.py)
+    come on top."""
 
     model_config = Strict
     sharding: list[ShardingMode] = Field(min_length=1, description="the data-parallel modes, in the order a level's default is chosen")

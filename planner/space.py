@@ -475,7 +475,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
     # and the trainer's order rule: rules.order_ok); the first one the stack lists stands in for
     # the order while the other rules are checked
-    from .trainers.rules import order_ok as _order_ok
+    from .startup import order_ok as _order_ok
 
     mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep")))
 

@@ -101,7 +101,7 @@ def _check_runnable(plan: dict) -> None:
 
 
 def end_weights_of(plan: dict, model) -> tuple[int, int]:
-    from .rules import end_weights
+    from ..startup import end_weights
 
     wf, wl = end_weights(model.num_layers, _plan_arrays(plan))
     return int(wf), int(wl)
@@ -123,22 +123,13 @@ def plan_signature(plan: dict) -> dict:
     out["stage_layers"] = tuple(int(x) for x in stage_layers(
         m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
         int(plan.get("account_for_loss_in_pipeline_split", False))))
-    if plan["pp"] == 1 or out["ep"] is None:
-        pass
-    from ..comm import ORDER_NAMES
-    from ..plan import stack_order_ok
-    from ..catalog import load_stack
-
     # the rank order as the trainer builds it (equal up to size-1 axes)
-    st = load_stack(plan["stack"])
-    if st.runs is not None:
-        for ro in st.runs.rank_orders:
-            from ..comm import order_code
+    from ..catalog import load_stack
+    from ..startup import built_order
 
-            if bool(stack_order_ok(st.model_copy(update={"runs": st.runs.model_copy(update={"rank_orders": [ro]})}),
-                                   order_code(plan["rank_order"]), plan["tp"], plan["cp"], plan["pp"], plan["dp"])):
-                out["rank_order"] = ro.order
-                break
+    built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
+    if built is not None:
+        out["rank_order"] = built
     return out
 
 
@@ -278,8 +269,61 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
 }
 
 
+def megatron_layout(chunks: list[int], mtp: int = 0) -> str:
+    """Megatron-Core's --pipeline-model-parallel-layout for the model chunks' layer counts (in
+    layer order; chunk j runs on pipeline rank j mod pp): 'E' the embedding on the first chunk,
+    't' a transformer layer, 'm' a multi-token-prediction layer on the last chunk, 'L' the loss
+    last, '|' between chunks (megatron/core/transformer/pipeline_parallel_layer_layout.py
+    @d98e8a64 parse_str_to_list; 't*n' repeats)."""
+    def part(n):
+        return "" if n == 0 else ("t" if n == 1 else f"t*{n}")
+
+    out = []
+    for j, n in enumerate(chunks):
+        body = part(n)
+        if j == 0:
+            body = "E" + body
+        if j == len(chunks) - 1:
+            body += ("m" if mtp == 1 else f"m*{mtp}" if mtp else "") + "L"
+        out.append(body)
+    return "|".join(out)
+
+
+def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int) -> list[tuple[str, object]]:
+    """The Megatron arguments that place the planner's pipeline split (pipeline.chunk_layers):
+    the virtual stages, and nothing more where pp x vpp divides the layers; the end stages'
+    weights as --account-for-embedding/loss-in-pipeline-split where each end is at most one
+    layer lighter; with one chunk per rank, --decoder-first/last-pipeline-num-layers; else the
+    whole placement as --pipeline-model-parallel-layout (which sets vpp itself: arguments.py
+    @d98e8a64 allows no --num-virtual-stages-per-pipeline-rank beside it)."""
+    from ..pipeline import chunk_layers
+
+    L = model.num_layers
+    chunks = chunk_layers(L, pp, vpp, e, l_)
+    if min(chunks) < 0 or sum(chunks) != L:
+        raise _refuse("megatron", f"pp {pp} x vpp {vpp} cannot place {L} layers (chunks {chunks})",
+                      "choose pp x vpp with at most one chunk's worth of layers left over")
+    vflag = [("--num-virtual-stages-per-pipeline-rank", vpp)] if vpp > 1 else []
+    c = max(chunks)
+    wf, wl = c - chunks[0], c - chunks[-1]
+    if len(set(chunks)) == 1:
+        return vflag
+    if wf <= 1 and wl <= 1 and all(n == c for n in chunks[1:-1]):
+        return vflag + [(flag, None) for flag, w in (("--account-for-embedding-in-pipeline-split", wf),
+                                                       ("--account-for-loss-in-pipeline-split", wl)) if w]
+    if vpp == 1 and chunks[0] > 0 and chunks[-1] > 0:
+        return [("--decoder-first-pipeline-num-layers", chunks[0]), ("--decoder-last-pipeline-num-layers", chunks[-1])]
+    return [("--pipeline-model-parallel-layout", shlex_quote(megatron_layout(chunks, model.mtp_layers or 0)))]
+
+
+def shlex_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
 def _megatron(plan: dict, notes: list[str]) -> str:
-    from .rules import uses_tp_pp_dp_mapping
+    from ..startup import uses_tp_pp_dp_mapping
 
     F = "megatron"
     model = _model(plan)
@@ -347,20 +391,11 @@ def _megatron(plan: dict, notes: list[str]) -> str:
             args.append(("--expert-tensor-parallel-size", plan["etp"]))
     if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
-    if vpp > 1:
+    if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
+        args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
+                                    int(plan.get("account_for_loss_in_pipeline_split", False)))
+    elif vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
-    if pp > 1:  # the split as priced (rules.MEGATRON_PP_SPLIT): counted ends, else first/last stage layers
-        wf, wl = end_weights_of(plan, model)
-        if wf <= 1 and wl <= 1:
-            if wf:
-                args.append(("--account-for-embedding-in-pipeline-split", None))
-            if wl:
-                args.append(("--account-for-loss-in-pipeline-split", None))
-        else:
-            from ..pipeline import stage_layers
-
-            first, _, last = (int(x) for x in stage_layers(model.num_layers, pp, 1))
-            args += [("--decoder-first-pipeline-num-layers", first), ("--decoder-last-pipeline-num-layers", last)]
     if plan.get("sequence_parallel"):
         args.append(("--sequence-parallel", None))
     mode = plan.get("sharding_mode")

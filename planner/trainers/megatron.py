@@ -82,6 +82,7 @@ VALUE_FLAGS = {
     "--moe-expert-capacity-factor", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
     "--v-head-dim", "--moe-shared-expert-intermediate-size", "--moe-layer-freq", "--moe-router-score-function",
     "--mtp-num-layers", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
+    "--pipeline-model-parallel-layout",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 KNOWN_BOOL_IGNORED = {
@@ -483,6 +484,67 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
                 raise PlannerError(f"{where}{msg}", "give --model, or fix the flag")
 
 
+def parse_layout(text: str, pp: int, spec, where: str) -> list[int]:
+    """Transformer layers of each model chunk of a --pipeline-model-parallel-layout (Megatron-Core
+    megatron/core/transformer/pipeline_parallel_layer_layout.py @d98e8a64 parse_str_to_list:
+    commas are cosmetic, '(..)*n' and 'x*n' repeat, '|' ends a chunk; E embedding, L loss, t
+    a transformer layer, m an MTP layer), checked as validate_layer_layout does: the entries a
+    multiple of pp, the embedding first and the loss last once each, the model's layers and
+    MTP layers."""
+    s = text.replace(",", "")
+    for pat in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pat, lambda m: m.group(1) * int(m.group(2)), s)
+    stages = s.split("|")
+    bad = sorted(set(s) - set("ELtm|"))
+    if bad:
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout {text!r}: unknown layer characters {bad}",
+                           "valid: E (embedding), t (transformer layer), m (MTP layer), L (loss), | between chunks")
+    if len(stages) % pp:
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout has {len(stages)} chunks, not a multiple of "
+                           f"--pipeline-model-parallel-size {pp}", "one entry per model chunk, pp x vpp of them")
+    flat = "".join(stages)
+    if not (flat.startswith("E") and flat.endswith("L") and flat.count("E") == 1 and flat.count("L") == 1):
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout {text!r}: the embedding must come first and the loss "
+                           "last, once each (validate_layer_layout)", "e.g. 'Et*3|t*4|t*4|t*3L'")
+    if flat.count("t") != spec.num_layers or flat.count("m") != (spec.mtp_layers or 0):
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout holds {flat.count('t')} transformer and "
+                           f"{flat.count('m')} MTP layers; the model has {spec.num_layers} and {spec.mtp_layers or 0}",
+                           "one 't' per layer of --num-layers")
+    return [st.count("t") for st in stages]
+
+
+def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str) -> list[int]:
+    """Layers per pipeline rank with --decoder-first/last-pipeline-num-layers, as Megatron-Core
+    checks them (transformer_config.py @d98e8a64 __post_init__: each > 0 and a multiple of vpp,
+    the middle ranks' layers equal and, per rank, a multiple of vpp)."""
+    rest, mid_ranks = L, pp
+    for n in (first, last):
+        if n is not None:
+            if n <= 0 or n % vpp:
+                raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers {n}: must be > 0 and a multiple of "
+                                   f"vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+            rest -= n
+            mid_ranks -= 1
+    if bool(rest) != bool(mid_ranks) or (mid_ranks and (rest % mid_ranks or (rest // mid_ranks) % vpp)):
+        raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers leave {rest} layers for {mid_ranks} middle "
+                           f"ranks: not equal multiples of vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+    mid = rest // mid_ranks if mid_ranks else 0
+    return [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
+
+
+def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
+    """(account_for_embedding, account_for_loss) whose planner split (pipeline.chunk_layers)
+    places the layers as given, per model chunk or per GPU; None if none does."""
+    from ..pipeline import chunk_layers
+
+    for e, l_ in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        ch = chunk_layers(L, pp, vpp, e, l_)
+        gpu = [sum(ch[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
+        if (chunks is not None and ch == list(chunks)) or (per_gpu is not None and gpu == list(per_gpu)):
+            return e, l_
+    return None
+
+
 SHAPE_FLAGS = {
     "--num-layers": "num_layers", "--hidden-size": "hidden_size", "--ffn-hidden-size": "ffn_hidden_size",
     "--num-attention-heads": "num_attention_heads", "--vocab-size": "vocab_size",
@@ -588,6 +650,38 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                f"--num-layers-per-virtual-pipeline-stage {lpv} ({L} layers / pp {pp} / {lpv} = {vpp})",
                                "give one of the two")
         vpp = vps
+    # ---- the pipeline split (Megatron-Core's uneven placements, read back into the planner's)
+    layout = flags.get("--pipeline-model-parallel-layout")
+    if layout is not None:
+        if vps is not None or lpv is not None:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout with --num-virtual-stages-per-pipeline-rank or "
+                               "--num-layers-per-virtual-pipeline-stage", "Megatron allows one of them (arguments.py validate_args)")
+        chunks = parse_layout(str(layout), pp, spec, where)
+        vpp = len(chunks) // pp
+    firsts = [_int(where, flags, f) for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers")]
+    if any(x is not None for x in firsts) and pp > 1:
+        if layout is not None or any(f in flags for f in ("--account-for-embedding-in-pipeline-split",
+                                                           "--account-for-loss-in-pipeline-split")):
+            raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers with --pipeline-model-parallel-layout or "
+                               "--account-for-*-in-pipeline-split", "Megatron refuses them together (transformer_config.py "
+                               "__post_init__)")
+        per_gpu = decoder_first_last(L, pp, vpp, *firsts, where)
+        e_l = split_of(L, pp, vpp, per_gpu=per_gpu)
+        if e_l is None:
+            raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]} place {per_gpu} "
+                               f"layers on the pipeline ranks, which is not a split the planner models (pipeline.stage_layers)",
+                               "let the first and the last stage hold the layers the split leaves over")
+        if vpp > 1:
+            assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the planner "
+                           "takes the difference off the first/last chunk (the same layers per GPU)")
+        job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+    if layout is not None and pp > 1:
+        e_l = split_of(L, pp, vpp, chunks=chunks)
+        if e_l is None:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout places {chunks} layers on the model chunks, which is "
+                               "not a split the planner models (pipeline.chunk_layers)",
+                               "let the first and the last chunk hold the layers the split leaves over")
+        job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
     if vpp > 1:
         job["vpp"] = vpp
         job["schedule"] = "interleaved"

@@ -1,5 +1,7 @@
 """The trainers' own start-up checks that touch a plan, cited at a commit, vectorized like
-plan.rule_codes: each rule says where a candidate breaks it (a boolean array over 0-d or 1-d
+plan.rule_codes (this module sits beside plan.py, below the cost models' callers: pricing a
+plan reads no trainer file, so it imports nothing of planner/trainers/; the argument-level
+transcription of the same checks, run on exported files, is planner/trainers/rules.py): each rule says where a candidate breaks it (a boolean array over 0-d or 1-d
 PlanArrays), so `fit` masks them (a plan the trainer would refuse is never ranked), `resolve`
 refuses a job that breaks one (exit 2, naming the rule and its source) and `export` refuses
 to write one.
@@ -21,13 +23,24 @@ Megatron-LM @d98e8a64 (NVIDIA/Megatron-LM, 2026-08-22) [M]:
                             (a dense model: ep = 1, etp = tp, so CP must be 1)
   MEGATRON_CP_SEQ           arguments.py validate_args: seq_length % (2 x context_parallel_size)
                             == 0 when cp > 1 (load-balanced causal chunks)
-  MEGATRON_PP_SPLIT         transformer_config.py __post_init__ (uneven PP, account_for_*): the
-                            planner's uneven split lightens the first and the last model chunk
-                            (pipeline.stage_layers), which is Megatron's placement with the
-                            embedding / loss counted as a layer (--account-for-*: (layers +
-                            counted) % (pp vpp) == 0) when each end is at most one layer lighter
-                            (end_weights <= 1), or, with one chunk per rank, --decoder-first/last-
-                            pipeline-num-layers when the middle stages hold equal layers
+  MEGATRON_PP_SPLIT         Megatron places every split of pipeline.stage_layers that is a
+                            placement of the model's layers (split_overdrawn: not one where more
+                            layers are left over than the end stages hold, which the planner would
+                            price with layers the model does not have; Megatron's layout and uneven
+                            PP checks count exactly num_layers). The planner's split
+                            lightens the first and the last model chunk (pipeline.chunk_layers),
+                            which Megatron spells as --account-for-embedding/loss-in-pipeline-split
+                            when each end is at most one layer lighter (transformer_config.py
+                            __post_init__: (layers + counted) % (pp vpp) == 0), as
+                            --decoder-first/last-pipeline-num-layers with one chunk per rank (middle
+                            stages equal, each end > 0 layers), and otherwise as
+                            --pipeline-model-parallel-layout, one '|'-separated entry per model
+                            chunk in layer order, chunk j on pipeline rank j mod pp
+                            (megatron/core/transformer/pipeline_parallel_layer_layout.py
+                            PipelineParallelLayerLayout: any number of layers a chunk, the
+                            embedding first, the loss last; arguments.py: vpp = entries / pp).
+                            NVIDIA's DeepSeek-V3 on GB200 (61 layers, pp 4 x vpp 4) is such a
+                            split; planner/trainers/export.py writes the spelling, rules.py checks it
 torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured commit) [T]:
   TORCHTITAN_SEQ_DIVISOR    models/llama3/infra/parallelize.py parallelize_llama asserts
                             seq_len % parallel_dims.seq_len_divisor == 0, seq_len_divisor =
@@ -97,7 +110,7 @@ def etp_of(plan) -> np.ndarray:
 def uses_tp_pp_dp_mapping(plan) -> np.ndarray:
     """Where the plan's rank order needs Megatron's --use-tp-pp-dp-mapping: it places pp inside
     dp (tp-cp-pp-dp) and is not the default order tp-cp-dp-pp up to size-1 axes."""
-    from ..comm import order_code, strides_by_code
+    from .comm import order_code, strides_by_code
 
     default = order_code("tp-cp-dp-pp")
     st = strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
@@ -116,7 +129,7 @@ def end_weights(num_layers: int, plan):
     first = mid - e - ceil(slack/2), last = mid - l - floor(slack/2)). Megatron's
     --account-for-*-in-pipeline-split and torchtitan's pipeline_parallel_first/last_stage_less_layers
     are such weights of 1 (0 or 1 for Megatron, whole numbers for torchtitan)."""
-    from ..pipeline import layers_on_heaviest_stage
+    from .pipeline import layers_on_heaviest_stage
 
     pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
     e, l_ = np.asarray(plan.split_emb), np.asarray(plan.split_loss)
@@ -125,17 +138,21 @@ def end_weights(num_layers: int, plan):
     return e + (slack + 1) // 2, l_ + slack // 2
 
 
-def _megatron_split(model, stack, plan):
-    from ..pipeline import stage_layers
-
-    L = model.num_layers
+def split_overdrawn(num_layers: int, plan) -> np.ndarray:
+    """Where the planner's pipeline split is no placement of the model's layers: more layers are
+    left over than the end chunks hold (pipeline.chunk_layers gives an end chunk fewer than no
+    layers, or pipeline.stage_layers' floor of one layer per end stage binds), so the priced
+    stages would hold layers the model does not have (llama2-13b's 40 layers on pp 16: 1 + 14 x 3
+    + 1 = 44)."""
     pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
-    wf, wl = end_weights(L, plan)
-    counted = (np.asarray(plan.split_emb) + np.asarray(plan.split_loss)) > 0
-    first, mid, last = stage_layers(L, np.maximum(pp, 1), np.ones_like(pp))
-    middle_equal = (np.asarray(first) + np.asarray(last) + np.asarray(mid) * np.maximum(pp - 2, 0)) == L
-    by_first_last = (vpp == 1) & ~counted & middle_equal  # --decoder-first/last-pipeline-num-layers
-    return (pp > 1) & ((wf > 1) | (wl > 1)) & ~by_first_last
+    e, l_ = np.asarray(plan.split_emb), np.asarray(plan.split_loss)
+    units = num_layers + e + l_
+    chunks = np.maximum(pp * vpp, 1)
+    c = -(-units // chunks)
+    wf, wl = end_weights(num_layers, plan)
+    first, last = c - wf, c - wl  # the end chunks
+    gpu_first, gpu_last = (vpp - 1) * c + first, (vpp - 1) * c + last
+    return (pp > 1) & ((first < 0) | (last < 0) | (gpu_first < 1 - e) | (gpu_last < 1 - l_))
 
 
 def _torchtitan_split(model, stack, plan):
@@ -170,12 +187,12 @@ RULES: tuple[StartupRule, ...] = (
         lambda m, s, p: (np.asarray(p.cp) > 1) & (np.asarray(p.seq) % (2 * np.asarray(p.cp)) != 0)),
     StartupRule(
         "MEGATRON_PP_SPLIT", "megatron",
-        "Megatron cannot place this pipeline split (more than one layer off an end stage, beyond --account-for-* and --decoder-first/last-pipeline-num-layers)",
-        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py __post_init__ (uneven PP: "
-        "num_layers_in_first/last_pipeline_stage multiples of vpp, middle stages equal)",
-        "choose pp x vpp dividing the layers, or count the embedding and loss as layers of the split "
-        "(--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)",
-        _megatron_split),
+        "more layers left over by pp x vpp than the end stages can give up: the split would price layers the model does not have",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout ('Number of "
+        "decoder layers ... must match num_layers') and transformer_config.py __post_init__ (uneven PP: the ranks' "
+        "layers add up to num_layers)",
+        "choose pp x vpp with at most one chunk's worth of layers left over (pp x vpp close to a divisor of the layers)",
+        lambda m, s, p: split_overdrawn(m.num_layers, p)),
     StartupRule(
         "TORCHTITAN_SEQ_DIVISOR", "torchtitan",
         "torchtitan needs the sequence length divisible by tp x 2 cp",
@@ -222,13 +239,46 @@ CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}
 
 
+def stack_order_ok(stack, order, tp, cp, pp, dp) -> np.ndarray:
+    """Where the rank order (codes) is one the stack builds (stack_db runs.rank_orders), up to
+    where its size-1 axes sit (the strides of every axis of size > 1 are the same)."""
+    from .comm import order_code, strides_by_code
+
+    order = np.asarray(order)
+    if stack is None or stack.runs is None:
+        return np.ones(np.broadcast(order, tp).shape, dtype=bool)
+    sizes = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
+    st = strides_by_code(order, **sizes)
+    ok = np.zeros(np.broadcast(order, tp, cp, pp, dp).shape, dtype=bool)
+    for ro in stack.runs.rank_orders:
+        sr = strides_by_code(np.full(np.shape(order), order_code(ro.order)), **sizes)
+        same = np.ones_like(ok)
+        for ax, size in sizes.items():
+            same &= (np.asarray(size) <= 1) | (st[ax] == sr[ax])
+        ok |= same
+    return ok
+
+
+def built_order(stack, order: str, tp: int, cp: int, pp: int, dp: int):
+    """The stack's own name (stack_db runs.rank_orders) of the rank order `order` builds for
+    this mesh (orders equal up to where size-1 axes sit are one order); None if it builds none."""
+    from .comm import order_code
+
+    if stack is None or stack.runs is None:
+        return order
+    code = order_code(order)
+    for ro in stack.runs.rank_orders:
+        one = stack.model_copy(update={"runs": stack.runs.model_copy(update={"rank_orders": [ro]})})
+        if bool(stack_order_ok(one, code, tp, cp, pp, dp)):
+            return ro.order
+    return None
+
+
 def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
     """Where the rank order (codes, broadcast against the mesh arrays) is one the stack builds
     (stack_db runs.rank_orders, up to size-1 axes) and its trainer accepts for the mesh (the
     order-dependent start-up rule MEGATRON_TP_PP_DP_MAPPING): the search's rank-order axis."""
     from types import SimpleNamespace
-
-    from ..plan import stack_order_ok
 
     ok = stack_order_ok(stack, order, tp, cp, pp, dp)
     if stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron":
@@ -246,4 +296,5 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES if r.trainer == name]
 
 
-__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "rules_for", "mode_is", "uses_tp_pp_dp_mapping"]
+__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+           "end_weights", "stack_order_ok", "built_order", "order_ok"]
