@@ -403,7 +403,15 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
     return PlannerError(f"{where}{msg[0]}", msg[1])
 
 
-DEFAULT_RANK_ORDER = "tp-cp-pp-dp"  # the planner's order where the job names none and the stack builds it
+DEFAULT_RANK_ORDER = "tp-cp-pp-dp"  # the planner's order for a job that names none on a stack without `runs`
+
+
+def default_rank_order(stack) -> str:
+    """The rank order of a job that names none: the stack's own (the first of stack_db
+    runs.rank_orders: Megatron's parallel_state default 'tp-cp-ep-dp-pp' -> tp-cp-dp-pp), else the
+    planner's DEFAULT_RANK_ORDER."""
+    runs = stack.runs if stack is not None else None
+    return runs.rank_orders[0].order if runs is not None else DEFAULT_RANK_ORDER
 
 
 def _mode_level(stack, job: Job, where: str) -> str:
@@ -423,10 +431,10 @@ def _mode_level(stack, job: Job, where: str) -> str:
 
 def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, where: str) -> tuple[PlanArrays, Job]:
     """The stack's sharding mode and rank order for a job that leaves them out: the first mode
-    of the job's sharding level (stack_db runs.sharding, in order) and the planner's
-    DEFAULT_RANK_ORDER, else the stack's first rank order, that the stack and its trainer's
-    start-up rules accept (when none does, the first is kept and rule_codes names the rule it
-    breaks)."""
+    of the job's sharding level (stack_db runs.sharding, in order) and the stack's own rank
+    order (default_rank_order), else the next of the stack's orders, that the stack and its
+    trainer's start-up rules accept (when none does, the first is kept and rule_codes names the
+    rule it breaks)."""
     runs = stack.runs
     if runs is None:
         return plan, job
@@ -434,8 +442,7 @@ def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, wh
 
     if job.sharding_mode is not None:
         plan = _replace(plan, smode=[m.name for m in runs.sharding].index(job.sharding_mode))
-    orders = [job.rank_order] if job.rank_order is not None else (
-        [DEFAULT_RANK_ORDER] + [o.order for o in runs.rank_orders if o.order != DEFAULT_RANK_ORDER])
+    orders = [job.rank_order] if job.rank_order is not None else [o.order for o in runs.rank_orders]
     modes = ([int(plan.smode)] if job.sharding_mode is not None else
              [i for i, m in enumerate(runs.sharding) if m.level == job.sharding])
     if not modes:
@@ -455,7 +462,7 @@ def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, wh
     plan = _replace(plan, order=order_code(o), smode=i)
     if job.rank_order is None:
         job = job.model_copy(update=dict(rank_order=o))
-        if o != DEFAULT_RANK_ORDER:
+        if o != runs.rank_orders[0].order:
             inherited.append(("rank_order", o))
     if job.sharding_mode is None:
         job = job.model_copy(update=dict(sharding_mode=runs.sharding[i].name))
@@ -545,7 +552,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
-        order=order_code(job.rank_order or DEFAULT_RANK_ORDER), split_emb=int(job.account_for_embedding_in_pipeline_split),
+        order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
         split_loss=int(job.account_for_loss_in_pipeline_split), ep=job.ep, etp=job.etp or 0, **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where)

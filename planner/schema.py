@@ -631,7 +631,7 @@ class StackRuns(BaseModel):
     expert_tensor_parallel: Optional[str] = Field(
         default=None, description="the option that sets an expert tensor-parallel degree other than tp (null: expert TP is tp)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed"]] = Field(
-        default=None, description="the trainer whose start-up checks apply (planner/trainers/rules.py)")
+        default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -768,8 +768,8 @@ class Job(BaseModel):
     precision: Literal["bf16", "fp8"] = "bf16"
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     rank_order: Optional[str] = Field(
-        default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: tp-cp-pp-dp where the "
-                                  "stack builds it for the plan, else the stack's first rank order (stack_db runs.rank_orders)")
+        default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
+                                  "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
     bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"

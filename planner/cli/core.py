@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
         headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free (default: 0.10)"),
         reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
-        rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: tp-cp-pp-dp)"),
+        rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: the stack's own order, e.g. Megatron's tp-cp-dp-pp)"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: the stack's)"),
         recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers", help="with --recompute full: re-run only this many layers per stage (Megatron --recompute-num-layers) (default: all)"),
