@@ -83,6 +83,12 @@ def test_torchtitan_tp_not_dividing_heads_exits_2(tmp_path):
 
 
 def test_torchtitan_later_layout_compile_quantize_pp(tmp_path):
+    """torchtitan's later layout (quantize converters, [compile] components, layers per stage)
+    read back; the end stages' weights (pipeline_parallel_first/last_stage_less_layers) count in
+    the stages: with torchtitan's default 1 and 1, 80 layers at 10 per stage are ceil(82 / 10) = 9
+    stages on 4 ranks, which torchtitan itself refuses (distributed/pipeline_parallel.py
+    @e347b1e5e: 'Number of virtual stages (9) must be divisible by ...'), and so does the reader;
+    with weights 0 and 0 they are 8 stages, vpp 2."""
     p = tmp_path / "new.toml"
     p.write_text("""
 [model]
@@ -109,12 +115,19 @@ recipe_name = "rowwise"
 [activation_checkpoint]
 mode = "full"
 """)
+    with pytest.raises(PlannerError, match=r"pipeline_parallel_layers_per_stage 10 gives 9 stages for 80 layers, not a "
+                                           r"multiple of pipeline_parallel_degree 4"):
+        load_trainer_config(p)
+    p.write_text(p.read_text().replace("pipeline_parallel_microbatch_size = 2\n", "pipeline_parallel_microbatch_size = 2\n"
+                                       "pipeline_parallel_first_stage_less_layers = 0\n"
+                                       "pipeline_parallel_last_stage_less_layers = 0\n"))
     j = load_trainer_config(p).job
     assert j["gpus"] == 8 * 8 * 4 and j["model"] == "llama3-70b"
     assert j["vpp"] == 2 and j["schedule"] == "interleaved"  # 80 layers / 10 per stage = 8 stages on 4 ranks
     assert j["micro_batch"] == 2 and j["global_batch"] == 256  # 256 = 8 local x 8 dp x 4 accumulation
     assert j["precision"] == "fp8" and j["fp8_recipe"] == "rowwise"
     assert j["torch_compile"] is True and j["tp_comm_overlap"] is True and j["recompute"] == "full"
+    assert not j["account_for_embedding_in_pipeline_split"] and not j["account_for_loss_in_pipeline_split"]
     resolve(Job.model_validate(j))
 
 
@@ -355,8 +368,21 @@ def _round_trip(tmp_path, fmt: str, suffix: str, read_kw: dict, **job):
     p = tmp_path / f"exported{suffix}"
     p.write_text(text)
     back = resolved_plan(Job.model_validate(load_trainer_config(p, **read_kw).job))
-    assert {k: back[k] for k in PLAN_KEYS} == {k: plan[k] for k in PLAN_KEYS}
+    _assert_same_plan(back, plan)
     return plan, text, notes
+
+
+def _assert_same_plan(back: dict, plan: dict) -> None:
+    """The PLAN_KEYS agree, the rank order up to where its size-1 axes sit: the trainer builds
+    one order for both names (tp-cp-pp-dp and tp-cp-dp-pp are one order with pp 1), and names
+    it by its own (stack_db runs.rank_orders; planner/startup.py built_order)."""
+    from planner.catalog import load_stack
+    from planner.startup import built_order
+
+    assert {k: back[k] for k in PLAN_KEYS if k != "rank_order"} == {k: plan[k] for k in PLAN_KEYS if k != "rank_order"}
+    stack = load_stack(plan["stack"])
+    mesh = [plan[k] for k in ("tp", "cp", "pp", "dp")]
+    assert built_order(stack, back["rank_order"], *mesh) == built_order(stack, plan["rank_order"], *mesh) is not None
 
 
 @pytest.mark.parametrize("job", [
@@ -382,15 +408,33 @@ def test_round_trip_torchtitan(tmp_path, job):
 @pytest.mark.parametrize("job", [
     dict(model="llama3-70b", gpus=512, tp=8, pp=4, vpp=2, sharding="zero1", global_batch=1024, recompute="full",
          recompute_layers=10, tokens=1024 * 8192 * 50),
+    # pp 1: the order tp-cp-pp-dp is Megatron's default one (no --use-tp-pp-dp-mapping written or needed)
     dict(model="llama3-8b", gpus=16, tp=2, cp=2, micro_batch=1, global_batch=64, recompute="selective",
          precision="fp8", fp8_recipe="tensorwise", tp_comm_overlap=True, dp_comm_overlap=False, rank_order="tp-cp-pp-dp"),
+    # --use-tp-pp-dp-mapping with pp > 1 (cp 1, so Megatron accepts it), and an uneven split written as
+    # --decoder-first/last-pipeline-num-layers (80 layers on 6 stages: 12 + 4 x 14 + 12)
+    dict(model="llama3-70b", gpus=96, tp=8, pp=6, sharding="zero1", global_batch=96, recompute="full",
+         rank_order="tp-cp-pp-dp"),
+    # 126 layers on 16 stages, one layer off each end: --account-for-embedding/loss-in-pipeline-split
+    dict(model="llama3-405b", gpus=2048, tp=8, pp=16, vpp=8, sharding="zero1", global_batch=2048, recompute="full",
+         account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True),
+    # 61 layers on pp 4 x vpp 4 (NVIDIA's DeepSeek-V3 on GB200): --pipeline-model-parallel-layout
+    dict(model="deepseek-v3", gpus=256, pp=4, vpp=4, ep=64, sharding="zero1", global_batch=2048, hardware="gb200-nvl72"),
     dict(model="gpt3-175b", gpus=1024, tp=8, pp=16, sharding="fsdp", global_batch=1536, recompute="full"),
 ])
 def test_round_trip_megatron(tmp_path, job):
-    job.setdefault("rank_order", "tp-cp-dp-pp")
     plan, text, notes = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", **job)
     assert f"--tensor-model-parallel-size {plan['tp']} " in text and f"--global-batch-size {plan['global_batch']} " in text
     assert [n for n in notes if not n.startswith("--fp8-format hybrid")] == []
+    assert ("--use-tp-pp-dp-mapping" in text) == (plan["rank_order"] == "tp-cp-pp-dp" and plan["pp"] > 1)
+    if plan["pp"] == 6:
+        assert "--decoder-first-pipeline-num-layers 12 " in text and "--decoder-last-pipeline-num-layers 12 " in text
+    if plan["model"] == "llama3-405b":  # Megatron-Bridge's own spelling for this split
+        assert "--account-for-embedding-in-pipeline-split " in text and "--account-for-loss-in-pipeline-split " in text
+        assert "--num-virtual-stages-per-pipeline-rank 8 " in text and "decoder-first" not in text
+    if plan["model"] == "deepseek-v3":  # chunks of 4 layers, the first 2 and the last 3: 2 + 14 x 4 + 3 = 61
+        assert "--pipeline-model-parallel-layout 'Et*2|" + "t*4|" * 14 + "t*3L' " in text
+        assert "--num-virtual-stages-per-pipeline-rank" not in text  # Megatron takes vpp from the layout
 
 
 @pytest.mark.parametrize("job", [
@@ -406,26 +450,50 @@ def test_round_trip_deepspeed(tmp_path, job):
     assert cfg["zero_optimization"]["stage"] == {"zero2": 2, "fsdp": 3}[plan["sharding"]]
 
 
-def test_export_reports_what_the_format_cannot_express():
+def test_export_refuses_what_the_format_cannot_express():
+    """What the trainer's file cannot say is refused (exit 2, naming it), never dropped: a plan
+    priced on another stack (its modes, kernels and rules are not the file's), TP / PP / EP in a
+    DeepSpeed JSON, Megatron's 18-byte states in torchtitan; what the file leaves to the model
+    code (recompute in a DeepSpeed JSON) is a note."""
     plan = resolved_plan(Job(model="llama3-8b", gpus=64, tp=2, cp=2, sharding="zero1", global_batch=256, recompute="full"))
-    _, notes = export_plan(plan, "deepspeed")
-    assert any(n.startswith("tp 2: a DeepSpeed JSON has no TP") for n in notes)
-    assert any(n.startswith("cp 2:") for n in notes) and any(n.startswith("recompute full:") for n in notes)
-    _, notes = export_plan(plan, "torchtitan")
-    assert any(n.startswith("sharding zero1: torchtitan has no ZeRO-1") for n in notes)
-    assert any(n.startswith("rank_order tp-cp-pp-dp") for n in notes)
+    for fmt, stack in (("deepspeed", "megatron-deepspeed"), ("torchtitan", "torchtitan")):
+        with pytest.raises(PlannerError, match=f"export {fmt}: the plan was priced on stack megatron, not {stack}") as e:
+            export_plan(plan, fmt)
+        assert f"--stack {stack}" in e.value.hint
+    ds = dict(model="llama3-8b", gpus=64, sharding="zero1", global_batch=256, stack="megatron-deepspeed")
+    for axis in ("tp", "pp"):
+        with pytest.raises(PlannerError, match=f"export deepspeed: {axis} 2: a DeepSpeed JSON has no {axis.upper()}"):
+            export_plan(resolved_plan(Job(**{**ds, axis: 2})), "deepspeed")
+    _, notes = export_plan(resolved_plan(Job(**ds, recompute="full")), "deepspeed")
+    assert any(n.startswith("recompute full: set in the model code") for n in notes)
+    tt = resolved_plan(Job(model="llama3-8b", gpus=64, sharding="fsdp", global_batch=256, stack="torchtitan",
+                           bytes_per_param="megatron"))
+    with pytest.raises(PlannerError, match="export torchtitan: bytes_per_param megatron"):
+        export_plan(tt, "torchtitan")
+    # HSDP on Megatron is Megatron-FSDP with optimizer instances (stack_db megatron runs.sharding)
     hsdp = resolved_plan(Job(model="llama3-8b", gpus=64, sharding="hsdp", shard_group=8, global_batch=256))
-    _, notes = export_plan(hsdp, "megatron")
-    assert any(n.startswith("sharding hsdp: no Megatron-LM flag") for n in notes)
+    text, notes = export_plan(hsdp, "megatron")
+    assert hsdp["sharding_mode"] == "megatron_fsdp_hsdp" and notes == []
+    assert "--use-megatron-fsdp " in text and "--num-distributed-optimizer-instances 8 " in text
 
 
 def test_export_cli(cli, tmp_path):
     out = tmp_path / "run.toml"
-    r = cli("export", "--format", "torchtitan", SH, "--output", out)  # a Megatron script exported to torchtitan
+    # a Megatron script exported to torchtitan: its plan was priced on megatron with the distributed
+    # optimizer, which torchtitan does not have, so the export refuses and says how to re-price it
+    r = cli("export", "--format", "torchtitan", SH, "--output", out)
+    assert_one_error_lines(r, "export torchtitan: the plan was priced on stack megatron, not torchtitan")
+    assert "hint: price it on that stack first (--stack torchtitan), then export" in r.stderr
+    assert not out.exists()
+    # flags beat the file's values: on torchtitan, with FSDP (the file's mode is not kept, noted)
+    r = cli("export", "--format", "torchtitan", SH, "--output", out, "--stack", "torchtitan", "--sharding", "fsdp")
     assert r.exit_code == 0, r.stderr
+    assert "stack=torchtitan: the command line replaces the file's megatron" in r.stderr
+    assert "sharding_mode: the file's distributed_optimizer is not kept" in r.stderr
     data = tomllib.loads(out.read_text())
     assert data["parallelism"]["tensor_parallel_degree"] == 2 and data["training"]["global_batch_size"] == 128
-    assert "export torchtitan: sharding zero1: torchtitan has no ZeRO-1" in r.stderr
+    assert data["parallelism"]["data_parallel_shard_degree"] == 4 and data["parallelism"]["fsdp_reshard_after_forward"] == "default"
+    assert "export torchtitan:" not in r.stderr  # nothing inexpressible
     r = cli("export", "--format", "tensorflow", "--model", "llama3-8b", "--gpus", 8)
     assert r.exit_code == 2 and "valid: torchtitan, megatron, deepspeed" in r.stderr
 
@@ -475,9 +543,11 @@ def test_export_from_fit_row(cli, tmp_path):
     script = tmp_path / "row2.sh"
     script.write_text(r.stdout)
     back = resolved_plan(Job.model_validate(load_trainer_config(script).job))
-    # the row's rank order tp-cp-pp-dp is Megatron's --use-tp-pp-dp-mapping: the whole plan comes back
-    assert p["rank_order"] == "tp-cp-pp-dp" and "--use-tp-pp-dp-mapping" in r.stdout
-    assert {k: back[k] for k in PLAN_KEYS} == {k: p[k] for k in PLAN_KEYS}
+    # pp 1: the row's order (named tp-cp-pp-dp, the lowest code of its class) is Megatron's default
+    # one, so no --use-tp-pp-dp-mapping is written and the plan reads back with Megatron's name for it
+    assert p["rank_order"] == "tp-cp-pp-dp" and "--use-tp-pp-dp-mapping" not in r.stdout
+    assert back["rank_order"] == "tp-cp-dp-pp"
+    _assert_same_plan(back, p)
 
 
 # ------------------------------------------------------------------ expert parallelism (issue 15)
@@ -502,5 +572,8 @@ def test_torchtitan_expert_parallel_degree_and_deepspeed_cannot_express_ep(tmp_p
     p = tmp_path / "moe.toml"
     p.write_text(text)
     assert load_trainer_config(p, model="mixtral-8x7b").job["ep"] == 8
-    _, notes = export_plan(plan, "deepspeed")
-    assert any(n.startswith("ep 8: a DeepSpeed JSON has no EP") for n in notes)
+    with pytest.raises(PlannerError, match="export deepspeed: the plan was priced on stack torchtitan"):
+        export_plan(plan, "deepspeed")
+    ds = resolved_plan(Job(model="mixtral-8x7b", gpus=64, ep=8, sharding="zero1", global_batch=256, stack="megatron-deepspeed"))
+    with pytest.raises(PlannerError, match="export deepspeed: ep 8: a DeepSpeed JSON has no EP"):
+        export_plan(ds, "deepspeed")

@@ -47,6 +47,13 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         # flags beat file values (issue 22), each replacement named
         cfg.assumed += [f"{k}={v}: the command line replaces the file's {data[k]}" for k, v in given.items()
                         if k in data and data[k] != v and k != "hardware"]
+        if "sharding_mode" in data and "sharding_mode" not in given and (
+                given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
+            # the file's mode is a mode of the file's stack and level: the command line's stack or
+            # sharding level chooses the mode anew (the stack's first of the level, plan.resolve)
+            cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
+                               + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
+                               + " choose(s) the mode (the stack's first of the level)")
         report_trainer_config(cfg)
         data.update(given)
         return validate(Job, data, str(path)), f"{path}: "

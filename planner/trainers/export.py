@@ -3,19 +3,18 @@ torchtitan TOML job file, a Megatron-LM launch script, a DeepSpeed JSON config.
 
 Each file holds every setting of the plan the format can spell, and nothing the plan does
 not fix (where the trainer needs a value the plan leaves open, such as Megatron's
---fp8-format, the choice is reported). What the format cannot express (CP or TP in a
-DeepSpeed JSON, ZeRO-1/2 in torchtitan, a schedule the trainer does not run, a rank order it
-does not build) is returned in `notes`, which the CLI prints on stderr; nothing is dropped
-silently. Reading the file back (planner/trainers, the same option names, cited in
-torchtitan.py, megatron.py and deepspeed.py) gives the same plan; tests/test_trainers.py
-checks the round trip per format.
-
-Issue 22: the model is the file the plan was priced with (`plan["model_file"]`), every setting
-the plan was priced with is written in the trainer's spelling (the sharding mode's flags from
-stack_db runs.sharding, MLA, shared experts and dense layers, the capacity factor, the
-pipeline split's end weights, expert TP), or export refuses (PlannerError, exit 2) naming what
-the format cannot say; the plan must pass the trainer's start-up rules (rules.py) first.
-`plan_signature` is what a read-back must reproduce.
+--fp8-format, the choice is reported in `notes`, which the CLI prints on stderr, as is what
+the file leaves to the model code, such as recompute in a DeepSpeed JSON). Issue 22: every
+setting the plan was priced with is written in the trainer's spelling (the model file it was
+priced with, `plan["model_file"]`; the sharding mode's flags from stack_db runs.sharding, MLA,
+shared experts and dense layers, the capacity factor, the pipeline split as the trainer
+places it, expert TP), or export refuses (PlannerError, exit 2) naming what the format cannot
+say: a plan priced on another stack than the format's (its modes, kernels and start-up rules
+are not the file's), CP / TP / PP / EP in a DeepSpeed JSON, a state layout the trainer does not
+keep. The plan must pass the stack's start-up rules (planner/startup.py) first. Reading the
+file back (planner/trainers, the same option names, cited in torchtitan.py, megatron.py and
+deepspeed.py) gives the same plan: `plan_signature` is what a read-back must reproduce
+(tests/test_trainers.py, tests/test_runnable_plans.py).
 
 `export_plan(plan, fmt)` -> (text, notes). Units: the plan's (sequences, tokens, counts).
 """
@@ -38,9 +37,6 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if fmt not in FORMATS:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
     notes: list[str] = []
-    if plan.get("stack") != FORMAT_STACKS[fmt]:
-        notes.append(f"stack {plan.get('stack')} -> {FORMAT_STACKS[fmt]}: the file runs on {fmt}; "
-                     f"`planner explain` prices it with the {FORMAT_STACKS[fmt]} stack")
     if plan.get("stack") != FORMAT_STACKS[fmt]:
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
