@@ -8,7 +8,9 @@ published in 2025). Modelled:
     (train_batch_size = micro x accumulation x dp [1] "Batch Size Related Parameters";
     each may be "auto", the Hugging Face Trainer's placeholder [2], read as absent),
   zero_optimization.stage (0 none, 1 zero1, 2 zero2, 3 fsdp: ZeRO-3 shards parameters,
-    gradients and optimizer states like FSDP), zero_optimization.overlap_comm (-> dp_comm_overlap,
+    gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
+    within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
+    mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
     DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16).
 Listed as ignored ('key=value'): everything else, and zero_optimization.offload_optimizer /
 offload_param (CPU/NVMe offload is not modelled: the planner prices the states on the GPU,
@@ -43,7 +45,9 @@ from . import TrainerConfig, fmt_ignored, resolve_gpus
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
                 "bf16", "fp16"}
-MODELLED_ZERO = {"stage", "overlap_comm"}
+MODELLED_ZERO = {"stage", "overlap_comm", "mics_shard_size"}
+# the stack's modes (stack_db megatron-deepspeed runs.sharding) by stage
+ZERO_MODES = {0: "zero0", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
 def _num(where, key, v) -> Optional[int]:
@@ -90,8 +94,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if stage not in ZERO_STAGES:
         raise PlannerError(f"{where}zero_optimization.stage = {stage!r}", "valid: 0, 1, 2, 3")
     job["sharding"] = ZERO_STAGES[stage]
+    job["sharding_mode"] = ZERO_MODES[stage]
     if "stage" not in zero:
         assumed.append("sharding=none: zero_optimization.stage default 0")
+    mics = zero.get("mics_shard_size")
+    if mics not in (None, -1):  # DeepSpeed's MiCS: ZeRO-3 within groups of mics_shard_size, replicated across (-1: off)
+        mics = _num(where, "zero_optimization.mics_shard_size", mics)
+        if stage != 3:
+            raise PlannerError(f"{where}zero_optimization.mics_shard_size with stage {stage}", "MiCS shards ZeRO-3 (stage 3)")
+        if gpus is not None and gpus % mics:
+            raise PlannerError(f"{where}zero_optimization.mics_shard_size {mics} does not divide {gpus} GPUs",
+                               "the shard groups tile the data-parallel ranks")
+        job.update(sharding="hsdp", sharding_mode="zero3_mics", shard_group=mics)
     job["dp_comm_overlap"] = bool(zero.get("overlap_comm", False))
     if "overlap_comm" not in zero:
         assumed.append("dp_comm_overlap=false: zero_optimization.overlap_comm default false")
