@@ -1,7 +1,8 @@
 """Issue 22: a plan `fit` ranks is one the trainer runs. For the seven top plans the issue
 found broken and 23 more across the stacks (dense, MoE, long context; 8 to 16,384 GPUs),
 `fit --export` writes the trainer's file, reads it back as the same plan with the same memory
-(cli/export.py check_readback, exit 2 otherwise), `planner check` passes that file with the
+(cli/export.py check_readback, exit 2 otherwise), a Megatron script passes Megatron's own
+start-up checks (planner/trainers/rules.py), `planner check` passes that file with the
 GPU named, and `planner explain` of the file gives the fitted row's plan and memory again
 (checked here, apart from fit's own read-back). The stack's space limits the search.
 
@@ -15,6 +16,7 @@ import json
 import pytest
 
 from planner.trainers.export import plan_signature
+from planner.trainers.rules import megatron_script_errors
 
 SUFFIX = {"megatron": ".sh", "torchtitan": ".toml", "deepspeed": ".json"}
 
@@ -100,6 +102,8 @@ def test_fit_export_checks_and_reads_back_as_the_priced_plan(cli, tmp_path, name
     path.write_text(r.stdout, encoding="utf-8")
     for want in EXPECT.get(name, []):
         assert want in r.stdout, (want, r.stdout)
+    if fmt == "megatron":  # Megatron-LM's own start-up checks on the argument list (planner/trainers/rules.py)
+        assert megatron_script_errors(r.stdout) == [], r.stdout
     # what the file does not hold (the hardware, and for a DeepSpeed JSON the model, the sequence
     # and recompute) is given as flags, as the export's notes say
     hw = _opt(args, "--hardware", "h100-sxm")
