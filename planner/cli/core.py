@@ -25,9 +25,13 @@ from ..units import parse_count
 
 
 def report_trainer_config(cfg) -> None:
-    """A trainer config's ignored and assumed lists, on stderr (never silently)."""
+    """A trainer config's not-modelled, ignored and assumed lists, on stderr (never silently)."""
+    if cfg.not_modelled:
+        warn(f"{cfg.source}: read as {cfg.fmt}; not modelled (they change memory or time; the plan is priced without "
+             f"them): {'; '.join(cfg.not_modelled)}")
     if cfg.ignored:
-        warn(f"{cfg.source}: read as {cfg.fmt}; ignored (not modelled): {', '.join(cfg.ignored)}")
+        sys.stderr.write(f"note: {cfg.source}: read as {cfg.fmt}; ignored (no effect on the plan's memory or time): "
+                         f"{'; '.join(cfg.ignored)}\n")
     if cfg.assumed:
         sys.stderr.write(f"note: {cfg.source}: assumed: {'; '.join(cfg.assumed)}\n")
 

@@ -3,7 +3,9 @@ argument lists / launch scripts, DeepSpeed JSON configs.
 
 `load_trainer_config(path)` turns one of them into the planner's job fields (`job`, keys
 exactly planner/schema.py `Job` fields, so `Job.model_validate(job)` works), with the
-trainer's name (`fmt`), what it read but does not model (`ignored`, each 'name=value'), and
+trainer's name (`fmt`), what it read that changes memory or time but is not priced
+(`not_modelled`, each 'name=value (what it changes)'; a setting the reader does not know is
+one), what it read that has no effect on the plan's cost (`ignored`, with the reason), and
 what it inferred and by which rule (`assumed`). Contradictions (a TP degree that does not
 divide the heads, a GPU count in the file that disagrees with --gpus, a shape flag that
 disagrees with --model) raise PlannerError naming both. Which release each reader follows
@@ -35,9 +37,12 @@ class TrainerConfig:
 
     job: dict
     fmt: str
-    ignored: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # read, with no effect on memory or step time (each with why)
     assumed: list[str] = field(default_factory=list)
     source: str = ""
+    # read, and they change memory or step time, but the plan is priced without them (each with what
+    # it changes); a setting the reader does not know is listed here, never as ignored (issue 22)
+    not_modelled: list[str] = field(default_factory=list)
 
 
 _MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b")

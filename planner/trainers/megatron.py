@@ -25,7 +25,14 @@ read). Modelled:
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
   --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
   --max-position-embeddings.
-Every other flag is listed as ignored ('--flag=value').
+Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
+plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
+and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
+changes (NOT_MODELLED: --fp8-param-gather, --cross-entropy-loss-fusion,
+--empty-unused-memory-level, --manual-gc, --attention-backend, --step-batch-size-schedule,
+--rotary-percent below 1, disabled fusions; and any flag the planner does not know).
+--step-batch-size-schedule "tokens:batch ..." gives the global batch (its last) where
+--global-batch-size is absent.
 
 Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
 (--sequence-parallel, --tp-comm-overlap, --overlap-grad-reduce: Megatron's defaults are
@@ -34,7 +41,7 @@ off, unlike the planner stack's recipe defaults); the rank order is parallel_sta
 tp-cp-pp-dp; --fp16 is priced as bf16 (the same 2-byte width and tensor peak); the model
 is --model if given (the shape flags must agree with it), else the one catalog model with
 the flags' shape (field comparison, no names read); --recompute-method uniform re-runs
-every layer (its chunk size is listed as ignored).
+every layer (its chunk size is listed as not modelled).
 
 References
 [1] NVIDIA/Megatron-LM megatron/training/arguments.py @307dcf37 (2024): the parallel
@@ -85,10 +92,14 @@ VALUE_FLAGS = {
     "--pipeline-model-parallel-layout",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
+# store_true flags read as part of the model or the plan (checked against the model, or priced with
+# another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
+BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate",
+             "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
     "--multi-latent-attention", "--moe-router-enable-expert-bias", "--no-gradient-accumulation-fusion",
-    "--moe-shared-expert-gate",
+    "--moe-shared-expert-gate", "--no-bias-swiglu-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
     "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--fp8-param-gather",
     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--use-rotary-position-embeddings",
@@ -96,6 +107,76 @@ KNOWN_BOOL_IGNORED = {
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--no-gradient-accumulation-fusion", "--squared-relu", "--qk-layernorm", "--distributed-backend-nccl",
 }
+# flags read but not priced that change memory or step time: listed as "not modelled" with what
+# they change (the plan is priced without them); every flag the planner does not know is listed
+# there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
+NOT_MODELLED = {
+    "--fp8-param-gather": "fp8 parameters kept and all-gathered in fp8 (1 B): less weight memory and DP traffic than the "
+                          "2-byte weights priced",
+    "--cross-entropy-loss-fusion": "the fused cross-entropy moves and saves fewer logit bytes than the unfused loss the "
+                                   "stack prices (stack_db megatron kernels.loss_per_logit)",
+    "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
+                                   "some time",
+    "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
+    "--attention-backend": "the attention kernel (flash, fused, unfused, local; auto: Transformer Engine picks): its rate "
+                           "and memory; the stack's kernel (stack_db megatron attention_kernel) is priced",
+    "--no-gradient-accumulation-fusion": "gradients accumulated by a separate add instead of inside the weight-gradient "
+                                         "GEMM: more bytes moved",
+    "--no-masked-softmax-fusion": "the softmax without its fused kernel: more bytes moved",
+    "--no-bias-gelu-fusion": "the activation without its fused kernel: more bytes moved (stack_db megatron kernels)",
+    "--no-bias-swiglu-fusion": "the activation without its fused kernel: more bytes moved (stack_db megatron kernels)",
+    "--no-bias-dropout-fusion": "bias-dropout-add without its fused kernel: more bytes moved",
+    "--no-rope-fusion": "rotary embedding without its fused kernel: more bytes moved",
+    "--no-persist-layer-norm": "the norm without the persistent kernel: slower",
+    "--squared-relu": "a squared-ReLU MLP activation instead of the model's",
+    "--qk-layernorm": "norms on the queries and keys: more activation memory and bytes",
+    "--no-position-embedding": "no position embedding (the model's is priced)",
+    "--step-batch-size-schedule": "a batch-size ramp: the steps before its last threshold run smaller batches (a shorter "
+                                  "step, more steps); priced at the final batch",
+    "--overlap-p2p-communication": "pipeline p2p overlap (the stack's default for the interleaved schedule is priced)",
+    "--no-async-tensor-model-parallel-allreduce": "TP all-reduces not overlapped with the GEMMs",
+    "--bf16-reduce": "gradients reduced in bf16",
+}
+# flags with no effect on the plan's memory or step time: listed as "ignored" with the reason
+IGNORED_REASONS = (
+    (r"--(lr|min-lr|decoupled-lr|decoupled-min-lr|lr-[\w-]+|weight-decay[\w-]*|start-weight-decay|end-weight-decay|"
+     r"adam-[\w-]+|sgd-momentum|clip-grad|init-method-[\w-]+|seed|loss-scale[\w-]*|initial-loss-scale|min-loss-scale|"
+     r"hysteresis|rampup-batch-size)$", "optimizer, schedule and initialisation settings"),
+    (r"--(data-path|split|vocab-file|merge-file|tokenizer-[\w-]+|tiktoken-[\w-]+|mock-data|data-cache-path|"
+     r"no-mmap-bin-files|num-workers|no-create-attention-mask-in-dataloader|dataloader-type|train-data-path|"
+     r"valid-data-path|test-data-path|make-vocab-size-divisible-by)$", "the data pipeline"),
+    (r"--(log-[\w-]+|eval-[\w-]+|save|save-interval|load|no-load-[\w-]+|tensorboard-[\w-]+|wandb-[\w-]+|profile|"
+     r"profile-[\w-]+|exit-[\w-]+|distributed-timeout-minutes|ckpt-format|use-checkpoint-args|timing-log-level|"
+     r"use-dist-ckpt|async-save|distributed-backend-nccl|distributed-backend)$",
+     "logging, evaluation and checkpointing (between steps)"),
+    (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$|--rope-scaling[\w-]*$",
+     "a constant of the rotary embedding: the same kernel and bytes"),
+    (r"--apply-layernorm-1p$", "the norm's weight read as 1 + w (zero-centred gamma): numerics only, the same kernel"),
+    (r"--calculate-per-token-loss$", "how the loss is averaged: numerics only"),
+    (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
+    (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
+    (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
+    (r"--max-position-embeddings$", "the model file's position table is priced"),
+)
+
+
+def classify_unread(name: str, value) -> tuple[str, str]:
+    """('ignored' | 'not_modelled', reason) for a flag the reader does not price."""
+    if name == "--rotary-percent":
+        try:
+            full = float(value) == 1.0
+        except (TypeError, ValueError):
+            full = False
+        return ("ignored", "RoPE on every channel, as priced") if full else (
+            "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
+    if name in NOT_MODELLED:
+        return "not_modelled", NOT_MODELLED[name]
+    for pat, why in IGNORED_REASONS:
+        if re.match(pat, name):
+            return "ignored", why
+    return "not_modelled", "unknown to the planner: it may change memory or time"
+
+
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -127,8 +208,18 @@ class _Shell:
         self.raw_arrays: dict[str, list[str]] = {}  # the elements as written (for soft_launcher)
         self.soft: set[str] = set()  # variables whose value is a ${X:-default}
         self.unknown: set[str] = set()
+        self.kept_whole: list[tuple[str, str]] = []  # (array, element with spaces) expanded unquoted
 
     def expand(self, s: str, soft_seen: Optional[set] = None) -> str:
+        """`s` with its variables expanded. An array's elements stay words of their own, quoted
+        for the shlex split that follows ("${A[@]}"). An unquoted ${A[@]} word-splits in bash:
+        an element that starts with a flag ("--fp8-format hybrid", NVIDIA's llama3 fp8 script)
+        is split so, as the script means; an element that is a quoted value
+        (--step-batch-size-schedule "0:16 2.4B:320 ...", NVIDIA's gpt3 script) is kept one value,
+        as it means, which bash would split (kept_whole records it for a note)."""
+        quoted = set(re.findall(r'"\$\{(\w+)\[@\]\}"', s))
+        s = re.sub(r'"\$\{(\w+)\[@\]\}"', r"${\1[@]}", s)
+
         def sub(m):
             name, arr, default, plain, arith = m.groups()
             if arith is not None:
@@ -140,7 +231,17 @@ class _Shell:
             name = name or plain
             if arr:
                 if name in self.arrays:
-                    return " ".join(self.arrays[name])
+                    if arr == "[*]":
+                        return " ".join(self.arrays[name])
+                    words = []
+                    for e in self.arrays[name]:
+                        if name not in quoted and re.search(r"\s", e):
+                            if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
+                                words += e.split()
+                                continue
+                            self.kept_whole.append((name, e))  # a quoted value: one value, as meant
+                        words.append(e)
+                    return " ".join(shlex.quote(w) for w in words)
                 self.unknown.add(name)
                 return m.group(0)
             if name in self.vars:
@@ -327,6 +428,9 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
     if evaluated:
         assumed.append(f"script lines {', '.join(map(str, evaluated[:8]))}: if-conditions on the script's constants "
                        "evaluated (bash [[ ]] / [ ] tests)")
+    for name, elem in dict.fromkeys(sh.kept_whole):
+        assumed.append(f"{elem!r}: read as one value, as ${{{name}[@]}}'s element is written (bash splits an unquoted "
+                       f"${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron to receive one value)")
     if skipped:
         assumed.append(f"script lines {', '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''} "
                        "inside if/case/for/while blocks whose conditions are not constant were not evaluated")
@@ -475,6 +579,9 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
         checks.append(("--moe-layer-freq", got if got is not None else text, want if got is not None else str(mo.layer_freq)))
     if "--mtp-num-layers" in flags:
         checks.append(("--mtp-num-layers", _int(where, flags, "--mtp-num-layers"), spec.mtp_layers))
+    for flag, attr in (("--moe-router-enable-expert-bias", "router_bias"), ("--moe-shared-expert-gate", "shared_expert_gate")):
+        if flag in flags:
+            checks.append((flag, True, bool(getattr(mo, attr, False)) if mo is not None else None))
     for flag, have, want in checks:
         if have != want:
             msg = f"{flag} {have} contradicts --model {name} ({want})"
@@ -555,8 +662,17 @@ SHAPE_FLAGS = {
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
                hardware=None) -> TrainerConfig:
     assumed = [] if assumed is None else assumed
-    ignored = [fmt_ignored(k, v) for k, v in flags.items() if k not in BOOL_FLAGS and k not in VALUE_FLAGS]
-    ignored += [f"{w} (a word that is no flag's value)" for w in stray]
+    ignored: list[str] = []
+    not_modelled: list[str] = []
+    by_reason: dict = {}
+    for k, v in flags.items():
+        if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ:
+            continue
+        kind, why = classify_unread(k, v)
+        by_reason.setdefault((kind, why), []).append(fmt_ignored(k, v))
+    for (kind, why), names in by_reason.items():
+        (ignored if kind == "ignored" else not_modelled).append(f"{', '.join(names)} ({why})")
+    not_modelled += [f"{w} (a word that is no flag's value)" for w in stray]
     job: dict = {"stack": "megatron"}
     tp = _int(where, flags, "--tensor-model-parallel-size", 1)
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
@@ -597,6 +713,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         shape["--disable-bias-linear"] = ("linear_bias", False)
     elif "--add-bias-linear" in flags:
         shape["--add-bias-linear"] = ("linear_bias", True)
+    if "--use-rotary-position-embeddings" in flags and "--position-embedding-type" not in flags:
+        shape["--use-rotary-position-embeddings"] = ("position_embedding", "rope")  # the older spelling of rope
     if "--position-embedding-type" in flags:
         pos = {"rope": "rope", "learned_absolute": "learned", "none": "none"}.get(flags["--position-embedding-type"])
         if pos is None:
@@ -700,8 +818,19 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "micro_batch" not in job:
         job["micro_batch"] = 1
         assumed.append("micro_batch=1: --micro-batch-size absent (Megatron requires it; 1 assumed)")
-    if "--max-position-embeddings" in flags:
-        ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"]))
+    schedule = flags.get("--step-batch-size-schedule")
+    if schedule is not None:  # "tokens:batch ..." (num_microbatches_calculator.py @d98e8a64): priced at its last batch
+        steps = re.findall(r"(\S+?):(\d+)", str(schedule))
+        if not steps:
+            raise PlannerError(f"{where}--step-batch-size-schedule {schedule!r} is not 'tokens:batch ...'",
+                               "e.g. \"0:16 2.4B:320 12B:1536\" (quote it: one value)")
+        final = int(steps[-1][1])
+        if "global_batch" in job:
+            assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule "
+                           "(Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")
+        else:
+            job["global_batch"] = final
+            assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
     if "global_batch" not in job:
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
         dp = job["gpus"] // max(1, tp * pp * cp)
@@ -778,7 +907,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}--recompute-method {method!r}", "valid: uniform, block")
         elif method == "uniform" and n not in (None, 1):
-            ignored.append(f"--recompute-num-layers={n} (uniform chunks: every layer re-runs; the chunk's saved inputs are not modelled)")
+            not_modelled.append(f"--recompute-num-layers={n} (uniform chunks of {n} layers: every layer re-runs, but only "
+                                f"each chunk's input is saved, less than priced)")
     elif method is not None or "--recompute-num-layers" in flags:
         ignored += [fmt_ignored(f, flags[f]) + " (no --recompute-granularity full)" for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
 
@@ -788,7 +918,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
             assumed.append("fp8_recipe=delayed: --fp8-recipe default (arguments.py)")
-        ignored.append(fmt_ignored("--fp8-format", flags["--fp8-format"]) + " (e4m3 vs hybrid not modelled)")
+        ignored.append(fmt_ignored("--fp8-format", flags["--fp8-format"]) + " (e4m3 or hybrid: numerics only, the same fp8 GEMMs)")
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
@@ -808,4 +938,4 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                    f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed)
+    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, not_modelled=not_modelled)

@@ -24,7 +24,9 @@ Read and modelled (section.key -> planner job field):
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
-Everything else is listed as ignored ('section.key=value').
+Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
+plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
+as not modelled (a setting that may change either; the plan is priced without it).
 
 Inferred (listed as assumed): torchtitan's TP always shards the norms' sequence dimension
 (SequenceParallel in parallelize_llama [5]) -> sequence_parallel on when tp > 1; DP
@@ -90,6 +92,29 @@ MODELLED = {
 }
 
 
+# settings with no effect on the plan's memory or step time (torchtitan/config/job_config.py
+# @e347b1e5e): listed as ignored with the reason; any other unread key is "not modelled"
+NO_COST_SECTIONS = {
+    "job": "the job's name and folders", "metrics": "logging", "checkpoint": "checkpointing between steps",
+    "lr_scheduler": "the learning-rate schedule", "validation": "evaluation between steps",
+    "comm": "communication timeouts and tracing", "profiling": "profiling", "fault_tolerance": "fault tolerance settings",
+}
+NO_COST_TRAINING = {"dataset", "dataset_path", "max_norm", "seed", "deterministic", "warmup_steps", "max_steps"}
+
+
+def _no_cost(section: str, key: str, value):
+    """Why a TOML key has no effect on memory or step time, or None when it may have one."""
+    if section in NO_COST_SECTIONS:
+        return NO_COST_SECTIONS[section]
+    if section == "optimizer":
+        if key == "name" and str(value).lower() not in ("adamw", "adam"):
+            return None  # another optimizer keeps other states than the Adam moments priced
+        return "optimizer hyper-parameters (Adam(W) priced)"
+    if section == "training" and key in NO_COST_TRAINING:
+        return "data, clipping and seed settings"
+    return None
+
+
 def ffn_hidden(args: dict) -> int:
     """torchtitan llama3 FeedForward hidden size [4]."""
     hidden = int(2 * 4 * args["dim"] / 3)
@@ -132,13 +157,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         data["quantize"] = {**rest, **({"linear": rest_linear} if rest_linear else {})}
         if not data["quantize"]:
             del data["quantize"]
+    not_modelled: list[str] = []
     for section, body in data.items():
         if not isinstance(body, dict):
-            ignored.append(fmt_ignored(section, body))
+            not_modelled.append(fmt_ignored(section, body) + " (unknown to the planner: it may change memory or time)")
             continue
         for key, v in _flatten(body):
             if key not in MODELLED.get(section, ()):
-                ignored.append(fmt_ignored(f"{section}.{key}", v))
+                why = _no_cost(section, key, v)
+                if why is None:
+                    not_modelled.append(fmt_ignored(f"{section}.{key}", v) + " (not priced: it may change memory or time)")
+                else:
+                    ignored.append(fmt_ignored(f"{section}.{key}", v) + f" ({why})")
     sec = {name: data.get(name, {}) for name in MODELLED}
     tr, par, ac, m = sec["training"], sec["parallelism"], sec["activation_checkpoint"], sec["model"]
     job: dict = {"stack": "torchtitan", "rank_order": RANK_ORDER}
@@ -293,7 +323,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}[training] dtype {tr['dtype']!r} is not bfloat16 or float32", "torchtitan's choices")
     mpp = tr.get("mixed_precision_param", "bfloat16")
     if mpp != "bfloat16":
-        ignored.append(fmt_ignored("training.mixed_precision_param", mpp) + " (fp32 compute not modelled: priced as bf16)")
+        not_modelled.append(fmt_ignored("training.mixed_precision_param", mpp) + " (fp32 compute not modelled: priced as bf16)")
     converters = m.get("converters", [])
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
@@ -354,7 +384,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             ignored.append(fmt_ignored("activation_checkpoint.selective_ac_option", ac["selective_ac_option"]) + f" (mode {mode})")
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed)
+    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
 
 
 def _flatten(body: dict, prefix: str = ""):
