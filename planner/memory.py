@@ -29,6 +29,21 @@ References
     pass.
 [6] Narayanan et al. 2021 (Megatron-LM), sec. 2.2: pipeline stages; with tied embeddings the
     last stage keeps a copy of the word embedding when pp > 1.
+[7] PyTorch FSDP2 (torch 2.13 torch/distributed/fsdp/_fully_shard/: _fsdp_param.py,
+    _fsdp_collectives.py foreach_all_gather / foreach_reduce, _fsdp_param_group.py
+    wait_for_unshard, FSDPParam.to_accumulated_grad_if_needed) and torchtitan's
+    apply_fsdp_to_decoder; derived in docs/memory_mechanisms.md (b), (c): the stack's
+    `fsdp:` fields say what a rank holds at its peak and in which stream's pool.
+[8] NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
+    layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
+    row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
+    per element (docs/memory_mechanisms.md (h)); the stack's memory.fp8_saves_gemm_inputs.
+
+What a stage holds at its peak, the start of its backward (the loss's backward on the last
+stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
+allocated peak is the live tensors, the reserved one adds the pools the allocator holds for
+other streams or cannot hand to the peak (`stream_pools`) and the stack's slack; the total
+adds the reserve outside the allocator (CUDA context, NCCL).
 
 Derivation of the architecture-aware per-layer coefficient (activation_model "arch"),
 bytes stored per token per layer with 16-bit activations, following [2] sec. 4.1 term by
@@ -61,8 +76,8 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
-from .pipeline import inflight_microbatches, stage_kind_counts as placed_kind_counts, stage_layers
-from .plan import FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .pipeline import stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
+from .plan import FP8, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
 from .terms import Terms
@@ -71,7 +86,7 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "stream_pools", "allocator_slack", "reserve")
 
 # what a layer keeps without recompute (Korthikanti et al. 2022 sec. 4.1 [2]); "mlp_out" is
 # kept only by stacks whose recompute policy saves it (torchtitan's per-op SAC)
@@ -103,13 +118,19 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
             for n, (b, kk) in t.items()}
 
 
+# the inputs of the four GEMMs of a layer (QKV, output projection, MLP up, MLP down)
+GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
+
+
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
-                          keeps=STANDARD_TENSORS, gathered_input: bool = False):
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_inputs: bool = False):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names.
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
-    not sequence-sharded (DTensor TP)."""
+    not sequence-sharded (DTensor TP). fp8_inputs: the GEMMs' inputs are saved quantized, 1 B
+    per element where the plan trains in fp8 [8]."""
     plan, tp = ctx.plan, ctx.tp
+    half = np.where(plan.precision == FP8, 0.5, 1.0) if fp8_inputs else 1.0
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
@@ -118,6 +139,8 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
         b, tk = table[name]
         if name in ACTIVATION_TENSORS and name not in keeps:
             continue
+        if name in GEMM_INPUTS:
+            b = b * half
         if tk == "rep":
             total = total + b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
         elif tk == "split":
@@ -160,6 +183,17 @@ def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_mo
                                  keeps, gathered_input)
 
 
+def tp_partials(kind: LayerKind, ctx: Ctx, h: int, keeps_mlp_out: bool):
+    """What a selective policy that saves reduce-scatter outputs keeps beyond its tensors under
+    TP (tp > 1; torchtitan, docs/memory_mechanisms.md (i)): each TP-split block's reduce-scatter
+    output, 2h / t per token, and the row-parallel MLP output it keeps at its full length, the
+    partial sum before the reduce-scatter (2h, of which the table counted 2h / t)."""
+    tp = ctx.tp
+    blocks = len(kind.mixer.tp_pairs) + len(kind.mlp.tp_pairs)
+    mlp = 1.0 if keeps_mlp_out and kind.mlp.label != "none" else 0.0
+    return np.where(tp > 1, ctx.T * (blocks * ACT_BYTES * h / tp + mlp * ACT_BYTES * h * (1.0 - 1.0 / tp)), 0.0)
+
+
 def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
     """How many of a stage's `layers` full recompute re-runs: all of them, or at most
     settings.recompute_layers (Megatron-LM --recompute-method block --recompute-num-layers:
@@ -180,24 +214,37 @@ def selective_keeps(settings: Settings) -> tuple:
 
 
 # ----------------------------------------------------------------------------- model states
-def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None) -> Terms:
-    """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1].
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None, fsdp=None) -> Terms:
+    """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
+    stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
+    its own pool (`grad_pool`, reserved, not allocated).
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
     and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
     shard_group*cp and replicates across groups. shard_div: the routed experts of an MoE
     model shard over that group / ep (planner/moe.py, the expert-data-parallel ranks).
+    fsdp (the stack's schema.FSDPSpec): what a sharded rank holds [7]: FSDP2 keeps no
+    low-precision shard (its sharded parameter is the fp32 master, cast on each all-gather),
+    frees the sharded gradients with zero_grad(set_to_none) so that none is allocated at the
+    start of the backward, and allocates them (in the reduce dtype) on the reduce-scatter
+    stream, whose pool keeps them reserved.
     """
     d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     if shard_div is not None:
         d = d // shard_div
     s = plan.sharding
     one = np.ones_like(d)
+    fsdp_on = s >= FSDP
+    keep_w = 1.0 if fsdp is None or fsdp.sharded_weights_copy else np.where(fsdp_on, 0.0, 1.0)
+    live_g = 1.0 if fsdp is None or fsdp.grads_at_peak else np.where(fsdp_on, 0.0, 1.0)
+    pool = 0.0 if fsdp is None or not fsdp.reduce_output_pool else np.where(
+        fsdp_on, params_per_gpu * fsdp.grad_reduce_bytes / d, 0.0)
     return Terms(
-        weights=params_per_gpu * bpp.weights / np.where(s >= FSDP, d, one),
-        gradients=params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one),
+        weights=keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one),
+        gradients=live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one),
         master_weights=params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one),
         adam=params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one),
+        grad_pool=pool,
     )
 
 
@@ -242,12 +289,12 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     return params_of(pc, model, plan, counts["first"], "first")[0], params_of(pc, model, plan, counts["last"], "last")[0]
 
 
-def unit_params(pc: ParamCounts, plan: PlanArrays) -> np.ndarray:
+def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
     experts: the TP-split ones / tp, the replicated whole and its E/ep experts / tp), or the
-    embedding or output layer / tp."""
+    embedding or output layer / tp (layers_only: the largest layer)."""
     tp = plan.tp.astype(np.float64)
-    unit = np.maximum(pc.embedding, pc.output) / tp
+    unit = np.zeros(np.shape(tp)) if layers_only else np.maximum(pc.embedding, pc.output) / tp
     for k, p in zip(pc.layers.kinds, pc.kind_params):
         u = (p.split / tp + p.replicated + p.expert / (tp * plan.ep)) if k.has_experts else (p.split + p.replicated) / tp
         unit = np.maximum(unit, u)
@@ -287,6 +334,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     it re-runs exist for one layer at a time."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
+    f8 = bool(stack.memory.fp8_saves_gemm_inputs)
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
     keeps = selective_keeps(settings)
@@ -297,10 +345,12 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered)
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_inputs=f8)
+        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_inputs=f8)
+        if stack.selective.saves_tp_partials:
+            kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered), 0.0)
+                                                             gathered_input=gathered, fp8_inputs=f8), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
@@ -321,11 +371,12 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     model = settings.model
     pc = count_params(model)
     counts = stage_kind_counts(model, plan)
+    held = stage_inflight_kinds(pc.layers, plan)
     n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
     per = _PerLayer(settings, plan, pc)
-    first = _stage_terms(per, "first", counts["first"], n["first"], 0)
-    last = _stage_terms(per, "last", counts["last"], n["last"], plan.pp - 1)
-    mids = [_stage_terms(per, "mid", counts["mid"][c], n["mid"], counts["mid_stage"][c])
+    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
+    last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
+    mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
             for c in range(len(counts["mid"]))]
     middle = mids[0]
     for cand in mids[1:]:
@@ -355,42 +406,73 @@ class _PerLayer:
         ll = pc.layers
         self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
                                      + self.out_act) if ll.mtp else 0.0)
-        # two gathered units (the current and the prefetched) and the unsharded gradients of
-        # one, in the dtype the stack reduces them in (FSDP2 and Composer: fp32) [4]
-        self.fsdp_buf = np.where(plan.sharding >= FSDP, (2.0 * settings.bpp.weights + stack.fsdp.grad_reduce_bytes)
-                                 * unit_params(pc, plan), 0.0)
+        # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
+        self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
+        fs = stack.fsdp
+        fsdp_on = plan.sharding >= FSDP
+        unit = unit_params(pc, plan)
+        # the gathered layer units at the peak (FSDP1 / ZeRO-3: the current and the prefetched)
+        # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
+        # unsharded from their forward to their backward (bf16) [7]
+        tp = plan.tp.astype(np.float64)
+        self.fsdp_buf = np.where(fsdp_on, (fs.gathered_units_at_peak * settings.bpp.weights
+                                           + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
+        # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
+        # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
+        # and the first block at the start of the forward), then layers'
+        pool_units = np.where(fs.allgather_pool_units > 0,
+                              unit + max(fs.allgather_pool_units - 1.0, 0.0) * unit_params(pc, plan, layers_only=True), 0.0)
+        self.gather_pool = np.where(fsdp_on, fs.param_gather_bytes * pool_units, 0.0)
+        # FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
+        # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
+        keep_pp = fsdp_on & (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
+        self.pp_unsharded = np.where(keep_pp, fs.param_gather_bytes + fs.pp_unsharded_grad_bytes, 0.0)
+        # the end units kept unsharded (bf16) from their forward to their backward, on the
+        # stage that holds them (already in the whole unsharded stage under PP) [7]
+        single = plan.pp == 1
+        ends = {"first": 0.0, "last": 0.0, "mid": 0.0}
+        for e in fs.unsharded_ends:
+            params = (pc.embedding if e == "embedding" else (pc.output or pc.embedding)) / tp
+            ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + params
+        both = ends["first"] + ends["last"]
+        self.ends = {st: np.where(fsdp_on & ~keep_pp, fs.param_gather_bytes * np.where(single, both, v), 0.0)
+                     for st, v in ends.items()}
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+        self.fsdp = fs
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, n, stage) -> Terms:
-    """One stage's memory terms: its model states (params_of, sharded [1]), its layers'
-    activations for the micro-batches in flight at `stage` [2] (full recompute keeps the
-    inputs of the layers it re-runs), one layer's recompute buffer (the largest among the
-    kinds it holds), the output layer and MTP on the last stage, the buffers."""
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
+    """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
+    them at the peak), its layers' activations for the micro-batches each of its model chunks
+    holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
+    the inputs of the layers it re-runs, a share r/n of each chunk), one layer's recompute
+    buffer (the largest among the kinds it holds), the output layer and MTP on the last stage
+    for the `loss` micro-batches it holds, the FSDP buffers (and FSDP2's unsharded stage under
+    PP); and the pools the allocator holds beside them (reserved, not allocated): the sharded
+    gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks."""
     settings, plan, pc = per.settings, per.plan, per.pc
     dense, experts = params_of(pc, settings.model, plan, counts, end)
-    states = model_state_terms(settings.bpp, plan, dense)
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
     if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep)
+        e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep, fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
-    inflight = np.where(single, 1.0, inflight_microbatches(plan.pp, plan.microbatches, plan.vpp, plan.schedule,
-                                                           stage=stage))
-    r = recomputed_layers(settings, plan, n)
-    act = inflight * (r * per.layer_input + (n - r) * mean_layer(counts, per.stored))
+    r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
+    act = sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
+              np.float64(0.0))
     buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
-    if end == "last":
-        act = act + inflight * per.mtp
-        out = inflight * per.out_act
-    else:
-        out = np.where(single, per.out_act + per.mtp, 0.0) if end == "first" else np.float64(0.0)
-    allocated = states.total + act + out + buf + per.fsdp_buf
+    losses = np.where(single, 1.0, loss) if end == "last" else np.where(single, 1.0, 0.0)
+    out = losses * per.out_act
+    act = act + losses * per.mtp
+    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
+    pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
+    allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
-                 recompute_buffer=buf, fsdp_buffers=per.fsdp_buf,
+                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 
@@ -430,7 +512,7 @@ def reserved_bytes(t: Terms) -> np.ndarray:
 
 def allocated_bytes(t: Terms) -> np.ndarray:
     """The peak allocated bytes: the reserved less the allocator's pools and slack."""
-    return reserved_bytes(t) - t.allocator_slack
+    return reserved_bytes(t) - t.allocator_slack - t.stream_pools
 
 
 def reported_bytes(settings: Settings, t: Terms) -> np.ndarray:

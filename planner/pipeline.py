@@ -197,26 +197,117 @@ def stage_kind_counts(ll, plan) -> dict:
         out["mid"] = np.asarray(n_mid, dtype=np.float64)[None, None]
         out["mid_stage"] = np.ones((1,) + np.shape(n_mid), dtype=np.int64)
         return out
-    shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss).shape
-    pp, vpp, e, l_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape).ravel()
-                      for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))
-    # the distinct pipeline configurations, found in one pass (a search holds a million plans
-    # but a few dozen configurations): a dense key over the small ranges of the four fields
-    V = int(vpp.max(initial=1)) + 1
-    key = ((pp * V + vpp) * 2 + e) * 2 + l_
-    present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
-    present[key] = True
-    uniq = np.flatnonzero(present)
-    inverse = (np.cumsum(present) - 1)[key]
-    rows = [(int(k // 4 // V), int(k // 4 % V), int(k // 2 % 2), int(k % 2)) for k in uniq]
-    per = [_placed_counts(ll, *row) for row in rows]
+    configs = _pipeline_configs(plan)
+    per = [_stage_chunks(ll, *row) for row in configs.rows]
+    return _gather(per, configs, len(ll.kinds), lambda chunks: chunks.sum(axis=0))
+
+
+def stage_inflight_kinds(ll, plan) -> dict:
+    """Layers of each kind times the micro-batches whose activations the stage holds at its
+    peak, chunk by chunk (the quantity the activation memory multiplies): "first", "last"
+    (K, ...), "mid" (C, K, ...) and "mid_stage" as in stage_kind_counts, and "loss" (...): the
+    micro-batches whose output layer and loss the last stage holds at its peak.
+
+    Micro-batches in flight per model chunk at the stage's peak (the moment before its first
+    backward): GPipe m; 1F1B min(m, p - s) [2]; ZB-H1 min(m, p) [4]; interleaved 1F1B [2][5]:
+    of the F = min(2 (p - s - 1) + (v - 1) p + 1, m v) forwards run by then, forward k runs
+    chunk (k mod p v) // p (Megatron-Core's order, groups of p micro-batches), so chunk c holds
+    (F // p v) p + min(max(F mod p v - c p, 0), p). The last chunk of the last stage, the one
+    with the loss, holds 1 (Megatron: each last-chunk forward is followed by its backward once
+    the warm-up is done; get_pp_rank_microbatches [7]); summed over equal chunks this is
+    inflight_microbatches x the stage's layers. ZB-H1's loss counts 1: the loss's tensors are
+    freed by the input-gradient pass."""
+    configs = _pipeline_configs(plan)
+    per = [_stage_chunks(ll, *row) for row in configs.rows]
+    m = np.broadcast_to(np.asarray(plan.microbatches, dtype=np.int64), configs.shape).ravel()
+    sched = np.broadcast_to(np.asarray(plan.schedule, dtype=np.int64), configs.shape).ravel()
     K, C = len(ll.kinds), max(len(p["mid"]) for p in per)
-    out = {st: np.stack([p[st] for p in per], axis=1)[:, inverse].reshape((K,) + shape) for st in ("first", "last")}
-    # pad each configuration's candidates to C by repeating its first
-    mids = np.stack([np.stack(p["mid"] + [p["mid"][0]] * (C - len(p["mid"]))) for p in per], axis=2)  # (C, K, U)
+    n = len(m)
+    out = {"first": np.zeros((K, n)), "last": np.zeros((K, n)), "mid": np.zeros((C, K, n)),
+           "mid_stage": np.ones((C, n), dtype=np.int64), "loss": np.ones(n)}
+    order = np.argsort(configs.inverse, kind="stable")  # the plans of each configuration, in one sort
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(configs.inverse, minlength=len(per)))])
+    for u, chunks in enumerate(per):
+        sel = order[bounds[u]:bounds[u + 1]]
+        if not sel.size:
+            continue
+        p, v = configs.rows[u][0], configs.rows[u][1]
+        # the distinct (micro-batches, schedule) of these plans: past (v + 2) p + 1 micro-batches
+        # every schedule but GPipe holds the same (a dense key, one pass)
+        mu, su = m[sel], sched[sel]
+        key = np.where(su == GPIPE, mu, np.minimum(mu, (v + 2) * p + 1)) * 4 + su
+        present = np.zeros(int(key.max()) + 1, dtype=bool)
+        present[key] = True
+        uk = np.flatnonzero(present)
+        back = (np.cumsum(present) - 1)[key]
+        mu, su = uk // 4, uk % 4
+        out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)[:, back]
+        out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)[:, back]
+        for c in range(C):
+            i = min(c, len(chunks["mid"]) - 1)
+            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)[:, back]
+            out["mid_stage"][c, sel] = chunks["mid_stage"][i]
+        lo = _chunk_inflight(p, v, p - 1, mu, su)[v - 1]
+        out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1),
+                                     np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
+    shape = configs.shape
+    return {"first": out["first"].reshape((K,) + shape), "last": out["last"].reshape((K,) + shape),
+            "mid": out["mid"].reshape((C, K) + shape), "mid_stage": out["mid_stage"].reshape((C,) + shape),
+            "loss": out["loss"].reshape(shape)}
+
+
+def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> list:
+    """Micro-batches in flight per model chunk (a list of v arrays) at stage s's peak
+    (stage_inflight_kinds)."""
+    m = np.asarray(m, dtype=np.float64)
+    if p == 1:
+        return [np.ones_like(m)] * v
+    F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * p + 1.0, m * v)
+    full, rem = np.floor(F / (p * v)), np.mod(F, p * v)
+    inter = [full * p + np.clip(rem - c * p, 0.0, p) for c in range(v)]
+    one = np.where(schedule == GPIPE, m, np.where(schedule == ZERO_BUBBLE_H1, np.minimum(m, p), np.minimum(m, p - s)))
+    return [np.where(schedule == INTERLEAVED, inter[c], one) for c in range(v)]
+
+
+def _weighted_chunks(chunks, p: int, v: int, s: int, m, schedule):
+    """sum over chunks c of (micro-batches in flight in chunk c) x (its layers of each kind): (K, n)."""
+    counts = _chunk_inflight(p, v, s, m, schedule)
+    return sum((np.outer(chunks[c], counts[c]) for c in range(v)), np.zeros((chunks.shape[1], len(m))))
+
+
+class _Configs:
+    """The distinct (pp, vpp, split_emb, split_loss) of a plan array, found in one pass (a search
+    holds a million plans but a few dozen configurations): a dense key over their small ranges."""
+
+    def __init__(self, plan):
+        self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.microbatches).shape
+        pp, vpp, e, l_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
+                          for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))
+        V = int(vpp.max(initial=1)) + 1
+        key = ((pp * V + vpp) * 2 + e) * 2 + l_
+        present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
+        present[key] = True
+        uniq = np.flatnonzero(present)
+        self.inverse = (np.cumsum(present) - 1)[key]
+        self.rows = [(int(k // 4 // V), int(k // 4 % V), int(k // 2 % 2), int(k % 2)) for k in uniq]
+
+
+def _pipeline_configs(plan) -> _Configs:
+    return _Configs(plan)
+
+
+def _gather(per, configs, K, reduce_chunks) -> dict:
+    """stage_kind_counts' arrays from each configuration's chunk kind counts."""
+    shape = configs.shape
+    C = max(len(p["mid"]) for p in per)
+    inv = configs.inverse
+    out = {st: np.stack([reduce_chunks(p[st]) for p in per], axis=1)[:, inv].reshape((K,) + shape)
+           for st in ("first", "last")}
+    mids = np.stack([np.stack([reduce_chunks(x) for x in p["mid"]] + [reduce_chunks(p["mid"][0])] * (C - len(p["mid"])))
+                     for p in per], axis=2)  # (C, K, U)
     stages = np.array([p["mid_stage"] + [p["mid_stage"][0]] * (C - len(p["mid"])) for p in per], dtype=np.int64).T
-    out["mid"] = mids[:, :, inverse].reshape((C, K) + shape)
-    out["mid_stage"] = stages[:, inverse].reshape((C,) + shape)
+    out["mid"] = mids[:, :, inv].reshape((C, K) + shape)
+    out["mid_stage"] = stages[:, inv].reshape((C,) + shape)
     return out
 
 
@@ -232,21 +323,27 @@ def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0) -> li
     return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
 
 
-def _placed_counts(ll, p: int, v: int, e: int, l_: int) -> dict:
-    """stage_kind_counts for one (pp, vpp, split_emb, split_loss)."""
+def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
+    """Per stage, the layers of each kind in each of its model chunks, (v, K): stage 0
+    ("first"), stage p - 1 ("last"), and the middle stages' distinct chunk compositions ("mid",
+    each first held by stage "mid_stage"; stage 1's with p <= 2), for one (pp, vpp, split_emb,
+    split_loss) (stage_kind_counts' placement)."""
     L = ll.num_layers
     if p == 1:
-        return {"first": ll.totals, "last": ll.totals, "mid": [ll.totals], "mid_stage": [1]}
+        one = ll.prefix[:, -1][None].astype(np.float64) / v
+        return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
     length = chunk_layers(L, p, v, e, l_)
-    start = np.concatenate([[0], np.cumsum(np.maximum(length, 0))])
+    start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
+    chunks = (ll.prefix[:, start[1:]] - ll.prefix[:, start[:-1]]).T.astype(np.float64)  # (p v, K)
 
     def stage(s):
-        return sum((ll.count(start[j], start[j + 1]) for j in range(s, p * v, p)), np.zeros(len(ll.kinds)))
+        return chunks[s::p]
 
     mid: dict = {}
     for s in range(1, max(p - 1, 2)):
-        mid.setdefault(tuple(stage(s)), s)
-    return {"first": stage(0), "last": stage(p - 1), "mid": [np.array(k) for k in mid], "mid_stage": list(mid.values())}
+        mid.setdefault(stage(s).tobytes(), (s, stage(s)))
+    return {"first": stage(0), "last": stage(p - 1), "mid": [x for _, x in mid.values()],
+            "mid_stage": [s for s, _ in mid.values()]}
 
 
 def inflight_microbatches(pp, m, vpp, schedule, stage=0):

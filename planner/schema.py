@@ -471,7 +471,11 @@ class KernelBytes(BaseModel):
     dropout_bwd: float = Field(ge=0, description="backward, likewise")
     bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
-    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit kept from the loss forward to its backward (bf16 logits, fp32 softmax, ...)")
+    loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
+    loss_pool_per_logit: float = Field(
+        default=0.0, ge=0,
+        description="bytes per logit freed before the loss's backward peak that the caching allocator cannot hand to it "
+                    "(a freed block smaller than the new request): reserved, not allocated")
     norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
     sources: list[str] = Field(min_length=1)
 
@@ -486,6 +490,11 @@ class SelectiveRecompute(BaseModel):
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
     recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
     recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    saves_tp_partials: bool = Field(
+        default=False,
+        description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
+                    "and the row-parallel MLP output it keeps is the full-length partial sum (2h, not /t): torchtitan's "
+                    "save list holds _c10d_functional.reduce_scatter_tensor")
     sources: list[str] = Field(min_length=1)
 
 
@@ -530,6 +539,29 @@ class FSDPSpec(BaseModel):
                                                                               "reduce-scatter; null: one FSDP unit (a layer) each")
     allgather_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each all-gather copies in and out of its buffer")
     reduce_copy_bytes: float = Field(ge=0, description="HBM bytes per unsharded parameter each gradient reduce-scatter copies into its buffer")
+    # what a sharded (FSDP / HSDP) rank holds at its allocated peak, the start of the backward
+    # (planner/memory.py "FSDP"); the defaults are FSDP1 / ZeRO-3: a low-precision shard beside
+    # the fp32 master, the sharded gradients live, two gathered units and one unsharded gradient
+    sharded_weights_copy: bool = Field(
+        default=True, description="a low-precision shard of the weights beside the fp32 master (False: FSDP2 mixed "
+                                  "precision keeps only the fp32 shard, cast on each all-gather)")
+    grads_at_peak: bool = Field(
+        default=True, description="the sharded gradients are allocated at the peak (False: FSDP2 frees them with "
+                                  "zero_grad(set_to_none) and allocates them during the backward)")
+    unsharded_ends: list[Literal["embedding", "output"]] = Field(
+        default_factory=list, description="end units kept unsharded from their forward to their backward (FSDP2's root)")
+    gathered_units_at_peak: float = Field(default=2.0, ge=0, description="layer units all-gathered at the peak (current + prefetched)")
+    gathered_grad_units_at_peak: float = Field(default=1.0, ge=0, description="unsharded layer gradients at the peak (in the reduce dtype)")
+    allgather_pool_units: float = Field(
+        default=0.0, ge=0, description="flat all-gather buffers (units, param_gather_bytes each) in the all-gather "
+                                       "streams' pools: reserved, not reusable by the default stream")
+    reduce_output_pool: bool = Field(
+        default=False, description="the sharded gradients (grad_reduce_bytes each) are views of buffers allocated on the "
+                                   "reduce-scatter stream: held in its pool, reserved through the next forward")
+    pp_unsharded_grad_bytes: float = Field(
+        default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
+                                       "bytes per stage parameter of the unsharded gradients accumulated over the "
+                                       "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -552,6 +584,10 @@ class MemoryReporting(BaseModel):
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
     allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    fp8_saves_gemm_inputs: bool = Field(
+        default=False,
+        description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
+                    "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)

@@ -19,7 +19,7 @@ from .schema import Stack
 
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
                  "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
-                 "bias", "loss_per_logit", "loss_saved_per_logit", "norm_saved_extra")
+                 "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra")
 DEFAULT_STACK = "megatron"
 
 

@@ -11,6 +11,23 @@ from planner.plan import resolve
 from planner.schema import Job
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _model_cache(tmp_path_factory):
+    """Generated model files (a Megatron argument file's own model: trainers.write_model_file)
+    go to a folder of this test session, not the user's cache."""
+    import os
+
+    from planner.trainers import CACHE_ENV
+
+    old = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("planner-cache"))
+    yield
+    if old is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = old
+
+
 def explain_job(**fields):
     """(settings, plan, estimate, json) for one job; hardware defaults to h100-sxm."""
     job = Job(**fields)

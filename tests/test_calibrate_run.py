@@ -93,8 +93,12 @@ def test_calibrate_torchtitan_log_with_its_toml(cli, tmp_path):
     assert run.fit.free == ["gemm_efficiency_scale", "allocator_slack"]
     step, mem = run.measurements
     assert step.quantity == "step_time" and abs(step.residual_after) < 1e-3 < abs(step.residual_before)
-    # slack = measured reserved / predicted allocated - 1 (the prior's pull is (0.01/0.405)^2 of it)
-    assert run.parameters["allocator_slack"].value == pytest.approx(47.24 * GiB / mem.predicted_before - 1, rel=2e-3)
+    # slack = measured reserved / predicted reserved - 1 (the prior's pull is (0.01/0.405)^2 of it),
+    # bounded below by 0 (the model's reserved peak, with FSDP2's stream pools and the loss's freed
+    # block, is within 0.1% of the logged 47.24 GiB)
+    expected = max(47.24 * GiB / mem.predicted_before - 1, 0.0)
+    assert abs(expected) < 1e-3
+    assert run.parameters["allocator_slack"].value == pytest.approx(expected, abs=1e-4)
     g = run.parameters["gemm_efficiency_scale"]
     assert g.low_1sigma < g.value < g.high_1sigma < 1.0
     assert {i.kind for i in run.inputs} == {"torchtitan-log", "trainer-config"}

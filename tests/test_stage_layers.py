@@ -72,13 +72,18 @@ def test_the_heavier_middle_stage_sets_the_memory(explain):
     from planner import memory as mem
     from planner.memory import _PerLayer, _stage_terms, stage_kind_counts
     from planner.params import count_params
+    from planner.pipeline import stage_inflight_kinds
 
     settings, plan, est, js = explain(model="deepseek-v3", gpus=1024, pp=16, ep=8, sharding="zero1", global_batch=1024,
                                       micro_batch=1, seq_len=4096)
     counts = stage_kind_counts(settings.model, plan)
     assert counts["mid"].tolist() == [[1.0, 3.0], [0.0, 4.0]] and counts["mid_stage"].tolist() == [1, 2]
-    per = _PerLayer(settings, plan, count_params(settings.model))
-    totals = [float(_stage_terms(per, "mid", counts["mid"][c], 4, counts["mid_stage"][c]).total) for c in range(2)]
+    pc = count_params(settings.model)
+    held = stage_inflight_kinds(pc.layers, plan)
+    # 1F1B: stage 1 holds p - 1 = 15 micro-batches of its layers, stage 2 holds 14
+    assert held["mid"].tolist() == [[15.0, 45.0], [0.0, 56.0]]
+    per = _PerLayer(settings, plan, pc)
+    totals = [float(_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], 4, held["loss"]).total) for c in range(2)]
     assert float(est.stages[mem.STAGE_MIDDLE].total) == max(totals)
     assert totals[1] > totals[0]  # 14 x 4 MoE layers outweigh 15 x (1 dense + 3 MoE)
 
@@ -112,3 +117,23 @@ def test_multi_token_prediction_on_the_last_stage(explain, tmp_path):
     assert s1["last"]["activations_bytes"] > s0["last"]["activations_bytes"]
     assert j1["time"]["step_s"] >= j0["time"]["step_s"]
     assert j1["flops"]["model_flops_per_token"] > j0["flops"]["model_flops_per_token"]
+
+
+def test_interleaved_chunks_hold_their_own_micro_batches():
+    """Megatron's interleaved 1F1B on the last of p = 4 stages, v = 2 chunks, m = 8: before
+    its first backward it has run W + 1 = 2 (p - s - 1) + (v - 1) p + 1 = 5 forwards, the
+    first 4 of chunk 0 (forward k runs chunk (k mod p v) // p) and 1 of chunk 1, the chunk
+    with the loss: chunk 0 holds 4 micro-batches, chunk 1 holds 1, and the loss 1. With the
+    loss counted in the split (Llama 3 8B's 32 layers + 1 over 8 chunks: c = 5, 7 left over),
+    the last stage's chunks hold 5 and 5 - 1 - 3 = 1 layers: 4 x 5 + 1 x 1 = 21 layer-micro-
+    batches, not the 5/2 x 6 = 15 of a mean chunk."""
+    from planner.pipeline import stage_inflight_kinds
+
+    ll = layer_list(load_model("llama3-8b"))
+    plan = PlanArrays(tp=1, cp=1, pp=4, vpp=2, dp=1, mbs=1, gbs=8, seq=4096, sharding=0, shard=1, recompute=0,
+                      sp=0, schedule=2, precision=0, split_emb=0, split_loss=1)
+    held = stage_inflight_kinds(ll, plan)
+    assert held["last"].tolist() == [21.0] and float(held["loss"]) == 1.0
+    # stage 0: W + 1 = 2 x 3 + 4 + 1 = 11 forwards: chunk 0 gets 4 + 3 = 7... (k mod 8) // 4: k = 0-3 and 8-10 -> 7,
+    # chunk 1 k = 4-7 -> 4; its chunks hold 5 - 4 = 1 (c 5, 7 left over: 4 off the first chunk) and 5 layers
+    assert held["first"].tolist() == [7.0 * 1 + 4.0 * 5]

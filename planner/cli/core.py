@@ -34,6 +34,8 @@ def report_trainer_config(cfg) -> None:
                          f"{'; '.join(cfg.ignored)}\n")
     if cfg.assumed:
         sys.stderr.write(f"note: {cfg.source}: assumed: {'; '.join(cfg.assumed)}\n")
+    for u in getattr(cfg, "unmodelled", ()):
+        warn(f"{cfg.source}: not modelled, priced otherwise: {u}")
 
 
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:

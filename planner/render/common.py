@@ -69,7 +69,8 @@ TERM_LABELS = {
     "layer_activations": "layer activations",
     "output_activations": "output layer (logits + loss)",
     "recompute_buffer": "recompute buffer (one layer)",
-    "fsdp_buffers": "FSDP all-gather buffers",
+    "fsdp_buffers": "FSDP unsharded weights and buffers",
+    "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
     "reserve": "CUDA context + NCCL reserve",
 }

@@ -3,10 +3,14 @@ argument lists / launch scripts, DeepSpeed JSON configs.
 
 `load_trainer_config(path)` turns one of them into the planner's job fields (`job`, keys
 exactly planner/schema.py `Job` fields, so `Job.model_validate(job)` works), with the
-trainer's name (`fmt`), what it read that changes memory or time but is not priced
-(`not_modelled`, each 'name=value (what it changes)'; a setting the reader does not know is
-one), what it read that has no effect on the plan's cost (`ignored`, with the reason), and
-what it inferred and by which rule (`assumed`). Contradictions (a TP degree that does not
+trainer's name (`fmt`), what it read and inferred by which rule (`assumed`), and what it
+read but did not price, in three lists: `unmodelled`, what it could not express and priced
+otherwise (fp32 training priced as bf16, an optimizer other than Adam, offloading; the CLI
+prints each as a warning, `planner validate` skips a corpus row that has one);
+`not_modelled`, settings that change memory or time and are left out of the price (each
+'name=value (what it changes)'; a setting the reader does not know is one; a warning too);
+and `ignored`, settings with no effect on the plan's memory or time (each with the reason,
+a note). Contradictions (a TP degree that does not
 divide the heads, a GPU count in the file that disagrees with --gpus, a shape flag that
 disagrees with --model) raise PlannerError naming both. Which release each reader follows
 and where every option name comes from: the module docstrings of torchtitan.py, megatron.py
@@ -43,6 +47,7 @@ class TrainerConfig:
     # read, and they change memory or step time, but the plan is priced without them (each with what
     # it changes); a setting the reader does not know is listed here, never as ignored (issue 22)
     not_modelled: list[str] = field(default_factory=list)
+    unmodelled: list[str] = field(default_factory=list)
 
 
 _MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b")
@@ -168,29 +173,93 @@ def match_catalog_model(where: str, given: dict[str, tuple[str, object]], what: 
     field comparison (no names read), among the entries of identical layers (a layer_pattern
     entry, Mistral 7B's sliding window, is named with --model). Returns (name, the rule as text)
     or raises."""
-    from ..catalog import list_models, load_model
-
     need = {"num_layers", "hidden_size", "num_attention_heads"}
     attrs = {a for a, _ in given.values()}
     if not need <= attrs:
         missing = ", ".join(sorted(need - attrs))
         raise PlannerError(f"{where}the {what} does not give the model's shape ({missing} needed) and no --model was given",
                            "pass --model NAME (see `planner models`), a model YAML or a Hugging Face config.json")
-    hits = []
-    for name in list_models():
-        m = load_model(name)
-        if m.moe is not None and "moe.num_experts" not in attrs:  # a config that names no experts is a dense model
-            continue
-        if m.layer_pattern is not None:  # the trainer readers parse no per-layer kinds (--window-size, hybrid
-            continue                     # patterns): a shape they match is one of identical global-attention layers
-        if all(_attr(m, a) == v for a, v in given.values()):
-            hits.append(name)
+    hits = catalog_models_with_shape(given)
     shape = ", ".join(f"{a}={_show(v)}" for a, v in given.values())
     if len(hits) != 1:
         why = "no catalog model has" if not hits else f"{len(hits)} catalog models ({', '.join(hits)}) have"
         raise PlannerError(f"{where}{why} the shape of the {what} ({shape})",
                            "pass --model NAME, a model YAML or a Hugging Face config.json")
     return hits[0], f"model={hits[0]}: the one catalog model with the shape of the {what} ({shape})"
+
+
+def catalog_models_with_shape(given: dict[str, tuple[str, object]]) -> list[str]:
+    """The model_zoo entries whose attributes equal every given (attribute, value) (explicit
+    field comparison, no names read), among the entries of identical layers: an MoE entry only
+    when the config names experts, no layer_pattern entry (the trainer readers parse no per-layer
+    kinds, so a shape they match is one of identical layers)."""
+    from ..catalog import list_models, load_model
+
+    attrs = {a for a, _ in given.values()}
+    hits = []
+    for name in list_models():
+        m = load_model(name)
+        if m.moe is not None and "moe.num_experts" not in attrs:  # a config that names no experts is a dense model
+            continue
+        if m.layer_pattern is not None:
+            continue
+        if all(_attr(m, a) == v for a, v in given.values()):
+            hits.append(name)
+    return hits
+
+
+# ------------------------------------------------------------------ a model a trainer config defines
+#: environment variable naming the folder for generated model files (default: the user cache dir)
+CACHE_ENV = "PLANNER_CACHE_DIR"
+
+
+def model_cache_dir() -> Path:
+    """Where generated model YAMLs go: $PLANNER_CACHE_DIR, else $XDG_CACHE_HOME/planner, else
+    ~/.cache/planner (the XDG Base Directory default), each with a `models/` folder."""
+    import os
+
+    base = os.environ.get(CACHE_ENV)
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        base = str(Path(xdg) / "planner") if xdg else str(Path.home() / ".cache" / "planner")
+    return Path(base).expanduser() / "models"
+
+
+def write_model_file(spec: dict, prefix: str) -> str:
+    """Write a model a trainer config defines by its flags (ModelSpec fields) as a model YAML
+    named by its content hash, `<prefix>-<sha256[:16]>.yaml` in model_cache_dir(), and return
+    its absolute path: the Job's `model`. The job then reads like any model YAML -- `explain`
+    reports the file and its sha256 (plan `model_file`, `model_sha256`), `export` and
+    `explain --from-fit` read it back, and a user can copy it and edit it. Equal content means
+    an equal path (catalog.load_model caches by path); the file is written once, atomically
+    (a temporary file renamed into place), so concurrent runs never see half a file. A cache
+    folder that cannot be written falls back to the system temporary folder."""
+    import hashlib
+    import os
+    import tempfile
+
+    import yaml
+
+    from .. import files
+
+    text = "# generated by planner from a trainer config's model flags; content-addressed\n" + yaml.safe_dump(spec, sort_keys=False)
+    name = f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.yaml"
+    tried = []
+    for folder in (model_cache_dir(), Path(tempfile.gettempdir()) / f"planner-{os.getuid() if hasattr(os, 'getuid') else 'user'}" / "models"):
+        target = folder / name
+        if files.is_file(target):
+            return str(target.resolve())
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".yaml")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)
+            return str(target.resolve())
+        except OSError as e:
+            tried.append(f"{folder} ({e.strerror or e})")
+    raise PlannerError(f"cannot write the model file the config defines: {'; '.join(tried)}",
+                       f"set {CACHE_ENV} to a writable folder, or pass --model")
 
 
 def _attr(spec, attr: str):

@@ -28,6 +28,7 @@ from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from . import FORMATS, FORMAT_STACKS
 
+MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
 
 
@@ -115,6 +116,13 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "ep_comm_overlap", "stack")
     out = {k: plan.get(k) for k in keys}
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    b = out["bytes_per_param"]  # a preset's name and the same bytes as a dict are one setting
+    if isinstance(b, str) and b in BYTES_PER_PARAM_PRESETS:
+        b = BYTES_PER_PARAM_PRESETS[b].model_dump()
+    if isinstance(b, dict):
+        out["bytes_per_param"] = tuple(sorted((k, float(v)) for k, v in b.items()))
     m = _model(plan)
     out["stage_layers"] = tuple(int(x) for x in stage_layers(
         m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
@@ -318,6 +326,17 @@ def shlex_quote(s: str) -> str:
     return shlex.quote(s)
 
 
+def _run_lengths(pat: list[int]) -> str:
+    """A 0/1 layer list as Megatron's list expression: runs joined, "([0]*3+[1]*58)"."""
+    runs: list[list[int]] = []
+    for x in pat:
+        if runs and runs[-1][0] == x:
+            runs[-1][1] += 1
+        else:
+            runs.append([x, 1])
+    return "(" + "+".join(f"[{x}]*{n}" for x, n in runs) + ")"
+
+
 def _megatron(plan: dict, notes: list[str]) -> str:
     from ..startup import uses_tp_pp_dp_mapping
 
@@ -337,33 +356,35 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     args += [("--kv-channels", model.dhead), ("--vocab-size", model.vocab_size),
              ("--max-position-embeddings", max(model.max_seq_len, plan["seq_len"]))]
-    if model.mla is not None:  # Megatron-Core MLA (transformer_config.py MLATransformerConfig @d98e8a64)
-        a = model.mla
-        args.append(("--multi-latent-attention", None))
-        if a.q_lora_rank is not None:
-            args.append(("--q-lora-rank", a.q_lora_rank))
-        args += [("--kv-lora-rank", a.kv_lora_rank), ("--qk-head-dim", a.qk_nope_head_dim),
-                 ("--qk-pos-emb-head-dim", a.qk_rope_head_dim), ("--v-head-dim", a.v_head_dim)]
-    if model.moe is not None:  # Megatron-Core MoE shape (transformer_config.py @d98e8a64)
-        mo = model.moe
-        args += [("--num-experts", mo.num_experts), ("--moe-router-topk", mo.top_k)]
-        if mo.expert_ffn_hidden_size:
-            args.append(("--moe-ffn-hidden-size", mo.expert_ffn_hidden_size))
-        if mo.num_shared_experts:
-            width = mo.shared_expert_ffn_hidden_size or mo.expert_ffn_hidden_size or model.ffn_hidden_size
-            args.append(("--moe-shared-expert-intermediate-size", mo.num_shared_experts * width))
-            if mo.shared_expert_gate:
+    if model.moe is not None:  # Megatron-Core MoE shape (arguments.py _add_moe_args; megatron_model.py reads them back)
+        moe = model.moe
+        args += [("--num-experts", moe.num_experts), ("--moe-router-topk", moe.top_k)]
+        if moe.expert_ffn_hidden_size:
+            args.append(("--moe-ffn-hidden-size", moe.expert_ffn_hidden_size))
+        if moe.num_shared_experts:  # Megatron has one shared MLP of the shared experts' total width
+            fs = moe.shared_expert_ffn_hidden_size or moe.expert_ffn_hidden_size or model.ffn_hidden_size
+            args.append(("--moe-shared-expert-intermediate-size", moe.num_shared_experts * fs))
+            if moe.shared_expert_gate:
                 args.append(("--moe-shared-expert-gate", None))
-        if mo.first_k_dense or mo.layer_freq != 1:
-            pattern = [int(i >= mo.first_k_dense and i % mo.layer_freq == 0) for i in range(model.num_layers)]
-            args.append(("--moe-layer-freq", "[" + ",".join(map(str, pattern)) + "]"))
-        if mo.router == "sigmoid":
+        if model.layer_pattern is None and (moe.first_k_dense or moe.layer_freq != 1):
+            if moe.first_k_dense:
+                pat = [1 if (i >= moe.first_k_dense and i % moe.layer_freq == 0) else 0 for i in range(model.num_layers)]
+                args.append(("--moe-layer-freq", f'"{_run_lengths(pat)}"'))
+            else:
+                args.append(("--moe-layer-freq", moe.layer_freq))
+        if moe.router == "sigmoid":
             args.append(("--moe-router-score-function", "sigmoid"))
-        if mo.router_bias:
+        if moe.router_bias:
             args.append(("--moe-router-enable-expert-bias", None))
         cf = plan.get("moe_capacity_factor")
         if cf is not None and cf != 1.0:  # the busiest expert's load: capacity, padded (every expert runs at it)
             args += [("--moe-expert-capacity-factor", cf), ("--moe-pad-expert-input-to-capacity", None)]
+    if model.mla is not None:  # Megatron-Core MLA (arguments.py _add_mla_args)
+        args.append(("--multi-latent-attention", None))
+        if model.mla.q_lora_rank is not None:
+            args.append(("--q-lora-rank", model.mla.q_lora_rank))
+        args += [("--kv-lora-rank", model.mla.kv_lora_rank), ("--qk-head-dim", model.mla.qk_nope_head_dim),
+                 ("--qk-pos-emb-head-dim", model.mla.qk_rope_head_dim), ("--v-head-dim", model.mla.v_head_dim)]
     if model.mtp_layers:
         args.append(("--mtp-num-layers", model.mtp_layers))
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position_embedding)
@@ -425,7 +446,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
             notes.append(f"tokens {plan['tokens']:.6g}: not a whole number of {plan['seq_len']}-token samples; left out")
     args.append(("--bf16", None))
     bpp = plan.get("bytes_per_param")
-    if bpp == "mixed16":
+    if bpp == "mixed16" or bpp == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
         args.append(("--grad-reduce-in-bf16", None))
     elif bpp not in (None, "megatron"):
         raise _refuse(F, f"bytes_per_param {bpp}: Megatron with --bf16 keeps fp32 main gradients (megatron, 18 B) or bf16 "
@@ -443,6 +464,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--use-tp-pp-dp-mapping", None))
     if plan.get("torch_compile"):
         raise _refuse(F, "torch_compile on: Megatron-LM has no flag that compiles the model", "price it with --no-compile")
+    if plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
+        args.append(("--attention-backend", "unfused"))
     fsdp = mode.startswith("megatron_fsdp") or mode == "torch_fsdp2"
     lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",
              "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",

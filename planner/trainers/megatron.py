@@ -24,15 +24,43 @@ read). Modelled:
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
   --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
-  --max-position-embeddings.
+  --max-position-embeddings; and, for a model the flags define (below), the vocabulary
+  (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
+  --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
+  --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
+  --moe-router-enable-expert-bias), the MLA flags (--multi-latent-attention, --q-lora-rank,
+  --kv-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim, --v-head-dim), --mtp-num-layers
+  (megatron_model.py cites each),
+  --attention-backend / --transformer-impl (-> attention eager or flash [4]),
+  --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split,
+  --fp16 / --bf16 with --accumulate-allreduce-grads-in-fp32 / --grad-reduce-in-bf16 (the
+  gradient buffer's dtype -> bytes_per_param [5]);
+  read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
+  validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
+  --optimizer other than adam, --main-grads-dtype / --main-params-dtype / --exp-avg-dtype /
+  --exp-avg-sq-dtype other than fp32, offloading (--fine-grained-activation-offloading,
+  --offload-modules, --cpu-offloading, --optimizer-cpu-offload), --fp8-param-gather,
+  --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
+  no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
+  --num-distributed-optimizer-instances > 1, --expert-tensor-parallel-size unlike TP,
+  --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
+  splits), --recompute-modules other than core_attn, --export-kd-teacher-load (a distillation
+  teacher).
+  Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
+  --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
+  --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
+  --expert-tensor-parallel-size (the job's etp), --moe-expert-capacity-factor, and the pipeline
+  split as Megatron places it (--decoder-first/last-pipeline-num-layers,
+  --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
+  as not modelled).
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
-changes (NOT_MODELLED: --fp8-param-gather, --cross-entropy-loss-fusion,
---empty-unused-memory-level, --manual-gc, --attention-backend, --step-batch-size-schedule,
---rotary-percent below 1, disabled fusions; and any flag the planner does not know).
---step-batch-size-schedule "tokens:batch ..." gives the global batch (its last) where
---global-batch-size is absent.
+changes (NOT_MODELLED: --cross-entropy-loss-fusion, --empty-unused-memory-level, --manual-gc,
+--step-batch-size-schedule, --rotary-percent below 1, disabled fusions; and any flag the
+planner does not know). --step-batch-size-schedule "tokens:batch ..." gives the global batch
+(its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
+up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
 Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
 (--sequence-parallel, --tp-comm-overlap, --overlap-grad-reduce: Megatron's defaults are
@@ -40,8 +68,15 @@ off, unlike the planner stack's recipe defaults); the rank order is parallel_sta
 'tp-cp-ep-dp-pp' (or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping) [2] -> tp-cp-dp-pp /
 tp-cp-pp-dp; --fp16 is priced as bf16 (the same 2-byte width and tensor peak); the model
 is --model if given (the shape flags must agree with it), else the one catalog model with
-the flags' shape (field comparison, no names read); --recompute-method uniform re-runs
-every layer (its chunk size is listed as not modelled).
+the flags' core shape that no other shape flag contradicts (field comparison, no names
+read), else the model the flags define: megatron_model.py builds it as Megatron does, with
+Megatron's defaults for what the flags leave out (each listed as assumed), and it is written
+as a content-addressed model YAML in the cache folder (trainers.write_model_file:
+$PLANNER_CACHE_DIR, else $XDG_CACHE_HOME/planner or ~/.cache/planner), whose path is the
+job's model: `explain` names it ("model=<file>: from the Megatron flags"), and `export` and
+`explain --from-fit` read it like any model YAML; --recompute-method uniform re-runs every
+layer (its chunk size is listed as not modelled); the attention kernel is flash (TE's fused
+attention under --attention-backend auto, Megatron's default) unless the flags say unfused.
 
 References
 [1] NVIDIA/Megatron-LM megatron/training/arguments.py @307dcf37 (2024): the parallel
@@ -56,6 +91,19 @@ References
     args.use_tp_pp_dp_mapping else 'tp-cp-ep-pp-dp').
 [3] NVIDIA/Megatron-LM examples/llama/train_llama3_8b_h100_fp8.sh @f7ec7ea8 and
     examples/gpt3/train_gpt3_175b_distributed.sh @4b36c6c4 (the launch-script layout).
+[4] NVIDIA/Megatron-LM @d98e8a64: megatron/core/transformer/enums.py AttnBackend (flash,
+    fused, unfused, local, auto); megatron/core/models/common/language_module/language_module.py
+    _set_attention_backend (unfused: NVTE_UNFUSED_ATTN=1 and the fused kernels off);
+    megatron/core/models/backends.py LocalSpecProvider.core_attention = DotProductAttention
+    (--transformer-impl local); megatron/core/transformer/dot_product_attention.py (keeps
+    attention_probs for the backward); transformer_config.py transformer_impl default
+    transformer_engine, attention_backend default auto.
+[5] NVIDIA/Megatron-LM @d98e8a64: megatron/training/arguments.py validate_args (params_dtype;
+    with --bf16 accumulate_allreduce_grads_in_fp32 is set unless --grad-reduce-in-bf16;
+    --fp16 leaves it as given; --optimizer default adam, --data-parallel-sharding-strategy
+    default optim_grads_params); megatron/training/training.py (ddp grad_reduce_in_fp32 =
+    accumulate_allreduce_grads_in_fp32); megatron/core/distributed/param_and_grad_buffer.py
+    group_params_for_buffers (grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype).
 """
 
 from __future__ import annotations
@@ -67,15 +115,23 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
-from . import TrainerConfig, check_model_shape, fmt_ignored, match_catalog_model, resolve_gpus
+from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
+               write_model_file)
+from .megatron_model import NOT_BUILT, model_spec_from_flags
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--grad-reduce-in-bf16", "--use-megatron-fsdp",
-    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+    "--add-bias-linear", "--overlap-moe-expert-parallel-comm",
+    # the model the flags define (megatron_model.py)
+    "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
+    "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
+    # the plan and what it cannot express
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
+    "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--use-precision-aware-optimizer",
+    "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -85,11 +141,17 @@ VALUE_FLAGS = {
     "--num-query-groups", "--kv-channels", "--vocab-size", "--normalization", "--position-embedding-type",
     "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
     "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
-    "--data-parallel-sharding-strategy", "--num-distributed-optimizer-instances", "--expert-tensor-parallel-size",
-    "--moe-expert-capacity-factor", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
-    "--v-head-dim", "--moe-shared-expert-intermediate-size", "--moe-layer-freq", "--moe-router-score-function",
-    "--mtp-num-layers", "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers",
-    "--pipeline-model-parallel-layout",
+    # the model the flags define (megatron_model.py)
+    "--tokenizer-type", "--make-vocab-size-divisible-by", "--padded-vocab-size", "--moe-shared-expert-intermediate-size",
+    "--moe-layer-freq", "--moe-router-score-function", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
+    "--qk-pos-emb-head-dim", "--v-head-dim", "--mtp-num-layers", "--encoder-num-layers", "--decoder-num-layers",
+    "--hybrid-layer-pattern", "--window-size",
+    # the plan and what it cannot express
+    "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
+    "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
+    "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
+    "--moe-expert-capacity-factor",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -98,28 +160,22 @@ BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--m
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
-    "--multi-latent-attention", "--moe-router-enable-expert-bias", "--no-gradient-accumulation-fusion",
-    "--moe-shared-expert-gate", "--no-bias-swiglu-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
+    "--no-bias-swiglu-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
     "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
-    "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files", "--fp8-param-gather",
-    "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--use-rotary-position-embeddings",
-    "--no-position-embedding", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
+    "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
+    "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
-    "--no-gradient-accumulation-fusion", "--squared-relu", "--qk-layernorm", "--distributed-backend-nccl",
+    "--no-gradient-accumulation-fusion", "--qk-layernorm", "--distributed-backend-nccl",
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
-    "--fp8-param-gather": "fp8 parameters kept and all-gathered in fp8 (1 B): less weight memory and DP traffic than the "
-                          "2-byte weights priced",
     "--cross-entropy-loss-fusion": "the fused cross-entropy moves and saves fewer logit bytes than the unfused loss the "
                                    "stack prices (stack_db megatron kernels.loss_per_logit)",
     "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
                                    "some time",
     "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
-    "--attention-backend": "the attention kernel (flash, fused, unfused, local; auto: Transformer Engine picks): its rate "
-                           "and memory; the stack's kernel (stack_db megatron attention_kernel) is priced",
     "--no-gradient-accumulation-fusion": "gradients accumulated by a separate add instead of inside the weight-gradient "
                                          "GEMM: more bytes moved",
     "--no-masked-softmax-fusion": "the softmax without its fused kernel: more bytes moved",
@@ -128,9 +184,7 @@ NOT_MODELLED = {
     "--no-bias-dropout-fusion": "bias-dropout-add without its fused kernel: more bytes moved",
     "--no-rope-fusion": "rotary embedding without its fused kernel: more bytes moved",
     "--no-persist-layer-norm": "the norm without the persistent kernel: slower",
-    "--squared-relu": "a squared-ReLU MLP activation instead of the model's",
     "--qk-layernorm": "norms on the queries and keys: more activation memory and bytes",
-    "--no-position-embedding": "no position embedding (the model's is priced)",
     "--step-batch-size-schedule": "a batch-size ramp: the steps before its last threshold run smaller batches (a shorter "
                                   "step, more steps); priced at the final batch",
     "--overlap-p2p-communication": "pipeline p2p overlap (the stack's default for the interleaved schedule is priced)",
@@ -177,6 +231,10 @@ def classify_unread(name: str, value) -> tuple[str, str]:
     return "not_modelled", "unknown to the planner: it may change memory or time"
 
 
+# flags of argparse nargs '*' / '+' that the planner reads: every word up to the next flag is theirs
+# (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
+# `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
+NARGS_FLAGS = {"--recompute-modules", "--offload-modules"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -487,18 +545,21 @@ def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
         if w in BOOL_FLAGS or w in KNOWN_BOOL_IGNORED:
             flags[w] = True
             continue
-        if w in VALUE_FLAGS:
+        if w in VALUE_FLAGS and w not in NARGS_FLAGS:
             if i >= len(words):
                 raise PlannerError(f"{where}{w} needs a value", f"e.g. {w} 8")
             flags[w] = words[i]
             i += 1
             continue
-        # an unknown flag: the next word is its value unless it is a flag
-        if i < len(words) and not words[i].startswith("--"):
-            flags[w] = words[i]
+        # a list flag or an unknown flag: the words up to the next flag are its value
+        vals = []
+        while i < len(words) and not words[i].startswith("--"):
+            vals.append(words[i])
             i += 1
+        if w in NARGS_FLAGS:
+            flags[w] = vals
         else:
-            flags[w] = True
+            flags[w] = " ".join(vals) if vals else True
     return flags, stray
 
 
@@ -553,7 +614,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
     flags, stray = parse_flags(words, where)
     return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
-                      hardware=hardware)
+                      hardware=hardware, label=Path(path).name)
 
 
 def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
@@ -573,10 +634,14 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
         checks.append(("--moe-shared-expert-intermediate-size", _int(where, flags, "--moe-shared-expert-intermediate-size"),
                        mo.num_shared_experts * width if mo else None))
     if "--moe-layer-freq" in flags and mo is not None:
-        text = str(flags["--moe-layer-freq"]).strip()
+        from .megatron_model import eval_layer_pattern
+
+        text = str(flags["--moe-layer-freq"]).strip().strip("\"'")
         want = [int(i >= mo.first_k_dense and i % mo.layer_freq == 0) for i in range(spec.num_layers)]
-        got = [int(x) for x in re.findall(r"\d+", text)] if text.startswith("[") else None
-        checks.append(("--moe-layer-freq", got if got is not None else text, want if got is not None else str(mo.layer_freq)))
+        if text.isdigit():
+            checks.append(("--moe-layer-freq", text, str(mo.layer_freq) if not mo.first_k_dense else want))
+        else:
+            checks.append(("--moe-layer-freq", [int(x) for x in eval_layer_pattern(text, where, "--moe-layer-freq")], want))
     if "--mtp-num-layers" in flags:
         checks.append(("--mtp-num-layers", _int(where, flags, "--mtp-num-layers"), spec.mtp_layers))
     for flag, attr in (("--moe-router-enable-expert-bias", "router_bias"), ("--moe-shared-expert-gate", "shared_expert_gate")):
@@ -645,6 +710,8 @@ def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
     from ..pipeline import chunk_layers
 
     for e, l_ in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        if (e or l_) and (L + e + l_) % (pp * vpp):
+            continue  # the counted ends must divide into the chunks (plan.SPLIT_UNITS; transformer_config.py)
         ch = chunk_layers(L, pp, vpp, e, l_)
         gpu = [sum(ch[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
         if (chunks is not None and ch == list(chunks)) or (per_gpu is not None and gpu == list(per_gpu)):
@@ -659,9 +726,51 @@ SHAPE_FLAGS = {
 }
 
 
+POSITION_TYPES = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}
+MLA_SHAPE = {"--kv-lora-rank": "mla.kv_lora_rank", "--q-lora-rank": "mla.q_lora_rank", "--qk-head-dim": "mla.qk_nope_head_dim",
+             "--qk-pos-emb-head-dim": "mla.qk_rope_head_dim", "--v-head-dim": "mla.v_head_dim"}
+CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_heads", "vocab_size", "dhead",
+              "moe.num_experts", "moe.top_k")
+
+
+def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assumed: list[str]) -> tuple[str, str, bool]:
+    """(the job's model, the rule as text, whether the flags define it): the one catalog model
+    whose core shape equals the flags' and that no other shape flag contradicts, else the
+    model the flags define (megatron_model.py), written as a content-addressed model YAML
+    (trainers.write_model_file)."""
+    from ..catalog import format_validation_error
+    from ..schema import ModelSpec
+    from pydantic import ValidationError
+
+    core = {k: v for k, v in shape.items() if v[0] in CORE_ATTRS}
+    have = {a for a, _ in core.values()}
+    why = None
+    if not any(f in flags for f in NOT_BUILT) and {"num_layers", "hidden_size", "num_attention_heads"} <= have:
+        hits = catalog_models_with_shape(core)
+        if len(hits) == 1:
+            try:
+                check_model_shape(where, hits[0], shape)
+            except PlannerError as e:
+                why = f"the one catalog model of its core shape, {hits[0]}, differs ({e.message.removeprefix(where)})"
+            else:
+                shown = ", ".join(f"{a}={_show(v)}" for a, v in core.values())
+                return hits[0], f"model={hits[0]}: the one catalog model with the shape of the Megatron arguments ({shown})", False
+        else:
+            why = "no catalog model has their shape" if not hits else f"{len(hits)} catalog models ({', '.join(hits)}) have their shape"
+    spec = model_spec_from_flags(flags, where, tp, label, assumed)
+    try:
+        ModelSpec.model_validate(spec)
+    except ValidationError as e:
+        raise format_validation_error(e, f"{where}the model the Megatron flags define") from None
+    path = write_model_file(spec, "megatron-flags")
+    return path, (f"model={path}: from the Megatron flags" + (f" ({why})" if why else "") +
+                  "; every setting they leave out is Megatron's default (listed here)"), True
+
+
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
-               hardware=None) -> TrainerConfig:
+               hardware=None, label: str = "megatron-args") -> TrainerConfig:
     assumed = [] if assumed is None else assumed
+    unmodelled: list[str] = []
     ignored: list[str] = []
     not_modelled: list[str] = []
     by_reason: dict = {}
@@ -716,15 +825,20 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--use-rotary-position-embeddings" in flags and "--position-embedding-type" not in flags:
         shape["--use-rotary-position-embeddings"] = ("position_embedding", "rope")  # the older spelling of rope
     if "--position-embedding-type" in flags:
-        pos = {"rope": "rope", "learned_absolute": "learned", "none": "none"}.get(flags["--position-embedding-type"])
+        pos = POSITION_TYPES.get(flags["--position-embedding-type"])
         if pos is None:
             raise PlannerError(f"{where}--position-embedding-type {flags['--position-embedding-type']!r} is not modelled",
-                               "valid: learned_absolute, rope, none")
+                               "valid: " + ", ".join(POSITION_TYPES))
         shape["--position-embedding-type"] = ("position_embedding", pos)
     drops = [_float(where, flags, f) for f in ("--attention-dropout", "--hidden-dropout") if f in flags]
     if drops:
         shape["--attention-dropout/--hidden-dropout"] = ("dropout", any(d > 0 for d in drops))
+    if "--multi-latent-attention" in flags:
+        for flag, attr in MLA_SHAPE.items():
+            if flag in flags:
+                shape[flag] = (attr, _int(where, flags, flag))
     absent_drop = [f for f in ("--attention-dropout", "--hidden-dropout") if f not in flags]
+    from_flags_model = False
     if model is not None:
         try:
             check_model_shape(where, model, shape)
@@ -732,17 +846,14 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
         job["model"] = model
     else:
-        core = {k: v for k, v in shape.items() if v[0] in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-                                                            "kv_heads", "vocab_size", "dhead", "moe.num_experts",
-                                                            "moe.top_k")}
-        job["model"], rule = match_catalog_model(where, core, "Megatron arguments")
-        check_model_shape(where, job["model"], shape)
+        job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed)
         assumed.append(rule)
     from ..catalog import load_model
 
     spec = load_model(job["model"])
-    _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
-    if absent_drop and not spec.dropout:
+    if not from_flags_model:
+        _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
+    if absent_drop and not spec.dropout and not from_flags_model:
         assumed.append(f"dropout as the model ({job['model']}: none): {', '.join(absent_drop)} absent, though Megatron's "
                        "default is 0.1 (arguments.py); dropout masks would add 1 B per hidden element")
     a, k, L = spec.num_attention_heads, spec.kv_heads, spec.num_layers
@@ -769,6 +880,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                "give one of the two")
         vpp = vps
     # ---- the pipeline split (Megatron-Core's uneven placements, read back into the planner's)
+    split_unmodelled: list[str] = []
     layout = flags.get("--pipeline-model-parallel-layout")
     if layout is not None:
         if vps is not None or lpv is not None:
@@ -786,20 +898,22 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         per_gpu = decoder_first_last(L, pp, vpp, *firsts, where)
         e_l = split_of(L, pp, vpp, per_gpu=per_gpu)
         if e_l is None:
-            raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]} place {per_gpu} "
-                               f"layers on the pipeline ranks, which is not a split the planner models (pipeline.stage_layers)",
-                               "let the first and the last stage hold the layers the split leaves over")
-        if vpp > 1:
-            assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the planner "
-                           "takes the difference off the first/last chunk (the same layers per GPU)")
-        job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+            split_unmodelled.append(f"--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]}: {per_gpu} layers on "
+                                    "the pipeline ranks, not a split the planner models (pipeline.stage_layers); priced "
+                                    "as the planner's split of pp x vpp")
+        else:
+            if vpp > 1:
+                assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the "
+                               "planner takes the difference off the first/last chunk (the same layers per GPU)")
+            job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
     if layout is not None and pp > 1:
         e_l = split_of(L, pp, vpp, chunks=chunks)
         if e_l is None:
-            raise PlannerError(f"{where}--pipeline-model-parallel-layout places {chunks} layers on the model chunks, which is "
-                               "not a split the planner models (pipeline.chunk_layers)",
-                               "let the first and the last chunk hold the layers the split leaves over")
-        job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+            split_unmodelled.append(f"--pipeline-model-parallel-layout {layout}: {chunks} layers on the model chunks, not a "
+                                    "split the planner models (pipeline.chunk_layers); priced as the planner's split of "
+                                    "pp x vpp")
+        else:
+            job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
     if vpp > 1:
         job["vpp"] = vpp
         job["schedule"] = "interleaved"
@@ -831,6 +945,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         else:
             job["global_batch"] = final
             assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
+    if "--max-position-embeddings" in flags and not from_flags_model:  # the flags' model reads it (its position table)
+        ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"])
+                       + " (the model file's position table is priced)")
     if "global_batch" not in job:
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
         dp = job["gpus"] // max(1, tp * pp * cp)
@@ -869,10 +986,6 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
                        "megatron_fsdp_optim_grads": "zero2", "megatron_fsdp_optim_grads_params": "fsdp",
                        "torch_fsdp2": "fsdp", "megatron_fsdp_hsdp": "hsdp"}[job["sharding_mode"]]
-    if "--grad-reduce-in-bf16" in flags:  # main grads and their reduction in bf16: 2 B per parameter
-        job["bytes_per_param"] = "mixed16"
-        assumed.append("bytes_per_param=mixed16: --grad-reduce-in-bf16 keeps bf16 main gradients (2 B) beside the fp32 "
-                       "master and Adam states (arguments.py: main_grads_dtype bf16)")
     for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
                       ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
         if flag in flags:
@@ -936,6 +1049,96 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     job["rank_order"] = "tp-cp-pp-dp" if "--use-tp-pp-dp-mapping" in flags else "tp-cp-dp-pp"
     assumed.append(f"rank_order={job['rank_order']}: Megatron's parallel_state order "
                    f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
+    _attention(flags, where, job, assumed)
+    for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+                      ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
+        if flag in flags:
+            job[key] = True
+    _state_bytes(flags, where, job, assumed, unmodelled)
+    _unmodelled(flags, where, job, spec, tp, unmodelled)
+    unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled,
+                         not_modelled=not_modelled)
+
+
+ATTENTION_BACKENDS = ("auto", "flash", "fused", "unfused", "local")  # megatron/core/transformer/enums.py AttnBackend [4]
+
+
+def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
+    """The attention kernel, from --attention-backend and --transformer-impl [4]: `unfused`
+    (Transformer Engine's UnfusedDotProductAttention) and `local` (Megatron-Core's
+    DotProductAttention), like every core attention of --transformer-impl local
+    (LocalSpecProvider.core_attention), keep the softmax output for the backward (eager:
+    the s x s scores); flash, fused and auto run TE's fused kernels, which keep none."""
+    backend = flags.get("--attention-backend", "auto")
+    impl = flags.get("--transformer-impl", "transformer_engine")
+    if backend not in ATTENTION_BACKENDS:
+        raise PlannerError(f"{where}--attention-backend {backend!r}", f"valid: {', '.join(ATTENTION_BACKENDS)}")
+    if impl not in ("transformer_engine", "local", "inference_optimized"):
+        raise PlannerError(f"{where}--transformer-impl {impl!r}", "valid: transformer_engine, local")
+    if backend in ("unfused", "local") or impl == "local":
+        job["attention"] = "eager"
+        why = f"--attention-backend {backend}" if backend in ("unfused", "local") else "--transformer-impl local"
+        assumed.append(f"attention=eager: {why} keeps the softmax output for the backward (unfused core attention)")
+    else:
+        job["attention"] = "flash"
+        if "--attention-backend" not in flags:
+            assumed.append("attention=flash: --attention-backend auto (Megatron's default) with Transformer Engine runs a "
+                           "fused attention kernel that keeps no s x s scores")
+
+
+def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodelled: list[str]) -> None:
+    """Bytes of model state per parameter where Megatron's flags make them differ from the
+    megatron stack's 18 B (bf16 weights 2, fp32 main grads 4, fp32 master 4, Adam 8) [5]: the
+    gradient buffer is fp32 only when accumulate_allreduce_grads_in_fp32, which --bf16 turns on
+    unless --grad-reduce-in-bf16; with --fp16 it stays off unless
+    --accumulate-allreduce-grads-in-fp32 is given, and the buffer has the parameters' dtype
+    (param_and_grad_buffer.group_params_for_buffers: grad_dtype = float if
+    grad_reduce_in_fp32 else param.dtype)."""
+    fp16, bf16 = "--fp16" in flags, "--bf16" in flags
+    acc32 = "--accumulate-allreduce-grads-in-fp32" in flags
+    if (fp16 and not acc32) or (bf16 and "--grad-reduce-in-bf16" in flags):
+        job["bytes_per_param"] = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
+        why = ("--fp16 without --accumulate-allreduce-grads-in-fp32" if fp16 else "--grad-reduce-in-bf16")
+        assumed.append(f"bytes_per_param 2+2+4+8: {why} keeps the gradient buffer in 16 bits (validate_args; "
+                       "param_and_grad_buffer.group_params_for_buffers)")
+    if not (fp16 or bf16):  # fp8 without --bf16 keeps fp32 parameters too (params_dtype float, validate_args)
+        unmodelled.append("fp32 parameters (neither --bf16 nor --fp16): 4-byte weights and activations, priced as bf16")
+    dtypes = {f: flags[f] for f in ("--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype")
+              if f in flags}
+    low = {f: v for f, v in dtypes.items() if v != "fp32"}
+    if low:
+        unmodelled.append("optimizer state dtypes " + ", ".join(f"{f} {v}" for f, v in low.items()) +
+                          ": the planner prices fp32 main grads, master weights and Adam moments")
+
+
+def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
+    """What the flags set that the planner cannot express and prices otherwise (TrainerConfig
+    .unmodelled; the CLI warns, `planner validate` skips a corpus row that has any)."""
+    opt = flags.get("--optimizer", "adam")
+    if opt != "adam":
+        unmodelled.append(f"--optimizer {opt}: its state is not modelled (Adam's two fp32 moments are priced)")
+    for f in ("--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--offload-modules"):
+        if f in flags:
+            unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
+    if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
+        unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
+    if "--fp8-param-gather" in flags:
+        unmodelled.append("--fp8-param-gather: fp8 weights (1 B) are not modelled (bf16 weights priced)")
+    if "--use-megatron-fsdp" in flags:  # the mode and its level are from_flags' (stack_db megatron runs.sharding)
+        strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
+        unmodelled.append(f"--use-megatron-fsdp ({strategy}): priced as the planner's {job['sharding']} (FSDP2's unit "
+                          "buffers), not Megatron-FSDP's own buffers")
+    n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
+    if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
+        unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
+                          "priced over dp")
+    etp = _int(where, flags, "--expert-tensor-parallel-size")
+    if spec.moe is not None and etp is not None and etp != tp:
+        unmodelled.append(f"--expert-tensor-parallel-size {etp}: experts split over {etp} ranks, priced over tp {tp}")
+    mods = flags.get("--recompute-modules")
+    if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
+        unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of these modules is not modelled "
+                          "(the attention core's is priced)")

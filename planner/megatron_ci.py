@@ -1,0 +1,270 @@
+"""`planner validate CORPUS.json`: predicted per-GPU memory against Megatron-LM's functional-test
+corpus (the golden values of NVIDIA/Megatron-LM's CI at commit d98e8a64, each with its exact
+command line; tests/data/megatron_ci/README.md says where every field comes from).
+
+What is compared. Each training row's `ground_truth.mem_peak_allocated_bytes` is PyTorch's
+`allocated_bytes.all.peak` on global rank world_size - 1, the only rank with a TensorBoard
+writer [1]; under Megatron's rank order ('tp-cp-ep-dp-pp', or 'tp-cp-ep-pp-dp' with
+--use-tp-pp-dp-mapping) that rank is on the LAST pipeline stage [2]. Allocated, not reserved:
+no CUDA context, NCCL buffers or allocator fragmentation. The planner's figure is therefore the
+last stage's allocated bytes: explain's JSON `memory.stages.last.allocated_bytes` where the
+memory model reports it, else that stage's total less the `reserve` (CUDA context + NCCL) and
+`allocator_slack` terms (memory.reported_bytes's rule for a stack that logs max allocated);
+with one pipeline stage the last stage is the first. error = predicted / measured - 1.
+
+How a row becomes a job (nothing is read from ids, names or notes):
+ 1. Rows that are not training rows (`is_training`), that have no argument file
+    (`args_skip_reason`: the GPU count is unknown, ...) or no measured peak are skipped with
+    the reason.
+ 2. The training script, from the row's `family` (the test-case folder
+    tests/functional_tests/test_cases/{family}/ whose recipe sets TRAINING_SCRIPT_PATH [3]):
+    gpt and moe run pretrain_gpt.py, which the planner models (a decoder-only GPT);
+    bert runs examples/bert/pretrain_bert.py and t5 examples/t5/pretrain_t5.py (encoders,
+    not modelled), hybrid and nemotron pretrain_hybrid.py (Mamba hybrids: --hybrid-layer-pattern
+    is not read from flags), mimo examples/mimo/train.py (a vision-language model); those rows
+    are skipped with the script named.
+ 3. The argument file (`args_file`, relative to the corpus) is read by the Megatron reader
+    (planner/trainers/megatron.py: the model from the flags, every default listed as assumed),
+    with the row's `world_size` as the GPU count and its GPU as the hardware: A100 ->
+    a100-sxm-80gb, H100 -> h100-sxm, GB200 -> gb200-nvl72 (the corpus README's platform table:
+    dgx_a100 and the dgxa100_* clusters are DGX A100, dgx_h100 / dgxh100_* DGX H100, dgx_gb200
+    GB200 with 4 GPUs a node; the A100's 80 GB is assumed, the repository does not state it:
+    it changes the capacity, not the allocated bytes compared here).
+ 4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
+    a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split,
+    expert TP unlike TP) or refused (an error: exit-2 input such as a hybrid pattern) is
+    skipped with that reason.
+
+Statistics, per memory trust tier (the corpus' `trust.memory`, A/B/C: README "Trust tiers")
+and over all rows: n, the median of |error|, the signed median, the 90th percentile of |error|
+(numpy's linear interpolation, Hyndman & Fan type 7) and the worst under-prediction (the most
+negative error, with its row). The records are for validation only: nothing in the planner is
+fitted to them.
+
+References
+[1] NVIDIA/Megatron-LM @d98e8a64 megatron/training/global_vars.py (the TensorBoard writer on
+    args.rank == world_size - 1 only) and megatron/training/training.py training_log
+    (mem-max-allocated-bytes = torch.cuda.memory_stats()["allocated_bytes.all.peak"]).
+[2] megatron/training/initialize.py _initialize_distributed -> parallel_state
+    .initialize_model_parallel(order='tp-cp-ep-dp-pp' | 'tp-cp-ep-pp-dp'): pp is the outermost
+    axis or next to it, so the last rank is on the last stage.
+[3] tests/test_utils/recipes/h100/gpt.yaml:57 and moe.yaml:57 (pretrain_gpt.py), bert.yaml:56
+    (examples/bert/pretrain_bert.py), t5.yaml:56 (examples/t5/pretrain_t5.py), mamba.yaml:55 and
+    gb200/nemotron.yaml:58 (pretrain_hybrid.py), mimo.yaml:61 (examples/mimo/train.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from . import files
+from .errors import PlannerError
+
+#: row `gpu` -> hardware_db entry (module docstring, rule 3)
+HARDWARE_BY_GPU = {"A100": "a100-sxm-80gb", "H100": "h100-sxm", "GB200": "gb200-nvl72"}
+#: row `family` -> the training script its recipes run [3]
+TRAINING_SCRIPTS = {
+    "gpt": "pretrain_gpt.py", "moe": "pretrain_gpt.py", "bert": "examples/bert/pretrain_bert.py",
+    "t5": "examples/t5/pretrain_t5.py", "hybrid": "pretrain_hybrid.py", "nemotron": "pretrain_hybrid.py",
+    "mimo": "examples/mimo/train.py",
+}
+#: the scripts whose model the planner builds, and why the others are not
+MODELLED_SCRIPTS = {"pretrain_gpt.py"}
+SCRIPT_SKIP = {
+    "examples/bert/pretrain_bert.py": "a BERT encoder (bidirectional, with a pooler and binary head): the planner models decoder-only GPTs",
+    "examples/t5/pretrain_t5.py": "a T5 encoder-decoder: the planner models decoder-only GPTs",
+    "pretrain_hybrid.py": "a hybrid Mamba stack (--hybrid-layer-pattern), not read from Megatron flags",
+    "examples/mimo/train.py": "a multimodal (vision-language) model: the planner models the language model only",
+}
+TIERS = ("A", "B", "C")
+
+
+def is_corpus(data) -> bool:
+    """A Megatron CI corpus: a JSON object whose `rows` are mappings with `row_id` and
+    `ground_truth` (a runs file is a YAML list)."""
+    return (isinstance(data, dict) and isinstance(data.get("rows"), list) and bool(data["rows"])
+            and all(isinstance(r, dict) and "row_id" in r and "ground_truth" in r for r in data["rows"]))
+
+
+def load_corpus(path: Path) -> dict:
+    """The corpus at `path` (JSON); a file that is not one is a PlannerError naming it."""
+    data = files.read_json(Path(path), "give the corpus.json of tests/data/megatron_ci/")
+    if not is_corpus(data):
+        raise PlannerError(f"{path}: not a Megatron CI corpus (a JSON object whose `rows` each have row_id and ground_truth)",
+                           "give tests/data/megatron_ci/corpus.json, or a runs YAML (schema of tests/data/published_runs.yaml)")
+    seen: set = set()
+    for i, r in enumerate(data["rows"]):
+        rid = r.get("row_id")
+        if not isinstance(rid, str) or not rid:
+            raise PlannerError(f"{path}: row {i}: `row_id` must be a non-empty string", "one id a row")
+        if rid in seen:
+            raise PlannerError(f"{path}: row {i}: row_id {rid!r} appears twice", "row ids are unique")
+        seen.add(rid)
+        if not isinstance(r["ground_truth"], dict):
+            raise PlannerError(f"{path}: row {rid!r}: `ground_truth` must be a mapping", "see the corpus README's row fields")
+    return data
+
+
+@dataclass
+class CIRow:
+    row_id: str
+    tier: Optional[str] = None
+    family: Optional[str] = None
+    gpu: Optional[str] = None
+    hardware: Optional[str] = None
+    world_size: Optional[int] = None
+    mesh: Optional[str] = None
+    measured_bytes: Optional[float] = None
+    predicted_bytes: Optional[float] = None
+    error: Optional[float] = None
+    predicted_from: Optional[str] = None  # "allocated_bytes" (the memory model's key) or "total-reserve-slack"
+    terms: dict = field(default_factory=dict)  # the last stage's memory terms (bytes)
+    assumed: list[str] = field(default_factory=list)
+    skipped: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+class Skip(Exception):
+    pass
+
+
+def _mesh(p: dict) -> str:
+    s = f"TP{p['tp']} PP{p['pp']} DP{p['dp']}"
+    if p["cp"] > 1:
+        s += f" CP{p['cp']}"
+    if p["vpp"] > 1:
+        s += f" v{p['vpp']}"
+    if p.get("ep", 1) > 1:
+        s += f" EP{p['ep']}"
+    return s + f" mbs{p['micro_batch']} gbs{p['global_batch']}"
+
+
+def last_stage_allocated(settings, plan) -> tuple[float, str, dict]:
+    """(allocated bytes of the last pipeline stage, where the figure came from, that stage's
+    terms). The stage's figures are the ones explain's JSON reports as memory.stages.last
+    (memory.grouped of memory.stage_memory_terms' last stage; with one stage it is also the
+    first), computed here without the step-time model: its `allocated_bytes` when the memory
+    model reports one, else the stage's total less its reserve (CUDA context + NCCL) and
+    allocator slack (memory.reported_bytes's rule for a stack that logs max allocated)."""
+    from . import memory as mem
+
+    t = mem.stage_memory_terms(settings, plan)[mem.STAGE_LAST]
+    grouped = mem.grouped(t)
+    terms = {k: float(np.asarray(v)) for k, v in t.items()}
+    if grouped.get("allocated_bytes") is not None:
+        return float(np.asarray(grouped["allocated_bytes"])), "allocated_bytes", terms
+    return float(np.asarray(t.total - t.reserve - t.allocator_slack)), "total-reserve-slack", terms
+
+
+def evaluate_row(r: dict, base: Path) -> CIRow:
+    """One row: predicted against measured last-stage peak allocated bytes, or skipped."""
+    out = CIRow(row_id=r["row_id"], tier=(r.get("trust") or {}).get("memory"), family=r.get("family"), gpu=r.get("gpu"),
+                world_size=r.get("world_size"), measured_bytes=(r.get("ground_truth") or {}).get("mem_peak_allocated_bytes"))
+    try:
+        _predict(r, base, out)
+    except Skip as s:
+        out.skipped = str(s)
+    return out
+
+
+def _predict(r: dict, base: Path, out: CIRow) -> None:
+    from .plan import plan_dict, resolve
+    from .schema import Job
+    from .catalog import format_validation_error
+    from .trainers import load_trainer_config
+    from pydantic import ValidationError
+
+    if not r.get("is_training"):
+        raise Skip(f"not a training row ({r.get('kind')})")
+    if not r.get("args_file"):
+        raise Skip(f"no argument file: {r.get('args_skip_reason') or 'none in the corpus'}")
+    if out.measured_bytes is None:
+        raise Skip("no measured peak (the golden file has no mem-max-allocated-bytes series)")
+    script = TRAINING_SCRIPTS.get(r.get("family"))
+    if script is None:
+        raise Skip(f"family {r.get('family')!r}: its training script is not known (module docstring, rule 2)")
+    if script not in MODELLED_SCRIPTS:
+        raise Skip(f"{script}: {SCRIPT_SKIP[script]}")
+    hw = HARDWARE_BY_GPU.get(r.get("gpu"))
+    if hw is None:
+        raise Skip(f"gpu {r.get('gpu')!r}: no hardware entry")
+    out.hardware = hw
+    if r.get("gpu") == "A100":
+        out.assumed.append("hardware=a100-sxm-80gb: the CI's A100 memory size is not stated (capacity only)")
+    ws = r.get("world_size")
+    if not isinstance(ws, int) or ws <= 0:
+        raise Skip(f"world_size {ws!r}: the GPU count is unknown")
+    args = base / r["args_file"]
+    try:
+        cfg = load_trainer_config(args, fmt="megatron", gpus=ws, hardware=hw)
+    except PlannerError as e:
+        raise Skip(f"the Megatron reader refused it: {e.message}") from None
+    out.assumed += cfg.assumed
+    if cfg.unmodelled:
+        raise Skip("not modelled: " + "; ".join(cfg.unmodelled))
+    try:
+        job = Job.model_validate(cfg.job)
+    except ValidationError as e:
+        raise Skip("plan refused: " + format_validation_error(e, "plan").message) from None
+    try:
+        settings, plan, _ = resolve(job)
+    except PlannerError as e:
+        raise Skip(f"plan refused: {e.message}") from None
+    out.mesh = _mesh(plan_dict(plan, settings))
+    out.predicted_bytes, out.predicted_from, out.terms = last_stage_allocated(settings, plan)
+    out.error = out.predicted_bytes / float(out.measured_bytes) - 1.0
+
+
+def stats(err: list[float], rows: list[CIRow]) -> dict:
+    """n, median |error|, signed median, p90 |error|, worst under-prediction (row and error)."""
+    e = np.asarray(err, dtype=np.float64)
+    if not e.size:
+        return {"n": 0, "median_abs_error": None, "median_error": None, "p90_abs_error": None,
+                "worst_under": None, "worst_under_error": None}
+    i = int(np.argmin(e))
+    return {"n": int(e.size), "median_abs_error": float(np.median(np.abs(e))), "median_error": float(np.median(e)),
+            "p90_abs_error": float(np.percentile(np.abs(e), 90)),
+            "worst_under": rows[i].row_id if e[i] < 0 else None, "worst_under_error": float(e[i]) if e[i] < 0 else None}
+
+
+def summarize(rows: list[CIRow]) -> dict:
+    """Per tier A/B/C and over all: stats(); the skipped count and the count per reason."""
+    done = [r for r in rows if r.error is not None]
+    by_tier = {t: stats([r.error for r in done if r.tier == t], [r for r in done if r.tier == t]) for t in TIERS}
+    reasons: dict[str, int] = {}
+    for r in rows:
+        if r.skipped is not None:
+            key = r.skipped.split(":")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+    return {"by_tier": by_tier, "all": stats([r.error for r in done], done),
+            "n_rows": len(rows), "n_skipped": sum(r.skipped is not None for r in rows),
+            "skipped_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+            "rows_by_tier": {t: sum(r.tier == t for r in rows) for t in TIERS}}
+
+
+def report_corpus(path: Path, tiers=None, ids=None) -> dict:
+    """The validate result for a corpus: {"corpus": path, "compared": "...", "rows": [...],
+    "summary": {...}}. tiers / ids: only these memory tiers / row ids."""
+    path = Path(path)
+    data = load_corpus(path)
+    rows = data["rows"]
+    if tiers:
+        rows = [r for r in rows if (r.get("trust") or {}).get("memory") in set(tiers)]
+    if ids:
+        want = set(ids)
+        unknown = sorted(want - {r["row_id"] for r in rows})
+        if unknown:
+            raise PlannerError(f"{path}: no row {unknown[0]!r}" + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""),
+                               "give row_id values of the corpus (--ids a,b)")
+        rows = [r for r in rows if r["row_id"] in want]
+    base = path.resolve().parent
+    out = [evaluate_row(r, base) for r in rows]
+    return {"corpus": str(path), "source": data.get("source"),
+            "compared": "peak allocated bytes of the last pipeline stage (global rank world_size-1): predicted / measured - 1",
+            "rows": [r.as_dict() for r in out], "summary": summarize(out)}

@@ -1,0 +1,611 @@
+"""Memory rows: measured per-GPU memory peaks against the planner's prediction of the SAME peak.
+
+A memory-rows file is a YAML mapping with a `memory_rows:` list (measured runs: the schema of
+tests/data/memory/measured_memory.yaml, a copy of the project's reference data) or an
+`oracle_rows:` list (the allocated-memory oracle's fake-tensor traces of torchtitan's real step:
+tests/data/memory/oracle_torchtitan_0.3.0.yaml). `planner validate FILE` recognises either by
+that key (planner/cli/validate.py) and calls `report` here.
+
+Each row becomes a planner Job (the same `plan.resolve` checks and `explain.evaluate` cost models
+as `planner explain`) and is compared with the kind of peak its source logs:
+
+    reserved   the caching allocator's peak reserved bytes (torchtitan's `memory:` line:
+               memory_stats()["reserved_bytes.all.peak"]), without the CUDA context and NCCL
+    allocated  the peak allocated bytes (Megatron-LM's mem-max-allocated-bytes on the last
+               global rank; Thunder's torch.cuda.max_memory_allocated; the oracle's tracker)
+
+    predicted reserved  = JSON memory.reserved_bytes when present, else
+                          memory.total_bytes - terms.reserve   (memory.reported_bytes' rule)
+    predicted allocated = JSON memory.allocated_bytes when present, else
+                          memory.total_bytes - terms.reserve - terms.allocator_slack
+    a row measured on one pipeline stage (Megatron's last rank; an oracle PP rank) reads
+    memory.stages.<first|middle|last> the same way (stage fallback: the stage's total_bytes less
+    the reserve, less the slack in the heaviest stage's proportion: slack = s x allocated).
+
+    error = predicted / measured - 1        (signed: negative is under-prediction)
+
+Statistics per source group and overall: n, median and 90th percentile of |error| (numpy's
+linear percentile, Hyndman & Fan type 7), the signed median, and the worst under-prediction
+(the most negative error). No constant of the planner is fitted to these rows.
+
+Rules for measured rows (what a row leaves out; each applied value is listed in the row's
+`assumed`):
+ M1 model: the row's `planner.model` (a model_zoo name) or `planner.model_shape` (ModelSpec
+    fields, written to a model YAML); the file writes them out from the row's text, with `why`.
+    `padded_from: V` (instead of vocab_size) is Megatron-LM's padded vocabulary: V rounded up to
+    a multiple of 128 x tp (megatron/core/tokenizers/utils/build_tokenizer.py
+    vocab_size_with_padding, make_vocab_size_divisible_by 128) -- the rows' 131073 -> 131200 at
+    tp 1, 131584 at tp 4. No planner block: skipped.
+ M2 stack from `framework`: torchtitan / torchtrain -> torchtitan; Megatron-LM -> megatron;
+    llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed; any other (Lightning
+    Thunder, llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
+ M3 hardware from `gpu` by planner.validate.infer_hardware (H100 with 94-96 GB -> the HBM2e
+    part, ...); "Blackwell" without a SKU -> b200 (the SM100 part in hardware_db). The GPU
+    changes only the capacity, never a predicted peak.
+ M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq or micro_batch null -> skipped (the peak
+    scales with both). global_batch null -> micro_batch x dp (no accumulation). vpp null -> 1.
+ M5 sharding text: fsdp / zero3 -> fsdp (FSDP1 rows are planned with the stack's FSDP2 unit
+    model, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
+ M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
+    per-op policy: stack_db torchtitan.yaml `selective`); "not stated" -> the row's
+    `planner.recompute` if given (with its source), else skipped.
+ M7 precision text: bf16 / "pure bf16" -> bf16; fp8 / float8 with tensorwise, rowwise or
+    delayed -> fp8 with that recipe (the stack's default recipe when none is named, assumed);
+    mx / nvfp4 formats -> skipped (no such recipe in the stacks).
+ M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
+    tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
+ M9 loss: `planner.loss: chunked` (torchtitan PR #996's chunked cross-entropy, the 2026
+    ChunkedLossWrapper) -> skipped: the stacks model the loss as each computes it by default
+    (kernels.loss_saved_per_logit), with no setting for a chunked loss.
+ M10 memory_kind text: starts with "reserved" -> reserved; "allocated" -> allocated; "unknown,
+    most likely reserved" -> reserved (assumed); other "unknown" -> the kind the stack logs
+    (stack_db memory.reports, assumed); memory_gib null -> skipped (no figure). A row measured
+    on the last rank ("last rank" / "last PP stage" in memory_kind) compares with the last
+    stage when pp > 1.
+
+Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
+ O1 only `ops: cuda-like(rms,sdpa)` rows are compared: the CPU decompositions save other tensors
+    (the oracle's README, pitfalls 1-2); the others are skipped with that reason.
+ O2 the loss: ce_fp32 (CrossEntropyLoss on pred.float()) is compared; chunked is skipped (M9).
+ O3 model: flavor 8B -> llama3-8b, 70B -> llama3-70b (torchtitan's flavors are the released
+    shapes); `layers` truncates the zoo model (a model YAML with that num_layers).
+ O4 stack torchtitan, compile off, bf16, FSDP over `fsdp` ranks x `tp`, SP on iff tp > 1,
+    micro_batch = the traced batch, global batch = micro_batch x fsdp x microbatches, hardware
+    h100-sxm (assumed: allocated bytes do not depend on the GPU). A pipeline row (pp > 1) counts
+    the embedding and the output layer as a layer each in the split (torchtitan 0.3.0's
+    pipeline_parallel_first/last_stage_less_layers = 1) and compares its traced stage: 0 ->
+    first, pp - 1 -> last, any other -> the planner's heaviest middle stage. A row repeating another's
+    configuration (`_run2`, the plain tracker) is skipped as a duplicate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .catalog import format_validation_error, load_model, load_stack, read_yaml
+from .errors import PlannerError
+from .explain import evaluate, to_json
+from .plan import resolve
+from .schema import Count, Job, ModelSpec
+from .validate import Skip, _Assumed, _write_model, infer_hardware
+
+GiB = 2.0**30
+FORMAT_KEYS = ("memory_rows", "oracle_rows")
+KINDS = ("reserved", "allocated")
+
+
+# ----------------------------------------------------------------------------- schema
+class PlannerBlock(BaseModel):
+    """The model identity (and settings stated only in prose) a row's text names, written out."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model: Optional[str] = Field(default=None, description="model_zoo name of the row's shape")
+    model_shape: Optional[dict[str, Any]] = Field(default=None, description="ModelSpec fields; vocab_size 'padded': Megatron's rule")
+    why: str = Field(description="where the shape (and any setting here) comes from")
+    sequence_parallel: Optional[bool] = None
+    recompute: Optional[Literal["none", "selective", "full"]] = None
+    loss: Optional[Literal["default", "chunked"]] = None
+    excluded: Optional[str] = Field(
+        default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
+                                  "or an implementation no stack_db entry describes), with the source")
+
+
+class MeasuredRow(BaseModel):
+    """One measured row (every key of shared/reference/memory/measured_memory.yaml) + `planner`."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    id: str
+    source: str
+    framework: str
+    model: str
+    gpu: str
+    seq: Optional[Count] = Field(default=None, gt=0)
+    micro_batch: Optional[Count] = Field(default=None, gt=0)
+    global_batch: Optional[Count] = Field(default=None, gt=0)
+    tp: Count = Field(gt=0)
+    pp: Count = Field(gt=0)
+    vpp: Optional[Count] = Field(default=None, gt=0)
+    cp: Count = Field(default=1, gt=0)
+    dp: Optional[Count] = Field(default=None, gt=0)
+    sharding: str
+    recompute: str
+    precision: str
+    compile: bool
+    memory_gib: Optional[float] = Field(default=None, gt=0)
+    memory_kind: str
+    notes: Optional[str] = None
+    planner: Optional[PlannerBlock] = None
+
+
+class OracleRow(BaseModel):
+    """One traced configuration of the allocated-memory oracle (oracle_torchtitan_*.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    id: str
+    flavor: Literal["8B", "70B"]
+    layers: Optional[Count] = Field(default=None, gt=0, description="truncated to this many layers")
+    world: Count = Field(gt=0)
+    fsdp: Count = Field(gt=0)
+    tp: Count = Field(default=1, gt=0)
+    pp: Count = Field(default=1, gt=0)
+    stage: Optional[int] = Field(default=None, ge=0, description="the traced rank's pipeline stage")
+    microbatches: Count = Field(default=1, gt=0)
+    schedule: Optional[str] = None
+    seq: Count = Field(gt=0)
+    micro_batch: Count = Field(gt=0)
+    ac: Literal["none", "selective", "full"]
+    loss: Literal["ce_fp32", "chunked"]
+    ops: str
+    tracker: Literal["fsdp", "plain"]
+    loss_parallel: bool = False
+    peak_allocated_gib: float = Field(gt=0)
+    phase_peaks_gib: Optional[dict[str, Optional[float]]] = None
+    at_peak_gib: Optional[dict[str, Optional[float]]] = None
+
+
+class MeasuredFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: Optional[str] = None
+    memory_rows: list[MeasuredRow]
+
+
+class OracleFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: Optional[str] = None
+    torchtitan_version: Optional[str] = None
+    memory_kind: Literal["allocated"] = "allocated"
+    oracle_rows: list[OracleRow]
+
+
+def is_memory_rows(data: Any) -> bool:
+    """A parsed YAML document in the memory-rows format (a mapping with one FORMAT_KEYS list)."""
+    return isinstance(data, dict) and any(k in data for k in FORMAT_KEYS)
+
+
+def load(path: Path) -> Union[MeasuredFile, OracleFile]:
+    """Read and validate a memory-rows file; a problem is a PlannerError naming the row and field."""
+    data = read_yaml(path)
+    if not is_memory_rows(data):
+        raise PlannerError(f"{path}: not a memory-rows file (no top-level {' or '.join(FORMAT_KEYS)} list)",
+                           "see tests/data/memory/measured_memory.yaml")
+    cls = MeasuredFile if "memory_rows" in data else OracleFile
+    key = "memory_rows" if cls is MeasuredFile else "oracle_rows"
+    rows = data.get(key)
+    if not isinstance(rows, list) or not rows:
+        raise PlannerError(f"{path}: `{key}` must be a non-empty list of rows", f"one `- id: ...` mapping per row")
+    try:
+        parsed = cls.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = err.get("loc", ())
+        where = f"{path}"
+        if len(loc) >= 2 and loc[0] == key and isinstance(loc[1], int):
+            raw = rows[loc[1]]
+            rid = raw.get("id") if isinstance(raw, dict) else None
+            where += f": row {loc[1]}" + (f" (id {rid!r})" if rid is not None else "")
+        raise format_validation_error(e, where, cls) from None
+    seen: set[str] = set()
+    for r in getattr(parsed, key):
+        if r.id in seen:
+            raise PlannerError(f"{path}: duplicate id {r.id!r}", "give every row a unique id")
+        seen.add(r.id)
+    return parsed
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass
+class Result:
+    id: str
+    group: str
+    kind: Optional[str] = None  # "reserved" | "allocated": what the row measures
+    stage: Optional[str] = None  # None: the heaviest stage; "first" | "middle" | "last"
+    stack: Optional[str] = None
+    hardware: Optional[str] = None
+    mesh: Optional[str] = None
+    measured_gib: Optional[float] = None
+    predicted_gib: Optional[float] = None
+    predicted_from: Optional[str] = None  # the JSON key (or fallback rule) read
+    error: Optional[float] = None
+    predicted_allocated_gib: Optional[float] = None
+    predicted_reserved_gib: Optional[float] = None
+    assumed: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    skipped: Optional[str] = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def group_of(source: str) -> str:
+    """A row's source group: Megatron-LM's functional tests as one group; a GitHub issue/PR as
+    owner/repo#N; else the source's first words (repository and file) before any '@' commit or
+    parenthesis."""
+    if "tests/functional_tests" in source:
+        return source.split()[0] + " functional tests"
+    m = re.search(r"github\.com/([^/\s]+/[^/\s]+)/(?:pull|issues)/(\d+)", source)
+    if m:
+        return f"{m.group(1)}#{m.group(2)}"
+    head = re.split(r"\s@|\s\(|\s\+", source, maxsplit=1)[0].strip()
+    return head or source
+
+
+# ----------------------------------------------------------------------------- prediction
+def peaks(res: dict, stage: Optional[str] = None) -> dict:
+    """(allocated, reserved) bytes from explain's JSON, and the keys read: memory.allocated_bytes
+    / reserved_bytes when present (of memory.stages[stage] when a stage is named), else the
+    fallback rules of the module docstring."""
+    mem = res["memory"]
+    terms = mem.get("terms") or {}
+    reserve = float(terms.get("reserve", 0.0))
+    slack = float(terms.get("allocator_slack", 0.0))
+    src = mem if stage is None else (mem.get("stages") or {}).get(stage)
+    prefix = "memory" if stage is None else f"memory.stages.{stage}"
+    if src is None:  # one stage only (pp 1): the heaviest stage is it
+        src, prefix = mem, "memory"
+    out = {}
+    if "reserved_bytes" in src:
+        out["reserved"], out["reserved_from"] = float(src["reserved_bytes"]), f"{prefix}.reserved_bytes"
+    else:
+        out["reserved"], out["reserved_from"] = float(src["total_bytes"]) - reserve, f"{prefix}.total_bytes - terms.reserve"
+    if "allocated_bytes" in src:
+        out["allocated"], out["allocated_from"] = float(src["allocated_bytes"]), f"{prefix}.allocated_bytes"
+    elif src is mem:
+        out["allocated"] = float(mem["total_bytes"]) - reserve - slack
+        out["allocated_from"] = "memory.total_bytes - terms.reserve - terms.allocator_slack"
+    else:
+        heavy_alloc = float(mem["total_bytes"]) - reserve - slack
+        frac = slack / heavy_alloc if heavy_alloc > 0 else 0.0
+        out["allocated"] = (float(src["total_bytes"]) - reserve) / (1.0 + frac)
+        out["allocated_from"] = f"({prefix}.total_bytes - terms.reserve) / (1 + slack fraction)"
+    return out
+
+
+def _mesh(p: dict) -> str:
+    s = f"TP{p['tp']} PP{p['pp']} DP{p['dp']}"
+    if p.get("cp", 1) > 1:
+        s += f" CP{p['cp']}"
+    if p.get("vpp", 1) > 1:
+        s += f" v{p['vpp']}"
+    return s
+
+
+def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
+    """Resolve and evaluate the job; fill r's predictions (of r.kind)."""
+    try:
+        job = Job.model_validate(fields)
+    except ValidationError as e:
+        raise Skip(format_validation_error(e, "plan").message) from None
+    try:
+        settings, plan, warnings = resolve(job)
+    except PlannerError as e:
+        raise Skip(e.message) from None
+    r.warnings = list(warnings)
+    r.stack = settings.stack_name
+    assumed = _Assumed(r.assumed)
+    for k, v in settings.inherited:
+        assumed.add(k, v, f"not in the row; the {settings.stack_name} stack's default")
+    res = to_json(settings, plan, evaluate(settings, plan))
+    r.mesh = _mesh(res["plan"])
+    if stage is not None and stage not in (res["memory"].get("stages") or {}):
+        stage = None
+    r.stage = stage
+    pk = peaks(res, stage)
+    r.predicted_allocated_gib = pk["allocated"] / GiB
+    r.predicted_reserved_gib = pk["reserved"] / GiB
+    r.predicted_gib = pk[r.kind] / GiB
+    r.predicted_from = pk[f"{r.kind}_from"]
+    r.error = r.predicted_gib / r.measured_gib - 1.0
+
+
+# ----------------------------------------------------------------------------- measured rows
+_STACKS = (("torchtitan", "torchtitan"), ("torchtrain", "torchtitan"), ("megatron-deepspeed", "megatron-deepspeed"),
+           ("megatron-lm", "megatron"), ("llm-foundry", "llm-foundry"))
+
+
+def measured_kind(row: MeasuredRow, stack_reports: Optional[str], assumed: _Assumed) -> str:
+    """Rule M10: the kind of peak the row's figure is."""
+    t = row.memory_kind.strip().lower()
+    if t.startswith("reserved"):
+        return "reserved"
+    if t.startswith("allocated"):
+        return "allocated"
+    if t.startswith("unknown") and "most likely reserved" in t:
+        assumed.add("memory_kind", "reserved", "the source's column is unlabelled; its runs are torchtitan runs, which log max reserved")
+        return "reserved"
+    if t.startswith("unknown") and stack_reports is not None:
+        kind = "allocated" if stack_reports == "max_allocated" else "reserved"
+        assumed.add("memory_kind", kind, f"not stated; the stack logs {stack_reports}")
+        return kind
+    raise Skip(f"memory_kind {row.memory_kind!r}: not a peak the harness can compare (reserved or allocated)")
+
+
+def stack_of_framework(framework: str) -> str:
+    """Rule M2."""
+    t = framework.lower()
+    for key, name in _STACKS:
+        if key in t:
+            return name
+    raise Skip(f"framework {framework!r}: no stack_db entry describes its kernels and loss "
+               "(stacks: torchtitan, megatron, llm-foundry, megatron-deepspeed)")
+
+
+def _hardware(gpu: str, assumed: _Assumed) -> str:
+    name, note = infer_hardware(gpu)
+    if name is None and "blackwell" in gpu.lower():
+        name, note = "b200", "Blackwell without a SKU: the SM100 part in hardware_db"
+    if name is None:
+        raise Skip(f"no hardware entry for gpu {gpu!r}")
+    assumed.add("hardware", name, f"gpu {gpu!r}" + (f"; {note}" if note else "") + "; the GPU sets only the capacity")
+    return name
+
+
+def _sharding(text: str, assumed: _Assumed) -> str:
+    t = text.lower()
+    if "distributed optimizer" in t or "zero-1" in t or "zero1" in t:
+        return "zero1"
+    if "fsdp" in t or "zero3" in t or "zero-3" in t or "full shard" in t:
+        if "fsdp1" in t or "fsdp zero3" in t:
+            assumed.add("sharding", "fsdp", "FSDP1 planned with the stack's FSDP2 unit model")
+        return "fsdp"
+    if t.startswith("none") or t.startswith("ddp"):
+        return "none"
+    raise Skip(f"sharding {text!r} not recognised (fsdp, distributed optimizer / zero-1, none)")
+
+
+def _recompute(row: MeasuredRow, assumed: _Assumed) -> str:
+    t = row.recompute.strip().lower()
+    if t.startswith("not stated"):
+        if row.planner is not None and row.planner.recompute is not None:
+            assumed.add("recompute", row.planner.recompute, f"not stated in the source; {row.planner.why}")
+            return row.planner.recompute
+        raise Skip(f"recompute {row.recompute!r}: not stated, and the row gives no planner.recompute")
+    for name in ("selective", "full", "none"):
+        if t.startswith(name):
+            if "not stated" in t:
+                assumed.add("recompute", name, "the source does not state it")
+            return name
+    raise Skip(f"recompute {row.recompute!r} not recognised (selective, full, none)")
+
+
+def _precision(row: MeasuredRow, stack, assumed: _Assumed) -> tuple[str, Optional[str]]:
+    t = row.precision.lower()
+    if "mx" in t or "nvfp4" in t:
+        raise Skip(f"precision {row.precision!r}: no MX / NVFP4 recipe in the stack's fp8_recipes")
+    if "fp8" in t or "float8" in t:
+        for recipe in ("tensorwise", "rowwise", "delayed"):
+            if recipe in t:
+                if recipe not in stack.fp8_recipes:
+                    raise Skip(f"precision {row.precision!r}: the {stack.name} stack has no {recipe} fp8 recipe")
+                return "fp8", recipe
+        assumed.add("fp8_recipe", stack.defaults.fp8_recipe, "recipe not named; the stack's default")
+        return "fp8", None
+    if t.startswith("bf16") or "bf16" in t:
+        return "bf16", None
+    raise Skip(f"precision {row.precision!r} not recognised (bf16, fp8/float8 tensorwise/rowwise/delayed)")
+
+
+def _model_path(row_id: str, block: PlannerBlock, tp: int, seq: int, tmp: Path) -> str:
+    """Rule M1: a catalog name, or a model YAML written from the block's shape."""
+    if block.model is not None:
+        try:
+            load_model(block.model)
+        except PlannerError as e:
+            raise PlannerError(f"row {row_id!r}: field `planner.model`: {e.message}", e.hint) from None
+        return block.model
+    if block.model_shape is None:
+        raise Skip("the planner block names neither `model` nor `model_shape`")
+    spec = dict(block.model_shape)
+    if spec.get("vocab_size") == "padded":
+        raise PlannerError(f"row {row_id!r}: planner.model_shape vocab_size 'padded' needs `padded_from`",
+                           "give padded_from: the args' --vocab-size")
+    if "padded_from" in spec:
+        v = int(spec.pop("padded_from"))
+        multiple = 128 * tp  # Megatron make_vocab_size_divisible_by (128) x tensor-parallel size
+        spec["vocab_size"] = int(math.ceil(v / multiple) * multiple)
+    spec.setdefault("description", f"shape of memory row {row_id}")
+    spec.setdefault("sources", [block.why])
+    spec["max_seq_len"] = max(int(spec.get("max_seq_len", seq)), seq)
+    try:
+        ModelSpec.model_validate(spec)
+    except ValidationError as e:
+        raise PlannerError(format_validation_error(e, f"row {row_id!r}: planner.model_shape").message) from None
+    return _write_model(spec, tmp)
+
+
+def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional[str]]:
+    """(Job fields, stage to compare) of a measured row; raises Skip. Fills r.kind, r.hardware."""
+    assumed = _Assumed(r.assumed)
+    if row.memory_gib is None:
+        raise Skip("no absolute figure (memory_gib null)")
+    stack_name = stack_of_framework(row.framework)
+    stack = load_stack(stack_name)
+    r.kind = measured_kind(row, stack.memory.reports, assumed)
+    if row.planner is None:
+        raise Skip("model not identified: the row has no planner.model / planner.model_shape")
+    if row.planner.excluded:
+        raise Skip(f"excluded: {row.planner.excluded}")
+    if row.planner.loss == "chunked":
+        raise Skip("chunked cross-entropy: the stacks model their default loss only (kernels.loss_saved_per_logit); "
+                   "no setting for a chunked loss")
+    if row.dp is None:
+        raise Skip("dp not stated: the GPU count cannot be built")
+    if row.seq is None:
+        raise Skip("sequence length not stated")
+    if row.micro_batch is None:
+        raise Skip("micro-batch not stated")
+    hw = r.hardware = _hardware(row.gpu, assumed)
+    sharding = _sharding(row.sharding, assumed)
+    recompute = _recompute(row, assumed)
+    precision, recipe = _precision(row, stack, assumed)
+    gbs = row.global_batch
+    if gbs is None:
+        gbs = row.micro_batch * row.dp
+        assumed.add("global_batch", gbs, "not stated; micro_batch x dp (no accumulation)")
+    vpp = row.vpp or 1
+    if row.vpp is None and row.pp > 1:
+        assumed.add("vpp", 1, "not stated; plain 1F1B")
+    sp = row.planner.sequence_parallel
+    if sp is None:
+        sp = row.tp > 1
+        if row.tp > 1:
+            assumed.add("sequence_parallel", True, "tp > 1 (torchtitan's TP plan shards the norms' sequence; Korthikanti et al. 2022)")
+    model = _model_path(row.id, row.planner, row.tp, row.seq, tmp)
+    last_rank = "last rank" in row.memory_kind.lower() or "last pp stage" in row.memory_kind.lower()
+    stage = "last" if (last_rank and row.pp > 1) else None
+    fields = dict(model=model, hardware=hw, gpus=row.dp * row.tp * row.pp * row.cp, tp=row.tp, pp=row.pp, cp=row.cp,
+                  vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=row.seq, sharding=sharding,
+                  recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
+                  torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}))
+    return fields, stage
+
+
+# ----------------------------------------------------------------------------- oracle rows
+_ORACLE_MODELS = {"8B": "llama3-8b", "70B": "llama3-70b"}
+CUDA_LIKE = "cuda-like(rms,sdpa)"
+
+
+def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str]]:
+    """(Job fields, stage) of an oracle row (rules O1-O4); raises Skip."""
+    assumed = _Assumed(r.assumed)
+    r.kind = "allocated"
+    if row.ops != CUDA_LIKE:
+        raise Skip(f"ops {row.ops!r}: CPU decompositions save other tensors than CUDA runs (oracle README pitfalls 1-2)")
+    if row.loss == "chunked":
+        raise Skip("chunked cross-entropy: the stacks model their default loss only; no setting for a chunked loss")
+    if re.search(r"_run\d+$", row.id) or row.tracker == "plain":
+        raise Skip("duplicate: the same configuration as another row, traced again" +
+                   (" with the plain MemTracker" if row.tracker == "plain" else ""))
+    model = _ORACLE_MODELS[row.flavor]
+    if row.layers is not None:
+        spec = load_model(model).model_dump()
+        spec.update(num_layers=row.layers, name=f"{model}-{row.layers}-layers",
+                    description=f"{model} truncated to {row.layers} layers (oracle --layers)")
+        model = _write_model(spec, tmp)
+    hw = r.hardware = "h100-sxm"
+    assumed.add("hardware", hw, "not a GPU trace; allocated bytes do not depend on the GPU")
+    if row.world != row.fsdp * row.tp * row.pp:
+        raise PlannerError(f"oracle row {row.id!r}: world {row.world} != fsdp x tp x pp {row.fsdp * row.tp * row.pp}")
+    stage = None
+    if row.pp > 1 and row.stage is not None:
+        stage = "first" if row.stage == 0 else ("last" if row.stage == row.pp - 1 else "middle")
+    split = {}
+    if row.pp > 1:
+        # torchtitan 0.3.0 config/configs.py pipeline_parallel_first_stage_less_layers = 1 and
+        # ..._last_stage_less_layers = 1: the embedding and the output layer count as a layer each
+        split = dict(account_for_embedding_in_pipeline_split=True, account_for_loss_in_pipeline_split=True)
+        assumed.add("pipeline_split", "embedding and output counted as a layer each",
+                    "torchtitan 0.3.0 pipeline_parallel_first/last_stage_less_layers = 1")
+    fields = dict(model=model, hardware=hw, gpus=row.world, tp=row.tp, pp=row.pp, dp=row.fsdp, **split,
+                  micro_batch=row.micro_batch, global_batch=row.micro_batch * row.fsdp * row.microbatches,
+                  seq_len=row.seq, sharding="fsdp", recompute=row.ac, sequence_parallel=row.tp > 1,
+                  precision="bf16", stack="torchtitan", torch_compile=False,
+                  **({"schedule": row.schedule.lower()} if row.schedule else {}))
+    return fields, stage
+
+
+# ----------------------------------------------------------------------------- driver
+def evaluate_rows(parsed: Union[MeasuredFile, OracleFile]) -> list[Result]:
+    out = []
+    with tempfile.TemporaryDirectory(prefix="planner-memory-rows-") as d:
+        tmp = Path(d)
+        if isinstance(parsed, MeasuredFile):
+            for row in parsed.memory_rows:
+                r = Result(id=row.id, group=group_of(row.source), measured_gib=row.memory_gib)
+                try:
+                    fields, stage = measured_job(row, r, tmp)
+                    _predict(fields, r, stage)
+                except Skip as s:
+                    r.skipped = str(s)
+                out.append(r)
+        else:
+            for row in parsed.oracle_rows:
+                r = Result(id=row.id, group=f"oracle {row.flavor}", measured_gib=row.peak_allocated_gib)
+                try:
+                    fields, stage = oracle_job(row, r, tmp)
+                    _predict(fields, r, stage)
+                except Skip as s:
+                    r.skipped = str(s)
+                out.append(r)
+    return out
+
+
+def stats(errors: list[float]) -> dict:
+    """n, median and p90 |error|, signed median, worst under-prediction (the most negative error;
+    None when no row is under-predicted)."""
+    e = np.array(errors, dtype=np.float64)
+    if not e.size:
+        return {"n": 0, "median_abs_error": None, "p90_abs_error": None, "median_error": None, "worst_under": None}
+    return {"n": int(e.size), "median_abs_error": float(np.median(np.abs(e))),
+            "p90_abs_error": float(np.percentile(np.abs(e), 90)), "median_error": float(np.median(e)),
+            "worst_under": float(e.min()) if e.min() < 0 else None}
+
+
+def summarize(results: list[Result]) -> dict:
+    """Overall, per kind and per source group."""
+    ok = [r for r in results if r.error is not None]
+    groups = {}
+    for g in dict.fromkeys(r.group for r in results):
+        groups[g] = {**stats([r.error for r in ok if r.group == g]),
+                     "n_skipped": sum(r.group == g and r.skipped is not None for r in results)}
+    return {**stats([r.error for r in ok]), "n_skipped": sum(r.skipped is not None for r in results),
+            "by_kind": {k: stats([r.error for r in ok if r.kind == k]) for k in KINDS},
+            "by_group": groups}
+
+
+def report(path: Path) -> dict:
+    """The memory-rows validate result: {"format", "rows": [...], "summary": {...}}."""
+    parsed = load(Path(path))
+    results = evaluate_rows(parsed)
+    return {"format": "memory_rows" if isinstance(parsed, MeasuredFile) else "oracle_rows",
+            "file": str(path), "rows": [r.as_dict() for r in results], "summary": summarize(results)}
+
+
+def select(data: dict, groups=None, ids=None) -> dict:
+    """Keep the rows of these source groups and/or ids (unknown names are errors) and
+    recompute the summary."""
+    rows = data["rows"]
+    if groups:
+        known = list(dict.fromkeys(r["group"] for r in rows))
+        bad = [g for g in groups if g not in known]
+        if bad:
+            raise PlannerError(f"unknown group(s) {', '.join(bad)}", f"groups in this file: {'; '.join(known)}")
+        rows = [r for r in rows if r["group"] in groups]
+    if ids:
+        known_ids = {r["id"] for r in rows}
+        bad = [i for i in ids if i not in known_ids]
+        if bad:
+            raise PlannerError(f"unknown row id(s) {', '.join(bad)}", "ids are the rows' `id:` fields (after any --group)")
+        rows = [r for r in rows if r["id"] in set(ids)]
+    if not rows:
+        raise PlannerError("no rows selected", "loosen --group / --ids")
+    results = [Result(**r) for r in rows]
+    return {**data, "rows": rows, "summary": summarize(results)}

@@ -1,0 +1,359 @@
+"""The model a Megatron-LM argument list defines by its flags, as planner ModelSpec fields.
+
+`planner explain FILE.args` with no --model uses the one catalog model with the flags' shape
+(planner/trainers/megatron.py); when there is none, the flags themselves define the model, as
+Megatron builds it: this module maps them onto ModelSpec (planner/schema.py), with every
+setting a flag leaves out taken from Megatron's default at commit d98e8a64 [1]-[4] and listed
+as assumed. megatron.py writes the spec as a content-addressed model YAML
+(trainers.write_model_file) and names that file as the job's model.
+
+Read (a flag's Megatron default in brackets):
+  --num-layers, --hidden-size, --num-attention-heads (required: Megatron asserts them [1]
+      validate_args), --ffn-hidden-size [4h; with --swiglu int(8h/3 / 64) x 64 [1]],
+  --group-query-attention + --num-query-groups [MHA: the heads; with the flag and no groups: 1
+      [2] num_query_groups argparse default], --kv-channels [h / heads [1]],
+  --swiglu / --quick-geglu (gated MLP) | --squared-relu | GeLU [plain MLP, [3] gated_linear_unit],
+  --normalization [LayerNorm [2]], --untie-embeddings-and-output-weights [tied],
+  --position-embedding-type [learned_absolute [1]; rope and yarn / mrope (rotary) -> rope;
+      none -> none; legacy --use-rotary-position-embeddings / --no-position-embedding],
+  --disable-bias-linear / --add-bias-linear [biases: add_bias_linear True [2]],
+  --hidden-dropout, --attention-dropout [0.1 each [2]] -> dropout when either is > 0,
+  --max-position-embeddings (the learned position table; [--seq-length]),
+  vocabulary: below,
+  MoE [3][5]: --num-experts, --moe-router-topk [2], --moe-ffn-hidden-size [the FFN width],
+      --moe-shared-expert-intermediate-size (one shared MLP of that width), --moe-shared-expert-gate,
+      --moe-layer-freq [1: every layer; N: layer i is MoE iff i % N == 0; a list expression
+      such as "([0]*3+[1]*11)": 1 = MoE layer] -> moe.first_k_dense / moe.layer_freq where the
+      pattern is one of those, else layer_kinds dense / moe and a layer_pattern,
+      --moe-router-score-function [softmax], --moe-router-enable-expert-bias,
+  MLA [1] _add_mla_args: --multi-latent-attention, --q-lora-rank [None: queries projected
+      directly], --kv-lora-rank [32], --qk-head-dim [128] (the no-position part),
+      --qk-pos-emb-head-dim [64] (the rotary part), --v-head-dim [128],
+  --mtp-num-layers [none] -> mtp_layers.
+
+Vocabulary. Megatron pads the tokenizer's vocabulary to a multiple of
+--make-vocab-size-divisible-by [128] x the tensor-parallel size [4]
+(vocab_size_with_padding: ceil(V / (128 tp)) x 128 tp), unless --padded-vocab-size gives the
+padded size or --no-pad-vocab-size turns padding off; the embedding and output layer have the
+padded number of rows, so the model here has the padded size. The tokenizer's own size V:
+--vocab-size when given (NullTokenizer and TikTokenizer read it [4] build_tokenizer; a file
+tokenizer's size is in its files, which the planner does not read: --vocab-size stands for
+it); else GPT2BPETokenizer's 50,257 tokens [6] when --tokenizer-type is GPT2BPETokenizer or
+absent (pretrain_gpt.py parses the arguments with args_defaults tokenizer_type
+GPT2BPETokenizer [7]; its --vocab-file / --merge-file are GPT-2's vocab.json / merges.txt);
+any other tokenizer without --vocab-size is an error naming the flag to add.
+
+Not read from flags (an error: pass --model with a model YAML): encoder-decoder models
+(--encoder-num-layers / --decoder-num-layers, T5), hybrid Mamba stacks
+(--hybrid-layer-pattern, pretrain_hybrid.py), sliding-window attention (--window-size),
+relative position embeddings.
+
+References (NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a39553)
+[1] megatron/training/arguments.py: validate_args (required num_layers / hidden_size /
+    num_attention_heads / max_position_embeddings; ffn_hidden_size and kv_channels defaults),
+    _add_network_size_args (--position-embedding-type default learned_absolute,
+    --make-vocab-size-divisible-by 128, --swiglu, --squared-relu, --quick-geglu,
+    --untie-embeddings-and-output-weights), _add_mla_args (the MLA flags and defaults).
+[2] megatron/core/transformer/transformer_config.py TransformerConfig: num_query_groups
+    (argparse default 1; None -> num_attention_heads in __post_init__), hidden_dropout 0.1,
+    attention_dropout 0.1, add_bias_linear True (--disable-bias-linear), normalization
+    LayerNorm, moe_router_topk 2, moe_layer_freq 1, moe_router_score_function softmax.
+[3] megatron/training/argument_utils.py core_transformer_config_from_args: --swiglu ->
+    gated_linear_unit with SiLU, --quick-geglu -> gated, --squared-relu -> plain;
+    num_query_groups None without --group-query-attention.
+[4] megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding (multiple =
+    make_vocab_size_divisible_by x tensor_model_parallel_size) and build_tokenizer (args.vocab_size
+    passed to TikTokenizer and NullTokenizer only); megatron/training/config/training_config.py
+    TokenizerConfig (padded_vocab_size, pad_vocab_size).
+[5] megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_layer_specs: the MoE layer
+    pattern from moe_layer_freq (int N: i % N == 0; a list: as given, one entry a layer);
+    megatron/training/arguments.py moe_freq_type.
+[6] Radford et al. 2019, "Language Models are Unsupervised Multitask Learners", sec. 2.2
+    (byte-level BPE, vocabulary of 50,257); the gpt2 vocab.json Megatron downloads
+    (megatron/core/tokenizers/text/libraries/megatron_hf_tokenizer.py MEGATRON_CONFIG_MAP
+    GPT2BPETokenizer) has 50,257 entries.
+[7] pretrain_gpt.py `__main__`: parse_and_validate_args(..., args_defaults={'tokenizer_type':
+    'GPT2BPETokenizer'}).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from typing import Optional
+
+from ..errors import PlannerError
+
+DEFAULT_VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default [1]
+DEFAULT_TOKENIZER = "GPT2BPETokenizer"  # pretrain_gpt.py args_defaults [7]
+#: tokenizers whose size the planner knows without their files (the vocabulary a CI run
+#: reads; any other needs --vocab-size)
+TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}  # [6]
+MLA_DEFAULTS = {"--kv-lora-rank": 32, "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64, "--v-head-dim": 128}  # [1] _add_mla_args
+DEFAULT_DROPOUT = 0.1  # TransformerConfig hidden_dropout / attention_dropout [2]
+DEFAULT_TOPK = 2  # TransformerConfig moe_router_topk [2]
+MAX_PATTERN = 100_000  # entries a --moe-layer-freq list may evaluate to (one a layer; far above any model's layers)
+
+# flags that define an architecture this reader does not build (error, with the reason)
+NOT_BUILT = {
+    "--encoder-num-layers": "an encoder-decoder model (T5: --encoder-num-layers / --decoder-num-layers)",
+    "--decoder-num-layers": "an encoder-decoder model (T5: --encoder-num-layers / --decoder-num-layers)",
+    "--hybrid-layer-pattern": "a hybrid Mamba stack (--hybrid-layer-pattern, pretrain_hybrid.py)",
+    "--window-size": "sliding-window attention (--window-size)",
+}
+
+
+def _int(where: str, flags: dict, name: str, default=None) -> Optional[int]:
+    v = flags.get(name, default)
+    if v is None or isinstance(v, int):
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        hint = "the script sets it from a variable the planner cannot expand; give the number" if "$" in str(v) else "give a whole number"
+        raise PlannerError(f"{where}{name} {v!r} is not a whole number", hint) from None
+
+
+def _float(where: str, flags: dict, name: str, default: float) -> float:
+    v = flags.get(name)
+    if v is None:
+        return default
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise PlannerError(f"{where}{name} {v!r} is not a number", "give a number") from None
+
+
+def eval_layer_pattern(text: str, where: str, flag: str) -> list[int]:
+    """A Megatron list expression such as "([0]*3+[1]*11)" or "[1,0]*6" (moe_freq_type [5]):
+    list literals of integers, `*` by an integer, `+` of lists, parentheses. Evaluated on the
+    syntax tree, never by eval()."""
+    bad = PlannerError(f"{where}{flag} {text!r} is not a list expression of 0s and 1s",
+                       "e.g. \"([0]*3+[1]*11)\" or \"[1,0]*6\"; or an integer N (one MoE layer every N)")
+    if len(text) > 10000:
+        raise bad
+    try:
+        tree = ast.parse(text.strip().strip("\"'"), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        raise bad from None
+
+    def ev(n, depth=0):
+        if depth > 50:
+            raise bad
+        if isinstance(n, ast.List):
+            out = []
+            for e in n.elts:
+                if not (isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool)):
+                    raise bad
+                out.append(int(e.value))
+            return out
+        if isinstance(n, ast.Constant) and isinstance(n.value, int) and not isinstance(n.value, bool):
+            return int(n.value)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Mult)):
+            a, b = ev(n.left, depth + 1), ev(n.right, depth + 1)
+            if isinstance(n.op, ast.Add) and isinstance(a, list) and isinstance(b, list):
+                return a + b
+            if isinstance(n.op, ast.Mult):  # at most MAX_PATTERN entries: one a layer
+                if isinstance(a, list) and isinstance(b, int) and 0 <= b and len(a) * b <= MAX_PATTERN:
+                    return a * b
+                if isinstance(b, list) and isinstance(a, int) and 0 <= a and len(b) * a <= MAX_PATTERN:
+                    return b * a
+        raise bad
+
+    out = ev(tree)
+    if not isinstance(out, list) or any(x not in (0, 1) for x in out):
+        raise bad
+    return out
+
+
+def padded_vocab(flags: dict, tp: int, where: str, assumed: list[str]) -> int:
+    """The vocabulary Megatron builds the embedding and output layer with (module docstring)."""
+    if "--padded-vocab-size" in flags:
+        v = _int(where, flags, "--padded-vocab-size")
+        assumed.append(f"vocab_size={v:,}: --padded-vocab-size (Megatron pads no further)")
+        return v
+    tok = flags.get("--tokenizer-type")
+    if "--vocab-size" in flags:
+        v = _int(where, flags, "--vocab-size")
+        src = f"--vocab-size {v:,}" + ("" if tok in (None, "NullTokenizer", "TikTokenizer") else
+                                       f" (taken as the size of {tok}, whose files the planner does not read)")
+    else:
+        name = tok or DEFAULT_TOKENIZER
+        if name not in TOKENIZER_VOCAB:
+            raise PlannerError(f"{where}--tokenizer-type {name}: its vocabulary size is in its files, which the planner does not read",
+                               "add --vocab-size N (the tokenizer's size), or pass --model")
+        v = TOKENIZER_VOCAB[name]
+        src = (f"{name}'s {v:,} tokens" + ("" if tok else " (no --tokenizer-type: pretrain_gpt.py's default GPT2BPETokenizer; "
+                                                         "--vocab-file / --merge-file taken to be GPT-2's)"))
+    if "--no-pad-vocab-size" in flags:
+        assumed.append(f"vocab_size={v:,}: {src}, not padded (--no-pad-vocab-size)")
+        return v
+    div = _int(where, flags, "--make-vocab-size-divisible-by", DEFAULT_VOCAB_DIVISOR)
+    if div <= 0:
+        raise PlannerError(f"{where}--make-vocab-size-divisible-by {div} must be positive", "Megatron's default is 128")
+    mult = div * tp
+    out = int(math.ceil(v / mult) * mult)
+    how = "--make-vocab-size-divisible-by" if "--make-vocab-size-divisible-by" in flags else "Megatron's default"
+    assumed.append(f"vocab_size={out:,}: {src}, padded to a multiple of {div} ({how}) x tp {tp} = {mult:,} "
+                   "(vocab_size_with_padding)")
+    return out
+
+
+def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed: list[str]) -> dict:
+    """ModelSpec fields for the model the flags define (module docstring); each setting the
+    flags leave out is Megatron's default and listed in `assumed`."""
+    for flag, what in NOT_BUILT.items():
+        if flag in flags:
+            raise PlannerError(f"{where}{what}: the planner builds decoder-only transformers from Megatron flags",
+                               "pass --model with a model YAML that lists its layers (layer_kinds, layer_pattern)")
+    missing = [f for f in ("--num-layers", "--hidden-size", "--num-attention-heads") if f not in flags]
+    if missing:
+        raise PlannerError(f"{where}the Megatron arguments do not give the model's shape ({', '.join(missing)} needed) "
+                           "and no --model was given", "add the flags, or pass --model NAME, a model YAML or a Hugging Face config.json")
+    L = _int(where, flags, "--num-layers")
+    h = _int(where, flags, "--hidden-size")
+    a = _int(where, flags, "--num-attention-heads")
+    for name, v in (("--num-layers", L), ("--hidden-size", h), ("--num-attention-heads", a)):
+        if v <= 0:
+            raise PlannerError(f"{where}{name} {v} must be positive", "give the model's size")
+    defaults: list[str] = []  # Megatron defaults the flags left out (one assumed line)
+    gated = "--swiglu" in flags or "--quick-geglu" in flags
+    if "--ffn-hidden-size" in flags:
+        ffn = _int(where, flags, "--ffn-hidden-size")
+    else:
+        ffn = int((4 * h * 2 / 3) / 64) * 64 if "--swiglu" in flags else 4 * h
+        defaults.append(f"ffn_hidden_size {ffn:,} ({'int(8h/3 / 64) x 64 with --swiglu' if '--swiglu' in flags else '4h'})")
+    if "--group-query-attention" in flags:
+        kv = _int(where, flags, "--num-query-groups", 1)
+        if "--num-query-groups" not in flags:
+            defaults.append("num_query_groups 1 (--group-query-attention without --num-query-groups)")
+    else:
+        kv = None
+        if "--num-query-groups" in flags:
+            assumed.append(f"--num-query-groups {flags['--num-query-groups']} without --group-query-attention: Megatron "
+                           "builds multi-head attention (core_transformer_config_from_args sets num_query_groups None)")
+    head_dim = _int(where, flags, "--kv-channels") if "--kv-channels" in flags else None
+    if head_dim is None and h % a:
+        raise PlannerError(f"{where}--hidden-size {h} is not divisible by --num-attention-heads {a}", "give --kv-channels")
+    norm_flag = flags.get("--normalization", "LayerNorm")
+    norm = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}.get(norm_flag)
+    if norm is None:
+        raise PlannerError(f"{where}--normalization {norm_flag!r} is not modelled", "valid: LayerNorm, RMSNorm")
+    if "--normalization" not in flags:
+        defaults.append("LayerNorm")
+    pos_flag = flags.get("--position-embedding-type")
+    if pos_flag is None:
+        pos_flag = ("rope" if "--use-rotary-position-embeddings" in flags else
+                    "none" if "--no-position-embedding" in flags else "learned_absolute")
+        if pos_flag == "learned_absolute":
+            defaults.append("learned_absolute positions")
+    pos = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}.get(pos_flag)
+    if pos is None:
+        raise PlannerError(f"{where}--position-embedding-type {pos_flag!r} is not modelled",
+                           "valid: learned_absolute, rope, yarn, mrope, none")
+    bias = "--disable-bias-linear" not in flags
+    if "--disable-bias-linear" not in flags and "--add-bias-linear" not in flags:
+        defaults.append("linear biases")
+    hd = _float(where, flags, "--hidden-dropout", DEFAULT_DROPOUT)
+    ad = _float(where, flags, "--attention-dropout", DEFAULT_DROPOUT)
+    absent_drop = [f for f in ("--hidden-dropout", "--attention-dropout") if f not in flags]
+    if absent_drop:
+        defaults.append(f"dropout 0.1 ({', '.join(absent_drop)} absent)")
+    tied = "--untie-embeddings-and-output-weights" not in flags
+    if tied:
+        defaults.append("tied embeddings")
+    if "--max-position-embeddings" in flags:
+        max_seq = _int(where, flags, "--max-position-embeddings")
+    elif "--seq-length" in flags:
+        max_seq = _int(where, flags, "--seq-length")
+        assumed.append(f"max_seq_len={max_seq:,}: --max-position-embeddings absent (Megatron requires it), --seq-length used")
+    else:
+        raise PlannerError(f"{where}neither --max-position-embeddings nor --seq-length", "Megatron requires --max-position-embeddings")
+    spec: dict = dict(
+        name=label, description=f"the model the Megatron-LM arguments of {label} define",
+        num_layers=L, hidden_size=h, ffn_hidden_size=ffn, num_attention_heads=a,
+        vocab_size=padded_vocab(flags, tp, where, assumed), gated_mlp=gated, norm=norm, tied_embeddings=tied,
+        max_seq_len=max_seq, position_embedding=pos, linear_bias=bias, dropout=(hd > 0 or ad > 0),
+    )
+    if kv is not None:
+        spec["num_kv_heads"] = kv
+    if head_dim is not None and (h % a or head_dim != h // a):  # --kv-channels h / heads is the default: left out
+        spec["head_dim"] = head_dim
+    if "--multi-latent-attention" in flags:
+        if kv is not None:
+            raise PlannerError(f"{where}--multi-latent-attention with --group-query-attention",
+                               "Megatron refuses the pair (validate_args): drop one")
+        mla = {f: _int(where, flags, f, d) for f, d in MLA_DEFAULTS.items()}
+        absent = [f for f in MLA_DEFAULTS if f not in flags]
+        if absent:
+            defaults.append("MLA " + ", ".join(f"{f} {MLA_DEFAULTS[f]}" for f in absent))
+        q = _int(where, flags, "--q-lora-rank")
+        if q is None:
+            defaults.append("no query latent (--q-lora-rank absent)")
+        spec["mla"] = dict(q_lora_rank=q, kv_lora_rank=mla["--kv-lora-rank"], qk_nope_head_dim=mla["--qk-head-dim"],
+                           qk_rope_head_dim=mla["--qk-pos-emb-head-dim"], v_head_dim=mla["--v-head-dim"])
+    if "--num-experts" in flags:
+        spec.update(_moe(flags, where, L, ffn, defaults))
+    elif any(f in flags for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-shared-expert-intermediate-size")):
+        assumed.append("MoE flags without --num-experts: a dense model (Megatron builds no experts)")
+    mtp = _int(where, flags, "--mtp-num-layers")
+    if mtp:
+        spec["mtp_layers"] = mtp
+    spec["sources"] = [f"Megatron-LM arguments in {label}",
+                       "defaults: NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py, "
+                       "megatron/core/transformer/transformer_config.py (planner/trainers/megatron_model.py)"]
+    if defaults:
+        assumed.append("Megatron defaults for what the flags leave out: " + ", ".join(defaults))
+    return spec
+
+
+def _moe(flags: dict, where: str, L: int, ffn: int, defaults: list[str]) -> dict:
+    """The `moe:` block (and the layer kinds of an irregular --moe-layer-freq list) [3][5]."""
+    E = _int(where, flags, "--num-experts")
+    k = _int(where, flags, "--moe-router-topk", DEFAULT_TOPK)
+    if "--moe-router-topk" not in flags:
+        defaults.append(f"--moe-router-topk {DEFAULT_TOPK}")
+    moe: dict = dict(num_experts=E, top_k=k)
+    fe = _int(where, flags, "--moe-ffn-hidden-size")
+    if fe is not None and fe != ffn:
+        moe["expert_ffn_hidden_size"] = fe
+    elif fe is None:
+        defaults.append("expert width = --ffn-hidden-size")
+    fs = _int(where, flags, "--moe-shared-expert-intermediate-size")
+    if fs:
+        moe.update(num_shared_experts=1, shared_expert_ffn_hidden_size=fs)
+        if "--moe-shared-expert-gate" in flags:
+            moe["shared_expert_gate"] = True
+    score = flags.get("--moe-router-score-function", "softmax")
+    if score not in ("softmax", "sigmoid"):
+        raise PlannerError(f"{where}--moe-router-score-function {score!r} is not modelled", "valid: softmax, sigmoid")
+    moe["router"] = score
+    if "--moe-router-enable-expert-bias" in flags:
+        moe["router_bias"] = True
+    out: dict = {"moe": moe}
+    freq = flags.get("--moe-layer-freq")
+    if freq is None:
+        return out
+    text = str(freq).strip().strip("\"'")
+    if "[" not in text:
+        n = _int(where, {"--moe-layer-freq": text}, "--moe-layer-freq")
+        if n <= 0:
+            raise PlannerError(f"{where}--moe-layer-freq {n} must be positive", "one MoE layer every N layers")
+        moe["layer_freq"] = n
+        return out
+    pat = eval_layer_pattern(text, where, "--moe-layer-freq")
+    if len(pat) != L:
+        raise PlannerError(f"{where}--moe-layer-freq lists {len(pat)} layers, --num-layers is {L}",
+                           "Megatron asserts one entry a layer (gpt_layer_specs.py)")
+    first = next((i for i, x in enumerate(pat) if x), L)
+    if all(pat[first:]) and first < L:
+        if first:
+            moe["first_k_dense"] = first
+        return out
+    for n in range(2, L + 1):
+        if pat == [1 if i % n == 0 else 0 for i in range(L)]:
+            moe["layer_freq"] = n
+            return out
+    out["layer_kinds"] = {"dense": {"mlp": {"kind": "dense"}}, "moe": {"mlp": {"kind": "moe"}}}
+    out["layer_pattern"] = ["moe" if x else "dense" for x in pat]
+    return out

@@ -1,0 +1,160 @@
+"""planner/megatron_ci.py: the Megatron-LM functional-test corpus (tests/data/megatron_ci/, a copy
+of the reference data with its sources in its README) as a memory validation: rows parsed,
+tiers counted, skip reasons, two rows' predictions computed by hand, the figure the harness
+compares is explain's last-stage allocated memory, and the CLI. `pytest -s` prints the current
+accuracy table. The records validate; nothing is fitted to them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.megatron_ci import HARDWARE_BY_GPU, load_corpus, report_corpus
+from tests.conftest import assert_one_error
+
+DATA = Path(__file__).parent / "data" / "megatron_ci"
+CORPUS = DATA / "corpus.json"
+GIB = 2.0**30
+
+# the GPT-2 vocabulary padded to a multiple of 128 x tp 1 (megatron_model.py [4][6])
+V = 50304
+H, S, MBS = 512, 1024, 4  # the CI's small GPT: --hidden-size 512, --seq-length 1024, --micro-batch-size 4
+T = S * MBS  # tokens per micro-batch
+
+
+@pytest.fixture(scope="module")
+def report():
+    return report_corpus(CORPUS)
+
+
+@pytest.fixture(scope="module")
+def rows(report):
+    return {r["row_id"]: r for r in report["rows"]}
+
+
+def test_corpus_rows_and_tiers(report):
+    data = load_corpus(CORPUS)
+    assert len(data["rows"]) == 497 and data["source"]["commit"] == "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
+    s = report["summary"]
+    assert s["n_rows"] == 497
+    assert s["rows_by_tier"] == {"A": 123, "B": 254, "C": 120}  # the corpus README's trust tiers, this half
+    # every row is compared or skipped with its reason, never both, never neither
+    assert all((r["error"] is None) != (r["skipped"] is None) for r in report["rows"])
+    assert s["n_skipped"] + s["all"]["n"] == 497
+    assert sum(st["n"] for st in s["by_tier"].values()) == s["all"]["n"]
+    assert s["by_tier"]["A"]["n"] >= 90  # the GPT rows of tier A the reader expresses
+    # every args file the corpus names is in the copy
+    assert all((DATA / r["args_file"]).is_file() for r in data["rows"] if r["args_file"])
+    assert set(HARDWARE_BY_GPU.values()) <= {p.stem for p in (Path(__file__).parents[1] / "hardware_db").glob("*.yaml")}
+
+
+def test_skip_reasons(rows):
+    def skip(rid):
+        return rows[rid]["skipped"]
+
+    assert skip("bert__bert_mcore_tp1_pp2__dev_dgx_a100").startswith("examples/bert/pretrain_bert.py: a BERT encoder")
+    assert skip("t5__t5_11b_mcore_tp4_pp1__dev_dgx_a100").startswith("examples/t5/pretrain_t5.py: a T5 encoder-decoder")
+    assert skip("gpt__gpt_static_inference_tp1_pp1_583m_logitsmatch__dev_dgx_h100") == "not a training row (inference)"
+    assert skip("gpt__gpt3_15b_8t_release_sm__dev_dgx_h100") == "no argument file: GPU count unknown (no recipe match)"
+    assert skip("hybrid__hybrid_mr_mcore_te_tp1_pp1_cp1_dgx_a100_1N8G__dev_dgx_a100").startswith("no measured peak")
+    assert skip("moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100").startswith("not modelled: --optimizer muon")
+    # 12 layers as 2 + 4 + 4 + 2 on pp 4: not a split of the planner's (pipeline.stage_layers: 3 each)
+    assert "--decoder-first/last-pipeline-num-layers 2/2: [2, 4, 4, 2] layers on the pipeline ranks, not a split the " \
+           "planner models" in skip(
+        "gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__dev_dgx_h100")
+    assert "--use-megatron-fsdp (optim_grads_params)" in skip("gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200")
+    assert "--fp8-param-gather" in skip("gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap__dev_dgx_h100")
+    assert "distillation teacher" in skip("gpt__gpt3_mcore_te_tp2_pp1_modelopt_distill_resume__dev_dgx_gb200")
+
+
+def test_hand_computed_unfused_row(rows):
+    """TP1 PP1 DP8, the distributed optimizer, unfused attention (--attention-backend unfused),
+    GPT-2 vocabulary: the 12-layer h-512 model of 64,109,568 parameters (embedding V h, learned
+    positions s h, per layer 12h^2 + 13h with biases and two LayerNorms, final LayerNorm 2h),
+    states 2 + 4 + 12/8 B a parameter, per layer and micro-batch 34 s b h (Korthikanti et al.
+    2022 with dropout) + 5 a s^2 b (the stored softmax, its dropout mask and output), the
+    logits 2 s b h + 6 s b V (memory.py [5])."""
+    r = rows["gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__dev_dgx_h100"]
+    P = V * H + S * H + 12 * (12 * H * H + 13 * H) + 2 * H
+    assert P == 64_109_568
+    states = P * (2 + 4) + P * 12 / 8
+    acts = 12 * T * (34 * H + 5 * 8 * S)
+    logits = T * (2 * H + 6 * V)
+    assert r["predicted_bytes"] == pytest.approx(states + acts + logits, rel=1e-12) == 4_590_191_104
+    assert r["measured_bytes"] == 4_702_430_720 and r["tier"] == "A" and r["mesh"] == "TP1 PP1 DP8 mbs4 gbs32"
+    assert r["error"] == pytest.approx(4_590_191_104 / 4_702_430_720 - 1)
+    assert any(a.startswith("vocab_size=50,304: GPT2BPETokenizer's 50,257 tokens") for a in r["assumed"])
+    assert any(a.startswith("attention=eager: --attention-backend unfused") for a in r["assumed"])
+
+
+def test_hand_computed_last_pipeline_stage(rows):
+    """TP1 PP4 DP2, no distributed optimizer, --disable-bias-linear, tied embeddings: the
+    last stage holds 3 layers (12h^2 + 4h: two LayerNorms), the word-embedding copy of the
+    tied output layer and the final norm, 18 B a parameter; one micro-batch in flight on the
+    last 1F1B stage (34 s b h a layer, flash attention) and its logits."""
+    r = rows["gpt__gpt3_mcore_te_tp1_pp4_resume_torch_dist_disable_bias_linear__dev_dgx_h100"]
+    P = 3 * (12 * H * H + 4 * H) + V * H + 2 * H
+    assert P == 35_200_000
+    expected = 18 * P + 3 * 34 * T * H + T * (2 * H + 6 * V)
+    assert r["predicted_bytes"] == expected == 2_087_974_912
+    assert r["terms"]["weights"] == 2 * P and r["terms"]["output_activations"] == T * (2 * H + 6 * V)
+
+
+def test_the_figure_is_explains_last_stage_allocated(rows):
+    """The harness compares what `planner explain --format json` reports for the last stage:
+    memory.stages.last.allocated_bytes when the memory model gives it, else the stage total
+    less the reserve (and the megatron stack's zero allocator slack)."""
+    from planner.cli.core import load_job
+    from planner.explain import evaluate, to_json
+    from planner.plan import resolve
+
+    rid = "gpt__gpt3_mcore_te_tp1_pp4_resume_torch_dist_disable_bias_linear__dev_dgx_h100"
+    job, _ = load_job(DATA / "args" / f"{rid}.args", {"gpus": 8, "hardware": "h100-sxm"}, "megatron")
+    settings, plan, _ = resolve(job)
+    res = to_json(settings, plan, evaluate(settings, plan))
+    last = res["memory"]["stages"]["last"]
+    want = last.get("allocated_bytes", last["total_bytes"] - job.reserve_GiB * GIB - res["memory"]["terms"]["allocator_slack"])
+    assert res["memory"]["heaviest_stage"] == "last"
+    assert rows[rid]["predicted_bytes"] == pytest.approx(want, rel=1e-12)
+
+
+def test_accuracy_table(report, capsys):
+    """The current accuracy (printed with -s): per tier n, median |error|, signed median, p90,
+    worst under-prediction."""
+    s = report["summary"]
+    with capsys.disabled():
+        print("\nMegatron CI corpus, last-stage peak allocated memory, predicted / measured - 1:")
+        print(f"{'tier':5s}{'n':>5s}{'median|e|':>11s}{'signed':>9s}{'p90|e|':>9s}{'worst under':>13s}  row")
+        for t, st in list(s["by_tier"].items()) + [("all", s["all"])]:
+            if not st["n"]:
+                continue
+            wu = f"{100 * st['worst_under_error']:+.1f}%" if st["worst_under_error"] is not None else "-"
+            print(f"{t:5s}{st['n']:5d}{100 * st['median_abs_error']:10.1f}%{100 * st['median_error']:+8.1f}%"
+                  f"{100 * st['p90_abs_error']:8.1f}%{wu:>13s}  {st['worst_under'] or ''}")
+        print(f"skipped {s['n_skipped']} of {s['n_rows']}: " + ", ".join(f"{k} {v}" for k, v in s["skipped_by_reason"].items()))
+    for st in list(s["by_tier"].values()) + [s["all"]]:
+        if st["n"]:
+            assert 0 <= st["median_abs_error"] <= st["p90_abs_error"] and abs(st["median_error"]) <= st["p90_abs_error"]
+
+
+def test_cli_validate_corpus(cli, tmp_path):
+    ids = "gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__dev_dgx_h100,bert__bert_mcore_tp1_pp2__dev_dgx_a100"
+    r = cli("validate", CORPUS, "--ids", ids, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    data = json.loads(r.stdout)
+    got = {x["row_id"]: x for x in data["rows"]}
+    assert sorted(got) == sorted(ids.split(","))
+    assert got[ids.split(",")[0]]["predicted_bytes"] == 4_590_191_104 and got[ids.split(",")[1]]["skipped"]
+    assert data["summary"]["by_tier"]["A"]["n"] == 1
+    r = cli("validate", CORPUS, "--tier", "A", "--ids", ids.split(",")[0])
+    assert r.exit_code == 0, r.stderr
+    assert "by memory trust tier" in r.stdout and "-2.4%" in r.stdout
+    assert_one_error(cli("validate", CORPUS, "--tier", "D"), "--tier D")
+    assert_one_error(cli("validate", CORPUS, "--group", "x"), "--group", "not of the Megatron CI corpus")
+    assert_one_error(cli("validate", CORPUS, "--ids", "nope"), "no row 'nope'")
+    bad = tmp_path / "other.json"
+    bad.write_text('{"rows": [1, 2]}')
+    assert_one_error(cli("validate", bad), "not a Megatron CI corpus")
+    assert_one_error(cli("validate", Path(__file__).parent / "data" / "published_runs.yaml", "--tier", "A"), "--tier")

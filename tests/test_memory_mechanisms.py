@@ -1,0 +1,111 @@
+"""The stacks' memory mechanisms of issue 21, each by hand from its source
+(docs/memory_mechanisms.md derives them; stack_db says which stack has which).
+
+Llama 3 8B: P = 8,030,261,248 parameters; one block 218,103,808; the output layer
+128,256 x 4,096 = 525,336,576; b s V = 8192 x 128,256 logits at micro-batch 1, seq 8192."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_model
+from planner.params import count_params
+
+P = 8_030_261_248
+BLOCK = 218_103_808
+OUT = 128_256 * 4096
+LOGITS = 8192 * 128_256
+GiB = 2**30
+
+
+def _tt(explain, **kw):
+    job = dict(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
+               micro_batch=1, global_batch=8, seq_len=8192)
+    return explain(**{**job, **kw})
+
+
+def test_fsdp2_states_at_the_backward_peak(explain):
+    """FSDP2 (torchtitan) on 8 GPUs: the sharded parameter is the fp32 master (4 P / 8), Adam
+    8 P / 8; no bf16 shard and no gradient at the start of the backward (zero_grad set_to_none);
+    [norm, output] stay unsharded in bf16 (2 x 525,336,576 B; the norm's 4,096 weights are not
+    counted); no block is gathered at the loss's backward peak."""
+    _, _, est, js = _tt(explain)
+    t = js["memory"]["terms"]
+    assert t["weights"] == 0.0 and t["gradients"] == 0.0
+    assert t["master_weights"] == pytest.approx(4 * P / 8, rel=1e-12)
+    assert t["adam"] == pytest.approx(8 * P / 8, rel=1e-12)
+    assert t["fsdp_buffers"] == pytest.approx(2 * OUT, rel=1e-12)
+
+
+def test_fsdp2_pools_are_reserved_not_allocated(explain):
+    """Reserved beside the allocated peak: the sharded fp32 gradients in the reduce-scatter
+    stream's pool (4 P / 8), two flat all-gather buffers in bf16, the largest unit's (the
+    embedding, 525,336,576) beside a block's (218,103,808 + its two norms' 8,192), and the loss's freed bf16 logits
+    (2 B per logit); reserved = allocated + these."""
+    _, _, _, js = _tt(explain)
+    m = js["memory"]
+    pools = 4 * P / 8 + 2 * (OUT + BLOCK + 8192) + 2 * LOGITS
+    assert m["terms"]["stream_pools"] == pytest.approx(pools, rel=1e-12)
+    assert m["reserved_bytes"] - m["allocated_bytes"] == pytest.approx(pools, rel=1e-12)
+    assert m["reported_bytes"] == m["reserved_bytes"]  # torchtitan logs max reserved
+
+
+def test_torchtitan_eager_loss_at_its_backward_peak(explain):
+    """torchtitan's eager cross-entropy on the fp32 upcast: at the start of the backward the
+    saved log-softmax, the nll gradient and the log-softmax gradient, 3 x 4 B per logit, and the
+    final norm's bf16 input 2 h per token; compiled, the bf16 logits and their bf16 gradient
+    (4 B per logit) and nothing freed in the pool."""
+    _, _, _, js = _tt(explain)
+    assert js["memory"]["terms"]["output_activations"] == pytest.approx(LOGITS * 12 + 8192 * 2 * 4096, rel=1e-12)
+    _, _, _, jc = _tt(explain, torch_compile=True)
+    assert jc["memory"]["terms"]["output_activations"] == pytest.approx(LOGITS * 4 + 8192 * 2 * 4096, rel=1e-12)
+    assert (js["memory"]["terms"]["stream_pools"] - jc["memory"]["terms"]["stream_pools"]
+            == pytest.approx(2 * LOGITS, rel=1e-12))
+
+
+def test_fsdp2_with_pp_holds_its_stage_unsharded(explain):
+    """With PP, torchtitan keeps every FSDP2 unit unsharded for the step (reshard_after_forward
+    off) and accumulates unsharded fp32 gradients over the micro-batches: 2 + 4 B per parameter
+    of the stage (per TP rank), on top of its sharded states."""
+    settings, plan, est, js = _tt(explain, gpus=16, pp=2, global_batch=16)
+    from planner.memory import STAGE_FIRST, params_of, stage_kind_counts
+
+    pc = count_params(settings.model)
+    dense, _ = params_of(pc, settings.model, plan, stage_kind_counts(settings.model, plan)["first"], "first")
+    first = est.stages[STAGE_FIRST]
+    assert float(first.fsdp_buffers) == pytest.approx(6 * float(dense), rel=1e-12)
+
+
+def test_megatron_fp8_saves_gemm_inputs_at_one_byte(explain):
+    """Transformer Engine saves the fp8 GEMM inputs for the backward (1 B per element): the
+    four inputs of a Llama 3 8B layer (QKV's norm output h, the projection's core output a d =
+    h, the MLP's norm output h, the down projection's input f = 14,336) drop from 2 to 1 B per
+    element: 32 layers x 8192 tokens x (3 x 4096 + 14,336) B less than bf16."""
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192)
+    _, _, _, b = explain(**job)
+    _, _, _, f = explain(**job, precision="fp8")
+    saved = 32 * 8192 * (3 * 4096 + 14_336)
+    assert b["memory"]["terms"]["layer_activations"] - f["memory"]["terms"]["layer_activations"] \
+        == pytest.approx(saved, rel=1e-12)
+
+
+def test_megatron_grad_buffer_dtype(explain):
+    """Megatron's gradient buffer is fp32 with --bf16 (4 B a parameter, unsharded) unless
+    --grad-reduce-in-bf16 (2 B): arguments.py, param_and_grad_buffer.py @d98e8a64."""
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192)
+    _, _, _, a = explain(**job)
+    _, _, _, b = explain(**job, bytes_per_param={"weights": 2, "gradients": 2, "master": 4, "optimizer": 8})
+    n = count_params(load_model("llama3-8b")).total
+    assert a["memory"]["gradients_bytes"] == pytest.approx(4 * n, rel=1e-12)
+    assert b["memory"]["gradients_bytes"] == pytest.approx(2 * n, rel=1e-12)
+
+
+def test_oracle_reference_configuration():
+    """The planner's allocated peak of torchtitan 0.3.0's Llama 3 8B on FSDP 8 (bs 1, seq 8192,
+    op-SAC, eager CE) against the oracle's trace of the real step, 40.22 GiB (tests/data/memory,
+    the shared oracle's traced_results.md): within 1%."""
+    from conftest import explain_job
+
+    _, _, _, js = explain_job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
+                              micro_batch=1, global_batch=8, seq_len=8192)
+    assert js["memory"]["allocated_bytes"] / GiB == pytest.approx(40.22, rel=0.01)
