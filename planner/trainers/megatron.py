@@ -704,6 +704,16 @@ def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str) -> li
     return [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
 
 
+def _take_split(job: dict, e_l, placed: str, rule: str, unmodelled: list[str]) -> bool:
+    """Set the job's counted ends from split_of's answer; where it is None, note that the
+    flags' placement (`placed`) is priced as the planner's split instead."""
+    if e_l is None:
+        unmodelled.append(f"{placed}, not a split the planner models ({rule}); priced as the planner's split of pp x vpp")
+        return False
+    job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+    return True
+
+
 def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
     """(account_for_embedding, account_for_loss) whose planner split (pipeline.chunk_layers)
     places the layers as given, per model chunk or per GPU; None if none does."""
@@ -896,24 +906,15 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                "--account-for-*-in-pipeline-split", "Megatron refuses them together (transformer_config.py "
                                "__post_init__)")
         per_gpu = decoder_first_last(L, pp, vpp, *firsts, where)
-        e_l = split_of(L, pp, vpp, per_gpu=per_gpu)
-        if e_l is None:
-            split_unmodelled.append(f"--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]}: {per_gpu} layers on "
-                                    "the pipeline ranks, not a split the planner models (pipeline.stage_layers); priced "
-                                    "as the planner's split of pp x vpp")
-        else:
-            if vpp > 1:
-                assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the "
-                               "planner takes the difference off the first/last chunk (the same layers per GPU)")
-            job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+        placed = f"--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]}: {per_gpu} layers on the pipeline ranks"
+        if _take_split(job, split_of(L, pp, vpp, per_gpu=per_gpu), placed, "pipeline.stage_layers", split_unmodelled) \
+                and vpp > 1:
+            assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the "
+                           "planner takes the difference off the first/last chunk (the same layers per GPU)")
     if layout is not None and pp > 1:
-        e_l = split_of(L, pp, vpp, chunks=chunks)
-        if e_l is None:
-            split_unmodelled.append(f"--pipeline-model-parallel-layout {layout}: {chunks} layers on the model chunks, not a "
-                                    "split the planner models (pipeline.chunk_layers); priced as the planner's split of "
-                                    "pp x vpp")
-        else:
-            job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+        _take_split(job, split_of(L, pp, vpp, chunks=chunks),
+                    f"--pipeline-model-parallel-layout {layout}: {chunks} layers on the model chunks", "pipeline.chunk_layers",
+                    split_unmodelled)
     if vpp > 1:
         job["vpp"] = vpp
         job["schedule"] = "interleaved"
