@@ -215,12 +215,16 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
     hw = _hardware(job)  # cached by catalog
     out: dict[str, list[Change]] = {k: [] for k in KNOBS}
 
+    levels = _stack_levels(job)  # only the modes the stack runs (stack_db runs.sharding; issue 22)
     if job.sharding == "hsdp":
-        out["sharding"].append(Change("sharding", {"sharding": "fsdp", "shard_group": None},
-                                      f"sharding hsdp (shard group {job.shard_group}) -> fsdp", CHANGE_COST[("sharding", "fsdp")]))
+        if "fsdp" in levels:
+            out["sharding"].append(Change("sharding", {"sharding": "fsdp", "shard_group": None},
+                                          f"sharding hsdp (shard group {job.shard_group}) -> fsdp", CHANGE_COST[("sharding", "fsdp")]))
     else:
         for s in SHARDING_LADDER[SHARDING_LADDER.index(job.sharding) + 1:]:
-            out["sharding"].append(Change("sharding", {"sharding": s}, f"sharding {job.sharding} -> {s}", CHANGE_COST[("sharding", s)]))
+            if s in levels:
+                out["sharding"].append(Change("sharding", {"sharding": s}, f"sharding {job.sharding} -> {s}",
+                                              CHANGE_COST[("sharding", s)]))
 
     mbs0 = mbs = int(p["micro_batch"])
     while mbs > 1:
@@ -251,6 +255,14 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
     return out
 
 
+def _stack_levels(job: Job) -> tuple[str, ...]:
+    """The sharding levels the job's stack runs (all for a stack file that lists none)."""
+    from .catalog import load_stack
+
+    runs = load_stack(job.stack).runs
+    return SHARDING_LADDER + ("hsdp",) if runs is None else tuple(dict.fromkeys(m.level for m in runs.sharding))
+
+
 def _hardware(job: Job) -> Hardware:
     from .catalog import load_hardware
 
@@ -273,6 +285,8 @@ def apply(job: Job, changes: tuple[Change, ...]) -> Job:
     update: dict = {}
     for c in changes:
         update.update(c.update)
+    if "sharding" in update:  # the stack's mode of the new level (resolve chooses it)
+        update.setdefault("sharding_mode", None)
     if job.dp is not None and ("tp" in update or "pp" in update):
         dp = _dp(job, update.get("tp"), update.get("pp"))
         if dp is not None:
@@ -286,12 +300,19 @@ class Suggestion:
     changes: tuple[Change, ...]
     ev: Evaluated
     dp_before: int  # the job's resolved dp, to say how tp/pp changes shrink it
+    trainer: Optional[str] = None  # the trainer format the job was read from: the change in its own keys
 
     @property
     def description(self) -> str:
         text = " + ".join(c.text for c in self.changes)
         dp = self.ev.res["plan"]["dp"]
-        return text + (f" (DP {self.dp_before} -> {dp})" if dp != self.dp_before else "")
+        text += f" (DP {self.dp_before} -> {dp})" if dp != self.dp_before else ""
+        if self.trainer is not None:
+            from .trainers import spell_change
+
+            keys = [spell_change(self.trainer, c.knob, self.ev.res["plan"]) for c in self.changes]
+            text += f" [{self.trainer}: {'; '.join(keys)}]"
+        return text
 
     def doc_key(self) -> tuple:
         costs = [c.cost for c in self.changes]
@@ -324,8 +345,9 @@ def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
     return sorted(suggestions, key=key)
 
 
-def suggest(job: Job, res: dict, gates: Gates) -> list[Suggestion]:
-    """Checked changes that make the job pass, cheapest first (module docstring)."""
+def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) -> list[Suggestion]:
+    """Checked changes that make the job pass, cheapest first (module docstring); `trainer`:
+    the format the job was read from, whose own keys each suggestion names."""
     lad = ladders(job, res)
     dp0 = res["plan"]["dp"]
     found: list[Suggestion] = []
@@ -334,7 +356,7 @@ def suggest(job: Job, res: dict, gates: Gates) -> list[Suggestion]:
         for i, ch in enumerate(lad[knob]):
             ev = _try(apply(job, (ch,)), gates)
             if ev is not None and ev.passes:
-                found.append(Suggestion((ch,), ev, dp0))
+                found.append(Suggestion((ch,), ev, dp0, trainer))
                 passes_alone[knob] = i
                 break
     if found:
@@ -346,7 +368,7 @@ def suggest(job: Job, res: dict, gates: Gates) -> list[Suggestion]:
             for j, b in enumerate(lad[kb][:best_b]):
                 ev = _try(apply(job, (a, b)), gates)
                 if ev is not None and ev.passes:
-                    found.append(Suggestion((a, b), ev, dp0))
+                    found.append(Suggestion((a, b), ev, dp0, trainer))
                     best_b = j
                     break
             if best_b == 0:
@@ -355,15 +377,16 @@ def suggest(job: Job, res: dict, gates: Gates) -> list[Suggestion]:
 
 
 # ------------------------------------------------------------------------------ check
-def check_job(job: Job, where: str, gates: Gates) -> dict:
+def check_job(job: Job, where: str, gates: Gates, trainer: Optional[str] = None) -> dict:
     """explain's JSON of the job plus `verdict`, `failures`, `overflow_bytes` and
-    `suggestions` (checked changes that would make it pass, cheapest first)."""
+    `suggestions` (checked changes that would make it pass, cheapest first; in the trainer's
+    own keys too where the job came from a trainer config, `trainer` its format)."""
     res = evaluate_job(job, where)
     fails = failures(res, gates, where)
     res["verdict"] = "fail" if fails else "pass"
     res["failures"] = fails
     res["overflow_bytes"] = overflow_bytes(res)
-    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates)] if fails else []
+    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates, trainer)] if fails else []
     return res
 
 

@@ -311,6 +311,18 @@ def _gather(per, configs, K, reduce_chunks) -> dict:
     return out
 
 
+def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0) -> list[int]:
+    """Transformer layers of each model chunk j = 0 .. p v - 1 (chunk j runs on stage j mod p
+    [7]): c = ceil(L' / (p v)) each, the first e + ceil(r / 2) fewer and the last l + floor(r / 2)
+    fewer, r = p v c - L' the layers the split leaves over (stage_layers' rule, chunk by chunk).
+    A negative entry means the split cannot place the layers (the caller refuses it)."""
+    L = num_layers
+    c = -(-(L + e + l_) // (p * v))
+    slack = max(p * v * c - (L + e + l_), 0)
+    def_first, def_last = e + (slack + 1) // 2, l_ + slack // 2
+    return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
+
+
 def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
     """Per stage, the layers of each kind in each of its model chunks, (v, K): stage 0
     ("first"), stage p - 1 ("last"), and the middle stages' distinct chunk compositions ("mid",
@@ -320,10 +332,7 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
     if p == 1:
         one = ll.prefix[:, -1][None].astype(np.float64) / v
         return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
-    c = -(-(L + e + l_) // (p * v))
-    slack = max(p * v * c - (L + e + l_), 0)
-    def_first, def_last = e + (slack + 1) // 2, l_ + slack // 2
-    length = [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
+    length = chunk_layers(L, p, v, e, l_)
     start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
     chunks = (ll.prefix[:, start[1:]] - ll.prefix[:, start[:-1]]).T.astype(np.float64)  # (p v, K)
 

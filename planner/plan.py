@@ -19,6 +19,7 @@ from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
+from .startup import BY_CODE, rules_for, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -95,6 +96,10 @@ class PlanArrays:
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
     ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py), carved out of dp x cp
+    # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
+    # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
+    smode: np.ndarray = 0
+    etp: np.ndarray = 0  # expert tensor-parallel degree; 0 = tp (Megatron's default). Priced as tp
 
     def __post_init__(self):
         for f in fields(self):
@@ -106,7 +111,12 @@ class PlanArrays:
         return self.gbs // (self.dp * self.mbs)
 
     def take(self, idx) -> "PlanArrays":
-        return PlanArrays(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        n = np.shape(self.tp)
+
+        def at(v):  # a field left at its scalar default takes every candidate's value
+            return (np.broadcast_to(v, n) if np.ndim(v) == 0 and len(n) else v)[idx]
+
+        return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
 
 
 # ----------------------------------------------------------------- plan rules
@@ -114,6 +124,9 @@ OK = 0
 (MESH, BATCH, HEADS, KV_HEADS, SEQ_CP, PP_LAYERS, VPP_SCHEDULE, INTERLEAVED_PP, INTERLEAVED_M, VPP_LAYERS,
  TP_OVERLAP_SP, SP_TP, HSDP_SHARD, SHARD_NOT_HSDP, TPO_COMPILE, SPLIT_UNITS) = range(1, 17)
 EP_EXPERTS, EP_DPCP = 17, 18  # expert parallelism (planner/moe.py)
+# what the stack can run (stack_db runs; issue 22), then its trainer's start-up rules
+# (planner/startup.py, codes from startup.FIRST_CODE = 24)
+STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP = 19, 20, 21, 22, 23
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
     BATCH: "global batch does not divide into dp x micro-batch",
@@ -133,7 +146,20 @@ REASONS = {
     SPLIT_UNITS: "layers plus the embedding/loss counted in the split do not divide into pp*vpp chunks",
     EP_EXPERTS: "ep does not divide the routed experts (or the model has none)",
     EP_DPCP: "ep does not divide the data x context parallel ranks (dp*cp; hsdp: shard_group*cp)",
+    STACK_SHARDING: "the stack has no such sharding mode (stack_db runs.sharding)",
+    STACK_SCHEDULE: "the stack does not run this pipeline schedule (stack_db runs.schedules)",
+    STACK_ORDER: "the stack does not build this rank order (stack_db runs.rank_orders)",
+    STACK_DEGREE: "a degree above the stack's largest (stack_db runs.max_*)",
+    STACK_ETP: "an expert-TP degree other than tp on a stack without expert TP",
 }
+
+
+def _trainer_reasons() -> None:
+    for code, r in BY_CODE.items():
+        REASONS[code] = f"{r.text} ({r.source})"
+
+
+_trainer_reasons()
 # the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
 LAST_BATCH_RULE = VPP_LAYERS
 
@@ -149,6 +175,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     units = L + plan.split_emb + plan.split_loss  # pipeline.stage_layers [6]: the ends may count as layers
     counted = (plan.split_emb + plan.split_loss) > 0
     n_experts = model.moe.num_experts if model.moe is not None else 1  # a dense model: ep 1 only
+    etp = np.where(np.asarray(plan.etp) > 0, plan.etp, tp)
     rules = [
         lambda: tp * cp * pp * dp != gpus,
         lambda: plan.gbs % (dp_safe * mbs) != 0,
@@ -167,13 +194,52 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         lambda: counted & (pp > 1) & (units % (pp * vpp) != 0),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
-        lambda: (np.where(plan.sharding == HSDP, np.maximum(plan.shard, 1), dp_safe) * cp) % plan.ep != 0,
+        # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
+        # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
+        lambda: (np.where(plan.sharding == HSDP, np.maximum(plan.shard, 1), dp_safe) * cp * tp) % (plan.ep * etp) != 0,
     ]
-    n = len(rules) if upto is None else upto
+    rules += stack_rules(stack, plan)
+    n = len(rules) if upto is None else min(upto, len(rules))
     codes = np.zeros(np.shape(tp), dtype=np.int64)
     for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
         codes = np.where(rules[code - 1](), code, codes)
+    if upto is None:
+        ok = codes == OK
+        for code, r in reversed(rules_for(stack)):
+            codes = np.where(ok & r.broken(model, stack, plan), code, codes)
+            # a start-up rule is reported only where no plan rule broke first
     return codes
+
+
+def stack_rules(stack, plan: PlanArrays) -> list:
+    """The rules of what the stack can run (STACK_SHARDING .. STACK_ETP), as rule_codes lambdas."""
+    runs = stack.runs if stack is not None else None
+    never = lambda: np.zeros(np.shape(plan.tp), dtype=bool)  # noqa: E731
+    if runs is None:
+        return [never] * 5
+    levels = np.array([SHARDING_CODES[m.level] for m in runs.sharding], dtype=np.int64)
+    sched = np.array([SCHEDULE_CODES[x.schedule] for x in runs.schedules], dtype=np.int64)
+    smode = np.asarray(plan.smode)
+    etp = np.where(np.asarray(plan.etp) > 0, plan.etp, plan.tp)
+
+    def sharding():
+        valid = (smode >= 0) & (smode < len(levels))
+        return ~valid | (levels[np.clip(smode, 0, len(levels) - 1)] != plan.sharding)
+
+    def degree():
+        bad = np.zeros(np.shape(plan.tp), dtype=bool)
+        for ax, cap in (("tp", runs.max_tp), ("cp", runs.max_cp), ("pp", runs.max_pp), ("ep", runs.max_ep)):
+            if cap is not None:
+                bad |= np.asarray(getattr(plan, ax)) > cap
+        return bad
+
+    return [
+        sharding,
+        lambda: ~np.isin(plan.schedule, sched) & (plan.pp > 1),
+        lambda: ~stack_order_ok(stack, plan.order, plan.tp, plan.cp, plan.pp, plan.dp),
+        degree,
+        lambda: (etp != plan.tp) & (runs.expert_tensor_parallel is None),
+    ]
 
 
 @dataclass(frozen=True)
@@ -280,8 +346,16 @@ def _heads_error(tp: int, a: int, model: ModelSpec) -> tuple[str, str]:
             f"choose tp among the divisors of {n} (tensor parallelism splits whole heads and groups)")
 
 
-def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str) -> PlannerError:
+def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str,
+                stack=None, plan=None) -> PlannerError:
     """The message and hint of a broken plan rule (rule_codes), with the job's values."""
+    if code in BY_CODE:
+        r = BY_CODE[code]
+        return PlannerError(f"{where}{r.text}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
+                            f"ep {job.ep}, sharding {job.sharding} as {job.sharding_mode}, rank order {job.rank_order}) "
+                            f"breaks start-up rule {r.key} of {r.trainer} ({r.source})", r.hint)
+    if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
+        return _stack_error(code, where, job, stack, dp)
     a, k, L, mbs = model.num_attention_heads, model.kv_heads, model.num_layers, job.micro_batch
     units = L + int(job.account_for_embedding_in_pipeline_split) + int(job.account_for_loss_in_pipeline_split)
     msg = {
@@ -327,6 +401,99 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                           "choose ep dividing dp*cp"),
     }[code]()
     return PlannerError(f"{where}{msg[0]}", msg[1])
+
+
+DEFAULT_RANK_ORDER = "tp-cp-pp-dp"  # the planner's order for a job that names none on a stack without `runs`
+
+
+def default_rank_order(stack) -> str:
+    """The rank order of a job that names none: the stack's own (the first of stack_db
+    runs.rank_orders: Megatron's parallel_state default 'tp-cp-ep-dp-pp' -> tp-cp-dp-pp), else the
+    planner's DEFAULT_RANK_ORDER."""
+    runs = stack.runs if stack is not None else None
+    return runs.rank_orders[0].order if runs is not None else DEFAULT_RANK_ORDER
+
+
+def _mode_level(stack, job: Job, where: str) -> str:
+    """The sharding level of the job's sharding_mode (a mode of the stack's runs.sharding);
+    a level the job also names must agree."""
+    runs = stack.runs
+    names = [m.name for m in runs.sharding] if runs is not None else []
+    if job.sharding_mode not in names:
+        raise PlannerError(f"{where}sharding_mode {job.sharding_mode!r} is not a mode of stack {stack.name}",
+                           f"its modes (stack_db runs.sharding): {', '.join(names) or 'none listed'}")
+    level = runs.sharding[names.index(job.sharding_mode)].level
+    if "sharding" in job.model_fields_set and job.sharding != level:
+        raise PlannerError(f"{where}sharding {job.sharding} contradicts sharding_mode {job.sharding_mode} (a {level} mode)",
+                           "give one of them, or a mode of that level")
+    return level
+
+
+def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, where: str) -> tuple[PlanArrays, Job]:
+    """The stack's sharding mode and rank order for a job that leaves them out: the first mode
+    of the job's sharding level (stack_db runs.sharding, in order) and the stack's own rank
+    order (default_rank_order), else the next of the stack's orders, that the stack and its
+    trainer's start-up rules accept (when none does, the first is kept and rule_codes names the
+    rule it breaks)."""
+    runs = stack.runs
+    if runs is None:
+        return plan, job
+    from dataclasses import replace as _replace
+
+    if job.sharding_mode is not None:
+        plan = _replace(plan, smode=[m.name for m in runs.sharding].index(job.sharding_mode))
+    orders = [job.rank_order] if job.rank_order is not None else [o.order for o in runs.rank_orders]
+    modes = ([int(plan.smode)] if job.sharding_mode is not None else
+             [i for i, m in enumerate(runs.sharding) if m.level == job.sharding])
+    if not modes:
+        return _replace(plan, smode=-1), job  # rule_codes: STACK_SHARDING
+    best = None
+    for o in orders:
+        for i in modes:
+            trial = _replace(plan, order=order_code(o), smode=i)
+            if int(rule_codes(model, job.gpus, stack, trial)) == OK:
+                best = (o, i)
+                break
+        if best is not None:
+            break
+    if best is None:  # nothing runs: report the rule the stack's own order (or the job's) breaks
+        best = (orders[0] if job.rank_order is not None else runs.rank_orders[0].order, modes[0])
+    o, i = best
+    plan = _replace(plan, order=order_code(o), smode=i)
+    if job.rank_order is None:
+        job = job.model_copy(update=dict(rank_order=o))
+        if o != runs.rank_orders[0].order:
+            inherited.append(("rank_order", o))
+    if job.sharding_mode is None:
+        job = job.model_copy(update=dict(sharding_mode=runs.sharding[i].name))
+    return plan, job
+
+
+def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerError:
+    runs = stack.runs
+    src = "; ".join(runs.sources)
+    if code == STACK_SHARDING:
+        modes = ", ".join(f"{m.name} ({m.level})" for m in runs.sharding)
+        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode (stack_db runs.sharding: {modes})",
+                            f"choose a level the stack runs ({', '.join(dict.fromkeys(m.level for m in runs.sharding))})")
+    if code == STACK_SCHEDULE:
+        have = ", ".join(x.schedule for x in runs.schedules)
+        return PlannerError(f"{where}stack {stack.name} does not run the {job.schedule or 'interleaved'} pipeline schedule "
+                            f"(stack_db runs.schedules: {have}; {runs.schedules[0].sources[0]})",
+                            f"use one of {have}" + ("" if "interleaved" in have else " (vpp 1)"))
+    if code == STACK_ORDER:
+        have = ", ".join(f"{o.order} ({o.spelling})" for o in runs.rank_orders)
+        return PlannerError(f"{where}stack {stack.name} does not build rank order {job.rank_order} with tp {job.tp}, cp {job.cp}, "
+                            f"pp {job.pp}, dp {dp} (stack_db runs.rank_orders: {have}; {runs.rank_orders[0].sources[0]})",
+                            f"use --rank-order {runs.rank_orders[0].order}, or leave it out (the stack's order)")
+    if code == STACK_DEGREE:
+        over = [f"{ax} {getattr(job, ax)} > {cap}" for ax, cap in (("tp", runs.max_tp), ("cp", runs.max_cp),
+                                                                  ("pp", runs.max_pp), ("ep", runs.max_ep))
+                if cap is not None and getattr(job, ax) > cap]
+        return PlannerError(f"{where}stack {stack.name} runs at most {', '.join(over)} (stack_db runs.max_*; {src})",
+                            "lower the degree, or choose a stack that has it (planner stacks)")
+    return PlannerError(f"{where}etp {job.etp} differs from tp {job.tp}, but stack {stack.name} has no expert tensor parallelism "
+                        "of its own (stack_db runs.expert_tensor_parallel)", "leave etp out (it is tp) or choose --stack megatron")
 
 
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
@@ -376,16 +543,22 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         mbs = default_micro_batch(stack, gbs, dp, job.pp, where)
         inherited.append(("micro_batch", mbs))
     job = job.model_copy(update=dict(micro_batch=mbs))
+    level = job.sharding
+    if job.sharding_mode is not None:
+        level = _mode_level(stack, job, where)
+        job = job.model_copy(update=dict(sharding=level))
+        shard = job.shard_group if job.shard_group is not None else dp
     plan = PlanArrays(
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
-        sharding=SHARDING_CODES[job.sharding], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
+        sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
-        order=order_code(job.rank_order), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=int(job.account_for_loss_in_pipeline_split), ep=job.ep, **opts,
+        order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
+        split_loss=int(job.account_for_loss_in_pipeline_split), ep=job.ep, etp=job.etp or 0, **opts,
     )
+    plan, job = _stack_choices(stack, model, job, plan, inherited, where)
     code = int(rule_codes(model, job.gpus, stack, plan))
     if code != OK:
-        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
+        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan)
     # job-level checks (not rules of a plan)
     if job.sharding == "hsdp" and job.shard_group is None:
         raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
@@ -579,6 +752,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "microbatches_per_step": g("gbs") // (g("dp") * g("mbs")),
         "seq_len": g("seq"),
         "sharding": SHARDING_NAMES[g("sharding")],
+        # the stack's mode that runs it (stack_db runs.sharding); None for a stack that lists none
+        "sharding_mode": _mode_name(settings, g("smode")),
         "shard_group": g("shard") if g("sharding") == HSDP else None,
         "recompute": RECOMPUTE_NAMES[g("recompute")],
         "sequence_parallel": bool(g("sp")),
@@ -601,6 +776,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "ep": g("ep"),
+        "etp": g("etp") or g("tp"),
         **({"moe_capacity_factor": settings.moe_capacity_factor,
             # on where the plan allows it (the search applies a job's overlap only there)
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
@@ -616,6 +792,11 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "hardware_file": settings.hardware_file,
         "hardware_sha256": settings.hardware_sha256,
     }
+
+
+def _mode_name(settings: Settings, smode: int):
+    runs = settings.stack.runs if settings.stack is not None else None
+    return runs.sharding[smode].name if runs is not None and 0 <= smode < len(runs.sharding) else None
 
 
 def file_sha256(path: str | None) -> str | None:

@@ -622,6 +622,76 @@ class StackDefaults(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
+Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
+
+
+class ShardingMode(BaseModel):
+    """One data-parallel sharding mode a stack runs (issue 22): the stack's own name for it,
+    the ZeRO level the cost models price it as (`level`; a mode whose traffic differs from the
+    level's, such as Megatron-FSDP's per-micro-batch reduce-scatter, is priced as the level
+    until the cost model tells them apart), and how the trainer spells it."""
+
+    model_config = Strict
+    name: str = Field(pattern=r"^[a-z0-9_]+$", description="the mode's name (a job's sharding_mode)")
+    level: Sharding = Field(description="the ZeRO level it is priced as: none | zero1 | zero2 | fsdp | hsdp")
+    spelling: str = Field(description="the trainer's own flags or keys for it")
+    sources: list[str] = Field(min_length=1)
+
+
+class ScheduleSpelling(BaseModel):
+    """A pipeline schedule the stack runs, in the trainer's spelling."""
+
+    model_config = Strict
+    schedule: Schedule
+    spelling: str
+    sources: list[str] = Field(min_length=1)
+
+
+class RankOrderSpelling(BaseModel):
+    """A rank order (mesh axes innermost first, the planner's names) the stack builds. An
+    order that differs only where a size-1 axis sits is the same order."""
+
+    model_config = Strict
+    order: str = Field(description="planner rank order, innermost first, e.g. tp-cp-dp-pp")
+    spelling: str
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _axes(self) -> "RankOrderSpelling":
+        if sorted(self.order.split("-")) != ["cp", "dp", "pp", "tp"]:
+            raise ValueError(f"order {self.order!r} must name tp, cp, pp and dp once each")
+        return self
+
+
+class StackRuns(BaseModel):
+    """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
+    only these modes, and a job asking for anything else is refused naming the entry's
+    sources. The trainer's start-up checks (rule set `startup_rules`, planner/startup.py)
+    come on top."""
+
+    model_config = Strict
+    sharding: list[ShardingMode] = Field(min_length=1, description="the data-parallel modes, in the order a level's default is chosen")
+    schedules: list[ScheduleSpelling] = Field(min_length=1)
+    rank_orders: list[RankOrderSpelling] = Field(min_length=1, description="the first is the stack's default")
+    max_tp: Optional[Count] = Field(default=None, gt=0, description="largest tensor-parallel degree (null: no limit of the stack's own)")
+    max_cp: Optional[Count] = Field(default=None, gt=0)
+    max_pp: Optional[Count] = Field(default=None, gt=0)
+    max_ep: Optional[Count] = Field(default=None, gt=0)
+    expert_tensor_parallel: Optional[str] = Field(
+        default=None, description="the option that sets an expert tensor-parallel degree other than tp (null: expert TP is tp)")
+    startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed"]] = Field(
+        default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> "StackRuns":
+        names = [m.name for m in self.sharding]
+        if len(set(names)) != len(names):
+            raise ValueError(f"sharding mode names repeat: {names}")
+        return self
+
+
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -643,6 +713,9 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
+    runs: Optional[StackRuns] = Field(
+        default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
+                                  "null: a user stack file that does not say (every plan is taken as runnable)")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 
@@ -690,9 +763,7 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
     "pure-bf16": BytesPerParam(weights=2, gradients=2, master=0, optimizer=4),
 }
 
-Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Recompute = Literal["none", "selective", "full"]
-Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
 
 
 class Job(BaseModel):
@@ -714,6 +785,8 @@ class Job(BaseModel):
 
     @model_validator(mode="after")
     def _order(self) -> "Job":
+        if self.rank_order is None:
+            return self
         parts = sorted(p.strip() for p in self.rank_order.replace(",", "-").split("-") if p.strip())
         if parts != ["cp", "dp", "pp", "tp"]:
             raise ValueError(f"rank_order {self.rank_order!r} must name tp, cp, pp and dp once each, innermost first (e.g. tp-cp-pp-dp)")
@@ -732,6 +805,9 @@ class Job(BaseModel):
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
     seq_len: Optional[Count] = Field(default=None, gt=0, description="default: the model's max_seq_len")
     sharding: Sharding = "none"
+    sharding_mode: Optional[str] = Field(
+        default=None, description="the stack's sharding mode (stack_db runs.sharding, e.g. megatron_fsdp_optim_grads); "
+                                  "default: the stack's first mode of the sharding level that the trainer accepts for the plan")
     shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: GPUs in one shard group")
     recompute: Recompute = "none"
     recompute_layers: Optional[Count] = Field(
@@ -741,7 +817,9 @@ class Job(BaseModel):
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Literal["bf16", "fp8"] = "bf16"
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
-    rank_order: str = Field(default="tp-cp-pp-dp", description="mesh axes innermost first (TP innermost = on NVLink)")
+    rank_order: Optional[str] = Field(
+        default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
+                                  "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
     bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
@@ -765,6 +843,10 @@ class Job(BaseModel):
         default=False,
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
+    etp: Optional[Count] = Field(
+        default=None, gt=0, description="expert tensor-parallel degree (Megatron --expert-tensor-parallel-size, torchtitan "
+                                        "expert_tensor_parallel_degree); default tp. Priced as tp (the cost models do not "
+                                        "yet tell them apart)")
     ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
                                                  "ranks (Megatron --expert-model-parallel-size); MoE models only")
     ep_comm_overlap: Optional[bool] = Field(

@@ -298,6 +298,71 @@ class Space:
         return ok
 
 
+def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
+    """The options bounded by what the stack runs (stack_db runs): its largest degrees; a
+    pinned sharding level or schedule it lacks is an error naming the stack's own."""
+    runs = stack.runs if stack is not None else None
+    if runs is None:
+        return opts
+    levels = tuple(dict.fromkeys(m.level for m in runs.sharding))
+    bad = [n for n in (opts.sharding or ()) if n in SHARDING_CODES and n not in levels]
+    if bad:
+        raise PlannerError(f"--sharding {','.join(bad)}: stack {stack.name} has no such mode (stack_db runs.sharding: "
+                           + ", ".join(f"{m.name} = {m.level}" for m in runs.sharding) + ")",
+                           f"choose among {', '.join(levels)}, or another --stack")
+    scheds = tuple(x.schedule for x in runs.schedules)
+    bad = [n for n in (opts.schedule or ()) if n not in scheds]
+    if bad:
+        raise PlannerError(f"--schedule {','.join(bad)}: stack {stack.name} does not run it (stack_db runs.schedules: "
+                           f"{', '.join(scheds)})", f"choose among {', '.join(scheds)}")
+
+    def cap(mx, limit):
+        return limit if mx is None else (mx if limit is None else min(mx, limit))
+
+    return replace(opts, max_tp=cap(opts.max_tp, runs.max_tp), max_cp=cap(opts.max_cp, runs.max_cp),
+                   max_pp=cap(opts.max_pp, runs.max_pp), max_ep=cap(opts.max_ep, runs.max_ep))
+
+
+def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
+    """Each candidate's sharding mode (PlanArrays.smode): the first of the stack's modes of its
+    level (stack_db runs.sharding, in order) that breaks no rule, as plan.resolve chooses for a
+    job; the constraint codes with that mode (with the level's first mode where none passes).
+    Modes of one level are priced alike (the level), so a level is one candidate, not one per
+    mode."""
+    runs = settings.stack.runs if settings.stack is not None else None
+    n = len(base.tp)
+    if runs is None:
+        base.smode = np.zeros(n, dtype=np.int64)
+        return constraint_codes(settings, base)
+    by_level = {c: [i for i, m in enumerate(runs.sharding) if SHARDING_CODES[m.level] == c] for c in SHARDING_CODES.values()}
+    depth = max(len(v) for v in by_level.values())
+    chosen = np.full(n, -1, dtype=np.int64)
+    first_codes = None
+    codes = np.zeros(n, dtype=np.int64)
+    for k in range(depth):
+        table = np.array([by_level[c][k] if k < len(by_level[c]) else -1 for c in range(len(SHARDING_CODES))], dtype=np.int64)
+        trial = table[base.sharding]
+        todo = np.flatnonzero((chosen < 0) & (trial >= 0))
+        if k == 0:
+            base.smode = trial.copy()
+            first_codes = constraint_codes(settings, base)
+            c = first_codes[todo]
+        elif len(todo):
+            sub = base.take(todo)
+            sub.smode = trial[todo]
+            c = constraint_codes(settings, sub)
+        else:
+            break
+        win = todo[c == OK]
+        chosen[win] = trial[win]
+        codes[win] = OK
+    lost = chosen < 0
+    first = np.array([by_level[c][0] if by_level[c] else -1 for c in range(len(SHARDING_CODES))], dtype=np.int64)
+    base.smode = np.where(lost, first[base.sharding], chosen)
+    codes[lost] = first_codes[lost]
+    return codes
+
+
 def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
     """Cross each row of `cols` with the choices `allowed[row]` (row-major: parents stay in
     order, children inner). values: name -> (K,) or (R, K) choice values."""
@@ -369,6 +434,8 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
     O = order_choices(opts.rank_orders)
     reasons: dict = {}
+    runs = settings.stack.runs if settings.stack is not None else None
+    opts = stack_bounds(settings.stack, opts)
 
     # ---- mesh (tp, cp, pp): product of three short lists; dp = gpus / (tp cp pp)
     T = _axis(_divisors(hw.nvlink_domain), opts.tp, opts.max_tp)
@@ -405,13 +472,19 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     mesh = _expand(mesh, ep_ok, {"ep": EP})
     M = len(mesh["tp"])
     mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
+    # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
+    # and the trainer's order rule: rules.order_ok); the first one the stack lists stands in for
+    # the order while the other rules are checked
+    from .startup import order_ok as _order_ok
+
+    mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep")))
 
     # per-mesh multiplicity of the levels below the micro-batch: SP choices x sharding options
     sp_vals = SP_OFF_ON if opts.sequence_parallel is None else np.array([int(opts.sequence_parallel)], dtype=i64)
     sp_ok = np.ones((M, len(sp_vals)), dtype=bool)
     if opts.sequence_parallel is None:
         sp_ok[:, 0] = mesh["tp"] > 1  # SP is searched where there is TP to split across
-    names = opts.sharding or tuple(SHARDING_CODES)
+    names = opts.sharding or tuple(n for n in SHARDING_CODES if runs is None or any(m.level == n for m in runs.sharding))
     base_codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names and n != "hsdp"], dtype=i64)
     if "hsdp" not in names:
         G = np.zeros(0, dtype=i64)
@@ -450,6 +523,8 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     slack_ok = layer_slack(L, mesh["pp"][:, None], V[None, :], counted) <= opts.max_layer_slack
     slack_dropped = int((v_ok & ~slack_ok).sum())
     v_ok &= slack_ok
+    if runs is not None and not any(x.schedule == "interleaved" for x in runs.schedules) and not opts.schedule:
+        v_ok &= V[None, :] == 1  # no interleaved schedule on this stack: one model chunk per rank
     rows = _expand({"mesh": np.arange(M, dtype=i64)}, v_ok, {"vpp": V})
     if opts.schedule:
         S = np.asarray(sorted({schedule_code(x) for x in opts.schedule}), dtype=i64)
@@ -478,7 +553,9 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         variants = np.array([[0, 0, 1, 0]], dtype=np.int64)
     for j, name in enumerate(VARIANT_FIELDS):  # variant 0 is every candidate's own setting
         setattr(base, name, np.full(len(base.tp), variants[0, j], dtype=np.int64))
-    codes = constraint_codes(settings, base)
+    if runs is not None:
+        base.order = np.full(len(base.tp), order_code(runs.rank_orders[0].order), dtype=i64)
+    codes = choose_modes(settings, base)
     order_ok = mesh_orders[rows["mesh"]]
     _count(reasons, codes, (order_ok.sum(axis=1) * len(RC)).astype(np.float64))
     n_sched = len(opts.schedule) if opts.schedule else 1

@@ -55,6 +55,24 @@ def cli():
     return _Run()
 
 
+@pytest.fixture(scope="session")
+def free_stack(tmp_path_factory):
+    """The megatron stack as a user stack file that does not say what it runs (no `runs`:
+    schema Stack.runs, every plan is taken as runnable), for the cost models' own tests of
+    choices no catalog stack runs (GPipe and ZB-H1 on Megatron's kernels, a DP-innermost rank
+    order). Its figures are megatron's, so its prices are the megatron stack's."""
+    import yaml
+
+    from planner.catalog import stack_source
+
+    data = yaml.safe_load(stack_source("megatron").read_text(encoding="utf-8"))
+    assert "runs" in data
+    del data["runs"]
+    path = tmp_path_factory.mktemp("stacks") / "megatron-any-plan.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
 def assert_one_error(r, *needles):
     """Bad input: exit 2, stderr is `error: ...` then `hint: ...` lines, no traceback, and it
     names each of `needles`."""

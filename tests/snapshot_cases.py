@@ -26,6 +26,8 @@ RUN_FILES = ("published_runs.yaml", "published_runs_moe.yaml")
 # plan keys that name files (temporary model files of a record, their hashes)
 VOLATILE = {"model_file", "hardware_file", "model_sha256", "hardware_sha256", "calibration"}
 
+# a stand-in for a stack file written when the cases run: the megatron stack without `runs`
+ANY_PLAN_STACK = "<megatron without runs>"
 DENSE = ("llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b", "mpt-7b", "llama2-13b")
 MOE = ("mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x22b")
 DENSE_PLANS = (
@@ -38,6 +40,11 @@ DENSE_PLANS = (
          precision="fp8"),
     dict(gpus=96, tp=4, pp=3, sharding="none", global_batch=96, schedule="zb-h1", activation_model="korthikanti",
          attention="eager"),
+    # plan 6 again on megatron's figures in a stack file that does not say what it runs (no `runs`):
+    # Megatron-LM has no ZB-H1 schedule, so plan 6 is refused on the megatron stack (issue 22), and
+    # this case keeps ZB-H1's pricing in the snapshot (the same numbers plan 6 had before)
+    dict(gpus=96, tp=4, pp=3, sharding="none", global_batch=96, schedule="zb-h1", activation_model="korthikanti",
+         attention="eager", stack=ANY_PLAN_STACK),
 )
 MOE_PLANS = (
     dict(gpus=64, tp=1, pp=1, ep=8, sharding="zero1", global_batch=64),
@@ -72,20 +79,42 @@ def record_cases() -> dict:
     return out
 
 
+def _any_plan_stack(folder: Path) -> str:
+    """The megatron stack as a file without `runs` (schema Stack.runs: every plan runnable)."""
+    import yaml
+
+    from planner.catalog import stack_source
+
+    data = yaml.safe_load(stack_source("megatron").read_text(encoding="utf-8"))
+    data.pop("runs", None)
+    path = folder / "megatron-any-plan.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return str(path)
+
+
 def grid_cases() -> dict:
     out = {}
-    for models, plans in ((DENSE, DENSE_PLANS), (MOE, MOE_PLANS)):
-        for model in models:
-            for i, fields in enumerate(plans):
-                key = f"grid:{model}:{i}"
-                try:
-                    job = Job(model=model, **fields)
-                    settings, plan, _ = resolve(job)
-                except PlannerError as e:
-                    out[key] = {"refused": e.message}
-                    continue
-                out[key] = _clean(to_json(settings, plan, evaluate(settings, plan)))
+    with tempfile.TemporaryDirectory(prefix="planner-snapshot-") as d:
+        stack_file = _any_plan_stack(Path(d))
+        for models, plans in ((DENSE, DENSE_PLANS), (MOE, MOE_PLANS)):
+            for model in models:
+                for i, fields in enumerate(plans):
+                    case = _grid_case(f"grid:{model}:{i}", model,
+                                      {k: (stack_file if v == ANY_PLAN_STACK else v) for k, v in fields.items()})
+                    for js in case.values():  # the temporary file's path is no prediction
+                        if js.get("plan", {}).get("stack") == stack_file:
+                            js["plan"]["stack"] = ANY_PLAN_STACK
+                    out.update(case)
     return out
+
+
+def _grid_case(key: str, model: str, fields: dict) -> dict:
+    try:
+        job = Job(model=model, **fields)
+        settings, plan, _ = resolve(job)
+    except PlannerError as e:
+        return {key: {"refused": e.message}}
+    return {key: _clean(to_json(settings, plan, evaluate(settings, plan)))}
 
 
 def all_cases() -> dict:

@@ -60,7 +60,9 @@ def test_skip_reasons(rows):
     assert skip("gpt__gpt3_15b_8t_release_sm__dev_dgx_h100") == "no argument file: GPU count unknown (no recipe match)"
     assert skip("hybrid__hybrid_mr_mcore_te_tp1_pp1_cp1_dgx_a100_1N8G__dev_dgx_a100").startswith("no measured peak")
     assert skip("moe__gpt3_moe_mcore_te_ep8_resume_torch_dist_muon__dev_dgx_h100").startswith("not modelled: --optimizer muon")
-    assert "--decoder-first-pipeline-num-layers 2: an uneven pipeline split" in skip(
+    # 12 layers as 2 + 4 + 4 + 2 on pp 4: not a split of the planner's (pipeline.stage_layers: 3 each)
+    assert "--decoder-first/last-pipeline-num-layers 2/2: [2, 4, 4, 2] layers on the pipeline ranks, not a split the " \
+           "planner models" in skip(
         "gpt__gpt3_mcore_te_tp1_pp4_vp1_uneven_pipeline__dev_dgx_h100")
     assert "--use-megatron-fsdp (optim_grads_params)" in skip("gpt__gpt3_mcore_te_tp2_zp_z3_resume_fsdp_dtensor_1node__dev_dgx_gb200")
     assert "--fp8-param-gather" in skip("gpt__gpt3_weekly_mcore_tp2_pp2_current_scaling_native_fp8_tp_pp_sp_tp_overlap__dev_dgx_h100")

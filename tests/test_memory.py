@@ -193,10 +193,11 @@ def test_cp_divides_sequence(explain):
 
 
 # ------------------------------------------------------------------ pipeline schedules
-def test_pipeline_inflight_by_schedule(explain):
-    """llama3-70b-paper, pp=4 (20 layers a stage), m = 16 micro-batches, one sequence each."""
+def test_pipeline_inflight_by_schedule(explain, free_stack):
+    """llama3-70b-paper, pp=4 (20 layers a stage), m = 16 micro-batches, one sequence each
+    (megatron's figures on a stack file that runs GPipe too: Megatron-LM has no GPipe schedule)."""
     per_layer = 34 * 8192 * 8192
-    kw = dict(gpus=4, pp=4, global_batch=16, **SEED)
+    kw = dict(gpus=4, pp=4, global_batch=16, stack=free_stack, **SEED)
     _, _, est, _ = explain(**kw)  # 1F1B: min(m, p) = 4 in flight on stage 0
     assert float(est.memory.layer_activations) == pytest.approx(20 * 4 * per_layer)
     _, _, est, _ = explain(schedule="gpipe", **kw)  # GPipe: all 16
@@ -271,7 +272,7 @@ def test_fits_uses_headroom(explain):
 
 
 # ------------------------------------------------------------------ arrays == scalars
-def test_array_path_equals_scalar_path(explain):
+def test_array_path_equals_scalar_path(explain, free_stack):
     from planner.explain import evaluate
     from planner.plan import PlanArrays
 
@@ -282,7 +283,8 @@ def test_array_path_equals_scalar_path(explain):
         dict(gpus=64, tp=8, cp=2, sharding="hsdp", shard_group=2, micro_batch=2),
         dict(gpus=64, pp=4, schedule="gpipe", sharding="zero2"),
     ]
-    singles = [explain(model="llama3-70b", **j) for j in jobs]
+    # megatron's figures on a stack file that runs every plan (the GPipe row: Megatron-LM has none)
+    singles = [explain(model="llama3-70b", stack=free_stack, **j) for j in jobs]
     settings = singles[0][0]
     stacked = PlanArrays(**{f: np.array([getattr(s[1], f) for s in singles]) for f in singles[0][1].__dataclass_fields__})
     est = evaluate(settings, stacked)

@@ -11,7 +11,8 @@ import typer
 
 from ..check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
 from .common import Format, FormatOption, cli_errors, report_error, warn
-from .core import ConfigFormatOption, load_job
+from .core import job_options, load_job
+from ..trainers import sniff_format
 from ..errors import PlannerError
 from ..render.check import emit_check, print_job
 from ..render.common import check_finite
@@ -19,24 +20,24 @@ from ..units import parse_seconds
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("check")
-    @cli_errors
+    from .budget import _JOB_OPTION_NAMES, _plan_parameters, _with_parameters
+
+    plan_params = [p for p in _plan_parameters(app) if p.name not in ("job_file", "from_fit", "row")]
+
     def check(
         job_files: list[Path] = typer.Argument(..., help="job YAML files (the fields `planner explain` reads; see `planner schema`), or trainer configs: torchtitan .toml, Megatron launch script / argument file, DeepSpeed .json"),
-        model: Optional[str] = typer.Option(None, "--model", "-m", help="the model, for trainer configs that do not name it (DeepSpeed JSON; overrides a job YAML's)"),
-        gpus: Optional[int] = typer.Option(None, "--gpus", "-g", help="GPU count, where the file does not give it (overrides a job YAML's)"),
-        hardware: Optional[str] = typer.Option(None, "--hardware", help="catalog name or YAML path (overrides the jobs'; default: h100-sxm)"),
-        config_format: Optional[str] = ConfigFormatOption,
-        headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free, overrides the jobs' (default: 0.10)"),
-        calibration: Optional[Path] = typer.Option(
-            None, "--calibration", help="calibration profile (planner calibrate): used by the time gates; memory only through a run-calibrated allocator_slack"),
         max_step_time: Optional[str] = typer.Option(None, "--max-step-time", help="also fail a job whose predicted step time exceeds this (e.g. 12s)"),
         min_mfu: Optional[float] = typer.Option(None, "--min-mfu", help="also fail a job whose predicted MFU is below this fraction (e.g. 0.4)"),
         fmt: Format = FormatOption,
+        **plan_kw,
     ):
         """Check that job files fit in GPU memory (and optional time gates); for a job that
         does not, name the overflow and the cheapest changes that make it fit, each checked.
-        Exit 0 when every job passes, 1 when any fails, 2 when any input is invalid."""
+        Every plan option `planner explain` takes applies to every file and overrides what the
+        file says (a note names each value it replaces). Exit 0 when every job passes, 1 when
+        any fails, 2 when any input is invalid."""
+        config_format = plan_kw.pop("config_format", None)
+        headroom, calibration = plan_kw.get("headroom"), plan_kw.get("calibration")
         if headroom is not None and not (0.0 <= headroom < 1.0):
             raise PlannerError(f"--headroom {headroom} is not a fraction in [0, 1)", "e.g. --headroom 0.1 keeps 10% of HBM free")
         gates = Gates(
@@ -51,14 +52,14 @@ def register(app: typer.Typer) -> None:
             if not gates.timed and not slack:
                 warn("this calibration profile affects time only (no run-calibrated allocator_slack); "
                      "the memory check is the same with or without it")
+        overrides = job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES})
         results: list[dict] = []
         codes: list[int] = []
         for path in job_files:
             try:
-                job, where = load_job(path, {"headroom": headroom,
-                                             "calibration": str(calibration) if calibration else None,
-                                             "model": model, "gpus": gpus, "hardware": hardware}, config_format)
-                res = check_job(job, where, gates)
+                trainer, _ = sniff_format(path, config_format)
+                job, where = load_job(path, overrides, config_format)
+                res = check_job(job, where, gates, trainer)
                 check_finite(res)  # an overflowing job is invalid, not a verdict
             except TimeModelUnavailable:
                 raise  # the same for every job: one message, exit 2
@@ -79,6 +80,8 @@ def register(app: typer.Typer) -> None:
         code = worst_exit(codes)
         if code:
             raise typer.Exit(code)
+
+    app.command("check")(cli_errors(_with_parameters(check, plan_params)))
 
     @app.command("schema")
     @cli_errors

@@ -25,9 +25,13 @@ from ..units import parse_count
 
 
 def report_trainer_config(cfg) -> None:
-    """A trainer config's ignored and assumed lists, on stderr (never silently)."""
+    """A trainer config's not-modelled, ignored and assumed lists, on stderr (never silently)."""
+    if cfg.not_modelled:
+        warn(f"{cfg.source}: read as {cfg.fmt}; not modelled (they change memory or time; the plan is priced without "
+             f"them): {'; '.join(cfg.not_modelled)}")
     if cfg.ignored:
-        warn(f"{cfg.source}: read as {cfg.fmt}; ignored (not modelled): {', '.join(cfg.ignored)}")
+        sys.stderr.write(f"note: {cfg.source}: read as {cfg.fmt}; ignored (no effect on the plan's memory or time): "
+                         f"{'; '.join(cfg.ignored)}\n")
     if cfg.assumed:
         sys.stderr.write(f"note: {cfg.source}: assumed: {'; '.join(cfg.assumed)}\n")
     for u in getattr(cfg, "unmodelled", ()):
@@ -44,9 +48,20 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     if fmt is not None:
         cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
                                   hardware=overrides.get("hardware"))
-        report_trainer_config(cfg)
         data.update(cfg.job)
-        data.update({k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")})
+        given = {k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")}
+        # flags beat file values (issue 22), each replacement named
+        cfg.assumed += [f"{k}={v}: the command line replaces the file's {data[k]}" for k, v in given.items()
+                        if k in data and data[k] != v and k != "hardware"]
+        if "sharding_mode" in data and "sharding_mode" not in given and (
+                given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
+            # the file's mode is a mode of the file's stack and level: the command line's stack or
+            # sharding level chooses the mode anew (the stack's first of the level, plan.resolve)
+            cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
+                               + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
+                               + " choose(s) the mode (the stack's first of the level)")
+        report_trainer_config(cfg)
+        data.update(given)
         return validate(Job, data, str(path)), f"{path}: "
     if config_format is not None:
         raise PlannerError("--config-format needs a trainer config file", "give the .toml / script / .json as the first argument")
@@ -159,7 +174,7 @@ def register(app: typer.Typer) -> None:
         headroom: Optional[float] = typer.Option(None, "--headroom", help="fraction of HBM kept free (default: 0.10)"),
         reserve_gib: Optional[float] = typer.Option(None, "--reserve-gib", help="CUDA context + NCCL GiB per GPU (default: 1.0)"),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="training tokens, e.g. 15e12 or 15T"),
-        rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: tp-cp-pp-dp)"),
+        rank_order: Optional[str] = typer.Option(None, "--rank-order", help="mesh axes innermost first (default: the stack's own order, e.g. Megatron's tp-cp-dp-pp)"),
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tp_comm_overlap: Optional[bool] = typer.Option(None, "--tp-comm-overlap/--no-tp-comm-overlap", help="overlap TP collectives with GEMMs (needs SP) (default: the stack's)"),
         recompute_layers: Optional[int] = typer.Option(None, "--recompute-layers", help="with --recompute full: re-run only this many layers per stage (Megatron --recompute-num-layers) (default: all)"),

@@ -25,11 +25,15 @@ def resolved_plan(job, where: str = "") -> dict:
     return to_json(settings, plan, evaluate(settings, plan))["plan"]
 
 
-def write_export(plan: dict, target: str, output: Optional[Path]) -> None:
-    """Export `plan` as `target`, notes on stderr, the text to `output` or stdout."""
+def write_export(plan: dict, target: str, output: Optional[Path], readback: Optional[dict] = None) -> None:
+    """Export `plan` as `target`, notes on stderr, the text to `output` or stdout. readback: the
+    priced row (fit --export): the file is read back and must give the same plan and memory
+    (issue 22), else exit 2 naming the difference."""
     from ..trainers.export import export_plan
 
     text, notes = export_plan(plan, target)
+    if readback is not None:
+        check_readback(readback, target, text)
     for n in notes:
         warn(f"export {target}: {n}")
     if output is None:
@@ -39,6 +43,47 @@ def write_export(plan: dict, target: str, output: Optional[Path]) -> None:
             output.write_text(text, encoding="utf-8")
         except OSError as e:
             raise PlannerError(f"{output}: cannot write ({e.strerror})", "give a writable --output path") from None
+
+
+def check_readback(row: dict, target: str, text: str) -> None:
+    """Read the exported text back as the trainer's config and compare plan_signature and the
+    memory total with the priced row; PlannerError (exit 2) naming the first difference."""
+    import tempfile
+
+    from ..schema import Job
+    from ..trainers import load_trainer_config
+    from ..trainers.export import plan_signature
+
+    plan = row["plan"]
+    suffix = {"torchtitan": ".toml", "megatron": ".sh", "deepspeed": ".json"}[target]
+    with tempfile.TemporaryDirectory(prefix="planner-export-") as d:
+        path = Path(d) / f"exported{suffix}"
+        path.write_text(text, encoding="utf-8")
+        model = plan.get("model_file") or plan["model"]
+        cfg = load_trainer_config(path, fmt=target, model=model, gpus=plan["gpus"],
+                                  hardware=plan.get("hardware_file") or plan["hardware"])
+        data = dict(cfg.job)
+        # what the format does not hold, as its notes say to pass when reading it back
+        for k in ("seq_len", "recompute", "recompute_layers", "tokens", "headroom", "reserve_GiB", "activation_model",
+                  "attention", "causal_attention_flops", "calibration", "power_limit_w"):
+            if k in Job.model_fields and plan.get(k) is not None and (target == "deepspeed" or k not in data):
+                data[k] = plan[k]
+        if plan.get("power_limit_source") != "job":
+            data.pop("power_limit_w", None)
+        back = to_json(*_settings_plan(Job.model_validate(data)))
+    a, b = plan_signature(plan), plan_signature(back["plan"])
+    diff = [f"{k}: {a[k]!r} priced, {b[k]!r} read back" for k in a if a[k] != b.get(k)]
+    m0, m1 = row["memory"]["total_bytes"], back["memory"]["total_bytes"]
+    if abs(m0 - m1) > 1e-9 * max(m0, 1.0):
+        diff.append(f"memory {m0 / 2**30:.2f} GiB priced, {m1 / 2**30:.2f} GiB read back")
+    if diff:
+        raise PlannerError(f"fit --export {target}: the exported file reads back as another plan: {'; '.join(diff)}",
+                           "report it: the export or the reader misses a setting")
+
+
+def _settings_plan(job):
+    settings, plan, _ = resolve(job)
+    return settings, plan, evaluate(settings, plan)
 
 
 def register(app: typer.Typer) -> None:

@@ -163,7 +163,7 @@ def register(app: typer.Typer) -> None:
             p = rows[0]["plan"]
             warn(f"exporting row 1: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
                  f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
-            write_export(p, export, None)
+            write_export(p, export, None, readback=rows[0])
             return
         if explain_row is not None:
             if explain_row > len(rows):

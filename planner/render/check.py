@@ -35,7 +35,9 @@ def time_text(res: dict) -> str:
 def print_job(name: str, res: dict) -> None:
     m = res["memory"]
     timing = time_text(res)
-    line = f"{res['verdict'].upper()} {name}: {memory_line(m)}" + (f"; {timing}" if timing else "")
+    p = res["plan"]
+    line = (f"{res['verdict'].upper()} {name}: {p['model']} on {p['gpus']:,} x {p['hardware']}: {memory_line(m)}"
+            + (f"; {timing}" if timing else ""))
     typer.echo(line)
     if res["verdict"] == "pass":
         return

@@ -3,10 +3,14 @@ argument lists / launch scripts, DeepSpeed JSON configs.
 
 `load_trainer_config(path)` turns one of them into the planner's job fields (`job`, keys
 exactly planner/schema.py `Job` fields, so `Job.model_validate(job)` works), with the
-trainer's name (`fmt`), what it read but does not model (`ignored`, each 'name=value'), and
-what it inferred and by which rule (`assumed`), and what it read, could not express and priced otherwise (`unmodelled`: fp32
-training priced as bf16, an optimizer other than Adam, offloading; the CLI prints each as a
-warning, `planner validate` skips a corpus row that has one). Contradictions (a TP degree that does not
+trainer's name (`fmt`), what it read and inferred by which rule (`assumed`), and what it
+read but did not price, in three lists: `unmodelled`, what it could not express and priced
+otherwise (fp32 training priced as bf16, an optimizer other than Adam, offloading; the CLI
+prints each as a warning, `planner validate` skips a corpus row that has one);
+`not_modelled`, settings that change memory or time and are left out of the price (each
+'name=value (what it changes)'; a setting the reader does not know is one; a warning too);
+and `ignored`, settings with no effect on the plan's memory or time (each with the reason,
+a note). Contradictions (a TP degree that does not
 divide the heads, a GPU count in the file that disagrees with --gpus, a shape flag that
 disagrees with --model) raise PlannerError naming both. Which release each reader follows
 and where every option name comes from: the module docstrings of torchtitan.py, megatron.py
@@ -37,9 +41,12 @@ class TrainerConfig:
 
     job: dict
     fmt: str
-    ignored: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # read, with no effect on memory or step time (each with why)
     assumed: list[str] = field(default_factory=list)
     source: str = ""
+    # read, and they change memory or step time, but the plan is priced without them (each with what
+    # it changes); a setting the reader does not know is listed here, never as ignored (issue 22)
+    not_modelled: list[str] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)
 
 
@@ -140,7 +147,7 @@ def resolve_gpus(where: str, from_file: Optional[int], file_what: str, cli: Opti
     if cli is not None and cli != from_file:
         if soft:
             if assumed is not None:
-                assumed.append(f"gpus={cli}: --gpus replaces the script's default {file_what} = {from_file}")
+                assumed.append(f"gpus={cli}: --gpus replaces the file's {file_what} = {from_file}")
             return cli
         raise PlannerError(f"{where}{file_what} = {from_file} GPUs, but --gpus {cli}",
                            "drop --gpus (the file sets the GPU count) or change the file")
@@ -275,4 +282,35 @@ def fmt_ignored(name: str, value) -> str:
     return f"{name}={value}"
 
 
-__all__ = ["FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]
+def spell_change(fmt: str, knob: str, plan: dict) -> str:
+    """One suggested change (check.py's knobs) in the trainer's own keys, with the value of the
+    checked plan `plan` (explain's `plan`): Megatron flags, torchtitan TOML keys, DeepSpeed JSON
+    keys; the sharding mode's spelling is the stack's (stack_db runs.sharding)."""
+    from ..catalog import load_stack
+
+    if knob == "sharding":
+        runs = load_stack(plan["stack"]).runs
+        mode = next((m for m in (runs.sharding if runs else ()) if m.name == plan.get("sharding_mode")), None)
+        return mode.spelling if mode is not None else f"sharding {plan['sharding']}"
+    pp = plan["pp"]
+    if knob == "micro_batch":
+        return {"megatron": f"--micro-batch-size {plan['micro_batch']}",
+                "torchtitan": (f"[parallelism] pipeline_parallel_microbatch_size = {plan['micro_batch']}" if pp > 1
+                               else f"[training] local_batch_size = {plan['micro_batch']} (global_batch_size = {plan['global_batch']})"),
+                "deepspeed": f"train_micro_batch_size_per_gpu {plan['micro_batch']}"}[fmt]
+    if knob == "recompute":
+        r = plan["recompute"]
+        return {"megatron": f"--recompute-granularity {r}" + (" --recompute-method uniform --recompute-num-layers 1" if r == "full" else ""),
+                "torchtitan": f"[activation_checkpoint] mode = \"{r}\"" + (" selective_ac_option = \"op\"" if r == "selective" else ""),
+                "deepspeed": f"recompute {r} (activation checkpointing is set in the model code, not the JSON)"}[fmt]
+    names = {"tp": ("--tensor-model-parallel-size", "tensor_parallel_degree"),
+             "pp": ("--pipeline-model-parallel-size", "pipeline_parallel_degree"),
+             "ep": ("--expert-model-parallel-size", "expert_parallel_degree")}[knob]
+    if fmt == "megatron":
+        return f"{names[0]} {plan[knob]}"
+    if fmt == "torchtitan":
+        return f"[parallelism] {names[1]} = {plan[knob]}"
+    return f"{knob} {plan[knob]} (a Megatron-DeepSpeed argument, not a JSON key)"
+
+
+__all__ = ["spell_change", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]

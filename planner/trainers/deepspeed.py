@@ -8,11 +8,15 @@ published in 2025). Modelled:
     (train_batch_size = micro x accumulation x dp [1] "Batch Size Related Parameters";
     each may be "auto", the Hugging Face Trainer's placeholder [2], read as absent),
   zero_optimization.stage (0 none, 1 zero1, 2 zero2, 3 fsdp: ZeRO-3 shards parameters,
-    gradients and optimizer states like FSDP), zero_optimization.overlap_comm (-> dp_comm_overlap,
+    gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
+    within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
+    mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
     DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16).
-Listed as ignored ('key=value'): everything else, and zero_optimization.offload_optimizer /
-offload_param (CPU/NVMe offload is not modelled: the planner prices the states on the GPU,
-an upper bound on memory).
+Listed as ignored ('key=value (why)'): keys with no effect on memory or step time (clipping,
+the Adam(W) optimizer's hyper-parameters, schedules, logging, loss scaling); as not modelled:
+every other key, among them zero_optimization's buckets and prefetch and offload_optimizer /
+offload_param (CPU/NVMe offload is not modelled: the planner prices the states on the GPU, an
+upper bound on memory).
 
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
 Megatron-DeepSpeed passes it as arguments); recompute none (activation checkpointing is set
@@ -43,7 +47,14 @@ from . import TrainerConfig, fmt_ignored, resolve_gpus
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
                 "bf16", "fp16"}
-MODELLED_ZERO = {"stage", "overlap_comm"}
+MODELLED_ZERO = {"stage", "overlap_comm", "mics_shard_size"}
+# top-level keys with no effect on the plan's memory or step time, and why
+NO_COST = {"gradient_clipping": "a norm over the gradients once a step", "optimizer": "optimizer hyper-parameters (Adam(W) priced)",
+           "scheduler": "the learning-rate schedule", "steps_per_print": "logging", "wall_clock_breakdown": "logging",
+           "tensorboard": "logging", "wandb": "logging", "csv_monitor": "logging", "comms_logger": "logging",
+           "flops_profiler": "profiling", "zero_allow_untested_optimizer": "an optimizer check"}
+# the stack's modes (stack_db megatron-deepspeed runs.sharding) by stage
+ZERO_MODES = {0: "zero0", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
 def _num(where, key, v) -> Optional[int]:
@@ -62,24 +73,35 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     data = files.parse_json(files.read_text(path, hint) if text is None else text, str(path), hint)
     if not isinstance(data, dict):
         raise PlannerError(f"{where}expected a JSON object", hint)
-    ignored, assumed = [], []
+    ignored, assumed, not_modelled = [], [], []
     for k, v in data.items():
         if k not in MODELLED_TOP:
-            ignored.append(fmt_ignored(k, v))
+            why = NO_COST.get(k)
+            if k == "optimizer" and isinstance(v, dict) and str(v.get("type", "")).lower() not in ("adam", "adamw"):
+                why = None  # another optimizer keeps other states than the Adam moments priced
+            if why is None:
+                not_modelled.append(fmt_ignored(k, v) + " (not priced: it may change memory or time)")
+            else:
+                ignored.append(fmt_ignored(k, v) + f" ({why})")
     zero = data.get("zero_optimization", {}) or {}
     if not isinstance(zero, dict):
         raise PlannerError(f"{where}zero_optimization must be an object", "e.g. {\"stage\": 2}")
     for k, v in zero.items():
         if k in ("offload_optimizer", "offload_param"):
             dev = v.get("device", "none") if isinstance(v, dict) else v
-            note = " (offload not modelled: states priced on the GPU, an upper bound)" if dev not in ("none", None) else ""
-            ignored.append(fmt_ignored(f"zero_optimization.{k}", v) + note)
+            if dev in ("none", None):
+                ignored.append(fmt_ignored(f"zero_optimization.{k}", v) + " (no offload)")
+            else:
+                not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (offload not modelled: states priced "
+                                                                              "on the GPU, an upper bound)")
         elif k not in MODELLED_ZERO:
-            ignored.append(fmt_ignored(f"zero_optimization.{k}", v))
+            not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (buckets, prefetch and persistence change "
+                                                                           "memory and overlap; not priced)")
     for sec in ("bf16", "fp16"):
         body = data.get(sec)
         if isinstance(body, dict):
-            ignored += [fmt_ignored(f"{sec}.{k}", v) for k, v in body.items() if k != "enabled"]
+            ignored += [fmt_ignored(f"{sec}.{k}", v) + " (loss scaling: numerics only)" for k, v in body.items()
+                        if k != "enabled"]
     if model is None:
         raise PlannerError(f"{where}a DeepSpeed JSON does not name the model", "pass --model NAME, a model YAML or the Hugging Face config.json")
     if gpus is None:
@@ -90,8 +112,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if stage not in ZERO_STAGES:
         raise PlannerError(f"{where}zero_optimization.stage = {stage!r}", "valid: 0, 1, 2, 3")
     job["sharding"] = ZERO_STAGES[stage]
+    job["sharding_mode"] = ZERO_MODES[stage]
     if "stage" not in zero:
         assumed.append("sharding=none: zero_optimization.stage default 0")
+    mics = zero.get("mics_shard_size")
+    if mics not in (None, -1):  # DeepSpeed's MiCS: ZeRO-3 within groups of mics_shard_size, replicated across (-1: off)
+        mics = _num(where, "zero_optimization.mics_shard_size", mics)
+        if stage != 3:
+            raise PlannerError(f"{where}zero_optimization.mics_shard_size with stage {stage}", "MiCS shards ZeRO-3 (stage 3)")
+        if gpus is not None and gpus % mics:
+            raise PlannerError(f"{where}zero_optimization.mics_shard_size {mics} does not divide {gpus} GPUs",
+                               "the shard groups tile the data-parallel ranks")
+        job.update(sharding="hsdp", sharding_mode="zero3_mics", shard_group=mics)
     job["dp_comm_overlap"] = bool(zero.get("overlap_comm", False))
     if "overlap_comm" not in zero:
         assumed.append("dp_comm_overlap=false: zero_optimization.overlap_comm default false")
@@ -143,4 +175,4 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed)
+    return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled)

@@ -3,12 +3,18 @@ torchtitan TOML job file, a Megatron-LM launch script, a DeepSpeed JSON config.
 
 Each file holds every setting of the plan the format can spell, and nothing the plan does
 not fix (where the trainer needs a value the plan leaves open, such as Megatron's
---fp8-format, the choice is reported). What the format cannot express (CP or TP in a
-DeepSpeed JSON, ZeRO-1/2 in torchtitan, a schedule the trainer does not run, a rank order it
-does not build) is returned in `notes`, which the CLI prints on stderr; nothing is dropped
-silently. Reading the file back (planner/trainers, the same option names, cited in
-torchtitan.py, megatron.py and deepspeed.py) gives the same plan; tests/test_trainers.py
-checks the round trip per format.
+--fp8-format, the choice is reported in `notes`, which the CLI prints on stderr, as is what
+the file leaves to the model code, such as recompute in a DeepSpeed JSON). Issue 22: every
+setting the plan was priced with is written in the trainer's spelling (the model file it was
+priced with, `plan["model_file"]`; the sharding mode's flags from stack_db runs.sharding, MLA,
+shared experts and dense layers, the capacity factor, the pipeline split as the trainer
+places it, expert TP), or export refuses (PlannerError, exit 2) naming what the format cannot
+say: a plan priced on another stack than the format's (its modes, kernels and start-up rules
+are not the file's), CP / TP / PP / EP in a DeepSpeed JSON, a state layout the trainer does not
+keep. The plan must pass the stack's start-up rules (planner/startup.py) first. Reading the
+file back (planner/trainers, the same option names, cited in torchtitan.py, megatron.py and
+deepspeed.py) gives the same plan: `plan_signature` is what a read-back must reproduce
+(tests/test_trainers.py, tests/test_runnable_plans.py).
 
 `export_plan(plan, fmt)` -> (text, notes). Units: the plan's (sequences, tokens, counts).
 """
@@ -22,6 +28,7 @@ from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from . import FORMATS, FORMAT_STACKS
 
+MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
 
 
@@ -32,17 +39,102 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
     notes: list[str] = []
     if plan.get("stack") != FORMAT_STACKS[fmt]:
-        notes.append(f"stack {plan.get('stack')} -> {FORMAT_STACKS[fmt]}: the file runs on {fmt}; "
-                     f"`planner explain` prices it with the {FORMAT_STACKS[fmt]} stack")
+        raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
+                           f"whose modes and rules the file runs with",
+                           f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
+    _check_runnable(plan)
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
 
-def _plan_model(plan: dict):
-    """The plan's model: the file it was read from (`model_file`: a model YAML, a config.json,
-    the model a Megatron argument file defines) when the plan names one, else its catalog name
-    (`model` is the ModelSpec's name, a catalog entry's only for catalog models)."""
-    return load_model(plan.get("model_file") or plan["model"])
+def _refuse(fmt: str, what: str, hint: str) -> PlannerError:
+    return PlannerError(f"export {fmt}: {what}", hint)
+
+
+def _model(plan: dict):
+    """The model the plan was priced with: its file (plan model_file), else the catalog name."""
+    src = plan.get("model_file") or plan["model"]
+    try:
+        return load_model(src)
+    except PlannerError:
+        return load_model(plan["model"])
+
+
+def _plan_arrays(plan: dict):
+    from ..comm import order_code
+    from ..pipeline import SCHEDULE_CODES
+    from ..plan import SHARDING_CODES, PlanArrays
+
+    return PlanArrays(tp=plan["tp"], cp=plan["cp"], pp=plan["pp"], vpp=plan["vpp"], dp=plan["dp"], mbs=plan["micro_batch"],
+                      gbs=plan["global_batch"], seq=plan["seq_len"], sharding=SHARDING_CODES[plan["sharding"]],
+                      shard=plan.get("shard_group") or plan["dp"], recompute=0, sp=int(plan["sequence_parallel"]),
+                      schedule=SCHEDULE_CODES[plan["schedule"]], precision=0, order=order_code(plan["rank_order"]),
+                      split_emb=int(plan.get("account_for_embedding_in_pipeline_split", False)),
+                      split_loss=int(plan.get("account_for_loss_in_pipeline_split", False)), ep=plan.get("ep", 1),
+                      etp=plan.get("etp") or plan["tp"],
+                      smode=_mode_index(plan), tpo=int(plan.get("tp_comm_overlap", False)),
+                      compile=int(plan.get("torch_compile", False)))
+
+
+def _mode_index(plan: dict) -> int:
+    from ..catalog import load_stack
+
+    runs = load_stack(plan["stack"]).runs
+    names = [m.name for m in runs.sharding] if runs is not None else []
+    return names.index(plan["sharding_mode"]) if plan.get("sharding_mode") in names else 0
+
+
+def _check_runnable(plan: dict) -> None:
+    """The plan passes plan.rule_codes with the stack's runs and its trainer's start-up rules:
+    an exported file the trainer would refuse is never written."""
+    from ..catalog import load_stack
+    from ..plan import OK, REASONS, rule_codes
+
+    stack = load_stack(plan["stack"])
+    code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
+    if code != OK:
+        raise PlannerError(f"export: the plan breaks a rule of stack {plan['stack']}: {REASONS[code]}",
+                           "export a plan that `planner explain` accepts on that stack")
+
+
+def end_weights_of(plan: dict, model) -> tuple[int, int]:
+    from ..startup import end_weights
+
+    wf, wl = end_weights(model.num_layers, _plan_arrays(plan))
+    return int(wf), int(wl)
+
+
+def plan_signature(plan: dict) -> dict:
+    """What a file read back must reproduce: every plan setting priced, with the pipeline
+    split as its placement (layers on the first, middle and last stage), since counting the
+    embedding / loss as a layer (account_for_*) and the planner's uneven split with the same
+    placement are one plan."""
+    from ..pipeline import stage_layers
+
+    keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
+            "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
+            "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
+            "moe_capacity_factor", "ep_comm_overlap", "stack")
+    out = {k: plan.get(k) for k in keys}
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    b = out["bytes_per_param"]  # a preset's name and the same bytes as a dict are one setting
+    if isinstance(b, str) and b in BYTES_PER_PARAM_PRESETS:
+        b = BYTES_PER_PARAM_PRESETS[b].model_dump()
+    if isinstance(b, dict):
+        out["bytes_per_param"] = tuple(sorted((k, float(v)) for k, v in b.items()))
+    m = _model(plan)
+    out["stage_layers"] = tuple(int(x) for x in stage_layers(
+        m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
+        int(plan.get("account_for_loss_in_pipeline_split", False))))
+    # the rank order as the trainer builds it (equal up to size-1 axes)
+    from ..catalog import load_stack
+    from ..startup import built_order
+
+    built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
+    if built is not None:
+        out["rank_order"] = built
+    return out
 
 
 def _steps(plan: dict) -> int | None:
@@ -67,7 +159,8 @@ def _toml(v) -> str:
 def _torchtitan(plan: dict, notes: list[str]) -> str:
     from .torchtitan import TORCHTITAN_MODELS
 
-    model = _plan_model(plan)
+    F = "torchtitan"
+    model = _model(plan)
     L = model.num_layers
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     sec: dict[str, dict] = {"job": {"description": f"planner export: {plan['model']} on {plan['gpus']} x {plan['hardware']}"}}
@@ -77,7 +170,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         m["name"], m["flavor"] = flavor[0]
     else:
         notes.append(f"model {plan['model']}: no torchtitan flavor in the planner's table; [model] name/flavor left out "
-                     f"(read it back with --model {plan['model']})")
+                     f"(read it back with --model {plan.get('model_file') or plan['model']})")
     if plan["precision"] == "fp8":
         m["converters"] = ["float8"]
     if m:
@@ -97,53 +190,48 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         tr["steps"] = steps
     elif plan.get("tokens") is not None:
         notes.append(f"tokens {plan['tokens']:.6g}: not a whole number of steps of {gbs} x {plan['seq_len']} tokens; steps left out")
-    tr["compile"] = bool(plan.get("torch_compile"))
     bpp = plan.get("bytes_per_param")
     if bpp == "pure-bf16":
         tr["dtype"] = "bfloat16"
     elif bpp not in (None, "mixed16"):
-        notes.append(f"bytes_per_param {bpp}: torchtitan keeps bf16 weights and gradients with fp32 master and Adam "
-                     "states (mixed16) or pure bf16 (training.dtype); the file runs mixed16")
+        raise _refuse(F, f"bytes_per_param {bpp}: torchtitan keeps mixed16 (fp32 master and Adam states) or pure bf16 "
+                         "(training.dtype)", "price it with --bytes-per-param mixed16 or pure-bf16")
     sec["training"] = tr
-    # data parallelism
-    sharding, shard = plan["sharding"], plan.get("shard_group")
-    if sharding == "hsdp":
+    mode = plan.get("sharding_mode")
+    shard = plan.get("shard_group")
+    if mode == "hsdp":
         rep, sh = dp // shard, shard
-    elif sharding == "none":
+    elif mode == "ddp":
         rep, sh = dp, 1
-    else:
+    elif mode in ("fsdp2", "fsdp2_no_reshard"):
         rep, sh = 1, dp
-        if sharding in ("zero1", "zero2"):
-            notes.append(f"sharding {sharding}: torchtitan has no ZeRO-{sharding[-1]} (FSDP2 shards weights, gradients and "
-                         f"optimizer states); written as FSDP over dp {dp} (data_parallel_shard_degree)")
+    else:
+        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard (zero2) "
+                         "and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
     par = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": sh, "tensor_parallel_degree": tp,
            "pipeline_parallel_degree": pp, "context_parallel_degree": cp, **par}
-    if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree (MoE models, 2025 releases)
+    if sh > 1:
+        par["fsdp_reshard_after_forward"] = "never" if mode == "fsdp2_no_reshard" else "default"
+    if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree; its ETP default is 1, not tp
         par["expert_parallel_degree"] = plan["ep"]
+        par["expert_tensor_parallel_degree"] = plan.get("etp") or tp
     if pp > 1:
-        sched = plan["schedule"]
-        if sched in _TT_SCHEDULES:
-            par["pipeline_parallel_schedule"] = _TT_SCHEDULES[sched]
-        else:
-            notes.append(f"schedule {sched}: torchtitan's pipeline schedules (torch.distributed.pipelining) have no ZB-H1 "
-                         "under that name; pipeline_parallel_schedule left at its default 1F1B")
-        if vpp > 1:
-            if L % (pp * vpp) == 0:
-                par["pipeline_parallel_layers_per_stage"] = L // (pp * vpp)
-            else:
-                notes.append(f"vpp {vpp}: {L} layers do not split into pp {pp} x vpp {vpp} equal stages; "
-                             "pipeline_parallel_layers_per_stage left out (torchtitan then puts 2 stages on each rank)")
+        par["pipeline_parallel_schedule"] = _TT_SCHEDULES[plan["schedule"]]
+        # the split as priced: end weights that make it even (rules.end_weights; torchtitan's default 1 and 1)
+        wf, wl = end_weights_of(plan, model)
+        par["pipeline_parallel_first_stage_less_layers"] = wf
+        par["pipeline_parallel_last_stage_less_layers"] = wl
+        par["pipeline_parallel_layers_per_stage"] = (L + wf + wl) // (pp * vpp)
     if tp > 1:
         par["enable_async_tensor_parallel"] = bool(plan.get("tp_comm_overlap"))
-        if not plan.get("sequence_parallel"):
-            notes.append("sequence_parallel off: torchtitan's TP always shards the norms' sequence dimension")
     elif plan.get("tp_comm_overlap"):
-        notes.append("tp_comm_overlap with tp 1: nothing to overlap")
+        raise _refuse(F, "tp_comm_overlap with tp 1: nothing to overlap", "price it without --tp-comm-overlap")
     if not plan.get("dp_comm_overlap") and dp > 1:
-        notes.append("dp_comm_overlap off: torchtitan's FSDP2 / DDP always overlap the DP collectives")
-    if plan["rank_order"] != "tp-cp-dp-pp":
-        notes.append(f"rank_order {plan['rank_order']}: torchtitan builds its mesh as pp, dp, cp, tp (tp-cp-dp-pp)")
+        raise _refuse(F, "dp_comm_overlap off: torchtitan's FSDP2 / DDP always overlap the DP collectives",
+                      "price it with --dp-comm-overlap")
     sec["parallelism"] = par
+    # async TP needs compile (torchtitan/distributed/tensor_parallel.py @e347b1e5e): [compile] carries it
+    sec["compile"] = {"enable": bool(plan.get("torch_compile")), "components": ["model", "loss"]}
     ac: dict = {"mode": plan["recompute"]}
     if plan["recompute"] == "selective":
         ac["selective_ac_option"] = "op"
@@ -151,21 +239,18 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     if plan["recompute"] == "full" and rl is not None:
         per = math.ceil(L / pp)
         ns = [n for n in range(1, per + 1) if max(1, math.ceil(L / pp / n)) == rl]
-        if ns:
-            ac = {"mode": "selective", "selective_ac_option": str(ns[0])}
-        else:
-            notes.append(f"recompute_layers {rl}: torchtitan recomputes every n-th layer of a stage (ceil({per} / n) layers); "
-                         f"no n gives {rl}: written as full recompute of every layer")
+        if not ns:
+            raise _refuse(F, f"recompute_layers {rl}: torchtitan recomputes every n-th layer of a stage (ceil({per} / n) "
+                             "layers); no n gives it", "price full recompute of every layer, or a count torchtitan can run")
+        ac = {"mode": "selective", "selective_ac_option": str(ns[0])}
     sec["activation_checkpoint"] = ac
     if plan["precision"] == "fp8":
         r = plan.get("fp8_recipe") or "tensorwise"
-        if r in ("tensorwise", "rowwise"):
-            sec["float8"] = {"recipe_name": r}
-        else:
-            notes.append(f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise, rowwise_with_gw_hp; left out "
-                         "(torchao's default tensorwise)")
+        if r not in ("tensorwise", "rowwise"):
+            raise _refuse(F, f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise", "price another recipe")
+        sec["float8"] = {"recipe_name": r}
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
-            "# option names: pytorch/torchtitan torchtitan/config/job_config.py @6404b932",
+            "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
             f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]
     lines = head
     for name, body in sec.items():
@@ -174,6 +259,73 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
 
 
 # ------------------------------------------------------------------------ Megatron
+MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
+    "ddp": [],
+    "distributed_optimizer": [("--use-distributed-optimizer", None)],
+    "megatron_fsdp_optim": [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim"), ("--ckpt-format", "fsdp_dtensor")],
+    "megatron_fsdp_optim_grads": [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads"),
+                                  ("--ckpt-format", "fsdp_dtensor")],
+    "megatron_fsdp_optim_grads_params": [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads_params"),
+                                         ("--ckpt-format", "fsdp_dtensor")],
+    "megatron_fsdp_hsdp": [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads_params"),
+                           ("--ckpt-format", "fsdp_dtensor")],
+    "torch_fsdp2": [("--use-torch-fsdp2", None), ("--no-gradient-accumulation-fusion", None), ("--ckpt-format", "torch_dist")],
+}
+
+
+def megatron_layout(chunks: list[int], mtp: int = 0) -> str:
+    """Megatron-Core's --pipeline-model-parallel-layout for the model chunks' layer counts (in
+    layer order; chunk j runs on pipeline rank j mod pp): 'E' the embedding on the first chunk,
+    't' a transformer layer, 'm' a multi-token-prediction layer on the last chunk, 'L' the loss
+    last, '|' between chunks (megatron/core/transformer/pipeline_parallel_layer_layout.py
+    @d98e8a64 parse_str_to_list; 't*n' repeats)."""
+    def part(n):
+        return "" if n == 0 else ("t" if n == 1 else f"t*{n}")
+
+    out = []
+    for j, n in enumerate(chunks):
+        body = part(n)
+        if j == 0:
+            body = "E" + body
+        if j == len(chunks) - 1:
+            body += ("m" if mtp == 1 else f"m*{mtp}" if mtp else "") + "L"
+        out.append(body)
+    return "|".join(out)
+
+
+def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int) -> list[tuple[str, object]]:
+    """The Megatron arguments that place the planner's pipeline split (pipeline.chunk_layers):
+    the virtual stages, and nothing more where pp x vpp divides the layers; the end stages'
+    weights as --account-for-embedding/loss-in-pipeline-split where each end is at most one
+    layer lighter; with one chunk per rank, --decoder-first/last-pipeline-num-layers; else the
+    whole placement as --pipeline-model-parallel-layout (which sets vpp itself: arguments.py
+    @d98e8a64 allows no --num-virtual-stages-per-pipeline-rank beside it)."""
+    from ..pipeline import chunk_layers
+
+    L = model.num_layers
+    chunks = chunk_layers(L, pp, vpp, e, l_)
+    if min(chunks) < 0 or sum(chunks) != L:
+        raise _refuse("megatron", f"pp {pp} x vpp {vpp} cannot place {L} layers (chunks {chunks})",
+                      "choose pp x vpp with at most one chunk's worth of layers left over")
+    vflag = [("--num-virtual-stages-per-pipeline-rank", vpp)] if vpp > 1 else []
+    c = max(chunks)
+    wf, wl = c - chunks[0], c - chunks[-1]
+    if len(set(chunks)) == 1:
+        return vflag
+    if wf <= 1 and wl <= 1 and all(n == c for n in chunks[1:-1]):
+        return vflag + [(flag, None) for flag, w in (("--account-for-embedding-in-pipeline-split", wf),
+                                                       ("--account-for-loss-in-pipeline-split", wl)) if w]
+    if vpp == 1 and chunks[0] > 0 and chunks[-1] > 0:
+        return [("--decoder-first-pipeline-num-layers", chunks[0]), ("--decoder-last-pipeline-num-layers", chunks[-1])]
+    return [("--pipeline-model-parallel-layout", shlex_quote(megatron_layout(chunks, model.mtp_layers or 0)))]
+
+
+def shlex_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
 def _run_lengths(pat: list[int]) -> str:
     """A 0/1 layer list as Megatron's list expression: runs joined, "([0]*3+[1]*58)"."""
     runs: list[list[int]] = []
@@ -186,18 +338,24 @@ def _run_lengths(pat: list[int]) -> str:
 
 
 def _megatron(plan: dict, notes: list[str]) -> str:
-    model = _plan_model(plan)
-    hw = load_hardware(plan["hardware"])
+    from ..startup import uses_tp_pp_dp_mapping
+
+    F = "megatron"
+    model = _model(plan)
+    hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     g = plan["gpus"]
     per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
     args: list[tuple[str, object]] = [
         ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size), ("--ffn-hidden-size", model.ffn_hidden_size),
         ("--num-attention-heads", model.num_attention_heads)]
+    if model.layer_pattern is not None:
+        raise _refuse(F, f"model {model.name} has per-layer kinds (layer_pattern), which the Megatron arguments the planner "
+                         "writes cannot place", "export a model of one layer kind")
     if model.kv_heads != model.num_attention_heads:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     args += [("--kv-channels", model.dhead), ("--vocab-size", model.vocab_size),
-             ("--max-position-embeddings", model.max_seq_len)]
+             ("--max-position-embeddings", max(model.max_seq_len, plan["seq_len"]))]
     if model.moe is not None:  # Megatron-Core MoE shape (arguments.py _add_moe_args; megatron_model.py reads them back)
         moe = model.moe
         args += [("--num-experts", moe.num_experts), ("--moe-router-topk", moe.top_k)]
@@ -214,12 +372,13 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                 args.append(("--moe-layer-freq", f'"{_run_lengths(pat)}"'))
             else:
                 args.append(("--moe-layer-freq", moe.layer_freq))
-        elif model.layer_pattern is not None:
-            notes.append("layer_pattern: Megatron's flags cannot list per-layer kinds; written as the model's --model file only")
         if moe.router == "sigmoid":
             args.append(("--moe-router-score-function", "sigmoid"))
         if moe.router_bias:
             args.append(("--moe-router-enable-expert-bias", None))
+        cf = plan.get("moe_capacity_factor")
+        if cf is not None and cf != 1.0:  # the busiest expert's load: capacity, padded (every expert runs at it)
+            args += [("--moe-expert-capacity-factor", cf), ("--moe-pad-expert-input-to-capacity", None)]
     if model.mla is not None:  # Megatron-Core MLA (arguments.py _add_mla_args)
         args.append(("--multi-latent-attention", None))
         if model.mla.q_lora_rank is not None:
@@ -230,9 +389,9 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--mtp-num-layers", model.mtp_layers))
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position_embedding)
     if pos is None:
-        notes.append(f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice; left out")
-    else:
-        args.append(("--position-embedding-type", pos))
+        raise _refuse(F, f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice",
+                      "export a model with rope, learned or no position embeddings")
+    args.append(("--position-embedding-type", pos))
     if model.gated_mlp:
         args.append(("--swiglu", None))
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))
@@ -243,25 +402,26 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     args += [("--attention-dropout", d), ("--hidden-dropout", d)]
     # parallelism
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
-    if plan.get("ep", 1) > 1:  # Megatron-Core MoE: experts over ep ranks carved out of dp x cp
+    if plan.get("ep", 1) > 1:
         args.append(("--expert-model-parallel-size", plan["ep"]))
-    if plan.get("ep_comm_overlap"):  # the EP all-to-all overlap (combined 1F1B; planner/moe.py [8])
+        if (plan.get("etp") or tp) != tp:
+            args.append(("--expert-tensor-parallel-size", plan["etp"]))
+    if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
-    if vpp > 1:
+    if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
+        args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
+                                    int(plan.get("account_for_loss_in_pipeline_split", False)))
+    elif vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
-    if plan["schedule"] in ("gpipe", "zb-h1"):
-        notes.append(f"schedule {plan['schedule']}: Megatron-LM runs 1F1B (interleaved with virtual stages); not expressible")
     if plan.get("sequence_parallel"):
         args.append(("--sequence-parallel", None))
-    sharding = plan["sharding"]
-    if sharding == "zero1":
-        args.append(("--use-distributed-optimizer", None))
-    elif sharding == "fsdp":
-        args.append(("--use-torch-fsdp2", None))
-    elif sharding in ("zero2", "hsdp"):
-        notes.append(f"sharding {sharding}: no Megatron-LM flag shards exactly this (the distributed optimizer is ZeRO-1, "
-                     "--use-torch-fsdp2 is FSDP); written as --use-distributed-optimizer")
-        args.append(("--use-distributed-optimizer", None))
+    mode = plan.get("sharding_mode")
+    if mode not in MEGATRON_MODE_FLAGS:
+        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a Megatron-LM mode (stack_db megatron runs.sharding)",
+                      "price it on --stack megatron")
+    args += MEGATRON_MODE_FLAGS[mode]
+    if mode == "megatron_fsdp_hsdp":
+        args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
     rec = plan["recompute"]
     if rec == "full":
         rl = plan.get("recompute_layers")
@@ -270,9 +430,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         elif rl % vpp == 0:
             args += [("--recompute-granularity", "full"), ("--recompute-method", "block"), ("--recompute-num-layers", rl // vpp)]
         else:
-            notes.append(f"recompute_layers {rl}: Megatron's block method counts layers per model chunk; {rl} is not a "
-                         f"multiple of vpp {vpp}: written as {rl // vpp or 1} per chunk")
-            args += [("--recompute-granularity", "full"), ("--recompute-method", "block"), ("--recompute-num-layers", rl // vpp or 1)]
+            raise _refuse(F, f"recompute_layers {rl}: Megatron's block method counts layers per model chunk; {rl} is not a "
+                             f"multiple of vpp {vpp}", "price a multiple of vpp")
     elif rec == "selective":
         args.append(("--recompute-granularity", "selective"))
     args += [("--micro-batch-size", plan["micro_batch"]), ("--global-batch-size", plan["global_batch"]),
@@ -286,6 +445,12 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         else:
             notes.append(f"tokens {plan['tokens']:.6g}: not a whole number of {plan['seq_len']}-token samples; left out")
     args.append(("--bf16", None))
+    bpp = plan.get("bytes_per_param")
+    if bpp == "mixed16" or bpp == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
+        args.append(("--grad-reduce-in-bf16", None))
+    elif bpp not in (None, "megatron"):
+        raise _refuse(F, f"bytes_per_param {bpp}: Megatron with --bf16 keeps fp32 main gradients (megatron, 18 B) or bf16 "
+                         "ones with --grad-reduce-in-bf16 (mixed16)", "price it with --bytes-per-param megatron or mixed16")
     if plan["precision"] == "fp8":
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", plan.get("fp8_recipe") or "delayed")]
         notes.append("--fp8-format hybrid: the plan does not fix e4m3 vs hybrid (Megatron's example recipes use hybrid)")
@@ -293,31 +458,20 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--tp-comm-overlap", None))
     if plan.get("dp_comm_overlap"):
         args.append(("--overlap-grad-reduce", None))
-        if sharding in ("zero1", "zero2", "hsdp"):
+        if mode != "ddp" and mode != "torch_fsdp2":  # arguments.py: distributed optimizer or Megatron-FSDP only
             args.append(("--overlap-param-gather", None))
-    if plan["rank_order"] == "tp-cp-pp-dp":
+    if bool(uses_tp_pp_dp_mapping(_plan_arrays(plan))):
         args.append(("--use-tp-pp-dp-mapping", None))
-    elif plan["rank_order"] != "tp-cp-dp-pp":
-        notes.append(f"rank_order {plan['rank_order']}: Megatron builds tp-cp-ep-dp-pp (or tp-cp-ep-pp-dp with "
-                     "--use-tp-pp-dp-mapping); not expressible")
     if plan.get("torch_compile"):
-        notes.append("torch_compile on: Megatron-LM has no flag that compiles the model; not expressible")
+        raise _refuse(F, "torch_compile on: Megatron-LM has no flag that compiles the model", "price it with --no-compile")
     if plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
         args.append(("--attention-backend", "unfused"))
-    if plan.get("account_for_embedding_in_pipeline_split"):
-        args.append(("--account-for-embedding-in-pipeline-split", None))
-    if plan.get("account_for_loss_in_pipeline_split"):
-        args.append(("--account-for-loss-in-pipeline-split", None))
-    bpp = plan.get("bytes_per_param")
-    if bpp == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}:
-        args.append(("--grad-reduce-in-bf16", None))  # bf16 gradient buffer (megatron.py [5])
-    elif bpp not in (None, "megatron"):
-        notes.append(f"bytes_per_param {bpp}: Megatron with --bf16 keeps fp32 main gradients (18 B/param, the "
-                     "megatron preset); not expressible")
+    fsdp = mode.startswith("megatron_fsdp") or mode == "torch_fsdp2"
     lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",
-             "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py",
+             "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",
              f"# hardware {plan['hardware']}: {plan['gpus']} GPUs = {g // per_node} node(s) x {per_node}",
-             "export CUDA_DEVICE_MAX_CONNECTIONS=1", "",
+             # FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (arguments.py validate_args)
+             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"), "",
              f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\"]
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
@@ -326,34 +480,36 @@ def _megatron(plan: dict, notes: list[str]) -> str:
 
 # ------------------------------------------------------------------------ DeepSpeed
 def _deepspeed(plan: dict, notes: list[str]) -> str:
+    F = "deepspeed"
     tp, cp, pp, dp = plan["tp"], plan["cp"], plan["pp"], plan["dp"]
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", plan.get("ep", 1))):
         if v > 1:
-            notes.append(f"{name} {v}: a DeepSpeed JSON has no {name.upper()} (Megatron-DeepSpeed takes it as an argument); not expressible")
-    if tp > 1 and plan.get("sequence_parallel"):
-        notes.append("sequence_parallel: not a DeepSpeed JSON setting; not expressible")
-    stage = {"none": 0, "zero1": 1, "zero2": 2, "fsdp": 3}.get(plan["sharding"])
-    if stage is None:
-        notes.append(f"sharding {plan['sharding']} (shard group {plan.get('shard_group')}): DeepSpeed's ZeRO stages shard "
-                     "over every DP rank; written as stage 3")
-        stage = 3
+            raise _refuse(F, f"{name} {v}: a DeepSpeed JSON has no {name.upper()} (Megatron-DeepSpeed takes it as a launch "
+                             "argument)", "export a plan with tp = pp = cp = ep = 1 as a DeepSpeed JSON")
+    mode = plan.get("sharding_mode")
+    stages = {"zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3_mics": 3}
+    if mode not in stages:
+        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a DeepSpeed ZeRO stage", "price it on --stack megatron-deepspeed")
     gbs, mbs = plan["global_batch"], plan["micro_batch"]
+    zero: dict = {"stage": stages[mode], "overlap_comm": bool(plan.get("dp_comm_overlap"))}
+    if mode == "zero3_mics":
+        zero["mics_shard_size"] = plan["shard_group"]
     cfg = {
         "train_batch_size": gbs,
         "train_micro_batch_size_per_gpu": mbs,
         "gradient_accumulation_steps": gbs // (dp * mbs),
         "bf16": {"enabled": True},
-        "zero_optimization": {"stage": stage, "overlap_comm": bool(plan.get("dp_comm_overlap"))},
+        "zero_optimization": zero,
     }
-    if dp * mbs * cfg["gradient_accumulation_steps"] != gbs:
-        notes.append(f"global batch {gbs} is not micro {mbs} x dp {dp} x a whole accumulation; DeepSpeed will refuse it")
     if plan["recompute"] != "none":
         notes.append(f"recompute {plan['recompute']}: set in the model code (Hugging Face gradient_checkpointing), "
                      "not in a DeepSpeed JSON; pass --recompute when reading it back")
     if plan["precision"] == "fp8":
-        notes.append("precision fp8: not a DeepSpeed JSON setting (Transformer Engine in the model code); written as bf16")
+        raise _refuse(F, "precision fp8: not a DeepSpeed JSON setting (Transformer Engine in the model code)", "price it in bf16")
     if plan.get("torch_compile"):
-        notes.append("torch_compile on: not written (DeepSpeed's `compile` section differs between releases)")
-    notes.append(f"the JSON does not name the model or the GPU count: read it back with --model {plan['model']} "
-                 f"--gpus {plan['gpus']} --hardware {plan['hardware']}")
+        raise _refuse(F, "torch_compile on: not written (DeepSpeed's `compile` section differs between releases)",
+                      "price it with --no-compile")
+    notes.append(f"the JSON does not name the model, the GPU count or the sequence length: read it back with --model "
+                 f"{plan.get('model_file') or plan['model']} --gpus {plan['gpus']} --hardware {plan['hardware']} "
+                 f"--seq-len {plan['seq_len']}")
     return json.dumps(cfg, indent=2) + "\n"

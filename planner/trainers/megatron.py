@@ -46,8 +46,21 @@ read). Modelled:
   --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
   splits), --recompute-modules other than core_attn, --export-kd-teacher-load (a distillation
   teacher).
-Every other flag is listed as ignored ('--flag=value'). A flag of argparse nargs '*' takes
-every word up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
+  Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
+  --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
+  --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
+  --expert-tensor-parallel-size (the job's etp), --moe-expert-capacity-factor, and the pipeline
+  split as Megatron places it (--decoder-first/last-pipeline-num-layers,
+  --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
+  as not modelled).
+Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
+plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
+and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
+changes (NOT_MODELLED: --cross-entropy-loss-fusion, --empty-unused-memory-level, --manual-gc,
+--step-batch-size-schedule, --rotary-percent below 1, disabled fusions; and any flag the
+planner does not know). --step-batch-size-schedule "tokens:batch ..." gives the global batch
+(its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
+up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
 Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
 (--sequence-parallel, --tp-comm-overlap, --overlap-grad-reduce: Megatron's defaults are
@@ -62,7 +75,7 @@ as a content-addressed model YAML in the cache folder (trainers.write_model_file
 $PLANNER_CACHE_DIR, else $XDG_CACHE_HOME/planner or ~/.cache/planner), whose path is the
 job's model: `explain` names it ("model=<file>: from the Megatron flags"), and `export` and
 `explain --from-fit` read it like any model YAML; --recompute-method uniform re-runs every
-layer (its chunk size is listed as ignored); the attention kernel is flash (TE's fused
+layer (its chunk size is listed as not modelled); the attention kernel is flash (TE's fused
 attention under --attention-backend auto, Megatron's default) unless the flags say unfused.
 
 References
@@ -138,16 +151,86 @@ VALUE_FLAGS = {
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
+    "--moe-expert-capacity-factor",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
+# store_true flags read as part of the model or the plan (checked against the model, or priced with
+# another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
+BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate",
+             "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
 KNOWN_BOOL_IGNORED = {
-    "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p",
+    "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
+    "--no-bias-swiglu-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
     "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--no-gradient-accumulation-fusion", "--qk-layernorm", "--distributed-backend-nccl",
 }
+# flags read but not priced that change memory or step time: listed as "not modelled" with what
+# they change (the plan is priced without them); every flag the planner does not know is listed
+# there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
+NOT_MODELLED = {
+    "--cross-entropy-loss-fusion": "the fused cross-entropy moves and saves fewer logit bytes than the unfused loss the "
+                                   "stack prices (stack_db megatron kernels.loss_per_logit)",
+    "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
+                                   "some time",
+    "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
+    "--no-gradient-accumulation-fusion": "gradients accumulated by a separate add instead of inside the weight-gradient "
+                                         "GEMM: more bytes moved",
+    "--no-masked-softmax-fusion": "the softmax without its fused kernel: more bytes moved",
+    "--no-bias-gelu-fusion": "the activation without its fused kernel: more bytes moved (stack_db megatron kernels)",
+    "--no-bias-swiglu-fusion": "the activation without its fused kernel: more bytes moved (stack_db megatron kernels)",
+    "--no-bias-dropout-fusion": "bias-dropout-add without its fused kernel: more bytes moved",
+    "--no-rope-fusion": "rotary embedding without its fused kernel: more bytes moved",
+    "--no-persist-layer-norm": "the norm without the persistent kernel: slower",
+    "--qk-layernorm": "norms on the queries and keys: more activation memory and bytes",
+    "--step-batch-size-schedule": "a batch-size ramp: the steps before its last threshold run smaller batches (a shorter "
+                                  "step, more steps); priced at the final batch",
+    "--overlap-p2p-communication": "pipeline p2p overlap (the stack's default for the interleaved schedule is priced)",
+    "--no-async-tensor-model-parallel-allreduce": "TP all-reduces not overlapped with the GEMMs",
+    "--bf16-reduce": "gradients reduced in bf16",
+}
+# flags with no effect on the plan's memory or step time: listed as "ignored" with the reason
+IGNORED_REASONS = (
+    (r"--(lr|min-lr|decoupled-lr|decoupled-min-lr|lr-[\w-]+|weight-decay[\w-]*|start-weight-decay|end-weight-decay|"
+     r"adam-[\w-]+|sgd-momentum|clip-grad|init-method-[\w-]+|seed|loss-scale[\w-]*|initial-loss-scale|min-loss-scale|"
+     r"hysteresis|rampup-batch-size)$", "optimizer, schedule and initialisation settings"),
+    (r"--(data-path|split|vocab-file|merge-file|tokenizer-[\w-]+|tiktoken-[\w-]+|mock-data|data-cache-path|"
+     r"no-mmap-bin-files|num-workers|no-create-attention-mask-in-dataloader|dataloader-type|train-data-path|"
+     r"valid-data-path|test-data-path|make-vocab-size-divisible-by)$", "the data pipeline"),
+    (r"--(log-[\w-]+|eval-[\w-]+|save|save-interval|load|no-load-[\w-]+|tensorboard-[\w-]+|wandb-[\w-]+|profile|"
+     r"profile-[\w-]+|exit-[\w-]+|distributed-timeout-minutes|ckpt-format|use-checkpoint-args|timing-log-level|"
+     r"use-dist-ckpt|async-save|distributed-backend-nccl|distributed-backend)$",
+     "logging, evaluation and checkpointing (between steps)"),
+    (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$|--rope-scaling[\w-]*$",
+     "a constant of the rotary embedding: the same kernel and bytes"),
+    (r"--apply-layernorm-1p$", "the norm's weight read as 1 + w (zero-centred gamma): numerics only, the same kernel"),
+    (r"--calculate-per-token-loss$", "how the loss is averaged: numerics only"),
+    (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
+    (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
+    (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
+    (r"--max-position-embeddings$", "the model file's position table is priced"),
+)
+
+
+def classify_unread(name: str, value) -> tuple[str, str]:
+    """('ignored' | 'not_modelled', reason) for a flag the reader does not price."""
+    if name == "--rotary-percent":
+        try:
+            full = float(value) == 1.0
+        except (TypeError, ValueError):
+            full = False
+        return ("ignored", "RoPE on every channel, as priced") if full else (
+            "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
+    if name in NOT_MODELLED:
+        return "not_modelled", NOT_MODELLED[name]
+    for pat, why in IGNORED_REASONS:
+        if re.match(pat, name):
+            return "ignored", why
+    return "not_modelled", "unknown to the planner: it may change memory or time"
+
+
 # flags of argparse nargs '*' / '+' that the planner reads: every word up to the next flag is theirs
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
@@ -183,8 +266,18 @@ class _Shell:
         self.raw_arrays: dict[str, list[str]] = {}  # the elements as written (for soft_launcher)
         self.soft: set[str] = set()  # variables whose value is a ${X:-default}
         self.unknown: set[str] = set()
+        self.kept_whole: list[tuple[str, str]] = []  # (array, element with spaces) expanded unquoted
 
     def expand(self, s: str, soft_seen: Optional[set] = None) -> str:
+        """`s` with its variables expanded. An array's elements stay words of their own, quoted
+        for the shlex split that follows ("${A[@]}"). An unquoted ${A[@]} word-splits in bash:
+        an element that starts with a flag ("--fp8-format hybrid", NVIDIA's llama3 fp8 script)
+        is split so, as the script means; an element that is a quoted value
+        (--step-batch-size-schedule "0:16 2.4B:320 ...", NVIDIA's gpt3 script) is kept one value,
+        as it means, which bash would split (kept_whole records it for a note)."""
+        quoted = set(re.findall(r'"\$\{(\w+)\[@\]\}"', s))
+        s = re.sub(r'"\$\{(\w+)\[@\]\}"', r"${\1[@]}", s)
+
         def sub(m):
             name, arr, default, plain, arith = m.groups()
             if arith is not None:
@@ -196,7 +289,17 @@ class _Shell:
             name = name or plain
             if arr:
                 if name in self.arrays:
-                    return " ".join(self.arrays[name])
+                    if arr == "[*]":
+                        return " ".join(self.arrays[name])
+                    words = []
+                    for e in self.arrays[name]:
+                        if name not in quoted and re.search(r"\s", e):
+                            if e.lstrip().startswith("-"):  # "--fp8-format hybrid": bash's word split, as meant
+                                words += e.split()
+                                continue
+                            self.kept_whole.append((name, e))  # a quoted value: one value, as meant
+                        words.append(e)
+                    return " ".join(shlex.quote(w) for w in words)
                 self.unknown.add(name)
                 return m.group(0)
             if name in self.vars:
@@ -220,6 +323,55 @@ _BLOCK_OPEN = re.compile(r"^\s*(if|case|for|while|until)\b")
 _BLOCK_CLOSE = re.compile(r"^\s*(fi|esac|done)\b")
 
 
+_IF = re.compile(r"^\s*(if)\s+(.*?)\s*;?\s*(then)?\s*$")
+_ELSE = re.compile(r"^\s*(else|elif)\b\s*(.*?)\s*;?\s*(then)?\s*$")
+
+
+def frames_unknown(frames) -> bool:
+    return any(f[0] is None for f in frames)
+
+
+def _condition(sh: "_Shell", text: str):
+    """The truth of a bash condition made of [[ ]] / [ ] tests joined by || and && (left to
+    right, as bash), each `A == B`, `A = B`, `A != B`, `-z A`, `-n A`, `A -eq|-ne|-lt|-le|-gt|-ge B`
+    on the script's known variables; None when it is anything else or names an unknown variable."""
+    text = text.strip()
+    if text.endswith("then"):
+        text = text[:-4].rstrip().rstrip(";").rstrip()
+    parts = re.split(r"\s*(\|\||&&)\s*", text)
+    value = None
+    op = None
+    for part in parts:
+        if part in ("||", "&&"):
+            op = part
+            continue
+        m = re.fullmatch(r"\[\[\s*(.*?)\s*\]\]|\[\s*(.*?)\s*\]", part)
+        if m is None:
+            return None
+        body = m.group(1) if m.group(1) is not None else m.group(2)
+        sh.unknown.clear()
+        expanded = sh.expand(body)
+        if sh.unknown:
+            return None
+        try:
+            w = shlex.split(expanded)
+        except ValueError:
+            return None
+        if len(w) == 2 and w[0] in ("-z", "-n"):
+            v = (w[1] == "") if w[0] == "-z" else (w[1] != "")
+        elif len(w) == 1 and w[0] in ("-z", "-n"):
+            v = w[0] == "-z"  # an empty expansion vanished
+        elif len(w) == 3 and w[1] in ("==", "=", "!="):
+            v = (w[0] == w[2]) if w[1] != "!=" else (w[0] != w[2])
+        elif len(w) == 3 and w[1] in ("-eq", "-ne", "-lt", "-le", "-gt", "-ge") and all(re.fullmatch(r"-?\d+", x) for x in (w[0], w[2])):
+            a, b = int(w[0]), int(w[2])
+            v = {"-eq": a == b, "-ne": a != b, "-lt": a < b, "-le": a <= b, "-gt": a > b, "-ge": a >= b}[w[1]]
+        else:
+            return None
+        value = v if value is None else ((value or v) if op == "||" else (value and v))
+    return value
+
+
 def _strip_comment(s: str) -> str:
     try:
         return " ".join(shlex.split(s, comments=True))
@@ -237,12 +389,42 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         return [], words, False
     sh = _Shell()
     depth, skipped, cmd = 0, [], None
+    frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
+    evaluated: list = []
     i = 0
     while i < len(lines):
         no, line = lines[i]
         i += 1
         s = line.strip()
         if not s or s.startswith("#"):
+            continue
+        # `if` blocks whose conditions are constant tests of known variables are evaluated
+        # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
+        m_if = _IF.match(s)
+        if m_if and not frames_unknown(frames):
+            val = _condition(sh, m_if.group(2))
+            frames.append([val, bool(val)])  # [active, a branch was taken]
+            if val is None:
+                skipped.append(no)
+            else:
+                evaluated.append(no)
+            continue
+        m_el = _ELSE.match(s)
+        if m_el and frames and frames[-1][0] is not None:
+            top = frames[-1]
+            if m_el.group(1) == "else":
+                top[0] = not top[1]
+            else:
+                v = _condition(sh, m_el.group(2) or "")
+                if v is None:
+                    top[0] = None
+                    skipped.append(no)
+                else:
+                    top[0] = (not top[1]) and v
+                    top[1] = top[1] or bool(top[0])
+            continue
+        if _BLOCK_CLOSE.match(s) and frames and s.split()[0] == "fi":
+            frames.pop()
             continue
         if _BLOCK_OPEN.match(s):
             depth += 1
@@ -251,8 +433,10 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         if _BLOCK_CLOSE.match(s):
             depth = max(0, depth - 1)
             continue
-        if depth:
+        if depth or any(f[0] is None for f in frames):
             skipped.append(no)
+            continue
+        if any(not f[0] for f in frames):  # a branch not taken
             continue
         m = _ASSIGN.match(s)
         if m and not any(w in s.split()[0] for w in _LAUNCHERS):
@@ -299,9 +483,15 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         script_at = [k for k, w in enumerate(words) if ARGS_SCRIPT.search(w.strip("\"'"))]
         if script_at and ("pretrain_gpt.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
+    if evaluated:
+        assumed.append(f"script lines {', '.join(map(str, evaluated[:8]))}: if-conditions on the script's constants "
+                       "evaluated (bash [[ ]] / [ ] tests)")
+    for name, elem in dict.fromkeys(sh.kept_whole):
+        assumed.append(f"{elem!r}: read as one value, as ${{{name}[@]}}'s element is written (bash splits an unquoted "
+                       f"${{{name}[@]}} at spaces; quote it, \"${{{name}[@]}}\", for Megatron to receive one value)")
     if skipped:
         assumed.append(f"script lines {', '.join(map(str, skipped[:8]))}{' ...' if len(skipped) > 8 else ''} "
-                       "inside if/case/for/while blocks were not evaluated")
+                       "inside if/case/for/while blocks whose conditions are not constant were not evaluated")
     if cmd is None:
         raise PlannerError(f"{where}no pretrain_gpt.py / torchrun line found",
                            "give a launch script whose torchrun ... pretrain_gpt.py line holds the arguments, "
@@ -427,6 +617,118 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                       hardware=hardware, label=Path(path).name)
 
 
+def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
+    """The MLA, shared-expert, dense-layer and MTP flags (what `planner export` writes) agree
+    with the model; a disagreement is an error, or a note where --model was given (it wins)."""
+    checks = []
+    a, mo = spec.mla, spec.moe
+    if "--multi-latent-attention" in flags:
+        for flag, attr in (("--q-lora-rank", "q_lora_rank"), ("--kv-lora-rank", "kv_lora_rank"), ("--qk-head-dim", "qk_nope_head_dim"),
+                           ("--qk-pos-emb-head-dim", "qk_rope_head_dim"), ("--v-head-dim", "v_head_dim")):
+            if flag in flags:
+                checks.append((flag, _int(where, flags, flag), getattr(a, attr, None) if a is not None else None))
+    elif a is not None:
+        checks.append(("--multi-latent-attention (absent)", None, "MLA"))
+    if "--moe-shared-expert-intermediate-size" in flags:
+        width = (mo.shared_expert_ffn_hidden_size or mo.expert_ffn_hidden_size or spec.ffn_hidden_size) if mo else 0
+        checks.append(("--moe-shared-expert-intermediate-size", _int(where, flags, "--moe-shared-expert-intermediate-size"),
+                       mo.num_shared_experts * width if mo else None))
+    if "--moe-layer-freq" in flags and mo is not None:
+        from .megatron_model import eval_layer_pattern
+
+        text = str(flags["--moe-layer-freq"]).strip().strip("\"'")
+        want = [int(i >= mo.first_k_dense and i % mo.layer_freq == 0) for i in range(spec.num_layers)]
+        if text.isdigit():
+            checks.append(("--moe-layer-freq", text, str(mo.layer_freq) if not mo.first_k_dense else want))
+        else:
+            checks.append(("--moe-layer-freq", [int(x) for x in eval_layer_pattern(text, where, "--moe-layer-freq")], want))
+    if "--mtp-num-layers" in flags:
+        checks.append(("--mtp-num-layers", _int(where, flags, "--mtp-num-layers"), spec.mtp_layers))
+    for flag, attr in (("--moe-router-enable-expert-bias", "router_bias"), ("--moe-shared-expert-gate", "shared_expert_gate")):
+        if flag in flags:
+            checks.append((flag, True, bool(getattr(mo, attr, False)) if mo is not None else None))
+    for flag, have, want in checks:
+        if have != want:
+            msg = f"{flag} {have} contradicts --model {name} ({want})"
+            if given:
+                assumed.append(f"model={name}: --model replaces the arguments' {msg}")
+            else:
+                raise PlannerError(f"{where}{msg}", "give --model, or fix the flag")
+
+
+def parse_layout(text: str, pp: int, spec, where: str) -> list[int]:
+    """Transformer layers of each model chunk of a --pipeline-model-parallel-layout (Megatron-Core
+    megatron/core/transformer/pipeline_parallel_layer_layout.py @d98e8a64 parse_str_to_list:
+    commas are cosmetic, '(..)*n' and 'x*n' repeat, '|' ends a chunk; E embedding, L loss, t
+    a transformer layer, m an MTP layer), checked as validate_layer_layout does: the entries a
+    multiple of pp, the embedding first and the loss last once each, the model's layers and
+    MTP layers."""
+    s = text.replace(",", "")
+    for pat in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pat, lambda m: m.group(1) * int(m.group(2)), s)
+    stages = s.split("|")
+    bad = sorted(set(s) - set("ELtm|"))
+    if bad:
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout {text!r}: unknown layer characters {bad}",
+                           "valid: E (embedding), t (transformer layer), m (MTP layer), L (loss), | between chunks")
+    if len(stages) % pp:
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout has {len(stages)} chunks, not a multiple of "
+                           f"--pipeline-model-parallel-size {pp}", "one entry per model chunk, pp x vpp of them")
+    flat = "".join(stages)
+    if not (flat.startswith("E") and flat.endswith("L") and flat.count("E") == 1 and flat.count("L") == 1):
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout {text!r}: the embedding must come first and the loss "
+                           "last, once each (validate_layer_layout)", "e.g. 'Et*3|t*4|t*4|t*3L'")
+    if flat.count("t") != spec.num_layers or flat.count("m") != (spec.mtp_layers or 0):
+        raise PlannerError(f"{where}--pipeline-model-parallel-layout holds {flat.count('t')} transformer and "
+                           f"{flat.count('m')} MTP layers; the model has {spec.num_layers} and {spec.mtp_layers or 0}",
+                           "one 't' per layer of --num-layers")
+    return [st.count("t") for st in stages]
+
+
+def decoder_first_last(L: int, pp: int, vpp: int, first, last, where: str) -> list[int]:
+    """Layers per pipeline rank with --decoder-first/last-pipeline-num-layers, as Megatron-Core
+    checks them (transformer_config.py @d98e8a64 __post_init__: each > 0 and a multiple of vpp,
+    the middle ranks' layers equal and, per rank, a multiple of vpp)."""
+    rest, mid_ranks = L, pp
+    for n in (first, last):
+        if n is not None:
+            if n <= 0 or n % vpp:
+                raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers {n}: must be > 0 and a multiple of "
+                                   f"vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+            rest -= n
+            mid_ranks -= 1
+    if bool(rest) != bool(mid_ranks) or (mid_ranks and (rest % mid_ranks or (rest // mid_ranks) % vpp)):
+        raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers leave {rest} layers for {mid_ranks} middle "
+                           f"ranks: not equal multiples of vpp {vpp}", "Megatron refuses it (transformer_config.py __post_init__)")
+    mid = rest // mid_ranks if mid_ranks else 0
+    return [first if first is not None else mid] + [mid] * (pp - 2) + [last if last is not None else mid]
+
+
+def _take_split(job: dict, e_l, placed: str, rule: str, unmodelled: list[str]) -> bool:
+    """Set the job's counted ends from split_of's answer; where it is None, note that the
+    flags' placement (`placed`) is priced as the planner's split instead."""
+    if e_l is None:
+        unmodelled.append(f"{placed}, not a split the planner models ({rule}); priced as the planner's split of pp x vpp")
+        return False
+    job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+    return True
+
+
+def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
+    """(account_for_embedding, account_for_loss) whose planner split (pipeline.chunk_layers)
+    places the layers as given, per model chunk or per GPU; None if none does."""
+    from ..pipeline import chunk_layers
+
+    for e, l_ in ((0, 0), (1, 0), (0, 1), (1, 1)):
+        if (e or l_) and (L + e + l_) % (pp * vpp):
+            continue  # the counted ends must divide into the chunks (plan.SPLIT_UNITS; transformer_config.py)
+        ch = chunk_layers(L, pp, vpp, e, l_)
+        gpu = [sum(ch[j] for j in range(s, pp * vpp, pp)) for s in range(pp)]
+        if (chunks is not None and ch == list(chunks)) or (per_gpu is not None and gpu == list(per_gpu)):
+            return e, l_
+    return None
+
+
 SHAPE_FLAGS = {
     "--num-layers": "num_layers", "--hidden-size": "hidden_size", "--ffn-hidden-size": "ffn_hidden_size",
     "--num-attention-heads": "num_attention_heads", "--vocab-size": "vocab_size",
@@ -479,8 +781,17 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                hardware=None, label: str = "megatron-args") -> TrainerConfig:
     assumed = [] if assumed is None else assumed
     unmodelled: list[str] = []
-    ignored = [fmt_ignored(k, v) for k, v in flags.items() if k not in BOOL_FLAGS and k not in VALUE_FLAGS]
-    ignored += [f"{w} (a word that is no flag's value)" for w in stray]
+    ignored: list[str] = []
+    not_modelled: list[str] = []
+    by_reason: dict = {}
+    for k, v in flags.items():
+        if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ:
+            continue
+        kind, why = classify_unread(k, v)
+        by_reason.setdefault((kind, why), []).append(fmt_ignored(k, v))
+    for (kind, why), names in by_reason.items():
+        (ignored if kind == "ignored" else not_modelled).append(f"{', '.join(names)} ({why})")
+    not_modelled += [f"{w} (a word that is no flag's value)" for w in stray]
     job: dict = {"stack": "megatron"}
     tp = _int(where, flags, "--tensor-model-parallel-size", 1)
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
@@ -521,6 +832,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         shape["--disable-bias-linear"] = ("linear_bias", False)
     elif "--add-bias-linear" in flags:
         shape["--add-bias-linear"] = ("linear_bias", True)
+    if "--use-rotary-position-embeddings" in flags and "--position-embedding-type" not in flags:
+        shape["--use-rotary-position-embeddings"] = ("position_embedding", "rope")  # the older spelling of rope
     if "--position-embedding-type" in flags:
         pos = POSITION_TYPES.get(flags["--position-embedding-type"])
         if pos is None:
@@ -537,7 +850,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     absent_drop = [f for f in ("--attention-dropout", "--hidden-dropout") if f not in flags]
     from_flags_model = False
     if model is not None:
-        check_model_shape(where, model, shape)
+        try:
+            check_model_shape(where, model, shape)
+        except PlannerError as e:  # --model beats the file's shape flags, with a note (issue 22)
+            assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
         job["model"] = model
     else:
         job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed)
@@ -545,6 +861,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     from ..catalog import load_model
 
     spec = load_model(job["model"])
+    if not from_flags_model:
+        _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
     if absent_drop and not spec.dropout and not from_flags_model:
         assumed.append(f"dropout as the model ({job['model']}: none): {', '.join(absent_drop)} absent, though Megatron's "
                        "default is 0.1 (arguments.py); dropout masks would add 1 B per hidden element")
@@ -571,13 +889,40 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                                f"--num-layers-per-virtual-pipeline-stage {lpv} ({L} layers / pp {pp} / {lpv} = {vpp})",
                                "give one of the two")
         vpp = vps
+    # ---- the pipeline split (Megatron-Core's uneven placements, read back into the planner's)
+    split_unmodelled: list[str] = []
+    layout = flags.get("--pipeline-model-parallel-layout")
+    if layout is not None:
+        if vps is not None or lpv is not None:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout with --num-virtual-stages-per-pipeline-rank or "
+                               "--num-layers-per-virtual-pipeline-stage", "Megatron allows one of them (arguments.py validate_args)")
+        chunks = parse_layout(str(layout), pp, spec, where)
+        vpp = len(chunks) // pp
+    firsts = [_int(where, flags, f) for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers")]
+    if any(x is not None for x in firsts) and pp > 1:
+        if layout is not None or any(f in flags for f in ("--account-for-embedding-in-pipeline-split",
+                                                           "--account-for-loss-in-pipeline-split")):
+            raise PlannerError(f"{where}--decoder-first/last-pipeline-num-layers with --pipeline-model-parallel-layout or "
+                               "--account-for-*-in-pipeline-split", "Megatron refuses them together (transformer_config.py "
+                               "__post_init__)")
+        per_gpu = decoder_first_last(L, pp, vpp, *firsts, where)
+        placed = f"--decoder-first/last-pipeline-num-layers {firsts[0]}/{firsts[1]}: {per_gpu} layers on the pipeline ranks"
+        if _take_split(job, split_of(L, pp, vpp, per_gpu=per_gpu), placed, "pipeline.stage_layers", split_unmodelled) \
+                and vpp > 1:
+            assumed.append("split: Megatron spreads the first/last rank's layers evenly over its model chunks; the "
+                           "planner takes the difference off the first/last chunk (the same layers per GPU)")
+    if layout is not None and pp > 1:
+        _take_split(job, split_of(L, pp, vpp, chunks=chunks),
+                    f"--pipeline-model-parallel-layout {layout}: {chunks} layers on the model chunks", "pipeline.chunk_layers",
+                    split_unmodelled)
     if vpp > 1:
         job["vpp"] = vpp
         job["schedule"] = "interleaved"
 
     # ---- GPUs
     file_gpus = _launcher_gpus(list(launch), where)
-    job["gpus"] = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=soft, assumed=assumed)
+    # the launcher's node count comes from the scheduler: --gpus replaces it, with a note (issue 22)
+    job["gpus"] = resolve_gpus(where, file_gpus, "torchrun --nproc_per_node x --nnodes", gpus, soft=True, assumed=assumed)
     if job["gpus"] is None:
         raise PlannerError(f"{where}no GPU count: the arguments have no torchrun --nproc_per_node/--nnodes", "pass --gpus N")
 
@@ -588,8 +933,22 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "micro_batch" not in job:
         job["micro_batch"] = 1
         assumed.append("micro_batch=1: --micro-batch-size absent (Megatron requires it; 1 assumed)")
+    schedule = flags.get("--step-batch-size-schedule")
+    if schedule is not None:  # "tokens:batch ..." (num_microbatches_calculator.py @d98e8a64): priced at its last batch
+        steps = re.findall(r"(\S+?):(\d+)", str(schedule))
+        if not steps:
+            raise PlannerError(f"{where}--step-batch-size-schedule {schedule!r} is not 'tokens:batch ...'",
+                               "e.g. \"0:16 2.4B:320 12B:1536\" (quote it: one value)")
+        final = int(steps[-1][1])
+        if "global_batch" in job:
+            assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule "
+                           "(Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")
+        else:
+            job["global_batch"] = final
+            assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
     if "--max-position-embeddings" in flags and not from_flags_model:  # the flags' model reads it (its position table)
-        ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"]))
+        ignored.append(fmt_ignored("--max-position-embeddings", flags["--max-position-embeddings"])
+                       + " (the model file's position table is priced)")
     if "global_batch" not in job:
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
         dp = job["gpus"] // max(1, tp * pp * cp)
@@ -602,13 +961,42 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["tokens"] = float(_int(where, flags, "--train-samples") * seq)
         assumed.append(f"tokens={job['tokens']:.6g}: --train-samples x sequence length")
 
-    # ---- sharding, SP, recompute
+    # ---- sharding (the stack's mode, stack_db megatron runs.sharding), SP, recompute
     if "--use-torch-fsdp2" in flags:
-        job["sharding"] = "fsdp"
+        job["sharding_mode"] = "torch_fsdp2"
+    elif "--use-megatron-fsdp" in flags:
+        strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
+        instances = _int(where, flags, "--num-distributed-optimizer-instances", 1)
+        if strategy == "optim_grads_params" and instances > 1:
+            job["sharding_mode"] = "megatron_fsdp_hsdp"
+            dp_all = job["gpus"] // max(1, tp * pp * cp)
+            if dp_all % instances:
+                raise PlannerError(f"{where}--num-distributed-optimizer-instances {instances} does not divide dp {dp_all}",
+                                   "Megatron asserts (dp x cp) % instances == 0")
+            job["shard_group"] = dp_all // instances
+        elif strategy in ("optim", "optim_grads", "optim_grads_params"):
+            job["sharding_mode"] = f"megatron_fsdp_{strategy}"
+        elif strategy == "no_shard":
+            job["sharding_mode"] = "ddp"
+        else:
+            raise PlannerError(f"{where}--data-parallel-sharding-strategy {strategy!r}", "valid: no_shard, optim, optim_grads, optim_grads_params")
     elif "--use-distributed-optimizer" in flags:
-        job["sharding"] = "zero1"
+        job["sharding_mode"] = "distributed_optimizer"
     else:
-        job["sharding"] = "none"
+        job["sharding_mode"] = "ddp"
+    job["sharding"] = {"ddp": "none", "distributed_optimizer": "zero1", "megatron_fsdp_optim": "zero1",
+                       "megatron_fsdp_optim_grads": "zero2", "megatron_fsdp_optim_grads_params": "fsdp",
+                       "torch_fsdp2": "fsdp", "megatron_fsdp_hsdp": "hsdp"}[job["sharding_mode"]]
+    for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
+                      ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
+        if flag in flags:
+            job[key] = True
+    if "--expert-tensor-parallel-size" in flags:
+        job["etp"] = _int(where, flags, "--expert-tensor-parallel-size")
+    if "--moe-expert-capacity-factor" in flags:
+        job["moe_capacity_factor"] = _float(where, flags, "--moe-expert-capacity-factor")
+        assumed.append("moe_capacity_factor: --moe-expert-capacity-factor (tokens beyond it are dropped; priced as the "
+                       "busiest expert's load)")
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
@@ -633,7 +1021,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}--recompute-method {method!r}", "valid: uniform, block")
         elif method == "uniform" and n not in (None, 1):
-            ignored.append(f"--recompute-num-layers={n} (uniform chunks: every layer re-runs; the chunk's saved inputs are not modelled)")
+            not_modelled.append(f"--recompute-num-layers={n} (uniform chunks of {n} layers: every layer re-runs, but only "
+                                f"each chunk's input is saved, less than priced)")
     elif method is not None or "--recompute-num-layers" in flags:
         ignored += [fmt_ignored(f, flags[f]) + " (no --recompute-granularity full)" for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
 
@@ -643,7 +1032,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
             assumed.append("fp8_recipe=delayed: --fp8-recipe default (arguments.py)")
-        ignored.append(fmt_ignored("--fp8-format", flags["--fp8-format"]) + " (e4m3 vs hybrid not modelled)")
+        ignored.append(fmt_ignored("--fp8-format", flags["--fp8-format"]) + " (e4m3 or hybrid: numerics only, the same fp8 GEMMs)")
     else:
         job["precision"] = "bf16"
         if "--fp16" in flags:
@@ -668,9 +1057,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job[key] = True
     _state_bytes(flags, where, job, assumed, unmodelled)
     _unmodelled(flags, where, job, spec, tp, unmodelled)
+    unmodelled += split_unmodelled
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled)
+    return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled,
+                         not_modelled=not_modelled)
 
 
 ATTENTION_BACKENDS = ("auto", "flash", "fused", "unfused", "local")  # megatron/core/transformer/enums.py AttnBackend [4]
@@ -737,24 +1128,17 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
         unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
     if "--fp8-param-gather" in flags:
         unmodelled.append("--fp8-param-gather: fp8 weights (1 B) are not modelled (bf16 weights priced)")
-    if "--use-megatron-fsdp" in flags:
+    if "--use-megatron-fsdp" in flags:  # the mode and its level are from_flags' (stack_db megatron runs.sharding)
         strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
-        job["sharding"] = {"no_shard": "none", "optim": "zero1", "optim_grads": "zero2", "optim_grads_params": "fsdp"}.get(strategy)
-        if job["sharding"] is None:
-            raise PlannerError(f"{where}--data-parallel-sharding-strategy {strategy!r}",
-                               "valid: no_shard, optim, optim_grads, optim_grads_params")
         unmodelled.append(f"--use-megatron-fsdp ({strategy}): priced as the planner's {job['sharding']} (FSDP2's unit "
                           "buffers), not Megatron-FSDP's own buffers")
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
-    if n_inst > 1:
+    if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
                           "priced over dp")
     etp = _int(where, flags, "--expert-tensor-parallel-size")
     if spec.moe is not None and etp is not None and etp != tp:
         unmodelled.append(f"--expert-tensor-parallel-size {etp}: experts split over {etp} ranks, priced over tp {tp}")
-    for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout"):
-        if f in flags:
-            unmodelled.append(f"{f} {flags[f]}: an uneven pipeline split, priced as the even one")
     mods = flags.get("--recompute-modules")
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of these modules is not modelled "

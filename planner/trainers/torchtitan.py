@@ -24,7 +24,9 @@ Read and modelled (section.key -> planner job field):
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
-Everything else is listed as ignored ('section.key=value').
+Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
+plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
+as not modelled (a setting that may change either; the plan is priced without it).
 
 Inferred (listed as assumed): torchtitan's TP always shards the norms' sequence dimension
 (SequenceParallel in parallelize_llama [5]) -> sequence_parallel on when tp > 1; DP
@@ -81,11 +83,36 @@ MODELLED = {
     "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
                     "pipeline_parallel_degree", "context_parallel_degree", "pipeline_parallel_schedule",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
-                    "enable_async_tensor_parallel", "expert_parallel_degree"},
+                    "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
+                    "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
+                    "pipeline_parallel_last_stage_less_layers"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
 }
+
+
+# settings with no effect on the plan's memory or step time (torchtitan/config/job_config.py
+# @e347b1e5e): listed as ignored with the reason; any other unread key is "not modelled"
+NO_COST_SECTIONS = {
+    "job": "the job's name and folders", "metrics": "logging", "checkpoint": "checkpointing between steps",
+    "lr_scheduler": "the learning-rate schedule", "validation": "evaluation between steps",
+    "comm": "communication timeouts and tracing", "profiling": "profiling", "fault_tolerance": "fault tolerance settings",
+}
+NO_COST_TRAINING = {"dataset", "dataset_path", "max_norm", "seed", "deterministic", "warmup_steps", "max_steps"}
+
+
+def _no_cost(section: str, key: str, value):
+    """Why a TOML key has no effect on memory or step time, or None when it may have one."""
+    if section in NO_COST_SECTIONS:
+        return NO_COST_SECTIONS[section]
+    if section == "optimizer":
+        if key == "name" and str(value).lower() not in ("adamw", "adam"):
+            return None  # another optimizer keeps other states than the Adam moments priced
+        return "optimizer hyper-parameters (Adam(W) priced)"
+    if section == "training" and key in NO_COST_TRAINING:
+        return "data, clipping and seed settings"
+    return None
 
 
 def ffn_hidden(args: dict) -> int:
@@ -130,13 +157,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         data["quantize"] = {**rest, **({"linear": rest_linear} if rest_linear else {})}
         if not data["quantize"]:
             del data["quantize"]
+    not_modelled: list[str] = []
     for section, body in data.items():
         if not isinstance(body, dict):
-            ignored.append(fmt_ignored(section, body))
+            not_modelled.append(fmt_ignored(section, body) + " (unknown to the planner: it may change memory or time)")
             continue
         for key, v in _flatten(body):
             if key not in MODELLED.get(section, ()):
-                ignored.append(fmt_ignored(f"{section}.{key}", v))
+                why = _no_cost(section, key, v)
+                if why is None:
+                    not_modelled.append(fmt_ignored(f"{section}.{key}", v) + " (not priced: it may change memory or time)")
+                else:
+                    ignored.append(fmt_ignored(f"{section}.{key}", v) + f" ({why})")
     sec = {name: data.get(name, {}) for name in MODELLED}
     tr, par, ac, m = sec["training"], sec["parallelism"], sec["activation_checkpoint"], sec["model"]
     job: dict = {"stack": "torchtitan", "rank_order": RANK_ORDER}
@@ -186,12 +218,17 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if ep > 1:
         job["ep"] = ep
     dp = rep * shard
+    if ep > 1:  # torchtitan's expert_tensor_parallel_degree defaults to 1 (job_config.py @e347b1e5e)
+        job["etp"] = deg("expert_tensor_parallel_degree", 1)
+    reshard = par.get("fsdp_reshard_after_forward", "default")
     if shard > 1 and rep > 1:
-        job.update(sharding="hsdp", shard_group=shard)
+        job.update(sharding="hsdp", shard_group=shard, sharding_mode="hsdp")
     elif shard > 1:
-        job["sharding"] = "fsdp"
+        # stack_db torchtitan runs.sharding: "never" keeps the parameters from forward to backward (zero2)
+        job.update(sharding="zero2" if reshard == "never" else "fsdp",
+                   sharding_mode="fsdp2_no_reshard" if reshard == "never" else "fsdp2")
     else:
-        job["sharding"] = "none"
+        job.update(sharding="none", sharding_mode="ddp")
     if tp > 1:
         job["sequence_parallel"] = True
         assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
@@ -211,9 +248,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         from ..catalog import load_model
 
         L = load_model(job["model"]).num_layers
+        # end-stage weights (job_config.py @e347b1e5e: default 1 each): the embedding / output counted as a
+        # layer of the split (planner account_for_*; weights above 1 are not modelled)
+        wf = _int(where, "[parallelism] pipeline_parallel_first_stage_less_layers", par.get("pipeline_parallel_first_stage_less_layers", 1))
+        wl = _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers", par.get("pipeline_parallel_last_stage_less_layers", 1))
+        if wf not in (0, 1) or wl not in (0, 1):
+            raise PlannerError(f"{where}[parallelism] pipeline_parallel_first/last_stage_less_layers {wf}/{wl}: weights other than "
+                               "0 and 1 are not modelled", "use 0 or 1 (the embedding / output counted as a layer or not)")
+        job["account_for_embedding_in_pipeline_split"] = bool(wf)
+        job["account_for_loss_in_pipeline_split"] = bool(wl)
         if lps is not None:
             lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
-            stages = math.ceil(L / lps)
+            stages = math.ceil((L + wf + wl) / lps)
             if stages % pp:
                 raise PlannerError(f"{where}[parallelism] pipeline_parallel_layers_per_stage {lps} gives {stages} stages for "
                                    f"{L} layers, not a multiple of pipeline_parallel_degree {pp}",
@@ -277,7 +323,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}[training] dtype {tr['dtype']!r} is not bfloat16 or float32", "torchtitan's choices")
     mpp = tr.get("mixed_precision_param", "bfloat16")
     if mpp != "bfloat16":
-        ignored.append(fmt_ignored("training.mixed_precision_param", mpp) + " (fp32 compute not modelled: priced as bf16)")
+        not_modelled.append(fmt_ignored("training.mixed_precision_param", mpp) + " (fp32 compute not modelled: priced as bf16)")
     converters = m.get("converters", [])
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
@@ -338,7 +384,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             ignored.append(fmt_ignored("activation_checkpoint.selective_ac_option", ac["selective_ac_option"]) + f" (mode {mode})")
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed)
+    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
 
 
 def _flatten(body: dict, prefix: str = ""):

@@ -1,0 +1,300 @@
+"""The trainers' own start-up checks that touch a plan, cited at a commit, vectorized like
+plan.rule_codes (this module sits beside plan.py, below the cost models' callers: pricing a
+plan reads no trainer file, so it imports nothing of planner/trainers/; the argument-level
+transcription of the same checks, run on exported files, is planner/trainers/rules.py): each rule says where a candidate breaks it (a boolean array over 0-d or 1-d
+PlanArrays), so `fit` masks them (a plan the trainer would refuse is never ranked), `resolve`
+refuses a job that breaks one (exit 2, naming the rule and its source) and `export` refuses
+to write one.
+
+A stack names its rule set (stack_db `runs.startup_rules`); the rules of the other sets do
+not apply to it. Rules that every stack shares (divisibility, the interleaved schedule's
+micro-batches, TP overlap needing SP, async TP needing compile) are plan.rule_codes' own.
+What a stack can run at all (its sharding modes, schedules, rank orders, largest degrees) is
+its `runs` entry, checked in plan.rule_codes before these.
+
+Megatron-LM @d98e8a64 (NVIDIA/Megatron-LM, 2026-08-22) [M]:
+  MEGATRON_TORCH_FSDP2      megatron/training/arguments.py validate_args: --use-torch-fsdp2
+                            asserts pipeline_model_parallel_size == 1 and
+                            expert_model_parallel_size == 1
+  MEGATRON_TP_PP_DP_MAPPING megatron/core/parallel_state.py initialize_model_parallel: with
+                            --use-tp-pp-dp-mapping (order tp-cp-ep-pp-dp, not pp-last) and pp > 1
+                            the expert data-parallel size world/(etp ep pp) must equal the
+                            data-parallel size world/(tp cp pp), i.e. etp x ep == tp x cp
+                            (a dense model: ep = 1, etp = tp, so CP must be 1)
+  MEGATRON_CP_SEQ           arguments.py validate_args: seq_length % (2 x context_parallel_size)
+                            == 0 when cp > 1 (load-balanced causal chunks)
+  MEGATRON_PP_SPLIT         Megatron places every split of pipeline.stage_layers that is a
+                            placement of the model's layers (split_overdrawn: not one where more
+                            layers are left over than the end stages hold, which the planner would
+                            price with layers the model does not have; Megatron's layout and uneven
+                            PP checks count exactly num_layers). The planner's split
+                            lightens the first and the last model chunk (pipeline.chunk_layers),
+                            which Megatron spells as --account-for-embedding/loss-in-pipeline-split
+                            when each end is at most one layer lighter (transformer_config.py
+                            __post_init__: (layers + counted) % (pp vpp) == 0), as
+                            --decoder-first/last-pipeline-num-layers with one chunk per rank (middle
+                            stages equal, each end > 0 layers), and otherwise as
+                            --pipeline-model-parallel-layout, one '|'-separated entry per model
+                            chunk in layer order, chunk j on pipeline rank j mod pp
+                            (megatron/core/transformer/pipeline_parallel_layer_layout.py
+                            PipelineParallelLayerLayout: any number of layers a chunk, the
+                            embedding first, the loss last; arguments.py: vpp = entries / pp).
+                            NVIDIA's DeepSeek-V3 on GB200 (61 layers, pp 4 x vpp 4) is such a
+                            split; planner/trainers/export.py writes the spelling, rules.py checks it
+torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured commit) [T]:
+  TORCHTITAN_SEQ_DIVISOR    models/llama3/infra/parallelize.py parallelize_llama asserts
+                            seq_len % parallel_dims.seq_len_divisor == 0, seq_len_divisor =
+                            tp x 2 cp (distributed/parallel_dims.py)
+  TORCHTITAN_DDP_1D         parallelize.py: 'DDP has not supported > 1D parallelism' (pure DDP
+                            only without TP, CP or PP)
+  TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
+                            dimension (SequenceParallel): a TP plan without SP is not what runs
+  TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
+                            ETP=TP or ETP=1'
+  TORCHTITAN_PP_SPLIT       distributed/pipeline_parallel.py: stages = ceil((layers + first +
+                            last stage weights) / pipeline_parallel_layers_per_stage), and
+                            generate_llm_fqn_per_model_part gives the remainder layers to the
+                            first stages; the planner's split is torchtitan's when the end
+                            weights (pipeline_parallel_first/last_stage_less_layers, default 1
+                            each) make it even; the planner writes and reads weights 0 and 1
+                            (account_for_* off / on), so an end lighter by more is refused
+DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
+  DEEPSPEED_PP_ZERO         deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and
+                            ZeRO-3 are incompatible with pipeline parallelism'
+  (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
+  _batch_assertion, is plan.rule_codes' BATCH rule)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+MEGATRON_COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
+TORCHTITAN_COMMIT = "pytorch/torchtitan @e347b1e5e"
+DEEPSPEED_COMMIT = "microsoft/DeepSpeed @38327e07"
+
+# plan.rule_codes numbers these rules from FIRST_CODE on, in RULES order
+FIRST_CODE = 24
+
+
+@dataclass(frozen=True)
+class StartupRule:
+    key: str
+    trainer: str  # stack_db runs.startup_rules
+    text: str  # what breaks it (fit's table of reasons)
+    source: str  # file and commit
+    hint: str
+    broken: Callable  # (model, stack, plan) -> bool array
+
+
+def mode_is(stack, plan, *names) -> np.ndarray:
+    """Where the plan's sharding mode (PlanArrays.smode, an index into stack.runs.sharding) is
+    one of `names`."""
+    idx = [i for i, m in enumerate(stack.runs.sharding) if m.name in names] if stack.runs is not None else []
+    return np.isin(np.asarray(plan.smode), np.asarray(idx, dtype=np.int64))
+
+
+def level_of(plan) -> np.ndarray:
+    return np.asarray(plan.sharding)
+
+
+def etp_of(plan) -> np.ndarray:
+    """The expert tensor-parallel degree (PlanArrays.etp; 0 = tp)."""
+    etp = np.asarray(plan.etp)
+    return np.where(etp > 0, etp, np.asarray(plan.tp))
+
+
+def uses_tp_pp_dp_mapping(plan) -> np.ndarray:
+    """Where the plan's rank order needs Megatron's --use-tp-pp-dp-mapping: it places pp inside
+    dp (tp-cp-pp-dp) and is not the default order tp-cp-dp-pp up to size-1 axes."""
+    from .comm import order_code, strides_by_code
+
+    default = order_code("tp-cp-dp-pp")
+    st = strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    sd = strides_by_code(np.full(np.shape(plan.tp), default), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    same = np.ones(np.shape(plan.tp), dtype=bool)
+    for ax in ("tp", "cp", "pp", "dp"):
+        size = np.asarray(getattr(plan, ax))
+        same &= (size <= 1) | (st[ax] == sd[ax])
+    return ~same
+
+
+def end_weights(num_layers: int, plan):
+    """(first, last) end weights that make the planner's pipeline split an even one: the
+    embedding (loss) counted as a layer where the plan counts it (account_for_*), plus the
+    layers the split leaves over, taken off the first stage first (pipeline.stage_layers:
+    first = mid - e - ceil(slack/2), last = mid - l - floor(slack/2)). Megatron's
+    --account-for-*-in-pipeline-split and torchtitan's pipeline_parallel_first/last_stage_less_layers
+    are such weights of 1 (0 or 1 for Megatron, whole numbers for torchtitan)."""
+    from .pipeline import layers_on_heaviest_stage
+
+    pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
+    e, l_ = np.asarray(plan.split_emb), np.asarray(plan.split_loss)
+    units = num_layers + e + l_
+    slack = np.maximum(pp * layers_on_heaviest_stage(num_layers, pp, vpp, e, l_) - units, 0)
+    return e + (slack + 1) // 2, l_ + slack // 2
+
+
+def split_overdrawn(num_layers: int, plan) -> np.ndarray:
+    """Where the planner's pipeline split is no placement of the model's layers: more layers are
+    left over than the end chunks hold (pipeline.chunk_layers gives an end chunk fewer than no
+    layers, or pipeline.stage_layers' floor of one layer per end stage binds), so the priced
+    stages would hold layers the model does not have (llama2-13b's 40 layers on pp 16: 1 + 14 x 3
+    + 1 = 44)."""
+    pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
+    e, l_ = np.asarray(plan.split_emb), np.asarray(plan.split_loss)
+    units = num_layers + e + l_
+    chunks = np.maximum(pp * vpp, 1)
+    c = -(-units // chunks)
+    wf, wl = end_weights(num_layers, plan)
+    first, last = c - wf, c - wl  # the end chunks
+    gpu_first, gpu_last = (vpp - 1) * c + first, (vpp - 1) * c + last
+    return (pp > 1) & ((first < 0) | (last < 0) | (gpu_first < 1 - e) | (gpu_last < 1 - l_))
+
+
+def _torchtitan_split(model, stack, plan):
+    pp = np.asarray(plan.pp)
+    wf, wl = end_weights(model.num_layers, plan)
+    return (pp > 1) & ((wf > 1) | (wl > 1))
+
+
+RULES: tuple[StartupRule, ...] = (
+    StartupRule(
+        "MEGATRON_TORCH_FSDP2", "megatron",
+        "Megatron's --use-torch-fsdp2 with pipeline or expert parallelism, or tied embeddings",
+        f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args ('--use-torch-fsdp2 is not supported with "
+        "pipeline parallelism' / 'with expert parallelism' / 'requires --untie-embeddings-and-output-weights')",
+        "use sharding_mode megatron_fsdp_optim_grads_params (Megatron-FSDP runs with PP and EP), or pp 1 and ep 1",
+        lambda m, s, p: mode_is(s, p, "torch_fsdp2") & ((np.asarray(p.pp) > 1) | (np.asarray(p.ep) > 1)
+                                                         | bool(m is not None and m.tied_embeddings))),
+    StartupRule(
+        "MEGATRON_TP_PP_DP_MAPPING", "megatron",
+        "Megatron's --use-tp-pp-dp-mapping (rank order tp-cp-pp-dp) with pp > 1 needs expert-TP x EP = TP x CP (no CP on a dense model)",
+        f"{MEGATRON_COMMIT} megatron/core/parallel_state.py initialize_model_parallel ('When not using pp-last rank "
+        "ordering, the data parallel size of the attention and moe layers must be the same')",
+        "use Megatron's default rank order tp-cp-dp-pp (--rank-order tp-cp-dp-pp)",
+        lambda m, s, p: uses_tp_pp_dp_mapping(p) & (np.asarray(p.pp) > 1)
+        & (etp_of(p) * np.asarray(p.ep) != np.asarray(p.tp) * np.asarray(p.cp))),
+    StartupRule(
+        "MEGATRON_CP_SEQ", "megatron",
+        "Megatron needs the sequence length divisible by 2 x cp",
+        f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args ('seq-length should be a multiple of 2 * "
+        "context-parallel-size if context-parallel-size > 1')",
+        "choose cp so that 2 x cp divides the sequence length",
+        lambda m, s, p: (np.asarray(p.cp) > 1) & (np.asarray(p.seq) % (2 * np.asarray(p.cp)) != 0)),
+    StartupRule(
+        "MEGATRON_PP_SPLIT", "megatron",
+        "more layers left over by pp x vpp than the end stages can give up: the split would price layers the model does not have",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout ('Number of "
+        "decoder layers ... must match num_layers') and transformer_config.py __post_init__ (uneven PP: the ranks' "
+        "layers add up to num_layers)",
+        "choose pp x vpp with at most one chunk's worth of layers left over (pp x vpp close to a divisor of the layers)",
+        lambda m, s, p: split_overdrawn(m.num_layers, p)),
+    StartupRule(
+        "TORCHTITAN_SEQ_DIVISOR", "torchtitan",
+        "torchtitan needs the sequence length divisible by tp x 2 cp",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/infra/parallelize.py parallelize_llama (seq_len % "
+        "parallel_dims.seq_len_divisor, = tp * (cp * 2), distributed/parallel_dims.py)",
+        "choose tp and cp so that tp x 2 cp divides the sequence length",
+        lambda m, s, p: np.asarray(p.seq) % (np.asarray(p.tp) * 2 * np.asarray(p.cp)) != 0),
+    StartupRule(
+        "TORCHTITAN_DDP_1D", "torchtitan",
+        "torchtitan's DDP (no sharding) runs only without TP, CP or PP",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/infra/parallelize.py ('DDP has not supported > 1D parallelism')",
+        "shard over the data-parallel ranks (fsdp or hsdp), or use DDP with tp = cp = pp = 1",
+        lambda m, s, p: (level_of(p) == 0) & (np.asarray(p.dp) > 1)
+        & (np.asarray(p.tp) * np.asarray(p.cp) * np.asarray(p.pp) > 1)),
+    StartupRule(
+        "TORCHTITAN_SP", "torchtitan",
+        "torchtitan's TP always runs sequence parallelism",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/infra/parallelize.py apply_tp (SequenceParallel on the norms)",
+        "set sequence_parallel on (--sequence-parallel) with tp > 1",
+        lambda m, s, p: (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
+    StartupRule(
+        "TORCHTITAN_ETP", "torchtitan",
+        "torchtitan supports expert TP equal to TP or 1 only",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1')",
+        "set etp to tp or 1",
+        lambda m, s, p: (np.asarray(p.ep) > 1) & (etp_of(p) != np.asarray(p.tp)) & (etp_of(p) != 1)),
+    StartupRule(
+        "TORCHTITAN_PP_SPLIT", "torchtitan",
+        "torchtitan cannot place this pipeline split with end-stage weights of 0 or 1",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/pipeline_parallel.py (stages = ceil((layers + first/last stage "
+        "weights) / layers_per_stage); generate_llm_fqn_per_model_part gives the remainder to the first stages)",
+        "choose pp x vpp dividing the layers, or count the embedding and loss as layers of the split "
+        "(--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split: torchtitan's default weights 1 and 1)",
+        _torchtitan_split),
+    StartupRule(
+        "DEEPSPEED_PP_ZERO", "deepspeed",
+        "DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3",
+        f"{DEEPSPEED_COMMIT} deepspeed/runtime/pipe/engine.py PipelineEngine.__init__ ('ZeRO-2 and ZeRO-3 are "
+        "incompatible with pipeline parallelism')",
+        "use ZeRO stage 0 or 1 with pp > 1, or pp 1",
+        lambda m, s, p: (np.asarray(p.pp) > 1) & (level_of(p) >= 2)),
+)
+CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
+BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}
+
+
+def stack_order_ok(stack, order, tp, cp, pp, dp) -> np.ndarray:
+    """Where the rank order (codes) is one the stack builds (stack_db runs.rank_orders), up to
+    where its size-1 axes sit (the strides of every axis of size > 1 are the same)."""
+    from .comm import order_code, strides_by_code
+
+    order = np.asarray(order)
+    if stack is None or stack.runs is None:
+        return np.ones(np.broadcast(order, tp).shape, dtype=bool)
+    sizes = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
+    st = strides_by_code(order, **sizes)
+    ok = np.zeros(np.broadcast(order, tp, cp, pp, dp).shape, dtype=bool)
+    for ro in stack.runs.rank_orders:
+        sr = strides_by_code(np.full(np.shape(order), order_code(ro.order)), **sizes)
+        same = np.ones_like(ok)
+        for ax, size in sizes.items():
+            same &= (np.asarray(size) <= 1) | (st[ax] == sr[ax])
+        ok |= same
+    return ok
+
+
+def built_order(stack, order: str, tp: int, cp: int, pp: int, dp: int):
+    """The stack's own name (stack_db runs.rank_orders) of the rank order `order` builds for
+    this mesh (orders equal up to where size-1 axes sit are one order); None if it builds none."""
+    from .comm import order_code
+
+    if stack is None or stack.runs is None:
+        return order
+    code = order_code(order)
+    for ro in stack.runs.rank_orders:
+        one = stack.model_copy(update={"runs": stack.runs.model_copy(update={"rank_orders": [ro]})})
+        if bool(stack_order_ok(one, code, tp, cp, pp, dp)):
+            return ro.order
+    return None
+
+
+def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
+    """Where the rank order (codes, broadcast against the mesh arrays) is one the stack builds
+    (stack_db runs.rank_orders, up to size-1 axes) and its trainer accepts for the mesh (the
+    order-dependent start-up rule MEGATRON_TP_PP_DP_MAPPING): the search's rank-order axis."""
+    from types import SimpleNamespace
+
+    ok = stack_order_ok(stack, order, tp, cp, pp, dp)
+    if stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron":
+        shape = ok.shape
+        b = lambda x: np.broadcast_to(np.asarray(x, dtype=np.int64), shape)  # noqa: E731
+        p = SimpleNamespace(order=b(order), tp=b(tp), cp=b(cp), pp=b(pp), dp=b(dp), ep=b(ep), etp=b(etp))
+        rule = next(r for r in RULES if r.key == "MEGATRON_TP_PP_DP_MAPPING")
+        ok &= ~rule.broken(None, stack, p)
+    return ok
+
+
+def rules_for(stack) -> list[tuple[int, StartupRule]]:
+    """(code, rule) of the stack's start-up rule set (none for a stack that names none)."""
+    name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None
+    return [(CODES[r.key], r) for r in RULES if r.trainer == name]
+
+
+__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+           "end_weights", "stack_order_ok", "built_order", "order_ok"]

@@ -1,0 +1,263 @@
+"""Megatron-LM's start-up checks on an argument list, transcribed from the trainer's own code
+at NVIDIA/Megatron-LM @d98e8a64 (2026-08-22): what `validate_args`, `TransformerConfig.
+__post_init__`, `initialize_model_parallel`, the micro-batch calculator and the interleaved
+schedule assert about the flags a launch script gives (the parallel sizes, the batch, the
+pipeline split, the sharding modes, the environment they need). Each check reads Megatron's
+own argument names and defaults, not the planner's plan, so running it on the scripts
+`planner export --format megatron` writes tests the export against the trainer's rules
+independently of the vectorized plan rules (planner/startup.py), which price and mask plans
+in `fit`.
+
+`megatron_errors(flags, world, env)` -> [(key, message)], empty when Megatron would start;
+`megatron_script_errors(text)` reads a launch script first (planner/trainers/megatron.py's
+parser: the torchrun counts give the world size, `export NAME=value` lines the environment).
+
+Sources (file @d98e8a64, what is asserted):
+  WORLD          megatron/training/arguments.py validate_args: world size % (tp pp cp) == 0
+  EXPERT_GRID    megatron/core/parallel_state.py initialize_model_parallel: world % (etp ep pp)
+                 == 0 ('world_size ... is not divisible by expert_tensor_model_pipeline_parallel size')
+  TP_PP_DP_MAP   parallel_state.py: with order tp-cp-ep-pp-dp (--use-tp-pp-dp-mapping) and pp > 1,
+                 world / (etp ep pp) == world / (tp cp pp) ('When not using pp-last rank ordering, ...')
+  HEADS          megatron/core/transformer/transformer_config.py __post_init__: heads % tp == 0;
+                 query groups % tp == 0 or tp % query groups == 0
+  CP_SEQ         arguments.py: seq_length % (2 cp) == 0 when cp > 1
+  MAX_POSITIONS  arguments.py: max_position_embeddings >= seq_length
+  BATCH          megatron/core/num_microbatches_calculator.py: global batch % (micro x dp) == 0
+  TP_OVERLAP     arguments.py: --tp-comm-overlap needs --sequence-parallel
+  PARAM_GATHER   arguments.py: --overlap-param-gather needs the distributed optimizer or
+                 Megatron-FSDP, and --overlap-grad-reduce
+  TORCH_FSDP2    arguments.py: --use-torch-fsdp2 with pp 1, ep 1, no distributed optimizer, no
+                 gradient-accumulation fusion, --ckpt-format torch_dist|torch_dcp, untied
+                 embeddings, CUDA_DEVICE_MAX_CONNECTIONS != 1
+  MEGATRON_FSDP  arguments.py: --use-megatron-fsdp with --ckpt-format fsdp_dtensor and
+                 CUDA_DEVICE_MAX_CONNECTIONS != 1; --data-parallel-sharding-strategy in
+                 no_shard|optim|optim_grads|optim_grads_params; --ckpt-format fsdp_dtensor only
+                 with Megatron-FSDP
+  DISTOPT_INST   parallel_state.py: (dp cp) % --num-distributed-optimizer-instances == 0
+  MAX_CONN       arguments.py: tp or cp > 1 before Blackwell, without FSDP or
+                 --overlap-moe-expert-parallel-comm, needs CUDA_DEVICE_MAX_CONNECTIONS=1
+  EXPERTS        arguments.py: --num-experts % --expert-model-parallel-size == 0
+  VPP_ARGS       arguments.py: at most one of --num-layers-per-virtual-pipeline-stage,
+                 --num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout;
+                 parallel_state.py: virtual stages need pp > 1
+  SPLIT          transformer_config.py __post_init__ and transformer_block.py
+                 get_num_layers_to_build: the layout excludes --decoder-first/last and
+                 --account-for-*, which exclude each other; uneven first/last stages > 0, multiples
+                 of vpp, the middle ranks equal and multiples of vpp; else (layers + counted ends)
+                 % pp == 0 and the layers per rank % vpp == 0
+  LAYOUT         megatron/core/transformer/pipeline_parallel_layer_layout.py: entries % pp == 0,
+                 the embedding first and the loss last once each, num_layers decoder layers, the
+                 MTP layers (validate_layer_layout)
+  INTERLEAVED    megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_
+                 interleaving: micro-batches M >= the group size (default pp), and M % pp == 0
+"""
+
+from __future__ import annotations
+
+import re
+
+COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
+SOURCES = {
+    "WORLD": "megatron/training/arguments.py validate_args",
+    "EXPERT_GRID": "megatron/core/parallel_state.py initialize_model_parallel",
+    "TP_PP_DP_MAP": "megatron/core/parallel_state.py initialize_model_parallel",
+    "HEADS": "megatron/core/transformer/transformer_config.py __post_init__",
+    "CP_SEQ": "megatron/training/arguments.py validate_args",
+    "MAX_POSITIONS": "megatron/training/arguments.py validate_args",
+    "BATCH": "megatron/core/num_microbatches_calculator.py",
+    "TP_OVERLAP": "megatron/training/arguments.py validate_args",
+    "PARAM_GATHER": "megatron/training/arguments.py validate_args",
+    "TORCH_FSDP2": "megatron/training/arguments.py validate_args",
+    "MEGATRON_FSDP": "megatron/training/arguments.py validate_args",
+    "DISTOPT_INST": "megatron/core/parallel_state.py initialize_model_parallel",
+    "MAX_CONN": "megatron/training/arguments.py validate_args",
+    "EXPERTS": "megatron/training/arguments.py validate_args",
+    "VPP_ARGS": "megatron/training/arguments.py validate_args; megatron/core/parallel_state.py",
+    "SPLIT": "megatron/core/transformer/transformer_config.py __post_init__; transformer_block.py get_num_layers_to_build",
+    "LAYOUT": "megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout",
+    "INTERLEAVED": "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving",
+}
+
+
+def _i(flags: dict, name: str, default=None):
+    v = flags.get(name, default)
+    return v if v is None else int(v)
+
+
+def layout_chunks(text: str) -> list[str]:
+    """--pipeline-model-parallel-layout as one string of layer characters per model chunk
+    (parse_str_to_list: commas cosmetic, '(..)*n' and 'x*n' repeat, '|' ends a chunk)."""
+    s = text.replace(",", "")
+    for pat in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
+        s = re.sub(pat, lambda m: m.group(1) * int(m.group(2)), s)
+    return s.split("|")
+
+
+def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_blackwell: bool = True) -> list[tuple[str, str]]:
+    """The start-up checks Megatron-LM @d98e8a64 would fail on these arguments, [(key, message)]."""
+    env = env or {}
+    out: list[tuple[str, str]] = []
+
+    def bad(key: str, msg: str) -> None:
+        out.append((key, f"{msg} ({COMMIT} {SOURCES[key]})"))
+
+    tp, pp, cp = (_i(flags, f, 1) for f in ("--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+                                            "--context-parallel-size"))
+    ep = _i(flags, "--expert-model-parallel-size", 1)
+    etp = _i(flags, "--expert-tensor-parallel-size", tp)
+    L = _i(flags, "--num-layers")
+    heads = _i(flags, "--num-attention-heads")
+    groups = _i(flags, "--num-query-groups", 1) if "--group-query-attention" in flags else heads
+    seq = _i(flags, "--seq-length")
+    mbs = _i(flags, "--micro-batch-size", 1)
+    fsdp2, mfsdp = "--use-torch-fsdp2" in flags, "--use-megatron-fsdp" in flags
+    distopt = "--use-distributed-optimizer" in flags or mfsdp  # Megatron-FSDP v1 turns the distributed optimizer on
+    ckpt = flags.get("--ckpt-format", "torch_dist")
+    conn = env.get("CUDA_DEVICE_MAX_CONNECTIONS")
+
+    if world % (tp * pp * cp):
+        bad("WORLD", f"world size {world} is not divisible by tp x pp x cp = {tp * pp * cp}")
+        return out  # the other sizes are not defined
+    dp = world // (tp * pp * cp)
+    if world % (etp * ep * pp):
+        bad("EXPERT_GRID", f"world size {world} is not divisible by etp x ep x pp = {etp * ep * pp}")
+    elif "--use-tp-pp-dp-mapping" in flags and pp > 1 and world // (etp * ep * pp) != dp:
+        bad("TP_PP_DP_MAP", f"--use-tp-pp-dp-mapping with pp {pp}: the expert data-parallel size {world // (etp * ep * pp)} "
+                            f"differs from the data-parallel size {dp}")
+    if heads is not None and heads % tp:
+        bad("HEADS", f"--num-attention-heads {heads} is not divisible by tp {tp}")
+    if groups is not None and groups % tp and tp % groups:
+        bad("HEADS", f"--num-query-groups {groups} and tp {tp} do not divide one another")
+    if cp > 1 and seq is not None and seq % (2 * cp):
+        bad("CP_SEQ", f"--seq-length {seq} is not a multiple of 2 x cp = {2 * cp}")
+    maxpos = _i(flags, "--max-position-embeddings")
+    if maxpos is not None and seq is not None and maxpos < seq:
+        bad("MAX_POSITIONS", f"--max-position-embeddings {maxpos} < --seq-length {seq}")
+    gbs = _i(flags, "--global-batch-size", mbs * dp)
+    if gbs % (mbs * dp):
+        bad("BATCH", f"--global-batch-size {gbs} is not divisible by micro-batch {mbs} x dp {dp}")
+    sp = "--sequence-parallel" in flags and tp > 1  # Megatron turns SP off with tp 1
+    if "--tp-comm-overlap" in flags and not sp:
+        bad("TP_OVERLAP", "--tp-comm-overlap without sequence parallelism")
+    if "--overlap-param-gather" in flags:
+        if not distopt:
+            bad("PARAM_GATHER", "--overlap-param-gather without the distributed optimizer or Megatron-FSDP")
+        if "--overlap-grad-reduce" not in flags:
+            bad("PARAM_GATHER", "--overlap-param-gather without --overlap-grad-reduce")
+    if fsdp2:
+        why = [w for w, broken in (
+            ("pp > 1", pp > 1), ("ep > 1", ep > 1), ("--use-distributed-optimizer", "--use-distributed-optimizer" in flags),
+            ("gradient-accumulation fusion on", "--no-gradient-accumulation-fusion" not in flags),
+            (f"--ckpt-format {ckpt}", ckpt not in ("torch_dist", "torch_dcp")),
+            ("tied embeddings", "--untie-embeddings-and-output-weights" not in flags),
+            ("CUDA_DEVICE_MAX_CONNECTIONS=1", conn == "1")) if broken]
+        if why:
+            bad("TORCH_FSDP2", f"--use-torch-fsdp2 with {', '.join(why)}")
+    if mfsdp:
+        strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")
+        if strategy not in ("no_shard", "optim", "optim_grads", "optim_grads_params"):
+            bad("MEGATRON_FSDP", f"--data-parallel-sharding-strategy {strategy}")
+        if ckpt != "fsdp_dtensor":
+            bad("MEGATRON_FSDP", f"--use-megatron-fsdp with --ckpt-format {ckpt} (needs fsdp_dtensor)")
+        if conn == "1":
+            bad("MEGATRON_FSDP", "--use-megatron-fsdp with CUDA_DEVICE_MAX_CONNECTIONS=1")
+    elif ckpt == "fsdp_dtensor":
+        bad("MEGATRON_FSDP", "--ckpt-format fsdp_dtensor without --use-megatron-fsdp")
+    inst = _i(flags, "--num-distributed-optimizer-instances", 1)
+    if (dp * cp) % inst:
+        bad("DISTOPT_INST", f"dp x cp = {dp * cp} is not divisible by --num-distributed-optimizer-instances {inst}")
+    if before_blackwell and (tp > 1 or cp > 1) and not (fsdp2 or mfsdp) \
+            and "--overlap-moe-expert-parallel-comm" not in flags and conn != "1":
+        bad("MAX_CONN", f"tp {tp} / cp {cp} without FSDP needs CUDA_DEVICE_MAX_CONNECTIONS=1 (got {conn})")
+    if ep > 1:
+        experts = _i(flags, "--num-experts")
+        if experts is None or experts % ep:
+            bad("EXPERTS", f"--num-experts {experts} is not a multiple of --expert-model-parallel-size {ep}")
+    out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
+    return out
+
+
+def _split_errors(flags, world, pp, dp, mbs, gbs, L) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+
+    def bad(key, msg):
+        out.append((key, f"{msg} ({COMMIT} {SOURCES[key]})"))
+
+    layout = flags.get("--pipeline-model-parallel-layout")
+    lpv, vps = _i(flags, "--num-layers-per-virtual-pipeline-stage"), _i(flags, "--num-virtual-stages-per-pipeline-rank")
+    if sum(x is not None for x in (lpv, vps, layout)) > 1:
+        bad("VPP_ARGS", "more than one of --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
+                        "--pipeline-model-parallel-layout")
+        return out
+    first, last = _i(flags, "--decoder-first-pipeline-num-layers"), _i(flags, "--decoder-last-pipeline-num-layers")
+    e = "--account-for-embedding-in-pipeline-split" in flags
+    l_ = "--account-for-loss-in-pipeline-split" in flags
+    vpp = 1
+    if layout is not None:
+        chunks = layout_chunks(str(layout))
+        if len(chunks) % pp:
+            bad("LAYOUT", f"{len(chunks)} layout entries are not divisible by pp {pp}")
+            return out
+        vpp = len(chunks) // pp
+        if first is not None or last is not None or e or l_:
+            bad("SPLIT", "--pipeline-model-parallel-layout with --decoder-first/last-pipeline-num-layers or --account-for-*")
+        flat = "".join(chunks)
+        mtp = _i(flags, "--mtp-num-layers", 0) or 0
+        if set(flat) - set("ELtm"):
+            bad("LAYOUT", f"unknown layer characters {sorted(set(flat) - set('ELtm'))}")
+        elif not (flat[:1] == "E" and flat[-1:] == "L" and flat.count("E") == 1 and flat.count("L") == 1):
+            bad("LAYOUT", "the embedding must be the first and the loss the last layer, once each")
+        elif L is not None and flat.count("t") != L:
+            bad("LAYOUT", f"{flat.count('t')} decoder layers in the layout, --num-layers {L}")
+        elif flat.count("m") != mtp or ("m" in flat and "t" in flat[flat.index("m"):]):
+            bad("LAYOUT", f"{flat.count('m')} MTP layers in the layout (after every decoder layer), --mtp-num-layers {mtp}")
+    else:
+        if lpv is not None:
+            units = (L or 0) + e + l_
+            if units % pp or (units // pp) % lpv:
+                bad("SPLIT", f"--num-layers-per-virtual-pipeline-stage {lpv} does not divide the {units} layers per pp {pp}")
+                return out
+            vpp = units // pp // lpv
+        elif vps is not None:
+            vpp = vps
+        if vpp > 1 and pp == 1:
+            bad("VPP_ARGS", "virtual pipeline stages with pp 1")
+        if pp > 1 and L is not None:
+            if first is not None or last is not None:
+                if e or l_:
+                    bad("SPLIT", "--decoder-first/last-pipeline-num-layers with --account-for-*-in-pipeline-split")
+                rest, ranks = L, pp
+                for n in (first, last):
+                    if n is not None:
+                        if n <= 0 or n % vpp:
+                            bad("SPLIT", f"first/last stage layers {n}: must be > 0 and a multiple of vpp {vpp}")
+                        rest, ranks = rest - n, ranks - 1
+                if bool(rest) != bool(ranks) or (ranks and (rest % ranks or (rest // ranks) % vpp)):
+                    bad("SPLIT", f"{rest} middle layers on {ranks} middle ranks: not equal multiples of vpp {vpp}")
+            else:
+                units = L + e + l_
+                if units % pp or (units // pp) % vpp:
+                    bad("SPLIT", f"{units} layers (with the counted ends) are not pp {pp} x vpp {vpp} equal chunks")
+    if vpp > 1 and pp > 1:
+        m = gbs // (mbs * dp) if mbs * dp else 0
+        group = _i(flags, "--microbatch-group-size-per-virtual-pipeline-stage", pp)
+        if group > m or group < pp or 0 < m % group < pp:
+            bad("INTERLEAVED", f"{m} micro-batches with groups of {group} on pp {pp}")
+    return out
+
+
+def megatron_script_errors(text: str, where: str = "") -> list[tuple[str, str]]:
+    """megatron_errors for a launch script: its torchrun line's arguments and GPU count, and
+    the `export NAME=value` lines as the environment."""
+    from .megatron import _launcher_gpus, command_words, parse_flags
+
+    launch, words, _ = command_words(text, where, [])
+    flags, _ = parse_flags(words, where)
+    env = dict(re.findall(r"^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(\S+)\s*$", text, flags=re.M))
+    world = _launcher_gpus(list(launch), where)
+    if world is None:
+        raise ValueError(f"{where}no torchrun --nproc_per_node/--nnodes to give the world size")
+    return megatron_errors(flags, world, env)
+
+
+__all__ = ["megatron_errors", "megatron_script_errors", "layout_chunks", "SOURCES", "COMMIT"]
