@@ -38,6 +38,13 @@ References
     layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
     row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
     per element (docs/memory_mechanisms.md (h)); the stack's memory.fp8_saves_gemm_inputs.
+[9] NVIDIA/Megatron-LM d98e8a64 megatron/core/tensor_parallel/layers.py: with
+    --defer-embedding-wgrad-compute, ColumnParallelLinear.forward (l. 1226-1232) appends the
+    output layer's input (input_parallel, sequence-sharded under SP) to
+    embedding_activation_buffer and its backward (l. 650-659) appends the bf16 output gradient
+    (s, b, V/t) to grad_output_buffer, each for the first --wgrad-deferral-limit micro-batches
+    (0: all); pipeline_parallel/schedules.py finish_embedding_wgrad_compute (l. 913-926) drains
+    them after the last backward, so they live on the last stage until the pipeline flush.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -406,6 +413,16 @@ class _PerLayer:
         ll = pc.layers
         self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
                                      + self.out_act) if ll.mtp else 0.0)
+        # Megatron's deferred output-layer weight gradients [9]: at the last micro-batch's
+        # backward (the stage's peak) the first min(L, m - 1) output gradients (bf16, T x V/t)
+        # and min(L, m) inputs (2 B x T x h, /t under SP) are held, L = the limit (0: all m)
+        self.deferred_wgrad = 0.0
+        if settings.defer_embedding_wgrad is not None:
+            m = plan.microbatches.astype(np.float64)
+            lim = float(settings.defer_embedding_wgrad)
+            grads, inputs = (m - 1.0, m) if lim == 0 else (np.minimum(lim, m - 1.0), np.minimum(lim, m))
+            self.deferred_wgrad = np.where(plan.pp > 1, ctx.T * ACT_BYTES * (grads * model.vocab_size / ctx.tp
+                                                                             + inputs * model.hidden_size / ctx.rep_div), 0.0)
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
         fs = stack.fsdp
@@ -472,7 +489,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
     buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
     losses = np.where(single, 1.0, loss) if end == "last" else np.where(single, 1.0, 0.0)
-    out = losses * per.out_act
+    out = losses * per.out_act + (per.deferred_wgrad if end == "last" else 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool

@@ -267,6 +267,7 @@ class Settings:
     split_loss: int = 0  # ... and the loss
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
+    defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -594,6 +595,15 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
             f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
         )
+    if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
+        raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
+                           "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
+    if job.defer_embedding_wgrad is not None and job.pp == 1:
+        # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
+        # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
+        # forward_backward_pipelining_with/without_interleaving, not forward_backward_no_pipelining)
+        raise PlannerError(f"{where}defer_embedding_wgrad needs pipeline parallelism (pp {job.pp}): Megatron drains the "
+                           "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
     calibration = _load_calibration(job.calibration, hw)
     model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
     settings = Settings(
@@ -618,6 +628,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_loss=int(plan.split_loss),
         moe_capacity_factor=_capacity_factor(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
+        defer_embedding_wgrad=job.defer_embedding_wgrad,
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         model_file=model_file,
@@ -781,6 +792,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
             # on where the plan allows it (the search applies a job's overlap only there)
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
            if settings.model.moe is not None else {}),
+        **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -680,6 +680,9 @@ class StackRuns(BaseModel):
     max_ep: Optional[Count] = Field(default=None, gt=0)
     expert_tensor_parallel: Optional[str] = Field(
         default=None, description="the option that sets an expert tensor-parallel degree other than tp (null: expert TP is tp)")
+    defer_embedding_wgrad: Optional[str] = Field(
+        default=None, description="the option that defers the output layer's weight gradients to the pipeline flush "
+                                  "(job field defer_embedding_wgrad; null: the stack has none)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     sources: list[str] = Field(min_length=1)
@@ -853,6 +856,12 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    defer_embedding_wgrad: Optional[int] = Field(
+        default=None, ge=0,
+        description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "
+                    "the output layer's input and output gradient of the first N micro-batches (0: all of them) until the "
+                    "pipeline flush computes their weight gradients (megatron/core/tensor_parallel/layers.py, "
+                    "pipeline_parallel/schedules.py finish_embedding_wgrad_compute); null: off")
     moe_capacity_factor: Optional[float] = Field(
         default=None, ge=1.0,
         description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "

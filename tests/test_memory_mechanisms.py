@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from planner.catalog import load_model
+from planner.memory import STAGE_FIRST, STAGE_LAST, stage_memory_terms
 from planner.params import count_params
 
 P = 8_030_261_248
@@ -109,3 +110,81 @@ def test_oracle_reference_configuration():
     _, _, _, js = explain_job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
                               micro_batch=1, global_batch=8, seq_len=8192)
     assert js["memory"]["allocated_bytes"] / GiB == pytest.approx(40.22, rel=0.01)
+
+
+# ---- Megatron's deferred output-layer weight gradients (planner/memory.py [9])
+def _deferral_job(explain, **kw):
+    """Megatron's GPT 1.7B (h 2,304, vocab 51,200), seq 1024, micro-batch 4, global batch 32 on
+    TP2 PP2 (DP1), as the Megatron CI's deferral cases: m = 8 micro-batches, T = 4,096 tokens
+    per micro-batch, V/t = 25,600 logits per token."""
+
+    job = dict(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, micro_batch=4, global_batch=32, seq_len=1024,
+               sequence_parallel=False, sharding="none", hardware="h100-sxm")
+    settings, plan, _, _ = explain(**{**job, **kw})
+    return settings, stage_memory_terms(settings, plan)
+
+
+def test_defer_embedding_wgrad_by_hand(explain):
+    """--defer-embedding-wgrad-compute --wgrad-deferral-limit 2: at the last stage's peak (the
+    last micro-batch's backward) the first 2 output gradients, bf16 T x V/t = 2 x 4,096 x
+    25,600 B each, and the first 2 inputs, bf16 T x h = 2 x 4,096 x 2,304 B each (no SP), are
+    held; with limit 0 all of them: m - 1 = 7 gradients and m = 8 inputs. The first stage holds
+    none (the output layer is the last stage's)."""
+    s0, base = _deferral_job(explain)
+    V = s0.model.vocab_size
+    assert V == 51_200
+    for limit, grads, inputs in ((2, 2, 2), (0, 7, 8), (20, 7, 8)):
+        _, t = _deferral_job(explain, defer_embedding_wgrad=limit)
+        extra = t[STAGE_LAST].output_activations - base[STAGE_LAST].output_activations
+        assert float(extra) == pytest.approx(grads * 2 * 4096 * 25_600 + inputs * 2 * 4096 * 2304, rel=1e-12)
+        assert float(t[STAGE_FIRST].output_activations) == float(base[STAGE_FIRST].output_activations)
+
+
+def test_defer_embedding_wgrad_refusals(explain):
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="needs pipeline parallelism"):
+        explain(model="megatron-gpt-1.7b", gpus=4, tp=4, defer_embedding_wgrad=0)
+    with pytest.raises(PlannerError, match="runs.defer_embedding_wgrad"):
+        explain(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, stack="torchtitan", defer_embedding_wgrad=0)
+
+
+def test_defer_embedding_wgrad_read_and_exported(tmp_path):
+    """The Megatron reader takes the flags (limit default 0) and Megatron-Core's own checks; the
+    exporter writes them back."""
+    from planner.errors import PlannerError
+    from planner.trainers import load_trainer_config
+
+    base = ("--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 "
+            "--micro-batch-size 4 --global-batch-size 32 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+            "--vocab-size 50257 --bf16 ")
+    cases = {"--defer-embedding-wgrad-compute": 0, "--defer-embedding-wgrad-compute --wgrad-deferral-limit 3": 3}
+    for extra, want in cases.items():
+        p = tmp_path / "a.args"
+        p.write_text(base + extra)
+        job = load_trainer_config(p, gpus=4).job
+        assert job["defer_embedding_wgrad"] == want
+    for extra, msg in (("--wgrad-deferral-limit 2", "without --defer-embedding-wgrad-compute"),
+                       ("--defer-embedding-wgrad-compute --wgrad-deferral-limit -1", "negative"),
+                       ("--defer-embedding-wgrad-compute --no-gradient-accumulation-fusion", "no-gradient-accumulation-fusion")):
+        p = tmp_path / "b.args"
+        p.write_text(base + extra)
+        with pytest.raises(PlannerError, match=msg):
+            load_trainer_config(p, gpus=4)
+
+
+def test_defer_embedding_wgrad_round_trip(tmp_path):
+    """A plan with the deferral exports as Megatron's two flags and reads back the same."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, micro_batch=4, global_batch=32, seq_len=1024,
+                             defer_embedding_wgrad=2))
+    assert plan["defer_embedding_wgrad"] == 2
+    text, _ = export_plan(plan, "megatron")
+    assert "--defer-embedding-wgrad-compute" in text and "--wgrad-deferral-limit 2" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    assert load_trainer_config(p).job["defer_embedding_wgrad"] == 2

@@ -124,7 +124,7 @@ BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--add-bias-linear", "--overlap-moe-expert-parallel-comm",
+    "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -151,7 +151,7 @@ VALUE_FLAGS = {
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
-    "--moe-expert-capacity-factor",
+    "--moe-expert-capacity-factor", "--wgrad-deferral-limit",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -563,6 +563,28 @@ def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
     return flags, stray
 
 
+def _read_wgrad_deferral(where, flags, job) -> None:
+    """--defer-embedding-wgrad-compute [--wgrad-deferral-limit N] -> job defer_embedding_wgrad = N
+    (default 0: every micro-batch), with Megatron-Core's own checks (model_parallel_config.py
+    __post_init__ @d98e8a64: the limit >= 0; gradient-accumulation fusion required)."""
+    if "--defer-embedding-wgrad-compute" not in flags:
+        if "--wgrad-deferral-limit" in flags:
+            raise PlannerError(f"{where}--wgrad-deferral-limit is set without --defer-embedding-wgrad-compute",
+                               "add --defer-embedding-wgrad-compute, or drop the limit (Megatron: 'invalid if "
+                               "defer_embedding_wgrad_compute is False')")
+        return
+    limit = _int(where, flags, "--wgrad-deferral-limit", 0)
+    if limit < 0:
+        raise PlannerError(f"{where}--wgrad-deferral-limit {limit} is negative",
+                           "give 0 (defer every micro-batch) or a positive count (Megatron: 'should be greater than or "
+                           "equal to 0')")
+    if "--no-gradient-accumulation-fusion" in flags:
+        raise PlannerError(f"{where}--defer-embedding-wgrad-compute with --no-gradient-accumulation-fusion",
+                           "Megatron refuses it ('Cannot defer embedding wgrad compute when gradient accumulation "
+                           "fusion is not used'): drop one of the two")
+    job["defer_embedding_wgrad"] = limit
+
+
 def _int(where, flags, name, default=None):
     v = flags.get(name, default)
     if v is None or isinstance(v, int):
@@ -802,6 +824,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["ep"] = ep
     if "--overlap-moe-expert-parallel-comm" in flags:  # the combined 1F1B schedule (planner/moe.py [8])
         job["ep_comm_overlap"] = True
+    _read_wgrad_deferral(where, flags, job)
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
