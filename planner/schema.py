@@ -287,6 +287,25 @@ class ModelSpec(BaseModel):
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_attention_heads
 
+    @property
+    def layer_windows(self) -> Optional[tuple[int, ...]]:
+        """Each layer's attention window (keys a query attends to, itself included), 0 for
+        full attention: what Megatron's --window-size / --window-attn-skip-freq say (the
+        trainer readers compare it). None when a layer's mixer is neither (MLA, chunked,
+        state-space, linear attention)."""
+        if self.layer_pattern is None:
+            return None if self.mla is not None else (0,) * self.num_layers
+        out = []
+        for i in range(self.num_layers):
+            x = self.layer_kinds[self.layer_pattern[i % len(self.layer_pattern)]].mixer
+            if x is None and self.mla is None or isinstance(x, GlobalAttention):
+                out.append(0)
+            elif isinstance(x, SlidingAttention):
+                out.append(x.window)
+            else:
+                return None
+        return tuple(out)
+
     def tp_split_counts(self) -> list[tuple[str, int]]:
         """What tensor parallelism splits whole in the model's state-space and linear-attention
         mixers, (name, count), each of which tp must divide: Megatron-Core's MambaMixer asserts

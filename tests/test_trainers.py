@@ -804,3 +804,47 @@ def test_megatron_flags_model_explain_and_export_round_trip(tmp_path, cli):
     again = resolved_plan(Job.model_validate(load_trainer_config(back).job))
     same = [k for k in PLAN_KEYS if k not in ("tokens", "model")]  # model: the name of the file read
     assert {k: again[k] for k in same} == {k: plan[k] for k in same} and again["model"] == "back.sh"
+
+
+# ------------------------------------------------------------------ sliding-window layers in Megatron's flags
+@pytest.mark.parametrize("model, window_args", [
+    # Mistral 7B: every layer slides over 4,096 keys (TE's left 4,095 + the query's own)
+    ("mistral-7b", "--window-size 4095,0 "),
+    # Gemma 3 27B: layer i (0-based) full iff (i + 1) % 6 == 0 = Megatron's skip frequency 6
+    ("gemma3-27b", "--window-size 1023,0 --window-attn-skip-freq 6 "),
+    # gpt-oss: the even layers slide over 128, the odd ones are full: skip frequency 2
+    ("gpt-oss-20b", "--window-size 127,0 --window-attn-skip-freq 2 "),
+])
+def test_round_trip_megatron_window_layers(tmp_path, model, window_args):
+    """Models of sliding-window and full attention layers export as --window-size /
+    --window-attn-skip-freq and read back as the same catalog model and plan."""
+    extra = dict(ep=8) if model == "gpt-oss-20b" else {}
+    plan, text, _ = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", model=model, gpus=64, tp=2,
+                                sharding="zero1", global_batch=256, rank_order="tp-cp-dp-pp", **extra)
+    flat = " ".join(text.replace("\\\n", " ").split()) + " "
+    assert window_args in flat
+    assert load_trainer_config(tmp_path / "exported.sh").job["model"] == model
+
+
+def test_megatron_window_flags_define_layer_kinds(tmp_path):
+    """A shape no catalog model has, with --window-size 511,0 --window-attn-skip-freq 3: layers
+    1, 2 (1-indexed) slide over 512 keys, layer 3 is full, repeating: kinds swa / full and the
+    3-layer period; a non-causal window and a list of the wrong length are refused."""
+    from planner.catalog import load_model
+    from planner.errors import PlannerError
+
+    base = ("--num-layers 12 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+            "--micro-batch-size 1 --global-batch-size 8 --vocab-size 32000 --bf16 ")
+    p = tmp_path / "w.args"
+    p.write_text(base + "--window-size 511,0 --window-attn-skip-freq 3")
+    m = load_model(load_trainer_config(p, gpus=8).job["model"])
+    assert m.layer_pattern == ["swa", "swa", "full"]
+    assert m.layer_kinds["swa"].mixer.window == 512 and m.layer_kinds["full"].mixer.kind == "global"
+    assert m.layer_windows == (512, 512, 0) * 4
+    p.write_text(base + "--window-size 511,0 --window-attn-skip-freq \"([1]*3+[0]*1)*3\"")
+    assert load_model(load_trainer_config(p, gpus=8).job["model"]).layer_windows == (512, 512, 512, 0) * 3
+    for extra, msg in (("--window-size 511,511", "not causal"), ("--window-size 511,0 --window-attn-skip-freq \"[1,0]*3\"",
+                                                                 "lists 6 layers"), ("--window-size 5x,0", "pair of whole")):
+        p.write_text(base + extra)
+        with pytest.raises(PlannerError, match=msg):
+            load_trainer_config(p, gpus=8)

@@ -201,7 +201,7 @@ def catalog_models_with_shape(given: dict[str, tuple[str, object]]) -> list[str]
         m = load_model(name)
         if m.moe is not None and "moe.num_experts" not in attrs:  # a config that names no experts is a dense model
             continue
-        if m.layer_pattern is not None:
+        if m.layer_pattern is not None and "layer_windows" not in attrs:  # per-layer windows are the one pattern read
             continue
         if all(_attr(m, a) == v for a, v in given.values()):
             hits.append(name)
@@ -271,6 +271,10 @@ def _attr(spec, attr: str):
 
 
 def _show(v) -> str:
+    if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v):  # ModelSpec.layer_windows
+        w = sorted({x for x in v if x})
+        return ("full attention on every layer" if not w else
+                f"window {'/'.join(f'{x:,}' for x in w)} on {sum(1 for x in v if x)} of {len(v)} layers")
     return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 

@@ -337,6 +337,24 @@ def _run_lengths(pat: list[int]) -> str:
     return "(" + "+".join(f"[{x}]*{n}" for x, n in runs) + ")"
 
 
+def _window_args(model, F: str) -> list[tuple[str, object]]:
+    """Per-layer kinds Megatron can place: sliding-window and full attention layers that differ
+    in nothing else, as --window-size (W - 1),0 (TE's (left, right): W keys, the query's own
+    included) and --window-attn-skip-freq N (every N-th layer full) or a 0/1 list (1 = windowed)
+    (planner/trainers/megatron_model.py [8])."""
+    w = model.layer_windows
+    if w is None or any(k.mlp is not None for k in model.layer_kinds.values()) or len({x for x in w if x}) != 1:
+        raise _refuse(F, f"model {model.name} has per-layer kinds (layer_pattern) other than sliding-window and full "
+                         "attention layers, which the Megatron arguments the planner writes cannot place",
+                      "export a model of one layer kind, or of sliding-window and full attention layers")
+    args: list[tuple[str, object]] = [("--window-size", f"{max(w) - 1},0")]
+    pat = [1 if x else 0 for x in w]
+    if not all(pat):
+        n = next((n for n in range(2, len(pat) + 1) if pat == [1 if (i + 1) % n else 0 for i in range(len(pat))]), None)
+        args.append(("--window-attn-skip-freq", n if n is not None else f'"{_run_lengths(pat)}"'))
+    return args
+
+
 def _megatron(plan: dict, notes: list[str]) -> str:
     from ..startup import uses_tp_pp_dp_mapping
 
@@ -350,8 +368,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size), ("--ffn-hidden-size", model.ffn_hidden_size),
         ("--num-attention-heads", model.num_attention_heads)]
     if model.layer_pattern is not None:
-        raise _refuse(F, f"model {model.name} has per-layer kinds (layer_pattern), which the Megatron arguments the planner "
-                         "writes cannot place", "export a model of one layer kind")
+        args += _window_args(model, F)
     if model.kv_heads != model.num_attention_heads:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
     args += [("--kv-channels", model.dhead), ("--vocab-size", model.vocab_size),

@@ -117,7 +117,7 @@ from .. import files
 from ..errors import PlannerError
 from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import NOT_BUILT, model_spec_from_flags
+from .megatron_model import NOT_BUILT, layer_windows, model_spec_from_flags
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -145,7 +145,7 @@ VALUE_FLAGS = {
     "--tokenizer-type", "--make-vocab-size-divisible-by", "--padded-vocab-size", "--moe-shared-expert-intermediate-size",
     "--moe-layer-freq", "--moe-router-score-function", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
     "--qk-pos-emb-head-dim", "--v-head-dim", "--mtp-num-layers", "--encoder-num-layers", "--decoder-num-layers",
-    "--hybrid-layer-pattern", "--window-size",
+    "--hybrid-layer-pattern", "--window-size", "--window-attn-skip-freq",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
@@ -761,7 +761,7 @@ SHAPE_FLAGS = {
 POSITION_TYPES = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}
 MLA_SHAPE = {"--kv-lora-rank": "mla.kv_lora_rank", "--q-lora-rank": "mla.q_lora_rank", "--qk-head-dim": "mla.qk_nope_head_dim",
              "--qk-pos-emb-head-dim": "mla.qk_rope_head_dim", "--v-head-dim": "mla.v_head_dim"}
-CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_heads", "vocab_size", "dhead",
+CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_heads", "vocab_size", "dhead", "layer_windows",
               "moe.num_experts", "moe.top_k")
 
 
@@ -870,6 +870,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         for flag, attr in MLA_SHAPE.items():
             if flag in flags:
                 shape[flag] = (attr, _int(where, flags, flag))
+    if "--num-layers" in flags:  # sliding-window layers (megatron_model.py [8]), compared like the shape
+        windows = layer_windows(flags, where, _int(where, flags, "--num-layers"), assumed)
+        if windows is not None:
+            shape["--window-size/--window-attn-skip-freq"] = ("layer_windows", windows)
     absent_drop = [f for f in ("--attention-dropout", "--hidden-dropout") if f not in flags]
     from_flags_model = False
     if model is not None:

@@ -45,8 +45,12 @@ any other tokenizer without --vocab-size is an error naming the flag to add.
 
 Not read from flags (an error: pass --model with a model YAML): encoder-decoder models
 (--encoder-num-layers / --decoder-num-layers, T5), hybrid Mamba stacks
-(--hybrid-layer-pattern, pretrain_hybrid.py), sliding-window attention (--window-size),
-relative position embeddings.
+(--hybrid-layer-pattern, pretrain_hybrid.py), relative position embeddings.
+
+Sliding-window attention [8]: --window-size L,R (tuple_type) with R = 0 (causal) makes a layer
+attend to its last L + 1 keys (TE's window (left, right), itself included); every layer, or
+with --window-attn-skip-freq N all but each N-th (1-indexed), or a 0/1 list (1 = windowed).
+The layers become layer_kinds swa / full and a layer_pattern of the shortest period.
 
 References (NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a39553)
 [1] megatron/training/arguments.py: validate_args (required num_layers / hidden_size /
@@ -92,6 +96,11 @@ TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}  # [6]
 MLA_DEFAULTS = {"--kv-lora-rank": 32, "--qk-head-dim": 128, "--qk-pos-emb-head-dim": 64, "--v-head-dim": 128}  # [1] _add_mla_args
 DEFAULT_DROPOUT = 0.1  # TransformerConfig hidden_dropout / attention_dropout [2]
 DEFAULT_TOPK = 2  # TransformerConfig moe_router_topk [2]
+# [8] megatron/training/arguments.py @d98e8a64 --window-size (tuple_type), --window-attn-skip-freq
+#     (moe_freq_type); megatron/core/transformer/utils.py is_layer_window_attention (layer_number
+#     1-indexed: windowed iff layer_number % N != 0, or the list's entry is 1);
+#     transformer_config.py window_size ("-1 ... infinite window size"); TransformerEngine
+#     DotProductAttention window_size (left, right): query i attends keys i - left .. i + right
 MAX_PATTERN = 100_000  # entries a --moe-layer-freq list may evaluate to (one a layer; far above any model's layers)
 
 # flags that define an architecture this reader does not build (error, with the reason)
@@ -99,7 +108,6 @@ NOT_BUILT = {
     "--encoder-num-layers": "an encoder-decoder model (T5: --encoder-num-layers / --decoder-num-layers)",
     "--decoder-num-layers": "an encoder-decoder model (T5: --encoder-num-layers / --decoder-num-layers)",
     "--hybrid-layer-pattern": "a hybrid Mamba stack (--hybrid-layer-pattern, pretrain_hybrid.py)",
-    "--window-size": "sliding-window attention (--window-size)",
 }
 
 
@@ -199,6 +207,55 @@ def padded_vocab(flags: dict, tp: int, where: str, assumed: list[str]) -> int:
     return out
 
 
+def layer_windows(flags: dict, where: str, L: int, assumed: list[str]) -> Optional[tuple[int, ...]]:
+    """Each layer's window (keys attended, itself included; 0 = full attention) from
+    --window-size and --window-attn-skip-freq [8]; None without --window-size."""
+    skip = flags.get("--window-attn-skip-freq")
+    if "--window-size" not in flags:
+        if skip is not None:
+            assumed.append("--window-attn-skip-freq without --window-size: full attention on every layer (Megatron's "
+                           "is_layer_window_attention is False without a window)")
+        return None
+    text = str(flags["--window-size"]).strip().strip("\"'")
+    bad = PlannerError(f"{where}--window-size {text!r} is not a pair of whole numbers LEFT,RIGHT",
+                       "e.g. --window-size 4095,0 (a query sees itself and the 4,095 keys before it)")
+    parts = text.strip("()").split(",")
+    if len(parts) != 2 or not all(p.strip().lstrip("-").isascii() and p.strip().lstrip("-").isdigit() for p in parts):
+        raise bad
+    left, right = (int(p) for p in parts)
+    if right not in (0, -1) or left < -1:
+        raise PlannerError(f"{where}--window-size {text}: a window reaching {right} keys ahead is not causal",
+                           "give RIGHT 0: the planner prices causal decoders")
+    if left == -1:  # an infinite window (transformer_config.py): full attention
+        return (0,) * L
+    if skip is None:
+        pat = [1] * L
+    else:
+        st = str(skip).strip().strip("\"'")
+        if "[" in st:
+            pat = eval_layer_pattern(st, where, "--window-attn-skip-freq")
+            if len(pat) != L:
+                raise PlannerError(f"{where}--window-attn-skip-freq lists {len(pat)} layers, --num-layers is {L}",
+                                   "give one entry a layer (1 = sliding window, 0 = full attention)")
+        else:
+            n = _int(where, {"--window-attn-skip-freq": st}, "--window-attn-skip-freq")
+            if n <= 0:
+                raise PlannerError(f"{where}--window-attn-skip-freq {n} must be positive", "one full-attention layer every N")
+            pat = [1 if (i + 1) % n else 0 for i in range(L)]
+    return tuple(left + 1 if x else 0 for x in pat)
+
+
+def _window_kinds(windows: tuple[int, ...], where: str) -> dict:
+    """layer_kinds / layer_pattern (shortest period) for per-layer windows."""
+    names = {w: ("full" if w == 0 else "swa") for w in windows}
+    if len({w for w in windows if w}) > 1:
+        raise PlannerError(f"{where}layers with different windows", "Megatron's --window-size sets one window")
+    period = next(p for p in range(1, len(windows) + 1) if all(windows[i] == windows[i % p] for i in range(len(windows))))
+    kinds = {("full" if w == 0 else "swa"): ({"mixer": {"kind": "global"}} if w == 0 else
+                                             {"mixer": {"kind": "sliding", "window": w}}) for w in names}
+    return {"layer_kinds": kinds, "layer_pattern": [names[w] for w in windows[:period]]}
+
+
 def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed: list[str]) -> dict:
     """ModelSpec fields for the model the flags define (module docstring); each setting the
     flags leave out is Megatron's default and listed in `assumed`."""
@@ -296,6 +353,13 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         spec.update(_moe(flags, where, L, ffn, defaults))
     elif any(f in flags for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-shared-expert-intermediate-size")):
         assumed.append("MoE flags without --num-experts: a dense model (Megatron builds no experts)")
+    windows = layer_windows(flags, where, L, [])
+    if windows is not None and any(windows):
+        moe = spec.get("moe", {})
+        if "layer_kinds" in spec or "mla" in spec or moe.get("layer_freq", 1) != 1 or moe.get("first_k_dense", 0):
+            raise PlannerError(f"{where}sliding-window attention with {'MLA' if 'mla' in spec else 'a --moe-layer-freq list'}",
+                               "pass --model with a model YAML that lists its layers (layer_kinds, layer_pattern)")
+        spec.update(_window_kinds(windows, where))
     mtp = _int(where, flags, "--mtp-num-layers")
     if mtp:
         spec["mtp_layers"] = mtp
