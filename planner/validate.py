@@ -63,6 +63,14 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     and vocabulary must match it. ep null -> 1; the load imbalance (moe_capacity_factor) is the
     planner's default 1.0, listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
     default), only an explicit `ep_comm_overlap: true` turns it on.
+13. Megatron settings a record may state: etp (--expert-tensor-parallel-size) and
+    account_for_embedding/loss_in_pipeline_split go to the job (null: tp, off); an etp other
+    than tp is listed as assumed, since the cost models price expert TP as TP. The token
+    dispatcher (moe_token_dispatcher_type, moe_flex_dispatcher_backend), CUDA graphs
+    (cuda_graph_impl, cuda_graph_scope) and recompute_modules are kept with the record and
+    listed as `not_priced` in its assumed list: no cost model reads them yet. A record whose
+    EP group needs the TP ranks (etp x ep divides tp x dp x cp but ep does not divide dp x cp:
+    MoE parallel folding) is skipped with that reason.
 11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
     communication (Megatron-LM --tp-comm-overlap, "TP comm overlap", torchtitan "async TP")
     and it runs SP with tp > 1; off otherwise (Megatron-LM's default).
@@ -134,6 +142,10 @@ COMPLETE_GROUPS = (
 TIME_MODEL_UNAVAILABLE = (
     "time model unavailable: explain.to_json gives no throughput.tokens_per_s_per_gpu"
 )
+
+#: Record fields a run states that no cost model reads (rule 13).
+UNPRICED_FIELDS = ("moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "cuda_graph_impl", "cuda_graph_scope",
+                   "recompute_modules")
 
 ARCH_FIELDS = ("gated_mlp", "norm", "tied_embeddings", "position_embedding", "linear_bias", "dropout")
 
@@ -219,6 +231,27 @@ class RunRecord(BaseModel):
     selective_ac_option: Optional[str] = Field(
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
                                   "(full recompute of every N-th layer)")
+    # Megatron settings a published run states (the Job fields of the same names, passed on)
+    etp: Optional[Count] = Field(
+        default=None, gt=0, description="expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); null: tp. "
+                                        "Passed to the job, which prices it as tp (rule 13)")
+    account_for_embedding_in_pipeline_split: Optional[bool] = Field(
+        default=None, description="Megatron --account-for-embedding-in-pipeline-split; null: off (Megatron's default)")
+    account_for_loss_in_pipeline_split: Optional[bool] = Field(
+        default=None, description="Megatron --account-for-loss-in-pipeline-split; null: off (Megatron's default)")
+    # Megatron settings a published run states that the planner does not price (rule 13): kept
+    # with the record so that its error can be read against them; they change no prediction
+    moe_token_dispatcher_type: Optional[str] = Field(
+        default=None, description="Megatron --moe-token-dispatcher-type (alltoall, allgather, flex); not priced")
+    moe_flex_dispatcher_backend: Optional[str] = Field(
+        default=None, description="Megatron-Core moe_flex_dispatcher_backend (deepep, hybridep); not priced")
+    cuda_graph_impl: Optional[str] = Field(
+        default=None, description="Megatron --cuda-graph-impl (local, transformer_engine); not priced")
+    cuda_graph_scope: Optional[list[str]] = Field(
+        default=None, description="Megatron --cuda-graph-scope (attn, moe_router, moe_preprocess, ...); not priced")
+    recompute_modules: Optional[list[str]] = Field(
+        default=None, description="Megatron --recompute-modules (selective recompute of named modules: layernorm, moe_act, "
+                                  "mla_up_proj, mlp, ...); not priced: the planner's selective recompute is the attention core")
 
     @property
     def published_tokens(self) -> tuple[Optional[float], Optional[str]]:
@@ -450,6 +483,24 @@ def _source_year(rec: RunRecord) -> Optional[int]:
     return max(years) if years else None
 
 
+def _moe_assumptions(rec: RunRecord, assumed: _Assumed) -> None:
+    """The MoE settings a record leaves to the planner (rule 12) or states without a cost model
+    that reads them (rule 13), listed as assumed; raises Skip for an EP group folded over TP
+    (etp < tp), whose placement the cost models do not have."""
+    if rec.moe:
+        assumed.add("moe_capacity_factor", 1.0, "not published; perfectly balanced routing (planner/moe.py)")
+    if rec.etp is not None and rec.etp != rec.tp:
+        dp_cp = (rec.dp or rec.num_gpus // (rec.tp * (rec.cp or 1) * rec.pp)) * (rec.cp or 1) if rec.num_gpus else None
+        if rec.ep and dp_cp and dp_cp % rec.ep != 0:
+            raise Skip(f"ep {rec.ep} with expert TP {rec.etp} spans the tp {rec.tp} x dp x cp {dp_cp} ranks (MoE parallel "
+                       "folding, Megatron --expert-tensor-parallel-size): the EP groups' placement and all-to-alls are "
+                       "priced for EP inside dp x cp only")
+        assumed.add("etp", f"{rec.etp} priced as tp {rec.tp}", "the cost models do not yet tell expert TP from TP (rule 13)")
+    unpriced = [k for k in UNPRICED_FIELDS if getattr(rec, k) is not None]
+    if unpriced:
+        assumed.add("not_priced", "+".join(unpriced), "stated by the run, carried in the record, not in the cost model (rule 13)")
+
+
 def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed) -> dict:
     """Job fields for a record (rules 3-9); raises Skip."""
     if rec.moe and rec.model is None:
@@ -457,8 +508,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
                    "the record's shape fields describe dense models only")
     if (rec.ep or 1) > 1 and not rec.moe:
         raise Skip(f"ep {rec.ep} on a record without moe: true")
-    if rec.moe:
-        assumed.add("moe_capacity_factor", 1.0, "not published; perfectly balanced routing (planner/moe.py)")
+    _moe_assumptions(rec, assumed)
     missing = [k for k in ("tp", "pp", "num_gpus") if getattr(rec, k) is None]
     if missing:
         raise Skip(f"{', '.join(missing)} not published (null): the plan cannot be built")
@@ -535,7 +585,10 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         fp8_recipe=rec.fp8_recipe,
         power_limit_w=rec.power_limit_w,
         ep=rec.ep or 1,
+        etp=rec.etp,
         ep_comm_overlap=rec.ep_comm_overlap,
+        account_for_embedding_in_pipeline_split=bool(rec.account_for_embedding_in_pipeline_split),
+        account_for_loss_in_pipeline_split=bool(rec.account_for_loss_in_pipeline_split),
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
     )
 

@@ -432,22 +432,54 @@ def test_budget_counts_6n_on_the_active_parameters(cli):
 
 
 def test_validate_megatron_bridge_moe_records(cli):
-    """Megatron-Bridge's 25.11 MoE rows (H100, B200, GB200, GB300; force-balanced, dropless:
-    capacity factor 1): every record with ep inside dp x cp is evaluated with its EP and
-    Megatron's rank order (pipeline outermost); the GB200 Qwen3-235B row (EP 64 over 32 DP x
-    TP 2 ranks, expert TP 1: MoE parallel folding) is skipped with the reason."""
+    """Megatron-Bridge's MoE rows (25.11 first and final tables, 26.02, 26.04, 26.06; H100, B200,
+    GB200, GB300; force-balanced, dropless: capacity factor 1): every record with ep inside dp x
+    cp is evaluated with its EP and Megatron's rank order (pipeline outermost); the rows whose
+    EP group folds over TP (Qwen3-235B: EP 64 over TP 2 x DP 32 on GB200, EP 32 over TP 2 x DP
+    16 on H100, expert TP 1) are skipped with the reason, never refused."""
     r = cli("validate", str(MOE_RUNS), "--format", "json")
+    assert r.exit_code == 0, r.stderr
     js = json.loads(r.stdout)
     rows = {x["id"]: x for x in js["runs"]}
     bridge = [x for k, x in rows.items() if k.startswith("megatron-bridge")]
-    assert len(bridge) == 8
+    assert len(bridge) == 30
     skipped = [x for x in bridge if x["skipped"]]
-    assert [x["id"] for x in skipped] == ["megatron-bridge-25.11-dgx-gb200-qwen3-235b-a22b"]
-    assert "dp x cp" in skipped[0]["skipped"]
+    assert sorted(x["id"] for x in skipped) == [
+        "megatron-bridge-25.11-dgx-gb200-qwen3-235b-a22b", "megatron-bridge-25.11-dgx-h100-qwen3-235b-a22b-fp8-cs",
+        "megatron-bridge-26.02-dgx-h100-qwen3-235b-a22b-fp8", "megatron-bridge-26.04-dgx-h100-qwen3-235b-a22b-fp8"]
+    for x in skipped:
+        assert "MoE parallel folding" in x["skipped"] and "dp x cp" in x["skipped"]
     for x in bridge:
         if not x["skipped"]:
             assert x["plan"]["ep"] > 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp" and x["error"] is not None
-    assert js["summary"]["n"] == 8 and js["summary"]["n_skipped"] == 1
+    assert js["summary"]["n"] == 28 and js["summary"]["n_skipped"] == 4  # + the Megatron-Core README Mixtral row
+
+
+def test_validate_carries_the_megatron_moe_settings_a_record_states(cli, tmp_path):
+    """A record's etp (equal to tp here) and account_for_* splits reach the job; the dispatcher,
+    CUDA-graph and recompute-module fields are kept and listed as not priced. The 26.02 H100
+    Qwen3-30B-A3B row states the deepep flex dispatcher and moe_a2a_overlap (ep_comm_overlap)
+    from its Megatron-Bridge v0.3.0 preset."""
+    import yaml
+
+    recs = {r["id"]: r for r in yaml.safe_load(MOE_RUNS.read_text())}
+    rec = recs["megatron-bridge-26.02-dgx-h100-qwen3-30b-a3b-fp8"]
+    assert (rec["etp"], rec["moe_token_dispatcher_type"], rec["moe_flex_dispatcher_backend"], rec["ep_comm_overlap"]) \
+        == (1, "flex", "deepep", True)
+    assert rec["provenance"]["etp"].startswith("reported: scripts/performance/configs/qwen/")
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([rec]))
+    row = json.loads(cli("validate", str(p), "--format", "json").stdout)["runs"][0]
+    assert row["skipped"] is None
+    assert any(a.startswith("not_priced=moe_token_dispatcher_type+moe_flex_dispatcher_backend") for a in row["assumed"])
+    assert row["plan"]["ep_comm_overlap"] in (True, 1)
+    q = dict(recs["megatron-bridge-25.11-dgx-gb300-qwen3-235b-a22b-bf16"])
+    assert q["account_for_embedding_in_pipeline_split"] and q["account_for_loss_in_pipeline_split"]
+    from planner.validate import RunRecord, _Assumed, build_job
+
+    job = build_job(RunRecord.model_validate(q), "qwen3-235b-a22b", "gb300-nvl72", _Assumed())
+    assert job["account_for_embedding_in_pipeline_split"] and job["account_for_loss_in_pipeline_split"]
+    assert build_job(RunRecord.model_validate(dict(q, etp=1)), "qwen3-235b-a22b", "gb300-nvl72", _Assumed())["etp"] == 1
 
 
 def test_calibrate_gemm_times_the_moe_and_mla_shapes(cli):
