@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -28,11 +29,9 @@ SHARDING_NAMES = {v: k for k, v in SHARDING_CODES.items()}
 RC_NONE, RC_SELECTIVE, RC_FULL = 0, 1, 2
 RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
-BF16, FP8 = 0, 1
-PRECISION_CODES = {"bf16": BF16, "fp8": FP8}
-# fp8 scaling recipes (stack_db fp8_recipes keys); a plan holds the code, the stack the figures
-FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "mxfp8", "blockwise")
-FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
+# precisions and low-precision recipes: the one vocabulary is planner/precisions.py
+from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECISION_CODES,  # noqa: E402,F401
+                         RECIPE_PEAK, recipe_precision)
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
@@ -567,8 +566,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
-    if job.precision == "fp8":
-        hw.peak_flops("fp8")  # raises if the GPU has no FP8
+    if job.precision != "bf16":
+        hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
     bpp_spec = job.bytes_per_param
     if bpp_spec is None:
         bpp_spec = stack.defaults.bytes_per_param
@@ -703,21 +702,31 @@ def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: b
     dpo = pick("dp_comm_overlap", d.dp_comm_overlap)
     if dpo and not ov.dp_comm_overlap_supported:
         raise PlannerError(f"{where}stack {name} does not overlap DP communication", "set dp_comm_overlap: false")
-    recipe = job.fp8_recipe
-    if recipe is not None and job.precision != "fp8":
-        raise PlannerError(f"{where}fp8_recipe {recipe!r} needs precision fp8 (got {job.precision})",
-                           "set precision: fp8 (--precision fp8), or remove fp8_recipe")
-    if job.precision == "fp8":
-        if recipe is None:
-            recipe = d.fp8_recipe
-            if recipe is None:
-                raise PlannerError(f"{where}stack {name} has no fp8 training recipe", "use --precision bf16, or a stack with fp8 recipes (planner stacks)")
-            inherited.append(("fp8_recipe", recipe))
-        if recipe not in stack.fp8_recipes:
-            raise PlannerError(f"{where}fp8_recipe {recipe!r} is not a recipe of stack {name}",
-                               f"valid: {', '.join(stack.fp8_recipes) or 'none'}")
+    recipe = _low_precision_recipe(stack, job, inherited, where)
     code = FP8_RECIPE_CODES[recipe] if recipe is not None else 0
     return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code), inherited
+
+
+def _low_precision_recipe(stack: Stack, job: Job, inherited: list, where: str) -> Optional[str]:
+    """The fp8 / nvfp4 recipe of a job: its own, else the stack's default of that precision
+    (fp8: defaults.fp8_recipe; nvfp4: the stack's nvfp4 recipe). Errors name the valid ones."""
+    name, recipe = stack.name, job.fp8_recipe
+    if job.precision == "bf16":
+        if recipe is not None:
+            raise PlannerError(f"{where}fp8_recipe {recipe!r} needs precision fp8 or nvfp4 (got bf16)",
+                               "set precision: fp8 (--precision fp8), or remove fp8_recipe")
+        return None
+    mine = [r for r in stack.fp8_recipes if r in RECIPE_PEAK and recipe_precision(r) == job.precision]
+    if recipe is None:
+        recipe = stack.defaults.fp8_recipe if job.precision == "fp8" else (mine[0] if mine else None)
+        if recipe is None:
+            raise PlannerError(f"{where}stack {name} has no {job.precision} training recipe",
+                               f"use --precision bf16, or a stack with {job.precision} recipes (planner stacks)")
+        inherited.append(("fp8_recipe", recipe))
+    if recipe not in mine:
+        raise PlannerError(f"{where}fp8_recipe {recipe!r} is not a {job.precision} recipe of stack {name}",
+                           f"valid: {', '.join(mine) or 'none'}")
+    return recipe
 
 
 def default_micro_batch(stack: Stack, gbs: int, dp: int, pp: int, where: str = "") -> int:
@@ -772,7 +781,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "tp_comm_overlap": bool(g("tpo")),
         "dp_comm_overlap": bool(g("dpo")),
         "torch_compile": bool(g("compile")),
-        "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
+        "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
         "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "ep": g("ep"),

@@ -92,7 +92,7 @@ from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
-from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
@@ -146,8 +146,8 @@ def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
     ll = layer_list(model)
     n = dict(zip(("first", "mid", "last"),
                  stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
-    fp8 = plan.precision == FP8
-    recipe = fp8_recipe(stack, plan.f8r)
+    fp8 = plan.precision != BF16  # fp8 or nvfp4: the plan's low-precision recipe applies
+    recipe = fp8_recipe(stack, plan.f8r, hw)
     prof = settings.calibration
     return StepCtx(
         settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
@@ -190,7 +190,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     for kind in sc.ll.kinds:
         mixer, mlp = kind.mixer, kind.mlp
         times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
-        g = sum(times.values(), np.float64(0.0)) / sc.speed
+        g, g_bwd = _low_and_bf16(sc, mixer.gemms(ctx) + mlp.gemms(ctx), sum(times.values(), np.float64(0.0)) / sc.speed)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         core_f = flops / (rate_fwd * core_scale)
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * core_scale)
@@ -210,7 +210,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         sel_t = (sel_g + (core_f if sel.recompute_attention_core and mixer.selective_core else 0.0)
                  + (ew_f if sel.recompute_elementwise else 0.0))
         out.fwd.append(g + core_f + ew_f + pf)
-        out.bwd.append(2.0 * g + core_b + ew_b + pb)
+        out.bwd.append(g_bwd + core_b + ew_b + pb)
         out.gemm_fwd.append(g)
         out.core_fwd.append(core_f)
         out.core_bwd.append(core_b)
@@ -218,6 +218,19 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.perm_fwd.append(pf)
         out.perm_bwd.append(pb)
     return out
+
+
+def _low_and_bf16(sc: StepCtx, rows, g_low):
+    """(forward, backward) GEMM seconds of one layer kind: each of fprop, dgrad and wgrad (the
+    backward runs two GEMMs of the forward's shapes [1]) at the low-precision rate `g_low`
+    where the plan's recipe runs it there (stack_db fp8_recipes `gemms`), else in bf16."""
+    lf = np.where(sc.fp8, sc.recipe["low_fwd"], 1.0)
+    lb = np.where(sc.fp8, sc.recipe["low_bwd"], 1.0)
+    if np.all(lf == 1.0) and np.all(lb == 1.0):
+        return g_low, 2.0 * g_low
+    g16 = sum(price_gemms(rows, sc.settings.hardware, np.zeros_like(sc.plan.precision), sc.gemm_cal).values(),
+              np.float64(0.0)) / sc.settings.knobs.gemm_efficiency_scale
+    return lf * g_low + (1.0 - lf) * g16, 2.0 * (lb * g_low + (1.0 - lb) * g16)
 
 
 def _share_list(v):
@@ -680,7 +693,8 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan))
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
-    peak = np.where(plan.precision == 1, hw.fp8_TFLOPS or np.nan, hw.bf16_TFLOPS) * 1e12
+    peak = np.select([plan.precision == FP8, plan.precision == NVFP4],
+                     [hw.fp8_TFLOPS or np.nan, hw.fp4_TFLOPS or np.nan], hw.bf16_TFLOPS) * 1e12
     denom = settings.gpus * peak
     return {
         "tokens_per_s": tps,
