@@ -137,7 +137,7 @@ VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
     "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--seq-length",
-    "--fp8-format", "--fp8-recipe", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
+    "--fp8-format", "--fp8-recipe", "--fp4-format", "--fp4-recipe", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
     "--num-query-groups", "--kv-channels", "--vocab-size", "--normalization", "--position-embedding-type",
     "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
     "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -171,6 +171,11 @@ KNOWN_BOOL_IGNORED = {
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
+    "--first-last-layers-bf16": "keeps the first/last --num-layers-at-start/end-in-bf16 layers (default 1 each) in bf16 under "
+                                "fp8/fp4 (transformer_config.py @d98e8a64): every layer is priced at the low-precision rate",
+    "--num-layers-at-start-in-bf16": "with --first-last-layers-bf16: layers kept in bf16 (not priced)",
+    "--num-layers-at-end-in-bf16": "with --first-last-layers-bf16: layers kept in bf16 (not priced)",
+    "--fp4-param-gather": "NVFP4 weights all-gathered in fp4 (0.5 B): bf16 weights priced",
     "--cross-entropy-loss-fusion": "the fused cross-entropy moves and saves fewer logit bytes than the unfused loss the "
                                    "stack prices (stack_db megatron kernels.loss_per_logit)",
     "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
@@ -1027,7 +1032,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         ignored += [fmt_ignored(f, flags[f]) + " (no --recompute-granularity full)" for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
 
     # ---- precision, overlap, order
-    if "--fp8-format" in flags:
+    if "--fp4-format" in flags:
+        _fp4(flags, job, assumed, where)
+    elif "--fp8-format" in flags:
         job["precision"] = "fp8"
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
@@ -1143,3 +1150,24 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of these modules is not modelled "
                           "(the attention core's is priced)")
+
+
+FP4_FORMATS = ("e2m1",)  # megatron/core/transformer/transformer_config.py fp4: Optional[Literal['e2m1']] @d98e8a64
+FP4_RECIPES = ("nvfp4",)  # fp4_recipe Literal['nvfp4', 'custom'] (custom: a user quantizer factory, not modelled)
+
+
+def _fp4(flags: dict, job: dict, assumed: list, where: str) -> None:
+    """--fp4-format e2m1 [--fp4-recipe nvfp4]: NVFP4 training (Megatron-LM arguments.py and
+    transformer_config.py @d98e8a64: --fp4-format and --fp8-format cannot be used together;
+    --fp4-recipe defaults to nvfp4)."""
+    if "--fp8-format" in flags:
+        raise PlannerError(f"{where}--fp4-format and --fp8-format cannot be used simultaneously",
+                           "keep one (Megatron-LM arguments.py refuses both)")
+    fmt, recipe = flags["--fp4-format"], flags.get("--fp4-recipe", "nvfp4")
+    if fmt not in FP4_FORMATS:
+        raise PlannerError(f"{where}--fp4-format {fmt!r} is not modelled", f"valid: {', '.join(FP4_FORMATS)}")
+    if recipe not in FP4_RECIPES:
+        raise PlannerError(f"{where}--fp4-recipe {recipe!r} is not modelled", f"valid: {', '.join(FP4_RECIPES)}")
+    job["precision"], job["fp8_recipe"] = "nvfp4", "nvfp4"
+    if "--fp4-recipe" not in flags:
+        assumed.append("fp8_recipe=nvfp4: --fp4-recipe default (transformer_config.py)")
