@@ -384,7 +384,7 @@ def stack_args(d: dict, stack) -> list[str]:
                                 ("dpo", "dp_comm_overlap", "--dp-comm-overlap", "--no-dp-comm-overlap")):
         if bool(inferred[key]) != bool(d[field]):
             args.append(on if d[field] else off)
-    if d["precision"] == "fp8" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
+    if d["precision"] != "bf16" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
         args += ["--fp8-recipe", d["fp8_recipe"]]
     for key, flag in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
                       ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
