@@ -266,6 +266,7 @@ class Settings:
     split_loss: int = 0  # ... and the loss
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
+    bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -616,6 +617,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
         moe_capacity_factor=_capacity_factor(job, model, where),
+        bf16_layers=_bf16_layers(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
@@ -707,6 +709,19 @@ def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: b
     return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code), inherited
 
 
+def _bf16_layers(job: Job, model: ModelSpec, where: str) -> tuple:
+    """(first, last) transformer layers a low-precision job keeps in bf16 (Megatron-Core
+    transformer_config.py first_last_layers_bf16 @d98e8a64: the layers outside are autocast)."""
+    n = (job.bf16_layers_at_start, job.bf16_layers_at_end)
+    if any(n) and job.precision == "bf16":
+        raise PlannerError(f"{where}bf16_layers_at_start/end need precision fp8 or nvfp4 (got bf16)",
+                           "remove them, or set precision: fp8 / nvfp4")
+    if sum(n) > model.num_layers:
+        raise PlannerError(f"{where}bf16_layers_at_start + bf16_layers_at_end = {sum(n)} exceed the {model.num_layers} layers",
+                           f"keep at most {model.num_layers} in bf16")
+    return n
+
+
 def _low_precision_recipe(stack: Stack, job: Job, inherited: list, where: str) -> Optional[str]:
     """The fp8 / nvfp4 recipe of a job: its own, else the stack's default of that precision
     (fp8: defaults.fp8_recipe; nvfp4: the stack's nvfp4 recipe). Errors name the valid ones."""
@@ -782,6 +797,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "dp_comm_overlap": bool(g("dpo")),
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
+        **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
+           if any(settings.bf16_layers) else {}),
         "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "ep": g("ep"),

@@ -854,6 +854,12 @@ class Job(BaseModel):
     torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
     fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
     power_limit_w: Optional[float] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
+    bf16_layers_at_start: int = Field(
+        default=0, ge=0, description="with fp8 / nvfp4: the first transformer layers that stay bf16 (Megatron "
+                                     "--first-last-layers-bf16 --num-layers-at-start-in-bf16)")
+    bf16_layers_at_end: int = Field(
+        default=0, ge=0, description="with fp8 / nvfp4: the last transformer layers that stay bf16 "
+                                     "(--num-layers-at-end-in-bf16)")
     account_for_embedding_in_pipeline_split: bool = Field(
         default=False,
         description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "

@@ -304,8 +304,8 @@ def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
 
 def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     """The pipeline runs at its slowest stage: a middle one, or the last with the output layer,
-    the loss and any multi-token prediction. Full recompute repeats the forward of the layers
-    it covers [1]."""
+    the loss and any multi-token prediction, or (with bf16 layers at the start) the first.
+    Full recompute repeats the forward of the layers it covers [1]."""
     base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
     logits = head_time(sc)
     n, rc = sc.n, sc.rc
@@ -317,7 +317,9 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
 
     mid, perm_mid = stage("mid")
     last, perm_last = stage("last")
-    last = last + logits + mtp_time(sc, lt, logits)
+    extra_first, extra_last = bf16_end_layers(sc, lt)
+    last = last + logits + mtp_time(sc, lt, logits) + extra_last
+    mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
     layer_fwd, layer_bwd = sc.mean("mid", lt.fwd), sc.mean("mid", lt.bwd)
     layers = n["mid"]
     return Compute(
@@ -325,6 +327,29 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
+
+
+def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
+    """(first stage, last stage) extra seconds per micro-batch of the transformer layers a
+    low-precision plan keeps in bf16 (Megatron --first-last-layers-bf16: the first N0 and
+    last N1 layers outside the fp8 / fp4 autocast, transformer_config.py @d98e8a64): each
+    costs a middle layer's forward + backward at bf16 instead of the plan's precision. With
+    pp = 1 both ends are on the one stage."""
+    n0, n1 = sc.settings.bf16_layers
+    if not (n0 or n1):
+        return np.float64(0.0), np.float64(0.0)
+    import dataclasses
+
+    plan = sc.plan
+    sc16 = _context(sc.settings, dataclasses.replace(plan, precision=np.zeros_like(plan.precision)))
+    sc16.counts["mid"] = sc.counts["mid"]
+    lt16 = layer_times(sc16)
+    delta = np.where(sc.fp8, sc.mean("mid", [f + b + s for f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel)])
+                     - sc.mean("mid", [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]), 0.0)
+    one = plan.pp == 1
+    first = np.where(one, 0.0, np.minimum(n0, sc.n["first"])) * delta
+    last = np.where(one, np.minimum(n0 + n1, sc.n["last"]), np.minimum(n1, sc.n["last"])) * delta
+    return first, last
 
 
 # ----------------------------------------------------------------------------- collectives

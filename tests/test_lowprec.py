@@ -292,3 +292,39 @@ def test_lowprec_records_accuracy():
     assert np.max(np.abs(dense)) <= 0.10
     nv = [r["error"] for r in runs if recs[r["id"]]["precision"].startswith("nvfp4")]
     assert len(nv) >= 4 and np.median(np.abs(nv)) <= 0.10
+
+
+# ------------------------------------------------------------------ layers kept in bf16
+def test_bf16_end_layers_by_hand():
+    """Megatron --first-last-layers-bf16: with pp 1 the first N0 and last N1 layers all sit on
+    the one stage, each costing a layer's forward + backward at bf16 instead of nvfp4; the
+    step's compute per micro-batch grows by exactly (N0 + N1) x that difference."""
+    from planner.step import _context, bf16_end_layers, compute_time, layer_times
+
+    settings, plan, _ = resolve(_job(bf16_layers_at_start=1, bf16_layers_at_end=2))
+    sc = _context(settings, plan)
+    lt = layer_times(sc)
+    base, _, _ = resolve(_job(precision="bf16"))
+    lt16 = layer_times(_context(base, plan.__class__(**{**plan.__dict__, "precision": np.zeros_like(plan.precision)})))
+    per = float(lt16.fwd[0] + lt16.bwd[0] + lt16.sel[0] - lt.fwd[0] - lt.bwd[0] - lt.sel[0])
+    assert per > 0
+    first, last = bf16_end_layers(sc, lt)
+    assert np.all(first == 0.0) and float(np.squeeze(last)) == pytest.approx(3 * per, rel=1e-9)
+    s0, p0, _ = resolve(_job())
+    sc0 = _context(s0, p0)
+    assert float(np.squeeze(compute_time(sc, lt).mb - compute_time(sc0, layer_times(sc0)).mb)) == pytest.approx(3 * per, rel=1e-9)
+
+
+def test_bf16_end_layers_need_low_precision_and_round_trip_megatron(cli, tmp_path):
+    with pytest.raises(PlannerError) as e:
+        resolve(_job(precision="bf16", bf16_layers_at_start=1))
+    assert "need precision fp8 or nvfp4" in e.value.message
+    import json
+
+    p = tmp_path / "train.sh"
+    p.write_text(MEGATRON.format(prec="--fp8-format e4m3 --fp8-recipe tensorwise --first-last-layers-bf16 "
+                                      "--num-layers-at-end-in-bf16 2"))
+    r = cli("explain", str(p), "--hardware", "b200", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert (plan["bf16_layers_at_start"], plan["bf16_layers_at_end"]) == (1, 2)

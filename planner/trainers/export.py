@@ -114,7 +114,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "ep_comm_overlap", "stack")
+            "moe_capacity_factor", "ep_comm_overlap", "stack", "bf16_layers_at_start", "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -244,6 +244,9 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
                              "layers); no n gives it", "price full recompute of every layer, or a count torchtitan can run")
         ac = {"mode": "selective", "selective_ac_option": str(ns[0])}
     sec["activation_checkpoint"] = ac
+    if plan.get("bf16_layers_at_start") or plan.get("bf16_layers_at_end"):
+        raise _refuse(F, "bf16 layers at the start / end: no torchtitan setting (filter_fqns names modules, not layers by place)",
+                      "price it without bf16_layers_at_start / bf16_layers_at_end")
     if plan["precision"] == "nvfp4":
         raise _refuse(F, "precision nvfp4: torchtitan has no NVFP4 converter (job_config.py @e347b1e5e: float8, mx)",
                       "price it with --precision fp8 (tensorwise, rowwise or mxfp8)")
@@ -461,6 +464,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         notes.append("--fp8-format hybrid: the plan does not fix e4m3 vs hybrid (Megatron's example recipes use hybrid)")
     elif plan["precision"] == "nvfp4":  # transformer_config.py @d98e8a64: fp4 'e2m1', fp4_recipe 'nvfp4'
         args += [("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]
+    if plan.get("bf16_layers_at_start") or plan.get("bf16_layers_at_end"):
+        args += [("--first-last-layers-bf16", None),
+                 ("--num-layers-at-start-in-bf16", str(plan.get("bf16_layers_at_start", 0))),
+                 ("--num-layers-at-end-in-bf16", str(plan.get("bf16_layers_at_end", 0)))]
     if plan.get("tp_comm_overlap"):
         args.append(("--tp-comm-overlap", None))
     if plan.get("dp_comm_overlap"):
