@@ -25,11 +25,12 @@ hardware entry whether its tensor cores run them):
     spec (2023): MXFP8 = 32 elements sharing one E8M0 scale.
 [2] NVIDIA, 'Pretraining Large Language Models with NVFP4' (arXiv:2509.25149, 2025), sec. 2:
     NVFP4 = E2M1 values, one E4M3 scale per 16 elements and one FP32 scale per tensor.
-[3] NVIDIA/TransformerEngine transformer_engine/common/recipe/__init__.py (TE 2.8):
+[3] NVIDIA/TransformerEngine transformer_engine/common/recipe/__init__.py @d0067d0d:
     DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling,
     NVFP4BlockScaling.
-[4] NVIDIA/Megatron-LM megatron/training/arguments.py --fp8-recipe choices
-    (tensorwise, delayed, mxfp8, blockwise, custom); Megatron-Bridge
+[4] NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py @d98e8a64:
+    fp8_recipe Literal['tensorwise', 'delayed', 'mxfp8', 'blockwise', 'custom'], fp4 'e2m1',
+    fp4_recipe Literal['nvfp4', 'custom'] ('custom': a user quantizer, not modelled); Megatron-Bridge
     src/megatron/bridge/training/mixed_precision.py (commit c0b9a0003) MixedPrecisionConfig.fp8_recipe
     comment: '"mxfp8" (for Blackwell only), "blockwise" (for Hopper only)'.
 """
