@@ -26,7 +26,7 @@ from .errors import PlannerError
 from .layers import layer_list
 from .layers.common import GemmShape, shapes
 from .params import count_params
-from .plan import BF16, FP8, RC_FULL, RC_SELECTIVE
+from .plan import FP8, NVFP4, PRECISION_CODES, RC_FULL, RC_SELECTIVE
 from .power import power_rate_fraction
 from .profile import GemmCalibration, GemmRow
 from .schema import ModelSpec
@@ -151,9 +151,20 @@ def gemm_plateau(hw, precision: str) -> float:
     c = hw.compute
     measured = None
     if c is not None:
-        measured = c.gemm_fp8_TFLOPS if precision == "fp8" else c.gemm_bf16_TFLOPS
-    burst = measured * 1e12 if measured else peak * DEFAULT_GEMM_EFFICIENCY
+        measured = {"fp8": c.gemm_fp8_TFLOPS, "nvfp4": c.gemm_fp4_TFLOPS}.get(precision, c.gemm_bf16_TFLOPS)
+    burst = measured * 1e12 if measured else peak * _unmeasured_efficiency(hw, precision)
     return burst * SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
+
+
+def _unmeasured_efficiency(hw, precision: str) -> float:
+    """Fraction of the dense peak a precision with no measured GEMM reaches: for nvfp4, the
+    same fraction as this GPU's measured fp8 GEMM (named assumption: no NVFP4 GEMM
+    measurement in the reference data; the block-scaled FP4 MMA runs on the same tensor
+    cores and tiles as FP8), else DEFAULT_GEMM_EFFICIENCY."""
+    c = hw.compute
+    if precision == "nvfp4" and c is not None and c.gemm_fp8_TFLOPS and hw.fp8_TFLOPS:
+        return c.gemm_fp8_TFLOPS / hw.fp8_TFLOPS
+    return DEFAULT_GEMM_EFFICIENCY
 
 
 def wave_efficiency(M, N, sms):
@@ -332,8 +343,8 @@ def _interpolate(table: _Table, M, N, K, sms):
 
 
 def default_gemm_rate(M, N, precision: str, hw):
-    """The uncalibrated GEMM throughput, FLOP/s: plateau x wave efficiency (NaN: no FP8 peak)."""
-    if precision == "fp8" and hw.fp8_TFLOPS is None:
+    """The uncalibrated GEMM throughput, FLOP/s: plateau x wave efficiency (NaN: no FP8 / FP4 peak)."""
+    if (precision == "fp8" and hw.fp8_TFLOPS is None) or (precision == "nvfp4" and hw.fp4_TFLOPS is None):
         return np.full(np.broadcast(np.asarray(M), np.asarray(N)).shape, np.nan)
     return gemm_plateau(hw, precision) * wave_efficiency(M, N, sm_count(hw))
 
@@ -361,8 +372,9 @@ def calibration_derate(cal: GemmCalibration, hw) -> float:
 
 def _precision(dtype) -> str:
     s = str(dtype).strip().lower()
-    if s not in ("bf16", "fp8"):
-        raise PlannerError(f"GEMM precision {dtype!r} is not modelled", "valid: bf16, fp8 (or precision codes 0, 1)")
+    if s not in PRECISION_CODES:
+        raise PlannerError(f"GEMM precision {dtype!r} is not modelled",
+                           f"valid: {', '.join(PRECISION_CODES)} (or precision codes {', '.join(map(str, PRECISION_CODES.values()))})")
     return s
 
 
@@ -380,7 +392,9 @@ def calibrated_gemm_rate(M, N, K, dtype, hw, cal: GemmCalibration):
     m, n, kk = m[first], n[first], kk[first]  # both precisions priced on the distinct shapes only
     r8 = _rate_one(m, n, kk, "fp8", hw, cal)[inverse]
     r16 = _rate_one(m, n, kk, "bf16", hw, cal)[inverse]
-    return np.where(code.ravel() == FP8, r8, r16).reshape(M.shape)
+    c = code.ravel()
+    r4 = _rate_one(m, n, kk, "nvfp4", hw, cal)[inverse] if np.any(c == NVFP4) else np.nan
+    return np.select([c == FP8, c == NVFP4], [r8, r4], r16).reshape(M.shape)
 
 
 def calibrated_gemm_time(M, N, K, dtype, hw, cal: GemmCalibration):
@@ -396,7 +410,9 @@ def gemm_efficiency(cal: GemmCalibration, M, N, K, dtype, hw):
         p = _precision(dtype)
         return calibrated_gemm_rate(M, N, K, p, hw, cal) / hw.peak_flops(p)
     peak8 = hw.fp8_TFLOPS * TFLOPS if hw.fp8_TFLOPS else np.nan
-    peak = np.where(np.asarray(dtype) == FP8, peak8, hw.bf16_TFLOPS * TFLOPS)
+    peak4 = hw.fp4_TFLOPS * TFLOPS if hw.fp4_TFLOPS else np.nan
+    d = np.asarray(dtype)
+    peak = np.select([d == FP8, d == NVFP4], [peak8, peak4], hw.bf16_TFLOPS * TFLOPS)
     return calibrated_gemm_rate(M, N, K, dtype, hw, cal) / peak
 
 
@@ -406,8 +422,10 @@ def price_gemms(rows, hw, precision, cal: Optional[GemmCalibration] = None) -> d
     efficiency); otherwise calibrated_gemm_time. precision: 'bf16' | 'fp8' or precision codes."""
     out: dict = {}
     if cal is None:
-        code = np.asarray(({"bf16": BF16, "fp8": FP8}[_precision(precision)]) if isinstance(precision, str) else precision)
-        plat = np.where(code == FP8, gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan, gemm_plateau(hw, "bf16"))
+        code = np.asarray(PRECISION_CODES[_precision(precision)] if isinstance(precision, str) else precision)
+        plat = np.select([code == FP8, code == NVFP4],
+                         [gemm_plateau(hw, "fp8") if hw.fp8_TFLOPS else np.nan,
+                          gemm_plateau(hw, "nvfp4") if hw.fp4_TFLOPS else np.nan], gemm_plateau(hw, "bf16"))
         sms = sm_count(hw)
         for g, count in rows:
             out[g.name] = out.get(g.name, 0.0) + count * gemm_time(g.M, g.N, g.K, plat, sms)

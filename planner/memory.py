@@ -84,7 +84,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
 from .pipeline import stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
-from .plan import FP8, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
 from .terms import Terms
@@ -125,6 +125,7 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
             for n, (b, kk) in t.items()}
 
 
+NVFP4_SAVED_BYTES = 0.5 + 1.0 / 16.0  # bytes per element of a saved nvfp4 GEMM input: e2m1 + e4m3 scale per 16 [8]
 # the inputs of the four GEMMs of a layer (QKV, output projection, MLP up, MLP down)
 GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
 
@@ -135,9 +136,10 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names.
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
     not sequence-sharded (DTensor TP). fp8_inputs: the GEMMs' inputs are saved quantized, 1 B
-    per element where the plan trains in fp8 [8]."""
+    per element where the plan trains in fp8 [8], 0.5 + 1/16 B (e2m1 values and one e4m3
+    scale per 16) in nvfp4 [8]."""
     plan, tp = ctx.plan, ctx.tp
-    half = np.where(plan.precision == FP8, 0.5, 1.0) if fp8_inputs else 1.0
+    half = np.select([plan.precision == FP8, plan.precision == NVFP4], [0.5, NVFP4_SAVED_BYTES / 2.0], 1.0) if fp8_inputs else 1.0
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)

@@ -49,9 +49,10 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
  M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
     per-op policy: stack_db torchtitan.yaml `selective`); "not stated" -> the row's
     `planner.recompute` if given (with its source), else skipped.
- M7 precision text: bf16 / "pure bf16" -> bf16; fp8 / float8 with tensorwise, rowwise or
-    delayed -> fp8 with that recipe (the stack's default recipe when none is named, assumed);
-    mx / nvfp4 formats -> skipped (no such recipe in the stacks).
+ M7 precision text (planner/precisions.py parse_precision_text): bf16 / "pure bf16" -> bf16;
+    fp8 / float8 with tensorwise, rowwise or delayed, mxfp8 (mxfp8_cublas, ...) -> fp8 with
+    that recipe (the stack's default recipe when none is named, assumed); nvfp4 -> nvfp4; a
+    recipe the row's stack lacks -> skipped.
  M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
  M9 loss: `planner.loss: chunked` (torchtitan PR #996's chunked cross-entropy, the 2026
@@ -93,6 +94,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
+from .precisions import parse_precision_text
 from .explain import evaluate, to_json
 from .plan import resolve
 from .schema import Count, Job, ModelSpec
@@ -397,20 +399,19 @@ def _recompute(row: MeasuredRow, assumed: _Assumed) -> str:
 
 
 def _precision(row: MeasuredRow, stack, assumed: _Assumed) -> tuple[str, Optional[str]]:
-    t = row.precision.lower()
-    if "mx" in t or "nvfp4" in t:
-        raise Skip(f"precision {row.precision!r}: no MX / NVFP4 recipe in the stack's fp8_recipes")
-    if "fp8" in t or "float8" in t:
-        for recipe in ("tensorwise", "rowwise", "delayed"):
-            if recipe in t:
-                if recipe not in stack.fp8_recipes:
-                    raise Skip(f"precision {row.precision!r}: the {stack.name} stack has no {recipe} fp8 recipe")
-                return "fp8", recipe
+    """(precision, recipe) of a measured row's text (planner/precisions.py parse_precision_text);
+    a recipe the stack lacks skips the row, text naming no modelled precision too."""
+    try:
+        prec, recipe = parse_precision_text(row.precision)
+    except PlannerError:
+        raise Skip(f"precision {row.precision!r} not recognised (bf16, fp8/float8 tensorwise/rowwise/delayed, mxfp8, nvfp4)") from None
+    if prec is None:
+        raise Skip("precision not given")
+    if recipe is not None and recipe not in stack.fp8_recipes:
+        raise Skip(f"precision {row.precision!r}: the {stack.name} stack has no {recipe} recipe")
+    if prec == "fp8" and recipe is None:
         assumed.add("fp8_recipe", stack.defaults.fp8_recipe, "recipe not named; the stack's default")
-        return "fp8", None
-    if t.startswith("bf16") or "bf16" in t:
-        return "bf16", None
-    raise Skip(f"precision {row.precision!r} not recognised (bf16, fp8/float8 tensorwise/rowwise/delayed)")
+    return prec, recipe
 
 
 def _model_path(row_id: str, block: PlannerBlock, tp: int, seq: int, tmp: Path) -> str:

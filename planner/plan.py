@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -28,11 +29,9 @@ SHARDING_NAMES = {v: k for k, v in SHARDING_CODES.items()}
 RC_NONE, RC_SELECTIVE, RC_FULL = 0, 1, 2
 RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
-BF16, FP8 = 0, 1
-PRECISION_CODES = {"bf16": BF16, "fp8": FP8}
-# fp8 scaling recipes (stack_db fp8_recipes keys); a plan holds the code, the stack the figures
-FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "mxfp8", "blockwise")
-FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
+# precisions and low-precision recipes: the one vocabulary is planner/precisions.py
+from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECISION_CODES,  # noqa: E402,F401
+                         RECIPE_PEAK, recipe_precision)
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
@@ -268,6 +267,7 @@ class Settings:
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
+    bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -568,8 +568,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
-    if job.precision == "fp8":
-        hw.peak_flops("fp8")  # raises if the GPU has no FP8
+    if job.precision != "bf16":
+        hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
     bpp_spec = job.bytes_per_param
     if bpp_spec is None:
         bpp_spec = stack.defaults.bytes_per_param
@@ -627,6 +627,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
         moe_capacity_factor=_capacity_factor(job, model, where),
+        bf16_layers=_bf16_layers(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         inherited=tuple(inherited),
@@ -714,21 +715,44 @@ def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: b
     dpo = pick("dp_comm_overlap", d.dp_comm_overlap)
     if dpo and not ov.dp_comm_overlap_supported:
         raise PlannerError(f"{where}stack {name} does not overlap DP communication", "set dp_comm_overlap: false")
-    recipe = job.fp8_recipe
-    if recipe is not None and job.precision != "fp8":
-        raise PlannerError(f"{where}fp8_recipe {recipe!r} needs precision fp8 (got {job.precision})",
-                           "set precision: fp8 (--precision fp8), or remove fp8_recipe")
-    if job.precision == "fp8":
-        if recipe is None:
-            recipe = d.fp8_recipe
-            if recipe is None:
-                raise PlannerError(f"{where}stack {name} has no fp8 training recipe", "use --precision bf16, or a stack with fp8 recipes (planner stacks)")
-            inherited.append(("fp8_recipe", recipe))
-        if recipe not in stack.fp8_recipes:
-            raise PlannerError(f"{where}fp8_recipe {recipe!r} is not a recipe of stack {name}",
-                               f"valid: {', '.join(stack.fp8_recipes) or 'none'}")
+    recipe = _low_precision_recipe(stack, job, inherited, where)
     code = FP8_RECIPE_CODES[recipe] if recipe is not None else 0
     return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code), inherited
+
+
+def _bf16_layers(job: Job, model: ModelSpec, where: str) -> tuple:
+    """(first, last) transformer layers a low-precision job keeps in bf16 (Megatron-Core
+    transformer_config.py first_last_layers_bf16 @d98e8a64: the layers outside are autocast)."""
+    n = (job.bf16_layers_at_start, job.bf16_layers_at_end)
+    if any(n) and job.precision == "bf16":
+        raise PlannerError(f"{where}bf16_layers_at_start/end need precision fp8 or nvfp4 (got bf16)",
+                           "remove them, or set precision: fp8 / nvfp4")
+    if sum(n) > model.num_layers:
+        raise PlannerError(f"{where}bf16_layers_at_start + bf16_layers_at_end = {sum(n)} exceed the {model.num_layers} layers",
+                           f"keep at most {model.num_layers} in bf16")
+    return n
+
+
+def _low_precision_recipe(stack: Stack, job: Job, inherited: list, where: str) -> Optional[str]:
+    """The fp8 / nvfp4 recipe of a job: its own, else the stack's default of that precision
+    (fp8: defaults.fp8_recipe; nvfp4: the stack's nvfp4 recipe). Errors name the valid ones."""
+    name, recipe = stack.name, job.fp8_recipe
+    if job.precision == "bf16":
+        if recipe is not None:
+            raise PlannerError(f"{where}fp8_recipe {recipe!r} needs precision fp8 or nvfp4 (got bf16)",
+                               "set precision: fp8 (--precision fp8), or remove fp8_recipe")
+        return None
+    mine = [r for r in stack.fp8_recipes if r in RECIPE_PEAK and recipe_precision(r) == job.precision]
+    if recipe is None:
+        recipe = stack.defaults.fp8_recipe if job.precision == "fp8" else (mine[0] if mine else None)
+        if recipe is None:
+            raise PlannerError(f"{where}stack {name} has no {job.precision} training recipe",
+                               f"use --precision bf16, or a stack with {job.precision} recipes (planner stacks)")
+        inherited.append(("fp8_recipe", recipe))
+    if recipe not in mine:
+        raise PlannerError(f"{where}fp8_recipe {recipe!r} is not a {job.precision} recipe of stack {name}",
+                           f"valid: {', '.join(mine) or 'none'}")
+    return recipe
 
 
 def default_micro_batch(stack: Stack, gbs: int, dp: int, pp: int, where: str = "") -> int:
@@ -783,7 +807,9 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "tp_comm_overlap": bool(g("tpo")),
         "dp_comm_overlap": bool(g("dpo")),
         "torch_compile": bool(g("compile")),
-        "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") == FP8 else None,
+        "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
+        **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
+           if any(settings.bf16_layers) else {}),
         "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "ep": g("ep"),

@@ -12,6 +12,8 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .precisions import Precision
+
 # Non-finite numbers (.inf, .nan, 1e400) are an error in every file and option, not a value.
 Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -361,6 +363,7 @@ class ComputeMeasured(BaseModel):
     sm_count: Count = Field(gt=0, description="streaming multiprocessors (CUs on AMD): the GEMM wave size")
     gemm_bf16_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense bf16 GEMM")
     gemm_fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense fp8 GEMM")
+    gemm_fp4_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense NVFP4 GEMM")
     attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
     attention_bwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
     sources: list[str] = Field(min_length=1)
@@ -376,6 +379,12 @@ class Hardware(BaseModel):
     hbm_TBps: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
     bf16_TFLOPS: float = Field(gt=0, description="dense BF16 tensor peak")
     fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
+    mxfp8_TFLOPS: Optional[float] = Field(
+        default=None, gt=0, description="dense MXFP8 (1x32 blocks, e8m0 scales applied by the tensor cores) peak; "
+                                        "null if the tensor cores take no block scales (Hopper and older)")
+    fp4_TFLOPS: Optional[float] = Field(
+        default=None, gt=0, description="dense NVFP4 (e2m1, 1x16 blocks of e4m3 scales) tensor peak; null if the "
+                                        "GPU has no FP4 tensor cores (Hopper and older)")
     tdp_W: float = Field(gt=0, description="rated (maximum) board power, W: the catalog's compute figures hold at it")
     power_limit_W: Optional[float] = Field(
         default=None, gt=0,
@@ -414,7 +423,8 @@ class Hardware(BaseModel):
         checks = [("compute.gemm_bf16_TFLOPS", c.gemm_bf16_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
                   ("compute.attention_fwd_TFLOPS", c.attention_fwd_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
                   ("compute.attention_bwd_TFLOPS", c.attention_bwd_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
-                  ("compute.gemm_fp8_TFLOPS", c.gemm_fp8_TFLOPS, "fp8_TFLOPS", self.fp8_TFLOPS)]
+                  ("compute.gemm_fp8_TFLOPS", c.gemm_fp8_TFLOPS, "fp8_TFLOPS", self.fp8_TFLOPS),
+                  ("compute.gemm_fp4_TFLOPS", c.gemm_fp4_TFLOPS, "fp4_TFLOPS", self.fp4_TFLOPS)]
         for field, measured, peak_field, peak in checks:
             if measured is None:
                 continue
@@ -442,16 +452,22 @@ class Hardware(BaseModel):
     def network_bandwidth(self) -> float:
         return self.network_Gbps * 1e9 / 8
 
-    def peak_flops(self, precision: str) -> float:
-        if precision == "fp8":
-            if self.fp8_TFLOPS is None:
-                from .errors import PlannerError
+    def precisions(self) -> list[str]:
+        """The tensor-core rates this GPU has: bf16 always, fp8, mxfp8 and nvfp4 where the entry gives a peak."""
+        return ["bf16"] + [p for p, f in (("fp8", "fp8_TFLOPS"), ("mxfp8", "mxfp8_TFLOPS"), ("nvfp4", "fp4_TFLOPS"))
+                           if getattr(self, f) is not None]
 
-                raise PlannerError(
-                    f"hardware {self.name!r} has no FP8 tensor peak", "use --precision bf16 or another --hardware"
-                )
-            return self.fp8_TFLOPS * 1e12
-        return self.bf16_TFLOPS * 1e12
+    def peak_flops(self, precision: str, where: str = "") -> float:
+        """Dense tensor-core FLOP/s of `precision` (bf16 | fp8 | mxfp8 | nvfp4); an error naming
+        this GPU's precisions when it has no such tensor cores (Hopper: no MXFP8, no FP4)."""
+        field = {"bf16": "bf16_TFLOPS", "fp8": "fp8_TFLOPS", "mxfp8": "mxfp8_TFLOPS", "nvfp4": "fp4_TFLOPS"}.get(precision)
+        value = getattr(self, field) if field else None
+        if value is None:
+            from .errors import PlannerError
+
+            raise PlannerError(f"{where}hardware {self.name!r} has no {precision} tensor-core peak",
+                               f"valid on {self.name}: {', '.join(self.precisions())}; or another --hardware")
+        return value * 1e12
 
 
 
@@ -594,10 +610,13 @@ class FSDPSpec(BaseModel):
 
 
 class FP8Recipe(BaseModel):
-    """One fp8 training recipe: GEMM speed, cast traffic, what stays bf16."""
+    """One low-precision training recipe (fp8 or nvfp4): GEMM speed, cast traffic, what stays bf16."""
 
     model_config = Strict
     description: str
+    gemms: list[Literal["fprop", "dgrad", "wgrad"]] = Field(
+        default=["fprop", "dgrad", "wgrad"],
+        description="the GEMMs of a linear layer that run at the low-precision rate (the rest in bf16)")
     gemm_speed: float = Field(gt=0, le=1, description="GEMM rate relative to the hardware's fp8 GEMM plateau")
     cast_bytes_per_element: float = Field(ge=0, description="amax + scale + cast bytes per GEMM input element, per GEMM, forward "
                                                              "(backward casts the output gradient: the same again x2)")
@@ -837,7 +856,7 @@ class Job(BaseModel):
         description="with recompute full: re-run at most this many layers per pipeline stage, the rest keep their "
                     "activations (Megatron-LM --recompute-method block --recompute-num-layers); default all")
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
-    precision: Literal["bf16", "fp8"] = "bf16"
+    precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
@@ -855,8 +874,14 @@ class Job(BaseModel):
     tp_comm_overlap: Optional[bool] = Field(default=None, description="overlap TP collectives with the GEMMs they feed (Megatron --tp-comm-overlap, torchtitan async TP); needs SP; default: the stack's")
     dp_comm_overlap: Optional[bool] = Field(default=None, description="overlap gradient reduction with the backward pass and the parameter all-gather with the forward (Megatron --overlap-grad-reduce/--overlap-param-gather); default: the stack's")
     torch_compile: Optional[bool] = Field(default=None, description="torch.compile (fuses the memory-bound kernels); default: the stack's")
-    fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8: the scaling recipe (tensorwise, rowwise, delayed, ...); default: the stack's")
+    fp8_recipe: Optional[str] = Field(default=None, description="with precision fp8 or nvfp4: the scaling recipe (tensorwise, rowwise, delayed, mxfp8, blockwise; nvfp4); default: the stack's")
     power_limit_w: Optional[float] = Field(default=None, gt=0, description="GPU board power limit, W (default: the hardware's)")
+    bf16_layers_at_start: int = Field(
+        default=0, ge=0, description="with fp8 / nvfp4: the first transformer layers that stay bf16 (Megatron "
+                                     "--first-last-layers-bf16 --num-layers-at-start-in-bf16)")
+    bf16_layers_at_end: int = Field(
+        default=0, ge=0, description="with fp8 / nvfp4: the last transformer layers that stay bf16 "
+                                     "(--num-layers-at-end-in-bf16)")
     account_for_embedding_in_pipeline_split: bool = Field(
         default=False,
         description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "

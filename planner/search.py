@@ -210,7 +210,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
                keep_feasible: bool = False, where: str = ""):
     """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
-    space = build_space(settings, gbs, seq, job.precision, opts, variant_choices(settings.stack, job, where))
+    space = build_space(settings, gbs, seq, job.precision, opts, variant_choices(settings.stack, job, where, settings.hardware))
     n_rc = len(space.recompute)
     n_ord = space.n_orders
     c = Counts(considered=space.considered, slack_dropped=space.slack_dropped)
@@ -384,7 +384,7 @@ def stack_args(d: dict, stack) -> list[str]:
                                 ("dpo", "dp_comm_overlap", "--dp-comm-overlap", "--no-dp-comm-overlap")):
         if bool(inferred[key]) != bool(d[field]):
             args.append(on if d[field] else off)
-    if d["precision"] == "fp8" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
+    if d["precision"] != "bf16" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
         args += ["--fp8-recipe", d["fp8_recipe"]]
     for key, flag in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
                       ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
@@ -438,7 +438,7 @@ def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list
     search space has at least one plan that breaks no rule (space.constraint codes), with the
     job's pins: what to suggest when a count such as 1,000 does not factor."""
     settings, gbs, seq, _ = settings_for(job, where=where)
-    variants = variant_choices(settings.stack, job, where)
+    variants = variant_choices(settings.stack, job, where, settings.hardware)
 
     def ok(s: Settings, g: int) -> bool:
         return bool(np.any(build_space(s, g, seq, job.precision, opts, variants).codes == OK))

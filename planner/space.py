@@ -101,19 +101,20 @@ def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = No
 VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
 
 
-def variant_choices(stack, job: Job, where: str = "") -> np.ndarray:
+def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
     """The stack options the search tries, as rows (tpo, compile, dpo, f8r); row 0 is what a
     candidate gets unless another row is faster (and valid for it: TP overlap needs SP with
     tp > 1, and compile where the stack's overlap needs it).
 
     A pinned option (--compile, --tp-comm-overlap, --fp8-recipe, ...) is the only choice.
     Otherwise: TP overlap off and on where the stack has it (splitting a GEMM into tp chunks
-    can cost more than the overlap saves); every fp8 recipe of the stack under fp8;
+    can cost more than the overlap saves); every recipe of the stack of the job's precision
+    (fp8 or nvfp4) whose tensor cores the hardware `hw` has (no mxfp8 on Hopper);
     torch.compile and DP overlap on where the stack has them, because neither can lengthen a
     step in the cost model (compiled kernels move no more bytes than eager ones: schema check;
     an overlapped transfer adds at most its blocking time: step._hide) -- a dominated choice
     is not searched."""
-    from .plan import FP8_RECIPE_CODES, stack_options
+    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, recipe_precision, stack_options
 
     opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
                             where, tp=2, sp=True)
@@ -121,8 +122,11 @@ def variant_choices(stack, job: Job, where: str = "") -> np.ndarray:
     compile_ = [int(job.torch_compile)] if job.torch_compile is not None else [int(stack.compiled_kernels is not None)]
     dpo = [int(job.dp_comm_overlap)] if job.dp_comm_overlap is not None else [int(ov.dp_comm_overlap_supported)]
     tpo = [int(job.tp_comm_overlap)] if job.tp_comm_overlap is not None else ([0, 1] if ov.tp_comm_overlap_supported else [0])
-    if job.precision == "fp8":
-        f8r = [opts["f8r"]] if job.fp8_recipe is not None else [FP8_RECIPE_CODES[n] for n in stack.fp8_recipes]
+    if job.precision != "bf16":
+        have = hw.precisions() if hw is not None else list(set(RECIPE_PEAK.values()))
+        f8r = [opts["f8r"]] if job.fp8_recipe is not None else [
+            FP8_RECIPE_CODES[n] for n in stack.fp8_recipes
+            if recipe_precision(n) == job.precision and RECIPE_PEAK[n] in have] or [opts["f8r"]]
     else:
         f8r = [0]
     rows = [(t, c, dd, r) for t in tpo for c in compile_ for dd in dpo for r in f8r]

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .catalog import load_stack
-from .plan import FP8_RECIPES
+from .plan import FP8_RECIPES, RECIPE_PEAK
 from .schema import Stack
 
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
@@ -49,15 +49,23 @@ def _recipe_column(stack: Stack, attr: str, missing: float) -> np.ndarray:
                      for n in FP8_RECIPES], dtype=np.float64)
 
 
-def fp8_recipe(stack: Stack, code) -> dict[str, np.ndarray]:
-    """The figures of the fp8 recipe `code` (plan.FP8_RECIPE_CODES) on this stack: GEMM speed
-    relative to the fp8 plateau, cast bytes per GEMM input element, whether FSDP gathers fp8
-    weights, whether the output layer stays bf16. A recipe the stack lacks gets neutral
-    figures (resolve refuses it before any cost is computed)."""
+def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
+    """The figures of the low-precision recipe `code` (plan.FP8_RECIPE_CODES) on this stack:
+    GEMM speed relative to the precision's plateau (times, with `hw`, the recipe's dense peak
+    over the fp8 one: MXFP8 vs FP8 tensor-core rate), cast bytes per GEMM input element,
+    whether FSDP gathers fp8 weights, whether the output layer stays bf16, and the share of
+    the forward (fprop) and backward (dgrad, wgrad) GEMMs run at the low rate. A recipe the
+    stack lacks gets neutral figures (resolve refuses it before any cost is computed)."""
     code = np.asarray(code, dtype=np.int64)
+    peak_ratio = np.ones(len(FP8_RECIPES))
+    if hw is not None and hw.fp8_TFLOPS and hw.mxfp8_TFLOPS:
+        peak_ratio = np.array([hw.mxfp8_TFLOPS / hw.fp8_TFLOPS if RECIPE_PEAK[n] == "mxfp8" else 1.0 for n in FP8_RECIPES])
+    gemms = [stack.fp8_recipes[n].gemms if n in stack.fp8_recipes else ["fprop", "dgrad", "wgrad"] for n in FP8_RECIPES]
     return {
-        "gemm_speed": _recipe_column(stack, "gemm_speed", 1.0)[code],
+        "gemm_speed": _recipe_column(stack, "gemm_speed", 1.0)[code] * peak_ratio[code],
         "cast_bytes": _recipe_column(stack, "cast_bytes_per_element", 0.0)[code],
         "allgather_fp8": _recipe_column(stack, "allgather_fp8", 0.0)[code] > 0,
         "output_layer_bf16": _recipe_column(stack, "output_layer_bf16", 1.0)[code] > 0,
+        "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],
+        "low_bwd": np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])[code],
     }

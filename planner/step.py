@@ -92,7 +92,7 @@ from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
-from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
@@ -146,8 +146,8 @@ def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
     ll = layer_list(model)
     n = dict(zip(("first", "mid", "last"),
                  stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
-    fp8 = plan.precision == FP8
-    recipe = fp8_recipe(stack, plan.f8r)
+    fp8 = plan.precision != BF16  # fp8 or nvfp4: the plan's low-precision recipe applies
+    recipe = fp8_recipe(stack, plan.f8r, hw)
     prof = settings.calibration
     return StepCtx(
         settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
@@ -190,7 +190,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     for kind in sc.ll.kinds:
         mixer, mlp = kind.mixer, kind.mlp
         times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
-        g = sum(times.values(), np.float64(0.0)) / sc.speed
+        g, g_bwd = _low_and_bf16(sc, mixer.gemms(ctx) + mlp.gemms(ctx), sum(times.values(), np.float64(0.0)) / sc.speed)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         core_f = flops / (rate_fwd * core_scale)
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * core_scale)
@@ -210,7 +210,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         sel_t = (sel_g + (core_f if sel.recompute_attention_core and mixer.selective_core else 0.0)
                  + (ew_f if sel.recompute_elementwise else 0.0))
         out.fwd.append(g + core_f + ew_f + pf)
-        out.bwd.append(2.0 * g + core_b + ew_b + pb)
+        out.bwd.append(g_bwd + core_b + ew_b + pb)
         out.gemm_fwd.append(g)
         out.core_fwd.append(core_f)
         out.core_bwd.append(core_b)
@@ -218,6 +218,19 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.perm_fwd.append(pf)
         out.perm_bwd.append(pb)
     return out
+
+
+def _low_and_bf16(sc: StepCtx, rows, g_low):
+    """(forward, backward) GEMM seconds of one layer kind: each of fprop, dgrad and wgrad (the
+    backward runs two GEMMs of the forward's shapes [1]) at the low-precision rate `g_low`
+    where the plan's recipe runs it there (stack_db fp8_recipes `gemms`), else in bf16."""
+    lf = np.where(sc.fp8, sc.recipe["low_fwd"], 1.0)
+    lb = np.where(sc.fp8, sc.recipe["low_bwd"], 1.0)
+    if np.all(lf == 1.0) and np.all(lb == 1.0):
+        return g_low, 2.0 * g_low
+    g16 = sum(price_gemms(rows, sc.settings.hardware, np.zeros_like(sc.plan.precision), sc.gemm_cal).values(),
+              np.float64(0.0)) / sc.settings.knobs.gemm_efficiency_scale
+    return lf * g_low + (1.0 - lf) * g16, 2.0 * (lb * g_low + (1.0 - lb) * g16)
 
 
 def _share_list(v):
@@ -291,8 +304,8 @@ def slowest_middle(sc: StepCtx, lt: LayerTimes) -> None:
 
 def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     """The pipeline runs at its slowest stage: a middle one, or the last with the output layer,
-    the loss and any multi-token prediction. Full recompute repeats the forward of the layers
-    it covers [1]."""
+    the loss and any multi-token prediction, or (with bf16 layers at the start) the first.
+    Full recompute repeats the forward of the layers it covers [1]."""
     base = [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]
     logits = head_time(sc)
     n, rc = sc.n, sc.rc
@@ -304,7 +317,9 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
 
     mid, perm_mid = stage("mid")
     last, perm_last = stage("last")
-    last = last + logits + mtp_time(sc, lt, logits)
+    extra_first, extra_last = bf16_end_layers(sc, lt)
+    last = last + logits + mtp_time(sc, lt, logits) + extra_last
+    mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
     layer_fwd, layer_bwd = sc.mean("mid", lt.fwd), sc.mean("mid", lt.bwd)
     layers = n["mid"]
     return Compute(
@@ -312,6 +327,29 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
+
+
+def bf16_end_layers(sc: StepCtx, lt: LayerTimes):
+    """(first stage, last stage) extra seconds per micro-batch of the transformer layers a
+    low-precision plan keeps in bf16 (Megatron --first-last-layers-bf16: the first N0 and
+    last N1 layers outside the fp8 / fp4 autocast, transformer_config.py @d98e8a64): each
+    costs a middle layer's forward + backward at bf16 instead of the plan's precision. With
+    pp = 1 both ends are on the one stage."""
+    n0, n1 = sc.settings.bf16_layers
+    if not (n0 or n1):
+        return np.float64(0.0), np.float64(0.0)
+    import dataclasses
+
+    plan = sc.plan
+    sc16 = _context(sc.settings, dataclasses.replace(plan, precision=np.zeros_like(plan.precision)))
+    sc16.counts["mid"] = sc.counts["mid"]
+    lt16 = layer_times(sc16)
+    delta = np.where(sc.fp8, sc.mean("mid", [f + b + s for f, b, s in zip(lt16.fwd, lt16.bwd, lt16.sel)])
+                     - sc.mean("mid", [f + b + s for f, b, s in zip(lt.fwd, lt.bwd, lt.sel)]), 0.0)
+    one = plan.pp == 1
+    first = np.where(one, 0.0, np.minimum(n0, sc.n["first"])) * delta
+    last = np.where(one, np.minimum(n0 + n1, sc.n["last"]), np.minimum(n1, sc.n["last"])) * delta
+    return first, last
 
 
 # ----------------------------------------------------------------------------- collectives
@@ -680,7 +718,8 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan))
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
-    peak = np.where(plan.precision == 1, hw.fp8_TFLOPS or np.nan, hw.bf16_TFLOPS) * 1e12
+    peak = np.select([plan.precision == FP8, plan.precision == NVFP4],
+                     [hw.fp8_TFLOPS or np.nan, hw.fp4_TFLOPS or np.nan], hw.bf16_TFLOPS) * 1e12
     denom = settings.gpus * peak
     return {
         "tokens_per_s": tps,

@@ -51,9 +51,13 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
  6. zero_fsdp_mode text -> sharding: ZeRO-3 / FSDP FULL_SHARD / fully sharded -> fsdp;
     hybrid / HSDP -> hsdp (needs `shard_group:`); ZeRO-2 / SHARD_GRAD_OP -> zero2; ZeRO-1 /
     Megatron distributed optimizer -> zero1; none -> none; null -> none (assumed).
- 7. precision text containing fp8 / float8 -> fp8; starting bf16 -> bf16; any other 16-bit
+ 7. precision text (planner/precisions.py parse_precision_text): NVFP4 / fp4 -> nvfp4 (recipe
+    nvfp4); MXFP8 / FP8-MX -> fp8 recipe mxfp8; FP8-CS / current scaling / tensorwise ->
+    fp8 tensorwise; rowwise, delayed, blockwise / subchannel -> that recipe; other fp8 /
+    float8 -> fp8 (the stack's default recipe); starting bf16 -> bf16; any other 16-bit
     mixed precision (fp16, "mixed 16-bit") -> bf16, assumed: fp16 and bf16 have the same
-    dense tensor-core peak on A100 and H100 (hardware_db datasheet figures).
+    dense tensor-core peak on A100 and H100 (hardware_db datasheet figures). The record's
+    own fp8_recipe wins over the text's. Text naming none of these is an error (exit 2).
  8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
     mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
  9. attention: eager (stores the s x s scores) for sources dated 2021 or earlier, which
@@ -122,6 +126,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .catalog import format_validation_error, list_models, load_hardware, load_model, load_stack, read_yaml
 from .errors import PlannerError
+from .precisions import parse_precision_text
 from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
@@ -468,14 +473,21 @@ def _sharding(rec: RunRecord, assumed: _Assumed) -> str:
     raise Skip(f"zero_fsdp_mode {text!r} not recognised (expected none, ZeRO-1/2/3, distributed optimizer, FSDP or HSDP)")
 
 
-def _precision(rec: RunRecord, assumed: _Assumed) -> str:
-    t = (rec.precision or "").lower()
-    if "fp8" in t or "float8" in t:
-        return "fp8"
-    if t.startswith("bf16"):
-        return "bf16"
-    assumed.add("precision", "bf16", f"{rec.precision or 'not published'}: fp16 and bf16 share the dense tensor-core peak on A100/H100")
-    return "bf16"
+def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
+    """(precision, recipe) of a record (rule 7): the text's precision and the recipe it names
+    (FP8-MX -> mxfp8, FP8-CS -> tensorwise, NVFP4 -> nvfp4, ...; planner/precisions.py), the
+    record's own fp8_recipe first. Text naming no modelled precision is an error."""
+    try:
+        prec, recipe = parse_precision_text(rec.precision)
+    except PlannerError as e:
+        raise PlannerError(f"record {rec.id!r}: field `precision`: {e.message}", e.hint) from None
+    if prec is None:
+        assumed.add("precision", "bf16", "not published; fp16 and bf16 share the dense tensor-core peak on A100/H100")
+        return "bf16", None
+    t = rec.precision.strip().lower()
+    if prec == "bf16" and not t.startswith("bf16"):
+        assumed.add("precision", "bf16", f"{rec.precision}: fp16 and bf16 share the dense tensor-core peak on A100/H100")
+    return prec, rec.fp8_recipe or recipe
 
 
 def _source_year(rec: RunRecord) -> Optional[int]:
@@ -557,6 +569,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
             recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / int(opt)))
         elif opt.strip() != "op":
             raise Skip(f"selective_ac_option {opt!r} not recognised (expected 'op' or a positive integer)")
+    precision, recipe = _precision(rec, assumed)
     return dict(
         model=model_path,
         hardware=hardware,
@@ -574,7 +587,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         recompute=recompute,
         recompute_layers=recompute_layers,
         sequence_parallel=sp,
-        precision=_precision(rec, assumed),
+        precision=precision,
         schedule=rec.schedule,
         bytes_per_param=bpp,
         attention=attention,
@@ -582,7 +595,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         tp_comm_overlap=rec.tp_comm_overlap,
         dp_comm_overlap=rec.dp_comm_overlap,
         torch_compile=rec.torch_compile,
-        fp8_recipe=rec.fp8_recipe,
+        fp8_recipe=recipe,
         power_limit_w=rec.power_limit_w,
         ep=rec.ep or 1,
         etp=rec.etp,

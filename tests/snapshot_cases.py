@@ -22,7 +22,7 @@ from planner.validate import Skip, load_runs, new_row, prepare_record
 
 DATA = Path(__file__).parent / "data"
 SNAPSHOT = DATA / "snapshots" / "predictions.json"
-RUN_FILES = ("published_runs.yaml", "published_runs_moe.yaml")
+RUN_FILES = ("published_runs.yaml", "published_runs_moe.yaml", "published_runs_lowprec.yaml")
 # plan keys that name files (temporary model files of a record, their hashes)
 VOLATILE = {"model_file", "hardware_file", "model_sha256", "hardware_sha256", "calibration"}
 

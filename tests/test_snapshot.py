@@ -57,6 +57,7 @@ def test_snapshot_covers_dense_and_moe_records(before):
     ran = [k for k, v in before.items() if "plan" in v]
     assert sum(k.startswith("published_runs.yaml:") for k in ran) >= 130
     assert sum(k.startswith("published_runs_moe.yaml:") for k in ran) >= 8
+    assert sum(k.startswith("published_runs_lowprec.yaml:") for k in ran) >= 16
     assert sum(k.startswith("grid:") for k in ran) >= 65
 
 

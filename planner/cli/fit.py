@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
         seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help=f"tokens per step (default: {DEFAULT_GLOBAL_BATCH_TOKENS:,} = 2,048 x 8,192, the seed's)"),
-        precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 (default: bf16)"),
+        precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8|nvfp4 (default: bf16; nvfp4 needs FP4 tensor cores: Blackwell)"),
         bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: the stack's)"),
         activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch | korthikanti (default: arch)"),
         attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: flash)"),

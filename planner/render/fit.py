@@ -29,7 +29,7 @@ def stack_options_text(p: dict) -> str:
     if p.get("ep_comm_overlap"):
         parts.append("EP overlap")
     if p.get("fp8_recipe"):
-        parts.append(f"fp8 {p['fp8_recipe']}")
+        parts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else p["precision"])
     return ", ".join(parts) or "-"
 
 

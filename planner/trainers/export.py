@@ -114,7 +114,8 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "stack")
+            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "stack", "bf16_layers_at_start",
+            "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -172,7 +173,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         notes.append(f"model {plan['model']}: no torchtitan flavor in the planner's table; [model] name/flavor left out "
                      f"(read it back with --model {plan.get('model_file') or plan['model']})")
     if plan["precision"] == "fp8":
-        m["converters"] = ["float8"]
+        m["converters"] = ["mx"] if plan.get("fp8_recipe") == "mxfp8" else ["float8"]
     if m:
         sec["model"] = m
     tr: dict = {}
@@ -244,10 +245,18 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
                              "layers); no n gives it", "price full recompute of every layer, or a count torchtitan can run")
         ac = {"mode": "selective", "selective_ac_option": str(ns[0])}
     sec["activation_checkpoint"] = ac
-    if plan["precision"] == "fp8":
+    if plan.get("bf16_layers_at_start") or plan.get("bf16_layers_at_end"):
+        raise _refuse(F, "bf16 layers at the start / end: no torchtitan setting (filter_fqns names modules, not layers by place)",
+                      "price it without bf16_layers_at_start / bf16_layers_at_end")
+    if plan["precision"] == "nvfp4":
+        raise _refuse(F, "precision nvfp4: torchtitan has no NVFP4 converter (job_config.py @e347b1e5e: float8, mx)",
+                      "price it with --precision fp8 (tensorwise, rowwise or mxfp8)")
+    if plan["precision"] == "fp8" and plan.get("fp8_recipe") == "mxfp8":
+        sec["mx"] = {"recipe_name": "mxfp8_cublas"}  # MXLinear.recipe_name default
+    elif plan["precision"] == "fp8":
         r = plan.get("fp8_recipe") or "tensorwise"
         if r not in ("tensorwise", "rowwise"):
-            raise _refuse(F, f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise", "price another recipe")
+            raise _refuse(F, f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise (and mx: mxfp8)", "price another recipe")
         sec["float8"] = {"recipe_name": r}
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
             "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
@@ -473,6 +482,12 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if plan["precision"] == "fp8":
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", plan.get("fp8_recipe") or "delayed")]
         notes.append("--fp8-format hybrid: the plan does not fix e4m3 vs hybrid (Megatron's example recipes use hybrid)")
+    elif plan["precision"] == "nvfp4":  # transformer_config.py @d98e8a64: fp4 'e2m1', fp4_recipe 'nvfp4'
+        args += [("--fp4-format", "e2m1"), ("--fp4-recipe", "nvfp4")]
+    if plan.get("bf16_layers_at_start") or plan.get("bf16_layers_at_end"):
+        args += [("--first-last-layers-bf16", None),
+                 ("--num-layers-at-start-in-bf16", str(plan.get("bf16_layers_at_start", 0))),
+                 ("--num-layers-at-end-in-bf16", str(plan.get("bf16_layers_at_end", 0)))]
     if plan.get("tp_comm_overlap"):
         args.append(("--tp-comm-overlap", None))
     if plan.get("dp_comm_overlap"):
@@ -523,8 +538,8 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
     if plan["recompute"] != "none":
         notes.append(f"recompute {plan['recompute']}: set in the model code (Hugging Face gradient_checkpointing), "
                      "not in a DeepSpeed JSON; pass --recompute when reading it back")
-    if plan["precision"] == "fp8":
-        raise _refuse(F, "precision fp8: not a DeepSpeed JSON setting (Transformer Engine in the model code)", "price it in bf16")
+    if plan["precision"] != "bf16":
+        raise _refuse(F, f"precision {plan['precision']}: not a DeepSpeed JSON setting (Transformer Engine in the model code)", "price it in bf16")
     if plan.get("torch_compile"):
         raise _refuse(F, "torch_compile on: not written (DeepSpeed's `compile` section differs between releases)",
                       "price it with --no-compile")

@@ -131,13 +131,13 @@ BOOL_FLAGS = {
     # the plan and what it cannot express
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
     "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--use-precision-aware-optimizer",
-    "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload",
+    "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--first-last-layers-bf16",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
     "--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank", "--recompute-granularity",
     "--recompute-method", "--recompute-num-layers", "--micro-batch-size", "--global-batch-size", "--seq-length",
-    "--fp8-format", "--fp8-recipe", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
+    "--fp8-format", "--fp8-recipe", "--fp4-format", "--fp4-recipe", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16", "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
     "--num-query-groups", "--kv-channels", "--vocab-size", "--normalization", "--position-embedding-type",
     "--attention-dropout", "--hidden-dropout", "--max-position-embeddings", "--train-iters", "--train-samples",
     "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
@@ -171,6 +171,7 @@ KNOWN_BOOL_IGNORED = {
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
+    "--fp4-param-gather": "NVFP4 weights all-gathered in fp4 (0.5 B): bf16 weights priced",
     "--cross-entropy-loss-fusion": "the fused cross-entropy moves and saves fewer logit bytes than the unfused loss the "
                                    "stack prices (stack_db megatron kernels.loss_per_logit)",
     "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
@@ -1054,7 +1055,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         ignored += [fmt_ignored(f, flags[f]) + " (no --recompute-granularity full)" for f in ("--recompute-method", "--recompute-num-layers") if f in flags]
 
     # ---- precision, overlap, order
-    if "--fp8-format" in flags:
+    if "--fp4-format" in flags:
+        _fp4(flags, job, assumed, where)
+    elif "--fp8-format" in flags:
         job["precision"] = "fp8"
         job["fp8_recipe"] = flags.get("--fp8-recipe", "delayed")
         if "--fp8-recipe" not in flags:
@@ -1068,6 +1071,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append("precision=bf16: neither --bf16 nor --fp16 (fp32 training is not modelled)")
         if "--fp8-recipe" in flags:
             ignored.append(fmt_ignored("--fp8-recipe", flags["--fp8-recipe"]) + " (no --fp8-format)")
+    _bf16_layers(flags, job, where, ignored)
     job["tp_comm_overlap"] = "--tp-comm-overlap" in flags
     job["dp_comm_overlap"] = "--overlap-grad-reduce" in flags
     if not job["dp_comm_overlap"]:
@@ -1170,3 +1174,37 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of these modules is not modelled "
                           "(the attention core's is priced)")
+
+
+FP4_FORMATS = ("e2m1",)  # megatron/core/transformer/transformer_config.py fp4: Optional[Literal['e2m1']] @d98e8a64
+FP4_RECIPES = ("nvfp4",)  # fp4_recipe Literal['nvfp4', 'custom'] (custom: a user quantizer factory, not modelled)
+
+
+def _fp4(flags: dict, job: dict, assumed: list, where: str) -> None:
+    """--fp4-format e2m1 [--fp4-recipe nvfp4]: NVFP4 training (Megatron-LM arguments.py and
+    transformer_config.py @d98e8a64: --fp4-format and --fp8-format cannot be used together;
+    --fp4-recipe defaults to nvfp4)."""
+    if "--fp8-format" in flags:
+        raise PlannerError(f"{where}--fp4-format and --fp8-format cannot be used simultaneously",
+                           "keep one (Megatron-LM arguments.py refuses both)")
+    fmt, recipe = flags["--fp4-format"], flags.get("--fp4-recipe", "nvfp4")
+    if fmt not in FP4_FORMATS:
+        raise PlannerError(f"{where}--fp4-format {fmt!r} is not modelled", f"valid: {', '.join(FP4_FORMATS)}")
+    if recipe not in FP4_RECIPES:
+        raise PlannerError(f"{where}--fp4-recipe {recipe!r} is not modelled", f"valid: {', '.join(FP4_RECIPES)}")
+    job["precision"], job["fp8_recipe"] = "nvfp4", "nvfp4"
+    if "--fp4-recipe" not in flags:
+        assumed.append("fp8_recipe=nvfp4: --fp4-recipe default (transformer_config.py)")
+
+
+def _bf16_layers(flags: dict, job: dict, where: str, ignored: list) -> None:
+    """--first-last-layers-bf16 [--num-layers-at-start-in-bf16 N (default 1)]
+    [--num-layers-at-end-in-bf16 M (default 1)]: the first N and last M transformer layers
+    outside the fp8 / fp4 autocast (megatron/core/transformer/transformer_config.py
+    @d98e8a64 first_last_layers_bf16, num_layers_at_start_in_bf16 = num_layers_at_end_in_bf16 = 1)."""
+    names = ("--first-last-layers-bf16", "--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16")
+    if "--first-last-layers-bf16" not in flags or job.get("precision", "bf16") == "bf16":
+        ignored += [fmt_ignored(f, flags[f]) + " (no fp8 / fp4 training: every layer is bf16)" for f in names if f in flags]
+        return
+    job["bf16_layers_at_start"] = _int(where, flags, "--num-layers-at-start-in-bf16", 1)
+    job["bf16_layers_at_end"] = _int(where, flags, "--num-layers-at-end-in-bf16", 1)

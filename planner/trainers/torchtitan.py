@@ -89,7 +89,12 @@ MODELLED = {
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
+    "mx": {"recipe_name"},
 }
+# torchtitan MXLinear recipe names (torchtitan/config/job_config.py @e347b1e5e MXLinear.recipe_name,
+# default "mxfp8_cublas"; torchao MXLinearRecipeName mxfp8_emulated / mxfp8_cublas / mxfp8_cutlass /
+# mxfp8_rceil ...): every mxfp8 one is the planner's mxfp8 recipe (1x32 e8m0 blocks)
+MX_DEFAULT_RECIPE = "mxfp8_cublas"
 
 
 # settings with no effect on the plan's memory or step time (torchtitan/config/job_config.py
@@ -148,15 +153,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     ignored: list[str] = []
     assumed: list[str] = []
     # the later layout's [quantize.linear.float8] reads as [float8]
-    quant = data.get("quantize", {})
-    if isinstance(quant, dict) and isinstance(quant.get("linear"), dict) and "float8" in quant["linear"]:
-        data = dict(data)
-        data["float8"] = {**data.get("float8", {}), **quant["linear"]["float8"]}
-        rest = {k: v for k, v in quant.items() if k != "linear"}
-        rest_linear = {k: v for k, v in quant["linear"].items() if k != "float8"}
-        data["quantize"] = {**rest, **({"linear": rest_linear} if rest_linear else {})}
-        if not data["quantize"]:
-            del data["quantize"]
+    for conv in ("float8", "mx"):  # [quantize.linear.mx] reads as [mx] the same way
+        quant = data.get("quantize", {})
+        if isinstance(quant, dict) and isinstance(quant.get("linear"), dict) and conv in quant["linear"]:
+            data = dict(data)
+            data[conv] = {**data.get(conv, {}), **quant["linear"][conv]}
+            rest = {k: v for k, v in quant.items() if k != "linear"}
+            rest_linear = {k: v for k, v in quant["linear"].items() if k != conv}
+            data["quantize"] = {**rest, **({"linear": rest_linear} if rest_linear else {})}
+            if not data["quantize"]:
+                del data["quantize"]
     not_modelled: list[str] = []
     for section, body in data.items():
         if not isinstance(body, dict):
@@ -327,18 +333,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     converters = m.get("converters", [])
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
-    fp8 = any(c in ("float8", "quantize.linear.float8") for c in converters)
-    for c in converters:
-        if c not in ("float8", "quantize.linear.float8"):
-            ignored.append(fmt_ignored("model.converters", c))
-    if fp8:
-        job["precision"] = "fp8"
-        recipe = sec["float8"].get("recipe_name")
-        job["fp8_recipe"] = recipe or "tensorwise"
-        if recipe is None:
-            assumed.append("fp8_recipe=tensorwise: float8 recipe_name unset (torchao's default dynamic tensorwise scaling)")
-    elif "recipe_name" in sec["float8"]:
-        ignored.append(fmt_ignored("float8.recipe_name", sec["float8"]["recipe_name"]) + " (no float8 converter)")
+    _precision_from_converters(where, converters, sec, job, assumed, ignored)
 
     # ---- compile
     if "compile" in data:
@@ -393,3 +388,33 @@ def _flatten(body: dict, prefix: str = ""):
             yield from _flatten(v, f"{prefix}{k}.")
         else:
             yield f"{prefix}{k}", v
+
+
+def _precision_from_converters(where, converters, sec, job, assumed, ignored):
+    """[model] converters: "float8" -> fp8 with [float8] recipe_name (tensorwise when unset,
+    torchao's default); "mx" -> fp8 recipe mxfp8 ([mx] recipe_name mxfp8*, torchtitan
+    MXLinear @e347b1e5e); both at once is an error (one converter per Linear)."""
+    fp8 = any(c in ("float8", "quantize.linear.float8") for c in converters)
+    mx = any(c in ("mx", "quantize.linear.mx") for c in converters)
+    for c in converters:
+        if c not in ("float8", "quantize.linear.float8", "mx", "quantize.linear.mx"):
+            ignored.append(fmt_ignored("model.converters", c))
+    if fp8 and mx:
+        raise PlannerError(f"{where}[model] converters name both float8 and mx", "keep one: each Linear is converted once")
+    if fp8:
+        job["precision"] = "fp8"
+        recipe = sec["float8"].get("recipe_name")
+        job["fp8_recipe"] = recipe or "tensorwise"
+        if recipe is None:
+            assumed.append("fp8_recipe=tensorwise: float8 recipe_name unset (torchao's default dynamic tensorwise scaling)")
+    elif mx:
+        recipe = sec["mx"].get("recipe_name", MX_DEFAULT_RECIPE)
+        if not str(recipe).startswith("mxfp8"):
+            raise PlannerError(f"{where}[mx] recipe_name {recipe!r} is not modelled",
+                               "valid: mxfp8, mxfp8_cublas, mxfp8_cutlass, mxfp8_rceil (every mxfp8 recipe: 1x32 e8m0 blocks)")
+        job["precision"], job["fp8_recipe"] = "fp8", "mxfp8"
+        if "recipe_name" not in sec["mx"]:
+            assumed.append(f"fp8_recipe=mxfp8: [mx] recipe_name unset ({MX_DEFAULT_RECIPE}, torchtitan's default)")
+    for conv, on in (("float8", fp8), ("mx", mx)):
+        if not on and "recipe_name" in sec[conv]:
+            ignored.append(fmt_ignored(f"{conv}.recipe_name", sec[conv]["recipe_name"]) + f" (no {conv} converter)")

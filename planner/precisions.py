@@ -1,0 +1,96 @@
+"""The training precisions and low-precision recipes the planner models: the ONE vocabulary
+that jobs, trainer configs, run records and the CLI read (a name not here is an error that
+lists these, never a fall-back to bf16).
+
+Precisions (integer codes, so a search holds them in int64 arrays):
+  bf16   16-bit GEMMs at the hardware's bf16 dense peak (fp16 runs are priced as bf16: same
+         2-byte width and tensor-core peak on every hardware_db entry)
+  fp8    8-bit GEMMs (e4m3 / e5m2) at the fp8 dense peak, with a scaling recipe below
+  nvfp4  4-bit e2m1 GEMMs with 1x16 blocks of e4m3 scales and a per-tensor fp32 scale, at
+         Blackwell's FP4 dense peak (hardware_db fp4_TFLOPS) [1][2]
+
+Recipes (stack_db `fp8_recipes` keys; a plan holds the code, the stack the figures, the
+hardware entry whether its tensor cores run them):
+  delayed     per-tensor scale from an amax history (TE DelayedScaling) [3]
+  tensorwise  per-tensor scale from the current amax (TE Float8CurrentScaling) [3]
+  rowwise     per-row scales (torchao float8 rowwise)
+  mxfp8       1x32 blocks with e8m0 (power-of-two) scales, Blackwell tensor cores only
+              (TE MXFP8BlockScaling) [1][3]
+  blockwise   1x128 activation / 128x128 weight blocks with fp32 scales, DeepSeek-V3 style
+              (TE Float8BlockScaling; Megatron: "for Hopper only") [3][4]
+  nvfp4       the nvfp4 precision's recipe (TE NVFP4BlockScaling, Megatron --fp4-recipe nvfp4) [2][3]
+
+[1] NVIDIA Blackwell architecture technical brief (2024): 2nd-generation Transformer Engine,
+    micro-tensor scaling, FP4/FP6 and the OCP MX formats; OCP Microscaling Formats (MX) v1.0
+    spec (2023): MXFP8 = 32 elements sharing one E8M0 scale.
+[2] NVIDIA, 'Pretraining Large Language Models with NVFP4' (arXiv:2509.25149, 2025), sec. 2:
+    NVFP4 = E2M1 values, one E4M3 scale per 16 elements and one FP32 scale per tensor.
+[3] NVIDIA/TransformerEngine transformer_engine/common/recipe/__init__.py @d0067d0d:
+    DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling,
+    NVFP4BlockScaling.
+[4] NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py @d98e8a64:
+    fp8_recipe Literal['tensorwise', 'delayed', 'mxfp8', 'blockwise', 'custom'], fp4 'e2m1',
+    fp4_recipe Literal['nvfp4', 'custom'] ('custom': a user quantizer, not modelled); Megatron-Bridge
+    src/megatron/bridge/training/mixed_precision.py (commit c0b9a0003) MixedPrecisionConfig.fp8_recipe
+    comment: '"mxfp8" (for Blackwell only), "blockwise" (for Hopper only)'.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from .errors import PlannerError
+
+BF16, FP8, NVFP4 = 0, 1, 2
+PRECISIONS = ("bf16", "fp8", "nvfp4")
+PRECISION_CODES = {n: i for i, n in enumerate(PRECISIONS)}
+PRECISION_NAMES = dict(enumerate(PRECISIONS))
+Precision = Literal["bf16", "fp8", "nvfp4"]
+
+FP8_RECIPES = ("delayed", "tensorwise", "rowwise", "mxfp8", "blockwise", "nvfp4")
+FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
+# the hardware dense peak a recipe's GEMMs run at (schema.Hardware.peak_flops); the
+# precision a recipe belongs to follows from it (nvfp4 -> nvfp4, the others -> fp8)
+RECIPE_PEAK = {"delayed": "fp8", "tensorwise": "fp8", "rowwise": "fp8", "mxfp8": "mxfp8", "blockwise": "fp8",
+               "nvfp4": "nvfp4"}
+RecipePeak = Literal["fp8", "mxfp8", "nvfp4"]
+
+
+def recipe_precision(recipe: str) -> str:
+    return "nvfp4" if RECIPE_PEAK[recipe] == "nvfp4" else "fp8"
+
+
+def check_precision(name, where: str = "") -> str:
+    """`name` if it is a precision the planner models, else an error listing them."""
+    s = str(name).strip().lower()
+    if s not in PRECISION_CODES:
+        raise PlannerError(f"{where}precision {name!r} is not modelled",
+                           f"valid: {', '.join(PRECISIONS)} (fp8 recipes: {', '.join(r for r in FP8_RECIPES if r != 'nvfp4')})")
+    return s
+
+
+# Free text of run records and measured rows (validate.py rule 7): the precision and, where
+# the text names one, the recipe. Matched on whole tokens of the lower-cased text.
+_RECIPE_WORDS = (("nvfp4", "nvfp4"), ("fp4", "nvfp4"), ("mxfp8", "mxfp8"), ("fp8-mx", "mxfp8"),
+                 ("fp8-cs", "tensorwise"), ("current scaling", "tensorwise"), ("tensorwise", "tensorwise"),
+                 ("rowwise", "rowwise"), ("delayed", "delayed"), ("blockwise", "blockwise"),
+                 ("subchannel", "blockwise"), ("fp8-sc", "blockwise"))
+_SIXTEEN_BIT = ("bf16", "fp16", "mixed 16-bit", "16-bit", "bfloat16", "float16")
+
+
+def parse_precision_text(text: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """(precision, recipe or None) named by a free-text precision field; (None, None) for an
+    empty one; raises for text naming no precision the planner models."""
+    t = (text or "").strip().lower()
+    if not t:
+        return None, None
+    recipe = next((r for w, r in _RECIPE_WORDS if w in t), None)
+    if recipe is not None:
+        return recipe_precision(recipe), recipe
+    if "fp8" in t or "float8" in t:
+        return "fp8", None
+    if any(t.startswith(w) or w in t for w in _SIXTEEN_BIT):
+        return "bf16", None
+    raise PlannerError(f"precision {text!r} is not modelled",
+                       f"valid: {', '.join(PRECISIONS)} (or fp16 / mixed 16-bit, priced as bf16; fp8 recipes: "
+                       f"{', '.join(r for r in FP8_RECIPES if r != 'nvfp4')})")
