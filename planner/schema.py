@@ -364,6 +364,13 @@ class Hardware(BaseModel):
                     "default: tdp_W. Lowers the sustained tensor-core rate (power.power_rate_fraction)")
     gpus_per_node: Count = Field(gt=0)
     nvlink_domain: Count = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
+    nvlink_domain_allocation: Literal["in_order", "segments"] = Field(
+        default="in_order",
+        description="how a job larger than one NVLink domain is laid on the domains (comm.domain_in_use): "
+                    "in_order: ranks fill whole domains in order; segments: the scheduler gives the job equal "
+                    "segments of whole nodes, each inside one domain, of the most nodes <= nvlink_domain / "
+                    "gpus_per_node that divides the job's node count (SLURM --segment, as NVIDIA's Megatron-Bridge "
+                    "launcher requests on GB200: scripts/performance/utils/executors.py slurm_executor)")
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
