@@ -626,6 +626,8 @@ class StackDefaults(BaseModel):
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
                     "(torchtitan's default)")
     bytes_per_param: Literal["mixed16", "megatron", "pure-bf16"]
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
+        default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -860,6 +862,17 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    moe_dispatcher: Optional[Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]] = Field(
+        default=None,
+        description="MoE token dispatcher (planner/dispatch.py): alltoall (NCCL), allgather, deepep (DeepEP normal "
+                    "kernels), deepep_ll (DeepEP low-latency kernels), hybridep (Megatron --moe-token-dispatcher-type, "
+                    "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
+    moe_fp8_dispatch: bool = Field(
+        default=False, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.2; "
+                                   "DeepEP, Hybrid-EP); the combine stays bf16")
+    moe_route_nodes: Optional[Count] = Field(
+        default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "
+                                        "(DeepSeek-V3 M = 4, sec. 2.1.2); default: no limit")
     moe_capacity_factor: Optional[float] = Field(
         default=None, ge=1.0,
         description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "
