@@ -44,11 +44,17 @@ combine, the combine's a dispatch) move bf16.
 Merging copies. With top_k experts drawn uniformly from E experts spread evenly over n ranks
 (or nodes), a token reaches n (1 - (1 - 1/n)^k) distinct ones on average (k draws with
 replacement: an approximation, named). Node-limited routing (job field moe_route_nodes M:
-DeepSeek-V3's tokens go to at most M = 4 nodes [5] sec. 2.1.2) caps the nodes at M; of them
-(N-1)/N are remote. DeepEP's and Hybrid-EP's RDMA bytes per rank are its tokens x the remote
-nodes they reach x h x bytes; their NVLink bytes (inside a domain) its tokens x the distinct
-other ranks they reach x h x bytes.
+DeepSeek-V3's tokens go to at most M = 4 nodes [5] sec. 2.1.2) caps the nodes at M. DeepEP's
+and Hybrid-EP's bytes per rank are counted as their benchmarks count them (the rank's or
+node's own share included, which is how the RDMA figures can pass the NIC's 50 GB/s): across
+NVLink domains its tokens x the nodes they reach x h x bytes, inside one its tokens x the
+ranks they reach x h x bytes; the low-latency kernels' every routed copy (tokens x top_k).
+A "node" is the group's members in one NVLink domain (comm.group_link).
 
+Approximations (named): the H800 efficiencies of DeepEP applied to other GPUs' line rates
+(Hybrid-EP's README measures DeepEP on GB200 at 24 SMs lower: 351 / 513 / 426 GB/s fp8 /
+bf16 / combine at 8 ranks, 51-75% of the H800 fractions); Hybrid-EP's H100 and GB200 fractions
+likewise; the tables' token counts (4096 normal, 128 low-latency) for every token count.
 Not modelled: the dispatchers' host synchronisation and launch overheads; DeepEP's SM
 budget's effect on the compute beside it; the pod layer for DeepEP's RDMA traffic.
 
@@ -142,15 +148,15 @@ class Transfers:
 
 
 def _merged_bytes(tokens, h, k, ep, link, route_nodes):
-    """(NVLink bytes, RDMA bytes) per element-byte a rank sends when copies to one rank (inside
-    a domain) or one node (across) merge; route_nodes caps the nodes a token reaches (0: no cap)."""
+    """(NVLink, RDMA) elements a rank's tokens move when copies to one rank (inside a domain) or
+    one node (across) merge, its own rank or node included as DeepEP's benchmarks count them
+    (tests/test_intranode.py: the received tokens; tests/test_internode.py: the tokens sent per
+    RDMA rank); route_nodes caps the nodes a token reaches (0: no cap)."""
     m = np.minimum(link.local_ranks, ep).astype(np.float64)
     nodes = np.maximum(ep / np.maximum(m, 1.0), 1.0)
     reach = distinct(nodes, k)
     reach = np.where(np.asarray(route_nodes) > 0, np.minimum(reach, np.maximum(route_nodes, 1)), reach)
-    remote = reach * (nodes - 1.0) / nodes
-    ranks_other = distinct(ep, k) * (ep - 1.0) / np.maximum(ep, 1.0)
-    return tokens * h * ranks_other, tokens * h * remote
+    return tokens * h * distinct(ep, k), tokens * h * reach
 
 
 def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8, route_nodes):
@@ -164,7 +170,7 @@ def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8,
     nv_line, net_line = params.nvlink_line_rate, params.network_line_rate
     if kind == DEEPEP_LL:
         sizes, d_bw, c_bw = DEEPEP_LL_RDMA
-        copies = tokens * h * k * (ep - 1.0) / np.maximum(ep, 1.0)
+        copies = tokens * h * k  # every selection, as DeepEP's benchmark counts them
         bw_d = _interp(ep, sizes, d_bw) * 1e9 / CX7_NIC_Bps * net_line
         bw_c = _interp(ep, sizes, c_bw) * 1e9 / CX7_NIC_Bps * net_line
         return copies * (b8 + extra) / bw_d, copies * ACT_BYTES / bw_d, copies * ACT_BYTES / bw_c
