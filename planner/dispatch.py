@@ -19,7 +19,8 @@ Megatron's --moe-token-dispatcher-type, --moe-enable-deepep, --moe-flex-dispatch
                dispatch and 43 / 57 / 50 GB/s combine over RDMA (EP16 / 32 / 64, per 400 Gb/s
                CX7 NIC), taken as fractions of H800's NVLink (200 GB/s per direction,
                hardware_db h800-sxm) and NIC (50 GB/s) line rates and applied to this
-               hardware's.
+               hardware's. Its NVLink path joins at most 8 peers [6]: a larger EP group, even
+               inside one NVL72 domain, runs the RDMA path between 8-GPU groups.
   deepep_ll    DeepEP's low-latency kernels [2]: pure RDMA, every routed copy sent (no merging),
                at the README's measured RDMA bandwidth per EP size (128 tokens, 7168 hidden,
                top-8: dispatch 98 / 63 / 48 / 43 / 39 / 39 GB/s, combine 127 / 74 / 53 / 46 / 39 /
@@ -74,6 +75,12 @@ References
 [5] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 2.1.2
     (node-limited routing, M = 4), sec. 3.2.2 (all-to-all kernels), sec. 3.3.2 (FP8
     dispatch, BF16 combine).
+[6] deepseek-ai/DeepEP csrc/kernels/configs.cuh (commit 9e6c4ef5): NUM_MAX_NVL_PEERS 8 (a
+    DeepEP "node" is at most 8 NVLink peers; rdma_rank = rank / NUM_MAX_NVL_PEERS); NVIDIA
+    Megatron-LM docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md
+    (commit b6bf017a) sec. 2.2.1: "DeepEP still does not officially support scenarios where the
+    NVLink domain is larger than 8"; with a community PR EP32 on GB200 reached ~400 GB/s
+    dispatch and ~190 GB/s combine (24 SMs).
 """
 
 from __future__ import annotations
@@ -101,6 +108,7 @@ FP8_TOKEN_EXTRA_BYTES = 16.0  # DeepEP tests/test_low_latency.py: + 16 B per fp8
 H800_NVLINK_Bps = 200e9  # hardware_db h800-sxm nvlink_GBps (per direction)
 CX7_NIC_Bps = 50e9  # 400 Gb/s; DeepEP README "~50 GB/s maximum bandwidth"
 GB200_NVLINK_Bps = 900e9  # hardware_db gb200-nvl72 nvlink_GBps
+DEEPEP_MAX_NVL_PEERS = 8  # DeepEP csrc/kernels/configs.cuh NUM_MAX_NVL_PEERS [6]
 # (EP sizes, dispatch GB/s, combine GB/s) [2]
 DEEPEP_NVLINK = ((8,), (153.0,), (158.0,))
 DEEPEP_RDMA = ((16, 32, 64), (43.0, 58.0, 51.0), (43.0, 57.0, 50.0))
@@ -147,12 +155,12 @@ class Transfers:
         return self.dispatch_bwd + self.combine_bwd
 
 
-def _merged_bytes(tokens, h, k, ep, link, route_nodes):
+def _merged_bytes(tokens, h, k, ep, local, route_nodes):
     """(NVLink, RDMA) elements a rank's tokens move when copies to one rank (inside a domain) or
     one node (across) merge, its own rank or node included as DeepEP's benchmarks count them
     (tests/test_intranode.py: the received tokens; tests/test_internode.py: the tokens sent per
     RDMA rank); route_nodes caps the nodes a token reaches (0: no cap)."""
-    m = np.minimum(link.local_ranks, ep).astype(np.float64)
+    m = np.minimum(local, ep).astype(np.float64)
     nodes = np.maximum(ep / np.maximum(m, 1.0), 1.0)
     reach = distinct(nodes, k)
     reach = np.where(np.asarray(route_nodes) > 0, np.minimum(reach, np.maximum(route_nodes, 1)), reach)
@@ -164,7 +172,11 @@ def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8,
     Hybrid-EP / DeepEP low-latency transfer (module docstring)."""
     inside = link.link == comm.LINK_NVLINK
     ep = np.asarray(ep, dtype=np.float64)
-    nv_b, rd_b = _merged_bytes(tokens, h, k, ep, link, route_nodes)
+    local = link.local_ranks
+    if kind == DEEPEP:  # at most 8 NVLink peers: beyond, 8-GPU "nodes" joined over RDMA [6]
+        inside = inside & (ep <= DEEPEP_MAX_NVL_PEERS)
+        local = np.minimum(local, DEEPEP_MAX_NVL_PEERS)
+    nv_b, rd_b = _merged_bytes(tokens, h, k, ep, local, route_nodes)
     b8 = element_bytes(fp8)
     extra = np.where(np.asarray(fp8, dtype=bool), FP8_TOKEN_EXTRA_BYTES / h, 0.0)  # per element
     nv_line, net_line = params.nvlink_line_rate, params.network_line_rate

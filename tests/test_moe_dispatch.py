@@ -152,15 +152,16 @@ def test_megatron_flags_name_the_dispatcher(tmp_path, flags, kind):
 
 
 def test_a_faster_dispatcher_shortens_the_ep_term():
-    """On the same plan the EP term follows the dispatcher; allgather moves every token to
-    every EP rank and is the slowest at EP64."""
+    """On the same plan the EP term follows the dispatcher: allgather moves every token to every
+    EP rank (slower than the all-to-all at EP64); DeepEP's normal kernels leave the rack's
+    NVLink for their RDMA path beyond 8 peers, Hybrid-EP stays on it."""
     from planner.explain import evaluate
 
     t = {}
     for kind in ("alltoall", "allgather", "deepep", "hybridep"):
         s, plan, _ = resolve(_job(moe_dispatcher=kind))
         t[kind] = float(evaluate(s, plan).time["ep_comm"])
-    assert t["allgather"] > t["alltoall"] and t["allgather"] > t["deepep"]
+    assert t["allgather"] > t["alltoall"] and t["deepep"] > t["hybridep"]
     assert all(math.isfinite(v) and v > 0 for v in t.values())
 
 
@@ -184,3 +185,16 @@ def test_explain_shows_the_moe_terms(tmp_path):
     for words in ("placement (NVLink domains of 64 GPUs in use): EP64 NVLink", "MoE dispatcher deepep",
                   "MoE grouped GEMM: 2 local experts", "fixed MoE overhead"):
         assert words in r.output, words
+
+
+def test_deepep_joins_at_most_eight_nvlink_peers():
+    """DeepEP's NUM_MAX_NVL_PEERS = 8: EP64 inside one GB200 rack still runs its RDMA path
+    between 8 groups of 8 GPUs (51 GB/s at EP64 on H800's 50 GB/s NIC, GB200's NIC 50 GB/s too);
+    Hybrid-EP uses the rack's NVLink."""
+    p = _params(GB200)
+    link = _Link(comm.LINK_NVLINK, 64)
+    _, d16, _ = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, 7168, 8, 64, link, p, False, 0)
+    reach = 8 * (1 - (7 / 8) ** 8)
+    assert float(d16) == pytest.approx(p.network_latency + 4096 * reach * 7168 * 2 / 51e9)
+    _, h16, _ = dispatch.kernel_time(dispatch.HYBRIDEP, 4096.0, 7168, 8, 64, link, p, False, 0)
+    assert float(h16) < float(d16) / 5
