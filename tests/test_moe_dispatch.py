@@ -198,3 +198,25 @@ def test_deepep_joins_at_most_eight_nvlink_peers():
     assert float(d16) == pytest.approx(p.network_latency + 4096 * reach * 7168 * 2 / 51e9)
     _, h16, _ = dispatch.kernel_time(dispatch.HYBRIDEP, 4096.0, 7168, 8, 64, link, p, False, 0)
     assert float(h16) < float(d16) / 5
+
+
+def test_a_record_says_its_dispatcher_else_it_is_assumed(tmp_path):
+    """validate: a runs-file record's moe_dispatcher reaches the job; without one the stack's
+    default is priced and listed as assumed."""
+    import yaml
+
+    from planner.validate import load_runs, evaluate_record
+
+    src = yaml.safe_load(open("tests/data/published_runs_moe.yaml"))
+    recs = src if isinstance(src, list) else src["runs"]
+    rec = next(r for r in recs if r["id"] == "megatron-bridge-25.11-dgx-gb200-deepseek-v3")
+    rows = {}
+    for kind in (None, "hybridep"):
+        r = dict(rec, **({"moe_dispatcher": kind} if kind else {}))
+        p = tmp_path / f"runs_{kind}.yaml"
+        p.write_text(yaml.safe_dump([r]))
+        (one,) = load_runs(p)
+        rows[kind] = evaluate_record(one, tmp_path, tmp_path)
+    assert any(a.startswith("moe_dispatcher=alltoall") for a in rows[None].assumed)
+    assert not any(a.startswith("moe_dispatcher") for a in rows["hybridep"].assumed)
+    assert rows["hybridep"].predicted_step_s != rows[None].predicted_step_s
