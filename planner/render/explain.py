@@ -115,7 +115,7 @@ def time_table(res: dict) -> None:
     tab.add_column("% of step", justify="right")
     rows = list(TIME_ROWS)
     if "ep_comm_s" in t:
-        rows = rows[:3] + [("EP all-to-all (MoE dispatch + combine)", "ep_comm_s")] + rows[3:]
+        rows = rows[:3] + [("EP dispatch + combine (MoE dispatcher, exposed)", "ep_comm_s")] + rows[3:]
     if "moe_permute_s" in t:
         rows = rows[:1] + [("MoE router top-k + token permutation (memory-bound)", "moe_permute_s")] + rows[1:]
     for name, key in rows:
