@@ -77,7 +77,9 @@ each GPU reaches other domains through its own NIC [3, sec. 4.2, 6.2]; NCCL spre
 channels over the NICs of a node, so a group with m members per domain gets
 min(B_nvlink, m * B_net) (m = 1 for a DP or PP group: the per-GPU network bandwidth) [12].
 A block larger than a pod (or straddling a pod boundary) crosses the oversubscribed layer
-[3, sec. 6.2-6.3][9, sec. 3.3.1]; see `group_link` for the contention model.
+[3, sec. 6.2-6.3][9, sec. 3.3.1]; see `group_link` for the contention model. Where the
+hardware allocates a job in segments (GB200/GB300 NVL72: 64 GPUs of a 72-GPU rack for a
+128-GPU job [16]), the domain a job fills is the segment (`domain_in_use`).
 
 References
 [1] Thakur, Rabenseifner, Gropp 2005, "Optimization of Collective Communication Operations in
@@ -130,6 +132,11 @@ References
 [15] Two-node (16-GPU) all-reduce busbw with 8 x 400G NICs per node: 465-487 GB/s on H100 and
     482-486 GB/s on H200 over RoCE without SHARP (planner reference hardware.yaml, measured),
     above the 8 x 47 = 376 GB/s a ring can draw from the NICs: NCCL runs NVLS-tree.
+[16] NVIDIA-NeMo/Megatron-Bridge scripts/performance/utils/executors.py (commit f02b14e6)
+    slurm_executor: "add --segment flag to sbatch if job uses GB200 and goes beyond one rack":
+    with 4 GPUs per node and more than 18 nodes, segment = the first of 18, 17, ..., 1 that
+    divides the node count, passed to run.SlurmExecutor(segment=...) (SLURM sbatch --segment:
+    the nodes of each segment in one topology block, here one NVL72 rack).
 """
 
 from __future__ import annotations
@@ -649,6 +656,7 @@ class CommParams:
     sharp: bool = False
     gpus_per_nic: float = 1.0
     tree_hop_latency: float = TREE_HOP_LATENCY_S
+    segments: bool = False  # the hardware's nvlink_domain_allocation is "segments" (domain_in_use)
 
     @property
     def nvls_algbw(self) -> float:
@@ -699,6 +707,7 @@ def comm_params(
         nvls_bandwidth=None if nvls_GBps is None else float(nvls_GBps) * 1e9,
         sharp=bool(sharp),
         gpus_per_nic=max(1.0, int(hw.gpus_per_node) / int(rails)),
+        segments=getattr(hw, "nvlink_domain_allocation", "in_order") == "segments",
     )
 
 
@@ -880,10 +889,32 @@ class _Placement(NamedTuple):
     m_pod: np.ndarray  # members per pod
 
 
+def domain_in_use(job, params: CommParams) -> np.ndarray:
+    """GPUs of each NVLink domain a job of `job` GPUs fills (int64 array): the whole domain
+    (params.nvlink_domain) where ranks fill domains in order, or where the job fits in one.
+    Under segment allocation (hardware nvlink_domain_allocation "segments") a job larger than
+    one domain is given equal segments of whole nodes, each inside one domain: the most nodes
+    k <= nvlink_domain / gpus_per_node that divide the job's node count, k x gpus_per_node GPUs
+    per domain. That is the rule of NVIDIA's Megatron-Bridge launcher for GB200 (4 GPUs per
+    node, 18 nodes per NVL72 rack): `segment` = the largest of 18..1 dividing the node count,
+    passed to SLURM's --segment when the job has more than 18 nodes [16]; 128 or 256 GPUs
+    (32 or 64 nodes) run in 64-GPU segments, 144 in whole racks. A job whose GPU count is not
+    a whole number of nodes keeps whole domains."""
+    D, n = params.nvlink_domain, params.gpus_per_node
+    job = _i(job)
+    if not params.segments or D <= n:
+        return np.full(job.shape, D, dtype=np.int64)
+    nodes = job // n
+    k = np.arange(1, D // n + 1, dtype=np.int64)
+    seg = np.max(np.where(nodes[..., None] % k == 0, k, 1), axis=-1)
+    return np.where((job > D) & (job % n == 0), seg * n, D).astype(np.int64)
+
+
 def _place(g, s, span, job, params: CommParams) -> _Placement:
     """Blocks of `span` consecutive ranks, members `s` apart, in a job of `job` GPUs filling
-    NVLink domains and pods in order from a pod boundary (`group_link`)."""
-    D, P = params.nvlink_domain, params.pod_gpus
+    NVLink domains (the `domain_in_use` GPUs of each) and pods in order from a pod boundary
+    (`group_link`)."""
+    D, P = domain_in_use(job, params), params.pod_gpus
     inside = (g == 1) | ((span <= D) & ((D % span == 0) | (job <= D)))
     m_local = np.where(inside, g, np.clip(np.gcd(span, D) // s, 1, g))
     crosses = ~inside & ((span > P) | ((P % span != 0) & (job > P)))

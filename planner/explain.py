@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import comm, dispatch, placement
 from . import memory as mem
-from .compute import flops_summary
+from .compute import flops_summary, price_gemms
+from .layers import context, layer_list
 from .params import count_params
-from .plan import PlanArrays, Settings, plan_dict
+from .plan import FP8, PlanArrays, Settings, plan_dict
 from .profile import RUN_PARAMETER_AFFECTS
 from .stacks import stack_of
 from .step import step_time, throughput
@@ -143,6 +145,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         thr.update(training_steps=steps, training_days=seconds / 86400.0,
                    gpu_hours=seconds * settings.gpus / 3600.0)
     out_cal = calibration_report(settings, est)
+    moe_out = moe_report(settings, plan, est, pick) if settings.model.moe is not None else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
         **({"assumed": list(settings.assumed)} if settings.assumed else {}),
@@ -153,4 +156,37 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "flops": flops,
         "time": time,
         "throughput": thr,
+        "placement": placement.report(settings, plan, pick),
+        **({"moe": moe_out} if moe_out else {}),
+    }
+
+
+def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dict:
+    """explain's MoE terms of one plan: the dispatcher (planner/dispatch.py) with its dispatch
+    and combine seconds per step on the critical stage before any overlap (their exposed share
+    is time.ep_comm_s) and the EP group's tier; the routed experts' grouped GEMMs' efficiency
+    (their forward FLOPs over the GEMM model's time, against the dense peak of the precision;
+    compute.py prices each expert's GEMM at its own shape, so few tokens per expert show
+    here); the fixed MoE overhead per step (host synchronisation, launches) the model adds."""
+    x = est.time_extra
+    kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
+    ctx = context(plan, settings.moe_capacity_factor)
+    rows = [(g, c) for g, c in kind.mlp.gemms(ctx) if g.name.startswith("expert_")]
+    times = price_gemms(rows, settings.hardware, plan.precision)
+    flops = sum(2.0 * g.M * g.N * g.K * c for g, c in rows)
+    peak = np.where(plan.precision == FP8, settings.hardware.fp8_TFLOPS or np.nan, settings.hardware.bf16_TFLOPS) * 1e12
+    eff = flops / sum(times.values()) / peak
+    e_local = settings.model.moe.num_experts / int(pick(plan.ep))
+    return {
+        "dispatcher": settings.moe_dispatcher,
+        "dispatcher_description": dispatch.DESCRIPTIONS[settings.moe_dispatcher],
+        "fp8_dispatch": bool(settings.moe_fp8_dispatch),
+        "route_nodes": int(settings.moe_route_nodes) or None,
+        "dispatch_s": _num(pick(x["moe_dispatch_s"])),
+        "combine_s": _num(pick(x["moe_combine_s"])),
+        "ep_tier": "none" if int(pick(plan.ep)) == 1 else comm.LINK_NAMES[int(pick(x["ep_tier"]))],
+        "tokens_per_expert": _num(pick(rows[0][0].M)),
+        "local_experts": e_local,
+        "grouped_gemm_efficiency": _num(pick(eff)),
+        "fixed_overhead_s": 0.0,
     }

@@ -268,6 +268,9 @@ class Settings:
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
+    moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
+    moe_fp8_dispatch: bool = False  # the forward dispatch in fp8 (job field)
+    moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
@@ -630,6 +633,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         bf16_layers=_bf16_layers(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
+        **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         model_file=model_file,
@@ -671,6 +675,25 @@ def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_che
             raise PlannerError(f"{where}ep_comm_overlap does not run with full recompute",
                                "use recompute none or selective, or " + fix)
     return True
+
+
+def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, where: str = "") -> dict:
+    """The job's MoE dispatcher fields as Settings keywords: moe_dispatcher (the job's, else the
+    stack's defaults.moe_dispatcher, listed as inherited for an MoE model), moe_fp8_dispatch,
+    moe_route_nodes (0: no limit); an error where a dense model sets them."""
+    given = [f for f in ("moe_dispatcher", "moe_route_nodes") if getattr(job, f) is not None]
+    given += ["moe_fp8_dispatch"] if job.moe_fp8_dispatch else []
+    if model.moe is None:
+        if given:
+            raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
+                               "remove them (they apply to mixture-of-experts models)")
+        return {}
+    name = job.moe_dispatcher
+    if name is None:
+        name = stack.defaults.moe_dispatcher
+        inherited.append(("moe_dispatcher", name))
+    return dict(moe_dispatcher=name, moe_fp8_dispatch=bool(job.moe_fp8_dispatch),
+                moe_route_nodes=int(job.moe_route_nodes or 0))
 
 
 def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:

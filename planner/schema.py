@@ -392,6 +392,13 @@ class Hardware(BaseModel):
                     "default: tdp_W. Lowers the sustained tensor-core rate (power.power_rate_fraction)")
     gpus_per_node: Count = Field(gt=0)
     nvlink_domain: Count = Field(gt=0, description="GPUs that share the scale-up (NVLink/xGMI) fabric")
+    nvlink_domain_allocation: Literal["in_order", "segments"] = Field(
+        default="in_order",
+        description="how a job larger than one NVLink domain is laid on the domains (comm.domain_in_use): "
+                    "in_order: ranks fill whole domains in order; segments: the scheduler gives the job equal "
+                    "segments of whole nodes, each inside one domain, of the most nodes <= nvlink_domain / "
+                    "gpus_per_node that divides the job's node count (SLURM --segment, as NVIDIA's Megatron-Bridge "
+                    "launcher requests on GB200: scripts/performance/utils/executors.py slurm_executor)")
     nvlink_GBps: float = Field(gt=0, description="scale-up bandwidth per GPU per direction, GB/s")
     network_Gbps: float = Field(gt=0, description="scale-out NIC line rate per GPU, Gb/s")
     nvls: bool = Field(default=False, description="NVLink SHARP (in-switch reduction) for all-reduce inside the NVLink domain")
@@ -657,6 +664,8 @@ class StackDefaults(BaseModel):
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
                     "(torchtitan's default)")
     bytes_per_param: Literal["mixed16", "megatron", "pure-bf16"]
+    moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
+        default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -906,6 +915,17 @@ class Job(BaseModel):
                     "the output layer's input and output gradient of the first N micro-batches (0: all of them) until the "
                     "pipeline flush computes their weight gradients (megatron/core/tensor_parallel/layers.py, "
                     "pipeline_parallel/schedules.py finish_embedding_wgrad_compute); null: off")
+    moe_dispatcher: Optional[Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]] = Field(
+        default=None,
+        description="MoE token dispatcher (planner/dispatch.py): alltoall (NCCL), allgather, deepep (DeepEP normal "
+                    "kernels), deepep_ll (DeepEP low-latency kernels), hybridep (Megatron --moe-token-dispatcher-type, "
+                    "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
+    moe_fp8_dispatch: bool = Field(
+        default=False, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.2; "
+                                   "DeepEP, Hybrid-EP); the combine stays bf16")
+    moe_route_nodes: Optional[Count] = Field(
+        default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "
+                                        "(DeepSeek-V3 M = 4, sec. 2.1.2); default: no limit")
     moe_capacity_factor: Optional[float] = Field(
         default=None, ge=1.0,
         description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "

@@ -81,14 +81,13 @@ from typing import Any
 
 import numpy as np
 
-from . import comm, moe
+from . import comm, dispatch, moe
 from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates, flops_per_token, output_gemm_shape, price_gemms,
     recompute_flops_per_token,
 )
 from .layers import LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
-from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
@@ -457,28 +456,43 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
     return sc.mean("mid", out)
 
 
-def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
-    """MoE dispatch and combine all-to-alls of a middle stage per micro-batch (planner/moe.py):
-    2 forward and 2 backward per MoE layer (+2 per recomputed layer) over the EP group; with
-    ep_comm_overlap, where it applies, the combined 1F1B schedule hides a layer's forward ones
-    behind the partner micro-batch's backward of a layer and its backward ones behind a
-    layer's forward, at the stack's exposed share; the passes that run alone keep theirs."""
-    plan, ctx = sc.plan, sc.ctx
-    a2a = []
-    for kind in sc.ll.kinds:
-        if not kind.has_experts:
-            a2a.append(0.0)
+def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, dict]:
+    """MoE dispatch and combine of a middle stage per micro-batch (planner/moe.py, the
+    dispatcher's cost: planner/dispatch.py): per MoE layer a dispatch and a combine forward and
+    their gradients backward (the forward ones again per recomputed layer) over the EP group;
+    with ep_comm_overlap, where it applies, the combined 1F1B schedule hides a layer's forward
+    ones behind the partner micro-batch's backward of a layer and its backward ones behind a
+    layer's forward, at the stack's exposed share; the passes that run alone keep theirs.
+    Also returns the dispatch and combine seconds per micro-batch (before overlap) and the EP
+    group's tier, for explain."""
+    plan, ctx, st = sc.plan, sc.ctx, sc.settings
+    stride = moe.ep_stride(plan, coll.strides)
+    link = comm.group_link(plan.ep, stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
+    kind = dispatch.CODES[st.moe_dispatcher]
+    fwd, bwd, disp, comb = [], [], [], []
+    for k in sc.ll.kinds:
+        if not k.has_experts:
+            for lst in (fwd, bwd, disp, comb):
+                lst.append(0.0)
             continue
-        a2a.append(coll(comm.ALL_TO_ALL, moe.alltoall_bytes(kind.mlp, ctx), plan.ep, moe.ep_stride(plan, coll.strides)))
+        tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
+                                fp8=st.moe_fp8_dispatch, route_nodes=st.moe_route_nodes)
+        fwd.append(np.where(plan.ep > 1, tr.fwd, 0.0))
+        bwd.append(np.where(plan.ep > 1, tr.bwd, 0.0))
+        disp.append(np.where(plan.ep > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
+        comb.append(np.where(plan.ep > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
     n, rc = sc.n["mid"], sc.rc["mid"]
-    ep_mb = sc.mean("mid", [(A2A_PER_LAYER * n + 2.0 * rc) * t for t in a2a])
+    info = {"dispatch": n * sc.mean("mid", disp) + rc * sc.mean("mid", [d / 2.0 for d in disp]),
+            "combine": n * sc.mean("mid", comb) + rc * sc.mean("mid", [c / 2.0 for c in comb]),
+            "tier": link.link, "ep_domains": link.domains}
+    half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
+    ep_mb = n * (half_f + half_b) + rc * half_f
     if not sc.settings.ep_comm_overlap:
-        return ep_mb
-    half = 0.5 * A2A_PER_LAYER * sc.mean("mid", a2a)  # a mean layer's forward (or backward) all-to-alls
+        return ep_mb, info
     alone = moe.alone_pass_share(plan, sc.m)
-    paired = _hide(half, comp.layer_bwd, sc.x) + _hide(half, comp.layer_fwd, sc.x)
-    ep_overlapped = n * (alone * 2.0 * half + (1.0 - alone) * paired)
-    return np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb)
+    paired = _hide(half_f, comp.layer_bwd, sc.x) + _hide(half_b, comp.layer_fwd, sc.x)
+    ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired)
+    return np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb), info
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
@@ -687,7 +701,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
     moe_model = any(k.has_experts for k in sc.ll.kinds)
-    ep_mb = ep_comm(sc, coll, comp) if moe_model else 0.0
+    ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
     cp_mb, cp_total = cp_comm(sc, coll, lt)
     pp_mb = pp_comm(sc, coll, comp)
     dp = dp_comm(sc, coll, comp)
@@ -703,7 +717,9 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     terms = Terms(compute=m * (comp.mb - comp.perm) + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
                   pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
                   **ep_terms)
-    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "calibrated": sorted(coll.used)}
+    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "calibrated": sorted(coll.used),
+             **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
+                 "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra
 
 

@@ -231,6 +231,11 @@ class RunRecord(BaseModel):
     ep_comm_overlap: Optional[bool] = Field(
         default=None, description="MoE: the run hid the EP all-to-alls (Megatron-Core --overlap-moe-expert-parallel-comm); "
                                   "null: off (Megatron-Core's default), never inferred from names or notes")
+    moe_dispatcher: Optional[Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]] = Field(
+        default=None, description="MoE: the run's token dispatcher (the Job field; planner/dispatch.py); null: the stack's "
+                                  "default, listed as assumed")
+    moe_fp8_dispatch: bool = Field(default=False, description="MoE: the run dispatched fp8 tokens (the Job field)")
+    moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
     fp8_recipe: Optional[str] = None
     power_limit_w: Optional[float] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
@@ -602,6 +607,9 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         ep_comm_overlap=rec.ep_comm_overlap,
         account_for_embedding_in_pipeline_split=bool(rec.account_for_embedding_in_pipeline_split),
         account_for_loss_in_pipeline_split=bool(rec.account_for_loss_in_pipeline_split),
+        moe_dispatcher=rec.moe_dispatcher,
+        moe_fp8_dispatch=rec.moe_fp8_dispatch,
+        moe_route_nodes=rec.moe_route_nodes,
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
     )
 

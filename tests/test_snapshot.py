@@ -19,6 +19,7 @@ REL = 1e-9
 ADDED = {".params.layer_kinds", ".layers", ".memory.allocated_bytes", ".memory.reserved_bytes", ".memory.terms.stream_pools", ".memory.terms.workspaces",
          ".memory.stages.*.allocated_bytes", ".memory.stages.*.reserved_bytes",
          ".plan.sharding_mode", ".plan.etp"}  # issue 22: the stack's mode that runs the plan, expert TP
+ADDED |= {".placement", ".moe"}  # issue 23: each group's tier, the MoE dispatcher terms
 
 
 def _diff(a, b, path="", out=None):

@@ -39,6 +39,10 @@ RANKS = {
     "planner.explain": 90,
     "planner.search": 90,
     "planner.step": 80,
+    # the MoE dispatchers' costs (step prices them, they call step's Collectives back) and the
+    # groups' placement report (explain)
+    "planner.dispatch": 80,
+    "planner.placement": 75,
     # the cost models (moe.py: expert-parallel placement and overlap, until layers/ absorbs it)
     "planner.memory": 70,
     "planner.compute": 70,

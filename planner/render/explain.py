@@ -86,6 +86,10 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         out.print(f"  training compute for {fl['training_tokens']:.3g} tokens: {fl['total_training_flops']:.3e} FLOPs (6N)")
     if "time" in res:
         time_table(res)
+    if "placement" in res:
+        placement_lines(res)
+    if "moe" in res:
+        moe_lines(res)
     for w in warnings:
         warn(w)
 
@@ -111,7 +115,7 @@ def time_table(res: dict) -> None:
     tab.add_column("% of step", justify="right")
     rows = list(TIME_ROWS)
     if "ep_comm_s" in t:
-        rows = rows[:3] + [("EP all-to-all (MoE dispatch + combine)", "ep_comm_s")] + rows[3:]
+        rows = rows[:3] + [("EP dispatch + combine (MoE dispatcher, exposed)", "ep_comm_s")] + rows[3:]
     if "moe_permute_s" in t:
         rows = rows[:1] + [("MoE router top-k + token permutation (memory-bound)", "moe_permute_s")] + rows[1:]
     for name, key in rows:
@@ -144,3 +148,33 @@ def time_table(res: dict) -> None:
                       f"measured runs; they change {', '.join(run['affects'])}")
         elif run:
             out.print(f"  run calibration not applied: {run.get('not_applied')}")
+
+
+_AXES = (("tp", "TP"), ("cp", "CP"), ("ep", "EP"), ("expert_dp", "expert DP"), ("dp", "DP"), ("pp", "PP"))
+
+
+def placement_lines(res: dict) -> None:
+    """Which link each parallel group's collectives use (planner/placement.py)."""
+    pl = res["placement"]
+    parts = []
+    for key, label in _AXES:
+        g = pl.get(key)
+        if g is None or g["ranks"] == 1:
+            continue
+        span = "" if g["nvlink_domains"] == 1 else f" over {g['nvlink_domains']} domains, {g['members_per_domain']} each"
+        parts.append(f"{label}{g['ranks']} {g['tier']}{span}")
+    if parts:
+        out.print(f"  placement (NVLink domains of {pl['nvlink_domain_in_use']} GPUs in use): " + "; ".join(parts))
+
+
+def moe_lines(res: dict) -> None:
+    """explain's MoE terms: dispatcher, EP tier, grouped-GEMM efficiency, fixed overhead."""
+    m = res["moe"]
+    extra = ", fp8 dispatch" if m["fp8_dispatch"] else ""
+    extra += f", tokens to at most {m['route_nodes']} nodes" if m["route_nodes"] else ""
+    out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
+              f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
+              f"(exposed: the EP row)")
+    out.print(f"  MoE grouped GEMM: {m['local_experts']:g} local experts x {m['tokens_per_expert']:,.0f} tokens, "
+              f"efficiency {pct(m['grouped_gemm_efficiency'])} of the dense peak; fixed MoE overhead "
+              f"{m['fixed_overhead_s']:,.4g} s per step")

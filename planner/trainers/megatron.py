@@ -124,7 +124,7 @@ BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
-    "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute",
+    "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -151,7 +151,7 @@ VALUE_FLAGS = {
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
-    "--moe-expert-capacity-factor", "--wgrad-deferral-limit",
+    "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -1021,6 +1021,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job[key] = True
     if "--expert-tensor-parallel-size" in flags:
         job["etp"] = _int(where, flags, "--expert-tensor-parallel-size")
+    if "--num-experts" in flags:
+        _dispatcher(where, flags, job, assumed)
     if "--moe-expert-capacity-factor" in flags:
         job["moe_capacity_factor"] = _float(where, flags, "--moe-expert-capacity-factor")
         assumed.append("moe_capacity_factor: --moe-expert-capacity-factor (tokens beyond it are dropped; priced as the "
@@ -1208,3 +1210,32 @@ def _bf16_layers(flags: dict, job: dict, where: str, ignored: list) -> None:
         return
     job["bf16_layers_at_start"] = _int(where, flags, "--num-layers-at-start-in-bf16", 1)
     job["bf16_layers_at_end"] = _int(where, flags, "--num-layers-at-end-in-bf16", 1)
+
+
+DISPATCHER_TYPES = {"alltoall": "alltoall", "allgather": "allgather"}
+FLEX_BACKENDS = {"deepep": "deepep", "hybridep": "hybridep"}
+
+
+def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
+    """The MoE token dispatcher of Megatron's flags (planner/dispatch.py [1]):
+    --moe-token-dispatcher-type alltoall | allgather | flex (default allgather, arguments.py);
+    flex with --moe-flex-dispatcher-backend deepep (its default) | hybridep; the older
+    --moe-enable-deepep is flex with DeepEP."""
+    kind = flags.get("--moe-token-dispatcher-type")
+    if "--moe-enable-deepep" in flags:
+        kind = "flex"
+    if kind is None:
+        job["moe_dispatcher"] = "allgather"
+        assumed.append("moe_dispatcher: allgather (no --moe-token-dispatcher-type: Megatron-LM arguments.py's default)")
+        return
+    if kind == "flex":
+        backend = flags.get("--moe-flex-dispatcher-backend") or "deepep"
+        if backend not in FLEX_BACKENDS:
+            raise PlannerError(f"{where}--moe-flex-dispatcher-backend {backend!r} is not one the planner prices",
+                               f"use one of {', '.join(FLEX_BACKENDS)}")
+        job["moe_dispatcher"] = FLEX_BACKENDS[backend]
+        return
+    if kind not in DISPATCHER_TYPES:
+        raise PlannerError(f"{where}--moe-token-dispatcher-type {kind!r} is not one the planner prices",
+                           "use alltoall, allgather or flex")
+    job["moe_dispatcher"] = DISPATCHER_TYPES[kind]

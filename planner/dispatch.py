@@ -1,0 +1,231 @@
+"""MoE token dispatchers: how the routed tokens reach their experts and come back, and what
+each costs. Units: bytes, seconds, B/s. Pure numpy on 0-d or 1-d arrays.
+
+A dispatcher (job field moe_dispatcher; default the stack's defaults.moe_dispatcher; read from
+Megatron's --moe-token-dispatcher-type, --moe-enable-deepep, --moe-flex-dispatcher-backend):
+
+  alltoall     Megatron-Core's MoEAlltoAllTokenDispatcher [1]: NCCL all-to-all over the EP
+               group, each routed copy of a token sent (top_k c copies; no merging of copies
+               bound for one rank), bf16, priced by comm.py's all-to-all model at the group's
+               placement (planner/moe.py alltoall_bytes).
+  allgather    MoEAllGatherTokenDispatcher [1]: every EP rank gathers all the group's tokens
+               (all-gather of ep x its tokens x h x 2 B) and the combine reduce-scatters the
+               outputs back (the same size); priced by comm.py at the group's placement.
+  deepep       DeepEP's normal kernels (Megatron flex dispatcher, backend deepep) [2][3]:
+               a token goes once to each rank (inside an NVLink domain) or once to each node
+               (across domains, then forwarded over NVLink) holding one of its experts; the
+               time is those bytes over the achieved bandwidth DeepEP's README measures on
+               H800: 153 GB/s dispatch and 158 GB/s combine over NVLink (EP8), 43 / 58 / 51 GB/s
+               dispatch and 43 / 57 / 50 GB/s combine over RDMA (EP16 / 32 / 64, per 400 Gb/s
+               CX7 NIC), taken as fractions of H800's NVLink (200 GB/s per direction,
+               hardware_db h800-sxm) and NIC (50 GB/s) line rates and applied to this
+               hardware's. Its NVLink path joins at most 8 peers [6]: a larger EP group, even
+               inside one NVL72 domain, runs the RDMA path between 8-GPU groups.
+  deepep_ll    DeepEP's low-latency kernels [2]: pure RDMA, every routed copy sent (no merging),
+               at the README's measured RDMA bandwidth per EP size (128 tokens, 7168 hidden,
+               top-8: dispatch 98 / 63 / 48 / 43 / 39 / 39 GB/s, combine 127 / 74 / 53 / 46 / 39 /
+               40 GB/s at EP 8 / 16 / 32 / 64 / 128 / 256), as fractions of the 50 GB/s NIC.
+  hybridep     NVIDIA's Hybrid-EP (flex dispatcher, backend hybridep) [4]: bytes as DeepEP's
+               normal kernels; achieved "algorithm bandwidth" through the Torch API with 16 SMs,
+               inside an NVLink domain from its GB200 table (ranks 8 / 16 / 24 / 32 / 36:
+               dispatch fp8 421.67 / 397.33 / 281.73 / 236.33 / 215.36, bf16 550.10 / 472.84 /
+               441.89 / 485.50 / 469.96, combine 538.44 / 474.48 / 444.40 / 423.19 / 418.27 GB/s
+               over GB200's 900 GB/s NVLink), across domains from its H100 table (ranks 16 / 32 /
+               64 over InfiniBand: dispatch fp8 48.26 / 42.10 / 35.01, bf16 54.47 / 47.36 / 41.24,
+               combine 53.35 / 52.53 / 46.57 GB/s over a 50 GB/s NIC).
+
+Bandwidth between the measured EP sizes: linear in log2(ep), held at the end values outside.
+
+Bytes per element: bf16 2; fp8 dispatch (job field moe_fp8_dispatch; DeepSeek-V3 sec. 3.3.2
+dispatches fp8 and combines bf16 [5]; DeepEP's tests) 1 B + a 4-byte scale per 128 elements,
++16 B of per-token metadata (DeepEP tests/test_low_latency.py: num_fp8_bytes = hidden +
+hidden / 128 * 4 + 16). The combine and both backward transfers (the dispatch's gradient is a
+combine, the combine's a dispatch) move bf16.
+
+Merging copies. With top_k experts drawn uniformly from E experts spread evenly over n ranks
+(or nodes), a token reaches n (1 - (1 - 1/n)^k) distinct ones on average (k draws with
+replacement: an approximation, named). Node-limited routing (job field moe_route_nodes M:
+DeepSeek-V3's tokens go to at most M = 4 nodes [5] sec. 2.1.2) caps the nodes at M. DeepEP's
+and Hybrid-EP's bytes per rank are counted as their benchmarks count them (the rank's or
+node's own share included, which is how the RDMA figures can pass the NIC's 50 GB/s): across
+NVLink domains its tokens x the nodes they reach x h x bytes, inside one its tokens x the
+ranks they reach x h x bytes; the low-latency kernels' every routed copy (tokens x top_k).
+A "node" is the group's members in one NVLink domain (comm.group_link).
+
+Approximations (named): the H800 efficiencies of DeepEP applied to other GPUs' line rates
+(Hybrid-EP's README measures DeepEP on GB200 at 24 SMs lower: 351 / 513 / 426 GB/s fp8 /
+bf16 / combine at 8 ranks, 51-75% of the H800 fractions); Hybrid-EP's H100 and GB200 fractions
+likewise; the tables' token counts (4096 normal, 128 low-latency) for every token count.
+Not modelled: the dispatchers' host synchronisation and launch overheads; DeepEP's SM
+budget's effect on the compute beside it; the pod layer for DeepEP's RDMA traffic.
+
+References
+[1] NVIDIA Megatron-LM megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137):
+    MoEAllGatherTokenDispatcher, MoEAlltoAllTokenDispatcher, MoEFlexTokenDispatcher;
+    megatron/training/arguments.py --moe-token-dispatcher-type {allgather, alltoall, flex}
+    (default allgather; "We recommend using 'alltoall' when applying expert parallelism"),
+    --moe-enable-deepep, --moe-flex-dispatcher-backend {deepep, hybridep}.
+[2] deepseek-ai/DeepEP README.md (commit 0aaa6744), "Performance": normal kernels on H800
+    (~160 GB/s NVLink, CX7 400 Gb/s ~50 GB/s RDMA, 4096 tokens, 7168 hidden, top-4 groups,
+    top-8 experts, FP8 dispatch, BF16 combine) and low-latency kernels (128 tokens).
+[3] NVIDIA Megatron-LM megatron/core/transformer/moe/fused_a2a.py: the flex dispatcher's
+    DeepEP Buffer dispatch / combine.
+[4] deepseek-ai/DeepEP docs/README_Hybrid-EP.md (commit 5fbafce2), "Performance Results":
+    H100 and GB200 tables (4096 tokens, 7168 hidden, top-8, uniform router, 8 local experts).
+[5] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437, sec. 2.1.2
+    (node-limited routing, M = 4), sec. 3.2.2 (all-to-all kernels), sec. 3.3.2 (FP8
+    dispatch, BF16 combine).
+[6] deepseek-ai/DeepEP csrc/kernels/configs.cuh (commit 9e6c4ef5): NUM_MAX_NVL_PEERS 8 (a
+    DeepEP "node" is at most 8 NVLink peers; rdma_rank = rank / NUM_MAX_NVL_PEERS); NVIDIA
+    Megatron-LM docs/discussions/deepseek-v3-gb200-optimization/deepseek-v3-gb200-optimization.md
+    (commit b6bf017a) sec. 2.2.1: "DeepEP still does not officially support scenarios where the
+    NVLink domain is larger than 8"; with a community PR EP32 on GB200 reached ~400 GB/s
+    dispatch and ~190 GB/s combine (24 SMs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import comm
+from .layers.common import ACT_BYTES
+
+ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
+NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
+CODES = {v: k for k, v in NAMES.items()}
+DESCRIPTIONS = {
+    "alltoall": "NCCL all-to-all (Megatron --moe-token-dispatcher-type alltoall)",
+    "allgather": "all-gather + reduce-scatter (Megatron --moe-token-dispatcher-type allgather)",
+    "deepep": "DeepEP normal kernels (Megatron flex dispatcher, --moe-flex-dispatcher-backend deepep)",
+    "deepep_ll": "DeepEP low-latency kernels (pure RDMA)",
+    "hybridep": "Hybrid-EP (Megatron flex dispatcher, --moe-flex-dispatcher-backend hybridep)",
+}
+
+FP8_SCALE_BYTES_PER_ELEMENT = 4.0 / 128.0  # one fp32 scale per 128 elements [2] tests
+FP8_TOKEN_EXTRA_BYTES = 16.0  # DeepEP tests/test_low_latency.py: + 16 B per fp8 token
+H800_NVLINK_Bps = 200e9  # hardware_db h800-sxm nvlink_GBps (per direction)
+CX7_NIC_Bps = 50e9  # 400 Gb/s; DeepEP README "~50 GB/s maximum bandwidth"
+GB200_NVLINK_Bps = 900e9  # hardware_db gb200-nvl72 nvlink_GBps
+DEEPEP_MAX_NVL_PEERS = 8  # DeepEP csrc/kernels/configs.cuh NUM_MAX_NVL_PEERS [6]
+# (EP sizes, dispatch GB/s, combine GB/s) [2]
+DEEPEP_NVLINK = ((8,), (153.0,), (158.0,))
+DEEPEP_RDMA = ((16, 32, 64), (43.0, 58.0, 51.0), (43.0, 57.0, 50.0))
+DEEPEP_LL_RDMA = ((8, 16, 32, 64, 128, 256), (98.0, 63.0, 48.0, 43.0, 39.0, 39.0), (127.0, 74.0, 53.0, 46.0, 39.0, 40.0))
+# Hybrid-EP [4], Torch API, 16 SMs: (ranks, dispatch fp8, dispatch bf16, combine) GB/s
+HYBRIDEP_NVLINK = ((8, 16, 24, 32, 36), (421.67, 397.33, 281.73, 236.33, 215.36),
+                   (550.10, 472.84, 441.89, 485.50, 469.96), (538.44, 474.48, 444.40, 423.19, 418.27))
+HYBRIDEP_RDMA = ((16, 32, 64), (48.26, 42.10, 35.01), (54.47, 47.36, 41.24), (53.35, 52.53, 46.57))
+
+
+def _interp(ep, sizes, values) -> np.ndarray:
+    """values measured at EP sizes, linear in log2(ep) between them, the end values outside."""
+    return np.interp(np.log2(np.maximum(np.asarray(ep, dtype=np.float64), 1.0)), np.log2(sizes), values)
+
+
+def distinct(n, k) -> np.ndarray:
+    """Mean distinct targets among n reached by k uniform draws: n (1 - (1 - 1/n)^k)."""
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    return n * (1.0 - (1.0 - 1.0 / n) ** np.asarray(k, dtype=np.float64))
+
+
+def element_bytes(fp8) -> np.ndarray:
+    """Bytes per element of a dispatch: fp8 1 + its scales, else bf16."""
+    return np.where(np.asarray(fp8, dtype=bool), 1.0 + FP8_SCALE_BYTES_PER_ELEMENT, float(ACT_BYTES))
+
+
+@dataclass
+class Transfers:
+    """Seconds per MoE layer and micro-batch on one GPU: the forward dispatch and combine and
+    their gradients in backward; `tier` the EP group's link (comm.LINK_*)."""
+
+    dispatch_fwd: np.ndarray
+    combine_fwd: np.ndarray
+    dispatch_bwd: np.ndarray  # the combine's gradient (a dispatch, bf16)
+    combine_bwd: np.ndarray  # the dispatch's gradient (a combine, bf16)
+    tier: np.ndarray
+
+    @property
+    def fwd(self):
+        return self.dispatch_fwd + self.combine_fwd
+
+    @property
+    def bwd(self):
+        return self.dispatch_bwd + self.combine_bwd
+
+
+def _merged_bytes(tokens, h, k, ep, local, route_nodes):
+    """(NVLink, RDMA) elements a rank's tokens move when copies to one rank (inside a domain) or
+    one node (across) merge, its own rank or node included as DeepEP's benchmarks count them
+    (tests/test_intranode.py: the received tokens; tests/test_internode.py: the tokens sent per
+    RDMA rank); route_nodes caps the nodes a token reaches (0: no cap)."""
+    m = np.minimum(local, ep).astype(np.float64)
+    nodes = np.maximum(ep / np.maximum(m, 1.0), 1.0)
+    reach = distinct(nodes, k)
+    reach = np.where(np.asarray(route_nodes) > 0, np.minimum(reach, np.maximum(route_nodes, 1)), reach)
+    return tokens * h * distinct(ep, k), tokens * h * reach
+
+
+def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8, route_nodes):
+    """(dispatch at its element bytes, dispatch bf16, combine bf16) seconds of one DeepEP /
+    Hybrid-EP / DeepEP low-latency transfer (module docstring)."""
+    inside = link.link == comm.LINK_NVLINK
+    ep = np.asarray(ep, dtype=np.float64)
+    local = link.local_ranks
+    if kind == DEEPEP:  # at most 8 NVLink peers: beyond, 8-GPU "nodes" joined over RDMA [6]
+        inside = inside & (ep <= DEEPEP_MAX_NVL_PEERS)
+        local = np.minimum(local, DEEPEP_MAX_NVL_PEERS)
+    nv_b, rd_b = _merged_bytes(tokens, h, k, ep, local, route_nodes)
+    b8 = element_bytes(fp8)
+    extra = np.where(np.asarray(fp8, dtype=bool), FP8_TOKEN_EXTRA_BYTES / h, 0.0)  # per element
+    nv_line, net_line = params.nvlink_line_rate, params.network_line_rate
+    if kind == DEEPEP_LL:
+        sizes, d_bw, c_bw = DEEPEP_LL_RDMA
+        copies = tokens * h * k  # every selection, as DeepEP's benchmark counts them
+        bw_d = _interp(ep, sizes, d_bw) * 1e9 / CX7_NIC_Bps * net_line
+        bw_c = _interp(ep, sizes, c_bw) * 1e9 / CX7_NIC_Bps * net_line
+        return copies * (b8 + extra) / bw_d, copies * ACT_BYTES / bw_d, copies * ACT_BYTES / bw_c
+    if kind == DEEPEP:
+        s_nv, d_nv, c_nv = DEEPEP_NVLINK
+        s_rd, d_rd, c_rd = DEEPEP_RDMA
+        nv = [_interp(ep, s_nv, v) * 1e9 / H800_NVLINK_Bps * nv_line for v in (d_nv, d_nv, c_nv)]
+        rd = [_interp(ep, s_rd, v) * 1e9 / CX7_NIC_Bps * net_line for v in (d_rd, d_rd, c_rd)]
+    else:  # HYBRIDEP
+        s_nv, f8_nv, b16_nv, c_nv = HYBRIDEP_NVLINK
+        s_rd, f8_rd, b16_rd, c_rd = HYBRIDEP_RDMA
+        nv = [_interp(ep, s_nv, v) * 1e9 / GB200_NVLINK_Bps * nv_line for v in (f8_nv, b16_nv, c_nv)]
+        rd = [_interp(ep, s_rd, v) * 1e9 / CX7_NIC_Bps * net_line for v in (f8_rd, b16_rd, c_rd)]
+        nv[0] = np.where(np.asarray(fp8, dtype=bool), nv[0], nv[1])
+        rd[0] = np.where(np.asarray(fp8, dtype=bool), rd[0], rd[1])
+    byte = (b8 + extra, float(ACT_BYTES), float(ACT_BYTES))
+    lat = np.where(inside, params.nvlink_latency, params.network_latency)
+    out = []
+    for i in range(3):
+        # inside a domain the NVLink carries the merged copies; across domains the RDMA leg is
+        # the bottleneck DeepEP's and Hybrid-EP's tables measure [2][4]
+        t = np.where(inside, nv_b * byte[i] / nv[i], rd_b * byte[i] / rd[i])
+        out.append(np.where(ep > 1, lat + t, 0.0))
+    return tuple(out)
+
+
+def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes) -> Transfers:
+    """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
+    dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
+    group, stride -> seconds), ep and stride the EP group's size and stride, group_link its
+    comm.GroupLink (its tier and members per domain), params the comm.CommParams, ctx the
+    layers.Ctx. fp8: the forward dispatch moves fp8; route_nodes: the node-limited routing cap
+    M (0: none)."""
+    from .moe import alltoall_bytes
+    tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (capacity factor c)
+    tier = group_link.link
+    if kind == ALLTOALL:
+        a = coll(comm.ALL_TO_ALL, alltoall_bytes(block, ctx), ep, stride)
+        return Transfers(a, a, a, a, tier)
+    if kind == ALLGATHER:
+        size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES
+        ag = coll(comm.ALL_GATHER, size, ep, stride)
+        rs = coll(comm.REDUCE_SCATTER, size, ep, stride)
+        return Transfers(ag, rs, ag, rs, tier)
+    d8, d16, c16 = kernel_time(kind, tokens, block.h, block.top_k, ep, group_link, params, fp8, route_nodes)
+    return Transfers(d8, c16, d16, c16, tier)

@@ -1,0 +1,41 @@
+"""Where each parallel group of a plan lands, and which tier its collectives use, for explain:
+TP, CP, PP, DP (with CP: the DP x CP gradient group), EP and the experts' data-parallel group,
+each a group of `ranks` members `stride` apart in the rank order, placed by comm.group_link in
+a job of settings.gpus GPUs (the hardware's NVLink domains filled in order or in segments:
+comm.domain_in_use). The step-time model prices every collective at the same placement
+(step.Collectives), so this report and the prices cannot disagree. Units: ranks, GPUs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import comm, moe
+
+
+def groups(settings, plan) -> dict:
+    """{axis: (ranks, stride, traffic pattern)} of a plan (arrays)."""
+    st = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    dp_stride = np.where(plan.cp > 1, np.minimum(st["dp"], st["cp"]), st["dp"])
+    out = {"tp": (plan.tp, st["tp"], comm.PATTERN_RING), "cp": (plan.cp, st["cp"], comm.PATTERN_RING),
+           "pp": (plan.pp, st["pp"], comm.PATTERN_RING), "dp": (plan.dp * plan.cp, dp_stride, comm.PATTERN_RING)}
+    if settings.model.moe is not None:
+        e_st = moe.ep_stride(plan, st)
+        out["ep"] = (plan.ep, e_st, comm.PATTERN_ALL_PAIRS)
+        out["expert_dp"] = (plan.dp * plan.cp // plan.ep, e_st * plan.ep, comm.PATTERN_RING)
+    return out
+
+
+def report(settings, plan, pick) -> dict:
+    """{axis: {ranks, stride, tier, nvlink_domains, members_per_domain}} for one plan (`pick`
+    selects its element); a group of one rank has tier "none"."""
+    params = comm.comm_params(settings.hardware)
+    domain = int(np.asarray(comm.domain_in_use(settings.gpus, params)))
+    out = {"nvlink_domain_in_use": domain}
+    for axis, (ranks, stride, pattern) in groups(settings, plan).items():
+        r, s = int(pick(ranks)), int(pick(stride))
+        gl = comm.group_link(r, s, params, pattern=pattern, job_gpus=settings.gpus)
+        out[axis] = {"ranks": r, "stride": s,
+                     "tier": "none" if r == 1 else comm.LINK_NAMES[int(gl.link)],
+                     "nvlink_domains": int(gl.domains), "members_per_domain": int(gl.local_ranks)}
+    return out
