@@ -122,25 +122,36 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
 GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
 
 
+def fp8_saved_bytes(stack) -> dict:
+    """Bytes per element of the saved tensors the stack keeps narrower than bf16 when it trains
+    in fp8: the GEMM inputs at 1 B where its linears save their quantized input [8], then its
+    own per-tensor figures (memory.fp8_saved_bytes: DeepSeek-V3's sec. 3.3.3)."""
+    out = {n: 1.0 for n in GEMM_INPUTS} if stack.memory.fp8_saves_gemm_inputs else {}
+    out.update(stack.memory.fp8_saved_bytes)
+    return out
+
+
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
-                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_inputs: bool = False):
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=()):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
-    in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names.
+    in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
+    but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor).
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
-    not sequence-sharded (DTensor TP). fp8_inputs: the GEMMs' inputs are saved quantized, 1 B
-    per element where the plan trains in fp8 [8]."""
+    not sequence-sharded (DTensor TP). fp8_bytes: {tensor: bytes per element} saved narrower
+    than bf16 where the plan trains in fp8 (fp8_saved_bytes) [8]."""
     plan, tp = ctx.plan, ctx.tp
-    half = np.where(plan.precision == FP8, 0.5, 1.0) if fp8_inputs else 1.0
+    fp8 = plan.precision == FP8
+    width = {n: np.where(fp8, b / ACT_BYTES, 1.0) for n, b in (fp8_bytes or {}).items()}
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
     # the named tensors in schema order, then the kind's own (a fixed order: the same sum every time)
     for name in [n for n in ACTIVATION_TENSORS if n in table] + [n for n in table if n not in ACTIVATION_TENSORS]:
         b, tk = table[name]
-        if name in ACTIVATION_TENSORS and name not in keeps:
+        if (name in ACTIVATION_TENSORS and name not in keeps) or name in drops:
             continue
-        if name in GEMM_INPUTS:
-            b = b * half
+        if name in width:
+            b = b * width[name]
         if tk == "rep":
             total = total + b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
         elif tk == "split":
@@ -334,7 +345,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     it re-runs exist for one layer at a time."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
-    f8 = bool(stack.memory.fp8_saves_gemm_inputs)
+    f8 = fp8_saved_bytes(stack)
+    drops = tuple(stack.selective.recomputes)
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
     keeps = selective_keeps(settings)
@@ -345,12 +357,13 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_inputs=f8)
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_inputs=f8)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8)
+        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
+                                         drops=drops)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered, fp8_inputs=f8), 0.0)
+                                                             gathered_input=gathered, fp8_bytes=f8, drops=drops), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))

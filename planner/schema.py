@@ -458,6 +458,15 @@ ActivationTensor = Literal[
     "input", "norm1_out", "q", "k", "v", "attn_out", "norm2_in", "norm2_out", "gate", "up", "act_out",
     "mlp_out", "dropout_masks", "scores"]
 Projection = Literal["q", "k", "v", "o", "gate", "up", "down"]
+# tensors of a layer kind's own table (planner/layers/) that a selective policy may re-run
+# (every other kind tensor is kept by every policy but full recompute): the MLA latents' norm
+# outputs (the up-projections' inputs), the routed and shared experts' activation outputs (the
+# down projections' inputs) and the routed experts' outputs before the combine
+KindTensor = Literal["mla_latent_norm_out", "moe_expert_act_out", "moe_shared_act_out", "moe_expert_out"]
+# tensors a stack may save at another width than bf16 when it trains in fp8 (memory.fp8_saved_bytes)
+Fp8SavedTensor = Literal[
+    "norm1_out", "attn_out", "norm2_out", "gate", "up", "act_out",
+    "moe_expert_in", "moe_expert_gate_up", "moe_shared_gate_up", "moe_expert_act_out", "moe_shared_act_out"]
 
 
 class KernelBytes(BaseModel):
@@ -499,6 +508,10 @@ class SelectiveRecompute(BaseModel):
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
     recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
     recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    recomputes: list[KindTensor] = Field(
+        default_factory=list,
+        description="tensors of the layer kinds' own tables (MLA, MoE) the policy re-runs instead of keeping; the others "
+                    "are kept (planner/layers/ tensors())")
     saves_tp_partials: bool = Field(
         default=False,
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
@@ -602,9 +615,20 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
+        default_factory=dict,
+        description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
+                    "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _fp8_bytes(self) -> "MemoryReporting":
+        bad = {k: v for k, v in self.fp8_saved_bytes.items() if not 0.0 < v <= 2.0}
+        if bad:
+            raise ValueError(f"fp8_saved_bytes must lie in (0, 2] bytes per element (bf16 is 2): {bad}")
+        return self
 
 
 class StackDefaults(BaseModel):
