@@ -642,7 +642,7 @@ class StackDefaults(BaseModel):
     microbatches_per_step: Literal["from_micro_batch", "pp"] = Field(
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
                     "(torchtitan's default)")
-    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16"]
+    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
     sources: list[str] = Field(min_length=1)
 
 
@@ -785,6 +785,11 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
     "megatron": BytesPerParam(weights=2, gradients=4, master=4, optimizer=8),
     # bf16 everything, no fp32 master: 2 + 2 + 2 + 2 (bf16 Adam m, v). Seed sec. 7.1 warns.
     "pure-bf16": BytesPerParam(weights=2, gradients=2, master=0, optimizer=4),
+    # DeepSeek-V3 (arXiv:2412.19437 sec. 3.3.3 "Low-Precision Optimizer States"): AdamW's first
+    # and second moments in bf16 (2 + 2), the master weights and the gradients "used for batch
+    # size accumulation" in fp32 (4 + 4); bf16 working weights 2 (assumed: sec. 3.3.1 casts
+    # them to fp8 per GEMM, Figure 6): 2 + 4 + 4 + 4 = 14 B; with ZeRO-1 6 + 8/d
+    "bf16-moments": BytesPerParam(weights=2, gradients=4, master=4, optimizer=4),
 }
 
 Recompute = Literal["none", "selective", "full"]
@@ -844,7 +849,7 @@ class Job(BaseModel):
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = Field(
+    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"

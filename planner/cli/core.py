@@ -167,7 +167,7 @@ def register(app: typer.Typer) -> None:
         sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8 (default: bf16)"),
         schedule: Optional[str] = typer.Option(None, "--schedule", help="1f1b|interleaved|gpipe (default: interleaved if vpp>1 else 1f1b)"),
-        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 (default: the stack's)"),
+        bytes_per_param: Optional[str] = typer.Option(None, "--bytes-per-param", help="mixed16 (16 B, seed) | megatron (18 B) | pure-bf16 | bf16-moments (14 B, DeepSeek-V3) (default: the stack's)"),
         activation_model: Optional[str] = typer.Option(None, "--activation-model", help="arch (shape-aware) | korthikanti (34 sbh, the seed's) (default: arch)"),
         attention: Optional[str] = typer.Option(None, "--attention", help="flash|eager (default: flash)"),
         causal: Optional[bool] = typer.Option(None, "--causal-flops/--noncausal-flops", help="count attention FLOPs causal (default: non-causal, PaLM)"),
