@@ -38,6 +38,10 @@ References
     layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
     row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
     per element (docs/memory_mechanisms.md (h)); the stack's memory.fp8_saves_gemm_inputs.
+[9] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv:2412.19437) sec. 3.2.1 Table 2
+    (DualPipe: 2x parameters, PP + 1 activations; pipeline.py [8]) and sec. 3.2.3 (the
+    shallowest layers with the embedding and the deepest with the output head on one PP
+    rank, the MTP modules sharing them).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -76,7 +80,7 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
-from .pipeline import stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
+from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
@@ -391,6 +395,19 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
             for c in range(len(counts["mid"]))]
+    dual = np.asarray(plan.schedule) == DUALPIPE
+    if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
+        # DualPipe [9]: rank r runs stage r of one direction and stage p-1-r of the other, 2x
+        # parameters; the end ranks hold the first and the last stage (embedding, output head
+        # and MTP on one rank: DeepSeek-V3 sec. 3.2.3), a middle rank its stage twice (stage
+        # p-1-r of a middle stage has the same composition, assumed)
+        ends = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"],
+                            twin=(counts["last"], "last", held["last"], n["last"]))
+        mids_d = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"],
+                               twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in range(len(counts["mid"]))]
+        first = Terms(**{k: np.where(dual, ends[k], first[k]) for k in first})
+        last = Terms(**{k: np.where(dual, ends[k], last[k]) for k in last})
+        mids = [Terms(**{k: np.where(dual, d[k], m_[k]) for k in m_}) for d, m_ in zip(mids_d, mids)]
     middle = mids[0]
     for cand in mids[1:]:
         heavier = cand.total > middle.total
@@ -463,7 +480,7 @@ class _PerLayer:
         self.fsdp = fs
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
     holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
@@ -471,20 +488,30 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
     buffer (the largest among the kinds it holds), the output layer and MTP on the last stage
     for the `loss` micro-batches it holds, the FSDP buffers (and FSDP2's unsharded stage under
     PP); and the pools the allocator holds beside them (reserved, not allocated): the sharded
-    gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks."""
+    gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks.
+    twin (counts, end, held, n): DualPipe's second stage on the same rank [9]: its parameters
+    add, and the rank's PP + 1 micro-batches in flight (held, pipeline.py [8]) are half of
+    each stage's layers."""
     settings, plan, pc = per.settings, per.plan, per.pc
     dense, experts = params_of(pc, settings.model, plan, counts, end)
+    if twin is not None:
+        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
+        dense, experts = dense + d2, experts + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep, fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
-    act = sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
-              np.float64(0.0))
+    act = _held_activations(per, held, r)
+    if twin is not None:
+        r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
+        act = 0.5 * (act + _held_activations(per, twin[2], r2))
+        counts = counts + twin[0]  # the recompute buffer: the largest kind either stage holds
     buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
-    losses = np.where(single, 1.0, loss) if end == "last" else np.where(single, 1.0, 0.0)
+    holds_loss = end == "last" or (twin is not None and twin[1] == "last")
+    losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
     out = losses * per.out_act
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
@@ -494,6 +521,13 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, workspaces=per.workspaces, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
+
+
+def _held_activations(per: _PerLayer, held, r):
+    """The layers' activations of the micro-batches a stage holds (held: layers x micro-batches
+    of each kind), a share r of its layers re-run under full recompute (their inputs kept)."""
+    return sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
+               np.float64(0.0))
 
 
 def capacity(settings: Settings) -> tuple[float, float]:

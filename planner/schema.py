@@ -647,7 +647,7 @@ class StackDefaults(BaseModel):
 
 
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
-Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
+Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe"]
 
 
 class ShardingMode(BaseModel):
@@ -704,7 +704,7 @@ class StackRuns(BaseModel):
     max_ep: Optional[Count] = Field(default=None, gt=0)
     expert_tensor_parallel: Optional[str] = Field(
         default=None, description="the option that sets an expert tensor-parallel degree other than tp (null: expert TP is tp)")
-    startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed"]] = Field(
+    startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     sources: list[str] = Field(min_length=1)
 

@@ -91,7 +91,7 @@ from .layers.common import ACT_BYTES
 from .layers.moe import A2A_PER_LAYER
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
-from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
+from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
 from .plan import FP8, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
@@ -434,13 +434,17 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
         a2a.append(coll(comm.ALL_TO_ALL, moe.alltoall_bytes(kind.mlp, ctx), plan.ep, moe.ep_stride(plan, coll.strides)))
     n, rc = sc.n["mid"], sc.rc["mid"]
     ep_mb = sc.mean("mid", [(A2A_PER_LAYER * n + 2.0 * rc) * t for t in a2a])
-    if not sc.settings.ep_comm_overlap:
+    dual = plan.schedule == DUALPIPE
+    if not sc.settings.ep_comm_overlap and not dual.any():
         return ep_mb
     half = 0.5 * A2A_PER_LAYER * sc.mean("mid", a2a)  # a mean layer's forward (or backward) all-to-alls
-    alone = moe.alone_pass_share(plan, sc.m)
+    # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
+    # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
+    alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
     paired = _hide(half, comp.layer_bwd, sc.x) + _hide(half, comp.layer_fwd, sc.x)
     ep_overlapped = n * (alone * 2.0 * half + (1.0 - alone) * paired)
-    return np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb)
+    on = dual | (bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan))
+    return np.where(on, ep_overlapped, ep_mb)
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
