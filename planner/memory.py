@@ -395,7 +395,7 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
             for c in range(len(counts["mid"]))]
-    dual = np.asarray(plan.schedule) == DUALPIPE
+    dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
     if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
         # DualPipe [9]: rank r runs stage r of one direction and stage p-1-r of the other, 2x
         # parameters; the end ranks hold the first and the last stage (embedding, output head

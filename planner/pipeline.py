@@ -161,7 +161,8 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     zb = ((pp - 1.0) * (1.0 + t_b) - overlap) / (m * (1.0 + r))
     # [8] Table 2: (p/2 - 1)(F&B + B - 3W) with F = 1, B = r (the full backward), W = t_w and
     # F&B = F + B (assumed: overlapping the two chunks hides communication, not compute)
-    dual = (pp / 2.0 - 1.0) * ((1.0 + r) + r - 3.0 * t_w) / (m * (1.0 + r))
+    # (one stage: no pipeline and no bubble)
+    dual = np.maximum(pp / 2.0 - 1.0, 0.0) * ((1.0 + r) + r - 3.0 * t_w) / (m * (1.0 + r))
     return np.where(schedule == ZERO_BUBBLE_H1, zb, np.where(schedule == DUALPIPE, dual, megatron))
 
 
@@ -265,7 +266,7 @@ def stage_inflight_kinds(ll, plan) -> dict:
         out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)[:, back]
         out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)[:, back]
         for c in range(C):
-            i = min(c, len(chunks["mid"]) - 1)
+            i = c if c < len(chunks["mid"]) else 0  # padded as stage_kind_counts pads (_gather): with mid 0
             out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)[:, back]
             out["mid_stage"][c, sel] = chunks["mid_stage"][i]
         lo = _chunk_inflight(p, v, p - 1, mu, su)[v - 1]
@@ -397,7 +398,7 @@ def inflight_microbatches(pp, m, vpp, schedule, stage=0):
     one_f = np.minimum(m, pp - s)
     inter = np.minimum(m * vpp, 2.0 * (pp - s - 1.0) + (vpp - 1.0) * pp + 1.0) / vpp
     zb = np.minimum(m, pp)
-    dual = np.minimum(m, pp + 1.0)  # [8] Table 2: PP + 1
+    dual = np.where(pp > 1.0, np.minimum(m, pp + 1.0), np.minimum(m, 1.0))  # [8] Table 2: PP + 1
     return np.where(
         schedule == GPIPE,
         m,

@@ -43,11 +43,24 @@ class MoESpec(BaseModel):
     layer_freq: Count = Field(default=1, gt=0, description="every layer_freq-th layer from first_k_dense is MoE (DeepSeek moe_layer_freq)")
     router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (informational)")
     router_bias: bool = Field(default=False, description="a per-expert score bias (DeepSeek-V3 e_score_correction_bias, aux-loss-free balancing)")
+    expert_groups: Optional[Count] = Field(
+        default=None, gt=0, description="group-limited routing: the routed experts form this many equal groups "
+                                        "(DeepSeek-V3 config.json n_group); null: no group limit")
+    groups_per_token: Optional[Count] = Field(
+        default=None, gt=0, description="a token's top_k experts come from at most this many groups (DeepSeek-V3 "
+                                        "topk_group 4: node-limited routing, at most 4 nodes per token)")
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds num_experts ({self.num_experts})")
+        if (self.expert_groups is None) != (self.groups_per_token is None):
+            raise ValueError("expert_groups and groups_per_token go together (group-limited routing)")
+        if self.expert_groups is not None:
+            if self.num_experts % self.expert_groups:
+                raise ValueError(f"expert_groups ({self.expert_groups}) does not divide num_experts ({self.num_experts})")
+            if self.groups_per_token > self.expert_groups:
+                raise ValueError(f"groups_per_token ({self.groups_per_token}) exceeds expert_groups ({self.expert_groups})")
         return self
 
 
@@ -716,6 +729,20 @@ class StackRuns(BaseModel):
         return self
 
 
+class EPDispatch(BaseModel):
+    """How the stack's MoE dispatch and combine move tokens between EP ranks (planner/moe.py
+    dispatch_scale); a stack without it runs NCCL's all-to-all on bf16 tokens."""
+
+    model_config = Strict
+    node_dedup: bool = Field(description="a token bound for several GPUs of one node crosses the network once and is "
+                                         "forwarded over NVLink (DeepSeek-V3 sec. 3.2.2)")
+    dispatch_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward dispatch and of the "
+                                                          "backward's gradient dispatch (fp8 with its scales, or bf16 2)")
+    combine_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward combine and of the backward's "
+                                                         "gradient combine")
+    sources: list[str] = Field(min_length=1)
+
+
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -737,6 +764,8 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
+    ep_dispatch: Optional[EPDispatch] = Field(
+        default=None, description="the MoE token dispatch (node deduplication, fp8); null: NCCL all-to-all of bf16 tokens")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")

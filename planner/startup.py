@@ -85,7 +85,7 @@ DUALPIPE_COMMIT = "deepseek-ai/DualPipe @bb214e82"
 def _dualpipe_shape(model, stack, plan) -> np.ndarray:
     """DualPipe's own asserts (DUALPIPE_SHAPE), where the plan runs it."""
     pp, m = np.asarray(plan.pp), np.asarray(plan.microbatches)
-    return (np.asarray(plan.schedule) == DUALPIPE) & ((pp % 2 != 0) | (m % 2 != 0) | (m < 2 * pp) | (np.asarray(plan.vpp) > 1))
+    return (np.asarray(plan.schedule) == DUALPIPE) & (pp > 1) & ((pp % 2 != 0) | (m % 2 != 0) | (m < 2 * pp) | (np.asarray(plan.vpp) > 1))
 
 
 # plan.rule_codes numbers these rules from FIRST_CODE on, in RULES order

@@ -431,10 +431,13 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
         if not kind.has_experts:
             a2a.append(0.0)
             continue
-        a2a.append(coll(comm.ALL_TO_ALL, moe.alltoall_bytes(kind.mlp, ctx), plan.ep, moe.ep_stride(plan, coll.strides)))
+        stride = moe.ep_stride(plan, coll.strides)
+        size = moe.alltoall_bytes(kind.mlp, ctx) * moe.dispatch_scale(kind.mlp, plan, sc.stack,
+                                                                       sc.settings.hardware.nvlink_domain, stride)
+        a2a.append(coll(comm.ALL_TO_ALL, size, plan.ep, stride))
     n, rc = sc.n["mid"], sc.rc["mid"]
     ep_mb = sc.mean("mid", [(A2A_PER_LAYER * n + 2.0 * rc) * t for t in a2a])
-    dual = plan.schedule == DUALPIPE
+    dual = (plan.schedule == DUALPIPE) & (plan.pp > 1)
     if not sc.settings.ep_comm_overlap and not dual.any():
         return ep_mb
     half = 0.5 * A2A_PER_LAYER * sc.mean("mid", a2a)  # a mean layer's forward (or backward) all-to-alls

@@ -97,6 +97,8 @@ class MoEMLP:
     bias: bool = False
     dropout: bool = False
     dense_f: int = 0  # the model's dense MLP width (korthikanti reference only)
+    expert_groups: int = 0  # group-limited routing (schema.MoESpec; 0: none)
+    groups_per_token: int = 0
 
     kind = "mlp"
     has_core = False
