@@ -209,18 +209,20 @@ def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8,
     return tuple(out)
 
 
-def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes) -> Transfers:
+def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes,
+              alltoall_scale=1.0) -> Transfers:
     """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
     group, stride -> seconds), ep and stride the EP group's size and stride, group_link its
     comm.GroupLink (its tier and members per domain), params the comm.CommParams, ctx the
     layers.Ctx. fp8: the forward dispatch moves fp8; route_nodes: the node-limited routing cap
-    M (0: none)."""
+    M (0: none); alltoall_scale: the stack's all-to-all bytes relative to bf16 copies
+    (moe.dispatch_scale), for the NCCL all-to-all."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (capacity factor c)
     tier = group_link.link
     if kind == ALLTOALL:
-        a = coll(comm.ALL_TO_ALL, alltoall_bytes(block, ctx), ep, stride)
+        a = coll(comm.ALL_TO_ALL, alltoall_bytes(block, ctx) * alltoall_scale, ep, stride)
         return Transfers(a, a, a, a, tier)
     if kind == ALLGATHER:
         size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES

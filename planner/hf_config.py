@@ -245,7 +245,7 @@ _NO_COST_GROUPS = {
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
         "floor_scale", "attn_scale", "use_qk_norm"),
     "routing and load balancing (which experts a token picks, not how many nor their size)": (
-        "norm_topk_prob", "routed_scaling_factor", "n_group", "topk_group", "router_aux_loss_coef", "aux_loss_alpha",
+        "norm_topk_prob", "routed_scaling_factor", "router_aux_loss_coef", "aux_loss_alpha",
         "seq_aux", "output_router_logits", "router_jitter_noise", "ep_size"),
     "activation clamps and the SSM activation (elementwise)": (
         "swiglu_limit", "swiglu_alpha", "time_step_limit", "mamba_hidden_act"),
@@ -824,6 +824,11 @@ class Reader:
         # router Linear bias (GptOssTopKRouter): E parameters each
         moe["router_bias"] = (topk_method == "noaux_tc" or self.model_type == "nemotron_h"
                               or bool(fam is not None and fam.extra.get("router_bias")))
+        # group-limited routing (transformers DeepseekV3TopkRouter: the experts in n_group groups, a token's
+        # top-k from the topk_group best; DeepSeek-V3 sec. 2.1.2 node-limited routing): n_group 1 is no limit
+        groups, per = self.count("n_group", None), self.count("topk_group", None)
+        if groups is not None and per is not None and groups > 1:
+            moe.update(expert_groups=groups, groups_per_token=per)
         return moe
 
     def _mlps(self, L: int, moe: dict | None):

@@ -38,13 +38,17 @@ References
     layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
     row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
     per element (docs/memory_mechanisms.md (h)); the stack's memory.fp8_saves_gemm_inputs.
-[9] NVIDIA/Megatron-LM d98e8a64 megatron/core/tensor_parallel/layers.py: with
-    --defer-embedding-wgrad-compute, ColumnParallelLinear.forward (l. 1226-1232) appends the
-    output layer's input (input_parallel, sequence-sharded under SP) to
-    embedding_activation_buffer and its backward (l. 650-659) appends the bf16 output gradient
-    (s, b, V/t) to grad_output_buffer, each for the first --wgrad-deferral-limit micro-batches
-    (0: all); pipeline_parallel/schedules.py finish_embedding_wgrad_compute (l. 913-926) drains
-    them after the last backward, so they live on the last stage until the pipeline flush.
+[9] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv:2412.19437) sec. 3.2.1 Table 2
+    (DualPipe: 2x parameters, PP + 1 activations; pipeline.py [8]) and sec. 3.2.3 (the
+    shallowest layers with the embedding and the deepest with the output head on one PP
+    rank, the MTP modules sharing them).
+[10] NVIDIA/Megatron-LM d98e8a64 megatron/core/tensor_parallel/layers.py: with
+     --defer-embedding-wgrad-compute, ColumnParallelLinear.forward (l. 1226-1232) appends the
+     output layer's input (input_parallel, sequence-sharded under SP) to
+     embedding_activation_buffer and its backward (l. 650-659) appends the bf16 output gradient
+     (s, b, V/t) to grad_output_buffer, each for the first --wgrad-deferral-limit micro-batches
+     (0: all); pipeline_parallel/schedules.py finish_embedding_wgrad_compute (l. 913-926) drains
+     them after the last backward, so they live on the last stage until the pipeline flush.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -83,7 +87,7 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .params import ParamCounts, count_params
-from .pipeline import stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
+from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, stack_of
@@ -130,26 +134,38 @@ NVFP4_SAVED_BYTES = 0.5 + 1.0 / 16.0  # bytes per element of a saved nvfp4 GEMM 
 GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
 
 
+def fp8_saved_bytes(stack) -> dict:
+    """Bytes per element of the saved tensors the stack keeps narrower than bf16 when it trains
+    in fp8: the GEMM inputs at 1 B where its linears save their quantized input [8], then its
+    own per-tensor figures (memory.fp8_saved_bytes: DeepSeek-V3's sec. 3.3.3)."""
+    out = {n: 1.0 for n in GEMM_INPUTS} if stack.memory.fp8_saves_gemm_inputs else {}
+    out.update(stack.memory.fp8_saved_bytes)
+    return out
+
+
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
-                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_inputs: bool = False):
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=()):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
-    in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names.
+    in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
+    but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor).
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
-    not sequence-sharded (DTensor TP). fp8_inputs: the GEMMs' inputs are saved quantized, 1 B
-    per element where the plan trains in fp8 [8], 0.5 + 1/16 B (e2m1 values and one e4m3
-    scale per 16) in nvfp4 [8]."""
+    not sequence-sharded (DTensor TP). fp8_bytes: {tensor: bytes per element} saved narrower
+    than bf16 where the plan trains in fp8 (fp8_saved_bytes) [8]; in nvfp4 the GEMM inputs among
+    them are saved at 0.5 + 1/16 B (e2m1 values and one e4m3 scale per 16) [8]."""
     plan, tp = ctx.plan, ctx.tp
-    half = np.select([plan.precision == FP8, plan.precision == NVFP4], [0.5, NVFP4_SAVED_BYTES / 2.0], 1.0) if fp8_inputs else 1.0
+    fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
+    width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
+             for n, b in (fp8_bytes or {}).items()}
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
     # the named tensors in schema order, then the kind's own (a fixed order: the same sum every time)
     for name in [n for n in ACTIVATION_TENSORS if n in table] + [n for n in table if n not in ACTIVATION_TENSORS]:
         b, tk = table[name]
-        if name in ACTIVATION_TENSORS and name not in keeps:
+        if (name in ACTIVATION_TENSORS and name not in keeps) or name in drops:
             continue
-        if name in GEMM_INPUTS:
-            b = b * half
+        if name in width:
+            b = b * width[name]
         if tk == "rep":
             total = total + b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
         elif tk == "split":
@@ -343,7 +359,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     it re-runs exist for one layer at a time."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
-    f8 = bool(stack.memory.fp8_saves_gemm_inputs)
+    f8 = fp8_saved_bytes(stack)
+    drops = tuple(stack.selective.recomputes)
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
     keeps = selective_keeps(settings)
@@ -354,12 +371,13 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_inputs=f8)
-        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_inputs=f8)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8)
+        kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
+                                         drops=drops)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered, fp8_inputs=f8), 0.0)
+                                                             gathered_input=gathered, fp8_bytes=f8, drops=drops), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
@@ -387,6 +405,19 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
             for c in range(len(counts["mid"]))]
+    dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
+    if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
+        # DualPipe [9]: rank r runs stage r of one direction and stage p-1-r of the other, 2x
+        # parameters; the end ranks hold the first and the last stage (embedding, output head
+        # and MTP on one rank: DeepSeek-V3 sec. 3.2.3), a middle rank its stage twice (stage
+        # p-1-r of a middle stage has the same composition, assumed)
+        ends = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"],
+                            twin=(counts["last"], "last", held["last"], n["last"]))
+        mids_d = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"],
+                               twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in range(len(counts["mid"]))]
+        first = Terms(**{k: np.where(dual, ends[k], first[k]) for k in first})
+        last = Terms(**{k: np.where(dual, ends[k], last[k]) for k in last})
+        mids = [Terms(**{k: np.where(dual, d[k], m_[k]) for k in m_}) for d, m_ in zip(mids_d, mids)]
     middle = mids[0]
     for cand in mids[1:]:
         heavier = cand.total > middle.total
@@ -415,7 +446,7 @@ class _PerLayer:
         ll = pc.layers
         self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
                                      + self.out_act) if ll.mtp else 0.0)
-        # Megatron's deferred output-layer weight gradients [9]: at the last micro-batch's
+        # Megatron's deferred output-layer weight gradients [10]: at the last micro-batch's
         # backward (the stage's peak) the first min(L, m - 1) output gradients (bf16, T x V/t)
         # and min(L, m) inputs (2 B x T x h, /t under SP) are held, L = the limit (0: all m)
         self.deferred_wgrad = 0.0
@@ -469,7 +500,7 @@ class _PerLayer:
         self.fsdp = fs
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
     holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
@@ -477,21 +508,31 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
     buffer (the largest among the kinds it holds), the output layer and MTP on the last stage
     for the `loss` micro-batches it holds, the FSDP buffers (and FSDP2's unsharded stage under
     PP); and the pools the allocator holds beside them (reserved, not allocated): the sharded
-    gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks."""
+    gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks.
+    twin (counts, end, held, n): DualPipe's second stage on the same rank [9]: its parameters
+    add, and the rank's PP + 1 micro-batches in flight (held, pipeline.py [8]) are half of
+    each stage's layers."""
     settings, plan, pc = per.settings, per.plan, per.pc
     dense, experts = params_of(pc, settings.model, plan, counts, end)
+    if twin is not None:
+        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
+        dense, experts = dense + d2, experts + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep, fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
-    act = sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
-              np.float64(0.0))
+    act = _held_activations(per, held, r)
+    if twin is not None:
+        r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
+        act = 0.5 * (act + _held_activations(per, twin[2], r2))
+        counts = counts + twin[0]  # the recompute buffer: the largest kind either stage holds
     buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
-    losses = np.where(single, 1.0, loss) if end == "last" else np.where(single, 1.0, 0.0)
-    out = losses * per.out_act + (per.deferred_wgrad if end == "last" else 0.0)
+    holds_loss = end == "last" or (twin is not None and twin[1] == "last")
+    losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
+    out = losses * per.out_act + (per.deferred_wgrad if holds_loss else 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
@@ -500,6 +541,13 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss) -> Terms:
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, workspaces=per.workspaces, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
+
+
+def _held_activations(per: _PerLayer, held, r):
+    """The layers' activations of the micro-batches a stage holds (held: layers x micro-batches
+    of each kind), a share r of its layers re-run under full recompute (their inputs kept)."""
+    return sum((held[i] * ((1.0 - r) * per.stored[i] + r * per.layer_input) for i in range(len(per.stored))),
+               np.float64(0.0))
 
 
 def capacity(settings: Settings) -> tuple[float, float]:

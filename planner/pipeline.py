@@ -5,7 +5,7 @@ in whatever time unit the caller uses (the seed uses "a forward pass takes 1 uni
 The closed forms take numpy arrays or scalars alike (no Python `if` on a searched value).
 
 Schedule codes (integers so that a search can hold them in an int64 array):
-    GPIPE = 0, ONE_F_ONE_B = 1, INTERLEAVED = 2, ZERO_BUBBLE_H1 = 3
+    GPIPE = 0, ONE_F_ONE_B = 1, INTERLEAVED = 2, ZERO_BUBBLE_H1 = 3, DUALPIPE = 4
 
 Closed forms (what the search uses) and what the simulator shows (tests/test_pipeline.py
 checks each of these over a grid of p, m, v):
@@ -15,6 +15,10 @@ checks each of these over a grid of p, m, v):
         ZB-H1                (p-1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W))  [4]
                              for m >= p and T_W <= min(T_F, T_B); in general the bubble
                              time is (p-1)(T_F + T_B) - (min(m,p) - 1) min(T_W, T_F, T_B) [5]
+        DualPipe             (p/2 - 1)(T_F&B + T_B - 3 T_W) / (m (T_F + T_B))           [8]
+                             T_B the full backward, T_F&B = T_F + T_B (assumed: the two
+                             mutually overlapped chunks' compute adds up; their overlap hides
+                             the communication, not compute)
     micro-batches whose activations stage s holds at its peak, in units of one
     micro-batch of a whole stage's L/p layers (a model chunk holds 1/v of a stage)
         GPipe                m                                            [1]
@@ -22,6 +26,8 @@ checks each of these over a grid of p, m, v):
         interleaved 1F1B     min(m*v, 2(p-s-1) + (v-1)p + 1) / v          [2][5]
                              stage 0: min(m, p + (p-1)/v) = p (1 + (p-1)/(p v)) for m >= 2p [3]
         ZB-H1                min(m, p) on every stage                     [4]
+        DualPipe             min(m, p + 1) on every rank, which holds two stages'
+                             parameters (stage s and stage p-1-s: 2x parameters)  [8]
 
 The simulator (`simulate`) is a discrete-event list scheduler, the seed's section 5.3 script
 generalised: each stage runs its own ordered list of passes; a pass starts when its stage
@@ -78,6 +84,14 @@ References
     the first (last) virtual stage holds one layer fewer. A model of several kinds of layer
     (planner/layers/) gets each stage's count of each kind from that placement
     (stage_kind_counts).
+[8] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv:2412.19437) sec. 3.2.1 and
+    Table 2; deepseek-ai/DualPipe README.md @89f5de17 (the same table): DualPipe bubble
+    (PP/2-1)(F&B + B - 3W), parameters 2x, activations PP+1 (1F1B: (PP-1)(F+B), 1x, PP),
+    F&B the time of two mutually overlapped forward and backward chunks, B a full backward,
+    W its weight part. deepseek-ai/DualPipe dualpipe/dualpipe.py @bb214e82 DualPipe.step:
+    num_ranks even, num_chunks (micro-batches) even and >= 2 num_ranks, half of them fed from
+    each end; rank r runs stage r of one direction and stage p-1-r of the other. The
+    discrete-event simulator does not run it (closed forms only).
 """
 
 from __future__ import annotations
@@ -90,10 +104,14 @@ import numpy as np
 
 from .errors import PlannerError
 
-GPIPE, ONE_F_ONE_B, INTERLEAVED, ZERO_BUBBLE_H1 = 0, 1, 2, 3
-SCHEDULE_CODES = {"gpipe": GPIPE, "1f1b": ONE_F_ONE_B, "interleaved": INTERLEAVED, "zb-h1": ZERO_BUBBLE_H1}
+GPIPE, ONE_F_ONE_B, INTERLEAVED, ZERO_BUBBLE_H1, DUALPIPE = 0, 1, 2, 3, 4
+SCHEDULE_CODES = {"gpipe": GPIPE, "1f1b": ONE_F_ONE_B, "interleaved": INTERLEAVED, "zb-h1": ZERO_BUBBLE_H1,
+                  "dualpipe": DUALPIPE}
 SCHEDULE_NAMES = {v: k for k, v in SCHEDULE_CODES.items()}
-SCHEDULE_TITLES = {GPIPE: "GPipe", ONE_F_ONE_B: "1F1B", INTERLEAVED: "Interleaved 1F1B", ZERO_BUBBLE_H1: "ZB-H1"}
+SCHEDULE_TITLES = {GPIPE: "GPipe", ONE_F_ONE_B: "1F1B", INTERLEAVED: "Interleaved 1F1B", ZERO_BUBBLE_H1: "ZB-H1",
+                   DUALPIPE: "DualPipe"}
+# schedules the discrete-event simulator runs (DualPipe: closed forms only)
+SIMULATED = (GPIPE, ONE_F_ONE_B, INTERLEAVED, ZERO_BUBBLE_H1)
 
 # Backward over forward time: the backward pass computes two GEMMs (gradient w.r.t. the input
 # and w.r.t. the weights) for each forward GEMM, so it costs about twice the forward
@@ -141,7 +159,11 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     # [4] sec. 2.1: (p-1)(T_F + T_B - T_W), generalised by [5] to every m and duration ratio.
     overlap = (np.minimum(m, pp) - 1.0) * np.minimum(t_w, np.minimum(1.0, t_b))
     zb = ((pp - 1.0) * (1.0 + t_b) - overlap) / (m * (1.0 + r))
-    return np.where(schedule == ZERO_BUBBLE_H1, zb, megatron)
+    # [8] Table 2: (p/2 - 1)(F&B + B - 3W) with F = 1, B = r (the full backward), W = t_w and
+    # F&B = F + B (assumed: overlapping the two chunks hides communication, not compute)
+    # (one stage: no pipeline and no bubble)
+    dual = np.maximum(pp / 2.0 - 1.0, 0.0) * ((1.0 + r) + r - 3.0 * t_w) / (m * (1.0 + r))
+    return np.where(schedule == ZERO_BUBBLE_H1, zb, np.where(schedule == DUALPIPE, dual, megatron))
 
 
 def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
@@ -235,20 +257,20 @@ def stage_inflight_kinds(ll, plan) -> dict:
         # the distinct (micro-batches, schedule) of these plans: past (v + 2) p + 1 micro-batches
         # every schedule but GPipe holds the same (a dense key, one pass)
         mu, su = m[sel], sched[sel]
-        key = np.where(su == GPIPE, mu, np.minimum(mu, (v + 2) * p + 1)) * 4 + su
+        key = np.where(su == GPIPE, mu, np.minimum(mu, (v + 2) * p + 1)) * 8 + su
         present = np.zeros(int(key.max()) + 1, dtype=bool)
         present[key] = True
         uk = np.flatnonzero(present)
         back = (np.cumsum(present) - 1)[key]
-        mu, su = uk // 4, uk % 4
+        mu, su = uk // 8, uk % 8
         out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)[:, back]
         out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)[:, back]
         for c in range(C):
-            i = min(c, len(chunks["mid"]) - 1)
+            i = c if c < len(chunks["mid"]) else 0  # padded as stage_kind_counts pads (_gather): with mid 0
             out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)[:, back]
             out["mid_stage"][c, sel] = chunks["mid_stage"][i]
         lo = _chunk_inflight(p, v, p - 1, mu, su)[v - 1]
-        out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1),
+        out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1) | (su == DUALPIPE),
                                      np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
     shape = configs.shape
     return {"first": out["first"].reshape((K,) + shape), "last": out["last"].reshape((K,) + shape),
@@ -265,7 +287,8 @@ def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> list:
     F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * p + 1.0, m * v)
     full, rem = np.floor(F / (p * v)), np.mod(F, p * v)
     inter = [full * p + np.clip(rem - c * p, 0.0, p) for c in range(v)]
-    one = np.where(schedule == GPIPE, m, np.where(schedule == ZERO_BUBBLE_H1, np.minimum(m, p), np.minimum(m, p - s)))
+    one = np.where(schedule == GPIPE, m, np.where(schedule == ZERO_BUBBLE_H1, np.minimum(m, p),
+                                                  np.where(schedule == DUALPIPE, np.minimum(m, p + 1.0), np.minimum(m, p - s))))
     return [np.where(schedule == INTERLEAVED, inter[c], one) for c in range(v)]
 
 
@@ -346,6 +369,17 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
             "mid_stage": [s for s, _ in mid.values()]}
 
 
+def dualpipe_alone_share(pp, m):
+    """Share of a DualPipe rank's forward (and backward) chunks that run without a partner
+    chunk to overlap with [8]: dualpipe.py DualPipe.step on rank 0 (half_rank 0, the most):
+    steps 1-3 run 2(p/2 - 1) + 2 + (p/2 - 1) forwards alone, steps 4-5 pair
+    2(m/2 - p + 1) + (p/2 - 1) = m - 3p/2 + 1 forwards with backwards, so 3p/2 - 1 of its m
+    forwards run alone (a middle rank: p + 1). At most all of them."""
+    pp = np.asarray(pp, dtype=np.float64)
+    m = np.asarray(m, dtype=np.float64)
+    return np.minimum(1.5 * pp - 1.0, m) / np.maximum(m, 1.0)
+
+
 def inflight_microbatches(pp, m, vpp, schedule, stage=0):
     """Micro-batches whose activations a stage holds at its peak, in units of one
     micro-batch of the stage's L/p layers (stage 0 by default, the most loaded one).
@@ -364,10 +398,12 @@ def inflight_microbatches(pp, m, vpp, schedule, stage=0):
     one_f = np.minimum(m, pp - s)
     inter = np.minimum(m * vpp, 2.0 * (pp - s - 1.0) + (vpp - 1.0) * pp + 1.0) / vpp
     zb = np.minimum(m, pp)
+    dual = np.where(pp > 1.0, np.minimum(m, pp + 1.0), np.minimum(m, 1.0))  # [8] Table 2: PP + 1
     return np.where(
         schedule == GPIPE,
         m,
-        np.where(schedule == INTERLEAVED, inter, np.where(schedule == ZERO_BUBBLE_H1, zb, one_f)),
+        np.where(schedule == INTERLEAVED, inter, np.where(schedule == ZERO_BUBBLE_H1, zb,
+                                                          np.where(schedule == DUALPIPE, dual, one_f))),
     )
 
 
@@ -561,6 +597,12 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
 
 def _check_schedule(code: int, p: int, m: int, v: int) -> None:
     """PlannerError where the schedule cannot run p stages, m micro-batches, v chunks."""
+    if code not in SIMULATED:
+        raise PlannerError(
+            f"the simulator does not run the {SCHEDULE_TITLES[code]} schedule (its bubble and memory are closed forms, "
+            "planner/pipeline.py [8])",
+            "use --schedule " + " | ".join(SCHEDULE_NAMES[c] for c in SIMULATED),
+        )
     if v > 1 and code != INTERLEAVED:
         raise PlannerError(
             f"--vpp {v} needs the interleaved schedule, not {SCHEDULE_NAMES[code]}",

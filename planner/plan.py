@@ -241,6 +241,17 @@ def stack_rules(stack, plan: PlanArrays) -> list:
     ]
 
 
+def default_schedule(stack, vpp: int) -> str:
+    """A plan's schedule where the job names none: interleaved with virtual stages, else the
+    stack's first listed schedule that is not interleaved (1f1b where the stack does not say,
+    or lists it first; dualpipe on the deepseek stack)."""
+    if vpp > 1:
+        return "interleaved"
+    runs = stack.runs if stack is not None else None
+    plain = [x.schedule for x in (runs.schedules if runs is not None else ()) if x.schedule != "interleaved"]
+    return plain[0] if plain else "1f1b"
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that is not searched: model, hardware and conventions."""
@@ -534,10 +545,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             raise PlannerError(f"{where}field `global_batch_tokens`: {tokens:,.0f} tokens are {gbs:,} sequences of {seq:,}, "
                                f"more than the {MAX_COUNT:,} a global batch may hold",
                                "give the tokens per step, e.g. 16M (--global-batch-tokens 16M)")
-    schedule = job.schedule or ("interleaved" if job.vpp > 1 else "1f1b")
+    stack = load_stack(job.stack)
+    schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
-    stack = load_stack(job.stack)
     if job.ep > 1 and stack.expert_parallel is None:
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")

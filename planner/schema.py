@@ -45,11 +45,24 @@ class MoESpec(BaseModel):
     layer_freq: Count = Field(default=1, gt=0, description="every layer_freq-th layer from first_k_dense is MoE (DeepSeek moe_layer_freq)")
     router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (informational)")
     router_bias: bool = Field(default=False, description="a per-expert score bias (DeepSeek-V3 e_score_correction_bias, aux-loss-free balancing)")
+    expert_groups: Optional[Count] = Field(
+        default=None, gt=0, description="group-limited routing: the routed experts form this many equal groups "
+                                        "(DeepSeek-V3 config.json n_group); null: no group limit")
+    groups_per_token: Optional[Count] = Field(
+        default=None, gt=0, description="a token's top_k experts come from at most this many groups (DeepSeek-V3 "
+                                        "topk_group 4: node-limited routing, at most 4 nodes per token)")
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds num_experts ({self.num_experts})")
+        if (self.expert_groups is None) != (self.groups_per_token is None):
+            raise ValueError("expert_groups and groups_per_token go together (group-limited routing)")
+        if self.expert_groups is not None:
+            if self.num_experts % self.expert_groups:
+                raise ValueError(f"expert_groups ({self.expert_groups}) does not divide num_experts ({self.num_experts})")
+            if self.groups_per_token > self.expert_groups:
+                raise ValueError(f"groups_per_token ({self.groups_per_token}) exceeds expert_groups ({self.expert_groups})")
         return self
 
 
@@ -500,6 +513,15 @@ ActivationTensor = Literal[
     "input", "norm1_out", "q", "k", "v", "attn_out", "norm2_in", "norm2_out", "gate", "up", "act_out",
     "mlp_out", "dropout_masks", "scores"]
 Projection = Literal["q", "k", "v", "o", "gate", "up", "down"]
+# tensors of a layer kind's own table (planner/layers/) that a selective policy may re-run
+# (every other kind tensor is kept by every policy but full recompute): the MLA latents' norm
+# outputs (the up-projections' inputs), the routed and shared experts' activation outputs (the
+# down projections' inputs) and the routed experts' outputs before the combine
+KindTensor = Literal["mla_latent_norm_out", "moe_expert_act_out", "moe_shared_act_out", "moe_expert_out"]
+# tensors a stack may save at another width than bf16 when it trains in fp8 (memory.fp8_saved_bytes)
+Fp8SavedTensor = Literal[
+    "norm1_out", "attn_out", "norm2_out", "gate", "up", "act_out",
+    "moe_expert_in", "moe_expert_gate_up", "moe_shared_gate_up", "moe_expert_act_out", "moe_shared_act_out"]
 
 
 class KernelBytes(BaseModel):
@@ -541,6 +563,10 @@ class SelectiveRecompute(BaseModel):
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
     recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
     recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    recomputes: list[KindTensor] = Field(
+        default_factory=list,
+        description="tensors of the layer kinds' own tables (MLA, MoE) the policy re-runs instead of keeping; the others "
+                    "are kept (planner/layers/ tensors())")
     saves_tp_partials: bool = Field(
         default=False,
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
@@ -647,9 +673,20 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
+        default_factory=dict,
+        description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
+                    "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _fp8_bytes(self) -> "MemoryReporting":
+        bad = {k: v for k, v in self.fp8_saved_bytes.items() if not 0.0 < v <= 2.0}
+        if bad:
+            raise ValueError(f"fp8_saved_bytes must lie in (0, 2] bytes per element (bf16 is 2): {bad}")
+        return self
 
 
 class StackDefaults(BaseModel):
@@ -663,14 +700,14 @@ class StackDefaults(BaseModel):
     microbatches_per_step: Literal["from_micro_batch", "pp"] = Field(
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
                     "(torchtitan's default)")
-    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16"]
+    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
         default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
     sources: list[str] = Field(min_length=1)
 
 
 Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
-Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1"]
+Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe"]
 
 
 class ShardingMode(BaseModel):
@@ -730,7 +767,7 @@ class StackRuns(BaseModel):
     defer_embedding_wgrad: Optional[str] = Field(
         default=None, description="the option that defers the output layer's weight gradients to the pipeline flush "
                                   "(job field defer_embedding_wgrad; null: the stack has none)")
-    startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed"]] = Field(
+    startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     sources: list[str] = Field(min_length=1)
 
@@ -740,6 +777,20 @@ class StackRuns(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode names repeat: {names}")
         return self
+
+
+class EPDispatch(BaseModel):
+    """How the stack's MoE dispatch and combine move tokens between EP ranks (planner/moe.py
+    dispatch_scale); a stack without it runs NCCL's all-to-all on bf16 tokens."""
+
+    model_config = Strict
+    node_dedup: bool = Field(description="a token bound for several GPUs of one node crosses the network once and is "
+                                         "forwarded over NVLink (DeepSeek-V3 sec. 3.2.2)")
+    dispatch_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward dispatch and of the "
+                                                          "backward's gradient dispatch (fp8 with its scales, or bf16 2)")
+    combine_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward combine and of the backward's "
+                                                         "gradient combine")
+    sources: list[str] = Field(min_length=1)
 
 
 class Stack(BaseModel):
@@ -763,6 +814,8 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
+    ep_dispatch: Optional[EPDispatch] = Field(
+        default=None, description="the MoE token dispatch (node deduplication, fp8); null: NCCL all-to-all of bf16 tokens")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -811,6 +864,11 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
     "megatron": BytesPerParam(weights=2, gradients=4, master=4, optimizer=8),
     # bf16 everything, no fp32 master: 2 + 2 + 2 + 2 (bf16 Adam m, v). Seed sec. 7.1 warns.
     "pure-bf16": BytesPerParam(weights=2, gradients=2, master=0, optimizer=4),
+    # DeepSeek-V3 (arXiv:2412.19437 sec. 3.3.3 "Low-Precision Optimizer States"): AdamW's first
+    # and second moments in bf16 (2 + 2), the master weights and the gradients "used for batch
+    # size accumulation" in fp32 (4 + 4); bf16 working weights 2 (assumed: sec. 3.3.1 casts
+    # them to fp8 per GEMM, Figure 6): 2 + 4 + 4 + 4 = 14 B; with ZeRO-1 6 + 8/d
+    "bf16-moments": BytesPerParam(weights=2, gradients=4, master=4, optimizer=4),
 }
 
 Recompute = Literal["none", "selective", "full"]
@@ -870,7 +928,7 @@ class Job(BaseModel):
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = Field(
+    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"

@@ -81,10 +81,12 @@ import numpy as np
 
 from .comm import ORDERS, order_code, strides_by_code
 from .errors import PlannerError
-from .pipeline import INTERLEAVED, ONE_F_ONE_B, layers_on_heaviest_stage, schedule_code
+from .pipeline import INTERLEAVED, layers_on_heaviest_stage, schedule_code
 from .plan import (
-    HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, ep_comm_overlap, resolve,
+    HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
+    resolve,
 )
+from .catalog import load_stack
 from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
@@ -382,8 +384,10 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
     messages are resolve's), with the GPU count put back. Returns (settings, global batch
     in sequences, seq_len, warnings)."""
-    one = job.model_copy(update=dict(
-        gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1, sharding="none", shard_group=None,
+    runs = load_stack(job.stack).runs
+    one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
+        gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1,
+        sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
         ep_comm_overlap=False))
     settings, plan, warnings = resolve(one, where)
@@ -534,7 +538,10 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         S = np.asarray(sorted({schedule_code(x) for x in opts.schedule}), dtype=i64)
         rows = _expand(rows, np.ones((len(rows["vpp"]), len(S)), dtype=bool), {"schedule": S})
     else:
-        rows["schedule"] = np.where(rows["vpp"] > 1, INTERLEAVED, ONE_F_ONE_B).astype(i64)
+        # one chunk per rank: the stack's first listed schedule that is not interleaved (1F1B
+        # where the stack does not say, or lists 1F1B first; DualPipe on the deepseek stack)
+        plain = schedule_code(default_schedule(settings.stack, 1))
+        rows["schedule"] = np.where(rows["vpp"] > 1, INTERLEAVED, plain).astype(i64)
 
     # ---- micro-batch; the rules that need no SP or sharding, counted with their multiplicity
     MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)

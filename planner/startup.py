@@ -63,6 +63,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             ZeRO-3 are incompatible with pipeline parallelism'
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
+DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
+  DUALPIPE_SHAPE            dualpipe/dualpipe.py DualPipe.step: num_ranks % 2 == 0, num_chunks % 2
+                            == 0 and num_chunks >= 2 num_ranks (one model chunk per direction)
 """
 
 from __future__ import annotations
@@ -72,9 +75,18 @@ from typing import Callable
 
 import numpy as np
 
+from .pipeline import DUALPIPE
+
 MEGATRON_COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
 TORCHTITAN_COMMIT = "pytorch/torchtitan @e347b1e5e"
 DEEPSPEED_COMMIT = "microsoft/DeepSpeed @38327e07"
+DUALPIPE_COMMIT = "deepseek-ai/DualPipe @bb214e82"
+
+def _dualpipe_shape(model, stack, plan) -> np.ndarray:
+    """DualPipe's own asserts (DUALPIPE_SHAPE), where the plan runs it."""
+    pp, m = np.asarray(plan.pp), np.asarray(plan.microbatches)
+    return (np.asarray(plan.schedule) == DUALPIPE) & (pp > 1) & ((pp % 2 != 0) | (m % 2 != 0) | (m < 2 * pp) | (np.asarray(plan.vpp) > 1))
+
 
 # plan.rule_codes numbers these rules from FIRST_CODE on, in RULES order
 FIRST_CODE = 24
@@ -234,6 +246,13 @@ RULES: tuple[StartupRule, ...] = (
         "incompatible with pipeline parallelism')",
         "use ZeRO stage 0 or 1 with pp > 1, or pp 1",
         lambda m, s, p: (np.asarray(p.pp) > 1) & (level_of(p) >= 2)),
+    StartupRule(
+        "DUALPIPE_SHAPE", "deepseek",
+        "DualPipe needs an even pp and an even number of micro-batches, at least 2 pp, one chunk per rank",
+        f"{DUALPIPE_COMMIT} dualpipe/dualpipe.py DualPipe.step (assert num_ranks % 2 == 0; assert num_chunks > 0 and "
+        "num_chunks % 2 == 0 and num_chunks >= num_ranks * 2)",
+        "use an even pp, and a micro-batch size that leaves an even number >= 2 pp of micro-batches per step",
+        _dualpipe_shape),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

@@ -90,7 +90,7 @@ from .layers import LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
-from .pipeline import INTERLEAVED, bubble_fraction, stage_kind_counts, stage_layers
+from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
@@ -475,8 +475,11 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
             for lst in (fwd, bwd, disp, comb):
                 lst.append(0.0)
             continue
+        # the stack's all-to-all bytes (DeepSeek-V3's fp8 dispatch and node-deduplicated copies:
+        # moe.dispatch_scale, stack ep_dispatch; 1 without) scale the NCCL all-to-all dispatcher
+        scale = moe.dispatch_scale(k.mlp, plan, sc.stack, sc.settings.hardware.nvlink_domain, stride)
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
-                                fp8=st.moe_fp8_dispatch, route_nodes=st.moe_route_nodes)
+                                fp8=st.moe_fp8_dispatch, route_nodes=st.moe_route_nodes, alltoall_scale=scale)
         fwd.append(np.where(plan.ep > 1, tr.fwd, 0.0))
         bwd.append(np.where(plan.ep > 1, tr.bwd, 0.0))
         disp.append(np.where(plan.ep > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
@@ -487,12 +490,16 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
             "tier": link.link, "ep_domains": link.domains}
     half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
     ep_mb = n * (half_f + half_b) + rc * half_f
-    if not sc.settings.ep_comm_overlap:
+    dual = (plan.schedule == DUALPIPE) & (plan.pp > 1)
+    if not sc.settings.ep_comm_overlap and not dual.any():
         return ep_mb, info
-    alone = moe.alone_pass_share(plan, sc.m)
+    # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
+    # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
+    alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
     paired = _hide(half_f, comp.layer_bwd, sc.x) + _hide(half_b, comp.layer_fwd, sc.x)
     ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired)
-    return np.where(moe.ep_overlap_applies(plan), ep_overlapped, ep_mb), info
+    on = dual | (bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan))
+    return np.where(on, ep_overlapped, ep_mb), info
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:

@@ -218,7 +218,7 @@ class RunRecord(BaseModel):
     position_embedding: Optional[Literal["rope", "learned", "alibi", "none"]] = None
     linear_bias: Optional[bool] = None
     dropout: Optional[bool] = None
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16"], BytesPerParam]] = None
+    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = None
     attention: Optional[Literal["flash", "eager"]] = None
     shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None

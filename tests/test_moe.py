@@ -120,7 +120,7 @@ DEEPSEEK_V3_HF = {  # deepseek-ai/DeepSeek-V3 config.json
     "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
     "v_head_dim": 128, "vocab_size": 129280, "max_position_embeddings": 163840, "rms_norm_eps": 1e-6,
     "rope_theta": 10000, "tie_word_embeddings": False, "scoring_func": "sigmoid", "topk_method": "noaux_tc",
-    "num_nextn_predict_layers": 1,
+    "num_nextn_predict_layers": 1, "n_group": 8, "topk_group": 4,
 }
 QWEN3_MOE_HF = {  # Qwen/Qwen3-30B-A3B config.json
     "model_type": "qwen3_moe", "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144,
@@ -407,16 +407,20 @@ def test_check_suggests_more_ep_for_an_moe_job_that_does_not_fit(cli, tmp_path):
 
 
 def test_mla_activations():
-    """DeepSeek-V3's MLA: q, k, v kept per query head at the mean head dim (192 + 128) / 2 = 160,
-    2 B x 128 x 160 each per token (split across TP); plus the latents 2 x 2 B x (1536 + 512) and
-    the rotary key 2 B x 64 per token on every TP rank."""
+    """DeepSeek-V3's MLA at its own head dims: q and k 2 B x 128 x (128 + 64), v and the core output
+    2 B x 128 x 128 per token (split across TP; their sum is the mean-head-dim table's 4 x 2 x 128 x
+    160); plus the latents and their norm outputs 2 B x (1536 + 512) each and the rotary key
+    2 B x 64 per token on every TP rank."""
     from planner.memory import activation_tensors
 
     m = load_model("deepseek-v3")
     t = activation_tensors(m)
-    assert t["q"] == (2.0 * 128 * 160, "split") and t["k"] == (2.0 * 128 * 160, "kv") and t["v"] == t["k"]
+    assert t["q"] == (2.0 * 128 * 192, "split") and t["k"] == (2.0 * 128 * 192, "kv")
+    assert t["v"] == (2.0 * 128 * 128, "kv") and t["attn_out"] == (2.0 * 128 * 128, "split")
+    assert sum(t[n][0] for n in ("q", "k", "v", "attn_out")) == 4 * 2.0 * 128 * 160
     # per token, kept whole on every TP rank (kind "full"): x 2 x 2048 tokens of a micro-batch (mbs 2, cp 2)
-    assert t["mla_latents"] == (4.0 * (1536 + 512) + 2.0 * 64, "full")
+    assert t["mla_latent_norm_in"] == t["mla_latent_norm_out"] == (2.0 * (1536 + 512), "full")
+    assert t["mla_k_rope"] == (2.0 * 64, "full")
 
 
 def test_budget_counts_6n_on_the_active_parameters(cli):

@@ -288,19 +288,25 @@ class MLA:
         return ctx.T * (h + a * d / tp) + (h * (a / tp + 2.0 * kv_local(a, tp)) * d + a * d / tp * h)
 
     def tensors(self, ctx, attention: str) -> dict:
-        """A global layer's table at the mean head dim with a KV heads, plus the query and
-        key/value latents and their RMSNorm inputs (2 B each) and the shared rotary key, kept
-        whole on every TP rank (the down projections are replicated [2])."""
-        h, a, d = self.h, self.a, self.d
+        """MLA's table at its own head dims [2]: the up-projected query a (d_nope + d_rope) and key
+        a (d_nope + d_rope) (the shared rotary key broadcast to every head), the value a d_v and
+        the core output a d_v (the output projection's input), 2 B each; plus, kept whole on
+        every TP rank (the down projections are replicated [2]): the query and key/value latents
+        (the inputs of their RMSNorms), the latents' norm outputs (the up-projections' inputs)
+        and the shared rotary key, 2 B each. A stack's selective policy may re-run the latents'
+        norms (selective.recomputes: mla_latent_norm_out; DeepSeek-V3 sec. 3.2.3)."""
+        h, a = self.h, self.a
         drop = 1.0 if self.dropout else 0.0
         latents = (self.q_lora_rank or 0) + self.kv_lora_rank
         return {
             "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
-            "q": (2.0 * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
-            "k": (2.0 * a * d, "kv"), "v": (2.0 * a * d, "kv"),
+            "q": (2.0 * a * self.qk_head_dim, "split"), "attn_out": (2.0 * a * self.v_head_dim, "split"),
+            "k": (2.0 * a * self.qk_head_dim, "kv"), "v": (2.0 * a * self.v_head_dim, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
-            "mla_latents": (2.0 * 2.0 * latents + 2.0 * self.qk_rope_head_dim, "full"),
+            "mla_latent_norm_in": (2.0 * latents, "full"),
+            "mla_latent_norm_out": (2.0 * latents, "full"),
+            "mla_k_rope": (2.0 * self.qk_rope_head_dim, "full"),
         }
 
     def score_keys(self, seq):

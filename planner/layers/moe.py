@@ -97,6 +97,8 @@ class MoEMLP:
     bias: bool = False
     dropout: bool = False
     dense_f: int = 0  # the model's dense MLP width (korthikanti reference only)
+    expert_groups: int = 0  # group-limited routing (schema.MoESpec; 0: none)
+    groups_per_token: int = 0
 
     kind = "mlp"
     has_core = False
@@ -195,9 +197,10 @@ class MoEMLP:
             "norm2_in": (2.0 * h, "rep"), "norm2_out": (2.0 * h, "rep"),
             "mlp_out": (2.0 * h, "rep"), "dropout_masks": (drop * h, "rep"),
             "moe_router_logits": (ROUTER_LOGIT_BYTES * self.num_experts, "rep"),
-            "moe_expert_io": (2.0 * 2.0 * x * h, "full"),
-            "moe_expert_act": (2.0 * (g + 1.0) * self.fe * x, "split"),
-            "moe_shared": (2.0 * (g + 1.0) * self.num_shared * self.fs, "split"),
+            "moe_expert_in": (2.0 * x * h, "full"), "moe_expert_out": (2.0 * x * h, "full"),
+            "moe_expert_gate_up": (2.0 * g * self.fe * x, "split"), "moe_expert_act_out": (2.0 * self.fe * x, "split"),
+            "moe_shared_gate_up": (2.0 * g * self.num_shared * self.fs, "split"),
+            "moe_shared_act_out": (2.0 * self.num_shared * self.fs, "split"),
         }
 
 

@@ -33,7 +33,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
     if "ep_comm_overlap" in p:  # MoE models
-        opts.append(f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")
+        dual = p.get("schedule") == "dualpipe" and p.get("pp", 1) > 1  # the schedule itself hides them (step.ep_comm)
+        opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")
     if p.get("fp8_recipe"):
         opts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else f"{p['precision']} recipe")
     if p.get("power_limit_w") and p.get("power_limit_source", "tdp") != "tdp":
