@@ -95,7 +95,7 @@ from __future__ import annotations
 import numpy as np
 
 from .layers.common import ACT_BYTES
-from .plan import DEFAULT_CAPACITY_FACTOR, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
+from .plan import DEFAULT_CAPACITY_FACTOR, HSDP, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
 
 
 def alltoall_bytes(block, ctx):
@@ -119,15 +119,75 @@ def alone_pass_share(plan, m):
     return np.minimum(warm, passes) / np.maximum(passes, 1.0)
 
 
-def ep_stride(plan, strides):
-    """The EP group's stride in the rank order. EP ranks are the innermost of the data x
-    context parallel ranks (Megatron-Core's expert rank order tp-ep-dp [2][3]): inside the
-    inner of the two axes (size n_in, stride s_in) when ep <= n_in, else the whole inner axis
-    and ep / n_in ranks of the outer one (stride s_out), a block of span (ep / n_in) s_out
-    placed as ep ranks s_out / n_in apart (the same span and members per NVLink domain,
-    comm.group_link)."""
+def etp_of(plan) -> np.ndarray:
+    """The expert tensor-parallel degree (PlanArrays.etp; 0 = tp, Megatron's default [9])."""
+    etp = np.asarray(plan.etp)
+    return np.where(etp > 0, etp, np.asarray(plan.tp))
+
+
+def expert_dp(plan) -> np.ndarray:
+    """The expert-data-parallel degree tp dp cp / (etp ep) [9]: the ranks that hold the same
+    experts (world / (etp ep pp)); with etp = tp, dp cp / ep."""
+    return plan.tp * plan.dp * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
+
+
+def expert_shard(plan) -> np.ndarray:
+    """The experts' ZeRO / FSDP shard group: the expert-data-parallel ranks of one dense shard
+    group, tp x (shard_group under HSDP, else dp) x cp / (etp ep) (Megatron's distributed
+    optimizer shards expert parameters over the expert-data-parallel group [9])."""
+    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
+    return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
+
+
+def gathered_tokens(plan) -> np.ndarray:
+    """How many ranks' tokens an expert-TP group gathers after the dispatch all-to-all [10]:
+    etp, where the group's ranks hold distinct tokens (sequence-parallel, or tp = 1); 1 where
+    they hold the same replicated ones (tp > 1 without SP, etp = tp: no gather)."""
+    distinct = (plan.sp > 0) | (etp_of(plan) != plan.tp)
+    return np.where(distinct, etp_of(plan), 1).astype(np.float64)
+
+
+def _folded_stride(size, sigma, plan, strides):
+    """A stride that places a group of `size` ranks `sigma` apart in the expert grid's index
+    j (module docstring, "Where the expert groups sit") in the global rank order: the group
+    spans j in [0, size sigma); past the first axis of j it covers ceil(size sigma / P)
+    neighbours of the axis it ends in (P: the product of the axes of j inside it, s that
+    axis's global stride), so its global span is ceil(size sigma / P) s and it is placed as
+    size ranks span / size apart (the same span and members per NVLink domain as the true
+    group, comm.group_link). Exact for a group inside one axis."""
     cp_in = (plan.cp > 1) & (strides["cp"] < strides["dp"])
-    n_in = np.where(cp_in, plan.cp, plan.dp)
-    s_in = np.where(cp_in, strides["cp"], strides["dp"])
-    s_out = np.where(cp_in, strides["dp"], strides["cp"])
-    return np.where(plan.ep <= n_in, s_in, np.maximum(s_out // np.maximum(n_in, 1), 1))
+    n = [plan.tp, np.where(cp_in, plan.cp, plan.dp), np.where(cp_in, plan.dp, plan.cp)]
+    s = [strides["tp"], np.where(cp_in, strides["cp"], strides["dp"]), np.where(cp_in, strides["dp"], strides["cp"])]
+    reach = np.asarray(size * sigma, dtype=np.int64)
+    inner = np.ones_like(reach)
+    span = np.zeros_like(reach)
+    for i, (n_ax, s_ax) in enumerate(zip(n, s)):  # the axis it ends in: the first whose block holds it
+        here = (span == 0) & ((reach <= inner * n_ax) | (i == len(n) - 1))
+        span = np.where(here, -(-reach // inner) * s_ax, span)
+        inner = inner * n_ax
+    return np.maximum(span // np.maximum(size, 1), 1)
+
+
+def expert_strides(plan, strides) -> dict:
+    """Global strides (comm.group_link placement) of the expert tensor-parallel group (etp
+    ranks, j-stride 1), the EP group (ep ranks, j-stride etp) and the expert-data-parallel
+    group (expert_dp ranks, j-stride etp ep) of the folded expert grid [9]."""
+    etp = etp_of(plan)
+    return {"etp": _folded_stride(etp, 1, plan, strides), "ep": _folded_stride(plan.ep, etp, plan, strides),
+            "edp": _folded_stride(expert_dp(plan), etp * plan.ep, plan, strides)}
+
+
+def ep_stride(plan, strides):
+    """The EP group's stride in the rank order (expert_strides["ep"]). With etp = tp the EP
+    ranks are the innermost of the data x context parallel ranks: inside the inner of the two
+    axes (size n_in, stride s_in) when ep <= n_in, else the whole inner axis and ep / n_in ranks
+    of the outer one (stride s_out), a block of span (ep / n_in) s_out placed as ep ranks
+    s_out / n_in apart; with etp < tp they start inside the TP ranks."""
+    return expert_strides(plan, strides)["ep"]
+
+
+def etp_bytes(block, ctx):
+    """The expert-TP all-gather (and reduce-scatter) buffer of one dispatch (combine) of the
+    MoE MLP `block` (comm.py convention: the whole gathered buffer): the etp ranks' received
+    rows, T / rep_div tokens x top_k x c x h x 2 B each, gathered [10]."""
+    return ctx.T / ctx.rep_div * ctx.gather * block.token_copies(ctx) * block.h * ACT_BYTES
