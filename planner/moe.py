@@ -5,26 +5,43 @@ searched quantity). The MoE MLP itself (its parameters, expert GEMMs, activation
 and permutation kernels) is planner/layers/moe.py; a model's MoE layers are the layers of
 that kind (planner/layers/).
 
-Expert parallelism (Megatron-Core [2], "MoE parallel folding" [3]). The routed experts of a
-MoE layer are split over `ep` ranks carved out of the data-parallel x context-parallel ranks
-(ep divides dp*cp and the expert count): each EP rank holds E/ep experts, split across TP
-as the dense MLP is (expert tensor parallelism = TP, Megatron's default
---expert-tensor-parallel-size; a separate expert TP degree is not modelled). Expert weights,
-gradients and optimizer states per GPU are E_params / (tp ep), sharded by ZeRO / FSDP over the
-remaining expert-data-parallel ranks d / ep, where d is the dense shard group (dp*cp, or
-shard_group*cp under HSDP), as Megatron's distributed optimizer shards expert parameters over
-the expert-data-parallel group. Everything else (attention, dense MLPs, shared experts,
-router, embeddings) is sharded as in a dense model. Expert gradients reduce over the d / ep
-expert-data-parallel ranks only.
+Expert parallelism and MoE parallel folding (Megatron-Core [2][9], "MoE parallel folding"
+[3]). The expert layers have their own grid over the same ranks as the attention's
+tp x cp x dp (x pp): expert tensor parallelism etp (job field etp, Megatron
+--expert-tensor-parallel-size; default tp), expert parallelism ep, and the expert-data-
+parallel degree edp = tp dp cp / (etp ep) (world / (etp ep pp) [9]); Megatron requires etp
+x ep to divide tp x dp x cp, not ep to divide dp x cp, so "TP2, ETP1, EP32" runs. Each EP
+rank holds E/ep experts, each split over the etp ranks of its expert-TP group: routed expert
+weights, gradients and optimizer states per GPU are E_params / (etp ep), sharded by ZeRO /
+FSDP over the expert-data-parallel ranks of one shard group, tp x (shard_group under HSDP,
+else dp) x cp / (etp ep) (expert_shard), as Megatron's distributed optimizer shards expert
+parameters over the expert-data-parallel group. Everything else (attention, dense MLPs,
+shared experts, router, embeddings) is sharded as in a dense model. Expert gradients reduce
+over the expert-data-parallel ranks only.
+
+Where the expert groups sit [9]. Megatron builds the expert grid with the RankGenerator of
+its order (default 'tp-cp-ep-dp-pp'; --use-tp-pp-dp-mapping 'tp-cp-ep-pp-dp') with cp = 1
+and tp = etp: the expert ranks enumerate the attention's non-pipeline ranks in order
+(index j = the TP rank, then the inner, then the outer of CP and DP) and factor j as
+etp (innermost), ep, edp. The expert-TP group is j-stride 1, the EP group j-stride etp,
+the expert-DP group j-stride etp ep; with etp = tp they are the TP group, the innermost ep
+of the DP x CP ranks and the rest, as before. With etp < tp the EP group starts inside a TP
+group (TP2 ETP1 EP8: 8 consecutive ranks, one NVLink domain). _folded_stride maps each to
+the (size, stride) comm.group_link places.
 
 Tokens. Each token goes to top_k experts; with EP the layer's tokens are dispatched to the
-ranks holding their experts (all-to-all) and combined back (all-to-all) [2]: per MoE layer
-and micro-batch 2 all-to-alls forward and 2 backward (the gradients of dispatch and
-combine), each of T x top_k x h x 2 bytes per rank (bf16) of which (ep-1)/ep leave the rank
-(nccl-tests alltoall: busbw = algbw x (n-1)/n [4]), over the EP group at its place in the rank
-order (the DP/CP stride: inside the NVLink domain or across nodes). Tokens are already
+ranks holding their experts (all-to-all) and combined back (all-to-all) [2][10]: per MoE
+layer and micro-batch 2 all-to-alls forward and 2 backward (the gradients of dispatch and
+combine), each of T x top_k x h x 2 bytes per rank (bf16; T/tp under SP) of which (ep-1)/ep
+leave the rank (nccl-tests alltoall: busbw = algbw x (n-1)/n [4]), over the EP group at its
+place in the expert grid (inside the NVLink domain or across nodes). Tokens are already
 sequence-split across TP (SP) or replicated (then each TP rank dispatches its copy: the
-all-to-all is per TP rank either way).
+all-to-all is per TP rank either way). With etp > 1 Megatron's alltoall dispatcher [10]
+all-gathers the received rows over the expert-TP group after the dispatch all-to-all
+(dispatch_postprocess: "AG(TP)") and reduce-scatters the experts' outputs before the combine
+("RS(TP)"), the reverse pair backward: priced by step.etp_pair over the etp ranks (with
+etp = tp under SP this is the pair step.tp_comm always priced for the MoE MLP; with etp = 1
+there is none: the attention's sequence-parallel tokens go to the all-to-all directly).
 
 Load imbalance. The router does not spread tokens evenly; the slowest EP rank sets the pace.
 `capacity_factor` c (job field moe_capacity_factor, default 1.0 = perfectly balanced) is
@@ -46,14 +63,18 @@ their all-to-alls exposed (alone_pass_share). Applied where Megatron-Core allows
 deferred to widen the backward's window) are not modelled.
 
 Expert gradients. Reduced (DDP all-reduce, ZeRO reduce-scatter + all-gather, FSDP per
-micro-batch) over the d / ep expert-data-parallel ranks, placed ep x the EP stride apart, in
+micro-batch) over the expert-data-parallel ranks (expert_shard; DDP: expert_dp), at their place
+in the expert grid (expert_strides["edp"]), in
 buckets as the dense gradients; they hide behind what the dense DP traffic leaves of the same
 compute window (the backward and forward of the last micro-batch; every micro-batch under
 FSDP), at the stack's exposed share. The Adam step reads and writes their shard.
 
 Approximations (named, not fitted): the EP all-to-all overlap taken against the middle
 stage's mean layer; no HSDP replica all-reduce or FSDP buffer copies for the experts.
-Not modelled: an expert TP degree other than TP, DeepSeek's DualPipe ([1] sec. 3.2.1),
+The folded group's placement is approximated where it straddles an axis of the grid
+(_folded_stride: the same span and members per NVLink domain). Not modelled: the shared
+experts' own TP all-gather / reduce-scatter under SP (Megatron SharedExpertMLP
+pre_forward_comm over the attention's TP group [10]), DeepSeek's DualPipe ([1] sec. 3.2.1),
 node-limited routing and fp8 dispatch, dropped tokens' effect on FLOPs;
 the dispatcher's host synchronisation (the token counts copied to the CPU before each
 dispatch all-to-all [6]) and kernel-launch overheads.
@@ -77,6 +98,21 @@ References
     kernels), topk_routing_with_score_function; megatron/core/fusions/fused_bias_swiglu.py
     (commit b1030e9d) WeightedSwiGLUFunction (probabilities read forward, their gradient
     written backward).
+[9] NVIDIA Megatron-LM @d98e8a64 megatron/core/parallel_state.py initialize_model_parallel:
+    expert_tensor_parallel_size defaults to tensor_model_parallel_size; expert_data_parallel
+    _size = world_size // (expert_tensor_parallel_size x expert_model_parallel_size x
+    pipeline_model_parallel_size) (a RuntimeError where it does not divide); the expert
+    RankGenerator(tp=etp, ep=ep, dp=edp, pp=pp, cp=1, order=order) over the same order as the
+    attention's; groups 'tp' (expert TP), 'ep', 'dp' (expert DP), 'tp-ep'.
+[10] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py
+    MoETokenDispatcher (tp_group = pg_collection.expt_tp), MoEAlltoAllTokenDispatcher
+    ("(3) token dispatch: A2A(EP) (4) dispatch postprocess: AG(TP)->sort_chunk ... (5) combine
+    preprocess: sort_chunk->RS(TP) (6) token combine: A2A(EP)"; gather_from_sequence_parallel
+    _region / reduce_scatter_to_sequence_parallel_region over the expert-TP group when its
+    size > 1); moe/experts.py TEGroupedMLP (tp_group = pg_collection.expt_tp: the expert
+    weights split over etp); moe/moe_layer.py MoELayer.forward (training with attention TP > 1
+    requires sequence parallelism); moe/shared_experts.py (the shared experts on the
+    attention's TP group).
 [8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
     combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
     then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden

@@ -21,6 +21,10 @@ Megatron-LM @d98e8a64 (NVIDIA/Megatron-LM, 2026-08-22) [M]:
                             the expert data-parallel size world/(etp ep pp) must equal the
                             data-parallel size world/(tp cp pp), i.e. etp x ep == tp x cp
                             (a dense model: ep = 1, etp = tp, so CP must be 1)
+  MEGATRON_MOE_SP           megatron/core/transformer/moe/moe_layer.py MoELayer.forward raises in
+                            training where the attention's TP group has more than one rank and
+                            sequence parallelism is off (an MoE model; appended last to RULES so
+                            the other rules keep their codes)
   MEGATRON_CP_SEQ           arguments.py validate_args: seq_length % (2 x context_parallel_size)
                             == 0 when cp > 1 (load-balanced causal chunks)
   MEGATRON_PP_SPLIT         Megatron places every split of pipeline.stage_layers that is a
@@ -234,6 +238,13 @@ RULES: tuple[StartupRule, ...] = (
         "incompatible with pipeline parallelism')",
         "use ZeRO stage 0 or 1 with pp > 1, or pp 1",
         lambda m, s, p: (np.asarray(p.pp) > 1) & (level_of(p) >= 2)),
+    StartupRule(
+        "MEGATRON_MOE_SP", "megatron",
+        "Megatron trains an MoE model with tensor parallelism only under sequence parallelism",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/moe/moe_layer.py MoELayer.forward ('During training, performance "
+        "may degrade if MoE and tensor parallelism are enabled without also enabling sequence parallelism': a ValueError)",
+        "set sequence_parallel on (--sequence-parallel) with tp > 1",
+        lambda m, s, p: bool(m is not None and m.moe is not None) & (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

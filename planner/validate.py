@@ -60,7 +60,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022 [8]); flash otherwise.
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
     shape fields cannot carry (experts, router, MLA); the record's layers, hidden size, heads
-    and vocabulary must match it. ep null -> 1; the load imbalance (moe_capacity_factor) is the
+    and vocabulary must match it. ep null -> 1; etp null -> tp (Megatron's default
+    expert_tensor_parallel_size, listed as assumed); the load imbalance (moe_capacity_factor) is the
     planner's default 1.0, listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
     default), only an explicit `ep_comm_overlap: true` turns it on.
 11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
@@ -176,6 +177,7 @@ class RunRecord(BaseModel):
     cp: Optional[Count] = Field(default=None, gt=0)
     dp: Optional[Count] = Field(default=None, gt=0)
     ep: Optional[Count] = Field(default=None, gt=0)
+    etp: Optional[Count] = Field(default=None, gt=0, description="expert tensor parallelism; null: tp (Megatron's default)")
     zero_fsdp_mode: Optional[str] = None
     activation_recompute: Optional[str] = None
     sequence_parallel: Optional[bool] = None
@@ -459,6 +461,9 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         raise Skip(f"ep {rec.ep} on a record without moe: true")
     if rec.moe:
         assumed.add("moe_capacity_factor", 1.0, "not published; perfectly balanced routing (planner/moe.py)")
+        if rec.etp is None and rec.tp is not None:
+            assumed.add("etp", rec.tp, "not published; Megatron's default expert_tensor_parallel_size = "
+                        "tensor_model_parallel_size (Megatron-LM @d98e8a64 megatron/training/arguments.py)")
     missing = [k for k in ("tp", "pp", "num_gpus") if getattr(rec, k) is None]
     if missing:
         raise Skip(f"{', '.join(missing)} not published (null): the plan cannot be built")
@@ -535,6 +540,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         fp8_recipe=rec.fp8_recipe,
         power_limit_w=rec.power_limit_w,
         ep=rec.ep or 1,
+        etp=rec.etp,
         ep_comm_overlap=rec.ep_comm_overlap,
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
     )
@@ -651,6 +657,8 @@ def _mesh(p: dict) -> str:
         s += f" v{p['vpp']}"
     if p.get("ep", 1) > 1:
         s += f" EP{p['ep']}"
+    if (p.get("etp") or p["tp"]) != p["tp"]:
+        s += f" ETP{p['etp']}"
     return s
 
 

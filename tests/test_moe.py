@@ -243,7 +243,7 @@ def test_ep_rules_are_errors_naming_the_values(cli):
 
     base = ["explain", "--model", "mixtral-8x7b", "--gpus", "16", "--global-batch", "16"]
     assert_one_error(cli(*base, "--ep", "3"), "ep=3", "8 routed experts")
-    assert_one_error(cli(*base, "--ep", "8", "--tp", "4"), "ep=8", "dp x cp ranks (4)")
+    assert_one_error(cli(*base, "--ep", "8", "--tp", "4"), "etp=4 x ep=8", "tp x dp x cp ranks (16)")
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--ep", "2"), "no experts")
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--moe-capacity-factor", "1.2"),
                      "moe_capacity_factor")
@@ -433,21 +433,19 @@ def test_budget_counts_6n_on_the_active_parameters(cli):
 
 def test_validate_megatron_bridge_moe_records(cli):
     """Megatron-Bridge's 25.11 MoE rows (H100, B200, GB200, GB300; force-balanced, dropless:
-    capacity factor 1): every record with ep inside dp x cp is evaluated with its EP and
-    Megatron's rank order (pipeline outermost); the GB200 Qwen3-235B row (EP 64 over 32 DP x
-    TP 2 ranks, expert TP 1: MoE parallel folding) is skipped with the reason."""
+    capacity factor 1): every record is evaluated with its EP, its expert TP (1, the recipes'
+    base config) and Megatron's rank order (pipeline outermost), the GB200 Qwen3-235B row (EP
+    64 over 32 DP x TP 2 ranks, expert TP 1: MoE parallel folding) too."""
     r = cli("validate", str(MOE_RUNS), "--format", "json")
     js = json.loads(r.stdout)
     rows = {x["id"]: x for x in js["runs"]}
     bridge = [x for k, x in rows.items() if k.startswith("megatron-bridge")]
     assert len(bridge) == 8
-    skipped = [x for x in bridge if x["skipped"]]
-    assert [x["id"] for x in skipped] == ["megatron-bridge-25.11-dgx-gb200-qwen3-235b-a22b"]
-    assert "dp x cp" in skipped[0]["skipped"]
+    assert not [x["id"] for x in bridge if x["skipped"]]
     for x in bridge:
-        if not x["skipped"]:
-            assert x["plan"]["ep"] > 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp" and x["error"] is not None
-    assert js["summary"]["n"] == 8 and js["summary"]["n_skipped"] == 1
+        assert x["plan"]["ep"] > 1 and x["plan"]["etp"] == 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp"
+        assert x["error"] is not None
+    assert js["summary"]["n"] == 9 and js["summary"]["n_skipped"] == 0
 
 
 def test_calibrate_gemm_times_the_moe_and_mla_shapes(cli):
