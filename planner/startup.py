@@ -54,7 +54,8 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
                             dimension (SequenceParallel): a TP plan without SP is not what runs
   TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
-                            ETP=TP or ETP=1'
+                            ETP=TP or ETP=1'; models/llama4/infra/parallelize.py apply_moe_ep_tp:
+                            with ep = 1 the experts are split over the TP mesh (etp = tp)
   TORCHTITAN_PP_SPLIT       distributed/pipeline_parallel.py: stages = ceil((layers + first +
                             last stage weights) / pipeline_parallel_layers_per_stage), and
                             generate_llm_fqn_per_model_part gives the remainder layers to the
@@ -219,10 +220,11 @@ RULES: tuple[StartupRule, ...] = (
         lambda m, s, p: (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
     StartupRule(
         "TORCHTITAN_ETP", "torchtitan",
-        "torchtitan supports expert TP equal to TP or 1 only",
-        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1')",
-        "set etp to tp or 1",
-        lambda m, s, p: (np.asarray(p.ep) > 1) & (etp_of(p) != np.asarray(p.tp)) & (etp_of(p) != 1)),
+        "torchtitan supports expert TP equal to TP or 1 only, and only TP without expert parallelism",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1'); "
+        "models/llama4/infra/parallelize.py apply_moe_ep_tp (without an EP mesh the experts go on the TP mesh)",
+        "set etp to tp or 1 (tp where ep is 1)",
+        lambda m, s, p: (etp_of(p) != np.asarray(p.tp)) & ((np.asarray(p.ep) == 1) | (etp_of(p) != 1))),
     StartupRule(
         "TORCHTITAN_PP_SPLIT", "torchtitan",
         "torchtitan cannot place this pipeline split with end-stage weights of 0 or 1",

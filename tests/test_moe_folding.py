@@ -152,6 +152,30 @@ def test_megatron_refuses_moe_with_tp_and_no_sp(cli):
     assert_one_error(r, "sequence parallelism", "moe_layer.py")
 
 
+def test_megatron_runs_tp2_etp1_ep32_on_32_ranks():
+    """The argument-level check (planner/trainers/rules.py, parallel_state.py's expert grid):
+    world 32 % (etp 1 x ep 32 x pp 1) == 0 passes; etp left at tp 2 does not."""
+    from planner.trainers.rules import megatron_errors
+
+    flags = {"--num-layers": "32", "--hidden-size": "4096", "--num-attention-heads": "32", "--seq-length": "4096",
+             "--max-position-embeddings": "4096", "--micro-batch-size": "1", "--global-batch-size": "64",
+             "--tensor-model-parallel-size": "2", "--sequence-parallel": None, "--expert-model-parallel-size": "32",
+             "--num-experts": "64"}
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    assert [k for k, _ in megatron_errors({**flags, "--expert-tensor-parallel-size": "1"}, 32, env)] == []
+    assert [k for k, _ in megatron_errors(flags, 32, env)] == ["EXPERT_GRID"]
+
+
+def test_torchtitan_etp_rule(cli):
+    """torchtitan @e347b1e5e: with EP, expert TP is TP or 1 (parallel_dims.py); without EP the
+    experts go on the TP mesh (llama4 parallelize.py apply_moe_ep_tp), so etp must be tp."""
+    base = ["explain", "--model", "mixtral-8x7b", "--gpus", "16", "--tp", "4", "--global-batch", "16",
+            "--stack", "torchtitan", "--sharding", "fsdp"]
+    assert cli(*base, "--ep", "2", "--etp", "1").exit_code == 0
+    assert_one_error(cli(*base, "--ep", "2", "--etp", "2"), "TORCHTITAN_ETP", "parallel_dims.py")
+    assert_one_error(cli(*base, "--etp", "1"), "TORCHTITAN_ETP", "apply_moe_ep_tp")
+
+
 def test_fit_searches_etp_where_the_stack_runs_it(cli):
     """fit crosses expert TP in on megatron (its own --expert-tensor-parallel-size: divisors of
     tp, 1 .. tp); torchtitan runs ETP = TP or 1 only (parallel_dims.py), so a TP 4 mesh there
