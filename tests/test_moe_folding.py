@@ -211,6 +211,11 @@ def test_megatron_script_etp_reads_and_exports(tmp_path, cli):
             "--global-batch", "16", "--seq-len", "4096", "--format", "megatron")
     assert r.exit_code == 0, r.stderr
     assert "--expert-tensor-parallel-size 1" in r.stdout
+    r = cli("export", "--model", "mixtral-8x7b", "--gpus", "16", "--tp", "2", "--ep", "8", "--etp", "1",
+            "--global-batch", "16", "--seq-len", "4096", "--stack", "torchtitan", "--sharding", "fsdp",
+            "--format", "torchtitan")
+    assert r.exit_code == 0, r.stderr
+    assert "expert_parallel_degree = 8" in r.stdout and "expert_tensor_parallel_degree = 1" in r.stdout
 
 
 def test_validate_evaluates_the_folded_gb200_qwen3_235b_record(cli):
