@@ -130,7 +130,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers.common import ACT_BYTES
+from .layers.common import ACT_BYTES, etp_of, gathered_tokens  # noqa: F401  (plan-level helpers the layer kinds share)
 from .plan import DEFAULT_CAPACITY_FACTOR, HSDP, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
 
 
@@ -155,12 +155,6 @@ def alone_pass_share(plan, m):
     return np.minimum(warm, passes) / np.maximum(passes, 1.0)
 
 
-def etp_of(plan) -> np.ndarray:
-    """The expert tensor-parallel degree (PlanArrays.etp; 0 = tp, Megatron's default [9])."""
-    etp = np.asarray(plan.etp)
-    return np.where(etp > 0, etp, np.asarray(plan.tp))
-
-
 def expert_dp(plan) -> np.ndarray:
     """The expert-data-parallel degree tp dp cp / (etp ep) [9]: the ranks that hold the same
     experts (world / (etp ep pp)); with etp = tp, dp cp / ep."""
@@ -173,14 +167,6 @@ def expert_shard(plan) -> np.ndarray:
     optimizer shards expert parameters over the expert-data-parallel group [9])."""
     shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
     return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
-
-
-def gathered_tokens(plan) -> np.ndarray:
-    """How many ranks' tokens an expert-TP group gathers after the dispatch all-to-all [10]:
-    etp, where the group's ranks hold distinct tokens (sequence-parallel, or tp = 1); 1 where
-    they hold the same replicated ones (tp > 1 without SP, etp = tp: no gather)."""
-    distinct = (plan.sp > 0) | (etp_of(plan) != plan.tp)
-    return np.where(distinct, etp_of(plan), 1).astype(np.float64)
 
 
 def _folded_stride(size, sigma, plan, strides):

@@ -48,7 +48,7 @@ from ..schema import (
     ModelSpec, MoEMLP as MoESpecKind, NoMixer, NoMLP, SlidingAttention,
 )
 from .attention import MLA, Attention
-from .common import BlockParams, mb_tokens, norm_params, rep_div
+from .common import BlockParams, etp_of, gathered_tokens, mb_tokens, norm_params, rep_div
 from .mlp import DenseMLP, NoBlock
 from .moe import MoEMLP
 
@@ -235,8 +235,6 @@ class Ctx:
 
 
 def context(plan, capacity_factor: float = 1.0) -> Ctx:
-    from ..moe import etp_of, gathered_tokens
-
     return Ctx(plan=plan, tp=plan.tp.astype(np.float64), T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
                cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rep_div(plan),
                cf=float(capacity_factor), etp=etp_of(plan).astype(np.float64), gather=gathered_tokens(plan))
