@@ -223,21 +223,19 @@ class Ctx:
     ep: np.ndarray  # float64
     rep_div: np.ndarray  # tp under SP, else 1
     cf: float  # MoE capacity factor (busiest expert / mean)
-    etp: Any = 1.0  # float64 expert tensor-parallel degree (planner/moe.py etp_of)
-    gather: Any = 1.0  # ranks' tokens an expert-TP group gathers (moe.gathered_tokens)
-
-    @property
-    def expert_scale(self):
-        """An expert tensor's bytes per GPU over what it would be as a TP-split tensor of the
-        micro-batch's T tokens: the rank's rows T / rep_div x gather, split over etp not tp;
-        1 with etp = tp (planner/moe.py)."""
-        return self.gather / self.rep_div * (self.tp / self.etp)
+    etp: Any = 1.0  # float64 expert tensor-parallel degree (common.etp_of)
+    gather: Any = 1.0  # ranks' tokens an expert-TP group gathers (common.gathered_tokens)
+    # an expert tensor's bytes per GPU over what it would be as a TP-split tensor of the
+    # micro-batch's T tokens: the rank's rows T / rep_div x gather, split over etp not tp,
+    # gather / rep_div x tp / etp; 1 with etp = tp (planner/moe.py)
+    expert_scale: Any = 1.0
 
 
 def context(plan, capacity_factor: float = 1.0) -> Ctx:
-    return Ctx(plan=plan, tp=plan.tp.astype(np.float64), T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
-               cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rep_div(plan),
-               cf=float(capacity_factor), etp=etp_of(plan).astype(np.float64), gather=gathered_tokens(plan))
+    tp, etp, gather, rd = plan.tp.astype(np.float64), etp_of(plan).astype(np.float64), gathered_tokens(plan), rep_div(plan)
+    return Ctx(plan=plan, tp=tp, T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
+               cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rd,
+               cf=float(capacity_factor), etp=etp, gather=gather, expert_scale=gather / rd * (tp / etp))
 
 
 def weighted(counts: np.ndarray, values: list) -> np.ndarray:
