@@ -26,7 +26,7 @@ model, the global batch in sequences and everything else stay as they are)
     pp         doubled while <= num_layers; dp = gpus / (tp cp pp) shrinks with tp and pp
     ep         mixture-of-experts models: doubled while <= the routed experts (expert states
                shard over more ranks, planner/moe.py); resolve rejects an ep that does not
-               divide the experts or dp*cp
+               divide the experts, or whose etp x ep does not divide tp*dp*cp
 A single change is one knob moved to the lowest rung that passes. Only when no single change
 passes are pairs of knobs tried; a pair is kept only if neither of its rungs passes alone and
 no lower rung of either knob, with the same other rung, passes too (the Pareto-minimal pairs).

@@ -31,8 +31,8 @@ How a row becomes a job (nothing is read from ids, names or notes):
     GB200 with 4 GPUs a node; the A100's 80 GB is assumed, the repository does not state it:
     it changes the capacity, not the allocated bytes compared here).
  4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
-    a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split,
-    expert TP unlike TP) or refused (an error: exit-2 input such as a hybrid pattern) is
+    a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split)
+    or refused (an error: exit-2 input such as a hybrid pattern) is
     skipped with that reason.
 
 Statistics, per memory trust tier (the corpus' `trust.memory`, A/B/C: README "Trust tiers")

@@ -86,6 +86,7 @@ import numpy as np
 
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES, kv_local, norm_params
+from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
@@ -239,24 +240,23 @@ def selective_keeps(settings: Settings) -> tuple:
 
 
 # ----------------------------------------------------------------------------- model states
-def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard_div=None, fsdp=None) -> Terms:
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
     stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
     its own pool (`grad_pool`, reserved, not allocated).
 
     The shard degree is dp*cp (context-parallel ranks hold the same weights, and Megatron
     and torchtitan shard the optimizer over the combined dp x cp group); HSDP shards over
-    shard_group*cp and replicates across groups. shard_div: the routed experts of an MoE
-    model shard over that group / ep (planner/moe.py, the expert-data-parallel ranks).
+    shard_group*cp and replicates across groups. shard: another shard degree (the routed
+    experts of an MoE model shard over tp x that group / (etp ep): moe.expert_shard, the
+    expert-data-parallel ranks).
     fsdp (the stack's schema.FSDPSpec): what a sharded rank holds [7]: FSDP2 keeps no
     low-precision shard (its sharded parameter is the fp32 master, cast on each all-gather),
     frees the sharded gradients with zero_grad(set_to_none) so that none is allocated at the
     start of the backward, and allocates them (in the reduce dtype) on the reduce-scatter
     stream, whose pool keeps them reserved.
     """
-    d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
-    if shard_div is not None:
-        d = d // shard_div
+    d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp if shard is None else shard
     s = plan.sharding
     one = np.ones_like(d)
     fsdp_on = s >= FSDP
@@ -282,18 +282,19 @@ def stage_kind_counts(model: ModelSpec, plan: PlanArrays) -> dict:
 def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: str):
     """(dense, experts) parameters per GPU before sharding of a stage holding `counts` (K, ...)
     layers of each kind: every layer's TP-split parameters / tp and its replicated ones; the
-    routed experts / (tp ep) apart (they shard over the expert-data-parallel ranks). The first
+    routed experts / (etp ep) apart (they shard over the expert-data-parallel ranks). The first
     stage (end "first") also holds the input embedding (vocab-parallel: /tp) and any learned
     position table; the last ("last") the final norm and the output layer (/tp), or, with tied
     embeddings and pp > 1, a copy of the word embedding [6], and the multi-token-prediction
     modules. With one stage, both ends."""
     tp = plan.tp.astype(np.float64)
     dense = weighted(counts, [p.split / tp + p.replicated for p in pc.kind_params])
-    experts = weighted(counts, [p.expert / (tp * plan.ep) for p in pc.kind_params])
+    e_div = etp_of(plan).astype(np.float64) * plan.ep  # experts split over etp, not tp (planner/moe.py)
+    experts = weighted(counts, [p.expert / e_div for p in pc.kind_params])
     emb = pc.embedding / tp + pc.position
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
     head = out_params / tp + pc.final_norm
-    mtp_dense, mtp_expert = pc.mtp.split / tp + pc.mtp.replicated, pc.mtp.expert / (tp * plan.ep)
+    mtp_dense, mtp_expert = pc.mtp.split / tp + pc.mtp.replicated, pc.mtp.expert / e_div
     single = plan.pp == 1
     if end == "first":
         return dense + emb + np.where(single, head + mtp_dense, 0.0), experts + np.where(single, mtp_expert, 0.0)
@@ -316,12 +317,13 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
 
 def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
-    experts: the TP-split ones / tp, the replicated whole and its E/ep experts / tp), or the
+    experts: the TP-split ones / tp, the replicated whole and its E/ep experts / etp), or the
     embedding or output layer / tp (layers_only: the largest layer)."""
     tp = plan.tp.astype(np.float64)
     unit = np.zeros(np.shape(tp)) if layers_only else np.maximum(pc.embedding, pc.output) / tp
     for k, p in zip(pc.layers.kinds, pc.kind_params):
-        u = (p.split / tp + p.replicated + p.expert / (tp * plan.ep)) if k.has_experts else (p.split + p.replicated) / tp
+        u = (p.split / tp + p.replicated + p.expert / (etp_of(plan) * plan.ep)) if k.has_experts \
+            else (p.split + p.replicated) / tp
         unit = np.maximum(unit, u)
     return unit
 
@@ -519,7 +521,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         dense, experts = dense + d2, experts + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
     if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard_div=plan.ep, fsdp=per.fsdp)
+        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run

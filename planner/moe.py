@@ -5,26 +5,43 @@ searched quantity). The MoE MLP itself (its parameters, expert GEMMs, activation
 and permutation kernels) is planner/layers/moe.py; a model's MoE layers are the layers of
 that kind (planner/layers/).
 
-Expert parallelism (Megatron-Core [2], "MoE parallel folding" [3]). The routed experts of a
-MoE layer are split over `ep` ranks carved out of the data-parallel x context-parallel ranks
-(ep divides dp*cp and the expert count): each EP rank holds E/ep experts, split across TP
-as the dense MLP is (expert tensor parallelism = TP, Megatron's default
---expert-tensor-parallel-size; a separate expert TP degree is not modelled). Expert weights,
-gradients and optimizer states per GPU are E_params / (tp ep), sharded by ZeRO / FSDP over the
-remaining expert-data-parallel ranks d / ep, where d is the dense shard group (dp*cp, or
-shard_group*cp under HSDP), as Megatron's distributed optimizer shards expert parameters over
-the expert-data-parallel group. Everything else (attention, dense MLPs, shared experts,
-router, embeddings) is sharded as in a dense model. Expert gradients reduce over the d / ep
-expert-data-parallel ranks only.
+Expert parallelism and MoE parallel folding (Megatron-Core [2][9], "MoE parallel folding"
+[3]). The expert layers have their own grid over the same ranks as the attention's
+tp x cp x dp (x pp): expert tensor parallelism etp (job field etp, Megatron
+--expert-tensor-parallel-size; default tp), expert parallelism ep, and the expert-data-
+parallel degree edp = tp dp cp / (etp ep) (world / (etp ep pp) [9]); Megatron requires etp
+x ep to divide tp x dp x cp, not ep to divide dp x cp, so "TP2, ETP1, EP32" runs. Each EP
+rank holds E/ep experts, each split over the etp ranks of its expert-TP group: routed expert
+weights, gradients and optimizer states per GPU are E_params / (etp ep), sharded by ZeRO /
+FSDP over the expert-data-parallel ranks of one shard group, tp x (shard_group under HSDP,
+else dp) x cp / (etp ep) (expert_shard), as Megatron's distributed optimizer shards expert
+parameters over the expert-data-parallel group. Everything else (attention, dense MLPs,
+shared experts, router, embeddings) is sharded as in a dense model. Expert gradients reduce
+over the expert-data-parallel ranks only.
+
+Where the expert groups sit [9]. Megatron builds the expert grid with the RankGenerator of
+its order (default 'tp-cp-ep-dp-pp'; --use-tp-pp-dp-mapping 'tp-cp-ep-pp-dp') with cp = 1
+and tp = etp: the expert ranks enumerate the attention's non-pipeline ranks in order
+(index j = the TP rank, then the inner, then the outer of CP and DP) and factor j as
+etp (innermost), ep, edp. The expert-TP group is j-stride 1, the EP group j-stride etp,
+the expert-DP group j-stride etp ep; with etp = tp they are the TP group, the innermost ep
+of the DP x CP ranks and the rest, as before. With etp < tp the EP group starts inside a TP
+group (TP2 ETP1 EP8: 8 consecutive ranks, one NVLink domain). _folded_stride maps each to
+the (size, stride) comm.group_link places.
 
 Tokens. Each token goes to top_k experts; with EP the layer's tokens are dispatched to the
-ranks holding their experts (all-to-all) and combined back (all-to-all) [2]: per MoE layer
-and micro-batch 2 all-to-alls forward and 2 backward (the gradients of dispatch and
-combine), each of T x top_k x h x 2 bytes per rank (bf16) of which (ep-1)/ep leave the rank
-(nccl-tests alltoall: busbw = algbw x (n-1)/n [4]), over the EP group at its place in the rank
-order (the DP/CP stride: inside the NVLink domain or across nodes). Tokens are already
+ranks holding their experts (all-to-all) and combined back (all-to-all) [2][10]: per MoE
+layer and micro-batch 2 all-to-alls forward and 2 backward (the gradients of dispatch and
+combine), each of T x top_k x h x 2 bytes per rank (bf16; T/tp under SP) of which (ep-1)/ep
+leave the rank (nccl-tests alltoall: busbw = algbw x (n-1)/n [4]), over the EP group at its
+place in the expert grid (inside the NVLink domain or across nodes). Tokens are already
 sequence-split across TP (SP) or replicated (then each TP rank dispatches its copy: the
-all-to-all is per TP rank either way).
+all-to-all is per TP rank either way). With etp > 1 Megatron's alltoall dispatcher [10]
+all-gathers the received rows over the expert-TP group after the dispatch all-to-all
+(dispatch_postprocess: "AG(TP)") and reduce-scatters the experts' outputs before the combine
+("RS(TP)"), the reverse pair backward: priced by step.etp_pair over the etp ranks (with
+etp = tp under SP this is the pair step.tp_comm always priced for the MoE MLP; with etp = 1
+there is none: the attention's sequence-parallel tokens go to the all-to-all directly).
 
 Load imbalance. The router does not spread tokens evenly; the slowest EP rank sets the pace.
 `capacity_factor` c (job field moe_capacity_factor, default 1.0 = perfectly balanced) is
@@ -46,7 +63,8 @@ their all-to-alls exposed (alone_pass_share). Applied where Megatron-Core allows
 deferred to widen the backward's window) are not modelled.
 
 Expert gradients. Reduced (DDP all-reduce, ZeRO reduce-scatter + all-gather, FSDP per
-micro-batch) over the d / ep expert-data-parallel ranks, placed ep x the EP stride apart, in
+micro-batch) over the expert-data-parallel ranks (expert_shard; DDP: expert_dp), at their place
+in the expert grid (expert_strides["edp"]), in
 buckets as the dense gradients; they hide behind what the dense DP traffic leaves of the same
 compute window (the backward and forward of the last micro-batch; every micro-batch under
 FSDP), at the stack's exposed share. The Adam step reads and writes their shard.
@@ -56,7 +74,10 @@ stage's mean layer; no HSDP replica all-reduce or FSDP buffer copies for the exp
 DeepSeek's DualPipe ([1] sec. 3.2.1) is a pipeline schedule (planner/pipeline.py [8]) that
 hides the all-to-alls as the combined 1F1B does (step.ep_comm); node-deduplicated, node-limited
 and fp8 dispatch are a stack's ep_dispatch (dispatch_scale).
-Not modelled: an expert TP degree other than TP, dropped tokens' effect on FLOPs;
+The folded group's placement is approximated where it straddles an axis of the grid
+(_folded_stride: the same span and members per NVLink domain). Not modelled: the shared
+experts' own TP all-gather / reduce-scatter under SP (Megatron SharedExpertMLP
+pre_forward_comm over the attention's TP group [10]), dropped tokens' effect on FLOPs;
 the dispatcher's host synchronisation (the token counts copied to the CPU before each
 dispatch all-to-all [6]) and kernel-launch overheads.
 
@@ -79,6 +100,21 @@ References
     kernels), topk_routing_with_score_function; megatron/core/fusions/fused_bias_swiglu.py
     (commit b1030e9d) WeightedSwiGLUFunction (probabilities read forward, their gradient
     written backward).
+[9] NVIDIA Megatron-LM @d98e8a64 megatron/core/parallel_state.py initialize_model_parallel:
+    expert_tensor_parallel_size defaults to tensor_model_parallel_size; expert_data_parallel
+    _size = world_size // (expert_tensor_parallel_size x expert_model_parallel_size x
+    pipeline_model_parallel_size) (a RuntimeError where it does not divide); the expert
+    RankGenerator(tp=etp, ep=ep, dp=edp, pp=pp, cp=1, order=order) over the same order as the
+    attention's; groups 'tp' (expert TP), 'ep', 'dp' (expert DP), 'tp-ep'.
+[10] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py
+    MoETokenDispatcher (tp_group = pg_collection.expt_tp), MoEAlltoAllTokenDispatcher
+    ("(3) token dispatch: A2A(EP) (4) dispatch postprocess: AG(TP)->sort_chunk ... (5) combine
+    preprocess: sort_chunk->RS(TP) (6) token combine: A2A(EP)"; gather_from_sequence_parallel
+    _region / reduce_scatter_to_sequence_parallel_region over the expert-TP group when its
+    size > 1); moe/experts.py TEGroupedMLP (tp_group = pg_collection.expt_tp: the expert
+    weights split over etp); moe/moe_layer.py MoELayer.forward (training with attention TP > 1
+    requires sequence parallelism); moe/shared_experts.py (the shared experts on the
+    attention's TP group).
 [8] NVIDIA Megatron-LM megatron/core/pipeline_parallel/combined_1f1b.py (commit 00caa53a):
     combined_1f1b_schedule_for_no_pipelining (phases: the first micro-batch's forward alone,
     then backward i + forward i+1, the last backward alone; "EP A2A in forward step is hidden
@@ -96,8 +132,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .layers.common import ACT_BYTES
-from .plan import DEFAULT_CAPACITY_FACTOR, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
+from .layers.common import ACT_BYTES, etp_of, gathered_tokens  # noqa: F401  (plan-level helpers the layer kinds share)
+from .plan import DEFAULT_CAPACITY_FACTOR, HSDP, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
 
 
 def alltoall_bytes(block, ctx):
@@ -152,15 +188,61 @@ def alone_pass_share(plan, m):
     return np.minimum(warm, passes) / np.maximum(passes, 1.0)
 
 
-def ep_stride(plan, strides):
-    """The EP group's stride in the rank order. EP ranks are the innermost of the data x
-    context parallel ranks (Megatron-Core's expert rank order tp-ep-dp [2][3]): inside the
-    inner of the two axes (size n_in, stride s_in) when ep <= n_in, else the whole inner axis
-    and ep / n_in ranks of the outer one (stride s_out), a block of span (ep / n_in) s_out
-    placed as ep ranks s_out / n_in apart (the same span and members per NVLink domain,
-    comm.group_link)."""
+def expert_dp(plan) -> np.ndarray:
+    """The expert-data-parallel degree tp dp cp / (etp ep) [9]: the ranks that hold the same
+    experts (world / (etp ep pp)); with etp = tp, dp cp / ep."""
+    return plan.tp * plan.dp * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
+
+
+def expert_shard(plan) -> np.ndarray:
+    """The experts' ZeRO / FSDP shard group: the expert-data-parallel ranks of one dense shard
+    group, tp x (shard_group under HSDP, else dp) x cp / (etp ep) (Megatron's distributed
+    optimizer shards expert parameters over the expert-data-parallel group [9])."""
+    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
+    return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
+
+
+def _folded_stride(size, sigma, plan, strides):
+    """A stride that places a group of `size` ranks `sigma` apart in the expert grid's index
+    j (module docstring, "Where the expert groups sit") in the global rank order: the group
+    spans j in [0, size sigma); past the first axis of j it covers ceil(size sigma / P)
+    neighbours of the axis it ends in (P: the product of the axes of j inside it, s that
+    axis's global stride), so its global span is ceil(size sigma / P) s and it is placed as
+    size ranks span / size apart (the same span and members per NVLink domain as the true
+    group, comm.group_link). Exact for a group inside one axis."""
     cp_in = (plan.cp > 1) & (strides["cp"] < strides["dp"])
-    n_in = np.where(cp_in, plan.cp, plan.dp)
-    s_in = np.where(cp_in, strides["cp"], strides["dp"])
-    s_out = np.where(cp_in, strides["dp"], strides["cp"])
-    return np.where(plan.ep <= n_in, s_in, np.maximum(s_out // np.maximum(n_in, 1), 1))
+    n = [plan.tp, np.where(cp_in, plan.cp, plan.dp), np.where(cp_in, plan.dp, plan.cp)]
+    s = [strides["tp"], np.where(cp_in, strides["cp"], strides["dp"]), np.where(cp_in, strides["dp"], strides["cp"])]
+    reach = np.asarray(size * sigma, dtype=np.int64)
+    inner = np.ones_like(reach)
+    span = np.zeros_like(reach)
+    for i, (n_ax, s_ax) in enumerate(zip(n, s)):  # the axis it ends in: the first whose block holds it
+        here = (span == 0) & ((reach <= inner * n_ax) | (i == len(n) - 1))
+        span = np.where(here, -(-reach // inner) * s_ax, span)
+        inner = inner * n_ax
+    return np.maximum(span // np.maximum(size, 1), 1)
+
+
+def expert_strides(plan, strides) -> dict:
+    """Global strides (comm.group_link placement) of the expert tensor-parallel group (etp
+    ranks, j-stride 1), the EP group (ep ranks, j-stride etp) and the expert-data-parallel
+    group (expert_dp ranks, j-stride etp ep) of the folded expert grid [9]."""
+    etp = etp_of(plan)
+    return {"etp": _folded_stride(etp, 1, plan, strides), "ep": _folded_stride(plan.ep, etp, plan, strides),
+            "edp": _folded_stride(expert_dp(plan), etp * plan.ep, plan, strides)}
+
+
+def ep_stride(plan, strides):
+    """The EP group's stride in the rank order (expert_strides["ep"]). With etp = tp the EP
+    ranks are the innermost of the data x context parallel ranks: inside the inner of the two
+    axes (size n_in, stride s_in) when ep <= n_in, else the whole inner axis and ep / n_in ranks
+    of the outer one (stride s_out), a block of span (ep / n_in) s_out placed as ep ranks
+    s_out / n_in apart; with etp < tp they start inside the TP ranks."""
+    return expert_strides(plan, strides)["ep"]
+
+
+def etp_bytes(block, ctx):
+    """The expert-TP all-gather (and reduce-scatter) buffer of one dispatch (combine) of the
+    MoE MLP `block` (comm.py convention: the whole gathered buffer): the etp ranks' received
+    rows, T / rep_div tokens x top_k x c x h x 2 B each, gathered [10]."""
+    return ctx.T / ctx.rep_div * ctx.gather * block.token_copies(ctx) * block.h * ACT_BYTES

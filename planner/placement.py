@@ -1,5 +1,6 @@
 """Where each parallel group of a plan lands, and which tier its collectives use, for explain:
-TP, CP, PP, DP (with CP: the DP x CP gradient group), EP and the experts' data-parallel group,
+TP, CP, PP, DP (with CP: the DP x CP gradient group), and the folded expert grid's expert-TP,
+EP and expert-data-parallel groups (moe.expert_strides),
 each a group of `ranks` members `stride` apart in the rank order, placed by comm.group_link in
 a job of settings.gpus GPUs (the hardware's NVLink domains filled in order or in segments:
 comm.domain_in_use). The step-time model prices every collective at the same placement
@@ -19,10 +20,11 @@ def groups(settings, plan) -> dict:
     dp_stride = np.where(plan.cp > 1, np.minimum(st["dp"], st["cp"]), st["dp"])
     out = {"tp": (plan.tp, st["tp"], comm.PATTERN_RING), "cp": (plan.cp, st["cp"], comm.PATTERN_RING),
            "pp": (plan.pp, st["pp"], comm.PATTERN_RING), "dp": (plan.dp * plan.cp, dp_stride, comm.PATTERN_RING)}
-    if settings.model.moe is not None:
-        e_st = moe.ep_stride(plan, st)
-        out["ep"] = (plan.ep, e_st, comm.PATTERN_ALL_PAIRS)
-        out["expert_dp"] = (plan.dp * plan.cp // plan.ep, e_st * plan.ep, comm.PATTERN_RING)
+    if settings.model.moe is not None:  # the folded expert grid (moe.expert_strides)
+        e_st = moe.expert_strides(plan, st)
+        out["etp"] = (moe.etp_of(plan), e_st["etp"], comm.PATTERN_RING)
+        out["ep"] = (plan.ep, e_st["ep"], comm.PATTERN_ALL_PAIRS)
+        out["expert_dp"] = (moe.expert_dp(plan), e_st["edp"], comm.PATTERN_RING)
     return out
 
 

@@ -94,11 +94,11 @@ class PlanArrays:
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
-    ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py), carved out of dp x cp
+    ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py): etp x ep divides tp x dp x cp
     # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
     # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
     smode: np.ndarray = 0
-    etp: np.ndarray = 0  # expert tensor-parallel degree; 0 = tp (Megatron's default). Priced as tp
+    etp: np.ndarray = 0  # expert tensor-parallel degree; 0 = tp (Megatron's default; planner/moe.py)
 
     def __post_init__(self):
         for f in fields(self):
@@ -144,7 +144,7 @@ REASONS = {
     TPO_COMPILE: "TP-communication overlap of this stack needs torch.compile",
     SPLIT_UNITS: "layers plus the embedding/loss counted in the split do not divide into pp*vpp chunks",
     EP_EXPERTS: "ep does not divide the routed experts (or the model has none)",
-    EP_DPCP: "ep does not divide the data x context parallel ranks (dp*cp; hsdp: shard_group*cp)",
+    EP_DPCP: "etp x ep does not divide tp x dp x cp (hsdp: tp x shard_group x cp): Megatron's folded expert grid",
     STACK_SHARDING: "the stack has no such sharding mode (stack_db runs.sharding)",
     STACK_SCHEDULE: "the stack does not run this pipeline schedule (stack_db runs.schedules)",
     STACK_ORDER: "the stack does not build this rank order (stack_db runs.rank_orders)",
@@ -410,10 +410,11 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                               if model.moe is not None else f"ep={job.ep} on {model.name}, which has no experts"),
                              "choose ep among the divisors of the expert count" if model.moe is not None
                              else "expert parallelism needs a mixture-of-experts model: set ep 1"),
-        EP_DPCP: lambda: (f"ep={job.ep} does not divide the {'shard_group' if job.sharding == 'hsdp' else 'dp'} x cp ranks "
-                          f"({(job.shard_group if job.sharding == 'hsdp' else dp) * job.cp})",
-                          "expert-parallel ranks are carved out of the data x context parallel ranks (Megatron-Core): "
-                          "choose ep dividing dp*cp"),
+        EP_DPCP: lambda: (f"etp={job.etp or job.tp} x ep={job.ep} does not divide the tp x "
+                          f"{'shard_group' if job.sharding == 'hsdp' else 'dp'} x cp ranks "
+                          f"({job.tp * (job.shard_group if job.sharding == 'hsdp' else dp) * job.cp})",
+                          "Megatron-Core folds the expert grid (etp x ep x expert-dp) into the attention's tp x dp x cp "
+                          "ranks (parallel_state.py): choose etp x ep dividing tp*dp*cp (etp defaults to tp)"),
     }[code]()
     return PlannerError(f"{where}{msg[0]}", msg[1])
 
@@ -553,6 +554,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    if model.moe is not None and job.etp is None:
+        # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
+        # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)
+        inherited.append(("etp", job.tp))
     mbs = job.micro_batch
     if mbs is None:
         mbs = default_micro_batch(stack, gbs, dp, job.pp, where)
@@ -848,7 +853,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "account_for_loss_in_pipeline_split": bool(g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
-        **({"moe_capacity_factor": settings.moe_capacity_factor,
+        **({"moe_capacity_factor": settings.moe_capacity_factor, "moe_dispatcher": settings.moe_dispatcher,
+            "moe_fp8_dispatch": settings.moe_fp8_dispatch, "moe_route_nodes": settings.moe_route_nodes or None,
             # on where the plan allows it (the search applies a job's overlap only there)
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
            if settings.model.moe is not None else {}),

@@ -958,11 +958,13 @@ class Job(BaseModel):
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
     etp: Optional[Count] = Field(
-        default=None, gt=0, description="expert tensor-parallel degree (Megatron --expert-tensor-parallel-size, torchtitan "
-                                        "expert_tensor_parallel_degree); default tp. Priced as tp (the cost models do not "
-                                        "yet tell them apart)")
-    ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
-                                                 "ranks (Megatron --expert-model-parallel-size); MoE models only")
+        default=None, gt=0, description="expert tensor-parallel degree: each routed expert split over etp ranks, an "
+                                        "axis of its own (MoE parallel folding: etp x ep divides tp x dp x cp; Megatron "
+                                        "--expert-tensor-parallel-size, torchtitan expert_tensor_parallel_degree); default "
+                                        "tp (Megatron's)")
+    ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep ranks of the folded "
+                                                 "tp x dp x cp grid (etp x ep divides it; Megatron "
+                                                 "--expert-model-parallel-size); MoE models only")
     ep_comm_overlap: Optional[bool] = Field(
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "

@@ -338,13 +338,15 @@ def explain_args(job: Job, row: dict) -> list[str]:
         d["sequence_parallel"] = None
     if d["schedule"] == ("interleaved" if d["vpp"] > 1 else "1f1b"):
         d["schedule"] = None
+    if d.get("etp") == d["tp"]:  # what explain assumes without it (Megatron's default: etp = tp)
+        d["etp"] = None
     flags = [("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("vpp", "--vpp"), ("dp", "--dp"),
              ("micro_batch", "--micro-batch"), ("global_batch", "--global-batch"), ("seq_len", "--seq-len"),
              ("sharding", "--sharding"), ("shard_group", "--shard-group"), ("recompute", "--recompute"),
              ("precision", "--precision"), ("schedule", "--schedule"), ("rank_order", "--rank-order"),
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
-             ("calibration", "--calibration"), ("ep", "--ep"), ("moe_capacity_factor", "--moe-capacity-factor")]
+             ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]

@@ -15,9 +15,10 @@ list; a pinned value is taken as given, and the constraint check then says if it
              A mesh (tp, cp, pp) whose product does not divide the GPU count has no dp; it
              counts as one candidate that breaks a constraint and is not expanded further.
   dp         derived: gpus / (tp cp pp)
-  ep         expert parallelism (MoE models): divisors of the routed experts that divide dp*cp
-             (EP ranks are carved out of the data x context parallel ranks, planner/moe.py); 1
-             for a dense model
+  ep         expert parallelism (MoE models): divisors of the routed experts; 1 for a dense model
+  etp        expert tensor parallelism (MoE models, on a stack with its own expert TP: stack_db
+             runs.expert_tensor_parallel): divisors of the NVLink domain (as tp), with etp x ep
+             dividing tp*dp*cp (Megatron's folded expert grid, planner/moe.py); elsewhere tp
   vpp        1 when pp = 1 (no pipeline, no virtual stages); else 1 .. floor(L / pp)
              (pp, vpp) such that pp*vpp chunks of ceil(L/(pp vpp)) layers hold at most
              `--max-layer-slack` (default 2) layers more than the model: an even split, or
@@ -53,7 +54,7 @@ Constraints (`constraint_codes`), in the order `plan.resolve` checks them and wi
   HSDP_SHARD      hsdp: shard group divides dp
   SHARD_NOT_HSDP  a shard group other than dp only with hsdp
   EP_EXPERTS      ep divides the routed experts (1 without experts)
-  EP_DPCP         ep divides dp*cp (hsdp: shard_group*cp)
+  EP_DPCP         etp*ep divides tp*dp*cp (hsdp: tp*shard_group*cp)
 tests/test_search.py checks that resolve raises exactly where a code is not OK, with the
 message of that rule, on candidates built to break every rule.
 
@@ -165,6 +166,8 @@ class SpaceOptions:
     max_micro_batch: int | None = None
     ep: tuple[int, ...] | None = None
     max_ep: int | None = None
+    etp: tuple[int, ...] | None = None
+    max_etp: int | None = None
     sharding: tuple[str, ...] | None = None
     shard_group: tuple[int, ...] | None = None
     recompute: tuple[str, ...] | None = None
@@ -175,7 +178,7 @@ class SpaceOptions:
 
     def __post_init__(self):
         for name in ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "shard_group", "max_tp", "max_cp", "max_pp", "max_vpp",
-                     "max_dp", "max_micro_batch", "max_layer_slack"):
+                     "max_dp", "max_micro_batch", "max_layer_slack", "etp", "max_etp"):
             v = getattr(self, name)
             check_count(v if isinstance(v, tuple) else (v,), f"--{name.replace('_', '-')}",
                         minimum=0 if name == "max_layer_slack" else 1)
@@ -409,7 +412,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
         schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
         split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
-        ep=get("ep", np.ones(n, dtype=np.int64)),
+        ep=get("ep", np.ones(n, dtype=np.int64)), etp=get("etp", z),
     )
 
 
@@ -419,6 +422,47 @@ def _count(reasons: dict, codes: np.ndarray, weights: np.ndarray) -> None:
         cnt = np.bincount(codes[bad], weights=weights[bad], minlength=len(REASONS) + 1)
         for code in np.flatnonzero(cnt):
             reasons[int(code)] = reasons.get(int(code), 0) + int(round(cnt[code]))
+
+
+def _ep_choices(settings: Settings, opts: SpaceOptions) -> np.ndarray:
+    """The EP axis: divisors of the routed experts (1 for a dense model, or where the stack has
+    no expert parallelism and none is pinned)."""
+    model = settings.model
+    has_ep = settings.stack is None or settings.stack.expert_parallel is not None
+    n_experts = model.moe.num_experts if model.moe is not None and (has_ep or opts.ep) else 1
+    return _axis(_divisors(n_experts), opts.ep, opts.max_ep)
+
+
+def _ep_ok(mesh: dict, EP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
+    """(mesh x ep) an EP degree that can fold into the mesh's tp*dp*cp ranks (with etp 1, the
+    smallest expert TP); a pinned --ep is taken as given (resolve's rules say which divide)."""
+    ok = (mesh["tp"] * mesh["dp"] * mesh["cp"])[:, None] % EP[None, :] == 0
+    return ok | bool(opts.ep)
+
+
+def _etp_choices(settings: Settings, opts: SpaceOptions) -> np.ndarray:
+    """The expert-TP axis: a pinned --etp as given; on an MoE model whose stack has expert TP of
+    its own (stack_db runs.expert_tensor_parallel) the divisors of the NVLink domain (as tp,
+    kept to those dividing the mesh's tp by _etp_ok), else 0 (= tp)."""
+    runs = settings.stack.runs if settings.stack is not None else None
+    own = settings.model.moe is not None and runs is not None and runs.expert_tensor_parallel is not None
+    if opts.etp:
+        return np.asarray(sorted(set(opts.etp)), dtype=np.int64)
+    if not own:
+        return np.zeros(1, dtype=np.int64)
+    return _axis(_divisors(settings.hardware.nvlink_domain), None, opts.max_etp)
+
+
+def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
+    """(mesh x etp) etp x ep divides tp*dp*cp; searched (not pinned) values also divide tp (the
+    layouts the trainers' recipes use: expert TP 1 .. tp; a pinned --etp may be any value the
+    rules allow: resolve's EP_DPCP rule, checked on every candidate, says which)."""
+    tp = mesh["tp"][:, None]
+    etp = np.where(ETP[None, :] > 0, ETP[None, :], tp)
+    if opts.etp:
+        return np.ones((len(tp), len(ETP)), dtype=bool)
+    ok = (tp * (mesh["dp"] * mesh["cp"])[:, None]) % (etp * mesh["ep"][:, None]) == 0
+    return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
 
 def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
@@ -469,15 +513,12 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     if opts.max_dp is not None:
         keep &= dp <= opts.max_dp
     mesh = {"tp": tp[keep], "cp": cp[keep], "pp": pp[keep], "dp": dp[keep]}
-    # ---- expert parallelism: divisors of the routed experts that divide dp*cp (1 for a dense model)
-    # (1 also where the stack has no expert parallelism: stack_db `expert_parallel`)
-    has_ep = settings.stack is None or settings.stack.expert_parallel is not None
-    n_experts = model.moe.num_experts if model.moe is not None and (has_ep or opts.ep) else 1
-    EP = _axis(_divisors(n_experts), opts.ep, opts.max_ep)
-    ep_ok = (mesh["dp"] * mesh["cp"])[:, None] % EP[None, :] == 0
-    if opts.ep:
-        ep_ok |= True  # pinned: resolve's rules say which divide
-    mesh = _expand(mesh, ep_ok, {"ep": EP})
+    # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense
+    # model; 1 also where the stack has no expert parallelism: stack_db `expert_parallel`), then
+    # expert TP (0 = tp) with etp x ep dividing tp*dp*cp (Megatron's folded expert grid)
+    EP, ETP = _ep_choices(settings, opts), _etp_choices(settings, opts)
+    mesh = _expand(mesh, _ep_ok(mesh, EP, opts), {"ep": EP})
+    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts), {"etp": ETP})
     M = len(mesh["tp"])
     mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
     # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
@@ -485,7 +526,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # the order while the other rules are checked
     from .startup import order_ok as _order_ok
 
-    mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep")))
+    mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep", "etp")))
 
     # per-mesh multiplicity of the levels below the micro-batch: SP choices x sharding options
     sp_vals = SP_OFF_ON if opts.sequence_parallel is None else np.array([int(opts.sequence_parallel)], dtype=i64)

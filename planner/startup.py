@@ -21,6 +21,10 @@ Megatron-LM @d98e8a64 (NVIDIA/Megatron-LM, 2026-08-22) [M]:
                             the expert data-parallel size world/(etp ep pp) must equal the
                             data-parallel size world/(tp cp pp), i.e. etp x ep == tp x cp
                             (a dense model: ep = 1, etp = tp, so CP must be 1)
+  MEGATRON_MOE_SP           megatron/core/transformer/moe/moe_layer.py MoELayer.forward raises in
+                            training where the attention's TP group has more than one rank and
+                            sequence parallelism is off (an MoE model; appended last to RULES so
+                            the other rules keep their codes)
   MEGATRON_CP_SEQ           arguments.py validate_args: seq_length % (2 x context_parallel_size)
                             == 0 when cp > 1 (load-balanced causal chunks)
   MEGATRON_PP_SPLIT         Megatron places every split of pipeline.stage_layers that is a
@@ -50,7 +54,8 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
                             dimension (SequenceParallel): a TP plan without SP is not what runs
   TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
-                            ETP=TP or ETP=1'
+                            ETP=TP or ETP=1'; models/llama4/infra/parallelize.py apply_moe_ep_tp:
+                            with ep = 1 the experts are split over the TP mesh (etp = tp)
   TORCHTITAN_PP_SPLIT       distributed/pipeline_parallel.py: stages = ceil((layers + first +
                             last stage weights) / pipeline_parallel_layers_per_stage), and
                             generate_llm_fqn_per_model_part gives the remainder layers to the
@@ -227,10 +232,11 @@ RULES: tuple[StartupRule, ...] = (
         lambda m, s, p: (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
     StartupRule(
         "TORCHTITAN_ETP", "torchtitan",
-        "torchtitan supports expert TP equal to TP or 1 only",
-        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1')",
-        "set etp to tp or 1",
-        lambda m, s, p: (np.asarray(p.ep) > 1) & (etp_of(p) != np.asarray(p.tp)) & (etp_of(p) != 1)),
+        "torchtitan supports expert TP equal to TP or 1 only, and only TP without expert parallelism",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1'); "
+        "models/llama4/infra/parallelize.py apply_moe_ep_tp (without an EP mesh the experts go on the TP mesh)",
+        "set etp to tp or 1 (tp where ep is 1)",
+        lambda m, s, p: (etp_of(p) != np.asarray(p.tp)) & ((np.asarray(p.ep) == 1) | (etp_of(p) != 1))),
     StartupRule(
         "TORCHTITAN_PP_SPLIT", "torchtitan",
         "torchtitan cannot place this pipeline split with end-stage weights of 0 or 1",
@@ -253,6 +259,13 @@ RULES: tuple[StartupRule, ...] = (
         "num_chunks % 2 == 0 and num_chunks >= num_ranks * 2)",
         "use an even pp, and a micro-batch size that leaves an even number >= 2 pp of micro-batches per step",
         _dualpipe_shape),
+    StartupRule(
+        "MEGATRON_MOE_SP", "megatron",
+        "Megatron trains an MoE model with tensor parallelism only under sequence parallelism",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/moe/moe_layer.py MoELayer.forward ('During training, performance "
+        "may degrade if MoE and tensor parallelism are enabled without also enabling sequence parallelism': a ValueError)",
+        "set sequence_parallel on (--sequence-parallel) with tp > 1",
+        lambda m, s, p: bool(m is not None and m.moe is not None) & (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

@@ -446,7 +446,9 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
     for i, kind in enumerate(sc.ll.kinds):
         pairs = np.float64(0.0)
         for mult in kind.mixer.tp_pairs + kind.mlp.tp_pairs:
-            mult = kind.mlp.token_copies(ctx) if mult == "moe" else mult
+            if mult == "moe":
+                pairs = pairs + etp_pair(sc, coll, kind.mlp)
+                continue
             if mult not in per:
                 per[mult] = pair(mult)
             pairs = pairs + per[mult]
@@ -454,6 +456,21 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
         g = lt.gemm_fwd[i]
         out.append((n - rc) * hidden(2.0 * pairs + extra, 3.0, g) + rc * hidden(3.0 * pairs, 4.0, g))
     return sc.mean("mid", out)
+
+
+def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
+    """One way of an MoE MLP's expert-TP collectives per micro-batch (planner/moe.py [10]): the
+    all-gather of the dispatched rows over the etp ranks after the dispatch all-to-all and the
+    reduce-scatter before the combine (the backward runs the reverse pair), at the expert-TP
+    group's place in the folded grid (moe.expert_strides); without SP, with etp = tp, the TP
+    all-reduce of the replicated rows (T top_k c h x 2 B). Nothing with etp = 1."""
+    plan, ctx = sc.plan, sc.ctx
+    etp = moe.etp_of(plan)
+    s_etp = moe.expert_strides(plan, coll.strides)["etp"]
+    size = moe.etp_bytes(block, ctx)
+    rs_ag = coll(comm.REDUCE_SCATTER, size, etp, s_etp) + coll(comm.ALL_GATHER, size, etp, s_etp)
+    ar = coll(comm.ALL_REDUCE, size, np.where(plan.sp > 0, 1, etp), s_etp)
+    return np.where(ctx.gather > 1.0, rs_ag, ar)
 
 
 def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, dict]:
@@ -616,7 +633,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     e_local = np.maximum.reduce([split["first"][1], split["last"][1], np.where(plan.pp > 2, split["mid"][1], 0.0)])
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket))
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
-                     p_local=p_local, e_local=e_local, e_shard=shard_n // plan.ep)
+                     p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
 
 
 def fsdp_traffic(sc: StepCtx, comp: Compute, ag_w, rs_g, ar_hsdp, n_b):
@@ -655,7 +672,8 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, ag_w, rs_g, ar_hsdp, n_b):
 
 def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense):
     """(total, exposed) routed-expert gradient traffic (and FSDP/ZeRO weight gathers) over the
-    expert-data-parallel ranks, dp*cp/ep (shard group / ep), placed ep strides out (moe.py), on
+    expert-data-parallel ranks, tp dp cp / (etp ep) (tp shard group cp / (etp ep): moe.expert_dp,
+    moe.expert_shard), at their place in the folded expert grid (moe.expert_strides), on
     the stage with the most expert parameters, in the dense traffic's buckets; it hides behind
     what the dense traffic leaves of the same compute window. dense: the dense traffic's
     (all-gathers, reduce-scatters, FSDP bucket, DDP bucket)."""
@@ -666,9 +684,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
-    dpcp = plan.dp * plan.cp
-    e_shard, edp, e_st = shard_n // plan.ep, dpcp // plan.ep, moe.ep_stride(plan, coll.strides) * plan.ep
+    e_shard, edp, e_st = moe.expert_shard(plan), moe.expert_dp(plan), moe.expert_strides(plan, coll.strides)["edp"]
     n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
     w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
 

@@ -64,17 +64,18 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     predate FlashAttention (Dao et al., arXiv 2205.14135, May 2022 [8]); flash otherwise.
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
     shape fields cannot carry (experts, router, MLA); the record's layers, hidden size, heads
-    and vocabulary must match it. ep null -> 1; the load imbalance (moe_capacity_factor) is the
+    and vocabulary must match it. ep null -> 1; etp null -> tp (Megatron's default
+    expert_tensor_parallel_size, listed as assumed); the load imbalance (moe_capacity_factor) is the
     planner's default 1.0, listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
     default), only an explicit `ep_comm_overlap: true` turns it on.
-13. Megatron settings a record may state: etp (--expert-tensor-parallel-size) and
-    account_for_embedding/loss_in_pipeline_split go to the job (null: tp, off); an etp other
-    than tp is listed as assumed, since the cost models price expert TP as TP. The token
-    dispatcher (moe_token_dispatcher_type, moe_flex_dispatcher_backend), CUDA graphs
-    (cuda_graph_impl, cuda_graph_scope) and recompute_modules are kept with the record and
-    listed as `not_priced` in its assumed list: no cost model reads them yet. A record whose
-    EP group needs the TP ranks (etp x ep divides tp x dp x cp but ep does not divide dp x cp:
-    MoE parallel folding) is skipped with that reason.
+13. Megatron settings a record may state: etp (--expert-tensor-parallel-size, priced as its
+    own axis: MoE parallel folding, planner/moe.py) and account_for_embedding/loss_in_pipeline_split
+    go to the job (null: tp, off). The token dispatcher in Megatron's words
+    (moe_token_dispatcher_type alltoall | allgather | flex with moe_flex_dispatcher_backend
+    deepep | hybridep) sets the job's moe_dispatcher as the Megatron reader does, unless the
+    record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) and
+    recompute_modules are kept with the record and listed as `not_priced` in its assumed list:
+    no cost model reads them yet.
 11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
     communication (Megatron-LM --tp-comm-overlap, "TP comm overlap", torchtitan "async TP")
     and it runs SP with tp > 1; off otherwise (Megatron-LM's default).
@@ -149,8 +150,7 @@ TIME_MODEL_UNAVAILABLE = (
 )
 
 #: Record fields a run states that no cost model reads (rule 13).
-UNPRICED_FIELDS = ("moe_token_dispatcher_type", "moe_flex_dispatcher_backend", "cuda_graph_impl", "cuda_graph_scope",
-                   "recompute_modules")
+UNPRICED_FIELDS = ("cuda_graph_impl", "cuda_graph_scope", "recompute_modules")
 
 ARCH_FIELDS = ("gated_mlp", "norm", "tied_embeddings", "position_embedding", "linear_bias", "dropout")
 
@@ -193,6 +193,7 @@ class RunRecord(BaseModel):
     cp: Optional[Count] = Field(default=None, gt=0)
     dp: Optional[Count] = Field(default=None, gt=0)
     ep: Optional[Count] = Field(default=None, gt=0)
+    etp: Optional[Count] = Field(default=None, gt=0, description="expert tensor parallelism; null: tp (Megatron's default)")
     zero_fsdp_mode: Optional[str] = None
     activation_recompute: Optional[str] = None
     sequence_parallel: Optional[bool] = None
@@ -242,9 +243,6 @@ class RunRecord(BaseModel):
         default=None, description="torchtitan activation_checkpoint.selective_ac_option: 'op' (per-op policy) or an integer N "
                                   "(full recompute of every N-th layer)")
     # Megatron settings a published run states (the Job fields of the same names, passed on)
-    etp: Optional[Count] = Field(
-        default=None, gt=0, description="expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); null: tp. "
-                                        "Passed to the job, which prices it as tp (rule 13)")
     account_for_embedding_in_pipeline_split: Optional[bool] = Field(
         default=None, description="Megatron --account-for-embedding-in-pipeline-split; null: off (Megatron's default)")
     account_for_loss_in_pipeline_split: Optional[bool] = Field(
@@ -502,20 +500,35 @@ def _source_year(rec: RunRecord) -> Optional[int]:
 
 def _moe_assumptions(rec: RunRecord, assumed: _Assumed) -> None:
     """The MoE settings a record leaves to the planner (rule 12) or states without a cost model
-    that reads them (rule 13), listed as assumed; raises Skip for an EP group folded over TP
-    (etp < tp), whose placement the cost models do not have."""
+    that reads them (rule 13), listed as assumed."""
     if rec.moe:
         assumed.add("moe_capacity_factor", 1.0, "not published; perfectly balanced routing (planner/moe.py)")
-    if rec.etp is not None and rec.etp != rec.tp:
-        dp_cp = (rec.dp or rec.num_gpus // (rec.tp * (rec.cp or 1) * rec.pp)) * (rec.cp or 1) if rec.num_gpus else None
-        if rec.ep and dp_cp and dp_cp % rec.ep != 0:
-            raise Skip(f"ep {rec.ep} with expert TP {rec.etp} spans the tp {rec.tp} x dp x cp {dp_cp} ranks (MoE parallel "
-                       "folding, Megatron --expert-tensor-parallel-size): the EP groups' placement and all-to-alls are "
-                       "priced for EP inside dp x cp only")
-        assumed.add("etp", f"{rec.etp} priced as tp {rec.tp}", "the cost models do not yet tell expert TP from TP (rule 13)")
+        if rec.etp is None and rec.tp is not None:
+            assumed.add("etp", rec.tp, "not published; Megatron's default expert_tensor_parallel_size = "
+                        "tensor_model_parallel_size (Megatron-LM @d98e8a64 megatron/training/arguments.py)")
     unpriced = [k for k in UNPRICED_FIELDS if getattr(rec, k) is not None]
     if unpriced:
         assumed.add("not_priced", "+".join(unpriced), "stated by the run, carried in the record, not in the cost model (rule 13)")
+
+
+def _record_dispatcher(rec: RunRecord, assumed: _Assumed):
+    """The record's moe_dispatcher, else the one its Megatron dispatcher fields name (rule 13,
+    trainers/megatron.py _dispatcher's mapping); None: the stack's default."""
+    if rec.moe_dispatcher is not None or rec.moe_token_dispatcher_type is None:
+        return rec.moe_dispatcher
+    from .trainers.megatron import _dispatcher
+
+    flags = {"--moe-token-dispatcher-type": rec.moe_token_dispatcher_type}
+    if rec.moe_flex_dispatcher_backend is not None:
+        flags["--moe-flex-dispatcher-backend"] = rec.moe_flex_dispatcher_backend
+    job: dict = {}
+    try:
+        _dispatcher(f"record {rec.id}: ", flags, job, [])
+    except PlannerError as e:
+        raise Skip(e.message) from None
+    assumed.add("moe_dispatcher", job["moe_dispatcher"], "from the record's moe_token_dispatcher_type"
+                + (" and moe_flex_dispatcher_backend" if rec.moe_flex_dispatcher_backend else "") + " (Megatron's names)")
+    return job["moe_dispatcher"]
 
 
 def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed) -> dict:
@@ -607,7 +620,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         ep_comm_overlap=rec.ep_comm_overlap,
         account_for_embedding_in_pipeline_split=bool(rec.account_for_embedding_in_pipeline_split),
         account_for_loss_in_pipeline_split=bool(rec.account_for_loss_in_pipeline_split),
-        moe_dispatcher=rec.moe_dispatcher,
+        moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         moe_route_nodes=rec.moe_route_nodes,
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
@@ -725,6 +738,8 @@ def _mesh(p: dict) -> str:
         s += f" v{p['vpp']}"
     if p.get("ep", 1) > 1:
         s += f" EP{p['ep']}"
+    if (p.get("etp") or p["tp"]) != p["tp"]:
+        s += f" ETP{p['etp']}"
     return s
 
 

@@ -55,6 +55,9 @@ MOE_PLANS = (
     dict(gpus=128, tp=2, pp=4, ep=4, sharding="fsdp", recompute="full", global_batch=256, moe_capacity_factor=1.25),
     dict(gpus=128, tp=1, pp=2, vpp=2, ep=8, sharding="zero1", global_batch=256, ep_comm_overlap=True,
          stack="megatron"),
+    # MoE parallel folding: expert TP 1 under attention TP 2, EP 32 over 2 x 32 TP x DP ranks
+    # (refused where ep 32 does not divide the routed experts)
+    dict(gpus=64, tp=2, pp=1, ep=32, etp=1, sharding="zero1", global_batch=64),
 )
 
 

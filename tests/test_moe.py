@@ -243,7 +243,7 @@ def test_ep_rules_are_errors_naming_the_values(cli):
 
     base = ["explain", "--model", "mixtral-8x7b", "--gpus", "16", "--global-batch", "16"]
     assert_one_error(cli(*base, "--ep", "3"), "ep=3", "8 routed experts")
-    assert_one_error(cli(*base, "--ep", "8", "--tp", "4"), "ep=8", "dp x cp ranks (4)")
+    assert_one_error(cli(*base, "--ep", "8", "--tp", "4"), "etp=4 x ep=8", "tp x dp x cp ranks (16)")
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--ep", "2"), "no experts")
     assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--moe-capacity-factor", "1.2"),
                      "moe_capacity_factor")
@@ -437,26 +437,22 @@ def test_budget_counts_6n_on_the_active_parameters(cli):
 
 def test_validate_megatron_bridge_moe_records(cli):
     """Megatron-Bridge's MoE rows (25.11 first and final tables, 26.02, 26.04, 26.06; H100, B200,
-    GB200, GB300; force-balanced, dropless: capacity factor 1): every record with ep inside dp x
-    cp is evaluated with its EP and Megatron's rank order (pipeline outermost); the rows whose
-    EP group folds over TP (Qwen3-235B: EP 64 over TP 2 x DP 32 on GB200, EP 32 over TP 2 x DP
-    16 on H100, expert TP 1) are skipped with the reason, never refused."""
+    GB200, GB300; force-balanced, dropless: capacity factor 1): every record is evaluated with
+    its EP, its expert TP (1 where the recipes' base config says so: MoE parallel folding, the
+    Qwen3-235B EP 64 over TP 2 x DP 32 on GB200 and EP 32 over TP 2 x DP 16 on H100 included)
+    and Megatron's rank order (pipeline outermost)."""
     r = cli("validate", str(MOE_RUNS), "--format", "json")
     assert r.exit_code == 0, r.stderr
     js = json.loads(r.stdout)
     rows = {x["id"]: x for x in js["runs"]}
     bridge = [x for k, x in rows.items() if k.startswith("megatron-bridge")]
     assert len(bridge) == 30
-    skipped = [x for x in bridge if x["skipped"]]
-    assert sorted(x["id"] for x in skipped) == [
-        "megatron-bridge-25.11-dgx-gb200-qwen3-235b-a22b", "megatron-bridge-25.11-dgx-h100-qwen3-235b-a22b-fp8-cs",
-        "megatron-bridge-26.02-dgx-h100-qwen3-235b-a22b-fp8", "megatron-bridge-26.04-dgx-h100-qwen3-235b-a22b-fp8"]
-    for x in skipped:
-        assert "MoE parallel folding" in x["skipped"] and "dp x cp" in x["skipped"]
+    assert not [x["id"] for x in bridge if x["skipped"]]
     for x in bridge:
-        if not x["skipped"]:
-            assert x["plan"]["ep"] > 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp" and x["error"] is not None
-    assert js["summary"]["n"] == 28 and js["summary"]["n_skipped"] == 4  # + the Megatron-Core README Mixtral row
+        assert x["plan"]["ep"] > 1 and x["plan"]["rank_order"] == "tp-cp-dp-pp" and x["error"] is not None
+    folded = [x for x in bridge if "qwen3-235b" in x["id"] and x["plan"]["tp"] == 2]
+    assert folded and all(x["plan"]["etp"] == 1 for x in folded)
+    assert js["summary"]["n"] == 32 and js["summary"]["n_skipped"] == 0  # + the Megatron-Core README Mixtral row
 
 
 def test_validate_carries_the_megatron_moe_settings_a_record_states(cli, tmp_path):
@@ -475,7 +471,7 @@ def test_validate_carries_the_megatron_moe_settings_a_record_states(cli, tmp_pat
     p.write_text(yaml.safe_dump([rec]))
     row = json.loads(cli("validate", str(p), "--format", "json").stdout)["runs"][0]
     assert row["skipped"] is None
-    assert any(a.startswith("not_priced=moe_token_dispatcher_type+moe_flex_dispatcher_backend") for a in row["assumed"])
+    assert any(a.startswith("moe_dispatcher=deepep") for a in row["assumed"]) and row["plan"]["moe_dispatcher"] == "deepep"
     assert row["plan"]["ep_comm_overlap"] in (True, 1)
     q = dict(recs["megatron-bridge-25.11-dgx-gb300-qwen3-235b-a22b-bf16"])
     assert q["account_for_embedding_in_pipeline_split"] and q["account_for_loss_in_pipeline_split"]

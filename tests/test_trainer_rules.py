@@ -93,6 +93,9 @@ def _keys(world=8, env=None, **flags):
      {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}),
     ("MAX_CONN", 8, dict(tensor_model_parallel_size="2"), {}),
     ("EXPERTS", 8, dict(expert_model_parallel_size="8", num_experts="12"), None),
+    ("EXPERT_GRID", 32, dict(tensor_model_parallel_size="2", expert_model_parallel_size="32", num_experts="64",
+                             sequence_parallel=True), None),  # etp defaults to tp: 2 x 32 > 32 ranks
+    ("MOE_SP", 8, dict(tensor_model_parallel_size="2", num_experts="8"), None),
     ("VPP_ARGS", 8, dict(num_virtual_stages_per_pipeline_rank="2"), None),
     ("SPLIT", 24, dict(pipeline_model_parallel_size="3", num_layers="32"), None),
     ("SPLIT", 8, dict(pipeline_model_parallel_size="4", decoder_first_pipeline_num_layers="7",

@@ -784,7 +784,7 @@ def test_megatron_flags_the_planner_does_not_build_or_price(tmp_path, cli):
 def test_megatron_flags_model_explain_and_export_round_trip(tmp_path, cli):
     """explain names the generated model file; export writes its shape as Megatron flags, and
     reading the export back defines the same model and plan."""
-    p = _args(tmp_path, SMALL_GPT + " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+    p = _args(tmp_path, SMALL_GPT + " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel "
                                     "--use-distributed-optimizer --attention-backend unfused --num-experts 4 --moe-router-topk 2 "
                                     "--moe-shared-expert-intermediate-size 1024 --moe-layer-freq 2")
     r = cli("explain", p, "--gpus", 8, "--format", "json")

@@ -110,7 +110,7 @@ def job_options(
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
-    ep_comm_overlap=None,
+    ep_comm_overlap=None, etp=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -125,7 +125,7 @@ def job_options(
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
         account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
-        ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap,
+        ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap, etp=etp,
     )
 
 
@@ -185,7 +185,8 @@ def register(app: typer.Typer) -> None:
         power_limit_w: Optional[float] = typer.Option(None, "--power-limit-w", help="GPU board power limit in W (default: the hardware's)"),
         split_emb: Optional[bool] = SplitEmbOption,
         split_loss: Optional[bool] = SplitLossOption,
-        ep: Optional[int] = typer.Option(None, "--ep", help="expert parallel degree, out of dp x cp (MoE models; Megatron --expert-model-parallel-size) (default: 1)"),
+        ep: Optional[int] = typer.Option(None, "--ep", help="expert parallel degree, folded into tp x dp x cp with etp (MoE models; Megatron --expert-model-parallel-size) (default: 1)"),
+        etp: Optional[int] = typer.Option(None, "--etp", help="expert tensor parallel degree (MoE models; Megatron --expert-tensor-parallel-size, torchtitan expert_tensor_parallel_degree) (default: tp, Megatron's)"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
         ep_comm_overlap: Optional[bool] = EpOverlapOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
@@ -202,7 +203,7 @@ def register(app: typer.Typer) -> None:
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
-            ep, moe_capacity_factor, ep_comm_overlap)
+            ep, moe_capacity_factor, ep_comm_overlap, etp)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -48,7 +48,7 @@ from ..schema import (
     ModelSpec, MoEMLP as MoESpecKind, NoMixer, NoMLP, SlidingAttention,
 )
 from .attention import MLA, Attention
-from .common import BlockParams, mb_tokens, norm_params, rep_div
+from .common import BlockParams, etp_of, gathered_tokens, mb_tokens, norm_params, rep_div
 from .mlp import DenseMLP, NoBlock
 from .moe import MoEMLP
 
@@ -224,12 +224,19 @@ class Ctx:
     ep: np.ndarray  # float64
     rep_div: np.ndarray  # tp under SP, else 1
     cf: float  # MoE capacity factor (busiest expert / mean)
+    etp: Any = 1.0  # float64 expert tensor-parallel degree (common.etp_of)
+    gather: Any = 1.0  # ranks' tokens an expert-TP group gathers (common.gathered_tokens)
+    # an expert tensor's bytes per GPU over what it would be as a TP-split tensor of the
+    # micro-batch's T tokens: the rank's rows T / rep_div x gather, split over etp not tp,
+    # gather / rep_div x tp / etp; 1 with etp = tp (planner/moe.py)
+    expert_scale: Any = 1.0
 
 
 def context(plan, capacity_factor: float = 1.0) -> Ctx:
-    return Ctx(plan=plan, tp=plan.tp.astype(np.float64), T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
-               cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rep_div(plan),
-               cf=float(capacity_factor))
+    tp, etp, gather, rd = plan.tp.astype(np.float64), etp_of(plan).astype(np.float64), gathered_tokens(plan), rep_div(plan)
+    return Ctx(plan=plan, tp=tp, T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
+               cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rd,
+               cf=float(capacity_factor), etp=etp, gather=gather, expert_scale=gather / rd * (tp / etp))
 
 
 def weighted(counts: np.ndarray, values: list) -> np.ndarray:

@@ -98,6 +98,20 @@ def mb_tokens(plan) -> np.ndarray:
     return plan.mbs * (plan.seq / plan.cp)
 
 
+def etp_of(plan) -> np.ndarray:
+    """The expert tensor-parallel degree (PlanArrays.etp; 0 = tp, Megatron's default: planner/moe.py [9])."""
+    etp = np.asarray(plan.etp)
+    return np.where(etp > 0, etp, np.asarray(plan.tp))
+
+
+def gathered_tokens(plan) -> np.ndarray:
+    """How many ranks' tokens an expert-TP group gathers after the dispatch all-to-all (planner/moe.py [10]):
+    etp, where the group's ranks hold distinct tokens (sequence-parallel, or tp = 1); 1 where
+    they hold the same replicated ones (tp > 1 without SP, etp = tp: no gather)."""
+    distinct = (plan.sp > 0) | (etp_of(plan) != plan.tp)
+    return np.where(distinct, etp_of(plan), 1).astype(np.float64)
+
+
 def kv_local(kv_heads, tp) -> np.ndarray:
     """KV heads per GPU: max(k / tp, 1) (fewer KV heads than TP ranks: each rank keeps one)."""
     return np.maximum(kv_heads / np.asarray(tp, dtype=np.float64), 1.0)

@@ -139,28 +139,37 @@ class MoEMLP:
         return self.top_k * ctx.cf
 
     def token_width(self, ctx):
-        """MLP width per token: top_k c f_e + s f_s."""
-        return self.token_copies(ctx) * self.fe + self.num_shared * self.fs
+        """MLP width per token as a TP-split width: top_k c f_e x ctx.expert_scale (the rank's
+        expert rows over etp, not tp) + s f_s."""
+        return self.token_copies(ctx) * self.fe * ctx.expert_scale + self.num_shared * self.fs
 
     @property
     def tp_pairs(self):
-        """The MLP's TP pair moves the top_k c dispatched copies of each token (expert TP = TP)."""
+        """The MLP's TP pair is the expert-TP group's all-gather / reduce-scatter of the
+        dispatched rows (step.tp_comm prices it over the etp ranks: planner/moe.py)."""
         return ("moe",)
+
+    def expert_tokens(self, ctx):
+        """t_e, tokens per local expert on the busiest rank: the etp ep ranks of the folded
+        group each route T / rep_div x top_k c tokens over E experts (the expert-TP group
+        gathers `ctx.gather` ranks' rows): T / rep_div x gather x ep x top_k c / E; with etp =
+        tp under SP, T top_k c ep / E."""
+        return ctx.T / ctx.rep_div * ctx.gather * self.token_copies(ctx) * ctx.ep / self.num_experts
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
-        """The router [T, E, h]; the shared experts as one MLP of width s f_s; E/ep local experts
-        of t_e = T top_k c ep / E tokens each, [t_e, f1_e/tp, h] and [t_e, h, f_e/tp], on the
-        busiest EP rank."""
-        T, tp, ep, h = ctx.T, ctx.tp, ctx.ep, self.h
+        """The router [T, E, h]; the shared experts as one MLP of width s f_s (split over tp);
+        E/ep local experts of t_e tokens each (expert_tokens), [t_e, f1_e/etp, h] and
+        [t_e, h, f_e/etp], on the busiest EP rank."""
+        T, tp, ep, h, etp = ctx.T, ctx.tp, ctx.ep, self.h, ctx.etp
         fs = self.num_shared * self.fs
         g1 = 2.0 if self.gated else 1.0
-        t_e = T * self.token_copies(ctx) * ep / self.num_experts
+        t_e = self.expert_tokens(ctx)
         local = self.num_experts / ep
         rows = [("router", T, self.num_experts, h, 1.0)]
         if fs:
             rows += [("shared_up", T, g1 * fs / tp, h, 1.0), ("shared_down", T, h, fs / tp, 1.0)]
-        rows += [("expert_up", t_e, g1 * self.fe / tp, h, local), ("expert_down", t_e, h, self.fe / tp, local)]
+        rows += [("expert_up", t_e, g1 * self.fe / etp, h, local), ("expert_down", t_e, h, self.fe / etp, local)]
         return shapes(rows)
 
     def projection_shares(self, ctx) -> dict:
@@ -187,18 +196,21 @@ class MoEMLP:
     def tensors(self, ctx, attention: str) -> dict:
         """The block input and norm output (replicated unless SP), the output, a dropout mask;
         the router logits (fp32, /tp under SP), the expert inputs and outputs (top_k c copies
-        of the hidden state, gathered across TP as Megatron's dispatcher does with expert TP =
-        TP), the experts' gate/up/activation outputs (/tp), the shared experts' MLP tensors."""
+        of the hidden state, the rank's rows gathered across expert TP as Megatron's dispatcher
+        does: x ctx.expert_scale x etp / tp), the experts' gate/up/activation outputs (the rows
+        over etp: x ctx.expert_scale, /tp), the shared experts' MLP tensors."""
         h = self.h
         drop = 1.0 if self.dropout else 0.0
         g = 2.0 if self.gated else 1.0  # gate + up (gated) or up
         x = self.token_copies(ctx)
+        xs = ctx.expert_scale
         return {
             "norm2_in": (2.0 * h, "rep"), "norm2_out": (2.0 * h, "rep"),
             "mlp_out": (2.0 * h, "rep"), "dropout_masks": (drop * h, "rep"),
             "moe_router_logits": (ROUTER_LOGIT_BYTES * self.num_experts, "rep"),
-            "moe_expert_in": (2.0 * x * h, "full"), "moe_expert_out": (2.0 * x * h, "full"),
-            "moe_expert_gate_up": (2.0 * g * self.fe * x, "split"), "moe_expert_act_out": (2.0 * self.fe * x, "split"),
+            "moe_expert_in": (2.0 * x * h * xs * ctx.etp / ctx.tp, "full"),
+            "moe_expert_out": (2.0 * x * h * xs * ctx.etp / ctx.tp, "full"),
+            "moe_expert_gate_up": (2.0 * g * self.fe * x * xs, "split"), "moe_expert_act_out": (2.0 * self.fe * x * xs, "split"),
             "moe_shared_gate_up": (2.0 * g * self.num_shared * self.fs, "split"),
             "moe_shared_act_out": (2.0 * self.num_shared * self.fs, "split"),
         }
@@ -209,8 +221,8 @@ def dispatch_bytes(moe, ctx):
     for one micro-batch on one GPU: Megatron-Core's alltoall token dispatcher with
     --moe-permute-fusion and --moe-router-fusion (Transformer Engine's fused kernels) [6][7],
     memory-bound work that step.py prices at HBM bandwidth x compute.HBM_EFFICIENCY. With
-    n = T / tp (SP; T when the tokens are replicated) local tokens, R = T top_k c rows at the
-    busiest rank's experts (gathered across TP), E experts, k = top_k, hidden size h, bf16
+    n = T / tp (SP; T when the tokens are replicated) local tokens, R = n x gather x top_k c
+    rows at the busiest rank's experts (gathered across expert TP: moe.gathered_tokens), E experts, k = top_k, hidden size h, bf16
     tokens (A = 2 B), fp32 probabilities (P = 4 B), int32 maps (I = 4 B):
 
     per local token, forward
@@ -246,7 +258,7 @@ def dispatch_bytes(moe, ctx):
     A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
     T = ctx.T
     n = T / ctx.rep_div
-    R = T * moe.token_copies(ctx)
+    R = n * ctx.gather * moe.token_copies(ctx)
     sorts = np.where(E / ctx.ep > 1.0, 1.0, 0.0)  # permutation 2 only with several local experts
     row_map = I * (2.0 * k + 1.0)
     fwd_token = ((2.0 * P * E + P * E + E)  # router top-k

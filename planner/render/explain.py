@@ -42,6 +42,11 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         opts.append(f"power limit {p['power_limit_w']:,.0f} W ({src}; tensor cores at "
                     f"{p.get('tensor_rate_fraction', 1.0):.1%} of the rated-power rate)")
     out.print(f"  stack {p.get('stack', 'megatron')}: {', '.join(opts)}")
+    if "moe_capacity_factor" in p:  # MoE: the expert grid folded over the TP x CP x DP ranks (planner/moe.py)
+        etp = p.get("etp") or p["tp"]
+        edp = p["tp"] * p["cp"] * p["dp"] // max(etp * p["ep"], 1)
+        out.print(f"  experts: EP {p['ep']} x expert TP {etp} x expert DP {edp} (folded over TP x CP x DP = "
+                  f"{p['tp'] * p['cp'] * p['dp']:,} ranks)")
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
     if res.get("assumed"):

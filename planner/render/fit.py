@@ -92,8 +92,9 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
         p, m, t, th = r["plan"], r["memory"], r["time"], r["throughput"]
         cells = [str(i), mesh(p), str(p["vpp"]), _sharding(p), f"{p['micro_batch']} x {p['microbatches_per_step']}",
                  p["recompute"], "on" if p["sequence_parallel"] else "off", stack_options_text(p)]
-        if show_ep:
-            cells.insert(2, str(p["ep"]))
+        if show_ep:  # EP, and the expert TP where it is not tp (MoE parallel folding: "8/etp1")
+            etp = p.get("etp") or p["tp"]
+            cells.insert(2, str(p["ep"]) + (f"/etp{etp}" if etp != p["tp"] else ""))
         if rank_order_shown:
             cells.append(p["rank_order"])
         cells += [gib(m["total_bytes"], 1), f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",

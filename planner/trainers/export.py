@@ -430,8 +430,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     args += [("--tensor-model-parallel-size", tp), ("--pipeline-model-parallel-size", pp), ("--context-parallel-size", cp)]
     if plan.get("ep", 1) > 1:
         args.append(("--expert-model-parallel-size", plan["ep"]))
-        if (plan.get("etp") or tp) != tp:
-            args.append(("--expert-tensor-parallel-size", plan["etp"]))
+    if model.moe is not None and (plan.get("etp") or tp) != tp:  # Megatron's default is tp (arguments.py)
+        args.append(("--expert-tensor-parallel-size", plan["etp"]))
     if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
     if plan.get("defer_embedding_wgrad") is not None:

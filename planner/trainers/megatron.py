@@ -42,14 +42,14 @@ read). Modelled:
   --offload-modules, --cpu-offloading, --optimizer-cpu-offload), --fp8-param-gather,
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
-  --num-distributed-optimizer-instances > 1, --expert-tensor-parallel-size unlike TP,
+  --num-distributed-optimizer-instances > 1,
   --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
   splits), --recompute-modules other than core_attn, --export-kd-teacher-load (a distillation
   teacher).
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
   --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
-  --expert-tensor-parallel-size (the job's etp), --moe-expert-capacity-factor, and the pipeline
+  --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor, and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -1169,9 +1169,6 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
                           "priced over dp")
-    etp = _int(where, flags, "--expert-tensor-parallel-size")
-    if spec.moe is not None and etp is not None and etp != tp:
-        unmodelled.append(f"--expert-tensor-parallel-size {etp}: experts split over {etp} ranks, priced over tp {tp}")
     mods = flags.get("--recompute-modules")
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of these modules is not modelled "

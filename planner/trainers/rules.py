@@ -37,6 +37,8 @@ Sources (file @d98e8a64, what is asserted):
   MAX_CONN       arguments.py: tp or cp > 1 before Blackwell, without FSDP or
                  --overlap-moe-expert-parallel-comm, needs CUDA_DEVICE_MAX_CONNECTIONS=1
   EXPERTS        arguments.py: --num-experts % --expert-model-parallel-size == 0
+  MOE_SP         megatron/core/transformer/moe/moe_layer.py MoELayer.forward: training an MoE
+                 model with tp > 1 raises without --sequence-parallel
   VPP_ARGS       arguments.py: at most one of --num-layers-per-virtual-pipeline-stage,
                  --num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout;
                  parallel_state.py: virtual stages need pp > 1
@@ -72,6 +74,7 @@ SOURCES = {
     "DISTOPT_INST": "megatron/core/parallel_state.py initialize_model_parallel",
     "MAX_CONN": "megatron/training/arguments.py validate_args",
     "EXPERTS": "megatron/training/arguments.py validate_args",
+    "MOE_SP": "megatron/core/transformer/moe/moe_layer.py MoELayer.forward",
     "VPP_ARGS": "megatron/training/arguments.py validate_args; megatron/core/parallel_state.py",
     "SPLIT": "megatron/core/transformer/transformer_config.py __post_init__; transformer_block.py get_num_layers_to_build",
     "LAYOUT": "megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout",
@@ -173,6 +176,8 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         experts = _i(flags, "--num-experts")
         if experts is None or experts % ep:
             bad("EXPERTS", f"--num-experts {experts} is not a multiple of --expert-model-parallel-size {ep}")
+    if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
+        bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
     out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
     return out
 
