@@ -847,7 +847,7 @@ class Job(BaseModel):
         default=None, gt=0, description="expert tensor-parallel degree (Megatron --expert-tensor-parallel-size, torchtitan "
                                         "expert_tensor_parallel_degree); default tp. Priced as tp (the cost models do not "
                                         "yet tell them apart)")
-    ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
+    ep: Count = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep of the dp x cp "
                                                  "ranks (Megatron --expert-model-parallel-size); MoE models only")
     ep_comm_overlap: Optional[bool] = Field(
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
