@@ -116,3 +116,78 @@ def test_torchtitan_wrong_types_sections_and_zeros_exit_2(cli, tmp_path, old, ne
     r = cli("check", p, "--gpus", "8")
     assert_error(r, str(p), needle)
     assert len(r.stderr) < 2000  # a 5,000-digit value is not echoed
+
+
+# ------------------------------------------------------------ Megatron scripts and argument files
+ARGS_70B = ("--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+            "--group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192 "
+            "--micro-batch-size 1 --global-batch-size 512 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4")
+
+SH_CASES = [  # (id, old, new, what the error names)
+    ("octal-08", "TP_SIZE=2", "TP_SIZE=$(( 08 ))", "08: value too great for base"),
+    ("fullwidth-arith", "TP_SIZE=2", "TP_SIZE=$(( ２ ))", "not bash arithmetic"),
+    ("fullwidth-value", "TP_SIZE=2", "TP_SIZE=２", "--tensor-model-parallel-size '２' is not a whole number"),
+    ("superscript-nproc", "GPUS_PER_NODE=8", "GPUS_PER_NODE=²", "torchrun --nproc_per_node '²'"),
+    ("nproc-0", "GPUS_PER_NODE=8", "GPUS_PER_NODE=0", "torchrun --nproc_per_node '0'"),
+    ("pow-9-9-9", "TP_SIZE=2", "TP_SIZE=$(( 9**9**9 ))", "beyond a 64-bit integer"),
+    ("div-0", "TP_SIZE=2", "TP_SIZE=$(( 2 / (1 - 1) ))", "division by 0"),
+    ("neg-exponent", "TP_SIZE=2", "TP_SIZE=$(( 2 ** -1 ))", "exponent less than 0"),
+    ("tp-0", "TP_SIZE=2", "TP_SIZE=0", "--tensor-model-parallel-size '0' is not a whole number from 1"),
+    ("train-iters-401-digits", "--train-iters 1000", "--train-iters 1" + "0" * 400, "--train-iters a 401-digit number"),
+]
+
+
+@pytest.mark.parametrize("old,new,needle", [c[1:] for c in SH_CASES], ids=[c[0] for c in SH_CASES])
+def test_megatron_script_bad_numbers_exit_2(cli, tmp_path, old, new, needle):
+    r = cli("check", _variant(tmp_path, SH, old, new), "--gpus", "8")
+    assert_error(r, needle)
+    assert len(r.stderr) < 4000  # a 401-digit value is not echoed
+
+
+def test_megatron_script_arithmetic_is_bash_arithmetic(tmp_path):
+    """$(( )) is read by planner/trainers/shell_arith.py, never eval: bash's precedence (unary
+    minus above **: -2**2 is 4), octal 010 = 8, hex, C division; an expression it does not read
+    (a shift) stays unexpanded, so a modelled flag set from it is an error naming the flag."""
+    from planner.errors import PlannerError
+    from planner.trainers import load_trainer_config
+    from planner.trainers.shell_arith import ShellArithError, evaluate
+
+    assert [evaluate(e) for e in ("-2**2", "2**3**2", "010", "0x10", "7/-2", "-7%3", "(1+1)*4")] == [4, 512, 8, 16, -3, -1, 8]
+    assert evaluate("1<<2") is None and evaluate("A*2") is None
+    for e in ("08", "9**9**9", "1/0", "2**-1", "２", "9223372036854775807+1", "(" * 100 + "1" + ")" * 100):
+        with pytest.raises(ShellArithError):
+            evaluate(e)
+    cfg = load_trainer_config(_variant(tmp_path, SH, "TP_SIZE=2", "TWO=1\nTP_SIZE=$(( (TWO + 1) * 4 / 3 ))"))
+    assert cfg.job["tp"] == 2
+    with pytest.raises(PlannerError, match="--tensor-model-parallel-size .* is not a whole number"):
+        load_trainer_config(_variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=$(( 1 << 1 ))", "shift.sh"))
+
+
+@pytest.mark.parametrize("kind", ["array", "array-append", "string"])
+def test_megatron_script_doubling_24_levels_is_bounded(cli, tmp_path, kind):
+    """An array (or a variable) that doubles 24 times would be 16M words: refused at the bound
+    (megatron.MAX_ARRAY / MAX_EXPANSION), not expanded for minutes."""
+    step = {"array": "A=(${A[@]} ${A[@]})", "array-append": 'A+=("${A[@]}")', "string": 'A="$A$A"'}[kind]
+    start = "A=(xy)" if kind != "string" else "A=xy"
+    p = tmp_path / "double.sh"
+    p.write_text("\n".join([start] + [step] * 24) + "\n" + SH.read_text(), encoding="utf-8")
+    assert_error(cli("check", p, "--gpus", "8"), str(p), "A" if kind != "string" else "expand to over")
+
+
+ARGS_CASES = [  # (id, extra flags, what the error names)
+    ("lpv-0", "--num-layers-per-virtual-pipeline-stage 0", "--num-layers-per-virtual-pipeline-stage '0'"),
+    ("vps-0", "--num-virtual-stages-per-pipeline-rank 0", "--num-virtual-stages-per-pipeline-rank '0'"),
+    ("vps-neg", "--num-virtual-stages-per-pipeline-rank -2", "--num-virtual-stages-per-pipeline-rank '-2'"),
+    ("tp-0", "--tensor-model-parallel-size 0", "--tensor-model-parallel-size '0'"),
+    ("train-iters-401", "--train-iters 1" + "0" * 400, "--train-iters a 401-digit number"),
+    ("dropout-nan", "--attention-dropout nan", "--attention-dropout 'nan' is not a finite number"),
+]
+
+
+@pytest.mark.parametrize("extra,needle", [c[1:] for c in ARGS_CASES], ids=[c[0] for c in ARGS_CASES])
+def test_megatron_argument_file_bad_counts_exit_2(cli, tmp_path, extra, needle):
+    """`--num-virtual-stages-per-pipeline-rank 0` (or -2) was read as vpp 1; 0 layers per
+    virtual stage and tp 0 divided by zero; 401 digits of --train-iters overflowed a float."""
+    p = tmp_path / "run.args"
+    p.write_text(ARGS_70B.replace("--tensor-model-parallel-size 8 ", "") + " " + extra + "\n", encoding="utf-8")
+    assert_error(cli("check", p, "--gpus", "256"), str(p), needle)

@@ -108,6 +108,7 @@ References
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from pathlib import Path
@@ -115,9 +116,10 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from . import shell_arith
 from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import NOT_BUILT, model_spec_from_flags
+from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, model_spec_from_flags
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -255,12 +257,20 @@ def _join_continuations(text: str) -> list[tuple[int, str]]:
     return out
 
 
+# bounds on the work of expanding a script (issue 24: an array that doubles 24 times, a
+# variable that doubles itself), not bash limits: the longest launch script the tests read
+# (tests/data/trainer_configs/train_llama3_8b_h100_fp8.sh) is 5,780 bytes
+MAX_EXPANSION = 200_000  # characters of one expanded line or value
+MAX_ARRAY = 20_000  # elements of one array
+
+
 class _Shell:
     """The little of bash a launch script needs to expand its torchrun line."""
 
     _VAR = re.compile(r"\$\{(\w+)(\[@\]|\[\*\])?(?::?-([^}]*))?\}|\$(\w+)|\$\(\((.*?)\)\)")
 
-    def __init__(self):
+    def __init__(self, where: str = ""):
+        self.where = where
         self.vars: dict[str, str] = {}
         self.arrays: dict[str, list[str]] = {}
         self.raw_arrays: dict[str, list[str]] = {}  # the elements as written (for soft_launcher)
@@ -280,12 +290,15 @@ class _Shell:
 
         def sub(m):
             name, arr, default, plain, arith = m.groups()
-            if arith is not None:
+            if arith is not None:  # bash arithmetic, read by shell_arith (never Python's eval)
                 inner = self.expand(arith, soft_seen)
                 inner = re.sub(r"\b([A-Za-z_]\w*)\b", lambda mm: self.vars.get(mm.group(1), mm.group(0)), inner)
-                if re.fullmatch(r"[\d\s*+\-()]+", inner):
-                    return str(eval(inner, {"__builtins__": {}}))  # digits and + - * ( ) only
-                return m.group(0)
+                try:
+                    v = shell_arith.evaluate(inner)
+                except shell_arith.ShellArithError as e:
+                    raise PlannerError(f"{self.where}$(( {arith.strip()[:60]} )): {e}",
+                                       "bash refuses it (or wraps it around): write the number the script means") from None
+                return m.group(0) if v is None else str(v)
             name = name or plain
             if arr:
                 if name in self.arrays:
@@ -315,7 +328,11 @@ class _Shell:
             self.unknown.add(name)
             return m.group(0)
 
-        return self._VAR.sub(sub, s)
+        out = self._VAR.sub(sub, s)
+        if len(out) > MAX_EXPANSION:
+            raise PlannerError(f"{self.where}the script's variables expand to over {MAX_EXPANSION:,} characters in one "
+                               "line", "a launch script's lines are a few kB: give the arguments as written")
+        return out
 
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
@@ -387,7 +404,7 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
     if body and body[0].lstrip().startswith("-"):
         words = [w for ln in body for w in shlex.split(ln, comments=True)]
         return [], words, False
-    sh = _Shell()
+    sh = _Shell(where)
     depth, skipped, cmd = 0, [], None
     frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
     evaluated: list = []
@@ -461,6 +478,9 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
                     except ValueError:
                         elems.append(ln)
                 sh.arrays[name] = (sh.arrays.get(name, []) if plus else []) + elems
+                if len(sh.arrays[name]) > MAX_ARRAY:
+                    raise PlannerError(f"{where}line {no}: the array {name} grows past {MAX_ARRAY:,} elements",
+                                       "a launch script's argument arrays hold tens of words: give them as written")
                 sh.raw_arrays[name] = (sh.raw_arrays.get(name, []) if plus else []) + raw
             else:
                 seen: set = set()
@@ -563,28 +583,28 @@ def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
     return flags, stray
 
 
-def _int(where, flags, name, default=None):
-    v = flags.get(name, default)
-    if v is None or isinstance(v, int):
-        return v
-    try:
-        return int(v)
-    except ValueError:
-        hint = "the script sets it from a variable the planner cannot expand; give the number" if "$" in str(v) else "give a whole number"
-        raise PlannerError(f"{where}{name} {v!r} is not a whole number", hint) from None
-
-
 def _float(where, flags, name):
     v = flags.get(name)
     if v is None:
         return None
     try:
-        return float(v)
-    except ValueError:
-        raise PlannerError(f"{where}{name} {v!r} is not a number", "give a number") from None
+        x = float(v)
+    except (TypeError, ValueError):
+        raise PlannerError(f"{where}{name} {_short(v)} is not a number", "give a number") from None
+    if not math.isfinite(x):
+        raise PlannerError(f"{where}{name} {_short(v)} is not a finite number", "give a finite number")
+    return x
+
+
+# torchrun's --nproc_per_node words that count the node's devices at launch (torch/distributed/run.py
+# determine_local_world_size): the GPU count then comes from --gpus
+NPROC_WORDS = ("auto", "gpu", "cpu", "xpu")
 
 
 def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
+    """torchrun's --nproc_per_node x --nnodes, or None where either is unexpanded (a `$VAR`,
+    a NPROC_WORDS word) and the count comes from --gpus; any other value must be a count
+    in ASCII digits ('²' or '0' is an error naming the option)."""
     vals = {}
     for j, w in enumerate(launch):
         for key in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
@@ -596,9 +616,14 @@ def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
     nodes = vals.get("--nnodes", "1")
     if per is None:
         return None
-    if not (str(per).isdigit() and str(nodes).isdigit()):
-        return None  # unexpanded: the count comes from --gpus
-    return int(per) * int(nodes)
+    if "$" in str(per) + str(nodes) or per in NPROC_WORDS or ":" in str(nodes):
+        return None  # unexpanded, counted at launch, or an elastic MIN:MAX node range: the count comes from --gpus
+    n = _int(where, {"torchrun --nproc_per_node": per}, "torchrun --nproc_per_node")
+    m = _int(where, {"torchrun --nnodes": nodes}, "torchrun --nnodes")
+    if n * m > MAX_COUNT:
+        raise PlannerError(f"{where}torchrun --nproc_per_node {n} x --nnodes {m} = {n * m} GPUs, beyond a count "
+                           f"({MAX_COUNT})", "give the launch's real GPU count")
+    return n * m
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
