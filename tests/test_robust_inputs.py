@@ -191,3 +191,53 @@ def test_megatron_argument_file_bad_counts_exit_2(cli, tmp_path, extra, needle):
     p = tmp_path / "run.args"
     p.write_text(ARGS_70B.replace("--tensor-model-parallel-size 8 ", "") + " " + extra + "\n", encoding="utf-8")
     assert_error(cli("check", p, "--gpus", "256"), str(p), needle)
+
+
+# ------------------------------------------------------------ DeepSpeed JSON
+def _ds(tmp_path, edit) -> Path:
+    data = json.loads(DS.read_text())
+    edit(data)
+    p = tmp_path / "ds.json"
+    p.write_text(json.dumps(data), encoding="utf-8")
+    return p
+
+
+def test_deepspeed_stage_list_exits_2(cli, tmp_path):
+    p = _ds(tmp_path, lambda d: d["zero_optimization"].update(stage=[2]))
+    assert_error(cli("check", p, "--model", "llama3-8b", "--gpus", "8"), str(p), "zero_optimization.stage = [2]")
+
+
+@pytest.mark.parametrize("config", [DS, TOML, SH])
+def test_gpus_0_with_a_trainer_config_exits_2(cli, config):
+    """train_batch_size / --gpus 0 divided by zero (DeepSpeed); every format refuses it first."""
+    assert_error(cli("check", config, "--model", "llama3-8b", "--gpus", "0"), "--gpus 0 is not a GPU count")
+
+
+def test_deepspeed_enabled_auto_means_unset(tmp_path):
+    """Hugging Face's template sets "enabled": "auto" in both bf16 and fp16 (filled from the
+    TrainingArguments at launch): unset, not "both set"; priced as bf16 and listed as assumed."""
+    from planner.trainers import load_trainer_config
+
+    def edit(d):
+        d["bf16"] = {"enabled": "auto"}
+        d["fp16"] = {"enabled": "auto", "loss_scale": 0}
+        d["zero_optimization"]["overlap_comm"] = "auto"
+
+    cfg = load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
+    assert cfg.job["precision"] == "bf16" and cfg.job["dp_comm_overlap"] is False
+    assert any(a.startswith('precision=bf16: bf16.enabled and fp16.enabled "auto"') for a in cfg.assumed), cfg.assumed
+    assert any(a.startswith('dp_comm_overlap=false: zero_optimization.overlap_comm "auto"') for a in cfg.assumed)
+
+
+@pytest.mark.parametrize("sec,key,value,needle", [
+    ("bf16", "enabled", "yes", "bf16.enabled = 'yes' is not true, false or \"auto\""),
+    ("zero_optimization", "overlap_comm", "false", "zero_optimization.overlap_comm = 'false'"),
+    (None, "train_batch_size", 10**400, "train_batch_size = a 401-digit number"),
+    (None, "bf16", 5, "bf16 = 5 must be an object"),
+])
+def test_deepspeed_wrong_types_exit_2(cli, tmp_path, sec, key, value, needle):
+    """A string "false" was read as true (bool("false")); a 401-digit batch passed to the model."""
+    p = _ds(tmp_path, lambda d: (d[sec] if sec else d).update({key: value}))
+    r = cli("check", p, "--model", "llama3-8b", "--gpus", "8")
+    assert_error(r, str(p), needle)
+    assert len(r.stderr) < 2000

@@ -99,7 +99,11 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     --hardware); the file's own values win where it has them, and a disagreement is an error.
     text (with fmt): the file's text when the caller already read it (sniff_format); the file
     is read once (planner/files.py), by the format's reader when nobody has yet."""
+    from ..schema import MAX_COUNT
+
     p = Path(path)
+    if gpus is not None and not 1 <= gpus <= MAX_COUNT:  # `--gpus 0` divided a DeepSpeed batch by zero (issue 24)
+        raise PlannerError(f"{p}: --gpus {gpus} is not a GPU count from 1 to {MAX_COUNT}", "e.g. --gpus 8")
     if not p.is_file():
         raise PlannerError(f"{p}: no such file", "give a torchtitan .toml, a Megatron launch script / argument file or a DeepSpeed .json")
     if fmt is None:
