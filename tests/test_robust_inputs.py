@@ -241,3 +241,74 @@ def test_deepspeed_wrong_types_exit_2(cli, tmp_path, sec, key, value, needle):
     r = cli("check", p, "--model", "llama3-8b", "--gpus", "8")
     assert_error(r, str(p), needle)
     assert len(r.stderr) < 2000
+
+
+# ------------------------------------------------------------ file names over 255 bytes
+LONG = "a" * 300  # over NAME_MAX (255 bytes): os.stat raises ENAMETOOLONG, not FileNotFoundError
+
+
+@pytest.mark.parametrize("args", [
+    ("explain", f"{LONG}.toml"),
+    ("explain", "--model", f"{LONG}.yaml", "--gpus", "8"),
+    ("check", f"{LONG}.toml", "--gpus", "8"),
+    ("check", f"{LONG}.yaml"),
+], ids=["explain-config", "explain-model", "check-toml", "check-yaml"])
+def test_file_name_over_255_bytes_exits_2(cli, tmp_path, args):
+    r = cli(*[str(tmp_path / a) if a.startswith("aaa") else a for a in args])
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert "Traceback" not in r.stderr and r.exception is None or isinstance(r.exception, SystemExit)
+    assert "error: " in r.stderr and "hint: " in r.stderr
+    assert "over the 255" in r.stderr or "does not exist" in r.stderr or "no such" in r.stderr, r.stderr
+
+
+def test_calibrate_run_output_name_over_255_bytes_exits_2_before_the_fit(cli, tmp_path):
+    logs = DATA / "training_logs"
+    out = tmp_path / f"{LONG}.yaml"
+    r = cli("calibrate", "run", logs / "torchtitan_llama3_8b_8xh100.log", "--job",
+            logs / "torchtitan_llama3_8b_8xh100.job.yaml", "-o", out)
+    assert_error(r, "a file name of 305 bytes", "over the 255 a file system takes")
+    r = cli("calibrate", "run", tmp_path / f"{LONG}.log", "--job", logs / "torchtitan_llama3_8b_8xh100.job.yaml",
+            "-o", tmp_path / "p.yaml")
+    assert_error(r, "a file name of 304 bytes")
+
+
+# ------------------------------------------------------------ check: one bad file in a batch
+def test_check_batch_one_bad_file_keeps_the_others_verdicts(cli, tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("model: llama3-8b\ngpus: 8\ntp: 2\n", encoding="utf-8")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("training = 5\n", encoding="utf-8")
+    long = tmp_path / f"{LONG}.yaml"
+    r = cli("check", ok, bad, long, "--format", "json")
+    assert r.exit_code == 2, r.stderr
+    rows = {Path(x["file"]).name[:10]: x for x in json.loads(r.stdout)}
+    assert rows["ok.yaml"]["verdict"] in ("pass", "fail") and rows["ok.yaml"]["memory"]
+    assert rows["bad.toml"]["verdict"] == "error" and "[training] must be a table" in rows["bad.toml"]["error"]
+    assert rows["aaaaaaaaaa"]["verdict"] == "error" and "over the 255" in rows["aaaaaaaaaa"]["error"]
+    assert "Traceback" not in r.stderr
+
+
+def test_check_batch_a_planner_bug_on_one_file_still_prints_the_others(cli, tmp_path, monkeypatch):
+    """A bug (not bad input) on one file: the other files' verdicts are on stdout first; the
+    bug is raised after (reported, not hidden)."""
+    import planner.cli.check as cc
+
+    real = cc.check_job
+
+    def buggy(job, where, gates, trainer):
+        if "boom" in str(where):
+            raise TypeError("a bug")
+        return real(job, where, gates, trainer)
+
+    monkeypatch.setattr(cc, "check_job", buggy)
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    ok, boom = tmp_path / "ok.yaml", tmp_path / "boom.yaml"
+    for p in (ok, boom):
+        p.write_text("model: llama3-8b\ngpus: 8\ntp: 2\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["check", str(boom), str(ok), "--format", "json"])
+    assert isinstance(r.exception, TypeError)
+    rows = json.loads(r.stdout)
+    assert [x["verdict"] in ("pass", "fail") for x in rows] == [False, True] and "internal error: TypeError" in rows[0]["error"]

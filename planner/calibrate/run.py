@@ -94,6 +94,7 @@ import numpy as np
 
 from ..catalog import read_yaml, validate
 from .. import files
+from ..files import check_name as _check_name, is_file as _is_file, read_bytes as _read_bytes
 from ..errors import PlannerError
 from ..explain import evaluate
 from ..plan import PlanArrays, Settings, resolve
@@ -723,7 +724,9 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
     takes the job it ran from `jobs` (planner job files) or `configs` (trainer configs read
     by planner/trainers: torchtitan TOML, Megatron-LM launch script / arguments), paired in
     order, one serving every log."""
-    calibration = str(output) if output is not None and Path(output).is_file() else None
+    if output is not None:
+        _check_name(output)  # before the fit, not after it
+    calibration = str(output) if output is not None and _is_file(output) else None
     if calibration is not None:
         from ..profile import load_profile
 
@@ -735,7 +738,8 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
     logs = []
     for p in inputs:
         p = Path(p)
-        if not p.is_file():
+        if not _is_file(p):
+            _read_bytes(p, "give run-record YAML files and training logs")  # names a folder, a name too long
             raise PlannerError(f"{p}: no such file", "give run-record YAML files and training logs")
         if is_runs_file(p):
             runs.extend(record_runs(p, calibration))
@@ -755,7 +759,8 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
         raise PlannerError(f"{len(given)} {opt} files for {len(logs)} log(s)", f"give one {opt} per log, or one for all")
     for n, log in enumerate(logs):
         jp = Path(given[0] if len(given) == 1 else given[n])
-        if not jp.is_file():
+        if not _is_file(jp):
+            _read_bytes(jp, "give the job file or trainer config the log ran")
             raise PlannerError(f"{jp}: no such file", "give the job file or trainer config the log ran")
         notes: list[str] = []
         if configs:

@@ -7,6 +7,7 @@ A command body only parses, calls the library and hands results to planner/rende
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import math
@@ -45,6 +46,13 @@ def cli_errors(fn):
         except PlannerError as e:
             report_error(e)
             raise typer.Exit(e.exit_code)
+        except OSError as e:  # a name over 255 bytes, to read or to write (-o): named, no traceback (issue 24)
+            if e.errno != errno.ENAMETOOLONG:
+                raise
+            from ..files import name_too_long
+
+            report_error(name_too_long(e.filename or ""))
+            raise typer.Exit(2)
 
     return wrapper
 
