@@ -312,3 +312,71 @@ def test_check_batch_a_planner_bug_on_one_file_still_prints_the_others(cli, tmp_
     assert isinstance(r.exception, TypeError)
     rows = json.loads(r.stdout)
     assert [x["verdict"] in ("pass", "fail") for x in rows] == [False, True] and "internal error: TypeError" in rows[0]["error"]
+
+
+# ------------------------------------------------------------ calibrate run: logs and records
+LOGS = DATA / "training_logs"
+TT_LOG, TT_JOB = LOGS / "torchtitan_llama3_8b_8xh100.log", LOGS / "torchtitan_llama3_8b_8xh100.job.yaml"
+MG_LOG, MG_JOB = LOGS / "megatron_llama3_8b_16xh100.log", LOGS / "megatron_llama3_8b_16xh100.job.yaml"
+
+
+def _log(tmp_path, src: Path, edit) -> Path:
+    p = tmp_path / src.name
+    p.write_text(edit(src.read_text()), encoding="utf-8")
+    return p
+
+
+LOG_CASES = [  # (id, log, job, edit, what the error names)
+    ("tt-memory-all-0", TT_LOG, TT_JOB, lambda t: __import__("re").sub(r"memory: [0-9.]+GiB", "memory: 0.00GiB", t),
+     ":11: field `memory`: 0 GiB is not a peak reserved memory"),
+    ("mg-memory-all-0", MG_LOG, MG_JOB,
+     lambda t: __import__("re").sub(r"max (allocated|reserved): [0-9.]+", r"max \1: 0", t), ":16: field `max allocated`: 0 MB"),
+    ("tps-1e999", TT_LOG, TT_JOB, lambda t: t.replace("tps: 6,512", "tps: 1e999"), ":13: field `tps`: '1e999' is not a finite"),
+    ("tps-nan", TT_LOG, TT_JOB, lambda t: t.replace("tps: 6,512", "tps: nan"), "field `tps`"),
+    ("all-tps-1e30", TT_LOG, TT_JOB, lambda t: __import__("re").sub(r"tps: [0-9,]+", "tps: 1e30", t),
+     "would run the GPUs at"),
+    ("mesh-nan", TT_LOG, TT_JOB, lambda t: t.replace("['dp_shard'], [8]", "['dp_shard'], [nan]"),
+     ":2: field `device mesh`: 'nan' is not a count"),
+    ("world-400-digits", MG_LOG, MG_JOB, lambda t: t.replace("using world size: 16", "using world size: 1" + "0" * 400),
+     ":1: field `world size`: a 401-character value is not a count"),
+    ("tt-cut-mid-number", TT_LOG, TT_JOB, lambda t: t[:t.index("tps: 6,451") + len("tps: 6")],
+     ":16: field `mfu` missing: the metrics line is cut off"),
+    ("mg-cut-mid-number", MG_LOG, MG_JOB, lambda t: t[:t.rindex("(ms): ") + len("(ms): 81")],
+     "field `elapsed time per iteration (ms)`"),
+    ("mg-memory-cut-at-eof", MG_LOG, MG_JOB,
+     lambda t: "\n".join(ln for ln in t.splitlines() if "memory (MB)" not in ln) + "\n" +
+     next(ln for ln in t.splitlines() if "memory (MB)" in ln)[:-3], "the log ends mid-line"),
+]
+
+
+@pytest.mark.parametrize("src,job,edit,needle", [c[1:] for c in LOG_CASES], ids=[c[0] for c in LOG_CASES])
+def test_calibrate_run_bad_logs_exit_2(cli, tmp_path, src, job, edit, needle):
+    p = _log(tmp_path, src, edit)
+    out = tmp_path / "p.yaml"
+    r = cli("calibrate", "run", p, "--job", job, "-o", out)
+    assert_error(r, str(p), needle)
+    assert len(r.stderr) < 4000 and not out.exists()
+
+
+def _record(tmp_path, **fields) -> Path:
+    recs = yaml.safe_load((DATA / "published_runs.yaml").read_text())
+    rec = next(r for r in recs if r["id"] == "narayanan2021-t1-1.7B")
+    rec.update(fields)
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([rec]), encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ({"tokens_per_sec_per_gpu": 1e308}, "field `tokens_per_sec_per_gpu`: 1e+308 tokens/s per GPU"),
+    ({"tokens_per_sec_per_gpu": 1e9}, "would run the GPUs at"),
+    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is not possible on a100-sxm-80gb (74.51 GiB"),
+    ({"memory_per_gpu_gib": 81.0}, "field `memory_per_gpu_gib`: 81 GiB is not possible"),
+], ids=["tps-1e308", "tps-1e9", "memory-1e300", "memory-over-hbm"])
+def test_calibrate_run_impossible_records_exit_2(cli, tmp_path, fields, needle):
+    """Figures the hardware cannot produce (HFU above 1 at the published tokens/s; a peak memory
+    above the GPU's HBM) are errors naming the record and field, not points to fit (the fit
+    began outside its bounds: "Initial guess is outside of provided bounds")."""
+    p = _record(tmp_path, **fields)
+    r = cli("calibrate", "run", p, "-o", tmp_path / "p.yaml")
+    assert_error(r, "record 'narayanan2021-t1-1.7B'", needle)
