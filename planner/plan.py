@@ -319,15 +319,23 @@ def _load_calibration(path, hw: Hardware | None = None):
     prof = load_profile(path)
     gemm = getattr(prof, "gemm", None)
     if hw is not None and gemm is not None:
-        for r in gemm.rows:
-            peak_field = "fp8_TFLOPS" if r.dtype == "fp8" else "bf16_TFLOPS"
-            peak = getattr(hw, peak_field)
-            if peak is not None and r.tflops > peak:
-                raise PlannerError(
-                    f"{path}: field `gemm.rows` ({r.M}x{r.N}x{r.K} {r.dtype}): tflops {r.tflops:g} is above the dense peak "
-                    f"{peak_field} {peak:g} of hardware {hw.name}",
-                    "use a profile measured on this GPU (planner calibrate gemm), or the hardware it was measured on")
+        check_gemm_peaks(gemm.rows, hw, f"{path}: field `gemm.rows`",
+                         "use a profile measured on this GPU (planner calibrate gemm), or the hardware it was measured on")
     return prof
+
+
+def check_gemm_peaks(rows, hw: Hardware, where: str, hint: str) -> None:
+    """Every measured GEMM rate at most `hw`'s dense peak of its dtype (hardware_db): a rate
+    above it is not a measurement of this GPU (a sparsity figure, wrong units, another GPU)
+    and would give an MFU above 100%. Checked where a profile is read (_load_calibration)
+    and where `calibrate gemm` writes one (issue 24: 5000 TFLOP/s bf16 was accepted there)."""
+    for r in rows:
+        peak_field = "fp8_TFLOPS" if r.dtype == "fp8" else "bf16_TFLOPS"
+        peak = getattr(hw, peak_field)
+        if peak is not None and r.tflops > peak:
+            raise PlannerError(
+                f"{where} ({r.M}x{r.N}x{r.K} {r.dtype}): tflops {r.tflops:g} is above the dense peak "
+                f"{peak_field} {peak:g} of hardware {hw.name} ({r.tflops / peak:.0%} of peak)", hint)
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:

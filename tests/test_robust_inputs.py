@@ -380,3 +380,21 @@ def test_calibrate_run_impossible_records_exit_2(cli, tmp_path, fields, needle):
     p = _record(tmp_path, **fields)
     r = cli("calibrate", "run", p, "-o", tmp_path / "p.yaml")
     assert_error(r, "record 'narayanan2021-t1-1.7B'", needle)
+
+
+# ------------------------------------------------------------ calibrate gemm: rows above the peak
+@pytest.mark.parametrize("hardware,needle", [
+    (("--hardware", "h100-sxm"), "bf16_TFLOPS 989 of hardware h100-sxm (506% of peak)"),
+    ((), "no --hardware: the fastest catalog GPU's peak"),
+])
+def test_calibrate_gemm_refuses_a_row_above_the_peak(cli, tmp_path, hardware, needle):
+    """5000 TFLOP/s bf16 is 5.06x the H100 SXM's dense 989 (hardware_db): refused when the
+    profile is written, not first by `explain --calibration`; no file is written."""
+    g = tmp_path / "g.csv"
+    g.write_text("gpu,dtype,M,N,K,batch,tflops\nH100 SXM,bf16,8192,8192,8192,1,5000\n", encoding="utf-8")
+    out = tmp_path / "p.yaml"
+    r = cli("calibrate", "gemm", "--from", g, *hardware, "-o", out)
+    assert_error(r, str(g), "(8192x8192x8192 bf16): tflops 5000 is above the dense peak", needle)
+    assert not out.exists()
+    g.write_text("gpu,dtype,M,N,K,batch,tflops\nH100 SXM,bf16,8192,8192,8192,1,750\n", encoding="utf-8")
+    assert cli("calibrate", "gemm", "--from", g, *hardware, "-o", out).exit_code == 0
