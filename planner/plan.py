@@ -36,6 +36,13 @@ FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
+# The sequence length a Hugging Face config.json model trains at when no --seq-len is given. Its
+# max_position_embeddings is the context the model serves, often extended after pre-training, not
+# the length it trains at: DeepSeek-V3's config says 163,840, its pre-training ran 4K sequences
+# (DeepSeek-V3 Technical Report, arXiv:2412.19437, sec. 4.2 "Hyper-Parameters": "We set the maximum
+# sequence length to 4K during pre-training"). The default is the smaller of this and the config's
+# max_position_embeddings, listed as assumed. (A catalog model's max_seq_len is its training length.)
+HF_DEFAULT_SEQ = 4096
 
 
 @dataclass(frozen=True)
@@ -518,6 +525,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq = job.seq_len or model.max_seq_len
+    seq_assumed: list[str] = []
+    if job.seq_len is None and model.max_seq_len > HF_DEFAULT_SEQ and model_source(job.model).suffix == ".json":
+        seq = HF_DEFAULT_SEQ
+        seq_assumed.append(f"seq_len={seq:,}: a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its "
+                           f"max_position_embeddings {model.max_seq_len:,} is the context the model serves, not the length "
+                           "it trains at (pass --seq-len)")
     if seq > model.max_seq_len:
         warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
                         "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
@@ -627,7 +640,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         moe_capacity_factor=_capacity_factor(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         inherited=tuple(inherited),
-        assumed=tuple(hf_assumed(job.model)),
+        assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),

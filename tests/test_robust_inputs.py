@@ -398,3 +398,38 @@ def test_calibrate_gemm_refuses_a_row_above_the_peak(cli, tmp_path, hardware, ne
     assert not out.exists()
     g.write_text("gpu,dtype,M,N,K,batch,tflops\nH100 SXM,bf16,8192,8192,8192,1,750\n", encoding="utf-8")
     assert cli("calibrate", "gemm", "--from", g, *hardware, "-o", out).exit_code == 0
+
+
+# ------------------------------------------------------------ Hugging Face configs
+def test_qwen3_moe_config_without_moe_intermediate_size_is_listed_as_assumed(cli, tmp_path):
+    """Never intermediate_size silently (233B parameters instead of 30.5B): the class default
+    768 (Qwen3MoeConfig), listed as assumed; a model type without a class table says that the
+    experts take intermediate_size (tests/test_layer_zoo.py)."""
+    from test_moe import QWEN3_MOE_HF
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({k: v for k, v in QWEN3_MOE_HF.items() if k != "moe_intermediate_size"}), encoding="utf-8")
+    r = cli("explain", "--model", p, "--gpus", "64", "--ep", "8", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    d = json.loads(r.stdout)
+    assert "moe_intermediate_size absent: transformers' Qwen3MoeConfig default 768" in d["assumed"]
+    assert 30e9 < d["params"]["total"] < 31e9
+
+
+def test_hf_max_position_embeddings_is_not_the_training_length(cli, tmp_path):
+    """DeepSeek-V3's config says 163,840 positions; it pre-trained at 4K (plan.HF_DEFAULT_SEQ).
+    The default batch of 16M tokens was refused as not a whole number of 163,840-token
+    sequences; now the plan trains 4,096-token sequences, listed as assumed; --seq-len wins."""
+    from test_moe import DEEPSEEK_V3_HF
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(DEEPSEEK_V3_HF), encoding="utf-8")
+    args = ("explain", "--model", p, "--gpus", "1024", "--pp", "16", "--ep", "64", "--format", "json")
+    r = cli(*args)
+    assert r.exit_code in (0, 1), r.stderr
+    d = json.loads(r.stdout)
+    assert d["plan"]["seq_len"] == 4096
+    assert any(a.startswith("seq_len=4,096: a Hugging Face config's default training length") and "163,840" in a
+               for a in d["assumed"])
+    d2 = json.loads(cli(*args, "--seq-len", "8192").stdout)
+    assert d2["plan"]["seq_len"] == 8192 and not any(a.startswith("seq_len=") for a in d2["assumed"])
