@@ -433,3 +433,96 @@ def test_hf_max_position_embeddings_is_not_the_training_length(cli, tmp_path):
                for a in d["assumed"])
     d2 = json.loads(cli(*args, "--seq-len", "8192").stdout)
     assert d2["plan"]["seq_len"] == 8192 and not any(a.startswith("seq_len=") for a in d2["assumed"])
+
+
+# ------------------------------------------------------------ validate: free text, incomplete records, splits
+def _runs(tmp_path, *edits, name="runs.yaml") -> Path:
+    recs = yaml.safe_load((DATA / "published_runs.yaml").read_text())
+    base = next(r for r in recs if r["id"] == "narayanan2021-t1-39.1B")
+    out = []
+    for i, e in enumerate(edits):
+        r = dict(base, id=f"r{i}")
+        r.update(e)
+        out.append({k: v for k, v in r.items() if v is not _DROP})
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(out, sort_keys=False), encoding="utf-8")
+    return p
+
+
+_DROP = object()
+
+
+def test_validate_vocabulary_reads_the_leading_term_only():
+    """The value's leading term (longest match, as a word) sets the field; the rest is a comment."""
+    from planner.validate import PRECISION_TERMS, SHARDING_TERMS, vocabulary_term
+
+    got = {t: vocabulary_term(t, SHARDING_TERMS) for t in (
+        "FSDP FULL_SHARD (ZeRO-3-like)", "FSDP SHARD_GRAD_OP", "fsdp2 full shard over 16 ranks x TP8",
+        "ZeRO-1 (DeepSpeed)", "none (Megatron DDP; optimizer states replicated across DP)",
+        "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP + distributed optimizer)",
+        "fsdpx", "Megatron DDP with FSDP")}
+    assert [SHARDING_TERMS.get(v, v) for v in got.values()] == ["fsdp", "zero2", "fsdp", "zero1", "none", "not stated",
+                                                                 None, None]
+    assert vocabulary_term("nvfp4 (Transformer Engine)", PRECISION_TERMS) is None
+    assert vocabulary_term("fp8 MXFP8 (FP8-MX)", PRECISION_TERMS) == "fp8"
+
+
+def test_validate_not_stated_sharding_is_not_fsdp(cli, tmp_path):
+    """"not stated (... no FSDP column ...)" was priced as FSDP (a word inside the comment)."""
+    p = _runs(tmp_path, {"zero_fsdp_mode": "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP "
+                                           "+ distributed optimizer)"})
+    r = cli("validate", p, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)["runs"][0]
+    assert row["plan"]["sharding"] == "none"
+    assert any(a.startswith("zero_fsdp_mode=none ('not stated") for a in row["assumed"]), row["assumed"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("precision", "nvfp4 (Transformer Engine)"),
+    ("precision", "fp32"),
+    ("zero_fsdp_mode", "Megatron DDP with FSDP"),
+    ("activation_recompute", "sometimes"),
+])
+def test_validate_unmapped_text_is_an_error_or_skipped_with_lenient(cli, tmp_path, field, value):
+    """`precision: nvfp4` was priced as bf16: text the vocabulary cannot read is an error naming
+    the record and field; --lenient skips the record with that reason, the others are priced."""
+    p = _runs(tmp_path, {}, {field: value})
+    assert_error(cli("validate", p), "record 'r1'", f"field `{field}`", repr(value))
+    r = cli("validate", p, "--lenient", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)["runs"]
+    assert rows[0]["skipped"] is None and rows[0]["error"] is not None
+    assert rows[1]["skipped"].startswith(f"field `{field}`: {value!r} does not start with a term the planner reads")
+
+
+def test_validate_incomplete_records_are_skipped_with_a_reason(cli, tmp_path):
+    """A record without num_layers (or gpu_type) is a skipped row with the reason, not the end of
+    the file; a wrong type is still an error (or, with --lenient, skipped too)."""
+    p = _runs(tmp_path, {"num_layers": _DROP}, {}, {"gpu_type": _DROP, "id": "no-gpu"})
+    r = cli("validate", p, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    assert rows["r0"]["skipped"] == "incomplete record: field `num_layers`: Field required"
+    assert rows["no-gpu"]["skipped"].startswith("incomplete record: field `gpu_type`")
+    assert rows["r1"]["skipped"] is None and rows["r1"]["error"] is not None
+    bad = _runs(tmp_path, {"tp": "eight"}, {}, name="bad.yaml")
+    assert_error(cli("validate", bad), "record 0", "field `tp`")
+    r = cli("validate", bad, "--lenient", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["runs"][0]["skipped"].startswith("field `tp`")
+
+
+def test_validate_infers_megatrons_embedding_and_loss_split(tmp_path):
+    """94 layers on pp 8 x vpp 2 = 16 chunks: Megatron-Core refuses it unless the embedding and
+    the loss count as layers of the split (96 = 16 x 6); inferred and listed as assumed."""
+    from planner.validate import load_runs, validate_runs
+
+    recs = yaml.safe_load((DATA / "published_runs_moe.yaml").read_text())
+    rec = next(r for r in recs if r["id"] == "megatron-bridge-25.11-dgx-b200-qwen3-235b-a22b")
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([rec]), encoding="utf-8")
+    row = validate_runs(load_runs(p), DATA)[0]
+    assert row.plan["account_for_embedding_in_pipeline_split"] and row.plan["account_for_loss_in_pipeline_split"]
+    assert any(a.startswith("account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split=true (94 layers do not divide into pp 8 x vpp 2")
+               for a in row.assumed), row.assumed
+    assert not any("do not split evenly" in w for w in row.warnings), row.warnings
