@@ -526,3 +526,15 @@ def test_validate_infers_megatrons_embedding_and_loss_split(tmp_path):
     assert any(a.startswith("account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split=true (94 layers do not divide into pp 8 x vpp 2")
                for a in row.assumed), row.assumed
     assert not any("do not split evenly" in w for w in row.warnings), row.warnings
+
+
+@pytest.mark.parametrize("extra,needle", [
+    ('--pipeline-model-parallel-layout "Et*99999999999|tL"', "repeats past 200,000 entries"),
+    ('--step-batch-size-schedule "0:16 2B:1' + "0" * 400 + '"', "--step-batch-size-schedule (its last batch) a 401-digit"),
+    ('--step-batch-size-schedule "0:16 2B:３２"', "--step-batch-size-schedule (its last batch) '３２' is not a whole number"),
+], ids=["layout-repeat", "schedule-401-digits", "schedule-fullwidth"])
+def test_megatron_layout_and_schedule_are_bounded(cli, tmp_path, extra, needle):
+    """A layout repeat of 10**11 layers was expanded in memory; a schedule's batch was int()ed."""
+    p = tmp_path / "run.args"
+    p.write_text(ARGS_70B.replace("--global-batch-size 512 ", "") + " " + extra + "\n", encoding="utf-8")
+    assert_error(cli("check", p, "--gpus", "256"), str(p), needle)

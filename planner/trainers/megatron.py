@@ -689,8 +689,19 @@ def parse_layout(text: str, pp: int, spec, where: str) -> list[int]:
     multiple of pp, the embedding first and the loss last once each, the model's layers and
     MTP layers."""
     s = text.replace(",", "")
+
+    def repeat(m):  # bounded: a layout lists each layer once, `t*99999999999` is not expanded (issue 24)
+        n = int(m.group(2)) if re.fullmatch(r"[0-9]{1,9}", m.group(2)) else MAX_EXPANSION + 1
+        if len(m.group(1)) * n > MAX_EXPANSION:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout {_short(text)}: {m.group(0)[:40]} repeats past "
+                               f"{MAX_EXPANSION:,} entries", "one entry per layer of the model, e.g. 'Et*3|t*4|t*4|t*3L'")
+        return m.group(1) * n
+
     for pat in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        s = re.sub(pat, lambda m: m.group(1) * int(m.group(2)), s)
+        s = re.sub(pat, repeat, s)
+        if len(s) > MAX_EXPANSION:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout {_short(text)} expands past {MAX_EXPANSION:,} "
+                               "entries", "one entry per layer of the model")
     stages = s.split("|")
     bad = sorted(set(s) - set("ELtm|"))
     if bad:
@@ -964,7 +975,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if not steps:
             raise PlannerError(f"{where}--step-batch-size-schedule {schedule!r} is not 'tokens:batch ...'",
                                "e.g. \"0:16 2.4B:320 12B:1536\" (quote it: one value)")
-        final = int(steps[-1][1])
+        final = _int(where, {"--step-batch-size-schedule (its last batch)": steps[-1][1]},
+                     "--step-batch-size-schedule (its last batch)")  # ASCII digits, a count
         if "global_batch" in job:
             assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule "
                            "(Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")
