@@ -450,6 +450,25 @@ PRECISION_TERMS: dict[str, tuple[str, Optional[str]]] = {
 }
 
 
+class Impossible(Skip):
+    """A published figure the hardware cannot produce (an error unless --lenient)."""
+
+
+def _check_possible(rec: RunRecord, settings, pred: dict, pub_tok: Optional[float]) -> None:
+    """The published tokens/s at most the GPUs' peak FLOP rate (HFU, which scales with
+    tokens/s, at most 1: step.throughput's hfu, the FLOPs the kernels run over the datasheet
+    peak of the plan's precision), the published memory at most the GPU's HBM."""
+    hfu, tok = pred.get("hfu"), pred.get("tokens_per_s_per_gpu")
+    if pub_tok is not None and hfu is not None and tok and math.isfinite(hfu) and hfu * pub_tok / tok > 1.0:
+        field_ = "tokens_per_sec_per_gpu" if rec.tokens_per_sec_per_gpu is not None else "iteration_time_s"
+        raise Impossible(f"field `{field_}`: {pub_tok:.6g} tokens/s per GPU would run the GPUs at "
+                         f"{hfu * pub_tok / tok:.3g}x {settings.hardware.name}'s peak FLOP rate (HFU above 1)")
+    hbm = settings.hardware.hbm_bytes / GiB
+    if rec.memory_per_gpu_gib is not None and rec.memory_per_gpu_gib > hbm:
+        raise Impossible(f"field `memory_per_gpu_gib`: {rec.memory_per_gpu_gib:g} GiB is more than the "
+                         f"{hbm:.4g} GiB of HBM of {settings.hardware.name}")
+
+
 class Unmapped(Skip):
     """A free-text field whose value starts with no term of its vocabulary (an error unless
     --lenient)."""
@@ -702,6 +721,8 @@ def predict(settings, plan) -> dict:
         "tokens_per_s_per_gpu": thr.get("tokens_per_s_per_gpu"),
         "step_s": tim.get("step_s"),
         "mfu": thr.get("mfu"),
+        "hfu": thr.get("hfu"),
+        "capacity_bytes": res["memory"].get("capacity_bytes"),
         "memory_bytes": res["memory"]["total_bytes"],
         "reported_memory_bytes": res["memory"].get("reported_bytes", res["memory"]["total_bytes"]),
         "allocated_bytes": res["memory"]["allocated_bytes"],
@@ -818,11 +839,13 @@ def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: st
     try:
         settings, plan = prepare_record(rec, row, tmpdir, base_dir, path_label, calibration)
         pred = predict(settings, plan)
-    except Unmapped as u:
+        _check_possible(rec, settings, pred, row.published_tokens_per_s_per_gpu)
+    except (Unmapped, Impossible) as u:
         if not lenient:
-            raise PlannerError(f"{path_label}: record {rec.id!r}: {u}",
-                               "start the value with one of these terms (the rest is a comment), or pass --lenient "
-                               "to skip such records") from None
+            hint = ("start the value with one of these terms (the rest is a comment)" if isinstance(u, Unmapped) else
+                    "check the figure's units, the model, the GPU count and `hardware:`")
+            raise PlannerError(f"{path_label}: record {rec.id!r}: {u}", hint + ", or pass --lenient to skip such "
+                               "records") from None
         row.skipped = str(u)
         return row
     except Skip as s:

@@ -538,3 +538,16 @@ def test_megatron_layout_and_schedule_are_bounded(cli, tmp_path, extra, needle):
     p = tmp_path / "run.args"
     p.write_text(ARGS_70B.replace("--global-batch-size 512 ", "") + " " + extra + "\n", encoding="utf-8")
     assert_error(cli("check", p, "--gpus", "256"), str(p), needle)
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ({"tokens_per_sec_per_gpu": 1e308}, "field `tokens_per_sec_per_gpu`: 1e+308 tokens/s per GPU would run the GPUs at"),
+    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is more than the 74.51 GiB of HBM"),
+], ids=["tps-1e308", "memory-1e300"])
+def test_validate_impossible_published_figures(cli, tmp_path, fields, needle):
+    """A published figure the hardware cannot produce was compared (-100% error); now an error
+    naming the record and field, or with --lenient a skipped row."""
+    p = _runs(tmp_path, {}, fields)
+    assert_error(cli("validate", p), "record 'r1'", needle)
+    r = cli("validate", p, "--lenient", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["runs"][1]["skipped"].startswith(needle)
