@@ -114,6 +114,8 @@ def format_validation_error(e: ValidationError, path: str, cls=None) -> PlannerE
         hint = f"counts are whole numbers up to {MAX_COUNT:,} (2**31 - 1)"
     elif first["type"] == "finite_number":
         hint = "give a finite number (not .inf, .nan or a value beyond 1.8e308)"
+    if hint is None:  # a wrong type or value: name what to fix
+        hint = f"fix the field `{loc}` (the README and `planner schema` give each field's type)"
     return PlannerError(f"{path}: field `{loc}`: {msg}{more}", hint)
 
 

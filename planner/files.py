@@ -19,6 +19,7 @@ and never a hang.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -40,6 +41,25 @@ def _stat_mode(path: str | Path) -> Optional[int]:
         return os.stat(path).st_mode
     except (OSError, ValueError):  # absent, or no valid path at all (a name too long, a NUL byte)
         return None
+
+
+NAME_MAX = 255  # bytes of one file name on Linux's file systems (limits.h NAME_MAX; ext4, xfs, btrfs)
+
+
+def name_too_long(path: str | Path) -> PlannerError:
+    """The error for a path no file system takes (ENAMETOOLONG): which name is too long, not the
+    whole path echoed back."""
+    parts = [q for q in str(path).split(os.sep) if len(os.fsencode(q)) > NAME_MAX]
+    what = (f"a file name of {len(os.fsencode(parts[0])):,} bytes ({parts[0][:40]}...), over the {NAME_MAX} a file "
+            "system takes" if parts else f"a path of {len(os.fsencode(str(path))):,} bytes, longer than the system takes")
+    return PlannerError(f"{path}: {what}", f"give a shorter name (at most {NAME_MAX} bytes a name)")
+
+
+def check_name(path: str | Path) -> None:
+    """PlannerError (name_too_long) where a name in `path` is over NAME_MAX bytes: an output
+    path is checked before the work whose result it would hold."""
+    if any(len(os.fsencode(q)) > NAME_MAX for q in str(path).split(os.sep)):
+        raise name_too_long(path)
 
 
 def exists(path: str | Path) -> bool:
@@ -68,6 +88,8 @@ def read_bytes(path: str | Path, hint: Optional[str] = None, max_bytes: int = MA
     except FileNotFoundError:
         raise PlannerError(f"{p}: cannot read (no such file)", hint) from None
     except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise name_too_long(p) from None
         raise PlannerError(f"{p}: cannot read ({e.strerror or e})", hint) from None
     except ValueError:  # a NUL byte: no file system takes it
         raise PlannerError(f"{str(p)!r}: not a valid path (it holds a NUL byte)", hint) from None

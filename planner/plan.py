@@ -35,6 +35,13 @@ from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECIS
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
+# The sequence length a Hugging Face config.json model trains at when no --seq-len is given. Its
+# max_position_embeddings is the context the model serves, often extended after pre-training, not
+# the length it trains at: DeepSeek-V3's config says 163,840, its pre-training ran 4K sequences
+# (DeepSeek-V3 Technical Report, arXiv:2412.19437, sec. 4.2 "Hyper-Parameters": "We set the maximum
+# sequence length to 4K during pre-training"). The default is the smaller of this and the config's
+# max_position_embeddings, listed as assumed. (A catalog model's max_seq_len is its training length.)
+HF_DEFAULT_SEQ = 4096
 
 
 @dataclass(frozen=True)
@@ -334,15 +341,23 @@ def _load_calibration(path, hw: Hardware | None = None):
     prof = load_profile(path)
     gemm = getattr(prof, "gemm", None)
     if hw is not None and gemm is not None:
-        for r in gemm.rows:
-            peak_field = "fp8_TFLOPS" if r.dtype == "fp8" else "bf16_TFLOPS"
-            peak = getattr(hw, peak_field)
-            if peak is not None and r.tflops > peak:
-                raise PlannerError(
-                    f"{path}: field `gemm.rows` ({r.M}x{r.N}x{r.K} {r.dtype}): tflops {r.tflops:g} is above the dense peak "
-                    f"{peak_field} {peak:g} of hardware {hw.name}",
-                    "use a profile measured on this GPU (planner calibrate gemm), or the hardware it was measured on")
+        check_gemm_peaks(gemm.rows, hw, f"{path}: field `gemm.rows`",
+                         "use a profile measured on this GPU (planner calibrate gemm), or the hardware it was measured on")
     return prof
+
+
+def check_gemm_peaks(rows, hw: Hardware, where: str, hint: str) -> None:
+    """Every measured GEMM rate at most `hw`'s dense peak of its dtype (hardware_db): a rate
+    above it is not a measurement of this GPU (a sparsity figure, wrong units, another GPU)
+    and would give an MFU above 100%. Checked where a profile is read (_load_calibration)
+    and where `calibrate gemm` writes one (issue 24: 5000 TFLOP/s bf16 was accepted there)."""
+    for r in rows:
+        peak_field = "fp8_TFLOPS" if r.dtype == "fp8" else "bf16_TFLOPS"
+        peak = getattr(hw, peak_field)
+        if peak is not None and r.tflops > peak:
+            raise PlannerError(
+                f"{where} ({r.M}x{r.N}x{r.K} {r.dtype}): tflops {r.tflops:g} is above the dense peak "
+                f"{peak_field} {peak:g} of hardware {hw.name} ({r.tflops / peak:.0%} of peak)", hint)
 
 
 def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
@@ -526,6 +541,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     hw, power_source = _apply_power_limit(hw, job, where, warnings)
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq = job.seq_len or model.max_seq_len
+    seq_assumed: list[str] = []
+    if job.seq_len is None and model.max_seq_len > HF_DEFAULT_SEQ and model_source(job.model).suffix == ".json":
+        seq = HF_DEFAULT_SEQ
+        seq_assumed.append(f"seq_len={seq:,}: a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its "
+                           f"max_position_embeddings {model.max_seq_len:,} is the context the model serves, not the length "
+                           "it trains at (pass --seq-len)")
     if seq > model.max_seq_len:
         warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
                         "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
@@ -651,7 +672,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
-        assumed=tuple(hf_assumed(job.model)),
+        assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),

@@ -962,7 +962,7 @@ class Job(BaseModel):
                                         "axis of its own (MoE parallel folding: etp x ep divides tp x dp x cp; Megatron "
                                         "--expert-tensor-parallel-size, torchtitan expert_tensor_parallel_degree); default "
                                         "tp (Megatron's)")
-    ep: int = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep ranks of the folded "
+    ep: Count = Field(default=1, gt=0, description="expert parallel degree: routed experts split over ep ranks of the folded "
                                                  "tp x dp x cp grid (etp x ep divides it; Megatron "
                                                  "--expert-model-parallel-size); MoE models only")
     ep_comm_overlap: Optional[bool] = Field(

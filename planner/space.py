@@ -178,7 +178,7 @@ class SpaceOptions:
 
     def __post_init__(self):
         for name in ("tp", "cp", "pp", "vpp", "dp", "micro_batch", "shard_group", "max_tp", "max_cp", "max_pp", "max_vpp",
-                     "max_dp", "max_micro_batch", "max_layer_slack", "etp", "max_etp"):
+                     "max_dp", "max_micro_batch", "max_layer_slack", "etp", "max_etp", "ep", "max_ep"):
             v = getattr(self, name)
             check_count(v if isinstance(v, tuple) else (v,), f"--{name.replace('_', '-')}",
                         minimum=0 if name == "max_layer_slack" else 1)

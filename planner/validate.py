@@ -39,8 +39,11 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     no biases, no dropout, untied.
  3. micro_batch_size null -> global_batch / (dp * grad_accum_steps) when grad_accum_steps is
     given, else 1. vpp null -> 1 (plain 1F1B; vpp > 1 -> interleaved). cp null -> 1.
- 4. activation_recompute: text starting full / selective / none; null -> none (Megatron-LM's
-    default when --recompute-granularity is unset [5]).
+ 4. activation_recompute: a value starting with a term of RECOMPUTE_TERMS (full, selective,
+    none, ...); null or NOT_STATED -> none (Megatron-LM's default when --recompute-granularity
+    is unset [5]). Rules 4, 6 and 7 read only the value's leading term (the longest of the
+    field's vocabulary, as a word); the rest is a comment. A value that starts with no term is
+    an error naming the record and field (`--lenient`: the record is skipped with the reason).
  4b. torchtitan's "selective" activation checkpointing [11] is not Megatron's (which re-runs
     only the attention core): its 'layer' policy checkpoints every 2nd layer
     (selective_ac_option '2') and its 'op' policy saves every other matmul and recomputes the
@@ -48,16 +51,21 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     recompute of half of each stage's layers (recompute_layers = ceil(layers / pp / 2)).
  5. sequence_parallel null -> on iff tp > 1 (Korthikanti et al. 2022 [7]; Megatron recipes
     enable it with TP).
- 6. zero_fsdp_mode text -> sharding: ZeRO-3 / FSDP FULL_SHARD / fully sharded -> fsdp;
-    hybrid / HSDP -> hsdp (needs `shard_group:`); ZeRO-2 / SHARD_GRAD_OP -> zero2; ZeRO-1 /
-    Megatron distributed optimizer -> zero1; none -> none; null -> none (assumed).
- 7. precision text (planner/precisions.py parse_precision_text): NVFP4 / fp4 -> nvfp4 (recipe
-    nvfp4); MXFP8 / FP8-MX -> fp8 recipe mxfp8; FP8-CS / current scaling / tensorwise ->
-    fp8 tensorwise; rowwise, delayed, blockwise / subchannel -> that recipe; other fp8 /
-    float8 -> fp8 (the stack's default recipe); starting bf16 -> bf16; any other 16-bit
-    mixed precision (fp16, "mixed 16-bit") -> bf16, assumed: fp16 and bf16 have the same
-    dense tensor-core peak on A100 and H100 (hardware_db datasheet figures). The record's
-    own fp8_recipe wins over the text's. Text naming none of these is an error (exit 2).
+ 6. zero_fsdp_mode -> sharding by SHARDING_TERMS: ZeRO-3 / FSDP / FSDP FULL_SHARD / fully
+    sharded data parallel -> fsdp; HSDP / HYBRID_SHARD -> hsdp (needs `shard_group:`); ZeRO-2 /
+    SHARD_GRAD_OP -> zero2; ZeRO-1 / distributed optimizer -> zero1; none / DDP -> none; null
+    or NOT_STATED ("not stated (...)") -> none (assumed).
+ 7. precision by its leading term (planner/precisions.py PRECISION_TERMS): bf16 -> bf16;
+    fp8 / float8 -> fp8 (the stack's default recipe); fp8 tensorwise / current scaling / FP8-CS,
+    rowwise, delayed, blockwise, mxfp8 / FP8-MX -> fp8 with that recipe; nvfp4 -> nvfp4; fp16
+    and "mixed 16-bit" -> bf16, assumed: fp16 and bf16 have the same dense tensor-core peak on
+    A100 and H100 (hardware_db datasheet figures); null -> bf16 (assumed). The record's own
+    fp8_recipe wins over the text's. Any other precision (fp32, int8) is an error (rule 4).
+ 7b. pp x vpp: a megatron record whose layers do not divide into pp x vpp chunks gets
+    Megatron-Core's --account-for-embedding/loss-in-pipeline-split where they make a legal
+    layout (_megatron_split), listed as assumed.
+ 7c. A record that lacks a required field (num_layers, gpu_type, ...) is a skipped row with
+    the reason; the rest of the file is read.
  8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
     mixed16 (16 B) -- see schema.BYTES_PER_PARAM_PRESETS. Affects memory only.
  9. attention: eager (stores the s x s scores) for sources dated 2021 or earlier, which
@@ -76,13 +84,12 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) and
     recompute_modules are kept with the record and listed as `not_priced` in its assumed list:
     no cost model reads them yet.
-11. tp_comm_overlap: on when the record's notes or precision say the run overlapped TP
-    communication (Megatron-LM --tp-comm-overlap, "TP comm overlap", torchtitan "async TP")
-    and it runs SP with tp > 1; off otherwise (Megatron-LM's default).
+11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
+    (never read from names or notes).
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
     ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
-    published tokens/s, iteration time or memory; unrecognised recompute / sharding text.
+    published tokens/s, iteration time or memory; with --lenient, text rules 4, 6, 7 cannot read.
 
 Summary statistics over the records with a tokens/s error: n, the median and the 90th
 percentile of |error| (numpy.percentile's linear interpolation, Hyndman & Fan type 7 [10]).
@@ -127,7 +134,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .catalog import format_validation_error, list_models, load_hardware, load_model, load_stack, read_yaml
 from .errors import PlannerError
-from .precisions import parse_precision_text
+from .precisions import PRECISION_TERMS, SAME_PEAK, leading_term
 from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
@@ -272,9 +279,15 @@ class RunRecord(BaseModel):
         return None, None
 
 
-def load_runs(path: Path) -> list[RunRecord]:
+def _only_missing(e: ValidationError) -> bool:
+    return all(err.get("type") == "missing" for err in e.errors())
+
+
+def load_runs(path: Path, incomplete: Optional[list] = None, lenient: bool = False) -> list[RunRecord]:
     """Read and validate a runs file; any problem is a PlannerError naming the file, the
-    record (index and id) and the field."""
+    record (index and id) and the field. With `incomplete` (a list): a record that only lacks
+    required fields (`lenient`: that the schema refuses for any reason) is appended there as
+    {where, id, group, reason} and left out, so the rest of the file is still read."""
     data = read_yaml(path)
     if not isinstance(data, list):
         raise PlannerError(
@@ -293,7 +306,13 @@ def load_runs(path: Path) -> list[RunRecord]:
         try:
             rec = RunRecord.model_validate(raw)
         except ValidationError as e:
-            raise format_validation_error(e, where, RunRecord) from None
+            err = format_validation_error(e, where, RunRecord)
+            if incomplete is None or not (lenient or _only_missing(e)):
+                raise err from None
+            incomplete.append({"where": where, "id": rid if rid is not None else f"record {i}",
+                               "group": raw.get("source_group"),
+                               "reason": ("incomplete record: " if _only_missing(e) else "") + err.message.removeprefix(f"{where}: ")})
+            continue
         if rec.id in seen:
             raise PlannerError(f"{where}: duplicate id {rec.id!r} (also record {seen[rec.id]})", "give every record a unique id")
         seen[rec.id] = i
@@ -441,56 +460,105 @@ def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
     return arch
 
 
-def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
-    text = rec.activation_recompute
+# ---- the vocabulary of the free-text fields (rules 4, 6, 7)
+# A value starts with a term of its field's vocabulary (case-insensitive; the longest term that
+# matches, followed by the end of the text or a character that is not a letter, digit or `_`); the
+# rest of the value is a comment the planner does not read ("none (Megatron DDP; ...)"). A term of
+# NOT_STATED reads as null (the field's default, listed as assumed). A value that starts with no
+# term is an error naming the record and the field (`--lenient`: the record is skipped with the
+# reason). Never a word found inside the comment: "not stated (... no FSDP column ...)" is not FSDP.
+NOT_STATED = ("not stated", "not published", "unstated", "unknown", "n/a")
+RECOMPUTE_TERMS = {"full": "full", "selective": "selective", "none": "none", "no": "none", "off": "none", "false": "none"}
+SHARDING_TERMS = {  # term -> Job.sharding (DeepSpeed ZeRO stages, PyTorch FSDP ShardingStrategy names, Megatron's)
+    "none": "none", "ddp": "none", "no sharding": "none", "no_shard": "none", "fsdp no_shard": "none",
+    "zero-0": "none", "zero0": "none",
+    "zero-1": "zero1", "zero1": "zero1", "zero stage 1": "zero1", "distributed optimizer": "zero1",
+    "zero-2": "zero2", "zero2": "zero2", "zero stage 2": "zero2", "shard_grad_op": "zero2", "fsdp shard_grad_op": "zero2",
+    "zero-3": "fsdp", "zero3": "fsdp", "zero stage 3": "fsdp", "fsdp": "fsdp", "fsdp2": "fsdp", "full_shard": "fsdp",
+    "fsdp full_shard": "fsdp", "fsdp full shard": "fsdp", "fsdp2 full shard": "fsdp", "fully sharded data parallel": "fsdp",
+    "hsdp": "hsdp", "hybrid_shard": "hsdp", "fsdp hybrid_shard": "hsdp", "hybrid shard": "hsdp", "hybrid sharding": "hsdp",
+}
+
+
+class Impossible(Skip):
+    """A published figure the hardware cannot produce (an error unless --lenient)."""
+
+
+def _check_possible(rec: RunRecord, settings, pred: dict, pub_tok: Optional[float]) -> None:
+    """The published tokens/s at most the GPUs' peak FLOP rate (HFU, which scales with
+    tokens/s, at most 1: step.throughput's hfu, the FLOPs the kernels run over the datasheet
+    peak of the plan's precision), the published memory at most the GPU's HBM."""
+    hfu, tok = pred.get("hfu"), pred.get("tokens_per_s_per_gpu")
+    if pub_tok is not None and hfu is not None and tok and math.isfinite(hfu) and hfu * pub_tok / tok > 1.0:
+        field_ = "tokens_per_sec_per_gpu" if rec.tokens_per_sec_per_gpu is not None else "iteration_time_s"
+        raise Impossible(f"field `{field_}`: {pub_tok:.6g} tokens/s per GPU would run the GPUs at "
+                         f"{hfu * pub_tok / tok:.3g}x {settings.hardware.name}'s peak FLOP rate (HFU above 1)")
+    hbm = settings.hardware.hbm_bytes / GiB
+    if rec.memory_per_gpu_gib is not None and rec.memory_per_gpu_gib > hbm:
+        raise Impossible(f"field `memory_per_gpu_gib`: {rec.memory_per_gpu_gib:g} GiB is more than the "
+                         f"{hbm:.4g} GiB of HBM of {settings.hardware.name}")
+
+
+class Unmapped(Skip):
+    """A free-text field whose value starts with no term of its vocabulary (an error unless
+    --lenient)."""
+
+    def __init__(self, fieldname: str, text: str, terms):
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        super().__init__(f"field `{fieldname}`: {shown!r} does not start with a term the planner reads "
+                         f"({', '.join(sorted(set(terms)))}; or {', '.join(NOT_STATED)})")
+        self.fieldname = fieldname
+
+
+def vocabulary_term(text: str, terms) -> Optional[str]:
+    """The longest term of `terms` (or NOT_STATED) that `text` starts with, as a word; None if none."""
+    return leading_term(text, list(terms) + list(NOT_STATED))
+
+
+def _term(rec: RunRecord, fieldname: str, terms) -> Optional[str]:
+    """The field's term; None for null or a NOT_STATED term; Unmapped for text without one."""
+    text = getattr(rec, fieldname)
     if text is None:
-        assumed.add("activation_recompute", "none", "not published; Megatron-LM default without --recompute-granularity")
+        return None
+    term = vocabulary_term(text, terms)
+    if term is None:
+        raise Unmapped(fieldname, text, terms)
+    return None if term in NOT_STATED else term
+
+
+def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
+    term = _term(rec, "activation_recompute", RECOMPUTE_TERMS)
+    if term is None:
+        why = "not published" if rec.activation_recompute is None else f"{rec.activation_recompute!r}"
+        assumed.add("activation_recompute", "none", f"{why}; Megatron-LM default without --recompute-granularity")
         return "none"
-    t = text.strip().lower()
-    for name in ("full", "selective", "none"):
-        if t.startswith(name):
-            return name
-    if t in ("no", "false", "off"):
-        return "none"
-    raise Skip(f"activation_recompute {text!r} not recognised (expected text starting full, selective or none)")
+    return RECOMPUTE_TERMS[term]
 
 
 def _sharding(rec: RunRecord, assumed: _Assumed) -> str:
-    text = rec.zero_fsdp_mode
-    if text is None:
-        assumed.add("zero_fsdp_mode", "none", "not published; plain data parallel assumed")
+    term = _term(rec, "zero_fsdp_mode", SHARDING_TERMS)
+    if term is None:
+        why = "not published" if rec.zero_fsdp_mode is None else f"{rec.zero_fsdp_mode!r}"
+        assumed.add("zero_fsdp_mode", "none", f"{why}; plain data parallel assumed")
         return "none"
-    t = text.lower()
-    if "hybrid" in t or "hsdp" in t:
-        if rec.shard_group is None:
-            raise Skip(f"zero_fsdp_mode {text!r} is hybrid sharding: give shard_group (DP ranks per shard group)")
-        return "hsdp"
-    if any(k in t for k in ("zero-3", "zero3", "zero stage 3", "full_shard", "full shard", "fully sharded", "fsdp")):
-        return "fsdp"
-    if any(k in t for k in ("zero-2", "zero2", "shard_grad_op")):
-        return "zero2"
-    if any(k in t for k in ("zero-1", "zero1", "distributed optimizer")):
-        return "zero1"
-    if t.startswith("none") or t.startswith("ddp"):
-        return "none"
-    raise Skip(f"zero_fsdp_mode {text!r} not recognised (expected none, ZeRO-1/2/3, distributed optimizer, FSDP or HSDP)")
+    sharding = SHARDING_TERMS[term]
+    if sharding == "hsdp" and rec.shard_group is None:
+        raise Skip(f"zero_fsdp_mode {rec.zero_fsdp_mode!r} is hybrid sharding: give shard_group (DP ranks per shard group)")
+    return sharding
 
 
 def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
-    """(precision, recipe) of a record (rule 7): the text's precision and the recipe it names
-    (FP8-MX -> mxfp8, FP8-CS -> tensorwise, NVFP4 -> nvfp4, ...; planner/precisions.py), the
-    record's own fp8_recipe first. Text naming no modelled precision is an error."""
-    try:
-        prec, recipe = parse_precision_text(rec.precision)
-    except PlannerError as e:
-        raise PlannerError(f"record {rec.id!r}: field `precision`: {e.message}", e.hint) from None
-    if prec is None:
-        assumed.add("precision", "bf16", "not published; fp16 and bf16 share the dense tensor-core peak on A100/H100")
+    """(precision, recipe) of a record (rule 7): its text's leading term (precisions.py
+    PRECISION_TERMS), the record's own fp8_recipe first; Unmapped for text with no term."""
+    term = _term(rec, "precision", PRECISION_TERMS)
+    if term is None:
+        why = "not published" if rec.precision is None else f"{rec.precision!r}"
+        assumed.add("precision", "bf16", f"{why}: {SAME_PEAK}")
         return "bf16", None
-    t = rec.precision.strip().lower()
-    if prec == "bf16" and not t.startswith("bf16"):
-        assumed.add("precision", "bf16", f"{rec.precision}: fp16 and bf16 share the dense tensor-core peak on A100/H100")
-    return prec, rec.fp8_recipe or recipe
+    precision, recipe, why = PRECISION_TERMS[term]
+    if why is not None:
+        assumed.add("precision", precision, f"{rec.precision}: {why}")
+    return precision, rec.fp8_recipe or recipe
 
 
 def _source_year(rec: RunRecord) -> Optional[int]:
@@ -564,6 +632,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
     if vpp is None:
         vpp = 1
         assumed.add("vpp", 1, "not published; plain 1F1B")
+    split = _megatron_split(rec, vpp, stack_name, assumed)
     sp = rec.sequence_parallel
     if sp is None:
         sp = rec.tp > 1
@@ -618,13 +687,37 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         ep=rec.ep or 1,
         etp=rec.etp,
         ep_comm_overlap=rec.ep_comm_overlap,
-        account_for_embedding_in_pipeline_split=bool(rec.account_for_embedding_in_pipeline_split),
-        account_for_loss_in_pipeline_split=bool(rec.account_for_loss_in_pipeline_split),
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         moe_route_nodes=rec.moe_route_nodes,
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
+        # the record's stated split, else the one a legal Megatron layout needs (rule 7b)
+        **({"account_for_embedding_in_pipeline_split": bool(rec.account_for_embedding_in_pipeline_split),
+            "account_for_loss_in_pipeline_split": bool(rec.account_for_loss_in_pipeline_split)}
+           if rec.account_for_embedding_in_pipeline_split is not None or rec.account_for_loss_in_pipeline_split is not None
+           else split),
     )
+
+
+def _megatron_split(rec: RunRecord, vpp: int, stack_name: str, assumed: _Assumed) -> dict:
+    """Megatron-Core refuses layers that do not divide into pp x vpp model chunks unless the
+    embedding and/or the loss count as layers of the split (--account-for-embedding-in-
+    pipeline-split / --account-for-loss-in-pipeline-split: (layers + counted ends) % (pp x vpp)
+    == 0, transformer_config.py @d98e8a64 __post_init__; plan.SPLIT_UNITS). A megatron record
+    whose layers need them for a legal layout gets the first of (both, embedding, loss) that
+    makes one, listed as assumed; else none (the planner's uneven split, with its warning)."""
+    chunks, L = (rec.pp or 1) * vpp, rec.num_layers
+    if stack_name != "megatron" or (rec.pp or 1) < 2 or L % chunks == 0:
+        return {}
+    for e, l_ in ((1, 1), (1, 0), (0, 1)):
+        if (L + e + l_) % chunks == 0:
+            ends = " and ".join(n for n, on in (("embedding", e), ("loss", l_)) if on)
+            assumed.add(" and ".join(f"account_for_{n}_in_pipeline_split" for n, on in (("embedding", e), ("loss", l_)) if on),
+                        True, f"{L} layers do not divide into pp {rec.pp} x vpp {vpp} = {chunks} chunks; Megatron-Core needs "
+                        f"the {ends} counted as layers of the split for a legal layout ({L + e + l_} = {(L + e + l_) // chunks} "
+                        "x chunks)")
+            return {"account_for_embedding_in_pipeline_split": bool(e), "account_for_loss_in_pipeline_split": bool(l_)}
+    return {}
 
 
 def _stack(rec: RunRecord, assumed: _Assumed):
@@ -695,6 +788,8 @@ def predict(settings, plan) -> dict:
         "tokens_per_s_per_gpu": thr.get("tokens_per_s_per_gpu"),
         "step_s": tim.get("step_s"),
         "mfu": thr.get("mfu"),
+        "hfu": thr.get("hfu"),
+        "capacity_bytes": res["memory"].get("capacity_bytes"),
         "memory_bytes": res["memory"]["total_bytes"],
         "reported_memory_bytes": res["memory"].get("reported_bytes", res["memory"]["total_bytes"]),
         "allocated_bytes": res["memory"]["allocated_bytes"],
@@ -805,12 +900,23 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
 
 
 def evaluate_record(rec: RunRecord, tmpdir: Path, base_dir: Path, path_label: str = "runs file",
-                    calibration: Optional[str] = None) -> Row:
-    """One row: predicted vs published, or skipped with the reason."""
+                    calibration: Optional[str] = None, lenient: bool = False) -> Row:
+    """One row: predicted vs published, or skipped with the reason. A free-text field the
+    vocabulary cannot read (Unmapped) is an error naming the record and field; `lenient`
+    skips the record with that reason instead."""
     row = new_row(rec)
     try:
         settings, plan = prepare_record(rec, row, tmpdir, base_dir, path_label, calibration)
         pred = predict(settings, plan)
+        _check_possible(rec, settings, pred, row.published_tokens_per_s_per_gpu)
+    except (Unmapped, Impossible) as u:
+        if not lenient:
+            hint = ("start the value with one of these terms (the rest is a comment)" if isinstance(u, Unmapped) else
+                    "check the figure's units, the model, the GPU count and `hardware:`")
+            raise PlannerError(f"{path_label}: record {rec.id!r}: {u}", hint + ", or pass --lenient to skip such "
+                               "records") from None
+        row.skipped = str(u)
+        return row
     except Skip as s:
         row.skipped = str(s)
         return row
@@ -868,21 +974,31 @@ def summarize(rows: list[Row]) -> dict:
 
 
 def validate_runs(records: list[RunRecord], base_dir: Path = Path("."), path_label: str = "runs file",
-                  calibration: Optional[str] = None) -> list[Row]:
+                  calibration: Optional[str] = None, lenient: bool = False) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="planner-validate-") as d:
-        return [evaluate_record(r, Path(d), base_dir, path_label, calibration) for r in records]
+        return [evaluate_record(r, Path(d), base_dir, path_label, calibration, lenient) for r in records]
 
 
-def report(path: Path, groups=None, ids=None, complete: bool = False, calibration: Optional[str] = None) -> dict:
+def report(path: Path, groups=None, ids=None, complete: bool = False, calibration: Optional[str] = None,
+           lenient: bool = False) -> dict:
     """The `validate` result: {"runs": [row dicts], "summary": {...}}. A calibration profile
-    (planner calibrate) replaces the default figures it covers in every prediction."""
+    (planner calibrate) replaces the default figures it covers in every prediction. A record
+    that lacks a required field is a skipped row with the reason (`lenient`: any record the
+    schema refuses), not the end of the file."""
     path = Path(path)
     if calibration is not None:
         from .profile import load_profile
 
         load_profile(calibration)  # a bad profile is bad input, once
-    records = select(load_runs(path), groups, ids, complete)
-    rows = validate_runs(records, path.resolve().parent, str(path), calibration)
+    incomplete: list[dict] = []
+    loaded = load_runs(path, incomplete=incomplete, lenient=lenient)
+    if not loaded and incomplete:
+        raise PlannerError(f"{path}: no record can be read ({incomplete[0]['where']}: {incomplete[0]['reason']})",
+                           "give each record the fields of tests/data/published_runs.yaml")
+    records = select(loaded, groups, ids, complete) if loaded else []
+    pre = [Row(id=str(x["id"]), source_group=x["group"], skipped=x["reason"]) for x in incomplete
+           if not complete and (not groups or x["group"] in groups) and (not ids or str(x["id"]) in ids)]
+    rows = pre + validate_runs(records, path.resolve().parent, str(path), calibration, lenient)
     out = {"runs": [r.as_dict() for r in rows], "summary": summarize(rows)}
     if calibration is not None:
         out["calibration"] = calibration

@@ -59,10 +59,14 @@ def test_hf_config_json(cli, tmp_path):
     d = tmp_path / "my-model"
     d.mkdir()
     (d / "config.json").write_text(json.dumps(cfg))
-    a = json.loads(cli("explain", "--model", str(d), "--gpus", "8", "--format", "json").stdout)
+    # the catalog model trains 8,192-token sequences; a config.json's max_position_embeddings is not
+    # its training length (plan.HF_DEFAULT_SEQ, 4,096 without --seq-len: issue 24), so give it
+    a = json.loads(cli("explain", "--model", str(d), "--gpus", "8", "--seq-len", "8192", "--format", "json").stdout)
     b = json.loads(cli("explain", "--model", "llama3-8b", "--gpus", "8", "--format", "json").stdout)
     assert a["params"] == b["params"] and a["params"]["total"] == 8_030_261_248  # Llama 3 8B: 8.03e9
     assert a["memory"]["total_bytes"] == b["memory"]["total_bytes"]
+    c = json.loads(cli("explain", "--model", str(d), "--gpus", "8", "--format", "json").stdout)
+    assert c["plan"]["seq_len"] == 4096 and any(x.startswith("seq_len=4,096") for x in c["assumed"])
 
 
 

@@ -165,7 +165,7 @@ def test_defer_embedding_wgrad_read_and_exported(tmp_path):
         job = load_trainer_config(p, gpus=4).job
         assert job["defer_embedding_wgrad"] == want
     for extra, msg in (("--wgrad-deferral-limit 2", "without --defer-embedding-wgrad-compute"),
-                       ("--defer-embedding-wgrad-compute --wgrad-deferral-limit -1", "negative"),
+                       ("--defer-embedding-wgrad-compute --wgrad-deferral-limit -1", "from 0 to"),
                        ("--defer-embedding-wgrad-compute --no-gradient-accumulation-fusion", "no-gradient-accumulation-fusion")):
         p = tmp_path / "b.args"
         p.write_text(base + extra)

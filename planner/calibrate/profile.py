@@ -241,7 +241,7 @@ def with_run_section(path: str | Path, run: RunCalibration, created: Optional[da
     `created`; a `hardware` it names must be the runs' (one profile describes one kind of GPU).
     A file at `path` that is not a valid profile is an error (it is not overwritten)."""
     p = Path(path)
-    if not p.exists():
+    if not files.exists(p):
         return CalibrationProfile(planner_version=__version__, created=created or datetime.now(timezone.utc).replace(microsecond=0),
                                   hardware=run.hardware, run=run)
     try:

@@ -94,6 +94,7 @@ import numpy as np
 
 from ..catalog import read_yaml, validate
 from .. import files
+from ..files import check_name as _check_name, is_file as _is_file, read_bytes as _read_bytes
 from ..errors import PlannerError
 from ..explain import evaluate
 from ..plan import PlanArrays, Settings, resolve
@@ -205,6 +206,10 @@ def record_run(rec, tmpdir: Path, base_dir: Path, label: str, calibration: Optio
         run.tokens_per_s_per_gpu = tok
         run.step_s = float(plan.gbs) * float(plan.seq) / (tok * settings.gpus)
     if rec.memory_per_gpu_gib is not None:
+        hbm = settings.hardware.hbm_bytes / GiB
+        if not rec.memory_per_gpu_gib <= hbm:  # 1e300 GiB would overflow to inf bytes: named as given
+            raise PlannerError(f"{where}: field `memory_per_gpu_gib`: {rec.memory_per_gpu_gib:g} GiB is not possible on "
+                               f"{settings.hardware.name} ({hbm:.4g} GiB of HBM)", "give the figure as measured (GiB per GPU)")
         b = rec.memory_per_gpu_gib * GiB
         if settings.stack.memory.reports == "max_allocated":
             run.allocated_bytes = b
@@ -213,7 +218,34 @@ def record_run(rec, tmpdir: Path, base_dir: Path, label: str, calibration: Optio
     if not run.measured():
         raise PlannerError(f"{where}: publishes no tokens/s, iteration time or memory to calibrate on",
                            "give tokens_per_sec_per_gpu, iteration_time_s or memory_per_gpu_gib")
+    _physical(run, where, {"step": "tokens_per_sec_per_gpu", "memory": "memory_per_gpu_gib"})
     return run
+
+
+def _physical(run: MeasuredRun, where: str, fields: dict) -> None:
+    """A measurement the hardware cannot produce is an error naming it, not a point to fit
+    (a tps of 1e308, a memory of 1e300 GiB or 0 sent the fit's start outside its bounds): a
+    step time at which the GPUs would execute more FLOPs than their peak (HFU above 1,
+    step.throughput: the FLOPs the kernels run, causal attention and recompute counted, over
+    the datasheet peak of the plan's precision), and a peak memory that is not positive or
+    exceeds the GPU's HBM (hardware_db hbm_GB)."""
+    from ..step import throughput
+
+    hw = run.settings.hardware
+    if run.step_s is not None:
+        if not math.isfinite(run.step_s) or run.step_s < 0:
+            raise PlannerError(f"{where}: field `{fields['step']}`: a step time of {run.step_s:g} s is not a measurement",
+                               "give the figure as measured")
+        hfu = math.inf if run.step_s == 0 else float(np.nanmax(np.atleast_1d(throughput(run.settings, run.plan, run.step_s)["hfu"])))
+        if hfu > 1.0:
+            tok = run.tokens_per_s_per_gpu
+            raise PlannerError(f"{where}: field `{fields['step']}`: {tok:.6g} tokens/s per GPU (a {run.step_s:.3g} s step) "
+                               f"would run the GPUs at {hfu:.3g}x {hw.name}'s peak FLOP rate (HFU {hfu:.0%})",
+                               "the figure is not a measurement of this job: check its units, the model and the GPU count")
+    for name, b in (("peak reserved", run.reserved_bytes), ("peak allocated", run.allocated_bytes)):
+        if b is not None and not (math.isfinite(b) and 0 < b <= hw.hbm_bytes):
+            raise PlannerError(f"{where}: field `{fields['memory']}`: a {name} memory of {b / GiB:.4g} GiB is not possible on "
+                               f"{hw.name} ({hw.hbm_bytes / GiB:.4g} GiB of HBM)", "give the figure as measured (GiB per GPU)")
 
 
 # ------------------------------------------------------------------------ log parsing
@@ -237,12 +269,34 @@ class LogFacts:
     extra: dict = field(default_factory=dict)  # cross-checks: tflops, mfu medians
 
 
+def _short(text: str) -> str:
+    r = repr(text)
+    return r if len(r) <= 40 else f"a {len(text)}-character value"
+
+
 def _num(text: str, path: Path, lineno: int, fieldname: str) -> float:
+    """A finite number ('1e999' reads as inf, 'nan' as nan: neither is a measurement)."""
     try:
-        return float(text.replace(",", ""))
+        x = float(text.replace(",", ""))
     except ValueError:
-        raise PlannerError(f"{path}:{lineno}: field `{fieldname}`: {text!r} is not a number",
+        raise PlannerError(f"{path}:{lineno}: field `{fieldname}`: {_short(text)} is not a number",
                            "a metrics line cut off or edited? give the log as the trainer wrote it") from None
+    if not math.isfinite(x):
+        raise PlannerError(f"{path}:{lineno}: field `{fieldname}`: {_short(text)} is not a finite number",
+                           "give the log as the trainer wrote it")
+    return x
+
+
+def _count(text: str, path: Path, lineno: int, fieldname: str, minimum: int = 1) -> int:
+    """A count in ASCII digits from `minimum` to 2**31 - 1 (schema.MAX_COUNT): a mesh size,
+    world size, batch or step ('nan' or a 400-digit world size is an error, not a crash)."""
+    from ..schema import MAX_COUNT
+
+    t = text.strip().replace(",", "")
+    if not re.fullmatch(r"[0-9]{1,10}", t) or not minimum <= int(t) <= MAX_COUNT:
+        raise PlannerError(f"{path}:{lineno}: field `{fieldname}`: {_short(text.strip())} is not a count from {minimum} "
+                           f"to {MAX_COUNT}", "give the log as the trainer wrote it")
+    return int(t)
 
 
 def _field(line: str, key: str, path: Path, lineno: int, pattern: str = _NUM) -> str:
@@ -279,20 +333,20 @@ def parse_log(path: Path) -> LogFacts:
             m = re.search(r"Building (\d+)-D device mesh with \[([^\]]*)\], \[([^\]]*)\]", line)
             if m:
                 names = [n.strip().strip("'\"") for n in m.group(2).split(",") if n.strip()]
-                dims = [int(_num(d, path, i, "dims")) for d in m.group(3).split(",") if d.strip()]
+                dims = [_count(d, path, i, "device mesh") for d in m.group(3).split(",") if d.strip()]
                 if len(names) != len(dims) or len(dims) != int(m.group(1)):
                     raise PlannerError(f"{path}:{i}: field `device mesh`: {len(names)} names, {len(dims)} dims for a "
                                        f"{m.group(1)}-D mesh", "give the log as torchtitan wrote it")
-                facts.world = (i, int(np.prod(dims)) if dims else 1, dict(zip(names, dims)))
+                facts.world = (i, _count(str(math.prod(dims)), path, i, "device mesh (product)"), dict(zip(names, dims)))
                 continue
             m = re.search(r"global batch size (\d+), sequence length (\d+)", line)
             if m:
-                facts.batch = (i, int(m.group(1)), int(m.group(2)))
+                facts.batch = (i, _count(m.group(1), path, i, "global batch size"), _count(m.group(2), path, i, "sequence length"))
                 continue
             if re.search(r"(?<!validate )\bstep:\s*\d+", line) and not re.search(r"validate step:", line):
                 if not re.search(r"\b[tw]ps:|loss:", line):
                     continue
-                step = int(_num(_field(line, "step:", path, i, r"\d+"), path, i, "step"))
+                step = _count(_field(line, "step:", path, i, r"\d+"), path, i, "step", minimum=0)
                 _field(line, "loss:", path, i, r"\S+")
                 mem = _num(_field(line, "memory:", path, i, _NUM + r"(?=GiB)"), path, i, "memory")
                 key = "wps:" if re.search(r"\bwps:", line) else "tps:"  # wps: the 2024 name [1b]
@@ -301,50 +355,77 @@ def parse_log(path: Path) -> LogFacts:
                 m_m = re.search(r"\bmfu:\s*(" + _NUM + r")%", line)
                 if tps <= 0:
                     raise PlannerError(f"{path}:{i}: field `tps`: {tps:g} is not a positive throughput", "give the log as torchtitan wrote it")
+                if mem <= 0:
+                    raise PlannerError(f"{path}:{i}: field `memory`: {mem:g} GiB is not a peak reserved memory (a run "
+                                       "holds its weights)", "give the log as torchtitan wrote it")
+                if m_m is None:  # both layouts ([1], [1b]) end the line with `mfu: X%`: a line without it is cut off
+                    raise PlannerError(f"{path}:{i}: field `mfu` missing: the metrics line is cut off (torchtitan ends "
+                                       "every metrics line with `mfu: X%`)", "give the log as torchtitan wrote it (a "
+                                       "truncated last line: leave it out)")
                 facts.lines.append((i, step, tps))
                 facts.memory.append((i, mem))
                 if m_t:
-                    tflops.append(float(m_t.group(1).replace(",", "")))
-                if m_m:
-                    mfu.append(float(m_m.group(1)))
+                    tflops.append(_num(m_t.group(1), path, i, "tflops"))
+                mfu.append(_num(m_m.group(1), path, i, "mfu"))
         else:
             if "using world size:" in line:
-                ws = int(_num(_field(line, "using world size:", path, i, r"\d+"), path, i, "world size"))
+                ws = _count(_field(line, "using world size:", path, i, r"\d+"), path, i, "world size")
                 sizes = {}
                 for key, name in (("data-parallel size:", "dp"), ("tensor-model-parallel size:", "tp"),
                                   ("pipeline-model-parallel size:", "pp"), ("context-parallel size:", "cp")):
                     m = re.search(re.escape(key) + r"\s*(\d+)", line)
                     if m:
-                        sizes[name] = int(m.group(1))
+                        sizes[name] = _count(m.group(1), path, i, key.rstrip(":"))
                 facts.world = (i, ws, sizes)
                 continue
             if "memory (MB)" in line and "max reserved" in line:
                 vals = {}
                 for key in ("allocated", "max allocated", "reserved", "max reserved"):
                     vals[key] = _num(_field(line, f"| {key}:", path, i), path, i, key)
+                for key in ("max allocated", "max reserved"):
+                    if vals[key] <= 0:
+                        raise PlannerError(f"{path}:{i}: field `{key}`: {vals[key]:g} MB is not a peak memory (a run holds "
+                                           "its weights)", "give the log as Megatron-LM wrote it")
                 facts.mem_ranks.append((i, vals))
                 continue
             if "elapsed time per iteration (ms)" in line:
-                it = int(_num(_field(line, "iteration", path, i, r"\d+"), path, i, "iteration"))
-                ms = _num(_field(line, "elapsed time per iteration (ms):", path, i), path, i,
+                it = _count(_field(line, "iteration", path, i, r"\d+"), path, i, "iteration", minimum=0)
+                # training_log writes " elapsed time per iteration (ms): {:.1f} |" [3]: a value without its
+                # closing bar is a line cut off mid-number
+                ms = _num(_field(line, "elapsed time per iteration (ms):", path, i, _NUM + r"(?=\s*\|)"), path, i,
                           "elapsed time per iteration (ms)")
                 if ms <= 0:
                     raise PlannerError(f"{path}:{i}: field `elapsed time per iteration (ms)`: {ms:g} is not positive",
                                        "give the log as Megatron-LM wrote it")
                 m_t = re.search(r"throughput per GPU \(TFLOP/s/GPU\):\s*(" + _NUM + ")", line)
                 if m_t:
-                    tflops.append(float(m_t.group(1)))
+                    tflops.append(_num(m_t.group(1), path, i, "throughput per GPU (TFLOP/s/GPU)"))
                 m_b = re.search(r"global batch size:\s*(\d+)", line)
                 if m_b:
-                    facts.batch_lines.append((i, int(m_b.group(1))))
+                    facts.batch_lines.append((i, _count(m_b.group(1), path, i, "global batch size")))
                 facts.lines.append((i, it, ms))
     if not facts.lines:
         raise PlannerError(f"{path}: no complete metrics lines", "give the trainer's stdout log")
+    _cut_off_last_line(facts, text)
     if tflops:
         facts.extra["tflops_per_gpu_logged"] = float(np.median(tflops))
     if mfu:
         facts.extra["mfu_logged"] = float(np.median(mfu)) / 100.0
     return facts
+
+
+def _cut_off_last_line(facts: LogFacts, text: str) -> None:
+    """A log that ends without a newline was cut off while a line was being written: if that
+    line is one the fit reads (a metrics, memory or world-size line), its last number may be
+    cut short (`tps: 6` of `tps: 6,512`): an error naming it, as the README says."""
+    if not text or text.endswith("\n"):
+        return
+    last = len(text.splitlines())
+    read = {ln for ln, _, _ in facts.lines} | {ln for ln, _ in facts.mem_ranks} | {ln for ln, _ in facts.batch_lines}
+    read |= {x[0] for x in (facts.world, facts.batch) if x is not None}
+    if last in read:
+        raise PlannerError(f"{facts.path}:{last}: the log ends mid-line (no newline after its last line): the line may "
+                           "be cut off mid-number", "give the whole log, or leave the unfinished last line out")
 
 
 def steady(values: Sequence[float], warmup: int) -> tuple[float, float, tuple[float, float], int]:
@@ -419,6 +500,9 @@ def log_run(path: Path, job: Job, job_label: str, *, warmup: int = WARMUP_LINES)
             run.memory_source = f"{path}:" + ",".join(str(ln) for ln, _ in facts.mem_ranks)
     for k, v in facts.extra.items():
         run.notes.append(f"{k} {v:.4g} (the trainer's own FLOP convention; not fitted)")
+    step_field = "tps" if facts.fmt == "torchtitan" else "elapsed time per iteration (ms)"
+    mem_field = "memory" if facts.fmt == "torchtitan" else "max allocated / max reserved"
+    _physical(run, label, {"step": step_field, "memory": mem_field})
     return run
 
 
@@ -723,7 +807,9 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
     takes the job it ran from `jobs` (planner job files) or `configs` (trainer configs read
     by planner/trainers: torchtitan TOML, Megatron-LM launch script / arguments), paired in
     order, one serving every log."""
-    calibration = str(output) if output is not None and Path(output).is_file() else None
+    if output is not None:
+        _check_name(output)  # before the fit, not after it
+    calibration = str(output) if output is not None and _is_file(output) else None
     if calibration is not None:
         from ..profile import load_profile
 
@@ -735,7 +821,8 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
     logs = []
     for p in inputs:
         p = Path(p)
-        if not p.is_file():
+        if not _is_file(p):
+            _read_bytes(p, "give run-record YAML files and training logs")  # names a folder, a name too long
             raise PlannerError(f"{p}: no such file", "give run-record YAML files and training logs")
         if is_runs_file(p):
             runs.extend(record_runs(p, calibration))
@@ -755,7 +842,8 @@ def calibrate_inputs(inputs: list[Path], jobs: list[Path], *, output: Optional[P
         raise PlannerError(f"{len(given)} {opt} files for {len(logs)} log(s)", f"give one {opt} per log, or one for all")
     for n, log in enumerate(logs):
         jp = Path(given[0] if len(given) == 1 else given[n])
-        if not jp.is_file():
+        if not _is_file(jp):
+            _read_bytes(jp, "give the job file or trainer config the log ran")
             raise PlannerError(f"{jp}: no such file", "give the job file or trainer config the log ran")
         notes: list[str] = []
         if configs:

@@ -60,6 +60,26 @@ def nccl(
 
 
 # --- gemm ---------------------------------------------------------------------------
+def _check_peaks(cal, hw, from_files) -> None:
+    """Rows above the dense peak are refused here, not first by `explain --calibration`
+    (issue 24): against --hardware's peak; without --hardware, against the fastest GPU of the
+    catalog (a rate above every catalog GPU's peak is no GPU's the planner can price)."""
+    from ..catalog import list_hardware, load_hardware
+    from ..plan import check_gemm_peaks
+
+    where = ", ".join(map(str, from_files)) if from_files else "the timed GEMMs"
+    hint = "a measured rate cannot exceed the dense peak: check for a sparsity figure, the units (TFLOP/s), the dtype"
+    if hw is not None:
+        check_gemm_peaks(cal.rows, hw, where, hint + ", or --hardware")
+        return
+    catalog = [load_hardware(n) for n in list_hardware()]
+    for field in ("bf16_TFLOPS", "fp8_TFLOPS"):
+        fastest = max((h for h in catalog if getattr(h, field) is not None), key=lambda h: getattr(h, field), default=None)
+        if fastest is not None:
+            rows = [r for r in cal.rows if r.dtype in ({"fp8"} if field == "fp8_TFLOPS" else {"bf16", "fp16"})]
+            check_gemm_peaks(rows, fastest, where + " (no --hardware: the fastest catalog GPU's peak)", hint)
+
+
 def _int_list(text: str, what: str) -> list[int]:
     try:
         vals = [int(v) for v in str(text).replace(" ", "").split(",") if v]
@@ -148,6 +168,7 @@ def gemm(
             warn(f"not timed: {s}")
         seq_used = sorted({m.max_seq_len if s is None else s for m in models for s in seqs})
         cal = g.calibration_from_run(res, hw, [m.name for m in models], tps, seq_used, mbs, warmup, repeats, notes)
+    _check_peaks(cal, hw, from_files)
     prof = with_gemm_section(output, cal, hardware=hw.name if hw is not None else None)
     write_profile(prof, output, warn=warn, section="gemm")
     print_gemm_report(prof, cal, hw, output, from_files)

@@ -55,6 +55,7 @@ def register(app: typer.Typer) -> None:
         overrides = job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES})
         results: list[dict] = []
         codes: list[int] = []
+        internal: list[BaseException] = []  # a planner bug on one file: the others' verdicts still print
         for path in job_files:
             try:
                 trainer, _ = sniff_format(path, config_format)
@@ -70,6 +71,12 @@ def register(app: typer.Typer) -> None:
                 results.append({"file": str(path), "verdict": "error", "error": e.message, "hint": e.hint})
                 codes.append(2)
                 continue
+            except Exception as e:  # not bad input but a bug: reported after the other files' verdicts
+                internal.append(e)
+                results.append({"file": str(path), "verdict": "error", "error": f"internal error: {type(e).__name__}: "
+                                f"{str(e)[:200]}", "hint": "a planner bug: please report it with this file"})
+                codes.append(2)
+                continue
             for w in res["warnings"]:
                 warn(f"{path}: {w}")
             results.append({"file": str(path), **res})
@@ -77,6 +84,8 @@ def register(app: typer.Typer) -> None:
             if fmt == Format.table:
                 print_job(str(path), res)
         emit_check(results, fmt)
+        if internal:
+            raise internal[0]
         code = worst_exit(codes)
         if code:
             raise typer.Exit(code)

@@ -59,6 +59,11 @@ def register(app: typer.Typer) -> None:
             from ..errors import PlannerError
 
             raise PlannerError(f"--ranks must be at least 1, got {ranks}", "give the number of ranks in the group, e.g. --ranks 8")
+        from ..space import check_count
+
+        # counts, as everywhere else: up to 2**31 - 1 (planner/schema.py MAX_COUNT)
+        for option, v in (("--ranks", ranks), ("--stride", stride), ("--job-gpus", job_gpus)):
+            check_count((v,), option)
         needs_hw = hardware is not None or bandwidth is None or latency is None or algo_c in comm.NEEDS_PLACEMENT
         params = None
         if needs_hw:

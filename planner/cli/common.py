@@ -7,6 +7,7 @@ A command body only parses, calls the library and hands results to planner/rende
 
 from __future__ import annotations
 
+import errno
 import functools
 import inspect
 import math
@@ -45,6 +46,13 @@ def cli_errors(fn):
         except PlannerError as e:
             report_error(e)
             raise typer.Exit(e.exit_code)
+        except OSError as e:  # a name over 255 bytes, to read or to write (-o): named, no traceback (issue 24)
+            if e.errno != errno.ENAMETOOLONG:
+                raise
+            from ..files import name_too_long
+
+            report_error(name_too_long(e.filename or ""))
+            raise typer.Exit(2)
 
     return wrapper
 
@@ -58,12 +66,20 @@ def _option_names(fn) -> dict:
     return out
 
 
+INT64_MAX = 2**63 - 1  # numpy's int64, where every count ends up
+
+
 def _finite_options(kwargs: dict, names: dict) -> None:
     """Every float a command was given is finite: click reads `inf`, `nan` and `1e400` as
-    floats, and none is a quantity (issue 12)."""
+    floats, and none is a quantity (issue 12); every integer fits in an int64 (click reads
+    any number of digits; numpy cannot hold them: issue 24)."""
     for name, v in kwargs.items():
         if isinstance(v, float) and not math.isfinite(v):
             raise PlannerError(f"{names.get(name, name)} {v}: not a finite number", "give a finite value")
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > INT64_MAX:
+            digits = len(str(abs(v)))
+            raise PlannerError(f"{names.get(name, name)}: a {digits}-digit number, beyond a 64-bit integer ({INT64_MAX})",
+                               "counts are whole numbers up to 2147483647 (2**31 - 1), e.g. 8")
 
 
 __all__ = ["Format", "FormatOption", "cli_errors", "err", "out", "report_error", "warn"]

@@ -31,6 +31,9 @@ def register(app: typer.Typer) -> None:
         calibration: Optional[Path] = typer.Option(None, "--calibration", help="calibration profile from `planner calibrate`"),
         tier: Optional[list[str]] = typer.Option(
             None, "--tier", help="Megatron CI corpus: only rows of this memory trust tier A|B|C (repeatable)"),
+        lenient: bool = typer.Option(
+            False, "--lenient", help="skip (with the reason) a record whose free text the planner cannot read, or that "
+                                     "the schema refuses, instead of stopping with an error"),
         fmt: Format = FormatOption,
     ) -> None:
         """Compare predicted with published tokens/s per GPU (and memory per GPU) for each run
@@ -69,7 +72,7 @@ def register(app: typer.Typer) -> None:
             raise PlannerError("--tier applies to the Megatron CI corpus (a JSON file with `rows`)",
                                "give tests/data/megatron_ci/corpus.json, or drop --tier")
         data = report(runs, groups=group or None, ids=id_list, complete=complete,
-                      calibration=str(calibration) if calibration else None)
+                      calibration=str(calibration) if calibration else None, lenient=lenient)
         emit_validate(data, fmt, "planner validate" if shown.startswith("(") else f"planner validate {shown}")
 
 

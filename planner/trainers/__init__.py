@@ -23,11 +23,13 @@ anything.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from .. import files
 from ..errors import PlannerError
 
 FORMATS = ("torchtitan", "megatron", "deepspeed")
@@ -99,8 +101,14 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     --hardware); the file's own values win where it has them, and a disagreement is an error.
     text (with fmt): the file's text when the caller already read it (sniff_format); the file
     is read once (planner/files.py), by the format's reader when nobody has yet."""
+    from ..schema import MAX_COUNT
+
     p = Path(path)
-    if not p.is_file():
+    if gpus is not None and not 1 <= gpus <= MAX_COUNT:  # `--gpus 0` divided a DeepSpeed batch by zero (issue 24)
+        raise PlannerError(f"{p}: --gpus {gpus} is not a GPU count from 1 to {MAX_COUNT}", "e.g. --gpus 8")
+    if not files.is_file(p):
+        if files.exists(p) or len(os.fsencode(p.name)) > files.NAME_MAX:
+            files.read_bytes(p)  # a folder, a device, a name over 255 bytes: read_bytes names what it is
         raise PlannerError(f"{p}: no such file", "give a torchtitan .toml, a Megatron launch script / argument file or a DeepSpeed .json")
     if fmt is None:
         fmt, text = sniff_format(p)

@@ -42,6 +42,7 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from ..schema import MAX_COUNT
 from . import TrainerConfig, fmt_ignored, resolve_gpus
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
@@ -57,11 +58,28 @@ NO_COST = {"gradient_clipping": "a norm over the gradients once a step", "optimi
 ZERO_MODES = {0: "zero0", 1: "zero1", 2: "zero2", 3: "zero3"}
 
 
+def _short(v) -> str:
+    r = repr(v) if not isinstance(v, int) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _num(where, key, v) -> Optional[int]:
     if v is None or v == "auto":
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise PlannerError(f"{where}{key} = {v!r} is not a positive whole number", f"set {key} to an integer or \"auto\"")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT:
+        raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number from 1 to {MAX_COUNT}",
+                           f"set {key} to an integer or \"auto\"")
+    return v
+
+
+def _bool(where, key, v, default: bool) -> Optional[bool]:
+    """A JSON boolean; "auto" (the Hugging Face template's placeholder [2], filled from the
+    TrainingArguments at launch) and absence read as None (unset); anything else an error
+    (a string "false" is not read as true)."""
+    if v is None or v == "auto":
+        return None
+    if not isinstance(v, bool):
+        raise PlannerError(f"{where}{key} = {_short(v)} is not true, false or \"auto\"", f"set {key} to true or false")
     return v
 
 
@@ -109,8 +127,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     job: dict = {"model": model, "stack": "megatron-deepspeed", "tp": 1, "pp": 1, "cp": 1}
     assumed.append("tp=pp=cp=1: a DeepSpeed JSON has no model parallelism")
     stage = zero.get("stage", 0)
-    if stage not in ZERO_STAGES:
-        raise PlannerError(f"{where}zero_optimization.stage = {stage!r}", "valid: 0, 1, 2, 3")
+    if isinstance(stage, bool) or not isinstance(stage, int) or stage not in ZERO_STAGES:
+        raise PlannerError(f"{where}zero_optimization.stage = {_short(stage)} is not a ZeRO stage", "valid: 0, 1, 2, 3")
     job["sharding"] = ZERO_STAGES[stage]
     job["sharding_mode"] = ZERO_MODES[stage]
     if "stage" not in zero:
@@ -124,9 +142,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}zero_optimization.mics_shard_size {mics} does not divide {gpus} GPUs",
                                "the shard groups tile the data-parallel ranks")
         job.update(sharding="hsdp", sharding_mode="zero3_mics", shard_group=mics)
-    job["dp_comm_overlap"] = bool(zero.get("overlap_comm", False))
-    if "overlap_comm" not in zero:
-        assumed.append("dp_comm_overlap=false: zero_optimization.overlap_comm default false")
+    overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), False)
+    job["dp_comm_overlap"] = bool(overlap)
+    if overlap is None:
+        assumed.append("dp_comm_overlap=false: zero_optimization.overlap_comm " +
+                       ("\"auto\" (filled at launch; " if "overlap_comm" in zero else "absent (") + "DeepSpeed's default false)")
     dp = resolve_gpus(where, None, "", gpus)
     job["gpus"] = dp
     tbs = _num(where, "train_batch_size", data.get("train_batch_size"))
@@ -162,13 +182,22 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                            "set train_micro_batch_size_per_gpu (or pass --micro-batch and --global-batch)")
     job["micro_batch"] = mbs
     job["global_batch"] = tbs
-    bf16 = isinstance(data.get("bf16"), dict) and data["bf16"].get("enabled") not in (False, None)
-    fp16 = isinstance(data.get("fp16"), dict) and data["fp16"].get("enabled") not in (False, None)
+    enabled = {}
+    for sec in ("bf16", "fp16"):
+        body = data.get(sec)
+        if body is not None and not isinstance(body, dict):
+            raise PlannerError(f"{where}{sec} = {_short(body)} must be an object", f"e.g. \"{sec}\": {{\"enabled\": true}}")
+        enabled[sec] = _bool(where, f"{sec}.enabled", (body or {}).get("enabled"), False)
+    bf16, fp16 = bool(enabled["bf16"]), bool(enabled["fp16"])
     if bf16 and fp16:
-        raise PlannerError(f"{where}bf16.enabled and fp16.enabled are both set", "DeepSpeed allows one")
+        raise PlannerError(f"{where}bf16.enabled and fp16.enabled are both true", "DeepSpeed allows one")
     job["precision"] = "bf16"
+    auto = [f"{sec}.enabled" for sec in ("bf16", "fp16") if isinstance(data.get(sec), dict) and data[sec].get("enabled") == "auto"]
     if fp16:
         assumed.append("precision=bf16: fp16 priced as bf16 (same 2-byte width and tensor peak)")
+    elif auto and not bf16:
+        assumed.append(f"precision=bf16: {' and '.join(auto)} \"auto\" (the Hugging Face Trainer fills them from --bf16 / "
+                       "--fp16 at launch [2]; fp16 is priced as bf16, fp32 training is not modelled)")
     elif not bf16:
         assumed.append("precision=bf16: neither bf16 nor fp16 enabled (fp32 training is not modelled)")
     job["recompute"] = "none"

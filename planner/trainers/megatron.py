@@ -108,6 +108,7 @@ References
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from pathlib import Path
@@ -115,9 +116,10 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from . import shell_arith
 from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import NOT_BUILT, layer_windows, model_spec_from_flags
+from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -256,12 +258,20 @@ def _join_continuations(text: str) -> list[tuple[int, str]]:
     return out
 
 
+# bounds on the work of expanding a script (issue 24: an array that doubles 24 times, a
+# variable that doubles itself), not bash limits: the longest launch script the tests read
+# (tests/data/trainer_configs/train_llama3_8b_h100_fp8.sh) is 5,780 bytes
+MAX_EXPANSION = 200_000  # characters of one expanded line or value
+MAX_ARRAY = 20_000  # elements of one array
+
+
 class _Shell:
     """The little of bash a launch script needs to expand its torchrun line."""
 
     _VAR = re.compile(r"\$\{(\w+)(\[@\]|\[\*\])?(?::?-([^}]*))?\}|\$(\w+)|\$\(\((.*?)\)\)")
 
-    def __init__(self):
+    def __init__(self, where: str = ""):
+        self.where = where
         self.vars: dict[str, str] = {}
         self.arrays: dict[str, list[str]] = {}
         self.raw_arrays: dict[str, list[str]] = {}  # the elements as written (for soft_launcher)
@@ -281,12 +291,15 @@ class _Shell:
 
         def sub(m):
             name, arr, default, plain, arith = m.groups()
-            if arith is not None:
+            if arith is not None:  # bash arithmetic, read by shell_arith (never Python's eval)
                 inner = self.expand(arith, soft_seen)
                 inner = re.sub(r"\b([A-Za-z_]\w*)\b", lambda mm: self.vars.get(mm.group(1), mm.group(0)), inner)
-                if re.fullmatch(r"[\d\s*+\-()]+", inner):
-                    return str(eval(inner, {"__builtins__": {}}))  # digits and + - * ( ) only
-                return m.group(0)
+                try:
+                    v = shell_arith.evaluate(inner)
+                except shell_arith.ShellArithError as e:
+                    raise PlannerError(f"{self.where}$(( {arith.strip()[:60]} )): {e}",
+                                       "bash refuses it (or wraps it around): write the number the script means") from None
+                return m.group(0) if v is None else str(v)
             name = name or plain
             if arr:
                 if name in self.arrays:
@@ -316,7 +329,11 @@ class _Shell:
             self.unknown.add(name)
             return m.group(0)
 
-        return self._VAR.sub(sub, s)
+        out = self._VAR.sub(sub, s)
+        if len(out) > MAX_EXPANSION:
+            raise PlannerError(f"{self.where}the script's variables expand to over {MAX_EXPANSION:,} characters in one "
+                               "line", "a launch script's lines are a few kB: give the arguments as written")
+        return out
 
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_]\w*)(\+?)=(.*)$")
@@ -388,7 +405,7 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
     if body and body[0].lstrip().startswith("-"):
         words = [w for ln in body for w in shlex.split(ln, comments=True)]
         return [], words, False
-    sh = _Shell()
+    sh = _Shell(where)
     depth, skipped, cmd = 0, [], None
     frames: list = []  # evaluated if-blocks: [branch active (None: unknown), some branch taken]
     evaluated: list = []
@@ -462,6 +479,9 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
                     except ValueError:
                         elems.append(ln)
                 sh.arrays[name] = (sh.arrays.get(name, []) if plus else []) + elems
+                if len(sh.arrays[name]) > MAX_ARRAY:
+                    raise PlannerError(f"{where}line {no}: the array {name} grows past {MAX_ARRAY:,} elements",
+                                       "a launch script's argument arrays hold tens of words: give them as written")
                 sh.raw_arrays[name] = (sh.raw_arrays.get(name, []) if plus else []) + raw
             else:
                 seen: set = set()
@@ -574,11 +594,7 @@ def _read_wgrad_deferral(where, flags, job) -> None:
                                "add --defer-embedding-wgrad-compute, or drop the limit (Megatron: 'invalid if "
                                "defer_embedding_wgrad_compute is False')")
         return
-    limit = _int(where, flags, "--wgrad-deferral-limit", 0)
-    if limit < 0:
-        raise PlannerError(f"{where}--wgrad-deferral-limit {limit} is negative",
-                           "give 0 (defer every micro-batch) or a positive count (Megatron: 'should be greater than or "
-                           "equal to 0')")
+    limit = _int(where, flags, "--wgrad-deferral-limit", 0)  # 0 (every micro-batch) or a count: megatron_model.ZERO_OK
     if "--no-gradient-accumulation-fusion" in flags:
         raise PlannerError(f"{where}--defer-embedding-wgrad-compute with --no-gradient-accumulation-fusion",
                            "Megatron refuses it ('Cannot defer embedding wgrad compute when gradient accumulation "
@@ -586,28 +602,28 @@ def _read_wgrad_deferral(where, flags, job) -> None:
     job["defer_embedding_wgrad"] = limit
 
 
-def _int(where, flags, name, default=None):
-    v = flags.get(name, default)
-    if v is None or isinstance(v, int):
-        return v
-    try:
-        return int(v)
-    except ValueError:
-        hint = "the script sets it from a variable the planner cannot expand; give the number" if "$" in str(v) else "give a whole number"
-        raise PlannerError(f"{where}{name} {v!r} is not a whole number", hint) from None
-
-
 def _float(where, flags, name):
     v = flags.get(name)
     if v is None:
         return None
     try:
-        return float(v)
-    except ValueError:
-        raise PlannerError(f"{where}{name} {v!r} is not a number", "give a number") from None
+        x = float(v)
+    except (TypeError, ValueError):
+        raise PlannerError(f"{where}{name} {_short(v)} is not a number", "give a number") from None
+    if not math.isfinite(x):
+        raise PlannerError(f"{where}{name} {_short(v)} is not a finite number", "give a finite number")
+    return x
+
+
+# torchrun's --nproc_per_node words that count the node's devices at launch (torch/distributed/run.py
+# determine_local_world_size): the GPU count then comes from --gpus
+NPROC_WORDS = ("auto", "gpu", "cpu", "xpu")
 
 
 def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
+    """torchrun's --nproc_per_node x --nnodes, or None where either is unexpanded (a `$VAR`,
+    a NPROC_WORDS word) and the count comes from --gpus; any other value must be a count
+    in ASCII digits ('²' or '0' is an error naming the option)."""
     vals = {}
     for j, w in enumerate(launch):
         for key in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
@@ -619,9 +635,14 @@ def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
     nodes = vals.get("--nnodes", "1")
     if per is None:
         return None
-    if not (str(per).isdigit() and str(nodes).isdigit()):
-        return None  # unexpanded: the count comes from --gpus
-    return int(per) * int(nodes)
+    if "$" in str(per) + str(nodes) or per in NPROC_WORDS or ":" in str(nodes):
+        return None  # unexpanded, counted at launch, or an elastic MIN:MAX node range: the count comes from --gpus
+    n = _int(where, {"torchrun --nproc_per_node": per}, "torchrun --nproc_per_node")
+    m = _int(where, {"torchrun --nnodes": nodes}, "torchrun --nnodes")
+    if n * m > MAX_COUNT:
+        raise PlannerError(f"{where}torchrun --nproc_per_node {n} x --nnodes {m} = {n * m} GPUs, beyond a count "
+                           f"({MAX_COUNT})", "give the launch's real GPU count")
+    return n * m
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
@@ -687,8 +708,19 @@ def parse_layout(text: str, pp: int, spec, where: str) -> list[int]:
     multiple of pp, the embedding first and the loss last once each, the model's layers and
     MTP layers."""
     s = text.replace(",", "")
+
+    def repeat(m):  # bounded: a layout lists each layer once, `t*99999999999` is not expanded (issue 24)
+        n = int(m.group(2)) if re.fullmatch(r"[0-9]{1,9}", m.group(2)) else MAX_EXPANSION + 1
+        if len(m.group(1)) * n > MAX_EXPANSION:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout {_short(text)}: {m.group(0)[:40]} repeats past "
+                               f"{MAX_EXPANSION:,} entries", "one entry per layer of the model, e.g. 'Et*3|t*4|t*4|t*3L'")
+        return m.group(1) * n
+
     for pat in (r"\(([^)]+)\)\*(\d+)", r"(.)\*(\d+)"):
-        s = re.sub(pat, lambda m: m.group(1) * int(m.group(2)), s)
+        s = re.sub(pat, repeat, s)
+        if len(s) > MAX_EXPANSION:
+            raise PlannerError(f"{where}--pipeline-model-parallel-layout {_short(text)} expands past {MAX_EXPANSION:,} "
+                               "entries", "one entry per layer of the model")
     stages = s.split("|")
     bad = sorted(set(s) - set("ELtm|"))
     if bad:
@@ -967,7 +999,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if not steps:
             raise PlannerError(f"{where}--step-batch-size-schedule {schedule!r} is not 'tokens:batch ...'",
                                "e.g. \"0:16 2.4B:320 12B:1536\" (quote it: one value)")
-        final = int(steps[-1][1])
+        final = _int(where, {"--step-batch-size-schedule (its last batch)": steps[-1][1]},
+                     "--step-batch-size-schedule (its last batch)")  # ASCII digits, a count
         if "global_batch" in job:
             assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule "
                            "(Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")

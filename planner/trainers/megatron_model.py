@@ -84,9 +84,11 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from typing import Optional
 
 from ..errors import PlannerError
+from ..schema import MAX_COUNT
 
 DEFAULT_VOCAB_DIVISOR = 128  # --make-vocab-size-divisible-by default [1]
 DEFAULT_TOKENIZER = "GPT2BPETokenizer"  # pretrain_gpt.py args_defaults [7]
@@ -111,15 +113,39 @@ NOT_BUILT = {
 }
 
 
+# counts a Megatron flag may set to 0 (`if args.mtp_num_layers:` / `if shared_size:` read 0 as none);
+# every other integer flag is a count from 1 (arguments.py: sizes, degrees, layers)
+ZERO_OK = frozenset({"--mtp-num-layers", "--moe-shared-expert-intermediate-size", "--wgrad-deferral-limit"})
+# totals that may pass a 32-bit count (iterations, samples): up to an int64 (numpy's)
+INT64_FLAGS = frozenset({"--train-iters", "--train-samples"})
+INT64_MAX = 2**63 - 1  # numpy's int64 (planner/cli/common.py INT64_MAX)
+
+
+def _short(v) -> str:
+    """A value as the file gave it, cut to 60 characters (a 400-digit number is not echoed)."""
+    r = repr(v)
+    if isinstance(v, str) and re.fullmatch(r"[+-]?[0-9]{41,}", v):
+        r = f"a {len(v.lstrip('+-'))}-digit number"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _int(where: str, flags: dict, name: str, default=None) -> Optional[int]:
-    v = flags.get(name, default)
-    if v is None or isinstance(v, int):
-        return v
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        hint = "the script sets it from a variable the planner cannot expand; give the number" if "$" in str(v) else "give a whole number"
-        raise PlannerError(f"{where}{name} {v!r} is not a whole number", hint) from None
+    """The flag's value as a count: ASCII digits only (a fullwidth '２' or a superscript '²' is
+    refused, not read as 2), from 1 (0 for ZERO_OK) to 2**31 - 1 (an int64 for INT64_FLAGS);
+    else PlannerError naming the flag. `default` is returned as given when the flag is absent."""
+    v = flags.get(name)
+    if v is None:
+        return default
+    text = str(v).strip()
+    lo, hi = (0 if name in ZERO_OK else 1), (INT64_MAX if name in INT64_FLAGS else MAX_COUNT)
+    if v is True or not re.fullmatch(r"[+-]?[0-9]+", text):
+        hint = ("the script sets it from a variable the planner cannot expand; give the number" if "$" in text
+                else "give a whole number in ASCII digits, e.g. 8")
+        raise PlannerError(f"{where}{name} {_short(v)} is not a whole number", hint)
+    if len(text) > 40 or not lo <= int(text) <= hi:
+        raise PlannerError(f"{where}{name} {_short(text)} is not a whole number from {lo} to {hi}",
+                           f"give {name} a count such as {max(lo, 1)}")
+    return int(text)
 
 
 def _float(where: str, flags: dict, name: str, default: float) -> float:

@@ -56,12 +56,14 @@ References
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from ..schema import MAX_COUNT
 from . import TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus
 
 # (model.name, model.flavor) -> (model_zoo entry, torchtitan's TransformerModelArgs [4])
@@ -136,10 +138,55 @@ def flavor_shape(args: dict) -> dict[str, tuple[str, object]]:
     }
 
 
-def _int(where: str, key: str, v) -> int:
+def _short(v) -> str:
+    """A value as the TOML file gave it, cut to 60 characters (a 5,000-digit number is not echoed)."""
+    r = repr(v) if not isinstance(v, int) or isinstance(v, bool) or abs(v) < 10**40 else f"a {len(str(abs(v)))}-digit number"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
+def _int(where: str, key: str, v, minimum: int = 1, allowed: tuple = ()) -> int:
+    """A whole number from `minimum` to MAX_COUNT (2**31 - 1: planner/schema.py), or one of
+    `allowed` (torchtitan's -1 = "derived"); else PlannerError naming the key."""
     if isinstance(v, bool) or not isinstance(v, int):
-        raise PlannerError(f"{where}{key} = {v!r} is not a whole number", f"set {key} to an integer")
+        raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number", f"set {key} to an integer")
+    if v in allowed:
+        return v
+    if not (minimum <= v <= MAX_COUNT):
+        also = "".join(f" or {a}" for a in allowed)
+        raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number from {minimum} to {MAX_COUNT}{also}",
+                           f"set {key} to a count such as {max(minimum, 1)}")
     return v
+
+
+# the type each modelled key must have (torchtitan/config/job_config.py @e347b1e5e: str fields;
+# converters and compile.components are list[str], a comma-separated string accepted too)
+STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_parallel_schedule"),
+            ("activation_checkpoint", "mode"), ("training", "dtype"), ("training", "mixed_precision_param"),
+            ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward")}
+STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
+BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel")}
+
+
+def _check_types(where: str, data: dict) -> None:
+    """Every modelled section is a table and every modelled string / list / boolean key has
+    its type, so that a `training = 5` or `flavor = ["8B"]` is an error naming it, not a crash."""
+    for section in list(MODELLED) + ["quantize"]:
+        if section in data and not isinstance(data[section], dict):
+            raise PlannerError(f"{where}{section} = {_short(data[section])}: [{section}] must be a table (a [section] "
+                               "of key = value lines)", f"write [{section}] as a section header with its keys below it")
+    for (section, key) in sorted(STR_KEYS | STR_LIST_KEYS | BOOL_KEYS):
+        body = data.get(section, {})
+        if key not in body:
+            continue
+        v = body[key]
+        if (section, key) in STR_KEYS:
+            ok, want = isinstance(v, str), "a string"
+        elif (section, key) in BOOL_KEYS:
+            ok, want = isinstance(v, bool), "true or false"
+        else:
+            ok, want = isinstance(v, str) or (isinstance(v, list) and all(isinstance(c, str) for c in v)), "a list of strings"
+        if not ok:
+            raise PlannerError(f"{where}[{section}] {key} = {_short(v)} is not {want}", f"torchtitan's {key} is {want}")
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
@@ -148,10 +195,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     where = f"{path}: "
     try:
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
-    except tomllib.TOMLDecodeError as e:
-        raise PlannerError(f"{where}invalid TOML: {e}", "check the [section] headers and key = value lines") from None
+    except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:  # ValueError: an integer of over 4,300 digits
+        raise PlannerError(f"{where}invalid TOML: {str(e)[:200]}", "check the [section] headers and key = value lines") from None
     ignored: list[str] = []
     assumed: list[str] = []
+    quant = data.get("quantize", {})
+    if isinstance(quant, dict) and "linear" in quant and not isinstance(quant["linear"], dict):
+        raise PlannerError(f"{where}quantize.linear = {_short(quant['linear'])} must be a table", "write [quantize.linear.float8]")
+    _check_types(where, data)
+    if isinstance(quant, dict) and isinstance(quant.get("linear"), dict) and "float8" in quant["linear"]:
+        _check_types(where, {"float8": quant["linear"]["float8"]})
     # the later layout's [quantize.linear.float8] reads as [float8]
     for conv in ("float8", "mx"):  # [quantize.linear.mx] reads as [mx] the same way
         quant = data.get("quantize", {})
@@ -198,11 +251,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
 
     # ---- parallel degrees
     def deg(key: str, default: int) -> int:
-        v = _int(where, f"[parallelism] {key}", par.get(key, default))
-        if v < 1 and not (key == "data_parallel_shard_degree" and v == -1):
-            raise PlannerError(f"{where}[parallelism] {key} = {v} must be >= 1" + (" or -1" if key == "data_parallel_shard_degree" else ""),
-                               "1 means disabled")
-        return v
+        return _int(where, f"[parallelism] {key}", par.get(key, default),
+                    allowed=(-1,) if key == "data_parallel_shard_degree" else ())
 
     tp, pp, cp = deg("tensor_parallel_degree", 1), deg("pipeline_parallel_degree", 1), deg("context_parallel_degree", 1)
     rep, shard = deg("data_parallel_replicate_degree", 1), deg("data_parallel_shard_degree", -1)
@@ -256,8 +306,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         L = load_model(job["model"]).num_layers
         # end-stage weights (job_config.py @e347b1e5e: default 1 each): the embedding / output counted as a
         # layer of the split (planner account_for_*; weights above 1 are not modelled)
-        wf = _int(where, "[parallelism] pipeline_parallel_first_stage_less_layers", par.get("pipeline_parallel_first_stage_less_layers", 1))
-        wl = _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers", par.get("pipeline_parallel_last_stage_less_layers", 1))
+        wf = _int(where, "[parallelism] pipeline_parallel_first_stage_less_layers", par.get("pipeline_parallel_first_stage_less_layers", 1), minimum=0)
+        wl = _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers", par.get("pipeline_parallel_last_stage_less_layers", 1), minimum=0)
         if wf not in (0, 1) or wl not in (0, 1):
             raise PlannerError(f"{where}[parallelism] pipeline_parallel_first/last_stage_less_layers {wf}/{wl}: weights other than "
                                "0 and 1 are not modelled", "use 0 or 1 (the embedding / output counted as a layer or not)")
@@ -293,7 +343,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         local = 8
         assumed.append("local_batch_size=8: torchtitan's default")
     gbs = tr.get("global_batch_size", -1)
-    gbs = _int(where, "[training] global_batch_size", gbs)
+    gbs = _int(where, "[training] global_batch_size", gbs, allowed=(-1,))
     if gbs == -1:
         gbs = local * dp
         assumed.append(f"global_batch={gbs}: global_batch_size -1 = local_batch_size {local} x dp {dp}")
@@ -353,12 +403,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if mode not in ("none", "selective", "full"):
         raise PlannerError(f"{where}[activation_checkpoint] mode {mode!r} is not modelled", "valid: none, selective, full")
     if mode == "selective":
-        opt = str(ac.get("selective_ac_option", "2"))
+        opt = ac.get("selective_ac_option", "2")
+        opt = str(opt) if isinstance(opt, int) and not isinstance(opt, bool) and 0 < opt <= MAX_COUNT else opt
         if "selective_ac_option" not in ac:
             assumed.append("selective_ac_option=2: torchtitan's default")
         if opt == "op":
             job["recompute"] = "selective"
-        elif opt.isdigit() and int(opt) >= 1:
+        elif isinstance(opt, str) and re.fullmatch(r"[0-9]{1,9}", opt) and int(opt) >= 1:  # ASCII digits only
             n = int(opt)
             from ..catalog import load_model
 
@@ -371,7 +422,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             assumed.append(f"recompute=full, recompute_layers={k}: selective_ac_option {n} checkpoints every {n}-th "
                            f"layer, ceil({L} layers / pp {pp} / {n})")
         else:
-            raise PlannerError(f"{where}[activation_checkpoint] selective_ac_option {opt!r} is neither 'op' nor a positive integer",
+            raise PlannerError(f"{where}[activation_checkpoint] selective_ac_option {_short(opt)} is neither 'op' nor a positive integer",
                                "torchtitan's choices: 'op' or an integer n (every n-th layer)")
     else:
         job["recompute"] = mode

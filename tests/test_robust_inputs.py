@@ -1,0 +1,556 @@
+"""Issue 24: the second audit's reproducers on the inputs added since issue 12 (trainer
+configs, MoE configs, validate's records, several files to `check`), one test each.
+
+The contract is the README's ("Robustness"): bad input exits 2 with `error: ...` naming the
+file (or option) and the field, `hint: ...`, and no traceback; nothing is guessed silently
+(what the planner infers is listed as assumed); no input makes it hang (the work is bounded).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import assert_one_error
+
+DATA = Path(__file__).parent / "data"
+TRAINERS = DATA / "trainer_configs"
+TOML = TRAINERS / "llama3_8b.toml"
+SH = TRAINERS / "train_llama3_8b.sh"
+DS = TRAINERS / "ds_config_zero2.json"
+INT64_OVER = "9223372036854775808"  # 2**63
+
+
+def _variant(tmp_path, src: Path, old: str, new: str, name: str | None = None) -> Path:
+    text = src.read_text()
+    assert old in text, old
+    p = tmp_path / (name or src.name)
+    p.write_text(text.replace(old, new), encoding="utf-8")
+    return p
+
+
+def assert_error(r, *needles):
+    """Exit 2, an `error:` line (after any note:/warning: lines a trainer config prints) that
+    names each needle, a hint, and no traceback."""
+    assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+    assert errors, r.stderr
+    for n in needles:
+        assert n in errors[0], (n, errors[0])
+    assert "hint: " in r.stderr
+
+
+# ------------------------------------------------------------ integers beyond int64
+@pytest.mark.parametrize("option", ["--ranks", "--stride", "--job-gpus"])
+def test_collective_counts_beyond_int64_exit_2(cli, option):
+    args = ["collective", "--op", "all-reduce", "--size", "8MiB", "--ranks", "8"]
+    args += [option, INT64_OVER]
+    assert_one_error(cli(*args), option, "64-bit")
+
+
+@pytest.mark.parametrize("option", ["--ranks", "--stride", "--job-gpus"])
+def test_collective_counts_are_counts(cli, option):
+    """Within int64 but beyond a count (2**31 - 1), or zero: refused like every other count."""
+    for v in ("4611686018427387904", "0"):
+        r = cli("collective", "--op", "all-reduce", "--size", "8MiB", "--ranks", "8", option, v)
+        assert_one_error(r, option)
+
+
+def test_explain_ep_beyond_int64_exits_2(cli):
+    r = cli("explain", "--model", "mixtral-8x7b", "--gpus", "24", "--ep", "99999999999999999999")
+    assert_one_error(r, "--ep", "64-bit")
+    assert_one_error(cli("explain", "--model", "mixtral-8x7b", "--gpus", "24", "--ep", "9999999999"), "ep", "2147483647")
+
+
+def test_fit_max_ep_0_exits_2_like_the_other_max_options(cli):
+    """It exited 1 ("tp*cp*pp does not divide the GPU count"), a wrong reason."""
+    for opt in ("--max-ep", "--max-tp"):
+        assert_one_error(cli("fit", "--model", "mixtral-8x7b", "--gpus", "8", opt, "0"), opt)
+    assert_one_error(cli("fit", "--model", "mixtral-8x7b", "--gpus", "8", "--max-ep", INT64_OVER), "--max-ep")
+
+
+# ------------------------------------------------------------ torchtitan TOML
+def _toml_sub(tmp_path, old, new):
+    return _variant(tmp_path, TOML, old, new)
+
+
+TOML_CASES = [  # (id, old, new, what the error names)
+    ("training-5", "[job]", "training = 5\n[job]", "[training] must be a table"),
+    ("flavor-list", 'flavor = "8B"', 'flavor = ["8B"]', "[model] flavor"),
+    ("schedule-list", "pipeline_parallel_degree = 1",
+     'pipeline_parallel_degree = 2\npipeline_parallel_schedule = ["1F1B"]', "pipeline_parallel_schedule"),
+    ("converters-5", 'flavor = "8B"', 'flavor = "8B"\nconverters = 5', "[model] converters"),
+    ("parallelism-scalar", "[job]", "parallelism = 3\n[job]", "[parallelism] must be a table"),
+    ("layers-per-stage-0", "pipeline_parallel_degree = 1",
+     "pipeline_parallel_degree = 2\npipeline_parallel_layers_per_stage = 0", "pipeline_parallel_layers_per_stage = 0"),
+    ("microbatch-0", "pipeline_parallel_degree = 1",
+     "pipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 0", "pipeline_parallel_microbatch_size = 0"),
+    ("local-batch-0", "local_batch_size = 1", "local_batch_size = 0", "local_batch_size = 0"),
+    ("global-batch-0", "local_batch_size = 1", "local_batch_size = 1\nglobal_batch_size = 0", "global_batch_size = 0"),
+    ("sac-superscript", 'selective_ac_option = "op"', 'selective_ac_option = "²"', "selective_ac_option '²'"),
+    ("sac-5000-digits", 'selective_ac_option = "op"', 'selective_ac_option = "' + "9" * 5000 + '"', "selective_ac_option"),
+    ("sac-5000-digit-int", 'selective_ac_option = "op"', "selective_ac_option = " + "9" * 5000, "invalid TOML"),
+    ("components-5", "[job]", "[compile]\nenable = true\ncomponents = 5\n[job]", "[compile] components"),
+    ("float8-scalar", "[float8]\n", "[float8_x]\n", "[float8] must be a table"),
+    ("tp-int64", "tensor_parallel_degree = 1", "tensor_parallel_degree = 9223372036854775807", "tensor_parallel_degree"),
+    ("ac-scalar", "[job]", "activation_checkpoint = 'full'\n[job]", "[activation_checkpoint] must be a table"),
+]
+
+
+@pytest.mark.parametrize("old,new,needle", [c[1:] for c in TOML_CASES], ids=[c[0] for c in TOML_CASES])
+def test_torchtitan_wrong_types_sections_and_zeros_exit_2(cli, tmp_path, old, new, needle):
+    if new == "[float8_x]\n":  # a scalar float8 next to the later layout's table
+        p = _toml_sub(tmp_path, old, new)
+        p.write_text("float8 = 3\n" + p.read_text())
+    elif new.startswith(("training = 5", "parallelism = 3", "activation_checkpoint =")):
+        section = new.split(" ")[0]
+        p = _variant(tmp_path, TOML, f"[{section}]\n", f"[{section}_x]\n")  # the key replaces the section
+        p.write_text(new.replace("[job]", "") + p.read_text())
+    else:
+        p = _toml_sub(tmp_path, old, new)
+    r = cli("check", p, "--gpus", "8")
+    assert_error(r, str(p), needle)
+    assert len(r.stderr) < 2000  # a 5,000-digit value is not echoed
+
+
+# ------------------------------------------------------------ Megatron scripts and argument files
+ARGS_70B = ("--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64 "
+            "--group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192 "
+            "--micro-batch-size 1 --global-batch-size 512 --tensor-model-parallel-size 8 --pipeline-model-parallel-size 4")
+
+SH_CASES = [  # (id, old, new, what the error names)
+    ("octal-08", "TP_SIZE=2", "TP_SIZE=$(( 08 ))", "08: value too great for base"),
+    ("fullwidth-arith", "TP_SIZE=2", "TP_SIZE=$(( ２ ))", "not bash arithmetic"),
+    ("fullwidth-value", "TP_SIZE=2", "TP_SIZE=２", "--tensor-model-parallel-size '２' is not a whole number"),
+    ("superscript-nproc", "GPUS_PER_NODE=8", "GPUS_PER_NODE=²", "torchrun --nproc_per_node '²'"),
+    ("nproc-0", "GPUS_PER_NODE=8", "GPUS_PER_NODE=0", "torchrun --nproc_per_node '0'"),
+    ("pow-9-9-9", "TP_SIZE=2", "TP_SIZE=$(( 9**9**9 ))", "beyond a 64-bit integer"),
+    ("div-0", "TP_SIZE=2", "TP_SIZE=$(( 2 / (1 - 1) ))", "division by 0"),
+    ("neg-exponent", "TP_SIZE=2", "TP_SIZE=$(( 2 ** -1 ))", "exponent less than 0"),
+    ("tp-0", "TP_SIZE=2", "TP_SIZE=0", "--tensor-model-parallel-size '0' is not a whole number from 1"),
+    ("train-iters-401-digits", "--train-iters 1000", "--train-iters 1" + "0" * 400, "--train-iters a 401-digit number"),
+]
+
+
+@pytest.mark.parametrize("old,new,needle", [c[1:] for c in SH_CASES], ids=[c[0] for c in SH_CASES])
+def test_megatron_script_bad_numbers_exit_2(cli, tmp_path, old, new, needle):
+    r = cli("check", _variant(tmp_path, SH, old, new), "--gpus", "8")
+    assert_error(r, needle)
+    assert len(r.stderr) < 4000  # a 401-digit value is not echoed
+
+
+def test_megatron_script_arithmetic_is_bash_arithmetic(tmp_path):
+    """$(( )) is read by planner/trainers/shell_arith.py, never eval: bash's precedence (unary
+    minus above **: -2**2 is 4), octal 010 = 8, hex, C division; an expression it does not read
+    (a shift) stays unexpanded, so a modelled flag set from it is an error naming the flag."""
+    from planner.errors import PlannerError
+    from planner.trainers import load_trainer_config
+    from planner.trainers.shell_arith import ShellArithError, evaluate
+
+    assert [evaluate(e) for e in ("-2**2", "2**3**2", "010", "0x10", "7/-2", "-7%3", "(1+1)*4")] == [4, 512, 8, 16, -3, -1, 8]
+    assert evaluate("1<<2") is None and evaluate("A*2") is None
+    for e in ("08", "9**9**9", "1/0", "2**-1", "２", "9223372036854775807+1", "(" * 100 + "1" + ")" * 100):
+        with pytest.raises(ShellArithError):
+            evaluate(e)
+    cfg = load_trainer_config(_variant(tmp_path, SH, "TP_SIZE=2", "TWO=1\nTP_SIZE=$(( (TWO + 1) * 4 / 3 ))"))
+    assert cfg.job["tp"] == 2
+    with pytest.raises(PlannerError, match="--tensor-model-parallel-size .* is not a whole number"):
+        load_trainer_config(_variant(tmp_path, SH, "TP_SIZE=2", "TP_SIZE=$(( 1 << 1 ))", "shift.sh"))
+
+
+@pytest.mark.parametrize("kind", ["array", "array-append", "string"])
+def test_megatron_script_doubling_24_levels_is_bounded(cli, tmp_path, kind):
+    """An array (or a variable) that doubles 24 times would be 16M words: refused at the bound
+    (megatron.MAX_ARRAY / MAX_EXPANSION), not expanded for minutes."""
+    step = {"array": "A=(${A[@]} ${A[@]})", "array-append": 'A+=("${A[@]}")', "string": 'A="$A$A"'}[kind]
+    start = "A=(xy)" if kind != "string" else "A=xy"
+    p = tmp_path / "double.sh"
+    p.write_text("\n".join([start] + [step] * 24) + "\n" + SH.read_text(), encoding="utf-8")
+    assert_error(cli("check", p, "--gpus", "8"), str(p), "A" if kind != "string" else "expand to over")
+
+
+ARGS_CASES = [  # (id, extra flags, what the error names)
+    ("lpv-0", "--num-layers-per-virtual-pipeline-stage 0", "--num-layers-per-virtual-pipeline-stage '0'"),
+    ("vps-0", "--num-virtual-stages-per-pipeline-rank 0", "--num-virtual-stages-per-pipeline-rank '0'"),
+    ("vps-neg", "--num-virtual-stages-per-pipeline-rank -2", "--num-virtual-stages-per-pipeline-rank '-2'"),
+    ("tp-0", "--tensor-model-parallel-size 0", "--tensor-model-parallel-size '0'"),
+    ("train-iters-401", "--train-iters 1" + "0" * 400, "--train-iters a 401-digit number"),
+    ("dropout-nan", "--attention-dropout nan", "--attention-dropout 'nan' is not a finite number"),
+]
+
+
+@pytest.mark.parametrize("extra,needle", [c[1:] for c in ARGS_CASES], ids=[c[0] for c in ARGS_CASES])
+def test_megatron_argument_file_bad_counts_exit_2(cli, tmp_path, extra, needle):
+    """`--num-virtual-stages-per-pipeline-rank 0` (or -2) was read as vpp 1; 0 layers per
+    virtual stage and tp 0 divided by zero; 401 digits of --train-iters overflowed a float."""
+    p = tmp_path / "run.args"
+    p.write_text(ARGS_70B.replace("--tensor-model-parallel-size 8 ", "") + " " + extra + "\n", encoding="utf-8")
+    assert_error(cli("check", p, "--gpus", "256"), str(p), needle)
+
+
+# ------------------------------------------------------------ DeepSpeed JSON
+def _ds(tmp_path, edit) -> Path:
+    data = json.loads(DS.read_text())
+    edit(data)
+    p = tmp_path / "ds.json"
+    p.write_text(json.dumps(data), encoding="utf-8")
+    return p
+
+
+def test_deepspeed_stage_list_exits_2(cli, tmp_path):
+    p = _ds(tmp_path, lambda d: d["zero_optimization"].update(stage=[2]))
+    assert_error(cli("check", p, "--model", "llama3-8b", "--gpus", "8"), str(p), "zero_optimization.stage = [2]")
+
+
+@pytest.mark.parametrize("config", [DS, TOML, SH])
+def test_gpus_0_with_a_trainer_config_exits_2(cli, config):
+    """train_batch_size / --gpus 0 divided by zero (DeepSpeed); every format refuses it first."""
+    assert_error(cli("check", config, "--model", "llama3-8b", "--gpus", "0"), "--gpus 0 is not a GPU count")
+
+
+def test_deepspeed_enabled_auto_means_unset(tmp_path):
+    """Hugging Face's template sets "enabled": "auto" in both bf16 and fp16 (filled from the
+    TrainingArguments at launch): unset, not "both set"; priced as bf16 and listed as assumed."""
+    from planner.trainers import load_trainer_config
+
+    def edit(d):
+        d["bf16"] = {"enabled": "auto"}
+        d["fp16"] = {"enabled": "auto", "loss_scale": 0}
+        d["zero_optimization"]["overlap_comm"] = "auto"
+
+    cfg = load_trainer_config(_ds(tmp_path, edit), model="llama3-8b", gpus=8)
+    assert cfg.job["precision"] == "bf16" and cfg.job["dp_comm_overlap"] is False
+    assert any(a.startswith('precision=bf16: bf16.enabled and fp16.enabled "auto"') for a in cfg.assumed), cfg.assumed
+    assert any(a.startswith('dp_comm_overlap=false: zero_optimization.overlap_comm "auto"') for a in cfg.assumed)
+
+
+@pytest.mark.parametrize("sec,key,value,needle", [
+    ("bf16", "enabled", "yes", "bf16.enabled = 'yes' is not true, false or \"auto\""),
+    ("zero_optimization", "overlap_comm", "false", "zero_optimization.overlap_comm = 'false'"),
+    (None, "train_batch_size", 10**400, "train_batch_size = a 401-digit number"),
+    (None, "bf16", 5, "bf16 = 5 must be an object"),
+])
+def test_deepspeed_wrong_types_exit_2(cli, tmp_path, sec, key, value, needle):
+    """A string "false" was read as true (bool("false")); a 401-digit batch passed to the model."""
+    p = _ds(tmp_path, lambda d: (d[sec] if sec else d).update({key: value}))
+    r = cli("check", p, "--model", "llama3-8b", "--gpus", "8")
+    assert_error(r, str(p), needle)
+    assert len(r.stderr) < 2000
+
+
+# ------------------------------------------------------------ file names over 255 bytes
+LONG = "a" * 300  # over NAME_MAX (255 bytes): os.stat raises ENAMETOOLONG, not FileNotFoundError
+
+
+@pytest.mark.parametrize("args", [
+    ("explain", f"{LONG}.toml"),
+    ("explain", "--model", f"{LONG}.yaml", "--gpus", "8"),
+    ("check", f"{LONG}.toml", "--gpus", "8"),
+    ("check", f"{LONG}.yaml"),
+], ids=["explain-config", "explain-model", "check-toml", "check-yaml"])
+def test_file_name_over_255_bytes_exits_2(cli, tmp_path, args):
+    r = cli(*[str(tmp_path / a) if a.startswith("aaa") else a for a in args])
+    assert r.exit_code == 2, (r.exit_code, r.stderr)
+    assert "Traceback" not in r.stderr and r.exception is None or isinstance(r.exception, SystemExit)
+    assert "error: " in r.stderr and "hint: " in r.stderr
+    assert "over the 255" in r.stderr or "does not exist" in r.stderr or "no such" in r.stderr, r.stderr
+
+
+def test_calibrate_run_output_name_over_255_bytes_exits_2_before_the_fit(cli, tmp_path):
+    logs = DATA / "training_logs"
+    out = tmp_path / f"{LONG}.yaml"
+    r = cli("calibrate", "run", logs / "torchtitan_llama3_8b_8xh100.log", "--job",
+            logs / "torchtitan_llama3_8b_8xh100.job.yaml", "-o", out)
+    assert_error(r, "a file name of 305 bytes", "over the 255 a file system takes")
+    r = cli("calibrate", "run", tmp_path / f"{LONG}.log", "--job", logs / "torchtitan_llama3_8b_8xh100.job.yaml",
+            "-o", tmp_path / "p.yaml")
+    assert_error(r, "a file name of 304 bytes")
+
+
+# ------------------------------------------------------------ check: one bad file in a batch
+def test_check_batch_one_bad_file_keeps_the_others_verdicts(cli, tmp_path):
+    ok = tmp_path / "ok.yaml"
+    ok.write_text("model: llama3-8b\ngpus: 8\ntp: 2\n", encoding="utf-8")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("training = 5\n", encoding="utf-8")
+    long = tmp_path / f"{LONG}.yaml"
+    r = cli("check", ok, bad, long, "--format", "json")
+    assert r.exit_code == 2, r.stderr
+    rows = {Path(x["file"]).name[:10]: x for x in json.loads(r.stdout)}
+    assert rows["ok.yaml"]["verdict"] in ("pass", "fail") and rows["ok.yaml"]["memory"]
+    assert rows["bad.toml"]["verdict"] == "error" and "[training] must be a table" in rows["bad.toml"]["error"]
+    assert rows["aaaaaaaaaa"]["verdict"] == "error" and "over the 255" in rows["aaaaaaaaaa"]["error"]
+    assert "Traceback" not in r.stderr
+
+
+def test_check_batch_a_planner_bug_on_one_file_still_prints_the_others(cli, tmp_path, monkeypatch):
+    """A bug (not bad input) on one file: the other files' verdicts are on stdout first; the
+    bug is raised after (reported, not hidden)."""
+    import planner.cli.check as cc
+
+    real = cc.check_job
+
+    def buggy(job, where, gates, trainer):
+        if "boom" in str(where):
+            raise TypeError("a bug")
+        return real(job, where, gates, trainer)
+
+    monkeypatch.setattr(cc, "check_job", buggy)
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    ok, boom = tmp_path / "ok.yaml", tmp_path / "boom.yaml"
+    for p in (ok, boom):
+        p.write_text("model: llama3-8b\ngpus: 8\ntp: 2\n", encoding="utf-8")
+    r = CliRunner().invoke(app, ["check", str(boom), str(ok), "--format", "json"])
+    assert isinstance(r.exception, TypeError)
+    rows = json.loads(r.stdout)
+    assert [x["verdict"] in ("pass", "fail") for x in rows] == [False, True] and "internal error: TypeError" in rows[0]["error"]
+
+
+# ------------------------------------------------------------ calibrate run: logs and records
+LOGS = DATA / "training_logs"
+TT_LOG, TT_JOB = LOGS / "torchtitan_llama3_8b_8xh100.log", LOGS / "torchtitan_llama3_8b_8xh100.job.yaml"
+MG_LOG, MG_JOB = LOGS / "megatron_llama3_8b_16xh100.log", LOGS / "megatron_llama3_8b_16xh100.job.yaml"
+
+
+def _log(tmp_path, src: Path, edit) -> Path:
+    p = tmp_path / src.name
+    p.write_text(edit(src.read_text()), encoding="utf-8")
+    return p
+
+
+LOG_CASES = [  # (id, log, job, edit, what the error names)
+    ("tt-memory-all-0", TT_LOG, TT_JOB, lambda t: __import__("re").sub(r"memory: [0-9.]+GiB", "memory: 0.00GiB", t),
+     ":11: field `memory`: 0 GiB is not a peak reserved memory"),
+    ("mg-memory-all-0", MG_LOG, MG_JOB,
+     lambda t: __import__("re").sub(r"max (allocated|reserved): [0-9.]+", r"max \1: 0", t), ":16: field `max allocated`: 0 MB"),
+    ("tps-1e999", TT_LOG, TT_JOB, lambda t: t.replace("tps: 6,512", "tps: 1e999"), ":13: field `tps`: '1e999' is not a finite"),
+    ("tps-nan", TT_LOG, TT_JOB, lambda t: t.replace("tps: 6,512", "tps: nan"), "field `tps`"),
+    ("all-tps-1e30", TT_LOG, TT_JOB, lambda t: __import__("re").sub(r"tps: [0-9,]+", "tps: 1e30", t),
+     "would run the GPUs at"),
+    ("mesh-nan", TT_LOG, TT_JOB, lambda t: t.replace("['dp_shard'], [8]", "['dp_shard'], [nan]"),
+     ":2: field `device mesh`: 'nan' is not a count"),
+    ("world-400-digits", MG_LOG, MG_JOB, lambda t: t.replace("using world size: 16", "using world size: 1" + "0" * 400),
+     ":1: field `world size`: a 401-character value is not a count"),
+    ("tt-cut-mid-number", TT_LOG, TT_JOB, lambda t: t[:t.index("tps: 6,451") + len("tps: 6")],
+     ":16: field `mfu` missing: the metrics line is cut off"),
+    ("mg-cut-mid-number", MG_LOG, MG_JOB, lambda t: t[:t.rindex("(ms): ") + len("(ms): 81")],
+     "field `elapsed time per iteration (ms)`"),
+    ("mg-memory-cut-at-eof", MG_LOG, MG_JOB,
+     lambda t: "\n".join(ln for ln in t.splitlines() if "memory (MB)" not in ln) + "\n" +
+     next(ln for ln in t.splitlines() if "memory (MB)" in ln)[:-3], "the log ends mid-line"),
+]
+
+
+@pytest.mark.parametrize("src,job,edit,needle", [c[1:] for c in LOG_CASES], ids=[c[0] for c in LOG_CASES])
+def test_calibrate_run_bad_logs_exit_2(cli, tmp_path, src, job, edit, needle):
+    p = _log(tmp_path, src, edit)
+    out = tmp_path / "p.yaml"
+    r = cli("calibrate", "run", p, "--job", job, "-o", out)
+    assert_error(r, str(p), needle)
+    assert len(r.stderr) < 4000 and not out.exists()
+
+
+def _record(tmp_path, **fields) -> Path:
+    recs = yaml.safe_load((DATA / "published_runs.yaml").read_text())
+    rec = next(r for r in recs if r["id"] == "narayanan2021-t1-1.7B")
+    rec.update(fields)
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([rec]), encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ({"tokens_per_sec_per_gpu": 1e308}, "field `tokens_per_sec_per_gpu`: 1e+308 tokens/s per GPU"),
+    ({"tokens_per_sec_per_gpu": 1e9}, "would run the GPUs at"),
+    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is not possible on a100-sxm-80gb (74.51 GiB"),
+    ({"memory_per_gpu_gib": 81.0}, "field `memory_per_gpu_gib`: 81 GiB is not possible"),
+], ids=["tps-1e308", "tps-1e9", "memory-1e300", "memory-over-hbm"])
+def test_calibrate_run_impossible_records_exit_2(cli, tmp_path, fields, needle):
+    """Figures the hardware cannot produce (HFU above 1 at the published tokens/s; a peak memory
+    above the GPU's HBM) are errors naming the record and field, not points to fit (the fit
+    began outside its bounds: "Initial guess is outside of provided bounds")."""
+    p = _record(tmp_path, **fields)
+    r = cli("calibrate", "run", p, "-o", tmp_path / "p.yaml")
+    assert_error(r, "record 'narayanan2021-t1-1.7B'", needle)
+
+
+# ------------------------------------------------------------ calibrate gemm: rows above the peak
+@pytest.mark.parametrize("hardware,needle", [
+    (("--hardware", "h100-sxm"), "bf16_TFLOPS 989 of hardware h100-sxm (506% of peak)"),
+    ((), "no --hardware: the fastest catalog GPU's peak"),
+])
+def test_calibrate_gemm_refuses_a_row_above_the_peak(cli, tmp_path, hardware, needle):
+    """5000 TFLOP/s bf16 is 5.06x the H100 SXM's dense 989 (hardware_db): refused when the
+    profile is written, not first by `explain --calibration`; no file is written."""
+    g = tmp_path / "g.csv"
+    g.write_text("gpu,dtype,M,N,K,batch,tflops\nH100 SXM,bf16,8192,8192,8192,1,5000\n", encoding="utf-8")
+    out = tmp_path / "p.yaml"
+    r = cli("calibrate", "gemm", "--from", g, *hardware, "-o", out)
+    assert_error(r, str(g), "(8192x8192x8192 bf16): tflops 5000 is above the dense peak", needle)
+    assert not out.exists()
+    g.write_text("gpu,dtype,M,N,K,batch,tflops\nH100 SXM,bf16,8192,8192,8192,1,750\n", encoding="utf-8")
+    assert cli("calibrate", "gemm", "--from", g, *hardware, "-o", out).exit_code == 0
+
+
+# ------------------------------------------------------------ Hugging Face configs
+def test_qwen3_moe_config_without_moe_intermediate_size_is_listed_as_assumed(cli, tmp_path):
+    """Never intermediate_size silently (233B parameters instead of 30.5B): the class default
+    768 (Qwen3MoeConfig), listed as assumed; a model type without a class table says that the
+    experts take intermediate_size (tests/test_layer_zoo.py)."""
+    from test_moe import QWEN3_MOE_HF
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({k: v for k, v in QWEN3_MOE_HF.items() if k != "moe_intermediate_size"}), encoding="utf-8")
+    r = cli("explain", "--model", p, "--gpus", "64", "--ep", "8", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    d = json.loads(r.stdout)
+    assert "moe_intermediate_size absent: transformers' Qwen3MoeConfig default 768" in d["assumed"]
+    assert 30e9 < d["params"]["total"] < 31e9
+
+
+def test_hf_max_position_embeddings_is_not_the_training_length(cli, tmp_path):
+    """DeepSeek-V3's config says 163,840 positions; it pre-trained at 4K (plan.HF_DEFAULT_SEQ).
+    The default batch of 16M tokens was refused as not a whole number of 163,840-token
+    sequences; now the plan trains 4,096-token sequences, listed as assumed; --seq-len wins."""
+    from test_moe import DEEPSEEK_V3_HF
+
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(DEEPSEEK_V3_HF), encoding="utf-8")
+    args = ("explain", "--model", p, "--gpus", "1024", "--pp", "16", "--ep", "64", "--format", "json")
+    r = cli(*args)
+    assert r.exit_code in (0, 1), r.stderr
+    d = json.loads(r.stdout)
+    assert d["plan"]["seq_len"] == 4096
+    assert any(a.startswith("seq_len=4,096: a Hugging Face config's default training length") and "163,840" in a
+               for a in d["assumed"])
+    d2 = json.loads(cli(*args, "--seq-len", "8192").stdout)
+    assert d2["plan"]["seq_len"] == 8192 and not any(a.startswith("seq_len=") for a in d2["assumed"])
+
+
+# ------------------------------------------------------------ validate: free text, incomplete records, splits
+def _runs(tmp_path, *edits, name="runs.yaml") -> Path:
+    recs = yaml.safe_load((DATA / "published_runs.yaml").read_text())
+    base = next(r for r in recs if r["id"] == "narayanan2021-t1-39.1B")
+    out = []
+    for i, e in enumerate(edits):
+        r = dict(base, id=f"r{i}")
+        r.update(e)
+        out.append({k: v for k, v in r.items() if v is not _DROP})
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(out, sort_keys=False), encoding="utf-8")
+    return p
+
+
+_DROP = object()
+
+
+def test_validate_vocabulary_reads_the_leading_term_only():
+    """The value's leading term (longest match, as a word) sets the field; the rest is a comment."""
+    from planner.validate import PRECISION_TERMS, SHARDING_TERMS, vocabulary_term
+
+    got = {t: vocabulary_term(t, SHARDING_TERMS) for t in (
+        "FSDP FULL_SHARD (ZeRO-3-like)", "FSDP SHARD_GRAD_OP", "fsdp2 full shard over 16 ranks x TP8",
+        "ZeRO-1 (DeepSpeed)", "none (Megatron DDP; optimizer states replicated across DP)",
+        "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP + distributed optimizer)",
+        "fsdpx", "Megatron DDP with FSDP")}
+    assert [SHARDING_TERMS.get(v, v) for v in got.values()] == ["fsdp", "zero2", "fsdp", "zero1", "none", "not stated",
+                                                                 None, None]
+    assert vocabulary_term("int8 (Transformer Engine)", PRECISION_TERMS) is None
+    assert vocabulary_term("nvfp4 (Transformer Engine)", PRECISION_TERMS) == "nvfp4"  # priced since issue 23
+    assert vocabulary_term("fp8 MXFP8 (FP8-MX)", PRECISION_TERMS) == "fp8 mxfp8"
+    assert vocabulary_term("fp8 linears (torchao float8 tensorwise)", PRECISION_TERMS) == "fp8"  # not a word inside
+
+
+def test_validate_not_stated_sharding_is_not_fsdp(cli, tmp_path):
+    """"not stated (... no FSDP column ...)" was priced as FSDP (a word inside the comment)."""
+    p = _runs(tmp_path, {"zero_fsdp_mode": "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP "
+                                           "+ distributed optimizer)"})
+    r = cli("validate", p, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)["runs"][0]
+    assert row["plan"]["sharding"] == "none"
+    assert any(a.startswith("zero_fsdp_mode=none ('not stated") for a in row["assumed"]), row["assumed"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("precision", "int8 (Transformer Engine)"),
+    ("precision", "fp32"),
+    ("zero_fsdp_mode", "Megatron DDP with FSDP"),
+    ("activation_recompute", "sometimes"),
+])
+def test_validate_unmapped_text_is_an_error_or_skipped_with_lenient(cli, tmp_path, field, value):
+    """`precision: nvfp4` was priced as bf16 (now priced as itself; int8 is not a precision the
+    planner models): text the vocabulary cannot read is an error naming
+    the record and field; --lenient skips the record with that reason, the others are priced."""
+    p = _runs(tmp_path, {}, {field: value})
+    assert_error(cli("validate", p), "record 'r1'", f"field `{field}`", repr(value))
+    r = cli("validate", p, "--lenient", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)["runs"]
+    assert rows[0]["skipped"] is None and rows[0]["error"] is not None
+    assert rows[1]["skipped"].startswith(f"field `{field}`: {value!r} does not start with a term the planner reads")
+
+
+def test_validate_incomplete_records_are_skipped_with_a_reason(cli, tmp_path):
+    """A record without num_layers (or gpu_type) is a skipped row with the reason, not the end of
+    the file; a wrong type is still an error (or, with --lenient, skipped too)."""
+    p = _runs(tmp_path, {"num_layers": _DROP}, {}, {"gpu_type": _DROP, "id": "no-gpu"})
+    r = cli("validate", p, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    assert rows["r0"]["skipped"] == "incomplete record: field `num_layers`: Field required"
+    assert rows["no-gpu"]["skipped"].startswith("incomplete record: field `gpu_type`")
+    assert rows["r1"]["skipped"] is None and rows["r1"]["error"] is not None
+    bad = _runs(tmp_path, {"tp": "eight"}, {}, name="bad.yaml")
+    assert_error(cli("validate", bad), "record 0", "field `tp`")
+    r = cli("validate", bad, "--lenient", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["runs"][0]["skipped"].startswith("field `tp`")
+
+
+def test_validate_infers_megatrons_embedding_and_loss_split(tmp_path):
+    """94 layers on pp 8 x vpp 2 = 16 chunks: Megatron-Core refuses it unless the embedding and
+    the loss count as layers of the split (96 = 16 x 6); inferred and listed as assumed."""
+    from planner.validate import load_runs, validate_runs
+
+    recs = yaml.safe_load((DATA / "published_runs_moe.yaml").read_text())
+    rec = next(r for r in recs if r["id"] == "megatron-bridge-25.11-dgx-b200-qwen3-235b-a22b")
+    p = tmp_path / "runs.yaml"
+    p.write_text(yaml.safe_dump([rec]), encoding="utf-8")
+    row = validate_runs(load_runs(p), DATA)[0]
+    assert row.plan["account_for_embedding_in_pipeline_split"] and row.plan["account_for_loss_in_pipeline_split"]
+    assert any(a.startswith("account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split=true (94 layers do not divide into pp 8 x vpp 2")
+               for a in row.assumed), row.assumed
+    assert not any("do not split evenly" in w for w in row.warnings), row.warnings
+
+
+@pytest.mark.parametrize("extra,needle", [
+    ('--pipeline-model-parallel-layout "Et*99999999999|tL"', "repeats past 200,000 entries"),
+    ('--step-batch-size-schedule "0:16 2B:1' + "0" * 400 + '"', "--step-batch-size-schedule (its last batch) a 401-digit"),
+    ('--step-batch-size-schedule "0:16 2B:３２"', "--step-batch-size-schedule (its last batch) '３２' is not a whole number"),
+], ids=["layout-repeat", "schedule-401-digits", "schedule-fullwidth"])
+def test_megatron_layout_and_schedule_are_bounded(cli, tmp_path, extra, needle):
+    """A layout repeat of 10**11 layers was expanded in memory; a schedule's batch was int()ed."""
+    p = tmp_path / "run.args"
+    p.write_text(ARGS_70B.replace("--global-batch-size 512 ", "") + " " + extra + "\n", encoding="utf-8")
+    assert_error(cli("check", p, "--gpus", "256"), str(p), needle)
+
+
+@pytest.mark.parametrize("fields,needle", [
+    ({"tokens_per_sec_per_gpu": 1e308}, "field `tokens_per_sec_per_gpu`: 1e+308 tokens/s per GPU would run the GPUs at"),
+    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is more than the 74.51 GiB of HBM"),
+], ids=["tps-1e308", "memory-1e300"])
+def test_validate_impossible_published_figures(cli, tmp_path, fields, needle):
+    """A published figure the hardware cannot produce was compared (-100% error); now an error
+    naming the record and field, or with --lenient a skipped row."""
+    p = _runs(tmp_path, {}, fields)
+    assert_error(cli("validate", p), "record 'r1'", needle)
+    r = cli("validate", p, "--lenient", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["runs"][1]["skipped"].startswith(needle)
