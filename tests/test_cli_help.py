@@ -68,3 +68,63 @@ def test_pipeline_takes_pp_as_fit_and_explain_do(cli):
     assert_one_error(cli("pipeline", "-m", 8, "--pp", 4), "no such option")
     assert_one_error(cli("pipeline", "--microbatches", 8), "--pp")
     assert_one_error(cli("pipeline", "--pp", 4, "--stages", 2, "--microbatches", 8), "disagree")
+
+
+# ------------------------------------------------- trainer configs: a short stderr, --quiet
+FP8_SH = "tests/data/trainer_configs/train_llama3_8b_h100_fp8.sh"
+DS3 = "tests/data/trainer_configs/ds_config_zero3.json"
+
+
+def test_settings_with_no_effect_are_counted_not_listed(cli):
+    """The fp8 script's 42 settings with no effect on memory or time (optimizer, schedule, data,
+    logging: the reader's documented list, cfg.ignored) are a count on one line, none named;
+    the three that could matter (not modelled) are still named, and the stderr is under 2 kB
+    (it was 3.9 kB)."""
+    from planner.trainers import load_trainer_config
+
+    r = cli("explain", FP8_SH)
+    assert r.exit_code == 0, r.stderr
+    cfg = load_trainer_config(FP8_SH)
+    assert len(cfg.ignored) == 11  # entries, several settings in some ('--lr=..., --min-lr=... (optimizer ...)')
+    assert "42 setting(s) with no effect on memory or time not listed" in r.stderr
+    for name in ("--lr=", "--log-interval", "--tensorboard-dir", "--rotary-base", "--eval-interval"):
+        assert name not in r.stderr
+    for name in ("--cross-entropy-loss-fusion", "--manual-gc", "--empty-unused-memory-level", "--fp8-param-gather"):
+        assert name in r.stderr
+    assert len(r.stderr.encode()) < 2048
+
+
+def test_not_modelled_settings_of_one_reason_share_it(cli):
+    """DeepSpeed's eight bucket and prefetch keys: the reason once, after the eight."""
+    r = cli("explain", DS3, "--model", "llama3-8b", "--gpus", 8)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr.count("(buckets, prefetch and persistence change memory and overlap; not priced)") == 1
+    assert ("zero_optimization.contiguous_gradients=true, zero_optimization.sub_group_size=1000000000, "
+            "zero_optimization.reduce_bucket_size=500000000") in r.stderr
+
+
+def test_group_by_reason_keeps_nested_parentheses():
+    from planner.cli.core import group_by_reason, split_reason
+
+    assert split_reason("--x=1 (a (b) c)") == ("--x=1", "a (b) c")
+    assert split_reason("f(x)") == ("f(x)", "")
+    assert split_reason("--y=2") == ("--y=2", "")
+    assert group_by_reason(["a=1 (r)", "b=2 (s (t))", "c=3 (r)", "d"]) == ["a=1, c=3 (r)", "b=2 (s (t))", "d"]
+
+
+@pytest.mark.parametrize("cmd", [["explain", FP8_SH], ["check", FP8_SH], ["budget", FP8_SH, "--mc-runs", "0"],
+                                 ["export", FP8_SH, "--format", "megatron"],
+                                 ["fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--format", "json"]])
+def test_quiet_drops_the_notes_not_the_warnings(cli, cmd):
+    loud, quiet = cli(*cmd), cli(*cmd, "--quiet")
+    assert loud.exit_code == quiet.exit_code and loud.exit_code in (0, 1), loud.stderr
+    assert "note: " in loud.stderr and "note: " not in quiet.stderr
+    assert [ln for ln in loud.stderr.splitlines() if ln.startswith("warning: ")] == \
+        [ln for ln in quiet.stderr.splitlines() if ln.startswith("warning: ")]
+    assert loud.stdout == quiet.stdout or cmd[0] == "fit"  # fit's JSON holds the search's wall time
+
+
+def test_quiet_keeps_errors(cli):
+    r = cli("explain", FP8_SH, "--tp", 3, "--quiet")
+    assert r.exit_code == 2 and "note: " not in r.stderr
+    assert [ln.split(":")[0] for ln in r.stderr.splitlines()][-2:] == ["error", "hint"] and "tp=3" in r.stderr

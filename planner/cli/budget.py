@@ -36,7 +36,7 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
         if getattr(cmd.callback, "__name__", "") == "explain":
             sig = inspect.signature(cmd.callback, eval_str=True)
             return [p for name, p in sig.parameters.items()
-                    if name in ("job_file", "from_fit", "row", "config_format") or name in _JOB_OPTION_NAMES]
+                    if name in ("job_file", "from_fit", "row", "config_format", "quiet") or name in _JOB_OPTION_NAMES]
     raise RuntimeError("planner budget needs the explain command registered first (core.register)")
 
 

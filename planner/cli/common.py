@@ -17,9 +17,11 @@ import numpy as np
 import typer
 
 from ..errors import PlannerError
-from ..render.common import Format, err, out, warn
+from ..render.common import QUIET, Format, err, note, out, warn
 
 FormatOption = typer.Option(Format.table, "--format", "-f", help="table (rich, for people) or json|yaml|csv")
+QuietOption = typer.Option(False, "--quiet", "-q", help="no notes on stderr (what was assumed, searched, read): for CI; "
+                                                       "warnings and errors are still printed")
 
 
 def report_error(e: PlannerError) -> None:
@@ -36,6 +38,7 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        QUIET["notes"] = kwargs.get("quiet") is True  # a command's --quiet (QuietOption)
         try:
             _finite_options(kwargs, names)
             # numpy's overflow warnings never reach the user: a result that overflowed is
@@ -45,6 +48,8 @@ def cli_errors(fn):
         except PlannerError as e:
             report_error(e)
             raise typer.Exit(e.exit_code)
+        finally:
+            QUIET["notes"] = False
 
     return wrapper
 
@@ -66,4 +71,4 @@ def _finite_options(kwargs: dict, names: dict) -> None:
             raise PlannerError(f"{names.get(name, name)} {v}: not a finite number", "give a finite value")
 
 
-__all__ = ["Format", "FormatOption", "cli_errors", "err", "out", "report_error", "warn"]
+__all__ = ["Format", "FormatOption", "QuietOption", "cli_errors", "err", "note", "out", "report_error", "warn"]

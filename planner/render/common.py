@@ -38,6 +38,17 @@ def warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 
 
+# --quiet (issue 24): the notes (what was assumed, searched or read) are not printed; warnings
+# and errors are. Set for the length of one command by cli.common.cli_errors.
+QUIET = {"notes": False}
+
+
+def note(message: str) -> None:
+    """`note: ...` on stderr, unless the command runs with --quiet."""
+    if not QUIET["notes"]:
+        sys.stderr.write(f"note: {message}\n")
+
+
 @contextmanager
 def progress(description: str, total: int, console: Optional[Console] = None):
     """A rich progress bar on stderr while a sweep runs (over GPU counts), shown only when
