@@ -3,6 +3,8 @@ terminal, and one vocabulary across commands (`planner pipeline --pp`)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -128,3 +130,51 @@ def test_quiet_keeps_errors(cli):
     r = cli("explain", FP8_SH, "--tp", 3, "--quiet")
     assert r.exit_code == 2 and "note: " not in r.stderr
     assert [ln.split(":")[0] for ln in r.stderr.splitlines()][-2:] == ["error", "hint"] and "tp=3" in r.stderr
+
+
+# ------------------------------------------------------------------ cost has a currency
+BUDGET = ["budget", "--model", "llama3-70b", "--gpus", "4096", "--tp", "8", "--sharding", "fsdp", "--tokens", "15e12",
+          "--mfu", "0.4", "--mc-runs", "0", "--price-per-gpu-hour", "2"]
+
+
+def _wide(*args):
+    """The CLI with 250 columns: a rich table's cells not folded."""
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
+
+
+def test_cost_is_labelled_with_its_currency(cli):
+    """6N x 15e12 tokens x 70.55e9 params / (4,096 x 989e12 x 0.4) = 4,458,652 GPU-hours (the
+    README's figure) at 2 USD: 8,917,304 USD; --currency EUR relabels it, nothing else."""
+    r = _wide(*BUDGET)
+    assert r.exit_code == 0, r.stderr
+    assert "8,917,304 USD" in r.stdout and "2 USD per GPU-hour (--price-per-gpu-hour)" in r.stdout
+    eur = _wide(*BUDGET, "--currency", "EUR")
+    assert "8,917,304 EUR" in eur.stdout and "USD" not in eur.stdout
+    js = json.loads(cli(*BUDGET, "--format", "json").stdout)
+    assert js["training"]["currency"] == "USD" and js["training"]["cost"] == pytest.approx(2 * 4_458_652, abs=1)
+    assert json.loads(cli(*BUDGET[:-2], "--format", "json").stdout)["training"]["currency"] is None  # no price, no currency
+    sweep = cli("budget", "--model", "llama3-70b", "--tp", "8", "--sharding", "fsdp", "--tokens", "15e12",
+                "--sweep-gpus", "1024,2048", "--price-per-gpu-hour", "2", "--currency", "GBP")
+    assert sweep.exit_code == 0 and "GBP" in sweep.stdout.splitlines()[2]  # the cost column's header: cost, GBP
+    assert_one_error(cli(*BUDGET, "--currency", "dollars"), "--currency", "ISO 4217")
+
+
+# ------------------------------------------------------------- MFU says what it counts
+MFU_LINE = "MFU = model FLOPs (6N + non-causal attention (PaLM); recompute not counted)"
+
+
+def test_every_table_with_mfu_names_its_convention(cli, tmp_path):
+    fit = _wide("fit", "--model", "llama3-8b", "--gpus", 8, "--top", 2)
+    assert fit.exit_code == 0 and MFU_LINE in fit.stdout
+    causal = _wide("fit", "--model", "llama3-8b", "--gpus", 8, "--top", 2, "--causal-flops")
+    assert "MFU = model FLOPs (6N + causal attention (PaLM); recompute not counted)" in causal.stdout
+    job = tmp_path / "j.yaml"
+    job.write_text("model: llama3-8b\ngpus: 8\ntp: 8\n")
+    check = _wide("check", job)
+    assert check.exit_code == 0 and MFU_LINE in check.stdout
+    explain = _wide("explain", job)
+    assert "(6N + non-causal attention, PaLM; recompute not counted)" in explain.stdout
+    sweep = _wide("budget", "--model", "llama3-70b", "--tp", "8", "--sharding", "fsdp", "--tokens", "15e12",
+                  "--sweep-gpus", "1024,2048")
+    assert "MFU = model FLOPs (6N (attention not counted); recompute not counted)" in sweep.stdout
+    assert MFU_LINE not in cli("check", job, "--format", "json").stdout  # machine formats: the keys say it
