@@ -128,6 +128,12 @@ def run_example(ex: Example, jobs_dir: Path):
     return CliRunner().invoke(app, argv, env={"COLUMNS": "250"})
 
 
+def output(ex: Example, jobs_dir: Path) -> str:
+    """stdout + stderr of the example, the README jobs' folder written as the README does."""
+    r = run_example(ex, jobs_dir)
+    return (r.stdout + r.stderr).replace(f"{jobs_dir}/", "")
+
+
 def update_readme() -> list[str]:
     """Rewrite README.md's quoted figures from the commands' output now; the lines it could
     not match (a table row whose plan changed) are returned for a person to update."""
@@ -144,8 +150,7 @@ def update_readme() -> list[str]:
     for ex in examples():
         if not runnable(ex, ROOT):
             continue
-        r = run_example(ex, jobs_dir)
-        new, stuck = refreshed(ex.quoted, r.stdout + r.stderr)
+        new, stuck = refreshed(ex.quoted, output(ex, jobs_dir))
         lines[ex.line:ex.line + len(new)] = new
         stuck_all += [f"README.md:{ex.line} planner {' '.join(ex.argv)}: {s}" for s in stuck]
     README.write_text("\n".join(lines) + "\n")
