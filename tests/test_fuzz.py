@@ -233,6 +233,8 @@ def test_check_result_flags_a_traceback_and_a_bare_exit_2():
     assert check_result(R(2, "error: x\nhint: y\n", SystemExit(2))) is None
     assert check_result(R(1, "", ValueError("boom"))).startswith("ValueError")
     assert check_result(R(2, "Usage: planner ...")) is not None
+    assert check_result(R(2, "note: f.sh: read as megatron\nwarning: w\nerror: x\nhint: y\n", SystemExit(2))) is None
+    assert check_result(R(2, "note: f.sh: read as megatron\nTypeError: boom\n", SystemExit(2))) is not None
     assert check_result(R(3, "error: x")) == "exit code 3"
 
 
