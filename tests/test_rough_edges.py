@@ -178,3 +178,11 @@ def test_every_table_with_mfu_names_its_convention(cli, tmp_path):
                   "--sweep-gpus", "1024,2048")
     assert "MFU = model FLOPs (6N (attention not counted); recompute not counted)" in sweep.stdout
     assert MFU_LINE not in cli("check", job, "--format", "json").stdout  # machine formats: the keys say it
+
+
+def test_a_toml_array_nested_1200_deep_is_invalid_input(cli):
+    """Found by the issue-24 fuzz pass: tomllib recurses once per nesting level and raised
+    RecursionError through the torchtitan reader; now exit 2 like any invalid TOML."""
+    r = cli("check", "tests/data/fuzz_issue24/torchtitan-0-13.toml", "--gpus", 64, "--format", "json")
+    assert r.exit_code == 2 and "invalid TOML: maximum recursion depth exceeded" in r.stderr
+    assert "Traceback" not in r.stderr and r.exception is None or isinstance(r.exception, SystemExit)

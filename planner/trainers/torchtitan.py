@@ -143,7 +143,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     where = f"{path}: "
     try:
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, RecursionError) as e:  # RecursionError: arrays nested ~1,000 deep (issue 24 fuzz)
         raise PlannerError(f"{where}invalid TOML: {e}", "check the [section] headers and key = value lines") from None
     ignored: list[str] = []
     assumed: list[str] = []
