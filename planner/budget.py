@@ -46,6 +46,8 @@ References
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -81,6 +83,7 @@ class BudgetOptions:
 
     mfu: float | None = None  # replaces the step-time model's MFU (6N convention)
     price_per_gpu_hour: float | None = None
+    currency: str = "USD"  # the price's currency, an ISO 4217 code: labels every cost (issue 24)
     pue: float = 1.0
     failures_per_gpu_s: float | None = None  # per-GPU interruption rate
     job_mtbf_s: float | None = None  # job MTBF at the base GPU count (exclusive with the rate)
@@ -114,6 +117,9 @@ class BudgetOptions:
         _positive_opt("--checkpoint-interval", self.interval_s, "e.g. 27min; leave out for Young's interval")
         if self.price_per_gpu_hour is not None:
             _finite_nonneg("--price-per-gpu-hour", self.price_per_gpu_hour, "a price per GPU-hour, e.g. 2.5")
+        if not (isinstance(self.currency, str) and re.fullmatch(r"[A-Z]{3}", self.currency)):
+            raise PlannerError(f"--currency {self.currency!r} is not a currency code",
+                               "give the ISO 4217 code of the price's currency, e.g. USD, EUR, GBP")
         _finite_nonneg("--restart-s", self.restart_s, "seconds to detect, swap and reload, e.g. 600 (the seed's)")
         if not (np.isfinite(self.pue) and self.pue >= 1.0):
             raise PlannerError(f"--pue must be >= 1, got {self.pue:g}", "1.0 counts the GPUs alone; data centres report 1.1-1.6")
@@ -336,6 +342,7 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
             "days": float(b.time.days),
             "gpu_hours": float(b.time.gpu_hours),
             "price_per_gpu_hour": _f(opts.price_per_gpu_hour),
+            "currency": opts.currency if opts.price_per_gpu_hour is not None else None,
             "cost": _f(b.cost),
             "tdp_W": float(settings.hardware.tdp_W),
             "pue": float(opts.pue),
@@ -465,7 +472,7 @@ def sweep(job: Job, gpu_counts: list[int], opts: BudgetOptions, where: str = "",
             "gpus": g, "tp": p["tp"], "cp": p["cp"], "pp": p["pp"], "dp": p["dp"],
             "microbatches_per_step": p["microbatches_per_step"], "fits": js["fits"],
             "mfu": t["mfu"], "step_s": t["step_s"], "days": t["days"], "gpu_hours": t["gpu_hours"],
-            "cost": t["cost"], "energy_kwh": t["energy_kwh"],
+            "cost": t["cost"], "currency": t["currency"], "energy_kwh": t["energy_kwh"],
             "checkpoint_bytes_per_gpu": ck["bytes_per_gpu"], "pause_s": ck["pause_s"],
             "mtbf_hours": fl["mtbf_hours"], "interval_s": js["interval"]["used_s"],
             "goodput": gp["closed_form"], "effective_days": ef["days"], "effective_gpu_hours": ef["gpu_hours"],

@@ -573,7 +573,7 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
     t_b * DEFAULT_W_FRACTION). Raises PlannerError on an invalid combination.
     """
     code = schedule_code(schedule)
-    p = _positive_int(stages, "--stages (pipeline stages)", "pass --stages 1 or more")
+    p = _positive_int(stages, "--pp (pipeline stages)", "pass --pp 1 or more")
     m = _positive_int(microbatches, "--microbatches (micro-batches per step)", "pass --microbatches 1 or more")
     v = _positive_int(vpp, "--vpp (model chunks per stage)", "pass --vpp 1, or 2 or more with --schedule interleaved")
     tf = _exact(t_f, "--tf (forward time)")
@@ -610,12 +610,12 @@ def _check_schedule(code: int, p: int, m: int, v: int) -> None:
         )
     if code == INTERLEAVED and (p < 2 or v < 2):
         raise PlannerError(
-            f"the interleaved schedule needs --stages 2 or more and --vpp 2 or more (got --stages {p}, --vpp {v})",
+            f"the interleaved schedule needs --pp 2 or more and --vpp 2 or more (got --pp {p}, --vpp {v})",
             "give --vpp 2 or more model chunks per stage, or use --schedule 1f1b",
         )
     if code == INTERLEAVED and m % p:
         raise PlannerError(
-            f"interleaved 1F1B needs --microbatches to be a multiple of --stages: m={m}, p={p}",
+            f"interleaved 1F1B needs --microbatches to be a multiple of --pp: m={m}, p={p}",
             f"Megatron-LM's interleaved schedule requires m % p == 0; try --microbatches {p * max(1, -(-m // p))}",
         )
 

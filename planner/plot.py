@@ -265,7 +265,7 @@ def sweep_figure(rows: list[dict], title: str = "") -> Figure:
     ax.legend(fontsize=7, frameon=False)
     priced = all(r.get("cost") is not None for r in rows)
     ax = axes[1]
-    key, eff, name = ("cost", "effective_cost", "cost (--price-per-gpu-hour x GPU-hours)") if priced else ("gpu_hours", "effective_gpu_hours", "GPU-hours")
+    key, eff, name = ("cost", "effective_cost", f"cost, {rows[0].get('currency')} (--price-per-gpu-hour x GPU-hours)") if priced else ("gpu_hours", "effective_gpu_hours", "GPU-hours")
     ax.plot(g, [r[key] for r in rows], marker="o", color="#4C78A8", label="no failures")
     ax.plot(g, [r[eff] for r in rows], marker="s", color="#E45756", label="with failures, checkpoints")
     ax.set_title(name, fontsize=10)

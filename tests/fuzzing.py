@@ -10,7 +10,7 @@ CliRunner and checks the contract of the README ("Robustness"):
 
 - the exit code is 0, 1 or 2 (1 only for "does not fit");
 - no exception escapes (no traceback);
-- an exit 2 prints `error: ...` first on stderr.
+- an exit 2 prints `error: ...` first on stderr (after any `warning:` / `note:` lines).
 
 tests/test_fuzz.py runs a short deterministic pass in the default suite and a long one
 under `pytest -m fuzz`.
@@ -160,15 +160,56 @@ def _value_mutation(rng: random.Random, doc, kind: str):
 def _dump(doc, structured: str) -> bytes:
     if structured == "json":
         text = json.dumps(doc, allow_nan=True)
+    elif structured == "toml":
+        text = _dump_toml(doc)
     else:
         text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=200)
     return re.sub(r"['\"]?__DEEP_(\d+)__['\"]?", lambda m: "[" * int(m.group(1)) + "1" + "]" * int(m.group(1)), text).encode()
 
 
+def _toml_value(v) -> str:
+    """One TOML value (inline): strings JSON-quoted (a TOML basic string), nan / inf as TOML
+    spells them, lists and tables inline; None (TOML has no null) as the string "null"."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return "nan" if v != v else ("inf" if v == float("inf") else "-inf" if v == -float("inf") else repr(v))
+    if isinstance(v, int) or (isinstance(v, str) and v.startswith("__DEEP_")):
+        return str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml_value(x)}" for k, x in v.items()) + "}"
+    return json.dumps("null" if v is None else str(v))
+
+
+def _dump_toml(doc) -> str:
+    """A TOML document: top-level scalars, then one [section] per top-level table (nested
+    tables inline); a top-level value that is not a table stays a key (`training = 5`)."""
+    if not isinstance(doc, dict):
+        return f"value = {_toml_value(doc)}\n"
+    lines = [f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            lines.append(f"\n[{json.dumps(str(k))}]")
+            lines += [f"{json.dumps(str(kk))} = {_toml_value(vv)}" for kk, vv in v.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _parse(structured: str, seed: bytes):
+    if structured == "json":
+        return json.loads(seed)
+    if structured == "toml":
+        import tomllib
+
+        return tomllib.loads(seed.decode())
+    return _load(seed)
+
+
 def mutate(rng: random.Random, target: Target, seed: bytes) -> bytes:
     if target.structured and rng.random() < 0.6:
         try:
-            doc = (json.loads if target.structured == "json" else _load)(seed)
+            doc = _parse(target.structured, seed)
         except Exception:  # noqa: BLE001 - a seed that does not parse: fall back to bytes
             doc = None
         if doc is not None:
@@ -192,7 +233,9 @@ def check_result(r) -> str | None:
     if "Traceback" in err or "Traceback" in r.stdout:
         return "traceback in the output"
     if r.exit_code == 2:
-        first = next((ln for ln in err.splitlines() if ln.strip() and not ln.startswith("warning: ")), "")
+        # warnings and notes may come first: a trainer config's reader reports what it read
+        # (issue 24) before the plan it makes is found invalid
+        first = next((ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("warning: ", "note: "))), "")
         if not first.startswith("error: "):
             return f"exit 2 without `error:` first: {first[:200]!r}"
     return None
@@ -280,6 +323,7 @@ NCCL_ARGS = {  # facts each seed log leaves out (tests/test_calibrate_nccl.py LO
 
 
 _TARGETS: dict[Path, dict[str, Target]] = {}
+ISSUE24_KINDS = ("megatron", "torchtitan", "deepspeed", "export", "run-log", "run-records", "plot", "moe-config")
 
 
 def targets(workdir: Path) -> dict[str, Target]:
@@ -345,6 +389,71 @@ def _targets(workdir: Path) -> dict[str, Target]:
                            ["check", str(job), "--calibration", "{f}", "--max-step-time", "100s"]], "yaml"),
         "fit-json": Target("fit-json", {"fit.json": fit_json.encode()}, [["explain", "--from-fit", "{f}", "--row", "2"]],
                            "json", suffix=".json"),
+        **_issue24_targets(),
+    }
+
+
+# issue 24: the inputs added since issue 12 (trainer configs, export, calibrate run, --plot, MoE configs)
+CONFIGS, LOGS = DATA / "trainer_configs", DATA / "training_logs"
+MOE_SEQ = ["--seq-len", "4096"]  # a training length for every MoE seed (DeepSeek-V3's max_position_embeddings is 163,840)
+
+
+def _moe_configs() -> dict[str, bytes]:
+    """HF config.json files of MoE models: Mixtral 8x7B, DeepSeek-V3 and Qwen3-30B-A3B as in
+    tests/test_moe.py (their config.json fields, cited there), gpt-oss-20b as shipped in
+    tests/data/arch (its README gives the source)."""
+    from test_moe import DEEPSEEK_V3_HF, MIXTRAL_HF, QWEN3_MOE_HF
+
+    out = {name: json.dumps(cfg, indent=2).encode() for name, cfg in
+           (("mixtral-8x7b.json", MIXTRAL_HF), ("deepseek-v3.json", DEEPSEEK_V3_HF), ("qwen3-30b-a3b.json", QWEN3_MOE_HF))}
+    out["gpt-oss-20b.json"] = _read(DATA / "arch" / "gpt-oss-20b" / "config.json")
+    return out
+
+
+def _issue24_targets() -> dict[str, Target]:
+    megatron = {p.name: _read(p) for p in [CONFIGS / "train_llama3_8b.sh", CONFIGS / "train_gpt3_175b_distributed.sh",
+                                           CONFIGS / "train_llama3_8b_h100_fp8.sh", LOGS / "megatron_llama3_8b_16xh100.sh",
+                                           DATA / "megatron_ci" / "args" / "gpt__gpt3_7b_tp1_pp4_memory_speed__dev_dgx_h100.args"]}
+    jobs = {k: yaml.safe_dump(JOBS[k], sort_keys=False).encode() for k in ("job-8b.yaml", "job-70b.yaml")}
+    ds_job = {"model": "llama3-8b", "gpus": 8, "sharding": "zero2", "stack": "megatron-deepspeed", "global_batch": 64,
+              "seq_len": 4096}
+    exports = {f"export-{k}.yaml": yaml.safe_dump(v, sort_keys=False).encode() for k, v in
+               (("megatron", JOBS["job-70b.yaml"]), ("titan", JOBS["job-titan.yaml"]), ("ds", ds_job))}
+    runs_all = _load(_read(DATA / "published_runs.yaml"))
+    records = {"one-record.yaml": _read(DATA / "run_calibration" / "megatron_h100_1.7b.yaml"),
+               "two-records.yaml": yaml.safe_dump([r for r in runs_all if r.get("id") in (
+                   "megatron-readme-h100-7.1B", "megatron-readme-h100-16B")], sort_keys=False).encode()}
+    return {
+        "megatron": Target("megatron", megatron, [["explain", "{f}"], ["check", "{f}", "--format", "json"]], None,
+                           suffix=".sh", seed_args={"train_gpt3_175b_distributed.sh": ["--gpus", "128"],
+                                                    "gpt__gpt3_7b_tp1_pp4_memory_speed__dev_dgx_h100.args": ["--gpus", "8"]}),
+        "torchtitan": Target("torchtitan", {"llama3_8b.toml": _read(CONFIGS / "llama3_8b.toml")},
+                             [["explain", "{f}", "--gpus", "8"], ["check", "{f}", "--gpus", "64", "--format", "json"]],
+                             "toml", suffix=".toml"),
+        "deepspeed": Target("deepspeed", {p.name: _read(p) for p in [CONFIGS / "ds_config_zero2.json", CONFIGS / "ds_config_zero3.json"]},
+                            [["explain", "{f}", "--model", "llama3-8b", "--gpus", "8"],
+                             ["check", "{f}", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "8192", "--format", "json"],
+                             ["budget", "{f}", "--model", "llama3-8b", "--gpus", "8", "--tokens", "1T", "--mc-runs", "0"]],
+                            "json", suffix=".json"),
+        "export": Target("export", exports, [["export", "{f}"]], "yaml", seed_args={
+            "export-megatron.yaml": ["--format", "megatron", "-o", "{d}/out.sh"],
+            "export-titan.yaml": ["--format", "torchtitan"],
+            "export-ds.yaml": ["--format", "deepspeed", "-o", "{d}/ds.json"]}),
+        "run-log": Target("run-log", {p.name: _read(p) for p in [LOGS / "torchtitan_llama3_8b_8xh100.log",
+                                                                  LOGS / "megatron_llama3_8b_16xh100.log"]},
+                          [["calibrate", "run", "{f}", "-o", "{d}/p.yaml"]], None, suffix=".log",
+                          seed_args={"torchtitan_llama3_8b_8xh100.log": ["--job", str(LOGS / "torchtitan_llama3_8b_8xh100.job.yaml")],
+                                     "megatron_llama3_8b_16xh100.log": ["--config", str(LOGS / "megatron_llama3_8b_16xh100.sh"),
+                                                                        "--hardware", "h100-sxm"]}),
+        "run-records": Target("run-records", records, [["calibrate", "run", "{f}", "-o", "{d}/p.yaml", "--format", "json"]],
+                              "yaml"),
+        "plot": Target("plot", jobs, [["explain", "{f}", "--plot", "{d}/m.png"], ["explain", "{f}", "--plot", "{d}/m.svg"],
+                                      ["explain", "{f}", "--plot", "{d}/m.pdf"]], "yaml"),
+        "moe-config": Target("moe-config", _moe_configs(),
+                             [["explain", "--model", "{d}", "--gpus", "64", *MOE_SEQ, "--format", "json"],
+                              ["explain", "--model", "{d}", "--gpus", "64", "--ep", "8", "--sharding", "zero1", *MOE_SEQ],
+                              ["fit", "--model", "{d}", "--gpus", "16", "--top", "1", *MOE_SEQ]], "json",
+                             filename="config.json"),
     }
 
 
@@ -368,5 +477,5 @@ def run_all(workdir: Path, n: int, seed: int, kinds=None) -> dict[str, Outcome]:
             if not kinds or kind in kinds}
 
 
-__all__ = ["NASTY", "Outcome", "Target", "check_result", "fuzz", "mutate", "run_all", "seed_results", "split_gemm",
-           "targets"]
+__all__ = ["ISSUE24_KINDS", "NASTY", "Outcome", "Target", "check_result", "fuzz", "mutate", "run_all", "seed_results",
+           "split_gemm", "targets"]

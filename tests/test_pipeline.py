@@ -57,13 +57,13 @@ def exact_bubble(sim):
 
 @pytest.mark.parametrize("name, expected", [("gpipe", SEED_GPIPE), ("1f1b", SEED_1F1B)])
 def test_cli_prints_seed_timeline_exactly(cli, name, expected):
-    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", name)
+    r = cli("pipeline", "--pp", 4, "--microbatches", 8, "--schedule", name)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == expected
 
 
 def test_cli_seed_durations_given_explicitly(cli):
-    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", "1f1b", "--tf", 1, "--tb", 2)
+    r = cli("pipeline", "--pp", 4, "--microbatches", 8, "--schedule", "1f1b", "--tf", 1, "--tb", 2)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == SEED_1F1B
 
@@ -281,7 +281,7 @@ def test_closed_forms_vectorise_over_schedule_codes():
 
 
 def test_interleaved_text_marks_chunks_and_the_time_unit(cli):
-    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", "interleaved", "--vpp", 2)
+    r = cli("pipeline", "--pp", 4, "--microbatches", 8, "--schedule", "interleaved", "--vpp", 2)
     assert r.exit_code == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == "Interleaved 1F1B (v=2)"
@@ -294,7 +294,7 @@ def test_interleaved_text_marks_chunks_and_the_time_unit(cli):
 
 
 def test_cli_closed_form_option(cli):
-    r = cli("pipeline", "-p", 4, "-m", 16, "-s", "interleaved", "--vpp", 2, "--closed-form")
+    r = cli("pipeline", "--pp", 4, "--microbatches", 16, "-s", "interleaved", "--vpp", 2, "--closed-form")
     assert r.exit_code == 0, r.stderr
     assert "bubble (idle / useful): simulated 0.09375, closed form (p-1)/(v*m) = 0.09375" in r.stdout
     assert "peak stored per stage: simulated 5.5,4.5,3.5,2.5, closed form 5.5,4.5,3.5,2.5" in r.stdout
@@ -303,16 +303,16 @@ def test_cli_closed_form_option(cli):
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--stages", "0", "--microbatches", "8"], "--stages"),
-        (["--stages", "4", "--microbatches", "0"], "--microbatches"),
-        (["--stages", "4", "--microbatches", "6", "--schedule", "interleaved", "--vpp", "2"], "multiple of --stages"),
-        (["--stages", "4", "--microbatches", "8", "--schedule", "interleaved"], "--vpp 2 or more"),
-        (["--stages", "4", "--microbatches", "8", "--schedule", "1f1b", "--vpp", "2"], "interleaved"),
-        (["--stages", "4", "--microbatches", "8", "--schedule", "pipedream"], "unknown pipeline schedule"),
-        (["--stages", "4", "--microbatches", "8", "--tf", "0"], "--tf"),
-        (["--stages", "4", "--microbatches", "8", "--schedule", "zb-h1", "--tw", "2"], "--tw"),
-        (["--stages", "4", "--microbatches", "8", "--tw", "1"], "zb-h1"),
-        (["--stages", "4", "--microbatches", "8", "--plot", "timeline.gif"], ".png, .svg or .pdf"),
+        (["--pp", "0", "--microbatches", "8"], "--pp"),
+        (["--pp", "4", "--microbatches", "0"], "--microbatches"),
+        (["--pp", "4", "--microbatches", "6", "--schedule", "interleaved", "--vpp", "2"], "multiple of --pp"),
+        (["--pp", "4", "--microbatches", "8", "--schedule", "interleaved"], "--vpp 2 or more"),
+        (["--pp", "4", "--microbatches", "8", "--schedule", "1f1b", "--vpp", "2"], "interleaved"),
+        (["--pp", "4", "--microbatches", "8", "--schedule", "pipedream"], "unknown pipeline schedule"),
+        (["--pp", "4", "--microbatches", "8", "--tf", "0"], "--tf"),
+        (["--pp", "4", "--microbatches", "8", "--schedule", "zb-h1", "--tw", "2"], "--tw"),
+        (["--pp", "4", "--microbatches", "8", "--tw", "1"], "zb-h1"),
+        (["--pp", "4", "--microbatches", "8", "--plot", "timeline.gif"], ".png, .svg or .pdf"),
     ],
 )
 def test_cli_bad_input_exit_2(cli, args, needle):
@@ -354,7 +354,7 @@ def _check_png(path: Path, min_bytes: int = 20_000):
 
 def test_plot_png_is_a_readable_picture(cli, tmp_path):
     out = tmp_path / "tl.png"
-    r = cli("pipeline", "--stages", 4, "--microbatches", 8, "--schedule", "1f1b", "--plot", out)
+    r = cli("pipeline", "--pp", 4, "--microbatches", 8, "--schedule", "1f1b", "--plot", out)
     assert r.exit_code == 0, r.stderr
     assert r.stdout == SEED_1F1B  # the text is unchanged by --plot
     assert f"wrote {out}" in r.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 import typer
-from typer.core import TyperGroup
+from .helpfmt import HelpGroup
 
 try:  # typer >= 0.16 vendors click as typer._click; older ones use click itself
     from typer._click import exceptions as _click_exc
@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 _ABORT = tuple(c for c in (getattr(_click_exc, "Abort", None), getattr(typer, "Abort", None)) if c is not None)
 
 
-class _PlannerGroup(TyperGroup):
+class _PlannerGroup(HelpGroup):
     """The `planner` command group: click's own usage errors (a missing argument, a bad
     option value, an unknown option) in the planner's one-line form, `error: ...` then
     `hint: ...` on stderr and exit 2, instead of typer's boxed panel. `--help` and a bare
@@ -61,7 +61,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",  # docstrings' hard line breaks join into paragraphs
+    rich_markup_mode=None,  # click's plain help: readable at 80 columns (helpfmt.py)
 )
 
 def _version(value: bool) -> None:

@@ -36,7 +36,7 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
         if getattr(cmd.callback, "__name__", "") == "explain":
             sig = inspect.signature(cmd.callback, eval_str=True)
             return [p for name, p in sig.parameters.items()
-                    if name in ("job_file", "from_fit", "row", "config_format") or name in _JOB_OPTION_NAMES]
+                    if name in ("job_file", "from_fit", "row", "config_format", "quiet") or name in _JOB_OPTION_NAMES]
     raise RuntimeError("planner budget needs the explain command registered first (core.register)")
 
 
@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
 
     def budget(
         mfu: Optional[float] = typer.Option(None, "--mfu", help="replace the step-time model's MFU by this figure (6N convention), e.g. 0.4"),
-        price_per_gpu_hour: Optional[float] = typer.Option(None, "--price-per-gpu-hour", help="price per GPU-hour, for the cost"),
+        price_per_gpu_hour: Optional[float] = typer.Option(None, "--price-per-gpu-hour", help="price per GPU-hour, for the cost (in --currency)"),
+        currency: str = typer.Option("USD", "--currency", help="ISO 4217 code of the price's currency: labels every cost"),
         pue: float = typer.Option(1.0, "--pue", help="power usage effectiveness (1.0: the GPUs alone at TDP)"),
         failures_per_gpu_day: Optional[float] = typer.Option(None, "--failures-per-gpu-day", help="interruptions per GPU per day (default: Llama 3: 419 / (54 d x 16,384))"),
         mtbf_hours: Optional[float] = typer.Option(None, "--mtbf-hours", help="the job's mean time between failures at --gpus (sweep without --gpus: at the first count)"),
@@ -87,6 +88,7 @@ def register(app: typer.Typer) -> None:
         opts = BudgetOptions(
             mfu=mfu,
             price_per_gpu_hour=price_per_gpu_hour,
+            currency=currency,
             pue=pue,
             failures_per_gpu_s=None if failures_per_gpu_day is None else failures_per_gpu_day / 86400.0,
             job_mtbf_s=None if mtbf_hours is None else mtbf_hours * 3600.0,

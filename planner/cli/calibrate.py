@@ -19,12 +19,15 @@ from ..render.calibrate import print_gemm_report, print_nccl_report, print_run_r
 from ..profile import RUN_PARAMETERS
 from ..render.common import Format, emit
 from .common import FormatOption
+from .helpfmt import HelpGroup
 from ..units import parse_bytes
 
 calibrate_app = typer.Typer(
     name="calibrate",
     help="Fit communication and GEMM figures to your own measurements; writes a profile YAML.",
     no_args_is_help=True,
+    cls=HelpGroup,
+    rich_markup_mode=None,  # click's plain help: readable at 80 columns (helpfmt.py)
 )
 
 

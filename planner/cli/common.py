@@ -18,9 +18,11 @@ import numpy as np
 import typer
 
 from ..errors import PlannerError
-from ..render.common import Format, err, out, warn
+from ..render.common import QUIET, Format, err, note, out, warn
 
 FormatOption = typer.Option(Format.table, "--format", "-f", help="table (rich, for people) or json|yaml|csv")
+QuietOption = typer.Option(False, "--quiet", "-q", help="no notes on stderr (what was assumed, searched, read): for CI; "
+                                                       "warnings and errors are still printed")
 
 
 def report_error(e: PlannerError) -> None:
@@ -37,6 +39,7 @@ def cli_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        QUIET["notes"] = kwargs.get("quiet") is True  # a command's --quiet (QuietOption)
         try:
             _finite_options(kwargs, names)
             # numpy's overflow warnings never reach the user: a result that overflowed is
@@ -53,6 +56,8 @@ def cli_errors(fn):
 
             report_error(name_too_long(e.filename or ""))
             raise typer.Exit(2)
+        finally:
+            QUIET["notes"] = False
 
     return wrapper
 
@@ -82,4 +87,4 @@ def _finite_options(kwargs: dict, names: dict) -> None:
                                "counts are whole numbers up to 2147483647 (2**31 - 1), e.g. 8")
 
 
-__all__ = ["Format", "FormatOption", "cli_errors", "err", "out", "report_error", "warn"]
+__all__ = ["Format", "FormatOption", "QuietOption", "cli_errors", "err", "note", "out", "report_error", "warn"]

@@ -11,7 +11,7 @@ import sys
 
 from ..catalog import (job_file_data, list_hardware, list_models, list_stacks, load_hardware, load_model, load_stack,
                        read_yaml, validate)
-from .common import Format, FormatOption, cli_errors, warn
+from .common import Format, FormatOption, QuietOption, cli_errors, note, warn
 from ..errors import PlannerError
 from ..files import parse_yaml
 from ..explain import evaluate, to_json
@@ -25,17 +25,42 @@ from ..units import parse_count
 
 
 def report_trainer_config(cfg) -> None:
-    """A trainer config's not-modelled, ignored and assumed lists, on stderr (never silently)."""
+    """A trainer config's not-modelled and assumed lists on stderr (never silently); the
+    settings it read that have no effect on memory or time (the readers' documented lists:
+    optimizer, schedule, data, logging, checkpoints, ...) are counted, not listed (issue 24)."""
     if cfg.not_modelled:
         warn(f"{cfg.source}: read as {cfg.fmt}; not modelled (they change memory or time; the plan is priced without "
-             f"them): {'; '.join(cfg.not_modelled)}")
+             f"them): {'; '.join(group_by_reason(cfg.not_modelled))}")
     if cfg.ignored:
-        sys.stderr.write(f"note: {cfg.source}: read as {cfg.fmt}; ignored (no effect on the plan's memory or time): "
-                         f"{'; '.join(cfg.ignored)}\n")
+        n = sum(len(split_reason(i)[0].split(", ")) for i in cfg.ignored)
+        note(f"{cfg.source}: read as {cfg.fmt}; {n} setting(s) with no effect on memory or time not listed "
+             f"(optimizer, schedule, data, logging, checkpoints: the reader's documented list)")
     if cfg.assumed:
-        sys.stderr.write(f"note: {cfg.source}: assumed: {'; '.join(cfg.assumed)}\n")
+        note(f"{cfg.source}: assumed: {'; '.join(cfg.assumed)}")
     for u in getattr(cfg, "unmodelled", ()):
         warn(f"{cfg.source}: not modelled, priced otherwise: {u}")
+
+
+def split_reason(entry: str) -> tuple[str, str]:
+    """'name=value (why)' -> ('name=value', 'why'); ('entry', '') without a trailing reason.
+    The reason is the balanced parenthesis that ends the entry."""
+    if not entry.endswith(")"):
+        return entry, ""
+    depth = 0
+    for i in range(len(entry) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(entry[i], 0)
+        if depth == 0:
+            return (entry[:i].rstrip(), entry[i + 1:-1]) if i > 0 and entry[i - 1] == " " else (entry, "")
+    return entry, ""
+
+
+def group_by_reason(entries: list[str]) -> list[str]:
+    """Entries that share a reason written once: 'a=1, b=2 (why)', in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for e in entries:
+        what, why = split_reason(e)
+        groups.setdefault(why, []).append(what)
+    return [", ".join(whats) + (f" ({why})" if why else "") for why, whats in groups.items()]
 
 
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:
@@ -194,6 +219,7 @@ def register(app: typer.Typer) -> None:
         config_format: Optional[str] = ConfigFormatOption,
         plot: Optional[Path] = typer.Option(None, "--plot", help="also draw the memory breakdown (stacked terms against the usable HBM) to FILE.png|svg|pdf"),
         fmt: Format = FormatOption,
+        quiet: bool = QuietOption,
     ):
         """Memory, FLOPs, step time and MFU of one training plan, term by term. The job file
         is a planner job YAML or a trainer's own config (torchtitan TOML, Megatron launch

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from .common import Format, FormatOption, cli_errors, warn
+from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import progress
 from .core import CapacityFactorOption, EpOverlapOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
         plot: Optional[Path] = typer.Option(None, "--plot", help="draw FILE.png|svg|pdf: one count: the feasible plans (memory vs step time, Pareto front, top rows labelled) and the top rows' memory; several counts: MFU, step time, days and memory of the best plan per count (one count evaluates every feasible plan's step time: slower)"),
         export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
         fmt: Format = FormatOption,
+        quiet: bool = QuietOption,
     ):
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
         micro-batch, sharding, recompute, SP, schedule, rank order) by step time; exit 1 with

@@ -14,12 +14,24 @@ import typer
 from .common import cli_errors
 
 
+def _stages(pp: Optional[int], stages: Optional[int]) -> int:
+    """--pp, or its old spelling --stages / -p (hidden; the one vocabulary is --pp)."""
+    from ..errors import PlannerError
+
+    if pp is not None and stages is not None and pp != stages:
+        raise PlannerError(f"--pp {pp} and --stages {stages} disagree", "give --pp only (--stages is its old spelling)")
+    if pp is None and stages is None:
+        raise PlannerError("missing option --pp (pipeline stages)", "e.g. planner pipeline --pp 4 --microbatches 8")
+    return pp if pp is not None else stages
+
+
 def register(app: typer.Typer) -> None:
     @app.command("pipeline")
     @cli_errors
     def pipeline(
-        stages: int = typer.Option(..., "--stages", "-p", help="pipeline stages p"),
-        microbatches: int = typer.Option(..., "--microbatches", "-m", help="micro-batches per step m"),
+        pp: Optional[int] = typer.Option(None, "--pp", help="pipeline stages p (as --pp in fit, explain and the job file)"),
+        stages: Optional[int] = typer.Option(None, "--stages", "-p", hidden=True, help="the old spelling of --pp"),
+        microbatches: int = typer.Option(..., "--microbatches", help="micro-batches per step m"),
         schedule: str = typer.Option("1f1b", "--schedule", "-s", help="gpipe | 1f1b | interleaved | zb-h1"),
         vpp: int = typer.Option(1, "--vpp", "-v", help="model chunks per stage v (interleaved only)"),
         tf: float = typer.Option(1.0, "--tf", help="forward time of one micro-batch through a whole stage"),
@@ -36,7 +48,7 @@ def register(app: typer.Typer) -> None:
         micro-batches per stage (digits forward, letters backward, dots idle)."""
         from ..pipeline import closed_form_text, simulate, timeline_text
 
-        sim = simulate(stages, microbatches, schedule, vpp=vpp, t_f=tf, t_b=tb, t_w=tw)
+        sim = simulate(_stages(pp, stages), microbatches, schedule, vpp=vpp, t_f=tf, t_b=tb, t_w=tw)
         text = timeline_text(sim)
         if plot is not None:
             from ..plot import plot_timeline

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, emit, gb, gbps, mesh, mesh_words, millions, money, out, pct, warn
+from .common import Format, emit, gb, gbps, mesh, mesh_words, mfu_convention, millions, money, out, pct, warn
 
 
 def _days(s: float) -> str:
@@ -62,7 +62,8 @@ def budget_table(res: dict) -> None:
         ("GPU-hours", f"{t['gpu_hours']:,.0f}", "failure-free"),
     ]
     if t["cost"] is not None:
-        rows.append(("cost", money(t["cost"]), f"{t['price_per_gpu_hour']:g} per GPU-hour, failure-free"))
+        rows.append(("cost", f"{money(t['cost'])} {t['currency']}",
+                     f"{t['price_per_gpu_hour']:g} {t['currency']} per GPU-hour (--price-per-gpu-hour), failure-free"))
     rows += [
         ("energy", f"{t['energy_kwh'] / 1e3:,.1f} MWh", f"{t['tdp_W']:,.0f} W TDP x PUE {t['pue']:g}, failure-free"),
         ("checkpoint per GPU", f"{gb(ck['bytes_per_gpu'], 3)} GB", f"{ck['saved_terms']}; job {gb(ck['job_bytes'], 0)} GB"),
@@ -82,7 +83,7 @@ def budget_table(res: dict) -> None:
                  + (f"; Monte-Carlo {_days(ef['monte_carlo_wall_s'])}" if ef["monte_carlo_wall_s"] is not None else "")))
     rows.append(("effective GPU-hours", f"{ef['gpu_hours']:,.0f}", "closed form"))
     if ef["cost"] is not None:
-        rows.append(("effective cost", money(ef["cost"]), "closed form"))
+        rows.append(("effective cost", f"{money(ef['cost'])} {t['currency']}", "closed form"))
     for r in rows:
         tab.add_row(*r)
     out.print(tab)
@@ -97,7 +98,7 @@ def sweep_table(rows: list[dict], job, opts) -> None:
                 box=None, padding=(0, 1), pad_edge=False, header_style="bold")
     priced = opts.price_per_gpu_hour is not None
     # short, two-line headers and no wrapping inside a number, so the table fits 80 columns
-    cols = ["GPUs", "mesh", "MFU", "days", "GPU-h"] + (["cost"] if priced else []) + [
+    cols = ["GPUs", "mesh", "MFU", "days", "GPU-h"] + ([f"cost\n{opts.currency}"] if priced else []) + [
         "MTBF\nh", "ckpt\nmin", "good-\nput", "eff.\ndays"]
     body = []
     for r in rows:
@@ -118,3 +119,5 @@ def sweep_table(rows: list[dict], job, opts) -> None:
               "(the Monte-Carlo runs for a single plan only); --format json|csv for every column")
     if opts.mfu is not None:
         out.print("  MFU given with --mfu: days = 6N x tokens / (GPUs x peak x MFU), 6N convention")
+    else:
+        out.print(f"  {mfu_convention(None)}")

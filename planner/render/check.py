@@ -7,7 +7,7 @@ from __future__ import annotations
 import typer
 
 from ..check import mfu, step_seconds
-from .common import Format, TERM_LABELS, emit, gib, pct, seconds
+from .common import Format, TERM_LABELS, emit, gib, mfu_convention, pct, seconds
 
 SHOWN_SUGGESTIONS = 5  # in the text output; --format json lists all
 
@@ -86,6 +86,10 @@ def emit_check(results: list[dict], fmt: Format) -> None:
         emit([csv_row(r) for r in results], fmt, lambda: None)
     elif fmt != Format.table:
         emit(results, fmt, lambda: None)
-    elif len(results) > 1:
-        n = {v: sum(r["verdict"] == v for r in results) for v in ("pass", "fail", "error")}
-        typer.echo(f"{len(results)} jobs: {n['pass']} pass, {n['fail']} fail, {n['error']} invalid")
+    else:
+        if len(results) > 1:
+            n = {v: sum(r["verdict"] == v for r in results) for v in ("pass", "fail", "error")}
+            typer.echo(f"{len(results)} jobs: {n['pass']} pass, {n['fail']} fail, {n['error']} invalid")
+        timed = [r for r in results if r.get("verdict") != "error" and mfu(r) is not None]
+        if timed:
+            typer.echo(mfu_convention((timed[0].get("flops") or {}).get("attention_counted")))

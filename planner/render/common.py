@@ -38,6 +38,26 @@ def warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 
 
+def mfu_convention(attention_counted: str | None) -> str:
+    """What an MFU figure counts (issue 24), printed under every table that shows one:
+    step.throughput's `mfu` = model FLOPs per token (6N + attention of the counted kind, the
+    PaLM convention, Chowdhery et al. 2022 appendix B) x tokens/s / (GPUs x the dense peak of
+    the plan's precision); recompute is not counted (HFU counts it)."""
+    att = f"6N + {attention_counted} attention (PaLM)" if attention_counted else "6N (attention not counted)"
+    return (f"MFU = model FLOPs ({att}; recompute not counted) per second / (GPUs x dense peak of the precision)")
+
+
+# --quiet (issue 24): the notes (what was assumed, searched or read) are not printed; warnings
+# and errors are. Set for the length of one command by cli.common.cli_errors.
+QUIET = {"notes": False}
+
+
+def note(message: str) -> None:
+    """`note: ...` on stderr, unless the command runs with --quiet."""
+    if not QUIET["notes"]:
+        sys.stderr.write(f"note: {message}\n")
+
+
 @contextmanager
 def progress(description: str, total: int, console: Optional[Console] = None):
     """A rich progress bar on stderr while a sweep runs (over GPU counts), shown only when

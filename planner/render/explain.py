@@ -135,7 +135,7 @@ def time_table(res: dict) -> None:
         f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{thr['hardware_tflops_per_gpu']:,.0f} TFLOP/s per GPU executed ({thr['tflops_per_gpu']:,.0f} in model FLOPs); "
         f"MFU {pct(thr['mfu'])} "
-        f"(6N + {res['flops']['attention_counted']} attention, PaLM), {pct(thr['mfu_6n'])} (6N); "
+        f"(6N + {res['flops']['attention_counted']} attention, PaLM; recompute not counted), {pct(thr['mfu_6n'])} (6N); "
         f"HFU {pct(thr['hfu'])} (what the kernels run: causal attention, recompute) "
         f"of {thr['peak_tflops']:,.0f} TFLOP/s"
     )

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ..search import explain_args
 from ..space import RANK_ORDERS_TP_INNER
-from .common import Format, emit, err, gib, mesh, out, pct, print_wide, seconds
+from .common import Format, emit, err, gib, mesh, mfu_convention, note, out, pct, print_wide, seconds
 from .explain import explain_table
 
 
@@ -44,7 +44,7 @@ def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format) -> None:
     """The first `rows` of a fit result; a machine format gets the counts as a note on stderr.
     The rank-order column appears when --rank-orders was given or a row is not tp-cp-pp-dp."""
     if fmt != Format.table:
-        err.print(f"note: {searched(result)}", highlight=False)
+        note(searched(result))
     shown_orders = rank_orders != RANK_ORDERS_TP_INNER or any(r["plan"]["rank_order"] != "tp-cp-pp-dp" for r in rows)
     emit(rows, fmt, lambda: fit_table(result.__class__(**{**result.__dict__, "rows": rows}), job,
                                       result.gpus, shown_orders))
@@ -111,5 +111,6 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
         out.print(f"  no row above for {', '.join(f'{g:,}' for g in missing)} GPUs: none of their plans ranks in the "
                   f"top {len(rows)} (or none fits); fit that count alone to see its plans")
     out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage")
+    out.print(f"  {mfu_convention((rows[0].get('flops') or {}).get('attention_counted'))}")
     out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
     out.print("  (or add --explain N to this command for the breakdown of row N)")

@@ -1,0 +1,126 @@
+"""A long mutation-fuzzing pass over every reader (tests/fuzzing.py), outside the test suite.
+
+    PYTHONPATH=. python scripts/fuzz.py --runs 10000 --seed 24 --jobs 2 --out fuzz-report
+
+The runs are spread evenly over the input kinds (the GEMM reader one kind per file format)
+and cut into chunks; chunk c of kind k mutates with random.Random(f"{k}:{seed}:{c}"), so a
+pass is reproducible from (--runs, --seed, --chunk). Each input runs in-process through
+typer's CliRunner, as in tests/test_fuzz.py, with a wall-clock limit (--timeout): an input
+that runs past it is a hang. The report (OUT/report.json, and a summary on stdout) counts the
+exit codes per kind and lists every failure (a traceback, an exit code other than 0/1/2, an
+exit 2 without `error:` first, a hang) with its command line; each failing input is saved
+under OUT/inputs/ to reproduce it. Exit 0 when there is no failure, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import signal
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+
+class Hang(BaseException):
+    """Raised by the alarm; a BaseException, so CliRunner does not catch it as the command's."""
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def _chunk(task: tuple) -> dict:
+    kind, seed, chunk, n, timeout, out = task
+    from typer.testing import CliRunner
+
+    from fuzzing import _lay_out, check_result, mutate, split_gemm, targets
+    from planner.cli import app
+
+    work = Path(tempfile.mkdtemp(prefix=f"fuzz-{kind}-{chunk}-"))
+    t = split_gemm(targets(work / "seeds"))[kind]
+    rng = random.Random(f"{kind}:{seed}:{chunk}")
+    runner, names = CliRunner(), sorted(t.seeds)
+    signal.signal(signal.SIGALRM, _alarm)
+    res = {"kind": kind, "tried": 0, "codes": {}, "failures": [], "slowest_s": 0.0}
+    for i in range(n):
+        name = names[i % len(names)]
+        data = mutate(rng, t, t.seeds[name])
+        args = _lay_out(t, name, data, work / f"{chunk}-{i}", i % len(t.args))
+        t0 = time.perf_counter()
+        signal.alarm(timeout)
+        try:
+            r = runner.invoke(app, args)
+            why, code = check_result(r), r.exit_code
+        except Hang:
+            why, code = f"hang: still running after {timeout} s", "hang"
+        finally:
+            signal.alarm(0)
+        res["slowest_s"] = max(res["slowest_s"], time.perf_counter() - t0)
+        res["tried"] += 1
+        res["codes"][str(code)] = res["codes"].get(str(code), 0) + 1
+        if why is not None:
+            saved = Path(out) / "inputs" / f"{kind}-{chunk}-{i}{Path(args_file(t)).suffix}"
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            saved.write_bytes(data)
+            res["failures"].append({"kind": kind, "seed": name, "chunk": chunk, "input": i, "why": why,
+                                    "args": [str(a) for a in args], "saved": str(saved)})
+    return res
+
+
+def args_file(t) -> str:
+    return t.filename or f"input{t.suffix}"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=10_000, help="inputs in all (spread evenly over the kinds)")
+    ap.add_argument("--seed", type=int, default=24)
+    ap.add_argument("--chunk", type=int, default=50, help="inputs per task")
+    ap.add_argument("--jobs", type=int, default=2, help="worker processes")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds an input may run before it is a hang")
+    ap.add_argument("--kinds", default="", help="comma list of kinds (default: all)")
+    ap.add_argument("--out", default="fuzz-report", help="folder for report.json and the failing inputs")
+    a = ap.parse_args(argv)
+    from fuzzing import split_gemm, targets
+
+    kinds = sorted(split_gemm(targets(Path(tempfile.mkdtemp(prefix="fuzz-kinds-")))))
+    if a.kinds:
+        kinds = [k for k in kinds if k in a.kinds.split(",")]
+    per_kind = -(-a.runs // len(kinds))
+    tasks = [(k, a.seed, c, min(a.chunk, per_kind - c * a.chunk), a.timeout, a.out)
+             for k in kinds for c in range(-(-per_kind // a.chunk))]
+    t0 = time.time()
+    results = []
+    with ProcessPoolExecutor(a.jobs) as ex:
+        for r in ex.map(_chunk, tasks):
+            results.append(r)
+            print(f"{time.time() - t0:7.0f} s  {r['kind']}: {r['tried']} tried, {len(r['failures'])} failures", flush=True)
+    summary = {}
+    for r in results:
+        s = summary.setdefault(r["kind"], {"tried": 0, "codes": {}, "failures": 0, "slowest_s": 0.0})
+        s["tried"] += r["tried"]
+        s["failures"] += len(r["failures"])
+        s["slowest_s"] = round(max(s["slowest_s"], r["slowest_s"]), 2)
+        for c, n in r["codes"].items():
+            s["codes"][c] = s["codes"].get(c, 0) + n
+    failures = [f for r in results for f in r["failures"]]
+    report = {"runs": sum(s["tried"] for s in summary.values()), "seed": a.seed, "chunk": a.chunk,
+              "wall_s": round(time.time() - t0), "kinds": summary, "failures": failures}
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / "report.json").write_text(json.dumps(report, indent=1))
+    print(json.dumps({k: v for k, v in report.items() if k != "failures"}, indent=1))
+    for f in failures:
+        print(f"FAIL {f['kind']} ({f['seed']}, chunk {f['chunk']} input {f['input']}): {f['why'][:200]}\n"
+              f"     {' '.join(f['args'])}\n     saved: {f['saved']}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

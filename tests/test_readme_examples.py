@@ -1,0 +1,46 @@
+"""Issue 24: the README's example figures cannot drift. Every `$ planner ...` example of
+README.md whose inputs exist is run (tests/readme_examples.py), and every figure its quoted
+output states (decimals, percentages, counts with separators; a search's wall time aside)
+must be in what the command prints now. When the model moves on purpose, refresh them with
+`PYTHONPATH=. python tests/readme_examples.py` (it rewrites the figures of the lines it can
+match and lists the rest) and read the diff."""
+
+from __future__ import annotations
+
+import pytest
+
+from readme_examples import README_JOBS, ROOT, examples, figures, output, refreshed, runnable, skeleton
+
+EXAMPLES = [ex for ex in examples() if runnable(ex, ROOT)]
+
+
+@pytest.fixture(scope="module")
+def jobs_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("readme")
+    for name, text in README_JOBS.items():
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_text(text)
+    return d
+
+
+def test_the_readme_examples_are_found():
+    """Enough examples run that the check means something: the quoted figures of at least
+    20 commands, 250 figures in all."""
+    assert len(EXAMPLES) >= 20
+    assert sum(len(figures(ex.quoted)) for ex in EXAMPLES) >= 250
+
+
+@pytest.mark.parametrize("ex", EXAMPLES, ids=[f"README:{ex.line}:{ex.argv[0]}" for ex in EXAMPLES])
+def test_readme_example_figures_match(ex, jobs_dir, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    got = output(ex, jobs_dir)
+    stale = [(f, q.strip()[:120]) for q in ex.quoted for f in figures([q]) if f not in got]
+    assert stale == [], f"README.md:{ex.line} `planner {' '.join(ex.argv)}` quotes figures it no longer prints"
+
+
+def test_figures_and_refresh():
+    assert figures(["  searched 428,866 candidates in 0.84 s: 70,459 did not fit, step 3.71 s, MFU 54.4%"]) == [
+        "428,866", "70,459", "3.71", "54.4%"]
+    assert skeleton("a 1.5 GiB b 12%") == skeleton("a   2.25 GiB b 9%")
+    new, stuck = refreshed(["total 1.5 GiB, 12%", "other 3.0"], "total 2.5 GiB, 13%\n")
+    assert new == ["total 2.5 GiB, 13%", "other 3.0"] and stuck == ["other 3.0"]
