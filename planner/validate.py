@@ -592,7 +592,7 @@ def _write_model(spec: dict, tmpdir: Path) -> str:
     text = yaml.safe_dump(spec, sort_keys=True)
     p = tmpdir / f"model-{hashlib.sha1(text.encode()).hexdigest()[:16]}.yaml"
     if not files.exists(p):
-        p.write_text(text, encoding="utf-8")
+        files.write_atomic(p, text, what="model file")
     return str(p)
 
 
