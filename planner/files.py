@@ -184,12 +184,14 @@ def output_path(path: str | Path, what: str = "--output", hint: Optional[str] = 
     return p
 
 
-def write_atomic(path: str | Path, content: str | bytes, what: str = "--output", hint: Optional[str] = None) -> Path:
+def write_atomic(path: str | Path, content: str | bytes, what: str = "--output", hint: Optional[str] = None,
+                 durable: bool = True) -> Path:
     """Write `content` (text as UTF-8, or bytes) to `path` atomically (module docstring): a
     temporary file in the same folder, fsync, os.replace. The file keeps the old one's
     permission bits (a new one gets the umask's); a symbolic link is followed (its target
     is replaced, the link stays). On failure the temporary file is removed, the old file is
-    untouched, and PlannerError names the file."""
+    untouched, and PlannerError names the file. `durable=False` skips the fsync (files in a
+    private temporary folder that no crash needs to find: still never seen half-written)."""
     p = output_path(path, what, hint)
     data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
     target = Path(os.path.realpath(p)) if os.path.islink(p) else p
@@ -200,7 +202,8 @@ def write_atomic(path: str | Path, content: str | bytes, what: str = "--output",
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         mode = stat.S_IMODE(os.stat(target).st_mode) if is_file(target) else 0o666 & ~_umask()
         os.chmod(tmp, mode)  # mkstemp makes 0600
         os.replace(tmp, target)
