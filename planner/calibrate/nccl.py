@@ -92,7 +92,9 @@ Fit
 
     A two-line fit is started from every split of the measured sizes into a lower and an
     upper set (each line first fitted by weighted linear least squares on its side) and the
-    best envelope kept, so the result does not depend on a random start.
+    best envelope kept, so the result does not depend on a random start. A log with more
+    than MAX_CUT_STARTS splits (a dense -i sweep) is split on every k-th size and the best
+    envelope refitted on all points, so the fit stays linear in the log's length.
 
 The residuals reported (and asserted by the tests) are those of bus bandwidth at sizes of
 at least 1 MiB (`EVAL_MIN_BYTES`): busbw_model / busbw_measured - 1, busbw_measured being
