@@ -72,9 +72,12 @@ def _root(
 # the modules it registers: `planner fit ...` loads fit's (and what it imports), not
 # calibrate's scipy code or validate's, so a whole search starts sooner (issue 24).
 _MODULES = ("core", "collective", "pipeline", "calibrate", "validate", "check", "fit", "budget", "export")
-_COMMAND_MODULE = {"fit": "fit", "explain": "core", "models": "core", "hardware": "core", "schema": "core",
-                   "check": "check", "budget": "budget", "export": "export", "validate": "validate",
-                   "collective": "collective", "pipeline": "pipeline", "calibrate": "calibrate"}
+# (budget, check and export take explain's plan options from the registered explain command:
+# core first)
+_COMMAND_MODULE = {"fit": ("fit",), "explain": ("core",), "models": ("core",), "hardware": ("core",),
+                   "check": ("core", "check"), "budget": ("core", "budget"),
+                   "export": ("core", "export"), "validate": ("validate",), "collective": ("collective",),
+                   "pipeline": ("pipeline",), "calibrate": ("calibrate",)}
 # --help lists the commands in the order a newcomer meets them
 _ORDER = ["fit", "explain", "check", "budget", "export", "validate", "collective", "pipeline", "calibrate", "models",
           "hardware", "schema"]
@@ -124,5 +127,5 @@ def main(argv=None) -> None:
     argument names a command (else every command: --help, a typo, no arguments)."""
     args = sys.argv[1:] if argv is None else list(argv)
     mod = _COMMAND_MODULE.get(args[0]) if args else None
-    app = build_app((mod,)) if mod is not None else __getattr__("app")
+    app = build_app(mod) if mod is not None else __getattr__("app")
     app(args=args, prog_name="planner")
