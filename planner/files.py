@@ -15,14 +15,24 @@ and never a hang.
   its constructors raise (a `!!float "[]"`, a `!!timestamp abc`, nesting deeper than
   Python's recursion limit) is reported as invalid YAML in that file.
 - JSON likewise: nesting deeper than the recursion limit is invalid JSON, not a crash.
+
+Writing: every file the planner writes (export -o, --plot, calibration profiles) goes
+through `write_atomic`: the bytes go to a temporary file in the target's folder, are
+flushed to disk (fsync), and the temporary file is renamed over the target (os.replace, an
+atomic rename on POSIX and Windows). A write that fails part-way (disk full, a file-size
+limit, an interrupt) leaves the previous file exactly as it was (issue 24).
+`output_path` checks a path before a long computation; `locked` serialises the
+read-modify-write of one file between processes (fcntl.flock on a side lock file).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -171,5 +181,99 @@ def read_json(path: str | Path, hint: Optional[str] = None) -> Any:
     return parse_json(read_text(path, hint), str(path), hint)
 
 
-__all__ = ["MAX_FILE_BYTES", "YAML_LOADER", "compose_yaml", "exists", "is_dir", "is_file", "parse_json", "parse_yaml",
-           "read_bytes", "read_json", "read_text", "read_yaml"]
+# ------------------------------------------------------------------------------ writing
+def output_path(path: str | Path, what: str = "--output", hint: Optional[str] = None) -> Path:
+    """`path` as a file the planner can write: a name of at most NAME_MAX bytes (a longer
+    one would fail only at the write, after the computation), no NUL byte, an existing
+    folder, not a folder itself. PlannerError (exit 2) naming `what` otherwise."""
+    p = Path(path)
+    hint = hint or "give a writable file path"
+    if "\x00" in str(p):
+        raise PlannerError(f"{what} {str(p)!r}: not a valid path (it holds a NUL byte)", hint)
+    check_name(p)  # a name over NAME_MAX bytes (name_too_long)
+    if not p.name or is_dir(p):
+        raise PlannerError(f"{what} {str(p)!r}: is a folder, not a file", hint)
+    folder = p.parent if str(p.parent) else Path(".")
+    if not is_dir(folder):
+        raise PlannerError(f"{what} {str(p)!r}: folder {str(folder)!r} does not exist", "create it first, or write elsewhere")
+    return p
+
+
+def write_atomic(path: str | Path, content: str | bytes, what: str = "--output", hint: Optional[str] = None,
+                 durable: bool = True) -> Path:
+    """Write `content` (text as UTF-8, or bytes) to `path` atomically (module docstring): a
+    temporary file in the same folder, fsync, os.replace. The file keeps the old one's
+    permission bits (a new one gets the umask's); a symbolic link is followed (its target
+    is replaced, the link stays). On failure the temporary file is removed, the old file is
+    untouched, and PlannerError names the file. `durable=False` skips the fsync (files in a
+    private temporary folder that no crash needs to find: still never seen half-written)."""
+    p = output_path(path, what, hint)
+    data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+    target = Path(os.path.realpath(p)) if os.path.islink(p) else p
+    folder = target.parent if str(target.parent) else Path(".")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + target.name[:64] + ".", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        mode = stat.S_IMODE(os.stat(target).st_mode) if is_file(target) else 0o666 & ~_umask()
+        os.chmod(tmp, mode)  # mkstemp makes 0600
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as e:
+        reason = e.strerror or str(e)
+        if e.errno == errno.EFBIG:
+            reason += ": the file-size limit (ulimit -f)"
+        raise PlannerError(f"{what} {str(p)!r}: cannot write the file ({reason})",
+                           (hint or "choose a writable path with free space") + "; the previous file, if any, is unchanged") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return p
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one existing file (os.path.samefile; False when either is absent)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def locked(path: str | Path, what: str = "--output"):
+    """Hold an exclusive lock for a read-modify-write of `path` against other planner
+    processes: fcntl.flock on `<path>.lock` beside it (the file itself is replaced by
+    write_atomic, so the lock cannot be on it; the lock file stays, empty). Blocks until the
+    other process is done. Without fcntl (Windows) it does not lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    p = output_path(path, what)
+    lock = p.with_name(p.name[: NAME_MAX - 5] + ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise PlannerError(f"{what} {str(p)!r}: cannot create the lock file {str(lock)!r} ({e.strerror or e})",
+                           "choose a writable folder") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+__all__ = ["MAX_FILE_BYTES", "NAME_MAX", "YAML_LOADER", "compose_yaml", "exists", "is_dir", "is_file", "parse_json", "parse_yaml",
+           "locked", "output_path", "read_bytes", "read_json", "read_text", "read_yaml", "same_file", "write_atomic"]

@@ -17,6 +17,7 @@ shown in the legend.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -99,25 +100,21 @@ def timeline_figure(sim: Simulation) -> Figure:
 def check_plot_path(path) -> Path:
     """A --plot path whose suffix names a format and whose folder exists (checked before a
     long search, so that a typo fails at once)."""
-    path = Path(path)
+    path = files.output_path(path, "--plot")
     if path.suffix.lower() not in _FORMATS:
         raise PlannerError(
             f"--plot {str(path)!r}: cannot tell the image format from the suffix {path.suffix or '(none)'!r}",
             "name the file .png, .svg or .pdf",
         )
-    if not files.is_dir(path.parent):
-        raise PlannerError(f"--plot {str(path)!r}: folder {str(path.parent)!r} does not exist", "create it first, or write elsewhere")
     return path
 
 
 def save_figure(fig: Figure, path, dpi: int = DPI) -> Path:
     """Save a figure to `path` (.png, .svg or .pdf) and return the path."""
     path = check_plot_path(path)
-    try:
-        fig.savefig(path, dpi=dpi)
-    except OSError as e:
-        raise PlannerError(f"--plot {str(path)!r}: cannot write the file ({e.strerror or e})", "choose a writable path") from None
-    return path
+    buf = io.BytesIO()  # drawn in memory first: matplotlib's own writers leave half a file (and a PDF an
+    fig.savefig(buf, format=path.suffix.lower()[1:], dpi=dpi)  # AttributeError) when the disk write fails
+    return files.write_atomic(path, buf.getvalue(), what="--plot", hint="choose a writable path with free space")
 
 
 def plot_timeline(sim: Simulation, path) -> Path:

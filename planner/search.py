@@ -42,7 +42,7 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Settings, resolve, stack_options
+from .plan import DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, resolve, stack_options
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
 from .step import step_time
@@ -401,7 +401,15 @@ def rows_of(ranked: Ranked) -> list[dict]:
     """explain's JSON for the ranked candidates: evaluate + to_json on those plans."""
     plan = ranked.space.plans(ranked.base, ranked.rc, ranked.order, ranked.var)
     est = evaluate(ranked.settings, plan)
-    return [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
+    rows = [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
+    if ranked.settings.calibration is not None and len(rows) > 1:
+        # which measured figures a row used is its own: the batch's list is the union over every row
+        from .explain import calibration_report
+
+        for i, row in enumerate(rows):
+            one = PlanArrays(**{k: (np.asarray(v)[i] if np.ndim(v) else v) for k, v in vars(plan).items()})
+            row["calibration"] = calibration_report(ranked.settings, evaluate(ranked.settings, one))
+    return rows
 
 
 def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> None:

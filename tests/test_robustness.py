@@ -339,7 +339,8 @@ def test_a_failed_profile_write_leaves_the_old_profile_intact(cli, tmp_path, mon
     r = _calibrate_gemm(cli, out)
     assert r.exit_code == 2 and "No space left on device" in r.stderr and "Traceback" not in r.stderr
     assert out.read_bytes() == before  # not truncated, not half-written
-    assert [p.name for p in tmp_path.iterdir()] == ["profile.yaml"]  # no temporary file left behind
+    # no temporary file left behind (the empty lock file the calibrations take turns on stays: planner/files.py locked)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["profile.yaml", "profile.yaml.lock"]
     monkeypatch.undo()
     from planner.profile import load_profile
 
@@ -369,7 +370,9 @@ def test_profile_write_goes_through_a_rename_in_the_same_folder(tmp_path, monkey
     cp.write_profile(prof, dst)
     assert seen == [(tmp_path, dst)]
     assert load_profile(dst) == prof
-    assert oct(dst.stat().st_mode & 0o777) == oct(0o666 & ~cp._umask())
+    from planner import files
+
+    assert oct(dst.stat().st_mode & 0o777) == oct(0o666 & ~files._umask())
 
 
 def test_replacing_a_section_says_so_on_stderr(cli, tmp_path):

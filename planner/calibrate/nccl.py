@@ -92,7 +92,9 @@ Fit
 
     A two-line fit is started from every split of the measured sizes into a lower and an
     upper set (each line first fitted by weighted linear least squares on its side) and the
-    best envelope kept, so the result does not depend on a random start.
+    best envelope kept, so the result does not depend on a random start. A log with more
+    than MAX_CUT_STARTS splits (a dense -i sweep) is split on every k-th size and the best
+    envelope refitted on all points, so the fit stays linear in the log's length.
 
 The residuals reported (and asserted by the tests) are those of bus bandwidth at sizes of
 at least 1 MiB (`EVAL_MIN_BYTES`): busbw_model / busbw_measured - 1, busbw_measured being
@@ -924,9 +926,10 @@ class Fit:
 
 # parameters: alpha in us and beta = 1/B in ns per byte (both O(1..1e4) for real logs)
 def _model(x, s):
-    a = np.asarray(x[0::2])[None, :] * US
-    b = np.asarray(x[1::2])[None, :] * 1e-9
-    return np.min(a + s[:, None] * b, axis=1)
+    """min over the lines of a + s b: one pass per line (not an (n, k) array reduced along
+    its short axis, which cost a 40 MB log seconds per evaluation); the same values."""
+    lines = [x[j] * US + s * (x[j + 1] * 1e-9) for j in range(0, len(x), 2)]
+    return lines[0] if len(lines) == 1 else np.minimum.reduce(lines)
 
 
 def _wls_line(s, t):
@@ -944,6 +947,38 @@ def _solve(x0, s, t):
     )
     r = _model(res.x, s) / t - 1.0
     return res.x, r
+
+
+# A two-line fit is started from every split of the distinct sizes into a lower and an upper
+# set when there are at most MAX_CUT_STARTS splits: every factor-2 sweep nccl-tests can print
+# here (8 B to MAX_ROW_BYTES = 4 TiB is 40 sizes, 37 splits) is searched exhaustively, as
+# before. A denser sweep (an -i step: 18k sizes) is searched on every k-th distinct size
+# (k = ceil(splits / MAX_CUT_STARTS), all the points of those sizes), and the best envelope
+# found there is refined on every point: one robust solve per split on a 1/k thinned set is
+# linear in the log's length, where one per size on all points was quadratic (issue 24:
+# 237 s and 12.6 GiB on dense logs).
+MAX_CUT_STARTS = 40
+
+
+def _two_line(s: np.ndarray, t: np.ndarray, us: np.ndarray):
+    """The best two-line envelope (parameters, residuals on all points) over the splits."""
+    step = max(1, math.ceil((len(us) - 3) / MAX_CUT_STARTS))
+    ss, tt, uu = s, t, us
+    if step > 1:
+        keep = np.isin(s, us[::step])
+        ss, tt = s[keep], t[keep]
+        uu = np.unique(ss)
+    best = None
+    for cut in range(2, len(uu) - 1):
+        lo, hi = ss < uu[cut], ss >= uu[cut]
+        x0 = _wls_line(ss[lo], tt[lo]) + _wls_line(ss[hi], tt[hi])
+        x, r = _solve(x0, ss, tt)
+        cost = np.sum(2.0 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0))
+        if best is None or cost < best[0]:
+            best = (cost, x, r)
+    if step > 1:
+        return _solve(best[1], s, t)
+    return best[1], best[2]
 
 
 def fit_points(collective: str, ranks: int, sizes, times, min_bytes: int = DEFAULT_MIN_BYTES,
@@ -973,15 +1008,7 @@ def fit_points(collective: str, ranks: int, sizes, times, min_bytes: int = DEFAU
     x1, r1 = _solve(_wls_line(s, t), s, t)
     candidates.append((x1, r1))
     if len(us) >= 4:
-        best = None
-        for cut in range(2, len(us) - 1):
-            lo, hi = s < us[cut], s >= us[cut]
-            x0 = _wls_line(s[lo], t[lo]) + _wls_line(s[hi], t[hi])
-            x, r = _solve(x0, s, t)
-            cost = np.sum(2.0 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0))
-            if best is None or cost < best[0]:
-                best = (cost, x, r)
-        candidates.append((best[1], best[2]))
+        candidates.append(_two_line(s, t, us))
 
     def bic(x, r):
         return 2.0 * n * math.log(max(float(np.mean(np.abs(r))), 1e-12)) + len(x) * math.log(n)
@@ -1200,21 +1227,43 @@ def _usable(t: np.ndarray) -> bool:
 def monotone_bound(sizes, busbw) -> tuple[float, Optional[tuple[int, int]]]:
     """The least max |busbw error| any model in which more bytes never take less time can
     reach on these points, and the indices (i, j) of the pair that sets it (S_i <= S_j,
-    t_i > t_j; None when the points are already monotone)."""
+    t_i > t_j; None when the points are already monotone; of several pairs that reach it,
+    the least i, then the least j).
+
+    O(n log n) (issue 24: the all-pairs form took n^2 memory, 2.6 GB at 18k rows): the gap
+    (t_i - t_j) / (t_i + t_j) grows with t_i and falls with t_j, so for each i the best
+    partner is the least time among the other points of equal or larger size (a suffix
+    minimum over the points sorted by size, the point's own size class counted without it)."""
     t = _time_like(sizes, busbw)
     s = np.asarray(sizes, dtype=np.float64)
     if not _usable(t):
         return float("nan"), None
     if t.size < 2:
         return 0.0, None
-    ii, jj = np.nonzero(s[:, None] <= s[None, :])
-    keep = ii != jj
-    ii, jj = ii[keep], jj[keep]
-    gap = (t[ii] - t[jj]) / (t[ii] + t[jj])
-    k = int(np.argmax(gap))
-    if gap[k] <= 0.0:
+    order = np.argsort(s, kind="stable")
+    ss, ts = s[order], t[order]
+    heads, cls = np.unique(ss, return_index=True, return_inverse=True)[1:]  # first position, class of each point
+    end = np.append(heads[1:], ts.size)[cls]  # one past each point's size class
+    later = np.append(np.minimum.accumulate(ts[::-1])[::-1], np.inf)[end]  # least time at larger sizes
+    cls_min = np.minimum.reduceat(ts, heads)
+    pos = np.arange(ts.size)
+    is_min = ts == cls_min[cls]
+    arg = np.minimum.reduceat(np.where(is_min, pos, ts.size), heads)  # each class's first least point
+    rest = np.where(pos == arg[cls], np.inf, ts)
+    second = np.minimum.reduceat(rest, heads)  # the class's least time without that point
+    without_self = np.where(pos == arg[cls], second[cls], cls_min[cls])
+    partner = np.minimum(later, without_self)
+    gap = np.full(t.size, -np.inf)
+    with np.errstate(invalid="ignore"):
+        gap[order] = np.where(np.isfinite(partner), (ts - partner) / (ts + partner), -np.inf)
+    eps = float(gap.max())
+    if eps <= 0.0:
         return 0.0, None
-    return float(gap[k]), (int(ii[k]), int(jj[k]))
+    i = int(np.argmax(gap == eps))  # the least i that reaches it
+    others = (s >= s[i]) & (np.arange(t.size) != i)
+    with np.errstate(invalid="ignore"):
+        j = int(np.argmax(others & ((t[i] - t) / (t[i] + t) == eps)))
+    return eps, (i, j)
 
 
 def _nccl_form_feasible(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
@@ -1227,24 +1276,23 @@ def _nccl_form_feasible(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     k = x.size
     if k == 1:
         return True
-    rows, rhs = [], []
-    for i in range(k - 1):  # t_i - t_{i+1} <= 0
-        r = np.zeros(k)
-        r[i], r[i + 1] = 1.0, -1.0
-        rows.append(r)
-        rhs.append(0.0)
-    for i in range(1, k - 1):  # slope (i, i+1) <= slope (i-1, i)
-        d1, d2 = x[i] - x[i - 1], x[i + 1] - x[i]
-        r = np.zeros(k)
-        r[i + 1], r[i], r[i - 1] = 1.0 / d2, -1.0 / d2 - 1.0 / d1, 1.0 / d1
-        rows.append(r)
-        rhs.append(0.0)
+    from scipy.sparse import coo_matrix
+
+    # the constraint rows, sparse (issue 24: dense rows took k^2 memory on an 18k-row log)
+    i = np.arange(k - 1)  # t_i - t_{i+1} <= 0
+    r_mono, c_mono, v_mono = np.repeat(i, 2), np.stack([i, i + 1], 1).ravel(), np.tile([1.0, -1.0], k - 1)
+    i = np.arange(1, k - 1)  # slope (i, i+1) <= slope (i-1, i)
+    d1, d2 = x[i] - x[i - 1], x[i + 1] - x[i]
+    r_conc = np.repeat(k - 1 + i - 1, 3)
+    c_conc = np.stack([i + 1, i, i - 1], 1).ravel()
+    v_conc = np.stack([1.0 / d2, -1.0 / d2 - 1.0 / d1, 1.0 / d1], 1).ravel()
     d = x[1] - x[0]  # t(0) = t_0 - x_0 (t_1 - t_0) / d >= 0
-    r = np.zeros(k)
-    r[0], r[1] = -(1.0 + x[0] / d), x[0] / d
-    rows.append(r)
-    rhs.append(0.0)
-    res = linprog(np.zeros(k), A_ub=np.array(rows), b_ub=np.array(rhs), bounds=list(zip(lo, hi)), method="highs")
+    n_rows = (k - 1) + (k - 2) + 1
+    rows = np.concatenate([r_mono, r_conc, [n_rows - 1, n_rows - 1]])
+    cols = np.concatenate([c_mono, c_conc, [0, 1]])
+    vals = np.concatenate([v_mono, v_conc, [-(1.0 + x[0] / d), x[0] / d]])
+    A = coo_matrix((vals, (rows, cols)), shape=(n_rows, k)).tocsr()
+    res = linprog(np.zeros(k), A_ub=A, b_ub=np.zeros(n_rows), bounds=np.stack([lo, hi], 1), method="highs")
     return res.status == 0
 
 
@@ -1260,12 +1308,12 @@ def nccl_form_bound(sizes, busbw) -> float:
     x = np.unique(s)
     t = t / t.max()  # conditioning: times to <= 1, sizes to <= 1
     xs = x / x.max()
-    groups = [t[s == v] for v in x]
+    order = np.argsort(s, kind="stable")
+    heads = np.unique(s[order], return_index=True)[1]
+    t_max, t_min = np.maximum.reduceat(t[order], heads), np.minimum.reduceat(t[order], heads)  # per distinct size
 
     def feasible(eps: float) -> bool:
-        lo = np.array([g.max() / (1.0 + eps) for g in groups])
-        hi = np.array([g.min() / (1.0 - eps) for g in groups])
-        return _nccl_form_feasible(xs, lo, hi)
+        return _nccl_form_feasible(xs, t_max / (1.0 + eps), t_min / (1.0 - eps))
 
     low, high = monotone_bound(sizes, busbw)[0], 1.0 - 1e-9  # a concave model is monotone
     if feasible(low):

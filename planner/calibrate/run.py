@@ -541,6 +541,58 @@ def predict_many(run: MeasuredRun, values: dict[str, np.ndarray]) -> dict[str, n
             "max_allocated": np.broadcast_to(reserved - mem.allocator_slack, (n,))}
 
 
+def _batches(runs: list[MeasuredRun], idx) -> list[list[int]]:
+    """The runs `idx` in groups whose Settings are equal (model, hardware, GPU count, stack,
+    conventions, profile; only the plans differ), in order of first appearance: one evaluate
+    call prices a group's plans together (`predict_batch`). Bucketed by a few fields first, so
+    that grouping 2,000 records compares each with the few groups of its bucket, not all."""
+    buckets: dict[tuple, list[tuple[Settings, list[int]]]] = {}
+    order: list[list[int]] = []
+    for i in idx:
+        s = _priced(runs[i].settings)
+        key = (s.model.name, s.hardware.name, s.gpus, s.stack_name, s.bpp_name, s.calibration_path)
+        for rep, members in buckets.setdefault(key, []):
+            if rep == s:
+                members.append(i)
+                break
+        else:
+            buckets[key].append((s, [i]))
+            order.append(buckets[key][-1][1])
+    return order
+
+
+def _priced(s: Settings) -> Settings:
+    """The Settings as the cost models read them: without the model's free-text description
+    and the file it was read from (a runs file's records each get a model file named for the
+    record, `shape of run record <id>`, identical in every figure)."""
+    return replace(s, model=s.model.model_copy(update={"description": ""}), model_file=None, model_sha256=None)
+
+
+def predict_batch(runs: list[MeasuredRun], members: list[int], values: dict[str, np.ndarray]) -> dict[int, dict[str, np.ndarray]]:
+    """`predict_many` of several runs with equal Settings (`_batches`) in one evaluate call:
+    their plans, each repeated for the P candidate knob values, side by side (issue 24: one
+    call per run made 2,000 records take minutes). Every element is priced as it would be
+    alone (the cost models are element-wise; comm.distinct prices each distinct collective
+    once); a group of one is `predict_many` itself."""
+    if len(members) == 1:
+        return {members[0]: predict_many(runs[members[0]], values)}
+    n = len(next(iter(values.values()))) if values else 1
+    m = len(members)
+    fields = vars(runs[members[0]].plan)
+    plan = PlanArrays(**{k: np.repeat(np.array([int(getattr(runs[i].plan, k)) for i in members], dtype=np.int64), n)
+                         for k in fields})
+    knobs = RunKnobs(**{k: np.tile(np.asarray(v, dtype=np.float64), m) for k, v in values.items()})
+    est = evaluate(replace(runs[members[0]].settings, knobs=knobs, comm_memo=None), plan)
+    mem = est.memory
+    total = n * m
+    step = np.broadcast_to(est.time.total, (total,)).reshape(m, n)
+    reserved = np.broadcast_to(mem.total - mem.reserve, (total,))
+    allocated = np.broadcast_to(reserved - mem.allocator_slack, (total,)).reshape(m, n)
+    reserved = reserved.reshape(m, n)
+    return {i: {"step_time": step[c], "max_reserved": reserved[c], "max_allocated": allocated[c]}
+            for c, i in enumerate(members)}
+
+
 @dataclass
 class _Rows:
     run: list[int]
@@ -565,14 +617,14 @@ def _ln_pred(runs, rows: _Rows, names: list[str], base: dict[str, float], thetas
     `names`; other knobs at `base`): (P, rows)."""
     P = thetas.shape[0]
     out = np.empty((P, len(rows.run)))
-    cache = {}
+    values = {k: np.full(P, base[k]) for k in base}
+    for c, k in enumerate(names):
+        values[k] = _val(k, thetas[:, c])
+    pred: dict[int, dict[str, np.ndarray]] = {}
+    for members in _batches(runs, dict.fromkeys(rows.run)):
+        pred.update(predict_batch(runs, members, values))
     for j, (i, q) in enumerate(zip(rows.run, rows.quantity)):
-        if i not in cache:
-            values = {k: np.full(P, base[k]) for k in base}
-            for c, k in enumerate(names):
-                values[k] = _val(k, thetas[:, c])
-            cache[i] = predict_many(runs[i], values)
-        out[:, j] = np.log(cache[i][q])
+        out[:, j] = np.log(pred[i][q])
     return out
 
 
@@ -729,6 +781,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
     else:
         after = np.exp(_ln_pred(runs, rows, free, base, theta[None, :])[0])
     before = np.exp(lp0)
+    fitted_rows = set(used.tolist())
     meas = []
     for j in range(len(rows.run)):
         run = runs[rows.run[j]]
@@ -737,7 +790,7 @@ def fit_runs(runs: list[MeasuredRun], inputs: list[RunInputFile], *, free: Optio
             source=run.label if q == "step_time" or run.memory_source is None else run.memory_source, quantity=q, unit=QUANTITY_UNIT[q], measured=_r(rows.measured[j], 9),
             sd_rel=_r(rows.sd[j]), predicted_before=_r(before[j], 9), predicted_after=_r(after[j], 9),
             residual_before=_r(before[j] / rows.measured[j] - 1.0), residual_after=_r(after[j] / rows.measured[j] - 1.0),
-            fitted=bool(j in set(used.tolist())), stack=run.stack, hardware=run.hardware, gpus=run.settings.gpus,
+            fitted=j in fitted_rows, stack=run.stack, hardware=run.hardware, gpus=run.settings.gpus,
             mesh=_mesh(run.plan), steps=run.steps if q == "step_time" else None,
             warmup_dropped=run.warmup_dropped, spread_rel=[_r(x) for x in run.spread] if (run.spread and q == "step_time") else None,
             tokens_per_s_per_gpu=_r(run.tokens_per_s_per_gpu, 6) if (run.tokens_per_s_per_gpu and q == "step_time") else None,
@@ -772,8 +825,26 @@ def is_runs_file(path: Path) -> bool:
     """A YAML list of mappings (validate's runs file), as opposed to a training log."""
     if Path(path).suffix.lower() not in (".yaml", ".yml", ".json"):
         return False
+    head = _first_node(Path(path))
+    if head is not None and (head == "-" or head.startswith(("- ", "-\t", "["))):
+        return True  # a top-level sequence: load_runs reads (and checks) it once, not twice (2,000 records: a minute)
     data = read_yaml(Path(path))
     return isinstance(data, list)
+
+
+def _first_node(path: Path) -> Optional[str]:
+    """The first line of a YAML file that is not blank, a comment, a directive or `---`
+    (None when the first 64 KiB hold none)."""
+    try:
+        with open(path, "rb") as f:
+            chunk = f.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in chunk.splitlines():
+        s = line.strip()
+        if s and not s.startswith(("#", "%")) and s != "---":
+            return s
+    return None
 
 
 def _config_job(cfg: Path, log: Path, *, fmt: Optional[str], model: Optional[str], gpus: Optional[int],

@@ -54,16 +54,6 @@ def report_usage_error(e) -> None:
     sys.stderr.write(f"error: {where}: {msg}\nhint: `{where} --help` lists the arguments and options\n")
 
 
-app = typer.Typer(
-    cls=_PlannerGroup,
-    name="planner",
-    help="Analytic capacity planner and auto-parallelism search for LLM training.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # click's plain help: readable at 80 columns (helpfmt.py)
-)
-
 def _version(value: bool) -> None:
     if value:
         from .. import __version__
@@ -72,23 +62,59 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", help="print the version and exit", callback=_version, is_eager=True),
 ) -> None:
     """Analytic capacity planner and auto-parallelism search for LLM training."""
 
 
-# Topic modules register their commands here.
-from . import budget, calibrate, check, collective, core, export, fit, pipeline, validate  # noqa: E402
-
-for _mod in (core, collective, pipeline, calibrate, validate, check, fit, budget, export):
-    _mod.register(app)
-
-
+# The topic modules, and the one that registers each command. Building the app imports only
+# the modules it registers: `planner fit ...` loads fit's (and what it imports), not
+# calibrate's scipy code or validate's, so a whole search starts sooner (issue 24).
+_MODULES = ("core", "collective", "pipeline", "calibrate", "validate", "check", "fit", "budget", "export")
+# (budget, check and export take explain's plan options from the registered explain command:
+# core first)
+_COMMAND_MODULE = {"fit": ("fit",), "explain": ("core",), "models": ("core",), "hardware": ("core",),
+                   "check": ("core", "check"), "budget": ("core", "budget"),
+                   "export": ("core", "export"), "validate": ("validate",), "collective": ("collective",),
+                   "pipeline": ("pipeline",), "calibrate": ("calibrate",)}
 # --help lists the commands in the order a newcomer meets them
 _ORDER = ["fit", "explain", "check", "budget", "export", "validate", "collective", "pipeline", "calibrate", "models",
           "hardware", "schema"]
+
+
+def build_app(modules=_MODULES) -> typer.Typer:
+    """The `planner` typer app with the commands of `modules` (default: all)."""
+    from importlib import import_module
+
+    app = typer.Typer(
+        cls=_PlannerGroup,
+        name="planner",
+        help="Analytic capacity planner and auto-parallelism search for LLM training.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # click's plain help: readable at 80 columns (helpfmt.py)
+    )
+    app.callback()(_root)
+    for name in modules:
+        import_module(f"{__name__}.{name}").register(app)
+    app.registered_commands.sort(key=_rank)
+    app.registered_groups.sort(key=lambda g: _rank(g.typer_instance.info) if g.typer_instance else len(_ORDER))
+    return app
+
+
+_APP = None
+
+
+def __getattr__(name: str):
+    """`planner.cli.app`: every command, built on first use (PEP 562)."""
+    global _APP
+    if name == "app":
+        if _APP is None:
+            _APP = build_app()
+        return _APP
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _rank(cmd) -> int:
@@ -96,9 +122,10 @@ def _rank(cmd) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
-app.registered_commands.sort(key=_rank)
-app.registered_groups.sort(key=lambda g: _rank(g.typer_instance.info) if g.typer_instance else len(_ORDER))
-
-
-def main() -> None:  # pragma: no cover - thin shim for `python -m planner`
-    app()
+def main(argv=None) -> None:
+    """The `planner` command: the app with only the invoked command's module when the first
+    argument names a command (else every command: --help, a typo, no arguments)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    mod = _COMMAND_MODULE.get(args[0]) if args else None
+    app = build_app(mod) if mod is not None else __getattr__("app")
+    app(args=args, prog_name="planner")

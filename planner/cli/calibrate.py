@@ -14,6 +14,7 @@ from typing import Optional
 import typer
 
 from .common import cli_errors, warn
+from .. import files
 from ..errors import PlannerError
 from ..render.calibrate import print_gemm_report, print_nccl_report, print_run_report, print_shapes, progress
 from ..profile import RUN_PARAMETERS
@@ -35,7 +36,7 @@ calibrate_app = typer.Typer(
 @cli_errors
 def nccl(
     logs: list[Path] = typer.Argument(..., help="nccl-tests output files (all_reduce_perf, all_gather_perf, ...)", exists=False),
-    output: Path = typer.Option(..., "--output", "-o", help="profile YAML to write"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="profile YAML to write (default: print it on stdout, the report on stderr)"),
     collective: Optional[str] = typer.Option(None, "--collective", help="all_reduce|all_gather|reduce_scatter|alltoall|sendrecv|broadcast|... when the log does not name it"),
     ranks: Optional[int] = typer.Option(None, "--ranks", help="rank count when neither Rank lines nor busbw/algbw tell it"),
     nodes: Optional[int] = typer.Option(None, "--nodes", help="servers (trays on GB200 NVL72) when the log lacks a complete set of Rank lines"),
@@ -47,6 +48,8 @@ def nccl(
     from ..calibrate.nccl import calibrate_logs, compare_to_model
     from ..calibrate.profile import keep_gemm_section, profile_from_calibration, write_profile
 
+    if output is not None:
+        files.output_path(output, "-o")
     hw = None
     if hardware is not None:
         from ..catalog import load_hardware
@@ -56,8 +59,14 @@ def nccl(
     cal = calibrate_logs(logs, collective=collective, ranks=ranks, nodes=nodes, scope=scope, min_bytes=min_bytes, warn=warn,
                          hardware=hw)
     prof = profile_from_calibration(cal, hardware=hw.name if hw else None)
-    prof = keep_gemm_section(output, prof)
-    write_profile(prof, output, warn=warn, section="nccl")
+    if output is None:
+        from ..calibrate.profile import dump_profile
+
+        typer.echo(dump_profile(prof), nl=False)
+    else:
+        with files.locked(output, "-o"):  # another calibrate writing this profile waits: no section is lost
+            prof = keep_gemm_section(output, prof)
+            write_profile(prof, output, warn=warn, section="nccl")
     checks = compare_to_model(cal, hw) if hw is not None else []
     print_nccl_report(prof, cal, output, checks)
 
@@ -128,6 +137,8 @@ def gemm(
                            "planner calibrate gemm --run --model llama3-8b --tp 1,2,4,8 -o profile.yaml")
     if output is None and not dry_run:
         raise PlannerError("-o/--output is required: the profile YAML to write", "e.g. -o profile.yaml")
+    if output is not None:
+        files.output_path(output, "-o")
     hw = None
     if hardware is not None:
         from ..catalog import load_hardware
@@ -172,8 +183,9 @@ def gemm(
         seq_used = sorted({m.max_seq_len if s is None else s for m in models for s in seqs})
         cal = g.calibration_from_run(res, hw, [m.name for m in models], tps, seq_used, mbs, warmup, repeats, notes)
     _check_peaks(cal, hw, from_files)
-    prof = with_gemm_section(output, cal, hardware=hw.name if hw is not None else None)
-    write_profile(prof, output, warn=warn, section="gemm")
+    with files.locked(output, "-o"):  # another calibrate writing this profile waits: no section is lost
+        prof = with_gemm_section(output, cal, hardware=hw.name if hw is not None else None)
+        write_profile(prof, output, warn=warn, section="gemm")
     print_gemm_report(prof, cal, hw, output, from_files)
 
 
@@ -205,10 +217,12 @@ def run(
     from ..calibrate.run import calibrate_inputs
 
     free = _split([fit]) if fit else None
-    res = calibrate_inputs(list(inputs), list(job or []), output=output, hardware=hardware, free=free, warmup=warmup,
-                           configs=list(config or []), config_format=config_format, model=model, gpus=gpus)
-    prof = with_run_section(output, res.section)
-    write_profile(prof, output)
+    files.output_path(output, "-o")
+    with files.locked(output, "-o"):  # the fit reads the profile's sections as its baseline: held to the write
+        res = calibrate_inputs(list(inputs), list(job or []), output=output, hardware=hardware, free=free, warmup=warmup,
+                               configs=list(config or []), config_format=config_format, model=model, gpus=gpus)
+        prof = with_run_section(output, res.section)
+        write_profile(prof, output)
     emit(res.section.model_dump(mode="json"), fmt, lambda: print_run_report(res.section, output))
 
 

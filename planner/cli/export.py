@@ -13,6 +13,7 @@ import typer
 from .budget import _JOB_OPTION_NAMES, _plan_parameters, _with_parameters
 from .common import cli_errors, warn
 from .core import job_from_cli, job_options
+from .. import files
 from ..errors import PlannerError
 from ..explain import evaluate, to_json
 from ..plan import resolve
@@ -39,10 +40,7 @@ def write_export(plan: dict, target: str, output: Optional[Path], readback: Opti
     if output is None:
         typer.echo(text, nl=False)
     else:
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise PlannerError(f"{output}: cannot write ({e.strerror})", "give a writable --output path") from None
+        files.write_atomic(output, text, what="--output", hint="give a writable --output path")
 
 
 def check_readback(row: dict, target: str, text: str) -> None:
@@ -58,7 +56,7 @@ def check_readback(row: dict, target: str, text: str) -> None:
     suffix = {"torchtitan": ".toml", "megatron": ".sh", "deepspeed": ".json"}[target]
     with tempfile.TemporaryDirectory(prefix="planner-export-") as d:
         path = Path(d) / f"exported{suffix}"
-        path.write_text(text, encoding="utf-8")
+        files.write_atomic(path, text, what="fit --export read-back file")
         model = plan.get("model_file") or plan["model"]
         cfg = load_trainer_config(path, fmt=target, model=model, gpus=plan["gpus"],
                                   hardware=plan.get("hardware_file") or plan["hardware"])
@@ -101,6 +99,12 @@ def register(app: typer.Typer) -> None:
         job_file = plan_kw.pop("job_file", None)
         from_fit, row = plan_kw.pop("from_fit", None), plan_kw.pop("row", 1)
         config_format = plan_kw.pop("config_format", None)
+        if output is not None:
+            files.output_path(output, "--output")
+            for src, opt in ((job_file, "the job file"), (from_fit, "--from-fit")):
+                if src is not None and files.same_file(output, src):
+                    raise PlannerError(f"--output {str(output)!r} is {opt} {str(src)!r}: writing it would destroy the input",
+                                       "give another --output path")
         job, where = job_from_cli(job_file, job_options(**{k: plan_kw.get(k) for k in _JOB_OPTION_NAMES}), from_fit, row,
                                   config_format)
         write_export(resolved_plan(job, where), target, output)

@@ -158,6 +158,8 @@ def register(app: typer.Typer) -> None:
         for w in result.warnings:
             warn(w)
         rows = result.rows
+        if job.calibration is not None:
+            note_calibration(rows[:top])
         if plot is not None:
             _plot_fit(result, rows[:top], plot, several)
         if export is not None:
@@ -176,6 +178,33 @@ def register(app: typer.Typer) -> None:
         if several and fmt == Format.table:
             rows = result.best  # the best plan of each GPU count (json|yaml|csv keep the ranked rows)
         emit_fit(result, rows[:top] if not several or fmt != Format.table else rows, job, opts.rank_orders, fmt)
+
+
+def note_calibration(rows: list[dict]) -> None:
+    """On stderr: which entries of the --calibration profile the shown rows used, and which
+    none of them did (a profile that matches nothing, e.g. a 2-node nccl log for a 4,096-GPU
+    plan, would otherwise be ignored without a word; issue 24)."""
+    import sys
+
+    cals = [r.get("calibration") for r in rows if r.get("calibration")]
+    if not cals:
+        return
+    covered = list(cals[0]["covered"])
+    used_by = {c: [n for n, r in enumerate(rows, 1) if c in ((r.get("calibration") or {}).get("used") or [])]
+               for c in covered}
+    used = [f"{c} (row{'s' if len(n) > 1 else ''} {', '.join(map(str, n[:6]))}{', ...' if len(n) > 6 else ''})"
+            for c, n in used_by.items() if n]
+    unused = [c for c, n in used_by.items() if not n]
+    head = f"note: calibration profile {cals[0]['profile']}: "
+    if used:
+        sys.stderr.write(head + "used " + "; ".join(used) + "\n")
+    if unused:
+        sys.stderr.write(("note: " if used else head) + f"not used by any of the {len(rows)} row(s) shown: " + ", ".join(unused)
+                         + " (no such row runs that collective on that many ranks in that scope, or no GEMM; "
+                           "those rows take the uncalibrated model)\n")
+    run = cals[0].get("run")
+    if run is not None and run.get("not_applied"):
+        sys.stderr.write(f"note: calibration profile {cals[0]['profile']}: run section not applied ({run['not_applied']})\n")
 
 
 def _plot_fit(result, top_rows: list[dict], path: Path, several: bool) -> None:

@@ -73,15 +73,18 @@ def model_check_tables(checks) -> list:
     return items
 
 
-def print_nccl_report(prof, cal, output: Path, checks=()) -> None:
+def print_nccl_report(prof, cal, output: Optional[Path], checks=()) -> None:
     """The fit of `calibrate nccl`, the uncalibrated model beside the log where --hardware is
-    known (`checks`, calibrate.nccl.compare_to_model), and the profile it wrote."""
-    out.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
+    known (`checks`, calibrate.nccl.compare_to_model), and the profile it wrote (no output:
+    the profile went to stdout, so the report goes to stderr)."""
+    con = out if output is not None else err
+    con.print("t(S) = min_k(alpha_k + S*factor(n)/busbw_k), S = nccl-tests size; the last regime is the bulk one")
     for table in nccl_tables(prof):
-        out.print(table)
+        con.print(table)
     for item in model_check_tables(checks):
-        out.print(item)
-    out.print(f"wrote {output} ({len(prof.nccl.groups)} group(s) from {len(cal.logs)} file(s))")
+        con.print(item)
+    where = f"wrote {output}" if output is not None else "profile on stdout"
+    con.print(f"{where} ({len(prof.nccl.groups)} group(s) from {len(cal.logs)} file(s))")
 
 
 # ---------------------------------------------------------------- gemm

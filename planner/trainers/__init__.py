@@ -259,13 +259,12 @@ def write_model_file(spec: dict, prefix: str) -> str:
             return str(target.resolve())
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".yaml")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, target)
+            files.write_atomic(target, text, what="model file")
             return str(target.resolve())
         except OSError as e:
             tried.append(f"{folder} ({e.strerror or e})")
+        except PlannerError as e:
+            tried.append(e.message)
     raise PlannerError(f"cannot write the model file the config defines: {'; '.join(tried)}",
                        f"set {CACHE_ENV} to a writable folder, or pass --model")
 
