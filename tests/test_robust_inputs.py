@@ -554,3 +554,30 @@ def test_validate_impossible_published_figures(cli, tmp_path, fields, needle):
     assert_error(cli("validate", p), "record 'r1'", needle)
     r = cli("validate", p, "--lenient", "--format", "json")
     assert r.exit_code == 0 and json.loads(r.stdout)["runs"][1]["skipped"].startswith(needle)
+
+
+# ------------------------------------------------------------------ the 10,000-run fuzz pass's reproducers
+FUZZ = DATA / "fuzz_issue24"
+
+
+@pytest.mark.parametrize("name, args", [
+    ("torchtitan-0-2.toml", ("explain", "--gpus", "8")),
+    ("torchtitan-1-8.toml", ("explain", "--gpus", "8")),
+    ("torchtitan-2-90.toml", ("explain", "--gpus", "8")),
+    ("torchtitan-2-16.toml", ("explain", "--gpus", "8")),
+    ("torchtitan-1-5.toml", ("check", "--gpus", "64", "--format", "json")),
+    ("torchtitan-0-17.toml", ("check", "--gpus", "64", "--format", "json")),
+    ("torchtitan-0-23.toml", ("check", "--gpus", "64", "--format", "json")),
+    ("torchtitan-0-13.toml", ("check", "--gpus", "64", "--format", "json")),
+])
+def test_fuzz_pass_torchtitan_reproducers_exit_2(cli, name, args):
+    """Each input the fuzz pass found raising a traceback (tests/data/fuzz_issue24/README.md):
+    a section that is not a table, an empty flavor list, an array nested 1,200 deep."""
+    r = cli(args[0], str(FUZZ / name), *args[1:])
+    assert_error(r, str(FUZZ / name))
+
+
+def test_fuzz_pass_run_record_reproducer_exits_2(cli, tmp_path):
+    """The mutated run record (1e308 tokens/s) that reached scipy's bounds check."""
+    r = cli("calibrate", "run", str(FUZZ / "run-records-3-83.yaml"), "-o", str(tmp_path / "p.yaml"), "--format", "json")
+    assert_error(r, "tokens_per_sec_per_gpu")
