@@ -441,8 +441,11 @@ class _PerLayer:
         self.stored, self.buffers, self.layer_input = layer_memory(settings, plan, ctx, pc.layers)
         kb = kernel_bytes(stack, plan.compile)
         # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
+        # (the stack's fused cross-entropy holds one more fp32 copy at its backward: stack_db
+        # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
+        fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div
-                                + kb["loss_saved_per_logit"] * model.vocab_size / ctx.tp)
+                                + (kb["loss_saved_per_logit"] + fused) * model.vocab_size / ctx.tp)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers

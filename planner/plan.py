@@ -285,6 +285,7 @@ class Settings:
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
+    cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: bool = False  # the forward dispatch in fp8 (job field)
@@ -638,6 +639,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
                            "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
+    if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
+        raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
+                           "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
     if job.defer_embedding_wgrad is not None and job.pp == 1:
         # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
         # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
@@ -670,6 +674,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         bf16_layers=_bf16_layers(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
+        cross_entropy_fusion=job.cross_entropy_fusion,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
@@ -880,6 +885,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
            if settings.model.moe is not None else {}),
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
+        **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -673,6 +673,10 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    fused_loss_extra_per_logit: Optional[float] = Field(
+        default=None, ge=0,
+        description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
+                    "loss's backward peak beyond the unfused loss (kernels.loss_saved_per_logit); null: no fused loss")
     fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
@@ -969,6 +973,9 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    cross_entropy_fusion: bool = Field(
+        default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
+                                   "stack_db memory.fused_loss_extra_per_logit); default off")
     defer_embedding_wgrad: Optional[int] = Field(
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "

@@ -188,3 +188,31 @@ def test_defer_embedding_wgrad_round_trip(tmp_path):
     p = tmp_path / "x.sh"
     p.write_text(text)
     assert load_trainer_config(p).job["defer_embedding_wgrad"] == 2
+
+
+def test_fused_cross_entropy_holds_one_more_fp32_copy(explain, tmp_path):
+    """Megatron's --cross-entropy-loss-fusion (native): Inductor's compiled calculate_gradients
+    allocates an fp32 buffer of the logits' size beside the saved softmax (stack_db megatron
+    memory.fused_loss_extra_per_logit, 4 B): the last stage's output activations grow by
+    4 B x T x V/t = 4 x 4,096 x 25,600 B; the flag is read and exported; a stack without a
+    fused loss refuses it."""
+    from planner.cli.export import resolved_plan
+    from planner.errors import PlannerError
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    _, base = _deferral_job(explain)
+    _, fused = _deferral_job(explain, cross_entropy_fusion=True)
+    extra = fused[STAGE_LAST].output_activations - base[STAGE_LAST].output_activations
+    assert float(extra) == pytest.approx(4 * 4096 * 25_600, rel=1e-12)
+    assert float(fused[STAGE_FIRST].output_activations) == float(base[STAGE_FIRST].output_activations)
+    with pytest.raises(PlannerError, match="fused_loss_extra_per_logit"):
+        explain(model="megatron-gpt-1.7b", gpus=4, sharding="fsdp", stack="torchtitan", cross_entropy_fusion=True)
+    plan = resolved_plan(Job(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, micro_batch=4, global_batch=32, seq_len=1024,
+                             cross_entropy_fusion=True))
+    text, _ = export_plan(plan, "megatron")
+    assert "--cross-entropy-loss-fusion" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    assert load_trainer_config(p).job["cross_entropy_fusion"] is True

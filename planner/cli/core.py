@@ -85,6 +85,13 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
                                + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
                                + " choose(s) the mode (the stack's first of the level)")
+        if given.get("stack", data.get("stack")) != data.get("stack"):
+            # the file's stack-only options (Megatron's fused loss, deferred output-layer wgrad) are
+            # its stack's: a command-line stack chooses anew (a stack without them would refuse them)
+            for k in ("cross_entropy_fusion", "defer_embedding_wgrad"):
+                if k in data and k not in given:
+                    cfg.assumed.append(f"{k}: the file's {data.pop(k)} is not kept: the command line's stack "
+                                       f"{given['stack']} chooses its own")
         report_trainer_config(cfg)
         data.update(given)
         return validate(Job, data, str(path)), f"{path}: "

@@ -56,7 +56,7 @@ read). Modelled:
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
-changes (NOT_MODELLED: --cross-entropy-loss-fusion, --empty-unused-memory-level, --manual-gc,
+changes (NOT_MODELLED: --empty-unused-memory-level, --manual-gc,
 --step-batch-size-schedule, --rotary-percent below 1, disabled fusions; and any flag the
 planner does not know). --step-batch-size-schedule "tokens:batch ..." gives the global batch
 (its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
@@ -127,6 +127,7 @@ BOOL_FLAGS = {
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
+    "--cross-entropy-loss-fusion",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -163,7 +164,7 @@ BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--m
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
     "--no-bias-swiglu-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
-    "--cross-entropy-loss-fusion", "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
+    "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
@@ -174,8 +175,6 @@ KNOWN_BOOL_IGNORED = {
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
     "--fp4-param-gather": "NVFP4 weights all-gathered in fp4 (0.5 B): bf16 weights priced",
-    "--cross-entropy-loss-fusion": "the fused cross-entropy moves and saves fewer logit bytes than the unfused loss the "
-                                   "stack prices (stack_db megatron kernels.loss_per_logit)",
     "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
                                    "some time",
     "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
@@ -858,6 +857,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--overlap-moe-expert-parallel-comm" in flags:  # the combined 1F1B schedule (planner/moe.py [8])
         job["ep_comm_overlap"] = True
     _read_wgrad_deferral(where, flags, job)
+    if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
+        job["cross_entropy_fusion"] = True
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
