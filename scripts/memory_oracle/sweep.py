@@ -2,7 +2,7 @@
 and append one JSON line per configuration to results/sweep.jsonl. Resumable: a configuration
 already in the file is not traced again. Never run in CI (PyTorch is several GB).
 
-    /work/oracle-venv/bin/python sweep.py [--jobs 2] [--only 8B|70B]
+    oracle-venv/bin/python scripts/memory_oracle/sweep.py [--jobs 2] [--only 8B|70B]
 """
 import argparse
 import itertools
