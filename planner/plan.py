@@ -528,19 +528,9 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
                         "of its own (stack_db runs.expert_tensor_parallel)", "leave etp out (it is tp) or choose --stack megatron")
 
 
-def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
-    """Validate a job against its model and hardware; return settings, the plan and
-    warnings. `where` prefixes error messages (a file name)."""
-    try:
-        model = load_model(job.model)
-        hw = load_hardware(job.hardware)
-    except PlannerError as e:  # name the job file the model / hardware came from
-        if where and not e.message.startswith(where):
-            raise type(e)(f"{where}{e.message}", e.hint) from None
-        raise
-    warnings: list[str] = []
-    hw, power_source = _apply_power_limit(hw, job, where, warnings)
-    dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
+def _seq_len(job: Job, model: ModelSpec, warnings: list) -> tuple[int, list[str]]:
+    """The job's sequence length (the model's max_seq_len by default; a Hugging Face config's
+    HF_DEFAULT_SEQ) and what was assumed about it; warns beyond the model's context."""
     seq = job.seq_len or model.max_seq_len
     seq_assumed: list[str] = []
     if job.seq_len is None and model.max_seq_len > HF_DEFAULT_SEQ and model_source(job.model).suffix == ".json":
@@ -552,6 +542,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
                         "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
                         "the figures assume the shapes scale")
+    return seq, seq_assumed
+
+
+def _global_batch(job: Job, seq: int, where: str) -> int:
+    """Sequences per step: global_batch, or global_batch_tokens (default DEFAULT_GLOBAL_BATCH_TOKENS)
+    in whole sequences."""
     if job.global_batch is not None and job.global_batch_tokens is not None:
         raise PlannerError(f"{where}both global_batch and global_batch_tokens are set", "give one of them")
     if job.global_batch is not None:
@@ -568,6 +564,122 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
             raise PlannerError(f"{where}field `global_batch_tokens`: {tokens:,.0f} tokens are {gbs:,} sequences of {seq:,}, "
                                f"more than the {MAX_COUNT:,} a global batch may hold",
                                "give the tokens per step, e.g. 16M (--global-batch-tokens 16M)")
+    return gbs
+
+
+def _bytes_per_param(job: Job, stack, inherited: list, warnings: list) -> tuple[BytesPerParam, str]:
+    """(BytesPerParam, preset name): the job's, else the stack's default (inherited); warns without
+    an fp32 master copy."""
+    bpp_spec = job.bytes_per_param
+    if bpp_spec is None:
+        bpp_spec = stack.defaults.bytes_per_param
+        inherited.append(("bytes_per_param", bpp_spec))
+    bpp, bpp_name = bytes_per_param(bpp_spec)
+    if bpp.master == 0:
+        warnings.append(
+            "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
+            "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
+        )
+    return bpp, bpp_name
+
+
+def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list) -> None:
+    """Say how the layers fall on the pipeline stages where the split is uneven or counts the
+    embedding / loss as layers (pipeline.stage_layers)."""
+    counted = int(plan.split_emb) + int(plan.split_loss)
+    if job.pp > 1 and counted:
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss))
+        ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", plan.split_loss)) if on)
+        warnings.append(
+            f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
+            f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
+            "(Megatron-Core account_for_*_in_pipeline_split)"
+        )
+    elif model.num_layers % (job.pp * job.vpp):
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
+        warnings.append(
+            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
+            f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
+        )
+
+
+def _check_output_layer_options(job: Job, stack, where: str) -> None:
+    """The output layer's stack options (Megatron's deferred weight gradients, fused
+    cross-entropy): refused on a stack without them, and the deferral without pipeline
+    parallelism."""
+    if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
+        raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
+                           "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
+    if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
+        raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
+                           "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
+    if job.defer_embedding_wgrad is not None and job.pp == 1:
+        # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
+        # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
+        # forward_backward_pipelining_with/without_interleaving, not forward_backward_no_pipelining)
+        raise PlannerError(f"{where}defer_embedding_wgrad needs pipeline parallelism (pp {job.pp}): Megatron drains the "
+                           "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
+
+
+def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
+              inherited: list, seq_assumed: list, where: str) -> Settings:
+    """The resolved job's Settings (everything the search does not vary): the model, hardware
+    and stack read, the calibration profile, the files' paths and hashes, the MoE options."""
+    bpp, bpp_name = bpp
+    calibration = _load_calibration(job.calibration, hw)
+    model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
+    settings = Settings(
+        model=model,
+        hardware=hw,
+        gpus=job.gpus,
+        bpp=bpp,
+        bpp_name=bpp_name,
+        activation_model=job.activation_model,
+        attention=job.attention,
+        causal_attention_flops=job.causal_attention_flops,
+        headroom=job.headroom,
+        reserve_bytes=job.reserve_GiB * 2**30,
+        tokens=job.tokens,
+        recompute_layers=job.recompute_layers,
+        calibration=calibration,
+        calibration_path=job.calibration,
+        stack=stack,
+        stack_name=job.stack,
+        power_limit_source=power_source,
+        split_emb=int(plan.split_emb),
+        split_loss=int(plan.split_loss),
+        moe_capacity_factor=_capacity_factor(job, model, where),
+        bf16_layers=_bf16_layers(job, model, where),
+        ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
+        defer_embedding_wgrad=job.defer_embedding_wgrad,
+        cross_entropy_fusion=job.cross_entropy_fusion,
+        **moe_dispatch_settings(job, model, stack, inherited, where),
+        inherited=tuple(inherited),
+        assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
+        model_file=model_file,
+        hardware_file=hardware_file,
+        model_sha256=file_sha256(model_file),
+        hardware_sha256=file_sha256(hardware_file),
+        knobs=run_knobs(calibration, stack.name, hw.name),
+    )
+    return settings
+
+
+def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
+    """Validate a job against its model and hardware; return settings, the plan and
+    warnings. `where` prefixes error messages (a file name)."""
+    try:
+        model = load_model(job.model)
+        hw = load_hardware(job.hardware)
+    except PlannerError as e:  # name the job file the model / hardware came from
+        if where and not e.message.startswith(where):
+            raise type(e)(f"{where}{e.message}", e.hint) from None
+        raise
+    warnings: list[str] = []
+    hw, power_source = _apply_power_limit(hw, job, where, warnings)
+    dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
+    seq, seq_assumed = _seq_len(job, model, warnings)
+    gbs = _global_batch(job, seq, where)
     stack = load_stack(job.stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
@@ -611,79 +723,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "set recompute: full, or remove recompute_layers")
     if job.precision != "bf16":
         hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
-    bpp_spec = job.bytes_per_param
-    if bpp_spec is None:
-        bpp_spec = stack.defaults.bytes_per_param
-        inherited.append(("bytes_per_param", bpp_spec))
-    bpp, bpp_name = bytes_per_param(bpp_spec)
-    if bpp.master == 0:
-        warnings.append(
-            "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
-            "(seed sec. 7.1: 1.0 + 1e-4 rounds back to 1.0 in bf16; Micikevicius et al. 2017 keep an fp32 master)"
-        )
-    counted = int(plan.split_emb) + int(plan.split_loss)
-    if job.pp > 1 and counted:
-        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss))
-        ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", plan.split_loss)) if on)
-        warnings.append(
-            f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
-            f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
-            "(Megatron-Core account_for_*_in_pipeline_split)"
-        )
-    elif model.num_layers % (job.pp * job.vpp):
-        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
-        warnings.append(
-            f"{model.num_layers} layers do not split evenly into pp*vpp={job.pp * job.vpp} chunks: the middle stages "
-            f"hold {mid} layers, the first {first} and the last {last} (Llama 3 sec. 3.3.2)"
-        )
-    if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
-        raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
-                           "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
-    if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
-        raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
-                           "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
-    if job.defer_embedding_wgrad is not None and job.pp == 1:
-        # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
-        # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
-        # forward_backward_pipelining_with/without_interleaving, not forward_backward_no_pipelining)
-        raise PlannerError(f"{where}defer_embedding_wgrad needs pipeline parallelism (pp {job.pp}): Megatron drains the "
-                           "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
-    calibration = _load_calibration(job.calibration, hw)
-    model_file, hardware_file = str(model_source(job.model)), str(hardware_source(job.hardware))
-    settings = Settings(
-        model=model,
-        hardware=hw,
-        gpus=job.gpus,
-        bpp=bpp,
-        bpp_name=bpp_name,
-        activation_model=job.activation_model,
-        attention=job.attention,
-        causal_attention_flops=job.causal_attention_flops,
-        headroom=job.headroom,
-        reserve_bytes=job.reserve_GiB * 2**30,
-        tokens=job.tokens,
-        recompute_layers=job.recompute_layers,
-        calibration=calibration,
-        calibration_path=job.calibration,
-        stack=stack,
-        stack_name=job.stack,
-        power_limit_source=power_source,
-        split_emb=int(plan.split_emb),
-        split_loss=int(plan.split_loss),
-        moe_capacity_factor=_capacity_factor(job, model, where),
-        bf16_layers=_bf16_layers(job, model, where),
-        ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
-        defer_embedding_wgrad=job.defer_embedding_wgrad,
-        cross_entropy_fusion=job.cross_entropy_fusion,
-        **moe_dispatch_settings(job, model, stack, inherited, where),
-        inherited=tuple(inherited),
-        assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
-        model_file=model_file,
-        hardware_file=hardware_file,
-        model_sha256=file_sha256(model_file),
-        hardware_sha256=file_sha256(hardware_file),
-        knobs=run_knobs(calibration, stack.name, hw.name),
-    )
+    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
+    _split_warnings(model, job, plan, warnings)
+    _check_output_layer_options(job, stack, where)
+    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
 
 

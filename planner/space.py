@@ -465,15 +465,9 @@ def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
     return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
 
-def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
-                opts: SpaceOptions = SpaceOptions(), variants: np.ndarray | None = None) -> Space:
-    """Every candidate of the search (module docstring): the valid ones as arrays, the
-    broken ones counted by the first rule they break."""
-    model, hw, gpus = settings.model, settings.hardware, settings.gpus
-    L = model.num_layers
-    counted = settings.split_emb + settings.split_loss  # ends counted as layers of the split
-    U = L + counted  # pipeline split units (pipeline.stage_layers)
-    i64 = np.int64
+def _check_names(precision: str, opts: SpaceOptions) -> int:
+    """The precision's code; PlannerError for a precision, sharding or recompute name the
+    planner does not know."""
     if precision not in PRECISION_CODES:
         raise PlannerError(f"unknown --precision {precision!r}", f"valid: {', '.join(PRECISION_CODES)}")
     prec = PRECISION_CODES[precision]
@@ -483,12 +477,13 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     for r in opts.recompute or ():
         if r not in RECOMPUTE_CODES:
             raise PlannerError(f"unknown --recompute {r!r}", f"valid: {', '.join(RECOMPUTE_CODES)}")
-    RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
-    O = order_choices(opts.rank_orders)
-    reasons: dict = {}
-    runs = settings.stack.runs if settings.stack is not None else None
-    opts = stack_bounds(settings.stack, opts)
+    return prec
 
+
+def _mesh(settings: Settings, seq: int, opts: SpaceOptions, U: int, reasons: dict) -> dict:
+    """The (tp, cp, pp, dp) meshes that divide the GPUs (tp: divisors of the NVLink domain, cp:
+    of the sequence, pp up to the split units U), as arrays; the others counted in reasons."""
+    hw, gpus, i64 = settings.hardware, settings.gpus, np.int64
     # ---- mesh (tp, cp, pp): product of three short lists; dp = gpus / (tp cp pp)
     T = _axis(_divisors(hw.nvlink_domain), opts.tp, opts.max_tp)
     C = _axis(_divisors(seq)[_divisors(seq) <= gpus], opts.cp, opts.max_cp)
@@ -513,21 +508,14 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     if opts.max_dp is not None:
         keep &= dp <= opts.max_dp
     mesh = {"tp": tp[keep], "cp": cp[keep], "pp": pp[keep], "dp": dp[keep]}
-    # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense
-    # model; 1 also where the stack has no expert parallelism: stack_db `expert_parallel`), then
-    # expert TP (0 = tp) with etp x ep dividing tp*dp*cp (Megatron's folded expert grid)
-    EP, ETP = _ep_choices(settings, opts), _etp_choices(settings, opts)
-    mesh = _expand(mesh, _ep_ok(mesh, EP, opts), {"ep": EP})
-    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts), {"etp": ETP})
-    M = len(mesh["tp"])
-    mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
-    # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
-    # and the trainer's order rule: rules.order_ok); the first one the stack lists stands in for
-    # the order while the other rules are checked
-    from .startup import order_ok as _order_ok
+    return mesh
 
-    mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep", "etp")))
 
+def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
+    """Per mesh, the levels below the micro-batch: (SP values, SP allowed per mesh, sharding
+    option codes, their shard groups per mesh, sharding option allowed per mesh); HSDP once per
+    shard group that divides dp."""
+    M, gpus, i64 = len(mesh["tp"]), settings.gpus, np.int64
     # per-mesh multiplicity of the levels below the micro-batch: SP choices x sharding options
     sp_vals = SP_OFF_ON if opts.sequence_parallel is None else np.array([int(opts.sequence_parallel)], dtype=i64)
     sp_ok = np.ones((M, len(sp_vals)), dtype=bool)
@@ -550,9 +538,15 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     opt_group = np.concatenate([np.zeros(len(base_codes), dtype=i64), G])
     opt_shard = np.where(opt_code[None, :] == HSDP, opt_group[None, :], dpc)
     sh_ok = np.concatenate([np.ones((M, len(base_codes)), dtype=bool), g_ok], axis=1)
-    below = sp_ok.sum(axis=1) * sh_ok.sum(axis=1) * len(RC)  # candidates per (mesh, vpp, schedule, mbs), before orders
-    per_mesh = below * mesh_orders.sum(axis=1)
+    return sp_vals, sp_ok, opt_code, opt_shard, sh_ok
 
+
+def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, counted: int, runs):
+    """(rows of mesh x vpp (x schedule), vpp allowed per mesh, the splits dropped for their
+    layer slack): vpp per pp within the split units U and the layer-slack bound, one chunk per
+    rank on a stack without the interleaved schedule; the schedule pinned or the stack's."""
+    model, M, i64 = settings.model, len(mesh["tp"]), np.int64
+    L = model.num_layers
     # ---- pipeline split: vpp per pp (x schedule when listed)
     if opts.vpp:
         V = np.asarray(sorted(set(opts.vpp)), dtype=i64)
@@ -583,6 +577,43 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         # where the stack does not say, or lists 1F1B first; DualPipe on the deepseek stack)
         plain = schedule_code(default_schedule(settings.stack, 1))
         rows["schedule"] = np.where(rows["vpp"] > 1, INTERLEAVED, plain).astype(i64)
+    return rows, v_ok, slack_dropped
+
+
+def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
+                opts: SpaceOptions = SpaceOptions(), variants: np.ndarray | None = None) -> Space:
+    """Every candidate of the search (module docstring): the valid ones as arrays, the
+    broken ones counted by the first rule they break."""
+    counted = settings.split_emb + settings.split_loss  # ends counted as layers of the split
+    U = settings.model.num_layers + counted  # pipeline split units (pipeline.stage_layers)
+    i64 = np.int64
+    prec = _check_names(precision, opts)
+    RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
+    O = order_choices(opts.rank_orders)
+    reasons: dict = {}
+    runs = settings.stack.runs if settings.stack is not None else None
+    opts = stack_bounds(settings.stack, opts)
+
+    mesh = _mesh(settings, seq, opts, U, reasons)
+    # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense
+    # model; 1 also where the stack has no expert parallelism: stack_db `expert_parallel`), then
+    # expert TP (0 = tp) with etp x ep dividing tp*dp*cp (Megatron's folded expert grid)
+    EP, ETP = _ep_choices(settings, opts), _etp_choices(settings, opts)
+    mesh = _expand(mesh, _ep_ok(mesh, EP, opts), {"ep": EP})
+    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts), {"etp": ETP})
+    mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
+    # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
+    # and the trainer's order rule: rules.order_ok); the first one the stack lists stands in for
+    # the order while the other rules are checked
+    from .startup import order_ok as _order_ok
+
+    mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep", "etp")))
+
+    sp_vals, sp_ok, opt_code, opt_shard, sh_ok = _sharding_choices(settings, opts, mesh, runs)
+    below = sp_ok.sum(axis=1) * sh_ok.sum(axis=1) * len(RC)  # candidates per (mesh, vpp, schedule, mbs), before orders
+    per_mesh = below * mesh_orders.sum(axis=1)
+
+    rows, v_ok, slack_dropped = _pipeline_rows(settings, opts, mesh, U, counted, runs)
 
     # ---- micro-batch; the rules that need no SP or sharding, counted with their multiplicity
     MB = _axis(_divisors(gbs), opts.micro_batch, opts.max_micro_batch)
