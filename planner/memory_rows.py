@@ -96,9 +96,8 @@ from .catalog import format_validation_error, load_model, load_stack, read_yaml
 from .errors import PlannerError
 from .precisions import parse_precision_text
 from .explain import evaluate, to_json
-from .plan import resolve
-from .schema import Count, Job, ModelSpec
-from .validate import Skip, _Assumed, _write_model, infer_hardware
+from .schema import Count, ModelSpec
+from .validate import Skip, _Assumed, _write_model, infer_hardware, resolve_fields
 
 GiB = 2.0**30
 FORMAT_KEYS = ("memory_rows", "oracle_rows")
@@ -302,14 +301,7 @@ def _mesh(p: dict) -> str:
 
 def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
     """Resolve and evaluate the job; fill r's predictions (of r.kind)."""
-    try:
-        job = Job.model_validate(fields)
-    except ValidationError as e:
-        raise Skip(format_validation_error(e, "plan").message) from None
-    try:
-        settings, plan, warnings = resolve(job)
-    except PlannerError as e:
-        raise Skip(e.message) from None
+    settings, plan, warnings = resolve_fields(fields)
     r.warnings = list(warnings)
     r.stack = settings.stack_name
     assumed = _Assumed(r.assumed)

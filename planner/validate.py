@@ -774,6 +774,19 @@ def model_spec(rec: RunRecord, arch: dict, where: str) -> dict:
     )
 
 
+def resolve_fields(fields: dict):
+    """(settings, plan, warnings) of a row's job fields (plan.resolve); Skip with the reason
+    where the job is not a valid one."""
+    try:
+        job = Job.model_validate(fields)
+    except ValidationError as e:
+        raise Skip(format_validation_error(e, "plan").message) from None
+    try:
+        return resolve(job)
+    except PlannerError as e:
+        raise Skip(e.message) from None
+
+
 def _write_model(spec: dict, tmpdir: Path) -> str:
     """Write the spec to a YAML file named by its content hash (catalog.load_model caches by
     path, so equal paths always mean equal specs) and return the path."""
@@ -891,14 +904,7 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
     fields = build_job(rec, _write_model(spec, tmpdir), hw, assumed)
     if calibration is not None:
         fields["calibration"] = calibration
-    try:
-        job = Job.model_validate(fields)
-    except ValidationError as e:
-        raise Skip(format_validation_error(e, "plan").message) from None
-    try:
-        settings, plan, warnings = resolve(job)
-    except PlannerError as e:
-        raise Skip(e.message) from None
+    settings, plan, warnings = resolve_fields(fields)
     row.warnings = list(warnings)
     row.stack = settings.stack_name
     for k, v in settings.inherited:
