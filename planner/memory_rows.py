@@ -527,28 +527,20 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
 
 # ----------------------------------------------------------------------------- driver
 def evaluate_rows(parsed: Union[MeasuredFile, OracleFile]) -> list[Result]:
-    out = []
+    if isinstance(parsed, MeasuredFile):
+        rows = [(row, Result(id=row.id, group=group_of(row.source), measured_gib=row.memory_gib), measured_job)
+                for row in parsed.memory_rows]
+    else:
+        rows = [(row, Result(id=row.id, group=f"oracle {row.flavor}", measured_gib=row.peak_allocated_gib), oracle_job)
+                for row in parsed.oracle_rows]
     with tempfile.TemporaryDirectory(prefix="planner-memory-rows-") as d:
-        tmp = Path(d)
-        if isinstance(parsed, MeasuredFile):
-            for row in parsed.memory_rows:
-                r = Result(id=row.id, group=group_of(row.source), measured_gib=row.memory_gib)
-                try:
-                    fields, stage = measured_job(row, r, tmp)
-                    _predict(fields, r, stage)
-                except Skip as s:
-                    r.skipped = str(s)
-                out.append(r)
-        else:
-            for row in parsed.oracle_rows:
-                r = Result(id=row.id, group=f"oracle {row.flavor}", measured_gib=row.peak_allocated_gib)
-                try:
-                    fields, stage = oracle_job(row, r, tmp)
-                    _predict(fields, r, stage)
-                except Skip as s:
-                    r.skipped = str(s)
-                out.append(r)
-    return out
+        for row, r, job_of in rows:
+            try:
+                fields, stage = job_of(row, r, Path(d))
+                _predict(fields, r, stage)
+            except Skip as s:
+                r.skipped = str(s)
+    return [r for _, r, _ in rows]
 
 
 def stats(errors: list[float]) -> dict:
