@@ -179,6 +179,15 @@ def print_wide(renderable, width: int) -> None:
 
 
 # ---------------------------------------------------------------- quantities
+def print_skipped(rows: list[dict]) -> None:
+    """The rows a validation skipped, one line each with its reason (validate, memory rows)."""
+    skipped = [r for r in rows if r["skipped"] is not None]
+    if skipped:
+        out.print(f"skipped ({len(skipped)}):", highlight=False)
+        for r in skipped:
+            out.print(f"  {r['id']}: {r['skipped']}", highlight=False, markup=False)
+
+
 def pct(x: Optional[float], missing: str = "") -> str:
     """A fraction as a percentage with one decimal: 0.4123 -> '41.2%'; None -> `missing`."""
     return missing if x is None else f"{100 * x:.1f}%"

@@ -8,7 +8,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from .common import Format, emit, out, print_wide, signed_pct
+from .common import Format, emit, out, print_skipped, print_wide, signed_pct
 
 
 def _gib(x: Optional[float]) -> str:
@@ -68,8 +68,4 @@ def render_table(data: dict, title: str) -> None:
     out.print("kind: the peak the source logs (reserved: torchtitan's memory_stats()['reserved_bytes.all.peak']; "
               "allocated: Megatron-LM's mem-max-allocated-bytes on the last rank, the oracle's tracker); "
               "assumed: count of inferred settings (full list: --format json)", highlight=False)
-    skipped = [r for r in rows if r["skipped"] is not None]
-    if skipped:
-        out.print(f"skipped ({len(skipped)}):", highlight=False)
-        for r in skipped:
-            out.print(f"  {r['id']}: {r['skipped']}", highlight=False, markup=False)
+    print_skipped(rows)

@@ -8,7 +8,7 @@ from typing import Optional
 
 from rich.table import Table
 
-from .common import Format, emit, out, print_wide, signed_pct
+from .common import Format, emit, out, print_skipped, print_wide, signed_pct
 
 # Abbreviations of assumed fields in the table's last column.
 _ABBREV = {
@@ -101,8 +101,4 @@ def render_table(data: dict, title: str = "planner validate") -> None:
         out.print(f"memory: n={s['n_memory']} median |err|={100 * s['median_abs_memory_error']:.1f}% "
                   f"signed median={signed_pct(s['median_memory_error'])} max |err|={100 * s['max_abs_memory_error']:.1f}% "
                   "(against what each stack logs: torchtitan max reserved)", highlight=False)
-    skipped = [r for r in runs if r["skipped"] is not None]
-    if skipped:
-        out.print(f"skipped ({len(skipped)}):", highlight=False)
-        for r in skipped:
-            out.print(f"  {r['id']}: {r['skipped']}", highlight=False, markup=False)
+    print_skipped(runs)
