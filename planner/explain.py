@@ -137,6 +137,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),
+        # MoE: the host issue time the dispatcher's synchronisation exposes (step.moe_host)
+        **({"moe_host_s": t["moe_host_s"]} if "moe_host_s" in t else {}),
     }
     thr = {k: _num(pick(v)) for k, v in est.throughput.items()}
     if settings.tokens:
@@ -167,7 +169,8 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
     is time.ep_comm_s) and the EP group's tier; the routed experts' grouped GEMMs' efficiency
     (their forward FLOPs over the GEMM model's time, against the dense peak of the precision;
     compute.py prices each expert's GEMM at its own shape, so few tokens per expert show
-    here); the fixed MoE overhead per step (host synchronisation, launches) the model adds."""
+    here); the fixed MoE overhead per step (the host issue time the dispatcher's synchronisation
+    exposes, time.moe_host_s) the model adds."""
     x = est.time_extra
     kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
     ctx = context(plan, settings.moe_capacity_factor)
@@ -188,5 +191,7 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
         "tokens_per_expert": _num(pick(rows[0][0].M)),
         "local_experts": e_local,
         "grouped_gemm_efficiency": _num(pick(eff)),
-        "fixed_overhead_s": 0.0,
+        "fixed_overhead_s": _num(pick(est.time["moe_host"])),
+        "fixed_overhead": "host issue time per step the dispatcher's synchronisation exposes (step.moe_host)"
+                          if stack_of(settings).moe_host is not None else "not modelled for this stack",
     }

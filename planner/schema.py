@@ -797,6 +797,20 @@ class EPDispatch(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class MoEHostIssue(BaseModel):
+    """The host (CPU) time a stack takes to issue one MoE layer's forward, exposed where the
+    dropless dispatcher's device-to-host synchronisation leaves the GPU waiting for it
+    (planner/step.py moe_host). Fitted constants: `fit` names the records and the
+    leave-one-out error (scripts/fit_moe_host.py reproduces them)."""
+
+    model_config = Strict
+    per_layer_s: float = Field(ge=0, description="seconds to issue one MoE layer's forward apart from its experts")
+    per_local_expert_s: float = Field(ge=0, description="seconds more per expert held on the GPU (per-expert kernels)")
+    fit: str = Field(description="how the constants were fitted: records file, n, method, in-sample and "
+                                 "leave-one-out median and signed median error")
+    sources: list[str] = Field(min_length=1)
+
+
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -820,6 +834,9 @@ class Stack(BaseModel):
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
     ep_dispatch: Optional[EPDispatch] = Field(
         default=None, description="the MoE token dispatch (node deduplication, fp8); null: NCCL all-to-all of bf16 tokens")
+    moe_host: Optional[MoEHostIssue] = Field(
+        default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
+                                  "synchronisation; null: not modelled (the host never holds the GPU up)")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")

@@ -126,15 +126,15 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
 
 
 def step_times(space: Space, bidx, rcidx, order, var=None) -> tuple[np.ndarray, np.ndarray]:
-    """(step seconds, compute + optimizer (+ moe_permute) seconds) from step.step_time."""
+    """(step seconds, compute + optimizer (+ moe_permute + moe_host) seconds) from step.step_time."""
     n = len(bidx)
     step, floor = np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
         t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s], var[s]))
         step[s] = t.total
-        # the MoE routing/permutation term is compute too (no stack variant changes it)
-        floor[s] = t.compute + t.optimizer + (t.moe_permute if "moe_permute" in t.keys() else 0.0)
+        # the MoE routing/permutation and host-issue terms are compute too (no stack variant changes them)
+        floor[s] = t.compute + t.optimizer + (t.moe_permute + t.moe_host if "moe_permute" in t.keys() else 0.0)
     return step, floor
 
 

@@ -1,7 +1,7 @@
 """Step time of a training plan, and MFU/HFU. Units: seconds, FLOPs, tokens/s.
 
 step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubble + optimizer
-       (+ moe_permute + ep_comm for an MoE model: moe.py)
+       (+ moe_permute + moe_host + ep_comm for an MoE model: moe.py, step.moe_host)
 
 All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
 ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
@@ -175,6 +175,7 @@ class LayerTimes:
     sel: list  # what selective recompute re-runs
     perm_fwd: list  # MoE router top-k and token permutations (memory-bound)
     perm_bwd: list
+    host_fwd: list  # MoE: host issue time the dispatcher's synchronisation exposes (moe_host)
 
 
 def layer_times(sc: StepCtx) -> LayerTimes:
@@ -185,7 +186,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     hw, sel = settings.hardware, sc.stack.selective
     rate_fwd, rate_bwd = attention_rates(hw)
     core_scale = sc.stack.attention_speed * settings.knobs.gemm_efficiency_scale
-    out = LayerTimes(*([] for _ in range(8)))
+    out = LayerTimes(*([] for _ in range(9)))
     for kind in sc.ll.kinds:
         mixer, mlp = kind.mixer, kind.mlp
         times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
@@ -208,7 +209,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
                      for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
         sel_t = (sel_g + (core_f if sel.recompute_attention_core and mixer.selective_core else 0.0)
                  + (ew_f if sel.recompute_elementwise else 0.0))
-        out.fwd.append(g + core_f + ew_f + pf)
+        host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
+        out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
         out.gemm_fwd.append(g)
         out.core_fwd.append(core_f)
@@ -216,7 +218,35 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.sel.append(np.where(plan.recompute == RC_SELECTIVE, sel_t, 0.0))
         out.perm_fwd.append(pf)
         out.perm_bwd.append(pb)
+        out.host_fwd.append(host)
     return out
+
+
+def moe_host(sc: StepCtx, kind, gpu_fwd):
+    """Seconds per micro-batch the GPU waits for the host in one MoE layer's forward.
+
+    Megatron-Core's dropless token dispatchers copy the token counts to the host and
+    synchronise once per MoE layer forward (token_dispatcher.py @d98e8a64
+    MoEAlltoAllTokenDispatcher.preprocess: "A synchronization is needed before expert parallel
+    AlltoAll communication to get the `input_splits` and `output_splits` CPU values", lines
+    594-606; the allgather dispatcher's tokens_per_expert .cpu(), line 320; HybridEP's
+    tokens_per_expert.sum(), lines 1111/1173). The queue drains there, so the host cannot run
+    ahead: the GPU then waits for whatever the host takes to issue the next layer's worth of
+    kernels (the experts, the combine, the next attention) beyond the GPU time of that work.
+    Megatron-Core's MoE guide names the symptom ("gaps between GPU kernels where CPU cannot
+    launch kernels fast enough", megatron/core/transformer/moe/README.md @d98e8a64, "CPU
+    Overhead Bottleneck"). The issue time is the stack's moe_host (per layer, plus per local
+    expert: Transformer Engine's GroupedLinear issues each expert's quantize and GEMM kernels
+    on its own); exposed = max(issue - the layer's forward GPU time, 0). Assumed: the
+    backward, with no synchronisation (the splits are saved), lets the host run ahead; the
+    all-to-alls' own time is not counted in the window (a conservative bound); CUDA graphs
+    (--cuda-graph-scope moe_router moe_preprocess) are not modelled."""
+    mh = sc.stack.moe_host
+    if mh is None:
+        return np.float64(0.0)
+    e_local = kind.mlp.num_experts / sc.plan.ep.astype(np.float64)
+    issue = mh.per_layer_s + mh.per_local_expert_s * e_local
+    return np.maximum(issue - gpu_fwd, 0.0)
 
 
 def _low_and_bf16(sc: StepCtx, rows, g_low):
@@ -277,6 +307,7 @@ class Compute:
 
     mb: np.ndarray  # compute of the slower of the middle and the last stage
     perm: np.ndarray  # its MoE permutation share
+    host: np.ndarray  # its MoE host-issue share (moe_host)
     fwd_mb: np.ndarray  # a middle stage's forward pass (with a third of the output layer)
     bwd_mb: np.ndarray
     layer_fwd: np.ndarray  # the middle stage's mean layer
@@ -312,17 +343,20 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     def stage(st):
         fwd = sc.mean(st, lt.fwd)
         perm = sc.mean(st, [f + b for f, b in zip(lt.perm_fwd, lt.perm_bwd)])
-        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd)
+        host = (n[st] + rc[st]) * sc.mean(st, lt.host_fwd)  # full recompute re-runs the dispatcher's forward
+        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host
 
-    mid, perm_mid = stage("mid")
-    last, perm_last = stage("last")
+    mid, perm_mid, host_mid = stage("mid")
+    last, perm_last, host_last = stage("last")
     extra_first, extra_last = bf16_end_layers(sc, lt)
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
     mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
-    layer_fwd, layer_bwd = sc.mean("mid", lt.fwd), sc.mean("mid", lt.bwd)
+    # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
+    layer_fwd, layer_bwd = sc.mean("mid", lt.fwd) - sc.mean("mid", lt.host_fwd), sc.mean("mid", lt.bwd)
     layers = n["mid"]
     return Compute(
         mb=np.maximum(mid, last), perm=np.where(mid >= last, perm_mid, perm_last),
+        host=np.where(mid >= last, host_mid, host_last),
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
@@ -736,8 +770,10 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     w_share = np.minimum(sc.n["mid"] * comp.gemm_fwd / comp.bwd_mb, 1.0)
     bubble = bubble_fraction(plan.pp, m, plan.vpp, plan.schedule, comp.bwd_mb / comp.fwd_mb, w_share) * m * t_mb
     # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
-    ep_terms = {"moe_permute": m * comp.perm, "ep_comm": m * ep_mb} if moe_model else {}
-    terms = Terms(compute=m * (comp.mb - comp.perm) + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
+    # and the host issue time the dispatcher's synchronisation exposes (moe_host)
+    ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
+    gpu_mb = comp.mb - comp.perm - (comp.host if moe_model else 0.0)
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
                   pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
                   **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "calibrated": sorted(coll.used),

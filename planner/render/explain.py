@@ -124,6 +124,8 @@ def time_table(res: dict) -> None:
         rows = rows[:3] + [("EP dispatch + combine (MoE dispatcher, exposed)", "ep_comm_s")] + rows[3:]
     if "moe_permute_s" in t:
         rows = rows[:1] + [("MoE router top-k + token permutation (memory-bound)", "moe_permute_s")] + rows[1:]
+    if "moe_host_s" in t:
+        rows = rows[:2] + [("MoE host issue after the dispatcher's sync (exposed)", "moe_host_s")] + rows[2:]
     for name, key in rows:
         tab.add_row(name, f"{t[key]:,.4g}", f"{100 * t[key] / step:.1f}%")
     tab.add_row("[bold]step[/bold]", f"[bold]{step:,.4g}[/bold]", "100%")
@@ -183,4 +185,4 @@ def moe_lines(res: dict) -> None:
               f"(exposed: the EP row)")
     out.print(f"  MoE grouped GEMM: {m['local_experts']:g} local experts x {m['tokens_per_expert']:,.0f} tokens, "
               f"efficiency {pct(m['grouped_gemm_efficiency'])} of the dense peak; fixed MoE overhead "
-              f"{m['fixed_overhead_s']:,.4g} s per step")
+              f"{m['fixed_overhead_s']:,.4g} s per step ({m['fixed_overhead']})")

@@ -1,0 +1,101 @@
+"""The fixed MoE overhead (planner/step.py moe_host): the host issue time Megatron-Core's
+dropless dispatcher synchronisation exposes, with the megatron stack's fitted constants
+(stack_db/megatron.yaml moe_host, scripts/fit_moe_host.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.catalog import load_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+MOE_RUNS = ROOT / "tests" / "data" / "published_runs_moe.yaml"
+# Megatron-Bridge 25.11 B200 Qwen3-30B-A3B's layout: 128 experts over EP 8, 16 local
+QWEN_B200 = ["--model", "qwen3-30b-a3b", "--hardware", "b200", "--gpus", "8", "--tp", "1", "--pp", "1", "--dp", "8",
+             "--ep", "8", "--etp", "1", "--micro-batch", "1", "--global-batch", "512", "--seq-len", "4096",
+             "--precision", "fp8", "--fp8-recipe", "mxfp8", "--stack", "megatron"]
+
+
+def _fit():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fit_moe_host
+
+    return fit_moe_host
+
+
+def test_stored_constants_are_the_fit_on_the_records():
+    """The constants live in one place (stack_db/megatron.yaml) and are what the script fits on
+    tests/data/published_runs_moe.yaml: change the model or the records and this fails until
+    the fit is re-run (scripts/fit_moe_host.py --write)."""
+    f = _fit()
+    rows = f.prepared(MOE_RUNS)
+    assert len(rows) == 31  # every record but DeepSeek's own (its stack has no moe_host)
+    g = f.grid(rows)
+    i, j = f.best(g)
+    mh = load_stack("megatron").moe_host
+    assert (f.PER_LAYER[i], f.PER_EXPERT[j]) == pytest.approx((mh.per_layer_s, mh.per_local_expert_s), abs=1e-12)
+    assert "leave-one-out" in mh.fit and "31 records" in mh.fit
+
+
+def _no_host_stack(tmp_path: Path) -> Path:
+    """The megatron stack file without its moe_host block (a user stack that does not model it)."""
+    text = (ROOT / "stack_db" / "megatron.yaml").read_text()
+    out = tmp_path / "megatron-nohost.yaml"
+    out.write_text(text.partition("\nmoe_host:\n")[0] + "\n")
+    return out
+
+
+def test_host_term_by_hand(cli, tmp_path):
+    """16 local experts: issue = 0.7 ms + 16 x 0.42 ms = 7.42 ms per MoE layer forward; the
+    exposed share is what outlasts the layer's forward GPU time, on 48 layers x 64
+    micro-batches, as its own time row, and explain's moe block shows it. With pp 1 (no
+    bubble) it adds to the step exactly and moves no other term."""
+    mh = load_stack("megatron").moe_host
+    issue = mh.per_layer_s + 16 * mh.per_local_expert_s
+    assert issue == pytest.approx(0.0007 + 16 * 0.00042)
+    r = cli("explain", *QWEN_B200, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    js = json.loads(r.stdout)
+    off_argv = [a if a != "megatron" else str(_no_host_stack(tmp_path)) for a in QWEN_B200]
+    r = cli("explain", *off_argv, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    off = json.loads(r.stdout)
+    host = js["time"]["moe_host_s"]
+    assert host > 0 and js["moe"]["fixed_overhead_s"] == host
+    assert js["time"]["step_s"] - off["time"]["step_s"] == pytest.approx(host, rel=1e-9)
+    for k in ("compute_s", "moe_permute_s", "ep_comm_s", "dp_comm_exposed_s", "optimizer_s"):
+        assert off["time"][k] == pytest.approx(js["time"][k], rel=1e-9), k
+    # the layer's forward GPU time the host outlasts, from the step's own figures
+    gpu_fwd = issue - host / (48 * 64)
+    assert 0 < gpu_fwd < issue
+    assert off["time"]["moe_host_s"] == 0.0 and off["moe"]["fixed_overhead_s"] == 0.0
+    assert "not modelled" in off["moe"]["fixed_overhead"]
+
+
+def test_no_host_term_where_the_gpu_outlasts_the_issue(cli):
+    """DeepSeek-V3 on 64 GB200 GPUs with EP 64 (4 local experts): issue 0.7 + 4 x 0.42 =
+    2.38 ms, less than the layer's forward (7168-wide MLA attention and experts at 4,096
+    tokens): nothing is exposed."""
+    r = cli("explain", "--model", "deepseek-v3", "--hardware", "gb200-nvl72", "--gpus", "256", "--tp", "1",
+            "--pp", "4", "--vpp", "4", "--dp", "64", "--ep", "64", "--micro-batch", "1", "--global-batch", "2048",
+            "--seq-len", "4096", "--stack", "megatron", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["time"]["moe_host_s"] == 0.0
+
+
+def test_moe_records_accuracy(cli):
+    """validate on the 32 MoE records (issue 23's bar: median |error| <= 15%). Measured with the
+    fitted term: median 7.8% in-sample over the megatron stack's 31 (leave-one-out 8.5%), the
+    signed median positive (the gpt-oss-120b rows with EP 64, +53% to +102%, are a mechanism
+    this term does not cover: docs/moe_accuracy.md)."""
+    r = cli("validate", str(MOE_RUNS), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    err = np.array([x["error"] for x in json.loads(r.stdout)["runs"] if x["error"] is not None])
+    assert len(err) == 32
+    assert np.median(np.abs(err)) <= 0.15
+    assert 0 < np.median(err) < 0.10
