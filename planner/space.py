@@ -31,7 +31,10 @@ list; a pinned value is taken as given, and the constraint check then says if it
   sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3])
   sharding   none, zero1, zero2, fsdp, and hsdp with every shard group s that divides dp,
              2 <= s < dp (s = dp is fsdp, and s = 1 keeps a full copy per rank like no
-             sharding while paying FSDP's traffic: neither is a separate candidate)
+             sharding while paying FSDP's traffic: neither is a separate candidate); on a
+             stack that lists its modes (stack_db runs.sharding) one candidate per mode
+             priced distinctly (mode_heads: torchtitan's fsdp2 and fsdp2_no_reshard without
+             PP; Megatron-FSDP optim is the distributed optimizer's candidate)
   recompute  none, selective, full
   rank order by default the arrangements of the mesh axes that keep TP innermost ([4] sec.
              3.3.2: TP innermost, on NVLink); `all`: all 24. Arrangements that differ only in
