@@ -370,7 +370,9 @@ def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
         return constraint_codes(settings, base)
     heads = mode_heads(settings.stack)
     k_modes = heads.shape[1]
-    members = [[[j for j in range(k_modes) if heads[c, j] == h] for h in range(k_modes)] for c in (0, 1)]
+    # a head's class in order; a mode that heads none (named by --sharding MODE) runs alone
+    members = [[[j for j in range(k_modes) if heads[c, j] == h] if heads[c, h] == h else [h] for h in range(k_modes)]
+               for c in (0, 1)]
     depth = max(len(x) for per in members for x in per)
     table = np.full((2, k_modes, depth), -1, dtype=np.int64)
     for c in (0, 1):
@@ -496,15 +498,16 @@ def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
     return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
 
-def _check_names(precision: str, opts: SpaceOptions) -> int:
+def _check_names(precision: str, opts: SpaceOptions, runs=None) -> int:
     """The precision's code; PlannerError for a precision, sharding or recompute name the
-    planner does not know."""
+    planner does not know (a sharding name is a level or one of the stack's modes)."""
     if precision not in PRECISION_CODES:
         raise PlannerError(f"unknown --precision {precision!r}", f"valid: {', '.join(PRECISION_CODES)}")
     prec = PRECISION_CODES[precision]
+    modes = [m.name for m in runs.sharding] if runs is not None else []
     for n in opts.sharding or ():
-        if n not in SHARDING_CODES:
-            raise PlannerError(f"unknown --sharding {n!r}", f"valid: {', '.join(SHARDING_CODES)}")
+        if n not in SHARDING_CODES and n not in modes:
+            raise PlannerError(f"unknown --sharding {n!r}", f"valid: {', '.join(list(SHARDING_CODES) + modes)}")
     for r in opts.recompute or ():
         if r not in RECOMPUTE_CODES:
             raise PlannerError(f"unknown --recompute {r!r}", f"valid: {', '.join(RECOMPUTE_CODES)}")
@@ -559,11 +562,13 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
         codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names], dtype=i64)
         modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)
     else:
+        # the heads of the levels named (or all), and any mode named itself (--sharding MODE)
         heads = mode_heads(settings.stack)
-        modes = np.array([i for i, m in enumerate(runs.sharding) if m.level in names
-                          and (heads[0, i] == i or heads[1, i] == i)], dtype=i64)
+        named = np.array([m.name in names for m in runs.sharding])
+        modes = np.array([i for i, m in enumerate(runs.sharding) if named[i] or (
+            m.level in names and (heads[0, i] == i or heads[1, i] == i))], dtype=i64)
         codes = np.array([SHARDING_CODES[runs.sharding[i].level] for i in modes], dtype=i64)
-        head_ok = heads[(mesh["pp"] > 1).astype(i64)][:, modes] == modes[None, :]
+        head_ok = (heads[(mesh["pp"] > 1).astype(i64)][:, modes] == modes[None, :]) | named[modes][None, :]
     plain = codes != HSDP
     if not (~plain).any():
         G = np.zeros(0, dtype=i64)
@@ -631,7 +636,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     counted = settings.split_emb + settings.split_loss  # ends counted as layers of the split
     U = settings.model.num_layers + counted  # pipeline split units (pipeline.stage_layers)
     i64 = np.int64
-    prec = _check_names(precision, opts)
+    prec = _check_names(precision, opts, settings.stack.runs if settings.stack is not None else None)
     RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
     O = order_choices(opts.rank_orders)
     reasons: dict = {}

@@ -243,3 +243,20 @@ def test_mics_exports_its_shard_size_and_reads_back(tmp_path):
     path.write_text(text, encoding="utf-8")
     cfg = load_trainer_config(path, fmt="deepspeed", model="llama3-8b", gpus=16)
     assert cfg.job["sharding_mode"] == "zero3_mics" and cfg.job["shard_group"] == 8
+
+
+def test_fit_sharding_takes_a_mode_name(cli):
+    """`fit --sharding MODE` searches that mode alone, even one priced like another
+    (torch_fsdp2 like Megatron-FSDP optim_grads_params), and names it in the rows' explain
+    arguments; an unknown name lists the levels and the stack's modes."""
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--tp", "1", "--cp", "1", "--pp", "1", "--global-batch", "64",
+            "--sharding", "torch_fsdp2", "--top", "5", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows and {row["plan"]["sharding_mode"] for row in rows} == {"torch_fsdp2"}
+    from planner.search import explain_args
+
+    e = explain_args(Job(model="llama3-8b", gpus=16), rows[0])
+    assert e[e.index("--sharding") + 1] == "torch_fsdp2"
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--sharding", "foo")
+    assert r.exit_code == 2 and "unknown --sharding 'foo'" in r.stderr and "megatron_fsdp_optim_grads" in r.stderr
