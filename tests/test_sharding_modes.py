@@ -170,6 +170,8 @@ def test_mode_heads_price_each_distinct_mode_once():
     heads = mode_heads(tt)
     assert [names[i] for i in heads[0]] == ["ddp", "fsdp2", "fsdp2_no_reshard", "hsdp"]
     assert [names[i] for i in heads[1]] == ["ddp", "fsdp2", "fsdp2", "hsdp"]
+    ds = load_stack("megatron-deepspeed")  # ZeRO 0-3 and MiCS: each its own candidate
+    assert (mode_heads(ds) == np.arange(len(ds.runs.sharding))[None, :]).all()
 
 
 def test_fit_ranks_both_torchtitan_fsdp_modes_and_exports_never(cli, tmp_path):
