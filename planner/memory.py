@@ -91,7 +91,7 @@ from .params import ParamCounts, count_params
 from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import kernel_bytes, stack_of
+from .stacks import kernel_bytes, sharding_traits, stack_of
 from .terms import Terms
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -470,7 +470,10 @@ class _PerLayer:
         # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
         # unsharded from their forward to their backward (bf16) [7]
         tp = plan.tp.astype(np.float64)
-        self.fsdp_buf = np.where(fsdp_on, (fs.gathered_units_at_peak * settings.bpp.weights
+        # (a mode that keeps every unit gathered, `held` below, counts them there)
+        tr = sharding_traits(stack, plan)
+        keep_pp, held = tr["keep_pp"], fsdp_on & ~tr["reshard"]
+        self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
         # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
@@ -478,10 +481,12 @@ class _PerLayer:
         pool_units = np.where(fs.allgather_pool_units > 0,
                               unit + max(fs.allgather_pool_units - 1.0, 0.0) * unit_params(pc, plan, layers_only=True), 0.0)
         self.gather_pool = np.where(fsdp_on, fs.param_gather_bytes * pool_units, 0.0)
-        # FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
+        # a mode that keeps the weights unsharded from the forward to the backward holds every
+        # unit of the stage gathered at the backward's start (torchtitan fsdp_reshard_after_forward
+        # "never"); FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
-        keep_pp = fsdp_on & (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
-        self.pp_unsharded = np.where(keep_pp, fs.param_gather_bytes + fs.pp_unsharded_grad_bytes, 0.0)
+        self.pp_unsharded = (np.where(held, fs.param_gather_bytes, 0.0)
+                             + np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0))
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
@@ -490,7 +495,7 @@ class _PerLayer:
             params = (pc.embedding if e == "embedding" else (pc.output or pc.embedding)) / tp
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + params
         both = ends["first"] + ends["last"]
-        self.ends = {st: np.where(fsdp_on & ~keep_pp, fs.param_gather_bytes * np.where(single, both, v), 0.0)
+        self.ends = {st: np.where(fsdp_on & ~held, fs.param_gather_bytes * np.where(single, both, v), 0.0)
                      for st, v in ends.items()}
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
         # the GEMM libraries' workspaces, allocated through the caching allocator at the first

@@ -446,6 +446,20 @@ def default_rank_order(stack) -> str:
     return runs.rank_orders[0].order if runs is not None else DEFAULT_RANK_ORDER
 
 
+def named_mode(stack, mode: str | None) -> bool:
+    """Whether a plan's sharding mode must be named to be reproduced: it is a mode of the
+    stack that is not the first of its level (stack_db runs.sharding), which a job giving
+    only the level gets (the fit table and `explain` arguments name it; issue 22)."""
+    runs = stack.runs if stack is not None else None
+    if runs is None or mode is None:
+        return False
+    names = [m.name for m in runs.sharding]
+    if mode not in names:
+        return False
+    level = runs.sharding[names.index(mode)].level
+    return next(m.name for m in runs.sharding if m.level == level) != mode
+
+
 def _mode_level(stack, job: Job, where: str) -> str:
     """The sharding level of the job's sharding_mode (a mode of the stack's runs.sharding);
     a level the job also names must agree."""

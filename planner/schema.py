@@ -716,13 +716,26 @@ Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe"]
 
 class ShardingMode(BaseModel):
     """One data-parallel sharding mode a stack runs (issue 22): the stack's own name for it,
-    the ZeRO level the cost models price it as (`level`; a mode whose traffic differs from the
-    level's, such as Megatron-FSDP's per-micro-batch reduce-scatter, is priced as the level
-    until the cost model tells them apart), and how the trainer spells it."""
+    its ZeRO level (`level`: which states it shards at rest, over which group), when it moves
+    them (grad_reduce, reshard_after_forward, replica_reduce: each left out takes the level's
+    and the stack's FSDPSpec default; planner/stacks.py sharding_traits), and how the trainer
+    spells it."""
 
     model_config = Strict
     name: str = Field(pattern=r"^[a-z0-9_]+$", description="the mode's name (a job's sharding_mode)")
-    level: Sharding = Field(description="the ZeRO level it is priced as: none | zero1 | zero2 | fsdp | hsdp")
+    level: Sharding = Field(description="what it shards at rest: none | zero1 (optimizer states) | zero2 (+ gradients) | "
+                                        "fsdp (+ weights) | hsdp (fsdp within a shard group, replicated across)")
+    grad_reduce: Optional[Literal["microbatch", "step"]] = Field(
+        default=None, description="the gradients' reduction (reduce-scatter over the shard group, or DDP's all-reduce) "
+                                  "after every micro-batch's backward, or once per step after the last (null: zero2 "
+                                  "microbatch, none/zero1 step, fsdp/hsdp the stack's fsdp.reduce_per_microbatch)")
+    reshard_after_forward: Optional[bool] = Field(
+        default=None, description="fsdp/hsdp: each unit's weights are freed after its forward and all-gathered again "
+                                  "for its backward (false: kept unsharded from the forward to the backward, gathered "
+                                  "once per micro-batch; null: true, under PP the stack's fsdp.reshard_after_forward_with_pp)")
+    replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
+        default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
+                                  "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
     spelling: str = Field(description="the trainer's own flags or keys for it")
     sources: list[str] = Field(min_length=1)
 

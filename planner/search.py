@@ -42,7 +42,8 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, resolve, stack_options
+from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
+                   resolve, stack_options)
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
 from .step import step_time
@@ -340,6 +341,10 @@ def explain_args(job: Job, row: dict) -> list[str]:
         d["schedule"] = None
     if d.get("etp") == d["tp"]:  # what explain assumes without it (Megatron's default: etp = tp)
         d["etp"] = None
+    from .catalog import load_stack
+
+    if named_mode(load_stack(d["stack"]) if d.get("stack") else None, d.get("sharding_mode")):
+        d["sharding"] = d["sharding_mode"]  # --sharding takes the stack's mode by name
     flags = [("tp", "--tp"), ("cp", "--cp"), ("pp", "--pp"), ("vpp", "--vpp"), ("dp", "--dp"),
              ("micro_batch", "--micro-batch"), ("global_batch", "--global-batch"), ("seq_len", "--seq-len"),
              ("sharding", "--sharding"), ("shard_group", "--shard-group"), ("recompute", "--recompute"),

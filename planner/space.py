@@ -31,7 +31,10 @@ list; a pinned value is taken as given, and the constraint check then says if it
   sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3])
   sharding   none, zero1, zero2, fsdp, and hsdp with every shard group s that divides dp,
              2 <= s < dp (s = dp is fsdp, and s = 1 keeps a full copy per rank like no
-             sharding while paying FSDP's traffic: neither is a separate candidate)
+             sharding while paying FSDP's traffic: neither is a separate candidate); on a
+             stack that lists its modes (stack_db runs.sharding) one candidate per mode
+             priced distinctly (mode_heads: torchtitan's fsdp2 and fsdp2_no_reshard without
+             PP; Megatron-FSDP optim is the distributed optimizer's candidate)
   recompute  none, selective, full
   rank order by default the arrangements of the mesh axes that keep TP innermost ([4] sec.
              3.3.2: TP innermost, on NVLink); `all`: all 24. Arrangements that differ only in
@@ -88,6 +91,7 @@ from .plan import (
     resolve,
 )
 from .catalog import load_stack
+from .stacks import sharding_traits
 from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
@@ -332,25 +336,55 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
                    max_pp=cap(opts.max_pp, runs.max_pp), max_ep=cap(opts.max_ep, runs.max_ep))
 
 
+def mode_heads(stack) -> np.ndarray:
+    """(2, modes): for plans without and with pipeline parallelism, the first of the stack's
+    sharding modes (stack_db runs.sharding, in order) priced exactly as each mode: the same
+    level and the same traits (stacks.sharding_traits: when the gradients are reduced, the
+    weights re-gathered, the replicas all-reduced). Such modes differ only in name (Megatron's
+    distributed optimizer and Megatron-FSDP's optim; under PP, torchtitan's fsdp2 and its
+    reshard_after_forward "never", which torchtitan's default already is there), so the search
+    prices one candidate per head and choose_modes picks the member the stack runs."""
+    runs = stack.runs
+    n = len(runs.sharding)
+    levels = np.array([SHARDING_CODES[m.level] for m in runs.sharding], dtype=np.int64)
+    heads = np.zeros((2, n), dtype=np.int64)
+    for c, pp in enumerate((1, 2)):
+        probe = PlanArrays(tp=np.ones(n), cp=np.ones(n), pp=np.full(n, pp), vpp=np.ones(n), dp=np.ones(n), mbs=np.ones(n),
+                           gbs=np.ones(n), seq=np.ones(n), sharding=levels, shard=np.ones(n), recompute=np.zeros(n),
+                           sp=np.zeros(n), schedule=np.zeros(n), precision=np.zeros(n), smode=np.arange(n))
+        tr = sharding_traits(stack, probe)
+        keys = [(int(levels[i]),) + tuple(bool(tr[k][i]) for k in sorted(tr)) for i in range(n)]
+        heads[c] = [keys.index(k) for k in keys]
+    return heads
+
+
 def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
-    """Each candidate's sharding mode (PlanArrays.smode): the first of the stack's modes of its
-    level (stack_db runs.sharding, in order) that breaks no rule, as plan.resolve chooses for a
-    job; the constraint codes with that mode (with the level's first mode where none passes).
-    Modes of one level are priced alike (the level), so a level is one candidate, not one per
-    mode."""
+    """Each candidate's sharding mode (PlanArrays.smode, set by the search to the head of its
+    pricing class, mode_heads): the first member of that class (stack_db runs.sharding, in
+    order) that breaks no rule, as plan.resolve chooses for a job; the constraint codes with
+    that mode (with the head's where none passes)."""
     runs = settings.stack.runs if settings.stack is not None else None
     n = len(base.tp)
     if runs is None:
         base.smode = np.zeros(n, dtype=np.int64)
         return constraint_codes(settings, base)
-    by_level = {c: [i for i, m in enumerate(runs.sharding) if SHARDING_CODES[m.level] == c] for c in SHARDING_CODES.values()}
-    depth = max(len(v) for v in by_level.values())
+    heads = mode_heads(settings.stack)
+    k_modes = heads.shape[1]
+    # a head's class in order; a mode that heads none (named by --sharding MODE) runs alone
+    members = [[[j for j in range(k_modes) if heads[c, j] == h] if heads[c, h] == h else [h] for h in range(k_modes)]
+               for c in (0, 1)]
+    depth = max(len(x) for per in members for x in per)
+    table = np.full((2, k_modes, depth), -1, dtype=np.int64)
+    for c in (0, 1):
+        for h in range(k_modes):
+            table[c, h, :len(members[c][h])] = members[c][h]
+    piped = (base.pp > 1).astype(np.int64)
+    head = np.asarray(base.smode, dtype=np.int64).copy()
     chosen = np.full(n, -1, dtype=np.int64)
     first_codes = None
     codes = np.zeros(n, dtype=np.int64)
     for k in range(depth):
-        table = np.array([by_level[c][k] if k < len(by_level[c]) else -1 for c in range(len(SHARDING_CODES))], dtype=np.int64)
-        trial = table[base.sharding]
+        trial = table[piped, head, k]
         todo = np.flatnonzero((chosen < 0) & (trial >= 0))
         if k == 0:
             base.smode = trial.copy()
@@ -366,8 +400,7 @@ def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
         chosen[win] = trial[win]
         codes[win] = OK
     lost = chosen < 0
-    first = np.array([by_level[c][0] if by_level[c] else -1 for c in range(len(SHARDING_CODES))], dtype=np.int64)
-    base.smode = np.where(lost, first[base.sharding], chosen)
+    base.smode = np.where(lost, head, chosen)
     codes[lost] = first_codes[lost]
     return codes
 
@@ -412,7 +445,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
         schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
         split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
-        ep=get("ep", np.ones(n, dtype=np.int64)), etp=get("etp", z),
+        ep=get("ep", np.ones(n, dtype=np.int64)), etp=get("etp", z), smode=get("smode", z),
     )
 
 
@@ -465,15 +498,16 @@ def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
     return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
 
-def _check_names(precision: str, opts: SpaceOptions) -> int:
+def _check_names(precision: str, opts: SpaceOptions, runs=None) -> int:
     """The precision's code; PlannerError for a precision, sharding or recompute name the
-    planner does not know."""
+    planner does not know (a sharding name is a level or one of the stack's modes)."""
     if precision not in PRECISION_CODES:
         raise PlannerError(f"unknown --precision {precision!r}", f"valid: {', '.join(PRECISION_CODES)}")
     prec = PRECISION_CODES[precision]
+    modes = [m.name for m in runs.sharding] if runs is not None else []
     for n in opts.sharding or ():
-        if n not in SHARDING_CODES:
-            raise PlannerError(f"unknown --sharding {n!r}", f"valid: {', '.join(SHARDING_CODES)}")
+        if n not in SHARDING_CODES and n not in modes:
+            raise PlannerError(f"unknown --sharding {n!r}", f"valid: {', '.join(list(SHARDING_CODES) + modes)}")
     for r in opts.recompute or ():
         if r not in RECOMPUTE_CODES:
             raise PlannerError(f"unknown --recompute {r!r}", f"valid: {', '.join(RECOMPUTE_CODES)}")
@@ -513,7 +547,9 @@ def _mesh(settings: Settings, seq: int, opts: SpaceOptions, U: int, reasons: dic
 
 def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     """Per mesh, the levels below the micro-batch: (SP values, SP allowed per mesh, sharding
-    option codes, their shard groups per mesh, sharding option allowed per mesh); HSDP once per
+    option codes, their modes, their shard groups per mesh, sharding option allowed per
+    mesh). On a stack that lists its modes (stack_db runs.sharding) one option per mode that
+    heads its pricing class (mode_heads) for the mesh's pp, else one per level; HSDP once per
     shard group that divides dp."""
     M, gpus, i64 = len(mesh["tp"]), settings.gpus, np.int64
     # per-mesh multiplicity of the levels below the micro-batch: SP choices x sharding options
@@ -522,8 +558,19 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     if opts.sequence_parallel is None:
         sp_ok[:, 0] = mesh["tp"] > 1  # SP is searched where there is TP to split across
     names = opts.sharding or tuple(n for n in SHARDING_CODES if runs is None or any(m.level == n for m in runs.sharding))
-    base_codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names and n != "hsdp"], dtype=i64)
-    if "hsdp" not in names:
+    if runs is None:
+        codes = np.array([SHARDING_CODES[n] for n in SHARDING_CODES if n in names], dtype=i64)
+        modes, head_ok = np.zeros(len(codes), dtype=i64), np.ones((M, len(codes)), dtype=bool)
+    else:
+        # the heads of the levels named (or all), and any mode named itself (--sharding MODE)
+        heads = mode_heads(settings.stack)
+        named = np.array([m.name in names for m in runs.sharding])
+        modes = np.array([i for i, m in enumerate(runs.sharding) if named[i] or (
+            m.level in names and (heads[0, i] == i or heads[1, i] == i))], dtype=i64)
+        codes = np.array([SHARDING_CODES[runs.sharding[i].level] for i in modes], dtype=i64)
+        head_ok = (heads[(mesh["pp"] > 1).astype(i64)][:, modes] == modes[None, :]) | named[modes][None, :]
+    plain = codes != HSDP
+    if not (~plain).any():
         G = np.zeros(0, dtype=i64)
     elif opts.shard_group:
         G = np.asarray(sorted(set(opts.shard_group)), dtype=i64)
@@ -534,11 +581,13 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
         g_ok = np.ones((M, len(G)), dtype=bool)  # pinned: resolve's rule says which divide dp
     else:
         g_ok = (dpc % G[None, :] == 0) & (G[None, :] >= 2) & (G[None, :] < dpc)
-    opt_code = np.concatenate([base_codes, np.full(len(G), HSDP, dtype=i64)])
-    opt_group = np.concatenate([np.zeros(len(base_codes), dtype=i64), G])
+    hs = np.flatnonzero(~plain)  # each HSDP mode once per shard group
+    opt_code = np.concatenate([codes[plain], np.repeat(codes[hs], len(G))])
+    opt_mode = np.concatenate([modes[plain], np.repeat(modes[hs], len(G))])
+    opt_group = np.concatenate([np.zeros(int(plain.sum()), dtype=i64), np.tile(G, len(hs))])
     opt_shard = np.where(opt_code[None, :] == HSDP, opt_group[None, :], dpc)
-    sh_ok = np.concatenate([np.ones((M, len(base_codes)), dtype=bool), g_ok], axis=1)
-    return sp_vals, sp_ok, opt_code, opt_shard, sh_ok
+    sh_ok = np.concatenate([head_ok[:, plain]] + [head_ok[:, [h]] & g_ok for h in hs], axis=1)
+    return sp_vals, sp_ok, opt_code, opt_mode, opt_shard, sh_ok
 
 
 def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, counted: int, runs):
@@ -587,7 +636,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     counted = settings.split_emb + settings.split_loss  # ends counted as layers of the split
     U = settings.model.num_layers + counted  # pipeline split units (pipeline.stage_layers)
     i64 = np.int64
-    prec = _check_names(precision, opts)
+    prec = _check_names(precision, opts, settings.stack.runs if settings.stack is not None else None)
     RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
     O = order_choices(opts.rank_orders)
     reasons: dict = {}
@@ -609,7 +658,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
 
     mesh_orders &= _order_ok(settings.stack, O[None, :], *(mesh[k][:, None] for k in ("tp", "cp", "pp", "dp", "ep", "etp")))
 
-    sp_vals, sp_ok, opt_code, opt_shard, sh_ok = _sharding_choices(settings, opts, mesh, runs)
+    sp_vals, sp_ok, opt_code, opt_mode, opt_shard, sh_ok = _sharding_choices(settings, opts, mesh, runs)
     below = sp_ok.sum(axis=1) * sh_ok.sum(axis=1) * len(RC)  # candidates per (mesh, vpp, schedule, mbs), before orders
     per_mesh = below * mesh_orders.sum(axis=1)
 
@@ -629,7 +678,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     mid = rows["mesh"]
     _guard(int(sh_ok[mid].sum()) * len(sp_vals), f"{len(mid):,} plans x sharding options x SP",
            "pin --sharding, --micro-batch or --pp")
-    rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "shard": opt_shard[mid]})
+    rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "smode": opt_mode, "shard": opt_shard[mid]})
     rows = _expand(rows, sp_ok[rows["mesh"]], {"sp": sp_vals})
     base = _plan(rows, gbs, seq, prec, settings)
     if variants is None:  # the stack's defaults for a search without a job (tests): no TP overlap

@@ -69,3 +69,45 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
         "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],
         "low_bwd": np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])[code],
     }
+
+
+def _mode_column(stack: Stack, pick) -> np.ndarray | None:
+    runs = stack.runs
+    if runs is None:
+        return None
+    return np.array([pick(m) for m in runs.sharding], dtype=np.float64)
+
+
+def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
+    """When the plan's sharding mode (stack_db runs.sharding[plan.smode]) moves its states,
+    as boolean arrays of the plan's shape; a field the mode leaves out (schema.ShardingMode)
+    takes its level's default, and FSDP's the stack's FSDPSpec:
+      reduce_mb   the gradients are reduced after every micro-batch's backward (else once
+                  per step): ZeRO-2 by default, FSDP per fsdp.reduce_per_microbatch;
+      reshard     FSDP frees each unit's weights after its forward and re-gathers them for its
+                  backward (else keeps them unsharded from the forward to the backward);
+                  by default true, under PP fsdp.reshard_after_forward_with_pp;
+      keep_pp     FSDP under PP without resharding: every unit stays unsharded over the step's
+                  micro-batches, gathered and reduced once per step (torch.distributed.pipelining
+                  turns resharding and gradient sync off until the last micro-batch's backward);
+      replica_mb  HSDP's all-reduce across the replicas runs with every reduce-scatter (else
+                  once per step, at the last micro-batch)."""
+    from .plan import FSDP, ZERO2
+
+    fs = stack.fsdp
+    level = np.asarray(plan.sharding)
+    smode = np.clip(np.asarray(plan.smode), 0, None)
+    fsdp_on = level >= FSDP
+    level_reduce = np.where(fsdp_on, fs.reduce_per_microbatch, level == ZERO2)
+    nan = float("nan")
+    col = _mode_column(stack, lambda m: nan if m.grad_reduce is None else float(m.grad_reduce == "microbatch"))
+    given = np.full(np.shape(level), nan) if col is None else col[np.minimum(smode, len(col) - 1)]
+    reduce_mb = np.where(np.isnan(given), level_reduce, given > 0)
+    col = _mode_column(stack, lambda m: nan if m.reshard_after_forward is None else float(m.reshard_after_forward))
+    given = np.full(np.shape(level), nan) if col is None else col[np.minimum(smode, len(col) - 1)]
+    piped = np.asarray(plan.pp) > 1
+    reshard = np.where(np.isnan(given), ~piped | fs.reshard_after_forward_with_pp, given > 0) | ~fsdp_on
+    keep_pp = fsdp_on & piped & ~reshard
+    col = _mode_column(stack, lambda m: float(m.replica_reduce != "step"))
+    replica_mb = np.ones(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
+    return {"reduce_mb": reduce_mb & ~keep_pp, "reshard": reshard, "keep_pp": keep_pp, "replica_mb": replica_mb}

@@ -91,8 +91,8 @@ from .layers.common import ACT_BYTES
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
-from .stacks import fp8_recipe, kernel_bytes, stack_of
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .stacks import fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Terms
 
 ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
@@ -640,7 +640,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
-    f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, ag_w, rs_g, ar_hsdp, n_b)
+    tr = sharding_traits(sc.stack, plan)  # when the plan's mode moves its states (stack_db runs.sharding)
+    f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
@@ -648,10 +649,11 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # reduce-scatters after every micro-batch's backward, as each rank keeps only its shard of
     # the accumulated gradients (DeepSpeed stage_1_and_2.py; "gradient reduction is required
     # after every backward because of gradient partitioning", deepspeedai/DeepSpeed issue
-    # #2252, maintainer's answer) [5]. The last bucket's reduction of each and the first
-    # bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward pass
-    # (not the whole of it on top: exposed <= total)
-    n_red = np.where(plan.sharding == ZERO2, sc.m, 1.0)  # gradient reductions per step
+    # #2252, maintainer's answer; Megatron-FSDP optim_grads: grad_reduce_every_bprop) [5]: the
+    # mode's grad_reduce (stacks.sharding_traits). The last bucket's reduction of each and the
+    # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
+    # pass (not the whole of it on top: exposed <= total)
+    n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
     ddp_grad = np.where(zero, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
@@ -670,25 +672,33 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, ag_w, rs_g, ar_hsdp, n_b):
-    """(total, exposed, all-gathers, reduce-scatters) of FSDP/HSDP per step [5]: an all-gather
-    of the weights in forward and one in backward and a reduce-scatter of the gradients per
-    micro-batch; a stack that keeps the weights unsharded under PP gathers once per step and
-    reduces once (no resharding, no sync until the last micro-batch); one that accumulates
-    without sync reduces once per step. The first unit's all-gather and the last unit's
-    reduce-scatter (1/n_b of each: a layer, or a bucket) never hide; the rest hides behind the
-    forward (all-gathers) and the backward (the backward all-gather and the reduce-scatter)
-    passes of its micro-batch. A stack that issues the backward all-gather only after the
-    current unit's gradients (FSDP1 BACKWARD_POST) has nothing to hide it behind."""
-    plan, fs, m, x = sc.plan, sc.stack.fsdp, sc.m, sc.x
-    keep_pp = (plan.pp > 1) & (not fs.reshard_after_forward_with_pp)
-    n_ag = np.where(keep_pp, 1.0, 2.0 * m)
-    n_rs = np.where(keep_pp | (not fs.reduce_per_microbatch), 1.0, m)
-    total = n_ag * ag_w + n_rs * rs_g + ar_hsdp
-    ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
-    ag_b = np.where(keep_pp, 0.0, ag_w)  # backward all-gather of one micro-batch
+def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
+    """(total, exposed, all-gathers, reduce-scatters) of FSDP/HSDP per step [5], as the plan's
+    mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
+    weights in forward and, where the mode reshards after forward, another in backward (one
+    that keeps them unsharded to the backward gathers in forward only); a reduce-scatter of the
+    gradients per micro-batch, or once per step for a mode that accumulates without sync; under
+    PP without resharding, one gather and one reduce per step. HSDP's all-reduce across the
+    replicas (ar_hsdp) runs with every reduce-scatter or once per step (the mode's
+    replica_reduce). The first unit's all-gather and the last unit's reduce-scatter (1/n_b of
+    each: a layer, or a bucket) and the last replica all-reduce never hide; the rest hides
+    behind the forward (all-gathers) and the backward (the backward all-gather, the
+    reduce-scatter and the replica all-reduce) passes of its micro-batch. A stack that issues
+    the backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
+    nothing to hide it behind. coll3: (all-gather, reduce-scatter, replica all-reduce) of one
+    pass over the weights."""
+    plan, m, x = sc.plan, sc.m, sc.x
+    ag_w, rs_g, ar_hsdp = coll3
+    keep_pp, reshard = tr["keep_pp"], tr["reshard"]
+    n_ag = np.where(keep_pp, 1.0, np.where(reshard, 2.0, 1.0) * m)
+    n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
-    rs_b = np.where(per_mb, rs_g, 0.0)  # reduce-scatter of one micro-batch
+    n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+    total = n_ag * ag_w + n_rs * rs_g + n_ar * ar_hsdp
+    ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
+    ag_b = np.where(reshard, ag_w, 0.0)  # backward all-gather of one micro-batch
+    # reduce-scatter (and replica all-reduce) of one micro-batch
+    rs_b = np.where(per_mb, rs_g, 0.0) + np.where(n_ar == m, ar_hsdp, 0.0)
     rs_b_last = np.where(per_mb, rs_g - rs_edge, 0.0)  # the last micro-batch's, less the last unit's
 
     def bwd_of(rs):  # exposed backward traffic of one micro-batch
@@ -728,7 +738,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
     rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * fs.grad_reduce_bytes, np.where(sharded, e_shard, 1))
     ar_ge = e_coll(comm.ALL_REDUCE, e_local * fs.grad_reduce_bytes, np.where(sharded, 1, edp))
-    e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, rs_ge + ag_we, ar_ge))
+    # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
+    e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, n_rs * rs_ge + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
     return e_total, np.where(plan.dpo > 0, _hide(e_total, left, sc.x), e_total)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, get_args
 
 import typer
 
@@ -19,7 +19,7 @@ from ..params import count_params
 from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
-from ..schema import Job
+from ..schema import Job, Sharding
 from ..trainers import FORMATS, load_trainer_config, sniff_format
 from ..units import parse_count
 
@@ -136,6 +136,9 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
     return job, f"{from_fit} row {row}: "
 
 
+SHARDING_LEVELS = get_args(Sharding)
+
+
 def job_options(
     model, gpus, hardware, tp, cp, pp, vpp, dp, micro_batch, global_batch, global_batch_tokens, seq_len,
     sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
@@ -148,7 +151,10 @@ def job_options(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
         micro_batch=micro_batch, global_batch=global_batch,
         global_batch_tokens=parse_count(global_batch_tokens, "--global-batch-tokens") if global_batch_tokens else None,
-        seq_len=seq_len, sharding=sharding, shard_group=shard_group, recompute=recompute,
+        seq_len=seq_len, shard_group=shard_group, recompute=recompute,
+        # --sharding takes a level or one of the stack's modes (stack_db runs.sharding, e.g.
+        # fsdp2_no_reshard): a mode sets sharding_mode, whose level resolve reads
+        **({"sharding_mode": sharding} if sharding is not None and sharding not in SHARDING_LEVELS else {"sharding": sharding}),
         sequence_parallel=sequence_parallel, precision=precision, schedule=schedule,
         bytes_per_param=bytes_per_param, activation_model=activation_model, attention=attention,
         causal_attention_flops=causal, headroom=headroom, reserve_GiB=reserve_gib,
@@ -193,7 +199,7 @@ def register(app: typer.Typer) -> None:
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step (default: 16M = 2,048 x 8,192, the seed's)"),
         seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
-        sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp (default: none)"),
+        sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp, or a mode of the stack (`planner stacks`) (default: none)"),
         shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full (default: none)"),
         sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help=" (default: on when tp > 1)"),

@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
         max_etp: Optional[int] = typer.Option(None, "--max-etp", help="upper bound on expert TP"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
         ep_comm_overlap: Optional[bool] = EpOverlapOption,
-        sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a comma list (default: all)"),
+        sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a mode of the stack (`planner stacks`), or a comma list (default: all)"),
         shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="pin recompute: none|selective|full or a comma list (default: all)"),
         sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel", help="pin SP (default: both where tp > 1)"),

@@ -23,6 +23,11 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     p, m, fl, prm = res["plan"], res["memory"], res["flops"], res["params"]
     mesh = mesh_words(p) + (f" (vpp {p['vpp']})" if p["vpp"] > 1 else "")
     shard = p["sharding"] + (f" (shard group {p['shard_group']})" if p["shard_group"] else "")
+    from ..catalog import load_stack
+    from ..plan import named_mode
+
+    if named_mode(load_stack(p["stack"]) if p.get("stack") else None, p.get("sharding_mode")):
+        shard += f" as {p['sharding_mode']}"  # not the level's first mode (stack_db runs.sharding)
     out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}")
     out.print(
         f"  {shard}, micro-batch {p['micro_batch']} x {p['microbatches_per_step']} per step, global batch "

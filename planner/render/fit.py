@@ -14,7 +14,14 @@ from .explain import explain_table
 
 
 def _sharding(p: dict) -> str:
-    return p["sharding"] + (f"/{p['shard_group']}" if p["shard_group"] else "")
+    """The row's level, or its stack's mode where the level's first mode is another (issue 22:
+    torchtitan's fsdp2_no_reshard beside fsdp2)."""
+    from ..catalog import load_stack
+    from ..plan import named_mode
+
+    mode = p.get("sharding_mode")
+    name = mode if named_mode(load_stack(p["stack"]) if p.get("stack") else None, mode) else p["sharding"]
+    return name + (f"/{p['shard_group']}" if p["shard_group"] else "")
 
 
 def stack_options_text(p: dict) -> str:

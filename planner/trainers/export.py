@@ -207,7 +207,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     elif mode in ("fsdp2", "fsdp2_no_reshard"):
         rep, sh = 1, dp
     else:
-        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard (zero2) "
+        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard "
                          "and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
     par = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": sh, "tensor_parallel_degree": tp,
            "pipeline_parallel_degree": pp, "context_parallel_degree": cp, **par}

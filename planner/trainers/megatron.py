@@ -1197,8 +1197,9 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
         unmodelled.append("--fp8-param-gather: fp8 weights (1 B) are not modelled (bf16 weights priced)")
     if "--use-megatron-fsdp" in flags:  # the mode and its level are from_flags' (stack_db megatron runs.sharding)
         strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
-        unmodelled.append(f"--use-megatron-fsdp ({strategy}): priced as the planner's {job['sharding']} (FSDP2's unit "
-                          "buffers), not Megatron-FSDP's own buffers")
+        unmodelled.append(f"--use-megatron-fsdp ({strategy}): its traffic is the mode's ({job['sharding_mode']}, stack_db "
+                          f"megatron runs.sharding); its buffers are priced as the planner's {job['sharding']} (the "
+                          "stack's FSDP unit buffers), not Megatron-FSDP's own")
     n_inst = _int(where, flags, "--num-distributed-optimizer-instances", 1)
     if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "

@@ -280,9 +280,12 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if shard > 1 and rep > 1:
         job.update(sharding="hsdp", shard_group=shard, sharding_mode="hsdp")
     elif shard > 1:
-        # stack_db torchtitan runs.sharding: "never" keeps the parameters from forward to backward (zero2)
-        job.update(sharding="zero2" if reshard == "never" else "fsdp",
-                   sharding_mode="fsdp2_no_reshard" if reshard == "never" else "fsdp2")
+        # stack_db torchtitan runs.sharding: "never" keeps the parameters from the forward to the
+        # backward (fsdp2_no_reshard, an fsdp mode that gathers once per micro-batch)
+        job.update(sharding="fsdp", sharding_mode="fsdp2_no_reshard" if reshard == "never" else "fsdp2")
+        if reshard == "always" and pp > 1:
+            assumed.append('fsdp_reshard_after_forward "always" with PP: priced as "default" (no resharding under PP; '
+                           "the per-micro-batch re-gathers of \"always\" are not modelled)")
     else:
         job.update(sharding="none", sharding_mode="ddp")
     if tp > 1:
