@@ -31,7 +31,7 @@ RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 # precisions and low-precision recipes: the one vocabulary is planner/precisions.py
 from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECISION_CODES,  # noqa: E402,F401
-                         RECIPE_PEAK, recipe_precision)
+                         RECIPE_PEAK, recipe_precision, recipe_unsupported)
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
@@ -723,6 +723,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "set recompute: full, or remove recompute_layers")
     if job.precision != "bf16":
         hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
+        why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
+        if why is not None:
+            raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
     _split_warnings(model, job, plan, warnings)
     _check_output_layer_options(job, stack, where)
