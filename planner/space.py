@@ -397,7 +397,12 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
         ep_comm_overlap=False))
     settings, plan, warnings = resolve(one, where)
     # the MoE all-to-all overlap: the model and stack checked here, each candidate's ep, pp/vpp
-    # and recompute in the cost model (moe.ep_overlap_applies)
+    # and recompute in the cost model (moe.ep_overlap_applies). Not pinned: on for an MoE model
+    # where the stack has it (Megatron-Core --overlap-moe-expert-parallel-comm), as DP overlap,
+    # since an overlapped transfer adds at most its blocking time (step._hide) and the passes
+    # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated
+    if job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported:
+        job = job.model_copy(update=dict(ep_comm_overlap=True))
     epo = ep_comm_overlap(job, settings.model, settings.stack, where, plan_checks=False)
     settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), ep_comm_overlap=epo,
                        inherited=tuple((k, v) for k, v in settings.inherited if k not in ("micro_batch", "tp_comm_overlap")))
@@ -566,6 +571,11 @@ def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, c
     if opts.max_vpp is not None:
         v_ok &= V[None, :] <= opts.max_vpp
     slack_ok = layer_slack(L, mesh["pp"][:, None], V[None, :], counted) <= opts.max_layer_slack
+    if opts.pp:
+        # a pinned pipeline split is the user's, not searched: offered however unevenly the layers
+        # fall (explain prices any split, with a warning), with one chunk per rank unless --vpp is
+        # pinned too; the slack bound prunes the splits the search chooses
+        slack_ok |= (V[None, :] == 1) if not opts.vpp else True
     slack_dropped = int((v_ok & ~slack_ok).sum())
     v_ok &= slack_ok
     if runs is not None and not any(x.schedule == "interleaved" for x in runs.schedules) and not opts.schedule:
