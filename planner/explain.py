@@ -180,7 +180,7 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
     return {
         "dispatcher": settings.moe_dispatcher,
         "dispatcher_description": dispatch.DESCRIPTIONS[settings.moe_dispatcher],
-        "fp8_dispatch": bool(settings.moe_fp8_dispatch),
+        "fp8_dispatch": bool(pick(dispatch.fp8_dispatch(settings, plan))),
         "route_nodes": int(settings.moe_route_nodes) or None,
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),

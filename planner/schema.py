@@ -699,6 +699,9 @@ class FP8Recipe(BaseModel):
                                                              "(backward casts the output gradient: the same again x2)")
     allgather_fp8: bool = Field(description="FSDP all-gathers the weights in fp8 (1 B/param)")
     output_layer_bf16: bool = Field(description="the output layer (logits) stays in bf16")
+    fp8_dispatch: bool = Field(
+        default=False, description="MoE: the recipe quantizes the tokens before the dispatch and sends them in fp8 with "
+                                   "their scales (the combine in bf16): planner/dispatch.py prices the bytes")
     sources: list[str] = Field(min_length=1)
 
 
@@ -831,20 +834,6 @@ class StackRuns(BaseModel):
         return self
 
 
-class EPDispatch(BaseModel):
-    """How the stack's MoE dispatch and combine move tokens between EP ranks (planner/moe.py
-    dispatch_scale); a stack without it runs NCCL's all-to-all on bf16 tokens."""
-
-    model_config = Strict
-    node_dedup: bool = Field(description="a token bound for several GPUs of one node crosses the network once and is "
-                                         "forwarded over NVLink (DeepSeek-V3 sec. 3.2.2)")
-    dispatch_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward dispatch and of the "
-                                                          "backward's gradient dispatch (fp8 with its scales, or bf16 2)")
-    combine_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward combine and of the backward's "
-                                                         "gradient combine")
-    sources: list[str] = Field(min_length=1)
-
-
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -866,8 +855,6 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
-    ep_dispatch: Optional[EPDispatch] = Field(
-        default=None, description="the MoE token dispatch (node deduplication, fp8); null: NCCL all-to-all of bf16 tokens")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -1035,9 +1022,10 @@ class Job(BaseModel):
         description="MoE token dispatcher (planner/dispatch.py): alltoall (NCCL), allgather, deepep (DeepEP normal "
                     "kernels), deepep_ll (DeepEP low-latency kernels), hybridep (Megatron --moe-token-dispatcher-type, "
                     "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
-    moe_fp8_dispatch: bool = Field(
-        default=False, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.2; "
-                                   "DeepEP, Hybrid-EP); the combine stays bf16")
+    moe_fp8_dispatch: Optional[bool] = Field(
+        default=None, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.3; "
+                                  "DeepEP, Hybrid-EP); the combine stays bf16; default: the stack's fp8 recipe's "
+                                  "fp8_dispatch under fp8 (planner/dispatch.py fp8_dispatch)")
     moe_route_nodes: Optional[Count] = Field(
         default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "
                                         "(DeepSeek-V3 M = 4, sec. 2.1.2); default: no limit")

@@ -486,17 +486,15 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     stride = moe.ep_stride(plan, coll.strides)
     link = comm.group_link(plan.ep, stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
     kind = dispatch.CODES[st.moe_dispatcher]
+    fp8 = dispatch.fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
     fwd, bwd, disp, comb = [], [], [], []
     for k in sc.ll.kinds:
         if not k.has_experts:
             for lst in (fwd, bwd, disp, comb):
                 lst.append(0.0)
             continue
-        # the stack's all-to-all bytes (DeepSeek-V3's fp8 dispatch and node-deduplicated copies:
-        # moe.dispatch_scale, stack ep_dispatch; 1 without) scale the NCCL all-to-all dispatcher
-        scale = moe.dispatch_scale(k.mlp, plan, sc.stack, sc.settings.hardware.nvlink_domain, stride)
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
-                                fp8=st.moe_fp8_dispatch, route_nodes=st.moe_route_nodes, alltoall_scale=scale)
+                                fp8=fp8, route_nodes=st.moe_route_nodes)
         fwd.append(np.where(plan.ep > 1, tr.fwd, 0.0))
         bwd.append(np.where(plan.ep > 1, tr.bwd, 0.0))
         disp.append(np.where(plan.ep > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
