@@ -63,14 +63,16 @@ def apply(data: dict) -> tuple[dict, list[str]]:
     hardware run them, notes: what was taken with its source, what was not and why, what the
     recipe does that is not priced). A model, hardware or stack that does not load leaves the
     data as it is (resolve reports it)."""
+    d = _defaults()
+    names = [data.get("model"), data.get("hardware") or d["hardware"], data.get("stack") or d["stack"]]
+    if not all(isinstance(n, str) for n in names):  # a field of the wrong type: the Job's validation says so
+        return data, []
     try:
-        model = load_model(data["model"])
+        model = load_model(names[0])
         if model.training is None:
             return data, []
-        d = _defaults()
-        hw = load_hardware(data.get("hardware") or d["hardware"])
-        stack = load_stack(data.get("stack") or d["stack"])
-    except (PlannerError, KeyError):
+        hw, stack = load_hardware(names[1]), load_stack(names[2])
+    except PlannerError:
         return data, []
     rec, out, notes = model.training, dict(data), []
     for field in FIELDS:
