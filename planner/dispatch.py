@@ -36,7 +36,7 @@ Megatron's --moe-token-dispatcher-type, --moe-enable-deepep, --moe-flex-dispatch
 
 Bandwidth between the measured EP sizes: linear in log2(ep), held at the end values outside.
 
-Bytes per element: bf16 2; fp8 dispatch (fp8_dispatch: the job field moe_fp8_dispatch, else
+Bytes per element: bf16 2; fp8 dispatch (plan.fp8_dispatch: the job field moe_fp8_dispatch, else
 the stack's fp8 recipe's fp8_dispatch under fp8 -- the deepseek stack's blockwise, DeepSeek-V3
 sec. 3.3.3 dispatches fp8 and combines bf16 [5]; DeepEP's tests) 1 B + a 4-byte scale per 128
 elements, +16 B of per-token metadata for DeepEP's kernels (DeepEP tests/test_low_latency.py:
@@ -96,7 +96,6 @@ import numpy as np
 
 from . import comm
 from .layers.common import ACT_BYTES
-from .precisions import FP8, FP8_RECIPES
 
 ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
 NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
@@ -139,17 +138,6 @@ def distinct(n, k) -> np.ndarray:
 def element_bytes(fp8) -> np.ndarray:
     """Bytes per element of a dispatch: fp8 1 + its scales, else bf16."""
     return np.where(np.asarray(fp8, dtype=bool), 1.0 + FP8_SCALE_BYTES_PER_ELEMENT, float(ACT_BYTES))
-
-
-def fp8_dispatch(settings, plan) -> np.ndarray:
-    """Whether each plan's forward dispatch moves fp8 tokens: the job's moe_fp8_dispatch where it
-    gives one, else the fp8_dispatch of the stack's recipe the plan runs, under fp8 (stack_db
-    fp8_recipes: the deepseek stack's blockwise, [5] sec. 3.3.3)."""
-    if settings.moe_fp8_dispatch is not None:
-        return np.asarray(bool(settings.moe_fp8_dispatch))
-    recipes = settings.stack.fp8_recipes
-    table = np.array([bool(recipes[n].fp8_dispatch) if n in recipes else False for n in FP8_RECIPES])
-    return (np.asarray(plan.precision) == FP8) & table[np.asarray(plan.f8r, dtype=np.int64)]
 
 
 @dataclass
@@ -236,7 +224,7 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
     group, stride -> seconds), ep and stride the EP group's size and stride, group_link its
     comm.GroupLink (its tier and members per domain), params the comm.CommParams, ctx the
-    layers.Ctx. fp8: the forward dispatch moves fp8 (fp8_dispatch); route_nodes: the job's
+    layers.Ctx. fp8: the forward dispatch moves fp8 (plan.fp8_dispatch); route_nodes: the job's
     node-limited routing cap M (0: none)."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (capacity factor c)

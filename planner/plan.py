@@ -288,7 +288,7 @@ class Settings:
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
-    moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, dispatch.fp8_dispatch)
+    moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
@@ -769,7 +769,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     """The job's MoE dispatcher fields as Settings keywords: moe_dispatcher (the job's, else the
     stack's defaults.moe_dispatcher, listed as inherited for an MoE model; one the stack does not
     run, stack_db runs.moe_dispatchers, is refused), moe_fp8_dispatch (None: the stack's fp8
-    recipe's, dispatch.fp8_dispatch), moe_route_nodes (0: no limit); an error where a dense model
+    recipe's, fp8_dispatch below), moe_route_nodes (0: no limit); an error where a dense model
     sets them."""
     given = [f for f in ("moe_dispatcher", "moe_route_nodes") if getattr(job, f) is not None]
     given += ["moe_fp8_dispatch"] if job.moe_fp8_dispatch else []
@@ -886,10 +886,20 @@ def default_micro_batch(stack: Stack, gbs: int, dp: int, pp: int, where: str = "
     return gbs // (dp * pp)
 
 
+def fp8_dispatch(settings, plan) -> np.ndarray:
+    """Whether each plan's forward dispatch moves fp8 tokens: the job's moe_fp8_dispatch where it
+    gives one, else the fp8_dispatch of the stack's recipe the plan runs, under fp8 (stack_db
+    fp8_recipes: the deepseek stack's blockwise, arXiv:2412.19437 sec. 3.3.3); planner/dispatch.py
+    prices the bytes."""
+    if settings.moe_fp8_dispatch is not None:
+        return np.asarray(bool(settings.moe_fp8_dispatch))
+    recipes = settings.stack.fp8_recipes
+    table = np.array([bool(recipes[n].fp8_dispatch) if n in recipes else False for n in FP8_RECIPES])
+    return (np.asarray(plan.precision) == FP8) & table[np.asarray(plan.f8r, dtype=np.int64)]
+
+
 def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
     """Every resolved setting of one plan, for JSON (i indexes a 1-d PlanArrays)."""
-    from .dispatch import fp8_dispatch
-
     def at(v):  # this plan's element of an array field
         return v if i is None else v[i]
 

@@ -91,7 +91,7 @@ from .layers.common import ACT_BYTES
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, fp8_dispatch
 from .stacks import fp8_recipe, kernel_bytes, stack_of
 from .terms import Terms
 
@@ -486,7 +486,7 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     stride = moe.ep_stride(plan, coll.strides)
     link = comm.group_link(plan.ep, stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
     kind = dispatch.CODES[st.moe_dispatcher]
-    fp8 = dispatch.fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
+    fp8 = fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
     fwd, bwd, disp, comb = [], [], [], []
     for k in sc.ll.kinds:
         if not k.has_experts:

@@ -86,12 +86,13 @@ def test_dispatch_is_deepeps_with_fp8_and_four_nodes():
     4,096 x 4 nodes x 7,168 x (1 + 4/128 + 16/7,168) B at DeepEP's 51 GB/s (EP 64, a 50 GB/s
     NIC = H800's 400 Gb/s), plus the network latency."""
     from planner import comm, dispatch
+    from planner.plan import fp8_dispatch
 
     settings, plan, _ = resolve(Job(**LAYOUT))
-    assert settings.moe_dispatcher == "deepep" and bool(dispatch.fp8_dispatch(settings, plan))
+    assert settings.moe_dispatcher == "deepep" and bool(fp8_dispatch(settings, plan))
     mg, mg_plan, _ = resolve(Job(**{**LAYOUT, "stack": "megatron", "sharding": "zero1", "schedule": "1f1b",
                                     "fp8_recipe": "blockwise", "recompute": "full"}))
-    assert not bool(dispatch.fp8_dispatch(mg, mg_plan))
+    assert not bool(fp8_dispatch(mg, mg_plan))
     block = next(k.mlp for k in layer_list(settings.model).kinds if k.has_experts)
     p = comm.comm_params(settings.hardware)
     link = comm.group_link(64, 1, p, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=2048)
