@@ -182,6 +182,9 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
         "dispatcher_description": dispatch.DESCRIPTIONS[settings.moe_dispatcher],
         "fp8_dispatch": bool(pick(fp8_dispatch(settings, plan))),
         "route_nodes": int(settings.moe_route_nodes) or None,
+        # group-limited routing (the model's; planner/dispatch.py caps the nodes a token reaches)
+        "route_groups": ([settings.model.moe.expert_groups, settings.model.moe.groups_per_token]
+                         if settings.model.moe.expert_groups else None),
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
         "ep_tier": "none" if int(pick(plan.ep)) == 1 else comm.LINK_NAMES[int(pick(x["ep_tier"]))],
