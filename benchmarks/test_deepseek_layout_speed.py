@@ -34,3 +34,20 @@ def test_fit_deepseek_v3_on_its_stack(benchmark):
         time_evaluations=c.time_evaluations, top_tokens_per_s_per_gpu=top["throughput"]["tokens_per_s_per_gpu"],
         published_tokens_per_s_per_gpu=PUBLISHED,
     )
+
+
+def test_fit_deepseek_v3_bare(benchmark):
+    """The bare command of issue 23's acceptance line (`planner fit --model deepseek-v3 --gpus 2048
+    --hardware h800-sxm --global-batch 15360 --seq-len 4096`): the megatron stack with the model's
+    published recipe (fp8 blockwise, DeepEP: planner/recipe.py, as the CLI applies it) and the
+    EP overlap fit turns on; the default --max-layer-slack 2."""
+    from planner import recipe
+
+    data, _ = recipe.apply(dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096))
+    job = Job(**data)
+    fit(job)
+    res = benchmark.pedantic(fit, args=(job,), rounds=3, iterations=1, warmup_rounds=0)
+    top = res.rows[0]
+    benchmark.extra_info.update(considered=res.counts.considered, feasible=res.counts.feasible,
+                                top_tokens_per_s_per_gpu=top["throughput"]["tokens_per_s_per_gpu"],
+                                published_tokens_per_s_per_gpu=PUBLISHED)

@@ -36,16 +36,21 @@ Megatron's --moe-token-dispatcher-type, --moe-enable-deepep, --moe-flex-dispatch
 
 Bandwidth between the measured EP sizes: linear in log2(ep), held at the end values outside.
 
-Bytes per element: bf16 2; fp8 dispatch (job field moe_fp8_dispatch; DeepSeek-V3 sec. 3.3.2
-dispatches fp8 and combines bf16 [5]; DeepEP's tests) 1 B + a 4-byte scale per 128 elements,
-+16 B of per-token metadata (DeepEP tests/test_low_latency.py: num_fp8_bytes = hidden +
-hidden / 128 * 4 + 16). The combine and both backward transfers (the dispatch's gradient is a
-combine, the combine's a dispatch) move bf16.
+Bytes per element: bf16 2; fp8 dispatch (plan.fp8_dispatch: the job field moe_fp8_dispatch, else
+the stack's fp8 recipe's fp8_dispatch under fp8 -- the deepseek stack's blockwise, DeepSeek-V3
+sec. 3.3.3 dispatches fp8 and combines bf16 [5]; DeepEP's tests) 1 B + a 4-byte scale per 128
+elements, +16 B of per-token metadata for DeepEP's kernels (DeepEP tests/test_low_latency.py:
+num_fp8_bytes = hidden + hidden / 128 * 4 + 16). The combine and both backward transfers (the
+dispatch's gradient is a combine, the combine's a dispatch) move bf16; NCCL's all-to-all
+moves the fp8 dispatch at 1 B + its scales per element.
 
 Merging copies. With top_k experts drawn uniformly from E experts spread evenly over n ranks
 (or nodes), a token reaches n (1 - (1 - 1/n)^k) distinct ones on average (k draws with
-replacement: an approximation, named). Node-limited routing (job field moe_route_nodes M:
-DeepSeek-V3's tokens go to at most M = 4 nodes [5] sec. 2.1.2) caps the nodes at M. DeepEP's
+replacement: an approximation, named). Group-limited routing caps the nodes: a model whose
+experts form G groups of which a token uses M (schema.MoESpec expert_groups, groups_per_token:
+DeepSeek-V3 8 and 4, its "node-limited routing" [5] sec. 2.1.2) reaches at most M max(1, n / G)
+of the n nodes its EP group spans, the experts laid on the ranks in order (a group on n / G
+whole nodes, or G / n groups on one); the job field moe_route_nodes caps it further. DeepEP's
 and Hybrid-EP's bytes per rank are counted as their benchmarks count them (the rank's or
 node's own share included, which is how the RDMA figures can pass the NIC's 50 GB/s): across
 NVLink domains its tokens x the nodes they reach x h x bytes, inside one its tokens x the
@@ -155,28 +160,33 @@ class Transfers:
         return self.dispatch_bwd + self.combine_bwd
 
 
-def _merged_bytes(tokens, h, k, ep, local, route_nodes):
+def _merged_bytes(tokens, block, ep, local, route_nodes):
     """(NVLink, RDMA) elements a rank's tokens move when copies to one rank (inside a domain) or
     one node (across) merge, its own rank or node included as DeepEP's benchmarks count them
     (tests/test_intranode.py: the received tokens; tests/test_internode.py: the tokens sent per
-    RDMA rank); route_nodes caps the nodes a token reaches (0: no cap)."""
+    RDMA rank); the nodes a token reaches capped by the model's group-limited routing and the
+    job's route_nodes (0: no cap) (module docstring)."""
+    h, k = block.h, block.top_k
     m = np.minimum(local, ep).astype(np.float64)
     nodes = np.maximum(ep / np.maximum(m, 1.0), 1.0)
     reach = distinct(nodes, k)
+    if block.expert_groups:
+        reach = np.minimum(reach, block.groups_per_token * np.maximum(1.0, nodes / block.expert_groups))
     reach = np.where(np.asarray(route_nodes) > 0, np.minimum(reach, np.maximum(route_nodes, 1)), reach)
     return tokens * h * distinct(ep, k), tokens * h * reach
 
 
-def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8, route_nodes):
+def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8, route_nodes):
     """(dispatch at its element bytes, dispatch bf16, combine bf16) seconds of one DeepEP /
-    Hybrid-EP / DeepEP low-latency transfer (module docstring)."""
+    Hybrid-EP / DeepEP low-latency transfer of the MoE layer `block` (module docstring)."""
+    h, k = block.h, block.top_k
     inside = link.link == comm.LINK_NVLINK
     ep = np.asarray(ep, dtype=np.float64)
     local = link.local_ranks
     if kind == DEEPEP:  # at most 8 NVLink peers: beyond, 8-GPU "nodes" joined over RDMA [6]
         inside = inside & (ep <= DEEPEP_MAX_NVL_PEERS)
         local = np.minimum(local, DEEPEP_MAX_NVL_PEERS)
-    nv_b, rd_b = _merged_bytes(tokens, h, k, ep, local, route_nodes)
+    nv_b, rd_b = _merged_bytes(tokens, block, ep, local, route_nodes)
     b8 = element_bytes(fp8)
     extra = np.where(np.asarray(fp8, dtype=bool), FP8_TOKEN_EXTRA_BYTES / h, 0.0)  # per element
     nv_line, net_line = params.nvlink_line_rate, params.network_line_rate
@@ -209,25 +219,25 @@ def kernel_time(kind: int, tokens, h, k, ep, link, params: comm.CommParams, fp8,
     return tuple(out)
 
 
-def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes,
-              alltoall_scale=1.0) -> Transfers:
+def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes) -> Transfers:
     """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
     group, stride -> seconds), ep and stride the EP group's size and stride, group_link its
     comm.GroupLink (its tier and members per domain), params the comm.CommParams, ctx the
-    layers.Ctx. fp8: the forward dispatch moves fp8; route_nodes: the node-limited routing cap
-    M (0: none); alltoall_scale: the stack's all-to-all bytes relative to bf16 copies
-    (moe.dispatch_scale), for the NCCL all-to-all."""
+    layers.Ctx. fp8: the forward dispatch moves fp8 (plan.fp8_dispatch); route_nodes: the job's
+    node-limited routing cap M (0: none)."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (capacity factor c)
     tier = group_link.link
     if kind == ALLTOALL:
-        a = coll(comm.ALL_TO_ALL, alltoall_bytes(block, ctx) * alltoall_scale, ep, stride)
-        return Transfers(a, a, a, a, tier)
+        size = alltoall_bytes(block, ctx)
+        a = coll(comm.ALL_TO_ALL, size, ep, stride)
+        a8 = np.where(np.asarray(fp8, dtype=bool), coll(comm.ALL_TO_ALL, size * element_bytes(True) / ACT_BYTES, ep, stride), a)
+        return Transfers(a8, a, a, a, tier)
     if kind == ALLGATHER:
         size = ep * ctx.T / ctx.rep_div * block.h * ACT_BYTES
         ag = coll(comm.ALL_GATHER, size, ep, stride)
         rs = coll(comm.REDUCE_SCATTER, size, ep, stride)
         return Transfers(ag, rs, ag, rs, tier)
-    d8, d16, c16 = kernel_time(kind, tokens, block.h, block.top_k, ep, group_link, params, fp8, route_nodes)
+    d8, d16, c16 = kernel_time(kind, tokens, block, ep, group_link, params, fp8, route_nodes)
     return Transfers(d8, c16, d16, c16, tier)

@@ -15,7 +15,7 @@ from . import memory as mem
 from .compute import flops_summary, price_gemms
 from .layers import context, layer_list
 from .params import count_params
-from .plan import FP8, PlanArrays, Settings, plan_dict
+from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
 from .profile import RUN_PARAMETER_AFFECTS
 from .stacks import stack_of
 from .step import step_time, throughput
@@ -183,8 +183,11 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
     return {
         "dispatcher": settings.moe_dispatcher,
         "dispatcher_description": dispatch.DESCRIPTIONS[settings.moe_dispatcher],
-        "fp8_dispatch": bool(settings.moe_fp8_dispatch),
+        "fp8_dispatch": bool(pick(fp8_dispatch(settings, plan))),
         "route_nodes": int(settings.moe_route_nodes) or None,
+        # group-limited routing (the model's; planner/dispatch.py caps the nodes a token reaches)
+        "route_groups": ([settings.model.moe.expert_groups, settings.model.moe.groups_per_token]
+                         if settings.model.moe.expert_groups else None),
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
         "ep_tier": "none" if int(pick(plan.ep)) == 1 else comm.LINK_NAMES[int(pick(x["ep_tier"]))],

@@ -73,7 +73,7 @@ Approximations (named, not fitted): the EP all-to-all overlap taken against the 
 stage's mean layer; no HSDP replica all-reduce or FSDP buffer copies for the experts.
 DeepSeek's DualPipe ([1] sec. 3.2.1) is a pipeline schedule (planner/pipeline.py [8]) that
 hides the all-to-alls as the combined 1F1B does (step.ep_comm); node-deduplicated, node-limited
-and fp8 dispatch are a stack's ep_dispatch (dispatch_scale).
+and fp8 dispatch are the dispatcher's (planner/dispatch.py: DeepEP's kernels are DeepSeek's).
 The folded group's placement is approximated where it straddles an axis of the grid
 (_folded_stride: the same span and members per NVLink domain). Not modelled: the shared
 experts' own TP all-gather / reduce-scatter under SP (Megatron SharedExpertMLP
@@ -141,37 +141,6 @@ def alltoall_bytes(block, ctx):
     (comm.py size convention: S = the rank's whole buffer): its tokens (T/tp under SP) x
     top_k x c x h x 2 B [2]."""
     return ctx.T / ctx.rep_div * block.token_copies(ctx) * block.h * ACT_BYTES
-
-
-def dispatch_scale(block, plan, stack, domain: int, stride):
-    """The stack's all-to-all volume relative to NCCL's all-to-all of bf16 copies
-    (alltoall_bytes), for one MoE layer's four all-to-alls on average (stack ep_dispatch; 1
-    without one):
-      bytes   (dispatch_bytes + combine_bytes) / (2 x 2 B): DeepSeek-V3 sends the forward
-              dispatch and the backward's gradient dispatch in fp8 (1 B + a 4 B scale per 128
-              elements) and both combines in bf16 [1] sec. 3.3.3 'Low-Precision Communication';
-      copies  with node_dedup, a token crosses the network once per destination node and is
-              forwarded over NVLink inside it ([1] sec. 3.2.2), so of its top_k copies at most
-              the n nodes the EP group spans cross (the NVLink forwarding runs beside the network
-              transfer, [1] sec. 3.2.2, and is not priced); group-limited routing (model
-              expert_groups G, groups_per_token M: DeepSeek-V3 n_group 8, topk_group 4) caps it
-              at M x max(1, n / G) nodes ([1] sec. 2.1.2 'Node-Limited Routing', 4 nodes).
-    n = ep / (ranks of the group per NVLink domain of `domain` GPUs, ranks `stride` apart);
-    inside one domain nothing is deduplicated."""
-    d = stack.ep_dispatch
-    if d is None:
-        return np.float64(1.0)
-    scale = (d.dispatch_bytes + d.combine_bytes) / (2.0 * ACT_BYTES)
-    if not d.node_dedup:
-        return np.float64(scale)
-    ep = np.asarray(plan.ep, dtype=np.float64)
-    members = np.clip(float(domain) // np.maximum(np.asarray(stride, dtype=np.float64), 1.0), 1.0, ep)
-    nodes = np.ceil(ep / members)
-    k = float(block.top_k)
-    limit = (block.groups_per_token * np.maximum(1.0, nodes / block.expert_groups) if block.expert_groups
-             else np.full(np.shape(nodes), k))
-    copies = np.where(nodes > 1.0, np.minimum(np.minimum(k, nodes), limit), k)
-    return scale * copies / k
 
 
 def alone_pass_share(plan, m):

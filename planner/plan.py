@@ -31,7 +31,7 @@ RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 # precisions and low-precision recipes: the one vocabulary is planner/precisions.py
 from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECISION_CODES,  # noqa: E402,F401
-                         RECIPE_PEAK, recipe_precision)
+                         RECIPE_PEAK, recipe_precision, recipe_unsupported)
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
@@ -288,7 +288,7 @@ class Settings:
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
-    moe_fp8_dispatch: bool = False  # the forward dispatch in fp8 (job field)
+    moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
@@ -737,6 +737,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "set recompute: full, or remove recompute_layers")
     if job.precision != "bf16":
         hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
+        why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
+        if why is not None:
+            raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
     _split_warnings(model, job, plan, warnings)
     _check_output_layer_options(job, stack, where)
@@ -778,8 +781,10 @@ def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_che
 
 def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, where: str = "") -> dict:
     """The job's MoE dispatcher fields as Settings keywords: moe_dispatcher (the job's, else the
-    stack's defaults.moe_dispatcher, listed as inherited for an MoE model), moe_fp8_dispatch,
-    moe_route_nodes (0: no limit); an error where a dense model sets them."""
+    stack's defaults.moe_dispatcher, listed as inherited for an MoE model; one the stack does not
+    run, stack_db runs.moe_dispatchers, is refused), moe_fp8_dispatch (None: the stack's fp8
+    recipe's, fp8_dispatch below), moe_route_nodes (0: no limit); an error where a dense model
+    sets them."""
     given = [f for f in ("moe_dispatcher", "moe_route_nodes") if getattr(job, f) is not None]
     given += ["moe_fp8_dispatch"] if job.moe_fp8_dispatch else []
     if model.moe is None:
@@ -791,7 +796,12 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     if name is None:
         name = stack.defaults.moe_dispatcher
         inherited.append(("moe_dispatcher", name))
-    return dict(moe_dispatcher=name, moe_fp8_dispatch=bool(job.moe_fp8_dispatch),
+    runs = stack.runs
+    if runs is not None and runs.moe_dispatchers is not None and name not in runs.moe_dispatchers:
+        raise PlannerError(f"{where}moe_dispatcher {name}: stack {stack.name} runs {', '.join(runs.moe_dispatchers)} "
+                           f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {runs.sources[0][:120]})",
+                           f"use one of {', '.join(runs.moe_dispatchers)}, or a stack that runs {name}")
+    return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0))
 
 
@@ -890,6 +900,18 @@ def default_micro_batch(stack: Stack, gbs: int, dp: int, pp: int, where: str = "
     return gbs // (dp * pp)
 
 
+def fp8_dispatch(settings, plan) -> np.ndarray:
+    """Whether each plan's forward dispatch moves fp8 tokens: the job's moe_fp8_dispatch where it
+    gives one, else the fp8_dispatch of the stack's recipe the plan runs, under fp8 (stack_db
+    fp8_recipes: the deepseek stack's blockwise, arXiv:2412.19437 sec. 3.3.3); planner/dispatch.py
+    prices the bytes."""
+    if settings.moe_fp8_dispatch is not None:
+        return np.asarray(bool(settings.moe_fp8_dispatch))
+    recipes = settings.stack.fp8_recipes
+    table = np.array([bool(recipes[n].fp8_dispatch) if n in recipes else False for n in FP8_RECIPES])
+    return (np.asarray(plan.precision) == FP8) & table[np.asarray(plan.f8r, dtype=np.int64)]
+
+
 def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
     """Every resolved setting of one plan, for JSON (i indexes a 1-d PlanArrays)."""
     def at(v):  # this plan's element of an array field
@@ -937,7 +959,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
         **({"moe_capacity_factor": settings.moe_capacity_factor, "moe_dispatcher": settings.moe_dispatcher,
-            "moe_fp8_dispatch": settings.moe_fp8_dispatch, "moe_route_nodes": settings.moe_route_nodes or None,
+            "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))), "moe_route_nodes": settings.moe_route_nodes or None,
             # on where the plan allows it (the search applies a job's overlap only there)
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
            if settings.model.moe is not None else {}),

@@ -33,6 +33,10 @@ hardware entry whether its tensor cores run them):
     fp4_recipe Literal['nvfp4', 'custom'] ('custom': a user quantizer, not modelled); Megatron-Bridge
     src/megatron/bridge/training/mixed_precision.py (commit c0b9a0003) MixedPrecisionConfig.fp8_recipe
     comment: '"mxfp8" (for Blackwell only), "blockwise" (for Hopper only)'.
+[5] NVIDIA/TransformerEngine transformer_engine/pytorch/fp8.py (TE 2.x)
+    check_fp8_block_scaling_support: Float8BlockScaling runs where the compute capability is
+    at least 9.0 and below 10.0, else "FP8 block scaled GEMM requires Hopper and CUDA >= 12.9."
+    (fp8_autocast asserts it); Blackwell's block-scaled fp8 is MXFP8 (MXFP8BlockScaling) [3].
 """
 
 from __future__ import annotations
@@ -55,6 +59,26 @@ FP8_RECIPE_CODES = {n: i for i, n in enumerate(FP8_RECIPES)}
 RECIPE_PEAK = {"delayed": "fp8", "tensorwise": "fp8", "rowwise": "fp8", "mxfp8": "mxfp8", "blockwise": "fp8",
                "nvfp4": "nvfp4"}
 RecipePeak = Literal["fp8", "mxfp8", "nvfp4"]
+
+
+# the CUDA compute capabilities (lowest, first excluded) a recipe's kernels run on, where the
+# hardware entry gives its compute_capability; a recipe not listed runs wherever its peak exists
+RECIPE_COMPUTE_CAPABILITY = {"blockwise": ((9, 0), (10, 0))}  # Hopper only [5]
+
+
+def recipe_unsupported(recipe: str, hw) -> Optional[str]:
+    """Why hardware `hw` cannot run `recipe` (no tensor-core peak for it, or a compute
+    capability outside RECIPE_COMPUTE_CAPABILITY), None where it can."""
+    peak = RECIPE_PEAK[recipe]
+    if peak not in hw.precisions():
+        return f"hardware {hw.name!r} has no {peak} tensor-core peak"
+    span, cc = RECIPE_COMPUTE_CAPABILITY.get(recipe), hw.capability
+    if span is not None and cc is not None and not (span[0] <= cc < span[1]):
+        return (f"fp8 recipe {recipe} runs on compute capability {span[0][0]}.{span[0][1]} up to below "
+                f"{span[1][0]}.{span[1][1]} (Hopper), not on {hw.name} ({hw.compute_capability}): Transformer Engine's "
+                f"check_fp8_block_scaling_support ('FP8 block scaled GEMM requires Hopper'); Blackwell's block-scaled fp8 "
+                f"is mxfp8")
+    return None
 
 
 def recipe_precision(recipe: str) -> str:

@@ -16,6 +16,7 @@ from .precisions import Precision
 
 # Non-finite numbers (.inf, .nan, 1e400) are an error in every file and option, not a value.
 Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+Dispatcher = Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]  # planner/dispatch.py NAMES
 
 # The largest count (GPUs, layers, heads, sequences, tokens per sequence, ...) any field may
 # hold: 2**31 - 1. No training run comes near it (the largest published runs use 1e4..1e5
@@ -227,6 +228,35 @@ class LayerKindSpec(BaseModel):
     mlp: Optional[MLP] = None
 
 
+class TrainingRecipe(BaseModel):
+    """How the model's developers pre-trained it, as they published it (model_zoo `training:`):
+    the settings a planned job (`fit`, `explain`, `check` from options or a job YAML) takes
+    where it gives none, each applied only where the job's stack and hardware run it and
+    listed as assumed with its source (planner/recipe.py). Flags and job fields replace them;
+    trainer configs and run records never take them (they say what ran)."""
+
+    model_config = Strict
+    precision: Optional[Precision] = Field(default=None, description="the training precision (planner/precisions.py)")
+    fp8_recipe: Optional[str] = Field(default=None, description="the fp8 scaling recipe (precisions.FP8_RECIPES), with precision fp8")
+    moe_dispatcher: Optional[Dispatcher] = Field(
+        default=None, description="the MoE token dispatcher whose kernels the run used (planner/dispatch.py)")
+    not_priced: list[str] = Field(default_factory=list, description="parts of the recipe the planner does not price, "
+                                                                    "printed with the assumed settings")
+    sources: dict[str, str] = Field(min_length=1, description="a source for each setting given, by field name")
+
+    @model_validator(mode="after")
+    def _cited(self) -> "TrainingRecipe":
+        from .precisions import FP8_RECIPES
+
+        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher") if getattr(self, f) is not None]
+        missing = [f for f in given if f not in self.sources]
+        if missing:
+            raise ValueError(f"training: no source for {', '.join(missing)} (sources: {{field: citation}})")
+        if self.fp8_recipe is not None and self.fp8_recipe not in FP8_RECIPES:
+            raise ValueError(f"training.fp8_recipe {self.fp8_recipe!r}: valid: {', '.join(FP8_RECIPES)}")
+        return self
+
+
 class ModelSpec(BaseModel):
     """A decoder-only transformer's shape: dense, or with mixture-of-experts layers (`moe:`) and
     multi-head latent attention (`mla:`)."""
@@ -263,6 +293,8 @@ class ModelSpec(BaseModel):
         description="multi-token prediction modules after the last layer (DeepSeek-V3 num_nextn_predict_layers): each a "
                     "projection 2h x h, two RMSNorms and one layer of the last layer's kind, sharing the embedding and "
                     "output head, on the last pipeline stage")
+    training: Optional[TrainingRecipe] = Field(
+        default=None, description="the published pre-training recipe: defaults for a planned job (planner/recipe.py)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -398,6 +430,10 @@ class Hardware(BaseModel):
     fp4_TFLOPS: Optional[float] = Field(
         default=None, gt=0, description="dense NVFP4 (e2m1, 1x16 blocks of e4m3 scales) tensor peak; null if the "
                                         "GPU has no FP4 tensor cores (Hopper and older)")
+    compute_capability: Optional[str] = Field(
+        default=None, pattern=r"^[0-9]+\.[0-9]+$",
+        description="CUDA compute capability, major.minor (NVIDIA's CUDA GPUs table): the recipes whose kernels need one "
+                    "(precisions.RECIPE_COMPUTE_CAPABILITY: blockwise fp8 is Hopper's); null: not known (not checked)")
     tdp_W: float = Field(gt=0, description="rated (maximum) board power, W: the catalog's compute figures hold at it")
     power_limit_W: Optional[float] = Field(
         default=None, gt=0,
@@ -471,6 +507,14 @@ class Hardware(BaseModel):
     @property
     def network_bandwidth(self) -> float:
         return self.network_Gbps * 1e9 / 8
+
+    @property
+    def capability(self) -> Optional[tuple[int, int]]:
+        """compute_capability as (major, minor); None where the entry does not give it."""
+        if self.compute_capability is None:
+            return None
+        major, minor = self.compute_capability.split(".")
+        return int(major), int(minor)
 
     def precisions(self) -> list[str]:
         """The tensor-core rates this GPU has: bf16 always, fp8, mxfp8 and nvfp4 where the entry gives a peak."""
@@ -655,6 +699,9 @@ class FP8Recipe(BaseModel):
                                                              "(backward casts the output gradient: the same again x2)")
     allgather_fp8: bool = Field(description="FSDP all-gathers the weights in fp8 (1 B/param)")
     output_layer_bf16: bool = Field(description="the output layer (logits) stays in bf16")
+    fp8_dispatch: bool = Field(
+        default=False, description="MoE: the recipe quantizes the tokens before the dispatch and sends them in fp8 with "
+                                   "their scales (the combine in bf16): planner/dispatch.py prices the bytes")
     sources: list[str] = Field(min_length=1)
 
 
@@ -786,6 +833,10 @@ class StackRuns(BaseModel):
                                   "(job field defer_embedding_wgrad; null: the stack has none)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
+    moe_dispatchers: Optional[list[Dispatcher]] = Field(
+        default=None, min_length=1,
+        description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
+                    "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -794,20 +845,6 @@ class StackRuns(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode names repeat: {names}")
         return self
-
-
-class EPDispatch(BaseModel):
-    """How the stack's MoE dispatch and combine move tokens between EP ranks (planner/moe.py
-    dispatch_scale); a stack without it runs NCCL's all-to-all on bf16 tokens."""
-
-    model_config = Strict
-    node_dedup: bool = Field(description="a token bound for several GPUs of one node crosses the network once and is "
-                                         "forwarded over NVLink (DeepSeek-V3 sec. 3.2.2)")
-    dispatch_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward dispatch and of the "
-                                                          "backward's gradient dispatch (fp8 with its scales, or bf16 2)")
-    combine_bytes: float = Field(gt=0, le=2, description="bytes per element of the forward combine and of the backward's "
-                                                         "gradient combine")
-    sources: list[str] = Field(min_length=1)
 
 
 class MoEHostIssue(BaseModel):
@@ -845,8 +882,6 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
-    ep_dispatch: Optional[EPDispatch] = Field(
-        default=None, description="the MoE token dispatch (node deduplication, fp8); null: NCCL all-to-all of bf16 tokens")
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
@@ -1017,9 +1052,10 @@ class Job(BaseModel):
         description="MoE token dispatcher (planner/dispatch.py): alltoall (NCCL), allgather, deepep (DeepEP normal "
                     "kernels), deepep_ll (DeepEP low-latency kernels), hybridep (Megatron --moe-token-dispatcher-type, "
                     "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
-    moe_fp8_dispatch: bool = Field(
-        default=False, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.2; "
-                                   "DeepEP, Hybrid-EP); the combine stays bf16")
+    moe_fp8_dispatch: Optional[bool] = Field(
+        default=None, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.3; "
+                                  "DeepEP, Hybrid-EP); the combine stays bf16; default: the stack's fp8 recipe's "
+                                  "fp8_dispatch under fp8 (planner/dispatch.py fp8_dispatch)")
     moe_route_nodes: Optional[Count] = Field(
         default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "
                                         "(DeepSeek-V3 M = 4, sec. 2.1.2); default: no limit")

@@ -116,12 +116,13 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
     A pinned option (--compile, --tp-comm-overlap, --fp8-recipe, ...) is the only choice.
     Otherwise: TP overlap off and on where the stack has it (splitting a GEMM into tp chunks
     can cost more than the overlap saves); every recipe of the stack of the job's precision
-    (fp8 or nvfp4) whose tensor cores the hardware `hw` has (no mxfp8 on Hopper);
+    (fp8 or nvfp4) whose tensor cores the hardware `hw` has (no mxfp8 on Hopper) and whose
+    kernels it runs (no blockwise on Blackwell: precisions.recipe_unsupported);
     torch.compile and DP overlap on where the stack has them, because neither can lengthen a
     step in the cost model (compiled kernels move no more bytes than eager ones: schema check;
     an overlapped transfer adds at most its blocking time: step._hide) -- a dominated choice
     is not searched."""
-    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, recipe_precision, stack_options
+    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, recipe_precision, recipe_unsupported, stack_options
 
     opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
                             where, tp=2, sp=True)
@@ -133,7 +134,8 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
         have = hw.precisions() if hw is not None else list(set(RECIPE_PEAK.values()))
         f8r = [opts["f8r"]] if job.fp8_recipe is not None else [
             FP8_RECIPE_CODES[n] for n in stack.fp8_recipes
-            if recipe_precision(n) == job.precision and RECIPE_PEAK[n] in have] or [opts["f8r"]]
+            if recipe_precision(n) == job.precision and RECIPE_PEAK[n] in have
+            and (hw is None or recipe_unsupported(n, hw) is None)] or [opts["f8r"]]
     else:
         f8r = [0]
     rows = [(t, c, dd, r) for t in tpo for c in compile_ for dd in dpo for r in f8r]
@@ -428,7 +430,12 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
         ep_comm_overlap=False))
     settings, plan, warnings = resolve(one, where)
     # the MoE all-to-all overlap: the model and stack checked here, each candidate's ep, pp/vpp
-    # and recompute in the cost model (moe.ep_overlap_applies)
+    # and recompute in the cost model (moe.ep_overlap_applies). Not pinned: on for an MoE model
+    # where the stack has it (Megatron-Core --overlap-moe-expert-parallel-comm), as DP overlap,
+    # since an overlapped transfer adds at most its blocking time (step._hide) and the passes
+    # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated
+    if job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported:
+        job = job.model_copy(update=dict(ep_comm_overlap=True))
     epo = ep_comm_overlap(job, settings.model, settings.stack, where, plan_checks=False)
     settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), ep_comm_overlap=epo,
                        inherited=tuple((k, v) for k, v in settings.inherited if k not in ("micro_batch", "tp_comm_overlap")))
@@ -613,6 +620,11 @@ def _pipeline_rows(settings: Settings, opts: SpaceOptions, mesh: dict, U: int, c
     if opts.max_vpp is not None:
         v_ok &= V[None, :] <= opts.max_vpp
     slack_ok = layer_slack(L, mesh["pp"][:, None], V[None, :], counted) <= opts.max_layer_slack
+    if opts.pp:
+        # a pinned pipeline split is the user's, not searched: offered however unevenly the layers
+        # fall (explain prices any split, with a warning), with one chunk per rank unless --vpp is
+        # pinned too; the slack bound prunes the splits the search chooses
+        slack_ok |= (V[None, :] == 1) if not opts.vpp else True
     slack_dropped = int((v_ok & ~slack_ok).sum())
     v_ok &= slack_ok
     if runs is not None and not any(x.schedule == "interleaved" for x in runs.schedules) and not opts.schedule:

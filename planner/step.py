@@ -91,7 +91,7 @@ from .layers.common import ACT_BYTES
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Terms
 
@@ -520,17 +520,15 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     stride = moe.ep_stride(plan, coll.strides)
     link = comm.group_link(plan.ep, stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
     kind = dispatch.CODES[st.moe_dispatcher]
+    fp8 = fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
     fwd, bwd, disp, comb = [], [], [], []
     for k in sc.ll.kinds:
         if not k.has_experts:
             for lst in (fwd, bwd, disp, comb):
                 lst.append(0.0)
             continue
-        # the stack's all-to-all bytes (DeepSeek-V3's fp8 dispatch and node-deduplicated copies:
-        # moe.dispatch_scale, stack ep_dispatch; 1 without) scale the NCCL all-to-all dispatcher
-        scale = moe.dispatch_scale(k.mlp, plan, sc.stack, sc.settings.hardware.nvlink_domain, stride)
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
-                                fp8=st.moe_fp8_dispatch, route_nodes=st.moe_route_nodes, alltoall_scale=scale)
+                                fp8=fp8, route_nodes=st.moe_route_nodes)
         fwd.append(np.where(plan.ep > 1, tr.fwd, 0.0))
         bwd.append(np.where(plan.ep > 1, tr.bwd, 0.0))
         disp.append(np.where(plan.ep > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))

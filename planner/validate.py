@@ -242,7 +242,8 @@ class RunRecord(BaseModel):
     moe_dispatcher: Optional[Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]] = Field(
         default=None, description="MoE: the run's token dispatcher (the Job field; planner/dispatch.py); null: the stack's "
                                   "default, listed as assumed")
-    moe_fp8_dispatch: bool = Field(default=False, description="MoE: the run dispatched fp8 tokens (the Job field)")
+    moe_fp8_dispatch: Optional[bool] = Field(default=None, description="MoE: the run dispatched fp8 tokens (the Job field; "
+                                                                        "default: the stack's fp8 recipe's)")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
     fp8_recipe: Optional[str] = None
     power_limit_w: Optional[float] = Field(default=None, gt=0)

@@ -18,7 +18,6 @@ from planner.catalog import load_stack
 from planner.errors import PlannerError
 from planner.explain import evaluate, to_json
 from planner.layers import layer_list
-from planner.moe import dispatch_scale
 from planner.pipeline import (
     DUALPIPE,
     ONE_F_ONE_B,
@@ -78,19 +77,28 @@ def test_dualpipe_shape_rule():
 
 
 # ----------------------------------------------------------------------------- dispatch
-def test_dispatch_scale_by_hand():
-    """The four all-to-alls carry (1.03125 + 2) / 2 B per element on average (fp8 dispatch with
-    a 4 B scale per 128 elements, bf16 combine) against NCCL's 2 B; EP 64 over 8-GPU nodes
-    spans 8 nodes, and a token crosses to at most min(8, 8, 4 groups x 8/8) = 4 of them, not
-    its 8 copies: 3.03125/4 x 4/8. Inside one node (EP 8) nothing is deduplicated; megatron
-    has no ep_dispatch (1)."""
+def test_dispatch_is_deepeps_with_fp8_and_four_nodes():
+    """One mechanism (planner/dispatch.py): the deepseek stack runs DeepEP's normal kernels
+    (its defaults.moe_dispatcher; sec. 3.2.2), its blockwise recipe dispatches fp8 (sec. 3.3.3:
+    stack_db fp8_dispatch), and the model's 8 expert groups, 4 per token, over the 8 nodes of
+    EP 64 cap a token at 4 nodes (sec. 2.1.2). The megatron stack's blockwise dispatches bf16.
+    By hand, one MoE layer's forward dispatch of a micro-batch (4,096 tokens) on 8-GPU nodes:
+    4,096 x 4 nodes x 7,168 x (1 + 4/128 + 16/7,168) B at DeepEP's 51 GB/s (EP 64, a 50 GB/s
+    NIC = H800's 400 Gb/s), plus the network latency."""
+    from planner import comm, dispatch
+    from planner.plan import fp8_dispatch
+
     settings, plan, _ = resolve(Job(**LAYOUT))
-    moe = next(k.mlp for k in layer_list(settings.model).kinds if k.has_experts)
-    ds, mg = load_stack("deepseek"), load_stack("megatron")
-    assert float(dispatch_scale(moe, plan, ds, 8, 1)) == pytest.approx(3.03125 / 4.0 * 4.0 / 8.0)
-    one_node = type(plan)(**{**plan.__dict__, "ep": np.int64(8)})
-    assert float(dispatch_scale(moe, one_node, ds, 8, 1)) == pytest.approx(3.03125 / 4.0)
-    assert float(dispatch_scale(moe, plan, mg, 8, 1)) == 1.0
+    assert settings.moe_dispatcher == "deepep" and bool(fp8_dispatch(settings, plan))
+    mg, mg_plan, _ = resolve(Job(**{**LAYOUT, "stack": "megatron", "sharding": "zero1", "schedule": "1f1b",
+                                    "fp8_recipe": "blockwise", "recompute": "full"}))
+    assert not bool(fp8_dispatch(mg, mg_plan))
+    block = next(k.mlp for k in layer_list(settings.model).kinds if k.has_experts)
+    p = comm.comm_params(settings.hardware)
+    link = comm.group_link(64, 1, p, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=2048)
+    d8, _, c16 = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, block, 64, link, p, True, 0)
+    assert float(d8) == pytest.approx(p.network_latency + 4096 * 4 * 7168 * (1 + 4 / 128 + 16 / 7168) / 51e9)
+    assert float(c16) == pytest.approx(p.network_latency + 4096 * 4 * 7168 * 2 / 50e9)
 
 
 # ----------------------------------------------------------------------------- the layout

@@ -168,21 +168,42 @@ torchrun --nproc_per_node 8 pretrain_gpt.py \\
 """
 
 
-@pytest.mark.parametrize("flags,want", [
-    ("--fp4-format e2m1 --fp4-recipe nvfp4", ("nvfp4", "nvfp4")),
-    ("--fp4-format e2m1", ("nvfp4", "nvfp4")),
-    ("--fp8-format e4m3 --fp8-recipe mxfp8", ("fp8", "mxfp8")),
-    ("--fp8-format hybrid --fp8-recipe blockwise", ("fp8", "blockwise")),
+@pytest.mark.parametrize("flags,hw,want", [
+    ("--fp4-format e2m1 --fp4-recipe nvfp4", "b200", ("nvfp4", "nvfp4")),
+    ("--fp4-format e2m1", "b200", ("nvfp4", "nvfp4")),
+    ("--fp8-format e4m3 --fp8-recipe mxfp8", "b200", ("fp8", "mxfp8")),
+    ("--fp8-format hybrid --fp8-recipe blockwise", "h100-sxm", ("fp8", "blockwise")),
 ])
-def test_megatron_precision_flags(cli, tmp_path, flags, want):
+def test_megatron_precision_flags(cli, tmp_path, flags, hw, want):
     import json
 
     p = tmp_path / "train.sh"
     p.write_text(MEGATRON.format(prec=flags))
-    r = cli("explain", str(p), "--hardware", "b200", "--format", "json")
+    r = cli("explain", str(p), "--hardware", hw, "--format", "json")
     assert r.exit_code == 0, r.stderr
     plan = json.loads(r.stdout)["plan"]
     assert (plan["precision"], plan["fp8_recipe"]) == want
+
+
+def test_blockwise_fp8_is_refused_on_blackwell(cli, tmp_path):
+    """Transformer Engine runs Float8BlockScaling on compute capability 9.x only
+    (check_fp8_block_scaling_support: 'FP8 block scaled GEMM requires Hopper'): a Megatron
+    script with --fp8-recipe blockwise on B200 (10.0) and a job on GB300 (10.3) exit 2 naming
+    mxfp8; fit on B200 never ranks blockwise, even where the stack lists it."""
+    from planner.schema import Job
+    from planner.search import fit
+    from planner.space import SpaceOptions
+
+    p = tmp_path / "train.sh"
+    p.write_text(MEGATRON.format(prec="--fp8-format hybrid --fp8-recipe blockwise"))
+    r = cli("explain", str(p), "--hardware", "b200")
+    assert r.exit_code == 2 and "requires Hopper" in r.stderr and "mxfp8" in r.stderr, r.stderr
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--hardware", "gb300-nvl72", "--precision", "fp8",
+            "--fp8-recipe", "blockwise")
+    assert r.exit_code == 2 and "(10.3)" in r.stderr, r.stderr
+    rows = fit(Job(model="llama3-8b", gpus=8, hardware="b200", precision="fp8", global_batch=64, seq_len=8192),
+               opts=SpaceOptions(tp=(1,), pp=(1,))).rows
+    assert rows and {row["plan"]["fp8_recipe"] for row in rows} <= {"delayed", "tensorwise", "mxfp8"}
 
 
 @pytest.mark.parametrize("flags,needle", [

@@ -72,13 +72,23 @@ class _Link:
         self.link, self.local_ranks = np.asarray(link), np.asarray(local)
 
 
+class _Block:
+    """An MoE layer's shape as kernel_time reads it: hidden, top-k, group-limited routing."""
+
+    def __init__(self, h=7168, top_k=8, expert_groups=0, groups_per_token=0):
+        self.h, self.top_k, self.expert_groups, self.groups_per_token = h, top_k, expert_groups, groups_per_token
+
+
+B = _Block()
+
+
 def test_deepep_low_latency_dispatch_reproduces_its_table():
     """DeepEP README (low-latency, H800, 128 tokens, 7168 hidden, top-8, fp8 dispatch): EP8
     dispatch 77 us at 98 GB/s, combine 114 us at 127 GB/s. Bytes as its test counts them:
     128 x 8 x (7168 + 7168/128 x 4 + 16) = 7,585,792 B; 7,585,792 / 98e9 = 77.4 us. Combine
     128 x 8 x 7168 x 2 / 127e9 = 115.6 us (the table: 114)."""
     p = _params(H800)
-    d8, d16, c16 = dispatch.kernel_time(dispatch.DEEPEP_LL, 128.0, 7168, 8, 8, _Link(comm.LINK_NETWORK, 1), p,
+    d8, d16, c16 = dispatch.kernel_time(dispatch.DEEPEP_LL, 128.0, B, 8, _Link(comm.LINK_NETWORK, 1), p,
                                         True, 0)
     assert float(d8) == pytest.approx(128 * 8 * (7168 + 224 + 16) / 98e9)
     assert float(d8) == pytest.approx(77e-6, rel=0.01)
@@ -91,7 +101,7 @@ def test_deepep_normal_intranode_from_its_table():
     bf16 dispatch at 153 GB/s (fraction 153/200 of H800's 200 GB/s NVLink) plus one NVLink
     round of latency."""
     p = _params(H800)
-    _, d16, c16 = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, 7168, 8, 8, _Link(comm.LINK_NVLINK, 8), p, False, 0)
+    _, d16, c16 = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 8, _Link(comm.LINK_NVLINK, 8), p, False, 0)
     reach = 8 * (1 - (7 / 8) ** 8)
     assert float(d16) == pytest.approx(p.nvlink_latency + 4096 * reach * 7168 * 2 / 153e9)
     assert float(c16) == pytest.approx(p.nvlink_latency + 4096 * reach * 7168 * 2 / 158e9)
@@ -102,12 +112,22 @@ def test_node_limited_routing_cuts_rdma_bytes():
     DeepSeek-V3's M = 4 caps it at 4. RDMA at 51 GB/s (EP64) for dispatch, 50 for combine."""
     p = _params(H800)
     link = _Link(comm.LINK_NETWORK, 8)
-    free = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, 7168, 8, 64, link, p, True, 0)
-    capped = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, 7168, 8, 64, link, p, True, 4)
+    free = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 64, link, p, True, 0)
+    capped = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 64, link, p, True, 4)
     per_el = 1 + 4 / 128 + 16 / 7168
     assert float(capped[0]) == pytest.approx(p.network_latency + 4096 * 4 * 7168 * per_el / 51e9)
     assert float(free[2]) == pytest.approx(p.network_latency + 4096 * 8 * (1 - (7 / 8) ** 8) * 7168 * 2 / 50e9)
     assert float(capped[2]) < float(free[2])
+    # the same cap from the model's group-limited routing (8 groups, 4 per token: DeepSeek-V3's
+    # n_group / topk_group), each group on one of the 8 nodes: 4 x max(1, 8/8) = 4 nodes
+    grouped = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, _Block(expert_groups=8, groups_per_token=4), 64, link, p,
+                                   True, 0)
+    assert [float(x) for x in grouped] == pytest.approx([float(x) for x in capped])
+    # 16 nodes (EP128): a group spans 2 nodes, a token at most 4 x 2 = 8 of them (no cap at 5.25)
+    g16 = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, _Block(expert_groups=8, groups_per_token=4), 128, link, p,
+                               False, 0)
+    f16 = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 128, link, p, False, 0)
+    assert float(g16[2]) == pytest.approx(float(f16[2]))
 
 
 def test_hybridep_interpolates_in_log2_ranks():
@@ -193,10 +213,10 @@ def test_deepep_joins_at_most_eight_nvlink_peers():
     Hybrid-EP uses the rack's NVLink."""
     p = _params(GB200)
     link = _Link(comm.LINK_NVLINK, 64)
-    _, d16, _ = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, 7168, 8, 64, link, p, False, 0)
+    _, d16, _ = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 64, link, p, False, 0)
     reach = 8 * (1 - (7 / 8) ** 8)
     assert float(d16) == pytest.approx(p.network_latency + 4096 * reach * 7168 * 2 / 51e9)
-    _, h16, _ = dispatch.kernel_time(dispatch.HYBRIDEP, 4096.0, 7168, 8, 64, link, p, False, 0)
+    _, h16, _ = dispatch.kernel_time(dispatch.HYBRIDEP, 4096.0, B, 64, link, p, False, 0)
     assert float(h16) < float(d16) / 5
 
 

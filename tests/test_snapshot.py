@@ -20,6 +20,7 @@ ADDED = {".params.layer_kinds", ".layers", ".memory.allocated_bytes", ".memory.r
          ".memory.stages.*.allocated_bytes", ".memory.stages.*.reserved_bytes",
          ".plan.sharding_mode", ".plan.etp"}  # issue 22: the stack's mode that runs the plan, expert TP
 ADDED |= {".placement", ".moe"}  # issue 23: each group's tier, the MoE dispatcher terms
+ADDED |= {".moe.route_groups"}  # issue 23: the model's group-limited routing, which caps the dispatch's nodes
 
 
 def _diff(a, b, path="", out=None):

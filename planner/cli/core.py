@@ -13,6 +13,7 @@ from ..catalog import (job_file_data, list_hardware, list_models, list_stacks, l
                        read_yaml, validate)
 from .common import Format, FormatOption, QuietOption, cli_errors, note, warn
 from ..errors import PlannerError
+from .. import recipe
 from ..files import parse_yaml
 from ..explain import evaluate, to_json
 from ..params import count_params
@@ -108,6 +109,10 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         raise PlannerError("no model given", "pass --model NAME (see `planner models`) or a job YAML with `model:`")
     if "gpus" not in data:
         raise PlannerError("no GPU count given", "pass --gpus N or set `gpus:` in the job YAML")
+    data, taken = recipe.apply(data)  # the model's published training recipe where the job is silent
+    if taken:
+        note(f"{data['model']}: assumed from its published training recipe (model_zoo `training:`; an option or job "
+             f"field replaces each): {'; '.join(taken)}")
     return validate(Job, data, str(path) if path else "command line"), where
 
 
@@ -177,6 +182,11 @@ EpOverlapOption = typer.Option(
     None, "--ep-comm-overlap/--no-ep-comm-overlap",
     help="MoE: hide the EP all-to-alls behind another micro-batch's compute (Megatron-Core "
          "--overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1) (default: off)")
+FitEpOverlapOption = typer.Option(
+    None, "--ep-comm-overlap/--no-ep-comm-overlap",
+    help="MoE: hide the EP all-to-alls behind another micro-batch's compute (Megatron-Core "
+         "--overlap-moe-expert-parallel-comm) (default: on where the stack has it, priced on the plans it runs "
+         "with: ep > 1, vpp > 1 when pp > 1, no full recompute)")
 SplitLossOption = typer.Option(
     None, "--account-for-loss-in-pipeline-split",
     help="count the output layer and loss as a layer of the pipeline split (the last chunk holds a layer fewer)")

@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import progress
-from .core import CapacityFactorOption, EpOverlapOption, SplitEmbOption, SplitLossOption, load_job
+from .core import CapacityFactorOption, FitEpOverlapOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from .export import write_export
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
         etp: Optional[str] = typer.Option(None, "--etp", help="pin expert tensor parallelism (MoE models; Megatron --expert-tensor-parallel-size), a value or a comma list (default: divisors of tp where the stack has its own expert TP, else tp)"),
         max_etp: Optional[int] = typer.Option(None, "--max-etp", help="upper bound on expert TP"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
-        ep_comm_overlap: Optional[bool] = EpOverlapOption,
+        ep_comm_overlap: Optional[bool] = FitEpOverlapOption,
         sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a mode of the stack (`planner stacks`), or a comma list (default: all)"),
         shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="pin recompute: none|selective|full or a comma list (default: all)"),

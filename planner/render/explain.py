@@ -185,6 +185,8 @@ def moe_lines(res: dict) -> None:
     m = res["moe"]
     extra = ", fp8 dispatch" if m["fp8_dispatch"] else ""
     extra += f", tokens to at most {m['route_nodes']} nodes" if m["route_nodes"] else ""
+    if m.get("route_groups"):
+        extra += f", group-limited routing ({m['route_groups'][1]} of {m['route_groups'][0]} expert groups per token)"
     out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
               f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
               f"(exposed: the EP row)")

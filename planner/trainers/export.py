@@ -114,7 +114,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -402,6 +402,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
             args.append(("--moe-router-score-function", "sigmoid"))
         if moe.router_bias:
             args.append(("--moe-router-enable-expert-bias", None))
+        if moe.expert_groups:  # group-limited routing (arguments.py --moe-router-num-groups, --moe-router-group-topk)
+            args += [("--moe-router-num-groups", moe.expert_groups), ("--moe-router-group-topk", moe.groups_per_token)]
         cf = plan.get("moe_capacity_factor")
         if cf is not None and cf != 1.0:  # the busiest expert's load: capacity, padded (every expert runs at it)
             args += [("--moe-expert-capacity-factor", cf), ("--moe-pad-expert-input-to-capacity", None)]
@@ -432,6 +434,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--expert-model-parallel-size", plan["ep"]))
     if model.moe is not None and (plan.get("etp") or tp) != tp:  # Megatron's default is tp (arguments.py)
         args.append(("--expert-tensor-parallel-size", plan["etp"]))
+    if model.moe is not None:
+        args += _megatron_dispatcher(plan)
     if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
     if plan.get("cross_entropy_fusion"):
@@ -512,6 +516,31 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
     lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
     return "\n".join(lines) + "\n"
+
+
+# the planner's dispatchers in Megatron's flags (planner/dispatch.py [1]; megatron.py _dispatcher
+# reads them back): --moe-token-dispatcher-type allgather | alltoall | flex, flex with
+# --moe-flex-dispatcher-backend deepep | hybridep (NVIDIA/Megatron-LM megatron/training/arguments.py)
+MEGATRON_DISPATCHER_FLAGS = {
+    "alltoall": [("--moe-token-dispatcher-type", "alltoall")],
+    "allgather": [("--moe-token-dispatcher-type", "allgather")],
+    "deepep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")],
+    "hybridep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "hybridep")],
+}
+
+
+def _megatron_dispatcher(plan: dict) -> list:
+    """The MoE token dispatcher the plan was priced with, as Megatron's flags (written always:
+    Megatron's own default is allgather); refused where Megatron has no flag for it."""
+    name = plan.get("moe_dispatcher") or "alltoall"
+    if name not in MEGATRON_DISPATCHER_FLAGS:
+        raise _refuse("megatron", f"moe_dispatcher {name}: Megatron-LM's --moe-token-dispatcher-type / "
+                                  f"--moe-flex-dispatcher-backend have no such dispatcher",
+                      f"price it with one of {', '.join(MEGATRON_DISPATCHER_FLAGS)}")
+    if plan.get("moe_fp8_dispatch"):
+        raise _refuse("megatron", "moe_fp8_dispatch: the planner knows no Megatron-LM flag that dispatches fp8 tokens "
+                                  "(arguments.py @d98e8a64)", "price it with moe_fp8_dispatch: false")
+    return list(MEGATRON_DISPATCHER_FLAGS[name])
 
 
 # ------------------------------------------------------------------------ DeepSpeed

@@ -146,7 +146,7 @@ VALUE_FLAGS = {
     "--expert-model-parallel-size", "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
     # the model the flags define (megatron_model.py)
     "--tokenizer-type", "--make-vocab-size-divisible-by", "--padded-vocab-size", "--moe-shared-expert-intermediate-size",
-    "--moe-layer-freq", "--moe-router-score-function", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
+    "--moe-layer-freq", "--moe-router-score-function", "--moe-router-num-groups", "--moe-router-group-topk", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
     "--qk-pos-emb-head-dim", "--v-head-dim", "--mtp-num-layers", "--encoder-num-layers", "--decoder-num-layers",
     "--hybrid-layer-pattern", "--window-size", "--window-attn-skip-freq",
     # the plan and what it cannot express

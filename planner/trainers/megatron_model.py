@@ -420,6 +420,9 @@ def _moe(flags: dict, where: str, L: int, ffn: int, defaults: list[str]) -> dict
     moe["router"] = score
     if "--moe-router-enable-expert-bias" in flags:
         moe["router_bias"] = True
+    groups = _int(where, flags, "--moe-router-num-groups")
+    if groups:  # group-limited routing (arguments.py --moe-router-num-groups, --moe-router-group-topk)
+        moe.update(expert_groups=groups, groups_per_token=_int(where, flags, "--moe-router-group-topk", 1))
     out: dict = {"moe": moe}
     freq = flags.get("--moe-layer-freq")
     if freq is None:

@@ -1,0 +1,90 @@
+"""A model's published training recipe as the defaults of a planned job (issue 23).
+
+The rule. A job planned from the command line or a job YAML (`fit`, `explain`, `check`,
+`budget`, `export`) that gives no precision, fp8_recipe or moe_dispatcher takes the value the
+model zoo entry's `training:` block gives (the developers' own published recipe, each value
+with its source), where the job's stack and hardware run it:
+
+  precision       the hardware has that precision's tensor cores (Hardware.precisions);
+  fp8_recipe      the job's precision (its own or the recipe's) is the recipe's, the stack has
+                  the recipe (stack_db fp8_recipes) and the hardware runs it
+                  (precisions.recipe_unsupported: blockwise is Hopper's);
+  moe_dispatcher  the stack lists it among the dispatchers it runs (stack_db
+                  runs.moe_dispatchers; a stack that does not say does not take it).
+
+Every value taken is listed as assumed with its source, every value not taken says why, and
+the recipe's parts the planner does not price (`not_priced`) are listed beside them. An
+option or job field always wins (`--precision bf16` plans bf16). The stack is never taken
+from the recipe: a model trained on an in-house stack (DeepSeek's HAI-LLM, stack_db
+deepseek.yaml) is planned on the stack the user names, the megatron one by default.
+
+Trainer configs (they say what ran, and the trainer's own defaults fill the rest) and run
+records (validate) never take a recipe.
+"""
+
+from __future__ import annotations
+
+from .catalog import load_hardware, load_model, load_stack
+from .errors import PlannerError
+from .precisions import recipe_precision, recipe_unsupported
+
+FIELDS = ("precision", "fp8_recipe", "moe_dispatcher")
+
+
+def _defaults() -> dict:
+    from .schema import Job
+
+    return {f: Job.model_fields[f].default for f in ("hardware", "stack", "precision")}
+
+
+def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
+    """Why the job's stack or hardware cannot take the recipe's `value` of `field`; None where it can."""
+    if field == "precision":
+        if value != "bf16" and value not in hw.precisions():
+            return f"{hw.name} has no {value} tensor cores"
+        return None
+    if field == "fp8_recipe":
+        prec = data.get("precision", _defaults()["precision"])
+        if recipe_precision(value) != prec:
+            return f"the job's precision is {prec}"
+        if value not in stack.fp8_recipes:
+            return f"stack {stack.name} has no {value} recipe"
+        return recipe_unsupported(value, hw)
+    runs = stack.runs
+    if runs is None or runs.moe_dispatchers is None:
+        return f"stack {stack.name} does not list the dispatchers it runs"
+    if value not in runs.moe_dispatchers:
+        return f"stack {stack.name} runs {', '.join(runs.moe_dispatchers)}"
+    return None
+
+
+def apply(data: dict) -> tuple[dict, list[str]]:
+    """(data with the recipe's settings added where the job gives none and its stack and
+    hardware run them, notes: what was taken with its source, what was not and why, what the
+    recipe does that is not priced). A model, hardware or stack that does not load leaves the
+    data as it is (resolve reports it)."""
+    d = _defaults()
+    names = [data.get("model"), data.get("hardware") or d["hardware"], data.get("stack") or d["stack"]]
+    if not all(isinstance(n, str) for n in names):  # a field of the wrong type: the Job's validation says so
+        return data, []
+    try:
+        model = load_model(names[0])
+        if model.training is None:
+            return data, []
+        hw, stack = load_hardware(names[1]), load_stack(names[2])
+    except PlannerError:
+        return data, []
+    rec, out, notes = model.training, dict(data), []
+    for field in FIELDS:
+        value = getattr(rec, field)
+        if value is None or data.get(field) is not None or (field == "moe_dispatcher" and model.moe is None):
+            continue
+        why = _why_not(field, value, out, stack, hw)
+        if why is None:
+            out[field] = value
+            notes.append(f"{field} {value} ({rec.sources[field]})")
+        else:
+            notes.append(f"{field} {value} not taken: {why}")
+    if notes:
+        notes += [f"not priced: {x}" for x in rec.not_priced]
+    return out, notes
