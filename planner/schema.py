@@ -430,6 +430,11 @@ class Hardware(BaseModel):
         default=None, ge=0,
         description="Transformer Engine's cuBLAS workspace on this GPU (cpp_extensions/gemm.py "
                     "get_cublas_workspace_size_bytes), one per device; null: not known (counted 0)")
+    fp8_gemm_tn_only: Optional[bool] = Field(
+        default=None,
+        description="the GPU's fp8 GEMMs take only the TN layout (sm 8.9, 9.0, 12.x), so Transformer Engine keeps a "
+                    "transposed copy of an fp8 tensor for the backward's GEMMs (transformer_engine/pytorch/utils.py "
+                    "is_non_tn_fp8_gemm_supported: sm 10.x and >= 13 run the other layouts); null: no fp8 (counted false)")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 
@@ -673,6 +678,12 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    fp8_weight_cache: bool = Field(
+        default=False,
+        description="with fp8 or nvfp4, each linear keeps its quantized weight (and the copy its backward reads) "
+                    "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
+                    "through is_first_microbatch (memory.py [11]); with the job's fp8_param_gather the weights are "
+                    "themselves quantized and only the backward's copy is kept beside them")
     fused_loss_extra_per_logit: Optional[float] = Field(
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
@@ -973,6 +984,10 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    fp8_param_gather: bool = Field(
+        default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
+                                   "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
+                                   "fp8 and a stack with memory.fp8_weight_cache; default off")
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")

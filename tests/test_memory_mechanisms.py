@@ -216,3 +216,72 @@ def test_fused_cross_entropy_holds_one_more_fp32_copy(explain, tmp_path):
     p = tmp_path / "x.sh"
     p.write_text(text)
     assert load_trainer_config(p).job["cross_entropy_fusion"] is True
+
+
+# ------------------------------------------------------------------ quantized weights (memory.py [11])
+LINEAR = 32 * BLOCK  # the 32 blocks' weight matrices (BLOCK: QKV, output projection, gate + up, down; the norms apart)
+
+
+def test_te_fp8_weight_cache_by_hand(explain):
+    """Megatron + TE in fp8 with bf16 weights: each linear keeps its quantized weight in TE's
+    _fp8_workspaces across micro-batches: 1 B of fp8 data + 1 B of transpose a weight-matrix
+    element on an H100 (TN-only fp8 GEMMs), 1 B on a B200 (no transpose); MXFP8 keeps row- and
+    column-wise data, each with an E8M0 scale per 32: 2 x (1 + 1/32) B. The weights stay bf16."""
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192)
+    assert LINEAR == 6_979_321_856
+    _, _, _, bf = explain(**job)
+    assert bf["memory"]["terms"]["quantized_weights"] == 0.0
+    _, _, _, h = explain(**job, precision="fp8")
+    assert h["memory"]["terms"]["quantized_weights"] == pytest.approx(2.0 * LINEAR, rel=1e-12)
+    assert h["memory"]["terms"]["weights"] == pytest.approx(2.0 * P, rel=1e-12)
+    _, _, _, b = explain(**job, precision="fp8", hardware="b200")
+    assert b["memory"]["terms"]["quantized_weights"] == pytest.approx(1.0 * LINEAR, rel=1e-12)
+    _, _, _, mx = explain(**job, precision="fp8", fp8_recipe="mxfp8", hardware="b200")
+    assert mx["memory"]["terms"]["quantized_weights"] == pytest.approx(2.0 * (1 + 1 / 32) * LINEAR, rel=1e-12)
+    # TP 2: the split weight matrices / 2; FSDP: no cache (TE's is_fsdp2)
+    _, _, _, t2 = explain(**job, precision="fp8", tp=2)
+    assert t2["memory"]["terms"]["quantized_weights"] == pytest.approx(LINEAR, rel=1e-12)
+    _, _, _, fs = explain(**{**job, "sharding": "fsdp"}, precision="fp8", stack="torchtitan")
+    assert fs["memory"]["terms"]["quantized_weights"] == 0.0
+
+
+def test_fp8_param_gather_by_hand(explain):
+    """--fp8-param-gather: the linears' weights are themselves fp8 (1 B, a uint8 parameter
+    buffer) and only their transposes are kept beside them on an H100 (1 B): the weights are
+    1 B x 6,979,321,856 + 2 B x the rest (embedding, output layer, norms), the copies 1 B x
+    6,979,321,856; on a B200 no copy at all. Refused without fp8, on a stack without TE's
+    quantized weights, and without the distributed optimizer."""
+    from planner.errors import PlannerError
+
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192,
+               precision="fp8", fp8_param_gather=True)
+    _, _, _, h = explain(**job)
+    assert h["memory"]["terms"]["weights"] == pytest.approx(LINEAR + 2.0 * (P - LINEAR), rel=1e-12)
+    assert h["memory"]["terms"]["quantized_weights"] == pytest.approx(LINEAR, rel=1e-12)
+    _, _, _, b = explain(**job, hardware="b200")
+    assert b["memory"]["terms"]["quantized_weights"] == 0.0
+    assert h["plan"]["fp8_param_gather"] is True
+    with pytest.raises(PlannerError, match="needs precision fp8"):
+        explain(**{**job, "precision": "bf16"})
+    with pytest.raises(PlannerError, match="fp8_weight_cache"):
+        explain(**{**job, "stack": "torchtitan", "sharding": "fsdp"})
+    with pytest.raises(PlannerError, match="distributed optimizer"):
+        explain(**{**job, "sharding": "none"})
+
+
+def test_fp8_param_gather_read_and_exported(tmp_path):
+    """The flag is read from a Megatron script (job field fp8_param_gather) and written back by
+    the export; under --use-torch-fsdp2 Megatron turns it off (listed as assumed)."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128,
+                             seq_len=8192, precision="fp8", fp8_param_gather=True))
+    text, _ = export_plan(plan, "megatron")
+    assert "--fp8-param-gather" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p)
+    assert cfg.job["fp8_param_gather"] is True and not any("fp8-param-gather" in u for u in cfg.unmodelled)

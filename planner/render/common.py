@@ -90,6 +90,7 @@ TERM_LABELS = {
     "output_activations": "output layer (logits + loss)",
     "recompute_buffer": "recompute buffer (one layer)",
     "fsdp_buffers": "FSDP unsharded weights and buffers",
+    "quantized_weights": "fp8 weight copies (TE cache, transposes)",
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",

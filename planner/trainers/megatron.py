@@ -39,7 +39,7 @@ read). Modelled:
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
   --optimizer other than adam, --main-grads-dtype / --main-params-dtype / --exp-avg-dtype /
   --exp-avg-sq-dtype other than fp32, offloading (--fine-grained-activation-offloading,
-  --offload-modules, --cpu-offloading, --optimizer-cpu-offload), --fp8-param-gather,
+  --offload-modules, --cpu-offloading, --optimizer-cpu-offload),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
   --num-distributed-optimizer-instances > 1,
@@ -859,6 +859,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _read_wgrad_deferral(where, flags, job)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
+    if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11])
+        if "--use-torch-fsdp2" in flags:
+            assumed.append("fp8_param_gather=false: Megatron turns --fp8-param-gather off under --use-torch-fsdp2 with "
+                           "TE >= 2.0 (arguments.py: 'will fallback to bf16 all_gather')")
+        else:
+            job["fp8_param_gather"] = True
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
@@ -1193,8 +1199,6 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
     if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
         unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
-    if "--fp8-param-gather" in flags:
-        unmodelled.append("--fp8-param-gather: fp8 weights (1 B) are not modelled (bf16 weights priced)")
     if "--use-megatron-fsdp" in flags:  # the mode and its level are from_flags' (stack_db megatron runs.sharding)
         strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
         unmodelled.append(f"--use-megatron-fsdp ({strategy}): priced as the planner's {job['sharding']} (FSDP2's unit "
