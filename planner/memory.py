@@ -72,6 +72,16 @@ References
      gather off under torch FSDP2 (training/arguments.py l. 1051-1056). Checked on Megatron-LM's
      CI (docs/megatron_ci_gap.md): the native-fp8 rows' end-of-step allocated bytes on H100 exceed
      the same rows' on GB200 by the transposes to the byte at TP4 CP2 (9,437,184 B).
+[12] Megatron-Core's GlobalMemoryBuffer (stack memory.global_memory_buffer; NVIDIA/Megatron-LM
+     @d98e8a64 megatron/core/utils.py l. 727-749): one persistent tensor per (name, dtype), grown
+     to the largest request and never freed. Its "mpu" users in training: the sequence-parallel
+     all-gather of the input of Megatron's own ColumnParallelLinear, [s/cp, b, h] in the
+     activation dtype (tensor_parallel/layers.py l. 623-630, 667-673: the output layer, and every
+     linear with --transformer-impl local), and the local core attention's baddbmm input
+     [b a/t, s/cp, s] (transformer/dot_product_attention.py l. 188-191; --transformer-impl local
+     or --attention-backend local). Per GPU: 2 B x max(T a/t s, T h) where each applies (T the
+     micro-batch's tokens on the GPU, s / cp of a sequence). With --transformer-impl local no
+     Transformer Engine GEMM runs, so its cuBLAS workspace is not allocated.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -121,7 +131,7 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "quantized_weights", "workspaces", "stream_pools", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "quantized_weights", "workspaces", "mpu_buffer", "stream_pools", "allocator_slack", "reserve")
 
 # Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
 # (row-wise, column-wise, the column-wise copy is a transpose: kept only on TN-only GPUs)
@@ -562,13 +572,29 @@ class _PerLayer:
         # the GEMM libraries' workspaces, allocated through the caching allocator at the first
         # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
         hw, mem = settings.hardware, stack.memory
-        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace else 0.0
+        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
         ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
+        self.mpu = _mpu_buffer(settings, ctx)
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = fs
+
+
+def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
+    """Megatron-Core's global memory buffer per GPU [12], on a stage that holds the output
+    layer ("last") and on the others ("layers"): 2 B x the largest request among the local
+    core attention's scores (T a/t s) and the sequence-parallel all-gather of Megatron's own
+    linears' input (T h: the output layer's, and every layer's with transformer_impl local)."""
+    zero = np.zeros(np.shape(ctx.T))
+    if not stack_of(settings).memory.global_memory_buffer:
+        return {"last": zero, "layers": zero}
+    model, plan = settings.model, ctx.plan
+    scores = (ctx.T * model.num_attention_heads / ctx.tp * ctx.seq) if settings.local_core_attention else zero
+    gather = np.where((plan.sp > 0) & (plan.tp > 1), ctx.T * model.hidden_size, 0.0)
+    own = gather if settings.transformer_impl == "local" else zero
+    return {"last": ACT_BYTES * np.maximum(scores, gather), "layers": ACT_BYTES * np.maximum(scores, own)}
 
 
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
@@ -611,11 +637,12 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
+    mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     allocated = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + copies
-                 + per.workspaces)
+                 + per.workspaces + mpu)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, quantized_weights=copies, workspaces=per.workspaces,
-                 stream_pools=pools,
+                 mpu_buffer=mpu, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 

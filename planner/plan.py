@@ -287,6 +287,8 @@ class Settings:
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
+    transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
+    local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: bool = False  # the forward dispatch in fp8 (job field)
@@ -614,6 +616,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
+    if (job.transformer_impl is not None or job.local_core_attention) and not stack.memory.global_memory_buffer:
+        raise PlannerError(f"{where}transformer_impl / local_core_attention are Megatron-Core's; stack {stack.name} has "
+                           "neither (stack_db memory.global_memory_buffer)", "leave them out, or choose --stack megatron")
+    if (job.transformer_impl == "local" or job.local_core_attention) and job.attention != "eager":
+        raise PlannerError(f"{where}Megatron-Core's local core attention keeps the softmax output (attention eager), "
+                           f"not {job.attention}", "set attention: eager")
     if job.fp8_param_gather and not stack.memory.fp8_weight_cache:
         raise PlannerError(f"{where}fp8_param_gather is set but stack {stack.name} keeps no quantized weights "
                            "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
@@ -664,6 +672,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
         fp8_param_gather=job.fp8_param_gather,
+        transformer_impl=job.transformer_impl or "transformer_engine",
+        local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
@@ -941,6 +951,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
+        **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
+        **({"local_core_attention": True} if settings.local_core_attention else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

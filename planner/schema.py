@@ -678,6 +678,11 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    global_memory_buffer: bool = Field(
+        default=False,
+        description="Megatron-Core's GlobalMemoryBuffer ('mpu'): one persistent tensor per dtype, grown to the largest "
+                    "request, for the sequence-parallel all-gather of its own linears' input (the output layer; every "
+                    "linear with transformer_impl local) and the local core attention's baddbmm input (memory.py [12])")
     fp8_weight_cache: bool = Field(
         default=False,
         description="with fp8 or nvfp4, each linear keeps its quantized weight (and the copy its backward reads) "
@@ -984,6 +989,12 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    transformer_impl: Optional[Literal["transformer_engine", "local"]] = Field(
+        default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "
+                                  "Engine GEMMs or workspace; its core attention local, eager); default: the stack's (TE)")
+    local_core_attention: bool = Field(
+        default=False, description="Megatron-Core's own DotProductAttention runs the core attention (--attention-backend "
+                                   "local, or --transformer-impl local): eager, its scores in the global memory buffer")
     fp8_param_gather: bool = Field(
         default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
                                    "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "

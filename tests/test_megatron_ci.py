@@ -126,6 +126,23 @@ def test_native_fp8_rows_hold_fp8_weights_and_their_transposes(rows):
     assert left["h100"] - elems < 0  # the same rows with 2-byte weights
 
 
+def test_local_rows_hold_the_global_memory_buffer_and_no_te_workspace(rows):
+    """--transformer-impl local, fp16, TP1 PP1 DP8, the distributed optimizer (memory.py [12]):
+    Megatron's global memory buffer holds the local attention's baddbmm input b a s s x 2 B =
+    4 x 8 x 1024 x 1024 x 2 = 64 MiB, and no Transformer Engine GEMM runs (2 cuBLAS workspaces,
+    64 MiB). The measured end-of-step allocated bytes beside the priced states, W and the buffer
+    are the distributed optimizer's fp32 copies of the fp16 gradient shard (distrib_optimizer.py
+    shard_main_param.grad = shard_model_grad.float(): the size of the fp32 master shard, alive
+    from the step to the next zero_grad, not at the peak), to 0.02 MiB."""
+    corpus = {r["row_id"]: r for r in load_corpus(CORPUS)["rows"]}
+    rid = "gpt__gpt3_mcore_tp1_pp1_resume_torch_dist_dist_optimizer_overlap_grad_reduce_param_gather__dev_dgx_h100"
+    t = rows[rid]["terms"]
+    assert t["mpu_buffer"] == 4 * 8 * 1024 * 1024 * 2 and t["workspaces"] == 2 * 32 * 2**20
+    last = corpus[rid]["ground_truth"]["mem_allocated_bytes_last_step"]
+    beside = last - sum(t[k] for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "mpu_buffer"))
+    assert abs(beside - t["master_weights"]) < 0.02 * 2**20
+
+
 def test_the_figure_is_explains_last_stage_allocated(rows):
     """The harness compares what `planner explain --format json` reports for the last stage:
     memory.stages.last.allocated_bytes when the memory model gives it, else the stage total

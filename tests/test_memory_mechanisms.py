@@ -285,3 +285,32 @@ def test_fp8_param_gather_read_and_exported(tmp_path):
     p.write_text(text)
     cfg = load_trainer_config(p)
     assert cfg.job["fp8_param_gather"] is True and not any("fp8-param-gather" in u for u in cfg.unmodelled)
+
+
+# ------------------------------------------------------------------ Megatron's global memory buffer (memory.py [12])
+def test_megatron_global_memory_buffer_by_hand(explain):
+    """GlobalMemoryBuffer 'mpu' (megatron/core/utils.py @d98e8a64): one bf16 tensor, the largest
+    request. Megatron-GPT 1.7B shape (h 2,304, 24 heads), seq 2,048, micro-batch 2, TP 2 with SP:
+    TE layers: only the output layer's sequence-parallel all-gather, T h = 4,096 x 2,304 x 2 B on
+    the last stage, none on the first; --transformer-impl local: the local core attention's
+    scores b a/t s s = 2 x 12 x 2,048 x 2,048 x 2 B on every stage (larger than the gathers), and
+    no Transformer Engine workspace (2 cuBLAS workspaces of 32 MiB on an H100)."""
+    from planner.errors import PlannerError
+
+    job = dict(model="megatron-gpt-1.7b", gpus=8, tp=2, pp=2, sequence_parallel=True, micro_batch=2,
+               global_batch=16, seq_len=2048, sharding="zero1")
+    s, p, _, _ = explain(**job)
+    st = stage_memory_terms(s, p)
+    assert float(st[STAGE_LAST].mpu_buffer) == 2 * 2048 * 2 * 2304
+    assert float(st[STAGE_FIRST].mpu_buffer) == 0.0
+    assert float(st[STAGE_FIRST].workspaces) == 2 * 32 * 2**20 + (32 * 2**20 + 1024)
+    s, p, _, j = explain(**job, transformer_impl="local", attention="eager")
+    st = stage_memory_terms(s, p)
+    scores = 2 * 2 * (24 // 2) * 2048 * 2048
+    assert float(st[STAGE_FIRST].mpu_buffer) == scores and float(st[STAGE_LAST].mpu_buffer) == scores
+    assert float(st[STAGE_FIRST].workspaces) == 2 * 32 * 2**20
+    assert j["plan"]["transformer_impl"] == "local" and j["plan"]["local_core_attention"] is True
+    with pytest.raises(PlannerError, match="attention eager"):
+        explain(**job, transformer_impl="local")
+    with pytest.raises(PlannerError, match="global_memory_buffer"):
+        explain(**{**job, "sharding": "fsdp"}, stack="torchtitan", transformer_impl="local", attention="eager")

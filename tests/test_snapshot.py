@@ -20,7 +20,7 @@ ADDED = {".params.layer_kinds", ".layers", ".memory.allocated_bytes", ".memory.r
          ".memory.stages.*.allocated_bytes", ".memory.stages.*.reserved_bytes",
          ".plan.sharding_mode", ".plan.etp"}  # issue 22: the stack's mode that runs the plan, expert TP
 ADDED |= {".placement", ".moe"}  # issue 23: each group's tier, the MoE dispatcher terms
-ADDED |= {".memory.terms.quantized_weights"}  # issue 21: TE's quantized weight copies (memory.py [11])
+ADDED |= {".memory.terms.quantized_weights", ".memory.terms.mpu_buffer"}  # issue 21: TE's quantized weight copies, Megatron's global memory buffer (memory.py [11], [12])
 
 
 def _diff(a, b, path="", out=None):

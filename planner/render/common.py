@@ -92,6 +92,7 @@ TERM_LABELS = {
     "fsdp_buffers": "FSDP unsharded weights and buffers",
     "quantized_weights": "fp8 weight copies (TE cache, transposes)",
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
+    "mpu_buffer": "Megatron global memory buffer (mpu)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
     "reserve": "CUDA context + NCCL reserve",

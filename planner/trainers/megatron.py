@@ -1152,6 +1152,10 @@ def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
         raise PlannerError(f"{where}--attention-backend {backend!r}", f"valid: {', '.join(ATTENTION_BACKENDS)}")
     if impl not in ("transformer_engine", "local", "inference_optimized"):
         raise PlannerError(f"{where}--transformer-impl {impl!r}", "valid: transformer_engine, local")
+    if impl == "local":  # Megatron-Core's own layers: no TE GEMM (planner/memory.py [12])
+        job["transformer_impl"] = "local"
+    if backend == "local" or impl == "local":  # Megatron-Core's DotProductAttention (training/models/gpt.py)
+        job["local_core_attention"] = True
     if backend in ("unfused", "local") or impl == "local":
         job["attention"] = "eager"
         why = f"--attention-backend {backend}" if backend in ("unfused", "local") else "--transformer-impl local"
