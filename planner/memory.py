@@ -81,7 +81,10 @@ References
      [b a/t, s/cp, s] (transformer/dot_product_attention.py l. 188-191; --transformer-impl local
      or --attention-backend local). Per GPU: 2 B x max(T a/t s, T h) where each applies (T the
      micro-batch's tokens on the GPU, s / cp of a sequence). With --transformer-impl local no
-     Transformer Engine GEMM runs, so its cuBLAS workspace is not allocated.
+     Transformer Engine GEMM runs, so its cuBLAS workspace is not allocated; with
+     --moe-grouped-gemm and TE layers, TE's GroupedLinear keeps one more workspace per compute
+     stream (4: TE @4329ff84 cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True),
+     common/util/multi_stream.cpp; stack memory.te_grouped_gemm_streams).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -573,6 +576,8 @@ class _PerLayer:
         # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
         hw, mem = settings.hardware, stack.memory
         te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
+        # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
+        te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
         ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
         self.mpu = _mpu_buffer(settings, ctx)

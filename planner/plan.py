@@ -288,6 +288,7 @@ class Settings:
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
+    moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
@@ -673,6 +674,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         cross_entropy_fusion=job.cross_entropy_fusion,
         fp8_param_gather=job.fp8_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
+        moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
@@ -952,6 +954,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
+        **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,

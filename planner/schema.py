@@ -678,6 +678,11 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    te_grouped_gemm_streams: int = Field(
+        default=0, ge=0,
+        description="Transformer Engine's grouped GEMM (MoE experts, job field moe_grouped_gemm) keeps one cuBLAS "
+                    "workspace per compute stream beside the single one (cpp_extensions/gemm.py get_cublas_workspace "
+                    "grouped_gemm=True; common/util/multi_stream.cpp num_compute_streams 4)")
     global_memory_buffer: bool = Field(
         default=False,
         description="Megatron-Core's GlobalMemoryBuffer ('mpu'): one persistent tensor per dtype, grown to the largest "
@@ -989,6 +994,9 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    moe_grouped_gemm: bool = Field(
+        default=False, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
+                                   "with TE layers, its multi-stream cuBLAS workspaces); default off")
     transformer_impl: Optional[Literal["transformer_engine", "local"]] = Field(
         default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "
                                   "Engine GEMMs or workspace; its core attention local, eager); default: the stack's (TE)")

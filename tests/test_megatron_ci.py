@@ -143,6 +143,23 @@ def test_local_rows_hold_the_global_memory_buffer_and_no_te_workspace(rows):
     assert abs(beside - t["master_weights"]) < 0.02 * 2**20
 
 
+def test_grouped_gemm_moe_rows_hold_te_multi_stream_workspaces(rows):
+    """--moe-grouped-gemm with TE layers (memory.py [12]): TE's GroupedLinear asks
+    get_cublas_workspace(grouped_gemm=True) for one 32 MiB + 1 KiB workspace per compute stream
+    (4) beside the plain one. The TP4 ETP2 EP2 PP2 row (-15.3% before) holds W = 2 x 32 MiB +
+    5 x (32 MiB + 1 KiB) = 224 MiB + 5 KiB; its end-of-step allocated bytes beside the priced
+    states and W are 2.44 MiB on H100 and on GB200 (128 MiB without the grouped workspaces)."""
+    corpus = {r["row_id"]: r for r in load_corpus(CORPUS)["rows"]}
+    case = "moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_"
+    for gpu in ("h100", "gb200"):
+        t = rows[case + gpu]["terms"]
+        assert t["workspaces"] == 2 * 32 * 2**20 + 5 * (32 * 2**20 + 1024)
+        last = corpus[case + gpu]["ground_truth"]["mem_allocated_bytes_last_step"]
+        beside = last - sum(t[k] for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "mpu_buffer"))
+        assert 0 < beside < 2.5 * 2**20
+        assert -0.05 < rows[case + gpu]["error"] < 0
+
+
 def test_the_figure_is_explains_last_stage_allocated(rows):
     """The harness compares what `planner explain --format json` reports for the last stage:
     memory.stages.last.allocated_bytes when the memory model gives it, else the stage total

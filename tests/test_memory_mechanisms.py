@@ -314,3 +314,31 @@ def test_megatron_global_memory_buffer_by_hand(explain):
         explain(**job, transformer_impl="local")
     with pytest.raises(PlannerError, match="global_memory_buffer"):
         explain(**{**job, "sharding": "fsdp"}, stack="torchtitan", transformer_impl="local", attention="eager")
+
+
+def test_te_grouped_gemm_workspaces_by_hand(explain, tmp_path):
+    """--moe-grouped-gemm on Megatron with TE layers: TE's grouped GEMM keeps 4 more cuBLAS
+    workspaces (one per compute stream, TE common/util/multi_stream.cpp) of 32 MiB + 1 KiB on an
+    H100: workspaces 2 x 32 MiB + 5 x (32 MiB + 1 KiB); none with --transformer-impl local
+    (SequentialMLP) or on a dense model; read from and written to a Megatron script."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    job = dict(model="qwen3-30b-a3b", gpus=8, ep=8, micro_batch=1, global_batch=64, seq_len=4096, sharding="zero1")
+    ws = lambda j: float(j["memory"]["terms"]["workspaces"])  # noqa: E731
+    _, _, _, plain = explain(**job)
+    _, _, _, gg = explain(**job, moe_grouped_gemm=True)
+    assert ws(plain) == 2 * 32 * 2**20 + (32 * 2**20 + 1024)
+    assert ws(gg) == 2 * 32 * 2**20 + 5 * (32 * 2**20 + 1024)
+    _, _, _, local = explain(**job, moe_grouped_gemm=True, transformer_impl="local", attention="eager")
+    assert ws(local) == 2 * 32 * 2**20
+    _, _, _, dense = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=64, seq_len=4096,
+                             sharding="zero1", moe_grouped_gemm=True)
+    assert ws(dense) == ws(plain)
+    text, _ = export_plan(resolved_plan(Job(**job, moe_grouped_gemm=True)), "megatron")
+    assert "--moe-grouped-gemm" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    assert load_trainer_config(p).job["moe_grouped_gemm"] is True

@@ -114,7 +114,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "fp8_param_gather", "transformer_impl", "local_core_attention", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -438,6 +438,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--cross-entropy-loss-fusion", None))
     if plan.get("fp8_param_gather"):
         args.append(("--fp8-param-gather", None))
+    if plan.get("moe_grouped_gemm"):
+        args.append(("--moe-grouped-gemm", None))
     if plan.get("defer_embedding_wgrad") is not None:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)

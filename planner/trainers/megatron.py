@@ -127,7 +127,7 @@ BOOL_FLAGS = {
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
-    "--cross-entropy-loss-fusion",
+    "--cross-entropy-loss-fusion", "--moe-grouped-gemm",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -859,6 +859,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _read_wgrad_deferral(where, flags, job)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
+    if "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
+        job["moe_grouped_gemm"] = True
     if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11])
         if "--use-torch-fsdp2" in flags:
             assumed.append("fp8_param_gather=false: Megatron turns --fp8-param-gather off under --use-torch-fsdp2 with "
