@@ -192,18 +192,24 @@ def fp8_saved_bytes(stack) -> dict:
 
 
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
-                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=()):
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=(),
+                          core_out_bytes: float = 0.0):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
     but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor).
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
     not sequence-sharded (DTensor TP). fp8_bytes: {tensor: bytes per element} saved narrower
     than bf16 where the plan trains in fp8 (fp8_saved_bytes) [8]; in nvfp4 the GEMM inputs among
-    them are saved at 0.5 + 1/16 B (e2m1 values and one e4m3 scale per 16) [8]."""
+    them are saved at 0.5 + 1/16 B (e2m1 values and one e4m3 scale per 16) [8]. core_out_bytes:
+    bytes per element of the fused attention's own saved output (stack memory.attention_keeps_output:
+    2), a tensor beside the projection's quantized input where attn_out is saved narrower, kept
+    with the core attention's state ("scores": dropped by selective recompute)."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
              for n, b in (fp8_bytes or {}).items()}
+    if "attn_out" in width and attention == "flash" and "scores" in keeps and "scores" not in drops:
+        width["attn_out"] = width["attn_out"] + np.where(fp8 | fp4, core_out_bytes / ACT_BYTES, 0.0)
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
@@ -441,6 +447,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
+    co = ACT_BYTES if stack.memory.attention_keeps_output else 0.0  # the fused attention's bf16 output [8]
     drops = tuple(stack.selective.recomputes)
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
@@ -452,9 +459,9 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=drops)
+                                         drops=drops, core_out_bytes=co)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,

@@ -678,6 +678,10 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    attention_keeps_output: bool = Field(
+        default=False,
+        description="the fused attention kernel saves its own bf16 output for its backward (TE FusedAttnFunc: q, k, v, "
+                    "out); with fp8 GEMM inputs that is a tensor beside the output projection's quantized input")
     te_grouped_gemm_streams: int = Field(
         default=0, ge=0,
         description="Transformer Engine's grouped GEMM (MoE experts, job field moe_grouped_gemm) keeps one cuBLAS "

@@ -81,13 +81,21 @@ def test_megatron_fp8_saves_gemm_inputs_at_one_byte(explain):
     """Transformer Engine saves the fp8 GEMM inputs for the backward (1 B per element): the
     four inputs of a Llama 3 8B layer (QKV's norm output h, the projection's core output a d =
     h, the MLP's norm output h, the down projection's input f = 14,336) drop from 2 to 1 B per
-    element: 32 layers x 8192 tokens x (3 x 4096 + 14,336) B less than bf16."""
+    element: 32 layers x 8192 tokens x (3 x 4096 + 14,336) B less than bf16; but TE's fused
+    attention keeps its own bf16 output (a d = 4,096 x 2 B a token) for its backward, which in bf16
+    was the projection's saved input and in fp8 is a second tensor (stack_db megatron
+    memory.attention_keeps_output: TE backends.py FusedAttnFunc saves q, k, v, out); selective
+    recompute (core attention re-run) keeps neither it nor the scores."""
     job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192)
     _, _, _, b = explain(**job)
     _, _, _, f = explain(**job, precision="fp8")
-    saved = 32 * 8192 * (3 * 4096 + 14_336)
+    saved = 32 * 8192 * (3 * 4096 + 14_336) - 32 * 8192 * 4096 * 2
     assert b["memory"]["terms"]["layer_activations"] - f["memory"]["terms"]["layer_activations"] \
         == pytest.approx(saved, rel=1e-12)
+    _, _, _, bs = explain(**job, recompute="selective")
+    _, _, _, fs = explain(**job, precision="fp8", recompute="selective")
+    assert bs["memory"]["terms"]["layer_activations"] - fs["memory"]["terms"]["layer_activations"] \
+        == pytest.approx(32 * 8192 * (3 * 4096 + 14_336), rel=1e-12)
 
 
 def test_megatron_grad_buffer_dtype(explain):

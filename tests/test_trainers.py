@@ -649,10 +649,11 @@ def test_nvidia_llama3_8b_fp8_script_lists_what_changes_cost_as_not_modelled(cli
     assert "not modelled (they change memory or time; the plan is priced without them):" in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the script as written (CP 1) is priced at 79.6 GiB against 67.1 usable, with "
+@pytest.mark.xfail(strict=True, reason="the script as written (CP 1) is priced at 81.6 GiB against 67.1 usable, with "
                                        "--fp8-param-gather priced (1-byte weight matrices, 6.5 GiB, beside their 1-byte "
-                                       "transposes on an H100, 6.5 GiB: what bf16 weights cost); NVIDIA's published run "
-                                       "of it (examples/llama/README.md table) is CP 2: the next test")
+                                       "transposes on an H100, 6.5 GiB: what bf16 weights cost) and TE's fused attention "
+                                       "keeping its bf16 output beside the projection's fp8 input (+2 GiB); NVIDIA's "
+                                       "published run of it (examples/llama/README.md table) is CP 2: the next test")
 def test_nvidia_llama3_8b_fp8_script_fits_on_8_h100(cli):
     assert cli("check", FP8_SH).exit_code == 0
 
@@ -674,7 +675,7 @@ def test_nvidia_llama3_8b_fp8_script_at_its_published_cp2_fits_on_8_h100(cli):
     assert t["quantized_weights"] == 6_979_321_856
     assert t["gradients"] == 2 * 8_030_261_248
     assert t["master_weights"] + t["adam"] == pytest.approx(12 * 8_030_261_248 / 8, rel=1e-12)
-    assert 60 * 2**30 < out["memory"]["total_bytes"] < 62 * 2**30
+    assert 61 * 2**30 < out["memory"]["total_bytes"] < 63 * 2**30
 
 
 def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):
