@@ -610,7 +610,8 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
 def _check_output_layer_options(job: Job, stack, where: str) -> None:
     """The output layer's stack options (Megatron's deferred weight gradients, fused
     cross-entropy) and fp8 weights: refused on a stack without them, the deferral without
-    pipeline parallelism, fp8 weights without fp8 training or the distributed optimizer."""
+    pipeline parallelism, fp8 weights without fp8 training (a plan without the distributed
+    optimizer, which Megatron refuses them on, prices bf16 weights: memory.py [11])."""
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
                            "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
@@ -629,9 +630,6 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.fp8_param_gather and job.precision != "fp8":
         raise PlannerError(f"{where}fp8_param_gather needs precision fp8 (got {job.precision}): Megatron refuses fp8 "
                            "parameters without fp8 training (transformer_config.py)", "set precision: fp8, or leave it out")
-    if job.fp8_param_gather and job.sharding == "none":
-        raise PlannerError(f"{where}fp8_param_gather needs the distributed optimizer or FSDP (sharding none): Megatron "
-                           "refuses it otherwise (training/arguments.py)", "set sharding: zero1, or leave it out")
     if job.defer_embedding_wgrad is not None and job.pp == 1:
         # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
         # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
