@@ -49,6 +49,42 @@ References
      (s, b, V/t) to grad_output_buffer, each for the first --wgrad-deferral-limit micro-batches
      (0: all); pipeline_parallel/schedules.py finish_embedding_wgrad_compute (l. 913-926) drains
      them after the last backward, so they live on the last stage until the pipeline flush.
+[11] Quantized weights (stack memory.fp8_weight_cache; stack_db/megatron.yaml sources): Megatron
+     passes is_first_microbatch to Transformer Engine (megatron/core/extensions/
+     transformer_engine.py @d98e8a64), which then keeps each fp8 / nvfp4 linear's quantized
+     weight in its _fp8_workspaces across micro-batches and steps, with the row-wise data its
+     forward reads and the column-wise copy its backward reads (TE @4329ff84 module/linear.py
+     l. 405-434, 1859-1963; module/base.py quantize_weight). A Float8Tensor (delayed and
+     per-tensor current scaling) keeps that copy as a transpose, only where the GPU's fp8 GEMMs
+     take the TN layout alone (hardware fp8_gemm_tn_only; utils.py is_non_tn_fp8_gemm_supported);
+     MXFP8, blockwise and NVFP4 tensors keep separate row- and column-wise data with their
+     scales (recipe/__init__.py: MXFP8 one E8M0 scale per 32; blockwise weights 128 x 128 blocks
+     with an fp32 scale; NVFP4 weights 16 x 16 blocks, one E4M3 scale). With the job's
+     fp8_param_gather (Megatron --fp8-param-gather, fp8_model_init) the weight is itself the
+     quantized tensor (a uint8 parameter buffer, distributed/param_and_grad_buffer.py l. 921-923)
+     and the column-wise copy is re-created after each parameter all-gather into the same buffer
+     (fp8_utils.py post_all_gather_processing -> TE tensor/utils.py l. 936-971): the weights are
+     the row-wise bytes, the copies the column-wise. The layers' TP-split weight matrices and the
+     experts' are the linears' (biases, norms, routers, embedding and output layer stay bf16;
+     assumed: MLA's replicated down-projections, fp8 in Megatron, are left out); the layers a
+     plan keeps in bf16 (bf16_layers) take their stage's mean share. Not under FSDP: TE keeps no
+     cache for FSDP2 (linear.py: cache_name None when is_fsdp2) and Megatron turns fp8 param
+     gather off under torch FSDP2 (training/arguments.py l. 1051-1056). Checked on Megatron-LM's
+     CI (docs/megatron_ci_gap.md): the native-fp8 rows' end-of-step allocated bytes on H100 exceed
+     the same rows' on GB200 by the transposes to the byte at TP4 CP2 (9,437,184 B).
+[12] Megatron-Core's GlobalMemoryBuffer (stack memory.global_memory_buffer; NVIDIA/Megatron-LM
+     @d98e8a64 megatron/core/utils.py l. 727-749): one persistent tensor per (name, dtype), grown
+     to the largest request and never freed. Its "mpu" users in training: the sequence-parallel
+     all-gather of the input of Megatron's own ColumnParallelLinear, [s/cp, b, h] in the
+     activation dtype (tensor_parallel/layers.py l. 623-630, 667-673: the output layer, and every
+     linear with --transformer-impl local), and the local core attention's baddbmm input
+     [b a/t, s/cp, s] (transformer/dot_product_attention.py l. 188-191; --transformer-impl local
+     or --attention-backend local). Per GPU: 2 B x max(T a/t s, T h) where each applies (T the
+     micro-batch's tokens on the GPU, s / cp of a sequence). With --transformer-impl local no
+     Transformer Engine GEMM runs, so its cuBLAS workspace is not allocated; with
+     --moe-grouped-gemm and TE layers, TE's GroupedLinear keeps one more workspace per compute
+     stream (4: TE @4329ff84 cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True),
+     common/util/multi_stream.cpp; stack memory.te_grouped_gemm_streams).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -98,7 +134,18 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "workspaces", "stream_pools", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "quantized_weights", "workspaces", "mpu_buffer", "stream_pools", "allocator_slack", "reserve")
+
+# Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
+# (row-wise, column-wise, the column-wise copy is a transpose: kept only on TN-only GPUs)
+QUANTIZED_WEIGHT_BYTES = {
+    "delayed": (1.0, 1.0, True),  # Float8Tensor: e4m3 data + its transpose, one fp32 scale a tensor
+    "tensorwise": (1.0, 1.0, True),  # Float8CurrentScaling: a Float8Tensor too
+    "rowwise": (1.0, 1.0, True),  # torchao's recipe: no TE cache (a stack without fp8_weight_cache)
+    "mxfp8": (1.0 + 1.0 / 32, 1.0 + 1.0 / 32, False),  # MXFP8Tensor: e4m3 + an E8M0 scale per 32, each direction
+    "blockwise": (1.0 + 4.0 / 128**2, 1.0 + 4.0 / 128**2, False),  # Float8BlockwiseQTensor: 128 x 128 fp32-scaled blocks
+    "nvfp4": (0.5 + 1.0 / 256, 0.5 + 1.0 / 256, False),  # NVFP4Tensor: e2m1 + an E4M3 scale per 16 x 16 block
+}
 
 # what a layer keeps without recompute (Korthikanti et al. 2022 sec. 4.1 [2]); "mlp_out" is
 # kept only by stacks whose recompute policy saves it (torchtitan's per-op SAC)
@@ -145,18 +192,24 @@ def fp8_saved_bytes(stack) -> dict:
 
 
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
-                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=()):
+                          keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=(),
+                          core_out_bytes: float = 0.0):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
     but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor).
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
     not sequence-sharded (DTensor TP). fp8_bytes: {tensor: bytes per element} saved narrower
     than bf16 where the plan trains in fp8 (fp8_saved_bytes) [8]; in nvfp4 the GEMM inputs among
-    them are saved at 0.5 + 1/16 B (e2m1 values and one e4m3 scale per 16) [8]."""
+    them are saved at 0.5 + 1/16 B (e2m1 values and one e4m3 scale per 16) [8]. core_out_bytes:
+    bytes per element of the fused attention's own saved output (stack memory.attention_keeps_output:
+    2), a tensor beside the projection's quantized input where attn_out is saved narrower, kept
+    with the core attention's state ("scores": dropped by selective recompute)."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
              for n, b in (fp8_bytes or {}).items()}
+    if "attn_out" in width and attention == "flash" and "scores" in keeps and "scores" not in drops:
+        width["attn_out"] = width["attn_out"] + np.where(fp8 | fp4, core_out_bytes / ACT_BYTES, 0.0)
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
@@ -303,6 +356,38 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     return dense, experts
 
 
+def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
+    """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
+    layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp and the
+    experts / (etp ep)) in TE's cache beside bf16 weights, row-wise + column-wise bytes (the
+    transpose only on TN-only GPUs); with fp8_param_gather the column-wise copies only, beside
+    weights of the row-wise bytes (bpp.weights - row-wise saved a parameter). The layers kept in
+    bf16 (settings.bf16_layers: the first n0, the last n1) take their share of the stage's
+    linears. Zero in bf16, under FSDP and on stacks without memory.fp8_weight_cache."""
+    zero = np.zeros(np.broadcast(plan.tp, plan.precision).shape)
+    if not stack_of(settings).memory.fp8_weight_cache:
+        return zero, zero
+    from .precisions import FP8_RECIPES
+
+    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
+    code = np.asarray(plan.f8r, dtype=np.int64)
+    row, col = table[code, 0], table[code, 1]
+    col = np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+    tp = plan.tp.astype(np.float64)
+    e_div = etp_of(plan).astype(np.float64) * plan.ep
+    linear = weighted(counts, [(p.split - p.split_bias) / tp + p.expert / e_div for p in pc.kind_params])
+    n0, n1 = settings.bf16_layers
+    one = plan.pp == 1
+    b16 = {"first": np.where(one, np.minimum(n0 + n1, n), np.minimum(n0, n)),
+           "last": np.where(one, np.minimum(n0 + n1, n), np.minimum(n1, n))}.get(end, 0.0)
+    linear = linear * (1.0 - b16 / np.maximum(n, 1))
+    on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
+    # fp8 parameters need Megatron's distributed optimizer (training/arguments.py l. 1095-1097)
+    pg = bool(settings.fp8_param_gather) & (plan.sharding >= ZERO1)
+    copies = np.where(on, linear * (col + np.where(pg, 0.0, row)), 0.0)
+    return copies + zero, np.where(on & pg, linear * (settings.bpp.weights - row), 0.0) + zero
+
+
 def stage_param_split(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts: dict) -> dict:
     """{"first", "mid", "last": (dense, experts)} params_of each stage; counts["mid"] (K, ...):
     the middle stage's composition."""
@@ -362,6 +447,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
+    co = ACT_BYTES if stack.memory.attention_keeps_output else 0.0  # the fused attention's bf16 output [8]
     drops = tuple(stack.selective.recomputes)
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
@@ -373,9 +459,9 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=drops)
+                                         drops=drops, core_out_bytes=co)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
@@ -501,13 +587,31 @@ class _PerLayer:
         # the GEMM libraries' workspaces, allocated through the caching allocator at the first
         # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
         hw, mem = settings.hardware, stack.memory
-        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace else 0.0
+        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
+        # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
+        te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
         ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
+        self.mpu = _mpu_buffer(settings, ctx)
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = fs
+
+
+def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
+    """Megatron-Core's global memory buffer per GPU [12], on a stage that holds the output
+    layer ("last") and on the others ("layers"): 2 B x the largest request among the local
+    core attention's scores (T a/t s) and the sequence-parallel all-gather of Megatron's own
+    linears' input (T h: the output layer's, and every layer's with transformer_impl local)."""
+    zero = np.zeros(np.shape(ctx.T))
+    if not stack_of(settings).memory.global_memory_buffer:
+        return {"last": zero, "layers": zero}
+    model, plan = settings.model, ctx.plan
+    scores = (ctx.T * model.num_attention_heads / ctx.tp * ctx.seq) if settings.local_core_attention else zero
+    gather = np.where((plan.sp > 0) & (plan.tp > 1), ctx.T * model.hidden_size, 0.0)
+    own = gather if settings.transformer_impl == "local" else zero
+    return {"last": ACT_BYTES * np.maximum(scores, gather), "layers": ACT_BYTES * np.maximum(scores, own)}
 
 
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
@@ -531,6 +635,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
+    # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
+    copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
+                                           n if twin is None else n + twin[3])
+    states = Terms(**{k: states[k] - saved if k == "weights" else states[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
@@ -546,9 +654,12 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
-    allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + per.workspaces
+    mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
+    allocated = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + copies
+                 + per.workspaces + mpu)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
-                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, workspaces=per.workspaces, stream_pools=pools,
+                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, quantized_weights=copies, workspaces=per.workspaces,
+                 mpu_buffer=mpu, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 

@@ -286,6 +286,10 @@ class Settings:
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
+    fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
+    transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
+    moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
+    local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -619,14 +623,27 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
 
 def _check_output_layer_options(job: Job, stack, where: str) -> None:
     """The output layer's stack options (Megatron's deferred weight gradients, fused
-    cross-entropy): refused on a stack without them, and the deferral without pipeline
-    parallelism."""
+    cross-entropy) and fp8 weights: refused on a stack without them, the deferral without
+    pipeline parallelism, fp8 weights without fp8 training (a plan without the distributed
+    optimizer, which Megatron refuses them on, prices bf16 weights: memory.py [11])."""
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
                            "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
+    if (job.transformer_impl is not None or job.local_core_attention) and not stack.memory.global_memory_buffer:
+        raise PlannerError(f"{where}transformer_impl / local_core_attention are Megatron-Core's; stack {stack.name} has "
+                           "neither (stack_db memory.global_memory_buffer)", "leave them out, or choose --stack megatron")
+    if (job.transformer_impl == "local" or job.local_core_attention) and job.attention != "eager":
+        raise PlannerError(f"{where}Megatron-Core's local core attention keeps the softmax output (attention eager), "
+                           f"not {job.attention}", "set attention: eager")
+    if job.fp8_param_gather and not stack.memory.fp8_weight_cache:
+        raise PlannerError(f"{where}fp8_param_gather is set but stack {stack.name} keeps no quantized weights "
+                           "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
+    if job.fp8_param_gather and job.precision != "fp8":
+        raise PlannerError(f"{where}fp8_param_gather needs precision fp8 (got {job.precision}): Megatron refuses fp8 "
+                           "parameters without fp8 training (transformer_config.py)", "set precision: fp8, or leave it out")
     if job.defer_embedding_wgrad is not None and job.pp == 1:
         # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
         # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
@@ -667,6 +684,10 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
+        fp8_param_gather=job.fp8_param_gather,
+        transformer_impl=job.transformer_impl or "transformer_engine",
+        moe_grouped_gemm=job.moe_grouped_gemm,
+        local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
@@ -965,6 +986,10 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if settings.model.moe is not None else {}),
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
+        **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
+        **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
+        **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
+        **({"local_core_attention": True} if settings.local_core_attention else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

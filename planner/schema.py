@@ -466,6 +466,11 @@ class Hardware(BaseModel):
         default=None, ge=0,
         description="Transformer Engine's cuBLAS workspace on this GPU (cpp_extensions/gemm.py "
                     "get_cublas_workspace_size_bytes), one per device; null: not known (counted 0)")
+    fp8_gemm_tn_only: Optional[bool] = Field(
+        default=None,
+        description="the GPU's fp8 GEMMs take only the TN layout (sm 8.9, 9.0, 12.x), so Transformer Engine keeps a "
+                    "transposed copy of an fp8 tensor for the backward's GEMMs (transformer_engine/pytorch/utils.py "
+                    "is_non_tn_fp8_gemm_supported: sm 10.x and >= 13 run the other layouts); null: no fp8 (counted false)")
     uncertain: list[str] = Field(default_factory=list)
     sources: list[str] = Field(min_length=1)
 
@@ -720,6 +725,26 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with fp8, the linears save their quantized input for the backward (1 B per element) instead of the "
                     "bf16 one: Transformer Engine's Linear / LayerNormLinear (columnwise data only)")
+    attention_keeps_output: bool = Field(
+        default=False,
+        description="the fused attention kernel saves its own bf16 output for its backward (TE FusedAttnFunc: q, k, v, "
+                    "out); with fp8 GEMM inputs that is a tensor beside the output projection's quantized input")
+    te_grouped_gemm_streams: int = Field(
+        default=0, ge=0,
+        description="Transformer Engine's grouped GEMM (MoE experts, job field moe_grouped_gemm) keeps one cuBLAS "
+                    "workspace per compute stream beside the single one (cpp_extensions/gemm.py get_cublas_workspace "
+                    "grouped_gemm=True; common/util/multi_stream.cpp num_compute_streams 4)")
+    global_memory_buffer: bool = Field(
+        default=False,
+        description="Megatron-Core's GlobalMemoryBuffer ('mpu'): one persistent tensor per dtype, grown to the largest "
+                    "request, for the sequence-parallel all-gather of its own linears' input (the output layer; every "
+                    "linear with transformer_impl local) and the local core attention's baddbmm input (memory.py [12])")
+    fp8_weight_cache: bool = Field(
+        default=False,
+        description="with fp8 or nvfp4, each linear keeps its quantized weight (and the copy its backward reads) "
+                    "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
+                    "through is_first_microbatch (memory.py [11]); with the job's fp8_param_gather the weights are "
+                    "themselves quantized and only the backward's copy is kept beside them")
     fused_loss_extra_per_logit: Optional[float] = Field(
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
@@ -1038,6 +1063,19 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    moe_grouped_gemm: bool = Field(
+        default=False, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
+                                   "with TE layers, its multi-stream cuBLAS workspaces); default off")
+    transformer_impl: Optional[Literal["transformer_engine", "local"]] = Field(
+        default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "
+                                  "Engine GEMMs or workspace; its core attention local, eager); default: the stack's (TE)")
+    local_core_attention: bool = Field(
+        default=False, description="Megatron-Core's own DotProductAttention runs the core attention (--attention-backend "
+                                   "local, or --transformer-impl local): eager, its scores in the global memory buffer")
+    fp8_param_gather: bool = Field(
+        default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
+                                   "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
+                                   "fp8 and a stack with memory.fp8_weight_cache; default off")
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")

@@ -85,7 +85,7 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     recompute_modules are kept with the record and listed as `not_priced` in its assumed list:
     no cost model reads them yet.
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
-    (never read from names or notes).
+    (never read from names or notes); fp8_param_gather likewise (null -> off).
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
     ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
@@ -244,6 +244,9 @@ class RunRecord(BaseModel):
                                   "default, listed as assumed")
     moe_fp8_dispatch: Optional[bool] = Field(default=None, description="MoE: the run dispatched fp8 tokens (the Job field; "
                                                                         "default: the stack's fp8 recipe's)")
+    fp8_param_gather: Optional[bool] = Field(
+        default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
+                                  "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
     fp8_recipe: Optional[str] = None
     power_limit_w: Optional[float] = Field(default=None, gt=0)
@@ -698,6 +701,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         ep_comm_overlap=rec.ep_comm_overlap,
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
+        fp8_param_gather=bool(rec.fp8_param_gather),
         moe_route_nodes=rec.moe_route_nodes,
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
         # the record's stated split, else the one a legal Megatron layout needs (rule 7b)

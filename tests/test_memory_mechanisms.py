@@ -81,13 +81,21 @@ def test_megatron_fp8_saves_gemm_inputs_at_one_byte(explain):
     """Transformer Engine saves the fp8 GEMM inputs for the backward (1 B per element): the
     four inputs of a Llama 3 8B layer (QKV's norm output h, the projection's core output a d =
     h, the MLP's norm output h, the down projection's input f = 14,336) drop from 2 to 1 B per
-    element: 32 layers x 8192 tokens x (3 x 4096 + 14,336) B less than bf16."""
+    element: 32 layers x 8192 tokens x (3 x 4096 + 14,336) B less than bf16; but TE's fused
+    attention keeps its own bf16 output (a d = 4,096 x 2 B a token) for its backward, which in bf16
+    was the projection's saved input and in fp8 is a second tensor (stack_db megatron
+    memory.attention_keeps_output: TE backends.py FusedAttnFunc saves q, k, v, out); selective
+    recompute (core attention re-run) keeps neither it nor the scores."""
     job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192)
     _, _, _, b = explain(**job)
     _, _, _, f = explain(**job, precision="fp8")
-    saved = 32 * 8192 * (3 * 4096 + 14_336)
+    saved = 32 * 8192 * (3 * 4096 + 14_336) - 32 * 8192 * 4096 * 2
     assert b["memory"]["terms"]["layer_activations"] - f["memory"]["terms"]["layer_activations"] \
         == pytest.approx(saved, rel=1e-12)
+    _, _, _, bs = explain(**job, recompute="selective")
+    _, _, _, fs = explain(**job, precision="fp8", recompute="selective")
+    assert bs["memory"]["terms"]["layer_activations"] - fs["memory"]["terms"]["layer_activations"] \
+        == pytest.approx(32 * 8192 * (3 * 4096 + 14_336), rel=1e-12)
 
 
 def test_megatron_grad_buffer_dtype(explain):
@@ -216,3 +224,132 @@ def test_fused_cross_entropy_holds_one_more_fp32_copy(explain, tmp_path):
     p = tmp_path / "x.sh"
     p.write_text(text)
     assert load_trainer_config(p).job["cross_entropy_fusion"] is True
+
+
+# ------------------------------------------------------------------ quantized weights (memory.py [11])
+LINEAR = 32 * BLOCK  # the 32 blocks' weight matrices (BLOCK: QKV, output projection, gate + up, down; the norms apart)
+
+
+def test_te_fp8_weight_cache_by_hand(explain):
+    """Megatron + TE in fp8 with bf16 weights: each linear keeps its quantized weight in TE's
+    _fp8_workspaces across micro-batches: 1 B of fp8 data + 1 B of transpose a weight-matrix
+    element on an H100 (TN-only fp8 GEMMs), 1 B on a B200 (no transpose); MXFP8 keeps row- and
+    column-wise data, each with an E8M0 scale per 32: 2 x (1 + 1/32) B. The weights stay bf16."""
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192)
+    assert LINEAR == 6_979_321_856
+    _, _, _, bf = explain(**job)
+    assert bf["memory"]["terms"]["quantized_weights"] == 0.0
+    _, _, _, h = explain(**job, precision="fp8")
+    assert h["memory"]["terms"]["quantized_weights"] == pytest.approx(2.0 * LINEAR, rel=1e-12)
+    assert h["memory"]["terms"]["weights"] == pytest.approx(2.0 * P, rel=1e-12)
+    _, _, _, b = explain(**job, precision="fp8", hardware="b200")
+    assert b["memory"]["terms"]["quantized_weights"] == pytest.approx(1.0 * LINEAR, rel=1e-12)
+    _, _, _, mx = explain(**job, precision="fp8", fp8_recipe="mxfp8", hardware="b200")
+    assert mx["memory"]["terms"]["quantized_weights"] == pytest.approx(2.0 * (1 + 1 / 32) * LINEAR, rel=1e-12)
+    # TP 2: the split weight matrices / 2; FSDP: no cache (TE's is_fsdp2)
+    _, _, _, t2 = explain(**job, precision="fp8", tp=2)
+    assert t2["memory"]["terms"]["quantized_weights"] == pytest.approx(LINEAR, rel=1e-12)
+    _, _, _, fs = explain(**{**job, "sharding": "fsdp"}, precision="fp8", stack="torchtitan")
+    assert fs["memory"]["terms"]["quantized_weights"] == 0.0
+
+
+def test_fp8_param_gather_by_hand(explain):
+    """--fp8-param-gather: the linears' weights are themselves fp8 (1 B, a uint8 parameter
+    buffer) and only their transposes are kept beside them on an H100 (1 B): the weights are
+    1 B x 6,979,321,856 + 2 B x the rest (embedding, output layer, norms), the copies 1 B x
+    6,979,321,856; on a B200 no copy at all. Refused without fp8 and on a stack without TE's
+    quantized weights."""
+    from planner.errors import PlannerError
+
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128, seq_len=8192,
+               precision="fp8", fp8_param_gather=True)
+    _, _, _, h = explain(**job)
+    assert h["memory"]["terms"]["weights"] == pytest.approx(LINEAR + 2.0 * (P - LINEAR), rel=1e-12)
+    assert h["memory"]["terms"]["quantized_weights"] == pytest.approx(LINEAR, rel=1e-12)
+    _, _, _, b = explain(**job, hardware="b200")
+    assert b["memory"]["terms"]["quantized_weights"] == 0.0
+    assert h["plan"]["fp8_param_gather"] is True
+    with pytest.raises(PlannerError, match="needs precision fp8"):
+        explain(**{**job, "precision": "bf16"})
+    with pytest.raises(PlannerError, match="fp8_weight_cache"):
+        explain(**{**job, "stack": "torchtitan", "sharding": "fsdp"})
+    # without the distributed optimizer (Megatron refuses fp8 parameters there) the plan is
+    # priced with bf16 weights and TE's cache; a search (fit) may still reach such plans
+    _, _, _, ddp = explain(**{**job, "sharding": "none"})
+    assert ddp["memory"]["terms"]["weights"] == pytest.approx(2.0 * P, rel=1e-12)
+    assert ddp["memory"]["terms"]["quantized_weights"] == pytest.approx(2.0 * LINEAR, rel=1e-12)
+
+
+def test_fp8_param_gather_read_and_exported(tmp_path):
+    """The flag is read from a Megatron script (job field fp8_param_gather) and written back by
+    the export; under --use-torch-fsdp2 Megatron turns it off (listed as assumed)."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="zero1", micro_batch=1, global_batch=128,
+                             seq_len=8192, precision="fp8", fp8_param_gather=True))
+    text, _ = export_plan(plan, "megatron")
+    assert "--fp8-param-gather" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p)
+    assert cfg.job["fp8_param_gather"] is True and not any("fp8-param-gather" in u for u in cfg.unmodelled)
+
+
+# ------------------------------------------------------------------ Megatron's global memory buffer (memory.py [12])
+def test_megatron_global_memory_buffer_by_hand(explain):
+    """GlobalMemoryBuffer 'mpu' (megatron/core/utils.py @d98e8a64): one bf16 tensor, the largest
+    request. Megatron-GPT 1.7B shape (h 2,304, 24 heads), seq 2,048, micro-batch 2, TP 2 with SP:
+    TE layers: only the output layer's sequence-parallel all-gather, T h = 4,096 x 2,304 x 2 B on
+    the last stage, none on the first; --transformer-impl local: the local core attention's
+    scores b a/t s s = 2 x 12 x 2,048 x 2,048 x 2 B on every stage (larger than the gathers), and
+    no Transformer Engine workspace (2 cuBLAS workspaces of 32 MiB on an H100)."""
+    from planner.errors import PlannerError
+
+    job = dict(model="megatron-gpt-1.7b", gpus=8, tp=2, pp=2, sequence_parallel=True, micro_batch=2,
+               global_batch=16, seq_len=2048, sharding="zero1")
+    s, p, _, _ = explain(**job)
+    st = stage_memory_terms(s, p)
+    assert float(st[STAGE_LAST].mpu_buffer) == 2 * 2048 * 2 * 2304
+    assert float(st[STAGE_FIRST].mpu_buffer) == 0.0
+    assert float(st[STAGE_FIRST].workspaces) == 2 * 32 * 2**20 + (32 * 2**20 + 1024)
+    s, p, _, j = explain(**job, transformer_impl="local", attention="eager")
+    st = stage_memory_terms(s, p)
+    scores = 2 * 2 * (24 // 2) * 2048 * 2048
+    assert float(st[STAGE_FIRST].mpu_buffer) == scores and float(st[STAGE_LAST].mpu_buffer) == scores
+    assert float(st[STAGE_FIRST].workspaces) == 2 * 32 * 2**20
+    assert j["plan"]["transformer_impl"] == "local" and j["plan"]["local_core_attention"] is True
+    with pytest.raises(PlannerError, match="attention eager"):
+        explain(**job, transformer_impl="local")
+    with pytest.raises(PlannerError, match="global_memory_buffer"):
+        explain(**{**job, "sharding": "fsdp"}, stack="torchtitan", transformer_impl="local", attention="eager")
+
+
+def test_te_grouped_gemm_workspaces_by_hand(explain, tmp_path):
+    """--moe-grouped-gemm on Megatron with TE layers: TE's grouped GEMM keeps 4 more cuBLAS
+    workspaces (one per compute stream, TE common/util/multi_stream.cpp) of 32 MiB + 1 KiB on an
+    H100: workspaces 2 x 32 MiB + 5 x (32 MiB + 1 KiB); none with --transformer-impl local
+    (SequentialMLP) or on a dense model; read from and written to a Megatron script."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    job = dict(model="qwen3-30b-a3b", gpus=8, ep=8, micro_batch=1, global_batch=64, seq_len=4096, sharding="zero1")
+    ws = lambda j: float(j["memory"]["terms"]["workspaces"])  # noqa: E731
+    _, _, _, plain = explain(**job)
+    _, _, _, gg = explain(**job, moe_grouped_gemm=True)
+    assert ws(plain) == 2 * 32 * 2**20 + (32 * 2**20 + 1024)
+    assert ws(gg) == 2 * 32 * 2**20 + 5 * (32 * 2**20 + 1024)
+    _, _, _, local = explain(**job, moe_grouped_gemm=True, transformer_impl="local", attention="eager")
+    assert ws(local) == 2 * 32 * 2**20
+    _, _, _, dense = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=64, seq_len=4096,
+                             sharding="zero1", moe_grouped_gemm=True)
+    assert ws(dense) == ws(plain)
+    text, _ = export_plan(resolved_plan(Job(**job, moe_grouped_gemm=True)), "megatron")
+    assert "--moe-grouped-gemm" in text
+    p = tmp_path / "x.sh"
+    p.write_text(text)
+    assert load_trainer_config(p).job["moe_grouped_gemm"] is True

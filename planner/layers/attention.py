@@ -120,9 +120,8 @@ class Attention:
     def params(self) -> BlockParams:
         h, a, k, d, g = self.h, self.a, self.k, self.d, 2 if self.gate else 1
         split = g * h * (a * d) + 2 * h * (k * d) + (a * d) * h
-        if self.bias:
-            split += g * a * d + 2 * k * d + h
-        return BlockParams(split=split, replicated=self.norm)
+        bias = g * a * d + 2 * k * d + h if self.bias else 0
+        return BlockParams(split=split + bias, replicated=self.norm, split_bias=bias)
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):

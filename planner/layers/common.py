@@ -37,10 +37,11 @@ class BlockParams:
     replicated: int = 0
     expert: int = 0
     active_expert: int = 0
+    split_bias: int = 0  # the linears' biases among `split` (the rest of split is weight matrices)
 
     def __add__(self, o: "BlockParams") -> "BlockParams":
         return BlockParams(self.split + o.split, self.replicated + o.replicated, self.expert + o.expert,
-                           self.active_expert + o.active_expert)
+                           self.active_expert + o.active_expert, self.split_bias + o.split_bias)
 
     @property
     def total(self) -> int:

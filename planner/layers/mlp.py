@@ -77,9 +77,8 @@ class DenseMLP:
 
     def params(self) -> BlockParams:
         split = (3 if self.gated else 2) * self.h * self.f
-        if self.bias:
-            split += (2 * self.f if self.gated else self.f) + self.h
-        return BlockParams(split=split, replicated=self.norm)
+        bias = (2 * self.f if self.gated else self.f) + self.h if self.bias else 0
+        return BlockParams(split=split + bias, replicated=self.norm, split_bias=bias)
 
     def gemms(self, ctx):
         return shapes([("mlp_up", ctx.T, self.f1 / ctx.tp, self.h, 1.0), ("mlp_down", ctx.T, self.h, self.f / ctx.tp, 1.0)])

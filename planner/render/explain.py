@@ -9,7 +9,8 @@ from .common import Format, TERM_LABELS, emit, gb, gib, human_count, mesh_words,
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
-_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "workspaces", "stream_pools",
+_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "quantized_weights",
+                "workspaces", "mpu_buffer", "stream_pools",
                 "allocator_slack", "reserve")
 
 

@@ -114,7 +114,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -440,6 +440,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--overlap-moe-expert-parallel-comm", None))
     if plan.get("cross_entropy_fusion"):
         args.append(("--cross-entropy-loss-fusion", None))
+    if plan.get("fp8_param_gather"):
+        args.append(("--fp8-param-gather", None))
+    if plan.get("moe_grouped_gemm"):
+        args.append(("--moe-grouped-gemm", None))
     if plan.get("defer_embedding_wgrad") is not None:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
@@ -504,7 +508,11 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--use-tp-pp-dp-mapping", None))
     if plan.get("torch_compile"):
         raise _refuse(F, "torch_compile on: Megatron-LM has no flag that compiles the model", "price it with --no-compile")
-    if plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
+    if plan.get("transformer_impl") == "local":  # Megatron-Core's own layers (memory.py [12])
+        args.append(("--transformer-impl", "local"))
+    elif plan.get("local_core_attention"):
+        args.append(("--attention-backend", "local"))
+    elif plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
         args.append(("--attention-backend", "unfused"))
     fsdp = mode.startswith("megatron_fsdp") or mode == "torch_fsdp2"
     lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",

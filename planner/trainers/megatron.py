@@ -39,7 +39,7 @@ read). Modelled:
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
   --optimizer other than adam, --main-grads-dtype / --main-params-dtype / --exp-avg-dtype /
   --exp-avg-sq-dtype other than fp32, offloading (--fine-grained-activation-offloading,
-  --offload-modules, --cpu-offloading, --optimizer-cpu-offload), --fp8-param-gather,
+  --offload-modules, --cpu-offloading, --optimizer-cpu-offload),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
   --num-distributed-optimizer-instances > 1,
@@ -127,7 +127,7 @@ BOOL_FLAGS = {
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
-    "--cross-entropy-loss-fusion",
+    "--cross-entropy-loss-fusion", "--moe-grouped-gemm",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -859,6 +859,14 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _read_wgrad_deferral(where, flags, job)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
+    if "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
+        job["moe_grouped_gemm"] = True
+    if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11])
+        if "--use-torch-fsdp2" in flags:
+            assumed.append("fp8_param_gather=false: Megatron turns --fp8-param-gather off under --use-torch-fsdp2 with "
+                           "TE >= 2.0 (arguments.py: 'will fallback to bf16 all_gather')")
+        else:
+            job["fp8_param_gather"] = True
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
@@ -1146,6 +1154,10 @@ def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
         raise PlannerError(f"{where}--attention-backend {backend!r}", f"valid: {', '.join(ATTENTION_BACKENDS)}")
     if impl not in ("transformer_engine", "local", "inference_optimized"):
         raise PlannerError(f"{where}--transformer-impl {impl!r}", "valid: transformer_engine, local")
+    if impl == "local":  # Megatron-Core's own layers: no TE GEMM (planner/memory.py [12])
+        job["transformer_impl"] = "local"
+    if backend == "local" or impl == "local":  # Megatron-Core's DotProductAttention (training/models/gpt.py)
+        job["local_core_attention"] = True
     if backend in ("unfused", "local") or impl == "local":
         job["attention"] = "eager"
         why = f"--attention-backend {backend}" if backend in ("unfused", "local") else "--transformer-impl local"
@@ -1193,8 +1205,6 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
             unmodelled.append(f"{f}: offloading to the host is not modelled (everything is priced on the GPU)")
     if "--export-kd-teacher-load" in flags:  # ModelOpt knowledge distillation (megatron/post_training)
         unmodelled.append("--export-kd-teacher-load: a distillation teacher model is held beside the student, not modelled")
-    if "--fp8-param-gather" in flags:
-        unmodelled.append("--fp8-param-gather: fp8 weights (1 B) are not modelled (bf16 weights priced)")
     if "--use-megatron-fsdp" in flags:  # the mode and its level are from_flags' (stack_db megatron runs.sharding)
         strategy = flags.get("--data-parallel-sharding-strategy", "optim_grads_params")  # arguments.py default
         unmodelled.append(f"--use-megatron-fsdp ({strategy}): its traffic is the mode's ({job['sharding_mode']}, stack_db "
