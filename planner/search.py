@@ -118,10 +118,19 @@ def _blocks(n: int, chunk: int = CHUNK):
 
 
 def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
-    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index)."""
+    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index).
+
+    Each candidate's memory is its own (memory_terms works element by element), so the blocks
+    may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
+    few of the splits whose per-split work (pipeline.stage_inflight_kinds, stage_kind_counts)
+    each block would otherwise repeat for every split of the space."""
     out = np.empty(len(bidx))
+    b = space.base
+    by_split = np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[bidx]
+                                for f in ("split_loss", "split_emb", "vpp", "pp")))
     for s in _blocks(len(bidx)):
-        out[s] = mem.memory_terms(space.settings, space.plans(bidx[s], rcidx[s]))[0].total
+        j = by_split[s]
+        out[j] = mem.memory_terms(space.settings, space.plans(bidx[j], rcidx[j]))[0].total
     return out
 
 
