@@ -353,11 +353,11 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
     split_loss) (stage_kind_counts' placement)."""
     L = ll.num_layers
     if p == 1:
-        one = ll.prefix[:, -1][None].astype(np.float64) / v
+        one = ll.totals[None] / v
         return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
     length = chunk_layers(L, p, v, e, l_)
     start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
-    chunks = (ll.prefix[:, start[1:]] - ll.prefix[:, start[:-1]]).T.astype(np.float64)  # (p v, K)
+    chunks = ll.count(start[:-1], start[1:]).T  # (p v, K)
 
     def stage(s):
         return chunks[s::p]

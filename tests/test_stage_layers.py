@@ -137,3 +137,26 @@ def test_interleaved_chunks_hold_their_own_micro_batches():
     # stage 0: W + 1 = 2 x 3 + 4 + 1 = 11 forwards: chunk 0 gets 4 + 3 = 7... (k mod 8) // 4: k = 0-3 and 8-10 -> 7,
     # chunk 1 k = 4-7 -> 4; its chunks hold 5 - 4 = 1 (c 5, 7 left over: 4 off the first chunk) and 5 layers
     assert held["first"].tolist() == [7.0 * 1 + 4.0 * 5]
+
+
+def test_layer_list_of_36_million_layers_by_hand():
+    """Issue 24: the layer list is a head and a period, never one entry per layer. DeepSeek-V3's
+    shape with 36,000,000 layers, first_k_dense 3 and layer_freq 2 (MoE on even i >= 3, i.e.
+    4, 6, ..., 35,999,998): (35,999,998 - 4) / 2 + 1 = 17,999,998 MoE layers, the other
+    18,000,002 dense. Layers [0, 5) hold 0-3 dense and 4 MoE; the dense ranges are 0-3, 5, 7,
+    ..., 35,999,999: 1 + (35,999,999 - 5) / 2 + 1 = 17,999,999 of them, listed up to DESCRIBED_RUNS."""
+    from planner.layers import DESCRIBED_RUNS
+
+    m = load_model("deepseek-v3")
+    L = 36_000_000
+    m = m.model_copy(update=dict(num_layers=L, moe=m.moe.model_copy(update=dict(first_k_dense=3, layer_freq=2))))
+    ll = layer_list(m)
+    dense, moe = (0, 1) if not ll.kinds[0].has_experts else (1, 0)
+    assert ll.totals[moe] == 17_999_998 and ll.totals[dense] == 18_000_002
+    assert ll.count(0, 5).tolist() == ([4.0, 1.0] if dense == 0 else [1.0, 4.0])
+    assert ll.count(L - 3, L + 7)[dense] == 2 and ll.mtp_kind == dense  # 35,999,997 and 35,999,999
+    d = {x["kind"]: x for x in ll.described()[:2]}
+    text = d[ll.kinds[dense].label]["layers"]
+    assert text.startswith("0-3, 5, 7, 9") and text.endswith(", ... (17,999,999 ranges in all)")
+    assert len(text.split(", ")) == DESCRIBED_RUNS + 1
+    assert d[ll.kinds[moe].label]["layers"].startswith("4, 6, 8")
