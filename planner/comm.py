@@ -792,6 +792,15 @@ def strides_by_code(order, *, tp=1, cp=1, pp=1, dp=1) -> dict[str, np.ndarray]:
     product of the sizes of the axes placed inside it."""
     order = _i(order)
     sizes = [_i(tp), _i(cp), _i(pp), _i(dp)]
+    if order.size and (order.ndim == 0 or bool((order == order.flat[0]).all())):
+        # one order for every element (a stack's own order, a plan's): the running product of
+        # the sizes in that order, innermost first (the same integers, without the masks)
+        shape = np.broadcast(order, *sizes).shape
+        out, stride = {}, np.ones((), dtype=np.int64)
+        for ax in ORDERS[int(order.flat[0])]:
+            out[ax] = np.broadcast_to(stride, shape)
+            stride = stride * sizes[AXES.index(ax)]
+        return {ax: out[ax] for ax in AXES}
     pos = _POS[order]  # (..., 4)
     out = {}
     for a, ax in enumerate(AXES):

@@ -466,7 +466,7 @@ def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
     all-reduce of the replicated rows (T top_k c h x 2 B). Nothing with etp = 1."""
     plan, ctx = sc.plan, sc.ctx
     etp = moe.etp_of(plan)
-    s_etp = moe.expert_strides(plan, coll.strides)["etp"]
+    s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"]
     size = moe.etp_bytes(block, ctx)
     rs_ag = coll(comm.REDUCE_SCATTER, size, etp, s_etp) + coll(comm.ALL_GATHER, size, etp, s_etp)
     ar = coll(comm.ALL_REDUCE, size, np.where(plan.sp > 0, 1, etp), s_etp)
@@ -684,7 +684,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    e_shard, edp, e_st = moe.expert_shard(plan), moe.expert_dp(plan), moe.expert_strides(plan, coll.strides)["edp"]
+    e_shard, edp = moe.expert_shard(plan), moe.expert_dp(plan)
+    e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
     n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
     w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
 
