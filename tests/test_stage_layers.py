@@ -160,3 +160,18 @@ def test_layer_list_of_36_million_layers_by_hand():
     assert text.startswith("0-3, 5, 7, 9") and text.endswith(", ... (17,999,999 ranges in all)")
     assert len(text.split(", ")) == DESCRIBED_RUNS + 1
     assert d[ll.kinds[moe].label]["layers"].startswith("4, 6, 8")
+
+
+def test_inflight_layers_of_45000_virtual_stages_by_hand():
+    """Issue 24: the in-flight count is array work over the model chunks (it was a Python loop
+    per chunk: 45,000 virtual stages took seconds, 450,000 a minute). 36,000,000 layers on pp 8
+    x vpp 45,000 = 360,000 chunks of exactly 100 layers; m = 64 micro-batches, interleaved
+    1F1B, stage 0: F = min(2 (8 - 0 - 1) + (45,000 - 1) 8 + 1, 64 x 45,000) = 360,007
+    forwards before its first backward, F // (p v) = 1 full round and 7 over, so chunk c holds
+    1 x 8 + min(max(7 - 8 c, 0), 8): 15 for c = 0, 8 for the other 44,999. The stage holds
+    100 x (15 + 8 x 44,999) = 36,000,700 layer micro-batches."""
+    from planner.pipeline import stage_inflight_kinds
+
+    m = load_model("llama3-8b").model_copy(update=dict(num_layers=36_000_000))
+    held = stage_inflight_kinds(layer_list(m), _plan(8, 45_000))
+    assert held["first"].tolist() == [36_000_700.0]
