@@ -319,10 +319,16 @@ def weighted(counts: np.ndarray, values: list) -> np.ndarray:
     return sum((counts[i] * v for i, v in enumerate(values)), np.float64(0.0))
 
 
-def mean_layer(counts: np.ndarray, values: list) -> np.ndarray:
+def mean_layer(counts: np.ndarray, values: list, n=None) -> np.ndarray:
     """The mean over a stage's layers of a per-kind quantity (0 where the stage holds none):
-    sum_k (counts[k] / n) x values[k], so that a stage of one kind gets its value exactly."""
+    sum_k (counts[k] / n) x values[k], so that a stage of one kind gets its value exactly.
+    n: the stage's layers, max(counts.sum(axis=0), 1) (layer_count(counts)), when the caller has it."""
     if len(values) == 1:  # one kind: its value (what a stage of no layers multiplies by 0 layers)
         return values[0] + np.zeros(np.shape(counts)[1:])
-    n = np.maximum(counts.sum(axis=0), 1.0)
+    n = layer_count(counts) if n is None else n
     return sum(((counts[i] / n) * v for i, v in enumerate(values)), np.float64(0.0))
+
+
+def layer_count(counts: np.ndarray) -> np.ndarray:
+    """The layers a stage holds, at least 1: mean_layer's divisor."""
+    return np.maximum(counts.sum(axis=0), 1.0)
