@@ -326,23 +326,13 @@ def test_brute_force_closest_when_nothing_fits(small):
     assert f"{closest['total_bytes'] / GiB:,.1f} GiB per GPU" in e.value.message
 
 
-def test_pruned_ranking_equals_exhaustive():
-    # the branch-and-bound (search.py step 4) against every order of every fitting plan
-    job = Job(model="llama3-70b", gpus=4096)
-    pruned = fit(job, top=10)
-    full = fit(job, top=10, keep_feasible=True)
-    assert not pruned.counts.bound_fallback
-    assert pruned.counts.time_evaluations < full.counts.time_evaluations
-    assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
-    assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
-
-
-def test_tp_overlap_bound_defers_and_resolves_like_an_exhaustive_search():
-    # search.best_variants' tighter bound (a TP-overlap variant changes only TPO_TERMS of
-    # variant 0's step): on Mixtral 8x7B / 64 GPUs it defers thousands of variant trials and
-    # resolves the few deferred candidates whose other orders are evaluated; the ranking is
-    # an exhaustive evaluation's, row for row
-    job = Job(model="mixtral-8x7b", gpus=64)
+@pytest.mark.parametrize("model, gpus", [("llama3-70b", 4096), ("mixtral-8x7b", 64)])
+def test_pruned_ranking_equals_exhaustive(model, gpus):
+    # the branch-and-bound (search.py steps 3 and 4) against every order of every fitting plan;
+    # on Mixtral 8x7B / 64 GPUs best_variants' tighter bound for TP-overlap variants defers
+    # thousands of variant trials and resolves the few deferred candidates whose other orders
+    # are evaluated: the ranking is an exhaustive evaluation's, row for row
+    job = Job(model=model, gpus=gpus)
     pruned = fit(job, top=10)
     full = fit(job, top=10, keep_feasible=True)
     assert not pruned.counts.bound_fallback
