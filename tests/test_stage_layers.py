@@ -175,3 +175,21 @@ def test_inflight_layers_of_45000_virtual_stages_by_hand():
     m = load_model("llama3-8b").model_copy(update=dict(num_layers=36_000_000))
     held = stage_inflight_kinds(layer_list(m), _plan(8, 45_000))
     assert held["first"].tolist() == [36_000_700.0]
+
+
+def test_described_ranges_are_counted_past_the_listing():
+    """A pattern [mid, global, local, global] over 140 layers (Gemma 3's kinds plus a 512-token
+    window): the global layers are 1, 3, 5, ..., 139, 70 single-layer ranges; explain lists the
+    first DESCRIBED_RUNS (64: 1 .. 127) and counts the rest, also where another kind (mid, 35
+    ranges) has not reached the limit when the layers run out."""
+    from planner.layers import DESCRIBED_RUNS
+    from planner.schema import LayerKindSpec, SlidingAttention
+
+    m = load_model("gemma3-27b")
+    kinds = {**m.layer_kinds, "mid": LayerKindSpec(mixer=SlidingAttention(kind="sliding", window=512))}
+    m = m.model_copy(update=dict(num_layers=140, layer_kinds=kinds, layer_pattern=["mid", "global", "local", "global"]))
+    by = {d["kind"]: d for d in layer_list(m).described()}
+    glob = next(d for d in by.values() if d["count"] == 70)
+    assert DESCRIBED_RUNS == 64
+    assert glob["layers"] == ", ".join(str(i) for i in range(1, 128, 2)) + ", ... (70 ranges in all)"
+    assert sorted(d["count"] for d in by.values()) == [35, 35, 70]

@@ -155,9 +155,11 @@ class LayerList:
         line whatever the layer count; no catalogued model comes near it)."""
         totals, L = self.totals, self.num_layers
         listed: list[list[str]] = [[] for _ in self.kinds]
+        seen = [0] * len(self.kinds)
         periodic = {self.kind_at(i) for i in range(self.head, min(L, self.head + len(self.period)))}
         cut = False
         for k, a, b in self.runs():
+            seen[k] += 1
             if len(listed[k]) < DESCRIBED_RUNS:
                 listed[k].append(f"{a}" if a == b else f"{a}-{b}")
             if b + 1 >= self.head and b + 1 < L and all(len(listed[i]) >= DESCRIBED_RUNS for i in periodic):
@@ -166,7 +168,7 @@ class LayerList:
         out = []
         for k, kind in enumerate(self.kinds):
             text = ", ".join(listed[k])
-            n = self._run_count(k) if cut else len(listed[k])
+            n = self._run_count(k) if cut else seen[k]
             if n > len(listed[k]):
                 text += f", ... ({n:,} ranges in all)"
             out.append({"kind": kind.label, "count": int(totals[k]), "layers": text})
