@@ -20,6 +20,9 @@ CASES = {
     "llama3-70b on 4,096 H100": dict(model="llama3-70b", gpus=4096),
     "llama3-405b on 131,072 H100": dict(model="llama3-405b", gpus=131072),
     "deepseek-v3 on 2,048 H100 (ep searched)": dict(model="deepseek-v3", gpus=2048),
+    # issue 23's bare DeepSeek-V3 command (published setup: 2,048 H800, 15,360 x 4,096 tokens)
+    "deepseek-v3 on 2,048 H800, 15,360 x 4,096": dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm",
+                                                     global_batch=15360, seq_len=4096),
 }
 
 

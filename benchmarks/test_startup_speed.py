@@ -22,15 +22,51 @@ ROOT = Path(__file__).resolve().parents[1]
 CASES = {
     "planner --version": ["--version"],
     "planner fit --model llama3-405b --gpus 16384": ["fit", "--model", "llama3-405b", "--gpus", "16384"],
+    # issue 23: under 2 s whole process
+    "planner fit --model deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len 4096":
+        ["fit", "--model", "deepseek-v3", "--gpus", "2048", "--hardware", "h800-sxm", "--global-batch", "15360",
+         "--seq-len", "4096"],
+    # issue 24: a record of 36 million layers is priced at once (planner/layers LayerList)
+    "planner validate (a record of 36,000,000 layers)": ["validate", "LAYERS36M"],
 }
+
+RECORD_36M = """- id: layers-36m
+  model_name: GPT tiny
+  num_layers: 36000000
+  hidden_size: 1024
+  ffn_hidden_size: 4096
+  num_attention_heads: 8
+  num_kv_heads: 8
+  vocab_size: 32000
+  seq_length: 2048
+  global_batch_size: 64
+  micro_batch_size: 1
+  gpu_type: H100-SXM-80GB
+  num_gpus: 8
+  tp: 1
+  pp: 1
+  vpp: 1
+  cp: 1
+  zero_fsdp_mode: none
+  activation_recompute: none
+  sequence_parallel: false
+  precision: bf16
+  tokens_per_sec_per_gpu: 0.0001
+"""
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_whole_process(benchmark, case):
+def test_whole_process(benchmark, case, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
+    args = CASES[case]
+    if "LAYERS36M" in args:  # a one-record runs file: the 4-layer GPT shape of tests/test_validate.py at 36M layers
+        runs = tmp_path / "runs.yaml"
+        runs.write_text(RECORD_36M)
+        args = [str(runs) if a == "LAYERS36M" else a for a in args]
+
     def run():
-        return subprocess.run([sys.executable, "-m", "planner", *CASES[case]], env=env, capture_output=True, text=True)
+        return subprocess.run([sys.executable, "-m", "planner", *args], env=env, capture_output=True, text=True)
 
     r = benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
     assert r.returncode == 0, r.stderr

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from . import files, hf_config
+from . import files
 from .errors import PlannerError
 from .schema import MAX_COUNT, Hardware, ModelSpec, Stack
 
@@ -175,10 +175,17 @@ def _load_model_file(path: str) -> ModelSpec:
 
 
 # The Hugging Face reader lives in planner/hf_config.py (what it reads, the class defaults, the
-# keys it accepts without reading); these names are its public face here.
-HF_DEFAULTS = hf_config.HF_DEFAULTS
-HF_ABSENT = hf_config.HF_ABSENT
-HF_NO_COST = hf_config.HF_NO_COST
+# keys it accepts without reading); these names are its public face here. It is imported when
+# first needed: a run on catalog models never reads a config.json (start-up, issue 24).
+_HF_NAMES = ("HF_DEFAULTS", "HF_ABSENT", "HF_NO_COST")
+
+
+def __getattr__(name: str):
+    if name in _HF_NAMES:
+        from . import hf_config
+
+        return getattr(hf_config, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def hf_assumptions(cfg: dict, path: str = "config.json") -> list[str]:
@@ -186,11 +193,15 @@ def hf_assumptions(cfg: dict, path: str = "config.json") -> list[str]:
     what it leaves out (a vision tower), one line each (`planner explain` prints them)."""
     if not isinstance(cfg, dict):
         return []
+    from . import hf_config
+
     return hf_config.read(cfg, path)[1]
 
 
 def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
     """Map a Hugging Face transformers config.json onto ModelSpec (planner/hf_config.py)."""
+    from . import hf_config
+
     data, _ = hf_config.read(cfg, path)
     return validate(ModelSpec, data, path)
 
@@ -212,6 +223,8 @@ def _moe_from_hf(cfg: dict, path: str) -> dict | None:
     shared_expert_intermediate_size), DeepSeek-V2/V3 and Kimi K2 (n_routed_experts,
     n_shared_experts, first_k_dense_replace, moe_layer_freq, scoring_func, topk_method), gpt-oss,
     Jamba, Llama 4, with num_experts_per_tok as top-k."""
+    from . import hf_config
+
     return hf_config.Reader(cfg, path)._moe()
 
 

@@ -351,13 +351,26 @@ def collective_time(
     inside the domain with NVLS (NCCL's NVLS + SHARP) rather than NCCL's CollNet-direct over
     NVLink; gpus_per_nic: GPUs sharing one NIC (CollNet-direct's GPU/NIC penalty).
     """
+    return _pick_algorithm(*_costed(
+        op, size_bytes, ranks, bandwidth, latency, algo, local_ranks=local_ranks, local_bandwidth=local_bandwidth,
+        local_latency=local_latency, inter_bandwidth=inter_bandwidth, inter_latency=inter_latency,
+        nvls_bandwidth=nvls_bandwidth, nvls_latency=nvls_latency, tree_latency=tree_latency,
+        collnet_nvls=collnet_nvls, gpus_per_nic=gpus_per_nic))
+
+
+def _costed(op, size_bytes, ranks, bandwidth, latency, algo=None, *, local_ranks=1, local_bandwidth=None,
+            local_latency=None, inter_bandwidth=None, inter_latency=None, nvls_bandwidth=None, nvls_latency=None,
+            tree_latency=None, collnet_nvls=False, gpus_per_nic=1.0) -> tuple["_Inputs", list]:
+    """(inputs, algorithm table) of `collective_time` (same arguments). The table's costs do
+    not depend on the algorithm asked for, only its masks do (`_pick_algorithm`), so one
+    table prices every algorithm (`best_algorithm`, `group_collective`)."""
     x = _collective_inputs(
         op, size_bytes, ranks, bandwidth, latency, algo, local_ranks, local_bandwidth, local_latency,
         inter_bandwidth, inter_latency, nvls_bandwidth, nvls_latency, tree_latency, collnet_nvls, gpus_per_nic,
     )
     with np.errstate(divide="ignore", invalid="ignore"):
         table = _algorithm_table(x)
-    return _pick_algorithm(x, table)
+    return x, table
 
 
 class _Inputs(NamedTuple):
@@ -466,26 +479,27 @@ def _shared(x: _Inputs) -> _Shared:
     return _Shared(nf, log_n, rs_ag, g, n_inter, h_local, multi, k_tree, levels, inter_tree, Bv_loc)
 
 
-def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, _Cost]]:
-    """(where, cost) for every (operation, algorithm) pair that exists: `where` marks the
-    elements that ask for the pair, `cost` is its terms computed for every element."""
+def _algorithm_table(x: _Inputs) -> list[tuple[np.ndarray, int, _Cost]]:
+    """(op mask, algorithm code, cost) for every (operation, algorithm) pair that exists: the
+    pair applies where the op mask holds and the element asks for the algorithm; `cost` is
+    its terms computed for every element (they do not depend on x.algo)."""
     c = _shared(x)
-    S, nf, op, algo = x.S, c.nf, x.op, x.algo
+    S, nf, op = x.S, c.nf, x.op
     is_ar = op == ALL_REDUCE
     is_rsag = (op == REDUCE_SCATTER) | (op == ALL_GATHER)
     return [
-        (is_ar & (algo == RING), _flat(x, 2.0 * (nf - 1.0), 2.0 * c.rs_ag)),
-        (is_ar & (algo == TREE), _tree(x, c)),
-        (is_ar & (algo == PARAMETER_SERVER), _flat(x, 2.0, (nf - 1.0) * S)),
-        (is_ar & (algo == HIERARCHICAL), _hierarchical(x, c)),
-        (is_ar & (algo == NVLS), _nvls(x)),
-        (is_ar & (algo == NVLS_TREE), _nvls_tree(x, c)),
-        (is_ar & (algo == COLLNET), _collnet(x, c)),
-        (is_rsag & (algo == RING), _flat(x, nf - 1.0, c.rs_ag)),
-        (is_rsag & (algo == TREE), _flat(x, c.log_n, c.rs_ag)),
-        (is_rsag & (algo == PAT), _pat(x, c)),
-        ((op == ALL_TO_ALL) & (algo == DIRECT), _flat(x, nf - 1.0, c.rs_ag)),
-        ((op == SEND_RECV) & (algo == DIRECT), _Cost(S, 1.0, x.a, S / x.B)),
+        (is_ar, RING, _flat(x, 2.0 * (nf - 1.0), 2.0 * c.rs_ag)),
+        (is_ar, TREE, _tree(x, c)),
+        (is_ar, PARAMETER_SERVER, _flat(x, 2.0, (nf - 1.0) * S)),
+        (is_ar, HIERARCHICAL, _hierarchical(x, c)),
+        (is_ar, NVLS, _nvls(x)),
+        (is_ar, NVLS_TREE, _nvls_tree(x, c)),
+        (is_ar, COLLNET, _collnet(x, c)),
+        (is_rsag, RING, _flat(x, nf - 1.0, c.rs_ag)),
+        (is_rsag, TREE, _flat(x, c.log_n, c.rs_ag)),
+        (is_rsag, PAT, _pat(x, c)),
+        (op == ALL_TO_ALL, DIRECT, _flat(x, nf - 1.0, c.rs_ag)),
+        (op == SEND_RECV, DIRECT, _Cost(S, 1.0, x.a, S / x.B)),
     ]
 
 
@@ -563,14 +577,14 @@ def _pat(x: _Inputs, c: _Shared) -> _Cost:
     return _Cost(c.rs_ag, c.log_n, pat_lat, pat_bw)
 
 
-def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, _Cost]]) -> CollectiveCost:
+def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]]) -> CollectiveCost:
     """Each element's own (operation, algorithm) terms from `table`: NaN bytes and +inf time
     where the pair does not exist, nothing for one rank; algbw and busbw as nccl-tests [4]."""
-    where = [w for w, _ in table]
-    sent = np.select(where, [t.sent for _, t in table], np.nan)
-    rounds = np.select(where, [t.rounds for _, t in table], np.nan)
-    latency_s = np.select(where, [t.latency for _, t in table], np.inf)
-    bandwidth_s = np.select(where, [t.bandwidth for _, t in table], np.inf)
+    where = [w & (x.algo == a) for w, a, _ in table]
+    sent = np.select(where, [t.sent for _, _, t in table], np.nan)
+    rounds = np.select(where, [t.rounds for _, _, t in table], np.nan)
+    latency_s = np.select(where, [t.latency for _, _, t in table], np.inf)
+    bandwidth_s = np.select(where, [t.bandwidth for _, _, t in table], np.inf)
     # One rank: nothing to communicate.
     single = x.n == 1
     sent = np.where(single, 0.0, sent)
@@ -613,17 +627,38 @@ def best_algorithm(
     gives them for a placed group): NVLS where nvls_ok, NVLS-tree where nvls_tree_ok, CollNet
     where collnet_ok, PAT where pat_ok. `link`: the keywords of `collective_time` past
     `algo`. Ties go to the earlier candidate."""
+    return _best(op, size_bytes, ranks, bandwidth, latency, nvls_ok=nvls_ok, nvls_tree_ok=nvls_tree_ok,
+                 collnet_ok=collnet_ok, pat_ok=pat_ok, candidates=candidates, **link)[0]
+
+
+def _best(op, size_bytes, ranks, bandwidth, latency, *, nvls_ok, nvls_tree_ok, collnet_ok, pat_ok, candidates,
+          **link) -> tuple[np.ndarray, "_Inputs", list]:
+    """`best_algorithm`'s codes, with the inputs and algorithm table (`_costed`) that priced
+    them, so that the caller prices the chosen algorithm from the same table."""
     op = _i(op)
     allowed = {NVLS: nvls_ok, NVLS_TREE: nvls_tree_ok, COLLNET: collnet_ok, PAT: pat_ok}
     times = []
+    x, table = _costed(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, candidates[0]), **link)
+    _check_codes(op, np.asarray(candidates, dtype=np.int64))
     for c in candidates:
-        t = collective_time(op, size_bytes, ranks, bandwidth, latency, np.full_like(op, c), **link).time_s
+        t = _algorithm_time(x, table, c)
         t = np.where(AUTO_OK[np.clip(op, 0, len(OP_CODES) - 1), c], t, np.inf)
         if c in allowed:
             t = np.where(np.asarray(allowed[c], dtype=bool), t, np.inf)
         times.append(t)
     times = np.stack(np.broadcast_arrays(*times))
-    return np.asarray(candidates, dtype=np.int64)[np.argmin(times, axis=0)]
+    return np.asarray(candidates, dtype=np.int64)[np.argmin(times, axis=0)], x, table
+
+
+def _algorithm_time(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]], algo: int) -> np.ndarray:
+    """`_pick_algorithm(x with every element asking for algo, table).time_s` alone (the same
+    sums): latency + bandwidth seconds of each element's (operation, algo), +inf where the
+    pair does not exist, 0 for one rank. Only the table rows of algo can apply."""
+    rows = [(w, t) for w, a, t in table if a == algo]
+    latency_s = np.select([w for w, _ in rows], [t.latency for _, t in rows], np.inf) if rows else np.full(x.n.shape, np.inf)
+    bandwidth_s = np.select([w for w, _ in rows], [t.bandwidth for _, t in rows], np.inf) if rows else latency_s
+    single = x.n == 1
+    return np.asarray(np.where(single, 0.0, latency_s) + np.where(single, 0.0, bandwidth_s))
 
 
 # ---------------------------------------------------------------- hardware view
@@ -757,6 +792,15 @@ def strides_by_code(order, *, tp=1, cp=1, pp=1, dp=1) -> dict[str, np.ndarray]:
     product of the sizes of the axes placed inside it."""
     order = _i(order)
     sizes = [_i(tp), _i(cp), _i(pp), _i(dp)]
+    if order.size and (order.ndim == 0 or bool((order == order.flat[0]).all())):
+        # one order for every element (a stack's own order, a plan's): the running product of
+        # the sizes in that order, innermost first (the same integers, without the masks)
+        shape = np.broadcast(order, *sizes).shape
+        out, stride = {}, np.ones((), dtype=np.int64)
+        for ax in ORDERS[int(order.flat[0])]:
+            out[ax] = np.broadcast_to(stride, shape)
+            stride = stride * sizes[AXES.index(ax)]
+        return {ax: out[ax] for ax in AXES}
     pos = _POS[order]  # (..., 4)
     out = {}
     for a, ax in enumerate(AXES):
@@ -998,9 +1042,10 @@ def group_collective(
     link = group_link(g, stride, params, pattern=traffic_pattern(op, base), job_gpus=job_gpus, worst_case_pods=worst_case_pods)
     kw = link.algorithm_kwargs(params)
     avail = link.availability(params, g)
-    best = best_algorithm(op, size_bytes, g, link.bandwidth, link.latency, **avail, **kw)
+    best, x, table = _best(op, size_bytes, g, link.bandwidth, link.latency, candidates=AUTO_CANDIDATES, **avail, **kw)
     chosen = np.where(auto, best, algo)
-    cost = collective_time(op, size_bytes, g, link.bandwidth, link.latency, chosen, **kw)
+    _check_codes(op, chosen)
+    cost = _pick_algorithm(x._replace(algo=np.broadcast_to(chosen, x.op.shape)), table)  # = collective_time(..., chosen)
     bad = ~exists(chosen, avail) & (g > 1)
     if np.any(bad):
         cost = CollectiveCost(**{k: np.where(bad, np.inf if k.endswith("_s") else np.nan, v) for k, v in cost.as_dict().items()})

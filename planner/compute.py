@@ -274,7 +274,7 @@ def layer_gemm_shapes(model, tp, tokens_per_microbatch) -> list[GemmShape]:
     T = np.asarray(tokens_per_microbatch, dtype=np.float64)
     tp, T = np.broadcast_arrays(tp, T)
     ll = layer_list(model)
-    kind = ll.kinds[ll.index[0]]
+    kind = ll.kinds[ll.kind_at(0)]
     ctx = context(PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=1, mbs=1, gbs=1, seq=1, sharding=0, shard=1, recompute=0, sp=0,
                              schedule=0, precision=0))
     ctx = type(ctx)(**{**ctx.__dict__, "tp": tp, "T": T})

@@ -240,7 +240,7 @@ def activation_tensors(model: ModelSpec, activation_model: str = "arch", attenti
     one = PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=1, mbs=1, gbs=1, seq=model.max_seq_len, sharding=0, shard=1,
                      recompute=0, sp=0, schedule=0, precision=0)
     ll = layer_list(model)
-    return kind_tensors(ll.kinds[ll.index[0]], context(one), activation_model, attention)
+    return kind_tensors(ll.kinds[ll.kind_at(0)], context(one), activation_model, attention)
 
 
 def layer_coefficients(model: ModelSpec, activation_model: str = "arch", attention: str = "flash"):
@@ -258,7 +258,7 @@ def per_layer_activation_bytes(model: ModelSpec, plan: PlanArrays, activation_mo
                                keeps=STANDARD_TENSORS, gathered_input: bool = False, capacity_factor: float = 1.0):
     """kind_activation_bytes of the model's first layer."""
     ll = layer_list(model)
-    return kind_activation_bytes(ll.kinds[ll.index[0]], context(plan, capacity_factor), activation_model, attention,
+    return kind_activation_bytes(ll.kinds[ll.kind_at(0)], context(plan, capacity_factor), activation_model, attention,
                                  keeps, gathered_input)
 
 

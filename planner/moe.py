@@ -192,13 +192,15 @@ def _folded_stride(size, sigma, plan, strides):
     return np.maximum(span // np.maximum(size, 1), 1)
 
 
-def expert_strides(plan, strides) -> dict:
+def expert_strides(plan, strides, groups=("etp", "ep", "edp")) -> dict:
     """Global strides (comm.group_link placement) of the expert tensor-parallel group (etp
     ranks, j-stride 1), the EP group (ep ranks, j-stride etp) and the expert-data-parallel
-    group (expert_dp ranks, j-stride etp ep) of the folded expert grid [9]."""
+    group (expert_dp ranks, j-stride etp ep) of the folded expert grid [9]; of `groups` only."""
     etp = etp_of(plan)
-    return {"etp": _folded_stride(etp, 1, plan, strides), "ep": _folded_stride(plan.ep, etp, plan, strides),
-            "edp": _folded_stride(expert_dp(plan), etp * plan.ep, plan, strides)}
+    make = {"etp": lambda: _folded_stride(etp, 1, plan, strides),
+            "ep": lambda: _folded_stride(plan.ep, etp, plan, strides),
+            "edp": lambda: _folded_stride(expert_dp(plan), etp * plan.ep, plan, strides)}
+    return {g: make[g]() for g in groups}
 
 
 def ep_stride(plan, strides):
@@ -207,7 +209,7 @@ def ep_stride(plan, strides):
     axes (size n_in, stride s_in) when ep <= n_in, else the whole inner axis and ep / n_in ranks
     of the outer one (stride s_out), a block of span (ep / n_in) s_out placed as ep ranks
     s_out / n_in apart; with etp < tp they start inside the TP ranks."""
-    return expert_strides(plan, strides)["ep"]
+    return expert_strides(plan, strides, ("ep",))["ep"]
 
 
 def etp_bytes(block, ctx):

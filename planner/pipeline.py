@@ -278,24 +278,30 @@ def stage_inflight_kinds(ll, plan) -> dict:
             "loss": out["loss"].reshape(shape)}
 
 
-def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> list:
-    """Micro-batches in flight per model chunk (a list of v arrays) at stage s's peak
-    (stage_inflight_kinds)."""
+def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> np.ndarray:
+    """Micro-batches in flight per model chunk, (v, n) for chunks c = 0 .. v - 1, at stage s's
+    peak (stage_inflight_kinds); array operations over the chunks, whatever v."""
     m = np.asarray(m, dtype=np.float64)
     if p == 1:
-        return [np.ones_like(m)] * v
+        return np.ones((v,) + m.shape)
     F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * p + 1.0, m * v)
     full, rem = np.floor(F / (p * v)), np.mod(F, p * v)
-    inter = [full * p + np.clip(rem - c * p, 0.0, p) for c in range(v)]
+    c = np.arange(v, dtype=np.float64).reshape((v,) + (1,) * m.ndim)
+    inter = full * p + np.clip(rem - c * p, 0.0, p)
     one = np.where(schedule == GPIPE, m, np.where(schedule == ZERO_BUBBLE_H1, np.minimum(m, p),
                                                   np.where(schedule == DUALPIPE, np.minimum(m, p + 1.0), np.minimum(m, p - s))))
-    return [np.where(schedule == INTERLEAVED, inter[c], one) for c in range(v)]
+    return np.where(schedule == INTERLEAVED, inter, one)
 
 
 def _weighted_chunks(chunks, p: int, v: int, s: int, m, schedule):
-    """sum over chunks c of (micro-batches in flight in chunk c) x (its layers of each kind): (K, n)."""
-    counts = _chunk_inflight(p, v, s, m, schedule)
-    return sum((np.outer(chunks[c], counts[c]) for c in range(v)), np.zeros((chunks.shape[1], len(m))))
+    """sum over chunks c of (micro-batches in flight in chunk c) x (its layers of each kind): (K, n).
+    Summed chunk by chunk in order (a running sum along the chunk axis: the same additions as
+    a loop over c from 0, in the same order)."""
+    counts = _chunk_inflight(p, v, s, m, schedule)  # (v, n)
+    per_chunk = np.asarray(chunks, dtype=np.float64)[:v, :, None] * counts[:, None, :]  # (v, K, n)
+    if v == 0:
+        return np.zeros((np.shape(chunks)[1], len(m)))
+    return np.cumsum(per_chunk, axis=0)[-1]
 
 
 class _Configs:
@@ -353,11 +359,11 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
     split_loss) (stage_kind_counts' placement)."""
     L = ll.num_layers
     if p == 1:
-        one = ll.prefix[:, -1][None].astype(np.float64) / v
+        one = ll.totals[None] / v
         return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
     length = chunk_layers(L, p, v, e, l_)
     start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
-    chunks = (ll.prefix[:, start[1:]] - ll.prefix[:, start[:-1]]).T.astype(np.float64)  # (p v, K)
+    chunks = ll.count(start[:-1], start[1:]).T  # (p v, K)
 
     def stage(s):
         return chunks[s::p]

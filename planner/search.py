@@ -10,7 +10,14 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
  1. constraint codes for every base row (space.constraint_codes, resolve's rules);
  2. memory of every valid (base row, recompute) candidate; fits = total <= usable HBM.
     Memory does not depend on the rank order, so this runs once per placement class;
- 3. step time of each fitting candidate at its first distinct rank order;
+ 3. step time of each fitting candidate at its first distinct rank order, and of its stack
+    variants (best_variants). A variant that differs from variant 0 only in TP overlap
+    changes only TPO_TERMS (tp_comm, bubble) of variant 0's terms, so its step is at least
+    variant 0's step without them: it is tried only where that can reach the k-th best of
+    variant 0 (with a relative margin BOUND_MARGIN); elsewhere the choice is deferred and
+    made, as an unbounded search makes it, only for the candidates whose other orders step 4
+    evaluates. The premise is checked bit for bit on every variant evaluated (if it fails,
+    the bound is dropped: Counts.bound_fallback);
  4. the other rank orders, only where they can still reach the top K (branch and bound):
     a placement changes where groups communicate, never the compute or the optimizer step,
     and every time term is >= 0, so step >= compute + optimizer for every order. A
@@ -119,54 +126,92 @@ def _blocks(n: int, chunk: int = CHUNK):
 
 
 def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
-    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index)."""
+    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index).
+
+    Each candidate's memory is its own (memory_terms works element by element), so the blocks
+    may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
+    few of the splits whose per-split work (pipeline.stage_inflight_kinds, stage_kind_counts)
+    each block would otherwise repeat for every split of the space."""
     out = np.empty(len(bidx))
+    b = space.base
+    by_split = np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[bidx]
+                                for f in ("split_loss", "split_emb", "vpp", "pp")))
     for s in _blocks(len(bidx)):
-        out[s] = mem.memory_terms(space.settings, space.plans(bidx[s], rcidx[s]))[0].total
+        j = by_split[s]
+        out[j] = mem.memory_terms(space.settings, space.plans(bidx[j], rcidx[j]))[0].total
     return out
 
 
-def step_times(space: Space, bidx, rcidx, order, var=None) -> tuple[np.ndarray, np.ndarray]:
-    """(step seconds, compute + optimizer (+ moe_permute + moe_host) seconds) from step.step_time."""
+def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
+    """(step seconds, compute + optimizer (+ moe_permute + moe_host) seconds) from step.step_time; with
+    rest, also the step without the terms a TP-overlap variant changes (TPO_TERMS), summed in
+    the same order as the total (so step >= rest in floating point where those terms are >= 0)."""
     n = len(bidx)
-    step, floor = np.empty(n), np.empty(n)
+    step, floor, without = np.empty(n), np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
         t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s], var[s]))
         step[s] = t.total
         # the MoE routing/permutation and host-issue terms are compute too (no stack variant changes them)
         floor[s] = t.compute + t.optimizer + (t.moe_permute + t.moe_host if "moe_permute" in t.keys() else 0.0)
-    return step, floor
+        if rest:
+            without[s] = t.sum(*(k for k in t.keys() if k not in TPO_TERMS))
+    return (step, floor, without) if rest else (step, floor)
 
 
-def best_variants(space: Space, bidx, rcidx, order, reach=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """(variant index, step, floor, extra evaluations) of each candidate's fastest stack variant (space.variants)
-    at the given rank order; variant 0 unless another valid one is strictly faster.
+# The step-time terms a variant that differs from variant 0 only in TP overlap may change:
+# overlap hides TP communication behind the layer's GEMMs (step.tp_comm), and the pipeline
+# bubble is a share of the micro-batch time that includes it (step.step_time). The search
+# checks on every such variant it evaluates that the other terms are variant 0's, bit for bit.
+TPO_TERMS = ("tp_comm", "bubble")
+BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
+
+
+def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None):
+    """(variant index, step, floor, extra evaluations, deferred, bound held, can) of each candidate's
+    fastest stack variant (space.variants) at the given rank order; variant 0 unless another
+    valid one is strictly faster.
 
     reach(step, floor) -> bool mask (optional): the candidates that can still rank. A variant
     that differs from variant 0 only in TP overlap changes neither the compute nor the
     optimizer step (step.py: overlap only hides TP communication), so its step is >= variant
     0's floor; it is tried only where reach(step0, floor0) holds (the search passes "floor
     within the k-th best step of variant 0", the branch and bound of the module docstring).
+    `can` gives that mask directly (a re-run on some of the candidates).
+    bound(step, rest) -> bool mask (optional), tighter: such a variant changes only TPO_TERMS
+    of variant 0's terms, so its step is >= variant 0's step without them (`rest`); where
+    reach holds but bound does not, the variant is not tried at this order and the candidate
+    is `deferred`: its variant 0 cannot rank at this order, and the caller re-runs this (with
+    the same `can`, no bound) for any deferred candidate it evaluates at another order, so
+    that every variant choice is the one an unbounded search makes. The facts are checked on
+    every variant evaluated (bound held False: they failed, and nothing was deferred).
     Other variants (fp8 recipes) are tried everywhere they are valid."""
     var = np.zeros(len(bidx), dtype=np.int64)
     evaluated = 0
-    step, floor = step_times(space, bidx, rcidx, order, var)
-    can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
+    step, floor, rest0 = step_times(space, bidx, rcidx, order, var, rest=True)
+    if can is None:
+        can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
+    tight = can if bound is None else can & bound(step, rest0)
+    deferred = np.zeros(len(bidx), dtype=bool)
     only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], 0), np.delete(space.variants[0], 0)))  # noqa: E731
     for v in range(1, len(space.variants)):
         ok = space.variant_ok(space.plans(bidx, rcidx), v)
         if only_tpo(v):
-            ok &= can
+            deferred |= ok & can & ~tight
+            ok &= tight
         ok = np.flatnonzero(ok)
         if not len(ok):
             continue
-        s2, f2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v)
+        s2, f2, r2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v, rest=True)
+        if bound is not None and only_tpo(v) and not (np.array_equal(r2, rest0[ok]) and np.all(s2 >= r2)):
+            # the cost model no longer has the facts the bound rests on: no bound
+            out = best_variants(space, bidx, rcidx, order, can=can)
+            return out[:5] + (False, can)
         evaluated += len(ok)
         better = s2 < step[ok]
         j = ok[better]
         var[j], step[j], floor[j] = v, s2[better], f2[better]
-    return var, step, floor, evaluated
+    return var, step, floor, evaluated, deferred, True, can
 
 
 def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) -> np.ndarray:
@@ -207,6 +252,48 @@ def _top(keys: tuple, k: int) -> np.ndarray:
     return idx[order][:k]
 
 
+def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts):
+    """Steps 3 and 4 of the module docstring, up to the other orders' evaluation: each fitting
+    candidate's variant, step and floor at its first distinct order (best_variants, with its
+    bounds unless every feasible candidate is kept), and the (candidate, order) mask of the
+    other orders that can still reach the top k. A candidate whose variant choice was deferred
+    (best_variants' bound) is resolved before any other order of it is evaluated."""
+    settings = space.settings
+    reach = bound = None
+    if not keep_feasible and objective != "memory":
+        obj = lambda x: _objective(objective, settings, space, x, fm, fb)  # noqa: E731
+
+        def kth0(step0):
+            k = min(top, len(step0))
+            return np.partition(obj(step0), k - 1)[k - 1]
+
+        def reach(step0, floor0):
+            return obj(floor0) <= kth0(step0)
+
+        def bound(step0, rest0):
+            return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
+    fv, step1, floor1, extra, deferred, held, can = best_variants(space, fb, fr, first_order, reach, bound)
+    c.time_evaluations = len(fb) + extra
+    c.bound_fallback |= not held
+    obj1 = fm if objective == "memory" else _objective(objective, settings, space, step1, fm, fb)
+    k = min(top, len(fb))
+    kth = np.partition(obj1, k - 1)[k - 1]  # the k-th best of real candidates: >= the final k-th
+    resolved = ~deferred
+    while True:
+        ok = space.order_ok[fb].copy()
+        ok[np.arange(len(fb)), np.argmax(ok, axis=1)] = False
+        if not keep_feasible:
+            ok &= ((fm if objective == "memory" else _objective(objective, settings, space, floor1, fm, fb)) <= kth)[:, None]
+        need = np.flatnonzero(~resolved & ok.any(axis=1))
+        if not len(need):
+            return fv, step1, floor1, ok
+        # a deferred candidate evaluated at another order: its variant as an unbounded search chooses it
+        v2, s2, f2, e2, *_ = best_variants(space, fb[need], fr[need], first_order[need], can=can[need])
+        fv[need], step1[need], floor1[need] = v2, s2, f2
+        c.time_evaluations += len(need) + e2
+        resolved[need] = True
+
+
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
                keep_feasible: bool = False, where: str = ""):
     """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
@@ -239,30 +326,9 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         return None, c, closest, warnings, feasible
     fb, fr, fm = bidx[fits], rcidx[fits], memory[fits]
 
-    # ---- step time, first distinct order of each fitting candidate
+    # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    reach = None
-    if not keep_feasible and objective != "memory":
-        def reach(step0, floor0):
-            k = min(top, len(step0))
-            kth = np.partition(_objective(objective, settings, space, step0, fm, fb), k - 1)[k - 1]
-            return _objective(objective, settings, space, floor0, fm, fb) <= kth
-    fv, step1, floor1, extra = best_variants(space, fb, fr, first_order, reach)
-    c.time_evaluations = len(fb) + extra
-    if objective == "memory":
-        obj1 = fm
-    else:
-        obj1 = _objective(objective, settings, space, step1, fm, fb)
-    # ---- the other orders: where they can still reach the top k (module docstring, step 4)
-    ok = space.order_ok[fb].copy()
-    ok[np.arange(len(fb)), np.argmax(ok, axis=1)] = False
-    if not keep_feasible:
-        k = min(top, len(fb))
-        kth = np.partition(obj1, k - 1)[k - 1]  # the k-th best of real candidates: >= the final k-th
-        if objective == "memory":
-            ok &= (fm <= kth)[:, None]
-        else:
-            ok &= (_objective(objective, settings, space, floor1, fm, fb) <= kth)[:, None]
+    fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c)
     oi, ri = np.nonzero(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
     step2, floor2 = step_times(space, pb, pr, po, pv)

@@ -218,7 +218,10 @@ def _divisors(n: int) -> np.ndarray:
     n = int(n)
     d = np.arange(1, math.isqrt(n) + 1, dtype=np.int64)
     small = d[n % d == 0]
-    return np.unique(np.concatenate([small, n // small]))
+    # small ascends and n // small descends; they meet at sqrt(n), once when n is a square
+    # (not np.unique: numpy imports numpy.ma for it, ~10 ms of every command's start-up)
+    large = (n // small)[::-1]
+    return np.concatenate([small, large[1:] if len(small) and small[-1] == large[0] else large])
 
 
 def _axis(natural: np.ndarray, pins, bound) -> np.ndarray:

@@ -76,7 +76,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -86,7 +86,7 @@ from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates, flops_per_token, output_gemm_shape, price_gemms,
     recompute_flops_per_token,
 )
-from .layers import LayerList, context, layer_list, mean_layer, weighted
+from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
 from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
@@ -135,9 +135,16 @@ class StepCtx:
     speed: np.ndarray  # GEMM speed factor: the fp8 recipe's, the run calibration's scale
     gemm_cal: Any
     x: Any  # exposed share of an overlapped transfer (stack, or a run calibration's knob)
+    layers: dict = field(default_factory=dict)  # stage -> (counts, layers it holds): mean's divisor, computed once
 
     def mean(self, stage: str, values: list) -> np.ndarray:
-        return mean_layer(self.counts[stage], values)
+        counts = self.counts[stage]
+        if len(values) == 1:
+            return mean_layer(counts, values)
+        held = self.layers.get(stage)  # the stage's layer count, once per counts array
+        if held is None or held[0] is not counts:
+            held = self.layers[stage] = (counts, layer_count(counts))
+        return mean_layer(counts, values, held[1])
 
 
 def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
@@ -500,7 +507,7 @@ def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
     all-reduce of the replicated rows (T top_k c h x 2 B). Nothing with etp = 1."""
     plan, ctx = sc.plan, sc.ctx
     etp = moe.etp_of(plan)
-    s_etp = moe.expert_strides(plan, coll.strides)["etp"]
+    s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"]
     size = moe.etp_bytes(block, ctx)
     rs_ag = coll(comm.REDUCE_SCATTER, size, etp, s_etp) + coll(comm.ALL_GATHER, size, etp, s_etp)
     ar = coll(comm.ALL_REDUCE, size, np.where(plan.sp > 0, 1, etp), s_etp)
@@ -726,7 +733,8 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    e_shard, edp, e_st = moe.expert_shard(plan), moe.expert_dp(plan), moe.expert_strides(plan, coll.strides)["edp"]
+    e_shard, edp = moe.expert_shard(plan), moe.expert_dp(plan)
+    e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
     n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
     w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
 

@@ -326,15 +326,35 @@ def test_brute_force_closest_when_nothing_fits(small):
     assert f"{closest['total_bytes'] / GiB:,.1f} GiB per GPU" in e.value.message
 
 
-def test_pruned_ranking_equals_exhaustive():
-    # the branch-and-bound (search.py step 4) against every order of every fitting plan
-    job = Job(model="llama3-70b", gpus=4096)
+@pytest.mark.parametrize("model, gpus", [("llama3-70b", 4096), ("mixtral-8x7b", 64)])
+def test_pruned_ranking_equals_exhaustive(model, gpus):
+    # the branch-and-bound (search.py steps 3 and 4) against every order of every fitting plan;
+    # on Mixtral 8x7B / 64 GPUs best_variants' tighter bound for TP-overlap variants defers
+    # thousands of variant trials and resolves the few deferred candidates whose other orders
+    # are evaluated: the ranking is an exhaustive evaluation's, row for row
+    job = Job(model=model, gpus=gpus)
     pruned = fit(job, top=10)
     full = fit(job, top=10, keep_feasible=True)
     assert not pruned.counts.bound_fallback
     assert pruned.counts.time_evaluations < full.counts.time_evaluations
     assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
     assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
+
+
+def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):
+    # naming the wrong term (compute) as the one TP overlap changes, the bound's premise (the
+    # other terms, tp_comm among them, are variant 0's bit for bit) fails on the first
+    # TP-overlap variant evaluated: the search drops the bound (bound_fallback) and ranks as
+    # before
+    import planner.search as search
+
+    job = Job(model="llama3-70b", gpus=512)
+    want = fit(job, top=5)
+    monkeypatch.setattr(search, "TPO_TERMS", ("compute",))
+    got = fit(job, top=5)
+    assert got.counts.bound_fallback and not want.counts.bound_fallback
+    assert [r["time"]["step_s"] for r in got.rows] == [r["time"]["step_s"] for r in want.rows]
+    assert [_key(r) for r in got.rows] == [_key(r) for r in want.rows]
 
 
 # ------------------------------------------------------------------ the seed's plans

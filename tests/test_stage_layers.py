@@ -137,3 +137,59 @@ def test_interleaved_chunks_hold_their_own_micro_batches():
     # stage 0: W + 1 = 2 x 3 + 4 + 1 = 11 forwards: chunk 0 gets 4 + 3 = 7... (k mod 8) // 4: k = 0-3 and 8-10 -> 7,
     # chunk 1 k = 4-7 -> 4; its chunks hold 5 - 4 = 1 (c 5, 7 left over: 4 off the first chunk) and 5 layers
     assert held["first"].tolist() == [7.0 * 1 + 4.0 * 5]
+
+
+def test_layer_list_of_36_million_layers_by_hand():
+    """Issue 24: the layer list is a head and a period, never one entry per layer. DeepSeek-V3's
+    shape with 36,000,000 layers, first_k_dense 3 and layer_freq 2 (MoE on even i >= 3, i.e.
+    4, 6, ..., 35,999,998): (35,999,998 - 4) / 2 + 1 = 17,999,998 MoE layers, the other
+    18,000,002 dense. Layers [0, 5) hold 0-3 dense and 4 MoE; the dense ranges are 0-3, 5, 7,
+    ..., 35,999,999: 1 + (35,999,999 - 5) / 2 + 1 = 17,999,999 of them, listed up to DESCRIBED_RUNS."""
+    from planner.layers import DESCRIBED_RUNS
+
+    m = load_model("deepseek-v3")
+    L = 36_000_000
+    m = m.model_copy(update=dict(num_layers=L, moe=m.moe.model_copy(update=dict(first_k_dense=3, layer_freq=2))))
+    ll = layer_list(m)
+    dense, moe = (0, 1) if not ll.kinds[0].has_experts else (1, 0)
+    assert ll.totals[moe] == 17_999_998 and ll.totals[dense] == 18_000_002
+    assert ll.count(0, 5).tolist() == ([4.0, 1.0] if dense == 0 else [1.0, 4.0])
+    assert ll.count(L - 3, L + 7)[dense] == 2 and ll.mtp_kind == dense  # 35,999,997 and 35,999,999
+    d = {x["kind"]: x for x in ll.described()[:2]}
+    text = d[ll.kinds[dense].label]["layers"]
+    assert text.startswith("0-3, 5, 7, 9") and text.endswith(", ... (17,999,999 ranges in all)")
+    assert len(text.split(", ")) == DESCRIBED_RUNS + 1
+    assert d[ll.kinds[moe].label]["layers"].startswith("4, 6, 8")
+
+
+def test_inflight_layers_of_45000_virtual_stages_by_hand():
+    """Issue 24: the in-flight count is array work over the model chunks (it was a Python loop
+    per chunk: 45,000 virtual stages took seconds, 450,000 a minute). 36,000,000 layers on pp 8
+    x vpp 45,000 = 360,000 chunks of exactly 100 layers; m = 64 micro-batches, interleaved
+    1F1B, stage 0: F = min(2 (8 - 0 - 1) + (45,000 - 1) 8 + 1, 64 x 45,000) = 360,007
+    forwards before its first backward, F // (p v) = 1 full round and 7 over, so chunk c holds
+    1 x 8 + min(max(7 - 8 c, 0), 8): 15 for c = 0, 8 for the other 44,999. The stage holds
+    100 x (15 + 8 x 44,999) = 36,000,700 layer micro-batches."""
+    from planner.pipeline import stage_inflight_kinds
+
+    m = load_model("llama3-8b").model_copy(update=dict(num_layers=36_000_000))
+    held = stage_inflight_kinds(layer_list(m), _plan(8, 45_000))
+    assert held["first"].tolist() == [36_000_700.0]
+
+
+def test_described_ranges_are_counted_past_the_listing():
+    """A pattern [mid, global, local, global] over 140 layers (Gemma 3's kinds plus a 512-token
+    window): the global layers are 1, 3, 5, ..., 139, 70 single-layer ranges; explain lists the
+    first DESCRIBED_RUNS (64: 1 .. 127) and counts the rest, also where another kind (mid, 35
+    ranges) has not reached the limit when the layers run out."""
+    from planner.layers import DESCRIBED_RUNS
+    from planner.schema import LayerKindSpec, SlidingAttention
+
+    m = load_model("gemma3-27b")
+    kinds = {**m.layer_kinds, "mid": LayerKindSpec(mixer=SlidingAttention(kind="sliding", window=512))}
+    m = m.model_copy(update=dict(num_layers=140, layer_kinds=kinds, layer_pattern=["mid", "global", "local", "global"]))
+    by = {d["kind"]: d for d in layer_list(m).described()}
+    glob = next(d for d in by.values() if d["count"] == 70)
+    assert DESCRIBED_RUNS == 64
+    assert glob["layers"] == ", ".join(str(i) for i in range(1, 128, 2)) + ", ... (70 ranges in all)"
+    assert sorted(d["count"] for d in by.values()) == [35, 35, 70]

@@ -306,6 +306,25 @@ def test_named_hardware_overrides_gpu_type(run, tmp_path):
     assert r.exit_code == 2 and "typo-hw" in r.stderr and "hardware" in r.stderr and "h100-sxm" in r.stderr
 
 
+def test_a_record_of_36_million_layers_is_priced_at_once(run, tmp_path):
+    """Issue 24: a record with num_layers 36,000,000 took about a minute (the layer list was
+    built layer by layer, planner/layers LayerList); it is now a head and a period. With pp 1
+    every GPU holds every layer, so the memory per GPU is affine in the layer count: the
+    36M-layer figure is the 4-layer one plus (36M - 4) times a layer's share, measured as
+    the difference of the 8- and 4-layer records over 4 layers."""
+    L = 36_000_000
+    mem = {}
+    for n, tps in ((4, 1000.0), (8, 1000.0), (L, 1e-4)):  # 1e-4 tokens/s: below the hardware's peak at 36M layers
+        r = run("validate", _write(tmp_path, [_record(f"L{n}", num_layers=n, tokens_per_sec_per_gpu=tps)]),
+                "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        row = json.loads(r.stdout)["runs"][0]
+        assert row["skipped"] is None and row["plan"]["gpus"] == 8
+        mem[n] = row["predicted_memory_gib"]
+    per_layer = (mem[8] - mem[4]) / 4
+    assert mem[L] == pytest.approx(mem[4] + (L - 4) * per_layer, rel=1e-12)
+
+
 def test_records_that_cannot_be_evaluated_are_listed_with_reasons(run, tmp_path):
     records = [
         _record("no-tp", tp=None),

@@ -82,14 +82,42 @@ class LayerKind:
 
 @dataclass(frozen=True)
 class LayerList:
+    """The layers as a head and a period, so that nothing here grows with the layer count
+    (a model of 36 million layers costs what one of 36 does): layers [0, head) are kind
+    head_kind (an MoE model's first_k_dense dense layers), layer i >= head is kind
+    period[i % P] (a layer pattern, or where layer_freq places the MoE layers)."""
+
     kinds: tuple  # distinct LayerKinds, in order of first appearance
-    index: np.ndarray  # (L,) int64: the kind of each layer
-    prefix: np.ndarray  # (K, L + 1) int64: layers of each kind among the first i
+    num_layers: int
+    head: int  # layers before the period starts
+    head_kind: int
+    period: np.ndarray  # (P,) int64: the kind of layer i >= head is period[i % P]
     mtp: int = 0  # multi-token prediction modules (each one layer of the last layer's kind)
 
+    def kind_at(self, i: int) -> int:
+        """The kind index of layer i (0 <= i < num_layers)."""
+        return self.head_kind if i < self.head else int(self.period[i % len(self.period)])
+
     @property
-    def num_layers(self) -> int:
-        return len(self.index)
+    def index(self) -> np.ndarray:
+        """(L,) int64: the kind of each layer. Materialises every layer: for tests and
+        listings of a real model, never on a cost path."""
+        i = np.arange(self.num_layers, dtype=np.int64)
+        return np.where(i < self.head, self.head_kind, self.period[i % len(self.period)])
+
+    def prefix(self, i) -> np.ndarray:
+        """(K, ...) int64: layers of each kind among the first i (0 <= i <= L; arrays)."""
+        i = np.asarray(i, dtype=np.int64)
+        K, P = len(self.kinds), len(self.period)
+        col = (K,) + (1,) * i.ndim
+        onehot = (self.period[None, :] == np.arange(K)[:, None]).astype(np.int64)  # (K, P)
+        within = np.concatenate([np.zeros((K, 1), dtype=np.int64), np.cumsum(onehot, axis=1)], axis=1)  # (K, P + 1)
+
+        def periodic(x):  # (K, ...) layers j < x with period[j % P] == each kind
+            return (x // P)[None] * within[:, P].reshape(col) + within[:, x % P]
+
+        tail = periodic(np.maximum(i, self.head)) - periodic(np.full_like(i, self.head))
+        return np.where(np.arange(K).reshape(col) == self.head_kind, np.minimum(i, self.head)[None], 0) + tail
 
     def count(self, lo, hi) -> np.ndarray:
         """(K, ...) layers of each kind among indices [lo, hi) (arrays broadcast)."""
@@ -97,31 +125,74 @@ class LayerList:
         lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
         lo = np.clip(lo, 0, L)
         hi = np.clip(hi, lo, L)
-        return (self.prefix[:, hi] - self.prefix[:, lo]).astype(np.float64)
+        return (self.prefix(hi) - self.prefix(lo)).astype(np.float64)
 
     @property
     def totals(self) -> np.ndarray:
-        return self.prefix[:, -1].astype(np.float64)
+        return self.prefix(self.num_layers).astype(np.float64)
 
     @property
     def mtp_kind(self) -> int:
-        return int(self.index[-1])
+        return self.kind_at(self.num_layers - 1)
+
+    def runs(self):
+        """(kind, first, last) of each run of consecutive layers of one kind, in order; lazily.
+        A run inside the period is shorter than the period (one as long would make the period
+        constant, and a constant period is one entry: _build), so each costs at most P steps."""
+        L, j = self.num_layers, 0
+        while j < L:
+            k, e = self.kind_at(j), max(j + 1, self.head)  # the head is one kind
+            if e < L and len(self.period) == 1 and int(self.period[0]) == k:
+                e = L
+            while e < L and self.kind_at(e) == k:
+                e += 1
+            yield k, j, e - 1
+            j = e
 
     def described(self) -> list[dict]:
-        """Each kind with its count and its layers as index ranges (explain's `layers`)."""
+        """Each kind with its count and its layers as index ranges (explain's `layers`); past
+        DESCRIBED_RUNS ranges of a kind the rest are counted, not listed (the listing stays a
+        line whatever the layer count; no catalogued model comes near it)."""
+        totals, L = self.totals, self.num_layers
+        listed: list[list[str]] = [[] for _ in self.kinds]
+        seen = [0] * len(self.kinds)
+        periodic = {self.kind_at(i) for i in range(self.head, min(L, self.head + len(self.period)))}
+        cut = False
+        for k, a, b in self.runs():
+            seen[k] += 1
+            if len(listed[k]) < DESCRIBED_RUNS:
+                listed[k].append(f"{a}" if a == b else f"{a}-{b}")
+            if b + 1 >= self.head and b + 1 < L and all(len(listed[i]) >= DESCRIBED_RUNS for i in periodic):
+                cut = True  # every kind still to come has its ranges listed: count the rest
+                break
         out = []
         for k, kind in enumerate(self.kinds):
-            idx = np.flatnonzero(self.index == k)
-            runs, start = [], idx[0]
-            for a, b in zip(idx, list(idx[1:]) + [None]):
-                if b is None or b != a + 1:
-                    runs.append(f"{start}" if a == start else f"{start}-{a}")
-                    start = b
-            out.append({"kind": kind.label, "count": int(len(idx)), "layers": ", ".join(runs)})
+            text = ", ".join(listed[k])
+            n = self._run_count(k) if cut else seen[k]
+            if n > len(listed[k]):
+                text += f", ... ({n:,} ranges in all)"
+            out.append({"kind": kind.label, "count": int(totals[k]), "layers": text})
         if self.mtp:
             out.append({"kind": self.kinds[self.mtp_kind].label, "count": self.mtp,
                         "layers": "multi-token prediction (after the last layer)"})
         return out
+
+    def _run_count(self, k: int) -> int:
+        """Runs of kind k: the layers of kind k whose predecessor is another kind (or none)."""
+        L, P = self.num_layers, len(self.period)
+        starts = int(self.kind_at(0) == k)
+        if self.head and self.head < L:
+            starts += int(self.kind_at(self.head) == k and self.head_kind != k)
+        lo = self.head + 1 if self.head else 1  # j in [lo, L): period[j % P] == k != period[(j - 1) % P]
+        first = (self.period == k) & (np.roll(self.period, 1) != k)  # (P,) by j % P
+        if lo < L:
+            cum = np.concatenate([[0], np.cumsum(first)])
+            per = lambda x: (x // P) * int(cum[P]) + int(cum[x % P])  # noqa: E731
+            starts += per(L) - per(lo)
+        return starts
+
+
+DESCRIBED_RUNS = 64  # index ranges listed per kind in `described` (explain's `layers` text)
 
 
 # ----------------------------------------------------------------------------- resolution
@@ -169,30 +240,36 @@ def _mlp(spec, m: ModelSpec, moe_layer: bool):
     return NoBlock()
 
 
-def _is_moe_layer(m: ModelSpec, i: int) -> bool:
-    e = m.moe
-    return e is not None and i >= e.first_k_dense and i % e.layer_freq == 0
-
-
 def _build(m: ModelSpec) -> LayerList:
+    """The head and period (LayerList) of the module docstring's rules, in O(pattern)."""
     L = m.num_layers
     if m.layer_pattern is not None:
-        names = [m.layer_pattern[i % len(m.layer_pattern)] for i in range(L)]
-        per_layer = [LayerKind(_mixer(m.layer_kinds[n].mixer, m), _mlp(m.layer_kinds[n].mlp, m, m.moe is not None))
-                     for n in names]
+        P, head, per_name = len(m.layer_pattern), 0, {}
+        for n in dict.fromkeys(m.layer_pattern):
+            per_name[n] = LayerKind(_mixer(m.layer_kinds[n].mixer, m), _mlp(m.layer_kinds[n].mlp, m, m.moe is not None))
+        at_period = [per_name[n] for n in m.layer_pattern]
+        head_kind = None
     else:
         mixer = _mixer(None, m)
         dense, moe = _mlp(None, m, False), (_mlp(None, m, True) if m.moe is not None else None)
-        per_layer = [LayerKind(mixer, moe if _is_moe_layer(m, i) else dense) for i in range(L)]
+        if moe is None:
+            P, head, at_period, head_kind = 1, 0, [LayerKind(mixer, dense)], None
+        else:  # layer i is MoE iff i >= first_k_dense and i % layer_freq == 0 (module docstring)
+            P, head = m.moe.layer_freq, min(m.moe.first_k_dense, L)
+            at_period = [LayerKind(mixer, moe if r == 0 else dense) for r in range(P)]
+            head_kind = LayerKind(mixer, dense)
+    # kinds in order of first appearance: layer 0 (the head's, if any), then the period's from `head` on
+    seen = ([0] if head else []) + list(range(head, min(L, head + P)))
     kinds: list = []
-    index = np.empty(L, dtype=np.int64)
-    for i, k in enumerate(per_layer):
+    for i in seen:
+        k = head_kind if i < head else at_period[i % P]
         if k not in kinds:
             kinds.append(k)
-        index[i] = kinds.index(k)
-    onehot = (index[None, :] == np.arange(len(kinds))[:, None]).astype(np.int64)
-    prefix = np.concatenate([np.zeros((len(kinds), 1), dtype=np.int64), np.cumsum(onehot, axis=1)], axis=1)
-    return LayerList(kinds=tuple(kinds), index=index, prefix=prefix, mtp=m.mtp_layers)
+    period = np.array([kinds.index(k) if k in kinds else 0 for k in at_period], dtype=np.int64)
+    if np.all(period == period[0]):  # one kind from `head` on (LayerList.runs needs it as one entry)
+        period = period[:1]
+    return LayerList(kinds=tuple(kinds), num_layers=L, head=head, head_kind=kinds.index(head_kind) if head else 0,
+                     period=period, mtp=m.mtp_layers)
 
 
 _CACHE: "OrderedDict[int, tuple[ModelSpec, LayerList]]" = OrderedDict()
@@ -244,10 +321,16 @@ def weighted(counts: np.ndarray, values: list) -> np.ndarray:
     return sum((counts[i] * v for i, v in enumerate(values)), np.float64(0.0))
 
 
-def mean_layer(counts: np.ndarray, values: list) -> np.ndarray:
+def mean_layer(counts: np.ndarray, values: list, n=None) -> np.ndarray:
     """The mean over a stage's layers of a per-kind quantity (0 where the stage holds none):
-    sum_k (counts[k] / n) x values[k], so that a stage of one kind gets its value exactly."""
+    sum_k (counts[k] / n) x values[k], so that a stage of one kind gets its value exactly.
+    n: the stage's layers, max(counts.sum(axis=0), 1) (layer_count(counts)), when the caller has it."""
     if len(values) == 1:  # one kind: its value (what a stage of no layers multiplies by 0 layers)
         return values[0] + np.zeros(np.shape(counts)[1:])
-    n = np.maximum(counts.sum(axis=0), 1.0)
+    n = layer_count(counts) if n is None else n
     return sum(((counts[i] / n) * v for i, v in enumerate(values)), np.float64(0.0))
+
+
+def layer_count(counts: np.ndarray) -> np.ndarray:
+    """The layers a stage holds, at least 1: mean_layer's divisor."""
+    return np.maximum(counts.sum(axis=0), 1.0)
