@@ -581,3 +581,18 @@ def test_fuzz_pass_run_record_reproducer_exits_2(cli, tmp_path):
     """The mutated run record (1e308 tokens/s) that reached scipy's bounds check."""
     r = cli("calibrate", "run", str(FUZZ / "run-records-3-83.yaml"), "-o", str(tmp_path / "p.yaml"), "--format", "json")
     assert_error(r, "tokens_per_sec_per_gpu")
+
+
+@pytest.mark.parametrize("args", [
+    ("explain", "--model", str(FUZZ / "hf-config-9-48.json"), "--gpus", "8"),  # num_hidden_layers 96,000,000
+    ("explain", "--model", str(FUZZ / "model-7-18.yaml"), "--gpus", "8"),  # num_layers 2^31 - 1
+])
+def test_fuzz_pass_huge_layer_counts_are_priced(cli, args):
+    """The second 10,000-run pass (seed 26) found only these two, each a hang (> 120 s): a model
+    of 96 million / 2^31 - 1 layers priced one layer at a time. LayerList is a head and a
+    period now: the plan is priced (exit 0, no traceback), per-GPU memory in the petabytes, as
+    the arithmetic says (a stage of 2^31 - 1 layers of a 7B-class shape)."""
+    r = cli(*args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["memory"]["fits"] is False and d["memory"]["total_bytes"] > 1e15
