@@ -49,6 +49,18 @@ References
      (s, b, V/t) to grad_output_buffer, each for the first --wgrad-deferral-limit micro-batches
      (0: all); pipeline_parallel/schedules.py finish_embedding_wgrad_compute (l. 913-926) drains
      them after the last backward, so they live on the last stage until the pipeline flush.
+[11] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
+     ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
+     (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
+     saved input (sequence-sharded); Megatron's output layer saves its sequence-sharded input.
+[12] torch 2.13 torch/distributed/tensor/parallel/loss.py (loss_parallel, torchtitan's default
+     under TP): _log_softmax saves its fp32 output (4 B/logit); _nll_loss_and_log_softmax_backward
+     returns (zeros_like(x) + exp(x)) * grad_output: beside the saved log-softmax, grad_input,
+     exp(x) and their sum are live at once, 16 B/logit (ATen's unsharded CE: 12).
+[13] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
+     temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
+     only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
+     torch2.13_tt0.3.0.yaml) peak at the loss's backward with no re-materialised layer live.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -440,12 +452,16 @@ class _PerLayer:
         ctx = context(plan, settings.moe_capacity_factor)
         self.stored, self.buffers, self.layer_input = layer_memory(settings, plan, ctx, pc.layers)
         kb = kernel_bytes(stack, plan.compile)
-        # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
+        # output layer: the final norm's input 2h (/t under SP), its output saved by the output
+        # linear (all-gathered under SP where the stack's linears save their gathered input [11])
+        # and the logits + fp32 softmax [5]; under TP the stack's vocab-parallel loss [12]
         # (the stack's fused cross-entropy holds one more fp32 copy at its backward: stack_db
         # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
         fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
-        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div
-                                + (kb["loss_saved_per_logit"] + fused) * model.vocab_size / ctx.tp)
+        loss_b = np.where(ctx.tp > 1, kb["loss_parallel_saved_per_logit"], kb["loss_saved_per_logit"])
+        norm_out_div = 1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div
+        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + ACT_BYTES * model.hidden_size / norm_out_div
+                                + (loss_b + fused) * model.vocab_size / ctx.tp)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -538,6 +554,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
     out = losses * per.out_act + (per.deferred_wgrad if holds_loss else 0.0)
+    # the loss's backward frees its tensors before the first layer's backward re-materialises
+    # that layer [13]: the recompute buffer counts only what it needs beyond the loss's peak
+    buf = np.maximum(buf - losses * per.out_act, 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
