@@ -459,9 +459,11 @@ class _PerLayer:
         # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
         fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
         loss_b = np.where(ctx.tp > 1, kb["loss_parallel_saved_per_logit"], kb["loss_saved_per_logit"])
-        norm_out_div = 1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div
-        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + ACT_BYTES * model.hidden_size / norm_out_div
+        norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
+                    if stack.memory.output_saves_norm_out else 0.0)
+        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                 + (loss_b + fused) * model.vocab_size / ctx.tp)
+        self.loss_apart = bool(stack.memory.loss_peak_apart)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -555,8 +557,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
     out = losses * per.out_act + (per.deferred_wgrad if holds_loss else 0.0)
     # the loss's backward frees its tensors before the first layer's backward re-materialises
-    # that layer [13]: the recompute buffer counts only what it needs beyond the loss's peak
-    buf = np.maximum(buf - losses * per.out_act, 0.0)
+    # that layer [13]: where the stack says so, the recompute buffer counts only what it needs
+    # beyond the loss's peak
+    if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
+        buf = np.maximum(buf - losses * per.out_act, 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool

@@ -685,6 +685,14 @@ class MemoryReporting(BaseModel):
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
                     "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
+    output_saves_norm_out: bool = Field(
+        default=False,
+        description="the output layer's saved input (the final norm's output, all-gathered under SP where "
+                    "tp_saves_gathered_input) is counted beside the final norm's saved input")
+    loss_peak_apart: bool = Field(
+        default=False,
+        description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "
+                    "backward frees its tensors before the first layer's backward re-materialises it); false: the two add")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
