@@ -61,6 +61,11 @@ References
      temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
      only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
      torch2.13_tt0.3.0.yaml) peak at the loss's backward with no re-materialised layer live.
+[14] torch 2.13 torch/distributed/pipelining/stage.py forward_one_chunk stores (output_tuple,
+     inputs) in fwd_cache[chunk]; backward_one_chunk pops it into locals that live until the
+     stage's backward returns; torchtitan 0.3.0 trainer.py calls pp_schedule.step(...,
+     return_outputs=False), so output_chunks keeps nothing more. On the last stage the output
+     is the bf16 logits [T, V/t], 2 B per logit per micro-batch whose loss is in flight.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -464,6 +469,10 @@ class _PerLayer:
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                 + (loss_b + fused) * model.vocab_size / ctx.tp)
         self.loss_apart = bool(stack.memory.loss_peak_apart)
+        # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward
+        # to the end of its stage backward [14]
+        self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
+                          if stack.memory.pipeline_keeps_logits else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -555,7 +564,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
-    out = losses * per.out_act + (per.deferred_wgrad if holds_loss else 0.0)
+    out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits if holds_loss else 0.0)
     # the loss's backward frees its tensors before the first layer's backward re-materialises
     # that layer [13]: where the stack says so, the recompute buffer counts only what it needs
     # beyond the loss's peak

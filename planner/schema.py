@@ -689,6 +689,10 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the output layer's saved input (the final norm's output, all-gathered under SP where "
                     "tp_saves_gathered_input) is counted beside the final norm's saved input")
+    pipeline_keeps_logits: bool = Field(
+        default=False,
+        description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
+                    "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
     loss_peak_apart: bool = Field(
         default=False,
         description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "

@@ -139,6 +139,16 @@ def test_torchtitan_full_recompute_buffer_apart_from_the_loss(explain):
     assert t["layer_activations"] == pytest.approx(32 * 8192 * 2 * 4096, rel=1e-12)  # the blocks' inputs
 
 
+def test_torchtitan_pp_last_stage_keeps_its_logits(explain):
+    """PyTorch pipelining keeps each stage's forward output in fwd_cache until its stage
+    backward ends (torch 2.13 pipelining/stage.py; torchtitan steps with return_outputs=False):
+    on the last stage the bf16 logits, 2 B per logit of the one micro-batch whose loss is in
+    flight under 1F1B, beside the eager loss's 12 B per logit and the final norm's two tensors."""
+    _, _, est, _ = _tt(explain, gpus=16, pp=2, global_batch=16)
+    last = est.stages[STAGE_LAST]
+    assert float(last.output_activations) == pytest.approx(LOGITS * (12 + 2) + 2 * 8192 * 2 * 4096, rel=1e-12)
+
+
 # ---- Megatron's deferred output-layer weight gradients (planner/memory.py [9])
 def _deferral_job(explain, **kw):
     """Megatron's GPT 1.7B (h 2,304, vocab 51,200), seq 1024, micro-batch 4, global batch 32 on
