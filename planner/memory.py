@@ -66,6 +66,13 @@ References
      stage's backward returns; torchtitan 0.3.0 trainer.py calls pp_schedule.step(...,
      return_outputs=False), so output_chunks keeps nothing more. On the last stage the output
      is the bf16 logits [T, V/t], 2 B per logit per micro-batch whose loss is in flight.
+[15] torchtitan 0.3.0 models/common/feed_forward.py (w2(F.silu(w1(x)) * w3(x))) under torch
+     2.13 autograd: w2's backward writes its weight gradient and its input gradient, the mul's
+     backward the two factors' gradients while the re-run silu and w3 outputs live;
+     models/common/attention.py GQAttention.forward (self.rope(xq, xk) returns new tensors;
+     inner_attention(...).contiguous() copies the [B, N, L, H] output before wo). Seen in the
+     oracle's PP rank 0 trace (tt_fake_pp.py, 4 layers, pp 2): the peak op is that mul's
+     backward in the last block's feed_forward.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -403,7 +410,32 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
                                 np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))
+        if stack.memory.block_backward_transients:
+            buffers[-1] = buffers[-1] + block_backward_extra(kind, ctx, plan, am, at)
     return stored, buffers, layer_input
+
+
+def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):
+    """What one block's backward holds beside the recompute buffer at its MLP's backward, the
+    block's peak in torchtitan's eager step [15]: the block's output gradient (2h, /t under SP);
+    the gradients of the MLP's activation product, for a gated MLP the down projection's input
+    gradient and its two factors' (3 x 2f / t), for a plain one two (2 x 2f / t); the down
+    projection's bf16 weight gradient (2 h f / t, unsharded); and under recompute the re-run
+    attention's copies beside the tensors the table counts once: the rotary-embedded q (2ad / t)
+    and the attention output made contiguous for the output projection (2ad / t). Routed-expert
+    MLPs: not priced (0)."""
+    from .layers.mlp import DenseMLP
+
+    t = kind_tensors(kind, ctx, am, at)
+
+    def per(name):
+        return t[name][0] / (ctx.tp if t[name][1] == "split" else ctx.rep_div) if name in t else 0.0
+
+    dense = isinstance(kind.mlp, DenseMLP)
+    grads = (3.0 if kind.mlp.gated else 2.0) * per("act_out") if dense else 0.0
+    w_down = ACT_BYTES * kind.mlp.h * kind.mlp.f / ctx.tp if dense else 0.0
+    rerun = np.where(plan.recompute != RC_NONE, per("q") + per("attn_out"), 0.0)
+    return ctx.T * (per("input") + grads + rerun) + w_down
 
 
 def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:

@@ -75,7 +75,9 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     h100-sxm (assumed: allocated bytes do not depend on the GPU). A pipeline row (pp > 1) counts
     the embedding and the output layer as a layer each in the split (torchtitan 0.3.0's
     pipeline_parallel_first/last_stage_less_layers = 1) and compares its traced stage: 0 ->
-    first, pp - 1 -> last, any other -> the planner's heaviest middle stage. A row repeating another's
+    first, pp - 1 -> last, 1 -> the planner's heaviest middle stage (stage 1 holds the most
+    micro-batches in flight, pp - 1 under 1F1B); a stage 2 .. pp - 2 is skipped (the planner
+    does not report it; it holds fewer). A row repeating another's
     configuration (`_run2`, the plain tracker) is skipped as a duplicate.
 """
 
@@ -509,6 +511,9 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
         raise PlannerError(f"oracle row {row.id!r}: world {row.world} != fsdp x tp x pp {row.fsdp * row.tp * row.pp}")
     stage = None
     if row.pp > 1 and row.stage is not None:
+        if 1 < row.stage < row.pp - 1:
+            raise Skip(f"stage {row.stage}: the planner reports the first, the last and its heaviest middle stage "
+                       f"(stage 1: the most micro-batches in flight under 1F1B, pp - s); stage {row.stage} holds fewer")
         stage = "first" if row.stage == 0 else ("last" if row.stage == row.pp - 1 else "middle")
     split = {}
     if row.pp > 1:

@@ -693,6 +693,11 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
                     "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
+    block_backward_transients: bool = Field(
+        default=False,
+        description="the recompute buffer adds what one block's backward holds at its MLP's backward (gradients of the "
+                    "activation product, the output gradient, the down projection's weight gradient, re-run attention "
+                    "copies: memory.block_backward_extra)")
     loss_peak_apart: bool = Field(
         default=False,
         description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "

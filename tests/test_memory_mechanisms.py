@@ -149,6 +149,22 @@ def test_torchtitan_pp_last_stage_keeps_its_logits(explain):
     assert float(last.output_activations) == pytest.approx(LOGITS * (12 + 2) + 2 * 8192 * 2 * 4096, rel=1e-12)
 
 
+def test_torchtitan_block_backward_transients(explain):
+    """A stage without the loss peaks inside a block's backward, at its SwiGLU's mul backward
+    (memory.block_backward_extra; the oracle's PP rank-0 trace). Llama 3 8B, op-SAC, TP 1,
+    T = 8192, per token: the re-run tensors op-SAC does not keep (norm1 out 2h, k 2kd, the
+    residual 2h, norm2 out 2h, up 2f, silu 2f: 83,968 B), and beside them the block's output
+    gradient 2h, the three product gradients 3 x 2f, the rotary-embedded q 2ad and the
+    contiguous attention output 2ad (110,592 B); plus w2's bf16 weight gradient 2 h f."""
+    _, _, est, _ = _tt(explain, gpus=16, pp=2, global_batch=16)
+    first = est.stages[STAGE_FIRST]
+    h, f, kd = 4096, 14_336, 8 * 128
+    rerun = 2 * h + 2 * kd + 2 * h + 2 * h + 2 * f + 2 * f
+    extra = 2 * h + 3 * 2 * f + 2 * h + 2 * h
+    assert rerun == 83_968 and extra == 110_592
+    assert float(first.recompute_buffer) == pytest.approx(8192 * (rerun + extra) + 2 * h * f, rel=1e-12)
+
+
 # ---- Megatron's deferred output-layer weight gradients (planner/memory.py [9])
 def _deferral_job(explain, **kw):
     """Megatron's GPT 1.7B (h 2,304, vocab 51,200), seq 1024, micro-batch 4, global batch 32 on
