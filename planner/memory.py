@@ -254,7 +254,7 @@ def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
 
 def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """Share of a middle stage's layers that full recompute re-runs (1 for plain full)."""
-    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)
     return recomputed_layers(settings, plan, mid) / mid
 
 
@@ -450,7 +450,8 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     pc = count_params(model)
     counts = stage_kind_counts(model, plan)
     held = stage_inflight_kinds(pc.layers, plan)
-    n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
+    n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
+                                      plan.split_front)))
     per = _PerLayer(settings, plan, pc)
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])

@@ -101,6 +101,7 @@ class PlanArrays:
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
+    split_front: np.ndarray = 0  # the stack's split gives the left-over units to the first chunks, 0/1 (Stack.pipeline_split)
     ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py): etp x ep divides tp x dp x cp
     # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
     # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
@@ -198,7 +199,11 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
         lambda: (plan.sharding != HSDP) & (plan.shard != dp),
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
-        lambda: counted & (pp > 1) & (units % (pp * vpp) != 0),
+        # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
+        # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part)
+        lambda: counted & (pp > 1) & np.where(plan.split_front > 0,
+                                              (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
+                                              units % (pp * vpp) != 0),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
         # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
         # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
@@ -588,7 +593,8 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
     embedding / loss as layers (pipeline.stage_layers)."""
     counted = int(plan.split_emb) + int(plan.split_loss)
     if job.pp > 1 and counted:
-        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss))
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
+                                                         plan.split_front))
         ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", plan.split_loss)) if on)
         warnings.append(
             f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
@@ -707,7 +713,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=int(job.account_for_loss_in_pipeline_split), ep=job.ep, etp=job.etp or 0, **opts,
+        split_loss=int(job.account_for_loss_in_pipeline_split), split_front=int(stack.pipeline_split == "front"),
+        ep=job.ep, etp=job.etp or 0, **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where)
     code = int(rule_codes(model, job.gpus, stack, plan))

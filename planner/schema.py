@@ -841,6 +841,12 @@ class Stack(BaseModel):
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
     ep_dispatch: Optional[EPDispatch] = Field(
         default=None, description="the MoE token dispatch (node deduplication, fp8); null: NCCL all-to-all of bf16 tokens")
+    pipeline_split: Literal["trim_ends", "front"] = Field(
+        default="trim_ends",
+        description="how the pipeline split places the layers L' = L + counted ends do not divide evenly: trim_ends "
+                    "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
+                    "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
+                    "generate_llm_fqn_per_model_part)")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")

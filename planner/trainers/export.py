@@ -97,13 +97,6 @@ def _check_runnable(plan: dict) -> None:
                            "export a plan that `planner explain` accepts on that stack")
 
 
-def end_weights_of(plan: dict, model) -> tuple[int, int]:
-    from ..startup import end_weights
-
-    wf, wl = end_weights(model.num_layers, _plan_arrays(plan))
-    return int(wf), int(wl)
-
-
 def plan_signature(plan: dict) -> dict:
     """What a file read back must reproduce: every plan setting priced, with the pipeline
     split as its placement (layers on the first, middle and last stage), since counting the
@@ -218,11 +211,21 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         par["expert_tensor_parallel_degree"] = plan.get("etp") or tp
     if pp > 1:
         par["pipeline_parallel_schedule"] = _TT_SCHEDULES[plan["schedule"]]
-        # the split as priced: end weights that make it even (rules.end_weights; torchtitan's default 1 and 1)
-        wf, wl = end_weights_of(plan, model)
+        # the split as priced: torchtitan's own front-loaded placement (stack_db pipeline_split front) of
+        # the layers plus the ends the plan counts, in pp x vpp stages (layers_per_stage where
+        # ceil(L' / it) spells them; else torchtitan's default stages per rank)
+        wf = int(plan.get("account_for_embedding_in_pipeline_split", False))
+        wl = int(plan.get("account_for_loss_in_pipeline_split", False))
         par["pipeline_parallel_first_stage_less_layers"] = wf
         par["pipeline_parallel_last_stage_less_layers"] = wl
-        par["pipeline_parallel_layers_per_stage"] = (L + wf + wl) // (pp * vpp)
+        units, stages = L + wf + wl, pp * vpp
+        lps = -(-units // stages)
+        if -(-units // lps) == stages:
+            par["pipeline_parallel_layers_per_stage"] = lps
+        elif vpp != (2 if plan["schedule"] == "interleaved" else 1):
+            raise _refuse(F, f"{units} layers (with the counted ends) on {stages} pipeline stages: no "
+                             "pipeline_parallel_layers_per_stage gives that many (stages = ceil(layers / it))",
+                          "price a pp x vpp whose stage count torchtitan can spell")
     if tp > 1:
         par["enable_async_tensor_parallel"] = bool(plan.get("tp_comm_overlap"))
     elif plan.get("tp_comm_overlap"):
