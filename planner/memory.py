@@ -73,6 +73,13 @@ References
      inner_attention(...).contiguous() copies the [B, N, L, H] output before wo). Seen in the
      oracle's PP rank 0 trace (tt_fake_pp.py, 4 layers, pp 2): the peak op is that mul's
      backward in the last block's feed_forward.
+[16] torchtitan 0.3.0 components/loss.py ChunkedLossWrapper.__call__ (hidden states detached
+     and split into num_chunks = 8 sequence chunks, each .contiguous(); GradAccumulator's fp32
+     buffer; lm_head.set_requires_gradient_sync(False) until the last chunk; `logits` of the
+     last chunk live through its backward) and torch 2.13 fsdp/_fully_shard/_fsdp_param.py
+     to_accumulated_grad_if_needed (fp32 copy), _fsdp_param_group.py post_backward ->
+     _fsdp_collectives.foreach_reduce (fp32 reduce-scatter input, output / N). The oracle's
+     chunked rows peak at that reduce-scatter's output allocation.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -502,10 +509,13 @@ class _PerLayer:
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                 + (loss_b + fused) * model.vocab_size / ctx.tp)
         self.loss_apart = bool(stack.memory.loss_peak_apart)
+        self.head_grads = 0.0
+        if settings.chunked_loss:
+            self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
         # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward
         # to the end of its stage backward [14]
         self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
-                          if stack.memory.pipeline_keeps_logits else 0.0)
+                          if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -565,6 +575,25 @@ class _PerLayer:
         self.fsdp = fs
 
 
+def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
+    """(per micro-batch, once) bytes of torchtitan 0.3.0's ChunkedLossWrapper at its peak, the
+    last chunk's output-layer reduce-scatter [16]. Per token: the final norm's input (2h, /t
+    under SP) and output (2h, replicated on the TP axis), the fp32 GradAccumulator (4h), the
+    contiguous chunk copies of the hidden states where the micro-batch is over 1 (2h; with one
+    sequence a sequence split is a view), the last chunk's bf16 logits (2 V / (t n)). Once, per
+    output-layer parameter on the GPU (V h / t), under FSDP: its unsharded bf16 gradient (2),
+    the fp32 accumulated gradient (4, gradient sync off for chunks 0 .. n - 2), the fp32
+    reduce-scatter input (4) and output (4 / N, N the shard degree)."""
+    model = settings.model
+    h, V = model.hidden_size, model.vocab_size
+    per_token = (ACT_BYTES * h / ctx.rep_div + ACT_BYTES * h + 4.0 * h + np.where(plan.mbs > 1, ACT_BYTES * h, 0.0)
+                 + ACT_BYTES * V / (ctx.tp * chunks))
+    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    params = V * h / plan.tp.astype(np.float64)
+    head = np.where(plan.sharding >= FSDP, (ACT_BYTES + 4.0 + 4.0 + 4.0 / shard) * params, 0.0)
+    return ctx.T * per_token, head
+
+
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
@@ -597,12 +626,12 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
-    out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits if holds_loss else 0.0)
+    out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits + per.head_grads if holds_loss else 0.0)
     # the loss's backward frees its tensors before the first layer's backward re-materialises
     # that layer [13]: where the stack says so, the recompute buffer counts only what it needs
     # beyond the loss's peak
     if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
-        buf = np.maximum(buf - losses * per.out_act, 0.0)
+        buf = np.maximum(buf - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool

@@ -681,6 +681,10 @@ class MemoryReporting(BaseModel):
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
                     "loss's backward peak beyond the unfused loss (kernels.loss_saved_per_logit); null: no fused loss")
+    chunked_loss_chunks: Optional[int] = Field(
+        default=None, gt=0,
+        description="the stack's chunked cross-entropy (job field chunked_loss): the sequence chunks it runs the output "
+                    "layer and the loss on, one at a time (memory._chunked_loss); null: no chunked loss")
     fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
@@ -1006,6 +1010,9 @@ class Job(BaseModel):
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    chunked_loss: bool = Field(
+        default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
+                                   "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
     defer_embedding_wgrad: Optional[int] = Field(
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "

@@ -165,6 +165,32 @@ def test_torchtitan_block_backward_transients(explain):
     assert float(first.recompute_buffer) == pytest.approx(8192 * (rerun + extra) + 2 * h * f, rel=1e-12)
 
 
+def test_torchtitan_chunked_loss_at_its_peak(explain):
+    """torchtitan 0.3.0's ChunkedLossWrapper (8 chunks) peaks at the last chunk's output-layer
+    reduce-scatter. Llama 3 8B, FSDP 8, b 1, s 8192, TP 1: per token the final norm's input and
+    output (2 x 2h), the fp32 gradient accumulator (4h), the last chunk's bf16 logits (2 V / 8);
+    once, per output-layer parameter (V h): its bf16 unsharded gradient 2, the fp32 accumulated
+    one 4, the fp32 reduce-scatter input 4 and output 4 / 8. The loss's 12 B per logit is gone,
+    and the recompute buffer (smaller than these) adds nothing. Micro-batch 2: the chunks are
+    contiguous copies (2h per token more)."""
+    h, V = 4096, 128_256
+    _, _, _, js = _tt(explain, chunked_loss=True)
+    t = js["memory"]["terms"]
+    per_token = 2 * h + 2 * h + 4 * h + 2 * V / 8
+    assert t["output_activations"] == pytest.approx(8192 * per_token + (2 + 4 + 4 + 4 / 8) * OUT, rel=1e-12)
+    assert t["recompute_buffer"] == 0.0
+    _, _, _, j2 = _tt(explain, chunked_loss=True, micro_batch=2, global_batch=16)
+    assert j2["memory"]["terms"]["output_activations"] == pytest.approx(
+        16384 * (per_token + 2 * h) + (2 + 4 + 4 + 4 / 8) * OUT, rel=1e-12)
+
+
+def test_chunked_loss_needs_a_stack_with_one(explain):
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="chunked_loss"):
+        explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192, chunked_loss=True)
+
+
 # ---- Megatron's deferred output-layer weight gradients (planner/memory.py [9])
 def _deferral_job(explain, **kw):
     """Megatron's GPT 1.7B (h 2,304, vocab 51,200), seq 1024, micro-batch 4, global batch 32 on
