@@ -80,6 +80,12 @@ References
      to_accumulated_grad_if_needed (fp32 copy), _fsdp_param_group.py post_backward ->
      _fsdp_collectives.foreach_reduce (fp32 reduce-scatter input, output / N). The oracle's
      chunked rows peak at that reduce-scatter's output allocation.
+[17] torch 2.13 fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce: the unit's unsharded bf16
+     gradients, copied in (foreach_reduce_scatter_copy_in) to an fp32 reduce-scatter input of
+     the same length, and the output whose views are the sharded gradients, allocated on the
+     reduce-scatter stream; by the last units of the backward every other unit's sharded
+     gradient is allocated. The oracle's full-AC rows with little activation (70B TP 8 s8192 b1;
+     8B s2048 b1) peak there: the first block's and the embedding's reduce-scatter.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -636,10 +642,34 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + per.workspaces
+    if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
+        # the end of the backward [17]: where it exceeds the peak above, the excess is FSDP's, and the
+        # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
+        end_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
+                    + _end_of_backward(per, counts))
+        excess = np.where(plan.pp == 1, np.maximum(end_peak - allocated, 0.0), 0.0)
+        fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
+        pools = pools - np.minimum(excess, states.grad_pool)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, workspaces=per.workspaces, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
+
+
+def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
+    """What FSDP2 holds beside the states and every sharded gradient at the reduce-scatter of one
+    of the last units of the backward [17]: the embedding's, its bf16 unsharded gradient (2 B)
+    and the fp32 reduce-scatter input (4 B) per parameter (V h / t); or the first block's, the
+    same 6 B plus its bf16 unsharded parameters (2 B) per parameter, while its backward holds
+    the recompute buffer (the largest kind's here)."""
+    plan, pc = per.plan, per.pc
+    tp = plan.tp.astype(np.float64)
+    block = unit_params(pc, plan, layers_only=True)
+    buf = np.maximum.reduce([np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)]) \
+        if len(per.buffers) > 1 else per.buffers[0]
+    grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
+    return np.where(plan.sharding >= FSDP, np.maximum(grads * pc.embedding / tp,
+                                                      (grads + per.fsdp.param_gather_bytes) * block + buf), 0.0)
 
 
 def _held_activations(per: _PerLayer, held, r):

@@ -643,6 +643,10 @@ class FSDPSpec(BaseModel):
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
+    end_of_backward_peak: bool = Field(
+        default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
+                                   "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
+                                   "allocated: memory._end_of_backward")
     sources: list[str] = Field(min_length=1)
 
 

@@ -191,6 +191,23 @@ def test_chunked_loss_needs_a_stack_with_one(explain):
         explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192, chunked_loss=True)
 
 
+def test_fsdp2_end_of_backward_peak(explain):
+    """FSDP2 without PP: at the embedding's reduce-scatter, the last of the backward, every other
+    unit's fp32 sharded gradient is allocated (views of reduce-scatter outputs) beside the
+    embedding's bf16 unsharded gradient and its fp32 reduce-scatter input (2 + 4 B a parameter):
+    torch 2.13 _fsdp_collectives.foreach_reduce. Llama 3 8B, FSDP 8, b 1, s 2048, full AC (little
+    activation): that moment, (4 + 8 + 4) P / 8 + 6 x 525,336,576 B + the GEMM workspaces,
+    is the allocated peak (the oracle: 17.92 GiB); the loss's moment is lower. The sharded
+    gradients it allocates leave the reserved pool: reserved = the loss's moment + its pools."""
+    _, _, _, js = _tt(explain, recompute="full", seq_len=2048)
+    m = js["memory"]
+    ws = m["terms"]["workspaces"]
+    assert m["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws, rel=1e-12)
+    loss_moment = (12 * P / 8 + 32 * 2048 * 2 * 4096 + 12 * 2048 * 128_256 + 2 * 2048 * 2 * 4096 + 2 * OUT + ws)
+    pools = 4 * P / 8 + 2 * (OUT + BLOCK + 8192) + 2 * 2048 * 128_256
+    assert m["reserved_bytes"] == pytest.approx(loss_moment + pools, rel=1e-12)
+
+
 # ---- Megatron's deferred output-layer weight gradients (planner/memory.py [9])
 def _deferral_job(explain, **kw):
     """Megatron's GPT 1.7B (h 2,304, vocab 51,200), seq 1024, micro-batch 4, global batch 32 on
