@@ -433,10 +433,11 @@ def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = 
     block's peak in torchtitan's eager step [15]: the block's output gradient (2h, /t under SP);
     the gradients of the MLP's activation product, for a gated MLP the down projection's input
     gradient and its two factors' (3 x 2f / t), for a plain one two (2 x 2f / t); the down
-    projection's bf16 weight gradient (2 h f / t, unsharded); and under recompute the re-run
-    attention's copies beside the tensors the table counts once: the rotary-embedded q (2ad / t)
-    and the attention output made contiguous for the output projection (2ad / t). Routed-expert
-    MLPs: not priced (0)."""
+    projection's bf16 weight gradient (2 h f / t, unsharded); and under selective recompute the
+    re-run attention's copies beside the tensors its policy keeps (the projection's output and
+    the attention kernel's): the rotary-embedded q (2ad / t) and the attention output made
+    contiguous for the output projection (2ad / t); without recompute and under full recompute
+    the table's q and attn_out are those tensors already. Routed-expert MLPs: not priced (0)."""
     from .layers.mlp import DenseMLP
 
     t = kind_tensors(kind, ctx, am, at)
@@ -447,7 +448,7 @@ def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = 
     dense = isinstance(kind.mlp, DenseMLP)
     grads = (3.0 if kind.mlp.gated else 2.0) * per("act_out") if dense else 0.0
     w_down = ACT_BYTES * kind.mlp.h * kind.mlp.f / ctx.tp if dense else 0.0
-    rerun = np.where(plan.recompute != RC_NONE, per("q") + per("attn_out"), 0.0)
+    rerun = np.where(plan.recompute == RC_SELECTIVE, per("q") + per("attn_out"), 0.0)
     return ctx.T * (per("input") + grads + rerun) + w_down
 
 
