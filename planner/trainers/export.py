@@ -107,7 +107,8 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "stack",
+            "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -118,12 +119,13 @@ def plan_signature(plan: dict) -> dict:
     if isinstance(b, dict):
         out["bytes_per_param"] = tuple(sorted((k, float(v)) for k, v in b.items()))
     m = _model(plan)
-    out["stage_layers"] = tuple(int(x) for x in stage_layers(
-        m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
-        int(plan.get("account_for_loss_in_pipeline_split", False))))
-    # the rank order as the trainer builds it (equal up to size-1 axes)
     from ..catalog import load_stack
     from ..startup import built_order
+
+    out["stage_layers"] = tuple(int(x) for x in stage_layers(
+        m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
+        int(plan.get("account_for_loss_in_pipeline_split", False)), int(load_stack(plan["stack"]).pipeline_split == "front")))
+    # the rank order as the trainer builds it (equal up to size-1 axes)
 
     built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
     if built is not None:
@@ -230,6 +232,9 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         par["enable_async_tensor_parallel"] = bool(plan.get("tp_comm_overlap"))
     elif plan.get("tp_comm_overlap"):
         raise _refuse(F, "tp_comm_overlap with tp 1: nothing to overlap", "price it without --tp-comm-overlap")
+    if plan.get("chunked_loss"):
+        raise _refuse(F, "chunked_loss: the TOML-configured torchtitan this exports (@e347b1e5e) has no chunked loss; "
+                         "0.3.0 sets its ChunkedLossWrapper in Python configs", "price it without chunked_loss")
     if not plan.get("dp_comm_overlap") and dp > 1:
         raise _refuse(F, "dp_comm_overlap off: torchtitan's FSDP2 / DDP always overlap the DP collectives",
                       "price it with --dp-comm-overlap")
