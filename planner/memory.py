@@ -49,38 +49,38 @@ References
      (s, b, V/t) to grad_output_buffer, each for the first --wgrad-deferral-limit micro-batches
      (0: all); pipeline_parallel/schedules.py finish_embedding_wgrad_compute (l. 913-926) drains
      them after the last backward, so they live on the last stage until the pipeline flush.
-[11] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
+[tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
      ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
      (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
      saved input (sequence-sharded); Megatron's output layer saves its sequence-sharded input.
-[12] torch 2.13 torch/distributed/tensor/parallel/loss.py (loss_parallel, torchtitan's default
+[tt2] torch 2.13 torch/distributed/tensor/parallel/loss.py (loss_parallel, torchtitan's default
      under TP): _log_softmax saves its fp32 output (4 B/logit); _nll_loss_and_log_softmax_backward
      returns (zeros_like(x) + exp(x)) * grad_output: beside the saved log-softmax, grad_input,
      exp(x) and their sum are live at once, 16 B/logit (ATen's unsharded CE: 12).
-[13] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
+[tt3] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
      temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
      only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
      torch2.13_tt0.3.0.yaml) peak at the loss's backward with no re-materialised layer live.
-[14] torch 2.13 torch/distributed/pipelining/stage.py forward_one_chunk stores (output_tuple,
+[tt4] torch 2.13 torch/distributed/pipelining/stage.py forward_one_chunk stores (output_tuple,
      inputs) in fwd_cache[chunk]; backward_one_chunk pops it into locals that live until the
      stage's backward returns; torchtitan 0.3.0 trainer.py calls pp_schedule.step(...,
      return_outputs=False), so output_chunks keeps nothing more. On the last stage the output
      is the bf16 logits [T, V/t], 2 B per logit per micro-batch whose loss is in flight.
-[15] torchtitan 0.3.0 models/common/feed_forward.py (w2(F.silu(w1(x)) * w3(x))) under torch
+[tt5] torchtitan 0.3.0 models/common/feed_forward.py (w2(F.silu(w1(x)) * w3(x))) under torch
      2.13 autograd: w2's backward writes its weight gradient and its input gradient, the mul's
      backward the two factors' gradients while the re-run silu and w3 outputs live;
      models/common/attention.py GQAttention.forward (self.rope(xq, xk) returns new tensors;
      inner_attention(...).contiguous() copies the [B, N, L, H] output before wo). Seen in the
      oracle's PP rank 0 trace (tt_fake_pp.py, 4 layers, pp 2): the peak op is that mul's
      backward in the last block's feed_forward.
-[16] torchtitan 0.3.0 components/loss.py ChunkedLossWrapper.__call__ (hidden states detached
+[tt6] torchtitan 0.3.0 components/loss.py ChunkedLossWrapper.__call__ (hidden states detached
      and split into num_chunks = 8 sequence chunks, each .contiguous(); GradAccumulator's fp32
      buffer; lm_head.set_requires_gradient_sync(False) until the last chunk; `logits` of the
      last chunk live through its backward) and torch 2.13 fsdp/_fully_shard/_fsdp_param.py
      to_accumulated_grad_if_needed (fp32 copy), _fsdp_param_group.py post_backward ->
      _fsdp_collectives.foreach_reduce (fp32 reduce-scatter input, output / N). The oracle's
      chunked rows peak at that reduce-scatter's output allocation.
-[17] torch 2.13 fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce: the unit's unsharded bf16
+[tt7] torch 2.13 fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce: the unit's unsharded bf16
      gradients, copied in (foreach_reduce_scatter_copy_in) to an fp32 reduce-scatter input of
      the same length, and the output whose views are the sharded gradients, allocated on the
      reduce-scatter stream; by the last units of the backward every other unit's sharded
@@ -430,7 +430,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
 
 def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):
     """What one block's backward holds beside the recompute buffer at its MLP's backward, the
-    block's peak in torchtitan's eager step [15]: the block's output gradient (2h, /t under SP);
+    block's peak in torchtitan's eager step [tt5]: the block's output gradient (2h, /t under SP);
     the gradients of the MLP's activation product, for a gated MLP the down projection's input
     gradient and its two factors' (3 x 2f / t), for a plain one two (2 x 2f / t); the down
     projection's bf16 weight gradient (2 h f / t, unsharded); and under selective recompute the
@@ -505,8 +505,8 @@ class _PerLayer:
         self.stored, self.buffers, self.layer_input = layer_memory(settings, plan, ctx, pc.layers)
         kb = kernel_bytes(stack, plan.compile)
         # output layer: the final norm's input 2h (/t under SP), its output saved by the output
-        # linear (all-gathered under SP where the stack's linears save their gathered input [11])
-        # and the logits + fp32 softmax [5]; under TP the stack's vocab-parallel loss [12]
+        # linear (all-gathered under SP where the stack's linears save their gathered input [tt1])
+        # and the logits + fp32 softmax [5]; under TP the stack's vocab-parallel loss [tt2]
         # (the stack's fused cross-entropy holds one more fp32 copy at its backward: stack_db
         # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
         fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
@@ -520,7 +520,7 @@ class _PerLayer:
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
         # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward
-        # to the end of its stage backward [14]
+        # to the end of its stage backward [tt4]
         self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
                           if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
@@ -584,7 +584,7 @@ class _PerLayer:
 
 def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     """(per micro-batch, once) bytes of torchtitan 0.3.0's ChunkedLossWrapper at its peak, the
-    last chunk's output-layer reduce-scatter [16]. Per token: the final norm's input (2h, /t
+    last chunk's output-layer reduce-scatter [tt6]. Per token: the final norm's input (2h, /t
     under SP) and output (2h, replicated on the TP axis), the fp32 GradAccumulator (4h), the
     contiguous chunk copies of the hidden states where the micro-batch is over 1 (2h; with one
     sequence a sequence split is a view), the last chunk's bf16 logits (2 V / (t n)). Once, per
@@ -635,7 +635,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
     out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits + per.head_grads if holds_loss else 0.0)
     # the loss's backward frees its tensors before the first layer's backward re-materialises
-    # that layer [13]: where the stack says so, the recompute buffer counts only what it needs
+    # that layer [tt3]: where the stack says so, the recompute buffer counts only what it needs
     # beyond the loss's peak
     if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
         buf = np.maximum(buf - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
@@ -644,7 +644,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     allocated = sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + per.workspaces
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
-        # the end of the backward [17]: where it exceeds the peak above, the excess is FSDP's, and the
+        # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
         # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
         end_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
                     + _end_of_backward(per, counts))
@@ -659,7 +659,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
 
 def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     """What FSDP2 holds beside the states and every sharded gradient at the reduce-scatter of one
-    of the last units of the backward [17]: the embedding's, its bf16 unsharded gradient (2 B)
+    of the last units of the backward [tt7]: the embedding's, its bf16 unsharded gradient (2 B)
     and the fp32 reduce-scatter input (4 B) per parameter (V h / t); or the first block's, the
     same 6 B plus its bf16 unsharded parameters (2 B) per parameter, while its backward holds
     the recompute buffer (the largest kind's here)."""
