@@ -107,8 +107,10 @@ def test_oracle_reference_configuration():
     op-SAC, eager CE) against the oracle's trace of the real step, 40.22 GiB (tests/data/memory,
     the shared oracle's traced_results.md): within 2%. Known remainder (-1.5%): the trace's
     op-SAC blocks keep 16.031 GiB, 2,048 B per token per block more than the planner's saved
-    set (stack_db torchtitan selective.keeps), not yet identified; before the loss and the
-    recompute buffer were priced apart, the buffer (0.64 GiB) hid it."""
+    set (stack_db torchtitan selective.keeps): 0.3.0's Llama 3 runs one fused wqkv GEMM
+    (models/llama3/__init__.py fuse_qkv=True), whose saved output holds k too (2 k d B a token),
+    where the stack's policy describes the separate wq / wk / wv of the 2024-2025 releases; before
+    the loss and the recompute buffer were priced apart, the buffer (0.64 GiB) hid it."""
     from conftest import explain_job
 
     _, _, _, js = explain_job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
