@@ -85,6 +85,43 @@ References
      --moe-grouped-gemm and TE layers, TE's GroupedLinear keeps one more workspace per compute
      stream (4: TE @4329ff84 cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True),
      common/util/multi_stream.cpp; stack memory.te_grouped_gemm_streams).
+[tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
+     ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
+     (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
+     saved input (sequence-sharded); Megatron's output layer saves its sequence-sharded input.
+[tt2] torch 2.13 torch/distributed/tensor/parallel/loss.py (loss_parallel, torchtitan's default
+     under TP): _log_softmax saves its fp32 output (4 B/logit); _nll_loss_and_log_softmax_backward
+     returns (zeros_like(x) + exp(x)) * grad_output: beside the saved log-softmax, grad_input,
+     exp(x) and their sum are live at once, 16 B/logit (ATen's unsharded CE: 12).
+[tt3] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
+     temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
+     only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
+     torch2.13_tt0.3.0.yaml) peak at the loss's backward with no re-materialised layer live.
+[tt4] torch 2.13 torch/distributed/pipelining/stage.py forward_one_chunk stores (output_tuple,
+     inputs) in fwd_cache[chunk]; backward_one_chunk pops it into locals that live until the
+     stage's backward returns; torchtitan 0.3.0 trainer.py calls pp_schedule.step(...,
+     return_outputs=False), so output_chunks keeps nothing more. On the last stage the output
+     is the bf16 logits [T, V/t], 2 B per logit per micro-batch whose loss is in flight.
+[tt5] torchtitan 0.3.0 models/common/feed_forward.py (w2(F.silu(w1(x)) * w3(x))) under torch
+     2.13 autograd: w2's backward writes its weight gradient and its input gradient, the mul's
+     backward the two factors' gradients while the re-run silu and w3 outputs live;
+     models/common/attention.py GQAttention.forward (self.rope(xq, xk) returns new tensors;
+     inner_attention(...).contiguous() copies the [B, N, L, H] output before wo). Seen in the
+     oracle's PP rank 0 trace (tt_fake_pp.py, 4 layers, pp 2): the peak op is that mul's
+     backward in the last block's feed_forward.
+[tt6] torchtitan 0.3.0 components/loss.py ChunkedLossWrapper.__call__ (hidden states detached
+     and split into num_chunks = 8 sequence chunks, each .contiguous(); GradAccumulator's fp32
+     buffer; lm_head.set_requires_gradient_sync(False) until the last chunk; `logits` of the
+     last chunk live through its backward) and torch 2.13 fsdp/_fully_shard/_fsdp_param.py
+     to_accumulated_grad_if_needed (fp32 copy), _fsdp_param_group.py post_backward ->
+     _fsdp_collectives.foreach_reduce (fp32 reduce-scatter input, output / N). The oracle's
+     chunked rows peak at that reduce-scatter's output allocation.
+[tt7] torch 2.13 fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce: the unit's unsharded bf16
+     gradients, copied in (foreach_reduce_scatter_copy_in) to an fp32 reduce-scatter input of
+     the same length, and the output whose views are the sharded gradients, allocated on the
+     reduce-scatter stream; by the last units of the backward every other unit's sharded
+     gradient is allocated. The oracle's full-AC rows with little activation (70B TP 8 s8192 b1;
+     8B s2048 b1) peak there: the first block's and the embedding's reduce-scatter.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -283,7 +320,7 @@ def recomputed_layers(settings: Settings, plan: PlanArrays, layers):
 
 def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """Share of a middle stage's layers that full recompute re-runs (1 for plain full)."""
-    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    _, mid, _ = stage_layers(settings.model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)
     return recomputed_layers(settings, plan, mid) / mid
 
 
@@ -472,7 +509,33 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
                                 np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))
+        if stack.memory.block_backward_transients:
+            buffers[-1] = buffers[-1] + block_backward_extra(kind, ctx, plan, am, at)
     return stored, buffers, layer_input
+
+
+def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):
+    """What one block's backward holds beside the recompute buffer at its MLP's backward, the
+    block's peak in torchtitan's eager step [tt5]: the block's output gradient (2h, /t under SP);
+    the gradients of the MLP's activation product, for a gated MLP the down projection's input
+    gradient and its two factors' (3 x 2f / t), for a plain one two (2 x 2f / t); the down
+    projection's bf16 weight gradient (2 h f / t, unsharded); and under selective recompute the
+    re-run attention's copies beside the tensors its policy keeps (the projection's output and
+    the attention kernel's): the rotary-embedded q (2ad / t) and the attention output made
+    contiguous for the output projection (2ad / t); without recompute and under full recompute
+    the table's q and attn_out are those tensors already. Routed-expert MLPs: not priced (0)."""
+    from .layers.mlp import DenseMLP
+
+    t = kind_tensors(kind, ctx, am, at)
+
+    def per(name):
+        return t[name][0] / (ctx.tp if t[name][1] == "split" else ctx.rep_div) if name in t else 0.0
+
+    dense = isinstance(kind.mlp, DenseMLP)
+    grads = (3.0 if kind.mlp.gated else 2.0) * per("act_out") if dense else 0.0
+    w_down = ACT_BYTES * kind.mlp.h * kind.mlp.f / ctx.tp if dense else 0.0
+    rerun = np.where(plan.recompute == RC_SELECTIVE, per("q") + per("attn_out"), 0.0)
+    return ctx.T * (per("input") + grads + rerun) + w_down
 
 
 def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:
@@ -487,7 +550,8 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     pc = count_params(model)
     counts = stage_kind_counts(model, plan)
     held = stage_inflight_kinds(pc.layers, plan)
-    n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
+    n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
+                                      plan.split_front)))
     per = _PerLayer(settings, plan, pc)
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
@@ -526,12 +590,25 @@ class _PerLayer:
         ctx = context(plan, settings.moe_capacity_factor)
         self.stored, self.buffers, self.layer_input = layer_memory(settings, plan, ctx, pc.layers)
         kb = kernel_bytes(stack, plan.compile)
-        # output layer: final-norm input 2h (/t under SP) and the logits + fp32 softmax [5]
+        # output layer: the final norm's input 2h (/t under SP), its output saved by the output
+        # linear (all-gathered under SP where the stack's linears save their gathered input [tt1])
+        # and the logits + fp32 softmax [5]; under TP the stack's vocab-parallel loss [tt2]
         # (the stack's fused cross-entropy holds one more fp32 copy at its backward: stack_db
         # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
         fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
-        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div
-                                + (kb["loss_saved_per_logit"] + fused) * model.vocab_size / ctx.tp)
+        loss_b = np.where(ctx.tp > 1, kb["loss_parallel_saved_per_logit"], kb["loss_saved_per_logit"])
+        norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
+                    if stack.memory.output_saves_norm_out else 0.0)
+        self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
+                                + (loss_b + fused) * model.vocab_size / ctx.tp)
+        self.loss_apart = bool(stack.memory.loss_peak_apart)
+        self.head_grads = 0.0
+        if settings.chunked_loss:
+            self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
+        # PyTorch pipelining keeps the last stage's output, the bf16 logits, from its forward
+        # to the end of its stage backward [tt4]
+        self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
+                          if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -614,6 +691,25 @@ def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
     return {"last": ACT_BYTES * np.maximum(scores, gather), "layers": ACT_BYTES * np.maximum(scores, own)}
 
 
+def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
+    """(per micro-batch, once) bytes of torchtitan 0.3.0's ChunkedLossWrapper at its peak, the
+    last chunk's output-layer reduce-scatter [tt6]. Per token: the final norm's input (2h, /t
+    under SP) and output (2h, replicated on the TP axis), the fp32 GradAccumulator (4h), the
+    contiguous chunk copies of the hidden states where the micro-batch is over 1 (2h; with one
+    sequence a sequence split is a view), the last chunk's bf16 logits (2 V / (t n)). Once, per
+    output-layer parameter on the GPU (V h / t), under FSDP: its unsharded bf16 gradient (2),
+    the fp32 accumulated gradient (4, gradient sync off for chunks 0 .. n - 2), the fp32
+    reduce-scatter input (4) and output (4 / N, N the shard degree)."""
+    model = settings.model
+    h, V = model.hidden_size, model.vocab_size
+    per_token = (ACT_BYTES * h / ctx.rep_div + ACT_BYTES * h + 4.0 * h + np.where(plan.mbs > 1, ACT_BYTES * h, 0.0)
+                 + ACT_BYTES * V / (ctx.tp * chunks))
+    shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
+    params = V * h / plan.tp.astype(np.float64)
+    head = np.where(plan.sharding >= FSDP, (ACT_BYTES + 4.0 + 4.0 + 4.0 / shard) * params, 0.0)
+    return ctx.T * per_token, head
+
+
 def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
@@ -650,18 +746,47 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
-    out = losses * per.out_act + (per.deferred_wgrad if holds_loss else 0.0)
+    out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits + per.head_grads if holds_loss else 0.0)
+    # the loss's backward frees its tensors before the first layer's backward re-materialises
+    # that layer [tt3]: where the stack says so, the recompute buffer counts only what it needs
+    # beyond the loss's peak
+    if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
+        buf = np.maximum(buf - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     allocated = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + copies
                  + per.workspaces + mpu)
+    if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
+        # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
+        # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
+        end_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
+                    + copies + mpu + _end_of_backward(per, counts))
+        excess = np.where(plan.pp == 1, np.maximum(end_peak - allocated, 0.0), 0.0)
+        fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
+        pools = pools - np.minimum(excess, states.grad_pool)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, quantized_weights=copies, workspaces=per.workspaces,
                  mpu_buffer=mpu, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
+
+
+def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
+    """What FSDP2 holds beside the states and every sharded gradient at the reduce-scatter of one
+    of the last units of the backward [tt7]: the embedding's, its bf16 unsharded gradient (2 B)
+    and the fp32 reduce-scatter input (4 B) per parameter (V h / t); or the first block's, the
+    same 6 B plus its bf16 unsharded parameters (2 B) per parameter, while its backward holds
+    the recompute buffer (the largest kind's here)."""
+    plan, pc = per.plan, per.pc
+    tp = plan.tp.astype(np.float64)
+    block = unit_params(pc, plan, layers_only=True)
+    buf = np.maximum.reduce([np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)]) \
+        if len(per.buffers) > 1 else per.buffers[0]
+    grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
+    return np.where(plan.sharding >= FSDP, np.maximum(grads * pc.embedding / tp,
+                                                      (grads + per.fsdp.param_gather_bytes) * block + buf), 0.0)
 
 
 def _held_activations(per: _PerLayer, held, r):

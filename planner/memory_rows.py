@@ -55,9 +55,9 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     recipe the row's stack lacks -> skipped.
  M8 compile: the row's `compile`. sequence_parallel: `planner.sequence_parallel`, else on iff
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
- M9 loss: `planner.loss: chunked` (torchtitan PR #996's chunked cross-entropy, the 2026
-    ChunkedLossWrapper) -> skipped: the stacks model the loss as each computes it by default
-    (kernels.loss_saved_per_logit), with no setting for a chunked loss.
+ M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: 8 chunks of
+    the already materialised logits) -> skipped: the stack prices torchtitan 0.3.0's
+    ChunkedLossWrapper (job field chunked_loss), another implementation.
  M10 memory_kind text: starts with "reserved" -> reserved; "allocated" -> allocated; "unknown,
     most likely reserved" -> reserved (assumed); other "unknown" -> the kind the stack logs
     (stack_db memory.reports, assumed); memory_gib null -> skipped (no figure). A row measured
@@ -67,7 +67,8 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
 Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
  O1 only `ops: cuda-like(rms,sdpa)` rows are compared: the CPU decompositions save other tensors
     (the oracle's README, pitfalls 1-2); the others are skipped with that reason.
- O2 the loss: ce_fp32 (CrossEntropyLoss on pred.float()) is compared; chunked is skipped (M9).
+ O2 the loss: ce_fp32 (CrossEntropyLoss on pred.float()) is the stack's default loss; chunked is
+    torchtitan 0.3.0's ChunkedLossWrapper, the job field chunked_loss (memory._chunked_loss).
  O3 model: flavor 8B -> llama3-8b, 70B -> llama3-70b (torchtitan's flavors are the released
     shapes); `layers` truncates the zoo model (a model YAML with that num_layers).
  O4 stack torchtitan, compile off, bf16, FSDP over `fsdp` ranks x `tp`, SP on iff tp > 1,
@@ -75,7 +76,9 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     h100-sxm (assumed: allocated bytes do not depend on the GPU). A pipeline row (pp > 1) counts
     the embedding and the output layer as a layer each in the split (torchtitan 0.3.0's
     pipeline_parallel_first/last_stage_less_layers = 1) and compares its traced stage: 0 ->
-    first, pp - 1 -> last, any other -> the planner's heaviest middle stage. A row repeating another's
+    first, pp - 1 -> last, 1 -> the planner's heaviest middle stage (stage 1 holds the most
+    micro-batches in flight, pp - 1 under 1F1B); a stage 2 .. pp - 2 is skipped (the planner
+    does not report it; it holds fewer). A row repeating another's
     configuration (`_run2`, the plain tracker) is skipped as a duplicate.
 """
 
@@ -447,8 +450,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     if row.planner.excluded:
         raise Skip(f"excluded: {row.planner.excluded}")
     if row.planner.loss == "chunked":
-        raise Skip("chunked cross-entropy: the stacks model their default loss only (kernels.loss_saved_per_logit); "
-                   "no setting for a chunked loss")
+        raise Skip("chunked cross-entropy of torchtitan PR #996 (chunks of the materialised logits): not the "
+                   "ChunkedLossWrapper the torchtitan stack prices (job field chunked_loss, 0.3.0)")
     if row.dp is None:
         raise Skip("dp not stated: the GPU count cannot be built")
     if row.seq is None:
@@ -492,8 +495,6 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     r.kind = "allocated"
     if row.ops != CUDA_LIKE:
         raise Skip(f"ops {row.ops!r}: CPU decompositions save other tensors than CUDA runs (oracle README pitfalls 1-2)")
-    if row.loss == "chunked":
-        raise Skip("chunked cross-entropy: the stacks model their default loss only; no setting for a chunked loss")
     if re.search(r"_run\d+$", row.id) or row.tracker == "plain":
         raise Skip("duplicate: the same configuration as another row, traced again" +
                    (" with the plain MemTracker" if row.tracker == "plain" else ""))
@@ -509,6 +510,9 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
         raise PlannerError(f"oracle row {row.id!r}: world {row.world} != fsdp x tp x pp {row.fsdp * row.tp * row.pp}")
     stage = None
     if row.pp > 1 and row.stage is not None:
+        if 1 < row.stage < row.pp - 1:
+            raise Skip(f"stage {row.stage}: the planner reports the first, the last and its heaviest middle stage "
+                       f"(stage 1: the most micro-batches in flight under 1F1B, pp - s); stage {row.stage} holds fewer")
         stage = "first" if row.stage == 0 else ("last" if row.stage == row.pp - 1 else "middle")
     split = {}
     if row.pp > 1:
@@ -520,7 +524,7 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     fields = dict(model=model, hardware=hw, gpus=row.world, tp=row.tp, pp=row.pp, dp=row.fsdp, **split,
                   micro_batch=row.micro_batch, global_batch=row.micro_batch * row.fsdp * row.microbatches,
                   seq_len=row.seq, sharding="fsdp", recompute=row.ac, sequence_parallel=row.tp > 1,
-                  precision="bf16", stack="torchtitan", torch_compile=False,
+                  precision="bf16", stack="torchtitan", torch_compile=False, chunked_loss=row.loss == "chunked",
                   **({"schedule": row.schedule.lower()} if row.schedule else {}))
     return fields, stage
 

@@ -177,7 +177,7 @@ def layers_on_heaviest_stage(num_layers: int, pp, vpp, split_emb=0, split_loss=0
     return (-(-units // (pp * vpp))) * vpp
 
 
-def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
+def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0, split_front=0):
     """(first, middle, last) layers per GPU of an uneven split: the middle stages hold
     ceil(L'/(pp v)) per chunk, and the layers that split leaves over come off the first and
     the last stage, which also hold the embedding and the output layer (Llama 3 405B: 126
@@ -189,14 +189,31 @@ def stage_layers(num_layers: int, pp, vpp, split_emb=0, split_loss=0):
     split [6], L' = L + split_emb + split_loss units divide into pp*vpp chunks, and the first
     (last) chunk holds one transformer layer fewer: Llama 3.1 405B's 126 layers + 2 on pp 16 x
     vpp 8 = 128 chunks of one unit, the first chunk the embedding alone, the last the loss
-    alone. Such an end stage may then hold no transformer layer (pp = L + 2, vpp 1)."""
+    alone. Such an end stage may then hold no transformer layer (pp = L + 2, vpp 1).
+
+    split_front = 1 (torchtitan 0.3.0 distributed/pipeline_parallel.py
+    _generate_llm_fqn_per_model_part): each of the S = pp vpp chunks holds floor(L'/S) units and
+    the first L' mod S chunks one more; chunk j runs on stage j mod pp, so stage k holds
+    vpp floor(L'/S) + clip(ceil((r - k) / pp), 0, vpp) units (r = L' mod S), the first less the
+    embedding, the last less the loss; the heaviest middle stage is stage 1 (8 layers + 2 on
+    4 stages: 2, 3, 2, 1)."""
     pp = np.asarray(pp, dtype=np.int64)
+    vpp = np.asarray(vpp, dtype=np.int64)
     e = np.asarray(split_emb, dtype=np.int64)
     l_ = np.asarray(split_loss, dtype=np.int64)
     mid = layers_on_heaviest_stage(num_layers, pp, vpp, e, l_)
     slack = np.maximum(pp * mid - (num_layers + e + l_), 0)
     first = np.maximum(mid - e - (slack + 1) // 2, 1 - e)
     last = np.maximum(mid - l_ - slack // 2, 1 - l_)
+    units, chunks = num_layers + e + l_, np.maximum(pp * vpp, 1)
+    base, r = units // chunks, units % chunks
+
+    def on(k):  # units on stage k under the front rule
+        return vpp * base + np.clip(-((k - r) // np.maximum(pp, 1)), 0, vpp)
+
+    front = np.asarray(split_front, dtype=np.int64) > 0
+    first, mid, last = (np.where(front, on(0) - e, first), np.where(front, on(1), mid),
+                        np.where(front, on(pp - 1) - l_, last))
     one = pp == 1
     return np.where(one, num_layers, first), np.where(one, num_layers, mid), np.where(one, num_layers, last)
 
@@ -213,7 +230,8 @@ def stage_kind_counts(ll, plan) -> dict:
     except that the first chunk holds e + ceil(r / 2) fewer and the last l + floor(r / 2)
     fewer, where e, l are the embedding and the loss counted in the split and r the layers
     the split leaves over (the stage_layers rule). A model of one kind needs only the counts."""
-    n_first, n_mid, n_last = stage_layers(ll.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)
+    n_first, n_mid, n_last = stage_layers(ll.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
+                                          getattr(plan, "split_front", 0))
     if len(ll.kinds) == 1:
         out = {st: np.asarray(n, dtype=np.float64)[None] for st, n in (("first", n_first), ("last", n_last))}
         out["mid"] = np.asarray(n_mid, dtype=np.float64)[None, None]
@@ -309,16 +327,17 @@ class _Configs:
     holds a million plans but a few dozen configurations): a dense key over their small ranges."""
 
     def __init__(self, plan):
-        self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.microbatches).shape
-        pp, vpp, e, l_ = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
-                          for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss))
+        front_ = getattr(plan, "split_front", 0)
+        self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, plan.microbatches).shape
+        pp, vpp, e, l_, f = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
+                             for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_))
         V = int(vpp.max(initial=1)) + 1
-        key = ((pp * V + vpp) * 2 + e) * 2 + l_
+        key = (((pp * V + vpp) * 2 + e) * 2 + l_) * 2 + f
         present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
         present[key] = True
         uniq = np.flatnonzero(present)
         self.inverse = (np.cumsum(present) - 1)[key]
-        self.rows = [(int(k // 4 // V), int(k // 4 % V), int(k // 2 % 2), int(k % 2)) for k in uniq]
+        self.rows = [(int(k // 8 // V), int(k // 8 % V), int(k // 4 % 2), int(k // 2 % 2), int(k % 2)) for k in uniq]
 
 
 def _pipeline_configs(plan) -> _Configs:
@@ -340,19 +359,24 @@ def _gather(per, configs, K, reduce_chunks) -> dict:
     return out
 
 
-def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0) -> list[int]:
+def chunk_layers(num_layers: int, p: int, v: int, e: int = 0, l_: int = 0, front: int = 0) -> list[int]:
     """Transformer layers of each model chunk j = 0 .. p v - 1 (chunk j runs on stage j mod p
     [7]): c = ceil(L' / (p v)) each, the first e + ceil(r / 2) fewer and the last l + floor(r / 2)
     fewer, r = p v c - L' the layers the split leaves over (stage_layers' rule, chunk by chunk).
-    A negative entry means the split cannot place the layers (the caller refuses it)."""
+    A negative entry means the split cannot place the layers (the caller refuses it). front: the
+    front-loaded rule (stage_layers' split_front): floor(L' / (p v)) each, one more on each of
+    the first L' mod (p v) chunks, the first e and the last l fewer."""
     L = num_layers
+    if front:
+        base, r = divmod(L + e + l_, p * v)
+        return [base + (j < r) - (e if j == 0 else 0) - (l_ if j == p * v - 1 else 0) for j in range(p * v)]
     c = -(-(L + e + l_) // (p * v))
     slack = max(p * v * c - (L + e + l_), 0)
     def_first, def_last = e + (slack + 1) // 2, l_ + slack // 2
     return [c - (def_first if j == 0 else 0) - (def_last if j == p * v - 1 else 0) for j in range(p * v)]
 
 
-def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
+def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0) -> dict:
     """Per stage, the layers of each kind in each of its model chunks, (v, K): stage 0
     ("first"), stage p - 1 ("last"), and the middle stages' distinct chunk compositions ("mid",
     each first held by stage "mid_stage"; stage 1's with p <= 2), for one (pp, vpp, split_emb,
@@ -361,7 +385,7 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int) -> dict:
     if p == 1:
         one = ll.totals[None] / v
         return {"first": one, "last": one, "mid": [one], "mid_stage": [1]}
-    length = chunk_layers(L, p, v, e, l_)
+    length = chunk_layers(L, p, v, e, l_, front)
     start = np.minimum(np.concatenate([[0], np.cumsum(np.maximum(length, 0))]), L)
     chunks = ll.count(start[:-1], start[1:]).T  # (p v, K)
 

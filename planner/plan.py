@@ -101,6 +101,7 @@ class PlanArrays:
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
+    split_front: np.ndarray = 0  # the stack's split gives the left-over units to the first chunks, 0/1 (Stack.pipeline_split)
     ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py): etp x ep divides tp x dp x cp
     # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
     # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
@@ -198,7 +199,11 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.sharding == HSDP) & (dp_safe % np.maximum(plan.shard, 1) != 0),
         lambda: (plan.sharding != HSDP) & (plan.shard != dp),
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
-        lambda: counted & (pp > 1) & (units % (pp * vpp) != 0),
+        # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
+        # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part)
+        lambda: counted & (pp > 1) & np.where(plan.split_front > 0,
+                                              (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
+                                              units % (pp * vpp) != 0),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
         # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
         # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
@@ -290,6 +295,7 @@ class Settings:
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
+    chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -606,7 +612,8 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
     embedding / loss as layers (pipeline.stage_layers)."""
     counted = int(plan.split_emb) + int(plan.split_loss)
     if job.pp > 1 and counted:
-        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss))
+        first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
+                                                         plan.split_front))
         ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", plan.split_loss)) if on)
         warnings.append(
             f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
@@ -629,6 +636,9 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.defer_embedding_wgrad is not None and stack.runs.defer_embedding_wgrad is None:
         raise PlannerError(f"{where}defer_embedding_wgrad is set but stack {stack.name} has no deferred output-layer "
                            "weight gradients (stack_db runs.defer_embedding_wgrad)", "leave it out, or choose --stack megatron")
+    if job.chunked_loss and stack.memory.chunked_loss_chunks is None:
+        raise PlannerError(f"{where}chunked_loss is set but stack {stack.name} has no chunked cross-entropy "
+                           "(stack_db memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
@@ -688,6 +698,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
+        chunked_loss=job.chunked_loss,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
@@ -742,7 +753,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=int(job.account_for_loss_in_pipeline_split), ep=job.ep, etp=job.etp or 0, **opts,
+        split_loss=int(job.account_for_loss_in_pipeline_split), split_front=int(stack.pipeline_split == "front"),
+        ep=job.ep, etp=job.etp or 0, **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where)
     code = int(rule_codes(model, job.gpus, stack, plan))
@@ -990,6 +1002,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
+        **({"chunked_loss": True} if settings.chunked_loss else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -599,6 +599,10 @@ class KernelBytes(BaseModel):
         description="bytes per logit freed before the loss's backward peak that the caching allocator cannot hand to it "
                     "(a freed block smaller than the new request): reserved, not allocated")
     norm_saved_extra: float = Field(ge=0, description="bytes per hidden element each norm saves beyond its bf16 input (eager RMSNorm: an fp32 copy and the normalised output)")
+    loss_parallel_saved_per_logit: Optional[float] = Field(
+        default=None, ge=0,
+        description="with TP, bytes per logit (token x vocab / tp) the stack's vocab-parallel loss holds at the start of "
+                    "its backward (torchtitan: DTensor loss_parallel); null: loss_saved_per_logit at every TP degree")
     sources: list[str] = Field(min_length=1)
 
 
@@ -688,6 +692,10 @@ class FSDPSpec(BaseModel):
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
+    end_of_backward_peak: bool = Field(
+        default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
+                                   "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
+                                   "allocated: memory._end_of_backward")
     sources: list[str] = Field(min_length=1)
 
 
@@ -749,10 +757,31 @@ class MemoryReporting(BaseModel):
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
                     "loss's backward peak beyond the unfused loss (kernels.loss_saved_per_logit); null: no fused loss")
+    chunked_loss_chunks: Optional[int] = Field(
+        default=None, gt=0,
+        description="the stack's chunked cross-entropy (job field chunked_loss): the sequence chunks it runs the output "
+                    "layer and the loss on, one at a time (memory._chunked_loss); null: no chunked loss")
     fp8_saved_bytes: dict[Fp8SavedTensor, float] = Field(
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
                     "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
+    output_saves_norm_out: bool = Field(
+        default=False,
+        description="the output layer's saved input (the final norm's output, all-gathered under SP where "
+                    "tp_saves_gathered_input) is counted beside the final norm's saved input")
+    pipeline_keeps_logits: bool = Field(
+        default=False,
+        description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
+                    "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
+    block_backward_transients: bool = Field(
+        default=False,
+        description="the recompute buffer adds what one block's backward holds at its MLP's backward (gradients of the "
+                    "activation product, the output gradient, the down projection's weight gradient, re-run attention "
+                    "copies: memory.block_backward_extra)")
+    loss_peak_apart: bool = Field(
+        default=False,
+        description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "
+                    "backward frees its tensors before the first layer's backward re-materialises it); false: the two add")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
@@ -910,6 +939,12 @@ class Stack(BaseModel):
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
+    pipeline_split: Literal["trim_ends", "front"] = Field(
+        default="trim_ends",
+        description="how the pipeline split places the layers L' = L + counted ends do not divide evenly: trim_ends "
+                    "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
+                    "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
+                    "generate_llm_fqn_per_model_part)")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -925,8 +960,11 @@ class Stack(BaseModel):
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
         if self.compiled_kernels is not None:
             # fit takes compile on without searching it (space.variant_choices): it must never cost more
+            def eff(k, f):  # a null loss_parallel figure is the loss's own (stacks.kernel_bytes)
+                v = getattr(k, f)
+                return k.loss_saved_per_logit if v is None else v
             worse = [f for f in type(self.kernels).model_fields if f != "sources"
-                     and getattr(self.compiled_kernels, f) > getattr(self.kernels, f)]
+                     and eff(self.compiled_kernels, f) > eff(self.kernels, f)]
             if worse:
                 raise ValueError(f"compiled_kernels move more bytes than kernels for {', '.join(worse)}: torch.compile fuses, it never adds traffic")
         return self
@@ -1079,6 +1117,9 @@ class Job(BaseModel):
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    chunked_loss: bool = Field(
+        default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
+                                   "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
     defer_embedding_wgrad: Optional[int] = Field(
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "

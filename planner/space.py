@@ -86,6 +86,7 @@ import numpy as np
 from .comm import ORDERS, order_code, strides_by_code
 from .errors import PlannerError
 from .pipeline import INTERLEAVED, layers_on_heaviest_stage, schedule_code
+from .stacks import stack_of
 from .plan import (
     HSDP, PRECISION_CODES, RECOMPUTE_CODES, SHARDING_CODES, PlanArrays, Settings, default_schedule, ep_comm_overlap,
     resolve,
@@ -455,6 +456,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
         schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
         split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
+        split_front=np.full(n, int(stack_of(settings).pipeline_split == "front"), dtype=np.int64),
         ep=get("ep", np.ones(n, dtype=np.int64)), etp=get("etp", z), smode=get("smode", z),
     )
 

@@ -19,7 +19,8 @@ from .schema import Stack
 
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
                  "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
-                 "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra")
+                 "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
+                 "loss_parallel_saved_per_logit")
 DEFAULT_STACK = "megatron"
 
 
@@ -40,8 +41,14 @@ def kernel_bytes(stack: Stack, compile_) -> dict[str, np.ndarray]:
     comp = stack.compiled_kernels or stack.kernels
     if not on.any() or on.all():  # one value for every plan (the search's common case): scalars broadcast
         src = comp if on.all() else stack.kernels
-        return {f: np.float64(getattr(src, f)) for f in KERNEL_FIELDS}
-    return {f: np.where(on, float(getattr(comp, f)), float(getattr(stack.kernels, f))) for f in KERNEL_FIELDS}
+        return {f: np.float64(_field(src, f)) for f in KERNEL_FIELDS}
+    return {f: np.where(on, _field(comp, f), _field(stack.kernels, f)) for f in KERNEL_FIELDS}
+
+
+def _field(kernels, f: str) -> float:
+    """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP."""
+    v = getattr(kernels, f)
+    return float(kernels.loss_saved_per_logit if v is None else v)
 
 
 def _recipe_column(stack: Stack, attr: str, missing: float) -> np.ndarray:

@@ -173,9 +173,11 @@ def split_overdrawn(num_layers: int, plan) -> np.ndarray:
 
 
 def _torchtitan_split(model, stack, plan):
+    """A trim-ends split (pipeline.stage_layers) torchtitan cannot spell; a front-loaded one is
+    torchtitan's own placement, checked by plan.SPLIT_UNITS."""
     pp = np.asarray(plan.pp)
     wf, wl = end_weights(model.num_layers, plan)
-    return (pp > 1) & ((wf > 1) | (wl > 1))
+    return (pp > 1) & ((wf > 1) | (wl > 1)) & (np.asarray(getattr(plan, "split_front", 0)) == 0)
 
 
 RULES: tuple[StartupRule, ...] = (

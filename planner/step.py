@@ -151,7 +151,7 @@ def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
     model, hw, stack, kn = settings.model, settings.hardware, stack_of(settings), settings.knobs
     ll = layer_list(model)
     n = dict(zip(("first", "mid", "last"),
-                 stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss)))
+                 stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)))
     fp8 = plan.precision != BF16  # fp8 or nvfp4: the plan's low-precision recipe applies
     recipe = fp8_recipe(stack, plan.f8r, hw)
     prof = settings.calibration

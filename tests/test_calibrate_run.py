@@ -95,9 +95,12 @@ def test_calibrate_torchtitan_log_with_its_toml(cli, tmp_path):
     assert step.quantity == "step_time" and abs(step.residual_after) < 1e-3 < abs(step.residual_before)
     # slack = measured reserved / predicted reserved - 1 (the prior's pull is (0.01/0.405)^2 of it),
     # bounded below by 0 (the model's reserved peak, with FSDP2's stream pools and the loss's freed
-    # block, is within 0.1% of the logged 47.24 GiB)
-    expected = max(47.24 * GiB / mem.predicted_before - 1, 0.0)
-    assert abs(expected) < 1e-3
+    # block, is 1.1% under the logged 47.24 GiB since the recompute buffer is priced apart from the
+    # loss's peak: stack_db torchtitan memory.loss_peak_apart)
+    assert 0.0 < 47.24 * GiB / mem.predicted_before - 1 < 0.02
+    # the slack is a fraction of the ALLOCATED peak (memory.py: slack x allocated): (measured - reserved) / allocated
+    js = json.loads(cli("explain", TT_TOML, "--gpus", "8", "--hardware", "h100-sxm", "--format", "json").stdout)
+    expected = (47.24 * GiB - js["memory"]["reserved_bytes"]) / js["memory"]["allocated_bytes"]
     assert run.parameters["allocator_slack"].value == pytest.approx(expected, abs=1e-4)
     g = run.parameters["gemm_efficiency_scale"]
     assert g.low_1sigma < g.value < g.high_1sigma < 1.0

@@ -106,7 +106,8 @@ def test_skips_name_their_reason(measured, oracle):
     assert evaluated == ["oracle_70b_fsdp32_tp8_bs16_full_ce_cudalike", "oracle_70b_fsdp32_tp8_bs8_full_ce_cudalike",
                          "oracle_8b_fsdp8_bs1_selective_ce_cudalike", "oracle_8b_fsdp8_bs2_selective_ce_cudalike",
                          "oracle_8b_fsdp8_bs1_full_ce_cudalike", "oracle_8b_fsdp8_bs1_none_ce_cudalike",
-                         "oracle_8b_fsdp128_bs2_selective_ce_cudalike", "oracle_8b_fsdp8_bs2_full_ce_cudalike"]
+                         "oracle_8b_fsdp128_bs2_selective_ce_cudalike", "oracle_8b_fsdp8_bs1_selective_chunked_cudalike",
+                         "oracle_8b_fsdp8_bs2_full_ce_cudalike"]
 
 
 # ----------------------------------------------------------------------------- hand-checked cases
@@ -247,7 +248,7 @@ def test_print_the_accuracy_tables(measured, oracle, capsys):
         print()
         render_table(measured, "measured rows (tests/data/memory/measured_memory.yaml)")
         render_table(oracle, "oracle rows (tests/data/memory/oracle_torchtitan_0.3.0.yaml)")
-    assert measured["summary"]["n"] >= 10 and oracle["summary"]["n"] == 8
+    assert measured["summary"]["n"] >= 10 and oracle["summary"]["n"] == 9
 
 
 SWEEP = DATA / "oracle_sweep_torch2.13_tt0.3.0.yaml"
@@ -255,7 +256,8 @@ SWEEP = DATA / "oracle_sweep_torch2.13_tt0.3.0.yaml"
 
 def test_oracle_sweep_rows(capsys):
     """The sweep traced here (scripts/memory_oracle, torch 2.13.0+cpu, torchtitan 0.3.0): every row
-    is CUDA-routed, so every CE row is evaluated and every chunked row skipped with its reason;
+    is CUDA-routed, so every row is evaluated (the chunked ones with the job's chunked_loss) but the
+    middle pipeline ranks the planner does not report;
     the accuracy table is printed (pytest -s)."""
     from planner.render.memory_rows import render_table
 
@@ -270,10 +272,8 @@ def test_oracle_sweep_rows(capsys):
     assert ref.peak_allocated_gib == 40.22 and ref.phase_peaks_gib["loss"] == 38.263
     data = mr.report(SWEEP)
     for r in data["rows"]:
-        if r["id"].endswith("_chunked"):
-            assert "chunked cross-entropy" in r["skipped"], r["id"]
-        elif "8layers_pp4" in r["id"]:  # 8 layers + embedding + output = 10 units on 4 stages: the planner's split refuses it
-            assert "do not divide" in r["skipped"], r["id"]
+        if r["id"].endswith("_pp4_fsdp4_s8192_mb8x1_stage2"):  # neither end nor the heaviest middle stage
+            assert "holds fewer" in r["skipped"], r["id"]
         else:
             assert r["skipped"] is None, (r["id"], r["skipped"])
     # a pipeline rank is compared with its own stage
@@ -281,6 +281,12 @@ def test_oracle_sweep_rows(capsys):
     assert stages["sweep_8b_4layers_pp2_fsdp8_s8192_mb8x1_stage1"] == "last"
     assert stages["sweep_8b_6layers_pp4_fsdp4_s8192_mb8x1_stage0"] == "first"
     assert stages["sweep_8b_6layers_pp4_fsdp4_s8192_mb8x1_stage1"] == "middle"
+    # issue 21's oracle goal: the allocated peak within 5% on at least 50 traced configurations
+    # (all 58 evaluated today)
+    within = sum(abs(r["error"]) <= 0.05 for r in data["rows"] if r["skipped"] is None)
+    assert within >= 58
+    # torchtitan's front-loaded split: 8 layers + embedding + output = 10 units on 4 stages, 2, 3, 2, 1 blocks
+    assert stages["sweep_8b_8layers_pp4_fsdp4_s8192_mb8x1_stage1"] == "middle"
     with capsys.disabled():
         print()
         render_table(data, "oracle sweep (tests/data/memory/oracle_sweep_torch2.13_tt0.3.0.yaml)")

@@ -423,3 +423,20 @@ def test_megatron_bridge_405b_split_in_explain_and_fit(cli):
     e = cli("explain", *explain_args(Job(model="llama3-405b", gpus=16384), rows[0]), "--format", "json")
     assert e.exit_code == 0, e.stderr
     assert json.loads(e.stdout) == rows[0]
+
+
+def test_torchtitan_front_loaded_split():
+    """torchtitan 0.3.0 _generate_llm_fqn_per_model_part: floor(L'/S) units per chunk, one more on
+    each of the first L' mod S chunks, the embedding's weight off chunk 0 and the output's off
+    the last. 8 layers + 2 on 4 stages: chunks 3, 3, 2, 2 -> blocks 2, 3, 2, 1 (the oracle's
+    traced stages); on pp 2 x vpp 2: chunks 3, 3, 2, 2 -> 2, 3, 2, 1, stage 0 holds chunks 0 and 2
+    (2 + 2), stage 1 chunks 1 and 3 (3 + 1). Megatron's trim-ends rule refuses 10 units on 4."""
+    from planner.pipeline import chunk_layers, stage_layers
+
+    assert chunk_layers(8, 4, 1, 1, 1, front=1) == [2, 3, 2, 1]
+    assert tuple(int(x) for x in stage_layers(8, 4, 1, 1, 1, split_front=1)) == (2, 3, 1)
+    assert chunk_layers(8, 2, 2, 1, 1, front=1) == [2, 3, 2, 1]
+    first, _, last = stage_layers(8, 2, 2, 1, 1, split_front=1)  # pp 2: no middle stage
+    assert (int(first), int(last)) == (4, 4)
+    # an even split is the same under both rules: 6 layers + 2 on 4 stages
+    assert tuple(int(x) for x in stage_layers(6, 4, 1, 1, 1, split_front=1)) == tuple(int(x) for x in stage_layers(6, 4, 1, 1, 1))

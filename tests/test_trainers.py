@@ -488,6 +488,11 @@ def test_export_refuses_what_the_format_cannot_express():
                            bytes_per_param="megatron"))
     with pytest.raises(PlannerError, match="export torchtitan: bytes_per_param megatron"):
         export_plan(tt, "torchtitan")
+    # torchtitan 0.3.0's chunked loss is set in its Python configs, not in the TOML files exported
+    ch = resolved_plan(Job(model="llama3-8b", gpus=64, sharding="fsdp", global_batch=256, stack="torchtitan",
+                           chunked_loss=True))
+    with pytest.raises(PlannerError, match="export torchtitan: chunked_loss"):
+        export_plan(ch, "torchtitan")
     # HSDP on Megatron is Megatron-FSDP with optimizer instances (stack_db megatron runs.sharding)
     hsdp = resolved_plan(Job(model="llama3-8b", gpus=64, sharding="hsdp", shard_group=8, global_batch=256))
     text, notes = export_plan(hsdp, "megatron")

@@ -97,13 +97,6 @@ def _check_runnable(plan: dict) -> None:
                            "export a plan that `planner explain` accepts on that stack")
 
 
-def end_weights_of(plan: dict, model) -> tuple[int, int]:
-    from ..startup import end_weights
-
-    wf, wl = end_weights(model.num_layers, _plan_arrays(plan))
-    return int(wf), int(wl)
-
-
 def plan_signature(plan: dict) -> dict:
     """What a file read back must reproduce: every plan setting priced, with the pipeline
     split as its placement (layers on the first, middle and last stage), since counting the
@@ -114,7 +107,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -125,12 +118,13 @@ def plan_signature(plan: dict) -> dict:
     if isinstance(b, dict):
         out["bytes_per_param"] = tuple(sorted((k, float(v)) for k, v in b.items()))
     m = _model(plan)
-    out["stage_layers"] = tuple(int(x) for x in stage_layers(
-        m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
-        int(plan.get("account_for_loss_in_pipeline_split", False))))
-    # the rank order as the trainer builds it (equal up to size-1 axes)
     from ..catalog import load_stack
     from ..startup import built_order
+
+    out["stage_layers"] = tuple(int(x) for x in stage_layers(
+        m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
+        int(plan.get("account_for_loss_in_pipeline_split", False)), int(load_stack(plan["stack"]).pipeline_split == "front")))
+    # the rank order as the trainer builds it (equal up to size-1 axes)
 
     built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
     if built is not None:
@@ -218,15 +212,28 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         par["expert_tensor_parallel_degree"] = plan.get("etp") or tp
     if pp > 1:
         par["pipeline_parallel_schedule"] = _TT_SCHEDULES[plan["schedule"]]
-        # the split as priced: end weights that make it even (rules.end_weights; torchtitan's default 1 and 1)
-        wf, wl = end_weights_of(plan, model)
+        # the split as priced: torchtitan's own front-loaded placement (stack_db pipeline_split front) of
+        # the layers plus the ends the plan counts, in pp x vpp stages (layers_per_stage where
+        # ceil(L' / it) spells them; else torchtitan's default stages per rank)
+        wf = int(plan.get("account_for_embedding_in_pipeline_split", False))
+        wl = int(plan.get("account_for_loss_in_pipeline_split", False))
         par["pipeline_parallel_first_stage_less_layers"] = wf
         par["pipeline_parallel_last_stage_less_layers"] = wl
-        par["pipeline_parallel_layers_per_stage"] = (L + wf + wl) // (pp * vpp)
+        units, stages = L + wf + wl, pp * vpp
+        lps = -(-units // stages)
+        if -(-units // lps) == stages:
+            par["pipeline_parallel_layers_per_stage"] = lps
+        elif vpp != (2 if plan["schedule"] == "interleaved" else 1):
+            raise _refuse(F, f"{units} layers (with the counted ends) on {stages} pipeline stages: no "
+                             "pipeline_parallel_layers_per_stage gives that many (stages = ceil(layers / it))",
+                          "price a pp x vpp whose stage count torchtitan can spell")
     if tp > 1:
         par["enable_async_tensor_parallel"] = bool(plan.get("tp_comm_overlap"))
     elif plan.get("tp_comm_overlap"):
         raise _refuse(F, "tp_comm_overlap with tp 1: nothing to overlap", "price it without --tp-comm-overlap")
+    if plan.get("chunked_loss"):
+        raise _refuse(F, "chunked_loss: the TOML-configured torchtitan this exports (@e347b1e5e) has no chunked loss; "
+                         "0.3.0 sets its ChunkedLossWrapper in Python configs", "price it without chunked_loss")
     if not plan.get("dp_comm_overlap") and dp > 1:
         raise _refuse(F, "dp_comm_overlap off: torchtitan's FSDP2 / DDP always overlap the DP collectives",
                       "price it with --dp-comm-overlap")
