@@ -57,7 +57,9 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     tp > 1 (torchtitan's TP plan always shards the norms' sequence; Korthikanti et al. 2022).
  M9 loss: `planner.loss: chunked` (torchtitan PR #996's 2025 chunked cross-entropy: 8 chunks of
     the already materialised logits) -> skipped: the stack prices torchtitan 0.3.0's
-    ChunkedLossWrapper (job field chunked_loss), another implementation.
+    ChunkedLossWrapper (job field chunked_loss), another implementation; `planner.loss:
+    chunked_wrapper` (torchtitan's ChunkedLossWrapper, 0.3.0 and main since #2937, 2026-04-27:
+    the row's `why` cites the config that sets it) -> the job field chunked_loss.
  M10 memory_kind text: starts with "reserved" -> reserved; "allocated" -> allocated; "unknown,
     most likely reserved" -> reserved (assumed); other "unknown" -> the kind the stack logs
     (stack_db memory.reports, assumed); memory_gib null -> skipped (no figure). A row measured
@@ -117,7 +119,10 @@ class PlannerBlock(BaseModel):
     why: str = Field(description="where the shape (and any setting here) comes from")
     sequence_parallel: Optional[bool] = None
     recompute: Optional[Literal["none", "selective", "full"]] = None
-    loss: Optional[Literal["default", "chunked"]] = None
+    loss: Optional[Literal["default", "chunked", "chunked_wrapper"]] = Field(
+        default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
+                                  "2025 chunks of the materialised logits: skipped) or chunked_wrapper (torchtitan's "
+                                  "ChunkedLossWrapper: the job field chunked_loss); rule M9")
     excluded: Optional[str] = Field(
         default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
                                   "or an implementation no stack_db entry describes), with the source")
@@ -480,7 +485,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     fields = dict(model=model, hardware=hw, gpus=row.dp * row.tp * row.pp * row.cp, tp=row.tp, pp=row.pp, cp=row.cp,
                   vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=row.seq, sharding=sharding,
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
-                  torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}))
+                  torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
+                  **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}))
     return fields, stage
 
 
