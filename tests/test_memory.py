@@ -295,6 +295,8 @@ def test_explain_names_the_capacity_it_used(cli):
     assert r.exit_code == 0 and "of 79.1 GiB HBM (measured, as CUDA reports it)" in r.stdout
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--hardware", "h800-sxm")
     assert r.exit_code == 0 and "of 74.5 GiB HBM (datasheet 80 GB)" in r.stdout
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--hardware", "h800-sxm")
+    assert r.exit_code == 0 and "% HBM: share of 74.5 GiB HBM (datasheet 80 GB)" in r.stdout
 
 
 # ------------------------------------------------------------------ arrays == scalars
