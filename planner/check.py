@@ -7,7 +7,9 @@ change is a modified Job that went through the same two calls and passed. A sugg
 therefore a checked result of the model, never a guess.
 
 Verdict of one job
-    pass   memory.total_bytes <= memory.usable_bytes (HBM x (1 - headroom)) and, when
+    pass   memory.total_bytes <= memory.usable_bytes (HBM x (1 - headroom); the HBM is
+           memory.capacity_bytes, what the GPU reports to CUDA where hardware_db measured it,
+           else the datasheet's: memory.capacity_source, named on the PASS/FAIL line) and, when
            given, time.step_s <= --max-step-time and throughput.mfu >= --min-mfu;
     fail   otherwise (exit 1);
     error  the file or a field is invalid (PlannerError, exit 2).

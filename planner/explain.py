@@ -112,6 +112,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     memory = {k: _num(pick(v)) for k, v in mem.grouped(est.memory).items()}
     memory.update(
         capacity_bytes=float(est.capacity),
+        capacity_source=settings.hardware.hbm_capacity_source,  # measured (hbm_visible_GiB) | datasheet (hbm_GB)
         usable_bytes=float(est.usable),
         headroom=settings.headroom,
         fits=bool(pick(est.fits)),

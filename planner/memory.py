@@ -797,7 +797,9 @@ def _held_activations(per: _PerLayer, held, r):
 
 
 def capacity(settings: Settings) -> tuple[float, float]:
-    """(HBM bytes, usable bytes = HBM x (1 - headroom))."""
+    """(HBM bytes, usable bytes = HBM x (1 - headroom)). The HBM is what the device reports to
+    CUDA where the catalog entry gives a measurement (Hardware.hbm_visible_GiB: H100 80 GB 79.09
+    GiB, not 80e9 B = 74.5 GiB), else the datasheet's hbm_GB x 1e9 (Hardware.hbm_bytes)."""
     cap = settings.hardware.hbm_bytes
     return cap, cap * (1.0 - settings.headroom)
 

@@ -420,7 +420,15 @@ class Hardware(BaseModel):
     model_config = Strict
     name: str
     description: str = ""
-    hbm_GB: float = Field(gt=0, description="HBM capacity, vendor GB (1e9 bytes)")
+    hbm_GB: float = Field(gt=0, description="HBM capacity, vendor GB (1e9 bytes): the datasheet figure")
+    hbm_visible_GiB: Optional[float] = Field(
+        default=None, gt=0,
+        description="HBM capacity the device reports to CUDA (torch.cuda.get_device_properties().total_memory = "
+                    "cudaDeviceProp.totalGlobalMem; torchtitan logs it as 'CUDA capacity: ... with X GiB memory' and "
+                    "its memory percentages against it), GiB (2^30 bytes), as measured on this GPU: what the caching "
+                    "allocator and everything outside it share, so the memory gate uses it (hbm_bytes). The datasheet's "
+                    "'80 GB' HBM3 is 80 GiB of DRAM of which CUDA reports ~79.1 GiB, 6% more than 80e9 bytes. "
+                    "null: not measured (the gate uses hbm_GB)")
     hbm_TBps: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
     bf16_TFLOPS: float = Field(gt=0, description="dense BF16 tensor peak")
     fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
@@ -499,7 +507,20 @@ class Hardware(BaseModel):
     # --- SI views -------------------------------------------------------------------
     @property
     def hbm_bytes(self) -> float:
+        """The capacity the memory gate fills (memory.capacity): the device-reported bytes where the
+        entry gives a measurement (hbm_visible_GiB), else the datasheet's hbm_GB x 1e9."""
+        if self.hbm_visible_GiB is not None:
+            return self.hbm_visible_GiB * 2.0**30
+        return self.hbm_datasheet_bytes
+
+    @property
+    def hbm_datasheet_bytes(self) -> float:
         return self.hbm_GB * 1e9
+
+    @property
+    def hbm_capacity_source(self) -> str:
+        """Which capacity hbm_bytes is: 'measured' (hbm_visible_GiB, as CUDA reports it) or 'datasheet' (hbm_GB)."""
+        return "measured" if self.hbm_visible_GiB is not None else "datasheet"
 
     @property
     def hbm_bandwidth(self) -> float:

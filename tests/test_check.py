@@ -1,8 +1,10 @@
 """`planner check` (exit codes, overflow, checked suggestions, time gates) and `planner schema`.
 
 Figures derived by hand here:
-- usable memory on an H100 SXM (80 GB, datasheet) with the default 10% headroom is
-  0.9 x 80e9 = 72e9 bytes = 67.06 GiB; the HBM is 80e9 B = 74.51 GiB;
+- usable memory on an H100 SXM with the default 10% headroom is 0.9 x 79.09 GiB = 71.18 GiB:
+  the HBM is what the device reports to CUDA (hardware_db hbm_visible_GiB 79.09, torchtitan
+  #1789's 73.32 GiB = 92.70%), not the datasheet's 80 GB = 80e9 B = 74.51 GiB (which gave
+  0.9 x 80e9 = 72e9 B = 67.06 GiB); an H800 entry has no measurement and keeps the datasheet's;
 - mixed16 model states without sharding: Adam m, v (8 B/param) = 2 x fp32 master (4 B)
   = 4 x bf16 weights (2 B) (ZeRO sec. 3.1, the seed sec. 1.2);
 - ZeRO-2 over dp = 8 divides the gradients, master weights and Adam states by 8 and leaves
@@ -27,7 +29,8 @@ from planner.plan import resolve
 from planner.schema import Job
 
 GiB = 2.0**30
-USABLE_H100 = 0.9 * 80e9  # 72e9 B
+HBM_H100 = 79.09 * GiB  # hbm_visible_GiB (measured), 84.92e9 B
+USABLE_H100 = 0.9 * HBM_H100  # 71.18 GiB
 FIT = "model: llama3-8b\ngpus: 8\ntp: 8\n"
 NOFIT = "model: llama3-70b\ngpus: 64\ntp: 8\n"  # 154 GiB: fixable by one change (sharding)
 PAIR = "model: llama3-70b\ngpus: 64\n"  # fixable only by two changes together
@@ -86,7 +89,7 @@ def test_fitting_job_exits_0(run, jobs):
     assert r.exit_code == 0, r.output
     line = r.stdout.splitlines()[0]
     assert line.startswith(f"PASS {p}: ")
-    assert "of 67.1 GiB usable" in line and "74.5 GiB HBM" in line  # 72e9 B and 80e9 B in GiB
+    assert "of 71.2 GiB usable" in line and "of 79.1 GiB HBM (measured, as CUDA reports it)" in line  # 0.9 x 79.09
     total = _explain_json(model="llama3-8b", gpus=8, tp=8)["memory"]["total_bytes"]
     assert f"{total / GiB:,.1f} GiB of" in line
     # the gate is the allocator's reserved peak plus the reserve outside it (1 GiB by default)
@@ -104,7 +107,7 @@ def test_non_fitting_job_names_overflow_and_terms(run, jobs):
     over = m["total_bytes"] - USABLE_H100
     assert over > 0
     assert r.stdout.startswith(f"FAIL {p}: ")
-    assert f"exceeds the usable 67.1 GiB by {over / GiB:,.1f} GiB" in r.stdout
+    assert f"exceeds the usable 71.2 GiB by {over / GiB:,.1f} GiB" in r.stdout
     # unsharded mixed16 states: Adam 8 B = 2 x master 4 B = 4 x weights 2 B per parameter
     assert t["adam"] == pytest.approx(2 * t["master_weights"], rel=1e-12)
     assert t["adam"] == pytest.approx(4 * t["weights"], rel=1e-12)
@@ -130,7 +133,7 @@ def test_suggestions_are_rechecked_by_explain(run, jobs):
         ej = json.loads(e.stdout)
         assert ej["memory"]["fits"] is True
         assert ej["memory"]["total_bytes"] == pytest.approx(s["total_bytes"], rel=1e-12)
-        assert s["fraction_of_hbm"] == pytest.approx(s["total_bytes"] / 80e9, rel=1e-12)
+        assert s["fraction_of_hbm"] == pytest.approx(s["total_bytes"] / HBM_H100, rel=1e-12)
     # the sharding suggestion is the lowest ZeRO stage that fits: the one below it does not
     [shard] = [s for s in sugg if set(s["changes"]) == {"sharding"}]
     level = shard["changes"]["sharding"]
@@ -186,9 +189,9 @@ def test_worst_exit_fail_beats_pass(run, jobs):
 def test_headroom_override(run, jobs):
     p = jobs(fit=FIT)["fit"]
     r = run("check", p, "--headroom", "0.75", "--format", "json")
-    assert r.exit_code == 1  # 21 GiB > 0.25 x 80e9 B = 18.6 GiB
+    assert r.exit_code == 1  # 21 GiB > 0.25 x 79.09 GiB = 19.8 GiB
     [res] = json.loads(r.stdout)
-    assert res["memory"]["usable_bytes"] == pytest.approx(20e9, rel=1e-15)
+    assert res["memory"]["usable_bytes"] == pytest.approx(0.25 * HBM_H100, rel=1e-15)
     assert res["memory"]["headroom"] == 0.75
     _errors_only(run("check", p, "--headroom", "1.5"), "--headroom")
     assert run("check", p, "--headroom", "1.5").exit_code == 2

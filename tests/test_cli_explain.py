@@ -113,8 +113,11 @@ def test_models_and_hardware_lists(cli):
     names = {m["name"] for m in json.loads(r.stdout)}
     assert {"llama3-8b", "llama3-70b", "llama3-405b", "llama2-7b", "llama2-70b", "gpt3-175b"} <= names
     r = cli("hardware", "--format", "json")
-    names = {h["name"] for h in json.loads(r.stdout)}
-    assert {"h100-sxm", "h100-pcie", "h200-sxm", "a100-sxm-40gb", "a100-sxm-80gb", "b200", "gb200-nvl72", "mi300x"} <= names
+    rows = {h["name"]: h for h in json.loads(r.stdout)}
+    assert {"h100-sxm", "h100-pcie", "h200-sxm", "a100-sxm-40gb", "a100-sxm-80gb", "b200", "gb200-nvl72", "mi300x"} <= set(rows)
+    # the datasheet GB beside the GiB the device reports to CUDA, where measured (null: datasheet only)
+    assert (rows["h100-sxm"]["hbm_GB"], rows["h100-sxm"]["hbm_visible_GiB"]) == (80, 79.09)
+    assert rows["gb200-nvl72"]["hbm_visible_GiB"] is None
 
 
 def test_every_model_explains_on_h100(cli):

@@ -267,8 +267,36 @@ def test_logits_term(explain):
 
 def test_fits_uses_headroom(explain):
     _, _, est, js = explain(model="llama3-8b", gpus=8, tp=8, headroom=0.0)
-    assert js["memory"]["usable_bytes"] == 80e9
-    assert js["memory"]["fits"] == (js["memory"]["total_bytes"] <= 80e9)
+    hbm = 79.09 * 2**30  # H100 SXM as CUDA reports it (hardware_db hbm_visible_GiB), not 80e9
+    assert js["memory"]["usable_bytes"] == hbm and js["memory"]["capacity_source"] == "measured"
+    assert js["memory"]["fits"] == (js["memory"]["total_bytes"] <= hbm)
+
+
+def test_capacity_is_the_hbm_the_device_reports_where_measured(explain):
+    """H200 (hardware_db h200-sxm hbm_visible_GiB 139.80: torch's total_memory=143156 MiB =
+    139.80 GiB): capacity 139.80 x 2^30 = 150,109,106,995.2 B, usable 0.9 x = 135,098,196,295.7 B
+    = 125.82 GiB, where the datasheet's 141 GB (141e9 B = 131.32 GiB) gave 118.18 GiB. The
+    H800 entry has no measurement: its datasheet 80 GB = 80e9 B, usable 72e9 B."""
+    _, _, _, h200 = explain(model="llama3-8b", gpus=8, hardware="h200-sxm")
+    m = h200["memory"]
+    assert m["capacity_source"] == "measured"
+    assert m["capacity_bytes"] == pytest.approx(150_109_106_995.2, rel=1e-15)
+    assert m["usable_bytes"] == pytest.approx(135_098_196_295.68, rel=1e-15)
+    assert m["usable_bytes"] / 2**30 == pytest.approx(125.82, abs=1e-9)
+    _, _, _, h800 = explain(model="llama3-8b", gpus=8, hardware="h800-sxm")
+    m = h800["memory"]
+    assert (m["capacity_source"], m["capacity_bytes"], m["usable_bytes"]) == ("datasheet", 80e9, pytest.approx(72e9, rel=1e-15))
+
+
+def test_explain_names_the_capacity_it_used(cli):
+    """The verdict line says which HBM the percentage is of: the measured figure (H100: 79.09
+    GiB as CUDA reports it) or the datasheet's (H800: 80 GB = 74.5 GiB)."""
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--hardware", "h100-sxm")
+    assert r.exit_code == 0 and "of 79.1 GiB HBM (measured, as CUDA reports it)" in r.stdout
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--hardware", "h800-sxm")
+    assert r.exit_code == 0 and "of 74.5 GiB HBM (datasheet 80 GB)" in r.stdout
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--hardware", "h800-sxm")
+    assert r.exit_code == 0 and "% HBM: share of 74.5 GiB HBM (datasheet 80 GB)" in r.stdout
 
 
 # ------------------------------------------------------------------ arrays == scalars

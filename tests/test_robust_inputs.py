@@ -370,7 +370,7 @@ def _record(tmp_path, **fields) -> Path:
 @pytest.mark.parametrize("fields,needle", [
     ({"tokens_per_sec_per_gpu": 1e308}, "field `tokens_per_sec_per_gpu`: 1e+308 tokens/s per GPU"),
     ({"tokens_per_sec_per_gpu": 1e9}, "would run the GPUs at"),
-    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is not possible on a100-sxm-80gb (74.51 GiB"),
+    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is not possible on a100-sxm-80gb (79.25 GiB"),
     ({"memory_per_gpu_gib": 81.0}, "field `memory_per_gpu_gib`: 81 GiB is not possible"),
 ], ids=["tps-1e308", "tps-1e9", "memory-1e300", "memory-over-hbm"])
 def test_calibrate_run_impossible_records_exit_2(cli, tmp_path, fields, needle):
@@ -545,7 +545,7 @@ def test_megatron_layout_and_schedule_are_bounded(cli, tmp_path, extra, needle):
 
 @pytest.mark.parametrize("fields,needle", [
     ({"tokens_per_sec_per_gpu": 1e308}, "field `tokens_per_sec_per_gpu`: 1e+308 tokens/s per GPU would run the GPUs at"),
-    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is more than the 74.51 GiB of HBM"),
+    ({"memory_per_gpu_gib": 1e300}, "field `memory_per_gpu_gib`: 1e+300 GiB is more than the 79.25 GiB of HBM"),
 ], ids=["tps-1e308", "memory-1e300"])
 def test_validate_impossible_published_figures(cli, tmp_path, fields, needle):
     """A published figure the hardware cannot produce was compared (-100% error); now an error

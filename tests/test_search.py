@@ -277,7 +277,9 @@ def test_brute_force_same_counts_and_feasible_set(small):
     c = res.counts
     assert (c.considered, c.broke_constraint, c.did_not_fit, c.feasible) == (
         counts["considered"], counts["broke"], counts["did_not_fit"], counts["feasible"])
-    assert counts["did_not_fit"] > 100 and counts["broke"] > 100 and counts["feasible"] > 1000  # a real test
+    # a real test: every branch taken many times (76 plans over the 0.9 x 39.42 GiB an A100 40GB
+    # reports to CUDA, hardware_db hbm_visible_GiB; 100+ over the datasheet's 0.9 x 40e9 B)
+    assert counts["did_not_fit"] > 50 and counts["broke"] > 100 and counts["feasible"] > 1000
     f = res.feasible[0]
     space = f["space"]
     plans = space.plans(f["base"], f["rc"], f["order"], f["var"])

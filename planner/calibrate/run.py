@@ -228,7 +228,8 @@ def _physical(run: MeasuredRun, where: str, fields: dict) -> None:
     step time at which the GPUs would execute more FLOPs than their peak (HFU above 1,
     step.throughput: the FLOPs the kernels run, causal attention and recompute counted, over
     the datasheet peak of the plan's precision), and a peak memory that is not positive or
-    exceeds the GPU's HBM (hardware_db hbm_GB)."""
+    exceeds the GPU's HBM (Hardware.hbm_bytes: what the device reports to CUDA where
+    hardware_db gives hbm_visible_GiB, else the datasheet hbm_GB)."""
     from ..step import throughput
 
     hw = run.settings.hardware

@@ -7,7 +7,7 @@ from __future__ import annotations
 import typer
 
 from ..check import mfu, step_seconds
-from .common import Format, TERM_LABELS, emit, gib, mfu_convention, pct, seconds
+from .common import Format, TERM_LABELS, capacity_text, emit, gib, mfu_convention, pct, seconds
 
 SHOWN_SUGGESTIONS = 5  # in the text output; --format json lists all
 
@@ -22,7 +22,7 @@ def memory_line(m: dict) -> str:
         gate = (f"reserved peak {_gib(m['reserved_bytes'])} + {_gib(m['total_bytes'] - m['reserved_bytes'])} "
                 f"outside the allocator; ")
     return (f"{_gib(m['total_bytes'])} of {_gib(m['usable_bytes'])} usable "
-            f"({gate}{100 * m['total_bytes'] / m['capacity_bytes']:.0f}% of {_gib(m['capacity_bytes'])} HBM, "
+            f"({gate}{100 * m['total_bytes'] / m['capacity_bytes']:.0f}% of {capacity_text(m)}, "
             f"headroom {100 * m['headroom']:.0f}%)")
 
 

@@ -225,6 +225,19 @@ def gib(x: float, digits: int = 2) -> str:
     return f"{x / GiB:,.{digits}f}"
 
 
+def capacity_text(m: dict) -> str:
+    """The HBM a memory verdict is a share of, and which figure it is (memory.capacity_source):
+    'measured' -- what the device reports to CUDA (hardware_db hbm_visible_GiB); 'datasheet' --
+    the vendor's GB (hbm_GB x 1e9 bytes) where the catalog entry has no measurement."""
+    cap = m["capacity_bytes"]
+    src = m.get("capacity_source")
+    if src == "measured":
+        return f"{gib(cap, 1)} GiB HBM (measured, as CUDA reports it)"
+    if src == "datasheet":
+        return f"{gib(cap, 1)} GiB HBM (datasheet {gb(cap, 0)} GB)"
+    return f"{gib(cap, 1)} GiB HBM"
+
+
 def si_bytes(x: float) -> str:
     """Bytes scaled to TB, GB, MB or kB (powers of 1000) with the unit; NaN -> '-'."""
     if x != x:  # NaN

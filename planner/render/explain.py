@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .common import Format, TERM_LABELS, emit, gb, gib, human_count, mesh_words, out, pct, warn
+from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_count, mesh_words, out, pct, warn
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
@@ -81,7 +81,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(tab)
     used = 100 * m["total_bytes"] / m["capacity_bytes"]
     verdict = "[green]fits[/green]" if m["fits"] else "[red]does not fit[/red]"
-    out.print(f"  {verdict}: {used:.1f}% of {gb(m['capacity_bytes'], 0)} GB HBM")
+    out.print(f"  {verdict}: {used:.1f}% of {capacity_text(m)}")
     if "allocated_bytes" in m:
         out.print(f"  peaks: allocated {gib(m['allocated_bytes'])} GiB (live tensors), reserved "
                   f"{gib(m['reserved_bytes'])} GiB (the caching allocator's), + {gib(m['total_bytes'] - m['reserved_bytes'])} "

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ..search import explain_args
 from ..space import RANK_ORDERS_TP_INNER
-from .common import Format, emit, err, gib, mesh, mfu_convention, note, out, pct, print_wide, seconds
+from .common import Format, capacity_text, emit, err, gib, mesh, mfu_convention, note, out, pct, print_wide, seconds
 from .explain import explain_table
 
 
@@ -117,7 +117,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     if len(gpus_list) > 1 and missing:
         out.print(f"  no row above for {', '.join(f'{g:,}' for g in missing)} GPUs: none of their plans ranks in the "
                   f"top {len(rows)} (or none fits); fit that count alone to see its plans")
-    out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage")
+    out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage; "
+              f"% HBM: share of {capacity_text(rows[0]['memory'])}")
     out.print(f"  {mfu_convention((rows[0].get('flops') or {}).get('attention_counted'))}")
     out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
     out.print("  (or add --explain N to this command for the breakdown of row N)")
