@@ -148,7 +148,10 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         thr.update(training_steps=steps, training_days=seconds / 86400.0,
                    gpu_hours=seconds * settings.gpus / 3600.0)
     out_cal = calibration_report(settings, est)
-    moe_out = moe_report(settings, plan, est, pick) if settings.model.moe is not None else None
+    # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face
+    # moe_layer_freq past the depth) is priced as the dense model it is: no moe block
+    has_experts = settings.model.moe is not None and any(k.has_experts for k in layer_list(settings.model).kinds)
+    moe_out = moe_report(settings, plan, est, pick) if has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
         **({"assumed": list(settings.assumed)} if settings.assumed else {}),

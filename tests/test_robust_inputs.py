@@ -596,3 +596,17 @@ def test_fuzz_pass_huge_layer_counts_are_priced(cli, args):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["memory"]["fits"] is False and d["memory"]["total_bytes"] > 1e15
+
+
+@pytest.mark.parametrize("name", ["moe-config-5-0.json", "moe-config-0-3.json"])
+def test_fuzz_pass_moe_config_without_moe_layers(cli, tmp_path, name):
+    """The third pass (seed 27, main after this session's merges) found one traceback kind: a
+    Hugging Face MoE config whose layer pattern places no MoE layer (DeepSeek-V3's
+    moe_layer_freq 1000 past 61 layers; Qwen3-MoE's decoder_sparse_step 2^31 - 1) made explain's
+    MoE block look for an expert layer (StopIteration). The model is the dense model it is:
+    priced, no `moe` block."""
+    (tmp_path / "config.json").write_text((FUZZ / name).read_text())
+    r = cli("explain", "--model", str(tmp_path), "--gpus", "64", "--seq-len", "4096", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert "moe" not in d and all("moe(" not in k["kind"] for k in d["layers"])
