@@ -162,8 +162,11 @@ REASONS = {
 
 
 def _trainer_reasons() -> None:
+    """fit's constraint counts name each start-up rule by its key and the file and function it
+    cites (the source up to its quoted detail, which explain / check print in full when they
+    refuse a job under the rule): one line in an 80-column terminal."""
     for code, r in BY_CODE.items():
-        REASONS[code] = f"{r.text} ({r.source})"
+        REASONS[code] = f"{r.text} ({r.key}: {r.source.split(' (')[0]})"
 
 
 _trainer_reasons()

@@ -82,9 +82,18 @@ def apply(data: dict) -> tuple[dict, list[str]]:
         why = _why_not(field, value, out, stack, hw)
         if why is None:
             out[field] = value
-            notes.append(f"{field} {value} ({rec.sources[field]})")
+            notes.append(f"{field} {value} ({_brief(rec.sources[field])})")
         else:
             notes.append(f"{field} {value} not taken: {why}")
     if notes:
-        notes += [f"not priced: {x}" for x in rec.not_priced]
+        notes += [f"not priced: {_brief(x)}" for x in rec.not_priced]
     return out, notes
+
+
+def _brief(text: str) -> str:
+    """A citation or remark up to its quoted detail or first aside (the model entry's
+    `training:` block holds it whole): the note stays a line, not a paragraph."""
+    cut = [i for i in (text.find(": '"), text.find(" ("), text.find("): ")) if i > 0]
+    quote = text.find("': ")  # a quoted title followed by its detail: keep the closing quote
+    cut += [quote + 1] if quote > 0 else []
+    return text[:min(cut)] if cut else text

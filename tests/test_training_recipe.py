@@ -114,3 +114,17 @@ def test_a_recipe_value_needs_its_source_and_a_stack_refuses_dispatchers_it_lack
               recompute="selective", moe_dispatcher="alltoall")
     with pytest.raises(PlannerError, match="stack deepseek runs deepep"):
         resolve(job)
+
+
+def test_recipe_note_is_brief():
+    """The note names each value with its citation up to the quoted detail (the zoo entry's
+    `training:` block keeps the whole text): sec. 3.3 'FP8 Training', not the sentence after it."""
+    from planner.recipe import _brief
+
+    assert _brief("DeepSeek-AI, 'DeepSeek-V3 Technical Report', arXiv:2412.19437 v2, sec. 3.3 'FP8 Training': "
+                  "'we propose a fine-grained mixed precision framework'") == \
+        "DeepSeek-AI, 'DeepSeek-V3 Technical Report', arXiv:2412.19437 v2, sec. 3.3 'FP8 Training'"
+    assert _brief("arXiv:2412.19437 sec. 3.3.2 'Improved Precision from Quantization and Multiplication': "
+                  "activations grouped") == "arXiv:2412.19437 sec. 3.3.2 'Improved Precision from Quantization and Multiplication'"
+    assert _brief("multi-token prediction (report sec. 2.2, depth 1 in sec. 4.2): mtp_layers is 0") == "multi-token prediction"
+    assert _brief("no aside at all") == "no aside at all"

@@ -112,8 +112,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         raise PlannerError("no GPU count given", "pass --gpus N or set `gpus:` in the job YAML")
     data, taken = recipe.apply(data)  # the model's published training recipe where the job is silent
     if taken:
-        note(f"{data['model']}: assumed from its published training recipe (model_zoo `training:`; an option or job "
-             f"field replaces each): {'; '.join(taken)}")
+        note(f"{data['model']}: assumed from its published training recipe (model_zoo `training:`, each cited "
+             f"there in full; an option or job field replaces each): {'; '.join(taken)}")
     return validate(Job, data, str(path) if path else "command line"), where
 
 
