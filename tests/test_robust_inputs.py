@@ -610,3 +610,13 @@ def test_fuzz_pass_moe_config_without_moe_layers(cli, tmp_path, name):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert "moe" not in d and all("moe(" not in k["kind"] for k in d["layers"])
+
+
+def test_fuzz_pass_run_record_with_denormal_memory_exits_2(cli, tmp_path):
+    """The fourth pass (seed 28, main after the session's merges) found one failure: a record
+    with memory_per_gpu_gib 1e-308 made calibrate run's residuals infinite (a pydantic error).
+    A peak below the caching allocator's smallest block (512 B allocated, a 2 MiB segment
+    reserved) is not a measurement: exit 2 naming the field."""
+    r = cli("calibrate", "run", str(FUZZ / "run-records-10-6.yaml"), "-o", str(tmp_path / "p.yaml"), "--format", "json")
+    assert_error(r, "memory_per_gpu_gib")
+    assert "512 B" in r.stderr

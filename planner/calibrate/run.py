@@ -243,10 +243,14 @@ def _physical(run: MeasuredRun, where: str, fields: dict) -> None:
             raise PlannerError(f"{where}: field `{fields['step']}`: {tok:.6g} tokens/s per GPU (a {run.step_s:.3g} s step) "
                                f"would run the GPUs at {hfu:.3g}x {hw.name}'s peak FLOP rate (HFU {hfu:.0%})",
                                "the figure is not a measurement of this job: check its units, the model and the GPU count")
-    for name, b in (("peak reserved", run.reserved_bytes), ("peak allocated", run.allocated_bytes)):
-        if b is not None and not (math.isfinite(b) and 0 < b <= hw.hbm_bytes):
+    # the least a step can hold: PyTorch's caching allocator rounds every block up to 512 B and
+    # reserves segments of 2 MiB at the least (c10/cuda/CUDACachingAllocator.cpp kMinBlockSize,
+    # kSmallBuffer); a figure below is not a measurement (1e-308 GiB sent the residuals to inf)
+    for name, b, least in (("peak reserved", run.reserved_bytes, 2.0 * 2**20), ("peak allocated", run.allocated_bytes, 512.0)):
+        if b is not None and not (math.isfinite(b) and least <= b <= hw.hbm_bytes):
             raise PlannerError(f"{where}: field `{fields['memory']}`: a {name} memory of {b / GiB:.4g} GiB is not possible on "
-                               f"{hw.name} ({hw.hbm_bytes / GiB:.4g} GiB of HBM)", "give the figure as measured (GiB per GPU)")
+                               f"{hw.name} (from {least:.0f} B, the caching allocator's smallest {name.split()[1]} "
+                               f"block, to {hw.hbm_bytes / GiB:.4g} GiB of HBM)", "give the figure as measured (GiB per GPU)")
 
 
 # ------------------------------------------------------------------------ log parsing
