@@ -150,8 +150,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face
     # moe_layer_freq past the depth) is priced as the dense model it is: no moe block
-    has_experts = settings.model.moe is not None and any(k.has_experts for k in layer_list(settings.model).kinds)
-    moe_out = moe_report(settings, plan, est, pick) if has_experts else None
+    moe_out = moe_report(settings, plan, est, pick) if layer_list(settings.model).has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
         **({"assumed": list(settings.assumed)} if settings.assumed else {}),

@@ -742,8 +742,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
         act = 0.5 * (act + _held_activations(per, twin[2], r2))
         counts = counts + twin[0]  # the recompute buffer: the largest kind either stage holds
-    buf = per.buffers[0] if len(per.buffers) == 1 else np.maximum.reduce(
-        [np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
+    buf = _largest_buffer(per, counts)
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
     losses = np.where(single, 1.0, loss) if holds_loss else np.where(single, 1.0, 0.0)
     out = losses * per.out_act + (per.deferred_wgrad + losses * per.pp_logits + per.head_grads if holds_loss else 0.0)
@@ -773,6 +772,13 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
                  reserve=per.reserve)
 
 
+def _largest_buffer(per: _PerLayer, counts) -> np.ndarray:
+    """One layer's recompute buffer: the largest among the kinds the stage holds (counts (K, ...))."""
+    if len(per.buffers) == 1:
+        return per.buffers[0]
+    return np.maximum.reduce([np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)])
+
+
 def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     """What FSDP2 holds beside the states and every sharded gradient at the reduce-scatter of one
     of the last units of the backward [tt7]: the embedding's, its bf16 unsharded gradient (2 B)
@@ -782,8 +788,7 @@ def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     plan, pc = per.plan, per.pc
     tp = plan.tp.astype(np.float64)
     block = unit_params(pc, plan, layers_only=True)
-    buf = np.maximum.reduce([np.where(counts[i] > 0, b, 0.0) for i, b in enumerate(per.buffers)]) \
-        if len(per.buffers) > 1 else per.buffers[0]
+    buf = _largest_buffer(per, counts)
     grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
     return np.where(plan.sharding >= FSDP, np.maximum(grads * pc.embedding / tp,
                                                       (grads + per.fsdp.param_gather_bytes) * block + buf), 0.0)

@@ -727,7 +727,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     what the dense traffic leaves of the same compute window. dense: the dense traffic's
     (all-gathers, reduce-scatters, FSDP bucket, DDP bucket)."""
     plan, fs = sc.plan, sc.stack.fsdp
-    if not any(k.has_experts for k in sc.ll.kinds):
+    if not sc.ll.has_experts:
         return np.float64(0.0), np.float64(0.0)
     n_ag, n_rs, fsdp_bucket, ddp_bucket = dense
     fsdp = plan.sharding >= FSDP
@@ -760,7 +760,7 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
     out = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / sc.hbm
-    if any(k.has_experts for k in sc.ll.kinds):
+    if sc.ll.has_experts:
         out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * (
             ADAM_BYTES_PER_PARAM + bpp.gradients) / sc.hbm
     return out
@@ -774,7 +774,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     comp = compute_time(sc, lt)
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
-    moe_model = any(k.has_experts for k in sc.ll.kinds)
+    moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
     cp_mb, cp_total = cp_comm(sc, coll, lt)
     pp_mb = pp_comm(sc, coll, comp)

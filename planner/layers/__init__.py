@@ -94,6 +94,12 @@ class LayerList:
     period: np.ndarray  # (P,) int64: the kind of layer i >= head is period[i % P]
     mtp: int = 0  # multi-token prediction modules (each one layer of the last layer's kind)
 
+    @property
+    def has_experts(self) -> bool:
+        """Whether any layer of the model is a mixture-of-experts layer (an moe: block whose
+        pattern places none leaves a dense model)."""
+        return any(k.has_experts for k in self.kinds)
+
     def kind_at(self, i: int) -> int:
         """The kind index of layer i (0 <= i < num_layers)."""
         return self.head_kind if i < self.head else int(self.period[i % len(self.period)])
