@@ -402,7 +402,8 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     bf16 (settings.bf16_layers: the first n0, the last n1) take their share of the stage's
     linears. Zero in bf16, under FSDP and on stacks without memory.fp8_weight_cache."""
     zero = np.zeros(np.broadcast(plan.tp, plan.precision).shape)
-    if not stack_of(settings).memory.fp8_weight_cache:
+    on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
+    if not stack_of(settings).memory.fp8_weight_cache or not np.any(on):  # the second: a shortcut only (zero either way)
         return zero, zero
     from .precisions import FP8_RECIPES
 
@@ -418,7 +419,6 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     b16 = {"first": np.where(one, np.minimum(n0 + n1, n), np.minimum(n0, n)),
            "last": np.where(one, np.minimum(n0 + n1, n), np.minimum(n1, n))}.get(end, 0.0)
     linear = linear * (1.0 - b16 / np.maximum(n, 1))
-    on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
     # fp8 parameters need Megatron's distributed optimizer (training/arguments.py l. 1095-1097)
     pg = bool(settings.fp8_param_gather) & (plan.sharding >= ZERO1)
     copies = np.where(on, linear * (col + np.where(pg, 0.0, row)), 0.0)
