@@ -126,7 +126,7 @@ def _blocks(n: int, chunk: int = CHUNK):
 
 
 def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
-    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index).
+    """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index).
 
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
     may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
@@ -138,7 +138,7 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
                                 for f in ("split_loss", "split_emb", "vpp", "pp")))
     for s in _blocks(len(bidx)):
         j = by_split[s]
-        out[j] = mem.memory_terms(space.settings, space.plans(bidx[j], rcidx[j]))[0].total
+        out[j] = mem.memory_total(space.settings, space.plans(bidx[j], rcidx[j]))
     return out
 
 
