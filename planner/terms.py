@@ -91,8 +91,8 @@ class Groups:
     term reads (the model states do not depend on the micro-batch, SP or recompute; a
     layer's activations not on dp, pp or sharding): the term costs its groups, not its
     candidates. Each field's values are ranked (_codes) and the ranks combined in mixed
-    radix, re-ranked whenever the product of the counts outgrows DENSE_LIMIT: no sort where
-    the ranges are small."""
+    radix, re-ranked whenever the product of the counts outgrows 4 n: no sort where the
+    ranges are small."""
 
     def __init__(self, plan, fields: tuple):
         self.fields = fields
@@ -104,11 +104,12 @@ class Groups:
             return
         cols = [np.broadcast_to(c, (n,)).astype(np.int64, copy=False) for c in cols]
         code, card = np.zeros(n, dtype=np.int64), 1
+        limit = max(4 * n, 1024)  # the tables stay O(n)
         for c in cols:
             k, m = _codes(c)
             if m == 1:
                 continue
-            if card * m >= DENSE_LIMIT:
+            if card * m > limit:
                 code, card = _codes(code)
             code, card = code * m + k, card * m
         present = np.zeros(card, dtype=bool)
