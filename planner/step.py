@@ -427,16 +427,16 @@ class Collectives:
     def _all(self, op, size, group, stride, s_nv=None, s_in=None):
         s_nv = self.bw_nv if s_nv is None else s_nv
         s_in = self.bw_in if s_in is None else s_in
-        cost, link, _ = comm.group_collective(op, size, group, stride, self.cpar, comm.AUTO, job_gpus=self.job)
-        t = cost.time_s
+        # group_collective(op, size, group, stride, AUTO), each distinct collective priced once per process
+        t, latency_s, bandwidth_s, link = comm.auto_collective_times(op, size, group, stride, self.cpar, self.job)
         if self.bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
-            t = cost.latency_s + cost.bandwidth_s / np.where(link.link == comm.LINK_NVLINK, s_nv, s_in)
+            t = latency_s + bandwidth_s / np.where(link == comm.LINK_NVLINK, s_nv, s_in)
         # a calibration profile replaces the default for the (collective, scope, ranks) it
         # measured; scope from placement: NVLink = intra-node, anything else inter-node
         for g in self.groups:
             if PROFILE_OPS.get(g.collective) != op:
                 continue
-            scope_ok = (link.link == comm.LINK_NVLINK) if g.scope == "intra-node" else (link.link != comm.LINK_NVLINK)
+            scope_ok = (link == comm.LINK_NVLINK) if g.scope == "intra-node" else (link != comm.LINK_NVLINK)
             hit = scope_ok & (np.asarray(group) == g.ranks)
             if np.any(hit):
                 self.used.add(f"{g.collective}/{g.scope}/{g.ranks}")
