@@ -1055,6 +1055,7 @@ def group_collective(
 # (params, job_gpus, op, dtypes) -> {(size, group, stride) bit patterns: (time_s, latency_s, bandwidth_s, link)}
 _AUTO_MEMO: dict = {}
 AUTO_MEMO_LIMIT = 1 << 18  # tuples kept per (params, job, op): a table is cleared when it would outgrow this
+AUTO_MEMO_TABLES = 64  # tables kept (hardware x job x op): all are cleared when one more would exceed this
 
 
 def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=None):
@@ -1069,7 +1070,10 @@ def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=
         cost, link, _ = group_collective(op, size, group, stride, params, AUTO, job_gpus=job_gpus)
         return cost.time_s, cost.latency_s, cost.bandwidth_s, link.link
     flat = (size, group, stride)
-    memo = _AUTO_MEMO.setdefault((params, job_gpus, int(op)) + tuple(a.dtype.str for a in flat), {})
+    key = (params, job_gpus, int(op)) + tuple(a.dtype.str for a in flat)
+    if key not in _AUTO_MEMO and len(_AUTO_MEMO) >= AUTO_MEMO_TABLES:
+        _AUTO_MEMO.clear()
+    memo = _AUTO_MEMO.setdefault(key, {})
     keys = list(zip(*(_bits(a).tolist() for a in flat)))
     miss = list({k: i for i, k in enumerate(keys) if k not in memo}.values())
     if miss:
@@ -1084,6 +1088,12 @@ def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=
     t, lat, bw, lk = zip(*rows)
     return (np.array(t, dtype=np.float64), np.array(lat, dtype=np.float64), np.array(bw, dtype=np.float64),
             np.array(lk, dtype=np.int64))
+
+
+def clear_collective_memo() -> None:
+    """Forget auto_collective_times' priced collectives (a benchmark round that should price
+    its collectives afresh, as one `planner` command does)."""
+    _AUTO_MEMO.clear()
 
 
 def exists(algo, avail: dict) -> np.ndarray:
