@@ -67,12 +67,18 @@ class KeyedPlan:
 DENSE_LIMIT = 2**22  # the largest mixed-radix code Groups ranks with a table instead of a sort
 
 
-def _codes(col: np.ndarray) -> tuple[np.ndarray, int]:
-    """(dense rank of each value, number of distinct values) of a 1-d integer array: a
-    presence table over its range where that is small, else a sort."""
+SMALL_RANGE = 64  # a field whose values span at most this many integers is coded as value - min, unranked
+
+
+def _codes(col: np.ndarray, small: bool = False) -> tuple[np.ndarray, int]:
+    """(code of each value, number of codes) of a 1-d integer array: its dense rank (a
+    presence table over its range where that is small, else a sort); small: value - min
+    where the range spans at most SMALL_RANGE integers (codes that may go unused)."""
     lo, hi = int(col.min()), int(col.max())
     if lo == hi:
         return np.zeros(len(col), dtype=np.int64), 1
+    if small and hi - lo < SMALL_RANGE:
+        return col - lo, hi - lo + 1
     if hi - lo < DENSE_LIMIT:
         present = np.zeros(hi - lo + 1, dtype=bool)
         present[col - lo] = True
@@ -106,7 +112,7 @@ class Groups:
         code, card = np.zeros(n, dtype=np.int64), 1
         limit = max(4 * n, 1024)  # the tables stay O(n)
         for c in cols:
-            k, m = _codes(c)
+            k, m = _codes(c, small=True)
             if m == 1:
                 continue
             if card * m > limit:
