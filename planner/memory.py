@@ -598,7 +598,8 @@ def _stages(settings: Settings, plan: PlanArrays):
     model = settings.model
     pc = count_params(model)
     # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
-    counts, held, n = Groups(plan, PIPELINE_FIELDS).apply(lambda p: _placement(model, pc.layers, p))
+    g = Groups(plan, PIPELINE_FIELDS)
+    counts, held, n = g.expand(_placement(model, pc.layers, g.plan))
     n = dict(zip(STAGES, n))
     per = _PerLayer(settings, plan, pc)
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
@@ -635,8 +636,9 @@ class _PerLayer:
         cf = settings.moe_capacity_factor
         ctx = context(plan, cf)
         # once per distinct tuple of the fields a layer's activations read (terms.Groups)
-        self.stored, self.buffers, self.layer_input = Groups(plan, LAYER_FIELDS).apply(
-            lambda p: layer_memory(settings, p, context(p, cf), pc.layers))
+        g = Groups(plan, LAYER_FIELDS)
+        self.stored, self.buffers, self.layer_input = g.expand(layer_memory(settings, g.plan, context(g.plan, cf),
+                                                                            pc.layers))
         # the stages' model states: once per distinct tuple of what they read (the layer counts
         # follow the pipeline split: STATE_FIELDS)
         self.state_groups = Groups(plan, STATE_FIELDS)
@@ -776,11 +778,13 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     settings, plan, pc = per.settings, per.plan, per.pc
     # the model states read neither the micro-batch, SP nor recompute: priced once per distinct
     # tuple of what they read (terms.Groups)
+    g = per.state_groups
     if twin is None:
-        states, copies, params = per.state_groups.apply(lambda p, c, n_: _stage_states(per, p, end, c, n_), counts, n)
+        c, n_ = g.pick(counts, n)
+        states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_))
     else:
-        states, copies, params = per.state_groups.apply(
-            lambda p, c, n_, c2, n2: _stage_states(per, p, end, c, n_, (c2, twin[1], n2)), counts, n, twin[0], twin[3])
+        c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
+        states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
@@ -818,7 +822,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
                  reserve=per.reserve)
 
 
-# the plan fields the model states of a stage read (_stage_states; Groups.apply checks it)
+# the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)
 STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "shard", "precision", "f8r",
                 "vpp", "split_emb", "split_loss", "split_front")
 

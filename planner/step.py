@@ -161,7 +161,8 @@ def _context(settings: Settings, plan: PlanArrays, placed: bool = True) -> StepC
     ll = layer_list(model)
     n = counts = None
     if placed:  # once per distinct pipeline split (terms.Groups, memory.PIPELINE_FIELDS)
-        n, counts = Groups(plan, PIPELINE_FIELDS).apply(lambda p: _placement(model, ll, p))
+        g = Groups(plan, PIPELINE_FIELDS)
+        n, counts = g.expand(_placement(model, ll, g.plan))
         n = dict(zip(("first", "mid", "last"), n))
     fp8 = plan.precision != BF16  # fp8 or nvfp4: the plan's low-precision recipe applies
     recipe = fp8_recipe(stack, plan.f8r, hw)
@@ -785,13 +786,8 @@ LAYER_TIME_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "
 def grouped_layer_times(sc: StepCtx) -> LayerTimes:
     """layer_times(sc), once per distinct tuple of LAYER_TIME_FIELDS (terms.Groups)."""
     g = Groups(sc.plan, LAYER_TIME_FIELDS)
-    names = [f.name for f in dataclasses.fields(LayerTimes)]
-
-    def one(p):
-        lt = layer_times(_context(sc.settings, p, placed=False))
-        return tuple(getattr(lt, k) for k in names)
-
-    return LayerTimes(*g.apply(one))
+    lt = layer_times(_context(sc.settings, g.plan, placed=False))
+    return LayerTimes(*g.expand(tuple(getattr(lt, f.name) for f in dataclasses.fields(LayerTimes))))
 
 
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:

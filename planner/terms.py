@@ -53,7 +53,7 @@ class Terms:
 # ------------------------------------------------------------ once per distinct input
 class KeyedPlan:
     """A view of a PlanArrays holding only the named fields (or properties, e.g.
-    "microbatches"), for a function evaluated once per distinct tuple of them (Groups).
+    "microbatches"), for a function evaluated once per distinct tuple of them (Groups.plan).
     Reading any other field is an error, not a default, so the function cannot read a field
     its evaluation was not keyed on (getattr(plan, name, default) does not hide it)."""
 
@@ -61,7 +61,9 @@ class KeyedPlan:
         self.__dict__.update(values)
 
     def __getattr__(self, name: str):
-        raise KeyError(f"Groups: the function read plan.{name}, which is not among its keyed fields")
+        if name.startswith("__"):  # Python's own probes (copy, pickle, inspect): not a plan field
+            raise AttributeError(name)
+        raise KeyError(f"Groups: plan.{name} was read, which is not among the keyed fields")
 
 
 DENSE_LIMIT = 2**22  # the largest mixed-radix code Groups ranks with a table instead of a sort
@@ -91,9 +93,10 @@ def _codes(col: np.ndarray, small: bool = False) -> tuple[np.ndarray, int]:
 class Groups:
     """The candidates of a 1-d plan grouped by the distinct tuples of some of its integer
     fields (or properties), for functions that read only those fields and compute each
-    candidate from its own inputs alone (elementwise; the cost models are): `apply` evaluates
-    such a function once per group and broadcasts it back, the same numbers as on every
-    candidate. A search holds a million candidates but few distinct values of the fields a
+    candidate from its own inputs alone (elementwise; the cost models are): the caller
+    evaluates such a function once per group, on `plan` (a KeyedPlan of one candidate per
+    group) and `pick`'s arguments, and `expand` broadcasts the result back, the same numbers as
+    on every candidate (no function is handed down here: the cost models are not called back). A search holds a million candidates but few distinct values of the fields a
     term reads (the model states do not depend on the micro-batch, SP or recompute; a
     layer's activations not on dp, pp or sharding): the term costs its groups, not its
     candidates. Each field's values are ranked (_codes) and the ranks combined in mixed
@@ -127,27 +130,29 @@ class Groups:
         self.first = first
         self.plan = KeyedPlan({f: c[first] for f, c in zip(fields, cols)})
 
-    def apply(self, fn, *arrays):
-        """fn(KeyedPlan of the fields, *arrays) once per group; arrays (..., n), the candidates on
-        the last axis, must be constant in each group (checked: an error otherwise). Results
-        (arrays with the groups on their last axis, possibly inside Terms, tuples, lists and
-        dicts; scalars stay) come back on the candidates."""
+    def pick(self, *arrays) -> list:
+        """Each array (..., n), the candidates on its last axis, at one candidate of each group
+        (for the function evaluated on `plan`); it must be constant in each group (checked: an
+        error otherwise). Scalars stay."""
         if not self.active:
-            return fn(self.plan, *arrays)
-        sub = []
+            return list(arrays)
+        out = []
         for a in arrays:
             a = np.asarray(a)
             if np.ndim(a) == 0:
-                sub.append(a)
+                out.append(a)
                 continue
             one = a[..., self.first]
             if not np.array_equal(one[..., self.index], a):
-                raise ValueError(f"Groups.apply: an argument varies inside a group of {', '.join(self.fields)}")
-            sub.append(one)
-        return self.expand(fn(self.plan, *sub))
+                raise ValueError(f"Groups.pick: an argument varies inside a group of {', '.join(self.fields)}")
+            out.append(one)
+        return out
 
     def expand(self, r):
-        """A result per group (apply) on the candidates."""
+        """A result computed on `plan` (one per group) on the candidates: arrays with the groups
+        on their last axis, possibly inside Terms, tuples, lists and dicts; scalars stay."""
+        if not self.active:
+            return r
         if isinstance(r, Terms):
             return Terms(**{key: self.expand(v) for key, v in r.items()})
         if isinstance(r, dict):
