@@ -85,6 +85,23 @@ References
      --moe-grouped-gemm and TE layers, TE's GroupedLinear keeps one more workspace per compute
      stream (4: TE @4329ff84 cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True),
      common/util/multi_stream.cpp; stack memory.te_grouped_gemm_streams).
+[13] The caching allocator's fragmentation band: the reserved peak can exceed the point estimate
+     (the allocated peak, the pools modelled as stream_pools, the stack's allocator_slack) by
+     blocks split and stranded between requests of other sizes. Public reserved / allocated
+     ratios at the peak, in tests/data/memory/measured_memory.yaml: torchtitan PR #112
+     (2024-03, FSDP1 + SP, LLaMA 7B, default allocator) 1.45 with loss parallel off and 1.32
+     with it on (row torchtitan_pr112_llama7b_tp4_sp_loss_parallel); llama-recipes PR #41
+     (2023-07, FSDP1, pure bf16) reserved / active 1.27 (row llamarecipes_pr41_...). The band
+     is [point, max(point, allocated x RESERVED_OVER_ALLOCATED_MAX)], the top the largest
+     measured ratio, not a fitted constant; `check` gates on the point (it says which number
+     it used) and reports the top. What widens it: allocations that outlive the phase that
+     freed their neighbours (pipeline stages' outputs and received activations allocated
+     between a micro-batch's forward and its backward; FSDP's per-stream pools). PyTorch's
+     expandable_segments (PYTORCH_CUDA_ALLOC_CONF, stack memory.allocator; torchtitan's
+     run_train.sh sets it) grows one segment per stream in place and removes most of it
+     (PyTorch docs, "CUDA semantics: optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF");
+     no ratio measured with it is in the reference, so its band keeps the default
+     allocator's top as a bound.
 [tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
      ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
      (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
@@ -809,6 +826,10 @@ def capacity(settings: Settings) -> tuple[float, float]:
     return cap, cap * (1.0 - settings.headroom)
 
 
+# the largest reserved / allocated ratio at the peak measured on a public run [13]: the top of
+# the fragmentation band (torchtitan PR #112, FSDP1 + SP, default allocator, loss parallel off)
+RESERVED_OVER_ALLOCATED_MAX = 1.45
+
 # the components of grouped() that sum to total_bytes (the peaks are views of the same terms)
 COMPONENTS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
 
@@ -818,7 +839,8 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
     activations, other; and the two peaks the caching allocator knows: allocated (the live
     tensors at the worst moment of the step) and reserved (allocated plus what the allocator
     holds and cannot hand to the peak), both without the reserve outside the allocator (CUDA
-    context, NCCL) that the total adds."""
+    context, NCCL) that the total adds; and the top of the reserved peak's fragmentation band
+    [13] (reserved_bytes is its bottom)."""
     return {
         "weights_bytes": t.weights,
         "gradients_bytes": t.gradients,
@@ -828,12 +850,19 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
         "total_bytes": t.total,
         "allocated_bytes": allocated_bytes(t),
         "reserved_bytes": reserved_bytes(t),
+        "reserved_high_bytes": reserved_high_bytes(t),
     }
 
 
 def reserved_bytes(t: Terms) -> np.ndarray:
     """The caching allocator's peak reserved bytes: everything but the reserve outside it."""
     return t.total - t.reserve
+
+
+def reserved_high_bytes(t: Terms) -> np.ndarray:
+    """The top of the fragmentation band [13]: the allocated peak at the largest measured
+    reserved / allocated ratio, never below the reserved point estimate."""
+    return np.maximum(reserved_bytes(t), allocated_bytes(t) * RESERVED_OVER_ALLOCATED_MAX)
 
 
 def allocated_bytes(t: Terms) -> np.ndarray:

@@ -246,6 +246,8 @@ class Result:
     error: Optional[float] = None
     predicted_allocated_gib: Optional[float] = None
     predicted_reserved_gib: Optional[float] = None
+    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
+    in_band: Optional[bool] = None  # a reserved row's measured peak in [predicted reserved, band top]
     assumed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: Optional[str] = None
@@ -285,6 +287,8 @@ def peaks(res: dict, stage: Optional[str] = None) -> dict:
         out["reserved"], out["reserved_from"] = float(src["reserved_bytes"]), f"{prefix}.reserved_bytes"
     else:
         out["reserved"], out["reserved_from"] = float(src["total_bytes"]) - reserve, f"{prefix}.total_bytes - terms.reserve"
+    if "reserved_high_bytes" in src:
+        out["reserved_high"] = float(src["reserved_high_bytes"])
     if "allocated_bytes" in src:
         out["allocated"], out["allocated_from"] = float(src["allocated_bytes"]), f"{prefix}.allocated_bytes"
     elif src is mem:
@@ -323,6 +327,10 @@ def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
     pk = peaks(res, stage)
     r.predicted_allocated_gib = pk["allocated"] / GiB
     r.predicted_reserved_gib = pk["reserved"] / GiB
+    if "reserved_high" in pk:
+        r.predicted_reserved_high_gib = pk["reserved_high"] / GiB
+        if r.kind == "reserved":
+            r.in_band = bool(r.predicted_reserved_gib <= r.measured_gib <= r.predicted_reserved_high_gib)
     r.predicted_gib = pk[r.kind] / GiB
     r.predicted_from = pk[f"{r.kind}_from"]
     r.error = r.predicted_gib / r.measured_gib - 1.0

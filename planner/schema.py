@@ -745,6 +745,11 @@ class MemoryReporting(BaseModel):
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
     allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    allocator: Literal["default", "expandable_segments"] = Field(
+        default="default",
+        description="the caching allocator's setting the stack launches with: PYTORCH_CUDA_ALLOC_CONF "
+                    "expandable_segments:True (one growing segment per stream) or PyTorch's default; it labels the "
+                    "fragmentation band (memory.py [13])")
     blas_handles: int = Field(
         default=0, ge=0,
         description="threads that run PyTorch GEMMs, each with its own cuBLAS handle and workspace (the forward on the "
