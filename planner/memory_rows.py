@@ -455,6 +455,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     assumed = _Assumed(r.assumed)
     if row.memory_gib is None:
         raise Skip("no absolute figure (memory_gib null)")
+    if row.planner is not None and row.planner.excluded:  # before the stack: a row kept for its ratio has none
+        raise Skip(f"excluded: {row.planner.excluded}")
     stack_name = stack_of_framework(row.framework)
     stack = load_stack(stack_name)
     r.kind = measured_kind(row, stack.memory.reports, assumed)
