@@ -122,6 +122,16 @@ References
      reduce-scatter stream; by the last units of the backward every other unit's sharded
      gradient is allocated. The oracle's full-AC rows with little activation (70B TP 8 s8192 b1;
      8B s2048 b1) peak there: the first block's and the embedding's reduce-scatter.
+[tt8] pytorch/torchtitan @6fc499f6 (2025-08-14) torchtitan/models/attention.py
+     ScaledDotProductAttention._init_backend: on compute capability >= 10.0 (Blackwell) SDPA runs
+     with SDPBackend.CUDNN_ATTENTION first (since #1209, 2025-05-20), whose op
+     aten._scaled_dot_product_cudnn_attention is not on models/llama3/infra/parallelize.py's
+     _save_list (mm, the flash and efficient SDPA ops, reduce_scatter_tensor, max): the per-op
+     policy returns PREFER_RECOMPUTE for it, so the attention output (2 a d bytes per token, /t) is
+     not saved and the attention core re-runs in the backward. #2095 (b39377f9, 2025-12-01; issue
+     #2091 "avoid recomputing attention during backward") added every SDPA backend to the list.
+     The job field selective_recomputes_attention drops attn_out from the stack's selective keeps
+     and re-runs the core (step.py).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -325,8 +335,13 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
 
 
 def selective_keeps(settings: Settings) -> tuple:
-    """The tensors the stack's selective recompute keeps (plus nothing it recomputes)."""
-    return tuple(stack_of(settings).selective.keeps)
+    """The tensors the stack's selective recompute keeps (plus nothing it recomputes); without
+    the attention output where the run's policy re-runs the attention core (job field
+    selective_recomputes_attention [tt8])."""
+    keeps = tuple(stack_of(settings).selective.keeps)
+    if settings.selective_recomputes_attention:
+        keeps = tuple(k for k in keeps if k != "attn_out")
+    return keeps
 
 
 # ----------------------------------------------------------------------------- model states

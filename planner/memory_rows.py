@@ -66,6 +66,11 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     on the last rank ("last rank" / "last PP stage" in memory_kind) compares with the last
     stage when pp > 1.
 
+ M11 `planner.selective_recomputes_attention: true` -> the job field of that name: the run's
+    torchtitan version's per-op policy does not save the attention kernel it runs (torchtitan
+    2025-05-20 .. 2025-12-01 on Blackwell, cuDNN SDPA: planner/memory.py [tt8]); the row's `why`
+    cites the code. Left out: the stack entry's policy.
+
 Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
  O1 only `ops: cuda-like(rms,sdpa)` rows are compared: the CPU decompositions save other tensors
     (the oracle's README, pitfalls 1-2); the others are skipped with that reason.
@@ -123,6 +128,9 @@ class PlannerBlock(BaseModel):
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
                                   "2025 chunks of the materialised logits: skipped) or chunked_wrapper (torchtitan's "
                                   "ChunkedLossWrapper: the job field chunked_loss); rule M9")
+    selective_recomputes_attention: Optional[bool] = Field(
+        default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
+                                  "(the job field of that name; its `why` cites the code): rule M11")
     excluded: Optional[str] = Field(
         default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
                                   "or an implementation no stack_db entry describes), with the source")
@@ -486,7 +494,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
                   vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=row.seq, sharding=sharding,
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
-                  **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}))
+                  **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
+                  **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}))
     return fields, stage
 
 

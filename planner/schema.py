@@ -1141,6 +1141,13 @@ class Job(BaseModel):
     chunked_loss: bool = Field(
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
+    selective_recomputes_attention: bool = Field(
+        default=False,
+        description="with recompute selective on a stack whose policy saves the attention kernel's output (stack_db "
+                    "selective: attn_out kept, recompute_attention_core false): the run's policy does not save it and "
+                    "re-runs the attention core in the backward. torchtitan from 2025-05-20 (#1209: cuDNN SDPA first on "
+                    "compute capability >= 10.0) to 2025-12-01 (#2095: every SDPA backend on the op-SAC save list) "
+                    "on Blackwell; default off")
     defer_embedding_wgrad: Optional[int] = Field(
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "

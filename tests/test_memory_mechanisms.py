@@ -194,6 +194,30 @@ def test_torchtitan_chunked_loss_at_its_peak(explain):
         16384 * (per_token + 2 * h) + (2 + 4 + 4 + 4 / 8) * OUT, rel=1e-12)
 
 
+def test_torchtitan_sac_without_the_cudnn_attention_output(explain):
+    """torchtitan @6fc499f6 on Blackwell runs cuDNN SDPA, which its op-SAC save list does not name
+    (memory.py [tt8]): per token per layer the policy keeps the block input 2h, wq's and wv's
+    outputs 2h and 2kd, w1's 2f and w2's 2h (63,488 - 8,192 = 55,296 B), not the attention output
+    2ad = 2h; 32 layers x 8,192 tokens: 2^31 B less, and the attention core re-runs in the backward.
+    Refused on a stack whose policy already re-runs the core (Megatron's)."""
+    from planner.errors import PlannerError
+
+    h, f, kd = 4096, 14_336, 8 * 128
+    kept = 2 * h + 2 * h + 2 * kd + 2 * h + 2 * f + 2 * h
+    assert kept == 63_488
+    kw = dict(hardware="b200", torch_compile=True)
+    _, _, _, base = _tt(explain, **kw)
+    _, _, _, js = _tt(explain, selective_recomputes_attention=True, **kw)
+    assert base["memory"]["terms"]["layer_activations"] == pytest.approx(32 * 8192 * kept, rel=1e-12)
+    assert js["memory"]["terms"]["layer_activations"] == pytest.approx(32 * 8192 * (kept - 2 * h), rel=1e-12)
+    assert base["memory"]["reserved_bytes"] - js["memory"]["reserved_bytes"] == pytest.approx(2**31, rel=1e-12)
+    assert js["time"]["compute_s"] > base["time"]["compute_s"]
+    assert js["plan"]["selective_recomputes_attention"] is True
+    with pytest.raises(PlannerError, match="selective_recomputes_attention"):
+        explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192, recompute="selective",
+                selective_recomputes_attention=True)
+
+
 def test_chunked_loss_needs_a_stack_with_one(explain):
     from planner.errors import PlannerError
 
