@@ -36,14 +36,16 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     a multiple of 128 x tp (megatron/core/tokenizers/utils/build_tokenizer.py
     vocab_size_with_padding, make_vocab_size_divisible_by 128) -- the rows' 131073 -> 131200 at
     tp 1, 131584 at tp 4. No planner block: skipped.
+ M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
  M2 stack from `framework`: torchtitan / torchtrain -> torchtitan; Megatron-LM -> megatron;
     llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed; any other (Lightning
     Thunder, llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
  M3 hardware from `gpu` by planner.validate.infer_hardware (H100 with 94-96 GB -> the HBM2e
     part, ...); "Blackwell" without a SKU -> b200 (the SM100 part in hardware_db). The GPU
     changes only the capacity, never a predicted peak.
- M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq or micro_batch null -> skipped (the peak
-    scales with both). global_batch null -> micro_batch x dp (no accumulation). vpp null -> 1.
+ M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq null -> the row's `planner.seq_len` where the
+    code the row ran establishes it (its `why` cites it; listed as assumed), else skipped; micro_batch
+    null -> skipped (the peak scales with both). global_batch null -> micro_batch x dp (no accumulation). vpp null -> 1.
  M5 sharding text: fsdp / zero3 -> fsdp (FSDP1 rows are planned with the stack's FSDP2 unit
     model, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
  M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
@@ -123,6 +125,9 @@ class PlannerBlock(BaseModel):
     model_shape: Optional[dict[str, Any]] = Field(default=None, description="ModelSpec fields; vocab_size 'padded': Megatron's rule")
     why: str = Field(description="where the shape (and any setting here) comes from")
     sequence_parallel: Optional[bool] = None
+    seq_len: Optional[Count] = Field(
+        default=None, gt=0, description="the sequence length where the row's `seq` is null and the code it ran "
+                                        "establishes it (the `why` cites it): rule M4")
     recompute: Optional[Literal["none", "selective", "full"]] = None
     loss: Optional[Literal["default", "chunked", "chunked_wrapper"]] = Field(
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
@@ -455,19 +460,23 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     assumed = _Assumed(r.assumed)
     if row.memory_gib is None:
         raise Skip("no absolute figure (memory_gib null)")
+    if row.planner is not None and row.planner.excluded:
+        raise Skip(f"excluded: {row.planner.excluded}")
     stack_name = stack_of_framework(row.framework)
     stack = load_stack(stack_name)
     r.kind = measured_kind(row, stack.memory.reports, assumed)
     if row.planner is None:
         raise Skip("model not identified: the row has no planner.model / planner.model_shape")
-    if row.planner.excluded:
-        raise Skip(f"excluded: {row.planner.excluded}")
     if row.planner.loss == "chunked":
         raise Skip("chunked cross-entropy of torchtitan PR #996 (chunks of the materialised logits): not the "
                    "ChunkedLossWrapper the torchtitan stack prices (job field chunked_loss, 0.3.0)")
     if row.dp is None:
         raise Skip("dp not stated: the GPU count cannot be built")
-    if row.seq is None:
+    seq = row.seq
+    if seq is None and row.planner.seq_len is not None:
+        seq = row.planner.seq_len
+        assumed.add("seq_len", seq, f"not in the row; {row.planner.why}")
+    if seq is None:
         raise Skip("sequence length not stated")
     if row.micro_batch is None:
         raise Skip("micro-batch not stated")
@@ -487,11 +496,11 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
         sp = row.tp > 1
         if row.tp > 1:
             assumed.add("sequence_parallel", True, "tp > 1 (torchtitan's TP plan shards the norms' sequence; Korthikanti et al. 2022)")
-    model = _model_path(row.id, row.planner, row.tp, row.seq, tmp)
+    model = _model_path(row.id, row.planner, row.tp, seq, tmp)
     last_rank = "last rank" in row.memory_kind.lower() or "last pp stage" in row.memory_kind.lower()
     stage = "last" if (last_rank and row.pp > 1) else None
     fields = dict(model=model, hardware=hw, gpus=row.dp * row.tp * row.pp * row.cp, tp=row.tp, pp=row.pp, cp=row.cp,
-                  vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=row.seq, sharding=sharding,
+                  vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=seq, sharding=sharding,
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
                   **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
