@@ -37,7 +37,8 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     vocab_size_with_padding, make_vocab_size_divisible_by 128) -- the rows' 131073 -> 131200 at
     tp 1, 131584 at tp 4. No planner block: skipped.
  M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
- M2 stack from `framework`: torchtitan / torchtrain -> torchtitan; Megatron-LM -> megatron;
+ M2 stack: the row's `planner.stack` where given (a stack_db entry describing the code the row
+    ran, its `why` citing that code; listed as assumed), else from `framework`: torchtitan / torchtrain -> torchtitan; Megatron-LM -> megatron;
     llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed; any other (Lightning
     Thunder, llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
  M3 hardware from `gpu` by planner.validate.infer_hardware (H100 with 94-96 GB -> the HBM2e
@@ -125,6 +126,9 @@ class PlannerBlock(BaseModel):
     model_shape: Optional[dict[str, Any]] = Field(default=None, description="ModelSpec fields; vocab_size 'padded': Megatron's rule")
     why: str = Field(description="where the shape (and any setting here) comes from")
     sequence_parallel: Optional[bool] = None
+    stack: Optional[str] = Field(
+        default=None, description="the stack_db entry of the code the row ran, where `framework` names none rule M2 "
+                                  "maps (the `why` cites the code): rule M2")
     seq_len: Optional[Count] = Field(
         default=None, gt=0, description="the sequence length where the row's `seq` is null and the code it ran "
                                         "establishes it (the `why` cites it): rule M4")
@@ -383,13 +387,13 @@ def _hardware(gpu: str, assumed: _Assumed) -> str:
     return name
 
 
-def _sharding(text: str, assumed: _Assumed) -> str:
+def _sharding(text: str, assumed: _Assumed, stack_name: str = "") -> str:
     t = text.lower()
     if "distributed optimizer" in t or "zero-1" in t or "zero1" in t:
         return "zero1"
     if "fsdp" in t or "zero3" in t or "zero-3" in t or "full shard" in t:
         if "fsdp1" in t or "fsdp zero3" in t:
-            assumed.add("sharding", "fsdp", "FSDP1 planned with the stack's FSDP2 unit model")
+            assumed.add("sharding", "fsdp", f"FSDP1 planned with the {stack_name} stack's FSDP unit model (stack_db fsdp)")
         return "fsdp"
     if t.startswith("none") or t.startswith("ddp"):
         return "none"
@@ -462,7 +466,11 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
         raise Skip("no absolute figure (memory_gib null)")
     if row.planner is not None and row.planner.excluded:
         raise Skip(f"excluded: {row.planner.excluded}")
-    stack_name = stack_of_framework(row.framework)
+    if row.planner is not None and row.planner.stack is not None:
+        stack_name = row.planner.stack
+        assumed.add("stack", stack_name, "the row's planner.stack: the stack_db entry of the code it ran (its why)")
+    else:
+        stack_name = stack_of_framework(row.framework)
     stack = load_stack(stack_name)
     r.kind = measured_kind(row, stack.memory.reports, assumed)
     if row.planner is None:
@@ -475,13 +483,13 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     seq = row.seq
     if seq is None and row.planner.seq_len is not None:
         seq = row.planner.seq_len
-        assumed.add("seq_len", seq, f"not in the row; {row.planner.why}")
+        assumed.add("seq_len", seq, "not in the row; its planner.seq_len, established from the code it ran (its why)")
     if seq is None:
         raise Skip("sequence length not stated")
     if row.micro_batch is None:
         raise Skip("micro-batch not stated")
     hw = r.hardware = _hardware(row.gpu, assumed)
-    sharding = _sharding(row.sharding, assumed)
+    sharding = _sharding(row.sharding, assumed, stack_name)
     recompute = _recompute(row, assumed)
     precision, recipe = _precision(row, stack, assumed)
     gbs = row.global_batch
