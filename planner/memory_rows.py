@@ -38,17 +38,19 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     tp 1, 131584 at tp 4. No planner block: skipped.
  M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
  M2 stack: the row's `planner.stack` where given (a stack_db entry describing the code the row
-    ran, its `why` citing that code; listed as assumed), else from `framework`: torchtitan / torchtrain -> torchtitan; Megatron-LM -> megatron;
-    llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed; any other (Lightning
-    Thunder, llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
+    ran, its `why` citing that code; listed as assumed: the Thunder LitGPT benchmark's inductor
+    rows -> litgpt-benchmark), else from `framework`: torchtitan / torchtrain -> torchtitan;
+    Megatron-LM -> megatron; llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed;
+    any other (llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
  M3 hardware from `gpu` by planner.validate.infer_hardware (H100 with 94-96 GB -> the HBM2e
     part, ...); "Blackwell" without a SKU -> b200 (the SM100 part in hardware_db). The GPU
     changes only the capacity, never a predicted peak.
- M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq null -> the row's `planner.seq_len` where the
-    code the row ran establishes it (its `why` cites it; listed as assumed), else skipped; micro_batch
-    null -> skipped (the peak scales with both). global_batch null -> micro_batch x dp (no accumulation). vpp null -> 1.
- M5 sharding text: fsdp / zero3 -> fsdp (FSDP1 rows are planned with the stack's FSDP2 unit
-    model, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
+ M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq null -> the row's `planner.seq_len` where
+    the code the row ran establishes it (its `why` cites it; listed as assumed), else skipped;
+    micro_batch null -> skipped (the peak scales with both). global_batch null -> micro_batch x dp
+    (no accumulation). vpp null -> 1.
+ M5 sharding text: fsdp / zero3 -> fsdp (an FSDP1 row is planned with its stack's FSDP unit
+    model, stack_db `fsdp`, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
  M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
     per-op policy: stack_db torchtitan.yaml `selective`); "not stated" -> the row's
     `planner.recompute` if given (with its source), else skipped.
@@ -68,7 +70,6 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     (stack_db memory.reports, assumed); memory_gib null -> skipped (no figure). A row measured
     on the last rank ("last rank" / "last PP stage" in memory_kind) compares with the last
     stage when pp > 1.
-
  M11 `planner.selective_recomputes_attention: true` -> the job field of that name: the run's
     torchtitan version's per-op policy does not save the attention kernel it runs (torchtitan
     2025-05-20 .. 2025-12-01 on Blackwell, cuDNN SDPA: planner/memory.py [tt8]); the row's `why`
