@@ -139,6 +139,31 @@ References
      reduce-scatter stream; by the last units of the backward every other unit's sharded
      gradient is allocated. The oracle's full-AC rows with little activation (70B TP 8 s8192 b1;
      8B s2048 b1) peak there: the first block's and the embedding's reduce-scatter.
+[tt8] pytorch/torchtitan @6fc499f6 (2025-08-14) torchtitan/models/attention.py
+     ScaledDotProductAttention._init_backend: on compute capability >= 10.0 (Blackwell) SDPA runs
+     with SDPBackend.CUDNN_ATTENTION first (since #1209, 2025-05-20), whose op
+     aten._scaled_dot_product_cudnn_attention is not on models/llama3/infra/parallelize.py's
+     _save_list (mm, the flash and efficient SDPA ops, reduce_scatter_tensor, max): the per-op
+     policy returns PREFER_RECOMPUTE for it, so the attention output (2 a d bytes per token, /t) is
+     not saved and the attention core re-runs in the backward. #2095 (b39377f9, 2025-12-01; issue
+     #2091 "avoid recomputing attention during backward") added every SDPA backend to the list.
+     The job field selective_recomputes_attention drops attn_out from the stack's selective keeps
+     and re-runs the core (step.py).
+[lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
+     litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
+     so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
+     root unit (wte, ln_f, lm_head: not wrapped apart) keeps its parameters unsharded after its
+     forward (torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not free the
+     root's parameters in the post-forward for FULL_SHARD") and, its parameters being torch.split
+     views of one flat parameter (_flat_param.py _get_unflat_views), the output layer's weight
+     gradient waits for the embedding's, at the end of the backward, before the unit's
+     reduce-scatter; during a block's backward FSDP1 holds that block's and the prefetched block's
+     unsharded parameters (BACKWARD_PRE, the default) and the block's unsharded flat gradient.
+     At the loss's own peak none of these but the logits is allocated beside the loss (the root's
+     pre-backward hook, which prefetches the last block, fires on the logits' gradient, after the
+     loss's backward): with memory.loss_peak_apart the recompute buffer counts them, the moment
+     of the layers' backward (stack fields memory.loop_holds_logits, fsdp.output_grad_held,
+     fsdp.backward_gathered_units, fsdp.backward_grad_units).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -342,8 +367,13 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
 
 
 def selective_keeps(settings: Settings) -> tuple:
-    """The tensors the stack's selective recompute keeps (plus nothing it recomputes)."""
-    return tuple(stack_of(settings).selective.keeps)
+    """The tensors the stack's selective recompute keeps (plus nothing it recomputes); without
+    the attention output where the run's policy re-runs the attention core (job field
+    selective_recomputes_attention [tt8])."""
+    keeps = tuple(stack_of(settings).selective.keeps)
+    if settings.selective_recomputes_attention:
+        keeps = tuple(k for k in keeps if k != "attn_out")
+    return keeps
 
 
 # ----------------------------------------------------------------------------- model states
@@ -619,6 +649,16 @@ class _PerLayer:
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                 + (loss_b + fused) * model.vocab_size / ctx.tp)
         self.loss_apart = bool(stack.memory.loss_peak_apart)
+        # what a layer's backward holds beyond the loss's peak on the stage holding the loss [lg1]:
+        # the bf16 logits the training loop still references, the output layer's unsharded weight
+        # gradient waiting for its unit's reduce-scatter, FSDP1's gathered units and unsharded gradient
+        fs_, fsdp_on_ = stack.fsdp, plan.sharding >= FSDP
+        layer_unit = unit_params(pc, plan, layers_only=True)
+        out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
+        self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
+                           + np.where(fsdp_on_, fs_.param_gather_bytes * out_params * float(fs_.output_grad_held)
+                                      + (fs_.backward_gathered_units * fs_.param_gather_bytes
+                                         + fs_.backward_grad_units * fs_.grad_reduce_bytes) * layer_unit, 0.0))
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
@@ -767,7 +807,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     # that layer [tt3]: where the stack says so, the recompute buffer counts only what it needs
     # beyond the loss's peak
     if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
-        buf = np.maximum(buf - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
+        held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
+        buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool

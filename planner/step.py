@@ -214,7 +214,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
         sel_g = sum((times[name] * share for p in sel.recompute_projections
                      for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
-        sel_t = (sel_g + (core_f if sel.recompute_attention_core and mixer.selective_core else 0.0)
+        core_rerun = sel.recompute_attention_core or settings.selective_recomputes_attention  # memory.py [tt8]
+        sel_t = (sel_g + (core_f if core_rerun and mixer.selective_core else 0.0)
                  + (ew_f if sel.recompute_elementwise else 0.0))
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
