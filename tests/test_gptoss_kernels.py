@@ -115,3 +115,23 @@ def test_gpt_oss_record_slower_by_these_passes(cli, tmp_path):
         assert r.exit_code == 0, r.stderr
         steps.append(json.loads(r.stdout)["time"]["step_s"])
     assert steps[0] > steps[1] > steps[2]
+
+
+def test_explain_shows_the_passes_by_hand(cli):
+    """explain's time.unfused_passes_s (inside compute_s) on the 26.02 GB300 layout: per layer and
+    micro-batch of T = 16,384 tokens, the experts' 4 T rows x (clamp (8 + 10) B x 2 x 2,880 +
+    bias (28 + 40) B x 2,880) and the rotary's T x (64 + 8) x 64 elements x ((24 - 4) + (26 - 4))
+    B, over 36 layers x 5 micro-batches, at GB300's 8 TB/s x HBM_EFFICIENCY 0.9."""
+    r = cli("explain", "--model", "gpt-oss-120b", "--hardware", "gb300-nvl72", "--gpus", "64", "--tp", "1",
+            "--pp", "1", "--dp", "64", "--ep", "64", "--etp", "1", "--micro-batch", "4", "--global-batch", "1280",
+            "--seq-len", "4096", "--stack", "megatron", "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    T = 16384
+    per_layer = 4 * T * (18 * 2 * 2880 + 68 * 2880) + T * 72 * 64 * (20 + 22)
+    want = 36 * 5 * per_layer / (8.0e12 * 0.9)
+    assert json.loads(r.stdout)["time"]["unfused_passes_s"] == pytest.approx(want, rel=1e-9)
+    r = cli("explain", "--model", "gpt-oss-120b", "--hardware", "gb300-nvl72", "--gpus", "64", "--ep", "64",
+            "--micro-batch", "4", "--global-batch", "1280", "--seq-len", "4096", "--stack", "megatron", "-q")
+    assert "elementwise passes outside its fused kernels" in r.stdout
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--format", "json", "-q")
+    assert json.loads(r.stdout)["time"]["unfused_passes_s"] == 0.0

@@ -165,6 +165,14 @@ class Attention:
                         + rope * rope_kb * (self.a / tp + kv) * self.d
                         + bias * (self.a / tp + 2.0 * kv) * self.d)
 
+    def unfused_bytes(self, ctx, kb, sfx):
+        """The part of elementwise_bytes the stack runs outside its fused kernels: the scaled
+        rotary's bytes beyond the fused one's (rope_scaled - rope); 0 without a cos/sin factor."""
+        if not (self.rope and self.rope_scaled):
+            return np.zeros(np.shape(ctx.T))
+        extra = kb["rope_scaled" + sfx] - kb["rope" + sfx]
+        return ctx.T * extra * (self.a / ctx.tp + kv_local(self.k, ctx.tp)) * self.d
+
     def cast_elements(self, ctx):
         """fp8: elements cast per forward, the GEMM inputs (h into QKV, a d into the output
         projection) and the weights."""

@@ -195,12 +195,15 @@ class MoEMLP:
         weighted_bias_quick_geglu_impl), the output bias, which the router probability scales,
         as a per-expert loop t + b x p in fp32, a cat and a cast back (_apply_bias; linear_fc2
         is built with skip_bias_add=True); stack_db/megatron.yaml counts their bytes."""
-        base = mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx)
+        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx) + self.unfused_bytes(ctx, kb, sfx)
+
+    def unfused_bytes(self, ctx, kb, sfx):
+        """The two passes of elementwise_bytes' docstring (0 where the stack fuses them)."""
         rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp  # routed rows per token on this rank
         clamp = kb["activation_clamp" + sfx] * (2.0 * self.fe / ctx.etp if self.gated else self.fe / ctx.etp) \
             * (1.0 if self.clamp else 0.0)
         bias = kb["expert_bias" + sfx] * self.h * (1.0 if self.bias else 0.0)
-        return base + ctx.T * rows * (clamp + bias)
+        return ctx.T * rows * (clamp + bias)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
