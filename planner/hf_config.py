@@ -239,7 +239,8 @@ _NO_COST_GROUPS = {
         "initializer_range", "initializer_factor", "rescale_prenorm_residual", "time_step_min", "time_step_max",
         "time_step_floor"),
     "norm epsilons": ("layer_norm_eps", "layer_norm_epsilon", "norm_eps"),
-    "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K)": (
+    "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K; a YaRN rope_scaling's "
+    "attention factor is read: rope_attention_factor)": (
         "rope_scaling", "rope_parameters", "rope_local_base_freq", "rope_interleave", "partial_rotary_factor"),
     "attention score scale, temperature, soft-capping and parameter-free q/k L2 norm (elementwise)": (
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
