@@ -281,7 +281,8 @@ class ModelSpec(BaseModel):
     activation_clamp: Optional[float] = Field(
         default=None, gt=0,
         description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
-                    "activation (gpt-oss config.json swiglu_limit 7.0); null: no clamp")
+                    "activation (gpt-oss config.json swiglu_limit 7.0); null: no clamp. Priced on the routed experts "
+                    "(the stack's activation_clamp kernel bytes, planner/layers/moe.py)")
     rope_attention_factor: float = Field(
         default=1.0, gt=0,
         description="factor on RoPE's cos and sin (YaRN's attention factor, 0.1 ln(scaling factor) + 1 unless "
