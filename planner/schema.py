@@ -278,6 +278,15 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    activation_clamp: Optional[float] = Field(
+        default=None, gt=0,
+        description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
+                    "activation (gpt-oss config.json swiglu_limit 7.0); null: no clamp. Priced on the routed experts "
+                    "(the stack's activation_clamp kernel bytes, planner/layers/moe.py)")
+    rope_attention_factor: float = Field(
+        default=1.0, gt=0,
+        description="factor on RoPE's cos and sin (YaRN's attention factor, 0.1 ln(scaling factor) + 1 unless "
+                    "rope_scaling states one); 1: none")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     layer_kinds: dict[str, LayerKindSpec] = Field(
@@ -613,6 +622,21 @@ class KernelBytes(BaseModel):
     dropout: float = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
     dropout_bwd: float = Field(ge=0, description="backward, likewise")
     bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
+    rope_scaled: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, per element of Q and of K, for a model whose rotary cos/sin carry a factor "
+                    "(rope_attention_factor != 1); null: rope")
+    rope_scaled_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise; null: rope_bwd")
+    activation_clamp: float = Field(
+        default=0.0, ge=0,
+        description="forward, per element of a routed expert's gate+up output (width 2f) of a model with "
+                    "activation_clamp, where the clamp runs as kernels of its own (0: inside the activation kernel)")
+    activation_clamp_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
+    expert_bias: float = Field(
+        default=0.0, ge=0,
+        description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "
+                    "where the output bias is applied outside the grouped GEMM (0: in its epilogue)")
+    expert_bias_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
     loss_pool_per_logit: float = Field(

@@ -183,6 +183,8 @@ class LayerTimes:
     perm_fwd: list  # MoE router top-k and token permutations (memory-bound)
     perm_bwd: list
     host_fwd: list  # MoE: host issue time the dispatcher's synchronisation exposes (moe_host)
+    unf_fwd: list = field(default_factory=list)  # the share of fwd/bwd the stack's unfused passes take (unfused_bytes)
+    unf_bwd: list = field(default_factory=list)
 
 
 def layer_times(sc: StepCtx) -> LayerTimes:
@@ -227,6 +229,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.perm_fwd.append(pf)
         out.perm_bwd.append(pb)
         out.host_fwd.append(host)
+        for lst, sfx in ((out.unf_fwd, ""), (out.unf_bwd, "_bwd")):
+            lst.append(sum((b.unfused_bytes(ctx, kb, sfx) for b in (mixer, mlp) if hasattr(b, "unfused_bytes")),
+                           np.float64(0.0)) / hbm)
     return out
 
 
@@ -316,6 +321,7 @@ class Compute:
     mb: np.ndarray  # compute of the slower of the middle and the last stage
     perm: np.ndarray  # its MoE permutation share
     host: np.ndarray  # its MoE host-issue share (moe_host)
+    unfused: np.ndarray  # its share run by the stack's unfused elementwise passes (informational, inside mb)
     fwd_mb: np.ndarray  # a middle stage's forward pass (with a third of the output layer)
     bwd_mb: np.ndarray
     layer_fwd: np.ndarray  # the middle stage's mean layer
@@ -352,10 +358,11 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         fwd = sc.mean(st, lt.fwd)
         perm = sc.mean(st, [f + b for f, b in zip(lt.perm_fwd, lt.perm_bwd)])
         host = (n[st] + rc[st]) * sc.mean(st, lt.host_fwd)  # full recompute re-runs the dispatcher's forward
-        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host
+        unf = n[st] * sc.mean(st, [f + b for f, b in zip(lt.unf_fwd, lt.unf_bwd)]) + rc[st] * sc.mean(st, lt.unf_fwd)
+        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host, unf
 
-    mid, perm_mid, host_mid = stage("mid")
-    last, perm_last, host_last = stage("last")
+    mid, perm_mid, host_mid, unf_mid = stage("mid")
+    last, perm_last, host_last, unf_last = stage("last")
     extra_first, extra_last = bf16_end_layers(sc, lt)
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
     mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
@@ -364,7 +371,7 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     layers = n["mid"]
     return Compute(
         mb=np.maximum(mid, last), perm=np.where(mid >= last, perm_mid, perm_last),
-        host=np.where(mid >= last, host_mid, host_last),
+        host=np.where(mid >= last, host_mid, host_last), unfused=np.where(mid >= last, unf_mid, unf_last),
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
@@ -795,6 +802,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                   pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
                   **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "calibrated": sorted(coll.used),
+             "unfused_passes_s": m * comp.unfused,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra

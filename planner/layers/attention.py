@@ -103,6 +103,7 @@ class Attention:
     dropout: bool = False
     window: Optional[int] = None
     chunk: Optional[int] = None
+    rope_scaled: bool = False  # cos/sin carry a factor (ModelSpec.rope_attention_factor != 1): the stack's rope_scaled bytes
 
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
@@ -151,15 +152,26 @@ class Attention:
 
     def elementwise_bytes(self, ctx, kb, sfx):
         """Memory-bound bytes per micro-batch (sfx "" forward, "_bwd" backward): pre-norm,
-        residual add, dropout, output bias (replicated unless SP), rotary on Q and K, QKV biases."""
+        residual add, dropout, output bias (replicated unless SP), rotary on Q and K (the stack's
+        rope_scaled figures where the cos/sin carry a factor: Megatron-Core runs its unfused rotary
+        then, rope_utils.apply_rotary_pos_emb @0d8e0714 lines 279-284), QKV biases."""
         h, tp, rope = self.h, ctx.tp, (1.0 if self.rope else 0.0)
+        rope_kb = kb[("rope_scaled" if self.rope_scaled else "rope") + sfx]
         bias = kb["bias"] * (1.0 if self.bias else 0.0)
         drop = 1.0 if self.dropout else 0.0
         kv = kv_local(self.k, tp)
         return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h + bias * h)
                         / ctx.rep_div
-                        + rope * kb["rope" + sfx] * (self.a / tp + kv) * self.d
+                        + rope * rope_kb * (self.a / tp + kv) * self.d
                         + bias * (self.a / tp + 2.0 * kv) * self.d)
+
+    def unfused_bytes(self, ctx, kb, sfx):
+        """The part of elementwise_bytes the stack runs outside its fused kernels: the scaled
+        rotary's bytes beyond the fused one's (rope_scaled - rope); 0 without a cos/sin factor."""
+        if not (self.rope and self.rope_scaled):
+            return np.zeros(np.shape(ctx.T))
+        extra = kb["rope_scaled" + sfx] - kb["rope" + sfx]
+        return ctx.T * extra * (self.a / ctx.tp + kv_local(self.k, ctx.tp)) * self.d
 
     def cast_elements(self, ctx):
         """fp8: elements cast per forward, the GEMM inputs (h into QKV, a d into the output
