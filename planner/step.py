@@ -683,27 +683,27 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     kv = ring["kv_bytes"]
     dkv = ring["kv_el"] * spec.dkv_bytes
 
-    def send(size):
-        return coll(comm.SEND_RECV, size, plan.cp, stride)
+    # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
+    # K/V, the dK/dV alone, and both in one buffer
+    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, plan.cp, stride)
+    t_kv, t_dkv, t_both = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3),
+                               np.stack([sizes[4]] * 3))
 
     def kv_pass(method, window):  # (exposed, total) of one pass's K/V exchange
         if method == "ring":
-            one = send(kv)
-            return n * _hide(one, window, x), n * one
+            return n * _hide(t_kv, window, x), n * t_kv
         ag = np.where(n > 0, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)  # the gathered buffer
         return _hide(ag, window, x), ag
 
     fwd = kv_pass(spec.fwd_kv, wf)
     some = n > 0
     if spec.dkv == "with_kv":
-        first, last, mid = send(kv), send(dkv), send(kv + dkv)
-        b_tot = np.where(some, first + last + (n - 1.0) * mid, 0.0)
-        b_exp = np.where(some, _hide(first, wb, x) + _hide(last, wb, x) + (n - 1.0) * _hide(mid, wb, x), 0.0)
+        b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
+        b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)
     else:
         k_exp, k_tot = kv_pass(spec.bwd_kv, wb)
-        one = send(dkv)
-        b_tot = np.where(some, k_tot + steps * one, 0.0)
-        b_exp = np.where(some, k_exp + n * _hide(one, wb, x) + one, 0.0)
+        b_tot = np.where(some, k_tot + steps * t_dkv, 0.0)
+        b_exp = np.where(some, k_exp + n * _hide(t_dkv, wb, x) + t_dkv, 0.0)
     return fwd, (b_exp, b_tot)
 
 
