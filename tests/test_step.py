@@ -401,3 +401,15 @@ def test_zero1_reduce_scatter_and_all_gather_by_hand(explain):
     ring_rs = nb * 7 * NV_LAT + 7 / 8 * 4.0 * n / NV_BW  # fp32 gradients (megatron: grad_reduce_bytes 4)
     assert js["time"]["dp_comm_s"] == pytest.approx(ring_ag + ring_rs, rel=1e-9)
     assert js["time"]["dp_comm_exposed_s"] == pytest.approx((ring_ag + ring_rs) * (X * (1 - 1 / nb) + 1 / nb), rel=1e-9)
+
+
+def test_cp_recompute_sends_the_forward_again(explain):
+    """A fully recomputed layer runs its forward twice, its ring exchange too. At cp 2 the
+    megatron stack sends the local K/V once forward and K/V, then dK/dV (bf16, the same size)
+    backward: 3 equal sends a layer; with full recompute 4 (every layer recomputed): the
+    traffic grows by 4/3. The merges of the forward run twice as well."""
+    job = dict(model="llama3-8b", gpus=8, tp=4, cp=2, global_batch=2, seq_len=8192)
+    _, _, _, none = explain(**job, recompute="none")
+    _, _, _, full = explain(**job, recompute="full")
+    assert full["time"]["cp_comm_total_s"] == pytest.approx(none["time"]["cp_comm_total_s"] * 4 / 3, rel=1e-12)
+    assert full["time"]["cp_compute_s"] > none["time"]["cp_compute_s"]
