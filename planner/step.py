@@ -38,9 +38,11 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
       or with SP a reduce-scatter + all-gather pair each [2]; +2 with full recompute. Exposed
       (Megatron's default), or with tp_comm_overlap hidden behind the layer's GEMMs except
       the first of tp chunks [7].
-  CP  ring attention: each layer passes K and V around the CP ring (cp-1 sends of the local
-      chunk forward, K, V and their gradients backward: 3x); hidden behind the attention
-      core as far as it lasts [4].
+  CP  ring attention as the stack runs it (stack_db context_parallel, [4]): each pass runs
+      one attention kernel per ring step (1/cp of the core each, at FlashAttention-2's rate
+      for the step's block of keys: cp_kernel_factor), the K/V (and backward dK/dV) transfers
+      each beside one step's kernel, hidden as far as it lasts (cp_ring_comm); the stack's
+      output/LSE merges and gradient accumulations are memory-bound compute (cp_pass_times).
   PP  send/recv of T h x 2 bytes (/t under SP) per micro-batch and model chunk, forward and
       backward, on the PP link; counted exposed (Megatron's 1F1B p2p is blocking).
   DP  DDP: all-reduce of the gradients once per step; ZeRO-1/2: reduce-scatter of the
@@ -65,6 +67,10 @@ References
 [3] The Llama 3 Herd of Models (arXiv:2407.21783) sec. 3.3.2: parallelism order TP, CP, PP, DP.
 [4] Liu et al. 2023, "Ring Attention with Blockwise Transformers": K/V blocks circulate while
     attention on the current block computes; Llama 3 sec. 3.3.2 (all-gather based CP).
+    As run: NVIDIA/TransformerEngine @4329ff84 attention/dot_product_attention/context_parallel.py
+    AttnFuncWithCPAndKVP2P (Megatron's default --cp-comm-type p2p); pytorch
+    torch/distributed/tensor/experimental/_context_parallel/_attention.py
+    _templated_ring_attention (torchtitan's context_parallel, rotate method allgather).
 [5] Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.4; Rajbhandari et al. 2019 (ZeRO) sec. 7:
     stage 3 moves 1.5x the data of an all-reduce; the seed sec. 3.1.
 [6] Narayanan et al. 2021 sec. 2.2: bubble (p-1)/(v m).
