@@ -119,6 +119,9 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         heaviest_stage=mem.STAGE_NAMES[int(pick(est.stage))],
         reported_bytes=_num(pick(mem.reported_bytes(settings, est.memory))),
         reported_as=stack_of(settings).memory.reports,
+        # the reserved peak's band [reserved_bytes, reserved_high_bytes] (memory.py [13])
+        fragmentation={"reserved_over_allocated_max": mem.RESERVED_OVER_ALLOCATED_MAX,
+                       "allocator": stack_of(settings).memory.allocator},
         terms={k: _num(pick(v)) for k, v in est.memory.items()},
     )
     if est.stages is not None:

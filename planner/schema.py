@@ -755,6 +755,17 @@ class FSDPSpec(BaseModel):
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
                                    "allocated: memory._end_of_backward")
+    backward_gathered_units: float = Field(
+        default=0.0, ge=0, description="layer units all-gathered (param_gather_bytes) while a layer's backward runs, "
+                                       "beyond those at the loss's peak (FSDP1 BACKWARD_PRE: the current unit and the "
+                                       "prefetched one); counted at that moment (memory.py [lg1])")
+    backward_grad_units: float = Field(
+        default=0.0, ge=0, description="unsharded layer-unit gradients (grad_reduce_bytes) while a layer's backward runs "
+                                       "(FSDP1: the unit's flat gradient before its reduce-scatter); that moment only")
+    output_grad_held: bool = Field(
+        default=False, description="the output layer's unsharded weight gradient (param_gather_bytes a parameter) waits "
+                                   "through the layers' backward for its unit's reduce-scatter, which follows the "
+                                   "embedding's gradient (FSDP1's root unit holds both)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -783,6 +794,11 @@ class MemoryReporting(BaseModel):
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
     allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    allocator: Literal["default", "expandable_segments"] = Field(
+        default="default",
+        description="the caching allocator's setting the stack launches with: PYTORCH_CUDA_ALLOC_CONF "
+                    "expandable_segments:True (one growing segment per stream) or PyTorch's default; it labels the "
+                    "fragmentation band (memory.py [13])")
     blas_handles: int = Field(
         default=0, ge=0,
         description="threads that run PyTorch GEMMs, each with its own cuBLAS handle and workspace (the forward on the "
@@ -832,6 +848,10 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
                     "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
+    loop_holds_logits: bool = Field(
+        default=False,
+        description="the training loop keeps its reference to the bf16 logits (2 B a logit) through the whole backward, "
+                    "so they are live while the layers' backward runs (memory.py [lg1])")
     block_backward_transients: bool = Field(
         default=False,
         description="the recompute buffer adds what one block's backward holds at its MLP's backward (gradients of the "
@@ -1182,6 +1202,13 @@ class Job(BaseModel):
     chunked_loss: bool = Field(
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
+    selective_recomputes_attention: bool = Field(
+        default=False,
+        description="with recompute selective on a stack whose policy saves the attention kernel's output (stack_db "
+                    "selective: attn_out kept, recompute_attention_core false): the run's policy does not save it and "
+                    "re-runs the attention core in the backward. torchtitan from 2025-05-20 (#1209: cuDNN SDPA first on "
+                    "compute capability >= 10.0) to 2025-12-01 (#2095: every SDPA backend on the op-SAC save list) "
+                    "on Blackwell; default off")
     defer_embedding_wgrad: Optional[int] = Field(
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "

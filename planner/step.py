@@ -231,8 +231,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
         sel_g = sum((times[name] * share for p in sel.recompute_projections
                      for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
+        core_rerun = sel.recompute_attention_core or settings.selective_recomputes_attention  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
-        sel_t = (sel_g + (core_f + pass_f if sel.recompute_attention_core and mixer.selective_core else 0.0)
+        sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
                  + (ew_f - pass_f if sel.recompute_elementwise else 0.0))
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
@@ -632,7 +633,8 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
     exposed."""
     plan, ctx = sc.plan, sc.ctx
     n, rc = sc.n["mid"], sc.rc["mid"]
-    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core)
+    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core
+                                                        or sc.settings.selective_recomputes_attention)
     exposed, total = [], []
     for i, kind in enumerate(sc.ll.kinds):
         mixer = kind.mixer
@@ -658,7 +660,8 @@ def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
     the stack's selective policy re-runs)."""
     plan = sc.plan
     n, rc = sc.n["mid"], sc.rc["mid"]
-    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core)
+    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core
+                                                        or sc.settings.selective_recomputes_attention)
     per = []
     for i, kind in enumerate(sc.ll.kinds):
         again = rc + np.where(sel_core & kind.mixer.selective_core, n - rc, 0.0)

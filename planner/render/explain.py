@@ -86,6 +86,12 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         out.print(f"  peaks: allocated {gib(m['allocated_bytes'])} GiB (live tensors), reserved "
                   f"{gib(m['reserved_bytes'])} GiB (the caching allocator's), + {gib(m['total_bytes'] - m['reserved_bytes'])} "
                   f"GiB outside it; the stack logs its {m.get('reported_as', 'max_reserved').replace('_', ' ')}")
+    if "reserved_high_bytes" in m:
+        fr = m.get("fragmentation", {})
+        out.print(f"  fragmentation band: reserved {gib(m['reserved_bytes'])} to {gib(m['reserved_high_bytes'])} GiB "
+                  f"(reserved / allocated up to {fr.get('reserved_over_allocated_max', 1.45):.2f}, measured on FSDP1 "
+                  f"with the default allocator; this stack runs the {fr.get('allocator', 'default').replace('_', ' ')} "
+                  f"allocator); the gate uses the bottom")
     if len(m.get("stages", {})) > 1:
         per = ", ".join(f"{name} {gib(st['total_bytes'])}" for name, st in m["stages"].items())
         out.print(f"  per pipeline stage (GiB): {per}; the table is the {m['heaviest_stage']} stage's, the largest")
