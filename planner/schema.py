@@ -697,6 +697,44 @@ class OverlapSpec(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class PassBytes(BaseModel):
+    """HBM bytes per element of one tensor that a context-parallel attention pass moves in its
+    own memory-bound kernels (merges, accumulations, copies): `fixed` once per layer and
+    micro-batch, `per_step` for each ring step after the first (cp - 1 of them; fewer for a
+    windowed layer), on the rank whose steps are all full-size (the ring waits for it)."""
+
+    model_config = Strict
+    fixed: float = Field(ge=0)
+    per_step: float = Field(ge=0)
+
+
+class ContextParallelSpec(BaseModel):
+    """How the stack runs attention under context parallelism (planner/step.py cp_comm and
+    cp_pass_times): the K/V exchange of each pass, what it runs beside, and the memory-bound
+    work the split adds (the output / LSE merges of the forward, the dQ and dK/dV
+    accumulations of the backward, the K/V copies into the send buffers). Every rank runs its
+    queries against each rank's keys as one attention kernel per ring step, the causal mask
+    load-balanced over 2 cp sequence chunks: a step is 1/cp of the core's FLOPs."""
+
+    model_config = Strict
+    implementation: str = Field(description="the code that runs it (informational)")
+    fwd_kv: Literal["ring", "allgather"] = Field(
+        description="forward K/V exchange: ring (one send of the local K/V per step after the first, each beside "
+                    "the kernel of the step before) or allgather (one all-gather, beside the first step's kernel)")
+    bwd_kv: Literal["ring", "allgather"] = Field(description="the backward's K/V exchange, as fwd_kv")
+    dkv: Literal["with_kv", "after_step"] = Field(
+        description="how the dK/dV partial sums travel: with_kv (in the same send as the step's K/V, one buffer, "
+                    "beside the step's kernel; the last step sends dK/dV alone) or after_step (a send of its own "
+                    "after each step's kernel, beside the next step's kernel; the last one exposed)")
+    dkv_bytes: float = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
+    out: PassBytes = Field(description="forward, per element of the attention output (T a d / t)")
+    kv_fwd: PassBytes = Field(description="forward, per element of the local K and V (T 2 k d / t)")
+    dq: PassBytes = Field(description="backward, per element of the query gradient (T a d / t)")
+    dkv_acc: PassBytes = Field(description="backward, per element of the local dK and dV (T 2 k d / t)")
+    kv_bwd: PassBytes = Field(description="backward, per element of the local K and V")
+    sources: list[str] = Field(min_length=1)
+
+
 class FSDPSpec(BaseModel):
     """How the stack's data-parallel sharding moves bytes."""
 
@@ -1010,6 +1048,9 @@ class Stack(BaseModel):
                     "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
                     "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
                     "generate_llm_fqn_per_model_part)")
+    context_parallel: Optional[ContextParallelSpec] = Field(
+        default=None, description="how the stack runs attention under context parallelism; null: the default "
+                                  "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")

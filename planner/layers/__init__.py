@@ -12,7 +12,8 @@ dataclass with the same methods (each takes a Ctx, the per-micro-batch quantitie
 as 0-d or 1-d arrays): params(), gemms(ctx) (the forward GEMMs with their counts),
 projection_shares(ctx), elementwise_bytes(ctx, kernel_bytes, "" | "_bwd"),
 cast_elements(ctx), tensors(ctx, attention) (the activation table, common.py), and mixers
-core_kernel_flops(ctx) / core_model_flops(seq, causal), cp_kv_bytes / cp_sends; tp_pairs says
+core_kernel_flops(ctx) / core_model_flops(seq, causal), cp_ring(ctx) (attention: what its
+context-parallel ring moves) or cp_collectives(ctx) (the others); tp_pairs says
 which TP collective pairs the block runs each way.
 
 Which layer is which (`layer_list`):
