@@ -85,6 +85,23 @@ References
      --moe-grouped-gemm and TE layers, TE's GroupedLinear keeps one more workspace per compute
      stream (4: TE @4329ff84 cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True),
      common/util/multi_stream.cpp; stack memory.te_grouped_gemm_streams).
+[13] The caching allocator's fragmentation band: the reserved peak can exceed the point estimate
+     (the allocated peak, the pools modelled as stream_pools, the stack's allocator_slack) by
+     blocks split and stranded between requests of other sizes. Public reserved / allocated
+     ratios at the peak, in tests/data/memory/measured_memory.yaml: torchtitan PR #112
+     (2024-03, FSDP1 + SP, LLaMA 7B, default allocator) 1.45 with loss parallel off and 1.32
+     with it on (row torchtitan_pr112_llama7b_tp4_sp_loss_parallel); llama-recipes PR #41
+     (2023-07, FSDP1, pure bf16) reserved / active 1.27 (row llamarecipes_pr41_...). The band
+     is [point, max(point, allocated x RESERVED_OVER_ALLOCATED_MAX)], the top the largest
+     measured ratio, not a fitted constant; `check` gates on the point (it says which number
+     it used) and reports the top. What widens it: allocations that outlive the phase that
+     freed their neighbours (pipeline stages' outputs and received activations allocated
+     between a micro-batch's forward and its backward; FSDP's per-stream pools). PyTorch's
+     expandable_segments (PYTORCH_CUDA_ALLOC_CONF, stack memory.allocator; torchtitan's
+     run_train.sh sets it) grows one segment per stream in place and removes most of it
+     (PyTorch docs, "CUDA semantics: optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF");
+     no ratio measured with it is in the reference, so its band keeps the default
+     allocator's top as a bound.
 [tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
      ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
      (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
@@ -122,6 +139,31 @@ References
      reduce-scatter stream; by the last units of the backward every other unit's sharded
      gradient is allocated. The oracle's full-AC rows with little activation (70B TP 8 s8192 b1;
      8B s2048 b1) peak there: the first block's and the embedding's reduce-scatter.
+[tt8] pytorch/torchtitan @6fc499f6 (2025-08-14) torchtitan/models/attention.py
+     ScaledDotProductAttention._init_backend: on compute capability >= 10.0 (Blackwell) SDPA runs
+     with SDPBackend.CUDNN_ATTENTION first (since #1209, 2025-05-20), whose op
+     aten._scaled_dot_product_cudnn_attention is not on models/llama3/infra/parallelize.py's
+     _save_list (mm, the flash and efficient SDPA ops, reduce_scatter_tensor, max): the per-op
+     policy returns PREFER_RECOMPUTE for it, so the attention output (2 a d bytes per token, /t) is
+     not saved and the attention core re-runs in the backward. #2095 (b39377f9, 2025-12-01; issue
+     #2091 "avoid recomputing attention during backward") added every SDPA backend to the list.
+     The job field selective_recomputes_attention drops attn_out from the stack's selective keeps
+     and re-runs the core (step.py).
+[lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
+     litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
+     so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
+     root unit (wte, ln_f, lm_head: not wrapped apart) keeps its parameters unsharded after its
+     forward (torch/distributed/fsdp/_runtime_utils.py _post_forward_reshard: "Do not free the
+     root's parameters in the post-forward for FULL_SHARD") and, its parameters being torch.split
+     views of one flat parameter (_flat_param.py _get_unflat_views), the output layer's weight
+     gradient waits for the embedding's, at the end of the backward, before the unit's
+     reduce-scatter; during a block's backward FSDP1 holds that block's and the prefetched block's
+     unsharded parameters (BACKWARD_PRE, the default) and the block's unsharded flat gradient.
+     At the loss's own peak none of these but the logits is allocated beside the loss (the root's
+     pre-backward hook, which prefetches the last block, fires on the logits' gradient, after the
+     loss's backward): with memory.loss_peak_apart the recompute buffer counts them, the moment
+     of the layers' backward (stack fields memory.loop_holds_logits, fsdp.output_grad_held,
+     fsdp.backward_gathered_units, fsdp.backward_grad_units).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -325,8 +367,13 @@ def recompute_fraction(settings: Settings, plan: PlanArrays) -> np.ndarray:
 
 
 def selective_keeps(settings: Settings) -> tuple:
-    """The tensors the stack's selective recompute keeps (plus nothing it recomputes)."""
-    return tuple(stack_of(settings).selective.keeps)
+    """The tensors the stack's selective recompute keeps (plus nothing it recomputes); without
+    the attention output where the run's policy re-runs the attention core (job field
+    selective_recomputes_attention [tt8])."""
+    keeps = tuple(stack_of(settings).selective.keeps)
+    if settings.selective_recomputes_attention:
+        keeps = tuple(k for k in keeps if k != "attn_out")
+    return keeps
 
 
 # ----------------------------------------------------------------------------- model states
@@ -655,6 +702,16 @@ class _PerLayer:
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out
                                 + (loss_b + fused) * model.vocab_size / ctx.tp)
         self.loss_apart = bool(stack.memory.loss_peak_apart)
+        # what a layer's backward holds beyond the loss's peak on the stage holding the loss [lg1]:
+        # the bf16 logits the training loop still references, the output layer's unsharded weight
+        # gradient waiting for its unit's reduce-scatter, FSDP1's gathered units and unsharded gradient
+        fs_, fsdp_on_ = stack.fsdp, plan.sharding >= FSDP
+        layer_unit = unit_params(pc, plan, layers_only=True)
+        out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
+        self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
+                           + np.where(fsdp_on_, fs_.param_gather_bytes * out_params * float(fs_.output_grad_held)
+                                      + (fs_.backward_gathered_units * fs_.param_gather_bytes
+                                         + fs_.backward_grad_units * fs_.grad_reduce_bytes) * layer_unit, 0.0))
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
@@ -800,7 +857,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     # that layer [tt3]: where the stack says so, the recompute buffer counts only what it needs
     # beyond the loss's peak
     if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
-        buf = np.maximum(buf - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
+        held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
+        buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     act = act + losses * per.mtp
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
@@ -885,6 +943,10 @@ def capacity(settings: Settings) -> tuple[float, float]:
     return cap, cap * (1.0 - settings.headroom)
 
 
+# the largest reserved / allocated ratio at the peak measured on a public run [13]: the top of
+# the fragmentation band (torchtitan PR #112, FSDP1 + SP, default allocator, loss parallel off)
+RESERVED_OVER_ALLOCATED_MAX = 1.45
+
 # the components of grouped() that sum to total_bytes (the peaks are views of the same terms)
 COMPONENTS = ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes", "other_bytes")
 
@@ -894,7 +956,8 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
     activations, other; and the two peaks the caching allocator knows: allocated (the live
     tensors at the worst moment of the step) and reserved (allocated plus what the allocator
     holds and cannot hand to the peak), both without the reserve outside the allocator (CUDA
-    context, NCCL) that the total adds."""
+    context, NCCL) that the total adds; and the top of the reserved peak's fragmentation band
+    [13] (reserved_bytes is its bottom)."""
     return {
         "weights_bytes": t.weights,
         "gradients_bytes": t.gradients,
@@ -904,12 +967,19 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
         "total_bytes": t.total,
         "allocated_bytes": allocated_bytes(t),
         "reserved_bytes": reserved_bytes(t),
+        "reserved_high_bytes": reserved_high_bytes(t),
     }
 
 
 def reserved_bytes(t: Terms) -> np.ndarray:
     """The caching allocator's peak reserved bytes: everything but the reserve outside it."""
     return t.total - t.reserve
+
+
+def reserved_high_bytes(t: Terms) -> np.ndarray:
+    """The top of the fragmentation band [13]: the allocated peak at the largest measured
+    reserved / allocated ratio, never below the reserved point estimate."""
+    return np.maximum(reserved_bytes(t), allocated_bytes(t) * RESERVED_OVER_ALLOCATED_MAX)
 
 
 def allocated_bytes(t: Terms) -> np.ndarray:

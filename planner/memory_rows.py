@@ -36,16 +36,21 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     a multiple of 128 x tp (megatron/core/tokenizers/utils/build_tokenizer.py
     vocab_size_with_padding, make_vocab_size_divisible_by 128) -- the rows' 131073 -> 131200 at
     tp 1, 131584 at tp 4. No planner block: skipped.
- M2 stack from `framework`: torchtitan / torchtrain -> torchtitan; Megatron-LM -> megatron;
-    llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed; any other (Lightning
-    Thunder, llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
+ M0 `planner.excluded` (a reason, with its source) -> skipped with that reason, before any other rule.
+ M2 stack: the row's `planner.stack` where given (a stack_db entry describing the code the row
+    ran, its `why` citing that code; listed as assumed: the Thunder LitGPT benchmark's inductor
+    rows -> litgpt-benchmark), else from `framework`: torchtitan / torchtrain -> torchtitan;
+    Megatron-LM -> megatron; llm-foundry -> llm-foundry; Megatron-DeepSpeed -> megatron-deepspeed;
+    any other (llama-recipes) -> skipped: no stack_db entry describes its kernels and loss.
  M3 hardware from `gpu` by planner.validate.infer_hardware (H100 with 94-96 GB -> the HBM2e
     part, ...); "Blackwell" without a SKU -> b200 (the SM100 part in hardware_db). The GPU
     changes only the capacity, never a predicted peak.
- M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq or micro_batch null -> skipped (the peak
-    scales with both). global_batch null -> micro_batch x dp (no accumulation). vpp null -> 1.
- M5 sharding text: fsdp / zero3 -> fsdp (FSDP1 rows are planned with the stack's FSDP2 unit
-    model, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
+ M4 GPUs = dp x tp x pp x cp; dp null -> skipped. seq null -> the row's `planner.seq_len` where
+    the code the row ran establishes it (its `why` cites it; listed as assumed), else skipped;
+    micro_batch null -> skipped (the peak scales with both). global_batch null -> micro_batch x dp
+    (no accumulation). vpp null -> 1.
+ M5 sharding text: fsdp / zero3 -> fsdp (an FSDP1 row is planned with its stack's FSDP unit
+    model, stack_db `fsdp`, assumed); "distributed optimizer" / zero-1 -> zero1; none / ddp -> none; else skipped.
  M6 recompute text: starts with selective / full / none -> that mode (torchtitan selective is its
     per-op policy: stack_db torchtitan.yaml `selective`); "not stated" -> the row's
     `planner.recompute` if given (with its source), else skipped.
@@ -65,6 +70,10 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     (stack_db memory.reports, assumed); memory_gib null -> skipped (no figure). A row measured
     on the last rank ("last rank" / "last PP stage" in memory_kind) compares with the last
     stage when pp > 1.
+ M11 `planner.selective_recomputes_attention: true` -> the job field of that name: the run's
+    torchtitan version's per-op policy does not save the attention kernel it runs (torchtitan
+    2025-05-20 .. 2025-12-01 on Blackwell, cuDNN SDPA: planner/memory.py [tt8]); the row's `why`
+    cites the code. Left out: the stack entry's policy.
 
 Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
  O1 only `ops: cuda-like(rms,sdpa)` rows are compared: the CPU decompositions save other tensors
@@ -118,11 +127,20 @@ class PlannerBlock(BaseModel):
     model_shape: Optional[dict[str, Any]] = Field(default=None, description="ModelSpec fields; vocab_size 'padded': Megatron's rule")
     why: str = Field(description="where the shape (and any setting here) comes from")
     sequence_parallel: Optional[bool] = None
+    stack: Optional[str] = Field(
+        default=None, description="the stack_db entry of the code the row ran, where `framework` names none rule M2 "
+                                  "maps (the `why` cites the code): rule M2")
+    seq_len: Optional[Count] = Field(
+        default=None, gt=0, description="the sequence length where the row's `seq` is null and the code it ran "
+                                        "establishes it (the `why` cites it): rule M4")
     recompute: Optional[Literal["none", "selective", "full"]] = None
     loss: Optional[Literal["default", "chunked", "chunked_wrapper"]] = Field(
         default=None, description="the run's loss where it is not the stack's default: chunked (torchtitan PR #996's "
                                   "2025 chunks of the materialised logits: skipped) or chunked_wrapper (torchtitan's "
                                   "ChunkedLossWrapper: the job field chunked_loss); rule M9")
+    selective_recomputes_attention: Optional[bool] = Field(
+        default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
+                                  "(the job field of that name; its `why` cites the code): rule M11")
     excluded: Optional[str] = Field(
         default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
                                   "or an implementation no stack_db entry describes), with the source")
@@ -246,6 +264,8 @@ class Result:
     error: Optional[float] = None
     predicted_allocated_gib: Optional[float] = None
     predicted_reserved_gib: Optional[float] = None
+    predicted_reserved_high_gib: Optional[float] = None  # the fragmentation band's top (memory.py [13])
+    in_band: Optional[bool] = None  # a reserved row's measured peak in [predicted reserved, band top]
     assumed: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     skipped: Optional[str] = None
@@ -285,6 +305,8 @@ def peaks(res: dict, stage: Optional[str] = None) -> dict:
         out["reserved"], out["reserved_from"] = float(src["reserved_bytes"]), f"{prefix}.reserved_bytes"
     else:
         out["reserved"], out["reserved_from"] = float(src["total_bytes"]) - reserve, f"{prefix}.total_bytes - terms.reserve"
+    if "reserved_high_bytes" in src:
+        out["reserved_high"] = float(src["reserved_high_bytes"])
     if "allocated_bytes" in src:
         out["allocated"], out["allocated_from"] = float(src["allocated_bytes"]), f"{prefix}.allocated_bytes"
     elif src is mem:
@@ -323,6 +345,10 @@ def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
     pk = peaks(res, stage)
     r.predicted_allocated_gib = pk["allocated"] / GiB
     r.predicted_reserved_gib = pk["reserved"] / GiB
+    if "reserved_high" in pk:
+        r.predicted_reserved_high_gib = pk["reserved_high"] / GiB
+        if r.kind == "reserved":
+            r.in_band = bool(r.predicted_reserved_gib <= r.measured_gib <= r.predicted_reserved_high_gib)
     r.predicted_gib = pk[r.kind] / GiB
     r.predicted_from = pk[f"{r.kind}_from"]
     r.error = r.predicted_gib / r.measured_gib - 1.0
@@ -370,13 +396,13 @@ def _hardware(gpu: str, assumed: _Assumed) -> str:
     return name
 
 
-def _sharding(text: str, assumed: _Assumed) -> str:
+def _sharding(text: str, assumed: _Assumed, stack_name: str = "") -> str:
     t = text.lower()
     if "distributed optimizer" in t or "zero-1" in t or "zero1" in t:
         return "zero1"
     if "fsdp" in t or "zero3" in t or "zero-3" in t or "full shard" in t:
         if "fsdp1" in t or "fsdp zero3" in t:
-            assumed.add("sharding", "fsdp", "FSDP1 planned with the stack's FSDP2 unit model")
+            assumed.add("sharding", "fsdp", f"FSDP1 planned with the {stack_name} stack's FSDP unit model (stack_db fsdp)")
         return "fsdp"
     if t.startswith("none") or t.startswith("ddp"):
         return "none"
@@ -447,24 +473,32 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
     assumed = _Assumed(r.assumed)
     if row.memory_gib is None:
         raise Skip("no absolute figure (memory_gib null)")
-    stack_name = stack_of_framework(row.framework)
+    if row.planner is not None and row.planner.excluded:
+        raise Skip(f"excluded: {row.planner.excluded}")
+    if row.planner is not None and row.planner.stack is not None:
+        stack_name = row.planner.stack
+        assumed.add("stack", stack_name, "the row's planner.stack: the stack_db entry of the code it ran (its why)")
+    else:
+        stack_name = stack_of_framework(row.framework)
     stack = load_stack(stack_name)
     r.kind = measured_kind(row, stack.memory.reports, assumed)
     if row.planner is None:
         raise Skip("model not identified: the row has no planner.model / planner.model_shape")
-    if row.planner.excluded:
-        raise Skip(f"excluded: {row.planner.excluded}")
     if row.planner.loss == "chunked":
         raise Skip("chunked cross-entropy of torchtitan PR #996 (chunks of the materialised logits): not the "
                    "ChunkedLossWrapper the torchtitan stack prices (job field chunked_loss, 0.3.0)")
     if row.dp is None:
         raise Skip("dp not stated: the GPU count cannot be built")
-    if row.seq is None:
+    seq = row.seq
+    if seq is None and row.planner.seq_len is not None:
+        seq = row.planner.seq_len
+        assumed.add("seq_len", seq, "not in the row; its planner.seq_len, established from the code it ran (its why)")
+    if seq is None:
         raise Skip("sequence length not stated")
     if row.micro_batch is None:
         raise Skip("micro-batch not stated")
     hw = r.hardware = _hardware(row.gpu, assumed)
-    sharding = _sharding(row.sharding, assumed)
+    sharding = _sharding(row.sharding, assumed, stack_name)
     recompute = _recompute(row, assumed)
     precision, recipe = _precision(row, stack, assumed)
     gbs = row.global_batch
@@ -479,14 +513,15 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
         sp = row.tp > 1
         if row.tp > 1:
             assumed.add("sequence_parallel", True, "tp > 1 (torchtitan's TP plan shards the norms' sequence; Korthikanti et al. 2022)")
-    model = _model_path(row.id, row.planner, row.tp, row.seq, tmp)
+    model = _model_path(row.id, row.planner, row.tp, seq, tmp)
     last_rank = "last rank" in row.memory_kind.lower() or "last pp stage" in row.memory_kind.lower()
     stage = "last" if (last_rank and row.pp > 1) else None
     fields = dict(model=model, hardware=hw, gpus=row.dp * row.tp * row.pp * row.cp, tp=row.tp, pp=row.pp, cp=row.cp,
-                  vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=row.seq, sharding=sharding,
+                  vpp=vpp, dp=row.dp, micro_batch=row.micro_batch, global_batch=gbs, seq_len=seq, sharding=sharding,
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
-                  **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}))
+                  **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
+                  **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}))
     return fields, stage
 
 

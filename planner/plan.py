@@ -299,6 +299,7 @@ class Settings:
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
+    selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -642,6 +643,11 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.chunked_loss and stack.memory.chunked_loss_chunks is None:
         raise PlannerError(f"{where}chunked_loss is set but stack {stack.name} has no chunked cross-entropy "
                            "(stack_db memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
+    sel = stack.selective
+    if job.selective_recomputes_attention and (sel.recompute_attention_core or "attn_out" not in sel.keeps):
+        raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
+                           "does not save the attention output (stack_db selective: attn_out kept, "
+                           "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
@@ -702,6 +708,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         chunked_loss=job.chunked_loss,
+        selective_recomputes_attention=job.selective_recomputes_attention,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
@@ -1006,6 +1013,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         **({"chunked_loss": True} if settings.chunked_loss else {}),
+        **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

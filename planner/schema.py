@@ -278,6 +278,15 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    activation_clamp: Optional[float] = Field(
+        default=None, gt=0,
+        description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
+                    "activation (gpt-oss config.json swiglu_limit 7.0); null: no clamp. Priced on the routed experts "
+                    "(the stack's activation_clamp kernel bytes, planner/layers/moe.py)")
+    rope_attention_factor: float = Field(
+        default=1.0, gt=0,
+        description="factor on RoPE's cos and sin (YaRN's attention factor, 0.1 ln(scaling factor) + 1 unless "
+                    "rope_scaling states one); 1: none")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     layer_kinds: dict[str, LayerKindSpec] = Field(
@@ -613,6 +622,21 @@ class KernelBytes(BaseModel):
     dropout: float = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
     dropout_bwd: float = Field(ge=0, description="backward, likewise")
     bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
+    rope_scaled: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, per element of Q and of K, for a model whose rotary cos/sin carry a factor "
+                    "(rope_attention_factor != 1); null: rope")
+    rope_scaled_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise; null: rope_bwd")
+    activation_clamp: float = Field(
+        default=0.0, ge=0,
+        description="forward, per element of a routed expert's gate+up output (width 2f) of a model with "
+                    "activation_clamp, where the clamp runs as kernels of its own (0: inside the activation kernel)")
+    activation_clamp_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
+    expert_bias: float = Field(
+        default=0.0, ge=0,
+        description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "
+                    "where the output bias is applied outside the grouped GEMM (0: in its epilogue)")
+    expert_bias_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
     loss_pool_per_logit: float = Field(
@@ -673,6 +697,44 @@ class OverlapSpec(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class PassBytes(BaseModel):
+    """HBM bytes per element of one tensor that a context-parallel attention pass moves in its
+    own memory-bound kernels (merges, accumulations, copies): `fixed` once per layer and
+    micro-batch, `per_step` for each ring step after the first (cp - 1 of them; fewer for a
+    windowed layer), on the rank whose steps are all full-size (the ring waits for it)."""
+
+    model_config = Strict
+    fixed: float = Field(ge=0)
+    per_step: float = Field(ge=0)
+
+
+class ContextParallelSpec(BaseModel):
+    """How the stack runs attention under context parallelism (planner/step.py cp_comm and
+    cp_pass_times): the K/V exchange of each pass, what it runs beside, and the memory-bound
+    work the split adds (the output / LSE merges of the forward, the dQ and dK/dV
+    accumulations of the backward, the K/V copies into the send buffers). Every rank runs its
+    queries against each rank's keys as one attention kernel per ring step, the causal mask
+    load-balanced over 2 cp sequence chunks: a step is 1/cp of the core's FLOPs."""
+
+    model_config = Strict
+    implementation: str = Field(description="the code that runs it (informational)")
+    fwd_kv: Literal["ring", "allgather"] = Field(
+        description="forward K/V exchange: ring (one send of the local K/V per step after the first, each beside "
+                    "the kernel of the step before) or allgather (one all-gather, beside the first step's kernel)")
+    bwd_kv: Literal["ring", "allgather"] = Field(description="the backward's K/V exchange, as fwd_kv")
+    dkv: Literal["with_kv", "after_step"] = Field(
+        description="how the dK/dV partial sums travel: with_kv (in the same send as the step's K/V, one buffer, "
+                    "beside the step's kernel; the last step sends dK/dV alone) or after_step (a send of its own "
+                    "after each step's kernel, beside the next step's kernel; the last one exposed)")
+    dkv_bytes: float = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
+    out: PassBytes = Field(description="forward, per element of the attention output (T a d / t)")
+    kv_fwd: PassBytes = Field(description="forward, per element of the local K and V (T 2 k d / t)")
+    dq: PassBytes = Field(description="backward, per element of the query gradient (T a d / t)")
+    dkv_acc: PassBytes = Field(description="backward, per element of the local dK and dV (T 2 k d / t)")
+    kv_bwd: PassBytes = Field(description="backward, per element of the local K and V")
+    sources: list[str] = Field(min_length=1)
+
+
 class FSDPSpec(BaseModel):
     """How the stack's data-parallel sharding moves bytes."""
 
@@ -717,6 +779,17 @@ class FSDPSpec(BaseModel):
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
                                    "allocated: memory._end_of_backward")
+    backward_gathered_units: float = Field(
+        default=0.0, ge=0, description="layer units all-gathered (param_gather_bytes) while a layer's backward runs, "
+                                       "beyond those at the loss's peak (FSDP1 BACKWARD_PRE: the current unit and the "
+                                       "prefetched one); counted at that moment (memory.py [lg1])")
+    backward_grad_units: float = Field(
+        default=0.0, ge=0, description="unsharded layer-unit gradients (grad_reduce_bytes) while a layer's backward runs "
+                                       "(FSDP1: the unit's flat gradient before its reduce-scatter); that moment only")
+    output_grad_held: bool = Field(
+        default=False, description="the output layer's unsharded weight gradient (param_gather_bytes a parameter) waits "
+                                   "through the layers' backward for its unit's reduce-scatter, which follows the "
+                                   "embedding's gradient (FSDP1's root unit holds both)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -745,6 +818,11 @@ class MemoryReporting(BaseModel):
     model_config = Strict
     reports: Literal["max_reserved", "max_allocated"] = Field(description="the figure the stack logs as peak memory")
     allocator_slack: float = Field(ge=0, description="caching allocator reserved / allocated - 1 at peak (fragmentation)")
+    allocator: Literal["default", "expandable_segments"] = Field(
+        default="default",
+        description="the caching allocator's setting the stack launches with: PYTORCH_CUDA_ALLOC_CONF "
+                    "expandable_segments:True (one growing segment per stream) or PyTorch's default; it labels the "
+                    "fragmentation band (memory.py [13])")
     blas_handles: int = Field(
         default=0, ge=0,
         description="threads that run PyTorch GEMMs, each with its own cuBLAS handle and workspace (the forward on the "
@@ -794,6 +872,10 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
                     "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
+    loop_holds_logits: bool = Field(
+        default=False,
+        description="the training loop keeps its reference to the bf16 logits (2 B a logit) through the whole backward, "
+                    "so they are live while the layers' backward runs (memory.py [lg1])")
     block_backward_transients: bool = Field(
         default=False,
         description="the recompute buffer adds what one block's backward holds at its MLP's backward (gradients of the "
@@ -966,6 +1048,9 @@ class Stack(BaseModel):
                     "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
                     "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
                     "generate_llm_fqn_per_model_part)")
+    context_parallel: Optional[ContextParallelSpec] = Field(
+        default=None, description="how the stack runs attention under context parallelism; null: the default "
+                                  "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -1141,6 +1226,13 @@ class Job(BaseModel):
     chunked_loss: bool = Field(
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
+    selective_recomputes_attention: bool = Field(
+        default=False,
+        description="with recompute selective on a stack whose policy saves the attention kernel's output (stack_db "
+                    "selective: attn_out kept, recompute_attention_core false): the run's policy does not save it and "
+                    "re-runs the attention core in the backward. torchtitan from 2025-05-20 (#1209: cuDNN SDPA first on "
+                    "compute capability >= 10.0) to 2025-12-01 (#2095: every SDPA backend on the op-SAC save list) "
+                    "on Blackwell; default off")
     defer_embedding_wgrad: Optional[int] = Field(
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "

@@ -28,7 +28,7 @@ from planner.space import OK, SpaceOptions, build_space, settings_for, variant_c
 from planner.step import _hide
 
 MODELS = ("llama3-8b", "llama2-13b", "llama3-70b", "gpt3-175b", "mpt-7b", "megatron-gpt-1.7b")
-STACKS = ("megatron", "torchtitan", "llm-foundry", "megatron-deepspeed")
+STACKS = ("megatron", "torchtitan", "llm-foundry", "megatron-deepspeed", "litgpt-benchmark")
 HARDWARE = ("h100-sxm", "a100-sxm-80gb", "b200", "gb200-nvl72")
 SAMPLE = 400  # candidates evaluated per example
 HYP = dict(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -194,6 +194,59 @@ def test_torchtitan_chunked_loss_at_its_peak(explain):
         16384 * (per_token + 2 * h) + (2 + 4 + 4 + 4 / 8) * OUT, rel=1e-12)
 
 
+def test_torchtitan_sac_without_the_cudnn_attention_output(explain):
+    """torchtitan @6fc499f6 on Blackwell runs cuDNN SDPA, which its op-SAC save list does not name
+    (memory.py [tt8]): per token per layer the policy keeps the block input 2h, wq's and wv's
+    outputs 2h and 2kd, w1's 2f and w2's 2h (63,488 - 8,192 = 55,296 B), not the attention output
+    2ad = 2h; 32 layers x 8,192 tokens: 2^31 B less, and the attention core re-runs in the backward.
+    Refused on a stack whose policy already re-runs the core (Megatron's)."""
+    from planner.errors import PlannerError
+
+    h, f, kd = 4096, 14_336, 8 * 128
+    kept = 2 * h + 2 * h + 2 * kd + 2 * h + 2 * f + 2 * h
+    assert kept == 63_488
+    kw = dict(hardware="b200", torch_compile=True)
+    _, _, _, base = _tt(explain, **kw)
+    _, _, _, js = _tt(explain, selective_recomputes_attention=True, **kw)
+    assert base["memory"]["terms"]["layer_activations"] == pytest.approx(32 * 8192 * kept, rel=1e-12)
+    assert js["memory"]["terms"]["layer_activations"] == pytest.approx(32 * 8192 * (kept - 2 * h), rel=1e-12)
+    assert base["memory"]["reserved_bytes"] - js["memory"]["reserved_bytes"] == pytest.approx(2**31, rel=1e-12)
+    assert js["time"]["compute_s"] > base["time"]["compute_s"]
+    assert js["plan"]["selective_recomputes_attention"] is True
+    with pytest.raises(PlannerError, match="selective_recomputes_attention"):
+        explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192, recompute="selective",
+                selective_recomputes_attention=True)
+
+
+def test_litgpt_benchmark_fsdp1_bf16_by_hand(explain):
+    """lightning-thunder's benchmark_litgpt.py, inductor column (stack litgpt-benchmark, memory.py
+    [lg1]): Llama 2 7B (P = 6,738,415,616; a Block 202,383,360 with its norms; V h = 131,072,000),
+    FSDP1 over 8, micro-batch 5 x 16,384 tokens (T = 81,920), full AC, compiled.
+    States, pure bf16 with bf16 fused-AdamW moments, no gradient at the peak (set_to_none): 2 P / 8
+    and 4 P / 8. The root unit (wte, lm_head) unsharded: 2 x 2 V h. Layer inputs: 32 x T x 2h.
+    Loss (eager bf16 cross-entropy): per token the final norm's input and lm_head's saved input
+    (2 x 2h) and 8 B a logit (the loop's logits, log-softmax, nll gradient, its gradient).
+    A Block's backward beyond it: the re-run Block (14h + 6f a token: norm outputs, q k v, attention
+    output, residual, gate, up, product), the MLP backward's transients (2h + 3 x 2f a token, proj's
+    weight gradient 2 h f), the logits the loop still holds (2 B a logit), lm_head's waiting weight
+    gradient (2 V h), two gathered Blocks and one unsharded Block gradient (3 x 2 x 202,383,360)."""
+    P, blk, vh, T, h, f, V = 6_738_415_616, 202_383_360, 32_000 * 4096, 5 * 16384, 4096, 11_008, 32_000
+    _, _, _, js = explain(model="llama2-7b", gpus=8, micro_batch=5, global_batch=40, seq_len=16384, sharding="fsdp",
+                          recompute="full", stack="litgpt-benchmark", torch_compile=True)
+    t = js["memory"]["terms"]
+    assert t["weights"] == 2 * P / 8 and t["adam"] == 4 * P / 8 and t["gradients"] == 0 and t["master_weights"] == 0
+    assert t["fsdp_buffers"] == 2 * 2 * vh
+    assert t["layer_activations"] == 32 * T * 2 * h
+    out = T * (2 * h + 2 * h + 8 * V)
+    assert t["output_activations"] == out
+    block = T * (14 * h + 6 * f) + T * (2 * h + 3 * 2 * f) + 2 * h * f
+    held = 2 * T * V + 2 * vh + 3 * 2 * blk
+    assert t["recompute_buffer"] == pytest.approx(block + held - out, rel=1e-12)
+    assert js["memory"]["reported_bytes"] == js["memory"]["allocated_bytes"]  # the benchmark prints max allocated
+    assert js["memory"]["allocated_bytes"] == pytest.approx(
+        2 * P / 8 + 4 * P / 8 + 4 * vh + 32 * T * 2 * h + block + held + 2 * 32 * 2**20, rel=1e-12)
+
+
 def test_chunked_loss_needs_a_stack_with_one(explain):
     from planner.errors import PlannerError
 

@@ -19,7 +19,8 @@ def _gib(x: float) -> str:
 def memory_line(m: dict) -> str:
     gate = ""
     if "reserved_bytes" in m:  # what the gate adds up: the reserved peak and what lives outside the allocator
-        gate = (f"reserved peak {_gib(m['reserved_bytes'])} + {_gib(m['total_bytes'] - m['reserved_bytes'])} "
+        band = (f" (band to {gib(m['reserved_high_bytes'], 1)})" if "reserved_high_bytes" in m else "")
+        gate = (f"reserved peak {_gib(m['reserved_bytes'])}{band} + {_gib(m['total_bytes'] - m['reserved_bytes'])} "
                 f"outside the allocator; ")
     return (f"{_gib(m['total_bytes'])} of {_gib(m['usable_bytes'])} usable "
             f"({gate}{100 * m['total_bytes'] / m['capacity_bytes']:.0f}% of {capacity_text(m)}, "

@@ -54,7 +54,7 @@ def render_table(data: dict, title: str) -> None:
     tab = Table(title=title, title_justify="left")
     for name, justify in (("id", "left"), ("kind", "left"), ("stack", "left"), ("mesh", "left"),
                           ("measured GiB", "right"), ("predicted GiB", "right"), ("error", "right"),
-                          ("alloc / reserved pred", "right"), ("assumed", "right")):
+                          ("alloc / reserved pred", "right"), ("band top", "right"), ("assumed", "right")):
         tab.add_column(name, justify=justify, overflow="fold")
     for r in rows:
         if r["skipped"] is not None:
@@ -62,10 +62,13 @@ def render_table(data: dict, title: str) -> None:
         kind = r["kind"] + (f" ({r['stage']} stage)" if r["stage"] else "")
         tab.add_row(r["id"], kind, r["stack"] or "", r["mesh"] or "", _gib(r["measured_gib"]), _gib(r["predicted_gib"]),
                     signed_pct(r["error"]), f"{_gib(r['predicted_allocated_gib'])} / {_gib(r['predicted_reserved_gib'])}",
+                    _gib(r.get("predicted_reserved_high_gib")) + {True: " in", False: ""}.get(r.get("in_band"), ""),
                     str(len(r["assumed"])))
     print_wide(tab, 170)
     print_wide(summary_table(data["summary"]), 170)
     out.print("kind: the peak the source logs (reserved: torchtitan's memory_stats()['reserved_bytes.all.peak']; "
               "allocated: Megatron-LM's mem-max-allocated-bytes on the last rank, the oracle's tracker); "
+              "band top: the reserved peak's fragmentation band (reserved / allocated up to 1.45, memory.py [13]), "
+              "'in' where a reserved row's measured peak lies inside it; "
               "assumed: count of inferred settings (full list: --format json)", highlight=False)
     print_skipped(rows)

@@ -107,7 +107,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -234,6 +234,9 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     if plan.get("chunked_loss"):
         raise _refuse(F, "chunked_loss: the TOML-configured torchtitan this exports (@e347b1e5e) has no chunked loss; "
                          "0.3.0 sets its ChunkedLossWrapper in Python configs", "price it without chunked_loss")
+    if plan.get("selective_recomputes_attention"):
+        raise _refuse(F, "selective_recomputes_attention: the torchtitan this exports (@e347b1e5e) saves every SDPA "
+                         "backend's output under op SAC (#2095, 2025-12-01)", "price it without selective_recomputes_attention")
     if not plan.get("dp_comm_overlap") and dp > 1:
         raise _refuse(F, "dp_comm_overlap off: torchtitan's FSDP2 / DDP always overlap the DP collectives",
                       "price it with --dp-comm-overlap")
