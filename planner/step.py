@@ -924,10 +924,22 @@ LAYER_TIME_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "
 
 
 def grouped_layer_times(sc: StepCtx) -> LayerTimes:
-    """layer_times(sc), once per distinct tuple of LAYER_TIME_FIELDS (terms.Groups)."""
+    """layer_times(sc), once per distinct tuple of LAYER_TIME_FIELDS (terms.Groups). Per
+    candidate where that shares nothing, or where an input beside the plan is an array of
+    candidate values, which the plan's fields do not key: a calibration fit's run knobs
+    (profile.RunKnobs) or stack figures (scripts/fit_moe_host.py). Such an array has the
+    candidates' length, not the groups' (each group holds fewer candidates than the plan
+    here), so it fails to broadcast or leaves a result that Groups.expand refuses."""
+    kn = sc.settings.knobs
     g = Groups(sc.plan, LAYER_TIME_FIELDS)
-    lt = layer_times(_context(sc.settings, g.plan, placed=False))
-    return LayerTimes(*g.expand(tuple(getattr(lt, f.name) for f in dataclasses.fields(LayerTimes))))
+    if (not g.active or g.size == g.n or np.ndim(kn.gemm_efficiency_scale)
+            or np.ndim(kn.memory_bound_efficiency_scale)):
+        return layer_times(sc)
+    try:
+        lt = layer_times(_context(sc.settings, g.plan, placed=False))
+        return LayerTimes(*g.expand(tuple(getattr(lt, f.name) for f in dataclasses.fields(LayerTimes))))
+    except ValueError:  # an array of candidate values beside the plan (docstring): priced per candidate
+        return layer_times(sc)
 
 
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
