@@ -197,6 +197,8 @@ GPT-3), left out here: below 0.1% of the layer.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
@@ -672,6 +674,13 @@ def _stages(settings: Settings, plan: PlanArrays):
 LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile")
 
 
+def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerList):
+    """layer_memory once per distinct tuple of the fields a layer's activations read
+    (LAYER_FIELDS, terms.Groups)."""
+    g = Groups(plan, LAYER_FIELDS)
+    return g.expand(layer_memory(settings, g.plan, context(g.plan, settings.moe_capacity_factor), layers))
+
+
 class _PerLayer:
     """What every stage's memory reads: the per-kind activations and buffers (layer_memory),
     the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
@@ -680,15 +689,8 @@ class _PerLayer:
     def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
-        cf = settings.moe_capacity_factor
-        ctx = context(plan, cf)
-        # once per distinct tuple of the fields a layer's activations read (terms.Groups)
-        g = Groups(plan, LAYER_FIELDS)
-        self.stored, self.buffers, self.layer_input = g.expand(layer_memory(settings, g.plan, context(g.plan, cf),
-                                                                            pc.layers))
-        # the stages' model states: once per distinct tuple of what they read (the layer counts
-        # follow the pipeline split: STATE_FIELDS)
-        self.state_groups = Groups(plan, STATE_FIELDS)
+        ctx = context(plan, settings.moe_capacity_factor)
+        self.stored, self.buffers, self.layer_input = _grouped_layer_memory(settings, plan, pc.layers)
         kb = kernel_bytes(stack, plan.compile)
         # output layer: the final norm's input 2h (/t under SP), its output saved by the output
         # linear (all-gathered under SP where the stack's linears save their gathered input [tt1])
@@ -784,6 +786,12 @@ class _PerLayer:
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = fs
+
+    @functools.cached_property
+    def state_groups(self) -> Groups:
+        """The candidates by the fields a stage's model states read (STATE_FIELDS; the layer
+        counts follow the pipeline split): _stage_terms prices them once per group."""
+        return Groups(self.plan, STATE_FIELDS)
 
 
 def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
