@@ -164,6 +164,20 @@ References
      loss's backward): with memory.loss_peak_apart the recompute buffer counts them, the moment
      of the layers' backward (stack fields memory.loop_holds_logits, fsdp.output_grad_held,
      fsdp.backward_gathered_units, fsdp.backward_grad_units).
+[opt] The optimizer step, a moment of its own after the backward (stack memory.optimizer_step_temporaries,
+     job field optimizer_implementation, default memory.optimizer_default): torch 2.13 torch/optim/adam.py
+     _multi_tensor_adam (foreach; one group per device and dtype, every local parameter at once) allocates
+     exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs) (l. 760-769; AdamW's decoupled weight decay
+     and a float beta2 copy no gradient, and `del device_grads` comes first): one temporary the size of the
+     local optimizer parameters in the state dtype (adam / 2, Adam keeping two such moments); _fused_adam
+     (torch fused AdamW; TE / Apex FusedAdam in Megatron) none. At the step the activations, the loss and
+     FSDP's gathered units are freed; the states, every sharded gradient (FSDP2's, views of reduce-scatter
+     outputs: allocated now, no longer only reserved), the workspaces and the temporaries are live. The
+     stage's allocated peak is the larger moment (the term optimizer_step is the excess); the reserved peak
+     grows only by what the reduce-scatter pool did not already hold. torchtitan's `[optimizer]
+     implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
+     peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
+     the activations' blocks, matter mostly through fragmentation, inside the band of [13].
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -213,7 +227,8 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "quantized_weights", "workspaces", "mpu_buffer", "stream_pools", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "quantized_weights", "workspaces", "mpu_buffer", "optimizer_step", "stream_pools",
+               "allocator_slack", "reserve")
 
 # Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
 # (row-wise, column-wise, the column-wise copy is a transpose: kept only on TN-only GPUs)
@@ -727,6 +742,9 @@ class _PerLayer:
         ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
         self.mpu = _mpu_buffer(settings, ctx)
+        # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
+        impl = settings.optimizer_implementation
+        self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
@@ -815,6 +833,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     allocated = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + copies
                  + per.workspaces + mpu)
+    grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
         # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
@@ -822,10 +841,20 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
                     + copies + mpu + _end_of_backward(per, counts))
         excess = np.where(plan.pp == 1, np.maximum(end_peak - allocated, 0.0), 0.0)
         fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
-        pools = pools - np.minimum(excess, states.grad_pool)
+        pools = pools - np.minimum(excess, grads_pooled)
+        grads_pooled = grads_pooled - np.minimum(excess, grads_pooled)
+    # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
+    # gradient and the implementation's temporaries (one moment's tensor the size of the local
+    # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,
+    # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
+    step_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
+                 + copies + mpu + per.opt_temporaries * states.adam / 2.0)
+    opt_step = np.maximum(step_peak - allocated, 0.0)
+    allocated = allocated + opt_step
+    pools = pools - np.minimum(opt_step, grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, stream_pools=pools,
+                 mpu_buffer=mpu, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 

@@ -750,6 +750,9 @@ class FP8Recipe(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+OptimizerImpl = Literal["fused", "foreach", "for-loop"]
+
+
 class MemoryReporting(BaseModel):
     """What the stack calls "memory", and the allocator around the tensors."""
 
@@ -823,6 +826,19 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "
                     "backward frees its tensors before the first layer's backward re-materialises it); false: the two add")
+    optimizer_step_temporaries: dict[OptimizerImpl, float] = Field(
+        default_factory=dict,
+        description="the optimizer implementations the stack runs (job field optimizer_implementation) -> temporaries "
+                    "the size of the GPU's optimizer parameters, in the optimizer state's dtype, its step holds at once "
+                    "(torch foreach Adam(W): 1, exp_avg_sq_sqrt; fused: 0); empty: the stack's one fused optimizer, none. "
+                    "The step is a moment of its own, after the backward (memory.py [opt])")
+    optimizer_default: Optional[OptimizerImpl] = Field(
+        default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    rope_cache: Literal["none", "model", "layer"] = Field(
+        default="none",
+        description="the rotary embedding's precomputed complex64 table (seq x head_dim / 2 x 8 B), a non-trainable "
+                    "buffer: one per model part (each pipeline stage's) or one per attention layer (memory.py [tt9]); "
+                    "none: not kept (or not priced)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
@@ -832,6 +848,12 @@ class MemoryReporting(BaseModel):
         bad = {k: v for k, v in self.fp8_saved_bytes.items() if not 0.0 < v <= 2.0}
         if bad:
             raise ValueError(f"fp8_saved_bytes must lie in (0, 2] bytes per element (bf16 is 2): {bad}")
+        bad_t = {k: v for k, v in self.optimizer_step_temporaries.items() if v < 0}
+        if bad_t:
+            raise ValueError(f"optimizer_step_temporaries must be >= 0: {bad_t}")
+        if (self.optimizer_default is None) != (not self.optimizer_step_temporaries) or (
+                self.optimizer_default is not None and self.optimizer_default not in self.optimizer_step_temporaries):
+            raise ValueError("optimizer_default must name one of optimizer_step_temporaries (both set, or neither)")
         return self
 
 
@@ -1158,6 +1180,11 @@ class Job(BaseModel):
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    optimizer_implementation: Optional[OptimizerImpl] = Field(
+        default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."
+                                  "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
+                                  "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
+                                  "default: the stack's (memory.optimizer_default)")
     chunked_loss: bool = Field(
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")

@@ -1,0 +1,89 @@
+"""More of issue 21's memory mechanisms, each by hand from its source (docs/memory_mechanisms.md
+(f), (r), (d); planner/memory.py [opt], [tt9], [tt4]).
+
+Llama 3 8B: P = 8,030,261,248 parameters; the output layer 128,256 x 4,096 = 525,336,576."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from planner.errors import PlannerError
+
+P = 8_030_261_248
+OUT = 128_256 * 4096
+
+
+def _tt(explain, **kw):
+    job = dict(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
+               micro_batch=1, global_batch=8, seq_len=8192)
+    return explain(**{**job, **kw})
+
+
+# ---- (f) the optimizer step's temporaries
+def test_foreach_adamw_step_is_its_own_moment(explain):
+    """torch 2.13 _multi_tensor_adam (foreach AdamW): exp_avg_sq_sqrt, one fp32 tensor the size
+    of the local (sharded) parameters, 4 P / 8, at the step, beside the fp32 sharded parameters
+    (4 P / 8), Adam m, v (8 P / 8), every fp32 sharded gradient (4 P / 8) and the GEMM
+    workspaces; the activations are freed. 8B, FSDP 8, b 1, s 2048, full AC: the end of the
+    backward's 16 P / 8 + 6 B x the embedding (memory.py [tt7]) is below that moment, 20 P / 8,
+    by 4 P / 8 - 6 x 525,336,576 B: that is the optimizer_step term. Reserved is unchanged:
+    the step's default-stream tensors (16 P / 8) stay under the loss moment's, and the
+    sharded gradients it allocates were already reserved in the reduce-scatter pool. Fused
+    (torchtitan's default): none."""
+    _, _, _, fused = _tt(explain, recompute="full", seq_len=2048)
+    _, _, _, fe = _tt(explain, recompute="full", seq_len=2048, optimizer_implementation="foreach")
+    f, m = fused["memory"], fe["memory"]
+    ws = m["terms"]["workspaces"]
+    assert f["terms"]["optimizer_step"] == 0.0
+    assert f["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws, rel=1e-12)
+    assert m["terms"]["optimizer_step"] == pytest.approx(4 * P / 8 - 6 * OUT, rel=1e-12)
+    assert m["allocated_bytes"] == pytest.approx(20 * P / 8 + ws, rel=1e-12)
+    assert m["reserved_bytes"] == pytest.approx(f["reserved_bytes"], rel=1e-12)
+
+
+def test_foreach_step_below_the_backward_peak_changes_nothing(explain):
+    """8B, FSDP 8, s 8192, SAC: the foreach step holds 20 P / 8 B = 18.7 GiB, far below the
+    loss's backward peak (about 40 GiB): every figure is the fused run's (docs (f))."""
+    _, _, _, fused = _tt(explain)
+    _, _, _, fe = _tt(explain, optimizer_implementation="foreach")
+    assert fe["memory"]["terms"]["optimizer_step"] == 0.0
+    assert fe["memory"]["allocated_bytes"] == fused["memory"]["allocated_bytes"]
+    assert fe["memory"]["reserved_bytes"] == fused["memory"]["reserved_bytes"]
+    assert 20 * P / 8 < fused["memory"]["allocated_bytes"]
+
+
+def test_optimizer_implementation_only_where_the_stack_runs_it(explain):
+    """Megatron's optimizer is TE / Apex FusedAdam: the stack lists no implementations."""
+    with pytest.raises(PlannerError, match="optimizer_implementation foreach is not one stack megatron runs"):
+        explain(model="llama3-8b", gpus=8, optimizer_implementation="foreach")
+
+
+def test_torchtitan_toml_optimizer_implementation(tmp_path):
+    """[optimizer] implementation is read into the job field (torchtitan job_config.py
+    @e347b1e5e l. 151), refused when not one of torchtitan's three, left to the stack's
+    default (fused) when absent; the export writes it back."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    base = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n'
+            '[parallelism]\ndata_parallel_shard_degree = 8\n')
+    p = tmp_path / "a.toml"
+    p.write_text(base + '[optimizer]\nname = "AdamW"\nimplementation = "foreach"\n')
+    assert load_trainer_config(p).job["optimizer_implementation"] == "foreach"
+    p.write_text(base)
+    assert "optimizer_implementation" not in load_trainer_config(p).job
+    p.write_text(base + '[optimizer]\nimplementation = "apex"\n')
+    with pytest.raises(PlannerError, match="implementation 'apex'"):
+        load_trainer_config(p)
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                             seq_len=8192, optimizer_implementation="foreach"))
+    assert plan["optimizer_implementation"] == "foreach"
+    text, _ = export_plan(plan, "torchtitan")
+    assert tomllib.loads(text)["optimizer"]["implementation"] == "foreach"
+    fused = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                              seq_len=8192, optimizer_implementation="fused"))
+    assert "optimizer_implementation" not in fused  # the stack's default: the resolved plan as before
