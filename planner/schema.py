@@ -1180,6 +1180,10 @@ class Job(BaseModel):
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
+        default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
+                                  "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
+                                  "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "

@@ -35,11 +35,11 @@ def test_foreach_adamw_step_is_its_own_moment(explain):
     _, _, _, fused = _tt(explain, recompute="full", seq_len=2048)
     _, _, _, fe = _tt(explain, recompute="full", seq_len=2048, optimizer_implementation="foreach")
     f, m = fused["memory"], fe["memory"]
-    ws = m["terms"]["workspaces"]
+    ws, rope = m["terms"]["workspaces"], 32 * 2048 * 64 * 8  # the RoPE tables live at every moment
     assert f["terms"]["optimizer_step"] == 0.0
-    assert f["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws, rel=1e-12)
+    assert f["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws + rope, rel=1e-12)
     assert m["terms"]["optimizer_step"] == pytest.approx(4 * P / 8 - 6 * OUT, rel=1e-12)
-    assert m["allocated_bytes"] == pytest.approx(20 * P / 8 + ws, rel=1e-12)
+    assert m["allocated_bytes"] == pytest.approx(20 * P / 8 + ws + rope, rel=1e-12)
     assert m["reserved_bytes"] == pytest.approx(f["reserved_bytes"], rel=1e-12)
 
 
@@ -87,3 +87,40 @@ def test_torchtitan_toml_optimizer_implementation(tmp_path):
     fused = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
                               seq_len=8192, optimizer_implementation="fused"))
     assert "optimizer_implementation" not in fused  # the stack's default: the resolved plan as before
+
+
+# ---- (r) the RoPE tables
+def test_rope_cache_per_layer_and_per_model_part(explain):
+    """torchtitan 0.3.0 (02d24f017, 2026-06-05 on): every attention layer registers its own
+    complex64 table of max_seq_len x head_dim / 2: 8B (head dim 4,096 / 32 = 128) at seq 8192,
+    8192 x 64 x 8 B = 4 MiB a layer, 32 layers = 128 MiB (the oracle's 'Buffer' 0.125 GiB);
+    70B (128) 80 x 4 MiB. Before it one freqs_cis per model part: 4 MiB (job field rope_cache
+    model); under PP with vpp 2 a rank holds two model parts. The stacks that keep none: 0."""
+    mib4 = 8192 * 64 * 8
+    assert mib4 == 4 * 2**20
+    _, _, _, js = _tt(explain)
+    assert js["memory"]["terms"]["model_buffers"] == 32 * mib4 == 2**27
+    _, _, _, js = _tt(explain, rope_cache="model")
+    assert js["memory"]["terms"]["model_buffers"] == mib4
+    _, _, _, js = _tt(explain, model="llama3-70b", gpus=64, global_batch=64)
+    assert js["memory"]["terms"]["model_buffers"] == 80 * mib4
+    _, _, _, js = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192)
+    assert js["memory"]["terms"]["model_buffers"] == 0.0  # megatron: none priced
+
+
+def test_rope_cache_on_each_pipeline_stage(explain):
+    """8B on PP 4 (torchtitan's split counting the embedding and the output as a layer each:
+    34 units on 4 stages, 9, 9, 8, 8 -> 8, 9, 8, 7 blocks): each stage's tables are its own
+    layers' (4 MiB each); per model part: one on every stage, two with vpp 2."""
+    from planner.memory import STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE, stage_memory_terms
+
+    mib4 = 8192 * 64 * 8
+    job = dict(gpus=8, pp=4, account_for_embedding_in_pipeline_split=True,
+               account_for_loss_in_pipeline_split=True)
+    settings, plan, _, _ = _tt(explain, **job)
+    st = stage_memory_terms(settings, plan)
+    got = [float(st[k].model_buffers) / mib4 for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)]
+    assert got == [8.0, 9.0, 7.0]
+    settings, plan, _, _ = _tt(explain, rope_cache="model", **job)
+    st = stage_memory_terms(settings, plan)
+    assert [float(st[k].model_buffers) for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)] == [mib4] * 3

@@ -90,6 +90,7 @@ TERM_LABELS = {
     "output_activations": "output layer (logits + loss)",
     "recompute_buffer": "recompute buffer (one layer)",
     "fsdp_buffers": "FSDP unsharded weights and buffers",
+    "model_buffers": "model buffers (RoPE tables)",
     "quantized_weights": "fp8 weight copies (TE cache, transposes)",
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "mpu_buffer": "Megatron global memory buffer (mpu)",
