@@ -119,6 +119,11 @@ References
      stage's backward returns; torchtitan 0.3.0 trainer.py calls pp_schedule.step(...,
      return_outputs=False), so output_chunks keeps nothing more. On the last stage the output
      is the bf16 logits [T, V/t], 2 B per logit per micro-batch whose loss is in flight.
+     The other stages' outputs (the last block's output [T, h], sequence-sharded under SP) are held the
+     same way, one per chunk-micro-batch in flight whose chunk sends on (stack memory.
+     pipeline_keeps_stage_outputs); the received input is the first block's saved input, not counted
+     twice. Megatron-LM @d98e8a64 frees a sent output's data (schedules.py deallocate_output_tensor l. 171-200,
+     called after each send; training/argument_utils.py l. 305 sets deallocate_pipeline_outputs True).
 [tt5] torchtitan 0.3.0 models/common/feed_forward.py (w2(F.silu(w1(x)) * w3(x))) under torch
      2.13 autograd: w2's backward writes its weight gradient and its input gradient, the mul's
      backward the two factors' gradients while the re-run silu and w3 outputs live;
@@ -625,9 +630,10 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
                                       plan.split_front)))
     per = _PerLayer(settings, plan, pc)
-    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
-    last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
-    mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
+    outs = held["outputs"]
+    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
+    last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
+    mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
             for c in range(len(counts["mid"]))]
     dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
     if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
@@ -691,6 +697,10 @@ class _PerLayer:
         # to the end of its stage backward [tt4]
         self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
                           if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
+        # ... and every other stage's output, the activation [T, h] (/t under SP) sent to the next
+        # stage, from its forward to its backward [tt4]; Megatron frees the data after the send
+        self.stage_output = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.hidden_size / ctx.rep_div, 0.0)
+                             if stack.memory.pipeline_keeps_stage_outputs else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -808,7 +818,7 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     return ctx.T * per_token, head
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
     holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
@@ -851,6 +861,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
         buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     act = act + losses * per.mtp
+    # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
+    # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
+    act = act + outputs * per.stage_output
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])

@@ -813,6 +813,12 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
                     "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
+    pipeline_keeps_stage_outputs: bool = Field(
+        default=False,
+        description="with PP, the pipeline runtime keeps every other stage's forward output, the activation sent to "
+                    "the next stage (2 B x T x h, /t under SP), until that micro-batch's stage backward "
+                    "(torch.distributed.pipelining fwd_cache); false: freed after the send (Megatron's "
+                    "deallocate_output_tensor)")
     loop_holds_logits: bool = Field(
         default=False,
         description="the training loop keeps its reference to the bf16 logits (2 B a logit) through the whole backward, "

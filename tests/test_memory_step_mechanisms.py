@@ -124,3 +124,45 @@ def test_rope_cache_on_each_pipeline_stage(explain):
     settings, plan, _, _ = _tt(explain, rope_cache="model", **job)
     st = stage_memory_terms(settings, plan)
     assert [float(st[k].model_buffers) for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)] == [mib4] * 3
+
+
+# ---- (d) the stage outputs a pipeline runtime keeps until their backward
+def _without_stage_outputs(settings):
+    import dataclasses
+
+    st = settings.stack
+    mem = st.memory.model_copy(update={"pipeline_keeps_stage_outputs": False})
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
+
+
+def _outputs_held(explain, **kw):
+    """Each stage's layer activations with the torchtitan stack less the same without the stage
+    outputs, in units of one output: 2 B x T x h / (t under SP), T = 8192 (b 1)."""
+    from planner.memory import STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE, stage_memory_terms
+
+    settings, plan, _, _ = _tt(explain, **kw)
+    on, off = stage_memory_terms(settings, plan), stage_memory_terms(_without_stage_outputs(settings), plan)
+    one = 2 * 8192 * 4096 / kw.get("tp", 1)
+    return [float(on[k].layer_activations - off[k].layer_activations) / one for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)]
+
+
+def test_pipeline_stage_outputs_kept_until_their_backward(explain):
+    """torch.distributed.pipelining keeps every forward output in fwd_cache until that
+    micro-batch's backward: per stage, one [T, h] bf16 output per chunk-micro-batch in flight
+    whose chunk sends on. 1F1B, pp 4, m 8: stage s holds min(m, pp - s): 4 on stage 0, 3 on
+    stage 1; the last stage sends nothing (its output, the logits, is priced apart).
+    Interleaved, pp 4, v 2, m 8: stage s ran F = min(2 (pp - s - 1) + (v - 1) pp + 1, m v)
+    forwards: stage 0 11 (chunk 0: 4 + 3, chunk 1: 4), stage 1 9 (5 + 4), the last stage 5, of
+    which its chunk 0 holds 4 (its chunk 1 is the loss's). Under TP with SP the output is sequence-sharded:
+    tp 2, pp 2, m 8: stage 0 holds 2, each 2 T h / 2."""
+    assert _outputs_held(explain, gpus=8, pp=4, global_batch=16) == [4.0, 3.0, 0.0]
+    assert _outputs_held(explain, gpus=8, pp=4, vpp=2, global_batch=16, schedule="interleaved") == [11.0, 9.0, 4.0]
+    assert _outputs_held(explain, gpus=8, tp=2, pp=2, global_batch=16)[0] == 2.0
+
+
+def test_megatron_frees_sent_outputs(explain):
+    """Megatron-LM @d98e8a64 deallocate_output_tensor: no stage output kept (stack field false)."""
+    from planner.catalog import load_stack
+
+    assert load_stack("megatron").memory.pipeline_keeps_stage_outputs is False
+    assert load_stack("torchtitan").memory.pipeline_keeps_stage_outputs is True
