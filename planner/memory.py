@@ -162,6 +162,19 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
+[cp1] Context parallel attention's backward (stack memory.cp_ring_backward, the K/V rotate method): torch
+     2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
+     _templated_ring_attention_backward (l. 488-640): fp32 grad_query/key/value (zeros_like, accum_dtype
+     fp32 with _cp_options.convert_to_f32, the default), each step's SDPA backward outputs (bf16), the K/V
+     torch.cat([key, value]) sent on, _AllGatherRotater's all-gathered K/V of every cp rank kept for the
+     loop (torchtitan's default context_parallel_rotate_method "allgather", job_config.py @e347b1e5e) or
+     _AllToAllRotater's permuted buffer, and the fp32 dK/dV torch.cat exchanged each step through an
+     _AllToAllRotater (ft_c.permute_tensor), the accumulators being views of the received one: a moment of
+     the block's backward after its MLP's, where the MLP's weight gradients have joined the block's
+     unsharded gradients (memory.cp_attention_backward_extra); the recompute buffer adds the larger of
+     the two moments' tensors. Derived from the code, not traced (the oracle has no CP row). Not priced:
+     the forward's _SDPAMerger fp32 temporaries (forward time, or the re-run under full AC) and
+     FlashAttention's own fp32 dq accumulator (with or without CP).
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -587,7 +600,12 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
                                 np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))
         if stack.memory.block_backward_transients:
-            buffers[-1] = buffers[-1] + block_backward_extra(kind, ctx, plan, am, at)
+            extra = block_backward_extra(kind, ctx, plan, am, at)
+            if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
+                # under CP the attention's backward is a later moment of the block's backward [cp1]
+                extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
+                    kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
+            buffers[-1] = buffers[-1] + extra
     return stored, buffers, layer_input
 
 
@@ -613,6 +631,43 @@ def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = 
     w_down = ACT_BYTES * kind.mlp.h * kind.mlp.f / ctx.tp if dense else 0.0
     rerun = np.where(plan.recompute == RC_SELECTIVE, per("q") + per("attn_out"), 0.0)
     return ctx.T * (per("input") + grads + rerun) + w_down
+
+
+def cp_attention_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, rotate: str, am: str = "arch",
+                                at: str = "flash"):
+    """What one block's backward holds beside the recompute buffer at its attention's backward under
+    context parallelism, torch's ring attention (torch 2.13 _context_parallel/_attention.py
+    _templated_ring_attention_backward, convert_to_f32 on) [cp1]: the block's output gradient (2h, /t
+    under SP) and the attention output's (2ad / t); under selective recompute the re-run rotary q
+    (2ad / t), SDPA's input; the unsharded bf16 weight gradients of the block's linears computed by
+    then (the MLP's 2 or 3 h f / t and the output projection's h a d / t, 2 B each: FSDP reduces them
+    when the block's backward ends); and the ring's own tensors, per element of the GPU's local
+    query Q (T a d / t) and of its local key K (T k d / min(t, k)): the fp32 grad_query accumulator
+    and a step's bf16 dq (6 B a Q element), a step's bf16 dk, dv (4 B a K element), the fp32
+    dK/dV exchanged by an all-to-all (the received buffer the accumulators are views of, the
+    torch.cat sent on and the all-to-all's output: 3 x 8 B), the K/V torch.cat sent on (4 B) and
+    the rotate method's K/V: the all-gathered K/V of the cp ranks (allgather: 4 cp B) or the
+    received and the next permute output (alltoall: 8 B). Routed-expert MLPs, MLA and layers
+    without an attention core: 0."""
+    from .layers.attention import Attention
+    from .layers.mlp import DenseMLP
+
+    mixer = kind.mixer
+    if not isinstance(mixer, Attention) or not isinstance(kind.mlp, DenseMLP):
+        return np.zeros(np.shape(ctx.T))
+    t = kind_tensors(kind, ctx, am, at)
+
+    def per(name):
+        return t[name][0] / (ctx.tp if t[name][1] == "split" else ctx.rep_div) if name in t else 0.0
+
+    q_el = ctx.T * mixer.a * mixer.d / ctx.tp
+    k_el = ctx.T * kv_local(mixer.k, ctx.tp) * mixer.d
+    kv_held = 4.0 * ctx.cp if rotate == "allgather" else 8.0
+    ring = 6.0 * q_el + (4.0 + 24.0 + 4.0 + kv_held) * k_el
+    rerun = np.where(plan.recompute == RC_SELECTIVE, per("q"), 0.0)
+    mlp = kind.mlp
+    w_grads = ACT_BYTES * ((3.0 if mlp.gated else 2.0) * mlp.h * mlp.f + mixer.h * mixer.a * mixer.d) / ctx.tp
+    return ctx.T * (per("input") + per("attn_out") + rerun) + w_grads + ring
 
 
 def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:

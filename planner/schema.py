@@ -840,6 +840,11 @@ class MemoryReporting(BaseModel):
                     "The step is a moment of its own, after the backward (memory.py [opt])")
     optimizer_default: Optional[OptimizerImpl] = Field(
         default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    cp_ring_backward: Optional[Literal["allgather", "alltoall"]] = Field(
+        default=None,
+        description="under context parallelism the attention's backward is torch's ring attention with this K/V "
+                    "rotate method: its fp32 accumulators, the all-gathered (or permuted) K/V and the dK/dV "
+                    "all-to-all buffers are a moment of one block's backward (memory.py [cp1]); null: not priced")
     rope_cache: Literal["none", "model", "layer"] = Field(
         default="none",
         description="the rotary embedding's precomputed complex64 table (seq x head_dim / 2 x 8 B), a non-trainable "

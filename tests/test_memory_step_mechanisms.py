@@ -166,3 +166,38 @@ def test_megatron_frees_sent_outputs(explain):
 
     assert load_stack("megatron").memory.pipeline_keeps_stage_outputs is False
     assert load_stack("torchtitan").memory.pipeline_keeps_stage_outputs is True
+
+
+# ---- (e) context parallel: the ring attention's backward
+def _without_cp_ring(settings, rotate=None):
+    import dataclasses
+
+    st = settings.stack
+    mem = st.memory.model_copy(update={"cp_ring_backward": rotate})
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
+
+
+def test_cp_ring_attention_backward_by_hand(explain):
+    """torchtitan CP 2 on 8B (PP 2 so that the first stage's peak is a block's backward, not the
+    loss), SAC, b 1, s 8192: T = 4,096 local tokens, the local query Q = 4,096 x 32 x 128 and
+    key K = 4,096 x 8 x 128 elements. At the MLP's backward (memory.py [tt5]) the block holds
+    T (2h + 3 x 2f + 2ad + 2ad) + 2hf = 570,425,344 B; at the attention's ring backward [cp1]
+    T (2h + 2ad + 2ad) = 100,663,296 (output gradient, attention output gradient, re-run q) +
+    2 (3 h f + h a d) = 385,875,968 (the MLP's and wo's unsharded bf16 weight gradients) + the
+    ring's 6 Q + (4 + 24 + 4 + 4 cp) K = 268,435,456: 754,974,720 B, the larger; the recompute
+    buffer grows by the difference, 184,549,376 B. At CP 4 (T 2,048) the all-gathered K/V is
+    4 cp = 16 B a local K element against alltoall's 8: 8 x 2,097,152 B more."""
+    from planner.memory import STAGE_FIRST, stage_memory_terms
+
+    settings, plan, _, _ = _tt(explain, cp=2, pp=2, global_batch=8)
+    on = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
+    off = stage_memory_terms(_without_cp_ring(settings), plan)[STAGE_FIRST].recompute_buffer
+    assert float(on - off) == 754_974_720 - 570_425_344 == 184_549_376
+    settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8)
+    ag = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
+    a2a = stage_memory_terms(_without_cp_ring(settings, "alltoall"), plan)[STAGE_FIRST].recompute_buffer
+    assert float(ag - a2a) == 8 * 2048 * 1024
+    # without CP nothing moves
+    settings, plan, _, _ = _tt(explain, pp=2, global_batch=8)
+    t = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
+    assert float(t) == float(stage_memory_terms(_without_cp_ring(settings), plan)[STAGE_FIRST].recompute_buffer)
