@@ -185,6 +185,27 @@ def gemm_time(M, N, K, plateau_flops, sms):
     return flops / (plateau_flops * wave_efficiency(M, N, sms))
 
 
+# FlashAttention-2 on H100 SXM5, head dim 128, without the causal mask, by sequence length
+# (512, 1k, 2k, 4k, 8k, 16k; batch x sequence = 16k tokens, so the grid of thread blocks is
+# the same at every length and what changes is the key loop each block runs) [7] (Figs. 5
+# and 6, the bar labels; the 2k-16k ends are the hardware entries' 362-370 and 291-322):
+# forward 309 350 362 368 370 370, backward 214 260 291 310 318 322 TFLOP/s.
+ATTN_BLOCK_KEYS = np.array([512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0])
+ATTN_BLOCK_FWD = np.array([309.0, 350.0, 362.0, 368.0, 370.0, 370.0])
+ATTN_BLOCK_BWD = np.array([214.0, 260.0, 291.0, 310.0, 318.0, 322.0])
+
+
+def attention_block_rate(keys, backward: bool = False):
+    """A FlashAttention kernel's rate at `keys` keys per query block relative to its rate at
+    16k [7] (table above), linear in log2(keys) between the measured lengths, held at the ends
+    beyond them. Used only as a ratio between two block sizes (the per-step blocks of context
+    parallelism against the whole sequence's kernel: step.cp_kernel_factor), so the hardware
+    entry's own figure stays the rate of an unsplit kernel."""
+    table = ATTN_BLOCK_BWD if backward else ATTN_BLOCK_FWD
+    k = np.log2(np.clip(np.asarray(keys, dtype=np.float64), ATTN_BLOCK_KEYS[0], ATTN_BLOCK_KEYS[-1]))
+    return np.interp(k, np.log2(ATTN_BLOCK_KEYS), table) / table[-1]
+
+
 def attention_rates(hw) -> tuple[float, float]:
     """(forward, backward) sustained FlashAttention FLOP/s on this hardware [7]."""
     c = hw.compute

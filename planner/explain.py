@@ -138,6 +138,11 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "dp_comm_exposed_s": t["dp_comm_exposed_s"], "bubble_s": t["bubble_s"],
         "optimizer_s": t["optimizer_s"], "step_s": _num(pick(est.time.total)),
         "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),
+        # inside compute_s: the stack's elementwise passes outside its fused kernels (a scaled rotary,
+        # an activation clamp, a router-weighted expert bias: layers' unfused_bytes), on the critical stage
+        "unfused_passes_s": _num(pick(est.time_extra["unfused_passes_s"])),
+        # context parallelism's own GPU work, inside compute_s: merges, accumulations, per-step kernels
+        "cp_compute_s": _num(pick(est.time_extra["cp_compute_s"])),
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),

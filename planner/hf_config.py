@@ -239,7 +239,8 @@ _NO_COST_GROUPS = {
         "initializer_range", "initializer_factor", "rescale_prenorm_residual", "time_step_min", "time_step_max",
         "time_step_floor"),
     "norm epsilons": ("layer_norm_eps", "layer_norm_epsilon", "norm_eps"),
-    "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K)": (
+    "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K; a YaRN rope_scaling's "
+    "attention factor is read: rope_attention_factor)": (
         "rope_scaling", "rope_parameters", "rope_local_base_freq", "rope_interleave", "partial_rotary_factor"),
     "attention score scale, temperature, soft-capping and parameter-free q/k L2 norm (elementwise)": (
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
@@ -247,8 +248,8 @@ _NO_COST_GROUPS = {
     "routing and load balancing (which experts a token picks, not how many nor their size)": (
         "norm_topk_prob", "routed_scaling_factor", "router_aux_loss_coef", "aux_loss_alpha",
         "seq_aux", "output_router_logits", "router_jitter_noise", "ep_size"),
-    "activation clamps and the SSM activation (elementwise)": (
-        "swiglu_limit", "swiglu_alpha", "time_step_limit", "mamba_hidden_act"),
+    "activation clamps and the SSM activation (elementwise; swiglu_limit is read: activation_clamp)": (
+        "swiglu_alpha", "time_step_limit", "mamba_hidden_act"),
     "inference and generation settings": (
         "use_cache", "num_logits_to_keep", "cache_implementation", "use_mamba_kernels", "mamba_ssm_cache_dtype",
         "attn_implementation", "_attn_implementation", "return_dict", "output_hidden_states", "output_attentions",
@@ -446,6 +447,15 @@ class Reader:
             # linear_bias flag covers attention and MLP alike, so attention without biases cannot be expressed
             raise self.err("attention_bias", "false, but gpt-oss experts always carry biases: planner's linear_bias "
                            "covers attention and MLP together", "write a model YAML for this variant")
+        limit = self.get("swiglu_limit", None)  # gpt-oss: gate clamped to <= limit, up to +-limit before the GLU
+        if limit is not None and data["gated_mlp"]:
+            if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+                raise self.err("swiglu_limit", f"expected a number > 0, got {str(limit)[:40]}",
+                               "give the config.json transformers saved for the model")
+            data["activation_clamp"] = float(limit)
+        factor = self._rope_attention_factor()
+        if factor != 1.0:
+            data["rope_attention_factor"] = factor
         mtp = self.count("num_nextn_predict_layers", 0, zero=True)
         if mtp:
             data["mtp_layers"] = mtp
@@ -549,6 +559,29 @@ class Reader:
                 self.notes.append(f"no position embedding: {self.fam.position_src}")
             return self.fam.position
         return "rope" if any(k in self.cfg for k in ("rope_theta", "rope_scaling", "rope_parameters")) else "learned"
+
+    def _rope_attention_factor(self) -> float:
+        """The factor on RoPE's cos and sin: YaRN's attention factor (transformers
+        modeling_rope_utils._compute_yarn_parameters: rope_scaling attention_factor, else
+        get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim) where both are given,
+        else get_mscale(factor) = 0.1 ln(factor) + 1 for factor > 1); 1 for any other rotary."""
+        rs = self.cfg.get("rope_scaling") or self.cfg.get("rope_parameters")
+        if not isinstance(rs, dict) or (rs.get("rope_type") or rs.get("type")) != "yarn":
+            return 1.0
+
+        def mscale(scale, m=1.0):
+            return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+        try:
+            if rs.get("attention_factor") is not None:
+                return float(rs["attention_factor"])
+            f = float(rs.get("factor", 1.0))
+            if rs.get("mscale") and rs.get("mscale_all_dim"):
+                return float(mscale(f, float(rs["mscale"])) / mscale(f, float(rs["mscale_all_dim"])))
+            return float(mscale(f))
+        except (TypeError, ValueError):
+            raise self.err("rope_scaling", f"yarn factors must be numbers, got {str(rs)[:60]}",
+                           "give the config.json transformers saved for the model") from None
 
     def _dropout(self) -> bool:
         out = False

@@ -278,6 +278,15 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    activation_clamp: Optional[float] = Field(
+        default=None, gt=0,
+        description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
+                    "activation (gpt-oss config.json swiglu_limit 7.0); null: no clamp. Priced on the routed experts "
+                    "(the stack's activation_clamp kernel bytes, planner/layers/moe.py)")
+    rope_attention_factor: float = Field(
+        default=1.0, gt=0,
+        description="factor on RoPE's cos and sin (YaRN's attention factor, 0.1 ln(scaling factor) + 1 unless "
+                    "rope_scaling states one); 1: none")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     layer_kinds: dict[str, LayerKindSpec] = Field(
@@ -613,6 +622,21 @@ class KernelBytes(BaseModel):
     dropout: float = Field(ge=0, description="forward, per hidden element, each of the 2 dropouts (models with dropout)")
     dropout_bwd: float = Field(ge=0, description="backward, likewise")
     bias: float = Field(ge=0, description="per output element of a biased linear when the bias add is a separate kernel (0 = in the GEMM epilogue), forward and backward")
+    rope_scaled: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, per element of Q and of K, for a model whose rotary cos/sin carry a factor "
+                    "(rope_attention_factor != 1); null: rope")
+    rope_scaled_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise; null: rope_bwd")
+    activation_clamp: float = Field(
+        default=0.0, ge=0,
+        description="forward, per element of a routed expert's gate+up output (width 2f) of a model with "
+                    "activation_clamp, where the clamp runs as kernels of its own (0: inside the activation kernel)")
+    activation_clamp_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
+    expert_bias: float = Field(
+        default=0.0, ge=0,
+        description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "
+                    "where the output bias is applied outside the grouped GEMM (0: in its epilogue)")
+    expert_bias_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
     loss_pool_per_logit: float = Field(
@@ -670,6 +694,44 @@ class OverlapSpec(BaseModel):
     overlapped_exposed_fraction: float = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")
+    sources: list[str] = Field(min_length=1)
+
+
+class PassBytes(BaseModel):
+    """HBM bytes per element of one tensor that a context-parallel attention pass moves in its
+    own memory-bound kernels (merges, accumulations, copies): `fixed` once per layer and
+    micro-batch, `per_step` for each ring step after the first (cp - 1 of them; fewer for a
+    windowed layer), on the rank whose steps are all full-size (the ring waits for it)."""
+
+    model_config = Strict
+    fixed: float = Field(ge=0)
+    per_step: float = Field(ge=0)
+
+
+class ContextParallelSpec(BaseModel):
+    """How the stack runs attention under context parallelism (planner/step.py cp_comm and
+    cp_pass_times): the K/V exchange of each pass, what it runs beside, and the memory-bound
+    work the split adds (the output / LSE merges of the forward, the dQ and dK/dV
+    accumulations of the backward, the K/V copies into the send buffers). Every rank runs its
+    queries against each rank's keys as one attention kernel per ring step, the causal mask
+    load-balanced over 2 cp sequence chunks: a step is 1/cp of the core's FLOPs."""
+
+    model_config = Strict
+    implementation: str = Field(description="the code that runs it (informational)")
+    fwd_kv: Literal["ring", "allgather"] = Field(
+        description="forward K/V exchange: ring (one send of the local K/V per step after the first, each beside "
+                    "the kernel of the step before) or allgather (one all-gather, beside the first step's kernel)")
+    bwd_kv: Literal["ring", "allgather"] = Field(description="the backward's K/V exchange, as fwd_kv")
+    dkv: Literal["with_kv", "after_step"] = Field(
+        description="how the dK/dV partial sums travel: with_kv (in the same send as the step's K/V, one buffer, "
+                    "beside the step's kernel; the last step sends dK/dV alone) or after_step (a send of its own "
+                    "after each step's kernel, beside the next step's kernel; the last one exposed)")
+    dkv_bytes: float = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
+    out: PassBytes = Field(description="forward, per element of the attention output (T a d / t)")
+    kv_fwd: PassBytes = Field(description="forward, per element of the local K and V (T 2 k d / t)")
+    dq: PassBytes = Field(description="backward, per element of the query gradient (T a d / t)")
+    dkv_acc: PassBytes = Field(description="backward, per element of the local dK and dV (T 2 k d / t)")
+    kv_bwd: PassBytes = Field(description="backward, per element of the local K and V")
     sources: list[str] = Field(min_length=1)
 
 
@@ -1019,6 +1081,9 @@ class Stack(BaseModel):
                     "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
                     "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
                     "generate_llm_fqn_per_model_part)")
+    context_parallel: Optional[ContextParallelSpec] = Field(
+        default=None, description="how the stack runs attention under context parallelism; null: the default "
+                                  "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")

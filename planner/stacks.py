@@ -20,7 +20,8 @@ from .schema import Stack
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
                  "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
                  "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
-                 "loss_parallel_saved_per_logit")
+                 "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
+                 "activation_clamp_bwd", "expert_bias", "expert_bias_bwd")
 DEFAULT_STACK = "megatron"
 
 
@@ -46,8 +47,11 @@ def kernel_bytes(stack: Stack, compile_) -> dict[str, np.ndarray]:
 
 
 def _field(kernels, f: str) -> float:
-    """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP."""
+    """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP;
+    rope_scaled(_bwd) null: the rotary kernel's own figure (it takes the cos/sin factor)."""
     v = getattr(kernels, f)
+    if v is None and f.startswith("rope_scaled"):  # null: the stack's rotary kernel takes the factor
+        return float(getattr(kernels, "rope" + f[len("rope_scaled"):]))
     return float(kernels.loss_saved_per_logit if v is None else v)
 
 

@@ -38,9 +38,11 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
       or with SP a reduce-scatter + all-gather pair each [2]; +2 with full recompute. Exposed
       (Megatron's default), or with tp_comm_overlap hidden behind the layer's GEMMs except
       the first of tp chunks [7].
-  CP  ring attention: each layer passes K and V around the CP ring (cp-1 sends of the local
-      chunk forward, K, V and their gradients backward: 3x); hidden behind the attention
-      core as far as it lasts [4].
+  CP  ring attention as the stack runs it (stack_db context_parallel, [4]): each pass runs
+      one attention kernel per ring step (1/cp of the core each, at FlashAttention-2's rate
+      for the step's block of keys: cp_kernel_factor), the K/V (and backward dK/dV) transfers
+      each beside one step's kernel, hidden as far as it lasts (cp_ring_comm); the stack's
+      output/LSE merges and gradient accumulations are memory-bound compute (cp_pass_times).
   PP  send/recv of T h x 2 bytes (/t under SP) per micro-batch and model chunk, forward and
       backward, on the PP link; counted exposed (Megatron's 1F1B p2p is blocking).
   DP  DDP: all-reduce of the gradients once per step; ZeRO-1/2: reduce-scatter of the
@@ -65,6 +67,10 @@ References
 [3] The Llama 3 Herd of Models (arXiv:2407.21783) sec. 3.3.2: parallelism order TP, CP, PP, DP.
 [4] Liu et al. 2023, "Ring Attention with Blockwise Transformers": K/V blocks circulate while
     attention on the current block computes; Llama 3 sec. 3.3.2 (all-gather based CP).
+    As run: NVIDIA/TransformerEngine @4329ff84 attention/dot_product_attention/context_parallel.py
+    AttnFuncWithCPAndKVP2P (Megatron's default --cp-comm-type p2p); pytorch
+    torch/distributed/tensor/experimental/_context_parallel/_attention.py
+    _templated_ring_attention (torchtitan's context_parallel, rotate method allgather).
 [5] Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.4; Rajbhandari et al. 2019 (ZeRO) sec. 7:
     stage 3 moves 1.5x the data of an all-reduce; the seed sec. 3.1.
 [6] Narayanan et al. 2021 sec. 2.2: bubble (p-1)/(v m).
@@ -83,8 +89,8 @@ import numpy as np
 
 from . import comm, dispatch, moe
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates, flops_per_token, output_gemm_shape, price_gemms,
-    recompute_flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_rates, flops_per_token, output_gemm_shape,
+    price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
@@ -92,7 +98,7 @@ from .memory import recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import fp8_recipe, kernel_bytes, sharding_traits, stack_of
+from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Terms
 
 ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
@@ -183,6 +189,10 @@ class LayerTimes:
     perm_fwd: list  # MoE router top-k and token permutations (memory-bound)
     perm_bwd: list
     host_fwd: list  # MoE: host issue time the dispatcher's synchronisation exposes (moe_host)
+    cp_fwd: list  # what context parallelism adds to the forward (merges, slower per-step kernels)
+    cp_bwd: list
+    unf_fwd: list = field(default_factory=list)  # the share of fwd/bwd the stack's unfused passes take (unfused_bytes)
+    unf_bwd: list = field(default_factory=list)
 
 
 def layer_times(sc: StepCtx) -> LayerTimes:
@@ -193,7 +203,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     hw, sel = settings.hardware, sc.stack.selective
     rate_fwd, rate_bwd = attention_rates(hw)
     core_scale = sc.stack.attention_speed * settings.knobs.gemm_efficiency_scale
-    out = LayerTimes(*([] for _ in range(9)))
+    out = LayerTimes(*([] for _ in range(11)))
     for kind in sc.ll.kinds:
         mixer, mlp = kind.mixer, kind.mlp
         times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
@@ -201,11 +211,20 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         core_f = flops / (rate_fwd * core_scale)
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * core_scale)
+        cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
+        if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
+            ring = mixer.cp_ring(ctx)
+            k_f, k_b = cp_kernel_factor(plan.cp, ring)
+            pass_f, pass_b = cp_pass_times(sc, ring)
+            cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
+            core_f, core_b = core_f * k_f, core_b * k_b
         # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
         # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
         cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
         ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + cast) / hbm
         ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
+        if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
+            ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
         pf, pb = mlp.dispatch_bytes(ctx) if kind.has_experts else (0.0, 0.0)
         pf, pb = pf / hbm, pb / hbm
         # selective recompute re-runs what the stack's policy does not keep: the attention core
@@ -215,8 +234,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         sel_g = sum((times[name] * share for p in sel.recompute_projections
                      for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
         core_rerun = sel.recompute_attention_core or settings.selective_recomputes_attention  # memory.py [tt8]
-        sel_t = (sel_g + (core_f if core_rerun and mixer.selective_core else 0.0)
-                 + (ew_f if sel.recompute_elementwise else 0.0))
+        # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
+        sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
+                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0))
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
@@ -227,7 +247,55 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.perm_fwd.append(pf)
         out.perm_bwd.append(pb)
         out.host_fwd.append(host)
+        for lst, sfx in ((out.unf_fwd, ""), (out.unf_bwd, "_bwd")):
+            lst.append(sum((b.unfused_bytes(ctx, kb, sfx) for b in (mixer, mlp) if hasattr(b, "unfused_bytes")),
+                           np.float64(0.0)) / hbm)
+        out.cp_fwd.append(cp_f)
+        out.cp_bwd.append(cp_b)
     return out
+
+
+def cp_spec(sc: StepCtx):
+    """The stack's context-parallel attention (schema.ContextParallelSpec); a stack file that
+    does not say runs the default stack's (Transformer Engine's P2P ring), a named assumption."""
+    return sc.stack.context_parallel or default_stack().context_parallel
+
+
+def cp_kernel_factor(cp, ring):
+    """(forward, backward) time of a ring-attention core over the unsplit kernel's. Each ring
+    step runs its own kernel on 1/steps of the core's FLOPs (load-balanced causal split into 2
+    cp chunks: ContextParallelSpec): the first step the local queries against the local keys
+    (s / cp keys a query block), every later one against half a rank's (s / (2 cp)), at the
+    FlashAttention-2 rate of its key length relative to the unsplit kernel's (compute.
+    attention_block_rate [7]); capped at a window's reach. 1 without CP."""
+    steps = ring["sends"] + 1.0
+    c = np.maximum(np.asarray(cp, dtype=np.float64), 1.0)
+    full = ring["keys"]
+    diag, off = np.minimum(ring["seq"] / c, full), np.minimum(ring["seq"] / (2.0 * c), full)
+    out = []
+    for bwd in (False, True):
+        r = attention_block_rate(full, bwd)
+        f = r * (1.0 / steps / attention_block_rate(diag, bwd)
+                 + (steps - 1.0) / steps / attention_block_rate(off, bwd))
+        out.append(np.where(c > 1.0, f, 1.0))
+    return out[0], out[1]
+
+
+def cp_pass_times(sc: StepCtx, ring):
+    """(forward, backward) seconds per micro-batch of the memory-bound work a ring-attention
+    layer adds under CP: the stack's bytes per element (ContextParallelSpec out, kv_fwd, dq,
+    dkv_acc, kv_bwd: a fixed part and one per ring step after the first) times the elements of
+    the output, query and local K/V, over the achievable HBM bandwidth. 0 without CP."""
+    spec = cp_spec(sc)
+    n = ring["sends"]
+
+    def b(pb, el):
+        return el * (pb.fixed + pb.per_step * n)
+
+    fwd = b(spec.out, ring["o_el"]) + b(spec.kv_fwd, ring["kv_el"])
+    bwd = b(spec.dq, ring["q_el"]) + b(spec.dkv_acc, ring["kv_el"]) + b(spec.kv_bwd, ring["kv_el"])
+    on = np.asarray(sc.plan.cp) > 1
+    return np.where(on, fwd / sc.hbm, 0.0), np.where(on, bwd / sc.hbm, 0.0)
 
 
 def moe_host(sc: StepCtx, kind, gpu_fwd):
@@ -316,6 +384,7 @@ class Compute:
     mb: np.ndarray  # compute of the slower of the middle and the last stage
     perm: np.ndarray  # its MoE permutation share
     host: np.ndarray  # its MoE host-issue share (moe_host)
+    unfused: np.ndarray  # its share run by the stack's unfused elementwise passes (informational, inside mb)
     fwd_mb: np.ndarray  # a middle stage's forward pass (with a third of the output layer)
     bwd_mb: np.ndarray
     layer_fwd: np.ndarray  # the middle stage's mean layer
@@ -352,10 +421,11 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         fwd = sc.mean(st, lt.fwd)
         perm = sc.mean(st, [f + b for f, b in zip(lt.perm_fwd, lt.perm_bwd)])
         host = (n[st] + rc[st]) * sc.mean(st, lt.host_fwd)  # full recompute re-runs the dispatcher's forward
-        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host
+        unf = n[st] * sc.mean(st, [f + b for f, b in zip(lt.unf_fwd, lt.unf_bwd)]) + rc[st] * sc.mean(st, lt.unf_fwd)
+        return n[st] * sc.mean(st, base) + rc[st] * fwd, n[st] * perm + rc[st] * sc.mean(st, lt.perm_fwd), host, unf
 
-    mid, perm_mid, host_mid = stage("mid")
-    last, perm_last, host_last = stage("last")
+    mid, perm_mid, host_mid, unf_mid = stage("mid")
+    last, perm_last, host_last, unf_last = stage("last")
     extra_first, extra_last = bf16_end_layers(sc, lt)
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
     mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
@@ -364,7 +434,7 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     layers = n["mid"]
     return Compute(
         mb=np.maximum(mid, last), perm=np.where(mid >= last, perm_mid, perm_last),
-        host=np.where(mid >= last, host_mid, host_last),
+        host=np.where(mid >= last, host_mid, host_last), unfused=np.where(mid >= last, unf_mid, unf_last),
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
@@ -560,28 +630,97 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
-    """(exposed, total) CP traffic of a middle stage per micro-batch: each mixer's context-
-    parallel collectives. Ring attention's K/V sends [4] each run beside one step's block of
-    the attention core and hide behind it as far as it lasts, at the stack's exposed share; the all-to-alls of Megatron-Core's state-space and
-    linear-attention CP (layers/mamba.py, layers/linear_attention.py) and the state passing of
-    a scan split over ranks are blocking: the scan waits for its inputs, so they are exposed
-    (a mixer says which with cp_overlaps_core)."""
+    """(exposed, total) CP traffic of a middle stage per micro-batch.
+
+    Ring attention (a mixer with cp_overlaps_core, [4]) as the stack runs it (cp_ring_comm);
+    a recomputed layer's forward, and an attention core the stack's selective policy re-runs,
+    exchange its K/V again. The all-to-alls of Megatron-Core's state-space and
+    linear-attention CP (layers/mamba.py, layers/linear_attention.py) and the state passing
+    of a scan split over ranks are blocking: the scan waits for its inputs, so they are
+    exposed."""
     plan, ctx = sc.plan, sc.ctx
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core
+                                                        or sc.settings.selective_recomputes_attention)
     exposed, total = [], []
     for i, kind in enumerate(sc.ll.kinds):
-        t, hid = np.float64(0.0), np.float64(0.0)
-        for op, size, count in kind.mixer.cp_collectives(ctx):
-            one = coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
-            t = t + count * one
-            # ring attention: each send runs beside one block of the core (the core split in as
-            # many steps as there are sends), hidden as far as the block lasts, at the stack's
-            # exposed share of what overlaps (SMs and HBM taken by the copy) [4]
-            window = (lt.core_fwd[i] + lt.core_bwd[i]) / np.maximum(count, 1.0)
-            hid = hid + count * _hide(one, window, sc.x)
-        total.append(t)
-        exposed.append(hid if kind.mixer.cp_overlaps_core else t)
-    n = sc.n["mid"]
-    return n * sc.mean("mid", exposed), n * sc.mean("mid", total)
+        mixer = kind.mixer
+        if mixer.cp_overlaps_core:
+            (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, mixer.cp_ring(ctx))
+            again = rc + np.where(sel_core & mixer.selective_core, n - rc, 0.0)  # forwards run twice
+            exposed.append(n * (f_exp + b_exp) + again * f_exp)
+            total.append(n * (f_tot + b_tot) + again * f_tot)
+            continue
+        t = np.float64(0.0)
+        for op, size, count in mixer.cp_collectives(ctx):
+            t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
+        exposed.append(n * t)
+        total.append(n * t)
+    return sc.mean("mid", exposed), sc.mean("mid", total)
+
+
+def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
+    """Seconds per micro-batch a middle stage's compute spends on context parallelism's own
+    work (informational; it is inside the compute term): the merges and accumulations
+    (cp_pass_times) and the per-step kernels' lower rate (cp_kernel_factor), forward and
+    backward, and again for every forward that runs twice (full recompute; an attention core
+    the stack's selective policy re-runs)."""
+    plan = sc.plan
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core
+                                                        or sc.settings.selective_recomputes_attention)
+    per = []
+    for i, kind in enumerate(sc.ll.kinds):
+        again = rc + np.where(sel_core & kind.mixer.selective_core, n - rc, 0.0)
+        per.append(n * (lt.cp_fwd[i] + lt.cp_bwd[i]) + again * lt.cp_fwd[i])
+    return sc.mean("mid", per)
+
+
+def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
+    """((forward exposed, total), (backward exposed, total)) seconds of one ring-attention
+    layer's K/V exchange per micro-batch, as the stack runs it (schema.ContextParallelSpec).
+    Each pass runs `sends` + 1 kernels of equal FLOPs (the core's time, lt.core_*, in as many
+    steps); a transfer beside a step's kernel hides behind it as far as it lasts, at the
+    stack's exposed share of what overlaps (SMs and HBM taken by the copy) [4]:
+      forward  ring: a send of the local K/V beside each step's kernel but the last (sends);
+               allgather: one all-gather of every rank's K/V beside the first step's kernel;
+      backward with_kv (Transformer Engine): the first step's send carries K/V, the middle
+               ones K/V and the dK/dV partial sums in one buffer, the last dK/dV alone, each
+               beside its step's kernel; after_step (torch): the K/V as forward (ring or
+               all-gather), and a dK/dV send after every step's kernel beside the next step's,
+               the last one exposed.
+    dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
+    plan, x = sc.plan, sc.x
+    spec = cp_spec(sc)
+    stride = coll.strides["cp"]
+    n = ring["sends"]
+    steps = n + 1.0
+    wf, wb = lt.core_fwd[i] / steps, lt.core_bwd[i] / steps
+    kv = ring["kv_bytes"]
+    dkv = ring["kv_el"] * spec.dkv_bytes
+
+    # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
+    # K/V, the dK/dV alone, and both in one buffer
+    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, plan.cp, stride)
+    t_kv, t_dkv, t_both = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3),
+                               np.stack([sizes[4]] * 3))
+
+    def kv_pass(method, window):  # (exposed, total) of one pass's K/V exchange
+        if method == "ring":
+            return n * _hide(t_kv, window, x), n * t_kv
+        ag = np.where(n > 0, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)  # the gathered buffer
+        return _hide(ag, window, x), ag
+
+    fwd = kv_pass(spec.fwd_kv, wf)
+    some = n > 0
+    if spec.dkv == "with_kv":
+        b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
+        b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)
+    else:
+        k_exp, k_tot = kv_pass(spec.bwd_kv, wb)
+        b_tot = np.where(some, k_tot + steps * t_dkv, 0.0)
+        b_exp = np.where(some, k_exp + n * _hide(t_dkv, wb, x) + t_dkv, 0.0)
+    return fwd, (b_exp, b_tot)
 
 
 def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
@@ -794,7 +933,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
                   pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
                   **ep_terms)
-    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "calibrated": sorted(coll.used),
+    extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
+             "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused,
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra

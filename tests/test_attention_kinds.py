@@ -64,7 +64,11 @@ def test_sliding_layers_cut_the_core_time_and_the_cp_ring(explain, tmp_path):
     """At 32k tokens the kernel runs mean keys x 4 T a d / t: a 4,096 window needs 3,840 /
     16,384 of a global layer's core time. Context parallel 8 splits 32,768 tokens into 4,096
     per rank: a 4,096 window reaches one rank back (ceil(4,095 / 4,096) = 1 send instead of 7),
-    so the ring moves 1/7 of the global layer's K/V."""
+    so the ring moves 1/7 of the global layer's K/V bytes. The megatron stack (Transformer
+    Engine's P2P ring) sends them as: forward one K/V send a step after the first (n = sends);
+    backward K/V at the first step, dK/dV alone at the last, K/V + dK/dV as one buffer in
+    between (n - 1). Each send pays the link's latency once: global 7 + 2 + 6 messages (7 + 2
+    + 12 K/V units of bytes), sliding 1 + 2 (3 units)."""
     import yaml
 
     files = {}
@@ -76,7 +80,19 @@ def test_sliding_layers_cut_the_core_time_and_the_cp_ring(explain, tmp_path):
     job = dict(gpus=64, tp=1, cp=8, pp=1, global_batch=8, micro_batch=1, seq_len=32768, sharding="zero1")
     _, _, eg, jg = explain(model=files["glob"], **job)
     _, _, es, js = explain(model=files["slide"], **job)
-    assert js["time"]["cp_comm_total_s"] == pytest.approx(jg["time"]["cp_comm_total_s"] / 7.0, rel=1e-12)
+    from planner import comm
+    from planner.catalog import load_hardware
+
+    kv = 4096 * 2 * 8 * 128 * 2  # 4,096 local tokens, K and V of 8 KV heads, bf16
+    bw = load_hardware("h100-sxm").nvlink_GBps * 1e9 * comm.NVLINK_RING_EFFICIENCY  # cp 8 inside a node
+
+    def t(size):
+        return comm.NVLINK_LATENCY_S + size / bw
+
+    glob, slide = 9 * t(kv) + 6 * t(2 * kv), 3 * t(kv)
+    assert js["time"]["cp_comm_total_s"] / jg["time"]["cp_comm_total_s"] == pytest.approx(slide / glob, rel=1e-12)
+    # the bytes are 1/7: only the messages' latencies keep the ratio off it
+    assert (slide - 3 * comm.NVLINK_LATENCY_S) / (glob - 15 * comm.NVLINK_LATENCY_S) == pytest.approx(1 / 7, rel=1e-12)
     assert js["time"]["compute_s"] < jg["time"]["compute_s"]
     assert js["flops"]["attention_flops_per_token"] == pytest.approx(jg["flops"]["attention_flops_per_token"] / 8)
     # the memory is the same: FlashAttention keeps no score matrix either way

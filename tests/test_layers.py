@@ -334,3 +334,43 @@ def test_explain_every_mixer_kind(explain, tmp_path, recompute):
     assert [k["kind"].split("(")[0] for k in res["params"]["layer_kinds"]] == ["mamba2", "global + gated mlp",
                                                                              "gated_deltanet", "mamba"]
     assert res["time"]["step_s"] > 0 and res["memory"]["fits"]
+
+
+# ------------------------------------------------------------------ context parallelism
+def test_attention_cp_ring_by_hand():
+    """GQA h 64, 8 query heads, 2 KV heads of dim 8, tp 2, cp 4, one sequence of 64 tokens:
+    T = 16 tokens a GPU. Local K and V: 16 x 2 x (2/2) x 8 = 256 elements, 512 B in bf16; the
+    output (and the query) 16 x 8 x 8 / 2 = 512 elements; 3 ring steps after the first. A
+    window of 20 reaches ceil(19 / 16) = 2 ranks back: 2 sends, and its unsplit kernel spans 20
+    keys. The same figures on arrays as plan by plan."""
+    att = Attention(h=64, a=8, k=2, d=8, norm=64)
+    r = att.cp_ring(ctx_of(tp=2, cp=4, seq=64))
+    assert {k: float(v) for k, v in r.items()} == {"kv_bytes": 512.0, "kv_el": 256.0, "o_el": 512.0, "q_el": 512.0,
+                                                   "sends": 3.0, "keys": 64.0, "seq": 64.0}
+    w = Attention(h=64, a=8, k=2, d=8, norm=64, window=20).cp_ring(ctx_of(tp=2, cp=4, seq=64))
+    assert float(w["sends"]) == 2.0 and float(w["keys"]) == 20.0
+    tp, cp, mbs, seq = [1, 2, 2, 1], [1, 2, 1, 4], [1, 1, 3, 2], [8, 16, 4096, 64]
+    many = att.cp_ring(ctx_of(tp=tp, cp=cp, mbs=mbs, seq=seq))
+    for i in range(4):
+        one = att.cp_ring(ctx_of(tp=tp[i], cp=cp[i], mbs=mbs[i], seq=seq[i]))
+        for k in one:
+            assert np.broadcast_to(many[k], (4,))[i] == pytest.approx(float(one[k]), rel=1e-14), k
+
+
+def test_cp_kernel_factor_by_hand():
+    """The per-step kernels of a ring pass against the unsplit kernel (step.cp_kernel_factor,
+    FlashAttention-2 on H100 by keys a block, compute.ATTN_BLOCK_*): cp 1 is 1 exactly; cp 4 at
+    8,192 tokens runs 1/4 of the core at 2,048 keys (the diagonal) and 3/4 at 1,024:
+    370 (1/4 / 362 + 3/4 / 350) forward, 318 (1/4 / 291 + 3/4 / 260) backward. Below 512 keys
+    the rate is held at 512's (cp 16 at 8,192: 512 and 256 keys)."""
+    from planner.step import cp_kernel_factor
+
+    att = Attention(h=4096, a=32, k=8, d=128, norm=4096)
+    f1 = cp_kernel_factor(1, att.cp_ring(ctx_of(cp=1, seq=8192)))
+    assert (float(f1[0]), float(f1[1])) == (1.0, 1.0)
+    f4 = cp_kernel_factor(4, att.cp_ring(ctx_of(cp=4, seq=8192)))
+    assert float(f4[0]) == pytest.approx(370 * (0.25 / 362 + 0.75 / 350), rel=1e-12)
+    assert float(f4[1]) == pytest.approx(318 * (0.25 / 291 + 0.75 / 260), rel=1e-12)
+    f16 = cp_kernel_factor(16, att.cp_ring(ctx_of(cp=16, seq=8192)))
+    assert float(f16[0]) == pytest.approx(370 / 309, rel=1e-12)
+    assert float(f16[1]) == pytest.approx(318 / 214, rel=1e-12)

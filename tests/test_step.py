@@ -251,36 +251,126 @@ def _slow_nvlink_hw(tmp_path, gbps):
     return str(path)
 
 
+# FlashAttention-2 on H100, head dim 128, by keys per block (FlashAttention-3 paper, Figs. 5-6:
+# compute.ATTN_BLOCK_*): 2k, 4k, 8k forward 362, 368, 370; backward 291, 310, 318 TFLOP/s
+FA2_FWD = {2048: 362.0, 4096: 368.0, 8192: 370.0}
+FA2_BWD = {2048: 291.0, 4096: 310.0, 8192: 318.0}
+
+
+def _hide(t, window, x):
+    over = max(t - window, 0.0)
+    return over + (t - over) * x
+
+
 @pytest.mark.parametrize("gbps", [450, 0.5])
 def test_cp_ring_exchange_by_hand(explain, tmp_path, gbps):
-    """Context parallelism, cp = 2 inside a node (tp 4): per layer and micro-batch the local K
-    and V chunk goes round the ring once forward and twice backward (K, V and their
-    gradients): 3 (cp-1) sends, each beside one step's block of the attention core (the core
-    split in as many steps as sends), hidden as far as the block lasts, the megatron stack's
-    exposed share (overlap.overlapped_exposed_fraction) of the part that overlaps exposed."""
-    from planner.compute import ATTN_BWD_FLOPS_RATIO, attention_rates
+    """Context parallelism as Megatron runs it (Transformer Engine's AttnFuncWithCPAndKVP2P),
+    cp = 2 inside a node (tp 4), 8,192 tokens: per layer and micro-batch each rank runs two
+    attention kernels a pass, each on half the core's FLOPs (the causal mask load-balanced
+    over 4 chunks): the diagonal (4,096 keys a query block) and one off-diagonal block (2,048
+    keys), at FlashAttention-2's rate for those lengths relative to the unsplit 8,192-key
+    kernel's. Forward: one send of the local K/V (4 MiB) beside the first kernel.
+    Backward: K/V beside the first step's kernel, then dK/dV (bf16) alone beside the last's.
+    Each is hidden as far as its kernel lasts, the stack's exposed share of the overlapped
+    part exposed. The merges TE adds (bytes per element, stack_db megatron context_parallel):
+    forward out 4 + 6 (cp - 1) and the K/V concatenation 4; backward dQ 4 + 6, dK/dV 5 + 3 and
+    the K/V copy 4."""
+    from planner.compute import ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates
 
     hw_path = _slow_nvlink_hw(tmp_path, gbps)
+    hw = load_hardware(hw_path)
     _, _, _, js = explain(model="llama3-8b", gpus=8, tp=4, cp=2, global_batch=2, seq_len=8192, hardware=hw_path)
     T = 8192 // 2  # tokens per micro-batch on one GPU
-    chunk = T * 2 * (8 // 4) * 128 * 2  # K and V, 2 KV heads per TP rank, bf16
+    kv_el = T * 2 * (8 // 4) * 128  # K and V, 2 KV heads per TP rank
+    kv = kv_el * 2  # bf16: 4 MiB; dK/dV travel in bf16 too
     bw = gbps * 1e9 * comm.NVLINK_RING_EFFICIENCY
-    send = comm.NVLINK_LATENCY_S + chunk / bw
+    send = comm.NVLINK_LATENCY_S + kv / bw
     m, layers = 2, 32  # global batch 2 over dp 1, one sequence per micro-batch
-    per_layer = 3 * (2 - 1) * send
-    assert js["time"]["cp_comm_total_s"] == pytest.approx(m * layers * per_layer, rel=1e-9)
-    fwd_rate, bwd_rate = attention_rates(load_hardware(hw_path))
+    assert js["time"]["cp_comm_total_s"] == pytest.approx(m * layers * 3 * send, rel=1e-9)
+    fwd_rate, bwd_rate = attention_rates(hw)
     flops = 4 * T * 8192 * 32 * 128 / 4 / 2  # causal attention core, this rank's heads and queries
-    attn = flops / fwd_rate + ATTN_BWD_FLOPS_RATIO * flops / bwd_rate
+    k_f = 0.5 * FA2_FWD[8192] / FA2_FWD[4096] + 0.5 * FA2_FWD[8192] / FA2_FWD[2048]  # 1.01377
+    k_b = 0.5 * FA2_BWD[8192] / FA2_BWD[4096] + 0.5 * FA2_BWD[8192] / FA2_BWD[2048]  # 1.05930
+    core_f, core_b = flops / fwd_rate, ATTN_BWD_FLOPS_RATIO * flops / bwd_rate
     x = load_stack("megatron").overlap.overlapped_exposed_fraction
-    block = attn / 3  # the core in 3 steps, one per send
-    over = max(send - block, 0.0)
-    exposed = 3 * (over + (send - over) * x)
+    exposed = _hide(send, k_f * core_f / 2, x) + 2 * _hide(send, k_b * core_b / 2, x)
     assert js["time"]["cp_comm_s"] == pytest.approx(m * layers * exposed, rel=1e-9, abs=1e-12)
     if gbps == 450:  # NVLink keeps ahead of attention: only the exposed share of the sends
         assert js["time"]["cp_comm_s"] == pytest.approx(x * js["time"]["cp_comm_total_s"], rel=1e-9)
     else:
         assert js["time"]["cp_comm_s"] > x * js["time"]["cp_comm_total_s"]
+    # what CP adds to compute: the merges over HBM, and the per-step kernels' lower rate
+    o_el = T * 32 * 128 / 4
+    passes = (o_el * (4 + 6) + kv_el * 4 + o_el * (4 + 6) + kv_el * (5 + 3) + kv_el * 4) / (hw.hbm_bandwidth * HBM_EFFICIENCY)
+    assert js["time"]["cp_compute_s"] == pytest.approx(
+        m * layers * (passes + (k_f - 1) * core_f + (k_b - 1) * core_b), rel=1e-9)
+
+
+def test_cp_torch_ring_by_hand(explain):
+    """Context parallelism as torchtitan runs it (torch's _templated_ring_attention, rotate
+    method allgather), cp = 2 inside a node: forward one all-gather of every rank's K/V beside
+    the first step's kernel; backward the all-gather again beside the first step's kernel, and
+    a send of the fp32 dK/dV after each step's kernel, the first beside the second step's
+    kernel, the last (nothing after it) exposed. Its eager fp32 merges move more bytes than
+    TE's: forward out 12 + 38 (cp - 1), K/V 4 + 4; backward dQ 20 + 10, dK/dV 28 + 21, K/V
+    4 + 4 (stack_db torchtitan context_parallel)."""
+    from planner.compute import ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates
+
+    hw = load_hardware("h100-sxm")
+    job = dict(model="llama3-8b", gpus=8, tp=4, cp=2, global_batch=2, micro_batch=1, seq_len=8192, stack="torchtitan",
+               sharding="fsdp")
+    settings, _, _, js = explain(**job)
+    T = 8192 // 2
+    kv_el = T * 2 * 2 * 128
+    kv = kv_el * 2
+    ag = float(comm.group_collective(comm.ALL_GATHER, 2 * kv, 2, 4, comm.comm_params(hw), comm.AUTO, job_gpus=8)[0].time_s)
+    dkv = NV_LAT + kv_el * 4 / NV_BW  # fp32 in transit
+    m, layers = 2, 32
+    assert js["time"]["cp_comm_total_s"] == pytest.approx(m * layers * (2 * ag + 2 * dkv), rel=1e-9)
+    fwd_rate, bwd_rate = attention_rates(hw)
+    flops = 4 * T * 8192 * 32 * 128 / 4 / 2
+    k_f = 0.5 * FA2_FWD[8192] / FA2_FWD[4096] + 0.5 * FA2_FWD[8192] / FA2_FWD[2048]
+    k_b = 0.5 * FA2_BWD[8192] / FA2_BWD[4096] + 0.5 * FA2_BWD[8192] / FA2_BWD[2048]
+    speed = load_stack("torchtitan").attention_speed
+    core_f, core_b = flops / fwd_rate / speed, ATTN_BWD_FLOPS_RATIO * flops / bwd_rate / speed
+    x = load_stack("torchtitan").overlap.overlapped_exposed_fraction
+    exposed = _hide(ag, k_f * core_f / 2, x) + _hide(ag, k_b * core_b / 2, x) + _hide(dkv, k_b * core_b / 2, x) + dkv
+    assert js["time"]["cp_comm_s"] == pytest.approx(m * layers * exposed, rel=1e-9)
+    o_el = T * 32 * 128 / 4
+    passes = (o_el * (12 + 38) + kv_el * (4 + 4) + o_el * (20 + 10) + kv_el * (28 + 21) + kv_el * (4 + 4)) / (
+        hw.hbm_bandwidth * HBM_EFFICIENCY)
+    assert js["time"]["cp_compute_s"] == pytest.approx(
+        m * layers * (passes + (k_f - 1) * core_f + (k_b - 1) * core_b), rel=1e-9)
+
+
+def test_cp_rows_differ_with_their_traffic(explain):
+    """issue 22: CP 2, 4 and 8 of the same job are priced apart. Llama 3 8B on 64 H100s at
+    8,192 tokens, TP 1 (the CP ring inside a node up to cp 8): each doubling of cp doubles the
+    ring's sends ((cp - 1) forward: 1, 3, 7) on half as many tokens, so the K/V traffic per
+    layer grows as (cp - 1) / cp (1/2, 3/4, 7/8 of a sequence's K/V) plus a latency a send;
+    the merges grow as (cp - 1) / cp too, and the per-step kernels slow down (FlashAttention-2
+    at 512-2,048 keys a block). The step time rises with cp, and CP 1 has none of it."""
+    rows = {}
+    for cp in (1, 2, 4, 8):
+        _, _, _, js = explain(model="llama3-8b", gpus=64, tp=1, cp=cp, global_batch=64, seq_len=8192)
+        rows[cp] = js["time"]
+    assert rows[1]["cp_comm_total_s"] == rows[1]["cp_compute_s"] == rows[1]["cp_comm_s"] == 0.0
+    steps = [rows[c]["step_s"] for c in (1, 2, 4, 8)]
+    assert steps == sorted(steps) and len(set(steps)) == 4
+    for key in ("cp_comm_total_s", "cp_compute_s", "cp_comm_s"):
+        v = [rows[c][key] for c in (2, 4, 8)]
+        assert v[0] < v[1] < v[2], key
+    # the bytes: 3 (cp - 1) sends of the local K/V (T = 8192 / cp tokens) per layer, with m =
+    # 64 / (64 / cp) = cp micro-batches a step: 3 (cp - 1) x cp x (8192 / cp) K/V units
+    kv_tok = 2 * 8 * 128 * 2  # bytes of K and V per token
+    bw = 450e9 * comm.NVLINK_RING_EFFICIENCY
+    for cp in (2, 4, 8):
+        T = 8192 // cp
+        n = cp - 1
+        sends = n + 2 + (n - 1)  # forward n; backward K/V, dK/dV alone, n - 1 of both
+        bytes_ = (n + 2 + 2 * (n - 1)) * T * kv_tok
+        per_mb = sends * NV_LAT + bytes_ / bw
+        assert rows[cp]["cp_comm_total_s"] == pytest.approx(cp * 32 * per_mb, rel=1e-9)
 
 
 def test_hsdp_terms_by_hand(explain):
@@ -311,3 +401,15 @@ def test_zero1_reduce_scatter_and_all_gather_by_hand(explain):
     ring_rs = nb * 7 * NV_LAT + 7 / 8 * 4.0 * n / NV_BW  # fp32 gradients (megatron: grad_reduce_bytes 4)
     assert js["time"]["dp_comm_s"] == pytest.approx(ring_ag + ring_rs, rel=1e-9)
     assert js["time"]["dp_comm_exposed_s"] == pytest.approx((ring_ag + ring_rs) * (X * (1 - 1 / nb) + 1 / nb), rel=1e-9)
+
+
+def test_cp_recompute_sends_the_forward_again(explain):
+    """A fully recomputed layer runs its forward twice, its ring exchange too. At cp 2 the
+    megatron stack sends the local K/V once forward and K/V, then dK/dV (bf16, the same size)
+    backward: 3 equal sends a layer; with full recompute 4 (every layer recomputed): the
+    traffic grows by 4/3. The merges of the forward run twice as well."""
+    job = dict(model="llama3-8b", gpus=8, tp=4, cp=2, global_batch=2, seq_len=8192)
+    _, _, _, none = explain(**job, recompute="none")
+    _, _, _, full = explain(**job, recompute="full")
+    assert full["time"]["cp_comm_total_s"] == pytest.approx(none["time"]["cp_comm_total_s"] * 4 / 3, rel=1e-12)
+    assert full["time"]["cp_compute_s"] > none["time"]["cp_compute_s"]

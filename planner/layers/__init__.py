@@ -12,7 +12,8 @@ dataclass with the same methods (each takes a Ctx, the per-micro-batch quantitie
 as 0-d or 1-d arrays): params(), gemms(ctx) (the forward GEMMs with their counts),
 projection_shares(ctx), elementwise_bytes(ctx, kernel_bytes, "" | "_bwd"),
 cast_elements(ctx), tensors(ctx, attention) (the activation table, common.py), and mixers
-core_kernel_flops(ctx) / core_model_flops(seq, causal), cp_kv_bytes / cp_sends; tp_pairs says
+core_kernel_flops(ctx) / core_model_flops(seq, causal), cp_ring(ctx) (attention: what its
+context-parallel ring moves) or cp_collectives(ctx) (the others); tp_pairs says
 which TP collective pairs the block runs each way.
 
 Which layer is which (`layer_list`):
@@ -210,7 +211,8 @@ def _mixer(spec, m: ModelSpec):
         pos = spec.position or ("rope" if m.position_embedding == "rope" else "nope")
         return Attention(h=m.hidden_size, a=m.num_attention_heads, k=m.kv_heads, d=m.dhead, norm=norm,
                          bias=m.linear_bias, rope=pos == "rope", gate=spec.output_gate, dropout=m.dropout,
-                         window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None))
+                         window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None),
+                         rope_scaled=m.rope_attention_factor != 1.0)
     if isinstance(spec, MLAAttention):
         ml = m.mla
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,
@@ -241,7 +243,8 @@ def _mlp(spec, m: ModelSpec, moe_layer: bool):
                       num_shared=e.num_shared_experts, fs=e.shared_expert_ffn_hidden_size or fe,
                       shared_gate=e.shared_expert_gate, router_bias=e.router_bias, gated=m.gated_mlp, norm=norm,
                       bias=m.linear_bias, dropout=m.dropout, dense_f=m.ffn_hidden_size,
-                      expert_groups=e.expert_groups or 0, groups_per_token=e.groups_per_token or 0)
+                      expert_groups=e.expert_groups or 0, groups_per_token=e.groups_per_token or 0,
+                      clamp=m.activation_clamp is not None and m.gated_mlp)
     assert isinstance(spec, NoMLP)
     return NoBlock()
 

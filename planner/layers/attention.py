@@ -27,8 +27,11 @@ s for global, min(s, w) sliding, min(s, c) chunked; `causal_attention_flops` cou
 above instead. MLA's core runs QK^T at d_nope + d_rope and AV at d_v: it is priced as a
 global layer of one key/value head per query head at their mean (ModelSpec.core_head_dim).
 
-Context parallelism (ring attention, Liu et al. 2023 [7]): each rank passes its local K and V
-around the CP ring, cp - 1 sends forward, 3x that with the backward (K, V and their gradients).
+Context parallelism (ring attention, Liu et al. 2023 [7]): each rank runs its queries against
+every rank's keys, one kernel per ring step, while the local K and V travel round the CP ring
+(cp - 1 steps after the first); the backward passes K, V and their gradients. How each stack
+exchanges them, what the exchange runs beside and the merges it adds are the stack's
+(schema.ContextParallelSpec, planner/step.py cp_comm); a layer says what moves (cp_ring).
 A windowed layer needs only the ranks whose tokens lie within reach of its own (contiguous
 sequence chunks of s / cp tokens): min(cp - 1, ceil((w - 1) / (s / cp))) sends for a window w
 (chunk c: c - 1); a named approximation, since Megatron's load-balanced CP splits the
@@ -103,6 +106,7 @@ class Attention:
     dropout: bool = False
     window: Optional[int] = None
     chunk: Optional[int] = None
+    rope_scaled: bool = False  # cos/sin carry a factor (ModelSpec.rope_attention_factor != 1): the stack's rope_scaled bytes
 
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
@@ -151,15 +155,26 @@ class Attention:
 
     def elementwise_bytes(self, ctx, kb, sfx):
         """Memory-bound bytes per micro-batch (sfx "" forward, "_bwd" backward): pre-norm,
-        residual add, dropout, output bias (replicated unless SP), rotary on Q and K, QKV biases."""
+        residual add, dropout, output bias (replicated unless SP), rotary on Q and K (the stack's
+        rope_scaled figures where the cos/sin carry a factor: Megatron-Core runs its unfused rotary
+        then, rope_utils.apply_rotary_pos_emb @0d8e0714 lines 279-284), QKV biases."""
         h, tp, rope = self.h, ctx.tp, (1.0 if self.rope else 0.0)
+        rope_kb = kb[("rope_scaled" if self.rope_scaled else "rope") + sfx]
         bias = kb["bias"] * (1.0 if self.bias else 0.0)
         drop = 1.0 if self.dropout else 0.0
         kv = kv_local(self.k, tp)
         return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h + bias * h)
                         / ctx.rep_div
-                        + rope * kb["rope" + sfx] * (self.a / tp + kv) * self.d
+                        + rope * rope_kb * (self.a / tp + kv) * self.d
                         + bias * (self.a / tp + 2.0 * kv) * self.d)
+
+    def unfused_bytes(self, ctx, kb, sfx):
+        """The part of elementwise_bytes the stack runs outside its fused kernels: the scaled
+        rotary's bytes beyond the fused one's (rope_scaled - rope); 0 without a cos/sin factor."""
+        if not (self.rope and self.rope_scaled):
+            return np.zeros(np.shape(ctx.T))
+        extra = kb["rope_scaled" + sfx] - kb["rope" + sfx]
+        return ctx.T * extra * (self.a / ctx.tp + kv_local(self.k, ctx.tp)) * self.d
 
     def cast_elements(self, ctx):
         """fp8: elements cast per forward, the GEMM inputs (h into QKV, a d into the output
@@ -188,11 +203,17 @@ class Attention:
         return self.k
 
     # ------------------------------------------------------------------ communication
-    def cp_collectives(self, ctx):
-        """[(op, bytes per rank, count per layer, forward and backward)]: the ring sends of the
-        local K and V (bf16), 3x the forward's (module docstring); they hide behind the core."""
-        kv = ctx.T * 2.0 * kv_local(self.k, ctx.tp) * self.d * ACT_BYTES
-        return [("send_recv", kv, 3.0 * self.cp_sends(ctx.cp, ctx.seq))]
+    def cp_ring(self, ctx) -> dict:
+        """Context parallelism's per-micro-batch quantities on one GPU (planner/step.py cp_comm,
+        cp_pass_times, cp_kernel_factor): the local K and V (bf16 bytes, kv_bytes; their
+        elements, kv_el), the ring steps after the first (sends), the elements of the core
+        output (o_el) and of the query (q_el), T a d / t each, and the key lengths of the
+        unsplit kernel (keys: the sequence, or the window's reach) and of the sequence (seq)."""
+        kv_el = ctx.T * 2.0 * kv_local(self.k, ctx.tp) * self.d
+        o_el = ctx.T * self.a * self.d / ctx.tp
+        return {"kv_bytes": kv_el * ACT_BYTES, "kv_el": kv_el, "o_el": o_el, "q_el": o_el,
+                "sends": self.cp_sends(ctx.cp, ctx.seq), "keys": span_keys(ctx.seq, self.window, self.chunk),
+                "seq": np.asarray(ctx.seq, dtype=np.float64)}
 
     def cp_sends(self, cp, seq):
         """Ring sends forward (module docstring): cp - 1, or the ranks within a window's reach."""
@@ -311,6 +332,12 @@ class MLA:
     def score_keys(self, seq):
         return np.asarray(seq, dtype=np.float64)
 
-    def cp_collectives(self, ctx):
-        kv = ctx.T * 2.0 * kv_local(self.a, ctx.tp) * self.d * ACT_BYTES
-        return [("send_recv", kv, 3.0 * (ctx.cp - 1.0))]
+    def cp_ring(self, ctx) -> dict:
+        """As Attention.cp_ring, at MLA's head dims: the up-projected K (a d_qk) and V (a d_v)
+        per token, the output a d_v and the query a d_qk (/ t)."""
+        tp = ctx.tp
+        kv_el = ctx.T * 2.0 * kv_local(self.a, tp) * self.d
+        seq = np.asarray(ctx.seq, dtype=np.float64)
+        return {"kv_bytes": kv_el * ACT_BYTES, "kv_el": kv_el, "o_el": ctx.T * self.a * self.v_head_dim / tp,
+                "q_el": ctx.T * self.a * self.qk_head_dim / tp, "sends": np.asarray(ctx.cp, dtype=np.float64) - 1.0,
+                "keys": seq, "seq": seq}

@@ -99,6 +99,7 @@ class MoEMLP:
     dense_f: int = 0  # the model's dense MLP width (korthikanti reference only)
     expert_groups: int = 0  # group-limited routing (schema.MoESpec; 0: none)
     groups_per_token: int = 0
+    clamp: bool = False  # the gated activation's inputs are clamped (ModelSpec.activation_clamp)
 
     kind = "mlp"
     has_core = False
@@ -183,8 +184,26 @@ class MoEMLP:
         return out
 
     def elementwise_bytes(self, ctx, kb, sfx):
-        """As a dense MLP at the per-token width (mlp.mlp_elementwise_bytes)."""
-        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx)
+        """As a dense MLP at the per-token width (mlp.mlp_elementwise_bytes), plus two passes over
+        the routed experts' rows that a stack may run outside its fused kernels (stack kernel
+        bytes, 0 where fused; the rank's rows per token top_k c x expert_scale x etp / tp):
+          activation_clamp  per element of a row's gate+up output (2 f_e / etp) of a model with
+                            activation_clamp;
+          expert_bias       per element of a row's output (h) of a model with linear biases.
+        Megatron-Core's TEGroupedMLP (experts.py @0d8e0714) runs both unfused: the clamp as
+        chunk, two clamps and a cat before the fused weighted activation (fused_bias_geglu.py
+        weighted_bias_quick_geglu_impl), the output bias, which the router probability scales,
+        as a per-expert loop t + b x p in fp32, a cat and a cast back (_apply_bias; linear_fc2
+        is built with skip_bias_add=True); stack_db/megatron.yaml counts their bytes."""
+        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx) + self.unfused_bytes(ctx, kb, sfx)
+
+    def unfused_bytes(self, ctx, kb, sfx):
+        """The two passes of elementwise_bytes' docstring (0 where the stack fuses them)."""
+        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp  # routed rows per token on this rank
+        clamp = kb["activation_clamp" + sfx] * (2.0 * self.fe / ctx.etp if self.gated else self.fe / ctx.etp) \
+            * (1.0 if self.clamp else 0.0)
+        bias = kb["expert_bias" + sfx] * self.h * (1.0 if self.bias else 0.0)
+        return ctx.T * rows * (clamp + bias)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)

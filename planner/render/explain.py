@@ -145,6 +145,12 @@ def time_table(res: dict) -> None:
     hidden = t["dp_comm_s"] - t["dp_comm_exposed_s"]
     if t["dp_comm_s"] > 0:
         out.print(f"  DP traffic {t['dp_comm_s']:,.4g} s per step, {hidden:,.4g} s of it hidden behind compute")
+    if t.get("unfused_passes_s", 0) > 0:
+        out.print(f"  of compute, {t['unfused_passes_s']:,.4g} s per step are the stack's elementwise passes outside its "
+                  "fused kernels (scaled rotary, activation clamp, expert output bias: stack kernels)")
+    if t.get("cp_comm_total_s", 0) > 0 or t.get("cp_compute_s", 0) > 0:
+        out.print(f"  CP ring: K/V traffic {t['cp_comm_total_s']:,.4g} s per step, {t['cp_comm_s']:,.4g} s of it exposed; "
+                  f"the split attention's merges and smaller kernels {t.get('cp_compute_s', 0.0):,.4g} s (in compute)")
     out.print(
         f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{thr['hardware_tflops_per_gpu']:,.0f} TFLOP/s per GPU executed ({thr['tflops_per_gpu']:,.0f} in model FLOPs); "

@@ -1,0 +1,137 @@
+"""The memory-bound passes Megatron-Core runs outside its fused kernels for gpt-oss (issue 23):
+the YaRN-scaled rotary embedding (unfused: TE's fused RoPE takes no cos/sin factor), the
+clamped SwiGLU's clamp (chunk, two clamps, cat before the fused activation) and the routed
+experts' probability-weighted output bias (TEGroupedMLP._apply_bias, fp32). Byte figures:
+stack_db/megatron.yaml `kernels` (rope_scaled, activation_clamp, expert_bias) and their
+sources (Megatron-LM @0d8e0714)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_model, load_stack, model_from_hf_config
+from planner.layers import context, layer_list
+from planner.plan import PlanArrays
+from planner.stacks import kernel_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+YARN_32 = 0.1 * math.log(32) + 1.0  # transformers get_mscale(32) = Megatron _yarn_get_concentration_factor(32, None, None)
+
+
+def _hf(name):
+    path = ROOT / "tests/data/arch" / name / "config.json"
+    return model_from_hf_config(json.loads(path.read_text()), str(path))
+
+
+def _plan(tp=1, ep=64, mbs=4, seq=4096):
+    return PlanArrays(tp=tp, cp=1, pp=1, vpp=1, dp=64 // tp, mbs=mbs, gbs=1280, seq=seq, sharding=1, shard=1,
+                      recompute=0, sp=1 if tp > 1 else 0, schedule=0, precision=0, ep=ep)
+
+
+def _kinds(model):
+    ll = layer_list(model)
+    return ll.kinds[0]
+
+
+def _plain(model):
+    """The same shape with none of the three: no clamp, factor 1, no biases."""
+    return model.model_copy(update={"activation_clamp": None, "rope_attention_factor": 1.0, "linear_bias": False})
+
+
+def test_zoo_and_hf_config_carry_the_clamp_and_the_yarn_factor():
+    """config.json swiglu_limit 7.0 and rope_scaling yarn factor 32 (no attention_factor): the
+    zoo entries and the HF reader agree."""
+    for name in ("gpt-oss-120b", "gpt-oss-20b"):
+        zoo = load_model(name)
+        hf = _hf(name)
+        assert zoo.activation_clamp == hf.activation_clamp == 7.0
+        assert zoo.rope_attention_factor == pytest.approx(YARN_32, rel=1e-15)
+        assert hf.rope_attention_factor == pytest.approx(YARN_32, rel=1e-15)
+    # Kimi K2: yarn with mscale = mscale_all_dim = 1: factor 1 (nothing to scale)
+    kimi = _hf("kimi-k2-instruct")
+    assert kimi.rope_attention_factor == 1.0 and kimi.activation_clamp is None
+
+
+def test_megatron_moe_bytes_by_hand():
+    """gpt-oss-120b, one micro-batch of 4 x 4096 = 16,384 tokens, EP 64 (2 local experts, each
+    row one of the top-4 copies): beyond the plain shape, per token 4 rows x (clamp over the
+    gate+up output, 2 x 2880 elements, 8 B forward / 10 B backward; output bias over 2880
+    elements, 28 B / 40 B). The biases' other kernels are 0 on this stack (`bias: 0`)."""
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    assert (kb["activation_clamp"], kb["activation_clamp_bwd"], kb["expert_bias"], kb["expert_bias_bwd"]) == (8, 10, 28, 40)
+    m = load_model("gpt-oss-120b")
+    ctx = context(_plan())
+    moe, plain = _kinds(m).mlp, _kinds(_plain(m)).mlp
+    assert moe.clamp and not plain.clamp
+    T = 16384
+    for sfx, clamp, bias in (("", 8, 28), ("_bwd", 10, 40)):
+        extra = float(moe.elementwise_bytes(ctx, kb, sfx) - plain.elementwise_bytes(ctx, kb, sfx))
+        assert extra == pytest.approx(T * 4 * (clamp * 2 * 2880 + bias * 2880), rel=1e-12)
+
+
+def test_megatron_scaled_rope_bytes_by_hand():
+    """Megatron-Core runs the unfused rotary where the cos/sin carry YaRN's factor: per element
+    of Q (64 heads x 64) and K (8 x 64), 24 B forward and 26 B backward instead of the fused 4 and
+    4; with tp 2 the local heads halve (32 + 4)."""
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    assert (kb["rope_scaled"], kb["rope_scaled_bwd"], kb["rope"], kb["rope_bwd"]) == (24, 26, 4, 4)
+    m = load_model("gpt-oss-120b").model_copy(update={"linear_bias": False})
+    plain = _plain(m)
+    for tp, heads in ((1, 64 + 8), (2, 32 + 4)):
+        ctx = context(_plan(tp=tp))
+        a, p = _kinds(m).mixer, _kinds(plain).mixer
+        assert a.rope_scaled and not p.rope_scaled
+        for sfx, scaled in (("", 24 - 4), ("_bwd", 26 - 4)):
+            extra = float(a.elementwise_bytes(ctx, kb, sfx) - p.elementwise_bytes(ctx, kb, sfx))
+            assert extra == pytest.approx(16384 * heads * 64 * scaled, rel=1e-12)
+
+
+def test_other_stacks_run_them_fused():
+    """A stack that does not state these kernels prices none of them: torchtitan's figures are
+    0 for the clamp and the expert bias, and its rope figure for the scaled rotary."""
+    kb = kernel_bytes(load_stack("torchtitan"), 0)
+    assert kb["activation_clamp"] == kb["activation_clamp_bwd"] == kb["expert_bias"] == kb["expert_bias_bwd"] == 0
+    assert kb["rope_scaled"] == kb["rope"] and kb["rope_scaled_bwd"] == kb["rope_bwd"]
+
+
+def test_gpt_oss_record_slower_by_these_passes(cli, tmp_path):
+    """The Megatron-Bridge 26.02 GB300 row's layout: the three passes lengthen the step; the
+    dense twin without them (same shapes) is faster, and a model without the clamp and factor
+    but with biases lies between."""
+    base = ["explain", "--hardware", "gb300-nvl72", "--gpus", "64", "--tp", "1", "--pp", "1", "--dp", "64",
+            "--ep", "64", "--etp", "1", "--micro-batch", "4", "--global-batch", "1280", "--seq-len", "4096",
+            "--stack", "megatron", "--format", "json", "-q"]
+    m = load_model("gpt-oss-120b")
+    steps = []
+    for i, spec in enumerate((m, m.model_copy(update={"activation_clamp": None, "rope_attention_factor": 1.0}),
+                              _plain(m))):
+        p = tmp_path / f"m{i}.yaml"
+        p.write_text(json.dumps(spec.model_dump()))
+        r = cli(*base, "--model", str(p))
+        assert r.exit_code == 0, r.stderr
+        steps.append(json.loads(r.stdout)["time"]["step_s"])
+    assert steps[0] > steps[1] > steps[2]
+
+
+def test_explain_shows_the_passes_by_hand(cli):
+    """explain's time.unfused_passes_s (inside compute_s) on the 26.02 GB300 layout: per layer and
+    micro-batch of T = 16,384 tokens, the experts' 4 T rows x (clamp (8 + 10) B x 2 x 2,880 +
+    bias (28 + 40) B x 2,880) and the rotary's T x (64 + 8) x 64 elements x ((24 - 4) + (26 - 4))
+    B, over 36 layers x 5 micro-batches, at GB300's 8 TB/s x HBM_EFFICIENCY 0.9."""
+    r = cli("explain", "--model", "gpt-oss-120b", "--hardware", "gb300-nvl72", "--gpus", "64", "--tp", "1",
+            "--pp", "1", "--dp", "64", "--ep", "64", "--etp", "1", "--micro-batch", "4", "--global-batch", "1280",
+            "--seq-len", "4096", "--stack", "megatron", "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    T = 16384
+    per_layer = 4 * T * (18 * 2 * 2880 + 68 * 2880) + T * 72 * 64 * (20 + 22)
+    want = 36 * 5 * per_layer / (8.0e12 * 0.9)
+    assert json.loads(r.stdout)["time"]["unfused_passes_s"] == pytest.approx(want, rel=1e-9)
+    r = cli("explain", "--model", "gpt-oss-120b", "--hardware", "gb300-nvl72", "--gpus", "64", "--ep", "64",
+            "--micro-batch", "4", "--global-batch", "1280", "--seq-len", "4096", "--stack", "megatron", "-q")
+    assert "elementwise passes outside its fused kernels" in r.stdout
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--format", "json", "-q")
+    assert json.loads(r.stdout)["time"]["unfused_passes_s"] == 0.0
