@@ -108,6 +108,20 @@ def test_rope_cache_per_layer_and_per_model_part(explain):
     assert js["memory"]["terms"]["model_buffers"] == 0.0  # megatron: none priced
 
 
+def test_rope_cache_is_not_exported():
+    """rope_cache prices a code version's buffers: no trainer file holds it, so a plan with it
+    is refused by the export (its read-back would price the stack's own tables)."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                             seq_len=8192, rope_cache="model"))
+    assert plan["rope_cache"] == "model"
+    with pytest.raises(PlannerError, match="export torchtitan: rope_cache model"):
+        export_plan(plan, "torchtitan")
+
+
 def test_rope_cache_on_each_pipeline_stage(explain):
     """8B on PP 4 (torchtitan's split counting the embedding and the output as a layer each:
     34 units on 4 stages, 9, 9, 8, 8 -> 8, 9, 8, 7 blocks): each stage's tables are its own

@@ -43,6 +43,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
+        raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
+                           "not a setting the file can hold", "price it without rope_cache (the stack's own)")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
