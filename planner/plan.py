@@ -300,6 +300,8 @@ class Settings:
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
+    optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -648,6 +650,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
                            "does not save the attention output (stack_db selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
+    impls = stack.memory.optimizer_step_temporaries
+    if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
+        runs = ", ".join(impls) if impls else "its one fused optimizer only"
+        raise PlannerError(f"{where}optimizer_implementation {job.optimizer_implementation} is not one stack {stack.name} "
+                           f"runs (stack_db memory.optimizer_step_temporaries: {runs})",
+                           "leave it out (the stack's default), or choose --stack torchtitan")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
@@ -709,6 +717,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
+        optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
+        rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
@@ -1014,6 +1024,10 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
+        **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
+        **({"optimizer_implementation": settings.optimizer_implementation}
+           if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

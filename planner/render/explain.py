@@ -9,8 +9,8 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
-_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "quantized_weights",
-                "workspaces", "mpu_buffer", "stream_pools",
+_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "model_buffers", "quantized_weights",
+                "workspaces", "mpu_buffer", "optimizer_step", "stream_pools",
                 "allocator_slack", "reserve")
 
 
