@@ -317,6 +317,7 @@ class Settings:
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
+    seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
     model_sha256: str | None = None  # their contents' hashes, read once here (plan_dict reports them per row)
@@ -742,7 +743,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         chunked_loss=job.chunked_loss,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
-        assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
+        assumed=tuple(hf_assumed(job.model)),
+        seq_assumed=tuple(seq_assumed),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),

@@ -157,11 +157,8 @@ def register(app: typer.Typer) -> None:
                          keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
-        # what the job and the model file left out (the training length, a config.json's absent
-        # keys: plan._seq_len, catalog.hf_assumed), as explain prints it: never a silent default
-        assumed = next((r["assumed"] for r in result.rows if r.get("assumed")), None)
-        if assumed:
-            note(f"{job.model}: assumed: " + "; ".join(assumed))
+        if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
+            note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
         if job.calibration is not None:
             note_calibration(rows[:top])
