@@ -570,8 +570,8 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
 
 def default_seq_len(model: ModelSpec, recipe: bool = False) -> int:
     """The training length of a job that gives none (the rule at HF_DEFAULT_SEQ): with `recipe`
-    (a job planned from options or a job file) the model's published training.seq_len where it
-    has one; else the model's context where it is at most HF_DEFAULT_SEQ, else HF_DEFAULT_SEQ."""
+    (a job planned from options, a job file or code; not a trainer config) the model's published
+    training.seq_len where it has one; else the model's context where it is at most HF_DEFAULT_SEQ, else HF_DEFAULT_SEQ."""
     if recipe and model.training is not None and model.training.seq_len is not None:
         return model.training.seq_len
     return min(model.max_seq_len, HF_DEFAULT_SEQ)

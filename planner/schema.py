@@ -1083,7 +1083,7 @@ class Job(BaseModel):
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
     seq_len: Optional[Count] = Field(
         default=None, gt=0, description="default: the model's published pre-training length (model_zoo training.seq_len, "
-                                        "planner/recipe.py), else the smaller of its max_seq_len and plan.HF_DEFAULT_SEQ")
+                                        "plan._seq_len), else the smaller of its max_seq_len and plan.HF_DEFAULT_SEQ")
     sharding: Sharding = "none"
     sharding_mode: Optional[str] = Field(
         default=None, description="the stack's sharding mode (stack_db runs.sharding, e.g. megatron_fsdp_optim_grads); "

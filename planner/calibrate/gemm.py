@@ -112,9 +112,10 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
                      eps: Sequence[int] = (1,)) -> list[BenchShape]:
     """Distinct integer shapes of every model x tp x seq x micro-batch (sorted by M, N, K).
 
-    seq_lens may hold None: the model's default training length as a planned job takes it
-    (plan.default_seq_len with the recipe: training.seq_len, else at most plan.HF_DEFAULT_SEQ). A TP size must divide the attention
-    heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [1].
+    seq_lens may hold None: the model's training length as a planned job takes it
+    (plan.default_seq_len with the recipe: training.seq_len, else at most plan.HF_DEFAULT_SEQ).
+    A TP size must divide the attention heads (Megatron-LM's rule); other fractional dimensions
+    (V/t, f/t) are rounded up [1].
     Every layer kind's GEMMs are listed (compute.model_gemm_shapes: attention, MLA, dense and
     expert MLPs, the mixers' projections), the per-expert GEMMs at each expert-parallel size of
     `eps`, which must divide the routed experts (balanced routing)."""
