@@ -240,6 +240,11 @@ class TrainingRecipe(BaseModel):
     fp8_recipe: Optional[str] = Field(default=None, description="the fp8 scaling recipe (precisions.FP8_RECIPES), with precision fp8")
     moe_dispatcher: Optional[Dispatcher] = Field(
         default=None, description="the MoE token dispatcher whose kernels the run used (planner/dispatch.py)")
+    seq_len: Optional[Count] = Field(
+        default=None, gt=0,
+        description="the sequence length of the main phase of pre-training, as the developers published it (a "
+                    "context extended afterwards is max_seq_len, the context the model serves); the planned job's "
+                    "default training length (plan._seq_len)")
     not_priced: list[str] = Field(default_factory=list, description="parts of the recipe the planner does not price, "
                                                                     "printed with the assumed settings")
     sources: dict[str, str] = Field(min_length=1, description="a source for each setting given, by field name")
@@ -248,7 +253,7 @@ class TrainingRecipe(BaseModel):
     def _cited(self) -> "TrainingRecipe":
         from .precisions import FP8_RECIPES
 
-        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher") if getattr(self, f) is not None]
+        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "seq_len") if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
             raise ValueError(f"training: no source for {', '.join(missing)} (sources: {{field: citation}})")
@@ -274,7 +279,11 @@ class ModelSpec(BaseModel):
     gated_mlp: bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
     norm: Literal["rmsnorm", "layernorm"]
     tied_embeddings: bool = False
-    max_seq_len: Count = Field(gt=0, description="training context length")
+    max_seq_len: Count = Field(
+        gt=0, description="the model's context length (positions; learned position tables have this many rows): often "
+                          "the context it serves after long-context extension, not the length it pre-trained at. A job "
+                          "without seq_len trains training.seq_len where the entry publishes one, else the smaller of "
+                          "this and plan.HF_DEFAULT_SEQ (plan._seq_len)")
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
@@ -316,6 +325,9 @@ class ModelSpec(BaseModel):
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); give head_dim explicitly"
             )
+        if self.training is not None and self.training.seq_len is not None and self.training.seq_len > self.max_seq_len:
+            raise ValueError(f"training.seq_len ({self.training.seq_len:,}) exceeds max_seq_len ({self.max_seq_len:,}), the "
+                             "model's context")
         if self.moe is not None and self.moe.first_k_dense > self.num_layers:
             raise ValueError(f"moe.first_k_dense ({self.moe.first_k_dense}) exceeds num_layers ({self.num_layers})")
         if self.mla is not None and self.num_kv_heads not in (None, self.num_attention_heads):
@@ -1182,7 +1194,9 @@ class Job(BaseModel):
     micro_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
     global_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per step")
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
-    seq_len: Optional[Count] = Field(default=None, gt=0, description="default: the model's max_seq_len")
+    seq_len: Optional[Count] = Field(
+        default=None, gt=0, description="default: the model's published pre-training length (model_zoo training.seq_len, "
+                                        "plan._seq_len), else the smaller of its max_seq_len and plan.HF_DEFAULT_SEQ")
     sharding: Sharding = "none"
     sharding_mode: Optional[str] = Field(
         default=None, description="the stack's sharding mode (stack_db runs.sharding, e.g. megatron_fsdp_optim_grads); "

@@ -56,7 +56,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
     if res.get("assumed"):
-        out.print("  assumed (keys the model's config.json leaves out): " + "; ".join(res["assumed"]))
+        out.print("  assumed (what the model file and the job leave out): " + "; ".join(res["assumed"]))
     active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     layers = res.get("layers") or []
