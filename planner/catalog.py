@@ -101,7 +101,11 @@ def format_validation_error(e: ValidationError, path: str, cls=None) -> PlannerE
     if first["type"] == "extra_forbidden":
         hint = "remove or rename the field; valid fields are documented in the README"
         names = _fields_at(cls, tuple(first["loc"])) if cls is not None and first["loc"] else []
-        close = difflib.get_close_matches(str(first["loc"][-1]), names, n=3, cutoff=0.6) if names else []
+        key = str(first["loc"][-1])
+        close = difflib.get_close_matches(key, names, n=3, cutoff=0.6) if names else []
+        # only the near-best: `micro_bach` is `micro_batch` (0.95), not also `rope_cache` (0.60)
+        ratio = [difflib.SequenceMatcher(None, key, c).ratio() for c in close]
+        close = [c for c, r in zip(close, ratio) if r >= max(ratio) - 0.15]
         if close:
             hint = f"did you mean {' or '.join('`' + c + '`' for c in close)}?"
         elif names:

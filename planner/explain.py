@@ -161,7 +161,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     moe_out = moe_report(settings, plan, est, pick) if layer_list(settings.model).has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
-        **({"assumed": list(settings.assumed)} if settings.assumed else {}),
+        **({"assumed": list(settings.assumed) + list(settings.seq_assumed)}
+           if settings.assumed or settings.seq_assumed else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "layers": pc.layers.described(),

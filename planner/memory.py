@@ -119,6 +119,11 @@ References
      stage's backward returns; torchtitan 0.3.0 trainer.py calls pp_schedule.step(...,
      return_outputs=False), so output_chunks keeps nothing more. On the last stage the output
      is the bf16 logits [T, V/t], 2 B per logit per micro-batch whose loss is in flight.
+     The other stages' outputs (the last block's output [T, h], sequence-sharded under SP) are held the
+     same way, one per chunk-micro-batch in flight whose chunk sends on (stack memory.
+     pipeline_keeps_stage_outputs); the received input is the first block's saved input, not counted
+     twice. Megatron-LM @d98e8a64 frees a sent output's data (schedules.py deallocate_output_tensor l. 171-200,
+     called after each send; training/argument_utils.py l. 305 sets deallocate_pipeline_outputs True).
 [tt5] torchtitan 0.3.0 models/common/feed_forward.py (w2(F.silu(w1(x)) * w3(x))) under torch
      2.13 autograd: w2's backward writes its weight gradient and its input gradient, the mul's
      backward the two factors' gradients while the re-run silu and w3 outputs live;
@@ -149,6 +154,27 @@ References
      #2091 "avoid recomputing attention during backward") added every SDPA backend to the list.
      The job field selective_recomputes_attention drops attn_out from the stack's selective keeps
      and re-runs the core (step.py).
+[tt9] The rotary embedding's precomputed tables (stack memory.rope_cache, job field rope_cache): torchtitan
+     02d24f017 (2026-06-05, #3458; 0.3.0) torchtitan/models/common/rope.py RoPE.__init__ l. 68
+     register_buffer("cache", ..., persistent=False) in every attention layer, _precompute_cache
+     (l. 139-219) torch.polar -> complex64 (max_seq_len, dim / 2), max_seq_len the job's seq_len: 4 B x seq x
+     the rotated head dim a layer, on the stage that holds the layer, all step (8B at seq 8192: 32 x 4 MiB,
+     the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
+     (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
+     pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
+[cp1] Context parallel attention's backward (stack memory.cp_ring_backward, the K/V rotate method): torch
+     2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
+     _templated_ring_attention_backward (l. 488-640): fp32 grad_query/key/value (zeros_like, accum_dtype
+     fp32 with _cp_options.convert_to_f32, the default), each step's SDPA backward outputs (bf16), the K/V
+     torch.cat([key, value]) sent on, _AllGatherRotater's all-gathered K/V of every cp rank kept for the
+     loop (torchtitan's default context_parallel_rotate_method "allgather", job_config.py @e347b1e5e) or
+     _AllToAllRotater's permuted buffer, and the fp32 dK/dV torch.cat exchanged each step through an
+     _AllToAllRotater (ft_c.permute_tensor), the accumulators being views of the received one: a moment of
+     the block's backward after its MLP's, where the MLP's weight gradients have joined the block's
+     unsharded gradients (memory.cp_attention_backward_extra); the recompute buffer adds the larger of
+     the two moments' tensors. Derived from the code, not traced (the oracle has no CP row). Not priced:
+     the forward's _SDPAMerger fp32 temporaries (forward time, or the re-run under full AC) and
+     FlashAttention's own fp32 dq accumulator (with or without CP).
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -164,6 +190,20 @@ References
      loss's backward): with memory.loss_peak_apart the recompute buffer counts them, the moment
      of the layers' backward (stack fields memory.loop_holds_logits, fsdp.output_grad_held,
      fsdp.backward_gathered_units, fsdp.backward_grad_units).
+[opt] The optimizer step, a moment of its own after the backward (stack memory.optimizer_step_temporaries,
+     job field optimizer_implementation, default memory.optimizer_default): torch 2.13 torch/optim/adam.py
+     _multi_tensor_adam (foreach; one group per device and dtype, every local parameter at once) allocates
+     exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs) (l. 760-769; AdamW's decoupled weight decay
+     and a float beta2 copy no gradient, and `del device_grads` comes first): one temporary the size of the
+     local optimizer parameters in the state dtype (adam / 2, Adam keeping two such moments); _fused_adam
+     (torch fused AdamW; TE / Apex FusedAdam in Megatron) none. At the step the activations, the loss and
+     FSDP's gathered units are freed; the states, every sharded gradient (FSDP2's, views of reduce-scatter
+     outputs: allocated now, no longer only reserved), the workspaces and the temporaries are live. The
+     stage's allocated peak is the larger moment (the term optimizer_step is the excess); the reserved peak
+     grows only by what the reduce-scatter pool did not already hold. torchtitan's `[optimizer]
+     implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
+     peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
+     the activations' blocks, matter mostly through fragmentation, inside the band of [13].
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -215,7 +255,10 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "quantized_weights", "workspaces", "mpu_buffer", "stream_pools", "allocator_slack", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "optimizer_step",
+               "stream_pools", "allocator_slack", "reserve")
+
+ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 
 # Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
 # (row-wise, column-wise, the column-wise copy is a transpose: kept only on TN-only GPUs)
@@ -559,7 +602,12 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
                                 np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))
         if stack.memory.block_backward_transients:
-            buffers[-1] = buffers[-1] + block_backward_extra(kind, ctx, plan, am, at)
+            extra = block_backward_extra(kind, ctx, plan, am, at)
+            if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
+                # under CP the attention's backward is a later moment of the block's backward [cp1]
+                extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
+                    kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
+            buffers[-1] = buffers[-1] + extra
     return stored, buffers, layer_input
 
 
@@ -585,6 +633,43 @@ def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = 
     w_down = ACT_BYTES * kind.mlp.h * kind.mlp.f / ctx.tp if dense else 0.0
     rerun = np.where(plan.recompute == RC_SELECTIVE, per("q") + per("attn_out"), 0.0)
     return ctx.T * (per("input") + grads + rerun) + w_down
+
+
+def cp_attention_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, rotate: str, am: str = "arch",
+                                at: str = "flash"):
+    """What one block's backward holds beside the recompute buffer at its attention's backward under
+    context parallelism, torch's ring attention (torch 2.13 _context_parallel/_attention.py
+    _templated_ring_attention_backward, convert_to_f32 on) [cp1]: the block's output gradient (2h, /t
+    under SP) and the attention output's (2ad / t); under selective recompute the re-run rotary q
+    (2ad / t), SDPA's input; the unsharded bf16 weight gradients of the block's linears computed by
+    then (the MLP's 2 or 3 h f / t and the output projection's h a d / t, 2 B each: FSDP reduces them
+    when the block's backward ends); and the ring's own tensors, per element of the GPU's local
+    query Q (T a d / t) and of its local key K (T k d / min(t, k)): the fp32 grad_query accumulator
+    and a step's bf16 dq (6 B a Q element), a step's bf16 dk, dv (4 B a K element), the fp32
+    dK/dV exchanged by an all-to-all (the received buffer the accumulators are views of, the
+    torch.cat sent on and the all-to-all's output: 3 x 8 B), the K/V torch.cat sent on (4 B) and
+    the rotate method's K/V: the all-gathered K/V of the cp ranks (allgather: 4 cp B) or the
+    received and the next permute output (alltoall: 8 B). Routed-expert MLPs, MLA and layers
+    without an attention core: 0."""
+    from .layers.attention import Attention
+    from .layers.mlp import DenseMLP
+
+    mixer = kind.mixer
+    if not isinstance(mixer, Attention) or not isinstance(kind.mlp, DenseMLP):
+        return np.zeros(np.shape(ctx.T))
+    t = kind_tensors(kind, ctx, am, at)
+
+    def per(name):
+        return t[name][0] / (ctx.tp if t[name][1] == "split" else ctx.rep_div) if name in t else 0.0
+
+    q_el = ctx.T * mixer.a * mixer.d / ctx.tp
+    k_el = ctx.T * kv_local(mixer.k, ctx.tp) * mixer.d
+    kv_held = 4.0 * ctx.cp if rotate == "allgather" else 8.0
+    ring = 6.0 * q_el + (4.0 + 24.0 + 4.0 + kv_held) * k_el
+    rerun = np.where(plan.recompute == RC_SELECTIVE, per("q"), 0.0)
+    mlp = kind.mlp
+    w_grads = ACT_BYTES * ((3.0 if mlp.gated else 2.0) * mlp.h * mlp.f + mixer.h * mixer.a * mixer.d) / ctx.tp
+    return ctx.T * (per("input") + per("attn_out") + rerun) + w_grads + ring
 
 
 def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]:
@@ -651,9 +736,10 @@ def _stages(settings: Settings, plan: PlanArrays):
     counts, held, n = g.expand(_placement(model, pc.layers, g.plan))
     n = dict(zip(STAGES, n))
     per = _PerLayer(settings, plan, pc)
-    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"])
-    last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"])
-    mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"])
+    outs = held["outputs"]
+    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
+    last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
+    mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
             for c in range(len(counts["mid"]))]
     dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
     dual_stages = None
@@ -721,6 +807,10 @@ class _PerLayer:
         # to the end of its stage backward [tt4]
         self.pp_logits = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.vocab_size / ctx.tp, 0.0)
                           if stack.memory.pipeline_keeps_logits and not settings.chunked_loss else 0.0)
+        # ... and every other stage's output, the activation [T, h] (/t under SP) sent to the next
+        # stage, from its forward to its backward [tt4]; Megatron frees the data after the send
+        self.stage_output = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.hidden_size / ctx.rep_div, 0.0)
+                             if stack.memory.pipeline_keeps_stage_outputs else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
         ll = pc.layers
@@ -782,6 +872,14 @@ class _PerLayer:
         ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
         self.mpu = _mpu_buffer(settings, ctx)
+        # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
+        self.rope_mode = settings.rope_cache or stack.memory.rope_cache
+        seq = plan.seq.astype(np.float64)
+        self.rope_layer = [ROPE_CACHE_BYTES / 2.0 * seq * rotary_dim(k.mixer) for k in pc.layers.kinds]
+        self.rope_model = ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
+        # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
+        impl = settings.optimizer_implementation
+        self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
@@ -792,6 +890,14 @@ class _PerLayer:
         """The candidates by the fields a stage's model states read (STATE_FIELDS; the layer
         counts follow the pipeline split): _stage_terms prices them once per group."""
         return Groups(self.plan, STATE_FIELDS)
+
+
+def rotary_dim(mixer) -> float:
+    """The dimensions of a head the mixer rotates (its rotary table's width x 2): the head dim of
+    a rope attention layer, MLA's qk_rope_head_dim, 0 for a layer without rotary positions."""
+    if getattr(mixer, "qk_rope_head_dim", None):
+        return float(mixer.qk_rope_head_dim)
+    return float(mixer.d) if getattr(mixer, "kind", "") == "attention" and getattr(mixer, "rope", False) else 0.0
 
 
 def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
@@ -828,7 +934,7 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     return ctx.T * per_token, head
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> Terms:
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
     holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
@@ -868,22 +974,42 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None) -> 
         held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
         buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     act = act + losses * per.mtp
+    # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
+    # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
+    act = act + outputs * per.stage_output
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
+    # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention
+    # layer the stage holds, or one per model part (chunk) on the rank
+    rope = (weighted(counts if twin is None else counts + twin[0], per.rope_layer) if per.rope_mode == "layer"
+            else per.rope_model * (plan.vpp * (1.0 if twin is None else 2.0)) if per.rope_mode == "model" else 0.0)
+    rope = rope + np.zeros(np.shape(plan.tp))
     allocated = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + copies
-                 + per.workspaces + mpu)
+                 + per.workspaces + mpu + rope)
+    grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
         # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
         end_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
-                    + copies + mpu + _end_of_backward(per, counts))
+                    + copies + mpu + rope + _end_of_backward(per, counts))
         excess = np.where(plan.pp == 1, np.maximum(end_peak - allocated, 0.0), 0.0)
         fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
-        pools = pools - np.minimum(excess, states.grad_pool)
+        pools = pools - np.minimum(excess, grads_pooled)
+        grads_pooled = grads_pooled - np.minimum(excess, grads_pooled)
+    # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
+    # gradient and the implementation's temporaries (one moment's tensor the size of the local
+    # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,
+    # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
+    step_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
+                 + copies + mpu + rope + per.opt_temporaries * states.adam / 2.0)
+    opt_step = np.maximum(step_peak - allocated, 0.0)
+    allocated = allocated + opt_step
+    pools = pools - np.minimum(opt_step, grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
-                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, stream_pools=pools,
+                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, model_buffers=rope, quantized_weights=copies,
+                 workspaces=per.workspaces,
+                 mpu_buffer=mpu, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
 

@@ -74,6 +74,9 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
     torchtitan version's per-op policy does not save the attention kernel it runs (torchtitan
     2025-05-20 .. 2025-12-01 on Blackwell, cuDNN SDPA: planner/memory.py [tt8]); the row's `why`
     cites the code. Left out: the stack entry's policy.
+ M12 `planner.rope_cache: model` -> the job field rope_cache: the row's torchtitan (before 02d24f017,
+    2026-06-05) keeps one freqs_cis table per model part, not the stack entry's (0.3.0) one per
+    attention layer (planner/memory.py [tt9]); the row's `why` cites its model.py. Left out: the stack's.
 
 Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
  O1 only `ops: cuda-like(rms,sdpa)` rows are compared: the CPU decompositions save other tensors
@@ -141,6 +144,9 @@ class PlannerBlock(BaseModel):
     selective_recomputes_attention: Optional[bool] = Field(
         default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
                                   "(the job field of that name; its `why` cites the code): rule M11")
+    rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
+        default=None, description="the rotary tables the row's torchtitan version keeps, where it is not the stack "
+                                  "entry's (the job field of that name; its `why` cites the code): rule M12")
     excluded: Optional[str] = Field(
         default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
                                   "or an implementation no stack_db entry describes), with the source")
@@ -521,7 +527,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
                   recompute=recompute, sequence_parallel=sp, precision=precision, stack=stack_name,
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
                   **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
-                  **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}))
+                  **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}),
+                  **({"rope_cache": row.planner.rope_cache} if row.planner.rope_cache is not None else {}))
     return fields, stage
 
 

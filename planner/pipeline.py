@@ -256,7 +256,10 @@ def stage_inflight_kinds(ll, plan) -> dict:
     with the loss, holds 1 (Megatron: each last-chunk forward is followed by its backward once
     the warm-up is done; get_pp_rank_microbatches [7]); summed over equal chunks this is
     inflight_microbatches x the stage's layers. ZB-H1's loss counts 1: the loss's tensors are
-    freed by the input-gradient pass."""
+    freed by the input-gradient pass. "outputs" {"first", "last" (...), "mid" (C, ...)}: the
+    chunk-micro-batches in flight whose chunk sends its output to a next stage (every chunk but
+    the last stage's last, the one with the loss; none with p = 1): the stage outputs a runtime
+    that keeps them until their backward holds (torch.distributed.pipelining fwd_cache)."""
     configs = _pipeline_configs(plan)
     per = [_stage_chunks(ll, *row) for row in configs.rows]
     m = np.broadcast_to(np.asarray(plan.microbatches, dtype=np.int64), configs.shape).ravel()
@@ -264,7 +267,8 @@ def stage_inflight_kinds(ll, plan) -> dict:
     K, C = len(ll.kinds), max(len(p["mid"]) for p in per)
     n = len(m)
     out = {"first": np.zeros((K, n)), "last": np.zeros((K, n)), "mid": np.zeros((C, K, n)),
-           "mid_stage": np.ones((C, n), dtype=np.int64), "loss": np.ones(n)}
+           "mid_stage": np.ones((C, n), dtype=np.int64), "loss": np.ones(n),
+           "out_first": np.zeros(n), "out_last": np.zeros(n), "out_mid": np.zeros((C, n))}
     order = np.argsort(configs.inverse, kind="stable")  # the plans of each configuration, in one sort
     bounds = np.concatenate([[0], np.cumsum(np.bincount(configs.inverse, minlength=len(per)))])
     for u, chunks in enumerate(per):
@@ -287,13 +291,21 @@ def stage_inflight_kinds(ll, plan) -> dict:
             i = c if c < len(chunks["mid"]) else 0  # padded as stage_kind_counts pads (_gather): with mid 0
             out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)[:, back]
             out["mid_stage"][c, sel] = chunks["mid_stage"][i]
+        if p > 1:  # each chunk's output, sent on, but the last stage's last chunk's (the logits)
+            out["out_first"][sel] = _chunk_inflight(p, v, 0, mu, su).sum(axis=0)[back]
+            out["out_last"][sel] = _chunk_inflight(p, v, p - 1, mu, su)[:v - 1].sum(axis=0)[back]
+            for c in range(C):
+                i = c if c < len(chunks["mid"]) else 0
+                out["out_mid"][c, sel] = _chunk_inflight(p, v, chunks["mid_stage"][i], mu, su).sum(axis=0)[back]
         lo = _chunk_inflight(p, v, p - 1, mu, su)[v - 1]
         out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1) | (su == DUALPIPE),
                                      np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
     shape = configs.shape
     return {"first": out["first"].reshape((K,) + shape), "last": out["last"].reshape((K,) + shape),
             "mid": out["mid"].reshape((C, K) + shape), "mid_stage": out["mid_stage"].reshape((C,) + shape),
-            "loss": out["loss"].reshape(shape)}
+            "loss": out["loss"].reshape(shape),
+            "outputs": {"first": out["out_first"].reshape(shape), "last": out["out_last"].reshape(shape),
+                        "mid": out["out_mid"].reshape((C,) + shape)}}
 
 
 def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> np.ndarray:

@@ -35,12 +35,24 @@ from .precisions import (BF16, FP8, FP8_RECIPE_CODES, FP8_RECIPES, NVFP4, PRECIS
 
 DEFAULT_CAPACITY_FACTOR = 1.0  # MoE: perfectly balanced routing (planner/moe.py, "Load imbalance")
 DEFAULT_GLOBAL_BATCH_TOKENS = 2048 * 8192  # the seed's batch (sec. 2.1): 16,777,216 tokens
-# The sequence length a Hugging Face config.json model trains at when no --seq-len is given. Its
-# max_position_embeddings is the context the model serves, often extended after pre-training, not
-# the length it trains at: DeepSeek-V3's config says 163,840, its pre-training ran 4K sequences
-# (DeepSeek-V3 Technical Report, arXiv:2412.19437, sec. 4.2 "Hyper-Parameters": "We set the maximum
-# sequence length to 4K during pre-training"). The default is the smaller of this and the config's
-# max_position_embeddings, listed as assumed. (A catalog model's max_seq_len is its training length.)
+# The training length of a job that gives no seq_len (issue 24). A model's context (a Hugging Face
+# config's max_position_embeddings, a model entry's max_seq_len) is the context it serves, often
+# extended after pre-training, not the length it trains at: DeepSeek-V3's config says 163,840, its
+# pre-training ran 4K sequences (DeepSeek-V3 Technical Report, arXiv:2412.19437, sec. 4.2
+# "Hyper-Parameters": "We set the maximum sequence length to 4K during pre-training"); Gemma 3's
+# serves 131,072 after pre-training at 32K (arXiv:2503.19786 sec. 5.3). The rule, one for every model
+# source (plan._seq_len):
+#   1. the job's seq_len (option, job file, trainer config, run record) always wins;
+#   2. a job planned from options, a job file or code takes the length the developers published
+#      for the main phase of pre-training, the model entry's training.seq_len (the recipe,
+#      planner/recipe.py), listed as assumed with its citation; trainer configs and run records
+#      never take the recipe (a trainer config without a length gets rule 3 when it is read:
+#      trainers.default_trainer_seq);
+#   3. otherwise the smaller of HF_DEFAULT_SEQ and the model's context: a context longer than
+#      HF_DEFAULT_SEQ is not taken as a training length, and that default is listed as assumed.
+# 4,096 is the main-phase pre-training length the developers of the catalog's long-context MoE models
+# published (DeepSeek-V3 sec. 4.2; Qwen3 arXiv:2505.09388 sec. 3.2 stage S1; Kimi K2 arXiv:2507.20534
+# sec. 2.5), each extending the context afterwards; it is a documented default, not a measurement.
 HF_DEFAULT_SEQ = 4096
 
 
@@ -300,12 +312,15 @@ class Settings:
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
+    optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
+    seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
     model_sha256: str | None = None  # their contents' hashes, read once here (plan_dict reports them per row)
@@ -556,16 +571,42 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
                         "of its own (stack_db runs.expert_tensor_parallel)", "leave etp out (it is tp) or choose --stack megatron")
 
 
+def default_seq_len(model: ModelSpec, recipe: bool = False) -> int:
+    """The training length of a job that gives none (the rule at HF_DEFAULT_SEQ): with `recipe`
+    (a job planned from options, a job file or code; not a trainer config) the model's published
+    training.seq_len where it has one; else the model's context where it is at most HF_DEFAULT_SEQ, else HF_DEFAULT_SEQ."""
+    if recipe and model.training is not None and model.training.seq_len is not None:
+        return model.training.seq_len
+    return min(model.max_seq_len, HF_DEFAULT_SEQ)
+
+
 def _seq_len(job: Job, model: ModelSpec, warnings: list) -> tuple[int, list[str]]:
-    """The job's sequence length (the model's max_seq_len by default; a Hugging Face config's
-    HF_DEFAULT_SEQ) and what was assumed about it; warns beyond the model's context."""
-    seq = job.seq_len or model.max_seq_len
+    """The job's sequence length and what was assumed about it (the rule at HF_DEFAULT_SEQ); warns
+    beyond the model's context. A job without seq_len (from options, a job file or code) takes the
+    model's published training.seq_len, else default_seq_len; a trainer config without a length
+    had the default laid in when it was read (trainers.default_trainer_seq: no recipe), and a run
+    record states its own."""
     seq_assumed: list[str] = []
-    if job.seq_len is None and model.max_seq_len > HF_DEFAULT_SEQ and model_source(job.model).suffix == ".json":
-        seq = HF_DEFAULT_SEQ
-        seq_assumed.append(f"seq_len={seq:,}: a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its "
-                           f"max_position_embeddings {model.max_seq_len:,} is the context the model serves, not the length "
-                           "it trains at (pass --seq-len)")
+    published = model.training.seq_len if model.training is not None else None
+    if job.seq_len is not None:
+        seq = job.seq_len
+    elif published is not None:
+        seq = published
+        from .recipe import _brief  # the citation up to its quoted detail (the entry holds it whole)
+
+        seq_assumed.append(f"seq_len={seq:,}: the published pre-training length (model_zoo training.seq_len; "
+                           f"{_brief(model.training.sources['seq_len'])})"
+                           + (f"; its max_seq_len {model.max_seq_len:,} is the context the model serves"
+                              if seq < model.max_seq_len else "") + " (pass --seq-len)")
+    else:
+        seq = default_seq_len(model)
+        if seq < model.max_seq_len:
+            what = ("a Hugging Face config's default training length (plan.HF_DEFAULT_SEQ); its max_position_embeddings"
+                    if model_source(job.model).suffix == ".json" else
+                    "the default training length (plan.HF_DEFAULT_SEQ) of a model entry that publishes no pre-training "
+                    "length (training.seq_len); its max_seq_len")
+            seq_assumed.append(f"seq_len={seq:,}: {what} {model.max_seq_len:,} is the context the model serves, not the "
+                               "length it trains at (pass --seq-len)")
     if seq > model.max_seq_len:
         warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
                         "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
@@ -648,6 +689,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
                            "does not save the attention output (stack_db selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
+    impls = stack.memory.optimizer_step_temporaries
+    if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
+        runs = ", ".join(impls) if impls else "its one fused optimizer only"
+        raise PlannerError(f"{where}optimizer_implementation {job.optimizer_implementation} is not one stack {stack.name} "
+                           f"runs (stack_db memory.optimizer_step_temporaries: {runs})",
+                           "leave it out (the stack's default), or choose --stack torchtitan")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
@@ -709,9 +756,12 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
+        optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
+        rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
-        assumed=tuple(hf_assumed(job.model)) + tuple(seq_assumed),
+        assumed=tuple(hf_assumed(job.model)),
+        seq_assumed=tuple(seq_assumed),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),
@@ -1014,6 +1064,10 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
+        **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
+        **({"optimizer_implementation": settings.optimizer_implementation}
+           if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -20,6 +20,14 @@ deepseek.yaml) is planned on the stack the user names, the megatron one by defau
 
 Trainer configs (they say what ran, and the trainer's own defaults fill the rest) and run
 records (validate) never take a recipe.
+
+The recipe's `seq_len` (the sequence length of the main phase of pre-training, not the context
+the model serves after a long-context extension, its max_seq_len) is not applied here: every
+stack and hardware trains any length, so plan._seq_len takes it for any job that gives no
+seq_len, the jobs built in code included, and lists it as assumed with its citation (explain's
+`assumed` line, a note from fit). Trainer configs still never take it: one without a length
+gets the default of a job without a recipe when it is read (trainers.default_trainer_seq), and
+a run record states its own. The rule and its default are plan.HF_DEFAULT_SEQ's.
 """
 
 from __future__ import annotations

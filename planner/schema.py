@@ -240,6 +240,11 @@ class TrainingRecipe(BaseModel):
     fp8_recipe: Optional[str] = Field(default=None, description="the fp8 scaling recipe (precisions.FP8_RECIPES), with precision fp8")
     moe_dispatcher: Optional[Dispatcher] = Field(
         default=None, description="the MoE token dispatcher whose kernels the run used (planner/dispatch.py)")
+    seq_len: Optional[Count] = Field(
+        default=None, gt=0,
+        description="the sequence length of the main phase of pre-training, as the developers published it (a "
+                    "context extended afterwards is max_seq_len, the context the model serves); the planned job's "
+                    "default training length (plan._seq_len)")
     not_priced: list[str] = Field(default_factory=list, description="parts of the recipe the planner does not price, "
                                                                     "printed with the assumed settings")
     sources: dict[str, str] = Field(min_length=1, description="a source for each setting given, by field name")
@@ -248,7 +253,7 @@ class TrainingRecipe(BaseModel):
     def _cited(self) -> "TrainingRecipe":
         from .precisions import FP8_RECIPES
 
-        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher") if getattr(self, f) is not None]
+        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "seq_len") if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
             raise ValueError(f"training: no source for {', '.join(missing)} (sources: {{field: citation}})")
@@ -274,7 +279,11 @@ class ModelSpec(BaseModel):
     gated_mlp: bool = Field(description="SwiGLU/GeGLU (3 matrices) instead of a plain 2-matrix MLP")
     norm: Literal["rmsnorm", "layernorm"]
     tied_embeddings: bool = False
-    max_seq_len: Count = Field(gt=0, description="training context length")
+    max_seq_len: Count = Field(
+        gt=0, description="the model's context length (positions; learned position tables have this many rows): often "
+                          "the context it serves after long-context extension, not the length it pre-trained at. A job "
+                          "without seq_len trains training.seq_len where the entry publishes one, else the smaller of "
+                          "this and plan.HF_DEFAULT_SEQ (plan._seq_len)")
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
@@ -316,6 +325,9 @@ class ModelSpec(BaseModel):
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); give head_dim explicitly"
             )
+        if self.training is not None and self.training.seq_len is not None and self.training.seq_len > self.max_seq_len:
+            raise ValueError(f"training.seq_len ({self.training.seq_len:,}) exceeds max_seq_len ({self.max_seq_len:,}), the "
+                             "model's context")
         if self.moe is not None and self.moe.first_k_dense > self.num_layers:
             raise ValueError(f"moe.first_k_dense ({self.moe.first_k_dense}) exceeds num_layers ({self.num_layers})")
         if self.mla is not None and self.num_kv_heads not in (None, self.num_attention_heads):
@@ -812,6 +824,9 @@ class FP8Recipe(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+OptimizerImpl = Literal["fused", "foreach", "for-loop"]
+
+
 class MemoryReporting(BaseModel):
     """What the stack calls "memory", and the allocator around the tensors."""
 
@@ -872,6 +887,12 @@ class MemoryReporting(BaseModel):
         default=False,
         description="with PP, the pipeline runtime keeps the last stage's forward output, the bf16 logits (2 B/logit), "
                     "until that micro-batch's stage backward ends (torch.distributed.pipelining fwd_cache)")
+    pipeline_keeps_stage_outputs: bool = Field(
+        default=False,
+        description="with PP, the pipeline runtime keeps every other stage's forward output, the activation sent to "
+                    "the next stage (2 B x T x h, /t under SP), until that micro-batch's stage backward "
+                    "(torch.distributed.pipelining fwd_cache); false: freed after the send (Megatron's "
+                    "deallocate_output_tensor)")
     loop_holds_logits: bool = Field(
         default=False,
         description="the training loop keeps its reference to the bf16 logits (2 B a logit) through the whole backward, "
@@ -885,6 +906,24 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the recompute buffer counts only what one layer's backward needs beyond the loss's peak (the loss's "
                     "backward frees its tensors before the first layer's backward re-materialises it); false: the two add")
+    optimizer_step_temporaries: dict[OptimizerImpl, float] = Field(
+        default_factory=dict,
+        description="the optimizer implementations the stack runs (job field optimizer_implementation) -> temporaries "
+                    "the size of the GPU's optimizer parameters, in the optimizer state's dtype, its step holds at once "
+                    "(torch foreach Adam(W): 1, exp_avg_sq_sqrt; fused: 0); empty: the stack's one fused optimizer, none. "
+                    "The step is a moment of its own, after the backward (memory.py [opt])")
+    optimizer_default: Optional[OptimizerImpl] = Field(
+        default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    cp_ring_backward: Optional[Literal["allgather", "alltoall"]] = Field(
+        default=None,
+        description="under context parallelism the attention's backward is torch's ring attention with this K/V "
+                    "rotate method: its fp32 accumulators, the all-gathered (or permuted) K/V and the dK/dV "
+                    "all-to-all buffers are a moment of one block's backward (memory.py [cp1]); null: not priced")
+    rope_cache: Literal["none", "model", "layer"] = Field(
+        default="none",
+        description="the rotary embedding's precomputed complex64 table (seq x head_dim / 2 x 8 B), a non-trainable "
+                    "buffer: one per model part (each pipeline stage's) or one per attention layer (memory.py [tt9]); "
+                    "none: not kept (or not priced)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
@@ -894,6 +933,12 @@ class MemoryReporting(BaseModel):
         bad = {k: v for k, v in self.fp8_saved_bytes.items() if not 0.0 < v <= 2.0}
         if bad:
             raise ValueError(f"fp8_saved_bytes must lie in (0, 2] bytes per element (bf16 is 2): {bad}")
+        bad_t = {k: v for k, v in self.optimizer_step_temporaries.items() if v < 0}
+        if bad_t:
+            raise ValueError(f"optimizer_step_temporaries must be >= 0: {bad_t}")
+        if (self.optimizer_default is None) != (not self.optimizer_step_temporaries) or (
+                self.optimizer_default is not None and self.optimizer_default not in self.optimizer_step_temporaries):
+            raise ValueError("optimizer_default must name one of optimizer_step_temporaries (both set, or neither)")
         return self
 
 
@@ -1149,7 +1194,9 @@ class Job(BaseModel):
     micro_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
     global_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per step")
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
-    seq_len: Optional[Count] = Field(default=None, gt=0, description="default: the model's max_seq_len")
+    seq_len: Optional[Count] = Field(
+        default=None, gt=0, description="default: the model's published pre-training length (model_zoo training.seq_len, "
+                                        "plan._seq_len), else the smaller of its max_seq_len and plan.HF_DEFAULT_SEQ")
     sharding: Sharding = "none"
     sharding_mode: Optional[str] = Field(
         default=None, description="the stack's sharding mode (stack_db runs.sharding, e.g. megatron_fsdp_optim_grads); "
@@ -1223,6 +1270,15 @@ class Job(BaseModel):
     cross_entropy_fusion: bool = Field(
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
+        default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
+                                  "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
+                                  "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
+    optimizer_implementation: Optional[OptimizerImpl] = Field(
+        default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."
+                                  "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
+                                  "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
+                                  "default: the stack's (memory.optimizer_default)")
     chunked_loss: bool = Field(
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")

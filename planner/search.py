@@ -118,6 +118,9 @@ class FitResult:
     warnings: list
     feasible: list = field(default_factory=list)  # optional: every feasible candidate (tests, fit --plot)
     best: list = field(default_factory=list)  # the best row of each GPU count that has one, in count order
+    # what the job left out and was assumed (its training length): printed once by fit; a row is
+    # the explain of its own command, which names the length (--seq-len), so rows do not carry it
+    assumed: list = field(default_factory=list)
 
 
 def _blocks(n: int, chunk: int = CHUNK):
@@ -305,6 +308,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
                keep_feasible: bool = False, where: str = ""):
     """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
+    settings = replace(settings, seq_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
     space = build_space(settings, gbs, seq, job.precision, opts, variant_choices(settings.stack, job, where, settings.hardware))
     n_rc = len(space.recompute)
     n_ord = space.n_orders
@@ -490,10 +494,11 @@ def rows_of(ranked: Ranked) -> list[dict]:
     return rows
 
 
-def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> None:
+def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
     """A pinned value that no plan of this model can use is bad input (exit 2), not "no plan
     fits" (exit 1): tp must divide the attention heads and divide, or be a multiple of, the
-    KV heads; cp must divide the sequence length; pp at most the layers."""
+    KV heads; cp must divide the sequence length; pp at most the layers. Returns what the job
+    left out and was assumed (its training length: plan._seq_len), the job's, not a row's."""
     settings, _, seq, _ = settings_for(job, where=where)
     m = settings.model
     a, k, L = m.num_attention_heads, m.kv_heads, m.num_layers
@@ -508,6 +513,7 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> None:
         if bad:
             shown = f"valid: {', '.join(map(str, valid))}" if valid else f"use {flag} 1 to {L}"
             raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not fit {what}", shown)
+    return settings.seq_assumed
 
 
 NEAREST_TRIES = 512  # values tried on each side when looking for a GPU count / global batch with a valid plan
@@ -605,7 +611,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     t0 = _time.perf_counter()
     gpus_list = list(gpus_list or [job.gpus])
     check_count(gpus_list, "--gpus")
-    check_pins(job, opts, where)
+    job_assumed = check_pins(job, opts, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
@@ -651,7 +657,8 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     else:
         best = out[:1]
     return FitResult(rows=out, counts=counts, objective=objective, gpus=gpus_list,
-                     wall_s=_time.perf_counter() - t0, warnings=warnings, feasible=feasible, best=best)
+                     wall_s=_time.perf_counter() - t0, warnings=warnings, feasible=feasible, best=best,
+                     assumed=list(job_assumed))
 
 
 def load_fit_rows(path) -> list[dict]:

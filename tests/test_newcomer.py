@@ -173,7 +173,7 @@ def test_gemma2_9b_config_gives_its_published_9_24b(cli, tmp_path):
     assert js["params"]["total"] == 9_241_404_928
     assert any(a.startswith("tie_word_embeddings absent") for a in js["assumed"])
     r = cli("explain", "--model", d, "--gpus", "8", "--global-batch", "8")
-    assert "assumed (keys the model's config.json leaves out): tie_word_embeddings absent" in r.stdout
+    assert "assumed (what the model file and the job leave out): tie_word_embeddings absent" in r.stdout
 
 
 def test_seq_len_beyond_the_model_maximum_warns(cli):

@@ -23,8 +23,10 @@ ADDED |= {".placement", ".moe"}  # issue 23: each group's tier, the MoE dispatch
 ADDED |= {".moe.route_groups"}  # issue 23: the model's group-limited routing, which caps the dispatch's nodes
 ADDED |= {".memory.terms.quantized_weights", ".memory.terms.mpu_buffer"}  # issue 21: TE's quantized weight copies, Megatron's global memory buffer (memory.py [11], [12])
 ADDED |= {".memory.reserved_high_bytes", ".memory.stages.*.reserved_high_bytes", ".memory.fragmentation"}  # issue 21: the reserved peak's fragmentation band (memory.py [13])
+ADDED |= {".memory.terms.optimizer_step", ".memory.terms.model_buffers"}  # issue 21: the optimizer step's moment, the RoPE tables (memory.py [opt], [tt9])
 ADDED |= {".time.unfused_passes_s"}  # issue 23: the share of compute the stack's unfused elementwise passes take (gpt-oss)
 ADDED |= {".time.cp_compute_s"}  # issue 22: context parallelism's own GPU work (merges, per-step kernels), inside compute_s
+ADDED |= {".assumed"}  # issue 24: a job without seq_len lists its training length as assumed (plan._seq_len): the published training.seq_len, or plan.HF_DEFAULT_SEQ
 ADDED |= {".memory.capacity_source"}  # issue 21: which HBM the gate used: measured (hbm_visible_GiB, as CUDA reports it) or datasheet (hbm_GB)
 
 

@@ -303,8 +303,9 @@ def test_check_gates_megatron_script(cli, tmp_path):
 
 
 def test_check_gates_deepspeed_json(cli, tmp_path):
-    # micro-batch 4 x 8,192 tokens without recompute on 8 H100s: does not fit
-    r = cli("check", DS, "--gpus", 8, "--model", "llama3-8b")
+    # micro-batch 4 x 8,192 tokens without recompute on 8 H100s: does not fit (a DeepSpeed JSON
+    # names no sequence length and takes no recipe: --seq-len gives Llama 3's 8,192, else 4,096)
+    r = cli("check", DS, "--gpus", 8, "--model", "llama3-8b", "--seq-len", 8192)
     assert r.exit_code == 1 and "read as deepspeed" in r.stderr
     light, mid = tmp_path / "ds.json", tmp_path / "ds2.json"
     light.write_text(DS.read_text().replace('"train_batch_size": 64', '"train_batch_size": 16')
@@ -313,10 +314,10 @@ def test_check_gates_deepspeed_json(cli, tmp_path):
                    .replace('"train_micro_batch_size_per_gpu": 4', '"train_micro_batch_size_per_gpu": 2'))
     # micro-batch 1: 69.0 GiB, under the 71.2 GiB usable of the 79.09 GiB an H100 reports to CUDA
     # (over the 67.1 GiB of the datasheet's 80e9 B, which refused it before issue 21's measured HBM)
-    assert cli("check", light, "--gpus", 8, "--model", "llama3-8b").exit_code == 0
+    assert cli("check", light, "--gpus", 8, "--model", "llama3-8b", "--seq-len", 8192).exit_code == 0
     # micro-batch 2: 109.0 GiB, over the H100's 71.2 GiB, under the H200's 0.9 x 139.80 = 125.8 GiB
-    assert cli("check", mid, "--gpus", 8, "--model", "llama3-8b").exit_code == 1
-    assert cli("check", mid, "--gpus", 8, "--model", "llama3-8b", "--hardware", "h200-sxm").exit_code == 0
+    assert cli("check", mid, "--gpus", 8, "--model", "llama3-8b", "--seq-len", 8192).exit_code == 1
+    assert cli("check", mid, "--gpus", 8, "--model", "llama3-8b", "--seq-len", 8192, "--hardware", "h200-sxm").exit_code == 0
     assert_one_error_lines(cli("check", DS, "--gpus", 16, "--model", "llama3-8b"), "train_batch_size 64")
 
 

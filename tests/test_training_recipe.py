@@ -92,7 +92,7 @@ def test_the_recipe_is_taken_only_where_the_stack_and_hardware_run_it(hardware, 
 def test_models_without_a_recipe_and_trainer_configs_take_nothing(cli, tmp_path):
     """A model with no `training:` block is left alone; a trainer config says what ran (its
     precision is the script's, bf16 here), never the recipe's."""
-    assert recipe.apply(dict(model="llama3-8b", gpus=8)) == (dict(model="llama3-8b", gpus=8), [])
+    assert recipe.apply(dict(model="llama2-7b", gpus=8)) == (dict(model="llama2-7b", gpus=8), [])
     out = tmp_path / "run.sh"
     r = cli("export", *BARE, *LAYOUT, "--recompute", "full", "--precision", "bf16", "--format", "megatron", "-o", str(out))
     assert r.exit_code == 0, r.stderr

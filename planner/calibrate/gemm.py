@@ -112,11 +112,15 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
                      eps: Sequence[int] = (1,)) -> list[BenchShape]:
     """Distinct integer shapes of every model x tp x seq x micro-batch (sorted by M, N, K).
 
-    seq_lens may hold None: the model's max_seq_len. A TP size must divide the attention
-    heads (Megatron-LM's rule); other fractional dimensions (V/t, f/t) are rounded up [1].
+    seq_lens may hold None: the model's training length as a planned job takes it
+    (plan.default_seq_len with the recipe: training.seq_len, else at most plan.HF_DEFAULT_SEQ).
+    A TP size must divide the attention heads (Megatron-LM's rule); other fractional dimensions
+    (V/t, f/t) are rounded up [1].
     Every layer kind's GEMMs are listed (compute.model_gemm_shapes: attention, MLA, dense and
     expert MLPs, the mixers' projections), the per-expert GEMMs at each expert-parallel size of
     `eps`, which must divide the routed experts (balanced routing)."""
+    from ..plan import default_seq_len
+
     found: dict[tuple[int, int, int], BenchShape] = {}
     if any(ep != 1 for ep in eps) and not any(m.moe is not None for m in models):
         raise PlannerError(f"--ep {','.join(str(e) for e in eps)}: none of the models has experts",
@@ -133,7 +137,7 @@ def benchmark_shapes(models, tps: Sequence[int], seq_lens: Sequence[Optional[int
                     "tensor parallelism splits whole heads: use a divisor of the head count",
                 )
             for s in seq_lens:
-                seq = model.max_seq_len if s is None else s
+                seq = default_seq_len(model, recipe=True) if s is None else s
                 for b in micro_batches:
                     T = seq * b
                     gemms = [g._replace(name=f"{g.name} ep={ep}") if model.moe is not None else g

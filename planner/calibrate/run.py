@@ -857,10 +857,11 @@ def _config_job(cfg: Path, log: Path, *, fmt: Optional[str], model: Optional[str
     """Job fields of the trainer config a log ran (planner/trainers), and what was assumed. A
     config that leaves the GPU count to the launcher (torchtitan's data_parallel_shard_degree
     -1) takes the log's world size (its mesh / `using world size` line), listed as assumed."""
-    from ..trainers import load_trainer_config
+    from ..trainers import default_trainer_seq, load_trainer_config
 
     try:
         tc = load_trainer_config(cfg, fmt=fmt, model=model, gpus=gpus, hardware=hardware)
+        default_trainer_seq(tc.job, tc.assumed)
         return tc.job, list(tc.assumed)
     except PlannerError as first:
         facts = parse_log(log)
@@ -871,6 +872,7 @@ def _config_job(cfg: Path, log: Path, *, fmt: Optional[str], model: Optional[str
             tc = load_trainer_config(cfg, fmt=fmt, model=model, gpus=ws, hardware=hardware)
         except PlannerError as e:
             raise PlannerError(f"{e.message} (with gpus {ws} from {log}:{ln}; without it: {first.message})", e.hint) from None
+        default_trainer_seq(tc.job, tc.assumed)
         return tc.job, list(tc.assumed) + [f"gpus={ws} (the log's world size, {log}:{ln})"]
 
 

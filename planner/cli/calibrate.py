@@ -117,7 +117,7 @@ def gemm(
     sustained: bool = typer.Option(False, "--sustained", help="--run: heat the GPU and run each shape back to back before timing; --from: the file's rows were measured that way"),
     model: Optional[list[str]] = typer.Option(None, "--model", help="--run: model(s) whose GEMMs to time (repeatable or comma-separated)"),
     tp: str = typer.Option("1", "--tp", help="--run: tensor-parallel sizes, e.g. 1,2,4,8"),
-    seq_len: Optional[str] = typer.Option(None, "--seq-len", help="--run: sequence length(s) (default: each model's max_seq_len)"),
+    seq_len: Optional[str] = typer.Option(None, "--seq-len", help="--run: sequence length(s) (default: each model's training length, as a planned job's)"),
     micro_batch: str = typer.Option("1", "--micro-batch", help="--run: sequences per micro-batch (list ok); M = seq_len x micro_batch tokens"),
     ep: str = typer.Option("1", "--ep", help="--run: expert-parallel sizes of MoE models (list ok): the per-expert GEMMs each gives"),
     dtype: str = typer.Option("bf16,fp8", "--dtype", help="--run: bf16 and/or fp8 (fp8 is skipped on GPUs without FP8 tensor cores)"),
@@ -180,7 +180,9 @@ def gemm(
         res = g.run_gemm_benchmark(shapes, dtypes, warmup, repeats, sustained=sustained, progress=progress)
         for s in res.skipped:
             warn(f"not timed: {s}")
-        seq_used = sorted({m.max_seq_len if s is None else s for m in models for s in seqs})
+        from ..plan import default_seq_len
+
+        seq_used = sorted({default_seq_len(m, recipe=True) if s is None else s for m in models for s in seqs})
         cal = g.calibration_from_run(res, hw, [m.name for m in models], tps, seq_used, mbs, warmup, repeats, notes)
     _check_peaks(cal, hw, from_files)
     with files.locked(output, "-o"):  # another calibrate writing this profile waits: no section is lost

@@ -21,7 +21,7 @@ from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
 from ..schema import Job, Sharding
-from ..trainers import FORMATS, load_trainer_config, sniff_format
+from ..trainers import FORMATS, default_trainer_seq, load_trainer_config, sniff_format
 from ..units import parse_count
 
 
@@ -89,11 +89,13 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         if given.get("stack", data.get("stack")) != data.get("stack"):
             # the file's stack-only options (Megatron's fused loss, deferred output-layer wgrad) are
             # its stack's: a command-line stack chooses anew (a stack without them would refuse them)
-            for k in ("cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "defer_embedding_wgrad", "fp8_param_gather", "transformer_impl",
+            for k in ("cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "optimizer_implementation", "defer_embedding_wgrad", "fp8_param_gather", "transformer_impl",
                       "local_core_attention"):
                 if k in data and k not in given:
                     cfg.assumed.append(f"{k}: the file's {data.pop(k)} is not kept: the command line's stack "
                                        f"{given['stack']} chooses its own")
+        if "seq_len" not in given:  # a trainer config takes no recipe: its own default length (plan._seq_len)
+            default_trainer_seq(data, cfg.assumed)
         report_trainer_config(cfg)
         data.update(given)
         return validate(Job, data, str(path)), f"{path}: "
@@ -209,7 +211,7 @@ def register(app: typer.Typer) -> None:
         micro_batch: Optional[int] = typer.Option(None, "--micro-batch", help="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)"),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help="tokens per step (default: 16M = 2,048 x 8,192, the seed's)"),
-        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
+        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: the model's published pre-training length, training.seq_len, else at most 4096)"),
         sharding: Optional[str] = typer.Option(None, "--sharding", help="none|zero1|zero2|fsdp|hsdp, or a mode of the stack (`planner stacks`) (default: none)"),
         shard_group: Optional[int] = typer.Option(None, "--shard-group", help="hsdp: DP ranks per shard group"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="none|selective|full (default: none)"),

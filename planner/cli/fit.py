@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
-from ..render.common import progress
+from ..render.common import note, progress
 from .core import CapacityFactorOption, FitEpOverlapOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -81,7 +81,7 @@ def register(app: typer.Typer) -> None:
         schedule: Optional[str] = typer.Option(None, "--schedule", help="pin pipeline schedules, comma list of 1f1b|interleaved|zb-h1|gpipe|dualpipe (default: the stack's first for vpp 1, 1f1b but on deepseek, interleaved for vpp >= 2)"),
         rank_orders: str = typer.Option(RANK_ORDERS_TP_INNER, "--rank-orders", help="tp-inner (TP innermost, 6 orders), all (24), or a comma list of orders like tp-cp-pp-dp"),
         max_layer_slack: int = typer.Option(DEFAULT_LAYER_SLACK, "--max-layer-slack", help="layers an uneven pipeline split may lack: 2 = the first and last stage one layer lighter (Llama 3 sec. 3.3.2)"),
-        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: model's max_seq_len)"),
+        seq_len: Optional[int] = typer.Option(None, "--seq-len", help="tokens per sequence (default: the model's published pre-training length, training.seq_len, else at most 4096)"),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="sequences per step"),
         global_batch_tokens: Optional[str] = typer.Option(None, "--global-batch-tokens", help=f"tokens per step (default: {DEFAULT_GLOBAL_BATCH_TOKENS:,} = 2,048 x 8,192, the seed's)"),
         precision: Optional[str] = typer.Option(None, "--precision", help="bf16|fp8|nvfp4 (default: bf16; nvfp4 needs FP4 tensor cores: Blackwell)"),
@@ -156,6 +156,8 @@ def register(app: typer.Typer) -> None:
                          keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
+        if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
+            note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
         if job.calibration is not None:
             note_calibration(rows[:top])

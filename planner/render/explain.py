@@ -9,8 +9,8 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
-_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "quantized_weights",
-                "workspaces", "mpu_buffer", "stream_pools",
+_OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "model_buffers", "quantized_weights",
+                "workspaces", "mpu_buffer", "optimizer_step", "stream_pools",
                 "allocator_slack", "reserve")
 
 
@@ -56,7 +56,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     if inherited:
         out.print("  from the stack's defaults: " + ", ".join(f"{k} {v}" for k, v in inherited))
     if res.get("assumed"):
-        out.print("  assumed (keys the model's config.json leaves out): " + "; ".join(res["assumed"]))
+        out.print("  assumed (what the model file and the job leave out): " + "; ".join(res["assumed"]))
     active = f", {human_count(prm['active'])} active per token" if "active" in prm and prm["active"] != prm["total"] else ""
     out.print(f"  parameters: {human_count(prm['total'])} ({prm['total']:,}){active}")
     layers = res.get("layers") or []

@@ -136,6 +136,26 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     return cfg
 
 
+def default_trainer_seq(job: dict, assumed: list) -> None:
+    """A trainer config that gives no sequence length (a DeepSpeed JSON never does, a Megatron
+    script may leave out --seq-length) trains the default of a job that takes no recipe
+    (plan.default_seq_len: the model's context where it is at most plan.HF_DEFAULT_SEQ, else
+    HF_DEFAULT_SEQ): trainer configs never take the published training.seq_len (planner/recipe.py).
+    Laid into `job` and listed as assumed; a model that does not load is left to resolve."""
+    if "seq_len" in job or not isinstance(job.get("model"), str):
+        return
+    from ..catalog import load_model
+    from ..plan import default_seq_len
+
+    try:
+        spec = load_model(job["model"])
+    except PlannerError:
+        return
+    job["seq_len"] = seq = default_seq_len(spec)
+    assumed.append(f"seq_len={seq:,}: the config gives no sequence length (pass --seq-len); the default of a job that "
+                   f"takes no recipe, plan.HF_DEFAULT_SEQ or the model's {spec.max_seq_len:,}-token context if shorter")
+
+
 def _check_job_keys(job: dict) -> None:
     from ..schema import Job
 

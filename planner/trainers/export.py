@@ -43,6 +43,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
+        raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
+                           "not a setting the file can hold", "price it without rope_cache (the stack's own)")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
@@ -107,7 +110,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "optimizer_implementation", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -241,6 +244,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, "dp_comm_overlap off: torchtitan's FSDP2 / DDP always overlap the DP collectives",
                       "price it with --dp-comm-overlap")
     sec["parallelism"] = par
+    if plan.get("optimizer_implementation"):  # job_config.py @e347b1e5e Optimizer.implementation (default fused)
+        sec["optimizer"] = {"implementation": plan["optimizer_implementation"]}
     # async TP needs compile (torchtitan/distributed/tensor_parallel.py @e347b1e5e): [compile] carries it
     sec["compile"] = {"enable": bool(plan.get("torch_compile")), "components": ["model", "loss"]}
     ac: dict = {"mode": plan["recompute"]}

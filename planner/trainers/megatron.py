@@ -1023,7 +1023,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         assumed.append("global_batch: --global-batch-size absent, Megatron's default = micro-batch x dp")
         dp = job["gpus"] // max(1, tp * pp * cp)
         job["global_batch"] = job["micro_batch"] * dp
-    seq = job.get("seq_len", spec.max_seq_len)
+    if "seq_len" in job:
+        seq = job["seq_len"]
+    else:  # the plan's default training length (trainer configs take no recipe: plan._seq_len)
+        from ..plan import default_seq_len
+
+        seq = default_seq_len(spec)
     if "--train-iters" in flags:
         job["tokens"] = float(_int(where, flags, "--train-iters") * job["global_batch"] * seq)
         assumed.append(f"tokens={job['tokens']:.6g}: --train-iters x global batch x sequence length")

@@ -23,6 +23,8 @@ Read and modelled (section.key -> planner job field):
   [activation_checkpoint] mode (none|selective|full), selective_ac_option ('op' or an
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")
+  [optimizer] implementation    -> optimizer_implementation (fused | foreach | for-loop; absent:
+                                   the stack's default, fused: job_config.py @e347b1e5e l. 151)
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
@@ -92,6 +94,7 @@ MODELLED = {
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
     "mx": {"recipe_name"},
+    "optimizer": {"implementation"},
 }
 # torchtitan MXLinear recipe names (torchtitan/config/job_config.py @e347b1e5e MXLinear.recipe_name,
 # default "mxfp8_cublas"; torchao MXLinearRecipeName mxfp8_emulated / mxfp8_cublas / mxfp8_cutlass /
@@ -162,7 +165,7 @@ def _int(where: str, key: str, v, minimum: int = 1, allowed: tuple = ()) -> int:
 # converters and compile.components are list[str], a comma-separated string accepted too)
 STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_parallel_schedule"),
             ("activation_checkpoint", "mode"), ("training", "dtype"), ("training", "mixed_precision_param"),
-            ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward")}
+            ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward"), ("optimizer", "implementation")}
 STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
 BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel")}
 
@@ -431,6 +434,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         job["recompute"] = mode
         if "selective_ac_option" in ac:
             ignored.append(fmt_ignored("activation_checkpoint.selective_ac_option", ac["selective_ac_option"]) + f" (mode {mode})")
+    # ---- optimizer: its step's temporaries (stack_db memory.optimizer_step_temporaries, memory.py [opt])
+    impl = data.get("optimizer", {}).get("implementation") if isinstance(data.get("optimizer"), dict) else None
+    if impl is not None:
+        if impl not in ("fused", "foreach", "for-loop"):
+            raise PlannerError(f"{where}[optimizer] implementation {_short(impl)} is not one torchtitan runs",
+                               "valid: fused (the default), foreach, for-loop")
+        job["optimizer_implementation"] = impl
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)

@@ -1,0 +1,217 @@
+"""More of issue 21's memory mechanisms, each by hand from its source (docs/memory_mechanisms.md
+(f), (r), (d); planner/memory.py [opt], [tt9], [tt4]).
+
+Llama 3 8B: P = 8,030,261,248 parameters; the output layer 128,256 x 4,096 = 525,336,576."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from planner.errors import PlannerError
+
+P = 8_030_261_248
+OUT = 128_256 * 4096
+
+
+def _tt(explain, **kw):
+    job = dict(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
+               micro_batch=1, global_batch=8, seq_len=8192)
+    return explain(**{**job, **kw})
+
+
+# ---- (f) the optimizer step's temporaries
+def test_foreach_adamw_step_is_its_own_moment(explain):
+    """torch 2.13 _multi_tensor_adam (foreach AdamW): exp_avg_sq_sqrt, one fp32 tensor the size
+    of the local (sharded) parameters, 4 P / 8, at the step, beside the fp32 sharded parameters
+    (4 P / 8), Adam m, v (8 P / 8), every fp32 sharded gradient (4 P / 8) and the GEMM
+    workspaces; the activations are freed. 8B, FSDP 8, b 1, s 2048, full AC: the end of the
+    backward's 16 P / 8 + 6 B x the embedding (memory.py [tt7]) is below that moment, 20 P / 8,
+    by 4 P / 8 - 6 x 525,336,576 B: that is the optimizer_step term. Reserved is unchanged:
+    the step's default-stream tensors (16 P / 8) stay under the loss moment's, and the
+    sharded gradients it allocates were already reserved in the reduce-scatter pool. Fused
+    (torchtitan's default): none."""
+    _, _, _, fused = _tt(explain, recompute="full", seq_len=2048)
+    _, _, _, fe = _tt(explain, recompute="full", seq_len=2048, optimizer_implementation="foreach")
+    f, m = fused["memory"], fe["memory"]
+    ws, rope = m["terms"]["workspaces"], 32 * 2048 * 64 * 8  # the RoPE tables live at every moment
+    assert f["terms"]["optimizer_step"] == 0.0
+    assert f["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws + rope, rel=1e-12)
+    assert m["terms"]["optimizer_step"] == pytest.approx(4 * P / 8 - 6 * OUT, rel=1e-12)
+    assert m["allocated_bytes"] == pytest.approx(20 * P / 8 + ws + rope, rel=1e-12)
+    assert m["reserved_bytes"] == pytest.approx(f["reserved_bytes"], rel=1e-12)
+
+
+def test_foreach_step_below_the_backward_peak_changes_nothing(explain):
+    """8B, FSDP 8, s 8192, SAC: the foreach step holds 20 P / 8 B = 18.7 GiB, far below the
+    loss's backward peak (about 40 GiB): every figure is the fused run's (docs (f))."""
+    _, _, _, fused = _tt(explain)
+    _, _, _, fe = _tt(explain, optimizer_implementation="foreach")
+    assert fe["memory"]["terms"]["optimizer_step"] == 0.0
+    assert fe["memory"]["allocated_bytes"] == fused["memory"]["allocated_bytes"]
+    assert fe["memory"]["reserved_bytes"] == fused["memory"]["reserved_bytes"]
+    assert 20 * P / 8 < fused["memory"]["allocated_bytes"]
+
+
+def test_optimizer_implementation_only_where_the_stack_runs_it(explain):
+    """Megatron's optimizer is TE / Apex FusedAdam: the stack lists no implementations."""
+    with pytest.raises(PlannerError, match="optimizer_implementation foreach is not one stack megatron runs"):
+        explain(model="llama3-8b", gpus=8, optimizer_implementation="foreach")
+
+
+def test_torchtitan_toml_optimizer_implementation(tmp_path):
+    """[optimizer] implementation is read into the job field (torchtitan job_config.py
+    @e347b1e5e l. 151), refused when not one of torchtitan's three, left to the stack's
+    default (fused) when absent; the export writes it back."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    base = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n'
+            '[parallelism]\ndata_parallel_shard_degree = 8\n')
+    p = tmp_path / "a.toml"
+    p.write_text(base + '[optimizer]\nname = "AdamW"\nimplementation = "foreach"\n')
+    assert load_trainer_config(p).job["optimizer_implementation"] == "foreach"
+    p.write_text(base)
+    assert "optimizer_implementation" not in load_trainer_config(p).job
+    p.write_text(base + '[optimizer]\nimplementation = "apex"\n')
+    with pytest.raises(PlannerError, match="implementation 'apex'"):
+        load_trainer_config(p)
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                             seq_len=8192, optimizer_implementation="foreach"))
+    assert plan["optimizer_implementation"] == "foreach"
+    text, _ = export_plan(plan, "torchtitan")
+    assert tomllib.loads(text)["optimizer"]["implementation"] == "foreach"
+    fused = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                              seq_len=8192, optimizer_implementation="fused"))
+    assert "optimizer_implementation" not in fused  # the stack's default: the resolved plan as before
+
+
+# ---- (r) the RoPE tables
+def test_rope_cache_per_layer_and_per_model_part(explain):
+    """torchtitan 0.3.0 (02d24f017, 2026-06-05 on): every attention layer registers its own
+    complex64 table of max_seq_len x head_dim / 2: 8B (head dim 4,096 / 32 = 128) at seq 8192,
+    8192 x 64 x 8 B = 4 MiB a layer, 32 layers = 128 MiB (the oracle's 'Buffer' 0.125 GiB);
+    70B (128) 80 x 4 MiB. Before it one freqs_cis per model part: 4 MiB (job field rope_cache
+    model); under PP with vpp 2 a rank holds two model parts. The stacks that keep none: 0."""
+    mib4 = 8192 * 64 * 8
+    assert mib4 == 4 * 2**20
+    _, _, _, js = _tt(explain)
+    assert js["memory"]["terms"]["model_buffers"] == 32 * mib4 == 2**27
+    _, _, _, js = _tt(explain, rope_cache="model")
+    assert js["memory"]["terms"]["model_buffers"] == mib4
+    _, _, _, js = _tt(explain, model="llama3-70b", gpus=64, global_batch=64)
+    assert js["memory"]["terms"]["model_buffers"] == 80 * mib4
+    _, _, _, js = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192)
+    assert js["memory"]["terms"]["model_buffers"] == 0.0  # megatron: none priced
+
+
+def test_rope_cache_is_not_exported():
+    """rope_cache prices a code version's buffers: no trainer file holds it, so a plan with it
+    is refused by the export (its read-back would price the stack's own tables)."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                             seq_len=8192, rope_cache="model"))
+    assert plan["rope_cache"] == "model"
+    with pytest.raises(PlannerError, match="export torchtitan: rope_cache model"):
+        export_plan(plan, "torchtitan")
+
+
+def test_rope_cache_on_each_pipeline_stage(explain):
+    """8B on PP 4 (torchtitan's split counting the embedding and the output as a layer each:
+    34 units on 4 stages, 9, 9, 8, 8 -> 8, 9, 8, 7 blocks): each stage's tables are its own
+    layers' (4 MiB each); per model part: one on every stage, two with vpp 2."""
+    from planner.memory import STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE, stage_memory_terms
+
+    mib4 = 8192 * 64 * 8
+    job = dict(gpus=8, pp=4, account_for_embedding_in_pipeline_split=True,
+               account_for_loss_in_pipeline_split=True)
+    settings, plan, _, _ = _tt(explain, **job)
+    st = stage_memory_terms(settings, plan)
+    got = [float(st[k].model_buffers) / mib4 for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)]
+    assert got == [8.0, 9.0, 7.0]
+    settings, plan, _, _ = _tt(explain, rope_cache="model", **job)
+    st = stage_memory_terms(settings, plan)
+    assert [float(st[k].model_buffers) for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)] == [mib4] * 3
+
+
+# ---- (d) the stage outputs a pipeline runtime keeps until their backward
+def _without_stage_outputs(settings):
+    import dataclasses
+
+    st = settings.stack
+    mem = st.memory.model_copy(update={"pipeline_keeps_stage_outputs": False})
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
+
+
+def _outputs_held(explain, **kw):
+    """Each stage's layer activations with the torchtitan stack less the same without the stage
+    outputs, in units of one output: 2 B x T x h / (t under SP), T = 8192 (b 1)."""
+    from planner.memory import STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE, stage_memory_terms
+
+    settings, plan, _, _ = _tt(explain, **kw)
+    on, off = stage_memory_terms(settings, plan), stage_memory_terms(_without_stage_outputs(settings), plan)
+    one = 2 * 8192 * 4096 / kw.get("tp", 1)
+    return [float(on[k].layer_activations - off[k].layer_activations) / one for k in (STAGE_FIRST, STAGE_MIDDLE, STAGE_LAST)]
+
+
+def test_pipeline_stage_outputs_kept_until_their_backward(explain):
+    """torch.distributed.pipelining keeps every forward output in fwd_cache until that
+    micro-batch's backward: per stage, one [T, h] bf16 output per chunk-micro-batch in flight
+    whose chunk sends on. 1F1B, pp 4, m 8: stage s holds min(m, pp - s): 4 on stage 0, 3 on
+    stage 1; the last stage sends nothing (its output, the logits, is priced apart).
+    Interleaved, pp 4, v 2, m 8: stage s ran F = min(2 (pp - s - 1) + (v - 1) pp + 1, m v)
+    forwards: stage 0 11 (chunk 0: 4 + 3, chunk 1: 4), stage 1 9 (5 + 4), the last stage 5, of
+    which its chunk 0 holds 4 (its chunk 1 is the loss's). Under TP with SP the output is sequence-sharded:
+    tp 2, pp 2, m 8: stage 0 holds 2, each 2 T h / 2."""
+    assert _outputs_held(explain, gpus=8, pp=4, global_batch=16) == [4.0, 3.0, 0.0]
+    assert _outputs_held(explain, gpus=8, pp=4, vpp=2, global_batch=16, schedule="interleaved") == [11.0, 9.0, 4.0]
+    assert _outputs_held(explain, gpus=8, tp=2, pp=2, global_batch=16)[0] == 2.0
+
+
+def test_megatron_frees_sent_outputs(explain):
+    """Megatron-LM @d98e8a64 deallocate_output_tensor: no stage output kept (stack field false)."""
+    from planner.catalog import load_stack
+
+    assert load_stack("megatron").memory.pipeline_keeps_stage_outputs is False
+    assert load_stack("torchtitan").memory.pipeline_keeps_stage_outputs is True
+
+
+# ---- (e) context parallel: the ring attention's backward
+def _without_cp_ring(settings, rotate=None):
+    import dataclasses
+
+    st = settings.stack
+    mem = st.memory.model_copy(update={"cp_ring_backward": rotate})
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
+
+
+def test_cp_ring_attention_backward_by_hand(explain):
+    """torchtitan CP 2 on 8B (PP 2 so that the first stage's peak is a block's backward, not the
+    loss), SAC, b 1, s 8192: T = 4,096 local tokens, the local query Q = 4,096 x 32 x 128 and
+    key K = 4,096 x 8 x 128 elements. At the MLP's backward (memory.py [tt5]) the block holds
+    T (2h + 3 x 2f + 2ad + 2ad) + 2hf = 570,425,344 B; at the attention's ring backward [cp1]
+    T (2h + 2ad + 2ad) = 100,663,296 (output gradient, attention output gradient, re-run q) +
+    2 (3 h f + h a d) = 385,875,968 (the MLP's and wo's unsharded bf16 weight gradients) + the
+    ring's 6 Q + (4 + 24 + 4 + 4 cp) K = 268,435,456: 754,974,720 B, the larger; the recompute
+    buffer grows by the difference, 184,549,376 B. At CP 4 (T 2,048) the all-gathered K/V is
+    4 cp = 16 B a local K element against alltoall's 8: 8 x 2,097,152 B more."""
+    from planner.memory import STAGE_FIRST, stage_memory_terms
+
+    settings, plan, _, _ = _tt(explain, cp=2, pp=2, global_batch=8)
+    on = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
+    off = stage_memory_terms(_without_cp_ring(settings), plan)[STAGE_FIRST].recompute_buffer
+    assert float(on - off) == 754_974_720 - 570_425_344 == 184_549_376
+    settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8)
+    ag = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
+    a2a = stage_memory_terms(_without_cp_ring(settings, "alltoall"), plan)[STAGE_FIRST].recompute_buffer
+    assert float(ag - a2a) == 8 * 2048 * 1024
+    # without CP nothing moves
+    settings, plan, _, _ = _tt(explain, pp=2, global_batch=8)
+    t = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
+    assert float(t) == float(stage_memory_terms(_without_cp_ring(settings), plan)[STAGE_FIRST].recompute_buffer)
