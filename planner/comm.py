@@ -1052,6 +1052,50 @@ def group_collective(
     return cost, link, chosen
 
 
+# (params, job_gpus, op, dtypes) -> {(size, group, stride) bit patterns: (time_s, latency_s, bandwidth_s, link)}
+_AUTO_MEMO: dict = {}
+AUTO_MEMO_LIMIT = 1 << 18  # tuples kept per (params, job, op): a table is cleared when it would outgrow this
+AUTO_MEMO_TABLES = 64  # tables kept (hardware x job x op): all are cleared when one more would exceed this
+
+
+def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=None):
+    """(time_s, latency_s, bandwidth_s, link code) of group_collective(op, size, group, stride,
+    params, AUTO, job_gpus=job_gpus), each distinct (op, size, group, stride) priced once per
+    process for these params and job: group_collective is elementwise, so a tuple's figures
+    do not depend on the tuples priced beside it. A search asks for the same collectives in
+    every step_time call (the orders and stack variants it prices after the first pass, the
+    rows it explains), and a call that finds every tuple here costs no pricing at all."""
+    size, group, stride = np.broadcast_arrays(np.asarray(size), np.asarray(group), np.asarray(stride))
+    if np.ndim(op) != 0 or size.ndim != 1 or not size.size:
+        cost, link, _ = group_collective(op, size, group, stride, params, AUTO, job_gpus=job_gpus)
+        return cost.time_s, cost.latency_s, cost.bandwidth_s, link.link
+    flat = (size, group, stride)
+    key = (params, job_gpus, int(op)) + tuple(a.dtype.str for a in flat)
+    if key not in _AUTO_MEMO and len(_AUTO_MEMO) >= AUTO_MEMO_TABLES:
+        _AUTO_MEMO.clear()
+    memo = _AUTO_MEMO.setdefault(key, {})
+    keys = list(zip(*(_bits(a).tolist() for a in flat)))
+    miss = list({k: i for i, k in enumerate(keys) if k not in memo}.values())
+    if miss:
+        idx = np.asarray(miss, dtype=np.int64)
+        cost, link, _ = group_collective(op, size[idx], group[idx], stride[idx], params, AUTO, job_gpus=job_gpus)
+        got = [np.broadcast_to(np.asarray(x), idx.shape).tolist()
+               for x in (cost.time_s, cost.latency_s, cost.bandwidth_s, link.link)]
+        if len(memo) + len(miss) > AUTO_MEMO_LIMIT:
+            memo.clear()
+        memo.update(zip((keys[i] for i in miss), zip(*got)))
+    rows = [memo[k] for k in keys]
+    t, lat, bw, lk = zip(*rows)
+    return (np.array(t, dtype=np.float64), np.array(lat, dtype=np.float64), np.array(bw, dtype=np.float64),
+            np.array(lk, dtype=np.int64))
+
+
+def clear_collective_memo() -> None:
+    """Forget auto_collective_times' priced collectives (a benchmark round that should price
+    its collectives afresh, as one `planner` command does)."""
+    _AUTO_MEMO.clear()
+
+
 def exists(algo, avail: dict) -> np.ndarray:
     """False where `algo` is a conditional algorithm (CONDITIONAL) that `avail` (the flags
     of `GroupLink.availability`) rules out."""

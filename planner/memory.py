@@ -237,6 +237,8 @@ GPT-3), left out here: below 0.1% of the layer.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
@@ -247,7 +249,7 @@ from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as place
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, sharding_traits, stack_of
-from .terms import Terms
+from .terms import Groups, Terms
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
 
@@ -492,7 +494,8 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     bf16 (settings.bf16_layers: the first n0, the last n1) take their share of the stage's
     linears. Zero in bf16, under FSDP and on stacks without memory.fp8_weight_cache."""
     zero = np.zeros(np.broadcast(plan.tp, plan.precision).shape)
-    if not stack_of(settings).memory.fp8_weight_cache:
+    on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
+    if not stack_of(settings).memory.fp8_weight_cache or not np.any(on):  # the second: a shortcut only (zero either way)
         return zero, zero
     from .precisions import FP8_RECIPES
 
@@ -508,7 +511,6 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     b16 = {"first": np.where(one, np.minimum(n0 + n1, n), np.minimum(n0, n)),
            "last": np.where(one, np.minimum(n0 + n1, n), np.minimum(n1, n))}.get(end, 0.0)
     linear = linear * (1.0 - b16 / np.maximum(n, 1))
-    on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
     # fp8 parameters need Megatron's distributed optimizer (training/arguments.py l. 1095-1097)
     pg = bool(settings.fp8_param_gather) & (plan.sharding >= ZERO1)
     copies = np.where(on, linear * (col + np.where(pg, 0.0, row)), 0.0)
@@ -678,12 +680,61 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     terms are the first stage's. An uneven split (stage_layers) can make the middle one the
     heaviest: Llama 3 405B's 126 layers on 16 stages put 7 layers x 16 in flight on stage 0
     and 8 x 15 on stage 1."""
+    first, last, mids, dual, has_mid = _stages(settings, plan)
+    if dual is not None:
+        dual, ends, mids_d = dual
+        first = Terms(**{k: np.where(dual, ends[k], first[k]) for k in first})
+        last = Terms(**{k: np.where(dual, ends[k], last[k]) for k in last})
+        mids = [Terms(**{k: np.where(dual, d[k], m_[k]) for k in m_}) for d, m_ in zip(mids_d, mids)]
+    middle = mids[0]
+    for cand in mids[1:]:
+        heavier = cand.total > middle.total
+        middle = Terms(**{k: np.where(heavier, cand[k], middle[k]) for k in middle})
+    middle = Terms(**{k: np.where(has_mid, middle[k], first[k]) for k in first})
+    return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
+
+
+def memory_total(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
+    against the HBM, without building the chosen stage's terms: each stage's total chosen as
+    stage_memory_terms and heaviest_stage choose its terms (the same values summed in the
+    same order, so the same numbers)."""
+    first, last, mids, dual, has_mid = _stages(settings, plan)
+    first_t, last_t, mid_t = first.total, last.total, [m_.total for m_ in mids]
+    if dual is not None:
+        dual, ends, mids_d = dual
+        ends_t = ends.total
+        first_t, last_t = np.where(dual, ends_t, first_t), np.where(dual, ends_t, last_t)
+        mid_t = [np.where(dual, d.total, m_) for d, m_ in zip(mids_d, mid_t)]
+    middle = mid_t[0]
+    for cand in mid_t[1:]:
+        middle = np.where(cand > middle, cand, middle)
+    middle = np.where(has_mid, middle, first_t)
+    stage = np.where(last_t > first_t, STAGE_LAST, STAGE_FIRST)
+    stage = np.where(middle > np.maximum(first_t, last_t), STAGE_MIDDLE, stage)
+    return np.where(stage == STAGE_LAST, last_t, np.where(stage == STAGE_MIDDLE, middle, first_t))
+
+
+# the plan fields (and properties) the pipeline placement reads: the layers of each kind on the
+# stages and the micro-batches each holds in flight (stage_kind_counts, stage_inflight_kinds)
+PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "microbatches", "schedule")
+
+
+def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:
+    """(stage_kind_counts, stage_inflight_kinds, (first, middle, last) stage_layers) of a plan."""
+    return (stage_kind_counts(model, plan), stage_inflight_kinds(layers, plan),
+            stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front))
+
+
+def _stages(settings: Settings, plan: PlanArrays):
+    """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
+    stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them."""
     model = settings.model
     pc = count_params(model)
-    counts = stage_kind_counts(model, plan)
-    held = stage_inflight_kinds(pc.layers, plan)
-    n = dict(zip(STAGES, stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss,
-                                      plan.split_front)))
+    # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
+    g = Groups(plan, PIPELINE_FIELDS)
+    counts, held, n = g.expand(_placement(model, pc.layers, g.plan))
+    n = dict(zip(STAGES, n))
     per = _PerLayer(settings, plan, pc)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
@@ -691,6 +742,7 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
             for c in range(len(counts["mid"]))]
     dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
+    dual_stages = None
     if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
         # DualPipe [9]: rank r runs stage r of one direction and stage p-1-r of the other, 2x
         # parameters; the end ranks hold the first and the last stage (embedding, output head
@@ -700,16 +752,19 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
                             twin=(counts["last"], "last", held["last"], n["last"]))
         mids_d = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"],
                                twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in range(len(counts["mid"]))]
-        first = Terms(**{k: np.where(dual, ends[k], first[k]) for k in first})
-        last = Terms(**{k: np.where(dual, ends[k], last[k]) for k in last})
-        mids = [Terms(**{k: np.where(dual, d[k], m_[k]) for k in m_}) for d, m_ in zip(mids_d, mids)]
-    middle = mids[0]
-    for cand in mids[1:]:
-        heavier = cand.total > middle.total
-        middle = Terms(**{k: np.where(heavier, cand[k], middle[k]) for k in middle})
-    has_mid = plan.pp > 2
-    middle = Terms(**{k: np.where(has_mid, middle[k], first[k]) for k in first})
-    return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
+        dual_stages = (dual, ends, mids_d)
+    return first, last, mids, dual_stages, plan.pp > 2
+
+
+# the plan fields a layer's activations and recompute buffer read (layer_memory, context)
+LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile")
+
+
+def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerList):
+    """layer_memory once per distinct tuple of the fields a layer's activations read
+    (LAYER_FIELDS, terms.Groups)."""
+    g = Groups(plan, LAYER_FIELDS)
+    return g.expand(layer_memory(settings, g.plan, context(g.plan, settings.moe_capacity_factor), layers))
 
 
 class _PerLayer:
@@ -721,7 +776,7 @@ class _PerLayer:
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
         ctx = context(plan, settings.moe_capacity_factor)
-        self.stored, self.buffers, self.layer_input = layer_memory(settings, plan, ctx, pc.layers)
+        self.stored, self.buffers, self.layer_input = _grouped_layer_memory(settings, plan, pc.layers)
         kb = kernel_bytes(stack, plan.compile)
         # output layer: the final norm's input 2h (/t under SP), its output saved by the output
         # linear (all-gathered under SP where the stack's linears save their gathered input [tt1])
@@ -830,6 +885,12 @@ class _PerLayer:
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = fs
 
+    @functools.cached_property
+    def state_groups(self) -> Groups:
+        """The candidates by the fields a stage's model states read (STATE_FIELDS; the layer
+        counts follow the pipeline split): _stage_terms prices them once per group."""
+        return Groups(self.plan, STATE_FIELDS)
+
 
 def rotary_dim(mixer) -> float:
     """The dimensions of a head the mixer rotates (its rotary table's width x 2): the head dim of
@@ -886,18 +947,15 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     add, and the rank's PP + 1 micro-batches in flight (held, pipeline.py [8]) are half of
     each stage's layers."""
     settings, plan, pc = per.settings, per.plan, per.pc
-    dense, experts = params_of(pc, settings.model, plan, counts, end)
-    if twin is not None:
-        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
-        dense, experts = dense + d2, experts + e2
-    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
-    if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp)
-        states = Terms(**{k: states[k] + e[k] for k in states})
-    # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
-    copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
-                                           n if twin is None else n + twin[3])
-    states = Terms(**{k: states[k] - saved if k == "weights" else states[k] for k in states})
+    # the model states read neither the micro-batch, SP nor recompute: priced once per distinct
+    # tuple of what they read (terms.Groups)
+    g = per.state_groups
+    if twin is None:
+        c, n_ = g.pick(counts, n)
+        states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_))
+    else:
+        c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
+        states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
@@ -919,7 +977,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
     act = act + outputs * per.stage_output
-    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * (dense + experts)
+    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention
@@ -954,6 +1012,32 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                  mpu_buffer=mpu, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  reserve=per.reserve)
+
+
+# the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)
+STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "shard", "precision", "f8r",
+                "vpp", "split_emb", "split_loss", "split_front")
+
+
+def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
+    """(model state terms, quantized weight copies, dense + expert parameters) of one stage
+    holding `counts` (K, ...) layers, n in all (twin: DualPipe's second stage (counts, end, n)):
+    params_of, sharded by model_state_terms [1] (the routed experts over their own shard
+    group), less the weight bytes fp8 parameters save, and TE's quantized copies [11]."""
+    settings, pc = per.settings, per.pc
+    dense, experts = params_of(pc, settings.model, plan, counts, end)
+    if twin is not None:
+        d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
+        dense, experts = dense + d2, experts + e2
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
+    if pc.routed_experts or pc.mtp.expert:
+        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp)
+        states = Terms(**{k: states[k] + e[k] for k in states})
+    # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
+    copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
+                                           n if twin is None else n + twin[2])
+    states = Terms(**{k: states[k] - saved if k == "weights" else states[k] for k in states})
+    return states, copies, dense + experts
 
 
 def _largest_buffer(per: _PerLayer, counts) -> np.ndarray:

@@ -74,7 +74,7 @@ from .efficiencies import HBM_EFFICIENCY
 from .errors import PlannerError
 from . import files
 
-Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # .inf / .nan are errors
+Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)  # .inf / .nan are errors
 # Integers of a profile (sizes in bytes, counts, line numbers) are at most 2**53: exact in a
 # float64, in which the cost models use them (16 GiB, the largest nccl-tests size commonly
 # swept, is 2**34).

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .precisions import Precision
 
 # Non-finite numbers (.inf, .nan, 1e400) are an error in every file and option, not a value.
-Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+Strict = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 Dispatcher = Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]  # planner/dispatch.py NAMES
 
 # The largest count (GPUs, layers, heads, sequences, tokens per sequence, ...) any field may

@@ -129,7 +129,7 @@ def _blocks(n: int, chunk: int = CHUNK):
 
 
 def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
-    """Per-GPU bytes (memory.memory_terms total) of candidates (base row, recompute index).
+    """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index).
 
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
     may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
@@ -141,7 +141,7 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
                                 for f in ("split_loss", "split_emb", "vpp", "pp")))
     for s in _blocks(len(bidx)):
         j = by_split[s]
-        out[j] = mem.memory_terms(space.settings, space.plans(bidx[j], rcidx[j]))[0].total
+        out[j] = mem.memory_total(space.settings, space.plans(bidx[j], rcidx[j]))
     return out
 
 
@@ -170,7 +170,7 @@ TPO_TERMS = ("tp_comm", "bubble")
 BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
 
 
-def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None):
+def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None):
     """(variant index, step, floor, extra evaluations, deferred, bound held, can) of each candidate's
     fastest stack variant (space.variants) at the given rank order; variant 0 unless another
     valid one is strictly faster.
@@ -188,10 +188,15 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     the same `can`, no bound) for any deferred candidate it evaluates at another order, so
     that every variant choice is the one an unbounded search makes. The facts are checked on
     every variant evaluated (bound held False: they failed, and nothing was deferred).
-    Other variants (fp8 recipes) are tried everywhere they are valid."""
+    Other variants (fp8 recipes) are tried everywhere they are valid.
+    v0 (step, floor, rest) of variant 0 at this order, where the caller has them (the re-run
+    for deferred candidates: the first run priced variant 0 there), else computed here. The
+    last item returned, beside `can`, is that (step, floor, rest) of variant 0."""
     var = np.zeros(len(bidx), dtype=np.int64)
     evaluated = 0
-    step, floor, rest0 = step_times(space, bidx, rcidx, order, var, rest=True)
+    if v0 is None:
+        v0 = step_times(space, bidx, rcidx, order, var, rest=True)
+    step, floor, rest0 = (np.array(x, dtype=np.float64) for x in v0)
     if can is None:
         can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
     tight = can if bound is None else can & bound(step, rest0)
@@ -208,13 +213,13 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
         s2, f2, r2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v, rest=True)
         if bound is not None and only_tpo(v) and not (np.array_equal(r2, rest0[ok]) and np.all(s2 >= r2)):
             # the cost model no longer has the facts the bound rests on: no bound
-            out = best_variants(space, bidx, rcidx, order, can=can)
-            return out[:5] + (False, can)
+            out = best_variants(space, bidx, rcidx, order, can=can, v0=v0)
+            return out[:5] + (False, can, v0)
         evaluated += len(ok)
         better = s2 < step[ok]
         j = ok[better]
         var[j], step[j], floor[j] = v, s2[better], f2[better]
-    return var, step, floor, evaluated, deferred, True, can
+    return var, step, floor, evaluated, deferred, True, can, v0
 
 
 def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) -> np.ndarray:
@@ -275,7 +280,7 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
 
         def bound(step0, rest0):
             return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
-    fv, step1, floor1, extra, deferred, held, can = best_variants(space, fb, fr, first_order, reach, bound)
+    fv, step1, floor1, extra, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound)
     c.time_evaluations = len(fb) + extra
     c.bound_fallback |= not held
     obj1 = fm if objective == "memory" else _objective(objective, settings, space, step1, fm, fb)
@@ -291,9 +296,11 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         if not len(need):
             return fv, step1, floor1, ok
         # a deferred candidate evaluated at another order: its variant as an unbounded search chooses it
-        v2, s2, f2, e2, *_ = best_variants(space, fb[need], fr[need], first_order[need], can=can[need])
+        # (variant 0 was priced there by the first run: its figures are reused)
+        v2, s2, f2, e2, *_ = best_variants(space, fb[need], fr[need], first_order[need], can=can[need],
+                                           v0=tuple(x[need] for x in v0))
         fv[need], step1[need], floor1[need] = v2, s2, f2
-        c.time_evaluations += len(need) + e2
+        c.time_evaluations += e2
         resolved[need] = True
 
 

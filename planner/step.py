@@ -82,6 +82,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,12 +95,12 @@ from .compute import (
 )
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
-from .memory import recompute_fraction, recomputed_layers, stage_param_split
+from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
-from .terms import Terms
+from .terms import Groups, Terms
 
 ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
 
@@ -153,19 +154,30 @@ class StepCtx:
         return mean_layer(counts, values, held[1])
 
 
-def _context(settings: Settings, plan: PlanArrays) -> StepCtx:
+def _placement(model, ll: LayerList, plan) -> tuple:
+    """(layers per stage: first, middle, last; layers of each kind per stage) of a plan."""
+    return (stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front),
+            stage_kind_counts(ll, plan))
+
+
+def _context(settings: Settings, plan: PlanArrays, placed: bool = True) -> StepCtx:
+    """What the pieces share. placed False: only what a layer's own time reads (layer_times),
+    the pipeline placement (m, n, counts, rc) left None."""
     model, hw, stack, kn = settings.model, settings.hardware, stack_of(settings), settings.knobs
     ll = layer_list(model)
-    n = dict(zip(("first", "mid", "last"),
-                 stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)))
+    n = counts = None
+    if placed:  # once per distinct pipeline split (terms.Groups, memory.PIPELINE_FIELDS)
+        g = Groups(plan, PIPELINE_FIELDS)
+        n, counts = g.expand(_placement(model, ll, g.plan))
+        n = dict(zip(("first", "mid", "last"), n))
     fp8 = plan.precision != BF16  # fp8 or nvfp4: the plan's low-precision recipe applies
     recipe = fp8_recipe(stack, plan.f8r, hw)
     prof = settings.calibration
     return StepCtx(
         settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
-        m=plan.microbatches.astype(np.float64), n=n,
-        counts=stage_kind_counts(ll, plan),
-        rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n},
+        m=plan.microbatches.astype(np.float64) if placed else None, n=n,
+        counts=counts,
+        rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n} if placed else None,
         hbm=hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale,
         kb=kernel_bytes(stack, plan.compile), fp8=fp8, recipe=recipe,
         speed=np.where(fp8, recipe["gemm_speed"], 1.0) * kn.gemm_efficiency_scale,
@@ -487,16 +499,16 @@ class Collectives:
     def _all(self, op, size, group, stride, s_nv=None, s_in=None):
         s_nv = self.bw_nv if s_nv is None else s_nv
         s_in = self.bw_in if s_in is None else s_in
-        cost, link, _ = comm.group_collective(op, size, group, stride, self.cpar, comm.AUTO, job_gpus=self.job)
-        t = cost.time_s
+        # group_collective(op, size, group, stride, AUTO), each distinct collective priced once per process
+        t, latency_s, bandwidth_s, link = comm.auto_collective_times(op, size, group, stride, self.cpar, self.job)
         if self.bw_scaled:  # a run calibration's bandwidth scale of the tier the group's traffic crosses
-            t = cost.latency_s + cost.bandwidth_s / np.where(link.link == comm.LINK_NVLINK, s_nv, s_in)
+            t = latency_s + bandwidth_s / np.where(link == comm.LINK_NVLINK, s_nv, s_in)
         # a calibration profile replaces the default for the (collective, scope, ranks) it
         # measured; scope from placement: NVLink = intra-node, anything else inter-node
         for g in self.groups:
             if PROFILE_OPS.get(g.collective) != op:
                 continue
-            scope_ok = (link.link == comm.LINK_NVLINK) if g.scope == "intra-node" else (link.link != comm.LINK_NVLINK)
+            scope_ok = (link == comm.LINK_NVLINK) if g.scope == "intra-node" else (link != comm.LINK_NVLINK)
             hit = scope_ok & (np.asarray(group) == g.ranks)
             if np.any(hit):
                 self.used.add(f"{g.collective}/{g.scope}/{g.ranks}")
@@ -906,10 +918,34 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     return out
 
 
+# the plan fields a layer's own time reads (layer_times: its GEMMs, core, memory-bound kernels,
+# casts, MoE permutations and host issue, and what selective recompute re-runs)
+LAYER_TIME_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r")
+
+
+def grouped_layer_times(sc: StepCtx) -> LayerTimes:
+    """layer_times(sc), once per distinct tuple of LAYER_TIME_FIELDS (terms.Groups). Per
+    candidate where that shares nothing, or where an input beside the plan is an array of
+    candidate values, which the plan's fields do not key: a calibration fit's run knobs
+    (profile.RunKnobs) or stack figures (scripts/fit_moe_host.py). Such an array has the
+    candidates' length, not the groups' (each group holds fewer candidates than the plan
+    here), so it fails to broadcast or leaves a result that Groups.expand refuses."""
+    kn = sc.settings.knobs
+    g = Groups(sc.plan, LAYER_TIME_FIELDS)
+    if (not g.active or g.size == g.n or np.ndim(kn.gemm_efficiency_scale)
+            or np.ndim(kn.memory_bound_efficiency_scale)):
+        return layer_times(sc)
+    try:
+        lt = layer_times(_context(sc.settings, g.plan, placed=False))
+        return LayerTimes(*g.expand(tuple(getattr(lt, f.name) for f in dataclasses.fields(LayerTimes))))
+    except ValueError:  # an array of candidate values beside the plan (docstring): priced per candidate
+        return layer_times(sc)
+
+
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
     """Named time terms (seconds) whose sum is the step time, plus informational extras."""
     sc = _context(settings, plan)
-    lt = layer_times(sc)
+    lt = grouped_layer_times(sc)
     slowest_middle(sc, lt)
     comp = compute_time(sc, lt)
     coll = Collectives(sc)

@@ -48,3 +48,120 @@ class Terms:
 
     def __repr__(self) -> str:
         return "Terms(" + ", ".join(f"{k}={v!r}" for k, v in self._t.items()) + ")"
+
+
+# ------------------------------------------------------------ once per distinct input
+class KeyedPlan:
+    """A view of a PlanArrays holding only the named fields (or properties, e.g.
+    "microbatches"), for a function evaluated once per distinct tuple of them (Groups.plan).
+    Reading any other field is an error, not a default, so the function cannot read a field
+    its evaluation was not keyed on (getattr(plan, name, default) does not hide it)."""
+
+    def __init__(self, values: dict):
+        self.__dict__.update(values)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):  # Python's own probes (copy, pickle, inspect): not a plan field
+            raise AttributeError(name)
+        raise KeyError(f"Groups: plan.{name} was read, which is not among the keyed fields")
+
+
+DENSE_LIMIT = 2**22  # the largest mixed-radix code Groups ranks with a table instead of a sort
+
+
+SMALL_RANGE = 64  # a field whose values span at most this many integers is coded as value - min, unranked
+
+
+def _codes(col: np.ndarray, small: bool = False) -> tuple[np.ndarray, int]:
+    """(code of each value, number of codes) of a 1-d integer array: its dense rank (a
+    presence table over its range where that is small, else a sort); small: value - min
+    where the range spans at most SMALL_RANGE integers (codes that may go unused)."""
+    lo, hi = int(col.min()), int(col.max())
+    if lo == hi:
+        return np.zeros(len(col), dtype=np.int64), 1
+    if small and hi - lo < SMALL_RANGE:
+        return col - lo, hi - lo + 1
+    if hi - lo < DENSE_LIMIT:
+        present = np.zeros(hi - lo + 1, dtype=bool)
+        present[col - lo] = True
+        rank = np.cumsum(present) - 1
+        return rank[col - lo], int(rank[-1]) + 1
+    u, inv = np.unique(col, return_inverse=True)
+    return inv.ravel(), len(u)
+
+
+class Groups:
+    """The candidates of a 1-d plan grouped by the distinct tuples of some of its integer
+    fields (or properties), for functions that read only those fields and compute each
+    candidate from its own inputs alone (elementwise; the cost models are): the caller
+    evaluates such a function once per group, on `plan` (a KeyedPlan of one candidate per
+    group) and `pick`'s arguments, and `expand` broadcasts the result back, the same numbers as
+    on every candidate (no function is handed down here: the cost models are not called back). A search holds a million candidates but few distinct values of the fields a
+    term reads (the model states do not depend on the micro-batch, SP or recompute; a
+    layer's activations not on dp, pp or sharding): the term costs its groups, not its
+    candidates. Each field's values are ranked (_codes) and the ranks combined in mixed
+    radix, re-ranked whenever the product of the counts outgrows 4 n: no sort where the
+    ranges are small."""
+
+    def __init__(self, plan, fields: tuple):
+        self.fields = fields
+        cols = [np.asarray(getattr(plan, f)) for f in fields]
+        self.n = n = int(np.size(plan.tp))
+        self.active = np.ndim(plan.tp) == 1 and n > 1
+        if not self.active:
+            self.plan = KeyedPlan({f: c for f, c in zip(fields, cols)})
+            return
+        cols = [np.broadcast_to(c, (n,)).astype(np.int64, copy=False) for c in cols]
+        code, card = np.zeros(n, dtype=np.int64), 1
+        limit = max(4 * n, 1024)  # the tables stay O(n)
+        for c in cols:
+            k, m = _codes(c, small=True)
+            if m == 1:
+                continue
+            if card * m > limit:
+                code, card = _codes(code)
+            code, card = code * m + k, card * m
+        present = np.zeros(card, dtype=bool)
+        present[code] = True
+        self.index = (np.cumsum(present) - 1)[code]  # the group of each candidate
+        self.size = u = int(self.index.max()) + 1 if n else 0
+        first = np.empty(u, dtype=np.int64)
+        first[self.index[::-1]] = np.arange(n - 1, -1, -1)  # the first candidate of each group
+        self.first = first
+        self.plan = KeyedPlan({f: c[first] for f, c in zip(fields, cols)})
+
+    def pick(self, *arrays) -> list:
+        """Each array (..., n), the candidates on its last axis, at one candidate of each group
+        (for the function evaluated on `plan`); it must be constant in each group (checked: an
+        error otherwise). Scalars stay."""
+        if not self.active:
+            return list(arrays)
+        out = []
+        for a in arrays:
+            a = np.asarray(a)
+            if np.ndim(a) == 0:
+                out.append(a)
+                continue
+            one = a[..., self.first]
+            if not np.array_equal(one[..., self.index], a):
+                raise ValueError(f"Groups.pick: an argument varies inside a group of {', '.join(self.fields)}")
+            out.append(one)
+        return out
+
+    def expand(self, r):
+        """A result computed on `plan` (one per group) on the candidates: arrays with the groups
+        on their last axis, possibly inside Terms, tuples, lists and dicts; scalars stay."""
+        if not self.active:
+            return r
+        if isinstance(r, Terms):
+            return Terms(**{key: self.expand(v) for key, v in r.items()})
+        if isinstance(r, dict):
+            return {key: self.expand(v) for key, v in r.items()}
+        if isinstance(r, (tuple, list)):
+            return type(r)(self.expand(v) for v in r)
+        if np.ndim(r) == 0:
+            return r
+        r = np.asarray(r)
+        if r.shape[-1] != self.size:
+            raise ValueError(f"Groups: a result of shape {r.shape} lacks the {self.size} groups on its last axis")
+        return r[..., self.index]

@@ -13,7 +13,6 @@ from ..render.common import note, progress
 from .core import CapacityFactorOption, FitEpOverlapOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
-from .export import write_export
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
 from ..render.fit import emit_fit, emit_fit_row
 from ..search import OBJECTIVES, fit
@@ -170,6 +169,8 @@ def register(app: typer.Typer) -> None:
             p = rows[0]["plan"]
             warn(f"exporting row 1: tp {p['tp']}, cp {p['cp']}, pp {p['pp']}, vpp {p['vpp']}, dp {p['dp']}, "
                  f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
+            from .export import write_export  # only here: it brings in the export and budget commands
+
             write_export(p, export, None, readback=rows[0])
             return
         if explain_row is not None:
