@@ -828,6 +828,33 @@ class _PerLayer:
                                                                              + inputs * model.hidden_size / ctx.rep_div), 0.0)
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
+        self._fsdp_parts(settings, plan, pc, stack)
+        self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
+        # the GEMM libraries' workspaces, allocated through the caching allocator at the first
+        # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
+        hw, mem = settings.hardware, stack.memory
+        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
+        # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
+        te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
+        ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
+        self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
+        self.mpu = _mpu_buffer(settings, ctx)
+        # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
+        self.rope_mode = settings.rope_cache or stack.memory.rope_cache
+        seq = plan.seq.astype(np.float64)
+        self.rope_layer = [ROPE_CACHE_BYTES / 2.0 * seq * rotary_dim(k.mixer) for k in pc.layers.kinds]
+        self.rope_model = ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
+        # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
+        impl = settings.optimizer_implementation
+        self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
+        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
+        kn = settings.knobs
+        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+        self.fsdp = stack.fsdp
+
+
+    def _fsdp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack) -> None:
+        """FSDP's buffers and pools of every stage: fsdp_buf, gather_pool, pp_unsharded, ends."""
         fs = stack.fsdp
         fsdp_on = plan.sharding >= FSDP
         unit = unit_params(pc, plan)
@@ -862,28 +889,6 @@ class _PerLayer:
         both = ends["first"] + ends["last"]
         self.ends = {st: np.where(fsdp_on & ~held, fs.param_gather_bytes * np.where(single, both, v), 0.0)
                      for st, v in ends.items()}
-        self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
-        # the GEMM libraries' workspaces, allocated through the caching allocator at the first
-        # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
-        hw, mem = settings.hardware, stack.memory
-        te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
-        # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
-        te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
-        ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
-        self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
-        self.mpu = _mpu_buffer(settings, ctx)
-        # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
-        self.rope_mode = settings.rope_cache or stack.memory.rope_cache
-        seq = plan.seq.astype(np.float64)
-        self.rope_layer = [ROPE_CACHE_BYTES / 2.0 * seq * rotary_dim(k.mixer) for k in pc.layers.kinds]
-        self.rope_model = ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
-        # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
-        impl = settings.optimizer_implementation
-        self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
-        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
-        kn = settings.knobs
-        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
-        self.fsdp = fs
 
     @functools.cached_property
     def state_groups(self) -> Groups:
