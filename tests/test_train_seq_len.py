@@ -130,3 +130,15 @@ def test_gemm_calibration_shapes_default_to_the_planned_length():
     32,768 per micro-batch (its QKV GEMM, M = 32,768), not the 131,072 it serves."""
     shapes = benchmark_shapes([load_model("gemma3-27b")], [8], [None], [1])
     assert {s.M for s in shapes} == {32768}
+
+
+def test_planner_models_lists_the_context_and_the_training_length(cli):
+    """`planner models` keeps `seq` (the context, max_seq_len) and adds `train_seq`, the length
+    a job without --seq-len trains: gemma3-27b serves 131,072 and trains 32,768 (its cited
+    training.seq_len); jamba-v0.1 serves 262,144 and, citing none, trains HF_DEFAULT_SEQ."""
+    r = cli("models", "--format", "json")
+    rows = {m["name"]: m for m in json.loads(r.stdout)}
+    assert (rows["gemma3-27b"]["seq"], rows["gemma3-27b"]["train_seq"]) == (131_072, 32_768)
+    assert (rows["jamba-v0.1"]["seq"], rows["jamba-v0.1"]["train_seq"]) == (262_144, 4_096)
+    assert (rows["llama3-8b"]["seq"], rows["llama3-8b"]["train_seq"]) == (8_192, 8_192)
+    assert "train seq" in cli("models").stdout

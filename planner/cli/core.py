@@ -272,6 +272,8 @@ def register(app: typer.Typer) -> None:
     @cli_errors
     def models(fmt: Format = FormatOption):
         """List the model catalog (model_zoo/)."""
+        from ..plan import default_seq_len
+
         rows = []
         for name in list_models():
             m = load_model(name)
@@ -280,7 +282,9 @@ def register(app: typer.Typer) -> None:
                 experts=f"{m.moe.num_experts} top-{m.moe.top_k}" if m.moe is not None else None,
                 layers=m.num_layers, hidden=m.hidden_size,
                 ffn=m.ffn_hidden_size, heads=m.num_attention_heads, kv_heads=m.kv_heads, vocab=m.vocab_size,
-                mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len, description=m.description,
+                mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len,
+                # the length a job without --seq-len trains (plan.default_seq_len: training.seq_len, else min(4,096, seq))
+                train_seq=default_seq_len(m, recipe=True), description=m.description,
             ))
         emit_models(rows, fmt)
 

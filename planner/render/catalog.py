@@ -8,7 +8,7 @@ from .common import Format, emit, human_count, print_wide
 
 MODEL_COLUMNS = [
     ("name", "name"), ("params", "params"), ("active", "active"), ("experts", "experts"), ("layers", "layers"), ("hidden", "hidden"), ("ffn", "ffn"),
-    ("heads", "heads"), ("kv_heads", "kv"), ("vocab", "vocab"), ("mlp", "mlp"), ("seq", "seq")]
+    ("heads", "heads"), ("kv_heads", "kv"), ("vocab", "vocab"), ("mlp", "mlp"), ("seq", "context"), ("train_seq", "train seq")]
 HARDWARE_COLUMNS = [
     ("name", "name"), ("hbm_GB", "HBM GB"), ("hbm_visible_GiB", "HBM GiB (CUDA)"), ("hbm_TBps", "TB/s"), ("bf16_TFLOPS", "BF16 TF"),
     ("fp8_TFLOPS", "FP8 TF"), ("fp4_TFLOPS", "FP4 TF"), ("tdp_W", "TDP W"), ("gpus_per_node", "GPUs/node"), ("nvlink_domain", "NVL domain"),
