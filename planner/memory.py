@@ -557,12 +557,17 @@ def heaviest_stage(stages: dict) -> tuple[Terms, np.ndarray]:
     """(terms of the stage with the largest total, its stage code) from stage_memory_terms:
     every term of one stage, never the states of one and the activations of another."""
     first, last, middle = stages[STAGE_FIRST], stages[STAGE_LAST], stages[STAGE_MIDDLE]
-    stage = np.where(last.total > first.total, STAGE_LAST, STAGE_FIRST)
-    best = np.maximum(first.total, last.total)
-    stage = np.where(middle.total > best, STAGE_MIDDLE, stage).astype(np.int64)
+    stage = _heaviest_code(first.total, last.total, middle.total)
     chosen = Terms(**{k: np.where(stage == STAGE_LAST, last[k], np.where(stage == STAGE_MIDDLE, middle[k], first[k]))
                       for k in first})
     return chosen, stage
+
+
+def _heaviest_code(first, last, middle) -> np.ndarray:
+    """The stage code (STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE) of the largest of three totals;
+    ties to the first, then the last."""
+    stage = np.where(last > first, STAGE_LAST, STAGE_FIRST)
+    return np.where(middle > np.maximum(first, last), STAGE_MIDDLE, stage).astype(np.int64)
 
 
 def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) -> tuple[list, list, np.ndarray]:
@@ -680,39 +685,45 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     terms are the first stage's. An uneven split (stage_layers) can make the middle one the
     heaviest: Llama 3 405B's 126 layers on 16 stages put 7 layers x 16 in flight on stage 0
     and 8 x 15 on stage 1."""
-    first, last, mids, dual, has_mid = _stages(settings, plan)
-    if dual is not None:
-        dual, ends, mids_d = dual
-        first = Terms(**{k: np.where(dual, ends[k], first[k]) for k in first})
-        last = Terms(**{k: np.where(dual, ends[k], last[k]) for k in last})
-        mids = [Terms(**{k: np.where(dual, d[k], m_[k]) for k in m_}) for d, m_ in zip(mids_d, mids)]
-    middle = mids[0]
-    for cand in mids[1:]:
-        heavier = cand.total > middle.total
-        middle = Terms(**{k: np.where(heavier, cand[k], middle[k]) for k in middle})
-    middle = Terms(**{k: np.where(has_mid, middle[k], first[k]) for k in first})
+    first, last, middle = _choose_stages(*_stages(settings, plan))
     return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
 
 def memory_total(settings: Settings, plan: PlanArrays) -> np.ndarray:
     """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
-    against the HBM, without building the chosen stage's terms: each stage's total chosen as
-    stage_memory_terms and heaviest_stage choose its terms (the same values summed in the
-    same order, so the same numbers)."""
+    against the HBM, without building the chosen stage's terms: the stages' totals chosen as
+    stage_memory_terms and heaviest_stage choose their terms (_choose_stages, _heaviest_code on
+    the totals: the same values summed in the same order, so the same numbers)."""
     first, last, mids, dual, has_mid = _stages(settings, plan)
-    first_t, last_t, mid_t = first.total, last.total, [m_.total for m_ in mids]
+    if dual is not None:
+        dual = (dual[0], dual[1].total, [d.total for d in dual[2]])
+    f, l_, m_ = _choose_stages(first.total, last.total, [c.total for c in mids], dual, has_mid)
+    stage = _heaviest_code(f, l_, m_)
+    return np.where(stage == STAGE_LAST, l_, np.where(stage == STAGE_MIDDLE, m_, f))
+
+
+def _where(mask, a, b):
+    """np.where of two stages: arrays, or Terms key by key (every term of one stage)."""
+    if isinstance(a, Terms):
+        return Terms(**{k: np.where(mask, a[k], b[k]) for k in a})
+    return np.where(mask, a, b)
+
+
+def _choose_stages(first, last, mids, dual, has_mid):
+    """(first, last, middle) from _stages (each stage's Terms, or their totals alike): DualPipe's
+    ranks where it runs, the heaviest of the middle candidates, the first stage's where there
+    is no middle one."""
+    def total(x):
+        return x.total if isinstance(x, Terms) else x
+
     if dual is not None:
         dual, ends, mids_d = dual
-        ends_t = ends.total
-        first_t, last_t = np.where(dual, ends_t, first_t), np.where(dual, ends_t, last_t)
-        mid_t = [np.where(dual, d.total, m_) for d, m_ in zip(mids_d, mid_t)]
-    middle = mid_t[0]
-    for cand in mid_t[1:]:
-        middle = np.where(cand > middle, cand, middle)
-    middle = np.where(has_mid, middle, first_t)
-    stage = np.where(last_t > first_t, STAGE_LAST, STAGE_FIRST)
-    stage = np.where(middle > np.maximum(first_t, last_t), STAGE_MIDDLE, stage)
-    return np.where(stage == STAGE_LAST, last_t, np.where(stage == STAGE_MIDDLE, middle, first_t))
+        first, last = _where(dual, ends, first), _where(dual, ends, last)
+        mids = [_where(dual, d, m_) for d, m_ in zip(mids_d, mids)]
+    middle = mids[0]
+    for cand in mids[1:]:
+        middle = _where(total(cand) > total(middle), cand, middle)
+    return first, last, _where(has_mid, middle, first)
 
 
 # the plan fields (and properties) the pipeline placement reads: the layers of each kind on the
@@ -793,13 +804,13 @@ class _PerLayer:
         # what a layer's backward holds beyond the loss's peak on the stage holding the loss [lg1]:
         # the bf16 logits the training loop still references, the output layer's unsharded weight
         # gradient waiting for its unit's reduce-scatter, FSDP1's gathered units and unsharded gradient
-        fs_, fsdp_on_ = stack.fsdp, plan.sharding >= FSDP
+        fs = stack.fsdp
         layer_unit = unit_params(pc, plan, layers_only=True)
         out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
         self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
-                           + np.where(fsdp_on_, fs_.param_gather_bytes * out_params * float(fs_.output_grad_held)
-                                      + (fs_.backward_gathered_units * fs_.param_gather_bytes
-                                         + fs_.backward_grad_units * fs_.grad_reduce_bytes) * layer_unit, 0.0))
+                           + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * float(fs.output_grad_held)
+                                      + (fs.backward_gathered_units * fs.param_gather_bytes
+                                         + fs.backward_grad_units * fs.grad_reduce_bytes) * layer_unit, 0.0))
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
@@ -990,14 +1001,17 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     rope = (weighted(counts if twin is None else counts + twin[0], per.rope_layer) if per.rope_mode == "layer"
             else per.rope_model * (plan.vpp * (1.0 if twin is None else 2.0)) if per.rope_mode == "model" else 0.0)
     rope = rope + np.zeros(np.shape(plan.tp))
-    allocated = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + act + out + buf + fsdp_buf + copies
-                 + per.workspaces + mpu + rope)
+    state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
+    allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope
+    # what every moment of the step holds: the states, every sharded gradient (allocated at the
+    # end of the backward and at the optimizer step, no longer only reserved), the workspaces, the
+    # quantized copies, the mpu buffer and the rotary tables
+    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope
     grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
         # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
-        end_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
-                    + copies + mpu + rope + _end_of_backward(per, counts))
+        end_peak = kept + _end_of_backward(per, counts)
         excess = np.where(plan.pp == 1, np.maximum(end_peak - allocated, 0.0), 0.0)
         fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
         pools = pools - np.minimum(excess, grads_pooled)
@@ -1006,8 +1020,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
     # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
-    step_peak = (sum((states[k] for k in STATE_TERMS), np.float64(0.0)) + states.grad_pool + per.workspaces
-                 + copies + mpu + rope + per.opt_temporaries * states.adam / 2.0)
+    step_peak = kept + per.opt_temporaries * states.adam / 2.0
     opt_step = np.maximum(step_peak - allocated, 0.0)
     allocated = allocated + opt_step
     pools = pools - np.minimum(opt_step, grads_pooled)

@@ -543,3 +543,20 @@ def test_explain_from_fit_reproduces_a_row(tmp_path):
         assert got["memory"] == want["memory"] and got["time"] == want["time"] and got["plan"] == want["plan"]
     bad = runner.invoke(app, ["explain", "--from-fit", str(saved), "--row", "9"])
     assert bad.exit_code == 2 and "row 9" in bad.stderr
+
+
+def test_memory_total_is_memory_terms_total(small):
+    """The search's memory.memory_total (the stages' totals chosen without building the chosen
+    stage's terms) equals memory_terms(...)[0].total exactly: on every feasible candidate of the
+    small search, and on single plans with a middle stage, DualPipe and FSDP under PP."""
+    job, opts, _, _ = small
+    f = fit(job, opts=opts, top=5, keep_feasible=True).feasible[0]
+    space = f["space"]
+    plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
+    assert len(f["step"]) > 1000
+    assert np.array_equal(mem.memory_total(space.settings, plans), mem.memory_terms(space.settings, plans)[0].total)
+    for extra in (dict(model="llama3-8b", gpus=64, tp=2, pp=8, vpp=2),
+                  dict(model="deepseek-v3", gpus=2048, pp=16, ep=64, schedule="dualpipe", stack="deepseek", sharding="zero1"),
+                  dict(model="mixtral-8x7b", gpus=64, tp=2, pp=4, ep=8, sharding="fsdp", stack="torchtitan")):
+        settings, plan, _ = resolve(Job(**extra))
+        assert mem.memory_total(settings, plan) == mem.memory_terms(settings, plan)[0].total, extra
