@@ -245,7 +245,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
         sel_g = sum((times[name] * share for p in sel.recompute_projections
                      for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
-        core_rerun = sel.recompute_attention_core or settings.selective_recomputes_attention  # memory.py [tt8]
+        core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
         sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
                  + (ew_f - pass_f if sel.recompute_elementwise else 0.0))
@@ -651,15 +651,13 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
     of a scan split over ranks are blocking: the scan waits for its inputs, so they are
     exposed."""
     plan, ctx = sc.plan, sc.ctx
-    n, rc = sc.n["mid"], sc.rc["mid"]
-    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core
-                                                        or sc.settings.selective_recomputes_attention)
+    n = sc.n["mid"]
     exposed, total = [], []
     for i, kind in enumerate(sc.ll.kinds):
         mixer = kind.mixer
         if mixer.cp_overlaps_core:
             (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, mixer.cp_ring(ctx))
-            again = rc + np.where(sel_core & mixer.selective_core, n - rc, 0.0)  # forwards run twice
+            again = _cores_run_twice(sc, mixer)
             exposed.append(n * (f_exp + b_exp) + again * f_exp)
             total.append(n * (f_tot + b_tot) + again * f_tot)
             continue
@@ -677,15 +675,27 @@ def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
     (cp_pass_times) and the per-step kernels' lower rate (cp_kernel_factor), forward and
     backward, and again for every forward that runs twice (full recompute; an attention core
     the stack's selective policy re-runs)."""
-    plan = sc.plan
-    n, rc = sc.n["mid"], sc.rc["mid"]
-    sel_core = (plan.recompute == RC_SELECTIVE) & bool(sc.stack.selective.recompute_attention_core
-                                                        or sc.settings.selective_recomputes_attention)
+    n = sc.n["mid"]
     per = []
     for i, kind in enumerate(sc.ll.kinds):
-        again = rc + np.where(sel_core & kind.mixer.selective_core, n - rc, 0.0)
-        per.append(n * (lt.cp_fwd[i] + lt.cp_bwd[i]) + again * lt.cp_fwd[i])
+        per.append(n * (lt.cp_fwd[i] + lt.cp_bwd[i]) + _cores_run_twice(sc, kind.mixer) * lt.cp_fwd[i])
     return sc.mean("mid", per)
+
+
+def _core_rerun(settings: Settings, sel) -> bool:
+    """Whether the selective policy re-runs the attention core: the stack's (Megatron's), or
+    the run's (job field selective_recomputes_attention, memory.py [tt8])."""
+    return bool(sel.recompute_attention_core or settings.selective_recomputes_attention)
+
+
+def _cores_run_twice(sc: StepCtx, mixer) -> np.ndarray:
+    """A middle stage's layers of this mixer whose attention core runs its forward twice per
+    micro-batch: the fully recomputed ones, and under selective recompute every other one
+    where the policy re-runs the core (_core_rerun) and the mixer's core is selective's."""
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    sel_core = (sc.plan.recompute == RC_SELECTIVE) & (_core_rerun(sc.settings, sc.stack.selective)
+                                                      and mixer.selective_core)
+    return rc + np.where(sel_core, n - rc, 0.0)
 
 
 def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
