@@ -794,6 +794,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
+        ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+        inherited.extend((f, True) for f in ends if not getattr(job, f))
+        job = job.model_copy(update={f: True for f in ends})
     if model.moe is not None and job.etp is None:
         # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
         # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)

@@ -1093,6 +1093,12 @@ class Stack(BaseModel):
                     "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
                     "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
                     "generate_llm_fqn_per_model_part)")
+    pipeline_ends_as_layers: bool = Field(
+        default=False,
+        description="the stack always counts the embedding and the output layer with the loss as one layer each of the "
+                    "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
+                    "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
+                    "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
