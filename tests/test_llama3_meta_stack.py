@@ -47,7 +47,7 @@ def test_the_entry_runs_only_what_the_paper_describes():
     assert not st.overlap.tp_comm_overlap_supported and not st.defaults.tp_comm_overlap
     assert st.pipeline_ends_as_layers and st.pipeline_split == "trim_ends"
     assert not st.memory.pipeline_keeps_stage_outputs
-    assert (st.context_parallel.fwd_kv, st.context_parallel.bwd_kv) == ("allgather", "allgather")
+    assert (st.context_parallel.kernel, st.context_parallel.fwd_kv, st.context_parallel.dkv) == ("one", "allgather", "reduce_scatter")
     assert st.expert_parallel is None and st.fp8_recipes == {}
     # every assumption is listed as one
     assert any("shards optimizer states and gradients" in u for u in st.uncertain)
@@ -128,3 +128,35 @@ def test_fit_ranks_only_what_the_stack_runs():
         resolve(Job(**META, rank_order="tp-cp-dp-pp"))
     with pytest.raises(PlannerError, match="no zero1 sharding mode"):
         resolve(Job(**{**META, "sharding": "zero1"}))
+
+
+def test_all_gather_cp_by_hand(explain):
+    """Meta's CP (sec. 3.3.2, ContextParallelSpec kernel one): per layer and micro-batch the
+    forward all-gathers every rank's K/V and runs one kernel of the local queries against it,
+    nothing beside the all-gather; the backward all-gathers again and reduce-scatters the
+    gathered K/V's fp32 gradients. Llama 3 8B, TP 4 x CP 2 in one node (CP stride 4), 8,192
+    tokens: T = 4,096 tokens a rank, 2 KV heads of 128 a TP rank, K and V. All of it exposed;
+    no merges and no per-step kernels (cp_compute 0)."""
+    from planner import comm
+    from planner.catalog import load_hardware
+
+    hw = load_hardware("h100-sxm")
+    _, _, _, js = explain(model="llama3-8b", gpus=8, tp=4, cp=2, global_batch=2, micro_batch=1, seq_len=8192,
+                          sharding="zero2", stack="llama3-meta")
+    kv_el = 4096 * 2 * 2 * 128
+    cpar = comm.comm_params(hw)
+    ag = float(comm.group_collective(comm.ALL_GATHER, 2 * kv_el * 2, 2, 4, cpar, comm.AUTO, job_gpus=8)[0].time_s)
+    rs = float(comm.group_collective(comm.REDUCE_SCATTER, 2 * kv_el * 4, 2, 4, cpar, comm.AUTO, job_gpus=8)[0].time_s)
+    m, layers = 2, 32
+    assert js["time"]["cp_comm_total_s"] == pytest.approx(m * layers * (2 * ag + rs), rel=1e-9)
+    assert js["time"]["cp_comm_s"] == pytest.approx(m * layers * (2 * ag + rs), rel=1e-9)
+    assert js["time"]["cp_compute_s"] == 0.0
+
+
+def test_one_kernel_cp_goes_with_the_all_gather_only():
+    data = yaml.safe_load((ROOT / "stack_db" / "llama3-meta.yaml").read_text())
+    Stack(**data)
+    for field, value in (("dkv", "after_step"), ("fwd_kv", "ring"), ("kernel", "per_step")):
+        bad = {**data, "context_parallel": {**data["context_parallel"], field: value}}
+        with pytest.raises(ValueError, match="kernel one goes with"):
+            Stack(**bad)
