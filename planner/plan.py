@@ -313,6 +313,7 @@ class Settings:
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
+    cp_rotate_method: str | None = None  # torch CP's K/V rotate method (job field, else the stack's memory.cp_ring_backward; None: not torch's)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
@@ -691,6 +692,9 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
                            "does not save the attention output (stack_db selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
+    if job.cp_rotate_method is not None and stack.memory.cp_ring_backward is None:
+        raise PlannerError(f"{where}cp_rotate_method is set but stack {stack.name}'s context parallelism is not torch's "
+                           "ring attention (stack_db memory.cp_ring_backward)", "leave it out, or choose --stack torchtitan")
     impls = stack.memory.optimizer_step_temporaries
     if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
         runs = ", ".join(impls) if impls else "its one fused optimizer only"
@@ -759,6 +763,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
+        cp_rotate_method=job.cp_rotate_method or stack.memory.cp_ring_backward,
         rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
@@ -1074,6 +1079,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
+        **({"cp_rotate_method": settings.cp_rotate_method}
+           if settings.cp_rotate_method != (settings.stack.memory.cp_ring_backward if settings.stack else None) else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -1303,6 +1303,12 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
+    cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
+        default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."
+                                  "cp_ring_backward): how the K/V pass between the cp ranks, torchtitan [parallelism] "
+                                  "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
+                                  "or alltoall (one permute a ring step, beside the step before's kernel); default: "
+                                  "the stack's")
     chunked_loss: bool = Field(
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
