@@ -653,9 +653,10 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list) -> tuple[
     return bpp, bpp_name
 
 
-def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list) -> None:
+def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list, stack: Stack | None = None) -> None:
     """Say how the layers fall on the pipeline stages where the split is uneven or counts the
-    embedding / loss as layers (pipeline.stage_layers)."""
+    embedding / loss as layers (pipeline.stage_layers), naming whose split it is: the stack's
+    own (Stack.pipeline_ends_as_layers) or Megatron-Core's flags."""
     counted = int(plan.split_emb) + int(plan.split_loss)
     if job.pp > 1 and counted:
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
@@ -664,7 +665,8 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
         warnings.append(
             f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
             f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
-            "(Megatron-Core account_for_*_in_pipeline_split)"
+            + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers)"
+               if stack is not None and stack.pipeline_ends_as_layers else "(Megatron-Core account_for_*_in_pipeline_split)")
         )
     elif model.num_layers % (job.pp * job.vpp):
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
@@ -799,6 +801,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
+        ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+        inherited.extend((f, True) for f in ends if not getattr(job, f))
+        job = job.model_copy(update={f: True for f in ends})
     if model.moe is not None and job.etp is None:
         # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
         # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)
@@ -839,7 +845,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if why is not None:
             raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
-    _split_warnings(model, job, plan, warnings)
+    _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings

@@ -726,18 +726,28 @@ class ContextParallelSpec(BaseModel):
     work the split adds (the output / LSE merges of the forward, the dQ and dK/dV
     accumulations of the backward, the K/V copies into the send buffers). Every rank runs its
     queries against each rank's keys as one attention kernel per ring step, the causal mask
-    load-balanced over 2 cp sequence chunks: a step is 1/cp of the core's FLOPs."""
+    load-balanced over 2 cp sequence chunks: a step is 1/cp of the core's FLOPs; or (kernel
+    one) against the all-gathered K/V as a single kernel."""
 
     model_config = Strict
     implementation: str = Field(description="the code that runs it (informational)")
+    kernel: Literal["per_step", "one"] = Field(
+        default="per_step",
+        description="per_step: one attention kernel per ring step, each transfer beside a step's kernel; one: the "
+                    "local queries run as a single kernel against the all-gathered K/V (Llama 3, arXiv:2407.21783 "
+                    "sec. 3.3.2), at the unsplit kernel's rate, so nothing runs beside the exchange: the all-gathers "
+                    "before it and the dK/dV reduce-scatter after it are exposed (needs fwd_kv and bwd_kv allgather, "
+                    "dkv reduce_scatter)")
     fwd_kv: Literal["ring", "allgather"] = Field(
         description="forward K/V exchange: ring (one send of the local K/V per step after the first, each beside "
                     "the kernel of the step before) or allgather (one all-gather, beside the first step's kernel)")
     bwd_kv: Literal["ring", "allgather"] = Field(description="the backward's K/V exchange, as fwd_kv")
-    dkv: Literal["with_kv", "after_step"] = Field(
+    dkv: Literal["with_kv", "after_step", "reduce_scatter"] = Field(
         description="how the dK/dV partial sums travel: with_kv (in the same send as the step's K/V, one buffer, "
-                    "beside the step's kernel; the last step sends dK/dV alone) or after_step (a send of its own "
-                    "after each step's kernel, beside the next step's kernel; the last one exposed)")
+                    "beside the step's kernel; the last step sends dK/dV alone), after_step (a send of its own "
+                    "after each step's kernel, beside the next step's kernel; the last one exposed) or "
+                    "reduce_scatter (kernel one: the gathered K/V's gradients reduce-scattered to their ranks, the "
+                    "all-gather's backward)")
     dkv_bytes: float = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
     out: PassBytes = Field(description="forward, per element of the attention output (T a d / t)")
     kv_fwd: PassBytes = Field(description="forward, per element of the local K and V (T 2 k d / t)")
@@ -745,6 +755,14 @@ class ContextParallelSpec(BaseModel):
     dkv_acc: PassBytes = Field(description="backward, per element of the local dK and dV (T 2 k d / t)")
     kv_bwd: PassBytes = Field(description="backward, per element of the local K and V")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _one_kernel(self) -> "ContextParallelSpec":
+        one = (self.fwd_kv, self.bwd_kv, self.dkv) == ("allgather", "allgather", "reduce_scatter")
+        if (self.kernel == "one") != one:
+            raise ValueError("kernel one goes with fwd_kv allgather, bwd_kv allgather and dkv reduce_scatter (the "
+                             "single kernel against the gathered K/V and its reduce-scatter), and only with them")
+        return self
 
 
 class FSDPSpec(BaseModel):
@@ -1093,6 +1111,12 @@ class Stack(BaseModel):
                     "(ceil(L'/S) per chunk, the left-over slots off the first and the last chunk: Megatron-Core, Llama 3) "
                     "or front (floor(L'/S) per chunk, one more on each of the first L' mod S chunks: torchtitan's "
                     "generate_llm_fqn_per_model_part)")
+    pipeline_ends_as_layers: bool = Field(
+        default=False,
+        description="the stack always counts the embedding and the output layer with the loss as one layer each of the "
+                    "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
+                    "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
+                    "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")

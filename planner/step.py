@@ -226,7 +226,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = mixer.cp_ring(ctx)
-            k_f, k_b = cp_kernel_factor(plan.cp, ring)
+            k_f, k_b = cp_kernel_factor(plan.cp, ring, cp_spec(sc).kernel == "one")
             pass_f, pass_b = cp_pass_times(sc, ring)
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
@@ -281,13 +281,17 @@ def cp_spec(sc: StepCtx):
     return spec
 
 
-def cp_kernel_factor(cp, ring):
+def cp_kernel_factor(cp, ring, one: bool = False):
     """(forward, backward) time of a ring-attention core over the unsplit kernel's. Each ring
     step runs its own kernel on 1/steps of the core's FLOPs (load-balanced causal split into 2
     cp chunks: ContextParallelSpec): the first step the local queries against the local keys
     (s / cp keys a query block), every later one against half a rank's (s / (2 cp)), at the
     FlashAttention-2 rate of its key length relative to the unsplit kernel's (compute.
-    attention_block_rate [7]); capped at a window's reach. 1 without CP."""
+    attention_block_rate [7]); capped at a window's reach. 1 without CP, and for a stack that runs
+    the local queries as one kernel against the gathered K/V (`one`, ContextParallelSpec kernel
+    one): the unsplit kernel's rate on 1/cp of its FLOPs (assumed)."""
+    if one:
+        return np.float64(1.0), np.float64(1.0)
     steps = ring["sends"] + 1.0
     c = np.maximum(np.asarray(cp, dtype=np.float64), 1.0)
     full = ring["keys"]
@@ -719,6 +723,9 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
                beside its step's kernel; after_step (torch): the K/V as forward (ring or
                all-gather), and a dK/dV send after every step's kernel beside the next step's,
                the last one exposed.
+      kernel one (Llama 3's all-gather CP): forward one all-gather of every rank's K/V before the
+               single kernel, backward the all-gather again and a reduce-scatter of the gathered
+               K/V's gradients after it: nothing beside them, all exposed.
     dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
     plan, x = sc.plan, sc.x
     spec = cp_spec(sc)
@@ -741,8 +748,12 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
         ag = np.where(n > 0, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)  # the gathered buffer
         return _hide(ag, window, x), ag
 
-    fwd = kv_pass(spec.fwd_kv, wf)
     some = n > 0
+    if spec.kernel == "one":  # the exchange before / after the one kernel: exposed
+        ag = np.where(some, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)
+        rs = np.where(some, coll(comm.REDUCE_SCATTER, dkv * plan.cp, plan.cp, stride), 0.0)
+        return (ag, ag), (ag + rs, ag + rs)
+    fwd = kv_pass(spec.fwd_kv, wf)
     if spec.dkv == "with_kv":
         b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
         b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)
