@@ -819,6 +819,14 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         level = _mode_level(stack, job, where)
         job = job.model_copy(update=dict(sharding=level))
         shard = job.shard_group if job.shard_group is not None else dp
+    elif ("sharding" not in job.model_fields_set and stack.runs is not None
+          and not any(m.level == level for m in stack.runs.sharding)):
+        # a job that names no sharding, on a stack with no unsharded mode (deepseek: ZeRO-1 only;
+        # llama3-meta: its FSDP only), runs the stack's first mode (stack_db runs.sharding, in
+        # order), listed as assumed; a job that names a level the stack lacks is refused
+        level = stack.runs.sharding[0].level
+        job = job.model_copy(update=dict(sharding=level))
+        inherited.append(("sharding", level))
     plan = PlanArrays(
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],

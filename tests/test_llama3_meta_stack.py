@@ -18,7 +18,7 @@ import yaml
 from planner.errors import PlannerError
 from planner.explain import evaluate
 from planner.memory import STAGE_MIDDLE
-from planner.plan import resolve
+from planner.plan import plan_dict, resolve
 from planner.schema import Job, Stack
 from planner.search import fit
 
@@ -160,3 +160,18 @@ def test_one_kernel_cp_goes_with_the_all_gather_only():
         bad = {**data, "context_parallel": {**data["context_parallel"], field: value}}
         with pytest.raises(ValueError, match="kernel one goes with"):
             Stack(**bad)
+
+
+def test_job_without_sharding_runs_the_stacks_first_mode():
+    """A job that names no sharding on a stack with no unsharded mode runs the stack's first
+    mode (stack_db runs.sharding, in order), listed as inherited from the stack; naming a
+    level the stack lacks is still refused (above). Megatron, which runs DDP, keeps none."""
+    job = {k: v for k, v in META.items() if k not in ("sharding", "sharding_mode")}
+    settings, plan, _ = resolve(Job(**job))
+    assert ("sharding", "zero2") in settings.inherited
+    assert plan_dict(plan, settings)["sharding_mode"] == "fsdp_no_reshard"
+    settings, _, _ = resolve(Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", stack="deepseek", pp=16, ep=64,
+                                 global_batch=15360, seq_len=4096))
+    assert ("sharding", "zero1") in settings.inherited
+    settings, plan, _ = resolve(Job(model="llama3-8b", gpus=8))
+    assert plan_dict(plan, settings)["sharding"] == "none" and not any(k == "sharding" for k, _ in settings.inherited)
