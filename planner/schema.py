@@ -879,6 +879,17 @@ class MemoryReporting(BaseModel):
         description="Megatron-Core's GlobalMemoryBuffer ('mpu'): one persistent tensor per dtype, grown to the largest "
                     "request, for the sequence-parallel all-gather of its own linears' input (the output layer; every "
                     "linear with transformer_impl local) and the local core attention's baddbmm input (memory.py [12])")
+    tp_overlap_buffers: Optional[Literal["userbuffers", "symmetric_memory"]] = Field(
+        default=None,
+        description="where TP communication overlap (plan tpo) keeps its communication buffers, outside the caching "
+                    "allocator (memory.py [ub]): Transformer Engine's userbuffers (one [seq x micro-batch / cp, hidden] "
+                    "buffer per overlapped GEMM name, registered with register_user_buffer_collective) or torch's "
+                    "symmetric-memory workspace of the TP group (async TP); null: none priced")
+    tp_overlap_workspaces: int = Field(
+        default=0, ge=0,
+        description="cuBLAS workspaces (hardware te_workspace_MiB each) the GEMMs overlapped with TP communication use "
+                    "beside the plain one, through the caching allocator: Transformer Engine's get_cublas_workspace(ub=True), "
+                    "_NUM_MAX_UB_STREAMS = 3")
     fp8_weight_cache: bool = Field(
         default=False,
         description="with fp8 or nvfp4, each linear keeps its quantized weight (and the copy its backward reads) "

@@ -11,7 +11,8 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "model_buffers", "quantized_weights",
                 "workspaces", "mpu_buffer", "optimizer_step", "stream_pools",
-                "allocator_slack", "reserve")
+                "allocator_slack", "tp_overlap_buffers", "reserve")
+_SHOWN_IF_ANY = ("tp_overlap_buffers",)  # a row only where the plan has it (TP overlap on)
 
 
 def emit_explain(res: dict, warnings: list[str], fmt: Format, inherited: tuple = ()) -> None:
@@ -73,7 +74,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     tab.add_column("GiB", justify="right")
     rows = [(TERM_LABELS[k], t[k]) for k in _STATE_TERMS]
     rows.append(("[bold]model states[/bold]", t["weights"] + t["gradients"] + t["master_weights"] + t["adam"]))
-    rows += [(TERM_LABELS[k], t[k]) for k in _OTHER_TERMS]
+    rows += [(TERM_LABELS[k], t[k]) for k in _OTHER_TERMS if k not in _SHOWN_IF_ANY or t.get(k)]
     for name, v in rows:
         tab.add_row(name, gb(v), gib(v))
     tab.add_row("[bold]total[/bold]", f"[bold]{gb(m['total_bytes'])}[/bold]", gib(m["total_bytes"]))
