@@ -116,8 +116,22 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
 #     dim 128, seq 2k-16k): FlashAttention-2 forward 362-370 TFLOP/s, backward 291-322;
 #     cuDNN/FA3 600-650 and 465-560. Dao 2023, "FlashAttention-2": the backward pass runs 5
 #     matmuls against the forward's 2 (2.5x the FLOPs). The hardware entries carry the
-#     FlashAttention-2 figures, the kernel of PyTorch SDPA's flash backend and of most
-#     published runs.
+#     FlashAttention-2 figures (attention_fwd/bwd_TFLOPS), the kernel of PyTorch SDPA's flash
+#     backend and of flash-attn, and cuDNN's (compute.attention_kernels.cudnn). The bar labels
+#     of Figs. 5 (forward, without causal mask, head dim 128) and 6 (backward, head dim 128)
+#     by sequence length are in tests/data/attention_kernels_h100.yaml with how they were read.
+# [7a] Transformer Engine's backend choice (which kernel a stack runs is data: stack
+#     attention_kernels, resolved by attention_kernel below). NVIDIA/TransformerEngine @4329ff84
+#     (2.17.1) transformer_engine/pytorch/attention/dot_product_attention/utils.py
+#     get_attention_backend: "Select FusedAttention for performance: if use_flash_attention and
+#     use_fused_attention and device_compute_capability >= (9, 0): ... Disabling FlashAttention
+#     to give FusedAttention preference on Hopper+" (l. 1542-1548; FlashAttention 2, 3 and 4
+#     alike); the same rule (>= (9, 0), F16_arbitrary_seqlen = cuDNN's flash kernel) from v2.0,
+#     and == (9, 0) in v1.0-v1.9 (transformer_engine/pytorch/attention.py @v1.7 l. 3849: "Select
+#     FusedAttention on sm90 and FlashAttention on others"). Megatron-LM @d98e8a64
+#     --attention-backend (default auto; megatron/core/transformer/enums.py AttnBackend;
+#     language_module.py sets NVTE_FLASH_ATTN / NVTE_FUSED_ATTN from it): flash forces
+#     FlashAttention, fused cuDNN, auto lets TE choose as above.
 
 GEMM_TILE = (128, 256)  # output tile of Hopper-class cuBLAS/CUTLASS bf16 kernels [5]
 DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for entries without a measurement
@@ -125,6 +139,17 @@ DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for e
 # GEMM-plateau ratios measured on H100 SXM [7] (365 / 794.5 forward, 310 / 794.5 backward)
 ATTN_FWD_EFFICIENCY = 365.0 / 794.5
 ATTN_BWD_EFFICIENCY = 310.0 / 794.5
+# The attention kernels a stack can run ([7], [7a]): flash2 = FlashAttention-2 (flash-attn,
+# PyTorch SDPA's flash backend), cudnn = cuDNN's fused flash attention (Transformer Engine's
+# FusedAttention, sub-backend F16_arbitrary_seqlen). Per kernel, the (forward, backward) ratio
+# to the H100 SXM GEMM plateau for a hardware entry that has no figure of the kernel (named
+# assumption: the kernel reaches the same fraction of the GEMM plateau as on H100): cuDNN
+# 605 / 794.5 and 500 / 794.5 (the means of Figs. 5-6's 2k-16k bars, as the entries' 365 / 310
+# for FlashAttention-2).
+ATTENTION_KERNELS = {
+    "flash2": (ATTN_FWD_EFFICIENCY, ATTN_BWD_EFFICIENCY),
+    "cudnn": (605.0 / 794.5, 500.0 / 794.5),
+}
 ATTN_BWD_FLOPS_RATIO = 2.5  # backward / forward FLOPs of FlashAttention [7]
 # Sustained tensor-core throughput under the power limit. GEMM benchmarks (MAMF, square
 # sweeps, FlashAttention papers) run seconds at a time; a training job runs tensor-core
@@ -190,29 +215,57 @@ def gemm_time(M, N, K, plateau_flops, sms):
 # the same at every length and what changes is the key loop each block runs) [7] (Figs. 5
 # and 6, the bar labels; the 2k-16k ends are the hardware entries' 362-370 and 291-322):
 # forward 309 350 362 368 370 370, backward 214 260 291 310 318 322 TFLOP/s.
+# cuDNN's fused attention, the same figures' red bars [7]: forward 497 574 617 609 600 595,
+# backward 305 408 465 499 518 516 TFLOP/s (tests/data/attention_kernels_h100.yaml).
 ATTN_BLOCK_KEYS = np.array([512.0, 1024.0, 2048.0, 4096.0, 8192.0, 16384.0])
 ATTN_BLOCK_FWD = np.array([309.0, 350.0, 362.0, 368.0, 370.0, 370.0])
 ATTN_BLOCK_BWD = np.array([214.0, 260.0, 291.0, 310.0, 318.0, 322.0])
+ATTN_BLOCK_TABLES = {
+    "flash2": (ATTN_BLOCK_FWD, ATTN_BLOCK_BWD),
+    "cudnn": (np.array([497.0, 574.0, 617.0, 609.0, 600.0, 595.0]), np.array([305.0, 408.0, 465.0, 499.0, 518.0, 516.0])),
+}
 
 
-def attention_block_rate(keys, backward: bool = False):
-    """A FlashAttention kernel's rate at `keys` keys per query block relative to its rate at
-    16k [7] (table above), linear in log2(keys) between the measured lengths, held at the ends
+def attention_block_rate(keys, backward: bool = False, kernel: str = "flash2"):
+    """An attention kernel's rate at `keys` keys per query block relative to its rate at 16k
+    [7] (tables above), linear in log2(keys) between the measured lengths, held at the ends
     beyond them. Used only as a ratio between two block sizes (the per-step blocks of context
     parallelism against the whole sequence's kernel: step.cp_kernel_factor), so the hardware
     entry's own figure stays the rate of an unsplit kernel."""
-    table = ATTN_BLOCK_BWD if backward else ATTN_BLOCK_FWD
+    table = ATTN_BLOCK_TABLES[kernel][1 if backward else 0]
     k = np.log2(np.clip(np.asarray(keys, dtype=np.float64), ATTN_BLOCK_KEYS[0], ATTN_BLOCK_KEYS[-1]))
     return np.interp(k, np.log2(ATTN_BLOCK_KEYS), table) / table[-1]
 
 
-def attention_rates(hw) -> tuple[float, float]:
-    """(forward, backward) sustained FlashAttention FLOP/s on this hardware [7]."""
+def attention_kernel(stack, hw, job_kernel: Optional[str] = None) -> str:
+    """The attention kernel a job runs [7a]: the job's own (a trainer config's
+    --attention-backend flash or fused), else the stack's first attention_kernels rule that
+    holds the GPU's compute capability, else flash2 (also where the hardware entry gives no
+    compute capability)."""
+    if job_kernel is not None:
+        return job_kernel
+    for rule in stack.attention_kernels:
+        if rule.holds(hw.capability):
+            return rule.kernel
+    return "flash2"
+
+
+def attention_rates(hw, kernel: str = "flash2") -> tuple[float, float]:
+    """(forward, backward) sustained FLOP/s of an attention kernel (ATTENTION_KERNELS) on this
+    hardware [7]: the entry's measured figure (flash2: attention_fwd/bwd_TFLOPS; others:
+    compute.attention_kernels), else the kernel's H100 ratio to the GEMM plateau."""
     c = hw.compute
     plat = gemm_plateau(hw, "bf16")  # already sustained, under the power limit
     k = SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)
-    fwd = c.attention_fwd_TFLOPS * 1e12 * k if c is not None and c.attention_fwd_TFLOPS else plat * ATTN_FWD_EFFICIENCY
-    bwd = c.attention_bwd_TFLOPS * 1e12 * k if c is not None and c.attention_bwd_TFLOPS else plat * ATTN_BWD_EFFICIENCY
+    eff_f, eff_b = ATTENTION_KERNELS[kernel]
+    if kernel == "flash2":
+        mf = c.attention_fwd_TFLOPS if c is not None else None
+        mb = c.attention_bwd_TFLOPS if c is not None else None
+    else:
+        r = c.attention_kernels.get(kernel) if c is not None else None
+        mf, mb = (r.fwd_TFLOPS, r.bwd_TFLOPS) if r is not None else (None, None)
+    fwd = mf * 1e12 * k if mf else plat * eff_f
+    bwd = mb * 1e12 * k if mb else plat * eff_b
     return fwd, bwd
 
 # =============================================================================== GEMMs

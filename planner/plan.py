@@ -310,6 +310,7 @@ class Settings:
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
+    attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
@@ -739,6 +740,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         bpp_name=bpp_name,
         activation_model=job.activation_model,
         attention=job.attention,
+        attention_kernel=job.attention_kernel,
         causal_attention_flops=job.causal_attention_flops,
         headroom=job.headroom,
         reserve_bytes=job.reserve_GiB * 2**30,
@@ -1054,6 +1056,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "bytes_per_param": settings.bpp_name if settings.bpp_name != "custom" else settings.bpp.model_dump(),
         "activation_model": settings.activation_model,
         "attention": settings.attention,
+        # the attention kernel priced (compute.attention_kernel: the job's, else the stack's for the GPU)
+        "attention_kernel": _attention_kernel(settings),
         "causal_attention_flops": settings.causal_attention_flops,
         "headroom": settings.headroom,
         "reserve_GiB": settings.reserve_bytes / 2**30,
@@ -1120,3 +1124,11 @@ def file_sha256(path: str | None) -> str | None:
 
 
 __all__ = [n for n in dir() if not n.startswith("_")] + ["asdict"]
+
+
+def _attention_kernel(settings: Settings) -> str:
+    """The attention kernel a plan is priced with (compute.attention_kernel)."""
+    from .compute import attention_kernel  # compute imports plan's codes
+    from .stacks import stack_of
+
+    return attention_kernel(stack_of(settings), settings.hardware, settings.attention_kernel)

@@ -422,6 +422,17 @@ class Fabric(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+AttentionKernel = Literal["flash2", "cudnn"]  # compute.ATTENTION_KERNELS
+
+
+class AttentionRate(BaseModel):
+    """One attention kernel's measured bf16 rates on this GPU (head dim 128, 2k-16k keys)."""
+
+    model_config = Strict
+    fwd_TFLOPS: float = Field(gt=0, description="forward")
+    bwd_TFLOPS: float = Field(gt=0, description="backward")
+
+
 class ComputeMeasured(BaseModel):
     """What the GPU's tensor cores reach in practice, for the GEMM time model."""
 
@@ -432,6 +443,11 @@ class ComputeMeasured(BaseModel):
     gemm_fp4_TFLOPS: Optional[float] = Field(default=None, gt=0, description="best measured dense NVFP4 GEMM")
     attention_fwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention forward, bf16, head dim 128")
     attention_bwd_TFLOPS: Optional[float] = Field(default=None, gt=0, description="FlashAttention backward, bf16, head dim 128")
+    attention_kernels: dict[Literal["cudnn"], AttentionRate] = Field(
+        default_factory=dict,
+        description="measured rates of the attention kernels other than FlashAttention-2 (whose figures are "
+                    "attention_fwd/bwd_TFLOPS), by kernel (compute.ATTENTION_KERNELS); a kernel not listed: "
+                    "compute.attention_rates' default ratio to the GEMM plateau")
     sources: list[str] = Field(min_length=1)
 
 
@@ -513,6 +529,8 @@ class Hardware(BaseModel):
         checks = [("compute.gemm_bf16_TFLOPS", c.gemm_bf16_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
                   ("compute.attention_fwd_TFLOPS", c.attention_fwd_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
                   ("compute.attention_bwd_TFLOPS", c.attention_bwd_TFLOPS, "bf16_TFLOPS", self.bf16_TFLOPS),
+                  *((f"compute.attention_kernels.{k}.{d}", getattr(r, d), "bf16_TFLOPS", self.bf16_TFLOPS)
+                    for k, r in c.attention_kernels.items() for d in ("fwd_TFLOPS", "bwd_TFLOPS")),
                   ("compute.gemm_fp8_TFLOPS", c.gemm_fp8_TFLOPS, "fp8_TFLOPS", self.fp8_TFLOPS),
                   ("compute.gemm_fp4_TFLOPS", c.gemm_fp4_TFLOPS, "fp4_TFLOPS", self.fp4_TFLOPS)]
         for field, measured, peak_field, peak in checks:
@@ -1043,6 +1061,26 @@ class RankOrderSpelling(BaseModel):
         return self
 
 
+class AttentionKernelRule(BaseModel):
+    """Which attention kernel the stack runs on a GPU: the first rule whose compute-capability
+    range holds the hardware entry's compute_capability (both ends inclusive; null: open)."""
+
+    model_config = Strict
+    kernel: AttentionKernel
+    min_compute_capability: Optional[str] = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")
+    max_compute_capability: Optional[str] = Field(default=None, pattern=r"^[0-9]+\.[0-9]+$")
+
+    def holds(self, capability: Optional[tuple[int, int]]) -> bool:
+        if capability is None:
+            return False
+
+        def cc(text):
+            major, minor = text.split(".")
+            return int(major), int(minor)
+        lo, hi = self.min_compute_capability, self.max_compute_capability
+        return (lo is None or capability >= cc(lo)) and (hi is None or capability <= cc(hi))
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -1102,7 +1140,13 @@ class Stack(BaseModel):
     kernels: KernelBytes = Field(description="memory-bound kernels as the stack runs them by default (eager or fused)")
     compiled_kernels: Optional[KernelBytes] = Field(default=None, description="with torch.compile; null: the stack has no compile mode")
     attention_kernel: str = Field(description="the attention kernel (informational)")
-    attention_speed: float = Field(gt=0, description="attention rate relative to the hardware's FlashAttention-2 figure")
+    attention_speed: float = Field(gt=0, description="attention rate relative to the hardware's figure for the kernel "
+                                                    "the stack runs there (attention_kernels)")
+    attention_kernels: list[AttentionKernelRule] = Field(
+        default_factory=list,
+        description="the attention kernel by GPU (first rule that holds the hardware's compute capability); none "
+                    "holds, or the GPU's capability is not known: flash2 (FlashAttention-2). A job's attention_kernel "
+                    "(e.g. Megatron --attention-backend flash) overrides it")
     selective: SelectiveRecompute
     overlap: OverlapSpec
     fsdp: FSDPSpec
@@ -1252,6 +1296,9 @@ class Job(BaseModel):
         default=None, description="model-state bytes per parameter (default: the stack's)")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"
+    attention_kernel: Optional[AttentionKernel] = Field(
+        default=None, description="the fused attention kernel the job runs (flash2 | cudnn; e.g. Megatron "
+                                  "--attention-backend flash | fused); default: the stack's attention_kernels for the GPU")
     causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
     headroom: float = Field(default=0.10, ge=0.0, lt=1.0)
     reserve_GiB: float = Field(default=1.0, ge=0.0, description="CUDA context + NCCL buffers per GPU")

@@ -90,8 +90,8 @@ import numpy as np
 
 from . import comm, dispatch, moe
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_rates, flops_per_token, output_gemm_shape,
-    price_gemms, recompute_flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_kernel, attention_rates, flops_per_token,
+    output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
@@ -213,7 +213,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     casts over HBM bandwidth, MoE permutations; and what the stack's selective policy re-runs."""
     settings, plan, ctx, kb, hbm = sc.settings, sc.plan, sc.ctx, sc.kb, sc.hbm
     hw, sel = settings.hardware, sc.stack.selective
-    rate_fwd, rate_bwd = attention_rates(hw)
+    kernel = attention_kernel(sc.stack, hw, settings.attention_kernel)
+    rate_fwd, rate_bwd = attention_rates(hw, kernel)
     core_scale = sc.stack.attention_speed * settings.knobs.gemm_efficiency_scale
     out = LayerTimes(*([] for _ in range(11)))
     for kind in sc.ll.kinds:
@@ -226,7 +227,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = mixer.cp_ring(ctx)
-            k_f, k_b = cp_kernel_factor(plan.cp, ring, cp_spec(sc).kernel == "one")
+            k_f, k_b = cp_kernel_factor(plan.cp, ring, cp_spec(sc).kernel == "one", kernel)
             pass_f, pass_b = cp_pass_times(sc, ring)
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
@@ -281,13 +282,13 @@ def cp_spec(sc: StepCtx):
     return spec
 
 
-def cp_kernel_factor(cp, ring, one: bool = False):
+def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
     """(forward, backward) time of a ring-attention core over the unsplit kernel's. Each ring
     step runs its own kernel on 1/steps of the core's FLOPs (load-balanced causal split into 2
     cp chunks: ContextParallelSpec): the first step the local queries against the local keys
     (s / cp keys a query block), every later one against half a rank's (s / (2 cp)), at the
-    FlashAttention-2 rate of its key length relative to the unsplit kernel's (compute.
-    attention_block_rate [7]); capped at a window's reach. 1 without CP, and for a stack that runs
+    rate of its key length relative to the unsplit kernel's, on the attention kernel's own curve
+    (compute.attention_block_rate [7]: FlashAttention-2's or cuDNN's); capped at a window's reach. 1 without CP, and for a stack that runs
     the local queries as one kernel against the gathered K/V (`one`, ContextParallelSpec kernel
     one): the unsplit kernel's rate on 1/cp of its FLOPs (assumed)."""
     if one:
@@ -298,9 +299,9 @@ def cp_kernel_factor(cp, ring, one: bool = False):
     diag, off = np.minimum(ring["seq"] / c, full), np.minimum(ring["seq"] / (2.0 * c), full)
     out = []
     for bwd in (False, True):
-        r = attention_block_rate(full, bwd)
-        f = r * (1.0 / steps / attention_block_rate(diag, bwd)
-                 + (steps - 1.0) / steps / attention_block_rate(off, bwd))
+        r = attention_block_rate(full, bwd, kernel)
+        f = r * (1.0 / steps / attention_block_rate(diag, bwd, kernel)
+                 + (steps - 1.0) / steps / attention_block_rate(off, bwd, kernel))
         out.append(np.where(c > 1.0, f, 1.0))
     return out[0], out[1]
 

@@ -228,6 +228,9 @@ class RunRecord(BaseModel):
     dropout: Optional[bool] = None
     bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = None
     attention: Optional[Literal["flash", "eager"]] = None
+    attention_kernel: Optional[Literal["flash2", "cudnn"]] = Field(
+        default=None, description="the fused attention kernel the run used (e.g. Megatron --attention-backend flash | "
+                                  "fused); null: the stack's for the GPU (compute.attention_kernel)")
     shard_group: Optional[Count] = Field(default=None, gt=0, description="hsdp: DP ranks per shard group")
     schedule: Optional[Schedule] = None
     rank_order: Optional[str] = Field(default=None, description="mesh axes innermost first (the Job field); null: the planner's default")
@@ -690,6 +693,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         schedule=rec.schedule,
         bytes_per_param=bpp,
         attention=attention,
+        attention_kernel=rec.attention_kernel,
         stack=stack_name,
         tp_comm_overlap=rec.tp_comm_overlap,
         dp_comm_overlap=rec.dp_comm_overlap,

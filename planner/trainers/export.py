@@ -63,6 +63,15 @@ def _model(plan: dict):
         return load_model(plan["model"])
 
 
+def _auto_attention_kernel(plan: dict) -> str:
+    """The kernel Megatron's --attention-backend auto runs on the plan's GPU (stack_db megatron
+    attention_kernels, compute.py [7a])."""
+    from ..catalog import load_stack
+    from ..compute import attention_kernel
+
+    return attention_kernel(load_stack("megatron"), load_hardware(plan["hardware"]))
+
+
 def _plan_arrays(plan: dict):
     from ..comm import order_code
     from ..pipeline import SCHEDULE_CODES
@@ -531,6 +540,9 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--attention-backend", "local"))
     elif plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
         args.append(("--attention-backend", "unfused"))
+    elif plan.get("attention_kernel") and plan["attention_kernel"] != _auto_attention_kernel(plan):
+        # a kernel other than TE's own choice on this GPU (compute.py [7a]): flash2 -> flash, cudnn -> fused
+        args.append(("--attention-backend", "flash" if plan["attention_kernel"] == "flash2" else "fused"))
     fsdp = mode.startswith("megatron_fsdp") or mode == "torch_fsdp2"
     lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",
              "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",

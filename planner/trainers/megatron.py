@@ -1152,7 +1152,9 @@ def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
     (Transformer Engine's UnfusedDotProductAttention) and `local` (Megatron-Core's
     DotProductAttention), like every core attention of --transformer-impl local
     (LocalSpecProvider.core_attention), keep the softmax output for the backward (eager:
-    the s x s scores); flash, fused and auto run TE's fused kernels, which keep none."""
+    the s x s scores); flash, fused and auto run TE's fused kernels, which keep none. flash
+    and fused name the kernel (job attention_kernel flash2 | cudnn: FlashAttention-2 and
+    cuDNN's rates); auto leaves it to the stack's rule (TE's choice by GPU, compute.py [7a])."""
     backend = flags.get("--attention-backend", "auto")
     impl = flags.get("--transformer-impl", "transformer_engine")
     if backend not in ATTENTION_BACKENDS:
@@ -1169,6 +1171,8 @@ def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
         assumed.append(f"attention=eager: {why} keeps the softmax output for the backward (unfused core attention)")
     else:
         job["attention"] = "flash"
+        if backend in ("flash", "fused"):  # TE's FlashAttention or cuDNN's fused kernel, not TE's own choice (compute.py [7a])
+            job["attention_kernel"] = "flash2" if backend == "flash" else "cudnn"
         if "--attention-backend" not in flags:
             assumed.append("attention=flash: --attention-backend auto (Megatron's default) with Transformer Engine runs a "
                            "fused attention kernel that keeps no s x s scores")
