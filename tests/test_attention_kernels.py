@@ -1,7 +1,8 @@
 """The attention kernel each stack runs (compute.py [7], [7a]): Transformer Engine picks cuDNN's
 fused attention over FlashAttention on compute capability >= 9.0 (get_attention_backend @4329ff84),
-so the megatron stack prices cuDNN's rates on Hopper and Blackwell and FlashAttention-2's on
-Ampere; a job's attention_kernel (Megatron --attention-backend flash | fused) overrides it. The
+so the megatron stack prices cuDNN's rates on Hopper and FlashAttention-2's on Ampere
+(Blackwell stays on FlashAttention-2's until a cuDNN rate is measured there: stack uncertain);
+a job's attention_kernel (Megatron --attention-backend flash | fused) overrides it. The
 rates are the FlashAttention-3 paper's bar labels (tests/data/attention_kernels_h100.yaml)."""
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def test_block_rate_follows_each_kernels_curve():
 @pytest.mark.parametrize("stack,hw,kernel", [
     ("megatron", "h100-sxm", "cudnn"),       # sm 9.0: TE prefers FusedAttention
     ("megatron", "h800-sxm", "cudnn"),
-    ("megatron", "b200", "cudnn"),           # sm 10.0 >= 9.0 (TE 2.x)
-    ("megatron", "gb300-nvl72", "cudnn"),
+    ("megatron", "b200", "flash2"),          # sm 10.0: TE runs cuDNN, no measured rate (stack uncertain)
+    ("megatron", "gb300-nvl72", "flash2"),
     ("megatron", "a100-sxm-80gb", "flash2"),  # sm 8.0: FlashAttention
     ("megatron", "mi300x", "flash2"),         # no CUDA compute capability
     ("torchtitan", "h100-sxm", "flash2"),     # PyTorch SDPA's flash backend: no rule
@@ -60,6 +61,17 @@ def test_block_rate_follows_each_kernels_curve():
 ])
 def test_kernel_by_stack_and_gpu(stack, hw, kernel):
     assert attention_kernel(load_stack(stack), load_hardware(hw)) == kernel
+
+
+def test_rule_ranges():
+    """A rule holds the compute capabilities between its ends (both inclusive, null open); a
+    GPU whose capability is not known matches none."""
+    from planner.schema import AttentionKernelRule
+
+    te = AttentionKernelRule(kernel="cudnn", min_compute_capability="9.0")  # TE 2.x: >= (9, 0)
+    assert [te.holds(c) for c in ((8, 0), (8, 9), (9, 0), (10, 0), (10, 3), None)] == [False, False, True, True, True, False]
+    hopper = load_stack("megatron").attention_kernels[0]
+    assert [hopper.holds(c) for c in ((8, 9), (9, 0), (10, 0))] == [False, True, False]
 
 
 def test_job_kernel_overrides_the_stack():
