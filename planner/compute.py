@@ -145,7 +145,10 @@ ATTN_BWD_EFFICIENCY = 310.0 / 794.5
 # to the H100 SXM GEMM plateau for a hardware entry that has no figure of the kernel (named
 # assumption: the kernel reaches the same fraction of the GEMM plateau as on H100): cuDNN
 # 605 / 794.5 and 500 / 794.5 (the means of Figs. 5-6's 2k-16k bars, as the entries' 365 / 310
-# for FlashAttention-2).
+# for FlashAttention-2). A cross-check on B200 (the megatron stack does not use it there, see
+# stack_db megatron `uncertain`): FlashAttention-4 reaches up to 1605-1613 TFLOP/s bf16, "up to
+# 1.3x faster than cuDNN version 9.13" (together.ai/blog/flashattention-4), so cuDNN's
+# forward is near or above 1240; this ratio gives 1745 x 605 / 794.5 = 1329.
 ATTENTION_KERNELS = {
     "flash2": (ATTN_FWD_EFFICIENCY, ATTN_BWD_EFFICIENCY),
     "cudnn": (605.0 / 794.5, 500.0 / 794.5),
@@ -242,12 +245,7 @@ def attention_kernel(stack, hw, job_kernel: Optional[str] = None) -> str:
     --attention-backend flash or fused), else the stack's first attention_kernels rule that
     holds the GPU's compute capability, else flash2 (also where the hardware entry gives no
     compute capability)."""
-    if job_kernel is not None:
-        return job_kernel
-    for rule in stack.attention_kernels:
-        if rule.holds(hw.capability):
-            return rule.kernel
-    return "flash2"
+    return stack.attention_kernel_for(hw.capability, job_kernel)
 
 
 def attention_rates(hw, kernel: str = "flash2") -> tuple[float, float]:

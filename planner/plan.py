@@ -1127,8 +1127,6 @@ __all__ = [n for n in dir() if not n.startswith("_")] + ["asdict"]
 
 
 def _attention_kernel(settings: Settings) -> str:
-    """The attention kernel a plan is priced with (compute.attention_kernel)."""
-    from .compute import attention_kernel  # compute imports plan's codes
-    from .stacks import stack_of
-
-    return attention_kernel(stack_of(settings), settings.hardware, settings.attention_kernel)
+    """The attention kernel a plan is priced with (compute.attention_kernel, Stack.attention_kernel_for)."""
+    stack = settings.stack or load_stack("megatron")  # stacks.stack_of's default (stacks imports plan)
+    return stack.attention_kernel_for(settings.hardware.capability, settings.attention_kernel)

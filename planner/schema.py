@@ -1199,6 +1199,13 @@ class Stack(BaseModel):
                 raise ValueError(f"compiled_kernels move more bytes than kernels for {', '.join(worse)}: torch.compile fuses, it never adds traffic")
         return self
 
+    def attention_kernel_for(self, capability: Optional[tuple[int, int]], job_kernel: Optional[str] = None) -> str:
+        """The attention kernel a job runs on a GPU of this compute capability (compute.py [7a]):
+        the job's own, else the first attention_kernels rule that holds it, else flash2."""
+        if job_kernel is not None:
+            return job_kernel
+        return next((r.kernel for r in self.attention_kernels if r.holds(capability)), "flash2")
+
 
 class BytesPerParam(BaseModel):
     """Bytes of model state per parameter (ZeRO, Rajbhandari et al. 2019, sec. 3.1).

@@ -111,3 +111,27 @@ def test_core_time_moves_by_the_rate_ratio(explain):
     assert fa2["time"]["compute_s"] - cud["time"]["compute_s"] == pytest.approx(m * layers * per_layer, rel=1e-9)
     # 549.8 GFLOP a kernel: forward 1.772 - 1.069 ms, backward 5.216 - 3.234 ms; 2.685 ms x 64
     assert m * layers * per_layer == pytest.approx(0.1718, abs=0.0001)
+
+
+def test_megatron_flags_and_export(tmp_path):
+    """--attention-backend flash | fused name the kernel (job attention_kernel flash2 | cudnn),
+    auto leaves it to the stack; the Megatron export writes the flag only where the plan's
+    kernel is not what auto runs on its GPU, and reads back as the same kernel."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    fused = load_trainer_config("tests/data/trainer_configs/train_llama3_8b_h100_fp8.sh")  # --attention-backend fused
+    assert fused.job["attention_kernel"] == "cudnn"
+    job = dict(model="llama3-8b", gpus=8, tp=1, global_batch=16, micro_batch=1, seq_len=8192, sharding="zero1")
+    auto = resolved_plan(Job(**job))
+    assert auto["attention_kernel"] == "cudnn" and "--attention-backend" not in export_plan(auto, "megatron")[0]
+    fa2 = resolved_plan(Job(**job, attention_kernel="flash2"))
+    text = export_plan(fa2, "megatron")[0]
+    assert "--attention-backend flash" in text
+    p = tmp_path / "fa2.sh"
+    p.write_text(text)
+    back = load_trainer_config(p)
+    assert back.job["attention_kernel"] == "flash2"
+    assert resolved_plan(Job.model_validate(back.job))["attention_kernel"] == "flash2"
