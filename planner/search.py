@@ -53,7 +53,7 @@ from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPU
                    resolve, stack_options)
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
-from .step import step_time
+from .step import compute_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
 # measured 5x faster than one block of a million). Step time: 262,144, because each
@@ -76,10 +76,11 @@ class Counts:
     time_evaluations: int = 0  # candidates whose step time was computed
     bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
     slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
+    prefilter_dropped: int = 0  # fitting candidates _prefilter's compute floor dropped before pricing communication
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
-                  "slack_dropped"):
+                  "slack_dropped", "prefilter_dropped"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         self.bound_fallback |= o.bound_fallback
         for k, v in o.reasons.items():
@@ -304,6 +305,46 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         resolved[need] = True
 
 
+# Candidates whose step time _prefilter prices first (the lowest compute floors), for its bound
+PREFILTER_SEED = 2048
+
+
+def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts):
+    """Before step 3: (keep mask, floors, seed evaluations) of the fitting candidates that can
+    still rank, or None where no bound applies. Each candidate's compute floor
+    (step.compute_floor: step_time's compute term without the DP copies, no communication
+    priced) is a lower bound on its step time at every rank order and every stack variant that
+    differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS: the bound
+    applies only when every variant is such). The PREFILTER_SEED candidates with the lowest
+    floors are priced (best_variants at the first order, unbounded); their k-th best objective
+    K0 is >= the final k-th best (more candidates only lower it), so a candidate whose floor's
+    objective exceeds K0 (1 + BOUND_MARGIN) cannot rank: it is dropped before step 3. What
+    _first_orders then computes on the rest is what it computes on all (the k best of variant 0
+    are kept, so its own bounds see the same k-th). The fact step >= floor is checked on the
+    seed here and on every kept candidate by the caller (search_one); where it fails, nothing is
+    dropped (Counts.bound_fallback)."""
+    n = len(fb)
+    if keep_feasible or objective == "memory" or n <= 2 * PREFILTER_SEED:
+        return None
+    v0 = np.delete(space.variants[0], 0)
+    if any(not np.array_equal(np.delete(space.variants[v], 0), v0) for v in range(1, len(space.variants))):
+        return None  # a variant that changes more than TP overlap (an fp8 recipe) may change the compute
+    settings = space.settings
+    low = np.empty(n)
+    zero = np.zeros(n, dtype=np.int64)
+    for s in _blocks(n, TIME_CHUNK):
+        low[s] = compute_floor(settings, space.plans(fb[s], fr[s], first_order[s], zero[s]))
+    seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
+    _, s0, *_ = best_variants(space, fb[seed], fr[seed], first_order[seed])
+    if not np.all(s0 >= low[seed]):
+        c.bound_fallback = True
+        return None  # the cost model no longer has the fact the bound rests on
+    k = min(top, len(seed))
+    k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
+    keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
+    return keep, low, len(seed)
+
+
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
                keep_feasible: bool = False, where: str = ""):
     """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
@@ -339,7 +380,20 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c)
+    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c)
+    if pre is not None:
+        keep, low, seeded = pre
+        kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
+        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c)
+        c.time_evaluations += seeded
+        if np.all(step1 >= low[keep]):
+            c.prefilter_dropped = len(fb) - len(kb)
+            fb, fr, fm, first_order = kb, kr, km, ko
+        else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
+            c.bound_fallback = True
+            pre = None
+    if pre is None:
+        fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c)
     oi, ri = np.nonzero(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
     step2, floor2 = step_times(space, pb, pr, po, pv)
