@@ -973,8 +973,16 @@ def compute_floor(settings: Settings, plan: PlanArrays) -> np.ndarray:
     float sum, so step_time(...).total >= compute_floor(...) for the same plan: the search's
     lower bound before it prices communication (search._prefilter, which checks the fact on
     every candidate it evaluates)."""
-    sc, _, comp = _compute_pass(settings, plan)
-    return sc.m * _gpu_mb(sc, comp)
+    g = Groups(plan, FLOOR_FIELDS)
+    sc, _, comp = _compute_pass(settings, g.plan)
+    return g.expand(sc.m * _gpu_mb(sc, comp))
+
+
+# the plan fields compute_floor reads: every field but the sharding mode, the rank order and DP
+# overlap, which move only memory and communication (terms.Groups: the floor is priced once per
+# distinct tuple, and reading another field is an error)
+FLOOR_FIELDS = tuple(f.name for f in dataclasses.fields(PlanArrays)
+                     if f.name not in ("sharding", "shard", "smode", "order", "dpo")) + ("microbatches",)
 
 
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
