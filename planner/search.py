@@ -326,8 +326,8 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     seed here and on every kept candidate by the caller (search_one); where it fails, nothing is
     dropped (Counts.bound_fallback)."""
     n = len(fb)
-    if keep_feasible or objective == "memory" or n <= 2 * PREFILTER_SEED:
-        return None
+    if keep_feasible or objective == "memory" or n <= 2 * PREFILTER_SEED or top > PREFILTER_SEED // 2:
+        return None  # (a seed of fewer than k candidates has no k-th best to bound with)
     v0 = np.delete(space.variants[0], 0)
     if any(not np.array_equal(np.delete(space.variants[v], 0), v0) for v in range(1, len(space.variants))):
         return None  # a variant that changes more than TP overlap (an fp8 recipe) may change the compute
@@ -341,7 +341,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
-    k = min(top, len(seed))
+    k = top
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
     keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
     return keep, low, len(seed)

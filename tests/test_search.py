@@ -361,6 +361,21 @@ def test_prefilter_falls_back_when_its_fact_fails(monkeypatch):
     assert [_key(r) for r in got.rows] == [_key(r) for r in want.rows]
 
 
+def test_prefilter_seed_and_top(monkeypatch):
+    # the prefilter bounds with the k-th best of its seed: no bound where the seed is not at least
+    # twice k; with a seed of 16 for the top 5 (a looser k-th) the rows are still the exhaustive ones
+    import planner.search as search
+
+    monkeypatch.setattr(search, "PREFILTER_SEED", 16)
+    job = Job(model="llama3-70b", gpus=512)
+    assert fit(job, top=10).counts.prefilter_dropped == 0
+    small = fit(job, top=5)
+    full = fit(job, top=5, keep_feasible=True)
+    assert small.counts.prefilter_dropped > 0 and not small.counts.bound_fallback
+    assert [r["time"]["step_s"] for r in small.rows] == [r["time"]["step_s"] for r in full.rows]
+    assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
+
+
 def test_compute_floor_is_step_times_compute_without_copies():
     # step.compute_floor is step_time's `compute` term less the DP copies, bit for bit (the
     # same arithmetic), so step_time's total (every other term >= 0) is never below it
