@@ -91,7 +91,7 @@ def test_no_host_term_where_the_gpu_outlasts_the_issue(cli):
 def test_moe_records_accuracy(cli):
     """validate on the 32 MoE records (issue 23's bar: median |error| <= 15%). Measured with the
     fitted term: median 6.8% in-sample over the megatron stack's 31 (leave-one-out 7.2%), the
-    signed median positive (+5.3% over the 32: the gpt-oss-120b rows on Blackwell, +19% to +60%
+    signed median positive (+5.2% over the 32: the gpt-oss-120b rows on Blackwell, +19% to +60%
     after their unfused passes and recompute_modules are priced, are mechanisms this term does not cover:
     docs/moe_accuracy.md)."""
     r = cli("validate", str(MOE_RUNS), "--format", "json")

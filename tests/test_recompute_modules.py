@@ -118,6 +118,9 @@ def test_step_slower_by_the_reruns(cli, tmp_path):
         if name != "none":
             assert out["plan"]["recompute_modules"] == extra["recompute_modules"]
     assert steps["none"] < steps["mods"] < steps["core"]
+    r = cli("explain", str(tmp_path / "mods.yaml"))
+    assert r.exit_code == 0, r.stderr
+    assert "recompute selective (layernorm moe_act)," in r.stdout
 
 
 @pytest.mark.parametrize("extra, needle", [
