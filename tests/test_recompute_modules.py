@@ -157,3 +157,24 @@ def test_records_price_their_modules(cli):
         assert recs[run["id"]]["recompute_modules"] == want
         assert run["plan"]["recompute"] == "selective" and run["plan"]["recompute_modules"] == want
         assert not any("recompute_modules" in json.dumps(a) for a in run["assumed"])
+
+
+def test_megatron_export_and_reader_round_trip(cli, tmp_path):
+    """export --format megatron writes --recompute-modules after --recompute-granularity
+    selective; the Megatron reader reads them back into the job field, same prediction."""
+    job = tmp_path / "job.yaml"
+    job.write_text(json.dumps(dict(model="gpt-oss-120b", hardware="gb200-nvl72", gpus=64, tp=1, pp=1, dp=64, ep=64, etp=1,
+                                   micro_batch=4, global_batch=1280, seq_len=4096, sharding="zero1",
+                                   recompute="selective", recompute_modules=["layernorm", "moe_act"], stack="megatron")))
+    r = cli("export", str(job), "--format", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert "--recompute-granularity selective" in r.stdout and "--recompute-modules layernorm moe_act" in r.stdout
+    script = tmp_path / "train.sh"
+    script.write_text(r.stdout)
+    a = cli("explain", str(job), "--format", "json", "-q")
+    b = cli("explain", str(script), "--model", "gpt-oss-120b", "--hardware", "gb200-nvl72", "--format", "json", "-q")
+    assert a.exit_code == 0 and b.exit_code == 0, b.stderr
+    pa, pb = json.loads(a.stdout), json.loads(b.stdout)
+    assert pb["plan"]["recompute_modules"] == ["layernorm", "moe_act"]
+    assert pb["throughput"]["tokens_per_s_per_gpu"] == pytest.approx(pa["throughput"]["tokens_per_s_per_gpu"], rel=1e-12)
+    assert pb["memory"]["total_bytes"] == pytest.approx(pa["memory"]["total_bytes"], rel=1e-12)
