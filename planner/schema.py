@@ -677,6 +677,11 @@ class SelectiveRecompute(BaseModel):
         default_factory=list,
         description="tensors of the layer kinds' own tables (MLA, MoE) the policy re-runs instead of keeping; the others "
                     "are kept (planner/layers/ tensors())")
+    recompute_norm_outputs: list[Literal["mla_input", "moe_pre_mlp"]] = Field(
+        default_factory=list,
+        description="norms run as modules of their own whose outputs the policy discards and re-runs (the other norms "
+                    "are fused into the next linear, which keeps its input): the input norm of an MLA layer, the pre-MLP "
+                    "norm of an MoE layer (Megatron-Core --recompute-modules layernorm, planner/recompute_modules.py)")
     saves_tp_partials: bool = Field(
         default=False,
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
@@ -1113,6 +1118,10 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
+    recompute_modules: Optional[str] = Field(
+        default=None, description="the stack's option naming the modules selective recompute re-runs (Megatron-Core "
+                                  "--recompute-modules; job field recompute_modules, planner/recompute_modules.py); null: "
+                                  "the stack has none")
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
@@ -1190,6 +1199,9 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
 }
 
 Recompute = Literal["none", "selective", "full"]
+# Megatron-Core --recompute-modules the planner prices (planner/recompute_modules.py); Megatron's
+# other choices (mlp, moe, shared_experts, and the linear-attention / hyper-connection ones) are refused
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
 
 
 class Job(BaseModel):
@@ -1242,6 +1254,12 @@ class Job(BaseModel):
         default=None, gt=0,
         description="with recompute full: re-run at most this many layers per pipeline stage, the rest keep their "
                     "activations (Megatron-LM --recompute-method block --recompute-num-layers); default all")
+    recompute_modules: Optional[list[RecomputeModule]] = Field(
+        default=None, min_length=1,
+        description="with recompute selective on a stack that names them (stack recompute_modules): the modules the "
+                    "selective policy re-runs (Megatron-Core --recompute-granularity selective --recompute-modules: "
+                    "core_attn, layernorm, moe_act, mla_up_proj; planner/recompute_modules.py); default: the stack's "
+                    "selective policy (Megatron's default modules: core_attn)")
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")

@@ -98,6 +98,7 @@ from .layers.common import ACT_BYTES
 from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
+from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Groups, Terms
@@ -248,7 +249,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
         sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
-                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0))
+                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0)
+                 + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm)  # named norms / MoE activation (recompute_modules.py)
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
