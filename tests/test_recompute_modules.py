@@ -178,3 +178,18 @@ def test_megatron_export_and_reader_round_trip(cli, tmp_path):
     assert pb["plan"]["recompute_modules"] == ["layernorm", "moe_act"]
     assert pb["throughput"]["tokens_per_s_per_gpu"] == pytest.approx(pa["throughput"]["tokens_per_s_per_gpu"], rel=1e-12)
     assert pb["memory"]["total_bytes"] == pytest.approx(pa["memory"]["total_bytes"], rel=1e-12)
+
+
+def test_command_line_stack_drops_the_files_modules(tmp_path):
+    """--recompute-modules is Megatron's: a command-line --stack without the option chooses its
+    own selective policy, and the file's modules are named as not kept (cli/core.load_job)."""
+    from planner.cli.core import load_job
+
+    p = tmp_path / "rm.args"
+    p.write_text("--num-layers 4 --hidden-size 512 --ffn-hidden-size 2048 --num-attention-heads 8 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --recompute-granularity "
+                 "selective --recompute-modules core_attn layernorm --vocab-size 32000 --bf16\n")
+    job, _ = load_job(p, {"gpus": 8})
+    assert list(job.recompute_modules) == ["core_attn", "layernorm"]
+    job, _ = load_job(p, {"gpus": 8, "stack": "torchtitan"})
+    assert not job.recompute_modules

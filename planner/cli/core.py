@@ -90,7 +90,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             # the file's stack-only options (Megatron's fused loss, deferred output-layer wgrad) are
             # its stack's: a command-line stack chooses anew (a stack without them would refuse them)
             for k in ("cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "optimizer_implementation", "defer_embedding_wgrad", "fp8_param_gather", "transformer_impl",
-                      "local_core_attention", "cp_rotate_method"):
+                      "local_core_attention", "cp_rotate_method", "recompute_modules"):
                 if k in data and k not in given:
                     cfg.assumed.append(f"{k}: the file's {data.pop(k)} is not kept: the command line's stack "
                                        f"{given['stack']} chooses its own")
