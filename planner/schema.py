@@ -1204,6 +1204,12 @@ Recompute = Literal["none", "selective", "full"]
 RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
 
 
+# A Job field that names an option of one stack's code (Megatron's fused loss, torchtitan's rotate
+# method, ...): a command-line --stack that replaces a trainer file's stack chooses anew, so
+# cli/core.load_job drops the file's value of every field marked so (stack_only_fields)
+STACK_ONLY = {"stack_only": True}
+
+
 class Job(BaseModel):
     """A training job: what `planner explain job.yaml` and `planner check` read.
 
@@ -1255,6 +1261,7 @@ class Job(BaseModel):
         description="with recompute full: re-run at most this many layers per pipeline stage, the rest keep their "
                     "activations (Megatron-LM --recompute-method block --recompute-num-layers); default all")
     recompute_modules: Optional[list[RecomputeModule]] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, min_length=1,
         description="with recompute selective on a stack that names them (stack recompute_modules): the modules the "
                     "selective policy re-runs (Megatron-Core --recompute-granularity selective --recompute-modules: "
@@ -1311,16 +1318,20 @@ class Job(BaseModel):
         default=False, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
                                    "with TE layers, its multi-stream cuBLAS workspaces); default off")
     transformer_impl: Optional[Literal["transformer_engine", "local"]] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "
                                   "Engine GEMMs or workspace; its core attention local, eager); default: the stack's (TE)")
     local_core_attention: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-Core's own DotProductAttention runs the core attention (--attention-backend "
                                    "local, or --transformer-impl local): eager, its scores in the global memory buffer")
     fp8_param_gather: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
                                    "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
                                    "fp8 and a stack with memory.fp8_weight_cache; default off")
     cross_entropy_fusion: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
     rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
@@ -1328,20 +1339,24 @@ class Job(BaseModel):
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."
                                   "cp_ring_backward): how the K/V pass between the cp ranks, torchtitan [parallelism] "
                                   "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
                                   "or alltoall (one permute a ring step, beside the step before's kernel); default: "
                                   "the stack's")
     chunked_loss: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
     selective_recomputes_attention: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False,
         description="with recompute selective on a stack whose policy saves the attention kernel's output (stack_db "
                     "selective: attn_out kept, recompute_attention_core false): the run's policy does not save it and "
@@ -1349,6 +1364,7 @@ class Job(BaseModel):
                     "compute capability >= 10.0) to 2025-12-01 (#2095: every SDPA backend on the op-SAC save list) "
                     "on Blackwell; default off")
     defer_embedding_wgrad: Optional[int] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "
                     "the output layer's input and output gradient of the first N micro-batches (0: all of them) until the "
