@@ -29,6 +29,9 @@ model, the global batch in sequences and everything else stay as they are)
     ep         mixture-of-experts models: doubled while <= the routed experts (expert states
                shard over more ranks, planner/moe.py); resolve rejects an ep that does not
                divide the experts, or whose etp x ep does not divide tp*dp*cp
+    tp_comm_overlap  on -> off, where the plan overlaps TP communication: its buffers
+               (Transformer Engine's userbuffers, torch's symmetric memory: memory.py [ub])
+               are freed and the TP collectives are exposed
 A single change is one knob moved to the lowest rung that passes. Only when no single change
 passes are pairs of knobs tried; a pair is kept only if neither of its rungs passes alone and
 no lower rung of either knob, with the same other rung, passes too (the Pareto-minimal pairs).
@@ -54,6 +57,7 @@ Ranking ("cheapest first")
                          takes GPUs from dp at a fixed batch [3] sec. 2.2; the seed sec. 5.2
       9 more EP          the dispatch/combine all-to-alls span more ranks, across nodes once
                          tp x ep exceeds the NVLink domain (planner/moe.py)
+      7 TP overlap off   the TP collectives are exposed, as with more TP [7 above]
     The order is a documented prior, not a measurement; the time model supersedes it.
 
 References
@@ -95,8 +99,9 @@ CHANGE_COST = {
     ("tp", None): 7,
     ("pp", None): 8,
     ("ep", None): 9,
+    ("tp_comm_overlap", False): 7,
 }
-KNOBS = ("sharding", "micro_batch", "recompute", "tp", "pp", "ep")
+KNOBS = ("sharding", "micro_batch", "recompute", "tp", "pp", "ep", "tp_comm_overlap")
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic v2 emits
 SCHEMAS: dict[str, type[BaseModel]] = {"job": Job, "model": ModelSpec, "hardware": Hardware}
@@ -248,6 +253,10 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
     while pp <= _model(job).num_layers:
         out["pp"].append(Change("pp", {"pp": pp}, f"PP {job.pp} -> {pp}", CHANGE_COST[("pp", None)]))
         pp *= 2
+
+    if p.get("tp_comm_overlap"):
+        out["tp_comm_overlap"].append(Change("tp_comm_overlap", {"tp_comm_overlap": False}, "TP communication overlap on -> off",
+                                             CHANGE_COST[("tp_comm_overlap", False)]))
 
     moe = _model(job).moe
     ep = job.ep * 2

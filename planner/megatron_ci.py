@@ -159,7 +159,7 @@ def last_stage_allocated(settings, plan) -> tuple[float, str, dict]:
     terms = {k: float(np.asarray(v)) for k, v in t.items()}
     if grouped.get("allocated_bytes") is not None:
         return float(np.asarray(grouped["allocated_bytes"])), "allocated_bytes", terms
-    return float(np.asarray(t.total - t.reserve - t.allocator_slack)), "total-reserve-slack", terms
+    return float(np.asarray(t.total - mem.outside_bytes(t) - t.allocator_slack)), "total-reserve-slack", terms
 
 
 def evaluate_row(r: dict, base: Path) -> CIRow:

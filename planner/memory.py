@@ -162,7 +162,8 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
-[cp1] Context parallel attention's backward (stack memory.cp_ring_backward, the K/V rotate method): torch
+[cp1] Context parallel attention's backward (the K/V rotate method: job cp_rotate_method, else stack
+     memory.cp_ring_backward): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
      _templated_ring_attention_backward (l. 488-640): fp32 grad_query/key/value (zeros_like, accum_dtype
      fp32 with _cp_options.convert_to_f32, the default), each step's SDPA backward outputs (bf16), the K/V
@@ -204,12 +205,40 @@ References
      implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
      peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
      the activations' blocks, matter mostly through fragmentation, inside the band of [13].
+[ub] TP communication overlap's buffers (plan tpo; stack memory.tp_overlap_buffers), outside the caching
+     allocator, so in the total (the gate) and not in the allocated or reserved peaks; per GPU, T = micro-batch
+     x seq / cp tokens (every rank of the TP group holds the whole gathered shape):
+     userbuffers (Megatron --tp-comm-overlap): NVIDIA/Megatron-LM @d98e8a64 megatron/training/initialize.py
+     _initialize_tp_communicators (l. 194-269) calls Transformer Engine's initialize_ub with shape
+     [seq_length x micro_batch_size // context_parallel_size, hidden_size], quantization_modes [FP8 if args.fp8
+     else NONE] (a second, NONE set with --first-last-layers-bf16 and bf16 layers) and ub_cfgs {} unless
+     --tp-comm-overlap-cfg names a file. TE @4329ff84 transformer_engine/pytorch/module/base.py initialize_ub
+     (l. 126-547) makes one communicator per GEMM name of its default methods: ring_exchange qkv_fprop,
+     fc1_fprop, proj_dgrad, fc2_dgrad; pipeline proj_fprop, fc2_fprop; bulk qkv_dgrad, qkv_wgrad, fc1_dgrad,
+     fc1_wgrad; external proj_wgrad, fc2_wgrad: 12, shared by every layer. Each holds a buffer of `shape`,
+     bf16, or uint8 under FP8 for the 8 all-gather layers (layers_all_gather_overlap, fp8_buf); the 4
+     reduce-scatter layers stay bf16. common/comm_gemm_overlap/comm_gemm_overlap.cpp CommOverlapBase::initialize
+     (l. 410-425) and CommOverlapP2PBase::initialize (l. 805-830; a reduce-scatter ring-exchange buffer holds
+     2 t - 1 chunks of T / t rows: none of the defaults is one) register it with register_user_buffer_collective
+     (userbuffers/userbuffers-host.cpp l. 514-738: cuMemCreate rounded up to the minimum multicast granularity,
+     or cudaMalloc): 24 B x T h per GPU in bf16 (Llama 3 70B at 8192 tokens: 1.5 GiB), 8 + 4 x 2 = 16 B with
+     fp8 (+ 24 with bf16 layers under fp8; nvfp4 runs args.fp8 None: bf16). Not priced: a
+     --tp-comm-overlap-cfg that moves a reduce-scatter to ring_exchange ((t - 1) / t x 2 B x T h more each),
+     the communicator's flags region (about 3 MiB). Beside them, through the caching allocator, the
+     overlapped GEMMs' own cuBLAS workspace (cpp_extensions/gemm.py get_cublas_workspace(ub=True):
+     _NUM_MAX_UB_STREAMS = 3 workspaces; stack memory.tp_overlap_workspaces), in the workspaces term.
+     symmetric_memory (torchtitan async TP, torch.compile's micro-pipeline TP): torch 2.13
+     torch/distributed/_symmetric_memory/__init__.py get_symm_mem_workspace keeps one workspace per TP group
+     (_SymmetricMemory.empty_strided_p2p, outside the caching allocator) grown to the largest request: an
+     all-gather's shard (2 B x T h / t) or a reduce-scatter's two output chunks (2 x 2 B x T h / t): 4 B x T h / t
+     (70B at 8192 tokens, TP 8: 32 MiB).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
 allocated peak is the live tensors, the reserved one adds the pools the allocator holds for
 other streams or cannot hand to the peak (`stream_pools`) and the stack's slack; the total
-adds the reserve outside the allocator (CUDA context, NCCL).
+adds what lives outside the allocator (OUTSIDE_TERMS): the reserve (CUDA context, NCCL) and TP
+overlap's communication buffers [ub].
 
 Derivation of the architecture-aware per-layer coefficient (activation_model "arch"),
 bytes stored per token per layer with 16-bit activations, following [2] sec. 4.1 term by
@@ -247,6 +276,7 @@ from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, sharding_traits, stack_of
 from .terms import Groups, Terms
@@ -256,7 +286,9 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
 OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "optimizer_step",
-               "stream_pools", "allocator_slack", "reserve")
+               "stream_pools", "allocator_slack", "tp_overlap_buffers", "reserve")
+# the terms that live outside the caching allocator: in the total (the gate), not in its peaks
+OUTSIDE_TERMS = ("tp_overlap_buffers", "reserve")
 
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 
@@ -576,8 +608,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     fully recomputed layer keeps. Full recompute keeps only the inputs of the layers it
     re-runs [2] and re-materialises one layer's activations during that layer's backward pass
     (the seed's sec. 8.1: one layer's 34 sbh), all but the layer input, which is the checkpoint
-    already counted; selective recompute keeps what the stack's policy saves, and the tensors
-    it re-runs exist for one layer at a time."""
+    already counted; selective recompute keeps what the stack's policy saves (the job's
+    Megatron --recompute-modules replace it: planner/recompute_modules.py, whose norm_drops
+    names the norm outputs each kind discards), and the tensors it re-runs exist for one layer
+    at a time."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
@@ -594,12 +628,13 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     stored, buffers = [], []
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
+        kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=drops, core_out_bytes=co)
+                                         drops=kd, core_out_bytes=co)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered, fp8_bytes=f8, drops=drops), 0.0)
+                                                             gathered_input=gathered, fp8_bytes=f8, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
@@ -611,7 +646,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
                 # under CP the attention's backward is a later moment of the block's backward [cp1]
                 extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
-                    kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
+                    kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
     return stored, buffers, layer_input
 
@@ -848,7 +883,9 @@ class _PerLayer:
         # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
         te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
         ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
-        self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64)
+        # TP overlap's buffers outside the allocator and its GEMMs' own cuBLAS workspaces [ub]
+        self.tp_overlap, ub_workspaces = tp_overlap_bytes(settings, plan)
+        self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64) + ub_workspaces
         self.mpu = _mpu_buffer(settings, ctx)
         # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
         self.rope_mode = settings.rope_cache or stack.memory.rope_cache
@@ -1029,7 +1066,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                  workspaces=per.workspaces,
                  mpu_buffer=mpu, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
-                 reserve=per.reserve)
+                 tp_overlap_buffers=per.tp_overlap, reserve=per.reserve)
 
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)
@@ -1107,8 +1144,8 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
     """The stable JSON grouping: weights, gradients, optimizer (master + Adam),
     activations, other; and the two peaks the caching allocator knows: allocated (the live
     tensors at the worst moment of the step) and reserved (allocated plus what the allocator
-    holds and cannot hand to the peak), both without the reserve outside the allocator (CUDA
-    context, NCCL) that the total adds; and the top of the reserved peak's fragmentation band
+    holds and cannot hand to the peak), both without what lives outside the allocator (the
+    CUDA context and NCCL reserve, TP overlap's buffers: outside_bytes) that the total adds; and the top of the reserved peak's fragmentation band
     [13] (reserved_bytes is its bottom)."""
     return {
         "weights_bytes": t.weights,
@@ -1124,8 +1161,66 @@ def grouped(t: Terms) -> dict[str, np.ndarray]:
 
 
 def reserved_bytes(t: Terms) -> np.ndarray:
-    """The caching allocator's peak reserved bytes: everything but the reserve outside it."""
-    return t.total - t.reserve
+    """The caching allocator's peak reserved bytes: everything but what lives outside it
+    (outside_bytes: the reserve, TP overlap's buffers)."""
+    return t.total - outside_bytes(t)
+
+
+def outside_bytes(t: Terms) -> np.ndarray:
+    """What the total holds outside the caching allocator (OUTSIDE_TERMS): the CUDA context and
+    NCCL reserve, and TP overlap's buffers [ub] (Terms without that term: the reserve alone)."""
+    return t.sum(*(k for k in OUTSIDE_TERMS if k in t.keys()))
+
+
+# the plan fields TP overlap's buffers read (tp_overlap_bytes)
+TP_OVERLAP_FIELDS = ("tpo", "tp", "cp", "mbs", "seq", "precision")
+# Transformer Engine's userbuffers of initialize_ub's default methods [ub]: the all-gather layers'
+# (uint8 under fp8: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad, qkv_dgrad, fc1_dgrad, proj_wgrad,
+# fc2_wgrad) and the reduce-scatter layers' (bf16: proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad)
+UB_ALLGATHER_BUFFERS = 8
+UB_REDUCE_SCATTER_BUFFERS = 4
+# torch's symmetric-memory workspace of a TP group [ub]: the largest request, a reduce-scatter's two
+# output chunks of T / t rows in bf16
+SYMM_MEM_CHUNKS = 2
+
+
+def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:
+    """(outside the allocator, cuBLAS workspaces through it) bytes per GPU of a plan's TP
+    communication overlap [ub], 0 where it is off (tpo 0 or tp 1): the stack's userbuffers
+    (24 B x T h in bf16, 16 with fp8, + 24 with bf16 layers under fp8) or symmetric-memory
+    workspace (4 B x T h / t), T = micro-batch x seq / cp; and the overlapped GEMMs' own
+    workspaces (stack memory.tp_overlap_workspaces x hardware te_workspace_MiB, where
+    Transformer Engine's GEMMs run). Reads only TP_OVERLAP_FIELDS of the plan."""
+    from .layers.common import mb_tokens
+
+    mem, h = stack_of(settings).memory, float(settings.model.hidden_size)
+    on = (np.asarray(plan.tpo) > 0) & (np.asarray(plan.tp) > 1)
+    T = mb_tokens(plan).astype(np.float64)
+    if mem.tp_overlap_buffers == "userbuffers":
+        fp8 = np.asarray(plan.precision) == FP8
+        per_token = h * (UB_ALLGATHER_BUFFERS * np.where(fp8, 1.0, ACT_BYTES) + UB_REDUCE_SCATTER_BUFFERS * ACT_BYTES)
+        if any(settings.bf16_layers):  # the NONE set beside the FP8 one (--first-last-layers-bf16)
+            per_token = per_token + np.where(fp8, (UB_ALLGATHER_BUFFERS + UB_REDUCE_SCATTER_BUFFERS) * ACT_BYTES * h, 0.0)
+        outside = T * per_token
+    elif mem.tp_overlap_buffers == "symmetric_memory":
+        outside = SYMM_MEM_CHUNKS * ACT_BYTES * T * h / np.asarray(plan.tp, dtype=np.float64)
+    else:
+        outside = np.zeros(np.shape(T))
+    te = mem.te_workspace and settings.transformer_impl != "local"
+    ws = mem.tp_overlap_workspaces * (settings.hardware.te_workspace_MiB or 0.0) * 2.0**20 if te else 0.0
+    return np.where(on, outside, 0.0), np.where(on, ws, 0.0)
+
+
+def tp_overlap_total(settings: Settings, plan) -> np.ndarray:
+    """The bytes TP overlap adds to a plan's total (memory_total), as _stage_terms adds them on
+    every stage: the buffers outside the allocator, and the workspaces with the allocator's
+    slack on them (allocator_slack = slack x allocated). A search prices memory once per
+    candidate with the stack's variant 0 (search.py); a variant whose TP overlap differs adds
+    tp_overlap_total(variant) - tp_overlap_total(variant 0), which is how it is gated."""
+    outside, ws = tp_overlap_bytes(settings, plan)
+    kn = settings.knobs
+    slack = stack_of(settings).memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+    return outside + ws * (1.0 + slack)
 
 
 def reserved_high_bytes(t: Terms) -> np.ndarray:
@@ -1141,7 +1236,7 @@ def allocated_bytes(t: Terms) -> np.ndarray:
 
 def reported_bytes(settings: Settings, t: Terms) -> np.ndarray:
     """The peak memory the stack itself logs (stack_db memory.reports): PyTorch's max reserved
-    excludes the CUDA context and NCCL's buffers (the `reserve` term, outside the caching
-    allocator); max allocated also excludes the allocator's slack."""
+    excludes the CUDA context and NCCL's buffers (the `reserve` term) and TP overlap's buffers
+    (outside the caching allocator); max allocated also excludes the allocator's slack."""
     rep = stack_of(settings).memory.reports
     return allocated_bytes(t) if rep == "max_allocated" else reserved_bytes(t)

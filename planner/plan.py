@@ -15,6 +15,7 @@ import numpy as np
 
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
+from .recompute_modules import apply_modules
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
@@ -323,7 +324,9 @@ class Settings:
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
+    cp_rotate_method: str | None = None  # torch CP's K/V rotate method (job field, else the stack's memory.cp_ring_backward; None: not torch's)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
@@ -674,9 +677,10 @@ def _bytes_per_param(job: Job, stack, inherited: list, warnings: list) -> tuple[
     return bpp, bpp_name
 
 
-def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list) -> None:
+def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list, stack: Stack | None = None) -> None:
     """Say how the layers fall on the pipeline stages where the split is uneven or counts the
-    embedding / loss as layers (pipeline.stage_layers)."""
+    embedding / loss as layers (pipeline.stage_layers), naming whose split it is: the stack's
+    own (Stack.pipeline_ends_as_layers) or Megatron-Core's flags."""
     counted = int(plan.split_emb) + int(plan.split_loss)
     if job.pp > 1 and counted:
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
@@ -685,7 +689,8 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
         warnings.append(
             f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
             f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
-            "(Megatron-Core account_for_*_in_pipeline_split)"
+            + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers)"
+               if stack is not None and stack.pipeline_ends_as_layers else "(Megatron-Core account_for_*_in_pipeline_split)")
         )
     elif model.num_layers % (job.pp * job.vpp):
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
@@ -711,6 +716,9 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
                            "does not save the attention output (stack_db selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
+    if job.cp_rotate_method is not None and stack.memory.cp_ring_backward is None:
+        raise PlannerError(f"{where}cp_rotate_method is set but stack {stack.name}'s context parallelism is not torch's "
+                           "ring attention (stack_db memory.cp_ring_backward)", "leave it out, or choose --stack torchtitan")
     impls = stack.memory.optimizer_step_temporaries
     if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
         runs = ", ".join(impls) if impls else "its one fused optimizer only"
@@ -778,7 +786,9 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
+        recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
+        cp_rotate_method=job.cp_rotate_method or stack.memory.cp_ring_backward,
         rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
@@ -808,7 +818,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq, seq_assumed = _seq_len(job, model, warnings)
     gbs = _global_batch(job, seq, where)
-    stack = load_stack(job.stack)
+    # the job's Megatron --recompute-modules as the stack's selective policy (planner/recompute_modules.py)
+    stack = apply_modules(job, load_stack(job.stack), model, where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -816,6 +827,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
+        ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+        inherited.extend((f, True) for f in ends if not getattr(job, f))
+        job = job.model_copy(update={f: True for f in ends})
     if model.moe is not None and job.etp is None:
         # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
         # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)
@@ -830,6 +845,14 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         level = _mode_level(stack, job, where)
         job = job.model_copy(update=dict(sharding=level))
         shard = job.shard_group if job.shard_group is not None else dp
+    elif ("sharding" not in job.model_fields_set and stack.runs is not None
+          and not any(m.level == level for m in stack.runs.sharding)):
+        # a job that names no sharding, on a stack with no unsharded mode (deepseek: ZeRO-1 only;
+        # llama3-meta: its FSDP only), runs the stack's first mode (stack_db runs.sharding, in
+        # order), listed as assumed; a job that names a level the stack lacks is refused
+        level = stack.runs.sharding[0].level
+        job = job.model_copy(update=dict(sharding=level))
+        inherited.append(("sharding", level))
     plan = PlanArrays(
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
@@ -856,7 +879,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         if why is not None:
             raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
-    _split_warnings(model, job, plan, warnings)
+    _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
@@ -1086,10 +1109,13 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
+        **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
+        **({"cp_rotate_method": settings.cp_rotate_method}
+           if settings.cp_rotate_method != (settings.stack.memory.cp_ring_backward if settings.stack else None) else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

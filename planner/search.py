@@ -17,7 +17,11 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     variant 0 (with a relative margin BOUND_MARGIN); elsewhere the choice is deferred and
     made, as an unbounded search makes it, only for the candidates whose other orders step 4
     evaluates. The premise is checked bit for bit on every variant evaluated (if it fails,
-    the bound is dropped: Counts.bound_fallback);
+    the bound is dropped: Counts.bound_fallback). A variant is tried only where it fits: the
+    memory of step 2 plus what the variant adds (variant_memory: TP overlap's buffers and
+    workspaces, memory.tp_overlap_total), and a candidate's memory is then its chosen
+    variant's. (An fp8-recipe variant's weight copies, memory.quantized_weight_terms, are still
+    priced with variant 0's recipe: not gated per variant);
  4. the other rank orders, only where they can still reach the top K (branch and bound):
     a placement changes where groups communicate, never the compute or the optimizer step,
     and every time term is >= 0, so step >= compute + optimizer for every order. A
@@ -53,6 +57,7 @@ from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPU
                    resolve, stack_options)
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
+from .terms import KeyedPlan
 from .step import compute_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
@@ -171,7 +176,26 @@ TPO_TERMS = ("tp_comm", "bubble")
 BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
 
 
-def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None):
+def variant_memory(space: Space, bidx: np.ndarray) -> np.ndarray:
+    """(variants, candidates) bytes each stack variant adds to the memory priced with variant 0
+    (memory_totals) through TP overlap's buffers and workspaces (memory.tp_overlap_total: its
+    difference between the variant and variant 0; 0 for a variant with variant 0's TP overlap).
+    Additive: the same bytes on every pipeline stage, outside the allocator or in every moment
+    of _stage_terms (workspaces). Reads only memory.TP_OVERLAP_FIELDS of the base rows."""
+    b, n = space.base, len(bidx)
+    cols = {f: np.broadcast_to(np.asarray(getattr(b, f)), np.shape(b.tp))[bidx]
+            for f in mem.TP_OVERLAP_FIELDS if f != "tpo"}
+    out = np.zeros((len(space.variants), n))
+    t0 = int(space.variants[0, 0])
+    for v in range(1, len(space.variants)):
+        tv = int(space.variants[v, 0])
+        if tv != t0:
+            out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
+                      - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+    return out
+
+
+def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None, fit=None):
     """(variant index, step, floor, extra evaluations, deferred, bound held, can) of each candidate's
     fastest stack variant (space.variants) at the given rank order; variant 0 unless another
     valid one is strictly faster.
@@ -192,7 +216,9 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     Other variants (fp8 recipes) are tried everywhere they are valid.
     v0 (step, floor, rest) of variant 0 at this order, where the caller has them (the re-run
     for deferred candidates: the first run priced variant 0 there), else computed here. The
-    last item returned, beside `can`, is that (step, floor, rest) of variant 0."""
+    last item returned, beside `can`, is that (step, floor, rest) of variant 0.
+    fit (variants, candidates) bool (optional): where each variant fits in memory (variant 0's
+    memory + variant_memory); a variant is tried only there."""
     var = np.zeros(len(bidx), dtype=np.int64)
     evaluated = 0
     if v0 is None:
@@ -205,6 +231,8 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], 0), np.delete(space.variants[0], 0)))  # noqa: E731
     for v in range(1, len(space.variants)):
         ok = space.variant_ok(space.plans(bidx, rcidx), v)
+        if fit is not None:
+            ok &= fit[v]
         if only_tpo(v):
             deferred |= ok & can & ~tight
             ok &= tight
@@ -214,7 +242,7 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
         s2, f2, r2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v, rest=True)
         if bound is not None and only_tpo(v) and not (np.array_equal(r2, rest0[ok]) and np.all(s2 >= r2)):
             # the cost model no longer has the facts the bound rests on: no bound
-            out = best_variants(space, bidx, rcidx, order, can=can, v0=v0)
+            out = best_variants(space, bidx, rcidx, order, can=can, v0=v0, fit=fit)
             return out[:5] + (False, can, v0)
         evaluated += len(ok)
         better = s2 < step[ok]
@@ -261,11 +289,13 @@ def _top(keys: tuple, k: int) -> np.ndarray:
     return idx[order][:k]
 
 
-def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts):
+def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
+                  extra=None):
     """Steps 3 and 4 of the module docstring, up to the other orders' evaluation: each fitting
     candidate's variant, step and floor at its first distinct order (best_variants, with its
-    bounds unless every feasible candidate is kept), and the (candidate, order) mask of the
-    other orders that can still reach the top k. A candidate whose variant choice was deferred
+    bounds unless every feasible candidate is kept; a variant only where it fits, fm + extra
+    <= usable HBM, extra: variant_memory), and the (candidate, order) mask of the other orders
+    that can still reach the top k. A candidate whose variant choice was deferred
     (best_variants' bound) is resolved before any other order of it is evaluated."""
     settings = space.settings
     reach = bound = None
@@ -281,9 +311,12 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
 
         def bound(step0, rest0):
             return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
-    fv, step1, floor1, extra, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound)
-    c.time_evaluations = len(fb) + extra
+    fit = None if extra is None else fm + extra <= mem.capacity(settings)[1]
+    fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit)
+    c.time_evaluations = len(fb) + evals
     c.bound_fallback |= not held
+    if extra is not None:  # the chosen variant's memory (memory: no bound, nothing deferred)
+        fm = fm + extra[fv, np.arange(len(fb))]
     obj1 = fm if objective == "memory" else _objective(objective, settings, space, step1, fm, fb)
     k = min(top, len(fb))
     kth = np.partition(obj1, k - 1)[k - 1]  # the k-th best of real candidates: >= the final k-th
@@ -299,7 +332,7 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         # a deferred candidate evaluated at another order: its variant as an unbounded search chooses it
         # (variant 0 was priced there by the first run: its figures are reused)
         v2, s2, f2, e2, *_ = best_variants(space, fb[need], fr[need], first_order[need], can=can[need],
-                                           v0=tuple(x[need] for x in v0))
+                                           v0=tuple(x[need] for x in v0), fit=None if fit is None else fit[:, need])
         fv[need], step1[need], floor1[need] = v2, s2, f2
         c.time_evaluations += e2
         resolved[need] = True
@@ -311,18 +344,21 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
 PREFILTER_SEED = 8192
 
 
-def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts):
+def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
+               extra=None):
     """Before step 3: (keep mask, floors, seed evaluations) of the fitting candidates that can
     still rank, or None where no bound applies. Each candidate's compute floor
     (step.compute_floor: step_time's compute term without the DP copies, no communication
     priced) is a lower bound on its step time at every rank order and every stack variant that
     differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS: the bound
     applies only when every variant is such). The PREFILTER_SEED candidates with the lowest
-    floors are priced (best_variants at the first order, unbounded); their k-th best objective
+    floors are priced (best_variants at the first order, unbounded, each variant only where it
+    fits: `extra`, variant_memory, as _first_orders gates it); their k-th best objective
     K0 is >= the final k-th best (more candidates only lower it), so a candidate whose floor's
-    objective exceeds K0 (1 + BOUND_MARGIN) cannot rank: it is dropped before step 3. What
-    _first_orders then computes on the rest is what it computes on all (the k best of variant 0
-    are kept, so its own bounds see the same k-th). The fact step >= floor is checked on the
+    objective exceeds K0 (1 + BOUND_MARGIN) cannot rank: it is dropped before step 3. Every
+    candidate that can rank is kept, so the k-th best variant-0 step _first_orders bounds with
+    on the rest is still >= the final k-th (its bounds stay exact; they may prune a little less
+    than on all). The fact step >= floor is checked on the
     seed here and on every kept candidate by the caller (search_one); where it fails, nothing is
     dropped (Counts.bound_fallback)."""
     n = len(fb)
@@ -337,7 +373,9 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     for s in _blocks(n, TIME_CHUNK):
         low[s] = compute_floor(settings, space.plans(fb[s], fr[s], first_order[s], zero[s]))
     seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
-    _, s0, *_ = best_variants(space, fb[seed], fr[seed], first_order[seed])
+    # a variant only where it fits (variant 0's memory + variant_memory `extra`), as _first_orders tries it
+    fit = None if extra is None else fm[seed] + extra[:, seed] <= mem.capacity(settings)[1]
+    _, s0, *_ = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
@@ -382,20 +420,25 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c)
+    # a stack variant changes memory only through TP overlap's buffers: gated per variant (variant_memory)
+    extra = variant_memory(space, fb) if len(space.variants) > 1 else None
+    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if pre is not None:
         keep, low, seeded = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
-        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c)
+        ke = None if extra is None else extra[:, keep]
+        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke)
         c.time_evaluations += seeded
         if np.all(step1 >= low[keep]):
             c.prefilter_dropped = len(fb) - len(kb)
-            fb, fr, fm, first_order = kb, kr, km, ko
+            fb, fr, fm, first_order, extra = kb, kr, km, ko, ke
         else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
             c.bound_fallback = True
             pre = None
     if pre is None:
-        fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c)
+        fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
+    if extra is not None:  # each candidate's memory with its chosen variant
+        fm = fm + extra[fv, np.arange(len(fb))]
     oi, ri = np.nonzero(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
     step2, floor2 = step_times(space, pb, pr, po, pv)

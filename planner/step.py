@@ -98,6 +98,7 @@ from .layers.common import ACT_BYTES
 from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
+from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Groups, Terms
@@ -226,7 +227,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = mixer.cp_ring(ctx)
-            k_f, k_b = cp_kernel_factor(plan.cp, ring)
+            k_f, k_b = cp_kernel_factor(plan.cp, ring, cp_spec(sc).kernel == "one")
             pass_f, pass_b = cp_pass_times(sc, ring)
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
@@ -248,7 +249,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
         sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
-                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0))
+                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0)
+                 + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm)  # named norms / MoE activation (recompute_modules.py)
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
@@ -269,17 +271,29 @@ def layer_times(sc: StepCtx) -> LayerTimes:
 
 def cp_spec(sc: StepCtx):
     """The stack's context-parallel attention (schema.ContextParallelSpec); a stack file that
-    does not say runs the default stack's (Transformer Engine's P2P ring), a named assumption."""
-    return sc.stack.context_parallel or default_stack().context_parallel
+    does not say runs the default stack's (Transformer Engine's P2P ring), a named assumption.
+    A job's torch rotate method alltoall (Settings.cp_rotate_method, torchtitan [parallelism]
+    context_parallel_rotate_method) passes K/V as a ring: torch 2.13 _context_parallel/_attention.py
+    _AllToAllRotater.exchange_buffers permutes the torch.cat([k, v]) to the next rank at every
+    step but the last, waited at the next step's start (the allgather rotater's one all-gather
+    otherwise); the dK/dV exchange is an all-to-all permute with either method."""
+    spec = sc.stack.context_parallel or default_stack().context_parallel
+    if sc.settings.cp_rotate_method == "alltoall" and sc.stack.memory.cp_ring_backward is not None:
+        spec = spec.model_copy(update={"fwd_kv": "ring", "bwd_kv": "ring"})
+    return spec
 
 
-def cp_kernel_factor(cp, ring):
+def cp_kernel_factor(cp, ring, one: bool = False):
     """(forward, backward) time of a ring-attention core over the unsplit kernel's. Each ring
     step runs its own kernel on 1/steps of the core's FLOPs (load-balanced causal split into 2
     cp chunks: ContextParallelSpec): the first step the local queries against the local keys
     (s / cp keys a query block), every later one against half a rank's (s / (2 cp)), at the
     FlashAttention-2 rate of its key length relative to the unsplit kernel's (compute.
-    attention_block_rate [7]); capped at a window's reach. 1 without CP."""
+    attention_block_rate [7]); capped at a window's reach. 1 without CP, and for a stack that runs
+    the local queries as one kernel against the gathered K/V (`one`, ContextParallelSpec kernel
+    one): the unsplit kernel's rate on 1/cp of its FLOPs (assumed)."""
+    if one:
+        return np.float64(1.0), np.float64(1.0)
     steps = ring["sends"] + 1.0
     c = np.maximum(np.asarray(cp, dtype=np.float64), 1.0)
     full = ring["keys"]
@@ -711,6 +725,9 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
                beside its step's kernel; after_step (torch): the K/V as forward (ring or
                all-gather), and a dK/dV send after every step's kernel beside the next step's,
                the last one exposed.
+      kernel one (Llama 3's all-gather CP): forward one all-gather of every rank's K/V before the
+               single kernel, backward the all-gather again and a reduce-scatter of the gathered
+               K/V's gradients after it: nothing beside them, all exposed.
     dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
     plan, x = sc.plan, sc.x
     spec = cp_spec(sc)
@@ -733,8 +750,12 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
         ag = np.where(n > 0, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)  # the gathered buffer
         return _hide(ag, window, x), ag
 
-    fwd = kv_pass(spec.fwd_kv, wf)
     some = n > 0
+    if spec.kernel == "one":  # the exchange before / after the one kernel: exposed
+        ag = np.where(some, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)
+        rs = np.where(some, coll(comm.REDUCE_SCATTER, dkv * plan.cp, plan.cp, stride), 0.0)
+        return (ag, ag), (ag + rs, ag + rs)
+    fwd = kv_pass(spec.fwd_kv, wf)
     if spec.dkv == "with_kv":
         b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
         b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)

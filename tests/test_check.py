@@ -485,3 +485,31 @@ def test_schema_other_kinds(run):
     r = run("schema", "plan")
     assert r.exit_code == 2
     _errors_only(r, "plan", "job")
+
+
+def test_tp_overlap_off_is_a_suggested_fix():
+    """Meta's 405B layout on the megatron stack with ZeRO-2 (Megatron-FSDP optim_grads) and TP
+    overlap: Transformer Engine's userbuffers (24 T h B = 3 GiB at 8,192 tokens, h 16,384, outside
+    the allocator: memory.py [ub]) push it over the usable HBM; turning the overlap off is a
+    checked fix, its memory that of the same job without overlap, its step that job's, spelled
+    in Megatron's flags."""
+    from planner.check import evaluate_job, suggest
+    from planner.trainers import spell_change
+
+    base = dict(model="llama3-405b", gpus=16384, tp=8, cp=1, pp=16, vpp=8, micro_batch=1, global_batch=2048,
+                seq_len=8192, sharding="zero2", account_for_embedding_in_pipeline_split=True,
+                account_for_loss_in_pipeline_split=True)
+    job = Job(**base, tp_comm_overlap=True)
+    res = evaluate_job(job)
+    assert res["memory"]["total_bytes"] > res["memory"]["usable_bytes"]
+    lad = ladders(job, res)
+    assert [c.update for c in lad["tp_comm_overlap"]] == [{"tp_comm_overlap": False}]
+    off = [s for s in suggest(job, res, Gates()) if s.changes[0].knob == "tp_comm_overlap"]
+    assert len(off) == 1 and len(off[0].changes) == 1
+    plain = evaluate_job(Job(**base, tp_comm_overlap=False))
+    assert off[0].ev.res["memory"]["total_bytes"] == plain["memory"]["total_bytes"] <= plain["memory"]["usable_bytes"]
+    assert res["memory"]["total_bytes"] - plain["memory"]["total_bytes"] == pytest.approx(24 * 8192 * 16384 + 3 * (32 * 2**20 + 1024), rel=1e-9)
+    assert off[0].ev.res["time"]["step_s"] == plain["time"]["step_s"]
+    assert spell_change("megatron", "tp_comm_overlap", off[0].ev.res["plan"]) == "drop --tp-comm-overlap"
+    # a plan without overlap has no such rung
+    assert ladders(Job(**base), plain)["tp_comm_overlap"] == []

@@ -69,6 +69,14 @@ def test_meta_layout_with_its_stated_sharding_fits_under_the_headroom():
     assert float(z2.memory.total) > 0.9 * 80e9 and z2.fits  # over the datasheet's 67.1 GiB usable, under 71.18
     # full recompute (which Meta did not need) fits it on the distributed optimizer: 23.7 GiB
     assert _eval(sharding="zero1", recompute="full", **META).fits
+    # with TP overlap (which the paper does not describe) it does not: Transformer Engine's
+    # userbuffers, 24 B x 8,192 tokens x h outside the allocator (3 GiB), and its GEMMs' 3 x
+    # (32 MiB + 1 KiB) cuBLAS workspace (planner/memory.py [ub]): 74.0 GiB
+    z2o = _eval(sharding="zero2", tp_comm_overlap=True, **META)
+    extra = 24 * 8192 * H + 3 * (32 * 2**20 + 1024)
+    assert float(z2o.memory.total) == pytest.approx(float(z2.memory.total) + extra, rel=1e-12)
+    assert float(z2o.memory.total) / GIB == pytest.approx(74.00, abs=0.01)
+    assert not z2o.fits
 
 
 def test_the_top_plans_cp2_halves_the_tokens_a_rank_holds():

@@ -188,7 +188,7 @@ def _without_cp_ring(settings, rotate=None):
 
     st = settings.stack
     mem = st.memory.model_copy(update={"cp_ring_backward": rotate})
-    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}), cp_rotate_method=rotate)
 
 
 def test_cp_ring_attention_backward_by_hand(explain):
@@ -211,7 +211,45 @@ def test_cp_ring_attention_backward_by_hand(explain):
     ag = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
     a2a = stage_memory_terms(_without_cp_ring(settings, "alltoall"), plan)[STAGE_FIRST].recompute_buffer
     assert float(ag - a2a) == 8 * 2048 * 1024
+    # the job field (torchtitan's context_parallel_rotate_method) chooses it the same way
+    settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8, cp_rotate_method="alltoall")
+    assert settings.cp_rotate_method == "alltoall"
+    assert float(stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer) == float(a2a)
     # without CP nothing moves
     settings, plan, _, _ = _tt(explain, pp=2, global_batch=8)
     t = stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer
     assert float(t) == float(stage_memory_terms(_without_cp_ring(settings), plan)[STAGE_FIRST].recompute_buffer)
+
+
+def test_cp_rotate_method_memory_by_hand_and_export(tmp_path):
+    """The rotate method's K/V in torch's ring-attention backward [cp1]: the all-gathered K/V
+    of every cp rank (4 cp B per element of the local K, bf16 K and V) or the received and the
+    next permute output (alltoall: 8 B). Llama 3 8B, tp 1, cp 8, 131,072 tokens: T = 16,384
+    local tokens, K elements 16,384 x 8 KV heads x 128 = 16,777,216; the all-gather holds
+    (32 - 8) B x that = 402,653,184 B (0.375 GiB) more. The export writes the method back and
+    the TOML reads back the same plan."""
+    import numpy as np
+
+    from planner.cli.export import resolved_plan
+    from planner.layers import context, layer_list
+    from planner.memory import cp_attention_backward_extra
+    from planner.plan import resolve
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    job = Job(model="llama3-8b", gpus=8, cp=8, seq_len=131072, global_batch=1, stack="torchtitan", sharding="fsdp",
+              cp_rotate_method="alltoall")
+    settings, plan, _ = resolve(job)
+    ctx, kind = context(plan), layer_list(settings.model).kinds[0]
+    got = {r: float(np.ravel(cp_attention_backward_extra(kind, ctx, plan, r))[0]) for r in ("allgather", "alltoall")}
+    assert got["allgather"] - got["alltoall"] == 24 * 16384 * 8 * 128 == 402_653_184
+    rp = resolved_plan(job)
+    assert rp["cp_rotate_method"] == "alltoall"
+    text, _ = export_plan(rp, "torchtitan")
+    assert 'context_parallel_rotate_method = "alltoall"' in text
+    p = tmp_path / "cp.toml"
+    p.write_text(text)
+    assert load_trainer_config(p).job["cp_rotate_method"] == "alltoall"
+    # the default method is the stack's and is not written
+    assert "context_parallel_rotate_method" not in export_plan(resolved_plan(job.model_copy(update={"cp_rotate_method": None})), "torchtitan")[0]

@@ -247,11 +247,19 @@ def brute_force(gpus, hardware, gbs, max_cp, max_mbs):
     stacked = PlanArrays(**{f: np.array([getattr(feasible[k][0], f) for k in keys]) for f in PlanArrays.__dataclass_fields__})
     step = step_time(settings, stacked)[0].total
     # the stack's options are part of a plan: megatron can overlap TP communication (with SP,
-    # tp > 1), and fit keeps the faster of off and on (space.variant_choices)
+    # tp > 1), and fit keeps the faster of off and on (space.variant_choices) where it fits with
+    # TP overlap's own buffers (memory.tp_overlap_bytes); the plan's memory is then the overlap's
     can = (stacked.sp > 0) & (stacked.tp > 1)
     stacked.tpo = np.where(can, 1, 0)
-    step = np.where(can, np.minimum(step, step_time(settings, stacked)[0].total), step)
-    for k, t in zip(keys, step):
+    mem_on = mem.memory_terms(settings, stacked)[0].total
+    step_on = step_time(settings, stacked)[0].total
+    better = can & (mem_on <= usable) & (step_on < step)
+    counts["overlap_chosen"] = int(better.sum())
+    counts["least_memory_plain"] = min(feasible[k][1] for k in keys)  # without TP overlap: the closest plan's
+    step = np.where(better, step_on, step)
+    for k, t, m_on, b in zip(keys, step, mem_on, better):
+        if b:
+            feasible[k][1] = float(m_on)
         feasible[k].append(float(t))
     return counts, feasible
 
@@ -280,6 +288,7 @@ def test_brute_force_same_counts_and_feasible_set(small):
     # a real test: every branch taken many times (76 plans over the 0.9 x 39.42 GiB an A100 40GB
     # reports to CUDA, hardware_db hbm_visible_GiB; 100+ over the datasheet's 0.9 x 40e9 B)
     assert counts["did_not_fit"] > 50 and counts["broke"] > 100 and counts["feasible"] > 1000
+    assert counts["overlap_chosen"] > 100  # plans whose memory is the TP-overlap variant's
     f = res.feasible[0]
     space = f["space"]
     plans = space.plans(f["base"], f["rc"], f["order"], f["var"])
@@ -320,7 +329,7 @@ def test_brute_force_closest_when_nothing_fits(small):
     with pytest.raises(NoFitError) as e:
         fit(tight, opts=opts)
     settings, _, _, _ = settings_for(tight)
-    least = min(m for _, m, _ in feasible.values()) + (36.0 - 1.0) * GiB  # the reserve is a plain term
+    least = counts["least_memory_plain"] + (36.0 - 1.0) * GiB  # the reserve is a plain term
     closest = e.value.closest["memory"]
     assert closest["total_bytes"] == pytest.approx(least, rel=1e-12)
     assert e.value.overflow_bytes == pytest.approx(closest["total_bytes"] - closest["usable_bytes"])

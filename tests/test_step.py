@@ -413,3 +413,51 @@ def test_cp_recompute_sends_the_forward_again(explain):
     _, _, _, full = explain(**job, recompute="full")
     assert full["time"]["cp_comm_total_s"] == pytest.approx(none["time"]["cp_comm_total_s"] * 4 / 3, rel=1e-12)
     assert full["time"]["cp_compute_s"] > none["time"]["cp_compute_s"]
+
+
+@pytest.mark.parametrize("gbps", [450, 0.5])
+def test_cp_torch_alltoall_ring_by_hand(explain, tmp_path, gbps):
+    """torchtitan with [parallelism] context_parallel_rotate_method "alltoall" (job field
+    cp_rotate_method): torch's _AllToAllRotater permutes the local K/V to the next rank at every
+    step but the last, each waited at the next step's start, so each send hides behind one
+    step's kernel (a ring), where the default all-gather rotater's one all-gather hides behind the
+    first step's kernel alone. cp = 4 inside a node (tp 2), 8,192 tokens, m = 2: forward 3 K/V
+    sends, backward 3 K/V sends and 4 fp32 dK/dV sends (the last exposed). At 450 GB/s both
+    methods hide nearly all of it; on a 0.5 GB/s link (a hardware file) each send outlasts its
+    step's kernel and the all-gather, held against one step only, exposes more."""
+    from planner.compute import ATTN_BWD_FLOPS_RATIO, attention_block_rate, attention_rates
+
+    hw_arg = _slow_nvlink_hw(tmp_path, gbps)
+    hw = load_hardware(hw_arg)
+    job = dict(model="llama3-8b", gpus=8, tp=2, cp=4, global_batch=2, micro_batch=1, seq_len=8192, stack="torchtitan",
+               sharding="fsdp", hardware=hw_arg)
+    _, _, _, ring = explain(**job, cp_rotate_method="alltoall")
+    _, _, _, ag_js = explain(**job, cp_rotate_method="allgather")
+    _, _, _, default = explain(**job)
+    assert default["time"] == ag_js["time"]  # torchtitan's default rotate method
+    assert ring["plan"]["cp_rotate_method"] == "alltoall" and "cp_rotate_method" not in ag_js["plan"]
+    cp, m, layers = 4, 2, 32
+    T = 8192 // cp
+    kv_el = T * 2 * (8 // 2) * 128  # K and V, 8 KV heads over tp 2, head dim 128
+    p = comm.comm_params(hw)
+    t_kv = float(comm.group_collective(comm.SEND_RECV, kv_el * 2, cp, 2, p, comm.AUTO, job_gpus=8)[0].time_s)
+    t_dkv = float(comm.group_collective(comm.SEND_RECV, kv_el * 4, cp, 2, p, comm.AUTO, job_gpus=8)[0].time_s)
+    ag = float(comm.group_collective(comm.ALL_GATHER, kv_el * 2 * cp, cp, 2, p, comm.AUTO, job_gpus=8)[0].time_s)
+    fwd_rate, bwd_rate = attention_rates(hw)
+    flops = 4 * T * 8192 * 32 * 128 / 2 / 2  # local queries x all keys, 32 heads over tp 2, causal
+    speed = load_stack("torchtitan").attention_speed
+    kf = [float(attention_block_rate(8192, b) * (0.25 / attention_block_rate(2048, b) + 0.75 / attention_block_rate(1024, b)))
+          for b in (False, True)]
+    core_f, core_b = flops / fwd_rate / speed, ATTN_BWD_FLOPS_RATIO * flops / bwd_rate / speed
+    wf, wb = kf[0] * core_f / cp, kf[1] * core_b / cp  # one step's kernel
+    x = load_stack("torchtitan").overlap.overlapped_exposed_fraction
+    n = cp - 1
+    exp_ring = n * _hide(t_kv, wf, x) + n * _hide(t_kv, wb, x) + n * _hide(t_dkv, wb, x) + t_dkv
+    exp_ag = _hide(ag, wf, x) + _hide(ag, wb, x) + n * _hide(t_dkv, wb, x) + t_dkv
+    assert ring["time"]["cp_comm_total_s"] == pytest.approx(m * layers * (2 * n * t_kv + cp * t_dkv), rel=1e-9)
+    assert ring["time"]["cp_comm_s"] == pytest.approx(m * layers * exp_ring, rel=1e-9)
+    assert ag_js["time"]["cp_comm_s"] == pytest.approx(m * layers * exp_ag, rel=1e-9)
+    if gbps != 450:
+        assert ring["time"]["cp_comm_s"] < ag_js["time"]["cp_comm_s"]
+    # everything but the exchange is the same plan's
+    assert ring["time"]["cp_compute_s"] == ag_js["time"]["cp_compute_s"]

@@ -883,3 +883,29 @@ def test_megatron_window_flags_define_layer_kinds(tmp_path):
         p.write_text(base + extra)
         with pytest.raises(PlannerError, match=msg):
             load_trainer_config(p, gpus=8)
+
+
+def test_torchtitan_cp_rotate_method(tmp_path):
+    """[parallelism] context_parallel_rotate_method (torchtitan job_config.py @e347b1e5e:
+    Literal["allgather", "alltoall"], default allgather) is the job field cp_rotate_method; any
+    other value is refused as torchtitan refuses it; without CP it is listed as ignored."""
+    p = _variant(tmp_path, TOML, "context_parallel_degree = 1",
+                 'context_parallel_degree = 2\ncontext_parallel_rotate_method = "alltoall"')
+    cfg = load_trainer_config(p, gpus=64)
+    assert cfg.job["cp"] == 2 and cfg.job["cp_rotate_method"] == "alltoall"
+    settings, _, _ = resolve(Job.model_validate(cfg.job))
+    assert settings.cp_rotate_method == "alltoall"
+    assert not any("rotate" in n for n in cfg.not_modelled)
+    bad = _variant(tmp_path, TOML, "context_parallel_degree = 1",
+                   'context_parallel_degree = 2\ncontext_parallel_rotate_method = "ring"', name="bad.toml")
+    with pytest.raises(PlannerError, match=r"context_parallel_rotate_method 'ring' is not one torchtitan accepts") as e:
+        load_trainer_config(bad, gpus=64)
+    assert "allgather, alltoall" in e.value.hint
+    one = _variant(tmp_path, TOML, "context_parallel_degree = 1",
+                   'context_parallel_degree = 1\ncontext_parallel_rotate_method = "alltoall"', name="one.toml")
+    cfg = load_trainer_config(one, gpus=64)
+    assert "cp_rotate_method" not in cfg.job
+    assert any(i.startswith("parallelism.context_parallel_rotate_method=alltoall") for i in cfg.ignored)
+    # a stack whose CP is not torch's ring attention has no rotate method
+    with pytest.raises(PlannerError, match="cp_rotate_method is set but stack megatron"):
+        resolve(Job(model="llama3-8b", gpus=8, cp=2, cp_rotate_method="alltoall", stack="megatron"))

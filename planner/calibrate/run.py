@@ -97,6 +97,7 @@ from .. import files
 from ..files import check_name as _check_name, is_file as _is_file, read_bytes as _read_bytes
 from ..errors import PlannerError
 from ..explain import evaluate
+from ..memory import outside_bytes
 from ..plan import PlanArrays, Settings, resolve
 from ..profile import (
     RUN_PARAMETERS, STACK_PARAMETERS, RunCalibration, RunFitSettings, RunInputFile, RunKnobs, RunMeasurement,
@@ -541,7 +542,7 @@ def predict_many(run: MeasuredRun, values: dict[str, np.ndarray]) -> dict[str, n
         run.settings = replace(run.settings, comm_memo={})
     est = evaluate(replace(run.settings, knobs=knobs), _repeat(run.plan, n))
     mem = est.memory
-    reserved = np.broadcast_to(mem.total - mem.reserve, (n,))
+    reserved = np.broadcast_to(mem.total - outside_bytes(mem), (n,))
     return {"step_time": np.broadcast_to(est.time.total, (n,)), "max_reserved": reserved,
             "max_allocated": np.broadcast_to(reserved - mem.allocator_slack, (n,))}
 
@@ -591,7 +592,7 @@ def predict_batch(runs: list[MeasuredRun], members: list[int], values: dict[str,
     mem = est.memory
     total = n * m
     step = np.broadcast_to(est.time.total, (total,)).reshape(m, n)
-    reserved = np.broadcast_to(mem.total - mem.reserve, (total,))
+    reserved = np.broadcast_to(mem.total - outside_bytes(mem), (total,))
     allocated = np.broadcast_to(reserved - mem.allocator_slack, (total,)).reshape(m, n)
     reserved = reserved.reshape(m, n)
     return {i: {"step_time": step[c], "max_reserved": reserved[c], "max_allocated": allocated[c]}

@@ -97,6 +97,7 @@ TERM_LABELS = {
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
+    "tp_overlap_buffers": "TP overlap buffers (outside the allocator)",
     "reserve": "CUDA context + NCCL reserve",
 }
 

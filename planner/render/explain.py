@@ -11,7 +11,8 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "model_buffers", "quantized_weights",
                 "workspaces", "mpu_buffer", "optimizer_step", "stream_pools",
-                "allocator_slack", "reserve")
+                "allocator_slack", "tp_overlap_buffers", "reserve")
+_SHOWN_IF_ANY = ("tp_overlap_buffers",)  # a row only where the plan has it (TP overlap on)
 
 
 def emit_explain(res: dict, warnings: list[str], fmt: Format, inherited: tuple = ()) -> None:
@@ -32,7 +33,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}")
     out.print(
         f"  {shard}, micro-batch {p['micro_batch']} x {p['microbatches_per_step']} per step, global batch "
-        f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}, "
+        f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}"
+        + (f" ({' '.join(p['recompute_modules'])})" if p.get("recompute_modules") else "") + ", "
         f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}, {p['precision']}"
     )
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
@@ -73,7 +75,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     tab.add_column("GiB", justify="right")
     rows = [(TERM_LABELS[k], t[k]) for k in _STATE_TERMS]
     rows.append(("[bold]model states[/bold]", t["weights"] + t["gradients"] + t["master_weights"] + t["adam"]))
-    rows += [(TERM_LABELS[k], t[k]) for k in _OTHER_TERMS]
+    rows += [(TERM_LABELS[k], t[k]) for k in _OTHER_TERMS if k not in _SHOWN_IF_ANY or t.get(k)]
     for name, v in rows:
         tab.add_row(name, gb(v), gib(v))
     tab.add_row("[bold]total[/bold]", f"[bold]{gb(m['total_bytes'])}[/bold]", gib(m["total_bytes"]))

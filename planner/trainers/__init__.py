@@ -324,6 +324,10 @@ def spell_change(fmt: str, knob: str, plan: dict) -> str:
         mode = next((m for m in (runs.sharding if runs else ()) if m.name == plan.get("sharding_mode")), None)
         return mode.spelling if mode is not None else f"sharding {plan['sharding']}"
     pp = plan["pp"]
+    if knob == "tp_comm_overlap":  # offered only where the plan overlaps, on a stack that can
+        return {"megatron": "drop --tp-comm-overlap",
+                "torchtitan": "[parallelism] enable_async_tensor_parallel = false",
+                "deepspeed": "tp_comm_overlap off"}[fmt]
     if knob == "micro_batch":
         return {"megatron": f"--micro-batch-size {plan['micro_batch']}",
                 "torchtitan": (f"[parallelism] pipeline_parallel_microbatch_size = {plan['micro_batch']}" if pp > 1

@@ -19,7 +19,9 @@ Read and modelled (section.key -> planner job field):
                                    leftover ranks), tensor_parallel_degree,
                                    pipeline_parallel_degree, context_parallel_degree,
                                    pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
-                                   pipeline_parallel_layers_per_stage, enable_async_tensor_parallel
+                                   pipeline_parallel_layers_per_stage, enable_async_tensor_parallel,
+                                   context_parallel_rotate_method (-> cp_rotate_method:
+                                   allgather | alltoall, anything else refused)
   [activation_checkpoint] mode (none|selective|full), selective_ac_option ('op' or an
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")
@@ -79,6 +81,10 @@ TORCHTITAN_MODELS: dict[tuple[str, str], tuple[str, dict]] = {
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
 LOOPED = {"Interleaved1F1B"}
 RANK_ORDER = "tp-cp-dp-pp"  # [6]
+# Parallelism.context_parallel_rotate_method: Literal["allgather", "alltoall"] = "allgather"
+# (pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e l. 446; set_rotate_method in
+# torchtitan/distributed/utils.py): how torch's ring attention passes K/V between the cp ranks
+CP_ROTATE_METHODS = ("allgather", "alltoall")
 
 MODELLED = {
     "model": {"name", "flavor", "converters"},
@@ -89,7 +95,7 @@ MODELLED = {
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
                     "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
                     "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
-                    "pipeline_parallel_last_stage_less_layers"},
+                    "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
@@ -165,7 +171,8 @@ def _int(where: str, key: str, v, minimum: int = 1, allowed: tuple = ()) -> int:
 # converters and compile.components are list[str], a comma-separated string accepted too)
 STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_parallel_schedule"),
             ("activation_checkpoint", "mode"), ("training", "dtype"), ("training", "mixed_precision_param"),
-            ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward"), ("optimizer", "implementation")}
+            ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward"), ("optimizer", "implementation"),
+            ("parallelism", "context_parallel_rotate_method")}
 STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
 BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel")}
 
@@ -294,6 +301,15 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if tp > 1:
         job["sequence_parallel"] = True
         assumed.append("sequence_parallel=true: torchtitan's TP shards the norms' sequence dimension (SequenceParallel)")
+    if "context_parallel_rotate_method" in par:  # torch CP's K/V exchange (stack_db memory.cp_ring_backward)
+        rot = par["context_parallel_rotate_method"]
+        if rot not in CP_ROTATE_METHODS:
+            raise PlannerError(f"{where}[parallelism] context_parallel_rotate_method {_short(rot)} is not one torchtitan accepts",
+                               f"valid: {', '.join(CP_ROTATE_METHODS)} (torchtitan/config/job_config.py @e347b1e5e)")
+        if cp > 1:
+            job["cp_rotate_method"] = rot
+        else:
+            ignored.append(fmt_ignored("parallelism.context_parallel_rotate_method", rot) + " (context_parallel_degree 1)")
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
 
