@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -19,7 +19,10 @@ from .recompute_modules import apply_modules
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
-from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
+from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic models load only with a profile
+
+if TYPE_CHECKING:
+    from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
 from .startup import BY_CODE, rules_for, stack_order_ok
 
@@ -132,6 +135,14 @@ class PlanArrays:
 
     def take(self, idx) -> "PlanArrays":
         n = np.shape(self.tp)
+        idx = np.asarray(idx)
+        if len(n) == 1 and idx.dtype.kind in "iu":
+            # positions into 1-d columns (the search's blocks): the same values as below, by
+            # take, and a scalar default filled rather than broadcast and indexed (faster)
+            def at(v):
+                return np.full(idx.shape, v, dtype=np.int64) if np.ndim(v) == 0 else v.take(idx)
+
+            return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
 
         def at(v):  # a field left at its scalar default takes every candidate's value
             return (np.broadcast_to(v, n) if np.ndim(v) == 0 and len(n) else v)[idx]
@@ -366,11 +377,22 @@ def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) 
     return hw, source
 
 
+def _run_knobs(calibration, stack_name: str, hardware_name: str) -> RunKnobs:
+    """profile.run_knobs; without a profile its answer, the identity, without importing it."""
+    if calibration is None:
+        return IDENTITY_KNOBS
+    from .profile import run_knobs
+
+    return run_knobs(calibration, stack_name, hardware_name)
+
+
 def _load_calibration(path, hw: Hardware | None = None):
     """The profile at `path`; its measured GEMM rates must not exceed `hw`'s dense peaks (a
     profile of another GPU, or a peak below its measurements, would give an MFU above 100%)."""
     if path is None:
         return None
+    from .profile import load_profile
+
     prof = load_profile(path)
     gemm = getattr(prof, "gemm", None)
     if hw is not None and gemm is not None:
@@ -776,7 +798,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),
         hardware_sha256=file_sha256(hardware_file),
-        knobs=run_knobs(calibration, stack.name, hw.name),
+        knobs=_run_knobs(calibration, stack.name, hw.name),
     )
     return settings
 
