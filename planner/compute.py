@@ -17,7 +17,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from .layers.common import GemmShape, shapes
 from .params import count_params
 from .plan import FP8, NVFP4, PRECISION_CODES, RC_FULL, RC_SELECTIVE
 from .power import power_rate_fraction
-from .profile import GemmCalibration, GemmRow
+if TYPE_CHECKING:  # annotations only: the profile's pydantic models load with a profile (planner/knobs.py)
+    from .profile import GemmCalibration, GemmRow
 from .schema import ModelSpec
 from .terms import Terms
 

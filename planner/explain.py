@@ -16,7 +16,7 @@ from .compute import flops_summary, price_gemms
 from .layers import context, layer_list
 from .params import count_params
 from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
-from .profile import RUN_PARAMETER_AFFECTS
+from .knobs import RUN_PARAMETER_AFFECTS
 from .stacks import stack_of
 from .step import step_time, throughput
 from .terms import Terms

@@ -276,6 +276,7 @@ from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import kernel_bytes, sharding_traits, stack_of
 from .terms import Groups, Terms
@@ -607,8 +608,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     fully recomputed layer keeps. Full recompute keeps only the inputs of the layers it
     re-runs [2] and re-materialises one layer's activations during that layer's backward pass
     (the seed's sec. 8.1: one layer's 34 sbh), all but the layer input, which is the checkpoint
-    already counted; selective recompute keeps what the stack's policy saves, and the tensors
-    it re-runs exist for one layer at a time."""
+    already counted; selective recompute keeps what the stack's policy saves (the job's
+    Megatron --recompute-modules replace it: planner/recompute_modules.py, whose norm_drops
+    names the norm outputs each kind discards), and the tensors it re-runs exist for one layer
+    at a time."""
     stack = stack_of(settings)
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
@@ -625,12 +628,13 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     stored, buffers = [], []
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
+        kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=drops, core_out_bytes=co)
+                                         drops=kd, core_out_bytes=co)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered, fp8_bytes=f8, drops=drops), 0.0)
+                                                             gathered_input=gathered, fp8_bytes=f8, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
+from .recompute_modules import apply_modules
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
-from .profile import IDENTITY_KNOBS, CalibrationProfile, RunKnobs, load_profile, run_knobs
+from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic models load only with a profile
+
+if TYPE_CHECKING:
+    from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
 from .startup import BY_CODE, rules_for, stack_order_ok
 
@@ -131,6 +135,14 @@ class PlanArrays:
 
     def take(self, idx) -> "PlanArrays":
         n = np.shape(self.tp)
+        idx = np.asarray(idx)
+        if len(n) == 1 and idx.dtype.kind in "iu":
+            # positions into 1-d columns (the search's blocks): the same values as below, by
+            # take, and a scalar default filled rather than broadcast and indexed (faster)
+            def at(v):
+                return np.full(idx.shape, v, dtype=np.int64) if np.ndim(v) == 0 else v.take(idx)
+
+            return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
 
         def at(v):  # a field left at its scalar default takes every candidate's value
             return (np.broadcast_to(v, n) if np.ndim(v) == 0 and len(n) else v)[idx]
@@ -313,6 +325,7 @@ class Settings:
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     cp_rotate_method: str | None = None  # torch CP's K/V rotate method (job field, else the stack's memory.cp_ring_backward; None: not torch's)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
@@ -365,11 +378,22 @@ def _apply_power_limit(hw: Hardware, job: Job, where: str, warnings: list[str]) 
     return hw, source
 
 
+def _run_knobs(calibration, stack_name: str, hardware_name: str) -> RunKnobs:
+    """profile.run_knobs; without a profile its answer, the identity, without importing it."""
+    if calibration is None:
+        return IDENTITY_KNOBS
+    from .profile import run_knobs
+
+    return run_knobs(calibration, stack_name, hardware_name)
+
+
 def _load_calibration(path, hw: Hardware | None = None):
     """The profile at `path`; its measured GEMM rates must not exceed `hw`'s dense peaks (a
     profile of another GPU, or a peak below its measurements, would give an MFU above 100%)."""
     if path is None:
         return None
+    from .profile import load_profile
+
     prof = load_profile(path)
     gemm = getattr(prof, "gemm", None)
     if hw is not None and gemm is not None:
@@ -764,6 +788,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
+        recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         cp_rotate_method=job.cp_rotate_method or stack.memory.cp_ring_backward,
         rope_cache=job.rope_cache,
@@ -775,7 +800,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),
         hardware_sha256=file_sha256(hardware_file),
-        knobs=run_knobs(calibration, stack.name, hw.name),
+        knobs=_run_knobs(calibration, stack.name, hw.name),
     )
     return settings
 
@@ -795,7 +820,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq, seq_assumed = _seq_len(job, model, warnings)
     gbs = _global_batch(job, seq, where)
-    stack = load_stack(job.stack)
+    # the job's Megatron --recompute-modules as the stack's selective policy (planner/recompute_modules.py)
+    stack = apply_modules(job, load_stack(job.stack), model, where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -1087,6 +1113,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
+        **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}

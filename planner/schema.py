@@ -695,6 +695,11 @@ class SelectiveRecompute(BaseModel):
         default_factory=list,
         description="tensors of the layer kinds' own tables (MLA, MoE) the policy re-runs instead of keeping; the others "
                     "are kept (planner/layers/ tensors())")
+    recompute_norm_outputs: list[Literal["mla_input", "moe_pre_mlp"]] = Field(
+        default_factory=list,
+        description="norms run as modules of their own whose outputs the policy discards and re-runs (the other norms "
+                    "are fused into the next linear, which keeps its input): the input norm of an MLA layer, the pre-MLP "
+                    "norm of an MoE layer (Megatron-Core --recompute-modules layernorm, planner/recompute_modules.py)")
     saves_tp_partials: bool = Field(
         default=False,
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
@@ -1157,6 +1162,10 @@ class Stack(BaseModel):
         default=None,
         description="the stack's option for expert parallelism of MoE models (e.g. Megatron-Core "
                     "--expert-model-parallel-size); null: the stack has none, and ep must be 1")
+    recompute_modules: Optional[str] = Field(
+        default=None, description="the stack's option naming the modules selective recompute re-runs (Megatron-Core "
+                                  "--recompute-modules; job field recompute_modules, planner/recompute_modules.py); null: "
+                                  "the stack has none")
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
@@ -1241,6 +1250,15 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
 }
 
 Recompute = Literal["none", "selective", "full"]
+# Megatron-Core --recompute-modules the planner prices (planner/recompute_modules.py); Megatron's
+# other choices (mlp, moe, shared_experts, and the linear-attention / hyper-connection ones) are refused
+RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
+
+
+# A Job field that names an option of one stack's code (Megatron's fused loss, torchtitan's rotate
+# method, ...): a command-line --stack that replaces a trainer file's stack chooses anew, so
+# cli/core.load_job drops the file's value of every field marked so (stack_only_fields)
+STACK_ONLY = {"stack_only": True}
 
 
 class Job(BaseModel):
@@ -1293,6 +1311,13 @@ class Job(BaseModel):
         default=None, gt=0,
         description="with recompute full: re-run at most this many layers per pipeline stage, the rest keep their "
                     "activations (Megatron-LM --recompute-method block --recompute-num-layers); default all")
+    recompute_modules: Optional[list[RecomputeModule]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, min_length=1,
+        description="with recompute selective on a stack that names them (stack recompute_modules): the modules the "
+                    "selective policy re-runs (Megatron-Core --recompute-granularity selective --recompute-modules: "
+                    "core_attn, layernorm, moe_act, mla_up_proj; planner/recompute_modules.py); default: the stack's "
+                    "selective policy (Megatron's default modules: core_attn)")
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
@@ -1347,16 +1372,20 @@ class Job(BaseModel):
         default=False, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
                                    "with TE layers, its multi-stream cuBLAS workspaces); default off")
     transformer_impl: Optional[Literal["transformer_engine", "local"]] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, description="Megatron --transformer-impl: local runs Megatron-Core's own layers (no Transformer "
                                   "Engine GEMMs or workspace; its core attention local, eager); default: the stack's (TE)")
     local_core_attention: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="Megatron-Core's own DotProductAttention runs the core attention (--attention-backend "
                                    "local, or --transformer-impl local): eager, its scores in the global memory buffer")
     fp8_param_gather: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
                                    "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
                                    "fp8 and a stack with memory.fp8_weight_cache; default off")
     cross_entropy_fusion: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
     rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
@@ -1364,20 +1393,24 @@ class Job(BaseModel):
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."
                                   "cp_ring_backward): how the K/V pass between the cp ranks, torchtitan [parallelism] "
                                   "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
                                   "or alltoall (one permute a ring step, beside the step before's kernel); default: "
                                   "the stack's")
     chunked_loss: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
     selective_recomputes_attention: bool = Field(
+        json_schema_extra=STACK_ONLY,
         default=False,
         description="with recompute selective on a stack whose policy saves the attention kernel's output (stack_db "
                     "selective: attn_out kept, recompute_attention_core false): the run's policy does not save it and "
@@ -1385,6 +1418,7 @@ class Job(BaseModel):
                     "compute capability >= 10.0) to 2025-12-01 (#2095: every SDPA backend on the op-SAC save list) "
                     "on Blackwell; default off")
     defer_embedding_wgrad: Optional[int] = Field(
+        json_schema_extra=STACK_ONLY,
         default=None, ge=0,
         description="Megatron --defer-embedding-wgrad-compute with --wgrad-deferral-limit N: the last pipeline stage keeps "
                     "the output layer's input and output gradient of the first N micro-batches (0: all of them) until the "

@@ -98,6 +98,7 @@ from .layers.common import ACT_BYTES
 from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
+from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Groups, Terms
@@ -249,7 +250,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
         sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
-                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0))
+                 + (ew_f - pass_f if sel.recompute_elementwise else 0.0)
+                 + rerun_kernel_bytes(sel, kind, ctx, kb) / hbm)  # named norms / MoE activation (recompute_modules.py)
         host = moe_host(sc, kind, g + core_f + ew_f + pf) if kind.has_experts else np.float64(0.0)
         out.fwd.append(g + core_f + ew_f + pf + host)
         out.bwd.append(g_bwd + core_b + ew_b + pb)
@@ -972,12 +974,42 @@ def grouped_layer_times(sc: StepCtx) -> LayerTimes:
         return layer_times(sc)
 
 
-def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
-    """Named time terms (seconds) whose sum is the step time, plus informational extras."""
+def _compute_pass(settings: Settings, plan: PlanArrays) -> tuple[StepCtx, LayerTimes, "Compute"]:
+    """The context, layer times and pipeline compute step_time starts from (no communication)."""
     sc = _context(settings, plan)
     lt = grouped_layer_times(sc)
     slowest_middle(sc, lt)
-    comp = compute_time(sc, lt)
+    return sc, lt, compute_time(sc, lt)
+
+
+def _gpu_mb(sc: StepCtx, comp) -> np.ndarray:
+    """A micro-batch's GPU compute on the slowest stage without the MoE routing/permutation
+    and host-issue terms (step_time's own `compute` per micro-batch, before the DP copies)."""
+    return comp.mb - comp.perm - (comp.host if sc.ll.has_experts else 0.0)
+
+
+def compute_floor(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """m x _gpu_mb: the `compute` term of step_time without the DP copies (dp.copies >= 0),
+    by the same arithmetic on the same values (_compute_pass, _gpu_mb), without pricing a
+    collective. Every other term of step_time is >= 0, and adding a value >= 0 never lowers a
+    float sum, so step_time(...).total >= compute_floor(...) for the same plan: the search's
+    lower bound before it prices communication (search._prefilter, which checks the fact on
+    every candidate it evaluates)."""
+    g = Groups(plan, FLOOR_FIELDS)
+    sc, _, comp = _compute_pass(settings, g.plan)
+    return g.expand(sc.m * _gpu_mb(sc, comp))
+
+
+# the plan fields compute_floor reads: every field but the sharding mode, the rank order and DP
+# overlap, which move only memory and communication (terms.Groups: the floor is priced once per
+# distinct tuple, and reading another field is an error)
+FLOOR_FIELDS = tuple(f.name for f in dataclasses.fields(PlanArrays)
+                     if f.name not in ("sharding", "shard", "smode", "order", "dpo")) + ("microbatches",)
+
+
+def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
+    """Named time terms (seconds) whose sum is the step time, plus informational extras."""
+    sc, lt, comp = _compute_pass(settings, plan)
     coll = Collectives(sc)
     tp_mb = tp_comm(sc, coll, lt)
     moe_model = sc.ll.has_experts
@@ -995,7 +1027,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # MoE: router top-k + token permutations (memory-bound), and the all-to-alls (moe.py)
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
-    gpu_mb = comp.mb - comp.perm - (comp.host if moe_model else 0.0)
+    gpu_mb = _gpu_mb(sc, comp)
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
                   pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
                   **ep_terms)

@@ -81,9 +81,14 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     go to the job (null: tp, off). The token dispatcher in Megatron's words
     (moe_token_dispatcher_type alltoall | allgather | flex with moe_flex_dispatcher_backend
     deepep | hybridep) sets the job's moe_dispatcher as the Megatron reader does, unless the
-    record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) and
-    recompute_modules are kept with the record and listed as `not_priced` in its assumed list:
-    no cost model reads them yet.
+    record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) are
+    kept with the record and listed as `not_priced` in its assumed list: no cost model reads
+    them yet.
+13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
+    selective policy they make (planner/recompute_modules.py). Megatron reads them under
+    --recompute-granularity selective only, so a record with them and another
+    activation_recompute is skipped with the reason, as is one naming a module the planner
+    does not price (mlp, moe, shared_experts, ...).
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
     (never read from names or notes); fp8_param_gather likewise (null -> off).
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
@@ -124,6 +129,7 @@ import hashlib
 import math
 import re
 import tempfile
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
@@ -139,7 +145,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BytesPerParam, Count, Job, ModelSpec, Schedule
+from .schema import BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule
 
 GiB = 2.0**30
 
@@ -157,7 +163,7 @@ TIME_MODEL_UNAVAILABLE = (
 )
 
 #: Record fields a run states that no cost model reads (rule 13).
-UNPRICED_FIELDS = ("cuda_graph_impl", "cuda_graph_scope", "recompute_modules")
+UNPRICED_FIELDS = ("cuda_graph_impl", "cuda_graph_scope")
 
 ARCH_FIELDS = ("gated_mlp", "norm", "tied_embeddings", "position_embedding", "linear_bias", "dropout")
 
@@ -272,8 +278,8 @@ class RunRecord(BaseModel):
     cuda_graph_scope: Optional[list[str]] = Field(
         default=None, description="Megatron --cuda-graph-scope (attn, moe_router, moe_preprocess, ...); not priced")
     recompute_modules: Optional[list[str]] = Field(
-        default=None, description="Megatron --recompute-modules (selective recompute of named modules: layernorm, moe_act, "
-                                  "mla_up_proj, mlp, ...); not priced: the planner's selective recompute is the attention core")
+        default=None, description="Megatron --recompute-modules with activation_recompute selective (the Job field, "
+                                  "planner/recompute_modules.py: core_attn, layernorm, moe_act, mla_up_proj; rule 13b)")
 
     @property
     def published_tokens(self) -> tuple[Optional[float], Optional[str]]:
@@ -660,7 +666,16 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
     recompute, recompute_layers = _recompute(rec, assumed), None
     opt = rec.selective_ac_option
-    if opt is None and recompute == "selective":
+    mods = rec.recompute_modules
+    if mods is not None:  # rule 13b: Megatron reads them under selective granularity only
+        if recompute != "selective":
+            raise Skip(f"recompute_modules {mods} need activation_recompute selective (Megatron-Core reads them under "
+                       f"--recompute-granularity selective only; got {rec.activation_recompute!r})")
+        unknown = [m for m in mods if m not in typing.get_args(RecomputeModule)]
+        if unknown:
+            raise Skip(f"recompute_modules {unknown}: not priced (the planner prices "
+                       + ", ".join(typing.get_args(RecomputeModule)) + ")")
+    if opt is None and mods is None and recompute == "selective":
         assumed.add("selective_policy", stack.selective.description.split(":")[0].strip(),
                     f"not published; the {stack_name} stack's selective recompute")
     if opt is not None:
@@ -707,6 +722,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         fp8_param_gather=bool(rec.fp8_param_gather),
         moe_route_nodes=rec.moe_route_nodes,
+        **({"recompute_modules": list(mods)} if mods else {}),
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
         # the record's stated split, else the one a legal Megatron layout needs (rule 7b)
         **({"account_for_embedding_in_pipeline_split": bool(rec.account_for_embedding_in_pipeline_split),

@@ -347,9 +347,63 @@ def test_pruned_ranking_equals_exhaustive(model, gpus):
     pruned = fit(job, top=10)
     full = fit(job, top=10, keep_feasible=True)
     assert not pruned.counts.bound_fallback
+    assert pruned.counts.prefilter_dropped > 0 and full.counts.prefilter_dropped == 0  # search._prefilter ran
     assert pruned.counts.time_evaluations < full.counts.time_evaluations
     assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
     assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
+
+
+def test_prefilter_falls_back_when_its_fact_fails(monkeypatch):
+    # search._prefilter drops candidates whose compute floor (step.compute_floor) exceeds the
+    # seed's k-th best step; a floor that is not below the step time (here 1.5x the compute)
+    # fails its check on the seed: nothing is dropped (bound_fallback) and the rows stay
+    import planner.search as search
+
+    job = Job(model="llama3-70b", gpus=512)
+    want = fit(job, top=5)
+    assert want.counts.prefilter_dropped > 0 and not want.counts.bound_fallback
+    real = search.compute_floor
+    monkeypatch.setattr(search, "compute_floor", lambda s, p: 1.5 * real(s, p))
+    got = fit(job, top=5)
+    assert got.counts.bound_fallback and got.counts.prefilter_dropped == 0
+    assert [r["time"]["step_s"] for r in got.rows] == [r["time"]["step_s"] for r in want.rows]
+    assert [_key(r) for r in got.rows] == [_key(r) for r in want.rows]
+
+
+def test_prefilter_seed_and_top(monkeypatch):
+    # the prefilter bounds with the k-th best of its seed: no bound where the seed is not at least
+    # twice k; with a seed of 16 for the top 5 (a looser k-th) the rows are still the exhaustive ones
+    import planner.search as search
+
+    monkeypatch.setattr(search, "PREFILTER_SEED", 16)
+    job = Job(model="llama3-70b", gpus=512)
+    assert fit(job, top=10).counts.prefilter_dropped == 0
+    small = fit(job, top=5)
+    full = fit(job, top=5, keep_feasible=True)
+    assert small.counts.prefilter_dropped > 0 and not small.counts.bound_fallback
+    assert [r["time"]["step_s"] for r in small.rows] == [r["time"]["step_s"] for r in full.rows]
+    assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
+
+
+def test_compute_floor_is_step_times_compute_without_copies():
+    # step.compute_floor is step_time's `compute` term less the DP copies, bit for bit (the
+    # same arithmetic), so step_time's total (every other term >= 0) is never below it
+    from planner.space import build_space, settings_for, variant_choices
+    from planner.step import Collectives, _compute_pass, compute_floor, dp_comm
+
+    job = Job(model="mixtral-8x7b", gpus=64)
+    settings, gbs, seq, _ = settings_for(job)
+    space = build_space(settings, gbs, seq, job.precision, SpaceOptions(),
+                        variant_choices(settings.stack, job, "", settings.hardware))
+    rows = np.flatnonzero(space.codes == 0)[:5000]
+    plan = space.plans(rows, np.zeros(len(rows), dtype=np.int64), space.orders[np.argmax(space.order_ok[rows], axis=1)])
+    low = compute_floor(settings, plan)
+    t, _ = step_time(settings, plan)
+    sc, _, comp = _compute_pass(settings, plan)
+    copies = dp_comm(sc, Collectives(sc), comp).copies
+    assert len(rows) > 1000 and np.all(low > 0)
+    np.testing.assert_array_equal(low + copies, t.compute)
+    assert np.all(t.total >= low)
 
 
 def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):

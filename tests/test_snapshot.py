@@ -30,6 +30,7 @@ ADDED |= {".assumed"}  # issue 24: a job without seq_len lists its training leng
 ADDED |= {".memory.terms.tp_overlap_buffers"}  # issue 21: TP overlap's buffers outside the allocator (memory.py [ub])
 ADDED |= {".plan.attention_kernel"}  # issues 22/23: the attention kernel priced (compute.attention_kernel: TE's cuDNN on Hopper+)
 ADDED |= {".memory.capacity_source"}  # issue 21: which HBM the gate used: measured (hbm_visible_GiB, as CUDA reports it) or datasheet (hbm_GB)
+ADDED |= {".plan.recompute_modules"}  # issue 23: Megatron --recompute-modules, the selective policy they make (planner/recompute_modules.py)
 
 
 def _diff(a, b, path="", out=None):

@@ -53,6 +53,9 @@ RANKS = {
     # explain; params imports layers/ and schema, stacks imports plan, catalog and schema
     "planner.params": 60,
     "planner.stacks": 60,
+    # the selective policy of Megatron's --recompute-modules: read by step and memory, reads the
+    # layer kinds (their elementwise bytes, which kinds hold MLA or experts)
+    "planner.recompute_modules": 60,
     # layers/: the package (layer lists, per-stage means, the shared context) over the kind
     # modules; the MoE MLP over the dense MLP whose pieces it reuses; all over common
     "planner.layers": 50,

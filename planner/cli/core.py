@@ -64,6 +64,11 @@ def group_by_reason(entries: list[str]) -> list[str]:
     return [", ".join(whats) + (f" ({why})" if why else "") for why, whats in groups.items()]
 
 
+def stack_only_fields() -> tuple[str, ...]:
+    """The Job fields marked as one stack's options (schema.STACK_ONLY), in declaration order."""
+    return tuple(k for k, f in Job.model_fields.items() if (f.json_schema_extra or {}).get("stack_only"))
+
+
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
     argument file, DeepSpeed JSON: planner/trainers, detected or named by config_format)
@@ -89,8 +94,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         if given.get("stack", data.get("stack")) != data.get("stack"):
             # the file's stack-only options (Megatron's fused loss, deferred output-layer wgrad) are
             # its stack's: a command-line stack chooses anew (a stack without them would refuse them)
-            for k in ("cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "optimizer_implementation", "defer_embedding_wgrad", "fp8_param_gather", "transformer_impl",
-                      "local_core_attention", "cp_rotate_method"):
+            for k in stack_only_fields():
                 if k in data and k not in given:
                     cfg.assumed.append(f"{k}: the file's {data.pop(k)} is not kept: the command line's stack "
                                        f"{given['stack']} chooses its own")

@@ -33,7 +33,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(f"[bold]{p['model']}[/bold] on {p['gpus']:,} x {p['hardware']}: {mesh}")
     out.print(
         f"  {shard}, micro-batch {p['micro_batch']} x {p['microbatches_per_step']} per step, global batch "
-        f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}, "
+        f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}"
+        + (f" ({' '.join(p['recompute_modules'])})" if p.get("recompute_modules") else "") + ", "
         f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}, {p['precision']}"
     )
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",

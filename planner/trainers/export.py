@@ -119,7 +119,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "optimizer_implementation", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -246,6 +246,9 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     if plan.get("chunked_loss"):
         raise _refuse(F, "chunked_loss: the TOML-configured torchtitan this exports (@e347b1e5e) has no chunked loss; "
                          "0.3.0 sets its ChunkedLossWrapper in Python configs", "price it without chunked_loss")
+    if plan.get("recompute_modules"):
+        raise _refuse(F, "recompute_modules: Megatron-Core's --recompute-modules; torchtitan names no modules",
+                      "price it without recompute_modules, or export --format megatron")
     if plan.get("selective_recomputes_attention"):
         raise _refuse(F, "selective_recomputes_attention: the torchtitan this exports (@e347b1e5e) saves every SDPA "
                          "backend's output under op SAC (#2095, 2025-12-01)", "price it without selective_recomputes_attention")
@@ -498,6 +501,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                              f"multiple of vpp {vpp}", "price a multiple of vpp")
     elif rec == "selective":
         args.append(("--recompute-granularity", "selective"))
+        if plan.get("recompute_modules"):  # planner/recompute_modules.py; argparse nargs '+'
+            args.append(("--recompute-modules", " ".join(plan["recompute_modules"])))
     args += [("--micro-batch-size", plan["micro_batch"]), ("--global-batch-size", plan["global_batch"]),
              ("--seq-length", plan["seq_len"])]
     steps = _steps(plan)

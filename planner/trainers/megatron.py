@@ -44,7 +44,7 @@ read). Modelled:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
   --num-distributed-optimizer-instances > 1,
   --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
-  splits), --recompute-modules other than core_attn, --export-kd-teacher-load (a distillation
+  splits), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
   teacher).
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
@@ -112,10 +112,12 @@ import math
 import re
 import shlex
 from pathlib import Path
+import typing
 from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from ..schema import RecomputeModule
 from . import shell_arith
 from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
@@ -1225,8 +1227,13 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
                           "priced over dp")
     mods = flags.get("--recompute-modules")
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
-        unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of these modules is not modelled "
-                          "(the attention core's is priced)")
+        priced = typing.get_args(RecomputeModule)
+        if mods and all(m in priced for m in mods):  # the job's recompute_modules (planner/recompute_modules.py)
+            job["recompute_modules"] = list(mods)
+        else:
+            unmodelled.append(f"--recompute-modules {' '.join(mods)}: selective recompute of "
+                              + ", ".join(m for m in mods if m not in priced) + " is not modelled (the planner prices "
+                              + ", ".join(priced) + "; the stack's default, the attention core's, is priced)")
 
 
 FP4_FORMATS = ("e2m1",)  # megatron/core/transformer/transformer_config.py fp4: Optional[Literal['e2m1']] @d98e8a64

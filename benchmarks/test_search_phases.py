@@ -1,0 +1,88 @@
+"""The phases of one search, each on its own (pytest-benchmark; not part of the default run):
+where `planner fit --model llama3-405b --gpus 16384` spends its time after the imports.
+
+    python3 -m pytest benchmarks/test_search_phases.py --benchmark-only
+
+Phases (planner/search.py's module docstring): the space (space.build_space: constraint codes,
+sharding modes), the memory of every valid candidate (search.memory_totals), the compute floor
+of every fitting candidate (step.compute_floor, search._prefilter's bound) and the step time of
+the candidates the prefilter keeps (search.step_times, variant 0 at the first order), and the
+explain rows of the top 10 (search.rows_of). extra_info gives the candidates each phase prices.
+No timed asserts: speed is measured, never a pass/fail test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import planner.search as search
+from planner.comm import clear_collective_memo
+from planner.schema import Job
+from planner.space import SpaceOptions, build_space, settings_for, variant_choices
+
+JOB = dict(model="llama3-405b", gpus=16384)
+
+
+@pytest.fixture(scope="module")
+def captured():
+    """The space and the candidate arrays one fit of JOB hands to each phase."""
+    job = Job(**JOB)
+    got = {}
+    real_mem, real_pre = search.memory_totals, search._prefilter
+
+    def mem(space, bidx, rcidx):
+        got["space"], got["bidx"], got["rcidx"] = space, bidx, rcidx
+        return real_mem(space, bidx, rcidx)
+
+    def pre(space, fb, fr, fm, first_order, *a, **k):
+        got["fit"] = (fb, fr, first_order)
+        out = real_pre(space, fb, fr, fm, first_order, *a, **k)
+        got["keep"] = out[0] if out is not None else np.ones(len(fb), dtype=bool)
+        return out
+
+    search.memory_totals, search._prefilter = mem, pre
+    try:
+        res = search.fit(job)
+    finally:
+        search.memory_totals, search._prefilter = real_mem, real_pre
+    got["job"], got["res"] = job, res
+    return got
+
+
+def _run(benchmark, fn, n):
+    benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1, setup=clear_collective_memo)
+    benchmark.extra_info.update(candidates=int(n), candidates_per_s=n / benchmark.stats.stats.mean)
+
+
+def test_build_space(benchmark, captured):
+    job = captured["job"]
+    settings, gbs, seq, _ = settings_for(job)
+    variants = variant_choices(settings.stack, job, "", settings.hardware)
+    _run(benchmark, lambda: build_space(settings, gbs, seq, job.precision, SpaceOptions(), variants),
+         captured["res"].counts.considered)
+
+
+def test_memory_totals(benchmark, captured):
+    space, b, r = captured["space"], captured["bidx"], captured["rcidx"]
+    _run(benchmark, lambda: search.memory_totals(space, b, r), len(b))
+
+
+def test_compute_floor(benchmark, captured):
+    space = captured["space"]
+    fb, fr, fo = captured["fit"]
+    zero = np.zeros(len(fb), dtype=np.int64)
+    _run(benchmark, lambda: search.compute_floor(space.settings, space.plans(fb, fr, fo, zero)), len(fb))
+
+
+def test_step_times_of_the_kept(benchmark, captured):
+    space = captured["space"]
+    fb, fr, fo = (x[captured["keep"]] for x in captured["fit"])
+    _run(benchmark, lambda: search.step_times(space, fb, fr, fo), len(fb))
+
+
+def test_rows_of_top_10(benchmark, captured):
+    res = captured["res"]
+    job = captured["job"]
+    ranked, *_ = search.search_one(job, SpaceOptions())
+    _run(benchmark, lambda: search.rows_of(ranked), len(res.rows))

@@ -1,0 +1,195 @@
+"""Megatron-Core --recompute-modules as the job's recompute_modules (issue 23,
+planner/recompute_modules.py): the selective policy the modules make, what it re-runs (time)
+and what it frees (memory), by hand from the stack's kernel bytes and the models' shapes;
+the jobs it refuses; the run records that state it (Megatron-Bridge gpt-oss presets)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_model, load_stack
+from planner.layers import context, layer_list
+from planner.memory import layer_memory
+from planner.plan import resolve
+from planner.recompute_modules import modules_policy, norm_drops, rerun_kernel_bytes
+from planner.schema import Job
+from planner.stacks import kernel_bytes
+
+ROOT = Path(__file__).resolve().parent.parent
+MEGATRON_KEEPS = ["input", "norm1_out", "q", "k", "v", "attn_out", "norm2_in", "norm2_out", "gate", "up", "act_out",
+                  "dropout_masks"]
+
+
+def test_policy_of_each_module():
+    """core_attn is Megatron's default policy (the stack's); layernorm and moe_act re-run no
+    attention core and name the norms and the experts' activation output; mla_up_proj drops
+    the up-projections' outputs q, k, v and re-runs those projections."""
+    base = load_stack("megatron").selective
+    assert base.keeps == MEGATRON_KEEPS and base.recompute_attention_core
+    core = modules_policy(["core_attn"], base)
+    assert core.recompute_attention_core and core.keeps == base.keeps and core.recomputes == []
+    assert core.recompute_norm_outputs == [] and not core.recompute_elementwise and core.recompute_projections == []
+    gpt_oss = modules_policy(["layernorm", "moe_act"], base)
+    assert not gpt_oss.recompute_attention_core and gpt_oss.keeps == MEGATRON_KEEPS
+    assert gpt_oss.recomputes == ["moe_expert_act_out"]
+    assert gpt_oss.recompute_norm_outputs == ["mla_input", "moe_pre_mlp"]
+    mla = modules_policy(["mla_up_proj"], base)
+    assert mla.keeps == [t for t in MEGATRON_KEEPS if t not in ("q", "k", "v")]
+    assert mla.recompute_projections == ["q", "k", "v"] and not mla.recompute_attention_core
+
+
+def test_which_norms_each_kind_reruns():
+    """Standard attention's input norm is fused into linear_qkv (not re-run); an MoE layer's
+    pre-MLP norm is a module of its own (re-run); MLA's input norm is a TENorm (re-run)."""
+    pol = modules_policy(["layernorm"], load_stack("megatron").selective)
+    gpt = layer_list(load_model("gpt-oss-120b")).kinds
+    assert all(norm_drops(pol, k) == ("norm2_out",) for k in gpt)
+    ds = layer_list(load_model("deepseek-v3")).kinds
+    assert {norm_drops(pol, k) for k in ds} == {("norm1_out",), ("norm1_out", "norm2_out")}  # dense first layers, MoE
+    dense = layer_list(load_model("llama3-8b")).kinds
+    assert all(norm_drops(pol, k) == () for k in dense)
+
+
+def _gpt_oss_ctx():
+    from planner.plan import PlanArrays
+
+    return context(PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=64, mbs=4, gbs=1280, seq=4096, sharding=1, shard=1,
+                              recompute=1, sp=0, schedule=0, precision=0, ep=64))
+
+
+def test_rerun_bytes_by_hand():
+    """gpt-oss-120b, a micro-batch of 4 x 4096 = 16,384 tokens, EP 64: layernorm + moe_act
+    re-run per token the pre-MLP norm over h = 2880 (4 B per element: stack_db/megatron.yaml
+    norm) and, on each of the top-4 expert rows, the clamped SwiGLU: the activation over
+    f_e = 2880 outputs (6 B) and the clamp over the 2 x 2880 gate+up elements (8 B)."""
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    assert (kb["norm"], kb["mlp_activation_gated"], kb["activation_clamp"]) == (4, 6, 8)
+    kind = layer_list(load_model("gpt-oss-120b")).kinds[0]
+    ctx = _gpt_oss_ctx()
+    base = load_stack("megatron").selective
+    per_token = 4 * 2880 + 4 * (6 * 2880 + 8 * 2 * 2880)
+    both = rerun_kernel_bytes(modules_policy(["layernorm", "moe_act"], base), kind, ctx, kb)
+    assert float(both) == pytest.approx(16384 * per_token, rel=1e-12)
+    assert float(rerun_kernel_bytes(modules_policy(["layernorm"], base), kind, ctx, kb)) == pytest.approx(
+        16384 * 4 * 2880, rel=1e-12)
+    # Megatron's default policy re-runs no memory-bound kernel (the attention core only)
+    assert float(rerun_kernel_bytes(base, kind, ctx, kb)) == 0.0
+
+
+def _job(**kw):
+    base = dict(model="qwen3-30b-a3b", hardware="h100-sxm", gpus=16, tp=1, pp=1, dp=16, ep=16, etp=1, micro_batch=1,
+                global_batch=1024, seq_len=4096, sharding="zero1", recompute="selective", stack="megatron")
+    return Job(**{**base, **kw})
+
+
+def test_memory_freed_by_hand():
+    """Qwen3-30B-A3B (h 2048, 128 experts of width 768, top-8), one micro-batch of 4,096
+    tokens, EP 16: layernorm + moe_act keep per layer, per token, 2h = 4,096 B (the pre-MLP
+    norm output) and the 8 rows' activation outputs, 8 x 2 x 768 = 12,288 B, fewer than
+    Megatron's default selective policy; the recompute buffer holds them for one layer."""
+    s0, p0, _ = resolve(_job())
+    s1, p1, _ = resolve(_job(recompute_modules=["core_attn", "layernorm", "moe_act"]))
+    ll = layer_list(s0.model)
+    st0, buf0, _ = layer_memory(s0, p0, context(p0, s0.moe_capacity_factor), ll)
+    st1, buf1, _ = layer_memory(s1, p1, context(p1, s1.moe_capacity_factor), ll)
+    freed = 4096 * (2 * 2048 + 8 * 2 * 768)
+    assert float(st0[0] - st1[0]) == pytest.approx(freed, rel=1e-12)
+    assert float(buf1[0] - buf0[0]) == pytest.approx(freed, rel=1e-12)
+
+
+def test_step_slower_by_the_reruns(cli, tmp_path):
+    """The same plan with layernorm + moe_act is slower than without recompute by more than
+    their kernels cost; the default policy's attention-core re-run is not priced under them."""
+    common = dict(model="gpt-oss-120b", hardware="h100-sxm", gpus=64, tp=1, pp=4, dp=16, ep=8, etp=1, micro_batch=1,
+                  global_batch=1280, seq_len=4096, sharding="zero1", stack="megatron")
+    steps = {}
+    for name, extra in (("none", dict(recompute="none")), ("mods", dict(recompute="selective",
+                                                                         recompute_modules=["layernorm", "moe_act"])),
+                        ("core", dict(recompute="selective", recompute_modules=["core_attn", "layernorm", "moe_act"]))):
+        p = tmp_path / f"{name}.yaml"
+        p.write_text(json.dumps({**common, **extra}))
+        r = cli("explain", str(p), "--format", "json", "-q")
+        assert r.exit_code == 0, r.stderr
+        out = json.loads(r.stdout)
+        steps[name] = out["time"]["step_s"]
+        if name != "none":
+            assert out["plan"]["recompute_modules"] == extra["recompute_modules"]
+    assert steps["none"] < steps["mods"] < steps["core"]
+    r = cli("explain", str(tmp_path / "mods.yaml"))
+    assert r.exit_code == 0, r.stderr
+    assert "recompute selective (layernorm moe_act)," in r.stdout
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (dict(stack="torchtitan"), "has no option that names the modules"),
+    (dict(recompute_modules=["mla_up_proj"]), "needs multi-latent attention"),
+    (dict(recompute_modules=["mlp"]), "recompute_modules"),
+])
+def test_refused(cli, tmp_path, extra, needle):
+    job = dict(model="qwen3-30b-a3b", hardware="h100-sxm", gpus=16, tp=1, pp=1, dp=16, ep=16, micro_batch=1,
+               global_batch=1024, seq_len=4096, recompute="selective", recompute_modules=["layernorm"], stack="megatron")
+    p = tmp_path / "job.yaml"
+    p.write_text(json.dumps({**job, **extra}))
+    r = cli("explain", str(p))
+    assert r.exit_code == 2
+    assert "error:" in r.stderr and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_records_price_their_modules(cli):
+    """The records that state recompute_modules (six Megatron-Bridge gpt-oss rows, whose
+    presets set layernorm + moe_act; two 25.11 DeepSeek-V3 rows, whose presets set
+    mla_up_proj) state selective recompute (Bridge sets it with them) and run them: their plan
+    carries the modules and their assumed list no longer names recompute_modules as not priced."""
+    import yaml
+
+    path = ROOT / "tests/data/published_runs_moe.yaml"
+    recs = {r["id"]: r for r in yaml.safe_load(path.read_text()) if r.get("recompute_modules")}
+    assert len(recs) == 8 and all(r["activation_recompute"] == "selective" for r in recs.values())
+    r = cli("validate", str(path), "--ids", ",".join(recs), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    runs = json.loads(r.stdout)["runs"]
+    assert len(runs) == 8
+    for run in runs:
+        want = ["mla_up_proj"] if recs[run["id"]]["model"] == "deepseek-v3" else ["layernorm", "moe_act"]
+        assert recs[run["id"]]["recompute_modules"] == want
+        assert run["plan"]["recompute"] == "selective" and run["plan"]["recompute_modules"] == want
+        assert not any("recompute_modules" in json.dumps(a) for a in run["assumed"])
+
+
+def test_megatron_export_and_reader_round_trip(cli, tmp_path):
+    """export --format megatron writes --recompute-modules after --recompute-granularity
+    selective; the Megatron reader reads them back into the job field, same prediction."""
+    job = tmp_path / "job.yaml"
+    job.write_text(json.dumps(dict(model="gpt-oss-120b", hardware="gb200-nvl72", gpus=64, tp=1, pp=1, dp=64, ep=64, etp=1,
+                                   micro_batch=4, global_batch=1280, seq_len=4096, sharding="zero1",
+                                   recompute="selective", recompute_modules=["layernorm", "moe_act"], stack="megatron")))
+    r = cli("export", str(job), "--format", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert "--recompute-granularity selective" in r.stdout and "--recompute-modules layernorm moe_act" in r.stdout
+    script = tmp_path / "train.sh"
+    script.write_text(r.stdout)
+    a = cli("explain", str(job), "--format", "json", "-q")
+    b = cli("explain", str(script), "--model", "gpt-oss-120b", "--hardware", "gb200-nvl72", "--format", "json", "-q")
+    assert a.exit_code == 0 and b.exit_code == 0, b.stderr
+    pa, pb = json.loads(a.stdout), json.loads(b.stdout)
+    assert pb["plan"]["recompute_modules"] == ["layernorm", "moe_act"]
+    assert pb["throughput"]["tokens_per_s_per_gpu"] == pytest.approx(pa["throughput"]["tokens_per_s_per_gpu"], rel=1e-12)
+    assert pb["memory"]["total_bytes"] == pytest.approx(pa["memory"]["total_bytes"], rel=1e-12)
+
+
+def test_command_line_stack_drops_the_files_modules(tmp_path):
+    """--recompute-modules is Megatron's: a command-line --stack without the option chooses its
+    own selective policy, and the file's modules are named as not kept (cli/core.load_job)."""
+    from planner.cli.core import load_job
+
+    p = tmp_path / "rm.args"
+    p.write_text("--num-layers 4 --hidden-size 512 --ffn-hidden-size 2048 --num-attention-heads 8 --seq-length 1024 "
+                 "--max-position-embeddings 1024 --micro-batch-size 1 --global-batch-size 8 --recompute-granularity "
+                 "selective --recompute-modules core_attn layernorm --vocab-size 32000 --bf16\n")
+    job, _ = load_job(p, {"gpus": 8})
+    assert list(job.recompute_modules) == ["core_attn", "layernorm"]
+    job, _ = load_job(p, {"gpus": 8, "stack": "torchtitan"})
+    assert not job.recompute_modules
