@@ -909,3 +909,14 @@ def test_torchtitan_cp_rotate_method(tmp_path):
     # a stack whose CP is not torch's ring attention has no rotate method
     with pytest.raises(PlannerError, match="cp_rotate_method is set but stack megatron"):
         resolve(Job(model="llama3-8b", gpus=8, cp=2, cp_rotate_method="alltoall", stack="megatron"))
+
+
+def test_torchtitan_early_step_in_backward_is_not_ignored(tmp_path):
+    """[optimizer] early_step_in_backward = true steps the optimizer inside the backward and frees
+    each gradient there (torchtitan job_config.py @e347b1e5e): it changes memory, so it is listed
+    as not modelled, never as an ignored hyper-parameter; false (the default) changes nothing."""
+    for value, listed in (("true", "not_modelled"), ("false", "ignored")):
+        p = _variant(tmp_path, TOML, "[optimizer]", f"[optimizer]\nearly_step_in_backward = {value}", name=f"{value}.toml")
+        cfg = load_trainer_config(p, gpus=64)
+        hits = [n for n in getattr(cfg, listed) if n.startswith("optimizer.early_step_in_backward")]
+        assert len(hits) == 1, (value, cfg.ignored, cfg.not_modelled)

@@ -125,6 +125,11 @@ def _no_cost(section: str, key: str, value):
     if section == "optimizer":
         if key == "name" and str(value).lower() not in ("adamw", "adam"):
             return None  # another optimizer keeps other states than the Adam moments priced
+        if key == "early_step_in_backward" and value is not False:
+            # job_config.py @e347b1e5e Optimizer.early_step_in_backward: the optimizer steps each
+            # parameter in the backward (post-accumulate-grad hooks), its gradient freed there: it
+            # changes when gradients and the step's temporaries live (not priced)
+            return None
         return "optimizer hyper-parameters (Adam(W) priced)"
     if section == "training" and key in NO_COST_TRAINING:
         return "data, clipping and seed settings"
