@@ -755,6 +755,8 @@ def _choose_stages(first, last, mids, dual, has_mid):
         dual, ends, mids_d = dual
         first, last = _where(dual, ends, first), _where(dual, ends, last)
         mids = [_where(dual, d, m_) for d, m_ in zip(mids_d, mids)]
+    if not mids:  # no plan has a middle stage (_stages): the first stage's, as the np.where below gives
+        return first, last, first
     middle = mids[0]
     for cand in mids[1:]:
         middle = _where(total(cand) > total(middle), cand, middle)
@@ -774,7 +776,8 @@ def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:
 
 def _stages(settings: Settings, plan: PlanArrays):
     """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
-    stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them."""
+    stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them. The
+    middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's)."""
     model = settings.model
     pc = count_params(model)
     # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
@@ -785,8 +788,12 @@ def _stages(settings: Settings, plan: PlanArrays):
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
+    has_mid = plan.pp > 2
+    # a middle stage only with pp > 2: where no plan has one, its candidates are not priced
+    # (_choose_stages takes the first stage's terms there, as its np.where on has_mid would)
+    priced = range(len(counts["mid"])) if np.any(has_mid) else ()
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
-            for c in range(len(counts["mid"]))]
+            for c in priced]
     dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
     dual_stages = None
     if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
@@ -797,9 +804,9 @@ def _stages(settings: Settings, plan: PlanArrays):
         ends = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"],
                             twin=(counts["last"], "last", held["last"], n["last"]))
         mids_d = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"],
-                               twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in range(len(counts["mid"]))]
+                               twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in priced]
         dual_stages = (dual, ends, mids_d)
-    return first, last, mids, dual_stages, plan.pp > 2
+    return first, last, mids, dual_stages, has_mid
 
 
 # the plan fields a layer's activations and recompute buffer read (layer_memory, context)
