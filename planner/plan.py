@@ -240,11 +240,15 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     n = len(rules) if upto is None else min(upto, len(rules))
     codes = np.zeros(np.shape(tp), dtype=np.int64)
     for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
-        codes = np.where(rules[code - 1](), code, codes)
+        broken = rules[code - 1]()
+        if np.any(broken):  # (a rule no candidate breaks leaves the codes as they are)
+            codes = np.where(broken, code, codes)
     if upto is None:
         ok = codes == OK
         for code, r in reversed(rules_for(stack)):
-            codes = np.where(ok & r.broken(model, stack, plan), code, codes)
+            broken = ok & r.broken(model, stack, plan)
+            if np.any(broken):
+                codes = np.where(broken, code, codes)
             # a start-up rule is reported only where no plan rule broke first
     return codes
 
