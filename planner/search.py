@@ -38,6 +38,10 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     difference of the sums cannot defeat the tie-break). Orders that give
     a candidate the same step time are one row: the first of them (comm.ORDER_CODES).
 
+Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
+step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
+instead of pricing those candidates again (the same function of the same candidate).
+
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
 (space.py) counted once, a rank order being part of a candidate.
 """
@@ -290,13 +294,15 @@ def _top(keys: tuple, k: int) -> np.ndarray:
 
 
 def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-                  extra=None):
+                  extra=None, v0=None):
     """Steps 3 and 4 of the module docstring, up to the other orders' evaluation: each fitting
     candidate's variant, step and floor at its first distinct order (best_variants, with its
     bounds unless every feasible candidate is kept; a variant only where it fits, fm + extra
     <= usable HBM, extra: variant_memory), and the (candidate, order) mask of the other orders
     that can still reach the top k. A candidate whose variant choice was deferred
-    (best_variants' bound) is resolved before any other order of it is evaluated."""
+    (best_variants' bound) is resolved before any other order of it is evaluated. v0: variant
+    0's (step, floor, rest) at the first order where the caller has them (_prefilter's seed,
+    search_one), else priced here (best_variants)."""
     settings = space.settings
     reach = bound = None
     if not keep_feasible and objective != "memory":
@@ -312,8 +318,10 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         def bound(step0, rest0):
             return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
     fit = None if extra is None else fm + extra <= mem.capacity(settings)[1]
-    fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit)
-    c.time_evaluations = len(fb) + evals
+    priced = len(fb) if v0 is None else 0  # variant 0 at the first order, priced by best_variants
+    fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit,
+                                                                      v0=v0)
+    c.time_evaluations = priced + evals
     c.bound_fallback |= not held
     if extra is not None:  # the chosen variant's memory (memory: no bound, nothing deferred)
         fm = fm + extra[fv, np.arange(len(fb))]
@@ -346,8 +354,10 @@ PREFILTER_SEED = 8192
 
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
                extra=None):
-    """Before step 3: (keep mask, floors, seed evaluations) of the fitting candidates that can
-    still rank, or None where no bound applies. Each candidate's compute floor
+    """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
+    candidates that can still rank, or None where no bound applies (seed: the indices of the
+    candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
+    first order, which _first_orders reuses for the seed candidates it keeps). Each candidate's compute floor
     (step.compute_floor: step_time's compute term without the DP copies, no communication
     priced) is a lower bound on its step time at every rank order and every stack variant that
     differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS: the bound
@@ -375,14 +385,30 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
     # a variant only where it fits (variant 0's memory + variant_memory `extra`), as _first_orders tries it
     fit = None if extra is None else fm[seed] + extra[:, seed] <= mem.capacity(settings)[1]
-    _, s0, *_ = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
+    _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
     k = top
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
     keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
-    return keep, low, len(seed)
+    return keep, low, len(seed), seed, seed_v0
+
+
+def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0) -> tuple:
+    """Variant 0's (step, floor, rest) at the first order of the candidates _prefilter keeps:
+    its seed's figures where it priced them (the same function of the same candidate: the same
+    numbers), step_times on the others; and how many of them step_times priced."""
+    at = np.full(len(keep), -1, dtype=np.int64)
+    at[seed] = np.arange(len(seed))
+    at = at[keep]  # each kept candidate's place in the seed, -1 where it was not seeded
+    new = np.flatnonzero(at < 0)
+    priced = step_times(space, kb[new], kr[new], ko[new], rest=True)
+    out = tuple(np.empty(len(kb)) for _ in seed_v0)
+    for o, s, p in zip(out, seed_v0, priced):
+        o[at >= 0] = np.asarray(s)[at[at >= 0]]
+        o[new] = p
+    return out, len(new)
 
 
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
@@ -424,11 +450,12 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     extra = variant_memory(space, fb) if len(space.variants) > 1 else None
     pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if pre is not None:
-        keep, low, seeded = pre
+        keep, low, seeded, seed, seed_v0 = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
         ke = None if extra is None else extra[:, keep]
-        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke)
-        c.time_evaluations += seeded
+        v0, priced = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0)
+        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0)
+        c.time_evaluations += seeded + priced
         if np.all(step1 >= low[keep]):
             c.prefilter_dropped = len(fb) - len(kb)
             fb, fr, fm, first_order, extra = kb, kr, km, ko, ke
