@@ -415,9 +415,9 @@ def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
     """Cross each row of `cols` with the choices `allowed[row]` (row-major: parents stay in
     order, children inner). values: name -> (K,) or (R, K) choice values."""
     r, k = np.nonzero(allowed)
-    out = {c: v[r] for c, v in cols.items()}
+    out = {c: v.take(r, axis=0) for c, v in cols.items()}  # v[r], by take (faster than fancy indexing)
     for name, v in values.items():
-        out[name] = v[k] if v.ndim == 1 else v[r, k]
+        out[name] = v.take(k) if v.ndim == 1 else v[r, k]
     return out
 
 
