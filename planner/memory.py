@@ -724,12 +724,14 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
 
-def memory_total(settings: Settings, plan: PlanArrays) -> np.ndarray:
+def memory_total(settings: Settings, plan: PlanArrays, layers=None) -> np.ndarray:
     """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
     against the HBM, without building the chosen stage's terms: the stages' totals chosen as
     stage_memory_terms and heaviest_stage choose their terms (_choose_stages, _heaviest_code on
-    the totals: the same values summed in the same order, so the same numbers)."""
-    first, last, mids, dual, has_mid = _stages(settings, plan)
+    the totals: the same values summed in the same order, so the same numbers). layers: the
+    plan's layer_memory where the caller has it (the search prices it once per distinct tuple
+    of LAYER_FIELDS over all its candidates: search.memory_totals), else priced here."""
+    first, last, mids, dual, has_mid = _stages(settings, plan, layers)
     if dual is not None:
         dual = (dual[0], dual[1].total, [d.total for d in dual[2]])
     f, l_, m_ = _choose_stages(first.total, last.total, [c.total for c in mids], dual, has_mid)
@@ -774,17 +776,18 @@ def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:
             stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front))
 
 
-def _stages(settings: Settings, plan: PlanArrays):
+def _stages(settings: Settings, plan: PlanArrays, layers=None):
     """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
     stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them. The
-    middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's)."""
+    middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's).
+    layers: the plan's layer_memory, as memory_total takes it."""
     model = settings.model
     pc = count_params(model)
     # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
     g = Groups(plan, PIPELINE_FIELDS)
     counts, held, n = g.expand(_placement(model, pc.layers, g.plan))
     n = dict(zip(STAGES, n))
-    per = _PerLayer(settings, plan, pc)
+    per = _PerLayer(settings, plan, pc, layers)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
@@ -825,11 +828,13 @@ class _PerLayer:
     the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
     the reserve and the allocator's slack."""
 
-    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts):
+    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
         ctx = context(plan, settings.moe_capacity_factor)
-        self.stored, self.buffers, self.layer_input = _grouped_layer_memory(settings, plan, pc.layers)
+        # (layers: the plan's layer_memory, where the caller priced it: memory_total)
+        self.stored, self.buffers, self.layer_input = (_grouped_layer_memory(settings, plan, pc.layers)
+                                                       if layers is None else layers)
         kb = kernel_bytes(stack, plan.compile)
         # output layer: the final norm's input 2h (/t under SP), its output saved by the output
         # linear (all-gathered under SP where the stack's linears save their gathered input [tt1])

@@ -9,7 +9,10 @@ Order of work (every step an array operation over many candidates; the only Pyth
 run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K rows shown):
  1. constraint codes for every base row (space.constraint_codes, resolve's rules);
  2. memory of every valid (base row, recompute) candidate; fits = total <= usable HBM.
-    Memory does not depend on the rank order, so this runs once per placement class;
+    Memory does not depend on the rank order, so this runs once per placement class. The
+    layers' activations (memory.layer_memory) are priced once per distinct tuple of the fields
+    they read over all the candidates (layer_memory_groups), each block of memory_totals
+    gathering its candidates' share (terms.gather);
  3. step time of each fitting candidate at its first distinct rank order, and of its stack
     variants (best_variants). A variant that differs from variant 0 only in TP overlap
     changes only TPO_TERMS (tp_comm, bubble) of variant 0's terms, so its step is at least
@@ -61,7 +64,9 @@ from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPU
                    resolve, stack_options)
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
-from .terms import KeyedPlan
+from .layers import context
+from .params import count_params
+from .terms import Groups, KeyedPlan, gather
 from .step import compute_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
@@ -146,13 +151,41 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
     few of the splits whose per-split work (pipeline.stage_inflight_kinds, stage_kind_counts)
     each block would otherwise repeat for every split of the space."""
     out = np.empty(len(bidx))
+    if not len(bidx):
+        return out
     b = space.base
     by_split = np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[bidx]
                                 for f in ("split_loss", "split_emb", "vpp", "pp")))
+    layers, index, size = layer_memory_groups(space, bidx, rcidx)
     for s in _blocks(len(bidx)):
         j = by_split[s]
-        out[j] = mem.memory_total(space.settings, space.plans(bidx[j], rcidx[j]))
+        out[j] = mem.memory_total(space.settings, space.plans(bidx[j], rcidx[j]), gather(layers, index[j], size))
     return out
+
+
+def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> tuple:
+    """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
+    recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
+    all the candidates, not once per block of them (memory_totals hands each block its share,
+    terms.gather). A group is (a distinct tuple of the other fields among the base rows, a
+    recompute index): the base rows are grouped (terms.Groups), each group crossed with the
+    recompute choices. layer_memory is elementwise (the Groups contract), so each candidate gets
+    the numbers memory_total's own grouping gives it."""
+    b, settings, rc = space.base, space.settings, space.recompute
+    n_base = np.size(b.tp)
+    present = np.zeros(n_base, dtype=bool)
+    present[bidx] = True
+    rows = np.flatnonzero(present)  # the base rows among the candidates
+    at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among them
+    fields = tuple(f for f in mem.LAYER_FIELDS if f != "recompute")
+    cols = {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), (n_base,))[rows] for f in fields}
+    g = Groups(KeyedPlan(cols), fields)
+    index, size = (g.index, g.size) if g.active else (np.zeros(len(rows), dtype=np.int64), len(rows))
+    keyed = KeyedPlan({**{f: np.repeat(np.asarray(getattr(g.plan, f)), len(rc)) for f in fields},
+                       "recompute": np.tile(rc, size)})  # group (base group i, recompute r) at i * len(rc) + r
+    pc = count_params(settings.model)
+    layers = mem.layer_memory(settings, keyed, context(keyed, settings.moe_capacity_factor), pc.layers)
+    return layers, index[at] * len(rc) + rcidx, size * len(rc)
 
 
 def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
