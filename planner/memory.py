@@ -785,16 +785,20 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None):
     pc = count_params(model)
     # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
     g = Groups(plan, PIPELINE_FIELDS)
-    counts, held, n = g.expand(_placement(model, pc.layers, g.plan))
+    counts, held, n = _placement(model, pc.layers, g.plan)
+    has_mid = plan.pp > 2
+    # a middle stage only with pp > 2: where no plan has one, its candidates are not priced
+    # (_choose_stages takes the first stage's terms there, as its np.where on has_mid would),
+    # and their placement is not expanded onto the candidates
+    priced = range(len(counts["mid"])) if np.any(has_mid) else ()
+    if not priced:
+        counts, held = _ends_only(counts), {**_ends_only(held), "outputs": _ends_only(held["outputs"])}
+    counts, held, n = g.expand((counts, held, n))
     n = dict(zip(STAGES, n))
     per = _PerLayer(settings, plan, pc, layers)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
-    has_mid = plan.pp > 2
-    # a middle stage only with pp > 2: where no plan has one, its candidates are not priced
-    # (_choose_stages takes the first stage's terms there, as its np.where on has_mid would)
-    priced = range(len(counts["mid"])) if np.any(has_mid) else ()
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
             for c in priced]
     dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
@@ -810,6 +814,11 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None):
                                twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in priced]
         dual_stages = (dual, ends, mids_d)
     return first, last, mids, dual_stages, has_mid
+
+
+def _ends_only(placed: dict) -> dict:
+    """A placement dict (_placement's counts, held or outputs) without its middle stage entries."""
+    return {k: v for k, v in placed.items() if k not in ("mid", "mid_stage")}
 
 
 # the plan fields a layer's activations and recompute buffer read (layer_memory, context)
@@ -902,8 +911,11 @@ class _PerLayer:
         # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
         self.rope_mode = settings.rope_cache or stack.memory.rope_cache
         seq = plan.seq.astype(np.float64)
-        self.rope_layer = [ROPE_CACHE_BYTES / 2.0 * seq * rotary_dim(k.mixer) for k in pc.layers.kinds]
-        self.rope_model = ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
+        # (each priced only for the mode that reads it: _stage_terms)
+        self.rope_layer = ([ROPE_CACHE_BYTES / 2.0 * seq * rotary_dim(k.mixer) for k in pc.layers.kinds]
+                           if self.rope_mode == "layer" else None)
+        self.rope_model = (ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
+                           if self.rope_mode == "model" else None)
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
