@@ -390,9 +390,9 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
     candidates that can still rank, or None where no bound applies (seed: the indices of the
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
-    first order, which _first_orders reuses for the seed candidates it keeps). Each candidate's compute floor
-    (step.compute_floor: step_time's compute term without the DP copies, no communication
-    priced) is a lower bound on its step time at every rank order and every stack variant that
+    first order, which _first_orders reuses for the seed candidates it keeps). Each candidate's
+    compute floor (step.compute_floor: step_time's compute term without the DP copies, and on an
+    MoE model its moe_permute and moe_host terms, moe=True; no communication priced) is a lower bound on its step time at every rank order and every stack variant that
     differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS: the bound
     applies only when every variant is such). The PREFILTER_SEED candidates with the lowest
     floors are priced (best_variants at the first order, unbounded, each variant only where it
@@ -414,7 +414,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     low = np.empty(n)
     zero = np.zeros(n, dtype=np.int64)
     for s in _blocks(n, TIME_CHUNK):
-        low[s] = compute_floor(settings, space.plans(fb[s], fr[s], first_order[s], zero[s]))
+        low[s] = compute_floor(settings, space.plans(fb[s], fr[s], first_order[s], zero[s]), moe=True)
     seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
     # a variant only where it fits (variant 0's memory + variant_memory `extra`), as _first_orders tries it
     fit = None if extra is None else fm[seed] + extra[:, seed] <= mem.capacity(settings)[1]

@@ -988,16 +988,22 @@ def _gpu_mb(sc: StepCtx, comp) -> np.ndarray:
     return comp.mb - comp.perm - (comp.host if sc.ll.has_experts else 0.0)
 
 
-def compute_floor(settings: Settings, plan: PlanArrays) -> np.ndarray:
+def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np.ndarray:
     """m x _gpu_mb: the `compute` term of step_time without the DP copies (dp.copies >= 0),
     by the same arithmetic on the same values (_compute_pass, _gpu_mb), without pricing a
     collective. Every other term of step_time is >= 0, and adding a value >= 0 never lowers a
     float sum, so step_time(...).total >= compute_floor(...) for the same plan: the search's
     lower bound before it prices communication (search._prefilter, which checks the fact on
-    every candidate it evaluates)."""
+    every candidate it evaluates). moe (an MoE model): plus step_time's own moe_permute and
+    moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
+    step_time's order (they follow compute there): each partial sum of step_time's terms is >=
+    the floor's, float rounding being monotone, so the total is still >= it."""
     g = Groups(plan, FLOOR_FIELDS)
     sc, _, comp = _compute_pass(settings, g.plan)
-    return g.expand(sc.m * _gpu_mb(sc, comp))
+    floor = sc.m * _gpu_mb(sc, comp)
+    if moe and sc.ll.has_experts:  # a model setting, not a searched quantity
+        floor = floor + sc.m * comp.perm + sc.m * comp.host
+    return g.expand(floor)
 
 
 # the plan fields compute_floor reads: every field but the sharding mode, the rank order and DP

@@ -363,7 +363,7 @@ def test_prefilter_falls_back_when_its_fact_fails(monkeypatch):
     want = fit(job, top=5)
     assert want.counts.prefilter_dropped > 0 and not want.counts.bound_fallback
     real = search.compute_floor
-    monkeypatch.setattr(search, "compute_floor", lambda s, p: 1.5 * real(s, p))
+    monkeypatch.setattr(search, "compute_floor", lambda s, p, **k: 1.5 * real(s, p, **k))
     got = fit(job, top=5)
     assert got.counts.bound_fallback and got.counts.prefilter_dropped == 0
     assert [r["time"]["step_s"] for r in got.rows] == [r["time"]["step_s"] for r in want.rows]
@@ -404,6 +404,12 @@ def test_compute_floor_is_step_times_compute_without_copies():
     assert len(rows) > 1000 and np.all(low > 0)
     np.testing.assert_array_equal(low + copies, t.compute)
     assert np.all(t.total >= low)
+    # moe=True (search._prefilter's bound on an MoE model): plus step_time's own moe_permute and
+    # moe_host terms, bit for bit, added in step_time's order; the total is still never below it
+    low_moe = compute_floor(settings, plan, moe=True)
+    assert np.all(t.moe_permute > 0)
+    np.testing.assert_array_equal(low_moe, low + t.moe_permute + t.moe_host)
+    assert np.all(low_moe > low) and np.all(t.total >= low_moe)
 
 
 def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):
