@@ -5,7 +5,7 @@ where `planner fit --model llama3-405b --gpus 16384` spends its time after the i
 
 Phases (planner/search.py's module docstring): the space (space.build_space: constraint codes,
 sharding modes), the memory of every valid candidate (search.memory_totals), the compute floor
-of every fitting candidate (step.compute_floor, search._prefilter's bound) and the step time of
+of every fitting candidate (search.candidate_floors: step.compute_floor per distinct tuple, search._prefilter's bound) and the step time of
 the candidates the prefilter keeps (search.step_times, variant 0 at the first order), and the
 explain rows of the top 10 (search.rows_of). extra_info gives the candidates each phase prices.
 No timed asserts: speed is measured, never a pass/fail test.
@@ -70,9 +70,8 @@ def test_memory_totals(benchmark, captured):
 
 def test_compute_floor(benchmark, captured):
     space = captured["space"]
-    fb, fr, fo = captured["fit"]
-    zero = np.zeros(len(fb), dtype=np.int64)
-    _run(benchmark, lambda: search.compute_floor(space.settings, space.plans(fb, fr, fo, zero)), len(fb))
+    fb, fr, _ = captured["fit"]
+    _run(benchmark, lambda: search.candidate_floors(space, fb, fr), len(fb))
 
 
 def test_step_times_of_the_kept(benchmark, captured):

@@ -12,7 +12,9 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     Memory does not depend on the rank order, so this runs once per placement class. The
     layers' activations (memory.layer_memory) are priced once per distinct tuple of the fields
     they read over all the candidates (layer_memory_groups), each block of memory_totals
-    gathering its candidates' share (terms.gather);
+    gathering its candidates' share (terms.gather). row_groups groups candidates (base row,
+    recompute index) by grouping their distinct base rows (cheaper than the candidates), as the
+    prefilter's compute floors are priced too (candidate_floors);
  3. step time of each fitting candidate at its first distinct rank order, and of its stack
     variants (best_variants). A variant that differs from variant 0 only in TP overlap
     changes only TPO_TERMS (tp_comm, bubble) of variant 0's terms, so its step is at least
@@ -67,7 +69,7 @@ from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, s
 from .layers import context
 from .params import count_params
 from .terms import Groups, KeyedPlan, gather
-from .step import compute_floor, step_time
+from .step import FLOOR_FIELDS, group_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
 # measured 5x faster than one block of a million). Step time: 262,144, because each
@@ -163,29 +165,42 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
     return out
 
 
-def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> tuple:
-    """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
-    recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
-    all the candidates, not once per block of them (memory_totals hands each block its share,
-    terms.gather). A group is (a distinct tuple of the other fields among the base rows, a
-    recompute index): the base rows are grouped (terms.Groups), each group crossed with the
-    recompute choices. layer_memory is elementwise (the Groups contract), so each candidate gets
-    the numbers memory_total's own grouping gives it."""
-    b, settings, rc = space.base, space.settings, space.recompute
+def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
+    """(KeyedPlan of one candidate per group, each candidate's group, groups) of candidates (base
+    row, recompute index) grouped by `fields` (columns of the base rows) and their recompute
+    index: the distinct base rows among the candidates are grouped (terms.Groups), and a group is
+    (such a tuple, a recompute choice) that some candidate has. Cheaper than grouping the
+    candidates themselves (a base row stands for each of its recompute choices), for a function
+    that reads only `fields` and the recompute mode and is elementwise (the Groups contract):
+    priced on the KeyedPlan and gathered back (terms.gather), each candidate gets its numbers."""
+    b, rc = space.base, space.recompute
     n_base = np.size(b.tp)
     present = np.zeros(n_base, dtype=bool)
     present[bidx] = True
     rows = np.flatnonzero(present)  # the base rows among the candidates
     at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among them
-    fields = tuple(f for f in mem.LAYER_FIELDS if f != "recompute")
     cols = {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), (n_base,))[rows] for f in fields}
     g = Groups(KeyedPlan(cols), fields)
     index, size = (g.index, g.size) if g.active else (np.zeros(len(rows), dtype=np.int64), len(rows))
-    keyed = KeyedPlan({**{f: np.repeat(np.asarray(getattr(g.plan, f)), len(rc)) for f in fields},
-                       "recompute": np.tile(rc, size)})  # group (base group i, recompute r) at i * len(rc) + r
+    pair = index[at] * len(rc) + rcidx  # (row group i, recompute r) at i * len(rc) + r
+    used = np.zeros(size * len(rc), dtype=bool)
+    used[pair] = True  # the pairs some candidate has
+    kept = np.flatnonzero(used)
+    keyed = KeyedPlan({**{f: np.asarray(getattr(g.plan, f)).take(kept // len(rc)) for f in fields},
+                       "recompute": rc.take(kept % len(rc))})
+    return keyed, (np.cumsum(used) - 1)[pair], len(kept)
+
+
+def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> tuple:
+    """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
+    recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
+    all the candidates (row_groups), not once per block of them (memory_totals hands each block
+    its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it."""
+    settings = space.settings
+    keyed, index, size = row_groups(space, bidx, rcidx, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))
     pc = count_params(settings.model)
     layers = mem.layer_memory(settings, keyed, context(keyed, settings.moe_capacity_factor), pc.layers)
-    return layers, index[at] * len(rc) + rcidx, size * len(rc)
+    return layers, index, size
 
 
 def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
@@ -411,10 +426,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     if any(not np.array_equal(np.delete(space.variants[v], 0), v0) for v in range(1, len(space.variants))):
         return None  # a variant that changes more than TP overlap (an fp8 recipe) may change the compute
     settings = space.settings
-    low = np.empty(n)
-    zero = np.zeros(n, dtype=np.int64)
-    for s in _blocks(n, TIME_CHUNK):
-        low[s] = compute_floor(settings, space.plans(fb[s], fr[s], first_order[s], zero[s]), moe=True)
+    low = candidate_floors(space, fb, fr)
     seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
     # a variant only where it fits (variant 0's memory + variant_memory `extra`), as _first_orders tries it
     fit = None if extra is None else fm[seed] + extra[:, seed] <= mem.capacity(settings)[1]
@@ -426,6 +438,19 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
     keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
     return keep, low, len(seed), seed, seed_v0
+
+
+def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray) -> np.ndarray:
+    """step.compute_floor (moe=True) of candidates (base row, recompute index) with variant 0,
+    priced once per distinct tuple of the fields it reads (row_groups: variant 0's options are
+    the base rows' own; the rank order is not read), in blocks of TIME_CHUNK groups
+    (step.group_floor) and gathered back: the same numbers as compute_floor on the candidates."""
+    keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches")))
+    cols = {**vars(keyed), "microbatches": keyed.gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
+    floor = np.empty(size)
+    for s in _blocks(size, TIME_CHUNK):
+        floor[s] = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=True)
+    return floor.take(index)
 
 
 def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0) -> tuple:

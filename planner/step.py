@@ -999,11 +999,17 @@ def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
     the floor's, float rounding being monotone, so the total is still >= it."""
     g = Groups(plan, FLOOR_FIELDS)
-    sc, _, comp = _compute_pass(settings, g.plan)
+    return g.expand(group_floor(settings, g.plan, moe))
+
+
+def group_floor(settings: Settings, plan, moe: bool = False) -> np.ndarray:
+    """compute_floor of a plan of distinct tuples of FLOOR_FIELDS (its Groups.plan, or the
+    search's own grouping: search._prefilter)."""
+    sc, _, comp = _compute_pass(settings, plan)
     floor = sc.m * _gpu_mb(sc, comp)
     if moe and sc.ll.has_experts:  # a model setting, not a searched quantity
         floor = floor + sc.m * comp.perm + sc.m * comp.host
-    return g.expand(floor)
+    return floor
 
 
 # the plan fields compute_floor reads: every field but the sharding mode, the rank order and DP

@@ -362,8 +362,8 @@ def test_prefilter_falls_back_when_its_fact_fails(monkeypatch):
     job = Job(model="llama3-70b", gpus=512)
     want = fit(job, top=5)
     assert want.counts.prefilter_dropped > 0 and not want.counts.bound_fallback
-    real = search.compute_floor
-    monkeypatch.setattr(search, "compute_floor", lambda s, p, **k: 1.5 * real(s, p, **k))
+    real = search.group_floor
+    monkeypatch.setattr(search, "group_floor", lambda s, p, **k: 1.5 * real(s, p, **k))
     got = fit(job, top=5)
     assert got.counts.bound_fallback and got.counts.prefilter_dropped == 0
     assert [r["time"]["step_s"] for r in got.rows] == [r["time"]["step_s"] for r in want.rows]
@@ -410,6 +410,29 @@ def test_compute_floor_is_step_times_compute_without_copies():
     assert np.all(t.moe_permute > 0)
     np.testing.assert_array_equal(low_moe, low + t.moe_permute + t.moe_host)
     assert np.all(low_moe > low) and np.all(t.total >= low_moe)
+
+
+def test_candidate_floors_are_compute_floor():
+    # search.candidate_floors prices the floor once per distinct tuple of its fields over the base
+    # rows x recompute (search.row_groups): the same numbers as step.compute_floor on the candidates
+    from planner.space import build_space, settings_for, variant_choices
+    from planner.step import compute_floor
+
+    for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=512)):
+        settings, gbs, seq, _ = settings_for(job)
+        space = build_space(settings, gbs, seq, job.precision, SpaceOptions(),
+                            variant_choices(settings.stack, job, "", settings.hardware))
+        rows = np.flatnonzero(space.codes == 0)
+        rng = np.random.default_rng(0)
+        fb = rng.choice(rows, 4000)
+        fr = rng.integers(0, len(space.recompute), 4000)
+        order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
+        want = compute_floor(settings, space.plans(fb, fr, order, np.zeros(len(fb), dtype=np.int64)), moe=True)
+        from planner.search import candidate_floors
+
+        got = candidate_floors(space, fb, fr)
+        assert len(np.unique(want)) > 100
+        np.testing.assert_array_equal(got, want)
 
 
 def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):
