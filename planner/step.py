@@ -90,7 +90,8 @@ import numpy as np
 
 from . import comm, dispatch, moe
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_kernel, attention_rates, flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
+    attention_rates, flops_per_token,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
@@ -223,8 +224,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
         g, g_bwd = _low_and_bf16(sc, mixer.gemms(ctx) + mlp.gemms(ctx), sum(times.values(), np.float64(0.0)) / sc.speed)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
-        core_f = flops / (rate_fwd * core_scale)
-        core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * core_scale)
+        # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
+        hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
+        core_f = flops / (rate_fwd * hd_f * core_scale)
+        core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * hd_b * core_scale)
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = mixer.cp_ring(ctx)
