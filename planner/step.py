@@ -23,7 +23,7 @@ Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after T
          (dgrad + wgrad) [1]; time = FLOPs / (GEMM plateau x wave efficiency) (compute.py).
   attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T a d / t x the
          mean keys a query attends to (s/2 global; a window or chunk fewer: layers/attention.py)
-         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]); the
+         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]; by head dim [7b]); the
          state-space and linear-attention scans (layers/mamba.py, layers/linear_attention.py)
          at the same rates.
   memory-bound work as bytes over HBM bandwidth (x HBM_EFFICIENCY): norms (read + write
