@@ -176,6 +176,14 @@ References
      the two moments' tensors. Derived from the code, not traced (the oracle has no CP row). Not priced:
      the forward's _SDPAMerger fp32 temporaries (forward time, or the re-run under full AC) and
      FlashAttention's own fp32 dq accumulator (with or without CP).
+[cp2] All-gather context parallelism with one kernel (stack context_parallel.kernel one): Llama 3,
+     arXiv:2407.21783 sec. 3.3.2 'Context parallelism for long sequences': 'we first all-gather the key
+     (K) and value (V) tensors, and then compute attention output for the local query (Q) tensor chunk':
+     the gathered K and V, cp times the local, exist while one layer's attention runs; the backward
+     (assumed, stack_db llama3-meta context_parallel sources: the paper describes the forward only)
+     all-gathers them again and its kernel writes the gathered K/V's gradients, reduce-scattered to
+     their ranks in dkv_bytes (fp32: sec. 3.3.2 'Numerical stability'). Priced as one layer's moment in
+     the recompute buffer (cp_gathered_kv_extra), the backward's being the larger.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -648,7 +656,30 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                 extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
                     kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
+        cps = stack.context_parallel
+        if cps is not None and cps.kernel == "one":  # a stack setting, not a searched quantity
+            # the all-gathered K/V (and the backward's gathered dK/dV) of the layer being run [cp2]
+            buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_gathered_kv_extra(kind, ctx, cps.dkv_bytes), 0.0)
     return stored, buffers, layer_input
+
+
+def cp_gathered_kv_extra(kind: LayerKind, ctx: Ctx, dkv_bytes: float):
+    """The temporaries of an all-gather context parallelism run as one kernel (ContextParallelSpec
+    kernel one: Llama 3's, arXiv:2407.21783 sec. 3.3.2) for the layer being run [cp2], bytes: per
+    element of the GPU's local key K (T k d / min(t, k)), the forward's all-gathered K and V of
+    the cp ranks (2 x 2 B x cp, bf16) and the backward's, re-gathered, with the gathered dK and dV
+    the kernel writes before their reduce-scatter (2 x dkv_bytes x cp): the backward's moment,
+    (4 + 2 dkv_bytes) cp B a K element, is the larger and is what one layer adds. Layers without
+    an attention core (and MLA): 0."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if not isinstance(mixer, Attention):
+        return np.zeros(np.shape(ctx.T))
+    k_el = ctx.T * kv_local(mixer.k, ctx.tp) * mixer.d
+    fwd = 2.0 * ACT_BYTES * ctx.cp * k_el
+    bwd = fwd + 2.0 * dkv_bytes * ctx.cp * k_el
+    return np.maximum(fwd, bwd)
 
 
 def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):

@@ -237,3 +237,21 @@ def test_split_need_not_divide_on_meta_only():
         resolve(Job(**{**META, "gpus": 9 * 8 * 8, "pp": 9, "vpp": 2, "global_batch": 72}))
     with pytest.raises(PlannerError, match="does not run the 1f1b pipeline schedule"):
         resolve(Job(**{**job, "vpp": 1}))
+
+
+def test_all_gathered_kv_of_one_layer_by_hand():
+    """Table 4's long-context row (TP 8, CP 16, PP 16, DP 4 at 131,072 tokens; 8,192 GPUs, the
+    product of its degrees: the table lists 16,384, a mesh of DP 8), 16M tokens a step (128
+    sequences, m = 32): each rank holds
+    131,072 / 16 = 8,192 tokens of one sequence; its local K (and V) is 8,192 x 1 KV head (8 / TP
+    8) x 128 = 1,048,576 elements. Meta's CP all-gathers K and V (sec. 3.3.2), cp = 16 times that
+    in bf16 (2 x 2 B x 16), and the backward, all-gathering them again, writes the gathered dK and
+    dV in fp32 before their reduce-scatter (2 x 4 B x 16): 12 x 16 x 1,048,576 B = 192 MiB for
+    the layer being run, the stage's whole recompute buffer without recompute (memory.py [cp2]);
+    at CP 1 nothing is gathered."""
+    job = {**META, "gpus": 8192, "seq_len": 131072, "cp": 16, "dp": 4, "global_batch": 128}
+    s, p, _ = resolve(Job(**job))
+    mem = evaluate(s, p).memory
+    assert float(mem["recompute_buffer"]) == 12 * 16 * 8192 * 128 == 192 * MIB
+    s1, p1, _ = resolve(Job(**META))
+    assert float(evaluate(s1, p1).memory["recompute_buffer"]) == 0.0
