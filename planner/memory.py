@@ -943,7 +943,12 @@ class _PerLayer:
         tp = plan.tp.astype(np.float64)
         # (a mode that keeps every unit gathered, `held` below, counts them there)
         tr = sharding_traits(stack, plan)
-        keep_pp, held = tr["keep_pp"], fsdp_on & ~tr["reshard"]
+        # regather_pp (resharding under torch.distributed.pipelining): each unit stays gathered after
+        # its backward until its next forward reshards it, so at the end of a backward the stage's
+        # units are all gathered; counted whole as `held` (an upper bound: where one micro-batch's
+        # activations of the stage exceed its weights the peak comes at a forward's end instead,
+        # min(weights, activations) lower [7]); its gradients accumulate unsharded as keep_pp's
+        keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the

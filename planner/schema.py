@@ -828,6 +828,15 @@ class FSDPSpec(BaseModel):
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
+    pp_runtime_no_sync: bool = Field(
+        default=False,
+        description="under PP the pipeline runtime runs every micro-batch's backward with gradient sync and resharding "
+                    "after backward off and reduces once, at the last (torch.distributed.pipelining stage.py "
+                    "backward_maybe_with_nosync): a mode that reshards after forward there (torchtitan "
+                    "fsdp_reshard_after_forward 'always') re-gathers each unit for the backward that follows a "
+                    "forward and for the forward that follows a forward: m + 1 gathers of the stage's weights a step "
+                    "(planner/stacks.py sharding_traits regather_pp), its gradients accumulated unsharded and reduced "
+                    "once. false: such a mode gathers in every forward and backward and reduces as its grad_reduce says")
     end_of_backward_peak: bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
