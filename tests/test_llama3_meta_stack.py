@@ -199,24 +199,30 @@ def test_microbatches_pp_does_not_divide_on_meta_and_megatron():
     8M-token batch of sec. 3.4.1 (1,024 sequences: m = 8 < pp = 16) and at 2,560 sequences (m =
     20, one group of N = 20) runs on llama3-meta; m = 8 has the bubble (p - 1 + (v-1)(p - m))/(v m)
     = (15 + 56)/64 of a step's compute and the m v = 64 chunk-micro-batches all in flight
-    (8 x 8 layers x 1,024 tokens x 520,192 B); m = 20 the paper's 15/160 with N = 20: warm-up
-    2(p - 1 - s) + 7 x 20 + 1 on stage s = 1 is 169 chunk-forwards. On megatron both are refused
-    with the rule's source."""
+    (8 x 8 layers x 1,024 tokens x 520,192 B); m = 20 the paper's 15/160 with N = 20: the warm-up
+    2(p - 1 - s) + 7 x 20 + 1 on stage s = 1 (169) exceeds its m v = 160 chunk-forwards, so it holds
+    all 160. On megatron both are refused with the rule's source; the bubble's time is 71/15 of
+    m = 16's at m = 8 and equal to it at m = 20."""
     from planner.explain import to_json
     from planner.pipeline import INTERLEAVED, bubble_fraction
 
-    for gbs, m in ((1024, 8), (2560, 20)):
+    bubbles = {}
+    for gbs, m in ((2048, 16), (1024, 8), (2560, 20)):
         s, p, _ = resolve(Job(**{**META, "global_batch": gbs}))
         assert int(p.microbatches) == m and int(p.schedule) == INTERLEAVED
         e = evaluate(s, p)
         held = min(2 * 14 + 7 * (16 if m % 16 == 0 else m) + 1, m * 8)
         assert float(e.memory["layer_activations"]) == pytest.approx(held * (8192 // T) * PER_TOKEN, rel=1e-12)
-        t = to_json(s, p, e)["time"]
         assert float(bubble_fraction(16, m, 8, INTERLEAVED)) == (15 + 7 * max(16 - m, 0)) / (8 * m)
-        assert t["bubble_s"] > 0
-        with pytest.raises(PlannerError, match=r"divisible by pp=16 on stack megatron \(NVIDIA/Megatron-LM @d98e8a64 "
-                                               r"megatron/core/pipeline_parallel/schedules.py"):
-            resolve(Job(**{**META, "global_batch": gbs, "stack": "megatron", "sharding_mode": None}))
+        bubbles[m] = to_json(s, p, e)["time"]["bubble_s"]
+        if m % 16:
+            with pytest.raises(PlannerError, match=r"divisible by pp=16 on stack megatron \(NVIDIA/Megatron-LM @d98e8a64 "
+                                                   r"megatron/core/pipeline_parallel/schedules.py"):
+                resolve(Job(**{**META, "global_batch": gbs, "stack": "megatron", "sharding_mode": None}))
+    # the bubble's time, fraction x m micro-batches of the same length: (15 + 7 x 8) / 15 times Table 4's at
+    # m = 8, the same as Table 4's at m = 20 ((p - 1)/(v m) x m does not depend on m >= p)
+    assert bubbles[8] / bubbles[16] == pytest.approx(71 / 15, rel=1e-12)
+    assert bubbles[20] == pytest.approx(bubbles[16], rel=1e-12)
 
 
 def test_split_need_not_divide_on_meta_only():
