@@ -33,7 +33,14 @@ References
     _fsdp_collectives.py foreach_all_gather / foreach_reduce, _fsdp_param_group.py
     wait_for_unshard, FSDPParam.to_accumulated_grad_if_needed) and torchtitan's
     apply_fsdp_to_decoder; derived in docs/memory_mechanisms.md (b), (c): the stack's
-    `fsdp:` fields say what a rank holds at its peak and in which stream's pool.
+    `fsdp:` fields say what a rank holds at its peak and in which stream's pool. Under PP,
+    torch 2.13 torch/distributed/pipelining/stage.py backward_maybe_with_nosync runs every
+    backward with set_reshard_after_backward(False): a unit resharded after forward (torchtitan
+    fsdp_reshard_after_forward "always", apply_fsdp @e347b1e5e) is gathered by its backward
+    and stays gathered until its next forward (stacks.sharding_traits regather_pp): with one
+    chunk a rank the stage's weights are all gathered at a backward's end, one micro-batch's
+    activations fewer, and none at a forward's end; with virtual stages a chunk stays gathered
+    from its last backward (the stage's weights counted whole).
 [8] NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
     layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
     row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
@@ -945,9 +952,9 @@ class _PerLayer:
         tr = sharding_traits(stack, plan)
         # regather_pp (resharding under torch.distributed.pipelining): each unit stays gathered after
         # its backward until its next forward reshards it, so at the end of a backward the stage's
-        # units are all gathered; counted whole as `held` (an upper bound: where one micro-batch's
-        # activations of the stage exceed its weights the peak comes at a forward's end instead,
-        # min(weights, activations) lower [7]); its gradients accumulate unsharded as keep_pp's
+        # units are all gathered, as `held` (with one chunk a rank _stage_terms takes off what that
+        # backward's micro-batch frees, regather_w below [7]); its gradients accumulate unsharded
+        # as keep_pp's
         keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
@@ -963,6 +970,12 @@ class _PerLayer:
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
         self.pp_unsharded = (np.where(held, fs.param_gather_bytes, 0.0)
                              + np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0))
+        # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
+        # end of a backward, when that micro-batch's activations are freed, and all resharded at
+        # the end of a forward: the peak is the in-flight activations + max(weights - one
+        # micro-batch's activations, 0) [7] (_stage_terms takes the smaller off); with virtual
+        # stages other chunks stay gathered from their own last backward: the weights whole
+        self.regather_w = np.where(tr["regather_pp"] & (plan.vpp == 1), fs.param_gather_bytes, 0.0)
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
@@ -1048,6 +1061,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
+    # one micro-batch's layer activations of the stage (act / the micro-batches held), for
+    # per.regather_w below
+    per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
     if twin is not None:
         r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
         act = 0.5 * (act + _held_activations(per, twin[2], r2))
@@ -1066,7 +1082,12 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
     act = act + outputs * per.stage_output
-    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params
+    # resharding after forward under torch's pipelining with one chunk a rank (per.regather_w):
+    # a micro-batch's activations (its layers' and its output sent on) are freed by the time its
+    # backward has gathered the stage's weights: the peak holds the larger of the two only [7]
+    per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
+    regather_saving = np.minimum(per.regather_w * params, per_mb) if twin is None else 0.0
+    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - regather_saving
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention

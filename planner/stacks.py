@@ -110,7 +110,8 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
                   step gathers it once per forward (each forward's successor on the unit) plus
                   once for its first pass, m + 1 (in units of the stage's weights: m v + v chunk
                   gathers, whatever the schedule's order, as the last pass on a chunk is a
-                  backward); the gradients accumulate unsharded and are reduced once."""
+                  backward); the gradients accumulate unsharded and are reduced once; the
+                  stage's units are all gathered at the end of each backward (memory.py [7])."""
     from .plan import FSDP, ZERO2
 
     fs = stack.fsdp
