@@ -33,7 +33,14 @@ References
     _fsdp_collectives.py foreach_all_gather / foreach_reduce, _fsdp_param_group.py
     wait_for_unshard, FSDPParam.to_accumulated_grad_if_needed) and torchtitan's
     apply_fsdp_to_decoder; derived in docs/memory_mechanisms.md (b), (c): the stack's
-    `fsdp:` fields say what a rank holds at its peak and in which stream's pool.
+    `fsdp:` fields say what a rank holds at its peak and in which stream's pool. Under PP,
+    torch 2.13 torch/distributed/pipelining/stage.py backward_maybe_with_nosync runs every
+    backward with set_reshard_after_backward(False): a unit resharded after forward (torchtitan
+    fsdp_reshard_after_forward "always", apply_fsdp @e347b1e5e) is gathered by its backward
+    and stays gathered until its next forward (stacks.sharding_traits regather_pp): with one
+    chunk a rank the stage's weights are all gathered at a backward's end, one micro-batch's
+    activations fewer, and none at a forward's end; with virtual stages a chunk stays gathered
+    from its last backward (the stage's weights counted whole).
 [8] NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
     layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
     row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
@@ -176,6 +183,14 @@ References
      the two moments' tensors. Derived from the code, not traced (the oracle has no CP row). Not priced:
      the forward's _SDPAMerger fp32 temporaries (forward time, or the re-run under full AC) and
      FlashAttention's own fp32 dq accumulator (with or without CP).
+[cp2] All-gather context parallelism with one kernel (stack context_parallel.kernel one): Llama 3,
+     arXiv:2407.21783 sec. 3.3.2 'Context parallelism for long sequences': 'we first all-gather the key
+     (K) and value (V) tensors, and then compute attention output for the local query (Q) tensor chunk':
+     the gathered K and V, cp times the local, exist while one layer's attention runs; the backward
+     (assumed, stack_db llama3-meta context_parallel sources: the paper describes the forward only)
+     all-gathers them again and its kernel writes the gathered K/V's gradients, reduce-scattered to
+     their ranks in dkv_bytes (fp32: sec. 3.3.2 'Numerical stability'). Priced as one layer's moment in
+     the recompute buffer (cp_gathered_kv_extra), the backward's being the larger.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -648,7 +663,30 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                 extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
                     kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
+        cps = stack.context_parallel
+        if cps is not None and cps.kernel == "one":  # a stack setting, not a searched quantity
+            # the all-gathered K/V (and the backward's gathered dK/dV) of the layer being run [cp2]
+            buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_gathered_kv_extra(kind, ctx, cps.dkv_bytes), 0.0)
     return stored, buffers, layer_input
+
+
+def cp_gathered_kv_extra(kind: LayerKind, ctx: Ctx, dkv_bytes: float):
+    """The temporaries of an all-gather context parallelism run as one kernel (ContextParallelSpec
+    kernel one: Llama 3's, arXiv:2407.21783 sec. 3.3.2) for the layer being run [cp2], bytes: per
+    element of the GPU's local key K (T k d / min(t, k)), the forward's all-gathered K and V of
+    the cp ranks (2 x 2 B x cp, bf16) and the backward's, re-gathered, with the gathered dK and dV
+    the kernel writes before their reduce-scatter (2 x dkv_bytes x cp): the backward's moment,
+    (4 + 2 dkv_bytes) cp B a K element, is the larger and is what one layer adds. Layers without
+    an attention core (and MLA): 0."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if not isinstance(mixer, Attention):
+        return np.zeros(np.shape(ctx.T))
+    k_el = ctx.T * kv_local(mixer.k, ctx.tp) * mixer.d
+    fwd = 2.0 * ACT_BYTES * ctx.cp * k_el
+    bwd = fwd + 2.0 * dkv_bytes * ctx.cp * k_el
+    return np.maximum(fwd, bwd)
 
 
 def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):
@@ -912,7 +950,12 @@ class _PerLayer:
         tp = plan.tp.astype(np.float64)
         # (a mode that keeps every unit gathered, `held` below, counts them there)
         tr = sharding_traits(stack, plan)
-        keep_pp, held = tr["keep_pp"], fsdp_on & ~tr["reshard"]
+        # regather_pp (resharding under torch.distributed.pipelining): each unit stays gathered after
+        # its backward until its next forward reshards it, so at the end of a backward the stage's
+        # units are all gathered, as `held` (with one chunk a rank _stage_terms takes off what that
+        # backward's micro-batch frees, regather_w below [7]); its gradients accumulate unsharded
+        # as keep_pp's
+        keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
@@ -927,6 +970,12 @@ class _PerLayer:
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
         self.pp_unsharded = (np.where(held, fs.param_gather_bytes, 0.0)
                              + np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0))
+        # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
+        # end of a backward, when that micro-batch's activations are freed, and all resharded at
+        # the end of a forward: the peak is the in-flight activations + max(weights - one
+        # micro-batch's activations, 0) [7] (_stage_terms takes the smaller off); with virtual
+        # stages other chunks stay gathered from their own last backward: the weights whole
+        self.regather_w = np.where(tr["regather_pp"] & (plan.vpp == 1), fs.param_gather_bytes, 0.0)
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
@@ -1012,6 +1061,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
+    # one micro-batch's layer activations of the stage (act / the micro-batches held), for
+    # per.regather_w below
+    per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
     if twin is not None:
         r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
         act = 0.5 * (act + _held_activations(per, twin[2], r2))
@@ -1030,7 +1082,12 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
     act = act + outputs * per.stage_output
-    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params
+    # resharding after forward under torch's pipelining with one chunk a rank (per.regather_w):
+    # a micro-batch's activations (its layers' and its output sent on) are freed by the time its
+    # backward has gathered the stage's weights: the peak holds the larger of the two only [7]
+    per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
+    regather_saving = np.minimum(per.regather_w * params, per_mb) if twin is None else 0.0
+    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - regather_saving
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention

@@ -24,7 +24,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
-from .startup import BY_CODE, rules_for, stack_order_ok
+from .startup import BY_CODE, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -219,7 +219,9 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: pp > units,
         lambda: (vpp > 1) & ~inter,
         lambda: inter & ((pp < 2) | (vpp < 2)),
-        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
+        # Megatron-LM's default group of pp contiguous micro-batches per virtual stage (Stack runs.schedules
+        # microbatches multiple_of_pp, interleaved_any_m for the stacks whose schedule takes any count)
+        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0) & ~interleaved_any_m(stack),
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
@@ -228,9 +230,11 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
         # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part)
+        # a stack whose split need not divide (Stack.pipeline_split_divides false: Llama 3's) refuses only a
+        # split that places layers the model lacks (startup.split_overdrawn)
         lambda: counted & (pp > 1) & np.where(plan.split_front > 0,
                                               (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
-                                              units % (pp * vpp) != 0),
+                                              (units % (pp * vpp) != 0) if split_divides(stack) else split_overdrawn(L, plan)),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
         # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
         # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
@@ -247,6 +251,26 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
             codes = np.where(ok & r.broken(model, stack, plan), code, codes)
             # a start-up rule is reported only where no plan rule broke first
     return codes
+
+
+# the source of INTERLEAVED_M (Megatron-LM's rule, every stack's unless its schedule says `any`)
+INTERLEAVED_M_SOURCE = (
+    "NVIDIA/Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_"
+    "interleaving l. 1160-1181: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
+    ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0")
+
+
+def interleaved_any_m(stack) -> bool:
+    """The stack's interleaved schedule runs any number of micro-batches (stack_db runs.schedules
+    microbatches: any; Llama 3's, arXiv:2407.21783 sec. 3.3.2 'Batch size constraint')."""
+    runs = stack.runs if stack is not None else None
+    return runs is not None and any(x.schedule == "interleaved" and x.microbatches == "any" for x in runs.schedules)
+
+
+def split_divides(stack) -> bool:
+    """The stack's split needs the layers plus the counted ends to divide into pp x vpp chunks
+    (Stack.pipeline_split_divides; Megatron-Core's rule, the default)."""
+    return stack is None or stack.pipeline_split_divides
 
 
 def stack_rules(stack, plan: PlanArrays) -> list:
@@ -460,15 +484,23 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                                "set schedule: interleaved or vpp: 1"),
         INTERLEAVED_PP: lambda: (f"the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})",
                                  "set vpp >= 2 with pp >= 2, or schedule: 1f1b"),
-        INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}",
-                                "Megatron-LM requires num_microbatches % pipeline_parallel_size == 0 for interleaving"),
+        INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}"
+                                f" on stack {stack.name if stack is not None else 'megatron'} ({INTERLEAVED_M_SOURCE})",
+                                f"use a global batch whose micro-batches per pipeline are a multiple of {job.pp}, or a "
+                                "stack whose schedule runs any count (stack_db runs.schedules microbatches: any, e.g. "
+                                "llama3-meta)"),
         VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers"
                              + (f" (+{units - L} counted for the embedding/loss)" if units > L else ""),
                              "lower vpp" + ("" if units > L else ", or count the embedding and loss as layers of the "
                                             "split (account_for_embedding_in_pipeline_split / _loss_)")),
-        SPLIT_UNITS: lambda: (f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
-                              f"do not divide into pp*vpp={job.pp * job.vpp} chunks",
-                              "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match"),
+        SPLIT_UNITS: lambda: ((f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
+                               f"do not divide into pp*vpp={job.pp * job.vpp} chunks",
+                               "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match")
+                              if split_divides(stack) else
+                              (f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
+                               f"on pp*vpp={job.pp * job.vpp} chunks leave more slots over than the end chunks hold: the "
+                               "split would place layers the model does not have",
+                               "choose pp x vpp with at most one chunk's worth of slots left over")),
         TP_OVERLAP_SP: lambda: ("tp_comm_overlap needs sequence parallelism with tp > 1",
                                 "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false"),
         TPO_COMPILE: lambda: (f"tp_comm_overlap on stack {job.stack} (async TP) needs torch_compile",
@@ -579,7 +611,7 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
                             f"choose a level the stack runs ({', '.join(dict.fromkeys(m.level for m in runs.sharding))})")
     if code == STACK_SCHEDULE:
         have = ", ".join(x.schedule for x in runs.schedules)
-        return PlannerError(f"{where}stack {stack.name} does not run the {job.schedule or 'interleaved'} pipeline schedule "
+        return PlannerError(f"{where}stack {stack.name} does not run the {job.schedule or default_schedule(stack, job.vpp)} pipeline schedule "
                             f"(stack_db runs.schedules: {have}; {runs.schedules[0].sources[0]})",
                             f"use one of {have}" + ("" if "interleaved" in have else " (vpp 1)"))
     if code == STACK_ORDER:

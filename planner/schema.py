@@ -828,6 +828,15 @@ class FSDPSpec(BaseModel):
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
+    pp_runtime_no_sync: bool = Field(
+        default=False,
+        description="under PP the pipeline runtime runs every micro-batch's backward with gradient sync and resharding "
+                    "after backward off and reduces once, at the last (torch.distributed.pipelining stage.py "
+                    "backward_maybe_with_nosync): a mode that reshards after forward there (torchtitan "
+                    "fsdp_reshard_after_forward 'always') re-gathers each unit for the backward that follows a "
+                    "forward and for the forward that follows a forward: m + 1 gathers of the stage's weights a step "
+                    "(planner/stacks.py sharding_traits regather_pp), its gradients accumulated unsharded and reduced "
+                    "once. false: such a mode gathers in every forward and backward and reduces as its grad_reduce says")
     end_of_backward_peak: bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
@@ -1046,6 +1055,12 @@ class ScheduleSpelling(BaseModel):
 
     model_config = Strict
     schedule: Schedule
+    microbatches: Literal["multiple_of_pp", "any"] = Field(
+        default="multiple_of_pp",
+        description="interleaved: the micro-batches per step the schedule runs. multiple_of_pp: a multiple of pp "
+                    "(Megatron-LM's default of pp contiguous micro-batches per virtual stage, plan rule INTERLEAVED_M); "
+                    "any: any count, fewer than pp included (Llama 3's schedule with N contiguous micro-batches set "
+                    "freely, arXiv:2407.21783 sec. 3.3.2); priced with pipeline.bubble_fraction either way")
     spelling: str
     sources: list[str] = Field(min_length=1)
 
@@ -1181,6 +1196,13 @@ class Stack(BaseModel):
                     "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
                     "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
                     "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
+    pipeline_split_divides: bool = Field(
+        default=True,
+        description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "
+                    "must divide into pp x vpp chunks (Megatron-Core's TransformerConfig rule, plan rule SPLIT_UNITS). "
+                    "false: any split that places the model's layers, ceil(L'/(pp vpp)) a chunk with the left-over "
+                    "slots off the first and the last chunk (pipeline.stage_layers), is accepted; a split that would "
+                    "place layers the model does not have is refused (startup.split_overdrawn)")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")

@@ -870,7 +870,9 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     weights in forward and, where the mode reshards after forward, another in backward (one
     that keeps them unsharded to the backward gathers in forward only); a reduce-scatter of the
     gradients per micro-batch, or once per step for a mode that accumulates without sync; under
-    PP without resharding, one gather and one reduce per step. HSDP's all-reduce across the
+    PP without resharding, one gather and one reduce per step; under PP resharding with the
+    runtime's no-sync (regather_pp), the first forward's gather and one per backward, one reduce
+    per step. HSDP's all-reduce across the
     replicas (ar_hsdp) runs with every reduce-scatter or once per step (the mode's
     replica_reduce). The first unit's all-gather and the last unit's reduce-scatter (1/n_b of
     each: a layer, or a bucket) and the last replica all-reduce never hide; the rest hides
@@ -881,8 +883,10 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     pass over the weights."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
-    keep_pp, reshard = tr["keep_pp"], tr["reshard"]
-    n_ag = np.where(keep_pp, 1.0, np.where(reshard, 2.0, 1.0) * m)
+    keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
+    # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
+    # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
+    n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0, 1.0) * m))
     n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
     n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
@@ -898,7 +902,7 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
             return _hide(ag_b + rs, comp.bwd_mb, x)  # both behind the micro-batch's backward
         return ag_b + _hide(rs, comp.bwd_mb, x)
 
-    fwd_ag = np.where(keep_pp, _hide(ag_w - ag_edge, m * comp.fwd_mb, x),
+    fwd_ag = np.where(keep_pp | regather, _hide(ag_w - ag_edge, m * comp.fwd_mb, x),
                       _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * _hide(ag_w, comp.fwd_mb, x))
     exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)

@@ -210,15 +210,15 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         rep, sh = dp // shard, shard
     elif mode == "ddp":
         rep, sh = dp, 1
-    elif mode in ("fsdp2", "fsdp2_no_reshard"):
+    elif mode in ("fsdp2", "fsdp2_no_reshard", "fsdp2_reshard_always"):
         rep, sh = 1, dp
     else:
-        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard "
-                         "and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
+        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard, "
+                         "fsdp2_reshard_always and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
     par = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": sh, "tensor_parallel_degree": tp,
            "pipeline_parallel_degree": pp, "context_parallel_degree": cp, **par}
     if sh > 1:
-        par["fsdp_reshard_after_forward"] = "never" if mode == "fsdp2_no_reshard" else "default"
+        par["fsdp_reshard_after_forward"] = {"fsdp2_no_reshard": "never", "fsdp2_reshard_always": "always"}.get(mode, "default")
     if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree; its ETP default is 1, not tp
         par["expert_parallel_degree"] = plan["ep"]
         par["expert_tensor_parallel_degree"] = plan.get("etp") or tp

@@ -297,10 +297,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     elif shard > 1:
         # stack_db torchtitan runs.sharding: "never" keeps the parameters from the forward to the
         # backward (fsdp2_no_reshard, an fsdp mode that gathers once per micro-batch)
-        job.update(sharding="fsdp", sharding_mode="fsdp2_no_reshard" if reshard == "never" else "fsdp2")
-        if reshard == "always" and pp > 1:
-            assumed.append('fsdp_reshard_after_forward "always" with PP: priced as "default" (no resharding under PP; '
-                           "the per-micro-batch re-gathers of \"always\" are not modelled)")
+        # "always" under PP reshards every unit after each forward (fsdp2_reshard_always); without PP
+        # it is torchtitan's "default" (apply_fsdp: reshard_after_forward = not pp_enabled)
+        job.update(sharding="fsdp", sharding_mode="fsdp2_no_reshard" if reshard == "never" else
+                   "fsdp2_reshard_always" if reshard == "always" and pp > 1 else "fsdp2")
     else:
         job.update(sharding="none", sharding_mode="ddp")
     if tp > 1:
