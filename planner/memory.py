@@ -162,8 +162,8 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
-[cp1] Context parallel attention's backward (the K/V rotate method: job cp_rotate_method, else stack
-     memory.cp_ring_backward): torch
+[cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
+     which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
      _templated_ring_attention_backward (l. 488-640): fp32 grad_query/key/value (zeros_like, accum_dtype
      fp32 with _cp_options.convert_to_f32, the default), each step's SDPA backward outputs (bf16), the K/V
@@ -646,7 +646,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
                 # under CP the attention's backward is a later moment of the block's backward [cp1]
                 extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
-                    kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
+                    kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
     return stored, buffers, layer_input
 
