@@ -81,7 +81,7 @@ class Counts:
     time_evaluations: int = 0  # candidates whose step time was computed
     bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
     slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
-    prefilter_dropped: int = 0  # fitting candidates _prefilter's compute floor dropped before pricing communication
+    prefilter_dropped: int = 0  # fitting candidates (x rank orders, as feasible) _prefilter's compute floor dropped before pricing communication
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
@@ -430,7 +430,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke)
         c.time_evaluations += seeded
         if np.all(step1 >= low[keep]):
-            c.prefilter_dropped = len(fb) - len(kb)
+            c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible
             fb, fr, fm, first_order, extra = kb, kr, km, ko, ke
         else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
             c.bound_fallback = True

@@ -385,6 +385,42 @@ def test_prefilter_seed_and_top(monkeypatch):
     assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
 
 
+def test_prefilter_dropped_counted_and_shown(cli, monkeypatch):
+    # Counts.prefilter_dropped: the fitting candidates search._prefilter left unpriced, each with
+    # its rank orders (the units of `N fit`, not (plan, recompute) pairs); what fit's counts line
+    # says of them holds: each one's compute floor alone is slower than the last row's step
+    import planner.search as search
+    from planner.render.fit import searched
+
+    seen = {}
+    real = search._prefilter
+
+    def spy(space, fb, *args, **kw):
+        out = real(space, fb, *args, **kw)
+        seen.update(space=space, fb=fb, out=out)
+        return out
+
+    monkeypatch.setattr(search, "_prefilter", spy)
+    res = fit(Job(model="llama3-70b", gpus=512), top=5)
+    keep, low, _ = seen["out"]
+    dropped = ~keep
+    assert res.counts.prefilter_dropped == int(seen["space"].n_orders[seen["fb"][dropped]].sum()) > dropped.sum() > 0
+    assert res.counts.prefilter_dropped < res.counts.feasible
+    assert low[dropped].min() > res.rows[-1]["time"]["step_s"]
+    assert (f"{res.counts.feasible:,} fit ({res.counts.prefilter_dropped:,} of them priced by their compute alone, "
+            "which already ranks them below the top rows)") in searched(res)
+    # shown where fit shows its counts: the table's line, the note on stderr beside JSON
+    monkeypatch.setattr(search, "_prefilter", real)
+    table = cli("fit", "--model", "llama3-70b", "--gpus", "512", "--top", "5")
+    js = cli("fit", "--model", "llama3-70b", "--gpus", "512", "--top", "5", "--format", "json")
+    want = f"({res.counts.prefilter_dropped:,} of them priced by their compute alone"
+    assert table.exit_code == js.exit_code == 0
+    assert want in table.stdout and want in js.stderr and want not in js.stdout
+    # nothing dropped (every feasible plan priced): no such clause
+    assert "priced by their compute alone" not in searched(fit(Job(model="llama3-70b", gpus=512), top=5,
+                                                               keep_feasible=True))
+
+
 def test_compute_floor_is_step_times_compute_without_copies():
     # step.compute_floor is step_time's `compute` term less the DP copies, bit for bit (the
     # same arithmetic), so step_time's total (every other term >= 0) is never below it
