@@ -517,6 +517,19 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     return dense, experts
 
 
+def weight_copy_bytes(settings: Settings, code):
+    """(row-wise, column-wise) bytes per linear weight element of TE's quantized copy for the
+    recipe(s) `code` (precisions.FP8_RECIPES) on the settings' GPU [11]: QUANTIZED_WEIGHT_BYTES,
+    the column-wise copy that is a transpose kept only on TN-only GPUs. What quantized_weight_terms
+    prices per element, and what the search compares to gate a recipe variant (search.variant_memory)."""
+    from .precisions import FP8_RECIPES
+
+    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
+    code = np.asarray(code, dtype=np.int64)
+    row, col = table[code, 0], table[code, 1]
+    return row, np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+
+
 def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
     """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
     layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp and the
@@ -529,12 +542,7 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
     if not stack_of(settings).memory.fp8_weight_cache or not np.any(on):  # the second: a shortcut only (zero either way)
         return zero, zero
-    from .precisions import FP8_RECIPES
-
-    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
-    code = np.asarray(plan.f8r, dtype=np.int64)
-    row, col = table[code, 0], table[code, 1]
-    col = np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+    row, col = weight_copy_bytes(settings, plan.f8r)
     tp = plan.tp.astype(np.float64)
     e_div = etp_of(plan).astype(np.float64) * plan.ep
     linear = weighted(counts, [(p.split - p.split_bias) / tp + p.expert / e_div for p in pc.kind_params])
