@@ -32,7 +32,7 @@ References
 
 from __future__ import annotations
 
-from .catalog import load_stack
+from .catalog import DEFAULT_STACK, load_stack
 from .errors import PlannerError
 from .schema import Stack
 
@@ -50,9 +50,7 @@ def apply_rotate_method(job, stack: Stack, where: str = "") -> Stack:
     if rotate != stack.memory.cp_ring_backward:
         update["memory"] = stack.memory.model_copy(update={"cp_ring_backward": rotate})
     if rotate == "alltoall":
-        from .stacks import default_stack  # stacks imports plan, which imports this module
-
-        spec = stack.context_parallel or default_stack().context_parallel
+        spec = stack.context_parallel or load_stack(DEFAULT_STACK).context_parallel  # stacks.default_stack's
         update["context_parallel"] = spec.model_copy(update={"fwd_kv": "ring", "bwd_kv": "ring"})
     return stack.model_copy(update=update) if update else stack
 
