@@ -39,7 +39,8 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     a candidate the same step time are one row: the first of them (comm.ORDER_CODES).
 
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
-(space.py) counted once, a rank order being part of a candidate.
+(space.py) counted once, a rank order being part of a candidate; prefilter_dropped: of the
+fitting ones, those _prefilter left unpriced (fit's counts line says how many).
 """
 
 from __future__ import annotations
