@@ -169,8 +169,8 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
-[cp1] Context parallel attention's backward (the K/V rotate method: job cp_rotate_method, else stack
-     memory.cp_ring_backward): torch
+[cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
+     which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
      _templated_ring_attention_backward (l. 488-640): fp32 grad_query/key/value (zeros_like, accum_dtype
      fp32 with _cp_options.convert_to_f32, the default), each step's SDPA backward outputs (bf16), the K/V
@@ -532,6 +532,19 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     return dense, experts
 
 
+def weight_copy_bytes(settings: Settings, code):
+    """(row-wise, column-wise) bytes per linear weight element of TE's quantized copy for the
+    recipe(s) `code` (precisions.FP8_RECIPES) on the settings' GPU [11]: QUANTIZED_WEIGHT_BYTES,
+    the column-wise copy that is a transpose kept only on TN-only GPUs. What quantized_weight_terms
+    prices per element, and what the search compares to gate a recipe variant (search.variant_memory)."""
+    from .precisions import FP8_RECIPES
+
+    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
+    code = np.asarray(code, dtype=np.int64)
+    row, col = table[code, 0], table[code, 1]
+    return row, np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+
+
 def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
     """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
     layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp and the
@@ -544,12 +557,7 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
     if not stack_of(settings).memory.fp8_weight_cache or not np.any(on):  # the second: a shortcut only (zero either way)
         return zero, zero
-    from .precisions import FP8_RECIPES
-
-    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
-    code = np.asarray(plan.f8r, dtype=np.int64)
-    row, col = table[code, 0], table[code, 1]
-    col = np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+    row, col = weight_copy_bytes(settings, plan.f8r)
     tp = plan.tp.astype(np.float64)
     e_div = etp_of(plan).astype(np.float64) * plan.ep
     linear = weighted(counts, [(p.split - p.split_bias) / tp + p.expert / e_div for p in pc.kind_params])
@@ -661,7 +669,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
                 # under CP the attention's backward is a later moment of the block's backward [cp1]
                 extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
-                    kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
+                    kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
         cps = stack.context_parallel
         if cps is not None and cps.kernel == "one":  # a stack setting, not a searched quantity

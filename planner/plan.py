@@ -16,6 +16,7 @@ import numpy as np
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .recompute_modules import apply_modules
+from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
@@ -351,7 +352,6 @@ class Settings:
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
-    cp_rotate_method: str | None = None  # torch CP's K/V rotate method (job field, else the stack's memory.cp_ring_backward; None: not torch's)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
@@ -749,9 +749,6 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
                            "does not save the attention output (stack_db selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
-    if job.cp_rotate_method is not None and stack.memory.cp_ring_backward is None:
-        raise PlannerError(f"{where}cp_rotate_method is set but stack {stack.name}'s context parallelism is not torch's "
-                           "ring attention (stack_db memory.cp_ring_backward)", "leave it out, or choose --stack torchtitan")
     impls = stack.memory.optimizer_step_temporaries
     if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
         runs = ", ".join(impls) if impls else "its one fused optimizer only"
@@ -822,7 +819,6 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         selective_recomputes_attention=job.selective_recomputes_attention,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
-        cp_rotate_method=job.cp_rotate_method or stack.memory.cp_ring_backward,
         rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
@@ -852,8 +848,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq, seq_assumed = _seq_len(job, model, warnings)
     gbs = _global_batch(job, seq, where)
-    # the job's Megatron --recompute-modules as the stack's selective policy (planner/recompute_modules.py)
-    stack = apply_modules(job, load_stack(job.stack), model, where)
+    # the job's options that replace a part of the stack, applied once here (the cost models read
+    # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
+    # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py)
+    stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -1150,8 +1148,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
-        **({"cp_rotate_method": settings.cp_rotate_method}
-           if settings.cp_rotate_method != (settings.stack.memory.cp_ring_backward if settings.stack else None) else {}),
+        # only where the job's changed the catalog stack's (planner/cp_rotate.py)
+        **({"cp_rotate_method": rotate} if (rotate := exported_rotate_method(settings)) is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

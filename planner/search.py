@@ -19,9 +19,9 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     evaluates. The premise is checked bit for bit on every variant evaluated (if it fails,
     the bound is dropped: Counts.bound_fallback). A variant is tried only where it fits: the
     memory of step 2 plus what the variant adds (variant_memory: TP overlap's buffers and
-    workspaces, memory.tp_overlap_total), and a candidate's memory is then its chosen
-    variant's. (An fp8-recipe variant's weight copies, memory.quantized_weight_terms, are still
-    priced with variant 0's recipe: not gated per variant);
+    workspaces, memory.tp_overlap_total; an fp8 recipe whose weight copies differ from
+    variant 0's, memory.weight_copy_bytes: that recipe's memory in full), and a candidate's
+    memory is then its chosen variant's;
  4. the other rank orders, only where they can still reach the top K (branch and bound):
     a placement changes where groups communicate, never the compute or the optimizer step,
     and every time term is >= 0, so step >= compute + optimizer for every order. A
@@ -39,7 +39,8 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     a candidate the same step time are one row: the first of them (comm.ORDER_CODES).
 
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
-(space.py) counted once, a rank order being part of a candidate.
+(space.py) counted once, a rank order being part of a candidate; prefilter_dropped: of the
+fitting ones, those _prefilter left unpriced (fit's counts line says how many).
 """
 
 from __future__ import annotations
@@ -53,11 +54,12 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
+from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, stack_options)
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
 from .terms import KeyedPlan
+from .stacks import stack_of
 from .step import compute_floor, step_time
 
 # Candidates per evaluation block. Memory: 32,768 (15 int64 columns of 256 KiB stay in cache;
@@ -81,7 +83,7 @@ class Counts:
     time_evaluations: int = 0  # candidates whose step time was computed
     bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
     slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
-    prefilter_dropped: int = 0  # fitting candidates _prefilter's compute floor dropped before pricing communication
+    prefilter_dropped: int = 0  # fitting candidates (x rank orders, as feasible) _prefilter's compute floor dropped before pricing communication
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
@@ -134,8 +136,9 @@ def _blocks(n: int, chunk: int = CHUNK):
         yield slice(a, min(a + chunk, n))
 
 
-def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
-    """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index).
+def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -> np.ndarray:
+    """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index);
+    f8r: with that fp8 recipe (precisions.FP8_RECIPE_CODES) instead of variant 0's.
 
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
     may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
@@ -147,7 +150,10 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
                                 for f in ("split_loss", "split_emb", "vpp", "pp")))
     for s in _blocks(len(bidx)):
         j = by_split[s]
-        out[j] = mem.memory_total(space.settings, space.plans(bidx[j], rcidx[j]))
+        p = space.plans(bidx[j], rcidx[j])
+        if f8r is not None:
+            p.f8r = np.full(len(j), f8r, dtype=np.int64)
+        out[j] = mem.memory_total(space.settings, p)
     return out
 
 
@@ -176,12 +182,24 @@ TPO_TERMS = ("tp_comm", "bubble")
 BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
 
 
-def variant_memory(space: Space, bidx: np.ndarray) -> np.ndarray:
-    """(variants, candidates) bytes each stack variant adds to the memory priced with variant 0
-    (memory_totals) through TP overlap's buffers and workspaces (memory.tp_overlap_total: its
-    difference between the variant and variant 0; 0 for a variant with variant 0's TP overlap).
-    Additive: the same bytes on every pipeline stage, outside the allocator or in every moment
-    of _stage_terms (workspaces). Reads only memory.TP_OVERLAP_FIELDS of the base rows."""
+def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None) -> np.ndarray:
+    """(variants, candidates) bytes each stack variant adds to the memory fm priced with variant
+    0 (memory_totals of (bidx, rcidx)): through TP overlap's buffers and workspaces
+    (memory.tp_overlap_total: its difference between the variant and variant 0; 0 for a
+    variant with variant 0's TP overlap), additive: the same bytes on every pipeline stage,
+    outside the allocator or in every moment of _stage_terms (workspaces); and through an fp8
+    recipe whose quantized weight copies differ from variant 0's (memory.weight_copy_bytes: on
+    a stack with memory.fp8_weight_cache, where the plan does not shard with FSDP, which keeps
+    no copies: memory.quantized_weight_terms): that recipe's memory_totals less fm, priced in
+    full on those candidates (the copies differ by stage, so the heaviest stage may change).
+    TP overlap reads no recipe (memory.TP_OVERLAP_FIELDS), so the two add. Measured without the
+    second part (the search before it): on B200 the megatron stack's mxfp8 copies hold 2 x
+    1.03125 B a linear weight element against delayed scaling's 1 B (no transposes on
+    Blackwell), and the search chose mxfp8 on llama3-405b / 256 GPUs for candidates gated
+    24.8 GiB below their memory; on Hopper blockwise holds 2 x 4 / 128^2 B more than delayed.
+    A candidate that does not fit with variant 0 is not tried with a recipe whose copies are
+    smaller (none in the catalog: the first recipe a stack lists holds the least,
+    tests/test_search.py)."""
     b, n = space.base, len(bidx)
     cols = {f: np.broadcast_to(np.asarray(getattr(b, f)), np.shape(b.tp))[bidx]
             for f in mem.TP_OVERLAP_FIELDS if f != "tpo"}
@@ -192,6 +210,19 @@ def variant_memory(space: Space, bidx: np.ndarray) -> np.ndarray:
         if tv != t0:
             out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
                       - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+    settings, r0 = space.settings, int(space.variants[0, 3])
+    same = mem.weight_copy_bytes(settings, r0)
+    if rcidx is None or not stack_of(settings).memory.fp8_weight_cache:
+        return out
+    on = None
+    for r in {int(x) for x in space.variants[:, 3]} - {r0}:
+        if all(np.array_equal(x, y) for x, y in zip(mem.weight_copy_bytes(settings, r), same)):
+            continue  # the same copies (delayed and tensorwise scaling: one Float8Tensor each)
+        if on is None:
+            on = np.flatnonzero(np.broadcast_to(np.asarray(b.sharding), np.shape(b.tp))[bidx] < FSDP)
+        d = np.zeros(n)
+        d[on] = memory_totals(space, bidx[on], rcidx[on], f8r=r) - fm[on]
+        out[space.variants[:, 3] == r] += d
     return out
 
 
@@ -420,8 +451,8 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    # a stack variant changes memory only through TP overlap's buffers: gated per variant (variant_memory)
-    extra = variant_memory(space, fb) if len(space.variants) > 1 else None
+    # a stack variant changes memory through TP overlap's buffers and an fp8 recipe's weight copies: gated per variant (variant_memory)
+    extra = variant_memory(space, fb, fr, fm) if len(space.variants) > 1 else None
     pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if pre is not None:
         keep, low, seeded = pre
@@ -430,7 +461,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke)
         c.time_evaluations += seeded
         if np.all(step1 >= low[keep]):
-            c.prefilter_dropped = len(fb) - len(kb)
+            c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible
             fb, fr, fm, first_order, extra = kb, kr, km, ko, ke
         else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
             c.bound_fallback = True

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .catalog import load_stack
+from .catalog import DEFAULT_STACK, load_stack
 from .plan import FP8_RECIPES, RECIPE_PEAK
 from .schema import Stack
 
@@ -22,7 +22,6 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
                  "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
                  "activation_clamp_bwd", "expert_bias", "expert_bias_bwd")
-DEFAULT_STACK = "megatron"
 
 
 @lru_cache(maxsize=1)

@@ -276,15 +276,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
 def cp_spec(sc: StepCtx):
     """The stack's context-parallel attention (schema.ContextParallelSpec); a stack file that
     does not say runs the default stack's (Transformer Engine's P2P ring), a named assumption.
-    A job's torch rotate method alltoall (Settings.cp_rotate_method, torchtitan [parallelism]
-    context_parallel_rotate_method) passes K/V as a ring: torch 2.13 _context_parallel/_attention.py
-    _AllToAllRotater.exchange_buffers permutes the torch.cat([k, v]) to the next rank at every
-    step but the last, waited at the next step's start (the allgather rotater's one all-gather
-    otherwise); the dK/dV exchange is an all-to-all permute with either method."""
-    spec = sc.stack.context_parallel or default_stack().context_parallel
-    if sc.settings.cp_rotate_method == "alltoall" and sc.stack.memory.cp_ring_backward is not None:
-        spec = spec.model_copy(update={"fwd_kv": "ring", "bwd_kv": "ring"})
-    return spec
+    A job's torch rotate method (torchtitan [parallelism] context_parallel_rotate_method) is in
+    the resolved stack's spec already (planner/cp_rotate.py: alltoall passes K/V as a ring)."""
+    return sc.stack.context_parallel or default_stack().context_parallel
 
 
 def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):

@@ -188,7 +188,7 @@ def _without_cp_ring(settings, rotate=None):
 
     st = settings.stack
     mem = st.memory.model_copy(update={"cp_ring_backward": rotate})
-    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}), cp_rotate_method=rotate)
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
 
 
 def test_cp_ring_attention_backward_by_hand(explain):
@@ -213,7 +213,7 @@ def test_cp_ring_attention_backward_by_hand(explain):
     assert float(ag - a2a) == 8 * 2048 * 1024
     # the job field (torchtitan's context_parallel_rotate_method) chooses it the same way
     settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8, cp_rotate_method="alltoall")
-    assert settings.cp_rotate_method == "alltoall"
+    assert settings.stack.memory.cp_ring_backward == "alltoall"
     assert float(stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer) == float(a2a)
     # without CP nothing moves
     settings, plan, _, _ = _tt(explain, pp=2, global_batch=8)

@@ -894,7 +894,8 @@ def test_torchtitan_cp_rotate_method(tmp_path):
     cfg = load_trainer_config(p, gpus=64)
     assert cfg.job["cp"] == 2 and cfg.job["cp_rotate_method"] == "alltoall"
     settings, _, _ = resolve(Job.model_validate(cfg.job))
-    assert settings.cp_rotate_method == "alltoall"
+    assert settings.stack.memory.cp_ring_backward == "alltoall"
+    assert (settings.stack.context_parallel.fwd_kv, settings.stack.context_parallel.bwd_kv) == ("ring", "ring")
     assert not any("rotate" in n for n in cfg.not_modelled)
     bad = _variant(tmp_path, TOML, "context_parallel_degree = 1",
                    'context_parallel_degree = 2\ncontext_parallel_rotate_method = "ring"', name="bad.toml")
