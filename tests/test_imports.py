@@ -216,3 +216,51 @@ print(json.dumps({{"used": js["calibration"]["used"],
     res = json.loads(out.stdout)
     assert res["used"] == ["all_reduce/intra-node/8", "gemm"]
     assert res["calibrate"] == []
+
+
+# What `planner fit` on a catalog model never imports (issue 24, start-up): the other commands'
+# modules, the trainers' readers and writers, the Hugging Face reader, and the libraries only
+# they use (scipy: calibrate and validate's fits; matplotlib: --plot; jsonschema: tests only;
+# tomllib: the torchtitan reader).
+FIT_NEVER_IMPORTS = ("scipy", "matplotlib", "jsonschema", "tomllib", "planner.calibrate", "planner.validate",
+                     "planner.plot", "planner.hf_config", "planner.check", "planner.budget", "planner.reliability",
+                     "planner.megatron_ci", "planner.memory_rows", "planner.profile", "planner.trainers.")
+_PROCESS = """
+import gc, json, runpy, sys
+sys.argv = ['planner', *{args!r}]
+try:
+    runpy.run_module('planner', run_name='__main__')
+except SystemExit as e:
+    code = e.code
+print(json.dumps({{'code': code, 'gc_enabled': gc.isenabled(), 'frozen': gc.get_freeze_count(), 'modules': sorted(sys.modules)}}))
+"""
+
+
+def _planner_process(*args: str) -> dict:
+    """Run `planner ARGS` as the console script does (planner/__main__.py) in a fresh
+    interpreter; what it left: exit code, the collector's state, every imported module."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(ROOT.parent)}
+    r = subprocess.run([sys.executable, "-c", _PROCESS.format(args=list(args))], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_fit_imports_only_what_fit_runs():
+    res = _planner_process("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
+    assert res["code"] == 0
+    mods = res["modules"]
+    assert "planner.search" in mods and "planner.cli.fit" in mods  # the walk saw the run
+    bad = [m for m in mods if any(m == p or m.startswith(p if p.endswith(".") else p + ".") for p in FIT_NEVER_IMPORTS)]
+    assert not bad, f"planner fit imported {bad}"
+    assert not [m for m in mods if m.startswith("planner.cli.") and m not in ("planner.cli.fit", "planner.cli.core",
+                                                                               "planner.cli.common", "planner.cli.helpfmt")]
+
+
+def test_the_command_runs_with_start_up_frozen():
+    """planner/__main__.py: start-up ran with the collector off, what it left is frozen (out
+    of every later collection), and the command itself ran with the collector on."""
+    res = _planner_process("models")
+    assert res["code"] == 0
+    assert res["gc_enabled"] is True
+    assert res["frozen"] > 10_000  # modules, classes, schemas: ~80,000 objects on a fit
