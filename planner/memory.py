@@ -205,6 +205,19 @@ References
      implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
      peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
      the activations' blocks, matter mostly through fragmentation, inside the band of [13].
+[es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
+     pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
+     optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
+     optim_dict[param].step() then .zero_grad() (set_to_none); step() and zero_grad() of the container are no-ops.
+     torch 2.13 fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce calls the sharded parameter's post-accumulate-
+     grad hooks right after it assigns the sharded gradient (a view of the unit's reduce-scatter output, allocated on
+     the reduce-scatter stream), so each unit's sharded gradients are stepped and dropped as its reduce-scatter ends:
+     the output block returns to the reduce-scatter stream's pool, which the next unit's output reuses. Priced under
+     FSDP: the pool holds the largest unit's sharded gradients (grad_reduce_bytes x unit / N) instead of every one
+     (grad_reduce_bytes x P / N), the end-of-backward moment [tt7] holds the same, and the optimizer step is no moment
+     of its own: a foreach step's temporary is one parameter's (the largest, the embedding's or output layer's shard,
+     bpp.optimizer / 2 B a parameter), beside the rest. torchtitan refuses it with pipeline and expert parallelism
+     (build_optimizers l. 277-290, plan._check_early_step). Not priced without FSDP (DDP's gradients: a warning).
 [ub] TP communication overlap's buffers (plan tpo; stack memory.tp_overlap_buffers), outside the caching
      allocator, so in the total (the gate) and not in the allocated or reserved peaks; per GPU, T = micro-batch
      x seq / cp tokens (every rank of the TP group holds the whole gathered shape):
@@ -895,6 +908,15 @@ class _PerLayer:
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
+        # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
+        # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
+        # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
+        self.early_step = bool(settings.early_step_in_backward)
+        if self.early_step:
+            d = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)
+            tp = plan.tp.astype(np.float64)
+            self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
+            self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
@@ -1009,6 +1031,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     else:
         c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
         states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
+    early = per.early_step & (plan.sharding >= FSDP)  # the optimizer stepped in the backward [es] (a job setting)
+    if per.early_step:  # only a sharded gradient of one unit at a time waits in the reduce-scatter pool [es]
+        states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
+                          else states[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
@@ -1057,7 +1083,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
     # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
-    step_peak = kept + per.opt_temporaries * states.adam / 2.0
+    # stepped in the backward [es], one parameter's temporaries at a time, beside one unit's sharded gradients
+    temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
+    step_peak = kept + temps
     opt_step = np.maximum(step_peak - allocated, 0.0)
     allocated = allocated + opt_step
     pools = pools - np.minimum(opt_step, grads_pooled)

@@ -966,6 +966,11 @@ class MemoryReporting(BaseModel):
                     "The step is a moment of its own, after the backward (memory.py [opt])")
     optimizer_default: Optional[OptimizerImpl] = Field(
         default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    optimizer_in_backward: bool = Field(
+        default=False,
+        description="the stack can step the optimizer inside the backward, per parameter, as each sharded gradient "
+                    "arrives (job field early_step_in_backward: torchtitan [optimizer] early_step_in_backward, "
+                    "OptimizersInBackwardContainer; memory.py [es])")
     cp_ring_backward: Optional[Literal["allgather", "alltoall"]] = Field(
         default=None,
         description="under context parallelism the attention's backward is torch's ring attention with this K/V "
@@ -1398,6 +1403,12 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
+    early_step_in_backward: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="the optimizer steps each parameter inside the backward, as its sharded gradient "
+                                   "arrives, and frees that gradient there (torchtitan [optimizer] early_step_in_backward, "
+                                   "on a stack with memory.optimizer_in_backward; memory.py [es]); refused with pipeline "
+                                   "or expert parallelism, as torchtitan refuses it; default off")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."
