@@ -191,6 +191,15 @@ References
      loss's backward): with memory.loss_peak_apart the recompute buffer counts them, the moment
      of the layers' backward (stack fields memory.loop_holds_logits, fsdp.output_grad_held,
      fsdp.backward_gathered_units, fsdp.backward_grad_units).
+[lg2] K and V expanded to the query heads (stack memory.expands_kv_heads): Lightning-AI/litgpt v0.4.11 litgpt/model.py
+     CausalSelfAttention.forward l. 251-257 (the litgpt Thunder's benchmark pins: lightning-thunder requirements/
+     test.txt litgpt==0.4.11): under GQA (n_query_groups < n_head, no KV cache) k and v are expand()-ed to
+     (B, n_query_groups, q_per_kv, T, head_size) and reshape()-d to (B, n_head, T, head_size), a copy; k is roped
+     (apply_rope + torch.cat, a new n_head-wide tensor) and F.scaled_dot_product_attention (l. 287, 313) saves the
+     two for its backward: 2 x 2 B x n_head x head_size a token where the table (Attention.tensors) counts the KV
+     heads' 2 x 2 B x k x head_size; the smaller qkv output is saved by nothing (the projection saves its input; the
+     rope's products save cos and sin). A layer's saved activations, so under full recompute the re-run block's
+     (the recompute buffer). Inductor's compiled graph is assumed to hand SDPA's backward the same expanded tensors.
 [opt] The optimizer step, a moment of its own after the backward (stack memory.optimizer_step_temporaries,
      job field optimizer_implementation, default memory.optimizer_default): torch 2.13 torch/optim/adam.py
      _multi_tensor_adam (foreach; one group per device and dtype, every local parameter at once) allocates
@@ -641,6 +650,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     stored, buffers = [], []
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
+        if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
+            full = full + kv_expansion_bytes(kind, ctx)
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co)
@@ -662,6 +673,20 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                     kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
     return stored, buffers, layer_input
+
+
+def kv_expansion_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
+    """What a layer saves beyond its table's K and V where the model code expands them to the
+    query heads before the attention kernel [lg2] (litgpt): K and V of a / t heads instead of the
+    GPU's KV heads (max(k / t, 1)), 2 B x 2 x d x (a / t - max(k / t, 1)) per token; 0 for
+    multi-head attention (k = a), MLA and layers without an attention core."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    extra = mixer.a / ctx.tp - kv_local(mixer.k, ctx.tp)
+    return ctx.T * 2.0 * ACT_BYTES * mixer.d * np.maximum(extra, 0.0)
 
 
 def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):

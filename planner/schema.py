@@ -966,6 +966,11 @@ class MemoryReporting(BaseModel):
                     "The step is a moment of its own, after the backward (memory.py [opt])")
     optimizer_default: Optional[OptimizerImpl] = Field(
         default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    expands_kv_heads: bool = Field(
+        default=False,
+        description="the model code expands K and V from the KV heads to the query heads before the attention kernel "
+                    "(litgpt CausalSelfAttention: expand + reshape copies under GQA), so the kernel saves them at the "
+                    "query heads' width for the backward (memory.py [lg2])")
     optimizer_in_backward: bool = Field(
         default=False,
         description="the stack can step the optimizer inside the backward, per parameter, as each sharded gradient "

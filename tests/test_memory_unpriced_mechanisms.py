@@ -122,3 +122,31 @@ def test_early_step_toml_read_exported_and_searched(tmp_path, cli):
     assert free.base.pp.max() > 1
     with pytest.raises(PlannerError, match="--pp 2 with early_step_in_backward"):
         build_space(settings, gbs, seq, opts=SpaceOptions(pp=(2,)))
+
+
+# ---- [lg2] litgpt's K and V expanded to the query heads
+def test_litgpt_kv_expansion_by_hand():
+    """litgpt v0.4.11 CausalSelfAttention (GQA): k, v expanded and reshaped to n_head before SDPA,
+    which saves them: 2 x 2 B x head_dim x (heads - KV heads) a token more than the KV heads'.
+    Mistral 7B v0.2 (32 heads, 8 groups, d 128) at the Thunder row's micro-batch 3 x 32,768 tokens:
+    98,304 x 2 x 2 x 128 x 24 = 1,207,959,552 B (1.125 GiB) in the re-run block of its full
+    recompute (the recompute buffer); on a stack without the expansion, nothing; MHA, nothing."""
+    from dataclasses import replace
+
+    from planner.explain import evaluate, to_json
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def run(expand: bool, model="mistral-7b"):
+        settings, plan, _ = resolve(Job(model=model, gpus=8, stack="litgpt-benchmark", sharding="fsdp",
+                                        recompute="full", micro_batch=3, global_batch=24, seq_len=32768))
+        st = settings.stack
+        settings = replace(settings, stack=st.model_copy(update={"memory": st.memory.model_copy(
+            update={"expands_kv_heads": expand})}))
+        return to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]
+
+    on, off = run(True), run(False)  # 32 heads, 8 KV heads, d 128
+    assert on["recompute_buffer"] - off["recompute_buffer"] == pytest.approx(1_207_959_552, rel=1e-12)
+    assert on["layer_activations"] == off["layer_activations"]  # full recompute keeps the block inputs only
+    mha_on, mha_off = run(True, "llama2-7b"), run(False, "llama2-7b")
+    assert mha_on["recompute_buffer"] == mha_off["recompute_buffer"]
