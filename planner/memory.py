@@ -162,6 +162,17 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
+[mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
+     megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
+     @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
+     positions and the fp32 inv_freq, l. 127-175) shaped [seq, 1, 1, dim] (dim = kv_channels x rotary_percent),
+     cut to the CP rank's two chunks by get_pos_emb_on_this_cp_rank (rope_utils.py l. 48-70, index_select: a new
+     tensor of seq / cp rows), stays referenced by the cache for the run: 4 B x seq / cp x dim. gpt_model.py builds
+     one RotaryEmbedding per GPTModel (l. 183-195: every pipeline stage, one per virtual chunk) and calls it once a
+     forward (l. 411-420). With multi-latent attention GPTModel builds none and each MLA layer its own
+     (multi_latent_attention.py l. 182-197, called l. 695-705; YarnRotaryEmbedding.forward is @lru_cache(maxsize=32)
+     too, yarn_rotary_pos_embedding.py l. 159): one table of qk_rope_head_dim per MLA layer on the stage, the shared
+     cache keeping at most 32.
 [cp1] Context parallel attention's backward (the K/V rotate method: job cp_rotate_method, else stack
      memory.cp_ring_backward): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
@@ -176,6 +187,22 @@ References
      the two moments' tensors. Derived from the code, not traced (the oracle has no CP row). Not priced:
      the forward's _SDPAMerger fp32 temporaries (forward time, or the re-run under full AC) and
      FlashAttention's own fp32 dq accumulator (with or without CP).
+[cp2] Context parallel attention's forward in Transformer Engine's P2P ring (stack memory.cp_forward_merge; Megatron's
+     default --cp-comm-type p2p): NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/
+     dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P.forward keeps, until the merge after its ring
+     loop (l. 2031-2121), every step's output out_per_step (bf16: the fp32 dequantization of l. 1980-1986 is fp8
+     attention's, --fp8-dot-product-attention, not modelled) and fp32 softmax_lse_per_step (l. 1723-1724), and every
+     K/V buffer of the ring (p2p_comm_buffers, l. 1734-1760: the local torch.cat((k, v)) and one received per step,
+     none released in the loop), beside the roped k and v the layer passed in. Causal (load-balanced chunks): rank
+     r's steps 0..r attend its whole local query, the later ones its second half, so rank cp - 1 (Megatron logs the
+     last global rank, the last CP rank of the default order) holds cp outputs of its local query. Per GPU, T the
+     local tokens of the micro-batch, a / t query heads, k' = max(k / t, 1) KV heads, head dim d: cp T a d / t x 2 B
+     + cp T a / t x 4 B + cp T k' d x 4 B beyond what the layer saves (its q, the last K/V buffer and the merged
+     output, in the activation table). The merge itself (jit_fuser = torch.compile, jit.py l. 36-38) writes the bf16
+     output without an fp32 copy. The moment is the last layer's forward of the last micro-batch in flight: the
+     stage's states and saved activations (its own later tensors counted, an upper bound by the layer's MLP
+     tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
+     one layer). Not priced: a2a / a2a+p2p / all_gather CP (--cp-comm-type), fp8 attention.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -313,6 +340,8 @@ OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces
 OUTSIDE_TERMS = ("tp_overlap_buffers", "reserve")
 
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
+MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
+MEGATRON_ROPE_LRU = 32  # @lru_cache(maxsize=32) on RotaryEmbedding.forward / YarnRotaryEmbedding.forward [mr]
 
 # Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
 # (row-wise, column-wise, the column-wise copy is a transpose: kept only on TN-only GPUs)
@@ -689,6 +718,23 @@ def kv_expansion_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
     return ctx.T * 2.0 * ACT_BYTES * mixer.d * np.maximum(extra, 0.0)
 
 
+def cp_forward_merge_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
+    """What one attention layer's forward holds beyond its saved tensors at the merge of Transformer
+    Engine's P2P ring [cp2], on the last CP rank: cp step outputs (bf16, T a d / t each), cp fp32
+    softmax statistics (T a / t each) and cp K/V buffers of the local size (bf16, 2 T k' d each, the
+    saved one and the layer's own roped k, v counted: cp in all beyond the table); 0 without CP,
+    for MLA and for layers without an attention core."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    cp = np.asarray(ctx.cp, dtype=np.float64)
+    a_loc = mixer.a / ctx.tp
+    per_token = cp * (ACT_BYTES * a_loc * mixer.d + 4.0 * a_loc + 2.0 * ACT_BYTES * kv_local(mixer.k, ctx.tp) * mixer.d)
+    return np.where(cp > 1, ctx.T * per_token, 0.0)
+
+
 def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):
     """What one block's backward holds beside the recompute buffer at its MLP's backward, the
     block's peak in torchtitan's eager step [tt5]: the block's output gradient (2h, /t under SP);
@@ -930,6 +976,11 @@ class _PerLayer:
         seq = plan.seq.astype(np.float64)
         self.rope_layer = [ROPE_CACHE_BYTES / 2.0 * seq * rotary_dim(k.mixer) for k in pc.layers.kinds]
         self.rope_model = ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
+        # Megatron's lru_cache'd rotary tables [mr]: fp32 (4 B) x seq / cp x the rotated dim, one per model chunk
+        # (GPTModel's), or with MLA one per MLA layer (each its own RotaryEmbedding), at most MEGATRON_ROPE_LRU of them
+        cp = plan.cp.astype(np.float64)
+        self.rope_cp_mla = [float(bool(getattr(k.mixer, "qk_rope_head_dim", None))) for k in pc.layers.kinds]
+        self.rope_cp_table = MEGATRON_ROPE_BYTES * seq / cp * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
@@ -946,6 +997,9 @@ class _PerLayer:
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = stack.fsdp
+        # TE's P2P ring attention's forward merge under CP, per layer kind [cp2] (a stack setting)
+        self.cp_merge = ([cp_forward_merge_bytes(k, ctx) for k in pc.layers.kinds]
+                         if stack.memory.cp_forward_merge else None)
 
 
     def _fsdp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack) -> None:
@@ -1088,6 +1142,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # layer the stage holds, or one per model part (chunk) on the rank
     rope = (weighted(counts if twin is None else counts + twin[0], per.rope_layer) if per.rope_mode == "layer"
             else per.rope_model * (plan.vpp * (1.0 if twin is None else 2.0)) if per.rope_mode == "model" else 0.0)
+    if per.rope_mode == "model_cp":  # Megatron's lru_cache'd tables [mr]: per model chunk, or per MLA layer (at most 32)
+        mla = weighted(counts if twin is None else counts + twin[0], per.rope_cp_mla)
+        chunks = plan.vpp * (1.0 if twin is None else 2.0)
+        rope = per.rope_cp_table * (np.minimum(mla, MEGATRON_ROPE_LRU) if any(per.rope_cp_mla) else chunks)
     rope = rope + np.zeros(np.shape(plan.tp))
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
     allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope
@@ -1104,6 +1162,13 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
         pools = pools - np.minimum(excess, grads_pooled)
         grads_pooled = grads_pooled - np.minimum(excess, grads_pooled)
+    if per.cp_merge is not None:  # a stack setting, not a searched quantity
+        # the attention forward's merge under CP [cp2], a moment of the last layer's forward: the states, the
+        # saved activations and the merge's tensors; its excess over the peak above is one layer's transient
+        c = counts if twin is None else counts + twin[0]
+        merge = np.maximum.reduce([np.where(c[i] > 0, m_, 0.0) for i, m_ in enumerate(per.cp_merge)])
+        excess = np.maximum(kept + act + merge - allocated, 0.0)
+        buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
     # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,

@@ -150,3 +150,53 @@ def test_litgpt_kv_expansion_by_hand():
     assert on["layer_activations"] == off["layer_activations"]  # full recompute keeps the block inputs only
     mha_on, mha_off = run(True, "llama2-7b"), run(False, "llama2-7b")
     assert mha_on["recompute_buffer"] == mha_off["recompute_buffer"]
+
+
+# ---- [cp2] Transformer Engine's P2P ring attention: the forward's merge under CP
+def test_cp_p2p_forward_merge_by_hand():
+    """TE @4329ff84 AttnFuncWithCPAndKVP2P.forward keeps every ring step's output (bf16), fp32 softmax
+    statistics and K/V buffer until the merge after its loop. Llama 3 8B (32 heads, 8 KV heads, d 128),
+    Megatron, tp 1, cp 2, seq 8192, micro-batch 1: T = 4,096 local tokens; the last CP rank holds
+    2 outputs 2 x 4096 x 32 x 128 x 2 = 67,108,864 B, 2 statistics 2 x 4096 x 32 x 4 = 1,048,576 B and
+    2 K/V buffers 2 x 4096 x 2 x 8 x 128 x 2 = 33,554,432 B: 101,711,872 B. Without recompute the
+    first stage of pp 2 (no loss) has no other transient: its recompute buffer is that moment's
+    excess, exactly; the last stage's loss (6 B a logit) is far larger, nothing there; cp 1: nothing."""
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def stages(**kw):
+        job = Job(model="llama3-8b", gpus=4, pp=2, micro_batch=1, global_batch=8, seq_len=8192, recompute="none", **kw)
+        return mem.stage_memory_terms(*resolve(job)[:2])
+
+    cp2 = stages(cp=2)
+    assert cp2[mem.STAGE_FIRST].recompute_buffer == pytest.approx(101_711_872, rel=1e-12)
+    assert cp2[mem.STAGE_LAST].recompute_buffer == 0.0
+    assert stages(cp=1, tp=2)[mem.STAGE_FIRST].recompute_buffer == 0.0
+
+
+# ---- [mr] Megatron's lru_cache'd rotary tables
+def test_megatron_rope_lru_cache_by_hand():
+    """Megatron @d98e8a64 RotaryEmbedding.forward is @lru_cache(maxsize=32): the fp32 emb
+    [seq / cp, 1, 1, head dim] it returns stays cached, one per GPTModel (each virtual chunk).
+    Llama 3 8B (head dim 128), seq 8192: cp 2, pp 2 x vpp 2: 4 x 4096 x 128 x 2 chunks =
+    4,194,304 B on each stage; cp 1, pp 1: 4 x 8192 x 128 = 4,194,304 B. With multi-latent
+    attention each MLA layer has its own (qk_rope_head_dim 64), at most 32 cached: DeepSeek-V3
+    (61 layers) on one stage at seq 4096: 32 x 4 x 4096 x 64 = 33,554,432 B."""
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def rope(**kw):
+        st = mem.stage_memory_terms(*resolve(Job(**kw))[:2])
+        return {k: float(t.model_buffers) for k, t in st.items()}
+
+    got = rope(model="llama3-8b", gpus=8, cp=2, pp=2, vpp=2, micro_batch=1, global_batch=8, seq_len=8192)
+    assert got[mem.STAGE_FIRST] == got[mem.STAGE_LAST] == 4 * 4096 * 128 * 2
+    assert rope(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192)[mem.STAGE_FIRST] == 4 * 8192 * 128
+    ds = rope(model="deepseek-v3", gpus=64, ep=64, micro_batch=1, global_batch=64, seq_len=4096,
+              sharding="zero1", recompute="full")
+    assert ds[mem.STAGE_FIRST] == 32 * 4 * 4096 * 64
+    # torchtitan's own tables are untouched (memory.py [tt9]: complex64, one per layer)
+    tt = rope(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", micro_batch=1, global_batch=8, seq_len=8192)
+    assert tt[mem.STAGE_FIRST] == 32 * 8192 * 64 * 8
