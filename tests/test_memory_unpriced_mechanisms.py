@@ -11,15 +11,7 @@ import tomllib
 import pytest
 
 from planner.errors import PlannerError
-
-P = 8_030_261_248
-OUT = 128_256 * 4096
-
-
-def _tt(explain, **kw):
-    job = dict(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", recompute="selective",
-               micro_batch=1, global_batch=8, seq_len=8192)
-    return explain(**{**job, **kw})
+from tests.test_memory_step_mechanisms import OUT, P, _tt  # Llama 3 8B's P, output layer; the torchtitan FSDP 8 job
 
 
 # ---- [es] torchtitan's optimizer stepped in the backward
