@@ -1167,7 +1167,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         # saved activations and the merge's tensors; its excess over the peak above is one layer's transient
         c = counts if twin is None else counts + twin[0]
         merge = np.maximum.reduce([np.where(c[i] > 0, m_, 0.0) for i, m_ in enumerate(per.cp_merge)])
-        excess = np.maximum(kept + act + merge - allocated, 0.0)
+        excess = np.maximum(kept - states.grad_pool + act + merge - allocated, 0.0)  # no sharded gradient in the forward
         buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
