@@ -353,6 +353,7 @@ class Settings:
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
+    early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -778,6 +779,36 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
                            "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
 
 
+# torchtitan's refusals of the optimizer in the backward (pytorch/torchtitan @e347b1e5e
+# torchtitan/components/optimizer.py build_optimizers l. 277-290: NotImplementedError with Expert
+# Parallel, with Pipeline Parallel, with TorchFT); the planner prices no TorchFT
+EARLY_STEP_SOURCE = "pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py build_optimizers l. 277-290"
+
+
+def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: list) -> None:
+    """early_step_in_backward (memory.py [es]): refused on a stack without it and, as torchtitan
+    refuses it, with pipeline or expert parallelism; with more than one micro-batch a step the
+    optimizer runs once per micro-batch (torchtitan does not refuse it: a warning)."""
+    if not job.early_step_in_backward:
+        return
+    if not stack.memory.optimizer_in_backward:
+        raise PlannerError(f"{where}early_step_in_backward is set but stack {stack.name} does not step the optimizer in "
+                           "the backward (stack_db memory.optimizer_in_backward)", "leave it out, or choose --stack torchtitan")
+    for name, deg, msg in (("pp", job.pp, "Pipeline Parallel"), ("ep", job.ep, "Expert Parallel")):
+        if deg > 1:
+            raise PlannerError(f"{where}early_step_in_backward with {name} {deg}: torchtitan refuses it ('Optimizers in "
+                               f"backward is not supported with {msg}', {EARLY_STEP_SOURCE})",
+                               f"set {name} 1, or leave early_step_in_backward out")
+    m = int(np.asarray(plan.microbatches).max())
+    if m > 1:
+        warnings.append(f"early_step_in_backward with {m} micro-batches a step: each micro-batch's backward steps the "
+                        "optimizer (torchtitan's post-accumulate-grad hooks fire on every reduce-scatter; it does not "
+                        "refuse gradient accumulation), so the run takes one optimizer step per micro-batch")
+    if job.sharding not in ("fsdp", "hsdp"):
+        warnings.append("early_step_in_backward without FSDP: priced as without it (only FSDP2's sharded gradients, "
+                        "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
+
+
 def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
               inherited: list, seq_assumed: list, where: str) -> Settings:
     """The resolved job's Settings (everything the search does not vary): the model, hardware
@@ -819,6 +850,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         selective_recomputes_attention=job.selective_recomputes_attention,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
+        early_step_in_backward=job.early_step_in_backward,
         rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
@@ -913,6 +945,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
+    _check_early_step(job, stack, plan, where, warnings)
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
 
@@ -1145,6 +1178,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),

@@ -978,16 +978,33 @@ class MemoryReporting(BaseModel):
                     "The step is a moment of its own, after the backward (memory.py [opt])")
     optimizer_default: Optional[OptimizerImpl] = Field(
         default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    expands_kv_heads: bool = Field(
+        default=False,
+        description="the model code expands K and V from the KV heads to the query heads before the attention kernel "
+                    "(litgpt CausalSelfAttention: expand + reshape copies under GQA), so the kernel saves them at the "
+                    "query heads' width for the backward (memory.py [lg2])")
+    cp_forward_merge: bool = Field(
+        default=False,
+        description="under context parallelism the attention's forward is Transformer Engine's P2P ring "
+                    "(AttnFuncWithCPAndKVP2P), which keeps every ring step's output, softmax statistics and received "
+                    "K/V until the merge after the loop: a moment of the forward of its own (memory.py [cp3])")
+    optimizer_in_backward: bool = Field(
+        default=False,
+        description="the stack can step the optimizer inside the backward, per parameter, as each sharded gradient "
+                    "arrives (job field early_step_in_backward: torchtitan [optimizer] early_step_in_backward, "
+                    "OptimizersInBackwardContainer; memory.py [es])")
     cp_ring_backward: Optional[Literal["allgather", "alltoall"]] = Field(
         default=None,
         description="under context parallelism the attention's backward is torch's ring attention with this K/V "
                     "rotate method: its fp32 accumulators, the all-gathered (or permuted) K/V and the dK/dV "
                     "all-to-all buffers are a moment of one block's backward (memory.py [cp1]); null: not priced")
-    rope_cache: Literal["none", "model", "layer"] = Field(
+    rope_cache: Literal["none", "model", "layer", "model_cp"] = Field(
         default="none",
         description="the rotary embedding's precomputed complex64 table (seq x head_dim / 2 x 8 B), a non-trainable "
                     "buffer: one per model part (each pipeline stage's) or one per attention layer (memory.py [tt9]); "
-                    "none: not kept (or not priced)")
+                    "model_cp: Megatron's lru_cache'd RotaryEmbedding.forward, one fp32 table of the CP rank's share "
+                    "of the sequence per model chunk (per MLA layer, at most 32, with multi-latent attention: "
+                    "memory.py [mr]); none: not kept (or not priced)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
@@ -1413,7 +1430,7 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
-    rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
+    rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
@@ -1423,6 +1440,12 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
+    early_step_in_backward: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="the optimizer steps each parameter inside the backward, as its sharded gradient "
+                                   "arrives, and frees that gradient there (torchtitan [optimizer] early_step_in_backward, "
+                                   "on a stack with memory.optimizer_in_backward; memory.py [es]); refused with pipeline "
+                                   "or expert parallelism, as torchtitan refuses it; default off")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."

@@ -343,6 +343,23 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
                    max_pp=cap(opts.max_pp, runs.max_pp), max_ep=cap(opts.max_ep, runs.max_ep))
 
 
+def early_step_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
+    """With the job's early_step_in_backward, the search's pp and ep at 1: torchtitan refuses the
+    optimizer in the backward with pipeline or expert parallelism (plan.EARLY_STEP_SOURCE); a
+    pinned --pp or --ep above 1 is an error naming the rule."""
+    if not settings.early_step_in_backward:
+        return opts
+    from .plan import EARLY_STEP_SOURCE
+
+    for name in ("pp", "ep"):
+        pinned = getattr(opts, name)
+        if pinned and max(pinned) > 1:
+            raise PlannerError(f"--{name} {','.join(map(str, pinned))} with early_step_in_backward: torchtitan refuses the "
+                               f"optimizer in the backward with {'pipeline' if name == 'pp' else 'expert'} parallelism "
+                               f"({EARLY_STEP_SOURCE})", f"pin --{name} 1, or leave early_step_in_backward out")
+    return replace(opts, max_pp=1, max_ep=1)
+
+
 def mode_heads(stack) -> np.ndarray:
     """(2, modes): for plans without and with pipeline parallelism, the first of the stack's
     sharding modes (stack_db runs.sharding, in order) priced exactly as each mode: the same
@@ -660,6 +677,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     reasons: dict = {}
     runs = settings.stack.runs if settings.stack is not None else None
     opts = stack_bounds(settings.stack, opts)
+    opts = early_step_bounds(settings, opts)
 
     mesh = _mesh(settings, seq, opts, U, reasons)
     # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense

@@ -119,7 +119,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -260,6 +260,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     sec["parallelism"] = par
     if plan.get("optimizer_implementation"):  # job_config.py @e347b1e5e Optimizer.implementation (default fused)
         sec["optimizer"] = {"implementation": plan["optimizer_implementation"]}
+    if plan.get("early_step_in_backward"):  # job_config.py @e347b1e5e l. 160 Optimizer.early_step_in_backward
+        sec.setdefault("optimizer", {})["early_step_in_backward"] = True
     # async TP needs compile (torchtitan/distributed/tensor_parallel.py @e347b1e5e): [compile] carries it
     sec["compile"] = {"enable": bool(plan.get("torch_compile")), "components": ["model", "loss"]}
     ac: dict = {"mode": plan["recompute"]}
