@@ -41,6 +41,6 @@ def test_fit_full_space(benchmark, case):
     benchmark.extra_info.update(
         considered=c.considered, broke_constraint=c.broke_constraint, did_not_fit=c.did_not_fit,
         feasible=c.feasible, memory_evaluations=c.memory_evaluations, time_evaluations=c.time_evaluations,
-        prefilter_dropped=c.prefilter_dropped,  # fitting candidates search._prefilter's compute floor dropped
+        prefilter_dropped=c.prefilter_dropped,  # fitting candidates (with their rank orders, as feasible) search._prefilter dropped
         candidates_per_s=c.considered / mean, evaluations_per_s=(c.memory_evaluations + c.time_evaluations) / mean,
     )

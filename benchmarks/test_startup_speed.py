@@ -21,6 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {
     "planner --version": ["--version"],
+    # start-up with almost nothing else: imports, the app, three catalog files and one plan priced
+    "planner explain --model llama3-8b --gpus 8": ["explain", "--model", "llama3-8b", "--gpus", "8"],
     "planner fit --model llama3-405b --gpus 16384": ["fit", "--model", "llama3-405b", "--gpus", "16384"],
     # issue 23: under 2 s whole process
     "planner fit --model deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len 4096":

@@ -286,6 +286,10 @@ def load_stack(name_or_path: str) -> Stack:
     return _load_stack_file(str(stack_source(name_or_path)))
 
 
+# the stack whose figures stand in for what a stack file leaves out (stacks.default_stack)
+DEFAULT_STACK = "megatron"
+
+
 # ----------------------------------------------------------------------------- job files
 JOB_PATH_FIELDS = ("model", "hardware", "stack", "calibration")
 

@@ -121,6 +121,8 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
 #     backend and of flash-attn, and cuDNN's (compute.attention_kernels.cudnn). The bar labels
 #     of Figs. 5 (forward, without causal mask, head dim 128) and 6 (backward, head dim 128)
 #     by sequence length are in tests/data/attention_kernels_h100.yaml with how they were read.
+# [7b] The same paper, Figs. 5 and 6, head-dim-64 panels (H100 SXM5; forward without causal mask,
+#     backward): the rates by head dim (ATTN_HEAD_DIM_TABLES below).
 # [7a] Transformer Engine's backend choice (which kernel a stack runs is data: stack
 #     attention_kernels, resolved by attention_kernel below). NVIDIA/TransformerEngine @4329ff84
 #     (2.17.1) transformer_engine/pytorch/attention/dot_product_attention/utils.py
@@ -239,6 +241,38 @@ def attention_block_rate(keys, backward: bool = False, kernel: str = "flash2"):
     table = ATTN_BLOCK_TABLES[kernel][1 if backward else 0]
     k = np.log2(np.clip(np.asarray(keys, dtype=np.float64), ATTN_BLOCK_KEYS[0], ATTN_BLOCK_KEYS[-1]))
     return np.interp(k, np.log2(ATTN_BLOCK_KEYS), table) / table[-1]
+
+
+# Head dim [7b]: the same figures' head-dim-64 panels (Fig. 5 forward without causal mask, Fig. 6
+# backward; H100 SXM5, batch x sequence = 16k tokens, hidden 2048 = 32 heads of 64), bar labels
+# at 512 ... 16k: FlashAttention-2 forward 282 306 318 321 322 324, backward 198 238 264 279 287
+# 291; cuDNN forward 335 373 395 408 412 413, backward 266 348 395 417 432 433 TFLOP/s
+# (tests/data/attention_kernels_h100.yaml). A kernel's rate at head dim 64 relative to head dim
+# 128 is the ratio of the means of the 2k-16k bars, the figures the hardware entries carry at
+# 128: FlashAttention-2 321.25 / 367.5 forward, 280.25 / 310.25 backward; cuDNN 407 / 605.25
+# and 419.25 / 499.5. Rule (named assumption): linear in log2(head dim) between 64 and 128,
+# held at the ends beyond them (below 64: the 64 ratio; above 128, e.g. MLA's 192 / 128: the
+# entries' head-dim-128 rate, no head-dim-256 backward panel read), the same ratio on every GPU
+# (the H100 figures are the only per-head-dim measurement in the reference data).
+ATTN_HEAD_DIMS = np.array([64.0, 128.0])
+ATTN_HEAD_DIM_TABLES = {  # (forward, backward) mean 2k-16k TFLOP/s at ATTN_HEAD_DIMS
+    "flash2": (np.array([(318 + 321 + 322 + 324) / 4.0, (362 + 368 + 370 + 370) / 4.0]),
+               np.array([(264 + 279 + 287 + 291) / 4.0, (291 + 310 + 318 + 322) / 4.0])),
+    "cudnn": (np.array([(395 + 408 + 412 + 413) / 4.0, (617 + 609 + 600 + 595) / 4.0]),
+              np.array([(395 + 417 + 432 + 433) / 4.0, (465 + 499 + 518 + 516) / 4.0])),
+}
+
+
+def attention_head_dim_factor(head_dim, kernel: str = "flash2"):
+    """(forward, backward) rate of an attention kernel at `head_dim` relative to its rate at
+    head dim 128 (the hardware entries' figures) [7b]: linear in log2(head dim) between the
+    measured 64 and 128, held at the ends. head_dim None (a scan, not softmax attention): 1."""
+    if head_dim is None:
+        return np.float64(1.0), np.float64(1.0)
+    x = np.log2(np.clip(np.asarray(head_dim, dtype=np.float64), ATTN_HEAD_DIMS[0], ATTN_HEAD_DIMS[-1]))
+    xs = np.log2(ATTN_HEAD_DIMS)
+    fwd, bwd = ATTN_HEAD_DIM_TABLES[kernel]
+    return np.interp(x, xs, fwd) / fwd[-1], np.interp(x, xs, bwd) / bwd[-1]
 
 
 def attention_kernel(stack, hw, job_kernel: Optional[str] = None) -> str:

@@ -33,7 +33,14 @@ References
     _fsdp_collectives.py foreach_all_gather / foreach_reduce, _fsdp_param_group.py
     wait_for_unshard, FSDPParam.to_accumulated_grad_if_needed) and torchtitan's
     apply_fsdp_to_decoder; derived in docs/memory_mechanisms.md (b), (c): the stack's
-    `fsdp:` fields say what a rank holds at its peak and in which stream's pool.
+    `fsdp:` fields say what a rank holds at its peak and in which stream's pool. Under PP,
+    torch 2.13 torch/distributed/pipelining/stage.py backward_maybe_with_nosync runs every
+    backward with set_reshard_after_backward(False): a unit resharded after forward (torchtitan
+    fsdp_reshard_after_forward "always", apply_fsdp @e347b1e5e) is gathered by its backward
+    and stays gathered until its next forward (stacks.sharding_traits regather_pp): with one
+    chunk a rank the stage's weights are all gathered at a backward's end, one micro-batch's
+    activations fewer, and none at a forward's end; with virtual stages a chunk stays gathered
+    from its last backward (the stage's weights counted whole).
 [8] NVIDIA TransformerEngine transformer_engine/pytorch/module/linear.py and
     layernorm_linear.py: with fp8 the quantized GEMM input is saved for the backward with its
     row-wise data discarded (update_usage(rowwise_usage=False, columnwise_usage=True)), 1 B
@@ -162,8 +169,19 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
-[cp1] Context parallel attention's backward (the K/V rotate method: job cp_rotate_method, else stack
-     memory.cp_ring_backward): torch
+[mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
+     megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
+     @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
+     positions and the fp32 inv_freq, l. 127-175) shaped [seq, 1, 1, dim] (dim = kv_channels x rotary_percent),
+     cut to the CP rank's two chunks by get_pos_emb_on_this_cp_rank (rope_utils.py l. 48-70, index_select: a new
+     tensor of seq / cp rows), stays referenced by the cache for the run: 4 B x seq / cp x dim. gpt_model.py builds
+     one RotaryEmbedding per GPTModel (l. 183-195: every pipeline stage, one per virtual chunk) and calls it once a
+     forward (l. 411-420). With multi-latent attention GPTModel builds none and each MLA layer its own
+     (multi_latent_attention.py l. 182-197, called l. 695-705; YarnRotaryEmbedding.forward is @lru_cache(maxsize=32)
+     too, yarn_rotary_pos_embedding.py l. 159): one table of qk_rope_head_dim per MLA layer on the stage, the shared
+     cache keeping at most 32.
+[cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
+     which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
      _templated_ring_attention_backward (l. 488-640): fp32 grad_query/key/value (zeros_like, accum_dtype
      fp32 with _cp_options.convert_to_f32, the default), each step's SDPA backward outputs (bf16), the K/V
@@ -176,6 +194,30 @@ References
      the two moments' tensors. Derived from the code, not traced (the oracle has no CP row). Not priced:
      the forward's _SDPAMerger fp32 temporaries (forward time, or the re-run under full AC) and
      FlashAttention's own fp32 dq accumulator (with or without CP).
+[cp2] All-gather context parallelism with one kernel (stack context_parallel.kernel one): Llama 3,
+     arXiv:2407.21783 sec. 3.3.2 'Context parallelism for long sequences': 'we first all-gather the key
+     (K) and value (V) tensors, and then compute attention output for the local query (Q) tensor chunk':
+     the gathered K and V, cp times the local, exist while one layer's attention runs; the backward
+     (assumed, stack_db llama3-meta context_parallel sources: the paper describes the forward only)
+     all-gathers them again and its kernel writes the gathered K/V's gradients, reduce-scattered to
+     their ranks in dkv_bytes (fp32: sec. 3.3.2 'Numerical stability'). Priced as one layer's moment in
+     the recompute buffer (cp_gathered_kv_extra), the backward's being the larger.
+[cp3] Context parallel attention's forward in Transformer Engine's P2P ring (stack memory.cp_forward_merge; Megatron's
+     default --cp-comm-type p2p): NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/
+     dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P.forward keeps, until the merge after its ring
+     loop (l. 2031-2121), every step's output out_per_step (bf16: the fp32 dequantization of l. 1980-1986 is fp8
+     attention's, --fp8-dot-product-attention, not modelled) and fp32 softmax_lse_per_step (l. 1723-1724), and every
+     K/V buffer of the ring (p2p_comm_buffers, l. 1734-1760: the local torch.cat((k, v)) and one received per step,
+     none released in the loop), beside the roped k and v the layer passed in. Causal (load-balanced chunks): rank
+     r's steps 0..r attend its whole local query, the later ones its second half, so rank cp - 1 (Megatron logs the
+     last global rank, the last CP rank of the default order) holds cp outputs of its local query. Per GPU, T the
+     local tokens of the micro-batch, a / t query heads, k' = max(k / t, 1) KV heads, head dim d: cp T a d / t x 2 B
+     + cp T a / t x 4 B + cp T k' d x 4 B beyond what the layer saves (its q, the last K/V buffer and the merged
+     output, in the activation table). The merge itself (jit_fuser = torch.compile, jit.py l. 36-38) writes the bf16
+     output without an fp32 copy. The moment is the last layer's forward of the last micro-batch in flight: the
+     stage's states and saved activations (its own later tensors counted, an upper bound by the layer's MLP
+     tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
+     one layer). Not priced: a2a / a2a+p2p / all_gather CP (--cp-comm-type), fp8 attention.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -191,6 +233,15 @@ References
      loss's backward): with memory.loss_peak_apart the recompute buffer counts them, the moment
      of the layers' backward (stack fields memory.loop_holds_logits, fsdp.output_grad_held,
      fsdp.backward_gathered_units, fsdp.backward_grad_units).
+[lg2] K and V expanded to the query heads (stack memory.expands_kv_heads): Lightning-AI/litgpt v0.4.11 litgpt/model.py
+     CausalSelfAttention.forward l. 251-257 (the litgpt Thunder's benchmark pins: lightning-thunder requirements/
+     test.txt litgpt==0.4.11): under GQA (n_query_groups < n_head, no KV cache) k and v are expand()-ed to
+     (B, n_query_groups, q_per_kv, T, head_size) and reshape()-d to (B, n_head, T, head_size), a copy; k is roped
+     (apply_rope + torch.cat, a new n_head-wide tensor) and F.scaled_dot_product_attention (l. 287, 313) saves the
+     two for its backward: 2 x 2 B x n_head x head_size a token where the table (Attention.tensors) counts the KV
+     heads' 2 x 2 B x k x head_size; the smaller qkv output is saved by nothing (the projection saves its input; the
+     rope's products save cos and sin). A layer's saved activations, so under full recompute the re-run block's
+     (the recompute buffer). Inductor's compiled graph is assumed to hand SDPA's backward the same expanded tensors.
 [opt] The optimizer step, a moment of its own after the backward (stack memory.optimizer_step_temporaries,
      job field optimizer_implementation, default memory.optimizer_default): torch 2.13 torch/optim/adam.py
      _multi_tensor_adam (foreach; one group per device and dtype, every local parameter at once) allocates
@@ -205,6 +256,19 @@ References
      implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
      peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
      the activations' blocks, matter mostly through fragmentation, inside the band of [13].
+[es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
+     pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
+     optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
+     optim_dict[param].step() then .zero_grad() (set_to_none); step() and zero_grad() of the container are no-ops.
+     torch 2.13 fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce calls the sharded parameter's post-accumulate-
+     grad hooks right after it assigns the sharded gradient (a view of the unit's reduce-scatter output, allocated on
+     the reduce-scatter stream), so each unit's sharded gradients are stepped and dropped as its reduce-scatter ends:
+     the output block returns to the reduce-scatter stream's pool, which the next unit's output reuses. Priced under
+     FSDP: the pool holds the largest unit's sharded gradients (grad_reduce_bytes x unit / N) instead of every one
+     (grad_reduce_bytes x P / N), the end-of-backward moment [tt7] holds the same, and the optimizer step is no moment
+     of its own: a foreach step's temporary is one parameter's (the largest, the embedding's or output layer's shard,
+     bpp.optimizer / 2 B a parameter), beside the rest. torchtitan refuses it with pipeline and expert parallelism
+     (build_optimizers l. 277-290, plan._check_early_step). Not priced without FSDP (DDP's gradients: a warning).
 [ub] TP communication overlap's buffers (plan tpo; stack memory.tp_overlap_buffers), outside the caching
      allocator, so in the total (the gate) and not in the allocated or reserved peaks; per GPU, T = micro-batch
      x seq / cp tokens (every rank of the TP group holds the whole gathered shape):
@@ -291,6 +355,8 @@ OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces
 OUTSIDE_TERMS = ("tp_overlap_buffers", "reserve")
 
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
+MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
+MEGATRON_ROPE_LRU = 32  # @lru_cache(maxsize=32) on RotaryEmbedding.forward / YarnRotaryEmbedding.forward [mr]
 
 # Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
 # (row-wise, column-wise, the column-wise copy is a transpose: kept only on TN-only GPUs)
@@ -517,6 +583,19 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     return dense, experts
 
 
+def weight_copy_bytes(settings: Settings, code):
+    """(row-wise, column-wise) bytes per linear weight element of TE's quantized copy for the
+    recipe(s) `code` (precisions.FP8_RECIPES) on the settings' GPU [11]: QUANTIZED_WEIGHT_BYTES,
+    the column-wise copy that is a transpose kept only on TN-only GPUs. What quantized_weight_terms
+    prices per element, and what the search compares to gate a recipe variant (search.variant_memory)."""
+    from .precisions import FP8_RECIPES
+
+    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
+    code = np.asarray(code, dtype=np.int64)
+    row, col = table[code, 0], table[code, 1]
+    return row, np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+
+
 def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts, counts, end: str, n):
     """(quantized weight copies, weight bytes saved) per GPU of a stage holding `counts` (K, ...)
     layers, n in all [11]: the stage's linear weights (the layers' TP-split ones / tp and the
@@ -529,12 +608,7 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     on = ((plan.precision == FP8) | (plan.precision == NVFP4)) & (plan.sharding < FSDP)
     if not stack_of(settings).memory.fp8_weight_cache or not np.any(on):  # the second: a shortcut only (zero either way)
         return zero, zero
-    from .precisions import FP8_RECIPES
-
-    table = np.array([QUANTIZED_WEIGHT_BYTES[r] for r in FP8_RECIPES])
-    code = np.asarray(plan.f8r, dtype=np.int64)
-    row, col = table[code, 0], table[code, 1]
-    col = np.where((table[code, 2] > 0) & (not settings.hardware.fp8_gemm_tn_only), 0.0, col)
+    row, col = weight_copy_bytes(settings, plan.f8r)
     tp = plan.tp.astype(np.float64)
     e_div = etp_of(plan).astype(np.float64) * plan.ep
     linear = weighted(counts, [(p.split - p.split_bias) / tp + p.expert / e_div for p in pc.kind_params])
@@ -628,6 +702,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     stored, buffers = [], []
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
+        if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
+            full = full + kv_expansion_bytes(kind, ctx)
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co)
@@ -646,9 +722,63 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             if stack.memory.cp_ring_backward is not None:  # a stack setting, not a searched quantity
                 # under CP the attention's backward is a later moment of the block's backward [cp1]
                 extra = np.where(ctx.cp > 1, np.maximum(extra, cp_attention_backward_extra(
-                    kind, ctx, plan, settings.cp_rotate_method, am, at)), extra)
+                    kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
+        cps = stack.context_parallel
+        if cps is not None and cps.kernel == "one":  # a stack setting, not a searched quantity
+            # the all-gathered K/V (and the backward's gathered dK/dV) of the layer being run [cp2]
+            buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_gathered_kv_extra(kind, ctx, cps.dkv_bytes), 0.0)
     return stored, buffers, layer_input
+
+
+def cp_gathered_kv_extra(kind: LayerKind, ctx: Ctx, dkv_bytes: float):
+    """The temporaries of an all-gather context parallelism run as one kernel (ContextParallelSpec
+    kernel one: Llama 3's, arXiv:2407.21783 sec. 3.3.2) for the layer being run [cp2], bytes: per
+    element of the GPU's local key K (T k d / min(t, k)), the forward's all-gathered K and V of
+    the cp ranks (2 x 2 B x cp, bf16) and the backward's, re-gathered, with the gathered dK and dV
+    the kernel writes before their reduce-scatter (2 x dkv_bytes x cp): the backward's moment,
+    (4 + 2 dkv_bytes) cp B a K element, is the larger and is what one layer adds. Layers without
+    an attention core (and MLA): 0."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if not isinstance(mixer, Attention):
+        return np.zeros(np.shape(ctx.T))
+    k_el = ctx.T * kv_local(mixer.k, ctx.tp) * mixer.d
+    fwd = 2.0 * ACT_BYTES * ctx.cp * k_el
+    bwd = fwd + 2.0 * dkv_bytes * ctx.cp * k_el
+    return np.maximum(fwd, bwd)
+
+
+def kv_expansion_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
+    """What a layer saves beyond its table's K and V where the model code expands them to the
+    query heads before the attention kernel [lg2] (litgpt): K and V of a / t heads instead of the
+    GPU's KV heads (max(k / t, 1)), 2 B x 2 x d x (a / t - max(k / t, 1)) per token; 0 for
+    multi-head attention (k = a), MLA and layers without an attention core."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    extra = mixer.a / ctx.tp - kv_local(mixer.k, ctx.tp)
+    return ctx.T * 2.0 * ACT_BYTES * mixer.d * np.maximum(extra, 0.0)
+
+
+def cp_forward_merge_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
+    """What one attention layer's forward holds beyond its saved tensors at the merge of Transformer
+    Engine's P2P ring [cp3], on the last CP rank: cp step outputs (bf16, T a d / t each), cp fp32
+    softmax statistics (T a / t each) and cp K/V buffers of the local size (bf16, 2 T k' d each, the
+    saved one and the layer's own roped k, v counted: cp in all beyond the table); 0 without CP,
+    for MLA and for layers without an attention core."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    cp = np.asarray(ctx.cp, dtype=np.float64)
+    a_loc = mixer.a / ctx.tp
+    per_token = cp * (ACT_BYTES * a_loc * mixer.d + 4.0 * a_loc + 2.0 * ACT_BYTES * kv_local(mixer.k, ctx.tp) * mixer.d)
+    return np.where(cp > 1, ctx.T * per_token, 0.0)
 
 
 def block_backward_extra(kind: LayerKind, ctx: Ctx, plan: PlanArrays, am: str = "arch", at: str = "flash"):
@@ -916,13 +1046,31 @@ class _PerLayer:
                            if self.rope_mode == "layer" else None)
         self.rope_model = (ROPE_CACHE_BYTES / 2.0 * seq * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
                            if self.rope_mode == "model" else None)
+        # Megatron's lru_cache'd rotary tables [mr]: fp32 (4 B) x seq / cp x the rotated dim, one per model chunk
+        # (GPTModel's), or with MLA one per MLA layer (each its own RotaryEmbedding), at most MEGATRON_ROPE_LRU of them
+        cp = plan.cp.astype(np.float64)
+        self.rope_cp_mla = [float(bool(getattr(k.mixer, "qk_rope_head_dim", None))) for k in pc.layers.kinds]
+        self.rope_cp_table = (MEGATRON_ROPE_BYTES * seq / cp * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
+                              if self.rope_mode == "model_cp" else None)
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
+        # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
+        # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
+        # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
+        self.early_step = bool(settings.early_step_in_backward)
+        if self.early_step:
+            d = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)
+            tp = plan.tp.astype(np.float64)
+            self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
+            self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
         # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = stack.fsdp
+        # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
+        self.cp_merge = ([cp_forward_merge_bytes(k, ctx) for k in pc.layers.kinds]
+                         if stack.memory.cp_forward_merge else None)
 
 
     def _fsdp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack) -> None:
@@ -936,7 +1084,12 @@ class _PerLayer:
         tp = plan.tp.astype(np.float64)
         # (a mode that keeps every unit gathered, `held` below, counts them there)
         tr = sharding_traits(stack, plan)
-        keep_pp, held = tr["keep_pp"], fsdp_on & ~tr["reshard"]
+        # regather_pp (resharding under torch.distributed.pipelining): each unit stays gathered after
+        # its backward until its next forward reshards it, so at the end of a backward the stage's
+        # units are all gathered, as `held` (with one chunk a rank _stage_terms takes off what that
+        # backward's micro-batch frees, regather_w below [7]); its gradients accumulate unsharded
+        # as keep_pp's
+        keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
@@ -951,6 +1104,12 @@ class _PerLayer:
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
         self.pp_unsharded = (np.where(held, fs.param_gather_bytes, 0.0)
                              + np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0))
+        # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
+        # end of a backward, when that micro-batch's activations are freed, and all resharded at
+        # the end of a forward: the peak is the in-flight activations + max(weights - one
+        # micro-batch's activations, 0) [7] (_stage_terms takes the smaller off); with virtual
+        # stages other chunks stay gathered from their own last backward: the weights whole
+        self.regather_w = np.where(tr["regather_pp"] & (plan.vpp == 1), fs.param_gather_bytes, 0.0)
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
@@ -1033,9 +1192,16 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     else:
         c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
         states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
+    early = per.early_step & (plan.sharding >= FSDP)  # the optimizer stepped in the backward [es] (a job setting)
+    if per.early_step:  # only a sharded gradient of one unit at a time waits in the reduce-scatter pool [es]
+        states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
+                          else states[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
+    # one micro-batch's layer activations of the stage (act / the micro-batches held), for
+    # per.regather_w below
+    per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
     if twin is not None:
         r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
         act = 0.5 * (act + _held_activations(per, twin[2], r2))
@@ -1054,13 +1220,22 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
     act = act + outputs * per.stage_output
-    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params
+    # resharding after forward under torch's pipelining with one chunk a rank (per.regather_w):
+    # a micro-batch's activations (its layers' and its output sent on) are freed by the time its
+    # backward has gathered the stage's weights: the peak holds the larger of the two only [7]
+    per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
+    regather_saving = np.minimum(per.regather_w * params, per_mb) if twin is None else 0.0
+    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - regather_saving
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention
     # layer the stage holds, or one per model part (chunk) on the rank
     rope = (weighted(counts if twin is None else counts + twin[0], per.rope_layer) if per.rope_mode == "layer"
             else per.rope_model * (plan.vpp * (1.0 if twin is None else 2.0)) if per.rope_mode == "model" else 0.0)
+    if per.rope_mode == "model_cp":  # Megatron's lru_cache'd tables [mr]: per model chunk, or per MLA layer (at most 32)
+        mla = weighted(counts if twin is None else counts + twin[0], per.rope_cp_mla)
+        chunks = plan.vpp * (1.0 if twin is None else 2.0)
+        rope = per.rope_cp_table * (np.minimum(mla, MEGATRON_ROPE_LRU) if any(per.rope_cp_mla) else chunks)
     rope = rope + np.zeros(np.shape(plan.tp))
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
     allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope
@@ -1077,11 +1252,20 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
         pools = pools - np.minimum(excess, grads_pooled)
         grads_pooled = grads_pooled - np.minimum(excess, grads_pooled)
+    if per.cp_merge is not None:  # a stack setting, not a searched quantity
+        # the attention forward's merge under CP [cp3], a moment of the last layer's forward: the states, the
+        # saved activations and the merge's tensors; its excess over the peak above is one layer's transient
+        c = counts if twin is None else counts + twin[0]
+        merge = np.maximum.reduce([np.where(c[i] > 0, m_, 0.0) for i, m_ in enumerate(per.cp_merge)])
+        excess = np.maximum(kept - states.grad_pool + act + merge - allocated, 0.0)  # no sharded gradient in the forward
+        buf, allocated = buf + excess, allocated + excess
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
     # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
-    step_peak = kept + per.opt_temporaries * states.adam / 2.0
+    # stepped in the backward [es], one parameter's temporaries at a time, beside one unit's sharded gradients
+    temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
+    step_peak = kept + temps
     opt_step = np.maximum(step_peak - allocated, 0.0)
     allocated = allocated + opt_step
     pools = pools - np.minimum(opt_step, grads_pooled)

@@ -144,7 +144,7 @@ class PlannerBlock(BaseModel):
     selective_recomputes_attention: Optional[bool] = Field(
         default=None, description="the run's selective policy re-runs the attention core instead of saving its output "
                                   "(the job field of that name; its `why` cites the code): rule M11")
-    rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
+    rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary tables the row's torchtitan version keeps, where it is not the stack "
                                   "entry's (the job field of that name; its `why` cites the code): rule M12")
     excluded: Optional[str] = Field(

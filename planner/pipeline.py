@@ -92,6 +92,18 @@ References
     num_ranks even, num_chunks (micro-batches) even and >= 2 num_ranks, half of them fed from
     each end; rank r runs stage r of one direction and stage p-1-r of the other. The
     discrete-event simulator does not run it (closed forms only).
+[9] Llama Team, AI @ Meta 2024, "The Llama 3 Herd of Models" (arXiv:2407.21783) sec. 3.3.2
+    "Pipeline parallelism improvements", Figure 6: Meta's interleaved schedule runs N
+    contiguous micro-batches per virtual stage with N set freely, so a step may hold any number
+    m of micro-batches, fewer than the stages included (Megatron-LM's needs m % p == 0); the
+    paper gives the bubble (PP - 1)/(V M). This module's simulator, run with N (simulate's
+    `group`): the bubble is (p - 1)/(v m) for every m >= p and every N in [p, m] whose last
+    group holds 0 or >= p micro-batches, and (p - 1 + (v - 1)(p - m))/(v m) for m < p (one
+    group, N = m: each virtual stage waits p - m chunk slots for its micro-batches to come round
+    the p ranks), the paper's formula plus that wait; the peak is min(2(p - s - 1) + (v - 1) N
+    + 1, m v) chunk-micro-batches ([5] with N for p). tests/test_pipeline.py checks both over a
+    grid. Which N Meta ran is not published: the planner takes microbatch_group's (the smallest
+    N without dependency bubbles, the least memory).
 """
 
 from __future__ import annotations
@@ -135,7 +147,8 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
                     w_fraction=DEFAULT_W_FRACTION):
     """Idle time over useful time of a pipeline stage.
 
-    GPipe, 1F1B, interleaved: (p-1)/(v*m) [1][2] (GPipe and 1F1B have v = 1).
+    GPipe, 1F1B, interleaved: (p-1)/(v*m) [1][2] (GPipe and 1F1B have v = 1); an interleaved
+    schedule of m < p micro-batches (Llama 3's [9]) (p - 1 + (v-1)(p-m))/(v m) [9].
     ZB-H1: (p-1)(T_F + T_B - T_W) / (m (T_F + T_B + T_W)) [4], with T_F = 1,
     T_B + T_W = backward_ratio and T_W = w_fraction * backward_ratio (defaults: the backward
     pass takes twice the forward and W is half of it, so T_F = T_B = T_W and the bubble is
@@ -153,7 +166,10 @@ def bubble_fraction(pp, m, vpp=1, schedule=ONE_F_ONE_B, backward_ratio=DEFAULT_B
     schedule = np.asarray(schedule)
     r = np.asarray(backward_ratio, dtype=np.float64)
     w = np.asarray(w_fraction, dtype=np.float64)
-    megatron = (pp - 1.0) / (vpp * m)
+    # [2]'s (p-1)/(v m), and with fewer micro-batches than stages (Llama 3's schedule [9]) the
+    # (v-1)(p-m) chunk slots each virtual stage waits for its micro-batches to come round the p
+    # ranks: (p - 1 + (v-1) max(p - m, 0))/(v m) [9] (0 where m >= p: every Megatron plan)
+    megatron = (pp - 1.0 + (vpp - 1.0) * np.maximum(pp - m, 0.0)) / (vpp * m)
     t_w = r * w
     t_b = r - t_w
     # [4] sec. 2.1: (p-1)(T_F + T_B - T_W), generalised by [5] to every m and duration ratio.
@@ -276,14 +292,15 @@ def stage_inflight_kinds(ll, plan) -> dict:
         if not sel.size:
             continue
         p, v = configs.rows[u][0], configs.rows[u][1]
-        # the distinct (micro-batches, schedule) of these plans: past (v + 2) p + 1 micro-batches
-        # every schedule but GPipe holds the same (a dense key, one pass)
+        # the distinct (micro-batches, schedule) of these plans: past (v + 2) p micro-batches (a
+        # multiple of p) every schedule but GPipe holds the same (a dense key, one pass)
         mu, su = m[sel], sched[sel]
-        key = np.where(su == GPIPE, mu, np.minimum(mu, (v + 2) * p + 1)) * 8 + su
-        present = np.zeros(int(key.max()) + 1, dtype=bool)
-        present[key] = True
-        uk = np.flatnonzero(present)
-        back = (np.cumsum(present) - 1)[key]
+        # (an interleaved count pp does not divide, Llama 3's schedule only, keeps its own: its group N
+        # depends on it)
+        key = np.where((su == GPIPE) | ((su == INTERLEAVED) & (mu % p != 0)), mu, np.minimum(mu, (v + 2) * p)) * 8 + su
+        srt = np.sort(key)  # the distinct keys by a sort (a count may be as large as a global batch)
+        uk = srt[np.concatenate([[True], srt[1:] != srt[:-1]])]
+        back = np.searchsorted(uk, key)
         mu, su = uk // 8, uk % 8
         out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)[:, back]
         out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)[:, back]
@@ -308,16 +325,42 @@ def stage_inflight_kinds(ll, plan) -> dict:
                         "mid": out["out_mid"].reshape((C,) + shape)}}
 
 
+def microbatch_group(pp, m) -> np.ndarray:
+    """N, the contiguous micro-batches a virtual stage runs before the next [2][9]: pp where pp
+    divides m (Megatron-LM's default, its only choice under the INTERLEAVED_M rule); m where
+    m < 2 pp (one group: fewer than pp micro-batches included, Llama 3's schedule); else the
+    smallest N in [pp, 2 pp] that leaves a last group of 0 or >= pp micro-batches (Megatron-LM
+    schedules.py's rule for --microbatch-group-size-per-virtual-pipeline-stage: no dependency
+    bubble; one exists there for every m >= 2 pp up to 40 pp, pp <= 129, by enumeration), or m
+    where none does. The smallest such N holds the fewest micro-batches in flight
+    (warm-up 2(p - r - 1) + (v - 1) N). int64, broadcast over pp and m."""
+    p, m = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(m, dtype=np.int64))
+    p1 = np.maximum(p, 1)
+    n = np.where(m % p1 == 0, p1, m)
+    hard = (m % p1 != 0) & (m >= 2 * p1)
+    ps, ms = p1[hard][:, None], m[hard][:, None]
+    J = np.arange(int(np.max(p1, initial=1)) + 1, dtype=np.int64)[None, :]
+    N = ps + J
+    ok = (J <= ps) & ((ms % N == 0) | (ms % N >= ps))
+    pick = N[np.arange(len(N)), np.argmax(ok, axis=1)] if N.size else np.zeros(0, dtype=np.int64)
+    n = n.copy()
+    n[hard] = np.where(ok.any(axis=1), pick, ms[:, 0])
+    return n
+
+
 def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> np.ndarray:
     """Micro-batches in flight per model chunk, (v, n) for chunks c = 0 .. v - 1, at stage s's
-    peak (stage_inflight_kinds); array operations over the chunks, whatever v."""
+    peak (stage_inflight_kinds); array operations over the chunks, whatever v. Interleaved: F =
+    min(2(p - s - 1) + (v - 1) N + 1, m v) forwards, in groups of N = microbatch_group(p, m)
+    contiguous micro-batches [2][5][9] (N = p: Megatron-LM's)."""
     m = np.asarray(m, dtype=np.float64)
     if p == 1:
         return np.ones((v,) + m.shape)
-    F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * p + 1.0, m * v)
-    full, rem = np.floor(F / (p * v)), np.mod(F, p * v)
+    N = microbatch_group(p, m.astype(np.int64)).astype(np.float64)
+    F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * N + 1.0, m * v)
+    full, rem = np.floor(F / (N * v)), np.mod(F, N * v)
     c = np.arange(v, dtype=np.float64).reshape((v,) + (1,) * m.ndim)
-    inter = full * p + np.clip(rem - c * p, 0.0, p)
+    inter = full * N + np.clip(rem - c * N, 0.0, N)
     one = np.where(schedule == GPIPE, m, np.where(schedule == ZERO_BUBBLE_H1, np.minimum(m, p),
                                                   np.where(schedule == DUALPIPE, np.minimum(m, p + 1.0), np.minimum(m, p - s))))
     return np.where(schedule == INTERLEAVED, inter, one)
@@ -438,7 +481,8 @@ def inflight_microbatches(pp, m, vpp, schedule, stage=0):
     s = np.asarray(stage, dtype=np.float64)
     schedule = np.asarray(schedule)
     one_f = np.minimum(m, pp - s)
-    inter = np.minimum(m * vpp, 2.0 * (pp - s - 1.0) + (vpp - 1.0) * pp + 1.0) / vpp
+    N = microbatch_group(pp, m.astype(np.int64)).astype(np.float64)  # pp where pp divides m [9]
+    inter = np.minimum(m * vpp, 2.0 * (pp - s - 1.0) + (vpp - 1.0) * N + 1.0) / vpp
     zb = np.minimum(m, pp)
     dual = np.where(pp > 1.0, np.minimum(m, pp + 1.0), np.minimum(m, 1.0))  # [8] Table 2: PP + 1
     return np.where(
@@ -581,20 +625,26 @@ def _order_zbh1(p, m, s):
     return order
 
 
-def _order_interleaved(p, m, v, r):
+def _order_interleaved(p, m, v, r, group=None):
     """Megatron-LM's interleaved 1F1B on rank r [2]: warm-up forwards, then one forward and
     one backward per step, then the remaining backwards; virtual micro-batch k maps to
-    (micro-batch, chunk) in groups of p micro-batches per chunk."""
+    (micro-batch, chunk) in groups of N = `group` micro-batches per chunk (default p), the last
+    group taking the rest (Megatron-LM schedules.py get_schedule_table and
+    get_pp_rank_microbatches: warm-up 2(p - r - 1) + (v - 1) N; Llama 3's N set freely [9])."""
+    n = p if group is None else group
     total = m * v
-    warm = 2 * (p - r - 1) + (v - 1) * p
+    warm = 2 * (p - r - 1) + (v - 1) * n
     warm = min(warm, total)
+    table = []
+    for lo in range(0, m, n):
+        hi = m if lo + n >= m else lo + n
+        table += [(mb, c) for c in range(v) for mb in range(lo, hi)]
 
     def fwd(k):
-        j = k % (p * v)
-        return (k // (p * v)) * p + j % p, j // p
+        return table[k]
 
     def bwd(k):
-        mb, c = fwd(k)
+        mb, c = table[k]
         return mb, v - 1 - c
 
     order = [("F", *fwd(k)) for k in range(warm)]
@@ -605,11 +655,13 @@ def _order_interleaved(p, m, v, r):
     return order
 
 
-def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=None) -> Simulation:
+def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=None, group=None) -> Simulation:
     """Run a pipeline schedule and return every pass's timing and per-stage summary.
 
     stages: pipeline stages p; microbatches: m per step; vpp: model chunks per stage v
-    (interleaved only, which needs p >= 2, v >= 2 and m % p == 0, as in Megatron-LM);
+    (interleaved only, which needs p >= 2, v >= 2 and m % p == 0, as in Megatron-LM, unless
+    `group` N, the contiguous micro-batches of a virtual stage, is given: then any 1 <= N <= m,
+    Llama 3's schedule [9]);
     t_f, t_b: forward and whole backward time of one micro-batch through a whole stage (a
     chunk takes 1/v of it); t_w: ZB-H1's weight-gradient part of t_b (default
     t_b * DEFAULT_W_FRACTION). Raises PlannerError on an invalid combination.
@@ -620,7 +672,12 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
     v = _positive_int(vpp, "--vpp (model chunks per stage)", "pass --vpp 1, or 2 or more with --schedule interleaved")
     tf = _exact(t_f, "--tf (forward time)")
     tb = _exact(t_b, "--tb (backward time)")
-    _check_schedule(code, p, m, v)
+    if group is not None:
+        group = _positive_int(group, "--group (contiguous micro-batches of a virtual stage)", "pass --group 1 to m")
+        if code != INTERLEAVED or group > m:
+            raise PlannerError(f"--group {group} needs the interleaved schedule and at most m={m} micro-batches",
+                               "pass --group between 1 and the micro-batch count, with --schedule interleaved")
+    _check_schedule(code, p, m, v, group)
     tw = _weight_gradient_time(code, tb, t_w)
     n_passes = p * m * v * (3 if code == ZERO_BUBBLE_H1 else 2)
     if n_passes > MAX_PASSES:
@@ -629,7 +686,7 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
             "use fewer stages, micro-batches or chunks; the closed forms need no simulation",
         )
     dur = {"F": tf / v, "B": (tb - tw) / v, "W": tw / v}
-    passes, free, busy, peak = _run(code, _stage_orders(code, p, m, v), p, v, dur)
+    passes, free, busy, peak = _run(code, _stage_orders(code, p, m, v, group), p, v, dur)
     return Simulation(
         schedule=code, stages=p, microbatches=m, vpp=v, t_f=tf, t_b=tb, t_w=tw,
         passes=tuple(sorted(passes, key=lambda x: (x.stage, x.start))),
@@ -637,7 +694,7 @@ def simulate(stages, microbatches, schedule="1f1b", vpp=1, t_f=1, t_b=2, t_w=Non
     )
 
 
-def _check_schedule(code: int, p: int, m: int, v: int) -> None:
+def _check_schedule(code: int, p: int, m: int, v: int, group=None) -> None:
     """PlannerError where the schedule cannot run p stages, m micro-batches, v chunks."""
     if code not in SIMULATED:
         raise PlannerError(
@@ -655,7 +712,7 @@ def _check_schedule(code: int, p: int, m: int, v: int) -> None:
             f"the interleaved schedule needs --pp 2 or more and --vpp 2 or more (got --pp {p}, --vpp {v})",
             "give --vpp 2 or more model chunks per stage, or use --schedule 1f1b",
         )
-    if code == INTERLEAVED and m % p:
+    if code == INTERLEAVED and m % p and group is None:
         raise PlannerError(
             f"interleaved 1F1B needs --microbatches to be a multiple of --pp: m={m}, p={p}",
             f"Megatron-LM's interleaved schedule requires m % p == 0; try --microbatches {p * max(1, -(-m // p))}",
@@ -681,7 +738,7 @@ def _weight_gradient_time(code: int, tb: Fraction, t_w) -> Fraction:
     return Fraction(0)
 
 
-def _stage_orders(code: int, p: int, m: int, v: int) -> list[list[tuple[str, int, int]]]:
+def _stage_orders(code: int, p: int, m: int, v: int, group=None) -> list[list[tuple[str, int, int]]]:
     """Each stage's ordered (kind, micro-batch, chunk) passes under the schedule."""
     if code == GPIPE:
         return [_order_gpipe(p, m, s) for s in range(p)]
@@ -689,7 +746,7 @@ def _stage_orders(code: int, p: int, m: int, v: int) -> list[list[tuple[str, int
         return [_order_1f1b(p, m, s) for s in range(p)]
     if code == ZERO_BUBBLE_H1:
         return [_order_zbh1(p, m, s) for s in range(p)]
-    return [_order_interleaved(p, m, v, s) for s in range(p)]
+    return [_order_interleaved(p, m, v, s, group) for s in range(p)]
 
 
 def _run(code: int, orders, p: int, v: int, dur: dict):

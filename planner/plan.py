@@ -16,6 +16,7 @@ import numpy as np
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .recompute_modules import apply_modules
+from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
@@ -24,7 +25,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
-from .startup import BY_CODE, rules_for, stack_order_ok
+from .startup import BY_CODE, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -219,7 +220,9 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: pp > units,
         lambda: (vpp > 1) & ~inter,
         lambda: inter & ((pp < 2) | (vpp < 2)),
-        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0),
+        # Megatron-LM's default group of pp contiguous micro-batches per virtual stage (Stack runs.schedules
+        # microbatches multiple_of_pp, interleaved_any_m for the stacks whose schedule takes any count)
+        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0) & ~interleaved_any_m(stack),
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
@@ -228,9 +231,11 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (plan.tpo > 0) & (plan.compile == 0) & bool(stack.overlap.tp_comm_overlap_needs_compile),
         # a front-loaded split (torchtitan) places any count; its own check: each end's weight at most
         # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part)
+        # a stack whose split need not divide (Stack.pipeline_split_divides false: Llama 3's) refuses only a
+        # split that places layers the model lacks (startup.split_overdrawn)
         lambda: counted & (pp > 1) & np.where(plan.split_front > 0,
                                               (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
-                                              units % (pp * vpp) != 0),
+                                              (units % (pp * vpp) != 0) if split_divides(stack) else split_overdrawn(L, plan)),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
         # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
         # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
@@ -251,6 +256,26 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
                 codes = np.where(broken, code, codes)
             # a start-up rule is reported only where no plan rule broke first
     return codes
+
+
+# the source of INTERLEAVED_M (Megatron-LM's rule, every stack's unless its schedule says `any`)
+INTERLEAVED_M_SOURCE = (
+    "NVIDIA/Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_"
+    "interleaving l. 1160-1181: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
+    ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0")
+
+
+def interleaved_any_m(stack) -> bool:
+    """The stack's interleaved schedule runs any number of micro-batches (stack_db runs.schedules
+    microbatches: any; Llama 3's, arXiv:2407.21783 sec. 3.3.2 'Batch size constraint')."""
+    runs = stack.runs if stack is not None else None
+    return runs is not None and any(x.schedule == "interleaved" and x.microbatches == "any" for x in runs.schedules)
+
+
+def split_divides(stack) -> bool:
+    """The stack's split needs the layers plus the counted ends to divide into pp x vpp chunks
+    (Stack.pipeline_split_divides; Megatron-Core's rule, the default)."""
+    return stack is None or stack.pipeline_split_divides
 
 
 def stack_rules(stack, plan: PlanArrays) -> list:
@@ -331,8 +356,8 @@ class Settings:
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
-    cp_rotate_method: str | None = None  # torch CP's K/V rotate method (job field, else the stack's memory.cp_ring_backward; None: not torch's)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
+    early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -464,15 +489,23 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                                "set schedule: interleaved or vpp: 1"),
         INTERLEAVED_PP: lambda: (f"the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})",
                                  "set vpp >= 2 with pp >= 2, or schedule: 1f1b"),
-        INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}",
-                                "Megatron-LM requires num_microbatches % pipeline_parallel_size == 0 for interleaving"),
+        INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}"
+                                f" on stack {stack.name if stack is not None else 'megatron'} ({INTERLEAVED_M_SOURCE})",
+                                f"use a global batch whose micro-batches per pipeline are a multiple of {job.pp}, or a "
+                                "stack whose schedule runs any count (stack_db runs.schedules microbatches: any, e.g. "
+                                "llama3-meta)"),
         VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers"
                              + (f" (+{units - L} counted for the embedding/loss)" if units > L else ""),
                              "lower vpp" + ("" if units > L else ", or count the embedding and loss as layers of the "
                                             "split (account_for_embedding_in_pipeline_split / _loss_)")),
-        SPLIT_UNITS: lambda: (f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
-                              f"do not divide into pp*vpp={job.pp * job.vpp} chunks",
-                              "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match"),
+        SPLIT_UNITS: lambda: ((f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
+                               f"do not divide into pp*vpp={job.pp * job.vpp} chunks",
+                               "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match")
+                              if split_divides(stack) else
+                              (f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
+                               f"on pp*vpp={job.pp * job.vpp} chunks leave more slots over than the end chunks hold: the "
+                               "split would place layers the model does not have",
+                               "choose pp x vpp with at most one chunk's worth of slots left over")),
         TP_OVERLAP_SP: lambda: ("tp_comm_overlap needs sequence parallelism with tp > 1",
                                 "set sequence_parallel: true and tp > 1, or tp_comm_overlap: false"),
         TPO_COMPILE: lambda: (f"tp_comm_overlap on stack {job.stack} (async TP) needs torch_compile",
@@ -583,7 +616,7 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
                             f"choose a level the stack runs ({', '.join(dict.fromkeys(m.level for m in runs.sharding))})")
     if code == STACK_SCHEDULE:
         have = ", ".join(x.schedule for x in runs.schedules)
-        return PlannerError(f"{where}stack {stack.name} does not run the {job.schedule or 'interleaved'} pipeline schedule "
+        return PlannerError(f"{where}stack {stack.name} does not run the {job.schedule or default_schedule(stack, job.vpp)} pipeline schedule "
                             f"(stack_db runs.schedules: {have}; {runs.schedules[0].sources[0]})",
                             f"use one of {have}" + ("" if "interleaved" in have else " (vpp 1)"))
     if code == STACK_ORDER:
@@ -721,9 +754,6 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
                            "does not save the attention output (stack_db selective: attn_out kept, "
                            "recompute_attention_core false)", "leave it out, or choose --stack torchtitan")
-    if job.cp_rotate_method is not None and stack.memory.cp_ring_backward is None:
-        raise PlannerError(f"{where}cp_rotate_method is set but stack {stack.name}'s context parallelism is not torch's "
-                           "ring attention (stack_db memory.cp_ring_backward)", "leave it out, or choose --stack torchtitan")
     impls = stack.memory.optimizer_step_temporaries
     if job.optimizer_implementation is not None and job.optimizer_implementation not in impls:
         runs = ", ".join(impls) if impls else "its one fused optimizer only"
@@ -751,6 +781,36 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         # forward_backward_pipelining_with/without_interleaving, not forward_backward_no_pipelining)
         raise PlannerError(f"{where}defer_embedding_wgrad needs pipeline parallelism (pp {job.pp}): Megatron drains the "
                            "deferred output-layer gradients only in its pipelined schedules", "leave it out, or set pp > 1")
+
+
+# torchtitan's refusals of the optimizer in the backward (pytorch/torchtitan @e347b1e5e
+# torchtitan/components/optimizer.py build_optimizers l. 277-290: NotImplementedError with Expert
+# Parallel, with Pipeline Parallel, with TorchFT); the planner prices no TorchFT
+EARLY_STEP_SOURCE = "pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py build_optimizers l. 277-290"
+
+
+def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: list) -> None:
+    """early_step_in_backward (memory.py [es]): refused on a stack without it and, as torchtitan
+    refuses it, with pipeline or expert parallelism; with more than one micro-batch a step the
+    optimizer runs once per micro-batch (torchtitan does not refuse it: a warning)."""
+    if not job.early_step_in_backward:
+        return
+    if not stack.memory.optimizer_in_backward:
+        raise PlannerError(f"{where}early_step_in_backward is set but stack {stack.name} does not step the optimizer in "
+                           "the backward (stack_db memory.optimizer_in_backward)", "leave it out, or choose --stack torchtitan")
+    for name, deg, msg in (("pp", job.pp, "Pipeline Parallel"), ("ep", job.ep, "Expert Parallel")):
+        if deg > 1:
+            raise PlannerError(f"{where}early_step_in_backward with {name} {deg}: torchtitan refuses it ('Optimizers in "
+                               f"backward is not supported with {msg}', {EARLY_STEP_SOURCE})",
+                               f"set {name} 1, or leave early_step_in_backward out")
+    m = int(np.asarray(plan.microbatches).max())
+    if m > 1:
+        warnings.append(f"early_step_in_backward with {m} micro-batches a step: each micro-batch's backward steps the "
+                        "optimizer (torchtitan's post-accumulate-grad hooks fire on every reduce-scatter; it does not "
+                        "refuse gradient accumulation), so the run takes one optimizer step per micro-batch")
+    if job.sharding not in ("fsdp", "hsdp"):
+        warnings.append("early_step_in_backward without FSDP: priced as without it (only FSDP2's sharded gradients, "
+                        "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
 def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
@@ -794,7 +854,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         selective_recomputes_attention=job.selective_recomputes_attention,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
-        cp_rotate_method=job.cp_rotate_method or stack.memory.cp_ring_backward,
+        early_step_in_backward=job.early_step_in_backward,
         rope_cache=job.rope_cache,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
@@ -824,8 +884,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     dp = ParallelDims(job.gpus, job.tp, job.cp, job.pp, job.dp).resolved_dp(where)
     seq, seq_assumed = _seq_len(job, model, warnings)
     gbs = _global_batch(job, seq, where)
-    # the job's Megatron --recompute-modules as the stack's selective policy (planner/recompute_modules.py)
-    stack = apply_modules(job, load_stack(job.stack), model, where)
+    # the job's options that replace a part of the stack, applied once here (the cost models read
+    # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
+    # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py)
+    stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -887,6 +949,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
+    _check_early_step(job, stack, plan, where, warnings)
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
 
@@ -1119,11 +1182,12 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
-        **({"cp_rotate_method": settings.cp_rotate_method}
-           if settings.cp_rotate_method != (settings.stack.memory.cp_ring_backward if settings.stack else None) else {}),
+        # only where the job's changed the catalog stack's (planner/cp_rotate.py)
+        **({"cp_rotate_method": rotate} if (rotate := exported_rotate_method(settings)) is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

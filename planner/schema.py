@@ -5,7 +5,10 @@ error that names the field, never a silently ignored setting. Human units appear
 key names that say so (`hbm_GB`, `nvlink_GBps`); the properties convert to SI.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: pydantic would then eval() every field's
+# annotation string when each model class is made (~370 of them at import); as objects they
+# cost nothing more. `planner fit` on llama3-405b, the module's import: 53 -> 41 ms (median of
+# 12, CPU, .pyc cached; issue 24). Forward references are quoted ("Job").
 
 import math
 from typing import Annotated, Literal, Optional, Union
@@ -828,6 +831,15 @@ class FSDPSpec(BaseModel):
         default=0.0, ge=0, description="with pp > 1 and the weights kept unsharded (reshard_after_forward_with_pp false): "
                                        "bytes per stage parameter of the unsharded gradients accumulated over the "
                                        "micro-batches (FSDP2 to_accumulated_grad_if_needed: fp32, 4)")
+    pp_runtime_no_sync: bool = Field(
+        default=False,
+        description="under PP the pipeline runtime runs every micro-batch's backward with gradient sync and resharding "
+                    "after backward off and reduces once, at the last (torch.distributed.pipelining stage.py "
+                    "backward_maybe_with_nosync): a mode that reshards after forward there (torchtitan "
+                    "fsdp_reshard_after_forward 'always') re-gathers each unit for the backward that follows a "
+                    "forward and for the forward that follows a forward: m + 1 gathers of the stage's weights a step "
+                    "(planner/stacks.py sharding_traits regather_pp), its gradients accumulated unsharded and reduced "
+                    "once. false: such a mode gathers in every forward and backward and reduces as its grad_reduce says")
     end_of_backward_peak: bool = Field(
         default=False, description="without PP, the allocated peak may come at the last units' reduce-scatter, where "
                                    "every sharded gradient (reduce_output_pool: views of reduce-scatter outputs) is "
@@ -966,16 +978,33 @@ class MemoryReporting(BaseModel):
                     "The step is a moment of its own, after the backward (memory.py [opt])")
     optimizer_default: Optional[OptimizerImpl] = Field(
         default=None, description="the implementation a job runs when it does not say (one of optimizer_step_temporaries)")
+    expands_kv_heads: bool = Field(
+        default=False,
+        description="the model code expands K and V from the KV heads to the query heads before the attention kernel "
+                    "(litgpt CausalSelfAttention: expand + reshape copies under GQA), so the kernel saves them at the "
+                    "query heads' width for the backward (memory.py [lg2])")
+    cp_forward_merge: bool = Field(
+        default=False,
+        description="under context parallelism the attention's forward is Transformer Engine's P2P ring "
+                    "(AttnFuncWithCPAndKVP2P), which keeps every ring step's output, softmax statistics and received "
+                    "K/V until the merge after the loop: a moment of the forward of its own (memory.py [cp3])")
+    optimizer_in_backward: bool = Field(
+        default=False,
+        description="the stack can step the optimizer inside the backward, per parameter, as each sharded gradient "
+                    "arrives (job field early_step_in_backward: torchtitan [optimizer] early_step_in_backward, "
+                    "OptimizersInBackwardContainer; memory.py [es])")
     cp_ring_backward: Optional[Literal["allgather", "alltoall"]] = Field(
         default=None,
         description="under context parallelism the attention's backward is torch's ring attention with this K/V "
                     "rotate method: its fp32 accumulators, the all-gathered (or permuted) K/V and the dK/dV "
                     "all-to-all buffers are a moment of one block's backward (memory.py [cp1]); null: not priced")
-    rope_cache: Literal["none", "model", "layer"] = Field(
+    rope_cache: Literal["none", "model", "layer", "model_cp"] = Field(
         default="none",
         description="the rotary embedding's precomputed complex64 table (seq x head_dim / 2 x 8 B), a non-trainable "
                     "buffer: one per model part (each pipeline stage's) or one per attention layer (memory.py [tt9]); "
-                    "none: not kept (or not priced)")
+                    "model_cp: Megatron's lru_cache'd RotaryEmbedding.forward, one fp32 table of the CP rank's share "
+                    "of the sequence per model chunk (per MLA layer, at most 32, with multi-latent attention: "
+                    "memory.py [mr]); none: not kept (or not priced)")
     tp_saves_gathered_input: bool = Field(description="with SP, the linears after a norm save their all-gathered input "
                                                       "(DTensor) instead of re-gathering it in backward (Megatron)")
     sources: list[str] = Field(min_length=1)
@@ -1046,6 +1075,12 @@ class ScheduleSpelling(BaseModel):
 
     model_config = Strict
     schedule: Schedule
+    microbatches: Literal["multiple_of_pp", "any"] = Field(
+        default="multiple_of_pp",
+        description="interleaved: the micro-batches per step the schedule runs. multiple_of_pp: a multiple of pp "
+                    "(Megatron-LM's default of pp contiguous micro-batches per virtual stage, plan rule INTERLEAVED_M); "
+                    "any: any count, fewer than pp included (Llama 3's schedule with N contiguous micro-batches set "
+                    "freely, arXiv:2407.21783 sec. 3.3.2); priced with pipeline.bubble_fraction either way")
     spelling: str
     sources: list[str] = Field(min_length=1)
 
@@ -1181,6 +1216,13 @@ class Stack(BaseModel):
                     "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
                     "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
                     "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
+    pipeline_split_divides: bool = Field(
+        default=True,
+        description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "
+                    "must divide into pp x vpp chunks (Megatron-Core's TransformerConfig rule, plan rule SPLIT_UNITS). "
+                    "false: any split that places the model's layers, ceil(L'/(pp vpp)) a chunk with the left-over "
+                    "slots off the first and the last chunk (pipeline.stage_layers), is accepted; a split that would "
+                    "place layers the model does not have is refused (startup.split_overdrawn)")
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
@@ -1388,7 +1430,7 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
-    rope_cache: Optional[Literal["none", "model", "layer"]] = Field(
+    rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
@@ -1398,6 +1440,12 @@ class Job(BaseModel):
                                   "optimizer_step_temporaries: torchtitan [optimizer] implementation fused | foreach | "
                                   "for-loop); its step's temporaries are a moment of their own (memory.py [opt]); "
                                   "default: the stack's (memory.optimizer_default)")
+    early_step_in_backward: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="the optimizer steps each parameter inside the backward, as its sharded gradient "
+                                   "arrives, and frees that gradient there (torchtitan [optimizer] early_step_in_backward, "
+                                   "on a stack with memory.optimizer_in_backward; memory.py [es]); refused with pipeline "
+                                   "or expert parallelism, as torchtitan refuses it; default off")
     cp_rotate_method: Optional[Literal["allgather", "alltoall"]] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack whose context parallelism is torch's ring attention (stack_db memory."

@@ -24,9 +24,9 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     evaluates. The premise is checked bit for bit on every variant evaluated (if it fails,
     the bound is dropped: Counts.bound_fallback). A variant is tried only where it fits: the
     memory of step 2 plus what the variant adds (variant_memory: TP overlap's buffers and
-    workspaces, memory.tp_overlap_total), and a candidate's memory is then its chosen
-    variant's. (An fp8-recipe variant's weight copies, memory.quantized_weight_terms, are still
-    priced with variant 0's recipe: not gated per variant);
+    workspaces, memory.tp_overlap_total; an fp8 recipe whose weight copies differ from
+    variant 0's, memory.weight_copy_bytes: that recipe's memory in full), and a candidate's
+    memory is then its chosen variant's;
  4. the other rank orders, only where they can still reach the top K (branch and bound):
     a placement changes where groups communicate, never the compute or the optimizer step,
     and every time term is >= 0, so step >= compute + optimizer for every order. A
@@ -48,7 +48,8 @@ step, floor and rest at the first order; _first_orders takes them from the seed 
 instead of pricing those candidates again (the same function of the same candidate).
 
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
-(space.py) counted once, a rank order being part of a candidate.
+(space.py) counted once, a rank order being part of a candidate; prefilter_dropped: of the
+fitting ones, those _prefilter left unpriced (fit's counts line says how many).
 """
 
 from __future__ import annotations
@@ -62,12 +63,13 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
+from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, stack_options)
 from .schema import Job
 from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
 from .layers import context
 from .params import count_params
+from .stacks import stack_of
 from .terms import Groups, KeyedPlan, gather
 from .step import FLOOR_FIELDS, group_floor, step_time
 
@@ -92,7 +94,7 @@ class Counts:
     time_evaluations: int = 0  # candidates whose step time was computed
     bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
     slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
-    prefilter_dropped: int = 0  # fitting candidates _prefilter's compute floor dropped before pricing communication
+    prefilter_dropped: int = 0  # fitting candidates (x rank orders, as feasible) _prefilter's compute floor dropped before pricing communication
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
@@ -145,8 +147,9 @@ def _blocks(n: int, chunk: int = CHUNK):
         yield slice(a, min(a + chunk, n))
 
 
-def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarray:
-    """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index).
+def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -> np.ndarray:
+    """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index);
+    f8r: with that fp8 recipe (precisions.FP8_RECIPE_CODES) instead of variant 0's.
 
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
     may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
@@ -161,7 +164,10 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> np.ndarr
     layers, index, size = layer_memory_groups(space, bidx, rcidx)
     for s in _blocks(len(bidx)):
         j = by_split[s]
-        out[j] = mem.memory_total(space.settings, space.plans(bidx[j], rcidx[j]), gather(layers, index[j], size))
+        p = space.plans(bidx[j], rcidx[j])
+        if f8r is not None:
+            p.f8r = np.full(len(j), f8r, dtype=np.int64)
+        out[j] = mem.memory_total(space.settings, p, gather(layers, index[j], size))
     return out
 
 
@@ -228,12 +234,24 @@ TPO_TERMS = ("tp_comm", "bubble")
 BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
 
 
-def variant_memory(space: Space, bidx: np.ndarray) -> np.ndarray:
-    """(variants, candidates) bytes each stack variant adds to the memory priced with variant 0
-    (memory_totals) through TP overlap's buffers and workspaces (memory.tp_overlap_total: its
-    difference between the variant and variant 0; 0 for a variant with variant 0's TP overlap).
-    Additive: the same bytes on every pipeline stage, outside the allocator or in every moment
-    of _stage_terms (workspaces). Reads only memory.TP_OVERLAP_FIELDS of the base rows."""
+def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None) -> np.ndarray:
+    """(variants, candidates) bytes each stack variant adds to the memory fm priced with variant
+    0 (memory_totals of (bidx, rcidx)): through TP overlap's buffers and workspaces
+    (memory.tp_overlap_total: its difference between the variant and variant 0; 0 for a
+    variant with variant 0's TP overlap), additive: the same bytes on every pipeline stage,
+    outside the allocator or in every moment of _stage_terms (workspaces); and through an fp8
+    recipe whose quantized weight copies differ from variant 0's (memory.weight_copy_bytes: on
+    a stack with memory.fp8_weight_cache, where the plan does not shard with FSDP, which keeps
+    no copies: memory.quantized_weight_terms): that recipe's memory_totals less fm, priced in
+    full on those candidates (the copies differ by stage, so the heaviest stage may change).
+    TP overlap reads no recipe (memory.TP_OVERLAP_FIELDS), so the two add. Measured without the
+    second part (the search before it): on B200 the megatron stack's mxfp8 copies hold 2 x
+    1.03125 B a linear weight element against delayed scaling's 1 B (no transposes on
+    Blackwell), and the search chose mxfp8 on llama3-405b / 256 GPUs for candidates gated
+    24.8 GiB below their memory; on Hopper blockwise holds 2 x 4 / 128^2 B more than delayed.
+    A candidate that does not fit with variant 0 is not tried with a recipe whose copies are
+    smaller (none in the catalog: the first recipe a stack lists holds the least,
+    tests/test_search.py)."""
     b, n = space.base, len(bidx)
     cols = {f: np.broadcast_to(np.asarray(getattr(b, f)), np.shape(b.tp))[bidx]
             for f in mem.TP_OVERLAP_FIELDS if f != "tpo"}
@@ -244,6 +262,19 @@ def variant_memory(space: Space, bidx: np.ndarray) -> np.ndarray:
         if tv != t0:
             out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
                       - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+    settings, r0 = space.settings, int(space.variants[0, 3])
+    same = mem.weight_copy_bytes(settings, r0)
+    if rcidx is None or not stack_of(settings).memory.fp8_weight_cache:
+        return out
+    on = None
+    for r in {int(x) for x in space.variants[:, 3]} - {r0}:
+        if all(np.array_equal(x, y) for x, y in zip(mem.weight_copy_bytes(settings, r), same)):
+            continue  # the same copies (delayed and tensorwise scaling: one Float8Tensor each)
+        if on is None:
+            on = np.flatnonzero(np.broadcast_to(np.asarray(b.sharding), np.shape(b.tp))[bidx] < FSDP)
+        d = np.zeros(n)
+        d[on] = memory_totals(space, bidx[on], rcidx[on], f8r=r) - fm[on]
+        out[space.variants[:, 3] == r] += d
     return out
 
 
@@ -400,6 +431,15 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
 PREFILTER_SEED = 8192
 
 
+# Whether the prefilter's floor on an MoE model adds step_time's moe_permute and moe_host terms
+# (step.compute_floor moe=True: still a lower bound, checked; the rows do not move). On, it prunes
+# more (DeepSeek-V3 / 2,048 H800: the kept candidates' step times 0.26 -> 0.18 s CPU) but moves
+# the fit counts line's "N of them priced by their compute alone" (there 175,495 -> 195,031;
+# README's deepseek-v3 --top 3 example quotes that count): off, so that every output stays
+# byte-identical.
+PREFILTER_MOE_FLOOR = False
+
+
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
                extra=None):
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
@@ -407,7 +447,8 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
     first order, which _first_orders reuses for the seed candidates it keeps). Each candidate's
     compute floor (step.compute_floor: step_time's compute term without the DP copies, and on an
-    MoE model its moe_permute and moe_host terms, moe=True; no communication priced) is a lower bound on its step time at every rank order and every stack variant that
+    MoE model its moe_permute and moe_host terms where PREFILTER_MOE_FLOOR; no communication
+    priced) is a lower bound on its step time at every rank order and every stack variant that
     differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS: the bound
     applies only when every variant is such). The PREFILTER_SEED candidates with the lowest
     floors are priced (best_variants at the first order, unbounded, each variant only where it
@@ -441,7 +482,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
 
 
 def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray) -> np.ndarray:
-    """step.compute_floor (moe=True) of candidates (base row, recompute index) with variant 0,
+    """step.compute_floor (moe=PREFILTER_MOE_FLOOR) of candidates (base row, recompute index) with variant 0,
     priced once per distinct tuple of the fields it reads (row_groups: variant 0's options are
     the base rows' own; the rank order is not read), in blocks of TIME_CHUNK groups
     (step.group_floor) and gathered back: the same numbers as compute_floor on the candidates."""
@@ -449,7 +490,7 @@ def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray) -> np.ndarray
     cols = {**vars(keyed), "microbatches": keyed.gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
     floor = np.empty(size)
     for s in _blocks(size, TIME_CHUNK):
-        floor[s] = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=True)
+        floor[s] = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
     return floor.take(index)
 
 
@@ -504,8 +545,8 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
 
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-    # a stack variant changes memory only through TP overlap's buffers: gated per variant (variant_memory)
-    extra = variant_memory(space, fb) if len(space.variants) > 1 else None
+    # a stack variant changes memory through TP overlap's buffers and an fp8 recipe's weight copies: gated per variant (variant_memory)
+    extra = variant_memory(space, fb, fr, fm) if len(space.variants) > 1 else None
     pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if pre is not None:
         keep, low, seeded, seed, seed_v0 = pre
@@ -515,7 +556,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0)
         c.time_evaluations += seeded + priced
         if np.all(step1 >= low[keep]):
-            c.prefilter_dropped = len(fb) - len(kb)
+            c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible
             fb, fr, fm, first_order, extra = kb, kr, km, ko, ke
         else:  # the fact the prefilter rests on failed: every fitting candidate, as without it
             c.bound_fallback = True

@@ -50,7 +50,8 @@ Constraints (`constraint_codes`), in the order `plan.resolve` checks them and wi
   PP_LAYERS       pp <= num_layers
   VPP_SCHEDULE    vpp > 1 only with the interleaved schedule
   INTERLEAVED_PP  interleaved needs pp >= 2 and vpp >= 2
-  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM)
+  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM; not on a
+                  stack whose schedule runs any count: stack_db runs.schedules microbatches any)
   VPP_LAYERS      interleaved needs pp*vpp <= num_layers
   TP_OVERLAP_SP   TP-communication overlap (a setting) needs sequence parallelism
   SP_TP           sequence parallel needs tp > 1
@@ -340,6 +341,23 @@ def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
 
     return replace(opts, max_tp=cap(opts.max_tp, runs.max_tp), max_cp=cap(opts.max_cp, runs.max_cp),
                    max_pp=cap(opts.max_pp, runs.max_pp), max_ep=cap(opts.max_ep, runs.max_ep))
+
+
+def early_step_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
+    """With the job's early_step_in_backward, the search's pp and ep at 1: torchtitan refuses the
+    optimizer in the backward with pipeline or expert parallelism (plan.EARLY_STEP_SOURCE); a
+    pinned --pp or --ep above 1 is an error naming the rule."""
+    if not settings.early_step_in_backward:
+        return opts
+    from .plan import EARLY_STEP_SOURCE
+
+    for name in ("pp", "ep"):
+        pinned = getattr(opts, name)
+        if pinned and max(pinned) > 1:
+            raise PlannerError(f"--{name} {','.join(map(str, pinned))} with early_step_in_backward: torchtitan refuses the "
+                               f"optimizer in the backward with {'pipeline' if name == 'pp' else 'expert'} parallelism "
+                               f"({EARLY_STEP_SOURCE})", f"pin --{name} 1, or leave early_step_in_backward out")
+    return replace(opts, max_pp=1, max_ep=1)
 
 
 def mode_heads(stack) -> np.ndarray:
@@ -659,6 +677,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     reasons: dict = {}
     runs = settings.stack.runs if settings.stack is not None else None
     opts = stack_bounds(settings.stack, opts)
+    opts = early_step_bounds(settings, opts)
 
     mesh = _mesh(settings, seq, opts, U, reasons)
     # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense

@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from .catalog import load_stack
+from .catalog import DEFAULT_STACK, load_stack
 from .plan import FP8_RECIPES, RECIPE_PEAK
 from .schema import Stack
 
@@ -22,7 +22,6 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
                  "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
                  "activation_clamp_bwd", "expert_bias", "expert_bias_bwd")
-DEFAULT_STACK = "megatron"
 
 
 @lru_cache(maxsize=1)
@@ -102,7 +101,16 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
                   micro-batches, gathered and reduced once per step (torch.distributed.pipelining
                   turns resharding and gradient sync off until the last micro-batch's backward);
       replica_mb  HSDP's all-reduce across the replicas runs with every reduce-scatter (else
-                  once per step, at the last micro-batch)."""
+                  once per step, at the last micro-batch);
+      regather_pp FSDP under PP that reshards after forward on a stack whose pipeline runtime
+                  turns gradient sync and resharding after backward off (fsdp.pp_runtime_no_sync:
+                  torch.distributed.pipelining): a unit is gathered for every pass whose previous
+                  pass on it was a forward (resharded) and stays gathered after a backward, so a
+                  step gathers it once per forward (each forward's successor on the unit) plus
+                  once for its first pass, m + 1 (in units of the stage's weights: m v + v chunk
+                  gathers, whatever the schedule's order, as the last pass on a chunk is a
+                  backward); the gradients accumulate unsharded and are reduced once; the
+                  stage's units are all gathered at the end of each backward (memory.py [7])."""
     from .plan import FSDP, ZERO2
 
     fs = stack.fsdp
@@ -119,6 +127,8 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
     piped = np.asarray(plan.pp) > 1
     reshard = np.where(np.isnan(given), ~piped | fs.reshard_after_forward_with_pp, given > 0) | ~fsdp_on
     keep_pp = fsdp_on & piped & ~reshard
+    regather_pp = fsdp_on & piped & reshard & bool(fs.pp_runtime_no_sync)
     col = _mode_column(stack, lambda m: float(m.replica_reduce != "step"))
     replica_mb = np.ones(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
-    return {"reduce_mb": reduce_mb & ~keep_pp, "reshard": reshard, "keep_pp": keep_pp, "replica_mb": replica_mb}
+    return {"reduce_mb": reduce_mb & ~keep_pp & ~regather_pp, "reshard": reshard, "keep_pp": keep_pp,
+            "replica_mb": replica_mb, "regather_pp": regather_pp}

@@ -23,7 +23,7 @@ Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after T
          (dgrad + wgrad) [1]; time = FLOPs / (GEMM plateau x wave efficiency) (compute.py).
   attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T a d / t x the
          mean keys a query attends to (s/2 global; a window or chunk fewer: layers/attention.py)
-         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]); the
+         FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]; by head dim [7b]); the
          state-space and linear-attention scans (layers/mamba.py, layers/linear_attention.py)
          at the same rates.
   memory-bound work as bytes over HBM bandwidth (x HBM_EFFICIENCY): norms (read + write
@@ -90,7 +90,8 @@ import numpy as np
 
 from . import comm, dispatch, moe
 from .compute import (
-    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_kernel, attention_rates, flops_per_token,
+    ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
+    attention_rates, flops_per_token,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
@@ -223,8 +224,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
         g, g_bwd = _low_and_bf16(sc, mixer.gemms(ctx) + mlp.gemms(ctx), sum(times.values(), np.float64(0.0)) / sc.speed)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
-        core_f = flops / (rate_fwd * core_scale)
-        core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * core_scale)
+        # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
+        hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
+        core_f = flops / (rate_fwd * hd_f * core_scale)
+        core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * hd_b * core_scale)
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = mixer.cp_ring(ctx)
@@ -273,15 +276,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
 def cp_spec(sc: StepCtx):
     """The stack's context-parallel attention (schema.ContextParallelSpec); a stack file that
     does not say runs the default stack's (Transformer Engine's P2P ring), a named assumption.
-    A job's torch rotate method alltoall (Settings.cp_rotate_method, torchtitan [parallelism]
-    context_parallel_rotate_method) passes K/V as a ring: torch 2.13 _context_parallel/_attention.py
-    _AllToAllRotater.exchange_buffers permutes the torch.cat([k, v]) to the next rank at every
-    step but the last, waited at the next step's start (the allgather rotater's one all-gather
-    otherwise); the dK/dV exchange is an all-to-all permute with either method."""
-    spec = sc.stack.context_parallel or default_stack().context_parallel
-    if sc.settings.cp_rotate_method == "alltoall" and sc.stack.memory.cp_ring_backward is not None:
-        spec = spec.model_copy(update={"fwd_kv": "ring", "bwd_kv": "ring"})
-    return spec
+    A job's torch rotate method (torchtitan [parallelism] context_parallel_rotate_method) is in
+    the resolved stack's spec already (planner/cp_rotate.py: alltoall passes K/V as a ring)."""
+    return sc.stack.context_parallel or default_stack().context_parallel
 
 
 def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
@@ -867,7 +864,9 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     weights in forward and, where the mode reshards after forward, another in backward (one
     that keeps them unsharded to the backward gathers in forward only); a reduce-scatter of the
     gradients per micro-batch, or once per step for a mode that accumulates without sync; under
-    PP without resharding, one gather and one reduce per step. HSDP's all-reduce across the
+    PP without resharding, one gather and one reduce per step; under PP resharding with the
+    runtime's no-sync (regather_pp), the first forward's gather and one per backward, one reduce
+    per step. HSDP's all-reduce across the
     replicas (ar_hsdp) runs with every reduce-scatter or once per step (the mode's
     replica_reduce). The first unit's all-gather and the last unit's reduce-scatter (1/n_b of
     each: a layer, or a bucket) and the last replica all-reduce never hide; the rest hides
@@ -878,8 +877,10 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     pass over the weights."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
-    keep_pp, reshard = tr["keep_pp"], tr["reshard"]
-    n_ag = np.where(keep_pp, 1.0, np.where(reshard, 2.0, 1.0) * m)
+    keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
+    # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
+    # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
+    n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0, 1.0) * m))
     n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
     n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
@@ -895,7 +896,7 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
             return _hide(ag_b + rs, comp.bwd_mb, x)  # both behind the micro-batch's backward
         return ag_b + _hide(rs, comp.bwd_mb, x)
 
-    fwd_ag = np.where(keep_pp, _hide(ag_w - ag_edge, m * comp.fwd_mb, x),
+    fwd_ag = np.where(keep_pp | regather, _hide(ag_w - ag_edge, m * comp.fwd_mb, x),
                       _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * _hide(ag_w, comp.fwd_mb, x))
     exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)

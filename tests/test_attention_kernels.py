@@ -135,3 +135,53 @@ def test_megatron_flags_and_export(tmp_path):
     back = load_trainer_config(p)
     assert back.job["attention_kernel"] == "flash2"
     assert resolved_plan(Job.model_validate(back.job))["attention_kernel"] == "flash2"
+
+
+def test_head_dim_64_rates_are_the_paper_figures():
+    """compute.py [7b]: the rate at head dim 64 over the rate at 128 is the ratio of the means of
+    the 2k-16k bars of the head-dim-64 and head-dim-128 panels: FlashAttention-2 forward
+    (318+321+322+324)/4 = 321.25 over 367.5 = 0.8741, backward 280.25 / 310.25 = 0.9033; cuDNN
+    forward 407 / 605.25 = 0.6725, backward 419.25 / 499.5 = 0.8393."""
+    from planner.compute import ATTN_HEAD_DIM_TABLES, attention_head_dim_factor
+
+    hd = DATA["head_dim_64"]
+    for kernel in ("flash2", "cudnn"):
+        fwd, bwd = ATTN_HEAD_DIM_TABLES[kernel]
+        assert fwd[0] == sum(hd["forward_tflops"][kernel][2:]) / 4
+        assert bwd[0] == sum(hd["backward_tflops"][kernel][2:]) / 4
+        assert fwd[1] == sum(DATA["forward_tflops"][kernel][2:]) / 4
+        assert bwd[1] == sum(DATA["backward_tflops"][kernel][2:]) / 4
+    assert attention_head_dim_factor(64, "flash2") == pytest.approx((0.87415, 0.90330), abs=5e-5)
+    assert attention_head_dim_factor(64, "cudnn") == pytest.approx((0.67245, 0.83934), abs=5e-5)
+    # linear in log2(head dim): 2^6.5 = 90.5 is the midpoint; held at the ends
+    f64, b64 = attention_head_dim_factor(64, "cudnn")
+    assert attention_head_dim_factor(2 ** 6.5, "cudnn") == pytest.approx(((1 + f64) / 2, (1 + b64) / 2))
+    assert attention_head_dim_factor(32, "cudnn") == pytest.approx((f64, b64))
+    for d in (128, 192, 256):  # MLA's 192: the head-dim-128 rate
+        assert attention_head_dim_factor(d, "cudnn") == pytest.approx((1.0, 1.0))
+    assert attention_head_dim_factor(None) == (1.0, 1.0)
+
+
+def test_core_time_at_head_dim_64(explain):
+    """gpt-oss-120b's 64-wide heads: on H100 with cuDNN (megatron) a global layer's causal core
+    of one 4,096-token sequence runs 4 x 4096 x 64 x 64 x 2048 = 137.4 GFLOP forward at
+    605 x 0.67245 x 0.85 TFLOP/s (0.3974 ms) and 2.5x that backward at 500 x 0.83934 x 0.85
+    (0.9632 ms); with the head-dim-128 rates it was 0.2672 and 0.8084 ms."""
+    import numpy as np
+    from planner import step as S
+    from planner.compute import attention_head_dim_factor
+
+    settings, plan, _, _ = explain(model="gpt-oss-120b", gpus=8, tp=1, pp=1, global_batch=8, micro_batch=1,
+                                   seq_len=4096, recompute="none", sharding="zero1", ep=8)
+    sc = S._context(settings, plan)
+    lt = S.layer_times(sc)
+    glob = [i for i, k in enumerate(sc.ll.kinds) if k.mixer.window is None]
+    assert len(glob) == 1
+    i = glob[0]
+    flops = 4 * 4096 * 64 * 64 * 2048
+    f, b = attention_head_dim_factor(64, "cudnn")
+    k = SUSTAINED_TENSOR_FRACTION
+    assert float(np.ravel(lt.core_fwd[i])[0]) == pytest.approx(flops / (605e12 * f * k), rel=1e-9)
+    assert float(np.ravel(lt.core_fwd[i])[0]) == pytest.approx(0.3974e-3, abs=5e-8)
+    assert float(np.ravel(lt.core_bwd[i])[0]) == pytest.approx(2.5 * flops / (500e12 * b * k), rel=1e-9)
+    assert float(np.ravel(lt.core_bwd[i])[0]) == pytest.approx(0.9632e-3, abs=5e-8)

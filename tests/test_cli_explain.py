@@ -36,6 +36,23 @@ def test_explain_table_prints_breakdown(cli):
         assert text in r.stdout
 
 
+@pytest.mark.parametrize("args,shown", [
+    (("--hardware", "h100-sxm"), "attention cudnn"),  # megatron on Hopper: TE's cuDNN (stack attention_kernels)
+    (("--hardware", "a100-sxm-80gb"), "attention flash2"),  # sm 8.0: FlashAttention-2
+    (("--stack", "torchtitan", "--sharding", "fsdp"), "attention flash2"),  # SDPA's flash backend: no rule
+    (("--attention", "eager"), "attention eager (its memory; timed at cudnn's rate)"),
+])
+def test_explain_table_shows_attention_kernel(cli, args, shown):
+    """The stack line names the kernel the attention core is timed with (the JSON's
+    plan.attention_kernel); eager attention says the kernel its time is priced at."""
+    r = cli("explain", "--model", "llama3-8b", "--gpus", "8", *args)
+    assert r.exit_code == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.lstrip().startswith("stack "))
+    assert line.endswith(", " + shown), line
+    js = json.loads(cli("explain", "--model", "llama3-8b", "--gpus", "8", *args, "--format", "json").stdout)
+    assert "attention " + js["plan"]["attention_kernel"] in shown or js["plan"]["attention_kernel"] + "'s" in shown
+
+
 def test_explain_job_yaml_equals_options(cli, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("model: llama3-8b\ngpus: 64\ntp: 2\npp: 2\nsharding: zero1\nrecompute: selective\n")

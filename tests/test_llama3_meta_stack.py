@@ -175,3 +175,89 @@ def test_job_without_sharding_runs_the_stacks_first_mode():
     assert ("sharding", "zero1") in settings.inherited
     settings, plan, _ = resolve(Job(model="llama3-8b", gpus=8))
     assert plan_dict(plan, settings)["sharding"] == "none" and not any(k == "sharding" for k, _ in settings.inherited)
+
+
+def test_meta_8k_layout_is_accepted_and_priced_by_hand():
+    """Table 4's 8,192-GPU row (TP 8, CP 1, PP 16, DP 64, 16M tokens: 32 sequences a DP rank,
+    m = 32): the stack's rules accept it; its middle stage 1 holds Megatron's warm-up 2(p - s - 1)
+    + (v - 1) N + 1 = 28 + 7 x 16 + 1 = 141 chunk-forwards (N = 16: pp divides m) of 8 layers
+    / 8 chunks... each a layer of 8,192 / 8 tokens x 520,192 B: 69.95 GiB of activations, so the
+    layout does not fit 90% of an H100 (77.7 GiB; docs/llama3_405b_16k.md)."""
+    s, p, _ = resolve(Job(**{**META, "gpus": 8192}))
+    assert (int(p.dp), int(p.microbatches)) == (64, 32)
+    e = evaluate(s, p)
+    assert int(e.stage) == STAGE_MIDDLE
+    assert float(e.memory["layer_activations"]) == pytest.approx(141 * (8192 // T) * PER_TOKEN, rel=1e-12)
+    assert float(e.memory.total) / GIB == pytest.approx(77.69, abs=0.005)
+    assert not e.fits
+
+
+def test_microbatches_pp_does_not_divide_on_meta_and_megatron():
+    """sec. 3.3.2 'Batch size constraint': Meta's schedule runs any number of micro-batches
+    (runs.schedules microbatches any), Megatron-LM's only multiples of pp (schedules.py
+    @d98e8a64: N defaults to pp and m % N must be 0 or >= pp). Meta's 16,384-GPU layout at the
+    8M-token batch of sec. 3.4.1 (1,024 sequences: m = 8 < pp = 16) and at 2,560 sequences (m =
+    20, one group of N = 20) runs on llama3-meta; m = 8 has the bubble (p - 1 + (v-1)(p - m))/(v m)
+    = (15 + 56)/64 of a step's compute and the m v = 64 chunk-micro-batches all in flight
+    (8 x 8 layers x 1,024 tokens x 520,192 B); m = 20 the paper's 15/160 with N = 20: the warm-up
+    2(p - 1 - s) + 7 x 20 + 1 on stage s = 1 (169) exceeds its m v = 160 chunk-forwards, so it holds
+    all 160. On megatron both are refused with the rule's source; the bubble's time is 71/15 of
+    m = 16's at m = 8 and equal to it at m = 20."""
+    from planner.explain import to_json
+    from planner.pipeline import INTERLEAVED, bubble_fraction
+
+    bubbles = {}
+    for gbs, m in ((2048, 16), (1024, 8), (2560, 20)):
+        s, p, _ = resolve(Job(**{**META, "global_batch": gbs}))
+        assert int(p.microbatches) == m and int(p.schedule) == INTERLEAVED
+        e = evaluate(s, p)
+        held = min(2 * 14 + 7 * (16 if m % 16 == 0 else m) + 1, m * 8)
+        assert float(e.memory["layer_activations"]) == pytest.approx(held * (8192 // T) * PER_TOKEN, rel=1e-12)
+        assert float(bubble_fraction(16, m, 8, INTERLEAVED)) == (15 + 7 * max(16 - m, 0)) / (8 * m)
+        bubbles[m] = to_json(s, p, e)["time"]["bubble_s"]
+        if m % 16:
+            with pytest.raises(PlannerError, match=r"divisible by pp=16 on stack megatron \(NVIDIA/Megatron-LM @d98e8a64 "
+                                                   r"megatron/core/pipeline_parallel/schedules.py"):
+                resolve(Job(**{**META, "global_batch": gbs, "stack": "megatron", "sharding_mode": None}))
+    # the bubble's time, fraction x m micro-batches of the same length: (15 + 7 x 8) / 15 times Table 4's at
+    # m = 8, the same as Table 4's at m = 20 ((p - 1)/(v m) x m does not depend on m >= p)
+    assert bubbles[8] / bubbles[16] == pytest.approx(71 / 15, rel=1e-12)
+    assert bubbles[20] == pytest.approx(bubbles[16], rel=1e-12)
+
+
+def test_split_need_not_divide_on_meta_only():
+    """Stack.pipeline_split_divides: megatron refuses a split whose layers + counted ends do not
+    divide into pp x vpp chunks (Megatron-Core TransformerConfig); llama3-meta (false: the paper
+    states no such rule) takes 128 units on pp 13 x vpp 2 = 26 chunks of 5 (130 slots, the first
+    and the last chunk one fewer: 3 layers and the embedding, 3 layers and the loss), refuses pp 9
+    x vpp 2 (18 chunks of 8: 144 slots, 16 left over, more than the end chunks hold: overdrawn),
+    and a plan on pp 13 with vpp 1 names the schedule it asks for (1f1b), which the stack lacks."""
+    job = dict(META, gpus=13 * 8 * 8, pp=13, vpp=2, global_batch=104)
+    s, p, warnings = resolve(Job(**job))
+    assert (int(p.pp), int(p.vpp), int(p.microbatches)) == (13, 2, 13)
+    assert any("the middle stages hold 10 layers, the first 8 and the last 8" in w for w in warnings)
+    with pytest.raises(PlannerError, match=r"do not divide into pp\*vpp=26 chunks"):
+        resolve(Job(**{**job, "stack": "megatron", "sharding": "zero1", "account_for_embedding_in_pipeline_split": True,
+                       "account_for_loss_in_pipeline_split": True}))
+    with pytest.raises(PlannerError, match="would place layers the model does not have"):
+        resolve(Job(**{**META, "gpus": 9 * 8 * 8, "pp": 9, "vpp": 2, "global_batch": 72}))
+    with pytest.raises(PlannerError, match="does not run the 1f1b pipeline schedule"):
+        resolve(Job(**{**job, "vpp": 1}))
+
+
+def test_all_gathered_kv_of_one_layer_by_hand():
+    """Table 4's long-context row (TP 8, CP 16, PP 16, DP 4 at 131,072 tokens; 8,192 GPUs, the
+    product of its degrees: the table lists 16,384, a mesh of DP 8), 16M tokens a step (128
+    sequences, m = 32): each rank holds
+    131,072 / 16 = 8,192 tokens of one sequence; its local K (and V) is 8,192 x 1 KV head (8 / TP
+    8) x 128 = 1,048,576 elements. Meta's CP all-gathers K and V (sec. 3.3.2), cp = 16 times that
+    in bf16 (2 x 2 B x 16), and the backward, all-gathering them again, writes the gathered dK and
+    dV in fp32 before their reduce-scatter (2 x 4 B x 16): 12 x 16 x 1,048,576 B = 192 MiB for
+    the layer being run, the stage's whole recompute buffer without recompute (memory.py [cp2]);
+    at CP 1 nothing is gathered."""
+    job = {**META, "gpus": 8192, "seq_len": 131072, "cp": 16, "dp": 4, "global_batch": 128}
+    s, p, _ = resolve(Job(**job))
+    mem = evaluate(s, p).memory
+    assert float(mem["recompute_buffer"]) == 12 * 16 * 8192 * 128 == 192 * MIB
+    s1, p1, _ = resolve(Job(**META))
+    assert float(evaluate(s1, p1).memory["recompute_buffer"]) == 0.0

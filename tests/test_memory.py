@@ -240,7 +240,9 @@ def test_megatron_bytes_per_param(explain):
     _, _, est, _ = seed_one_sequence(explain, bytes_per_param="megatron")
     n = count_params(load_model("llama3-70b-paper")).total
     assert float(est.memory.total - est.memory.layer_activations - est.memory.output_activations - est.memory.reserve
-                 - est.memory.workspaces) == pytest.approx(18 * n)
+                 - est.memory.workspaces - est.memory.model_buffers) == pytest.approx(18 * n)
+    # Megatron's lru_cache'd rotary table (memory.py [mr]): fp32, 8,192 positions x head dim 128
+    assert float(est.memory.model_buffers) == 4 * 8192 * 128
     # the GEMM libraries' workspaces on an H100: PyTorch's cuBLAS 32 MiB for each of 2 threads, TE's 32 MiB + 1 KiB
     assert float(est.memory.workspaces) == 96 * 2**20 + 1024
     _, _, est, _ = explain(gpus=64, sharding="zero1", **{**SEED, "bytes_per_param": "megatron"})

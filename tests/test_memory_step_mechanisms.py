@@ -95,7 +95,8 @@ def test_rope_cache_per_layer_and_per_model_part(explain):
     complex64 table of max_seq_len x head_dim / 2: 8B (head dim 4,096 / 32 = 128) at seq 8192,
     8192 x 64 x 8 B = 4 MiB a layer, 32 layers = 128 MiB (the oracle's 'Buffer' 0.125 GiB);
     70B (128) 80 x 4 MiB. Before it one freqs_cis per model part: 4 MiB (job field rope_cache
-    model); under PP with vpp 2 a rank holds two model parts. The stacks that keep none: 0."""
+    model); under PP with vpp 2 a rank holds two model parts. Megatron: its lru_cache'd fp32 table of
+    seq x head dim, 4 B x 8192 x 128, the same 4 MiB (memory.py [mr]); the stacks that keep none: 0."""
     mib4 = 8192 * 64 * 8
     assert mib4 == 4 * 2**20
     _, _, _, js = _tt(explain)
@@ -105,7 +106,9 @@ def test_rope_cache_per_layer_and_per_model_part(explain):
     _, _, _, js = _tt(explain, model="llama3-70b", gpus=64, global_batch=64)
     assert js["memory"]["terms"]["model_buffers"] == 80 * mib4
     _, _, _, js = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192)
-    assert js["memory"]["terms"]["model_buffers"] == 0.0  # megatron: none priced
+    assert js["memory"]["terms"]["model_buffers"] == mib4  # megatron: one fp32 table per model chunk
+    _, _, _, js = explain(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192, stack="llm-foundry")
+    assert js["memory"]["terms"]["model_buffers"] == 0.0  # a stack that keeps none priced
 
 
 def test_rope_cache_is_not_exported():
@@ -188,7 +191,7 @@ def _without_cp_ring(settings, rotate=None):
 
     st = settings.stack
     mem = st.memory.model_copy(update={"cp_ring_backward": rotate})
-    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}), cp_rotate_method=rotate)
+    return dataclasses.replace(settings, stack=st.model_copy(update={"memory": mem}))
 
 
 def test_cp_ring_attention_backward_by_hand(explain):
@@ -213,7 +216,7 @@ def test_cp_ring_attention_backward_by_hand(explain):
     assert float(ag - a2a) == 8 * 2048 * 1024
     # the job field (torchtitan's context_parallel_rotate_method) chooses it the same way
     settings, plan, _, _ = _tt(explain, cp=4, pp=2, global_batch=8, cp_rotate_method="alltoall")
-    assert settings.cp_rotate_method == "alltoall"
+    assert settings.stack.memory.cp_ring_backward == "alltoall"
     assert float(stage_memory_terms(settings, plan)[STAGE_FIRST].recompute_buffer) == float(a2a)
     # without CP nothing moves
     settings, plan, _, _ = _tt(explain, pp=2, global_batch=8)

@@ -20,6 +20,7 @@ from planner.pipeline import (
     ZERO_BUBBLE_H1,
     bubble_fraction,
     inflight_microbatches,
+    microbatch_group,
     simulate,
     timeline_text,
 )
@@ -160,6 +161,54 @@ def test_interleaved_peak_every_stage(p, m, v):
         chunks = min(m * v, 2 * (p - s - 1) + (v - 1) * p + 1)
         assert sim.peak_chunks[s] == chunks
         assert float(inflight_microbatches(p, m, v, INTERLEAVED, stage=s)) == pytest.approx(chunks / v, rel=1e-15)
+
+
+# --------------------------------------------------------------------------- Llama 3's schedule: any m
+
+
+def _valid_groups(p, m):
+    """The N contiguous micro-batches without dependency bubbles (Megatron-LM schedules.py
+    forward_backward_pipelining_with_interleaving: N in [p, m], m % N 0 or >= p); one group N = m
+    where m < p (Llama 3's schedule runs fewer micro-batches than stages)."""
+    return [m] if m < p else [n for n in range(p, m + 1) if m % n == 0 or m % n >= p]
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5])
+@pytest.mark.parametrize("v", [2, 3])
+def test_any_microbatch_count_bubble_and_peak_by_simulation(p, v):
+    """Llama 3's interleaved schedule (arXiv:2407.21783 sec. 3.3.2, pipeline.py [9]) with every
+    m from 1 to 3p + 1 and every bubble-free N: the simulated bubble on every stage is the
+    closed form (p - 1 + (v-1) max(p - m, 0))/(v m) -- the paper's (p - 1)/(v m) once m >= p,
+    whether p divides m or not -- and the peak min(2(p - s - 1) + (v - 1) N + 1, m v) chunks;
+    microbatch_group picks the smallest such N."""
+    for m in range(1, 3 * p + 2):
+        groups = _valid_groups(p, m)
+        assert int(microbatch_group(p, m)) == min(groups)
+        for n in groups:
+            sim = simulate(p, m, "interleaved", vpp=v, group=n)
+            want = Fraction(p - 1 + (v - 1) * max(p - m, 0), v * m)
+            for s in range(p):
+                assert (sim.step - sim.busy[s]) / sim.busy[s] == want, (m, n, s)
+                assert sim.peak_chunks[s] == min(2 * (p - s - 1) + (v - 1) * n + 1, m * v), (m, n, s)
+        assert float(bubble_fraction(p, m, v, INTERLEAVED)) == pytest.approx(float(want), rel=1e-15)
+        n0 = min(groups)
+        for s in range(p):
+            assert float(inflight_microbatches(p, m, v, INTERLEAVED, stage=s)) == pytest.approx(
+                min(2 * (p - s - 1) + (v - 1) * n0 + 1, m * v) / v, rel=1e-15)
+
+
+def test_any_microbatch_count_by_hand():
+    """p 4, v 2: m 2 < p waits (v - 1)(p - m) = 2 chunk slots more than the paper's (p - 1)/(v m)
+    = 3/4: 5/4; m 6 (one group of 6, as 6 % 4 = 2 < 4 leaves no N = 4) has the paper's 3/12;
+    m 7 on p 2 takes N 4 (7 % 4 = 3 >= 2; N 2 and 3 leave a group of 1). The megatron default
+    (group None = p) refuses m 6 on p 4."""
+    assert float(bubble_fraction(4, 2, 2, INTERLEAVED)) == 5 / 4
+    assert exact_bubble(simulate(4, 2, "interleaved", vpp=2, group=2)) == Fraction(5, 4)
+    assert float(bubble_fraction(4, 6, 2, INTERLEAVED)) == 3 / 12
+    assert exact_bubble(simulate(4, 6, "interleaved", vpp=2, group=6)) == Fraction(3, 12)
+    assert [int(x) for x in microbatch_group([4, 4, 4, 2, 16], [8, 6, 2, 7, 20])] == [4, 6, 2, 4, 20]
+    with pytest.raises(PlannerError, match="multiple of --pp"):
+        simulate(4, 6, "interleaved", vpp=2)
 
 
 def test_interleaved_follows_megatron_order():

@@ -385,6 +385,97 @@ def test_prefilter_seed_and_top(monkeypatch):
     assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
 
 
+def test_prefilter_dropped_counted_and_shown(cli, monkeypatch):
+    # Counts.prefilter_dropped: the fitting candidates search._prefilter left unpriced, each with
+    # its rank orders (the units of `N fit`, not (plan, recompute) pairs); what fit's counts line
+    # says of them holds: each one's compute floor alone is slower than the last row's step
+    import planner.search as search
+    from planner.render.fit import searched
+
+    seen = {}
+    real = search._prefilter
+
+    def spy(space, fb, *args, **kw):
+        out = real(space, fb, *args, **kw)
+        seen.update(space=space, fb=fb, out=out)
+        return out
+
+    monkeypatch.setattr(search, "_prefilter", spy)
+    res = fit(Job(model="llama3-70b", gpus=512), top=5)
+    keep, low, *_ = seen["out"]
+    dropped = ~keep
+    assert res.counts.prefilter_dropped == int(seen["space"].n_orders[seen["fb"][dropped]].sum()) > dropped.sum() > 0
+    assert res.counts.prefilter_dropped < res.counts.feasible
+    assert low[dropped].min() > res.rows[-1]["time"]["step_s"]
+    assert (f"{res.counts.feasible:,} fit ({res.counts.prefilter_dropped:,} of them priced by their compute alone, "
+            "which already ranks them below the top rows)") in searched(res)
+    # shown where fit shows its counts: the table's line, the note on stderr beside JSON
+    monkeypatch.setattr(search, "_prefilter", real)
+    table = cli("fit", "--model", "llama3-70b", "--gpus", "512", "--top", "5")
+    js = cli("fit", "--model", "llama3-70b", "--gpus", "512", "--top", "5", "--format", "json")
+    want = f"({res.counts.prefilter_dropped:,} of them priced by their compute alone"
+    assert table.exit_code == js.exit_code == 0
+    assert want in table.stdout and want in js.stderr and want not in js.stdout
+    # nothing dropped (every feasible plan priced): no such clause
+    assert "priced by their compute alone" not in searched(fit(Job(model="llama3-70b", gpus=512), top=5,
+                                                               keep_feasible=True))
+
+
+def test_fp8_recipe_variant_gated_on_its_own_weight_copies():
+    # B200 takes fp8 GEMMs in every layout, so delayed scaling's quantized weight copy is 1 B a
+    # linear weight element and mxfp8's 2 x 1.03125 B (row- and column-wise data with their E8M0
+    # scales: memory.QUANTIZED_WEIGHT_BYTES). On llama3-70b / 32 GPUs the search chooses mxfp8 for
+    # a few candidates that do not shard with FSDP (the megatron stack keeps TE's copies there);
+    # the memory it gates and ranks them with is mxfp8's own, not variant 0's (delayed)
+    from planner.plan import FP8_RECIPE_CODES, FSDP
+
+    r = fit(Job(model="llama3-70b", gpus=32, hardware="b200", precision="fp8"), top=5, keep_feasible=True)
+    f = r.feasible[0]
+    sp = f["space"]
+    assert int(sp.variants[0, 3]) == FP8_RECIPE_CODES["delayed"]
+    sel = np.flatnonzero((sp.variants[f["var"], 3] == FP8_RECIPE_CODES["mxfp8"]) & (sp.base.sharding[f["base"]] < FSDP))
+    assert len(sel) > 0
+    chosen = sp.plans(f["base"][sel], f["rc"][sel], f["order"][sel], f["var"][sel])
+    assert f["memory"][sel] == pytest.approx(mem.memory_total(sp.settings, chosen), rel=1e-12)
+    delayed = sp.plans(f["base"][sel], f["rc"][sel], f["order"][sel], f["var"][sel])
+    delayed.f8r = np.full(len(sel), FP8_RECIPE_CODES["delayed"])
+    t_mx, t_d = mem.memory_terms(sp.settings, chosen)[0], mem.memory_terms(sp.settings, delayed)[0]
+    assert np.all(t_d.quantized_weights > 0)
+    assert t_mx.quantized_weights == pytest.approx(2.0625 * t_d.quantized_weights, rel=1e-12)
+    assert np.all(f["memory"][sel] - mem.memory_total(sp.settings, delayed) > 4 * 2**30)  # what the gate missed
+
+
+def test_first_recipe_holds_the_least_weight_copies():
+    # the search tries a recipe only on candidates that fit with variant 0 (the stack's first
+    # recipe of the precision): exact only where no searched recipe holds smaller weight copies
+    # than variant 0's (search.variant_memory); so on every catalog stack that keeps copies
+    # (memory.fp8_weight_cache) and every GPU with fp8 tensor cores
+    from planner.catalog import list_hardware, list_stacks, load_stack
+    from planner.precisions import FP8_RECIPES, recipe_unsupported
+    from planner.space import variant_choices
+
+    checked = 0
+    for stack_name in list_stacks():
+        stack = load_stack(stack_name)
+        if not stack.memory.fp8_weight_cache:
+            continue
+        for hw_name in list_hardware():
+            hw = load_hardware(hw_name)
+            settings, _, _ = resolve(Job(model="llama3-8b", gpus=8, hardware=hw_name, stack=stack_name))
+            for precision in ("fp8", "nvfp4"):
+                try:
+                    codes = variant_choices(stack, Job(model="llama3-8b", gpus=8, precision=precision, stack=stack_name),
+                                            "", hw)[:, 3]
+                except PlannerError:  # no recipe of that precision on the stack
+                    continue
+                if any(recipe_unsupported(FP8_RECIPES[int(c)], hw) for c in codes):
+                    continue  # the GPU runs none of them (resolve refuses the job)
+                per = [sum(mem.weight_copy_bytes(settings, int(c))) for c in codes]
+                assert min(per) == per[0], (stack_name, hw_name, precision, [FP8_RECIPES[int(c)] for c in codes])
+                checked += len(set(codes.tolist())) > 1
+    assert checked > 0
+
+
 def test_compute_floor_is_step_times_compute_without_copies():
     # step.compute_floor is step_time's `compute` term less the DP copies, bit for bit (the
     # same arithmetic), so step_time's total (every other term >= 0) is never below it
@@ -404,7 +495,7 @@ def test_compute_floor_is_step_times_compute_without_copies():
     assert len(rows) > 1000 and np.all(low > 0)
     np.testing.assert_array_equal(low + copies, t.compute)
     assert np.all(t.total >= low)
-    # moe=True (search._prefilter's bound on an MoE model): plus step_time's own moe_permute and
+    # moe=True (search._prefilter's bound on an MoE model where search.PREFILTER_MOE_FLOOR): plus step_time's own moe_permute and
     # moe_host terms, bit for bit, added in step_time's order; the total is still never below it
     low_moe = compute_floor(settings, plan, moe=True)
     assert np.all(t.moe_permute > 0)
@@ -415,6 +506,7 @@ def test_compute_floor_is_step_times_compute_without_copies():
 def test_candidate_floors_are_compute_floor():
     # search.candidate_floors prices the floor once per distinct tuple of its fields over the base
     # rows x recompute (search.row_groups): the same numbers as step.compute_floor on the candidates
+    import planner.search as search
     from planner.space import build_space, settings_for, variant_choices
     from planner.step import compute_floor
 
@@ -427,10 +519,9 @@ def test_candidate_floors_are_compute_floor():
         fb = rng.choice(rows, 4000)
         fr = rng.integers(0, len(space.recompute), 4000)
         order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
-        want = compute_floor(settings, space.plans(fb, fr, order, np.zeros(len(fb), dtype=np.int64)), moe=True)
-        from planner.search import candidate_floors
-
-        got = candidate_floors(space, fb, fr)
+        want = compute_floor(settings, space.plans(fb, fr, order, np.zeros(len(fb), dtype=np.int64)),
+                             moe=search.PREFILTER_MOE_FLOOR)
+        got = search.candidate_floors(space, fb, fr)
         assert len(np.unique(want)) > 100
         np.testing.assert_array_equal(got, want)
 

@@ -168,8 +168,9 @@ def test_mode_heads_price_each_distinct_mode_once():
     tt = load_stack("torchtitan")
     names = [m.name for m in tt.runs.sharding]
     heads = mode_heads(tt)
-    assert [names[i] for i in heads[0]] == ["ddp", "fsdp2", "fsdp2_no_reshard", "hsdp"]
-    assert [names[i] for i in heads[1]] == ["ddp", "fsdp2", "fsdp2", "hsdp"]
+    # "always" is fsdp2 without PP and its own class under PP (stacks.sharding_traits regather_pp)
+    assert [names[i] for i in heads[0]] == ["ddp", "fsdp2", "fsdp2_no_reshard", "fsdp2", "hsdp"]
+    assert [names[i] for i in heads[1]] == ["ddp", "fsdp2", "fsdp2", "fsdp2_reshard_always", "hsdp"]
     ds = load_stack("megatron-deepspeed")  # ZeRO 0-3 and MiCS: each its own candidate
     assert (mode_heads(ds) == np.arange(len(ds.runs.sharding))[None, :]).all()
 
@@ -262,3 +263,61 @@ def test_fit_sharding_takes_a_mode_name(cli):
     assert e[e.index("--sharding") + 1] == "torch_fsdp2"
     r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--sharding", "foo")
     assert r.exit_code == 2 and "unknown --sharding 'foo'" in r.stderr and "megatron_fsdp_optim_grads" in r.stderr
+
+
+# Llama 3 70B on tp 8, pp 2: the last stage's parameters a GPU (the stage dp_comm prices, the
+# larger): 40 layers of (2 h^2 + 2 h kv + 3 h f) / 8 + 2 h (the norms whole on each TP rank), the
+# output layer 128,256 x h / 8 and the final norm h (h 8,192, kv 1,024, f 28,672)
+P70_LAST = 40 * ((2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672) // 8 + 2 * 8192) + 128_256 * 8192 // 8 + 8192
+P70_FIRST = P70_LAST - 8192  # the embedding instead of the output layer and the final norm
+
+
+def test_torchtitan_always_regathers_every_micro_batch_under_pp(tmp_path):
+    """fsdp_reshard_after_forward "always" under PP (torchtitan apply_fsdp @e347b1e5e: resharded
+    after every forward; torch.distributed.pipelining leaves each unit gathered after its
+    backward and reduces once): m + 1 all-gathers of the stage's bf16 weights a step where
+    "default" (no resharding under PP) gathers once, the same single reduce-scatter; so the DP
+    traffic differs by m x one gather of the 4,410,187,776 stage parameters over the 4 FSDP
+    ranks in 40 units (a block each), at m = 4 and m = 8. The memory: a unit is gathered from its
+    backward to its next forward (stacks.sharding_traits regather_pp), so the peak holds the
+    stage's weights less one micro-batch's activations, if more. A TOML with
+    "always" and pp 2 reads as the mode and exports back as "always"; with pp 1 it is fsdp2."""
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    assert P70_LAST == 4_410_187_776
+    for gb, m in ((16, 4), (32, 8)):
+        kw = dict(model="llama3-70b", gpus=64, tp=8, pp=2, global_batch=gb, stack="torchtitan")
+        s, p, a = _run(**kw, sharding_mode="fsdp2_reshard_always")
+        d = _run(**kw, sharding_mode="fsdp2")[2]
+        sc = _context(s, p)
+        coll = Collectives(sc)
+        ag = 40 * float(coll(comm.ALL_GATHER, P70_LAST * 2.0 / 40, 4, coll.strides["dp"]))
+        diff = float(a.time_extra["dp_comm_s"]) - float(d.time_extra["dp_comm_s"])
+        assert diff == pytest.approx(m * ag, rel=1e-9)
+        # memory: the heaviest stage is the first (40 blocks and the embedding), which holds min(m, p)
+        # = 2 micro-batches in flight; "always" gathers its weights only as a backward frees a
+        # micro-batch's activations, so the peak drops by min(its bf16 weights, one micro-batch's
+        # activations): at 8,192 tokens the weights (8.2 GiB) are the smaller
+        a_mb = float(d.memory["layer_activations"]) / 2
+        assert a_mb > 2 * P70_FIRST
+        assert float(d.memory.total) - float(a.memory.total) == pytest.approx(2 * P70_FIRST, rel=1e-9)
+        assert float(a.time.total) > float(d.time.total)
+    # at 1,024 tokens one micro-batch's activations (2.7 GiB) are the smaller
+    kw = dict(model="llama3-70b", gpus=64, tp=8, pp=2, global_batch=16, seq_len=1024, stack="torchtitan")
+    a1, d1 = _run(**kw, sharding_mode="fsdp2_reshard_always")[2], _run(**kw, sharding_mode="fsdp2")[2]
+    a_mb = float(d1.memory["layer_activations"]) / 2
+    assert a_mb < 2 * P70_FIRST
+    assert float(d1.memory.total) - float(a1.memory.total) == pytest.approx(a_mb, rel=1e-9)
+    from planner.plan import plan_dict
+
+    plan = plan_dict(p, s)
+    assert plan["sharding_mode"] == "fsdp2_reshard_always"
+    text, _ = export_plan(plan, "torchtitan")
+    assert 'fsdp_reshard_after_forward = "always"' in text
+    path = tmp_path / "always.toml"
+    path.write_text(text, encoding="utf-8")
+    cfg = load_trainer_config(path, fmt="torchtitan", model="llama3-70b", gpus=64)
+    assert cfg.job["sharding_mode"] == "fsdp2_reshard_always"
+    path.write_text(text.replace("pipeline_parallel_degree = 2", "pipeline_parallel_degree = 1"), encoding="utf-8")
+    assert load_trainer_config(path, fmt="torchtitan", model="llama3-70b", gpus=32).job["sharding_mode"] == "fsdp2"

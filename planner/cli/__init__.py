@@ -122,10 +122,14 @@ def _rank(cmd) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
-def main(argv=None) -> None:
-    """The `planner` command: the app with only the invoked command's module when the first
-    argument names a command (else every command: --help, a typo, no arguments)."""
-    args = sys.argv[1:] if argv is None else list(argv)
+def app_for(args: list[str]) -> typer.Typer:
+    """The app a command line runs: only the invoked command's module when the first argument
+    names a command (else every command: --help, a typo, no arguments)."""
     mod = _COMMAND_MODULE.get(args[0]) if args else None
-    app = build_app(mod) if mod is not None else __getattr__("app")
-    app(args=args, prog_name="planner")
+    return build_app(mod) if mod is not None else __getattr__("app")
+
+
+def main(argv=None) -> None:
+    """The `planner` command (app_for, then run it)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    app_for(args)(args=args, prog_name="planner")

@@ -142,6 +142,11 @@ class Attention:
         return {"q": ("qkv", q / (q + 2.0 * kv)), "k": ("qkv", kv / (q + 2.0 * kv)), "v": ("qkv", kv / (q + 2.0 * kv)),
                 "o": ("attn_out", 1.0)}
 
+    @property
+    def core_rate_head_dim(self) -> int:
+        """The head dim the attention kernel's rate is read at (compute.attention_head_dim_factor)."""
+        return self.d
+
     def core_kernel_flops(self, ctx):
         """Forward FLOPs the causal kernel runs for one micro-batch on one GPU: 4 T a d / t x
         mean keys (the local queries of a CP rank attend, over the ring, to the keys a whole
@@ -256,6 +261,13 @@ class MLA:
     def d(self) -> float:
         """The mean of the query/key and value head dims: the core's head dim [2]."""
         return (self.qk_head_dim + self.v_head_dim) / 2.0
+
+    @property
+    def core_rate_head_dim(self) -> int:
+        """The head dim the attention kernel's rate is read at: the query/key head dim (192 for
+        DeepSeek-V3), the larger of the two (the kernel's tiles hold it); above 128 the hardware
+        entries' head-dim-128 rate holds (compute.attention_head_dim_factor)."""
+        return max(self.qk_head_dim, self.v_head_dim)
 
     @property
     def kv_heads(self) -> int:

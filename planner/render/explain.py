@@ -40,6 +40,9 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
+    if p.get("attention_kernel"):  # the kernel the attention core is timed with (compute.attention_kernel)
+        opts.append(f"attention {p['attention_kernel']}" if p.get("attention", "flash") == "flash" else
+                    f"attention {p['attention']} (its memory; timed at {p['attention_kernel']}'s rate)")
     if "ep_comm_overlap" in p:  # MoE models
         dual = p.get("schedule") == "dualpipe" and p.get("pp", 1) > 1  # the schedule itself hides them (step.ep_comm)
         opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")

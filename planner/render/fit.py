@@ -41,10 +41,14 @@ def stack_options_text(p: dict) -> str:
 
 
 def searched(result) -> str:
-    """'searched N candidates in T s: ... fit', the search's counts."""
+    """'searched N candidates in T s: ... fit', the search's counts, and how many of the fitting
+    ones were priced by their compute alone (search._prefilter: that lower bound of their step
+    already ranks them below the top rows, so their communication was not priced)."""
     c = result.counts
+    dropped = (f" ({c.prefilter_dropped:,} of them priced by their compute alone, which already ranks them below the "
+               "top rows)") if c.prefilter_dropped else ""
     return (f"searched {c.considered:,} candidates in {result.wall_s:.2f} s: {c.broke_constraint:,} broke a constraint, "
-            f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit")
+            f"{c.did_not_fit:,} did not fit, {c.feasible:,} fit{dropped}")
 
 
 def emit_fit(result, rows: list[dict], job, rank_orders, fmt: Format) -> None:

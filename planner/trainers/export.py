@@ -119,7 +119,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -210,15 +210,15 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         rep, sh = dp // shard, shard
     elif mode == "ddp":
         rep, sh = dp, 1
-    elif mode in ("fsdp2", "fsdp2_no_reshard"):
+    elif mode in ("fsdp2", "fsdp2_no_reshard", "fsdp2_reshard_always"):
         rep, sh = 1, dp
     else:
-        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard "
-                         "and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
+        raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}): torchtitan runs ddp, fsdp2, fsdp2_no_reshard, "
+                         "fsdp2_reshard_always and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
     par = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": sh, "tensor_parallel_degree": tp,
            "pipeline_parallel_degree": pp, "context_parallel_degree": cp, **par}
     if sh > 1:
-        par["fsdp_reshard_after_forward"] = "never" if mode == "fsdp2_no_reshard" else "default"
+        par["fsdp_reshard_after_forward"] = {"fsdp2_no_reshard": "never", "fsdp2_reshard_always": "always"}.get(mode, "default")
     if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree; its ETP default is 1, not tp
         par["expert_parallel_degree"] = plan["ep"]
         par["expert_tensor_parallel_degree"] = plan.get("etp") or tp
@@ -260,6 +260,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     sec["parallelism"] = par
     if plan.get("optimizer_implementation"):  # job_config.py @e347b1e5e Optimizer.implementation (default fused)
         sec["optimizer"] = {"implementation": plan["optimizer_implementation"]}
+    if plan.get("early_step_in_backward"):  # job_config.py @e347b1e5e l. 160 Optimizer.early_step_in_backward
+        sec.setdefault("optimizer", {})["early_step_in_backward"] = True
     # async TP needs compile (torchtitan/distributed/tensor_parallel.py @e347b1e5e): [compile] carries it
     sec["compile"] = {"enable": bool(plan.get("torch_compile")), "components": ["model", "loss"]}
     ac: dict = {"mode": plan["recompute"]}

@@ -27,6 +27,9 @@ Read and modelled (section.key -> planner job field):
   [compile] enable, components ("model")
   [optimizer] implementation    -> optimizer_implementation (fused | foreach | for-loop; absent:
                                    the stack's default, fused: job_config.py @e347b1e5e l. 151)
+  [optimizer] early_step_in_backward -> early_step_in_backward (the optimizer stepped per parameter
+                                   in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
+                                   refused with PP or EP as torchtitan's build_optimizers refuses it)
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
@@ -100,7 +103,7 @@ MODELLED = {
     "compile": {"enable", "components"},
     "float8": {"recipe_name"},
     "mx": {"recipe_name"},
-    "optimizer": {"implementation"},
+    "optimizer": {"implementation", "early_step_in_backward"},
 }
 # torchtitan MXLinear recipe names (torchtitan/config/job_config.py @e347b1e5e MXLinear.recipe_name,
 # default "mxfp8_cublas"; torchao MXLinearRecipeName mxfp8_emulated / mxfp8_cublas / mxfp8_cutlass /
@@ -125,11 +128,6 @@ def _no_cost(section: str, key: str, value):
     if section == "optimizer":
         if key == "name" and str(value).lower() not in ("adamw", "adam"):
             return None  # another optimizer keeps other states than the Adam moments priced
-        if key == "early_step_in_backward" and value is not False:
-            # job_config.py @e347b1e5e Optimizer.early_step_in_backward: the optimizer steps each
-            # parameter in the backward (post-accumulate-grad hooks), its gradient freed there: it
-            # changes when gradients and the step's temporaries live (not priced)
-            return None
         return "optimizer hyper-parameters (Adam(W) priced)"
     if section == "training" and key in NO_COST_TRAINING:
         return "data, clipping and seed settings"
@@ -297,10 +295,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     elif shard > 1:
         # stack_db torchtitan runs.sharding: "never" keeps the parameters from the forward to the
         # backward (fsdp2_no_reshard, an fsdp mode that gathers once per micro-batch)
-        job.update(sharding="fsdp", sharding_mode="fsdp2_no_reshard" if reshard == "never" else "fsdp2")
-        if reshard == "always" and pp > 1:
-            assumed.append('fsdp_reshard_after_forward "always" with PP: priced as "default" (no resharding under PP; '
-                           "the per-micro-batch re-gathers of \"always\" are not modelled)")
+        # "always" under PP reshards every unit after each forward (fsdp2_reshard_always); without PP
+        # it is torchtitan's "default" (apply_fsdp: reshard_after_forward = not pp_enabled)
+        job.update(sharding="fsdp", sharding_mode="fsdp2_no_reshard" if reshard == "never" else
+                   "fsdp2_reshard_always" if reshard == "always" and pp > 1 else "fsdp2")
     else:
         job.update(sharding="none", sharding_mode="ddp")
     if tp > 1:
@@ -462,6 +460,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}[optimizer] implementation {_short(impl)} is not one torchtitan runs",
                                "valid: fused (the default), foreach, for-loop")
         job["optimizer_implementation"] = impl
+    early = data.get("optimizer", {}).get("early_step_in_backward") if isinstance(data.get("optimizer"), dict) else None
+    if early is not None:
+        if not isinstance(early, bool):
+            raise PlannerError(f"{where}[optimizer] early_step_in_backward = {_short(early)} is not true or false",
+                               "torchtitan's early_step_in_backward is a boolean")
+        if early:
+            job["early_step_in_backward"] = True
+            assumed.append("early_step_in_backward=true: gradient clipping ([training] max_norm) sees no gradients, "
+                           "each freed in the backward (job_config.py @e347b1e5e l. 160-165: 'not compatible with "
+                           "gradients clipping')")
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)

@@ -1,0 +1,64 @@
+"""The stack a job's torch context-parallel rotate method makes (job field cp_rotate_method).
+
+torchtitan's [parallelism] context_parallel_rotate_method (pytorch/torchtitan
+torchtitan/config/job_config.py @e347b1e5e Parallelism.context_parallel_rotate_method:
+Literal["allgather", "alltoall"], default "allgather"; set_rotate_method in
+torchtitan/distributed/utils.py) chooses how torch's ring attention passes K/V between the cp
+ranks. A stack whose context parallelism is torch's names its default as memory.cp_ring_backward
+(stack_db torchtitan: allgather); the job field replaces it here, once, when the job is resolved
+(plan.resolve), as recompute_modules replaces the selective policy (planner/recompute_modules.py):
+the cost models read only the stack.
+
+  memory     memory.cp_ring_backward is the method: what the attention's ring backward holds
+             (the all-gathered K/V of every cp rank, or the received and the next permuted K/V;
+             memory.py [cp1], cp_attention_backward_extra).
+  time       alltoall passes K/V as a ring [1]: _AllToAllRotater.exchange_buffers permutes the
+             torch.cat([k, v]) to the next rank at every step but the last, waited at the next
+             step's start, so the stack's context_parallel spec (schema.ContextParallelSpec) has
+             fwd_kv and bwd_kv ring (the allgather rotater's one all-gather otherwise; the dK/dV
+             exchange is an all-to-all permute with either method, the spec's dkv unchanged).
+             A stack without a context_parallel spec of its own starts from the default stack's
+             (step.cp_spec's named assumption).
+
+Export writes the method back where it is not the catalog stack's (plan.plan_dict through
+exported_rotate_method; torchtitan's exporter writes it as context_parallel_rotate_method).
+
+References
+[1] pytorch/pytorch torch/distributed/tensor/experimental/_context_parallel/_attention.py (torch
+    2.13): _AllToAllRotater, _AllGatherRotater, _templated_ring_attention(_backward).
+[2] pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e
+    Parallelism.context_parallel_rotate_method.
+"""
+
+from __future__ import annotations
+
+from .catalog import DEFAULT_STACK, load_stack
+from .errors import PlannerError
+from .schema import Stack
+
+
+def apply_rotate_method(job, stack: Stack, where: str = "") -> Stack:
+    """The stack with the job's cp_rotate_method (else the stack's memory.cp_ring_backward) as its
+    memory.cp_ring_backward and, for alltoall, its context_parallel K/V exchange as a ring [1]
+    (unchanged on a stack whose CP is not torch's). Refused on such a stack when the job sets it."""
+    rotate = job.cp_rotate_method
+    if rotate is not None and stack.memory.cp_ring_backward is None:
+        raise PlannerError(f"{where}cp_rotate_method is set but stack {stack.name}'s context parallelism is not torch's "
+                           "ring attention (stack_db memory.cp_ring_backward)", "leave it out, or choose --stack torchtitan")
+    rotate = rotate or stack.memory.cp_ring_backward
+    update = {}
+    if rotate != stack.memory.cp_ring_backward:
+        update["memory"] = stack.memory.model_copy(update={"cp_ring_backward": rotate})
+    if rotate == "alltoall":
+        spec = stack.context_parallel or load_stack(DEFAULT_STACK).context_parallel  # stacks.default_stack's
+        update["context_parallel"] = spec.model_copy(update={"fwd_kv": "ring", "bwd_kv": "ring"})
+    return stack.model_copy(update=update) if update else stack
+
+
+def exported_rotate_method(settings) -> str | None:
+    """The resolved stack's rotate method where it is not the catalog stack's (the job's
+    cp_rotate_method that changed it: what export writes back), else None."""
+    if settings.stack is None:
+        return None
+    rotate = settings.stack.memory.cp_ring_backward
+    return rotate if rotate != load_stack(settings.stack_name).memory.cp_ring_backward else None

@@ -1,0 +1,194 @@
+"""Issue 21's memory mechanisms that were left unpriced, each by hand from its source
+(planner/memory.py [es], [lg2], [cp3], [mr]).
+
+Llama 3 8B: P = 8,030,261,248 parameters; the embedding and the output layer 128,256 x 4,096 =
+525,336,576 each; one block 218,103,808."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from planner.errors import PlannerError
+from tests.test_memory_step_mechanisms import OUT, P, _tt  # Llama 3 8B's P, output layer; the torchtitan FSDP 8 job
+
+
+# ---- [es] torchtitan's optimizer stepped in the backward
+def test_early_step_keeps_one_units_sharded_gradients(explain):
+    """torchtitan OptimizersInBackwardContainer + FSDP2 foreach_reduce: each unit's fp32 sharded
+    gradients are stepped and freed as its reduce-scatter ends, so the reduce-scatter pool holds
+    the largest unit's (the embedding's 525,336,576 parameters / 8 x 4 B = 262,668,288 B) instead
+    of every one (4 P / 8 = 4,015,130,624 B): reserved 3,752,462,336 B (3.49 GiB) lower. The
+    allocated peak (the loss's backward, no sharded gradient live) is unchanged."""
+    _, _, _, off = _tt(explain)
+    _, _, _, on = _tt(explain, early_step_in_backward=True)
+    f, m = off["memory"], on["memory"]
+    assert f["terms"]["stream_pools"] - m["terms"]["stream_pools"] == pytest.approx(4 * (P - OUT) / 8, rel=1e-12)
+    assert f["reserved_bytes"] - m["reserved_bytes"] == pytest.approx(3_752_462_336, rel=1e-12)
+    assert m["allocated_bytes"] == f["allocated_bytes"]
+
+
+def test_early_step_removes_the_foreach_step_moment(explain):
+    """8B, FSDP 8, s 2048, b 1, full AC, foreach AdamW: without it the step holds states, every
+    sharded gradient and exp_avg_sq_sqrt, 20 P / 8 (test_memory_step_mechanisms). Stepped in the
+    backward the temporary is one parameter's (the embedding's shard, 4 B x 525,336,576 / 8) beside
+    one unit's sharded gradients: no moment of its own (optimizer_step 0), and the end of the
+    backward's moment [tt7] holds 12 P / 8 (fp32 shards, Adam m, v) + one unit's gradients
+    (4 x 525,336,576 / 8) + the embedding's unsharded bf16 gradient and fp32 reduce-scatter input
+    (6 x 525,336,576) + the workspaces and the RoPE tables (32 x 2048 x 64 x 8 B).
+    That moment, 15.56 GB, is now below the start of the backward's (the loss's), which sets the
+    peak: the run allocates what the fused run without it allocates less that run's end-of-backward
+    excess (its fsdp_buffers above the [norm, output] units kept unsharded)."""
+    _, _, _, fe = _tt(explain, recompute="full", seq_len=2048, optimizer_implementation="foreach",
+                      early_step_in_backward=True)
+    _, _, _, off = _tt(explain, recompute="full", seq_len=2048)
+    m, f = fe["memory"], off["memory"]
+    ws, rope = m["terms"]["workspaces"], 32 * 2048 * 64 * 8
+    assert m["terms"]["optimizer_step"] == 0.0
+    end = 12 * P / 8 + 4 * OUT / 8 + 6 * OUT + ws + rope
+    assert f["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws + rope, rel=1e-12)  # its end of backward
+    assert end < m["allocated_bytes"] < f["allocated_bytes"]
+    excess = f["terms"]["fsdp_buffers"] - m["terms"]["fsdp_buffers"]
+    assert m["allocated_bytes"] == pytest.approx(f["allocated_bytes"] - excess, rel=1e-12)
+
+
+def test_early_step_refusals(explain):
+    """torchtitan build_optimizers (@e347b1e5e l. 277-290) refuses the optimizer in the backward with
+    pipeline parallelism (and expert parallelism); a stack without it refuses the field."""
+    with pytest.raises(PlannerError, match="not supported with Pipeline Parallel"):
+        _tt(explain, gpus=16, pp=2, early_step_in_backward=True)
+    with pytest.raises(PlannerError, match="stack megatron does not step the optimizer in the backward"):
+        explain(model="llama3-8b", gpus=8, early_step_in_backward=True)
+
+
+def test_early_step_warns_per_micro_batch_and_without_fsdp():
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    _, _, w = resolve(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", micro_batch=1, global_batch=16,
+                          seq_len=8192, early_step_in_backward=True))
+    assert any("2 micro-batches a step" in x for x in w)
+
+
+def test_early_step_toml_read_exported_and_searched(tmp_path, cli):
+    """[optimizer] early_step_in_backward = true is read into the job field (no longer 'not
+    modelled'), written back by the export; with [parallelism] pipeline_parallel_degree 2 the
+    CLI exits 2 naming torchtitan's rule; the search holds pp at 1."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    base = ('[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n'
+            '[parallelism]\ndata_parallel_shard_degree = 8\n')
+    p = tmp_path / "a.toml"
+    p.write_text(base + "[optimizer]\nearly_step_in_backward = true\n")
+    cfg = load_trainer_config(p)
+    assert cfg.job["early_step_in_backward"] is True
+    assert not [n for n in cfg.not_modelled + cfg.ignored if "early_step" in n]
+    p.write_text(base + "[optimizer]\nearly_step_in_backward = false\n")
+    assert "early_step_in_backward" not in load_trainer_config(p).job
+    p.write_text(base + "[optimizer]\nearly_step_in_backward = 1\n")
+    with pytest.raises(PlannerError, match="is not true or false"):
+        load_trainer_config(p)
+    plan = resolved_plan(Job(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=8,
+                             seq_len=8192, early_step_in_backward=True))
+    assert plan["early_step_in_backward"] is True
+    text, _ = export_plan(plan, "torchtitan")
+    assert tomllib.loads(text)["optimizer"]["early_step_in_backward"] is True
+    pp = tmp_path / "pp.toml"
+    pp.write_text(base.replace("data_parallel_shard_degree = 8", "data_parallel_shard_degree = 4\n"
+                               "pipeline_parallel_degree = 2") + "[optimizer]\nearly_step_in_backward = true\n")
+    r = cli("explain", pp, "--hardware", "h100-sxm")
+    assert r.exit_code == 2 and "Pipeline Parallel" in r.stderr
+    # the search (space.build_space): pp and ep held at 1, a pinned pp above 1 refused
+    from planner.space import SpaceOptions, build_space, settings_for
+
+    job = Job(model="llama3-8b", gpus=8, stack="torchtitan", global_batch=8, seq_len=8192, early_step_in_backward=True)
+    settings, gbs, seq, _ = settings_for(job)
+    space = build_space(settings, gbs, seq, opts=SpaceOptions(tp=(1, 2), micro_batch=(1,)))
+    assert len(space.base.pp) and set(space.base.pp.tolist()) == {1}
+    free = build_space(settings_for(job.model_copy(update={"early_step_in_backward": False}))[0], gbs, seq,
+                       opts=SpaceOptions(tp=(1, 2), micro_batch=(1,)))
+    assert free.base.pp.max() > 1
+    with pytest.raises(PlannerError, match="--pp 2 with early_step_in_backward"):
+        build_space(settings, gbs, seq, opts=SpaceOptions(pp=(2,)))
+
+
+# ---- [lg2] litgpt's K and V expanded to the query heads
+def test_litgpt_kv_expansion_by_hand():
+    """litgpt v0.4.11 CausalSelfAttention (GQA): k, v expanded and reshaped to n_head before SDPA,
+    which saves them: 2 x 2 B x head_dim x (heads - KV heads) a token more than the KV heads'.
+    Mistral 7B v0.2 (32 heads, 8 groups, d 128) at the Thunder row's micro-batch 3 x 32,768 tokens:
+    98,304 x 2 x 2 x 128 x 24 = 1,207,959,552 B (1.125 GiB) in the re-run block of its full
+    recompute (the recompute buffer); on a stack without the expansion, nothing; MHA, nothing."""
+    from dataclasses import replace
+
+    from planner.explain import evaluate, to_json
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def run(expand: bool, model="mistral-7b"):
+        settings, plan, _ = resolve(Job(model=model, gpus=8, stack="litgpt-benchmark", sharding="fsdp",
+                                        recompute="full", micro_batch=3, global_batch=24, seq_len=32768))
+        st = settings.stack
+        settings = replace(settings, stack=st.model_copy(update={"memory": st.memory.model_copy(
+            update={"expands_kv_heads": expand})}))
+        return to_json(settings, plan, evaluate(settings, plan))["memory"]["terms"]
+
+    on, off = run(True), run(False)  # 32 heads, 8 KV heads, d 128
+    assert on["recompute_buffer"] - off["recompute_buffer"] == pytest.approx(1_207_959_552, rel=1e-12)
+    assert on["layer_activations"] == off["layer_activations"]  # full recompute keeps the block inputs only
+    mha_on, mha_off = run(True, "llama2-7b"), run(False, "llama2-7b")
+    assert mha_on["recompute_buffer"] == mha_off["recompute_buffer"]
+
+
+# ---- [cp3] Transformer Engine's P2P ring attention: the forward's merge under CP
+def test_cp_p2p_forward_merge_by_hand():
+    """TE @4329ff84 AttnFuncWithCPAndKVP2P.forward keeps every ring step's output (bf16), fp32 softmax
+    statistics and K/V buffer until the merge after its loop. Llama 3 8B (32 heads, 8 KV heads, d 128),
+    Megatron, tp 1, cp 2, seq 8192, micro-batch 1: T = 4,096 local tokens; the last CP rank holds
+    2 outputs 2 x 4096 x 32 x 128 x 2 = 67,108,864 B, 2 statistics 2 x 4096 x 32 x 4 = 1,048,576 B and
+    2 K/V buffers 2 x 4096 x 2 x 8 x 128 x 2 = 33,554,432 B: 101,711,872 B. Without recompute the
+    first stage of pp 2 (no loss) has no other transient: its recompute buffer is that moment's
+    excess, exactly; the last stage's loss (6 B a logit) is far larger, nothing there; cp 1: nothing."""
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def stages(**kw):
+        job = Job(model="llama3-8b", gpus=4, pp=2, micro_batch=1, global_batch=8, seq_len=8192, recompute="none", **kw)
+        return mem.stage_memory_terms(*resolve(job)[:2])
+
+    cp2 = stages(cp=2)
+    assert cp2[mem.STAGE_FIRST].recompute_buffer == pytest.approx(101_711_872, rel=1e-12)
+    assert cp2[mem.STAGE_LAST].recompute_buffer == 0.0
+    assert stages(cp=1, tp=2)[mem.STAGE_FIRST].recompute_buffer == 0.0
+
+
+# ---- [mr] Megatron's lru_cache'd rotary tables
+def test_megatron_rope_lru_cache_by_hand():
+    """Megatron @d98e8a64 RotaryEmbedding.forward is @lru_cache(maxsize=32): the fp32 emb
+    [seq / cp, 1, 1, head dim] it returns stays cached, one per GPTModel (each virtual chunk).
+    Llama 3 8B (head dim 128), seq 8192: cp 2, pp 2 x vpp 2: 4 x 4096 x 128 x 2 chunks =
+    4,194,304 B on each stage; cp 1, pp 1: 4 x 8192 x 128 = 4,194,304 B. With multi-latent
+    attention each MLA layer has its own (qk_rope_head_dim 64), at most 32 cached: DeepSeek-V3
+    (61 layers) on one stage at seq 4096: 32 x 4 x 4096 x 64 = 33,554,432 B."""
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def rope(**kw):
+        st = mem.stage_memory_terms(*resolve(Job(**kw))[:2])
+        return {k: float(t.model_buffers) for k, t in st.items()}
+
+    got = rope(model="llama3-8b", gpus=8, cp=2, pp=2, vpp=2, micro_batch=1, global_batch=8, seq_len=8192)
+    assert got[mem.STAGE_FIRST] == got[mem.STAGE_LAST] == 4 * 4096 * 128 * 2
+    assert rope(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=8192)[mem.STAGE_FIRST] == 4 * 8192 * 128
+    ds = rope(model="deepseek-v3", gpus=64, ep=64, micro_batch=1, global_batch=64, seq_len=4096,
+              sharding="zero1", recompute="full")
+    assert ds[mem.STAGE_FIRST] == 32 * 4 * 4096 * 64
+    # torchtitan's own tables are untouched (memory.py [tt9]: complex64, one per layer)
+    tt = rope(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", micro_batch=1, global_batch=8, seq_len=8192)
+    assert tt[mem.STAGE_FIRST] == 32 * 8192 * 64 * 8

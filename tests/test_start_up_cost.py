@@ -1,0 +1,86 @@
+"""What the `planner` command does at start-up to start sooner (issue 24: `planner fit --model
+llama3-405b --gpus 16384` under 1 s whole process), each checked where it can be seen: which
+modules a command imports, the garbage collector's state after start-up (planner/__main__.py),
+and the consoles' highlighting (planner/render/common.py console). The times themselves are
+benchmarks (benchmarks/test_startup_speed.py), never asserted here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from planner.render.common import console
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# What `planner fit` on a catalog model never imports: the other commands' modules, the
+# trainers' readers and writers, the Hugging Face reader, and the libraries only they use
+# (scipy: calibrate and validate's fits; matplotlib: --plot; jsonschema: tests only; tomllib:
+# the torchtitan reader).
+FIT_NEVER_IMPORTS = ("scipy", "matplotlib", "jsonschema", "tomllib", "planner.calibrate", "planner.validate",
+                     "planner.plot", "planner.hf_config", "planner.check", "planner.budget", "planner.reliability",
+                     "planner.megatron_ci", "planner.memory_rows", "planner.profile", "planner.trainers.")
+_PROCESS = """
+import gc, json, runpy, sys
+sys.argv = ['planner', *{args!r}]
+try:
+    runpy.run_module('planner', run_name='__main__')
+except SystemExit as e:
+    code = e.code
+print(json.dumps({{'code': code, 'gc_enabled': gc.isenabled(), 'frozen': gc.get_freeze_count(), 'modules': sorted(sys.modules)}}))
+"""
+
+
+def _planner_process(*args: str) -> dict:
+    """Run `planner ARGS` as the console script does (planner/__main__.py) in a fresh
+    interpreter; what it left: exit code, the collector's state, every imported module."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", _PROCESS.format(args=list(args))], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_fit_imports_only_what_fit_runs():
+    res = _planner_process("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
+    assert res["code"] == 0
+    mods = res["modules"]
+    assert "planner.search" in mods and "planner.cli.fit" in mods  # the list is the run's
+    bad = [m for m in mods if any(m == p or m.startswith(p if p.endswith(".") else p + ".") for p in FIT_NEVER_IMPORTS)]
+    assert not bad, f"planner fit imported {bad}"
+    assert not [m for m in mods if m.startswith("planner.cli.") and m not in ("planner.cli.fit", "planner.cli.core",
+                                                                               "planner.cli.common", "planner.cli.helpfmt")]
+
+
+def test_the_command_runs_with_start_up_frozen():
+    """planner/__main__.py: start-up ran with the collector off, what it left is frozen (out
+    of every later collection), and the command itself ran with the collector on."""
+    res = _planner_process("models")
+    assert res["code"] == 0
+    assert res["gc_enabled"] is True
+    assert res["frozen"] > 10_000  # modules, classes, schemas: ~80,000 objects on a fit
+
+
+def test_a_console_without_colors_does_not_highlight():
+    """Piped (no color system): no highlight spans, and the same text rich's highlighting
+    console writes; a terminal keeps rich's highlighting (the number in bold cyan)."""
+    line = "searched 710,959 candidates in 0.70 s: 103,566 fit"
+    piped, plain = io.StringIO(), io.StringIO()
+    c = console(file=piped, soft_wrap=True)
+    assert c.color_system is None
+    assert c.render_str(line).spans == []
+    c.print(line)
+    from rich.console import Console
+
+    Console(file=plain, soft_wrap=True).print(line)
+    assert piped.getvalue() == plain.getvalue() == line + "\n"
+    term = io.StringIO()
+    t = console(file=term, soft_wrap=True, force_terminal=True, color_system="standard")
+    assert t.render_str(line).spans  # highlighted
+    t.print(line)
+    assert "\x1b[1;36m710\x1b[0m" in term.getvalue()
