@@ -432,12 +432,11 @@ PREFILTER_SEED = 8192
 
 
 # Whether the prefilter's floor on an MoE model adds step_time's moe_permute and moe_host terms
-# (step.compute_floor moe=True: still a lower bound, checked; the rows do not move). On, it prunes
-# more (DeepSeek-V3 / 2,048 H800: the kept candidates' step times 0.26 -> 0.18 s CPU) but moves
-# the fit counts line's "N of them priced by their compute alone" (there 175,495 -> 195,031;
-# README's deepseek-v3 --top 3 example quotes that count): off, so that every output stays
-# byte-identical.
-PREFILTER_MOE_FLOOR = False
+# (step.compute_floor moe=True: still a lower bound, checked on every candidate priced; the rows do
+# not move). It prunes more (DeepSeek-V3 / 2,048 H800: the kept candidates' step times 0.26 -> 0.18 s
+# CPU); only the fit counts line's "N of them priced by their compute alone" grows (there 175,495 ->
+# 195,031). False gives the plain compute floor (tests compare the two).
+PREFILTER_MOE_FLOOR = True
 
 
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
