@@ -833,11 +833,27 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
     return settings
 
 
+_MTP_MODELS: dict = {}
+
+
+def with_mtp(model: ModelSpec, mtp_layers) -> ModelSpec:
+    """The model with the job's multi-token prediction modules (job field mtp_layers; None: the
+    model's own mtp_layers). One copy per (model, count), so the layer lists cached by model
+    (layers.layer_list) are built once."""
+    if mtp_layers is None or mtp_layers == model.mtp_layers:
+        return model
+    key = (id(model), int(mtp_layers))
+    hit = _MTP_MODELS.get(key)
+    if hit is None or hit[0] is not model:
+        hit = _MTP_MODELS[key] = (model, model.model_copy(update={"mtp_layers": int(mtp_layers)}))
+    return hit[1]
+
+
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
     try:
-        model = load_model(job.model)
+        model = with_mtp(load_model(job.model), job.mtp_layers)
         hw = load_hardware(job.hardware)
     except PlannerError as e:  # name the job file the model / hardware came from
         if where and not e.message.startswith(where):
@@ -1110,6 +1126,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "precision": {v: k for k, v in PRECISION_CODES.items()}[g("precision")],
         "rank_order": ORDER_NAMES[g("order")],
         "bytes_per_param": settings.bpp_name if settings.bpp_name != "custom" else settings.bpp.model_dump(),
+        "mtp_layers": settings.model.mtp_layers,
         "activation_model": settings.activation_model,
         "attention": settings.attention,
         # the attention kernel priced (compute.attention_kernel: the job's, else the stack's for the GPU)

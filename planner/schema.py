@@ -243,6 +243,11 @@ class TrainingRecipe(BaseModel):
     fp8_recipe: Optional[str] = Field(default=None, description="the fp8 scaling recipe (precisions.FP8_RECIPES), with precision fp8")
     moe_dispatcher: Optional[Dispatcher] = Field(
         default=None, description="the MoE token dispatcher whose kernels the run used (planner/dispatch.py)")
+    bytes_per_param: Optional[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]] = Field(
+        default=None, description="the model-state preset (the optimizer state dtypes: bf16-moments keeps Adam's m and v "
+                                  "in bf16)")
+    mtp_layers: Optional[Count] = Field(
+        default=None, ge=0, description="multi-token prediction modules trained beside the model (job field mtp_layers)")
     seq_len: Optional[Count] = Field(
         default=None, gt=0,
         description="the sequence length of the main phase of pre-training, as the developers published it (a "
@@ -256,7 +261,8 @@ class TrainingRecipe(BaseModel):
     def _cited(self) -> "TrainingRecipe":
         from .precisions import FP8_RECIPES
 
-        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "seq_len") if getattr(self, f) is not None]
+        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len")
+                 if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
             raise ValueError(f"training: no source for {', '.join(missing)} (sources: {{field: citation}})")
@@ -1129,6 +1135,13 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
                     "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
+    bytes_per_param: Optional[list[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]]] = Field(
+        default=None, min_length=1,
+        description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "
+                    "taken only where listed (planner/recipe.py); null: the stack does not say (not taken)")
+    mtp: Optional[bool] = Field(
+        default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
+                                  "model recipe's mtp_layers is taken only where true; null: the stack does not say")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1351,6 +1364,11 @@ class Job(BaseModel):
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
     bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
+    mtp_layers: Optional[Count] = Field(
+        default=None, ge=0,
+        description="multi-token prediction modules trained on the last pipeline stage (DeepSeek-V3 sec. 2.2; Megatron "
+                    "--mtp-num-layers): each a 2h x h projection, two RMSNorms, one layer of the last layer's kind and "
+                    "a second pass of the shared output head and loss; default: the model's mtp_layers")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"
     attention_kernel: Optional[AttentionKernel] = Field(
