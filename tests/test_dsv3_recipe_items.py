@@ -6,6 +6,7 @@ where Megatron refuses them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,70 @@ def test_recipe_takes_bf16_moments_and_mtp_only_where_the_stack_runs_them():
     assert any(n.startswith("mtp_layers 1 not taken") for n in notes)
     data, _ = recipe.apply(dict(model="deepseek-v3", gpus=64, bytes_per_param="megatron", mtp_layers=0))
     assert data["bytes_per_param"] == "megatron" and data["mtp_layers"] == 0
+
+
+BARE = ["--model", "deepseek-v3", "--gpus", "2048", "--hardware", "h800-sxm", "--global-batch", "15360", "--seq-len", "4096"]
+LAYOUT = ["--tp", "1", "--cp", "1", "--pp", "16", "--ep", "64", "--sharding", "zero1", "--recompute", "full"]
+
+
+def test_export_writes_bf16_moments_and_mtp_and_reads_them_back(cli, tmp_path):
+    """The recipe's bf16 moments and MTP module go out as Megatron's flags and come back as the
+    same plan (fp8 blockwise: Megatron's fp32 main params, 14 B)."""
+    out = tmp_path / "run.sh"
+    r = cli("export", *BARE, *LAYOUT, "--format", "megatron", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    text = out.read_text()
+    for flag in ("--use-precision-aware-optimizer", "--exp-avg-dtype bf16", "--exp-avg-sq-dtype bf16",
+                 "--mtp-num-layers 1", "--use-distributed-optimizer"):
+        assert flag in text, flag
+    assert "--main-grads-dtype" not in text
+    r = cli("explain", str(out), "--hardware", "h800-sxm", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert (plan["bytes_per_param"], plan["mtp_layers"], plan["fp8_recipe"]) == ("bf16-moments", 1, "blockwise")
+
+
+def test_export_refuses_bf16_moments_without_the_distributed_optimizer():
+    from planner.trainers.export import _megatron_state_flags
+
+    plan = {"bytes_per_param": "bf16-moments", "precision": "fp8", "fp8_recipe": "blockwise"}
+    assert _megatron_state_flags(plan, "megatron_fsdp_optim", []) == [
+        ("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "bf16"), ("--exp-avg-sq-dtype", "bf16")]
+    for mode in ("ddp", "torch_fsdp2"):
+        with pytest.raises(PlannerError, match="only with the distributed optimizer"):
+            _megatron_state_flags(plan, mode, [])
+    notes: list = []
+    _megatron_state_flags({**plan, "precision": "bf16", "fp8_recipe": None}, "distributed_optimizer", notes)
+    assert any("store_param_remainders" in n for n in notes)  # TE's master: 2 B less than priced, said
+
+
+def test_mtp_costs_the_last_stage_its_module_state_and_time(cli, tmp_path):
+    """DeepSeek's layout on the megatron stack (TP 1, PP 16, EP 64, ZeRO-1 DP 128): the MTP
+    module lives on the last stage only. Its model state there, by hand (bf16-moments: 2 B
+    weights, 4 B fp32 grads, 4 + 4 B master and moments sharded over DP 128 for the dense part
+    and over the expert-data-parallel 2048 / (16 x 64) = 2 for the routed experts): dense
+    335,771,904 parameters (2h x h projection 102,760,448 + two norms 14,336 + the MoE layer's
+    attention, router, shared expert and norms), routed experts 11,274,289,152 / EP 64."""
+    dense, experts = 318_767_104 + 17_004_800, 11_274_289_152 / 64
+    out = {}
+    for n in (0, 1):
+        job = tmp_path / f"job{n}.yaml"
+        job.write_text("model: deepseek-v3\ngpus: 2048\nhardware: h800-sxm\nglobal_batch: 15360\nseq_len: 4096\n"
+                       "tp: 1\ncp: 1\npp: 16\ndp: 128\nep: 64\nsharding: zero1\nrecompute: full\nmicro_batch: 1\n"
+                       f"mtp_layers: {n}\n")
+        r = cli("explain", str(job), "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        out[n] = json.loads(r.stdout)
+    assert (out[0]["plan"]["mtp_layers"], out[1]["plan"]["mtp_layers"]) == (0, 1)
+    st0, st1 = out[0]["memory"]["stages"], out[1]["memory"]["stages"]
+    for stage in ("first", "middle"):
+        assert st1[stage] == st0[stage]
+    d = {k: st1["last"][k] - st0["last"][k] for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes")}
+    assert d["weights_bytes"] == pytest.approx(2 * (dense + experts))
+    assert d["gradients_bytes"] == pytest.approx(4 * (dense + experts))
+    assert d["optimizer_bytes"] == pytest.approx((4 + 4) * (dense / 128 + experts / 2))
+    # the projection 2h x h, two norms, and the MoE layer's MLA (187,105,280), shared expert 3 x 7168 x 2048, router
+    # 256 x 7168 and its norms (count_params: 232,997,120 in all)
+    assert dense == 2 * 7168 * 7168 + 2 * 7168 + 232_997_120
+    assert st1["last"]["activations_bytes"] > st0["last"]["activations_bytes"]
+    assert out[1]["throughput"]["tokens_per_s_per_gpu"] < out[0]["throughput"]["tokens_per_s_per_gpu"]

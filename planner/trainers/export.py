@@ -342,10 +342,12 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
                          "master weights (16-bit remainders where TE's FusedAdam holds them) and Adam moments of one dtype "
                          "(fp32, bf16, fp8; --use-precision-aware-optimizer)",
                       "price it with --bytes-per-param megatron, mixed16 or bf16-moments")
-    if mode != "distributed_optimizer":
+    from .megatron import NO_DISTRIBUTED_OPTIMIZER
+
+    if mode in NO_DISTRIBUTED_OPTIMIZER:
         raise _refuse("megatron", f"bytes_per_param {bpp}: Megatron's precision-aware optimizer (Adam moments in {moment}) runs only "
-                         "with the distributed optimizer (megatron/core/optimizer/__init__.py @d98e8a64 l. 1057)",
-                      "plan it with --sharding zero1 (--use-distributed-optimizer)")
+                         f"with the distributed optimizer, not sharding mode {mode} (megatron/core/optimizer/__init__.py "
+                         "@d98e8a64 l. 1057)", "plan it with --sharding zero1 (--use-distributed-optimizer)")
     out = [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", moment), ("--exp-avg-sq-dtype", moment)]
     if b["gradients"] == 2.0:
         out.append(("--main-grads-dtype", "bf16"))

@@ -1225,6 +1225,11 @@ OPTIMIZER_DTYPE_CHOICES = {"--main-grads-dtype": ("fp32", "bf16"), "--main-param
 # bytes per element of each dtype (fp8 moments: TE FusedAdam keeps them as uint8 with one fp32 scale per
 # tensor, transformer_engine/pytorch/optimizers/fused_adam.py @4329ff84 l. 84-92, 414-426; the scale not priced)
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+# the sharding modes that run without Megatron's distributed optimizer (the precision-aware optimizer
+# refuses them): DDP, and --use-torch-fsdp2 (arguments.py l. 1096 lets it run without one);
+# Megatron-FSDP v1 enables it (arguments.py @d98e8a64 l. 1127-1130, 'Megatron-FSDP v1 requires the
+# DistributedOptimizer')
+NO_DISTRIBUTED_OPTIMIZER = ("ddp", "torch_fsdp2")
 
 
 def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
@@ -1249,10 +1254,11 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
                                "Megatron asserts the optimizer state dtypes are fp32 without it (megatron/core/optimizer/"
                                "optimizer_config.py @d98e8a64 l. 466-478); add --use-precision-aware-optimizer")
         return
-    if job.get("sharding_mode") != "distributed_optimizer":
+    if job.get("sharding_mode") in NO_DISTRIBUTED_OPTIMIZER:
         raise PlannerError(f"{where}--use-precision-aware-optimizer without --use-distributed-optimizer",
                            "Megatron raises '--use-precision-aware-optimizer only supported with distributed optimizer' "
-                           "(megatron/core/optimizer/__init__.py @d98e8a64 l. 1057); add --use-distributed-optimizer")
+                           "(megatron/core/optimizer/__init__.py @d98e8a64 l. 1057); add --use-distributed-optimizer "
+                           "(Megatron-FSDP v1 turns it on itself: arguments.py l. 1127-1130)")
     if dtypes["--main-grads-dtype"] == "bf16" and "--accumulate-allreduce-grads-in-fp32" in flags:
         raise PlannerError(f"{where}--main-grads-dtype bf16 with --accumulate-allreduce-grads-in-fp32",
                            "Megatron asserts '--main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-"
