@@ -607,7 +607,8 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
     src = "; ".join(runs.sources)
     if code == STACK_SHARDING:
         modes = ", ".join(f"{m.name} ({m.level})" for m in runs.sharding)
-        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode (stack_db runs.sharding: {modes})",
+        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode (stack_db runs.sharding: {modes}; "
+                            f"{runs.sources[0]})",
                             f"choose a level the stack runs ({', '.join(dict.fromkeys(m.level for m in runs.sharding))})")
     if code == STACK_SCHEDULE:
         have = ", ".join(x.schedule for x in runs.schedules)
@@ -833,6 +834,28 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
     return settings
 
 
+def stack_for_states(job: Job, stack):
+    """The stack as it runs the job's model-state preset (job.bytes_per_param, else the stack's
+    default): where stack_db runs.bytes_per_param_modes lists the preset, only those sharding
+    modes (Megatron's bf16 Adam moments need its precision-aware optimizer, which runs only with
+    the distributed optimizer: megatron/core/optimizer/__init__.py @d98e8a64 l. 1057), the
+    restriction cited among the stack's sources; else the stack itself. A custom bytes dict
+    equal to a preset is that preset."""
+    runs = stack.runs if stack is not None else None
+    if runs is None or not runs.bytes_per_param_modes:
+        return stack
+    spec = job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param
+    name = spec if isinstance(spec, str) else next(
+        (n for n, b in BYTES_PER_PARAM_PRESETS.items() if b == spec), None)
+    modes = runs.bytes_per_param_modes.get(name)
+    if modes is None:
+        return stack
+    keep = [m for m in runs.sharding if m.name in modes]
+    why = (f"bytes_per_param {name} runs only under sharding modes {', '.join(modes)} "
+           "(stack_db runs.bytes_per_param_modes)")
+    return stack.model_copy(update={"runs": runs.model_copy(update={"sharding": keep, "sources": [why, *runs.sources]})})
+
+
 _MTP_MODELS: dict = {}
 
 
@@ -868,6 +891,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
     # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py)
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
+    stack = stack_for_states(job, stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp

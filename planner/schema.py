@@ -1142,6 +1142,11 @@ class StackRuns(BaseModel):
     mtp: Optional[bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
+    bytes_per_param_modes: dict[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], list[str]] = Field(
+        default_factory=dict,
+        description="a model-state preset that runs under some sharding modes only -> those modes (names in `sharding`; "
+                    "Megatron's precision-aware optimizer: the distributed optimizer's modes); a job with the preset plans "
+                    "only those (plan.stack_for_states); a preset not listed runs under every mode")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1149,6 +1154,10 @@ class StackRuns(BaseModel):
         names = [m.name for m in self.sharding]
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode names repeat: {names}")
+        for preset, modes in self.bytes_per_param_modes.items():
+            bad = [m for m in modes if m not in names]
+            if bad or not modes:
+                raise ValueError(f"bytes_per_param_modes {preset}: {bad or 'no modes'} (sharding modes: {', '.join(names)})")
         return self
 
 

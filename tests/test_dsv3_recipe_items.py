@@ -170,3 +170,20 @@ def test_mtp_costs_the_last_stage_its_module_state_and_time(cli, tmp_path):
     assert dense == 2 * 7168 * 7168 + 2 * 7168 + 232_997_120
     assert st1["last"]["activations_bytes"] > st0["last"]["activations_bytes"]
     assert out[1]["throughput"]["tokens_per_s_per_gpu"] < out[0]["throughput"]["tokens_per_s_per_gpu"]
+
+
+def test_bf16_moments_on_megatron_plan_only_the_distributed_optimizers_modes(cli):
+    """Megatron's precision-aware optimizer raises without the distributed optimizer (optimizer/
+    __init__.py @d98e8a64 l. 1057): with the recipe's bf16 moments a DDP job is refused naming
+    why (exit 2), and fit ranks only modes that keep it (stack_db runs.bytes_per_param_modes)."""
+    r = cli("explain", *BARE, "--tp", "1", "--pp", "16", "--ep", "64", "--sharding", "none", "--recompute", "full")
+    assert r.exit_code == 2
+    assert "has no none sharding mode" in r.stderr and "bytes_per_param bf16-moments runs only under" in r.stderr
+    r = cli("explain", *BARE, "--tp", "1", "--pp", "16", "--ep", "64", "--sharding", "none", "--recompute", "full",
+            "--bytes-per-param", "megatron", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr  # plain fp32 Adam: DDP runs (fits or not)
+    r = cli("fit", *BARE, "--top", "10", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    allowed = {"distributed_optimizer", "megatron_fsdp_optim", "megatron_fsdp_optim_grads",
+               "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"}
+    assert {row["plan"]["sharding_mode"] for row in json.loads(r.stdout)} <= allowed
