@@ -695,14 +695,32 @@ def _global_batch(job: Job, seq: int, where: str) -> int:
     return gbs
 
 
-def _bytes_per_param(job: Job, stack, inherited: list, warnings: list) -> tuple[BytesPerParam, str]:
+def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: str | None = None) -> tuple[BytesPerParam, str]:
     """(BytesPerParam, preset name): the job's, else the stack's default (inherited); warns without
-    an fp32 master copy."""
+    an fp32 master copy. A preset the stack runs with its precision-aware optimizer (stack_db
+    runs.low_precision_moments: Adam moments below fp32) under a precision or fp8 recipe of its
+    master_remainders keeps the fp32 master as 16-bit remainders beside bf16 weights: master 2
+    B, said in a warning
+    (Megatron-LM @d98e8a64 optimizer_config.py l. 192, 407-413: TE's FusedAdam holds the master
+    weights with bf16 training or delayed scaling, store_param_remainders on; TransformerEngine
+    @4329ff84 fused_adam.py l. 213-215, 414-415: an int16 tensor)."""
     bpp_spec = job.bytes_per_param
     if bpp_spec is None:
         bpp_spec = stack.defaults.bytes_per_param
         inherited.append(("bytes_per_param", bpp_spec))
     bpp, bpp_name = bytes_per_param(bpp_spec)
+    runs = stack.runs if stack is not None else None
+    if runs is not None and runs.bytes_per_param is not None and isinstance(bpp_spec, str) and bpp_spec not in runs.bytes_per_param:
+        warnings.append(f"bytes_per_param {bpp_spec}: stack {stack.name} keeps {', '.join(runs.bytes_per_param)} (stack_db "
+                        f"runs.bytes_per_param); priced as asked, but its trainer files cannot say it (export refuses)")
+    key = job.precision if job.precision != "fp8" else recipe
+    lpm = runs.low_precision_moments if runs is not None else None
+    if (lpm is not None and bpp.optimizer < 8.0 and key in lpm.master_remainders
+            and bpp.master == 4.0 and bpp.weights == 2.0):
+        bpp = bpp.model_copy(update={"master": 2.0})
+        warnings.append(f"bytes_per_param {bpp_name} with {key}: stack {stack.name}'s precision-aware optimizer keeps the fp32 "
+                        "master weights as 16-bit remainders beside the bf16 weights (store_param_remainders): 2 B a "
+                        "parameter, not 4 (stack_db runs.low_precision_moments.master_remainders)")
     if bpp.master == 0:
         warnings.append(
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
@@ -835,24 +853,22 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
 
 
 def stack_for_states(job: Job, stack):
-    """The stack as it runs the job's model-state preset (job.bytes_per_param, else the stack's
-    default): where stack_db runs.bytes_per_param_modes lists the preset, only those sharding
-    modes (Megatron's bf16 Adam moments need its precision-aware optimizer, which runs only with
-    the distributed optimizer: megatron/core/optimizer/__init__.py @d98e8a64 l. 1057), the
-    restriction cited among the stack's sources; else the stack itself. A custom bytes dict
-    equal to a preset is that preset."""
+    """The stack as it runs the job's model states (job.bytes_per_param, else the stack's
+    default): with Adam moments below fp32 (optimizer < 8 B) beside a master copy on a stack that keeps them under
+    some sharding modes only (stack_db runs.low_precision_moments: Megatron's precision-aware
+    optimizer needs the distributed optimizer, megatron/core/optimizer/__init__.py @d98e8a64
+    l. 1057), only those modes, the restriction cited first among the stack's sources; else
+    the stack itself."""
     runs = stack.runs if stack is not None else None
-    if runs is None or not runs.bytes_per_param_modes:
+    lpm = runs.low_precision_moments if runs is not None else None
+    if lpm is None:
         return stack
-    spec = job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param
-    name = spec if isinstance(spec, str) else next(
-        (n for n, b in BYTES_PER_PARAM_PRESETS.items() if b == spec), None)
-    modes = runs.bytes_per_param_modes.get(name)
-    if modes is None:
+    bpp, name = bytes_per_param(job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param)
+    if bpp.optimizer >= 8.0 or bpp.master == 0.0:  # fp32 Adam, or no master copy at all (pure bf16: no such optimizer)
         return stack
-    keep = [m for m in runs.sharding if m.name in modes]
-    why = (f"bytes_per_param {name} runs only under sharding modes {', '.join(modes)} "
-           "(stack_db runs.bytes_per_param_modes)")
+    keep = [m for m in runs.sharding if m.name in lpm.sharding_modes]
+    why = (f"bytes_per_param {name} keeps Adam moments below fp32 ({bpp.optimizer:g} B), which stack {stack.name} runs only "
+           f"under sharding modes {', '.join(lpm.sharding_modes)} (stack_db runs.low_precision_moments: {lpm.sources[0]})")
     return stack.model_copy(update={"runs": runs.model_copy(update={"sharding": keep, "sources": [why, *runs.sources]})})
 
 
@@ -950,7 +966,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
         if why is not None:
             raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
-    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
+    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings,
+                                     FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)

@@ -1110,6 +1110,21 @@ class AttentionKernelRule(BaseModel):
         return (lo is None or capability >= cc(lo)) and (hi is None or capability <= cc(hi))
 
 
+class LowPrecisionMoments(BaseModel):
+    """How a stack keeps Adam moments below fp32 (a bytes_per_param with optimizer < 8 B, e.g.
+    bf16-moments; Megatron-LM's precision-aware optimizer, TE's FusedAdam): the sharding modes
+    it runs under, and where it keeps the fp32 master weights as 16-bit remainders."""
+
+    model_config = Strict
+    sharding_modes: list[str] = Field(min_length=1, description="the sharding modes (names in runs.sharding) it runs under; "
+                                                                "a job with such moments plans only these (plan.stack_for_states)")
+    master_remainders: list[str] = Field(
+        default_factory=list,
+        description="the precisions and fp8 recipes (bf16, delayed, ...) under which it keeps fp32 master weights as 16-bit "
+                    "remainders beside bf16 weights (TE FusedAdam store_param_remainders): 2 B of master a parameter")
+    sources: list[str] = Field(min_length=1)
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -1142,11 +1157,9 @@ class StackRuns(BaseModel):
     mtp: Optional[bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
-    bytes_per_param_modes: dict[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], list[str]] = Field(
-        default_factory=dict,
-        description="a model-state preset that runs under some sharding modes only -> those modes (names in `sharding`; "
-                    "Megatron's precision-aware optimizer: the distributed optimizer's modes); a job with the preset plans "
-                    "only those (plan.stack_for_states); a preset not listed runs under every mode")
+    low_precision_moments: Optional[LowPrecisionMoments] = Field(
+        default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
+                                  "Megatron's precision-aware optimizer); null: under every mode, as priced")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1154,10 +1167,10 @@ class StackRuns(BaseModel):
         names = [m.name for m in self.sharding]
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode names repeat: {names}")
-        for preset, modes in self.bytes_per_param_modes.items():
-            bad = [m for m in modes if m not in names]
-            if bad or not modes:
-                raise ValueError(f"bytes_per_param_modes {preset}: {bad or 'no modes'} (sharding modes: {', '.join(names)})")
+        lpm = self.low_precision_moments
+        bad = [m for m in (lpm.sharding_modes if lpm is not None else []) if m not in names]
+        if bad:
+            raise ValueError(f"low_precision_moments.sharding_modes {bad}: not sharding modes ({', '.join(names)})")
         return self
 
 

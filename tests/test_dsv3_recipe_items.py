@@ -44,14 +44,38 @@ def test_megatron_bf16_moments_with_blockwise_fp8_is_the_bf16_moments_preset(tmp
     assert not any("optimizer state dtypes" in u for u in cfg.unmodelled)
 
 
-def test_megatron_bf16_moments_with_delayed_fp8_keeps_master_remainders(tmp_path):
+def test_megatron_bf16_moments_with_delayed_fp8_prices_master_remainders(tmp_path):
     """Delayed fp8 (the default recipe): TE's FusedAdam holds the master weights and keeps their
-    16-bit remainders beside the bf16 weights (store_param_remainders): 2 B; --grad-reduce-in-bf16
-    2 B grads: 2+2+2+4 = 10 B."""
+    16-bit remainders beside the bf16 weights (store_param_remainders). The reader gives the
+    dtypes' bytes (2+2+4+4: --grad-reduce-in-bf16), the stack prices the remainders (stack_db
+    megatron runs.low_precision_moments): master 2 B, 10 B in all, as for a planned job."""
+    from planner.plan import resolve
+    from planner.schema import Job
+
     p = _variant(tmp_path, "    --grad-reduce-in-bf16\n", f"    --grad-reduce-in-bf16\n    {PA}\n")
     cfg = load_trainer_config(p)
-    assert cfg.job["bytes_per_param"] == {"weights": 2.0, "gradients": 2.0, "master": 2.0, "optimizer": 4.0}
-    assert any("store_param_remainders" in a for a in cfg.assumed)
+    assert cfg.job["bytes_per_param"] == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 4.0}
+    settings, _, warnings = resolve(Job(**cfg.job))
+    assert settings.bpp.model_dump() == {"weights": 2.0, "gradients": 2.0, "master": 2.0, "optimizer": 4.0}
+    assert any("16-bit remainders" in w for w in warnings)
+    # the planner's own bf16-moments job: bf16 and delayed fp8 keep remainders, blockwise does not
+    base = dict(model="llama3-8b", gpus=8, tp=1, dp=8, micro_batch=1, global_batch=8, seq_len=4096, sharding="zero1",
+                bytes_per_param="bf16-moments")
+    for prec, recipe, master in (("bf16", None, 2.0), ("fp8", "delayed", 2.0), ("fp8", "blockwise", 4.0)):
+        job = Job(**base, precision=prec, **({"fp8_recipe": recipe} if recipe else {}), hardware="h100-sxm")
+        assert resolve(job)[0].bpp.master == master, (prec, recipe)
+
+
+def test_a_stack_without_bf16_moments_warns_and_its_export_refuses(cli, tmp_path):
+    """torchtitan's optimizer states take the parameters' dtype (stack_db torchtitan
+    runs.bytes_per_param: mixed16, pure-bf16): a job asking for bf16 moments is priced as asked
+    with a warning, and exporting it is refused (exit 2)."""
+    args = ["--model", "llama3-8b", "--gpus", "8", "--stack", "torchtitan", "--bytes-per-param", "bf16-moments"]
+    r = cli("explain", *args)
+    assert r.exit_code in (0, 1), r.stderr
+    assert "stack torchtitan keeps mixed16, pure-bf16" in r.stderr
+    r = cli("export", *args, "--format", "torchtitan", "-o", str(tmp_path / "job.toml"))
+    assert r.exit_code == 2 and "torchtitan keeps mixed16" in r.stderr
 
 
 @pytest.mark.parametrize("flags, match", [
@@ -135,9 +159,12 @@ def test_export_refuses_bf16_moments_without_the_distributed_optimizer():
     for mode in ("ddp", "torch_fsdp2"):
         with pytest.raises(PlannerError, match="only with the distributed optimizer"):
             _megatron_state_flags(plan, mode, [])
-    notes: list = []
-    _megatron_state_flags({**plan, "precision": "bf16", "fp8_recipe": None}, "distributed_optimizer", notes)
-    assert any("store_param_remainders" in n for n in notes)  # TE's master: 2 B less than priced, said
+    # bf16 training: the same flags (the remainders TE then keeps are the stack's pricing, plan._bytes_per_param)
+    assert _megatron_state_flags({**plan, "precision": "bf16", "fp8_recipe": None}, "distributed_optimizer", []) == [
+        ("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", "bf16"), ("--exp-avg-sq-dtype", "bf16")]
+    with pytest.raises(PlannerError, match="fp32 master weights"):  # an fp16 master: not a preset this exporter writes
+        _megatron_state_flags({**plan, "bytes_per_param": {"weights": 2, "gradients": 4, "master": 2, "optimizer": 4}},
+                              "distributed_optimizer", [])
 
 
 def test_mtp_costs_the_last_stage_its_module_state_and_time(cli, tmp_path):
@@ -175,10 +202,10 @@ def test_mtp_costs_the_last_stage_its_module_state_and_time(cli, tmp_path):
 def test_bf16_moments_on_megatron_plan_only_the_distributed_optimizers_modes(cli):
     """Megatron's precision-aware optimizer raises without the distributed optimizer (optimizer/
     __init__.py @d98e8a64 l. 1057): with the recipe's bf16 moments a DDP job is refused naming
-    why (exit 2), and fit ranks only modes that keep it (stack_db runs.bytes_per_param_modes)."""
+    why (exit 2), and fit ranks only modes that keep it (stack_db runs.low_precision_moments)."""
     r = cli("explain", *BARE, "--tp", "1", "--pp", "16", "--ep", "64", "--sharding", "none", "--recompute", "full")
     assert r.exit_code == 2
-    assert "has no none sharding mode" in r.stderr and "bytes_per_param bf16-moments runs only under" in r.stderr
+    assert "has no none sharding mode" in r.stderr and "bytes_per_param bf16-moments keeps Adam moments below fp32" in r.stderr
     r = cli("explain", *BARE, "--tp", "1", "--pp", "16", "--ep", "64", "--sharding", "none", "--recompute", "full",
             "--bytes-per-param", "megatron", "--format", "json")
     assert r.exit_code in (0, 1), r.stderr  # plain fp32 Adam: DDP runs (fits or not)

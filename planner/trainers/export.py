@@ -321,9 +321,8 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     """The flags that give the plan's bytes_per_param in Megatron (megatron.py [5], [5b], the
     reader's inverse): 18 B none; mixed16 --grad-reduce-in-bf16; lower Adam moments (bf16-moments:
     DeepSeek-V3's bf16 m and v) the precision-aware optimizer, which needs the distributed
-    optimizer. Where TE's FusedAdam holds the master weights (bf16 training or fp8 delayed
-    scaling) it keeps their 16-bit remainders: 2 B of master a parameter, said in a note when
-    the plan prices 4."""
+    optimizer. Where TE's FusedAdam then holds the master weights it keeps their 16-bit
+    remainders, which the stack prices (stack_db megatron runs.low_precision_moments)."""
     from ..schema import BYTES_PER_PARAM_PRESETS
 
     bpp = plan.get("bytes_per_param")
@@ -335,12 +334,9 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     if b == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
         return [("--grad-reduce-in-bf16", None)]
     moment = {8.0: "fp32", 4.0: "bf16", 2.0: "fp8"}.get(b["optimizer"])  # two moments of one dtype (DTYPE_BYTES)
-    te_master = plan.get("precision") == "bf16" or plan.get("fp8_recipe") == "delayed"
-    if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or moment is None or b["master"] not in (
-            (4.0, 2.0) if te_master else (4.0,)):
+    if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or moment is None or b["master"] != 4.0:
         raise _refuse("megatron", f"bytes_per_param {bpp}: Megatron with --bf16 keeps bf16 weights, fp32 or bf16 main gradients, fp32 "
-                         "master weights (16-bit remainders where TE's FusedAdam holds them) and Adam moments of one dtype "
-                         "(fp32, bf16, fp8; --use-precision-aware-optimizer)",
+                         "master weights and Adam moments of one dtype (fp32, bf16, fp8; --use-precision-aware-optimizer)",
                       "price it with --bytes-per-param megatron, mixed16 or bf16-moments")
     from .megatron import NO_DISTRIBUTED_OPTIMIZER
 
@@ -351,10 +347,6 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     out = [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", moment), ("--exp-avg-sq-dtype", moment)]
     if b["gradients"] == 2.0:
         out.append(("--main-grads-dtype", "bf16"))
-    if te_master and b["master"] == 4.0:
-        notes.append("--use-precision-aware-optimizer: with bf16 weights and TE's FusedAdam holding the master weights "
-                     f"({plan.get('precision')}{' delayed' if plan.get('precision') == 'fp8' else ''}), Megatron keeps "
-                     "their 16-bit remainders (store_param_remainders): 2 B a parameter less than the plan prices")
     return out
 
 

@@ -1266,16 +1266,10 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
     bpp = dict(job.get("bytes_per_param") or {"weights": 2.0, "gradients": 4.0, "master": 4.0, "optimizer": 8.0})
     if dtypes["--main-grads-dtype"] == "bf16":  # arguments.py l. 1215: fp32 accumulation only with fp32 main grads
         bpp["gradients"] = 2.0
-    # TE's FusedAdam holds the master weights where use_precision_aware_optimizer_no_fp8_or_ds_fp8
-    # (optimizer_config.py l. 407-413: main params not fp32, or no fp8 recipe, or delayed scaling);
-    # then with bf16 parameters and fp32 master weights it keeps only their 16-bit remainders
-    # (store_param_remainders, default True, optimizer_config.py l. 192; fused_adam.py l. 213-215,
-    # 414-415: an int16 tensor). Otherwise Megatron's distributed optimizer holds fp32 main
-    # parameters (distrib_optimizer.py l. 422).
-    te_master = (dtypes["--main-params-dtype"] != "fp32" or job.get("precision") == "bf16"
-                 or job.get("fp8_recipe") == "delayed")
-    remainders = te_master and dtypes["--main-params-dtype"] == "fp32" and "--bf16" in flags
-    bpp["master"] = 2.0 if remainders else DTYPE_BYTES[dtypes["--main-params-dtype"]]
+    # the master weights in --main-params-dtype; where TE's FusedAdam holds fp32 ones beside bf16
+    # weights it keeps their 16-bit remainders, which the stack prices (stack_db megatron
+    # runs.low_precision_moments, plan._bytes_per_param), as for a planned job
+    bpp["master"] = DTYPE_BYTES[dtypes["--main-params-dtype"]]
     bpp["optimizer"] = DTYPE_BYTES[dtypes["--exp-avg-dtype"]] + DTYPE_BYTES[dtypes["--exp-avg-sq-dtype"]]
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -1283,9 +1277,7 @@ def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) ->
     job["bytes_per_param"] = name or bpp
     assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
                    f"{bpp['optimizer']:g} B): --use-precision-aware-optimizer with "
-                   + " ".join(f"{f} {v}" for f, v in dtypes.items())
-                   + (" (TE FusedAdam keeps the fp32 master as 16-bit remainders beside the bf16 weights: "
-                      "store_param_remainders)" if remainders else ""))
+                   + " ".join(f"{f} {v}" for f, v in dtypes.items()))
 
 
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
