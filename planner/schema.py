@@ -231,6 +231,10 @@ class LayerKindSpec(BaseModel):
     mlp: Optional[MLP] = None
 
 
+# the model-state presets (BYTES_PER_PARAM_PRESETS below): bytes_per_param by name
+BppPreset = Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
+
+
 class TrainingRecipe(BaseModel):
     """How the model's developers pre-trained it, as they published it (model_zoo `training:`):
     the settings a planned job (`fit`, `explain`, `check` from options or a job YAML) takes
@@ -243,7 +247,7 @@ class TrainingRecipe(BaseModel):
     fp8_recipe: Optional[str] = Field(default=None, description="the fp8 scaling recipe (precisions.FP8_RECIPES), with precision fp8")
     moe_dispatcher: Optional[Dispatcher] = Field(
         default=None, description="the MoE token dispatcher whose kernels the run used (planner/dispatch.py)")
-    bytes_per_param: Optional[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]] = Field(
+    bytes_per_param: Optional[BppPreset] = Field(
         default=None, description="the model-state preset (the optimizer state dtypes: bf16-moments keeps Adam's m and v "
                                   "in bf16)")
     mtp_layers: Optional[Count] = Field(
@@ -1023,7 +1027,7 @@ class StackDefaults(BaseModel):
     microbatches_per_step: Literal["from_micro_batch", "pp"] = Field(
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
                     "(torchtitan's default)")
-    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
+    bytes_per_param: BppPreset
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
         default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
     sources: list[str] = Field(min_length=1)
@@ -1150,7 +1154,7 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
                     "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
-    bytes_per_param: Optional[list[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]]] = Field(
+    bytes_per_param: Optional[list[BppPreset]] = Field(
         default=None, min_length=1,
         description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "
                     "taken only where listed (planner/recipe.py); null: the stack does not say (not taken)")
@@ -1384,7 +1388,7 @@ class Job(BaseModel):
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = Field(
+    bytes_per_param: Optional[Union[BppPreset, BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0,

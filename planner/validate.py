@@ -145,7 +145,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule
+from .schema import BppPreset, BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule
 
 GiB = 2.0**30
 
@@ -232,7 +232,7 @@ class RunRecord(BaseModel):
     position_embedding: Optional[Literal["rope", "learned", "alibi", "none"]] = None
     linear_bias: Optional[bool] = None
     dropout: Optional[bool] = None
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = None
+    bytes_per_param: Optional[Union[BppPreset, BytesPerParam]] = None
     attention: Optional[Literal["flash", "eager"]] = None
     attention_kernel: Optional[Literal["flash2", "cudnn"]] = Field(
         default=None, description="the fused attention kernel the run used (e.g. Megatron --attention-backend flash | "

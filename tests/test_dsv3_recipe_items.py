@@ -214,3 +214,12 @@ def test_bf16_moments_on_megatron_plan_only_the_distributed_optimizers_modes(cli
     allowed = {"distributed_optimizer", "megatron_fsdp_optim", "megatron_fsdp_optim_grads",
                "megatron_fsdp_optim_grads_params", "megatron_fsdp_hsdp"}
     assert {row["plan"]["sharding_mode"] for row in json.loads(r.stdout)} <= allowed
+
+
+def test_preset_names_are_one_list():
+    """The bytes_per_param names a job, recipe, stack or record may give are the presets' names."""
+    import typing
+
+    from planner.schema import BYTES_PER_PARAM_PRESETS, BppPreset
+
+    assert typing.get_args(BppPreset) == tuple(BYTES_PER_PARAM_PRESETS)
