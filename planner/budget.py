@@ -306,8 +306,14 @@ def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: 
     peak = settings.hardware.peak_flops(precision)
     mfu = opts.mfu if opts.mfu is not None else thr["mfu_6n"]
     shards = checkpoint_shards(settings, est)
-    # 6N on the parameters a token passes through: the active ones of an MoE model (planner/moe.py)
-    b, src = compute_budget(n_params=ex["params"].get("active", ex["params"]["total"]), tokens=settings.tokens, n_gpus=settings.gpus,
+    # 6N on the parameters a token passes through: the active ones of an MoE model (planner/moe.py),
+    # and each multi-token prediction module's with the output layer it runs again: the N of the
+    # step model's MFU (compute._dense_params), so that the days are steps x step time
+    from .compute import _dense_params
+    from .params import count_params
+
+    n = ex["params"].get("active", ex["params"]["total"]) + _dense_params(settings.model) - count_params(settings.model).active
+    b, src = compute_budget(n_params=n, tokens=settings.tokens, n_gpus=settings.gpus,
                             peak_flops=peak, mfu=mfu, tdp_W=settings.hardware.tdp_W, shards=shards, opts=opts)
     return budget_json(settings, plan, ex, b, src, opts)
 

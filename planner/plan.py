@@ -612,7 +612,8 @@ def _stack_error(code: int, where: str, job: Job, stack, dp: int) -> PlannerErro
     src = "; ".join(runs.sources)
     if code == STACK_SHARDING:
         modes = ", ".join(f"{m.name} ({m.level})" for m in runs.sharding)
-        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode (stack_db runs.sharding: {modes})",
+        return PlannerError(f"{where}stack {stack.name} has no {job.sharding} sharding mode (stack_db runs.sharding: {modes}; "
+                            f"{runs.sources[0]})",
                             f"choose a level the stack runs ({', '.join(dict.fromkeys(m.level for m in runs.sharding))})")
     if code == STACK_SCHEDULE:
         have = ", ".join(x.schedule for x in runs.schedules)
@@ -699,14 +700,32 @@ def _global_batch(job: Job, seq: int, where: str) -> int:
     return gbs
 
 
-def _bytes_per_param(job: Job, stack, inherited: list, warnings: list) -> tuple[BytesPerParam, str]:
+def _bytes_per_param(job: Job, stack, inherited: list, warnings: list, recipe: str | None = None) -> tuple[BytesPerParam, str]:
     """(BytesPerParam, preset name): the job's, else the stack's default (inherited); warns without
-    an fp32 master copy."""
+    an fp32 master copy. A preset the stack runs with its precision-aware optimizer (stack_db
+    runs.low_precision_moments: Adam moments below fp32) under a precision or fp8 recipe of its
+    master_remainders keeps the fp32 master as 16-bit remainders beside bf16 weights: master 2
+    B, said in a warning
+    (Megatron-LM @d98e8a64 optimizer_config.py l. 192, 407-413: TE's FusedAdam holds the master
+    weights with bf16 training or delayed scaling, store_param_remainders on; TransformerEngine
+    @4329ff84 fused_adam.py l. 213-215, 414-415: an int16 tensor)."""
     bpp_spec = job.bytes_per_param
     if bpp_spec is None:
         bpp_spec = stack.defaults.bytes_per_param
         inherited.append(("bytes_per_param", bpp_spec))
     bpp, bpp_name = bytes_per_param(bpp_spec)
+    runs = stack.runs if stack is not None else None
+    if runs is not None and runs.bytes_per_param is not None and isinstance(bpp_spec, str) and bpp_spec not in runs.bytes_per_param:
+        warnings.append(f"bytes_per_param {bpp_spec}: stack {stack.name} keeps {', '.join(runs.bytes_per_param)} (stack_db "
+                        f"runs.bytes_per_param); priced as asked, but its trainer files cannot say it (export refuses)")
+    key = job.precision if job.precision != "fp8" else recipe
+    lpm = runs.low_precision_moments if runs is not None else None
+    if (lpm is not None and bpp.optimizer < 8.0 and key in lpm.master_remainders
+            and bpp.master == 4.0 and bpp.weights == 2.0):
+        bpp = bpp.model_copy(update={"master": 2.0})
+        warnings.append(f"bytes_per_param {bpp_name} with {key}: stack {stack.name}'s precision-aware optimizer keeps the fp32 "
+                        "master weights as 16-bit remainders beside the bf16 weights (store_param_remainders): 2 B a "
+                        "parameter, not 4 (stack_db runs.low_precision_moments.master_remainders)")
     if bpp.master == 0:
         warnings.append(
             "bytes_per_param keeps no fp32 master copy of the weights: small updates vanish in bf16 "
@@ -869,11 +888,47 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
     return settings
 
 
+def stack_for_states(job: Job, stack):
+    """The stack as it runs the job's model states (job.bytes_per_param, else the stack's
+    default): with Adam moments below fp32 (optimizer < 8 B) beside a master copy on a stack that keeps them under
+    some sharding modes only (stack_db runs.low_precision_moments: Megatron's precision-aware
+    optimizer needs the distributed optimizer, megatron/core/optimizer/__init__.py @d98e8a64
+    l. 1057), only those modes, the restriction cited first among the stack's sources; else
+    the stack itself."""
+    runs = stack.runs if stack is not None else None
+    lpm = runs.low_precision_moments if runs is not None else None
+    if lpm is None:
+        return stack
+    bpp, name = bytes_per_param(job.bytes_per_param if job.bytes_per_param is not None else stack.defaults.bytes_per_param)
+    if bpp.optimizer >= 8.0 or bpp.master == 0.0:  # fp32 Adam, or no master copy at all (pure bf16: no such optimizer)
+        return stack
+    keep = [m for m in runs.sharding if m.name in lpm.sharding_modes]
+    why = (f"bytes_per_param {name} keeps Adam moments below fp32 ({bpp.optimizer:g} B), which stack {stack.name} runs only "
+           f"under sharding modes {', '.join(lpm.sharding_modes)} (stack_db runs.low_precision_moments: {lpm.sources[0]})")
+    return stack.model_copy(update={"runs": runs.model_copy(update={"sharding": keep, "sources": [why, *runs.sources]})})
+
+
+_MTP_MODELS: dict = {}
+
+
+def with_mtp(model: ModelSpec, mtp_layers) -> ModelSpec:
+    """The model with the job's multi-token prediction modules (job field mtp_layers; None: the
+    model's own mtp_layers). One copy per (model, count), so the layer lists cached by model
+    (layers.layer_list) are built once."""
+    if mtp_layers is None or mtp_layers == model.mtp_layers:
+        return model
+    key = (id(model), int(mtp_layers))
+    hit = _MTP_MODELS.get(key)
+    if hit is None or hit[0] is not model:
+        hit = _MTP_MODELS[key] = (model, model.model_copy(update={"mtp_layers": int(mtp_layers)}))
+    return hit[1]
+
+
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
     try:
-        model = load_model(job.model)
+        model = with_mtp(load_model(job.model), job.mtp_layers)
         hw = load_hardware(job.hardware)
     except PlannerError as e:  # name the job file the model / hardware came from
         if where and not e.message.startswith(where):
@@ -888,6 +943,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
     # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py)
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
+    stack = stack_for_states(job, stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -946,7 +1002,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
         if why is not None:
             raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
-    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings)
+    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings,
+                                     FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     _check_early_step(job, stack, plan, where, warnings)
@@ -1147,6 +1204,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "precision": {v: k for k, v in PRECISION_CODES.items()}[g("precision")],
         "rank_order": ORDER_NAMES[g("order")],
         "bytes_per_param": settings.bpp_name if settings.bpp_name != "custom" else settings.bpp.model_dump(),
+        "mtp_layers": settings.model.mtp_layers,
         "activation_model": settings.activation_model,
         "attention": settings.attention,
         # the attention kernel priced (compute.attention_kernel: the job's, else the stack's for the GPU)

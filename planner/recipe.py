@@ -11,6 +11,11 @@ with its source), where the job's stack and hardware run it:
                   (precisions.recipe_unsupported: blockwise is Hopper's);
   moe_dispatcher  the stack lists it among the dispatchers it runs (stack_db
                   runs.moe_dispatchers; a stack that does not say does not take it).
+  bytes_per_param the stack lists the preset among those its optimizer keeps (stack_db
+                  runs.bytes_per_param: bf16-moments, Adam's moments in bf16, is Megatron's
+                  precision-aware optimizer and DeepSeek's own; torchtitan keeps its
+                  parameters' dtype); a stack that does not say does not take it;
+  mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp).
 
 Every value taken is listed as assumed with its source, every value not taken says why, and
 the recipe's parts the planner does not price (`not_priced`) are listed beside them. An
@@ -36,7 +41,7 @@ from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .precisions import recipe_precision, recipe_unsupported
 
-FIELDS = ("precision", "fp8_recipe", "moe_dispatcher")
+FIELDS = ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers")
 
 
 def _defaults() -> dict:
@@ -59,6 +64,16 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
             return f"stack {stack.name} has no {value} recipe"
         return recipe_unsupported(value, hw)
     runs = stack.runs
+    if field == "bytes_per_param":
+        if runs is None or runs.bytes_per_param is None:
+            return f"stack {stack.name} does not list the optimizer states it keeps"
+        if value not in runs.bytes_per_param:
+            return f"stack {stack.name} keeps {', '.join(runs.bytes_per_param)}"
+        return None
+    if field == "mtp_layers":
+        if runs is None or not runs.mtp:
+            return f"stack {stack.name} does not train multi-token prediction modules"
+        return None
     if runs is None or runs.moe_dispatchers is None:
         return f"stack {stack.name} does not list the dispatchers it runs"
     if value not in runs.moe_dispatchers:

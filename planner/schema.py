@@ -231,6 +231,10 @@ class LayerKindSpec(BaseModel):
     mlp: Optional[MLP] = None
 
 
+# the model-state presets (BYTES_PER_PARAM_PRESETS below): bytes_per_param by name
+BppPreset = Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
+
+
 class TrainingRecipe(BaseModel):
     """How the model's developers pre-trained it, as they published it (model_zoo `training:`):
     the settings a planned job (`fit`, `explain`, `check` from options or a job YAML) takes
@@ -243,6 +247,11 @@ class TrainingRecipe(BaseModel):
     fp8_recipe: Optional[str] = Field(default=None, description="the fp8 scaling recipe (precisions.FP8_RECIPES), with precision fp8")
     moe_dispatcher: Optional[Dispatcher] = Field(
         default=None, description="the MoE token dispatcher whose kernels the run used (planner/dispatch.py)")
+    bytes_per_param: Optional[BppPreset] = Field(
+        default=None, description="the model-state preset (the optimizer state dtypes: bf16-moments keeps Adam's m and v "
+                                  "in bf16)")
+    mtp_layers: Optional[Count] = Field(
+        default=None, ge=0, description="multi-token prediction modules trained beside the model (job field mtp_layers)")
     seq_len: Optional[Count] = Field(
         default=None, gt=0,
         description="the sequence length of the main phase of pre-training, as the developers published it (a "
@@ -256,7 +265,8 @@ class TrainingRecipe(BaseModel):
     def _cited(self) -> "TrainingRecipe":
         from .precisions import FP8_RECIPES
 
-        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "seq_len") if getattr(self, f) is not None]
+        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len")
+                 if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
             raise ValueError(f"training: no source for {', '.join(missing)} (sources: {{field: citation}})")
@@ -1034,7 +1044,7 @@ class StackDefaults(BaseModel):
     microbatches_per_step: Literal["from_micro_batch", "pp"] = Field(
         description="from_micro_batch: micro-batch size given (1 when not); pp: the local batch splits into pp micro-batches "
                     "(torchtitan's default)")
-    bytes_per_param: Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
+    bytes_per_param: BppPreset
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
         default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
     sources: list[str] = Field(min_length=1)
@@ -1121,6 +1131,21 @@ class AttentionKernelRule(BaseModel):
         return (lo is None or capability >= cc(lo)) and (hi is None or capability <= cc(hi))
 
 
+class LowPrecisionMoments(BaseModel):
+    """How a stack keeps Adam moments below fp32 (a bytes_per_param with optimizer < 8 B, e.g.
+    bf16-moments; Megatron-LM's precision-aware optimizer, TE's FusedAdam): the sharding modes
+    it runs under, and where it keeps the fp32 master weights as 16-bit remainders."""
+
+    model_config = Strict
+    sharding_modes: list[str] = Field(min_length=1, description="the sharding modes (names in runs.sharding) it runs under; "
+                                                                "a job with such moments plans only these (plan.stack_for_states)")
+    master_remainders: list[str] = Field(
+        default_factory=list,
+        description="the precisions and fp8 recipes (bf16, delayed, ...) under which it keeps fp32 master weights as 16-bit "
+                    "remainders beside bf16 weights (TE FusedAdam store_param_remainders): 2 B of master a parameter")
+    sources: list[str] = Field(min_length=1)
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -1146,6 +1171,16 @@ class StackRuns(BaseModel):
         default=None, min_length=1,
         description="the MoE token dispatchers the stack runs (planner/dispatch.py); a job asking for another is refused; "
                     "null: the stack does not say (a job's dispatcher is taken as runnable, a model recipe's is not taken)")
+    bytes_per_param: Optional[list[BppPreset]] = Field(
+        default=None, min_length=1,
+        description="the model-state presets (optimizer state dtypes) the stack's optimizer keeps; a model recipe's is "
+                    "taken only where listed (planner/recipe.py); null: the stack does not say (not taken)")
+    mtp: Optional[bool] = Field(
+        default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
+                                  "model recipe's mtp_layers is taken only where true; null: the stack does not say")
+    low_precision_moments: Optional[LowPrecisionMoments] = Field(
+        default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
+                                  "Megatron's precision-aware optimizer); null: under every mode, as priced")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1153,6 +1188,10 @@ class StackRuns(BaseModel):
         names = [m.name for m in self.sharding]
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode names repeat: {names}")
+        lpm = self.low_precision_moments
+        bad = [m for m in (lpm.sharding_modes if lpm is not None else []) if m not in names]
+        if bad:
+            raise ValueError(f"low_precision_moments.sharding_modes {bad}: not sharding modes ({', '.join(names)})")
         return self
 
 
@@ -1366,8 +1405,13 @@ class Job(BaseModel):
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = Field(
+    bytes_per_param: Optional[Union[BppPreset, BytesPerParam]] = Field(
         default=None, description="model-state bytes per parameter (default: the stack's)")
+    mtp_layers: Optional[Count] = Field(
+        default=None, ge=0,
+        description="multi-token prediction modules trained on the last pipeline stage (DeepSeek-V3 sec. 2.2; Megatron "
+                    "--mtp-num-layers): each a 2h x h projection, two RMSNorms, one layer of the last layer's kind and "
+                    "a second pass of the shared output head and loss; default: the model's mtp_layers")
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"
     attention_kernel: Optional[AttentionKernel] = Field(

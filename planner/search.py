@@ -652,7 +652,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("precision", "--precision"), ("schedule", "--schedule"), ("rank_order", "--rank-order"),
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
-             ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor")]
+             ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor"),
+             ("mtp_layers", "--mtp-layers")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]
@@ -661,6 +662,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
         if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
             continue
         if key == "moe_capacity_factor" and v == DEFAULT_CAPACITY_FACTOR:  # what explain assumes without it
+            continue
+        if key == "mtp_layers" and not v and not _mtp_default(d):  # none, and none is what explain takes without it
             continue
         if isinstance(v, float):
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
@@ -679,6 +682,20 @@ def explain_args(job: Job, row: dict) -> list[str]:
             raise PlannerError("a custom bytes_per_param has no explain option", "use a job YAML with the row's plan")
         args += ["--bytes-per-param", d["bytes_per_param"]]
     return args + stack_args(d, stack)
+
+
+def _mtp_default(d: dict) -> int:
+    """The MTP modules explain takes without --mtp-layers: the model recipe's (recipe.apply, where the
+    stack trains them), else the model's own."""
+    from .recipe import apply
+
+    data, _ = apply({"model": d.get("model_file") or d["model"], "hardware": d["hardware"], "stack": d["stack"],
+                     "gpus": d["gpus"]})
+    if data.get("mtp_layers") is not None:
+        return int(data["mtp_layers"])
+    from .catalog import load_model
+
+    return int(load_model(d.get("model_file") or d["model"]).mtp_layers or 0)
 
 
 def stack_args(d: dict, stack) -> list[str]:

@@ -444,7 +444,9 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
     messages are resolve's), with the GPU count put back. Returns (settings, global batch
     in sequences, seq_len, warnings)."""
-    runs = load_stack(job.stack).runs
+    from .plan import stack_for_states
+
+    runs = stack_for_states(job, load_stack(job.stack)).runs  # the modes the job's model-state preset runs under
     one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1,
         sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,

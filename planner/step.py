@@ -104,7 +104,18 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays,
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
 from .terms import Groups, Terms
 
-ADAM_BYTES_PER_PARAM = 4 + 4 + 4 + 4 + 4 + 4 + 2  # read master, m, v; write master, m, v, bf16 weight (+ grad below)
+
+
+def adam_bytes_per_param(bpp) -> float:
+    """HBM bytes one parameter's Adam update moves, from its state bytes (schema.BytesPerParam):
+    it reads and writes the master copy and the moments, reads the gradient and writes the
+    weight: 2 (master + optimizer) + weights + gradients (megatron 18 B: 30; mixed16: 28; bf16
+    moments, arXiv:2412.19437 sec. 3.3.3: 22). A master copy below 4 B (none: pure bf16; or
+    the 16-bit remainders TE's FusedAdam keeps, fused_adam.py @4329ff84 store_param_remainders)
+    does not hold the fp32 value alone: the weight is read too (pure-bf16: 14)."""
+    reread = bpp.weights if bpp.master < 4.0 else 0.0
+    return 2.0 * (bpp.master + bpp.optimizer) + bpp.weights + bpp.gradients + reread
+
 
 # profile collective names (nccl-tests) -> comm op codes
 PROFILE_OPS = {"all_reduce": comm.ALL_REDUCE, "reduce_scatter": comm.REDUCE_SCATTER, "all_gather": comm.ALL_GATHER,
@@ -938,16 +949,16 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 
 # ----------------------------------------------------------------------------- optimizer, assembly
 def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
-    """Adam over the local shard: reads fp32 master, m, v and the gradient, writes master, m, v
-    and the bf16 weight (28 B/param with bf16 grads) over HBM bandwidth; the routed experts'
-    shard over the expert-data-parallel ranks."""
+    """Adam over the local shard: reads master, m, v and the gradient, writes master, m, v and
+    the bf16 weight (adam_bytes_per_param: 28 B/param with fp32 states and bf16 grads) over HBM
+    bandwidth; the routed experts' shard over the expert-data-parallel ranks."""
     plan, bpp = sc.plan, sc.settings.bpp
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
-    out = local_shard * (ADAM_BYTES_PER_PARAM + bpp.gradients) / sc.hbm
+    per_param = adam_bytes_per_param(bpp)
+    out = local_shard * per_param / sc.hbm
     if sc.ll.has_experts:
-        out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * (
-            ADAM_BYTES_PER_PARAM + bpp.gradients) / sc.hbm
+        out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * per_param / sc.hbm
     return out
 
 

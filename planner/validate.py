@@ -145,7 +145,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule
+from .schema import BppPreset, BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule
 
 GiB = 2.0**30
 
@@ -232,7 +232,7 @@ class RunRecord(BaseModel):
     position_embedding: Optional[Literal["rope", "learned", "alibi", "none"]] = None
     linear_bias: Optional[bool] = None
     dropout: Optional[bool] = None
-    bytes_per_param: Optional[Union[Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"], BytesPerParam]] = None
+    bytes_per_param: Optional[Union[BppPreset, BytesPerParam]] = None
     attention: Optional[Literal["flash", "eager"]] = None
     attention_kernel: Optional[Literal["flash2", "cudnn"]] = Field(
         default=None, description="the fused attention kernel the run used (e.g. Megatron --attention-backend flash | "
@@ -257,6 +257,9 @@ class RunRecord(BaseModel):
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
+    mtp_layers: Optional[Count] = Field(
+        default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
+                                        "Job field); null: the model's mtp_layers")
     fp8_recipe: Optional[str] = None
     power_limit_w: Optional[float] = Field(default=None, gt=0)
     selective_ac_option: Optional[str] = Field(
@@ -722,6 +725,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         fp8_param_gather=bool(rec.fp8_param_gather),
         moe_route_nodes=rec.moe_route_nodes,
+        mtp_layers=rec.mtp_layers,
         **({"recompute_modules": list(mods)} if mods else {}),
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
         # the record's stated split, else the one a legal Megatron layout needs (rule 7b)

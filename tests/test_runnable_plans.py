@@ -81,7 +81,9 @@ EXPECT = {
     "d4-llama2-13b-16-deepspeed": ['"stage": 3'],
     "d10-llama3-70b-96-megatron-pp6": ["--decoder-first-pipeline-num-layers 12 ", "--decoder-last-pipeline-num-layers 12 "],
     "d11-llama2-7b-16-deepspeed-mics": ['"stage": 3', '"mics_shard_size"'],
-    "m5-deepseek-v3-256-gb200-megatron-layout": ["--pipeline-model-parallel-layout 'Et*2|" + "t*4|" * 14 + "t*3L' "],
+    # the recipe's MTP module (mtp_layers 1) in the last chunk, as validate_layer_layout counts it
+    "m5-deepseek-v3-256-gb200-megatron-layout": ["--pipeline-model-parallel-layout 'Et*2|" + "t*4|" * 14 + "t*3mL' ",
+                                                 "--mtp-num-layers 1 ", "--use-precision-aware-optimizer "],
 }
 
 

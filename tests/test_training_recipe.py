@@ -39,8 +39,11 @@ def test_bare_fit_takes_the_recipe_and_ranks_within_25_percent_of_deepseek(cli):
     rate = top["throughput"]["tokens_per_s_per_gpu"]
     assert abs(rate / PUBLISHED - 1.0) <= 0.25, rate
     for words in ("assumed from its published training recipe", "precision fp8 (", "sec. 3.3",
-                  "fp8_recipe blockwise (", "moe_dispatcher deepep (", "not priced: multi-token prediction"):
+                  "fp8_recipe blockwise (", "moe_dispatcher deepep (", "bytes_per_param bf16-moments (",
+                  "mtp_layers 1 (", "not priced: fp8 dispatch"):
         assert words in r.stderr, words
+    assert "not priced: multi-token prediction" not in r.stderr and "not priced: bf16 AdamW" not in r.stderr
+    assert (p["bytes_per_param"], p["mtp_layers"]) == ("bf16-moments", 1)
 
 
 def test_deepseeks_layout_is_feasible_under_the_bare_defaults(cli):

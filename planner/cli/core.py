@@ -157,7 +157,7 @@ def job_options(
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
-    ep_comm_overlap=None, etp=None,
+    ep_comm_overlap=None, etp=None, mtp_layers=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -175,13 +175,17 @@ def job_options(
         recompute_layers=recompute_layers, stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap,
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
         account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
-        ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap, etp=etp,
+        ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap, etp=etp, mtp_layers=mtp_layers,
     )
 
 
 SplitEmbOption = typer.Option(
     None, "--account-for-embedding-in-pipeline-split",
     help="count the embedding as a layer of the pipeline split (Megatron-Core; the first chunk holds a layer fewer)")
+MtpLayersOption = typer.Option(
+    None, "--mtp-layers", min=0,
+    help="multi-token prediction modules on the last pipeline stage (DeepSeek-V3 sec. 2.2; Megatron --mtp-num-layers) "
+         "(default: the model recipe's where the stack trains them, else the model's)")
 CapacityFactorOption = typer.Option(
     None, "--moe-capacity-factor",
     help="MoE load imbalance: busiest expert's tokens / the mean (Megatron --moe-expert-capacity-factor) (default: 1.0)")
@@ -244,6 +248,7 @@ def register(app: typer.Typer) -> None:
         etp: Optional[int] = typer.Option(None, "--etp", help="expert tensor parallel degree (MoE models; Megatron --expert-tensor-parallel-size, torchtitan expert_tensor_parallel_degree) (default: tp, Megatron's)"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
         ep_comm_overlap: Optional[bool] = EpOverlapOption,
+        mtp_layers: Optional[int] = MtpLayersOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -259,7 +264,7 @@ def register(app: typer.Typer) -> None:
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
-            ep, moe_capacity_factor, ep_comm_overlap, etp)
+            ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

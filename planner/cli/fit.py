@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import CapacityFactorOption, FitEpOverlapOption, SplitEmbOption, SplitLossOption, load_job
+from .core import CapacityFactorOption, FitEpOverlapOption, MtpLayersOption, SplitEmbOption, SplitLossOption, load_job
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
@@ -73,6 +73,7 @@ def register(app: typer.Typer) -> None:
         etp: Optional[str] = typer.Option(None, "--etp", help="pin expert tensor parallelism (MoE models; Megatron --expert-tensor-parallel-size), a value or a comma list (default: divisors of tp where the stack has its own expert TP, else tp)"),
         max_etp: Optional[int] = typer.Option(None, "--max-etp", help="upper bound on expert TP"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
+        mtp_layers: Optional[int] = MtpLayersOption,
         ep_comm_overlap: Optional[bool] = FitEpOverlapOption,
         sharding: Optional[str] = typer.Option(None, "--sharding", help="pin sharding: none|zero1|zero2|fsdp|hsdp or a mode of the stack (`planner stacks`), or a comma list (default: all)"),
         shard_group: Optional[str] = typer.Option(None, "--shard-group", help="hsdp shard group sizes (default: every divisor s of dp, 2 <= s < dp)"),
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
             calibration=str(calibration) if calibration else None, tp_comm_overlap=tp_comm_overlap,
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
-            account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor,
+            account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor, mtp_layers=mtp_layers,
             ep_comm_overlap=ep_comm_overlap,
         ))
         if objective not in OBJECTIVES:

@@ -63,6 +63,12 @@ def _model(plan: dict):
         return load_model(plan["model"])
 
 
+def _mtp(plan: dict, model) -> int:
+    """The multi-token prediction modules priced: the plan's (job field mtp_layers), else the model's."""
+    n = plan.get("mtp_layers")
+    return int(model.mtp_layers or 0) if n is None else int(n)
+
+
 def _auto_attention_kernel(plan: dict) -> str:
     """The kernel Megatron's --attention-backend auto runs on the plan's GPU (stack_db megatron
     attention_kernels, compute.py [7a])."""
@@ -120,7 +126,7 @@ def plan_signature(plan: dict) -> dict:
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end")
+            "bf16_layers_at_end", "mtp_layers")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -313,6 +319,39 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
 }
 
 
+def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
+    """The flags that give the plan's bytes_per_param in Megatron (megatron.py [5], [5b], the
+    reader's inverse): 18 B none; mixed16 --grad-reduce-in-bf16; lower Adam moments (bf16-moments:
+    DeepSeek-V3's bf16 m and v) the precision-aware optimizer, which needs the distributed
+    optimizer. Where TE's FusedAdam then holds the master weights it keeps their 16-bit
+    remainders, which the stack prices (stack_db megatron runs.low_precision_moments)."""
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    bpp = plan.get("bytes_per_param")
+    if bpp is None:
+        return []
+    b = BYTES_PER_PARAM_PRESETS[bpp].model_dump() if isinstance(bpp, str) else {k: float(v) for k, v in dict(bpp).items()}
+    if b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
+        return []
+    if b == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
+        return [("--grad-reduce-in-bf16", None)]
+    moment = {8.0: "fp32", 4.0: "bf16", 2.0: "fp8"}.get(b["optimizer"])  # two moments of one dtype (DTYPE_BYTES)
+    if b["weights"] != 2.0 or b["gradients"] not in (2.0, 4.0) or moment is None or b["master"] != 4.0:
+        raise _refuse("megatron", f"bytes_per_param {bpp}: Megatron with --bf16 keeps bf16 weights, fp32 or bf16 main gradients, fp32 "
+                         "master weights and Adam moments of one dtype (fp32, bf16, fp8; --use-precision-aware-optimizer)",
+                      "price it with --bytes-per-param megatron, mixed16 or bf16-moments")
+    from .megatron import NO_DISTRIBUTED_OPTIMIZER
+
+    if mode in NO_DISTRIBUTED_OPTIMIZER:
+        raise _refuse("megatron", f"bytes_per_param {bpp}: Megatron's precision-aware optimizer (Adam moments in {moment}) runs only "
+                         f"with the distributed optimizer, not sharding mode {mode} (megatron/core/optimizer/__init__.py "
+                         "@d98e8a64 l. 1057)", "plan it with --sharding zero1 (--use-distributed-optimizer)")
+    out = [("--use-precision-aware-optimizer", None), ("--exp-avg-dtype", moment), ("--exp-avg-sq-dtype", moment)]
+    if b["gradients"] == 2.0:
+        out.append(("--main-grads-dtype", "bf16"))
+    return out
+
+
 def megatron_layout(chunks: list[int], mtp: int = 0) -> str:
     """Megatron-Core's --pipeline-model-parallel-layout for the model chunks' layer counts (in
     layer order; chunk j runs on pipeline rank j mod pp): 'E' the embedding on the first chunk,
@@ -333,7 +372,7 @@ def megatron_layout(chunks: list[int], mtp: int = 0) -> str:
     return "|".join(out)
 
 
-def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int) -> list[tuple[str, object]]:
+def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int, mtp: int | None = None) -> list[tuple[str, object]]:
     """The Megatron arguments that place the planner's pipeline split (pipeline.chunk_layers):
     the virtual stages, and nothing more where pp x vpp divides the layers; the end stages'
     weights as --account-for-embedding/loss-in-pipeline-split where each end is at most one
@@ -357,7 +396,7 @@ def megatron_split_args(model, pp: int, vpp: int, e: int, l_: int) -> list[tuple
                                                        ("--account-for-loss-in-pipeline-split", wl)) if w]
     if vpp == 1 and chunks[0] > 0 and chunks[-1] > 0:
         return [("--decoder-first-pipeline-num-layers", chunks[0]), ("--decoder-last-pipeline-num-layers", chunks[-1])]
-    return [("--pipeline-model-parallel-layout", shlex_quote(megatron_layout(chunks, model.mtp_layers or 0)))]
+    return [("--pipeline-model-parallel-layout", shlex_quote(megatron_layout(chunks, int(model.mtp_layers or 0) if mtp is None else mtp)))]
 
 
 def shlex_quote(s: str) -> str:
@@ -444,8 +483,9 @@ def _megatron(plan: dict, notes: list[str]) -> str:
             args.append(("--q-lora-rank", model.mla.q_lora_rank))
         args += [("--kv-lora-rank", model.mla.kv_lora_rank), ("--qk-head-dim", model.mla.qk_nope_head_dim),
                  ("--qk-pos-emb-head-dim", model.mla.qk_rope_head_dim), ("--v-head-dim", model.mla.v_head_dim)]
-    if model.mtp_layers:
-        args.append(("--mtp-num-layers", model.mtp_layers))
+    mtp = _mtp(plan, model)
+    if mtp:
+        args.append(("--mtp-num-layers", mtp))
     pos = {"rope": "rope", "learned": "learned_absolute", "none": "none"}.get(model.position_embedding)
     if pos is None:
         raise _refuse(F, f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice",
@@ -479,7 +519,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                                    int(plan.get("account_for_loss_in_pipeline_split", False)))
+                                    int(plan.get("account_for_loss_in_pipeline_split", False)), _mtp(plan, model))
     elif vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan.get("sequence_parallel"):
@@ -516,12 +556,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         else:
             notes.append(f"tokens {plan['tokens']:.6g}: not a whole number of {plan['seq_len']}-token samples; left out")
     args.append(("--bf16", None))
-    bpp = plan.get("bytes_per_param")
-    if bpp == "mixed16" or bpp == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
-        args.append(("--grad-reduce-in-bf16", None))
-    elif bpp not in (None, "megatron"):
-        raise _refuse(F, f"bytes_per_param {bpp}: Megatron with --bf16 keeps fp32 main gradients (megatron, 18 B) or bf16 "
-                         "ones with --grad-reduce-in-bf16 (mixed16)", "price it with --bytes-per-param megatron or mixed16")
+    args += _megatron_state_flags(plan, mode, notes)
     if plan["precision"] == "fp8":
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", plan.get("fp8_recipe") or "delayed")]
         notes.append("--fp8-format hybrid: the plan does not fix e4m3 vs hybrid (Megatron's example recipes use hybrid)")

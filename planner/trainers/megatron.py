@@ -35,10 +35,12 @@ read). Modelled:
   --account-for-embedding-in-pipeline-split, --account-for-loss-in-pipeline-split,
   --fp16 / --bf16 with --accumulate-allreduce-grads-in-fp32 / --grad-reduce-in-bf16 (the
   gradient buffer's dtype -> bytes_per_param [5]);
+  --use-precision-aware-optimizer with --main-grads-dtype, --main-params-dtype,
+  --exp-avg-dtype, --exp-avg-sq-dtype (-> bytes_per_param [5b]; refused without the
+  distributed optimizer, and any non-fp32 dtype without it, as Megatron refuses them);
   read and reported as not modelled (TrainerConfig.unmodelled: a warning on stderr; `planner
   validate` skips a corpus row with one): fp32 parameters (neither --bf16 nor --fp16),
-  --optimizer other than adam, --main-grads-dtype / --main-params-dtype / --exp-avg-dtype /
-  --exp-avg-sq-dtype other than fp32, offloading (--fine-grained-activation-offloading,
+  --optimizer other than adam, offloading (--fine-grained-activation-offloading,
   --offload-modules, --cpu-offloading, --optimizer-cpu-offload),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
@@ -104,6 +106,14 @@ References
     default optim_grads_params); megatron/training/training.py (ddp grad_reduce_in_fp32 =
     accumulate_allreduce_grads_in_fp32); megatron/core/distributed/param_and_grad_buffer.py
     group_params_for_buffers (grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype).
+[5b] The precision-aware optimizer (bytes_per_param; DeepSeek-V3's bf16 AdamW moments,
+    arXiv:2412.19437 sec. 3.3.3): NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py
+    l. 3667-3685 (--use-precision-aware-optimizer, --main-grads-dtype fp32|bf16,
+    --main-params-dtype fp32|fp16, --exp-avg-dtype / --exp-avg-sq-dtype fp32|fp16|bf16|fp8);
+    megatron/core/optimizer/optimizer_config.py l. 192 (store_param_remainders True), l. 407-413,
+    l. 433-478; megatron/core/optimizer/__init__.py l. 564-585, 1057; NVIDIA/TransformerEngine
+    @4329ff84 transformer_engine/pytorch/optimizers/fused_adam.py (exp_avg_dtype fp32, fp16,
+    bf16, uint8 (fp8); store_param_remainders: int16 remainders of fp32 master weights).
 """
 
 from __future__ import annotations
@@ -687,8 +697,6 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
             checks.append(("--moe-layer-freq", text, str(mo.layer_freq) if not mo.first_k_dense else want))
         else:
             checks.append(("--moe-layer-freq", [int(x) for x in eval_layer_pattern(text, where, "--moe-layer-freq")], want))
-    if "--mtp-num-layers" in flags:
-        checks.append(("--mtp-num-layers", _int(where, flags, "--mtp-num-layers"), spec.mtp_layers))
     for flag, attr in (("--moe-router-enable-expert-bias", "router_bias"), ("--moe-shared-expert-gate", "shared_expert_gate")):
         if flag in flags:
             checks.append((flag, True, bool(getattr(mo, attr, False)) if mo is not None else None))
@@ -934,6 +942,15 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     spec = load_model(job["model"])
     if not from_flags_model:
         _check_moe_mla(where, flags, spec, job["model"], assumed, model is not None)
+    if "--mtp-num-layers" in flags:  # a training setting of the job (multi_token_prediction.py: the last stage's modules)
+        job["mtp_layers"] = _int(where, flags, "--mtp-num-layers")
+    elif spec.mtp_layers:  # transformer_config.py @d98e8a64 l. 68: mtp_num_layers default None (no MTP)
+        job["mtp_layers"] = 0
+        assumed.append(f"mtp_layers=0: --mtp-num-layers absent (Megatron trains no MTP module; the model's entry "
+                       f"has {spec.mtp_layers})")
+    from ..plan import with_mtp
+
+    spec = with_mtp(spec, job.get("mtp_layers"))
     if absent_drop and not spec.dropout and not from_flags_model:
         assumed.append(f"dropout as the model ({job['model']}: none): {', '.join(absent_drop)} absent, though Megatron's "
                        "default is 0.1 (arguments.py); dropout masks would add 1 B per hidden element")
@@ -1197,12 +1214,70 @@ def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodel
                        "param_and_grad_buffer.group_params_for_buffers)")
     if not (fp16 or bf16):  # fp8 without --bf16 keeps fp32 parameters too (params_dtype float, validate_args)
         unmodelled.append("fp32 parameters (neither --bf16 nor --fp16): 4-byte weights and activations, priced as bf16")
-    dtypes = {f: flags[f] for f in ("--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype")
-              if f in flags}
-    low = {f: v for f, v in dtypes.items() if v != "fp32"}
-    if low:
-        unmodelled.append("optimizer state dtypes " + ", ".join(f"{f} {v}" for f, v in low.items()) +
-                          ": the planner prices fp32 main grads, master weights and Adam moments")
+    _optimizer_dtypes(flags, where, job, assumed)
+
+
+# Megatron-LM @d98e8a64 megatron/training/arguments.py l. 3667-3685: the precision-aware
+# optimizer's state dtypes and their argparse choices (default fp32 each).
+OPTIMIZER_DTYPE_CHOICES = {"--main-grads-dtype": ("fp32", "bf16"), "--main-params-dtype": ("fp32", "fp16"),
+                           "--exp-avg-dtype": ("fp32", "fp16", "bf16", "fp8"),
+                           "--exp-avg-sq-dtype": ("fp32", "fp16", "bf16", "fp8")}
+# bytes per element of each dtype (fp8 moments: TE FusedAdam keeps them as uint8 with one fp32 scale per
+# tensor, transformer_engine/pytorch/optimizers/fused_adam.py @4329ff84 l. 84-92, 414-426; the scale not priced)
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
+# the sharding modes that run without Megatron's distributed optimizer (the precision-aware optimizer
+# refuses them): DDP, and --use-torch-fsdp2 (arguments.py l. 1096 lets it run without one);
+# Megatron-FSDP v1 enables it (arguments.py @d98e8a64 l. 1127-1130, 'Megatron-FSDP v1 requires the
+# DistributedOptimizer')
+NO_DISTRIBUTED_OPTIMIZER = ("ddp", "torch_fsdp2")
+
+
+def _optimizer_dtypes(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
+    """Bytes of model state per parameter from Megatron's precision-aware optimizer [5b]
+    (--use-precision-aware-optimizer with --main-grads-dtype, --main-params-dtype,
+    --exp-avg-dtype, --exp-avg-sq-dtype; DeepSeek-V3's bf16 AdamW moments are --exp-avg-dtype
+    bf16 --exp-avg-sq-dtype bf16, preset bf16-moments). Refused as Megatron refuses it: a dtype
+    outside its choices, a non-fp32 dtype without the precision-aware optimizer
+    (OptimizerConfig.__post_init__ asserts), the precision-aware optimizer without the
+    distributed optimizer (optimizer/__init__.py raises)."""
+    dtypes = {}
+    for f, choices in OPTIMIZER_DTYPE_CHOICES.items():
+        v = flags.get(f, "fp32")
+        if v not in choices:
+            raise PlannerError(f"{where}{f} {_short(v)}: not one of Megatron's choices",
+                               f"valid: {', '.join(choices)} (megatron/training/arguments.py @d98e8a64)")
+        dtypes[f] = v
+    low = [f"{f} {v}" for f, v in dtypes.items() if v != "fp32"]
+    if "--use-precision-aware-optimizer" not in flags:
+        if low:
+            raise PlannerError(f"{where}{', '.join(low)} without --use-precision-aware-optimizer",
+                               "Megatron asserts the optimizer state dtypes are fp32 without it (megatron/core/optimizer/"
+                               "optimizer_config.py @d98e8a64 l. 466-478); add --use-precision-aware-optimizer")
+        return
+    if job.get("sharding_mode") in NO_DISTRIBUTED_OPTIMIZER:
+        raise PlannerError(f"{where}--use-precision-aware-optimizer without --use-distributed-optimizer",
+                           "Megatron raises '--use-precision-aware-optimizer only supported with distributed optimizer' "
+                           "(megatron/core/optimizer/__init__.py @d98e8a64 l. 1057); add --use-distributed-optimizer "
+                           "(Megatron-FSDP v1 turns it on itself: arguments.py l. 1127-1130)")
+    if dtypes["--main-grads-dtype"] == "bf16" and "--accumulate-allreduce-grads-in-fp32" in flags:
+        raise PlannerError(f"{where}--main-grads-dtype bf16 with --accumulate-allreduce-grads-in-fp32",
+                           "Megatron asserts '--main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-"
+                           "fp32 is set' (arguments.py @d98e8a64 l. 1209-1211)")
+    bpp = dict(job.get("bytes_per_param") or {"weights": 2.0, "gradients": 4.0, "master": 4.0, "optimizer": 8.0})
+    if dtypes["--main-grads-dtype"] == "bf16":  # arguments.py l. 1215: fp32 accumulation only with fp32 main grads
+        bpp["gradients"] = 2.0
+    # the master weights in --main-params-dtype; where TE's FusedAdam holds fp32 ones beside bf16
+    # weights it keeps their 16-bit remainders, which the stack prices (stack_db megatron
+    # runs.low_precision_moments, plan._bytes_per_param), as for a planned job
+    bpp["master"] = DTYPE_BYTES[dtypes["--main-params-dtype"]]
+    bpp["optimizer"] = DTYPE_BYTES[dtypes["--exp-avg-dtype"]] + DTYPE_BYTES[dtypes["--exp-avg-sq-dtype"]]
+    from ..schema import BYTES_PER_PARAM_PRESETS
+
+    name = next((n for n, b in BYTES_PER_PARAM_PRESETS.items() if b.model_dump() == bpp), None)
+    job["bytes_per_param"] = name or bpp
+    assumed.append(f"bytes_per_param {name or 'custom'} ({bpp['weights']:g}+{bpp['gradients']:g}+{bpp['master']:g}+"
+                   f"{bpp['optimizer']:g} B): --use-precision-aware-optimizer with "
+                   + " ".join(f"{f} {v}" for f, v in dtypes.items()))
 
 
 def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: list[str]) -> None:
