@@ -526,6 +526,37 @@ def test_candidate_floors_are_compute_floor():
         np.testing.assert_array_equal(got, want)
 
 
+def test_memory_totals_is_memory_total_of_each_candidate():
+    # search.memory_totals prices the distinct base rows against every recompute choice at once
+    # (recompute (R, 1) broadcast against the rows' (n,) fields): the same numbers as
+    # memory.memory_total on the candidates' own plans, bit for bit, also for candidates in any
+    # order, repeated, and leaving (row, recompute) pairs out (priced there and dropped), and
+    # with another fp8 recipe (f8r); mixtral on 64 GPUs has pp > 2 (a middle stage) among them
+    import planner.search as search
+    from planner.plan import FP8_RECIPE_CODES
+    from planner.space import build_space, settings_for, variant_choices
+
+    for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=512, precision="fp8")):
+        settings, gbs, seq, _ = settings_for(job)
+        space = build_space(settings, gbs, seq, job.precision, SpaceOptions(),
+                            variant_choices(settings.stack, job, "", settings.hardware))
+        rows = np.flatnonzero(space.codes == 0)
+        rng = np.random.default_rng(0)
+        fb = rng.choice(rows, 4000)
+        fr = rng.integers(0, len(space.recompute), 4000)
+        assert len(space.recompute) == 3 and len(np.unique(fb)) * 3 > len(np.unique(fb * 3 + fr))  # pairs left out
+        assert np.any(space.base.pp[fb] > 2)
+        want = mem.memory_total(settings, space.plans(fb, fr))
+        got = search.memory_totals(space, fb, fr)
+        assert len(np.unique(want)) > 1000
+        np.testing.assert_array_equal(got, want)
+        if job.precision == "fp8":
+            p = space.plans(fb, fr)
+            p.f8r = np.full(len(fb), FP8_RECIPE_CODES["blockwise"], dtype=np.int64)
+            np.testing.assert_array_equal(search.memory_totals(space, fb, fr, f8r=FP8_RECIPE_CODES["blockwise"]),
+                                          mem.memory_total(settings, p))
+
+
 def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):
     # naming the wrong term (compute) as the one TP overlap changes, the bound's premise (the
     # other terms, tp_comm among them, are variant 0's bit for bit) fails on the first
