@@ -199,10 +199,14 @@ _trainer_reasons()
 LAST_BATCH_RULE = VPP_LAYERS
 
 
-def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
+def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None,
+               after: int = 0) -> np.ndarray:
     """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
     reports them (it raises from these codes; the search masks with them). `plan.dp` is 0
-    where tp*cp*pp does not divide the GPU count (no dp). upto: check only codes <= upto."""
+    where tp*cp*pp does not divide the GPU count (no dp). upto: check only codes <= upto.
+    after: the caller knows that no candidate breaks a code <= after (the search's rows that
+    passed those rules, space.build_space), which are not checked again: the first broken
+    rule is the same."""
     L, a, k = model.num_layers, model.num_attention_heads, model.kv_heads
     tp, cp, pp, vpp, dp, mbs = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp, plan.mbs
     dp_safe = np.maximum(dp, 1)
@@ -244,7 +248,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     rules += stack_rules(stack, plan)
     n = len(rules) if upto is None else min(upto, len(rules))
     codes = np.zeros(np.shape(tp), dtype=np.int64)
-    for code in range(n, 0, -1):  # last rule first, so that the first broken rule wins
+    for code in range(n, after, -1):  # last rule first, so that the first broken rule wins
         broken = rules[code - 1]()
         if np.any(broken):  # (a rule no candidate breaks leaves the codes as they are)
             codes = np.where(broken, code, codes)

@@ -14,7 +14,10 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     they read over all the candidates (layer_memory_groups), each block of memory_totals
     gathering its candidates' share (terms.gather). row_groups groups candidates (base row,
     recompute index) by grouping their distinct base rows (cheaper than the candidates), as the
-    prefilter's compute floors are priced too (candidate_floors);
+    prefilter's compute floors are priced too (candidate_floors). memory_totals prices the
+    distinct base rows against every recompute choice at once (the plan's fields (n,), its
+    recompute (R, 1)): what reads no recompute (states, placement, buffers) is priced once per
+    row and broadcast against the (R, n) terms that read it;
  3. step time of each fitting candidate at its first distinct rank order, and of its stack
     variants (best_variants). A variant that differs from variant 0 only in TP overlap
     changes only TPO_TERMS (tp_comm, bubble) of variant 0's terms, so its step is at least
@@ -151,24 +154,42 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     """Per-GPU bytes (memory.memory_terms total: memory.memory_total) of candidates (base row, recompute index);
     f8r: with that fp8 recipe (precisions.FP8_RECIPE_CODES) instead of variant 0's.
 
+    Priced over the distinct base rows among the candidates, each against every recompute
+    choice at once: the plan's fields are the rows' (n,) and its recompute the choices (R, 1),
+    so what reads no recompute (the model states, the placement, the buffers: most of the
+    work) is priced once per row and numpy broadcasts it against the (R, n) terms that do
+    (the layers' activations and recompute buffer: layer_memory_groups, gathered (R, n)); each
+    candidate reads its (recompute, row) element. Broadcasting repeats an operand, never
+    reorders an operation, so each element is the number memory_total gives that candidate
+    alone. A (row, recompute) pair no candidate has is priced beside the others and dropped.
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
-    may take the candidates in any order: sorted by pipeline split (pp, vpp), a block holds a
+    may take the rows in any order: sorted by pipeline split (pp, vpp), a block holds a
     few of the splits whose per-split work (pipeline.stage_inflight_kinds, stage_kind_counts)
     each block would otherwise repeat for every split of the space."""
     out = np.empty(len(bidx))
     if not len(bidx):
         return out
-    b = space.base
-    by_split = np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[bidx]
-                                for f in ("split_loss", "split_emb", "vpp", "pp")))
-    layers, index, size = layer_memory_groups(space, bidx, rcidx)
-    for s in _blocks(len(bidx)):
-        j = by_split[s]
-        p = space.plans(bidx[j], rcidx[j])
+    b, rc = space.base, space.recompute
+    n_base, n_rc = np.size(b.tp), len(rc)
+    present = np.zeros(n_base, dtype=bool)
+    present[bidx] = True
+    rows = np.flatnonzero(present)  # the base rows among the candidates
+    rows = rows[np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows]
+                                 for f in ("split_loss", "split_emb", "vpp", "pp")))]
+    n = len(rows)
+    # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i
+    layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n))
+    index = index.reshape(n_rc, n)
+    totals = np.empty((n_rc, n))
+    for s in _blocks(n, max(CHUNK // n_rc, 1)):
+        p = b.take(rows[s])
+        p.recompute = rc[:, None]
         if f8r is not None:
-            p.f8r = np.full(len(j), f8r, dtype=np.int64)
-        out[j] = mem.memory_total(space.settings, p, gather(layers, index[j], size))
-    return out
+            p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
+        totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size))
+    at = np.empty(n_base, dtype=np.int64)
+    at[rows] = np.arange(n)
+    return totals[rcidx, at[bidx]]
 
 
 def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:

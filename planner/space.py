@@ -101,10 +101,10 @@ from .schema import MAX_COUNT, Job
 from .plan import LAST_BATCH_RULE, MESH, OK, REASONS, rule_codes  # noqa: E402
 
 
-def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None) -> np.ndarray:
+def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None, after: int = 0) -> np.ndarray:
     """The first rule of `plan.resolve` that each candidate breaks (OK = 0): plan.rule_codes
-    with the search's settings."""
-    return rule_codes(settings.model, settings.gpus, settings.stack, plan, upto)
+    with the search's settings (upto, after: as rule_codes takes them)."""
+    return rule_codes(settings.model, settings.gpus, settings.stack, plan, upto, after)
 
 
 VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
@@ -386,12 +386,14 @@ def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
     """Each candidate's sharding mode (PlanArrays.smode, set by the search to the head of its
     pricing class, mode_heads): the first member of that class (stack_db runs.sharding, in
     order) that breaks no rule, as plan.resolve chooses for a job; the constraint codes with
-    that mode (with the head's where none passes)."""
+    that mode (with the head's where none passes). The base rows passed the rules up to
+    LAST_BATCH_RULE before the sharding and SP axes were added (build_space), and none of those
+    rules reads them: they are not checked again (rule_codes after)."""
     runs = settings.stack.runs if settings.stack is not None else None
     n = len(base.tp)
     if runs is None:
         base.smode = np.zeros(n, dtype=np.int64)
-        return constraint_codes(settings, base)
+        return constraint_codes(settings, base, after=LAST_BATCH_RULE)
     heads = mode_heads(settings.stack)
     k_modes = heads.shape[1]
     # a head's class in order; a mode that heads none (named by --sharding MODE) runs alone
@@ -412,12 +414,12 @@ def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
         todo = np.flatnonzero((chosen < 0) & (trial >= 0))
         if k == 0:
             base.smode = trial.copy()
-            first_codes = constraint_codes(settings, base)
+            first_codes = constraint_codes(settings, base, after=LAST_BATCH_RULE)
             c = first_codes[todo]
         elif len(todo):
             sub = base.take(todo)
             sub.smode = trial[todo]
-            c = constraint_codes(settings, sub)
+            c = constraint_codes(settings, sub, after=LAST_BATCH_RULE)
         else:
             break
         win = todo[c == OK]

@@ -503,27 +503,57 @@ def test_compute_floor_is_step_times_compute_without_copies():
     assert np.all(low_moe > low) and np.all(t.total >= low_moe)
 
 
+def _random_candidates(job: Job, n: int = 4000) -> tuple:
+    """(settings, space, base rows, recompute indices) of n random valid candidates of the job's
+    search space (repeated and unordered; seeded)."""
+    from planner.space import build_space, settings_for, variant_choices
+
+    settings, gbs, seq, _ = settings_for(job)
+    space = build_space(settings, gbs, seq, job.precision, SpaceOptions(),
+                        variant_choices(settings.stack, job, "", settings.hardware))
+    rng = np.random.default_rng(0)
+    fb = rng.choice(np.flatnonzero(space.codes == 0), n)
+    return settings, space, fb, rng.integers(0, len(space.recompute), n)
+
+
 def test_candidate_floors_are_compute_floor():
     # search.candidate_floors prices the floor once per distinct tuple of its fields over the base
     # rows x recompute (search.row_groups): the same numbers as step.compute_floor on the candidates
     import planner.search as search
-    from planner.space import build_space, settings_for, variant_choices
     from planner.step import compute_floor
 
     for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=512)):
-        settings, gbs, seq, _ = settings_for(job)
-        space = build_space(settings, gbs, seq, job.precision, SpaceOptions(),
-                            variant_choices(settings.stack, job, "", settings.hardware))
-        rows = np.flatnonzero(space.codes == 0)
-        rng = np.random.default_rng(0)
-        fb = rng.choice(rows, 4000)
-        fr = rng.integers(0, len(space.recompute), 4000)
+        settings, space, fb, fr = _random_candidates(job)
         order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
         want = compute_floor(settings, space.plans(fb, fr, order, np.zeros(len(fb), dtype=np.int64)),
                              moe=search.PREFILTER_MOE_FLOOR)
         got = search.candidate_floors(space, fb, fr)
         assert len(np.unique(want)) > 100
         np.testing.assert_array_equal(got, want)
+
+
+def test_memory_totals_is_memory_total_of_each_candidate():
+    # search.memory_totals prices the distinct base rows against every recompute choice at once
+    # (recompute (R, 1) broadcast against the rows' (n,) fields): the same numbers as
+    # memory.memory_total on the candidates' own plans, bit for bit, also for candidates in any
+    # order, repeated, and leaving (row, recompute) pairs out (priced there and dropped), and
+    # with another fp8 recipe (f8r); mixtral on 64 GPUs has pp > 2 (a middle stage) among them
+    import planner.search as search
+    from planner.plan import FP8_RECIPE_CODES
+
+    for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=512, precision="fp8")):
+        settings, space, fb, fr = _random_candidates(job)
+        assert len(space.recompute) == 3 and len(np.unique(fb)) * 3 > len(np.unique(fb * 3 + fr))  # pairs left out
+        assert np.any(space.base.pp[fb] > 2)
+        want = mem.memory_total(settings, space.plans(fb, fr))
+        got = search.memory_totals(space, fb, fr)
+        assert len(np.unique(want)) > 1000
+        np.testing.assert_array_equal(got, want)
+        if job.precision == "fp8":
+            p = space.plans(fb, fr)
+            p.f8r = np.full(len(fb), FP8_RECIPE_CODES["blockwise"], dtype=np.int64)
+            np.testing.assert_array_equal(search.memory_totals(space, fb, fr, f8r=FP8_RECIPE_CODES["blockwise"]),
+                                          mem.memory_total(settings, p))
 
 
 def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):
