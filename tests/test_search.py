@@ -503,7 +503,7 @@ def test_compute_floor_is_step_times_compute_without_copies():
     assert np.all(low_moe > low) and np.all(t.total >= low_moe)
 
 
-def _random_candidates(job: Job, n: int = 4000) -> tuple:
+def _random_priced_candidates(job: Job, n: int = 4000) -> tuple:
     """(settings, space, base rows, recompute indices) of n random valid candidates of the job's
     search space (repeated and unordered; seeded)."""
     from planner.space import build_space, settings_for, variant_choices
@@ -523,7 +523,7 @@ def test_candidate_floors_are_compute_floor():
     from planner.step import compute_floor
 
     for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=512)):
-        settings, space, fb, fr = _random_candidates(job)
+        settings, space, fb, fr = _random_priced_candidates(job)
         order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
         want = compute_floor(settings, space.plans(fb, fr, order, np.zeros(len(fb), dtype=np.int64)),
                              moe=search.PREFILTER_MOE_FLOOR)
@@ -542,7 +542,7 @@ def test_memory_totals_is_memory_total_of_each_candidate():
     from planner.plan import FP8_RECIPE_CODES
 
     for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=512, precision="fp8")):
-        settings, space, fb, fr = _random_candidates(job)
+        settings, space, fb, fr = _random_priced_candidates(job)
         assert len(space.recompute) == 3 and len(np.unique(fb)) * 3 > len(np.unique(fb * 3 + fr))  # pairs left out
         assert np.any(space.base.pp[fb] > 2)
         want = mem.memory_total(settings, space.plans(fb, fr))
