@@ -1026,6 +1026,30 @@ class _PerLayer:
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
         self._fsdp_parts(settings, plan, pc, stack)
+        self._buffers(settings, plan, pc, stack, ctx)
+        # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
+        impl = settings.optimizer_implementation
+        self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
+        # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
+        # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
+        # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
+        self.early_step = bool(settings.early_step_in_backward)
+        if self.early_step:
+            d = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)
+            tp = plan.tp.astype(np.float64)
+            self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
+            self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
+        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
+        kn = settings.knobs
+        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+        self.fsdp = stack.fsdp
+        # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
+        self.cp_merge = ([cp_forward_merge_bytes(k, ctx) for k in pc.layers.kinds]
+                         if stack.memory.cp_forward_merge else None)
+
+    def _buffers(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:
+        """The buffers every stage holds beside its tensors: the reserve, the GEMM workspaces, TP
+        overlap's buffers, the mpu buffer and the rotary tables."""
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
         # the GEMM libraries' workspaces, allocated through the caching allocator at the first
         # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
@@ -1052,26 +1076,6 @@ class _PerLayer:
         self.rope_cp_mla = [float(bool(getattr(k.mixer, "qk_rope_head_dim", None))) for k in pc.layers.kinds]
         self.rope_cp_table = (MEGATRON_ROPE_BYTES * seq / cp * max(rotary_dim(k.mixer) for k in pc.layers.kinds)
                               if self.rope_mode == "model_cp" else None)
-        # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
-        impl = settings.optimizer_implementation
-        self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
-        # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
-        # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
-        # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
-        self.early_step = bool(settings.early_step_in_backward)
-        if self.early_step:
-            d = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)
-            tp = plan.tp.astype(np.float64)
-            self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
-            self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
-        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
-        kn = settings.knobs
-        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
-        self.fsdp = stack.fsdp
-        # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
-        self.cp_merge = ([cp_forward_merge_bytes(k, ctx) for k in pc.layers.kinds]
-                         if stack.memory.cp_forward_merge else None)
-
 
     def _fsdp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack) -> None:
         """FSDP's buffers and pools of every stage: fsdp_buf, gather_pool, pp_unsharded, ends."""
@@ -1228,15 +1232,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - regather_saving
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
-    # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention
-    # layer the stage holds, or one per model part (chunk) on the rank
-    rope = (weighted(counts if twin is None else counts + twin[0], per.rope_layer) if per.rope_mode == "layer"
-            else per.rope_model * (plan.vpp * (1.0 if twin is None else 2.0)) if per.rope_mode == "model" else 0.0)
-    if per.rope_mode == "model_cp":  # Megatron's lru_cache'd tables [mr]: per model chunk, or per MLA layer (at most 32)
-        mla = weighted(counts if twin is None else counts + twin[0], per.rope_cp_mla)
-        chunks = plan.vpp * (1.0 if twin is None else 2.0)
-        rope = per.rope_cp_table * (np.minimum(mla, MEGATRON_ROPE_LRU) if any(per.rope_cp_mla) else chunks)
-    rope = rope + np.zeros(np.shape(plan.tp))
+    rope = _rope_bytes(per, counts if twin is None else counts + twin[0], 1.0 if twin is None else 2.0)
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
     allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope
     # what every moment of the step holds: the states, every sharded gradient (allocated at the
@@ -1275,6 +1271,20 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                  mpu_buffer=mpu, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, reserve=per.reserve)
+
+
+def _rope_bytes(per: _PerLayer, counts, stages: float):
+    """The rotary tables a rank holds, for `counts` layers of each kind on it and `stages` pipeline
+    stages on the rank (2 with DualPipe's twin), each of plan.vpp model chunks."""
+    # the rotary embedding's tables, non-trainable buffers kept all step [tt9]: one per attention
+    # layer the stage holds, or one per model part (chunk) on the rank
+    rope = (weighted(counts, per.rope_layer) if per.rope_mode == "layer"
+            else per.rope_model * (per.plan.vpp * stages) if per.rope_mode == "model" else 0.0)
+    if per.rope_mode == "model_cp":  # Megatron's lru_cache'd tables [mr]: per model chunk, or per MLA layer (at most 32)
+        mla = weighted(counts, per.rope_cp_mla)
+        chunks = per.plan.vpp * stages
+        rope = per.rope_cp_table * (np.minimum(mla, MEGATRON_ROPE_LRU) if any(per.rope_cp_mla) else chunks)
+    return rope + np.zeros(np.shape(per.plan.tp))
 
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)

@@ -249,8 +249,15 @@ def test_known_upward_calls_still_happen(walks):
 
 
 def test_the_walk_does_not_grow_with_depth_or_stages():
-    """The same entries per module for 32 and 126 layers, 1 and 8 pipeline stages: the cost
-    models price layer kinds as arrays, they do not walk the model layer by layer."""
+    """The same entries per module for 32 and 126 layers, and for 4 and 8 pipeline stages: the
+    cost models price layer kinds as arrays, they do not walk the model layer by layer. (The
+    stages are priced as first, middle and last; with one or two stages there is no middle
+    stage to price, so those walks are shorter, never longer.)"""
     small = entries(trace_evaluate(dict(model="llama3-8b", gpus=64, tp=8)))
-    deep = entries(trace_evaluate(dict(model="llama3-405b", gpus=1024, tp=8, pp=8)))
+    deep = entries(trace_evaluate(dict(model="llama3-405b", gpus=1024, tp=8)))
     assert small == deep
+    four = entries(trace_evaluate(dict(model="llama3-8b", gpus=64, tp=2, pp=4)))
+    eight = entries(trace_evaluate(dict(model="llama3-405b", gpus=1024, tp=8, pp=8)))
+    assert four == eight
+    two = entries(trace_evaluate(dict(model="llama3-8b", gpus=64, tp=4, pp=2)))
+    assert all(two[m] <= eight[m] for m in two) and two != eight
