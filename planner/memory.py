@@ -1053,7 +1053,7 @@ class _PerLayer:
         self.reserve = np.full(np.shape(ctx.tp), settings.reserve_bytes, dtype=np.float64)
         # the GEMM libraries' workspaces, allocated through the caching allocator at the first
         # GEMM and kept: PyTorch's cuBLAS one per thread that runs GEMMs, Transformer Engine's
-        hw, mem = settings.hardware, stack.memory
+        model, hw, mem = settings.model, settings.hardware, stack.memory
         te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
         # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
         te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
