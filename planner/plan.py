@@ -225,8 +225,8 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: (vpp > 1) & ~inter,
         lambda: inter & ((pp < 2) | (vpp < 2)),
         # Megatron-LM's default group of pp contiguous micro-batches per virtual stage (Stack runs.schedules
-        # microbatches multiple_of_pp, interleaved_any_m for the stacks whose schedule takes any count)
-        lambda: inter & ((plan.gbs // (dp_safe * mbs)) % pp != 0) & ~interleaved_any_m(stack),
+        # microbatches multiple_of_pp), torch's rounds (multiple_of_rounds), none where the schedule takes any count
+        lambda: inter & interleaved_m_broken(stack, plan.gbs // (dp_safe * mbs), pp),
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
@@ -269,11 +269,34 @@ INTERLEAVED_M_SOURCE = (
     ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0")
 
 
-def interleaved_any_m(stack) -> bool:
-    """The stack's interleaved schedule runs any number of micro-batches (stack_db runs.schedules
-    microbatches: any; Llama 3's, arXiv:2407.21783 sec. 3.3.2 'Batch size constraint')."""
+# the source of torch's rule (microbatches: multiple_of_rounds)
+TORCH_ROUNDS_SOURCE = (
+    "torch.distributed.pipelining schedules.py ScheduleInterleaved1F1B.__init__: number_of_rounds = max(1, m // pp), "
+    "microbatches_per_round = m // number_of_rounds, ValueError unless m % number_of_rounds == 0 (the class docstring: "
+    "pp 4 runs m = 10 in 2 rounds of 5, and m = 3); torchtitan's build_pipeline_schedule only warns below pp x vpp")
+
+
+def interleaved_m_rule(stack) -> str:
+    """Which micro-batch counts the stack's interleaved schedule runs (stack_db runs.schedules
+    microbatches): multiple_of_pp (Megatron-LM's default, and a stack that names none), multiple_of_rounds
+    (torch's flexible interleaved 1F1B), any (Llama 3's, arXiv:2407.21783 sec. 3.3.2 'Batch size constraint')."""
     runs = stack.runs if stack is not None else None
-    return runs is not None and any(x.schedule == "interleaved" and x.microbatches == "any" for x in runs.schedules)
+    rules = [x.microbatches for x in runs.schedules if x.schedule == "interleaved"] if runs is not None else []
+    return rules[0] if rules else "multiple_of_pp"
+
+
+def interleaved_m_broken(stack, m, pp):
+    """Where m micro-batches a step break the stack's interleaved rule (interleaved_m_rule); the
+    groups its schedule runs are pipeline.microbatch_group's N (equal to torch's m / rounds for every
+    count torch accepts: tests/test_plan.py enumerates pp 2-64, m below 40 pp)."""
+    rule = interleaved_m_rule(stack)
+    m = np.asarray(m, dtype=np.int64)
+    p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
+    if rule == "any":  # a stack setting, not a searched quantity
+        return np.zeros(np.broadcast(m, p).shape, dtype=bool)
+    if rule == "multiple_of_rounds":
+        return m % np.maximum(m // p, 1) != 0
+    return m % p != 0
 
 
 def split_divides(stack) -> bool:
@@ -455,6 +478,22 @@ def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
     return BYTES_PER_PARAM_PRESETS[spec], spec
 
 
+def _interleaved_m_error(stack, m: int, pp: int) -> tuple[str, str]:
+    """(error, hint) for INTERLEAVED_M under the stack's rule (interleaved_m_rule)."""
+    name = stack.name if stack is not None else "megatron"
+    if interleaved_m_rule(stack) == "multiple_of_rounds":
+        rounds = max(1, m // max(pp, 1))
+        ok = sorted({x for x in range(max(m - 3 * pp, 1), m + 3 * pp + 1) if x % max(1, x // max(pp, 1)) == 0})
+        near = ", ".join(str(x) for x in sorted(ok, key=lambda x: (abs(x - m), x))[:4])
+        return (f"interleaved schedule on stack {name} splits {m} micro-batches per pipeline into max(1, {m} // pp={pp}) "
+                f"= {rounds} rounds, and {m} is not a multiple of {rounds} ({TORCH_ROUNDS_SOURCE})",
+                f"use a global batch whose micro-batches per pipeline divide into their rounds (near {m}: {near})")
+    return (f"interleaved schedule needs micro-batches per pipeline ({m}) divisible by pp={pp} on stack {name} "
+            f"({INTERLEAVED_M_SOURCE})",
+            f"use a global batch whose micro-batches per pipeline are a multiple of {pp}, or a stack whose schedule "
+            "runs any count (stack_db runs.schedules microbatches: any, e.g. llama3-meta)")
+
+
 def _heads_error(tp: int, a: int, model: ModelSpec) -> tuple[str, str]:
     """The HEADS rule's message: the attention heads, or the mixer heads/groups tp does not divide."""
     if a % tp:
@@ -493,11 +532,7 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                                "set schedule: interleaved or vpp: 1"),
         INTERLEAVED_PP: lambda: (f"the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})",
                                  "set vpp >= 2 with pp >= 2, or schedule: 1f1b"),
-        INTERLEAVED_M: lambda: (f"interleaved schedule needs micro-batches per pipeline ({gbs // (dp * mbs)}) divisible by pp={job.pp}"
-                                f" on stack {stack.name if stack is not None else 'megatron'} ({INTERLEAVED_M_SOURCE})",
-                                f"use a global batch whose micro-batches per pipeline are a multiple of {job.pp}, or a "
-                                "stack whose schedule runs any count (stack_db runs.schedules microbatches: any, e.g. "
-                                "llama3-meta)"),
+        INTERLEAVED_M: lambda: _interleaved_m_error(stack, gbs // (dp * mbs), job.pp),
         VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers"
                              + (f" (+{units - L} counted for the embedding/loss)" if units > L else ""),
                              "lower vpp" + ("" if units > L else ", or count the embedding and loss as layers of the "

@@ -1085,10 +1085,12 @@ class ScheduleSpelling(BaseModel):
 
     model_config = Strict
     schedule: Schedule
-    microbatches: Literal["multiple_of_pp", "any"] = Field(
+    microbatches: Literal["multiple_of_pp", "multiple_of_rounds", "any"] = Field(
         default="multiple_of_pp",
         description="interleaved: the micro-batches per step the schedule runs. multiple_of_pp: a multiple of pp "
                     "(Megatron-LM's default of pp contiguous micro-batches per virtual stage, plan rule INTERLEAVED_M); "
+                    "multiple_of_rounds: m divisible by its rounds max(1, m // pp), in groups of N = m / rounds "
+                    "(torch.distributed.pipelining's flexible ScheduleInterleaved1F1B: pp = 4 runs m = 3 or 10, not 9); "
                     "any: any count, fewer than pp included (Llama 3's schedule with N contiguous micro-batches set "
                     "freely, arXiv:2407.21783 sec. 3.3.2); priced with pipeline.bubble_fraction either way")
     spelling: str

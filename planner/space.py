@@ -50,8 +50,8 @@ Constraints (`constraint_codes`), in the order `plan.resolve` checks them and wi
   PP_LAYERS       pp <= num_layers
   VPP_SCHEDULE    vpp > 1 only with the interleaved schedule
   INTERLEAVED_PP  interleaved needs pp >= 2 and vpp >= 2
-  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM; not on a
-                  stack whose schedule runs any count: stack_db runs.schedules microbatches any)
+  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM; torch's: m % max(1,
+                  m // pp) == 0; none on a stack whose schedule runs any count: stack_db runs.schedules)
   VPP_LAYERS      interleaved needs pp*vpp <= num_layers
   TP_OVERLAP_SP   TP-communication overlap (a setting) needs sequence parallelism
   SP_TP           sequence parallel needs tp > 1
