@@ -237,9 +237,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         # floor(L' / (pp vpp)) (pipeline_parallel.py _generate_llm_fqn_per_model_part)
         # a stack whose split need not divide (Stack.pipeline_split_divides false: Llama 3's) refuses only a
         # split that places layers the model lacks (startup.split_overdrawn)
-        lambda: counted & (pp > 1) & np.where(plan.split_front > 0,
-                                              (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
-                                              (units % (pp * vpp) != 0) if split_divides(stack) else split_overdrawn(L, plan)),
+        lambda: _split_units_broken(L, stack, plan, units, counted),
         lambda: (plan.ep > 1) & (n_experts % plan.ep != 0),
         # Megatron-Core's expert grid: etp x ep x pp divides the world (parallel_state.py), i.e.
         # etp x ep divides tp x (dp or the shard group) x cp; with etp = tp: ep divides dp x cp
@@ -260,6 +258,21 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
                 codes = np.where(broken, code, codes)
             # a start-up rule is reported only where no plan rule broke first
     return codes
+
+
+def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.ndarray:
+    """rule_codes' SPLIT_UNITS: where the pipeline split cannot place the layers plus the counted
+    ends (its comments). Where no candidate counts an end, none breaks it; where none splits
+    front-loaded, only the other branch is computed (the same booleans as np.where on both)."""
+    if not np.any(counted):
+        return counted
+    pp, vpp = plan.pp, plan.vpp
+    rest = (units % (pp * vpp) != 0) if split_divides(stack) else split_overdrawn(L, plan)
+    if not np.any(plan.split_front > 0):
+        return counted & (pp > 1) & rest
+    return counted & (pp > 1) & np.where(plan.split_front > 0,
+                                         (units // (pp * vpp) < plan.split_emb) | (units // (pp * vpp) < plan.split_loss),
+                                         rest)
 
 
 # the source of INTERLEAVED_M (Megatron-LM's rule, every stack's unless its schedule says `any`)

@@ -130,6 +130,8 @@ def uses_tp_pp_dp_mapping(plan) -> np.ndarray:
     from .comm import order_code, strides_by_code
 
     default = order_code("tp-cp-dp-pp")
+    if _uniform_order(plan.order) == default:  # the same strides, every axis: no candidate needs the mapping
+        return np.zeros(np.shape(plan.tp), dtype=bool)
     st = strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
     sd = strides_by_code(np.full(np.shape(plan.tp), default), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
     same = np.ones(np.shape(plan.tp), dtype=bool)
@@ -137,6 +139,16 @@ def uses_tp_pp_dp_mapping(plan) -> np.ndarray:
         size = np.asarray(getattr(plan, ax))
         same &= (size <= 1) | (st[ax] == sd[ax])
     return ~same
+
+
+def _uniform_order(order) -> int | None:
+    """The one rank-order code of `order` (an int64 code or an array of them) where every
+    element has it, else None (also for an empty array)."""
+    order = np.asarray(order)
+    if not order.size:
+        return None
+    first = order.flat[0]
+    return int(first) if order.ndim == 0 or bool((order == first).all()) else None
 
 
 def end_weights(num_layers: int, plan):
@@ -160,7 +172,48 @@ def split_overdrawn(num_layers: int, plan) -> np.ndarray:
     left over than the end chunks hold (pipeline.chunk_layers gives an end chunk fewer than no
     layers, or pipeline.stage_layers' floor of one layer per end stage binds), so the priced
     stages would hold layers the model does not have (llama2-13b's 40 layers on pp 16: 1 + 14 x 3
-    + 1 = 44)."""
+    + 1 = 44).
+
+    It reads only pp, vpp and the counted ends, in integers: on the search's many candidates
+    (plan.rule_codes over space.build_space's base rows) with one pair of ends it is computed
+    once per (pp, vpp) of a small table and looked up (_per_split; the same booleans)."""
+    grid = _per_split(plan)
+    if grid is not None:
+        table, index = grid
+        return _split_overdrawn(num_layers, table).take(index)
+    return _split_overdrawn(num_layers, plan)
+
+
+class _Split:
+    """The fields of a pipeline split that split_overdrawn reads (_per_split's table)."""
+
+    def __init__(self, pp, vpp, split_emb, split_loss):
+        self.pp, self.vpp, self.split_emb, self.split_loss = pp, vpp, split_emb, split_loss
+
+
+def _per_split(plan):
+    """(a _Split of every (pp, vpp) from 1 to the largest, each candidate's place in it), where
+    the plan's pp and vpp are (n,) arrays of positive integers, its ends one value for every
+    candidate, and the table is at most n / 8 entries; else None."""
+    pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
+    ends = [np.asarray(plan.split_emb), np.asarray(plan.split_loss)]
+    n = pp.size
+    if pp.ndim != 1 or vpp.shape != pp.shape or n < 4096 or any(e.ndim not in (0, 1) or e.size not in (1, n) for e in ends):
+        return None
+    if any(e.ndim == 1 and not bool((e == e[0]).all()) for e in ends):
+        return None
+    if int(pp.min()) < 1 or int(vpp.min()) < 1:
+        return None
+    top_p, top_v = int(pp.max()), int(vpp.max())
+    if top_p * top_v > n // 8:
+        return None
+    P, V = (x.ravel() for x in np.meshgrid(np.arange(1, top_p + 1, dtype=np.int64), np.arange(1, top_v + 1, dtype=np.int64),
+                                            indexing="ij"))
+    e, l_ = (np.int64(x.flat[0]) for x in ends)
+    return _Split(P, V, e, l_), (pp.astype(np.int64) - 1) * top_v + (vpp.astype(np.int64) - 1)
+
+
+def _split_overdrawn(num_layers: int, plan) -> np.ndarray:
     pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
     e, l_ = np.asarray(plan.split_emb), np.asarray(plan.split_loss)
     units = num_layers + e + l_
@@ -281,6 +334,10 @@ def stack_order_ok(stack, order, tp, cp, pp, dp) -> np.ndarray:
     order = np.asarray(order)
     if stack is None or stack.runs is None:
         return np.ones(np.broadcast(order, tp).shape, dtype=bool)
+    if _uniform_order(order) in {order_code(ro.order) for ro in stack.runs.rank_orders}:
+        # one order for every candidate, one the stack lists: its strides are that order's own,
+        # on every axis (the loop below finds `same` everywhere; the search's base rows, choose_modes)
+        return np.ones(np.broadcast(order, tp, cp, pp, dp).shape, dtype=bool)
     sizes = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
     st = strides_by_code(order, **sizes)
     ok = np.zeros(np.broadcast(order, tp, cp, pp, dp).shape, dtype=bool)
