@@ -69,7 +69,8 @@ from .catalog import load_stack
 from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, stack_options)
 from .schema import Job
-from .space import OK, REASONS, Space, SpaceOptions, build_space, check_count, settings_for, variant_choices
+from .space import (OK, REASONS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
+                    variant_choices)
 from .layers import context
 from .params import count_params
 from .stacks import stack_of
@@ -434,7 +435,7 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         ok[np.arange(len(fb)), np.argmax(ok, axis=1)] = False
         if not keep_feasible:
             ok &= ((fm if objective == "memory" else _objective(objective, settings, space, floor1, fm, fb)) <= kth)[:, None]
-        need = np.flatnonzero(~resolved & ok.any(axis=1))
+        need = np.flatnonzero(~resolved & (row_counts(ok) > 0))
         if not len(need):
             return fv, step1, floor1, ok
         # a deferred candidate evaluated at another order: its variant as an unbounded search chooses it
@@ -585,7 +586,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if extra is not None:  # each candidate's memory with its chosen variant
         fm = fm + extra[fv, np.arange(len(fb))]
-    oi, ri = np.nonzero(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
+    oi, ri = pairs(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
     step2, floor2 = step_times(space, pb, pr, po, pv)
     c.time_evaluations += len(pb)
@@ -594,7 +595,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         rest = space.order_ok[fb].copy()
         rest[np.arange(len(fb)), np.argmax(rest, axis=1)] = False
         rest &= ~ok
-        oi2, ri2 = np.nonzero(rest.T)
+        oi2, ri2 = pairs(rest.T)
         step3, _ = step_times(space, fb[ri2], fr[ri2], space.orders[oi2], fv[ri2])
         c.time_evaluations += len(ri2)
         ri, pb, pr, po, pv = (np.concatenate([ri, ri2]), np.concatenate([pb, fb[ri2]]), np.concatenate([pr, fr[ri2]]),

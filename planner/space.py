@@ -291,7 +291,7 @@ class Space:
 
     @property
     def n_orders(self) -> np.ndarray:
-        return self.order_ok.sum(axis=1)
+        return row_counts(self.order_ok)
 
     def plans(self, base_idx, rc_idx, order=None, var=None) -> PlanArrays:
         """Candidates (base row, recompute index[, order code[, variant index]]) as a
@@ -431,10 +431,31 @@ def choose_modes(settings: Settings, base: PlanArrays) -> np.ndarray:
     return codes
 
 
+def pairs(allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.nonzero of a 2-d mask (rows, choices), the same arrays in the same (row-major) order,
+    from its flat positions: several times faster than nonzero's 2-d walk on the search's
+    masks of few columns (270,000 x 2: 12.7 -> 2.1 ms, one measurement on the 2-core machine)."""
+    k_ = allowed.shape[1]
+    if not k_:
+        return np.nonzero(allowed)
+    flat = np.flatnonzero(allowed)
+    r = flat // k_
+    return r, flat - r * k_
+
+
+def row_counts(mask: np.ndarray) -> np.ndarray:
+    """mask.sum(axis=1) of a 2-d bool mask of few columns (int64, the same integers), column by
+    column: numpy's reduction along a short last axis is slow (540,000 x 6: 42 -> 13 ms)."""
+    out = np.zeros(mask.shape[0], dtype=np.int64)
+    for j in range(mask.shape[1]):
+        out += mask[:, j]
+    return out
+
+
 def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
     """Cross each row of `cols` with the choices `allowed[row]` (row-major: parents stay in
     order, children inner). values: name -> (K,) or (R, K) choice values."""
-    r, k = np.nonzero(allowed)
+    r, k = pairs(allowed)
     out = {c: v.take(r, axis=0) for c, v in cols.items()}  # v[r], by take (faster than fancy indexing)
     for name, v in values.items():
         out[name] = v.take(k) if v.ndim == 1 else v[r, k]
@@ -729,7 +750,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         base.order = np.full(len(base.tp), order_code(runs.rank_orders[0].order), dtype=i64)
     codes = choose_modes(settings, base)
     order_ok = mesh_orders[rows["mesh"]]
-    _count(reasons, codes, (order_ok.sum(axis=1) * len(RC)).astype(np.float64))
+    _count(reasons, codes, (row_counts(order_ok) * len(RC)).astype(np.float64))
     n_sched = len(opts.schedule) if opts.schedule else 1
     considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
     return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,
