@@ -1,5 +1,7 @@
 """The phases of one search, each on its own (pytest-benchmark; not part of the default run):
-where `planner fit --model llama3-405b --gpus 16384` spends its time after the imports.
+where `planner fit --model llama3-405b --gpus 16384` and issue 23's DeepSeek-V3 search (`planner fit
+--model deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len 4096`) spend their
+time after the imports.
 
     python3 -m pytest benchmarks/test_search_phases.py --benchmark-only
 
@@ -21,13 +23,18 @@ from planner.comm import clear_collective_memo
 from planner.schema import Job
 from planner.space import SpaceOptions, build_space, settings_for, variant_choices
 
-JOB = dict(model="llama3-405b", gpus=16384)
+JOBS = {
+    "llama3-405b on 16,384 H100": dict(model="llama3-405b", gpus=16384),
+    # issue 23's DeepSeek-V3 command: its space (540,512 base rows) costs as much as its memory
+    "deepseek-v3 on 2,048 H800, 15,360 x 4,096": dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm",
+                                                     global_batch=15360, seq_len=4096),
+}
 
 
-@pytest.fixture(scope="module")
-def captured():
-    """The space and the candidate arrays one fit of JOB hands to each phase."""
-    job = Job(**JOB)
+@pytest.fixture(scope="module", params=list(JOBS))
+def captured(request):
+    """The space and the candidate arrays one fit of each job hands to each phase."""
+    job = Job(**JOBS[request.param])
     got = {}
     real_mem, real_pre = search.memory_totals, search._prefilter
 
