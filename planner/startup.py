@@ -193,13 +193,15 @@ class _Split:
 
 def _per_split(plan):
     """(a _Split of every (pp, vpp) from 1 to the largest, each candidate's place in it), where
-    the plan's pp and vpp are (n,) arrays of positive integers, its ends one value for every
-    candidate, and the table is at most n / 8 entries; else None."""
+    the plan's pp and vpp are (n,) integer arrays of positive values, its ends one integer for
+    every candidate, and the table is at most n / 8 entries; else None."""
     pp, vpp = np.asarray(plan.pp), np.asarray(plan.vpp)
     ends = [np.asarray(plan.split_emb), np.asarray(plan.split_loss)]
     n = pp.size
     if pp.ndim != 1 or vpp.shape != pp.shape or n < 4096 or any(e.ndim not in (0, 1) or e.size not in (1, n) for e in ends):
         return None
+    if pp.dtype.kind not in "iu" or vpp.dtype.kind not in "iu" or any(e.dtype.kind not in "iu" for e in ends):
+        return None  # (PlanArrays holds int64: counts, never fractions)
     if any(e.ndim == 1 and not bool((e == e[0]).all()) for e in ends):
         return None
     if int(pp.min()) < 1 or int(vpp.min()) < 1:
