@@ -1112,10 +1112,10 @@ UNIQUE_MIN = 64  # below this many elements the function is simply called
 
 def _bits(a: np.ndarray) -> np.ndarray:
     """A 1-d array's values as uint64 bit patterns (one-to-one for floats, ints, bools)."""
-    if a.dtype.kind == "f":
-        return a.astype(np.float64).view(np.uint64)
+    if a.dtype.kind == "f":  # (no copy of a float64 or int64 array: a view of its bits)
+        return a.astype(np.float64, copy=False).view(np.uint64)
     if a.dtype.kind in "iub":
-        return a.astype(np.int64).view(np.uint64)
+        return a.astype(np.int64, copy=False).view(np.uint64)
     raise TypeError(f"distinct: unsupported dtype {a.dtype}")
 
 
