@@ -201,3 +201,33 @@ def test_records_state_the_bridge_layout_and_the_mtp_module():
         fields = build_job(rec, "deepseek-v3", hw, _Assumed())
         assert fields["loss_layers_in_pipeline_split"] == 3 and not fields["account_for_loss_in_pipeline_split"]
         assert not fields["account_for_embedding_in_pipeline_split"]
+
+
+def test_torchtitan_output_weight_is_the_loss_end(tmp_path):
+    """torchtitan's pipeline_parallel_last_stage_less_layers N (generate_llm_fqn_per_model_part
+    @e347b1e5e: Llama 3 8B's 32 layers + 0 + 2 = 34 effective on 8 stages, 4 each and one more on
+    the first 2; the last stage 2 fewer): chunks 5, 5, 4 x 5, 2; per rank (chunks j and j + 4) 9,
+    9, 6. A weight above the floor of (32 + N) / 8 is refused, as torchtitan refuses it: 4 runs
+    (36 // 8 = 4), 5 does not (37 // 8 = 4)."""
+    from pathlib import Path
+
+    from planner.trainers import load_trainer_config
+
+    src = (Path(__file__).parent / "data" / "trainer_configs" / "llama3_8b.toml").read_text()
+    text = src.replace("local_batch_size = 1\n", "local_batch_size = 8\n").replace(
+        "pipeline_parallel_degree = 1\n", 'pipeline_parallel_degree = 4\npipeline_parallel_schedule = "Interleaved1F1B"\n'
+        "pipeline_parallel_first_stage_less_layers = 0\npipeline_parallel_last_stage_less_layers = 2\n")
+    assert text.count("less_layers") == 2 and "local_batch_size = 8" in text
+    p = tmp_path / "t.toml"
+    p.write_text(text)
+    j = load_trainer_config(p, gpus=16).job
+    assert j["loss_layers_in_pipeline_split"] == 2 and not j["account_for_loss_in_pipeline_split"] and j["vpp"] == 2
+    assert chunk_layers(32, 4, 2, 0, 2, 1) == [5, 5, 4, 4, 4, 4, 4, 2]
+    assert [int(x) for x in stage_layers(32, 4, 2, 0, 2, 1)] == [9, 9, 6]
+    _, plan, _ = resolve(Job.model_validate(j))
+    assert int(plan.split_loss) == 2
+    p.write_text(text.replace("less_layers = 2", "less_layers = 4"))
+    assert int(resolve(Job.model_validate(load_trainer_config(p, gpus=16).job))[1].split_loss) == 4
+    p.write_text(text.replace("less_layers = 2", "less_layers = 5"))
+    with pytest.raises(PlannerError, match="split"):
+        resolve(Job.model_validate(load_trainer_config(p, gpus=16).job))
