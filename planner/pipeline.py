@@ -386,13 +386,14 @@ class _Configs:
         self.shape = np.broadcast(plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_, plan.microbatches).shape
         pp, vpp, e, l_, f = (np.broadcast_to(np.asarray(x, dtype=np.int64), self.shape).ravel()
                              for x in (plan.pp, plan.vpp, plan.split_emb, plan.split_loss, front_))
-        V = int(vpp.max(initial=1)) + 1
-        key = (((pp * V + vpp) * 2 + e) * 2 + l_) * 2 + f
+        V, N = int(vpp.max(initial=1)) + 1, int(l_.max(initial=1)) + 1  # split_loss may count N > 1 layers
+        key = (((pp * V + vpp) * 2 + e) * N + l_) * 2 + f
         present = np.zeros(int(key.max(initial=0)) + 1, dtype=bool)
         present[key] = True
         uniq = np.flatnonzero(present)
         self.inverse = (np.cumsum(present) - 1)[key]
-        self.rows = [(int(k // 8 // V), int(k // 8 % V), int(k // 4 % 2), int(k // 2 % 2), int(k % 2)) for k in uniq]
+        self.rows = [(int(k // 2 // N // 2 // V), int(k // 2 // N // 2 % V), int(k // 2 // N % 2), int(k // 2 % N), int(k % 2))
+                     for k in uniq]
 
 
 def _pipeline_configs(plan) -> _Configs:

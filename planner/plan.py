@@ -24,7 +24,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
-from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack
+from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields
 from .startup import BY_CODE, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -117,7 +117,7 @@ class PlanArrays:
     dpo: np.ndarray = 1  # DP communication overlapped with compute, 0/1
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
-    split_loss: np.ndarray = 0  # the output layer and loss count as a layer of the split, 0/1
+    split_loss: np.ndarray = 0  # layers of the split the output layer, loss and MTP count as, 0/1 or N (Job.loss_units)
     split_front: np.ndarray = 0  # the stack's split gives the left-over units to the first chunks, 0/1 (Stack.pipeline_split)
     ep: np.ndarray = 1  # expert parallel degree (MoE models; planner/moe.py): etp x ep divides tp x dp x cp
     # which of the stack's sharding modes runs the plan (an index into stack_db runs.sharding; 0
@@ -267,7 +267,9 @@ def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.n
     if not np.any(counted):
         return counted
     pp, vpp = plan.pp, plan.vpp
-    rest = (units % (pp * vpp) != 0) if split_divides(stack) else split_overdrawn(L, plan)
+    # (a loss end of N layers, Job.loss_units, needs a last chunk of >= N units)
+    rest = (((units % (pp * vpp) != 0) | (plan.split_loss > units // (pp * vpp))) if split_divides(stack)
+            else split_overdrawn(L, plan))
     if not np.any(plan.split_front > 0):
         return counted & (pp > 1) & rest
     return counted & (pp > 1) & np.where(plan.split_front > 0,
@@ -382,7 +384,7 @@ class Settings:
     stack_name: str = "megatron"
     power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"; the limit: power_limit_w
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
-    split_loss: int = 0  # ... and the loss
+    split_loss: int = 0  # ... and the loss (with the MTP modules: N layers, Job.loss_units)
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
@@ -528,7 +530,7 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
         return _stack_error(code, where, job, stack, dp)
     a, k, L, mbs = model.num_attention_heads, model.kv_heads, model.num_layers, job.micro_batch
-    units = L + int(job.account_for_embedding_in_pipeline_split) + int(job.account_for_loss_in_pipeline_split)
+    units = L + int(job.account_for_embedding_in_pipeline_split) + job.loss_units
     msg = {
         MESH: lambda: (f"tp={job.tp} x cp={job.cp} x pp={job.pp} x dp={dp} does not divide --gpus {job.gpus}",
                        "make the product of tp, cp, pp and dp equal the GPU count"),
@@ -551,8 +553,12 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                              "lower vpp" + ("" if units > L else ", or count the embedding and loss as layers of the "
                                             "split (account_for_embedding_in_pipeline_split / _loss_)")),
         SPLIT_UNITS: lambda: ((f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
-                               f"do not divide into pp*vpp={job.pp * job.vpp} chunks",
-                               "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match")
+                               + (f"do not divide into pp*vpp={job.pp * job.vpp} chunks" if units % (job.pp * job.vpp) else
+                                  f"in pp*vpp={job.pp * job.vpp} chunks of {units // (job.pp * job.vpp)}: the loss end's "
+                                  f"{job.loss_units} layers outweigh the last chunk"),
+                               "Megatron-Core requires (layers + counted ends) % (pp*vpp) == 0: choose pp and vpp to match"
+                               + ("" if units % (job.pp * job.vpp) else
+                                  ", and a loss end (loss_layers_in_pipeline_split) of at most one chunk"))
                               if split_divides(stack) else
                               (f"{L} layers + {units - L} for the embedding/loss counted in the pipeline split = {units} "
                                f"on pp*vpp={job.pp * job.vpp} chunks leave more slots over than the end chunks hold: the "
@@ -794,12 +800,17 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
     if job.pp > 1 and counted:
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
                                                          plan.split_front))
-        ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", plan.split_loss)) if on)
+        n_loss = int(plan.split_loss)
+        ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", n_loss == 1)) if on)
+        ends = " and ".join(x for x in ((f"{ends} counted as a layer" if ends else ""), (
+            f"the last chunk's end (output layer, loss, MTP) counted as {n_loss} layers" if n_loss > 1 else "")) if x)
         warnings.append(
-            f"{ends} counted as a layer of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
+            f"{ends} of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
             f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "
             + (f"(stack {stack.name}'s own split: stack_db pipeline_ends_as_layers)"
-               if stack is not None and stack.pipeline_ends_as_layers else "(Megatron-Core account_for_*_in_pipeline_split)")
+               if stack is not None and stack.pipeline_ends_as_layers else
+               "(Megatron-Core --pipeline-model-parallel-layout)" if n_loss > 1 else
+               "(Megatron-Core account_for_*_in_pipeline_split)")
         )
     elif model.num_layers % (job.pp * job.vpp):
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp))
@@ -1004,6 +1015,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
     if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
+        if job.loss_units > 1:
+            raise PlannerError(f"{where}loss_layers_in_pipeline_split {job.loss_units}: stack {stack.name} counts the loss "
+                               "as one layer of the split (stack_db pipeline_ends_as_layers)",
+                               "leave loss_layers_in_pipeline_split out, or use a stack that places the split as given")
         ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
         inherited.extend((f, True) for f in ends if not getattr(job, f))
         job = job.model_copy(update={f: True for f in ends})
@@ -1034,7 +1049,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=int(job.account_for_loss_in_pipeline_split), split_front=int(stack.pipeline_split == "front"),
+        split_loss=job.loss_units, split_front=int(stack.pipeline_split == "front"),
         ep=job.ep, etp=job.etp or 0, **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where)
@@ -1273,8 +1288,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
         **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
            if any(settings.bf16_layers) else {}),
-        "account_for_embedding_in_pipeline_split": bool(g("split_emb")),
-        "account_for_loss_in_pipeline_split": bool(g("split_loss")),
+        **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
         **({"moe_capacity_factor": settings.moe_capacity_factor, "moe_dispatcher": settings.moe_dispatcher,

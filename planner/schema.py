@@ -1344,6 +1344,22 @@ RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
 STACK_ONLY = {"stack_only": True}
 
 
+def split_loss_units(fields) -> int:
+    """Layers of the pipeline split the last chunk's end (output layer, loss, MTP) counts as
+    (pipeline.stage_layers' split_loss), from a job's or a plan dict's fields:
+    loss_layers_in_pipeline_split, else account_for_loss_in_pipeline_split's 0 / 1."""
+    n = fields.get("loss_layers_in_pipeline_split")
+    return int(bool(fields.get("account_for_loss_in_pipeline_split", False))) if n is None else int(n)
+
+
+def split_fields(e: int, l_: int) -> dict:
+    """The job fields of a split's (embedding, loss units): a loss end of more than one layer (a
+    Megatron layout's 'm...L' end) is loss_layers_in_pipeline_split, 0 / 1 the --account-for-* flag
+    (the inverse of split_loss_units)."""
+    return {"account_for_embedding_in_pipeline_split": bool(e), "account_for_loss_in_pipeline_split": l_ == 1,
+            **({"loss_layers_in_pipeline_split": l_} if l_ > 1 else {})}
+
+
 class Job(BaseModel):
     """A training job: what `planner explain job.yaml` and `planner check` read.
 
@@ -1360,6 +1376,20 @@ class Job(BaseModel):
         if not math.isfinite(v * 2**30):
             raise ValueError(f"{v!r} GiB overflows to an infinite number of bytes; give GiB per GPU (e.g. 1.0)")
         return v
+
+    @model_validator(mode="after")
+    def _loss_layers(self) -> "Job":
+        n = self.loss_layers_in_pipeline_split
+        if n is not None and n != 1 and self.account_for_loss_in_pipeline_split:
+            raise ValueError(f"loss_layers_in_pipeline_split {n} contradicts account_for_loss_in_pipeline_split (1 layer): "
+                             "give one of the two")
+        return self
+
+    @property
+    def loss_units(self) -> int:
+        """Layers of the pipeline split the last chunk's end counts as (split_loss_units)."""
+        return split_loss_units({"loss_layers_in_pipeline_split": self.loss_layers_in_pipeline_split,
+                                 "account_for_loss_in_pipeline_split": self.account_for_loss_in_pipeline_split})
 
     @model_validator(mode="after")
     def _order(self) -> "Job":
@@ -1444,6 +1474,13 @@ class Job(BaseModel):
         default=False,
         description="count the output layer and loss as a layer of the pipeline split: the last chunk holds one "
                     "transformer layer fewer (Megatron-Core --account-for-loss-in-pipeline-split)")
+    loss_layers_in_pipeline_split: Optional[int] = Field(
+        default=None, ge=0,
+        description="the end of the last model chunk (the output layer, the loss and any multi-token prediction "
+                    "modules) counts as this many layers of the pipeline split: the last chunk holds that many "
+                    "transformer layers fewer (Megatron-Core --pipeline-model-parallel-layout with 'm' and 'L' at the "
+                    "end, e.g. Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL': 3, pipeline.stage_layers); 1 is "
+                    "account_for_loss_in_pipeline_split; null: that flag's 0 or 1")
     etp: Optional[Count] = Field(
         default=None, gt=0, description="expert tensor-parallel degree: each routed expert split over etp ranks, an "
                                         "axis of its own (MoE parallel folding: etp x ep divides tp x dp x cp; Megatron "

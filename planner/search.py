@@ -737,6 +737,8 @@ def stack_args(d: dict, stack) -> list[str]:
                       ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
         if d.get(key):
             args.append(flag)
+    if d.get("loss_layers_in_pipeline_split"):  # > 1 (plan_dict: 0 / 1 are the flag above)
+        args += ["--loss-layers-in-pipeline-split", str(d["loss_layers_in_pipeline_split"])]
     if d.get("power_limit_source") == "job":
         args += ["--power-limit-w", repr(d["power_limit_w"])]
     return args

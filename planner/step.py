@@ -5,7 +5,8 @@ step = compute + tp_comm + cp_comm (exposed) + pp_comm + dp_comm_exposed + bubbl
 
 All terms are per GPU on the critical pipeline stage (the slower of a middle stage, with
 ceil(L/(p v)) layers per chunk, and the last stage, with its layers plus the output layer
-and the loss; pipeline.stage_layers), for one optimizer
+and the loss; pipeline.stage_layers; under DualPipe the end rank, which runs stage 0 and
+stage p - 1 for half the micro-batches each [8]), for one optimizer
 step of m = global_batch / (dp x micro_batch) micro-batches. Every function takes a
 PlanArrays of 0-d or 1-d arrays.
 
@@ -78,6 +79,11 @@ References
     Large Deep Learning Models" (ASPLOS '23): collectives split into per-rank chunks overlap
     the dependent GEMM; Megatron-LM --tp-comm-overlap (Transformer Engine userbuffers, needs
     sequence parallelism) and torchtitan's async TP implement it.
+[8] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv:2412.19437) sec. 3.2.1, Fig. 5:
+    DualPipe feeds micro-batches from both ends of the pipeline; deepseek-ai/DualPipe
+    dualpipe/dualpipe.py @bb214e82 l. 42-44 and 75 (rank 0 runs the first stage of one direction
+    and, in phase 1, the last stage of the other; rank r pairs stages r and p - 1 - r), with
+    DualPipe.step feeding half the micro-batches each way (pipeline.py [8]).
 """
 
 from __future__ import annotations
@@ -463,6 +469,9 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
     last, perm_last, host_last, unf_last = stage("last")
     extra_first, extra_last = bf16_end_layers(sc, lt)
     last = last + logits + mtp_time(sc, lt, logits) + extra_last
+    # DualPipe: the end rank runs stage 0 and stage p - 1, each for half the micro-batches
+    last, perm_last, host_last, unf_last = dualpipe_end_rank(sc, stage("first"), extra_first,
+                                                             (last, perm_last, host_last, unf_last))
     mid = np.maximum(mid, mid + extra_first)  # the first stage runs as a middle one, plus its bf16 layers
     # the forward window the all-to-alls can hide behind: GPU work, not the host's gaps
     layer_fwd, layer_bwd = sc.mean("mid", lt.fwd) - sc.mean("mid", lt.host_fwd), sc.mean("mid", lt.bwd)
@@ -473,6 +482,23 @@ def compute_time(sc: StepCtx, lt: LayerTimes) -> Compute:
         fwd_mb=layers * layer_fwd + logits / 3.0,
         bwd_mb=layers * (layer_bwd + sc.mean("mid", lt.sel)) + rc["mid"] * layer_fwd + logits * 2.0 / 3.0,
         layer_fwd=layer_fwd, layer_bwd=layer_bwd, gemm_fwd=sc.mean("mid", lt.gemm_fwd), logits=logits)
+
+
+def dualpipe_end_rank(sc: StepCtx, first, extra_first, last) -> tuple:
+    """The last stage's (compute, permutation, host, unfused) per micro-batch as the pipeline
+    waits for it. DualPipe [8] (rank r runs stage r of one direction and stage p - 1 - r of the
+    other, m/2 micro-batches each) pairs stage 0 and stage p - 1 on the end ranks, so their
+    time per micro-batch is the mean of the two stages': the output layer, the loss and the MTP
+    modules on stage p - 1 are half on the critical path, beside stage 0's lighter load (its
+    layers, plus its bf16 layers). Every other schedule (and one stage): the last stage as it
+    is. The middle ranks (stage r with p - 1 - r) keep the heaviest middle stage
+    (slowest_middle), an upper bound on their mean; with pp 2 (no middle rank) that bound is
+    stage 1's layers without the head (named approximations)."""
+    dual = (np.asarray(sc.plan.schedule) == DUALPIPE) & (np.asarray(sc.plan.pp) > 1)
+    if not np.any(dual):
+        return last
+    first = (first[0] + extra_first,) + tuple(first[1:])
+    return tuple(np.where(dual, 0.5 * (f + x), x) for f, x in zip(first, last))
 
 
 def bf16_end_layers(sc: StepCtx, lt: LayerTimes):

@@ -63,7 +63,10 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     fp8_recipe wins over the text's. Any other precision (fp32, int8) is an error (rule 4).
  7b. pp x vpp: a megatron record whose layers do not divide into pp x vpp chunks gets
     Megatron-Core's --account-for-embedding/loss-in-pipeline-split where they make a legal
-    layout (_megatron_split), listed as assumed.
+    layout (_megatron_split), listed as assumed. A record's pipeline_layout (Megatron
+    --pipeline-model-parallel-layout) places the split itself (_layout_split): its layers per
+    model chunk, the last chunk's MTP and loss counted as the layers it lacks (the Job's
+    loss_layers_in_pipeline_split).
  7c. A record that lacks a required field (num_layers, gpu_type, ...) is a skipped row with
     the reason; the rest of the file is read.
  8. bytes_per_param: Megatron-LM / NeMo sources -> megatron (18 B: fp32 main grads), else
@@ -145,7 +148,7 @@ from . import files
 from .explain import evaluate, to_json
 from .plan import default_micro_batch, resolve
 from .stacks import DEFAULT_STACK
-from .schema import BppPreset, BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule
+from .schema import BppPreset, BytesPerParam, Count, Job, ModelSpec, RecomputeModule, Schedule, split_fields
 
 GiB = 2.0**30
 
@@ -270,6 +273,11 @@ class RunRecord(BaseModel):
         default=None, description="Megatron --account-for-embedding-in-pipeline-split; null: off (Megatron's default)")
     account_for_loss_in_pipeline_split: Optional[bool] = Field(
         default=None, description="Megatron --account-for-loss-in-pipeline-split; null: off (Megatron's default)")
+    pipeline_layout: Optional[str] = Field(
+        default=None, description="Megatron --pipeline-model-parallel-layout the run used (E embedding, t transformer "
+                                  "layer, m MTP layer, L loss, '|' between model chunks, '(..)*n' repeats; e.g. "
+                                  "Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL'): the split it places (rule 7b); "
+                                  "null: Megatron's even split")
     # Megatron settings a published run states that the planner does not price (rule 13): kept
     # with the record so that its error can be read against them; they change no prediction
     moe_token_dispatcher_type: Optional[str] = Field(
@@ -656,7 +664,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
     if vpp is None:
         vpp = 1
         assumed.add("vpp", 1, "not published; plain 1F1B")
-    split = _megatron_split(rec, vpp, stack_name, assumed)
+    split = _layout_split(rec, vpp, model_path) if rec.pipeline_layout is not None else \
+        _megatron_split(rec, vpp, stack_name, assumed)
     sp = rec.sequence_parallel
     if sp is None:
         sp = rec.tp > 1
@@ -728,12 +737,43 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         mtp_layers=rec.mtp_layers,
         **({"recompute_modules": list(mods)} if mods else {}),
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
-        # the record's stated split, else the one a legal Megatron layout needs (rule 7b)
+        # the record's stated split (its flags, or its layout's), else the one a legal Megatron layout needs (rule 7b)
         **({"account_for_embedding_in_pipeline_split": bool(rec.account_for_embedding_in_pipeline_split),
             "account_for_loss_in_pipeline_split": bool(rec.account_for_loss_in_pipeline_split)}
-           if rec.account_for_embedding_in_pipeline_split is not None or rec.account_for_loss_in_pipeline_split is not None
+           if rec.pipeline_layout is None and (rec.account_for_embedding_in_pipeline_split is not None
+                                               or rec.account_for_loss_in_pipeline_split is not None)
            else split),
     )
+
+
+def _layout_split(rec: RunRecord, vpp: int, model_path: str) -> dict:
+    """The split a record's pipeline_layout places (rule 7b): its transformer layers per model
+    chunk read by the Megatron reader's parser (trainers/megatron.py parse_layout, Megatron-Core
+    pipeline_parallel_layer_layout.py) and matched to the planner's split (split_of: the
+    embedding counted or not, the last chunk's 'm...L' end as the layers it lacks). Skipped: a
+    layout Megatron refuses, one beside --account-for-* (Megatron refuses them together), one
+    of another pp x vpp than the record's, or a placement the planner's split does not make."""
+    from .plan import with_mtp
+    from .trainers.megatron import parse_layout, split_of
+
+    if rec.account_for_embedding_in_pipeline_split or rec.account_for_loss_in_pipeline_split:
+        raise Skip("pipeline_layout with account_for_*_in_pipeline_split: Megatron refuses them together "
+                   "(transformer_config.py __post_init__)")
+    spec = with_mtp(load_model(model_path), rec.mtp_layers)
+    notes: list[str] = []
+    try:
+        chunks = parse_layout(rec.pipeline_layout, rec.pp, spec, "", notes)
+    except PlannerError as e:
+        raise Skip(f"pipeline_layout: {e.message}") from None
+    if notes:
+        raise Skip(notes[0])
+    if len(chunks) != rec.pp * vpp:
+        raise Skip(f"pipeline_layout has {len(chunks)} model chunks; pp {rec.pp} x vpp {vpp} = {rec.pp * vpp}")
+    e_l = split_of(spec.num_layers, rec.pp, vpp, chunks=chunks)
+    if e_l is None:
+        raise Skip(f"pipeline_layout {rec.pipeline_layout}: {chunks} layers on the model chunks, not a split the planner "
+                   "models (pipeline.chunk_layers)")
+    return split_fields(*e_l)
 
 
 def _megatron_split(rec: RunRecord, vpp: int, stack_name: str, assumed: _Assumed) -> dict:

@@ -152,9 +152,12 @@ def test_layout_fits_with_a_hand_derived_breakdown():
 
 def test_fit_ranks_deepseeks_layout_within_25_percent():
     """`fit --stack deepseek --precision fp8 --max-layer-slack 3` (61 layers on 16 stages of 4
-    leave 3 slots) ranks DeepSeek's own layout first, within 25% of the published rate."""
+    leave 3 slots) ranks DeepSeek's own layout first, within 25% of the published rate. The run
+    trained one MTP module (sec. 2.2, 4.2: the recipe's mtp_layers 1, which the command takes
+    on this stack); DualPipe pairs it, with the output layer and the loss on stage 15, with
+    stage 0 on the end ranks (step.dualpipe_end_rank)."""
     job = Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096,
-              stack="deepseek", precision="fp8")
+              stack="deepseek", precision="fp8", mtp_layers=1)
     top = fit(job, opts=SpaceOptions(max_layer_slack=3)).rows[0]
     p = top["plan"]
     assert (p["tp"], p["cp"], p["pp"], p["dp"], p["ep"], p["sharding"], p["schedule"]) == (

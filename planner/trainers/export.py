@@ -26,6 +26,7 @@ import math
 
 from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
+from ..schema import split_loss_units
 from . import FORMATS, FORMAT_STACKS
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
@@ -88,7 +89,7 @@ def _plan_arrays(plan: dict):
                       shard=plan.get("shard_group") or plan["dp"], recompute=0, sp=int(plan["sequence_parallel"]),
                       schedule=SCHEDULE_CODES[plan["schedule"]], precision=0, order=order_code(plan["rank_order"]),
                       split_emb=int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                      split_loss=int(plan.get("account_for_loss_in_pipeline_split", False)), ep=plan.get("ep", 1),
+                      split_loss=split_loss_units(plan), ep=plan.get("ep", 1),
                       etp=plan.get("etp") or plan["tp"],
                       smode=_mode_index(plan), tpo=int(plan.get("tp_comm_overlap", False)),
                       compile=int(plan.get("torch_compile", False)))
@@ -141,7 +142,7 @@ def plan_signature(plan: dict) -> dict:
 
     out["stage_layers"] = tuple(int(x) for x in stage_layers(
         m.num_layers, plan["pp"], plan["vpp"], int(plan.get("account_for_embedding_in_pipeline_split", False)),
-        int(plan.get("account_for_loss_in_pipeline_split", False)), int(load_stack(plan["stack"]).pipeline_split == "front")))
+        split_loss_units(plan), int(load_stack(plan["stack"]).pipeline_split == "front")))
     # the rank order as the trainer builds it (equal up to size-1 axes)
 
     built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
@@ -234,7 +235,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         # the layers plus the ends the plan counts, in pp x vpp stages (layers_per_stage where
         # ceil(L' / it) spells them; else torchtitan's default stages per rank)
         wf = int(plan.get("account_for_embedding_in_pipeline_split", False))
-        wl = int(plan.get("account_for_loss_in_pipeline_split", False))
+        wl = split_loss_units(plan)
         par["pipeline_parallel_first_stage_less_layers"] = wf
         par["pipeline_parallel_last_stage_less_layers"] = wl
         units, stages = L + wf + wl, pp * vpp
@@ -519,7 +520,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
-                                    int(plan.get("account_for_loss_in_pipeline_split", False)), _mtp(plan, model))
+                                    split_loss_units(plan), _mtp(plan, model))
     elif vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan.get("sequence_parallel"):

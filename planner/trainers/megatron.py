@@ -709,13 +709,16 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
                 raise PlannerError(f"{where}{msg}", "give --model, or fix the flag")
 
 
-def parse_layout(text: str, pp: int, spec, where: str) -> list[int]:
+def parse_layout(text: str, pp: int, spec, where: str, notes: list | None = None) -> list[int]:
     """Transformer layers of each model chunk of a --pipeline-model-parallel-layout (Megatron-Core
     megatron/core/transformer/pipeline_parallel_layer_layout.py @d98e8a64 parse_str_to_list:
     commas are cosmetic, '(..)*n' and 'x*n' repeat, '|' ends a chunk; E embedding, L loss, t
     a transformer layer, m an MTP layer), checked as validate_layer_layout does: the entries a
     multiple of pp, the embedding first and the loss last once each, the model's layers and
-    MTP layers."""
+    MTP layers. The planner prices the MTP modules on the last chunk, beside the loss: a layout
+    that places them elsewhere (Megatron's "MTP standalone", validate_layer_layout) is noted
+    in `notes`. The 'm' and 'L' at the end of the last chunk count in the split as the layers
+    that chunk lacks (split_of: Job loss_layers_in_pipeline_split)."""
     s = text.replace(",", "")
 
     def repeat(m):  # bounded: a layout lists each layer once, `t*99999999999` is not expanded (issue 24)
@@ -746,6 +749,9 @@ def parse_layout(text: str, pp: int, spec, where: str) -> list[int]:
         raise PlannerError(f"{where}--pipeline-model-parallel-layout holds {flat.count('t')} transformer and "
                            f"{flat.count('m')} MTP layers; the model has {spec.num_layers} and {spec.mtp_layers or 0}",
                            "one 't' per layer of --num-layers")
+    if notes is not None and stages[-1].count("m") != flat.count("m"):
+        notes.append(f"--pipeline-model-parallel-layout {_short(text)}: the MTP layers are not in the last chunk (Megatron's "
+                     "MTP standalone); priced on the last pipeline stage, beside the loss")
     return [st.count("t") for st in stages]
 
 
@@ -774,16 +780,22 @@ def _take_split(job: dict, e_l, placed: str, rule: str, unmodelled: list[str]) -
     if e_l is None:
         unmodelled.append(f"{placed}, not a split the planner models ({rule}); priced as the planner's split of pp x vpp")
         return False
-    job["account_for_embedding_in_pipeline_split"], job["account_for_loss_in_pipeline_split"] = map(bool, e_l)
+    from ..schema import split_fields
+
+    job.update(split_fields(*e_l))
     return True
 
 
 def split_of(L: int, pp: int, vpp: int, *, per_gpu=None, chunks=None):
-    """(account_for_embedding, account_for_loss) whose planner split (pipeline.chunk_layers)
-    places the layers as given, per model chunk or per GPU; None if none does."""
+    """(account_for_embedding, loss units) whose planner split (pipeline.chunk_layers) places the
+    layers as given, per model chunk or per GPU; None if none does. The loss end counts as 0 or 1
+    layer (--account-for-loss-in-pipeline-split), or, for a layout, as the N layers its last
+    chunk lacks (Job loss_layers_in_pipeline_split: Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL'
+    is 61 layers + 3 = 16 chunks of 4, the last one layer and the MTP module and the loss)."""
     from ..pipeline import chunk_layers
 
-    for e, l_ in ((0, 0), (1, 0), (0, 1), (1, 1)):
+    more = [(e, n) for n in range(2, -(-L // (pp * vpp)) + 2) for e in (0, 1)] if chunks is not None else []
+    for e, l_ in [(0, 0), (1, 0), (0, 1), (1, 1)] + more:
         if (e or l_) and (L + e + l_) % (pp * vpp):
             continue  # the counted ends must divide into the chunks (plan.SPLIT_UNITS; transformer_config.py)
         ch = chunk_layers(L, pp, vpp, e, l_)
@@ -984,7 +996,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if vps is not None or lpv is not None:
             raise PlannerError(f"{where}--pipeline-model-parallel-layout with --num-virtual-stages-per-pipeline-rank or "
                                "--num-layers-per-virtual-pipeline-stage", "Megatron allows one of them (arguments.py validate_args)")
-        chunks = parse_layout(str(layout), pp, spec, where)
+        chunks = parse_layout(str(layout), pp, spec, where, split_unmodelled)
         vpp = len(chunks) // pp
     firsts = [_int(where, flags, f) for f in ("--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers")]
     if any(x is not None for x in firsts) and pp > 1:

@@ -330,14 +330,18 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
 
         L = load_model(job["model"]).num_layers
         # end-stage weights (job_config.py @e347b1e5e: default 1 each): the embedding / output counted as a
-        # layer of the split (planner account_for_*; weights above 1 are not modelled)
+        # layer of the split (planner account_for_*; the output's weight N as loss_layers_in_pipeline_split,
+        # distributed/pipeline_parallel.py @e347b1e5e generate_llm_fqn_per_model_part: num_layers +
+        # input_weight + output_weight effective layers, each weight at most their floor per stage;
+        # an embedding weight above 1 is not modelled)
         wf = _int(where, "[parallelism] pipeline_parallel_first_stage_less_layers", par.get("pipeline_parallel_first_stage_less_layers", 1), minimum=0)
         wl = _int(where, "[parallelism] pipeline_parallel_last_stage_less_layers", par.get("pipeline_parallel_last_stage_less_layers", 1), minimum=0)
-        if wf not in (0, 1) or wl not in (0, 1):
-            raise PlannerError(f"{where}[parallelism] pipeline_parallel_first/last_stage_less_layers {wf}/{wl}: weights other than "
-                               "0 and 1 are not modelled", "use 0 or 1 (the embedding / output counted as a layer or not)")
-        job["account_for_embedding_in_pipeline_split"] = bool(wf)
-        job["account_for_loss_in_pipeline_split"] = bool(wl)
+        if wf not in (0, 1):
+            raise PlannerError(f"{where}[parallelism] pipeline_parallel_first_stage_less_layers {wf}: weights other than "
+                               "0 and 1 are not modelled", "use 0 or 1 (the embedding counted as a layer or not)")
+        from ..schema import split_fields
+
+        job.update(split_fields(wf, wl))
         if lps is not None:
             lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
             stages = math.ceil((L + wf + wl) / lps)
