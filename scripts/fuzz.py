@@ -9,7 +9,8 @@ typer's CliRunner, as in tests/test_fuzz.py, with a wall-clock limit (--timeout)
 that runs past it is a hang. The report (OUT/report.json, and a summary on stdout) counts the
 exit codes per kind and lists every failure (a traceback, an exit code other than 0/1/2, an
 exit 2 without `error:` first, a hang) with its command line; each failing input is saved
-under OUT/inputs/ to reproduce it. Exit 0 when there is no failure, 1 otherwise.
+under OUT/inputs/ to reproduce it, and each kind's slowest input under OUT/slowest/ (its command
+line in the report's `slowest`). Exit 0 when there is no failure, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ def _chunk(task: tuple) -> dict:
             why, code = f"hang: still running after {timeout} s", "hang"
         finally:
             signal.alarm(0)
-        res["slowest_s"] = max(res["slowest_s"], time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        if took > res["slowest_s"]:  # the slowest input, to reproduce it (saved below)
+            res["slowest_s"], slowest = took, (i, args, data)
         res["tried"] += 1
         res["codes"][str(code)] = res["codes"].get(str(code), 0) + 1
         if why is not None:
@@ -71,6 +74,13 @@ def _chunk(task: tuple) -> dict:
             saved.write_bytes(data)
             res["failures"].append({"kind": kind, "seed": name, "chunk": chunk, "input": i, "why": why,
                                     "args": [str(a) for a in args], "saved": str(saved)})
+    if res["tried"]:
+        i, args, data = slowest
+        saved = Path(out) / "slowest" / f"{kind}-{chunk}-{i}{Path(args_file(t)).suffix}"
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_bytes(data)
+        res["slowest"] = {"chunk": chunk, "input": i, "s": round(res["slowest_s"], 2),
+                          "args": [str(a) for a in args], "saved": str(saved)}
     return res
 
 
@@ -107,6 +117,8 @@ def main(argv=None) -> int:
         s = summary.setdefault(r["kind"], {"tried": 0, "codes": {}, "failures": 0, "slowest_s": 0.0})
         s["tried"] += r["tried"]
         s["failures"] += len(r["failures"])
+        if r["slowest_s"] >= s["slowest_s"] and "slowest" in r:
+            s["slowest"] = r["slowest"]
         s["slowest_s"] = round(max(s["slowest_s"], r["slowest_s"]), 2)
         for c, n in r["codes"].items():
             s["codes"][c] = s["codes"].get(c, 0) + n
