@@ -820,8 +820,8 @@ class DPTraffic:
     total: np.ndarray  # every DP transfer of the step
     exposed: np.ndarray  # what is left on the critical path
     copies: np.ndarray  # the stack's copies into and out of the collective buffers (compute)
-    p_local: np.ndarray  # dense parameters per GPU (the larger end stage)
-    e_local: np.ndarray  # routed-expert parameters per GPU (the stage with the most)
+    p_local: np.ndarray  # dense parameters per GPU (the larger end stage; DualPipe: the larger pair)
+    e_local: np.ndarray  # routed-expert parameters per GPU (the stage with the most; DualPipe: pair)
     e_shard: np.ndarray  # the experts' shard group
 
 
@@ -839,7 +839,13 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     for cand in sc.counts["mid_all"][1:]:
         mid = np.where(weighted(cand, experts) > weighted(mid, experts), cand, mid)
     split = stage_param_split(pc, settings.model, plan, {**sc.counts, "mid": mid})
-    p_local = np.maximum(split["first"][0], split["last"][0])
+    # DualPipe: every rank holds two stages, s and p - 1 - s (the end rank the first and the last,
+    # a middle rank two middle ones) and reduces and steps both stages' parameters [8] (sec. 3.2.1:
+    # "DualPipe requires keeping two copies of the model parameters")
+    dual = (plan.schedule == DUALPIPE) & (plan.pp > 1)
+    pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
+            for i in (0, 1)}
+    p_local = np.where(dual, pair[0], np.maximum(split["first"][0], split["last"][0]))
     shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
@@ -889,7 +895,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
     # the stage with the most expert parameters (with pp <= 2 there is no middle stage: the
     # notional one is the compute model's only)
-    e_local = np.maximum.reduce([split["first"][1], split["last"][1], np.where(plan.pp > 2, split["mid"][1], 0.0)])
+    e_local = np.where(dual, pair[1], np.maximum.reduce([split["first"][1], split["last"][1],
+                                                         np.where(plan.pp > 2, split["mid"][1], 0.0)]))
     e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket))
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
