@@ -59,7 +59,9 @@ def captured(request):
 
 def _run(benchmark, fn, n):
     benchmark.pedantic(fn, rounds=5, iterations=1, warmup_rounds=1, setup=clear_collective_memo)
-    benchmark.extra_info.update(candidates=int(n), candidates_per_s=n / benchmark.stats.stats.mean)
+    benchmark.extra_info.update(candidates=int(n))
+    if benchmark.stats is not None:  # None under --benchmark-disable (the function ran once, untimed)
+        benchmark.extra_info.update(candidates_per_s=n / benchmark.stats.stats.mean)
 
 
 def test_build_space(benchmark, captured):
