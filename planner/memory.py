@@ -338,7 +338,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
-from .pipeline import DUALPIPE, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
+from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
@@ -931,7 +931,7 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None):
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
             for c in priced]
-    dual = (np.asarray(plan.schedule) == DUALPIPE) & (plan.pp > 1)
+    dual = dualpipe_pairs(plan)
     dual_stages = None
     if dual.any():  # a shortcut only: where no plan runs DualPipe both sides of the np.where agree
         # DualPipe [9]: rank r runs stage r of one direction and stage p-1-r of the other, 2x

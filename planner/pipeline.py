@@ -455,6 +455,12 @@ def _stage_chunks(ll, p: int, v: int, e: int, l_: int, front: int = 0) -> dict:
             "mid_stage": [s for s, _ in mid.values()]}
 
 
+def dualpipe_pairs(plan) -> np.ndarray:
+    """Where a plan runs DualPipe [8] on more than one stage: each rank then holds two stages,
+    r and p - 1 - r (the memory's and the step's pairing; bool, broadcast over the plan)."""
+    return (np.asarray(plan.schedule) == DUALPIPE) & (np.asarray(plan.pp) > 1)
+
+
 def dualpipe_alone_share(pp, m):
     """Share of a DualPipe rank's forward (and backward) chunks that run without a partner
     chunk to overlap with [8]: dualpipe.py DualPipe.step on rank 0 (half_rank 0, the most):

@@ -498,8 +498,9 @@ def _interleaved_m_error(stack, m: int, pp: int) -> tuple[str, str]:
     name = stack.name if stack is not None else "megatron"
     if interleaved_m_rule(stack) == "multiple_of_rounds":
         rounds = max(1, m // max(pp, 1))
-        ok = sorted({x for x in range(max(m - 3 * pp, 1), m + 3 * pp + 1) if x % max(1, x // max(pp, 1)) == 0})
-        near = ", ".join(str(x) for x in sorted(ok, key=lambda x: (abs(x - m), x))[:4])
+        around = np.arange(max(m - 3 * pp, 1), m + 3 * pp + 1)
+        ok = around[~interleaved_m_broken(stack, around, pp)]
+        near = ", ".join(str(int(x)) for x in sorted(ok, key=lambda x: (abs(x - m), x))[:4])
         return (f"interleaved schedule on stack {name} splits {m} micro-batches per pipeline into max(1, {m} // pp={pp}) "
                 f"= {rounds} rounds, and {m} is not a multiple of {rounds} ({TORCH_ROUNDS_SOURCE})",
                 f"use a global batch whose micro-batches per pipeline divide into their rounds (near {m}: {near})")
@@ -801,9 +802,9 @@ def _split_warnings(model: ModelSpec, job: Job, plan: PlanArrays, warnings: list
         first, mid, last = (int(x) for x in stage_layers(model.num_layers, job.pp, job.vpp, plan.split_emb, plan.split_loss,
                                                          plan.split_front))
         n_loss = int(plan.split_loss)
-        ends = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", n_loss == 1)) if on)
-        ends = " and ".join(x for x in ((f"{ends} counted as a layer" if ends else ""), (
-            f"the last chunk's end (output layer, loss, MTP) counted as {n_loss} layers" if n_loss > 1 else "")) if x)
+        as_one = " and ".join(n for n, on in (("the embedding", plan.split_emb), ("the loss", n_loss == 1)) if on)
+        ends = " and ".join(([f"{as_one} counted as a layer"] if as_one else [])
+                            + ([f"the last chunk's end (output layer, loss, MTP) counted as {n_loss} layers"] if n_loss > 1 else []))
         warnings.append(
             f"{ends} of the pipeline split: {model.num_layers} + {counted} units in pp*vpp="
             f"{job.pp * job.vpp} chunks; the middle stages hold {mid} layers, the first {first} and the last {last} "

@@ -104,7 +104,7 @@ from .layers import LayerList, context, layer_count, layer_list, mean_layer, wei
 from .layers.common import ACT_BYTES
 from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
-from .pipeline import DUALPIPE, INTERLEAVED, bubble_fraction, dualpipe_alone_share, stage_kind_counts, stage_layers
+from .pipeline import INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, stage_kind_counts, stage_layers
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
@@ -494,7 +494,7 @@ def dualpipe_end_rank(sc: StepCtx, first, extra_first, last) -> tuple:
     is. The middle ranks (stage r with p - 1 - r) keep the heaviest middle stage
     (slowest_middle), an upper bound on their mean; with pp 2 (no middle rank) that bound is
     stage 1's layers without the head (named approximations)."""
-    dual = (np.asarray(sc.plan.schedule) == DUALPIPE) & (np.asarray(sc.plan.pp) > 1)
+    dual = dualpipe_pairs(sc.plan)
     if not np.any(dual):
         return last
     first = (first[0] + extra_first,) + tuple(first[1:])
@@ -678,7 +678,7 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
             "tier": link.link, "ep_domains": link.domains}
     half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
     ep_mb = n * (half_f + half_b) + rc * half_f
-    dual = (plan.schedule == DUALPIPE) & (plan.pp > 1)
+    dual = dualpipe_pairs(plan)
     if not sc.settings.ep_comm_overlap and not dual.any():
         return ep_mb, info
     # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
@@ -842,7 +842,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # DualPipe: every rank holds two stages, s and p - 1 - s (the end rank the first and the last,
     # a middle rank two middle ones) and reduces and steps both stages' parameters [8] (sec. 3.2.1:
     # "DualPipe requires keeping two copies of the model parameters")
-    dual = (plan.schedule == DUALPIPE) & (plan.pp > 1)
+    dual = dualpipe_pairs(plan)
     pair = {i: np.maximum(split["first"][i] + split["last"][i], np.where(plan.pp > 2, 2.0 * split["mid"][i], 0.0))
             for i in (0, 1)}
     p_local = np.where(dual, pair[0], np.maximum(split["first"][0], split["last"][0]))
