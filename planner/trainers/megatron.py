@@ -127,7 +127,7 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
-from ..schema import RecomputeModule
+from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
@@ -780,8 +780,6 @@ def _take_split(job: dict, e_l, placed: str, rule: str, unmodelled: list[str]) -
     if e_l is None:
         unmodelled.append(f"{placed}, not a split the planner models ({rule}); priced as the planner's split of pp x vpp")
         return False
-    from ..schema import split_fields
-
     job.update(split_fields(*e_l))
     return True
 

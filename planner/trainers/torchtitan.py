@@ -70,7 +70,7 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
-from ..schema import MAX_COUNT
+from ..schema import MAX_COUNT, split_fields
 from . import TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus
 
 # (model.name, model.flavor) -> (model_zoo entry, torchtitan's TransformerModelArgs [4])
@@ -339,8 +339,6 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         if wf not in (0, 1):
             raise PlannerError(f"{where}[parallelism] pipeline_parallel_first_stage_less_layers {wf}: weights other than "
                                "0 and 1 are not modelled", "use 0 or 1 (the embedding counted as a layer or not)")
-        from ..schema import split_fields
-
         job.update(split_fields(wf, wl))
         if lps is not None:
             lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
