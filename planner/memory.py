@@ -109,6 +109,19 @@ References
      (PyTorch docs, "CUDA semantics: optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF");
      no ratio measured with it is in the reference, so its band keeps the default
      allocator's top as a bound.
+[14] What an MoE layer saves for its backward (stack memory.moe_keeps_expert_out, memory.fp8_saves_gemm_inputs;
+     stack_db/megatron.yaml sources): Megatron-Core multiplies the routing probabilities inside the experts'
+     activation (NVIDIA/Megatron-LM @b0cc2706 megatron/core/transformer/moe/experts.py TEGroupedMLP.forward,
+     weighted_bias_swiglu_impl) and unpermutes the experts' outputs without them, which Transformer Engine's
+     fused unpermute does keeping only its row map (NVIDIA/TransformerEngine v2.12 transformer_engine/pytorch/
+     permutation.py _moe_unpermute_mask_map.forward l. 385-388): the outputs before the combine are not kept.
+     Transformer Engine's GroupedLinear saves its quantized inputs under fp8 as its Linear does [8]
+     (module/grouped_linear.py l. 231-261): the routed experts' up- and down-projection inputs at 1 B
+     (megatron's memory.fp8_saved_bytes; under nvfp4 they stay counted at 2 B, not priced apart). The
+     router's GEMM runs in bf16 / fp32 and saves its bf16 input (Megatron-LM @b0cc2706 moe/moe_utils.py
+     RouterGatingLinearFunction; DeepSeek-V3 arXiv:2412.19437 sec. 3.3.1 keeps the gating modules in their
+     original precision), so an MoE layer's norm2_out is 2 B under fp8. Not priced: the shared experts'
+     own quantized copy of norm2_out (their up-projection's input) beside the router's.
 [tt1] torchtitan 0.3.0 models/llama3/parallelize.py apply_tp: "norm": SequenceParallel(), "output":
      ColwiseParallel(input_layouts=Shard(1), ...): the output linear receives the all-gathered
      (Replicate) final-norm output and autograd saves it (2 B x T x h), beside the norm's own
@@ -400,7 +413,8 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
 
 
 NVFP4_SAVED_BYTES = 0.5 + 1.0 / 16.0  # bytes per element of a saved nvfp4 GEMM input: e2m1 + e4m3 scale per 16 [8]
-# the inputs of the four GEMMs of a layer (QKV, output projection, MLP up, MLP down)
+# the inputs of the four GEMMs of a layer (QKV, output projection, MLP up, MLP down); an MoE layer's
+# expert GEMM inputs are the stack's memory.fp8_saved_bytes where it quantizes them [14]
 GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
 
 
@@ -428,8 +442,9 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     with the core attention's state ("scores": dropped by selective recompute)."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
+    # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
     width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
-             for n, b in (fp8_bytes or {}).items()}
+             for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
     if "attn_out" in width and attention == "flash" and "scores" in keeps and "scores" not in drops:
         width["attn_out"] = width["attn_out"] + np.where(fp8 | fp4, core_out_bytes / ACT_BYTES, 0.0)
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
@@ -690,7 +705,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
     co = ACT_BYTES if stack.memory.attention_keeps_output else 0.0  # the fused attention's bf16 output [8]
-    drops = tuple(stack.selective.recomputes)
+    never = () if stack.memory.moe_keeps_expert_out else ("moe_expert_out",)  # not saved by any mode [14]
+    drops = tuple(stack.selective.recomputes) + never
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile)
     keeps = selective_keeps(settings)
@@ -701,7 +717,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, core_out_bytes=co)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs

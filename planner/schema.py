@@ -914,6 +914,12 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the fused attention kernel saves its own bf16 output for its backward (TE FusedAttnFunc: q, k, v, "
                     "out); with fp8 GEMM inputs that is a tensor beside the output projection's quantized input")
+    moe_keeps_expert_out: bool = Field(
+        default=True,
+        description="the routed experts' outputs before the combine (moe_expert_out, 2 B x top_k x h per token) are "
+                    "saved for the backward, as where the routing weights multiply them at the combine; false where "
+                    "the weights multiply inside the expert activation and the combine's unpermute keeps only its "
+                    "row map (Megatron-Core with Transformer Engine: memory.py [14])")
     te_grouped_gemm_streams: int = Field(
         default=0, ge=0,
         description="Transformer Engine's grouped GEMM (MoE experts, job field moe_grouped_gemm) keeps one cuBLAS "

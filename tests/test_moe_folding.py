@@ -236,18 +236,23 @@ def test_validate_evaluates_the_folded_gb200_qwen3_235b_record(cli):
     # with Megatron's global memory buffer (memory.py [12]): the output layer's SP all-gather,
     # 4 MiB on the TE rows; the local row (--transformer-impl local) the local attention's scores
     # 16 MiB and no TE workspace (-32 MiB - 1 KiB); with --moe-grouped-gemm (the TE rows) TE's
-    # GroupedLinear keeps 4 more workspaces of 32 MiB + 1 KiB (one per compute stream)
+    # GroupedLinear keeps 4 more workspaces of 32 MiB + 1 KiB (one per compute stream); less the
+    # experts' outputs before the combine, which Megatron-Core does not keep (memory.py [14]):
+    # 2 B x top_k x h 512 x etp / tp a token, 4,096 tokens, the last stage's layers, one
+    # micro-batch in flight: 12 x 4096 x 2 x 2 x 512 / 2, 6 x 4096 x 2 x 1 x 512 x 2 / 4,
+    # 6 x 4096 x 2 x 2 x 512 x 2 / 4
     ("moe__gpt3_mcore_te_tp2_pp1_te_a2a_ovlp_8experts_etp1_ep4__dev_dgx_h100", 4_065_854_464,
-     3_722_087_424 + 4 * 2**20 + 4 * (32 * 2**20 + 1024)),
+     3_722_087_424 + 4 * 2**20 + 4 * (32 * 2**20 + 1024) - 12 * 4096 * 2 * 2 * 512 // 2),
     ("moe__gpt3_mcore_tp2_pp2_ep2_etp2_te_4experts2parallel__dev_dgx_h100", 1_226_082_304,
-     1_169_067_008 + 16 * 2**20 - (32 * 2**20 + 1024)),
+     1_169_067_008 + 16 * 2**20 - (32 * 2**20 + 1024) - 6 * 4096 * 2 * 1 * 512 * 2 // 4),
     ("moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_h100", 1_149_626_368,
-     969_632_768 + 4 * 2**20 + 4 * (32 * 2**20 + 1024)),
+     969_632_768 + 4 * 2**20 + 4 * (32 * 2**20 + 1024) - 6 * 4096 * 2 * 2 * 512 * 2 // 4),
 ])
 def test_megatron_ci_rows_with_expert_tp_unlike_tp_are_evaluated(row_id, measured, predicted):
     """Megatron's own CI runs with --expert-tensor-parallel-size unlike TP (TP2 ETP1 EP4, TP4
     ETP2 EP2) were skipped as not modelled; with the expert grid priced they are evaluated
-    against the measured peak: -5.1%, -6.0%, -3.6% (the planner low). The predicted bytes pin
+    against the measured peak: -6.3%, -7.0%, -5.8% (the planner low; -5.1%, -6.0%, -3.6% while
+    the experts' outputs were counted, docs/qwen3_pp_gap.md). The predicted bytes pin
     the model: a change to them is a change on purpose."""
     from pathlib import Path
 

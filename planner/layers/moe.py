@@ -19,8 +19,10 @@ run on all T tokens as a dense MLP of width s x f_s; the router is a [T, E, h] G
 Activations (per MoE layer, per micro-batch, bytes per token, bf16 unless said): router
 logits 4E (fp32, kept for the softmax/sigmoid backward), the dispatched (permuted) tokens
 2 top_k h c, the expert MLP gate and up outputs 2 (f1_e / tp) top_k c and activation output
-2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c; the shared experts
-keep a dense MLP's tensors at width s x f_s. These replace the dense MLP's gate/up/act_out.
+2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c (not kept by a stack
+whose routing weights multiply inside the expert, stack memory.moe_keeps_expert_out false:
+Megatron-Core, memory.py [14]); the shared experts keep a dense MLP's tensors at width s x f_s.
+These replace the dense MLP's gate/up/act_out.
 
 Routing and permutation (dispatch_bytes; memory-bound, priced by step.py at HBM bandwidth x
 compute.HBM_EFFICIENCY as its norms and activations are, and shown as explain's `moe_permute`
