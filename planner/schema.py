@@ -811,6 +811,10 @@ class FSDPSpec(BaseModel):
                                                             "(else they stay unsharded across a step's micro-batches)")
     reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
                                                     "accumulating unsharded gradients without sync)")
+    ddp_reduces_grad_buffer: bool = Field(
+        default=False, description="DDP / ZeRO-1/2 reduce the gradient buffer itself, in the job's gradient dtype "
+                                   "(bytes_per_param.gradients), not in grad_reduce_bytes (Megatron-LM's "
+                                   "param_and_grad_buffer: fp32 only with grad_reduce_in_fp32)")
     ddp_bucket_params: float = Field(gt=0, description="DDP / ZeRO-1/2: parameters per gradient-reduction bucket (one collective each)")
     ddp_bucket_params_per_dp_rank: float = Field(default=0.0, ge=0, description="the bucket grows to at least this many "
                                                                                "parameters per DP rank (Megatron: 1M x dp)")
