@@ -389,6 +389,7 @@ class Settings:
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
+    cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
@@ -846,6 +847,13 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
+    if job.cross_entropy_fusion_impl == "te" and not job.cross_entropy_fusion:
+        raise PlannerError(f"{where}cross_entropy_fusion_impl te is set without cross_entropy_fusion (Megatron-Core reads "
+                           "the implementation only with cross_entropy_loss_fusion)", "set cross_entropy_fusion: true, or leave "
+                           "cross_entropy_fusion_impl out")
+    if job.cross_entropy_fusion_impl == "te" and stack.memory.te_loss_per_logit is None:
+        raise PlannerError(f"{where}cross_entropy_fusion_impl te is set but stack {stack.name} has no Transformer Engine "
+                           "cross-entropy (stack_db memory.te_loss_per_logit)", "leave it out, or choose --stack megatron")
     if (job.transformer_impl is not None or job.local_core_attention) and not stack.memory.global_memory_buffer:
         raise PlannerError(f"{where}transformer_impl / local_core_attention are Megatron-Core's; stack {stack.name} has "
                            "neither (stack_db memory.global_memory_buffer)", "leave them out, or choose --stack megatron")
@@ -929,6 +937,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
+        cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
         fp8_param_gather=job.fp8_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
@@ -1299,6 +1308,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if settings.model.moe is not None else {}),
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
+        **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),

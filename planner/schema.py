@@ -945,6 +945,11 @@ class MemoryReporting(BaseModel):
                     "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
                     "through is_first_microbatch (memory.py [11]); with the job's fp8_param_gather the weights are "
                     "themselves quantized and only the backward's copy is kept beside them")
+    te_loss_per_logit: Optional[list[float]] = Field(
+        default=None, min_length=2, max_length=2,
+        description="Transformer Engine's fused cross-entropy (Megatron-Core cross_entropy_fusion_impl te; job field "
+                    "cross_entropy_fusion_impl): [bytes per logit it holds for the backward, bytes per logit its kernels "
+                    "move in a step]; null: the stack has none")
     fused_loss_extra_per_logit: Optional[float] = Field(
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
@@ -1517,6 +1522,11 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    cross_entropy_fusion_impl: Literal["native", "te"] = Field(
+        json_schema_extra=STACK_ONLY,
+        default="native", description="with cross_entropy_fusion, its implementation (Megatron-Core TransformerConfig."
+                                      "cross_entropy_fusion_impl): native (Megatron's fused_vocab_parallel_cross_entropy) or "
+                                      "te (Transformer Engine's parallel_cross_entropy: stack_db memory.te_loss_per_logit)")
     rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "

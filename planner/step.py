@@ -88,6 +88,9 @@ References
     buffer's grad_dtype is torch.float if grad_reduce_in_fp32 else the parameters' dtype (l. 924,
     group_params_for_buffers), and the bucket's reduce-scatter / all-reduce run on bucket.grad_data
     itself (l. 713-730, start_grad_sync): the reduction moves the buffer's dtype.
+[10] NVIDIA/TransformerEngine @02965d2e transformer_engine/pytorch/triton/cross_entropy.py (Megatron-Core
+    cross_entropy_fusion_impl te): the forward reads each logit once, the backward reads it and
+    writes its gradient in place: 6 B a bf16 logit (stack_db memory.te_loss_per_logit).
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, stage_kind_counts, stage_layers
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
+from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -401,7 +404,8 @@ def head_time(sc: StepCtx) -> np.ndarray:
     if np.any(bf16_out):
         out16 = price_gemms(shape, hw, np.zeros_like(plan.precision), sc.gemm_cal)["output_layer"] / gemm_scale
         out_gemm = np.where(bf16_out, out16, out_gemm)
-    return 3.0 * out_gemm + ctx.T * V / ctx.tp * sc.kb["loss_per_logit"] / sc.hbm
+    loss_b = sc.stack.memory.te_loss_per_logit[1] if te_loss(sc.settings) else sc.kb["loss_per_logit"]
+    return 3.0 * out_gemm + ctx.T * V / ctx.tp * loss_b / sc.hbm  # [10] with TE's fused loss
 
 
 def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:

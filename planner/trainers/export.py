@@ -126,7 +126,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -510,6 +510,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += _megatron_dispatcher(plan)
     if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
+    if plan.get("cross_entropy_fusion_impl") == "te":
+        raise _refuse(F, "cross_entropy_fusion_impl te: Megatron-LM's argument parser refuses --cross-entropy-fusion-impl te "
+                         "(NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1698); Megatron-Bridge configs set it",
+                      "price it with the native fused loss (leave cross_entropy_fusion_impl out)")
     if plan.get("cross_entropy_fusion"):
         args.append(("--cross-entropy-loss-fusion", None))
     if plan.get("fp8_param_gather"):
