@@ -901,7 +901,7 @@ def _choose_stages(first, last, mids, dual, has_mid):
 
 # the plan fields (and properties) the pipeline placement reads: the layers of each kind on the
 # stages and the micro-batches each holds in flight (stage_kind_counts, stage_inflight_kinds)
-PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "microbatches", "schedule")
+PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "microbatches", "schedule", "mbg")
 
 
 def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:

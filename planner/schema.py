@@ -1443,6 +1443,14 @@ class Job(BaseModel):
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
+    microbatch_group: Optional[Count] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, gt=0,
+        description="interleaved schedule: N, the contiguous micro-batches each virtual stage runs before the next "
+                    "(Megatron-LM --microbatch-group-size-per-virtual-pipeline-stage): N in [pp, m] with m % N 0 or >= pp "
+                    "(plan rule INTERLEAVED_M); the warm-up holds (vpp - 1)(N - pp) more chunk-micro-batches than "
+                    "with N = pp (planner/pipeline.py [10]); a Megatron setting, refused on stacks whose schedule has "
+                    "none; default: the stack's rule (Megatron: pp)")
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
