@@ -130,6 +130,10 @@ References
      under TP): _log_softmax saves its fp32 output (4 B/logit); _nll_loss_and_log_softmax_backward
      returns (zeros_like(x) + exp(x)) * grad_output: beside the saved log-softmax, grad_input,
      exp(x) and their sum are live at once, 16 B/logit (ATen's unsharded CE: 12).
+[te] Transformer Engine's fused cross-entropy (Megatron-Core cross_entropy_fusion_impl te):
+     NVIDIA/TransformerEngine @02965d2e transformer_engine/pytorch/cross_entropy.py saves the
+     logits themselves and its backward kernel (triton/cross_entropy.py) stores their gradient
+     over them in place: 2 B a bf16 logit held, no fp32 copy (stack_db memory.te_loss_per_logit).
 [tt3] torch autograd: the backward runs the loss's nodes (and frees their saved tensors and
      temporaries) before the last layer's; torch.utils.checkpoint re-runs a layer's forward
      only when its backward starts. The oracle's full-AC rows (tests/data/memory/oracle_sweep_
@@ -355,7 +359,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import kernel_bytes, sharding_traits, stack_of
+from .stacks import kernel_bytes, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -913,7 +917,7 @@ def _choose_stages(first, last, mids, dual, has_mid):
 
 # the plan fields (and properties) the pipeline placement reads: the layers of each kind on the
 # stages and the micro-batches each holds in flight (stage_kind_counts, stage_inflight_kinds)
-PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "microbatches", "schedule")
+PIPELINE_FIELDS = ("pp", "vpp", "split_emb", "split_loss", "split_front", "microbatches", "schedule", "mbg")
 
 
 def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:
@@ -998,6 +1002,8 @@ class _PerLayer:
         # memory.fused_loss_extra_per_logit, Megatron's torch.compile'd calculate_gradients)
         fused = (stack.memory.fused_loss_extra_per_logit or 0.0) if settings.cross_entropy_fusion else 0.0
         loss_b = np.where(ctx.tp > 1, kb["loss_parallel_saved_per_logit"], kb["loss_saved_per_logit"])
+        if te_loss(settings):  # a job setting: TE's kernel keeps the logits alone and writes their gradient in place [te]
+            fused, loss_b = 0.0, stack.memory.te_loss_per_logit[0]
         norm_out = (ACT_BYTES * model.hidden_size / (1.0 if stack.memory.tp_saves_gathered_input else ctx.rep_div)
                     if stack.memory.output_saves_norm_out else 0.0)
         self.out_act = ctx.T * (ACT_BYTES * model.hidden_size / ctx.rep_div + norm_out

@@ -147,13 +147,14 @@ def alone_pass_share(plan, m):
     """Share of a stage's forward (and of its backward) chunk passes that run alone under the
     combined 1F1B schedule [8], their all-to-alls with nothing to hide behind: with one stage
     the first micro-batch's forward and the last one's backward (1 of m each); interleaved,
-    the warm-up forwards and cool-down backwards of the first stage, 2 (p-1) + (v-1) p + 1 of
+    the warm-up forwards and cool-down backwards of the first stage, 2 (p-1) + (v-1) N + 1 of
     its m v passes (Megatron-Core's interleaved warm-up with microbatch_group_size_per_vp_stage
-    = p, one more for the overlap; the first stage has the most, an upper bound for the
-    others), at most all of them."""
+    N: p, or the plan's mbg, pipeline.py [10]; one more for the overlap; the first stage has the
+    most, an upper bound for the others), at most all of them."""
     p, v = plan.pp.astype(np.float64), plan.vpp.astype(np.float64)
+    n = np.where(np.asarray(plan.mbg) > 0, plan.mbg, p).astype(np.float64)
     passes = np.asarray(m, dtype=np.float64) * v
-    warm = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * p + 1.0, 1.0)
+    warm = np.where(p > 1, 2.0 * (p - 1.0) + (v - 1.0) * n + 1.0, 1.0)
     return np.minimum(warm, passes) / np.maximum(passes, 1.0)
 
 

@@ -104,6 +104,17 @@ References
     + 1, m v) chunk-micro-batches ([5] with N for p). tests/test_pipeline.py checks both over a
     grid. Which N Meta ran is not published: the planner takes microbatch_group's (the smallest
     N without dependency bubbles, the least memory).
+[10] NVIDIA/Megatron-LM @d98e8a64: megatron/core/model_parallel_config.py l. 431-449
+    microbatch_group_size_per_vp_stage (--microbatch-group-size-per-virtual-pipeline-stage, "the
+    number of micro-batches that are executed at a time for a given virtual stage (both forward
+    and backward)"), l. 567-568 (default pp); megatron/core/pipeline_parallel/schedules.py
+    get_pp_rank_microbatches l. 929-975 (warm-up forwards on rank r: 2(p - r - 1) + (v - 1) N,
+    all m v if that is more), get_schedule_table l. 989-1016 (groups of N micro-batches, each run
+    through chunk 0 .. v - 1 in turn, the last group taking the rest),
+    forward_backward_pipelining_with_interleaving l. 1160-1180 (N in [pp, m], and m % N is 0 or
+    >= pp, else a ValueError / RuntimeError). With N for p the bubble stays (p - 1)/(v m) (the
+    simulator's, [9]); the warm-up, and so the activations in flight, grows by (v - 1)(N - p)
+    chunk-micro-batches on every stage.
 """
 
 from __future__ import annotations
@@ -266,12 +277,12 @@ def stage_inflight_kinds(ll, plan) -> dict:
 
     Micro-batches in flight per model chunk at the stage's peak (the moment before its first
     backward): GPipe m; 1F1B min(m, p - s) [2]; ZB-H1 min(m, p) [4]; interleaved 1F1B [2][5]:
-    of the F = min(2 (p - s - 1) + (v - 1) p + 1, m v) forwards run by then, forward k runs
-    chunk (k mod p v) // p (Megatron-Core's order, groups of p micro-batches), so chunk c holds
-    (F // p v) p + min(max(F mod p v - c p, 0), p). The last chunk of the last stage, the one
-    with the loss, holds 1 (Megatron: each last-chunk forward is followed by its backward once
-    the warm-up is done; get_pp_rank_microbatches [7]); summed over equal chunks this is
-    inflight_microbatches x the stage's layers. ZB-H1's loss counts 1: the loss's tensors are
+    of the F = min(2 (p - s - 1) + (v - 1) N + 1, m v) forwards run by then, forward k runs
+    chunk (k mod N v) // N (Megatron-Core's order, groups of N micro-batches: p, or the plan's
+    mbg [10]), so chunk c holds (F // N v) N + min(max(F mod N v - c N, 0), N). The last chunk
+    of the last stage, the one with the loss, holds 1 (Megatron: each last-chunk forward is
+    followed by its backward once the warm-up is done; get_pp_rank_microbatches [7]); summed
+    over equal chunks this is inflight_microbatches x the stage's layers. ZB-H1's loss counts 1: the loss's tensors are
     freed by the input-gradient pass. "outputs" {"first", "last" (...), "mid" (C, ...)}: the
     chunk-micro-batches in flight whose chunk sends its output to a next stage (every chunk but
     the last stage's last, the one with the loss; none with p = 1): the stage outputs a runtime
@@ -280,6 +291,12 @@ def stage_inflight_kinds(ll, plan) -> dict:
     per = [_stage_chunks(ll, *row) for row in configs.rows]
     m = np.broadcast_to(np.asarray(plan.microbatches, dtype=np.int64), configs.shape).ravel()
     sched = np.broadcast_to(np.asarray(plan.schedule, dtype=np.int64), configs.shape).ravel()
+    # the job's micro-batch group N [10] (0: microbatch_group's rule), read by the interleaved schedule only:
+    # its distinct values, a few (one job's), index the dedup key below
+    group = np.where(sched == INTERLEAVED, np.broadcast_to(np.asarray(getattr(plan, "mbg", 0), dtype=np.int64),
+                                                           configs.shape).ravel(), 0)
+    groups, gi = np.unique(group, return_inverse=True)
+    G = len(groups)
     K, C = len(ll.kinds), max(len(p["mid"]) for p in per)
     n = len(m)
     out = {"first": np.zeros((K, n)), "last": np.zeros((K, n)), "mid": np.zeros((C, K, n)),
@@ -294,27 +311,28 @@ def stage_inflight_kinds(ll, plan) -> dict:
         p, v = configs.rows[u][0], configs.rows[u][1]
         # the distinct (micro-batches, schedule) of these plans: past (v + 2) p micro-batches (a
         # multiple of p) every schedule but GPipe holds the same (a dense key, one pass)
-        mu, su = m[sel], sched[sel]
+        mu, su, gu = m[sel], sched[sel], gi[sel]
         # (an interleaved count pp does not divide, Llama 3's schedule only, keeps its own: its group N
-        # depends on it)
-        key = np.where((su == GPIPE) | ((su == INTERLEAVED) & (mu % p != 0)), mu, np.minimum(mu, (v + 2) * p)) * 8 + su
+        # depends on it; with the job's N [10] every count from N + 2p holds the same: F < v (N + 2p))
+        key = np.where((su == GPIPE) | ((su == INTERLEAVED) & (mu % p != 0)), mu, np.minimum(mu, (v + 2) * p))
+        key = (np.where(groups[gu] > 0, np.minimum(mu, groups[gu] + 2 * p), key) * G + gu) * 8 + su
         srt = np.sort(key)  # the distinct keys by a sort (a count may be as large as a global batch)
         uk = srt[np.concatenate([[True], srt[1:] != srt[:-1]])]
         back = np.searchsorted(uk, key)
-        mu, su = uk // 8, uk % 8
-        out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su)[:, back]
-        out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su)[:, back]
+        mu, su, gu = uk // 8 // G, uk % 8, groups[uk // 8 % G]
+        out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su, gu)[:, back]
+        out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su, gu)[:, back]
         for c in range(C):
             i = c if c < len(chunks["mid"]) else 0  # padded as stage_kind_counts pads (_gather): with mid 0
-            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su)[:, back]
+            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su, gu)[:, back]
             out["mid_stage"][c, sel] = chunks["mid_stage"][i]
         if p > 1:  # each chunk's output, sent on, but the last stage's last chunk's (the logits)
-            out["out_first"][sel] = _chunk_inflight(p, v, 0, mu, su).sum(axis=0)[back]
-            out["out_last"][sel] = _chunk_inflight(p, v, p - 1, mu, su)[:v - 1].sum(axis=0)[back]
+            out["out_first"][sel] = _chunk_inflight(p, v, 0, mu, su, gu).sum(axis=0)[back]
+            out["out_last"][sel] = _chunk_inflight(p, v, p - 1, mu, su, gu)[:v - 1].sum(axis=0)[back]
             for c in range(C):
                 i = c if c < len(chunks["mid"]) else 0
-                out["out_mid"][c, sel] = _chunk_inflight(p, v, chunks["mid_stage"][i], mu, su).sum(axis=0)[back]
-        lo = _chunk_inflight(p, v, p - 1, mu, su)[v - 1]
+                out["out_mid"][c, sel] = _chunk_inflight(p, v, chunks["mid_stage"][i], mu, su, gu).sum(axis=0)[back]
+        lo = _chunk_inflight(p, v, p - 1, mu, su, gu)[v - 1]
         out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1) | (su == DUALPIPE),
                                      np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
     shape = configs.shape
@@ -325,19 +343,22 @@ def stage_inflight_kinds(ll, plan) -> dict:
                         "mid": out["out_mid"].reshape((C,) + shape)}}
 
 
-def microbatch_group(pp, m) -> np.ndarray:
-    """N, the contiguous micro-batches a virtual stage runs before the next [2][9]: pp where pp
-    divides m (Megatron-LM's default, its only choice under the INTERLEAVED_M rule); m where
-    m < 2 pp (one group: fewer than pp micro-batches included, Llama 3's schedule); else the
-    smallest N in [pp, 2 pp] that leaves a last group of 0 or >= pp micro-batches (Megatron-LM
-    schedules.py's rule for --microbatch-group-size-per-virtual-pipeline-stage: no dependency
-    bubble; one exists there for every m >= 2 pp up to 40 pp, pp <= 129, by enumeration), or m
-    where none does. The smallest such N holds the fewest micro-batches in flight
-    (warm-up 2(p - r - 1) + (v - 1) N). int64, broadcast over pp and m."""
-    p, m = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(m, dtype=np.int64))
+def microbatch_group(pp, m, group=0) -> np.ndarray:
+    """N, the contiguous micro-batches a virtual stage runs before the next [2][9]: the plan's
+    `group` where it is > 0 (PlanArrays.mbg: Job.microbatch_group, Megatron-LM's
+    --microbatch-group-size-per-virtual-pipeline-stage [10], as given: plan rule INTERLEAVED_M
+    checks it); else pp where pp divides m (Megatron-LM's default, its only choice under the
+    INTERLEAVED_M rule); m where m < 2 pp (one group: fewer than pp micro-batches included,
+    Llama 3's schedule); else the smallest N in [pp, 2 pp] that leaves a last group of 0 or >= pp
+    micro-batches (Megatron-LM schedules.py's rule for that flag: no dependency bubble; one
+    exists there for every m >= 2 pp up to 40 pp, pp <= 129, by enumeration), or m where none
+    does. The smallest such N holds the fewest micro-batches in flight (warm-up
+    2(p - r - 1) + (v - 1) N). int64, broadcast over pp, m and group."""
+    p, m, g = np.broadcast_arrays(np.asarray(pp, dtype=np.int64), np.asarray(m, dtype=np.int64),
+                                  np.asarray(group, dtype=np.int64))
     p1 = np.maximum(p, 1)
-    n = np.where(m % p1 == 0, p1, m)
-    hard = (m % p1 != 0) & (m >= 2 * p1)
+    n = np.where(g > 0, g, np.where(m % p1 == 0, p1, m))
+    hard = (m % p1 != 0) & (m >= 2 * p1) & (g <= 0)
     ps, ms = p1[hard][:, None], m[hard][:, None]
     J = np.arange(int(np.max(p1, initial=1)) + 1, dtype=np.int64)[None, :]
     N = ps + J
@@ -348,15 +369,18 @@ def microbatch_group(pp, m) -> np.ndarray:
     return n
 
 
-def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> np.ndarray:
+def _chunk_inflight(p: int, v: int, s: int, m, schedule, group=0) -> np.ndarray:
     """Micro-batches in flight per model chunk, (v, n) for chunks c = 0 .. v - 1, at stage s's
     peak (stage_inflight_kinds); array operations over the chunks, whatever v. Interleaved: F =
-    min(2(p - s - 1) + (v - 1) N + 1, m v) forwards, in groups of N = microbatch_group(p, m)
-    contiguous micro-batches [2][5][9] (N = p: Megatron-LM's)."""
+    min(2(p - s - 1) + (v - 1) N + 1, m v) forwards, in groups of N = microbatch_group(p, m,
+    group) contiguous micro-batches [2][5][9][10] (N = p: Megatron-LM's default). Chunk c holds
+    (F // N v) N + min(max(F mod N v - c N, 0), N): exact for a last group shorter than N, since
+    F < v N + p (N >= p) reaches at most p - 1 forwards into the second group, all of its first
+    chunk, and a group holds >= p micro-batches (the INTERLEAVED_M rule) [10]."""
     m = np.asarray(m, dtype=np.float64)
     if p == 1:
         return np.ones((v,) + m.shape)
-    N = microbatch_group(p, m.astype(np.int64)).astype(np.float64)
+    N = microbatch_group(p, m.astype(np.int64), group).astype(np.float64)
     F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * N + 1.0, m * v)
     full, rem = np.floor(F / (N * v)), np.mod(F, N * v)
     c = np.arange(v, dtype=np.float64).reshape((v,) + (1,) * m.ndim)
@@ -366,11 +390,11 @@ def _chunk_inflight(p: int, v: int, s: int, m, schedule) -> np.ndarray:
     return np.where(schedule == INTERLEAVED, inter, one)
 
 
-def _weighted_chunks(chunks, p: int, v: int, s: int, m, schedule):
+def _weighted_chunks(chunks, p: int, v: int, s: int, m, schedule, group=0):
     """sum over chunks c of (micro-batches in flight in chunk c) x (its layers of each kind): (K, n).
     Summed chunk by chunk in order (a running sum along the chunk axis: the same additions as
     a loop over c from 0, in the same order)."""
-    counts = _chunk_inflight(p, v, s, m, schedule)  # (v, n)
+    counts = _chunk_inflight(p, v, s, m, schedule, group)  # (v, n)
     per_chunk = np.asarray(chunks, dtype=np.float64)[:v, :, None] * counts[:, None, :]  # (v, K, n)
     if v == 0:
         return np.zeros((np.shape(chunks)[1], len(m)))
@@ -472,15 +496,16 @@ def dualpipe_alone_share(pp, m):
     return np.minimum(1.5 * pp - 1.0, m) / np.maximum(m, 1.0)
 
 
-def inflight_microbatches(pp, m, vpp, schedule, stage=0):
+def inflight_microbatches(pp, m, vpp, schedule, stage=0, group=0):
     """Micro-batches whose activations a stage holds at its peak, in units of one
     micro-batch of the stage's L/p layers (stage 0 by default, the most loaded one).
 
     GPipe: m [1]. 1F1B: min(m, p - s) [2]. ZB-H1: min(m, p) on every stage [4] (an upper
     bound: after its B pass a micro-batch keeps only W's inputs, [4] Table 1).
-    Interleaved: min(m*v, 2(p-s-1) + (v-1)p + 1) / v chunk-micro-batches [2][5]; on stage 0
-    that is min(m, p + (p-1)/v), equal to Korthikanti's p (1 + (p-1)/(p v)) [3] once m >= 2p
-    (at m = p Megatron runs every forward first and the peak is m = p).
+    Interleaved: min(m*v, 2(p-s-1) + (v-1)N + 1) / v chunk-micro-batches [2][5], N =
+    microbatch_group(pp, m, group) (p where p divides m and no group is given [10]); with N = p,
+    on stage 0 that is min(m, p + (p-1)/v), equal to Korthikanti's p (1 + (p-1)/(p v)) [3] once
+    m >= 2p (at m = p Megatron runs every forward first and the peak is m = p).
     """
     pp = np.asarray(pp, dtype=np.float64)
     m = np.asarray(m, dtype=np.float64)
@@ -488,7 +513,7 @@ def inflight_microbatches(pp, m, vpp, schedule, stage=0):
     s = np.asarray(stage, dtype=np.float64)
     schedule = np.asarray(schedule)
     one_f = np.minimum(m, pp - s)
-    N = microbatch_group(pp, m.astype(np.int64)).astype(np.float64)  # pp where pp divides m [9]
+    N = microbatch_group(pp, m.astype(np.int64), group).astype(np.float64)  # pp where pp divides m [9], or the job's [10]
     inter = np.minimum(m * vpp, 2.0 * (pp - s - 1.0) + (vpp - 1.0) * N + 1.0) / vpp
     zb = np.minimum(m, pp)
     dual = np.where(pp > 1.0, np.minimum(m, pp + 1.0), np.minimum(m, 1.0))  # [8] Table 2: PP + 1

@@ -124,6 +124,9 @@ class PlanArrays:
     # for a stack without `runs`); the cost models price `sharding` (the mode's level) only
     smode: np.ndarray = 0
     etp: np.ndarray = 0  # expert tensor-parallel degree; 0 = tp (Megatron's default; planner/moe.py)
+    # contiguous micro-batches per virtual stage, N (Job.microbatch_group: Megatron-LM's
+    # --microbatch-group-size-per-virtual-pipeline-stage); 0 = the stack's rule (pipeline.microbatch_group)
+    mbg: np.ndarray = 0
 
     def __post_init__(self):
         for f in fields(self):
@@ -224,9 +227,10 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         lambda: pp > units,
         lambda: (vpp > 1) & ~inter,
         lambda: inter & ((pp < 2) | (vpp < 2)),
-        # Megatron-LM's default group of pp contiguous micro-batches per virtual stage (Stack runs.schedules
-        # microbatches multiple_of_pp), torch's rounds (multiple_of_rounds), none where the schedule takes any count
-        lambda: inter & interleaved_m_broken(stack, plan.gbs // (dp_safe * mbs), pp),
+        # Megatron-LM's group of N contiguous micro-batches per virtual stage (Stack runs.schedules microbatches
+        # multiple_of_pp: N = pp, or the job's microbatch_group), torch's rounds (multiple_of_rounds), none where
+        # the schedule takes any count
+        lambda: inter & interleaved_m_broken(stack, plan.gbs // (dp_safe * mbs), pp, plan.mbg),
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),
@@ -281,7 +285,20 @@ def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.n
 INTERLEAVED_M_SOURCE = (
     "NVIDIA/Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_"
     "interleaving l. 1160-1181: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
-    ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0")
+    ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0 "
+    "unless --microbatch-group-size-per-virtual-pipeline-stage sets N (the job's microbatch_group)")
+
+
+def rule_reasons(stack, group: int = 0) -> dict:
+    """REASONS with INTERLEAVED_M in the words of the stack's rule (interleaved_m_rule) and the job's
+    micro-batch group: fit's count line names the rule the search applied."""
+    rule = interleaved_m_rule(stack)
+    text = ("interleaved schedule with micro-batches per step not a multiple of their rounds max(1, m // pp) "
+            "(torch's ScheduleInterleaved1F1B)" if rule == "multiple_of_rounds" else
+            f"interleaved schedule with micro-batch group {group} below pp or above m, or m % {group} in 1 .. pp - 1 "
+            "(Megatron's --microbatch-group-size-per-virtual-pipeline-stage)" if group and rule == "multiple_of_pp" else
+            REASONS[INTERLEAVED_M])
+    return {**REASONS, INTERLEAVED_M: text}
 
 
 # the source of torch's rule (microbatches: multiple_of_rounds)
@@ -300,10 +317,12 @@ def interleaved_m_rule(stack) -> str:
     return rules[0] if rules else "multiple_of_pp"
 
 
-def interleaved_m_broken(stack, m, pp):
+def interleaved_m_broken(stack, m, pp, group=0):
     """Where m micro-batches a step break the stack's interleaved rule (interleaved_m_rule); the
     groups its schedule runs are pipeline.microbatch_group's N (equal to torch's m / rounds for every
-    count torch accepts: tests/test_plan.py enumerates pp 2-64, m below 40 pp)."""
+    count torch accepts: tests/test_plan.py enumerates pp 2-64, m below 40 pp). group: the job's N
+    (PlanArrays.mbg, 0 = none; a multiple_of_pp stack's only, resolve refuses it elsewhere), under
+    Megatron-LM's general rule (INTERLEAVED_M_SOURCE): N in [pp, m] and m % N is 0 or >= pp."""
     rule = interleaved_m_rule(stack)
     m = np.asarray(m, dtype=np.int64)
     p = np.maximum(np.asarray(pp, dtype=np.int64), 1)
@@ -311,7 +330,30 @@ def interleaved_m_broken(stack, m, pp):
         return np.zeros(np.broadcast(m, p).shape, dtype=bool)
     if rule == "multiple_of_rounds":
         return m % np.maximum(m // p, 1) != 0
-    return m % p != 0
+    g = np.asarray(group, dtype=np.int64)
+    if not np.any(g > 0):  # no job sets N (a job's setting, the same on every candidate): N = pp
+        return m % p != 0
+    rest = m % np.maximum(g, 1)
+    return np.where(g > 0, (g < p) | (g > m) | ((rest > 0) & (rest < p)), m % p != 0)
+
+
+def microbatch_group_error(stack, n: int, where: str = "") -> PlannerError | None:
+    """The error for a job's microbatch_group on a stack whose interleaved schedule has no such
+    setting (None where it has: Megatron-LM's, stack_db microbatches multiple_of_pp)."""
+    runs = stack.runs if stack is not None else None
+    inter = [x for x in runs.schedules if x.schedule == "interleaved"] if runs is not None else [None]
+    rule = interleaved_m_rule(stack)
+    if inter and rule == "multiple_of_pp":
+        return None
+    flag = "Megatron-LM's --microbatch-group-size-per-virtual-pipeline-stage"
+    why = {"multiple_of_rounds": f"groups its micro-batches by torch's rounds, N = m / max(1, m // pp), with no setting "
+                                 f"for N ({TORCH_ROUNDS_SOURCE})",
+           "any": "is Llama 3's, whose N the paper sets freely without publishing it or a setting for it (stack_db "
+                  "runs.schedules microbatches: any; arXiv:2407.21783 sec. 3.3.2)"}.get(rule, "")
+    why = f"the interleaved schedule of stack {stack.name} {why}" if inter else \
+        f"stack {stack.name} has no interleaved schedule (stack_db runs.schedules)"
+    return PlannerError(f"{where}microbatch_group {n} is {flag}; {why}",
+                        "leave microbatch_group (--microbatch-group) out, or price the plan on --stack megatron")
 
 
 def split_divides(stack) -> bool:
@@ -385,10 +427,12 @@ class Settings:
     power_limit_source: str = "tdp"  # "job" | "hardware" (its power_limit_W) | "tdp"; the limit: power_limit_w
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss (with the MTP modules: N layers, Job.loss_units)
+    microbatch_group: int = 0  # the job's contiguous micro-batches per virtual stage (PlanArrays.mbg); 0: the stack's rule
     moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
+    cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
@@ -493,9 +537,19 @@ def bytes_per_param(spec) -> tuple[BytesPerParam, str]:
     return BYTES_PER_PARAM_PRESETS[spec], spec
 
 
-def _interleaved_m_error(stack, m: int, pp: int) -> tuple[str, str]:
-    """(error, hint) for INTERLEAVED_M under the stack's rule (interleaved_m_rule)."""
+def _interleaved_m_error(stack, m: int, pp: int, group: int | None = None) -> tuple[str, str]:
+    """(error, hint) for INTERLEAVED_M under the stack's rule (interleaved_m_rule); group: the job's N."""
     name = stack.name if stack is not None else "megatron"
+    if group:
+        ok = [n for n in range(pp, m + 1) if m % n == 0 or m % n >= pp]
+        near = ", ".join(str(n) for n in sorted(ok, key=lambda n: (abs(n - group), n))[:4])
+        broken = (f"N={group} is below pp={pp}" if group < pp else f"N={group} exceeds m={m}" if group > m else
+                  f"m % N = {m % group}: a last group of {m % group} micro-batches, fewer than pp={pp}")
+        return (f"interleaved schedule on stack {name} with microbatch_group N={group} contiguous micro-batches per "
+                f"virtual stage, m={m} micro-batches per pipeline, pp={pp}: {broken}; Megatron-LM needs N in [pp, m] and "
+                f"m % N 0 or >= pp ({INTERLEAVED_M_SOURCE})",
+                f"use microbatch_group (--microbatch-group) {near}" if ok else
+                f"use a global batch of at least pp={pp} micro-batches per pipeline, or leave microbatch_group out")
     if interleaved_m_rule(stack) == "multiple_of_rounds":
         rounds = max(1, m // max(pp, 1))
         around = np.arange(max(m - 3 * pp, 1), m + 3 * pp + 1)
@@ -548,7 +602,7 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                                "set schedule: interleaved or vpp: 1"),
         INTERLEAVED_PP: lambda: (f"the interleaved schedule needs pp >= 2 and vpp >= 2 (got pp={job.pp}, vpp={job.vpp})",
                                  "set vpp >= 2 with pp >= 2, or schedule: 1f1b"),
-        INTERLEAVED_M: lambda: _interleaved_m_error(stack, gbs // (dp * mbs), job.pp),
+        INTERLEAVED_M: lambda: _interleaved_m_error(stack, gbs // (dp * mbs), job.pp, job.microbatch_group),
         VPP_LAYERS: lambda: (f"pp*vpp={job.pp * job.vpp} exceeds the {L} layers"
                              + (f" (+{units - L} counted for the embedding/loss)" if units > L else ""),
                              "lower vpp" + ("" if units > L else ", or count the embedding and loss as layers of the "
@@ -846,6 +900,13 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
+    if job.cross_entropy_fusion_impl == "te" and not job.cross_entropy_fusion:
+        raise PlannerError(f"{where}cross_entropy_fusion_impl te is set without cross_entropy_fusion (Megatron-Core reads "
+                           "the implementation only with cross_entropy_loss_fusion)", "set cross_entropy_fusion: true, or leave "
+                           "cross_entropy_fusion_impl out")
+    if job.cross_entropy_fusion_impl == "te" and stack.memory.te_loss_per_logit is None:
+        raise PlannerError(f"{where}cross_entropy_fusion_impl te is set but stack {stack.name} has no Transformer Engine "
+                           "cross-entropy (stack_db memory.te_loss_per_logit)", "leave it out, or choose --stack megatron")
     if (job.transformer_impl is not None or job.local_core_attention) and not stack.memory.global_memory_buffer:
         raise PlannerError(f"{where}transformer_impl / local_core_attention are Megatron-Core's; stack {stack.name} has "
                            "neither (stack_db memory.global_memory_buffer)", "leave them out, or choose --stack megatron")
@@ -924,11 +985,13 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         power_limit_source=power_source,
         split_emb=int(plan.split_emb),
         split_loss=int(plan.split_loss),
+        microbatch_group=int(plan.mbg),
         moe_capacity_factor=_capacity_factor(job, model, where),
         bf16_layers=_bf16_layers(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
+        cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
         fp8_param_gather=job.fp8_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
@@ -1051,7 +1114,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
         order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
         split_loss=job.loss_units, split_front=int(stack.pipeline_split == "front"),
-        ep=job.ep, etp=job.etp or 0, **opts,
+        ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where)
     code = int(rule_codes(model, job.gpus, stack, plan))
@@ -1077,6 +1140,17 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     _check_early_step(job, stack, plan, where, warnings)
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
+
+
+def _microbatch_group(job: Job, stack, where: str) -> int:
+    """The plan's mbg: the job's microbatch_group (0 where it gives none), refused on a stack whose
+    interleaved schedule has no such setting (microbatch_group_error)."""
+    if job.microbatch_group is None:
+        return 0
+    err = microbatch_group_error(stack, job.microbatch_group, where)
+    if err is not None:
+        raise err
+    return int(job.microbatch_group)
 
 
 def ep_overlap_applies(plan):
@@ -1269,6 +1343,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "recompute": RECOMPUTE_NAMES[g("recompute")],
         "sequence_parallel": bool(g("sp")),
         "schedule": SCHEDULE_NAMES[g("schedule")],
+        # the job's micro-batch group (Megatron --microbatch-group-size-per-virtual-pipeline-stage), where it gives one
+        **({"microbatch_group": g("mbg")} if g("mbg") > 0 else {}),
         "precision": {v: k for k, v in PRECISION_CODES.items()}[g("precision")],
         "rank_order": ORDER_NAMES[g("order")],
         "bytes_per_param": settings.bpp_name if settings.bpp_name != "custom" else settings.bpp.model_dump(),
@@ -1299,6 +1375,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if settings.model.moe is not None else {}),
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
+        **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),

@@ -811,6 +811,10 @@ class FSDPSpec(BaseModel):
                                                             "(else they stay unsharded across a step's micro-batches)")
     reduce_per_microbatch: bool = Field(description="FSDP reduce-scatters gradients every micro-batch (else once per step, "
                                                     "accumulating unsharded gradients without sync)")
+    ddp_reduces_grad_buffer: bool = Field(
+        default=False, description="DDP / ZeRO-1/2 reduce the gradient buffer itself, in the job's gradient dtype "
+                                   "(bytes_per_param.gradients), not in grad_reduce_bytes (Megatron-LM's "
+                                   "param_and_grad_buffer: fp32 only with grad_reduce_in_fp32)")
     ddp_bucket_params: float = Field(gt=0, description="DDP / ZeRO-1/2: parameters per gradient-reduction bucket (one collective each)")
     ddp_bucket_params_per_dp_rank: float = Field(default=0.0, ge=0, description="the bucket grows to at least this many "
                                                                                "parameters per DP rank (Megatron: 1M x dp)")
@@ -947,6 +951,11 @@ class MemoryReporting(BaseModel):
                     "across micro-batches and steps: Transformer Engine's _fp8_workspaces, which Megatron turns on "
                     "through is_first_microbatch (memory.py [11]); with the job's fp8_param_gather the weights are "
                     "themselves quantized and only the backward's copy is kept beside them")
+    te_loss_per_logit: Optional[list[float]] = Field(
+        default=None, min_length=2, max_length=2,
+        description="Transformer Engine's fused cross-entropy (Megatron-Core cross_entropy_fusion_impl te; job field "
+                    "cross_entropy_fusion_impl): [bytes per logit it holds for the backward, bytes per logit its kernels "
+                    "move in a step]; null: the stack has none")
     fused_loss_extra_per_logit: Optional[float] = Field(
         default=None, ge=0,
         description="the stack's fused cross-entropy (job field cross_entropy_fusion): bytes per logit it holds at the "
@@ -1440,6 +1449,14 @@ class Job(BaseModel):
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
+    microbatch_group: Optional[Count] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, gt=0,
+        description="interleaved schedule: N, the contiguous micro-batches each virtual stage runs before the next "
+                    "(Megatron-LM --microbatch-group-size-per-virtual-pipeline-stage): N in [pp, m] with m % N 0 or >= pp "
+                    "(plan rule INTERLEAVED_M); the warm-up holds (vpp - 1)(N - pp) more chunk-micro-batches than "
+                    "with N = pp (planner/pipeline.py [10]); a Megatron setting, refused on stacks whose schedule has "
+                    "none; default: the stack's rule (Megatron: pp)")
     rank_order: Optional[str] = Field(
         default=None, description="mesh axes innermost first (TP innermost = on NVLink); default: the stack's own order "
                                   "(the first of stack_db runs.rank_orders, e.g. Megatron's tp-cp-dp-pp), else tp-cp-pp-dp")
@@ -1519,6 +1536,11 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    cross_entropy_fusion_impl: Literal["native", "te"] = Field(
+        json_schema_extra=STACK_ONLY,
+        default="native", description="with cross_entropy_fusion, its implementation (Megatron-Core TransformerConfig."
+                                      "cross_entropy_fusion_impl): native (Megatron's fused_vocab_parallel_cross_entropy) or "
+                                      "te (Transformer Engine's parallel_cross_entropy: stack_db memory.te_loss_per_logit)")
     rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "

@@ -67,9 +67,9 @@ from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
 from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
-                   resolve, stack_options)
+                   resolve, rule_reasons, stack_options)
 from .schema import Job
-from .space import (OK, REASONS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
+from .space import (OK, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
                     variant_choices)
 from .layers import context
 from .params import count_params
@@ -541,7 +541,8 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     n_ord = space.n_orders
     c = Counts(considered=space.considered, slack_dropped=space.slack_dropped)
     c.broke_constraint = int(sum(space.reasons.values()))
-    c.reasons = {REASONS[k]: v for k, v in sorted(space.reasons.items())}
+    reasons = rule_reasons(settings.stack, settings.microbatch_group)  # INTERLEAVED_M in the stack's rule's words
+    c.reasons = {reasons[k]: v for k, v in sorted(space.reasons.items())}
     bad = space.codes != OK
 
     # ---- memory of every valid candidate (base row x recompute)
@@ -675,7 +676,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
              ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor"),
-             ("mtp_layers", "--mtp-layers")]
+             ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]

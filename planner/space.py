@@ -50,7 +50,8 @@ Constraints (`constraint_codes`), in the order `plan.resolve` checks them and wi
   PP_LAYERS       pp <= num_layers
   VPP_SCHEDULE    vpp > 1 only with the interleaved schedule
   INTERLEAVED_PP  interleaved needs pp >= 2 and vpp >= 2
-  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM; torch's: m % max(1,
+  INTERLEAVED_M   interleaved needs micro-batches per step % pp == 0 (Megatron-LM; with the job's
+                  microbatch_group N: N in [pp, m] and m % N 0 or >= pp; torch's: m % max(1,
                   m // pp) == 0; none on a stack whose schedule runs any count: stack_db runs.schedules)
   VPP_LAYERS      interleaved needs pp*vpp <= num_layers
   TP_OVERLAP_SP   TP-communication overlap (a setting) needs sequence parallelism
@@ -501,6 +502,7 @@ def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) ->
         split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
         split_front=np.full(n, int(stack_of(settings).pipeline_split == "front"), dtype=np.int64),
         ep=get("ep", np.ones(n, dtype=np.int64)), etp=get("etp", z), smode=get("smode", z),
+        mbg=np.full(n, settings.microbatch_group, dtype=np.int64),
     )
 
 

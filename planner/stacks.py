@@ -132,3 +132,9 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
     replica_mb = np.ones(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
     return {"reduce_mb": reduce_mb & ~keep_pp & ~regather_pp, "reshard": reshard, "keep_pp": keep_pp,
             "replica_mb": replica_mb, "regather_pp": regather_pp}
+
+
+def te_loss(settings) -> bool:
+    """The job runs Transformer Engine's fused cross-entropy (cross_entropy_fusion with
+    cross_entropy_fusion_impl te; stack_db memory.te_loss_per_logit): a job setting."""
+    return bool(settings.cross_entropy_fusion) and settings.cross_entropy_fusion_impl == "te"

@@ -84,6 +84,13 @@ References
     dualpipe/dualpipe.py @bb214e82 l. 42-44 and 75 (rank 0 runs the first stage of one direction
     and, in phase 1, the last stage of the other; rank r pairs stages r and p - 1 - r), with
     DualPipe.step feeding half the micro-batches each way (pipeline.py [8]).
+[9] NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/param_and_grad_buffer.py: the
+    buffer's grad_dtype is torch.float if grad_reduce_in_fp32 else the parameters' dtype (l. 924,
+    group_params_for_buffers), and the bucket's reduce-scatter / all-reduce run on bucket.grad_data
+    itself (l. 713-730, start_grad_sync): the reduction moves the buffer's dtype.
+[10] NVIDIA/TransformerEngine @02965d2e transformer_engine/pytorch/triton/cross_entropy.py (Megatron-Core
+    cross_entropy_fusion_impl te): the forward reads each logit once, the backward reads it and
+    writes its gradient in place: 6 B a bf16 logit (stack_db memory.te_loss_per_logit).
 """
 
 from __future__ import annotations
@@ -107,7 +114,7 @@ from .params import count_params
 from .pipeline import INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, stage_kind_counts, stage_layers
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of
+from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -397,7 +404,8 @@ def head_time(sc: StepCtx) -> np.ndarray:
     if np.any(bf16_out):
         out16 = price_gemms(shape, hw, np.zeros_like(plan.precision), sc.gemm_cal)["output_layer"] / gemm_scale
         out_gemm = np.where(bf16_out, out16, out_gemm)
-    return 3.0 * out_gemm + ctx.T * V / ctx.tp * sc.kb["loss_per_logit"] / sc.hbm
+    loss_b = sc.stack.memory.te_loss_per_logit[1] if te_loss(sc.settings) else sc.kb["loss_per_logit"]
+    return 3.0 * out_gemm + ctx.T * V / ctx.tp * loss_b / sc.hbm  # [10] with TE's fused loss
 
 
 def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
@@ -825,6 +833,17 @@ class DPTraffic:
     e_shard: np.ndarray  # the experts' shard group
 
 
+def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
+    """Bytes per gradient element the data-parallel reduction moves: the stack's
+    fsdp.grad_reduce_bytes; on a stack whose DDP / distributed optimizer reduces its gradient
+    buffer in place (fsdp.ddp_reduces_grad_buffer: Megatron-LM, whose buffer is fp32 only with
+    grad_reduce_in_fp32 [9]), the job's gradient bytes (bytes_per_param.gradients: 2 with
+    --grad-reduce-in-bf16) where the plan does not shard with FSDP."""
+    fs = sc.stack.fsdp
+    ddp = sc.settings.bpp.gradients if fs.ddp_reduces_grad_buffer else fs.grad_reduce_bytes
+    return np.where(fsdp, fs.grad_reduce_bytes, ddp)
+
+
 def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     """Gradient reduction and parameter gathering over every rank that holds the same weights,
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
@@ -862,7 +881,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     def bucketed(op, size, group):
         return n_b * coll(op, size / n_b, group, dp_stride)
 
-    grad_b = p_local * fs.grad_reduce_bytes
+    grad_b = p_local * grad_reduce_bytes(sc, fsdp)
     ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
     rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
     ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp))
@@ -971,8 +990,9 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
         return n_be * coll(op, size / n_be, group, e_st)
 
     ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
-    rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * fs.grad_reduce_bytes, np.where(sharded, e_shard, 1))
-    ar_ge = e_coll(comm.ALL_REDUCE, e_local * fs.grad_reduce_bytes, np.where(sharded, 1, edp))
+    red = grad_reduce_bytes(sc, fsdp)
+    rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
+    ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, n_rs * rs_ge + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)

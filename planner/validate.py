@@ -93,7 +93,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (mlp, moe, shared_experts, ...).
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
-    (never read from names or notes); fp8_param_gather likewise (null -> off).
+    (never read from names or notes); fp8_param_gather and cross_entropy_fusion likewise (null -> off;
+    cross_entropy_fusion_impl null -> native).
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
     ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
@@ -259,6 +260,12 @@ class RunRecord(BaseModel):
     fp8_param_gather: Optional[bool] = Field(
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
+    cross_entropy_fusion: Optional[bool] = Field(
+        default=None, description="the run fused its cross-entropy (Megatron --cross-entropy-loss-fusion, Megatron-Bridge "
+                                  "cross_entropy_loss_fusion; the Job field); null: off, never inferred")
+    cross_entropy_fusion_impl: Optional[Literal["native", "te"]] = Field(
+        default=None, description="with cross_entropy_fusion, Megatron-Core's cross_entropy_fusion_impl (the Job field); "
+                                  "null: native")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
@@ -733,6 +740,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         fp8_param_gather=bool(rec.fp8_param_gather),
+        cross_entropy_fusion=bool(rec.cross_entropy_fusion),
+        cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",
         moe_route_nodes=rec.moe_route_nodes,
         mtp_layers=rec.mtp_layers,
         **({"recompute_modules": list(mods)} if mods else {}),

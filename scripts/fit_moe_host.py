@@ -2,6 +2,7 @@
 MoE run records, and report their leave-one-out error.
 
     PYTHONPATH=. python scripts/fit_moe_host.py [tests/data/published_runs_moe.yaml] [--write]
+    PYTHONPATH=. python scripts/fit_moe_host.py --without-model gpt-oss-120b   (the others alone)
 
 The model (planner/step.py moe_host): after the dropless dispatcher's device-to-host
 synchronisation, the host takes per_layer_s + per_local_expert_s x (experts / ep) to issue one
@@ -38,10 +39,14 @@ PER_LAYER = np.linspace(0.0, 4e-3, 41)  # seconds: 0 to 4 ms in 0.1 ms steps
 PER_EXPERT = np.linspace(0.0, 0.8e-3, 41)  # seconds: 0 to 0.8 ms in 0.02 ms steps
 
 
-def prepared(path: Path):
+def prepared(path: Path, keep=None):
+    """(id, settings, plan, published tokens/s per GPU) of each record the stack's moe_host
+    prices; keep: a predicate on the record (RunRecord) to take only some."""
     out = []
     tmp = Path(tempfile.mkdtemp(prefix="fit-moe-host-"))
     for rec in load_runs(path):
+        if keep is not None and not keep(rec):
+            continue
         row = new_row(rec)
         try:
             settings, plan = prepare_record(rec, row, tmp, path.parent)
@@ -88,9 +93,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="?", default=str(ROOT / "tests/data/published_runs_moe.yaml"))
     ap.add_argument("--write", action="store_true", help="write the constants into stack_db/megatron.yaml")
+    ap.add_argument("--without-model", help="leave out the records of this model (their `model` field): "
+                    "what the other families alone fit")
     a = ap.parse_args(argv)
+    if a.write and a.without_model:
+        ap.error("--write fits on every record: drop --without-model")
     path = Path(a.runs)
-    rows = prepared(path)
+    rows = prepared(path, keep=None if a.without_model is None else (lambda rec: rec.model != a.without_model))
     g = grid(rows)
     i, j = best(g)
     fit_err = np.expm1(g[:, i, j])

@@ -104,6 +104,25 @@ def test_hand_computed_last_pipeline_stage(rows):
     assert r["terms"]["weights"] == 2 * P and r["terms"]["output_activations"] == T * (2 * H + 6 * V)
 
 
+def test_hand_computed_microbatch_group_row(rows):
+    """TP1 PP4 DP2 with 1 layer a virtual stage (vpp 3), global batch 40 of micro-batch 4: m 5, with
+    --microbatch-group-size-per-virtual-pipeline-stage 5 (refused before the planner read the flag:
+    m % pp = 1). The last stage (s 3) warms up with 2(p - s - 1) + (v - 1) N = 10 forwards and runs
+    one more before its first backward: chunks 0 and 1 hold the 5 micro-batches of the one group,
+    the last chunk (the loss's) 1: 11 layer-micro-batches of 34 s b h + 5 a s^2 b (unfused
+    attention); 3 layers with biases (12h^2 + 13h), the tied output layer's copy of the embedding
+    and the final LayerNorm, 18 B a parameter (no distributed optimizer), the logits of one
+    micro-batch and the H100's workspaces."""
+    r = rows["gpt__gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap__dev_dgx_h100"]
+    P = 3 * (12 * H * H + 13 * H) + V * H + 2 * H
+    assert P == 35_213_824
+    acts = (5 + 5 + 1) * T * (34 * H + 5 * 8 * S)
+    expected = 18 * P + acts + T * (2 * H + 6 * V) + (2 * 32 + 32) * 2**20 + 1024
+    assert r["predicted_bytes"] == expected == 4_604_807_168
+    assert r["mesh"] == "TP1 PP4 DP2 v3 mbs4 gbs40" and r["tier"] == "A"
+    assert r["error"] == pytest.approx(4_604_807_168 / 4_622_615_552 - 1)  # -0.39%
+
+
 def test_native_fp8_rows_hold_fp8_weights_and_their_transposes(rows):
     """--fp8-param-gather with per-tensor current scaling (memory.py [11]), the CI's 12-layer
     h-512 GPT at TP4 CP2: each GPU holds 12 x 12 h^2 / 4 = 9,437,184 weight-matrix elements in

@@ -381,6 +381,38 @@ def test_fused_cross_entropy_holds_one_more_fp32_copy(explain, tmp_path):
     assert load_trainer_config(p).job["cross_entropy_fusion"] is True
 
 
+def test_te_cross_entropy_keeps_the_logits_alone(explain):
+    """Megatron-Core's cross_entropy_fusion_impl te (what every Megatron-Bridge performance run
+    sets): Transformer Engine's parallel_cross_entropy saves the bf16 logits and writes their
+    gradient over them (memory.py [te], stack_db megatron memory.te_loss_per_logit [2, 6]): the
+    last stage's output activations hold 2 B a logit instead of the unfused loss's 6, so
+    4 B x T x V/t = 4 x 4,096 x 25,600 B less, and none of the native fusion's fp32 copy; its
+    kernels move 6 B a logit instead of 52, so the step is shorter. The implementation needs
+    the fusion, and a stack with TE's loss; Megatron-LM's own parser refuses it (export)."""
+    from planner.errors import PlannerError
+
+    _, base = _deferral_job(explain)
+    _, te = _deferral_job(explain, cross_entropy_fusion=True, cross_entropy_fusion_impl="te")
+    less = base[STAGE_LAST].output_activations - te[STAGE_LAST].output_activations
+    assert float(less) == pytest.approx(4 * 4096 * 25_600, rel=1e-12)
+    job = dict(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, micro_batch=4, global_batch=32, seq_len=1024)
+    assert (explain(**job, cross_entropy_fusion=True, cross_entropy_fusion_impl="te")[3]["time"]["step_s"]
+            < explain(**job)[3]["time"]["step_s"])
+    with pytest.raises(PlannerError, match="without cross_entropy_fusion"):
+        explain(**job, cross_entropy_fusion_impl="te")
+    with pytest.raises(PlannerError, match="has no fused cross-entropy"):
+        explain(model="megatron-gpt-1.7b", gpus=4, sharding="fsdp", stack="torchtitan", cross_entropy_fusion=True,
+                cross_entropy_fusion_impl="te")
+    # Megatron-LM's own parser refuses the te impl: the export says so instead of writing the native loss
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(**job, cross_entropy_fusion=True, cross_entropy_fusion_impl="te"))
+    with pytest.raises(PlannerError, match="cross-entropy-fusion-impl te"):
+        export_plan(plan, "megatron")
+
+
 # ------------------------------------------------------------------ quantized weights (memory.py [11])
 LINEAR = 32 * BLOCK  # the 32 blocks' weight matrices (BLOCK: QKV, output projection, gate + up, down; the norms apart)
 

@@ -489,3 +489,38 @@ def test_torchtitan_front_loaded_split():
     assert (int(first), int(last)) == (4, 4)
     # an even split is the same under both rules: 6 layers + 2 on 4 stages
     assert tuple(int(x) for x in stage_layers(6, 4, 1, 1, 1, split_front=1)) == tuple(int(x) for x in stage_layers(6, 4, 1, 1, 1))
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("v", [2, 3])
+def test_given_group_chunk_inflight_by_simulation(p, v):
+    """Megatron-LM's --microbatch-group-size-per-virtual-pipeline-stage N (pipeline.py [10]), given
+    (the plan's mbg): for every m from p to 3p + 1 and every N Megatron runs (N in [p, m], m % N 0
+    or >= p), microbatch_group returns N, and the micro-batches each model chunk of each stage
+    holds when the stage starts its first backward in the simulator (the forwards it started
+    before, per chunk) are _chunk_inflight's, a last group shorter than N included;
+    inflight_microbatches is their sum / v."""
+    from planner.pipeline import _chunk_inflight
+
+    for m in range(p, 3 * p + 2):
+        for n in _valid_groups(p, m):
+            assert int(microbatch_group(p, m, n)) == n
+            sim = simulate(p, m, "interleaved", vpp=v, group=n)
+            for s in range(p):
+                first_b = min(x.start for x in sim.passes if x.stage == s and x.kind == "B")
+                held = [sum(1 for x in sim.passes if x.stage == s and x.kind == "F" and x.chunk == c and x.start < first_b)
+                        for c in range(v)]
+                assert _chunk_inflight(p, v, s, np.array([m]), INTERLEAVED, n)[:, 0].tolist() == held, (m, n, s)
+                assert float(inflight_microbatches(p, m, v, INTERLEAVED, stage=s, group=n)) == pytest.approx(
+                    sum(held) / v, rel=1e-15)
+
+
+def test_given_group_by_hand():
+    """group 0 is the default rule; a given N is taken as it is, wherever the schedule reads it: pp 4,
+    m 12: N 6 -> 6 (the default 4); pp 4, m 5 (the CI's tunable_overlap rows): N 5 = the default's one
+    group of m. Stage 0 of pp 4, vpp 2, m 12 holds 2(p - 1) + (v - 1) N + 1 = 11 (N 4) or 13 (N 6)
+    chunk-micro-batches: 5.5 or 6.5 micro-batches of the stage's layers."""
+    assert [int(x) for x in microbatch_group([4, 4, 4, 4], [12, 12, 5, 5], [0, 6, 0, 5])] == [4, 6, 5, 5]
+    assert float(inflight_microbatches(4, 12, 2, INTERLEAVED)) == 5.5
+    assert float(inflight_microbatches(4, 12, 2, INTERLEAVED, group=6)) == 6.5
+    assert float(inflight_microbatches(4, 12, 2, ONE_F_ONE_B, group=6)) == 4.0  # read by the interleaved schedule only

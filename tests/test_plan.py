@@ -4,6 +4,9 @@ Llama 3's any count."""
 
 from __future__ import annotations
 
+import json
+from fractions import Fraction
+
 import pytest
 
 from planner.errors import PlannerError
@@ -72,3 +75,116 @@ def test_torchtitan_runs_ten_microbatches_on_four_stages_megatron_does_not():
         resolve(Job(**JOB, global_batch=36, stack="torchtitan"))
     with pytest.raises(PlannerError, match=r"divisible by pp=4 on stack megatron"):
         resolve(Job(**{**JOB, "sharding": "zero1"}, global_batch=40, stack="megatron"))
+
+
+# ------------------------------------------------- Megatron's micro-batch group (Job.microbatch_group)
+def test_megatron_group_rule_by_hand():
+    """Megatron-LM @d98e8a64 forward_backward_pipelining_with_interleaving: N in [pp, m] and
+    m % N 0 or >= pp. pp 4, m 12: N 4, 6, 7 (12 % 7 = 5), 8 (4) and 12 run; 3 (below pp), 5
+    (12 % 5 = 2), 9 (3), 10 (2), 11 (1) and 13 (above m) do not. pp 4, m 5 (the CI's
+    tunable_overlap case): N 5 runs, where N = pp (no group given) refuses m 5."""
+    megatron = load_stack("megatron")
+    ns = list(range(3, 14))
+    assert [n for n, b in zip(ns, interleaved_m_broken(megatron, 12, 4, ns)) if not b] == [4, 6, 7, 8, 12]
+    assert [bool(x) for x in interleaved_m_broken(megatron, [5, 5, 8], 4, [5, 0, 0])] == [False, True, False]
+    # without a group: today's rule exactly
+    assert [bool(x) for x in interleaved_m_broken(megatron, [3, 8, 9, 12], 4, 0)] == [True, False, True, False]
+
+
+MBG = dict(model="llama3-8b", gpus=4, pp=4, vpp=2, micro_batch=1, global_batch=12, seq_len=4096)
+
+
+def test_microbatch_group_moves_memory_not_bubble():
+    """Llama 3 8B on PP 4 x vpp 2 (32 layers: 8 chunks of 4), m 12. Stage s warms up with
+    2(p - s - 1) + (v - 1) N forwards and holds one more at its peak (schedules.py
+    get_pp_rank_microbatches; pipeline.py [10]), each group of N micro-batches running chunk 0
+    then chunk 1:
+      N 4: stage 0 F = 6 + 4 + 1 = 11: chunk 0 4 + 3, chunk 1 4 -> (7, 4), 44 layer-micro-batches;
+           stage 1 F = 9: (5, 4), 36; stage 3 F = 5: (4, 1).
+      N 6: stage 0 F = 13: (6 + 1, 6) = (7, 6), 52; stage 1 F = 11: (6, 5), 44; stage 3 F = 7: (6, 1).
+    Every stage holds (v - 1)(N - p) = 2 chunk-micro-batches x 4 layers = 8 layer-micro-batches
+    more, and nothing else moves: the memory grows by exactly that, the bubble stays (p - 1)/(v m)
+    = 3/24 (the simulator's for both groups), and no group given is N = pp = 4."""
+    from planner.explain import to_json
+    from planner.pipeline import simulate
+
+    res = {}
+    for n in (None, 4, 6):
+        s, p, _ = resolve(Job(**MBG, microbatch_group=n))
+        res[n] = to_json(s, p, evaluate(s, p))
+    assert res[4]["plan"]["microbatch_group"] == 4 and "microbatch_group" not in res[None]["plan"]
+    st4, st6 = res[4]["memory"]["stages"], res[6]["memory"]["stages"]
+    assert res[None]["memory"]["stages"] == st4
+    unit = st4["first"]["activations_bytes"] / 44  # one layer's activations for one micro-batch
+    assert st4["middle"]["activations_bytes"] == pytest.approx(36 * unit, rel=1e-12)
+    assert st6["first"]["activations_bytes"] == pytest.approx(52 * unit, rel=1e-12)
+    assert st6["middle"]["activations_bytes"] == pytest.approx(44 * unit, rel=1e-12)
+    for stage in ("first", "middle", "last"):
+        for k in ("activations_bytes", "total_bytes"):
+            assert st6[stage][k] - st4[stage][k] == pytest.approx(8 * unit, rel=1e-9), (stage, k)
+    assert res[6]["time"]["bubble_s"] == res[4]["time"]["bubble_s"] == res[None]["time"]["bubble_s"]
+    for n in (4, 6):
+        sim = simulate(4, 12, "interleaved", vpp=2, group=n)
+        assert sim.bubble == Fraction(3, 24)
+        assert list(sim.peak_chunks) == [11 + 2 * (n == 6), 9 + 2 * (n == 6), 7 + 2 * (n == 6), 5 + 2 * (n == 6)]
+
+
+def test_microbatch_group_errors_name_n_m_pp_and_the_source():
+    with pytest.raises(PlannerError, match=r"microbatch_group N=5 contiguous micro-batches per virtual stage, m=12 micro-"
+                                           r"batches per pipeline, pp=4: m % N = 2: a last group of 2 micro-batches, fewer "
+                                           r"than pp=4; .*schedules.py forward_backward_pipelining_with_interleaving") as e:
+        resolve(Job(**MBG, microbatch_group=5))
+    assert e.value.hint == "use microbatch_group (--microbatch-group) 4, 6, 7, 8"
+    with pytest.raises(PlannerError, match=r"N=3 is below pp=4"):
+        resolve(Job(**MBG, microbatch_group=3))
+    with pytest.raises(PlannerError, match=r"N=13 exceeds m=12"):
+        resolve(Job(**MBG, microbatch_group=13))
+    # a Megatron setting: refused on torch's rounds, Llama 3's schedule and a stack without interleaving
+    for stack, why in (("torchtitan", "groups its micro-batches by torch's rounds"),
+                       ("llama3-meta", "is Llama 3's, whose N the paper sets freely"),
+                       ("megatron-deepspeed", "stack megatron-deepspeed has no interleaved schedule")):
+        with pytest.raises(PlannerError, match=r"microbatch_group 4 is Megatron-LM's --microbatch-group-size-per-virtual-"
+                                               r"pipeline-stage; .*" + why):
+            resolve(Job(**{**MBG, "vpp": 1}, microbatch_group=4, stack=stack, sharding="fsdp"))
+
+
+def test_microbatch_group_cli_and_fit_counts(cli, tmp_path):
+    """explain/check/fit take --microbatch-group; a bad value exits 2 naming the field; fit's count
+    line names the rule it applied: Megatron's group, Megatron's pp without one, torch's rounds."""
+    from tests.conftest import assert_one_error
+
+    base = ["--model", "llama3-8b", "--pp", "4", "--vpp", "2", "--micro-batch", "1", "--seq-len", "4096"]
+    r = cli("explain", *base, "--gpus", "4", "--global-batch", "12", "--microbatch-group", "6", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["microbatch_group"] == 6
+    assert_one_error(cli("explain", *base, "--gpus", "4", "--global-batch", "12", "--microbatch-group", "0"),
+                     "microbatch_group", "greater than 0")
+    job = tmp_path / "job.yaml"
+    job.write_text("".join(f"{k}: {v}\n" for k, v in {**MBG, "microbatch_group": 6}.items()))
+    r = cli("check", job)
+    assert r.exit_code == 0 and "PASS" in r.stdout, r.stderr
+    assert_one_error(cli("check", job, "--microbatch-group", "5"),
+                     "m % N = 2", "hint: use microbatch_group (--microbatch-group) 4, 6, 7, 8")
+    fit = ["fit", *base, "--gpus", "16", "--global-batch", "48", "--top", "1"]
+    r = cli(*fit, "--microbatch-group", "5")  # m 48, 24, 12 on dp 1, 2, 4: 48 % 5 = 3 and 12 % 5 = 2 refused
+    assert r.exit_code == 0, r.stderr
+    assert "interleaved schedule with micro-batch group 5 below pp or above m, or m % 5 in 1 .. pp - 1 (Megatron's " \
+           "--microbatch-group-size-per-virtual-pipeline-stage)" in r.stdout
+    assert "--dp 2 --micro-batch 1 --global-batch 48" in r.stdout and "--microbatch-group 5" in r.stdout  # row 1's command
+    r = cli(*fit[:-4], "--global-batch", "40", "--top", "1")
+    assert "interleaved schedule with micro-batches per step not divisible by pp" in r.stdout
+    r = cli(*fit[:-4], "--global-batch", "36", "--top", "1", "--stack", "torchtitan")
+    assert "interleaved schedule with micro-batches per step not a multiple of their rounds max(1, m // pp) " \
+           "(torch's ScheduleInterleaved1F1B)" in r.stdout and "not divisible by pp" not in r.stdout
+
+
+def test_microbatch_group_in_the_ep_overlap_alone_passes():
+    """The combined 1F1B's passes without a partner on the first stage (moe.alone_pass_share): the
+    interleaved warm-up 2(p - 1) + (v - 1) N + 1 of the m v chunk passes: pp 4, vpp 2, m 12: 11 of
+    24 with N = pp (no group), 13 of 24 with N 6."""
+    from planner.moe import alone_pass_share
+    from planner.plan import PlanArrays
+
+    plan = PlanArrays(tp=1, cp=1, pp=4, vpp=2, dp=8, mbs=1, gbs=96, seq=4096, sharding=0, shard=8, recompute=0, sp=0,
+                      schedule=2, precision=0, ep=8, mbg=[0, 6])
+    assert alone_pass_share(plan, 12).tolist() == [11 / 24, 13 / 24]

@@ -409,6 +409,26 @@ def test_zero1_reduce_scatter_and_all_gather_by_hand(explain):
     assert js["time"]["dp_comm_exposed_s"] == pytest.approx((ring_ag + ring_rs) * (X * (1 - 1 / nb) + 1 / nb), rel=1e-9)
 
 
+def test_zero1_reduces_the_gradient_buffer_dtype(explain):
+    """Megatron's distributed optimizer reduce-scatters its gradient buffer itself, in the
+    buffer's dtype (param_and_grad_buffer.py @d98e8a64 l. 924, 713-730: stack_db megatron.yaml
+    fsdp.ddp_reduces_grad_buffer): with --grad-reduce-in-bf16 (bytes_per_param gradients 2,
+    what Megatron-Bridge's performance presets run) the reduce-scatter moves 2 B a gradient;
+    the all-gather of the bf16 weights does not change. torchtitan's FSDP keeps its own
+    reduce dtype whatever the job's gradient bytes."""
+    n = count_params(load_model("llama3-8b")).total
+    bf16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
+    _, _, _, js = explain(model="llama3-8b", gpus=8, sharding="zero1", global_batch=64, seq_len=8192,
+                          bytes_per_param=bf16)
+    nb = math.ceil(n / 40e6)
+    ring_ag = nb * 7 * NV_LAT + 7 / 8 * 2.0 * n / NV_BW
+    ring_rs = nb * 7 * NV_LAT + 7 / 8 * 2.0 * n / NV_BW  # bf16 gradients now
+    assert js["time"]["dp_comm_s"] == pytest.approx(ring_ag + ring_rs, rel=1e-9)
+    kw = dict(model="llama3-8b", gpus=8, sharding="fsdp", stack="torchtitan", global_batch=64, seq_len=8192)
+    assert (explain(**kw, bytes_per_param=bf16)[3]["time"]["dp_comm_s"]
+            == explain(**kw, bytes_per_param="megatron")[3]["time"]["dp_comm_s"])
+
+
 def test_cp_recompute_sends_the_forward_again(explain):
     """A fully recomputed layer runs its forward twice, its ring exchange too. At cp 2 the
     megatron stack sends the local K/V once forward and K/V, then dK/dV (bf16, the same size)

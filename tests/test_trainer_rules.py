@@ -43,6 +43,8 @@ JOBS = [  # (what it exercises, job fields on the megatron stack)
         precision="fp8")),
     ("MoE with --use-tp-pp-dp-mapping: etp x ep = tp x cp", dict(
         model="mixtral-8x7b", gpus=64, cp=8, pp=2, ep=8, tp=1, sharding="zero1", global_batch=64, rank_order="tp-cp-pp-dp")),
+    ("--microbatch-group-size-per-virtual-pipeline-stage 6, m 12 on pp 4 x vpp 2", dict(
+        model="llama3-8b", gpus=16, pp=4, vpp=2, micro_batch=1, global_batch=48, sharding="zero1", microbatch_group=6)),
 ]
 
 
@@ -128,3 +130,26 @@ def test_the_planner_refuses_a_split_that_places_no_model():
     counts exactly --num-layers (MEGATRON_PP_SPLIT), and the export has no spelling for it."""
     with pytest.raises(PlannerError, match="MEGATRON_PP_SPLIT"):
         resolve(Job(model="llama2-13b", gpus=1024, tp=8, pp=16, sharding="zero1", global_batch=1024, stack="megatron"))
+
+
+def test_the_planner_and_megatron_agree_on_the_micro_batch_group():
+    """--microbatch-group-size-per-virtual-pipeline-stage N on pp 4 x vpp 2 with m 12 (schedules.py
+    @d98e8a64 l. 1160-1180): the planner's INTERLEAVED_M (resolve) and the argument-level check
+    refuse the same N (3 and 13 out of [pp, m]; 5, 9, 10, 11 leave a last group below pp), and the
+    exported script carries the flag."""
+    refused = []
+    for n in range(3, 14):
+        job = Job(model="llama3-8b", gpus=16, pp=4, vpp=2, micro_batch=1, global_batch=48, sharding="zero1",
+                  microbatch_group=n, stack="megatron")
+        try:
+            resolve(job)
+        except PlannerError as e:
+            assert "INTERLEAVED" not in e.message and f"microbatch_group N={n}" in e.message
+            refused.append(n)
+        flags = dict(pipeline_model_parallel_size="4", num_virtual_stages_per_pipeline_rank="2",
+                     global_batch_size="48", microbatch_group_size_per_virtual_pipeline_stage=str(n))
+        assert ("INTERLEAVED" in _keys(16, None, **flags)) == (n in refused), n
+    assert refused == [3, 5, 9, 10, 11, 13]
+    text, _ = export_plan(resolved_plan(Job(model="llama3-8b", gpus=16, pp=4, vpp=2, micro_batch=1, global_batch=48,
+                                            sharding="zero1", microbatch_group=7)), "megatron")
+    assert "--microbatch-group-size-per-virtual-pipeline-stage 7 " in text

@@ -922,3 +922,42 @@ def test_torchtitan_early_step_in_backward_is_not_ignored(tmp_path):
         cfg = load_trainer_config(p, gpus=64)
         assert not [n for n in cfg.ignored + cfg.not_modelled if n.startswith("optimizer.early_step_in_backward")]
         assert cfg.job.get("early_step_in_backward", False) is (value == "true")
+
+def test_megatron_microbatch_group_read_overridden_and_round_tripped(tmp_path, cli):
+    """--microbatch-group-size-per-virtual-pipeline-stage is the job's microbatch_group. Megatron-LM's
+    CI tunable_overlap case (12 layers, pp 4 with 1 layer a virtual stage: vpp 3, 8 GPUs: dp 2,
+    global batch 40 of micro-batch 4: m 5) runs N 5: read, it resolves (N = pp refused m 5).
+    The export writes the flag, the file reads back as the same plan (plan_signature) with the
+    same memory, and a command-line --microbatch-group replaces the file's, with a note."""
+    from planner.explain import evaluate
+    from planner.trainers.export import plan_signature
+
+    ci = Path(__file__).parent / "data" / "megatron_ci" / "args" / \
+        "gpt__gpt3_mcore_te_tp1_pp4_vp1_tunable_overlap__dev_dgx_h100.args"
+    cfg = load_trainer_config(ci, fmt="megatron", gpus=8)
+    assert (cfg.job["microbatch_group"], cfg.job["vpp"], cfg.job["pp"]) == (5, 3, 4)
+    assert not any("microbatch-group" in x for x in cfg.not_modelled + cfg.ignored)
+    _, p, _ = resolve(Job.model_validate(cfg.job))
+    assert (int(p.microbatches), int(p.mbg)) == (5, 5)
+    with pytest.raises(PlannerError, match="divisible by pp=4"):
+        resolve(Job.model_validate({**cfg.job, "microbatch_group": None}))
+
+    job = Job(model="llama3-8b", gpus=16, pp=4, vpp=2, micro_batch=1, global_batch=48, sharding="zero1",
+              microbatch_group=6, stack="megatron")
+    plan = resolved_plan(job)
+    text, notes = export_plan(plan, "megatron")
+    assert "--microbatch-group-size-per-virtual-pipeline-stage 6 " in text
+    f = tmp_path / "exported.sh"
+    f.write_text(text)
+    back_job = Job.model_validate(load_trainer_config(f).job)
+    assert back_job.microbatch_group == 6
+    assert plan_signature(resolved_plan(back_job)) == plan_signature(plan)
+    mem = [float(evaluate(*resolve(j)[:2]).memory.total) for j in (job, back_job)]
+    assert mem[0] == mem[1]
+    r = cli("explain", f, "--microbatch-group", "4", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert _json.loads(r.stdout)["plan"]["microbatch_group"] == 4
+    assert "microbatch_group=4: the command line replaces the file's 6" in r.stderr
+    # a command-line stack without the setting drops the file's (schema STACK_ONLY), with a note
+    r = cli("explain", f, "--stack", "torchtitan", "--sharding", "fsdp", "--format", "json")
+    assert "microbatch_group: the file's 6 is not kept: the command line's stack torchtitan chooses its own" in r.stderr

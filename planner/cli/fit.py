@@ -10,8 +10,8 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (CapacityFactorOption, FitEpOverlapOption, LossLayersOption, MtpLayersOption, SplitEmbOption,
-                   SplitLossOption, load_job)
+from .core import (CapacityFactorOption, FitEpOverlapOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+                   SplitEmbOption, SplitLossOption, load_job)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
@@ -104,6 +104,7 @@ def register(app: typer.Typer) -> None:
         split_emb: Optional[bool] = SplitEmbOption,
         split_loss: Optional[bool] = SplitLossOption,
         loss_layers: Optional[int] = LossLayersOption,
+        microbatch_group: Optional[int] = MicrobatchGroupOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -132,7 +133,7 @@ def register(app: typer.Typer) -> None:
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
             account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor, mtp_layers=mtp_layers,
-            ep_comm_overlap=ep_comm_overlap, loss_layers_in_pipeline_split=loss_layers,
+            ep_comm_overlap=ep_comm_overlap, loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")

@@ -35,7 +35,9 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         f"  {shard}, micro-batch {p['micro_batch']} x {p['microbatches_per_step']} per step, global batch "
         f"{p['global_batch']:,} x {p['seq_len']:,} tokens, recompute {p['recompute']}"
         + (f" ({' '.join(p['recompute_modules'])})" if p.get("recompute_modules") else "") + ", "
-        f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}, {p['precision']}"
+        f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}"
+        + (f" (groups of {p['microbatch_group']} micro-batches per virtual stage)" if p.get("microbatch_group") else "")
+        + f", {p['precision']}"
     )
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",

@@ -92,7 +92,7 @@ def _plan_arrays(plan: dict):
                       split_loss=split_loss_units(plan), ep=plan.get("ep", 1),
                       etp=plan.get("etp") or plan["tp"],
                       smode=_mode_index(plan), tpo=int(plan.get("tp_comm_overlap", False)),
-                      compile=int(plan.get("torch_compile", False)))
+                      compile=int(plan.get("torch_compile", False)), mbg=plan.get("microbatch_group") or 0)
 
 
 def _mode_index(plan: dict) -> int:
@@ -107,12 +107,13 @@ def _check_runnable(plan: dict) -> None:
     """The plan passes plan.rule_codes with the stack's runs and its trainer's start-up rules:
     an exported file the trainer would refuse is never written."""
     from ..catalog import load_stack
-    from ..plan import OK, REASONS, rule_codes
+    from ..plan import OK, rule_codes, rule_reasons
 
     stack = load_stack(plan["stack"])
     code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
     if code != OK:
-        raise PlannerError(f"export: the plan breaks a rule of stack {plan['stack']}: {REASONS[code]}",
+        reasons = rule_reasons(stack, plan.get("microbatch_group") or 0)
+        raise PlannerError(f"export: the plan breaks a rule of stack {plan['stack']}: {reasons[code]}",
                            "export a plan that `planner explain` accepts on that stack")
 
 
@@ -126,8 +127,8 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "mtp_layers")
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "bf16_layers_at_end", "mtp_layers", "microbatch_group")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -510,6 +511,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args += _megatron_dispatcher(plan)
     if plan.get("ep_comm_overlap"):
         args.append(("--overlap-moe-expert-parallel-comm", None))
+    if plan.get("cross_entropy_fusion_impl") == "te":
+        raise _refuse(F, "cross_entropy_fusion_impl te: Megatron-LM's argument parser refuses --cross-entropy-fusion-impl te "
+                         "(NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1698); Megatron-Bridge configs set it",
+                      "price it with the native fused loss (leave cross_entropy_fusion_impl out)")
     if plan.get("cross_entropy_fusion"):
         args.append(("--cross-entropy-loss-fusion", None))
     if plan.get("fp8_param_gather"):
@@ -523,6 +528,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                                     split_loss_units(plan), _mtp(plan, model))
     elif vpp > 1:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
+    if plan.get("microbatch_group"):  # N of the interleaved schedule (model_parallel_config.py @d98e8a64 l. 431-449)
+        args.append(("--microbatch-group-size-per-virtual-pipeline-stage", plan["microbatch_group"]))
     if plan.get("sequence_parallel"):
         args.append(("--sequence-parallel", None))
     mode = plan.get("sharding_mode")

@@ -51,7 +51,9 @@ read). Modelled:
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
   --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
-  --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor, and the pipeline
+  --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor,
+  --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
+  schedule's N, planner/pipeline.py [10]), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -167,6 +169,7 @@ VALUE_FLAGS = {
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
+    "--microbatch-group-size-per-virtual-pipeline-stage",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -1016,6 +1019,11 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if vpp > 1:
         job["vpp"] = vpp
         job["schedule"] = "interleaved"
+    # N contiguous micro-batches per virtual stage (model_parallel_config.py @d98e8a64 l. 431-449,
+    # default pp; read by the interleaved schedule only): the job's microbatch_group
+    group = _int(where, flags, "--microbatch-group-size-per-virtual-pipeline-stage")
+    if group is not None:
+        job["microbatch_group"] = group
 
     # ---- GPUs
     file_gpus = _launcher_gpus(list(launch), where)
