@@ -52,8 +52,10 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
  5. sequence_parallel null -> on iff tp > 1 (Korthikanti et al. 2022 [7]; Megatron recipes
     enable it with TP).
  6. zero_fsdp_mode -> sharding by SHARDING_TERMS: ZeRO-3 / FSDP / FSDP FULL_SHARD / fully
-    sharded data parallel -> fsdp; HSDP / HYBRID_SHARD -> hsdp (needs `shard_group:`); ZeRO-2 /
-    SHARD_GRAD_OP -> zero2; ZeRO-1 / distributed optimizer -> zero1; none / DDP -> none; null
+    sharded data parallel -> fsdp; HSDP / HYBRID_SHARD -> hsdp (needs `shard_group:`); ZeRO-2 ->
+    zero2; FSDP SHARD_GRAD_OP -> the record's stack's FSDP mode that does not reshard after forward
+    (by name: llm-foundry shard_grad_op, torchtitan fsdp2_no_reshard; skipped where the stack has
+    none); ZeRO-1 / distributed optimizer -> zero1; none / DDP -> none; null
     or NOT_STATED ("not stated (...)") -> none (assumed).
  7. precision by its leading term (planner/precisions.py PRECISION_TERMS): bf16 -> bf16;
     fp8 / float8 -> fp8 (the stack's default recipe); fp8 tensorwise / current scaling / FP8-CS,
@@ -508,11 +510,14 @@ def infer_architecture(rec: RunRecord, assumed: _Assumed) -> dict:
 # reason). Never a word found inside the comment: "not stated (... no FSDP column ...)" is not FSDP.
 NOT_STATED = ("not stated", "not published", "unstated", "unknown", "n/a")
 RECOMPUTE_TERMS = {"full": "full", "selective": "selective", "none": "none", "no": "none", "off": "none", "false": "none"}
+# PyTorch FSDP's SHARD_GRAD_OP: sharded at rest, kept unsharded from each forward to its backward, i.e.
+# the record's stack's FSDP mode that does not reshard after forward (schema.ShardingMode; rule 6)
+SHARD_GRAD_OP = "shard_grad_op"
 SHARDING_TERMS = {  # term -> Job.sharding (DeepSpeed ZeRO stages, PyTorch FSDP ShardingStrategy names, Megatron's)
     "none": "none", "ddp": "none", "no sharding": "none", "no_shard": "none", "fsdp no_shard": "none",
     "zero-0": "none", "zero0": "none",
     "zero-1": "zero1", "zero1": "zero1", "zero stage 1": "zero1", "distributed optimizer": "zero1",
-    "zero-2": "zero2", "zero2": "zero2", "zero stage 2": "zero2", "shard_grad_op": "zero2", "fsdp shard_grad_op": "zero2",
+    "zero-2": "zero2", "zero2": "zero2", "zero stage 2": "zero2", "shard_grad_op": SHARD_GRAD_OP, "fsdp shard_grad_op": SHARD_GRAD_OP,
     "zero-3": "fsdp", "zero3": "fsdp", "zero stage 3": "fsdp", "fsdp": "fsdp", "fsdp2": "fsdp", "full_shard": "fsdp",
     "fsdp full_shard": "fsdp", "fsdp full shard": "fsdp", "fsdp2 full shard": "fsdp", "fully sharded data parallel": "fsdp",
     "hsdp": "hsdp", "hybrid_shard": "hsdp", "fsdp hybrid_shard": "hsdp", "hybrid shard": "hsdp", "hybrid sharding": "hsdp",
@@ -574,16 +579,34 @@ def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
     return RECOMPUTE_TERMS[term]
 
 
-def _sharding(rec: RunRecord, assumed: _Assumed) -> str:
+def _sharding(rec: RunRecord, assumed: _Assumed) -> dict:
+    """The Job's sharding (a level), and its sharding_mode where the text names a mode (rule 6)."""
     term = _term(rec, "zero_fsdp_mode", SHARDING_TERMS)
     if term is None:
         why = "not published" if rec.zero_fsdp_mode is None else f"{rec.zero_fsdp_mode!r}"
         assumed.add("zero_fsdp_mode", "none", f"{why}; plain data parallel assumed")
-        return "none"
+        return {"sharding": "none"}
     sharding = SHARDING_TERMS[term]
+    if sharding == SHARD_GRAD_OP:
+        return {"sharding": "fsdp", "sharding_mode": _no_reshard_mode(rec)}
     if sharding == "hsdp" and rec.shard_group is None:
         raise Skip(f"zero_fsdp_mode {rec.zero_fsdp_mode!r} is hybrid sharding: give shard_group (DP ranks per shard group)")
-    return sharding
+    return {"sharding": sharding}
+
+
+def _no_reshard_mode(rec: RunRecord) -> str:
+    """The record's stack's FSDP mode that keeps the weights unsharded from the forward to the
+    backward (level fsdp, reshard_after_forward false: what SHARD_GRAD_OP runs), by name; Skip
+    where the stack has none."""
+    from .catalog import load_stack
+
+    stack = load_stack(rec.stack or "megatron")
+    runs = stack.runs.sharding if stack.runs is not None else []
+    modes = [m.name for m in runs if m.level == "fsdp" and m.reshard_after_forward is False]
+    if not modes:
+        raise Skip(f"zero_fsdp_mode {rec.zero_fsdp_mode!r} is FSDP's SHARD_GRAD_OP (sharded at rest, unsharded from each "
+                   f"forward to its backward): stack {stack.name} runs no such mode (stack_db runs.sharding)")
+    return modes[0]
 
 
 def _precision(rec: RunRecord, assumed: _Assumed) -> tuple[str, Optional[str]]:
@@ -718,7 +741,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         micro_batch=mbs,
         global_batch=rec.global_batch_size,
         seq_len=rec.seq_length,
-        sharding=_sharding(rec, assumed),
+        **_sharding(rec, assumed),
         shard_group=rec.shard_group,
         recompute=recompute,
         recompute_layers=recompute_layers,

@@ -461,7 +461,7 @@ def test_validate_vocabulary_reads_the_leading_term_only():
         "ZeRO-1 (DeepSpeed)", "none (Megatron DDP; optimizer states replicated across DP)",
         "not stated (Megatron-Bridge table: no FSDP column; recipes default to DDP + distributed optimizer)",
         "fsdpx", "Megatron DDP with FSDP")}
-    assert [SHARDING_TERMS.get(v, v) for v in got.values()] == ["fsdp", "zero2", "fsdp", "zero1", "none", "not stated",
+    assert [SHARDING_TERMS.get(v, v) for v in got.values()] == ["fsdp", "shard_grad_op", "fsdp", "zero1", "none", "not stated",
                                                                  None, None]
     assert vocabulary_term("int8 (Transformer Engine)", PRECISION_TERMS) is None
     assert vocabulary_term("nvfp4 (Transformer Engine)", PRECISION_TERMS) == "nvfp4"  # priced since issue 23

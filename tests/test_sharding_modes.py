@@ -93,6 +93,49 @@ def test_torchtitan_never_is_default_under_pp():
     assert float(a.time.total) == float(b.time.total)
 
 
+def test_llm_foundry_shard_grad_op_gathers_every_micro_batch():
+    """PyTorch FSDP's SHARD_GRAD_OP (llm-foundry's fsdp_config.sharding_strategy; stack_db
+    llm-foundry shard_grad_op: level fsdp, reshard_after_forward false) unshards before each
+    forward and reshards only after the backward: per step, m = 4 micro-batches, m all-gathers of
+    the bf16 weights and m fp32 reduce-scatters (the stack reduces every micro-batch) over the 16
+    ranks, one per block. It was priced as ZeRO-2, which gathers the weights once a step: 3 fewer
+    all-gathers."""
+    s, p, _ = _run(model="mpt-7b", stack="llm-foundry", sharding_mode="shard_grad_op", global_batch=64)
+    sc = _context(s, p)
+    coll = Collectives(sc)
+    n = float(sc.settings.model.num_layers)
+    from planner.params import count_params
+
+    P = float(count_params(s.model).total)
+    ag = n * float(coll(comm.ALL_GATHER, P * 2.0 / n, 16, coll.strides["dp"]))
+    rs = n * float(coll(comm.REDUCE_SCATTER, P * s.stack.fsdp.grad_reduce_bytes / n, 16, coll.strides["dp"]))
+    got = _dp_total(model="mpt-7b", stack="llm-foundry", sharding_mode="shard_grad_op", global_batch=64)
+    assert got == pytest.approx(4 * (ag + rs), rel=1e-9)
+
+
+def test_validate_reads_shard_grad_op_as_the_stacks_no_reshard_mode(cli, tmp_path):
+    """A record's zero_fsdp_mode "FSDP SHARD_GRAD_OP" is the record's stack's FSDP mode that keeps
+    the weights from the forward to the backward (llm-foundry shard_grad_op, torchtitan
+    fsdp2_no_reshard), and a record on a stack without one is skipped with the reason."""
+    import yaml
+
+    from pathlib import Path
+
+    runs = yaml.safe_load((Path(__file__).parent / "data" / "published_runs.yaml").read_text())
+    base = dict(next(r for r in runs if r["id"] == "mosaic-mpt-7b-h100_80gb-8gpu-s2048-std"),
+                zero_fsdp_mode="FSDP SHARD_GRAD_OP")
+    recs = [dict(base, id="foundry", stack="llm-foundry"), dict(base, id="titan", stack="torchtitan"),
+            dict(base, id="meg", stack="megatron")]
+    f = tmp_path / "runs.yaml"
+    f.write_text(yaml.safe_dump(recs))
+    r = cli("validate", str(f), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    assert rows["foundry"]["plan"]["sharding_mode"] == "shard_grad_op" and rows["foundry"]["plan"]["sharding"] == "fsdp"
+    assert rows["titan"]["plan"]["sharding_mode"] == "fsdp2_no_reshard"
+    assert "SHARD_GRAD_OP" in rows["meg"]["skipped"] and "megatron" in rows["meg"]["skipped"]
+
+
 def test_megatron_fsdp_optim_is_the_distributed_optimizer():
     """Megatron-FSDP optim: the main (fp32) weights and optimizer states sharded, the model
     weights and gradients whole, the reduce-scatter once at the last micro-batch
