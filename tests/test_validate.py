@@ -264,26 +264,60 @@ def test_assumed_fields_are_listed(run):
 
 
 # ------------------------------------------------------------------------------ skips
-def test_nemo_llama3_70b_runs_its_launcher_config_settings(run):
-    """The NeMo 24.07 LLAMA3-70B record sets what NeMo-Framework-Launcher's llama3_70b.yaml
-    (commit 3dd35614cf) runs: ub_tp_comm_overlap true, sequence_parallel true, no activation
-    checkpointing, mcore_distributed_optim (ZeRO-1) with overlap_grad_sync / overlap_param_sync,
-    fp8 DelayedScaling. These reach the plan and are not listed as assumed; the LLAMA2-70B row,
-    whose launcher configs disagree with each other, still takes the megatron stack's defaults
-    (TP overlap off, assumed)."""
-    ids = ["nemo-24.07-h100-fp8-LLAMA3-70B-64gpu", "nemo-24.07-h100-fp8-LLAMA2-70B-64gpu"]
+# The 12 NeMo 24.07 records, what NeMo-Framework-Launcher at the 24.07 tag (8325688d) runs, read by
+# hand from launcher_scripts/conf/training/<config>.yaml and the H100 fp8 example scripts (each
+# record's provenance cites the key): ub_tp_comm_overlap, activations_checkpoint_granularity, and
+# the gradient buffer's bytes (grad_sync_dtype bf16 from the example script or the config: 2; unset: 4).
+NEMO_2407 = {  # id suffix -> (tp_comm_overlap, recompute, gradient bytes)
+    "GPT3-5B-64gpu": (False, "none", 2.0), "GPT3-20B-64gpu": (True, "none", 2.0),
+    "GPT3-175B-128gpu": (False, "none", 2.0), "GPT3-175B-512gpu": (False, "none", 4.0),
+    "LLAMA2-7B-8gpu": (False, "none", 2.0), "LLAMA2-13B-16gpu": (False, "none", 2.0),
+    "LLAMA2-70B-64gpu": (True, "none", 2.0), "Nemotron-8B-64gpu": (True, "none", 4.0),
+    "Nemotron-22B-64gpu": (True, "none", 4.0), "Nemotron-340B-128gpu": (False, "selective", 2.0),
+    "LLAMA3-8B-8gpu": (False, "none", 2.0), "LLAMA3-70B-64gpu": (True, "none", 2.0),
+}
+
+
+def test_nemo_2407_records_run_their_launcher_config_settings(run):
+    """Every NeMo 24.07 record sets what its NeMo-Framework-Launcher 24.07 config runs: NeMo's
+    distributed_fused_adam (ZeRO-1 in memory), overlap_grad_sync, fp8 DelayedScaling, the config's
+    ub_tp_comm_overlap and recompute, and the state bytes of Apex's DistributedFusedAdam under NeMo
+    (bf16 weights 2, gradient buffer in grad_sync_dtype, fp32 master stored as 2-byte remainders,
+    Adam 8). They reach the plan and none is listed as assumed (before: null, read as plain DDP
+    with the megatron preset, 18 B a parameter replicated: 11 of 12 predicted above 79 GiB)."""
+    ids = [f"nemo-24.07-h100-fp8-{k}" for k in NEMO_2407]
     r = run("validate", DATA, "--ids", ",".join(ids), "--format", "json")
     assert r.exit_code == 0, r.stderr
     rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
-    l3 = rows[ids[0]]
-    p = l3["plan"]
-    assert (p["tp_comm_overlap"], p["sequence_parallel"], p["recompute"], p["sharding"], p["dp_comm_overlap"],
-            p["fp8_recipe"]) == (True, True, "none", "zero1", True, "delayed")
-    assert not {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode", "dp_comm_overlap",
-                "fp8_recipe"} & _assumed_fields(l3)
-    l2 = rows[ids[1]]
-    assert l2["plan"]["tp_comm_overlap"] is False
-    assert {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode"} <= _assumed_fields(l2)
+    assert len(rows) == 12
+    for suffix, (ub, recompute, grad) in NEMO_2407.items():
+        row = rows[f"nemo-24.07-h100-fp8-{suffix}"]
+        p = row["plan"]
+        assert (p["sharding"], p["dp_comm_overlap"], p["fp8_recipe"], p["tp_comm_overlap"], p["recompute"]) == (
+            "zero1", True, "delayed", ub, recompute), suffix
+        assert p["bytes_per_param"] == {"weights": 2.0, "gradients": grad, "master": 2.0, "optimizer": 8.0}, suffix
+        assert not {"tp_comm_overlap", "sequence_parallel", "activation_recompute", "zero_fsdp_mode", "dp_comm_overlap",
+                    "fp8_recipe", "bytes_per_param"} & _assumed_fields(row), suffix
+
+
+def test_nemo_llama2_7b_model_state_is_nemo_distributed_adams(run, tmp_path):
+    """LLAMA2-7B on 8 GPUs (TP1 PP1 DP8, no recompute, SP off: the same activations either way):
+    its record's memory against the old reading of it (zero_fsdp_mode null -> plain DDP, megatron
+    preset 2 + 4 + 4 + 8 = 18 B a parameter on every rank) differs by the model state alone:
+    P x (18 - (2 + 2 + (2 + 8) / 8)) = 12.75 B a parameter, P by hand for Llama 2 7B (32 layers,
+    h 4096, ffn 11008, vocab 32000, untied, RMSNorm): 2 x 32000 x 4096 + 32 x (4 h^2 + 3 h ffn + 2 h) + h
+    = 6,738,415,616 -> 85,914,799,104 B (80.0 GiB)."""
+    rec = next(x for x in yaml.safe_load(DATA.read_text()) if x["id"] == "nemo-24.07-h100-fp8-LLAMA2-7B-8gpu")
+    old = dict(rec, id="old-reading", zero_fsdp_mode=None, bytes_per_param=None)
+    r = run("validate", _write(tmp_path, [rec, old]), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    h, ffn, layers, vocab = 4096, 11008, 32, 32000
+    params = 2 * vocab * h + layers * (4 * h * h + 3 * h * ffn + 2 * h) + h
+    assert params == 6_738_415_616
+    moved = (rows["old-reading"]["predicted_memory_gib"] - rows[rec["id"]]["predicted_memory_gib"]) * 2**30
+    assert moved == pytest.approx(params * (18 - (2 + 2 + (2 + 8) / 8)), rel=1e-9)
+    assert rows[rec["id"]]["predicted_memory_gib"] < 79.09 < rows["old-reading"]["predicted_memory_gib"]
 
 
 def test_unknown_gpu_type_is_skipped_with_reason(run):
