@@ -341,7 +341,9 @@ def microbatch_group_error(stack, n: int, where: str = "") -> PlannerError | Non
     """The error for a job's microbatch_group on a stack whose interleaved schedule has no such
     setting (None where it has: Megatron-LM's, stack_db microbatches multiple_of_pp)."""
     runs = stack.runs if stack is not None else None
-    inter = [x for x in runs.schedules if x.schedule == "interleaved"] if runs is not None else [None]
+    if runs is None:  # a stack that names no schedules runs Megatron-LM's rule (interleaved_m_rule)
+        return None
+    inter = any(x.schedule == "interleaved" for x in runs.schedules)
     rule = interleaved_m_rule(stack)
     if inter and rule == "multiple_of_pp":
         return None
