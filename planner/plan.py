@@ -284,7 +284,7 @@ def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.n
 # the source of INTERLEAVED_M (Megatron-LM's rule, every stack's unless its schedule says `any`)
 INTERLEAVED_M_SOURCE = (
     "NVIDIA/Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_"
-    "interleaving l. 1160-1181: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
+    "interleaving l. 1160-1180: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
     ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0 "
     "unless --microbatch-group-size-per-virtual-pipeline-stage sets N (the job's microbatch_group)")
 
