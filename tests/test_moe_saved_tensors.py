@@ -15,7 +15,7 @@ from planner.catalog import load_model, load_stack
 from planner.layers import context, layer_list
 from planner.memory import fp8_saved_bytes, kind_activation_bytes, layer_memory
 from planner.plan import PlanArrays, resolve
-from planner.precisions import BF16, FP8
+from planner.precisions import BF16, FP8, NVFP4
 from planner.schema import Job
 
 T = 4096  # one micro-batch of one 4,096-token sequence
@@ -94,3 +94,15 @@ def test_fp8_saves_the_expert_gemm_inputs_at_one_byte():
     attention's own bf16 output kept beside the fp8 copy (+2 x 4096): the net by hand."""
     attention = 1 * H + 1 * 4096 - 2 * 4096  # norm1_out and attn_out at 1 B; TE keeps O at 2 B as well
     assert _stored("bf16", False) - _stored("fp8", False) == T * (TOPK * H + TOPK * FE + attention)
+
+
+def test_nvfp4_saves_the_expert_gemm_inputs_at_nvfp4_width():
+    """Under nvfp4 Transformer Engine's GroupedLinear quantizes its inputs with the recipe's NVFP4
+    quantizers and saves them as it does under fp8 (memory.py [14]): e2m1 values and an e4m3 scale
+    per 16, 0.5 + 1/16 B an element. The MoE block's own tensors per token, by hand from the
+    fp8 case above: expert inputs 8 x 2048 and activation outputs 8 x 768 at 0.5625 B instead of
+    1 B; the router logits and the gate+up output stay as they are."""
+    kind, f8 = _moe_kind(), fp8_saved_bytes(load_stack("megatron"))
+    never = ("moe_expert_out",)
+    fp4 = float(kind_activation_bytes(kind, _ctx(NVFP4), keeps=(), fp8_bytes=f8, drops=never))
+    assert fp4 == T * (4 * E + 0.5625 * TOPK * H + 2 * 2 * FE * TOPK + 0.5625 * FE * TOPK) == T * 37760
