@@ -741,7 +741,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
                                                              gathered_input=gathered, fp8_bytes=f8, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
-        norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
+        # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
+        norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,

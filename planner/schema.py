@@ -300,6 +300,12 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    qk_norm: bool = Field(
+        default=False,
+        description="an RMSNorm over each head's query and key after the QKV projection, before RoPE (Qwen3, Gemma 3, "
+                    "Qwen3-Next: transformers' q_norm / k_norm of head_dim; Megatron --qk-layernorm), in every "
+                    "softmax-attention layer. Priced: 2 d parameters a layer, the norm kernels' bytes on Q and K, and "
+                    "their inputs saved for the backward (planner/layers/attention.py)")
     activation_clamp: Optional[float] = Field(
         default=None, gt=0,
         description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "

@@ -445,6 +445,8 @@ def test_round_trip_torchtitan(tmp_path, job):
     # 61 layers on pp 4 x vpp 4 (NVIDIA's DeepSeek-V3 on GB200): --pipeline-model-parallel-layout
     dict(model="deepseek-v3", gpus=256, pp=4, vpp=4, ep=64, sharding="zero1", global_batch=2048, hardware="gb200-nvl72"),
     dict(model="gpt3-175b", gpus=1024, tp=8, pp=16, sharding="fsdp", global_batch=1536, recompute="full"),
+    # Qwen3's per-head q/k norms: --qk-layernorm, read back as the same model
+    dict(model="qwen3-30b-a3b", gpus=16, tp=2, ep=8, sharding="zero1", micro_batch=1, global_batch=64),
 ])
 def test_round_trip_megatron(tmp_path, job):
     plan, text, notes = _round_trip(tmp_path, "megatron", ".sh", {}, stack="megatron", **job)
@@ -459,6 +461,8 @@ def test_round_trip_megatron(tmp_path, job):
     if plan["model"] == "deepseek-v3":  # chunks of 4 layers, the first 2 and the last 3: 2 + 14 x 4 + 3 = 61
         assert "--pipeline-model-parallel-layout 'Et*2|" + "t*4|" * 14 + "t*3L' " in text
         assert "--num-virtual-stages-per-pipeline-rank" not in text  # Megatron takes vpp from the layout
+    # --qk-layernorm: MLA's latent norms (gpt_layer_specs.py l. 240-251), Qwen3's per-head q/k norms (qk_norm)
+    assert ("--qk-layernorm " in text) == (plan["model"] in ("deepseek-v3", "qwen3-30b-a3b"))
 
 
 @pytest.mark.parametrize("job", [

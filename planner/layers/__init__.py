@@ -80,6 +80,12 @@ class LayerKind:
     def has_experts(self) -> bool:
         return isinstance(self.mlp, MoEMLP)
 
+    def qk_norm_elements(self, ctx):
+        """Elements the mixer's query/key norms run over per micro-batch (attention.py [9]); 0
+        for a mixer without them."""
+        f = getattr(self.mixer, "qk_norm_elements", None)
+        return f(ctx) if f is not None else 0.0
+
 
 @dataclass(frozen=True)
 class LayerList:
@@ -212,7 +218,7 @@ def _mixer(spec, m: ModelSpec):
         return Attention(h=m.hidden_size, a=m.num_attention_heads, k=m.kv_heads, d=m.dhead, norm=norm,
                          bias=m.linear_bias, rope=pos == "rope", gate=spec.output_gate, dropout=m.dropout,
                          window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None),
-                         rope_scaled=m.rope_attention_factor != 1.0)
+                         rope_scaled=m.rope_attention_factor != 1.0, qk_norm=m.qk_norm)
     if isinstance(spec, MLAAttention):
         ml = m.mla
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,

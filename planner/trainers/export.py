@@ -499,6 +499,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if not model.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))
     args.append(("--disable-bias-linear", None) if not model.linear_bias else ("--add-bias-linear", None))
+    # TransformerConfig.qk_layernorm: TENorm on each head's query and key, or, with MLA, the latents' norms
+    # before the up-projections (gpt_layer_specs.py @d98e8a64 l. 240-251), which the MLA block prices
+    if model.qk_norm or model.mla is not None:
+        args.append(("--qk-layernorm", None))
     d = "0.1" if model.dropout else "0.0"
     args += [("--attention-dropout", d), ("--hidden-dropout", d)]
     # parallelism
