@@ -202,6 +202,10 @@ PLAIN_ACTIVATIONS = {"relu2", "gelu", "gelu_new", "relu", "gelu_fast"}
 # counted as 2 d (under 0.01% of the model). Llama 4's use_qk_norm, a parameter-free L2 norm, is not
 # mapped (HF_NO_COST).
 QK_NORM_TYPES = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2"}
+# Model types whose decoder layer norms each sub-block's output before the residual add beside the pre-norm
+# (post_norms): transformers models/gemma2/modeling_gemma2.py Gemma2DecoderLayer and models/gemma3
+# Gemma3DecoderLayer (post_attention_layernorm, post_feedforward_layernorm).
+POST_NORM_TYPES = {"gemma2", "gemma3_text"}
 
 # Which layers `sliding_window` applies to, by model type (the attention classes' rule):
 #   every      MistralAttention, MixtralAttention: every layer
@@ -452,6 +456,8 @@ class Reader:
         )
         if self.model_type in QK_NORM_TYPES:
             data["qk_norm"] = True
+        if self.model_type in POST_NORM_TYPES:
+            data["post_norms"] = True
         if fam is not None and fam.extra.get("router_bias") and not data["linear_bias"]:
             # gpt-oss experts always carry biases (GptOssExperts gate_up_proj_bias, down_proj_bias): planner's one
             # linear_bias flag covers attention and MLP alike, so attention without biases cannot be expressed

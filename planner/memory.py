@@ -405,7 +405,7 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
     K and V counted as split tensors."""
     from .layers.common import merge_tables
 
-    t = merge_tables(kind.mixer.tensors(ctx, attention), kind.mlp.tensors(ctx, attention))
+    t = merge_tables(kind.mixer.tensors(ctx, attention), kind.mlp.tensors(ctx, attention), kind.post_norm_tensors())
     if activation_model != "korthikanti" or kind.mixer.kind != "attention":
         return t
     h, a = kind.mixer.h, kind.mixer.a

@@ -300,6 +300,12 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    post_norms: bool = Field(
+        default=False,
+        description="a norm on each sub-block's output before its residual add, beside the pre-norm (Gemma 2 and 3's "
+                    "'sandwich' norms: transformers Gemma3DecoderLayer post_attention_layernorm and "
+                    "post_feedforward_layernorm). Priced: h parameters each, the stack's norm bytes, and each one's "
+                    "input saved for the backward (planner/layers/__init__.py LayerKind)")
     qk_norm: bool = Field(
         default=False,
         description="an RMSNorm over each head's query and key after the QKV projection, before RoPE (Qwen3, Gemma 3, "

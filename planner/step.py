@@ -262,8 +262,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
         # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
         cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
-        ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + cast) / hbm
-        ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
+        ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
+                + cast) / hbm
+        ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd")
+                + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
         if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
             ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
         pf, pb = mlp.dispatch_bytes(ctx) if kind.has_experts else (0.0, 0.0)

@@ -479,6 +479,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         cf = plan.get("moe_capacity_factor")
         if cf is not None and cf != 1.0:  # the busiest expert's load: capacity, padded (every expert runs at it)
             args += [("--moe-expert-capacity-factor", cf), ("--moe-pad-expert-input-to-capacity", None)]
+    if model.post_norms:  # Gemma's sandwich norms: a layer spec of Megatron-Bridge's, no flag of Megatron-LM's
+        raise _refuse(F, f"post_norms ({plan['model']}): Megatron-LM's arguments have no flag for a norm on each "
+                         "sub-block's output (Megatron-Bridge builds Gemma's with its own layer spec)",
+                      "export the plan in another format, or plan the model without post_norms")
     if model.mla is not None:  # Megatron-Core MLA (arguments.py _add_mla_args)
         args.append(("--multi-latent-attention", None))
         if model.mla.q_lora_rank is not None:

@@ -1,4 +1,6 @@
-"""Query/key norms (ModelSpec.qk_norm; planner/layers/attention.py [9]): Qwen3, Gemma 3 and
+"""The norms beyond a layer's pre-norms. Post-norms (ModelSpec.post_norms; LayerKind.post_norm):
+Gemma 2 and 3 norm each sub-block's output before its residual add. Query/key norms
+(ModelSpec.qk_norm; planner/layers/attention.py [9]): Qwen3, Gemma 3 and
 Qwen3-Next norm each head's query and key after the QKV projection (transformers q_norm /
 k_norm = RMSNorm(head_dim); Megatron --qk-layernorm, TENorm). Priced as their 2 d parameters a
 layer, the stack's norm kernel bytes over Q and K, and the norms' bf16 inputs saved for the
@@ -142,3 +144,48 @@ def test_megatron_args_without_the_flag_against_a_qwen3_model(tmp_path):
     assert any("(no --qk-layernorm) False contradicts" in a for a in cfg.assumed), cfg.assumed
     cfg = load_trainer_config(_args(tmp_path, qwen3 + " --qk-layernorm"), gpus=8, model="qwen3-30b-a3b")
     assert not any("qk-layernorm" in a for a in cfg.assumed), cfg.assumed
+
+
+# ------------------------------------------------------------------ Gemma's post-norms
+H3 = 5376  # Gemma 3 27B hidden size
+
+
+def _gemma(post: bool):
+    return load_model("gemma3-27b").model_copy(update={"post_norms": post})
+
+
+def test_post_norm_parameters():
+    """Two post-norms a layer of h weights each (RMSNorm): 62 x 2 x 5,376 = 666,624."""
+    assert count_params(_gemma(True)).total - count_params(_gemma(False)).total == 62 * 2 * H3
+
+
+def test_post_norm_bytes_and_saved_inputs():
+    """Per micro-batch of T tokens at TP 2 under SP (replicated tensors / 2): the megatron stack's
+    norm bytes over two h-wide outputs, T x 4 x 2 x 5,376 / 2 forward and x 6 backward; each saves
+    its bf16 input, T x 2 x 2 x 5,376 / 2 bytes."""
+    kb = kernel_bytes(load_stack("megatron"), False)
+    ctx = _ctx()
+    with_post, without = layer_list(_gemma(True)).kinds[0], layer_list(_gemma(False)).kinds[0]
+    assert float(with_post.post_norm_bytes(ctx, kb, "")) == T * 4 * 2 * H3 / 2
+    assert float(with_post.post_norm_bytes(ctx, kb, "_bwd")) == T * 6 * 2 * H3 / 2
+    assert float(without.post_norm_bytes(ctx, kb, "")) == 0.0
+    diff = float(kind_activation_bytes(with_post, ctx, keeps=())) - float(kind_activation_bytes(without, ctx, keeps=()))
+    assert diff == T * 2 * 2 * H3 / 2
+    assert (with_post.norms, without.norms) == (4, 2)
+
+
+def test_post_norms_from_hugging_face():
+    """Gemma 3's config.json (model_type gemma3, text_config gemma3_text) has them; Qwen3-Next's not."""
+    for folder, want in (("gemma-3-27b-it", True), ("qwen3-next-80b-a3b-thinking", False)):
+        p = DATA / "arch" / folder / "config.json"
+        assert model_from_hf_config(json.loads(p.read_text()), str(p)).post_norms is want, folder
+
+
+def test_megatron_export_refuses_post_norms(cli, tmp_path):
+    """Megatron-LM's arguments cannot say them: the export refuses (exit 2) instead of writing a
+    model without them."""
+    from conftest import assert_one_error
+
+    r = cli("export", "--model", "gemma3-27b", "--gpus", 8, "--tp", 8, "--global-batch", 8, "--micro-batch", 1,
+            "--seq-len", 4096, "--format", "megatron", "-o", str(tmp_path / "g.sh"))
+    assert_one_error(r, "post_norms")
