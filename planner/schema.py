@@ -680,6 +680,17 @@ class KernelBytes(BaseModel):
         description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "
                     "where the output bias is applied outside the grouped GEMM (0: in its epilogue)")
     expert_bias_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
+    score_softmax: Optional[float] = Field(
+        default=None, ge=0,
+        description="eager core attention (attention: eager), forward: the scale-mask-softmax kernel's bytes per element "
+                    "of the [micro-batch x heads / tp, s, s] score matrix, averaged over the whole matrix (a causal kernel "
+                    "that reads only the unmasked triangle counts half its reads); null: the stack describes no eager core "
+                    "attention (a job with attention eager is refused on it)")
+    score_softmax_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    score_dropout: Optional[float] = Field(
+        default=None, ge=0,
+        description="eager core attention, forward: the attention dropout's bytes per score element (models with dropout)")
+    score_dropout_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
     loss_pool_per_logit: float = Field(

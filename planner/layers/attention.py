@@ -37,6 +37,17 @@ sequence chunks of s / cp tokens): min(cp - 1, ceil((w - 1) / (s / cp))) sends f
 (chunk c: c - 1); a named approximation, since Megatron's load-balanced CP splits the
 sequence into 2 cp pieces (the reach is then no shorter).
 
+Eager core attention (attention: eager; Megatron-LM before FlashAttention, Megatron-Core's local
+DotProductAttention [9]): a batched GEMM writes every score of the [b a/t, s, s] matrix (the
+mask is applied after it: no causal skip), a scale-mask-softmax kernel and the attention
+dropout each pass over it, a second batched GEMM reads it against V. The GEMMs, each over the
+b a/t (query, key) matrices of the micro-batch on one GPU, taken as one GEMM of M = T a/t rows
+(the same FLOPs and output tiles), at s = the sequence's keys and d = the head dim:
+  forward   scores  Q K^T   [T a/t, s, d]       context  P V     [T a/t, d, s]
+  backward  dP = dO V^T     [T a/t, s, d]       dV = P^T dO, dQ = dS K, dK = dS^T Q   [T a/t, d, s]
+each 2 d FLOPs a score element; their time and the softmax's and dropout's bytes are
+compute.eager_core_terms'. MLA is taken at its mean head dim (as its kernel FLOPs).
+
 Activations (Korthikanti et al. 2022 sec. 4.1 [8], planner/memory.py's derivation): the
 block input 2h and its norm output 2h (replicated unless SP), Q 2ad (with the gate 4ad), K
 and V 2kd each (per local KV head), the core output 2ad; eager attention (no FlashAttention)
@@ -58,6 +69,11 @@ References
 [6] Chowdhery et al. 2022, "PaLM", Appendix B: 6N + 12 L H Q T FLOPs per token.
 [7] Liu et al. 2023, "Ring Attention with Blockwise Transformers for Near-Infinite Context".
 [8] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models".
+[9] NVIDIA/Megatron-LM @50a4b5fa02 (2021-04-08) megatron/model/transformer.py
+    ParallelAttention.forward l. 271-332 (torch.baddbmm of query [b np, sq, hn] and key
+    [b np, hn, sk], scale_mask_softmax, attention_dropout, torch.bmm of the probabilities
+    [b np, sq, sk] and value [b np, sk, hn]); the same at @d98e8a64
+    megatron/core/transformer/dot_product_attention.py DotProductAttention.forward l. 189-239.
 """
 
 from __future__ import annotations
@@ -82,6 +98,18 @@ def mean_causal_keys(seq, window=None, chunk=None):
         r = s - n * c
         return (n * c * c + r * r) / (2.0 * s)
     return s / 2.0
+
+
+def eager_core(T, heads_local, seq, d) -> dict:
+    """The eager core's score elements per micro-batch on one GPU (T tokens x local heads x the
+    sequence's keys: the batched GEMMs compute every key) and its batched GEMMs [9] as
+    [(GemmShape, count)] rows, forward and backward (module docstring); traffic: each GEMM's
+    compulsory bytes, the score matrix and two d-wide operands, 16-bit (compute.eager_core_terms)."""
+    seq = np.asarray(seq, dtype=np.float64)
+    M = T * heads_local
+    return {"scores": M * seq, "traffic": ACT_BYTES * M * (seq + 2.0 * d),
+            "fwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 1.0)]),
+            "bwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 3.0)])}
 
 
 def span_keys(seq, window=None, chunk=None):
@@ -152,6 +180,10 @@ class Attention:
         mean keys (the local queries of a CP rank attend, over the ring, to the keys a whole
         sequence's queries do)."""
         return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window, self.chunk)
+
+    def eager_core(self, ctx) -> dict:
+        """Eager core attention's score elements and batched GEMMs (module docstring, [9])."""
+        return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, float(self.d))
 
     def core_model_flops(self, seq, causal: bool):
         """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]."""
@@ -302,6 +334,10 @@ class MLA:
 
     def core_kernel_flops(self, ctx):
         return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq)
+
+    def eager_core(self, ctx) -> dict:
+        """As Attention.eager_core at the mean head dim (a named approximation, as core_kernel_flops)."""
+        return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, self.d)
 
     def core_model_flops(self, seq, causal: bool):
         return 12.0 * self.a * self.d * (mean_causal_keys(seq) if causal else np.asarray(seq, dtype=np.float64))
