@@ -687,6 +687,14 @@ class KernelBytes(BaseModel):
                     "that reads only the unmasked triangle counts half its reads); null: the stack describes no eager core "
                     "attention (a job with attention eager is refused on it)")
     score_softmax_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    score_softmax_max_keys: Optional[int] = Field(
+        default=None, ge=1,
+        description="the longest key length (sequence) the fused softmax kernel takes; beyond it the stack runs its "
+                    "unfused softmax (score_softmax_unfused); null: the fused kernel at every length")
+    score_softmax_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, bytes per score element of the unfused softmax the stack runs beyond score_softmax_max_keys")
+    score_softmax_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
     score_dropout: Optional[float] = Field(
         default=None, ge=0,
         description="eager core attention, forward: the attention dropout's bytes per score element (models with dropout)")
@@ -703,6 +711,18 @@ class KernelBytes(BaseModel):
         description="with TP, bytes per logit (token x vocab / tp) the stack's vocab-parallel loss holds at the start of "
                     "its backward (torchtitan: DTensor loss_parallel); null: loss_saved_per_logit at every TP degree")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _eager_core_complete(self) -> "KernelBytes":
+        """The eager core's figures come together: the softmax's and the dropout's each way, and the
+        unfused softmax's wherever the fused kernel has a key limit (compute.eager_core_terms reads them all)."""
+        core = [self.score_softmax, self.score_softmax_bwd, self.score_dropout, self.score_dropout_bwd]
+        if any(v is not None for v in core) and any(v is None for v in core):
+            raise ValueError("score_softmax, score_softmax_bwd, score_dropout and score_dropout_bwd go together")
+        unfused = [self.score_softmax_unfused, self.score_softmax_unfused_bwd]
+        if self.score_softmax_max_keys is not None and (core[0] is None or any(v is None for v in unfused)):
+            raise ValueError("score_softmax_max_keys needs score_softmax and score_softmax_unfused(_bwd): what runs beyond it")
+        return self
 
 
 class SelectiveRecompute(BaseModel):

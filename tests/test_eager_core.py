@@ -43,6 +43,23 @@ def test_score_bytes_per_element(stack):
     assert (kb["score_softmax"], kb["score_softmax_bwd"]) == (3.0, 4.0)
 
 
+@pytest.mark.parametrize("stack,seq,fwd,bwd", [
+    ("megatron", 4096, 3.0, 4.0),  # Megatron-Core's fused kernels take sk <= 4096
+    ("megatron", 8192, 29.0, 33.0),  # forward_torch_softmax: .float() 6, masked_fill_ 9, softmax 8, cast back 6
+    ("megatron-deepspeed", 2048, 3.0, 4.0),  # Megatron-LM 2021: sk <= 2048
+    ("megatron-deepspeed", 4096, 37.0, 41.0),  # 2021's fallback adds the query-key layer scaling multiply, 8 each way
+])
+def test_unfused_softmax_beyond_the_fused_kernels_keys(stack, seq, fwd, bwd):
+    """The softmax the stack runs at this key length, bytes a score element (stack sources)."""
+    hw = load_hardware("a100-sxm-80gb")
+    kb = kernel_bytes(load_stack(stack), 0)
+    core = Attention(h=1024, a=16, k=16, d=64, norm=2048).eager_core(ctx_of(seq=seq))
+    f, b = eager_core_terms(core, kb, False, hw, A100_HBM)
+    scores = seq * 16.0 * seq
+    assert f.softmax == pytest.approx(fwd * scores / A100_HBM, rel=1e-12)
+    assert b.softmax == pytest.approx(bwd * scores / A100_HBM, rel=1e-12)
+
+
 def test_one_layer_memory_bound_by_hand():
     """One layer of 16 heads of d = 64, T = s = 2048, tp 1, on A100, with dropout.
     Scores: 2048 x 16 x 2048 = 67,108,864. Each GEMM's compulsory traffic: the score matrix and
@@ -120,3 +137,16 @@ def test_eager_needs_the_stacks_score_kernels(explain):
     """A stack that does not say what its eager core moves refuses attention eager."""
     with pytest.raises(PlannerError, match="eager core attention"):
         explain(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", attention="eager")
+
+
+@pytest.mark.parametrize("drop", ["score_dropout_bwd", "score_softmax_unfused"])
+def test_stack_kernels_give_the_eager_figures_together(drop):
+    """A stack file with part of the eager core's figures is refused (compute.eager_core_terms reads all)."""
+    from pydantic import ValidationError
+
+    from planner.schema import KernelBytes
+
+    data = load_stack("megatron").kernels.model_dump()
+    KernelBytes.model_validate(data)
+    with pytest.raises(ValidationError, match="score_"):
+        KernelBytes.model_validate({**data, drop: None})

@@ -103,11 +103,12 @@ def mean_causal_keys(seq, window=None, chunk=None):
 def eager_core(T, heads_local, seq, d) -> dict:
     """The eager core's score elements per micro-batch on one GPU (T tokens x local heads x the
     sequence's keys: the batched GEMMs compute every key) and its batched GEMMs [9] as
-    [(GemmShape, count)] rows, forward and backward (module docstring); traffic: each GEMM's
+    [(GemmShape, count)] rows, forward and backward (module docstring); keys: the score rows'
+    length (the softmax kernel the stack picks by it); traffic: each GEMM's
     compulsory bytes, the score matrix and two d-wide operands, 16-bit (compute.eager_core_terms)."""
     seq = np.asarray(seq, dtype=np.float64)
     M = T * heads_local
-    return {"scores": M * seq, "traffic": ACT_BYTES * M * (seq + 2.0 * d),
+    return {"scores": M * seq, "keys": seq, "traffic": ACT_BYTES * M * (seq + 2.0 * d),
             "fwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 1.0)]),
             "bwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 3.0)])}
 
