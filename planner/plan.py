@@ -915,6 +915,9 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if (job.transformer_impl == "local" or job.local_core_attention) and job.attention != "eager":
         raise PlannerError(f"{where}Megatron-Core's local core attention keeps the softmax output (attention eager), "
                            f"not {job.attention}", "set attention: eager")
+    if job.attention == "eager" and stack.kernels.score_softmax is None:
+        raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
+                           "moves (stack_db kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
     if job.fp8_param_gather and not stack.memory.fp8_weight_cache:
         raise PlannerError(f"{where}fp8_param_gather is set but stack {stack.name} keeps no quantized weights "
                            "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
