@@ -20,7 +20,7 @@ from planner.schema import Job
 
 T = 4096  # one micro-batch of one 4,096-token sequence
 H, FE, TOPK, E = 2048, 768, 8, 128  # Qwen3-30B-A3B: hidden, expert width, routed experts per token, experts
-QK = 2 * (32 + 4) * 128  # its q/k norms' bf16 inputs a token (32 query and 4 KV heads of 128; attention.py [9])
+QK = 2 * (32 + 4) * 128  # its q/k norms' bf16 inputs a token (32 query and 4 KV heads of 128; attention.py [10])
 
 
 def _moe_kind():

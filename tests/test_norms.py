@@ -1,6 +1,6 @@
 """The norms beyond a layer's pre-norms. Post-norms (ModelSpec.post_norms; LayerKind.post_norm):
 Gemma 2 and 3 norm each sub-block's output before its residual add. Query/key norms
-(ModelSpec.qk_norm; planner/layers/attention.py [9]): Qwen3, Gemma 3 and
+(ModelSpec.qk_norm; planner/layers/attention.py [10]): Qwen3, Gemma 3 and
 Qwen3-Next norm each head's query and key after the QKV projection (transformers q_norm /
 k_norm = RMSNorm(head_dim); Megatron --qk-layernorm, TENorm). Priced as their 2 d parameters a
 layer, the stack's norm kernel bytes over Q and K, and the norms' bf16 inputs saved for the

@@ -103,7 +103,7 @@ class LayerKind:
         return isinstance(self.mlp, MoEMLP)
 
     def qk_norm_elements(self, ctx):
-        """Elements the mixer's query/key norms run over per micro-batch (attention.py [9]); 0
+        """Elements the mixer's query/key norms run over per micro-batch (attention.py [10]); 0
         for a mixer without them."""
         f = getattr(self.mixer, "qk_norm_elements", None)
         return f(ctx) if f is not None else 0.0
