@@ -205,7 +205,10 @@ References
      stack_db/megatron.yaml sources): Megatron-Core's unfused gated activation (NVIDIA/Megatron-LM @d98e8a64
      megatron/core/transformer/mlp.py l. 320-336, silu(x_glu) * (x_linear + glu_linear_offset)) keeps for the
      product's backward both of its factors, new f-wide tensors (4 B per element of the activation output), where
-     the fused bias_swiglu_impl keeps only its input; and without gradient-accumulation fusion each linear's
+     the fused bias_swiglu_impl keeps only its input; the routed experts' unfused activation (moe/experts.py
+     TEGroupedMLP bias_act_func l. 943-1018) multiplies the routing probabilities in apart and keeps the
+     activation's output for their gradient (2 B), where the fused weighted kernel keeps only its input (a GeLU MoE
+     has no fused weighted kernel: Megatron runs it unfused); and without gradient-accumulation fusion each linear's
      weight-gradient GEMM writes a bf16 tensor (TransformerEngine @4329ff84 module/linear.py l. 1160-1175) that
      lives until Megatron's backward hook adds it into the main gradient and frees it
      (distributed/distributed_data_parallel.py l. 575-579): one linear's at a time during a layer's backward, the
@@ -745,12 +748,14 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
-        # the unfused activation's saved factors [uf]: kept by every mode but full recompute
-        unfused_saved = kind.mlp.unfused_saved_bytes(ctx, kb) if hasattr(kind.mlp, "unfused_saved_bytes") else 0.0
-        full = full + unfused_saved
+        # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and a policy
+        # that re-runs the routed experts' activation (recompute_modules moe_act)
+        saves = getattr(kind.mlp, "unfused_saved_bytes", None)
+        full = full + (saves(ctx, kb) if saves else 0.0)
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co) + unfused_saved
+                                         drops=kd, core_out_bytes=co) + (
+            saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,

@@ -412,7 +412,7 @@ FUSION_SWITCHES = {"apply_rope_fusion": "unfused_rope", "bias_activation_fusion"
                    "bias_dropout_fusion": "unfused_bias_dropout", "gradient_accumulation_fusion": "unfused_wgrad"}
 # a switch's unfused figures: a stack whose entry leaves them null has no such switch (_check_output_layer_options refuses it)
 FUSION_FIELDS = {"apply_rope_fusion": ("rope_scaled",), "bias_activation_fusion": ("mlp_activation_gated_unfused",
-                                                                                   "bias_unfused"),
+                                                                                   "expert_probs_unfused", "bias_unfused"),
                  "bias_dropout_fusion": ("bias_unfused",), "gradient_accumulation_fusion": ("wgrad_unfused",)}
 
 
@@ -984,6 +984,20 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
                         "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
+def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list) -> dict:
+    """The fusion switches (FUSION_SWITCHES) as the job sets them, else the stack's fused kernels;
+    but a plain (GeLU) MoE on a stack with the switch runs its experts' activation unfused, as
+    Megatron-Core must: TEGroupedMLP has no fused weighted GeLU and raises with bias_activation_fusion
+    on (NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/experts.py l. 963-985), so the
+    runnable setting, and the one exported, is off (an inherited setting)."""
+    out = {name: getattr(job, name) is not False for name in FUSION_SWITCHES}
+    if (job.bias_activation_fusion is None and model.moe is not None and not model.gated_mlp
+            and all(getattr(stack.kernels, f) is not None for f in FUSION_FIELDS["bias_activation_fusion"])):
+        out["bias_activation_fusion"] = False
+        inherited.append(("bias_activation_fusion", False))
+    return out
+
+
 def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
               inherited: list, seq_assumed: list, where: str) -> Settings:
     """The resolved job's Settings (everything the search does not vary): the model, hardware
@@ -1023,7 +1037,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
-        **{name: getattr(job, name) is not False for name in FUSION_SWITCHES},
+        **_fusion_settings(job, model, stack, inherited),
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),

@@ -691,6 +691,15 @@ class KernelBytes(BaseModel):
         default=None, ge=0,
         description="bytes per element of the activation output (width f) the unfused gated activation saves for the "
                     "backward beyond the fused kernel's (its input): the product's two factors, new f-wide tensors")
+    expert_probs_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, per element of a routed expert row's activation output (width f_e / etp), where the job "
+                    "turns the fused bias-activation kernel off: the routing probability multiplied in as a kernel of "
+                    "its own (the fused kernel takes it); null: no such switch")
+    expert_probs_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    expert_probs_unfused_saved: Optional[float] = Field(
+        default=None, ge=0, description="bytes per element of that activation output the probability multiply keeps for "
+                                        "the probability's gradient (the activation output itself)")
     bias_unfused: Optional[float] = Field(
         default=None, ge=0,
         description="forward, per output element of a biased linear whose bias add the job moves out of the stack's fused "

@@ -22,9 +22,11 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
                  "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
                  "activation_clamp_bwd", "expert_bias", "expert_bias_bwd", "mlp_activation_gated_unfused",
-                 "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved", "bias_unfused", "wgrad_unfused")
+                 "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved", "bias_unfused", "wgrad_unfused",
+                 "expert_probs_unfused", "expert_probs_unfused_bwd", "expert_probs_unfused_saved")
 UNFUSED_FIELDS = ("mlp_activation_gated_unfused", "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved",
-                  "bias_unfused", "wgrad_unfused")
+                  "bias_unfused", "wgrad_unfused", "expert_probs_unfused", "expert_probs_unfused_bwd",
+                  "expert_probs_unfused_saved")
 
 
 @lru_cache(maxsize=1)

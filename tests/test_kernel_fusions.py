@@ -58,6 +58,8 @@ def test_stack_figures():
     assert (kb["mlp_activation_gated_unfused"], kb["mlp_activation_gated_unfused_bwd"]) == (14, 26)
     assert (kb["mlp_activation_gated"], kb["mlp_activation_gated_bwd"]) == (6, 10)
     assert (kb["mlp_activation_gated_unfused_saved"], kb["bias_unfused"], kb["wgrad_unfused"]) == (4, 4, 2)
+    # the routed experts' probability multiply (bf16 probabilities): 4 B forward, 12 B backward, 2 B kept
+    assert (kb["expert_probs_unfused"], kb["expert_probs_unfused_bwd"], kb["expert_probs_unfused_saved"]) == (4, 12, 2)
     assert all(kb[k] == 0.0 for k in ("unfused_rope", "unfused_activation", "unfused_bias_dropout", "unfused_wgrad"))
     assert _off(bias_dropout_fusion=1)["unfused_bias_dropout"] == 1.0 and _off(bias_dropout_fusion=1)["unfused_rope"] == 0.0
     # other stacks have no switch: their unfused figures are 0 (and a job that sets one is refused, below)
@@ -242,3 +244,46 @@ def test_deferred_output_wgrad_needs_the_fusion():
     with pytest.raises(PlannerError, match="defer_embedding_wgrad with gradient_accumulation_fusion false"):
         resolve(Job(model="llama3-8b", gpus=8, pp=2, stack="megatron", defer_embedding_wgrad=0,
                     gradient_accumulation_fusion=False))
+
+
+def test_unfused_moe_activation_by_hand():
+    """TEGroupedMLP's unfused activation (experts.py bias_act_func; a GeLU MoE has no fused
+    weighted kernel, so Megatron's GeLU MoE runs it): the activation, then the bf16 routing
+    probability multiplied in (4 B forward, 12 B backward per element, the activation output
+    kept for the probabilities' gradient: 2 B). 8 experts of 2816, top-2, tp 1, 1024 tokens:
+    2 x 2816 = 5632 routed activation elements a token. Plain GeLU: 1024 x 5632 x 2 =
+    11,534,336 B more saved, 1024 x 5632 x 4 = 23,068,672 B forward, x 12 = 69,206,016 B
+    backward. Gated (SwiGLU): + the unfused SwiGLU's 4 B saved, 8 B forward, 16 B backward
+    beyond the fused kernel: 34,603,008 B saved, 69,206,016 B forward, 161,480,704 B backward.
+    A policy that re-runs the experts' activation (--recompute-modules moe_act) keeps none."""
+    from planner.layers.moe import MoEMLP
+
+    ctx, kb = _ctx(tp=1), _off(bias_activation_fusion=1)
+    for gated, saved, fwd, bwd in ((False, 11_534_336, 23_068_672, 69_206_016),
+                                   (True, 34_603_008, 69_206_016, 161_480_704)):
+        moe = MoEMLP(h=H, num_experts=8, top_k=2, fe=F, num_shared=0, fs=0, shared_gate=False, router_bias=False,
+                     gated=gated, norm=H)
+        assert float(moe.unfused_saved_bytes(ctx, kb)) == saved
+        assert float(moe.unfused_saved_bytes(ctx, kb, recomputes_act=True)) == 0.0
+        assert _extra(moe, kb, "", ctx) == fwd and _extra(moe, kb, "_bwd", ctx) == bwd
+        assert float(moe.unfused_saved_bytes(ctx, kernel_bytes(MEGATRON, 0, FUSED))) == 0.0
+
+
+def test_a_gelu_moe_runs_its_experts_activation_unfused_by_default():
+    """Megatron-Core's TEGroupedMLP has no fused weighted GeLU (experts.py l. 963-985 raise with
+    bias_activation_fusion on), so a plain MoE on the megatron stack is priced and exported with
+    the fusion off unless the job says otherwise; a SwiGLU MoE keeps the fused kernel; a stack
+    without the switch keeps its own kernels."""
+    from planner.catalog import load_model
+    from planner.plan import _fusion_settings
+
+    gelu = load_model("mixtral-8x7b").model_copy(update={"gated_mlp": False})
+    inherited: list = []
+    assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), gelu, MEGATRON, inherited)["bias_activation_fusion"] is False
+    assert inherited == [("bias_activation_fusion", False)]
+    assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8, bias_activation_fusion=True), gelu, MEGATRON, [])[
+        "bias_activation_fusion"] is True
+    swiglu = load_model("mixtral-8x7b")
+    assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), swiglu, MEGATRON, [])["bias_activation_fusion"] is True
+    assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), gelu, load_stack("torchtitan"), [])[
+        "bias_activation_fusion"] is True

@@ -173,10 +173,12 @@ def test_grouped_gemm_moe_rows_hold_te_multi_stream_workspaces(rows):
     (4) beside the plain one. The TP4 ETP2 EP2 PP2 row (-15.3% before) holds W = 2 x 32 MiB +
     5 x (32 MiB + 1 KiB) = 224 MiB + 5 KiB; its end-of-step allocated bytes beside the priced
     states and W are 2.44 MiB on H100 and on GB200 (128 MiB without the grouped workspaces).
-    The peak is under by 5.8% (H100) and 6.3% (GB200): -3.6% and -4.1% while the megatron stack
+    The peak was under by 5.8% (H100) and 6.3% (GB200): -3.6% and -4.1% while the megatron stack
     counted the experts' outputs before the combine (24 MiB of this row's layer activations),
     which Megatron-Core does not keep (memory.py [14]); what the MoE layer's backward holds at the
-    peak is not priced (docs/qwen3_pp_gap.md)."""
+    peak is not priced (docs/qwen3_pp_gap.md). With --no-bias-gelu-fusion (a GeLU MoE has no fused
+    weighted activation) the routed experts' GeLU output is kept for the routing probabilities'
+    gradient (memory.py [uf]): under by 3.4% (H100) and 4.0% (GB200)."""
     corpus = {r["row_id"]: r for r in load_corpus(CORPUS)["rows"]}
     case = "moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_"
     for gpu in ("h100", "gb200"):
@@ -185,7 +187,7 @@ def test_grouped_gemm_moe_rows_hold_te_multi_stream_workspaces(rows):
         last = corpus[case + gpu]["ground_truth"]["mem_allocated_bytes_last_step"]
         beside = last - sum(t[k] for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "mpu_buffer"))
         assert 0 < beside < 2.5 * 2**20
-        assert -0.07 < rows[case + gpu]["error"] < -0.05
+        assert -0.045 < rows[case + gpu]["error"] < -0.03
 
 
 def test_the_figure_is_explains_last_stage_allocated(rows):

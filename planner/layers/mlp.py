@@ -108,7 +108,7 @@ class DenseMLP:
         return ctx.T * (kb["unfused_activation"] * (act + biased * self.f1 / tp)
                         + kb["unfused_bias_dropout"] * biased * self.h / ctx.rep_div)
 
-    def unfused_saved_bytes(self, ctx, kb):
+    def unfused_saved_bytes(self, ctx, kb, recomputes_act: bool = False):
         """Bytes one layer saves for its backward beyond its tensors() where the job turns the
         bias-activation fusion off: the unfused gated activation's own output and its linear
         half's copy (mlp_activation_gated_unfused_saved per element of the width-f output, / tp)."""

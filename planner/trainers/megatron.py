@@ -1252,9 +1252,6 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
         else:
             ignore(flag, f"bias_activation_fusion follows {'--no-bias-swiglu-fusion' if swiglu else '--no-bias-gelu-fusion'}"
                          f" {'with' if swiglu else 'without'} --swiglu (argument_utils.py l. 314-319)")
-    if job.get("bias_activation_fusion") is False and spec.moe is not None:
-        not_modelled.append("bias_activation_fusion false (the routed experts' unfused activation and its probability "
-                            "multiply, experts.py bias_act_func, and the shared experts': priced in the dense MLPs only)")
     if "--no-bias-dropout-fusion" in flags:
         job["bias_dropout_fusion"] = False
     if "--no-gradient-accumulation-fusion" in flags:
