@@ -1559,7 +1559,9 @@ class Job(BaseModel):
     bias_activation_fusion: Optional[bool] = fusion_switch(
         "the stack's fused bias + activation kernel (TransformerConfig.bias_activation_fusion; --no-bias-swiglu-fusion / "
         "--no-bias-gelu-fusion set false): false runs the activation and the bias add as kernels of their own (stack "
-        "kernels mlp_activation_gated_unfused, bias_unfused), and the unfused SwiGLU keeps its two factors")
+        "kernels mlp_activation_gated_unfused, expert_probs_unfused, bias_unfused), and the unfused SwiGLU keeps its two "
+        "factors, the routed experts' activation its output for the probabilities' gradient; a plain (GeLU) MoE "
+        "resolves it false, as Megatron-Core must run it (plan._fusion_settings)")
     bias_dropout_fusion: Optional[bool] = fusion_switch(
         "the stack's fused bias-dropout-add (TransformerConfig.bias_dropout_fusion; --no-bias-dropout-fusion sets false): "
         "false adds the linear's bias as a kernel of its own (stack kernels bias_unfused)")
