@@ -139,7 +139,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "optimizer_s": t["optimizer_s"], "step_s": _num(pick(est.time.total)),
         "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),
         # inside compute_s: the stack's elementwise passes outside its fused kernels (a scaled rotary,
-        # an activation clamp, a router-weighted expert bias: layers' unfused_bytes), on the critical stage
+        # an activation clamp, a router-weighted expert bias, a fusion the job turned off: layers' unfused_bytes,
+        # and without gradient-accumulation fusion the weight gradients' adds: step.py [11]), on the critical stage
         "unfused_passes_s": _num(pick(est.time_extra["unfused_passes_s"])),
         # context parallelism's own GPU work, inside compute_s: merges, accumulations, per-step kernels
         "cp_compute_s": _num(pick(est.time_extra["cp_compute_s"])),

@@ -201,6 +201,21 @@ References
      (multi_latent_attention.py l. 182-197, called l. 695-705; YarnRotaryEmbedding.forward is @lru_cache(maxsize=32)
      too, yarn_rotary_pos_embedding.py l. 159): one table of qk_rope_head_dim per MLA layer on the stage, the shared
      cache keeping at most 32.
+[uf] The job's fusion switches off (stack kernels mlp_activation_gated_unfused_saved, wgrad_unfused;
+     stack_db/megatron.yaml sources): Megatron-Core's unfused gated activation (NVIDIA/Megatron-LM @d98e8a64
+     megatron/core/transformer/mlp.py l. 320-336, silu(x_glu) * (x_linear + glu_linear_offset)) keeps for the
+     product's backward both of its factors, new f-wide tensors (4 B per element of the activation output), where
+     the fused bias_swiglu_impl keeps only its input; the routed experts' unfused activation (moe/experts.py
+     TEGroupedMLP bias_act_func l. 943-1018) multiplies the routing probabilities in apart and keeps the
+     activation's output for their gradient (2 B), where the fused weighted kernel keeps only its input (a GeLU MoE
+     has no fused weighted kernel: Megatron runs it unfused); and without gradient-accumulation fusion each linear's
+     weight-gradient GEMM writes a bf16 tensor (TransformerEngine @4329ff84 module/linear.py l. 1160-1175) that
+     lives until Megatron's backward hook adds it into the main gradient and frees it
+     (distributed/distributed_data_parallel.py l. 575-579): one linear's at a time during a layer's backward, the
+     layer's largest (Transformer Engine's GroupedLinear returns every local expert's at once: with
+     moe_grouped_gemm the routed experts' linear counts all of them), in the recompute buffer (a moment of one
+     layer's backward). Without FSDP only (FSDP's gradient path is its own). Not priced: the output layer's
+     (vocabulary x h / t) weight gradient at its own backward, after the loss's peak.
 [cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
      which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
@@ -721,7 +736,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     never = () if stack.memory.moe_keeps_expert_out else ("moe_expert_out",)  # not saved by any mode [14]
     drops = tuple(stack.selective.recomputes) + never
     am, at = settings.activation_model, settings.attention
-    kb = kernel_bytes(stack, plan.compile)
+    kb = kernel_bytes(stack, plan.compile, settings)
     keeps = selective_keeps(settings)
     sel_recomputed = tuple(n for n in STANDARD_TENSORS if n in keeps or n == "scores")
     h = settings.model.hidden_size
@@ -733,9 +748,14 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
+        # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and a policy
+        # that re-runs the routed experts' activation (recompute_modules moe_act)
+        saves = getattr(kind.mlp, "unfused_saved_bytes", None)
+        full = full + (saves(ctx, kb) if saves else 0.0)
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co)
+                                         drops=kd, core_out_bytes=co) + (
+            saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
@@ -759,6 +779,22 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             # the all-gathered K/V (and the backward's gathered dK/dV) of the layer being run [cp2]
             buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_gathered_kv_extra(kind, ctx, cps.dkv_bytes), 0.0)
     return stored, buffers, layer_input
+
+
+def unfused_wgrad_transient(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict):
+    """kind -> the bf16 weight gradient of the kind's largest linear that lives during its backward
+    where the job turns gradient-accumulation fusion off [uf] (wgrad_unfused B per weight element
+    of the GEMM's N x K, the routed experts' all local experts with moe_grouped_gemm, one without;
+    the router left out); 0 where fused, and under FSDP."""
+    if settings.gradient_accumulation_fusion:  # a job setting (fused): no transient
+        return lambda kind: 0.0
+    on = kb["unfused_wgrad"] * kb["wgrad_unfused"] * np.where(plan.sharding >= FSDP, 0.0, 1.0)
+
+    def of(kind: LayerKind):
+        gemms = [(s, c) for s, c in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx) if s.name != "router"]
+        each = [s.N * s.K * (c if s.name.startswith("expert_") and settings.moe_grouped_gemm else 1.0) for s, c in gemms]
+        return on * (np.maximum.reduce(each) if each else 0.0)
+    return of
 
 
 def cp_gathered_kv_extra(kind: LayerKind, ctx: Ctx, dkv_bytes: float):
@@ -1004,7 +1040,10 @@ class _PerLayer:
         # (layers: the plan's layer_memory, where the caller priced it: memory_total)
         self.stored, self.buffers, self.layer_input = (_grouped_layer_memory(settings, plan, pc.layers)
                                                        if layers is None else layers)
-        kb = kernel_bytes(stack, plan.compile)
+        kb = kernel_bytes(stack, plan.compile, settings)
+        # one linear's bf16 weight gradient in each layer's backward without gradient-accumulation fusion [uf]
+        wgrad = unfused_wgrad_transient(settings, plan, ctx, kb)
+        self.buffers = [b + wgrad(kind) for b, kind in zip(self.buffers, pc.layers.kinds)]
         # output layer: the final norm's input 2h (/t under SP), its output saved by the output
         # linear (all-gathered under SP where the stack's linears save their gathered input [tt1])
         # and the logits + fp32 softmax [5]; under TP the stack's vocab-parallel loss [tt2]

@@ -406,6 +406,16 @@ def default_schedule(stack, vpp: int) -> str:
     return plain[0] if plain else "1f1b"
 
 
+# the fusion switches a job turns off (Job fields, resolved into Settings): each one's key in
+# kernel_bytes' dict is 1.0 where the job runs the unfused path, 0.0 where the stack's fused kernel
+FUSION_SWITCHES = {"apply_rope_fusion": "unfused_rope", "bias_activation_fusion": "unfused_activation",
+                   "bias_dropout_fusion": "unfused_bias_dropout", "gradient_accumulation_fusion": "unfused_wgrad"}
+# a switch's unfused figures: a stack whose entry leaves them null has no such switch (_check_output_layer_options refuses it)
+FUSION_FIELDS = {"apply_rope_fusion": ("rope_scaled",), "bias_activation_fusion": ("mlp_activation_gated_unfused",
+                                                                                   "expert_probs_unfused", "bias_unfused"),
+                 "bias_dropout_fusion": ("bias_unfused",), "gradient_accumulation_fusion": ("wgrad_unfused",)}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything that is not searched: model, hardware and conventions."""
@@ -439,6 +449,11 @@ class Settings:
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
+    # the stack's fusion switches (job fields; False: the unfused path, FUSION_SWITCHES, step.py [11], memory.py [uf])
+    apply_rope_fusion: bool = True
+    bias_activation_fusion: bool = True
+    bias_dropout_fusion: bool = True
+    gradient_accumulation_fusion: bool = True
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
@@ -918,6 +933,16 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.attention == "eager" and stack.kernels.score_softmax is None:
         raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
                            "moves (stack_db kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
+    if job.defer_embedding_wgrad is not None and job.gradient_accumulation_fusion is False:
+        # Megatron-LM @d98e8a64 megatron/core/model_parallel_config.py l. 550-553
+        raise PlannerError(f"{where}defer_embedding_wgrad with gradient_accumulation_fusion false: Megatron refuses it "
+                           "('Cannot defer embedding wgrad compute when gradient accumulation fusion is not used')",
+                           "leave one of the two out")
+    for name, fields in FUSION_FIELDS.items():
+        if getattr(job, name) is False and any(getattr(stack.kernels, f) is None for f in fields):
+            raise PlannerError(f"{where}{name} false is set but stack {stack.name} has no such switch (stack_db "
+                               f"kernels {', '.join(fields)} null: its kernels are the ones priced)",
+                               f"leave {name} out, or choose --stack megatron")
     if job.fp8_param_gather and not stack.memory.fp8_weight_cache:
         raise PlannerError(f"{where}fp8_param_gather is set but stack {stack.name} keeps no quantized weights "
                            "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
@@ -962,6 +987,20 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
                         "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
+def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list) -> dict:
+    """The fusion switches (FUSION_SWITCHES) as the job sets them, else the stack's fused kernels;
+    but a plain (GeLU) MoE on a stack with the switch runs its experts' activation unfused, as
+    Megatron-Core must: TEGroupedMLP has no fused weighted GeLU and raises with bias_activation_fusion
+    on (NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/experts.py l. 963-985), so the
+    runnable setting, and the one exported, is off (an inherited setting)."""
+    out = {name: getattr(job, name) is not False for name in FUSION_SWITCHES}
+    if (job.bias_activation_fusion is None and model.moe is not None and not model.gated_mlp
+            and all(getattr(stack.kernels, f) is not None for f in FUSION_FIELDS["bias_activation_fusion"])):
+        out["bias_activation_fusion"] = False
+        inherited.append(("bias_activation_fusion", False))
+    return out
+
+
 def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
               inherited: list, seq_assumed: list, where: str) -> Settings:
     """The resolved job's Settings (everything the search does not vary): the model, hardware
@@ -1001,6 +1040,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
+        **_fusion_settings(job, model, stack, inherited),
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
@@ -1385,6 +1425,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
+        # the fusion switches a job turned off (the stack's fused kernels are the default)
+        **{name: False for name in FUSION_SWITCHES if not getattr(settings, name)},
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),

@@ -711,6 +711,37 @@ class KernelBytes(BaseModel):
         default=None, ge=0,
         description="eager core attention, forward: the attention dropout's bytes per score element (models with dropout)")
     score_dropout_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    mlp_activation_gated_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, gated MLP (SwiGLU), per element of the activation output (width f), where the job turns the "
+                    "stack's fused bias-activation kernel off (Job bias_activation_fusion false: Megatron "
+                    "--no-bias-swiglu-fusion): the activation and the product as kernels of their own; null: the stack "
+                    "has no such switch")
+    mlp_activation_gated_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    mlp_activation_gated_unfused_saved: Optional[float] = Field(
+        default=None, ge=0,
+        description="bytes per element of the activation output (width f) the unfused gated activation saves for the "
+                    "backward beyond the fused kernel's (its input): the product's two factors, new f-wide tensors")
+    expert_probs_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, per element of a routed expert row's activation output (width f_e / etp), where the job "
+                    "turns the fused bias-activation kernel off: the routing probability multiplied in as a kernel of "
+                    "its own (the fused kernel takes it); null: no such switch")
+    expert_probs_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    expert_probs_unfused_saved: Optional[float] = Field(
+        default=None, ge=0, description="bytes per element of that activation output the probability multiply keeps for "
+                                        "the probability's gradient (the activation output itself)")
+    bias_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, per output element of a biased linear whose bias add the job moves out of the stack's fused "
+                    "kernel (Job bias_activation_fusion / bias_dropout_fusion false): the add as a kernel of its own (its "
+                    "backward, the bias gradient's reduction over the tokens, runs either way); null: no such switch")
+    wgrad_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="bytes per parameter of the weight gradient a linear's weight-gradient GEMM writes as a tensor of its "
+                    "own where the job turns the stack's fused gradient accumulation off (Job gradient_accumulation_fusion "
+                    "false); a separate kernel then adds it into the main gradient (read it, read and write the main "
+                    "gradient: bytes_per_param.gradients each); null: no such switch")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
     loss_pool_per_logit: float = Field(
@@ -1402,6 +1433,12 @@ RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
 STACK_ONLY = {"stack_only": True}
 
 
+def fusion_switch(what: str):
+    """A Job field that turns one of the stack's fused kernels off (planner/plan.py FUSION_SWITCHES):
+    None runs the stack's fused kernel; a stack without the unfused figures refuses false."""
+    return Field(json_schema_extra=STACK_ONLY, default=None, description=what + "; default: the stack's (fused)")
+
+
 def split_loss_units(fields) -> int:
     """Layers of the pipeline split the last chunk's end (output layer, loss, MTP) counts as
     (pipeline.stage_layers' split_loss), from a job's or a plan dict's fields:
@@ -1559,6 +1596,23 @@ class Job(BaseModel):
         default=None, description="MoE: hide the EP all-to-alls of one micro-batch behind another's forward/backward compute "
                                   "(Megatron-Core --overlap-moe-expert-parallel-comm; needs ep > 1, vpp > 1 when pp > 1, "
                                   "no full recompute); default off")
+    apply_rope_fusion: Optional[bool] = fusion_switch(
+        "the stack's fused rotary kernel (Megatron-Core TransformerConfig.apply_rope_fusion; --no-rope-fusion sets "
+        "false): false runs the unfused rotary (stack kernels rope_scaled)")
+    bias_activation_fusion: Optional[bool] = fusion_switch(
+        "the stack's fused bias + activation kernel (TransformerConfig.bias_activation_fusion; --no-bias-swiglu-fusion / "
+        "--no-bias-gelu-fusion set false): false runs the activation and the bias add as kernels of their own (stack "
+        "kernels mlp_activation_gated_unfused, expert_probs_unfused, bias_unfused), and the unfused SwiGLU keeps its two "
+        "factors, the routed experts' activation its output for the probabilities' gradient; a plain (GeLU) MoE "
+        "resolves it false, as Megatron-Core must run it (plan._fusion_settings)")
+    bias_dropout_fusion: Optional[bool] = fusion_switch(
+        "the stack's fused bias-dropout-add (TransformerConfig.bias_dropout_fusion; --no-bias-dropout-fusion sets false): "
+        "false adds the linear's bias as a kernel of its own (stack kernels bias_unfused)")
+    gradient_accumulation_fusion: Optional[bool] = fusion_switch(
+        "the weight-gradient GEMM accumulates into the main gradient (TransformerConfig.gradient_accumulation_fusion; "
+        "--no-gradient-accumulation-fusion sets false): false writes each weight gradient as a bf16 tensor added into "
+        "the main gradient by a kernel of its own (stack kernels wgrad_unfused), one linear's at a time; priced without "
+        "FSDP (FSDP's gradient path is its own)")
     moe_grouped_gemm: bool = Field(
         default=False, description="MoE experts run as one grouped GEMM (Megatron --moe-grouped-gemm: TE's GroupedLinear "
                                    "with TE layers, its multi-stream cuBLAS workspaces); default off")

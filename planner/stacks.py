@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .catalog import DEFAULT_STACK, load_stack
-from .plan import FP8_RECIPES, RECIPE_PEAK
+from .plan import FP8_RECIPES, FUSION_SWITCHES, RECIPE_PEAK
 from .schema import Stack
 
 KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_bwd", "mlp_activation_gated",
@@ -23,7 +23,12 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
                  "activation_clamp_bwd", "expert_bias", "expert_bias_bwd", "score_softmax", "score_softmax_bwd",
                  "score_dropout", "score_dropout_bwd", "score_softmax_max_keys", "score_softmax_unfused",
-                 "score_softmax_unfused_bwd")
+                 "score_softmax_unfused_bwd", "mlp_activation_gated_unfused",
+                 "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved", "bias_unfused", "wgrad_unfused",
+                 "expert_probs_unfused", "expert_probs_unfused_bwd", "expert_probs_unfused_saved")
+UNFUSED_FIELDS = ("mlp_activation_gated_unfused", "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved",
+                  "bias_unfused", "wgrad_unfused", "expert_probs_unfused", "expert_probs_unfused_bwd",
+                  "expert_probs_unfused_saved")
 
 
 @lru_cache(maxsize=1)
@@ -36,15 +41,19 @@ def stack_of(settings) -> Stack:
     return settings.stack if getattr(settings, "stack", None) is not None else default_stack()
 
 
-def kernel_bytes(stack: Stack, compile_) -> dict[str, np.ndarray]:
+def kernel_bytes(stack: Stack, compile_, settings=None) -> dict[str, np.ndarray]:
     """Bytes per element of each memory-bound kernel: the compiled figures where the plan
-    compiles (torch.compile), the stack's default kernels elsewhere."""
+    compiles (torch.compile), the stack's default kernels elsewhere; and, from the settings'
+    fusion switches (job settings, not searched), FUSION_SWITCHES' keys: 1.0 where the job runs
+    the unfused path (the layers add its figures: planner/layers/ unfused_bytes)."""
     on = np.asarray(compile_) > 0
     comp = stack.compiled_kernels or stack.kernels
+    off = {key: np.float64(0.0 if settings is None or getattr(settings, name, True) else 1.0)
+           for name, key in FUSION_SWITCHES.items()}
     if not on.any() or on.all():  # one value for every plan (the search's common case): scalars broadcast
         src = comp if on.all() else stack.kernels
-        return {f: np.float64(_field(src, f)) for f in KERNEL_FIELDS}
-    return {f: np.where(on, _field(comp, f), _field(stack.kernels, f)) for f in KERNEL_FIELDS}
+        return {**{f: np.float64(_field(src, f)) for f in KERNEL_FIELDS}, **off}
+    return {**{f: np.where(on, _field(comp, f), _field(stack.kernels, f)) for f in KERNEL_FIELDS}, **off}
 
 
 def _field(kernels, f: str) -> float:
@@ -59,6 +68,8 @@ def _field(kernels, f: str) -> float:
         return float("inf")
     if v is None and f.startswith("score_"):
         return float("nan")
+    if v is None and f in UNFUSED_FIELDS:  # null: the stack has no such switch (plan.py refuses a job that sets it)
+        return 0.0
     return float(kernels.loss_saved_per_logit if v is None else v)
 
 

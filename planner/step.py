@@ -91,6 +91,18 @@ References
 [10] NVIDIA/TransformerEngine @02965d2e transformer_engine/pytorch/triton/cross_entropy.py (Megatron-Core
     cross_entropy_fusion_impl te): the forward reads each logit once, the backward reads it and
     writes its gradient in place: 6 B a bf16 logit (stack_db memory.te_loss_per_logit).
+[11] Gradient accumulation not fused (Job gradient_accumulation_fusion false, Megatron
+    --no-gradient-accumulation-fusion): NVIDIA/TransformerEngine @4329ff84 transformer_engine/
+    pytorch/module/linear.py l. 1160-1175 (fuse_wgrad_accumulation off: the wgrad GEMM writes a new
+    tensor in the activation dtype instead of accumulating into main_grad), NVIDIA/Megatron-LM
+    @d98e8a64 megatron/core/tensor_parallel/layers.py l. 713-782 (its own linears, the output layer:
+    grad_output.t().matmul(total_input)) and megatron/core/distributed/distributed_data_parallel.py
+    l. 575-579 (the backward hook: param.main_grad.add_(param.grad.data)): every micro-batch's
+    backward adds each linear's weight gradient into the main gradient by a kernel of its own,
+    reading the new gradient (stack kernels wgrad_unfused) and reading and writing the main
+    gradient (bytes_per_param.gradients each); the wgrad GEMM's own output is in its GEMM time.
+    Without FSDP only (Megatron's DDP buffers; FSDP's gradient path is its own); the router's
+    weight, not a fused-accumulation linear, is left out.
 """
 
 from __future__ import annotations
@@ -205,7 +217,7 @@ def _context(settings: Settings, plan: PlanArrays, placed: bool = True) -> StepC
         counts=counts,
         rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n} if placed else None,
         hbm=hw.hbm_bandwidth * HBM_EFFICIENCY * kn.memory_bound_efficiency_scale,
-        kb=kernel_bytes(stack, plan.compile), fp8=fp8, recipe=recipe,
+        kb=kernel_bytes(stack, plan.compile, settings), fp8=fp8, recipe=recipe,
         speed=np.where(fp8, recipe["gemm_speed"], 1.0) * kn.gemm_efficiency_scale,
         gemm_cal=None if prof is None else getattr(prof, "gemm", None),
         x=stack.overlap.overlapped_exposed_fraction if kn.overlapped_exposed_fraction is None
@@ -273,8 +285,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
         ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
                 + cast) / hbm
+        wgrad = wgrad_add_bytes(sc, mixer.gemms(ctx) + mlp.gemms(ctx)) / hbm  # [11]
         ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd")
-                + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
+                + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm + wgrad
         if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
             ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
         pf, pb = mlp.dispatch_bytes(ctx) if kind.has_experts else (0.0, 0.0)
@@ -302,10 +315,24 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.host_fwd.append(host)
         for lst, sfx in ((out.unf_fwd, ""), (out.unf_bwd, "_bwd")):
             lst.append(sum((b.unfused_bytes(ctx, kb, sfx) for b in (mixer, mlp) if hasattr(b, "unfused_bytes")),
-                           np.float64(0.0)) / hbm)
+                           np.float64(0.0)) / hbm + (wgrad if sfx else 0.0))
         out.cp_fwd.append(cp_f)
         out.cp_bwd.append(cp_b)
     return out
+
+
+def wgrad_add_bytes(sc: StepCtx, gemms) -> np.ndarray:
+    """Bytes per micro-batch of the separate kernel that adds each linear's weight gradient into
+    the main gradient where the job turns gradient-accumulation fusion off [11]: per weight
+    element of the GEMMs' linears (N x K x count; the router's left out), the new gradient read
+    (wgrad_unfused) and the main gradient read and written (bytes_per_param.gradients each);
+    0 where fused, and under FSDP."""
+    kb, plan = sc.kb, sc.plan
+    if sc.settings.gradient_accumulation_fusion:  # a job setting (fused): the plan's sharding is not read
+        return np.float64(0.0)
+    weights = sum((s.N * s.K * c for s, c in gemms if s.name != "router"), np.float64(0.0))
+    per_param = kb["wgrad_unfused"] + 2.0 * sc.settings.bpp.gradients
+    return kb["unfused_wgrad"] * np.where(plan.sharding >= FSDP, 0.0, 1.0) * weights * per_param
 
 
 def cp_spec(sc: StepCtx):
@@ -416,7 +443,8 @@ def head_time(sc: StepCtx) -> np.ndarray:
         out16 = price_gemms(shape, hw, np.zeros_like(plan.precision), sc.gemm_cal)["output_layer"] / gemm_scale
         out_gemm = np.where(bf16_out, out16, out_gemm)
     loss_b = sc.stack.memory.te_loss_per_logit[1] if te_loss(sc.settings) else sc.kb["loss_per_logit"]
-    return 3.0 * out_gemm + ctx.T * V / ctx.tp * loss_b / sc.hbm  # [10] with TE's fused loss
+    wgrad = wgrad_add_bytes(sc, shape) / sc.hbm  # the output layer's weight gradient added apart [11]
+    return 3.0 * out_gemm + ctx.T * V / ctx.tp * loss_b / sc.hbm + wgrad  # [10] with TE's fused loss
 
 
 def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:
@@ -1058,7 +1086,8 @@ def grouped_layer_times(sc: StepCtx) -> LayerTimes:
     candidates' length, not the groups' (each group holds fewer candidates than the plan
     here), so it fails to broadcast or leaves a result that Groups.expand refuses."""
     kn = sc.settings.knobs
-    g = Groups(sc.plan, LAYER_TIME_FIELDS)
+    # without gradient-accumulation fusion the layer's backward reads the sharding level too (wgrad_add_bytes [11])
+    g = Groups(sc.plan, LAYER_TIME_FIELDS + (() if sc.settings.gradient_accumulation_fusion else ("sharding",)))
     if (not g.active or g.size == g.n or np.ndim(kn.gemm_efficiency_scale)
             or np.ndim(kn.memory_bound_efficiency_scale)):
         return layer_times(sc)

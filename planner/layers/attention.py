@@ -216,22 +216,26 @@ class Attention:
         then, rope_utils.apply_rotary_pos_emb @0d8e0714 lines 279-284), QKV biases, and the
         query/key norms at the stack's norm bytes per element [10]."""
         h, tp, rope = self.h, ctx.tp, (1.0 if self.rope else 0.0)
-        rope_kb = kb[("rope_scaled" if self.rope_scaled else "rope") + sfx]
         bias = kb["bias"] * (1.0 if self.bias else 0.0)
         drop = 1.0 if self.dropout else 0.0
         kv = kv_local(self.k, tp)
-        return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h + bias * h)
-                        / ctx.rep_div
-                        + rope * rope_kb * (self.a / tp + kv) * self.d
-                        + bias * (self.a / tp + 2.0 * kv) * self.d) + kb["norm" + sfx] * self.qk_norm_elements(ctx)
+        return (ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h + bias * h)
+                         / ctx.rep_div
+                         + rope * kb["rope" + sfx] * (self.a / tp + kv) * self.d
+                         + bias * (self.a / tp + 2.0 * kv) * self.d) + self.unfused_bytes(ctx, kb, sfx)
+                + kb["norm" + sfx] * self.qk_norm_elements(ctx))
 
     def unfused_bytes(self, ctx, kb, sfx):
-        """The part of elementwise_bytes the stack runs outside its fused kernels: the scaled
-        rotary's bytes beyond the fused one's (rope_scaled - rope); 0 without a cos/sin factor."""
-        if not (self.rope and self.rope_scaled):
-            return np.zeros(np.shape(ctx.T))
-        extra = kb["rope_scaled" + sfx] - kb["rope" + sfx]
-        return ctx.T * extra * (self.a / ctx.tp + kv_local(self.k, ctx.tp)) * self.d
+        """The part of elementwise_bytes the stack runs outside its fused kernels: the unfused
+        rotary's bytes beyond the fused one's (rope_scaled - rope), where the cos/sin carry a
+        factor or the job turns the rope fusion off (kb unfused_rope: Megatron-Core runs
+        _apply_rotary_pos_emb_bshd either way); and, where the job turns the bias-dropout-add
+        fusion off, the output projection's bias add (bias_unfused, forward; a model with linear
+        biases only: without one the unfused path runs the kernels priced already)."""
+        rope = (1.0 if self.rope else 0.0) * np.maximum(1.0 if self.rope_scaled else 0.0, kb["unfused_rope"])
+        extra = rope * (kb["rope_scaled" + sfx] - kb["rope" + sfx])
+        bda = kb["unfused_bias_dropout"] * kb["bias_unfused"] * (1.0 if self.bias and not sfx else 0.0)
+        return ctx.T * (extra * (self.a / ctx.tp + kv_local(self.k, ctx.tp)) * self.d + bda * self.h / ctx.rep_div)
 
     def cast_elements(self, ctx):
         """fp8: elements cast per forward, the GEMM inputs (h into QKV, a d into the output

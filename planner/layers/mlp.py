@@ -92,7 +92,28 @@ class DenseMLP:
         return float(self.f)
 
     def elementwise_bytes(self, ctx, kb, sfx):
-        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx)
+        return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx) + self.unfused_bytes(ctx, kb, sfx)
+
+    def unfused_bytes(self, ctx, kb, sfx):
+        """What the job's fusion switches off add to elementwise_bytes (0 where fused, kb
+        unfused_*): with the bias-activation fusion off, a gated activation's unfused kernels
+        beyond the fused one's (mlp_activation_gated_unfused - mlp_activation_gated, per element
+        of its output; a plain GeLU runs the same bytes either way) and, with linear biases, the
+        up-projection's bias add (bias_unfused per element of its output, forward); with the
+        bias-dropout-add fusion off, the down-projection's bias add (per hidden element)."""
+        f, tp = float(self.f), ctx.tp
+        gated = 1.0 if self.gated else 0.0
+        act = gated * (kb["mlp_activation_gated_unfused" + sfx] - kb["mlp_activation_gated" + sfx]) * f / tp
+        biased = kb["bias_unfused"] * (1.0 if self.bias and not sfx else 0.0)
+        return ctx.T * (kb["unfused_activation"] * (act + biased * self.f1 / tp)
+                        + kb["unfused_bias_dropout"] * biased * self.h / ctx.rep_div)
+
+    def unfused_saved_bytes(self, ctx, kb, recomputes_act: bool = False):
+        """Bytes one layer saves for its backward beyond its tensors() where the job turns the
+        bias-activation fusion off: the unfused gated activation's own output and its linear
+        half's copy (mlp_activation_gated_unfused_saved per element of the width-f output, / tp)."""
+        gated = 1.0 if self.gated else 0.0
+        return ctx.T * kb["unfused_activation"] * gated * kb["mlp_activation_gated_unfused_saved"] * self.f / ctx.tp
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)

@@ -200,12 +200,33 @@ class MoEMLP:
         return mlp_elementwise_bytes(self, self.token_width(ctx), ctx, kb, sfx) + self.unfused_bytes(ctx, kb, sfx)
 
     def unfused_bytes(self, ctx, kb, sfx):
-        """The two passes of elementwise_bytes' docstring (0 where the stack fuses them)."""
+        """The two passes of elementwise_bytes' docstring (0 where the stack fuses them), and
+        where the job turns the bias-activation fusion off (kb unfused_activation) the unfused
+        activation: the routed experts' (experts.py bias_act_func: a gated one's unfused
+        kernels beyond the fused one's, mlp_activation_gated_unfused - mlp_activation_gated,
+        and the routing probability multiplied in fp32 and cast back, expert_probs_unfused, per
+        element of a row's activation output f_e / etp) and the shared experts' (an MLP's)."""
         rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp  # routed rows per token on this rank
         clamp = kb["activation_clamp" + sfx] * (2.0 * self.fe / ctx.etp if self.gated else self.fe / ctx.etp) \
             * (1.0 if self.clamp else 0.0)
         bias = kb["expert_bias" + sfx] * self.h * (1.0 if self.bias else 0.0)
-        return ctx.T * rows * (clamp + bias)
+        glu = (1.0 if self.gated else 0.0) * (kb["mlp_activation_gated_unfused" + sfx] - kb["mlp_activation_gated" + sfx])
+        act = rows * (glu + kb["expert_probs_unfused" + sfx]) * self.fe / ctx.etp + glu * self.num_shared * self.fs / ctx.tp
+        return ctx.T * (rows * (clamp + bias) + kb["unfused_activation"] * act)
+
+    def unfused_saved_bytes(self, ctx, kb, recomputes_act: bool = False):
+        """Bytes one layer saves beyond its tensors() where the job turns the bias-activation
+        fusion off (memory.py [uf]): a gated activation's two factors (the routed experts' and
+        the shared experts', mlp_activation_gated_unfused_saved) and the routed activation's
+        output the probability multiply keeps (expert_probs_unfused_saved), per element of the
+        activation outputs; the routed experts' none where the policy re-runs their activation
+        (recompute_modules moe_act: `recomputes_act`)."""
+        gated = 1.0 if self.gated else 0.0
+        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
+        routed = (0.0 if recomputes_act else 1.0) * rows * self.fe / ctx.etp * (
+            gated * kb["mlp_activation_gated_unfused_saved"] + kb["expert_probs_unfused_saved"])
+        shared = gated * kb["mlp_activation_gated_unfused_saved"] * self.num_shared * self.fs / ctx.tp
+        return ctx.T * kb["unfused_activation"] * (routed + shared)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)

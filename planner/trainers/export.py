@@ -127,7 +127,8 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "stack", "bf16_layers_at_start",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
+            "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers", "microbatch_group")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -529,6 +530,15 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--fp8-param-gather", None))
     if plan.get("moe_grouped_gemm"):
         args.append(("--moe-grouped-gemm", None))
+    # the fusion switches the plan turned off (megatron.py [6]; under --use-torch-fsdp2 its mode writes the last)
+    if plan.get("apply_rope_fusion") is False:
+        args.append(("--no-rope-fusion", None))
+    if plan.get("bias_activation_fusion") is False:  # argument_utils.py l. 314-319: the one --swiglu reads
+        args.append(("--no-bias-swiglu-fusion" if model.gated_mlp else "--no-bias-gelu-fusion", None))
+    if plan.get("bias_dropout_fusion") is False:
+        args.append(("--no-bias-dropout-fusion", None))
+    if plan.get("gradient_accumulation_fusion") is False and plan.get("sharding_mode") != "torch_fsdp2":
+        args.append(("--no-gradient-accumulation-fusion", None))
     if plan.get("defer_embedding_wgrad") is not None:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)

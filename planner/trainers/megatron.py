@@ -54,7 +54,11 @@ read). Modelled:
   --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
   --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor,
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
-  schedule's N, planner/pipeline.py [10]), and the pipeline
+  schedule's N, planner/pipeline.py [10]), the fusion switches [6] (--no-rope-fusion,
+  --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
+  --no-gradient-accumulation-fusion -> apply_rope_fusion, bias_activation_fusion,
+  bias_dropout_fusion, gradient_accumulation_fusion false; --no-masked-softmax-fusion and
+  --no-persist-layer-norm ignored where Transformer Engine's kernels run: _fusions), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -62,8 +66,7 @@ Every other flag is listed: as ignored ('--flag=value (why)') where it cannot ch
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
 changes (NOT_MODELLED: --empty-unused-memory-level, --manual-gc,
---step-batch-size-schedule, --rotary-percent below 1, disabled fusions; and any flag the
-planner does not know). --step-batch-size-schedule "tokens:batch ..." gives the global batch
+--step-batch-size-schedule, --rotary-percent below 1; and any flag the planner does not know). --step-batch-size-schedule "tokens:batch ..." gives the global batch
 (its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
 up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
@@ -117,6 +120,13 @@ References
     l. 433-478; megatron/core/optimizer/__init__.py l. 564-585, 1057; NVIDIA/TransformerEngine
     @4329ff84 transformer_engine/pytorch/optimizers/fused_adam.py (exp_avg_dtype fp32, fp16,
     bf16, uint8 (fp8); store_param_remainders: int16 remainders of fp32 master weights).
+[6] The fusion switches: NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 2887-2905
+    and 2939-2948 (--no-masked-softmax-fusion, --no-bias-gelu-fusion, --no-bias-swiglu-fusion,
+    --no-bias-dropout-fusion, --no-rope-fusion, --no-persist-layer-norm,
+    --no-gradient-accumulation-fusion), argument_utils.py l. 314-319, and what reads them:
+    transformer/mlp.py, fusions/fused_bias_dropout.py, models/common/embeddings/rope_utils.py,
+    tensor_parallel/layers.py, transformer/dot_product_attention.py, fusions/fused_layer_norm.py
+    (priced: stack_db/megatron.yaml kernels, planner/step.py [11], planner/memory.py [uf]).
 """
 
 from __future__ import annotations
@@ -150,6 +160,9 @@ BOOL_FLAGS = {
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
     "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--use-precision-aware-optimizer",
     "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--first-last-layers-bf16",
+    # the fusion switches (_fusions: job fields, or ignored / not modelled where they change nothing priced)
+    "--no-rope-fusion", "--no-bias-swiglu-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
+    "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-persist-layer-norm",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -179,12 +192,11 @@ BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--m
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
-    "--no-bias-swiglu-fusion", "--no-rope-fusion", "--no-persist-layer-norm",
     "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
-    "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
+    "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
-    "--no-gradient-accumulation-fusion", "--distributed-backend-nccl",
+    "--distributed-backend-nccl",
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
 # they change (the plan is priced without them); every flag the planner does not know is listed
@@ -194,14 +206,6 @@ NOT_MODELLED = {
     "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
                                    "some time",
     "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
-    "--no-gradient-accumulation-fusion": "gradients accumulated by a separate add instead of inside the weight-gradient "
-                                         "GEMM: more bytes moved",
-    "--no-masked-softmax-fusion": "the softmax without its fused kernel: more bytes moved",
-    "--no-bias-gelu-fusion": "the activation without its fused kernel: more bytes moved (stack_db megatron kernels)",
-    "--no-bias-swiglu-fusion": "the activation without its fused kernel: more bytes moved (stack_db megatron kernels)",
-    "--no-bias-dropout-fusion": "bias-dropout-add without its fused kernel: more bytes moved",
-    "--no-rope-fusion": "rotary embedding without its fused kernel: more bytes moved",
-    "--no-persist-layer-norm": "the norm without the persistent kernel: slower",
     "--step-batch-size-schedule": "a batch-size ramp: the steps before its last threshold run smaller batches (a shorter "
                                   "step, more steps); priced at the final batch",
     "--overlap-p2p-communication": "pipeline p2p overlap (the stack's default for the interleaved schedule is priced)",
@@ -1175,6 +1179,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     assumed.append(f"rank_order={job['rank_order']}: Megatron's parallel_state order "
                    f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
     _attention(flags, where, job, assumed)
+    _fusions(flags, spec, job, ignored, not_modelled, assumed)
     for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
                       ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
         if flag in flags:
@@ -1220,6 +1225,62 @@ def _attention(flags: dict, where: str, job: dict, assumed: list[str]) -> None:
         if "--attention-backend" not in flags:
             assumed.append("attention=flash: --attention-backend auto (Megatron's default) with Transformer Engine runs a "
                            "fused attention kernel that keeps no s x s scores")
+
+
+def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, assumed: list) -> None:
+    """Megatron's fusion switches [6] into the job's fields (None: the stack's fused kernels),
+    or listed as ignored, with the reason, where they change nothing on this job:
+      --no-rope-fusion                   apply_rope_fusion false (a model without RoPE: Megatron turns
+                                         the fusion off itself, arguments.py l. 1628-1629);
+      --no-bias-swiglu-fusion            bias_activation_fusion false with --swiglu, else ignored (argument_utils.py
+      --no-bias-gelu-fusion              l. 314-319 reads the one that matches --swiglu);
+      --no-bias-dropout-fusion           bias_dropout_fusion false;
+      --no-gradient-accumulation-fusion  gradient_accumulation_fusion false (under --use-torch-fsdp2, which requires it,
+                                         arguments.py l. 1040-1041, the FSDP gradient path priced already: left unset);
+      --no-masked-softmax-fusion         Megatron-Core's own DotProductAttention only (dot_product_attention.py
+                                         l. 104): ignored with TE's attention, not modelled with the local one;
+      --no-persist-layer-norm            Megatron-Core's FusedLayerNorm only (fused_layer_norm.py l. 99-135): ignored
+                                         with TE's norms, not modelled with --transformer-impl local."""
+    def ignore(flag, why):
+        ignored.append(f"{fmt_ignored(flag, True)} ({why})")
+
+    if "--no-rope-fusion" in flags:
+        if spec.position_embedding == "rope":
+            job["apply_rope_fusion"] = False
+        else:
+            ignore("--no-rope-fusion", "the model has no rotary embedding: Megatron turns apply_rope_fusion off itself, "
+                                       "arguments.py l. 1628-1629")
+    swiglu = "--swiglu" in flags
+    for flag, applies in (("--no-bias-swiglu-fusion", swiglu), ("--no-bias-gelu-fusion", not swiglu)):
+        if flag not in flags:
+            continue
+        if applies:
+            job["bias_activation_fusion"] = False
+        else:
+            ignore(flag, f"bias_activation_fusion follows {'--no-bias-swiglu-fusion' if swiglu else '--no-bias-gelu-fusion'}"
+                         f" {'with' if swiglu else 'without'} --swiglu (argument_utils.py l. 314-319)")
+    if "--no-bias-dropout-fusion" in flags:
+        job["bias_dropout_fusion"] = False
+    if "--no-gradient-accumulation-fusion" in flags:
+        if job.get("sharding_mode") == "torch_fsdp2":
+            assumed.append("gradient_accumulation_fusion: --no-gradient-accumulation-fusion is required with "
+                           "--use-torch-fsdp2 (arguments.py l. 1040-1041); FSDP's gradient path is priced")
+        else:
+            job["gradient_accumulation_fusion"] = False
+    if "--no-masked-softmax-fusion" in flags:
+        if job.get("local_core_attention"):
+            not_modelled.append("--no-masked-softmax-fusion (Megatron-Core's DotProductAttention scales, masks and "
+                                "softmaxes in separate kernels: more bytes over the s x s scores)")
+        else:
+            ignore("--no-masked-softmax-fusion", "read only by Megatron-Core's own DotProductAttention (dot_product_"
+                                                 "attention.py l. 104); Transformer Engine's attention runs")
+    if "--no-persist-layer-norm" in flags:
+        if job.get("transformer_impl") == "local":
+            not_modelled.append("--no-persist-layer-norm (Megatron-Core's FusedLayerNorm without the persistent kernel: "
+                                "the same bytes, a slower kernel)")
+        else:
+            ignore("--no-persist-layer-norm", "read only by Megatron-Core's FusedLayerNorm (fused_layer_norm.py "
+                                              "l. 99-135); Transformer Engine's norms run")
 
 
 def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodelled: list[str]) -> None:
