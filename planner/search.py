@@ -676,7 +676,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
              ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor"),
-             ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group")]
+             ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
+             ("cp_comm_type", "--cp-comm-type")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]

@@ -63,6 +63,14 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             weights (pipeline_parallel_first/last_stage_less_layers, default 1
                             each) make it even; the planner writes and reads weights 0 and 1
                             (account_for_* off / on), so an end lighter by more is refused
+  MEGATRON_CP_A2A_HEADS     a context parallelism that splits the heads over the cp ranks (the
+                            stack's cp_comm_types.heads_divisible: --cp-comm-type a2a, the job's
+                            cp_comm_type) needs the query heads and the KV heads per TP rank
+                            divisible by cp: NVIDIA/TransformerEngine @4329ff84 transformer_engine/
+                            pytorch/attention/dot_product_attention/context_parallel.py
+                            AttnFuncWithCPAndQKVOA2A.forward l. 3951-3954 asserts num_heads %
+                            cp_size == 0 for Q and for K/V (Megatron runs it unchecked; appended
+                            last to RULES so the other rules keep their codes)
 DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   DEEPSPEED_PP_ZERO         deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and
                             ZeRO-3 are incompatible with pipeline parallelism'
@@ -323,6 +331,33 @@ RULES: tuple[StartupRule, ...] = (
         "may degrade if MoE and tensor parallelism are enabled without also enabling sequence parallelism': a ValueError)",
         "set sequence_parallel on (--sequence-parallel) with tp > 1",
         lambda m, s, p: bool(m is not None and m.moe is not None) & (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
+)
+
+
+def _a2a_heads(model, stack, plan) -> np.ndarray:
+    """MEGATRON_CP_A2A_HEADS: where the stack's CP splits the heads (a stack setting) and cp does
+    not divide the query heads or the KV heads of a TP rank (MLA: K and V have the query heads)."""
+    from .cp_comm_type import splits_heads
+
+    cp, tp = np.asarray(plan.cp), np.asarray(plan.tp)
+    if model is None or not splits_heads(stack):
+        return np.zeros(np.broadcast(cp, tp).shape, dtype=bool)
+    a = model.num_attention_heads
+    k = a if model.mla is not None else (model.num_kv_heads or a)
+    a_loc, k_loc = a // np.maximum(tp, 1), np.maximum(k // np.maximum(tp, 1), 1)
+    return (cp > 1) & ((a_loc % cp != 0) | (k_loc % cp != 0))
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_CP_A2A_HEADS", "megatron",
+        "Megatron's --cp-comm-type a2a splits the attention heads over the cp ranks: the query heads and the KV heads "
+        "per TP rank must divide by cp",
+        "NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py "
+        "AttnFuncWithCPAndQKVOA2A.forward l. 3951-3954 ('cp_comm_type=\'a2a\' requires num_heads % cp_size == 0 for Q, K, "
+        "V')",
+        "choose cp dividing the query and KV heads per TP rank, or --cp-comm-type p2p / all_gather",
+        _a2a_heads),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

@@ -44,6 +44,9 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
       for the step's block of keys: cp_kernel_factor), the K/V (and backward dK/dV) transfers
       each beside one step's kernel, hidden as far as it lasts (cp_ring_comm); the stack's
       output/LSE merges and gradient accumulations are memory-bound compute (cp_pass_times).
+      Megatron's --cp-comm-type all_gather and a2a (job cp_comm_type, planner/cp_comm_type.py):
+      one kernel, the all-gathers / reduce-scatters or the all-to-alls of Q, K, V and the output
+      (cp_a2a_comm) exposed on the CP group's tier, their layout copies memory-bound [4].
   PP  send/recv of T h x 2 bytes (/t under SP) per micro-batch and model chunk, forward and
       backward, on the PP link; counted exposed (Megatron's 1F1B p2p is blocking).
   DP  DDP: all-reduce of the gradients once per step; ZeRO-1/2: reduce-scatter of the
@@ -69,7 +72,9 @@ References
 [4] Liu et al. 2023, "Ring Attention with Blockwise Transformers": K/V blocks circulate while
     attention on the current block computes; Llama 3 sec. 3.3.2 (all-gather based CP).
     As run: NVIDIA/TransformerEngine @4329ff84 attention/dot_product_attention/context_parallel.py
-    AttnFuncWithCPAndKVP2P (Megatron's default --cp-comm-type p2p); pytorch
+    AttnFuncWithCPAndKVP2P (Megatron's default --cp-comm-type p2p), AttnFuncWithCPAndKVAllGather
+    (all_gather), AttnFuncWithCPAndQKVOA2A (a2a; Jacobs et al. 2023, DeepSpeed Ulysses,
+    arXiv:2309.14509); pytorch
     torch/distributed/tensor/experimental/_context_parallel/_attention.py
     _templated_ring_attention (torchtitan's context_parallel, rotate method allgather).
 [5] Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.4; Rajbhandari et al. 2019 (ZeRO) sec. 7:
@@ -332,16 +337,18 @@ def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
 def cp_pass_times(sc: StepCtx, ring):
     """(forward, backward) seconds per micro-batch of the memory-bound work a ring-attention
     layer adds under CP: the stack's bytes per element (ContextParallelSpec out, kv_fwd, dq,
-    dkv_acc, kv_bwd: a fixed part and one per ring step after the first) times the elements of
-    the output, query and local K/V, over the achievable HBM bandwidth. 0 without CP."""
+    dkv_acc, kv_bwd, and the a2a variant's q_fwd and dout_bwd: a fixed part and one per ring step
+    after the first) times the elements of the output, query and local K/V, over the achievable
+    HBM bandwidth. 0 without CP."""
     spec = cp_spec(sc)
     n = ring["sends"]
 
     def b(pb, el):
         return el * (pb.fixed + pb.per_step * n)
 
-    fwd = b(spec.out, ring["o_el"]) + b(spec.kv_fwd, ring["kv_el"])
-    bwd = b(spec.dq, ring["q_el"]) + b(spec.dkv_acc, ring["kv_el"]) + b(spec.kv_bwd, ring["kv_el"])
+    fwd = b(spec.out, ring["o_el"]) + b(spec.kv_fwd, ring["kv_el"]) + b(spec.q_fwd, ring["q_el"])
+    bwd = (b(spec.dq, ring["q_el"]) + b(spec.dkv_acc, ring["kv_el"]) + b(spec.kv_bwd, ring["kv_el"])
+           + b(spec.dout_bwd, ring["o_el"]))
     on = np.asarray(sc.plan.cp) > 1
     return np.where(on, fwd / sc.hbm, 0.0), np.where(on, bwd / sc.hbm, 0.0)
 
@@ -768,9 +775,11 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
                beside its step's kernel; after_step (torch): the K/V as forward (ring or
                all-gather), and a dK/dV send after every step's kernel beside the next step's,
                the last one exposed.
-      kernel one (Llama 3's all-gather CP): forward one all-gather of every rank's K/V before the
-               single kernel, backward the all-gather again and a reduce-scatter of the gathered
-               K/V's gradients after it: nothing beside them, all exposed.
+      kernel one (Llama 3's all-gather CP, Transformer Engine's all_gather): forward one all-gather
+               of every rank's K/V before the single kernel, backward the all-gather again and a
+               reduce-scatter of the gathered K/V's gradients after it: nothing beside them, all
+               exposed; separate_kv: K and V each in a collective of its own (half the bytes).
+               a2a (Transformer Engine's, Ulysses; cp_a2a_comm): all-to-alls, all exposed.
     dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
     plan, x = sc.plan, sc.x
     spec = cp_spec(sc)
@@ -794,9 +803,12 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
         return _hide(ag, window, x), ag
 
     some = n > 0
+    if spec.fwd_kv == "a2a":  # all-to-alls before and after the one kernel: exposed
+        return cp_a2a_comm(sc, coll, ring)
     if spec.kernel == "one":  # the exchange before / after the one kernel: exposed
-        ag = np.where(some, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)
-        rs = np.where(some, coll(comm.REDUCE_SCATTER, dkv * plan.cp, plan.cp, stride), 0.0)
+        parts = 2.0 if spec.separate_kv else 1.0  # K and V in one collective, or each in its own
+        ag = np.where(some, parts * coll(comm.ALL_GATHER, kv * plan.cp / parts, plan.cp, stride), 0.0)
+        rs = np.where(some, parts * coll(comm.REDUCE_SCATTER, dkv * plan.cp / parts, plan.cp, stride), 0.0)
         return (ag, ag), (ag + rs, ag + rs)
     fwd = kv_pass(spec.fwd_kv, wf)
     if spec.dkv == "with_kv":
@@ -807,6 +819,28 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
         b_tot = np.where(some, k_tot + steps * t_dkv, 0.0)
         b_exp = np.where(some, k_exp + n * _hide(t_dkv, wb, x) + t_dkv, 0.0)
     return fwd, (b_exp, b_tot)
+
+
+def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring):
+    """((forward exposed, total), (backward exposed, total)) seconds of one attention layer's
+    all-to-alls per micro-batch under the a2a variant (Transformer Engine's
+    AttnFuncWithCPAndQKVOA2A, Megatron --cp-comm-type a2a; planner/cp_comm_type.py [2]). Each
+    rank sends its local tensor (T a d / t or T k d / t elements, bf16), cp - 1 parts of cp
+    to the other ranks (comm.py all-to-all: S = the send buffer) on the CP group's tier:
+      forward   Q, K and V (one all-to-all each) before the kernel, the output after it;
+      backward  the output gradient before the kernel, dQ, dK and dV (dkv_bytes) after it.
+    The kernel waits for every all-to-all before it (wait_stream, flash_attn_a2a_communicate)
+    and the next layer's work for those after it: all exposed. Under cp 1: 0."""
+    plan, spec = sc.plan, cp_spec(sc)
+    stride = coll.strides["cp"]
+    q, o, kv = ring["q_el"] * ACT_BYTES, ring["o_el"] * ACT_BYTES, ring["kv_el"] * ACT_BYTES
+    dkv = ring["kv_el"] * spec.dkv_bytes
+    sizes = np.broadcast_arrays(q, o, kv / 2.0, dkv / 2.0, plan.cp, stride)
+    t_q, t_o, t_k, t_dk = coll(comm.ALL_TO_ALL, np.stack(sizes[:4]), np.stack([sizes[4]] * 4), np.stack([sizes[5]] * 4))
+    on = np.asarray(plan.cp) > 1
+    fwd = np.where(on, t_q + 2.0 * t_k + t_o, 0.0)
+    bwd = np.where(on, t_o + t_q + 2.0 * t_dk, 0.0)
+    return (fwd, fwd), (bwd, bwd)
 
 
 def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:

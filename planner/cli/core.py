@@ -157,7 +157,7 @@ def job_options(
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
-    ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None,
+    ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -176,7 +176,7 @@ def job_options(
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
         account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
         ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap, etp=etp, mtp_layers=mtp_layers,
-        loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group,
+        loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group, cp_comm_type=cp_comm_type,
     )
 
 
@@ -206,6 +206,11 @@ MicrobatchGroupOption = typer.Option(
     None, "--microbatch-group",
     help="interleaved schedule: contiguous micro-batches per virtual stage, N in [pp, m] with m % N 0 or >= pp "
          "(Megatron --microbatch-group-size-per-virtual-pipeline-stage; Megatron stacks only) (default: pp, Megatron's)")
+CpCommTypeOption = typer.Option(
+    None, "--cp-comm-type",
+    help="context parallelism's attention: p2p (the K/V ring) | all_gather (K/V all-gathered, exposed) | a2a (Ulysses "
+         "all-to-alls of Q, K, V and the output, exposed; heads divisible by cp) (Megatron --cp-comm-type; Megatron "
+         "stacks only; a2a+p2p is refused) (default: p2p, Megatron's)")
 LossLayersOption = typer.Option(
     None, "--loss-layers-in-pipeline-split", min=0,
     help="count the last chunk's end (output layer, loss, MTP modules) as N layers of the pipeline split (a Megatron "
@@ -260,6 +265,7 @@ def register(app: typer.Typer) -> None:
         mtp_layers: Optional[int] = MtpLayersOption,
         loss_layers: Optional[int] = LossLayersOption,
         microbatch_group: Optional[int] = MicrobatchGroupOption,
+        cp_comm_type: Optional[str] = CpCommTypeOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -275,7 +281,7 @@ def register(app: typer.Typer) -> None:
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
-            ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group)
+            ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

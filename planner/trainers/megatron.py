@@ -53,7 +53,9 @@ read). Modelled:
   --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
   --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor,
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
-  schedule's N, planner/pipeline.py [10]), and the pipeline
+  schedule's N, planner/pipeline.py [10]), --cp-comm-type (the job's cp_comm_type with cp > 1:
+  p2p, all_gather, a2a, priced as run, planner/cp_comm_type.py; a list of one value is that value,
+  a per-layer list of several values is refused, a2a+p2p is refused at resolve), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -169,7 +171,7 @@ VALUE_FLAGS = {
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
-    "--microbatch-group-size-per-virtual-pipeline-stage",
+    "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -251,7 +253,7 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # flags of argparse nargs '*' / '+' that the planner reads: every word up to the next flag is theirs
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
-NARGS_FLAGS = {"--recompute-modules", "--offload-modules"}
+NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -854,6 +856,32 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
                   "; every setting they leave out is Megatron's default (listed here)"), True
 
 
+def _cp_comm_type(flags: dict, where: str, cp: int):
+    """Megatron's --cp-comm-type (arguments.py @d98e8a64 l. 3221-3226, nargs '+': one value, or one
+    per layer, transformer_layer.py l. 378-386) as the job's cp_comm_type (planner/cp_comm_type.py):
+    one value, or a list of one value; a list of several values (per-layer variants) is refused, as
+    is a spelling Transformer Engine does not run (attn_forward_func_with_cp @4329ff84 accepts p2p,
+    all_gather, a2a, a2a+p2p and raises 'Unsupported communication type' otherwise). None: absent."""
+    raw = flags.get("--cp-comm-type")
+    if raw is None or raw is True:
+        return None
+    vals = [v.strip("'\"[],") for v in (raw if isinstance(raw, list) else str(raw).split())]
+    vals = [v for v in vals if v]
+    if not vals:
+        return None
+    if len(set(vals)) > 1:
+        raise PlannerError(f"{where}--cp-comm-type {' '.join(vals)}: per-layer context-parallel variants are not priced "
+                           "(the planner prices one variant for every layer)",
+                           "give one value (--cp-comm-type p2p | all_gather | a2a)")
+    val = vals[0]
+    if val not in ("p2p", "all_gather", "a2a", "a2a+p2p"):
+        raise PlannerError(f"{where}--cp-comm-type {val}: Transformer Engine runs p2p, all_gather, a2a or a2a+p2p "
+                           "(context_parallel.py @4329ff84 attn_forward_func_with_cp raises 'Unsupported communication "
+                           "type' for any other)", "use --cp-comm-type all_gather" if val.replace("_", "") == "allgather"
+                           else "use one of p2p, all_gather, a2a")
+    return val
+
+
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
                hardware=None, label: str = "megatron-args") -> TrainerConfig:
     assumed = [] if assumed is None else assumed
@@ -874,6 +902,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
     cp = _int(where, flags, "--context-parallel-size", 1)
     job.update(tp=tp, pp=pp, cp=cp)
+    cct = _cp_comm_type(flags, where, cp)
+    if cct is not None and cp > 1:
+        job["cp_comm_type"] = cct
+    elif cct is not None:
+        ignored.append(f"--cp-comm-type={cct} (context-parallel-size 1: no context parallelism, the layers ignore it, "
+                       "transformer_layer.py @d98e8a64 l. 378)")
     ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
     if ep > 1:
         job["ep"] = ep
