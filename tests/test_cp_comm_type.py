@@ -205,3 +205,17 @@ def test_ci_rows_a2a_p2p_refused():
     data = report_corpus(Path(__file__).parent / "data" / "megatron_ci" / "corpus.json", ids=[rid])
     (row,) = data["rows"]
     assert row["error"] is None and "a2a+p2p" in row["skipped"]
+
+
+def test_exported_arguments_pass_megatron_rules():
+    """The exported a2a script passes the argument-level start-up checks (planner/trainers/rules.py),
+    and the same script at cp 8 (4 KV heads a TP rank) fails CP_A2A_HEADS, as TE's assert would."""
+    from planner.cli.export import resolved_plan
+    from planner.trainers.rules import megatron_script_errors
+
+    text, _ = export_plan(resolved_plan(Job(**JOB, cp_comm_type="a2a")), "megatron")
+    assert megatron_script_errors(text) == []
+    bad = text.replace("--context-parallel-size 4", "--context-parallel-size 8").replace(
+        "--nproc_per_node 8", "--nproc_per_node 16").replace("--nproc-per-node 8", "--nproc-per-node 16")
+    keys = [k for k, _ in megatron_script_errors(bad)]
+    assert "CP_A2A_HEADS" in keys
