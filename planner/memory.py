@@ -230,7 +230,9 @@ References
      send copies (6 B, 4 B) and the re-ordered output gradient (2 B an output element); and a2a saves
      its kernel's output (head-split, out_part) beside the all-to-all's result the output projection
      saves: 2 B an output element more per layer where the core is not recomputed
-     (context_parallel.saved_out_bytes; under full recompute in the one layer's buffer).
+     (context_parallel.saved_out_bytes; under full recompute in the one layer's buffer); a2a+p2p
+     holds and saves as a2a (AttnFuncWithCPAndKVP2P l. 2081, 2147: out_part saved before the output's
+     all-to-all).
 [cp3] Context parallel attention's forward in Transformer Engine's P2P ring (stack memory.cp_forward_merge; Megatron's
      default --cp-comm-type p2p): NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/
      dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P.forward keeps, until the merge after its ring
@@ -246,8 +248,9 @@ References
      output without an fp32 copy. The moment is the last layer's forward of the last micro-batch in flight: the
      stage's states and saved activations (its own later tensors counted, an upper bound by the layer's MLP
      tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
-     one layer). The other --cp-comm-type values have no such merge (planner/cp_comm_type.py turns it off): [cp2];
-     a2a+p2p (hierarchical) is refused, fp8 attention not priced.
+     one layer). all_gather and a2a have no such merge (planner/cp_comm_type.py turns it off): [cp2]; a2a+p2p
+     (hierarchical) runs it over its p2p ranks (cp / the all-to-all group's), its all-to-alls' copies in [cp2].
+     Not priced: fp8 attention.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -360,6 +363,7 @@ GPT-3), left out here: below 0.1% of the layer.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -1085,7 +1089,11 @@ class _PerLayer:
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = stack.fsdp
         # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
-        self.cp_merge = ([cp_forward_merge_bytes(k, ctx) for k in pc.layers.kinds]
+        # (a2a+p2p: the ring over the p2p ranks, cp / the all-to-all group's, planner/cp_comm_type.py)
+        cps = stack.context_parallel
+        hs = cps.hierarchical_sizes if cps is not None and cps.hierarchical else None
+        ring_ctx = ctx if hs is None else dataclasses.replace(ctx, cp=ctx.cp / hs[0])
+        self.cp_merge = ([cp_forward_merge_bytes(k, ring_ctx) for k in pc.layers.kinds]
                          if stack.memory.cp_forward_merge else None)
 
     def _buffers(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .recompute_modules import apply_modules
-from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type
+from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
@@ -1397,6 +1397,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"cp_rotate_method": rotate} if (rotate := exported_rotate_method(settings)) is not None else {}),
         # only where the job's changed the stack's default (planner/cp_comm_type.py)
         **({"cp_comm_type": cct} if (cct := exported_cp_comm_type(settings)) is not None else {}),
+        **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings)) is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

@@ -830,6 +830,15 @@ class ContextParallelSpec(BaseModel):
         default=None, description="what the layer being run holds beyond its saved tensors (memory.py [cp2]); null: "
                                   "nothing priced here (the P2P ring's forward merge is memory.cp_forward_merge [cp3], "
                                   "torch's ring backward memory.cp_ring_backward [cp1])")
+    hierarchical: bool = Field(
+        default=False,
+        description="the a2a+p2p variant: all-to-alls of Q, K, V (and the output) inside the first hierarchical group "
+                    "(contiguous ranks), then this spec's ring across the second (Transformer Engine's "
+                    "AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group]); the sizes are the job's "
+                    "(hierarchical_sizes, set at resolve)")
+    hierarchical_sizes: Optional[tuple[int, int]] = Field(
+        default=None, description="the job's (a2a ranks, p2p ranks) of a hierarchical spec (Megatron "
+                                  "--hierarchical-context-parallel-sizes), set at resolve (planner/cp_comm_type.py)")
     saved_out_bytes: float = Field(
         default=0.0, ge=0,
         description="bytes per element of the attention output a layer saves beyond its table where the attention "
@@ -859,9 +868,13 @@ class CPCommTypes(BaseModel):
     default: str = Field(description="the variant the stack's context_parallel describes")
     variants: dict[str, ContextParallelSpec] = Field(default_factory=dict)
     refused: dict[str, str] = Field(default_factory=dict, description="variant -> why the planner does not price it")
+    forward_merge: list[str] = Field(
+        default_factory=list, description="variants whose forward is the P2P ring's merge (memory.cp_forward_merge, "
+                                          "memory.py [cp3]); off for the others")
     heads_divisible: list[str] = Field(
-        default_factory=list, description="variants that split the attention heads over the cp ranks: the query heads "
-                                          "and the KV heads per TP rank must divide by cp (startup rule CP_A2A_HEADS)")
+        default_factory=list, description="variants that split the attention heads over the cp ranks (a hierarchical "
+                                          "one over its all-to-all group's): the query heads and the KV heads per TP "
+                                          "rank must divide by them (startup rule MEGATRON_CP_A2A_HEADS)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -869,7 +882,7 @@ class CPCommTypes(BaseModel):
         clash = ({self.default} & (set(self.variants) | set(self.refused))) | (set(self.variants) & set(self.refused))
         if clash:
             raise ValueError(f"cp_comm_types names {', '.join(sorted(clash))} twice")
-        unknown = set(self.heads_divisible) - set(self.variants) - {self.default}
+        unknown = (set(self.heads_divisible) | set(self.forward_merge)) - set(self.variants) - {self.default}
         if unknown:
             raise ValueError(f"heads_divisible names no variant: {', '.join(sorted(unknown))}")
         return self
@@ -1647,8 +1660,15 @@ class Job(BaseModel):
         default=None, description="on a stack that runs several context-parallel variants by name (stack_db "
                                   "cp_comm_types: Megatron-LM --cp-comm-type): p2p (Transformer Engine's ring), "
                                   "all_gather (K/V all-gathered, exposed), a2a (Ulysses: all-to-alls of Q, K, V and the "
-                                  "output, exposed; heads divisible by cp) or a2a+p2p (hierarchical: refused, not "
-                                  "priced); default: the stack's (p2p)")
+                                  "output, exposed; heads divisible by cp) or a2a+p2p (hierarchical: a2a inside the "
+                                  "first of hierarchical_cp_sizes, the ring across the second); default: the stack's "
+                                  "(p2p)")
+    hierarchical_cp_sizes: Optional[list[Count]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, min_length=2, max_length=2,
+        description="with cp_comm_type a2a+p2p: the all-to-all group's and the P2P ring's ranks, their product cp "
+                    "(Megatron --hierarchical-context-parallel-sizes; the first level is contiguous ranks, "
+                    "parallel_state.py create_hierarchical_groups)")
     chunked_loss: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "

@@ -259,8 +259,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * hd_b * core_scale)
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
-            ring = mixer.cp_ring(ctx)
-            k_f, k_b = cp_kernel_factor(plan.cp, ring, cp_spec(sc).kernel == "one", kernel)
+            ring = cp_ring(sc, mixer)
+            k_f, k_b = cp_kernel_factor(cp_split(sc)[1], ring, cp_spec(sc).kernel == "one", kernel)
             pass_f, pass_b = cp_pass_times(sc, ring)
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
@@ -308,6 +308,24 @@ def cp_spec(sc: StepCtx):
     A job's torch rotate method (torchtitan [parallelism] context_parallel_rotate_method) is in
     the resolved stack's spec already (planner/cp_rotate.py: alltoall passes K/V as a ring)."""
     return sc.stack.context_parallel or default_stack().context_parallel
+
+
+def cp_split(sc: StepCtx):
+    """(the all-to-all group's ranks, the ring's ranks) of the stack's context parallelism: a2a+p2p's
+    hierarchical sizes (ContextParallelSpec.hierarchical_sizes: the all-to-alls inside contiguous
+    ranks, the ring across them, planner/cp_comm_type.py), else (1, cp)."""
+    cp, spec = np.asarray(sc.plan.cp, dtype=np.float64), cp_spec(sc)
+    sizes = spec.hierarchical_sizes if spec.hierarchical else None
+    return (1.0, cp) if sizes is None else (float(sizes[0]), cp / float(sizes[0]))
+
+
+def cp_ring(sc: StepCtx, mixer) -> dict:
+    """The mixer's context-parallel quantities (cp_ring) with the ring over cp_split's ring ranks:
+    after a2a+p2p's all-to-alls each rank holds the sequence of cp / a2a ranks with 1 / a2a of its
+    heads, the same elements (the ring's steps, its kernels' key lengths and its merges are those
+    of the ring's ranks)."""
+    a2a, ring_cp = cp_split(sc)
+    return mixer.cp_ring(sc.ctx if a2a == 1.0 else dataclasses.replace(sc.ctx, cp=ring_cp))
 
 
 def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
@@ -720,7 +738,7 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
     for i, kind in enumerate(sc.ll.kinds):
         mixer = kind.mixer
         if mixer.cp_overlaps_core:
-            (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, mixer.cp_ring(ctx))
+            (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, cp_ring(sc, mixer))
             again = _cores_run_twice(sc, mixer)
             exposed.append(n * (f_exp + b_exp) + again * f_exp)
             total.append(n * (f_tot + b_tot) + again * f_tot)
@@ -783,7 +801,8 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
     plan, x = sc.plan, sc.x
     spec = cp_spec(sc)
-    stride = coll.strides["cp"]
+    a2a, ring_cp = cp_split(sc)
+    stride = coll.strides["cp"] * a2a  # a2a+p2p: the ring steps over the all-to-all groups
     n = ring["sends"]
     steps = n + 1.0
     wf, wb = lt.core_fwd[i] / steps, lt.core_bwd[i] / steps
@@ -792,7 +811,7 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
 
     # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
     # K/V, the dK/dV alone, and both in one buffer
-    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, plan.cp, stride)
+    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, ring_cp, stride)
     t_kv, t_dkv, t_both = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3),
                                np.stack([sizes[4]] * 3))
 
@@ -804,7 +823,7 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
 
     some = n > 0
     if spec.fwd_kv == "a2a":  # all-to-alls before and after the one kernel: exposed
-        return cp_a2a_comm(sc, coll, ring)
+        return cp_a2a_comm(sc, coll, ring, plan.cp, stride)
     if spec.kernel == "one":  # the exchange before / after the one kernel: exposed
         parts = 2.0 if spec.separate_kv else 1.0  # K and V in one collective, or each in its own
         ag = np.where(some, parts * coll(comm.ALL_GATHER, kv * plan.cp / parts, plan.cp, stride), 0.0)
@@ -814,6 +833,9 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     if spec.dkv == "with_kv":
         b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
         b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)
+        if spec.hierarchical:  # a2a+p2p: the all-to-alls inside the group, before and after the ring, exposed
+            (a_f, _), (a_b, _) = cp_a2a_comm(sc, coll, ring, a2a, coll.strides["cp"])
+            return (fwd[0] + a_f, fwd[1] + a_f), (b_exp + a_b, b_tot + a_b)
     else:
         k_exp, k_tot = kv_pass(spec.bwd_kv, wb)
         b_tot = np.where(some, k_tot + steps * t_dkv, 0.0)
@@ -821,7 +843,7 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     return fwd, (b_exp, b_tot)
 
 
-def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring):
+def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring, ranks, stride):
     """((forward exposed, total), (backward exposed, total)) seconds of one attention layer's
     all-to-alls per micro-batch under the a2a variant (Transformer Engine's
     AttnFuncWithCPAndQKVOA2A, Megatron --cp-comm-type a2a; planner/cp_comm_type.py [2]). Each
@@ -830,14 +852,14 @@ def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring):
       forward   Q, K and V (one all-to-all each) before the kernel, the output after it;
       backward  the output gradient before the kernel, dQ, dK and dV (dkv_bytes) after it.
     The kernel waits for every all-to-all before it (wait_stream, flash_attn_a2a_communicate)
-    and the next layer's work for those after it: all exposed. Under cp 1: 0."""
-    plan, spec = sc.plan, cp_spec(sc)
-    stride = coll.strides["cp"]
+    and the next layer's work for those after it: all exposed. a2a+p2p runs them over its
+    all-to-all group (`ranks` contiguous ranks, the CP stride) around its ring. Under cp 1: 0."""
+    spec = cp_spec(sc)
     q, o, kv = ring["q_el"] * ACT_BYTES, ring["o_el"] * ACT_BYTES, ring["kv_el"] * ACT_BYTES
     dkv = ring["kv_el"] * spec.dkv_bytes
-    sizes = np.broadcast_arrays(q, o, kv / 2.0, dkv / 2.0, plan.cp, stride)
+    sizes = np.broadcast_arrays(q, o, kv / 2.0, dkv / 2.0, ranks, stride)
     t_q, t_o, t_k, t_dk = coll(comm.ALL_TO_ALL, np.stack(sizes[:4]), np.stack([sizes[4]] * 4), np.stack([sizes[5]] * 4))
-    on = np.asarray(plan.cp) > 1
+    on = (np.asarray(sc.plan.cp) > 1) & (np.asarray(ranks) > 1)
     fwd = np.where(on, t_q + 2.0 * t_k + t_o, 0.0)
     bwd = np.where(on, t_o + t_q + 2.0 * t_dk, 0.0)
     return (fwd, fwd), (bwd, bwd)

@@ -133,13 +133,18 @@ def test_a2a_heads_rule(cli):
 
 
 @pytest.mark.parametrize("args, match", [
-    (["--cp-comm-type", "a2a+p2p"], "a2a\\+p2p: hierarchical CP"),
+    (["--cp-comm-type", "a2a+p2p"], "a2a\\+p2p needs hierarchical_cp_sizes"),
+    (["--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2,4"], "MEGATRON_HCP_SIZES"),
+    (["--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "1,8"], "MEGATRON_HCP_SIZES"),
+    (["--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2 x"], "not whole numbers"),
+    (["--hierarchical-context-parallel-sizes", "2,2"], "without a hierarchical cp_comm_type"),
     (["--cp-comm-type", "a2a", "--stack", "torchtitan", "--sharding", "fsdp"], "runs one context-parallel attention"),
     (["--cp-comm-type", "ring"], "cp_comm_type"),
 ])
 def test_refusals(cli, args, match):
-    """a2a+p2p (hierarchical) is not priced, a stack without variants refuses the field, an
-    unknown value is refused: exit 2, error and hint, no traceback."""
+    """a2a+p2p without its sizes (Megatron's assert), sizes whose product is not cp (rule
+    MEGATRON_HCP_SIZES), sizes without a2a+p2p, a stack without variants, an unknown value: exit 2,
+    error and hint, no traceback."""
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "2", "--cp", "4", "--seq-len", "8192", *args)
     assert r.exit_code == 2
     assert "error:" in r.stderr and "hint:" in r.stderr and "Traceback" not in r.stderr
@@ -194,17 +199,73 @@ def test_reader_and_export_round_trip(tmp_path, cli):
     assert "cp_comm_type" not in cfg1.job and any("--cp-comm-type" in x for x in cfg1.ignored)
 
 
-def test_ci_rows_a2a_p2p_refused():
-    """The Megatron-LM CI corpus' four a2a+p2p rows (cp 4 as 2 x 2, --hierarchical-context-parallel-sizes)
-    were priced as the P2P ring (-1.1% to -1.3%); now refused, with the reason."""
+def test_a2a_p2p_by_hand(explain):
+    """a2a+p2p with --hierarchical-context-parallel-sizes 2 2 (cp 4): all-to-alls of Q, K, V and the
+    output inside pairs of contiguous CP ranks (the CP stride, tp 2: NVLink), then TE's P2P ring over
+    the 2 p2p ranks (stride 2 x 2): after the all-to-alls each rank holds half the sequence with
+    half its heads (the same 2 MiB of K and of V), so the ring is cp 2's: one K/V send (4 MiB)
+    forward beside the first kernel, K/V and then dK/dV backward, each hidden behind a step's
+    kernel (450 GB/s: only the exposed share). Kernels at cuDNN's rates for 4,096- and
+    2,048-key blocks over the unsplit 8,192 (cp 2's). Copies: p2p's merges at one ring step after
+    the first plus the all-to-alls' 8 B an element each way."""
+    from planner.compute import ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_rates
+    from planner.catalog import load_stack
+
+    hw = load_hardware("h100-sxm")
+    _, _, _, js = explain(**JOB, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[2, 2])
+    assert (js["plan"]["cp_comm_type"], js["plan"]["hierarchical_cp_sizes"]) == ("a2a+p2p", [2, 2])
+    a2a_pass = a2a(Q_EL * 2, 2) + 2 * a2a(KV_EL, 2) + a2a(Q_EL * 2, 2)  # Q, K, V, O (or dO, dQ, dK, dV)
+    send = NV_LAT + 2 * KV_EL / NV_BW  # the local K and V, 4 MiB; dK/dV the same in bf16
+    assert js["time"]["cp_comm_total_s"] == pytest.approx(M * LAYERS * (2 * a2a_pass + 3 * send), rel=1e-9)
+    fwd_rate, bwd_rate = attention_rates(hw, "cudnn")
+    flops = 4 * T * 16 * 128 * 8192 / 2  # causal core: this rank's 2,048 tokens x 16 heads (as 4,096 x 8 after the all-to-all)
+    cudnn_f, cudnn_b = {2048: 617.0, 4096: 609.0, 8192: 600.0}, {2048: 465.0, 4096: 499.0, 8192: 518.0}
+    k_f = 0.5 * cudnn_f[8192] / cudnn_f[4096] + 0.5 * cudnn_f[8192] / cudnn_f[2048]
+    k_b = 0.5 * cudnn_b[8192] / cudnn_b[4096] + 0.5 * cudnn_b[8192] / cudnn_b[2048]
+    core_f, core_b = flops / fwd_rate, ATTN_BWD_FLOPS_RATIO * flops / bwd_rate
+    x = load_stack("megatron").overlap.overlapped_exposed_fraction
+    assert send < k_f * core_f / 2  # hidden behind a step's kernel: the exposed share only
+    exposed = 2 * a2a_pass + x * 3 * send
+    assert js["time"]["cp_comm_s"] == pytest.approx(M * LAYERS * exposed, rel=1e-9)
+    hbm = hw.hbm_bandwidth * HBM_EFFICIENCY
+    passes = (Q_EL * (12 + 6) + KV_EL * 12 + Q_EL * 8 + Q_EL * (12 + 6) + KV_EL * (13 + 3) + KV_EL * 4 + Q_EL * 8) / hbm
+    assert js["time"]["cp_compute_s"] == pytest.approx(
+        M * LAYERS * (passes + (k_f - 1) * core_f + (k_b - 1) * core_b), rel=1e-9)
+    # it saves the pre-all-to-all output beside the returned one, as a2a: 2 B an output element a layer
+    _, _, _, p2p = explain(**JOB)
+    assert js["memory"]["terms"]["layer_activations"] - p2p["memory"]["terms"]["layer_activations"] == LAYERS * 2 * Q_EL
+    # one rank in a level is the other variant, as TE runs it: [1, 4] is p2p, [4, 1] a2a
+    _, _, _, one = explain(**JOB, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[1, 4])
+    assert one["time"]["cp_comm_total_s"] == p2p["time"]["cp_comm_total_s"]
+    _, _, _, four = explain(**JOB, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[4, 1])
+    _, _, _, plain = explain(**JOB, cp_comm_type="a2a")
+    assert four["time"]["cp_comm_total_s"] == plain["time"]["cp_comm_total_s"]
+
+
+def test_ci_rows_a2a_p2p_read_and_priced(tmp_path):
+    """The Megatron-LM CI corpus' four a2a+p2p rows (cp 4 as 2 x 2: --hierarchical-context-parallel-sizes
+    quoted "2 2" in the argument file) read as a2a+p2p with sizes [2, 2] and are priced as such; the
+    export writes both flags and reads back as the same plan."""
     from pathlib import Path
 
+    from planner.cli.export import resolved_plan
     from planner.megatron_ci import report_corpus
 
     rid = "gpt__gpt3_mcore_te_tp1_pp2_cp4_a2a_p2p_nondeterministic__dev_dgx_a100"
-    data = report_corpus(Path(__file__).parent / "data" / "megatron_ci" / "corpus.json", ids=[rid])
+    base = Path(__file__).parent / "data" / "megatron_ci"
+    cfg = load_trainer_config(base / "args" / f"{rid}.args", fmt="megatron", gpus=8)
+    assert (cfg.job["cp_comm_type"], cfg.job["hierarchical_cp_sizes"]) == ("a2a+p2p", [2, 2])
+    data = report_corpus(base / "corpus.json", ids=[rid])
     (row,) = data["rows"]
-    assert row["error"] is None and "a2a+p2p" in row["skipped"]
+    assert row["skipped"] is None and abs(row["error"]) < 0.05
+    job = Job(**JOB, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[2, 2])
+    pd = resolved_plan(job)
+    text, _ = export_plan(pd, "megatron")
+    assert "--cp-comm-type a2a+p2p" in text and "--hierarchical-context-parallel-sizes 2 2" in text
+    f = tmp_path / "h.sh"
+    f.write_text(text)
+    back = Job.model_validate(load_trainer_config(f).job)
+    assert plan_signature(resolved_plan(back)) == plan_signature(pd)
 
 
 def test_exported_arguments_pass_megatron_rules():
@@ -219,3 +280,8 @@ def test_exported_arguments_pass_megatron_rules():
         "--nproc_per_node 8", "--nproc_per_node 16").replace("--nproc-per-node 8", "--nproc-per-node 16")
     keys = [k for k, _ in megatron_script_errors(bad)]
     assert "CP_A2A_HEADS" in keys
+    # a2a+p2p: the exported script passes; sizes whose product is not cp, or none, fail HCP_SIZES
+    text, _ = export_plan(resolved_plan(Job(**JOB, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[2, 2])), "megatron")
+    assert megatron_script_errors(text) == []
+    assert "HCP_SIZES" in [k for k, _ in megatron_script_errors(text.replace("sizes 2 2", "sizes 2 4"))]
+    assert "HCP_SIZES" in [k for k, _ in megatron_script_errors(text.replace(" --hierarchical-context-parallel-sizes 2 2", ""))]

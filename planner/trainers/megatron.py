@@ -54,8 +54,9 @@ read). Modelled:
   --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor,
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
   schedule's N, planner/pipeline.py [10]), --cp-comm-type (the job's cp_comm_type with cp > 1:
-  p2p, all_gather, a2a, priced as run, planner/cp_comm_type.py; a list of one value is that value,
-  a per-layer list of several values is refused, a2a+p2p is refused at resolve), and the pipeline
+  p2p, all_gather, a2a, a2a+p2p with --hierarchical-context-parallel-sizes, priced as run,
+  planner/cp_comm_type.py; a list of one value is that value, a per-layer list of several values
+  is refused), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -171,7 +172,7 @@ VALUE_FLAGS = {
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
-    "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type",
+    "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -253,7 +254,7 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # flags of argparse nargs '*' / '+' that the planner reads: every word up to the next flag is theirs
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
-NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type"}
+NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -882,6 +883,25 @@ def _cp_comm_type(flags: dict, where: str, cp: int):
     return val
 
 
+def _hierarchical_sizes(flags: dict, where: str):
+    """--hierarchical-context-parallel-sizes (arguments.py @d98e8a64, nargs '+' of ints; an argument
+    file may quote them as one word "2 2") as a list of ints, or None where absent."""
+    raw = flags.get("--hierarchical-context-parallel-sizes")
+    if raw is None or raw is True:
+        return None
+    words = " ".join(raw if isinstance(raw, list) else [str(raw)]).replace(",", " ")
+    vals = [w.strip("'\"[]") for w in words.split()]
+    try:
+        sizes = [int(v) for v in vals if v]
+    except ValueError:
+        raise PlannerError(f"{where}--hierarchical-context-parallel-sizes {words}: not whole numbers",
+                           "e.g. --hierarchical-context-parallel-sizes 2 2") from None
+    if not sizes or any(v < 1 for v in sizes):
+        raise PlannerError(f"{where}--hierarchical-context-parallel-sizes {words}: positive sizes needed",
+                           "e.g. --hierarchical-context-parallel-sizes 2 2")
+    return sizes
+
+
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
                hardware=None, label: str = "megatron-args") -> TrainerConfig:
     assumed = [] if assumed is None else assumed
@@ -903,11 +923,17 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     cp = _int(where, flags, "--context-parallel-size", 1)
     job.update(tp=tp, pp=pp, cp=cp)
     cct = _cp_comm_type(flags, where, cp)
+    hcp = _hierarchical_sizes(flags, where)
     if cct is not None and cp > 1:
         job["cp_comm_type"] = cct
+        if cct == "a2a+p2p" and hcp is not None:  # the a2a group's and the ring's ranks (planner/cp_comm_type.py)
+            job["hierarchical_cp_sizes"] = hcp
     elif cct is not None:
         ignored.append(f"--cp-comm-type={cct} (context-parallel-size 1: no context parallelism, the layers ignore it, "
                        "transformer_layer.py @d98e8a64 l. 378)")
+    if hcp is not None and "hierarchical_cp_sizes" not in job:
+        ignored.append(f"--hierarchical-context-parallel-sizes={' '.join(map(str, hcp))} (read by --cp-comm-type a2a+p2p "
+                       "only; arguments.py @d98e8a64 l. 580-582 asserts their product is cp)")
     ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
     if ep > 1:
         job["ep"] = ep
