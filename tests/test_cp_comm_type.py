@@ -285,3 +285,16 @@ def test_exported_arguments_pass_megatron_rules():
     assert megatron_script_errors(text) == []
     assert "HCP_SIZES" in [k for k, _ in megatron_script_errors(text.replace("sizes 2 2", "sizes 2 4"))]
     assert "HCP_SIZES" in [k for k, _ in megatron_script_errors(text.replace(" --hierarchical-context-parallel-sizes 2 2", ""))]
+
+
+def test_fit_with_a2a_p2p_ranks_only_the_sizes_cp(cli):
+    """fit with a2a+p2p and sizes 2,2: Megatron asserts cp = 2 x 2 (MEGATRON_HCP_SIZES), so every
+    ranked plan has cp 4 and runs the variant; the row's explain command carries both options."""
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--seq-len", "32768", "--global-batch", "16",
+            "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2,2", "--format", "json", "--top", "50")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows and all(row["plan"]["cp"] == 4 and row["plan"]["hierarchical_cp_sizes"] == [2, 2] for row in rows)
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--seq-len", "32768", "--global-batch", "16",
+            "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2,2", "--top", "1")
+    assert "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2,2" in r.stdout
