@@ -542,6 +542,43 @@ def price_gemms(rows, hw, precision, cal: Optional[GemmCalibration] = None) -> d
     return out
 
 
+# Eager core attention (layers/attention.py [9]). References (continued):
+# [11] Williams, Waterman and Patterson 2009, "Roofline: An Insightful Visual Performance Model
+#     for Multicore Architectures" (CACM 52(4)): a kernel takes at least the longer of its
+#     FLOPs over the compute rate and its compulsory memory traffic over the bandwidth.
+# The batched GEMMs reduce over the head dim (K = d, 64-128) or write / read a score matrix of
+# s x s per d-wide operand row: 2 d FLOPs per score element against 2 B of it, below the ridge
+# point of A100 and H100 (the GEMM plateau over HBM bandwidth: about 125 and 225 FLOP/B), so
+# each is timed as the longer of its time at the GEMM model's rate at its shape (price_gemms:
+# plateau x wave efficiency, or a GEMM calibration's measured rates) and its compulsory traffic
+# (each operand read once, the output written once: 2 M (s + 2 d) bytes, eager_core's
+# "traffic") at the streaming rate (HBM bandwidth x HBM_EFFICIENCY) [11]; a named
+# approximation (no measurement of these shapes in the reference data). The GEMMs run in the
+# activations' 16-bit type whatever the plan's GEMM precision (fp8 recipes cast the linears'
+# inputs only): EAGER_GEMM_PRECISION.
+EAGER_GEMM_PRECISION = "bf16"
+
+
+def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gemm_scale=1.0) -> tuple[Terms, Terms]:
+    """(forward, backward) seconds per micro-batch of an eager core attention (layers/attention.py
+    eager_core: its score elements, batched GEMMs and their traffic) as named terms: gemms (the
+    roofline of each GEMM [11], above), softmax (the stack's scale-mask-softmax bytes a score
+    element, kb score_softmax; its unfused softmax's, score_softmax_unfused, where the keys exceed
+    the fused kernel's score_softmax_max_keys) and dropout (kb score_dropout, models with dropout) over the
+    streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale."""
+    drop = 1.0 if dropout else 0.0
+    out = []
+    for sfx, rows in (("", core["fwd"]), ("_bwd", core["bwd"])):
+        compute = price_gemms(rows, hw, EAGER_GEMM_PRECISION, cal)
+        gemms = sum((np.maximum(compute[g.name] / gemm_scale, count * core["traffic"] / hbm) for g, count in rows),
+                    np.float64(0.0))
+        fused = np.asarray(core["keys"]) <= kb["score_softmax_max_keys"]  # beyond it: the stack's unfused softmax
+        softmax = np.where(fused, kb["score_softmax" + sfx], kb["score_softmax_unfused" + sfx])
+        out.append(Terms(gemms=gemms, softmax=softmax * core["scores"] / hbm,
+                         dropout=drop * kb["score_dropout" + sfx] * core["scores"] / hbm))
+    return out[0], out[1]
+
+
 def model_gemm_shapes(model, tp, tokens_per_microbatch, ep=1) -> list[GemmShape]:
     """Every distinct forward GEMM a step of the model runs: each layer kind's blocks' (the
     per-expert GEMMs at expert-parallel size ep, balanced routing) and the output layer, in

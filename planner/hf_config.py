@@ -194,6 +194,18 @@ TEXT_MODEL_TYPE = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 GATED_TYPES = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
                "gemma", "gemma2", "olmo", "olmo2", "granite", "phi3", "cohere"}
 PLAIN_ACTIVATIONS = {"relu2", "gelu", "gelu_new", "relu", "gelu_fast"}
+# Model types whose attention class norms each head's query and key after the projection (qk_norm:
+# q_norm / k_norm = RMSNorm(head_dim), an architecture of the class, no config key): transformers
+# models/qwen3/modeling_qwen3.py Qwen3Attention, qwen3_moe Qwen3MoeAttention, qwen3_next
+# Qwen3NextAttention, gemma3 Gemma3Attention; olmo2 Olmo2Attention norms the whole projection (q_norm
+# RMSNorm(a d), k_norm RMSNorm(k d)): the same elements, kernels and saved inputs, its (a + k) d weights
+# counted as 2 d (under 0.01% of the model). Llama 4's use_qk_norm, a parameter-free L2 norm, is not
+# mapped (HF_NO_COST).
+QK_NORM_TYPES = {"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text", "olmo2"}
+# Model types whose decoder layer norms each sub-block's output before the residual add beside the pre-norm
+# (post_norms): transformers models/gemma2/modeling_gemma2.py Gemma2DecoderLayer and models/gemma3
+# Gemma3DecoderLayer (post_attention_layernorm, post_feedforward_layernorm).
+POST_NORM_TYPES = {"gemma2", "gemma3_text"}
 
 # Which layers `sliding_window` applies to, by model type (the attention classes' rule):
 #   every      MistralAttention, MixtralAttention: every layer
@@ -442,6 +454,10 @@ class Reader:
             dropout=self._dropout(),
             sources=[f"Hugging Face config.json: {path}"],
         )
+        if self.model_type in QK_NORM_TYPES:
+            data["qk_norm"] = True
+        if self.model_type in POST_NORM_TYPES:
+            data["post_norms"] = True
         if fam is not None and fam.extra.get("router_bias") and not data["linear_bias"]:
             # gpt-oss experts always carry biases (GptOssExperts gate_up_proj_bias, down_proj_bias): planner's one
             # linear_bias flag covers attention and MLP alike, so attention without biases cannot be expressed

@@ -117,7 +117,11 @@ References
      permutation.py _moe_unpermute_mask_map.forward l. 385-388): the outputs before the combine are not kept.
      Transformer Engine's GroupedLinear saves its quantized inputs under fp8 as its Linear does [8]
      (module/grouped_linear.py l. 231-261): the routed experts' up- and down-projection inputs at 1 B
-     (megatron's memory.fp8_saved_bytes; under nvfp4 they stay counted at 2 B, not priced apart). The
+     (megatron's memory.fp8_saved_bytes), and under nvfp4 at 0.5 + 1/16 B, the recipe's NVFP4 quantizers
+     saving them the same way (grouped_linear.py v2.12 l. 149-151 tex.split_quantize with the recipe's
+     input quantizers; csrc/extensions/cast.cpp l. 502-717 bulk_allocate_nvfp4_tensors: e2m1 data and an
+     e4m3 scale per 16 for each split, l. 803-963 the split-quantize with the column-wise Hadamard
+     transform; MOE_GEMM_INPUTS). The
      router's GEMM runs in bf16 / fp32 and saves its bf16 input (Megatron-LM @b0cc2706 moe/moe_utils.py
      RouterGatingLinearFunction; DeepSeek-V3 arXiv:2412.19437 sec. 3.3.1 keeps the gating modules in their
      original precision), so an MoE layer's norm2_out is 2 B under fp8. Not priced: the shared experts'
@@ -418,7 +422,7 @@ def kind_tensors(kind: LayerKind, ctx: Ctx, activation_model: str = "arch", atte
     K and V counted as split tensors."""
     from .layers.common import merge_tables
 
-    t = merge_tables(kind.mixer.tensors(ctx, attention), kind.mlp.tensors(ctx, attention))
+    t = merge_tables(kind.mixer.tensors(ctx, attention), kind.mlp.tensors(ctx, attention), kind.post_norm_tensors())
     if activation_model != "korthikanti" or kind.mixer.kind != "attention":
         return t
     h, a = kind.mixer.h, kind.mixer.a
@@ -437,6 +441,11 @@ NVFP4_SAVED_BYTES = 0.5 + 1.0 / 16.0  # bytes per element of a saved nvfp4 GEMM 
 # the inputs of the four GEMMs of a layer (QKV, output projection, MLP up, MLP down); an MoE layer's
 # expert GEMM inputs are the stack's memory.fp8_saved_bytes where it quantizes them [14]
 GEMM_INPUTS = ("norm1_out", "attn_out", "norm2_out", "act_out")
+# the MoE layer's GEMM inputs a stack's memory.fp8_saved_bytes may name (Transformer Engine's
+# GroupedLinear for the routed experts, its Linear for the shared experts' down projection): under
+# nvfp4 the recipe's own quantizer saves them, 0.5 + 1/16 B, as it does the four above [14]
+MOE_GEMM_INPUTS = ("moe_expert_in", "moe_expert_act_out", "moe_shared_act_out")
+NVFP4_GEMM_INPUTS = GEMM_INPUTS + MOE_GEMM_INPUTS
 
 
 def fp8_saved_bytes(stack) -> dict:
@@ -464,7 +473,7 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
-    width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
+    width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
              for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
     if "attn_out" in width and attention == "flash" and "scores" in keeps and "scores" not in drops:
         width["attn_out"] = width["attn_out"] + np.where(fp8 | fp4, core_out_bytes / ACT_BYTES, 0.0)
@@ -749,7 +758,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
                                                              gathered_input=gathered, fp8_bytes=f8, drops=kd), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
-        norm_extra = ctx.T * kind.norms * kb["norm_saved_extra"] * h / ctx.rep_div
+        # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
+        norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
         stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,

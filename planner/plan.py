@@ -285,7 +285,7 @@ def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.n
 # the source of INTERLEAVED_M (Megatron-LM's rule, every stack's unless its schedule says `any`)
 INTERLEAVED_M_SOURCE = (
     "NVIDIA/Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_"
-    "interleaving l. 1160-1181: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
+    "interleaving l. 1160-1180: the N contiguous micro-batches of a virtual stage range in [pp, m] and m % N is 0 or "
     ">= pp; N defaults to pp (model_parallel_config.py l. 567-568 microbatch_group_size_per_vp_stage), so m % pp == 0 "
     "unless --microbatch-group-size-per-virtual-pipeline-stage sets N (the job's microbatch_group)")
 
@@ -916,6 +916,9 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if (job.transformer_impl == "local" or job.local_core_attention) and job.attention != "eager":
         raise PlannerError(f"{where}Megatron-Core's local core attention keeps the softmax output (attention eager), "
                            f"not {job.attention}", "set attention: eager")
+    if job.attention == "eager" and stack.kernels.score_softmax is None:
+        raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
+                           "moves (stack_db kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
     if job.fp8_param_gather and not stack.memory.fp8_weight_cache:
         raise PlannerError(f"{where}fp8_param_gather is set but stack {stack.name} keeps no quantized weights "
                            "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")

@@ -119,7 +119,7 @@ def rerun_kernel_bytes(sel: SelectiveRecompute, kind, ctx, kb: dict):
     the forward of each norm in norm_drops (the kind's own elementwise_bytes with the norm
     figure alone) and, where it discards moe_expert_act_out, the routed experts' activation
     (the MoE block's elementwise_bytes with MOE_ACT_KERNELS' figures alone)."""
-    zero = {f: 0.0 * v for f, v in kb.items()}
+    zero = {f: np.zeros_like(v) for f, v in kb.items()}  # each figure's shape (a null eager figure is NaN or inf)
     total = np.zeros(np.shape(ctx.T))
     if sel.recompute_elementwise:
         return total

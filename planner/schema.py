@@ -300,6 +300,18 @@ class ModelSpec(BaseModel):
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")
+    post_norms: bool = Field(
+        default=False,
+        description="a norm on each sub-block's output before its residual add, beside the pre-norm (Gemma 2 and 3's "
+                    "'sandwich' norms: transformers Gemma3DecoderLayer post_attention_layernorm and "
+                    "post_feedforward_layernorm). Priced: h parameters each, the stack's norm bytes, and each one's "
+                    "input saved for the backward (planner/layers/__init__.py LayerKind)")
+    qk_norm: bool = Field(
+        default=False,
+        description="an RMSNorm over each head's query and key after the QKV projection, before RoPE (Qwen3, Gemma 3, "
+                    "Qwen3-Next: transformers' q_norm / k_norm of head_dim; Megatron --qk-layernorm), in every "
+                    "softmax-attention layer. Priced: 2 d parameters a layer, the norm kernels' bytes on Q and K, and "
+                    "their inputs saved for the backward (planner/layers/attention.py)")
     activation_clamp: Optional[float] = Field(
         default=None, gt=0,
         description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
@@ -680,6 +692,25 @@ class KernelBytes(BaseModel):
         description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "
                     "where the output bias is applied outside the grouped GEMM (0: in its epilogue)")
     expert_bias_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
+    score_softmax: Optional[float] = Field(
+        default=None, ge=0,
+        description="eager core attention (attention: eager), forward: the scale-mask-softmax kernel's bytes per element "
+                    "of the [micro-batch x heads / tp, s, s] score matrix, averaged over the whole matrix (a causal kernel "
+                    "that reads only the unmasked triangle counts half its reads); null: the stack describes no eager core "
+                    "attention (a job with attention eager is refused on it)")
+    score_softmax_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    score_softmax_max_keys: Optional[int] = Field(
+        default=None, ge=1,
+        description="the longest key length (sequence) the fused softmax kernel takes; beyond it the stack runs its "
+                    "unfused softmax (score_softmax_unfused); null: the fused kernel at every length")
+    score_softmax_unfused: Optional[float] = Field(
+        default=None, ge=0,
+        description="forward, bytes per score element of the unfused softmax the stack runs beyond score_softmax_max_keys")
+    score_softmax_unfused_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
+    score_dropout: Optional[float] = Field(
+        default=None, ge=0,
+        description="eager core attention, forward: the attention dropout's bytes per score element (models with dropout)")
+    score_dropout_bwd: Optional[float] = Field(default=None, ge=0, description="backward, likewise")
     loss_per_logit: float = Field(ge=0, description="cross-entropy forward + backward, bytes per logit (token x vocab / tp)")
     loss_saved_per_logit: float = Field(ge=0, description="bytes per logit the loss holds at its peak, the start of its backward (bf16 logits, fp32 softmax or log-softmax, their gradients)")
     loss_pool_per_logit: float = Field(
@@ -692,6 +723,18 @@ class KernelBytes(BaseModel):
         description="with TP, bytes per logit (token x vocab / tp) the stack's vocab-parallel loss holds at the start of "
                     "its backward (torchtitan: DTensor loss_parallel); null: loss_saved_per_logit at every TP degree")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _eager_core_complete(self) -> "KernelBytes":
+        """The eager core's figures come together: the softmax's and the dropout's each way, and the
+        unfused softmax's wherever the fused kernel has a key limit (compute.eager_core_terms reads them all)."""
+        core = [self.score_softmax, self.score_softmax_bwd, self.score_dropout, self.score_dropout_bwd]
+        if any(v is not None for v in core) and any(v is None for v in core):
+            raise ValueError("score_softmax, score_softmax_bwd, score_dropout and score_dropout_bwd go together")
+        unfused = [self.score_softmax_unfused, self.score_softmax_unfused_bwd]
+        if self.score_softmax_max_keys is not None and (core[0] is None or any(v is None for v in unfused)):
+            raise ValueError("score_softmax_max_keys needs score_softmax and score_softmax_unfused(_bwd): what runs beyond it")
+        return self
 
 
 class SelectiveRecompute(BaseModel):

@@ -21,7 +21,9 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "mlp_activation_gated_bwd", "mlp_activation_plain", "mlp_activation_plain_bwd", "dropout", "dropout_bwd",
                  "bias", "loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "norm_saved_extra",
                  "loss_parallel_saved_per_logit", "rope_scaled", "rope_scaled_bwd", "activation_clamp",
-                 "activation_clamp_bwd", "expert_bias", "expert_bias_bwd")
+                 "activation_clamp_bwd", "expert_bias", "expert_bias_bwd", "score_softmax", "score_softmax_bwd",
+                 "score_dropout", "score_dropout_bwd", "score_softmax_max_keys", "score_softmax_unfused",
+                 "score_softmax_unfused_bwd")
 
 
 @lru_cache(maxsize=1)
@@ -47,10 +49,16 @@ def kernel_bytes(stack: Stack, compile_) -> dict[str, np.ndarray]:
 
 def _field(kernels, f: str) -> float:
     """A KernelBytes figure; loss_parallel_saved_per_logit null: the loss holds the same under TP;
-    rope_scaled(_bwd) null: the rotary kernel's own figure (it takes the cos/sin factor)."""
+    rope_scaled(_bwd) null: the rotary kernel's own figure (it takes the cos/sin factor); the eager
+    score kernels null: NaN (the stack describes no eager core attention; plan.py refuses such a job),
+    but score_softmax_max_keys null: inf (the fused softmax at every length)."""
     v = getattr(kernels, f)
     if v is None and f.startswith("rope_scaled"):  # null: the stack's rotary kernel takes the factor
         return float(getattr(kernels, "rope" + f[len("rope_scaled"):]))
+    if v is None and f == "score_softmax_max_keys":  # null: the fused kernel at every length
+        return float("inf")
+    if v is None and f.startswith("score_"):
+        return float("nan")
     return float(kernels.loss_saved_per_logit if v is None else v)
 
 

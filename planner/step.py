@@ -109,7 +109,7 @@ import numpy as np
 from . import comm, dispatch, moe
 from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
-    attention_rates, flops_per_token,
+    attention_rates, eager_core_terms, flops_per_token,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
@@ -236,6 +236,8 @@ class LayerTimes:
     cp_bwd: list
     unf_fwd: list = field(default_factory=list)  # the share of fwd/bwd the stack's unfused passes take (unfused_bytes)
     unf_bwd: list = field(default_factory=list)
+    eager_fwd: list = field(default_factory=list)  # eager attention: the core's named terms (compute.eager_core_terms), else None
+    eager_bwd: list = field(default_factory=list)
 
 
 def layer_times(sc: StepCtx) -> LayerTimes:
@@ -257,6 +259,13 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
         core_f = flops / (rate_fwd * hd_f * core_scale)
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * hd_b * core_scale)
+        eager = settings.attention == "eager" and hasattr(mixer, "eager_core")
+        if eager:  # the unfused core: batched GEMMs, softmax and dropout passes (compute.eager_core_terms)
+            ef, eb = eager_core_terms(mixer.eager_core(ctx), kb, mixer.dropout, hw, hbm, sc.gemm_cal,
+                                      settings.knobs.gemm_efficiency_scale)
+            core_f, core_b = ef.total, eb.total
+        out.eager_fwd.append(ef if eager else None)
+        out.eager_bwd.append(eb if eager else None)
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
             ring = cp_ring(sc, mixer)
@@ -267,8 +276,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
         # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
         cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
-        ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + cast) / hbm
-        ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
+        ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
+                + cast) / hbm
+        ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd")
+                + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm
         if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
             ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
         pf, pb = mlp.dispatch_bytes(ctx) if kind.has_experts else (0.0, 0.0)
@@ -770,6 +781,25 @@ def _core_rerun(settings: Settings, sel) -> bool:
     return bool(sel.recompute_attention_core or settings.selective_recomputes_attention)
 
 
+def eager_core_time(sc: StepCtx, lt: LayerTimes) -> dict:
+    """Eager attention: seconds per step a middle stage's eager cores take, each named term of
+    compute.eager_core_terms (gemms, softmax, dropout) as eager_core_<term>_s and their sum
+    eager_core_s: forward and backward of every layer, and the forwards run twice (full
+    recompute; the cores the selective policy re-runs). Part of compute; {} without eager cores."""
+    kinds = [i for i, f in enumerate(lt.eager_fwd) if f is not None]
+    if not kinds:
+        return {}
+    n = sc.n["mid"]
+    out = {}
+    for t in lt.eager_fwd[kinds[0]]:
+        per = [np.float64(0.0) if lt.eager_fwd[i] is None else
+               lt.eager_fwd[i][t] * (1.0 + _cores_run_twice(sc, kind.mixer) / np.maximum(n, 1.0))
+               + lt.eager_bwd[i][t] for i, kind in enumerate(sc.ll.kinds)]
+        out[f"eager_core_{t}_s"] = sc.m * n * sc.mean("mid", per)
+    out["eager_core_s"] = sum(out.values(), np.float64(0.0))
+    return out
+
+
 def _cores_run_twice(sc: StepCtx, mixer) -> np.ndarray:
     """A middle stage's layers of this mixer whose attention core runs its forward twice per
     micro-batch: the fully recomputed ones, and under selective recompute every other one
@@ -1165,7 +1195,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
                   pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
                   **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
-             "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused,
+             "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra

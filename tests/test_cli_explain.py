@@ -40,17 +40,23 @@ def test_explain_table_prints_breakdown(cli):
     (("--hardware", "h100-sxm"), "attention cudnn"),  # megatron on Hopper: TE's cuDNN (stack attention_kernels)
     (("--hardware", "a100-sxm-80gb"), "attention flash2"),  # sm 8.0: FlashAttention-2
     (("--stack", "torchtitan", "--sharding", "fsdp"), "attention flash2"),  # SDPA's flash backend: no rule
-    (("--attention", "eager"), "attention eager (its memory; timed at cudnn's rate)"),
+    (("--attention", "eager"), "attention eager (its batched GEMMs, softmax and dropout)"),
 ])
 def test_explain_table_shows_attention_kernel(cli, args, shown):
     """The stack line names the kernel the attention core is timed with (the JSON's
-    plan.attention_kernel); eager attention says the kernel its time is priced at."""
+    plan.attention_kernel); eager attention says what its core is timed as (compute.eager_core_terms),
+    and the JSON's time carries the eager core's terms."""
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", *args)
     assert r.exit_code == 0, r.stderr
     line = next(ln for ln in r.stdout.splitlines() if ln.lstrip().startswith("stack "))
     assert line.endswith(", " + shown), line
     js = json.loads(cli("explain", "--model", "llama3-8b", "--gpus", "8", *args, "--format", "json").stdout)
-    assert "attention " + js["plan"]["attention_kernel"] in shown or js["plan"]["attention_kernel"] + "'s" in shown
+    if "eager" in args:
+        t = js["time"]
+        assert t["eager_core_s"] == pytest.approx(t["eager_core_gemms_s"] + t["eager_core_softmax_s"]
+                                                  + t["eager_core_dropout_s"]) and 0 < t["eager_core_s"] < t["compute_s"]
+    else:
+        assert "attention " + js["plan"]["attention_kernel"] in shown and "eager_core_s" not in js["time"]
 
 
 def test_explain_job_yaml_equals_options(cli, tmp_path):

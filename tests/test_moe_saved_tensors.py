@@ -15,11 +15,12 @@ from planner.catalog import load_model, load_stack
 from planner.layers import context, layer_list
 from planner.memory import fp8_saved_bytes, kind_activation_bytes, layer_memory
 from planner.plan import PlanArrays, resolve
-from planner.precisions import BF16, FP8
+from planner.precisions import BF16, FP8, NVFP4
 from planner.schema import Job
 
 T = 4096  # one micro-batch of one 4,096-token sequence
 H, FE, TOPK, E = 2048, 768, 8, 128  # Qwen3-30B-A3B: hidden, expert width, routed experts per token, experts
+QK = 2 * (32 + 4) * 128  # its q/k norms' bf16 inputs a token (32 query and 4 KV heads of 128; attention.py [10])
 
 
 def _moe_kind():
@@ -43,14 +44,15 @@ def test_moe_kind_tensors_by_hand_bf16_and_fp8():
     """The MoE block's own tensors per token (keeps=() leaves the standard ones out): router
     logits 4 E = 512 B (fp32), expert inputs 2 x 8 x 2048 = 32,768 B, gate+up 2 x 2 x 768 x 8 =
     24,576 B, activation outputs 2 x 768 x 8 = 12,288 B; the expert outputs (32,768 B) dropped.
-    Under fp8 the two GEMM inputs are 1 B: 16,384 and 6,144 B."""
+    Under fp8 the two GEMM inputs are 1 B: 16,384 and 6,144 B. The attention block's own
+    tensors, the q/k norms' inputs (QK = 9,216 B, bf16 in every precision), beside them."""
     kind, f8 = _moe_kind(), fp8_saved_bytes(load_stack("megatron"))
     never = ("moe_expert_out",)
     bf16 = float(kind_activation_bytes(kind, _ctx(BF16), keeps=(), fp8_bytes=f8, drops=never))
     fp8 = float(kind_activation_bytes(kind, _ctx(FP8), keeps=(), fp8_bytes=f8, drops=never))
     kept = float(kind_activation_bytes(kind, _ctx(BF16), keeps=(), fp8_bytes=f8))
-    assert bf16 == T * (4 * E + 2 * TOPK * H + 2 * 2 * FE * TOPK + 2 * FE * TOPK) == T * 70144
-    assert fp8 == T * (4 * E + 1 * TOPK * H + 2 * 2 * FE * TOPK + 1 * FE * TOPK) == T * 47616
+    assert bf16 == T * (4 * E + 2 * TOPK * H + 2 * 2 * FE * TOPK + 2 * FE * TOPK + QK) == T * (70144 + 9216)
+    assert fp8 == T * (4 * E + 1 * TOPK * H + 2 * 2 * FE * TOPK + 1 * FE * TOPK + QK) == T * (47616 + 9216)
     assert kept - bf16 == T * 2 * TOPK * H
 
 
@@ -94,3 +96,15 @@ def test_fp8_saves_the_expert_gemm_inputs_at_one_byte():
     attention's own bf16 output kept beside the fp8 copy (+2 x 4096): the net by hand."""
     attention = 1 * H + 1 * 4096 - 2 * 4096  # norm1_out and attn_out at 1 B; TE keeps O at 2 B as well
     assert _stored("bf16", False) - _stored("fp8", False) == T * (TOPK * H + TOPK * FE + attention)
+
+
+def test_nvfp4_saves_the_expert_gemm_inputs_at_nvfp4_width():
+    """Under nvfp4 Transformer Engine's GroupedLinear quantizes its inputs with the recipe's NVFP4
+    quantizers and saves them as it does under fp8 (memory.py [14]): e2m1 values and an e4m3 scale
+    per 16, 0.5 + 1/16 B an element. The MoE block's own tensors per token, by hand from the
+    fp8 case above: expert inputs 8 x 2048 and activation outputs 8 x 768 at 0.5625 B instead of
+    1 B; the router logits, the gate+up output and the q/k norms' inputs stay as they are."""
+    kind, f8 = _moe_kind(), fp8_saved_bytes(load_stack("megatron"))
+    never = ("moe_expert_out",)
+    fp4 = float(kind_activation_bytes(kind, _ctx(NVFP4), keeps=(), fp8_bytes=f8, drops=never))
+    assert fp4 == T * (4 * E + 0.5625 * TOPK * H + 2 * 2 * FE * TOPK + 0.5625 * FE * TOPK + QK) == T * (37760 + 9216)

@@ -58,6 +58,11 @@ from .moe import MoEMLP
 class LayerKind:
     mixer: Any
     mlp: Any
+    # Gemma 2 / 3's sandwich norms (ModelSpec.post_norms): each present sub-block's output is normed
+    # before its residual add (transformers Gemma3DecoderLayer.forward: post_attention_layernorm,
+    # post_feedforward_layernorm): a second norm of the block's width, its h weights, the stack's norm
+    # bytes, and its input (the block's output, 2 h a token, replicated unless SP) saved for the backward
+    post_norm: bool = False
 
     @property
     def label(self) -> str:
@@ -69,16 +74,39 @@ class LayerKind:
         return (self.mixer, self.mlp)
 
     def params(self) -> BlockParams:
-        return self.mixer.params() + self.mlp.params()
+        post = sum(b.norm for b in self.present) if self.post_norm else 0  # a post-norm as wide as its pre-norm
+        return self.mixer.params() + self.mlp.params() + BlockParams(replicated=post)
+
+    @property
+    def present(self) -> tuple:
+        """The sub-blocks the layer has (Nemotron-H's have one)."""
+        return tuple(b for b in self.blocks if b.label != "none")
 
     @property
     def norms(self) -> int:
-        """Pre-norms of the layer: one per present sub-block."""
-        return sum(b.label != "none" for b in self.blocks)
+        """Norms of the layer's width: one pre-norm per present sub-block, and a post-norm each
+        with post_norm."""
+        return len(self.present) * (2 if self.post_norm else 1)
+
+    def post_norm_bytes(self, ctx, kb, sfx):
+        """Memory-bound bytes of the post-norms per micro-batch (sfx "" forward, "_bwd" backward):
+        the stack's norm bytes over each present block's output, T h / rep_div; 0 without them."""
+        width = sum(b.h for b in self.present) if self.post_norm else 0
+        return ctx.T * kb["norm" + sfx] * width / ctx.rep_div
+
+    def post_norm_tensors(self) -> dict:
+        """The post-norms' saved inputs, bytes per token (common.py kinds): 2 h a present block."""
+        return {"post_norm_in": (2.0 * sum(b.h for b in self.present), "rep")} if self.post_norm else {}
 
     @property
     def has_experts(self) -> bool:
         return isinstance(self.mlp, MoEMLP)
+
+    def qk_norm_elements(self, ctx):
+        """Elements the mixer's query/key norms run over per micro-batch (attention.py [10]); 0
+        for a mixer without them."""
+        f = getattr(self.mixer, "qk_norm_elements", None)
+        return f(ctx) if f is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -212,7 +240,7 @@ def _mixer(spec, m: ModelSpec):
         return Attention(h=m.hidden_size, a=m.num_attention_heads, k=m.kv_heads, d=m.dhead, norm=norm,
                          bias=m.linear_bias, rope=pos == "rope", gate=spec.output_gate, dropout=m.dropout,
                          window=getattr(spec, "window", None), chunk=getattr(spec, "chunk", None),
-                         rope_scaled=m.rope_attention_factor != 1.0)
+                         rope_scaled=m.rope_attention_factor != 1.0, qk_norm=m.qk_norm)
     if isinstance(spec, MLAAttention):
         ml = m.mla
         return MLA(h=m.hidden_size, a=m.num_attention_heads, q_lora_rank=ml.q_lora_rank, kv_lora_rank=ml.kv_lora_rank,
@@ -255,18 +283,19 @@ def _build(m: ModelSpec) -> LayerList:
     if m.layer_pattern is not None:
         P, head, per_name = len(m.layer_pattern), 0, {}
         for n in dict.fromkeys(m.layer_pattern):
-            per_name[n] = LayerKind(_mixer(m.layer_kinds[n].mixer, m), _mlp(m.layer_kinds[n].mlp, m, m.moe is not None))
+            per_name[n] = LayerKind(_mixer(m.layer_kinds[n].mixer, m), _mlp(m.layer_kinds[n].mlp, m, m.moe is not None),
+                                    post_norm=m.post_norms)
         at_period = [per_name[n] for n in m.layer_pattern]
         head_kind = None
     else:
         mixer = _mixer(None, m)
         dense, moe = _mlp(None, m, False), (_mlp(None, m, True) if m.moe is not None else None)
         if moe is None:
-            P, head, at_period, head_kind = 1, 0, [LayerKind(mixer, dense)], None
+            P, head, at_period, head_kind = 1, 0, [LayerKind(mixer, dense, m.post_norms)], None
         else:  # layer i is MoE iff i >= first_k_dense and i % layer_freq == 0 (module docstring)
             P, head = m.moe.layer_freq, min(m.moe.first_k_dense, L)
-            at_period = [LayerKind(mixer, moe if r == 0 else dense) for r in range(P)]
-            head_kind = LayerKind(mixer, dense)
+            at_period = [LayerKind(mixer, moe if r == 0 else dense, m.post_norms) for r in range(P)]
+            head_kind = LayerKind(mixer, dense, m.post_norms)
     # kinds in order of first appearance: layer 0 (the head's, if any), then the period's from `head` on
     seen = ([0] if head else []) + list(range(head, min(L, head + P)))
     kinds: list = []

@@ -37,6 +37,17 @@ sequence chunks of s / cp tokens): min(cp - 1, ceil((w - 1) / (s / cp))) sends f
 (chunk c: c - 1); a named approximation, since Megatron's load-balanced CP splits the
 sequence into 2 cp pieces (the reach is then no shorter).
 
+Eager core attention (attention: eager; Megatron-LM before FlashAttention, Megatron-Core's local
+DotProductAttention [9]): a batched GEMM writes every score of the [b a/t, s, s] matrix (the
+mask is applied after it: no causal skip), a scale-mask-softmax kernel and the attention
+dropout each pass over it, a second batched GEMM reads it against V. The GEMMs, each over the
+b a/t (query, key) matrices of the micro-batch on one GPU, taken as one GEMM of M = T a/t rows
+(the same FLOPs and output tiles), at s = the sequence's keys and d = the head dim:
+  forward   scores  Q K^T   [T a/t, s, d]       context  P V     [T a/t, d, s]
+  backward  dP = dO V^T     [T a/t, s, d]       dV = P^T dO, dQ = dS K, dK = dS^T Q   [T a/t, d, s]
+each 2 d FLOPs a score element; their time and the softmax's and dropout's bytes are
+compute.eager_core_terms'. MLA is taken at its mean head dim (as its kernel FLOPs).
+
 Activations (Korthikanti et al. 2022 sec. 4.1 [8], planner/memory.py's derivation): the
 block input 2h and its norm output 2h (replicated unless SP), Q 2ad (with the gate 4ad), K
 and V 2kd each (per local KV head), the core output 2ad; eager attention (no FlashAttention)
@@ -58,6 +69,22 @@ References
 [6] Chowdhery et al. 2022, "PaLM", Appendix B: 6N + 12 L H Q T FLOPs per token.
 [7] Liu et al. 2023, "Ring Attention with Blockwise Transformers for Near-Infinite Context".
 [8] Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models".
+[9] NVIDIA/Megatron-LM @50a4b5fa02 (2021-04-08) megatron/model/transformer.py
+    ParallelAttention.forward l. 271-332 (torch.baddbmm of query [b np, sq, hn] and key
+    [b np, hn, sk], scale_mask_softmax, attention_dropout, torch.bmm of the probabilities
+    [b np, sq, sk] and value [b np, sk, hn]); the same at @d98e8a64
+    megatron/core/transformer/dot_product_attention.py DotProductAttention.forward l. 189-239.
+[10] Query/key norms (ModelSpec.qk_norm): transformers models/qwen3/modeling_qwen3.py Qwen3Attention and
+    models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeAttention (q_norm, k_norm = RMSNorm(head_dim), applied
+    to the projected query and key per head before RoPE), models/gemma3 Gemma3Attention and
+    models/qwen3_next Qwen3NextAttention alike; Megatron-Core --qk-layernorm (NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/attention.py l. 1707-1740: with qk_layernorm, q_layernorm / k_layernorm
+    are TENorm (Transformer Engine's norm) of hidden_size_per_attention_head; SelfAttention.
+    get_query_key_value_tensors l. 1932-1936: query = q_layernorm(query), key = k_layernorm(key) after
+    the split of the QKV output, before the rotary). The norm saves its input for the backward (the
+    split's Q and K: the rotary and the core save their own outputs) and its per-row fp32 inverse RMS
+    (4 B a head a token, 4 / d B an element: 3% of the input at d 128, not counted). Timed at the
+    stack's norm / norm_bwd bytes per element, the kernel its layer norms run.
 """
 
 from __future__ import annotations
@@ -84,6 +111,19 @@ def mean_causal_keys(seq, window=None, chunk=None):
     return s / 2.0
 
 
+def eager_core(T, heads_local, seq, d) -> dict:
+    """The eager core's score elements per micro-batch on one GPU (T tokens x local heads x the
+    sequence's keys: the batched GEMMs compute every key) and its batched GEMMs [9] as
+    [(GemmShape, count)] rows, forward and backward (module docstring); keys: the score rows'
+    length (the softmax kernel the stack picks by it); traffic: each GEMM's
+    compulsory bytes, the score matrix and two d-wide operands, 16-bit (compute.eager_core_terms)."""
+    seq = np.asarray(seq, dtype=np.float64)
+    M = T * heads_local
+    return {"scores": M * seq, "keys": seq, "traffic": ACT_BYTES * M * (seq + 2.0 * d),
+            "fwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 1.0)]),
+            "bwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 3.0)])}
+
+
 def span_keys(seq, window=None, chunk=None):
     """Keys a query's block spans without the causal mask (the model-FLOP convention)."""
     s = np.asarray(seq, dtype=np.float64)
@@ -107,6 +147,7 @@ class Attention:
     window: Optional[int] = None
     chunk: Optional[int] = None
     rope_scaled: bool = False  # cos/sin carry a factor (ModelSpec.rope_attention_factor != 1): the stack's rope_scaled bytes
+    qk_norm: bool = False  # an RMSNorm over each head's query and key (ModelSpec.qk_norm) [10]
 
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
@@ -125,7 +166,8 @@ class Attention:
         h, a, k, d, g = self.h, self.a, self.k, self.d, 2 if self.gate else 1
         split = g * h * (a * d) + 2 * h * (k * d) + (a * d) * h
         bias = g * a * d + 2 * k * d + h if self.bias else 0
-        return BlockParams(split=split + bias, replicated=self.norm, split_bias=bias)
+        qk = 2 * d if self.qk_norm else 0  # q_norm and k_norm: one weight of head_dim each, shared by the heads [10]
+        return BlockParams(split=split + bias, replicated=self.norm + qk, split_bias=bias)
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
@@ -153,16 +195,26 @@ class Attention:
         sequence's queries do)."""
         return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq, self.window, self.chunk)
 
+    def eager_core(self, ctx) -> dict:
+        """Eager core attention's score elements and batched GEMMs (module docstring, [9])."""
+        return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, float(self.d))
+
     def core_model_flops(self, seq, causal: bool):
         """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]."""
         keys = mean_causal_keys(seq, self.window, self.chunk) if causal else span_keys(seq, self.window, self.chunk)
         return 12.0 * self.a * self.d * keys
 
+    def qk_norm_elements(self, ctx):
+        """Elements of Q and K one GPU's query/key norms run over per micro-batch, T (a/t +
+        max(k/t, 1)) d; 0 without them [10]."""
+        return ctx.T * (self.a / ctx.tp + kv_local(self.k, ctx.tp)) * self.d * (1.0 if self.qk_norm else 0.0)
+
     def elementwise_bytes(self, ctx, kb, sfx):
         """Memory-bound bytes per micro-batch (sfx "" forward, "_bwd" backward): pre-norm,
         residual add, dropout, output bias (replicated unless SP), rotary on Q and K (the stack's
         rope_scaled figures where the cos/sin carry a factor: Megatron-Core runs its unfused rotary
-        then, rope_utils.apply_rotary_pos_emb @0d8e0714 lines 279-284), QKV biases."""
+        then, rope_utils.apply_rotary_pos_emb @0d8e0714 lines 279-284), QKV biases, and the
+        query/key norms at the stack's norm bytes per element [10]."""
         h, tp, rope = self.h, ctx.tp, (1.0 if self.rope else 0.0)
         rope_kb = kb[("rope_scaled" if self.rope_scaled else "rope") + sfx]
         bias = kb["bias"] * (1.0 if self.bias else 0.0)
@@ -171,7 +223,7 @@ class Attention:
         return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + kb["dropout" + sfx] * drop * h + bias * h)
                         / ctx.rep_div
                         + rope * rope_kb * (self.a / tp + kv) * self.d
-                        + bias * (self.a / tp + 2.0 * kv) * self.d)
+                        + bias * (self.a / tp + 2.0 * kv) * self.d) + kb["norm" + sfx] * self.qk_norm_elements(ctx)
 
     def unfused_bytes(self, ctx, kb, sfx):
         """The part of elementwise_bytes the stack runs outside its fused kernels: the scaled
@@ -189,16 +241,21 @@ class Attention:
 
     # ------------------------------------------------------------------ memory
     def tensors(self, ctx, attention: str) -> dict:
-        """Activation table, bytes per token (common.py kinds)."""
+        """Activation table, bytes per token (common.py kinds); with query/key norms, their bf16
+        inputs (the projection's Q and K before the norm, a d and k d), which the norms save and
+        the rotary and the core do not [10]."""
         h, a, k, d = self.h, self.a, self.k, self.d
         drop = 1.0 if self.dropout else 0.0
-        return {
+        table = {
             "input": (2.0 * h, "rep"), "norm1_out": (2.0 * h, "rep"),
             "q": ((4.0 if self.gate else 2.0) * a * d, "split"), "attn_out": (2.0 * a * d, "split"),
             "k": (2.0 * k * d, "kv"), "v": (2.0 * k * d, "kv"),
             "scores": ((2.0 + 3.0 * drop) * a if attention != "flash" else 0.0, "score"),
             "dropout_masks": (drop * h, "rep"),
         }
+        if self.qk_norm:  # a model property, not a searched quantity
+            table.update({"q_norm_in": (2.0 * a * d, "split"), "k_norm_in": (2.0 * k * d, "kv")})
+        return table
 
     def score_keys(self, seq):
         return span_keys(seq, self.window, self.chunk)
@@ -302,6 +359,10 @@ class MLA:
 
     def core_kernel_flops(self, ctx):
         return 4.0 * ctx.T * self.a * self.d / ctx.tp * mean_causal_keys(ctx.seq)
+
+    def eager_core(self, ctx) -> dict:
+        """As Attention.eager_core at the mean head dim (a named approximation, as core_kernel_flops)."""
+        return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, self.d)
 
     def core_model_flops(self, seq, causal: bool):
         return 12.0 * self.a * self.d * (mean_causal_keys(seq) if causal else np.asarray(seq, dtype=np.float64))

@@ -44,7 +44,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
             f"torch.compile {'on' if p.get('torch_compile') else 'off'}"]
     if p.get("attention_kernel"):  # the kernel the attention core is timed with (compute.attention_kernel)
         opts.append(f"attention {p['attention_kernel']}" if p.get("attention", "flash") == "flash" else
-                    f"attention {p['attention']} (its memory; timed at {p['attention_kernel']}'s rate)")
+                    f"attention {p['attention']} (its batched GEMMs, softmax and dropout)")
     if p.get("cp_comm_type"):  # the stack's named context-parallel variant, where not its default (planner/cp_comm_type.py)
         opts.append(f"CP {p['cp_comm_type']}")
     if "ep_comm_overlap" in p:  # MoE models
@@ -157,6 +157,10 @@ def time_table(res: dict) -> None:
     if t.get("unfused_passes_s", 0) > 0:
         out.print(f"  of compute, {t['unfused_passes_s']:,.4g} s per step are the stack's elementwise passes outside its "
                   "fused kernels (scaled rotary, activation clamp, expert output bias: stack kernels)")
+    if "eager_core_s" in t:
+        out.print(f"  of compute, {t['eager_core_s']:,.4g} s per step are a middle stage's eager attention cores: batched "
+                  f"GEMMs {t['eager_core_gemms_s']:,.4g} s, softmax {t['eager_core_softmax_s']:,.4g} s, dropout "
+                  f"{t['eager_core_dropout_s']:,.4g} s (stack kernels score_*)")
     if t.get("cp_comm_total_s", 0) > 0 or t.get("cp_compute_s", 0) > 0:
         out.print(f"  CP ring: K/V traffic {t['cp_comm_total_s']:,.4g} s per step, {t['cp_comm_s']:,.4g} s of it exposed; "
                   f"the split attention's merges and smaller kernels {t.get('cp_compute_s', 0.0):,.4g} s (in compute)")

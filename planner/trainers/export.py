@@ -485,6 +485,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         cf = plan.get("moe_capacity_factor")
         if cf is not None and cf != 1.0:  # the busiest expert's load: capacity, padded (every expert runs at it)
             args += [("--moe-expert-capacity-factor", cf), ("--moe-pad-expert-input-to-capacity", None)]
+    if model.post_norms:  # Gemma's sandwich norms: a layer spec of Megatron-Bridge's, no flag of Megatron-LM's
+        raise _refuse(F, f"post_norms ({plan['model']}): Megatron-LM's arguments have no flag for a norm on each "
+                         "sub-block's output (Megatron-Bridge builds Gemma's with its own layer spec)",
+                      "export the plan in another format, or plan the model without post_norms")
     if model.mla is not None:  # Megatron-Core MLA (arguments.py _add_mla_args)
         args.append(("--multi-latent-attention", None))
         if model.mla.q_lora_rank is not None:
@@ -505,6 +509,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if not model.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))
     args.append(("--disable-bias-linear", None) if not model.linear_bias else ("--add-bias-linear", None))
+    # TransformerConfig.qk_layernorm: TENorm on each head's query and key, or, with MLA, the latents' norms
+    # before the up-projections (gpt_layer_specs.py @d98e8a64 l. 240-251), which the MLA block prices
+    if model.qk_norm or model.mla is not None:
+        args.append(("--qk-layernorm", None))
     d = "0.1" if model.dropout else "0.0"
     args += [("--attention-dropout", d), ("--hidden-dropout", d)]
     # parallelism

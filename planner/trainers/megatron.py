@@ -24,7 +24,8 @@ read). Modelled:
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
   --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
-  --max-position-embeddings; and, for a model the flags define (below), the vocabulary
+  --max-position-embeddings, --qk-layernorm (ModelSpec.qk_norm; absent: none, Megatron's default);
+  and, for a model the flags define (below), the vocabulary
   (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
   --moe-shared-expert-gate, --moe-layer-freq, --moe-router-score-function,
@@ -177,7 +178,7 @@ VALUE_FLAGS = {
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
-BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate",
+BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
@@ -186,7 +187,7 @@ KNOWN_BOOL_IGNORED = {
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--no-masked-softmax-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion", "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
-    "--no-gradient-accumulation-fusion", "--qk-layernorm", "--distributed-backend-nccl",
+    "--no-gradient-accumulation-fusion", "--distributed-backend-nccl",
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
 # they change (the plan is priced without them); every flag the planner does not know is listed
@@ -204,7 +205,6 @@ NOT_MODELLED = {
     "--no-bias-dropout-fusion": "bias-dropout-add without its fused kernel: more bytes moved",
     "--no-rope-fusion": "rotary embedding without its fused kernel: more bytes moved",
     "--no-persist-layer-norm": "the norm without the persistent kernel: slower",
-    "--qk-layernorm": "norms on the queries and keys: more activation memory and bytes",
     "--step-batch-size-schedule": "a batch-size ramp: the steps before its last threshold run smaller batches (a shorter "
                                   "step, more steps); priced at the final batch",
     "--overlap-p2p-communication": "pipeline p2p overlap (the stack's default for the interleaved schedule is priced)",
@@ -988,6 +988,13 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             raise PlannerError(f"{where}--position-embedding-type {flags['--position-embedding-type']!r} is not modelled",
                                "valid: " + ", ".join(POSITION_TYPES))
         shape["--position-embedding-type"] = ("position_embedding", pos)
+    # query/key norms: Megatron's qk_layernorm defaults to False (transformer_config.py @d98e8a64 l. 259, the
+    # --qk-layernorm flag arguments.py's ArgumentGroupFactory(TransformerConfig) builds, l. 2373), so
+    # the flag's absence is a model without them, compared like the shape (ModelSpec.qk_norm). With
+    # --multi-latent-attention the flag is the latents' norms instead (gpt_layer_specs.py @d98e8a64 l. 240-251:
+    # the q and kv up-projections become LayerNormLinear), which the MLA block always prices: not compared
+    if "--multi-latent-attention" not in flags:
+        shape["--qk-layernorm" if "--qk-layernorm" in flags else "(no --qk-layernorm)"] = ("qk_norm", "--qk-layernorm" in flags)
     drops = [_float(where, flags, f) for f in ("--attention-dropout", "--hidden-dropout") if f in flags]
     if drops:
         shape["--attention-dropout/--hidden-dropout"] = ("dropout", any(d > 0 for d in drops))

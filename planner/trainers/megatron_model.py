@@ -358,6 +358,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         vocab_size=padded_vocab(flags, tp, where, assumed), gated_mlp=gated, norm=norm, tied_embeddings=tied,
         max_seq_len=max_seq, position_embedding=pos, linear_bias=bias, dropout=(hd > 0 or ad > 0),
     )
+    if "--qk-layernorm" in flags and "--multi-latent-attention" not in flags:
+        spec["qk_norm"] = True  # TransformerConfig.qk_layernorm (default False): per-head q/k norms (MLA: its latents')
     if kv is not None:
         spec["num_kv_heads"] = kv
     if head_dim is not None and (h % a or head_dim != h // a):  # --kv-channels h / heads is the default: left out

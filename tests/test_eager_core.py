@@ -1,0 +1,152 @@
+"""Eager core attention (attention: eager), timed as what Megatron-LM's local core attention runs
+(planner/layers/attention.py [9], compute.eager_core_terms): two batched GEMMs forward and four
+backward over the [b a/t, s, s] scores, each the longer of its GEMM-model time and its
+compulsory traffic (roofline), plus the stack's scale-mask-softmax and dropout bytes a score
+element. The figures below are worked by hand from the kernels' source (stack_db/megatron.yaml
+sources) and the A100 entry's datasheet numbers, not from the functions under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.catalog import load_hardware, load_stack
+from planner.compute import eager_core_terms
+from planner.errors import PlannerError
+from planner.layers import context
+from planner.layers.attention import Attention
+from planner.plan import PlanArrays
+from planner.stacks import kernel_bytes
+
+def ctx_of(tp=1, seq=8):
+    """One sequence of seq tokens on one GPU (T = seq), TP tp."""
+    return context(PlanArrays(tp=tp, cp=1, pp=1, vpp=1, dp=1, mbs=1, gbs=1, seq=seq, sharding=0, shard=1,
+                              recompute=0, sp=0, schedule=0, precision=0))
+
+
+A100_HBM = 2.039e12 * 0.90  # hbm_TBps x HBM_EFFICIENCY (planner/efficiencies.py)
+A100_PLATEAU = 271.2e12 * 0.85  # MAMF bf16 x SUSTAINED_TENSOR_FRACTION, at the 400 W TDP (power fraction 1)
+
+
+@pytest.mark.parametrize("stack", ["megatron", "megatron-deepspeed"])
+def test_score_bytes_per_element(stack):
+    """Megatron-LM @50a4b5fa02 scaled_upper_triang_masked_softmax.h: the forward reads the row's
+    unmasked half (2 B x 1/2) and writes the whole row (2): 3; the backward reads the gradient and
+    the saved output on that half (4 x 1/2) and writes 2: 4. PyTorch's fused dropout reads 2, writes
+    2 and a 1-byte mask: 5; its backward reads the gradient 2 and the mask 1, writes 2: 5. So the
+    memory-bound kernels move 8 B a score element forward and 9 backward with dropout, 3 and 4
+    without; the GEMMs add their own 2 B per pass over the scores (timed in the roofline)."""
+    kb = kernel_bytes(load_stack(stack), 0)
+    fwd = kb["score_softmax"] + kb["score_dropout"]
+    bwd = kb["score_softmax_bwd"] + kb["score_dropout_bwd"]
+    assert (fwd, bwd) == (8.0, 9.0)
+    assert (kb["score_softmax"], kb["score_softmax_bwd"]) == (3.0, 4.0)
+
+
+@pytest.mark.parametrize("stack,seq,fwd,bwd", [
+    ("megatron", 4096, 3.0, 4.0),  # Megatron-Core's fused kernels take sk <= 4096
+    ("megatron", 8192, 29.0, 33.0),  # forward_torch_softmax: .float() 6, masked_fill_ 9, softmax 8, cast back 6
+    ("megatron-deepspeed", 2048, 3.0, 4.0),  # Megatron-LM 2021: sk <= 2048
+    ("megatron-deepspeed", 4096, 37.0, 41.0),  # 2021's fallback adds the query-key layer scaling multiply, 8 each way
+])
+def test_unfused_softmax_beyond_the_fused_kernels_keys(stack, seq, fwd, bwd):
+    """The softmax the stack runs at this key length, bytes a score element (stack sources)."""
+    hw = load_hardware("a100-sxm-80gb")
+    kb = kernel_bytes(load_stack(stack), 0)
+    core = Attention(h=1024, a=16, k=16, d=64, norm=2048).eager_core(ctx_of(seq=seq))
+    f, b = eager_core_terms(core, kb, False, hw, A100_HBM)
+    scores = seq * 16.0 * seq
+    assert f.softmax == pytest.approx(fwd * scores / A100_HBM, rel=1e-12)
+    assert b.softmax == pytest.approx(bwd * scores / A100_HBM, rel=1e-12)
+
+
+def test_one_layer_memory_bound_by_hand():
+    """One layer of 16 heads of d = 64, T = s = 2048, tp 1, on A100, with dropout.
+    Scores: 2048 x 16 x 2048 = 67,108,864. Each GEMM's compulsory traffic: the score matrix and
+    two d-wide operands, 2 B each: 2 x 32768 x (2048 + 2 x 64) = 142,606,336 B = 77.7 us at
+    1.835 TB/s; its compute at the plateau: 2 x 32768 x 2048 x 64 = 8.59 GFLOP over 230.5 TFLOP/s x
+    wave efficiency (QK^T [32768, 2048]: 2048 tiles on 108 SMs in 19 waves, 0.998; PV [32768, 64]:
+    256 tiles of 128 x 256 in 3 waves, 0.790) = 37.3 and 47.2 us: both below 77.7, memory-bound.
+    Forward: 2 x 77.7 us GEMMs + (3 + 5) B x 67.1 M / 1.835 TB/s (292.6 us) = 448.0 us;
+    backward: 4 x 77.7 us + (4 + 5) B x 67.1 M / 1.835 TB/s."""
+    hw = load_hardware("a100-sxm-80gb")
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    att = Attention(h=1024, a=16, k=16, d=64, norm=2048, dropout=True)
+    core = att.eager_core(ctx_of(seq=2048))
+    scores = 2048 * 16 * 2048
+    traffic = 2.0 * 32768 * (2048 + 2 * 64)
+    assert core["scores"] == scores and core["traffic"] == traffic
+    compute_qk = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * 2048 / (19 * 108))
+    compute_pv = 2.0 * 32768 * 2048 * 64 / (A100_PLATEAU * 256 / (3 * 108))
+    assert max(compute_qk, compute_pv) < traffic / A100_HBM  # the roofline's memory side holds
+    f, b = eager_core_terms(core, kb, True, hw, A100_HBM)
+    g = traffic / A100_HBM
+    assert f.gemms == pytest.approx(2 * g, rel=1e-9) and b.gemms == pytest.approx(4 * g, rel=1e-9)
+    assert f.softmax == pytest.approx(3.0 * scores / A100_HBM, rel=1e-9)
+    assert f.dropout == pytest.approx(5.0 * scores / A100_HBM, rel=1e-9)
+    assert f.total == pytest.approx(2 * g + 8.0 * scores / A100_HBM, rel=1e-9)
+    assert f.total == pytest.approx(448.0e-6, rel=1e-3)
+    assert b.total == pytest.approx(4 * g + 9.0 * scores / A100_HBM, rel=1e-9)
+    f0, b0 = eager_core_terms(core, kb, False, hw, A100_HBM)  # no dropout: no dropout kernels (p = 0)
+    assert f0.dropout == 0.0 and b0.total == pytest.approx(4 * g + 4.0 * scores / A100_HBM, rel=1e-9)
+
+
+def test_compute_bound_head_dim_by_hand():
+    """At d = 256 the GEMMs reach the compute side: per GEMM 2 x 32768 x 2048 x 256 = 34.4 GFLOP;
+    QK^T [32768, 2048] at 230.5 TFLOP/s x 0.998 = 149.5 us, PV [32768, 256] (256 tiles either
+    orientation, 3 waves: 0.790) 188.7 us, against 2 x 32768 x (2048 + 512) / 1.835 TB/s = 91.4 us."""
+    hw = load_hardware("a100-sxm-80gb")
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    core = Attention(h=4096, a=16, k=16, d=256, norm=8192).eager_core(ctx_of(seq=2048))
+    flops = 2.0 * 32768 * 2048 * 256
+    qk = flops / (A100_PLATEAU * 2048 / (19 * 108))
+    pv = flops / (A100_PLATEAU * 256 / (3 * 108))
+    assert 2.0 * 32768 * (2048 + 512) / A100_HBM < qk < pv
+    f, b = eager_core_terms(core, kb, False, hw, A100_HBM)
+    assert f.gemms == pytest.approx(qk + pv, rel=1e-9)
+    assert b.gemms == pytest.approx(qk + 3 * pv, rel=1e-9)
+    assert f.gemms == pytest.approx(338.2e-6, rel=1e-3)
+
+
+def test_tp_splits_the_heads():
+    """TP 2 halves the local heads: half the scores, the same per-element bytes."""
+    att = Attention(h=1024, a=16, k=16, d=64, norm=2048)
+    one, two = att.eager_core(ctx_of(seq=2048)), att.eager_core(ctx_of(tp=2, seq=2048))
+    assert two["scores"] == one["scores"] / 2 and two["traffic"] == one["traffic"] / 2
+
+
+def test_step_prices_the_eager_core(explain):
+    """In a step: the Megatron 1.7B (24 layers, 24 heads of 96, dropout) on one A100, micro-batch 1
+    x 2048, full recompute: the eager cores take L x (2 forward + backward) per micro-batch, the
+    forward's GEMMs the memory side (2 x 49152 x (2048 + 192) B = 220.2 MB, 120.0 us, each), and
+    flash attention has no such term."""
+    job = dict(model="megatron-gpt-1.7b", hardware="a100-sxm-80gb", gpus=1, global_batch=1, micro_batch=1,
+               seq_len=2048, recompute="full", sharding="none")
+    _, _, _, j = explain(**job, attention="eager")
+    t = j["time"]
+    g = 2.0 * 49152 * (2048 + 2 * 96) / A100_HBM
+    scores = 2048.0 * 24 * 2048
+    assert t["eager_core_gemms_s"] == pytest.approx(24 * (2 * 2 * g + 4 * g), rel=1e-6)
+    assert t["eager_core_softmax_s"] == pytest.approx(24 * (2 * 3 + 4) * scores / A100_HBM, rel=1e-6)
+    assert t["eager_core_dropout_s"] == pytest.approx(24 * (2 * 5 + 5) * scores / A100_HBM, rel=1e-6)
+    _, _, _, fl = explain(**job)
+    assert "eager_core_s" not in fl["time"] and fl["time"]["compute_s"] < t["compute_s"]
+
+
+def test_eager_needs_the_stacks_score_kernels(explain):
+    """A stack that does not say what its eager core moves refuses attention eager."""
+    with pytest.raises(PlannerError, match="eager core attention"):
+        explain(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", attention="eager")
+
+
+@pytest.mark.parametrize("drop", ["score_dropout_bwd", "score_softmax_unfused"])
+def test_stack_kernels_give_the_eager_figures_together(drop):
+    """A stack file with part of the eager core's figures is refused (compute.eager_core_terms reads all)."""
+    from pydantic import ValidationError
+
+    from planner.schema import KernelBytes
+
+    data = load_stack("megatron").kernels.model_dump()
+    KernelBytes.model_validate(data)
+    with pytest.raises(ValidationError, match="score_"):
+        KernelBytes.model_validate({**data, drop: None})
