@@ -237,7 +237,21 @@ References
      (assumed, stack_db llama3-meta context_parallel sources: the paper describes the forward only)
      all-gathers them again and its kernel writes the gathered K/V's gradients, reduce-scattered to
      their ranks in dkv_bytes (fp32: sec. 3.3.2 'Numerical stability'). Priced as one layer's moment in
-     the recompute buffer (cp_gathered_kv_extra), the backward's being the larger.
+     the recompute buffer (cp_held_extra, the stack's context_parallel.held), the backward's being the
+     larger. Megatron's other --cp-comm-type values (job field cp_comm_type, planner/cp_comm_type.py)
+     state theirs the same way, derived from NVIDIA/TransformerEngine @4329ff84 context_parallel.py
+     (stack_db megatron cp_comm_types, not traced): all_gather (AttnFuncWithCPAndKVAllGather) holds the
+     gathered K/V and one of them re-ordered, 3 cp B a local K/V element, forward; backward the gathered
+     bf16 dK/dV zeros, the re-gathered K/V, both query halves' dk/dv over their causal prefixes and the
+     re-ordered dK, (7 cp + 1) B a K/V element, and the halves' dq, 2 B a query element; a2a
+     (AttnFuncWithCPAndQKVOA2A) holds the caller's Q, K, V beside their contiguous send copies and one
+     all-to-all output (6 B a query, 4 B a K/V element), backward the kernel's dQ, dK, dV beside their
+     send copies (6 B, 4 B) and the re-ordered output gradient (2 B an output element); and a2a saves
+     its kernel's output (head-split, out_part) beside the all-to-all's result the output projection
+     saves: 2 B an output element more per layer where the core is not recomputed
+     (context_parallel.saved_out_bytes; under full recompute in the one layer's buffer); a2a+p2p
+     holds and saves as a2a (AttnFuncWithCPAndKVP2P l. 2081, 2147: out_part saved before the output's
+     all-to-all).
 [cp3] Context parallel attention's forward in Transformer Engine's P2P ring (stack memory.cp_forward_merge; Megatron's
      default --cp-comm-type p2p): NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/
      dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P.forward keeps, until the merge after its ring
@@ -253,7 +267,9 @@ References
      output without an fp32 copy. The moment is the last layer's forward of the last micro-batch in flight: the
      stage's states and saved activations (its own later tensors counted, an upper bound by the layer's MLP
      tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
-     one layer). Not priced: a2a / a2a+p2p / all_gather CP (--cp-comm-type), fp8 attention.
+     one layer). all_gather and a2a have no such merge (planner/cp_comm_type.py turns it off): [cp2]; a2a+p2p
+     (hierarchical) runs it over its p2p ranks (cp / the all-to-all group's), its all-to-alls' copies in [cp2].
+     Not priced: fp8 attention.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -366,6 +382,7 @@ GPT-3), left out here: below 0.1% of the layer.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -775,9 +792,15 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                     kind, ctx, plan, stack.memory.cp_ring_backward, am, at)), extra)
             buffers[-1] = buffers[-1] + extra
         cps = stack.context_parallel
-        if cps is not None and cps.kernel == "one":  # a stack setting, not a searched quantity
-            # the all-gathered K/V (and the backward's gathered dK/dV) of the layer being run [cp2]
-            buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_gathered_kv_extra(kind, ctx, cps.dkv_bytes), 0.0)
+        if cps is not None and cps.saved_out_bytes and kind.mixer.cp_overlaps_core:  # a stack setting
+            # the a2a variant's second copy of the attention output, saved where the core is not re-run [cp2]
+            out2 = np.where(ctx.cp > 1, cps.saved_out_bytes * kind.mixer.cp_ring(ctx)["o_el"], 0.0)
+            stored[-1] = stored[-1] + np.where(plan.recompute == RC_SELECTIVE,
+                                               0.0 if stack.selective.recompute_attention_core else out2, out2)
+            buffers[-1] = buffers[-1] + np.where(plan.recompute == RC_FULL, out2, 0.0)
+        if cps is not None and cps.held is not None:  # a stack setting, not a searched quantity
+            # what the layer being run holds beyond its saved tensors (gathered K/V, all-to-all copies) [cp2]
+            buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_held_extra(kind, ctx, cps.held), 0.0)
     return stored, buffers, layer_input
 
 
@@ -797,22 +820,22 @@ def unfused_wgrad_transient(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: 
     return of
 
 
-def cp_gathered_kv_extra(kind: LayerKind, ctx: Ctx, dkv_bytes: float):
-    """The temporaries of an all-gather context parallelism run as one kernel (ContextParallelSpec
-    kernel one: Llama 3's, arXiv:2407.21783 sec. 3.3.2) for the layer being run [cp2], bytes: per
-    element of the GPU's local key K (T k d / min(t, k)), the forward's all-gathered K and V of
-    the cp ranks (2 x 2 B x cp, bf16) and the backward's, re-gathered, with the gathered dK and dV
-    the kernel writes before their reduce-scatter (2 x dkv_bytes x cp): the backward's moment,
-    (4 + 2 dkv_bytes) cp B a K element, is the larger and is what one layer adds. Layers without
-    an attention core (and MLA): 0."""
-    from .layers.attention import Attention
-
+def cp_held_extra(kind: LayerKind, ctx: Ctx, held):
+    """What the layer being run holds beyond its saved tensors under a context parallelism whose
+    stack spec says (ContextParallelSpec.held) [cp2], bytes: per element of the local K and V
+    (T 2 k' d, k' = max(k / t, 1); MLA's up-projected K and V), of the query and of the output,
+    each pass's terms summed (fixed + per_rank x cp a K/V element); the larger pass is what one
+    layer adds. Llama 3's all-gather (2 cp B forward, (2 + dkv_bytes) cp B backward a K/V
+    element), Transformer Engine's all_gather and a2a: stack_db. Layers without an attention
+    core: 0."""
     mixer = kind.mixer
-    if not isinstance(mixer, Attention):
+    if not mixer.cp_overlaps_core:
         return np.zeros(np.shape(ctx.T))
-    k_el = ctx.T * kv_local(mixer.k, ctx.tp) * mixer.d
-    fwd = 2.0 * ACT_BYTES * ctx.cp * k_el
-    bwd = fwd + 2.0 * dkv_bytes * ctx.cp * k_el
+    ring = mixer.cp_ring(ctx)
+    cp = np.asarray(ctx.cp, dtype=np.float64)
+    fwd = ring["kv_el"] * (held.kv_fwd.fixed + held.kv_fwd.per_rank * cp) + ring["q_el"] * held.q_fwd
+    bwd = (ring["kv_el"] * (held.kv_bwd.fixed + held.kv_bwd.per_rank * cp) + ring["q_el"] * held.q_bwd
+           + ring["o_el"] * held.o_bwd)
     return np.maximum(fwd, bwd)
 
 
@@ -1115,7 +1138,11 @@ class _PerLayer:
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = stack.fsdp
         # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
-        self.cp_merge = ([cp_forward_merge_bytes(k, ctx) for k in pc.layers.kinds]
+        # (a2a+p2p: the ring over the p2p ranks, cp / the all-to-all group's, planner/cp_comm_type.py)
+        cps = stack.context_parallel
+        hs = cps.hierarchical_sizes if cps is not None and cps.hierarchical else None
+        ring_ctx = ctx if hs is None else dataclasses.replace(ctx, cp=ctx.cp / hs[0])
+        self.cp_merge = ([cp_forward_merge_bytes(k, ring_ctx) for k in pc.layers.kinds]
                          if stack.memory.cp_forward_merge else None)
 
     def _buffers(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .recompute_modules import apply_modules
+from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
@@ -1113,8 +1114,10 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     gbs = _global_batch(job, seq, where)
     # the job's options that replace a part of the stack, applied once here (the cost models read
     # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
-    # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py)
+    # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py),
+    # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
+    stack = apply_cp_comm_type(job, stack, where)
     stack = stack_for_states(job, stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
@@ -1437,6 +1440,9 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if settings.optimizer_implementation != (settings.stack.memory.optimizer_default if settings.stack else None) else {}),
         # only where the job's changed the catalog stack's (planner/cp_rotate.py)
         **({"cp_rotate_method": rotate} if (rotate := exported_rotate_method(settings)) is not None else {}),
+        # only where the job's changed the stack's default (planner/cp_comm_type.py)
+        **({"cp_comm_type": cct} if (cct := exported_cp_comm_type(settings)) is not None else {}),
+        **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings)) is not None else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

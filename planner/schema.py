@@ -830,6 +830,29 @@ class PassBytes(BaseModel):
     per_step: float = Field(ge=0)
 
 
+class HeldBytes(BaseModel):
+    """Bytes per element of one tensor that the layer being run holds beyond its saved tensors
+    (memory.py [cp2]): `fixed` plus `per_rank` times the cp ranks."""
+
+    model_config = Strict
+    fixed: float = Field(default=0.0, ge=0)
+    per_rank: float = Field(default=0.0, ge=0)
+
+
+class CPHeld(BaseModel):
+    """What one attention layer holds while it runs under context parallelism, beyond the tensors
+    it saves (memory.py [cp2]), per element of the local K and V (T 2 k d / t), of the query
+    (T a d / t) and of the output; each pass's moment is the sum of its terms (an upper bound
+    where they are not live at once), the larger pass is what one layer adds."""
+
+    model_config = Strict
+    kv_fwd: HeldBytes = Field(default_factory=HeldBytes, description="forward, per element of the local K and V")
+    kv_bwd: HeldBytes = Field(default_factory=HeldBytes, description="backward, per element of the local K and V")
+    q_fwd: float = Field(default=0.0, ge=0, description="forward, bytes per element of the query")
+    q_bwd: float = Field(default=0.0, ge=0, description="backward, bytes per element of the query")
+    o_bwd: float = Field(default=0.0, ge=0, description="backward, bytes per element of the output")
+
+
 class ContextParallelSpec(BaseModel):
     """How the stack runs attention under context parallelism (planner/step.py cp_comm and
     cp_pass_times): the K/V exchange of each pass, what it runs beside, and the memory-bound
@@ -837,7 +860,9 @@ class ContextParallelSpec(BaseModel):
     accumulations of the backward, the K/V copies into the send buffers). Every rank runs its
     queries against each rank's keys as one attention kernel per ring step, the causal mask
     load-balanced over 2 cp sequence chunks: a step is 1/cp of the core's FLOPs; or (kernel
-    one) against the all-gathered K/V as a single kernel."""
+    one) against the all-gathered K/V as a single kernel; or (kernel one with a2a, Ulysses)
+    the whole sequence of a / cp of the heads after all-to-alls of Q, K and V, and of the
+    output after it."""
 
     model_config = Strict
     implementation: str = Field(description="the code that runs it (informational)")
@@ -847,31 +872,93 @@ class ContextParallelSpec(BaseModel):
                     "local queries run as a single kernel against the all-gathered K/V (Llama 3, arXiv:2407.21783 "
                     "sec. 3.3.2), at the unsplit kernel's rate, so nothing runs beside the exchange: the all-gathers "
                     "before it and the dK/dV reduce-scatter after it are exposed (needs fwd_kv and bwd_kv allgather, "
-                    "dkv reduce_scatter)")
-    fwd_kv: Literal["ring", "allgather"] = Field(
+                    "dkv reduce_scatter); or the whole sequence of a / cp heads after all-to-alls (fwd_kv, bwd_kv "
+                    "and dkv a2a: every all-to-all exposed)")
+    fwd_kv: Literal["ring", "allgather", "a2a"] = Field(
         description="forward K/V exchange: ring (one send of the local K/V per step after the first, each beside "
-                    "the kernel of the step before) or allgather (one all-gather, beside the first step's kernel)")
-    bwd_kv: Literal["ring", "allgather"] = Field(description="the backward's K/V exchange, as fwd_kv")
-    dkv: Literal["with_kv", "after_step", "reduce_scatter"] = Field(
+                    "the kernel of the step before), allgather (one all-gather, beside the first step's kernel) or "
+                    "a2a (all-to-alls of Q, K and V before the kernel and of its output after it, kernel one)")
+    bwd_kv: Literal["ring", "allgather", "a2a"] = Field(description="the backward's K/V exchange, as fwd_kv (a2a: the "
+                                                                     "output gradient's all-to-all before the kernel)")
+    dkv: Literal["with_kv", "after_step", "reduce_scatter", "a2a"] = Field(
         description="how the dK/dV partial sums travel: with_kv (in the same send as the step's K/V, one buffer, "
                     "beside the step's kernel; the last step sends dK/dV alone), after_step (a send of its own "
-                    "after each step's kernel, beside the next step's kernel; the last one exposed) or "
+                    "after each step's kernel, beside the next step's kernel; the last one exposed), "
                     "reduce_scatter (kernel one: the gathered K/V's gradients reduce-scattered to their ranks, the "
-                    "all-gather's backward)")
+                    "all-gather's backward) or a2a (kernel one: all-to-alls of dQ, dK and dV back to the sequence "
+                    "split)")
     dkv_bytes: float = Field(gt=0, description="bytes per dK/dV element in transit (bf16 2, fp32 4)")
+    separate_kv: bool = Field(
+        default=False, description="K and V travel as two collectives of half the size each (Transformer Engine's "
+                                   "all-gather variant gathers k, then v); false: one collective of both")
     out: PassBytes = Field(description="forward, per element of the attention output (T a d / t)")
     kv_fwd: PassBytes = Field(description="forward, per element of the local K and V (T 2 k d / t)")
+    q_fwd: PassBytes = Field(default_factory=lambda: PassBytes(fixed=0.0, per_step=0.0),
+                             description="forward, per element of the query (the a2a variant's layout copies)")
     dq: PassBytes = Field(description="backward, per element of the query gradient (T a d / t)")
     dkv_acc: PassBytes = Field(description="backward, per element of the local dK and dV (T 2 k d / t)")
     kv_bwd: PassBytes = Field(description="backward, per element of the local K and V")
+    dout_bwd: PassBytes = Field(default_factory=lambda: PassBytes(fixed=0.0, per_step=0.0),
+                                description="backward, per element of the output gradient (the a2a variant's copies)")
+    held: Optional[CPHeld] = Field(
+        default=None, description="what the layer being run holds beyond its saved tensors (memory.py [cp2]); null: "
+                                  "nothing priced here (the P2P ring's forward merge is memory.cp_forward_merge [cp3], "
+                                  "torch's ring backward memory.cp_ring_backward [cp1])")
+    hierarchical: bool = Field(
+        default=False,
+        description="the a2a+p2p variant: all-to-alls of Q, K, V (and the output) inside the first hierarchical group "
+                    "(contiguous ranks), then this spec's ring across the second (Transformer Engine's "
+                    "AttnFuncWithCPAndKVP2P with cp_group = [a2a group, p2p group]); the sizes are the job's "
+                    "(hierarchical_sizes, set at resolve)")
+    hierarchical_sizes: Optional[tuple[int, int]] = Field(
+        default=None, description="the job's (a2a ranks, p2p ranks) of a hierarchical spec (Megatron "
+                                  "--hierarchical-context-parallel-sizes), set at resolve (planner/cp_comm_type.py)")
+    saved_out_bytes: float = Field(
+        default=0.0, ge=0,
+        description="bytes per element of the attention output a layer saves beyond its table where the attention "
+                    "core is not recomputed (the a2a variant: the kernel's own output in the head-split layout, kept "
+                    "for its backward beside the all-to-all's result the output projection saves)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _one_kernel(self) -> "ContextParallelSpec":
-        one = (self.fwd_kv, self.bwd_kv, self.dkv) == ("allgather", "allgather", "reduce_scatter")
+        exchange = (self.fwd_kv, self.bwd_kv, self.dkv)
+        one = exchange in (("allgather", "allgather", "reduce_scatter"), ("a2a", "a2a", "a2a"))
         if (self.kernel == "one") != one:
             raise ValueError("kernel one goes with fwd_kv allgather, bwd_kv allgather and dkv reduce_scatter (the "
-                             "single kernel against the gathered K/V and its reduce-scatter), and only with them")
+                             "single kernel against the gathered K/V and its reduce-scatter) or with a2a for all three "
+                             "(Ulysses), and only with them")
+        return self
+
+
+class CPCommTypes(BaseModel):
+    """The context-parallel variants a stack runs by name (Megatron-LM --cp-comm-type; job field
+    cp_comm_type, planner/cp_comm_type.py): the stack's context_parallel is `default`'s; each other
+    variant's spec replaces it when a job names it; `refused` names the variants the planner does not
+    price, with the reason."""
+
+    model_config = Strict
+    option: str = Field(description="the stack's option (informational), e.g. Megatron --cp-comm-type")
+    default: str = Field(description="the variant the stack's context_parallel describes")
+    variants: dict[str, ContextParallelSpec] = Field(default_factory=dict)
+    refused: dict[str, str] = Field(default_factory=dict, description="variant -> why the planner does not price it")
+    forward_merge: list[str] = Field(
+        default_factory=list, description="variants whose forward is the P2P ring's merge (memory.cp_forward_merge, "
+                                          "memory.py [cp3]); off for the others")
+    heads_divisible: list[str] = Field(
+        default_factory=list, description="variants that split the attention heads over the cp ranks (a hierarchical "
+                                          "one over its all-to-all group's): the query heads and the KV heads per TP "
+                                          "rank must divide by them (startup rule MEGATRON_CP_A2A_HEADS)")
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> "CPCommTypes":
+        clash = ({self.default} & (set(self.variants) | set(self.refused))) | (set(self.variants) & set(self.refused))
+        if clash:
+            raise ValueError(f"cp_comm_types names {', '.join(sorted(clash))} twice")
+        unknown = (set(self.heads_divisible) | set(self.forward_merge)) - set(self.variants) - {self.default}
+        if unknown:
+            raise ValueError(f"heads_divisible names no variant: {', '.join(sorted(unknown))}")
         return self
 
 
@@ -1356,6 +1443,9 @@ class Stack(BaseModel):
     context_parallel: Optional[ContextParallelSpec] = Field(
         default=None, description="how the stack runs attention under context parallelism; null: the default "
                                   "stack's (megatron: Transformer Engine's P2P ring), a named assumption")
+    cp_comm_types: Optional[CPCommTypes] = Field(
+        default=None, description="the context-parallel variants the stack runs by name (job field cp_comm_type); "
+                                  "null: only context_parallel, and a job's cp_comm_type is refused")
     runs: Optional[StackRuns] = Field(
         default=None, description="what the stack can run (sharding modes, schedules, rank orders, degrees); "
                                   "null: a user stack file that does not say (every plan is taken as runnable)")
@@ -1431,6 +1521,7 @@ RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
 # method, ...): a command-line --stack that replaces a trainer file's stack chooses anew, so
 # cli/core.load_job drops the file's value of every field marked so (stack_only_fields)
 STACK_ONLY = {"stack_only": True}
+CPCommType = Literal["p2p", "all_gather", "a2a", "a2a+p2p"]
 
 
 def fusion_switch(what: str):
@@ -1661,6 +1752,20 @@ class Job(BaseModel):
                                   "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
                                   "or alltoall (one permute a ring step, beside the step before's kernel); default: "
                                   "the stack's")
+    cp_comm_type: Optional[CPCommType] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="on a stack that runs several context-parallel variants by name (stack_db "
+                                  "cp_comm_types: Megatron-LM --cp-comm-type): p2p (Transformer Engine's ring), "
+                                  "all_gather (K/V all-gathered, exposed), a2a (Ulysses: all-to-alls of Q, K, V and the "
+                                  "output, exposed; heads divisible by cp) or a2a+p2p (hierarchical: a2a inside the "
+                                  "first of hierarchical_cp_sizes, the ring across the second); default: the stack's "
+                                  "(p2p)")
+    hierarchical_cp_sizes: Optional[list[Count]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, min_length=2, max_length=2,
+        description="with cp_comm_type a2a+p2p: the all-to-all group's and the P2P ring's ranks, their product cp "
+                    "(Megatron --hierarchical-context-parallel-sizes; the first level is contiguous ranks, "
+                    "parallel_state.py create_hierarchical_groups)")
     chunked_loss: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "

@@ -676,7 +676,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
              ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor"),
-             ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group")]
+             ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
+             ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]
@@ -690,6 +691,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
             continue
         if isinstance(v, float):
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
+        if isinstance(v, (list, tuple)):  # --hierarchical-context-parallel-sizes A,P
+            v = ",".join(map(str, v))
         args += [flag, str(v)]
     for key, on, off in (("sequence_parallel", "--sequence-parallel", "--no-sequence-parallel"),
                          ("causal_attention_flops", "--causal-flops", "--noncausal-flops"),

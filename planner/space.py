@@ -471,12 +471,20 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     from .plan import stack_for_states
 
     runs = stack_for_states(job, load_stack(job.stack)).runs  # the modes the job's model-state preset runs under
+    # a2a+p2p's sizes fix cp (start-up rule MEGATRON_HCP_SIZES), which the probe's cp 1 would break: the
+    # probe resolves without the variant, laid on its stack after (planner/cp_comm_type.py), and the
+    # search's rule masks every other cp
+    hcp = dict(cp_comm_type=None, hierarchical_cp_sizes=None) if job.hierarchical_cp_sizes else {}
     one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
         gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1,
         sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
-        ep_comm_overlap=False))
+        ep_comm_overlap=False, **hcp))
     settings, plan, warnings = resolve(one, where)
+    if hcp:
+        from .cp_comm_type import apply_cp_comm_type
+
+        settings = replace(settings, stack=apply_cp_comm_type(job, settings.stack, where))
     # the MoE all-to-all overlap: the model and stack checked here, each candidate's ep, pp/vpp
     # and recompute in the cost model (moe.ep_overlap_applies). Not pinned: on for an MoE model
     # where the stack has it (Megatron-Core --overlap-moe-expert-parallel-comm), as DP overlap,

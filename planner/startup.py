@@ -63,6 +63,17 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             weights (pipeline_parallel_first/last_stage_less_layers, default 1
                             each) make it even; the planner writes and reads weights 0 and 1
                             (account_for_* off / on), so an end lighter by more is refused
+  MEGATRON_CP_A2A_HEADS     a context parallelism that splits the heads over the cp ranks (the
+                            stack's cp_comm_types.heads_divisible: --cp-comm-type a2a, the job's
+                            cp_comm_type) needs the query heads and the KV heads per TP rank
+                            divisible by cp: NVIDIA/TransformerEngine @4329ff84 transformer_engine/
+                            pytorch/attention/dot_product_attention/context_parallel.py
+                            AttnFuncWithCPAndQKVOA2A.forward l. 3951-3954 asserts num_heads %
+                            cp_size == 0 for Q and for K/V (Megatron runs it unchecked; appended
+                            last to RULES so the other rules keep their codes); with a2a+p2p the
+                            all-to-all group's ranks (the first hierarchical size) must divide them
+  MEGATRON_HCP_SIZES        a2a+p2p: arguments.py validate_args l. 580-582 asserts cp ==
+                            prod(--hierarchical-context-parallel-sizes)
 DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   DEEPSPEED_PP_ZERO         deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and
                             ZeRO-3 are incompatible with pipeline parallelism'
@@ -323,6 +334,56 @@ RULES: tuple[StartupRule, ...] = (
         "may degrade if MoE and tensor parallelism are enabled without also enabling sequence parallelism': a ValueError)",
         "set sequence_parallel on (--sequence-parallel) with tp > 1",
         lambda m, s, p: bool(m is not None and m.moe is not None) & (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
+)
+
+
+def _a2a_heads(model, stack, plan) -> np.ndarray:
+    """MEGATRON_CP_A2A_HEADS: where the stack's CP splits the heads (a stack setting) and the ranks
+    they are split over (cp for a2a, the all-to-all group's for a2a+p2p) do not divide the query
+    heads or the KV heads of a TP rank (MLA: K and V have the query heads)."""
+    from .cp_comm_type import a2a_ranks
+
+    cp, tp = np.asarray(plan.cp), np.asarray(plan.tp)
+    ranks = a2a_ranks(stack)
+    if model is None or ranks == 0:
+        return np.zeros(np.broadcast(cp, tp).shape, dtype=bool)
+    split = cp if ranks < 0 else np.full(np.shape(cp), ranks)
+    a = model.num_attention_heads
+    k = a if model.mla is not None else (model.num_kv_heads or a)
+    a_loc, k_loc = a // np.maximum(tp, 1), np.maximum(k // np.maximum(tp, 1), 1)
+    return (cp > 1) & ((a_loc % split != 0) | (k_loc % split != 0))
+
+
+def _hcp_sizes(model, stack, plan) -> np.ndarray:
+    """MEGATRON_HCP_SIZES: a2a+p2p's hierarchical sizes (a stack setting, from the job) whose
+    product is not the plan's cp."""
+    from .cp_comm_type import hierarchical_sizes
+
+    cp = np.asarray(plan.cp)
+    sizes = hierarchical_sizes(stack)
+    if sizes is None:
+        return np.zeros(np.shape(cp), dtype=bool)
+    return cp != sizes[0] * sizes[1]
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_CP_A2A_HEADS", "megatron",
+        "Megatron's --cp-comm-type a2a splits the attention heads over the cp ranks: the query heads and the KV heads "
+        "per TP rank must divide by cp",
+        "NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py "
+        "AttnFuncWithCPAndQKVOA2A.forward l. 3951-3954 ('cp_comm_type=\'a2a\' requires num_heads % cp_size == 0 for Q, K, "
+        "V')",
+        "choose cp (a2a+p2p: the all-to-all group's ranks) dividing the query and KV heads per TP rank, or "
+        "--cp-comm-type p2p / all_gather",
+        _a2a_heads),
+    StartupRule(
+        "MEGATRON_HCP_SIZES", "megatron",
+        "Megatron's --hierarchical-context-parallel-sizes (a2a+p2p) must multiply to cp",
+        f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args l. 580-582 (assert args.context_parallel_size "
+        "== prod(args.hierarchical_context_parallel_sizes)); megatron/core/parallel_state.py l. 1127-1128",
+        "give --hierarchical-context-parallel-sizes whose product is cp, or choose cp = their product",
+        _hcp_sizes),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

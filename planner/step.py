@@ -44,6 +44,9 @@ Communication (comm.py, placement TP innermost, then CP, PP, DP [3]):
       for the step's block of keys: cp_kernel_factor), the K/V (and backward dK/dV) transfers
       each beside one step's kernel, hidden as far as it lasts (cp_ring_comm); the stack's
       output/LSE merges and gradient accumulations are memory-bound compute (cp_pass_times).
+      Megatron's --cp-comm-type all_gather and a2a (job cp_comm_type, planner/cp_comm_type.py):
+      one kernel, the all-gathers / reduce-scatters or the all-to-alls of Q, K, V and the output
+      (cp_a2a_comm) exposed on the CP group's tier, their layout copies memory-bound [4].
   PP  send/recv of T h x 2 bytes (/t under SP) per micro-batch and model chunk, forward and
       backward, on the PP link; counted exposed (Megatron's 1F1B p2p is blocking).
   DP  DDP: all-reduce of the gradients once per step; ZeRO-1/2: reduce-scatter of the
@@ -69,7 +72,9 @@ References
 [4] Liu et al. 2023, "Ring Attention with Blockwise Transformers": K/V blocks circulate while
     attention on the current block computes; Llama 3 sec. 3.3.2 (all-gather based CP).
     As run: NVIDIA/TransformerEngine @4329ff84 attention/dot_product_attention/context_parallel.py
-    AttnFuncWithCPAndKVP2P (Megatron's default --cp-comm-type p2p); pytorch
+    AttnFuncWithCPAndKVP2P (Megatron's default --cp-comm-type p2p), AttnFuncWithCPAndKVAllGather
+    (all_gather), AttnFuncWithCPAndQKVOA2A (a2a; Jacobs et al. 2023, DeepSpeed Ulysses,
+    arXiv:2309.14509); pytorch
     torch/distributed/tensor/experimental/_context_parallel/_attention.py
     _templated_ring_attention (torchtitan's context_parallel, rotate method allgather).
 [5] Zhao et al. 2023, "PyTorch FSDP", sec. 3.2-3.4; Rajbhandari et al. 2019 (ZeRO) sec. 7:
@@ -275,8 +280,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.eager_bwd.append(eb if eager else None)
         cp_f = cp_b = pass_f = pass_b = np.float64(0.0)
         if mixer.cp_overlaps_core:  # ring attention: per-step kernels and the stack's merges
-            ring = mixer.cp_ring(ctx)
-            k_f, k_b = cp_kernel_factor(plan.cp, ring, cp_spec(sc).kernel == "one", kernel)
+            ring = cp_ring(sc, mixer)
+            k_f, k_b = cp_kernel_factor(cp_split(sc)[1], ring, cp_spec(sc).kernel == "one", kernel)
             pass_f, pass_b = cp_pass_times(sc, ring)
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
@@ -343,6 +348,24 @@ def cp_spec(sc: StepCtx):
     return sc.stack.context_parallel or default_stack().context_parallel
 
 
+def cp_split(sc: StepCtx):
+    """(the all-to-all group's ranks, the ring's ranks) of the stack's context parallelism: a2a+p2p's
+    hierarchical sizes (ContextParallelSpec.hierarchical_sizes: the all-to-alls inside contiguous
+    ranks, the ring across them, planner/cp_comm_type.py), else (1, cp)."""
+    cp, spec = np.asarray(sc.plan.cp, dtype=np.float64), cp_spec(sc)
+    sizes = spec.hierarchical_sizes if spec.hierarchical else None
+    return (1.0, cp) if sizes is None else (float(sizes[0]), cp / float(sizes[0]))
+
+
+def cp_ring(sc: StepCtx, mixer) -> dict:
+    """The mixer's context-parallel quantities (cp_ring) with the ring over cp_split's ring ranks:
+    after a2a+p2p's all-to-alls each rank holds the sequence of cp / a2a ranks with 1 / a2a of its
+    heads, the same elements (the ring's steps, its kernels' key lengths and its merges are those
+    of the ring's ranks)."""
+    a2a, ring_cp = cp_split(sc)
+    return mixer.cp_ring(sc.ctx if a2a == 1.0 else dataclasses.replace(sc.ctx, cp=ring_cp))
+
+
 def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
     """(forward, backward) time of a ring-attention core over the unsplit kernel's. Each ring
     step runs its own kernel on 1/steps of the core's FLOPs (load-balanced causal split into 2
@@ -370,16 +393,18 @@ def cp_kernel_factor(cp, ring, one: bool = False, kernel: str = "flash2"):
 def cp_pass_times(sc: StepCtx, ring):
     """(forward, backward) seconds per micro-batch of the memory-bound work a ring-attention
     layer adds under CP: the stack's bytes per element (ContextParallelSpec out, kv_fwd, dq,
-    dkv_acc, kv_bwd: a fixed part and one per ring step after the first) times the elements of
-    the output, query and local K/V, over the achievable HBM bandwidth. 0 without CP."""
+    dkv_acc, kv_bwd, and the a2a variant's q_fwd and dout_bwd: a fixed part and one per ring step
+    after the first) times the elements of the output, query and local K/V, over the achievable
+    HBM bandwidth. 0 without CP."""
     spec = cp_spec(sc)
     n = ring["sends"]
 
     def b(pb, el):
         return el * (pb.fixed + pb.per_step * n)
 
-    fwd = b(spec.out, ring["o_el"]) + b(spec.kv_fwd, ring["kv_el"])
-    bwd = b(spec.dq, ring["q_el"]) + b(spec.dkv_acc, ring["kv_el"]) + b(spec.kv_bwd, ring["kv_el"])
+    fwd = b(spec.out, ring["o_el"]) + b(spec.kv_fwd, ring["kv_el"]) + b(spec.q_fwd, ring["q_el"])
+    bwd = (b(spec.dq, ring["q_el"]) + b(spec.dkv_acc, ring["kv_el"]) + b(spec.kv_bwd, ring["kv_el"])
+           + b(spec.dout_bwd, ring["o_el"]))
     on = np.asarray(sc.plan.cp) > 1
     return np.where(on, fwd / sc.hbm, 0.0), np.where(on, bwd / sc.hbm, 0.0)
 
@@ -752,7 +777,7 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
     for i, kind in enumerate(sc.ll.kinds):
         mixer = kind.mixer
         if mixer.cp_overlaps_core:
-            (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, mixer.cp_ring(ctx))
+            (f_exp, f_tot), (b_exp, b_tot) = cp_ring_comm(sc, coll, lt, i, cp_ring(sc, mixer))
             again = _cores_run_twice(sc, mixer)
             exposed.append(n * (f_exp + b_exp) + again * f_exp)
             total.append(n * (f_tot + b_tot) + again * f_tot)
@@ -826,13 +851,16 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
                beside its step's kernel; after_step (torch): the K/V as forward (ring or
                all-gather), and a dK/dV send after every step's kernel beside the next step's,
                the last one exposed.
-      kernel one (Llama 3's all-gather CP): forward one all-gather of every rank's K/V before the
-               single kernel, backward the all-gather again and a reduce-scatter of the gathered
-               K/V's gradients after it: nothing beside them, all exposed.
+      kernel one (Llama 3's all-gather CP, Transformer Engine's all_gather): forward one all-gather
+               of every rank's K/V before the single kernel, backward the all-gather again and a
+               reduce-scatter of the gathered K/V's gradients after it: nothing beside them, all
+               exposed; separate_kv: K and V each in a collective of its own (half the bytes).
+               a2a (Transformer Engine's, Ulysses; cp_a2a_comm): all-to-alls, all exposed.
     dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
     plan, x = sc.plan, sc.x
     spec = cp_spec(sc)
-    stride = coll.strides["cp"]
+    a2a, ring_cp = cp_split(sc)
+    stride = coll.strides["cp"] * a2a  # a2a+p2p: the ring steps over the all-to-all groups
     n = ring["sends"]
     steps = n + 1.0
     wf, wb = lt.core_fwd[i] / steps, lt.core_bwd[i] / steps
@@ -841,7 +869,7 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
 
     # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
     # K/V, the dK/dV alone, and both in one buffer
-    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, plan.cp, stride)
+    sizes = np.broadcast_arrays(kv, dkv, kv + dkv, ring_cp, stride)
     t_kv, t_dkv, t_both = coll(comm.SEND_RECV, np.stack(sizes[:3]), np.stack([sizes[3]] * 3),
                                np.stack([sizes[4]] * 3))
 
@@ -852,19 +880,47 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
         return _hide(ag, window, x), ag
 
     some = n > 0
+    if spec.fwd_kv == "a2a":  # all-to-alls before and after the one kernel: exposed
+        return cp_a2a_comm(sc, coll, ring, plan.cp, stride)
     if spec.kernel == "one":  # the exchange before / after the one kernel: exposed
-        ag = np.where(some, coll(comm.ALL_GATHER, kv * plan.cp, plan.cp, stride), 0.0)
-        rs = np.where(some, coll(comm.REDUCE_SCATTER, dkv * plan.cp, plan.cp, stride), 0.0)
+        parts = 2.0 if spec.separate_kv else 1.0  # K and V in one collective, or each in its own
+        ag = np.where(some, parts * coll(comm.ALL_GATHER, kv * plan.cp / parts, plan.cp, stride), 0.0)
+        rs = np.where(some, parts * coll(comm.REDUCE_SCATTER, dkv * plan.cp / parts, plan.cp, stride), 0.0)
         return (ag, ag), (ag + rs, ag + rs)
     fwd = kv_pass(spec.fwd_kv, wf)
     if spec.dkv == "with_kv":
         b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
         b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)
+        if spec.hierarchical:  # a2a+p2p: the all-to-alls inside the group, before and after the ring, exposed
+            (a_f, _), (a_b, _) = cp_a2a_comm(sc, coll, ring, a2a, coll.strides["cp"])
+            return (fwd[0] + a_f, fwd[1] + a_f), (b_exp + a_b, b_tot + a_b)
     else:
         k_exp, k_tot = kv_pass(spec.bwd_kv, wb)
         b_tot = np.where(some, k_tot + steps * t_dkv, 0.0)
         b_exp = np.where(some, k_exp + n * _hide(t_dkv, wb, x) + t_dkv, 0.0)
     return fwd, (b_exp, b_tot)
+
+
+def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring, ranks, stride):
+    """((forward exposed, total), (backward exposed, total)) seconds of one attention layer's
+    all-to-alls per micro-batch under the a2a variant (Transformer Engine's
+    AttnFuncWithCPAndQKVOA2A, Megatron --cp-comm-type a2a; planner/cp_comm_type.py [2]). Each
+    rank sends its local tensor (T a d / t or T k d / t elements, bf16), cp - 1 parts of cp
+    to the other ranks (comm.py all-to-all: S = the send buffer) on the CP group's tier:
+      forward   Q, K and V (one all-to-all each) before the kernel, the output after it;
+      backward  the output gradient before the kernel, dQ, dK and dV (dkv_bytes) after it.
+    The kernel waits for every all-to-all before it (wait_stream, flash_attn_a2a_communicate)
+    and the next layer's work for those after it: all exposed. a2a+p2p runs them over its
+    all-to-all group (`ranks` contiguous ranks, the CP stride) around its ring. Under cp 1: 0."""
+    spec = cp_spec(sc)
+    q, o, kv = ring["q_el"] * ACT_BYTES, ring["o_el"] * ACT_BYTES, ring["kv_el"] * ACT_BYTES
+    dkv = ring["kv_el"] * spec.dkv_bytes
+    sizes = np.broadcast_arrays(q, o, kv / 2.0, dkv / 2.0, ranks, stride)
+    t_q, t_o, t_k, t_dk = coll(comm.ALL_TO_ALL, np.stack(sizes[:4]), np.stack([sizes[4]] * 4), np.stack([sizes[5]] * 4))
+    on = (np.asarray(sc.plan.cp) > 1) & (np.asarray(ranks) > 1)
+    fwd = np.where(on, t_q + 2.0 * t_k + t_o, 0.0)
+    bwd = np.where(on, t_o + t_q + 2.0 * t_dk, 0.0)
+    return (fwd, fwd), (bwd, bwd)
 
 
 def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:

@@ -157,7 +157,8 @@ def job_options(
     activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order=None, calibration=None,
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
-    ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None,
+    ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
+    hierarchical_cp_sizes=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -176,8 +177,19 @@ def job_options(
         fp8_recipe=fp8_recipe, power_limit_w=power_limit_w,
         account_for_embedding_in_pipeline_split=split_emb, account_for_loss_in_pipeline_split=split_loss,
         ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap, etp=etp, mtp_layers=mtp_layers,
-        loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group,
+        loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group, cp_comm_type=cp_comm_type,
+        hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
     )
+
+
+def parse_sizes(text: Optional[str], flag: str) -> Optional[list]:
+    """'2,2' or '2 2' as [2, 2]; None where not given (exit 2 on anything but whole numbers)."""
+    if text is None:
+        return None
+    try:
+        return [int(w) for w in text.replace(",", " ").split()]
+    except ValueError:
+        raise PlannerError(f"{flag} {text!r}: not whole numbers", f"e.g. {flag} 2,2") from None
 
 
 SplitEmbOption = typer.Option(
@@ -206,6 +218,16 @@ MicrobatchGroupOption = typer.Option(
     None, "--microbatch-group",
     help="interleaved schedule: contiguous micro-batches per virtual stage, N in [pp, m] with m % N 0 or >= pp "
          "(Megatron --microbatch-group-size-per-virtual-pipeline-stage; Megatron stacks only) (default: pp, Megatron's)")
+CpCommTypeOption = typer.Option(
+    None, "--cp-comm-type",
+    help="context parallelism's attention: p2p (the K/V ring) | all_gather (K/V all-gathered, exposed) | a2a (Ulysses "
+         "all-to-alls of Q, K, V and the output, exposed; heads divisible by cp) | a2a+p2p (all-to-alls inside the "
+         "first of --hierarchical-context-parallel-sizes, the ring across the second) (Megatron --cp-comm-type; "
+         "Megatron stacks only) (default: p2p, Megatron's)")
+HierCpOption = typer.Option(
+    None, "--hierarchical-context-parallel-sizes",
+    help="with --cp-comm-type a2a+p2p: the all-to-all group's and the ring's ranks, e.g. 2,2 (product cp; Megatron "
+         "--hierarchical-context-parallel-sizes)")
 LossLayersOption = typer.Option(
     None, "--loss-layers-in-pipeline-split", min=0,
     help="count the last chunk's end (output layer, loss, MTP modules) as N layers of the pipeline split (a Megatron "
@@ -260,6 +282,8 @@ def register(app: typer.Typer) -> None:
         mtp_layers: Optional[int] = MtpLayersOption,
         loss_layers: Optional[int] = LossLayersOption,
         microbatch_group: Optional[int] = MicrobatchGroupOption,
+        cp_comm_type: Optional[str] = CpCommTypeOption,
+        hierarchical_cp_sizes: Optional[str] = HierCpOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -275,7 +299,8 @@ def register(app: typer.Typer) -> None:
             sharding, shard_group, recompute, sequence_parallel, precision, schedule, bytes_per_param,
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
-            ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group)
+            ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
+            hierarchical_cp_sizes)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

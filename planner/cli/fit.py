@@ -10,8 +10,8 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (CapacityFactorOption, FitEpOverlapOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
-                   SplitEmbOption, SplitLossOption, load_job)
+from .core import (CapacityFactorOption, CpCommTypeOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+                   SplitEmbOption, SplitLossOption, load_job, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
@@ -105,6 +105,8 @@ def register(app: typer.Typer) -> None:
         split_loss: Optional[bool] = SplitLossOption,
         loss_layers: Optional[int] = LossLayersOption,
         microbatch_group: Optional[int] = MicrobatchGroupOption,
+        cp_comm_type: Optional[str] = CpCommTypeOption,
+        hierarchical_cp_sizes: Optional[str] = HierCpOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -134,6 +136,8 @@ def register(app: typer.Typer) -> None:
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
             account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor, mtp_layers=mtp_layers,
             ep_comm_overlap=ep_comm_overlap, loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group,
+            cp_comm_type=cp_comm_type,
+            hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")

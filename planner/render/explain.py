@@ -45,6 +45,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     if p.get("attention_kernel"):  # the kernel the attention core is timed with (compute.attention_kernel)
         opts.append(f"attention {p['attention_kernel']}" if p.get("attention", "flash") == "flash" else
                     f"attention {p['attention']} (its batched GEMMs, softmax and dropout)")
+    if p.get("cp_comm_type"):  # the stack's named context-parallel variant, where not its default (planner/cp_comm_type.py)
+        opts.append(f"CP {p['cp_comm_type']}")
     if "ep_comm_overlap" in p:  # MoE models
         dual = p.get("schedule") == "dualpipe" and p.get("pp", 1) > 1  # the schedule itself hides them (step.ep_comm)
         opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")

@@ -109,7 +109,13 @@ def _check_runnable(plan: dict) -> None:
     from ..catalog import load_stack
     from ..plan import OK, rule_codes, rule_reasons
 
-    stack = load_stack(plan["stack"])
+    from types import SimpleNamespace
+
+    from ..cp_comm_type import apply_cp_comm_type
+
+    # the plan's context-parallel variant as resolve applies it (planner/cp_comm_type.py: rule CP_A2A_HEADS)
+    stack = apply_cp_comm_type(SimpleNamespace(cp_comm_type=plan.get("cp_comm_type"),
+                                               hierarchical_cp_sizes=plan.get("hierarchical_cp_sizes")), load_stack(plan["stack"]))
     code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
     if code != OK:
         reasons = rule_reasons(stack, plan.get("microbatch_group") or 0)
@@ -129,7 +135,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "mtp_layers", "microbatch_group")
+            "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -548,6 +554,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan.get("microbatch_group"):  # N of the interleaved schedule (model_parallel_config.py @d98e8a64 l. 431-449)
         args.append(("--microbatch-group-size-per-virtual-pipeline-stage", plan["microbatch_group"]))
+    if plan.get("cp_comm_type"):  # the context-parallel variant, where not p2p (arguments.py @d98e8a64 l. 3221-3226)
+        args.append(("--cp-comm-type", plan["cp_comm_type"]))
+    if plan.get("hierarchical_cp_sizes"):  # a2a+p2p's groups (arguments.py @d98e8a64 l. 580-585)
+        args.append(("--hierarchical-context-parallel-sizes", " ".join(map(str, plan["hierarchical_cp_sizes"]))))
     if plan.get("sequence_parallel"):
         args.append(("--sequence-parallel", None))
     mode = plan.get("sharding_mode")

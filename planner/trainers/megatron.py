@@ -58,7 +58,10 @@ read). Modelled:
   --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
   --no-gradient-accumulation-fusion -> apply_rope_fusion, bias_activation_fusion,
   bias_dropout_fusion, gradient_accumulation_fusion false; --no-masked-softmax-fusion and
-  --no-persist-layer-norm ignored where Transformer Engine's kernels run: _fusions), and the pipeline
+  --no-persist-layer-norm ignored where Transformer Engine's kernels run: _fusions), --cp-comm-type (the
+  job's cp_comm_type with cp > 1: p2p, all_gather, a2a, a2a+p2p with --hierarchical-context-parallel-sizes,
+  priced as run, planner/cp_comm_type.py; a list of one value is that value, a per-layer list of several
+  values is refused), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -183,7 +186,7 @@ VALUE_FLAGS = {
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
-    "--microbatch-group-size-per-virtual-pipeline-stage",
+    "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -255,7 +258,7 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # flags of argparse nargs '*' / '+' that the planner reads: every word up to the next flag is theirs
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
-NARGS_FLAGS = {"--recompute-modules", "--offload-modules"}
+NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -858,6 +861,51 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
                   "; every setting they leave out is Megatron's default (listed here)"), True
 
 
+def _cp_comm_type(flags: dict, where: str, cp: int):
+    """Megatron's --cp-comm-type (arguments.py @d98e8a64 l. 3221-3226, nargs '+': one value, or one
+    per layer, transformer_layer.py l. 378-386) as the job's cp_comm_type (planner/cp_comm_type.py):
+    one value, or a list of one value; a list of several values (per-layer variants) is refused, as
+    is a spelling Transformer Engine does not run (attn_forward_func_with_cp @4329ff84 accepts p2p,
+    all_gather, a2a, a2a+p2p and raises 'Unsupported communication type' otherwise). None: absent."""
+    raw = flags.get("--cp-comm-type")
+    if raw is None or raw is True:
+        return None
+    vals = [v.strip("'\"[],") for v in (raw if isinstance(raw, list) else str(raw).split())]
+    vals = [v for v in vals if v]
+    if not vals:
+        return None
+    if len(set(vals)) > 1:
+        raise PlannerError(f"{where}--cp-comm-type {' '.join(vals)}: per-layer context-parallel variants are not priced "
+                           "(the planner prices one variant for every layer)",
+                           "give one value (--cp-comm-type p2p | all_gather | a2a)")
+    val = vals[0]
+    if val not in ("p2p", "all_gather", "a2a", "a2a+p2p"):
+        raise PlannerError(f"{where}--cp-comm-type {val}: Transformer Engine runs p2p, all_gather, a2a or a2a+p2p "
+                           "(context_parallel.py @4329ff84 attn_forward_func_with_cp raises 'Unsupported communication "
+                           "type' for any other)", "use --cp-comm-type all_gather" if val.replace("_", "") == "allgather"
+                           else "use one of p2p, all_gather, a2a")
+    return val
+
+
+def _hierarchical_sizes(flags: dict, where: str):
+    """--hierarchical-context-parallel-sizes (arguments.py @d98e8a64, nargs '+' of ints; an argument
+    file may quote them as one word "2 2") as a list of ints, or None where absent."""
+    raw = flags.get("--hierarchical-context-parallel-sizes")
+    if raw is None or raw is True:
+        return None
+    words = " ".join(raw if isinstance(raw, list) else [str(raw)]).replace(",", " ")
+    vals = [w.strip("'\"[]") for w in words.split()]
+    try:
+        sizes = [int(v) for v in vals if v]
+    except ValueError:
+        raise PlannerError(f"{where}--hierarchical-context-parallel-sizes {words}: not whole numbers",
+                           "e.g. --hierarchical-context-parallel-sizes 2 2") from None
+    if not sizes or any(v < 1 for v in sizes):
+        raise PlannerError(f"{where}--hierarchical-context-parallel-sizes {words}: positive sizes needed",
+                           "e.g. --hierarchical-context-parallel-sizes 2 2")
+    return sizes
+
+
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
                hardware=None, label: str = "megatron-args") -> TrainerConfig:
     assumed = [] if assumed is None else assumed
@@ -878,6 +926,18 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
     cp = _int(where, flags, "--context-parallel-size", 1)
     job.update(tp=tp, pp=pp, cp=cp)
+    cct = _cp_comm_type(flags, where, cp)
+    hcp = _hierarchical_sizes(flags, where)
+    if cct is not None and cp > 1:
+        job["cp_comm_type"] = cct
+        if cct == "a2a+p2p" and hcp is not None:  # the a2a group's and the ring's ranks (planner/cp_comm_type.py)
+            job["hierarchical_cp_sizes"] = hcp
+    elif cct is not None:
+        ignored.append(f"--cp-comm-type={cct} (context-parallel-size 1: no context parallelism, the layers ignore it, "
+                       "transformer_layer.py @d98e8a64 l. 378)")
+    if hcp is not None and "hierarchical_cp_sizes" not in job:
+        ignored.append(f"--hierarchical-context-parallel-sizes={' '.join(map(str, hcp))} (read by --cp-comm-type a2a+p2p "
+                       "only; arguments.py @d98e8a64 l. 580-582 asserts their product is cp)")
     ep = _int(where, flags, "--expert-model-parallel-size", 1)  # Megatron-Core MoE (arguments.py _add_moe_args)
     if ep > 1:
         job["ep"] = ep

@@ -21,6 +21,12 @@ Sources (file @d98e8a64, what is asserted):
   HEADS          megatron/core/transformer/transformer_config.py __post_init__: heads % tp == 0;
                  query groups % tp == 0 or tp % query groups == 0
   CP_SEQ         arguments.py: seq_length % (2 cp) == 0 when cp > 1
+  CP_A2A_HEADS   --cp-comm-type a2a with cp > 1: the query heads and the query groups (KV heads) per
+                 TP rank divisible by cp (NVIDIA/TransformerEngine @4329ff84 context_parallel.py
+                 AttnFuncWithCPAndQKVOA2A.forward l. 3951-3954, which Megatron runs); a2a+p2p: by the
+                 first hierarchical size (the all-to-all group)
+  HCP_SIZES      arguments.py l. 580-585: prod(--hierarchical-context-parallel-sizes) == cp, and the
+                 sizes given with --cp-comm-type a2a+p2p
   MAX_POSITIONS  arguments.py: max_position_embeddings >= seq_length
   BATCH          megatron/core/num_microbatches_calculator.py: global batch % (micro x dp) == 0
   TP_OVERLAP     arguments.py: --tp-comm-overlap needs --sequence-parallel
@@ -56,6 +62,7 @@ Sources (file @d98e8a64, what is asserted):
 
 from __future__ import annotations
 
+import math
 import re
 
 COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
@@ -65,6 +72,8 @@ SOURCES = {
     "TP_PP_DP_MAP": "megatron/core/parallel_state.py initialize_model_parallel",
     "HEADS": "megatron/core/transformer/transformer_config.py __post_init__",
     "CP_SEQ": "megatron/training/arguments.py validate_args",
+    "CP_A2A_HEADS": "Transformer Engine @4329ff84 context_parallel.py AttnFuncWithCPAndQKVOA2A.forward (run by Megatron)",
+    "HCP_SIZES": "megatron/training/arguments.py validate_args",
     "MAX_POSITIONS": "megatron/training/arguments.py validate_args",
     "BATCH": "megatron/core/num_microbatches_calculator.py",
     "TP_OVERLAP": "megatron/training/arguments.py validate_args",
@@ -133,6 +142,21 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         bad("HEADS", f"--num-query-groups {groups} and tp {tp} do not divide one another")
     if cp > 1 and seq is not None and seq % (2 * cp):
         bad("CP_SEQ", f"--seq-length {seq} is not a multiple of 2 x cp = {2 * cp}")
+    cct = flags.get("--cp-comm-type")
+    types = cct if isinstance(cct, list) else str(cct or "").split()
+    hcp = flags.get("--hierarchical-context-parallel-sizes")
+    hcp = [int(w) for w in " ".join(hcp if isinstance(hcp, list) else [str(hcp)]).replace('"', " ").replace("'", " ").split()
+           if w.isdigit()] if hcp not in (None, True) else None
+    if hcp and math.prod(hcp) != cp:
+        bad("HCP_SIZES", f"--hierarchical-context-parallel-sizes {' '.join(map(str, hcp))}: the product is not cp {cp}")
+    if cp > 1 and "a2a+p2p" in types and not hcp:
+        bad("HCP_SIZES", "--cp-comm-type a2a+p2p without --hierarchical-context-parallel-sizes")
+    split = cp if "a2a" in types else (hcp[0] if "a2a+p2p" in types and hcp else 1)
+    if cp > 1 and heads is not None and split > 1:
+        kv = heads if "--multi-latent-attention" in flags or groups is None else groups
+        if (heads // tp) % split or max(kv // tp, 1) % split:
+            bad("CP_A2A_HEADS", f"--cp-comm-type {' '.join(types)}: {heads // tp} query heads and {max(kv // tp, 1)} KV "
+                                f"heads per TP rank are not both divisible by the {split} ranks the heads are split over")
     maxpos = _i(flags, "--max-position-embeddings")
     if maxpos is not None and seq is not None and maxpos < seq:
         bad("MAX_POSITIONS", f"--max-position-embeddings {maxpos} < --seq-length {seq}")
