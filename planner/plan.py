@@ -447,6 +447,7 @@ class Settings:
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
+    fp4_param_gather: bool = False  # NVFP4 weights (job field; memory.py [11], step.py [12])
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
@@ -950,6 +951,14 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.fp8_param_gather and job.precision != "fp8":
         raise PlannerError(f"{where}fp8_param_gather needs precision fp8 (got {job.precision}): Megatron refuses fp8 "
                            "parameters without fp8 training (transformer_config.py)", "set precision: fp8, or leave it out")
+    if job.fp4_param_gather and not stack.memory.fp8_weight_cache:
+        raise PlannerError(f"{where}fp4_param_gather is set but stack {stack.name} keeps no quantized weights "
+                           "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
+    if job.fp4_param_gather and job.precision != "nvfp4":
+        # NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1103-1105
+        raise PlannerError(f"{where}fp4_param_gather needs precision nvfp4 (got {job.precision}): Megatron refuses "
+                           "'--fp4-param-gather must be used together with --fp4-format' (arguments.py l. 1104-1105)",
+                           "set precision: nvfp4, or leave it out")
     if job.defer_embedding_wgrad is not None and job.pp == 1:
         # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
         # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
@@ -1038,6 +1047,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         cross_entropy_fusion=job.cross_entropy_fusion,
         cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
         fp8_param_gather=job.fp8_param_gather,
+        fp4_param_gather=job.fp4_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
@@ -1425,6 +1435,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
+        **({"fp4_param_gather": True} if settings.fp4_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),

@@ -1720,6 +1720,11 @@ class Job(BaseModel):
         default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
                                    "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
                                    "fp8 and a stack with memory.fp8_weight_cache; default off")
+    fp4_param_gather: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="NVFP4 weights (Megatron --fp4-param-gather: the linears' weights kept and "
+                                   "all-gathered in NVFP4, two values a byte); needs precision nvfp4 and a stack with "
+                                   "memory.fp8_weight_cache; default off")
     cross_entropy_fusion: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "

@@ -161,7 +161,7 @@ BOOL_FLAGS = {
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
     # the plan and what it cannot express
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
-    "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--use-precision-aware-optimizer",
+    "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--fp4-param-gather", "--use-precision-aware-optimizer",
     "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--first-last-layers-bf16",
     # the fusion switches (_fusions: job fields, or ignored / not modelled where they change nothing priced)
     "--no-rope-fusion", "--no-bias-swiglu-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
@@ -205,7 +205,6 @@ KNOWN_BOOL_IGNORED = {
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
-    "--fp4-param-gather": "NVFP4 weights all-gathered in fp4 (0.5 B): bf16 weights priced",
     "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
                                    "some time",
     "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
@@ -954,6 +953,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                            "TE >= 2.0 (arguments.py: 'will fallback to bf16 all_gather')")
         else:
             job["fp8_param_gather"] = True
+    if "--fp4-param-gather" in flags:  # NVFP4 weights (planner/memory.py [11], step.py [12])
+        job["fp4_param_gather"] = True
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
