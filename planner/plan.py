@@ -971,6 +971,10 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
 # torchtitan/components/optimizer.py build_optimizers l. 277-290: NotImplementedError with Expert
 # Parallel, with Pipeline Parallel, with TorchFT); the planner prices no TorchFT
 EARLY_STEP_SOURCE = "pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py build_optimizers l. 277-290"
+# eager core attention runs without context parallelism: Megatron-Core's own DotProductAttention (the eager core:
+# --transformer-impl local / --attention-backend local) asserts it, and its 2021 code had no CP at all
+EAGER_CP_SOURCE = ("NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/dot_product_attention.py DotProductAttention."
+                   "__init__ l. 57-59 ('Context parallelism is only supported by TEDotProductAttention!')")
 
 
 def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: list) -> None:
@@ -1196,6 +1200,9 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     _check_early_step(job, stack, plan, where, warnings)
+    if job.attention == "eager" and job.cp > 1:
+        raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
+                           f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
 
