@@ -157,6 +157,9 @@ def test_reader_maps_each_flag(tmp_path):
     assert any("--manual-gc" in x and "l. 4402-4411" in x for x in cfg.not_modelled)
     assert any("--manual-gc-interval=100" in x for x in cfg.not_modelled)
     assert cfg.job["global_batch"] == 48
+    cfg = _read(tmp_path, "--overlap-p2p-communication-warmup-flush --microbatch-group-size-per-virtual-pipeline-stage 4")
+    assert cfg.job["microbatch_group"] == 4  # a store_true: the next flag is read, not taken as its value
+    assert any("--overlap-p2p-communication-warmup-flush" in x and "l. 1576-1660" in x for x in cfg.not_modelled)
     p = tmp_path / "sched.args"
     p.write_text(ARGS.replace("--global-batch-size 48", "--step-batch-size-schedule '0:16 2.4B:48'") + "\n")
     cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)

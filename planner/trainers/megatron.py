@@ -73,7 +73,8 @@ plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, da
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
 changes, cited at the code (NOT_MODELLED: --empty-unused-memory-level (the reserved peak, not the
 allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --step-batch-size-schedule
-(the phases before its last batch), --bf16-reduce (no Megatron-LM flag at any commit),
+(the phases before its last batch), --overlap-p2p-communication-warmup-flush (the warm-up's and
+flush's p2p, priced as the steady state's either way), --bf16-reduce (no Megatron-LM flag at any commit),
 --rotary-percent below 1; and any flag the planner does not know); --no-async-tensor-model-
 parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored. --step-batch-size-schedule "tokens:batch ..." gives the global batch
 (its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
@@ -206,6 +207,7 @@ KNOWN_BOOL_IGNORED = {
     "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
+    "--overlap-p2p-communication-warmup-flush",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--distributed-backend-nccl",
 }
@@ -237,6 +239,12 @@ NOT_MODELLED = {
                                   "larger bubble share) and more steps for the same tokens; the step, memory and run "
                                   "time are priced at its last batch only (num_microbatches_calculator.py @d98e8a64 "
                                   "l. 233-280)",
+    # model_parallel_config.py @d98e8a64 l. 422-429 (overlap_p2p_comm_warmup_flush, --overlap-p2p-communication-
+    # warmup-flush); schedules.py l. 1576-1660: without it the warm-up's and the flush's send/recv are waited on
+    "--overlap-p2p-communication-warmup-flush": "the interleaved schedule's warm-up and flush p2p overlapped too "
+                                                "(model_parallel_config.py @d98e8a64 l. 422-429, schedules.py "
+                                                "l. 1576-1660); the planner prices every chunk's p2p as the steady "
+                                                "state's (overlapped), with or without it",
     # not a Megatron-LM flag: `git log -S"'--bf16-reduce'"` finds none in Megatron-LM's history to @d98e8a64
     "--bf16-reduce": "no such flag in Megatron-LM (none in its history to @d98e8a64: its parser refuses it); "
                      "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
