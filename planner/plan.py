@@ -1132,6 +1132,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
+    stack = apply_pp_p2p_overlap(job, stack, where)
     stack = stack_for_states(job, stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
@@ -1205,6 +1206,36 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
+
+
+def apply_pp_p2p_overlap(job, stack, where: str = ""):
+    """The stack with the job's pp_p2p_overlap laid on it: false prices the pipeline's p2p blocking
+    (overlap.pp_p2p_overlapped never, as Megatron-LM runs it with --no-overlap-p2p-communication:
+    each send/recv waited on, stack_db megatron overlap sources); true or None is the stack's own
+    rule (Megatron overlaps with the interleaved schedule only and sets the overlap off without it,
+    arguments.py @d98e8a64 l. 1010-1017). Refused on a stack without the switch
+    (overlap.pp_p2p_overlap_switch)."""
+    want = getattr(job, "pp_p2p_overlap", None)
+    if want is None:
+        return stack
+    ov = stack.overlap
+    if ov.pp_p2p_overlap_switch is None:
+        raise PlannerError(f"{where}pp_p2p_overlap {str(want).lower()} is set but stack {stack.name} has no switch for "
+                           f"its pipeline p2p overlap (stack_db overlap.pp_p2p_overlap_switch; it runs "
+                           f"pp_p2p_overlapped {ov.pp_p2p_overlapped})",
+                           "leave pp_p2p_overlap out, or price the plan on --stack megatron")
+    if want:
+        return stack
+    return stack.model_copy(update={"overlap": ov.model_copy(update={"pp_p2p_overlapped": "never"})})
+
+
+def exported_pp_p2p_overlap(settings) -> bool | None:
+    """False where the job turned the stack's pipeline p2p overlap off (what export writes back:
+    Megatron's --no-overlap-p2p-communication), else None."""
+    stack = settings.stack
+    if stack is None or stack.overlap.pp_p2p_overlap_switch is None:
+        return None
+    return False if stack.overlap.pp_p2p_overlapped == "never" else None
 
 
 def _microbatch_group(job: Job, stack, where: str) -> int:
@@ -1461,6 +1492,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         # only where the job's changed the stack's default (planner/cp_comm_type.py)
         **({"cp_comm_type": cct} if (cct := exported_cp_comm_type(settings)) is not None else {}),
         **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings)) is not None else {}),
+        # only where the job turned the stack's p2p overlap off (apply_pp_p2p_overlap)
+        **({"pp_p2p_overlap": False} if exported_pp_p2p_overlap(settings) is False else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),
