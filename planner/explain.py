@@ -134,7 +134,10 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     t = {f"{k}_s": _num(pick(v)) for k, v in est.time.items()}
     time = {
         "compute_s": t["compute_s"], "tp_comm_s": t["tp_comm_s"], "cp_comm_s": t["cp_comm_s"],
-        "pp_comm_s": t["pp_comm_s"], "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),
+        "pp_comm_s": t["pp_comm_s"],
+        # inside pp_comm_s: the interleaved schedule's warm-up and flush p2p the stack waits on (step.py [13])
+        "pp_warmup_flush_s": _num(pick(est.time_extra["pp_warmup_flush_s"])),
+        "dp_comm_s": _num(pick(est.time_extra["dp_comm_s"])),
         "dp_comm_exposed_s": t["dp_comm_exposed_s"], "bubble_s": t["bubble_s"],
         "optimizer_s": t["optimizer_s"], "step_s": _num(pick(est.time.total)),
         "cp_comm_total_s": _num(pick(est.time_extra["cp_comm_total_s"])),

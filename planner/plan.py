@@ -1132,7 +1132,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
-    stack = apply_pp_p2p_overlap(job, stack, where)
+    stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = stack_for_states(job, stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
@@ -1227,6 +1227,38 @@ def apply_pp_p2p_overlap(job, stack, where: str = ""):
     if want:
         return stack
     return stack.model_copy(update={"overlap": ov.model_copy(update={"pp_p2p_overlapped": "never"})})
+
+
+def apply_pp_p2p_warmup_flush(job, stack, where: str = ""):
+    """The stack with the job's pp_p2p_overlap_warmup_flush laid on it (applied after
+    pp_p2p_overlap): true overlaps the interleaved schedule's warm-up and flush p2p too
+    (overlap.pp_p2p_warmup_flush_blocking off, Megatron-LM --overlap-p2p-communication-warmup-flush),
+    false keeps them waited on; refused on a stack without the switch, and with the p2p overlap
+    off, as Megatron refuses it (model_parallel_config.py @d98e8a64 l. 570-575: 'only compatible
+    with overlap_p2p_comm')."""
+    want = getattr(job, "pp_p2p_overlap_warmup_flush", None)
+    if want is None:
+        return stack
+    ov = stack.overlap
+    if ov.pp_p2p_warmup_flush_switch is None:
+        raise PlannerError(f"{where}pp_p2p_overlap_warmup_flush {str(want).lower()} is set but stack {stack.name} has no "
+                           "switch for it (stack_db overlap.pp_p2p_warmup_flush_switch)",
+                           "leave pp_p2p_overlap_warmup_flush out, or price the plan on --stack megatron")
+    if want and ov.pp_p2p_overlapped == "never":
+        raise PlannerError(f"{where}pp_p2p_overlap_warmup_flush true with the pipeline p2p overlap off: Megatron refuses "
+                           "it ('Pipeline parallel communication overlapping in warmup and flush is only compatible with "
+                           "overlap_p2p_comm', model_parallel_config.py @d98e8a64 l. 570-575)",
+                           "leave pp_p2p_overlap on, or pp_p2p_overlap_warmup_flush out")
+    return stack.model_copy(update={"overlap": ov.model_copy(update={"pp_p2p_warmup_flush_blocking": not want})})
+
+
+def exported_pp_p2p_warmup_flush(settings) -> bool | None:
+    """True where the job overlapped the stack's warm-up and flush p2p (what export writes back:
+    Megatron's --overlap-p2p-communication-warmup-flush), else None."""
+    stack = settings.stack
+    if stack is None or stack.overlap.pp_p2p_warmup_flush_switch is None:
+        return None
+    return True if not stack.overlap.pp_p2p_warmup_flush_blocking else None
 
 
 def exported_pp_p2p_overlap(settings) -> bool | None:
@@ -1494,6 +1526,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings)) is not None else {}),
         # only where the job turned the stack's p2p overlap off (apply_pp_p2p_overlap)
         **({"pp_p2p_overlap": False} if exported_pp_p2p_overlap(settings) is False else {}),
+        **({"pp_p2p_overlap_warmup_flush": True} if exported_pp_p2p_warmup_flush(settings) else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

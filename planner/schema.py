@@ -814,6 +814,15 @@ class OverlapSpec(BaseModel):
         default=None, description="the stack's option that turns the pipeline p2p overlap off (Megatron-LM "
                                   "--no-overlap-p2p-communication): a job's pp_p2p_overlap false prices the p2p blocking "
                                   "(pp_p2p_overlapped never); null: the stack has none, and a job's pp_p2p_overlap is refused")
+    pp_p2p_warmup_flush_blocking: bool = Field(
+        default=False,
+        description="with the interleaved schedule's p2p overlapped, its warm-up forwards' and flush backwards' send/recv "
+                    "are still waited on (Megatron-LM without --overlap-p2p-communication-warmup-flush: step.pp_warmup_flush); "
+                    "false: every chunk's p2p as the steady state's")
+    pp_p2p_warmup_flush_switch: Optional[str] = Field(
+        default=None, description="the stack's option that overlaps the warm-up and flush p2p too (Megatron-LM "
+                                  "--overlap-p2p-communication-warmup-flush): a job's pp_p2p_overlap_warmup_flush true turns "
+                                  "pp_p2p_warmup_flush_blocking off; null: the stack has none, and the job field is refused")
     fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
                                                      "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
                                                      "so the backward all-gathers wait on compute and compute on them")
@@ -1761,6 +1770,12 @@ class Job(BaseModel):
                                   "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
                                   "or alltoall (one permute a ring step, beside the step before's kernel); default: "
                                   "the stack's")
+    pp_p2p_overlap_warmup_flush: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="on a stack with a switch for it (stack_db overlap.pp_p2p_warmup_flush_switch: Megatron-LM "
+                                  "--overlap-p2p-communication-warmup-flush): true overlaps the interleaved schedule's warm-up "
+                                  "and flush p2p too (Megatron needs the p2p overlap on); false or null: the stack's "
+                                  "(overlap.pp_p2p_warmup_flush_blocking)")
     pp_p2p_overlap: Optional[bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack with a switch for it (stack_db overlap.pp_p2p_overlap_switch: Megatron-LM "

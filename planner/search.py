@@ -704,6 +704,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
             args.append(on if v else off)
     if d.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
         args.append("--no-pp-p2p-overlap")
+    if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)
+        args.append("--pp-p2p-overlap-warmup-flush")
     stack = load_stack(d["stack"])
     if d["bytes_per_param"] != stack.defaults.bytes_per_param:
         if not isinstance(d["bytes_per_param"], str):

@@ -118,6 +118,12 @@ References
     gathered values cast into the MXFP8 parameters; optimizer_config.py l. 416-424 recommends it
     with fp8_param_gather, and Megatron-Bridge requires it, mixed_precision.py @v0.3.0 l. 87-90):
     at the gradient buffer's bytes (bytes_per_param gradients), assumed for every MXFP8 job.
+[13] The interleaved schedule's warm-up and flush (Megatron-LM @d98e8a64 megatron/core/pipeline_parallel/
+    schedules.py forward_backward_pipelining_with_interleaving l. 953-977: num_warmup_microbatches =
+    2 (pp - rank - 1) + (vpp - 1) N, + 1 with overlap_moe_expert_parallel_comm, at most vpp m;
+    l. 1572-1660 and 1971-2058: without overlap_p2p_comm_warmup_flush (model_parallel_config.py
+    l. 422-429, default False) the warm-up's send_forward_recv_forward and the cool-down's
+    send_backward_recv_backward are called without overlap_p2p_comm, waited on).
 """
 
 from __future__ import annotations
@@ -138,7 +144,8 @@ from .layers import LayerList, context, layer_count, layer_list, mean_layer, wei
 from .layers.common import ACT_BYTES
 from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
-from .pipeline import INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, stage_kind_counts, stage_layers
+from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
+                       stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of, te_loss
@@ -946,6 +953,27 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
     return 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, sc.x), pp_send)
 
 
+def pp_warmup_flush(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
+    """Seconds per step the interleaved schedule's warm-up and flush p2p add where the stack
+    overlaps its steady state's but waits on theirs (overlap.pp_p2p_warmup_flush_blocking: Megatron-LM
+    without --overlap-p2p-communication-warmup-flush [13]): the first stage's warm-up forward
+    chunks, W = min(2 (pp - 1) + (vpp - 1) N (+ 1 with the MoE EP overlap), vpp m), each send
+    waited on, and as many backward chunks of the flush: 2 W x (a send - its overlapped share, as
+    pp_comm hides it). 0 without the interleaved schedule, where the stack overlaps nothing, or
+    where it overlaps these too."""
+    plan, ctx, ov = sc.plan, sc.ctx, sc.stack.overlap
+    inter = plan.schedule == INTERLEAVED
+    if not ov.pp_p2p_warmup_flush_blocking or ov.pp_p2p_overlapped == "never" or not np.any(inter):  # stack settings
+        return np.zeros(np.shape(plan.pp))
+    pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
+    pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])
+    chunk = sc.n["mid"] / plan.vpp * comp.layer_fwd
+    n = microbatch_group(plan.pp, plan.microbatches, plan.mbg)
+    moe_extra = np.where(bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan), 1.0, 0.0)
+    warm = np.minimum(2.0 * (plan.pp - 1) + (plan.vpp - 1) * n + moe_extra, plan.vpp * plan.microbatches)
+    return np.where(inter, 2.0 * warm * (pp_send - _hide(pp_send, chunk, sc.x)), 0.0)
+
+
 # ----------------------------------------------------------------------------- DP
 @dataclass
 class DPTraffic:
@@ -1263,10 +1291,11 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb,
-                  pp_comm=m * pp_mb, dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp),
-                  **ep_terms)
+    warm = pp_warmup_flush(sc, coll, comp)  # the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm,
+                  dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp), **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
+             "pp_warmup_flush_s": warm,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "ep_tier": ep_info["tier"]} if moe_model else {})}

@@ -47,7 +47,8 @@ def test_p2p_blocking_by_hand():
     on (Megatron's default) only the stack's exposed share 0.189 of each lands on the step."""
     send = NV_LAT + 8192 * 4096 * 2 / NV_BW
     off = _time(pp_p2p_overlap=False, **KW)
-    on = _time(**KW)
+    # the warm-up and flush overlapped too (pp_p2p_overlap_warmup_flush): every chunk's p2p overlapped
+    on = _time(pp_p2p_overlap_warmup_flush=True, **KW)
     assert off["time"]["pp_comm_s"] == pytest.approx(16 * send, rel=1e-9)
     assert on["time"]["pp_comm_s"] == pytest.approx(X * 16 * send, rel=1e-9)
     # the p2p is busy time of a stage: the bubble, (p - 1) / (v m) = 3/8 of it, grows with it
@@ -55,7 +56,44 @@ def test_p2p_blocking_by_hand():
     assert d_bubble == pytest.approx(3 / 8 * (1 - X) * 16 * send, rel=1e-6)
     assert off["plan"]["pp_p2p_overlap"] is False and "pp_p2p_overlap" not in on["plan"]
     # true is the stack's rule: the same plan as none
-    assert _time(pp_p2p_overlap=True, **KW)["time"] == on["time"]
+    assert _time(pp_p2p_overlap=True, **KW)["time"] == _time(**KW)["time"]
+
+
+def test_warmup_and_flush_p2p_waited_on_by_default():
+    """Without --overlap-p2p-communication-warmup-flush (Megatron's default, model_parallel_config.py
+    @d98e8a64 l. 422-429) the interleaved schedule's warm-up forwards and flush backwards wait on
+    their p2p (schedules.py l. 1572-1660, 1971-2058; step.py [13]). The first stage's warm-up is
+    W = min(2 (pp - 1) + (vpp - 1) N, vpp m) chunks, N = pp: with m 4, W = min(6 + 4, 8) = 8, every
+    chunk (as blocking as the overlap off); with m 16 (global batch 32), W = 10: 20 of the 64
+    transfers waited on, the other 44 at the overlapped share X; with the flag all 64 at X."""
+    send = NV_LAT + 8192 * 4096 * 2 / NV_BW
+    assert _time(**KW)["time"]["pp_comm_s"] == pytest.approx(16 * send, rel=1e-9)
+    kw = {**KW, "global_batch": 32}
+    assert _time(**kw)["time"]["pp_comm_s"] == pytest.approx((20 + 44 * X) * send, rel=1e-9)
+    flush = _time(pp_p2p_overlap_warmup_flush=True, **kw)
+    assert flush["time"]["pp_comm_s"] == pytest.approx(64 * X * send, rel=1e-9)
+    assert flush["plan"]["pp_p2p_overlap_warmup_flush"] is True
+    # without virtual stages nothing changes (the 1F1B schedule's p2p is blocking either way)
+    assert _time(**{**kw, "vpp": 1})["time"] == _time(pp_p2p_overlap_warmup_flush=True, **{**kw, "vpp": 1})["time"]
+
+
+def test_warmup_flush_refusals_and_round_trip(tmp_path):
+    """Megatron refuses the warm-up/flush overlap without the p2p overlap (model_parallel_config.py
+    l. 570-575); a stack without the switch refuses the field; the reader reads the flag and the
+    export writes it back."""
+    with pytest.raises(PlannerError, match="only compatible with overlap_p2p_comm"):
+        resolve(Job(**KW, pp_p2p_overlap=False, pp_p2p_overlap_warmup_flush=True))
+    with pytest.raises(PlannerError, match="has no switch for it"):
+        resolve(Job(**{**KW, "stack": "torchtitan", "sharding": "fsdp"}, pp_p2p_overlap_warmup_flush=True))
+    plan = resolved_plan(Job(**{**KW, "global_batch": 32}, pp_p2p_overlap_warmup_flush=True))
+    text, _ = export_plan(plan, "megatron")
+    assert "--overlap-p2p-communication-warmup-flush" in text
+    p = tmp_path / "w.sh"
+    p.write_text(text)
+    cfg = load_trainer_config(p)
+    assert cfg.job["pp_p2p_overlap_warmup_flush"] is True
+    assert not any("warmup-flush" in u for u in cfg.not_modelled + cfg.unmodelled)
+    assert plan_signature(resolved_plan(Job.model_validate(cfg.job))) == plan_signature(plan)
 
 
 def test_p2p_flag_without_virtual_stages_changes_nothing():
@@ -159,7 +197,7 @@ def test_reader_maps_each_flag(tmp_path):
     assert cfg.job["global_batch"] == 48
     cfg = _read(tmp_path, "--overlap-p2p-communication-warmup-flush --microbatch-group-size-per-virtual-pipeline-stage 4")
     assert cfg.job["microbatch_group"] == 4  # a store_true: the next flag is read, not taken as its value
-    assert any("--overlap-p2p-communication-warmup-flush" in x and "l. 1576-1660" in x for x in cfg.not_modelled)
+    assert cfg.job["pp_p2p_overlap_warmup_flush"] is True and not _listed(cfg, "warmup-flush")  # priced: step.py [13]
     p = tmp_path / "sched.args"
     p.write_text(ARGS.replace("--global-batch-size 48", "--step-batch-size-schedule '0:16 2.4B:48'") + "\n")
     cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)

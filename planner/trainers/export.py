@@ -138,7 +138,7 @@ def plan_signature(plan: dict) -> dict:
             "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
-            "pp_p2p_overlap")
+            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -561,6 +561,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--microbatch-group-size-per-virtual-pipeline-stage", plan["microbatch_group"]))
     if plan.get("pp_p2p_overlap") is False:  # the pipeline p2p blocking (arguments.py @d98e8a64 l. 3118-3120)
         args.append(("--no-overlap-p2p-communication", None))
+    if plan.get("pp_p2p_overlap_warmup_flush"):  # model_parallel_config.py @d98e8a64 l. 422-429 (step.py [13])
+        args.append(("--overlap-p2p-communication-warmup-flush", None))
     if plan.get("cp_comm_type"):  # the context-parallel variant, where not p2p (arguments.py @d98e8a64 l. 3221-3226)
         args.append(("--cp-comm-type", plan["cp_comm_type"]))
     if plan.get("hierarchical_cp_sizes"):  # a2a+p2p's groups (arguments.py @d98e8a64 l. 580-585)

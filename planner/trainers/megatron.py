@@ -173,8 +173,8 @@ BOOL_FLAGS = {
     # the fusion switches (_fusions: job fields, or ignored / not modelled where they change nothing priced)
     "--no-rope-fusion", "--no-bias-swiglu-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
     "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-persist-layer-norm",
-    # the pipeline p2p overlap (the job's pp_p2p_overlap)
-    "--no-overlap-p2p-communication",
+    # the pipeline p2p overlap (the job's pp_p2p_overlap) and its warm-up / flush (pp_p2p_overlap_warmup_flush)
+    "--no-overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -207,7 +207,6 @@ KNOWN_BOOL_IGNORED = {
     "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
-    "--overlap-p2p-communication-warmup-flush",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--distributed-backend-nccl",
 }
@@ -238,12 +237,6 @@ NOT_MODELLED = {
                                   "larger bubble share) and more steps for the same tokens; the step, memory and run "
                                   "time are priced at its last batch only (num_microbatches_calculator.py @d98e8a64 "
                                   "l. 233-280)",
-    # model_parallel_config.py @d98e8a64 l. 422-429 (overlap_p2p_comm_warmup_flush, --overlap-p2p-communication-
-    # warmup-flush); schedules.py l. 1576-1660: without it the warm-up's and the flush's send/recv are waited on
-    "--overlap-p2p-communication-warmup-flush": "the interleaved schedule's warm-up and flush p2p overlapped too "
-                                                "(model_parallel_config.py @d98e8a64 l. 422-429, schedules.py "
-                                                "l. 1576-1660); the planner prices every chunk's p2p as the steady "
-                                                "state's (overlapped), with or without it",
     # not a Megatron-LM flag: `git log -S"'--bf16-reduce'"` finds none in Megatron-LM's history to @d98e8a64
     "--bf16-reduce": "no such flag in Megatron-LM (none in its history to @d98e8a64: its parser refuses it); "
                      "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
@@ -1544,7 +1537,9 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
     p2p_communication.py l. 607-649), and pp must be > 2 (l. 1000-1009: start-up rule
     MEGATRON_P2P_OVERLAP_PP); without them Megatron sets the overlap off anyway (l. 1010-1017).
     --overlap-p2p-communication is the older store_true spelling of today's default (Megatron-LM
-    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default."""
+    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default.
+    --overlap-p2p-communication-warmup-flush -> the job's pp_p2p_overlap_warmup_flush true (the
+    warm-up's and flush's p2p overlapped too; off by default: step.py [13])."""
     old = "--overlap-p2p-communication" in flags
     if "--no-overlap-p2p-communication" in flags:
         job["pp_p2p_overlap"] = False
@@ -1558,6 +1553,8 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
         assumed.append("pp_p2p_overlap: --overlap-p2p-communication, the older spelling (Megatron-LM f9283c5a8a 2023-05-31 to "
                        "4eeff55d1f 2023-10-12) of today's default, priced (the interleaved schedule's p2p overlapped); "
                        "Megatron-LM @d98e8a64's parser refuses it: drop it from the script")
+    if "--overlap-p2p-communication-warmup-flush" in flags:  # model_parallel_config.py @d98e8a64 l. 422-429, 570-575
+        job["pp_p2p_overlap_warmup_flush"] = True
 
 
 def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
