@@ -191,3 +191,35 @@ def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
             terms.append(json.loads(r.stdout)["memory"]["terms"])
         diff = {k: terms[0][k] - terms[1][k] for k in terms[0] if terms[0][k] != terms[1][k]}
         assert diff == pytest.approx(want, rel=1e-12)
+
+
+LAYER_BYTES = 134144 + ROWS_BYTES  # a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
+
+
+@pytest.mark.parametrize("fields,layer_mbs,tokens,fits", [
+    # the 25.11 H100 row as the table prints it: PP 4, MBS 4: the first stage holds 4 micro-batches x 9 layers
+    (dict(hardware="h100-sxm", pp=4, dp=16, ep=8, micro_batch=4), 4 * 9, 16384, False),
+    # as Megatron-Bridge v0.2.0's H100 preset runs it: MBS 1
+    (dict(hardware="h100-sxm", pp=4, dp=16, ep=8, micro_batch=1), 4 * 9, 4096, True),
+    # the 25.11 B200 row as printed (EP 8) and as its v0.2.0 preset runs it (EP 64): one micro-batch x 36 layers
+    (dict(hardware="b200", pp=1, dp=64, ep=8, micro_batch=4), 36, 16384, False),
+    (dict(hardware="b200", pp=1, dp=64, ep=64, micro_batch=4), 36, 16384, True),
+])
+def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_mbs, tokens, fits):
+    """No 25.11 gpt-oss run recomputed (Bridge v0.2.0 sets recompute_modules without selective
+    granularity): every layer keeps 134,144 + 46,080 = 180,224 B a token. The stored activations
+    are layer-micro-batches x tokens x that, by hand (106.3 GB at H100 MBS 4 on the first stage,
+    beside 40 GB of states: over 80 GB); `check`'s verdict (memory.fits) refuses the layouts as
+    the table prints them and passes them as the presets ran them (published_runs_moe.yaml
+    provenance), with the records' bf16 gradient buffer and TE loss."""
+    job = {"model": "gpt-oss-120b", "gpus": 64, "tp": 1, "etp": 1, "global_batch": 512, "seq_len": 4096,
+           "sharding": "zero1", "stack": "megatron", "cross_entropy_fusion": True, "cross_entropy_fusion_impl": "te",
+           # the presets' bf16 gradient buffer (grad_reduce_in_fp32 False), as the records carry it
+           "bytes_per_param": {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}, **fields}
+    p = tmp_path / "job.yaml"
+    p.write_text(json.dumps(job))
+    r = cli("explain", str(p), "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    mem = json.loads(r.stdout)["memory"]
+    assert mem["terms"]["layer_activations"] == pytest.approx(layer_mbs * tokens * LAYER_BYTES, rel=1e-12)
+    assert mem["fits"] is fits
