@@ -67,7 +67,8 @@ References
      MXFP8, blockwise and NVFP4 tensors keep separate row- and column-wise data with their
      scales (recipe/__init__.py: MXFP8 one E8M0 scale per 32; blockwise weights 128 x 128 blocks
      with an fp32 scale; NVFP4 weights 16 x 16 blocks, one E4M3 scale). With the job's
-     fp8_param_gather (Megatron --fp8-param-gather, fp8_model_init) the weight is itself the
+     fp8_param_gather (Megatron --fp8-param-gather, fp8_model_init; fp4_param_gather, --fp4-param-gather, the same
+     for NVFP4 weights, param_and_grad_buffer.py l. 1088-1100) the weight is itself the
      quantized tensor (a uint8 parameter buffer, distributed/param_and_grad_buffer.py l. 921-923)
      and the column-wise copy is re-created after each parameter all-gather into the same buffer
      (fp8_utils.py post_all_gather_processing -> TE tensor/utils.py l. 936-971): the weights are
@@ -678,7 +679,7 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
            "last": np.where(one, np.minimum(n0 + n1, n), np.minimum(n1, n))}.get(end, 0.0)
     linear = linear * (1.0 - b16 / np.maximum(n, 1))
     # fp8 parameters need Megatron's distributed optimizer (training/arguments.py l. 1095-1097)
-    pg = bool(settings.fp8_param_gather) & (plan.sharding >= ZERO1)
+    pg = bool(settings.fp8_param_gather or settings.fp4_param_gather) & (plan.sharding >= ZERO1)
     copies = np.where(on, linear * (col + np.where(pg, 0.0, row)), 0.0)
     return copies + zero, np.where(on & pg, linear * (settings.bpp.weights - row), 0.0) + zero
 

@@ -447,6 +447,7 @@ class Settings:
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
+    fp4_param_gather: bool = False  # NVFP4 weights (job field; memory.py [11], step.py [12])
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
@@ -950,6 +951,14 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.fp8_param_gather and job.precision != "fp8":
         raise PlannerError(f"{where}fp8_param_gather needs precision fp8 (got {job.precision}): Megatron refuses fp8 "
                            "parameters without fp8 training (transformer_config.py)", "set precision: fp8, or leave it out")
+    if job.fp4_param_gather and not stack.memory.fp8_weight_cache:
+        raise PlannerError(f"{where}fp4_param_gather is set but stack {stack.name} keeps no quantized weights "
+                           "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
+    if job.fp4_param_gather and job.precision != "nvfp4":
+        # NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1103-1105
+        raise PlannerError(f"{where}fp4_param_gather needs precision nvfp4 (got {job.precision}): Megatron refuses "
+                           "'--fp4-param-gather must be used together with --fp4-format' (arguments.py l. 1104-1105)",
+                           "set precision: nvfp4, or leave it out")
     if job.defer_embedding_wgrad is not None and job.pp == 1:
         # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
         # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
@@ -962,6 +971,10 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
 # torchtitan/components/optimizer.py build_optimizers l. 277-290: NotImplementedError with Expert
 # Parallel, with Pipeline Parallel, with TorchFT); the planner prices no TorchFT
 EARLY_STEP_SOURCE = "pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py build_optimizers l. 277-290"
+# eager core attention runs without context parallelism: Megatron-Core's own DotProductAttention (the eager core:
+# --transformer-impl local / --attention-backend local) asserts it, and its 2021 code had no CP at all
+EAGER_CP_SOURCE = ("NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/dot_product_attention.py DotProductAttention."
+                   "__init__ l. 57-59 ('Context parallelism is only supported by TEDotProductAttention!')")
 
 
 def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: list) -> None:
@@ -1038,6 +1051,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         cross_entropy_fusion=job.cross_entropy_fusion,
         cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
         fp8_param_gather=job.fp8_param_gather,
+        fp4_param_gather=job.fp4_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
@@ -1118,6 +1132,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
+    stack = apply_pp_p2p_overlap(job, stack, where)
     stack = stack_for_states(job, stack)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
@@ -1186,8 +1201,41 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     _check_early_step(job, stack, plan, where, warnings)
+    if job.attention == "eager" and job.cp > 1:
+        raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
+                           f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
+
+
+def apply_pp_p2p_overlap(job, stack, where: str = ""):
+    """The stack with the job's pp_p2p_overlap laid on it: false prices the pipeline's p2p blocking
+    (overlap.pp_p2p_overlapped never, as Megatron-LM runs it with --no-overlap-p2p-communication:
+    each send/recv waited on, stack_db megatron overlap sources); true or None is the stack's own
+    rule (Megatron overlaps with the interleaved schedule only and sets the overlap off without it,
+    arguments.py @d98e8a64 l. 1010-1017). Refused on a stack without the switch
+    (overlap.pp_p2p_overlap_switch)."""
+    want = getattr(job, "pp_p2p_overlap", None)
+    if want is None:
+        return stack
+    ov = stack.overlap
+    if ov.pp_p2p_overlap_switch is None:
+        raise PlannerError(f"{where}pp_p2p_overlap {str(want).lower()} is set but stack {stack.name} has no switch for "
+                           f"its pipeline p2p overlap (stack_db overlap.pp_p2p_overlap_switch; it runs "
+                           f"pp_p2p_overlapped {ov.pp_p2p_overlapped})",
+                           "leave pp_p2p_overlap out, or price the plan on --stack megatron")
+    if want:
+        return stack
+    return stack.model_copy(update={"overlap": ov.model_copy(update={"pp_p2p_overlapped": "never"})})
+
+
+def exported_pp_p2p_overlap(settings) -> bool | None:
+    """False where the job turned the stack's pipeline p2p overlap off (what export writes back:
+    Megatron's --no-overlap-p2p-communication), else None."""
+    stack = settings.stack
+    if stack is None or stack.overlap.pp_p2p_overlap_switch is None:
+        return None
+    return False if stack.overlap.pp_p2p_overlapped == "never" else None
 
 
 def _microbatch_group(job: Job, stack, where: str) -> int:
@@ -1425,6 +1473,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
+        **({"fp4_param_gather": True} if settings.fp4_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
@@ -1443,6 +1492,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         # only where the job's changed the stack's default (planner/cp_comm_type.py)
         **({"cp_comm_type": cct} if (cct := exported_cp_comm_type(settings)) is not None else {}),
         **({"hierarchical_cp_sizes": hs} if (hs := exported_hierarchical_sizes(settings)) is not None else {}),
+        # only where the job turned the stack's p2p overlap off (apply_pp_p2p_overlap)
+        **({"pp_p2p_overlap": False} if exported_pp_p2p_overlap(settings) is False else {}),
         "power_limit_w": settings.power_limit_w,
         "power_limit_source": settings.power_limit_source,
         "tensor_rate_fraction": power_rate_fraction(settings.hardware),

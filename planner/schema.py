@@ -822,6 +822,10 @@ class OverlapSpec(BaseModel):
     pp_p2p_overlapped: Literal["never", "interleaved", "always"] = Field(
         description="pipeline send/recv overlapped with compute: never (blocking), with the interleaved schedule only "
                     "(Megatron overlap_p2p_comm), or always")
+    pp_p2p_overlap_switch: Optional[str] = Field(
+        default=None, description="the stack's option that turns the pipeline p2p overlap off (Megatron-LM "
+                                  "--no-overlap-p2p-communication): a job's pp_p2p_overlap false prices the p2p blocking "
+                                  "(pp_p2p_overlapped never); null: the stack has none, and a job's pp_p2p_overlap is refused")
     fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
                                                      "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
                                                      "so the backward all-gathers wait on compute and compute on them")
@@ -1732,6 +1736,11 @@ class Job(BaseModel):
         default=False, description="fp8 weights (Megatron --fp8-param-gather: TE's fp8_model_init, the fp32 main "
                                    "weights in the distributed optimizer, the weight all-gather in fp8); needs precision "
                                    "fp8 and a stack with memory.fp8_weight_cache; default off")
+    fp4_param_gather: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="NVFP4 weights (Megatron --fp4-param-gather: the linears' weights kept and "
+                                   "all-gathered in NVFP4, two values a byte); needs precision nvfp4 and a stack with "
+                                   "memory.fp8_weight_cache; default off")
     cross_entropy_fusion: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
@@ -1764,6 +1773,14 @@ class Job(BaseModel):
                                   "context_parallel_rotate_method: allgather (one all-gather a pass, the whole K/V held) "
                                   "or alltoall (one permute a ring step, beside the step before's kernel); default: "
                                   "the stack's")
+    pp_p2p_overlap: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="on a stack with a switch for it (stack_db overlap.pp_p2p_overlap_switch: Megatron-LM "
+                                  "--no-overlap-p2p-communication): false sends and receives the pipeline's activations "
+                                  "blocking (batched, waited on) instead of behind the next model chunk's compute; "
+                                  "Megatron then needs pp > 2 with the interleaved schedule (start-up rule "
+                                  "MEGATRON_P2P_OVERLAP_PP); true or null: the stack's rule (overlap.pp_p2p_overlapped: "
+                                  "Megatron overlaps with the interleaved schedule only)")
     cp_comm_type: Optional[CPCommType] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="on a stack that runs several context-parallel variants by name (stack_db "

@@ -702,6 +702,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
             continue
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
+    if d.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
+        args.append("--no-pp-p2p-overlap")
     stack = load_stack(d["stack"])
     if d["bytes_per_param"] != stack.defaults.bytes_per_param:
         if not isinstance(d["bytes_per_param"], str):

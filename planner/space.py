@@ -361,6 +361,19 @@ def early_step_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
     return replace(opts, max_pp=1, max_ep=1)
 
 
+def eager_cp_bounds(settings: Settings, opts: SpaceOptions) -> SpaceOptions:
+    """With the job's eager core attention, the search's cp at 1 (plan.EAGER_CP_SOURCE: Megatron-Core's
+    own core attention refuses context parallelism); a pinned --cp above 1 is an error naming it."""
+    if settings.attention != "eager":
+        return opts
+    from .plan import EAGER_CP_SOURCE
+
+    if opts.cp and max(opts.cp) > 1:
+        raise PlannerError(f"--cp {','.join(map(str, opts.cp))} with attention eager: the eager core attention runs "
+                           f"without context parallelism ({EAGER_CP_SOURCE})", "pin --cp 1, or attention flash")
+    return replace(opts, max_cp=1)
+
+
 def mode_heads(stack) -> np.ndarray:
     """(2, modes): for plans without and with pipeline parallelism, the first of the stack's
     sharding modes (stack_db runs.sharding, in order) priced exactly as each mode: the same
@@ -712,7 +725,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     reasons: dict = {}
     runs = settings.stack.runs if settings.stack is not None else None
     opts = stack_bounds(settings.stack, opts)
-    opts = early_step_bounds(settings, opts)
+    opts = eager_cp_bounds(settings, early_step_bounds(settings, opts))
 
     mesh = _mesh(settings, seq, opts, U, reasons)
     # ---- expert parallelism: divisors of the routed experts that divide tp*dp*cp (1 for a dense

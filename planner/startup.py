@@ -74,6 +74,9 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             all-to-all group's ranks (the first hierarchical size) must divide them
   MEGATRON_HCP_SIZES        a2a+p2p: arguments.py validate_args l. 580-582 asserts cp ==
                             prod(--hierarchical-context-parallel-sizes)
+  MEGATRON_P2P_OVERLAP_PP   arguments.py validate_args l. 1000-1009: with virtual stages and
+                            --no-overlap-p2p-communication (the job's pp_p2p_overlap false) pp must
+                            be > 2 (two sends and receives between the same two ranks in one batch)
 DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   DEEPSPEED_PP_ZERO         deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and
                             ZeRO-3 are incompatible with pipeline parallelism'
@@ -91,7 +94,7 @@ from typing import Callable
 
 import numpy as np
 
-from .pipeline import DUALPIPE
+from .pipeline import DUALPIPE, INTERLEAVED
 
 MEGATRON_COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
 TORCHTITAN_COMMIT = "pytorch/torchtitan @e347b1e5e"
@@ -384,6 +387,28 @@ RULES = RULES + (
         "== prod(args.hierarchical_context_parallel_sizes)); megatron/core/parallel_state.py l. 1127-1128",
         "give --hierarchical-context-parallel-sizes whose product is cp, or choose cp = their product",
         _hcp_sizes),
+)
+
+
+def _p2p_overlap_pp(model, stack, plan) -> np.ndarray:
+    """MEGATRON_P2P_OVERLAP_PP: the interleaved schedule on pp <= 2 where the job turned the
+    stack's p2p overlap off (a stack setting: plan.apply_pp_p2p_overlap lays pp_p2p_overlapped
+    never on a stack with the switch)."""
+    pp = np.asarray(plan.pp)
+    off = stack is not None and stack.overlap.pp_p2p_overlap_switch is not None and \
+        stack.overlap.pp_p2p_overlapped == "never"
+    return bool(off) & (np.asarray(plan.schedule) == INTERLEAVED) & (pp <= 2)
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_P2P_OVERLAP_PP", "megatron",
+        "Megatron's interleaved schedule with --no-overlap-p2p-communication needs pp > 2",
+        f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args l. 1000-1009 ('When interleaved schedule is used "
+        "and p2p communication overlap is disabled, pipeline-model-parallel size should be greater than 2 to avoid having "
+        "multiple p2p sends and recvs between same 2 ranks per communication batch')",
+        "use pp > 2, or vpp 1, or leave the p2p overlap on (pp_p2p_overlap: drop --no-overlap-p2p-communication)",
+        _p2p_overlap_pp),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

@@ -108,6 +108,16 @@ References
     gradient (bytes_per_param.gradients each); the wgrad GEMM's own output is in its GEMM time.
     Without FSDP only (Megatron's DDP buffers; FSDP's gradient path is its own); the router's
     weight, not a fused-accumulation linear, is left out.
+[12] Quantized parameters (Job fp8_param_gather / fp4_param_gather: Megatron --fp8-param-gather,
+    --fp4-param-gather): NVIDIA/Megatron-LM @d98e8a64 megatron/core/distributed/param_and_grad_buffer.py
+    l. 894-923 (a quantized parameter is stored in a uint8 parameter buffer; NVFP4 two values a byte,
+    l. 1088-1100) and the distributed optimizer all-gathers that buffer after each step: the linears'
+    weights move at 1 B (fp8) or 0.5 B (NVFP4, packed), the other parameters at 16 bits. MXFP8
+    parameters are gathered through the gradient buffer instead (ddp config
+    reuse_grad_buf_for_mxfp8_param_ag, param_and_grad_buffer.py _post_param_sync l. 302-331: the
+    gathered values cast into the MXFP8 parameters; optimizer_config.py l. 416-424 recommends it
+    with fp8_param_gather, and Megatron-Bridge requires it, mixed_precision.py @v0.3.0 l. 87-90):
+    at the gradient buffer's bytes (bytes_per_param gradients), assumed for every MXFP8 job.
 """
 
 from __future__ import annotations
@@ -958,6 +968,39 @@ def grad_reduce_bytes(sc: StepCtx, fsdp) -> np.ndarray:
     return np.where(fsdp, fs.grad_reduce_bytes, ddp)
 
 
+def linear_share(pc) -> float:
+    """The share of the dense parameters that are the layers' linear weights (their TP-split
+    matrices, biases left out), over the model: what quantized parameters cover [12] (the
+    embedding, output layer, norms and routers stay 16-bit); a stage's own share is taken as
+    the model's (a named approximation: the first stage holds the embedding, the last the
+    output layer)."""
+    lin = sum(int(n) * (p.split - p.split_bias) for n, p in zip(pc.layers.totals, pc.kind_params))
+    dense = sum(int(n) * (p.split + p.replicated) for n, p in zip(pc.layers.totals, pc.kind_params)) + pc.ends
+    return lin / dense if dense else 0.0
+
+
+# bytes per linear weight element the distributed optimizer's all-gather moves with quantized
+# parameters, by recipe [12]: the uint8 parameter buffer (Float8Tensor data; blockwise's too, its
+# scales not counted), NVFP4 packed two a byte; MXFP8 (NaN here) through the gradient buffer
+QUANTIZED_GATHER_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "rowwise": 1.0, "blockwise": 1.0, "mxfp8": float("nan"),
+                          "nvfp4": 0.5}
+
+
+def gather_bytes(sc: StepCtx, zero, share) -> np.ndarray:
+    """Bytes per parameter a weight all-gather moves: the stack's param_gather_bytes (fp8 where
+    its recipe gathers fp8: torchtitan's float8 FSDP all-gather); with the job's quantized
+    parameters (fp8_param_gather / fp4_param_gather) under the distributed optimizer, the
+    linears' share (`share`) at QUANTIZED_GATHER_BYTES, the rest at the stack's [12]."""
+    from .precisions import FP8_RECIPES
+
+    plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
+    w = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
+    quant = (settings.fp8_param_gather or settings.fp4_param_gather) & ((plan.precision == FP8) | (plan.precision == NVFP4))
+    per = np.array([QUANTIZED_GATHER_BYTES[r] for r in FP8_RECIPES])[np.asarray(plan.f8r, dtype=np.int64)]
+    per = np.where(np.isnan(per), settings.bpp.gradients, per)  # MXFP8: gathered into the gradient buffer [12]
+    return np.where(quant & zero, share * per + (1.0 - share) * w, w)
+
+
 def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     """Gradient reduction and parameter gathering over every rank that holds the same weights,
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
@@ -982,10 +1025,10 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     shard_n = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     dpcp = plan.dp * plan.cp
     dp_stride = np.where(plan.cp > 1, np.minimum(coll.strides["dp"], coll.strides["cp"]), coll.strides["dp"])
-    w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
+    w_per = gather_bytes(sc, zero, linear_share(pc))  # [12]
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
     fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / sc.n["mid"]
@@ -1098,7 +1141,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     e_shard, edp = moe.expert_shard(plan), moe.expert_dp(plan)
     e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
     n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
-    w_per = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
+    w_per = gather_bytes(sc, zero, 1.0)  # the experts' weights are linears' [12]
 
     def e_coll(op, size, group):
         return n_be * coll(op, size / n_be, group, e_st)

@@ -298,3 +298,25 @@ def test_fit_with_a2a_p2p_ranks_only_the_sizes_cp(cli):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--seq-len", "32768", "--global-batch", "16",
             "--cp-comm-type", "a2a+p2p", "--hierarchical-context-parallel-sizes", "2,2", "--top", "1")
     assert "--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2,2" in r.stdout
+
+
+def test_a_stack_file_that_refuses_a_variant(tmp_path, cli):
+    """A user stack file may name variants it does not run (cp_comm_types.refused, with the
+    reason): a job asking for one is refused with that reason and the variants it has, exit 2."""
+    import yaml
+
+    from planner.catalog import stack_source
+    from conftest import assert_one_error
+
+    data = yaml.safe_load(stack_source("megatron").read_text(encoding="utf-8"))
+    cct = data["cp_comm_types"]
+    del cct["variants"]["a2a"]
+    cct["heads_divisible"] = [v for v in cct["heads_divisible"] if v != "a2a"]
+    cct["refused"] = {"a2a": "this cluster's Transformer Engine build has no all-to-all context parallelism"}
+    path = tmp_path / "no-a2a.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    r = cli("explain", "--model", "llama3-8b", "--gpus", 16, "--tp", 2, "--cp", 4, "--global-batch", 16,
+            "--stack", str(path), "--cp-comm-type", "a2a")
+    assert_one_error(r, "cp_comm_type a2a: this cluster's Transformer Engine build", "p2p")
+    assert cli("explain", "--model", "llama3-8b", "--gpus", 16, "--tp", 2, "--cp", 4, "--global-batch", 16,
+               "--stack", str(path), "--cp-comm-type", "all_gather").exit_code == 0

@@ -8,6 +8,8 @@ sources) and the A100 entry's datasheet numbers, not from the functions under te
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from planner.catalog import load_hardware, load_stack
@@ -150,3 +152,19 @@ def test_stack_kernels_give_the_eager_figures_together(drop):
     KernelBytes.model_validate(data)
     with pytest.raises(ValidationError, match="score_"):
         KernelBytes.model_validate({**data, drop: None})
+
+
+def test_eager_core_attention_refuses_context_parallelism(cli):
+    """Megatron-Core's own DotProductAttention (the eager core) asserts context_parallel_size == 1
+    (plan.EAGER_CP_SOURCE): explain refuses cp 2 with attention eager, fit searches cp 1 only and
+    refuses a pinned --cp 2, each exit 2 naming the source."""
+    from conftest import assert_one_error
+
+    assert_one_error(cli("explain", "--model", "llama3-8b", "--gpus", 16, "--cp", 2, "--attention", "eager",
+                         "--global-batch", 16), "attention eager with cp 2", "dot_product_attention.py")
+    assert_one_error(cli("fit", "--model", "llama3-8b", "--gpus", 16, "--cp", 2, "--attention", "eager",
+                         "--global-batch", 64), "--cp 2 with attention eager")
+    r = cli("fit", "--model", "llama3-8b", "--gpus", 16, "--attention", "eager", "--global-batch", 64, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows and all(row["plan"]["cp"] == 1 for row in rows)

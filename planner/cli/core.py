@@ -158,7 +158,7 @@ def job_options(
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
     ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
-    hierarchical_cp_sizes=None,
+    hierarchical_cp_sizes=None, pp_p2p_overlap=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -179,6 +179,7 @@ def job_options(
         ep=ep, moe_capacity_factor=moe_capacity_factor, ep_comm_overlap=ep_comm_overlap, etp=etp, mtp_layers=mtp_layers,
         loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group, cp_comm_type=cp_comm_type,
         hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
+        pp_p2p_overlap=pp_p2p_overlap,
     )
 
 
@@ -224,6 +225,10 @@ CpCommTypeOption = typer.Option(
          "all-to-alls of Q, K, V and the output, exposed; heads divisible by cp) | a2a+p2p (all-to-alls inside the "
          "first of --hierarchical-context-parallel-sizes, the ring across the second) (Megatron --cp-comm-type; "
          "Megatron stacks only) (default: p2p, Megatron's)")
+PpP2pOverlapOption = typer.Option(
+    None, "--pp-p2p-overlap/--no-pp-p2p-overlap",
+    help="--no-pp-p2p-overlap: the pipeline's send/recv blocking (Megatron --no-overlap-p2p-communication; with vpp > 1 "
+         "it needs pp > 2; Megatron stacks only) (default: the stack's, overlapped in the interleaved schedule)")
 HierCpOption = typer.Option(
     None, "--hierarchical-context-parallel-sizes",
     help="with --cp-comm-type a2a+p2p: the all-to-all group's and the ring's ranks, e.g. 2,2 (product cp; Megatron "
@@ -284,6 +289,7 @@ def register(app: typer.Typer) -> None:
         microbatch_group: Optional[int] = MicrobatchGroupOption,
         cp_comm_type: Optional[str] = CpCommTypeOption,
         hierarchical_cp_sizes: Optional[str] = HierCpOption,
+        pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -300,7 +306,7 @@ def register(app: typer.Typer) -> None:
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
-            hierarchical_cp_sizes)
+            hierarchical_cp_sizes, pp_p2p_overlap)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (CapacityFactorOption, CpCommTypeOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+from .core import (CapacityFactorOption, CpCommTypeOption, PpP2pOverlapOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, load_job, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -107,6 +107,7 @@ def register(app: typer.Typer) -> None:
         microbatch_group: Optional[int] = MicrobatchGroupOption,
         cp_comm_type: Optional[str] = CpCommTypeOption,
         hierarchical_cp_sizes: Optional[str] = HierCpOption,
+        pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -138,6 +139,7 @@ def register(app: typer.Typer) -> None:
             ep_comm_overlap=ep_comm_overlap, loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group,
             cp_comm_type=cp_comm_type,
             hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
+            pp_p2p_overlap=pp_p2p_overlap,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")

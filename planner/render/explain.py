@@ -47,6 +47,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
                     f"attention {p['attention']} (its batched GEMMs, softmax and dropout)")
     if p.get("cp_comm_type"):  # the stack's named context-parallel variant, where not its default (planner/cp_comm_type.py)
         opts.append(f"CP {p['cp_comm_type']}")
+    if p.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
+        opts.append("PP p2p overlap off (blocking)")
     if "ep_comm_overlap" in p:  # MoE models
         dual = p.get("schedule") == "dualpipe" and p.get("pp", 1) > 1  # the schedule itself hides them (step.ep_comm)
         opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")

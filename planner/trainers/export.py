@@ -107,7 +107,7 @@ def _check_runnable(plan: dict) -> None:
     """The plan passes plan.rule_codes with the stack's runs and its trainer's start-up rules:
     an exported file the trainer would refuse is never written."""
     from ..catalog import load_stack
-    from ..plan import OK, rule_codes, rule_reasons
+    from ..plan import OK, apply_pp_p2p_overlap, rule_codes, rule_reasons
 
     from types import SimpleNamespace
 
@@ -116,6 +116,8 @@ def _check_runnable(plan: dict) -> None:
     # the plan's context-parallel variant as resolve applies it (planner/cp_comm_type.py: rule CP_A2A_HEADS)
     stack = apply_cp_comm_type(SimpleNamespace(cp_comm_type=plan.get("cp_comm_type"),
                                                hierarchical_cp_sizes=plan.get("hierarchical_cp_sizes")), load_stack(plan["stack"]))
+    # and its p2p overlap (plan.apply_pp_p2p_overlap: rule MEGATRON_P2P_OVERLAP_PP)
+    stack = apply_pp_p2p_overlap(SimpleNamespace(pp_p2p_overlap=plan.get("pp_p2p_overlap")), stack)
     code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
     if code != OK:
         reasons = rule_reasons(stack, plan.get("microbatch_group") or 0)
@@ -133,9 +135,10 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes")
+            "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
+            "pp_p2p_overlap")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -534,6 +537,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--cross-entropy-loss-fusion", None))
     if plan.get("fp8_param_gather"):
         args.append(("--fp8-param-gather", None))
+    if plan.get("fp4_param_gather"):
+        args.append(("--fp4-param-gather", None))
     if plan.get("moe_grouped_gemm"):
         args.append(("--moe-grouped-gemm", None))
     # the fusion switches the plan turned off (megatron.py [6]; under --use-torch-fsdp2 its mode writes the last)
@@ -554,6 +559,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--num-virtual-stages-per-pipeline-rank", vpp))
     if plan.get("microbatch_group"):  # N of the interleaved schedule (model_parallel_config.py @d98e8a64 l. 431-449)
         args.append(("--microbatch-group-size-per-virtual-pipeline-stage", plan["microbatch_group"]))
+    if plan.get("pp_p2p_overlap") is False:  # the pipeline p2p blocking (arguments.py @d98e8a64 l. 3118-3120)
+        args.append(("--no-overlap-p2p-communication", None))
     if plan.get("cp_comm_type"):  # the context-parallel variant, where not p2p (arguments.py @d98e8a64 l. 3221-3226)
         args.append(("--cp-comm-type", plan["cp_comm_type"]))
     if plan.get("hierarchical_cp_sizes"):  # a2a+p2p's groups (arguments.py @d98e8a64 l. 580-585)

@@ -61,15 +61,22 @@ read). Modelled:
   --no-persist-layer-norm ignored where Transformer Engine's kernels run: _fusions), --cp-comm-type (the
   job's cp_comm_type with cp > 1: p2p, all_gather, a2a, a2a+p2p with --hierarchical-context-parallel-sizes,
   priced as run, planner/cp_comm_type.py; a list of one value is that value, a per-layer list of several
-  values is refused), and the pipeline
+  values is refused), --no-overlap-p2p-communication (the job's pp_p2p_overlap false: the interleaved
+  schedule's p2p blocking, planner/step.py pp_comm; pp > 2 with virtual stages, start-up rule
+  MEGATRON_P2P_OVERLAP_PP; --overlap-p2p-communication, its older store_true spelling of the
+  default before Megatron-LM 4eeff55d1f, read as the default with a note), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
-changes (NOT_MODELLED: --empty-unused-memory-level, --manual-gc,
---step-batch-size-schedule, --rotary-percent below 1; and any flag the planner does not know). --step-batch-size-schedule "tokens:batch ..." gives the global batch
+changes, cited at the code (NOT_MODELLED: --empty-unused-memory-level (the reserved peak, not the
+allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --step-batch-size-schedule
+(the phases before its last batch), --overlap-p2p-communication-warmup-flush (the warm-up's and
+flush's p2p, priced as the steady state's either way), --bf16-reduce (no Megatron-LM flag at any commit),
+--rotary-percent below 1; and any flag the planner does not know); --no-async-tensor-model-
+parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored. --step-batch-size-schedule "tokens:batch ..." gives the global batch
 (its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
 up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
@@ -161,11 +168,13 @@ BOOL_FLAGS = {
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
     # the plan and what it cannot express
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
-    "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--use-precision-aware-optimizer",
+    "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--fp4-param-gather", "--use-precision-aware-optimizer",
     "--fine-grained-activation-offloading", "--cpu-offloading", "--optimizer-cpu-offload", "--first-last-layers-bf16",
     # the fusion switches (_fusions: job fields, or ignored / not modelled where they change nothing priced)
     "--no-rope-fusion", "--no-bias-swiglu-fusion", "--no-bias-gelu-fusion", "--no-bias-dropout-fusion",
     "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-persist-layer-norm",
+    # the pipeline p2p overlap (the job's pp_p2p_overlap)
+    "--no-overlap-p2p-communication",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -191,13 +200,14 @@ VALUE_FLAGS = {
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
-BOOL_READ = {"--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
+BOOL_READ = {"--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
-    "--calculate-per-token-loss", "--manual-gc", "--log-throughput", "--profile",
+    "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
-    "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication",
+    "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
+    "--overlap-p2p-communication-warmup-flush",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--distributed-backend-nccl",
 }
@@ -205,15 +215,39 @@ KNOWN_BOOL_IGNORED = {
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
-    "--fp4-param-gather": "NVFP4 weights all-gathered in fp4 (0.5 B): bf16 weights priced",
-    "--empty-unused-memory-level": "empties the allocator's cache each step (1) or more often (2): a lower reserved peak, "
-                                   "some time",
-    "--manual-gc": "Python garbage collection at a fixed interval instead of when it triggers: fewer pauses in the step",
-    "--step-batch-size-schedule": "a batch-size ramp: the steps before its last threshold run smaller batches (a shorter "
-                                  "step, more steps); priced at the final batch",
-    "--overlap-p2p-communication": "pipeline p2p overlap (the stack's default for the interleaved schedule is priced)",
-    "--no-async-tensor-model-parallel-allreduce": "TP all-reduces not overlapped with the GEMMs",
-    "--bf16-reduce": "gradients reduced in bf16",
+    # training_config.py @d98e8a64 l. 48-51; training.py l. 3148-3150 (>= 1: after forward_backward_func, before
+    # optimizer.step) and l. 3228-3230 (>= 2: after the step): torch.cuda.empty_cache() returns the allocator's cached
+    # blocks to the driver. The allocated peak the planner prices is the same; the reserved one above it (memory.py
+    # [13]'s fragmentation band) falls, and the next step pays cudaMalloc again: neither has a cited figure
+    "--empty-unused-memory-level": "torch.cuda.empty_cache() after the forward-backward (1) and after the optimizer "
+                                   "step too (2), training.py @d98e8a64 l. 3148-3150, 3228-3230: the allocated peak "
+                                   "priced is unchanged; the reserved peak above it (the fragmentation band) falls and "
+                                   "each step re-allocates the freed blocks, which the planner does not price",
+    # training_config.py @d98e8a64 l. 91-104; training.py l. 4402-4411 (gc.disable(), gc.collect() once) and
+    # l. 4026-4033 (gc.collect() every --manual-gc-interval steps, 0: never)
+    "--manual-gc": "Python's threshold garbage collector off (gc.disable()) and a full gc.collect() every "
+                   "--manual-gc-interval steps (0: never), training.py @d98e8a64 l. 4402-4411, 4026-4033: host pauses "
+                   "aligned across ranks instead of one rank's stalling the collectives; the planner prices no host "
+                   "garbage collection, with or without it",
+    "--manual-gc-interval": "the steps between manual garbage collections (with --manual-gc), training.py @d98e8a64 "
+                            "l. 4026-4033: host pauses the planner does not price",
+    # num_microbatches_calculator.py @d98e8a64 l. 233-280, training_config.py l. 32-40; training.py l. 2155-2170
+    # (update_train_iters: with --train-samples, steps counted at each phase's batch)
+    "--step-batch-size-schedule": "a batch-size ramp: until each threshold (tokens, or samples without a sequence "
+                                  "length) the run steps at that phase's global batch, fewer micro-batches a step (a "
+                                  "larger bubble share) and more steps for the same tokens; the step, memory and run "
+                                  "time are priced at its last batch only (num_microbatches_calculator.py @d98e8a64 "
+                                  "l. 233-280)",
+    # model_parallel_config.py @d98e8a64 l. 422-429 (overlap_p2p_comm_warmup_flush, --overlap-p2p-communication-
+    # warmup-flush); schedules.py l. 1576-1660: without it the warm-up's and the flush's send/recv are waited on
+    "--overlap-p2p-communication-warmup-flush": "the interleaved schedule's warm-up and flush p2p overlapped too "
+                                                "(model_parallel_config.py @d98e8a64 l. 422-429, schedules.py "
+                                                "l. 1576-1660); the planner prices every chunk's p2p as the steady "
+                                                "state's (overlapped), with or without it",
+    # not a Megatron-LM flag: `git log -S"'--bf16-reduce'"` finds none in Megatron-LM's history to @d98e8a64
+    "--bf16-reduce": "no such flag in Megatron-LM (none in its history to @d98e8a64: its parser refuses it); "
+                     "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
+                     "which the reader prices",
 }
 # flags with no effect on the plan's memory or step time: listed as "ignored" with the reason
 IGNORED_REASONS = (
@@ -235,6 +269,11 @@ IGNORED_REASONS = (
     (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
     (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
     (r"--max-position-embeddings$", "the model file's position table is priced"),
+    # arguments.py: 'DEPRECATED. This flag is ignored.' from Megatron-LM 5fffdfc737 (2024-04-29) until 639c08ab82
+    # (2026-01-29) removed it
+    (r"--no-async-tensor-model-parallel-allreduce$",
+     "a flag Megatron-LM ignored ('DEPRECATED. This flag is ignored.', from 5fffdfc737, 2024-04-29) and removed in "
+     "639c08ab82 (2026-01-29): @d98e8a64's parser refuses it; the TP collectives are priced as --tp-comm-overlap says"),
 )
 
 
@@ -954,6 +993,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                            "TE >= 2.0 (arguments.py: 'will fallback to bf16 all_gather')")
         else:
             job["fp8_param_gather"] = True
+    if "--fp4-param-gather" in flags:  # NVFP4 weights (planner/memory.py [11], step.py [12])
+        job["fp4_param_gather"] = True
 
     # ---- model: shape flags against --model, or the one catalog model with that shape
     shape: dict[str, tuple[str, object]] = {}
@@ -1095,6 +1136,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     group = _int(where, flags, "--microbatch-group-size-per-virtual-pipeline-stage")
     if group is not None:
         job["microbatch_group"] = group
+    _p2p_overlap(flags, vpp, job, assumed)
 
     # ---- GPUs
     file_gpus = _launcher_gpus(list(launch), where)
@@ -1493,6 +1535,29 @@ def _bf16_layers(flags: dict, job: dict, where: str, ignored: list) -> None:
 
 DISPATCHER_TYPES = {"alltoall": "alltoall", "allgather": "allgather"}
 FLEX_BACKENDS = {"deepep": "deepep", "hybridep": "hybridep"}
+
+
+def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
+    """--no-overlap-p2p-communication -> the job's pp_p2p_overlap false: Megatron-LM @d98e8a64
+    arguments.py l. 3118-3120 (store_false, dest overlap_p2p_comm: on by default); with virtual stages
+    the interleaved schedule then waits on each send/recv (argument_utils.py l. 307 batch_p2p_comm,
+    p2p_communication.py l. 607-649), and pp must be > 2 (l. 1000-1009: start-up rule
+    MEGATRON_P2P_OVERLAP_PP); without them Megatron sets the overlap off anyway (l. 1010-1017).
+    --overlap-p2p-communication is the older store_true spelling of today's default (Megatron-LM
+    f9283c5a8a, 2023-05-31, replaced by 4eeff55d1f, 2023-10-12): read as the default."""
+    old = "--overlap-p2p-communication" in flags
+    if "--no-overlap-p2p-communication" in flags:
+        job["pp_p2p_overlap"] = False
+        if vpp == 1:
+            assumed.append("pp_p2p_overlap=false: --no-overlap-p2p-communication without virtual stages (Megatron sets the "
+                           "overlap off there anyway: the 1F1B schedule's p2p blocks; arguments.py @d98e8a64 l. 1010-1017)")
+        if old:
+            assumed.append("pp_p2p_overlap=false: --no-overlap-p2p-communication beside the older --overlap-p2p-communication "
+                           "(gone since Megatron-LM 4eeff55d1f, 2023-10-12; @d98e8a64's parser refuses it)")
+    elif old:
+        assumed.append("pp_p2p_overlap: --overlap-p2p-communication, the older spelling (Megatron-LM f9283c5a8a 2023-05-31 to "
+                       "4eeff55d1f 2023-10-12) of today's default, priced (the interleaved schedule's p2p overlapped); "
+                       "Megatron-LM @d98e8a64's parser refuses it: drop it from the script")
 
 
 def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:

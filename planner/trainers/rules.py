@@ -58,6 +58,8 @@ Sources (file @d98e8a64, what is asserted):
                  MTP layers (validate_layer_layout)
   INTERLEAVED    megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_
                  interleaving: micro-batches M >= the group size (default pp), and M % pp == 0
+  P2P_OVERLAP    arguments.py l. 1000-1009: virtual stages with --no-overlap-p2p-communication need
+                 pp > 2
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ SOURCES = {
     "SPLIT": "megatron/core/transformer/transformer_config.py __post_init__; transformer_block.py get_num_layers_to_build",
     "LAYOUT": "megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout",
     "INTERLEAVED": "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving",
+    "P2P_OVERLAP": "megatron/training/arguments.py validate_args l. 1000-1009",
 }
 
 
@@ -267,6 +270,9 @@ def _split_errors(flags, world, pp, dp, mbs, gbs, L) -> list[tuple[str, str]]:
                 units = L + e + l_
                 if units % pp or (units // pp) % vpp:
                     bad("SPLIT", f"{units} layers (with the counted ends) are not pp {pp} x vpp {vpp} equal chunks")
+    if vpp > 1 and "--no-overlap-p2p-communication" in flags and pp <= 2:
+        bad("P2P_OVERLAP", f"the interleaved schedule (vpp {vpp}) with --no-overlap-p2p-communication on pp {pp}: pp must "
+                           "be > 2")
     if vpp > 1 and pp > 1:
         m = gbs // (mbs * dp) if mbs * dp else 0
         group = _i(flags, "--microbatch-group-size-per-virtual-pipeline-stage", pp)

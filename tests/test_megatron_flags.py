@@ -1,0 +1,202 @@
+"""Megatron-LM flags that were listed "not modelled" (issue 22), each checked at NVIDIA/Megatron-LM
+@d98e8a64: --no-overlap-p2p-communication priced (the job's pp_p2p_overlap), its start-up rule, the
+reader and the export; the flags that no longer exist, or never did, said for what they are; the
+ones kept "not modelled" with what they change, cited."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner import comm
+from planner.cli.export import resolved_plan
+from planner.errors import PlannerError
+from planner.explain import evaluate, to_json
+from planner.plan import resolve, rule_codes
+from planner.schema import Job
+from planner.startup import CODES
+from planner.trainers import load_trainer_config
+from planner.trainers.export import export_plan, plan_signature
+from planner.trainers.rules import megatron_errors, megatron_script_errors
+
+NV_BW = 450e9 * comm.NVLINK_RING_EFFICIENCY  # H100 NVLink, achievable (hardware_db h100-sxm nvlink_GBps 450)
+NV_LAT = comm.NVLINK_LATENCY_S
+X = 0.189  # stack_db megatron.yaml overlap.overlapped_exposed_fraction (Lee et al. 2025)
+# llama3-8b on 8 H100 (one node: the pp link is NVLink), pp 4 x vpp 2, dp 2, global batch 8: m = 4
+KW = dict(model="llama3-8b", gpus=8, pp=4, vpp=2, global_batch=8, seq_len=8192, stack="megatron")
+
+
+def _json_of(job: Job) -> dict:
+    s, p, _ = resolve(job)
+    return to_json(s, p, evaluate(s, p))
+
+
+def _time(**kw):
+    return _json_of(Job(**kw))
+
+
+def test_p2p_blocking_by_hand():
+    """With the overlap off each send/recv of a model chunk is waited on (arguments.py @d98e8a64
+    l. 3118-3120, argument_utils.py l. 307, p2p_communication.py l. 607-649): per micro-batch and
+    model chunk one send forward and one backward of T h x 2 B, here 8,192 x 4,096 x 2 =
+    67,108,864 B at NVLink's achievable rate plus its latency; m 4 x vpp 2 x 2 = 16 of them. With it
+    on (Megatron's default) only the stack's exposed share 0.189 of each lands on the step."""
+    send = NV_LAT + 8192 * 4096 * 2 / NV_BW
+    off = _time(pp_p2p_overlap=False, **KW)
+    on = _time(**KW)
+    assert off["time"]["pp_comm_s"] == pytest.approx(16 * send, rel=1e-9)
+    assert on["time"]["pp_comm_s"] == pytest.approx(X * 16 * send, rel=1e-9)
+    # the p2p is busy time of a stage: the bubble, (p - 1) / (v m) = 3/8 of it, grows with it
+    d_bubble = off["time"]["bubble_s"] - on["time"]["bubble_s"]
+    assert d_bubble == pytest.approx(3 / 8 * (1 - X) * 16 * send, rel=1e-6)
+    assert off["plan"]["pp_p2p_overlap"] is False and "pp_p2p_overlap" not in on["plan"]
+    # true is the stack's rule: the same plan as none
+    assert _time(pp_p2p_overlap=True, **KW)["time"] == on["time"]
+
+
+def test_p2p_flag_without_virtual_stages_changes_nothing():
+    """Without virtual stages Megatron sets the overlap off itself (arguments.py @d98e8a64 l. 1010-1017):
+    the 1F1B schedule's p2p already blocks, so the flag prices the same step."""
+    kw = {**KW, "vpp": 1}
+    assert _time(pp_p2p_overlap=False, **kw)["time"] == _time(**kw)["time"]
+
+
+def test_p2p_overlap_off_needs_pp_above_2():
+    """arguments.py @d98e8a64 l. 1000-1009: the interleaved schedule with the overlap off asserts
+    pp > 2. resolve refuses the job naming the rule and its source; the search's rule codes mask
+    the pp 2 row and keep the pp 4 one; with the overlap on pp 2 runs."""
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**{**KW, "gpus": 4, "pp": 2}, pp_p2p_overlap=False))
+    assert "MEGATRON_P2P_OVERLAP_PP" in e.value.message and "arguments.py validate_args l. 1000-1009" in e.value.message
+    assert "pp > 2" in e.value.hint
+    resolve(Job(**{**KW, "gpus": 4, "pp": 2}))  # the default overlap: accepted
+    s, p, _ = resolve(Job(**KW, pp_p2p_overlap=False))
+    rows = replace(p, **{k: np.array([2, 4]) if k == "pp" else np.array([4, 2]) if k in ("dp", "shard") else
+                         np.broadcast_to(getattr(p, k), (2,)).copy() for k in p.__dataclass_fields__})
+    codes = rule_codes(s.model, 8, s.stack, rows)
+    assert list(codes) == [CODES["MEGATRON_P2P_OVERLAP_PP"], 0]
+
+
+def test_p2p_overlap_rule_on_the_cli(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 4\npp: 2\nvpp: 2\nglobal_batch: 8\nstack: megatron\npp_p2p_overlap: false\n")
+    r = cli("explain", job)
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: ") and "MEGATRON_P2P_OVERLAP_PP" in r.stderr and "l. 1000-1009" in r.stderr
+    assert "hint: use pp > 2" in r.stderr and "Traceback" not in r.stderr
+    # the same from the command line's option
+    r = cli("explain", "--model", "llama3-8b", "--gpus", 4, "--pp", 2, "--vpp", 2, "--global-batch", 8,
+            "--no-pp-p2p-overlap")
+    assert r.exit_code == 2 and "MEGATRON_P2P_OVERLAP_PP" in r.stderr and "hint: " in r.stderr
+    r = cli("explain", "--model", "llama3-8b", "--gpus", 8, "--pp", 4, "--vpp", 2, "--global-batch", 8,
+            "--no-pp-p2p-overlap", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["pp_p2p_overlap"] is False
+    r = cli("explain", "--model", "llama3-8b", "--gpus", 8, "--stack", "torchtitan", "--sharding", "fsdp",
+            "--no-pp-p2p-overlap")
+    assert r.exit_code == 2 and "error: pp_p2p_overlap false is set but stack torchtitan has no switch" in r.stderr
+
+
+def test_other_stacks_refuse_the_field():
+    """Only a stack with the switch (stack_db overlap.pp_p2p_overlap_switch: megatron) takes it."""
+    for stack, extra in (("torchtitan", dict(sharding="fsdp")), ("deepseek", {})):
+        with pytest.raises(PlannerError, match=f"stack {stack} has no switch for its pipeline p2p overlap"):
+            resolve(Job(model="llama3-8b", gpus=8, stack=stack, pp_p2p_overlap=False, **extra))
+
+
+def test_argument_rule_p2p_overlap():
+    """rules.py's transcription of the same assert, on Megatron's own argument names."""
+    base = {"--num-layers": "32", "--hidden-size": "4096", "--num-attention-heads": "32", "--seq-length": "8192",
+            "--max-position-embeddings": "8192", "--micro-batch-size": "1", "--global-batch-size": "64",
+            "--num-virtual-stages-per-pipeline-rank": "2", "--no-overlap-p2p-communication": True}
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    keys = lambda pp, **f: [k for k, _ in megatron_errors({**base, "--pipeline-model-parallel-size": str(pp), **f}, 8, env)]  # noqa: E731
+    assert keys(2) == ["P2P_OVERLAP"]
+    assert keys(4) == []
+    del base["--no-overlap-p2p-communication"]
+    assert keys(2) == []
+
+
+ARGS = ("--tensor-model-parallel-size 1 --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+        "--micro-batch-size 1 --global-batch-size 48 --seq-length 8192 --bf16 --use-distributed-optimizer")
+
+
+def _read(tmp_path, extra: str, name="run.args"):
+    p = tmp_path / name
+    p.write_text(ARGS + " " + extra + "\n")
+    return load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+
+
+def _listed(cfg, flag):
+    return [x for x in cfg.not_modelled + cfg.ignored if flag in x]
+
+
+def test_reader_maps_each_flag(tmp_path):
+    cfg = _read(tmp_path, "--no-overlap-p2p-communication")
+    assert cfg.job["pp_p2p_overlap"] is False and not _listed(cfg, "overlap-p2p")
+    # the older store_true spelling of today's default (Megatron-LM f9283c5a8a .. 4eeff55d1f)
+    cfg = _read(tmp_path, "--overlap-p2p-communication")
+    assert "pp_p2p_overlap" not in cfg.job and not _listed(cfg, "overlap-p2p")
+    assert any("older spelling" in a and "4eeff55d1f" in a for a in cfg.assumed)
+    # ignored by Megatron-LM since 2024, removed in 639c08ab82
+    cfg = _read(tmp_path, "--no-async-tensor-model-parallel-allreduce")
+    [x] = _listed(cfg, "--no-async-tensor-model-parallel-allreduce")
+    assert x in " ".join(cfg.ignored) and "639c08ab82" in x
+    # never a Megatron-LM flag
+    cfg = _read(tmp_path, "--bf16-reduce")
+    [x] = _listed(cfg, "--bf16-reduce")
+    assert x in " ".join(cfg.not_modelled) and "no such flag in Megatron-LM" in x
+    # kept "not modelled", each with what it changes at the code
+    cfg = _read(tmp_path, "--empty-unused-memory-level 1 --manual-gc --manual-gc-interval 100")
+    assert any("--empty-unused-memory-level=1" in x and "l. 3148-3150" in x and "allocated peak priced is unchanged" in x
+               for x in cfg.not_modelled)
+    assert any("--manual-gc" in x and "l. 4402-4411" in x for x in cfg.not_modelled)
+    assert any("--manual-gc-interval=100" in x for x in cfg.not_modelled)
+    assert cfg.job["global_batch"] == 48
+    cfg = _read(tmp_path, "--overlap-p2p-communication-warmup-flush --microbatch-group-size-per-virtual-pipeline-stage 4")
+    assert cfg.job["microbatch_group"] == 4  # a store_true: the next flag is read, not taken as its value
+    assert any("--overlap-p2p-communication-warmup-flush" in x and "l. 1576-1660" in x for x in cfg.not_modelled)
+    p = tmp_path / "sched.args"
+    p.write_text(ARGS.replace("--global-batch-size 48", "--step-batch-size-schedule '0:16 2.4B:48'") + "\n")
+    cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+    assert cfg.job["global_batch"] == 48
+    assert any("--step-batch-size-schedule" in x and "priced at its last batch only" in x for x in cfg.not_modelled)
+
+
+def test_export_round_trip(tmp_path):
+    """The plan with the overlap off exports --no-overlap-p2p-communication, which passes rules.py's
+    start-up checks and reads back as the same plan with the same step time and memory; on pp 2
+    the same file breaks P2P_OVERLAP."""
+    job = Job(model="llama3-8b", gpus=16, pp=4, vpp=2, micro_batch=1, global_batch=48, sharding="zero1",
+              stack="megatron", pp_p2p_overlap=False)
+    plan = resolved_plan(job)
+    assert plan["pp_p2p_overlap"] is False
+    text, _ = export_plan(plan, "megatron")
+    assert "--no-overlap-p2p-communication" in text
+    assert megatron_script_errors(text) == []
+    f = tmp_path / "exported.sh"
+    f.write_text(text)
+    back = Job.model_validate(load_trainer_config(f).job)
+    assert back.pp_p2p_overlap is False
+    assert plan_signature(resolved_plan(back)) == plan_signature(plan)
+    a, b = (_json_of(j) for j in (job, back))
+    assert a["memory"] == b["memory"] and a["time"] == b["time"]
+    # the default plan writes no flag
+    assert "overlap-p2p" not in export_plan(resolved_plan(job.model_copy(update={"pp_p2p_overlap": None})), "megatron")[0]
+    assert [k for k, _ in megatron_script_errors(text.replace("--pipeline-model-parallel-size 4",
+                                                               "--pipeline-model-parallel-size 2"))].count("P2P_OVERLAP") == 1
+
+
+def test_explain_json_names_the_setting(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("".join(f"{k}: {v}\n" for k, v in KW.items()) + "pp_p2p_overlap: false\n")
+    r = cli("explain", job, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["pp_p2p_overlap"] is False
+    r = cli("explain", job)
+    assert r.exit_code == 0, r.stderr
+    assert "PP p2p overlap off (blocking)" in r.stdout
