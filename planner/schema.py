@@ -687,6 +687,18 @@ class KernelBytes(BaseModel):
         description="forward, per element of a routed expert's gate+up output (width 2f) of a model with "
                     "activation_clamp, where the clamp runs as kernels of its own (0: inside the activation kernel)")
     activation_clamp_bwd: float = Field(default=0.0, ge=0, description="backward, likewise")
+    activation_clamp_saved: float = Field(
+        default=0.0, ge=0,
+        description="bytes per element of a routed expert's gate+up output (width 2f) of a model with activation_clamp "
+                    "that the clamp, run as ops of its own, keeps for the backward beyond the activation's saved input "
+                    "(the activation tensors' gate/up), where the activation is not re-run (recompute_modules moe_act): "
+                    "Megatron-Core's clamps save their inputs, views of the fc1 output, while the fused activation saves "
+                    "the clamped copy (0: the clamp inside the activation kernel)")
+    activation_clamp_unfused_saved: float = Field(
+        default=0.0, ge=0,
+        description="likewise where the job turns the bias-activation fusion off: the clamps keep the fc1 output (the "
+                    "table's gate/up) and the unfused activation saves the clamped gate half, a new tensor, where "
+                    "without a clamp it saves a view of the fc1 output")
     expert_bias: float = Field(
         default=0.0, ge=0,
         description="forward, per element of a routed expert's output row (width h) of a model with linear biases, "

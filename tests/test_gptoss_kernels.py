@@ -135,3 +135,91 @@ def test_explain_shows_the_passes_by_hand(cli):
     assert "elementwise passes outside its fused kernels" in r.stdout
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--format", "json", "-q")
     assert json.loads(r.stdout)["time"]["unfused_passes_s"] == 0.0
+
+
+# -------------------------------------------------------------------------- saved tensors (issue 21)
+ROWS_BYTES = 4 * 2 * 2 * 2880  # a token's 4 expert rows x the bf16 fc1 output (gate + up, 2 x 2,880) the clamps keep
+
+
+def test_megatron_clamp_saved_bytes_by_hand():
+    """What Megatron-Core's clamp keeps beyond the fused activation's saved input (stack_db
+    megatron activation_clamp_saved 2, activation_clamp_unfused_saved 1): each clamp saves its
+    input, a chunk view of the fc1 output, so the bf16 [rows, 2 x 2,880] fc1 output stays beside
+    the clamped copy WeightedQuickGeGLUFunction saves: per token 4 rows x 2 x 2,880 elements x
+    2 B = 46,080 B a layer; none under moe_act (the checkpoint runs the chain without grad and
+    keeps the fc1 output alone, the table's gate/up). On the unfused path 1 B per element (the
+    activation saves the clamped gate half: 2 B x 2,880 a row). No clamp, no bytes; torchtitan
+    states none."""
+    kb = kernel_bytes(load_stack("megatron"), 0)
+    assert (kb["activation_clamp_saved"], kb["activation_clamp_unfused_saved"]) == (2, 1)
+    m = load_model("gpt-oss-120b")
+    ctx = context(_plan())
+    moe, plain = _kinds(m).mlp, _kinds(_plain(m)).mlp
+    T = 16384
+    assert ROWS_BYTES == 46080
+    assert float(moe.unfused_saved_bytes(ctx, kb) - plain.unfused_saved_bytes(ctx, kb)) == pytest.approx(T * ROWS_BYTES, rel=1e-12)
+    assert float(moe.unfused_saved_bytes(ctx, kb, True)) == float(plain.unfused_saved_bytes(ctx, kb, True)) == 0.0
+    unfused = {**kb, "unfused_activation": 1.0}
+    extra = float(moe.unfused_saved_bytes(ctx, unfused) - plain.unfused_saved_bytes(ctx, unfused))
+    assert extra == pytest.approx(T * 4 * 2 * 2880 * 1.0, rel=1e-12)
+    tt = kernel_bytes(load_stack("torchtitan"), 0)
+    assert tt["activation_clamp_saved"] == tt["activation_clamp_unfused_saved"] == 0
+
+
+def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
+    """The 26.02 GB300 layout (EP 64, micro-batch 4 x 4,096, PP 1: one micro-batch in flight):
+    against the same model without the clamp, the stored activations grow by 36 layers x 16,384
+    tokens x 46,080 B = 27,179,089,920 B, and nothing else; with recompute_modules [layernorm,
+    moe_act] nothing is stored more, and the one layer whose activation re-runs with grad in its
+    backward holds the clamp's tensors once (16,384 x 46,080 = 754,974,720 B in the recompute
+    buffer); under full recompute the same one layer."""
+    m = load_model("gpt-oss-120b")
+    plain = tmp_path / "noclamp.yaml"
+    plain.write_text(json.dumps(m.model_copy(update={"activation_clamp": None}).model_dump()))
+    job = {"hardware": "gb300-nvl72", "gpus": 64, "tp": 1, "pp": 1, "dp": 64, "ep": 64, "etp": 1, "micro_batch": 4,
+           "global_batch": 1280, "seq_len": 4096, "stack": "megatron"}
+    cases = (({}, {"layer_activations": 36 * 16384 * ROWS_BYTES}),
+             ({"recompute": "selective", "recompute_modules": ["layernorm", "moe_act"]}, {"recompute_buffer": 16384 * ROWS_BYTES}),
+             ({"recompute": "full"}, {"recompute_buffer": 16384 * ROWS_BYTES}))
+    for i, (extra, want) in enumerate(cases):
+        terms = []
+        for j, model in enumerate(("gpt-oss-120b", str(plain))):
+            p = tmp_path / f"job{i}{j}.yaml"
+            p.write_text(json.dumps({**job, **extra, "model": model}))
+            r = cli("explain", str(p), "--format", "json", "-q")
+            assert r.exit_code == 0, r.stderr
+            terms.append(json.loads(r.stdout)["memory"]["terms"])
+        diff = {k: terms[0][k] - terms[1][k] for k in terms[0] if terms[0][k] != terms[1][k]}
+        assert diff == pytest.approx(want, rel=1e-12)
+
+
+LAYER_BYTES = 134144 + ROWS_BYTES  # a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
+
+
+@pytest.mark.parametrize("fields,layer_mbs,tokens,fits", [
+    # the 25.11 H100 row as the table prints it: PP 4, MBS 4: the first stage holds 4 micro-batches x 9 layers
+    (dict(hardware="h100-sxm", pp=4, dp=16, ep=8, micro_batch=4), 4 * 9, 16384, False),
+    # as Megatron-Bridge v0.2.0's H100 preset runs it: MBS 1
+    (dict(hardware="h100-sxm", pp=4, dp=16, ep=8, micro_batch=1), 4 * 9, 4096, True),
+    # the 25.11 B200 row as printed (EP 8) and as its v0.2.0 preset runs it (EP 64): one micro-batch x 36 layers
+    (dict(hardware="b200", pp=1, dp=64, ep=8, micro_batch=4), 36, 16384, False),
+    (dict(hardware="b200", pp=1, dp=64, ep=64, micro_batch=4), 36, 16384, True),
+])
+def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_mbs, tokens, fits):
+    """No 25.11 gpt-oss run recomputed (Bridge v0.2.0 sets recompute_modules without selective
+    granularity): every layer keeps 134,144 + 46,080 = 180,224 B a token. The stored activations
+    are layer-micro-batches x tokens x that, by hand (106.3 GB at H100 MBS 4 on the first stage,
+    beside 40 GB of states: over 80 GB); `check`'s verdict (memory.fits) refuses the layouts as
+    the table prints them and passes them as the presets ran them (published_runs_moe.yaml
+    provenance), with the records' bf16 gradient buffer and TE loss."""
+    job = {"model": "gpt-oss-120b", "gpus": 64, "tp": 1, "etp": 1, "global_batch": 512, "seq_len": 4096,
+           "sharding": "zero1", "stack": "megatron", "cross_entropy_fusion": True, "cross_entropy_fusion_impl": "te",
+           # the presets' bf16 gradient buffer (grad_reduce_in_fp32 False), as the records carry it
+           "bytes_per_param": {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}, **fields}
+    p = tmp_path / "job.yaml"
+    p.write_text(json.dumps(job))
+    r = cli("explain", str(p), "--format", "json", "-q")
+    assert r.exit_code == 0, r.stderr
+    mem = json.loads(r.stdout)["memory"]
+    assert mem["terms"]["layer_activations"] == pytest.approx(layer_mbs * tokens * LAYER_BYTES, rel=1e-12)
+    assert mem["fits"] is fits

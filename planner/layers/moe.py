@@ -22,7 +22,10 @@ logits 4E (fp32, kept for the softmax/sigmoid backward), the dispatched (permute
 2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c (not kept by a stack
 whose routing weights multiply inside the expert, stack memory.moe_keeps_expert_out false:
 Megatron-Core, memory.py [14]); the shared experts keep a dense MLP's tensors at width s x f_s.
-These replace the dense MLP's gate/up/act_out.
+These replace the dense MLP's gate/up/act_out. A clamped gated activation (ModelSpec.activation_clamp)
+keeps more where its stack runs the clamp as ops of its own: the stack's activation_clamp_saved per
+element of a row's gate+up output (unfused_saved_bytes; Megatron-Core: the clamps' saved inputs
+keep the fc1 output beside the clamped copy the fused activation saves).
 
 Routing and permutation (dispatch_bytes; memory-bound, priced by step.py at HBM bandwidth x
 compute.HBM_EFFICIENCY as its norms and activations are, and shown as explain's `moe_permute`
@@ -220,13 +223,22 @@ class MoEMLP:
         the shared experts', mlp_activation_gated_unfused_saved) and the routed activation's
         output the probability multiply keeps (expert_probs_unfused_saved), per element of the
         activation outputs; the routed experts' none where the policy re-runs their activation
-        (recompute_modules moe_act: `recomputes_act`)."""
+        (recompute_modules moe_act: `recomputes_act`).
+        And, fused or not, what a clamped activation's own ops keep (a gated model with
+        activation_clamp; the stack's activation_clamp_saved, or activation_clamp_unfused_saved on
+        the unfused path, per element of a routed row's gate+up output 2 f_e / etp): Megatron-Core's
+        clamps save their inputs, views of the fc1 output, while the activation saves the clamped
+        copy (stack_db/megatron.yaml sources); none where moe_act re-runs the chain."""
         gated = 1.0 if self.gated else 0.0
         rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
-        routed = (0.0 if recomputes_act else 1.0) * rows * self.fe / ctx.etp * (
+        kept = 0.0 if recomputes_act else 1.0
+        routed = kept * rows * self.fe / ctx.etp * (
             gated * kb["mlp_activation_gated_unfused_saved"] + kb["expert_probs_unfused_saved"])
         shared = gated * kb["mlp_activation_gated_unfused_saved"] * self.num_shared * self.fs / ctx.tp
-        return ctx.T * kb["unfused_activation"] * (routed + shared)
+        unf = kb["unfused_activation"]
+        clamp = (1.0 if self.clamp and self.gated else 0.0) * kept * rows * 2.0 * self.fe / ctx.etp * (
+            (1.0 - unf) * kb["activation_clamp_saved"] + unf * kb["activation_clamp_unfused_saved"])
+        return ctx.T * (unf * (routed + shared) + clamp)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
