@@ -1001,15 +1001,23 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
                         "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
-def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list) -> dict:
+def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list, where: str = "") -> dict:
     """The fusion switches (FUSION_SWITCHES) as the job sets them, else the stack's fused kernels;
     but a plain (GeLU) MoE on a stack with the switch runs its experts' activation unfused, as
     Megatron-Core must: TEGroupedMLP has no fused weighted GeLU and raises with bias_activation_fusion
     on (NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/experts.py l. 963-985), so the
-    runnable setting, and the one exported, is off (an inherited setting)."""
+    runnable setting, and the one exported, is off (an inherited setting); a job that sets it on for
+    such a model is refused, as Megatron-Core raises (the local experts' MLP.forward likewise, mlp.py
+    l. 275-297: 'Only support fusion of swiglu and quick_gelu with per_token_scale in MLP')."""
+    plain_moe = (model.moe is not None and not model.gated_mlp
+                 and all(getattr(stack.kernels, f) is not None for f in FUSION_FIELDS["bias_activation_fusion"]))
+    if plain_moe and job.bias_activation_fusion is True:
+        raise PlannerError(f"{where}bias_activation_fusion true with a plain (GeLU) MoE: Megatron-Core has no fused "
+                           "weighted GeLU for the routed experts and raises ('Only support fusion of swiglu and "
+                           "quick_gelu in TEGroupedMLP', NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/"
+                           "experts.py l. 983-985; mlp.py l. 296-297)", "leave bias_activation_fusion out (--no-bias-gelu-fusion)")
     out = {name: getattr(job, name) is not False for name in FUSION_SWITCHES}
-    if (job.bias_activation_fusion is None and model.moe is not None and not model.gated_mlp
-            and all(getattr(stack.kernels, f) is not None for f in FUSION_FIELDS["bias_activation_fusion"])):
+    if job.bias_activation_fusion is None and plain_moe:
         out["bias_activation_fusion"] = False
         inherited.append(("bias_activation_fusion", False))
     return out
@@ -1055,7 +1063,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
-        **_fusion_settings(job, model, stack, inherited),
+        **_fusion_settings(job, model, stack, inherited, where),
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),

@@ -272,8 +272,9 @@ def test_unfused_moe_activation_by_hand():
 def test_a_gelu_moe_runs_its_experts_activation_unfused_by_default():
     """Megatron-Core's TEGroupedMLP has no fused weighted GeLU (experts.py l. 963-985 raise with
     bias_activation_fusion on), so a plain MoE on the megatron stack is priced and exported with
-    the fusion off unless the job says otherwise; a SwiGLU MoE keeps the fused kernel; a stack
-    without the switch keeps its own kernels."""
+    the fusion off, and a job that turns it on is refused as Megatron-Core raises; a SwiGLU MoE
+    keeps the fused kernel; a stack without the switch keeps its own kernels."""
+    from planner.errors import PlannerError
     from planner.catalog import load_model
     from planner.plan import _fusion_settings
 
@@ -281,8 +282,8 @@ def test_a_gelu_moe_runs_its_experts_activation_unfused_by_default():
     inherited: list = []
     assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), gelu, MEGATRON, inherited)["bias_activation_fusion"] is False
     assert inherited == [("bias_activation_fusion", False)]
-    assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8, bias_activation_fusion=True), gelu, MEGATRON, [])[
-        "bias_activation_fusion"] is True
+    with pytest.raises(PlannerError, match="Only support fusion of swiglu and quick_gelu in TEGroupedMLP"):
+        _fusion_settings(Job(model="mixtral-8x7b", gpus=8, bias_activation_fusion=True), gelu, MEGATRON, [])
     swiglu = load_model("mixtral-8x7b")
     assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), swiglu, MEGATRON, [])["bias_activation_fusion"] is True
     assert _fusion_settings(Job(model="mixtral-8x7b", gpus=8), gelu, load_stack("torchtitan"), [])[
