@@ -9,7 +9,9 @@ rendering (days, hours, MWh).
 How each figure is made:
   training time   reliability.training_time(6 N T, G, peak, MFU) [1]. By default MFU is the
                   step-time model's MFU in the 6N convention (throughput["mfu_6n"]), so that
-                  the wall time equals steps x step time exactly; `mfu` replaces it with a
+                  the wall time equals steps x step time exactly; with a batch ramp (the job's
+                  batch_size_schedule) it is scaled so that the wall time is each phase's steps
+                  x its own step time (explain.batch_ramp); `mfu` replaces it with a
                   given figure (the seed's sec. 10.2 arithmetic, 6N x tokens / (G x peak x MFU)).
   GPU-hours, cost G x wall; reliability.cost (price per GPU-hour).
   energy          reliability.energy: every GPU at its TDP, times the PUE.
@@ -305,6 +307,10 @@ def plan_budget(settings: Settings, plan: PlanArrays, opts: BudgetOptions, est: 
     precision = precision_name(plan)
     peak = settings.hardware.peak_flops(precision)
     mfu = opts.mfu if opts.mfu is not None else thr["mfu_6n"]
+    if opts.mfu is None and "training_days_ramp" in thr:
+        # a batch ramp (explain.batch_ramp): the run's 6N MFU is the last batch's scaled by its time over the
+        # ramp's, so that the wall time is the phases' steps x their step times
+        mfu = thr["mfu_6n"] * thr["training_days"] / thr["training_days_ramp"]
     shards = checkpoint_shards(settings, est)
     # 6N on the parameters a token passes through: the active ones of an MoE model (planner/moe.py),
     # and each multi-token prediction module's with the output layer it runs again: the N of the
@@ -339,11 +345,13 @@ def budget_json(settings: Settings, plan: PlanArrays, ex: dict, b: Budget, src: 
                                 + ("; N = the active parameters (mixture-of-experts)" if "active" in ex["params"] else ""),
             "peak_flops": float(b.peak_flops),
             "mfu": float(b.mfu),
-            "mfu_source": "--mfu" if opts.mfu is not None else "step-time model",
+            "mfu_source": "--mfu" if opts.mfu is not None else (
+                "step-time model, each batch-ramp phase at its own batch" if "batch_ramp" in thr else "step-time model"),
             "step_model_mfu_6n": float(thr["mfu_6n"]),
             "step_model_mfu": float(thr["mfu"]),
             "step_s": float(ex["time"]["step_s"]),
-            "steps": float(thr["training_steps"]),
+            "steps": float(thr.get("training_steps_ramp", thr["training_steps"])),
+            **({"batch_ramp": thr["batch_ramp"]} if "batch_ramp" in thr else {}),
             "wall_s": float(b.time.wall_s),
             "days": float(b.time.days),
             "gpu_hours": float(b.time.gpu_hours),

@@ -6,7 +6,7 @@ plan, params, memory, flops, time and throughput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -161,6 +161,10 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         seconds = steps * time["step_s"]
         thr.update(training_steps=steps, training_days=seconds / 86400.0,
                    gpu_hours=seconds * settings.gpus / 3600.0)
+        if settings.batch_schedule and i is None:
+            # a batch ramp: each phase's steps at its own batch, for one plan (explain, check, budget); the
+            # search's rows (i given) come from jobs without one (fit takes no job file)
+            thr.update(batch_ramp(settings, plan))
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face
     # moe_layer_freq past the depth) is priced as the dense model it is: no moe block
@@ -179,6 +183,31 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "placement": placement.report(settings, plan, pick),
         **({"moe": moe_out} if moe_out else {}),
     }
+
+
+def batch_ramp(settings: Settings, plan: PlanArrays) -> dict:
+    """The run's time with the job's batch ramp (planner/batch_ramp.py): each phase's steps
+    (batch_ramp.phase_steps) times the step of the plan at that phase's batch, the micro-batch
+    and everything else the plan's (Megatron keeps the micro-batch and runs fewer micro-batches a
+    step). Memory: a phase's smaller batch has fewer micro-batches in flight with the same
+    micro-batch, never more; each phase's peak is reported beside its step. Returns the
+    throughput block's extras: training_steps_ramp, training_days_ramp, gpu_hours_ramp and the
+    phases."""
+    from .batch_ramp import phase_steps
+
+    seq = int(plan.seq)
+    steps = phase_steps(settings.batch_schedule, seq, settings.tokens)
+    phases, seconds = [], 0.0
+    for (t, b), n in zip(settings.batch_schedule, steps):
+        p = replace(plan, gbs=b)
+        est = evaluate(settings, p)
+        step = float(est.time.total)
+        seconds += n * step
+        phases.append({"from_tokens": t, "global_batch": b, "microbatches_per_step": int(p.microbatches),
+                       "steps": n, "tokens": n * b * seq, "step_s": step, "days": n * step / 86400.0,
+                       "memory_bytes": float(est.memory.total)})
+    return {"training_steps_ramp": float(sum(steps)), "training_days_ramp": seconds / 86400.0,
+            "gpu_hours_ramp": seconds * settings.gpus / 3600.0, "batch_ramp": phases}
 
 
 def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dict:

@@ -7,7 +7,7 @@ take: one plan as 0-d values for `explain`, a million as 1-d arrays for `search`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -432,6 +432,8 @@ class Settings:
     headroom: float
     reserve_bytes: float
     tokens: float | None
+    # the job's batch ramp, ((from_tokens, global_batch), ...) (Job.batch_size_schedule; explain.batch_ramp); () none
+    batch_schedule: tuple = ()
     recompute_layers: int | None = None  # full recompute of at most this many layers per stage
     calibration: CalibrationProfile | None = None  # planner/profile.py: plain data the cost models read
     calibration_path: str | None = None
@@ -817,6 +819,8 @@ def _global_batch(job: Job, seq: int, where: str) -> int:
         raise PlannerError(f"{where}both global_batch and global_batch_tokens are set", "give one of them")
     if job.global_batch is not None:
         gbs = job.global_batch
+    elif job.batch_size_schedule:  # a ramp: the plan is its last phase's batch (planner/batch_ramp.py)
+        gbs = job.batch_size_schedule[-1].global_batch
     else:
         tokens = job.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS
         if tokens % seq:
@@ -1043,6 +1047,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         headroom=job.headroom,
         reserve_bytes=job.reserve_GiB * 2**30,
         tokens=job.tokens,
+        batch_schedule=tuple((float(p.from_tokens), int(p.global_batch)) for p in job.batch_size_schedule or ()),
         recompute_layers=job.recompute_layers,
         calibration=calibration,
         calibration_path=job.calibration,
@@ -1191,6 +1196,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     code = int(rule_codes(model, job.gpus, stack, plan))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan)
+    _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule)
     # job-level checks (not rules of a plan)
     if job.sharding == "hsdp" and job.shard_group is None:
         raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
@@ -1214,6 +1220,34 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
     settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
     return settings, plan, warnings
+
+
+def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, where: str, *, dp: int, seq: int,
+                        schedule: str) -> None:
+    """A batch ramp's phases run as Megatron runs them (planner/batch_ramp.py): the thresholds still
+    increase in samples (tokens // seq_len), and each phase's plan (its batch, the same micro-batch)
+    passes the plan rules: the batch a multiple of micro_batch x dp (Megatron's consistency check
+    as the phase starts, num_microbatches_calculator.py @d98e8a64 update), the interleaved schedule's
+    micro-batch rule."""
+    if not job.batch_size_schedule:
+        return
+    from .batch_ramp import sample_thresholds
+
+    phases = [(p.from_tokens, p.global_batch) for p in job.batch_size_schedule]
+    thr = sample_thresholds(phases, seq)
+    for (t0, s0), (t1, s1) in zip(zip(phases, thr), list(zip(phases, thr))[1:]):
+        if not s1 > s0:
+            raise PlannerError(f"{where}batch_size_schedule: {t0[0]:,.0f} and {t1[0]:,.0f} tokens are both {s0:,} samples of "
+                               f"{seq:,} tokens: Megatron-LM refuses thresholds that do not strictly increase in samples "
+                               "(num_microbatches_calculator.py @d98e8a64 _validate_schedule)",
+                               "space the thresholds at least one sequence apart")
+    for t, b in phases[:-1]:
+        code = int(rule_codes(model, job.gpus, stack, replace(plan, gbs=b)))
+        if code != OK:
+            e = _rule_error(code, "", job, model, dp=dp, gbs=b, seq=seq, schedule=schedule, stack=stack,
+                            plan=replace(plan, gbs=b))
+            raise PlannerError(f"{where}batch_size_schedule: the phase from {t:,.0f} tokens (global batch {b}) cannot run: "
+                               f"{e.message}", e.hint)
 
 
 def apply_pp_p2p_overlap(job, stack, where: str = ""):
@@ -1470,6 +1504,9 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "micro_batch": g("mbs"),
         "global_batch": g("gbs"),
         "global_batch_tokens": g("gbs") * g("seq"),
+        # the job's batch ramp (Job.batch_size_schedule), where it gives one: the plan is its last batch
+        **({"batch_size_schedule": [{"from_tokens": t, "global_batch": b} for t, b in settings.batch_schedule]}
+           if settings.batch_schedule else {}),
         "microbatches_per_step": g("gbs") // (g("dp") * g("mbs")),
         "seq_len": g("seq"),
         "sharding": SHARDING_NAMES[g("sharding")],

@@ -1571,6 +1571,15 @@ def split_fields(e: int, l_: int) -> dict:
             **({"loss_layers_in_pipeline_split": l_} if l_ > 1 else {})}
 
 
+class BatchPhase(BaseModel):
+    """One phase of a batch-size ramp (Job.batch_size_schedule; planner/batch_ramp.py)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    from_tokens: float = Field(ge=0, description="the phase starts when the run has consumed this many tokens "
+                                                 "(Megatron's THRESHOLD; the first phase's is 0)")
+    global_batch: Count = Field(gt=0, description="sequences per step in this phase")
+
+
 class Job(BaseModel):
     """A training job: what `planner explain job.yaml` and `planner check` read.
 
@@ -1594,6 +1603,28 @@ class Job(BaseModel):
         if n is not None and n != 1 and self.account_for_loss_in_pipeline_split:
             raise ValueError(f"loss_layers_in_pipeline_split {n} contradicts account_for_loss_in_pipeline_split (1 layer): "
                              "give one of the two")
+        return self
+
+    @field_validator("batch_size_schedule")
+    @classmethod
+    def _batch_phases(cls, sch):
+        from .batch_ramp import schedule_error
+
+        why = None if sch is None else schedule_error([(p.from_tokens, p.global_batch) for p in sch])
+        if why is not None:
+            raise ValueError(f"Megatron-LM refuses the schedule: {why}")
+        return sch
+
+    @model_validator(mode="after")
+    def _batch_schedule(self) -> "Job":
+        sch = self.batch_size_schedule
+        if sch is None:
+            return self
+        if self.global_batch_tokens is not None:
+            raise ValueError("batch_size_schedule with global_batch_tokens: give the batches in the schedule only")
+        if self.global_batch is not None and self.global_batch != sch[-1].global_batch:
+            raise ValueError(f"global_batch {self.global_batch} is not the schedule's last batch {sch[-1].global_batch}: "
+                             "the plan runs the last phase's batch (leave global_batch out)")
         return self
 
     @property
@@ -1622,6 +1653,12 @@ class Job(BaseModel):
     micro_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per micro-batch (default: the stack's: 1, or the local batch / pp for torchtitan)")
     global_batch: Optional[Count] = Field(default=None, gt=0, description="sequences per step")
     global_batch_tokens: Optional[float] = Field(default=None, gt=0, description="tokens per step")
+    batch_size_schedule: Optional[list[BatchPhase]] = Field(
+        default=None, min_length=1,
+        description="a batch-size ramp (Megatron-LM --step-batch-size-schedule): from each phase's from_tokens the run "
+                    "steps at its global_batch; the first at 0 tokens, thresholds increasing, batches never decreasing, "
+                    "each a multiple of micro_batch x dp; the plan is the last batch's, the run's time the phases' "
+                    "steps at their own batch (planner/batch_ramp.py); default: one batch")
     seq_len: Optional[Count] = Field(
         default=None, gt=0, description="default: the model's published pre-training length (model_zoo training.seq_len, "
                                         "plan._seq_len), else the smaller of its max_seq_len and plan.HF_DEFAULT_SEQ")

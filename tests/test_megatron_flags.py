@@ -201,8 +201,10 @@ def test_reader_maps_each_flag(tmp_path):
     p = tmp_path / "sched.args"
     p.write_text(ARGS.replace("--global-batch-size 48", "--step-batch-size-schedule '0:16 2.4B:48'") + "\n")
     cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
-    assert cfg.job["global_batch"] == 48
-    assert any("--step-batch-size-schedule" in x and "priced at its last batch only" in x for x in cfg.not_modelled)
+    assert cfg.job["global_batch"] == 48  # the last batch; the ramp is the job's (tests/test_batch_ramp.py)
+    assert cfg.job["batch_size_schedule"] == [{"from_tokens": 0.0, "global_batch": 16},
+                                              {"from_tokens": 2.4e9, "global_batch": 48}]
+    assert not _listed(cfg, "--step-batch-size-schedule")
 
 
 def test_export_round_trip(tmp_path):

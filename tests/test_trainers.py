@@ -617,18 +617,19 @@ def test_torchtitan_expert_parallel_degree_and_deepspeed_cannot_express_ep(tmp_p
 # ------------------------------------------------------------------ issue 22: NVIDIA's scripts, ZeRO-3 JSON
 def test_check_nvidia_gpt3_175b_script_on_128_gpus(cli):
     """The script launches one node of 8 (its comments say so); --gpus 128 replaces that, with a
-    note. Its quoted --step-batch-size-schedule is one value (not five stray words), listed as not
-    modelled (a batch ramp), and the note says Megatron @d98e8a64 refuses it beside
-    --global-batch-size, which prices the run."""
+    note. Its quoted --step-batch-size-schedule is one value (not five stray words), read as the
+    job's batch ramp (tests/test_batch_ramp.py), and the note says Megatron @d98e8a64 refuses it
+    beside --global-batch-size, which equals its last batch."""
     r = cli("check", GPT3_SH, "--gpus", 128)
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith(f"PASS {GPT3_SH}: gpt3-175b on 128 x h100-sxm: ")
     assert "gpus=128: --gpus replaces the file's torchrun --nproc_per_node x --nnodes = 8" in r.stderr
-    assert "--step-batch-size-schedule=0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232 12B:1536 (a batch-size ramp" in r.stderr
+    assert "not modelled" not in r.stderr  # (it was: '--step-batch-size-schedule=0:16 ... (a batch-size ramp ...')
     assert "a word that is no flag's value" not in r.stderr
     assert "global_batch=1536: --global-batch-size beside --step-batch-size-schedule" in r.stderr
     cfg = load_trainer_config(GPT3_SH, gpus=128)
     assert cfg.job["global_batch"] == 1536 and cfg.job["micro_batch"] == 1
+    assert [p["global_batch"] for p in cfg.job["batch_size_schedule"]] == [16, 320, 624, 928, 1232, 1536]
     assert cfg.job["attention"] == "flash"  # --attention-backend auto: TE's fused attention (modelled)
 
 

@@ -45,6 +45,11 @@ def budget_table(res: dict) -> None:
         out.print(f"  training time = 6N x tokens / (GPUs x peak x MFU) with MFU {pct(t['mfu'])} from --mfu, "
                   f"in the 6N convention (model FLOPs 6 per parameter per token, attention not counted), "
                   f"peak {t['peak_flops'] / 1e12:,.0f} TFLOP/s")
+    elif "batch_ramp" in t:  # each phase's steps at its own batch (explain.batch_ramp)
+        mfu_note = f"step-time model over the batch ramp, 6N convention (last batch: {pct(t['step_model_mfu_6n'])})"
+        time_note = " + ".join(f"{p['steps']:,.0f} x {p['step_s']:.3f} s" for p in t["batch_ramp"])
+        out.print(f"  training time = each batch-ramp phase's steps x its step time ({time_note}), "
+                  f"i.e. MFU {pct(t['mfu'])} in the 6N convention; --mfu F replaces it")
     else:
         mfu_note = f"step-time model, 6N convention ({pct(t['step_model_mfu'])} with attention)"
         time_note = f"{t['steps']:,.0f} steps x {t['step_s']:.3f} s"

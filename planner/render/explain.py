@@ -177,6 +177,12 @@ def time_table(res: dict) -> None:
     if "training_days" in thr:
         out.print(f"  training: {thr['training_steps']:,.0f} steps, {thr['training_days']:,.1f} days, "
                   f"{thr['gpu_hours']:,.0f} GPU-hours (failure-free; see `planner budget`)")
+    if "batch_ramp" in thr:  # the job's batch ramp (explain.batch_ramp): each phase at its own batch
+        phases = "; ".join(f"from {p['from_tokens']:,.4g} tokens batch {p['global_batch']:,} "
+                           f"({p['microbatches_per_step']} micro-batches): {p['steps']:,.0f} steps of {p['step_s']:,.4g} s"
+                           for p in thr["batch_ramp"])
+        out.print(f"  with the batch ramp: {thr['training_steps_ramp']:,.0f} steps, {thr['training_days_ramp']:,.1f} days, "
+                  f"{thr['gpu_hours_ramp']:,.0f} GPU-hours ({phases})")
     cal = res.get("calibration")
     if cal:
         used = ", ".join(cal["used"]) or "none of its entries (no plan collective matched)"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 
+from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from ..schema import split_loss_units
@@ -47,6 +48,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
         raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
                            "not a setting the file can hold", "price it without rope_cache (the stack's own)")
+    if plan.get("batch_size_schedule") and fmt != "megatron":  # only Megatron-LM has a batch ramp (planner/batch_ramp.py)
+        raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
+                           "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
@@ -138,7 +142,7 @@ def plan_signature(plan: dict) -> dict:
             "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
-            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush")
+            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -590,9 +594,11 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--recompute-granularity", "selective"))
         if plan.get("recompute_modules"):  # planner/recompute_modules.py; argparse nargs '+'
             args.append(("--recompute-modules", " ".join(plan["recompute_modules"])))
-    args += [("--micro-batch-size", plan["micro_batch"]), ("--global-batch-size", plan["global_batch"]),
-             ("--seq-length", plan["seq_len"])]
-    steps = _steps(plan)
+    ramp = plan.get("batch_size_schedule")  # Megatron refuses it beside --global-batch-size (arguments.py l. 698-701)
+    args += [("--micro-batch-size", plan["micro_batch"]),
+             ("--step-batch-size-schedule", shlex_quote(to_megatron([(p["from_tokens"], p["global_batch"]) for p in ramp])))
+             if ramp else ("--global-batch-size", plan["global_batch"]), ("--seq-length", plan["seq_len"])]
+    steps = None if ramp else _steps(plan)  # with a ramp, Megatron counts the steps from --train-samples
     if steps is not None:
         args.append(("--train-iters", steps))
     elif plan.get("tokens") is not None:

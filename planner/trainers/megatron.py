@@ -72,12 +72,13 @@ Every other flag is listed: as ignored ('--flag=value (why)') where it cannot ch
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
 changes, cited at the code (NOT_MODELLED: --empty-unused-memory-level (the reserved peak, not the
-allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --step-batch-size-schedule
-(the phases before its last batch), --overlap-p2p-communication-warmup-flush (the warm-up's and
+allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --overlap-p2p-communication-warmup-flush (the warm-up's and
 flush's p2p, priced as the steady state's either way), --bf16-reduce (no Megatron-LM flag at any commit),
 --rotary-percent below 1; and any flag the planner does not know); --no-async-tensor-model-
-parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored. --step-batch-size-schedule "tokens:batch ..." gives the global batch
-(its last) where --global-batch-size is absent. A flag of argparse nargs '*' takes every word
+parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored. --step-batch-size-schedule "tokens:batch ..." is the job's
+batch_size_schedule (planner/batch_ramp.py: parsed and checked as Megatron does, each phase priced at its
+own batch); its last batch is the global batch, and --global-batch-size beside it (which Megatron refuses)
+must equal that batch; --train-iters then counts each step at its phase's batch. A flag of argparse nargs '*' takes every word
 up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
 Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
@@ -155,6 +156,7 @@ from . import shell_arith
 from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
 from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags
+from ..batch_ramp import iters_samples, parse_megatron
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -196,6 +198,7 @@ VALUE_FLAGS = {
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
     "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
+    "--step-batch-size-schedule",  # the job's batch_size_schedule (planner/batch_ramp.py)
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -230,13 +233,6 @@ NOT_MODELLED = {
                    "garbage collection, with or without it",
     "--manual-gc-interval": "the steps between manual garbage collections (with --manual-gc), training.py @d98e8a64 "
                             "l. 4026-4033: host pauses the planner does not price",
-    # num_microbatches_calculator.py @d98e8a64 l. 233-280, training_config.py l. 32-40; training.py l. 2155-2170
-    # (update_train_iters: with --train-samples, steps counted at each phase's batch)
-    "--step-batch-size-schedule": "a batch-size ramp: until each threshold (tokens, or samples without a sequence "
-                                  "length) the run steps at that phase's global batch, fewer micro-batches a step (a "
-                                  "larger bubble share) and more steps for the same tokens; the step, memory and run "
-                                  "time are priced at its last batch only (num_microbatches_calculator.py @d98e8a64 "
-                                  "l. 233-280)",
     # not a Megatron-LM flag: `git log -S"'--bf16-reduce'"` finds none in Megatron-LM's history to @d98e8a64
     "--bf16-reduce": "no such flag in Megatron-LM (none in its history to @d98e8a64: its parser refuses it); "
                      "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
@@ -1146,16 +1142,21 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["micro_batch"] = 1
         assumed.append("micro_batch=1: --micro-batch-size absent (Megatron requires it; 1 assumed)")
     schedule = flags.get("--step-batch-size-schedule")
-    if schedule is not None:  # "tokens:batch ..." (num_microbatches_calculator.py @d98e8a64): priced at its last batch
-        steps = re.findall(r"(\S+?):(\d+)", str(schedule))
-        if not steps:
-            raise PlannerError(f"{where}--step-batch-size-schedule {schedule!r} is not 'tokens:batch ...'",
-                               "e.g. \"0:16 2.4B:320 12B:1536\" (quote it: one value)")
-        final = _int(where, {"--step-batch-size-schedule (its last batch)": steps[-1][1]},
-                     "--step-batch-size-schedule (its last batch)")  # ASCII digits, a count
+    if schedule is not None:  # "tokens:batch ..." (planner/batch_ramp.py): the job's batch ramp, priced phase by phase
+        if "--decrease-batch-size-if-needed" in flags:
+            raise PlannerError(f"{where}--step-batch-size-schedule with --decrease-batch-size-if-needed: Megatron-LM refuses "
+                               "the two together (num_microbatches_calculator.py @d98e8a64 _build_num_microbatches_calculator)",
+                               "drop --decrease-batch-size-if-needed")
+        phases = parse_megatron(schedule, where)
+        job["batch_size_schedule"] = [{"from_tokens": float(t), "global_batch": b} for t, b in phases]
+        final = phases[-1][1]
+        if "global_batch" in job and job["global_batch"] != final:
+            raise PlannerError(f"{where}--global-batch-size {job['global_batch']} beside --step-batch-size-schedule, whose "
+                               f"last batch is {final}: Megatron-LM refuses the two together (arguments.py @d98e8a64 "
+                               "l. 698-701)", "drop --global-batch-size (the schedule gives the batch)")
         if "global_batch" in job:
-            assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule "
-                           "(Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")
+            assumed.append(f"global_batch={job['global_batch']}: --global-batch-size beside --step-batch-size-schedule, its "
+                           "last batch (Megatron-LM @d98e8a64 refuses the two together: arguments.py validate_args)")
         else:
             job["global_batch"] = final
             assumed.append(f"global_batch={final}: the last batch of --step-batch-size-schedule")
@@ -1172,7 +1173,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         from ..plan import default_seq_len
 
         seq = default_seq_len(spec)
-    if "--train-iters" in flags:
+    if "--train-iters" in flags and "batch_size_schedule" in job:  # each step at its phase's batch (batch_ramp)
+        job["tokens"] = float(iters_samples([(p["from_tokens"], p["global_batch"]) for p in job["batch_size_schedule"]],
+                                            seq, _int(where, flags, "--train-iters")) * seq)
+        assumed.append(f"tokens={job['tokens']:.6g}: --train-iters steps at --step-batch-size-schedule's batches x "
+                       "sequence length")
+    elif "--train-iters" in flags:
         job["tokens"] = float(_int(where, flags, "--train-iters") * job["global_batch"] * seq)
         assumed.append(f"tokens={job['tokens']:.6g}: --train-iters x global batch x sequence length")
     elif "--train-samples" in flags:

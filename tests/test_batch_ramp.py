@@ -1,0 +1,153 @@
+"""A batch-size ramp (the job's batch_size_schedule, Megatron-LM --step-batch-size-schedule;
+planner/batch_ramp.py, explain.batch_ramp), checked by hand against NVIDIA/Megatron-LM @d98e8a64:
+num_microbatches_calculator.py (parser, _validate_schedule, update), training.py l. 2155-2170
+(update_train_iters: whole steps at a phase's batch until the consumed samples reach the next
+threshold) and arguments.py l. 698-701."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from planner.budget import BudgetOptions, plan_budget
+from planner.cli.export import resolved_plan
+from planner.errors import PlannerError
+from planner.explain import evaluate, to_json
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers import load_trainer_config
+from planner.trainers.export import export_plan, plan_signature
+from planner.trainers.rules import megatron_script_errors
+
+GPT3_SH = Path(__file__).parent / "data" / "trainer_configs" / "train_gpt3_175b_distributed.sh"
+# llama3-8b on 16 H100, tp 2 x pp 2 x dp 4, micro-batch 1, 4,096-token sequences
+BASE = dict(model="llama3-8b", gpus=16, tp=2, pp=2, micro_batch=1, seq_len=4096, stack="megatron")
+# 244,144 samples of 4,096 tokens
+TOKENS = 244_144 * 4096
+RAMP = [{"from_tokens": 0, "global_batch": 16}, {"from_tokens": 2e8, "global_batch": 64}]
+
+
+def _json(job: Job) -> dict:
+    s, p, _ = resolve(job)
+    return to_json(s, p, evaluate(s, p))
+
+
+def test_two_phase_ramp_by_hand():
+    """2e8 tokens are 2e8 // 4,096 = 48,828 samples; at 16 a step Megatron runs ceil(48,828 / 16)
+    = 3,052 steps (48,832 samples, past the threshold), then (244,144 - 48,832) / 64 = 3,051.75
+    steps at 64. Each phase's step is the plan's at that batch (4 and 16 micro-batches)."""
+    ramp = _json(Job(**BASE, tokens=TOKENS, batch_size_schedule=RAMP))
+    s16 = _json(Job(**BASE, global_batch=16))["time"]["step_s"]
+    flat = _json(Job(**BASE, global_batch=64, tokens=TOKENS))
+    s64 = flat["time"]["step_s"]
+    thr = ramp["throughput"]
+    assert ramp["plan"]["global_batch"] == 64 and ramp["time"] == flat["time"]  # the plan is the last batch's
+    assert [p["steps"] for p in thr["batch_ramp"]] == [3052, 3051.75]
+    assert [p["microbatches_per_step"] for p in thr["batch_ramp"]] == [4, 16]
+    assert thr["training_days_ramp"] == pytest.approx((3052 * s16 + 3051.75 * s64) / 86400, rel=1e-12)
+    assert thr["training_steps_ramp"] == 6103.75
+    # the constant-batch figures stay the last batch's: 244,144 / 64 steps
+    assert thr["training_days"] == pytest.approx(244_144 / 64 * s64 / 86400, rel=1e-12)
+    assert thr["training_days_ramp"] > thr["training_days"]  # the small batch's steps use the GPUs worse
+    # the micro-batch is fixed: the smaller batch holds no more in memory than the last
+    assert thr["batch_ramp"][0]["memory_bytes"] <= thr["batch_ramp"][1]["memory_bytes"] == ramp["memory"]["total_bytes"]
+    # budget's wall time is the ramp's
+    s, p, _ = resolve(Job(**BASE, tokens=TOKENS, batch_size_schedule=RAMP))
+    b = plan_budget(s, p, BudgetOptions(mc_runs=0))
+    assert b["training"]["wall_s"] == pytest.approx(3052 * s16 + 3051.75 * s64, rel=1e-9)
+    assert b["training"]["steps"] == 6103.75
+    # one phase at 0 is a constant batch: the same days
+    one = _json(Job(**BASE, tokens=TOKENS, batch_size_schedule=[{"from_tokens": 0, "global_batch": 64}]))
+    assert one["throughput"]["training_days_ramp"] == pytest.approx(flat["throughput"]["training_days"], rel=1e-12)
+
+
+def test_gpt3_script_train_iters_at_the_ramps_batches():
+    """NVIDIA's gpt3 script: --train-iters 500000 with "0:16 2.4B:320 4.8B:624 7.2B:928 9.6B:1232
+    12B:1536" and 2,048-token sequences. Thresholds in samples 0, 1,171,875, 2,343,750, 3,515,625,
+    4,687,500, 5,859,375; steps ceil(1,171,875 / 16) = 73,243 (1,171,888 samples), ceil(1,171,862 /
+    320) = 3,663 (2,344,048), ceil(1,171,577 / 624) = 1,878 (3,515,920), ceil(1,171,580 / 928) =
+    1,263 (4,687,984), ceil(1,171,391 / 1,232) = 951 (5,859,616), and the other 419,002 at 1,536."""
+    steps = [73_243, 3_663, 1_878, 1_263, 951, 419_002]
+    batches = [16, 320, 624, 928, 1232, 1536]
+    assert sum(steps) == 500_000
+    cfg = load_trainer_config(GPT3_SH, gpus=128)
+    assert cfg.job["tokens"] == sum(n * b for n, b in zip(steps, batches)) * 2048
+    assert [p["global_batch"] for p in cfg.job["batch_size_schedule"]] == batches
+    assert not any("--step-batch-size-schedule" in x for x in cfg.not_modelled)
+    thr = _json(Job.model_validate(cfg.job))["throughput"]
+    assert [p["steps"] for p in thr["batch_ramp"]] == steps
+
+
+@pytest.mark.parametrize("ramp, match", [
+    ([{"from_tokens": 1e6, "global_batch": 16}], "first threshold is 1,000,000 tokens, not 0"),
+    ([{"from_tokens": 0, "global_batch": 64}, {"from_tokens": 2e8, "global_batch": 16}], "its batch decreases"),
+    ([{"from_tokens": 0, "global_batch": 16}, {"from_tokens": 0, "global_batch": 64}], "do not strictly increase"),
+])
+def test_job_refuses_what_megatron_refuses(ramp, match):
+    with pytest.raises(ValidationError, match=match):
+        Job(**BASE, batch_size_schedule=ramp)
+    with pytest.raises(ValidationError, match="not the schedule's last batch 64"):
+        Job(**BASE, global_batch=48, batch_size_schedule=RAMP)
+
+
+def test_resolve_refuses_a_phase_megatron_cannot_run():
+    # 6 sequences do not divide into dp 4 x micro-batch 1 (Megatron's consistency check as the phase starts)
+    bad = [{"from_tokens": 0, "global_batch": 6}, {"from_tokens": 2e8, "global_batch": 64}]
+    with pytest.raises(PlannerError, match=r"phase from 0 tokens \(global batch 6\) cannot run: global batch 6 "):
+        resolve(Job(**BASE, batch_size_schedule=bad))
+    # 4,096 and 8,000 tokens are both 1 sample of 4,096: not increasing in samples
+    close = [{"from_tokens": 0, "global_batch": 16}, {"from_tokens": 4096, "global_batch": 32},
+             {"from_tokens": 8000, "global_batch": 64}]
+    with pytest.raises(PlannerError, match="both 1 samples"):
+        resolve(Job(**BASE, batch_size_schedule=close))
+
+
+def test_cli_error_and_hint(cli, tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("model: llama3-8b\ngpus: 16\ntp: 2\npp: 2\nseq_len: 4096\nbatch_size_schedule:\n"
+                   "  - {from_tokens: 0, global_batch: 64}\n  - {from_tokens: 2e8, global_batch: 16}\n")
+    r = cli("explain", job)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("error: ") and "its batch decreases (64 then 16)" in r.stderr and "hint: " in r.stderr
+
+
+def test_reader_parses_megatron_spelling_and_refuses(tmp_path):
+    base = ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --micro-batch-size 1 --seq-length 4096 "
+            "--bf16 ")
+
+    def read(extra):
+        p = tmp_path / "run.args"
+        p.write_text(base + extra + "\n")
+        return load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+
+    # commas read as spaces, suffixes in any case, sorted by threshold (Megatron's _parse_schedule)
+    cfg = read("--step-batch-size-schedule '0.2b:64,0:16 1.5K:32'")
+    assert cfg.job["batch_size_schedule"] == [{"from_tokens": 0.0, "global_batch": 16},
+                                              {"from_tokens": 1500.0, "global_batch": 32},
+                                              {"from_tokens": 2e8, "global_batch": 64}]
+    assert cfg.job["global_batch"] == 64
+    with pytest.raises(PlannerError, match="Megatron-LM refuses the two together"):
+        read("--step-batch-size-schedule '0:16 2e8:64' --global-batch-size 32")
+    with pytest.raises(PlannerError, match="--decrease-batch-size-if-needed"):
+        read("--step-batch-size-schedule '0:16 2e8:64' --decrease-batch-size-if-needed")
+    with pytest.raises(PlannerError, match="is not THRESHOLD:BATCH_SIZE"):
+        read("--step-batch-size-schedule '0:16 64'")
+
+
+def test_export_writes_the_schedule_back(tmp_path):
+    job = Job(**BASE, tokens=TOKENS, batch_size_schedule=RAMP, sharding="zero1")
+    plan = resolved_plan(job)
+    text, _ = export_plan(plan, "megatron")
+    assert "--step-batch-size-schedule '0:16 200000000:64'" in text and "--global-batch-size" not in text
+    assert "--train-samples 244144" in text and "--train-iters" not in text
+    assert megatron_script_errors(text) == []
+    f = tmp_path / "exported.sh"
+    f.write_text(text)
+    back = Job.model_validate(load_trainer_config(f).job)
+    assert plan_signature(resolved_plan(back)) == plan_signature(plan)
+    assert _json(back)["throughput"]["batch_ramp"] == _json(job)["throughput"]["batch_ramp"]
+    tt = resolved_plan(Job(**{**BASE, "stack": "torchtitan"}, sharding="fsdp", batch_size_schedule=RAMP))
+    with pytest.raises(PlannerError, match="export torchtitan: batch_size_schedule"):
+        export_plan(tt, "torchtitan")
