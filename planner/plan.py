@@ -1250,6 +1250,18 @@ def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, whe
                                f"{e.message}", e.hint)
 
 
+def _overlap_switch(job, stack, field: str, switch: str, what: str, where: str):
+    """(the job's value of `field`, the stack's overlap spec): None where the job leaves it out; a
+    job that sets it on a stack without the switch (overlap.`switch` null) is refused."""
+    want = getattr(job, field, None)
+    ov = stack.overlap
+    if want is not None and getattr(ov, switch) is None:
+        raise PlannerError(f"{where}{field} {str(want).lower()} is set but stack {stack.name} has no switch for {what} "
+                           f"(stack_db overlap.{switch}; it runs pp_p2p_overlapped {ov.pp_p2p_overlapped})",
+                           f"leave {field} out, or price the plan on --stack megatron")
+    return want, ov
+
+
 def apply_pp_p2p_overlap(job, stack, where: str = ""):
     """The stack with the job's pp_p2p_overlap laid on it: false prices the pipeline's p2p blocking
     (overlap.pp_p2p_overlapped never, as Megatron-LM runs it with --no-overlap-p2p-communication:
@@ -1257,16 +1269,8 @@ def apply_pp_p2p_overlap(job, stack, where: str = ""):
     rule (Megatron overlaps with the interleaved schedule only and sets the overlap off without it,
     arguments.py @d98e8a64 l. 1010-1017). Refused on a stack without the switch
     (overlap.pp_p2p_overlap_switch)."""
-    want = getattr(job, "pp_p2p_overlap", None)
-    if want is None:
-        return stack
-    ov = stack.overlap
-    if ov.pp_p2p_overlap_switch is None:
-        raise PlannerError(f"{where}pp_p2p_overlap {str(want).lower()} is set but stack {stack.name} has no switch for "
-                           f"its pipeline p2p overlap (stack_db overlap.pp_p2p_overlap_switch; it runs "
-                           f"pp_p2p_overlapped {ov.pp_p2p_overlapped})",
-                           "leave pp_p2p_overlap out, or price the plan on --stack megatron")
-    if want:
+    want, ov = _overlap_switch(job, stack, "pp_p2p_overlap", "pp_p2p_overlap_switch", "its pipeline p2p overlap", where)
+    if want is None or want:
         return stack
     return stack.model_copy(update={"overlap": ov.model_copy(update={"pp_p2p_overlapped": "never"})})
 
@@ -1278,14 +1282,9 @@ def apply_pp_p2p_warmup_flush(job, stack, where: str = ""):
     false keeps them waited on; refused on a stack without the switch, and with the p2p overlap
     off, as Megatron refuses it (model_parallel_config.py @d98e8a64 l. 570-575: 'only compatible
     with overlap_p2p_comm')."""
-    want = getattr(job, "pp_p2p_overlap_warmup_flush", None)
+    want, ov = _overlap_switch(job, stack, "pp_p2p_overlap_warmup_flush", "pp_p2p_warmup_flush_switch", "it", where)
     if want is None:
         return stack
-    ov = stack.overlap
-    if ov.pp_p2p_warmup_flush_switch is None:
-        raise PlannerError(f"{where}pp_p2p_overlap_warmup_flush {str(want).lower()} is set but stack {stack.name} has no "
-                           "switch for it (stack_db overlap.pp_p2p_warmup_flush_switch)",
-                           "leave pp_p2p_overlap_warmup_flush out, or price the plan on --stack megatron")
     if want and ov.pp_p2p_overlapped == "never":
         raise PlannerError(f"{where}pp_p2p_overlap_warmup_flush true with the pipeline p2p overlap off: Megatron refuses "
                            "it ('Pipeline parallel communication overlapping in warmup and flush is only compatible with "
