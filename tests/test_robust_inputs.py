@@ -533,8 +533,10 @@ def test_validate_infers_megatrons_embedding_and_loss_split(tmp_path):
 
 @pytest.mark.parametrize("extra,needle", [
     ('--pipeline-model-parallel-layout "Et*99999999999|tL"', "repeats past 200,000 entries"),
-    ('--step-batch-size-schedule "0:16 2B:1' + "0" * 400 + '"', "--step-batch-size-schedule (its last batch) a 401-digit"),
-    ('--step-batch-size-schedule "0:16 2B:３２"', "--step-batch-size-schedule (its last batch) '３２' is not a whole number"),
+    # the schedule is read whole since it is priced (planner/batch_ramp.py): each entry a number with an optional
+    # K/M/B/T suffix, as Megatron parses it; a 401-digit or fullwidth batch is refused naming the entry
+    ('--step-batch-size-schedule "0:16 2B:1' + "0" * 400 + '"', "--step-batch-size-schedule entry '2B:1000"),
+    ('--step-batch-size-schedule "0:16 2B:３２"', "--step-batch-size-schedule entry '2B:３２': not a number"),
 ], ids=["layout-repeat", "schedule-401-digits", "schedule-fullwidth"])
 def test_megatron_layout_and_schedule_are_bounded(cli, tmp_path, extra, needle):
     """A layout repeat of 10**11 layers was expanded in memory; a schedule's batch was int()ed."""
