@@ -940,38 +940,38 @@ def cp_a2a_comm(sc: StepCtx, coll: Collectives, ring, ranks, stride):
     return (fwd, fwd), (bwd, bwd)
 
 
-def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
-    """Send/recv of T h bf16 (/t under SP) per micro-batch and model chunk, forward and
-    backward, on the PP link; blocking p2p waits for every send, an overlapped one (Megatron's
-    interleaved schedule) hides behind the next model chunk's compute at the stack's share."""
+def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
+    """(per micro-batch, per step) seconds of the pipeline's p2p. Per micro-batch: a send/recv
+    of T h bf16 (/t under SP) per model chunk, forward and backward, on the PP link; blocking p2p
+    waits for every send, an overlapped one (Megatron's interleaved schedule) hides behind the
+    next model chunk's compute at the stack's share. Per step: pp_warmup_flush's, from the same
+    send."""
     plan, ctx = sc.plan, sc.ctx
     pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
     pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])
     p2p = sc.stack.overlap.pp_p2p_overlapped
     overlapped = (plan.schedule == INTERLEAVED) if p2p == "interleaved" else np.full(np.shape(plan.pp), p2p == "always")
     chunk = sc.n["mid"] / plan.vpp * comp.layer_fwd
-    return 2.0 * plan.vpp * np.where(overlapped, _hide(pp_send, chunk, sc.x), pp_send)
+    hidden = _hide(pp_send, chunk, sc.x)
+    return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
 
 
-def pp_warmup_flush(sc: StepCtx, coll: Collectives, comp: Compute) -> np.ndarray:
+def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     """Seconds per step the interleaved schedule's warm-up and flush p2p add where the stack
     overlaps its steady state's but waits on theirs (overlap.pp_p2p_warmup_flush_blocking: Megatron-LM
     without --overlap-p2p-communication-warmup-flush [13]): the first stage's warm-up forward
     chunks, W = min(2 (pp - 1) + (vpp - 1) N (+ 1 with the MoE EP overlap), vpp m), each send
-    waited on, and as many backward chunks of the flush: 2 W x (a send - its overlapped share, as
-    pp_comm hides it). 0 without the interleaved schedule, where the stack overlaps nothing, or
-    where it overlaps these too."""
-    plan, ctx, ov = sc.plan, sc.ctx, sc.stack.overlap
+    waited on, and as many backward chunks of the flush: 2 W x `waited` (a send less its
+    overlapped share, as pp_comm hides it). 0 without the interleaved schedule, where the stack
+    overlaps nothing, or where it overlaps these too."""
+    plan, ov = sc.plan, sc.stack.overlap
     inter = plan.schedule == INTERLEAVED
     if not ov.pp_p2p_warmup_flush_blocking or ov.pp_p2p_overlapped == "never" or not np.any(inter):  # stack settings
         return np.zeros(np.shape(plan.pp))
-    pp_msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES / ctx.rep_div
-    pp_send = coll(comm.SEND_RECV, pp_msg, plan.pp, coll.strides["pp"])
-    chunk = sc.n["mid"] / plan.vpp * comp.layer_fwd
     n = microbatch_group(plan.pp, plan.microbatches, plan.mbg)
     moe_extra = np.where(bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan), 1.0, 0.0)
     warm = np.minimum(2.0 * (plan.pp - 1) + (plan.vpp - 1) * n + moe_extra, plan.vpp * plan.microbatches)
-    return np.where(inter, 2.0 * warm * (pp_send - _hide(pp_send, chunk, sc.x)), 0.0)
+    return np.where(inter, 2.0 * warm * waited, 0.0)
 
 
 # ----------------------------------------------------------------------------- DP
@@ -1278,7 +1278,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
     cp_mb, cp_total = cp_comm(sc, coll, lt)
-    pp_mb = pp_comm(sc, coll, comp)
+    pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     dp = dp_comm(sc, coll, comp)
     m = sc.m
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
@@ -1291,7 +1291,6 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    warm = pp_warmup_flush(sc, coll, comp)  # the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp), **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
