@@ -396,7 +396,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import kernel_bytes, sharding_traits, stack_of, te_loss
+from .stacks import kernel_bytes, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -1140,9 +1140,8 @@ class _PerLayer:
         self.fsdp = stack.fsdp
         # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
         # (a2a+p2p: the ring over the p2p ranks, cp / the all-to-all group's, planner/cp_comm_type.py)
-        cps = stack.context_parallel
-        hs = cps.hierarchical_sizes if cps is not None and cps.hierarchical else None
-        ring_ctx = ctx if hs is None else dataclasses.replace(ctx, cp=ctx.cp / hs[0])
+        a2a, ring_cp = ring_ranks(stack.context_parallel, ctx.cp)
+        ring_ctx = ctx if a2a == 1.0 else dataclasses.replace(ctx, cp=ring_cp)
         self.cp_merge = ([cp_forward_merge_bytes(k, ring_ctx) for k in pc.layers.kinds]
                          if stack.memory.cp_forward_merge else None)
 

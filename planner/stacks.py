@@ -158,3 +158,11 @@ def te_loss(settings) -> bool:
     """The job runs Transformer Engine's fused cross-entropy (cross_entropy_fusion with
     cross_entropy_fusion_impl te; stack_db memory.te_loss_per_logit): a job setting."""
     return bool(settings.cross_entropy_fusion) and settings.cross_entropy_fusion_impl == "te"
+
+
+def ring_ranks(spec, cp):
+    """(the all-to-all group's ranks, the ring's ranks) of a context-parallel spec at cp: a2a+p2p's
+    hierarchical sizes (the all-to-alls inside contiguous ranks, the ring across them:
+    planner/cp_comm_type.py), else (1, cp). What step's ring pricing and memory's ring merge read."""
+    sizes = spec.hierarchical_sizes if spec is not None and spec.hierarchical else None
+    return (1.0, cp) if sizes is None else (float(sizes[0]), cp / float(sizes[0]))

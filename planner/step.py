@@ -148,7 +148,7 @@ from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualp
                        stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, kernel_bytes, sharding_traits, stack_of, te_loss
+from .stacks import default_stack, fp8_recipe, kernel_bytes, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -281,8 +281,9 @@ def layer_times(sc: StepCtx) -> LayerTimes:
     out = LayerTimes(*([] for _ in range(11)))
     for kind in sc.ll.kinds:
         mixer, mlp = kind.mixer, kind.mlp
-        times = price_gemms(mixer.gemms(ctx) + mlp.gemms(ctx), hw, plan.precision, sc.gemm_cal)
-        g, g_bwd = _low_and_bf16(sc, mixer.gemms(ctx) + mlp.gemms(ctx), sum(times.values(), np.float64(0.0)) / sc.speed)
+        rows = mixer.gemms(ctx) + mlp.gemms(ctx)
+        times = price_gemms(rows, hw, plan.precision, sc.gemm_cal)
+        g, g_bwd = _low_and_bf16(sc, rows, sum(times.values(), np.float64(0.0)) / sc.speed)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
@@ -307,7 +308,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
         ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
                 + cast) / hbm
-        wgrad = wgrad_add_bytes(sc, mixer.gemms(ctx) + mlp.gemms(ctx)) / hbm  # [11]
+        wgrad = wgrad_add_bytes(sc, rows) / hbm  # [11]
         ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd")
                 + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm + wgrad
         if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
@@ -369,9 +370,7 @@ def cp_split(sc: StepCtx):
     """(the all-to-all group's ranks, the ring's ranks) of the stack's context parallelism: a2a+p2p's
     hierarchical sizes (ContextParallelSpec.hierarchical_sizes: the all-to-alls inside contiguous
     ranks, the ring across them, planner/cp_comm_type.py), else (1, cp)."""
-    cp, spec = np.asarray(sc.plan.cp, dtype=np.float64), cp_spec(sc)
-    sizes = spec.hierarchical_sizes if spec.hierarchical else None
-    return (1.0, cp) if sizes is None else (float(sizes[0]), cp / float(sizes[0]))
+    return ring_ranks(cp_spec(sc), np.asarray(sc.plan.cp, dtype=np.float64))
 
 
 def cp_ring(sc: StepCtx, mixer) -> dict:
