@@ -949,20 +949,18 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
             raise PlannerError(f"{where}{name} false is set but stack {stack.name} has no such switch (stack_db "
                                f"kernels {', '.join(fields)} null: its kernels are the ones priced)",
                                f"leave {name} out, or choose --stack megatron")
-    if job.fp8_param_gather and not stack.memory.fp8_weight_cache:
-        raise PlannerError(f"{where}fp8_param_gather is set but stack {stack.name} keeps no quantized weights "
-                           "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
-    if job.fp8_param_gather and job.precision != "fp8":
-        raise PlannerError(f"{where}fp8_param_gather needs precision fp8 (got {job.precision}): Megatron refuses fp8 "
-                           "parameters without fp8 training (transformer_config.py)", "set precision: fp8, or leave it out")
-    if job.fp4_param_gather and not stack.memory.fp8_weight_cache:
-        raise PlannerError(f"{where}fp4_param_gather is set but stack {stack.name} keeps no quantized weights "
-                           "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
-    if job.fp4_param_gather and job.precision != "nvfp4":
-        # NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1103-1105
-        raise PlannerError(f"{where}fp4_param_gather needs precision nvfp4 (got {job.precision}): Megatron refuses "
-                           "'--fp4-param-gather must be used together with --fp4-format' (arguments.py l. 1104-1105)",
-                           "set precision: nvfp4, or leave it out")
+    # quantized parameters: each needs TE's quantized weights and its own training precision
+    for name, precision, why in (
+            ("fp8_param_gather", "fp8", "Megatron refuses fp8 parameters without fp8 training (transformer_config.py)"),
+            # NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1103-1105
+            ("fp4_param_gather", "nvfp4", "Megatron refuses '--fp4-param-gather must be used together with --fp4-format' "
+                                          "(arguments.py l. 1104-1105)")):
+        if getattr(job, name) and not stack.memory.fp8_weight_cache:
+            raise PlannerError(f"{where}{name} is set but stack {stack.name} keeps no quantized weights "
+                               "(stack_db memory.fp8_weight_cache)", "leave it out, or choose --stack megatron")
+        if getattr(job, name) and job.precision != precision:
+            raise PlannerError(f"{where}{name} needs precision {precision} (got {job.precision}): {why}",
+                               f"set precision: {precision}, or leave it out")
     if job.defer_embedding_wgrad is not None and job.pp == 1:
         # only the pipelined schedules clear and drain the buffers (Megatron-LM @d98e8a64
         # pipeline_parallel/schedules.py: clear_/finish_embedding_wgrad_compute are called from
