@@ -64,7 +64,9 @@ read). Modelled:
   values is refused), --no-overlap-p2p-communication (the job's pp_p2p_overlap false: the interleaved
   schedule's p2p blocking, planner/step.py pp_comm; pp > 2 with virtual stages, start-up rule
   MEGATRON_P2P_OVERLAP_PP; --overlap-p2p-communication, its older store_true spelling of the
-  default before Megatron-LM 4eeff55d1f, read as the default with a note), and the pipeline
+  default before Megatron-LM 4eeff55d1f, read as the default with a note),
+  --overlap-p2p-communication-warmup-flush (the job's pp_p2p_overlap_warmup_flush: the warm-up's
+  and flush's p2p overlapped too, planner/step.py [13]), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -72,8 +74,8 @@ Every other flag is listed: as ignored ('--flag=value (why)') where it cannot ch
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
 changes, cited at the code (NOT_MODELLED: --empty-unused-memory-level (the reserved peak, not the
-allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --overlap-p2p-communication-warmup-flush (the warm-up's and
-flush's p2p, priced as the steady state's either way), --bf16-reduce (no Megatron-LM flag at any commit),
+allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag
+at any commit),
 --rotary-percent below 1; and any flag the planner does not know); --no-async-tensor-model-
 parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored. --step-batch-size-schedule "tokens:batch ..." is the job's
 batch_size_schedule (planner/batch_ramp.py: parsed and checked as Megatron does, each phase priced at its
