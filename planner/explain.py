@@ -149,6 +149,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         "cp_compute_s": _num(pick(est.time_extra["cp_compute_s"])),
         # inside compute_s, attention eager: a middle stage's eager cores, their named terms and sum (step.eager_core_time)
         **{k: _num(pick(v)) for k, v in est.time_extra.items() if k.startswith("eager_core_")},
+        # inside compute_s: a middle stage's Mamba selective scans, fp32 / HBM roofline (step.mamba_scan_time)
+        **({"mamba_scan_s": _num(pick(est.time_extra["mamba_scan_s"]))} if "mamba_scan_s" in est.time_extra else {}),
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),

@@ -500,6 +500,12 @@ class Hardware(BaseModel):
     fp4_TFLOPS: Optional[float] = Field(
         default=None, gt=0, description="dense NVFP4 (e2m1, 1x16 blocks of e4m3 scales) tensor peak; null if the "
                                         "GPU has no FP4 tensor cores (Hopper and older)")
+    fp32_TFLOPS: Optional[float] = Field(
+        default=None, gt=0,
+        description="dense FP32 peak of the non-tensor ALUs (NVIDIA's CUDA cores, AMD's vector units), the datasheet's "
+                    "'FP32' line: the rate of kernels that run no matrix instructions (Mamba's selective scan: "
+                    "layers/mamba.py SCAN_ROOFLINE); null: the datasheet does not give it (the scan then falls back "
+                    "to the attention kernel's rate, optimistic)")
     compute_capability: Optional[str] = Field(
         default=None, pattern=r"^[0-9]+\.[0-9]+$",
         description="CUDA compute capability, major.minor (NVIDIA's CUDA GPUs table): the recipes whose kernels need one "

@@ -25,8 +25,9 @@ Compute, per layer and micro-batch of T = micro_batch x seq / cp tokens (after T
   attention core (FlashAttention, causal: the kernel skips masked blocks) 4 T a d / t x the
          mean keys a query attends to (s/2 global; a window or chunk fewer: layers/attention.py)
          FLOPs forward, 2.5x that backward, at its own efficiency (compute.py [7]; by head dim [7b]); the
-         state-space and linear-attention scans (layers/mamba.py, layers/linear_attention.py)
-         at the same rates.
+         Mamba-2 and linear-attention chunk scans (layers/mamba.py, layers/linear_attention.py)
+         at the same rates; Mamba's selective scan, which runs on the CUDA cores, at the slower
+         of its FLOPs over the fp32 peak and its bytes over HBM (scan_core_times).
   memory-bound work as bytes over HBM bandwidth (x HBM_EFFICIENCY): norms (read + write
          2h each, twice), residual adds (read 4h, write 2h, twice), rotary on Q and K
          (read + write), the MLP activation (SwiGLU reads 2 x 2f/t and writes 2f/t; GeLU
@@ -289,6 +290,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
         core_f = flops / (rate_fwd * hd_f * core_scale)
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * hd_b * core_scale)
+        if hasattr(mixer, "scan_times"):  # Mamba's selective scan: CUDA cores, its own roofline
+            core_f, core_b = scan_core_times(sc, mixer, rate_fwd * core_scale, rate_bwd * core_scale)
         eager = settings.attention == "eager" and hasattr(mixer, "eager_core")
         if eager:  # the unfused core: batched GEMMs, softmax and dropout passes (compute.eager_core_terms)
             ef, eb = eager_core_terms(mixer.eager_core(ctx), kb, mixer.dropout, hw, hbm, sc.gemm_cal,
@@ -342,6 +345,16 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.cp_fwd.append(cp_f)
         out.cp_bwd.append(cp_b)
     return out
+
+
+def scan_core_times(sc: StepCtx, mixer, rate_fwd, rate_bwd):
+    """(forward, backward) seconds per micro-batch of Mamba's selective scan (layers/mamba.py
+    SCAN_ROOFLINE): the slower of its FLOPs at the GPU's fp32 peak (Hardware.fp32_TFLOPS,
+    SCAN_AT_FP32_PEAK) and its bytes at the achievable HBM bandwidth; an entry without an fp32
+    peak prices the FLOPs at the attention kernel's rates (rate_fwd, rate_bwd: optimistic)."""
+    fp32 = sc.settings.hardware.fp32_TFLOPS
+    rates = (rate_fwd, rate_bwd) if fp32 is None else (fp32 * 1e12, fp32 * 1e12)
+    return mixer.scan_times(sc.ctx, rates, sc.hbm)
 
 
 def wgrad_add_bytes(sc: StepCtx, gemms) -> np.ndarray:
@@ -844,6 +857,19 @@ def eager_core_time(sc: StepCtx, lt: LayerTimes) -> dict:
     return out
 
 
+def mamba_scan_time(sc: StepCtx, lt: LayerTimes) -> dict:
+    """Mamba's selective scans (scan_core_times): seconds per step a middle stage's scans take,
+    forward (twice where the layer is fully recomputed) and backward, as mamba_scan_s. Part of
+    compute; {} without Mamba layers."""
+    scans = [hasattr(kind.mixer, "scan_times") for kind in sc.ll.kinds]
+    if not any(scans):
+        return {}
+    n = sc.n["mid"]
+    per = [lt.core_fwd[i] * (1.0 + _cores_run_twice(sc, kind.mixer) / np.maximum(n, 1.0)) + lt.core_bwd[i]
+           if scans[i] else np.float64(0.0) for i, kind in enumerate(sc.ll.kinds)]
+    return {"mamba_scan_s": sc.m * n * sc.mean("mid", per)}
+
+
 def _cores_run_twice(sc: StepCtx, mixer) -> np.ndarray:
     """A middle stage's layers of this mixer whose attention core runs its forward twice per
     micro-batch: the fully recomputed ones, and under selective recompute every other one
@@ -1295,6 +1321,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              "pp_warmup_flush_s": warm,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
+             **mamba_scan_time(sc, lt),
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
                  "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra

@@ -215,6 +215,86 @@ def test_mamba1_by_hand():
         ("send_recv", 256.0, 2.0), ("send_recv", 96.0, 1.0)]
 
 
+def test_mamba1_scan_roofline_by_hand():
+    """The selective scan's roofline terms (layers/mamba.py SCAN_ROOFLINE), s = 8, T = 8, d_i 16,
+    N 4. FLOPs: forward 9 N d_i = 576, backward 29 N d_i = 1,856 a token: 4,608 and 14,848.
+    Bytes a token: per channel 10 (forward) / 18 (backward) + the fp32 chunk states 2 N x 4 B x
+    ceil(8/2048) / 8 = 4; B and C 2 N x 2 B = 16; backward dB, dC 2 N x 4 B = 32: forward
+    16 x 14 + 16 = 240, backward 16 x 22 + 16 + 32 = 400; x 8 tokens. At 1,000 / 2,000 FLOP/s
+    and 100 B/s both passes are memory-bound: 19.2 s and 32 s. tp 2 halves the channels, not
+    B, C. The z gate is the scan kernel's: elementwise_bytes keeps the norm, residual and conv
+    (plain activation) only."""
+    b = mamba1()
+    assert [float(x) for x in b.scan_flops(ctx_of())] == [4608.0, 14848.0]
+    assert [float(x) for x in b.scan_bytes(ctx_of())] == [1920.0, 3200.0]
+    assert [float(x) for x in b.scan_bytes(ctx_of(tp=2))] == [8 * (8 * 14 + 16.0), 8 * (8 * 22 + 48.0)]
+    assert [float(x) for x in b.scan_times(ctx_of(), (1e3, 2e3), 100.0)] == [19.2, 32.0]
+    assert [float(x) for x in b.scan_times(ctx_of(), (1e2, 1e2), 1e4)] == [46.08, 148.48]  # FLOP-bound
+    assert float(b.elementwise_bytes(ctx_of(), KB, "")) == 8 * (KB["norm"] * 8 + KB["residual"] * 8
+                                                                + KB["mlp_activation_plain"] * 16)
+
+
+def test_jamba_scan_on_h100_by_hand(explain):
+    """Jamba v0.1's Mamba layer (d_i 8,192, N 16) on one H100 SXM, one 4,096-token sequence, tp 1
+    (fp32 peak 67 TFLOP/s, HBM 3.35 TB/s x HBM_EFFICIENCY 0.9 = 3.015 TB/s):
+      forward   FLOPs 4096 x 9 x 16 x 8192 = 4.832e9 -> 72.12 us at 67 TFLOP/s; bytes a token
+                8192 x (10 + 2 x 16 x 4 x 2/4096) + 64 = 82,496 -> 337.9 MB -> 112.07 us:
+                memory-bound, 112.07 us.
+      backward  FLOPs 29/9 of that, 1.557e10 -> 232.38 us; bytes 8192 x 18.0625 + 64 + 128 =
+                148,160 a token -> 606.9 MB -> 201.28 us: FLOP-bound, 232.38 us.
+    At the attention rates it was (cuDNN on H100, 605 / 500 TFLOP/s x 0.85) 9.4 us forward and
+    28.4 us backward, and the z gate was priced apart as a memory-bound pass. Both Mamba kinds
+    (dense MLP and MoE) run the same scan; explain reports the step's scans (mamba_scan_s)."""
+    import numpy as np
+    from planner import step as S
+
+    settings, plan, _, res = explain(model="jamba-v0.1", gpus=8, tp=1, pp=1, global_batch=8, micro_batch=1,
+                                     seq_len=4096, recompute="none")
+    sc = S._context(settings, plan)
+    lt = S.layer_times(sc)
+    kinds = [i for i, k in enumerate(sc.ll.kinds) if isinstance(k.mixer, Mamba1Block)]
+    assert len(kinds) == 2
+    hbm = 3.35e12 * 0.9
+    fwd = max(4096 * 9 * 16 * 8192 / 67e12, 4096 * 82496 / hbm)
+    bwd = max(4096 * 29 * 16 * 8192 / 67e12, 4096 * 148160 / hbm)
+    for i in kinds:
+        assert float(np.ravel(lt.core_fwd[i])[0]) == pytest.approx(fwd, rel=1e-12)
+        assert float(np.ravel(lt.core_bwd[i])[0]) == pytest.approx(bwd, rel=1e-12)
+    assert fwd == pytest.approx(112.07e-6, abs=5e-9) and bwd == pytest.approx(232.38e-6, abs=5e-9)
+    # explain's mamba_scan_s: one micro-batch (8 sequences over DP 8), the 28 Mamba layers of 32
+    assert res["time"]["mamba_scan_s"] == pytest.approx(28 * (fwd + bwd), rel=1e-12)
+
+
+def test_scan_against_flash_attention_order_of_magnitude():
+    """[2] sec. 4.5 / Fig. 8 (left): on an A100 80GB PCIe the fused selective scan (N = 16,
+    forward and backward) is faster than FlashAttention-2 (causal) "beyond sequence length 2K".
+    Our reading: both at the same width D (the scan's D channels against D = heads x head dim),
+    so per token and unit of width FlashAttention-2 runs 2 s FLOPs forward and 5 s backward
+    (mean causal reach s/2, 2.5x backward) and the scan is s-free; the crossover length is the
+    scan's time over FlashAttention's per unit of s. On the a100-sxm-80gb entry (fp32 19.5,
+    HBM 2.039 TB/s, FlashAttention-2 190 / 170 x 0.85): scan max(144/19.5e12, 10/1.835e12) +
+    max(464/19.5e12, 18/1.835e12) = 31.2 ps -> crossover 664 tokens; at the attention rates
+    (the former SCAN_AT_ATTENTION_RATES: 144 forward, 2.5 x 144 backward) 72 tokens. The
+    roofline is a bound (the exp2f on the SFUs, the block scan's shuffles and dB/dC's atomics
+    are not in it), so it must cross at or below 2K: it sits a factor of ~3 under, the former
+    pricing ~28 under. A check of the order of magnitude, not a fit: nothing is tuned to it."""
+    from planner.catalog import load_hardware
+    from planner.compute import HBM_EFFICIENCY, attention_rates
+
+    hw = load_hardware("a100-sxm-80gb")
+    rf, rb = attention_rates(hw, "flash2")
+    b = Mamba1Block(h=1024, d_inner=1024, state=16, conv_kernel=4, dt_rank=64, norm=1024)
+    c = ctx_of(seq=2048)
+    fp32, hbm = hw.fp32_TFLOPS * 1e12, hw.hbm_bandwidth * HBM_EFFICIENCY
+    scan = sum(float(t) for t in b.scan_times(c, (fp32, fp32), hbm)) / (2048 * 1024)
+    # the former pricing: 9 N at the forward rate, 2.5 x 9 N = 22.5 N at the backward rate, no bytes
+    old = sum(float(t) for t in b.scan_times(c, (rf, rb * 29 / 22.5), hbm * 1e6)) / (2048 * 1024)
+    per_s = 2.0 / rf + 5.0 / rb
+    assert 2048 / 4 < scan / per_s <= 2048
+    assert scan / per_s == pytest.approx(664, abs=20)  # B and C a token (64 B / 1024 channels) included
+    assert old / per_s == pytest.approx(72, abs=1) and old / per_s < 2048 / 16
+
+
 # ------------------------------------------------------------------ a hybrid model, end to end
 HYBRID = """
 name: tiny-hybrid

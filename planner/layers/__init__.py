@@ -14,7 +14,9 @@ projection_shares(ctx), elementwise_bytes(ctx, kernel_bytes, "" | "_bwd"),
 cast_elements(ctx), tensors(ctx, attention) (the activation table, common.py), and mixers
 core_kernel_flops(ctx) / core_model_flops(seq, causal), cp_ring(ctx) (attention: what its
 context-parallel ring moves) or cp_collectives(ctx) (the others); tp_pairs says
-which TP collective pairs the block runs each way.
+which TP collective pairs the block runs each way. A mixer whose core runs on the CUDA cores
+(Mamba's selective scan) adds scan_times(ctx, rates, hbm), its own roofline, which step.py
+prices in place of the attention rates.
 
 Which layer is which (`layer_list`):
   - a model YAML with `layer_pattern` names a kind from `layer_kinds` for each layer, the

@@ -52,13 +52,44 @@ parallel scan 2 L associative operations). Our reading of the split: 3 N to disc
 dt B, dt B u), 4 N for the scan (two associative operations, each a multiply-add, per state
 element), 2 N for the readout y = C h. The D skip and z gate (d_i each) are dropped.
 
-Kernel rate (the named assumption SCAN_AT_ATTENTION_RATES): step.py prices core_kernel_flops
-at the hardware's FlashAttention rates (forward, and 2.5x the FLOPs backward at the backward
-rate). The SSD chunk kernels are tensor-core GEMMs like FlashAttention's; [1] sec. 9.3 (speed
-benchmarks) times SSD against FlashAttention-2 and finds it faster from 2K tokens on, a
-comparison of wall times, not of achieved FLOP/s, and no measured SSD rate is in the catalog. For Mamba's scan it
-is optimistic: the selective scan runs on the CUDA cores, not the tensor cores ([7]: H100
-989 TFLOP/s bf16 matmul against 67 TFLOP/s fp32).
+Kernel rate, Mamba-2 (the named assumption SCAN_AT_ATTENTION_RATES): step.py prices
+core_kernel_flops at the hardware's FlashAttention rates (forward, and 2.5x the FLOPs backward
+at the backward rate). The SSD chunk kernels are tensor-core GEMMs like FlashAttention's; [1]
+sec. 9.3 (speed benchmarks) times SSD against FlashAttention-2 and finds it faster from 2K
+tokens on, a comparison of wall times, not of achieved FLOP/s, and no measured SSD rate is in
+the catalog.
+
+Kernel rate, Mamba (SCAN_ROOFLINE): the selective scan runs no matrix instruction ([4]
+csrc/selective_scan/selective_scan_fwd_kernel.cuh, selective_scan_bwd_kernel.cuh: fp32
+arithmetic in registers, a cub BlockScan over the sequence per channel and state, one thread
+block per (sequence, channel)), so the tensor cores' rate does not bound it ([7]: H100 989
+TFLOP/s bf16 matmul against 67 TFLOP/s fp32). Each pass is priced at a roofline, the slower
+of its FLOPs over the GPU's fp32 peak (schema.Hardware.fp32_TFLOPS, the datasheet's non-tensor
+FP32 line) and its HBM bytes over the achievable bandwidth (HBM_EFFICIENCY, as the
+memory-bound kernels): max(F / fp32, bytes / HBM). Per token and local channel (d_i/t):
+  FLOPs  forward 9 N ([2] above). Backward 29 N, our count of the kernel's real-valued,
+         variable-B/C path (selective_scan_bwd_kernel.cuh l. 251-300 at [4]), 2 per
+         multiply-add as above: the forward recomputed from the chunk states, dt A, dt u B,
+         dout C (4); the forward and the reverse scans (4 each, as the forward's); then
+         dx B, du (1 + 2), a = x - dt u B (3), ddelta (5), dA (3), dB (2), dC (1).
+  bytes  forward (MambaInnerFn calls selective_scan_cuda.fwd with z, [4]
+         selective_scan_interface.py): reads u (the conv output), dt, z, writes out and the
+         gated out_z, 2 B each: 10; the chunk states x written, fp32 2N per 2048 tokens
+         (8 N ceil(s/2048)/s). Backward (selective_scan_cuda.bwd, recompute_out_z): reads u,
+         dt, dout, z, out, writes du, ddelta, dz, out_z: 18; the chunk states read.
+         Per token, once for all channels: B and C read (2 N x 2 B each), and in backward dB
+         and dC written (fp32, 2 N x 4 B). Every channel's thread block reads the same B and
+         C: counted once from HBM (SCAN_BC_FROM_L2: a sequence's B and C, 4 N s bytes, 256 KiB
+         at N 16 and s 4096, sit in L2 while its channels' blocks run).
+  Dropped: A, D and dt_bias (per channel, not per token), the softplus and the z gate's
+  arithmetic (d_i per token), dB/dC's zero fill and the cast back to bf16, and what the
+  roofline does not see: the exp2f per state on the special-function units (16 a clock per
+  SM on sm_80/sm_90, against 64 / 128 FP32 lanes [8]), the BlockScan's shuffles and
+  barriers, dB and dC's atomic adds into L2. The pass is therefore faster than the kernel runs: a bound, the
+  named assumption SCAN_AT_FP32_PEAK (no measured scan rate is catalogued; tests/test_layers.py
+  sets it beside [2] Fig. 8). The z gate's bytes are the scan's (fused): elementwise_bytes
+  does not count them again. A hardware entry without fp32_TFLOPS prices the FLOPs at the
+  attention rates (SCAN_AT_ATTENTION_RATES, optimistic).
 
 Activations (what the autograd functions save, bytes per local token):
   Mamba-2, Megatron-Core MambaMixer._ssm_training (use_mamba_mem_eff_path, rmsnorm) [3] ->
@@ -92,7 +123,8 @@ References
     Structured State Space Duality", arXiv:2405.21060, sec. 6 (the SSD algorithm), Listing 1,
     sec. 9.3 (speed benchmarks).
 [2] Gu & Dao 2023, "Mamba: Linear-Time Sequence Modeling with Selective State Spaces",
-    arXiv:2312.00752, sec. 3.3.
+    arXiv:2312.00752, sec. 3.3; sec. 4.5, Fig. 8 and App. E.5 (the scan's speed on an A100
+    80GB PCIe against FlashAttention-2: faster beyond 2K tokens).
 [3] NVIDIA Megatron-LM megatron/core/ssm/mamba_mixer.py (MambaMixer: nheads % tp, ngroups % tp
     asserts, in_proj ColumnParallel, out_proj RowParallel, _ssm_training), commit d98e8a64.
 [4] state-spaces/mamba mamba_ssm/ops/triton/ssd_combined.py (MambaSplitConv1dScanCombinedFn),
@@ -107,6 +139,9 @@ References
 [7] Dao & Gu 2024, "Mamba-2: Algorithms and Systems" (Princeton PLI blog,
     pli.princeton.edu/blog/2024/mamba-2-algorithms-and-systems): H100 989 TFLOP/s bf16
     matmul, 67 TFLOP/s fp32.
+[8] NVIDIA CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table: per clock
+    and SM, 16 results of exp2f / __log2f / rsqrt (compute capability 8.0 - 9.0) against 64
+    (8.0) or 128 (8.6 - 9.0) fp32 add / multiply / multiply-add.
 """
 
 from __future__ import annotations
@@ -121,6 +156,9 @@ from .common import ACT_BYTES, BlockParams, kv_local, shapes
 FP32_BYTES = 4.0  # scan states, norm statistics
 SELECTIVE_SCAN_CHUNK = 2048.0  # tokens per saved state chunk of the CUDA selective scan ([4] selective_scan.cpp)
 SCAN_FLOPS_PER_STATE = 9.0  # Mamba forward FLOPs per token, channel and state (Gu, state-spaces/mamba #110)
+SCAN_BWD_FLOPS_PER_STATE = 29.0  # Mamba backward, our count of selective_scan_bwd_kernel.cuh ([4], module docstring)
+SCAN_FWD_BYTES_PER_CHANNEL = 10.0  # u, dt, z read, out, out_z written, bf16 ([4] selective_scan.cpp fwd)
+SCAN_BWD_BYTES_PER_CHANNEL = 18.0  # u, dt, dout, z, out read, du, ddelta, dz, out_z written, bf16 ([4] bwd)
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -327,8 +365,34 @@ class Mamba1Block:
 
     def core_kernel_flops(self, ctx):
         """Forward FLOPs of the selective scan for one micro-batch on one GPU: 9 N d_i/t per
-        token [2] (SCAN_AT_ATTENTION_RATES: optimistic, module docstring)."""
+        token [2] (priced by scan_times, not at the attention rates: module docstring)."""
         return ctx.T * SCAN_FLOPS_PER_STATE * self.state * self.d_inner / ctx.tp
+
+    def scan_flops(self, ctx):
+        """(forward, backward) FLOPs of the selective scan kernels per micro-batch on one GPU:
+        T d_i/t N x (9, 29) (module docstring SCAN_ROOFLINE)."""
+        per = ctx.T * self.state * self.d_inner / ctx.tp
+        return SCAN_FLOPS_PER_STATE * per, SCAN_BWD_FLOPS_PER_STATE * per
+
+    def scan_bytes(self, ctx):
+        """(forward, backward) HBM bytes of the selective scan kernels per micro-batch on one
+        GPU (module docstring SCAN_ROOFLINE): per local channel 10 / 18 B a token and the fp32
+        chunk states 8 N ceil(s/2048)/s; per token B and C (4 N each pass) and in backward dB,
+        dC in fp32 (8 N), once for all channels (SCAN_BC_FROM_L2)."""
+        N = self.state
+        states = 2.0 * N * FP32_BYTES * np.ceil(ctx.seq / SELECTIVE_SCAN_CHUNK) / ctx.seq
+        ch = self.d_inner / ctx.tp
+        bc = 2.0 * N * ACT_BYTES
+        fwd = ctx.T * (ch * (SCAN_FWD_BYTES_PER_CHANNEL + states) + bc)
+        bwd = ctx.T * (ch * (SCAN_BWD_BYTES_PER_CHANNEL + states) + bc + 2.0 * N * FP32_BYTES)
+        return fwd, bwd
+
+    def scan_times(self, ctx, rates, hbm):
+        """(forward, backward) seconds of the selective scan per micro-batch: each pass's roofline
+        max(FLOPs / rate, bytes / hbm) (SCAN_ROOFLINE; rates: the (forward, backward) FLOP/s,
+        the GPU's fp32 peak both ways, SCAN_AT_FP32_PEAK; hbm: achievable bytes/s)."""
+        (ff, fb), (bf, bb) = self.scan_flops(ctx), self.scan_bytes(ctx)
+        return np.maximum(ff / rates[0], bf / hbm), np.maximum(fb / rates[1], bb / hbm)
 
     def core_model_flops(self, seq, causal: bool):
         """Model FLOPs per token, forward and backward: 3 x 9 N d_i (no mask, no chunks: the same
@@ -337,13 +401,14 @@ class Mamba1Block:
 
     def elementwise_bytes(self, ctx, kb, sfx):
         """Memory-bound bytes per micro-batch: pre-norm and residual (replicated unless SP), the
-        conv1d + SiLU over d_i/t (plain-activation figure), the z gate inside the scan (gated
-        figure), Jamba's RMSNorms on dt, B, C (r + 2N, whole on every rank), biases."""
+        conv1d + SiLU over d_i/t (plain-activation figure), Jamba's RMSNorms on dt, B, C (r + 2N,
+        whole on every rank), biases. The z gate runs inside the scan kernel: its bytes are the
+        scan's (scan_bytes)."""
         h, tp, di = self.h, ctx.tp, self.d_inner
         bias = kb["bias"] * (1.0 if self.proj_bias else 0.0)
         inner = (self.dt_rank + 2.0 * self.state) if self.inner_norms else 0.0
         return ctx.T * ((kb["norm" + sfx] * h + kb["residual" + sfx] * h + bias * h) / ctx.rep_div
-                        + (kb["mlp_activation_plain" + sfx] + kb["mlp_activation_gated" + sfx]) * di / tp
+                        + kb["mlp_activation_plain" + sfx] * di / tp
                         + kb["norm" + sfx] * inner + bias * 2.0 * di / tp)
 
     def cast_elements(self, ctx):

@@ -163,6 +163,9 @@ def time_table(res: dict) -> None:
         out.print(f"  of compute, {t['eager_core_s']:,.4g} s per step are a middle stage's eager attention cores: batched "
                   f"GEMMs {t['eager_core_gemms_s']:,.4g} s, softmax {t['eager_core_softmax_s']:,.4g} s, dropout "
                   f"{t['eager_core_dropout_s']:,.4g} s (stack kernels score_*)")
+    if "mamba_scan_s" in t:
+        out.print(f"  of compute, {t['mamba_scan_s']:,.4g} s per step are a middle stage's Mamba selective scans (CUDA "
+                  "cores: the slower of the FLOPs at the fp32 peak and the bytes at HBM bandwidth)")
     if t.get("cp_comm_total_s", 0) > 0 or t.get("cp_compute_s", 0) > 0:
         out.print(f"  CP ring: K/V traffic {t['cp_comm_total_s']:,.4g} s per step, {t['cp_comm_s']:,.4g} s of it exposed; "
                   f"the split attention's merges and smaller kernels {t.get('cp_compute_s', 0.0):,.4g} s (in compute)")
