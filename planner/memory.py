@@ -310,7 +310,7 @@ References
      tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
      one layer). all_gather and a2a have no such merge (planner/cp_comm_type.py turns it off): [cp2]; a2a+p2p
      (hierarchical) runs it over its p2p ranks (cp / the all-to-all group's), its all-to-alls' copies in [cp2].
-     Not priced: fp8 attention.
+     Not priced: fp8 attention (--fp8-dot-product-attention: read, docs/megatron_ci_gap.md).
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
