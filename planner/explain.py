@@ -121,7 +121,10 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         reported_as=stack_of(settings).memory.reports,
         # the reserved peak's band [reserved_bytes, reserved_high_bytes] (memory.py [13])
         fragmentation={"reserved_over_allocated_max": mem.RESERVED_OVER_ALLOCATED_MAX,
-                       "allocator": stack_of(settings).memory.allocator},
+                       "allocator": stack_of(settings).memory.allocator,
+                       # Megatron --empty-unused-memory-level, where the job sets it (no figure moves: memory.py [13])
+                       **({"empty_unused_memory_level": settings.empty_unused_memory_level}
+                          if settings.empty_unused_memory_level else {})},
         terms={k: _num(pick(v)) for k, v in est.memory.items()},
     )
     if est.stages is not None:

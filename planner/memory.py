@@ -109,7 +109,12 @@ References
      run_train.sh sets it) grows one segment per stream in place and removes most of it
      (PyTorch docs, "CUDA semantics: optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF");
      no ratio measured with it is in the reference, so its band keeps the default
-     allocator's top as a bound.
+     allocator's top as a bound. Megatron's --empty-unused-memory-level (job field; torch.cuda.empty_cache() after
+     the forward-backward, and after the optimizer step at 2: NVIDIA/Megatron-LM @d98e8a64 megatron/training/
+     training.py l. 3149-3150, 3229-3230) moves neither peak: the allocator's release_blocks frees only segments
+     with no block in use ("Frees all non-split blocks", pytorch c10/cuda/CUDACachingAllocator.cpp), so no phase's
+     peak falls, and the point estimate is one step from a clean cache, what level 2 makes every step; what it
+     removes is the carry-over between phases and steps inside the band (no ratio measured with it narrows it).
 [14] What an MoE layer saves for its backward (stack memory.moe_keeps_expert_out, memory.fp8_saves_gemm_inputs;
      stack_db/megatron.yaml sources): Megatron-Core multiplies the routing probabilities inside the experts'
      activation (NVIDIA/Megatron-LM @b0cc2706 megatron/core/transformer/moe/experts.py TEGroupedMLP.forward,
@@ -215,8 +220,43 @@ References
      (distributed/distributed_data_parallel.py l. 575-579): one linear's at a time during a layer's backward, the
      layer's largest (Transformer Engine's GroupedLinear returns every local expert's at once: with
      moe_grouped_gemm the routed experts' linear counts all of them), in the recompute buffer (a moment of one
-     layer's backward). Without FSDP only (FSDP's gradient path is its own). Not priced: the output layer's
-     (vocabulary x h / t) weight gradient at its own backward, after the loss's peak.
+     layer's backward). Without FSDP only (FSDP's gradient path is its own). The output layer's: [ow].
+[ow] The output layer's backward without gradient-accumulation fusion (job gradient_accumulation_fusion false; stack
+     kernels wgrad_unfused): Megatron's output layer is its own ColumnParallelLinear (NVIDIA/Megatron-LM @d98e8a64
+     megatron/core/models/gpt/gpt_model.py l. 272-295; TE's only for the MXFP8 output projection), whose backward
+     (tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication.backward l. 637-810) computes the input
+     gradient grad_output.matmul(weight) first (l. 683: [s, b, h] over the whole sequence, 2 T h; under SP the reduce-scatter's
+     output sub_grad_input beside it, 2 T h / t) and then, fusion off, grad_weight = grad_output.t().matmul(total_input)
+     (l. 782), a new (V / t) x h tensor in the activation dtype (2 B a weight element, stack kernels wgrad_unfused),
+     returned to autograd and added into the main gradient by the DDP hook (distributed_data_parallel.py l. 575-579). Its
+     grad_output is the logits' bf16 gradient (2 B a logit): the unfused loss's fp32 gradient (cross_entropy.py l. 186-210,
+     the saved softmax updated in place) is cast to the logits' dtype by autograd's validate_outputs and freed with the
+     loss node's saved tensors before the next node runs (torch/csrc/autograd/engine.cpp). So a moment of the last
+     stage's backward after the loss's: the final norm's saved input (2 h, /t under SP), the logits' gradient, the input
+     gradients and the weight gradient, T (2 h / sp + 2 V / t + 2 h + 2 h / t under SP) + 2 V h / t, against the loss's
+     peak (out_act) and a layer's backward buffer; where it is larger the excess is in output_activations. The output
+     layer's own saved input (the final norm's output, 2 T h / sp) is in both moments and counted in neither (the
+     stack's output_saves_norm_out false). Without FSDP only, as [uf].
+[dw] Transformer Engine's dummy weight gradients (stack memory.te_dummy_wgrads; job gradient_accumulation_fusion on):
+     with fused accumulation the wgrad GEMM writes into the parameter's main_grad, and because Megatron's DDP sets
+     grad_added_to_main_grad on every trainable parameter (distributed_data_parallel.py @d98e8a64 l. 187; Megatron-FSDP
+     megatron_fsdp.py l. 343) each TE linear returns get_dummy_wgrad(main_grad.shape, weight.dtype) to autograd
+     (NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/module/linear.py l. 1258-1276, layernorm_linear.py
+     l. 1116-1133, grouped_linear.py l. 865-889 and 1131-1158: one per expert weight, all of one shape; Megatron passes
+     fuse_wgrad_accumulation=config.gradient_accumulation_fusion, extensions/transformer_engine.py l. 1293, 1524, 2527), and so does
+     Megatron's output layer with TE installed (tensor_parallel/layers.py l. 733-762). get_dummy_wgrad (module/base.py
+     l. 82, 109-123) caches one torch.empty tensor per (shape, dtype) in the module-level _dummy_wgrads dict: allocated
+     at the first backward and never freed (since TE #1651, ba5dc5dd, 2025-04-08; GroupedLinear since #2305, d2945c6a,
+     2025-10-27; before them a fresh tensor per call, a transient). Per GPU: 2 B (the bf16 / fp16 weights' dtype) x the
+     elements of each distinct weight shape among the linears the rank holds (the GEMMs of its layer kinds but the
+     router, a torch parameter; the routed experts' local weights one shape) and the output layer's (V / t) x h on the
+     rank holding it; in every moment of the step (term dummy_wgrads). The mode is the stack's (memory.dummy_wgrads:
+     Megatron cached) or the job's code version's (job field dummy_wgrads): per_call where TE's linears and Megatron's
+     own returned a fresh torch.empty each backward (TE before #1651; Megatron-LM layers.py from 28766b55fb,
+     2023-09-05, until get_dummy_wgrad in e7c55de99e, 2025-08-01), freed by the DDP hook right after autograd's
+     AccumulateGrad: the size of the unfused weight gradient [uf] (one linear's in a layer's backward, every local
+     expert's with grouped GEMMs) and [ow] at the output layer; none before 28766b55fb (the fused GEMM accumulated
+     and returned None).
 [cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
      which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
@@ -270,7 +310,7 @@ References
      tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
      one layer). all_gather and a2a have no such merge (planner/cp_comm_type.py turns it off): [cp2]; a2a+p2p
      (hierarchical) runs it over its p2p ranks (cp / the all-to-all group's), its all-to-alls' copies in [cp2].
-     Not priced: fp8 attention.
+     Not priced: fp8 attention (--fp8-dot-product-attention: read, docs/megatron_ci_gap.md).
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -403,8 +443,8 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "optimizer_step",
-               "stream_pools", "allocator_slack", "tp_overlap_buffers", "reserve")
+OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
+               "optimizer_step", "stream_pools", "allocator_slack", "tp_overlap_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "reserve")
 
@@ -805,14 +845,34 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     return stored, buffers, layer_input
 
 
+def dummy_wgrads_mode(settings: Settings) -> str:
+    """What a fused-accumulation linear returns as its weight gradient [dw]: the job's code version's
+    (job field dummy_wgrads), else the stack's memory.dummy_wgrads; "none" where the job runs unfused."""
+    if not settings.gradient_accumulation_fusion:
+        return "none"
+    return settings.dummy_wgrads or stack_of(settings).memory.dummy_wgrads
+
+
+def wgrad_tensor_bytes(settings: Settings, plan: PlanArrays, kb: dict):
+    """Bytes per weight element of the weight-gradient tensor a linear's backward hands to autograd,
+    alive until the DDP hook drops it: the unfused GEMM's output (wgrad_unfused, job
+    gradient_accumulation_fusion false) [uf] or, fused, a per-call dummy of the weight's dtype (2 B)
+    [dw]; None where neither (fused with no or a cached dummy); 0 under FSDP."""
+    if settings.gradient_accumulation_fusion and dummy_wgrads_mode(settings) != "per_call":  # job / stack settings
+        return None
+    b = ACT_BYTES if settings.gradient_accumulation_fusion else kb["unfused_wgrad"] * kb["wgrad_unfused"]
+    return b * np.where(plan.sharding >= FSDP, 0.0, 1.0)
+
+
 def unfused_wgrad_transient(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict):
     """kind -> the bf16 weight gradient of the kind's largest linear that lives during its backward
-    where the job turns gradient-accumulation fusion off [uf] (wgrad_unfused B per weight element
-    of the GEMM's N x K, the routed experts' all local experts with moe_grouped_gemm, one without;
-    the router left out); 0 where fused, and under FSDP."""
-    if settings.gradient_accumulation_fusion:  # a job setting (fused): no transient
+    where the job turns gradient-accumulation fusion off [uf], or a per-call dummy of its shape [dw]
+    (wgrad_tensor_bytes per weight element of the GEMM's N x K, the routed experts' all local experts
+    with moe_grouped_gemm, one without; the router left out); 0 where fused (cached or no dummy),
+    and under FSDP."""
+    on = wgrad_tensor_bytes(settings, plan, kb)
+    if on is None:  # job / stack settings: no transient
         return lambda kind: 0.0
-    on = kb["unfused_wgrad"] * kb["wgrad_unfused"] * np.where(plan.sharding >= FSDP, 0.0, 1.0)
 
     def of(kind: LayerKind):
         gemms = [(s, c) for s, c in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx) if s.name != "router"]
@@ -1120,6 +1180,8 @@ class _PerLayer:
                                                                              + inputs * model.hidden_size / ctx.rep_div), 0.0)
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
+        self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
+        self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, ctx, pc)
         self._fsdp_parts(settings, plan, pc, stack)
         self._buffers(settings, plan, pc, stack, ctx)
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
@@ -1253,6 +1315,62 @@ def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
     return {"last": ACT_BYTES * np.maximum(scores, gather), "layers": ACT_BYTES * np.maximum(scores, own)}
 
 
+def output_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict):
+    """What the last stage holds beside its layers' activations at its output layer's weight-gradient GEMM
+    where the job turns gradient-accumulation fusion off [ow] (or, fused, its per-call dummy [dw]), for one
+    micro-batch: the final norm's saved input (2 h, /t under SP), the logits' bf16 gradient (2 V / t), the
+    input gradient over the whole sequence (2 h) and under SP its reduce-scattered part (2 h / t) per token,
+    and the weight gradient (wgrad_tensor_bytes x V h / t); None where fused with no or a cached dummy, 0
+    under FSDP and on stacks without the switch (wgrad_unfused 0)."""
+    wb = wgrad_tensor_bytes(settings, plan, kb)
+    if wb is None:  # job / stack settings: no such moment
+        return None
+    model = settings.model
+    h, V = float(model.hidden_size), float(model.vocab_size)
+    sp_part = np.where(ctx.rep_div > 1, ACT_BYTES * h / ctx.rep_div, 0.0)
+    per_token = ACT_BYTES * h / ctx.rep_div + ACT_BYTES * V / ctx.tp + ACT_BYTES * h + sp_part
+    return np.where(wb > 0, ctx.T * per_token + wb * V * h / ctx.tp, 0.0)
+
+
+def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, ctx: Ctx, pc: ParamCounts):
+    """Per layer kind, the (N, K) weight shapes of its linears whose TE module returns a cached dummy
+    weight gradient [dw] (every GEMM of the kind but the router), and the output layer's (V / t, h);
+    None where the run keeps no cached dummy (dummy_wgrads_mode)."""
+    if dummy_wgrads_mode(settings) != "cached":  # stack / job settings
+        return None
+    kinds = [[(s.N, s.K) for s, _ in k.mixer.gemms(ctx) + k.mlp.gemms(ctx) if s.name != "router"]
+             for k in pc.layers.kinds]
+    out = (settings.model.vocab_size / plan.tp.astype(np.float64), np.float64(settings.model.hidden_size))
+    return kinds, out
+
+
+def _output_wgrad_excess(per: _PerLayer, losses, buf):
+    """The output layer's weight-gradient moment [ow], after the loss's peak on a stage holding the loss
+    (losses > 0): its excess over one micro-batch's loss tensors and a layer's backward buffer (buf,
+    after the loss_apart adjustment); 0 where the moment is not priced."""
+    if per.out_wgrad is None:  # a job / stack setting, not a searched quantity
+        return 0.0
+    return np.where(losses > 0, np.maximum(per.out_wgrad - per.out_act - buf, 0.0), 0.0)
+
+
+def _dummy_wgrads(per: _PerLayer, counts, holds_output) -> np.ndarray:
+    """TE's cached dummy weight gradients on a rank [dw]: 2 B x the elements of each distinct weight
+    shape among the linears of the layer kinds it holds (counts (K, ...) > 0) and, where holds_output,
+    the output layer's; a shape counted once however many linears share it."""
+    zero = np.zeros(np.shape(per.plan.tp))
+    if per.dummy_shapes is None:
+        return zero
+    kinds, out = per.dummy_shapes
+    entries = [(n, k, counts[i] > 0) for i, shapes in enumerate(kinds) for n, k in shapes] + [(*out, holds_output)]
+    total = zero
+    for j, (n, k, on) in enumerate(entries):
+        seen = np.zeros(np.shape(zero), dtype=bool)
+        for n2, k2, on2 in entries[:j]:
+            seen = seen | (on2 & (n2 == n) & (k2 == k))
+        total = total + np.where(on & ~seen, n * k, 0.0)
+    return ACT_BYTES * total
+
+
 def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     """(per micro-batch, once) bytes of torchtitan 0.3.0's ChunkedLossWrapper at its peak, the
     last chunk's output-layer reduce-scatter [tt6]. Per token: the final norm's input (2h, /t
@@ -1318,6 +1436,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     if per.loss_apart:  # a stack setting (stack_db memory.loss_peak_apart), not a searched quantity
         held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
         buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
+    out = out + _output_wgrad_excess(per, losses, buf)  # the output layer's weight-gradient moment [ow]
     act = act + losses * per.mtp
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
@@ -1332,11 +1451,12 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     rope = _rope_bytes(per, counts if twin is None else counts + twin[0], 1.0 if twin is None else 2.0)
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
-    allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope
+    dummies = _dummy_wgrads(per, counts, np.asarray(holds_loss) | single)  # TE's cached dummy wgrads [dw]
+    allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope + dummies
     # what every moment of the step holds: the states, every sharded gradient (allocated at the
     # end of the backward and at the optimizer step, no longer only reserved), the workspaces, the
-    # quantized copies, the mpu buffer and the rotary tables
-    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope
+    # quantized copies, the mpu buffer, the rotary tables and TE's dummy weight gradients
+    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies
     grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
@@ -1366,7 +1486,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
                  recompute_buffer=buf, fsdp_buffers=fsdp_buf, model_buffers=rope, quantized_weights=copies,
                  workspaces=per.workspaces,
-                 mpu_buffer=mpu, optimizer_step=opt_step, stream_pools=pools,
+                 mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, reserve=per.reserve)
 

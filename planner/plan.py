@@ -462,6 +462,8 @@ class Settings:
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
+    empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
+    dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
@@ -920,6 +922,12 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
         raise PlannerError(f"{where}optimizer_implementation {job.optimizer_implementation} is not one stack {stack.name} "
                            f"runs (stack_db memory.optimizer_step_temporaries: {runs})",
                            "leave it out (the stack's default), or choose --stack torchtitan")
+    if job.empty_unused_memory_level and stack.runs.empty_unused_memory_level is None:
+        raise PlannerError(f"{where}empty_unused_memory_level is set but stack {stack.name} has no such option "
+                           "(stack_db runs.empty_unused_memory_level)", "leave it out, or choose --stack megatron")
+    if job.dummy_wgrads is not None and stack.kernels.wgrad_unfused is None:
+        raise PlannerError(f"{where}dummy_wgrads is set but stack {stack.name} has no gradient-accumulation fusion switch "
+                           "(stack_db kernels.wgrad_unfused)", "leave it out, or choose --stack megatron")
     if job.cross_entropy_fusion and stack.memory.fused_loss_extra_per_logit is None:
         raise PlannerError(f"{where}cross_entropy_fusion is set but stack {stack.name} has no fused cross-entropy "
                            "(stack_db memory.fused_loss_extra_per_logit)", "leave it out, or choose --stack megatron")
@@ -1073,6 +1081,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         rope_cache=job.rope_cache,
+        dummy_wgrads=job.dummy_wgrads,
+        empty_unused_memory_level=job.empty_unused_memory_level or 0,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
@@ -1557,6 +1567,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),
+        **({"empty_unused_memory_level": settings.empty_unused_memory_level} if settings.empty_unused_memory_level else {}),
         **({"early_step_in_backward": True} if settings.early_step_in_backward else {}),
         # only where it is not the stack's default (the resolved plan of a fused run is unchanged)
         **({"optimizer_implementation": settings.optimizer_implementation}

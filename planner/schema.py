@@ -1086,6 +1086,10 @@ class FP8Recipe(BaseModel):
 OptimizerImpl = Literal["fused", "foreach", "for-loop"]
 
 
+# what a fused-accumulation linear returns as its weight gradient (memory.py [dw])
+DummyWgrads = Literal["none", "per_call", "cached"]
+
+
 class MemoryReporting(BaseModel):
     """What the stack calls "memory", and the allocator around the tensors."""
 
@@ -1137,6 +1141,14 @@ class MemoryReporting(BaseModel):
         description="cuBLAS workspaces (hardware te_workspace_MiB each) the GEMMs overlapped with TP communication use "
                     "beside the plain one, through the caching allocator: Transformer Engine's get_cublas_workspace(ub=True), "
                     "_NUM_MAX_UB_STREAMS = 3")
+    dummy_wgrads: DummyWgrads = Field(
+        default="none",
+        description="with gradient-accumulation fusion (job gradient_accumulation_fusion), what each linear returns to "
+                    "autograd as its weight gradient (memory.py [dw]): cached, a dummy Transformer Engine keeps one per "
+                    "(shape, dtype) for the run (module/base.py get_dummy_wgrad: 2 B x the elements of each distinct "
+                    "weight shape on the rank, the output layer's included); per_call, a fresh torch.empty of the "
+                    "weight's shape each backward, freed by the DDP hook (one linear's at a time, as the unfused "
+                    "weight gradient); none, no tensor (the GEMM accumulates and returns None)")
     fp8_weight_cache: bool = Field(
         default=False,
         description="with fp8 or nvfp4, each linear keeps its quantized weight (and the copy its backward reads) "
@@ -1374,6 +1386,9 @@ class StackRuns(BaseModel):
     defer_embedding_wgrad: Optional[str] = Field(
         default=None, description="the option that defers the output layer's weight gradients to the pipeline flush "
                                   "(job field defer_embedding_wgrad; null: the stack has none)")
+    empty_unused_memory_level: Optional[str] = Field(
+        default=None, description="the option that empties the caching allocator's cache between a step's phases "
+                                  "(job field empty_unused_memory_level; null: the stack has none)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     moe_dispatchers: Optional[list[Dispatcher]] = Field(
@@ -1802,6 +1817,20 @@ class Job(BaseModel):
         default="native", description="with cross_entropy_fusion, its implementation (Megatron-Core TransformerConfig."
                                       "cross_entropy_fusion_impl): native (Megatron's fused_vocab_parallel_cross_entropy) or "
                                       "te (Transformer Engine's parallel_cross_entropy: stack_db memory.te_loss_per_logit)")
+    empty_unused_memory_level: Optional[Literal[0, 1, 2]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="Megatron --empty-unused-memory-level (training_config.py @d98e8a64 l. 48-51): "
+                                  "torch.cuda.empty_cache() after the forward-backward (1), after the optimizer step too "
+                                  "(2) (training.py l. 3149-3150, 3229-3230). It frees only wholly free segments between "
+                                  "phases, so no priced figure moves (memory.py [13]); carried to explain's fragmentation "
+                                  "band and to the exported arguments; null: 0 (stack_db runs.empty_unused_memory_level)")
+    dummy_wgrads: Optional[DummyWgrads] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="with gradient-accumulation fusion, the dummy weight gradients the run's code version "
+                                  "returns, where it is not the stack entry's: per_call (Transformer Engine before #1651, "
+                                  "2025-04-08, and Megatron-LM's own linears before e7c55de99e, 2025-08-01: a fresh "
+                                  "tensor each backward), none (Megatron-LM before 28766b55fb, 2023-09-05: no tensor), "
+                                  "cached (memory.py [dw]); default: the stack's memory.dummy_wgrads")
     rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "

@@ -268,6 +268,9 @@ class RunRecord(BaseModel):
     cross_entropy_fusion_impl: Optional[Literal["native", "te"]] = Field(
         default=None, description="with cross_entropy_fusion, Megatron-Core's cross_entropy_fusion_impl (the Job field); "
                                   "null: native")
+    dummy_wgrads: Optional[Literal["none", "per_call", "cached"]] = Field(
+        default=None, description="with gradient-accumulation fusion, the dummy weight gradients of the run's code version "
+                                  "(the Job field, memory.py [dw]); null: the stack's")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
@@ -767,6 +770,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",
         moe_route_nodes=rec.moe_route_nodes,
         mtp_layers=rec.mtp_layers,
+        **({"dummy_wgrads": rec.dummy_wgrads} if rec.dummy_wgrads is not None else {}),
         **({"recompute_modules": list(mods)} if mods else {}),
         **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
         # the record's stated split (its flags, or its layout's), else the one a legal Megatron layout needs (rule 7b)

@@ -246,3 +246,15 @@ def test_cli_validate_corpus(cli, tmp_path):
     bad.write_text('{"rows": [1, 2]}')
     assert_one_error(cli("validate", bad), "not a Megatron CI corpus")
     assert_one_error(cli("validate", Path(__file__).parent / "data" / "published_runs.yaml", "--tier", "A"), "--tier")
+
+
+def test_defer_rows_hold_te_dummy_weight_gradients(rows):
+    """The --defer-embedding-wgrad-compute rows are the corpus' only ones with gradient-accumulation
+    fusion: Transformer Engine caches one bf16 dummy weight gradient per weight shape for the run
+    (memory.py [dw]). TP2, h 512, GPT MLP 4h: QKV 3h x h / 2, projection h x h / 2, fc1 4h x h / 2,
+    fc2 h x 4h / 2 (12 h^2 / 2 elements), and the output layer's (50,432 / 2) x h, the GPT-2
+    vocabulary padded to a multiple of 128 x tp 2: 28,966,912 B on the last stage."""
+    r = rows["gpt__gpt3_mcore_te_tp2_pp2_resume_torch_dist_defer_embedding_wgrad_compute__dev_dgx_h100"]
+    assert r["terms"]["dummy_wgrads"] == 2 * (12 * H * H / 2 + 50432 / 2 * H) == 28_966_912
+    fused_off = rows["gpt__gpt3_mcore_te_tp1_pp4_resume_torch_dist_disable_bias_linear__dev_dgx_h100"]
+    assert fused_off["terms"]["dummy_wgrads"] == 0.0

@@ -240,7 +240,12 @@ def test_megatron_bytes_per_param(explain):
     _, _, est, _ = seed_one_sequence(explain, bytes_per_param="megatron")
     n = count_params(load_model("llama3-70b-paper")).total
     assert float(est.memory.total - est.memory.layer_activations - est.memory.output_activations - est.memory.reserve
-                 - est.memory.workspaces - est.memory.model_buffers) == pytest.approx(18 * n)
+                 - est.memory.workspaces - est.memory.model_buffers - est.memory.dummy_wgrads) == pytest.approx(18 * n)
+    # TE's cached dummy weight gradients (memory.py [dw]), 2 B a weight element of each distinct shape: QKV
+    # (64 + 16) x 128 x 8192, the projection 8192^2, the up projection 2 x 28,672 x 8,192, the down 8,192 x
+    # 28,672 and the output layer 128,000 x 8,192 (the paper's vocabulary)
+    shapes = 80 * 128 * 8192 + 8192**2 + 2 * 28672 * 8192 + 8192 * 28672 + 128_000 * 8192
+    assert float(est.memory.dummy_wgrads) == 2 * shapes
     # Megatron's lru_cache'd rotary table (memory.py [mr]): fp32, 8,192 positions x head dim 128
     assert float(est.memory.model_buffers) == 4 * 8192 * 128
     # the GEMM libraries' workspaces on an H100: PyTorch's cuBLAS 32 MiB for each of 2 threads, TE's 32 MiB + 1 KiB

@@ -28,6 +28,7 @@ ADDED |= {".time.unfused_passes_s"}  # issue 23: the share of compute the stack'
 ADDED |= {".time.cp_compute_s"}  # issue 22: context parallelism's own GPU work (merges, per-step kernels), inside compute_s
 ADDED |= {".assumed"}  # issue 24: a job without seq_len lists its training length as assumed (plan._seq_len): the published training.seq_len, or plan.HF_DEFAULT_SEQ
 ADDED |= {".memory.terms.tp_overlap_buffers"}  # issue 21: TP overlap's buffers outside the allocator (memory.py [ub])
+ADDED |= {".memory.terms.dummy_wgrads"}  # issue 21: Transformer Engine's cached dummy weight gradients (memory.py [dw])
 ADDED |= {".plan.attention_kernel"}  # issues 22/23: the attention kernel priced (compute.attention_kernel: TE's cuDNN on Hopper+)
 ADDED |= {".memory.capacity_source"}  # issue 21: which HBM the gate used: measured (hbm_visible_GiB, as CUDA reports it) or datasheet (hbm_GB)
 ADDED |= {".plan.recompute_modules"}  # issue 23: Megatron --recompute-modules, the selective policy they make (planner/recompute_modules.py)

@@ -650,8 +650,9 @@ def test_nvidia_llama3_8b_fp8_script_lists_what_changes_cost_as_not_modelled(cli
     assert j["bytes_per_param"] == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
     assert j["attention"] == "flash"  # --attention-backend fused (modelled)
     nm, ig = "; ".join(cfg.not_modelled), "; ".join(cfg.ignored)
-    for flag in ("--empty-unused-memory-level=1", "--manual-gc=true"):
-        assert flag in nm and flag not in ig, flag
+    assert "--manual-gc=true" in nm and "--manual-gc=true" not in ig
+    # read into the job (no priced figure moves: memory.py [13]), neither listed
+    assert j["empty_unused_memory_level"] == 1 and "--empty-unused-memory-level" not in nm + ig
     assert j["cross_entropy_fusion"] is True and "--cross-entropy-loss-fusion" not in nm + ig  # priced
     # fp8 weights are read and priced (memory.py [11]): 1-byte weight matrices beside their transposes
     assert j["fp8_param_gather"] is True and not any("--fp8-param-gather" in u for u in cfg.unmodelled)
@@ -665,10 +666,11 @@ def test_nvidia_llama3_8b_fp8_script_lists_what_changes_cost_as_not_modelled(cli
     assert "not modelled (they change memory or time; the plan is priced without them):" in r.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="the script as written (CP 1) is priced at 81.6 GiB against 67.1 usable, with "
+@pytest.mark.xfail(strict=True, reason="the script as written (CP 1) is priced at 83.0 GiB against 71.2 usable, with "
                                        "--fp8-param-gather priced (1-byte weight matrices, 6.5 GiB, beside their 1-byte "
                                        "transposes on an H100, 6.5 GiB: what bf16 weights cost) and TE's fused attention "
-                                       "keeping its bf16 output beside the projection's fp8 input (+2 GiB); NVIDIA's "
+                                       "keeping its bf16 output beside the projection's fp8 input (+2 GiB), TE's cached "
+                                       "dummy weight gradients (+1.4 GiB); NVIDIA's "
                                        "published run of it (examples/llama/README.md table) is CP 2: the next test")
 def test_nvidia_llama3_8b_fp8_script_fits_on_8_h100(cli):
     assert cli("check", FP8_SH).exit_code == 0
@@ -680,7 +682,9 @@ def test_nvidia_llama3_8b_fp8_script_at_its_published_cp2_fits_on_8_h100(cli):
     Parallel: 2'), while the script sets CP_SIZE=1. At CP 2 it passes: per GPU 1-byte weight
     matrices 6,979,321,856 B + 2-byte embedding, output layer and norms 2 x 1,050,939,392 B, their
     transposes 6,979,321,856 B, bf16 gradients 2 x 8,030,261,248 B, master and Adam 12 x
-    8,030,261,248 / 8 B; the activations and logits of 4,096 tokens."""
+    8,030,261,248 / 8 B; the activations and logits of 4,096 tokens; and TE's cached dummy weight gradients
+    (memory.py [dw], fused accumulation: Megatron's default), 2 B x (QKV 6,144 x 4,096 + 4,096^2 + 28,672 x 4,096
+    + 4,096 x 14,336 + the output layer 128,256 x 4,096)."""
     import json as j
 
     r = cli("check", FP8_SH, "--cp", 2)
@@ -691,7 +695,8 @@ def test_nvidia_llama3_8b_fp8_script_at_its_published_cp2_fits_on_8_h100(cli):
     assert t["quantized_weights"] == 6_979_321_856
     assert t["gradients"] == 2 * 8_030_261_248
     assert t["master_weights"] + t["adam"] == pytest.approx(12 * 8_030_261_248 / 8, rel=1e-12)
-    assert 61 * 2**30 < out["memory"]["total_bytes"] < 63 * 2**30
+    assert t["dummy_wgrads"] == 2 * (6144 * 4096 + 4096**2 + 28672 * 4096 + 4096 * 14336 + 128256 * 4096) == 1_486_880_768
+    assert 61 * 2**30 < out["memory"]["total_bytes"] - t["dummy_wgrads"] < 63 * 2**30
 
 
 def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):

@@ -108,6 +108,7 @@ TERM_LABELS = {
     "quantized_weights": "fp8 weight copies (TE cache, transposes)",
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "mpu_buffer": "Megatron global memory buffer (mpu)",
+    "dummy_wgrads": "TE dummy weight gradients (cached)",
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",

@@ -10,7 +10,7 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "model_buffers", "quantized_weights",
-                "workspaces", "mpu_buffer", "optimizer_step", "stream_pools",
+                "workspaces", "mpu_buffer", "dummy_wgrads", "optimizer_step", "stream_pools",
                 "allocator_slack", "tp_overlap_buffers", "reserve")
 _SHOWN_IF_ANY = ("tp_overlap_buffers",)  # a row only where the plan has it (TP overlap on)
 
@@ -103,6 +103,10 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
                   f"(reserved / allocated up to {fr.get('reserved_over_allocated_max', 1.45):.2f}, measured on FSDP1 "
                   f"with the default allocator; this stack runs the {fr.get('allocator', 'default').replace('_', ' ')} "
                   f"allocator); the gate uses the bottom")
+        if fr.get("empty_unused_memory_level"):
+            out.print(f"  --empty-unused-memory-level {fr['empty_unused_memory_level']}: torch.cuda.empty_cache() between "
+                      "the step's phases frees only wholly free segments: neither peak moves; the band's top is "
+                      "measured without it")
     if len(m.get("stages", {})) > 1:
         per = ", ".join(f"{name} {gib(st['total_bytes'])}" for name, st in m["stages"].items())
         out.print(f"  per pipeline stage (GiB): {per}; the table is the {m['heaviest_stage']} stage's, the largest")

@@ -45,6 +45,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
     _check_runnable(plan)
+    if plan.get("dummy_wgrads") is not None:  # a code version's dummy weight gradients (memory.py [dw])
+        raise _refuse(fmt, f"dummy_wgrads {plan['dummy_wgrads']}: what the linears return as weight gradients is the "
+                           "code version's, not a setting the file can hold", "price it without dummy_wgrads (the stack's own)")
     if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
         raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
                            "not a setting the file can hold", "price it without rope_cache (the stack's own)")
@@ -142,7 +145,7 @@ def plan_signature(plan: dict) -> dict:
             "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
-            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule")
+            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -556,6 +559,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--no-gradient-accumulation-fusion", None))
     if plan.get("defer_embedding_wgrad") is not None:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
+    if plan.get("empty_unused_memory_level"):  # training_config.py @d98e8a64 l. 48-51 (memory.py [13])
+        args.append(("--empty-unused-memory-level", plan["empty_unused_memory_level"]))
     if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
                                     split_loss_units(plan), _mtp(plan, model))

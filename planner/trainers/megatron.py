@@ -73,11 +73,12 @@ read). Modelled:
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
-changes, cited at the code (NOT_MODELLED: --empty-unused-memory-level (the reserved peak, not the
-allocated one priced), --manual-gc / --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag
+changes, cited at the code (NOT_MODELLED: --manual-gc / --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag
 at any commit),
 --rotary-percent below 1; and any flag the planner does not know); --no-async-tensor-model-
-parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored. --step-batch-size-schedule "tokens:batch ..." is the job's
+parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored.
+--empty-unused-memory-level N is the job's empty_unused_memory_level (0, 1 or 2; it moves no priced figure:
+torch.cuda.empty_cache() frees only wholly free segments between phases, planner/memory.py [13]). --step-batch-size-schedule "tokens:batch ..." is the job's
 batch_size_schedule (planner/batch_ramp.py: parsed and checked as Megatron does, each phase priced at its
 own batch); its last batch is the global batch, and --global-batch-size beside it (which Megatron refuses)
 must equal that batch; --train-iters then counts each step at its phase's batch. A flag of argparse nargs '*' takes every word
@@ -201,6 +202,7 @@ VALUE_FLAGS = {
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
     "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
     "--step-batch-size-schedule",  # the job's batch_size_schedule (planner/batch_ramp.py)
+    "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -212,6 +214,7 @@ KNOWN_BOOL_IGNORED = {
     "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
+    "--fp8-dot-product-attention",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--distributed-backend-nccl",
 }
@@ -219,14 +222,12 @@ KNOWN_BOOL_IGNORED = {
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
-    # training_config.py @d98e8a64 l. 48-51; training.py l. 3148-3150 (>= 1: after forward_backward_func, before
-    # optimizer.step) and l. 3228-3230 (>= 2: after the step): torch.cuda.empty_cache() returns the allocator's cached
-    # blocks to the driver. The allocated peak the planner prices is the same; the reserved one above it (memory.py
-    # [13]'s fragmentation band) falls, and the next step pays cudaMalloc again: neither has a cited figure
-    "--empty-unused-memory-level": "torch.cuda.empty_cache() after the forward-backward (1) and after the optimizer "
-                                   "step too (2), training.py @d98e8a64 l. 3148-3150, 3228-3230: the allocated peak "
-                                   "priced is unchanged; the reserved peak above it (the fragmentation band) falls and "
-                                   "each step re-allocates the freed blocks, which the planner does not price",
+    # core/fp8_utils.py @d98e8a64 l. 777-788, extensions/transformer_engine.py l. 3350-3351 (the recipe's fp8_dpa);
+    # TE @4329ff84 attention/dot_product_attention/backends.py FusedAttnFunc.forward l. 1392, 1486-1498, 1569
+    "--fp8-dot-product-attention": "TE's fused attention in fp8 (the recipe's fp8_dpa: delayed, tensorwise, mxfp8), "
+                                   "backends.py @4329ff84 l. 1486-1498: q, k, v saved in fp8 (1 B), the output in fp8 "
+                                   "(delayed) or bf16 (current scaling, MXFP8), where the planner prices 2 B each; the "
+                                   "fp8 attention kernels' speed; neither priced (docs/megatron_ci_gap.md)",
     # training_config.py @d98e8a64 l. 91-104; training.py l. 4402-4411 (gc.disable(), gc.collect() once) and
     # l. 4026-4033 (gc.collect() every --manual-gc-interval steps, 0: never)
     "--manual-gc": "Python's threshold garbage collector off (gc.disable()) and a full gc.collect() every "
@@ -653,6 +654,21 @@ def _read_wgrad_deferral(where, flags, job) -> None:
     job["defer_embedding_wgrad"] = limit
 
 
+def _read_empty_cache(where, flags, job) -> None:
+    """--empty-unused-memory-level N -> job empty_unused_memory_level (0, 1 or 2: training_config.py
+    @d98e8a64 l. 48-51 Literal[0, 1, 2]): torch.cuda.empty_cache() after the forward-backward (1) and
+    after the optimizer step too (2), training.py l. 3149-3150, 3229-3230. No priced figure moves: it
+    frees only wholly free segments between phases (memory.py [13])."""
+    if "--empty-unused-memory-level" not in flags:
+        return
+    level = _int(where, flags, "--empty-unused-memory-level", 0)
+    if level not in (0, 1, 2):
+        raise PlannerError(f"{where}--empty-unused-memory-level {level} is not one of Megatron's 0, 1, 2",
+                           "give 0 (off), 1 (after the forward-backward) or 2 (after the optimizer step too)")
+    if level:
+        job["empty_unused_memory_level"] = level
+
+
 def _float(where, flags, name):
     v = flags.get(name)
     if v is None:
@@ -974,6 +990,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--overlap-moe-expert-parallel-comm" in flags:  # the combined 1F1B schedule (planner/moe.py [8])
         job["ep_comm_overlap"] = True
     _read_wgrad_deferral(where, flags, job)
+    _read_empty_cache(where, flags, job)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
     if "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
