@@ -16,6 +16,7 @@ import numpy as np
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
 from .recompute_modules import apply_modules
+from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
@@ -448,6 +449,8 @@ class Settings:
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
+    cuda_graph_impl: str = "none"  # Megatron's CUDA graphs (job field; planner/cuda_graphs.py: checked, not priced)
+    cuda_graph_scope: tuple = ()  # ... the parts of each layer captured; empty: the whole layer
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
     fp4_param_gather: bool = False  # NVFP4 weights (job field; memory.py [11], step.py [12])
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
@@ -1069,6 +1072,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
         cross_entropy_fusion_impl=job.cross_entropy_fusion_impl,
+        cuda_graph_impl=job.cuda_graph_impl,
+        cuda_graph_scope=tuple(job.cuda_graph_scope),
         fp8_param_gather=job.fp8_param_gather,
         fp4_param_gather=job.fp4_param_gather,
         transformer_impl=job.transformer_impl or "transformer_engine",
@@ -1223,6 +1228,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     _split_warnings(model, job, plan, warnings, stack)
     _check_output_layer_options(job, stack, where)
     _check_early_step(job, stack, plan, where, warnings)
+    if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py
+        raise err
     if job.attention == "eager" and job.cp > 1:
         raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
                            f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
@@ -1556,6 +1563,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
+        **({"cuda_graph_impl": settings.cuda_graph_impl, "cuda_graph_scope": list(settings.cuda_graph_scope)}
+           if settings.cuda_graph_impl != "none" else {}),
         **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
         **({"fp4_param_gather": True} if settings.fp4_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),

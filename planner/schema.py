@@ -1464,6 +1464,10 @@ class Stack(BaseModel):
         default=None, description="the stack's option naming the modules selective recompute re-runs (Megatron-Core "
                                   "--recompute-modules; job field recompute_modules, planner/recompute_modules.py); null: "
                                   "the stack has none")
+    cuda_graphs: Optional[str] = Field(
+        default=None, description="the stack's CUDA graph option (Megatron-Core --cuda-graph-impl, --cuda-graph-modules; "
+                                  "job fields cuda_graph_impl, cuda_graph_scope, planner/cuda_graphs.py); null: the stack "
+                                  "has none, and a job's are refused")
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
@@ -1831,6 +1835,18 @@ class Job(BaseModel):
                                   "2025-04-08, and Megatron-LM's own linears before e7c55de99e, 2025-08-01: a fresh "
                                   "tensor each backward), none (Megatron-LM before 28766b55fb, 2023-09-05: no tensor), "
                                   "cached (memory.py [dw]); default: the stack's memory.dummy_wgrads")
+    cuda_graph_impl: Literal["none", "local", "transformer_engine", "full_iteration"] = Field(
+        json_schema_extra=STACK_ONLY,
+        default="none", description="CUDA graphs (Megatron-Core --cuda-graph-impl; --enable-cuda-graph is local, "
+                                    "--external-cuda-graph transformer_engine): none, per-layer graphs (local, "
+                                    "transformer_engine) or the whole forward-backward (full_iteration); refused on stacks "
+                                    "without them (stack cuda_graphs) and where Megatron refuses the combination "
+                                    "(planner/cuda_graphs.py); not priced (the fitted moe_host covers runs with and without)")
+    cuda_graph_scope: list[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default_factory=list, description="with per-layer graphs, the parts of each layer captured (Megatron-Core "
+                                          "--cuda-graph-modules, formerly --cuda-graph-scope): attn, mlp, moe, moe_router, "
+                                          "moe_preprocess, mamba; empty: the whole layer (planner/cuda_graphs.py)")
     rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "

@@ -455,8 +455,11 @@ def moe_host(sc: StepCtx, kind, gpu_fwd):
     expert: Transformer Engine's GroupedLinear issues each expert's quantize and GEMM kernels
     on its own); exposed = max(issue - the layer's forward GPU time, 0). Assumed: the
     backward, with no synchronisation (the splits are saved), lets the host run ahead; the
-    all-to-alls' own time is not counted in the window (a conservative bound); CUDA graphs
-    (--cuda-graph-scope moe_router moe_preprocess) are not modelled."""
+    all-to-alls' own time is not counted in the window (a conservative bound). CUDA graphs of
+    the parts before the dispatch (a job's cuda_graph_scope attn moe_router moe_preprocess)
+    replay those kernels with one launch but leave the synchronisation; the constants are fitted
+    on records with and without them, which cannot tell the graphed share apart, so the term is
+    the same with or without them (planner/cuda_graphs.py, docs/moe_accuracy.md)."""
     mh = sc.stack.moe_host
     if mh is None:
         return np.float64(0.0)

@@ -86,9 +86,10 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     go to the job (null: tp, off). The token dispatcher in Megatron's words
     (moe_token_dispatcher_type alltoall | allgather | flex with moe_flex_dispatcher_backend
     deepep | hybridep) sets the job's moe_dispatcher as the Megatron reader does, unless the
-    record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) are
-    kept with the record and listed as `not_priced` in its assumed list: no cost model reads
-    them yet.
+    record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) go to
+    the job's fields of those names (null: none), checked as Megatron checks them
+    (planner/cuda_graphs.py); the time and memory they change are not priced apart: the
+    fitted moe_host covers the records with and without them (docs/moe_accuracy.md).
 13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
     selective policy they make (planner/recompute_modules.py). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
@@ -167,9 +168,6 @@ COMPLETE_GROUPS = (
 TIME_MODEL_UNAVAILABLE = (
     "time model unavailable: explain.to_json gives no throughput.tokens_per_s_per_gpu"
 )
-
-#: Record fields a run states that no cost model reads (rule 13).
-UNPRICED_FIELDS = ("cuda_graph_impl", "cuda_graph_scope")
 
 ARCH_FIELDS = ("gated_mlp", "norm", "tied_embeddings", "position_embedding", "linear_bias", "dropout")
 
@@ -297,9 +295,11 @@ class RunRecord(BaseModel):
     moe_flex_dispatcher_backend: Optional[str] = Field(
         default=None, description="Megatron-Core moe_flex_dispatcher_backend (deepep, hybridep); not priced")
     cuda_graph_impl: Optional[str] = Field(
-        default=None, description="Megatron --cuda-graph-impl (local, transformer_engine); not priced")
+        default=None, description="Megatron --cuda-graph-impl (local, transformer_engine, full_iteration): the Job field "
+                                  "(planner/cuda_graphs.py; rule 13); null: none")
     cuda_graph_scope: Optional[list[str]] = Field(
-        default=None, description="Megatron --cuda-graph-scope (attn, moe_router, moe_preprocess, ...); not priced")
+        default=None, description="Megatron --cuda-graph-scope / --cuda-graph-modules (attn, moe_router, moe_preprocess, "
+                                  "...): the Job field; null: none (with an impl: the whole layer)")
     recompute_modules: Optional[list[str]] = Field(
         default=None, description="Megatron --recompute-modules with activation_recompute selective (the Job field, "
                                   "planner/recompute_modules.py: core_attn, layernorm, moe_act, mla_up_proj; rule 13b)")
@@ -639,9 +639,6 @@ def _moe_assumptions(rec: RunRecord, assumed: _Assumed) -> None:
         if rec.etp is None and rec.tp is not None:
             assumed.add("etp", rec.tp, "not published; Megatron's default expert_tensor_parallel_size = "
                         "tensor_model_parallel_size (Megatron-LM @d98e8a64 megatron/training/arguments.py)")
-    unpriced = [k for k in UNPRICED_FIELDS if getattr(rec, k) is not None]
-    if unpriced:
-        assumed.add("not_priced", "+".join(unpriced), "stated by the run, carried in the record, not in the cost model (rule 13)")
 
 
 def _record_dispatcher(rec: RunRecord, assumed: _Assumed):
@@ -768,6 +765,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         fp8_param_gather=bool(rec.fp8_param_gather),
         cross_entropy_fusion=bool(rec.cross_entropy_fusion),
         cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",
+        cuda_graph_impl=rec.cuda_graph_impl or "none",
+        cuda_graph_scope=list(rec.cuda_graph_scope or []),
         moe_route_nodes=rec.moe_route_nodes,
         mtp_layers=rec.mtp_layers,
         **({"dummy_wgrads": rec.dummy_wgrads} if rec.dummy_wgrads is not None else {}),

@@ -142,7 +142,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
@@ -542,6 +542,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                       "price it with the native fused loss (leave cross_entropy_fusion_impl out)")
     if plan.get("cross_entropy_fusion"):
         args.append(("--cross-entropy-loss-fusion", None))
+    args += _megatron_cuda_graphs(plan)
     if plan.get("fp8_param_gather"):
         args.append(("--fp8-param-gather", None))
     if plan.get("fp4_param_gather"):
@@ -662,6 +663,17 @@ MEGATRON_DISPATCHER_FLAGS = {
     "deepep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")],
     "hybridep": [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "hybridep")],
 }
+
+
+def _megatron_cuda_graphs(plan: dict) -> list:
+    """--cuda-graph-impl and --cuda-graph-modules (Megatron-LM @d98e8a64 transformer_config.py l. 1075-1106;
+    arguments.py l. 2047-2050: --cuda-graph-modules nargs '+', default [] the whole layer)."""
+    impl = plan.get("cuda_graph_impl", "none")
+    if impl == "none":
+        return []
+    scope = plan.get("cuda_graph_scope") or []
+    mods = [("--cuda-graph-modules", " ".join(scope))] if scope else []  # argparse's default []: the whole layer
+    return [("--cuda-graph-impl", impl)] + mods
 
 
 def _megatron_dispatcher(plan: dict) -> list:

@@ -66,7 +66,10 @@ read). Modelled:
   MEGATRON_P2P_OVERLAP_PP; --overlap-p2p-communication, its older store_true spelling of the
   default before Megatron-LM 4eeff55d1f, read as the default with a note),
   --overlap-p2p-communication-warmup-flush (the job's pp_p2p_overlap_warmup_flush: the warm-up's
-  and flush's p2p overlapped too, planner/step.py [13]), and the pipeline
+  and flush's p2p overlapped too, planner/step.py [13]), CUDA graphs (--cuda-graph-impl,
+  --cuda-graph-modules / --cuda-graph-scope, --enable-cuda-graph, --external-cuda-graph -> the
+  job's cuda_graph_impl and cuda_graph_scope, checked as Megatron checks them:
+  planner/cuda_graphs.py; --cuda-graph-warmup-steps ignored), and the pipeline
   split as Megatron places it (--decoder-first/last-pipeline-num-layers,
   --pipeline-model-parallel-layout: read into the planner's split where it is one, else listed
   as not modelled).
@@ -160,6 +163,7 @@ from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shap
                write_model_file)
 from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags
 from ..batch_ramp import iters_samples, parse_megatron
+from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -180,6 +184,8 @@ BOOL_FLAGS = {
     "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion", "--no-persist-layer-norm",
     # the pipeline p2p overlap (the job's pp_p2p_overlap) and its warm-up / flush (pp_p2p_overlap_warmup_flush)
     "--no-overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
+    # CUDA graphs, the deprecated spellings of --cuda-graph-impl (_cuda_graphs)
+    "--enable-cuda-graph", "--external-cuda-graph",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -203,6 +209,7 @@ VALUE_FLAGS = {
     "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
     "--step-batch-size-schedule",  # the job's batch_size_schedule (planner/batch_ramp.py)
     "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
+    "--cuda-graph-impl", "--cuda-graph-modules", "--cuda-graph-scope",  # CUDA graphs (_cuda_graphs)
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -261,6 +268,8 @@ IGNORED_REASONS = (
     (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
     (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
     (r"--max-position-embeddings$", "the model file's position table is priced"),
+    (r"--cuda-graph-warmup-steps$", "the eager steps before the CUDA graphs are captured (transformer_config.py @d98e8a64 "
+     "cuda_graph_warmup_steps): the first steps only, not the steady step priced"),
     # arguments.py: 'DEPRECATED. This flag is ignored.' from Megatron-LM 5fffdfc737 (2024-04-29) until 639c08ab82
     # (2026-01-29) removed it
     (r"--no-async-tensor-model-parallel-allreduce$",
@@ -289,7 +298,8 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # flags of argparse nargs '*' / '+' that the planner reads: every word up to the next flag is theirs
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
-NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes"}
+NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
+               "--cuda-graph-modules", "--cuda-graph-scope"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -1145,6 +1155,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if group is not None:
         job["microbatch_group"] = group
     _p2p_overlap(flags, vpp, job, assumed)
+    _cuda_graphs(where, flags, job)
 
     # ---- GPUs
     file_gpus = _launcher_gpus(list(launch), where)
@@ -1605,3 +1616,49 @@ def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
         raise PlannerError(f"{where}--moe-token-dispatcher-type {kind!r} is not one the planner prices",
                            "use alltoall, allgather or flex")
     job["moe_dispatcher"] = DISPATCHER_TYPES[kind]
+
+
+def _cuda_graphs(where: str, flags: dict, job: dict) -> None:
+    """The job's cuda_graph_impl and cuda_graph_scope (planner/cuda_graphs.py) from Megatron's flags
+    (arguments.py @d98e8a64 l. 611-641: --enable-cuda-graph is --cuda-graph-impl local,
+    --external-cuda-graph transformer_engine, neither beside --cuda-graph-impl, not both;
+    --cuda-graph-scope the deprecated --cuda-graph-modules, not beside it; cuda_graph_config.py
+    normalize_cuda_graph_modules: `full` alone is the whole layer (an empty list), `full_iteration`
+    is --cuda-graph-impl full_iteration). The combinations are checked where the job is priced."""
+    impl = flags.get("--cuda-graph-impl")
+    old = [f for f in ("--enable-cuda-graph", "--external-cuda-graph") if f in flags]
+    if old and impl not in (None, "none"):
+        raise PlannerError(f"{where}{old[0]} beside --cuda-graph-impl {impl}: Megatron refuses them together",
+                           "keep --cuda-graph-impl only")
+    if len(old) == 2:
+        raise PlannerError(f"{where}--enable-cuda-graph and --external-cuda-graph together: Megatron refuses them",
+                           "keep one (or --cuda-graph-impl local | transformer_engine)")
+    if old:
+        impl = "local" if old[0] == "--enable-cuda-graph" else "transformer_engine"
+    mods = flags.get("--cuda-graph-modules")
+    if "--cuda-graph-scope" in flags:
+        if mods:
+            raise PlannerError(f"{where}--cuda-graph-scope and --cuda-graph-modules together: Megatron refuses them",
+                               "keep --cuda-graph-modules")
+        mods = flags["--cuda-graph-scope"]
+    mods = list(mods or [])
+    if "full_iteration" in mods:
+        if mods != ["full_iteration"] or impl not in (None, "none", "local", "full_iteration"):
+            raise PlannerError(f"{where}--cuda-graph-modules {' '.join(mods)} with --cuda-graph-impl {impl}: Megatron "
+                               "migrates full_iteration to --cuda-graph-impl full_iteration alone", "use --cuda-graph-impl full_iteration")
+        impl, mods = "full_iteration", []
+    if "full" in mods:
+        if mods != ["full"]:
+            raise PlannerError(f"{where}--cuda-graph-modules full with other modules: Megatron refuses it",
+                               "full alone (the whole layer), or list the modules")
+        mods = []
+    bad = [m for m in mods if m not in CUDA_GRAPH_SCOPES]
+    if bad:
+        raise PlannerError(f"{where}--cuda-graph-modules {' '.join(bad)}: not a module Megatron graphs",
+                           f"use {', '.join(CUDA_GRAPH_SCOPES)}")
+    if impl is not None and impl not in CUDA_GRAPH_IMPLS:
+        raise PlannerError(f"{where}--cuda-graph-impl {impl!r}: not one of Megatron's", f"use {', '.join(CUDA_GRAPH_IMPLS)}")
+    if impl not in (None, "none"):
+        job["cuda_graph_impl"] = impl
+    if mods:
+        job["cuda_graph_scope"] = mods
