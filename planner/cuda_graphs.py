@@ -19,11 +19,14 @@ What a graph changes, read at the code:
 - Priced: nothing yet. The host time a dropless MoE layer exposes is the stack's fitted moe_host
   (planner/step.py moe_host): its per-layer constant covers the kernels issued between two
   synchronisations, graphed (attention, router, preprocess) or not (dispatch, experts, combine),
-  and the MoE records cannot say which part graphs remove (docs/moe_accuracy.md, "CUDA graphs":
-  a third constant for the graphed part leaves the fit's loss flat from 0 to 1.2 ms), so the
-  graphed and the eager records share one constant. The memory graphs hold (Transformer Engine
-  make_graphed_callables' static input, output and gradient buffers per graphed callable and
-  micro-batch [2], in one graph memory pool) is not priced either.
+  and the MoE records cannot say which part graphs remove (docs/moe_accuracy.md, "CUDA graphs
+  read, checked": scripts/fit_moe_host.py --graph-split's third constant leaves the loss flat
+  from 0 to 1.2 ms and the leave-one-out no better), so the graphed and the eager records share
+  one constant. The memory graphs hold (Transformer Engine make_graphed_callables' static
+  outputs and gradient buffers per graphed callable and captured micro-batch slot [2], in one
+  graph memory pool; with moe_preprocess the permuted tokens, about T k h x 2 B a layer) is not
+  priced either: what eager holds anyway and what TE's buffer reuse gives back is not settled,
+  and no graphed record publishes its memory (the same section).
 
 References
 [1] NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py: cuda_graph_impl,

@@ -3,6 +3,7 @@ MoE run records, and report their leave-one-out error.
 
     PYTHONPATH=. python scripts/fit_moe_host.py [tests/data/published_runs_moe.yaml] [--write]
     PYTHONPATH=. python scripts/fit_moe_host.py --without-model gpt-oss-120b   (the others alone)
+    PYTHONPATH=. python scripts/fit_moe_host.py --graph-split   (can the records tell CUDA graphs' share?)
 
 The model (planner/step.py moe_host): after the dropless dispatcher's device-to-host
 synchronisation, the host takes per_layer_s + per_local_expert_s x (experts / ep) to issue one
@@ -16,6 +17,13 @@ not explain, which a squared loss would let pull the constants). Leave-one-out: 
 predicted with the constants fitted on the others. Prints in-sample and leave-one-out median
 |error| and signed median; --write puts the constants and that summary into
 stack_db/megatron.yaml.
+
+--graph-split asks whether the records identify the share of per_layer_s that CUDA graphs of
+the parts before the dispatch remove (planner/cuda_graphs.py): a third constant g, the
+per-layer issue time a record whose cuda_graph_scope holds moe_router does not pay (g <=
+per_layer_s), fitted the same way; prints the loss's profile over g (the least over the other
+two) and the three-constant leave-one-out. It writes nothing: a constant the records cannot
+pin down is not one the planner takes.
 """
 
 from __future__ import annotations
@@ -85,6 +93,32 @@ def best(logerr: np.ndarray) -> tuple[int, int]:
     return int(i), int(j)
 
 
+GRAPHED = np.linspace(0.0, 4e-3, 41)  # seconds: g, 0 to 4 ms in 0.1 ms steps
+
+
+def graph_split(rows, graphed: set) -> None:
+    """--graph-split: the (per_layer_s, g, per_local_expert_s) grid, g taken off per_layer_s on
+    the records in `graphed`; the loss profile over g and the leave-one-out."""
+    c0, g, c1 = np.meshgrid(PER_LAYER, GRAPHED, PER_EXPERT, indexing="ij")
+    eff = lambda rid: np.where(g <= c0, c0 - g if rid in graphed else c0, np.nan)  # noqa: E731
+    e = np.stack([np.log(tokens_per_gpu(s, p, eff(rid).ravel(), c1.ravel()).reshape(c0.shape) / pub)
+                  for rid, s, p, pub in rows])
+
+    def fit(x):
+        loss = np.abs(x).mean(axis=0)
+        return np.unravel_index(np.argmin(np.where(np.isnan(loss), np.inf, loss)), loss.shape)
+
+    loss = np.abs(e).mean(axis=0)
+    i, j, k = fit(e)
+    print(f"records with moe_router graphed: {len(graphed)} of {len(rows)}")
+    print(f"three constants: per_layer_s {PER_LAYER[i]:.4g}, g {GRAPHED[j]:.4g}, per_local_expert_s "
+          f"{PER_EXPERT[k]:.4g}: {summary(np.expm1(e[:, i, j, k]))}")
+    loo = np.array([np.expm1(e[r][fit(np.delete(e, r, axis=0))]) for r in range(len(rows))])
+    print(f"leave-one-out: {summary(loo)}")
+    for jj in range(0, len(GRAPHED), 2):
+        print(f"  g {GRAPHED[jj] * 1e3:3.1f} ms: least mean |log error| {np.nanmin(np.where(np.isnan(loss[:, jj]), np.inf, loss[:, jj])):.4f}")
+
+
 def summary(err: np.ndarray) -> str:
     return f"median |error| {np.median(np.abs(err)):.1%}, signed median {np.median(err):+.1%}"
 
@@ -95,11 +129,17 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="write the constants into stack_db/megatron.yaml")
     ap.add_argument("--without-model", help="leave out the records of this model (their `model` field): "
                     "what the other families alone fit")
+    ap.add_argument("--graph-split", action="store_true", help="fit a third constant, the per-layer issue time "
+                    "CUDA graphs of moe_router remove, and report whether the records identify it (writes nothing)")
     a = ap.parse_args(argv)
-    if a.write and a.without_model:
-        ap.error("--write fits on every record: drop --without-model")
+    if a.write and (a.without_model or a.graph_split):
+        ap.error("--write fits the two constants on every record: drop --without-model / --graph-split")
     path = Path(a.runs)
     rows = prepared(path, keep=None if a.without_model is None else (lambda rec: rec.model != a.without_model))
+    if a.graph_split:
+        graphed = {r.id for r in load_runs(path) if "moe_router" in (r.cuda_graph_scope or [])}
+        graph_split(rows, graphed)
+        return 0
     g = grid(rows)
     i, j = best(g)
     fit_err = np.expm1(g[:, i, j])
