@@ -62,29 +62,32 @@ def _has_dense_mlp(model) -> bool:
             or getattr(model, "layer_pattern", None) is not None)
 
 
+MC = " (Megatron-Core transformer_config.py @d98e8a64)"  # [1], named in the messages
+
+
 def _combination_error(impl: str, scope: list, model, recompute: str) -> str | None:
     """Why Megatron-Core [1] (or the planner, for a dropless MoE [3][4]) refuses the combination;
     None: accepted."""
     if impl == "none":
-        return "cuda_graph_scope is set without cuda_graph_impl (Megatron reads the modules only with a graph " \
-               "implementation [1])" if scope else None
+        return "cuda_graph_scope is set without cuda_graph_impl (the modules are read only with a graph " \
+               "implementation)" + MC if scope else None
     if impl == "full_iteration" and scope:
-        return "cuda_graph_impl full_iteration captures the whole forward-backward: cuda_graph_scope must be empty [1]"
+        return "cuda_graph_impl full_iteration captures the whole forward-backward: cuda_graph_scope must be empty" + MC
     if "moe" in scope and "moe_router" in scope:
-        return "cuda_graph_scope must not contain both moe and moe_router [1]"
+        return "cuda_graph_scope must not contain both moe and moe_router" + MC
     if "moe_preprocess" in scope and "moe_router" not in scope and impl == "transformer_engine":
-        return "moe_preprocess is graphed only with moe_router [1]"
+        return "moe_preprocess is graphed only with moe_router" + MC
     if model.moe is None and ({"moe", "moe_router", "moe_preprocess"} & set(scope)):
-        return "the moe scopes capture an MoE layer; the model has none [1]"
+        return "the moe scopes capture an MoE layer; the model has none" + MC
     if model.moe is not None and "mlp" in scope and not _has_dense_mlp(model):
-        return "mlp captures a dense layer's MLP; every layer of the model is MoE [1]"
+        return "mlp captures a dense layer's MLP; every layer of the model is MoE" + MC
     if model.moe is not None and (impl == "full_iteration" or not scope or "moe" in scope):
         what = "full_iteration" if impl == "full_iteration" else ("the moe scope" if scope else "the whole layer")
         return (f"{what} captures the experts, which a dropless MoE layer cannot (the dispatcher's device-to-host "
-                "synchronisation and the experts' dynamic shapes [3][4]; Megatron needs the experts padded to capacity, "
-                "which the planner does not price)")
+                "synchronisation and the experts' dynamic shapes: Megatron-Core token_dispatcher.py and its MoE "
+                "README @d98e8a64); Megatron graphs them only padded to capacity, which the planner does not price")
     if recompute == "full":
-        return "full recompute runs with CUDA graphs only under cuda_graph_impl full_iteration [1]"
+        return "full recompute runs with CUDA graphs only under cuda_graph_impl full_iteration" + MC
     return None
 
 

@@ -37,6 +37,8 @@ def _read(tmp_path, flags: str) -> dict:
     # full alone is the whole layer (an empty list); full_iteration moves to the implementation
     ("--cuda-graph-impl local --cuda-graph-modules full", "local", None),
     ("--cuda-graph-modules full_iteration", "full_iteration", None),
+    # modules without an implementation: no graphs in Megatron (cuda_graph_impl none), dropped
+    ("--cuda-graph-modules attn", None, None),
     ("", None, None),
 ])
 def test_reader_maps_megatron_flags(tmp_path, flags, impl, scope):

@@ -1155,7 +1155,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if group is not None:
         job["microbatch_group"] = group
     _p2p_overlap(flags, vpp, job, assumed)
-    _cuda_graphs(where, flags, job)
+    _cuda_graphs(where, flags, job, assumed)
 
     # ---- GPUs
     file_gpus = _launcher_gpus(list(launch), where)
@@ -1618,13 +1618,15 @@ def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
     job["moe_dispatcher"] = DISPATCHER_TYPES[kind]
 
 
-def _cuda_graphs(where: str, flags: dict, job: dict) -> None:
+def _cuda_graphs(where: str, flags: dict, job: dict, assumed: list) -> None:
     """The job's cuda_graph_impl and cuda_graph_scope (planner/cuda_graphs.py) from Megatron's flags
     (arguments.py @d98e8a64 l. 611-641: --enable-cuda-graph is --cuda-graph-impl local,
     --external-cuda-graph transformer_engine, neither beside --cuda-graph-impl, not both;
     --cuda-graph-scope the deprecated --cuda-graph-modules, not beside it; cuda_graph_config.py
     normalize_cuda_graph_modules: `full` alone is the whole layer (an empty list), `full_iteration`
-    is --cuda-graph-impl full_iteration). The combinations are checked where the job is priced."""
+    is --cuda-graph-impl full_iteration). The combinations are checked where the job is priced;
+    modules without an implementation change nothing in Megatron (transformer_config.py l. 1087)
+    and are dropped with a note."""
     impl = flags.get("--cuda-graph-impl")
     old = [f for f in ("--enable-cuda-graph", "--external-cuda-graph") if f in flags]
     if old and impl not in (None, "none"):
@@ -1658,7 +1660,11 @@ def _cuda_graphs(where: str, flags: dict, job: dict) -> None:
                            f"use {', '.join(CUDA_GRAPH_SCOPES)}")
     if impl is not None and impl not in CUDA_GRAPH_IMPLS:
         raise PlannerError(f"{where}--cuda-graph-impl {impl!r}: not one of Megatron's", f"use {', '.join(CUDA_GRAPH_IMPLS)}")
-    if impl not in (None, "none"):
-        job["cuda_graph_impl"] = impl
+    if impl in (None, "none"):
+        if mods:
+            assumed.append(f"cuda_graph_scope: --cuda-graph-modules {' '.join(mods)} without --cuda-graph-impl has "
+                           "no effect in Megatron (cuda_graph_impl none): no CUDA graphs")
+        return
+    job["cuda_graph_impl"] = impl
     if mods:
         job["cuda_graph_scope"] = mods
