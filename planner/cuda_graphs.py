@@ -16,17 +16,28 @@ What a graph changes, read at the code:
   copy after the graph (cuda_dtoh_point before_ep_alltoall [3]), and the synchronisation stays.
   The planner prices dropless MoE only (moe_capacity_factor is a load imbalance, not padding), so
   on an MoE model it refuses the moe scope, the whole layer and full_iteration.
-- Priced: nothing yet. The host time a dropless MoE layer exposes is the stack's fitted moe_host
+- Time: not priced apart. The host time a dropless MoE layer exposes is the stack's fitted moe_host
   (planner/step.py moe_host): its per-layer constant covers the kernels issued between two
   synchronisations, graphed (attention, router, preprocess) or not (dispatch, experts, combine),
   and the MoE records cannot say which part graphs remove (docs/moe_accuracy.md, "CUDA graphs
   read, checked": scripts/fit_moe_host.py --graph-split's third constant leaves the loss flat
   from 0 to 1.2 ms and the leave-one-out no better), so the graphed and the eager records share
-  one constant. The memory graphs hold (Transformer Engine make_graphed_callables' static
-  outputs and gradient buffers per graphed callable and captured micro-batch slot [2], in one
-  graph memory pool; with moe_preprocess the permuted tokens, about T k h x 2 B a layer) is not
-  priced either: what eager holds anyway and what TE's buffer reuse gives back is not settled,
-  and no graphed record publishes its memory (the same section).
+  one constant.
+- Priced, memory (held_output_bytes, in each MoE layer's saved activations: memory.py [cg]): a
+  graph's outputs are static buffers in the graph pool, each kept from the layer's forward until
+  its backward graph has run: Transformer Engine frees a callable's static outputs only once its
+  backward is captured (weak references, so the pool reuses them in execution order [5]), and
+  Megatron notes that an output "will be allocated a static buffer, thus not able to be
+  released" [6]. With moe_router and moe_preprocess under transformer_engine the outputs are the
+  layer's residual, the router's probabilities and routing metadata and what preprocess returns
+  [6][7]; the alltoall dispatcher's preprocess returns the permuted tokens, top_k copies of each
+  local token's hidden state (T / (tp under SP) x top_k x h x 2 B, bf16 [7]), which the eager
+  layer frees after the dispatch all-to-all; the flex dispatchers (DeepEP, HybridEP) return the
+  norm output itself, saved anyway [7]. The residual is the pre-MLP norm's input, saved anyway;
+  the probabilities and metadata (top_k x 4 B and an E-byte bool map a token) are left out,
+  under 0.5% of the permuted tokens (E 128, top-8, h 2,048: 160 B against 32,768 B). So the term: the permuted tokens, alltoall only. attn alone holds
+  the attention block's output, the pre-MLP norm's saved input: nothing more. The local
+  implementation's buffers (its own manager, cuda_graphs.py CudaGraphManager) are not priced.
 
 References
 [1] NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py: cuda_graph_impl,
@@ -44,11 +55,28 @@ References
     MoEAlltoAllTokenDispatcher: preprocess l. 594-606 (the synchronisation before the
     all-to-all), cuda_dtoh_point l. 465-470.
 [4] NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/README.md "CUDA Graph" (l. 501-514).
+[5] NVIDIA/TransformerEngine @d0067d0d transformer_engine/pytorch/graph.py l. 800-905: with
+    _reuse_graph_input_output_buffers (which Megatron sets from TE 2.7, cuda_graphs.py
+    @d98e8a64 l. 2668-2671) the gradient-output buffers are shared by output signature and a
+    callable's static outputs are weak-referenced after its backward graph is captured ("we
+    just deallocate them and let PyTorch's memory allocator reuse them elsewhere").
+[6] NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_layer.py l. 504-513
+    (a cudagraph output "will be allocated a static buffer, thus not able to be released") and
+    l. 937-950 (_forward_mlp under moe_router capture returns the MoE layer's outputs + the
+    residual); moe/moe_utils.py l. 1550-1598 get_early_return_outputs (preprocess: the hidden
+    states and probabilities preprocess returns, the dispatcher's cudagraph_attrs).
+[7] NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py
+    MoEAlltoAllTokenDispatcher.dispatch_preprocess l. 624-700 (permutation 1: the permuted
+    tokens returned) and MoEFlexTokenDispatcher.dispatch_preprocess l. 1922-1945 (the hidden
+    states reshaped, not permuted).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from .errors import PlannerError
+from .layers.common import ACT_BYTES
 
 IMPLS = ("none", "local", "transformer_engine", "full_iteration")  # [1] cuda_graph_impl
 SCOPES = ("attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba")  # [1] cuda_graph_modules
@@ -107,3 +135,15 @@ def cuda_graph_error(job, model, stack, where: str = "") -> PlannerError | None:
     return PlannerError(f"{where}cuda_graph_impl {impl}, cuda_graph_scope {scope or '[] (the whole layer)'}: {why}",
                         "graph the parts before the dispatch only (cuda_graph_scope attn moe_router moe_preprocess) on an "
                         "MoE model, or leave cuda_graph_impl out")
+
+
+def held_output_bytes(settings, kind, ctx) -> np.ndarray:
+    """Bytes one MoE layer's graph keeps until its backward beyond what the layer saves anyway,
+    per micro-batch (module docstring, memory.py [cg]): under transformer_engine graphs with
+    moe_preprocess and the alltoall dispatcher, the permuted tokens, T / (tp under SP) x top_k x
+    h x 2 B [3][5][6][7]; 0 otherwise (settings: the job's fields, not searched quantities)."""
+    on = (settings.cuda_graph_impl == "transformer_engine" and "moe_preprocess" in settings.cuda_graph_scope
+          and kind.has_experts and settings.moe_dispatcher == "alltoall")
+    if not on:
+        return np.float64(0.0)
+    return ctx.T / ctx.rep_div * kind.mlp.top_k * settings.model.hidden_size * ACT_BYTES

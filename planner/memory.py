@@ -349,6 +349,11 @@ References
      implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
      peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
      the activations' blocks, matter mostly through fragmentation, inside the band of [13].
+[cg] CUDA graphs (job fields cuda_graph_impl, cuda_graph_scope; planner/cuda_graphs.py held_output_bytes and its
+     references): a graph's static outputs live in the graph pool from the layer's forward to its backward; under
+     Transformer Engine graphs of moe_router + moe_preprocess with the alltoall dispatcher the permuted tokens
+     (T / (tp under SP) x top_k x h x 2 B an MoE layer and micro-batch), which the eager layer frees after the
+     dispatch, are among them: added to the layer's saved activations (every recompute mode a graph runs with).
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -429,6 +434,7 @@ import functools
 import numpy as np
 
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
+from .cuda_graphs import held_output_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
@@ -821,7 +827,9 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
-        stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra))
+        graphed = held_output_bytes(settings, kind, ctx)  # a CUDA graph's static outputs [cg]
+        stored.append(np.where(plan.recompute == RC_SELECTIVE, kept_sel + keeps_norm * norm_extra, full + norm_extra)
+                      + graphed)
         rematerialised = np.maximum(full + norm_extra - layer_input, 0.0)
         buffers.append(np.where(plan.recompute == RC_FULL, rematerialised,
                                 np.where(plan.recompute == RC_SELECTIVE, sel_buffer, 0.0)))

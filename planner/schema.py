@@ -1841,7 +1841,8 @@ class Job(BaseModel):
                                     "--external-cuda-graph transformer_engine): none, per-layer graphs (local, "
                                     "transformer_engine) or the whole forward-backward (full_iteration); refused on stacks "
                                     "without them (stack cuda_graphs) and where Megatron refuses the combination "
-                                    "(planner/cuda_graphs.py); not priced (the fitted moe_host covers runs with and without)")
+                                    "(planner/cuda_graphs.py); time: the fitted moe_host, which covers runs with and without; "
+                                    "memory: the static outputs a graph keeps until the backward")
     cuda_graph_scope: list[Literal["attn", "mlp", "moe", "moe_router", "moe_preprocess", "mamba"]] = Field(
         json_schema_extra=STACK_ONLY,
         default_factory=list, description="with per-layer graphs, the parts of each layer captured (Megatron-Core "

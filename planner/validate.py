@@ -88,8 +88,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     deepep | hybridep) sets the job's moe_dispatcher as the Megatron reader does, unless the
     record gives moe_dispatcher itself. CUDA graphs (cuda_graph_impl, cuda_graph_scope) go to
     the job's fields of those names (null: none), checked as Megatron checks them
-    (planner/cuda_graphs.py); the time and memory they change are not priced apart: the
-    fitted moe_host covers the records with and without them (docs/moe_accuracy.md).
+    (planner/cuda_graphs.py): the memory their static outputs hold is priced; the time is
+    the fitted moe_host's, which covers the records with and without them (docs/moe_accuracy.md).
 13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
     selective policy they make (planner/recompute_modules.py). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another

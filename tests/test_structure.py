@@ -56,6 +56,9 @@ RANKS = {
     # the selective policy of Megatron's --recompute-modules: read by step and memory, reads the
     # layer kinds (their elementwise bytes, which kinds hold MLA or experts)
     "planner.recompute_modules": 60,
+    # a job's CUDA graphs (Megatron --cuda-graph-impl / --cuda-graph-modules): read by memory
+    # (the static outputs a graph holds) and plan (the checks), reads the layer kinds
+    "planner.cuda_graphs": 60,
     # layers/: the package (layer lists, per-stage means, the shared context) over the kind
     # modules; the MoE MLP over the dense MLP whose pieces it reuses; all over common
     "planner.layers": 50,
