@@ -449,7 +449,7 @@ class Settings:
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
     cross_entropy_fusion_impl: str = "native"  # its implementation: native | te (stack memory.te_loss_per_logit)
-    cuda_graph_impl: str = "none"  # Megatron's CUDA graphs (job field; planner/cuda_graphs.py: checked, not priced)
+    cuda_graph_impl: str = "none"  # Megatron's CUDA graphs (job field; planner/cuda_graphs.py: checked, memory [cg])
     cuda_graph_scope: tuple = ()  # ... the parts of each layer captured; empty: the whole layer
     fp8_param_gather: bool = False  # fp8 weights (job field; memory.py [11], stack memory.fp8_weight_cache)
     fp4_param_gather: bool = False  # NVFP4 weights (job field; memory.py [11], step.py [12])
