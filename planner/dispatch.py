@@ -227,7 +227,7 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
     layers.Ctx. fp8: the forward dispatch moves fp8 (plan.fp8_dispatch); route_nodes: the job's
     node-limited routing cap M (0: none)."""
     from .moe import alltoall_bytes
-    tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (capacity factor c)
+    tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (its load L: planner/imbalance.py)
     tier = group_link.link
     if kind == ALLTOALL:
         size = alltoall_bytes(block, ctx)

@@ -13,6 +13,7 @@ import numpy as np
 from . import comm, dispatch, placement
 from . import memory as mem
 from .compute import flops_summary, price_gemms
+from .imbalance import rank_load
 from .layers import context, layer_list
 from .params import count_params
 from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
@@ -222,10 +223,15 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
     (their forward FLOPs over the GEMM model's time, against the dense peak of the precision;
     compute.py prices each expert's GEMM at its own shape, so few tokens per expert show
     here); the fixed MoE overhead per step (the host issue time the dispatcher's synchronisation
-    exposes, time.moe_host_s) the model adds."""
+    exposes, time.moe_host_s) the model adds; the busiest EP rank's load (planner/imbalance.py) and
+    what the routing imbalance adds to the step and to the heaviest stage's memory over balanced
+    routing (the same plan priced at moe_rank_imbalance 1.0, the capacity factor kept)."""
     x = est.time_extra
+    balanced = replace(settings, moe_rank_imbalance=1.0)
+    imb_s = est.time.total - step_time(balanced, plan)[0].total
+    imb_b = est.memory.total - mem.heaviest_stage(mem.stage_memory_terms(balanced, plan))[0].total
     kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
-    ctx = context(plan, settings.moe_capacity_factor)
+    ctx = context(plan, rank_load(settings, plan))
     rows = [(g, c) for g, c in kind.mlp.gemms(ctx) if g.name.startswith("expert_")]
     times = price_gemms(rows, settings.hardware, plan.precision)
     flops = sum(2.0 * g.M * g.N * g.K * c for g, c in rows)
@@ -243,6 +249,11 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
         "ep_tier": "none" if int(pick(plan.ep)) == 1 else comm.LINK_NAMES[int(pick(x["ep_tier"]))],
+        "rank_load": _num(pick(np.broadcast_to(ctx.cf, np.shape(plan.ep)))),
+        "load_balancing": (f"measured {settings.moe_rank_imbalance:g}" if settings.moe_rank_imbalance
+                           else f"{settings.moe_load_balancing} rule"),
+        "imbalance_s": _num(pick(imb_s)),
+        "imbalance_bytes": _num(pick(imb_b)),
         "tokens_per_expert": _num(pick(rows[0][0].M)),
         "local_experts": e_local,
         "grouped_gemm_efficiency": _num(pick(eff)),

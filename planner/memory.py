@@ -433,6 +433,7 @@ import functools
 
 import numpy as np
 
+from .imbalance import rank_load
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from .cuda_graphs import held_output_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
@@ -1117,7 +1118,7 @@ def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerLis
     """layer_memory once per distinct tuple of the fields a layer's activations read
     (LAYER_FIELDS, terms.Groups)."""
     g = Groups(plan, LAYER_FIELDS)
-    return g.expand(layer_memory(settings, g.plan, context(g.plan, settings.moe_capacity_factor), layers))
+    return g.expand(layer_memory(settings, g.plan, context(g.plan, rank_load(settings, g.plan)), layers))
 
 
 class _PerLayer:
@@ -1128,7 +1129,7 @@ class _PerLayer:
     def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
-        ctx = context(plan, settings.moe_capacity_factor)
+        ctx = context(plan, rank_load(settings, plan))
         # (layers: the plan's layer_memory, where the caller priced it: memory_total)
         self.stored, self.buffers, self.layer_input = (_grouped_layer_memory(settings, plan, pc.layers)
                                                        if layers is None else layers)

@@ -43,14 +43,12 @@ all-gathers the received rows over the expert-TP group after the dispatch all-to
 etp = tp under SP this is the pair step.tp_comm always priced for the MoE MLP; with etp = 1
 there is none: the attention's sequence-parallel tokens go to the all-to-all directly).
 
-Load imbalance. The router does not spread tokens evenly; the slowest EP rank sets the pace.
-`capacity_factor` c (job field moe_capacity_factor, default 1.0 = perfectly balanced) is
-the ratio of the busiest expert's tokens to the mean, T x top_k / E x c: Megatron's
---moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity makes it exact (tokens
-beyond it are dropped, buffers padded to it) [2]; dropless training with auxiliary-loss or
-bias balancing ([1] sec. 2.1.2) keeps it near, not at, 1 and a measured value should be
-given. It scales the expert GEMMs, the dispatched-token activations and the all-to-all
-volume on the critical rank.
+Load imbalance. The router does not spread tokens evenly; the busiest EP rank sets the pace.
+Its routed tokens over the mean, L (ctx.cf, planner/imbalance.py rank_load: the job's
+moe_rank_imbalance or the rule of its router's balancing, capped by the capacity factor
+--moe-expert-capacity-factor where tokens are dropped, exactly the capacity factor with
+--moe-pad-expert-input-to-capacity [2]), scales the expert GEMMs, the dispatched-token
+activations and the all-to-all volume on the critical rank: top_k x L copies of a token.
 
 All-to-all overlap (job field ep_comm_overlap, default off; a stack with
 overlap.ep_comm_overlap_supported: Megatron-Core's --overlap-moe-expert-parallel-comm [8]).
@@ -133,13 +131,13 @@ from __future__ import annotations
 import numpy as np
 
 from .layers.common import ACT_BYTES, etp_of, gathered_tokens  # noqa: F401  (plan-level helpers the layer kinds share)
-from .plan import DEFAULT_CAPACITY_FACTOR, HSDP, ep_overlap_applies  # noqa: F401  (the default imbalance; the overlap rule step.py reads as moe.ep_overlap_applies)
+from .plan import DEFAULT_CAPACITY_FACTOR, HSDP, ep_overlap_applies  # noqa: F401  (the capacity factor's default; the overlap rule step.py reads as moe.ep_overlap_applies)
 
 
 def alltoall_bytes(block, ctx):
     """Each rank's all-to-all send buffer for one dispatch or combine of the MoE MLP `block`
     (comm.py size convention: S = the rank's whole buffer): its tokens (T/tp under SP) x
-    top_k x c x h x 2 B [2]."""
+    top_k x L x h x 2 B [2] (L: the busiest rank's load, planner/imbalance.py)."""
     return ctx.T / ctx.rep_div * block.token_copies(ctx) * block.h * ACT_BYTES
 
 

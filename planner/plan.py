@@ -22,6 +22,7 @@ from .cp_rotate import apply_rotate_method, exported_rotate_method
 from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
+from .imbalance import rank_load
 from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic models load only with a profile
 
 if TYPE_CHECKING:
@@ -444,7 +445,11 @@ class Settings:
     split_emb: int = 0  # the job counts the embedding as a layer of the pipeline split (PlanArrays.split_emb)
     split_loss: int = 0  # ... and the loss (with the MTP modules: N layers, Job.loss_units)
     microbatch_group: int = 0  # the job's contiguous micro-batches per virtual stage (PlanArrays.mbg); 0: the stack's rule
-    moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE load imbalance, busiest expert / mean (planner/moe.py)
+    moe_capacity_factor: float = DEFAULT_CAPACITY_FACTOR  # MoE capacity factor (moe_token_drop: the job set one)
+    moe_token_drop: bool = False  # the job sets a capacity factor: tokens beyond it dropped (planner/imbalance.py)
+    moe_pad_to_capacity: bool = False  # ... and pads every expert's input to it
+    moe_rank_imbalance: float = 0.0  # the job's busiest EP rank load / mean; 0: the rule of moe_load_balancing
+    moe_load_balancing: str = "aux_loss"  # the router's balancing (planner/imbalance.py BALANCING)
     ep_comm_overlap: bool = False  # MoE all-to-alls hidden by the combined 1F1B schedule (job field; planner/moe.py)
     defer_embedding_wgrad: int | None = None  # Megatron's wgrad deferral limit (0: all micro-batches); None: off
     cross_entropy_fusion: bool = False  # the stack's fused cross-entropy (job field; memory.py, stack memory.fused_loss_extra_per_logit)
@@ -1067,6 +1072,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         split_loss=int(plan.split_loss),
         microbatch_group=int(plan.mbg),
         moe_capacity_factor=_capacity_factor(job, model, where),
+        **_imbalance_settings(job, model, where),
         bf16_layers=_bf16_layers(job, model, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
@@ -1405,6 +1411,27 @@ def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:
     return float(job.moe_capacity_factor)
 
 
+def _imbalance_settings(job: Job, model: ModelSpec, where: str) -> dict:
+    """The job's MoE routing-imbalance fields as Settings keywords (planner/imbalance.py): whether
+    a capacity factor drops tokens (and pads), the measured rank imbalance (0: the rule), the
+    router's balancing (default imbalance.default_balancing); an error where a dense model or a
+    job without a capacity factor sets what needs one."""
+    from .imbalance import default_balancing
+
+    given = [f for f in ("moe_rank_imbalance", "moe_load_balancing", "moe_pad_to_capacity") if getattr(job, f) is not None]
+    if model.moe is None:
+        if given:
+            raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
+                               "remove them (they apply to mixture-of-experts models)")
+        return {}
+    if job.moe_pad_to_capacity and job.moe_capacity_factor is None:
+        raise PlannerError(f"{where}moe_pad_to_capacity is set without moe_capacity_factor",
+                           "set moe_capacity_factor (the capacity the inputs are padded to), or remove moe_pad_to_capacity")
+    return dict(moe_token_drop=job.moe_capacity_factor is not None, moe_pad_to_capacity=bool(job.moe_pad_to_capacity),
+                moe_rank_imbalance=float(job.moe_rank_imbalance or 0.0),
+                moe_load_balancing=job.moe_load_balancing or default_balancing(model))
+
+
 def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: bool = False) -> tuple[dict, list]:
     """The stack options of a job as PlanArrays fields (tpo, compile, dpo, f8r), each from the
     job or, where it leaves it out, from the stack's defaults (listed in the second value as
@@ -1555,7 +1582,13 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
-        **({"moe_capacity_factor": settings.moe_capacity_factor, "moe_dispatcher": settings.moe_dispatcher,
+        **({"moe_capacity_factor": settings.moe_capacity_factor if settings.moe_token_drop else None,  # None: dropless
+            "moe_pad_to_capacity": settings.moe_pad_to_capacity if settings.moe_token_drop else None,
+            "moe_dispatcher": settings.moe_dispatcher,
+            # the busiest EP rank's routed tokens / mean this plan is priced at (planner/imbalance.py)
+            "moe_rank_load": float(at(np.broadcast_to(rank_load(settings, plan), np.shape(plan.tp)))),
+            "moe_rank_imbalance": settings.moe_rank_imbalance or None,  # the job's measured one (None: the rule)
+            "moe_load_balancing": settings.moe_load_balancing,
             "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))), "moe_route_nodes": settings.moe_route_nodes or None,
             # on where the plan allows it (the search applies a job's overlap only there)
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}

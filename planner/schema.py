@@ -1932,5 +1932,19 @@ class Job(BaseModel):
                                         "(DeepSeek-V3 M = 4, sec. 2.1.2); default: no limit")
     moe_capacity_factor: Optional[float] = Field(
         default=None, ge=1.0,
-        description="MoE load imbalance: tokens of the busiest expert / the mean (Megatron --moe-expert-capacity-factor); "
-                    "default 1.0, perfectly balanced (planner/moe.py)")
+        description="MoE capacity factor: an expert's tokens beyond this x the mean are dropped (Megatron "
+                    "--moe-expert-capacity-factor); caps the busiest rank's load (planner/imbalance.py); default: dropless")
+    moe_pad_to_capacity: Optional[bool] = Field(
+        default=None,
+        description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "
+                    "needs moe_capacity_factor): the busiest rank's load is the capacity factor exactly; default false")
+    moe_rank_imbalance: Optional[float] = Field(
+        default=None, ge=1.0,
+        description="MoE routing imbalance: the busiest expert-parallel rank's routed tokens / the mean, as measured "
+                    "(1.0: balanced, Megatron --moe-router-force-load-balancing); default: the rule of "
+                    "moe_load_balancing (planner/imbalance.py)")
+    moe_load_balancing: Optional[Literal["force", "aux_loss", "aux_loss_free", "sinkhorn"]] = Field(
+        default=None,
+        description="MoE router balancing, for the default routing-imbalance rule (planner/imbalance.py): force, "
+                    "aux_loss (Megatron aux_loss / seq_aux_loss / global_aux_loss / none), aux_loss_free (expert bias), "
+                    "sinkhorn; default: aux_loss_free for a model with a router score bias, else aux_loss")

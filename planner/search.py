@@ -66,11 +66,12 @@ from . import memory as mem
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, to_json
 from .catalog import load_stack
-from .plan import (DEFAULT_CAPACITY_FACTOR, FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
+from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
 from .schema import Job
 from .space import (OK, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
                     variant_choices)
+from .imbalance import rank_load
 from .layers import context
 from .params import count_params
 from .stacks import stack_of
@@ -227,7 +228,7 @@ def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> tu
     settings = space.settings
     keyed, index, size = row_groups(space, bidx, rcidx, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))
     pc = count_params(settings.model)
-    layers = mem.layer_memory(settings, keyed, context(keyed, settings.moe_capacity_factor), pc.layers)
+    layers = mem.layer_memory(settings, keyed, context(keyed, rank_load(settings, keyed)), pc.layers)
     return layers, index, size
 
 
@@ -676,6 +677,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("activation_model", "--activation-model"), ("attention", "--attention"),
              ("headroom", "--headroom"), ("reserve_GiB", "--reserve-gib"), ("tokens", "--tokens"),
              ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor"),
+             ("moe_rank_imbalance", "--moe-rank-imbalance"),
              ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
              ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
@@ -684,8 +686,6 @@ def explain_args(job: Job, row: dict) -> list[str]:
     for key, flag in flags:
         v = d.get(key)
         if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
-            continue
-        if key == "moe_capacity_factor" and v == DEFAULT_CAPACITY_FACTOR:  # what explain assumes without it
             continue
         if key == "mtp_layers" and not v and not _mtp_default(d):  # none, and none is what explain takes without it
             continue
@@ -702,6 +702,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
             continue
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
+    if job.moe_load_balancing is not None:  # the job's router balancing (else the model's default: imbalance.py)
+        args += ["--moe-load-balancing", job.moe_load_balancing]
     if d.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
         args.append("--no-pp-p2p-overlap")
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)

@@ -141,6 +141,7 @@ from .compute import (
     attention_rates, eager_core_terms, flops_per_token,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
+from .imbalance import rank_load
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
 from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
@@ -235,7 +236,7 @@ def _context(settings: Settings, plan: PlanArrays, placed: bool = True) -> StepC
     recipe = fp8_recipe(stack, plan.f8r, hw)
     prof = settings.calibration
     return StepCtx(
-        settings=settings, plan=plan, ll=ll, ctx=context(plan, settings.moe_capacity_factor), stack=stack,
+        settings=settings, plan=plan, ll=ll, ctx=context(plan, rank_load(settings, plan)), stack=stack,
         m=plan.microbatches.astype(np.float64) if placed else None, n=n,
         counts=counts,
         rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n} if placed else None,

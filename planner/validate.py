@@ -78,8 +78,9 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
 12. Mixture-of-experts records name a catalog entry (`model:`, e.g. deepseek-v3) for what the
     shape fields cannot carry (experts, router, MLA); the record's layers, hidden size, heads
     and vocabulary must match it. ep null -> 1; etp null -> tp (Megatron's default
-    expert_tensor_parallel_size, listed as assumed); the load imbalance (moe_capacity_factor) is the
-    planner's default 1.0, listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
+    expert_tensor_parallel_size, listed as assumed); moe_capacity_factor null -> dropless; the
+    routing imbalance (moe_rank_imbalance) null -> the rule of moe_load_balancing (planner/
+    imbalance.py), listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
     default), only an explicit `ep_comm_overlap: true` turns it on.
 13. Megatron settings a record may state: etp (--expert-tensor-parallel-size, priced as its
     own axis: MoE parallel folding, planner/moe.py) and account_for_embedding/loss_in_pipeline_split
@@ -270,6 +271,13 @@ class RunRecord(BaseModel):
         default=None, description="with gradient-accumulation fusion, the dummy weight gradients of the run's code version "
                                   "(the Job field, memory.py [dw]); null: the stack's")
     moe_route_nodes: Optional[Count] = Field(default=None, gt=0, description="MoE: node-limited routing, nodes per token at most")
+    moe_rank_imbalance: Optional[float] = Field(
+        default=None, ge=1.0, description="MoE: the busiest EP rank's routed tokens / the mean the run had (1.0: forced "
+                                          "balancing, Megatron --moe-router-force-load-balancing; the Job field); null: "
+                                          "the rule of moe_load_balancing (planner/imbalance.py), listed as assumed")
+    moe_load_balancing: Optional[Literal["force", "aux_loss", "aux_loss_free", "sinkhorn"]] = Field(
+        default=None, description="MoE: the run's router balancing (the Job field); null: the model's default "
+                                  "(imbalance.default_balancing), listed as assumed")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
                                         "Job field); null: the model's mtp_layers")
@@ -635,7 +643,11 @@ def _moe_assumptions(rec: RunRecord, assumed: _Assumed) -> None:
     """The MoE settings a record leaves to the planner (rule 12) or states without a cost model
     that reads them (rule 13), listed as assumed."""
     if rec.moe:
-        assumed.add("moe_capacity_factor", 1.0, "not published; perfectly balanced routing (planner/moe.py)")
+        if rec.moe_rank_imbalance is None:
+            assumed.add("moe_rank_imbalance", rec.moe_load_balancing or "default rule",
+                        "not published; the busiest EP rank's load from the routing-imbalance rule of "
+                        + (f"{rec.moe_load_balancing} balancing" if rec.moe_load_balancing else
+                           "the model's default balancing") + " (planner/imbalance.py)")
         if rec.etp is None and rec.tp is not None:
             assumed.add("etp", rec.tp, "not published; Megatron's default expert_tensor_parallel_size = "
                         "tensor_model_parallel_size (Megatron-LM @d98e8a64 megatron/training/arguments.py)")
@@ -768,6 +780,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         cuda_graph_impl=rec.cuda_graph_impl or "none",
         cuda_graph_scope=list(rec.cuda_graph_scope or []),
         moe_route_nodes=rec.moe_route_nodes,
+        moe_rank_imbalance=rec.moe_rank_imbalance,
+        moe_load_balancing=rec.moe_load_balancing,
         mtp_layers=rec.mtp_layers,
         **({"dummy_wgrads": rec.dummy_wgrads} if rec.dummy_wgrads is not None else {}),
         **({"recompute_modules": list(mods)} if mods else {}),

@@ -124,7 +124,8 @@ def test_explain_shows_the_passes_by_hand(cli):
     B, over 36 layers x 5 micro-batches, at GB300's 8 TB/s x HBM_EFFICIENCY 0.9."""
     r = cli("explain", "--model", "gpt-oss-120b", "--hardware", "gb300-nvl72", "--gpus", "64", "--tp", "1",
             "--pp", "1", "--dp", "64", "--ep", "64", "--etp", "1", "--micro-batch", "4", "--global-batch", "1280",
-            "--seq-len", "4096", "--stack", "megatron", "--format", "json", "-q")
+            "--seq-len", "4096", "--stack", "megatron", "--moe-rank-imbalance", "1.0",  # the preset force-balances
+            "--format", "json", "-q")
     assert r.exit_code == 0, r.stderr
     T = 16384
     per_layer = 4 * T * (18 * 2 * 2880 + 68 * 2880) + T * 72 * 64 * (20 + 22)
@@ -177,7 +178,8 @@ def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
     plain = tmp_path / "noclamp.yaml"
     plain.write_text(json.dumps(m.model_copy(update={"activation_clamp": None}).model_dump()))
     job = {"hardware": "gb300-nvl72", "gpus": 64, "tp": 1, "pp": 1, "dp": 64, "ep": 64, "etp": 1, "micro_batch": 4,
-           "global_batch": 1280, "seq_len": 4096, "stack": "megatron"}
+           "global_batch": 1280, "seq_len": 4096, "stack": "megatron",
+           "moe_rank_imbalance": 1.0}  # the Bridge preset force-balances (published_runs_moe.yaml)
     cases = (({}, {"layer_activations": 36 * 16384 * ROWS_BYTES}),
              ({"recompute": "selective", "recompute_modules": ["layernorm", "moe_act"]}, {"recompute_buffer": 16384 * ROWS_BYTES}),
              ({"recompute": "full"}, {"recompute_buffer": 16384 * ROWS_BYTES}))
@@ -214,6 +216,7 @@ def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_m
     provenance), with the records' bf16 gradient buffer and TE loss."""
     job = {"model": "gpt-oss-120b", "gpus": 64, "tp": 1, "etp": 1, "global_batch": 512, "seq_len": 4096,
            "sharding": "zero1", "stack": "megatron", "cross_entropy_fusion": True, "cross_entropy_fusion_impl": "te",
+           "moe_rank_imbalance": 1.0,  # the presets force-balance (published_runs_moe.yaml provenance)
            # the presets' bf16 gradient buffer (grad_reduce_in_fp32 False), as the records carry it
            "bytes_per_param": {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}, **fields}
     p = tmp_path / "job.yaml"

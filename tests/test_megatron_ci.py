@@ -178,7 +178,9 @@ def test_grouped_gemm_moe_rows_hold_te_multi_stream_workspaces(rows):
     which Megatron-Core does not keep (memory.py [14]); what the MoE layer's backward holds at the
     peak is not priced (docs/qwen3_pp_gap.md). With --no-bias-gelu-fusion (a GeLU MoE has no fused
     weighted activation) the routed experts' GeLU output is kept for the routing probabilities'
-    gradient (memory.py [uf]): under by 3.4% (H100) and 4.0% (GB200)."""
+    gradient (memory.py [uf]): under by 3.4% (H100) and 4.0% (GB200); with the busiest EP rank's
+    routed tokens of its aux-loss router (planner/imbalance.py: L = 1.106 at EP2 of 8 experts) by
+    2.5% and 3.0%."""
     corpus = {r["row_id"]: r for r in load_corpus(CORPUS)["rows"]}
     case = "moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_"
     for gpu in ("h100", "gb200"):
@@ -187,7 +189,7 @@ def test_grouped_gemm_moe_rows_hold_te_multi_stream_workspaces(rows):
         last = corpus[case + gpu]["ground_truth"]["mem_allocated_bytes_last_step"]
         beside = last - sum(t[k] for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "mpu_buffer"))
         assert 0 < beside < 2.5 * 2**20
-        assert -0.045 < rows[case + gpu]["error"] < -0.03
+        assert -0.035 < rows[case + gpu]["error"] < -0.02
 
 
 def test_the_figure_is_explains_last_stage_allocated(rows):

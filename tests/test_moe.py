@@ -280,14 +280,14 @@ def test_alltoall_across_nodes_uses_the_network():
     from planner import comm
     from planner.catalog import load_hardware
 
-    _, _, _, js = _mixtral(gpus=16, tp=2, ep=8, global_batch=8)  # dp 8: one micro-batch
+    _, _, _, js = _mixtral(gpus=16, tp=2, ep=8, global_batch=8, moe_rank_imbalance=1.0)  # dp 8: one micro-batch; balanced
     size = 4096 / 2 * 2 * 4096 * 2
     cost, link, _ = comm.group_collective(comm.ALL_TO_ALL, size, 8, 2, comm.comm_params(load_hardware("h100-sxm")))
     assert int(link.link) != comm.LINK_NVLINK
     assert js["time"]["ep_comm_s"] == pytest.approx(4 * 32 * float(cost.time_s), rel=1e-12)
-    _, _, _, inside = _mixtral(gpus=16, tp=2, ep=4, global_batch=8)
+    _, _, _, inside = _mixtral(gpus=16, tp=2, ep=4, global_batch=8, moe_rank_imbalance=1.0)
     assert js["time"]["ep_comm_s"] > 2 * inside["time"]["ep_comm_s"]
-    _, _, _, full = _mixtral(gpus=16, tp=2, ep=8, global_batch=8, recompute="full")
+    _, _, _, full = _mixtral(gpus=16, tp=2, ep=8, global_batch=8, recompute="full", moe_rank_imbalance=1.0)
     assert full["time"]["ep_comm_s"] == pytest.approx(6 / 4 * js["time"]["ep_comm_s"], rel=1e-12)
 
 
@@ -548,7 +548,8 @@ def _qwen3(**kw):
     from conftest import explain_job
 
     base = dict(model="qwen3-30b-a3b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", bytes_per_param="megatron",
-                global_batch=8, micro_batch=1, seq_len=4096, hardware="b200")
+                global_batch=8, micro_batch=1, seq_len=4096, hardware="b200",
+                moe_rank_imbalance=1.0)  # balanced routing: the hand counts' rows (tests/test_imbalance.py prices the rest)
     return explain_job(**{**base, **kw})
 
 

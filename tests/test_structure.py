@@ -79,6 +79,8 @@ RANKS = {
     "planner.files": 20,
     "planner.errors": 20,
     "planner.efficiencies": 20,
+    # the MoE routing imbalance: a leaf (imports nothing of planner) that plan_dict, the cost models and explain read
+    "planner.imbalance": 20,
     "planner.power": 20,
 }
 

@@ -158,7 +158,8 @@ def job_options(
     tp_comm_overlap=None, recompute_layers=None, stack=None, torch_compile=None, dp_comm_overlap=None,
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
     ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
-    hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None,
+    hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None, moe_rank_imbalance=None,
+    moe_load_balancing=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -180,6 +181,7 @@ def job_options(
         loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group, cp_comm_type=cp_comm_type,
         hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
         pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
+        moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
     )
 
 
@@ -202,7 +204,17 @@ MtpLayersOption = typer.Option(
          "(default: the model recipe's where the stack trains them, else the model's)")
 CapacityFactorOption = typer.Option(
     None, "--moe-capacity-factor",
-    help="MoE load imbalance: busiest expert's tokens / the mean (Megatron --moe-expert-capacity-factor) (default: 1.0)")
+    help="MoE capacity factor: an expert's tokens beyond this x the mean are dropped (Megatron "
+         "--moe-expert-capacity-factor); caps the busiest rank's load (default: dropless)")
+RankImbalanceOption = typer.Option(
+    None, "--moe-rank-imbalance",
+    help="MoE routing imbalance: the busiest expert-parallel rank's routed tokens / the mean, as measured (1.0: "
+         "balanced, Megatron --moe-router-force-load-balancing) (default: the rule of --moe-load-balancing, "
+         "planner/imbalance.py)")
+LoadBalancingOption = typer.Option(
+    None, "--moe-load-balancing",
+    help="MoE router balancing for the default imbalance rule: force|aux_loss|aux_loss_free|sinkhorn (default: "
+         "aux_loss_free for a model with a router score bias, else aux_loss)")
 EpOverlapOption = typer.Option(
     None, "--ep-comm-overlap/--no-ep-comm-overlap",
     help="MoE: hide the EP all-to-alls behind another micro-batch's compute (Megatron-Core "
@@ -288,6 +300,8 @@ def register(app: typer.Typer) -> None:
         ep: Optional[int] = typer.Option(None, "--ep", help="expert parallel degree, folded into tp x dp x cp with etp (MoE models; Megatron --expert-model-parallel-size) (default: 1)"),
         etp: Optional[int] = typer.Option(None, "--etp", help="expert tensor parallel degree (MoE models; Megatron --expert-tensor-parallel-size, torchtitan expert_tensor_parallel_degree) (default: tp, Megatron's)"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
+        moe_rank_imbalance: Optional[float] = RankImbalanceOption,
+        moe_load_balancing: Optional[str] = LoadBalancingOption,
         ep_comm_overlap: Optional[bool] = EpOverlapOption,
         mtp_layers: Optional[int] = MtpLayersOption,
         loss_layers: Optional[int] = LossLayersOption,
@@ -312,7 +326,7 @@ def register(app: typer.Typer) -> None:
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
-            hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush)
+            hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

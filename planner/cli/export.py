@@ -68,6 +68,11 @@ def check_readback(row: dict, target: str, text: str) -> None:
                 data[k] = plan[k]
         if plan.get("power_limit_source") != "job":
             data.pop("power_limit_w", None)
+        # MoE routing: a measured imbalance is no trainer flag (Megatron's force balancing, 1.0, is read back);
+        # a reader that names no balancing takes the plan's (planner/imbalance.py)
+        for k in ("moe_rank_imbalance", "moe_load_balancing"):
+            if plan.get(k) is not None and k not in data and "moe_rank_imbalance" not in data:
+                data[k] = plan[k]
         back = to_json(*_settings_plan(Job.model_validate(data)))
     a, b = plan_signature(plan), plan_signature(back["plan"])
     diff = [f"{k}: {a[k]!r} priced, {b[k]!r} read back" for k in a if a[k] != b.get(k)]

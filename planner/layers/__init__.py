@@ -340,7 +340,7 @@ class Ctx:
     cp: np.ndarray  # float64
     ep: np.ndarray  # float64
     rep_div: np.ndarray  # tp under SP, else 1
-    cf: float  # MoE capacity factor (busiest expert / mean)
+    cf: Any  # MoE: the busiest EP rank's routed tokens / the mean (imbalance.rank_load; 1.0 balanced)
     etp: Any = 1.0  # float64 expert tensor-parallel degree (common.etp_of)
     gather: Any = 1.0  # ranks' tokens an expert-TP group gathers (common.gathered_tokens)
     # an expert tensor's bytes per GPU over what it would be as a TP-split tensor of the
@@ -349,11 +349,14 @@ class Ctx:
     expert_scale: Any = 1.0
 
 
-def context(plan, capacity_factor: float = 1.0) -> Ctx:
+def context(plan, rank_load=1.0) -> Ctx:
+    """The plan's Ctx; rank_load: the busiest EP rank's routed tokens / mean (planner/imbalance.py
+    rank_load: the routing imbalance composed with the capacity factor), a number or an array
+    over the plan's candidates."""
     tp, etp, gather, rd = plan.tp.astype(np.float64), etp_of(plan).astype(np.float64), gathered_tokens(plan), rep_div(plan)
     return Ctx(plan=plan, tp=tp, T=mb_tokens(plan), seq=plan.seq.astype(np.float64),
                cp=plan.cp.astype(np.float64), ep=plan.ep.astype(np.float64), rep_div=rd,
-               cf=float(capacity_factor), etp=etp, gather=gather, expert_scale=gather / rd * (tp / etp))
+               cf=np.asarray(rank_load, dtype=np.float64), etp=etp, gather=gather, expert_scale=gather / rd * (tp / etp))
 
 
 def weighted(counts: np.ndarray, values: list) -> np.ndarray:

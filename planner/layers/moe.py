@@ -141,7 +141,8 @@ class MoEMLP:
 
     # ------------------------------------------------------------------ tokens
     def token_copies(self, ctx):
-        """Token copies per token that reach the experts on the busiest rank: top_k x c."""
+        """Token copies per token that reach the experts on the busiest rank: top_k x L (ctx.cf, the
+        busiest EP rank's routed tokens / mean: planner/imbalance.py rank_load)."""
         return self.top_k * ctx.cf
 
     def token_width(self, ctx):

@@ -224,7 +224,7 @@ def placement_lines(res: dict) -> None:
 
 
 def moe_lines(res: dict) -> None:
-    """explain's MoE terms: dispatcher, EP tier, grouped-GEMM efficiency, fixed overhead."""
+    """explain's MoE terms: dispatcher, EP tier, grouped-GEMM efficiency, fixed overhead, routing imbalance."""
     m = res["moe"]
     extra = ", fp8 dispatch" if m["fp8_dispatch"] else ""
     extra += f", tokens to at most {m['route_nodes']} nodes" if m["route_nodes"] else ""
@@ -236,3 +236,6 @@ def moe_lines(res: dict) -> None:
     out.print(f"  MoE grouped GEMM: {m['local_experts']:g} local experts x {m['tokens_per_expert']:,.0f} tokens, "
               f"efficiency {pct(m['grouped_gemm_efficiency'])} of the dense peak; fixed MoE overhead "
               f"{m['fixed_overhead_s']:,.4g} s per step ({m['fixed_overhead']})")
+    out.print(f"  MoE routing imbalance ({m['load_balancing']}, planner/imbalance.py): the busiest EP rank gets "
+              f"{m['rank_load']:.3g} x the mean routed tokens, adding {m['imbalance_s']:,.4g} s per step and "
+              f"{gib(m['imbalance_bytes'])} GiB over balanced routing")

@@ -18,11 +18,11 @@ _ABBREV = {
     "sequence_parallel": "sp", "precision": "prec", "zero_fsdp_mode": "shard",
     "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
     "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
-    "micro_batch": "mbs", "moe_capacity_factor": "cf",
+    "micro_batch": "mbs", "moe_rank_imbalance": "imb",
 }
 _LEGEND = ("assumed: hw hardware from gpu_type, arch architecture (gated MLP, norm, ...), mbs micro-batch, "
            "vpp, cp, rc recompute, sp sequence parallel, prec precision, shard sharding, bpp bytes/param, "
-           "attn attention kernel, stk stack options from the stack's defaults, cf MoE capacity factor (full list: --format json)")
+           "attn attention kernel, stk stack options from the stack's defaults, imb MoE routing imbalance rule (full list: --format json)")
 
 
 def _abbrev(assumed: list[str]) -> str:

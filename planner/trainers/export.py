@@ -142,7 +142,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
@@ -494,8 +494,15 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         if moe.expert_groups:  # group-limited routing (arguments.py --moe-router-num-groups, --moe-router-group-topk)
             args += [("--moe-router-num-groups", moe.expert_groups), ("--moe-router-group-topk", moe.groups_per_token)]
         cf = plan.get("moe_capacity_factor")
-        if cf is not None and cf != 1.0:  # the busiest expert's load: capacity, padded (every expert runs at it)
-            args += [("--moe-expert-capacity-factor", cf), ("--moe-pad-expert-input-to-capacity", None)]
+        if cf is not None:  # tokens beyond it dropped (None: dropless); padded where the job pads (planner/imbalance.py)
+            args.append(("--moe-expert-capacity-factor", cf))
+            if plan.get("moe_pad_to_capacity"):
+                args.append(("--moe-pad-expert-input-to-capacity", None))
+        balancing = plan.get("moe_load_balancing")
+        if balancing == "force" or plan.get("moe_rank_imbalance") == 1.0:  # balanced: Megatron's benchmark option
+            args.append(("--moe-router-force-load-balancing", None))  # (planner/imbalance.py [3])
+        elif balancing == "sinkhorn":
+            args.append(("--moe-router-load-balancing-type", "sinkhorn"))
     if model.post_norms:  # Gemma's sandwich norms: a layer spec of Megatron-Bridge's, no flag of Megatron-LM's
         raise _refuse(F, f"post_norms ({plan['model']}): Megatron-LM's arguments have no flag for a norm on each "
                          "sub-block's output (Megatron-Bridge builds Gemma's with its own layer spec)",

@@ -52,7 +52,9 @@ read). Modelled:
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
   --num-distributed-optimizer-instances N over optim_grads_params: HSDP of shard group dp / N),
-  --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor,
+  --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor
+  and --moe-pad-expert-input-to-capacity, the router's balancing (--moe-router-force-load-balancing: moe_rank_imbalance
+  1.0; --moe-router-enable-expert-bias, --moe-router-load-balancing-type: moe_load_balancing, planner/imbalance.py),
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
   schedule's N, planner/pipeline.py [10]), the fusion switches [6] (--no-rope-fusion,
   --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
@@ -171,7 +173,7 @@ BOOL_FLAGS = {
     "--fp16", "--tp-comm-overlap", "--overlap-grad-reduce", "--overlap-param-gather", "--use-tp-pp-dp-mapping",
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
-    "--cross-entropy-loss-fusion", "--moe-grouped-gemm",
+    "--cross-entropy-loss-fusion", "--moe-grouped-gemm", "--moe-router-force-load-balancing",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -210,6 +212,7 @@ VALUE_FLAGS = {
     "--step-batch-size-schedule",  # the job's batch_size_schedule (planner/batch_ramp.py)
     "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
     "--cuda-graph-impl", "--cuda-graph-modules", "--cuda-graph-scope",  # CUDA graphs (_cuda_graphs)
+    "--moe-router-load-balancing-type",  # the job's moe_load_balancing (_balancing; planner/imbalance.py)
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -299,7 +302,7 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
 NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
-               "--cuda-graph-modules", "--cuda-graph-scope"}
+               "--cuda-graph-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -1251,8 +1254,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         _dispatcher(where, flags, job, assumed)
     if "--moe-expert-capacity-factor" in flags:
         job["moe_capacity_factor"] = _float(where, flags, "--moe-expert-capacity-factor")
-        assumed.append("moe_capacity_factor: --moe-expert-capacity-factor (tokens beyond it are dropped; priced as the "
-                       "busiest expert's load)")
+        job["moe_pad_to_capacity"] = "--moe-pad-expert-input-to-capacity" in flags
+        assumed.append("moe_capacity_factor: --moe-expert-capacity-factor (tokens beyond it are dropped; the busiest "
+                       "rank's load capped at it" + (", every expert padded to it" if job["moe_pad_to_capacity"] else "")
+                       + ": planner/imbalance.py)")
+    if "--num-experts" in flags:
+        _balancing(where, flags, job, assumed)
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
@@ -1591,6 +1598,36 @@ def _p2p_overlap(flags: dict, vpp: int, job: dict, assumed: list) -> None:
                        "Megatron-LM @d98e8a64's parser refuses it: drop it from the script")
     if "--overlap-p2p-communication-warmup-flush" in flags:  # model_parallel_config.py @d98e8a64 l. 422-429, 570-575
         job["pp_p2p_overlap_warmup_flush"] = True
+
+
+# --moe-router-load-balancing-type (Megatron-LM @d98e8a64 arguments.py) as the job's moe_load_balancing
+# (planner/imbalance.py): the auxiliary losses, and `none` (no balancing: the aux-loss residual its lower bound),
+# price as aux_loss; quantile_balancing, a per-expert bias, as aux_loss_free
+BALANCING_TYPES = {"aux_loss": "aux_loss", "seq_aux_loss": "aux_loss", "global_aux_loss": "aux_loss", "none": "aux_loss",
+                   "sinkhorn": "sinkhorn", "quantile_balancing": "aux_loss_free"}
+
+
+def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
+    """The MoE routing imbalance of Megatron's flags (planner/imbalance.py [3]):
+    --moe-router-force-load-balancing is balanced routing, moe_rank_imbalance 1.0; else
+    --moe-router-enable-expert-bias (a per-expert score bias) is aux_loss_free, and
+    --moe-router-load-balancing-type (default aux_loss; one value, or one per layer type: the
+    first is read) names the rest (BALANCING_TYPES)."""
+    if "--moe-router-force-load-balancing" in flags:
+        job["moe_rank_imbalance"] = 1.0
+        return
+    if "--moe-router-enable-expert-bias" in flags:
+        job["moe_load_balancing"] = "aux_loss_free"
+        return
+    kinds = flags.get("--moe-router-load-balancing-type")
+    kind = (kinds[0] if isinstance(kinds, (list, tuple)) and kinds else kinds) or "aux_loss"
+    if kind not in BALANCING_TYPES:
+        raise PlannerError(f"{where}--moe-router-load-balancing-type {kind!r} is not one the planner knows",
+                           f"use one of {', '.join(BALANCING_TYPES)}")
+    job["moe_load_balancing"] = BALANCING_TYPES[kind]
+    if kinds is None:
+        assumed.append("moe_load_balancing: aux_loss (no --moe-router-load-balancing-type: Megatron-LM arguments.py's "
+                       "default; the routing imbalance rule of planner/imbalance.py)")
 
 
 def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
