@@ -49,8 +49,9 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
 A batch ramp (the job's batch_size_schedule, planner/batch_ramp.py; Space.phases): the plan is
 the last phase's batch, and a candidate must run every phase (space._phase_codes: each phase's
 batch passes the batch rules, counted under that phase). Its memory (step 2) is the largest of
-memory_total at each phase's batch, the micro-batch fixed (memory_totals: the layers' activations
-read no batch and are priced once). Its "step" (steps 3-5) is the run's time per last-batch step:
+memory_total at each phase's batch, the micro-batch fixed (memory_totals, _phase_peaks: the
+layers' activations read no batch and are priced once; the other phases only where the last
+batch fits). Its "step" (steps 3-5) is the run's time per last-batch step:
 sum over the phases of weight x step_time at that phase's batch (step_times;
 batch_ramp.phase_weights: the phase's steps x last batch x seq / tokens), so the time objective
 ranks by the whole run's time and cost (GPU-seconds per token) is the run's GPU-seconds over its
@@ -200,13 +201,33 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
         p.recompute = rc[:, None]
         if f8r is not None:
             p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
-        lay = gather(layers, index[:, s], size)
-        totals[:, s] = mem.memory_total(space.settings, p, lay)
-        for q in _phase_plans(space, p):  # a batch ramp: the peak over its phases (module docstring, step 2)
-            totals[:, s] = np.maximum(totals[:, s], mem.memory_total(space.settings, q, lay))
+        totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size))
+    if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
+        _phase_peaks(space, rows, index, layers, size, totals, f8r)
     at = np.empty(n_base, dtype=np.int64)
     at[rows] = np.arange(n)
     return totals[rcidx, at[bidx]]
+
+
+def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> None:
+    """memory_totals' (recompute, row) totals at the last batch raised, in place, to their peak over
+    the batch ramp's other phases (memory_total at each phase's batch, the micro-batch fixed; the
+    layers' activations read no batch: the same groups). Priced only for the rows with a
+    recompute choice that fits at the last batch: the peak is at least the last batch's, so a
+    pair over the usable memory there is over it at its peak too (its total stays the last
+    batch's, a lower bound, which only the closest-plan message of a search where nothing fits
+    reads)."""
+    b, rc = space.base, space.recompute
+    cols = np.flatnonzero((totals <= mem.capacity(space.settings)[1]).any(axis=0))
+    for s in _blocks(len(cols), max(CHUNK // len(rc), 1)):
+        c = cols[s]
+        p = b.take(rows[c])
+        p.recompute = rc[:, None]
+        if f8r is not None:
+            p.f8r = np.full(len(c), f8r, dtype=np.int64)
+        lay = gather(layers, index[:, c], size)
+        for q in _phase_plans(space, p):
+            totals[:, c] = np.maximum(totals[:, c], mem.memory_total(space.settings, q, lay))
 
 
 def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:

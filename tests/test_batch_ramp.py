@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -191,6 +192,27 @@ def test_fit_drops_a_plan_the_first_phase_breaks():
     # ranked among the flat search's first 40, never in the ramped search's
     assert any(r["plan"]["micro_batch"] == 4 for r in _fit(top=40, micro_batch=(1, 2, 4), ramp=None).rows)
     assert all(r["plan"]["micro_batch"] != 4 for r in _fit(top=40, micro_batch=(1, 2, 4)).rows)
+
+
+def test_fit_gates_memory_at_every_phase(monkeypatch):
+    """The memory model holds no more at a smaller batch with the micro-batch fixed (every stack's
+    schedules: fewer micro-batches in flight), so the peak is the last batch's; the search still
+    takes the largest over the phases (search._phase_peaks). Made to hold 200 GiB more at the first
+    phase's batch, no plan fits; the same memory at the last batch only changes nothing."""
+    from planner import memory as mem
+    from planner.errors import NoFitError
+
+    real = mem.memory_total
+    base = [r["plan"] for r in _fit(top=3).rows]
+
+    def heavier_at(batch):
+        return lambda settings, plan, layers=None: real(settings, plan, layers) + np.where(plan.gbs == batch, 200 * 2.0**30, 0.0)
+
+    monkeypatch.setattr(mem, "memory_total", heavier_at(7))  # no phase runs 7 sequences
+    assert [r["plan"] for r in _fit(top=3).rows] == base
+    monkeypatch.setattr(mem, "memory_total", heavier_at(8))
+    with pytest.raises(NoFitError, match="nothing fits"):
+        _fit(top=3)
 
 
 def test_fit_ranks_by_the_ramped_run_by_hand():
