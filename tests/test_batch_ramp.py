@@ -247,7 +247,7 @@ def test_fit_ranks_by_the_ramped_run_by_hand():
     assert [r["plan"] for r in full.rows[:6]] == [r["plan"] for r in res.rows]  # the bounds prune nothing that ranks
 
 
-def test_fit_cli_ramp(cli):
+def test_fit_cli_ramp(cli, tmp_path):
     args = ["fit", "--model", "llama3-8b", "--gpus", "16", "--seq-len", "4096", "--tp", "2", "--cp", "1", "--pp", "2",
             "--step-batch-size-schedule", "0:8 200M:64", "--tokens", str(TOKENS)]
     r = cli(*args, "--top", "2")
@@ -272,3 +272,6 @@ def test_fit_cli_ramp(cli):
     assert tt.exit_code == 2 and "the format has no batch-size ramp" in tt.stderr
     mg = cli(*args, "--export", "megatron")
     assert mg.exit_code == 0 and "--step-batch-size-schedule '0:8 200000000:64'" in mg.stdout
+    # --plot places the rows on the search's axes: the run per last-batch step, the peak memory
+    png = tmp_path / "ramp.png"
+    assert cli(*args, "--top", "2", "--plot", str(png)).exit_code == 0 and png.stat().st_size > 0
