@@ -24,6 +24,18 @@ CASES = {
     # issue 23's bare DeepSeek-V3 command (published setup: 2,048 H800, 15,360 x 4,096 tokens)
     "deepseek-v3 on 2,048 H800, 15,360 x 4,096": dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm",
                                                      global_batch=15360, seq_len=4096),
+    # a batch ramp (planner/batch_ramp.py: each phase's step and memory priced, search.step_times):
+    # Llama 3 405B's, 4M -> 8M tokens at 252M -> 16M at 2.87T of 15.6T (arXiv:2407.21783 sec. 3.4.1),
+    # at 8,192-token sequences throughout (the planner keeps one length: Meta's first phase ran 4,096)
+    "llama3-405b on 16,384 H100, Llama 3's batch ramp": dict(
+        model="llama3-405b", gpus=16384, seq_len=8192, tokens=15.6e12,
+        batch_size_schedule=[{"from_tokens": 0, "global_batch": 512}, {"from_tokens": 252e6, "global_batch": 1024},
+                             {"from_tokens": 2.87e12, "global_batch": 2048}]),
+    # DeepSeek-V3's ramp, 3,072 -> 15,360 sequences of 4,096 over the first 469B of 14.8T tokens
+    # (arXiv:2412.19437 sec. 4.2: "gradually increased"; here in five equal steps, an assumption)
+    "deepseek-v3 on 2,048 H800, a 5-step ramp to 15,360 x 4,096": dict(
+        model="deepseek-v3", gpus=2048, hardware="h800-sxm", seq_len=4096, tokens=14.8e12,
+        batch_size_schedule=[{"from_tokens": i * 117.25e9, "global_batch": 3072 * (i + 1)} for i in range(5)]),
 }
 
 

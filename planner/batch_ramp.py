@@ -126,3 +126,29 @@ def iters_samples(schedule, seq: int, iters: int) -> int:
         consumed += n * int(b)
         left -= n
     return consumed
+
+
+def phase_weights(schedule, gbs: int, seq: int, tokens: float) -> tuple:
+    """((batch, weight), ...) of each phase, for the search (search.step_times): weight = the
+    phase's steps (phase_steps) x gbs x seq / tokens, so that sum(weight x step time at that
+    batch) is the run's time (explain.batch_ramp's sum) per `gbs`-sequence step of the run's
+    tokens: the time a constant-batch step of `gbs` (the last phase's batch) would need for the
+    same run, which fit ranks on and divides by gbs x seq for its cost objective."""
+    steps = phase_steps(schedule, seq, tokens)
+    scale = float(gbs) * float(seq) / float(tokens)
+    return tuple((int(b), n * scale) for (_, b), n in zip(schedule, steps))
+
+
+def phase_name(k: int, schedule) -> str:
+    """'phase 2 (batch 1,024 from 252M tokens)': the k-th phase (from 0) as the messages name it."""
+    t, b = schedule[k]
+    return f"phase {k + 1} (batch {int(b):,} from {tokens_text(t)} tokens)"
+
+
+def tokens_text(t: float) -> str:
+    """A threshold in Megatron's suffixes where it is a whole number of them: 252M, 2.87T, 0."""
+    for s, f in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if t >= f:
+            v = t / f
+            return f"{v:.4g}{s}" if float(f"{v:.4g}") * f == t else f"{t:,.0f}"
+    return f"{t:,.0f}"

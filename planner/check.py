@@ -7,7 +7,8 @@ change is a modified Job that went through the same two calls and passed. A sugg
 therefore a checked result of the model, never a guess.
 
 Verdict of one job
-    pass   memory.total_bytes <= memory.usable_bytes (HBM x (1 - headroom); the HBM is
+    pass   memory.total_bytes (with a batch ramp and --tokens: the largest of its phases',
+           explain.batch_ramp, as fit gates on it) <= memory.usable_bytes (HBM x (1 - headroom); the HBM is
            memory.capacity_bytes, what the GPU reports to CUDA where hardware_db measured it,
            else the datasheet's: memory.capacity_source, named on the PASS/FAIL line) and, when
            given, time.step_s <= --max-step-time and throughput.mfu >= --min-mfu;
@@ -169,18 +170,25 @@ def mfu(res: dict) -> Optional[float]:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
+def peak_bytes(res: dict) -> float:
+    """memory.total_bytes, or with a batch ramp (explain.batch_ramp) the largest over its phases,
+    as fit gates on it (search.memory_totals)."""
+    ramp = (res.get("throughput") or {}).get("memory_peak_bytes_ramp")
+    return max(float(res["memory"]["total_bytes"]), float(ramp)) if ramp is not None else float(res["memory"]["total_bytes"])
+
+
 def overflow_bytes(res: dict) -> float:
-    m = res["memory"]
-    return max(0.0, float(m["total_bytes"]) - float(m["usable_bytes"]))
+    return max(0.0, peak_bytes(res) - float(res["memory"]["usable_bytes"]))
 
 
 def failures(res: dict, gates: Gates, where: str = "") -> list[dict]:
-    """What fails in one evaluated job: memory, step time, MFU (empty = pass)."""
+    """What fails in one evaluated job: memory (at any phase of a batch ramp), step time, MFU
+    (empty = pass)."""
     out: list[dict] = []
     m = res["memory"]
-    if not m["fits"]:
+    if not m["fits"] or peak_bytes(res) > m["usable_bytes"]:
         out.append({"kind": "memory", "overflow_bytes": overflow_bytes(res),
-                    "total_bytes": m["total_bytes"], "usable_bytes": m["usable_bytes"]})
+                    "total_bytes": peak_bytes(res), "usable_bytes": m["usable_bytes"]})
     if gates.max_step_s is not None:
         t = step_seconds(res)
         if t is None:

@@ -103,8 +103,9 @@ def _num(v):
     return float(v)
 
 
-def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict:
-    """The JSON object of one plan (i indexes 1-d arrays; None for 0-d)."""
+def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None) -> dict:
+    """The JSON object of one plan (i indexes 1-d arrays; None for 0-d). ramp: ramp_estimates of
+    the plans where the caller has them (search.rows_of prices every row's phases at once)."""
     def pick(v):
         v = np.asarray(v)
         return v if (i is None or v.ndim == 0) else v[i]
@@ -167,10 +168,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
         seconds = steps * time["step_s"]
         thr.update(training_steps=steps, training_days=seconds / 86400.0,
                    gpu_hours=seconds * settings.gpus / 3600.0)
-        if settings.batch_schedule and i is None:
-            # a batch ramp: each phase's steps at its own batch, for one plan (explain, check, budget); the
-            # search's rows (i given) come from jobs without one (fit takes no job file)
-            thr.update(batch_ramp(settings, plan))
+        if settings.batch_schedule:  # a batch ramp: each phase's steps at its own batch
+            thr.update(batch_ramp(settings, plan, i, ramp))
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face
     # moe_layer_freq past the depth) is priced as the dense model it is: no moe block
@@ -191,29 +190,40 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None) -> dict
     }
 
 
-def batch_ramp(settings: Settings, plan: PlanArrays) -> dict:
-    """The run's time with the job's batch ramp (planner/batch_ramp.py): each phase's steps
-    (batch_ramp.phase_steps) times the step of the plan at that phase's batch, the micro-batch
-    and everything else the plan's (Megatron keeps the micro-batch and runs fewer micro-batches a
-    step). Memory: a phase's smaller batch has fewer micro-batches in flight with the same
-    micro-batch, never more; each phase's peak is reported beside its step. Returns the
-    throughput block's extras: training_steps_ramp, training_days_ramp, gpu_hours_ramp and the
-    phases."""
+def ramp_estimates(settings: Settings, plan: PlanArrays) -> list:
+    """[(from_tokens, batch, steps, Estimate), ...] of the job's batch ramp (planner/batch_ramp.py):
+    the plans (one or many, the same sequence length) evaluated at each phase's batch, the
+    micro-batch and everything else theirs (Megatron keeps the micro-batch and runs fewer
+    micro-batches a step); steps: batch_ramp.phase_steps of the run's tokens."""
     from .batch_ramp import phase_steps
 
-    seq = int(plan.seq)
+    seq = int(np.asarray(plan.seq).flat[0])
     steps = phase_steps(settings.batch_schedule, seq, settings.tokens)
+    return [(t, b, n, evaluate(settings, replace(plan, gbs=np.full(np.shape(plan.gbs), b, dtype=np.int64))))
+            for (t, b), n in zip(settings.batch_schedule, steps)]
+
+
+def batch_ramp(settings: Settings, plan: PlanArrays, i=None, ramp=None) -> dict:
+    """The run's time with the job's batch ramp (planner/batch_ramp.py) of plan i (None: a 0-d
+    plan): each phase's steps (batch_ramp.phase_steps) times the step of the plan at that phase's
+    batch (ramp_estimates, or `ramp` where the caller has them). Memory: each phase's peak beside
+    its step, and the largest over the phases (memory_peak_bytes_ramp: what `fit` gates on; a
+    phase's smaller batch has fewer micro-batches in flight with the same micro-batch). Returns the
+    throughput block's extras: training_steps_ramp, training_days_ramp, gpu_hours_ramp,
+    memory_peak_bytes_ramp and the phases."""
+    pick = (lambda v: np.asarray(v)) if i is None else (lambda v: np.asarray(v)[i] if np.ndim(v) else np.asarray(v))
+    seq = int(pick(plan.seq))
     phases, seconds = [], 0.0
-    for (t, b), n in zip(settings.batch_schedule, steps):
-        p = replace(plan, gbs=b)
-        est = evaluate(settings, p)
-        step = float(est.time.total)
+    for t, b, n, est in (ramp if ramp is not None else ramp_estimates(settings, plan)):
+        step = float(pick(est.time.total))
         seconds += n * step
-        phases.append({"from_tokens": t, "global_batch": b, "microbatches_per_step": int(p.microbatches),
+        phases.append({"from_tokens": t, "global_batch": b,
+                       "microbatches_per_step": int(b // (pick(plan.dp) * pick(plan.mbs))),
                        "steps": n, "tokens": n * b * seq, "step_s": step, "days": n * step / 86400.0,
-                       "memory_bytes": float(est.memory.total)})
-    return {"training_steps_ramp": float(sum(steps)), "training_days_ramp": seconds / 86400.0,
-            "gpu_hours_ramp": seconds * settings.gpus / 3600.0, "batch_ramp": phases}
+                       "memory_bytes": float(pick(est.memory.total))})
+    return {"training_steps_ramp": float(sum(p["steps"] for p in phases)), "training_days_ramp": seconds / 86400.0,
+            "gpu_hours_ramp": seconds * settings.gpus / 3600.0,
+            "memory_peak_bytes_ramp": max(p["memory_bytes"] for p in phases), "batch_ramp": phases}
 
 
 def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dict:

@@ -1252,7 +1252,7 @@ def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, whe
     micro-batch rule."""
     if not job.batch_size_schedule:
         return
-    from .batch_ramp import sample_thresholds
+    from .batch_ramp import phase_name, sample_thresholds
 
     phases = [(p.from_tokens, p.global_batch) for p in job.batch_size_schedule]
     thr = sample_thresholds(phases, seq)
@@ -1262,13 +1262,13 @@ def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, whe
                                f"{seq:,} tokens: Megatron-LM refuses thresholds that do not strictly increase in samples "
                                "(num_microbatches_calculator.py @d98e8a64 _validate_schedule)",
                                "space the thresholds at least one sequence apart")
-    for t, b in phases[:-1]:
+    for k, (t, b) in enumerate(phases[:-1]):
         code = int(rule_codes(model, job.gpus, stack, replace(plan, gbs=b)))
         if code != OK:
             e = _rule_error(code, "", job, model, dp=dp, gbs=b, seq=seq, schedule=schedule, stack=stack,
                             plan=replace(plan, gbs=b))
-            raise PlannerError(f"{where}batch_size_schedule: the phase from {t:,.0f} tokens (global batch {b}) cannot run: "
-                               f"{e.message}", e.hint)
+            # the phase named as fit's counts name it (search._reason_text)
+            raise PlannerError(f"{where}batch_size_schedule {phase_name(k, phases)} cannot run: {e.message}", e.hint)
 
 
 def _overlap_switch(job, stack, field: str, switch: str, what: str, where: str):

@@ -196,16 +196,22 @@ def _scatter_axes(ax, memory, step, usable: float, top: list[dict]) -> None:
     front = pareto_front(m, step)
     ax.plot([m[i] for i in front], [step[i] for i in front], color="#E45756", marker="o", markersize=3, linewidth=1.2,
             label=f"Pareto front ({len(front)})")
+    # a batch ramp (search.step_times): the search's step is the run's time per last-batch step, its
+    # memory the peak over the phases; the top rows are placed on the same axes
+    ramp = bool(top) and "training_days_ramp" in top[0]["throughput"]
     for i, r in enumerate(top, 1):
-        x, y = r["memory"]["total_bytes"] / GiB, r["time"]["step_s"]
+        th = r["throughput"]
+        x = (th["memory_peak_bytes_ramp"] if ramp else r["memory"]["total_bytes"]) / GiB
+        y = th["training_days_ramp"] * 86400.0 / th["training_steps"] if ramp else r["time"]["step_s"]
         ax.scatter([x], [y], s=28, color="#4C78A8", zorder=3)
         ax.annotate(f"#{i}", (x, y), textcoords="offset points", xytext=(5, 2 + 9 * (i - 1)), fontsize=7,
                     arrowprops=dict(arrowstyle="-", color="grey", linewidth=0.5) if i > 1 else None)
     ax.axvline(usable / GiB, color="black", linestyle="--", linewidth=1.0, label="usable HBM")
     ax.set_xlabel("GiB per GPU")
     ax.set_yscale("log")  # slow outliers (deep pipelines, tiny micro-batches) span decades
-    ax.set_ylabel("step time (s, log scale)")
-    ax.set_title("feasible plans: memory vs step time", fontsize=10)
+    ax.set_ylabel("run time per last-batch step (s, log)" if ramp else "step time (s, log scale)")
+    ax.set_title("feasible plans: memory (peak over the phases) vs run time" if ramp else "feasible plans: memory vs step time",
+                 fontsize=10)
     ax.legend(fontsize=7, frameon=False)
     ax.grid(linestyle=":", linewidth=0.5, alpha=0.6)
 

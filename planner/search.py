@@ -46,6 +46,20 @@ run over blocks of CHUNK candidates, to keep the arrays in cache, and over the K
     difference of the sums cannot defeat the tie-break). Orders that give
     a candidate the same step time are one row: the first of them (comm.ORDER_CODES).
 
+A batch ramp (the job's batch_size_schedule, planner/batch_ramp.py; Space.phases): the plan is
+the last phase's batch, and a candidate must run every phase (space._phase_codes: each phase's
+batch passes the batch rules, counted under that phase). Its memory (step 2) is the largest of
+memory_total at each phase's batch, the micro-batch fixed (memory_totals, _phase_peaks: the
+layers' activations read no batch and are priced once; the other phases only where the last
+batch fits). Its "step" (steps 3-5) is the run's time per last-batch step:
+sum over the phases of weight x step_time at that phase's batch (step_times;
+batch_ramp.phase_weights: the phase's steps x last batch x seq / tokens), so the time objective
+ranks by the whole run's time and cost (GPU-seconds per token) is the run's GPU-seconds over its
+tokens; the compute floors and the rest without TPO_TERMS are the same weighted sums
+(candidate_floors, step_times), and each fact the bounds rest on holds phase by phase with
+weights >= 0, so it holds for the sums (rounding is monotone). One step_time call per phase per
+block; a job without a ramp runs the code it ran before.
+
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
 instead of pricing those candidates again (the same function of the same candidate).
@@ -64,7 +78,7 @@ import numpy as np
 
 from . import memory as mem
 from .errors import NoFitError, PlannerError
-from .explain import evaluate, to_json
+from .explain import evaluate, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
@@ -189,9 +203,32 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
         if f8r is not None:
             p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
         totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size))
+    if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
+        _phase_peaks(space, rows, index, layers, size, totals, f8r)
     at = np.empty(n_base, dtype=np.int64)
     at[rows] = np.arange(n)
     return totals[rcidx, at[bidx]]
+
+
+def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> None:
+    """memory_totals' (recompute, row) totals at the last batch raised, in place, to their peak over
+    the batch ramp's other phases (memory_total at each phase's batch, the micro-batch fixed; the
+    layers' activations read no batch: the same groups). Priced only for the rows with a
+    recompute choice that fits at the last batch: the peak is at least the last batch's, so a
+    pair over the usable memory there is over it at its peak too (its total stays the last
+    batch's, a lower bound, which only the closest-plan message of a search where nothing fits
+    reads)."""
+    b, rc = space.base, space.recompute
+    cols = np.flatnonzero((totals <= mem.capacity(space.settings)[1]).any(axis=0))
+    for s in _blocks(len(cols), max(CHUNK // len(rc), 1)):
+        c = cols[s]
+        p = b.take(rows[c])
+        p.recompute = rc[:, None]
+        if f8r is not None:
+            p.f8r = np.full(len(c), f8r, dtype=np.int64)
+        lay = gather(layers, index[:, c], size)
+        for q in _phase_plans(space, p):
+            totals[:, c] = np.maximum(totals[:, c], mem.memory_total(space.settings, q, lay))
 
 
 def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
@@ -240,13 +277,41 @@ def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
     step, floor, without = np.empty(n), np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
-        t, _ = step_time(space.settings, space.plans(bidx[s], rcidx[s], order[s], var[s]))
-        step[s] = t.total
-        # the MoE routing/permutation and host-issue terms are compute too (no stack variant changes them)
-        floor[s] = t.compute + t.optimizer + (t.moe_permute + t.moe_host if "moe_permute" in t.keys() else 0.0)
+        p = space.plans(bidx[s], rcidx[s], order[s], var[s])
+        if not space.phases:
+            step[s], floor[s], w = _step_parts(space.settings, p, rest)
+        else:  # a batch ramp: each phase's step at its batch, weighted (batch_ramp.phase_weights)
+            step[s] = floor[s] = 0.0
+            w = 0.0 if rest else None
+            for (_, wk), q in zip(space.phases, _phase_plans(space, p, every=True)):
+                a, f, r = _step_parts(space.settings, q, rest)
+                step[s] += wk * a
+                floor[s] += wk * f
+                if rest:
+                    w = w + wk * r
         if rest:
-            without[s] = t.sum(*(k for k in t.keys() if k not in TPO_TERMS))
+            without[s] = w
     return (step, floor, without) if rest else (step, floor)
+
+
+def _step_parts(settings: Settings, p: PlanArrays, rest: bool) -> tuple:
+    """(step, compute + optimizer (+ moe_permute + moe_host), step without TPO_TERMS or None) of
+    step.step_time on plans p: step_times' three numbers for one batch."""
+    t, _ = step_time(settings, p)
+    # the MoE routing/permutation and host-issue terms are compute too (no stack variant changes them)
+    floor = t.compute + t.optimizer + (t.moe_permute + t.moe_host if "moe_permute" in t.keys() else 0.0)
+    return t.total, floor, (t.sum(*(k for k in t.keys() if k not in TPO_TERMS)) if rest else None)
+
+
+def _phase_plans(space: Space, p, every: bool = False):
+    """The plans p (at the last batch) at each phase's batch of the job's ramp (space.phases):
+    the phases whose batch is not the last one's, or every phase (every=True); none without a
+    ramp. Only the batch changes: Megatron keeps the micro-batch and runs fewer micro-batches a
+    step (explain.batch_ramp)."""
+    last = int(np.asarray(space.base.gbs).flat[0]) if np.size(space.base.gbs) else 0
+    for b, _ in space.phases:
+        if every or b != last:
+            yield replace(p, gbs=np.full(np.shape(p.gbs), b, dtype=np.int64))
 
 
 # The step-time terms a variant that differs from variant 0 only in TP overlap may change:
@@ -509,10 +574,16 @@ def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray) -> np.ndarray
     the base rows' own; the rank order is not read), in blocks of TIME_CHUNK groups
     (step.group_floor) and gathered back: the same numbers as compute_floor on the candidates."""
     keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches")))
-    cols = {**vars(keyed), "microbatches": keyed.gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
-    floor = np.empty(size)
-    for s in _blocks(size, TIME_CHUNK):
-        floor[s] = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
+    floor = np.zeros(size)
+    for b, w in space.phases or ((None, None),):  # a batch ramp: each phase's floor at its batch, weighted as step_times
+        gbs = keyed.gbs if b is None else np.full(np.shape(keyed.gbs), b, dtype=np.int64)
+        cols = {**vars(keyed), "gbs": gbs, "microbatches": gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
+        for s in _blocks(size, TIME_CHUNK):
+            f = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
+            if w is None:
+                floor[s] = f
+            else:
+                floor[s] += w * f
     return floor.take(index)
 
 
@@ -532,6 +603,16 @@ def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0) -> tuple:
     return out, len(new)
 
 
+def _reason_text(key, reasons: dict, settings: Settings) -> str:
+    """A rule's words; a batch ramp's phase rule (space._phase_codes: (phase, code)) names its phase:
+    'phase 1 (batch 512 from 0 tokens): global batch does not divide into dp x micro-batch'."""
+    if np.ndim(key) == 0:
+        return reasons[key]
+    from .batch_ramp import phase_name
+
+    return f"{phase_name(key[0], settings.batch_schedule)}: {reasons[key[1]]}"
+
+
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
                keep_feasible: bool = False, where: str = ""):
     """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
@@ -543,7 +624,8 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     c = Counts(considered=space.considered, slack_dropped=space.slack_dropped)
     c.broke_constraint = int(sum(space.reasons.values()))
     reasons = rule_reasons(settings.stack, settings.microbatch_group)  # INTERLEAVED_M in the stack's rule's words
-    c.reasons = {reasons[k]: v for k, v in sorted(space.reasons.items())}
+    c.reasons = {_reason_text(k, reasons, settings): v
+                 for k, v in sorted(space.reasons.items(), key=lambda kv: (-1,) + kv[:1] if np.ndim(kv[0]) == 0 else kv[0])}
     bad = space.codes != OK
 
     # ---- memory of every valid candidate (base row x recompute)
@@ -681,6 +763,11 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
              ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
+    if d.get("batch_size_schedule"):  # the row's batch ramp (its global_batch is the last phase's)
+        from .batch_ramp import to_megatron
+
+        args += ["--step-batch-size-schedule", to_megatron([(p["from_tokens"], p["global_batch"])
+                                                            for p in d["batch_size_schedule"]])]
     if d["hardware"] != defaults["hardware"]:
         args += ["--hardware", str(d["hardware"])]
     for key, flag in flags:
@@ -758,7 +845,9 @@ def rows_of(ranked: Ranked) -> list[dict]:
     """explain's JSON for the ranked candidates: evaluate + to_json on those plans."""
     plan = ranked.space.plans(ranked.base, ranked.rc, ranked.order, ranked.var)
     est = evaluate(ranked.settings, plan)
-    rows = [to_json(ranked.settings, plan, est, i) for i in range(len(ranked.base))]
+    # a batch ramp: every row's phases priced at once (explain.ramp_estimates), each row's read from them
+    ramp = ramp_estimates(ranked.settings, plan) if ranked.settings.batch_schedule and ranked.settings.tokens else None
+    rows = [to_json(ranked.settings, plan, est, i, ramp) for i in range(len(ranked.base))]
     if ranked.settings.calibration is not None and len(rows) > 1:
         # which measured figures a row used is its own: the batch's list is the union over every row
         from .explain import calibration_report
@@ -883,6 +972,10 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
     if top < 1:
         raise PlannerError(f"--top must be at least 1, got {top}", "e.g. --top 10")
+    if job.batch_size_schedule and not job.tokens:
+        raise PlannerError(f"{where}a batch ramp (batch_size_schedule) is ranked by the whole run's time: the search needs "
+                           "the run's tokens to count each phase's steps (planner/batch_ramp.py)",
+                           "give --tokens, e.g. --tokens 15T")
     t0 = _time.perf_counter()
     gpus_list = list(gpus_list or [job.gpus])
     check_count(gpus_list, "--gpus")

@@ -61,7 +61,10 @@ Constraints (`constraint_codes`), in the order `plan.resolve` checks them and wi
   EP_EXPERTS      ep divides the routed experts (1 without experts)
   EP_DPCP         etp*ep divides tp*dp*cp (hsdp: tp*shard_group*cp)
 tests/test_search.py checks that resolve raises exactly where a code is not OK, with the
-message of that rule, on candidates built to break every rule.
+message of that rule, on candidates built to break every rule. With a batch ramp (the job's
+batch_size_schedule) BATCH and INTERLEAVED_M are checked at every phase's batch too, the
+micro-batch and DP fixed (_phase_codes: Megatron-LM checks each phase as it starts,
+planner/batch_ramp.py), a break counted under (phase, code).
 
 The rules up to VPP_LAYERS read only the mesh, the pipeline split and the micro-batch, so they
 are checked before SP and sharding are crossed in: a row that breaks one is counted with its
@@ -85,6 +88,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .batch_ramp import phase_weights
 from .comm import ORDERS, order_code, strides_by_code
 from .errors import PlannerError
 from .pipeline import INTERLEAVED, layers_on_heaviest_stage, schedule_code
@@ -289,6 +293,9 @@ class Space:
     considered: int
     slack_dropped: int = 0  # (pp, vpp) splits left out by --max-layer-slack
     variants: np.ndarray = None  # stack options tried (variant_choices): rows of VARIANT_FIELDS
+    # the job's batch ramp, ((batch, weight), ...) (batch_ramp.phase_weights: the search prices each
+    # phase's step at its batch and memory's peak over them); () without a ramp
+    phases: tuple = ()
 
     @property
     def n_orders(self) -> np.ndarray:
@@ -535,6 +542,29 @@ def _count(reasons: dict, codes: np.ndarray, weights: np.ndarray) -> None:
             reasons[int(code)] = reasons.get(int(code), 0) + int(round(cnt[code]))
 
 
+def _phase_codes(settings: Settings, rows: dict, gbs: int, seq: int, prec: int, reasons: dict,
+                 weights: np.ndarray) -> np.ndarray:
+    """Which rows (each valid at the last batch, gbs) run every phase of the job's batch ramp
+    (Settings.batch_schedule): Megatron-LM checks each phase's batch as the phase starts, the
+    batch a multiple of micro-batch x DP (planner/batch_ramp.py [1] update), and the interleaved
+    schedule's micro-batch rule holds at each phase's count (plan.rule_codes up to
+    LAST_BATCH_RULE, at the phase's batch). A row that breaks a rule at a phase is counted, with
+    its multiplicity `weights`, under (phase index, code): the first phase it breaks, the first
+    rule there (search_one names them: batch_ramp.phase_name)."""
+    ok = np.ones(len(rows["tp"]), dtype=bool)
+    for k, (_, b) in enumerate(settings.batch_schedule):
+        if int(b) == gbs:
+            continue
+        codes = constraint_codes(settings, _plan(rows, int(b), seq, prec, settings), upto=LAST_BATCH_RULE)
+        bad = ok & (codes != OK)
+        if bad.any():
+            cnt = np.bincount(codes[bad], weights=weights[bad].astype(np.float64), minlength=len(REASONS) + 1)
+            for code in np.flatnonzero(cnt):
+                reasons[(k, int(code))] = reasons.get((k, int(code)), 0) + int(round(cnt[code]))
+        ok &= ~bad
+    return ok
+
+
 def _ep_choices(settings: Settings, opts: SpaceOptions) -> np.ndarray:
     """The EP axis: divisors of the routed experts (1 for a dense model, or where the stack has
     no expert parallelism and none is pinned)."""
@@ -757,6 +787,9 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     codes = constraint_codes(settings, _plan(rows, gbs, seq, prec, settings), upto=LAST_BATCH_RULE)
     _count(reasons, codes, per_mesh[rows["mesh"]].astype(np.float64))
     rows = {k: v[codes == OK] for k, v in rows.items()}
+    if settings.batch_schedule:  # a batch ramp: every phase's batch passes the batch rules too
+        keep = _phase_codes(settings, rows, gbs, seq, prec, reasons, per_mesh[rows["mesh"]])
+        rows = {k: v[keep] for k, v in rows.items()}
 
     # ---- sharding options, then SP
     mid = rows["mesh"]
@@ -777,4 +810,6 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     n_sched = len(opts.schedule) if opts.schedule else 1
     considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
     return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,
-                 reasons=reasons, considered=considered, slack_dropped=slack_dropped, variants=variants)
+                 reasons=reasons, considered=considered, slack_dropped=slack_dropped, variants=variants,
+                 phases=phase_weights(settings.batch_schedule, gbs, seq, settings.tokens)
+                 if settings.batch_schedule and settings.tokens else ())

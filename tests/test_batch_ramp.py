@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -95,7 +96,7 @@ def test_job_refuses_what_megatron_refuses(ramp, match):
 def test_resolve_refuses_a_phase_megatron_cannot_run():
     # 6 sequences do not divide into dp 4 x micro-batch 1 (Megatron's consistency check as the phase starts)
     bad = [{"from_tokens": 0, "global_batch": 6}, {"from_tokens": 2e8, "global_batch": 64}]
-    with pytest.raises(PlannerError, match=r"phase from 0 tokens \(global batch 6\) cannot run: global batch 6 "):
+    with pytest.raises(PlannerError, match=r"batch_size_schedule phase 1 \(batch 6 from 0 tokens\) cannot run: global batch 6 "):
         resolve(Job(**BASE, batch_size_schedule=bad))
     # 4,096 and 8,000 tokens are both 1 sample of 4,096: not increasing in samples
     close = [{"from_tokens": 0, "global_batch": 16}, {"from_tokens": 4096, "global_batch": 32},
@@ -151,3 +152,126 @@ def test_export_writes_the_schedule_back(tmp_path):
     tt = resolved_plan(Job(**{**BASE, "stack": "torchtitan"}, sharding="fsdp", batch_size_schedule=RAMP))
     with pytest.raises(PlannerError, match="export torchtitan: batch_size_schedule"):
         export_plan(tt, "torchtitan")
+
+
+# ---------------------------------------------------------------- fit with a batch ramp
+# llama3-8b on 16 H100, tp 2 x cp 1 x pp 2 (dp 4), 4,096-token sequences: the first phase's 8
+# sequences are 2 per DP rank, the last phase's 64 are 16
+FIT_RAMP = [{"from_tokens": 0, "global_batch": 8}, {"from_tokens": 2e8, "global_batch": 64}]
+FIT_BASE = dict(model="llama3-8b", gpus=16, seq_len=4096, stack="megatron", tokens=TOKENS)
+
+
+def _fit(top=10, keep=False, **pins):
+    from planner.search import fit
+    from planner.space import SpaceOptions
+
+    ramp = pins.pop("ramp", FIT_RAMP)
+    job = Job(**FIT_BASE, **({"batch_size_schedule": ramp} if ramp else {"global_batch": 64}))
+    return fit(job, None, SpaceOptions(tp=(2,), cp=(1,), pp=(2,), **pins), top=top, keep_feasible=keep)
+
+
+def test_fit_drops_a_plan_the_first_phase_breaks():
+    """Micro-batch 4 on dp 4 runs the last phase (64 = 4 steps of 4 x 4 sequences) but not the
+    first: 8 sequences are 2 per DP rank, less than one micro-batch of 4 (8 % (4 x 4) = 8:
+    Megatron's consistency check as the phase starts). Without the ramp micro-batch-4 plans fit and
+    rank; with it none is ranked, and every one is counted under phase 1's batch rule. The
+    interleaved plans (pp 2, vpp >= 2) of micro-batch 2 run 1 micro-batch at the first phase, not
+    a multiple of pp 2: counted under phase 1's interleaved rule."""
+    four = _fit(top=3, micro_batch=(4,), ramp=None)
+    assert four.rows and all(r["plan"]["micro_batch"] == 4 and r["memory"]["fits"] for r in four.rows)
+    batch = "phase 1 (batch 8 from 0 tokens): global batch does not divide into dp x micro-batch"
+    flat = _fit(top=3, micro_batch=(1, 2, 4), ramp=None)
+    ramp = _fit(top=3, micro_batch=(1, 2, 4))
+    reasons = ramp.counts.reasons
+    assert reasons[batch] == four.counts.feasible + four.counts.did_not_fit  # every micro-batch-4 candidate
+    inter = "phase 1 (batch 8 from 0 tokens): interleaved schedule with micro-batches per step not divisible by pp"
+    two = _fit(top=3, micro_batch=(2,), ramp=None, vpp=(2, 4, 8, 16)).counts  # pp 2 x vpp: even chunks of the 32 layers
+    assert reasons[inter] == two.feasible + two.did_not_fit
+    assert ramp.counts.considered == flat.counts.considered  # the same space, more of it broken
+    assert ramp.counts.broke_constraint == flat.counts.broke_constraint + reasons[batch] + reasons[inter]
+    # ranked among the flat search's first 40, never in the ramped search's
+    assert any(r["plan"]["micro_batch"] == 4 for r in _fit(top=40, micro_batch=(1, 2, 4), ramp=None).rows)
+    assert all(r["plan"]["micro_batch"] != 4 for r in _fit(top=40, micro_batch=(1, 2, 4)).rows)
+
+
+def test_fit_gates_memory_at_every_phase(monkeypatch):
+    """The memory model holds no more at a smaller batch with the micro-batch fixed (every stack's
+    schedules: fewer micro-batches in flight), so the peak is the last batch's; the search still
+    takes the largest over the phases (search._phase_peaks). Made to hold 200 GiB more at the first
+    phase's batch, no plan fits; the same memory at the last batch only changes nothing."""
+    from planner import memory as mem
+    from planner.errors import NoFitError
+
+    real = mem.memory_total
+    base = [r["plan"] for r in _fit(top=3).rows]
+
+    def heavier_at(batch):
+        return lambda settings, plan, layers=None: real(settings, plan, layers) + np.where(plan.gbs == batch, 200 * 2.0**30, 0.0)
+
+    monkeypatch.setattr(mem, "memory_total", heavier_at(7))  # no phase runs 7 sequences
+    assert [r["plan"] for r in _fit(top=3).rows] == base
+    monkeypatch.setattr(mem, "memory_total", heavier_at(8))
+    with pytest.raises(NoFitError, match="nothing fits"):
+        _fit(top=3)
+
+
+def test_fit_ranks_by_the_ramped_run_by_hand():
+    """2e8 tokens are 48,828 samples of 4,096: ceil(48,828 / 8) = 6,104 steps at 8 sequences
+    (48,832 samples), then (244,144 - 48,832) / 64 = 3,051.75 steps at 64. Each row's run is
+    6,104 x its step at batch 8 + 3,051.75 x its step at 64 (explain of the same plan at each
+    batch, no ramp); the rows are ranked by it, which is not the last batch's step order (the
+    first phase's 2 micro-batches per step weigh a pipeline bubble the last phase's 16 hide)."""
+    from planner.search import row_job
+
+    res = _fit(top=6)
+    job = Job(**FIT_BASE, batch_size_schedule=FIT_RAMP)
+    runs = []
+    for row in res.rows:
+        assert row["plan"]["batch_size_schedule"] == FIT_RAMP and row["plan"]["global_batch"] == 64
+        fields = {**row_job(job, row).model_dump(), "batch_size_schedule": None, "tokens": None}
+        s8 = _json(Job(**{**fields, "global_batch": 8}))["time"]["step_s"]
+        s64 = _json(Job(**{**fields, "global_batch": 64}))["time"]["step_s"]
+        thr = row["throughput"]
+        assert [p["steps"] for p in thr["batch_ramp"]] == [6104, 3051.75]
+        assert [p["step_s"] for p in thr["batch_ramp"]] == [s8, s64] and row["time"]["step_s"] == s64
+        seconds = 6104 * s8 + 3051.75 * s64
+        assert thr["training_days_ramp"] * 86400 == pytest.approx(seconds, rel=1e-12)
+        assert thr["gpu_hours_ramp"] == pytest.approx(seconds * 16 / 3600, rel=1e-12)
+        runs.append(seconds)
+    assert runs == sorted(runs)
+    # not the last phase's order: the full list (every order and variant, no bound) has a pair
+    # whose last-batch steps rank the other way
+    full = _fit(top=50, keep=True)
+    steps = [r["time"]["step_s"] for r in full.rows]
+    assert any(a > b for a, b in zip(steps, steps[1:]))
+    assert [r["plan"] for r in full.rows[:6]] == [r["plan"] for r in res.rows]  # the bounds prune nothing that ranks
+
+
+def test_fit_cli_ramp(cli, tmp_path):
+    args = ["fit", "--model", "llama3-8b", "--gpus", "16", "--seq-len", "4096", "--tp", "2", "--cp", "1", "--pp", "2",
+            "--step-batch-size-schedule", "0:8 200M:64", "--tokens", str(TOKENS)]
+    r = cli(*args, "--top", "2")
+    assert r.exit_code == 0, r.stderr
+    assert "ranked by the whole run's time over the batch ramp" in r.stdout
+    assert "batch ramp applied (--step-batch-size-schedule '0:8 200000000:64')" in r.stdout
+    assert "--step-batch-size-schedule '0:8 200000000:64'" in r.stdout.split("row 1 in full:")[1]
+    j = cli(*args, "--top", "2", "--format", "json")
+    import json
+
+    rows = json.loads(j.stdout)
+    assert [p["global_batch"] for p in rows[0]["throughput"]["batch_ramp"]] == [8, 64]
+    assert all("step_s" in p for p in rows[0]["throughput"]["batch_ramp"])
+    days = f"{rows[0]['throughput']['training_days_ramp']:,.1f}"
+    assert days in r.stdout.split("┃ days")[1].splitlines()[2]
+    # the ramp needs the run's tokens: bad input
+    bad = cli(*args[:-2])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: ") and "hint: give --tokens" in bad.stderr
+    # a format without a ramp refuses the plan, naming why; Megatron writes it
+    tt = cli(*args[:-6], "--stack", "torchtitan", "--step-batch-size-schedule", "0:8 200M:64", "--tokens", str(TOKENS),
+             "--export", "torchtitan")
+    assert tt.exit_code == 2 and "the format has no batch-size ramp" in tt.stderr
+    mg = cli(*args, "--export", "megatron")
+    assert mg.exit_code == 0 and "--step-batch-size-schedule '0:8 200000000:64'" in mg.stdout
+    # --plot places the rows on the search's axes: the run per last-batch step, the peak memory
+    png = tmp_path / "ramp.png"
+    assert cli(*args, "--top", "2", "--plot", str(png)).exit_code == 0 and png.stat().st_size > 0

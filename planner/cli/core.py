@@ -159,7 +159,7 @@ def job_options(
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
     ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
     hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None, moe_rank_imbalance=None,
-    moe_load_balancing=None,
+    moe_load_balancing=None, step_batch_size_schedule=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -182,7 +182,18 @@ def job_options(
         hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
         pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
         moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
+        batch_size_schedule=parse_schedule(step_batch_size_schedule),
     )
+
+
+def parse_schedule(text: Optional[str]) -> Optional[list]:
+    """--step-batch-size-schedule in Megatron-LM's spelling ("0:512 252M:1024 2.87T:2048",
+    planner/batch_ramp.py parse_megatron) as the job field batch_size_schedule; None where not given."""
+    if text is None:
+        return None
+    from ..batch_ramp import parse_megatron
+
+    return [{"from_tokens": float(t), "global_batch": b} for t, b in parse_megatron(text)]
 
 
 def parse_sizes(text: Optional[str], flag: str) -> Optional[list]:
@@ -250,6 +261,11 @@ HierCpOption = typer.Option(
     None, "--hierarchical-context-parallel-sizes",
     help="with --cp-comm-type a2a+p2p: the all-to-all group's and the ring's ranks, e.g. 2,2 (product cp; Megatron "
          "--hierarchical-context-parallel-sizes)")
+StepBatchScheduleOption = typer.Option(
+    None, "--step-batch-size-schedule",
+    help="a batch-size ramp, Megatron-LM's spelling: 'THRESHOLD_TOKENS:GLOBAL_BATCH ...' (K/M/B/T suffixes), the first "
+         "at 0, e.g. '0:512 252M:1024 2.87T:2048'; each phase priced at its own batch, the plan at the last "
+         "(job field batch_size_schedule) (default: one batch)")
 LossLayersOption = typer.Option(
     None, "--loss-layers-in-pipeline-split", min=0,
     help="count the last chunk's end (output layer, loss, MTP modules) as N layers of the pipeline split (a Megatron "
@@ -310,6 +326,7 @@ def register(app: typer.Typer) -> None:
         hierarchical_cp_sizes: Optional[str] = HierCpOption,
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
+        step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -326,7 +343,8 @@ def register(app: typer.Typer) -> None:
             activation_model, attention, causal, headroom, reserve_gib, tokens, rank_order, calibration, tp_comm_overlap,
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
-            hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing)
+            hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing,
+            step_batch_size_schedule)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

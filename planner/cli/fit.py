@@ -11,7 +11,7 @@ import typer
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
 from .core import (CapacityFactorOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
-                   SplitEmbOption, SplitLossOption, load_job, parse_sizes)
+                   SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
         hierarchical_cp_sizes: Optional[str] = HierCpOption,
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
+        step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -144,6 +145,7 @@ def register(app: typer.Typer) -> None:
             cp_comm_type=cp_comm_type,
             hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
             pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
+            batch_size_schedule=parse_schedule(step_batch_size_schedule),
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")

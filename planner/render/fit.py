@@ -68,6 +68,24 @@ def emit_fit_row(res: dict, job, fmt: Format) -> None:
         out.print(f"  the same: planner explain {shlex.join(explain_args(job, res))}")
 
 
+def _ranked_by(objective: str, p0: dict) -> str:
+    if objective == "memory":
+        return "memory (the peak over the batch ramp's phases)" if p0.get("batch_size_schedule") else "memory"
+    if p0.get("batch_size_schedule"):  # search.step_times: each phase's steps at its own batch
+        return "the whole run's time over the batch ramp" + (" per token x GPUs (cost)" if objective == "cost" else "")
+    return "step time" if objective == "time" else objective
+
+
+def ramp_text(schedule: list) -> str:
+    """The fit table's line for a batch ramp: what was applied and what the columns mean."""
+    from ..batch_ramp import to_megatron, tokens_text
+
+    phases = ", ".join(f"{p['global_batch']:,} from {tokens_text(p['from_tokens'])}" for p in schedule)
+    return (f"batch ramp applied (--step-batch-size-schedule '{to_megatron([(p['from_tokens'], p['global_batch']) for p in schedule])}'): "
+            f"batch {phases} tokens; every plan passes the batch rules and fits at every phase; GiB/GPU: the peak over the phases; "
+            "step s, MFU, tokens/s: the last phase's; days: the whole run, each phase's steps at its own batch")
+
+
 def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     """The ranked plans."""
     c = result.counts
@@ -77,14 +95,17 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     out.print(
         f"[bold]{p0['model']}[/bold] on {gpus_text} x {p0['hardware']}, global batch {p0['global_batch']:,} x "
         f"{p0['seq_len']:,} tokens, {p0['precision']}, stack {p0.get('stack', 'megatron')}; "
-        f"ranked by {'step time' if result.objective == 'time' else result.objective}"
+        f"ranked by {_ranked_by(result.objective, p0)}"
     )
+    if p0.get("batch_size_schedule"):
+        out.print(f"  {ramp_text(p0['batch_size_schedule'])}")
     out.print(f"  {searched(result)}")
     for reason, n in sorted(c.reasons.items(), key=lambda kv: -kv[1]):
         out.print(f"    {n:>12,}  {reason}")
     if len(gpus_list) > 1:
         out.print("  one row per GPU count: its best plan (--format json lists the ranked rows)")
     tokens = rows[0]["throughput"].get("training_days") is not None
+    ramp = "training_days_ramp" in rows[0]["throughput"]  # a batch ramp: the run's days, memory's peak over its phases
     tab = Table(title_justify="left")
     cols = ["#", "TPxCPxPPxDP", "vpp", "sharding", "micro-batch", "recompute", "SP", "stack options"]
     show_ep = any("moe_capacity_factor" in r["plan"] for r in rows)  # a mixture-of-experts model
@@ -108,10 +129,11 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
             cells.insert(2, str(p["ep"]) + (f"/etp{etp}" if etp != p["tp"] else ""))
         if rank_order_shown:
             cells.append(p["rank_order"])
-        cells += [gib(m["total_bytes"], 1), f"{100 * m['total_bytes'] / m['capacity_bytes']:.0f}%",
+        peak = th["memory_peak_bytes_ramp"] if ramp else m["total_bytes"]
+        cells += [gib(peak, 1), f"{100 * peak / m['capacity_bytes']:.0f}%",
                   seconds(t["step_s"]), pct(th["mfu"]), f"{th['tokens_per_s']:,.0f}"]
         if tokens:
-            cells.append(f"{th['training_days']:,.1f}")
+            cells.append(f"{th['training_days_ramp' if ramp else 'training_days']:,.1f}")
         if len(gpus_list) > 1:
             cells.insert(1, f"{p['gpus']:,}")
         tab.add_row(*cells)
