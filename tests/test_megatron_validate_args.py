@@ -77,3 +77,21 @@ def test_grouped_gemm_below_compute_capability_8_is_refused(cli, tmp_path):
     resolve(Job(**job, hardware="a100-sxm-80gb"))
     with pytest.raises(PlannerError, match="moe_grouped_gemm on a100-as-sm70"):
         fit(Job(**job, hardware=str(p)), opts=SpaceOptions(tp=(2,), pp=(1,)), top=1)
+
+
+def test_local_core_attention_is_not_exported_without_a_model_megatron_builds():
+    """validate_args l. 436-437 runs --attention-backend local only with --spec local, from which
+    pretrain_gpt.py builds no model (gpt_builders.py l. 32-33): the export refuses the plan it used
+    to write as --attention-backend local alone (which rules.py ATTN_LOCAL refuses); the job is
+    still priced, and --transformer-impl local (Megatron-Core's own layers) is exported."""
+    from planner.cli.export import resolved_plan
+    from planner.trainers.export import export_plan
+    from planner.trainers.rules import megatron_script_errors
+
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", global_batch=64, seq_len=4096, attention="eager")
+    plan = resolved_plan(Job(**job, local_core_attention=True))
+    with pytest.raises(PlannerError, match=r"export megatron: local_core_attention: .*validate_args l. 436-437"):
+        export_plan(plan, "megatron")
+    text, _ = export_plan(resolved_plan(Job(**job, transformer_impl="local")), "megatron")
+    assert "--transformer-impl local" in text and "--attention-backend local" not in text
+    assert megatron_script_errors(text) == []

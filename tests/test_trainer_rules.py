@@ -116,6 +116,7 @@ def _keys(world=8, env=None, **flags):
     ("TORCH_DCP", 8, dict(ckpt_format="torch_dcp"), None),
     ("CE_TE", 8, dict(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te"), None),
     ("MLA_GQA", 8, dict(multi_latent_attention=True, group_query_attention=True, num_query_groups="8"), None),
+    ("ATTN_LOCAL", 8, dict(attention_backend="local"), None),
 ])
 def test_each_check_fires_on_arguments_that_break_it(key, world, flags, env):
     assert key in _keys(world, env, **flags)
@@ -138,6 +139,7 @@ def test_each_option_check_passes_where_megatron_does():
     assert _keys(hidden_size="4100", kv_channels="128") == []
     assert _keys(8, no_conn, ckpt_format="torch_dcp", **fsdp2) == []
     assert _keys(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="native") == []
+    assert _keys(attention_backend="local", spec="local") == []
     # and --use-torch-fsdp2 with --fp16 (l. 1046-1047), named among TORCH_FSDP2's reasons
     errs = megatron_errors({**BASE, **{"--" + k.replace("_", "-"): True for k in fsdp2}, "--fp16": True}, 8, no_conn)
     assert [k for k, _ in errs] == ["TORCH_FSDP2"] and "--use-torch-fsdp2 with --fp16" in errs[0][1]

@@ -639,7 +639,14 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if plan.get("transformer_impl") == "local":  # Megatron-Core's own layers (memory.py [12])
         args.append(("--transformer-impl", "local"))
     elif plan.get("local_core_attention"):
-        args.append(("--attention-backend", "local"))
+        # validate_args l. 436-437 runs --attention-backend local only with --spec local, which
+        # pretrain_gpt.py cannot build (gpt_builders.py l. 32-33: import_module takes a (module, name) pair)
+        raise _refuse(F, "local_core_attention: Megatron-LM @d98e8a64 runs --attention-backend local only with --spec "
+                         "local (megatron/training/arguments.py validate_args l. 436-437), and pretrain_gpt.py builds no "
+                         "model from it (gpt_builders.py l. 32-33, megatron/core/transformer/spec_utils.py import_module "
+                         "l. 41-48: a (module, name) pair)",
+                      "price the plan with transformer_impl local (--transformer-impl local) or attention eager "
+                      "(--attention-backend unfused)")
     elif plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
         args.append(("--attention-backend", "unfused"))
     elif plan.get("attention_kernel") and plan["attention_kernel"] != _auto_attention_kernel(plan):

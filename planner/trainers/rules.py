@@ -72,6 +72,7 @@ Sources (file @d98e8a64, what is asserted):
   TORCH_DCP      arguments.py l. 1667-1672: --ckpt-format torch_dcp only with --use-torch-fsdp2, tp 1, pp 1
   CE_TE          arguments.py l. 1697-1702: --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te
   MLA_GQA        arguments.py l. 1973-1974: --multi-latent-attention excludes --group-query-attention
+  ATTN_LOCAL     arguments.py l. 436-437: --attention-backend local only with --spec local
   (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
 """
 
@@ -112,6 +113,7 @@ SOURCES = {
     "TORCH_DCP": "megatron/training/arguments.py validate_args l. 1667-1672",
     "CE_TE": "megatron/training/arguments.py validate_args l. 1697-1702",
     "MLA_GQA": "megatron/training/arguments.py validate_args l. 1973-1974",
+    "ATTN_LOCAL": "megatron/training/arguments.py validate_args l. 436-437",
 }
 
 
@@ -261,6 +263,10 @@ def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str
         bad("CE_TE", "--cross-entropy-loss-fusion with --cross-entropy-fusion-impl te")
     if "--multi-latent-attention" in flags and "--group-query-attention" in flags:
         bad("MLA_GQA", "--multi-latent-attention with --group-query-attention")
+    spec = flags.get("--spec")
+    spec = (spec if isinstance(spec, list) else str(spec).split()) if spec not in (None, True) else []
+    if flags.get("--attention-backend") == "local" and spec[:1] != ["local"]:
+        bad("ATTN_LOCAL", "--attention-backend local without --spec local")
     return out
 
 
