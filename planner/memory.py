@@ -237,7 +237,8 @@ References
      peak (out_act) and a layer's backward buffer; where it is larger the excess is in output_activations. The output
      layer's own saved input (the final norm's output, 2 T h / sp) is in both moments and counted in neither (the
      stack's output_saves_norm_out false). Without FSDP only, as [uf].
-[dw] Transformer Engine's dummy weight gradients (stack memory.te_dummy_wgrads; job gradient_accumulation_fusion on):
+[dw] Transformer Engine's dummy weight gradients (stack memory.te_dummy_wgrads; job gradient_accumulation_fusion on, and
+     not fixed off by the plan's sharding mode: Megatron's torch_fsdp2, stack_db runs.sharding job_settings, stacks.mode_value):
      with fused accumulation the wgrad GEMM writes into the parameter's main_grad, and because Megatron's DDP sets
      grad_added_to_main_grad on every trainable parameter (distributed_data_parallel.py @d98e8a64 l. 187; Megatron-FSDP
      megatron_fsdp.py l. 343) each TE linear returns get_dummy_wgrad(main_grad.shape, weight.dtype) to autograd
@@ -443,7 +444,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import kernel_bytes, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import kernel_bytes, mode_value, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -1377,7 +1378,8 @@ def _dummy_wgrads(per: _PerLayer, counts, holds_output) -> np.ndarray:
         for n2, k2, on2 in entries[:j]:
             seen = seen | (on2 & (n2 == n) & (k2 == k))
         total = total + np.where(on & ~seen, n * k, 0.0)
-    return ACT_BYTES * total
+    # none where the plan's sharding mode runs the accumulation unfused (Megatron's --use-torch-fsdp2)
+    return ACT_BYTES * total * mode_value(stack_of(per.settings), per.plan, "gradient_accumulation_fusion", True)
 
 
 def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):

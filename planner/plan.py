@@ -1107,13 +1107,64 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
     return settings
 
 
-def stack_for_states(job: Job, stack):
+def given_setting(job: Job, name: str):
+    """The job's own value of a ModeSetting's field (schema.ModeSetting), None where it leaves it
+    out (a field it does not set, or sets to null)."""
+    return getattr(job, name) if name in job.model_fields_set else None
+
+
+def stack_for_settings(job: Job, stack, where: str = ""):
+    """The stack without the sharding modes whose trainer refuses a setting the job gives
+    (stack_db runs.sharding job_settings, other refused: Megatron's --use-torch-fsdp2 with the
+    gradient-accumulation fusion, its DDP with --fp8-param-gather), each left-out mode's
+    refusal cited first among the stack's sources, so `fit` never ranks it and `check` never
+    suggests it; a job that names such a mode (sharding_mode, or a sharding level whose every
+    mode refuses it) is refused, naming the trainer's check."""
+    runs = stack.runs if stack is not None else None
+    if runs is None:
+        return stack
+    keep, why = [], []
+    for m in runs.sharding:
+        bad = [x for x in m.job_settings if x.other == "refused" and given_setting(job, x.setting) not in (None, x.value)]
+        if not bad:
+            keep.append(m)
+            continue
+        x = bad[0]
+        msg = f"sharding mode {m.name} with {x.setting} {str(not x.value).lower()}: stack {stack.name}'s trainer refuses it ({x.source})"
+        hint = f"leave {x.setting} out (the mode runs it {str(x.value).lower()}), or choose another sharding mode"
+        if job.sharding_mode == m.name:
+            raise PlannerError(f"{where}{msg}", hint)
+        why.append((m, msg, hint))
+    if not why:
+        return stack
+    if job.sharding_mode is None and "sharding" in job.model_fields_set and not any(m.level == job.sharding for m in keep):
+        _, msg, hint = next(w for w in why if w[0].level == job.sharding)
+        raise PlannerError(f"{where}sharding {job.sharding}: {msg}", hint)
+    return stack.model_copy(update={"runs": runs.model_copy(update={
+        "sharding": keep, "sources": [f"{msg} (left out of the search)" for _, msg, _ in why] + list(runs.sources)})})
+
+
+def overridden_settings(job: Job, stack, smode: int) -> list[str]:
+    """Notes for the settings the job gives that its plan's sharding mode runs otherwise (stack_db
+    runs.sharding job_settings, other overridden: Megatron turns --fp8-param-gather off under
+    --use-torch-fsdp2); the cost models price the mode's value (schema.ShardingMode._settings_priced)."""
+    runs = stack.runs if stack is not None else None
+    if runs is None or not 0 <= smode < len(runs.sharding):
+        return []
+    m = runs.sharding[smode]
+    return [f"{x.setting} {str(not x.value).lower()} under sharding mode {m.name}: the trainer runs it "
+            f"{str(x.value).lower()} ({x.source}); priced and exported so"
+            for x in m.job_settings if x.other == "overridden" and given_setting(job, x.setting) not in (None, x.value)]
+
+
+def stack_for_states(job: Job, stack, where: str = ""):
     """The stack as it runs the job's model states (job.bytes_per_param, else the stack's
     default): with Adam moments below fp32 (optimizer < 8 B) beside a master copy on a stack that keeps them under
     some sharding modes only (stack_db runs.low_precision_moments: Megatron's precision-aware
     optimizer needs the distributed optimizer, megatron/core/optimizer/__init__.py @d98e8a64
     l. 1057), only those modes, the restriction cited first among the stack's sources; else
     the stack itself."""
+    stack = stack_for_settings(job, stack, where)
     runs = stack.runs if stack is not None else None
     lpm = runs.low_precision_moments if runs is not None else None
     if lpm is None:
@@ -1165,7 +1216,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
-    stack = stack_for_states(job, stack)
+    stack = stack_for_states(job, stack, where)
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -1212,6 +1263,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where)
+    warnings += overridden_settings(job, stack, int(plan.smode))
     code = int(rule_codes(model, job.gpus, stack, plan))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan)
@@ -1229,6 +1281,11 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
         if why is not None:
             raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
+    if job.moe_grouped_gemm and hw.capability is not None and hw.capability < (8, 0):
+        raise PlannerError(f"{where}moe_grouped_gemm on {hw.name} (compute capability {hw.compute_capability}): Megatron "
+                           "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
+                           "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
+                           "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
     bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings,
                                      FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
     _split_warnings(model, job, plan, warnings, stack)
@@ -1537,6 +1594,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
     def g(name):
         return int(at(getattr(plan, name)))
 
+    fixed = mode_settings(settings, g("smode"))
     return {
         "model": settings.model.name,
         "hardware": settings.hardware.name,
@@ -1598,13 +1656,15 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
         **({"cuda_graph_impl": settings.cuda_graph_impl, "cuda_graph_scope": list(settings.cuda_graph_scope)}
            if settings.cuda_graph_impl != "none" else {}),
-        **({"fp8_param_gather": True} if settings.fp8_param_gather else {}),
+        # as the plan's sharding mode runs them (stack_db runs.sharding job_settings: Megatron's --use-torch-fsdp2
+        # turns --fp8-param-gather off and needs --no-gradient-accumulation-fusion)
+        **({"fp8_param_gather": True} if settings.fp8_param_gather and fixed.get("fp8_param_gather") is not False else {}),
         **({"fp4_param_gather": True} if settings.fp4_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         # the fusion switches a job turned off (the stack's fused kernels are the default)
-        **{name: False for name in FUSION_SWITCHES if not getattr(settings, name)},
+        **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
@@ -1634,6 +1694,15 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "hardware_file": settings.hardware_file,
         "hardware_sha256": settings.hardware_sha256,
     }
+
+
+def mode_settings(settings: Settings, smode: int) -> dict:
+    """{job setting: the value the plan's sharding mode runs it at} (stack_db runs.sharding
+    job_settings); empty for a mode that fixes none, or a stack that lists no modes."""
+    runs = settings.stack.runs if settings.stack is not None else None
+    if runs is None or not 0 <= smode < len(runs.sharding):
+        return {}
+    return {x.setting: x.value for x in runs.sharding[smode].job_settings}
 
 
 def _mode_name(settings: Settings, smode: int):

@@ -1273,6 +1273,21 @@ Sharding = Literal["none", "zero1", "zero2", "fsdp", "hsdp"]
 Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe"]
 
 
+class ModeSetting(BaseModel):
+    """A job setting the trainer runs at one value only under a sharding mode (issue 22): a job
+    that leaves the setting out runs the mode at `value` (priced and exported so); one that sets
+    the other value is refused under the mode (`other: refused`: the trainer's start-up check
+    fails, so `fit` plans such a job without the mode) or runs `value` in its place (`other:
+    overridden`: the trainer turns it off with a warning, priced as it runs, with a note)."""
+
+    model_config = Strict
+    setting: Literal["gradient_accumulation_fusion", "fp8_param_gather"] = Field(
+        description="the Job field (Megatron --no-gradient-accumulation-fusion, --fp8-param-gather)")
+    value: bool = Field(description="the value the trainer runs the mode with")
+    other: Literal["refused", "overridden"] = Field(description="what the trainer does with the other value")
+    source: str = Field(min_length=1, description="the trainer's check at a commit, file, lines and its message")
+
+
 class ShardingMode(BaseModel):
     """One data-parallel sharding mode a stack runs (issue 22): the stack's own name for it,
     its ZeRO level (`level`: which states it shards at rest, over which group), when it moves
@@ -1295,8 +1310,33 @@ class ShardingMode(BaseModel):
     replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
         default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
                                   "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
+    job_settings: list[ModeSetting] = Field(
+        default_factory=list, description="job settings the trainer runs at one value only under this mode "
+                                          "(planner/stacks.py mode_setting, plan.stack_for_settings)")
     spelling: str = Field(description="the trainer's own flags or keys for it")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _settings_priced(self):
+        """A mode that runs a job setting other than the job's default (a job leaving it out runs
+        the mode's value) must be an fsdp or hsdp one: below FSDP the cost models read
+        gradient_accumulation_fusion and fp8_param_gather per job only (step.py [11] in the layer
+        times grouped without the mode, [12]; memory.py [uf], [ow], [11]), under FSDP they price
+        neither but TE's cached dummy weight gradients of the fused accumulation, which read the
+        plan's mode (memory.py [dw], stacks.mode_value)."""
+        names = [s.setting for s in self.job_settings]
+        if len(set(names)) != len(names):
+            raise ValueError(f"sharding mode {self.name}: a job setting listed twice in job_settings")
+        for s in self.job_settings:
+            if (s.other == "overridden" or s.value != MODE_SETTING_DEFAULTS[s.setting]) and self.level not in ("fsdp", "hsdp"):
+                raise ValueError(f"sharding mode {self.name} ({self.level}) runs {s.setting} {str(s.value).lower()} for a "
+                                 "job that says otherwise or nothing: priced per job below FSDP, so only an fsdp or hsdp "
+                                 "mode may (refuse the other value instead)")
+        return self
+
+
+# a job's value of a ModeSetting's field where it leaves the field out (plan.Settings)
+MODE_SETTING_DEFAULTS = {"gradient_accumulation_fusion": True, "fp8_param_gather": False}
 
 
 class ScheduleSpelling(BaseModel):

@@ -862,7 +862,15 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
     """A pinned value that no plan of this model can use is bad input (exit 2), not "no plan
     fits" (exit 1): tp must divide the attention heads and divide, or be a multiple of, the
     KV heads; cp must divide the sequence length; pp at most the layers. Returns what the job
-    left out and was assumed (its training length: plan._seq_len), the job's, not a row's."""
+    left out and was assumed (its training length: plan._seq_len), the job's, not a row's. A
+    pinned sharding mode whose trainer refuses a setting the job gives is refused naming the
+    check (plan.stack_for_settings), not reported as unknown."""
+    from .catalog import load_stack
+    from .plan import stack_for_settings
+
+    for n in opts.sharding or ():
+        if job.sharding_mode is None:
+            stack_for_settings(job.model_copy(update={"sharding_mode": n}), load_stack(job.stack), where)
     settings, _, seq, _ = settings_for(job, where=where)
     m = settings.model
     a, k, L = m.num_attention_heads, m.kv_heads, m.num_layers

@@ -490,7 +490,7 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     in sequences, seq_len, warnings)."""
     from .plan import stack_for_states
 
-    runs = stack_for_states(job, load_stack(job.stack)).runs  # the modes the job's model-state preset runs under
+    runs = stack_for_states(job, load_stack(job.stack), where).runs  # the modes the job's model-state preset and settings run under
     # a2a+p2p's sizes fix cp (start-up rule MEGATRON_HCP_SIZES), which the probe's cp 1 would break: the
     # probe resolves without the variant, laid on its stack after (planner/cp_comm_type.py), and the
     # search's rule masks every other cp

@@ -108,6 +108,20 @@ def _mode_column(stack: Stack, pick) -> np.ndarray | None:
     return np.array([pick(m) for m in runs.sharding], dtype=np.float64)
 
 
+def mode_value(stack: Stack, plan, setting: str, given: bool) -> np.ndarray:
+    """The value of job setting `setting` each plan runs, a boolean array of the plan's shape: its
+    sharding mode's where the mode fixes it (stack_db runs.sharding job_settings, schema.ModeSetting:
+    Megatron runs --use-torch-fsdp2 without the gradient-accumulation fusion whatever the job leaves
+    out), else `given`, the job's resolved setting (a job that sets the other value of a refused one
+    never reaches the cost models: plan.stack_for_settings)."""
+    nan = float("nan")
+    col = _mode_column(stack, lambda m: next((float(x.value) for x in m.job_settings if x.setting == setting), nan))
+    if col is None or bool(np.isnan(col).all()):  # a stack setting: no mode fixes it
+        return np.full(np.shape(plan.tp), bool(given))
+    v = col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)]
+    return np.where(np.isnan(v), bool(given), v > 0)
+
+
 def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
     """When the plan's sharding mode (stack_db runs.sharding[plan.smode]) moves its states,
     as boolean arrays of the plan's shape; a field the mode leaves out (schema.ShardingMode)

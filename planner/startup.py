@@ -77,6 +77,12 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   MEGATRON_P2P_OVERLAP_PP   arguments.py validate_args l. 1000-1009: with virtual stages and
                             --no-overlap-p2p-communication (the job's pp_p2p_overlap false) pp must
                             be > 2 (two sends and receives between the same two ranks in one batch)
+  MEGATRON_MTP_POSITION     arguments.py validate_args l. 882-886: --mtp-num-layers only with
+                            --position-embedding-type rope or none (a model setting: it masks every
+                            candidate of such a model)
+  (the job settings a sharding mode runs at one value, --use-torch-fsdp2 without the gradient-
+  accumulation fusion, DDP without --fp8-param-gather, are the stack's data, stack_db runs.sharding
+  job_settings, applied by plan.stack_for_settings before these rules)
 DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   DEEPSPEED_PP_ZERO         deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and
                             ZeRO-3 are incompatible with pipeline parallelism'
@@ -409,6 +415,24 @@ RULES = RULES + (
         "multiple p2p sends and recvs between same 2 ranks per communication batch')",
         "use pp > 2, or vpp 1, or leave the p2p overlap on (pp_p2p_overlap: drop --no-overlap-p2p-communication)",
         _p2p_overlap_pp),
+)
+def _mtp_position(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MTP_POSITION: multi-token prediction modules (the model's mtp_layers, the job's
+    with with_mtp) on a model whose position embedding is neither rotary nor none (a model
+    setting: every candidate alike)."""
+    bad = model is not None and bool(model.mtp_layers) and model.position_embedding not in ("rope", "none")
+    return np.full(np.shape(plan.tp), bad, dtype=bool)
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_MTP_POSITION", "megatron",
+        "Megatron runs multi-token prediction only with rotary or no position embeddings",
+        f"{MEGATRON_COMMIT} megatron/training/arguments.py validate_args l. 882-886 ('Multi-Token Prediction (MTP) is "
+        "not supported with {position_embedding_type} position embedding type. The supported position embedding types "
+        "are rope and none.')",
+        "leave mtp_layers out (--mtp-layers 0), or use a model with rotary position embeddings",
+        _mtp_position),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

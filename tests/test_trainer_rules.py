@@ -105,10 +105,44 @@ def _keys(world=8, env=None, **flags):
     ("LAYOUT", 8, dict(pipeline_model_parallel_size="2", pipeline_model_parallel_layout="Et*15|t*16L"), None),
     ("INTERLEAVED", 8, dict(pipeline_model_parallel_size="4", num_virtual_stages_per_pipeline_rank="2",
                             global_batch_size="6", micro_batch_size="1"), None),
+    ("MTP_POSITION", 8, dict(mtp_num_layers="1"), None),  # --position-embedding-type's default: learned_absolute
+    ("FP8_PARAMS", 8, dict(fp8_format="hybrid", fp8_param_gather=True), None),
+    ("FP4", 8, dict(fp4_format="e2m1", fp8_format="hybrid"), None),
+    ("FP4", 8, dict(fp4_param_gather=True), None),
+    ("RECOMPUTE", 8, dict(tensor_model_parallel_size="2", sequence_parallel=True, distribute_saved_activations=True,
+                          recompute_granularity="full"), None),
+    ("RECOMPUTE", 8, dict(recompute_activations=True, recompute_method="uniform"), None),
+    ("KV_CHANNELS", 8, dict(hidden_size="4100"), None),
+    ("TORCH_DCP", 8, dict(ckpt_format="torch_dcp"), None),
+    ("CE_TE", 8, dict(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te"), None),
+    ("MLA_GQA", 8, dict(multi_latent_attention=True, group_query_attention=True, num_query_groups="8"), None),
+    ("ATTN_LOCAL", 8, dict(attention_backend="local"), None),
 ])
 def test_each_check_fires_on_arguments_that_break_it(key, world, flags, env):
     assert key in _keys(world, env, **flags)
     assert _keys() == []  # the base arguments pass
+
+
+def test_each_option_check_passes_where_megatron_does():
+    """The option checks fire only as validate_args does: MTP with rotary embeddings, fp8 parameters
+    under the distributed optimizer or torch FSDP2, NVFP4 parameters with --fp4-format, the
+    distributed saved activations with tp > 1, full recompute and a method, an explicit
+    --kv-channels, torch_dcp under torch FSDP2 at tp 1 and pp 1, the native fused loss."""
+    fsdp2 = dict(use_torch_fsdp2=True, no_gradient_accumulation_fusion=True, untie_embeddings_and_output_weights=True)
+    no_conn = {"CUDA_DEVICE_MAX_CONNECTIONS": "8"}
+    assert _keys(mtp_num_layers="1", position_embedding_type="rope") == []
+    assert _keys(fp8_format="hybrid", fp8_param_gather=True, use_distributed_optimizer=True) == []
+    assert _keys(8, no_conn, fp8_format="hybrid", fp8_param_gather=True, **fsdp2) == []
+    assert _keys(fp4_format="e2m1", fp4_param_gather=True, use_distributed_optimizer=True) == []
+    assert _keys(tensor_model_parallel_size="2", sequence_parallel=True, distribute_saved_activations=True,
+                 recompute_granularity="full", recompute_method="uniform") == []
+    assert _keys(hidden_size="4100", kv_channels="128") == []
+    assert _keys(8, no_conn, ckpt_format="torch_dcp", **fsdp2) == []
+    assert _keys(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="native") == []
+    assert _keys(attention_backend="local", spec="local") == []
+    # and --use-torch-fsdp2 with --fp16 (l. 1046-1047), named among TORCH_FSDP2's reasons
+    errs = megatron_errors({**BASE, **{"--" + k.replace("_", "-"): True for k in fsdp2}, "--fp16": True}, 8, no_conn)
+    assert [k for k, _ in errs] == ["TORCH_FSDP2"] and "--use-torch-fsdp2 with --fp16" in errs[0][1]
 
 
 def test_the_planner_and_megatron_refuse_the_mapping_with_cp_alike():

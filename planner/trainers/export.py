@@ -334,7 +334,9 @@ MEGATRON_MODE_FLAGS = {  # stack_db megatron runs.sharding, as argument words
                                          ("--ckpt-format", "fsdp_dtensor")],
     "megatron_fsdp_hsdp": [("--use-megatron-fsdp", None), ("--data-parallel-sharding-strategy", "optim_grads_params"),
                            ("--ckpt-format", "fsdp_dtensor")],
-    "torch_fsdp2": [("--use-torch-fsdp2", None), ("--no-gradient-accumulation-fusion", None), ("--ckpt-format", "torch_dist")],
+    # (--no-gradient-accumulation-fusion, which it needs: the plan's gradient_accumulation_fusion false, from the mode's
+    # job_settings, plan.plan_dict)
+    "torch_fsdp2": [("--use-torch-fsdp2", None), ("--ckpt-format", "torch_dist")],
 }
 
 
@@ -556,14 +558,15 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         args.append(("--fp4-param-gather", None))
     if plan.get("moe_grouped_gemm"):
         args.append(("--moe-grouped-gemm", None))
-    # the fusion switches the plan turned off (megatron.py [6]; under --use-torch-fsdp2 its mode writes the last)
+    # the fusion switches the plan turned off (megatron.py [6]; the last also where its sharding mode runs it off:
+    # --use-torch-fsdp2, plan.plan_dict)
     if plan.get("apply_rope_fusion") is False:
         args.append(("--no-rope-fusion", None))
     if plan.get("bias_activation_fusion") is False:  # argument_utils.py l. 314-319: the one --swiglu reads
         args.append(("--no-bias-swiglu-fusion" if model.gated_mlp else "--no-bias-gelu-fusion", None))
     if plan.get("bias_dropout_fusion") is False:
         args.append(("--no-bias-dropout-fusion", None))
-    if plan.get("gradient_accumulation_fusion") is False and plan.get("sharding_mode") != "torch_fsdp2":
+    if plan.get("gradient_accumulation_fusion") is False:
         args.append(("--no-gradient-accumulation-fusion", None))
     if plan.get("defer_embedding_wgrad") is not None:
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
@@ -643,7 +646,14 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if plan.get("transformer_impl") == "local":  # Megatron-Core's own layers (memory.py [12])
         args.append(("--transformer-impl", "local"))
     elif plan.get("local_core_attention"):
-        args.append(("--attention-backend", "local"))
+        # validate_args l. 436-437 runs --attention-backend local only with --spec local, which
+        # pretrain_gpt.py cannot build (gpt_builders.py l. 32-33: import_module takes a (module, name) pair)
+        raise _refuse(F, "local_core_attention: Megatron-LM @d98e8a64 runs --attention-backend local only with --spec "
+                         "local (megatron/training/arguments.py validate_args l. 436-437), and pretrain_gpt.py builds no "
+                         "model from it (gpt_builders.py l. 32-33, megatron/core/transformer/spec_utils.py import_module "
+                         "l. 41-48: a (module, name) pair)",
+                      "price the plan with transformer_impl local (--transformer-impl local) or attention eager "
+                      "(--attention-backend unfused)")
     elif plan.get("attention") == "eager":  # unfused core attention (megatron.py [4])
         args.append(("--attention-backend", "unfused"))
     elif plan.get("attention_kernel") and plan["attention_kernel"] != _auto_attention_kernel(plan):

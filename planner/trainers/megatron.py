@@ -1008,12 +1008,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["cross_entropy_fusion"] = True
     if "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
         job["moe_grouped_gemm"] = True
-    if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11])
-        if "--use-torch-fsdp2" in flags:
-            assumed.append("fp8_param_gather=false: Megatron turns --fp8-param-gather off under --use-torch-fsdp2 with "
-                           "TE >= 2.0 (arguments.py: 'will fallback to bf16 all_gather')")
-        else:
-            job["fp8_param_gather"] = True
+    if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11]; under a mode that runs it off: _mode_settings)
+        job["fp8_param_gather"] = True
     if "--fp4-param-gather" in flags:  # NVFP4 weights (planner/memory.py [11], step.py [12])
         job["fp4_param_gather"] = True
 
@@ -1318,6 +1314,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                    f"{'tp-cp-ep-pp-dp' if '--use-tp-pp-dp-mapping' in flags else 'tp-cp-ep-dp-pp'}")
     _attention(flags, where, job, assumed)
     _fusions(flags, spec, job, ignored, not_modelled, assumed)
+    _mode_settings(flags, job, assumed)
     for flag, key in (("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split"),
                       ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split")):
         if flag in flags:
@@ -1374,7 +1371,7 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
       --no-bias-gelu-fusion              l. 314-319 reads the one that matches --swiglu);
       --no-bias-dropout-fusion           bias_dropout_fusion false;
       --no-gradient-accumulation-fusion  gradient_accumulation_fusion false (under --use-torch-fsdp2, which requires it,
-                                         arguments.py l. 1040-1041, the FSDP gradient path priced already: left unset);
+                                         arguments.py l. 1040-1041, left unset: _mode_settings);
       --no-masked-softmax-fusion         Megatron-Core's own DotProductAttention only (dot_product_attention.py
                                          l. 104): ignored with TE's attention, not modelled with the local one;
       --no-persist-layer-norm            Megatron-Core's FusedLayerNorm only (fused_layer_norm.py l. 99-135): ignored
@@ -1399,12 +1396,8 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
                          f" {'with' if swiglu else 'without'} --swiglu (argument_utils.py l. 314-319)")
     if "--no-bias-dropout-fusion" in flags:
         job["bias_dropout_fusion"] = False
-    if "--no-gradient-accumulation-fusion" in flags:
-        if job.get("sharding_mode") == "torch_fsdp2":
-            assumed.append("gradient_accumulation_fusion: --no-gradient-accumulation-fusion is required with "
-                           "--use-torch-fsdp2 (arguments.py l. 1040-1041); FSDP's gradient path is priced")
-        else:
-            job["gradient_accumulation_fusion"] = False
+    if "--no-gradient-accumulation-fusion" in flags:  # under a mode that requires it: _mode_settings
+        job["gradient_accumulation_fusion"] = False
     if "--no-masked-softmax-fusion" in flags:
         if job.get("local_core_attention"):
             not_modelled.append("--no-masked-softmax-fusion (Megatron-Core's DotProductAttention scales, masks and "
@@ -1419,6 +1412,35 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
         else:
             ignore("--no-persist-layer-norm", "read only by Megatron-Core's FusedLayerNorm (fused_layer_norm.py "
                                               "l. 99-135); Transformer Engine's norms run")
+
+
+def _mode_settings(flags: dict, job: dict, assumed: list) -> None:
+    """The job settings the script's sharding mode runs at one value (stack_db megatron
+    runs.sharding job_settings, schema.ModeSetting), read as Megatron runs them: the setting as
+    the flags give it (Megatron's defaults: --no-gradient-accumulation-fusion is store_false, the
+    fusion on, arguments.py l. 2944-2948; --fp8-param-gather off) is left out of the job where the
+    mode runs that value anyway (--use-torch-fsdp2 with --no-gradient-accumulation-fusion: listed as
+    assumed), left out with a note where the mode overrides it (--fp8-param-gather under
+    --use-torch-fsdp2), and kept where the mode refuses it (the fusion on under --use-torch-fsdp2,
+    --fp8-param-gather under DDP), so that the job is refused naming Megatron's check."""
+    from ..catalog import load_stack
+
+    given = {"gradient_accumulation_fusion": "--no-gradient-accumulation-fusion" not in flags,
+             "fp8_param_gather": "--fp8-param-gather" in flags}
+    flag = {"gradient_accumulation_fusion": "--no-gradient-accumulation-fusion", "fp8_param_gather": "--fp8-param-gather"}
+    mode = next(m for m in load_stack("megatron").runs.sharding if m.name == job["sharding_mode"])
+    for x in mode.job_settings:
+        v = given[x.setting]
+        if v == x.value:
+            if job.pop(x.setting, None) is not None:
+                assumed.append(f"{x.setting}: {flag[x.setting]} is what sharding mode {mode.name} requires ({x.source}); "
+                               "priced as the mode runs it")
+        elif x.other == "overridden":
+            job.pop(x.setting, None)
+            assumed.append(f"{x.setting}={str(x.value).lower()}: Megatron runs sharding mode {mode.name} so whatever "
+                           f"{flag[x.setting]} says ({x.source})")
+        else:
+            job[x.setting] = v  # refused by resolve (plan.stack_for_settings), naming the check
 
 
 def _state_bytes(flags: dict, where: str, job: dict, assumed: list[str], unmodelled: list[str]) -> None:

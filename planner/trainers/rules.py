@@ -60,6 +60,20 @@ Sources (file @d98e8a64, what is asserted):
                  interleaving: micro-batches M >= the group size (default pp), and M % pp == 0
   P2P_OVERLAP    arguments.py l. 1000-1009: virtual stages with --no-overlap-p2p-communication need
                  pp > 2
+  MTP_POSITION   arguments.py l. 882-886: --mtp-num-layers > 0 with --position-embedding-type rope or
+                 none (the default is learned_absolute, l. 2397)
+  FP8_PARAMS     arguments.py l. 1095-1097: --fp8-param-gather needs the distributed optimizer,
+                 --use-torch-fsdp2 or --use-megatron-fsdp
+  FP4            arguments.py l. 1100-1105: --fp4-format excludes --fp8-format; --fp4-param-gather
+                 needs --fp4-format
+  RECOMPUTE      arguments.py l. 1410-1428: --distribute-saved-activations needs tp > 1, full
+                 recompute and a --recompute-method; selective recompute takes no method
+  KV_CHANNELS    arguments.py l. 1331-1333: without --kv-channels the hidden size divides by the heads
+  TORCH_DCP      arguments.py l. 1667-1672: --ckpt-format torch_dcp only with --use-torch-fsdp2, tp 1, pp 1
+  CE_TE          arguments.py l. 1697-1702: --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te
+  MLA_GQA        arguments.py l. 1973-1974: --multi-latent-attention excludes --group-query-attention
+  ATTN_LOCAL     arguments.py l. 436-437: --attention-backend local only with --spec local
+  (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
 """
 
 from __future__ import annotations
@@ -91,6 +105,15 @@ SOURCES = {
     "LAYOUT": "megatron/core/transformer/pipeline_parallel_layer_layout.py validate_layer_layout",
     "INTERLEAVED": "megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_with_interleaving",
     "P2P_OVERLAP": "megatron/training/arguments.py validate_args l. 1000-1009",
+    "MTP_POSITION": "megatron/training/arguments.py validate_args l. 882-886",
+    "FP8_PARAMS": "megatron/training/arguments.py validate_args l. 1095-1097",
+    "FP4": "megatron/training/arguments.py validate_args l. 1100-1105",
+    "RECOMPUTE": "megatron/training/arguments.py validate_args l. 1410-1428",
+    "KV_CHANNELS": "megatron/training/arguments.py validate_args l. 1331-1333",
+    "TORCH_DCP": "megatron/training/arguments.py validate_args l. 1667-1672",
+    "CE_TE": "megatron/training/arguments.py validate_args l. 1697-1702",
+    "MLA_GQA": "megatron/training/arguments.py validate_args l. 1973-1974",
+    "ATTN_LOCAL": "megatron/training/arguments.py validate_args l. 436-437",
 }
 
 
@@ -179,7 +202,7 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
             ("pp > 1", pp > 1), ("ep > 1", ep > 1), ("--use-distributed-optimizer", "--use-distributed-optimizer" in flags),
             ("gradient-accumulation fusion on", "--no-gradient-accumulation-fusion" not in flags),
             (f"--ckpt-format {ckpt}", ckpt not in ("torch_dist", "torch_dcp")),
-            ("tied embeddings", "--untie-embeddings-and-output-weights" not in flags),
+            ("tied embeddings", "--untie-embeddings-and-output-weights" not in flags), ("--fp16", "--fp16" in flags),
             ("CUDA_DEVICE_MAX_CONNECTIONS=1", conn == "1")) if broken]
         if why:
             bad("TORCH_FSDP2", f"--use-torch-fsdp2 with {', '.join(why)}")
@@ -205,7 +228,45 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
             bad("EXPERTS", f"--num-experts {experts} is not a multiple of --expert-model-parallel-size {ep}")
     if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
         bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
+    out += _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt)
     out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
+    return out
+
+
+def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str, str]]:
+    """validate_args' checks of single options against the plan (MTP_POSITION .. MLA_GQA)."""
+    out: list[tuple[str, str]] = []
+
+    def bad(key, msg):
+        out.append((key, f"{msg} ({COMMIT} {SOURCES[key]})"))
+
+    pos = flags.get("--position-embedding-type", "learned_absolute")
+    if (_i(flags, "--mtp-num-layers", 0) or 0) > 0 and pos not in ("rope", "none"):
+        bad("MTP_POSITION", f"--mtp-num-layers with --position-embedding-type {pos}")
+    if "--fp8-param-gather" in flags and not (distopt or fsdp2):
+        bad("FP8_PARAMS", "--fp8-param-gather without the distributed optimizer, --use-torch-fsdp2 or --use-megatron-fsdp")
+    if "--fp4-format" in flags and "--fp8-format" in flags:
+        bad("FP4", "--fp4-format with --fp8-format")
+    if "--fp4-param-gather" in flags and "--fp4-format" not in flags:
+        bad("FP4", "--fp4-param-gather without --fp4-format")
+    granularity = flags.get("--recompute-granularity", "selective" if "--recompute-activations" in flags else None)
+    if "--distribute-saved-activations" in flags and (tp <= 1 or granularity != "full" or "--recompute-method" not in flags):
+        bad("RECOMPUTE", "--distribute-saved-activations needs tp > 1, --recompute-granularity full and --recompute-method")
+    if granularity == "selective" and "--recompute-method" in flags:
+        bad("RECOMPUTE", "--recompute-method with selective recompute")
+    hidden = _i(flags, "--hidden-size")
+    if "--kv-channels" not in flags and hidden is not None and heads and hidden % heads:
+        bad("KV_CHANNELS", f"--hidden-size {hidden} is not divisible by --num-attention-heads {heads} (no --kv-channels)")
+    if ckpt == "torch_dcp" and (not fsdp2 or tp > 1 or pp > 1):
+        bad("TORCH_DCP", f"--ckpt-format torch_dcp needs --use-torch-fsdp2 with tp 1 and pp 1 (tp {tp}, pp {pp})")
+    if "--cross-entropy-loss-fusion" in flags and flags.get("--cross-entropy-fusion-impl", "native") == "te":
+        bad("CE_TE", "--cross-entropy-loss-fusion with --cross-entropy-fusion-impl te")
+    if "--multi-latent-attention" in flags and "--group-query-attention" in flags:
+        bad("MLA_GQA", "--multi-latent-attention with --group-query-attention")
+    spec = flags.get("--spec")
+    spec = (spec if isinstance(spec, list) else str(spec).split()) if spec not in (None, True) else []
+    if flags.get("--attention-backend") == "local" and spec[:1] != ["local"]:
+        bad("ATTN_LOCAL", "--attention-backend local without --spec local")
     return out
 
 
