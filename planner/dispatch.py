@@ -61,8 +61,9 @@ Approximations (named): the H800 efficiencies of DeepEP applied to other GPUs' l
 (Hybrid-EP's README measures DeepEP on GB200 at 24 SMs lower: 351 / 513 / 426 GB/s fp8 /
 bf16 / combine at 8 ranks, 51-75% of the H800 fractions); Hybrid-EP's H100 and GB200 fractions
 likewise; the tables' token counts (4096 normal, 128 low-latency) for every token count.
-Not modelled: the dispatchers' host synchronisation and launch overheads; DeepEP's SM
-budget's effect on the compute beside it; the pod layer for DeepEP's RDMA traffic.
+Not modelled: DeepEP's SM budget's effect on the compute beside it; the pod layer for
+DeepEP's RDMA traffic. The dispatchers' host synchronisation and the launch time it exposes
+are priced apart, by step.moe_host (the same for every dispatcher).
 
 References
 [1] NVIDIA Megatron-LM megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137):

@@ -57,8 +57,8 @@ another, layer by layer: the forward dispatch and combine of a layer hide behind
 micro-batch's backward compute of a layer, its backward ones behind a layer's forward
 compute, each at the stack's exposed share (step._hide). Passes with no partner run alone,
 their all-to-alls exposed (alone_pass_share). Applied where Megatron-Core allows it
-(ep_overlap_applies); DeepSeek's DualPipe and --delay-wgrad-compute (the weight gradients
-deferred to widen the backward's window) are not modelled.
+(ep_overlap_applies); DeepSeek's DualPipe overlaps them likewise (below); --delay-wgrad-compute
+(the weight gradients deferred to widen the backward's window) is not modelled.
 
 Expert gradients. Reduced (DDP all-reduce, ZeRO reduce-scatter + all-gather, FSDP per
 micro-batch) over the expert-data-parallel ranks (expert_shard; DDP: expert_dp), at their place
@@ -75,9 +75,10 @@ and fp8 dispatch are the dispatcher's (planner/dispatch.py: DeepEP's kernels are
 The folded group's placement is approximated where it straddles an axis of the grid
 (_folded_stride: the same span and members per NVLink domain). Not modelled: the shared
 experts' own TP all-gather / reduce-scatter under SP (Megatron SharedExpertMLP
-pre_forward_comm over the attention's TP group [10]), dropped tokens' effect on FLOPs;
-the dispatcher's host synchronisation (the token counts copied to the CPU before each
-dispatch all-to-all [6]) and kernel-launch overheads.
+pre_forward_comm over the attention's TP group [10]), dropped tokens' effect on FLOPs.
+The dispatcher's host synchronisation (the token counts copied to the CPU before each
+dispatch all-to-all [6]) and the kernel issue time it exposes are priced by step.moe_host
+(the stack's fitted moe_host).
 
 References
 [1] DeepSeek-AI 2024, "DeepSeek-V3 Technical Report", arXiv:2412.19437: sec. 2.1 (MLA,

@@ -296,12 +296,16 @@ class RunRecord(BaseModel):
                                   "layer, m MTP layer, L loss, '|' between model chunks, '(..)*n' repeats; e.g. "
                                   "Megatron-Bridge's DeepSeek-V3 'Et*4|(t*4|)*14tmL'): the split it places (rule 7b); "
                                   "null: Megatron's even split")
-    # Megatron settings a published run states that the planner does not price (rule 13): kept
-    # with the record so that its error can be read against them; they change no prediction
+    # Megatron settings a published run states in Megatron's words (rule 13): the dispatcher's two
+    # set the job's moe_dispatcher as the Megatron reader does (_record_dispatcher), the rest go to
+    # the Job fields of those names
     moe_token_dispatcher_type: Optional[str] = Field(
-        default=None, description="Megatron --moe-token-dispatcher-type (alltoall, allgather, flex); not priced")
+        default=None, description="Megatron --moe-token-dispatcher-type (alltoall, allgather, flex): with "
+                                  "moe_flex_dispatcher_backend, the job's moe_dispatcher unless the record gives it "
+                                  "(rule 13; planner/dispatch.py)")
     moe_flex_dispatcher_backend: Optional[str] = Field(
-        default=None, description="Megatron-Core moe_flex_dispatcher_backend (deepep, hybridep); not priced")
+        default=None, description="Megatron-Core moe_flex_dispatcher_backend (deepep, hybridep): the flex dispatcher's "
+                                  "backend, the job's moe_dispatcher deepep or hybridep (rule 13)")
     cuda_graph_impl: Optional[str] = Field(
         default=None, description="Megatron --cuda-graph-impl (local, transformer_engine, full_iteration): the Job field "
                                   "(planner/cuda_graphs.py; rule 13); null: none")

@@ -188,6 +188,16 @@ def test_reader_maps_each_flag(tmp_path):
     cfg = _read(tmp_path, "--bf16-reduce")
     [x] = _listed(cfg, "--bf16-reduce")
     assert x in " ".join(cfg.not_modelled) and "no such flag in Megatron-LM" in x
+    # TE's fused MoE kernels are the ones planner/layers/moe.py dispatch_bytes prices: on, ignored (no
+    # longer "unknown to the planner"); off, not modelled (the unfused kernels move more bytes)
+    cfg = _read(tmp_path, "--moe-permute-fusion --moe-router-fusion --micro-batch-size 2")
+    assert cfg.job["micro_batch"] == 2  # store_true: the next flag is read, not taken as their value
+    for flag in ("--moe-permute-fusion", "--moe-router-fusion"):
+        [x] = _listed(cfg, flag)
+        assert x in cfg.ignored and "the kernels priced" in x and not any(flag in y for y in cfg.not_modelled)
+    cfg = _read(tmp_path, "--moe-permute-fusion=false")
+    [x] = _listed(cfg, "--moe-permute-fusion")
+    assert x in " ".join(cfg.not_modelled) and "unfused kernels" in x
     # kept "not modelled", each with what it changes at the code
     cfg = _read(tmp_path, "--empty-unused-memory-level 1 --manual-gc --manual-gc-interval 100")
     # read since: the job's empty_unused_memory_level (tests/test_memory_dummy_wgrads.py)

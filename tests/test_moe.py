@@ -462,8 +462,8 @@ def test_validate_megatron_bridge_moe_records(cli):
 
 
 def test_validate_carries_the_megatron_moe_settings_a_record_states(cli, tmp_path):
-    """A record's etp (equal to tp here) and account_for_* splits reach the job; the dispatcher,
-    CUDA-graph and recompute-module fields are kept and listed as not priced. The 26.02 H100
+    """A record's etp (equal to tp here) and account_for_* splits reach the job; the dispatcher's
+    Megatron names set the job's moe_dispatcher (validate rule 13, listed as assumed). The 26.02 H100
     Qwen3-30B-A3B row states the deepep flex dispatcher and moe_a2a_overlap (ep_comm_overlap)
     from its Megatron-Bridge v0.3.0 preset."""
     import yaml

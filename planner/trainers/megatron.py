@@ -45,9 +45,9 @@ read). Modelled:
   --offload-modules, --cpu-offloading, --optimizer-cpu-offload),
   --use-megatron-fsdp (priced as the sharding its --data-parallel-sharding-strategy names:
   no_shard none, optim zero1, optim_grads zero2, optim_grads_params fsdp, the default),
-  --num-distributed-optimizer-instances > 1,
+  --num-distributed-optimizer-instances > 1 (outside Megatron-FSDP optim_grads_params, where it is HSDP: below),
   --decoder-first/last-pipeline-num-layers and --pipeline-model-parallel-layout (uneven
-  splits), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
+  splits the planner's split cannot place: below), --recompute-modules other than core_attn, layernorm, moe_act and mla_up_proj, --export-kd-teacher-load (a distillation
   teacher).
   Read into the plan (issue 22): the stack's sharding modes (--use-distributed-optimizer,
   --use-torch-fsdp2, --use-megatron-fsdp with --data-parallel-sharding-strategy, and with
@@ -78,9 +78,11 @@ read). Modelled:
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
-changes, cited at the code (NOT_MODELLED: --manual-gc / --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag
-at any commit),
---rotary-percent below 1; and any flag the planner does not know); --no-async-tensor-model-
+changes, cited at the code (NOT_MODELLED: --fp8-dot-product-attention (fp8 attention), --manual-gc /
+--manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
+--rotary-percent below 1; and any flag the planner does not know); --moe-permute-fusion and
+--moe-router-fusion are the fused kernels planner/layers/moe.py prices (MOE_FUSED_KERNELS: on,
+ignored; off, not modelled); --no-async-tensor-model-
 parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored.
 --empty-unused-memory-level N is the job's empty_unused_memory_level (0, 1 or 2; it moves no priced figure:
 torch.cuda.empty_cache() frees only wholly free segments between phases, planner/memory.py [13]). --step-batch-size-schedule "tokens:batch ..." is the job's
@@ -226,7 +228,7 @@ KNOWN_BOOL_IGNORED = {
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
     "--fp8-dot-product-attention",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
-    "--distributed-backend-nccl",
+    "--distributed-backend-nccl", "--moe-permute-fusion", "--moe-router-fusion",
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
 # they change (the plan is priced without them); every flag the planner does not know is listed
@@ -250,6 +252,12 @@ NOT_MODELLED = {
     "--bf16-reduce": "no such flag in Megatron-LM (none in its history to @d98e8a64: its parser refuses it); "
                      "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
                      "which the reader prices",
+}
+# Transformer Engine's fused MoE kernels, the ones planner/layers/moe.py dispatch_bytes prices [7 there]:
+# on, listed as ignored (priced as run); off, as not modelled (Megatron-Core's unfused kernels)
+MOE_FUSED_KERNELS = {
+    "--moe-permute-fusion": "TE's fused token permutation and unpermutation (moe_permute_fusion)",
+    "--moe-router-fusion": "TE's fused router top-k and score function (moe_router_fusion)",
 }
 # flags with no effect on the plan's memory or step time: listed as "ignored" with the reason
 IGNORED_REASONS = (
@@ -290,6 +298,10 @@ def classify_unread(name: str, value) -> tuple[str, str]:
             full = False
         return ("ignored", "RoPE on every channel, as priced") if full else (
             "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
+    if name in MOE_FUSED_KERNELS:  # store_true (arguments.py @d98e8a64 l. 2373 from transformer_config.py l. 941-947)
+        on = value is True or str(value).lower() in ("true", "1")
+        return ("ignored", f"{MOE_FUSED_KERNELS[name]}: the kernels priced (planner/layers/moe.py dispatch_bytes)") if on \
+            else ("not_modelled", f"{MOE_FUSED_KERNELS[name]} off: unfused kernels, more bytes than priced")
     if name in NOT_MODELLED:
         return "not_modelled", NOT_MODELLED[name]
     for pat, why in IGNORED_REASONS:

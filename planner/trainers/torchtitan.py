@@ -14,14 +14,20 @@ Read and modelled (section.key -> planner job field):
   [training] local_batch_size (batch_size), global_batch_size, seq_len, steps (-> tokens =
                                    steps x global batch x seq_len), compile (v0.1.0),
                                    dtype "bfloat16" (pure bf16 training -> bytes_per_param
-                                   pure-bf16)
+                                   pure-bf16), mixed_precision_param (float32: listed as not
+                                   modelled, priced as bf16)
   [parallelism] data_parallel_replicate_degree, data_parallel_shard_degree (-1 = the
                                    leftover ranks), tensor_parallel_degree,
                                    pipeline_parallel_degree, context_parallel_degree,
                                    pipeline_parallel_schedule, pipeline_parallel_microbatch_size,
                                    pipeline_parallel_layers_per_stage, enable_async_tensor_parallel,
                                    context_parallel_rotate_method (-> cp_rotate_method:
-                                   allgather | alltoall, anything else refused)
+                                   allgather | alltoall, anything else refused),
+                                   expert_parallel_degree, expert_tensor_parallel_degree (-> ep,
+                                   etp; etp default 1), fsdp_reshard_after_forward (-> the fsdp
+                                   sharding mode: stack_db torchtitan runs.sharding),
+                                   pipeline_parallel_first/last_stage_less_layers (the
+                                   embedding and output counted in the split: 0 or 1)
   [activation_checkpoint] mode (none|selective|full), selective_ac_option ('op' or an
                                    integer n: every n-th layer of a stage fully recomputed)
   [compile] enable, components ("model")
@@ -31,6 +37,7 @@ Read and modelled (section.key -> planner job field):
                                    in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
                                    refused with PP or EP as torchtitan's build_optimizers refuses it)
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
+  [mx] / [quantize.linear.mx] recipe_name (converter "mx" -> precision fp8, recipe mxfp8)
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
 as not modelled (a setting that may change either; the plan is priced without it).
