@@ -69,6 +69,12 @@ References
     read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
     transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
     probs, routing map and the fp32 intermediate output saved for the backward).
+[8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
+    (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
+    scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
+    (fused=False: score function, torch.topk, scatter into zeros); token_dispatcher.py
+    MoEAlltoAllTokenDispatcher (permute with probs, unpermute without); transformer_config.py
+    l. 941-947 (moe_permute_fusion, moe_router_fusion default False).
 """
 
 from __future__ import annotations
@@ -84,6 +90,8 @@ ROUTER_LOGIT_BYTES = 4.0  # fp32 router logits / probabilities kept for the back
 PROB_BYTES = 4.0  # fp32 router probabilities and scores (TE router.py [7]: "scores" and "intermediate_output" FP32)
 INDEX_BYTES = 4.0  # int32 row-id maps of the fused permutation kernels [7]
 PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron dispatches bf16 unless fp8 dispatch [6])
+INT64_INDEX_BYTES = 8.0  # torch.argsort / torch.topk indices are int64 (the unfused paths [8])
+BOOL_BYTES = 1.0  # torch.bool routing map
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
 
 
@@ -315,14 +323,86 @@ def dispatch_bytes(moe, ctx):
     n = T / ctx.rep_div
     R = n * ctx.gather * moe.token_copies(ctx)
     sorts = np.where(E / ctx.ep > 1.0, 1.0, 0.0)  # permutation 2 only with several local experts
-    row_map = I * (2.0 * k + 1.0)
-    fwd_token = ((2.0 * P * E + P * E + E)  # router top-k
-                 + (E + I * E + 2.0 * I * E + I * E + I * (2.0 * E + 1.0))  # row-id map, 3 passes
-                 + (A * h + k * A * h + 2.0 * P * k + row_map)  # permutation 1
-                 + (k * A * h + A * h + row_map))  # unpermutation 1
+    t = fused_token_terms(h, E, k)
+    fwd_token = t["router_fwd"] + t["permute_fwd"] + t["unpermute_fwd"]
     fwd_row = sorts * ((2.0 * I + 2.0 * A * h + 2.0 * P) + (2.0 * I + 2.0 * A * h)) + P
-    bwd_token = ((A * h + k * A * h + row_map)  # unpermutation 1's gradient
-                 + (k * A * h + P * k + A * h + P * E + row_map)  # permutation 1's gradient
-                 + (E + 2.0 * P * E + P * E))  # router top-k gradient
+    bwd_token = t["unpermute_bwd"] + t["permute_bwd"] + t["router_bwd"]
     bwd_row = sorts * ((I + 2.0 * A * h + 2.0 * P) + (I + 2.0 * A * h)) + 2.0 * P
     return n * fwd_token + R * fwd_row, n * bwd_token + R * bwd_row
+
+
+def fused_token_terms(h, E, k):
+    """dispatch_bytes' per-local-token bytes of the fused kernels (TE [7]), named: the router
+    top-k, permutation 1 with its row-id map, unpermutation 1, forward and backward."""
+    A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
+    row_map = I * (2.0 * k + 1.0)
+    return {
+        "router_fwd": 2.0 * P * E + P * E + E,
+        "permute_fwd": ((E + I * E + 2.0 * I * E + I * E + I * (2.0 * E + 1.0))  # row-id map, 3 passes
+                        + (A * h + k * A * h + 2.0 * P * k + row_map)),
+        "unpermute_fwd": k * A * h + A * h + row_map,
+        "unpermute_bwd": A * h + k * A * h + row_map,
+        "permute_bwd": k * A * h + P * k + A * h + P * E + row_map,
+        "router_bwd": E + 2.0 * P * E + P * E,
+    }
+
+
+def unfused_token_terms(h, E, k):
+    """Per-local-token bytes of the same work on Megatron-Core's unfused paths (moe_utils.py
+    @d98e8a64 [8]: --moe-permute-fusion / --moe-router-fusion off, their defaults; dropless,
+    non-deterministic), the keys of fused_token_terms. L = 8 B int64 indices (torch.argsort,
+    torch.topk), B = 1 B bool, I = 4 B int32, P = 4 B fp32, A = 2 B bf16.
+
+    permute_fwd (permute, fused=False): routing_map.bool().T.contiguous() 2 B E; the flat
+      argsort of the n E bool map (torch's radix sort of key/index pairs: an arange of int64
+      indices written L E, one histogram read of the keys B E, one pass over 8-bit keys that
+      reads and writes key and index 2 (B + L) E: a named approximation of cub's onesweep
+      sort) and `% num_tokens` on its first n k entries 2 L k; probs.T.contiguous() 2 P E and
+      the gather of the k probabilities L k + 2 P k; tokens.index_select: the index L k, each
+      of the k rows read from its token and written, 2 k A h.
+    unpermute_fwd (unpermute, no probs): torch.zeros of the output A h, scatter_add_ reading
+      the index L k and the k rows k A h, adding into the output (read and written) 2 A h.
+    unpermute_bwd (scatter_add_'s gradient, a gather): L k + the k rows read and written 2 k A h.
+    permute_bwd (index_select's gradient: zeros + index_add_): A h + L k + k A h + 2 A h; the
+      probability gather's gradient (index_put_ accumulate into zeros of [n, E]): P E + L k
+      + P k read + 2 P k (the contiguous copy's gradient is the same tensor, no kernel).
+    router_fwd (topk_routing_with_score_function, fused=False, the score function over all E
+      logits: sigmoid, or softmax before the top-k): the score 2 P E; torch.topk reads P E
+      and writes k (P + L); routing_probs = zeros_like(logits).scatter(...): zeros P E, the
+      out-of-place scatter's copy 2 P E, the scatter L k + 2 P k; routing_map =
+      zeros_like(logits).int().scatter(...).bool(): zeros P E, .int() P E + I E, the copy
+      2 I E, the scatter L k + I k, .bool() I E + B E.
+    router_bwd: the scatter's gradient (a gather) L k + 2 P k; topk's gradient zeros P E +
+      L k + 2 P k; the score function's gradient reads its output and the gradient and writes
+      one, 3 P E.
+    Not counted (named approximations), as in dispatch_bytes: the aux-loss scores, DeepSeek-V3's
+    expert-bias add and gather and the group-limited top-k's extra reductions; permutation 2
+    unfused (torch.split + torch.cat) moves the rows as the fused sort does (2 I B a row less)."""
+    A, P, I = PERMUTE_ACT_BYTES, PROB_BYTES, INDEX_BYTES
+    L, B = INT64_INDEX_BYTES, BOOL_BYTES
+    return {
+        "router_fwd": (2.0 * P * E + (P * E + k * (P + L)) + (P * E + 2.0 * P * E + L * k + 2.0 * P * k)
+                       + (P * E + P * E + I * E + 2.0 * I * E + L * k + I * k + I * E + B * E)),
+        "permute_fwd": (2.0 * B * E + (L * E + B * E + 2.0 * (B + L) * E) + 2.0 * L * k
+                        + 2.0 * P * E + L * k + 2.0 * P * k + L * k + 2.0 * k * A * h),
+        "unpermute_fwd": A * h + L * k + k * A * h + 2.0 * A * h,
+        "unpermute_bwd": L * k + 2.0 * k * A * h,
+        "permute_bwd": (A * h + L * k + k * A * h + 2.0 * A * h) + (P * E + L * k + P * k + 2.0 * P * k),
+        "router_bwd": (L * k + 2.0 * P * k) + (P * E + L * k + 2.0 * P * k) + 3.0 * P * E,
+    }
+
+
+def unfused_dispatch_bytes(moe, ctx):
+    """{"permute": (forward, backward), "router": (forward, backward)}: the HBM bytes one MoE
+    layer's unfused permutation / router kernels move beyond the fused ones dispatch_bytes
+    prices, one micro-batch on one GPU (n local tokens as there): n x (unfused_token_terms
+    - fused_token_terms). A job without --moe-permute-fusion adds "permute", without
+    --moe-router-fusion "router" (Megatron-LM's defaults: both off, transformer_config.py
+    @d98e8a64 l. 941-947)."""
+    h = float(moe.h)
+    E, k = float(moe.num_experts), float(moe.top_k)
+    n = ctx.T / ctx.rep_div
+    f, u = fused_token_terms(h, E, k), unfused_token_terms(h, E, k)
+    extra = {key: n * (u[key] - f[key]) for key in f}
+    return {"permute": (extra["permute_fwd"] + extra["unpermute_fwd"], extra["permute_bwd"] + extra["unpermute_bwd"]),
+            "router": (extra["router_fwd"], extra["router_bwd"])}
