@@ -478,6 +478,10 @@ class Settings:
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
+    # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused
+    # torch ops' extra bytes, planner/layers/moe.py unfused_dispatch_bytes)
+    moe_permute_fusion: bool = True
+    moe_router_fusion: bool = True
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
@@ -1455,7 +1459,30 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {runs.sources[0][:120]})",
                            f"use one of {', '.join(runs.moe_dispatchers)}, or a stack that runs {name}")
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
-                moe_route_nodes=int(job.moe_route_nodes or 0))
+                moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where))
+
+
+MOE_FUSIONS = ("moe_permute_fusion", "moe_router_fusion")
+
+
+def moe_fusion_settings(job: Job, stack, inherited: list, where: str = "") -> dict:
+    """moe_permute_fusion / moe_router_fusion: the job's, else the stack's defaults (listed as
+    inherited); a stack without the switch (defaults null) runs the fused kernels priced and
+    refuses the job field, as Megatron-only fields are refused."""
+    out = {}
+    for f in MOE_FUSIONS:
+        default = getattr(stack.defaults, f)
+        if getattr(job, f) is not None and default is None:
+            raise PlannerError(f"{where}{f} is a Megatron-Core setting; stack {stack.name} has no such switch "
+                               "(its MoE permutation and router are priced as fused kernels)",
+                               f"leave {f} out, or price the plan on --stack megatron")
+        value = getattr(job, f)
+        if value is None:
+            value = True if default is None else default
+            if default is not None:
+                inherited.append((f, value))
+        out[f] = bool(value)
+    return out
 
 
 def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:
@@ -1662,6 +1689,9 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"fp4_param_gather": True} if settings.fp4_param_gather else {}),
         **({"transformer_impl": "local"} if settings.transformer_impl == "local" else {}),
         **({"moe_grouped_gemm": True} if settings.moe_grouped_gemm else {}),
+        **({f: getattr(settings, f) for f in MOE_FUSIONS}
+           if settings.model.moe is not None and getattr(settings, "stack", None) is not None
+           and settings.stack.defaults.moe_permute_fusion is not None else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         # the fusion switches a job turned off (the stack's fused kernels are the default)
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},

@@ -1266,6 +1266,12 @@ class StackDefaults(BaseModel):
     bytes_per_param: BppPreset
     moe_dispatcher: Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"] = Field(
         default="alltoall", description="the MoE token dispatcher a job runs when it does not say (planner/dispatch.py)")
+    moe_permute_fusion: Optional[bool] = Field(
+        default=None, description="the MoE token permutation a job runs when it does not say: true Transformer Engine's "
+                                  "fused kernels, false the unfused torch ops (planner/layers/moe.py unfused_dispatch_bytes); "
+                                  "null: the stack has no such switch (priced fused; the job field is refused)")
+    moe_router_fusion: Optional[bool] = Field(
+        default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -1856,6 +1862,17 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion, native impl: "
                                    "stack_db memory.fused_loss_extra_per_logit); default off")
+    moe_permute_fusion: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="MoE: Transformer Engine's fused token permutation (Megatron-Core moe_permute_fusion, "
+                                  "--moe-permute-fusion); false runs the unfused torch ops (more HBM bytes: "
+                                  "planner/layers/moe.py unfused_dispatch_bytes); default: the stack's (stack_db "
+                                  "defaults.moe_permute_fusion; Megatron-LM's is off)")
+    moe_router_fusion: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="MoE: Transformer Engine's fused router top-k and score function (Megatron-Core "
+                                  "moe_router_fusion, --moe-router-fusion); false runs the unfused torch ops; default: "
+                                  "the stack's (stack_db defaults.moe_router_fusion; Megatron-LM's is off)")
     cross_entropy_fusion_impl: Literal["native", "te"] = Field(
         json_schema_extra=STACK_ONLY,
         default="native", description="with cross_entropy_fusion, its implementation (Megatron-Core TransformerConfig."

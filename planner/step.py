@@ -271,6 +271,21 @@ class LayerTimes:
     eager_bwd: list = field(default_factory=list)
 
 
+def moe_dispatch_bytes(mlp, ctx, settings):
+    """(forward, backward) HBM bytes of an MoE layer's router and permutations: the fused
+    kernels' (layers/moe.py dispatch_bytes) plus, where the job runs them unfused
+    (moe_permute_fusion / moe_router_fusion false), the unfused ops' extra bytes
+    (unfused_dispatch_bytes' named terms "permute" and "router")."""
+    fwd, bwd = mlp.dispatch_bytes(ctx)
+    extra = mlp.unfused_dispatch_bytes(ctx)
+    off = {"permute": not getattr(settings, "moe_permute_fusion", True),
+           "router": not getattr(settings, "moe_router_fusion", True)}
+    for term, (f, b) in extra.items():
+        w = 1.0 if off[term] else 0.0
+        fwd, bwd = fwd + w * f, bwd + w * b
+    return fwd, bwd
+
+
 def layer_times(sc: StepCtx) -> LayerTimes:
     """Each layer kind's forward and backward seconds: its blocks' GEMMs (forward 1x, backward
     2x at the same shapes [1]), core (compute.py [7] rates), memory-bound kernels and fp8
@@ -317,7 +332,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
                 + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm + wgrad
         if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
             ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
-        pf, pb = mlp.dispatch_bytes(ctx) if kind.has_experts else (0.0, 0.0)
+        pf, pb = moe_dispatch_bytes(mlp, ctx, sc.settings) if kind.has_experts else (0.0, 0.0)
         pf, pb = pf / hbm, pb / hbm
         # selective recompute re-runs what the stack's policy does not keep: the attention core
         # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's

@@ -258,6 +258,12 @@ class RunRecord(BaseModel):
                                   "default, listed as assumed")
     moe_fp8_dispatch: Optional[bool] = Field(default=None, description="MoE: the run dispatched fp8 tokens (the Job field; "
                                                                         "default: the stack's fp8 recipe's)")
+    moe_permute_fusion: Optional[bool] = Field(
+        default=None, description="MoE: the run's Megatron-Core moe_permute_fusion (TE's fused permutation; the Job field); "
+                                  "null: the stack's default (Megatron-LM's off), listed as assumed")
+    moe_router_fusion: Optional[bool] = Field(
+        default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
+                                  "field); null: the stack's default (Megatron-LM's off), listed as assumed")
     fp8_param_gather: Optional[bool] = Field(
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
@@ -778,6 +784,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         ep_comm_overlap=rec.ep_comm_overlap,
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
+        **{f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion") if getattr(rec, f) is not None},
         fp8_param_gather=bool(rec.fp8_param_gather),
         cross_entropy_fusion=bool(rec.cross_entropy_fusion),
         cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",

@@ -188,16 +188,15 @@ def test_reader_maps_each_flag(tmp_path):
     cfg = _read(tmp_path, "--bf16-reduce")
     [x] = _listed(cfg, "--bf16-reduce")
     assert x in " ".join(cfg.not_modelled) and "no such flag in Megatron-LM" in x
-    # TE's fused MoE kernels are the ones planner/layers/moe.py dispatch_bytes prices: on, ignored (no
-    # longer "unknown to the planner"); off, not modelled (the unfused kernels move more bytes)
+    # TE's fused MoE kernels: the job's moe_permute_fusion / moe_router_fusion (read, not listed);
+    # absent, the fields stay unset (the stack's default: Megatron-LM's off, plan.moe_fusion_settings)
     cfg = _read(tmp_path, "--moe-permute-fusion --moe-router-fusion --micro-batch-size 2")
     assert cfg.job["micro_batch"] == 2  # store_true: the next flag is read, not taken as their value
+    assert cfg.job["moe_permute_fusion"] is True and cfg.job["moe_router_fusion"] is True
     for flag in ("--moe-permute-fusion", "--moe-router-fusion"):
-        [x] = _listed(cfg, flag)
-        assert x in cfg.ignored and "the kernels priced" in x and not any(flag in y for y in cfg.not_modelled)
+        assert not _listed(cfg, flag)
     cfg = _read(tmp_path, "--moe-permute-fusion=false")
-    [x] = _listed(cfg, "--moe-permute-fusion")
-    assert x in " ".join(cfg.not_modelled) and "unfused kernels" in x
+    assert cfg.job["moe_permute_fusion"] is False and "moe_router_fusion" not in cfg.job
     # kept "not modelled", each with what it changes at the code
     cfg = _read(tmp_path, "--empty-unused-memory-level 1 --manual-gc --manual-gc-interval 100")
     # read since: the job's empty_unused_memory_level (tests/test_memory_dummy_wgrads.py)

@@ -549,7 +549,8 @@ def _qwen3(**kw):
 
     base = dict(model="qwen3-30b-a3b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", bytes_per_param="megatron",
                 global_batch=8, micro_batch=1, seq_len=4096, hardware="b200",
-                moe_rank_imbalance=1.0)  # balanced routing: the hand counts' rows (tests/test_imbalance.py prices the rest)
+                moe_rank_imbalance=1.0,  # balanced routing: the hand counts' rows (tests/test_imbalance.py prices the rest)
+                moe_permute_fusion=True, moe_router_fusion=True)  # TE's fused kernels, the hand counts' (test_moe_fusions.py: off)
     return explain_job(**{**base, **kw})
 
 

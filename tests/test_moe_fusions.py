@@ -68,3 +68,56 @@ def test_unfused_share_of_the_fused_dispatch_bytes():
     up_b = (extra["permute"][1] + extra["router"][1]) / bwd
     assert float(up_f) == pytest.approx(4096 * 43_508 / 860_536_832, rel=1e-12) and 0.20 < float(up_f) < 0.21
     assert float(up_b) == pytest.approx(4096 * 37_624 / 849_248_256, rel=1e-12) and 0.18 < float(up_b) < 0.19
+
+
+def test_the_step_adds_the_unfused_bytes_a_job_runs():
+    """explain's moe_permute row (48 MoE layers over B200's 8 TB/s x HBM_EFFICIENCY, as
+    test_moe.py): with both fusions off it grows by 48 x 4096 x (38,580 + 36,984 + 4,928 + 640)
+    B; with only the router fused, by the permutations' share alone. A megatron job that does
+    not say runs Megatron-LM's default, both off, listed as inherited."""
+    from planner.compute import HBM_EFFICIENCY
+
+    s_on, _, _, on = _qwen3(moe_permute_fusion=True, moe_router_fusion=True)
+    _, _, _, off = _qwen3(moe_permute_fusion=False, moe_router_fusion=False)
+    _, _, _, perm = _qwen3(moe_permute_fusion=False, moe_router_fusion=True)
+    s_default, _, _, default = _qwen3(moe_permute_fusion=None, moe_router_fusion=None)
+    hbm = s_on.hardware.hbm_bandwidth * HBM_EFFICIENCY
+    base = on["time"]["moe_permute_s"]
+    assert off["time"]["moe_permute_s"] - base == pytest.approx(48 * 4096 * (38_580 + 36_984 + 4_928 + 640) / hbm, rel=1e-9)
+    assert perm["time"]["moe_permute_s"] - base == pytest.approx(48 * 4096 * (38_580 + 36_984) / hbm, rel=1e-9)
+    assert default["time"]["moe_permute_s"] == off["time"]["moe_permute_s"]
+    assert (s_default.moe_permute_fusion, s_default.moe_router_fusion) == (False, False)
+    assert ("moe_permute_fusion", False) in s_default.inherited and ("moe_router_fusion", False) in s_default.inherited
+    assert on["plan"]["moe_permute_fusion"] is True and default["plan"]["moe_router_fusion"] is False
+
+
+def test_a_stack_without_the_switch_refuses_it():
+    """torchtitan has no such switch (stack defaults null): its MoE is priced on the fused
+    kernels as before, and the field is refused, as other Megatron-only fields are."""
+    from planner.errors import PlannerError
+
+    s, _, _, js = _qwen3(stack="torchtitan", sharding="fsdp", moe_permute_fusion=None, moe_router_fusion=None)
+    assert s.moe_permute_fusion is True and "moe_permute_fusion" not in js["plan"]
+    with pytest.raises(PlannerError, match="moe_permute_fusion is a Megatron-Core setting"):
+        _qwen3(stack="torchtitan", sharding="fsdp", moe_permute_fusion=False, moe_router_fusion=None)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_megatron_export_round_trip(tmp_path, fused):
+    """The Megatron export writes --moe-permute-fusion / --moe-router-fusion where the plan runs
+    the fused kernels (store_true, off by default) and nothing where it does not; read back, the
+    plan is the same."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(stack="megatron", model="qwen3-30b-a3b", gpus=8, ep=8, sharding="zero1", global_batch=8,
+                             seq_len=4096, rank_order="tp-cp-dp-pp", moe_permute_fusion=fused, moe_router_fusion=fused))
+    text, _ = export_plan(plan, "megatron")
+    assert ("--moe-permute-fusion" in text) is fused and ("--moe-router-fusion" in text) is fused
+    p = tmp_path / "exported.sh"
+    p.write_text(text)
+    back = resolved_plan(Job.model_validate(load_trainer_config(p).job))
+    assert (back["moe_permute_fusion"], back["moe_router_fusion"]) == (plan["moe_permute_fusion"],
+                                                                       plan["moe_router_fusion"]) == (fused, fused)

@@ -38,7 +38,14 @@ SwiGLU, and the two inverse permutations around the combine all-to-all; with
 --moe-permute-fusion / --moe-router-fusion each is one Transformer Engine kernel [7] that
 reads its inputs and writes its outputs once. The backward runs each permutation's inverse on
 the gradients (the same bytes) and the router's softmax gradient. Bytes per token and per
-row: dispatch_bytes' docstring.
+row: dispatch_bytes' docstring. Without those flags (Megatron-LM's default, the job's
+moe_permute_fusion / moe_router_fusion false) Megatron-Core runs torch ops instead [8]: a flat
+argsort of the routing map, index_select and scatter_add_ (each token row read once per copy, the
+output zeroed and added into), torch.topk and scatters into zeroed [n, E] tensors;
+unfused_dispatch_bytes counts what they move beyond the fused kernels (step.py adds it to the
+same memory-bound term). The saved tensors are not changed: the unfused path keeps the argsort's
+int64 [n E] indices (through the probability gather's saved index) where the fused one keeps its
+int32 [n, 2E + 1] row-id map, about the same bytes, and neither is in tensors() (a named gap).
 
 Approximations (named, not fitted): the fp8 casts and the MLP activation kernel at the
 per-token MLP width top_k c f_e + s f_s (the casts of all local experts' weights are not
@@ -254,6 +261,9 @@ class MoEMLP:
 
     def dispatch_bytes(self, ctx):
         return dispatch_bytes(self, ctx)
+
+    def unfused_dispatch_bytes(self, ctx):
+        return unfused_dispatch_bytes(self, ctx)
 
     # ------------------------------------------------------------------ memory
     def tensors(self, ctx, attention: str) -> dict:

@@ -81,8 +81,9 @@ and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled w
 changes, cited at the code (NOT_MODELLED: --fp8-dot-product-attention (fp8 attention), --manual-gc /
 --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
 --rotary-percent below 1; and any flag the planner does not know); --moe-permute-fusion and
---moe-router-fusion are the fused kernels planner/layers/moe.py prices (MOE_FUSED_KERNELS: on,
-ignored; off, not modelled); --no-async-tensor-model-
+--moe-router-fusion are the job's moe_permute_fusion / moe_router_fusion (absent: the stack's default,
+off as in Megatron-LM, listed as assumed; planner/layers/moe.py unfused_dispatch_bytes prices the
+unfused ops); --no-async-tensor-model-
 parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored.
 --empty-unused-memory-level N is the job's empty_unused_memory_level (0, 1 or 2; it moves no priced figure:
 torch.cuda.empty_cache() frees only wholly free segments between phases, planner/memory.py [13]). --step-batch-size-schedule "tokens:batch ..." is the job's
@@ -176,6 +177,7 @@ BOOL_FLAGS = {
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
     "--cross-entropy-loss-fusion", "--moe-grouped-gemm", "--moe-router-force-load-balancing",
+    "--moe-permute-fusion", "--moe-router-fusion",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -253,12 +255,9 @@ NOT_MODELLED = {
                      "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
                      "which the reader prices",
 }
-# Transformer Engine's fused MoE kernels, the ones planner/layers/moe.py dispatch_bytes prices [7 there]:
-# on, listed as ignored (priced as run); off, as not modelled (Megatron-Core's unfused kernels)
-MOE_FUSED_KERNELS = {
-    "--moe-permute-fusion": "TE's fused token permutation and unpermutation (moe_permute_fusion)",
-    "--moe-router-fusion": "TE's fused router top-k and score function (moe_router_fusion)",
-}
+# TE's fused MoE kernels (Megatron-Core moe_permute_fusion / moe_router_fusion, store_true: arguments.py
+# @d98e8a64 from transformer_config.py l. 941-947, default off): the job's fields of the same names
+MOE_FUSION_FLAGS = {"--moe-permute-fusion": "moe_permute_fusion", "--moe-router-fusion": "moe_router_fusion"}
 # flags with no effect on the plan's memory or step time: listed as "ignored" with the reason
 IGNORED_REASONS = (
     (r"--(lr|min-lr|decoupled-lr|decoupled-min-lr|lr-[\w-]+|weight-decay[\w-]*|start-weight-decay|end-weight-decay|"
@@ -298,10 +297,6 @@ def classify_unread(name: str, value) -> tuple[str, str]:
             full = False
         return ("ignored", "RoPE on every channel, as priced") if full else (
             "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
-    if name in MOE_FUSED_KERNELS:  # store_true (arguments.py @d98e8a64 l. 2373 from transformer_config.py l. 941-947)
-        on = value is True or str(value).lower() in ("true", "1")
-        return ("ignored", f"{MOE_FUSED_KERNELS[name]}: the kernels priced (planner/layers/moe.py dispatch_bytes)") if on \
-            else ("not_modelled", f"{MOE_FUSED_KERNELS[name]} off: unfused kernels, more bytes than priced")
     if name in NOT_MODELLED:
         return "not_modelled", NOT_MODELLED[name]
     for pat, why in IGNORED_REASONS:
@@ -1018,6 +1013,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     _read_empty_cache(where, flags, job)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
+    for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
+        if flag in flags:
+            job[field] = flags[flag] is True or str(flags[flag]).lower() in ("true", "1")
     if "--moe-grouped-gemm" in flags:  # TE's GroupedLinear: its multi-stream workspaces (planner/memory.py [12])
         job["moe_grouped_gemm"] = True
     if "--fp8-param-gather" in flags:  # fp8 weights (planner/memory.py [11]; under a mode that runs it off: _mode_settings)
