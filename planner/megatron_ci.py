@@ -30,6 +30,10 @@ How a row becomes a job (nothing is read from ids, names or notes):
     dgx_a100 and the dgxa100_* clusters are DGX A100, dgx_h100 / dgxh100_* DGX H100, dgx_gb200
     GB200 with 4 GPUs a node; the A100's 80 GB is assumed, the repository does not state it:
     it changes the capacity, not the allocated bytes compared here).
+ 3b. The row's `env.CUBLAS_WORKSPACE_CONFIG` (the test case's model_config.yaml ENV_VARS at the
+    recording commit, which the CI exports before training; scripts/megatron_ci_env.py wrote it)
+    becomes the job's cublas_workspace_config (PyTorch's cuBLAS workspace size, memory.py [ws]);
+    a row without it keeps the GPU's default workspace.
  4. A row whose flags the reader could not express (TrainerConfig.unmodelled: fp32 parameters,
     a non-Adam optimizer, offloading, Megatron-FSDP, fp8 parameters, an uneven pipeline split)
     or refused (an error: exit-2 input such as a hybrid pattern) is
@@ -208,6 +212,11 @@ def _predict(r: dict, base: Path, out: CIRow) -> None:
     out.assumed += cfg.assumed
     if cfg.unmodelled:
         raise Skip("not modelled: " + "; ".join(cfg.unmodelled))
+    env = (r.get("env") or {}).get("CUBLAS_WORKSPACE_CONFIG")
+    if env:  # the test case's ENV_VARS at the recording commit: PyTorch's cuBLAS workspace size (memory.py [ws])
+        cfg.job["cublas_workspace_config"] = env
+        out.assumed.append(f"cublas_workspace_config={env}: CUBLAS_WORKSPACE_CONFIG in the case's ENV_VARS "
+                           f"({r['env'].get('source')})")
     try:
         job = Job.model_validate(cfg.job)
     except ValidationError as e:

@@ -93,6 +93,13 @@ References
      --moe-grouped-gemm and TE layers, TE's GroupedLinear keeps one more workspace per compute
      stream (4: TE @4329ff84 cpp_extensions/gemm.py get_cublas_workspace(grouped_gemm=True),
      common/util/multi_stream.cpp; stack memory.te_grouped_gemm_streams).
+[ws] PyTorch's cuBLAS workspaces (stack memory.blas_handles, one per thread that runs GEMMs): each is
+     pytorch/pytorch aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize (@26a39059): the
+     CUBLAS_WORKSPACE_CONFIG environment variable's ":SIZE:COUNT" pairs summed, SIZE x 1024 x COUNT bytes
+     each (":4096:8" = 32 MiB), else the GPU's default (hardware torch_cublas_workspace_MiB: 32 MiB on
+     Hopper and, from pytorch/pytorch#175344, Blackwell; 4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB elsewhere),
+     allocated through the caching allocator by getNewWorkspace and kept (job field cublas_workspace_config:
+     the run's variable; Megatron-LM's CI sets ":4096:8" in most test cases' ENV_VARS).
 [13] The caching allocator's fragmentation band: the reserved peak can exceed the point estimate
      (the allocated peak, the pools modelled as stream_pools, the stack's allocator_slack) by
      blocks split and stranded between requests of other sizes. Public reserved / allocated
@@ -235,8 +242,8 @@ References
      stage's backward after the loss's: the final norm's saved input (2 h, /t under SP), the logits' gradient, the input
      gradients and the weight gradient, T (2 h / sp + 2 V / t + 2 h + 2 h / t under SP) + 2 V h / t, against the loss's
      peak (out_act) and a layer's backward buffer; where it is larger the excess is in output_activations. The output
-     layer's own saved input (the final norm's output, 2 T h / sp) is in both moments and counted in neither (the
-     stack's output_saves_norm_out false). Without FSDP only, as [uf].
+     layer's own saved input (the final norm's output, 2 T h / sp, layers.py l. 604 ctx.save_for_backward(input,
+     weight)) is in both moments (stack memory.output_saves_norm_out: megatron true). Without FSDP only, as [uf].
 [dw] Transformer Engine's dummy weight gradients (stack memory.te_dummy_wgrads; job gradient_accumulation_fusion on, and
      not fixed off by the plan's sharding mode: Megatron's torch_fsdp2, stack_db runs.sharding job_settings, stacks.mode_value):
      with fused accumulation the wgrad GEMM writes into the parameter's main_grad, and because Megatron's DDP sets
@@ -431,6 +438,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import numpy as np
 
@@ -1227,7 +1235,10 @@ class _PerLayer:
         te = (hw.te_workspace_MiB or 0.0) if mem.te_workspace and settings.transformer_impl != "local" else 0.0
         # TE's grouped GEMM of the MoE experts: one more workspace per compute stream [12]
         te = te * (1.0 + (mem.te_grouped_gemm_streams if settings.moe_grouped_gemm and model.moe is not None else 0.0))
-        ws = (mem.blas_handles * (hw.torch_cublas_workspace_MiB or 0.0) + te) * 2.0**20
+        # PyTorch's: the run's CUBLAS_WORKSPACE_CONFIG where it sets one, else the GPU's default [ws]
+        torch_ws = (cublas_workspace_bytes(settings.cublas_workspace_config)
+                    if settings.cublas_workspace_config else (hw.torch_cublas_workspace_MiB or 0.0) * 2.0**20)
+        ws = mem.blas_handles * torch_ws + te * 2.0**20
         # TP overlap's buffers outside the allocator and its GEMMs' own cuBLAS workspaces [ub]
         self.tp_overlap, ub_workspaces = tp_overlap_bytes(settings, plan)
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64) + ub_workspaces
@@ -1328,7 +1339,8 @@ def _mpu_buffer(settings: Settings, ctx: Ctx) -> dict:
 def output_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict):
     """What the last stage holds beside its layers' activations at its output layer's weight-gradient GEMM
     where the job turns gradient-accumulation fusion off [ow] (or, fused, its per-call dummy [dw]), for one
-    micro-batch: the final norm's saved input (2 h, /t under SP), the logits' bf16 gradient (2 V / t), the
+    micro-batch: the final norm's saved input (2 h, /t under SP), its output the layer saved where the stack's
+    output_saves_norm_out (2 h, /t under SP unless tp_saves_gathered_input), the logits' bf16 gradient (2 V / t), the
     input gradient over the whole sequence (2 h) and under SP its reduce-scattered part (2 h / t) per token,
     and the weight gradient (wgrad_tensor_bytes x V h / t); None where fused with no or a cached dummy, 0
     under FSDP and on stacks without the switch (wgrad_unfused 0)."""
@@ -1338,7 +1350,11 @@ def output_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict
     model = settings.model
     h, V = float(model.hidden_size), float(model.vocab_size)
     sp_part = np.where(ctx.rep_div > 1, ACT_BYTES * h / ctx.rep_div, 0.0)
-    per_token = ACT_BYTES * h / ctx.rep_div + ACT_BYTES * V / ctx.tp + ACT_BYTES * h + sp_part
+    # the output layer's own saved input (the final norm's output) is read by this GEMM: alive at it
+    mem = stack_of(settings).memory
+    norm_out = (ACT_BYTES * h / (1.0 if mem.tp_saves_gathered_input else ctx.rep_div)
+                if mem.output_saves_norm_out else 0.0)
+    per_token = ACT_BYTES * h / ctx.rep_div + norm_out + ACT_BYTES * V / ctx.tp + ACT_BYTES * h + sp_part
     return np.where(wb > 0, ctx.T * per_token + wb * V * h / ctx.tp, 0.0)
 
 
@@ -1626,6 +1642,12 @@ TP_OVERLAP_FIELDS = ("tpo", "tp", "cp", "mbs", "seq", "precision")
 # fc2_wgrad) and the reduce-scatter layers' (bf16: proj_fprop, fc2_fprop, qkv_wgrad, fc1_wgrad)
 UB_ALLGATHER_BUFFERS = 8
 UB_REDUCE_SCATTER_BUFFERS = 4
+def cublas_workspace_bytes(config: str) -> float:
+    """Bytes of one PyTorch cuBLAS workspace under CUBLAS_WORKSPACE_CONFIG `config` (":SIZE:COUNT"
+    pairs, SIZE in KiB): the sum of SIZE x 1024 x COUNT over the pairs [ws]."""
+    return float(sum(int(size) * 1024 * int(count) for size, count in re.findall(r":([0-9]+):([0-9]+)", config)))
+
+
 # torch's symmetric-memory workspace of a TP group [ub]: the largest request, a reduce-scatter's two
 # output chunks of T / t rows in bf16
 SYMM_MEM_CHUNKS = 2

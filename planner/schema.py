@@ -1909,6 +1909,11 @@ class Job(BaseModel):
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
+    cublas_workspace_config: Optional[str] = Field(
+        default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
+        description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "
+                    "each PyTorch cuBLAS workspace is the pairs' sum of SIZE x COUNT KiB instead of the GPU's default "
+                    "(hardware torch_cublas_workspace_MiB; memory.py [ws]); default: unset")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

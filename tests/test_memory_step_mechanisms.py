@@ -256,3 +256,53 @@ def test_cp_rotate_method_memory_by_hand_and_export(tmp_path):
     assert load_trainer_config(p).job["cp_rotate_method"] == "alltoall"
     # the default method is the stack's and is not written
     assert "context_parallel_rotate_method" not in export_plan(resolved_plan(job.model_copy(update={"cp_rotate_method": None})), "torchtitan")[0]
+
+
+# ---- [ws] PyTorch's cuBLAS workspaces under CUBLAS_WORKSPACE_CONFIG
+def test_cublas_workspace_config_job_field(explain):
+    """Megatron on an A100 (sm 8.0): two PyTorch cuBLAS workspaces (the forward's thread, the
+    autograd engine's) at PyTorch's off-Hopper default 4096 KiB x 2 + 16 KiB x 8 = 8,519,680 B each,
+    and Transformer Engine's 4 MiB; with CUBLAS_WORKSPACE_CONFIG=:4096:8 (job field
+    cublas_workspace_config) each is 4096 x 1024 x 8 = 33,554,432 B: 2 x (33,554,432 - 8,519,680) B
+    more, every other term unchanged. The resolved plan keeps the field; the export says the
+    variable belongs to the launch environment. A value PyTorch's ':SIZE:COUNT' regex cannot
+    parse is refused."""
+    from planner.cli.export import resolved_plan
+    from planner.schema import Job
+    from planner.trainers.export import export_plan
+
+    job = dict(model="llama3-8b", gpus=8, hardware="a100-sxm-80gb", stack="megatron", micro_batch=1, global_batch=8,
+               seq_len=2048, recompute="full")
+    _, _, _, base = explain(**job)
+    _, _, _, env = explain(**job, cublas_workspace_config=":4096:8")
+    assert base["memory"]["terms"]["workspaces"] == 2 * 8_519_680 + 4 * 2**20
+    assert env["memory"]["terms"]["workspaces"] == 2 * 33_554_432 + 4 * 2**20
+    assert env["memory"]["allocated_bytes"] - base["memory"]["allocated_bytes"] == 2 * (33_554_432 - 8_519_680)
+    plan = resolved_plan(Job(**job, cublas_workspace_config=":4096:8"))
+    assert plan["cublas_workspace_config"] == ":4096:8"
+    _, notes = export_plan(plan, "megatron")
+    assert any("CUBLAS_WORKSPACE_CONFIG=:4096:8" in n for n in notes)
+    with pytest.raises(Exception, match="cublas_workspace_config"):
+        Job(**job, cublas_workspace_config="4096")
+
+
+def test_megatron_output_layer_saves_the_final_norms_output(explain):
+    """Megatron's output layer (its own ColumnParallelLinear) saves its input, the final norm's
+    output, for its weight gradient (tensor_parallel/layers.py @d98e8a64 l. 604), beside the
+    norm's own saved input (TE ops/basic/layer_norm.py l. 221): under SP the input as received,
+    sequence-sharded (re-gathered in the backward). Llama 3 8B, TP 2 with SP, b 1, s 2048: the
+    last stage's output activations hold 2 B x 2048 x 4096 / 2 = 8 MiB for it, 2 x 8 MiB for the
+    norm's input and output beside the logits' 6 B x 2048 x 128,256 / 2."""
+    import dataclasses
+
+    from planner import memory as mem
+
+    settings, plan, _, _ = explain(model="llama3-8b", gpus=8, tp=2, stack="megatron", micro_batch=1, global_batch=8,
+                                   seq_len=2048, recompute="full")
+    stack = settings.stack
+    off = dataclasses.replace(settings, stack=stack.model_copy(
+        update={"memory": stack.memory.model_copy(update={"output_saves_norm_out": False})}))
+    on_t = mem.stage_memory_terms(settings, plan)[mem.STAGE_LAST]
+    off_t = mem.stage_memory_terms(off, plan)[mem.STAGE_LAST]
+    assert float(on_t.output_activations - off_t.output_activations) == 2 * 2048 * 4096 / 2
+    assert float(on_t.output_activations) == 2048 * (2 * 2 * 4096 / 2 + 6 * 128_256 / 2)

@@ -54,6 +54,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("batch_size_schedule") and fmt != "megatron":  # only Megatron-LM has a batch ramp (planner/batch_ramp.py)
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
+    if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
+        notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
+                     f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 

@@ -77,10 +77,14 @@ read). Modelled:
   as not modelled).
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
-and checkpoints, rotary constants, --apply-layernorm-1p), else as not modelled with what it
-changes, cited at the code (NOT_MODELLED: --fp8-dot-product-attention (fp8 attention), --manual-gc /
+and checkpoints, rotary constants, numerics constants and loss coefficients, --apply-layernorm-1p,
+--attention-softmax-in-fp32), else as not modelled with what it changes, cited at the code
+(NOT_MODELLED, NOT_MODELLED_PATTERNS: --fp8-dot-product-attention (fp8 attention), --manual-gc /
 --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
---rotary-percent below 1; and any flag the planner does not know); --moe-permute-fusion and
+--deterministic-mode (slower kernels), --check-weight-hash-across-dp-replicas-interval, --spec,
+Megatron-FSDP dtypes, Mamba and encoder-decoder shapes, ...; --rotary-percent below 1; and any
+flag the planner does not know, "unknown to the planner": the CI corpus's argument files have
+none, tests/test_reader_lists.py); --moe-permute-fusion and
 --moe-router-fusion are the job's moe_permute_fusion / moe_router_fusion (absent: the stack's default,
 off as in Megatron-LM, listed as assumed; planner/layers/moe.py unfused_dispatch_bytes prices the
 unfused ops); --no-async-tensor-model-
@@ -230,7 +234,7 @@ KNOWN_BOOL_IGNORED = {
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
     "--fp8-dot-product-attention",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
-    "--distributed-backend-nccl", "--moe-permute-fusion", "--moe-router-fusion",
+    "--distributed-backend-nccl",
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
 # they change (the plan is priced without them); every flag the planner does not know is listed
@@ -254,7 +258,56 @@ NOT_MODELLED = {
     "--bf16-reduce": "no such flag in Megatron-LM (none in its history to @d98e8a64: its parser refuses it); "
                      "the gradients' reduce dtype is --grad-reduce-in-bf16 / --accumulate-allreduce-grads-in-fp32, "
                      "which the reader prices",
+    # the flags below are the ones the CI corpus (tests/data/megatron_ci/args) sets that the reader does not price;
+    # places at Megatron-LM @d98e8a64
+    "--deterministic-mode": "deterministic kernels only (model_parallel_config.py l. 229 'usually means slower "
+                            "execution'; training/determinism.py; TE's attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, "
+                            "extensions/transformer_engine.py l. 2155-2161): slower backward kernels than priced",
+    "--check-weight-hash-across-dp-replicas-interval": "every N steps each rank hashes all its weights and the hashes "
+                                                       "are gathered across data-parallel replicas (training.py l. "
+                                                       "3983-3984): time on those steps",
+    "--moe-router-dtype": "the router's gating GEMM and logits in fp32 or fp64 (moe/router.py l. 105-111): tokens x "
+                          "experts x 4 or 8 B instead of 2 B, and the GEMM at that precision's rate",
+    "--spec": "the module spec the layers are built from (e.g. 'local': Megatron-Core's layers without Transformer "
+              "Engine; arguments.py l. 3645): other kernels than the stack prices",
+    "--overlap-param-gather-with-optimizer-step": "the first parameter all-gathers overlapped with the optimizer step "
+                                                  "(distributed optimizer, interleaved pipeline)",
+    "--no-use-layer-wise-param-layout": "the layer-wise distributed optimizer without its precomputed parameter layout "
+                                        "(arguments.py l. 3160-3165): other buffer padding and gather sizes",
+    "--tp-comm-overlap-cfg": "Transformer Engine's userbuffers settings for the TP overlap (chunks, SMs per "
+                             "collective): the overlapped TP time",
+    "--use-fused-weighted-squared-relu": "a fused kernel for the weighted squared-ReLU activation: fewer bytes than "
+                                         "the unfused kernels priced",
+    "--no-check-for-nan-in-loss-and-grad": "no NaN / Inf check of the gradient buffers (param_and_grad_buffer.py l. "
+                                           "655-657): one read of the gradients per step saved",
+    "--ddp-average-in-collective": "the 1/dp gradient scaling done by the collective (ReduceOp.AVG) instead of a "
+                                   "pass over the gradient buffer before it",
+    "--ddp-num-buckets": "the gradient buckets' size set by count (training/models/dist_utils.py l. 304-308): the "
+                         "reduce-scatter overlap's granularity",
+    "--cross-entropy-fusion-impl": "which fused cross-entropy kernel runs (native or TE, language_module.py l. "
+                                   "174-197): the loss's bytes and time",
+    "--mtp-use-repeated-layer": "one multi-token-prediction layer's weights shared across the MTP depths: fewer "
+                                "weights than one layer per depth",
+    "--model-provider": "the model builder (e.g. llava_vlm: a vision encoder and projector besides the language model)",
+    "--export-kd-cfg": "knowledge distillation (post_training/model_builder.py l. 498): a teacher model's weights and "
+                       "its forward every step",
+    "--export-te-mcore-model": "ModelOpt's model built with Transformer Engine layers (post_training/model_builder.py "
+                               "l. 113)",
+    "--export-model-type": "ModelOpt's model class (e.g. MambaModel)",
+    "--encoder-seq-length": "an encoder-decoder model's encoder sequence length: activations and attention",
+    "--decoder-seq-length": "an encoder-decoder model's decoder sequence length: activations and attention",
+    "--total-seq-length": "the MIMO example's sequence length, text and image tokens (examples/mimo/data/mock.py "
+                          "l. 261; not a Megatron-LM training flag): the tokens each micro-batch's activations hold",
+    "--vocab-extra-ids": "extra tokenizer ids (T5's sentinels, training_config.py l. 695): a larger vocabulary, "
+                         "embedding and output layer",
 }
+# flag families the reader does not price that change memory or time: (pattern, what they change)
+NOT_MODELLED_PATTERNS = (
+    (r"--megatron-fsdp-(main-params|main-grads|grad-comm)-dtype$",
+     "Megatron-FSDP's main weights, main gradients or gradient collective dtype: their bytes"),
+    (r"--mamba-(num-heads|head-dim|state-dim|num-groups)$",
+     "the Mamba mixer's shape: its weights, activations and scan time"),
+)
 # TE's fused MoE kernels (Megatron-Core moe_permute_fusion / moe_router_fusion, store_true: arguments.py
 # @d98e8a64 from transformer_config.py l. 941-947, default off): the job's fields of the same names
 MOE_FUSION_FLAGS = {"--moe-permute-fusion": "moe_permute_fusion", "--moe-router-fusion": "moe_router_fusion"}
@@ -277,6 +330,19 @@ IGNORED_REASONS = (
     (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
     (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
     (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
+    (r"--(norm-epsilon|moe-aux-loss-coeff|moe-z-loss-coeff|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
+     r"moe-router-pre-softmax|moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
+     "a numerics setting (a constant, loss coefficient or RNG tracker): the same kernels and bytes"),
+    (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's unfused attention "
+     "(dot_product_attention.py @d98e8a64 l. 106); the fused attention priced computes softmax in fp32 regardless"),
+    (r"--muon-(momentum|extra-scale-factor|scale-mode)$", "optimizer hyper-parameter: no memory or time effect"),
+    (r"--mscale(-all-dim)?$|--rotary-interleaved$",
+     "a constant or channel order of the rotary embedding: the same kernel and bytes"),
+    (r"--(use-persistent-ckpt-worker|dist-ckpt-[\w-]+|(no-)?ckpt-[\w-]+|use-checkpoint-opt_param-scheduler|"
+     r"auto-detect-ckpt-format|async-strategy|async-ckpt-[\w-]+|verify-integrity|finetune|"
+     r"override-opt[_-]param-scheduler|language-model-checkpoint|logging-level|disable-gloo-process-groups)$",
+     "checkpointing and logging (between steps; the gloo groups are host-side, for checkpoints)"),
+    (r"--(fim-data|fim-rate|fim-spm-rate|dataset-provider|sft|sft-tokenizer-prompt-format)$", "the data pipeline"),
     (r"--max-position-embeddings$", "the model file's position table is priced"),
     (r"--cuda-graph-warmup-steps$", "the eager steps before the CUDA graphs are captured (transformer_config.py @d98e8a64 "
      "cuda_graph_warmup_steps): the first steps only, not the steady step priced"),
@@ -299,6 +365,9 @@ def classify_unread(name: str, value) -> tuple[str, str]:
             "not_modelled", "RoPE on part of each head: fewer rope bytes than priced")
     if name in NOT_MODELLED:
         return "not_modelled", NOT_MODELLED[name]
+    for pat, why in NOT_MODELLED_PATTERNS:
+        if re.match(pat, name):
+            return "not_modelled", why
     for pat, why in IGNORED_REASONS:
         if re.match(pat, name):
             return "ignored", why

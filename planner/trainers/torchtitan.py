@@ -36,7 +36,12 @@ Read and modelled (section.key -> planner job field):
   [optimizer] early_step_in_backward -> early_step_in_backward (the optimizer stepped per parameter
                                    in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
                                    refused with PP or EP as torchtitan's build_optimizers refuses it)
-  [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default)
+  [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default);
+                                   enable_fsdp_float8_all_gather (true: the tensorwise recipe's fp8
+                                   FSDP all-gather, what the planner prices; false: not modelled;
+                                   refused with a recipe_name as torchtitan does),
+                                   precompute_float8_dynamic_scale_for_fsdp, filter_fqns (["output"]:
+                                   as priced; else not modelled); ignored without the float8 converter
   [mx] / [quantize.linear.mx] recipe_name (converter "mx" -> precision fp8, recipe mxfp8)
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
@@ -108,7 +113,7 @@ MODELLED = {
                     "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
-    "float8": {"recipe_name"},
+    "float8": {"recipe_name", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns"},
     "mx": {"recipe_name"},
     "optimizer": {"implementation", "early_step_in_backward"},
 }
@@ -138,6 +143,8 @@ def _no_cost(section: str, key: str, value):
         return "optimizer hyper-parameters (Adam(W) priced)"
     if section == "training" and key in NO_COST_TRAINING:
         return "data, clipping and seed settings"
+    if section == "model" and key in ("tokenizer_path", "hf_assets_path"):  # job_config.py @9810191bb~1 l. 107-115
+        return "the tokenizer's files (the data pipeline)"
     return None
 
 
@@ -418,6 +425,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
     _precision_from_converters(where, converters, sec, job, assumed, ignored)
+    _float8_fsdp(sec["float8"], job, shard, ignored, not_modelled)
 
     # ---- compile
     if "compile" in data:
@@ -520,3 +528,59 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
     for conv, on in (("float8", fp8), ("mx", mx)):
         if not on and "recipe_name" in sec[conv]:
             ignored.append(fmt_ignored(f"{conv}.recipe_name", sec[conv]["recipe_name"]) + f" (no {conv} converter)")
+
+
+def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: list) -> None:
+    """[float8] enable_fsdp_float8_all_gather / precompute_float8_dynamic_scale_for_fsdp, as torchtitan
+    @9810191bb~1 (the last TOML layout) reads them, torchtitan/components/quantization/float8.py l. 62-99:
+    the fp8 all-gather only with recipe_name unset (tensorwise; torchtitan asserts it off with a recipe_name)
+    and dp_shard > 1; the precomputed scales only with the fp8 all-gather. The planner prices the fp8
+    all-gather through the torchtitan stack's tensorwise recipe (stack_db/torchtitan.yaml fp8_recipes
+    tensorwise allgather_fp8: true; step.py gather_bytes 1 B/param), not through the job's fp8_param_gather
+    (Megatron's fp8 parameters under the distributed optimizer, a different mechanism)."""
+    key, pre = "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"
+    tensorwise = job.get("precision") == "fp8" and job.get("fp8_recipe") == "tensorwise"
+    _float8_filter(f8, job, ignored, not_modelled)
+    if f8.get(key) is True and f8.get("recipe_name") is not None and job.get("precision") == "fp8":
+        raise PlannerError(f"[float8] enable_fsdp_float8_all_gather = true with recipe_name {_short(f8['recipe_name'])}: "
+                           "torchtitan refuses it (float8.py @9810191bb~1 l. 65-69)",
+                           "remove recipe_name (tensorwise, the fp8 all-gather) or set enable_fsdp_float8_all_gather = false")
+    fsdp = shard > 1 and tensorwise and f8.get("recipe_name") is None
+    for k in (key, pre):
+        if k not in f8:
+            continue
+        v, name = f8[k], fmt_ignored(f"float8.{k}", f8[k])
+        if not isinstance(v, bool):
+            not_modelled.append(f"{name} (not a boolean: not priced, it may change memory or time)")
+        elif not fsdp:
+            ignored.append(f"{name} (read by torchtitan only with the float8 converter, recipe_name unset and "
+                           "data_parallel_shard_degree > 1, float8.py l. 62-99: none here)")
+        elif k == key:
+            (ignored if v else not_modelled).append(
+                f"{name} (the fp8 weight all-gather, 1 B per parameter, the tensorwise recipe's, is what the "
+                "planner prices)" if v else f"{name} (bf16 weight all-gathers, 2 B per parameter, where the planner "
+                "prices the tensorwise recipe's fp8 all-gather, 1 B: twice the all-gather bytes priced)")
+        elif not f8.get(key) is True:
+            ignored.append(f"{name} (read only with enable_fsdp_float8_all_gather, float8.py l. 95-99)")
+        else:
+            (not_modelled if v else ignored).append(
+                f"{name} (one amax all-reduce for every weight after the optimizer step instead of one per weight "
+                "in each all-gather: not priced)" if v else f"{name} (the scales computed in each all-gather)")
+
+
+def _float8_filter(f8: dict, job: dict, ignored: list, not_modelled: list) -> None:
+    """[float8] filter_fqns (job_config.py @9810191bb~1 l. 741, default []: every Linear converted;
+    float8.py l. 105-138): ["output"] keeps the output layer in bf16, what the planner prices
+    (stack_db/torchtitan.yaml fp8_recipes output_layer_bf16); any other list, not modelled."""
+    if "filter_fqns" not in f8:
+        return
+    v = f8["filter_fqns"]
+    fq = [c.strip() for c in v.split(",") if c.strip()] if isinstance(v, str) else v
+    name = fmt_ignored("float8.filter_fqns", v)
+    if job.get("precision") != "fp8" or job.get("fp8_recipe") == "mxfp8":
+        ignored.append(f"{name} (no float8 converter)")
+    elif fq == ["output"]:
+        ignored.append(f"{name} (the output layer kept in bf16, the other Linears in fp8: what the planner prices)")
+    else:
+        not_modelled.append(f"{name} (other Linears than the output layer kept in bf16, or the output layer in fp8: "
+                            "the planner prices every Linear but the output layer in fp8)")
