@@ -13,10 +13,17 @@ What a graph changes, read at the code:
   token dispatcher [3], and the experts' shapes follow it. Megatron refuses the moe scope unless
   the experts are padded to capacity [1] (its MoE guide: "the resulting dynamic shapes make MoE
   layers uncapturable" [4]); with moe_preprocess graphed the dispatcher moves its device-to-host
-  copy after the graph (cuda_dtoh_point before_ep_alltoall [3]), and the synchronisation stays.
-  The planner prices dropless MoE only (moe_capacity_factor is a load imbalance, not padding), so
-  on an MoE model it refuses the moe scope, the whole layer and full_iteration.
-- Time: not priced apart. The host time a dropless MoE layer exposes is the stack's fitted moe_host
+  copy after the graph (cuda_dtoh_point before_ep_alltoall [3]), and the synchronisation stays;
+  an alltoall dispatcher that drops tokens without padding synchronises in preprocess itself,
+  and Megatron refuses moe_preprocess there [1]. Padded to capacity (moe_capacity_factor and
+  moe_pad_to_capacity), every expert's input is a fixed size known on the host, and the alltoall
+  and hybridep dispatchers copy nothing to the host [8]: the planner then accepts the moe scope,
+  the whole layer and full_iteration, as Megatron does; otherwise (dropless, dropping without
+  padding, or padded allgather, whose dispatch_postprocess calls .cpu() whatever the padding
+  [8]) it refuses them on an MoE model.
+- Time: a padded layer whose dispatcher does not synchronise exposes no host time
+  (planner/step.py moe_host is 0 there, graphed or not); otherwise not priced apart. The host
+  time a dropless MoE layer exposes is the stack's fitted moe_host
   (planner/step.py moe_host): its per-layer constant covers the kernels issued between two
   synchronisations, graphed (attention, router, preprocess) or not (dispatch, experts, combine),
   and the MoE records cannot say which part graphs remove (docs/moe_accuracy.md, "CUDA graphs
@@ -37,7 +44,8 @@ What a graph changes, read at the code:
   the probabilities and metadata (top_k x 4 B and an E-byte bool map a token) are left out,
   under 0.5% of the permuted tokens (E 128, top-8, h 2,048: 160 B against 32,768 B). So the term: the permuted tokens, alltoall only. attn alone holds
   the attention block's output, the pre-MLP norm's saved input: nothing more. The local
-  implementation's buffers (its own manager, cuda_graphs.py CudaGraphManager) are not priced.
+  implementation's buffers (its own manager, cuda_graphs.py CudaGraphManager) and what a padded
+  layer's moe scope or whole-layer graph holds are not priced.
 
 References
 [1] NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py: cuda_graph_impl,
@@ -69,12 +77,19 @@ References
     MoEAlltoAllTokenDispatcher.dispatch_preprocess l. 624-700 (permutation 1: the permuted
     tokens returned) and MoEFlexTokenDispatcher.dispatch_preprocess l. 1922-1945 (the hidden
     states reshaped, not permuted).
+[8] planner/dispatch.py [7]: NVIDIA/Megatron-LM @d98e8a64 token_dispatcher.py, padded to capacity
+    (drop_and_pad): MoEAlltoAllTokenDispatcher.preprocess l. 517-535 and
+    _maybe_dtoh_and_synchronize l. 921-960 (no host copy, no synchronisation), _HybridEPManager
+    l. 1113-1126 (the permuted size on the CPU), MoEAllGatherTokenDispatcher l. 320 (.cpu()
+    unconditional); transformer_config.py l. 2838-2851 (moe only with drop-padding; moe_preprocess
+    not with the alltoall dispatcher's capacity factor).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .dispatch import host_synced
 from .errors import PlannerError
 from .layers.common import ACT_BYTES
 
@@ -93,9 +108,11 @@ def _has_dense_mlp(model) -> bool:
 MC = " (Megatron-Core transformer_config.py @d98e8a64)"  # [1], named in the messages
 
 
-def _combination_error(impl: str, scope: list, model, recompute: str) -> str | None:
-    """Why Megatron-Core [1] (or the planner, for a dropless MoE [3][4]) refuses the combination;
-    None: accepted."""
+def _combination_error(impl: str, scope: list, model, recompute: str, moe=(False, False, "alltoall")) -> str | None:
+    """Why Megatron-Core [1] (or the planner, for an MoE layer whose dispatcher synchronises [3][4][8])
+    refuses the combination; None: accepted. moe: (a capacity factor is set, the experts are padded
+    to it, the dispatcher)."""
+    drop, pad, dispatcher = moe
     if impl == "none":
         return "cuda_graph_scope is set without cuda_graph_impl (the modules are read only with a graph " \
                "implementation)" + MC if scope else None
@@ -109,11 +126,20 @@ def _combination_error(impl: str, scope: list, model, recompute: str) -> str | N
         return "the moe scopes capture an MoE layer; the model has none" + MC
     if model.moe is not None and "mlp" in scope and not _has_dense_mlp(model):
         return "mlp captures a dense layer's MLP; every layer of the model is MoE" + MC
-    if model.moe is not None and (impl == "full_iteration" or not scope or "moe" in scope):
+    if model.moe is not None and "moe" in scope and not pad:
+        return "the moe scope is graphed only with drop-padding MoE (moe_capacity_factor and moe_pad_to_capacity)" + MC
+    # local graphs moe_preprocess with moe_router [1] (transformer_config.py l. 2805-2815)
+    pre = "moe_preprocess" in scope or (impl == "local" and "moe_router" in scope)
+    if model.moe is not None and pre and drop and not pad and dispatcher == "alltoall":
+        return ("moe_preprocess is not graphed when the alltoall dispatcher drops tokens without padding (its "
+                "preprocess copies the counts to the host and synchronises)" + MC)
+    if model.moe is not None and (impl == "full_iteration" or not scope or "moe" in scope) and host_synced(pad, dispatcher):
         what = "full_iteration" if impl == "full_iteration" else ("the moe scope" if scope else "the whole layer")
-        return (f"{what} captures the experts, which a dropless MoE layer cannot (the dispatcher's device-to-host "
-                "synchronisation and the experts' dynamic shapes: Megatron-Core token_dispatcher.py and its MoE "
-                "README @d98e8a64); Megatron graphs them only padded to capacity, which the planner does not price")
+        how = "padded to capacity" if pad else "not padded to capacity"
+        return (f"{what} captures the experts, which an MoE layer with the {dispatcher} dispatcher, {how}, cannot"
+                " (the dispatcher's device-to-host synchronisation and the experts' dynamic shapes: Megatron-Core "
+                "token_dispatcher.py and its MoE README @d98e8a64); padded to capacity, alltoall and hybridep do not "
+                "synchronise (planner/dispatch.py PAD_WITHOUT_SYNC)")
     if recompute == "full":
         return "full recompute runs with CUDA graphs only under cuda_graph_impl full_iteration" + MC
     return None
@@ -121,7 +147,7 @@ def _combination_error(impl: str, scope: list, model, recompute: str) -> str | N
 
 def cuda_graph_error(job, model, stack, where: str = "") -> PlannerError | None:
     """The error for a job's CUDA graphs: on a stack without them (stack cuda_graphs), or a
-    combination Megatron-Core refuses [1] or the planner cannot price [3][4]; None: fine."""
+    combination Megatron-Core refuses [1] or the planner cannot price [3][4][8]; None: fine."""
     impl, scope = job.cuda_graph_impl, list(job.cuda_graph_scope or [])
     if impl == "none" and not scope:
         return None
@@ -129,12 +155,15 @@ def cuda_graph_error(job, model, stack, where: str = "") -> PlannerError | None:
         return PlannerError(f"{where}cuda_graph_impl {impl} / cuda_graph_scope {scope}: stack {stack.name} has no CUDA "
                             "graph option (stack_db cuda_graphs)",
                             "leave cuda_graph_impl and cuda_graph_scope out, or choose --stack megatron")
-    why = _combination_error(impl, scope, model, job.recompute)
+    dispatcher = job.moe_dispatcher or (stack.defaults.moe_dispatcher if stack is not None else "alltoall")
+    moe = (job.moe_capacity_factor is not None, bool(job.moe_pad_to_capacity), dispatcher)
+    why = _combination_error(impl, scope, model, job.recompute, moe)
     if why is None:
         return None
     return PlannerError(f"{where}cuda_graph_impl {impl}, cuda_graph_scope {scope or '[] (the whole layer)'}: {why}",
                         "graph the parts before the dispatch only (cuda_graph_scope attn moe_router moe_preprocess) on an "
-                        "MoE model, or leave cuda_graph_impl out")
+                        "MoE model, pad the experts to capacity (moe_capacity_factor, moe_pad_to_capacity) with the "
+                        "alltoall or hybridep dispatcher, or leave cuda_graph_impl out")
 
 
 def held_output_bytes(settings, kind, ctx) -> np.ndarray:

@@ -63,7 +63,13 @@ bf16 / combine at 8 ranks, 51-75% of the H800 fractions); Hybrid-EP's H100 and G
 likewise; the tables' token counts (4096 normal, 128 low-latency) for every token count.
 Not modelled: DeepEP's SM budget's effect on the compute beside it; the pod layer for
 DeepEP's RDMA traffic. The dispatchers' host synchronisation and the launch time it exposes
-are priced apart, by step.moe_host (the same for every dispatcher).
+are priced apart, by step.moe_host (the same for every dispatcher that synchronises).
+
+Padded to capacity (job moe_pad_to_capacity, Megatron --moe-pad-expert-input-to-capacity [7]):
+every expert receives capacity tokens from every rank, a count the host computes from the
+shapes alone, so alltoall and hybridep copy nothing to the host and do not synchronise
+(PAD_WITHOUT_SYNC); allgather still copies its local counts to the host (.cpu()) whatever the
+padding; Megatron refuses the padding on DeepEP's backend (deepep, deepep_ll here) [7].
 
 References
 [1] NVIDIA Megatron-LM megatron/core/transformer/moe/token_dispatcher.py (commit 0014f137):
@@ -87,6 +93,18 @@ References
     (commit b6bf017a) sec. 2.2.1: "DeepEP still does not officially support scenarios where the
     NVLink domain is larger than 8"; with a community PR EP32 on GB200 reached ~400 GB/s
     dispatch and ~190 GB/s combine (24 SMs).
+[7] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py:
+    MoEAlltoAllTokenDispatcher.preprocess l. 517-535 (drop_and_pad: tokens_per_expert and the
+    splits torch.full on the host from the capacity, returned before any
+    _maybe_update_cuda_sync_point) and _maybe_dtoh_and_synchronize l. 921-960 (no copy, no
+    synchronisation "if not self.drop_and_pad" fails); _HybridEPManager l. 1113-1126 and
+    l. 1175-1178 (drop_and_pad: num_permuted_tokens computed on the CPU, so the
+    tokens_per_expert.sum() host sync is skipped); MoEAllGatherTokenDispatcher
+    dispatch_postprocess l. 320 (tokens_per_expert ... .cpu(), unconditional);
+    megatron/core/transformer/transformer_config.py l. 1754-1761 ("Flex token dispatcher with
+    deepep backend does not support moe_pad_expert_input_to_capacity") and l. 1862-1866
+    ("moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity");
+    moe/experts.py l. 737 (the grouped GEMM's tokens_per_expert.tolist(): a host tensor when padded).
 """
 
 from __future__ import annotations
@@ -101,6 +119,15 @@ from .layers.common import ACT_BYTES
 ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
 NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
 CODES = {v: k for k, v in NAMES.items()}
+PAD_WITHOUT_SYNC = ("alltoall", "hybridep")  # padded, these never synchronise with the host [7]
+PAD_REFUSED = ("deepep", "deepep_ll")  # Megatron refuses the padding on DeepEP's backend [7]
+
+
+def host_synced(pad_to_capacity: bool, dispatcher: str) -> bool:
+    """Whether the dispatcher copies the token counts to the host and synchronises each MoE
+    layer forward: every dropless or dropping one; padded to capacity, all but PAD_WITHOUT_SYNC [7]
+    (job settings, not searched quantities)."""
+    return not (pad_to_capacity and dispatcher in PAD_WITHOUT_SYNC)
 DESCRIPTIONS = {
     "alltoall": "NCCL all-to-all (Megatron --moe-token-dispatcher-type alltoall)",
     "allgather": "all-gather + reduce-scatter (Megatron --moe-token-dispatcher-type allgather)",

@@ -1460,6 +1460,12 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
         raise PlannerError(f"{where}moe_dispatcher {name}: stack {stack.name} runs {', '.join(runs.moe_dispatchers)} "
                            f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {runs.sources[0][:120]})",
                            f"use one of {', '.join(runs.moe_dispatchers)}, or a stack that runs {name}")
+    from .dispatch import PAD_REFUSED
+
+    if job.moe_pad_to_capacity and name in PAD_REFUSED:  # planner/dispatch.py [7]
+        raise PlannerError(f"{where}moe_pad_to_capacity with moe_dispatcher {name}: Megatron refuses the padding on "
+                           "DeepEP's backend (transformer_config.py @d98e8a64 l. 1754-1761)",
+                           "use moe_dispatcher alltoall or hybridep, or remove moe_pad_to_capacity")
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where))
 

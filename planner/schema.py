@@ -1999,7 +1999,8 @@ class Job(BaseModel):
     moe_pad_to_capacity: Optional[bool] = Field(
         default=None,
         description="MoE: every expert's input padded to the capacity factor (Megatron --moe-pad-expert-input-to-capacity; "
-                    "needs moe_capacity_factor): the busiest rank's load is the capacity factor exactly; default false")
+                    "needs moe_capacity_factor): the busiest rank's load is the capacity factor exactly, and the alltoall and "
+                    "hybridep dispatchers skip the host synchronisation (planner/dispatch.py); default false")
     moe_rank_imbalance: Optional[float] = Field(
         default=None, ge=1.0,
         description="MoE routing imbalance: the busiest expert-parallel rank's routed tokens / the mean, as measured "

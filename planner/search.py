@@ -791,6 +791,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
             args.append(on if v else off)
     if job.moe_load_balancing is not None:  # the job's router balancing (else the model's default: imbalance.py)
         args += ["--moe-load-balancing", job.moe_load_balancing]
+    if job.moe_pad_to_capacity:  # the experts padded to the capacity (off is what explain assumes without it)
+        args.append("--moe-pad-to-capacity")
     if d.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
         args.append("--no-pp-p2p-overlap")
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)

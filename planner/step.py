@@ -475,9 +475,14 @@ def moe_host(sc: StepCtx, kind, gpu_fwd):
     the parts before the dispatch (a job's cuda_graph_scope attn moe_router moe_preprocess)
     replay those kernels with one launch but leave the synchronisation; the constants are fitted
     on records with and without them, which cannot tell the graphed share apart, so the term is
-    the same with or without them (planner/cuda_graphs.py, docs/moe_accuracy.md)."""
+    the same with or without them (planner/cuda_graphs.py, docs/moe_accuracy.md). Padded to
+    capacity (moe_pad_to_capacity), the alltoall and hybridep dispatchers know every split on the
+    host and neither copy nor synchronise (planner/dispatch.py PAD_WITHOUT_SYNC and its [7]): the
+    host runs ahead as in the backward, so the term is 0, both constants, which price only what
+    the synchronisation exposes (the records they are fitted on are all dropless,
+    scripts/fit_moe_host.py). Allgather still synchronises padded: priced as dropless."""
     mh = sc.stack.moe_host
-    if mh is None:
+    if mh is None or not dispatch.host_synced(sc.settings.moe_pad_to_capacity, sc.settings.moe_dispatcher):
         return np.float64(0.0)
     e_local = kind.mlp.num_experts / sc.plan.ep.astype(np.float64)
     issue = mh.per_layer_s + mh.per_local_expert_s * e_local

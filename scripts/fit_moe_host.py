@@ -9,6 +9,8 @@ The model (planner/step.py moe_host): after the dropless dispatcher's device-to-
 synchronisation, the host takes per_layer_s + per_local_expert_s x (experts / ep) to issue one
 MoE layer's forward, and the GPU waits for what exceeds that layer's forward GPU time. The two
 constants are the only free figures; everything else is the planner's model as it stands.
+The records are all dropless (none sets moe_pad_to_capacity: a padded alltoall or hybridep
+job has no such synchronisation, and the term is 0 for it, planner/dispatch.py [7]).
 
 Method: every record the megatron stack prices (the stack whose constants these are) is
 evaluated on a grid of (per_layer_s, per_local_expert_s); the fit minimises the mean absolute

@@ -159,7 +159,7 @@ def job_options(
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
     ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
     hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None, moe_rank_imbalance=None,
-    moe_load_balancing=None, step_batch_size_schedule=None,
+    moe_load_balancing=None, step_batch_size_schedule=None, moe_pad_to_capacity=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -182,7 +182,7 @@ def job_options(
         hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
         pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
         moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
-        batch_size_schedule=parse_schedule(step_batch_size_schedule),
+        batch_size_schedule=parse_schedule(step_batch_size_schedule), moe_pad_to_capacity=moe_pad_to_capacity,
     )
 
 
@@ -217,6 +217,11 @@ CapacityFactorOption = typer.Option(
     None, "--moe-capacity-factor",
     help="MoE capacity factor: an expert's tokens beyond this x the mean are dropped (Megatron "
          "--moe-expert-capacity-factor); caps the busiest rank's load (default: dropless)")
+PadToCapacityOption = typer.Option(
+    None, "--moe-pad-to-capacity/--no-moe-pad-to-capacity",
+    help="MoE: pad every expert's input to the capacity (Megatron --moe-pad-expert-input-to-capacity; needs "
+         "--moe-capacity-factor): the busiest rank's load is the capacity factor, and the alltoall / hybridep "
+         "dispatchers skip the host synchronisation (no moe_host term) (default: off)")
 RankImbalanceOption = typer.Option(
     None, "--moe-rank-imbalance",
     help="MoE routing imbalance: the busiest expert-parallel rank's routed tokens / the mean, as measured (1.0: "
@@ -316,6 +321,7 @@ def register(app: typer.Typer) -> None:
         ep: Optional[int] = typer.Option(None, "--ep", help="expert parallel degree, folded into tp x dp x cp with etp (MoE models; Megatron --expert-model-parallel-size) (default: 1)"),
         etp: Optional[int] = typer.Option(None, "--etp", help="expert tensor parallel degree (MoE models; Megatron --expert-tensor-parallel-size, torchtitan expert_tensor_parallel_degree) (default: tp, Megatron's)"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
+        moe_pad_to_capacity: Optional[bool] = PadToCapacityOption,
         moe_rank_imbalance: Optional[float] = RankImbalanceOption,
         moe_load_balancing: Optional[str] = LoadBalancingOption,
         ep_comm_overlap: Optional[bool] = EpOverlapOption,
@@ -344,7 +350,7 @@ def register(app: typer.Typer) -> None:
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
             hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing,
-            step_batch_size_schedule)
+            step_batch_size_schedule, moe_pad_to_capacity)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -10,7 +10,7 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (CapacityFactorOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+from .core import (CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -74,6 +74,7 @@ def register(app: typer.Typer) -> None:
         etp: Optional[str] = typer.Option(None, "--etp", help="pin expert tensor parallelism (MoE models; Megatron --expert-tensor-parallel-size), a value or a comma list (default: divisors of tp where the stack has its own expert TP, else tp)"),
         max_etp: Optional[int] = typer.Option(None, "--max-etp", help="upper bound on expert TP"),
         moe_capacity_factor: Optional[float] = CapacityFactorOption,
+        moe_pad_to_capacity: Optional[bool] = PadToCapacityOption,
         moe_rank_imbalance: Optional[float] = RankImbalanceOption,
         moe_load_balancing: Optional[str] = LoadBalancingOption,
         mtp_layers: Optional[int] = MtpLayersOption,
@@ -140,6 +141,7 @@ def register(app: typer.Typer) -> None:
             stack=stack, torch_compile=torch_compile, dp_comm_overlap=dp_comm_overlap, fp8_recipe=fp8_recipe,
             power_limit_w=power_limit_w, account_for_embedding_in_pipeline_split=split_emb,
             account_for_loss_in_pipeline_split=split_loss, moe_capacity_factor=moe_capacity_factor, mtp_layers=mtp_layers,
+            moe_pad_to_capacity=moe_pad_to_capacity,
             moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
             ep_comm_overlap=ep_comm_overlap, loss_layers_in_pipeline_split=loss_layers, microbatch_group=microbatch_group,
             cp_comm_type=cp_comm_type,
