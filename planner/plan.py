@@ -477,6 +477,7 @@ class Settings:
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
+    fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused
@@ -1079,6 +1080,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         moe_capacity_factor=_capacity_factor(job, model, where),
         **_imbalance_settings(job, model, where),
         bf16_layers=_bf16_layers(job, model, where),
+        fp8_output_layer=_fp8_output_layer(job, model, stack, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
@@ -1574,6 +1576,26 @@ def _bf16_layers(job: Job, model: ModelSpec, where: str) -> tuple:
     return n
 
 
+def _fp8_output_layer(job: Job, model: ModelSpec, stack: Stack, where: str) -> bool:
+    """Whether a job's output layer runs in fp8 (job field fp8_output_layer): refused without fp8
+    or with a recipe the stack keeps it bf16 in (stack_db fp8_recipes output_layer_convertible);
+    False where vocab_size or hidden_size is not a multiple of 16, the Linears torchtitan's
+    module_filter_fn leaves in bf16 (torchtitan/components/quantization/utils.py @e347b1e5e
+    l. 19-22: 'All dims must be divisible by 16 due to float8 tensorcore hardware requirements')."""
+    if not job.fp8_output_layer:
+        return False
+    if job.precision != "fp8":
+        raise PlannerError(f"{where}fp8_output_layer needs precision fp8 (got {job.precision})",
+                           "remove fp8_output_layer, or set precision: fp8")
+    recipe = job.fp8_recipe or stack.defaults.fp8_recipe
+    spec = stack.fp8_recipes.get(recipe)
+    if spec is None or not spec.output_layer_convertible:
+        raise PlannerError(f"{where}fp8_output_layer is set but stack {stack.name} keeps the output layer in bf16 with "
+                           f"recipe {recipe} (stack_db fp8_recipes output_layer_convertible)",
+                           "remove fp8_output_layer, or choose --stack torchtitan")
+    return model.vocab_size % 16 == 0 and model.hidden_size % 16 == 0
+
+
 def _low_precision_recipe(stack: Stack, job: Job, inherited: list, where: str) -> Optional[str]:
     """The fp8 / nvfp4 recipe of a job: its own, else the stack's default of that precision
     (fp8: defaults.fp8_recipe; nvfp4: the stack's nvfp4 recipe). Errors name the valid ones."""
@@ -1672,6 +1694,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
         **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
            if any(settings.bf16_layers) else {}),
+        **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),

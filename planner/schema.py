@@ -1077,6 +1077,9 @@ class FP8Recipe(BaseModel):
                                                              "(backward casts the output gradient: the same again x2)")
     allgather_fp8: bool = Field(description="FSDP all-gathers the weights in fp8 (1 B/param)")
     output_layer_bf16: bool = Field(description="the output layer (logits) stays in bf16")
+    output_layer_convertible: bool = Field(
+        default=False, description="the stack can run the output layer in this recipe too, a job's fp8_output_layer "
+                                   "(torchtitan: a filter_fqns list without 'output'); false: a job setting it is refused")
     fp8_dispatch: bool = Field(
         default=False, description="MoE: the recipe quantizes the tokens before the dispatch and sends them in fp8 with "
                                    "their scales (the combine in bf16): planner/dispatch.py prices the bytes")
@@ -1793,6 +1796,13 @@ class Job(BaseModel):
     bf16_layers_at_end: int = Field(
         default=0, ge=0, description="with fp8 / nvfp4: the last transformer layers that stay bf16 "
                                      "(--num-layers-at-end-in-bf16)")
+    fp8_output_layer: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="with fp8: the output layer (logits GEMM) runs in fp8 too, where the stack's recipe "
+                                   "keeps it bf16 (torchtitan's float8 converter with filter_fqns not naming 'output': "
+                                   "job_config.py Float8Linear.filter_fqns default []); skipped, as torchtitan's "
+                                   "module_filter_fn does, where vocab_size or hidden_size is not a multiple of 16; "
+                                   "needs a recipe with output_layer_convertible; default off")
     account_for_embedding_in_pipeline_split: bool = Field(
         default=False,
         description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "

@@ -125,6 +125,16 @@ References
     l. 1572-1660 and 1971-2058: without overlap_p2p_comm_warmup_flush (model_parallel_config.py
     l. 422-429, default False) the warm-up's send_forward_recv_forward and the cool-down's
     send_backward_recv_backward are called without overlap_p2p_comm, waited on).
+[14] The output layer in fp8 (Job fp8_output_layer): pytorch/torchtitan @e347b1e5e
+    torchtitan/config/job_config.py l. 741 Float8Linear.filter_fqns default [] (since a6524d8a0,
+    2025-04-07, PR #1063; before it float8.py converted with module_filter_fn fqn != "output"), and
+    torchtitan/components/quantization/utils.py module_filter_fn: every nn.Linear whose dims are
+    multiples of 16 and whose fqn no filter names is swapped for torchao's Float8Linear, the output
+    layer included. Its three GEMMs then run at the fp8 rate, with the recipe's casts of the GEMM
+    inputs as a layer's (the input T h and the weight V/t h forward, twice that backward). Its saved
+    tensors do not change: Float8Linear saves its high-precision input and weight (pytorch/ao
+    torchao/float8/float8_linear.py @024fe94f manual_float8_matmul_with_args_in_hp.forward
+    ctx.save_for_backward(input_hp, weight_hp_t)).
 """
 
 from __future__ import annotations
@@ -510,19 +520,23 @@ def _share_list(v):
 
 def head_time(sc: StepCtx) -> np.ndarray:
     """The output layer and the loss per micro-batch: the [T, V/t, h] GEMM forward and backward
-    (3x), bf16 where the fp8 recipe keeps it there, and the loss reading and writing the logits."""
+    (3x), bf16 where the fp8 recipe keeps it there (unless the job's fp8_output_layer), with its
+    fp8 casts where it runs in fp8 [14], and the loss reading and writing the logits."""
     settings, plan, ctx = sc.settings, sc.plan, sc.ctx
-    hw, V = settings.hardware, settings.model.vocab_size
+    hw, V, h = settings.hardware, settings.model.vocab_size, settings.model.hidden_size
     gemm_scale = settings.knobs.gemm_efficiency_scale
     shape = output_gemm_shape(settings.model, ctx.tp, ctx.T)
     out_gemm = price_gemms(shape, hw, plan.precision, sc.gemm_cal)["output_layer"] / sc.speed
-    bf16_out = sc.fp8 & sc.recipe["output_layer_bf16"]
+    bf16_out = sc.fp8 & sc.recipe["output_layer_bf16"] & (not settings.fp8_output_layer)
     if np.any(bf16_out):
         out16 = price_gemms(shape, hw, np.zeros_like(plan.precision), sc.gemm_cal)["output_layer"] / gemm_scale
         out_gemm = np.where(bf16_out, out16, out_gemm)
+    # fp8 casts as a layer's (step.layer_times): the input T h and the weight V/t h forward, twice
+    # that backward [14]
+    cast = np.where(sc.fp8 & ~bf16_out, 3.0 * sc.recipe["cast_bytes"] * (ctx.T * h + V / ctx.tp * h), 0.0) / sc.hbm
     loss_b = sc.stack.memory.te_loss_per_logit[1] if te_loss(sc.settings) else sc.kb["loss_per_logit"]
     wgrad = wgrad_add_bytes(sc, shape) / sc.hbm  # the output layer's weight gradient added apart [11]
-    return 3.0 * out_gemm + ctx.T * V / ctx.tp * loss_b / sc.hbm + wgrad  # [10] with TE's fused loss
+    return 3.0 * out_gemm + cast + ctx.T * V / ctx.tp * loss_b / sc.hbm + wgrad  # [10] with TE's fused loss
 
 
 def mtp_time(sc: StepCtx, lt: LayerTimes, logits) -> np.ndarray:

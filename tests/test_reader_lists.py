@@ -87,11 +87,12 @@ def test_torchtitan_fp8_all_gather_without_converter_ignored(tmp_path):
     assert any(x.startswith("float8.enable_fsdp_float8_all_gather=true (read by torchtitan only") for x in cfg.ignored)
 
 
-@pytest.mark.parametrize("fqns,kind", [('["output"]', "ignored"), ('"output"', "ignored"), ("[]", "not_modelled"),
+@pytest.mark.parametrize("fqns,kind", [('["output"]', "ignored"), ('"output"', "ignored"), ("[]", "ignored"),
                                        ('["output", "attention.wq"]', "not_modelled")])
 def test_torchtitan_float8_filter_fqns(tmp_path, fqns, kind):
     # ["output"]: the output layer in bf16, the others fp8, as the torchtitan stack prices
-    # (output_layer_bf16); [] (torchtitan's default) converts the output layer too: not modelled
+    # (output_layer_bf16); [] (torchtitan's default) converts the output layer too: priced as the
+    # job's fp8_output_layer (tests/test_torchtitan_fp8_output.py)
     cfg = _titan(tmp_path, FP8 + f"filter_fqns = {fqns}\n")
     where = cfg.ignored if kind == "ignored" else cfg.not_modelled
     assert sum(x.startswith("float8.filter_fqns=") for x in where) == 1

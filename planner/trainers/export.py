@@ -147,7 +147,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
+            "bf16_layers_at_end", "fp8_output_layer", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -310,13 +310,15 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     if plan["precision"] == "nvfp4":
         raise _refuse(F, "precision nvfp4: torchtitan has no NVFP4 converter (job_config.py @e347b1e5e: float8, mx)",
                       "price it with --precision fp8 (tensorwise, rowwise or mxfp8)")
+    # filter_fqns: the output layer as priced (step.py [14]): kept bf16 (["output"]) unless fp8_output_layer
+    out = [] if plan.get("fp8_output_layer") else ["output"]
     if plan["precision"] == "fp8" and plan.get("fp8_recipe") == "mxfp8":
-        sec["mx"] = {"recipe_name": "mxfp8_cublas"}  # MXLinear.recipe_name default
+        sec["mx"] = {"recipe_name": "mxfp8_cublas", "filter_fqns": out}  # MXLinear.recipe_name default
     elif plan["precision"] == "fp8":
         r = plan.get("fp8_recipe") or "tensorwise"
         if r not in ("tensorwise", "rowwise"):
             raise _refuse(F, f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise (and mx: mxfp8)", "price another recipe")
-        sec["float8"] = {"recipe_name": r}
+        sec["float8"] = {"recipe_name": r, "filter_fqns": out}
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
             "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
             f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]

@@ -40,8 +40,10 @@ Read and modelled (section.key -> planner job field):
                                    enable_fsdp_float8_all_gather (true: the tensorwise recipe's fp8
                                    FSDP all-gather, what the planner prices; false: not modelled;
                                    refused with a recipe_name as torchtitan does),
-                                   precompute_float8_dynamic_scale_for_fsdp, filter_fqns (["output"]:
-                                   as priced; else not modelled); ignored without the float8 converter
+                                   precompute_float8_dynamic_scale_for_fsdp; ignored without the float8 converter
+  [float8] / [mx] filter_fqns      -> fp8_output_layer where the list (or the default: [] for float8,
+                                   ["output"] for mx) leaves the output layer converted; a filter of
+                                   any other Linear not modelled
   [mx] / [quantize.linear.mx] recipe_name (converter "mx" -> precision fp8, recipe mxfp8)
 Everything else is listed: as ignored ('section.key=value (why)') where it cannot change the
 plan's memory or step time (job, metrics, checkpoint, optimizer hyper-parameters, ...), else
@@ -114,7 +116,7 @@ MODELLED = {
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns"},
-    "mx": {"recipe_name"},
+    "mx": {"recipe_name", "filter_fqns"},
     "optimizer": {"implementation", "early_step_in_backward"},
 }
 # torchtitan MXLinear recipe names (torchtitan/config/job_config.py @e347b1e5e MXLinear.recipe_name,
@@ -426,6 +428,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         converters = [c.strip() for c in converters.split(",") if c.strip()]
     _precision_from_converters(where, converters, sec, job, assumed, ignored)
     _float8_fsdp(sec["float8"], job, shard, ignored, not_modelled)
+    for conv in ("float8", "mx"):
+        _output_filter(conv, sec[conv], job, assumed, ignored, not_modelled)
 
     # ---- compile
     if "compile" in data:
@@ -540,7 +544,6 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: l
     (Megatron's fp8 parameters under the distributed optimizer, a different mechanism)."""
     key, pre = "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"
     tensorwise = job.get("precision") == "fp8" and job.get("fp8_recipe") == "tensorwise"
-    _float8_filter(f8, job, ignored, not_modelled)
     if f8.get(key) is True and f8.get("recipe_name") is not None and job.get("precision") == "fp8":
         raise PlannerError(f"[float8] enable_fsdp_float8_all_gather = true with recipe_name {_short(f8['recipe_name'])}: "
                            "torchtitan refuses it (float8.py @9810191bb~1 l. 65-69)",
@@ -568,19 +571,38 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: l
                 "in each all-gather: not priced)" if v else f"{name} (the scales computed in each all-gather)")
 
 
-def _float8_filter(f8: dict, job: dict, ignored: list, not_modelled: list) -> None:
-    """[float8] filter_fqns (job_config.py @9810191bb~1 l. 741, default []: every Linear converted;
-    float8.py l. 105-138): ["output"] keeps the output layer in bf16, what the planner prices
-    (stack_db/torchtitan.yaml fp8_recipes output_layer_bf16); any other list, not modelled."""
-    if "filter_fqns" not in f8:
-        return
-    v = f8["filter_fqns"]
-    fq = [c.strip() for c in v.split(",") if c.strip()] if isinstance(v, str) else v
-    name = fmt_ignored("float8.filter_fqns", v)
-    if job.get("precision") != "fp8" or job.get("fp8_recipe") == "mxfp8":
-        ignored.append(f"{name} (no float8 converter)")
-    elif fq == ["output"]:
-        ignored.append(f"{name} (the output layer kept in bf16, the other Linears in fp8: what the planner prices)")
+def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
+    """[float8] / [mx] filter_fqns: whether the output layer (fqn "output" in the TOML-era models)
+    runs in fp8, the job's fp8_output_layer. torchtitan skips every Linear whose fqn contains one of
+    the list's strings (components/quantization/utils.py @e347b1e5e module_filter_fn l. 24-25:
+    `filter_fqn in fqn`). Defaults (job_config.py @e347b1e5e): Float8Linear.filter_fqns [] (l. 741,
+    since a6524d8a0, 2025-04-07, PR #1063; before it the converter always kept "output" bf16, float8.py
+    @0011fb90 l. 100): the output layer converted; MXLinear.filter_fqns ["output"]: kept bf16. Any
+    filter of another Linear is not modelled (the planner prices every other Linear in fp8)."""
+    if conv == "float8":
+        on = job.get("precision") == "fp8" and job.get("fp8_recipe") != "mxfp8"
     else:
-        not_modelled.append(f"{name} (other Linears than the output layer kept in bf16, or the output layer in fp8: "
-                            "the planner prices every Linear but the output layer in fp8)")
+        on = job.get("fp8_recipe") == "mxfp8"
+    key = f"{conv}.filter_fqns"
+    if "filter_fqns" not in f:
+        if on and conv == "float8":
+            job["fp8_output_layer"] = True
+            assumed.append("fp8_output_layer=true: [float8] filter_fqns unset (torchtitan's default [] since a6524d8a0, "
+                           "2025-04-07: the output layer converted to fp8 too; before it torchtitan kept it bf16, and "
+                           "its train_configs set filter_fqns = [\"output\"])")
+        return
+    v = f["filter_fqns"]
+    fq = [c.strip() for c in v.split(",") if c.strip()] if isinstance(v, str) else v
+    name = fmt_ignored(key, v)
+    if not on:
+        ignored.append(f"{name} (no {conv} converter)")
+        return
+    out_bf16 = any(isinstance(c, str) and c in "output" for c in fq)
+    if not out_bf16:
+        job["fp8_output_layer"] = True
+    others = [c for c in fq if not (isinstance(c, str) and c in "output")]
+    what = "the output layer kept in bf16" if out_bf16 else "the output layer in fp8 too (fp8_output_layer)"
+    if others:
+        not_modelled.append(f"{name} ({what}; other Linears kept in bf16: not priced, the planner prices them in fp8)")
+    else:
+        ignored.append(f"{name} ({what}, the other Linears in fp8: what the planner prices)")
