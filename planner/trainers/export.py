@@ -318,7 +318,13 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         r = plan.get("fp8_recipe") or "tensorwise"
         if r not in ("tensorwise", "rowwise"):
             raise _refuse(F, f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise (and mx: mxfp8)", "price another recipe")
-        sec["float8"] = {"recipe_name": r, "filter_fqns": out}
+        # tensorwise: recipe_name left unset with the fp8 FSDP all-gather on, what the torchtitan stack's
+        # tensorwise recipe prices (stack_db/torchtitan.yaml allgather_fp8): torchtitan turns the all-gather
+        # off (asserts it off) with any recipe_name, and its default is false (torchtitan/config/job_config.py
+        # @e347b1e5e l. 732; components/quantization/float8.py @9810191bb~1 l. 62-99)
+        sec["float8"] = ({"enable_fsdp_float8_all_gather": True} if sh > 1 else {}) if r == "tensorwise" \
+            else {"recipe_name": r}
+        sec["float8"]["filter_fqns"] = out
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
             "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
             f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]

@@ -549,6 +549,10 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: l
                            "torchtitan refuses it (float8.py @9810191bb~1 l. 65-69)",
                            "remove recipe_name (tensorwise, the fp8 all-gather) or set enable_fsdp_float8_all_gather = false")
     fsdp = shard > 1 and tensorwise and f8.get("recipe_name") is None
+    if fsdp and key not in f8:  # torchtitan's default: false (job_config.py @e347b1e5e l. 732)
+        not_modelled.append(f"float8.{key} unset (torchtitan's default false, job_config.py @e347b1e5e l. 732: bf16 "
+                            "weight all-gathers, 2 B per parameter, where the planner prices the tensorwise recipe's fp8 "
+                            "all-gather, 1 B: twice the all-gather bytes priced)")
     for k in (key, pre):
         if k not in f8:
             continue
