@@ -89,7 +89,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dispatch import host_synced
+from .moe_padding import host_synced
 from .errors import PlannerError
 from .layers.common import ACT_BYTES
 

@@ -119,15 +119,10 @@ from .layers.common import ACT_BYTES
 ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
 NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
 CODES = {v: k for k, v in NAMES.items()}
-PAD_WITHOUT_SYNC = ("alltoall", "hybridep")  # padded, these never synchronise with the host [7]
-PAD_REFUSED = ("deepep", "deepep_ll")  # Megatron refuses the padding on DeepEP's backend [7]
+# padded to capacity: which dispatchers skip the host synchronisation, which refuse padding [7]
+# (a leaf module, so that plan.py and cuda_graphs.py read them without an import cycle)
+from .moe_padding import PAD_REFUSED, PAD_WITHOUT_SYNC, host_synced  # noqa: E402,F401
 
-
-def host_synced(pad_to_capacity: bool, dispatcher: str) -> bool:
-    """Whether the dispatcher copies the token counts to the host and synchronises each MoE
-    layer forward: every dropless or dropping one; padded to capacity, all but PAD_WITHOUT_SYNC [7]
-    (job settings, not searched quantities)."""
-    return not (pad_to_capacity and dispatcher in PAD_WITHOUT_SYNC)
 DESCRIPTIONS = {
     "alltoall": "NCCL all-to-all (Megatron --moe-token-dispatcher-type alltoall)",
     "allgather": "all-gather + reduce-scatter (Megatron --moe-token-dispatcher-type allgather)",

@@ -1462,7 +1462,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
         raise PlannerError(f"{where}moe_dispatcher {name}: stack {stack.name} runs {', '.join(runs.moe_dispatchers)} "
                            f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {runs.sources[0][:120]})",
                            f"use one of {', '.join(runs.moe_dispatchers)}, or a stack that runs {name}")
-    from .dispatch import PAD_REFUSED
+    from .moe_padding import PAD_REFUSED
 
     if job.moe_pad_to_capacity and name in PAD_REFUSED:  # planner/dispatch.py [7]
         raise PlannerError(f"{where}moe_pad_to_capacity with moe_dispatcher {name}: Megatron refuses the padding on "

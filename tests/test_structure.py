@@ -81,6 +81,8 @@ RANKS = {
     "planner.efficiencies": 20,
     # the MoE routing imbalance: a leaf (imports nothing of planner) that plan_dict, the cost models and explain read
     "planner.imbalance": 20,
+    # which MoE dispatchers synchronise with the host when padded: a leaf that step, plan and cuda_graphs read
+    "planner.moe_padding": 20,
     "planner.power": 20,
 }
 

@@ -1,0 +1,18 @@
+"""Which MoE token dispatchers synchronise with the host, padded to capacity or not (job fields
+moe_pad_to_capacity and moe_dispatcher: settings, not searched quantities). A leaf module (no
+planner imports) so that plan.py, step.py and cuda_graphs.py read one rule without an import
+cycle through dispatch.py and moe.py. The code reading is planner/dispatch.py [7]: NVIDIA/Megatron-LM
+@d98e8a64 megatron/core/transformer/moe/token_dispatcher.py (alltoall preprocess l. 517-535 and
+_maybe_dtoh_and_synchronize l. 921-960; hybridep l. 1113-1126, 1175-1178; allgather's .cpu() l. 320
+runs padded or not) and transformer_config.py l. 1754-1761 (padding refused on DeepEP's backend)."""
+
+from __future__ import annotations
+
+PAD_WITHOUT_SYNC = ("alltoall", "hybridep")  # padded, these never synchronise with the host
+PAD_REFUSED = ("deepep", "deepep_ll")  # Megatron refuses the padding on DeepEP's backend
+
+
+def host_synced(pad_to_capacity: bool, dispatcher: str) -> bool:
+    """Whether the dispatcher copies the token counts to the host and synchronises each MoE
+    layer forward: every dropless or dropping one; padded to capacity, all but PAD_WITHOUT_SYNC."""
+    return not (pad_to_capacity and dispatcher in PAD_WITHOUT_SYNC)
