@@ -478,6 +478,7 @@ class Settings:
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
+    fp8_allgather: Optional[bool] = None  # FSDP's fp8 weight all-gather (job field; step.gather_bytes, _fp8_allgather)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused
@@ -1081,6 +1082,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         **_imbalance_settings(job, model, where),
         bf16_layers=_bf16_layers(job, model, where),
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
+        fp8_allgather=_fp8_allgather(job, stack, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
@@ -1576,6 +1578,16 @@ def _bf16_layers(job: Job, model: ModelSpec, where: str) -> tuple:
     return n
 
 
+def _fp8_recipe_of(job: Job, stack: Stack, field: str, where: str):
+    """(name, stack_db spec or None) of the fp8 recipe a job's fp8-only field applies to;
+    refused without precision fp8."""
+    if job.precision != "fp8":
+        raise PlannerError(f"{where}{field} needs precision fp8 (got {job.precision})",
+                           f"remove {field}, or set precision: fp8")
+    recipe = job.fp8_recipe or stack.defaults.fp8_recipe
+    return recipe, stack.fp8_recipes.get(recipe)
+
+
 def _fp8_output_layer(job: Job, model: ModelSpec, stack: Stack, where: str) -> bool:
     """Whether a job's output layer runs in fp8 (job field fp8_output_layer): refused without fp8
     or with a recipe the stack keeps it bf16 in (stack_db fp8_recipes output_layer_convertible);
@@ -1584,16 +1596,29 @@ def _fp8_output_layer(job: Job, model: ModelSpec, stack: Stack, where: str) -> b
     l. 19-22: 'All dims must be divisible by 16 due to float8 tensorcore hardware requirements')."""
     if not job.fp8_output_layer:
         return False
-    if job.precision != "fp8":
-        raise PlannerError(f"{where}fp8_output_layer needs precision fp8 (got {job.precision})",
-                           "remove fp8_output_layer, or set precision: fp8")
-    recipe = job.fp8_recipe or stack.defaults.fp8_recipe
-    spec = stack.fp8_recipes.get(recipe)
+    recipe, spec = _fp8_recipe_of(job, stack, "fp8_output_layer", where)
     if spec is None or not spec.output_layer_convertible:
         raise PlannerError(f"{where}fp8_output_layer is set but stack {stack.name} keeps the output layer in bf16 with "
                            f"recipe {recipe} (stack_db fp8_recipes output_layer_convertible)",
                            "remove fp8_output_layer, or choose --stack torchtitan")
     return model.vocab_size % 16 == 0 and model.hidden_size % 16 == 0
+
+
+def _fp8_allgather(job: Job, stack: Stack, where: str) -> Optional[bool]:
+    """A job's fp8 FSDP weight all-gather (job field fp8_allgather; step.gather_bytes): None, the
+    stack's recipe rule (stack_db fp8_recipes allgather_fp8); true or false only with precision fp8
+    and a recipe that can gather fp8 (torchtitan's tensorwise: torchao Float8LinearConfig
+    enable_fsdp_float8_all_gather, torchtitan/components/quantization/float8.py @9810191bb~1 l. 62-99,
+    asserted off with any recipe_name, rowwise included; mxfp8 has no such option). Not Megatron's
+    fp8_param_gather (fp8 parameters under the distributed optimizer, step.py [12])."""
+    if job.fp8_allgather is None:
+        return None
+    recipe, spec = _fp8_recipe_of(job, stack, "fp8_allgather", where)
+    if spec is None or not spec.allgather_fp8:
+        raise PlannerError(f"{where}fp8_allgather is set but stack {stack.name}'s recipe {recipe} has no fp8 FSDP "
+                           "all-gather (stack_db fp8_recipes allgather_fp8; Megatron's fp8 weights are fp8_param_gather)",
+                           "remove fp8_allgather, or choose --stack torchtitan with fp8_recipe tensorwise")
+    return bool(job.fp8_allgather)
 
 
 def _low_precision_recipe(stack: Stack, job: Job, inherited: list, where: str) -> Optional[str]:
@@ -1695,6 +1720,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
            if any(settings.bf16_layers) else {}),
         **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
+        **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),

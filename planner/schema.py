@@ -1075,7 +1075,9 @@ class FP8Recipe(BaseModel):
     gemm_speed: float = Field(gt=0, le=1, description="GEMM rate relative to the hardware's fp8 GEMM plateau")
     cast_bytes_per_element: float = Field(ge=0, description="amax + scale + cast bytes per GEMM input element, per GEMM, forward "
                                                              "(backward casts the output gradient: the same again x2)")
-    allgather_fp8: bool = Field(description="FSDP all-gathers the weights in fp8 (1 B/param)")
+    allgather_fp8: bool = Field(description="the recipe can all-gather FSDP's weights in fp8 and does unless the job's "
+                                            "fp8_allgather is false: the converted Linears' weights at 1 B, the rest at "
+                                            "param_gather_bytes (step.py [15])")
     output_layer_bf16: bool = Field(description="the output layer (logits) stays in bf16")
     output_layer_convertible: bool = Field(
         default=False, description="the stack can run the output layer in this recipe too, a job's fp8_output_layer "
@@ -1803,6 +1805,15 @@ class Job(BaseModel):
                                    "job_config.py Float8Linear.filter_fqns default []); skipped, as torchtitan's "
                                    "module_filter_fn does, where vocab_size or hidden_size is not a multiple of 16; "
                                    "needs a recipe with output_layer_convertible; default off")
+    fp8_allgather: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="with fp8 under FSDP: whether the weight all-gather moves the converted Linears' "
+                                  "weights in fp8 (torchtitan [float8] enable_fsdp_float8_all_gather, torchao "
+                                  "Float8LinearConfig; torchtitan's default false, job_config.py @e347b1e5e l. 732): "
+                                  "true 1 B per converted-Linear parameter, the rest (embedding, norms, routers, "
+                                  "routed experts, the output layer unless fp8_output_layer) 2 B; false 2 B for all; "
+                                  "null: the stack's recipe rule (stack_db fp8_recipes allgather_fp8). Needs a recipe "
+                                  "with allgather_fp8 (torchtitan tensorwise); not Megatron's fp8_param_gather")
     account_for_embedding_in_pipeline_split: bool = Field(
         default=False,
         description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "

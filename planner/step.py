@@ -135,6 +135,17 @@ References
     tensors do not change: Float8Linear saves its high-precision input and weight (pytorch/ao
     torchao/float8/float8_linear.py @024fe94f manual_float8_matmul_with_args_in_hp.forward
     ctx.save_for_backward(input_hp, weight_hp_t)).
+[15] FSDP's fp8 weight all-gather (torchtitan [float8] enable_fsdp_float8_all_gather; the Job's
+    fp8_allgather): pytorch/torchtitan @9810191bb~1 torchtitan/components/quantization/float8.py
+    l. 62-99 (torchao Float8LinearConfig(enable_fsdp_float8_all_gather=dp_shard_enabled and the
+    option), only with recipe_name unset; default false, torchtitan/config/job_config.py @e347b1e5e
+    l. 732) and convert_to_float8_training, which swaps the nn.Linear modules module_filter_fn keeps
+    (filter_fqns ["output"] keeps the output layer bf16, step.py [14]); pytorch/ao
+    torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor.fsdp_pre_all_gather casts each
+    such weight to float8 before the all-gather (1 B an element, its scale passed as metadata).
+    The embedding, the norms, the MoE routers, the routed experts (GroupedExperts, not nn.Linear;
+    their own float8 grouped-GEMM converter has no fp8 all-gather there) and a bf16 output layer
+    are gathered at the stack's param_gather_bytes (2 B, bf16).
 """
 
 from __future__ import annotations
@@ -1075,17 +1086,34 @@ def linear_share(pc) -> float:
 # scales not counted), NVFP4 packed two a byte; MXFP8 (NaN here) through the gradient buffer
 QUANTIZED_GATHER_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "rowwise": 1.0, "blockwise": 1.0, "mxfp8": float("nan"),
                           "nvfp4": 0.5}
+# bytes per converted-Linear weight element FSDP's fp8 all-gather moves: the float8_e4m3 data of
+# torchao's WeightWithDynamicFloat8CastTensor fsdp_pre_all_gather (its one scale a tensor not counted) [15]
+FP8_GATHER_BYTES = 1.0
 
 
-def gather_bytes(sc: StepCtx, zero, share) -> np.ndarray:
-    """Bytes per parameter a weight all-gather moves: the stack's param_gather_bytes (fp8 where
-    its recipe gathers fp8: torchtitan's float8 FSDP all-gather); with the job's quantized
-    parameters (fp8_param_gather / fp4_param_gather) under the distributed optimizer, the
-    linears' share (`share`) at QUANTIZED_GATHER_BYTES, the rest at the stack's [12]."""
+def fp8_gather_share(pc, settings) -> float:
+    """The share of the dense parameters FSDP's fp8 all-gather moves in fp8 [15]: the converted
+    Linears' weights (linear_share: the layers' linear matrices, the routers' left out), plus the
+    output layer's where it is converted too (the job's fp8_output_layer); the embedding, norms,
+    routers and the output layer otherwise stay bf16 parameters."""
+    dense = sum(int(n) * (p.split + p.replicated) for n, p in zip(pc.layers.totals, pc.kind_params)) + pc.ends
+    out = pc.output / dense if (settings.fp8_output_layer and dense) else 0.0
+    return linear_share(pc) + out
+
+
+def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
+    """Bytes per parameter a weight all-gather moves: the stack's param_gather_bytes, with FSDP's
+    fp8 all-gather (the recipe's allgather_fp8, unless the job's fp8_allgather is false) the
+    converted Linears' share (`f8_share`) at 1 B [15]; with the job's quantized parameters
+    (fp8_param_gather / fp4_param_gather) under the distributed optimizer, the linears' share
+    (`share`) at QUANTIZED_GATHER_BYTES, the rest at the stack's [12]."""
     from .precisions import FP8_RECIPES
 
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
-    w = np.where(sc.fp8 & sc.recipe["allgather_fp8"], 1.0, fs.param_gather_bytes)
+    fp8_ag = sc.fp8 & sc.recipe["allgather_fp8"] & (settings.fp8_allgather is not False)
+    fp8_linears = f8_share * FP8_GATHER_BYTES  # [15]
+    bf16_rest = (1.0 - f8_share) * fs.param_gather_bytes
+    w = np.where(fp8_ag, fp8_linears + bf16_rest, fs.param_gather_bytes)
     quant = (settings.fp8_param_gather or settings.fp4_param_gather) & ((plan.precision == FP8) | (plan.precision == NVFP4))
     per = np.array([QUANTIZED_GATHER_BYTES[r] for r in FP8_RECIPES])[np.asarray(plan.f8r, dtype=np.int64)]
     per = np.where(np.isnan(per), settings.bpp.gradients, per)  # MXFP8: gathered into the gradient buffer [12]
@@ -1119,7 +1147,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    w_per = gather_bytes(sc, zero, linear_share(pc))  # [12]
+    w_per = gather_bytes(sc, zero, linear_share(pc), fp8_gather_share(pc, settings))  # [12] [15]
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
     fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / sc.n["mid"]
@@ -1232,7 +1260,9 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     e_shard, edp = moe.expert_shard(plan), moe.expert_dp(plan)
     e_st = moe.expert_strides(plan, coll.strides, ("edp",))["edp"]
     n_be = np.maximum(np.ceil(e_local / np.where(fsdp, fsdp_bucket, ddp_bucket)), 1.0)
-    w_per = gather_bytes(sc, zero, 1.0)  # the experts' weights are linears' [12]
+    # the experts' weights are linears' [12]; torchtitan's float8 Linear converter leaves the routed
+    # experts (GroupedExperts, not nn.Linear) to bf16 gathers [15]
+    w_per = gather_bytes(sc, zero, 1.0, 0.0)
 
     def e_coll(op, size, group):
         return n_be * coll(op, size / n_be, group, e_st)

@@ -98,7 +98,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     does not price (mlp, moe, shared_experts, ...).
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
     (never read from names or notes); fp8_param_gather and cross_entropy_fusion likewise (null -> off;
-    cross_entropy_fusion_impl null -> native).
+    cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
+    (allgather_fp8), listed as assumed where the recipe has an fp8 FSDP all-gather.
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
     ep > 1 without moe; tp, pp or num_gpus null; a global batch
     that does not divide into dp x micro_batch (and every other `plan.resolve` check); no
@@ -264,6 +265,10 @@ class RunRecord(BaseModel):
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
+    fp8_allgather: Optional[bool] = Field(
+        default=None, description="fp8 under FSDP: the run gathered the converted Linears' weights in fp8 (torchtitan "
+                                  "[float8] enable_fsdp_float8_all_gather; the Job field); null: the stack's recipe "
+                                  "rule (stack_db fp8_recipes allgather_fp8), listed as assumed where it applies")
     fp8_param_gather: Optional[bool] = Field(
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
@@ -600,6 +605,18 @@ def _recompute(rec: RunRecord, assumed: _Assumed) -> str:
     return RECOMPUTE_TERMS[term]
 
 
+def _fp8_allgather(rec: RunRecord, stack, stack_name: str, precision: str, recipe, assumed: _Assumed) -> dict:
+    """The record's fp8_allgather (step.py [15]); null where the stack's recipe gathers fp8 (torchtitan
+    tensorwise): the recipe's rule, listed as assumed."""
+    if rec.fp8_allgather is not None:
+        return {"fp8_allgather": rec.fp8_allgather}
+    spec = stack.fp8_recipes.get(recipe or stack.defaults.fp8_recipe) if precision == "fp8" else None
+    if spec is not None and spec.allgather_fp8:
+        assumed.add("fp8_allgather", True, f"not published; the {stack_name} stack's {recipe} recipe rule "
+                    "(stack_db fp8_recipes allgather_fp8: the converted Linears' weights gathered in fp8)")
+    return {}
+
+
 def _sharding(rec: RunRecord, assumed: _Assumed) -> dict:
     """The Job's sharding (a level), and its sharding_mode where the text names a mode (rule 6)."""
     term = _term(rec, "zero_fsdp_mode", SHARDING_TERMS)
@@ -786,6 +803,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         **{f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion") if getattr(rec, f) is not None},
         fp8_param_gather=bool(rec.fp8_param_gather),
+        **_fp8_allgather(rec, stack, stack_name, precision, recipe, assumed),
         cross_entropy_fusion=bool(rec.cross_entropy_fusion),
         cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",
         cuda_graph_impl=rec.cuda_graph_impl or "none",

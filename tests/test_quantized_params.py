@@ -31,7 +31,7 @@ def _gather(explain, **job):
 
     settings, plan, _, h = explain(**{**JOB, **job})
     sc = _context(settings, plan)
-    return float(gather_bytes(sc, plan.sharding >= ZERO1, SHARE)), h["time"]["dp_comm_s"]
+    return float(gather_bytes(sc, plan.sharding >= ZERO1, SHARE, SHARE)), h["time"]["dp_comm_s"]
 
 
 def test_gather_bytes_by_recipe(explain):

@@ -67,23 +67,24 @@ FP8 = 'converters = ["float8"]\n[parallelism]\ndata_parallel_shard_degree = -1\n
 
 
 def test_torchtitan_fp8_all_gather_true_is_priced(tmp_path):
+    # read into the job's fp8_allgather (step.py [15]), not Megatron's fp8_param_gather
     cfg = _titan(tmp_path, FP8 + "enable_fsdp_float8_all_gather = true\n")
     assert cfg.job["precision"] == "fp8" and cfg.job["fp8_recipe"] == "tensorwise" and "fp8_param_gather" not in cfg.job
-    hit = [x for x in cfg.ignored if x.startswith("float8.enable_fsdp_float8_all_gather=true")]
-    assert len(hit) == 1 and "what the planner prices" in hit[0]
+    assert cfg.job["fp8_allgather"] is True
+    assert not any("enable_fsdp_float8_all_gather" in x for x in cfg.ignored + cfg.not_modelled + cfg.assumed)
 
 
-def test_torchtitan_fp8_all_gather_false_not_modelled(tmp_path):
+def test_torchtitan_fp8_all_gather_false_is_priced(tmp_path):
     cfg = _titan(tmp_path, FP8 + "enable_fsdp_float8_all_gather = false\n"
                  "precompute_float8_dynamic_scale_for_fsdp = true\n")
-    hit = [x for x in cfg.not_modelled if x.startswith("float8.enable_fsdp_float8_all_gather=false")]
-    assert len(hit) == 1 and "twice the all-gather bytes" in hit[0]
+    assert cfg.job["fp8_allgather"] is False
+    assert not any("enable_fsdp_float8_all_gather" in x for x in cfg.not_modelled + cfg.assumed)
     assert any(x.startswith("float8.precompute_float8_dynamic_scale_for_fsdp=true (read only") for x in cfg.ignored)
 
 
 def test_torchtitan_fp8_all_gather_without_converter_ignored(tmp_path):
     cfg = _titan(tmp_path, "[float8]\nenable_fsdp_float8_all_gather = true\n")
-    assert not any("enable_fsdp_float8_all_gather" in x for x in cfg.not_modelled)
+    assert not any("enable_fsdp_float8_all_gather" in x for x in cfg.not_modelled) and "fp8_allgather" not in cfg.job
     assert any(x.startswith("float8.enable_fsdp_float8_all_gather=true (read by torchtitan only") for x in cfg.ignored)
 
 

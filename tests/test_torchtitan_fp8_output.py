@@ -142,28 +142,35 @@ def test_export_writes_filter_fqns_as_priced(tmp_path):
         assert back.get("fp8_output_layer", False) is fp8_out
 
 
-def test_tensorwise_export_turns_the_priced_fp8_all_gather_on_and_the_reader_flags_its_absence(tmp_path):
-    """The torchtitan stack's tensorwise recipe prices FSDP's weight all-gather in fp8 (stack_db/torchtitan.yaml
-    allgather_fp8). torchtitan runs it only with recipe_name unset and enable_fsdp_float8_all_gather true (its
-    default is false, job_config.py @e347b1e5e l. 732; a recipe_name turns it off, float8.py @9810191bb~1 l.
-    62-99): the export writes exactly that under FSDP (and no key without sharding), and a job file that leaves
-    the key out is told that torchtitan gathers bf16 there, twice the bytes priced."""
+def test_tensorwise_export_writes_the_fp8_all_gather_as_priced(tmp_path):
+    """torchtitan runs FSDP's fp8 weight all-gather only with recipe_name unset and
+    enable_fsdp_float8_all_gather true (its default is false, job_config.py @e347b1e5e l. 732; a
+    recipe_name turns it off, float8.py @9810191bb~1 l. 62-99): the export writes the plan's
+    fp8_allgather (absent: the tensorwise recipe's rule, on) under FSDP and no key without sharding;
+    the reader reads it back, and a job file that leaves it out is read as false, listed as assumed
+    (tests/test_torchtitan_fp8_allgather.py prices it)."""
     from planner.cli.export import resolved_plan
     from planner.schema import Job
-    from planner.trainers.export import export_plan
+    from planner.trainers.export import export_plan, plan_signature
 
     base = dict(model="llama3-8b", gpus=32, hardware="h200-sxm", stack="torchtitan", precision="fp8",
                 global_batch=64, seq_len=8192)
-    text, _ = export_plan(resolved_plan(Job(**base, sharding="fsdp")), "torchtitan")
-    f8 = tomllib.loads(text)["float8"]
-    assert f8 == {"enable_fsdp_float8_all_gather": True, "filter_fqns": ["output"]}
     p = tmp_path / "fsdp.toml"
-    p.write_text(text)
+    for ag, want in ((None, True), (True, True), (False, False)):
+        plan = resolved_plan(Job(**base, sharding="fsdp", **({} if ag is None else {"fp8_allgather": ag})))
+        assert plan.get("fp8_allgather") is ag
+        text, _ = export_plan(plan, "torchtitan")
+        f8 = tomllib.loads(text)["float8"]
+        assert f8 == {"enable_fsdp_float8_all_gather": want, "filter_fqns": ["output"]}
+        p.write_text(text)
+        cfg = load_trainer_config(p, model="llama3-8b")
+        assert cfg.job["fp8_recipe"] == "tensorwise" and cfg.job["fp8_allgather"] is want
+        assert not any("float8" in x for x in cfg.not_modelled)
+        assert plan_signature(plan)["fp8_allgather"] is want
+    p.write_text(text.replace("enable_fsdp_float8_all_gather = false\n", ""))
     cfg = load_trainer_config(p, model="llama3-8b")
-    assert cfg.job["fp8_recipe"] == "tensorwise" and not any("float8" in x for x in cfg.not_modelled)
-    p.write_text(text.replace("enable_fsdp_float8_all_gather = true\n", ""))
-    cfg = load_trainer_config(p, model="llama3-8b")
-    assert any(x.startswith("float8.enable_fsdp_float8_all_gather unset (torchtitan's default false")
-               for x in cfg.not_modelled)
+    assert cfg.job["fp8_allgather"] is False
+    assert any(x.startswith("fp8_allgather=false: float8.enable_fsdp_float8_all_gather unset (torchtitan's default")
+               for x in cfg.assumed)
     text, _ = export_plan(resolved_plan(Job(**base, sharding="none")), "torchtitan")
     assert tomllib.loads(text)["float8"] == {"filter_fqns": ["output"]}

@@ -147,7 +147,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "fp8_output_layer", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
+            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -169,7 +169,21 @@ def plan_signature(plan: dict) -> dict:
     built = built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
     if built is not None:
         out["rank_order"] = built
+    out["fp8_allgather"] = _fp8_allgather_on(plan, load_stack(plan["stack"]))
     return out
+
+
+def _fp8_allgather_on(plan: dict, stack) -> bool | None:
+    """The fp8 FSDP all-gather a plan runs (step.py [15]): its fp8_allgather, else the recipe's
+    allgather_fp8; None where no weight is sharded (torchtitan reads the option only with
+    dp_shard > 1, float8.py @9810191bb~1 l. 88-91) or the recipe has none."""
+    spec = stack.fp8_recipes.get(plan.get("fp8_recipe") or "") if plan.get("precision") == "fp8" else None
+    mode = plan.get("sharding_mode")
+    sh = plan.get("shard_group") if mode == "hsdp" else (plan["dp"] if mode and mode.startswith("fsdp") else 1)
+    if spec is None or not spec.allgather_fp8 or not sh or sh <= 1:
+        return None
+    ag = plan.get("fp8_allgather")
+    return True if ag is None else bool(ag)
 
 
 def _steps(plan: dict) -> int | None:
@@ -318,11 +332,12 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         r = plan.get("fp8_recipe") or "tensorwise"
         if r not in ("tensorwise", "rowwise"):
             raise _refuse(F, f"fp8_recipe {r}: torchtitan's float8 recipes are tensorwise, rowwise (and mx: mxfp8)", "price another recipe")
-        # tensorwise: recipe_name left unset with the fp8 FSDP all-gather on, what the torchtitan stack's
-        # tensorwise recipe prices (stack_db/torchtitan.yaml allgather_fp8): torchtitan turns the all-gather
+        # tensorwise: recipe_name left unset, the fp8 FSDP all-gather as the plan's fp8_allgather (absent: on,
+        # the torchtitan stack's tensorwise rule, stack_db/torchtitan.yaml allgather_fp8): torchtitan turns the all-gather
         # off (asserts it off) with any recipe_name, and its default is false (torchtitan/config/job_config.py
         # @e347b1e5e l. 732; components/quantization/float8.py @9810191bb~1 l. 62-99)
-        sec["float8"] = ({"enable_fsdp_float8_all_gather": True} if sh > 1 else {}) if r == "tensorwise" \
+        ag = plan.get("fp8_allgather", True)  # absent: the tensorwise recipe's rule (allgather_fp8: true)
+        sec["float8"] = ({"enable_fsdp_float8_all_gather": bool(ag)} if sh > 1 else {}) if r == "tensorwise" \
             else {"recipe_name": r}
         sec["float8"]["filter_fqns"] = out
     head = ["# torchtitan job file written by `planner export --format torchtitan`",

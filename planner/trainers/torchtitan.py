@@ -37,8 +37,8 @@ Read and modelled (section.key -> planner job field):
                                    in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
                                    refused with PP or EP as torchtitan's build_optimizers refuses it)
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default);
-                                   enable_fsdp_float8_all_gather (true: the tensorwise recipe's fp8
-                                   FSDP all-gather, what the planner prices; false: not modelled;
+                                   enable_fsdp_float8_all_gather -> fp8_allgather (tensorwise under
+                                   FSDP; unset: false, torchtitan's default, listed as assumed;
                                    refused with a recipe_name as torchtitan does),
                                    precompute_float8_dynamic_scale_for_fsdp; ignored without the float8 converter
   [float8] / [mx] filter_fqns      -> fp8_output_layer where the list (or the default: [] for float8,
@@ -427,7 +427,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
     _precision_from_converters(where, converters, sec, job, assumed, ignored)
-    _float8_fsdp(sec["float8"], job, shard, ignored, not_modelled)
+    _float8_fsdp(sec["float8"], job, shard, assumed, ignored, not_modelled)
     for conv in ("float8", "mx"):
         _output_filter(conv, sec[conv], job, assumed, ignored, not_modelled)
 
@@ -534,13 +534,13 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
             ignored.append(fmt_ignored(f"{conv}.recipe_name", sec[conv]["recipe_name"]) + f" (no {conv} converter)")
 
 
-def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: list) -> None:
+def _float8_fsdp(f8: dict, job: dict, shard: int, assumed: list, ignored: list, not_modelled: list) -> None:
     """[float8] enable_fsdp_float8_all_gather / precompute_float8_dynamic_scale_for_fsdp, as torchtitan
     @9810191bb~1 (the last TOML layout) reads them, torchtitan/components/quantization/float8.py l. 62-99:
     the fp8 all-gather only with recipe_name unset (tensorwise; torchtitan asserts it off with a recipe_name)
-    and dp_shard > 1; the precomputed scales only with the fp8 all-gather. The planner prices the fp8
-    all-gather through the torchtitan stack's tensorwise recipe (stack_db/torchtitan.yaml fp8_recipes
-    tensorwise allgather_fp8: true; step.py gather_bytes 1 B/param), not through the job's fp8_param_gather
+    and dp_shard > 1; the precomputed scales only with the fp8 all-gather. Read into the job's
+    fp8_allgather (step.py [15]: the converted Linears' weights at 1 B); unset: false, torchtitan's
+    default (job_config.py @e347b1e5e l. 732), listed as assumed. Not the job's fp8_param_gather
     (Megatron's fp8 parameters under the distributed optimizer, a different mechanism)."""
     key, pre = "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp"
     tensorwise = job.get("precision") == "fp8" and job.get("fp8_recipe") == "tensorwise"
@@ -550,9 +550,9 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: l
                            "remove recipe_name (tensorwise, the fp8 all-gather) or set enable_fsdp_float8_all_gather = false")
     fsdp = shard > 1 and tensorwise and f8.get("recipe_name") is None
     if fsdp and key not in f8:  # torchtitan's default: false (job_config.py @e347b1e5e l. 732)
-        not_modelled.append(f"float8.{key} unset (torchtitan's default false, job_config.py @e347b1e5e l. 732: bf16 "
-                            "weight all-gathers, 2 B per parameter, where the planner prices the tensorwise recipe's fp8 "
-                            "all-gather, 1 B: twice the all-gather bytes priced)")
+        job["fp8_allgather"] = False
+        assumed.append(f"fp8_allgather=false: float8.{key} unset (torchtitan's default false, job_config.py "
+                       "@e347b1e5e l. 732: bf16 weight all-gathers, 2 B per parameter)")
     for k in (key, pre):
         if k not in f8:
             continue
@@ -563,10 +563,7 @@ def _float8_fsdp(f8: dict, job: dict, shard: int, ignored: list, not_modelled: l
             ignored.append(f"{name} (read by torchtitan only with the float8 converter, recipe_name unset and "
                            "data_parallel_shard_degree > 1, float8.py l. 62-99: none here)")
         elif k == key:
-            (ignored if v else not_modelled).append(
-                f"{name} (the fp8 weight all-gather, 1 B per parameter, the tensorwise recipe's, is what the "
-                "planner prices)" if v else f"{name} (bf16 weight all-gathers, 2 B per parameter, where the planner "
-                "prices the tensorwise recipe's fp8 all-gather, 1 B: twice the all-gather bytes priced)")
+            job["fp8_allgather"] = v
         elif not f8.get(key) is True:
             ignored.append(f"{name} (read only with enable_fsdp_float8_all_gather, float8.py l. 95-99)")
         else:
