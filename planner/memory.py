@@ -882,6 +882,13 @@ def wgrad_tensor_bytes(settings: Settings, plan: PlanArrays, kb: dict):
     return b * np.where(plan.sharding >= FSDP, 0.0, 1.0)
 
 
+def _wgrad_gemms(kind: LayerKind, ctx: Ctx) -> list:
+    """The (GEMM, count) rows of a layer kind whose weight gradient a linear hands to autograd:
+    every GEMM of its mixer and MLP but the router (a torch parameter, not a TE / Megatron linear):
+    the unfused transient [uf] and the cached dummies [dw] read the same list."""
+    return [(s, c) for s, c in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx) if s.name != "router"]
+
+
 def unfused_wgrad_transient(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict):
     """kind -> the bf16 weight gradient of the kind's largest linear that lives during its backward
     where the job turns gradient-accumulation fusion off [uf], or a per-call dummy of its shape [dw]
@@ -893,8 +900,8 @@ def unfused_wgrad_transient(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: 
         return lambda kind: 0.0
 
     def of(kind: LayerKind):
-        gemms = [(s, c) for s, c in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx) if s.name != "router"]
-        each = [s.N * s.K * (c if s.name.startswith("expert_") and settings.moe_grouped_gemm else 1.0) for s, c in gemms]
+        each = [s.N * s.K * (c if s.name.startswith("expert_") and settings.moe_grouped_gemm else 1.0)
+                for s, c in _wgrad_gemms(kind, ctx)]
         return on * (np.maximum.reduce(each) if each else 0.0)
     return of
 
@@ -1364,8 +1371,7 @@ def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, ctx: Ctx, pc: Para
     None where the run keeps no cached dummy (dummy_wgrads_mode)."""
     if dummy_wgrads_mode(settings) != "cached":  # stack / job settings
         return None
-    kinds = [[(s.N, s.K) for s, _ in k.mixer.gemms(ctx) + k.mlp.gemms(ctx) if s.name != "router"]
-             for k in pc.layers.kinds]
+    kinds = [[(s.N, s.K) for s, _ in _wgrad_gemms(k, ctx)] for k in pc.layers.kinds]
     out = (settings.model.vocab_size / plan.tp.astype(np.float64), np.float64(settings.model.hidden_size))
     return kinds, out
 

@@ -299,8 +299,7 @@ def moe_dispatch_bytes(mlp, ctx, settings):
     (unfused_dispatch_bytes' named terms "permute" and "router")."""
     fwd, bwd = mlp.dispatch_bytes(ctx)
     extra = mlp.unfused_dispatch_bytes(ctx)
-    off = {"permute": not getattr(settings, "moe_permute_fusion", True),
-           "router": not getattr(settings, "moe_router_fusion", True)}
+    off = {"permute": not settings.moe_permute_fusion, "router": not settings.moe_router_fusion}
     for term, (f, b) in extra.items():
         w = 1.0 if off[term] else 0.0
         fwd, bwd = fwd + w * f, bwd + w * b

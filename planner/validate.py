@@ -716,19 +716,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         cp = 1
         assumed.add("cp", 1, "not published; no context parallelism")
     stack_name, stack = _stack(rec, assumed)
-    mbs = rec.micro_batch_size
-    if mbs is None:
-        dp = rec.dp or rec.num_gpus // (rec.tp * cp * rec.pp)
-        if rec.grad_accum_steps and dp and rec.global_batch_size % (dp * rec.grad_accum_steps) == 0:
-            mbs = rec.global_batch_size // (dp * rec.grad_accum_steps)
-            assumed.add("micro_batch_size", mbs, "derived: global batch / (dp x grad_accum_steps)")
-        else:
-            try:
-                mbs = default_micro_batch(stack, rec.global_batch_size, dp, rec.pp)
-            except PlannerError as e:
-                raise Skip(e.message) from None
-            assumed.add("micro_batch_size", mbs, f"not published; the {stack_name} stack's default "
-                        f"({stack.defaults.microbatches_per_step})")
+    mbs = _micro_batch(rec, cp, stack_name, stack, assumed)
     vpp = rec.vpp
     if vpp is None:
         vpp = 1
@@ -740,33 +728,8 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         sp = rec.tp > 1
         assumed.add("sequence_parallel", sp, "not published; on iff tp > 1 (Korthikanti et al. 2022)")
     bpp = rec.bytes_per_param  # null: the stack's default (resolve lists it as inherited)
-    attention = rec.attention
-    if attention is None:
-        year = _source_year(rec)
-        attention = "eager" if (year is not None and year <= 2021) else "flash"
-        assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
-    recompute, recompute_layers = _recompute(rec, assumed), None
-    opt = rec.selective_ac_option
-    mods = rec.recompute_modules
-    if mods is not None:  # rule 13b: Megatron reads them under selective granularity only
-        if recompute != "selective":
-            raise Skip(f"recompute_modules {mods} need activation_recompute selective (Megatron-Core reads them under "
-                       f"--recompute-granularity selective only; got {rec.activation_recompute!r})")
-        unknown = [m for m in mods if m not in typing.get_args(RecomputeModule)]
-        if unknown:
-            raise Skip(f"recompute_modules {unknown}: not priced (the planner prices "
-                       + ", ".join(typing.get_args(RecomputeModule)) + ")")
-    if opt is None and mods is None and recompute == "selective":
-        assumed.add("selective_policy", stack.selective.description.split(":")[0].strip(),
-                    f"not published; the {stack_name} stack's selective recompute")
-    if opt is not None:
-        if recompute != "selective":
-            raise Skip(f"selective_ac_option {opt!r} needs activation_recompute selective (got {rec.activation_recompute!r})")
-        if opt.strip().isdigit() and int(opt) > 0:
-            # rule 4b: torchtitan's layer policy checkpoints (fully) every N-th block
-            recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / int(opt)))
-        elif opt.strip() != "op":
-            raise Skip(f"selective_ac_option {opt!r} not recognised (expected 'op' or a positive integer)")
+    attention = _attention(rec, assumed)
+    recompute, recompute_layers, mods = _recompute_policy(rec, stack_name, stack, assumed)
     precision, recipe = _precision(rec, assumed)
     return dict(
         model=model_path,
@@ -801,7 +764,6 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         ep_comm_overlap=rec.ep_comm_overlap,
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
-        **{f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion") if getattr(rec, f) is not None},
         fp8_param_gather=bool(rec.fp8_param_gather),
         **_fp8_allgather(rec, stack, stack_name, precision, recipe, assumed),
         cross_entropy_fusion=bool(rec.cross_entropy_fusion),
@@ -812,16 +774,82 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_rank_imbalance=rec.moe_rank_imbalance,
         moe_load_balancing=rec.moe_load_balancing,
         mtp_layers=rec.mtp_layers,
-        **({"dummy_wgrads": rec.dummy_wgrads} if rec.dummy_wgrads is not None else {}),
-        **({"recompute_modules": list(mods)} if mods else {}),
-        **({"rank_order": rec.rank_order} if rec.rank_order is not None else {}),
-        # the record's stated split (its flags, or its layout's), else the one a legal Megatron layout needs (rule 7b)
-        **({"account_for_embedding_in_pipeline_split": bool(rec.account_for_embedding_in_pipeline_split),
-            "account_for_loss_in_pipeline_split": bool(rec.account_for_loss_in_pipeline_split)}
-           if rec.pipeline_layout is None and (rec.account_for_embedding_in_pipeline_split is not None
-                                               or rec.account_for_loss_in_pipeline_split is not None)
-           else split),
+        **_stated_fields(rec, mods, split),
     )
+
+
+def _micro_batch(rec: RunRecord, cp: int, stack_name: str, stack, assumed: _Assumed) -> int:
+    """The record's micro-batch, else global batch / (dp x grad_accum_steps) where that divides,
+    else the stack's default (rule 5); raises Skip where no default applies."""
+    if rec.micro_batch_size is not None:
+        return rec.micro_batch_size
+    dp = rec.dp or rec.num_gpus // (rec.tp * cp * rec.pp)
+    if rec.grad_accum_steps and dp and rec.global_batch_size % (dp * rec.grad_accum_steps) == 0:
+        mbs = rec.global_batch_size // (dp * rec.grad_accum_steps)
+        assumed.add("micro_batch_size", mbs, "derived: global batch / (dp x grad_accum_steps)")
+        return mbs
+    try:
+        mbs = default_micro_batch(stack, rec.global_batch_size, dp, rec.pp)
+    except PlannerError as e:
+        raise Skip(e.message) from None
+    assumed.add("micro_batch_size", mbs, f"not published; the {stack_name} stack's default "
+                f"({stack.defaults.microbatches_per_step})")
+    return mbs
+
+
+def _attention(rec: RunRecord, assumed: _Assumed) -> str:
+    """The record's attention, else eager for a source dated 2021 or before (before FlashAttention,
+    2022), flash otherwise."""
+    if rec.attention is not None:
+        return rec.attention
+    year = _source_year(rec)
+    attention = "eager" if (year is not None and year <= 2021) else "flash"
+    assumed.add("attention", attention, f"source dated {year}: before FlashAttention (2022)" if attention == "eager" else "FlashAttention")
+    return attention
+
+
+def _recompute_policy(rec: RunRecord, stack_name: str, stack, assumed: _Assumed):
+    """(recompute, recompute_layers, recompute_modules) of a record (rules 4, 4b, 13b): its
+    activation_recompute, Megatron's --recompute-modules (selective granularity only, the priced
+    modules only), torchtitan's selective_ac_option ('op', or N: every N-th block fully); raises Skip."""
+    recompute, recompute_layers = _recompute(rec, assumed), None
+    opt = rec.selective_ac_option
+    mods = rec.recompute_modules
+    if mods is not None:  # rule 13b: Megatron reads them under selective granularity only
+        if recompute != "selective":
+            raise Skip(f"recompute_modules {mods} need activation_recompute selective (Megatron-Core reads them under "
+                       f"--recompute-granularity selective only; got {rec.activation_recompute!r})")
+        unknown = [m for m in mods if m not in typing.get_args(RecomputeModule)]
+        if unknown:
+            raise Skip(f"recompute_modules {unknown}: not priced (the planner prices "
+                       + ", ".join(typing.get_args(RecomputeModule)) + ")")
+    if opt is None and mods is None and recompute == "selective":
+        assumed.add("selective_policy", stack.selective.description.split(":")[0].strip(),
+                    f"not published; the {stack_name} stack's selective recompute")
+    if opt is not None:
+        if recompute != "selective":
+            raise Skip(f"selective_ac_option {opt!r} needs activation_recompute selective (got {rec.activation_recompute!r})")
+        if opt.strip().isdigit() and int(opt) > 0:
+            # rule 4b: torchtitan's layer policy checkpoints (fully) every N-th block
+            recompute, recompute_layers = "full", max(1, math.ceil(rec.num_layers / rec.pp / int(opt)))
+        elif opt.strip() != "op":
+            raise Skip(f"selective_ac_option {opt!r} not recognised (expected 'op' or a positive integer)")
+    return recompute, recompute_layers, mods
+
+
+def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
+    """Job fields a record passes only where it states them (else the job's defaults, which resolve
+    lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
+    else the one a legal Megatron layout needs (rule 7b)."""
+    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "dummy_wgrads", "rank_order")
+           if getattr(rec, f) is not None}
+    if mods:
+        out["recompute_modules"] = list(mods)
+    stated = rec.pipeline_layout is None and (rec.account_for_embedding_in_pipeline_split is not None
+                                              or rec.account_for_loss_in_pipeline_split is not None)
+    out.update({"account_for_embedding_in_pipeline_split": bool(rec.account_for_embedding_in_pipeline_split),
+                "account_for_loss_in_pipeline_split": bool(rec.account_for_loss_in_pipeline_split)} if stated else split)
+    return out
 
 
 def _layout_split(rec: RunRecord, vpp: int, model_path: str) -> dict:
