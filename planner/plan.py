@@ -1623,6 +1623,14 @@ def _fp8_allgather(job: Job, stack: Stack, where: str) -> Optional[bool]:
     return bool(job.fp8_allgather)
 
 
+def fp8_attention_runs(spec, hw) -> bool:
+    """Whether a recipe (stack_db FP8Recipe, or None) has an fp8 attention path on this GPU
+    (fp8_attention's min_compute_capability; _fp8_attention)."""
+    fa = spec.fp8_attention if spec is not None else None
+    need = tuple(int(x) for x in fa.min_compute_capability.split(".")) if fa is not None else None
+    return need is not None and hw is not None and hw.capability is not None and hw.capability >= need
+
+
 def _fp8_attention(job: Job, stack: Stack, hw: Hardware, where: str) -> bool:
     """Whether a job's fused attention runs in fp8 (job field fp8_attention; Megatron-Core
     TransformerConfig.fp8_dot_product_attention, Transformer Engine's recipe fp8_dpa): refused
@@ -1646,8 +1654,7 @@ def _fp8_attention(job: Job, stack: Stack, hw: Hardware, where: str) -> bool:
                            f"{job.attention}{', local core attention' if job.local_core_attention or job.transformer_impl == 'local' else ''})",
                            "remove fp8_attention, or use the fused attention (attention: flash, transformer_impl "
                            "transformer_engine)")
-    need = tuple(int(x) for x in fa.min_compute_capability.split("."))
-    if hw.capability is None or hw.capability < need:
+    if not fp8_attention_runs(spec, hw):
         got = hw.compute_capability or "not given"
         raise PlannerError(f"{where}fp8_attention with recipe {recipe} needs compute capability {fa.min_compute_capability} "
                            f"or newer (hardware {hw.name}: {got}; TE's fused attention has no fp8 path below it)",

@@ -173,3 +173,22 @@ def test_export_refuses_and_signature_has_it():
     # without it the plan exports as before
     text, _ = export_plan(resolved_plan(job.model_copy(update={"fp8_attention": False})), "megatron")
     assert "fp8-dot-product-attention" not in text
+
+
+@pytest.mark.parametrize("hw,recipes,without", [
+    ("h100-sxm", {"delayed"}, {"delayed", "tensorwise", "blockwise"}),
+    ("b200", {"delayed", "tensorwise", "mxfp8"}, {"delayed", "tensorwise", "mxfp8"}),  # no blockwise on Blackwell anyway
+])
+def test_search_tries_only_recipes_with_an_fp8_attention_path(hw, recipes, without):
+    """Without a pinned recipe the search tries the stack's recipes the GPU runs (space.variant_choices);
+    with fp8_attention only those whose fp8 attention runs there (TE: current scaling and MXFP8 from
+    sm100, blockwise none): on H100 delayed alone, where tensorwise and blockwise would otherwise be tried."""
+    from planner.catalog import load_hardware, load_stack
+    from planner.plan import FP8_RECIPE_CODES
+    from planner.space import variant_choices
+
+    names = {c: n for n, c in FP8_RECIPE_CODES.items()}
+    job = {k: v for k, v in JOB.items() if k not in ("tp", "pp", "cp", "micro_batch")}
+    st, h = load_stack("megatron"), load_hardware(hw)
+    tried = lambda fa: {names[int(r)] for r in variant_choices(st, Job(**job, hardware=hw, fp8_attention=fa), "", h)[:, 3]}  # noqa: E731
+    assert tried(True) == recipes and tried(False) == without
