@@ -135,6 +135,12 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
 #     --attention-backend (default auto; megatron/core/transformer/enums.py AttnBackend;
 #     language_module.py sets NVTE_FLASH_ATTN / NVTE_FUSED_ATTN from it): flash forces
 #     FlashAttention, fused cuDNN, auto lets TE choose as above.
+# [7c] fp8 attention (a job's fp8_attention: Transformer Engine's fp8_dpa, cuDNN's FP8 fused attention).
+#     The same paper's FP8 forward figure (sec. 4.1, "Forward speed (FP8) on H100 SXM5": Triton, cuDNN and
+#     FlashAttention-3 bars; Fig. 7 of the arXiv version), panels without causal mask, cuDNN's bar labels at
+#     512 ... 16k: head dim 128  617 751 886 864 971 1005, head dim 64  344 398 447 413 431 438 TFLOP/s
+#     (tests/data/attention_kernels_h100.yaml fp8_forward_tflops, with how they were read). The paper has
+#     no FP8 backward figure.
 
 GEMM_TILE = (128, 256)  # output tile of Hopper-class cuBLAS/CUTLASS bf16 kernels [5]
 DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for entries without a measurement
@@ -273,6 +279,25 @@ def attention_head_dim_factor(head_dim, kernel: str = "flash2"):
     xs = np.log2(ATTN_HEAD_DIMS)
     fwd, bwd = ATTN_HEAD_DIM_TABLES[kernel]
     return np.interp(x, xs, fwd) / fwd[-1], np.interp(x, xs, bwd) / bwd[-1]
+
+
+# fp8 attention's forward rate relative to the bf16 cuDNN kernel's at the same head dim [7c]: the means of the
+# 2k-16k bars, FP8 over bf16 (ATTN_HEAD_DIM_TABLES cudnn), at head dims 64 and 128: (447 + 413 + 431 + 438) / 4
+# / 407 = 1.062 and (886 + 864 + 971 + 1005) / 4 / 605.25 = 1.539. Named assumptions: linear in log2(head dim)
+# between them, held at the ends (above 128 the 128 ratio, as the bf16 rates); the H100 ratio on every GPU (no
+# FP8 attention figure for other GPUs in the reference data), applied to the bf16 forward rate the plan
+# prices (cuDNN's on Hopper; on Blackwell the stack's rule prices FlashAttention-2's, stack_db megatron
+# uncertain); the backward at the bf16 rate, although TE runs it in fp8 too (NVTE_FP8_DPA_BWD default 1,
+# backends.py @4329ff84 l. 1362): no FP8 backward measurement to price it by.
+FP8_ATTN_FWD_SPEEDUP = np.array([(447 + 413 + 431 + 438) / 4.0 / ((395 + 408 + 412 + 413) / 4.0),
+                                 (886 + 864 + 971 + 1005) / 4.0 / ((617 + 609 + 600 + 595) / 4.0)])
+
+
+def fp8_attention_speedup(head_dim):
+    """fp8 attention's forward rate over the bf16 kernel's at `head_dim` [7c] (FP8_ATTN_FWD_SPEEDUP):
+    linear in log2(head dim) between 64 and 128, held at the ends."""
+    x = np.log2(np.clip(np.asarray(head_dim, dtype=np.float64), ATTN_HEAD_DIMS[0], ATTN_HEAD_DIMS[-1]))
+    return np.interp(x, np.log2(ATTN_HEAD_DIMS), FP8_ATTN_FWD_SPEEDUP)
 
 
 def attention_kernel(stack, hw, job_kernel: Optional[str] = None) -> str:

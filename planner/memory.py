@@ -305,7 +305,7 @@ References
      default --cp-comm-type p2p): NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/
      dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P.forward keeps, until the merge after its ring
      loop (l. 2031-2121), every step's output out_per_step (bf16: the fp32 dequantization of l. 1980-1986 is fp8
-     attention's, --fp8-dot-product-attention, not modelled) and fp32 softmax_lse_per_step (l. 1723-1724), and every
+     attention's, [fa8]) and fp32 softmax_lse_per_step (l. 1723-1724), and every
      K/V buffer of the ring (p2p_comm_buffers, l. 1734-1760: the local torch.cat((k, v)) and one received per step,
      none released in the loop), beside the roped k and v the layer passed in. Causal (load-balanced chunks): rank
      r's steps 0..r attend its whole local query, the later ones its second half, so rank cp - 1 (Megatron logs the
@@ -318,7 +318,23 @@ References
      tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
      one layer). all_gather and a2a have no such merge (planner/cp_comm_type.py turns it off): [cp2]; a2a+p2p
      (hierarchical) runs it over its p2p ranks (cp / the all-to-all group's), its all-to-alls' copies in [cp2].
-     Not priced: fp8 attention (--fp8-dot-product-attention: read, docs/megatron_ci_gap.md).
+     With fp8 attention ([fa8]) the ring's buffers are priced as in bf16 (TE's fp8 CP path, its fp32 output
+     dequantization, l. 1980-1986, not derived).
+[fa8] fp8 attention (job field fp8_attention; Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer
+     Engine's recipe fp8_dpa; stack_db fp8_recipes fp8_attention, with sources): NVIDIA/TransformerEngine @4329ff84
+     transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc.forward quantizes q, k, v
+     (combine_and_quantize, l. 1392) and saves (l. 1486-1498, ctx.save_for_backward l. 1569) the quantized q, k, v
+     in place of the bf16 ones (fp8_recipes qkv_saved_bytes: 1 B with delayed and current scaling, 2.0625 B with
+     MXFP8, which keeps row-wise and column-wise copies with their e8m0 scales) and its output at out_saved_bytes
+     (delayed: the fp8 output, 1 B; current scaling and MXFP8: the bf16 output, 2 B) beside the output projection's
+     own quantized input. Per token and layer, against bf16 attention under fp8 GEMMs (q, k, v at 2 B, the output
+     at 2 + 1 B): delayed saves (a/t + 2 k') d + a d / t B less, current scaling (a/t + 2 k') d less, MXFP8 1/16
+     (a/t + 2 k') d more (gated attention: the gate half of q stays bf16). The bf16 q, k, v TE quantizes are freed
+     (the fused rotary's outputs, saved by nothing else). Only where the core's state is kept: Megatron's selective
+     recompute checkpoints the core with its bf16 inputs (as without fp8 attention), and its buffer is priced
+     without the re-run's fp8 copies (one layer's). The FP8 backend's fp32 softmax statistics (M, ZInv) replace the
+     F16 backend's one log-sum-exp: left out either way (4 or 8 B a head a token). No record in tests/data runs fp8
+     attention: these bytes are derived from code, unchecked against a measurement.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -452,7 +468,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import kernel_bytes, mode_value, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import fp8_recipe, kernel_bytes, mode_value, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -531,7 +547,7 @@ def fp8_saved_bytes(stack) -> dict:
 
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
                           keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=(),
-                          core_out_bytes: float = 0.0):
+                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
     but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor).
@@ -541,14 +557,20 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     them are saved at 0.5 + 1/16 B (e2m1 values and one e4m3 scale per 16) [8]. core_out_bytes:
     bytes per element of the fused attention's own saved output (stack memory.attention_keeps_output:
     2), a tensor beside the projection's quantized input where attn_out is saved narrower, kept
-    with the core attention's state ("scores": dropped by selective recompute)."""
+    with the core attention's state ("scores": dropped by selective recompute). core_in_bytes: bytes
+    per element of the q, k, v the fused core saves, with the core's state (fp8 attention [fa8])."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
     width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
              for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
-    if "attn_out" in width and attention == "flash" and "scores" in keeps and "scores" not in drops:
+    core = attention == "flash" and "scores" in keeps and "scores" not in drops  # the fused core's state is kept
+    if "attn_out" in width and core:
         width["attn_out"] = width["attn_out"] + np.where(fp8 | fp4, core_out_bytes / ACT_BYTES, 0.0)
+    if core and kind.mixer.kind == "attention":  # fp8 attention's quantized q, k, v [fa8] (2 B: as bf16)
+        qkv = np.where(fp8, core_in_bytes / ACT_BYTES, 1.0)
+        gated = bool(getattr(kind.mixer, "gate", False))  # the gate half of a gated query stays bf16
+        width.update({"q": (qkv + 1.0) / 2.0 if gated else qkv, "k": qkv, "v": qkv})
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
     total = np.zeros(np.broadcast(tp, ctx.T).shape)
     table = kind_tensors(kind, ctx, activation_model, attention)
@@ -807,6 +829,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     gathered = bool(stack.memory.tp_saves_gathered_input)
     f8 = fp8_saved_bytes(stack)
     co = ACT_BYTES if stack.memory.attention_keeps_output else 0.0  # the fused attention's bf16 output [8]
+    ci = ACT_BYTES
+    if settings.fp8_attention:  # its quantized q, k, v and output [fa8] (a job setting, the recipe's bytes)
+        f8r = fp8_recipe(stack, plan.f8r)
+        co, ci = np.where(co > 0.0, f8r["dpa_out"], 0.0), f8r["dpa_qkv"]
     never = () if stack.memory.moe_keeps_expert_out else ("moe_expert_out",)  # not saved by any mode [14]
     drops = tuple(stack.selective.recomputes) + never
     am, at = settings.activation_model, settings.attention
@@ -819,7 +845,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
     for kind in ll.kinds:
-        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co)
+        full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
+                                     core_in_bytes=ci)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
         # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and a policy
@@ -828,12 +855,12 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         full = full + (saves(ctx, kb) if saves else 0.0)
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co) + (
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci) + (
             saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0)
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
-        sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                             gathered_input=gathered, fp8_bytes=f8, drops=kd), 0.0)
+        sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered,
+                                                             fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
@@ -1127,7 +1154,7 @@ def _ends_only(placed: dict) -> dict:
 
 
 # the plan fields a layer's activations and recompute buffer read (layer_memory, context)
-LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile")
+LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r")  # f8r: fp8 attention [fa8]
 
 
 def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerList):

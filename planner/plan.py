@@ -479,6 +479,7 @@ class Settings:
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     fp8_allgather: Optional[bool] = None  # FSDP's fp8 weight all-gather (job field; step.gather_bytes, _fp8_allgather)
+    fp8_attention: bool = False  # the fused attention in fp8 (job field; step.fp8_core, memory.py [fa8], _fp8_attention)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused
@@ -1083,6 +1084,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         bf16_layers=_bf16_layers(job, model, where),
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
         fp8_allgather=_fp8_allgather(job, stack, where),
+        fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
         cross_entropy_fusion=job.cross_entropy_fusion,
@@ -1621,6 +1623,45 @@ def _fp8_allgather(job: Job, stack: Stack, where: str) -> Optional[bool]:
     return bool(job.fp8_allgather)
 
 
+def fp8_attention_runs(spec, hw) -> bool:
+    """Whether a recipe (stack_db FP8Recipe, or None) has an fp8 attention path on this GPU
+    (fp8_attention's min_compute_capability; _fp8_attention)."""
+    fa = spec.fp8_attention if spec is not None else None
+    need = tuple(int(x) for x in fa.min_compute_capability.split(".")) if fa is not None else None
+    return need is not None and hw is not None and hw.capability is not None and hw.capability >= need
+
+
+def _fp8_attention(job: Job, stack: Stack, hw: Hardware, where: str) -> bool:
+    """Whether a job's fused attention runs in fp8 (job field fp8_attention; Megatron-Core
+    TransformerConfig.fp8_dot_product_attention, Transformer Engine's recipe fp8_dpa): refused
+    without precision fp8, with a recipe the stack has no fp8 attention for (stack_db fp8_recipes
+    fp8_attention: Megatron's blockwise recipe does not take fp8_dpa, fp8_utils.py @d98e8a64
+    l. 781-784; torchtitan has none), without the fused kernel (attention eager, Megatron's local
+    core attention) and on a GPU below the recipe's min_compute_capability (TE @4329ff84
+    dot_product_attention/utils.py get_attention_backend l. 565-638: FP8 training runs only
+    cuDNN's FusedAttention; current scaling and MXFP8 from sm100)."""
+    if not job.fp8_attention:
+        return False
+    recipe, spec = _fp8_recipe_of(job, stack, "fp8_attention", where)
+    fa = spec.fp8_attention if spec is not None else None
+    if fa is None:
+        raise PlannerError(f"{where}fp8_attention is set but stack {stack.name} has no fp8 attention with recipe {recipe} "
+                           "(stack_db fp8_recipes fp8_attention)",
+                           "remove fp8_attention" + (", or choose --stack megatron" if stack.name != "megatron" else
+                                                     ", or set fp8_recipe delayed (Hopper) / tensorwise, mxfp8 (Blackwell)"))
+    if job.attention == "eager" or job.local_core_attention or job.transformer_impl == "local":
+        raise PlannerError(f"{where}fp8_attention needs Transformer Engine's fused attention (got attention "
+                           f"{job.attention}{', local core attention' if job.local_core_attention or job.transformer_impl == 'local' else ''})",
+                           "remove fp8_attention, or use the fused attention (attention: flash, transformer_impl "
+                           "transformer_engine)")
+    if not fp8_attention_runs(spec, hw):
+        got = hw.compute_capability or "not given"
+        raise PlannerError(f"{where}fp8_attention with recipe {recipe} needs compute capability {fa.min_compute_capability} "
+                           f"or newer (hardware {hw.name}: {got}; TE's fused attention has no fp8 path below it)",
+                           "remove fp8_attention" + (", or set fp8_recipe delayed" if recipe != "delayed" else ""))
+    return True
+
+
 def _low_precision_recipe(stack: Stack, job: Job, inherited: list, where: str) -> Optional[str]:
     """The fp8 / nvfp4 recipe of a job: its own, else the stack's default of that precision
     (fp8: defaults.fp8_recipe; nvfp4: the stack's nvfp4 recipe). Errors name the valid ones."""
@@ -1721,6 +1762,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if any(settings.bf16_layers) else {}),
         **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
         **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
+        **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),

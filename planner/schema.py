@@ -1064,6 +1064,21 @@ class FSDPSpec(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class FP8Attention(BaseModel):
+    """What a recipe's fp8 fused attention (Transformer Engine FusedAttnFunc, FP8 backend) saves for its
+    backward and where it runs (memory.py [fa8], step.py fp8_core)."""
+
+    model_config = Strict
+    qkv_saved_bytes: float = Field(gt=0, description="bytes per element of the quantized q, k, v the kernel saves "
+                                                     "(scales included) in place of the bf16 ones")
+    out_saved_bytes: float = Field(gt=0, description="bytes per element of the core output the kernel saves beside "
+                                                     "the output projection's own quantized input")
+    min_compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$",
+                                        description="the lowest GPU compute capability the stack's fused attention "
+                                                    "runs this recipe's fp8 path on (below it no backend trains)")
+    sources: list[str] = Field(min_length=1)
+
+
 class FP8Recipe(BaseModel):
     """One low-precision training recipe (fp8 or nvfp4): GEMM speed, cast traffic, what stays bf16."""
 
@@ -1085,6 +1100,9 @@ class FP8Recipe(BaseModel):
     fp8_dispatch: bool = Field(
         default=False, description="MoE: the recipe quantizes the tokens before the dispatch and sends them in fp8 with "
                                    "their scales (the combine in bf16): planner/dispatch.py prices the bytes")
+    fp8_attention: Optional[FP8Attention] = Field(
+        default=None, description="the stack can run the fused attention in this recipe (a job's fp8_attention: "
+                                  "Transformer Engine's fp8_dpa); null: a job setting it is refused")
     sources: list[str] = Field(min_length=1)
 
 
@@ -1805,6 +1823,14 @@ class Job(BaseModel):
                                    "job_config.py Float8Linear.filter_fqns default []); skipped, as torchtitan's "
                                    "module_filter_fn does, where vocab_size or hidden_size is not a multiple of 16; "
                                    "needs a recipe with output_layer_convertible; default off")
+    fp8_attention: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="with fp8: the fused attention (softmax(QK^T) V and its backward) in fp8 too "
+                                   "(Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer Engine's "
+                                   "recipe fp8_dpa): q, k, v (and with delayed scaling the output) saved quantized, the "
+                                   "forward at the fp8 attention rate (planner/step.py fp8_core, memory.py [fa8]); "
+                                   "needs a recipe with fp8_attention (stack_db fp8_recipes) on a GPU it runs on; "
+                                   "default off")
     fp8_allgather: Optional[bool] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="with fp8 under FSDP: whether the weight all-gather moves the converted Linears' "

@@ -124,12 +124,13 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
     Otherwise: TP overlap off and on where the stack has it (splitting a GEMM into tp chunks
     can cost more than the overlap saves); every recipe of the stack of the job's precision
     (fp8 or nvfp4) whose tensor cores the hardware `hw` has (no mxfp8 on Hopper) and whose
-    kernels it runs (no blockwise on Blackwell: precisions.recipe_unsupported);
+    kernels it runs (no blockwise on Blackwell: precisions.recipe_unsupported) and, with the job's
+    fp8_attention, that has an fp8 attention path on it (plan.fp8_attention_runs);
     torch.compile and DP overlap on where the stack has them, because neither can lengthen a
     step in the cost model (compiled kernels move no more bytes than eager ones: schema check;
     an overlapped transfer adds at most its blocking time: step._hide) -- a dominated choice
     is not searched."""
-    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, recipe_precision, recipe_unsupported, stack_options
+    from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, fp8_attention_runs, recipe_precision, recipe_unsupported, stack_options
 
     opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
                             where, tp=2, sp=True)
@@ -142,7 +143,8 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
         f8r = [opts["f8r"]] if job.fp8_recipe is not None else [
             FP8_RECIPE_CODES[n] for n in stack.fp8_recipes
             if recipe_precision(n) == job.precision and RECIPE_PEAK[n] in have
-            and (hw is None or recipe_unsupported(n, hw) is None)] or [opts["f8r"]]
+            and (hw is None or recipe_unsupported(n, hw) is None)
+            and (not job.fp8_attention or fp8_attention_runs(stack.fp8_recipes[n], hw))] or [opts["f8r"]]
     else:
         f8r = [0]
     rows = [(t, c, dd, r) for t in tpo for c in compile_ for dd in dpo for r in f8r]

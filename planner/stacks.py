@@ -79,6 +79,12 @@ def _recipe_column(stack: Stack, attr: str, missing: float) -> np.ndarray:
                      for n in FP8_RECIPES], dtype=np.float64)
 
 
+def _dpa_column(stack: Stack, attr: str) -> np.ndarray:
+    """A recipe's fp8 attention figure (FP8Attention `attr`) per recipe code; 2 B (bf16) where it has none."""
+    specs = [stack.fp8_recipes[n].fp8_attention if n in stack.fp8_recipes else None for n in FP8_RECIPES]
+    return np.array([float(getattr(f, attr)) if f is not None else 2.0 for f in specs], dtype=np.float64)
+
+
 def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
     """The figures of the low-precision recipe `code` (plan.FP8_RECIPE_CODES) on this stack:
     GEMM speed relative to the precision's plateau (times, with `hw`, the recipe's dense peak
@@ -96,6 +102,9 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
         "cast_bytes": _recipe_column(stack, "cast_bytes_per_element", 0.0)[code],
         "allgather_fp8": _recipe_column(stack, "allgather_fp8", 0.0)[code] > 0,
         "output_layer_bf16": _recipe_column(stack, "output_layer_bf16", 1.0)[code] > 0,
+        # the fp8 fused attention's saved q, k, v and output, bytes an element (memory.py [fa8]; bf16 where none)
+        "dpa_qkv": _dpa_column(stack, "qkv_saved_bytes")[code],
+        "dpa_out": _dpa_column(stack, "out_saved_bytes")[code],
         "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],
         "low_bwd": np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])[code],
     }

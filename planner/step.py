@@ -159,7 +159,7 @@ import numpy as np
 from . import comm, dispatch, moe
 from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
-    attention_rates, eager_core_terms, flops_per_token,
+    attention_rates, eager_core_terms, flops_per_token, fp8_attention_speedup,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .imbalance import rank_load
@@ -324,7 +324,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
-        core_f = flops / (rate_fwd * hd_f * core_scale)
+        f8_rate, f8_cast_f, f8_cast_b = fp8_core(sc, mixer)  # fp8 attention (compute.py [7c]); 1, 0, 0 without it
+        core_f = flops / (rate_fwd * hd_f * core_scale * f8_rate)
         core_b = ATTN_BWD_FLOPS_RATIO * flops / (rate_bwd * hd_b * core_scale)
         if hasattr(mixer, "scan_times"):  # Mamba's selective scan: CUDA cores, its own roofline
             core_f, core_b = scan_core_times(sc, mixer, rate_fwd * core_scale, rate_bwd * core_scale)
@@ -346,10 +347,10 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
         cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
         ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
-                + cast) / hbm
+                + cast + f8_cast_f) / hbm
         wgrad = wgrad_add_bytes(sc, rows) / hbm  # [11]
         ew_b = (mixer.elementwise_bytes(ctx, kb, "_bwd") + mlp.elementwise_bytes(ctx, kb, "_bwd")
-                + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast) / hbm + wgrad
+                + kind.post_norm_bytes(ctx, kb, "_bwd") + 2.0 * cast + f8_cast_b) / hbm + wgrad
         if mixer.cp_overlaps_core:  # the CP merges and accumulations, memory-bound
             ew_f, ew_b = ew_f + pass_f, ew_b + pass_b
         pf, pb = moe_dispatch_bytes(mlp, ctx, sc.settings) if kind.has_experts else (0.0, 0.0)
@@ -381,6 +382,21 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         out.cp_fwd.append(cp_f)
         out.cp_bwd.append(cp_b)
     return out
+
+
+def fp8_core(sc: StepCtx, mixer):
+    """fp8 attention (job field fp8_attention; memory.py [fa8]): (the forward kernel's rate over the
+    bf16 one's, compute.fp8_attention_speedup [7c]; the forward's casts, q, k, v quantized at the
+    recipe's cast_bytes_per_element, backends.py @4329ff84 l. 1392; the backward's, the output
+    gradient quantized likewise). Not priced: delayed scaling's dequantized output copy (read 1 B,
+    write 2 B an element, l. 1466) and the backward's dequantized dQ, dK, dV. (1, 0, 0) without it
+    or for a mixer that is not softmax attention."""
+    if not (sc.settings.fp8_attention and mixer.kind == "attention"):  # a job setting and the model's layer kind
+        return np.float64(1.0), np.float64(0.0), np.float64(0.0)
+    ring = mixer.cp_ring(sc.ctx)  # the local q, k, v and output elements of one micro-batch
+    rate = np.where(sc.fp8, fp8_attention_speedup(mixer.core_rate_head_dim), 1.0)
+    cast = np.where(sc.fp8, sc.recipe["cast_bytes"], 0.0)
+    return rate, cast * (ring["q_el"] + ring["kv_el"]), cast * ring["o_el"]
 
 
 def scan_core_times(sc: StepCtx, mixer, rate_fwd, rate_bwd):

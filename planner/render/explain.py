@@ -54,6 +54,8 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         opts.append("EP overlap by DualPipe" if dual else f"EP overlap {'on' if p['ep_comm_overlap'] else 'off'}")
     if p.get("fp8_recipe"):
         opts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else f"{p['precision']} recipe")
+    if p.get("fp8_attention"):  # the fused attention in fp8 too (step.fp8_core, memory.py [fa8])
+        opts.append("fp8 attention")
     if p.get("cuda_graph_impl"):  # checked; their static outputs in memory (planner/cuda_graphs.py)
         opts.append(f"CUDA graphs {p['cuda_graph_impl']} ({' '.join(p['cuda_graph_scope']) or 'whole layer'})")
     if p.get("power_limit_w") and p.get("power_limit_source", "tdp") != "tdp":

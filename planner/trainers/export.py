@@ -147,7 +147,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
+            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -575,6 +575,13 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, "cross_entropy_fusion_impl te: Megatron-LM's argument parser refuses --cross-entropy-fusion-impl te "
                          "(NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py l. 1698); Megatron-Bridge configs set it",
                       "price it with the native fused loss (leave cross_entropy_fusion_impl out)")
+    if plan.get("fp8_attention"):
+        raise _refuse(F, "fp8_attention: Megatron-LM's argument parser has no --fp8-dot-product-attention (NVIDIA/"
+                         "Megatron-LM @d98e8a64 megatron/training/arguments.py l. 2333: fp8_dot_product_attention is "
+                         "among the TransformerConfig fields 'no CLI argument exists for'); Megatron-Bridge sets it "
+                         "(mixed_precision.fp8_dot_product_attention)",
+                      "export the plan without fp8_attention and set TransformerConfig.fp8_dot_product_attention "
+                      "in the training code, or run it through Megatron-Bridge")
     if plan.get("cross_entropy_fusion"):
         args.append(("--cross-entropy-loss-fusion", None))
     args += _megatron_cuda_graphs(plan)

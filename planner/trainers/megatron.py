@@ -18,6 +18,7 @@ read). Modelled:
   --recompute-granularity full|selective, --recompute-activations (= selective),
   --recompute-method uniform|block, --recompute-num-layers, --micro-batch-size,
   --global-batch-size, --seq-length, --bf16, --fp16, --fp8-format, --fp8-recipe,
+  --fp8-dot-product-attention (-> fp8_attention, _fp8_attention; not a Megatron-LM @d98e8a64 flag),
   --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather, --use-tp-pp-dp-mapping,
   --train-iters / --train-samples (-> tokens),
   model shape: --num-layers, --hidden-size, --ffn-hidden-size, --num-attention-heads,
@@ -79,7 +80,7 @@ Every other flag is listed: as ignored ('--flag=value (why)') where it cannot ch
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, numerics constants and loss coefficients, --apply-layernorm-1p,
 --attention-softmax-in-fp32), else as not modelled with what it changes, cited at the code
-(NOT_MODELLED, NOT_MODELLED_PATTERNS: --fp8-dot-product-attention (fp8 attention), --manual-gc /
+(NOT_MODELLED, NOT_MODELLED_PATTERNS: --manual-gc /
 --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
 --deterministic-mode (slower kernels), --check-weight-hash-across-dp-replicas-interval, --spec,
 Megatron-FSDP dtypes, Mamba and encoder-decoder shapes, ...; --rotary-percent below 1; and any
@@ -226,13 +227,13 @@ VALUE_FLAGS = {
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
 # another flag: --moe-pad-expert-input-to-capacity is the capacity factor's padding, priced with it)
 BOOL_READ = {"--overlap-p2p-communication", "--multi-latent-attention", "--moe-router-enable-expert-bias", "--moe-shared-expert-gate", "--qk-layernorm",
-             "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings"}
+             "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
+             "--fp8-dot-product-attention"}  # the job's fp8_attention (_fp8_attention)
 KNOWN_BOOL_IGNORED = {
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
     "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
-    "--fp8-dot-product-attention",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--distributed-backend-nccl",
 }
@@ -240,12 +241,6 @@ KNOWN_BOOL_IGNORED = {
 # they change (the plan is priced without them); every flag the planner does not know is listed
 # there too (it may change either). Megatron-LM megatron/training/arguments.py @d98e8a64.
 NOT_MODELLED = {
-    # core/fp8_utils.py @d98e8a64 l. 777-788, extensions/transformer_engine.py l. 3350-3351 (the recipe's fp8_dpa);
-    # TE @4329ff84 attention/dot_product_attention/backends.py FusedAttnFunc.forward l. 1392, 1486-1498, 1569
-    "--fp8-dot-product-attention": "TE's fused attention in fp8 (the recipe's fp8_dpa: delayed, tensorwise, mxfp8), "
-                                   "backends.py @4329ff84 l. 1486-1498: q, k, v saved in fp8 (1 B), the output in fp8 "
-                                   "(delayed) or bf16 (current scaling, MXFP8), where the planner prices 2 B each; the "
-                                   "fp8 attention kernels' speed; neither priced (docs/megatron_ci_gap.md)",
     # training_config.py @d98e8a64 l. 91-104; training.py l. 4402-4411 (gc.disable(), gc.collect() once) and
     # l. 4026-4033 (gc.collect() every --manual-gc-interval steps, 0: never)
     "--manual-gc": "Python's threshold garbage collector off (gc.disable()) and a full gc.collect() every "
@@ -352,6 +347,41 @@ IGNORED_REASONS = (
      "a flag Megatron-LM ignored ('DEPRECATED. This flag is ignored.', from 5fffdfc737, 2024-04-29) and removed in "
      "639c08ab82 (2026-01-29): @d98e8a64's parser refuses it; the TP collectives are priced as --tp-comm-overlap says"),
 )
+
+
+# the fp8 recipes Megatron passes TransformerConfig.fp8_dot_product_attention to as Transformer Engine's fp8_dpa
+# (extensions/transformer_engine.py @d98e8a64 l. 3350-3351 TEDelayedScaling; core/fp8_utils.py l. 777-788
+# Float8CurrentScaling, MXFP8BlockScaling); Float8BlockScaling is built without it (l. 781-784)
+FP8_DPA_RECIPES = ("delayed", "tensorwise", "mxfp8")
+
+
+def _fp8_attention(flags: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
+    """--fp8-dot-product-attention -> the job's fp8_attention (memory.py [fa8], step.fp8_core) where
+    Megatron builds an fp8 recipe that takes it (--fp8-format with FP8_DPA_RECIPES); with the
+    blockwise recipe or without --fp8-format listed as ignored (the attention stays bf16); with
+    --fp4-format not modelled. Megatron-LM @d98e8a64 has the config field
+    (transformer_config.py l. 640) but no such flag: arguments.py l. 2333 lists
+    fp8_dot_product_attention among the TransformerConfig fields 'no CLI argument exists for',
+    and none was added in its history (git log -G), so its parser refuses the flag; scripts of
+    Megatron forks pass it, Megatron-Bridge sets the field (mixed_precision.fp8_dot_product_attention)."""
+    if "--fp8-dot-product-attention" not in flags:
+        return
+    name = fmt_ignored("--fp8-dot-product-attention", flags["--fp8-dot-product-attention"])
+    recipe = job.get("fp8_recipe")
+    if "--fp4-format" in flags:
+        not_modelled.append(f"{name} (the NVFP4 recipe's fp8_dpa, fp4_utils.py @d98e8a64 l. 225: fp8 attention beside "
+                            "NVFP4 GEMMs is not priced; the attention is priced in bf16)")
+    elif job.get("precision") != "fp8":
+        ignored.append(f"{name} (no --fp8-format: Megatron builds no fp8 recipe, the attention runs in bf16)")
+    elif recipe not in FP8_DPA_RECIPES:
+        ignored.append(f"{name} (the {recipe} recipe is built without fp8_dpa, core/fp8_utils.py @d98e8a64 "
+                       "l. 781-784: the attention runs in bf16)")
+    else:
+        job["fp8_attention"] = True
+        assumed.append("fp8_attention=true: --fp8-dot-product-attention read as Megatron-Core's "
+                       "TransformerConfig.fp8_dot_product_attention (Transformer Engine's fp8_dpa); Megatron-LM "
+                       "@d98e8a64's parser has no such flag (arguments.py l. 2333: 'no CLI argument exists' for the "
+                       "field) and refuses it: a fork's or a launcher's flag")
 
 
 def classify_unread(name: str, value) -> tuple[str, str]:
@@ -1382,6 +1412,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         if "--fp8-recipe" in flags:
             ignored.append(fmt_ignored("--fp8-recipe", flags["--fp8-recipe"]) + " (no --fp8-format)")
     _bf16_layers(flags, job, where, ignored)
+    _fp8_attention(flags, job, assumed, ignored, not_modelled)
     job["tp_comm_overlap"] = "--tp-comm-overlap" in flags
     job["dp_comm_overlap"] = "--overlap-grad-reduce" in flags
     if not job["dp_comm_overlap"]:
