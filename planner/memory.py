@@ -419,12 +419,22 @@ References
      all-gather's shard (2 B x T h / t) or a reduce-scatter's two output chunks (2 x 2 B x T h / t): 4 B x T h / t
      (70B at 8192 tokens, TP 8: 32 MiB).
 
+[ep] The MoE dispatcher's communication buffers (job moe_dispatcher; planner/ep_buffers.py, its
+     references): DeepEP's NVLink buffer (cudaMalloc) and, for an EP group of more than 8 ranks, its
+     RDMA buffer (NVSHMEM's symmetric heap), or its low-latency RDMA buffer; Hybrid-EP's NVLink
+     (cuMemCreate / cudaMalloc) and RDMA (cudaMalloc) buffers: allocated once at the first dispatch
+     and kept, outside the caching allocator, so in the total (the gate) and not in the allocated or
+     reserved peaks (Megatron's logged max-allocated does not see them), like the reserve. A rank
+     allocates it at its first dispatch (fused_a2a.py get_buffer, init_hybrid_ep_buffer): priced on
+     a stage that holds an MoE layer (or twin's), not on an all-dense one. NCCL's dispatchers
+     (alltoall, allgather): none beyond the reserve.
+
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
 allocated peak is the live tensors, the reserved one adds the pools the allocator holds for
 other streams or cannot hand to the peak (`stream_pools`) and the stack's slack; the total
-adds what lives outside the allocator (OUTSIDE_TERMS): the reserve (CUDA context, NCCL) and TP
-overlap's communication buffers [ub].
+adds what lives outside the allocator (OUTSIDE_TERMS): the reserve (CUDA context, NCCL), TP
+overlap's communication buffers [ub] and the MoE dispatcher's [ep].
 
 Derivation of the architecture-aware per-layer coefficient (activation_model "arch"),
 bytes stored per token per layer with 16-bit activations, following [2] sec. 4.1 term by
@@ -460,9 +470,11 @@ import numpy as np
 
 from .imbalance import rank_load
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
+from . import comm
 from .cuda_graphs import held_output_bytes
+from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
-from .moe import etp_of, expert_shard
+from .moe import ep_stride, etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
@@ -476,9 +488,9 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
 OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "optimizer_step", "stream_pools", "allocator_slack", "tp_overlap_buffers", "reserve")
+               "optimizer_step", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
-OUTSIDE_TERMS = ("tp_overlap_buffers", "reserve")
+OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
 
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
@@ -1275,6 +1287,8 @@ class _PerLayer:
         ws = mem.blas_handles * torch_ws + te * 2.0**20
         # TP overlap's buffers outside the allocator and its GEMMs' own cuBLAS workspaces [ub]
         self.tp_overlap, ub_workspaces = tp_overlap_bytes(settings, plan)
+        # the MoE dispatcher's communication buffers, outside the allocator [ep]
+        self.ep_buffers = dispatcher_buffer_bytes(settings, plan, ctx)
         self.workspaces = np.full(np.shape(ctx.tp), ws, dtype=np.float64) + ub_workspaces
         self.mpu = _mpu_buffer(settings, ctx)
         # the rotary embedding's precomputed tables [tt9]: 8 B (complex64) x seq x rotary dim / 2 each
@@ -1548,7 +1562,18 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                  workspaces=per.workspaces,
                  mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
-                 tp_overlap_buffers=per.tp_overlap, reserve=per.reserve)
+                 tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
+
+
+def _stage_ep_buffers(per: _PerLayer, counts) -> np.ndarray:
+    """The dispatcher's buffers [ep] on a stage holding `counts` layers of each kind: where it
+    holds an MoE layer (DualPipe's twin's counts already added by the caller)."""
+    kinds = per.pc.layers.kinds
+    if len(kinds) == 1:  # one kind: counts may be the stage's layer count alone (_largest_buffer)
+        return per.ep_buffers if kinds[0].has_experts else np.zeros(np.shape(per.ep_buffers))
+    moe = sum((np.asarray(c, dtype=np.float64) for c, k in zip(counts, kinds) if k.has_experts),
+              np.float64(0.0))
+    return np.where(moe > 0, per.ep_buffers, 0.0)
 
 
 def _rope_bytes(per: _PerLayer, counts, stages: float):
@@ -1684,6 +1709,24 @@ def cublas_workspace_bytes(config: str) -> float:
 # torch's symmetric-memory workspace of a TP group [ub]: the largest request, a reduce-scatter's two
 # output chunks of T / t rows in bf16
 SYMM_MEM_CHUNKS = 2
+
+
+def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
+    """Bytes per GPU of the MoE dispatcher's communication buffers [ep] (planner/ep_buffers.py):
+    0 for a dense model; Hybrid-EP's read the EP group's members per NVLink domain where it lands
+    (comm.group_link at the EP stride, as step.ep_comm places it)."""
+    model = settings.model
+    if model.moe is None:  # a model property, not a searched quantity
+        return np.zeros(np.shape(plan.tp))
+    per_domain = 1.0
+    if settings.moe_dispatcher == "hybridep":  # a job-wide setting
+        strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+        link = comm.group_link(plan.ep, ep_stride(plan, strides), comm.comm_params(settings.hardware),
+                               pattern=comm.PATTERN_ALL_PAIRS, job_gpus=settings.gpus)
+        per_domain = link.local_ranks
+    b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
+                        model.moe.num_experts, per_domain)
+    return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)
 
 
 def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,9 @@ as `planner explain`) and is compared with the kind of peak its source logs:
                global rank; Thunder's torch.cuda.max_memory_allocated; the oracle's tracker)
 
     predicted reserved  = JSON memory.reserved_bytes when present, else
-                          memory.total_bytes - terms.reserve (- terms.tp_overlap_buffers)
+                          memory.total_bytes - terms.reserve (- terms.tp_overlap_buffers - terms.ep_buffers)
     predicted allocated = JSON memory.allocated_bytes when present, else
-                          memory.total_bytes - terms.reserve (- tp_overlap_buffers) - terms.allocator_slack
+                          memory.total_bytes - terms.reserve (- tp_overlap_buffers - ep_buffers) - terms.allocator_slack
     a row measured on one pipeline stage (Megatron's last rank; an oracle PP rank) reads
     memory.stages.<first|middle|last> the same way (stage fallback: the stage's total_bytes less
     the reserve, less the slack in the heaviest stage's proportion: slack = s x allocated).
@@ -300,8 +300,9 @@ def peaks(res: dict, stage: Optional[str] = None) -> dict:
     fallback rules of the module docstring."""
     mem = res["memory"]
     terms = mem.get("terms") or {}
-    # what lives outside the allocator (memory.OUTSIDE_TERMS: the reserve, TP overlap's buffers)
-    reserve = float(terms.get("reserve", 0.0)) + float(terms.get("tp_overlap_buffers", 0.0))
+    # what lives outside the allocator (memory.OUTSIDE_TERMS: the reserve, TP overlap's and the
+    # MoE dispatcher's buffers)
+    reserve = sum(float(terms.get(k, 0.0)) for k in ("reserve", "tp_overlap_buffers", "ep_buffers"))
     slack = float(terms.get("allocator_slack", 0.0))
     src = mem if stage is None else (mem.get("stages") or {}).get(stage)
     prefix = "memory" if stage is None else f"memory.stages.{stage}"

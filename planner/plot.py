@@ -39,7 +39,7 @@ DPI = 100  # the memory / fit / sweep figures (the timeline keeps 150)
 _TERM_COLOURS = {
     "weights": "#4C78A8", "gradients": "#72B7B2", "master_weights": "#54A24B", "adam": "#EECA3B",
     "layer_activations": "#F58518", "output_activations": "#E45756", "recompute_buffer": "#FF9DA6",
-    "fsdp_buffers": "#B279A2", "allocator_slack": "#9D755D", "tp_overlap_buffers": "#79706E",
+    "fsdp_buffers": "#B279A2", "allocator_slack": "#9D755D", "tp_overlap_buffers": "#79706E", "ep_buffers": "#D4A6C8",
     "reserve": "#BAB0AC",
 }
 _HATCHES = (None, "//", "..", "xx", "\\\\", "++")  # model chunk 0, 1, 2, ...

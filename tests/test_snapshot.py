@@ -31,6 +31,7 @@ ADDED |= {".memory.terms.tp_overlap_buffers"}  # issue 21: TP overlap's buffers 
 ADDED |= {".memory.terms.dummy_wgrads"}  # issue 21: Transformer Engine's cached dummy weight gradients (memory.py [dw])
 ADDED |= {".plan.attention_kernel"}  # issues 22/23: the attention kernel priced (compute.attention_kernel: TE's cuDNN on Hopper+)
 ADDED |= {".memory.capacity_source"}  # issue 21: which HBM the gate used: measured (hbm_visible_GiB, as CUDA reports it) or datasheet (hbm_GB)
+ADDED |= {".memory.terms.ep_buffers"}  # issue 23: DeepEP's / Hybrid-EP's buffers outside the allocator (memory.py [ep], planner/ep_buffers.py)
 ADDED |= {".plan.recompute_modules"}  # issue 23: Megatron --recompute-modules, the selective policy they make (planner/recompute_modules.py)
 
 

@@ -83,6 +83,8 @@ RANKS = {
     "planner.imbalance": 20,
     # which MoE dispatchers synchronise with the host when padded: a leaf that step, plan and cuda_graphs read
     "planner.moe_padding": 20,
+    # the MoE dispatchers' communication buffers (DeepEP, Hybrid-EP): a leaf that memory reads
+    "planner.ep_buffers": 20,
     "planner.power": 20,
 }
 

@@ -113,6 +113,7 @@ TERM_LABELS = {
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
     "tp_overlap_buffers": "TP overlap buffers (outside the allocator)",
+    "ep_buffers": "MoE dispatcher buffers (outside the allocator)",
     "reserve": "CUDA context + NCCL reserve",
 }
 

@@ -11,8 +11,9 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer", "fsdp_buffers", "model_buffers", "quantized_weights",
                 "workspaces", "mpu_buffer", "dummy_wgrads", "optimizer_step", "stream_pools",
-                "allocator_slack", "tp_overlap_buffers", "reserve")
-_SHOWN_IF_ANY = ("tp_overlap_buffers",)  # a row only where the plan has it (TP overlap on)
+                "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
+# a row only where the plan has it (TP overlap on; a DeepEP / Hybrid-EP dispatcher)
+_SHOWN_IF_ANY = ("tp_overlap_buffers", "ep_buffers")
 
 
 def emit_explain(res: dict, warnings: list[str], fmt: Format, inherited: tuple = ()) -> None:
