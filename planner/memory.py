@@ -265,6 +265,35 @@ References
      AccumulateGrad: the size of the unfused weight gradient [uf] (one linear's in a layer's backward, every local
      expert's with grouped GEMMs) and [ow] at the output layer; none before 28766b55fb (the fused GEMM accumulated
      and returned None).
+[eg] The word embedding's weight gradient (stack memory.embedding_wgrad_transient): Megatron's VocabParallelEmbedding is
+     not a TE linear (NVIDIA/Megatron-LM @d98e8a64 megatron/core/tensor_parallel/layers.py l. 336-365: F.embedding(
+     masked_input, weight), l. 362; no gradient-accumulation fusion), so autograd's embedding backward runs: pytorch/pytorch
+     @01b9dc56 aten/src/ATen/native/cuda/EmbeddingBackwardKernel.cu embedding_backward_cuda_kernel allocates the dense
+     gradient grad_weight = at::zeros({num_weights, h}, grad.options()) ((V / t) x h in the gradient's dtype, bf16: 2 B an
+     element) and, for a bf16 gradient, fp32 partial sums grad_weight_per_segment = at::empty({numel, stride}) (one row of
+     h per index: 4 B T h), beside the incoming gradient over the whole sequence (2 B T h; under SP the reduce-scatter's
+     backward all-gathers it). AccumulateGrad hands the gradient to Megatron's DDP hook, which adds it into main_grad and
+     frees it (distributed/distributed_data_parallel.py l. 575-579). It is the last op of a micro-batch's backward on the
+     stage holding the embedding (the first; with one stage the single one, tied or not: a tied output layer's gradient
+     path is the output layer's own moment [ow], at the start of the backward): by then that micro-batch's layer
+     activations, the recompute buffer and (one stage) its loss's tensors are freed, the other micro-batches in flight
+     and the states are live. Where the moment exceeds them, the excess is in the recompute buffer (a transient of one
+     op). Not priced: the sort's index arrays (a few int64 per token: under 1% of the 6 h B a token). Without FSDP only (torchtitan's embedding unit: the reduce-scatter
+     moment [tt7], its bf16 gradient and fp32 reduce-scatter input).
+[fa] FSDP's fp8 all-gather (torchtitan [float8] enable_fsdp_float8_all_gather, job field fp8_allgather; step.py [15]
+     for its traffic): pytorch/ao @36027d82 torchao/float8/fsdp_utils.py WeightWithDynamicFloat8CastTensor
+     fsdp_pre_all_gather (l. 228-251) casts each converted Linear's sharded weight to float8 and all-gathers its uint8
+     data; fsdp_post_all_gather (l. 253-280) wraps the gathered data as the unsharded weight, a Float8TrainingTensor:
+     the rank holds 1 B a converted Linear's weight element unsharded (FP8_GATHER_BYTES), in FSDP2's flat all-gather
+     buffer and in the unsharded parameters alike, the embedding, norms, routers, routed experts and a bf16 output
+     layer at the stack's param_gather_bytes (gathered_bytes). No bf16 copy is made: Float8Linear.forward passes
+     self.weight.t() and finds it already cast (torchao/float8/float8_linear.py l. 68-69 tensor_already_casted_to_fp8;
+     the transposed view is column-major, what torch._scaled_mm takes, no copy). Its backward's grad-input GEMM takes the
+     weight row-major, and preprocess_addmm (float8_ops.py l. 344-345) copies it column-major (b_data.t().contiguous()
+     .t()): a 1 B transient of one Linear's weight, w2's (h f / t) the largest, during that GEMM, beside the block's
+     output gradient, its fp8 cast and the grad input (T (2 h + h + 2 f / t)); the mul's backward that follows
+     (block_backward_extra [tt5]) holds T (2 h + 6 f / t) and w2's bf16 weight gradient (2 h f / t), more whenever
+     4 f / t > h: the copy is not the block's peak and has no term of its own (checked for Llama 3 8B and 70B at TP <= 8).
 [cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
      which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
@@ -477,7 +506,7 @@ from .layers.common import ACT_BYTES, kv_local, norm_params
 from .moe import ep_stride, etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
-from .plan import FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import fp8_recipe, kernel_bytes, mode_value, ring_ranks, sharding_traits, stack_of, te_loss
@@ -494,6 +523,10 @@ OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
 
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
+# bytes per converted-Linear weight element FSDP's fp8 all-gather moves and the rank then holds unsharded: the
+# float8_e4m3 data of torchao's WeightWithDynamicFloat8CastTensor fsdp_pre_all_gather (its one scale a tensor not
+# counted) [fa]
+FP8_GATHER_BYTES = 1.0
 MEGATRON_ROPE_LRU = 32  # @lru_cache(maxsize=32) on RotaryEmbedding.forward / YarnRotaryEmbedding.forward [mr]
 
 # Transformer Engine's bytes per weight element by recipe (precisions.FP8_RECIPES order) [11]:
@@ -786,17 +819,47 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     return params_of(pc, model, plan, counts["first"], "first")[0], params_of(pc, model, plan, counts["last"], "last")[0]
 
 
-def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False) -> np.ndarray:
+def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, per=1.0, cut=0.0, out_cut=0.0) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
     experts: the TP-split ones / tp, the replicated whole and its E/ep experts / etp), or the
-    embedding or output layer / tp (layers_only: the largest layer)."""
+    embedding or output layer / tp (layers_only: the largest layer). In bytes where per is the
+    bytes a gathered parameter (1.0: parameters), `cut` fewer for each of a layer's linear weight
+    elements (the TP-split matrices, biases left out: the Linears FSDP's fp8 all-gather gathers at
+    FP8_GATHER_BYTES, gathered_bytes [fa]) and `out_cut` fewer for the output layer's."""
     tp = plan.tp.astype(np.float64)
-    unit = np.zeros(np.shape(tp)) if layers_only else np.maximum(pc.embedding, pc.output) / tp
+    unit = (np.zeros(np.shape(tp)) if layers_only
+            else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / tp)
     for k, p in zip(pc.layers.kinds, pc.kind_params):
         u = (p.split / tp + p.replicated + p.expert / (etp_of(plan) * plan.ep)) if k.has_experts \
             else (p.split + p.replicated) / tp
-        unit = np.maximum(unit, u)
+        unit = np.maximum(unit, per * u - cut * (p.split - p.split_bias) / tp)
     return unit
+
+
+def fp8_allgather_on(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where FSDP all-gathers the converted Linears' weights in fp8 [fa]: a low-precision plan whose
+    recipe has the fp8 all-gather (stack_db fp8_recipes allgather_fp8), unless the job's fp8_allgather
+    is false. What the step's traffic (step.gather_bytes, step.py [15]) and the gathered weights' memory read."""
+    recipe = fp8_recipe(stack_of(settings), plan.f8r)
+    return (plan.precision != BF16) & recipe["allgather_fp8"] & (settings.fp8_allgather is not False)
+
+
+def gathered_bytes(settings: Settings, plan: PlanArrays):
+    """(bytes a gathered parameter, bytes fewer a converted layer Linear's weight element, bytes fewer an
+    output-layer weight element) of FSDP's unsharded weights [fa]: the stack's param_gather_bytes (bf16: 2),
+    with the fp8 all-gather (fp8_allgather_on) the converted Linears' weights at FP8_GATHER_BYTES (torchao
+    fsdp_post_all_gather wraps the gathered float8 data as the unsharded weight, a Float8TrainingTensor: no
+    bf16 copy), the output layer's too where the job converts it (fp8_output_layer); the embedding, norms,
+    routers and routed experts at the stack's."""
+    pgb = stack_of(settings).fsdp.param_gather_bytes
+    cut = np.where(fp8_allgather_on(settings, plan), pgb - FP8_GATHER_BYTES, 0.0)
+    return pgb, cut, (cut if settings.fp8_output_layer else 0.0 * cut)
+
+
+def stage_linear_params(pc: ParamCounts, plan: PlanArrays, counts) -> np.ndarray:
+    """The layers' linear weight elements per GPU of a stage holding `counts` (K, ...) layers of each kind:
+    their TP-split matrices / tp, biases left out (what FSDP's fp8 all-gather gathers at 1 B [fa])."""
+    return weighted(counts, [(p.split - p.split_bias) / plan.tp.astype(np.float64) for p in pc.kind_params])
 
 
 STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE = 0, 1, 2
@@ -855,6 +918,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     layer_input = ctx.T * ACT_BYTES * h / ctx.rep_div  # 2sbh (/t with SP) in either activation model [2]
     # a selective policy that re-runs the elementwise kernels keeps none of the eager norms' extra saves
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
+    route_saves = moe_routing_saves(settings)
     stored, buffers = [], []
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
@@ -865,10 +929,14 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # that re-runs the routed experts' activation (recompute_modules moe_act)
         saves = getattr(kind.mlp, "unfused_saved_bytes", None)
         full = full + (saves(ctx, kb) if saves else 0.0)
+        # the routing map / top-k indices and the permutations' row maps an MoE layer saves (layers/moe.py [9]):
+        # kept by every mode but full recompute
+        routing = route_saves(kind, ctx) if route_saves is not None else 0.0
+        full = full + routing
         kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co, core_in_bytes=ci) + (
-            saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0)
+            saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0) + routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered,
@@ -900,6 +968,17 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             # what the layer being run holds beyond its saved tensors (gathered K/V, all-to-all copies) [cp2]
             buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_held_extra(kind, ctx, cps.held), 0.0)
     return stored, buffers, layer_input
+
+
+def moe_routing_saves(settings: Settings):
+    """kind, ctx -> what one MoE layer saves for its routing and permutations beyond its tensors (layers/moe.py
+    routing_saved_bytes [9], on the job's moe_permute_fusion / moe_router_fusion paths), 0 for a layer without
+    routed experts; None where the stack does not save them so (memory.moe_routing_saved) or the job's dispatcher
+    is not the alltoall one (the others' saves are not priced)."""
+    if not stack_of(settings).memory.moe_routing_saved or settings.moe_dispatcher != "alltoall":  # job / stack settings
+        return None
+    pf, rf = bool(settings.moe_permute_fusion), bool(settings.moe_router_fusion)
+    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, rf) if kind.has_experts else 0.0
 
 
 def dummy_wgrads_mode(settings: Settings) -> str:
@@ -1211,11 +1290,13 @@ class _PerLayer:
         # gradient waiting for its unit's reduce-scatter, FSDP1's gathered units and unsharded gradient
         fs = stack.fsdp
         layer_unit = unit_params(pc, plan, layers_only=True)
+        # the largest layer unit's gathered bytes (the converted Linears' at 1 B under FSDP's fp8 all-gather [fa])
+        self.layer_gathered = unit_params(pc, plan, True, *gathered_bytes(settings, plan))
         out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
         self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
                            + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * float(fs.output_grad_held)
-                                      + (fs.backward_gathered_units * fs.param_gather_bytes
-                                         + fs.backward_grad_units * fs.grad_reduce_bytes) * layer_unit, 0.0))
+                                      + fs.backward_gathered_units * self.layer_gathered
+                                      + fs.backward_grad_units * fs.grad_reduce_bytes * layer_unit, 0.0))
         self.head_grads = 0.0
         if settings.chunked_loss:
             self.out_act, self.head_grads = _chunked_loss(settings, plan, ctx, stack.memory.chunked_loss_chunks)
@@ -1245,6 +1326,7 @@ class _PerLayer:
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
         self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
+        self.emb_wgrad = embedding_wgrad_moment(settings, plan, ctx)
         self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, ctx, pc)
         self._fsdp_parts(settings, plan, pc, stack)
         self._buffers(settings, plan, pc, stack, ctx)
@@ -1310,6 +1392,9 @@ class _PerLayer:
         """FSDP's buffers and pools of every stage: fsdp_buf, gather_pool, pp_unsharded, ends."""
         fs = stack.fsdp
         fsdp_on = plan.sharding >= FSDP
+        # the gathered weights' bytes: param_gather_bytes a parameter, the converted Linears' 1 B under
+        # FSDP's fp8 all-gather [fa]
+        pgb, cut, out_cut = gathered_bytes(settings, plan)
         unit = unit_params(pc, plan)
         # the gathered layer units at the peak (FSDP1 / ZeRO-3: the current and the prefetched)
         # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
@@ -1328,31 +1413,33 @@ class _PerLayer:
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
         # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
         # and the first block at the start of the forward), then layers'
-        pool_units = np.where(fs.allgather_pool_units > 0,
-                              unit + max(fs.allgather_pool_units - 1.0, 0.0) * unit_params(pc, plan, layers_only=True), 0.0)
-        self.gather_pool = np.where(fsdp_on, fs.param_gather_bytes * pool_units, 0.0)
+        pool_units = np.where(fs.allgather_pool_units > 0, unit_params(pc, plan, False, pgb, cut, out_cut)
+                              + max(fs.allgather_pool_units - 1.0, 0.0) * self.layer_gathered, 0.0)
+        self.gather_pool = np.where(fsdp_on, pool_units, 0.0)
         # a mode that keeps the weights unsharded from the forward to the backward holds every
         # unit of the stage gathered at the backward's start (torchtitan fsdp_reshard_after_forward
         # "never"); FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
+        # (the stage's layer linears 1 B fewer each under the fp8 all-gather: held_cut x stage_linear_params [fa])
         self.pp_unsharded = (np.where(held, fs.param_gather_bytes, 0.0)
                              + np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0))
+        self.held_cut = np.where(held, cut, 0.0)
         # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
         # end of a backward, when that micro-batch's activations are freed, and all resharded at
         # the end of a forward: the peak is the in-flight activations + max(weights - one
         # micro-batch's activations, 0) [7] (_stage_terms takes the smaller off); with virtual
         # stages other chunks stay gathered from their own last backward: the weights whole
         self.regather_w = np.where(tr["regather_pp"] & (plan.vpp == 1), fs.param_gather_bytes, 0.0)
+        self.regather_cut = np.where(tr["regather_pp"] & (plan.vpp == 1), cut, 0.0)
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
         ends = {"first": 0.0, "last": 0.0, "mid": 0.0}
-        for e in fs.unsharded_ends:
-            params = (pc.embedding if e == "embedding" else (pc.output or pc.embedding)) / tp
-            ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + params
+        for e in fs.unsharded_ends:  # in bytes: a converted output layer's at 1 B [fa]
+            gathered = pgb * pc.embedding / tp if e == "embedding" else (pgb - out_cut) * (pc.output or pc.embedding) / tp
+            ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
-        self.ends = {st: np.where(fsdp_on & ~held, fs.param_gather_bytes * np.where(single, both, v), 0.0)
-                     for st, v in ends.items()}
+        self.ends = {st: np.where(fsdp_on & ~held, np.where(single, both, v), 0.0) for st, v in ends.items()}
 
     @functools.cached_property
     def state_groups(self) -> Groups:
@@ -1404,6 +1491,34 @@ def output_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict
                 if mem.output_saves_norm_out else 0.0)
     per_token = ACT_BYTES * h / ctx.rep_div + norm_out + ACT_BYTES * V / ctx.tp + ACT_BYTES * h + sp_part
     return np.where(wb > 0, ctx.T * per_token + wb * V * h / ctx.tp, 0.0)
+
+
+EMBEDDING_PARTIAL_BYTES = 4.0  # fp32 partial sums per gradient element of a bf16 embedding backward [eg]
+
+
+def embedding_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx):
+    """What the stage holding the word embedding holds beside its states at the end of one micro-batch's backward,
+    the embedding's weight-gradient moment [eg]: the dense (V / t) x h gradient in the activation dtype, the
+    backward kernel's fp32 partial sums (4 B T h) and the incoming gradient over the whole sequence (2 B T h); None
+    on stacks without it (memory.embedding_wgrad_transient), 0 under FSDP (its gradient path is its own)."""
+    if not stack_of(settings).memory.embedding_wgrad_transient:  # a stack setting
+        return None
+    h, V = float(settings.model.hidden_size), float(settings.model.vocab_size)
+    moment = ACT_BYTES * V * h / ctx.tp + ctx.T * (EMBEDDING_PARTIAL_BYTES + ACT_BYTES) * h
+    return np.where(plan.sharding >= FSDP, 0.0, moment)
+
+
+def _embedding_wgrad_excess(per: "_PerLayer", end: str, twin, per_mb, buf, losses):
+    """The embedding's weight-gradient moment [eg] at the end of a micro-batch's backward on a stage holding the
+    embedding (the first, a single stage, or DualPipe's twin the first): its excess over what that micro-batch has
+    freed by then (its layers' activations per_mb, the recompute buffer buf, on a single stage its `losses` loss
+    tensors), a transient of one op; 0 where the moment is not priced."""
+    single = per.plan.pp == 1
+    holds_emb = (end == "first") | single | (twin is not None and twin[1] == "first")
+    if per.emb_wgrad is None or not np.any(holds_emb):  # a stack setting; a stage without the embedding
+        return 0.0
+    loss_tensors = np.where(single, losses * per.out_act, 0.0)
+    return np.where(holds_emb, np.maximum(per.emb_wgrad - per_mb - buf - loss_tensors, 0.0), 0.0)
 
 
 def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, ctx: Ctx, pc: ParamCounts):
@@ -1511,6 +1626,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         held = per.after_loss if holds_loss else 0.0  # what the layers' backward holds beside it [lg1]
         buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     out = out + _output_wgrad_excess(per, losses, buf)  # the output layer's weight-gradient moment [ow]
+    buf = buf + _embedding_wgrad_excess(per, end, twin, per_mb, buf, losses)  # the embedding's wgrad moment [eg]
     act = act + losses * per.mtp
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
@@ -1519,8 +1635,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # a micro-batch's activations (its layers' and its output sent on) are freed by the time its
     # backward has gathered the stage's weights: the peak holds the larger of the two only [7]
     per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
-    regather_saving = np.minimum(per.regather_w * params, per_mb) if twin is None else 0.0
-    fsdp_buf = per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - regather_saving
+    fsdp_buf = _stage_fsdp(per, end, params, counts, per_mb, twin)
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     rope = _rope_bytes(per, counts if twin is None else counts + twin[0], 1.0 if twin is None else 2.0)
@@ -1574,6 +1689,16 @@ def _stage_ep_buffers(per: _PerLayer, counts) -> np.ndarray:
     moe = sum((np.asarray(c, dtype=np.float64) for c, k in zip(counts, kinds) if k.has_experts),
               np.float64(0.0))
     return np.where(moe > 0, per.ep_buffers, 0.0)
+
+
+def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin):
+    """FSDP's buffers on a stage of `params` dense parameters per GPU holding `counts` layers: the gathered units at
+    the peak, the end units kept unsharded, the whole stage under PP (its layer linears 1 B fewer each under the fp8
+    all-gather [fa]), less, resharding after forward under torch's pipelining with one chunk a rank, what a
+    micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7]."""
+    lin = stage_linear_params(per.pc, per.plan, counts)
+    regather_saving = np.minimum(per.regather_w * params - per.regather_cut * lin, per_mb) if twin is None else 0.0
+    return per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - per.held_cut * lin - regather_saving
 
 
 def _rope_bytes(per: _PerLayer, counts, stages: float):
@@ -1635,7 +1760,7 @@ def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     buf = _largest_buffer(per, counts)
     grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
     return np.where(plan.sharding >= FSDP, np.maximum(grads * pc.embedding / tp,
-                                                      (grads + per.fsdp.param_gather_bytes) * block + buf), 0.0)
+                                                      grads * block + per.layer_gathered + buf), 0.0)
 
 
 def _held_activations(per: _PerLayer, held, r):

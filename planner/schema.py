@@ -1195,6 +1195,17 @@ class MemoryReporting(BaseModel):
         default_factory=dict,
         description="with fp8, bytes per element of the named saved tensors (1 = fp8, 1.5 = a 12-bit format), overriding "
                     "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
+    moe_routing_saved: bool = Field(
+        default=False,
+        description="an MoE layer saves its routing map / top-k indices and its permutations' row maps for the backward "
+                    "beside its tensors, per in-flight micro-batch, as Megatron-Core's alltoall dispatcher does "
+                    "(planner/layers/moe.py routing_saved_bytes)")
+    embedding_wgrad_transient: bool = Field(
+        default=False,
+        description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "
+                    "backward kernel's fp32 partial sums are a moment of their own at the end of a micro-batch's backward "
+                    "on the first stage, added into the main gradient and freed by the stack's gradient hook (memory.py "
+                    "[eg]; not under FSDP)")
     output_saves_norm_out: bool = Field(
         default=False,
         description="the output layer's saved input (the final norm's output, all-gathered under SP where "

@@ -165,7 +165,7 @@ from .compute import (
 from .imbalance import rank_load
 from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
-from .memory import PIPELINE_FIELDS, recompute_fraction, recomputed_layers, stage_param_split
+from .memory import FP8_GATHER_BYTES, PIPELINE_FIELDS, fp8_allgather_on, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
 from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        stage_kind_counts, stage_layers)
@@ -1101,9 +1101,6 @@ def linear_share(pc) -> float:
 # scales not counted), NVFP4 packed two a byte; MXFP8 (NaN here) through the gradient buffer
 QUANTIZED_GATHER_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "rowwise": 1.0, "blockwise": 1.0, "mxfp8": float("nan"),
                           "nvfp4": 0.5}
-# bytes per converted-Linear weight element FSDP's fp8 all-gather moves: the float8_e4m3 data of
-# torchao's WeightWithDynamicFloat8CastTensor fsdp_pre_all_gather (its one scale a tensor not counted) [15]
-FP8_GATHER_BYTES = 1.0
 
 
 def fp8_gather_share(pc, settings) -> float:
@@ -1125,7 +1122,7 @@ def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
     from .precisions import FP8_RECIPES
 
     plan, settings, fs = sc.plan, sc.settings, sc.stack.fsdp
-    fp8_ag = sc.fp8 & sc.recipe["allgather_fp8"] & (settings.fp8_allgather is not False)
+    fp8_ag = fp8_allgather_on(settings, plan)  # [15]
     fp8_linears = f8_share * FP8_GATHER_BYTES  # [15]
     bf16_rest = (1.0 - f8_share) * fs.param_gather_bytes
     w = np.where(fp8_ag, fp8_linears + bf16_rest, fs.param_gather_bytes)

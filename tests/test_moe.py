@@ -225,7 +225,10 @@ def test_moe_activations_by_hand():
     layer of the same shape: router logits 4 B x 8 experts / 2 (SP), expert inputs
     2 B x top-2 x c x 4096 (gathered over TP; their outputs before the combine are not kept by
     Megatron-Core, memory.py [14]), expert gate/up/act 2 B x 3 x 14336 x 2 x c / 2, less the
-    dense MLP's 2 B x 3 x 14336 / 2; 32 layers, one micro-batch in flight (pp 1)."""
+    dense MLP's 2 B x 3 x 14336 / 2, and the routing Megatron-Core saves on its unfused paths (the
+    megatron stack's defaults): the router's int64 top-2 indices, the permutation's int64 argsort of the
+    [T, 8] map and its int64 sorted indices, 8 x (2 + 8 + 2) B / 2 (SP) (layers/moe.py [9]); 32 layers,
+    one micro-batch in flight (pp 1)."""
     from dataclasses import replace
 
     from planner.memory import memory_terms
@@ -235,7 +238,7 @@ def test_moe_activations_by_hand():
     moe_act = memory_terms(settings, plan)[0].layer_activations
     dense_act = memory_terms(dense_twin, plan)[0].layer_activations
     c = 1.25
-    per_token = 4 * 8 / 2 + 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2
+    per_token = 4 * 8 / 2 + 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2 + 8 * (2 + 8 + 2) / 2
     assert float(moe_act - dense_act) == pytest.approx(32 * 4096 * per_token, rel=1e-12)
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from planner.catalog import load_model
+from planner.catalog import load_model, load_stack
 from planner.errors import PlannerError
 from planner.params import count_params
 from planner.step import fp8_gather_share, gather_bytes
@@ -26,8 +26,8 @@ TOTAL = LINEARS + NORMS + EMB + OUT  # 8,030,261,248
 
 def _sc(allgather, fp8_out=False):
     settings = SimpleNamespace(fp8_allgather=allgather, fp8_output_layer=fp8_out, fp8_param_gather=False,
-                               fp4_param_gather=False, bpp=SimpleNamespace(gradients=4.0))
-    plan = SimpleNamespace(precision=np.array([1]), f8r=np.array([0]))
+                               fp4_param_gather=False, bpp=SimpleNamespace(gradients=4.0), stack=load_stack("torchtitan"))
+    plan = SimpleNamespace(precision=np.array([1]), f8r=np.array([1]))  # fp8, tensorwise (precisions.FP8_RECIPES)
     return SimpleNamespace(plan=plan, settings=settings, stack=SimpleNamespace(fsdp=SimpleNamespace(param_gather_bytes=2.0)),
                            fp8=np.array([True]), recipe={"allgather_fp8": np.array([True])})
 

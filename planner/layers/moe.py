@@ -43,9 +43,10 @@ moe_permute_fusion / moe_router_fusion false) Megatron-Core runs torch ops inste
 argsort of the routing map, index_select and scatter_add_ (each token row read once per copy, the
 output zeroed and added into), torch.topk and scatters into zeroed [n, E] tensors;
 unfused_dispatch_bytes counts what they move beyond the fused kernels (step.py adds it to the
-same memory-bound term). The saved tensors are not changed: the unfused path keeps the argsort's
-int64 [n E] indices (through the probability gather's saved index) where the fused one keeps its
-int32 [n, 2E + 1] row-id map, about the same bytes, and neither is in tensors() (a named gap).
+same memory-bound term). What the routing and the permutations save for the backward differs by path
+(the unfused argsort's int64 [n E] indices, kept through the probability gather's saved index, where
+the fused kernel keeps its int32 [n, 2E + 1] row-id map): routing_saved_bytes [9], added beside
+tensors() by memory.layer_memory.
 
 Approximations (named, not fitted): the fp8 casts and the MLP activation kernel at the
 per-token MLP width top_k c f_e + s f_s (the casts of all local experts' weights are not
@@ -76,6 +77,27 @@ References
     read once, its k rows written, or its k rows read and summed), sort_chunks_by_map;
     transformer_engine/pytorch/router.py (commit 03852664) FusedTopkScoreFunction (forward:
     probs, routing map and the fp32 intermediate output saved for the backward).
+[9] What the routing and the permutations save for the backward (routing_saved_bytes; stack memory.moe_routing_saved):
+    NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py TopKRouter.routing (l. 746-837) ->
+    moe_utils.py topk_routing_with_score_function: fused (l. 828-846), Transformer Engine's
+    fused_topk_with_score_function (NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/router.py: default
+    RoutingMapFormat.BYTEMAP, FusedTopkScoreFunction.forward l. 99 ctx.save_for_backward(routing_map,
+    intermediate_output): the bool [n, E] map and the fp32 [n, E] score output); unfused, torch.topk and
+    zeros_like(logits).scatter(1, top_indices, probs) (l. 954), whose backward keeps the int64 [n, k] indices.
+    token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_preprocess -> moe_utils.py permute (l. 344-500): fused,
+    TE permutation.py moe_permute_mask_map_forward (make_row_id_map l. 321; triton/permutation.py l. 52: int32
+    [n, 2E + 1]; saved l. 519), the same map saved again by the combine's unpermute (l. 808: no new bytes); unfused,
+    routing_map.bool().T.contiguous().reshape(-1).argsort() (l. 473, int64 [n E]), its first n k entries a view whose
+    storage the probabilities' gather probs.T.contiguous().reshape(-1)[flat_sorted] (l. 478) keeps for its backward,
+    and sorted_indices = flat_sorted % n (l. 475, int64 [n k]) kept by index_select (l. 486) and the unpermute's
+    scatter_add_. With more
+    than one local expert, dispatch_postprocess and combine_preprocess sort the received rows by local expert
+    (sort_chunks_by_idxs): fused, TE moe_chunk_sort_forward (permutation.py l. 1110-1160, make_chunk_sort_map:
+    triton/permutation.py l. 381 int32 [rows]; saved l. 1250), one map each; unfused, split + cat (nothing kept).
+    Not priced: the aux-loss scores (compute_routing_scores_for_aux_loss: another fp32 [n, E] output where
+    --moe-aux-loss-coeff > 0, a flag the job does not carry), the z-loss's saved logits and the other dispatchers'
+    paths; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
+    is priced as the dropless one (the fused permute with probabilities takes no padded path).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -255,6 +277,22 @@ class MoEMLP:
         clamp = (1.0 if self.clamp and self.gated else 0.0) * kept * rows * 2.0 * self.fe / ctx.etp * (
             (1.0 - unf) * kb["activation_clamp_saved"] + unf * kb["activation_clamp_unfused_saved"])
         return ctx.T * (unf * (routed + shared) + clamp)
+
+    def routing_saved_bytes(self, ctx, permute_fused: bool, router_fused: bool):
+        """Bytes one layer saves for its backward beyond its tensors() for the routing and the token
+        permutations of Megatron-Core's alltoall dispatcher [9], per local token (n = T / rep_div): the fused
+        router's bool routing map (E B; the unfused router's int64 top-k indices, 8 k B), the fused
+        permutation's int32 row-id map (4 (2E + 1) B; the unfused one's int64 argsort of the [n E] map, kept
+        whole through the probabilities' gather index, and its int64 sorted indices: 8 E + 8 k B); and, with
+        more than one local expert, the fused chunk sorts' int32 maps (4 B each) around the experts, over the
+        rows the rank's experts receive (token_copies x expert_scale x etp / tp per token, as moe_expert_in).
+        The router's fp32 score output is tensors()' moe_router_logits."""
+        E, k = float(self.num_experts), float(self.top_k)
+        router = BOOL_BYTES * E if router_fused else INT64_INDEX_BYTES * k
+        permute = INDEX_BYTES * (2.0 * E + 1.0) if permute_fused else INT64_INDEX_BYTES * (E + k)
+        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
+        sorts = np.where(E / ctx.ep > 1.0, 2.0 * INDEX_BYTES * rows, 0.0) if permute_fused else 0.0
+        return ctx.T * ((router + permute) / ctx.rep_div + sorts)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
