@@ -491,6 +491,11 @@ class Hardware(BaseModel):
                     "allocator and everything outside it share, so the memory gate uses it (hbm_bytes). The datasheet's "
                     "'80 GB' HBM3 is 80 GiB of DRAM of which CUDA reports ~79.1 GiB, 6% more than 80e9 bytes. "
                     "null: not measured (the gate uses hbm_GB)")
+    hbm_visible_measured_on: Optional[str] = Field(
+        default=None,
+        description="where hbm_visible_GiB was measured on another catalog GPU with the same memory (the same "
+                    "package and HBM stacks, e.g. h800-sxm takes h100-sxm's): that entry's name, so a verdict says "
+                    "whose measurement it used; null: measured on this GPU")
     hbm_TBps: float = Field(gt=0, description="HBM bandwidth, TB/s (1e12 B/s)")
     bf16_TFLOPS: float = Field(gt=0, description="dense BF16 tensor peak")
     fp8_TFLOPS: Optional[float] = Field(default=None, gt=0, description="dense FP8 tensor peak; null if unsupported")
@@ -589,8 +594,12 @@ class Hardware(BaseModel):
 
     @property
     def hbm_capacity_source(self) -> str:
-        """Which capacity hbm_bytes is: 'measured' (hbm_visible_GiB, as CUDA reports it) or 'datasheet' (hbm_GB)."""
-        return "measured" if self.hbm_visible_GiB is not None else "datasheet"
+        """Which capacity hbm_bytes is: 'measured' (hbm_visible_GiB, as CUDA reports it), 'measured on X'
+        (hbm_visible_GiB taken from catalog GPU X with the same memory: hbm_visible_measured_on) or
+        'datasheet' (hbm_GB)."""
+        if self.hbm_visible_GiB is None:
+            return "datasheet"
+        return "measured" if self.hbm_visible_measured_on is None else f"measured on {self.hbm_visible_measured_on}"
 
     @property
     def hbm_bandwidth(self) -> float:

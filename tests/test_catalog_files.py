@@ -280,8 +280,9 @@ VISIBLE_GIB = {
     "h100-sxm-96gb-hbm2e": 49.58 / 0.5220,  # torchtitan PR #996: 'memory: 49.58GiB(52.20%)' -> 94.98
     "h200-sxm": 143156 / 1024,  # torch's 'total_memory=143156MB' (MiB) -> 139.80
     "b200": 178.35,  # pytorch/ao #4002: 'Total Global Memory: 178.35 GB' (GiB)
+    "h800-sxm": 73.32 / 0.9270,  # the H100 SXM5's (hbm_visible_measured_on: the same 80 GB HBM3 package)
 }
-DATASHEET_ONLY = {"gb200-nvl72", "gb300-nvl72", "h800-sxm", "mi300x"}
+DATASHEET_ONLY = {"gb200-nvl72", "gb300-nvl72", "mi300x"}
 
 
 @pytest.mark.parametrize("path", HW_FILES, ids=lambda p: p.name)
@@ -299,7 +300,13 @@ def test_visible_hbm_is_measured_or_absent(path: Path) -> None:
         assert hw.hbm_bytes == hw.hbm_GB * 1e9
         return
     assert 0 <= VISIBLE_GIB[name] - hw.hbm_visible_GiB < 0.01
-    assert hw.hbm_capacity_source == "measured" and hw.hbm_bytes == hw.hbm_visible_GiB * 2**30
+    on = hw.hbm_visible_measured_on
+    assert hw.hbm_capacity_source == ("measured" if on is None else f"measured on {on}")
+    assert hw.hbm_bytes == hw.hbm_visible_GiB * 2**30
+    if on is not None:  # taken from a catalog GPU with the same memory: the same datasheet HBM and figure
+        other = Hardware(**_load(path.with_name(f"{on}.yaml")))
+        assert other.hbm_visible_measured_on is None
+        assert (other.hbm_GB, other.hbm_visible_GiB) == (hw.hbm_GB, hw.hbm_visible_GiB)
     assert 0.9 * hw.hbm_GB * 1e9 < hw.hbm_bytes <= hw.hbm_GB * 2**30
     assert any(s.startswith(f"hbm_visible_GiB {hw.hbm_visible_GiB:.2f}") for s in hw.sources)
 

@@ -284,7 +284,8 @@ def test_capacity_is_the_hbm_the_device_reports_where_measured(explain):
     """H200 (hardware_db h200-sxm hbm_visible_GiB 139.80: torch's total_memory=143156 MiB =
     139.80 GiB): capacity 139.80 x 2^30 = 150,109,106,995.2 B, usable 0.9 x = 135,098,196,295.7 B
     = 125.82 GiB, where the datasheet's 141 GB (141e9 B = 131.32 GiB) gave 118.18 GiB. The
-    H800 entry has no measurement: its datasheet 80 GB = 80e9 B, usable 72e9 B."""
+    H800 entry takes the H100 SXM5's measurement (the same 80 GB HBM3: hbm_visible_measured_on)
+    and says so; the MI300X entry has none: its datasheet 192 GB = 192e9 B, usable 172.8e9 B."""
     _, _, _, h200 = explain(model="llama3-8b", gpus=8, hardware="h200-sxm")
     m = h200["memory"]
     assert m["capacity_source"] == "measured"
@@ -293,18 +294,22 @@ def test_capacity_is_the_hbm_the_device_reports_where_measured(explain):
     assert m["usable_bytes"] / 2**30 == pytest.approx(125.82, abs=1e-9)
     _, _, _, h800 = explain(model="llama3-8b", gpus=8, hardware="h800-sxm")
     m = h800["memory"]
-    assert (m["capacity_source"], m["capacity_bytes"], m["usable_bytes"]) == ("datasheet", 80e9, pytest.approx(72e9, rel=1e-15))
+    assert (m["capacity_source"], m["capacity_bytes"]) == ("measured on h100-sxm", pytest.approx(79.09 * 2**30, rel=1e-15))
+    _, _, _, mi = explain(model="llama3-8b", gpus=8, hardware="mi300x")
+    m = mi["memory"]
+    assert (m["capacity_source"], m["capacity_bytes"], m["usable_bytes"]) == ("datasheet", 192e9, pytest.approx(172.8e9, rel=1e-15))
 
 
 def test_explain_names_the_capacity_it_used(cli):
     """The verdict line says which HBM the percentage is of: the measured figure (H100: 79.09
-    GiB as CUDA reports it) or the datasheet's (H800: 80 GB = 74.5 GiB)."""
+    GiB as CUDA reports it; H800: the same, measured on the H100 SXM5) or the datasheet's (MI300X:
+    192 GB = 178.8 GiB)."""
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--hardware", "h100-sxm")
     assert r.exit_code == 0 and "of 79.1 GiB HBM (measured, as CUDA reports it)" in r.stdout
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--tp", "8", "--hardware", "h800-sxm")
-    assert r.exit_code == 0 and "of 74.5 GiB HBM (datasheet 80 GB)" in r.stdout
-    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--hardware", "h800-sxm")
-    assert r.exit_code == 0 and "% HBM: share of 74.5 GiB HBM (datasheet 80 GB)" in r.stdout
+    assert r.exit_code == 0 and "of 79.1 GiB HBM (as CUDA reports it, measured on h100-sxm: the same HBM)" in r.stdout
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1", "--hardware", "mi300x")
+    assert r.exit_code == 0 and "% HBM: share of 178.8 GiB HBM (datasheet 192 GB)" in r.stdout, r.stdout + r.stderr
 
 
 # ------------------------------------------------------------------ arrays == scalars

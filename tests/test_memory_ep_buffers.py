@@ -13,8 +13,7 @@ QWEN = dict(model="qwen3-30b-a3b", gpus=8, ep=8, micro_batch=1, global_batch=64,
 
 def test_qwen3_30b_ep8_deepep_outside_the_allocator(explain):
     """Qwen3-30B-A3B, EP 8 in one node, DeepEP: 159,549,216 B (tests/test_ep_buffers.py), in the
-    total and outside the peaks: the same allocated and reserved peaks as NCCL's all-to-all, whose
-    own buffers are the reserve's; Hybrid-EP at 4,096 tokens a rank: 32,768 rows of 2 x 2,048 +
+    total and outside the peaks (NCCL's all-to-all has no such buffer: its own are the reserve's); Hybrid-EP at 4,096 tokens a rank: 32,768 rows of 2 x 2,048 +
     4 x 16 x 8 + 4 x 16 = 4,672 B + the routing map 128 x 4,096 x 8 = 157,286,400 B."""
     a = explain(**QWEN, moe_dispatcher="alltoall")[3]["memory"]
     d = explain(**QWEN, moe_dispatcher="deepep")[3]["memory"]
@@ -22,9 +21,11 @@ def test_qwen3_30b_ep8_deepep_outside_the_allocator(explain):
     assert a["terms"]["ep_buffers"] == 0.0
     assert d["terms"]["ep_buffers"] == 159_549_216
     assert h["terms"]["ep_buffers"] == 32_768 * 4_672 + 128 * 4096 * 8 == 157_286_400
+    # the two flex-dispatcher backends hold the same tensors in the allocator (the all-to-all's
+    # differ by the routing saves of its own permutation, layers/moe.py [9])
+    assert d["reserved_bytes"] == h["reserved_bytes"] and d["allocated_bytes"] == h["allocated_bytes"]
+    assert a["total_bytes"] - a["reserved_bytes"] == 2**30  # the 1 GiB reserve alone
     for m, b in ((d, 159_549_216), (h, 157_286_400)):
-        assert m["total_bytes"] - a["total_bytes"] == pytest.approx(b, rel=1e-12)
-        assert m["reserved_bytes"] == a["reserved_bytes"] and m["allocated_bytes"] == a["allocated_bytes"]
         assert m["total_bytes"] - m["reserved_bytes"] == pytest.approx(2**30 + b, rel=1e-12)  # + the 1 GiB reserve
 
 

@@ -246,12 +246,15 @@ def gib(x: float, digits: int = 2) -> str:
 
 def capacity_text(m: dict) -> str:
     """The HBM a memory verdict is a share of, and which figure it is (memory.capacity_source):
-    'measured' -- what the device reports to CUDA (hardware_db hbm_visible_GiB); 'datasheet' --
+    'measured' -- what the device reports to CUDA (hardware_db hbm_visible_GiB); 'measured on X' -- the
+    same, measured on catalog GPU X with the same memory (hbm_visible_measured_on); 'datasheet' --
     the vendor's GB (hbm_GB x 1e9 bytes) where the catalog entry has no measurement."""
     cap = m["capacity_bytes"]
     src = m.get("capacity_source")
     if src == "measured":
         return f"{gib(cap, 1)} GiB HBM (measured, as CUDA reports it)"
+    if isinstance(src, str) and src.startswith("measured on "):  # hardware_db hbm_visible_measured_on
+        return f"{gib(cap, 1)} GiB HBM (as CUDA reports it, {src}: the same HBM)"
     if src == "datasheet":
         return f"{gib(cap, 1)} GiB HBM (datasheet {gb(cap, 0)} GB)"
     return f"{gib(cap, 1)} GiB HBM"
