@@ -82,7 +82,9 @@ References
     _maybe_dtoh_and_synchronize l. 921-960 (no host copy, no synchronisation), _HybridEPManager
     l. 1113-1126 (the permuted size on the CPU), MoEAllGatherTokenDispatcher l. 320 (.cpu()
     unconditional); transformer_config.py l. 2838-2851 (moe only with drop-padding; moe_preprocess
-    not with the alltoall dispatcher's capacity factor).
+    not with the alltoall dispatcher's capacity factor); l. 2870-2884 (attention dropout with the core
+    attention recomputed in a graph) and l. 3063-3072 (--overlap-moe-expert-parallel-comm with
+    transformer_engine graphs of moe or mlp): _job_graph_error.
 """
 
 from __future__ import annotations
@@ -145,6 +147,23 @@ def _combination_error(impl: str, scope: list, model, recompute: str, moe=(False
     return None
 
 
+def _job_graph_error(job, model, impl: str, scope: list) -> str | None:
+    """Megatron-Core's graph checks [1] that read the job's other settings: the core attention
+    recomputed inside a graph with attention dropout (transformer_config.py l. 2870-2884: full_iteration,
+    the whole layer or the attn scope, with core_attn among the selective modules, Megatron's default
+    l. 1940-1941; the export writes --attention-dropout 0.1 for a model with dropout), and the EP
+    all-to-all overlap with Transformer Engine graphs of the moe or mlp scope (l. 3063-3072)."""
+    whole = impl == "full_iteration" or not scope
+    modules = job.recompute_modules or ["core_attn"]
+    if job.recompute == "selective" and model.dropout and "core_attn" in modules and (whole or "attn" in scope):
+        return "attention dropout is not supported with graphed attention recomputation (the model's dropout with " \
+               "core_attn recomputed)" + MC
+    if job.ep_comm_overlap and impl == "transformer_engine" and {"moe", "mlp"} & set(scope):
+        return "the moe and mlp scopes are not graphed by transformer_engine with ep_comm_overlap " \
+               "(--overlap-moe-expert-parallel-comm)" + MC
+    return None
+
+
 def cuda_graph_error(job, model, stack, where: str = "") -> PlannerError | None:
     """The error for a job's CUDA graphs: on a stack without them (stack cuda_graphs), or a
     combination Megatron-Core refuses [1] or the planner cannot price [3][4][8]; None: fine."""
@@ -157,7 +176,7 @@ def cuda_graph_error(job, model, stack, where: str = "") -> PlannerError | None:
                             "leave cuda_graph_impl and cuda_graph_scope out, or choose --stack megatron")
     dispatcher = job.moe_dispatcher or (stack.defaults.moe_dispatcher if stack is not None else "alltoall")
     moe = (job.moe_capacity_factor is not None, bool(job.moe_pad_to_capacity), dispatcher)
-    why = _combination_error(impl, scope, model, job.recompute, moe)
+    why = _combination_error(impl, scope, model, job.recompute, moe) or _job_graph_error(job, model, impl, scope)
     if why is None:
         return None
     return PlannerError(f"{where}cuda_graph_impl {impl}, cuda_graph_scope {scope or '[] (the whole layer)'}: {why}",

@@ -461,6 +461,7 @@ class Settings:
     transformer_impl: str = "transformer_engine"  # Megatron --transformer-impl (job field; local: no TE workspace)
     moe_grouped_gemm: bool = False  # MoE experts as TE's grouped GEMM (job field; its multi-stream workspaces)
     local_core_attention: bool = False  # Megatron-Core's own core attention (memory.py [12])
+    fp16: bool = False  # fp16 in place of bf16 (job field; priced as bf16, exported as Megatron --fp16)
     # the stack's fusion switches (job fields; False: the unfused path, FUSION_SWITCHES, step.py [11], memory.py [uf])
     apply_rope_fusion: bool = True
     bias_activation_fusion: bool = True
@@ -1080,8 +1081,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         split_loss=int(plan.split_loss),
         microbatch_group=int(plan.mbg),
         moe_capacity_factor=_capacity_factor(job, model, where),
-        **_imbalance_settings(job, model, where),
-        bf16_layers=_bf16_layers(job, model, where),
+        **_imbalance_settings(job, model, stack, where),
+        bf16_layers=_bf16_layers(job, model, stack, where),
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
         fp8_allgather=_fp8_allgather(job, stack, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
@@ -1096,6 +1097,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         transformer_impl=job.transformer_impl or "transformer_engine",
         moe_grouped_gemm=job.moe_grouped_gemm,
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
+        fp16=job.fp16,
         **_fusion_settings(job, model, stack, inherited, where),
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
@@ -1117,6 +1119,12 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         knobs=_run_knobs(calibration, stack.name, hw.name),
     )
     return settings
+
+
+def megatron_checks(stack) -> bool:
+    """Whether the stack's trainer runs Megatron-LM's start-up checks (stack_db runs.startup_rules
+    megatron: Megatron-LM and the Megatron-Bridge runs priced on it)."""
+    return stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron"
 
 
 def given_setting(job: Job, name: str):
@@ -1432,6 +1440,17 @@ def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_che
         raise PlannerError(f"{where}ep_comm_overlap is set but {model.name} has no experts", fix)
     if not stack.overlap.ep_comm_overlap_supported:
         raise PlannerError(f"{where}stack {stack.name} does not overlap the MoE all-to-alls with compute", fix)
+    # Megatron-Core's own asserts of the overlap that read no searched quantity (transformer_config.py @d98e8a64
+    # __post_init__ l. 3016-3019: the alltoall or flex dispatcher; l. 3043-3046: at most one MTP layer)
+    dispatcher = job.moe_dispatcher or stack.defaults.moe_dispatcher
+    if dispatcher == "allgather":
+        raise PlannerError(f"{where}ep_comm_overlap with moe_dispatcher allgather: Megatron-Core refuses it ('overlap_moe_"
+                           "expert_parallel_comm is supported with alltoall/flex token dispatcher', transformer_config.py "
+                           "@d98e8a64 l. 3016-3019)", "use moe_dispatcher alltoall (or a flex one), or " + fix)
+    if (model.mtp_layers or 0) > 1:
+        raise PlannerError(f"{where}ep_comm_overlap with {model.mtp_layers} multi-token prediction layers: Megatron-Core "
+                           "refuses it ('MTP supports at most one layer when enabling overlap_moe_expert_parallel_comm', "
+                           "transformer_config.py @d98e8a64 l. 3043-3046)", "set mtp_layers 0 or 1, or " + fix)
     if plan_checks:
         if job.ep <= 1:
             raise PlannerError(f"{where}ep_comm_overlap needs expert parallelism (ep {job.ep})", "set ep > 1, or " + fix)
@@ -1509,7 +1528,7 @@ def _capacity_factor(job: Job, model: ModelSpec, where: str) -> float:
     return float(job.moe_capacity_factor)
 
 
-def _imbalance_settings(job: Job, model: ModelSpec, where: str) -> dict:
+def _imbalance_settings(job: Job, model: ModelSpec, stack, where: str) -> dict:
     """The job's MoE routing-imbalance fields as Settings keywords (planner/imbalance.py): whether
     a capacity factor drops tokens (and pads), the measured rank imbalance (0: the rule), the
     router's balancing (default imbalance.default_balancing); an error where a dense model or a
@@ -1522,6 +1541,11 @@ def _imbalance_settings(job: Job, model: ModelSpec, where: str) -> dict:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
                                "remove them (they apply to mixture-of-experts models)")
         return {}
+    if job.moe_capacity_factor is not None and job.moe_load_balancing == "sinkhorn" and megatron_checks(stack):
+        raise PlannerError(f"{where}moe_capacity_factor with moe_load_balancing sinkhorn: Megatron-Core refuses it "
+                           "('moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, global_aux_loss or none "
+                           "load balancing', transformer_config.py @d98e8a64 l. 1836-1860)",
+                           "use another moe_load_balancing, or leave moe_capacity_factor out (dropless)")
     if job.moe_pad_to_capacity and job.moe_capacity_factor is None:
         raise PlannerError(f"{where}moe_pad_to_capacity is set without moe_capacity_factor",
                            "set moe_capacity_factor (the capacity the inputs are padded to), or remove moe_pad_to_capacity")
@@ -1567,13 +1591,19 @@ def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: b
     return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code), inherited
 
 
-def _bf16_layers(job: Job, model: ModelSpec, where: str) -> tuple:
+def _bf16_layers(job: Job, model: ModelSpec, stack, where: str) -> tuple:
     """(first, last) transformer layers a low-precision job keeps in bf16 (Megatron-Core
-    transformer_config.py first_last_layers_bf16 @d98e8a64: the layers outside are autocast)."""
+    transformer_config.py first_last_layers_bf16 @d98e8a64: the layers outside are autocast;
+    l. 1527-1530: not with fp8 delayed scaling)."""
     n = (job.bf16_layers_at_start, job.bf16_layers_at_end)
     if any(n) and job.precision == "bf16":
         raise PlannerError(f"{where}bf16_layers_at_start/end need precision fp8 or nvfp4 (got bf16)",
                            "remove them, or set precision: fp8 / nvfp4")
+    recipe = job.fp8_recipe or (stack.defaults.fp8_recipe if stack is not None else None)
+    if any(n) and job.precision == "fp8" and recipe == "delayed" and megatron_checks(stack):
+        raise PlannerError(f"{where}bf16_layers_at_start/end with fp8 recipe delayed: Megatron-Core refuses it ('Delayed "
+                           "scaling does not support first / last layer in BF16.', transformer_config.py @d98e8a64 "
+                           "l. 1527-1530)", "use fp8_recipe tensorwise (or mxfp8, blockwise), or remove the bf16 layers")
     if sum(n) > model.num_layers:
         raise PlannerError(f"{where}bf16_layers_at_start + bf16_layers_at_end = {sum(n)} exceed the {model.num_layers} layers",
                            f"keep at most {model.num_layers} in bf16")
@@ -1792,6 +1822,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if settings.model.moe is not None and getattr(settings, "stack", None) is not None
            and settings.stack.defaults.moe_permute_fusion is not None else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
+        **({"fp16": True} if settings.fp16 else {}),
         # the fusion switches a job turned off (the stack's fused kernels are the default)
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},
         **({"chunked_loss": True} if settings.chunked_loss else {}),

@@ -74,8 +74,9 @@ def modules_policy(modules, base: SelectiveRecompute) -> SelectiveRecompute:
 
 def apply_modules(job, stack: Stack, model, where: str = "") -> Stack:
     """The stack with the job's recompute_modules as its selective policy (unchanged without
-    them). Refused on a stack without the option, and mla_up_proj on a model without MLA, as
-    Megatron-Core refuses it (transformer_config.py l. 1969-1973)."""
+    them). Refused on a stack without the option, mla_up_proj on a model without MLA, as
+    Megatron-Core refuses it (transformer_config.py l. 1969-1973), and moe_act / layernorm under fp8
+    delayed scaling (l. 2000-2005)."""
     modules = job.recompute_modules
     if not modules:
         return stack
@@ -87,6 +88,12 @@ def apply_modules(job, stack: Stack, model, where: str = "") -> Stack:
         raise PlannerError(f"{where}recompute_modules mla_up_proj needs multi-latent attention; model {model.name} has "
                            "none (Megatron-Core refuses it: transformer_config.py @d98e8a64 l. 1969)",
                            "leave mla_up_proj out")
+    recipe = job.fp8_recipe or stack.defaults.fp8_recipe
+    if job.precision == "fp8" and recipe == "delayed" and {"moe_act", "layernorm"} & set(modules):
+        raise PlannerError(f"{where}recompute_modules {' '.join(sorted({'moe_act', 'layernorm'} & set(modules)))} with fp8 "
+                           "recipe delayed: Megatron-Core refuses it ('Delayed scaling does not support moe_act and "
+                           "layernorm recompute for fp8.', transformer_config.py @d98e8a64 l. 2000-2005)",
+                           "use fp8_recipe tensorwise (or mxfp8, blockwise), or leave moe_act and layernorm out")
     return stack.model_copy(update={"selective": modules_policy(list(dict.fromkeys(modules)), stack.selective)})
 
 

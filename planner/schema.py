@@ -1330,8 +1330,8 @@ class ModeSetting(BaseModel):
     overridden`: the trainer turns it off with a warning, priced as it runs, with a note)."""
 
     model_config = Strict
-    setting: Literal["gradient_accumulation_fusion", "fp8_param_gather"] = Field(
-        description="the Job field (Megatron --no-gradient-accumulation-fusion, --fp8-param-gather)")
+    setting: Literal["gradient_accumulation_fusion", "fp8_param_gather", "fp16"] = Field(
+        description="the Job field (Megatron --no-gradient-accumulation-fusion, --fp8-param-gather, --fp16)")
     value: bool = Field(description="the value the trainer runs the mode with")
     other: Literal["refused", "overridden"] = Field(description="what the trainer does with the other value")
     source: str = Field(min_length=1, description="the trainer's check at a commit, file, lines and its message")
@@ -1385,7 +1385,7 @@ class ShardingMode(BaseModel):
 
 
 # a job's value of a ModeSetting's field where it leaves the field out (plan.Settings)
-MODE_SETTING_DEFAULTS = {"gradient_accumulation_fusion": True, "fp8_param_gather": False}
+MODE_SETTING_DEFAULTS = {"gradient_accumulation_fusion": True, "fp8_param_gather": False, "fp16": False}
 
 
 class ScheduleSpelling(BaseModel):
@@ -1795,6 +1795,13 @@ class Job(BaseModel):
                     "selective policy (Megatron's default modules: core_attn)")
     sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
+    fp16: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16 in place of "
+                                   "--bf16; with fp8 / nvfp4 the parameters' dtype): priced as bf16 (the same 2-byte width "
+                                   "and tensor-core peak, precisions.SAME_PEAK); Megatron refuses it under "
+                                   "--use-torch-fsdp2 (stack_db runs.sharding job_settings); exported by the megatron "
+                                   "format only; default off")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     microbatch_group: Optional[Count] = Field(
         json_schema_extra=STACK_ONLY,

@@ -80,6 +80,13 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   MEGATRON_MTP_POSITION     arguments.py validate_args l. 882-886: --mtp-num-layers only with
                             --position-embedding-type rope or none (a model setting: it masks every
                             candidate of such a model)
+  MEGATRON_MOE_BIAS_ETP     megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__
+                            l. 2612-2615: an MoE model with --add-bias-linear asserts expert_tensor_parallel_size
+                            == 1 ('Bias in Moe is only supported when ETP==1'; a model setting and the
+                            searched etp; appended last to RULES so the other rules keep their codes)
+  MEGATRON_GDN_HEADS        transformer_config.py __post_init__ l. 1500-1508: Gated DeltaNet's
+                            linear_num_key_heads and linear_num_value_heads % (tp x cp) == 0 (and
+                            l. 1494-1497: value heads % key heads == 0, a model setting)
   (the job settings a sharding mode runs at one value, --use-torch-fsdp2 without the gradient-
   accumulation fusion, DDP without --fp8-param-gather, are the stack's data, stack_db runs.sharding
   job_settings, applied by plan.stack_for_settings before these rules)
@@ -433,6 +440,47 @@ RULES = RULES + (
         "are rope and none.')",
         "leave mtp_layers out (--mtp-layers 0), or use a model with rotary position embeddings",
         _mtp_position),
+)
+def _moe_bias_etp(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MOE_BIAS_ETP: an MoE model with linear biases (Megatron --add-bias-linear, which
+    the export writes for model.linear_bias: the routed experts' linears carry biases too) with
+    the experts split over more than one expert-TP rank."""
+    bad = model is not None and model.moe is not None and bool(model.linear_bias)
+    return bool(bad) & (etp_of(plan) > 1)
+
+
+def _gdn_heads(model, stack, plan) -> np.ndarray:
+    """MEGATRON_GDN_HEADS: Gated DeltaNet mixers (Megatron-Core's gdn variant) whose key or value
+    heads tp x cp does not divide (its context parallelism moves whole heads between the cp
+    ranks: planner/layers/linear_attention.py)."""
+    from .schema import GatedDeltaNet
+
+    tc = np.asarray(plan.tp) * np.asarray(plan.cp)
+    bad = np.zeros(np.shape(tc), dtype=bool)
+    for kind in (model.layer_kinds.values() if model is not None else ()):
+        x = kind.mixer
+        if isinstance(x, GatedDeltaNet):  # (l. 1494-1497: the value heads a multiple of the key heads, every plan)
+            bad = bad | (x.num_key_heads % tc != 0) | (x.num_value_heads % tc != 0) | (x.num_value_heads % x.num_key_heads != 0)
+    return bad
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_MOE_BIAS_ETP", "megatron",
+        "Megatron-Core runs an MoE model with linear biases (--add-bias-linear) only with expert TP 1",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ l. 2612-2615 "
+        "(num_moe_experts and add_bias_linear: assert expert_tensor_parallel_size == 1, 'Bias in Moe is only supported "
+        "when ETP==1')",
+        "set etp 1 (--expert-tensor-parallel-size 1): the experts then split over ep only",
+        _moe_bias_etp),
+    StartupRule(
+        "MEGATRON_GDN_HEADS", "megatron",
+        "Megatron-Core's Gated DeltaNet needs its key and value heads divisible by tp x cp (and the value heads a multiple of the key heads)",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ l. 1500-1508 "
+        "(gated delta net: assert linear_num_key_heads % (tp * cp) == 0 and linear_num_value_heads % (tp * cp) == 0; "
+        "l. 1494-1497: linear_num_value_heads % linear_num_key_heads == 0)",
+        "choose tp x cp dividing the Gated DeltaNet key heads (and value heads)",
+        _gdn_heads),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

@@ -28,6 +28,15 @@ def _rows():
     return [line for line in DOC.read_text(encoding="utf-8").splitlines() if re.match(r"^\| \d", line)]
 
 
+def _places_exist(rows, least: int) -> None:
+    """At least `least` `file:name` places in the rows, each a file of the repository holding that name."""
+    places = re.findall(r"`([\w/.-]+\.(?:py|yaml)):(\w+)`", "\n".join(rows))
+    assert len(places) >= least
+    for path, name in places:
+        assert (ROOT / path).is_file(), path
+        assert re.search(rf"\b{name}\b", (ROOT / path).read_text(encoding="utf-8")), (path, name)
+
+
 def test_the_table_names_places_that_exist():
     """Each `file:name` the table cites is a file of the repository holding that name, each rule
     key it gives after a place is one of the planner's (plan.rule_codes' codes, startup.RULES'
@@ -38,11 +47,7 @@ def test_the_table_names_places_that_exist():
     assert len(rows) >= 45
     starts = [int(re.match(r"^\| (\d+)", r).group(1)) for r in rows]
     assert starts == sorted(starts) and 389 <= starts[0] and starts[-1] <= 1988
-    places = re.findall(r"`([\w/.-]+\.(?:py|yaml)):(\w+)`", "\n".join(rows))
-    assert len(places) >= 40
-    for path, name in places:
-        assert (ROOT / path).is_file(), path
-        assert re.search(rf"\b{name}\b", (ROOT / path).read_text(encoding="utf-8")), (path, name)
+    _places_exist(rows, 40)
     keys = set(re.findall(r"(?:rule_codes|RULES|megatron_errors)` ([A-Z][A-Z0-9_]+)", "\n".join(rows)))
     keys |= set(re.findall(r"rules\.py ([A-Z][A-Z0-9_]+)", "\n".join(rows)))
     known = set(CODES) | set(SOURCES) | {k for k in dir(plan) if k.isupper()}
@@ -95,3 +100,29 @@ def test_local_core_attention_is_not_exported_without_a_model_megatron_builds():
     text, _ = export_plan(resolved_plan(Job(**job, transformer_impl="local")), "megatron")
     assert "--transformer-impl local" in text and "--attention-backend local" not in text
     assert megatron_script_errors(text) == []
+
+
+SECTION = "## Megatron-Core's model-config checks"
+
+
+def test_the_model_config_audit_names_lines_places_and_rules_that_exist():
+    """The audit of TransformerConfig / MLATransformerConfig / ModelParallelConfig.__post_init__
+    (the doc's second table): every row gives a line inside the __post_init__ it audits at d98e8a64
+    (tc: transformer_config.py l. 1390-3276 and MLA's l. 3343-3354; mpc: model_parallel_config.py
+    l. 497-577), a status (enforced, new, not reachable, missing), `file:name` places that exist and
+    start-up rule keys of startup.RULES; the rules it marks new are tests/test_startup_transformer_config.py's."""
+    text = DOC.read_text(encoding="utf-8")
+    rows = [line for line in text[text.index(SECTION):].splitlines()
+            if line.startswith("| ") and not line.startswith("| rule")]
+    assert len(rows) >= 40
+    for r in rows:
+        cells = r.split("|")
+        assert cells[3].strip().split()[0].rstrip(":") in {"enforced", "new", "not", "missing"}, r
+        m = re.search(r"(tc|mpc) l\. (\d+)", cells[2])
+        assert m, r
+        line = int(m.group(2))
+        assert (1390 <= line <= 3276 or 3343 <= line <= 3354) if m.group(1) == "tc" else (497 <= line <= 577), r
+    _places_exist(rows, 20)
+    keys = set(re.findall(r"\b(MEGATRON_[A-Z0-9_]+)", "\n".join(rows)))
+    assert {"MEGATRON_MOE_BIAS_ETP", "MEGATRON_GDN_HEADS", "MEGATRON_MOE_SP"} <= keys <= set(CODES), keys - set(CODES)
+    assert {"MOE_BIAS_ETP", "SPLIT", "RECOMPUTE"} <= set(SOURCES)

@@ -62,7 +62,9 @@ def test_userbuffers_shape_follows_tokens_not_tp(explain):
     assert ub(_mg(explain, micro_batch=2)[3]) == 24 * H70 * 2 * T8K
     assert ub(_mg(explain, cp=2, pp=2)[3]) == 24 * H70 * T8K / 2
     assert ub(_mg(explain, tp=4, pp=8)[3]) == 24 * H70 * T8K
-    assert ub(_mg(explain, precision="fp8", bf16_layers_at_start=1, bf16_layers_at_end=1)[3]) == 40 * H70 * T8K
+    # (tensorwise: Megatron-Core refuses bf16 layers with delayed scaling, transformer_config.py l. 1527-1530)
+    assert ub(_mg(explain, precision="fp8", fp8_recipe="tensorwise", bf16_layers_at_start=1,
+                  bf16_layers_at_end=1)[3]) == 40 * H70 * T8K
 
 
 def test_symmetric_memory_workspace_torchtitan(explain):

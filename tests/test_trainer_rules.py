@@ -117,6 +117,8 @@ def _keys(world=8, env=None, **flags):
     ("CE_TE", 8, dict(cross_entropy_loss_fusion=True, cross_entropy_fusion_impl="te"), None),
     ("MLA_GQA", 8, dict(multi_latent_attention=True, group_query_attention=True, num_query_groups="8"), None),
     ("ATTN_LOCAL", 8, dict(attention_backend="local"), None),
+    ("MOE_BIAS_ETP", 8, dict(tensor_model_parallel_size="2", sequence_parallel=True, num_experts="8",
+                             add_bias_linear=True), None),  # etp defaults to tp 2
 ])
 def test_each_check_fires_on_arguments_that_break_it(key, world, flags, env):
     assert key in _keys(world, env, **flags)

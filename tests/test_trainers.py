@@ -833,9 +833,12 @@ def test_megatron_flags_the_planner_does_not_build_or_price(tmp_path, cli):
 def test_megatron_flags_model_explain_and_export_round_trip(tmp_path, cli):
     """explain names the generated model file; export writes its shape as Megatron flags, and
     reading the export back defines the same model and plan."""
+    # --expert-tensor-parallel-size 1: Megatron's linear biases (on by default) put biases on the experts, which
+    # Megatron-Core runs with expert TP 1 only (startup MEGATRON_MOE_BIAS_ETP)
     p = _args(tmp_path, SMALL_GPT + " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel "
                                     "--use-distributed-optimizer --attention-backend unfused --num-experts 4 --moe-router-topk 2 "
-                                    "--moe-shared-expert-intermediate-size 1024 --moe-layer-freq 2")
+                                    "--moe-shared-expert-intermediate-size 1024 --moe-layer-freq 2 "
+                                    "--expert-tensor-parallel-size 1")
     r = cli("explain", p, "--gpus", 8, "--format", "json")
     assert r.exit_code == 0, r.stderr
     plan = _json.loads(r.stdout)["plan"]
@@ -867,7 +870,8 @@ def test_megatron_flags_model_explain_and_export_round_trip(tmp_path, cli):
 def test_round_trip_megatron_window_layers(tmp_path, model, window_args):
     """Models of sliding-window and full attention layers export as --window-size /
     --window-attn-skip-freq and read back as the same catalog model and plan."""
-    extra = dict(ep=8) if model == "gpt-oss-20b" else {}
+    # gpt-oss's experts carry biases: Megatron-Core runs them with expert TP 1 (startup MEGATRON_MOE_BIAS_ETP)
+    extra = dict(ep=8, etp=1) if model == "gpt-oss-20b" else {}
     read_kw: dict = {}
     if model == "gemma3-27b":  # Megatron-LM's arguments cannot say Gemma's post-norms (the export refuses them,
         import yaml            # tests/test_norms.py): its windows round-trip on the model without them, given with --model

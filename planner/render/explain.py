@@ -38,7 +38,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
         + (f" ({' '.join(p['recompute_modules'])})" if p.get("recompute_modules") else "") + ", "
         f"SP {'on' if p['sequence_parallel'] else 'off'}, schedule {p['schedule']}"
         + (f" (groups of {p['microbatch_group']} micro-batches per virtual stage)" if p.get("microbatch_group") else "")
-        + f", {p['precision']}"
+        + f", {p['precision']}" + (" (fp16, priced as bf16)" if p.get("fp16") else "")
     )
     opts = [f"TP overlap {'on' if p.get('tp_comm_overlap') else 'off'}",
             f"DP overlap {'on' if p.get('dp_comm_overlap') else 'off'}",

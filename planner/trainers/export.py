@@ -57,6 +57,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
+    if plan.get("fp16") and fmt != "megatron":  # priced as bf16; only the megatron writer spells fp16 (--fp16)
+        raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 is the one "
+                           "fp16 spelling it writes)", "price it without fp16, or export megatron")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
@@ -147,7 +150,7 @@ def plan_signature(plan: dict) -> dict:
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
-            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
+            "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
@@ -375,10 +378,18 @@ def _megatron_state_flags(plan: dict, mode, notes: list) -> list:
     from ..schema import BYTES_PER_PARAM_PRESETS
 
     bpp = plan.get("bytes_per_param")
-    if bpp is None:
-        return []
-    b = BYTES_PER_PARAM_PRESETS[bpp].model_dump() if isinstance(bpp, str) else {k: float(v) for k, v in dict(bpp).items()}
-    if b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
+    b = BYTES_PER_PARAM_PRESETS[bpp or "megatron"].model_dump() if isinstance(bpp, (str, type(None))) else \
+        {k: float(v) for k, v in dict(bpp).items()}
+    if plan.get("fp16"):  # --fp16 keeps the gradient buffer in fp16 unless --accumulate-allreduce-grads-in-fp32
+        # (arguments.py @d98e8a64 validate_args l. 1195-1217: only --bf16 turns the fp32 accumulation on)
+        if b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
+            return [("--accumulate-allreduce-grads-in-fp32", None)]
+        if b == MIXED16:
+            return []
+        raise _refuse("megatron", f"bytes_per_param {bpp} with fp16: the planner writes fp16 with the megatron or mixed16 "
+                                  "bytes only (16-bit weights, fp32 or fp16 gradients, fp32 master and Adam moments)",
+                      "price it with --bytes-per-param megatron or mixed16, or without fp16")
+    if bpp is None or b == BYTES_PER_PARAM_PRESETS["megatron"].model_dump():
         return []
     if b == MIXED16:  # a bf16 gradient buffer (megatron.py [5]): the mixed16 preset's bytes
         return [("--grad-reduce-in-bf16", None)]
@@ -658,7 +669,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
             args.append(("--train-samples", int(plan["tokens"] // plan["seq_len"])))
         else:
             notes.append(f"tokens {plan['tokens']:.6g}: not a whole number of {plan['seq_len']}-token samples; left out")
-    args.append(("--bf16", None))
+    args.append(("--fp16", None) if plan.get("fp16") else ("--bf16", None))
     args += _megatron_state_flags(plan, mode, notes)
     if plan["precision"] == "fp8":
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", plan.get("fp8_recipe") or "delayed")]

@@ -101,7 +101,8 @@ Inferred (listed as assumed): an absent store_true flag is off, as in arguments.
 (--sequence-parallel, --tp-comm-overlap, --overlap-grad-reduce: Megatron's defaults are
 off, unlike the planner stack's recipe defaults); the rank order is parallel_state's
 'tp-cp-ep-dp-pp' (or 'tp-cp-ep-pp-dp' with --use-tp-pp-dp-mapping) [2] -> tp-cp-dp-pp /
-tp-cp-pp-dp; --fp16 is priced as bf16 (the same 2-byte width and tensor peak); the model
+tp-cp-pp-dp; --fp16 is priced as bf16 (the same 2-byte width and tensor peak) and read as
+the job's fp16 (refused under --use-torch-fsdp2, stack_db runs.sharding job_settings); the model
 is --model if given (the shape flags must agree with it), else the one catalog model with
 the flags' core shape that no other shape flag contradicts (field comparison, no names
 read), else the model the flags define: megatron_model.py builds it as Megatron does, with
@@ -1411,6 +1412,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append("precision=bf16: neither --bf16 nor --fp16 (fp32 training is not modelled)")
         if "--fp8-recipe" in flags:
             ignored.append(fmt_ignored("--fp8-recipe", flags["--fp8-recipe"]) + " (no --fp8-format)")
+    if "--fp16" in flags:  # the job's fp16: exported back as --fp16, refused under --use-torch-fsdp2 (_mode_settings)
+        job["fp16"] = True
     _bf16_layers(flags, job, where, ignored)
     _fp8_attention(flags, job, assumed, ignored, not_modelled)
     job["tp_comm_overlap"] = "--tp-comm-overlap" in flags
@@ -1536,8 +1539,9 @@ def _mode_settings(flags: dict, job: dict, assumed: list) -> None:
     from ..catalog import load_stack
 
     given = {"gradient_accumulation_fusion": "--no-gradient-accumulation-fusion" not in flags,
-             "fp8_param_gather": "--fp8-param-gather" in flags}
-    flag = {"gradient_accumulation_fusion": "--no-gradient-accumulation-fusion", "fp8_param_gather": "--fp8-param-gather"}
+             "fp8_param_gather": "--fp8-param-gather" in flags, "fp16": "--fp16" in flags}
+    flag = {"gradient_accumulation_fusion": "--no-gradient-accumulation-fusion", "fp8_param_gather": "--fp8-param-gather",
+            "fp16": "--fp16"}
     mode = next(m for m in load_stack("megatron").runs.sharding if m.name == job["sharding_mode"])
     for x in mode.job_settings:
         v = given[x.setting]

@@ -74,6 +74,8 @@ Sources (file @d98e8a64, what is asserted):
   MLA_GQA        arguments.py l. 1973-1974: --multi-latent-attention excludes --group-query-attention
   ATTN_LOCAL     arguments.py l. 436-437: --attention-backend local only with --spec local
   (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
+  MOE_BIAS_ETP   megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615: --num-experts
+                 with --add-bias-linear needs --expert-tensor-parallel-size 1 (it defaults to tp)
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ SOURCES = {
     "CE_TE": "megatron/training/arguments.py validate_args l. 1697-1702",
     "MLA_GQA": "megatron/training/arguments.py validate_args l. 1973-1974",
     "ATTN_LOCAL": "megatron/training/arguments.py validate_args l. 436-437",
+    "MOE_BIAS_ETP": "megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615",
 }
 
 
@@ -228,6 +231,8 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
             bad("EXPERTS", f"--num-experts {experts} is not a multiple of --expert-model-parallel-size {ep}")
     if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
         bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
+    if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:
+        bad("MOE_BIAS_ETP", f"an MoE model (--num-experts) with --add-bias-linear and expert TP {etp} (needs 1)")
     out += _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt)
     out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
     return out

@@ -1,0 +1,229 @@
+"""Megatron-Core's model-config checks against the plan (issue 22): TransformerConfig.__post_init__
+and ModelParallelConfig.__post_init__ at NVIDIA/Megatron-LM @d98e8a64 (megatron/core/transformer/
+transformer_config.py, megatron/core/model_parallel_config.py), audited in
+docs/megatron_validate_args.md ("Megatron-Core's model-config checks"). Each rule the audit marks
+new refuses a job that breaks it (exit 2, error naming the check, hint), fit never ranks a plan
+that breaks it, and a neighbouring job passes; `--fp16 --use-torch-fsdp2` is refused at job level
+(validate_args l. 1046-1047) as the sharding mode's job setting. The audit table's places are
+checked in tests/test_megatron_validate_args.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from planner.cli.export import resolved_plan
+from planner.errors import PlannerError
+from planner.plan import resolve
+from planner.schema import Job
+from planner.search import fit
+from planner.space import SpaceOptions
+from planner.trainers import load_trainer_config
+from planner.trainers.export import export_plan
+from planner.trainers.rules import megatron_errors, megatron_script_errors
+
+GPT_OSS = dict(model="gpt-oss-20b", gpus=16, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=4096)
+QWEN_NEXT = dict(model="qwen3-next-80b-a3b", gpus=64, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=65536)
+FSDP2 = dict(model="llama3-8b", gpus=16, stack="megatron", sharding_mode="torch_fsdp2", global_batch=64, seq_len=4096)
+
+
+# ---- MEGATRON_MOE_BIAS_ETP: transformer_config.py l. 2612-2615
+
+
+def test_moe_with_linear_biases_and_expert_tp_is_refused(cli):
+    """gpt-oss (linear_bias: the exported --add-bias-linear puts biases on the experts too) at tp 2
+    inherits expert TP 2, which Megatron-Core asserts against ('Bias in Moe is only supported when
+    ETP==1'): explain refuses it naming the rule; etp 1 on the same mesh is accepted; torchtitan,
+    which has no such check, takes etp 2."""
+    r = cli("explain", "--model", "gpt-oss-20b", "--gpus", "16", "--tp", "2", "--ep", "8", "--sharding", "zero1",
+            "--global-batch", "64", "--seq-len", "4096")
+    assert r.exit_code == 2 and "breaks start-up rule MEGATRON_MOE_BIAS_ETP of megatron" in r.stderr
+    assert "transformer_config.py TransformerConfig.__post_init__ l. 2612-2615" in r.stderr
+    assert "\nhint: set etp 1" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(PlannerError, match="MEGATRON_MOE_BIAS_ETP"):
+        resolve(Job(**GPT_OSS))
+    plan = resolved_plan(Job(**GPT_OSS, etp=1))
+    assert (plan["tp"], plan["etp"], plan["ep"]) == (2, 1, 8)
+    resolve(Job(**{**GPT_OSS, "stack": "torchtitan", "sharding": "fsdp"}, etp=2))
+
+
+def test_fit_never_ranks_expert_tp_for_a_model_with_linear_biases():
+    """Searching tp 2 for gpt-oss-20b, every ranked plan splits the experts over ep only (etp 1);
+    mixtral (no biases) still gets expert TP 2 plans on the same search."""
+    rows = fit(Job(model="gpt-oss-20b", gpus=16, global_batch=64, seq_len=4096),
+               opts=SpaceOptions(tp=(2,), pp=(1,)), top=30).rows
+    assert rows and {r["plan"]["etp"] for r in rows} == {1}
+    rows = fit(Job(model="mixtral-8x7b", gpus=16, global_batch=64, seq_len=4096),
+               opts=SpaceOptions(tp=(2,), pp=(1,)), top=30).rows
+    assert 2 in {r["plan"]["etp"] for r in rows}
+
+
+def test_moe_bias_etp_on_arguments():
+    """rules.py MOE_BIAS_ETP: --num-experts with --add-bias-linear fires at the default expert TP
+    (= tp 2) and passes with --expert-tensor-parallel-size 1; without biases it passes."""
+    base = {"--num-layers": "24", "--hidden-size": "2880", "--num-attention-heads": "64", "--seq-length": "4096",
+            "--max-position-embeddings": "4096", "--micro-batch-size": "1", "--global-batch-size": "64",
+            "--tensor-model-parallel-size": "2", "--sequence-parallel": True, "--num-experts": "32",
+            "--kv-channels": "64"}
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    keys = lambda f: [k for k, _ in megatron_errors(f, 16, env)]  # noqa: E731
+    assert keys({**base, "--add-bias-linear": True}) == ["MOE_BIAS_ETP"]
+    assert keys({**base, "--add-bias-linear": True, "--expert-tensor-parallel-size": "1"}) == []
+    assert keys(base) == []
+
+
+def test_the_exported_gpt_oss_script_passes_megatrons_checks():
+    """The etp 1 plan exports --add-bias-linear with --expert-tensor-parallel-size 1, which the
+    transcribed checks accept."""
+    text, _ = export_plan(resolved_plan(Job(**GPT_OSS, etp=1)), "megatron")
+    assert "--add-bias-linear" in text and re.search(r"--expert-tensor-parallel-size 1\b", text)
+    assert "MOE_BIAS_ETP" not in [k for k, _ in megatron_script_errors(text)]
+
+
+# ---- MEGATRON_GDN_HEADS: transformer_config.py l. 1500-1508
+
+
+def test_gated_deltanet_heads_must_divide_by_tp_times_cp(cli):
+    """qwen3-next-80b-a3b's Gated DeltaNet has 16 key and 32 value heads: tp 2 x cp 16 = 32 does not
+    divide 16, which Megatron-Core asserts; tp 2 x cp 8 = 16 divides both and is accepted; fit
+    never ranks a tp x cp above 16 for it."""
+    with pytest.raises(PlannerError, match=r"MEGATRON_GDN_HEADS .*linear_num_key_heads % \(tp \* cp\)"):
+        resolve(Job(**QWEN_NEXT, cp=16))
+    r = cli("explain", "--model", "qwen3-next-80b-a3b", "--gpus", "64", "--tp", "2", "--cp", "16", "--ep", "8",
+            "--sharding", "zero1", "--global-batch", "64", "--seq-len", "65536")
+    assert r.exit_code == 2 and "MEGATRON_GDN_HEADS" in r.stderr and "\nhint: choose tp x cp" in r.stderr
+    plan = resolved_plan(Job(**QWEN_NEXT, cp=8))
+    assert (plan["tp"], plan["cp"]) == (2, 8)
+    rows = fit(Job(model="qwen3-next-80b-a3b", gpus=64, global_batch=64, seq_len=65536),
+               opts=SpaceOptions(tp=(2,), pp=(1,)), top=60).rows
+    assert rows and max(r["plan"]["tp"] * r["plan"]["cp"] for r in rows) <= 16
+
+
+# ---- job-level checks: transformer_config.py l. 1527-1530, 1836-1860, 3016-3019, 3043-3046
+
+
+def test_bf16_layers_are_refused_with_delayed_scaling():
+    """l. 1527-1530 ('Delayed scaling does not support first / last layer in BF16.'): the megatron
+    stack's default fp8 recipe is delayed, so bf16 layers need another recipe; tensorwise passes."""
+    job = dict(model="llama3-8b", gpus=8, sharding="zero1", global_batch=64, seq_len=4096, precision="fp8",
+               bf16_layers_at_start=1)
+    with pytest.raises(PlannerError, match=r"with fp8 recipe delayed: Megatron-Core refuses it .*l\. 1527-1530"):
+        resolve(Job(**job))
+    with pytest.raises(PlannerError, match="fp8 recipe delayed"):
+        fit(Job(**job), opts=SpaceOptions(tp=(1,), pp=(1,)), top=1)
+    plan = resolved_plan(Job(**job, fp8_recipe="tensorwise"))
+    assert plan["bf16_layers_at_start"] == 1
+
+
+def test_capacity_factor_is_refused_with_sinkhorn_balancing():
+    """l. 1836-1860: --moe-expert-capacity-factor only with aux_loss, seq_aux_loss, global_aux_loss or
+    none balancing; sinkhorn with a capacity factor is refused, aux_loss with it passes, sinkhorn
+    dropless passes."""
+    job = dict(model="mixtral-8x7b", gpus=16, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=4096)
+    with pytest.raises(PlannerError, match=r"moe_capacity_factor with moe_load_balancing sinkhorn.*l\. 1836-1860"):
+        resolve(Job(**job, moe_capacity_factor=1.25, moe_load_balancing="sinkhorn"))
+    resolve(Job(**job, moe_capacity_factor=1.25, moe_load_balancing="aux_loss"))
+    resolve(Job(**job, moe_load_balancing="sinkhorn"))
+
+
+def test_ep_comm_overlap_needs_a_flex_or_alltoall_dispatcher_and_one_mtp_layer():
+    """l. 3016-3019 (alltoall or flex dispatcher) and l. 3043-3046 (at most one MTP layer) with
+    --overlap-moe-expert-parallel-comm."""
+    job = dict(model="mixtral-8x7b", gpus=16, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=4096,
+               ep_comm_overlap=True)
+    with pytest.raises(PlannerError, match=r"ep_comm_overlap with moe_dispatcher allgather.*l\. 3016-3019"):
+        resolve(Job(**job, moe_dispatcher="allgather"))
+    with pytest.raises(PlannerError, match=r"ep_comm_overlap with 2 multi-token prediction layers.*l\. 3043-3046"):
+        resolve(Job(**job, mtp_layers=2))
+    settings, _, _ = resolve(Job(**job, mtp_layers=1))
+    assert settings.ep_comm_overlap
+
+
+# ---- --fp16 with --use-torch-fsdp2: validate_args l. 1046-1047, at job level (explain / check refuse it:
+# tests/test_mode_settings.py)
+
+
+def test_fit_never_ranks_torch_fsdp2_for_an_fp16_job():
+    """Pinned to torch_fsdp2, an fp16 job is refused naming the check; searching every mode, no row
+    is torch_fsdp2, the mode left out with its refusal cited; without fp16 the pinned search ranks it."""
+    job = {k: v for k, v in FSDP2.items() if k != "sharding_mode"}
+    pin = SpaceOptions(tp=(1,), cp=(1,), pp=(1,), sharding=("torch_fsdp2",))
+    assert {r["plan"]["sharding_mode"] for r in fit(Job(**job), opts=pin, top=5).rows} == {"torch_fsdp2"}
+    with pytest.raises(PlannerError, match="sharding mode torch_fsdp2 with fp16 true"):
+        fit(Job(**job, fp16=True), opts=pin, top=5)
+    rows = fit(Job(**job, fp16=True), opts=SpaceOptions(tp=(1,), cp=(1,), pp=(1,)), top=200).rows
+    assert rows and "torch_fsdp2" not in {r["plan"]["sharding_mode"] for r in rows}
+    assert all(r["plan"].get("fp16") for r in rows)
+
+
+def test_fp16_is_priced_as_bf16_and_exported_as_megatrons_fp16(explain, tmp_path):
+    """fp16 moves no figure (same width and peak); the megatron export writes --fp16 (not --bf16)
+    with --accumulate-allreduce-grads-in-fp32, which keeps the fp32 gradient buffer priced (--fp16
+    alone keeps it fp16, validate_args l. 1195-1217); the script reads back as the same plan and
+    passes the transcribed checks; a script with --use-torch-fsdp2 and --fp16 is refused by
+    `check` naming the check; torchtitan's export refuses fp16."""
+    job = dict(model="llama3-8b", gpus=16, sharding="zero1", global_batch=64, seq_len=4096)
+    _, _, _, bf = explain(**job)
+    _, _, _, fp = explain(**job, fp16=True)
+    assert fp["plan"]["fp16"] is True and "fp16" not in bf["plan"]
+    assert fp["memory"] == bf["memory"] and fp["time"] == bf["time"]
+    plan = resolved_plan(Job(**job, fp16=True))
+    text, _ = export_plan(plan, "megatron")
+    assert "--fp16" in text and "--bf16" not in text and text.count("--accumulate-allreduce-grads-in-fp32") == 1
+    assert megatron_script_errors(text) == []
+    p = tmp_path / "fp16.sh"
+    p.write_text(text, encoding="utf-8")
+    cfg = load_trainer_config(p)
+    assert cfg.job["fp16"] is True and "bytes_per_param" not in cfg.job
+    mixed = export_plan(resolved_plan(Job(**job, fp16=True, bytes_per_param="mixed16")), "megatron")[0]
+    assert "--fp16" in mixed and "--accumulate-allreduce-grads-in-fp32" not in mixed and "--grad-reduce-in-bf16" not in mixed
+    fsdp2, _ = export_plan(resolved_plan(Job(**FSDP2)), "megatron")
+    bad = tmp_path / "fsdp2_fp16.sh"
+    bad.write_text(fsdp2.replace("--bf16", "--fp16"), encoding="utf-8")
+    assert [k for k, _ in megatron_script_errors(bad.read_text())] == ["TORCH_FSDP2"]
+    from planner.trainers import load_trainer_config as load
+
+    with pytest.raises(PlannerError, match="sharding mode torch_fsdp2 with fp16 true"):
+        resolve(Job(**{**load(bad).job, "model": "llama3-8b"}))
+    tt = resolved_plan(Job(**{**job, "stack": "torchtitan", "sharding": "fsdp"}, fp16=True))
+    with pytest.raises(PlannerError, match="export torchtitan: fp16"):
+        export_plan(tt, "torchtitan")
+
+
+def test_moe_act_and_layernorm_recompute_are_refused_with_delayed_scaling():
+    """l. 2000-2005 ('Delayed scaling does not support moe_act and layernorm recompute for fp8.'):
+    refused under the megatron stack's default delayed recipe, accepted with tensorwise, and
+    core_attn alone is accepted with delayed."""
+    job = dict(model="mixtral-8x7b", gpus=16, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=4096,
+               precision="fp8", recompute="selective")
+    with pytest.raises(PlannerError, match=r"recompute_modules layernorm moe_act with fp8 recipe delayed.*l\. 2000-2005"):
+        resolve(Job(**job, recompute_modules=["moe_act", "layernorm"], moe_grouped_gemm=True))
+    resolve(Job(**job, recompute_modules=["moe_act", "layernorm"], moe_grouped_gemm=True, fp8_recipe="tensorwise"))
+    resolve(Job(**job, recompute_modules=["core_attn"]))
+
+
+def test_graphed_attention_recompute_with_dropout_is_refused():
+    """l. 2870-2884: a model with attention dropout (megatron-gpt-1.7b, exported --attention-dropout
+    0.1) under selective recompute (Megatron's default module core_attn) with the whole layer graphed
+    is refused; graphing only the mlp, or a model without dropout, is accepted."""
+    job = dict(model="megatron-gpt-1.7b", gpus=8, sharding="zero1", global_batch=64, seq_len=2048, recompute="selective",
+               cuda_graph_impl="transformer_engine")
+    with pytest.raises(PlannerError, match="attention dropout is not supported with graphed attention recomputation"):
+        resolve(Job(**job))
+    with pytest.raises(PlannerError, match="attention dropout"):
+        resolve(Job(**job, cuda_graph_scope=["attn"]))
+    resolve(Job(**job, cuda_graph_scope=["mlp"]))
+    resolve(Job(**{**job, "model": "llama3-8b", "seq_len": 4096}))
+
+
+def test_ep_overlap_with_transformer_engine_graphs_of_the_experts_is_refused():
+    """l. 3063-3072: --overlap-moe-expert-parallel-comm with transformer_engine graphs of the moe or
+    mlp scope is refused; the router scopes (graphed before the dispatch) are accepted."""
+    job = dict(model="mixtral-8x7b", gpus=16, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=4096,
+               ep_comm_overlap=True, cuda_graph_impl="transformer_engine", moe_capacity_factor=1.0,
+               moe_pad_to_capacity=True)
+    with pytest.raises(PlannerError, match="not graphed by transformer_engine with ep_comm_overlap"):
+        resolve(Job(**job, cuda_graph_scope=["moe"]))
+    resolve(Job(**job, cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]))
+    resolve(Job(**{**job, "ep_comm_overlap": False}, cuda_graph_scope=["moe"]))
