@@ -78,7 +78,7 @@ import numpy as np
 
 from . import memory as mem
 from .errors import NoFitError, PlannerError
-from .explain import evaluate, ramp_estimates, to_json
+from .explain import evaluate, moe_arrays, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
@@ -86,7 +86,7 @@ from .schema import Job
 from .space import (OK, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
                     variant_choices)
 from .imbalance import rank_load
-from .layers import context
+from .layers import context, layer_list
 from .params import count_params
 from .stacks import stack_of
 from .terms import Groups, KeyedPlan, gather
@@ -849,7 +849,9 @@ def rows_of(ranked: Ranked) -> list[dict]:
     est = evaluate(ranked.settings, plan)
     # a batch ramp: every row's phases priced at once (explain.ramp_estimates), each row's read from them
     ramp = ramp_estimates(ranked.settings, plan) if ranked.settings.batch_schedule and ranked.settings.tokens else None
-    rows = [to_json(ranked.settings, plan, est, i, ramp) for i in range(len(ranked.base))]
+    # an MoE model: moe_report's figures priced once for every row (explain.moe_arrays), each row reads its own
+    moe = moe_arrays(ranked.settings, plan, est) if layer_list(ranked.settings.model).has_experts else None
+    rows = [to_json(ranked.settings, plan, est, i, ramp, moe) for i in range(len(ranked.base))]
     if ranked.settings.calibration is not None and len(rows) > 1:
         # which measured figures a row used is its own: the batch's list is the union over every row
         from .explain import calibration_report
