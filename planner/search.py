@@ -181,7 +181,9 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
     may take the rows in any order: sorted by pipeline split (pp, vpp), a block holds a
     few of the splits whose per-split work (pipeline.stage_inflight_kinds, stage_kind_counts)
-    each block would otherwise repeat for every split of the space."""
+    each block would otherwise repeat for every split of the space; that per-split work itself
+    (memory._placement) is priced once over all the rows (memory.placement_groups) and each block
+    gathers its share, as the layers' activations."""
     out = np.empty(len(bidx))
     if not len(bidx):
         return out
@@ -196,13 +198,17 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i
     layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n))
     index = index.reshape(n_rc, n)
+    # the pipeline placement, likewise once per distinct tuple of the fields it reads over all the rows
+    placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan(
+        {f: np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows] for f in mem.PIPELINE_FIELDS + ("tp",)}))
     totals = np.empty((n_rc, n))
     for s in _blocks(n, max(CHUNK // n_rc, 1)):
         p = b.take(rows[s])
         p.recompute = rc[:, None]
         if f8r is not None:
             p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
-        totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size))
+        totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
+                                        (placed, None if p_index is None else p_index[s], p_size))
     if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
         _phase_peaks(space, rows, index, layers, size, totals, f8r)
     at = np.empty(n_base, dtype=np.int64)
