@@ -1029,7 +1029,7 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
 
-def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None) -> np.ndarray:
+def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None) -> np.ndarray:
     """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
     against the HBM, without building the chosen stage's terms: the stages' totals chosen as
     stage_memory_terms and heaviest_stage choose their terms (_choose_stages, _heaviest_code on
@@ -1037,8 +1037,9 @@ def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None)
     plan's layer_memory where the caller has it (the search prices it once per distinct tuple
     of LAYER_FIELDS over all its candidates: search.memory_totals), else priced here; placed:
     likewise the pipeline placement (placement_groups: (groups' _placement, each candidate's
-    group, groups))."""
-    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed)
+    group, groups)) and TE's cached dummy weight-gradient shapes (_dummy_wgrad_shapes of the
+    plans, gathered)."""
+    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed, dummies)
     if dual is not None:
         dual = (dual[0], dual[1].total, [d.total for d in dual[2]])
     f, l_, m_ = _choose_stages(first.total, last.total, [c.total for c in mids], dual, has_mid)
@@ -1092,11 +1093,12 @@ def placement_groups(settings: Settings, plan) -> tuple:
     return (r, g.index, g.size) if g.active else (r, None, None)
 
 
-def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None):
+def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None):
     """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
     stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them. The
     middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's).
-    layers, placed: the plan's layer_memory and placement_groups, as memory_total takes them."""
+    layers, placed, dummies: the plan's layer_memory, placement_groups and dummy shapes, as
+    memory_total takes them."""
     model = settings.model
     pc = count_params(model)
     # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
@@ -1115,7 +1117,7 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None):
         counts, held = _ends_only(counts), {**_ends_only(held), "outputs": _ends_only(held["outputs"])}
     counts, held, n = expand((counts, held, n))
     n = dict(zip(STAGES, n))
-    per = _PerLayer(settings, plan, pc, layers)
+    per = _PerLayer(settings, plan, pc, layers, dummies)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
@@ -1157,7 +1159,7 @@ class _PerLayer:
     the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
     the reserve and the allocator's slack."""
 
-    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None):
+    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
         ctx = context(plan, rank_load(settings, plan))
@@ -1221,7 +1223,8 @@ class _PerLayer:
         # the loss's freed blocks its backward peak cannot reuse (stack kernels) [5]
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
         self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
-        self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, pc)
+        # (dummies: the plan's _dummy_wgrad_shapes where the caller priced them: memory_total)
+        self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, pc) if dummies is None else dummies
         self._fsdp_parts(settings, plan, pc, stack)
         self._buffers(settings, plan, pc, stack, ctx)
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
@@ -1380,6 +1383,20 @@ def output_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict
     return np.where(wb > 0, ctx.T * per_token + wb * V * h / ctx.tp, 0.0)
 
 
+def dummy_wgrad_shapes(settings: Settings, plan) -> list | None:
+    """_dummy_wgrad_shapes of 1-d plans (a KeyedPlan of LAYER_FIELDS but recompute will do), for a
+    caller that prices many blocks of them (search.memory_totals: memory_total's `dummies`, each
+    block's share by take_dummies)."""
+    return _dummy_wgrad_shapes(settings, plan, count_params(settings.model))
+
+
+def take_dummies(dummies: list | None, idx) -> list | None:
+    """dummy_wgrad_shapes at some of its plans (idx: a slice or indices)."""
+    if dummies is None:
+        return None
+    return [(i, nk[idx], [(e, m if m is True else m[idx]) for e, m in same]) for i, nk, same in dummies]
+
+
 def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, pc: ParamCounts):
     """Per layer kind, the (N, K) weight shapes of its linears whose TE module returns a cached dummy
     weight gradient [dw] (every GEMM of the kind but the router), and the output layer's (V / t, h);
@@ -1422,13 +1439,15 @@ def _dummy_wgrads(per: _PerLayer, counts, holds_output) -> np.ndarray:
     zero = np.zeros(np.shape(per.plan.tp))
     if per.dummy_shapes is None:
         return zero
-    on = [counts[i] > 0 if i >= 0 else holds_output for i, _, _ in per.dummy_shapes]
+    held = {i: counts[i] > 0 if i >= 0 else holds_output for i in {i for i, _, _ in per.dummy_shapes}}  # per kind
+    on = [held[i] for i, _, _ in per.dummy_shapes]
     total = zero
     for j, (_, nk, same) in enumerate(per.dummy_shapes):
-        seen = np.zeros(np.shape(zero), dtype=bool)
+        seen = None  # where an earlier entry on the rank has this shape (none: nowhere)
         for e, m in same:
-            seen = seen | (on[e] & m if m is not True else on[e])
-        total = total + np.where(on[j] & ~seen, nk, 0.0)
+            hit = on[e] if m is True else on[e] & m
+            seen = hit if seen is None else seen | hit
+        total = total + np.where(on[j] if seen is None else on[j] & ~seen, nk, 0.0)
     # none where the plan's sharding mode runs the accumulation unfused (Megatron's --use-torch-fsdp2)
     return ACT_BYTES * total * mode_value(stack_of(per.settings), per.plan, "gradient_accumulation_fusion", True)
 

@@ -199,8 +199,11 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n))
     index = index.reshape(n_rc, n)
     # the pipeline placement, likewise once per distinct tuple of the fields it reads over all the rows
-    placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan(
-        {f: np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows] for f in mem.PIPELINE_FIELDS + ("tp",)}))
+    placed, p_index, p_size = mem.placement_groups(space.settings,
+                                                   KeyedPlan(_columns(b, rows, mem.PIPELINE_FIELDS + ("tp",))))
+    # and TE's cached dummy weight-gradient shapes (they read the layer fields, not recompute)
+    dummies = mem.dummy_wgrad_shapes(space.settings,
+                                     KeyedPlan(_columns(b, rows, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))))
     totals = np.empty((n_rc, n))
     for s in _blocks(n, max(CHUNK // n_rc, 1)):
         p = b.take(rows[s])
@@ -208,7 +211,8 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
         if f8r is not None:
             p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
         totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
-                                        (placed, None if p_index is None else p_index[s], p_size))
+                                        (placed, None if p_index is None else p_index[s], p_size),
+                                        mem.take_dummies(dummies, s))
     if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
         _phase_peaks(space, rows, index, layers, size, totals, f8r)
     at = np.empty(n_base, dtype=np.int64)
@@ -237,6 +241,11 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
             totals[:, c] = np.maximum(totals[:, c], mem.memory_total(space.settings, q, lay))
 
 
+def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
+    """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
+    return {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), np.shape(b.tp))[rows] for f in fields}
+
+
 def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
     """(KeyedPlan of one candidate per group, each candidate's group, groups) of candidates (base
     row, recompute index) grouped by `fields` (columns of the base rows) and their recompute
@@ -251,7 +260,7 @@ def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple)
     present[bidx] = True
     rows = np.flatnonzero(present)  # the base rows among the candidates
     at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among them
-    cols = {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), (n_base,))[rows] for f in fields}
+    cols = _columns(b, rows, fields)
     g = Groups(KeyedPlan(cols), fields)
     index, size = (g.index, g.size) if g.active else (np.zeros(len(rows), dtype=np.int64), len(rows))
     pair = index[at] * len(rc) + rcidx  # (row group i, recompute r) at i * len(rc) + r
