@@ -103,9 +103,10 @@ def _num(v):
     return float(v)
 
 
-def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None) -> dict:
+def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None) -> dict:
     """The JSON object of one plan (i indexes 1-d arrays; None for 0-d). ramp: ramp_estimates of
-    the plans where the caller has them (search.rows_of prices every row's phases at once)."""
+    the plans where the caller has them (search.rows_of prices every row's phases at once); moe:
+    moe_arrays of the plans likewise (each row reads its element)."""
     def pick(v):
         v = np.asarray(v)
         return v if (i is None or v.ndim == 0) else v[i]
@@ -173,7 +174,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     out_cal = calibration_report(settings, est)
     # a model with an moe: block whose layer pattern places no MoE layer (a Hugging Face
     # moe_layer_freq past the depth) is priced as the dense model it is: no moe block
-    moe_out = moe_report(settings, plan, est, pick) if layer_list(settings.model).has_experts else None
+    moe_out = moe_report(settings, plan, est, pick, moe) if layer_list(settings.model).has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
         **({"assumed": list(settings.assumed) + list(settings.seq_assumed)}
@@ -226,17 +227,12 @@ def batch_ramp(settings: Settings, plan: PlanArrays, i=None, ramp=None) -> dict:
             "memory_peak_bytes_ramp": max(p["memory_bytes"] for p in phases), "batch_ramp": phases}
 
 
-def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dict:
-    """explain's MoE terms of one plan: the dispatcher (planner/dispatch.py) with its dispatch
-    and combine seconds per step on the critical stage before any overlap (their exposed share
-    is time.ep_comm_s) and the EP group's tier; the routed experts' grouped GEMMs' efficiency
-    (their forward FLOPs over the GEMM model's time, against the dense peak of the precision;
-    compute.py prices each expert's GEMM at its own shape, so few tokens per expert show
-    here); the fixed MoE overhead per step (the host issue time the dispatcher's synchronisation
-    exposes, time.moe_host_s) the model adds; the busiest EP rank's load (planner/imbalance.py) and
-    what the routing imbalance adds to the step and to the heaviest stage's memory over balanced
-    routing (the same plan priced at moe_rank_imbalance 1.0, the capacity factor kept)."""
-    x = est.time_extra
+def moe_arrays(settings: Settings, plan: PlanArrays, est: Estimate) -> dict:
+    """The figures of moe_report that are priced on the plans (arrays, one element per plan): what
+    the routing imbalance adds to the step and to the heaviest stage's memory over balanced routing
+    (the same plans priced at moe_rank_imbalance 1.0, the capacity factor kept), the routed
+    experts' grouped-GEMM efficiency, tokens per expert and the busiest EP rank's load. Priced once
+    for many plans (search.rows_of), each row reads its element, as moe_report on one plan would."""
     balanced = replace(settings, moe_rank_imbalance=1.0)
     imb_s = est.time.total - step_time(balanced, plan)[0].total
     imb_b = est.memory.total - mem.heaviest_stage(mem.stage_memory_terms(balanced, plan))[0].total
@@ -246,12 +242,28 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
     times = price_gemms(rows, settings.hardware, plan.precision)
     flops = sum(2.0 * g.M * g.N * g.K * c for g, c in rows)
     peak = np.where(plan.precision == FP8, settings.hardware.fp8_TFLOPS or np.nan, settings.hardware.bf16_TFLOPS) * 1e12
-    eff = flops / sum(times.values()) / peak
+    return {"imbalance_s": imb_s, "imbalance_bytes": imb_b, "grouped_gemm_efficiency": flops / sum(times.values()) / peak,
+            "tokens_per_expert": rows[0][0].M, "rank_load": np.broadcast_to(ctx.cf, np.shape(plan.ep)),
+            "fp8_dispatch": fp8_dispatch(settings, plan)}
+
+
+def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays: dict | None = None) -> dict:
+    """explain's MoE terms of one plan: the dispatcher (planner/dispatch.py) with its dispatch
+    and combine seconds per step on the critical stage before any overlap (their exposed share
+    is time.ep_comm_s) and the EP group's tier; the routed experts' grouped GEMMs' efficiency
+    (their forward FLOPs over the GEMM model's time, against the dense peak of the precision;
+    compute.py prices each expert's GEMM at its own shape, so few tokens per expert show
+    here); the fixed MoE overhead per step (the host issue time the dispatcher's synchronisation
+    exposes, time.moe_host_s) the model adds; the busiest EP rank's load (planner/imbalance.py) and
+    what the routing imbalance adds to the step and to the heaviest stage's memory over balanced
+    routing (moe_arrays; `arrays`: theirs where the caller priced them for many plans at once)."""
+    x = est.time_extra
+    a = moe_arrays(settings, plan, est) if arrays is None else arrays
     e_local = settings.model.moe.num_experts / int(pick(plan.ep))
     return {
         "dispatcher": settings.moe_dispatcher,
         "dispatcher_description": dispatch.DESCRIPTIONS[settings.moe_dispatcher],
-        "fp8_dispatch": bool(pick(fp8_dispatch(settings, plan))),
+        "fp8_dispatch": bool(pick(a["fp8_dispatch"])),
         "route_nodes": int(settings.moe_route_nodes) or None,
         # group-limited routing (the model's; planner/dispatch.py caps the nodes a token reaches)
         "route_groups": ([settings.model.moe.expert_groups, settings.model.moe.groups_per_token]
@@ -259,14 +271,14 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick) -> dic
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
         "ep_tier": "none" if int(pick(plan.ep)) == 1 else comm.LINK_NAMES[int(pick(x["ep_tier"]))],
-        "rank_load": _num(pick(np.broadcast_to(ctx.cf, np.shape(plan.ep)))),
+        "rank_load": _num(pick(a["rank_load"])),
         "load_balancing": (f"measured {settings.moe_rank_imbalance:g}" if settings.moe_rank_imbalance
                            else f"{settings.moe_load_balancing} rule"),
-        "imbalance_s": _num(pick(imb_s)),
-        "imbalance_bytes": _num(pick(imb_b)),
-        "tokens_per_expert": _num(pick(rows[0][0].M)),
+        "imbalance_s": _num(pick(a["imbalance_s"])),
+        "imbalance_bytes": _num(pick(a["imbalance_bytes"])),
+        "tokens_per_expert": _num(pick(a["tokens_per_expert"])),
         "local_experts": e_local,
-        "grouped_gemm_efficiency": _num(pick(eff)),
+        "grouped_gemm_efficiency": _num(pick(a["grouped_gemm_efficiency"])),
         "fixed_overhead_s": _num(pick(est.time["moe_host"])),
         "fixed_overhead": "host issue time per step the dispatcher's synchronisation exposes (step.moe_host)"
                           if stack_of(settings).moe_host is not None else "not modelled for this stack",

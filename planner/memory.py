@@ -510,7 +510,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import fp8_recipe, kernel_bytes, mode_value, ring_ranks, sharding_traits, stack_of, te_loss
-from .terms import Groups, Terms
+from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
 
@@ -1147,14 +1147,17 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
 
-def memory_total(settings: Settings, plan: PlanArrays, layers=None) -> np.ndarray:
+def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None) -> np.ndarray:
     """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
     against the HBM, without building the chosen stage's terms: the stages' totals chosen as
     stage_memory_terms and heaviest_stage choose their terms (_choose_stages, _heaviest_code on
     the totals: the same values summed in the same order, so the same numbers). layers: the
     plan's layer_memory where the caller has it (the search prices it once per distinct tuple
-    of LAYER_FIELDS over all its candidates: search.memory_totals), else priced here."""
-    first, last, mids, dual, has_mid = _stages(settings, plan, layers)
+    of LAYER_FIELDS over all its candidates: search.memory_totals), else priced here; placed:
+    likewise the pipeline placement (placement_groups: (groups' _placement, each candidate's
+    group, groups)) and TE's cached dummy weight-gradient shapes (_dummy_wgrad_shapes of the
+    plans, gathered)."""
+    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed, dummies)
     if dual is not None:
         dual = (dual[0], dual[1].total, [d.total for d in dual[2]])
     f, l_, m_ = _choose_stages(first.total, last.total, [c.total for c in mids], dual, has_mid)
@@ -1199,16 +1202,30 @@ def _placement(model: ModelSpec, layers: LayerList, plan) -> tuple:
             stage_layers(model.num_layers, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front))
 
 
-def _stages(settings: Settings, plan: PlanArrays, layers=None):
+def placement_groups(settings: Settings, plan) -> tuple:
+    """(_placement once per distinct tuple of PIPELINE_FIELDS of the plans (terms.Groups), each
+    plan's group, groups): what _stages prices on every block of the search's plans, priced once
+    for all of them (search.memory_totals: memory_total's `placed`, each block gathers its share)."""
+    g = Groups(plan, PIPELINE_FIELDS)
+    r = _placement(settings.model, count_params(settings.model).layers, g.plan)
+    return (r, g.index, g.size) if g.active else (r, None, None)
+
+
+def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None):
     """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
     stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them. The
     middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's).
-    layers: the plan's layer_memory, as memory_total takes it."""
+    layers, placed, dummies: the plan's layer_memory, placement_groups and dummy shapes, as
+    memory_total takes them."""
     model = settings.model
     pc = count_params(model)
     # once per distinct pipeline split, micro-batch count and schedule (terms.Groups)
-    g = Groups(plan, PIPELINE_FIELDS)
-    counts, held, n = _placement(model, pc.layers, g.plan)
+    if placed is None:
+        g = Groups(plan, PIPELINE_FIELDS)
+        (counts, held, n), expand = _placement(model, pc.layers, g.plan), g.expand
+    else:
+        (counts, held, n), index, size = placed
+        expand = (lambda r: r) if index is None else (lambda r: gather(r, index, size))  # noqa: E731
     has_mid = plan.pp > 2
     # a middle stage only with pp > 2: where no plan has one, its candidates are not priced
     # (_choose_stages takes the first stage's terms there, as its np.where on has_mid would),
@@ -1216,9 +1233,9 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None):
     priced = range(len(counts["mid"])) if np.any(has_mid) else ()
     if not priced:
         counts, held = _ends_only(counts), {**_ends_only(held), "outputs": _ends_only(held["outputs"])}
-    counts, held, n = g.expand((counts, held, n))
+    counts, held, n = expand((counts, held, n))
     n = dict(zip(STAGES, n))
-    per = _PerLayer(settings, plan, pc, layers)
+    per = _PerLayer(settings, plan, pc, layers, dummies)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
@@ -1260,7 +1277,7 @@ class _PerLayer:
     the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
     the reserve and the allocator's slack."""
 
-    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None):
+    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
         ctx = context(plan, rank_load(settings, plan))
@@ -1327,7 +1344,8 @@ class _PerLayer:
         self.loss_pool = ctx.T * kb["loss_pool_per_logit"] * model.vocab_size / ctx.tp
         self.out_wgrad = output_wgrad_moment(settings, plan, ctx, kb)
         self.emb_wgrad = embedding_wgrad_moment(settings, plan, ctx)
-        self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, ctx, pc)
+        # (dummies: the plan's _dummy_wgrad_shapes where the caller priced them: memory_total)
+        self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, pc) if dummies is None else dummies
         self._fsdp_parts(settings, plan, pc, stack)
         self._buffers(settings, plan, pc, stack, ctx)
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
@@ -1521,15 +1539,43 @@ def _embedding_wgrad_excess(per: "_PerLayer", end: str, twin, per_mb, buf, losse
     return np.where(holds_emb, np.maximum(per.emb_wgrad - per_mb - buf - loss_tensors, 0.0), 0.0)
 
 
-def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, ctx: Ctx, pc: ParamCounts):
+def dummy_wgrad_shapes(settings: Settings, plan) -> list | None:
+    """_dummy_wgrad_shapes of 1-d plans (a KeyedPlan of LAYER_FIELDS but recompute will do), for a
+    caller that prices many blocks of them (search.memory_totals: memory_total's `dummies`, each
+    block's share by take_dummies)."""
+    return _dummy_wgrad_shapes(settings, plan, count_params(settings.model))
+
+
+def take_dummies(dummies: list | None, idx) -> list | None:
+    """dummy_wgrad_shapes at some of its plans (idx: a slice or indices)."""
+    if dummies is None:
+        return None
+    return [(i, nk[idx], [(e, m if m is True else m[idx]) for e, m in same]) for i, nk, same in dummies]
+
+
+def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, pc: ParamCounts):
     """Per layer kind, the (N, K) weight shapes of its linears whose TE module returns a cached dummy
     weight gradient [dw] (every GEMM of the kind but the router), and the output layer's (V / t, h);
-    None where the run keeps no cached dummy (dummy_wgrads_mode)."""
+    None where the run keeps no cached dummy (dummy_wgrads_mode). Returned as _dummy_wgrads reads
+    them: [(kind index (-1: the output layer), N x K, [(earlier entry, where its shape is this
+    one's: a mask, or True everywhere)])], the shapes compared once here, not at every stage
+    _dummy_wgrads prices (an earlier entry whose shape is nowhere this one's is left out: it never
+    marks this shape seen). The shapes read the fields a layer's activations read (LAYER_FIELDS):
+    priced once per distinct tuple of them (terms.Groups)."""
     if dummy_wgrads_mode(settings) != "cached":  # stack / job settings
         return None
-    kinds = [[(s.N, s.K) for s, _ in _wgrad_gemms(k, ctx)] for k in pc.layers.kinds]
-    out = (settings.model.vocab_size / plan.tp.astype(np.float64), np.float64(settings.model.hidden_size))
-    return kinds, out
+    g = Groups(plan, tuple(f for f in LAYER_FIELDS if f != "recompute"))
+    ctx = context(g.plan, rank_load(settings, g.plan))
+    shapes = [(i, s.N, s.K) for i, k in enumerate(pc.layers.kinds) for s, _ in _wgrad_gemms(k, ctx)]
+    shapes.append((-1, settings.model.vocab_size / g.plan.tp.astype(np.float64), np.float64(settings.model.hidden_size)))
+    N = np.array(np.broadcast_arrays(*(n for _, n, _ in shapes), *(k for _, _, k in shapes)))
+    N, K = N[:len(shapes)], N[len(shapes):]  # (entries, groups)
+    same = (N[:, None] == N[None]) & (K[:, None] == K[None])  # (entry, earlier entry, groups)
+    flat = same.reshape(len(shapes), len(shapes), -1)
+    some, every = flat.any(axis=-1), flat.all(axis=-1)
+    out = [(i, N[j] * K[j], [(e, True if every[j, e] else same[j, e]) for e in range(j) if some[j, e]])
+           for j, (i, _, _) in enumerate(shapes)]
+    return g.expand(out)
 
 
 def _output_wgrad_excess(per: _PerLayer, losses, buf):
@@ -1544,18 +1590,20 @@ def _output_wgrad_excess(per: _PerLayer, losses, buf):
 def _dummy_wgrads(per: _PerLayer, counts, holds_output) -> np.ndarray:
     """TE's cached dummy weight gradients on a rank [dw]: 2 B x the elements of each distinct weight
     shape among the linears of the layer kinds it holds (counts (K, ...) > 0) and, where holds_output,
-    the output layer's; a shape counted once however many linears share it."""
+    the output layer's; a shape counted once however many linears share it (the first entry of
+    _dummy_wgrad_shapes holding it)."""
     zero = np.zeros(np.shape(per.plan.tp))
     if per.dummy_shapes is None:
         return zero
-    kinds, out = per.dummy_shapes
-    entries = [(n, k, counts[i] > 0) for i, shapes in enumerate(kinds) for n, k in shapes] + [(*out, holds_output)]
+    held = {i: counts[i] > 0 if i >= 0 else holds_output for i in {i for i, _, _ in per.dummy_shapes}}  # per kind
+    on = [held[i] for i, _, _ in per.dummy_shapes]
     total = zero
-    for j, (n, k, on) in enumerate(entries):
-        seen = np.zeros(np.shape(zero), dtype=bool)
-        for n2, k2, on2 in entries[:j]:
-            seen = seen | (on2 & (n2 == n) & (k2 == k))
-        total = total + np.where(on & ~seen, n * k, 0.0)
+    for j, (_, nk, same) in enumerate(per.dummy_shapes):
+        seen = None  # where an earlier entry on the rank has this shape (none: nowhere)
+        for e, m in same:
+            hit = on[e] if m is True else on[e] & m
+            seen = hit if seen is None else seen | hit
+        total = total + np.where(on[j] if seen is None else on[j] & ~seen, nk, 0.0)
     # none where the plan's sharding mode runs the accumulation unfused (Megatron's --use-torch-fsdp2)
     return ACT_BYTES * total * mode_value(stack_of(per.settings), per.plan, "gradient_accumulation_fusion", True)
 

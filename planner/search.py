@@ -78,7 +78,7 @@ import numpy as np
 
 from . import memory as mem
 from .errors import NoFitError, PlannerError
-from .explain import evaluate, ramp_estimates, to_json
+from .explain import evaluate, moe_arrays, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
@@ -86,7 +86,7 @@ from .schema import Job
 from .space import (OK, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
                     variant_choices)
 from .imbalance import rank_load
-from .layers import context
+from .layers import context, layer_list
 from .params import count_params
 from .stacks import stack_of
 from .terms import Groups, KeyedPlan, gather
@@ -181,7 +181,9 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     Each candidate's memory is its own (memory_terms works element by element), so the blocks
     may take the rows in any order: sorted by pipeline split (pp, vpp), a block holds a
     few of the splits whose per-split work (pipeline.stage_inflight_kinds, stage_kind_counts)
-    each block would otherwise repeat for every split of the space."""
+    each block would otherwise repeat for every split of the space; that per-split work itself
+    (memory._placement) is priced once over all the rows (memory.placement_groups) and each block
+    gathers its share, as the layers' activations."""
     out = np.empty(len(bidx))
     if not len(bidx):
         return out
@@ -196,13 +198,21 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i
     layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n))
     index = index.reshape(n_rc, n)
+    # the pipeline placement, likewise once per distinct tuple of the fields it reads over all the rows
+    placed, p_index, p_size = mem.placement_groups(space.settings,
+                                                   KeyedPlan(_columns(b, rows, mem.PIPELINE_FIELDS + ("tp",))))
+    # and TE's cached dummy weight-gradient shapes (they read the layer fields, not recompute)
+    dummies = mem.dummy_wgrad_shapes(space.settings,
+                                     KeyedPlan(_columns(b, rows, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))))
     totals = np.empty((n_rc, n))
     for s in _blocks(n, max(CHUNK // n_rc, 1)):
         p = b.take(rows[s])
         p.recompute = rc[:, None]
         if f8r is not None:
             p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
-        totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size))
+        totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
+                                        (placed, None if p_index is None else p_index[s], p_size),
+                                        mem.take_dummies(dummies, s))
     if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
         _phase_peaks(space, rows, index, layers, size, totals, f8r)
     at = np.empty(n_base, dtype=np.int64)
@@ -231,6 +241,11 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
             totals[:, c] = np.maximum(totals[:, c], mem.memory_total(space.settings, q, lay))
 
 
+def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
+    """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
+    return {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), np.shape(b.tp))[rows] for f in fields}
+
+
 def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
     """(KeyedPlan of one candidate per group, each candidate's group, groups) of candidates (base
     row, recompute index) grouped by `fields` (columns of the base rows) and their recompute
@@ -245,7 +260,7 @@ def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple)
     present[bidx] = True
     rows = np.flatnonzero(present)  # the base rows among the candidates
     at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among them
-    cols = {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), (n_base,))[rows] for f in fields}
+    cols = _columns(b, rows, fields)
     g = Groups(KeyedPlan(cols), fields)
     index, size = (g.index, g.size) if g.active else (np.zeros(len(rows), dtype=np.int64), len(rows))
     pair = index[at] * len(rc) + rcidx  # (row group i, recompute r) at i * len(rc) + r
@@ -849,7 +864,9 @@ def rows_of(ranked: Ranked) -> list[dict]:
     est = evaluate(ranked.settings, plan)
     # a batch ramp: every row's phases priced at once (explain.ramp_estimates), each row's read from them
     ramp = ramp_estimates(ranked.settings, plan) if ranked.settings.batch_schedule and ranked.settings.tokens else None
-    rows = [to_json(ranked.settings, plan, est, i, ramp) for i in range(len(ranked.base))]
+    # an MoE model: moe_report's figures priced once for every row (explain.moe_arrays), each row reads its own
+    moe = moe_arrays(ranked.settings, plan, est) if layer_list(ranked.settings.model).has_experts else None
+    rows = [to_json(ranked.settings, plan, est, i, ramp, moe) for i in range(len(ranked.base))]
     if ranked.settings.calibration is not None and len(rows) > 1:
         # which measured figures a row used is its own: the batch's list is the union over every row
         from .explain import calibration_report

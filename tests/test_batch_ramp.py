@@ -206,7 +206,7 @@ def test_fit_gates_memory_at_every_phase(monkeypatch):
     base = [r["plan"] for r in _fit(top=3).rows]
 
     def heavier_at(batch):
-        return lambda settings, plan, layers=None: real(settings, plan, layers) + np.where(plan.gbs == batch, 200 * 2.0**30, 0.0)
+        return lambda settings, plan, *a, **k: real(settings, plan, *a, **k) + np.where(plan.gbs == batch, 200 * 2.0**30, 0.0)
 
     monkeypatch.setattr(mem, "memory_total", heavier_at(7))  # no phase runs 7 sequences
     assert [r["plan"] for r in _fit(top=3).rows] == base
