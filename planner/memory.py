@@ -214,10 +214,13 @@ References
      None). So at the loss's backward peak the embedding's bf16 weight (2 B x V h) is unsharded beside the output
      layer's, the last block is still gathered (its converted Linears at 1 B under the fp8 all-gather [fa]), and the
      all-gather stream's pool [7] held the root unit's flat all-gather output, embedding and output together
-     (foreach_all_gather: one buffer a unit), where 0.3.0's largest unit is the embedding alone. Not priced: the
-     norms' weights (h a norm, bytes in the thousands). The root's post-backward runs in the backward's final
-     callback, so its unsharded gradients and reduce-scatter are the end of the backward's (6 B x 2 V h: below the
-     loss's peak for every measured row).
+     (foreach_all_gather: one buffer a unit), where 0.3.0's largest unit is the embedding alone. The root's
+     post-backward runs in the backward's final callback (its forward inputs, the token ids, need no gradient:
+     no RegisterPostBackwardFunction fires), so the output layer's bf16 weight gradient (2 B x V h) waits through
+     the layers' backward, and the root is reduced last, embedding and output together: 6 B x 2 V h (their bf16
+     gradients and the fp32 reduce-scatter input, resharded first: FSDPParamGroup.post_backward) at the end of
+     the backward [tt7] (below the loss's peak for every measured row). Not priced: the norms' weights (h a
+     norm, bytes in the thousands).
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -1325,8 +1328,10 @@ class _PerLayer:
         # the largest layer unit's gathered bytes (the converted Linears' at 1 B under FSDP's fp8 all-gather [fa])
         self.layer_gathered = unit_params(pc, plan, True, *gathered_bytes(settings, plan))
         out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
+        # (FSDP2's root unit before torchtitan #1094, a job setting: its reduce-scatter waits for the backward's end [tt10])
+        held_out = np.where(plan.pp == 1, float(settings.fsdp_root_unit), 0.0) if not fs.output_grad_held else 1.0
         self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
-                           + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * float(fs.output_grad_held)
+                           + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * held_out
                                       + fs.backward_gathered_units * self.layer_gathered
                                       + fs.backward_grad_units * fs.grad_reduce_bytes * layer_unit, 0.0))
         self.head_grads = 0.0
@@ -1825,14 +1830,17 @@ def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     of the last units of the backward [tt7]: the embedding's, its bf16 unsharded gradient (2 B)
     and the fp32 reduce-scatter input (4 B) per parameter (V h / t); or the first block's, the
     same 6 B plus its bf16 unsharded parameters (2 B) per parameter, while its backward holds
-    the recompute buffer (the largest kind's here)."""
+    the recompute buffer (the largest kind's here). The root unit before torchtitan #1094 (a job
+    setting, [tt10]) is reduced last, embedding and output layer together, and the output layer's bf16
+    gradient waits beside the first block's."""
     plan, pc = per.plan, per.pc
     tp = plan.tp.astype(np.float64)
     block = unit_params(pc, plan, layers_only=True)
     buf = _largest_buffer(per, counts)
     grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
-    return np.where(plan.sharding >= FSDP, np.maximum(grads * pc.embedding / tp,
-                                                      grads * block + per.layer_gathered + buf), 0.0)
+    out = (pc.output or 0.0) / tp if per.settings.fsdp_root_unit else 0.0
+    return np.where(plan.sharding >= FSDP, np.maximum(grads * (pc.embedding / tp + out),
+                                                      grads * block + per.layer_gathered + buf + ACT_BYTES * out), 0.0)
 
 
 def _held_activations(per: _PerLayer, held, r):

@@ -85,3 +85,18 @@ def test_fsdp_root_unit_is_not_exported():
     assert plan["fsdp_root_unit"] is True
     with pytest.raises(PlannerError, match="export torchtitan: fsdp_root_unit"):
         export_plan(plan, "torchtitan")
+
+
+def test_root_reduce_scatter_is_the_end_of_the_backward(explain):
+    """The root's post-backward runs in the backward's final callback (its forward inputs, the
+    token ids, need no gradient), so the root is reduced last, embedding and output together:
+    their bf16 unsharded gradients (2 B) and the fp32 reduce-scatter input (4 B), 6 B x 2 V h,
+    beside the states and every fp32 sharded gradient (16 P / 8). 8B, FSDP 8, b 1, s 2048, full
+    AC (test_memory_step_mechanisms: 16 P / 8 + 6 B x V h at 0.3.0's units, the embedding's
+    reduce-scatter): 6 B x V h more, above the loss's peak with the root's weights."""
+    P = 8_030_261_248
+    base = _tt(explain, recompute="full", seq_len=2048)
+    root = _tt(explain, recompute="full", seq_len=2048, fsdp_root_unit=True)
+    ws, rope = base["terms"]["workspaces"], 32 * 2048 * 64 * 8
+    assert base["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws + rope, rel=1e-12)
+    assert root["allocated_bytes"] == pytest.approx(16 * P / 8 + 12 * OUT + ws + rope, rel=1e-12)
