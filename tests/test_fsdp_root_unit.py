@@ -100,3 +100,18 @@ def test_root_reduce_scatter_is_the_end_of_the_backward(explain):
     ws, rope = base["terms"]["workspaces"], 32 * 2048 * 64 * 8
     assert base["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws + rope, rel=1e-12)
     assert root["allocated_bytes"] == pytest.approx(16 * P / 8 + 12 * OUT + ws + rope, rel=1e-12)
+
+
+def test_rule_m13_sets_the_field_on_the_rows_before_1094(tmp_path):
+    """planner/memory_rows.py rule M13: the rows whose torchtitan predates 83e69410 (Trainy's
+    e7c0cae, PR #996's cc2c31229) carry planner.fsdp_root_unit and become jobs with it; the B200
+    rows (6fc499f6, after #1094) and the 2026 rows keep the stack's units."""
+    from pathlib import Path
+
+    from planner import memory_rows as mr
+
+    rows = {r.id: r for r in mr.load(Path(__file__).parent / "data" / "memory" / "measured_memory.yaml").memory_rows}
+    with_root = {"tt_trainy_h200_llama3_8b_32gpu", "tt_trainy_h200_llama3_8b_64gpu", "tt_pr996_llama3_8b_fsdp8_baseline"}
+    for rid in sorted(with_root) + ["ao_mx_b200_llama3_8b_float8_tensorwise", "tt_nvfp4doc_llama_bf16_fsdp4"]:
+        fields, _ = mr.measured_job(rows[rid], mr.Result(id=rid, group=""), tmp_path)
+        assert fields.get("fsdp_root_unit", False) is (rid in with_root), rid
