@@ -474,6 +474,7 @@ class Settings:
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
+    fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
@@ -1105,6 +1106,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         rope_cache=job.rope_cache,
+        fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=job.cublas_workspace_config,
         dummy_wgrads=job.dummy_wgrads,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
@@ -1838,6 +1840,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        **({"fsdp_root_unit": True} if settings.fsdp_root_unit else {}),
         **({"cublas_workspace_config": settings.cublas_workspace_config}
            if settings.cublas_workspace_config is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),

@@ -1983,6 +1983,12 @@ class Job(BaseModel):
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
+    fsdp_root_unit: bool = Field(
+        default=False, description="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28) with "
+                                   "torch before #154704 (2025-06): the embedding, final norm and output layer in the "
+                                   "root unit, kept unsharded from the forward to the end of the backward, and the last "
+                                   "block not resharded after its forward (memory.py [tt10]); default: the stack's "
+                                   "fsdp.unsharded_ends")
     cublas_workspace_config: Optional[str] = Field(
         default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "

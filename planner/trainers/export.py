@@ -51,6 +51,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
         raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
                            "not a setting the file can hold", "price it without rope_cache (the stack's own)")
+    if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
+        raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
+                           "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
     if plan.get("batch_size_schedule") and fmt != "megatron":  # only Megatron-LM has a batch ramp (planner/batch_ramp.py)
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
