@@ -97,7 +97,7 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (mlp, moe, shared_experts, ...).
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
-    (never read from names or notes); fp8_param_gather and cross_entropy_fusion likewise (null -> off;
+    (never read from names or notes); fp8_param_gather, fsdp_root_unit and cross_entropy_fusion likewise (null -> off;
     cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
     (allgather_fp8), listed as assumed where the recipe has an fp8 FSDP all-gather.
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
@@ -272,6 +272,11 @@ class RunRecord(BaseModel):
     fp8_param_gather: Optional[bool] = Field(
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
+    fsdp_root_unit: Optional[bool] = Field(
+        default=None, description="the run's torchtitan wrapped the embedding, final norm and output layer in FSDP2's "
+                                  "root unit and kept the last block gathered after its forward (before torchtitan "
+                                  "83e69410, #1094, with torch before pytorch #154704: memory.py [tt10]; the Job field); "
+                                  "null: off (the stack entry's layout), never inferred")
     cross_entropy_fusion: Optional[bool] = Field(
         default=None, description="the run fused its cross-entropy (Megatron --cross-entropy-loss-fusion, Megatron-Bridge "
                                   "cross_entropy_loss_fusion; the Job field); null: off, never inferred")
@@ -765,6 +770,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         fp8_param_gather=bool(rec.fp8_param_gather),
+        fsdp_root_unit=bool(rec.fsdp_root_unit),
         **_fp8_allgather(rec, stack, stack_name, precision, recipe, assumed),
         cross_entropy_fusion=bool(rec.cross_entropy_fusion),
         cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",
