@@ -262,6 +262,9 @@ class RunRecord(BaseModel):
     moe_permute_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_permute_fusion (TE's fused permutation; the Job field); "
                                   "null: the stack's default (Megatron-LM's off), listed as assumed")
+    moe_grouped_gemm: Optional[bool] = Field(
+        default=None, description="MoE: the run's experts as one grouped GEMM (Megatron-Core moe_grouped_gemm; the Job "
+                                  "field); null: off (Megatron-Core's default), never inferred")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
@@ -841,7 +844,7 @@ def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
     """Job fields a record passes only where it states them (else the job's defaults, which resolve
     lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
     else the one a legal Megatron layout needs (rule 7b)."""
-    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "dummy_wgrads", "rank_order")
+    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "rank_order")
            if getattr(rec, f) is not None}
     if mods:
         out["recompute_modules"] = list(mods)
