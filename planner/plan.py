@@ -1236,7 +1236,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
-    stack = stack_for_states(job, stack, where)
+    stack = apply_moe_dispatcher(job, stack_for_states(job, stack, where))
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -1461,6 +1461,15 @@ def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_che
             raise PlannerError(f"{where}ep_comm_overlap does not run with full recompute",
                                "use recompute none or selective, or " + fix)
     return True
+
+
+def apply_moe_dispatcher(job: Job, stack):
+    """The stack with the job's moe_dispatcher as its defaults.moe_dispatcher, the dispatcher
+    the start-up rules read (startup.MEGATRON_DEEPEP_GROUP); a job that names none runs the
+    stack's own (moe_dispatch_settings below validates either)."""
+    if job.moe_dispatcher is None or stack is None or job.moe_dispatcher == stack.defaults.moe_dispatcher:
+        return stack
+    return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"moe_dispatcher": job.moe_dispatcher})})
 
 
 def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, where: str = "") -> dict:
