@@ -92,7 +92,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     (planner/cuda_graphs.py): the memory their static outputs hold is priced; the time is
     the fitted moe_host's, which covers the records with and without them (docs/moe_accuracy.md).
 13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
-    selective policy they make (planner/recompute_modules.py). Megatron reads them under
+    selective policy they make (planner/recompute_modules.py); moe_grouped_gemm likewise (null:
+    off, Megatron-Core's default), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (mlp, moe, shared_experts, ...).
