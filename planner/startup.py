@@ -103,6 +103,12 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             LEGACY_NUM_MAX_RDMA_PEERS 20). A group of one rank (tp = ep = 1) Megatron
                             refuses too ('DeepEP dispatcher requires TPxEP > 1'); the planner
                             prices no dispatch there and does not refuse it
+  MEGATRON_MOE_ACT_GROUPED_GEMM transformer_config.py __post_init__ l. 1964-1967: under
+                            --recompute-granularity selective, moe_act in --recompute-modules
+                            raises unless --moe-grouped-gemm (its checkpoint wraps the grouped
+                            experts' activation only, moe/experts.py); job settings (recompute_modules,
+                            moe_grouped_gemm: the resolved stack's selective.ungrouped_moe_act) and
+                            the plan's recompute (searched: fit drops selective, space.build_space)
   (the job settings a sharding mode runs at one value, --use-torch-fsdp2 without the gradient-
   accumulation fusion, DDP without --fp8-param-gather, are the stack's data, stack_db runs.sharding
   job_settings, applied by plan.stack_for_settings before these rules)
@@ -523,6 +529,28 @@ RULES = RULES + (
         "NUM_MAX_RDMA_PEERS = 160 or low_latency_mode)",
         "lower ep (etp x ep one of 2, 4, 8, 16, 24, 32, 64, 128, 144, 160), or use moe_dispatcher hybridep or alltoall",
         _deepep_group),
+)
+def moe_act_ungrouped(stack) -> bool:
+    """MEGATRON_MOE_ACT_GROUPED_GEMM's job settings: the resolved stack's selective policy re-runs
+    moe_act with the experts not a grouped GEMM (recompute_modules.apply_modules)."""
+    return bool(stack is not None and stack.selective.ungrouped_moe_act)
+
+
+def _moe_act_grouped_gemm(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MOE_ACT_GROUPED_GEMM: the plans with recompute selective where moe_act_ungrouped."""
+    from .plan import RC_SELECTIVE
+
+    return moe_act_ungrouped(stack) & (np.asarray(plan.recompute) == RC_SELECTIVE)
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_MOE_ACT_GROUPED_GEMM", "megatron",
+        "Megatron-Core re-runs moe_act (--recompute-modules) only with --moe-grouped-gemm",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ l. 1964-1967 "
+        "(recompute_granularity selective: 'moe_act in recompute_modules is only supported with moe_grouped_gemm.')",
+        "set moe_grouped_gemm (--moe-grouped-gemm), or leave moe_act out of recompute_modules, or recompute none / full",
+        _moe_act_grouped_gemm),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

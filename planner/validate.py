@@ -92,7 +92,8 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     (planner/cuda_graphs.py): the memory their static outputs hold is priced; the time is
     the fitted moe_host's, which covers the records with and without them (docs/moe_accuracy.md).
 13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
-    selective policy they make (planner/recompute_modules.py). Megatron reads them under
+    selective policy they make (planner/recompute_modules.py); moe_grouped_gemm likewise (null:
+    off, Megatron-Core's default), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (mlp, moe, shared_experts, ...).
@@ -262,6 +263,9 @@ class RunRecord(BaseModel):
     moe_permute_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_permute_fusion (TE's fused permutation; the Job field); "
                                   "null: the stack's default (Megatron-LM's off), listed as assumed")
+    moe_grouped_gemm: Optional[bool] = Field(
+        default=None, description="MoE: the run's experts as one grouped GEMM (Megatron-Core moe_grouped_gemm; the Job "
+                                  "field); null: off (Megatron-Core's default), never inferred")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
@@ -847,7 +851,7 @@ def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
     """Job fields a record passes only where it states them (else the job's defaults, which resolve
     lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
     else the one a legal Megatron layout needs (rule 7b)."""
-    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "dummy_wgrads", "rank_order")
+    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "rank_order")
            if getattr(rec, f) is not None}
     if mods:
         out["recompute_modules"] = list(mods)

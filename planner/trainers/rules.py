@@ -81,6 +81,10 @@ Sources (file @d98e8a64, what is asserted):
   (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
   MOE_BIAS_ETP   megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615: --num-experts
                  with --add-bias-linear needs --expert-tensor-parallel-size 1 (it defaults to tp)
+  MOE_ACT_GROUPED transformer_config.py __post_init__ l. 1964-1967: under selective recompute,
+                 moe_act in --recompute-modules needs --moe-grouped-gemm
+  EXPERT_BIAS    transformer_config.py __post_init__ l. 2617-2625: --moe-router-enable-expert-bias needs
+                 --moe-router-score-function sigmoid or sqrtsoftplus (the default is softmax)
 """
 
 from __future__ import annotations
@@ -124,6 +128,8 @@ SOURCES = {
     "MOE_BIAS_ETP": "megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615",
     "DEEPEP_GROUP": "megatron/core/transformer/moe/fused_a2a.py get_buffer l. 47-50 (Buffer.get_dispatch_config(group.size()), "
                     "deepseek-ai/DeepEP @94a9f8f deep_ep/buffer.py l. 252, 280: 'Unsupported number of EP ranks')",
+    "MOE_ACT_GROUPED": "megatron/core/transformer/transformer_config.py __post_init__ l. 1964-1967",
+    "EXPERT_BIAS": "megatron/core/transformer/transformer_config.py __post_init__ l. 2617-2625",
 }
 
 
@@ -280,6 +286,13 @@ def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str
     spec = (spec if isinstance(spec, list) else str(spec).split()) if spec not in (None, True) else []
     if flags.get("--attention-backend") == "local" and spec[:1] != ["local"]:
         bad("ATTN_LOCAL", "--attention-backend local without --spec local")
+    mods = flags.get("--recompute-modules")
+    mods = (mods if isinstance(mods, list) else str(mods).split()) if mods not in (None, True) else []
+    if granularity == "selective" and "moe_act" in mods and "--moe-grouped-gemm" not in flags:
+        bad("MOE_ACT_GROUPED", "--recompute-modules moe_act under selective recompute without --moe-grouped-gemm")
+    score = flags.get("--moe-router-score-function", "softmax")
+    if "--moe-router-enable-expert-bias" in flags and score not in ("sigmoid", "sqrtsoftplus"):
+        bad("EXPERT_BIAS", f"--moe-router-enable-expert-bias with --moe-router-score-function {score}")
     return out
 
 
