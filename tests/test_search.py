@@ -385,6 +385,43 @@ def test_prefilter_seed_and_top(monkeypatch):
     assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
 
 
+def test_prefilter_with_fp8_recipes_equals_exhaustive():
+    # the stack tries several fp8 recipes on B200 (delayed, tensorwise, mxfp8): a recipe changes the
+    # compute, so the prefilter bounds with the least compute floor over the recipes
+    # (search.floor_variants, candidate_floors); before, it did not run at all there (qwen3-30b-a3b /
+    # 128 B200 fp8: 12.5 s). It drops candidates and the rows are an exhaustive evaluation's
+    import planner.search as search
+
+    job = Job(model="llama3-8b", gpus=64, hardware="b200", precision="fp8")
+    settings, space, fb, fr = _random_priced_candidates(job, n=2000)
+    recipes = set(space.variants[:, 3].tolist())
+    assert len(recipes) >= 2 and len(search.floor_variants(space)) == len(recipes)
+    pruned = fit(job, top=10)
+    full = fit(job, top=10, keep_feasible=True)
+    assert pruned.counts.prefilter_dropped > 0 and not pruned.counts.bound_fallback
+    assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
+    assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
+
+
+def test_candidate_floors_least_over_variants():
+    # candidate_floors over floor_variants: the least of step.compute_floor on each variant's plans,
+    # bit for bit; each recipe's floor is below the step time of that recipe's plans
+    import planner.search as search
+    from planner.step import compute_floor
+
+    settings, space, fb, fr = _random_priced_candidates(Job(model="llama3-8b", gpus=64, hardware="b200", precision="fp8"))
+    order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
+    each = [compute_floor(settings, space.plans(fb, fr, order, np.full(len(fb), v)), moe=search.PREFILTER_MOE_FLOOR)
+            for v in search.floor_variants(space)]
+    assert not np.array_equal(each[0], each[1])  # the recipes' compute differs
+    got = search.candidate_floors(space, fb, fr, search.floor_variants(space))
+    np.testing.assert_array_equal(got, np.minimum.reduce(each))
+    np.testing.assert_array_equal(search.candidate_floors(space, fb, fr), each[0])
+    for v, low in zip(search.floor_variants(space), each):
+        t, _ = step_time(settings, space.plans(fb, fr, order, np.full(len(fb), v)))
+        assert np.all(t.total >= low)
+
+
 def test_prefilter_dropped_counted_and_shown(cli, monkeypatch):
     # Counts.prefilter_dropped: the fitting candidates search._prefilter left unpriced, each with
     # its rank orders (the units of `N fit`, not (plan, recompute) pairs); what fit's counts line
@@ -530,6 +567,44 @@ def test_candidate_floors_are_compute_floor():
         got = search.candidate_floors(space, fb, fr)
         assert len(np.unique(want)) > 100
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("job, slack", [
+    (Job(model="deepseek-v3", gpus=256, hardware="h800-sxm", global_batch=1920, seq_len=4096), 2),
+    (Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, stack="deepseek"), 3),
+    (Job(model="mixtral-8x7b", gpus=64, stack="torchtitan"), 2), (Job(model="llama3-405b", gpus=16384), 2)])
+def test_choose_modes_grouped_is_per_row(job, slack, monkeypatch):
+    # space.choose_modes evaluates the rules once per distinct tuple of mode_rule_fields (every
+    # field but the micro-batch; the micro-batches per step where a start-up rule reads them, as
+    # DualPipe's on the deepseek stack): the same modes and codes as the rules on every base row
+    # (space._choose_modes on the PlanArrays itself), and far fewer tuples than rows
+    import copy
+
+    import planner.space as space_mod
+    from planner.terms import Groups
+
+    seen = {}
+    real = space_mod.choose_modes
+
+    def spy(settings, base):
+        seen["before"] = copy.deepcopy(base)
+        codes = real(settings, base)
+        seen.update(settings=settings, smode=base.smode.copy(), codes=codes)
+        return codes
+
+    monkeypatch.setattr(space_mod, "choose_modes", spy)
+    settings, gbs, seq, _ = settings_for(job)
+    space_mod.build_space(settings, gbs, seq, job.precision, SpaceOptions(max_layer_slack=slack))
+    want = seen["before"]
+    runs = seen["settings"].stack.runs
+    want_codes = space_mod._choose_modes(seen["settings"], want, runs)
+    np.testing.assert_array_equal(seen["smode"], want.smode)
+    np.testing.assert_array_equal(seen["codes"], want_codes)
+    assert len(np.unique(seen["codes"])) > 1
+    assert len(np.unique(want.smode)) > 1 or len(runs.sharding) == 1  # (the deepseek stack runs ZeRO-1 only)
+    fields = space_mod.mode_rule_fields(seen["settings"].stack)
+    if "microbatches" not in fields:  # (keyed on them, the groups are about the rows)
+        assert Groups(seen["before"], fields).size < len(want.tp) / 2
 
 
 def test_memory_totals_is_memory_total_of_each_candidate():
