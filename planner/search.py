@@ -77,6 +77,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import memory as mem
+from . import placement
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, moe_arrays, ramp_estimates, to_json
 from .catalog import load_stack
@@ -886,7 +887,9 @@ def rows_of(ranked: Ranked) -> list[dict]:
     ramp = ramp_estimates(ranked.settings, plan) if ranked.settings.batch_schedule and ranked.settings.tokens else None
     # an MoE model: moe_report's figures priced once for every row (explain.moe_arrays), each row reads its own
     moe = moe_arrays(ranked.settings, plan, est) if layer_list(ranked.settings.model).has_experts else None
-    rows = [to_json(ranked.settings, plan, est, i, ramp, moe) for i in range(len(ranked.base))]
+    # and the placement report's group links (placement.links)
+    placed = placement.links(ranked.settings, plan) if len(ranked.base) > 1 else None
+    rows = [to_json(ranked.settings, plan, est, i, ramp, moe, placed) for i in range(len(ranked.base))]
     if ranked.settings.calibration is not None and len(rows) > 1:
         # which measured figures a row used is its own: the batch's list is the union over every row
         from .explain import calibration_report

@@ -607,6 +607,33 @@ def test_choose_modes_grouped_is_per_row(job, slack, monkeypatch):
         assert Groups(seen["before"], fields).size < len(want.tp) / 2
 
 
+def test_rows_placement_links_once_for_all_rows(monkeypatch):
+    # search.rows_of prices the placement report's group links once for all the rows
+    # (placement.links, comm.group_link on the rows' arrays); each row's report is the one
+    # placement.report gives that plan alone (its scalar group sizes)
+    import planner.search as search
+    from planner import placement
+
+    seen = {}
+    real = search.rows_of
+
+    def spy(r):
+        seen["r"] = r
+        return real(r)
+
+    monkeypatch.setattr(search, "rows_of", spy)
+    for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=4096)):
+        res = fit(job, top=10)
+        r = seen["r"]
+        plan = r.space.plans(r.base, r.rc, r.order, r.var)
+        tiers = set()
+        for i, row in enumerate(res.rows):
+            alone = placement.report(r.settings, plan, lambda v, i=i: np.asarray(v) if np.ndim(v) == 0 else np.asarray(v)[i])
+            assert row["placement"] == alone
+            tiers |= {v["tier"] for v in alone.values() if isinstance(v, dict)}
+        assert len(res.rows) == 10 and len(tiers) > 1
+
+
 def test_memory_totals_is_memory_total_of_each_candidate():
     # search.memory_totals prices the distinct base rows against every recompute choice at once
     # (recompute (R, 1) broadcast against the rows' (n,) fields): the same numbers as
