@@ -576,7 +576,9 @@ def test_candidate_floors_are_compute_floor():
 def test_choose_modes_grouped_is_per_row(job, slack, monkeypatch):
     # space.choose_modes evaluates the rules once per distinct tuple of mode_rule_fields (every
     # field but the micro-batch; the micro-batches per step where a start-up rule reads them, as
-    # DualPipe's on the deepseek stack): the same modes and codes as the rules on every base row
+    # DualPipe's on the deepseek stack), found from build_space's key (pipeline row, sharding
+    # option, SP) or by terms.Groups: the same modes and codes as the rules on every base row
+    # (both ways)
     # (space._choose_modes on the PlanArrays itself), and far fewer tuples than rows
     import copy
 
@@ -586,9 +588,9 @@ def test_choose_modes_grouped_is_per_row(job, slack, monkeypatch):
     seen = {}
     real = space_mod.choose_modes
 
-    def spy(settings, base):
-        seen["before"] = copy.deepcopy(base)
-        codes = real(settings, base)
+    def spy(settings, base, key=None):
+        seen["before"], seen["key"] = copy.deepcopy(base), key
+        codes = real(settings, base, key)
         seen.update(settings=settings, smode=base.smode.copy(), codes=codes)
         return codes
 
@@ -600,6 +602,10 @@ def test_choose_modes_grouped_is_per_row(job, slack, monkeypatch):
     want_codes = space_mod._choose_modes(seen["settings"], want, runs)
     np.testing.assert_array_equal(seen["smode"], want.smode)
     np.testing.assert_array_equal(seen["codes"], want_codes)
+    by_groups = copy.deepcopy(seen["before"])
+    np.testing.assert_array_equal(real(seen["settings"], by_groups), want_codes)
+    np.testing.assert_array_equal(by_groups.smode, want.smode)
+    assert seen["key"] is not None and len(np.unique(seen["key"])) < len(want.tp)
     assert len(np.unique(seen["codes"])) > 1
     assert len(np.unique(want.smode)) > 1 or len(runs.sharding) == 1  # (the deepseek stack runs ZeRO-1 only)
     fields = space_mod.mode_rule_fields(seen["settings"].stack)
