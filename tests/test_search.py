@@ -378,29 +378,31 @@ def test_prefilter_seed_and_top(monkeypatch):
     monkeypatch.setattr(search, "PREFILTER_SEED", 16)
     job = Job(model="llama3-70b", gpus=512)
     assert fit(job, top=10).counts.prefilter_dropped == 0
-    small = fit(job, top=5)
-    full = fit(job, top=5, keep_feasible=True)
-    assert small.counts.prefilter_dropped > 0 and not small.counts.bound_fallback
-    assert [r["time"]["step_s"] for r in small.rows] == [r["time"]["step_s"] for r in full.rows]
-    assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
+    _prefiltered_is_exhaustive(job, top=5)
+
+
+def _prefiltered_is_exhaustive(job: Job, top: int) -> None:
+    """fit's top rows with the prefilter (it dropped candidates, no fallback) are an exhaustive
+    evaluation's (keep_feasible: every feasible candidate priced), row for row."""
+    pruned = fit(job, top=top)
+    full = fit(job, top=top, keep_feasible=True)
+    assert pruned.counts.prefilter_dropped > 0 and not pruned.counts.bound_fallback
+    assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
+    assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
 
 
 def test_prefilter_with_fp8_recipes_equals_exhaustive():
     # the stack tries several fp8 recipes on B200 (delayed, tensorwise, mxfp8): a recipe changes the
     # compute, so the prefilter bounds with the least compute floor over the recipes
     # (search.floor_variants, candidate_floors); before, it did not run at all there (qwen3-30b-a3b /
-    # 128 B200 fp8: 12.5 s). It drops candidates and the rows are an exhaustive evaluation's
+    # 128 B200 fp8: 10.8 s whole process). It drops candidates and the rows are an exhaustive evaluation's
     import planner.search as search
 
     job = Job(model="llama3-8b", gpus=64, hardware="b200", precision="fp8")
     settings, space, fb, fr = _random_priced_candidates(job, n=2000)
     recipes = set(space.variants[:, 3].tolist())
     assert len(recipes) >= 2 and len(search.floor_variants(space)) == len(recipes)
-    pruned = fit(job, top=10)
-    full = fit(job, top=10, keep_feasible=True)
-    assert pruned.counts.prefilter_dropped > 0 and not pruned.counts.bound_fallback
-    assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
-    assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
+    _prefiltered_is_exhaustive(job, top=10)
 
 
 def test_candidate_floors_least_over_variants():
