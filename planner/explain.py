@@ -103,10 +103,11 @@ def _num(v):
     return float(v)
 
 
-def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None) -> dict:
+def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=None, moe=None, placed=None) -> dict:
     """The JSON object of one plan (i indexes 1-d arrays; None for 0-d). ramp: ramp_estimates of
     the plans where the caller has them (search.rows_of prices every row's phases at once); moe:
-    moe_arrays of the plans likewise (each row reads its element)."""
+    moe_arrays of the plans likewise (each row reads its element); placed: placement.links of the
+    plans likewise."""
     def pick(v):
         v = np.asarray(v)
         return v if (i is None or v.ndim == 0) else v[i]
@@ -186,7 +187,7 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
         "flops": flops,
         "time": time,
         "throughput": thr,
-        "placement": placement.report(settings, plan, pick),
+        "placement": placement.report(settings, plan, pick, placed),
         **({"moe": moe_out} if moe_out else {}),
     }
 

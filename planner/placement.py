@@ -28,16 +28,36 @@ def groups(settings, plan) -> dict:
     return out
 
 
-def report(settings, plan, pick) -> dict:
-    """{axis: {ranks, stride, tier, nvlink_domains, members_per_domain}} for one plan (`pick`
-    selects its element); a group of one rank has tier "none"."""
+def links(settings, plan) -> tuple:
+    """(NVLink domain in use, {axis: (ranks, stride, comm.GroupLink)}) of plans (arrays): report's
+    figures for every plan at once (search.rows_of: one group_link call per axis for all the rows,
+    elementwise, instead of one per row and axis)."""
     params = comm.comm_params(settings.hardware)
-    domain = int(np.asarray(comm.domain_in_use(settings.gpus, params)))
+    return _domain(settings, params), {axis: (ranks, stride, comm.group_link(ranks, stride, params, pattern=pattern,
+                                                                             job_gpus=settings.gpus))
+                                       for axis, (ranks, stride, pattern) in groups(settings, plan).items()}
+
+
+def _domain(settings, params) -> int:
+    return int(np.asarray(comm.domain_in_use(settings.gpus, params)))
+
+
+def report(settings, plan, pick, placed=None) -> dict:
+    """{axis: {ranks, stride, tier, nvlink_domains, members_per_domain}} for one plan (`pick`
+    selects its element); a group of one rank has tier "none". placed: links(settings, plan),
+    where the caller has them for every plan (each plan reads its element)."""
+    if placed is None:  # this plan alone, placed at its own (scalar) group sizes
+        params = comm.comm_params(settings.hardware)
+        axes = {}
+        for axis, (ranks, stride, pattern) in groups(settings, plan).items():
+            r, s = int(pick(ranks)), int(pick(stride))
+            axes[axis] = (r, s, comm.group_link(r, s, params, pattern=pattern, job_gpus=settings.gpus))
+        placed = _domain(settings, params), axes
+    domain, axes = placed
     out = {"nvlink_domain_in_use": domain}
-    for axis, (ranks, stride, pattern) in groups(settings, plan).items():
-        r, s = int(pick(ranks)), int(pick(stride))
-        gl = comm.group_link(r, s, params, pattern=pattern, job_gpus=settings.gpus)
-        out[axis] = {"ranks": r, "stride": s,
-                     "tier": "none" if r == 1 else comm.LINK_NAMES[int(gl.link)],
-                     "nvlink_domains": int(gl.domains), "members_per_domain": int(gl.local_ranks)}
+    for axis, (ranks, stride, gl) in axes.items():
+        r = int(pick(ranks))
+        out[axis] = {"ranks": r, "stride": int(pick(stride)),
+                     "tier": "none" if r == 1 else comm.LINK_NAMES[int(pick(gl.link))],
+                     "nvlink_domains": int(pick(gl.domains)), "members_per_domain": int(pick(gl.local_ranks))}
     return out

@@ -214,7 +214,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     passed those rules, space.build_space), which are not checked again: the first broken
     rule is the same."""
     L, a, k = model.num_layers, model.num_attention_heads, model.kv_heads
-    tp, cp, pp, vpp, dp, mbs = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp, plan.mbs
+    tp, cp, pp, vpp, dp = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp  # (the micro-batch read only by its rules)
     dp_safe = np.maximum(dp, 1)
     inter = plan.schedule == INTERLEAVED
     units = L + plan.split_emb + plan.split_loss  # pipeline.stage_layers [6]: the ends may count as layers
@@ -223,7 +223,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     etp = np.where(np.asarray(plan.etp) > 0, plan.etp, tp)
     rules = [
         lambda: tp * cp * pp * dp != gpus,
-        lambda: plan.gbs % (dp_safe * mbs) != 0,
+        lambda: plan.gbs % (dp_safe * plan.mbs) != 0,
         lambda: np.logical_or.reduce([a % tp != 0] + [c % tp != 0 for _, c in model.tp_split_counts()]),
         lambda: (k % tp != 0) & (tp % k != 0),
         lambda: plan.seq % cp != 0,
@@ -233,7 +233,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         # Megatron-LM's group of N contiguous micro-batches per virtual stage (Stack runs.schedules microbatches
         # multiple_of_pp: N = pp, or the job's microbatch_group), torch's rounds (multiple_of_rounds), none where
         # the schedule takes any count
-        lambda: inter & interleaved_m_broken(stack, plan.gbs // (dp_safe * mbs), pp, plan.mbg),
+        lambda: inter & interleaved_m_broken(stack, plan.gbs // (dp_safe * plan.mbs), pp, plan.mbg),
         lambda: inter & (pp * vpp > units),
         lambda: (plan.tpo > 0) & (plan.sp == 0),
         lambda: (plan.sp > 0) & (tp == 1),

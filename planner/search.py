@@ -77,13 +77,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import memory as mem
+from . import placement
 from .errors import NoFitError, PlannerError
 from .explain import evaluate, moe_arrays, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
 from .schema import Job
-from .space import (OK, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
+from .space import (OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
                     variant_choices)
 from .imbalance import rank_load
 from .layers import context, layer_list
@@ -543,7 +544,7 @@ PREFILTER_MOE_FLOOR = True
 
 
 def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-               extra=None):
+               extra_of=None):
     """Before step 3: (keep mask, floors, seed evaluations, seed, seed's variant 0) of the fitting
     candidates that can still rank, or None where no bound applies (seed: the indices of the
     candidates priced; seed's variant 0: best_variants' (step, floor, rest) of variant 0 at the
@@ -551,10 +552,11 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     compute floor (step.compute_floor: step_time's compute term without the DP copies, and on an
     MoE model its moe_permute and moe_host terms where PREFILTER_MOE_FLOOR; no communication
     priced) is a lower bound on its step time at every rank order and every stack variant that
-    differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS: the bound
-    applies only when every variant is such). The PREFILTER_SEED candidates with the lowest
+    differs from variant 0 only in TP overlap (overlap changes only TPO_TERMS); with variants
+    that change more (the fp8 recipes a stack tries, which change the compute), the least of the
+    floors over floor_variants bounds every variant (candidate_floors). The PREFILTER_SEED candidates with the lowest
     floors are priced (best_variants at the first order, unbounded, each variant only where it
-    fits: `extra`, variant_memory, as _first_orders gates it); their k-th best objective
+    fits: extra_of(indices), variant_memory of those candidates, as _first_orders gates it); their k-th best objective
     K0 is >= the final k-th best (more candidates only lower it), so a candidate whose floor's
     objective exceeds K0 (1 + BOUND_MARGIN) cannot rank: it is dropped before step 3. Every
     candidate that can rank is kept, so the k-th best variant-0 step _first_orders bounds with
@@ -565,14 +567,11 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     n = len(fb)
     if keep_feasible or objective == "memory" or n <= 2 * PREFILTER_SEED or top > PREFILTER_SEED // 2:
         return None  # (a seed of fewer than k candidates has no k-th best to bound with)
-    v0 = np.delete(space.variants[0], 0)
-    if any(not np.array_equal(np.delete(space.variants[v], 0), v0) for v in range(1, len(space.variants))):
-        return None  # a variant that changes more than TP overlap (an fp8 recipe) may change the compute
     settings = space.settings
-    low = candidate_floors(space, fb, fr)
+    low = candidate_floors(space, fb, fr, floor_variants(space))
     seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
-    # a variant only where it fits (variant 0's memory + variant_memory `extra`), as _first_orders tries it
-    fit = None if extra is None else fm[seed] + extra[:, seed] <= mem.capacity(settings)[1]
+    # a variant only where it fits (variant 0's memory + variant_memory), as _first_orders tries it
+    fit = None if extra_of is None else fm[seed] + extra_of(seed) <= mem.capacity(settings)[1]
     _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
@@ -583,23 +582,41 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     return keep, low, len(seed), seed, seed_v0
 
 
-def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray) -> np.ndarray:
-    """step.compute_floor (moe=PREFILTER_MOE_FLOOR) of candidates (base row, recompute index) with variant 0,
-    priced once per distinct tuple of the fields it reads (row_groups: variant 0's options are
-    the base rows' own; the rank order is not read), in blocks of TIME_CHUNK groups
-    (step.group_floor) and gathered back: the same numbers as compute_floor on the candidates."""
+def floor_variants(space: Space) -> tuple:
+    """The stack variants whose compute floors bound every variant's step (_prefilter): variant 0,
+    and the first variant of each other setting of the options besides TP overlap (an fp8 recipe,
+    torch.compile: they may change the compute). A variant that differs from one of these only in
+    TP overlap changes only TPO_TERMS (best_variants), so its step is >= that one's floor."""
+    firsts = {}
+    for v in range(len(space.variants)):
+        firsts.setdefault(tuple(np.delete(space.variants[v], 0)), v)
+    return tuple(firsts.values())
+
+
+def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray, variants: tuple = (0,)) -> np.ndarray:
+    """step.compute_floor (moe=PREFILTER_MOE_FLOOR) of candidates (base row, recompute index) with
+    stack variant 0, or the least of it over `variants` (floor_variants: a lower bound on the step
+    of every variant), priced once per distinct tuple of the fields it reads (row_groups: variant
+    0's options are the base rows' own, another's replace them; the rank order is not read), in
+    blocks of TIME_CHUNK groups (step.group_floor) and gathered back: the same numbers as
+    compute_floor on the candidates (the least over the variants' plans)."""
     keyed, index, size = row_groups(space, fb, fr, tuple(f for f in FLOOR_FIELDS if f not in ("recompute", "microbatches")))
-    floor = np.zeros(size)
-    for b, w in space.phases or ((None, None),):  # a batch ramp: each phase's floor at its batch, weighted as step_times
-        gbs = keyed.gbs if b is None else np.full(np.shape(keyed.gbs), b, dtype=np.int64)
-        cols = {**vars(keyed), "gbs": gbs, "microbatches": gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
-        for s in _blocks(size, TIME_CHUNK):
-            f = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
-            if w is None:
-                floor[s] = f
-            else:
-                floor[s] += w * f
-    return floor.take(index)
+    low = None
+    for var in variants:
+        opts = {f: np.full(size, space.variants[var, j], dtype=np.int64)
+                for j, f in enumerate(VARIANT_FIELDS) if f in FLOOR_FIELDS and var}
+        floor = np.zeros(size)
+        for b, w in space.phases or ((None, None),):  # a batch ramp: each phase's floor at its batch, weighted as step_times
+            gbs = keyed.gbs if b is None else np.full(np.shape(keyed.gbs), b, dtype=np.int64)
+            cols = {**vars(keyed), **opts, "gbs": gbs, "microbatches": gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
+            for s in _blocks(size, TIME_CHUNK):
+                f = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
+                if w is None:
+                    floor[s] = f
+                else:
+                    floor[s] += w * f
+        low = floor if low is None else np.minimum(low, floor)
+    return low.take(index)
 
 
 def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0) -> tuple:
@@ -666,12 +683,15 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
     first_order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
     # a stack variant changes memory through TP overlap's buffers and an fp8 recipe's weight copies: gated per variant (variant_memory)
-    extra = variant_memory(space, fb, fr, fm) if len(space.variants) > 1 else None
-    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
+    # (priced only on the candidates that need it: the prefilter's seed and those it keeps; each
+    # candidate's figure is its own, memory_totals)
+    extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
+                if len(space.variants) > 1 else None)
+    pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of)
     if pre is not None:
         keep, low, seeded, seed, seed_v0 = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
-        ke = None if extra is None else extra[:, keep]
+        ke = None if extra_of is None else extra_of(np.flatnonzero(keep))
         v0, priced = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0)
         fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0)
         c.time_evaluations += seeded + priced
@@ -682,6 +702,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
             c.bound_fallback = True
             pre = None
     if pre is None:
+        extra = None if extra_of is None else extra_of(np.arange(len(fb)))
         fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if extra is not None:  # each candidate's memory with its chosen variant
         fm = fm + extra[fv, np.arange(len(fb))]
@@ -866,7 +887,9 @@ def rows_of(ranked: Ranked) -> list[dict]:
     ramp = ramp_estimates(ranked.settings, plan) if ranked.settings.batch_schedule and ranked.settings.tokens else None
     # an MoE model: moe_report's figures priced once for every row (explain.moe_arrays), each row reads its own
     moe = moe_arrays(ranked.settings, plan, est) if layer_list(ranked.settings.model).has_experts else None
-    rows = [to_json(ranked.settings, plan, est, i, ramp, moe) for i in range(len(ranked.base))]
+    # and the placement report's group links (placement.links)
+    placed = placement.links(ranked.settings, plan) if len(ranked.base) > 1 else None
+    rows = [to_json(ranked.settings, plan, est, i, ramp, moe, placed) for i in range(len(ranked.base))]
     if ranked.settings.calibration is not None and len(rows) > 1:
         # which measured figures a row used is its own: the batch's list is the union over every row
         from .explain import calibration_report

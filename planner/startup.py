@@ -157,6 +157,8 @@ class StartupRule:
     source: str  # file and commit
     hint: str
     broken: Callable  # (model, stack, plan) -> bool array
+    # it reads the plan's micro-batches per step (PlanArrays.microbatches): space.choose_modes keys on them
+    reads_microbatches: bool = False
 
 
 def mode_is(stack, plan, *names) -> np.ndarray:
@@ -367,7 +369,7 @@ RULES: tuple[StartupRule, ...] = (
         f"{DUALPIPE_COMMIT} dualpipe/dualpipe.py DualPipe.step (assert num_ranks % 2 == 0; assert num_chunks > 0 and "
         "num_chunks % 2 == 0 and num_chunks >= num_ranks * 2)",
         "use an even pp, and a micro-batch size that leaves an even number >= 2 pp of micro-batches per step",
-        _dualpipe_shape),
+        _dualpipe_shape, reads_microbatches=True),
     StartupRule(
         "MEGATRON_MOE_SP", "megatron",
         "Megatron trains an MoE model with tensor parallelism only under sequence parallelism",

@@ -378,11 +378,50 @@ def test_prefilter_seed_and_top(monkeypatch):
     monkeypatch.setattr(search, "PREFILTER_SEED", 16)
     job = Job(model="llama3-70b", gpus=512)
     assert fit(job, top=10).counts.prefilter_dropped == 0
-    small = fit(job, top=5)
-    full = fit(job, top=5, keep_feasible=True)
-    assert small.counts.prefilter_dropped > 0 and not small.counts.bound_fallback
-    assert [r["time"]["step_s"] for r in small.rows] == [r["time"]["step_s"] for r in full.rows]
-    assert [_key(r) for r in small.rows] == [_key(r) for r in full.rows]
+    _prefiltered_is_exhaustive(job, top=5)
+
+
+def _prefiltered_is_exhaustive(job: Job, top: int) -> None:
+    """fit's top rows with the prefilter (it dropped candidates, no fallback) are an exhaustive
+    evaluation's (keep_feasible: every feasible candidate priced), row for row."""
+    pruned = fit(job, top=top)
+    full = fit(job, top=top, keep_feasible=True)
+    assert pruned.counts.prefilter_dropped > 0 and not pruned.counts.bound_fallback
+    assert [r["time"]["step_s"] for r in pruned.rows] == [r["time"]["step_s"] for r in full.rows]
+    assert [_key(r) for r in pruned.rows] == [_key(r) for r in full.rows]
+
+
+def test_prefilter_with_fp8_recipes_equals_exhaustive():
+    # the stack tries several fp8 recipes on B200 (delayed, tensorwise, mxfp8): a recipe changes the
+    # compute, so the prefilter bounds with the least compute floor over the recipes
+    # (search.floor_variants, candidate_floors); before, it did not run at all there (qwen3-30b-a3b /
+    # 128 B200 fp8: 10.8 s whole process). It drops candidates and the rows are an exhaustive evaluation's
+    import planner.search as search
+
+    job = Job(model="llama3-8b", gpus=64, hardware="b200", precision="fp8")
+    settings, space, fb, fr = _random_priced_candidates(job, n=2000)
+    recipes = set(space.variants[:, 3].tolist())
+    assert len(recipes) >= 2 and len(search.floor_variants(space)) == len(recipes)
+    _prefiltered_is_exhaustive(job, top=10)
+
+
+def test_candidate_floors_least_over_variants():
+    # candidate_floors over floor_variants: the least of step.compute_floor on each variant's plans,
+    # bit for bit; each recipe's floor is below the step time of that recipe's plans
+    import planner.search as search
+    from planner.step import compute_floor
+
+    settings, space, fb, fr = _random_priced_candidates(Job(model="llama3-8b", gpus=64, hardware="b200", precision="fp8"))
+    order = space.orders[np.argmax(space.order_ok[fb], axis=1)]
+    each = [compute_floor(settings, space.plans(fb, fr, order, np.full(len(fb), v)), moe=search.PREFILTER_MOE_FLOOR)
+            for v in search.floor_variants(space)]
+    assert not np.array_equal(each[0], each[1])  # the recipes' compute differs
+    got = search.candidate_floors(space, fb, fr, search.floor_variants(space))
+    np.testing.assert_array_equal(got, np.minimum.reduce(each))
+    np.testing.assert_array_equal(search.candidate_floors(space, fb, fr), each[0])
+    for v, low in zip(search.floor_variants(space), each):
+        t, _ = step_time(settings, space.plans(fb, fr, order, np.full(len(fb), v)))
+        assert np.all(t.total >= low)
 
 
 def test_prefilter_dropped_counted_and_shown(cli, monkeypatch):
@@ -530,6 +569,77 @@ def test_candidate_floors_are_compute_floor():
         got = search.candidate_floors(space, fb, fr)
         assert len(np.unique(want)) > 100
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("job, slack", [
+    (Job(model="deepseek-v3", gpus=256, hardware="h800-sxm", global_batch=1920, seq_len=4096), 2),
+    (Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, stack="deepseek"), 3),
+    (Job(model="mixtral-8x7b", gpus=64, stack="torchtitan"), 2), (Job(model="llama3-405b", gpus=16384), 2)])
+def test_choose_modes_grouped_is_per_row(job, slack, monkeypatch):
+    # space.choose_modes evaluates the rules once per distinct tuple of mode_rule_fields (every
+    # field but the micro-batch; the micro-batches per step where a start-up rule reads them, as
+    # DualPipe's on the deepseek stack), found from build_space's key (pipeline row, sharding
+    # option, SP) or by terms.Groups: the same modes and codes as the rules on every base row
+    # (both ways)
+    # (space._choose_modes on the PlanArrays itself), and far fewer tuples than rows
+    import copy
+
+    import planner.space as space_mod
+    from planner.terms import Groups
+
+    seen = {}
+    real = space_mod.choose_modes
+
+    def spy(settings, base, key=None):
+        seen["before"], seen["key"] = copy.deepcopy(base), key
+        codes = real(settings, base, key)
+        seen.update(settings=settings, smode=base.smode.copy(), codes=codes)
+        return codes
+
+    monkeypatch.setattr(space_mod, "choose_modes", spy)
+    settings, gbs, seq, _ = settings_for(job)
+    space_mod.build_space(settings, gbs, seq, job.precision, SpaceOptions(max_layer_slack=slack))
+    want = seen["before"]
+    runs = seen["settings"].stack.runs
+    want_codes = space_mod._choose_modes(seen["settings"], want, runs)
+    np.testing.assert_array_equal(seen["smode"], want.smode)
+    np.testing.assert_array_equal(seen["codes"], want_codes)
+    by_groups = copy.deepcopy(seen["before"])
+    np.testing.assert_array_equal(real(seen["settings"], by_groups), want_codes)
+    np.testing.assert_array_equal(by_groups.smode, want.smode)
+    assert seen["key"] is not None and len(np.unique(seen["key"])) < len(want.tp)
+    assert len(np.unique(seen["codes"])) > 1
+    assert len(np.unique(want.smode)) > 1 or len(runs.sharding) == 1  # (the deepseek stack runs ZeRO-1 only)
+    fields = space_mod.mode_rule_fields(seen["settings"].stack)
+    if "microbatches" not in fields:  # (keyed on them, the groups are about the rows)
+        assert Groups(seen["before"], fields).size < len(want.tp) / 2
+
+
+def test_rows_placement_links_once_for_all_rows(monkeypatch):
+    # search.rows_of prices the placement report's group links once for all the rows
+    # (placement.links, comm.group_link on the rows' arrays); each row's report is the one
+    # placement.report gives that plan alone (its scalar group sizes)
+    import planner.search as search
+    from planner import placement
+
+    seen = {}
+    real = search.rows_of
+
+    def spy(r):
+        seen["r"] = r
+        return real(r)
+
+    monkeypatch.setattr(search, "rows_of", spy)
+    for job in (Job(model="mixtral-8x7b", gpus=64), Job(model="llama3-70b", gpus=4096)):
+        res = fit(job, top=10)
+        r = seen["r"]
+        plan = r.space.plans(r.base, r.rc, r.order, r.var)
+        tiers = set()
+        for i, row in enumerate(res.rows):
+            alone = placement.report(r.settings, plan, lambda v, i=i: np.asarray(v) if np.ndim(v) == 0 else np.asarray(v)[i])
+            assert row["placement"] == alone
+            tiers |= {v["tier"] for v in alone.values() if isinstance(v, dict)}
+        assert len(res.rows) == 10 and len(tiers) > 1
 
 
 def test_memory_totals_is_memory_total_of_each_candidate():
