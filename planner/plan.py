@@ -15,7 +15,7 @@ import numpy as np
 
 from .catalog import hardware_source, hf_assumed, load_hardware, load_model, load_stack, model_source
 from .errors import PlannerError
-from .recompute_modules import apply_modules
+from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE, apply_modules  # noqa: F401 (the recompute codes: defined there)
 from .cuda_graphs import cuda_graph_error
 from .cp_comm_type import apply_cp_comm_type, exported_cp_comm_type, exported_hierarchical_sizes
 from .cp_rotate import apply_rotate_method, exported_rotate_method
@@ -34,7 +34,6 @@ from .startup import BY_CODE, rules_for, split_overdrawn, stack_order_ok
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
 SHARDING_CODES = {"none": NONE, "zero1": ZERO1, "zero2": ZERO2, "fsdp": FSDP, "hsdp": HSDP}
 SHARDING_NAMES = {v: k for k, v in SHARDING_CODES.items()}
-RC_NONE, RC_SELECTIVE, RC_FULL = 0, 1, 2
 RECOMPUTE_CODES = {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
 RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_CODES.items()}
 # precisions and low-precision recipes: the one vocabulary is planner/precisions.py

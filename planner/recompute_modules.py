@@ -42,6 +42,10 @@ import numpy as np
 from .errors import PlannerError
 from .schema import SelectiveRecompute, Stack
 
+# the plan's recompute codes (plan.RECOMPUTE_CODES; here, a leaf, so that startup's rules read them
+# without importing plan, which imports startup)
+RC_NONE, RC_SELECTIVE, RC_FULL = 0, 1, 2
+
 SOURCE = ("NVIDIA/Megatron-LM @d98e8a64: megatron/core/transformer/transformer_config.py recompute_modules (l. 560-585, "
           "1940-2025); attention.py l. 394 (core_attn); transformer_layer.py l. 470-531 (layernorm: input_layernorm and "
           "pre_mlp_layernorm where not IdentityOp); moe/experts.py l. 269-272, 1019-1030 (moe_act); "

@@ -540,7 +540,7 @@ def moe_act_ungrouped(stack) -> bool:
 
 def _moe_act_grouped_gemm(model, stack, plan) -> np.ndarray:
     """MEGATRON_MOE_ACT_GROUPED_GEMM: the plans with recompute selective where moe_act_ungrouped."""
-    from .plan import RC_SELECTIVE
+    from .recompute_modules import RC_SELECTIVE
 
     return moe_act_ungrouped(stack) & (np.asarray(plan.recompute) == RC_SELECTIVE)
 
