@@ -43,8 +43,10 @@ hybridep (Hybrid-EP, DeepEP's hybrid-ep branch) [3]: HybridEPBuffer(hidden_dim, 
   the custom all-gather's routing map, 1 B per expert per token of the group: experts x tokens x
   ep (allocated whether the custom all-gather is on or not).
 
-Approximations (named): an EP size DeepEP's config tables do not list (DeepEP asserts) takes the
-next listed size's chunk counts (held at 160's above); the small flags, counters and
+Approximations (named): an EP size DeepEP's config tables do not list (DeepEP asserts; the
+megatron stack refuses such a plan, start-up rule MEGATRON_DEEPEP_GROUP, planner/startup.py; the
+deepseek stack's own kernels are not DeepEP's release) takes the next listed size's chunk counts
+(held at 160's above); the small flags, counters and
 preprocessing scratch of Hybrid-EP (a few KiB) and the pinned host counters are not priced;
 NVSHMEM's own heap beyond the RDMA buffer (its granularity, NVSHMEM_CUMEM_GRANULARITY 512 MiB
 set by DeepEP, and its internal state) is not priced, nor the allocation granularity of

@@ -96,7 +96,7 @@ FAMILIES: dict[str, Family] = {
                       rope_theta=150000.0),
         gated=True, gated_src="GptOssExperts: gate_up_proj (+ bias) and down_proj (+ bias), clamped SwiGLU",
         position_src="GptOssRotaryEmbedding (YaRN)", expert_width_key="intermediate_size",
-        extra=dict(layer_types_default="alternate", router_bias=True)),
+        extra=dict(layer_types_default="alternate", router_linear_bias=True)),
     # Qwen3NextConfig (models/qwen3_next/configuration_qwen3_next.py, commit 008e5743): layer_types
     # default "linear_attention" if (i + 1) % full_attention_interval (4) else "full_attention".
     "qwen3_next": Family(
@@ -458,7 +458,7 @@ class Reader:
             data["qk_norm"] = True
         if self.model_type in POST_NORM_TYPES:
             data["post_norms"] = True
-        if fam is not None and fam.extra.get("router_bias") and not data["linear_bias"]:
+        if fam is not None and fam.extra.get("router_linear_bias") and not data["linear_bias"]:
             # gpt-oss experts always carry biases (GptOssExperts gate_up_proj_bias, down_proj_bias): planner's one
             # linear_bias flag covers attention and MLP alike, so attention without biases cannot be expressed
             raise self.err("attention_bias", "false, but gpt-oss experts always carry biases: planner's linear_bias "
@@ -869,10 +869,14 @@ class Reader:
         scoring = self.get("scoring_func", None)
         topk_method = self.get("topk_method", None)
         moe["router"] = "sigmoid" if scoring == "sigmoid" or self.model_type in ("nemotron_h", "llama4_text") else "softmax"
-        # DeepSeek-V3's e_score_correction_bias (topk_method noaux_tc), Nemotron-H's (DeepseekV3TopkRouter), gpt-oss's
-        # router Linear bias (GptOssTopKRouter): E parameters each
-        moe["router_bias"] = (topk_method == "noaux_tc" or self.model_type == "nemotron_h"
-                              or bool(fam is not None and fam.extra.get("router_bias")))
+        # two different biases of E parameters each: the aux-loss-free score bias, DeepSeek-V3's e_score_correction_bias
+        # (config.json topk_method "noaux_tc": transformers DeepseekV3TopkRouter) and Nemotron-H's (the same
+        # DeepseekV3TopkRouter), which balances the load (planner/imbalance.py); and the router linear's own bias,
+        # gpt-oss's (GptOssTopKRouter self.bias, no config.json key: every GptOssConfig has it), which does not
+        if topk_method == "noaux_tc" or self.model_type == "nemotron_h":
+            moe["expert_score_bias"] = True
+        if fam is not None and fam.extra.get("router_linear_bias"):
+            moe["router_linear_bias"] = True
         # group-limited routing (transformers DeepseekV3TopkRouter: the experts in n_group groups, a token's
         # top-k from the topk_group best; DeepSeek-V3 sec. 2.1.2 node-limited routing): n_group 1 is no limit
         groups, per = self.count("n_group", None), self.count("topk_group", None)

@@ -16,8 +16,8 @@ Where L comes from (Settings fields, from the Job):
   moe_load_balancing  else the balancing the run uses picks the default rule (Job field; read
                       from Megatron's --moe-router-load-balancing-type and
                       --moe-router-enable-expert-bias [3]; default: aux_loss_free for a model with a
-                      per-expert score bias, schema.MoESpec.router_bias, else Megatron's default
-                      aux_loss):
+                      per-expert score bias, schema.MoESpec.expert_score_bias (not a router linear's
+                      own bias, router_linear_bias: gpt-oss's), else Megatron's default aux_loss):
     aux_loss         auxiliary loss (Megatron aux_loss, seq_aux_loss, global_aux_loss; also
                      `none`, which balances nothing: the aux-loss residual is a lower bound there)
     aux_loss_free    a per-expert score bias: auxiliary-loss-free balancing ([1] sec. 3, [2] sec.
@@ -85,8 +85,9 @@ MAXVIO = {FORCE: 0.0, SINKHORN: 0.0, AUX_LOSS: AUX_LOSS_MAXVIO, AUX_LOSS_FREE: A
 
 def default_balancing(model) -> str:
     """The balancing a job that names none uses: aux_loss_free for a model with a per-expert
-    score bias (MoESpec.router_bias), else Megatron's default aux_loss [3]."""
-    return AUX_LOSS_FREE if model.moe is not None and model.moe.router_bias else AUX_LOSS
+    score bias (MoESpec.expert_score_bias; a router linear's bias balances nothing), else
+    Megatron's default aux_loss [3]."""
+    return AUX_LOSS_FREE if model.moe is not None and model.moe.expert_score_bias else AUX_LOSS
 
 
 def rule_imbalance(balancing: str, num_experts, ep) -> np.ndarray:

@@ -203,6 +203,24 @@ References
      the oracle's "Buffer" 0.125 GiB). Before it one freqs_cis buffer of the same shape per model part
      (model.py register_buffer("freqs_cis", ..., persistent=True) @e7c0cae l. 411, @6fc499f6 l. 345): one per
      pipeline chunk on the rank. Checked: the oracle rows' signed median -0.9% -> +0.1%, worst -4.4% -> -3.0%.
+[tt10] FSDP2's root unit before torchtitan 83e69410 (#1094, 2025-07-28; job field fsdp_root_unit): pytorch/torchtitan
+     @e7c0cae torchtitan/models/llama3/parallelize_llama.py apply_fsdp (l. 313-367; the same @cc2c31229
+     models/llama/parallelize_llama.py l. 320-374) wraps each block (reshard_after_forward = int(layer_id) <
+     len(model.layers) - 1 under "default" without PP: the last block is not resharded after its forward) and then
+     fully_shard(model): the embedding, final norm and output layer are the root unit's. torch before #154704 /
+     #155319 (2025-06; torch 2.8.0a0+5228986c39 of NGC 25.05 among them) clamps the root to no reshard after forward
+     (torch/distributed/fsdp/_fully_shard/_fsdp_state.py _lazy_init: "For the root, do not reshard after forward
+     since for training, the parameters would be freed and all-gathered immediately", post_forward_mesh_info =
+     None). So at the loss's backward peak the embedding's bf16 weight (2 B x V h) is unsharded beside the output
+     layer's, the last block is still gathered (its converted Linears at 1 B under the fp8 all-gather [fa]), and the
+     all-gather stream's pool [7] held the root unit's flat all-gather output, embedding and output together
+     (foreach_all_gather: one buffer a unit), where 0.3.0's largest unit is the embedding alone. The root's
+     post-backward runs in the backward's final callback (its forward inputs, the token ids, need no gradient:
+     no RegisterPostBackwardFunction fires), so the output layer's bf16 weight gradient (2 B x V h) waits through
+     the layers' backward, and the root is reduced last, embedding and output together: 6 B x 2 V h (their bf16
+     gradients and the fp32 reduce-scatter input, resharded first: FSDPParamGroup.post_backward) at the end of
+     the backward [tt7] (below the loss's peak for every measured row). Not priced: the norms' weights (h a
+     norm, bytes in the thousands).
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -510,7 +528,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import fp8_recipe, kernel_bytes, mode_value, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import fp8_recipe, kernel_bytes, mode_value, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -1319,8 +1337,10 @@ class _PerLayer:
         # the largest layer unit's gathered bytes (the converted Linears' at 1 B under FSDP's fp8 all-gather [fa])
         self.layer_gathered = unit_params(pc, plan, True, *gathered_bytes(settings, plan))
         out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
+        # (FSDP2's root unit before torchtitan #1094, a job setting: its reduce-scatter waits for the backward's end [tt10])
+        held_out = np.where(plan.pp == 1, float(settings.fsdp_root_unit), 0.0) if not fs.output_grad_held else 1.0
         self.after_loss = (ctx.T * ACT_BYTES * model.vocab_size / ctx.tp * float(stack.memory.loop_holds_logits)
-                           + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * float(fs.output_grad_held)
+                           + np.where(plan.sharding >= FSDP, fs.param_gather_bytes * out_params * held_out
                                       + fs.backward_gathered_units * self.layer_gathered
                                       + fs.backward_grad_units * fs.grad_reduce_bytes * layer_unit, 0.0))
         self.head_grads = 0.0
@@ -1437,10 +1457,17 @@ class _PerLayer:
         keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
+        if settings.fsdp_root_unit:  # the last block, not resharded after its forward, gathered at the peak [tt10]
+            last = fsdp_on & ~held & reshard_by_default(stack, plan) & (plan.pp == 1)
+            self.fsdp_buf = self.fsdp_buf + np.where(last, self.layer_gathered, 0.0)
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
         # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
         # and the first block at the start of the forward), then layers'
-        pool_units = np.where(fs.allgather_pool_units > 0, unit_params(pc, plan, False, pgb, cut, out_cut)
+        largest = unit_params(pc, plan, False, pgb, cut, out_cut)
+        if settings.fsdp_root_unit:  # without PP one root unit holds the embedding and the output layer [tt10]
+            root_unit = (pgb * pc.embedding + (pgb - out_cut) * (pc.output or 0.0)) / tp
+            largest = np.where(plan.pp == 1, np.maximum(largest, root_unit), largest)
+        pool_units = np.where(fs.allgather_pool_units > 0, largest
                               + max(fs.allgather_pool_units - 1.0, 0.0) * self.layer_gathered, 0.0)
         self.gather_pool = np.where(fsdp_on, pool_units, 0.0)
         # a mode that keeps the weights unsharded from the forward to the backward holds every
@@ -1462,7 +1489,9 @@ class _PerLayer:
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
         ends = {"first": 0.0, "last": 0.0, "mid": 0.0}
-        for e in fs.unsharded_ends:  # in bytes: a converted output layer's at 1 B [fa]
+        # the root unit before torchtitan #1094 [tt10] (a job setting): the embedding and an untied output layer
+        root_ends = ("embedding",) + (("output",) if pc.output else ())
+        for e in (root_ends if settings.fsdp_root_unit else fs.unsharded_ends):  # a converted output layer's at 1 B [fa]
             gathered = pgb * pc.embedding / tp if e == "embedding" else (pgb - out_cut) * (pc.output or pc.embedding) / tp
             ends["first" if e == "embedding" else "last"] = ends["first" if e == "embedding" else "last"] + gathered
         both = ends["first"] + ends["last"]
@@ -1810,14 +1839,17 @@ def _end_of_backward(per: _PerLayer, counts) -> np.ndarray:
     of the last units of the backward [tt7]: the embedding's, its bf16 unsharded gradient (2 B)
     and the fp32 reduce-scatter input (4 B) per parameter (V h / t); or the first block's, the
     same 6 B plus its bf16 unsharded parameters (2 B) per parameter, while its backward holds
-    the recompute buffer (the largest kind's here)."""
+    the recompute buffer (the largest kind's here). The root unit before torchtitan #1094 (a job
+    setting, [tt10]) is reduced last, embedding and output layer together, and the output layer's bf16
+    gradient waits beside the first block's."""
     plan, pc = per.plan, per.pc
     tp = plan.tp.astype(np.float64)
     block = unit_params(pc, plan, layers_only=True)
     buf = _largest_buffer(per, counts)
     grads = ACT_BYTES + per.fsdp.grad_reduce_bytes  # the unit's bf16 gradient and its reduce-scatter input
-    return np.where(plan.sharding >= FSDP, np.maximum(grads * pc.embedding / tp,
-                                                      grads * block + per.layer_gathered + buf), 0.0)
+    out = (pc.output or 0.0) / tp if per.settings.fsdp_root_unit else 0.0
+    return np.where(plan.sharding >= FSDP, np.maximum(grads * (pc.embedding / tp + out),
+                                                      grads * block + per.layer_gathered + buf + ACT_BYTES * out), 0.0)
 
 
 def _held_activations(per: _PerLayer, held, r):

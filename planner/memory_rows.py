@@ -77,6 +77,11 @@ Rules for measured rows (what a row leaves out; each applied value is listed in 
  M12 `planner.rope_cache: model` -> the job field rope_cache: the row's torchtitan (before 02d24f017,
     2026-06-05) keeps one freqs_cis table per model part, not the stack entry's (0.3.0) one per
     attention layer (planner/memory.py [tt9]); the row's `why` cites its model.py. Left out: the stack's.
+ M13 `planner.fsdp_root_unit: true` -> the job field fsdp_root_unit: the row's torchtitan (before 83e69410, #1094,
+    2025-07-28) leaves the embedding, final norm and output layer to FSDP2's root unit, which its torch (before
+    #154704, 2025-06) keeps unsharded from the forward to the end of the backward, and does not reshard the last
+    block after its forward (planner/memory.py [tt10]); the row's `why` cites its parallelize_llama.py. Left out:
+    the stack entry's (0.3.0) fsdp.unsharded_ends.
 
 Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
  O1 only `ops: cuda-like(rms,sdpa)` rows are compared: the CPU decompositions save other tensors
@@ -147,6 +152,11 @@ class PlannerBlock(BaseModel):
     rope_cache: Optional[Literal["none", "model", "layer", "model_cp"]] = Field(
         default=None, description="the rotary tables the row's torchtitan version keeps, where it is not the stack "
                                   "entry's (the job field of that name; its `why` cites the code): rule M12")
+    fsdp_root_unit: Optional[bool] = Field(
+        default=None, description="the row's torchtitan wraps the embedding, final norm and output layer in FSDP2's root "
+                                  "unit and keeps the last block gathered after its forward (before 83e69410, #1094, "
+                                  "with torch before #154704; the job field of that name; its `why` cites the code): "
+                                  "rule M13")
     excluded: Optional[str] = Field(
         default=None, description="why the row is not compared (a row its own source marks unfit as an absolute target, "
                                   "or an implementation no stack_db entry describes), with the source")
@@ -530,7 +540,8 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
                   torch_compile=row.compile, **({"fp8_recipe": recipe} if recipe else {}),
                   **({"chunked_loss": True} if row.planner.loss == "chunked_wrapper" else {}),
                   **({"selective_recomputes_attention": True} if row.planner.selective_recomputes_attention else {}),
-                  **({"rope_cache": row.planner.rope_cache} if row.planner.rope_cache is not None else {}))
+                  **({"rope_cache": row.planner.rope_cache} if row.planner.rope_cache is not None else {}),
+                  **({"fsdp_root_unit": True} if row.planner.fsdp_root_unit else {}))
     return fields, stage
 
 

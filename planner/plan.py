@@ -474,6 +474,7 @@ class Settings:
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
+    fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
@@ -1110,6 +1111,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
         rope_cache=job.rope_cache,
+        fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=job.cublas_workspace_config,
         dummy_wgrads=job.dummy_wgrads,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
@@ -1241,7 +1243,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
-    stack = stack_for_states(job, stack, where)
+    stack = apply_moe_dispatcher(job, stack_for_states(job, stack, where))
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -1466,6 +1468,15 @@ def ep_comm_overlap(job: Job, model: ModelSpec, stack, where: str = "", plan_che
             raise PlannerError(f"{where}ep_comm_overlap does not run with full recompute",
                                "use recompute none or selective, or " + fix)
     return True
+
+
+def apply_moe_dispatcher(job: Job, stack):
+    """The stack with the job's moe_dispatcher as its defaults.moe_dispatcher, the dispatcher
+    the start-up rules read (startup.MEGATRON_DEEPEP_GROUP); a job that names none runs the
+    stack's own (moe_dispatch_settings below validates either)."""
+    if job.moe_dispatcher is None or stack is None or job.moe_dispatcher == stack.defaults.moe_dispatcher:
+        return stack
+    return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"moe_dispatcher": job.moe_dispatcher})})
 
 
 def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, where: str = "") -> dict:
@@ -1857,6 +1868,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
+        **({"fsdp_root_unit": True} if settings.fsdp_root_unit else {}),
         **({"cublas_workspace_config": settings.cublas_workspace_config}
            if settings.cublas_workspace_config is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),

@@ -76,7 +76,9 @@ def apply_modules(job, stack: Stack, model, where: str = "") -> Stack:
     """The stack with the job's recompute_modules as its selective policy (unchanged without
     them). Refused on a stack without the option, mla_up_proj on a model without MLA, as
     Megatron-Core refuses it (transformer_config.py l. 1969-1973), and moe_act / layernorm under fp8
-    delayed scaling (l. 2000-2005)."""
+    delayed scaling (l. 2000-2005). moe_act without moe_grouped_gemm (l. 1964-1967) is refused
+    where the plan's recompute is selective (the only granularity that reads the modules): the
+    policy's ungrouped_moe_act, start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM (planner/startup.py)."""
     modules = job.recompute_modules
     if not modules:
         return stack
@@ -94,7 +96,10 @@ def apply_modules(job, stack: Stack, model, where: str = "") -> Stack:
                            "recipe delayed: Megatron-Core refuses it ('Delayed scaling does not support moe_act and "
                            "layernorm recompute for fp8.', transformer_config.py @d98e8a64 l. 2000-2005)",
                            "use fp8_recipe tensorwise (or mxfp8, blockwise), or leave moe_act and layernorm out")
-    return stack.model_copy(update={"selective": modules_policy(list(dict.fromkeys(modules)), stack.selective)})
+    policy = modules_policy(list(dict.fromkeys(modules)), stack.selective)
+    if "moe_act" in modules and not job.moe_grouped_gemm:  # Megatron-Core refuses it (l. 1964-1967): the plans with
+        policy = policy.model_copy(update={"ungrouped_moe_act": True})  # recompute selective break a start-up rule
+    return stack.model_copy(update={"selective": policy})
 
 
 def _is_mla(kind) -> bool:

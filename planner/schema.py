@@ -48,13 +48,30 @@ class MoESpec(BaseModel):
     first_k_dense: Count = Field(default=0, ge=0, description="the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)")
     layer_freq: Count = Field(default=1, gt=0, description="every layer_freq-th layer from first_k_dense is MoE (DeepSeek moe_layer_freq)")
     router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (Megatron --moe-router-score-function; what the router saves for its backward: planner/layers/moe.py router_saved_terms)")
-    router_bias: bool = Field(default=False, description="a per-expert score bias (DeepSeek-V3 e_score_correction_bias, aux-loss-free balancing)")
+    expert_score_bias: bool = Field(
+        default=False, description="a per-expert bias added to the router's scores for the top-k choice only, updated to "
+                                   "balance the load (aux-loss-free balancing: DeepSeek-V3 e_score_correction_bias, "
+                                   "Megatron --moe-router-enable-expert-bias, which needs a sigmoid router); E parameters "
+                                   "a layer; the default balancing rule keys on it (planner/imbalance.py)")
+    router_linear_bias: bool = Field(
+        default=False, description="the router's linear has a bias of its own, E parameters a layer added to the logits "
+                                   "(gpt-oss GptOssTopKRouter; Megatron-Core gives the router one exactly under "
+                                   "--add-bias-linear, moe/router.py); no load balancing")
     expert_groups: Optional[Count] = Field(
         default=None, gt=0, description="group-limited routing: the routed experts form this many equal groups "
                                         "(DeepSeek-V3 config.json n_group); null: no group limit")
     groups_per_token: Optional[Count] = Field(
         default=None, gt=0, description="a token's top_k experts come from at most this many groups (DeepSeek-V3 "
                                         "topk_group 4: node-limited routing, at most 4 nodes per token)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_router_bias(cls, data):
+        if isinstance(data, dict) and "router_bias" in data:  # the one field of before the split (issue 22)
+            raise ValueError("router_bias is two fields now: expert_score_bias (a per-expert score bias for "
+                             "aux-loss-free balancing, DeepSeek-V3 e_score_correction_bias) or router_linear_bias "
+                             "(the router linear's own bias, gpt-oss)")
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> "MoESpec":
@@ -809,6 +826,11 @@ class SelectiveRecompute(BaseModel):
     recompute_projections: list[Projection] = Field(default_factory=list, description="linears whose forward is re-run")
     recompute_elementwise: bool = Field(description="re-runs the norms, rotary, activation and residual adds")
     recompute_tp_collectives: float = Field(ge=0, description="TP collectives (forward all-gathers / all-reduces) re-run per layer")
+    ungrouped_moe_act: bool = Field(
+        default=False, description="set from a job only (planner/recompute_modules.py apply_modules, never in stack_db): "
+                                   "its recompute_modules name moe_act while its experts run without moe_grouped_gemm, "
+                                   "which Megatron-Core refuses under selective recompute (transformer_config.py @d98e8a64 "
+                                   "l. 1964-1967; start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM)")
     recomputes: list[KindTensor] = Field(
         default_factory=list,
         description="tensors of the layer kinds' own tables (MLA, MoE) the policy re-runs instead of keeping; the others "
@@ -1988,6 +2010,12 @@ class Job(BaseModel):
         default=None, description="the rotary embedding's precomputed tables the run keeps, where its code version is "
                                   "not the stack entry's: one per model part (torchtitan before 02d24f017, 2026-06-05) "
                                   "or one per attention layer (memory.py [tt9]); default: the stack's memory.rope_cache")
+    fsdp_root_unit: bool = Field(
+        default=False, description="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28) with "
+                                   "torch before #154704 (2025-06): the embedding, final norm and output layer in the "
+                                   "root unit, kept unsharded from the forward to the end of the backward, and the last "
+                                   "block not resharded after its forward (memory.py [tt10]); default: the stack's "
+                                   "fsdp.unsharded_ends")
     cublas_workspace_config: Optional[str] = Field(
         default=None, pattern=r"^(:[0-9]+:[0-9]+)+$",
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "

@@ -608,6 +608,22 @@ def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
     return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
 
+def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid: int) -> np.ndarray:
+    """The recompute choices the trainer's start-up rules leave: the base rows are checked at
+    recompute none, so a rule on the recompute mode alone (a job setting's, every row alike:
+    startup.MEGATRON_MOE_ACT_GROUPED_GEMM, selective) drops its choice here, its `valid` base
+    candidates (rows x orders) counted under the rule."""
+    from .plan import RC_SELECTIVE
+    from .startup import CODES, moe_act_ungrouped, rules_for
+
+    code = CODES["MEGATRON_MOE_ACT_GROUPED_GEMM"]
+    if not moe_act_ungrouped(settings.stack) or code not in dict(rules_for(settings.stack)) or RC_SELECTIVE not in RC:
+        return RC
+    if valid:
+        reasons[code] = reasons.get(code, 0) + valid
+    return RC[RC != RC_SELECTIVE]
+
+
 def _check_names(precision: str, opts: SpaceOptions, runs=None) -> int:
     """The precision's code; PlannerError for a precision, sharding or recompute name the
     planner does not know (a sharding name is a level or one of the stack's modes)."""
@@ -809,6 +825,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     codes = choose_modes(settings, base)
     order_ok = mesh_orders[rows["mesh"]]
     _count(reasons, codes, (row_counts(order_ok) * len(RC)).astype(np.float64))
+    RC = _recompute_runnable(settings, RC, reasons, int(row_counts(order_ok)[codes == OK].sum()))
     n_sched = len(opts.schedule) if opts.schedule else 1
     considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
     return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,

@@ -177,6 +177,19 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
             "replica_mb": replica_mb, "regather_pp": regather_pp}
 
 
+def reshard_by_default(stack: Stack, plan) -> np.ndarray:
+    """Where the plan's FSDP mode leaves reshard_after_forward to the stack (torchtitan's
+    fsdp_reshard_after_forward "default": a mode without its own reshard_after_forward), as a
+    boolean array of the plan's shape; what the root unit of torchtitan before #1094 reads
+    (memory.py [tt10]: "default" keeps the last block gathered after its forward)."""
+    from .plan import FSDP
+
+    col = _mode_column(stack, lambda m: float("nan") if m.reshard_after_forward is None else 0.0)
+    smode = np.clip(np.asarray(plan.smode), 0, None)
+    given = np.full(np.shape(plan.sharding), np.nan) if col is None else col[np.minimum(smode, len(col) - 1)]
+    return np.isnan(given) & (np.asarray(plan.sharding) >= FSDP)
+
+
 def te_loss(settings) -> bool:
     """The job runs Transformer Engine's fused cross-entropy (cross_entropy_fusion with
     cross_entropy_fusion_impl te; stack_db memory.te_loss_per_logit): a job setting."""

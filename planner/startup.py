@@ -87,6 +87,28 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   MEGATRON_GDN_HEADS        transformer_config.py __post_init__ l. 1500-1508: Gated DeltaNet's
                             linear_num_key_heads and linear_num_value_heads % (tp x cp) == 0 (and
                             l. 1494-1497: value heads % key heads == 0, a model setting)
+  MEGATRON_DEEPEP_GROUP     with moe_dispatcher deepep (--moe-token-dispatcher-type flex
+                            --moe-flex-dispatcher-backend deepep) the flex dispatcher builds one
+                            DeepEP Buffer over the expert-TP x EP group (token_dispatcher.py
+                            MoEFlexTokenDispatcher l. 1835-1842: group=self.tp_ep_group) and sizes it
+                            from DeepEP's config tables at group.size() (moe/fused_a2a.py get_buffer
+                            l. 47-50); deepseek-ai/DeepEP @94a9f8f (hybrid-ep branch) deep_ep/buffer.py
+                            get_dispatch_config / get_combine_config l. 228-280 list 2, 4, 8, 16, 24,
+                            32, 64, 128, 144, 160 ranks and assert any other ('Unsupported number of
+                            EP ranks'); csrc/deep_ep.cpp Buffer::Buffer l. 152-153 asserts num_ranks
+                            <= NUM_MAX_NVL_PEERS x NUM_MAX_RDMA_PEERS = 8 x 20 = 160 in normal mode
+                            and num_ranks < 8 or a multiple of 8 (csrc/kernels/configs.cuh), which
+                            the table's sizes meet (DeepEP main @dd758ca adds 48 and 96 to the
+                            table, deep_ep/buffers/legacy.py; the 160 limit is its
+                            LEGACY_NUM_MAX_RDMA_PEERS 20). A group of one rank (tp = ep = 1) Megatron
+                            refuses too ('DeepEP dispatcher requires TPxEP > 1'); the planner
+                            prices no dispatch there and does not refuse it
+  MEGATRON_MOE_ACT_GROUPED_GEMM transformer_config.py __post_init__ l. 1964-1967: under
+                            --recompute-granularity selective, moe_act in --recompute-modules
+                            raises unless --moe-grouped-gemm (its checkpoint wraps the grouped
+                            experts' activation only, moe/experts.py); job settings (recompute_modules,
+                            moe_grouped_gemm: the resolved stack's selective.ungrouped_moe_act) and
+                            the plan's recompute (searched: fit drops selective, space.build_space)
   (the job settings a sharding mode runs at one value, --use-torch-fsdp2 without the gradient-
   accumulation fusion, DDP without --fp8-param-gather, are the stack's data, stack_db runs.sharding
   job_settings, applied by plan.stack_for_settings before these rules)
@@ -107,7 +129,10 @@ from typing import Callable
 
 import numpy as np
 
+from .ep_buffers import DEEPEP_RECV_TOKENS
 from .pipeline import DUALPIPE, INTERLEAVED
+
+DEEPEP_GROUP_SIZES = DEEPEP_RECV_TOKENS[0]  # the group sizes DeepEP's config tables list (MEGATRON_DEEPEP_GROUP)
 
 MEGATRON_COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
 TORCHTITAN_COMMIT = "pytorch/torchtitan @e347b1e5e"
@@ -441,6 +466,8 @@ RULES = RULES + (
         "leave mtp_layers out (--mtp-layers 0), or use a model with rotary position embeddings",
         _mtp_position),
 )
+
+
 def _moe_bias_etp(model, stack, plan) -> np.ndarray:
     """MEGATRON_MOE_BIAS_ETP: an MoE model with linear biases (Megatron --add-bias-linear, which
     the export writes for model.linear_bias: the routed experts' linears carry biases too) with
@@ -464,6 +491,16 @@ def _gdn_heads(model, stack, plan) -> np.ndarray:
     return bad
 
 
+def _deepep_group(model, stack, plan) -> np.ndarray:
+    """MEGATRON_DEEPEP_GROUP: an MoE model on DeepEP's normal kernels (the job's moe_dispatcher,
+    laid on the stack's defaults by plan.apply_moe_dispatcher: a setting, every candidate alike)
+    whose expert-TP x EP group is not a size DeepEP's config tables list (ep_buffers.DEEPEP_RECV_TOKENS,
+    from the same tables), a group of one rank left alone (no dispatch priced)."""
+    group = etp_of(plan) * np.asarray(plan.ep)
+    on = model is not None and model.moe is not None and stack is not None and stack.defaults.moe_dispatcher == "deepep"
+    return bool(on) & (group > 1) & ~np.isin(group, np.asarray(DEEPEP_GROUP_SIZES))
+
+
 RULES = RULES + (
     StartupRule(
         "MEGATRON_MOE_BIAS_ETP", "megatron",
@@ -481,6 +518,39 @@ RULES = RULES + (
         "l. 1494-1497: linear_num_value_heads % linear_num_key_heads == 0)",
         "choose tp x cp dividing the Gated DeltaNet key heads (and value heads)",
         _gdn_heads),
+    StartupRule(
+        "MEGATRON_DEEPEP_GROUP", "megatron",
+        "Megatron's DeepEP dispatcher runs over the expert-TP x EP group, which DeepEP's config tables take at "
+        "2, 4, 8, 16, 24, 32, 64, 128, 144 or 160 ranks only (at most 8 NVLink x 20 RDMA peers)",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/moe/fused_a2a.py get_buffer l. 47-50 (Buffer.get_dispatch_config"
+        "(group.size())) over token_dispatcher.py MoEFlexTokenDispatcher's tp_ep group; deepseek-ai/DeepEP @94a9f8f "
+        "deep_ep/buffer.py get_dispatch_config / get_combine_config l. 252, 280 (assert num_ranks in config_map, "
+        "'Unsupported number of EP ranks'), csrc/deep_ep.cpp Buffer::Buffer l. 152 (num_ranks <= NUM_MAX_NVL_PEERS * "
+        "NUM_MAX_RDMA_PEERS = 160 or low_latency_mode)",
+        "lower ep (etp x ep one of 2, 4, 8, 16, 24, 32, 64, 128, 144, 160), or use moe_dispatcher hybridep or alltoall",
+        _deepep_group),
+)
+def moe_act_ungrouped(stack) -> bool:
+    """MEGATRON_MOE_ACT_GROUPED_GEMM's job settings: the resolved stack's selective policy re-runs
+    moe_act with the experts not a grouped GEMM (recompute_modules.apply_modules)."""
+    return bool(stack is not None and stack.selective.ungrouped_moe_act)
+
+
+def _moe_act_grouped_gemm(model, stack, plan) -> np.ndarray:
+    """MEGATRON_MOE_ACT_GROUPED_GEMM: the plans with recompute selective where moe_act_ungrouped."""
+    from .plan import RC_SELECTIVE
+
+    return moe_act_ungrouped(stack) & (np.asarray(plan.recompute) == RC_SELECTIVE)
+
+
+RULES = RULES + (
+    StartupRule(
+        "MEGATRON_MOE_ACT_GROUPED_GEMM", "megatron",
+        "Megatron-Core re-runs moe_act (--recompute-modules) only with --moe-grouped-gemm",
+        f"{MEGATRON_COMMIT} megatron/core/transformer/transformer_config.py TransformerConfig.__post_init__ l. 1964-1967 "
+        "(recompute_granularity selective: 'moe_act in recompute_modules is only supported with moe_grouped_gemm.')",
+        "set moe_grouped_gemm (--moe-grouped-gemm), or leave moe_act out of recompute_modules, or recompute none / full",
+        _moe_act_grouped_gemm),
 )
 CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
 BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}

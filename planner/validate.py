@@ -96,12 +96,13 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     (planner/cuda_graphs.py): the memory their static outputs hold is priced; the time is
     the fitted moe_host's, which covers the records with and without them (docs/moe_accuracy.md).
 13b. recompute_modules (Megatron --recompute-modules) go to the job's field of that name: the
-    selective policy they make (planner/recompute_modules.py). Megatron reads them under
+    selective policy they make (planner/recompute_modules.py); moe_grouped_gemm likewise (null:
+    off, Megatron-Core's default), which moe_act needs (start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM). Megatron reads them under
     --recompute-granularity selective only, so a record with them and another
     activation_recompute is skipped with the reason, as is one naming a module the planner
     does not price (mlp, moe, shared_experts, ...).
 11. tp_comm_overlap: the record's `tp_comm_overlap` field; null -> the stack's default
-    (never read from names or notes); fp8_param_gather and cross_entropy_fusion likewise (null -> off;
+    (never read from names or notes); fp8_param_gather, fsdp_root_unit and cross_entropy_fusion likewise (null -> off;
     cross_entropy_fusion_impl null -> native); fp8_allgather null -> the stack's recipe rule
     (allgather_fp8), listed as assumed where the recipe has an fp8 FSDP all-gather.
 10. Skipped: moe true without `model:` (the record's shape fields describe dense models only),
@@ -266,6 +267,9 @@ class RunRecord(BaseModel):
     moe_permute_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_permute_fusion (TE's fused permutation; the Job field); "
                                   "null: the stack's default (Megatron-LM's off), listed as assumed")
+    moe_grouped_gemm: Optional[bool] = Field(
+        default=None, description="MoE: the run's experts as one grouped GEMM (Megatron-Core moe_grouped_gemm; the Job "
+                                  "field); null: off (Megatron-Core's default), never inferred")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="MoE: the run's Megatron-Core moe_router_fusion (TE's fused router top-k; the Job "
                                   "field); null: the stack's default (Megatron-LM's off), listed as assumed")
@@ -276,6 +280,11 @@ class RunRecord(BaseModel):
     fp8_param_gather: Optional[bool] = Field(
         default=None, description="the run kept fp8 weights (Megatron --fp8-param-gather, Megatron-Bridge "
                                   "MixedPrecisionConfig.fp8_param_gather; the Job field); null: off, never inferred")
+    fsdp_root_unit: Optional[bool] = Field(
+        default=None, description="the run's torchtitan wrapped the embedding, final norm and output layer in FSDP2's "
+                                  "root unit and kept the last block gathered after its forward (before torchtitan "
+                                  "83e69410, #1094, with torch before pytorch #154704: memory.py [tt10]; the Job field); "
+                                  "null: off (the stack entry's layout), never inferred")
     cross_entropy_fusion: Optional[bool] = Field(
         default=None, description="the run fused its cross-entropy (Megatron --cross-entropy-loss-fusion, Megatron-Bridge "
                                   "cross_entropy_loss_fusion; the Job field); null: off, never inferred")
@@ -784,6 +793,7 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_dispatcher=_record_dispatcher(rec, assumed),
         moe_fp8_dispatch=rec.moe_fp8_dispatch,
         fp8_param_gather=bool(rec.fp8_param_gather),
+        fsdp_root_unit=bool(rec.fsdp_root_unit),
         **_fp8_allgather(rec, stack, stack_name, precision, recipe, assumed),
         cross_entropy_fusion=bool(rec.cross_entropy_fusion),
         cross_entropy_fusion_impl=rec.cross_entropy_fusion_impl or "native",
@@ -863,7 +873,7 @@ def _stated_fields(rec: RunRecord, mods, split: dict) -> dict:
     """Job fields a record passes only where it states them (else the job's defaults, which resolve
     lists as inherited), and the pipeline split: the record's stated one (its flags, or its layout's),
     else the one a legal Megatron layout needs (rule 7b)."""
-    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "dummy_wgrads", "rank_order")
+    out = {f: getattr(rec, f) for f in ("moe_permute_fusion", "moe_router_fusion", "moe_grouped_gemm", "dummy_wgrads", "rank_order")
            if getattr(rec, f) is not None}
     if mods:
         out["recompute_modules"] = list(mods)

@@ -178,7 +178,7 @@ def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
     plain = tmp_path / "noclamp.yaml"
     plain.write_text(json.dumps(m.model_copy(update={"activation_clamp": None}).model_dump()))
     job = {"hardware": "gb300-nvl72", "gpus": 64, "tp": 1, "pp": 1, "dp": 64, "ep": 64, "etp": 1, "micro_batch": 4,
-           "global_batch": 1280, "seq_len": 4096, "stack": "megatron",
+           "global_batch": 1280, "seq_len": 4096, "stack": "megatron", "moe_grouped_gemm": True,  # (as the preset)
            "moe_rank_imbalance": 1.0}  # the Bridge preset force-balances (published_runs_moe.yaml)
     cases = (({}, {"layer_activations": 36 * 16384 * ROWS_BYTES}),
              ({"recompute": "selective", "recompute_modules": ["layernorm", "moe_act"]}, {"recompute_buffer": 16384 * ROWS_BYTES}),

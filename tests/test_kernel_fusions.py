@@ -262,7 +262,7 @@ def test_unfused_moe_activation_by_hand():
     ctx, kb = _ctx(tp=1), _off(bias_activation_fusion=1)
     for gated, saved, fwd, bwd in ((False, 11_534_336, 23_068_672, 69_206_016),
                                    (True, 34_603_008, 69_206_016, 161_480_704)):
-        moe = MoEMLP(h=H, num_experts=8, top_k=2, fe=F, num_shared=0, fs=0, shared_gate=False, router_bias=False,
+        moe = MoEMLP(h=H, num_experts=8, top_k=2, fe=F, num_shared=0, fs=0, shared_gate=False, router_bias=0,
                      gated=gated, norm=H)
         assert float(moe.unfused_saved_bytes(ctx, kb)) == saved
         assert float(moe.unfused_saved_bytes(ctx, kb, recomputes_act=True)) == 0.0

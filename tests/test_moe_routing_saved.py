@@ -78,7 +78,7 @@ def test_sigmoid_and_groups_by_hand():
     assert router_saved_terms(sig, RouterPath(aux_loss=True))["aux"] == 4 * E + 4  # the aux path's own sigmoid + sum
     grouped = dataclasses.replace(moe, expert_groups=4, groups_per_token=2)
     assert router_saved_terms(grouped, RouterPath())["groups"] == E
-    assert router_saved_terms(dataclasses.replace(grouped, sigmoid=True, router_bias=True), RouterPath())["groups"] == 0
+    assert router_saved_terms(dataclasses.replace(grouped, sigmoid=True, score_bias=True), RouterPath())["groups"] == 0
     assert router_saved_terms(grouped, RouterPath(fused=True)) == {"topk": 5 * E, "groups": 0.0, "aux": 0.0, "z_loss": 0.0}
 
 

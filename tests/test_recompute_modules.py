@@ -81,7 +81,8 @@ def test_rerun_bytes_by_hand():
 
 def _job(**kw):
     base = dict(model="qwen3-30b-a3b", hardware="h100-sxm", gpus=16, tp=1, pp=1, dp=16, ep=16, etp=1, micro_batch=1,
-                global_batch=1024, seq_len=4096, sharding="zero1", recompute="selective", stack="megatron")
+                global_batch=1024, seq_len=4096, sharding="zero1", recompute="selective", stack="megatron",
+                moe_grouped_gemm=True)  # (moe_act needs it: startup.MEGATRON_MOE_ACT_GROUPED_GEMM)
     return Job(**{**base, **kw})
 
 
@@ -104,7 +105,7 @@ def test_step_slower_by_the_reruns(cli, tmp_path):
     """The same plan with layernorm + moe_act is slower than without recompute by more than
     their kernels cost; the default policy's attention-core re-run is not priced under them."""
     common = dict(model="gpt-oss-120b", hardware="h100-sxm", gpus=64, tp=1, pp=4, dp=16, ep=8, etp=1, micro_batch=1,
-                  global_batch=1280, seq_len=4096, sharding="zero1", stack="megatron")
+                  global_batch=1280, seq_len=4096, sharding="zero1", stack="megatron", moe_grouped_gemm=True)
     steps = {}
     for name, extra in (("none", dict(recompute="none")), ("mods", dict(recompute="selective",
                                                                          recompute_modules=["layernorm", "moe_act"])),
@@ -165,7 +166,8 @@ def test_megatron_export_and_reader_round_trip(cli, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(json.dumps(dict(model="gpt-oss-120b", hardware="gb200-nvl72", gpus=64, tp=1, pp=1, dp=64, ep=64, etp=1,
                                    micro_batch=4, global_batch=1280, seq_len=4096, sharding="zero1",
-                                   recompute="selective", recompute_modules=["layernorm", "moe_act"], stack="megatron")))
+                                   recompute="selective", recompute_modules=["layernorm", "moe_act"], stack="megatron",
+                                   moe_grouped_gemm=True)))
     r = cli("export", str(job), "--format", "megatron")
     assert r.exit_code == 0, r.stderr
     assert "--recompute-granularity selective" in r.stdout and "--recompute-modules layernorm moe_act" in r.stdout

@@ -203,6 +203,46 @@ def test_moe_act_and_layernorm_recompute_are_refused_with_delayed_scaling():
     resolve(Job(**job, recompute_modules=["core_attn"]))
 
 
+# ---- MEGATRON_MOE_ACT_GROUPED_GEMM: transformer_config.py l. 1964-1967
+
+MOE_ACT = dict(model="mixtral-8x7b", gpus=16, tp=2, ep=8, sharding="zero1", global_batch=64, seq_len=4096,
+               recompute_modules=["layernorm", "moe_act"])
+
+
+def test_moe_act_without_grouped_gemm_is_refused(cli, tmp_path):
+    """'moe_act in recompute_modules is only supported with moe_grouped_gemm.': explain refuses the
+    selective job naming the rule (exit 2, hint); with moe_grouped_gemm, or at recompute full
+    (Megatron reads the modules under selective only), the neighbour passes; the export of a plan
+    that breaks it is refused."""
+    import json
+
+    p = tmp_path / "job.yaml"
+    p.write_text(json.dumps({**MOE_ACT, "recompute": "selective"}))
+    r = cli("explain", str(p))
+    assert r.exit_code == 2 and "breaks start-up rule MEGATRON_MOE_ACT_GROUPED_GEMM of megatron" in r.stderr
+    assert "transformer_config.py TransformerConfig.__post_init__ l. 1964-1967" in r.stderr
+    assert "\nhint: set moe_grouped_gemm" in r.stderr and "Traceback" not in r.stderr
+    resolve(Job(**MOE_ACT, recompute="selective", moe_grouped_gemm=True))
+    resolve(Job(**MOE_ACT, recompute="full"))
+    plan = resolved_plan(Job(**MOE_ACT, recompute="selective", moe_grouped_gemm=True))
+    export_plan(plan, "megatron")
+    with pytest.raises(PlannerError, match="MEGATRON_MOE_ACT_GROUPED_GEMM"):
+        export_plan({**plan, "moe_grouped_gemm": False}, "megatron")
+
+
+def test_fit_never_ranks_selective_moe_act_without_grouped_gemm():
+    """The search drops recompute selective for such a job (counted under the rule) and ranks the
+    other modes; with moe_grouped_gemm selective plans are ranked again."""
+    pin = SpaceOptions(tp=(2,), pp=(1,), ep=(8,))
+    res = fit(Job(**{k: v for k, v in MOE_ACT.items() if k not in ("tp", "ep")}), opts=pin, top=200)
+    assert res.rows and "selective" not in {r["plan"]["recompute"] for r in res.rows}
+    c = res.counts
+    assert sum(n for text, n in c.reasons.items() if "MEGATRON_MOE_ACT_GROUPED_GEMM" in text) > 0
+    assert c.considered == c.broke_constraint + c.did_not_fit + c.feasible
+    res = fit(Job(**{k: v for k, v in MOE_ACT.items() if k not in ("tp", "ep")}, moe_grouped_gemm=True), opts=pin, top=200)
+    assert "selective" in {r["plan"]["recompute"] for r in res.rows}
+
+
 def test_graphed_attention_recompute_with_dropout_is_refused():
     """l. 2870-2884: a model with attention dropout (megatron-gpt-1.7b, exported --attention-dropout
     0.1) under selective recompute (Megatron's default module core_attn) with the whole layer graphed
@@ -227,3 +267,24 @@ def test_ep_overlap_with_transformer_engine_graphs_of_the_experts_is_refused():
         resolve(Job(**job, cuda_graph_scope=["moe"]))
     resolve(Job(**job, cuda_graph_scope=["attn", "moe_router", "moe_preprocess"]))
     resolve(Job(**{**job, "ep_comm_overlap": False}, cuda_graph_scope=["moe"]))
+
+
+def test_moe_act_and_expert_bias_on_arguments():
+    """rules.py MOE_ACT_GROUPED (l. 1964-1967) and EXPERT_BIAS (l. 2617-2625) on arguments: each
+    fires on its broken flags and passes on the neighbour; the exported gpt-oss script (a softmax
+    router with a linear bias, moe_act with the grouped GEMM) passes both."""
+    base = {"--num-layers": "24", "--hidden-size": "2880", "--num-attention-heads": "64", "--seq-length": "4096",
+            "--max-position-embeddings": "4096", "--micro-batch-size": "1", "--global-batch-size": "64",
+            "--num-experts": "32", "--kv-channels": "64"}
+    keys = lambda f: [k for k, _ in megatron_errors(f, 16, {})]  # noqa: E731
+    sel = {**base, "--recompute-granularity": "selective", "--recompute-modules": "layernorm moe_act"}
+    assert keys(sel) == ["MOE_ACT_GROUPED"]
+    assert keys({**sel, "--moe-grouped-gemm": True}) == []
+    assert keys({**base, "--recompute-modules": "moe_act"}) == []  # no selective granularity: not read
+    assert keys({**base, "--moe-router-enable-expert-bias": True}) == ["EXPERT_BIAS"]
+    assert keys({**base, "--moe-router-enable-expert-bias": True, "--moe-router-score-function": "sigmoid"}) == []
+    job = Job(model="gpt-oss-20b", gpus=16, ep=8, sharding="zero1", global_batch=64, seq_len=4096,
+              recompute="selective", recompute_modules=["layernorm", "moe_act"], moe_grouped_gemm=True)
+    text, _ = export_plan(resolved_plan(job), "megatron")
+    assert "--moe-router-enable-expert-bias" not in text and "--moe-grouped-gemm" in text
+    assert not {"MOE_ACT_GROUPED", "EXPERT_BIAS"} & {k for k, _ in megatron_script_errors(text)}

@@ -798,7 +798,7 @@ def test_megatron_flags_model_moe_mla_mtp(tmp_path):
         True, "rmsnorm", "rope", False, False, False)
     assert m.moe.model_dump(exclude_defaults=True) == dict(
         num_experts=8, top_k=2, expert_ffn_hidden_size=704, num_shared_experts=1, shared_expert_ffn_hidden_size=1408,
-        first_k_dense=3, router="sigmoid", router_bias=True)
+        first_k_dense=3, router="sigmoid", expert_score_bias=True)
     assert m.mla.model_dump() == dict(q_lora_rank=None, kv_lora_rank=64, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32)
     assert m.mtp_layers == 1 and cfg.job["ep"] == 4
     # an irregular pattern becomes layer kinds

@@ -491,6 +491,9 @@ def test_memory_records_within_10_percent(run):
     errs = [r["memory_error"] for r in js["runs"] if r["memory_error"] is not None]
     assert len(errs) == 2
     assert all(abs(e) <= 0.10 for e in errs), errs
+    # with the records' fsdp_root_unit (memory.py [tt10]): -1.3% and -3.2% (without the field -5.8% and
+    # -7.8%; their measured-memory rows in tests/data/memory, the same runs as jobs: -1.6% and -3.5%)
+    assert sorted(round(e, 3) for e in errs) == [-0.032, -0.013], errs
 
 
 def test_calibration_profile_reaches_every_prediction(run, tmp_path):

@@ -5,7 +5,8 @@ the experts live, the all-to-alls, their overlap) is planner/moe.py.
 Parameters (planner/params.py [1]-[3]): E routed experts of width f_e (each a gated or plain
 MLP: 3 h f_e or 2 h f_e, + 2 f_e (f_e) + h biases where the model has linear biases), s shared
 experts of width f_s (split across TP as a dense MLP) with Qwen2-MoE's sigmoid gate h, a router
-h E (+ E for DeepSeek-V3's score-correction bias; replicated across TP), one pre-norm. A token
+h E (+ E for DeepSeek-V3's score-correction bias, + E for gpt-oss's router linear bias; replicated
+across TP), one pre-norm. A token
 passes through its top_k routed experts, the shared experts and the router.
 
 Expert GEMMs. Each local expert runs its MLP on its tokens, T x top_k x ep / E x c per
@@ -155,7 +156,7 @@ class MoEMLP:
     num_shared: int
     fs: int  # one shared expert's width
     shared_gate: bool
-    router_bias: bool
+    router_bias: int  # bias vectors of E on the router: expert_score_bias + router_linear_bias (schema.MoESpec)
     gated: bool
     norm: int
     bias: bool = False
@@ -165,6 +166,7 @@ class MoEMLP:
     groups_per_token: int = 0
     clamp: bool = False  # the gated activation's inputs are clamped (ModelSpec.activation_clamp)
     sigmoid: bool = False  # the router's score function is a sigmoid (MoESpec.router), else a softmax
+    score_bias: bool = False  # the expert score bias alone (schema.MoESpec.expert_score_bias: aux-loss-free balancing)
 
     kind = "mlp"
     has_core = False
@@ -193,7 +195,7 @@ class MoEMLP:
 
     @property
     def router_params(self) -> int:
-        return self.h * self.num_experts + (self.num_experts if self.router_bias else 0)
+        return self.h * self.num_experts + self.num_experts * int(self.router_bias)
 
     def params(self) -> BlockParams:
         return BlockParams(split=self.shared_params, replicated=self.router_params + self.norm,
@@ -423,7 +425,7 @@ def router_saved_terms(moe, path: RouterPath) -> dict:
         topk, groups = B * E + P * E, 0.0
     elif moe.sigmoid:
         topk = L * k + P * E + multi * (P * k + P)
-        groups = 0.0 if moe.router_bias else B * E * (1.0 if moe.expert_groups else 0.0)
+        groups = 0.0 if moe.score_bias else B * E * (1.0 if moe.expert_groups else 0.0)
     else:
         topk = L * k + (P * E if path.pre_softmax else P * k)
         groups = B * E * (1.0 if moe.expert_groups else 0.0)

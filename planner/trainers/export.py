@@ -51,6 +51,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("rope_cache") is not None:  # a code version's buffers (memory.py [tt9]), no setting of any format
         raise _refuse(fmt, f"rope_cache {plan['rope_cache']}: which rotary tables a run keeps is its code version's, "
                            "not a setting the file can hold", "price it without rope_cache (the stack's own)")
+    if plan.get("fsdp_root_unit"):  # a code version's FSDP wrapping (memory.py [tt10]), no setting of any format
+        raise _refuse(fmt, "fsdp_root_unit: which units FSDP keeps unsharded is the code version's (torchtitan before "
+                           "#1094), not a setting the file can hold", "price it without fsdp_root_unit (the stack's own)")
     if plan.get("batch_size_schedule") and fmt != "megatron":  # only Megatron-LM has a batch ramp (planner/batch_ramp.py)
         raise _refuse(fmt, "batch_size_schedule: the format has no batch-size ramp (Megatron-LM's "
                            "--step-batch-size-schedule)", "price it without the schedule, or export megatron")
@@ -95,11 +98,12 @@ def _auto_attention_kernel(plan: dict) -> str:
 def _plan_arrays(plan: dict):
     from ..comm import order_code
     from ..pipeline import SCHEDULE_CODES
-    from ..plan import SHARDING_CODES, PlanArrays
+    from ..plan import RECOMPUTE_CODES, SHARDING_CODES, PlanArrays
 
     return PlanArrays(tp=plan["tp"], cp=plan["cp"], pp=plan["pp"], vpp=plan["vpp"], dp=plan["dp"], mbs=plan["micro_batch"],
                       gbs=plan["global_batch"], seq=plan["seq_len"], sharding=SHARDING_CODES[plan["sharding"]],
-                      shard=plan.get("shard_group") or plan["dp"], recompute=0, sp=int(plan["sequence_parallel"]),
+                      shard=plan.get("shard_group") or plan["dp"], recompute=RECOMPUTE_CODES.get(plan.get("recompute"), 0),
+                      sp=int(plan["sequence_parallel"]),
                       schedule=SCHEDULE_CODES[plan["schedule"]], precision=0, order=order_code(plan["rank_order"]),
                       split_emb=int(plan.get("account_for_embedding_in_pipeline_split", False)),
                       split_loss=split_loss_units(plan), ep=plan.get("ep", 1),
@@ -131,6 +135,9 @@ def _check_runnable(plan: dict) -> None:
                                                hierarchical_cp_sizes=plan.get("hierarchical_cp_sizes")), load_stack(plan["stack"]))
     # and its p2p overlap (plan.apply_pp_p2p_overlap: rule MEGATRON_P2P_OVERLAP_PP)
     stack = apply_pp_p2p_overlap(SimpleNamespace(pp_p2p_overlap=plan.get("pp_p2p_overlap")), stack)
+    # and moe_act without the grouped GEMM (recompute_modules.apply_modules: rule MEGATRON_MOE_ACT_GROUPED_GEMM)
+    if "moe_act" in (plan.get("recompute_modules") or ()) and not plan.get("moe_grouped_gemm"):
+        stack = stack.model_copy(update={"selective": stack.selective.model_copy(update={"ungrouped_moe_act": True})})
     code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
     if code != OK:
         reasons = rule_reasons(stack, plan.get("microbatch_group") or 0)
@@ -528,8 +535,19 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                 args.append(("--moe-layer-freq", moe.layer_freq))
         if moe.router == "sigmoid":
             args.append(("--moe-router-score-function", "sigmoid"))
-        if moe.router_bias:
+        if moe.expert_score_bias:  # aux-loss-free score bias: sigmoid scores only (transformer_config.py l. 2617-2625)
+            if moe.router != "sigmoid":
+                raise _refuse(F, f"expert_score_bias with a {moe.router} router ({plan['model']}): Megatron-Core refuses "
+                                 "--moe-router-enable-expert-bias without a sigmoid or sqrtsoftplus score "
+                                 "(transformer_config.py @d98e8a64 l. 2617-2625)",
+                              "export the plan in another format, or plan the model with router sigmoid")
             args.append(("--moe-router-enable-expert-bias", None))
+        if moe.router_linear_bias != model.linear_bias:  # Megatron's router linear has a bias iff --add-bias-linear
+            raise _refuse(F, f"router_linear_bias {str(moe.router_linear_bias).lower()} with linear_bias "
+                             f"{str(model.linear_bias).lower()} ({plan['model']}): Megatron-Core gives the router's linear a "
+                             "bias exactly when the other linears have one (moe/router.py @d98e8a64 l. 67-72: "
+                             "config.add_bias_linear)",
+                          "export the plan in another format, or plan the model with router_linear_bias equal to linear_bias")
         if moe.expert_groups:  # group-limited routing (arguments.py --moe-router-num-groups, --moe-router-group-topk)
             args += [("--moe-router-num-groups", moe.expert_groups), ("--moe-router-group-topk", moe.groups_per_token)]
         cf = plan.get("moe_capacity_factor")

@@ -877,7 +877,7 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
             checks.append(("--moe-layer-freq", text, str(mo.layer_freq) if not mo.first_k_dense else want))
         else:
             checks.append(("--moe-layer-freq", [int(x) for x in eval_layer_pattern(text, where, "--moe-layer-freq")], want))
-    for flag, attr in (("--moe-router-enable-expert-bias", "router_bias"), ("--moe-shared-expert-gate", "shared_expert_gate")):
+    for flag, attr in (("--moe-router-enable-expert-bias", "expert_score_bias"), ("--moe-shared-expert-gate", "shared_expert_gate")):
         if flag in flags:
             checks.append((flag, True, bool(getattr(mo, attr, False)) if mo is not None else None))
     for flag, have, want in checks:

@@ -25,7 +25,9 @@ Read (a flag's Megatron default in brackets):
       --moe-layer-freq [1: every layer; N: layer i is MoE iff i % N == 0; a list expression
       such as "([0]*3+[1]*11)": 1 = MoE layer] -> moe.first_k_dense / moe.layer_freq where the
       pattern is one of those, else layer_kinds dense / moe and a layer_pattern,
-      --moe-router-score-function [softmax], --moe-router-enable-expert-bias,
+      --moe-router-score-function [softmax], --moe-router-enable-expert-bias -> moe.expert_score_bias
+      (refused with a softmax score [8]); the router's linear carries a bias exactly under the
+      linear biases (moe/router.py [8]) -> moe.router_linear_bias = linear_bias,
   MLA [1] _add_mla_args: --multi-latent-attention, --q-lora-rank [None: queries projected
       directly], --kv-lora-rank [32], --qk-head-dim [128] (the no-position part),
       --qk-pos-emb-head-dim [64] (the rotary part), --v-head-dim [128],
@@ -78,6 +80,9 @@ References (NVIDIA/Megatron-LM at commit d98e8a64ddf34856e74b24714e3bedb2f5a3955
     GPT2BPETokenizer) has 50,257 entries.
 [7] pretrain_gpt.py `__main__`: parse_and_validate_args(..., args_defaults={'tokenizer_type':
     'GPT2BPETokenizer'}).
+[8] megatron/core/transformer/moe/router.py Router.__init__ l. 67-72 (self.bias, E entries, if
+    config.add_bias_linear, else None); transformer_config.py __post_init__ l. 2617-2625
+    (moe_router_enable_expert_bias only with moe_router_score_function sigmoid or sqrtsoftplus).
 """
 
 from __future__ import annotations
@@ -380,6 +385,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
                            qk_rope_head_dim=mla["--qk-pos-emb-head-dim"], v_head_dim=mla["--v-head-dim"])
     if "--num-experts" in flags:
         spec.update(_moe(flags, where, L, ffn, defaults))
+        if bias:  # the router's own linear bias comes with --add-bias-linear [8]
+            spec["moe"]["router_linear_bias"] = True
     elif any(f in flags for f in ("--moe-ffn-hidden-size", "--moe-router-topk", "--moe-shared-expert-intermediate-size")):
         assumed.append("MoE flags without --num-experts: a dense model (Megatron builds no experts)")
     windows = layer_windows(flags, where, L, [])
@@ -422,7 +429,12 @@ def _moe(flags: dict, where: str, L: int, ffn: int, defaults: list[str]) -> dict
         raise PlannerError(f"{where}--moe-router-score-function {score!r} is not modelled", "valid: softmax, sigmoid")
     moe["router"] = score
     if "--moe-router-enable-expert-bias" in flags:
-        moe["router_bias"] = True
+        if score != "sigmoid":
+            raise PlannerError(f"{where}--moe-router-enable-expert-bias with --moe-router-score-function {score}: "
+                               "Megatron-Core refuses it (transformer_config.py @d98e8a64 l. 2617-2625: the expert "
+                               "bias of aux-loss-free routing needs a sigmoid or sqrtsoftplus score)",
+                               "add --moe-router-score-function sigmoid, or drop --moe-router-enable-expert-bias")
+        moe["expert_score_bias"] = True
     groups = _int(where, flags, "--moe-router-num-groups")
     if groups:  # group-limited routing (arguments.py --moe-router-num-groups, --moe-router-group-topk)
         moe.update(expert_groups=groups, groups_per_token=_int(where, flags, "--moe-router-group-topk", 1))

@@ -73,9 +73,18 @@ Sources (file @d98e8a64, what is asserted):
   CE_TE          arguments.py l. 1697-1702: --cross-entropy-loss-fusion with --cross-entropy-fusion-impl te
   MLA_GQA        arguments.py l. 1973-1974: --multi-latent-attention excludes --group-query-attention
   ATTN_LOCAL     arguments.py l. 436-437: --attention-backend local only with --spec local
+  DEEPEP_GROUP   --moe-token-dispatcher-type flex with the DeepEP backend (--moe-flex-dispatcher-backend
+                 deepep, its default, or --moe-enable-deepep) on an MoE model: the expert-TP x EP group
+                 (token_dispatcher.py MoEFlexTokenDispatcher's tp_ep group) one of the sizes DeepEP's
+                 config tables list, fused_a2a.py get_buffer l. 47-50 (deepseek-ai/DeepEP @94a9f8f
+                 deep_ep/buffer.py l. 252, 280; planner/startup.py MEGATRON_DEEPEP_GROUP)
   (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
   MOE_BIAS_ETP   megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615: --num-experts
                  with --add-bias-linear needs --expert-tensor-parallel-size 1 (it defaults to tp)
+  MOE_ACT_GROUPED transformer_config.py __post_init__ l. 1964-1967: under selective recompute,
+                 moe_act in --recompute-modules needs --moe-grouped-gemm
+  EXPERT_BIAS    transformer_config.py __post_init__ l. 2617-2625: --moe-router-enable-expert-bias needs
+                 --moe-router-score-function sigmoid or sqrtsoftplus (the default is softmax)
 """
 
 from __future__ import annotations
@@ -117,6 +126,10 @@ SOURCES = {
     "MLA_GQA": "megatron/training/arguments.py validate_args l. 1973-1974",
     "ATTN_LOCAL": "megatron/training/arguments.py validate_args l. 436-437",
     "MOE_BIAS_ETP": "megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615",
+    "DEEPEP_GROUP": "megatron/core/transformer/moe/fused_a2a.py get_buffer l. 47-50 (Buffer.get_dispatch_config(group.size()), "
+                    "deepseek-ai/DeepEP @94a9f8f deep_ep/buffer.py l. 252, 280: 'Unsupported number of EP ranks')",
+    "MOE_ACT_GROUPED": "megatron/core/transformer/transformer_config.py __post_init__ l. 1964-1967",
+    "EXPERT_BIAS": "megatron/core/transformer/transformer_config.py __post_init__ l. 2617-2625",
 }
 
 
@@ -234,6 +247,7 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
     if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:
         bad("MOE_BIAS_ETP", f"an MoE model (--num-experts) with --add-bias-linear and expert TP {etp} (needs 1)")
     out += _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt)
+    out += _dispatcher_errors(flags, ep, etp)
     out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
     return out
 
@@ -272,7 +286,28 @@ def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str
     spec = (spec if isinstance(spec, list) else str(spec).split()) if spec not in (None, True) else []
     if flags.get("--attention-backend") == "local" and spec[:1] != ["local"]:
         bad("ATTN_LOCAL", "--attention-backend local without --spec local")
+    mods = flags.get("--recompute-modules")
+    mods = (mods if isinstance(mods, list) else str(mods).split()) if mods not in (None, True) else []
+    if granularity == "selective" and "moe_act" in mods and "--moe-grouped-gemm" not in flags:
+        bad("MOE_ACT_GROUPED", "--recompute-modules moe_act under selective recompute without --moe-grouped-gemm")
+    score = flags.get("--moe-router-score-function", "softmax")
+    if "--moe-router-enable-expert-bias" in flags and score not in ("sigmoid", "sqrtsoftplus"):
+        bad("EXPERT_BIAS", f"--moe-router-enable-expert-bias with --moe-router-score-function {score}")
     return out
+
+
+def _dispatcher_errors(flags, ep, etp) -> list[tuple[str, str]]:
+    """DEEPEP_GROUP: the flex dispatcher's DeepEP Buffer over etp x ep ranks, at a size DeepEP's
+    config tables list (a group of one rank: no dispatch, left to MoEFlexTokenDispatcher's own assert)."""
+    from ..startup import DEEPEP_GROUP_SIZES
+
+    deepep = "--moe-enable-deepep" in flags or (flags.get("--moe-token-dispatcher-type") == "flex"
+                                               and (flags.get("--moe-flex-dispatcher-backend") or "deepep") == "deepep")
+    group = etp * ep
+    if not deepep or _i(flags, "--num-experts") is None or group <= 1 or group in DEEPEP_GROUP_SIZES:
+        return []
+    return [("DEEPEP_GROUP", f"DeepEP's Buffer over etp x ep = {group} ranks: its config tables list "
+                             f"{', '.join(map(str, DEEPEP_GROUP_SIZES))} ({COMMIT} {SOURCES['DEEPEP_GROUP']})")]
 
 
 def _split_errors(flags, world, pp, dp, mbs, gbs, L) -> list[tuple[str, str]]:
