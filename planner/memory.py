@@ -521,6 +521,7 @@ from . import comm
 from .cuda_graphs import held_output_bytes
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
+from .layers.moe import RouterPath
 from .moe import ep_stride, etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
@@ -927,6 +928,9 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         f8r = fp8_recipe(stack, plan.f8r)
         co, ci = np.where(co > 0.0, f8r["dpa_out"], 0.0), f8r["dpa_qkv"]
     never = () if stack.memory.moe_keeps_expert_out else ("moe_expert_out",)  # not saved by any mode [14]
+    route_saves = moe_routing_saves(settings)
+    # where the routing saves are priced, the router's path's own bytes replace the generic fp32 logits
+    never += ("moe_router_logits",) if route_saves is not None else ()
     drops = tuple(stack.selective.recomputes) + never
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile, settings)
@@ -936,7 +940,6 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     layer_input = ctx.T * ACT_BYTES * h / ctx.rep_div  # 2sbh (/t with SP) in either activation model [2]
     # a selective policy that re-runs the elementwise kernels keeps none of the eager norms' extra saves
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
-    route_saves = moe_routing_saves(settings)
     stored, buffers = [], []
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
@@ -990,13 +993,19 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
 
 def moe_routing_saves(settings: Settings):
     """kind, ctx -> what one MoE layer saves for its routing and permutations beyond its tensors (layers/moe.py
-    routing_saved_bytes [9], on the job's moe_permute_fusion / moe_router_fusion paths), 0 for a layer without
-    routed experts; None where the stack does not save them so (memory.moe_routing_saved) or the job's dispatcher
-    is not the alltoall one (the others' saves are not priced)."""
-    if not stack_of(settings).memory.moe_routing_saved or settings.moe_dispatcher != "alltoall":  # job / stack settings
+    routing_saved_bytes [9] [10]: the router's on the job's path, every dispatcher; the permutations' on the
+    job's moe_permute_fusion path, the alltoall dispatcher's), 0 for a layer without routed experts; None where
+    the stack does not save them so (memory.moe_routing_saved)."""
+    if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None
-    pf, rf = bool(settings.moe_permute_fusion), bool(settings.moe_router_fusion)
-    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, rf) if kind.has_experts else 0.0
+    pf, path, dispatcher = bool(settings.moe_permute_fusion), router_path(settings), settings.moe_dispatcher
+    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher) if kind.has_experts else 0.0
+
+
+def router_path(settings: Settings) -> RouterPath:
+    """The router's code path of the job's settings (layers/moe.py RouterPath [10])."""
+    return RouterPath(fused=bool(settings.moe_router_fusion), pre_softmax=bool(settings.moe_router_pre_softmax),
+                      aux_loss=settings.moe_aux_loss_coeff > 0.0, z_loss=settings.moe_z_loss_coeff > 0.0)
 
 
 def dummy_wgrads_mode(settings: Settings) -> str:

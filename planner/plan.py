@@ -488,6 +488,11 @@ class Settings:
     moe_permute_fusion: bool = True
     moe_router_fusion: bool = True
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
+    # the router's path (job fields; planner/layers/moe.py router_saved_terms): an auxiliary loss computed, a
+    # z-loss, softmax before the top-k
+    moe_aux_loss_coeff: float = 0.0
+    moe_z_loss_coeff: float = 0.0
+    moe_router_pre_softmax: bool = False
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
@@ -1479,8 +1484,9 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     run, stack_db runs.moe_dispatchers, is refused), moe_fp8_dispatch (None: the stack's fp8
     recipe's, fp8_dispatch below), moe_route_nodes (0: no limit); an error where a dense model
     sets them."""
-    given = [f for f in ("moe_dispatcher", "moe_route_nodes") if getattr(job, f) is not None]
-    given += ["moe_fp8_dispatch"] if job.moe_fp8_dispatch else []
+    given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff")
+             if getattr(job, f) is not None]
+    given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax") if getattr(job, f)]
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
@@ -1502,7 +1508,27 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            "DeepEP's backend (transformer_config.py @d98e8a64 l. 1754-1761)",
                            "use moe_dispatcher alltoall or hybridep, or remove moe_pad_to_capacity")
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
-                moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where))
+                moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where),
+                **moe_router_settings(job, stack, inherited, where))
+
+
+def moe_router_settings(job: Job, stack, inherited: list, where: str = "") -> dict:
+    """The router's path of an MoE job (planner/layers/moe.py router_saved_terms [10]): moe_aux_loss_coeff (the
+    job's; a planned job without one took its model's training recipe's, planner/recipe.py; else Megatron-LM's
+    default 0.0, arguments.py @d98e8a64 --moe-aux-loss-coeff, listed as inherited where the stack prices the
+    router's saves, stack memory.moe_routing_saved), moe_z_loss_coeff (default none: transformer_config.py
+    moe_z_loss_coeff None), moe_router_pre_softmax (default false: moe_router_pre_softmax False)."""
+    aux = job.moe_aux_loss_coeff
+    if aux and job.moe_load_balancing == "sinkhorn" and megatron_checks(stack):
+        raise PlannerError(f"{where}moe_aux_loss_coeff > 0 with moe_load_balancing sinkhorn: Megatron-Core refuses it ('Sinkhorn "
+                           "routing does not support aux loss', moe/router.py @d98e8a64 l. 298)",
+                           "set moe_aux_loss_coeff 0, or use another moe_load_balancing")
+    if aux is None:
+        aux = 0.0
+        if stack.memory.moe_routing_saved:
+            inherited.append(("moe_aux_loss_coeff", aux))
+    return dict(moe_aux_loss_coeff=float(aux), moe_z_loss_coeff=float(job.moe_z_loss_coeff or 0.0),
+                moe_router_pre_softmax=bool(job.moe_router_pre_softmax))
 
 
 MOE_FUSIONS = ("moe_permute_fusion", "moe_router_fusion")
@@ -1813,6 +1839,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
             "moe_rank_load": float(at(np.broadcast_to(rank_load(settings, plan), np.shape(plan.tp)))),
             "moe_rank_imbalance": settings.moe_rank_imbalance or None,  # the job's measured one (None: the rule)
             "moe_load_balancing": settings.moe_load_balancing,
+            "moe_aux_loss_coeff": settings.moe_aux_loss_coeff, "moe_z_loss_coeff": settings.moe_z_loss_coeff or None,
+            "moe_router_pre_softmax": settings.moe_router_pre_softmax,
             "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))), "moe_route_nodes": settings.moe_route_nodes or None,
             # on where the plan allows it (the search applies a job's overlap only there)
             "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}

@@ -1,7 +1,7 @@
 """A model's published training recipe as the defaults of a planned job (issue 23).
 
 The rule. A job planned from the command line or a job YAML (`fit`, `explain`, `check`,
-`budget`, `export`) that gives no precision, fp8_recipe or moe_dispatcher takes the value the
+`budget`, `export`) that gives no precision, fp8_recipe, moe_dispatcher or another field below takes the value the
 model zoo entry's `training:` block gives (the developers' own published recipe, each value
 with its source), where the job's stack and hardware run it:
 
@@ -15,7 +15,11 @@ with its source), where the job's stack and hardware run it:
                   runs.bytes_per_param: bf16-moments, Adam's moments in bf16, is Megatron's
                   precision-aware optimizer and DeepSeek's own; torchtitan keeps its
                   parameters' dtype); a stack that does not say does not take it;
-  mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp).
+  mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp);
+  moe_aux_loss_coeff  any stack (an auxiliary loss is computed by each; what it keeps for the
+                  backward is priced where the stack's routing saves are, planner/layers/moe.py
+                  router_saved_terms). A job that gives none and whose model's recipe gives none
+                  takes Megatron-LM's default 0.0 (planner/plan.py moe_router_settings).
 
 Every value taken is listed as assumed with its source, every value not taken says why, and
 the recipe's parts the planner does not price (`not_priced`) are listed beside them. An
@@ -41,7 +45,8 @@ from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .precisions import recipe_precision, recipe_unsupported
 
-FIELDS = ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers")
+FIELDS = ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "moe_aux_loss_coeff")
+MOE_FIELDS = ("moe_dispatcher", "moe_aux_loss_coeff")
 
 
 def _defaults() -> dict:
@@ -69,6 +74,8 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
             return f"stack {stack.name} does not list the optimizer states it keeps"
         if value not in runs.bytes_per_param:
             return f"stack {stack.name} keeps {', '.join(runs.bytes_per_param)}"
+        return None
+    if field == "moe_aux_loss_coeff":  # every stack computes an auxiliary loss; what it keeps is priced where known
         return None
     if field == "mtp_layers":
         if runs is None or not runs.mtp:
@@ -100,7 +107,7 @@ def apply(data: dict) -> tuple[dict, list[str]]:
     rec, out, notes = model.training, dict(data), []
     for field in FIELDS:
         value = getattr(rec, field)
-        if value is None or data.get(field) is not None or (field == "moe_dispatcher" and model.moe is None):
+        if value is None or data.get(field) is not None or (field in MOE_FIELDS and model.moe is None):
             continue
         why = _why_not(field, value, out, stack, hw)
         if why is None:

@@ -47,7 +47,7 @@ class MoESpec(BaseModel):
     shared_expert_gate: bool = Field(default=False, description="a sigmoid gate (h weights) scales the shared expert's output (Qwen2-MoE)")
     first_k_dense: Count = Field(default=0, ge=0, description="the first k layers keep a dense MLP (DeepSeek first_k_dense_replace)")
     layer_freq: Count = Field(default=1, gt=0, description="every layer_freq-th layer from first_k_dense is MoE (DeepSeek moe_layer_freq)")
-    router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (informational)")
+    router: Literal["softmax", "sigmoid"] = Field(default="softmax", description="router score function (Megatron --moe-router-score-function; what the router saves for its backward: planner/layers/moe.py router_saved_terms)")
     expert_score_bias: bool = Field(
         default=False, description="a per-expert bias added to the router's scores for the top-k choice only, updated to "
                                    "balance the load (aux-loss-free balancing: DeepSeek-V3 e_score_correction_bias, "
@@ -269,6 +269,9 @@ class TrainingRecipe(BaseModel):
                                   "in bf16)")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules trained beside the model (job field mtp_layers)")
+    moe_aux_loss_coeff: Optional[float] = Field(
+        default=None, ge=0.0, description="the auxiliary load-balancing loss coefficient of an MoE model's training (job "
+                                          "field moe_aux_loss_coeff; a sequence-wise loss is Megatron's seq_aux_loss)")
     seq_len: Optional[Count] = Field(
         default=None, gt=0,
         description="the sequence length of the main phase of pre-training, as the developers published it (a "
@@ -282,7 +285,8 @@ class TrainingRecipe(BaseModel):
     def _cited(self) -> "TrainingRecipe":
         from .precisions import FP8_RECIPES
 
-        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len")
+        given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len",
+                             "moe_aux_loss_coeff")
                  if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
@@ -1228,9 +1232,10 @@ class MemoryReporting(BaseModel):
                     "fp8_saves_gemm_inputs' 1 B for the GEMM inputs it names")
     moe_routing_saved: bool = Field(
         default=False,
-        description="an MoE layer saves its routing map / top-k indices and its permutations' row maps for the backward "
-                    "beside its tensors, per in-flight micro-batch, as Megatron-Core's alltoall dispatcher does "
-                    "(planner/layers/moe.py routing_saved_bytes)")
+        description="an MoE layer saves its router's tensors on the job's path (in place of the generic fp32 logits) and "
+                    "its permutations' row maps for the backward beside its tensors, per in-flight micro-batch, as "
+                    "Megatron-Core's router and its alltoall and flex (DeepEP) dispatchers do (planner/layers/moe.py "
+                    "routing_saved_bytes)")
     embedding_wgrad_transient: bool = Field(
         default=False,
         description="the word embedding's dense weight gradient (vocab / tp x h, in the gradient's dtype) and its "
@@ -2113,3 +2118,18 @@ class Job(BaseModel):
         description="MoE router balancing, for the default routing-imbalance rule (planner/imbalance.py): force, "
                     "aux_loss (Megatron aux_loss / seq_aux_loss / global_aux_loss / none), aux_loss_free (expert bias), "
                     "sinkhorn; default: aux_loss_free for a model with a router score bias, else aux_loss")
+    moe_aux_loss_coeff: Optional[float] = Field(
+        default=None, ge=0.0,
+        description="MoE: the coefficient of the auxiliary load-balancing loss the run computes (Megatron --moe-aux-loss-coeff "
+                    "for --moe-router-load-balancing-type aux_loss, seq_aux_loss or global_aux_loss; 0: none computed). "
+                    "> 0: the router keeps its aux-loss scores for the backward (planner/layers/moe.py router_saved_terms); "
+                    "default: the model's training recipe's (model_zoo training.moe_aux_loss_coeff), else Megatron's 0.0")
+    moe_z_loss_coeff: Optional[float] = Field(
+        default=None, ge=0.0,
+        description="MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0: the router keeps its logits for "
+                    "the z-loss's backward (planner/layers/moe.py router_saved_terms); default: none (Megatron's)")
+    moe_router_pre_softmax: Optional[bool] = Field(
+        default=None,
+        description="MoE: a softmax router's softmax over all experts before the top-k (Megatron --moe-router-pre-softmax), "
+                    "else over the top-k logits after it; what the unfused router keeps differs (planner/layers/moe.py "
+                    "router_saved_terms); default: false (Megatron's)")

@@ -81,7 +81,11 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     expert_tensor_parallel_size, listed as assumed); moe_capacity_factor null -> dropless; the
     routing imbalance (moe_rank_imbalance) null -> the rule of moe_load_balancing (planner/
     imbalance.py), listed as assumed; ep_comm_overlap null -> off (Megatron-Core's
-    default), only an explicit `ep_comm_overlap: true` turns it on.
+    default), only an explicit `ep_comm_overlap: true` turns it on; the router's path
+    (planner/layers/moe.py router_saved_terms): moe_aux_loss_coeff null -> Megatron's default
+    0.0 (no auxiliary loss computed; listed as assumed where the stack prices the router's
+    saves, stack memory.moe_routing_saved: a record never takes a model's training recipe),
+    moe_z_loss_coeff null -> none, moe_router_pre_softmax null -> false.
 13. Megatron settings a record may state: etp (--expert-tensor-parallel-size, priced as its
     own axis: MoE parallel folding, planner/moe.py) and account_for_embedding/loss_in_pipeline_split
     go to the job (null: tp, off). The token dispatcher in Megatron's words
@@ -298,6 +302,17 @@ class RunRecord(BaseModel):
     moe_load_balancing: Optional[Literal["force", "aux_loss", "aux_loss_free", "sinkhorn"]] = Field(
         default=None, description="MoE: the run's router balancing (the Job field); null: the model's default "
                                   "(imbalance.default_balancing), listed as assumed")
+    moe_aux_loss_coeff: Optional[float] = Field(
+        default=None, ge=0.0, description="MoE: the run's auxiliary load-balancing loss coefficient, 0 where none was "
+                                          "computed (the Job field; Megatron --moe-aux-loss-coeff of an aux_loss / "
+                                          "seq_aux_loss / global_aux_loss type); null: Megatron's default 0.0, listed as "
+                                          "assumed (a record never takes a model's training recipe)")
+    moe_z_loss_coeff: Optional[float] = Field(
+        default=None, ge=0.0, description="MoE: the run's router z-loss coefficient (the Job field; Megatron "
+                                          "--moe-z-loss-coeff); null: none")
+    moe_router_pre_softmax: Optional[bool] = Field(
+        default=None, description="MoE: the run's softmax before the top-k (the Job field; Megatron "
+                                  "--moe-router-pre-softmax); null: false")
     mtp_layers: Optional[Count] = Field(
         default=None, ge=0, description="multi-token prediction modules the run trained (Megatron --mtp-num-layers, the "
                                         "Job field); null: the model's mtp_layers")
@@ -725,6 +740,10 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         cp = 1
         assumed.add("cp", 1, "not published; no context parallelism")
     stack_name, stack = _stack(rec, assumed)
+    if rec.moe and rec.moe_aux_loss_coeff is None and stack.memory.moe_routing_saved:  # where the router's saves are priced
+        assumed.add("moe_aux_loss_coeff", 0.0, "not published; Megatron-LM's default --moe-aux-loss-coeff 0.0 "
+                    "(@d98e8a64 arguments.py: no auxiliary loss computed, none of its scores kept: "
+                    "planner/layers/moe.py router_saved_terms)")
     mbs = _micro_batch(rec, cp, stack_name, stack, assumed)
     vpp = rec.vpp
     if vpp is None:
@@ -783,6 +802,9 @@ def build_job(rec: RunRecord, model_path: str, hardware: str, assumed: _Assumed)
         moe_route_nodes=rec.moe_route_nodes,
         moe_rank_imbalance=rec.moe_rank_imbalance,
         moe_load_balancing=rec.moe_load_balancing,
+        moe_aux_loss_coeff=rec.moe_aux_loss_coeff,
+        moe_z_loss_coeff=rec.moe_z_loss_coeff,
+        moe_router_pre_softmax=rec.moe_router_pre_softmax,
         mtp_layers=rec.mtp_layers,
         **_stated_fields(rec, mods, split),
     )

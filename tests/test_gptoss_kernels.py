@@ -195,9 +195,11 @@ def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
         assert diff == pytest.approx(want, rel=1e-12)
 
 
-# what the unfused router and permutation (Megatron's defaults) save a token and MoE layer (layers/moe.py [9]):
-# the int64 top-4 indices, the int64 argsort of the [n, 128] map and the int64 sorted indices, 8 x (4 + 128 + 4)
-ROUTING_BYTES = 8 * (4 + 128 + 4)  # 1,088
+# what the unfused router and permutation (Megatron's defaults) save a token and MoE layer (layers/moe.py [9] [10]):
+# the int64 top-4 indices, the int64 argsort of the [n, 128] map and the int64 sorted indices, 8 x (4 + 128 + 4),
+# and the softmax's fp32 output over the top-4 logits, 4 x 4, in place of the generic fp32 logits (4 x 128, inside
+# the 134,144 of docs/gpt_oss_gap.md sec. 7)
+ROUTING_BYTES = 8 * (4 + 128 + 4) + 4 * 4 - 4 * 128  # 592
 LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES  # a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
 
 
@@ -212,8 +214,9 @@ LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES  # a token's saved bytes a lay
 ])
 def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_mbs, tokens, fits):
     """No 25.11 gpt-oss run recomputed (Bridge v0.2.0 sets recompute_modules without selective
-    granularity): every layer keeps 134,144 + 46,080 + 1,088 (the unfused routing's indices) = 181,312 B
-    a token. The stored activations are layer-micro-batches x tokens x that, by hand (106.9 GB at H100 MBS 4
+    granularity): every layer keeps 134,144 + 46,080 + 592 (the unfused routing's indices and softmax output,
+    less the generic fp32 logits) = 180,816 B a token. The stored activations are layer-micro-batches x tokens x
+    that, by hand (106.6 GB at H100 MBS 4
     on the first stage,
     beside 40 GB of states: over 80 GB); `check`'s verdict (memory.fits) refuses the layouts as
     the table prints them and passes them as the presets ran them (published_runs_moe.yaml

@@ -80,11 +80,12 @@ def test_alltoall_time_at_the_busiest_rank_by_hand():
 
 def test_expert_activations_at_the_busiest_rank_by_hand():
     """Activations of one Mixtral layer beyond a dense layer of its shape (tests/test_moe.py's
-    hand count with the capacity factor c replaced by the rank load L = 1.25, tp 1): router
-    logits 4 B x 8, expert input 2 B x top-2 x L x 4096, expert gate/up/act 2 B x 3 x 14336 x 2 x
-    L, less the dense MLP's 2 B x 3 x 14336, and the routing the unfused router and permutation save
-    (Megatron's defaults: int64 top-2 indices, argsort of the [T, 8] map, sorted indices: 8 x (2 + 8 + 2),
-    layers/moe.py [9]); 32 layers of 4096 tokens."""
+    hand count with the capacity factor c replaced by the rank load L = 1.25, tp 1): expert input
+    2 B x top-2 x L x 4096, expert gate/up/act 2 B x 3 x 14336 x 2 x L, less the dense MLP's 2 B x 3 x
+    14336, and the routing the unfused router and permutation save (Megatron's defaults: the softmax's
+    fp32 output over the top-2 logits 4 x 2 in place of the generic fp32 logits, int64 top-2 indices,
+    argsort of the [T, 8] map, sorted indices: 8 x (2 + 8 + 2), layers/moe.py [9] [10]); 32 layers of
+    4096 tokens."""
     from dataclasses import replace
 
     from planner.memory import memory_terms
@@ -94,7 +95,7 @@ def test_expert_activations_at_the_busiest_rank_by_hand():
     moe_act = memory_terms(settings, plan)[0].layer_activations
     dense_act = memory_terms(dense_twin, plan)[0].layer_activations
     L = 1.25
-    per_token = 4 * 8 + 2 * 2 * L * 4096 + 2 * 3 * 14336 * 2 * L - 2 * 3 * 14336 + 8 * (2 + 8 + 2)
+    per_token = 4 * 2 + 2 * 2 * L * 4096 + 2 * 3 * 14336 * 2 * L - 2 * 3 * 14336 + 8 * (2 + 8 + 2)
     assert float(moe_act - dense_act) == pytest.approx(32 * 4096 * per_token, rel=1e-12)
 
 

@@ -222,7 +222,8 @@ def test_ep_memory_with_fsdp_and_tp():
 
 def test_moe_activations_by_hand():
     """One MoE layer of Mixtral at tp 2 with SP, T = 4096 tokens, c = 1.25, keeps beyond a dense
-    layer of the same shape: router logits 4 B x 8 experts / 2 (SP), expert inputs
+    layer of the same shape: the unfused router's fp32 softmax output over the top-2 logits (in place of
+    the generic fp32 logits, layers/moe.py [10]) 4 B x 2 / 2 (SP), expert inputs
     2 B x top-2 x c x 4096 (gathered over TP; their outputs before the combine are not kept by
     Megatron-Core, memory.py [14]), expert gate/up/act 2 B x 3 x 14336 x 2 x c / 2, less the
     dense MLP's 2 B x 3 x 14336 / 2, and the routing Megatron-Core saves on its unfused paths (the
@@ -238,7 +239,7 @@ def test_moe_activations_by_hand():
     moe_act = memory_terms(settings, plan)[0].layer_activations
     dense_act = memory_terms(dense_twin, plan)[0].layer_activations
     c = 1.25
-    per_token = 4 * 8 / 2 + 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2 + 8 * (2 + 8 + 2) / 2
+    per_token = 4 * 2 / 2 + 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2 + 8 * (2 + 8 + 2) / 2
     assert float(moe_act - dense_act) == pytest.approx(32 * 4096 * per_token, rel=1e-12)
 
 

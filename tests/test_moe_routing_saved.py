@@ -5,8 +5,13 @@ the unfused router's int64 top-k indices (torch.topk / scatter: k x 8 B); the fu
 row-id map [n, 2E + 1] (TE permutation.py l. 321 / 519, triton/permutation.py l. 52) or the unfused one's
 int64 argsort of the [n E] map (moe_utils.py l. 473, kept through the probabilities' gather, l. 478) and
 int64 sorted indices [n k] (l. 475); with more than one local expert the two fused chunk sorts' int32 maps
-over the received rows (permutation.py l. 1250, triton/permutation.py l. 381). By hand for Mixtral 8x7B
-(E 8, top-2) at seq 4096, micro-batch 1, TP 2 with SP, balanced routing."""
+over the received rows (permutation.py l. 1250, triton/permutation.py l. 381). And the router's own saves
+(issue 23; planner/layers/moe.py [10] router_saved_terms), which replace the generic fp32 logits (4 E B):
+fused, TE's bool map E and fp32 [n, E] intermediate output 4 E (router.py FusedTopkScoreFunction); unfused
+softmax after the top-k (Megatron's default), torch.topk's int64 indices 8 k and the fp32 [n, k] softmax output
+4 k; before the top-k (pre-softmax) 8 k + 4 E; an auxiliary loss 4 E more (the fused score kernel's intermediate
+output, or the unfused softmax's output); a z-loss the bf16 logits and logsumexp's output, 2 E + 2. By hand for
+Mixtral 8x7B (E 8, top-2) at seq 4096, micro-batch 1, TP 2 with SP, balanced routing."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import dataclasses
 import pytest
 
 from planner.layers import context
+from planner.layers.moe import RouterPath, router_saved_terms
 from planner.memory import layer_memory, moe_routing_saves
 from planner.params import count_params
 from tests.conftest import explain_job
@@ -31,20 +37,54 @@ def _moe(**fields):
     return settings, plan, pc, i
 
 
+N = T / 2  # local tokens (SP over TP 2)
+FUSED_ROUTER, UNFUSED_ROUTER = 1 * E + 4 * E, 8 * K + 4 * K  # 40 B, 24 B a token
+
+
 @pytest.mark.parametrize("ep,fused,want", [
-    (8, True, T / 2 * (1 * E + 4 * (2 * E + 1))),           # 155,648 B: one local expert, no chunk sort
-    (8, False, T / 2 * (8 * K + 8 * (E + K))),               # 196,608 B
+    (8, True, N * (FUSED_ROUTER + 4 * (2 * E + 1))),           # 221,184 B: one local expert, no chunk sort
+    (8, False, N * (UNFUSED_ROUTER + 8 * (E + K))),             # 212,992 B
     # 4 local experts: two int32 chunk-sort maps over the received rows, top_k rows a token (etp = tp: T k / tp x tp)
-    (2, True, T / 2 * (1 * E + 4 * (2 * E + 1)) + T * 2 * 4 * K * 2 / 2),  # 221,184 B
-    (2, False, T / 2 * (8 * K + 8 * (E + K))),               # unfused chunk sorts (split + cat) keep nothing
+    (2, True, N * (FUSED_ROUTER + 4 * (2 * E + 1)) + T * 2 * 4 * K * 2 / 2),  # 286,720 B
+    (2, False, N * (UNFUSED_ROUTER + 8 * (E + K))),             # unfused chunk sorts (split + cat) keep nothing
 ])
 def test_bytes_by_hand(ep, fused, want):
     settings, plan, pc, i = _moe(ep=ep, moe_permute_fusion=fused, moe_router_fusion=fused)
     assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == want
 
 
+@pytest.mark.parametrize("fields,router", [
+    (dict(moe_router_fusion=False), 8 * K + 4 * K),                           # 24 B: Megatron's default path
+    (dict(moe_router_fusion=False, moe_router_pre_softmax=True), 8 * K + 4 * E),  # 48 B
+    (dict(moe_router_fusion=False, moe_aux_loss_coeff=1e-2), 8 * K + 4 * K + 4 * E),  # 56 B
+    (dict(moe_router_fusion=True, moe_aux_loss_coeff=1e-2), 1 * E + 4 * E + 4 * E),  # 72 B
+    (dict(moe_router_fusion=True, moe_z_loss_coeff=1e-3), 1 * E + 4 * E + 2 * E + 2),  # 58 B
+    (dict(moe_router_fusion=False, moe_aux_loss_coeff=0.0, moe_z_loss_coeff=0.0), 8 * K + 4 * K),  # coefficients 0: none
+])
+def test_router_paths_by_hand(fields, router):
+    settings, plan, pc, i = _moe(ep=8, moe_permute_fusion=True, **fields)
+    permute = 4 * (2 * E + 1)
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * (router + permute)
+
+
+def test_sigmoid_and_groups_by_hand():
+    # a sigmoid router, unfused: its fp32 [n, E] output 4 E, the indices 8 k, the k > 1 division's operands 4 k + 4;
+    # group-limited routing keeps masked_fill's bool mask E, except under the expert bias (its top-k is freed)
+    _, _, pc, i = _moe()
+    moe = pc.layers.kinds[i].mlp
+    sig = dataclasses.replace(moe, sigmoid=True)
+    assert router_saved_terms(sig, RouterPath()) == {"topk": 8 * K + 4 * E + 4 * K + 4, "groups": 0.0, "aux": 0.0,
+                                                     "z_loss": 0.0}
+    assert router_saved_terms(sig, RouterPath(aux_loss=True))["aux"] == 4 * E + 4  # the aux path's own sigmoid + sum
+    grouped = dataclasses.replace(moe, expert_groups=4, groups_per_token=2)
+    assert router_saved_terms(grouped, RouterPath())["groups"] == E
+    assert router_saved_terms(dataclasses.replace(grouped, sigmoid=True, score_bias=True), RouterPath())["groups"] == 0
+    assert router_saved_terms(grouped, RouterPath(fused=True)) == {"topk": 5 * E, "groups": 0.0, "aux": 0.0, "z_loss": 0.0}
+
+
 def test_in_the_layer_activations():
-    # kept beside the layer's tensors under no recompute, gone under full recompute (the layer re-runs)
+    # kept beside the layer's tensors under no recompute, gone under full recompute (the layer re-runs); the
+    # router's path replaces the generic fp32 logits (4 E a token) the layer's tensors count elsewhere
     settings, plan, pc, i = _moe(ep=8, moe_permute_fusion=True, moe_router_fusion=True)
     ctx = context(plan)
     mem = dataclasses.replace(settings.stack.memory, moe_routing_saved=False) if dataclasses.is_dataclass(
@@ -52,9 +92,94 @@ def test_in_the_layer_activations():
     without = dataclasses.replace(settings, stack=settings.stack.model_copy(update={"memory": mem}))
     assert moe_routing_saves(without) is None
     on, off = layer_memory(settings, plan, ctx, pc.layers)[0][i], layer_memory(without, plan, ctx, pc.layers)[0][i]
-    assert float(on - off) == T / 2 * (1 * E + 4 * (2 * E + 1))
+    assert float(on - off) == N * (1 * E + 4 * (2 * E + 1))  # the map and the row-id map; the fp32 4 E in both
 
 
-def test_other_dispatchers_not_priced():
-    settings, _, _, _ = _moe(ep=8, moe_dispatcher="allgather")
-    assert moe_routing_saves(settings) is None
+def test_dense_model_refuses_router_fields():
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="moe_aux_loss_coeff set but llama3-8b has no experts"):
+        explain_job(model="llama3-8b", gpus=8, hardware="h100-sxm", global_batch=8, seq_len=4096, moe_aux_loss_coeff=1e-2)
+
+
+@pytest.mark.parametrize("dispatcher", ["allgather", "hybridep"])
+def test_other_dispatchers_keep_the_router_alone(dispatcher):
+    # the router is the same TopKRouter under every dispatcher; the other dispatchers' permutations are not priced
+    settings, plan, pc, i = _moe(ep=8, moe_dispatcher=dispatcher, moe_router_fusion=False, moe_permute_fusion=True)
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * UNFUSED_ROUTER
+
+
+@pytest.mark.parametrize("fused,want", [
+    # per local token (T / 2): top-k indices 8 k + is_token_in_rank over ep x etp = 16 ranks, 16 + 16 B; a token
+    # reaches 8 (1 - (7/8)^2) = 1.875 of the 8 EP ranks, the rank's rows per token T k / tp x etp = 2 of them:
+    # 1.875 received tokens a token, each with its row-id map over 1 local expert, 4 (2 x 1 + 1) = 12 B; per row
+    # the multihot's two int64 index pairs, 32 B
+    (True, N * FUSED_ROUTER + T * (32 / 2 + 1.875 * 12 + 2 * 32)),    # 501,760 B
+    # unfused: the argsort of the received [n_recv, 1] map 8 B a received token, and 8 B sorted indices a row
+    (False, N * UNFUSED_ROUTER + T * (32 / 2 + 1.875 * 8 + 2 * 40)),  # 503,808 B
+])
+def test_deepep_by_hand(fused, want):
+    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == pytest.approx(want, rel=1e-12)
+
+
+# ------------------------------------------------------------------ Megatron's router flags (issue 23)
+from tests.test_imbalance import ARGS  # noqa: E402  (a Mixtral-shaped Megatron script, alltoall dispatcher)
+
+
+@pytest.mark.parametrize("extra, aux, z, pre", [
+    ("", 0.0, None, False),                                               # Megatron's defaults
+    ("--moe-aux-loss-coeff 1e-2", 1e-2, None, False),                     # the default type aux_loss takes it
+    ("--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4", 1e-4, None, False),
+    ("--moe-router-load-balancing-type none --moe-aux-loss-coeff 1e-2", 0.0, None, False),  # `none`: no aux loss
+    ("--moe-router-load-balancing-type aux_loss none --moe-aux-loss-coeff 0.0 1e-3", 0.0, None, False),
+    ("--moe-router-load-balancing-type none global_aux_loss --moe-aux-loss-coeff 0.0 1e-3", 1e-3, None, False),
+    ("--moe-z-loss-coeff 1e-3 --moe-router-pre-softmax", 0.0, 1e-3, True),
+])
+def test_reader_reads_the_router_flags(tmp_path, extra, aux, z, pre):
+    from planner.trainers import load_trainer_config
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " " + extra + "\n")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=16, model="mixtral-8x7b")
+    assert (cfg.job["moe_aux_loss_coeff"], cfg.job.get("moe_z_loss_coeff"), cfg.job["moe_router_pre_softmax"]) == (aux, z, pre)
+    assert not any("aux-loss" in x or "z-loss" in x or "pre-softmax" in x for x in cfg.not_modelled + cfg.ignored)
+    assert any(a.startswith("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff") for a in cfg.assumed) == (extra == "" or
+                                                                                                        "z-loss" in extra)
+
+
+def test_reader_refuses_mismatched_coefficients(tmp_path, cli):
+    from tests.conftest import assert_one_error
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " --moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-2 1e-3 1e-4\n")
+    assert_one_error(cli("explain", str(p), "--gpus", "16"), "--moe-aux-loss-coeff has 3 values", "2")
+
+
+@pytest.mark.parametrize("fields", [dict(moe_aux_loss_coeff=0.01, moe_z_loss_coeff=0.001, moe_router_pre_softmax=True),
+                                    dict(moe_aux_loss_coeff=0.0), {}])
+def test_export_reads_back(fields):
+    # the plan's router fields go out as Megatron's flags and come back as the same plan (exit 2 on a difference)
+    from planner.cli.export import check_readback
+    from planner.trainers.export import export_plan
+
+    _, _, _, row = explain_job(model="mixtral-8x7b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", global_batch=8,
+                               micro_batch=1, seq_len=4096, **fields)
+    text = export_plan(row["plan"], "megatron")[0]
+    assert ("--moe-aux-loss-coeff 0.01" in text, "--moe-z-loss-coeff 0.001" in text,
+            "--moe-router-pre-softmax" in text) == ((True,) * 3 if fields.get("moe_z_loss_coeff") else (False,) * 3)
+    check_readback(row, "megatron", text)
+
+
+def test_recipe_then_megatrons_default():
+    # a planned job without the field takes its model's published coefficient (DeepSeek-V3 sec. 4.2: 0.0001), a job's
+    # own wins, and a model without one gets Megatron-LM's 0.0, listed as inherited on the stack that prices it
+    from planner.recipe import apply
+
+    data, notes = apply({"model": "deepseek-v3", "gpus": 1024})
+    assert data["moe_aux_loss_coeff"] == 0.0001 and any(n.startswith("moe_aux_loss_coeff 0.0001 (arXiv:2412.19437")
+                                                        for n in notes)
+    assert apply({"model": "deepseek-v3", "gpus": 1024, "moe_aux_loss_coeff": 0.0})[0]["moe_aux_loss_coeff"] == 0.0
+    assert "moe_aux_loss_coeff" not in apply({"model": "mixtral-8x7b", "gpus": 64})[0]
+    settings, _, _, _ = _moe()
+    assert settings.moe_aux_loss_coeff == 0.0 and ("moe_aux_loss_coeff", 0.0) in settings.inherited

@@ -38,7 +38,7 @@ def test_unknown_flag_still_reported():
 
 @pytest.mark.parametrize("flag,value,kind,word", [
     ("--norm-epsilon", "1e-5", "ignored", "numerics"),
-    ("--moe-aux-loss-coeff", "1e-2", "ignored", "numerics"),
+    ("--moe-router-topk-scaling-factor", "2.5", "ignored", "numerics"),
     ("--mtp-loss-scaling-factor", "0.1", "ignored", "numerics"),
     ("--attention-softmax-in-fp32", True, "ignored", "unfused attention"),
     ("--dist-ckpt-strictness", "log_all", "ignored", "checkpointing"),

@@ -271,11 +271,11 @@ def _mlp(spec, m: ModelSpec, moe_layer: bool):
         fe = e.expert_ffn_hidden_size or m.ffn_hidden_size
         return MoEMLP(h=m.hidden_size, num_experts=e.num_experts, top_k=e.top_k, fe=fe,
                       num_shared=e.num_shared_experts, fs=e.shared_expert_ffn_hidden_size or fe,
-                      shared_gate=e.shared_expert_gate, router_bias=int(e.expert_score_bias) + int(e.router_linear_bias),
+                      shared_gate=e.shared_expert_gate, router_bias=int(e.expert_score_bias) + int(e.router_linear_bias), score_bias=e.expert_score_bias,
                       gated=m.gated_mlp, norm=norm,
                       bias=m.linear_bias, dropout=m.dropout, dense_f=m.ffn_hidden_size,
                       expert_groups=e.expert_groups or 0, groups_per_token=e.groups_per_token or 0,
-                      clamp=m.activation_clamp is not None and m.gated_mlp)
+                      clamp=m.activation_clamp is not None and m.gated_mlp, sigmoid=e.router == "sigmoid")
     assert isinstance(spec, NoMLP)
     return NoBlock()
 

@@ -18,7 +18,8 @@ assumption, a `planner calibrate gemm` profile at these shapes replaces it). Sha
 run on all T tokens as a dense MLP of width s x f_s; the router is a [T, E, h] GEMM.
 
 Activations (per MoE layer, per micro-batch, bytes per token, bf16 unless said): router
-logits 4E (fp32, kept for the softmax/sigmoid backward), the dispatched (permuted) tokens
+logits 4E (fp32, kept for the softmax/sigmoid backward; where the stack prices its routing saves,
+Megatron-Core's, the router's path's own bytes instead: router_saved_terms [10]), the dispatched (permuted) tokens
 2 top_k h c, the expert MLP gate and up outputs 2 (f1_e / tp) top_k c and activation output
 2 (f_e / tp) top_k c, the expert outputs before the combine 2 top_k h c (not kept by a stack
 whose routing weights multiply inside the expert, stack memory.moe_keeps_expert_out false:
@@ -95,10 +96,30 @@ References
     than one local expert, dispatch_postprocess and combine_preprocess sort the received rows by local expert
     (sort_chunks_by_idxs): fused, TE moe_chunk_sort_forward (permutation.py l. 1110-1160, make_chunk_sort_map:
     triton/permutation.py l. 381 int32 [rows]; saved l. 1250), one map each; unfused, split + cat (nothing kept).
-    Not priced: the aux-loss scores (compute_routing_scores_for_aux_loss: another fp32 [n, E] output where
-    --moe-aux-loss-coeff > 0, a flag the job does not carry), the z-loss's saved logits and the other dispatchers'
-    paths; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
+    The router's own saved tensors are [10]'s. Not priced: the other dispatchers' paths; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
     is priced as the dropless one (the fused permute with probabilities takes no padded path).
+[10] What the router saves for its backward (router_saved_terms; job fields moe_router_fusion, moe_router_pre_softmax,
+    moe_aux_loss_coeff, moe_z_loss_coeff): NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py
+    TopKRouter.routing (l. 746-837: apply_z_loss, topk_routing_with_score_function, and where
+    is_aux_loss_enabled (l. 403-408: moe_aux_loss_coeff > 0 for an aux_loss / seq_aux_loss / global_aux_loss type)
+    compute_routing_scores_for_aux_loss), gating l. 105-111 (logits in the input's dtype unless --moe-router-dtype);
+    moe_utils.py topk_routing_with_score_function l. 766-957 (fused: TE; unfused: softmax before or after
+    torch.topk, sigmoid and the k > 1 division, scatter into zeros), group_limited_topk l. 673-728 (masked_fill),
+    compute_routing_scores_for_aux_loss l. 960-1016, switch_load_balancing_loss_func l. 63-150 (a sum over tokens),
+    z_loss_func l. 153-182 (logsumexp, square, mean); NVIDIA/TransformerEngine @4329ff84
+    transformer_engine/pytorch/router.py FusedTopkScoreFunction (ctx.save_for_backward(routing_map,
+    intermediate_output)), FusedComputeScoresForMoEAuxLoss (ctx.save_for_backward(intermediate_output)), FusedAuxLoss
+    (Const_buf, tokens_per_expert), csrc/extensions/router.cpp (intermediate_output fp32, the logits' shape [n, E]);
+    PyTorch tools/autograd/derivatives.yaml: _softmax and sigmoid save their result, topk its indices, gather and
+    scatter their index, div both operands, masked_fill its mask, logsumexp its input and result.
+[11] The flex dispatcher with DeepEP (deepep_saved_bytes): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/moe/token_dispatcher.py _DeepepManager (setup_metadata l. 1294-1304: torch.topk of the
+    [n, R x E / R] probabilities; _indices_to_multihot l. 1337-1365: probs[mask] and multihot_probs[row_indices,
+    valid_indices] = ..., int64 index tensors saved by their backward (PyTorch derivatives.yaml index / index_put_);
+    get_permuted_hidden_states_by_experts l. 1424-1457: moe_utils.permute of the received tokens with probabilities,
+    fused or not as [9]; fused_indices_to_multihot only under --enable-experimental), fused_a2a.py FusedDispatch /
+    FusedCombine (ctx.handle); deepseek-ai/DeepEP @dd758caf deep_ep/buffers/legacy.py l. 313 (is_token_in_rank
+    `[num_tokens, num_ranks]` torch.bool), l. 401, 500 (the handles), csrc/legacy/buffer.hpp l. 366, 604, 608.
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -122,6 +143,7 @@ INDEX_BYTES = 4.0  # int32 row-id maps of the fused permutation kernels [7]
 PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron dispatches bf16 unless fp8 dispatch [6])
 INT64_INDEX_BYTES = 8.0  # torch.argsort / torch.topk indices are int64 (the unfused paths [8])
 BOOL_BYTES = 1.0  # torch.bool routing map
+LOGIT_BYTES = 2.0  # the router's logits in the input's dtype, bf16, without --moe-router-dtype [10] (router.py l. 105-111)
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
 
 
@@ -143,6 +165,8 @@ class MoEMLP:
     expert_groups: int = 0  # group-limited routing (schema.MoESpec; 0: none)
     groups_per_token: int = 0
     clamp: bool = False  # the gated activation's inputs are clamped (ModelSpec.activation_clamp)
+    sigmoid: bool = False  # the router's score function is a sigmoid (MoESpec.router), else a softmax
+    score_bias: bool = False  # the expert score bias alone (schema.MoESpec.expert_score_bias: aux-loss-free balancing)
 
     kind = "mlp"
     has_core = False
@@ -279,21 +303,55 @@ class MoEMLP:
             (1.0 - unf) * kb["activation_clamp_saved"] + unf * kb["activation_clamp_unfused_saved"])
         return ctx.T * (unf * (routed + shared) + clamp)
 
-    def routing_saved_bytes(self, ctx, permute_fused: bool, router_fused: bool):
-        """Bytes one layer saves for its backward beyond its tensors() for the routing and the token
-        permutations of Megatron-Core's alltoall dispatcher [9], per local token (n = T / rep_div): the fused
-        router's bool routing map (E B; the unfused router's int64 top-k indices, 8 k B), the fused
+    def routing_saved_bytes(self, ctx, permute_fused: bool, router: "RouterPath", dispatcher: str = "alltoall"):
+        """Bytes one layer saves for its backward for the router and the token permutations [9], per local
+        token (n = T / rep_div): the router's, on the job's path, for every dispatcher (router_saved_terms [10]:
+        they replace tensors()' generic moe_router_logits, which memory.layer_memory drops where this is
+        priced); and the dispatcher's (permutation_saved_bytes)."""
+        routed = sum(router_saved_terms(self, router).values())
+        return ctx.T * routed / ctx.rep_div + self.permutation_saved_bytes(ctx, permute_fused, dispatcher)
+
+    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str):
+        """What the token permutations save [9]: Megatron-Core's alltoall dispatcher, per local token, the fused
         permutation's int32 row-id map (4 (2E + 1) B; the unfused one's int64 argsort of the [n E] map, kept
         whole through the probabilities' gather index, and its int64 sorted indices: 8 E + 8 k B); and, with
         more than one local expert, the fused chunk sorts' int32 maps (4 B each) around the experts, over the
         rows the rank's experts receive (token_copies x expert_scale x etp / tp per token, as moe_expert_in).
-        The router's fp32 score output is tensors()' moe_router_logits."""
+        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes. The other dispatchers' permutations are
+        not priced (0)."""
+        if dispatcher == "deepep":  # a job setting
+            return self.deepep_saved_bytes(ctx, permute_fused)
+        if dispatcher != "alltoall":
+            return 0.0
         E, k = float(self.num_experts), float(self.top_k)
-        router = BOOL_BYTES * E if router_fused else INT64_INDEX_BYTES * k
         permute = INDEX_BYTES * (2.0 * E + 1.0) if permute_fused else INT64_INDEX_BYTES * (E + k)
         rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
         sorts = np.where(E / ctx.ep > 1.0, 2.0 * INDEX_BYTES * rows, 0.0) if permute_fused else 0.0
-        return ctx.T * ((router + permute) / ctx.rep_div + sorts)
+        return ctx.T * (permute / ctx.rep_div + sorts)
+
+    def deepep_saved_bytes(self, ctx, permute_fused: bool):
+        """What Megatron-Core's flex dispatcher with DeepEP saves for its backward [11]: per local token
+        (n = T / rep_div), the int64 top-k indices of its probabilities (_DeepepManager.setup_metadata's torch.topk,
+        8 k B) and DeepEP's is_token_in_rank bool [n, R] in the layout handle both fused kernels keep (R = ep x etp
+        ranks of the flex group, R B); per token the rank receives (each once, whatever its local experts: the
+        rank's rows x distinct(ep, k) / k, the distinct ranks a token reaches under uniform routing as
+        planner/dispatch.py counts them), the local permutation's map over the rank's E / ep experts: fused, TE's
+        int32 row-id map 4 (2 E / ep + 1) B; unfused, the int64 argsort of the [n_recv, E / ep] map 8 E / ep B;
+        and per received row (copy), the multihot conversion's int64 index pairs (probs[mask] and the index_put_,
+        2 x 16 B) and, unfused, the int64 sorted indices 8 B. Not priced (named): DeepEP's other handle tensors
+        (send_head, prefix matrices, recv_src_idx: shapes that differ between its intranode and internode kernels)."""
+        from ..dispatch import distinct
+
+        E, k = float(self.num_experts), float(self.top_k)
+        local = E / ctx.ep
+        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp  # received rows per token (as alltoall)
+        recv = rows * distinct(ctx.ep, k) / k
+        token = INT64_INDEX_BYTES * k + BOOL_BYTES * ctx.ep * ctx.etp
+        if permute_fused:
+            per_recv, per_row = INDEX_BYTES * (2.0 * local + 1.0), 4.0 * INT64_INDEX_BYTES
+        else:
+            per_recv, per_row = INT64_INDEX_BYTES * local, 5.0 * INT64_INDEX_BYTES
+        return ctx.T * (token / ctx.rep_div + recv * per_recv + rows * per_row)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
@@ -326,6 +384,53 @@ class MoEMLP:
             "moe_shared_gate_up": (2.0 * g * self.num_shared * self.fs, "split"),
             "moe_shared_act_out": (2.0 * self.num_shared * self.fs, "split"),
         }
+
+
+@dataclass(frozen=True)
+class RouterPath:
+    """The router's code path in a Megatron-Core run (job settings, planner/plan.py Settings): TE's fused
+    top-k (moe_router_fusion), softmax before the top-k (moe_router_pre_softmax; a softmax router only), an
+    auxiliary load-balancing loss computed (moe_aux_loss_coeff > 0 for an aux_loss / seq_aux_loss /
+    global_aux_loss balancing), a z-loss (moe_z_loss_coeff > 0)."""
+    fused: bool = False
+    pre_softmax: bool = False
+    aux_loss: bool = False
+    z_loss: bool = False
+
+
+def router_saved_terms(moe, path: RouterPath) -> dict:
+    """Bytes the router saves for its backward per local token, by named term [10] (E experts, top-k k;
+    P = 4 B fp32, L = 8 B int64, B = 1 B bool, D = 2 B bf16 logits):
+      topk     fused: TE's bool routing map E B and its fp32 [n, E] intermediate output 4 E (both saved by
+               FusedTopkScoreFunction, softmax and sigmoid alike); unfused: torch.topk's int64 indices 8 k (the
+               probabilities' scatter keeps the same index tensor) and the score function's saved output:
+               softmax after the top-k (Megatron's default) its fp32 [n, k] output 4 k; softmax before it
+               (pre-softmax) its fp32 [n, E] output 4 E; sigmoid its fp32 [n, E] output 4 E and, with k > 1,
+               the normalising division's operands, the top-k scores 4 k and their sum 4.
+      groups   unfused group-limited top-k: masked_fill's bool [n, E] mask E, kept where the top-k's result
+               is the routing (not with a sigmoid router's expert bias, whose biased top-k only picks the
+               indices and is freed).
+      aux      an auxiliary loss: fused, TE's score kernel's fp32 [n, E] intermediate output 4 E; unfused, the
+               softmax's (or sigmoid's) fp32 [n, E] output 4 E (a sigmoid's normalising sum 4 more); the loss
+               itself (a sum over tokens) keeps [E]-sized tensors only.
+      z_loss   the z-loss: torch.logsumexp keeps its input, the bf16 logits D E, and its output D (the
+               square keeps the same output).
+    Not priced (named): --moe-router-dtype fp32 / fp64 logits (the z-loss's saved logits 4 or 8 B, not
+    carried by the job); sinkhorn and quantile balancing's own paths (priced as the top-k path); a padding mask's
+    masked copies."""
+    E, k = float(moe.num_experts), float(moe.top_k)
+    P, L, B, D = PROB_BYTES, INT64_INDEX_BYTES, BOOL_BYTES, LOGIT_BYTES
+    multi = 1.0 if moe.top_k > 1 else 0.0  # the sigmoid's normalisation runs for k > 1 only (a model constant)
+    if path.fused:
+        topk, groups = B * E + P * E, 0.0
+    elif moe.sigmoid:
+        topk = L * k + P * E + multi * (P * k + P)
+        groups = 0.0 if moe.score_bias else B * E * (1.0 if moe.expert_groups else 0.0)
+    else:
+        topk = L * k + (P * E if path.pre_softmax else P * k)
+        groups = B * E * (1.0 if moe.expert_groups else 0.0)
+    aux = (P * E + (P if moe.sigmoid and not path.fused else 0.0)) if path.aux_loss else 0.0
+    return {"topk": topk, "groups": groups, "aux": aux, "z_loss": (D * E + D) if path.z_loss else 0.0}
 
 
 def dispatch_bytes(moe, ctx):

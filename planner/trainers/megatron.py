@@ -56,6 +56,9 @@ read). Modelled:
   --expert-tensor-parallel-size (the job's etp, priced as its own axis: planner/moe.py), --moe-expert-capacity-factor
   and --moe-pad-expert-input-to-capacity, the router's balancing (--moe-router-force-load-balancing: moe_rank_imbalance
   1.0; --moe-router-enable-expert-bias, --moe-router-load-balancing-type: moe_load_balancing, planner/imbalance.py),
+  the router's path (--moe-aux-loss-coeff of an auxiliary-loss type: moe_aux_loss_coeff, absent 0.0 as in Megatron-LM,
+  listed as assumed; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax; what the
+  router saves for its backward: planner/layers/moe.py router_saved_terms),
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
   schedule's N, planner/pipeline.py [10]), the fusion switches [6] (--no-rope-fusion,
   --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
@@ -183,7 +186,7 @@ BOOL_FLAGS = {
     "--group-query-attention", "--swiglu", "--untie-embeddings-and-output-weights", "--disable-bias-linear",
     "--add-bias-linear", "--overlap-moe-expert-parallel-comm", "--defer-embedding-wgrad-compute", "--moe-enable-deepep",
     "--cross-entropy-loss-fusion", "--moe-grouped-gemm", "--moe-router-force-load-balancing",
-    "--moe-permute-fusion", "--moe-router-fusion",
+    "--moe-permute-fusion", "--moe-router-fusion", "--moe-router-pre-softmax",
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
@@ -223,6 +226,7 @@ VALUE_FLAGS = {
     "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
     "--cuda-graph-impl", "--cuda-graph-modules", "--cuda-graph-scope",  # CUDA graphs (_cuda_graphs)
     "--moe-router-load-balancing-type",  # the job's moe_load_balancing (_balancing; planner/imbalance.py)
+    "--moe-aux-loss-coeff", "--moe-z-loss-coeff",  # the router's path (_router; planner/layers/moe.py [10])
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -326,8 +330,8 @@ IGNORED_REASONS = (
     (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
     (r"--use-flash-attn$", "flash attention, the rates the stack prices (stack_db megatron attention_kernel)"),
     (r"--fp8-amax-(history-len|compute-algo)$", "delayed scaling's amax history: a few values per tensor"),
-    (r"--(norm-epsilon|moe-aux-loss-coeff|moe-z-loss-coeff|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
-     r"moe-router-pre-softmax|moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
+    (r"--(norm-epsilon|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
+     r"moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
      "a numerics setting (a constant, loss coefficient or RNG tracker): the same kernels and bytes"),
     (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's unfused attention "
      "(dot_product_attention.py @d98e8a64 l. 106); the fused attention priced computes softmax in fp32 regardless"),
@@ -409,7 +413,7 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
 NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
-               "--cuda-graph-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type"}
+               "--cuda-graph-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type", "--moe-aux-loss-coeff"}
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -1366,6 +1370,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                        + ": planner/imbalance.py)")
     if "--num-experts" in flags:
         _balancing(where, flags, job, assumed)
+        _router(where, flags, job, assumed)
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
@@ -1764,6 +1769,37 @@ def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
     if kinds is None:
         assumed.append("moe_load_balancing: aux_loss (no --moe-router-load-balancing-type: Megatron-LM arguments.py's "
                        "default; the routing imbalance rule of planner/imbalance.py)")
+
+
+AUX_LOSS_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")  # router.py @d98e8a64 is_aux_loss_enabled l. 403-408
+
+
+def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
+    """The router's path (planner/layers/moe.py router_saved_terms [10]): moe_aux_loss_coeff is the coefficient
+    Megatron-Core gives an auxiliary loss type among --moe-router-load-balancing-type (router.py @d98e8a64
+    get_aux_loss_coeff l. 388-401: one type and one coefficient, or one coefficient per type; the largest of the
+    aux_loss / seq_aux_loss / global_aux_loss types', 0 where none is one: `none`, sinkhorn, quantile_balancing);
+    absent, Megatron-LM's default 0.0 (arguments.py --moe-aux-loss-coeff), listed as assumed. --moe-z-loss-coeff
+    is moe_z_loss_coeff (absent: none, transformer_config.py), --moe-router-pre-softmax moe_router_pre_softmax."""
+    kinds = flags.get("--moe-router-load-balancing-type") or "aux_loss"
+    kinds = list(kinds) if isinstance(kinds, (list, tuple)) else str(kinds).split()
+    raw = flags.get("--moe-aux-loss-coeff")
+    if raw is None:
+        job["moe_aux_loss_coeff"] = 0.0
+        assumed.append("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff: Megatron-LM arguments.py's default; no "
+                       "auxiliary loss computed, none of its scores kept)")
+    else:
+        words = list(raw) if isinstance(raw, (list, tuple)) else str(raw).split()
+        values = [_float(where, {"--moe-aux-loss-coeff": w}, "--moe-aux-loss-coeff") for w in words]
+        if len(values) > 1 and len(values) != len(kinds):
+            raise PlannerError(f"{where}--moe-aux-loss-coeff has {len(values)} values for {len(kinds)} "
+                               "--moe-router-load-balancing-type value(s)",
+                               "give one coefficient per load-balancing type (transformer_config.py @d98e8a64 l. 1828-1834)")
+        pairs = zip(kinds, values) if len(values) > 1 else [(kinds[0], values[0])]
+        job["moe_aux_loss_coeff"] = max([max(v, 0.0) for k, v in pairs if k in AUX_LOSS_TYPES], default=0.0)
+    if "--moe-z-loss-coeff" in flags:
+        job["moe_z_loss_coeff"] = max(_float(where, flags, "--moe-z-loss-coeff"), 0.0)
+    job["moe_router_pre_softmax"] = "--moe-router-pre-softmax" in flags
 
 
 def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
