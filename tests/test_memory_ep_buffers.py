@@ -21,9 +21,8 @@ def test_qwen3_30b_ep8_deepep_outside_the_allocator(explain):
     assert a["terms"]["ep_buffers"] == 0.0
     assert d["terms"]["ep_buffers"] == 159_549_216
     assert h["terms"]["ep_buffers"] == 32_768 * 4_672 + 128 * 4096 * 8 == 157_286_400
-    # the two flex-dispatcher backends hold the same tensors in the allocator (the all-to-all's
-    # differ by the routing saves of its own permutation, layers/moe.py [9])
-    assert d["reserved_bytes"] == h["reserved_bytes"] and d["allocated_bytes"] == h["allocated_bytes"]
+    # (the allocator's peaks differ by each dispatcher's own routing saves, layers/moe.py [9]-[11]:
+    # DeepEP's handle tensors are priced, Hybrid-EP's not)
     assert a["total_bytes"] - a["reserved_bytes"] == 2**30  # the 1 GiB reserve alone
     for m, b in ((d, 159_549_216), (h, 157_286_400)):
         assert m["total_bytes"] - m["reserved_bytes"] == pytest.approx(2**30 + b, rel=1e-12)  # + the 1 GiB reserve
