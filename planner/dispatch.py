@@ -57,6 +57,20 @@ NVLink domains its tokens x the nodes they reach x h x bytes, inside one its tok
 ranks they reach x h x bytes; the low-latency kernels' every routed copy (tokens x top_k).
 A "node" is the group's members in one NVLink domain (comm.group_link).
 
+Expert TP. Megatron's flex dispatcher (deepep, hybridep; deepep_ll taken alike) runs its kernels
+over the tp_ep group, etp x ep ranks [8] (group_size): the routing map is expanded over the etp
+ranks of each EP rank ("each TP ranks in a TP group should receive the same tokens"), top_k
+becomes etp top_k over etp E experts, and each of those ranks receives the token's whole hidden
+state (h x bytes, not h / etp); no expert-TP all-gather follows and no reduce-scatter precedes
+the combine, which sums the etp ranks' partial outputs (the experts' linears leave their TP
+reduction to the dispatcher, explicit_expert_comm [8]); so step.etp_pair prices nothing there.
+A rank's T / rep_div tokens (distinct on each of the etp ranks: Megatron needs SP with TP [8])
+then reach etp x n (1 - (1 - 1/n)^k) ranks inside a domain (n = ep) and, across, the nodes
+of the group (m members a node) holding the EP ranks they reach, each EP rank's etp ranks side
+by side (the tp_ep group is etp-innermost [9]): ep / max(m / etp, 1) node-sets drawn k times,
+x max(etp / m, 1) nodes a set. The measured bandwidths are read at the group's size, its
+placement is the folded grid's tp_ep group (moe.expert_strides). With etp 1 all is as above.
+
 Approximations (named): the H800 efficiencies of DeepEP applied to other GPUs' line rates
 (Hybrid-EP's README measures DeepEP on GB200 at 24 SMs lower: 351 / 513 / 426 GB/s fp8 /
 bf16 / combine at 8 ranks, 51-75% of the H800 fractions); Hybrid-EP's H100 and GB200 fractions
@@ -105,6 +119,18 @@ References
     deepep backend does not support moe_pad_expert_input_to_capacity") and l. 1862-1866
     ("moe_expert_capacity_factor must be set to use moe_pad_expert_input_to_capacity");
     moe/experts.py l. 737 (the grouped GEMM's tokens_per_expert.tolist(): a host tensor when padded).
+[8] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py
+    MoEFlexTokenDispatcher.__init__ l. 1835-1867 (_DeepepManager / _HybridEPManager / _NCCLEPManager
+    over group=self.tp_ep_group with router_topk = tp_size x moe_router_topk and num_experts =
+    tp_size x num_moe_experts, tp_size the expert-TP group's, MoETokenDispatcher l. 84-89),
+    _initialize_metadata l. 1893-1919 (routing map and probs expanded over the tp_size ranks),
+    dispatch_postprocess l. 1983-2000 and token_combine (no gather or reduce-scatter over the
+    expert-TP group); moe/fused_a2a.py get_hidden_bytes (x.size(1): the whole hidden state);
+    extensions/transformer_engine.py l. 2459 (explicit_expert_comm = is_expert and (tp_size > 1
+    or expert_parallel): the expert linears' TP communication left to the dispatcher);
+    moe/moe_layer.py l. 636-640 (training with attention TP > 1 needs sequence parallelism);
+    transformer_config.py __post_init__ (no check refuses expert TP > 1 with the flex dispatcher).
+[9] planner/moe.py [9]: the expert RankGenerator's 'tp-ep' group, expert-TP ranks innermost.
 """
 
 from __future__ import annotations
@@ -119,6 +145,7 @@ from .layers.common import ACT_BYTES
 ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
 NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
 CODES = {v: k for k, v in NAMES.items()}
+FLEX = (DEEPEP, DEEPEP_LL, HYBRIDEP)  # kernels run over the etp x ep group, no expert-TP gather [3]
 # padded to capacity: which dispatchers skip the host synchronisation, which refuse padding [7]
 # (a leaf module, so that plan.py and cuda_graphs.py read them without an import cycle)
 from .moe_padding import PAD_REFUSED, PAD_WITHOUT_SYNC, host_synced  # noqa: E402,F401
@@ -183,52 +210,66 @@ class Transfers:
         return self.dispatch_bwd + self.combine_bwd
 
 
-def _merged_bytes(tokens, block, ep, local, route_nodes):
+def group_size(kind: int, ep, etp) -> np.ndarray:
+    """The ranks the dispatcher `kind` (a job-wide code) exchanges tokens over: ep for the NCCL
+    dispatchers, etp x ep for DeepEP's and Hybrid-EP's kernels (Megatron's flex dispatcher's
+    tp_ep group [3]; module docstring, "Expert TP")."""
+    ep = np.asarray(ep, dtype=np.float64)
+    return ep * np.asarray(etp, dtype=np.float64) if kind in FLEX else ep
+
+
+def _merged_bytes(tokens, block, ep, local, route_nodes, etp=1.0):
     """(NVLink, RDMA) elements a rank's tokens move when copies to one rank (inside a domain) or
     one node (across) merge, its own rank or node included as DeepEP's benchmarks count them
     (tests/test_intranode.py: the received tokens; tests/test_internode.py: the tokens sent per
     RDMA rank); the nodes a token reaches capped by the model's group-limited routing and the
-    job's route_nodes (0: no cap) (module docstring)."""
+    job's route_nodes (0: no cap); with expert TP each EP rank's etp ranks all receive the token
+    and sit side by side in the etp x ep group (module docstring, "Expert TP")."""
     h, k = block.h, block.top_k
-    m = np.minimum(local, ep).astype(np.float64)
-    nodes = np.maximum(ep / np.maximum(m, 1.0), 1.0)
+    etp = np.asarray(etp, dtype=np.float64)
+    m = np.minimum(local, ep * etp).astype(np.float64)
+    per_node = np.maximum(m / etp, 1.0)  # EP ranks per node (1 where an EP rank's etp ranks span nodes)
+    span = np.maximum(etp / np.maximum(m, 1.0), 1.0)  # nodes one EP rank's etp ranks span
+    nodes = np.maximum(ep / per_node, 1.0)
     reach = distinct(nodes, k)
     if block.expert_groups:
         reach = np.minimum(reach, block.groups_per_token * np.maximum(1.0, nodes / block.expert_groups))
     reach = np.where(np.asarray(route_nodes) > 0, np.minimum(reach, np.maximum(route_nodes, 1)), reach)
-    return tokens * h * distinct(ep, k), tokens * h * reach
+    return tokens * h * etp * distinct(ep, k), tokens * h * reach * span
 
 
-def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8, route_nodes):
+def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8, route_nodes, etp=1):
     """(dispatch at its element bytes, dispatch bf16, combine bf16) seconds of one DeepEP /
-    Hybrid-EP / DeepEP low-latency transfer of the MoE layer `block` (module docstring)."""
+    Hybrid-EP / DeepEP low-latency transfer of the MoE layer `block` over the etp x ep group
+    whose comm.GroupLink is `link` (module docstring)."""
     h, k = block.h, block.top_k
     inside = link.link == comm.LINK_NVLINK
     ep = np.asarray(ep, dtype=np.float64)
+    group = group_size(kind, ep, etp)  # the tables' "EP size" is the kernels' group [2][4]
     local = link.local_ranks
     if kind == DEEPEP:  # at most 8 NVLink peers: beyond, 8-GPU "nodes" joined over RDMA [6]
-        inside = inside & (ep <= DEEPEP_MAX_NVL_PEERS)
+        inside = inside & (group <= DEEPEP_MAX_NVL_PEERS)
         local = np.minimum(local, DEEPEP_MAX_NVL_PEERS)
-    nv_b, rd_b = _merged_bytes(tokens, block, ep, local, route_nodes)
+    nv_b, rd_b = _merged_bytes(tokens, block, ep, local, route_nodes, etp)
     b8 = element_bytes(fp8)
     extra = np.where(np.asarray(fp8, dtype=bool), FP8_TOKEN_EXTRA_BYTES / h, 0.0)  # per element
     nv_line, net_line = params.nvlink_line_rate, params.network_line_rate
     if kind == DEEPEP_LL:
         sizes, d_bw, c_bw = DEEPEP_LL_RDMA
-        copies = tokens * h * k  # every selection, as DeepEP's benchmark counts them
-        bw_d = _interp(ep, sizes, d_bw) * 1e9 / CX7_NIC_Bps * net_line
-        bw_c = _interp(ep, sizes, c_bw) * 1e9 / CX7_NIC_Bps * net_line
+        copies = tokens * h * k * np.asarray(etp, dtype=np.float64)  # every selection, x its etp ranks
+        bw_d = _interp(group, sizes, d_bw) * 1e9 / CX7_NIC_Bps * net_line
+        bw_c = _interp(group, sizes, c_bw) * 1e9 / CX7_NIC_Bps * net_line
         return copies * (b8 + extra) / bw_d, copies * ACT_BYTES / bw_d, copies * ACT_BYTES / bw_c
     if kind == DEEPEP:
         s_nv, d_nv, c_nv = DEEPEP_NVLINK
         s_rd, d_rd, c_rd = DEEPEP_RDMA
-        nv = [_interp(ep, s_nv, v) * 1e9 / H800_NVLINK_Bps * nv_line for v in (d_nv, d_nv, c_nv)]
-        rd = [_interp(ep, s_rd, v) * 1e9 / CX7_NIC_Bps * net_line for v in (d_rd, d_rd, c_rd)]
+        nv = [_interp(group, s_nv, v) * 1e9 / H800_NVLINK_Bps * nv_line for v in (d_nv, d_nv, c_nv)]
+        rd = [_interp(group, s_rd, v) * 1e9 / CX7_NIC_Bps * net_line for v in (d_rd, d_rd, c_rd)]
     else:  # HYBRIDEP
         s_nv, f8_nv, b16_nv, c_nv = HYBRIDEP_NVLINK
         s_rd, f8_rd, b16_rd, c_rd = HYBRIDEP_RDMA
-        nv = [_interp(ep, s_nv, v) * 1e9 / GB200_NVLINK_Bps * nv_line for v in (f8_nv, b16_nv, c_nv)]
-        rd = [_interp(ep, s_rd, v) * 1e9 / CX7_NIC_Bps * net_line for v in (f8_rd, b16_rd, c_rd)]
+        nv = [_interp(group, s_nv, v) * 1e9 / GB200_NVLINK_Bps * nv_line for v in (f8_nv, b16_nv, c_nv)]
+        rd = [_interp(group, s_rd, v) * 1e9 / CX7_NIC_Bps * net_line for v in (f8_rd, b16_rd, c_rd)]
         nv[0] = np.where(np.asarray(fp8, dtype=bool), nv[0], nv[1])
         rd[0] = np.where(np.asarray(fp8, dtype=bool), rd[0], rd[1])
     byte = (b8 + extra, float(ACT_BYTES), float(ACT_BYTES))
@@ -238,17 +279,19 @@ def kernel_time(kind: int, tokens, block, ep, link, params: comm.CommParams, fp8
         # inside a domain the NVLink carries the merged copies; across domains the RDMA leg is
         # the bottleneck DeepEP's and Hybrid-EP's tables measure [2][4]
         t = np.where(inside, nv_b * byte[i] / nv[i], rd_b * byte[i] / rd[i])
-        out.append(np.where(ep > 1, lat + t, 0.0))
+        out.append(np.where(group > 1, lat + t, 0.0))
     return tuple(out)
 
 
-def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes) -> Transfers:
+def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp8, route_nodes, etp=1) -> Transfers:
     """The four transfers of one MoE layer `block` per micro-batch (module docstring) for
     dispatcher `kind`: coll prices a collective at its placement (step.Collectives: op, size,
-    group, stride -> seconds), ep and stride the EP group's size and stride, group_link its
-    comm.GroupLink (its tier and members per domain), params the comm.CommParams, ctx the
-    layers.Ctx. fp8: the forward dispatch moves fp8 (plan.fp8_dispatch); route_nodes: the job's
-    node-limited routing cap M (0: none)."""
+    group, stride -> seconds), ep and stride the EP group's size and stride, group_link the
+    comm.GroupLink (its tier and members per domain) of the group the dispatcher runs over
+    (group_size: the EP group, or the etp x ep group of DeepEP's and Hybrid-EP's kernels),
+    params the comm.CommParams, ctx the layers.Ctx. fp8: the forward dispatch moves fp8
+    (plan.fp8_dispatch); route_nodes: the job's node-limited routing cap M (0: none); etp the
+    expert-TP degree."""
     from .moe import alltoall_bytes
     tokens = ctx.T / ctx.rep_div * ctx.cf  # the busiest rank's tokens (its load L: planner/imbalance.py)
     tier = group_link.link
@@ -262,5 +305,5 @@ def transfers(kind: int, block, ctx, coll, ep, stride, group_link, params, *, fp
         ag = coll(comm.ALL_GATHER, size, ep, stride)
         rs = coll(comm.REDUCE_SCATTER, size, ep, stride)
         return Transfers(ag, rs, ag, rs, tier)
-    d8, d16, c16 = kernel_time(kind, tokens, block, ep, group_link, params, fp8, route_nodes)
+    d8, d16, c16 = kernel_time(kind, tokens, block, ep, group_link, params, fp8, route_nodes, etp)
     return Transfers(d8, c16, d16, c16, tier)

@@ -5,11 +5,12 @@ NCCL reserve (memory.py OUTSIDE_TERMS), not in the allocated or reserved peaks t
 Units: bytes. Pure numpy on 0-d or 1-d arrays. The NCCL dispatchers (alltoall, allgather)
 hold none of their own (their NCCL buffers are in the reserve).
 
-Inputs: h the hidden size, ep the EP group's size, tokens the rank's tokens a dispatch sends
-(T / rep_div: the micro-batch's tokens on the rank, planner/dispatch.py), experts the routed
-experts of a layer, per_domain the group's members in one NVLink domain (comm.group_link).
+Inputs: h the hidden size, ep the dispatcher's group's size (etp x ep: "Expert TP" below),
+tokens the rank's tokens a dispatch sends (T / rep_div: the micro-batch's tokens on the rank,
+planner/dispatch.py), experts the routed experts of a layer (x etp), per_domain the group's
+members in one NVLink domain (comm.group_link).
 
-deepep (normal kernels). Megatron-Core sizes one Buffer for the EP group [1]: num_nvl_bytes and
+deepep (normal kernels). Megatron-Core sizes one Buffer for the group [1]: num_nvl_bytes and
 num_rdma_bytes the larger of the dispatch and combine configs' hints [2] at hidden_bytes =
 h x max(element size, 2) = 2h (an fp8 dispatch is sized as bf16), with 20 SMs (C = 10 channels,
 Megatron's default); a DeepEP "node" is 8 NVLink peers (NUM_MAX_NVL_PEERS), whatever the
@@ -50,9 +51,14 @@ deepseek stack's own kernels are not DeepEP's release) takes the next listed siz
 preprocessing scratch of Hybrid-EP (a few KiB) and the pinned host counters are not priced;
 NVSHMEM's own heap beyond the RDMA buffer (its granularity, NVSHMEM_CUMEM_GRANULARITY 512 MiB
 set by DeepEP, and its internal state) is not priced, nor the allocation granularity of
-cuMemCreate under MNNVL; the buffer is sized for the group of the plan's EP ranks (Megatron's
-flex dispatcher runs over the tp x ep group: the same with etp 1); every stack that runs deepep
-is taken to size its Buffer as Megatron does (the DeepSeek stack's own buffer is not published).
+cuMemCreate under MNNVL; every stack that runs deepep is taken to size its Buffer as Megatron
+does (the DeepSeek stack's own buffer is not published).
+
+Expert TP. Megatron's flex dispatcher builds its DeepEP Buffer and its HybridEPBuffer over the
+tp_ep group, expert-TP x EP ranks [4], so every size above is taken at that group's size
+etp x ep ("ep" in the formulas), its members per NVLink domain (per_domain), and its expert
+columns etp x experts (the dispatcher's num_experts = tp_size x num_moe_experts, whose
+num_local_experts = experts / ep per rank are unchanged); with etp 1 the EP group.
 
 References
 [1] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/fused_a2a.py: get_hidden_bytes
@@ -72,6 +78,12 @@ References
     csrc/deep_ep.cpp Buffer::Buffer (cudaMalloc of num_nvl_bytes + the barrier signals and
     pointer tables, the workspace) and Buffer::sync (internode::alloc: nvshmem_malloc of
     num_rdma_bytes).
+[4] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/token_dispatcher.py
+    MoEFlexTokenDispatcher.__init__ l. 1835-1867 (_DeepepManager / _HybridEPManager
+    (group=self.tp_ep_group, num_experts=self.tp_size x num_moe_experts, router_topk=self.tp_size
+    x moe_router_topk), tp_size the expert-TP group's), _initialize_metadata l. 1894-1919 (the
+    routing map [tokens, ep, 1, local experts] expanded over the tp_size ranks: "each TP ranks in
+    a TP group should receive the same tokens").
 [3] deepseek-ai/DeepEP @94a9f8f csrc/hybrid_ep/buffer/intranode.cu NVLCoordinator::init (max
     tokens = tokens per rank x ranks per node x nodes), allocate_combine_buffers /
     allocate_dispatch_buffers (remote_allocator: cuMemCreate, else cudaMalloc,
@@ -155,16 +167,19 @@ def hybridep(h, ep, tokens, experts, per_domain) -> tuple[np.ndarray, np.ndarray
     return nvl, np.where(nodes > 1.0, rdma, 0.0)
 
 
-def buffer_bytes(dispatcher: str, h, ep, tokens, experts, per_domain) -> np.ndarray:
+def buffer_bytes(dispatcher: str, h, ep, tokens, experts, per_domain, etp=1) -> np.ndarray:
     """Bytes per GPU the job's dispatcher (a job-wide name, planner/dispatch.py) keeps outside
-    the caching allocator; 0 where ep is 1 (no dispatch) or the dispatcher allocates none."""
-    ep = np.asarray(ep, dtype=np.float64)
+    the caching allocator, its kernels run over the etp x ep group (per_domain: that group's
+    members per NVLink domain) with etp x experts columns (module docstring, "Expert TP");
+    0 where the group is one rank (no dispatch) or the dispatcher allocates none."""
+    group = np.asarray(ep, dtype=np.float64) * np.asarray(etp, dtype=np.float64)
+    experts = np.asarray(experts, dtype=np.float64) * np.asarray(etp, dtype=np.float64)
     if dispatcher == "deepep":
-        b = sum(deepep_normal(h, ep))
+        b = sum(deepep_normal(h, group))
     elif dispatcher == "deepep_ll":
         b = deepep_low_latency(h, tokens, experts)
     elif dispatcher == "hybridep":
-        b = sum(hybridep(h, ep, tokens, experts, per_domain))
+        b = sum(hybridep(h, group, tokens, experts, per_domain))
     else:
-        b = np.zeros(np.shape(ep))
-    return np.where(ep > 1, b, 0.0)
+        b = np.zeros(np.shape(group))
+    return np.where(group > 1, b, 0.0)

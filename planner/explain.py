@@ -271,7 +271,10 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
                          if settings.model.moe.expert_groups else None),
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
-        "ep_tier": "none" if int(pick(plan.ep)) == 1 else comm.LINK_NAMES[int(pick(x["ep_tier"]))],
+        # the dispatcher's group: EP, or etp x ep for DeepEP's and Hybrid-EP's kernels (planner/dispatch.py)
+        "ep_tier": ("none" if int(pick(dispatch.group_size(dispatch.CODES[settings.moe_dispatcher], plan.ep,
+                                                            mem.etp_of(plan)))) == 1
+                    else comm.LINK_NAMES[int(pick(x["ep_tier"]))]),
         "rank_load": _num(pick(a["rank_load"])),
         "load_balancing": (f"measured {settings.moe_rank_imbalance:g}" if settings.moe_rank_imbalance
                            else f"{settings.moe_load_balancing} rule"),

@@ -522,7 +522,7 @@ from .cuda_graphs import held_output_bytes
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import RouterPath
-from .moe import ep_stride, etp_of, expert_shard
+from .moe import etp_of, expert_shard, expert_strides
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
@@ -1926,20 +1926,23 @@ SYMM_MEM_CHUNKS = 2
 
 
 def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
-    """Bytes per GPU of the MoE dispatcher's communication buffers [ep] (planner/ep_buffers.py):
-    0 for a dense model; Hybrid-EP's read the EP group's members per NVLink domain where it lands
-    (comm.group_link at the EP stride, as step.ep_comm places it)."""
+    """Bytes per GPU of the MoE dispatcher's communication buffers [ep] (planner/ep_buffers.py),
+    over the expert-TP x EP group Megatron's flex dispatcher builds them on: 0 for a dense model;
+    Hybrid-EP's read that group's members per NVLink domain where it lands (comm.group_link at
+    the folded grid's tp_ep stride, as step.ep_comm places it)."""
     model = settings.model
     if model.moe is None:  # a model property, not a searched quantity
         return np.zeros(np.shape(plan.tp))
     per_domain = 1.0
+    etp = etp_of(plan)
     if settings.moe_dispatcher == "hybridep":  # a job-wide setting
         strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
-        link = comm.group_link(plan.ep, ep_stride(plan, strides), comm.comm_params(settings.hardware),
+        stride = expert_strides(plan, strides, ("tp_ep",))["tp_ep"]
+        link = comm.group_link(etp * plan.ep, stride, comm.comm_params(settings.hardware),
                                pattern=comm.PATTERN_ALL_PAIRS, job_gpus=settings.gpus)
         per_domain = link.local_ranks
     b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
-                        model.moe.num_experts, per_domain)
+                        model.moe.num_experts, per_domain, etp)
     return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)
 
 

@@ -41,7 +41,10 @@ all-gathers the received rows over the expert-TP group after the dispatch all-to
 (dispatch_postprocess: "AG(TP)") and reduce-scatters the experts' outputs before the combine
 ("RS(TP)"), the reverse pair backward: priced by step.etp_pair over the etp ranks (with
 etp = tp under SP this is the pair step.tp_comm always priced for the MoE MLP; with etp = 1
-there is none: the attention's sequence-parallel tokens go to the all-to-all directly).
+there is none: the attention's sequence-parallel tokens go to the all-to-all directly). The
+flex dispatcher's kernels (DeepEP, Hybrid-EP) run over the etp x ep group instead and send each
+token to the etp ranks themselves: no such pair, the volume in their dispatch
+(planner/dispatch.py "Expert TP").
 
 Load imbalance. The router does not spread tokens evenly; the busiest EP rank sets the pace.
 Its routed tokens over the mean, L (ctx.cf, planner/imbalance.py rank_load: the job's
@@ -194,12 +197,14 @@ def _folded_stride(size, sigma, plan, strides):
 
 def expert_strides(plan, strides, groups=("etp", "ep", "edp")) -> dict:
     """Global strides (comm.group_link placement) of the expert tensor-parallel group (etp
-    ranks, j-stride 1), the EP group (ep ranks, j-stride etp) and the expert-data-parallel
-    group (expert_dp ranks, j-stride etp ep) of the folded expert grid [9]; of `groups` only."""
+    ranks, j-stride 1), the EP group (ep ranks, j-stride etp), the expert-data-parallel
+    group (expert_dp ranks, j-stride etp ep) and the expert-TP x EP group ("tp_ep": etp ep
+    ranks, j-stride 1, the flex dispatcher's [10]) of the folded expert grid [9]; of `groups` only."""
     etp = etp_of(plan)
     make = {"etp": lambda: _folded_stride(etp, 1, plan, strides),
             "ep": lambda: _folded_stride(plan.ep, etp, plan, strides),
-            "edp": lambda: _folded_stride(expert_dp(plan), etp * plan.ep, plan, strides)}
+            "edp": lambda: _folded_stride(expert_dp(plan), etp * plan.ep, plan, strides),
+            "tp_ep": lambda: _folded_stride(etp * plan.ep, 1, plan, strides)}
     return {g: make[g]() for g in groups}
 
 

@@ -801,8 +801,13 @@ def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
     all-gather of the dispatched rows over the etp ranks after the dispatch all-to-all and the
     reduce-scatter before the combine (the backward runs the reverse pair), at the expert-TP
     group's place in the folded grid (moe.expert_strides); without SP, with etp = tp, the TP
-    all-reduce of the replicated rows (T top_k c h x 2 B). Nothing with etp = 1."""
+    all-reduce of the replicated rows (T top_k c h x 2 B). Nothing with etp = 1, nor under
+    DeepEP's and Hybrid-EP's kernels (dispatch.FLEX): Megatron's flex dispatcher sends each token
+    to all etp ranks of its experts and its combine sums their partial outputs, priced in the
+    dispatch (step.ep_comm over the etp x ep group; planner/dispatch.py "Expert TP")."""
     plan, ctx = sc.plan, sc.ctx
+    if dispatch.CODES[sc.settings.moe_dispatcher] in dispatch.FLEX:  # a job-wide setting
+        return np.zeros(np.shape(plan.tp))
     etp = moe.etp_of(plan)
     s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"]
     size = moe.etp_bytes(block, ctx)
@@ -819,11 +824,15 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     ones behind the partner micro-batch's backward of a layer and its backward ones behind a
     layer's forward, at the stack's exposed share; the passes that run alone keep theirs.
     Also returns the dispatch and combine seconds per micro-batch (before overlap) and the EP
-    group's tier, for explain."""
+    group's tier, for explain. DeepEP's and Hybrid-EP's kernels run over the etp x ep group
+    (dispatch.group_size), placed as the folded grid's tp_ep group."""
     plan, ctx, st = sc.plan, sc.ctx, sc.settings
-    stride = moe.ep_stride(plan, coll.strides)
-    link = comm.group_link(plan.ep, stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
     kind = dispatch.CODES[st.moe_dispatcher]
+    etp = moe.etp_of(plan)
+    group = dispatch.group_size(kind, plan.ep, etp)
+    stride = moe.ep_stride(plan, coll.strides)
+    g_stride = moe.expert_strides(plan, coll.strides, ("tp_ep",))["tp_ep"] if kind in dispatch.FLEX else stride
+    link = comm.group_link(group, g_stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
     fp8 = fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
     fwd, bwd, disp, comb = [], [], [], []
     for k in sc.ll.kinds:
@@ -832,11 +841,11 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
                 lst.append(0.0)
             continue
         tr = dispatch.transfers(kind, k.mlp, ctx, coll, plan.ep, stride, link, coll.cpar,
-                                fp8=fp8, route_nodes=st.moe_route_nodes)
-        fwd.append(np.where(plan.ep > 1, tr.fwd, 0.0))
-        bwd.append(np.where(plan.ep > 1, tr.bwd, 0.0))
-        disp.append(np.where(plan.ep > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
-        comb.append(np.where(plan.ep > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
+                                fp8=fp8, route_nodes=st.moe_route_nodes, etp=etp)
+        fwd.append(np.where(group > 1, tr.fwd, 0.0))
+        bwd.append(np.where(group > 1, tr.bwd, 0.0))
+        disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
+        comb.append(np.where(group > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
     n, rc = sc.n["mid"], sc.rc["mid"]
     info = {"dispatch": n * sc.mean("mid", disp) + rc * sc.mean("mid", [d / 2.0 for d in disp]),
             "combine": n * sc.mean("mid", comb) + rc * sc.mean("mid", [c / 2.0 for c in comb]),

@@ -86,3 +86,17 @@ def test_arrays_broadcast():
     """A search prices many plans at once: EP sizes as an array."""
     got = eb.buffer_bytes("deepep", 7168, np.array([1, 8, 64]), 4096, 256, 8)
     assert got.shape == (3,) and got[0] == 0.0 and got[2] == 778_783_136
+
+
+def test_expert_tp_sizes_the_buffers_over_etp_x_ep():
+    """Megatron's flex dispatcher builds DeepEP's Buffer and Hybrid-EP's over the tp_ep group:
+    DeepSeek-V3 etp 2 x ep 32 is DeepEP's 64-rank buffer (778,783,136 B, above), Qwen3-30B-A3B
+    etp 2 x ep 4 its 8-rank one (159,549,216 B). Hybrid-EP, Qwen3-30B-A3B etp 2 x ep 4 in one
+    8-GPU domain, 2,048 tokens a rank (4,096 / tp 2): 8 ranks, 128 / 4 = 32 local experts, the
+    routing map's 2 x 128 = 256 expert columns: 2,048 x 8 = 16,384 rows of 2 x 2,048 + 4 x 32 x 8
+    + 4 x 16 = 5,184 B = 84,934,656, + 256 x 2,048 x 8 = 4,194,304: 89,128,960 B."""
+    assert float(eb.buffer_bytes("deepep", 7168, 32, 4096, 256, 8, etp=2)) == 778_783_136
+    assert float(eb.buffer_bytes("deepep", 2048, 4, 4096, 128, 8, etp=2)) == 159_549_216
+    assert float(eb.buffer_bytes("deepep", 2048, 4, 4096, 128, 8)) != 159_549_216  # the 4-rank buffer
+    assert float(eb.buffer_bytes("hybridep", 2048, 4, 2048, 128, 8, etp=2)) == 89_128_960
+    assert float(eb.buffer_bytes("deepep", 2048, 1, 4096, 128, 8, etp=2)) > 0.0  # ep 1: the 2 expert-TP ranks

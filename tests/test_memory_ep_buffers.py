@@ -61,3 +61,13 @@ def test_only_stages_with_moe_layers_hold_it(explain):
         other[d] = {k: v["other_bytes"] for k, v in js["memory"]["stages"].items()}
     assert {k: other["deepep"][k] - other["alltoall"][k] for k in other["deepep"]} == pytest.approx(
         {"first": 0.0, "middle": 778_783_136, "last": 778_783_136}, rel=1e-12, abs=1e-3)
+
+
+def test_expert_tp_group_sizes_the_buffer(explain):
+    """Qwen3-30B-A3B on 8 GPUs, tp 2, etp 2, ep 4: the flex dispatcher's group is 8 ranks, so
+    DeepEP's buffer is the EP 8 one (159,549,216 B) and Hybrid-EP's 89,128,960 B (2,048 tokens a
+    rank, tests/test_ep_buffers.py); with etp 1 DeepEP's is the 4-rank one."""
+    job = dict(model="qwen3-30b-a3b", gpus=8, tp=2, ep=4, micro_batch=1, global_batch=64, seq_len=4096)
+    assert explain(**job, etp=2, moe_dispatcher="deepep")[3]["memory"]["terms"]["ep_buffers"] == 159_549_216
+    assert explain(**job, etp=2, moe_dispatcher="hybridep")[3]["memory"]["terms"]["ep_buffers"] == 89_128_960
+    assert explain(**job, etp=1, moe_dispatcher="deepep")[3]["memory"]["terms"]["ep_buffers"] < 159_549_216

@@ -240,3 +240,67 @@ def test_a_record_says_its_dispatcher_else_it_is_assumed(tmp_path):
     assert any(a.startswith("moe_dispatcher=alltoall") for a in rows[None].assumed)
     assert not any(a.startswith("moe_dispatcher") for a in rows["hybridep"].assumed)
     assert rows["hybridep"].predicted_step_s != rows[None].predicted_step_s
+
+
+# ---------------------------------------------------------------- 3. expert TP (the flex dispatcher's etp x ep group)
+QWEN_MOE = _Block(h=2048, top_k=8)
+
+
+def test_deepep_etp2_sends_each_token_to_both_expert_tp_ranks_over_nvlink():
+    """Qwen3-30B-A3B (h 2048, top-8), etp 2 x ep 4 = DeepEP's group of 8 in one H800 node
+    (Megatron's flex dispatcher over the tp_ep group, routing map expanded over the etp ranks,
+    the whole hidden state to each): a rank's 2,048 tokens (4,096 / tp 2 under SP) reach
+    4 (1 - (3/4)^8) = 3.5995 EP ranks, x 2 expert-TP ranks = 7.1991 ranks, at the EP8 figure
+    153 GB/s (dispatch) and 158 GB/s (combine); etp 1 (the 4-rank EP group) moves half."""
+    p = _params(H800)
+    link = _Link(comm.LINK_NVLINK, 8)
+    _, d16, c16 = dispatch.kernel_time(dispatch.DEEPEP, 2048.0, QWEN_MOE, 4, link, p, False, 0, etp=2)
+    ranks = 2 * 4 * (1 - 0.75 ** 8)
+    assert ranks == pytest.approx(7.19910, abs=1e-5)
+    assert float(d16) == pytest.approx(p.nvlink_latency + 2048 * ranks * 2048 * 2 / 153e9)
+    assert float(c16) == pytest.approx(p.nvlink_latency + 2048 * ranks * 2048 * 2 / 158e9)
+    _, e16, _ = dispatch.kernel_time(dispatch.DEEPEP, 2048.0, QWEN_MOE, 4, _Link(comm.LINK_NVLINK, 4), p, False, 0)
+    assert float(d16) - p.nvlink_latency == pytest.approx(2 * (float(e16) - p.nvlink_latency))
+
+
+def test_deepep_etp2_ep32_is_a_64_rank_group_across_8_nodes():
+    """DeepSeek-V3 (h 7168, top-8), etp 2 x ep 32 over 8-GPU H800 nodes: DeepEP's group is 64
+    ranks, 8 nodes of 4 EP ranks x 2 expert-TP ranks; a token reaches 8 (1 - (7/8)^8) = 5.2511
+    nodes over RDMA (its 2 expert-TP copies merge into one node's), at the EP64 figures 51 GB/s
+    dispatch and 50 combine. With etp 1 the 32-rank group spans 4 nodes: 4 (1 - (3/4)^8) =
+    3.5995 at the EP32 figures 58 / 57 GB/s. DeepSeek-V3's node-limited routing (8 groups, 4
+    a token) caps the 8 nodes at 4 x max(1, 8/8) = 4."""
+    p = _params(H800)
+    link = _Link(comm.LINK_NETWORK, 8)
+    _, d16, c16 = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 32, link, p, False, 0, etp=2)
+    assert float(d16) == pytest.approx(p.network_latency + 4096 * 8 * (1 - (7 / 8) ** 8) * 7168 * 2 / 51e9)
+    assert float(c16) == pytest.approx(p.network_latency + 4096 * 8 * (1 - (7 / 8) ** 8) * 7168 * 2 / 50e9)
+    _, e16, _ = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, B, 32, link, p, False, 0)
+    assert float(e16) == pytest.approx(p.network_latency + 4096 * 4 * (1 - 0.75 ** 8) * 7168 * 2 / 58e9)
+    _, g16, _ = dispatch.kernel_time(dispatch.DEEPEP, 4096.0, _Block(expert_groups=8, groups_per_token=4), 32, link,
+                                     p, False, 0, etp=2)
+    assert float(g16) == pytest.approx(p.network_latency + 4096 * 4 * 7168 * 2 / 51e9)
+
+
+def test_deepep_low_latency_etp2_sends_every_copy_to_both_ranks():
+    """The low-latency kernels under the flex dispatcher's expansion (top_k -> etp top_k): 128
+    tokens x 8 x 2 copies at the EP16 figure (98 -> 63 GB/s: the group etp 2 x ep 8 = 16)."""
+    p = _params(H800)
+    _, d16, _ = dispatch.kernel_time(dispatch.DEEPEP_LL, 128.0, B, 8, _Link(comm.LINK_NETWORK, 1), p, False, 0, etp=2)
+    assert float(d16) == pytest.approx(128 * 8 * 2 * 7168 * 2 / 63e9)
+
+
+def test_flex_dispatchers_run_over_etp_x_ep_and_drop_the_expert_tp_pair(explain):
+    """Qwen3-30B-A3B on 8 H100s, tp 2, etp 2, ep 4: under DeepEP and Hybrid-EP no expert-TP
+    all-gather / reduce-scatter (the TP time is etp 1's: the attention's TP pairs alone), the
+    alltoall dispatcher keeps its pair (more TP time); the DeepEP group is 8 ranks on NVLink,
+    and at ep 1 (etp 2) the flex dispatcher still runs over the 2 expert-TP ranks."""
+    job = dict(model="qwen3-30b-a3b", gpus=8, tp=2, ep=4, micro_batch=1, global_batch=64, seq_len=4096)
+    tp1 = {d: explain(**job, etp=1, moe_dispatcher=d)[3]["time"]["tp_comm_s"] for d in ("alltoall", "deepep")}
+    for d in ("deepep", "hybridep"):
+        js = explain(**job, etp=2, moe_dispatcher=d)[3]
+        assert js["time"]["tp_comm_s"] == pytest.approx(tp1["deepep"], rel=1e-12)
+        assert js["moe"]["ep_tier"] == "NVLink"
+    assert explain(**job, etp=2, moe_dispatcher="alltoall")[3]["time"]["tp_comm_s"] > 2 * tp1["alltoall"]
+    one = explain(**{**job, "ep": 1}, etp=2, moe_dispatcher="deepep")[3]
+    assert one["time"]["ep_comm_s"] > 0.0 and one["moe"]["ep_tier"] == "NVLink"
