@@ -140,7 +140,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import comm
-from .layers.common import ACT_BYTES
+from .layers.common import ACT_BYTES, distinct_draws as distinct  # noqa: F401 (a leaf: layers/moe.py reads it too)
 
 ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
 NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
@@ -177,12 +177,6 @@ HYBRIDEP_RDMA = ((16, 32, 64), (48.26, 42.10, 35.01), (54.47, 47.36, 41.24), (53
 def _interp(ep, sizes, values) -> np.ndarray:
     """values measured at EP sizes, linear in log2(ep) between them, the end values outside."""
     return np.interp(np.log2(np.maximum(np.asarray(ep, dtype=np.float64), 1.0)), np.log2(sizes), values)
-
-
-def distinct(n, k) -> np.ndarray:
-    """Mean distinct targets among n reached by k uniform draws: n (1 - (1 - 1/n)^k)."""
-    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    return n * (1.0 - (1.0 - 1.0 / n) ** np.asarray(k, dtype=np.float64))
 
 
 def element_bytes(fp8) -> np.ndarray:

@@ -116,3 +116,10 @@ def gathered_tokens(plan) -> np.ndarray:
 def kv_local(kv_heads, tp) -> np.ndarray:
     """KV heads per GPU: max(k / tp, 1) (fewer KV heads than TP ranks: each rank keeps one)."""
     return np.maximum(kv_heads / np.asarray(tp, dtype=np.float64), 1.0)
+
+
+def distinct_draws(n, k) -> np.ndarray:
+    """Mean distinct targets among n reached by k uniform draws: n (1 - (1 - 1/n)^k) (the EP ranks or
+    nodes a token's k experts reach under uniform routing: planner/dispatch.py, layers/moe.py)."""
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    return n * (1.0 - (1.0 - 1.0 / n) ** np.asarray(k, dtype=np.float64))

@@ -340,7 +340,7 @@ class MoEMLP:
         and per received row (copy), the multihot conversion's int64 index pairs (probs[mask] and the index_put_,
         2 x 16 B) and, unfused, the int64 sorted indices 8 B. Not priced (named): DeepEP's other handle tensors
         (send_head, prefix matrices, recv_src_idx: shapes that differ between its intranode and internode kernels)."""
-        from ..dispatch import distinct
+        from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)
         local = E / ctx.ep
