@@ -261,20 +261,27 @@ def _aux_loss_load(ep, experts):
     # the 4-expert row routes by sinkhorn: L = 1); and the output layer's saved input, the final norm's
     # output, sequence-sharded: 2 B x 4,096 x 512 / tp; and what the unfused router and permutation
     # (Megatron's defaults) save for the backward, the int64 top-2 indices, the argsort of the [n, 8]
-    # map and the sorted indices, 8 x (2 + 8 + 2) B a local token (4,096 / tp) and MoE layer (layers/moe.py [9])
+    # map and the sorted indices, 8 x (2 + 8 + 2) B a local token (4,096 / tp) and MoE layer (layers/moe.py [9]);
+    # and the router's own saves by path (layers/moe.py [10], Megatron's unfused softmax after the top-k):
+    # the int64 top-k indices 8 k and the fp32 [n, k] softmax output 4 k, plus the aux-loss scores 4 E where
+    # the row's --moe-aux-loss-coeff is set (the first row; the third sets none), in place of the 4 E
+    # logits priced before; on the sinkhorn row (k 1, no alltoall routing saves) 8 + 4 B against 4 x 4
     ("moe__gpt3_mcore_te_tp2_pp1_te_a2a_ovlp_8experts_etp1_ep4__dev_dgx_h100", 4_065_854_464,
      3_722_087_424 + 4 * 2**20 + 4 * (32 * 2**20 + 1024) - 12 * 4096 * 2 * 2 * 512 // 2
      + 12 * 4096 * 2 * 2048 * 2 // 2 + 2 * 512 * 2048 * 2 + 2 * 4096 * 512 // 2
      + (_aux_loss_load(4, 8) - 1) * 12 * 4096 * (2 * 2 * 512 // 2 + 2 * 2 * 2048 * 2 // 2 + 2 * 2048 * 2 // 2)
-     + 12 * 4096 * 8 * (2 + 8 + 2) // 2),
+     + 12 * 4096 * 8 * (2 + 8 + 2) // 2
+     + 12 * 4096 * (4 * 2 + 4 * 8 - 4 * 8) // 2),
     ("moe__gpt3_mcore_tp2_pp2_ep2_etp2_te_4experts2parallel__dev_dgx_h100", 1_226_082_304,
      1_169_067_008 + 16 * 2**20 - (32 * 2**20 + 1024) - 6 * 4096 * 2 * 1 * 512 * 2 // 4
-     + 6 * 4096 * 2 * 1 * 2048 // 4 + 512 * 2048 // 2 * 2 + 2 * 4096 * 512 // 4),
+     + 6 * 4096 * 2 * 1 * 2048 // 4 + 512 * 2048 // 2 * 2 + 2 * 4096 * 512 // 4
+     + 6 * 4096 * (8 * 1 + 4 * 1 - 4 * 4) // 4),
     ("moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_h100", 1_149_626_368,
      969_632_768 + 4 * 2**20 + 4 * (32 * 2**20 + 1024) - 6 * 4096 * 2 * 2 * 512 * 2 // 4
      + 6 * 4096 * 2 * 2 * 1024 // 4 + 4 * 512 * 1024 // 2 * 2 + 2 * 4096 * 512 // 4
      + (_aux_loss_load(2, 8) - 1) * 6 * 4096 * (2 * 2 * 512 * 2 // 4 + 2 * 2 * 1024 * 2 // 4 + 2 * 1024 * 2 // 4)
-     + 6 * 4096 * 8 * (2 + 8 + 2) // 4),
+     + 6 * 4096 * 8 * (2 + 8 + 2) // 4
+     + 6 * 4096 * (4 * 2 - 4 * 8) // 4),
 ])
 def test_megatron_ci_rows_with_expert_tp_unlike_tp_are_evaluated(row_id, measured, predicted):
     """Megatron's own CI runs with --expert-tensor-parallel-size unlike TP (TP2 ETP1 EP4, TP4
