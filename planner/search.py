@@ -797,7 +797,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
              ("calibration", "--calibration"), ("ep", "--ep"), ("etp", "--etp"), ("moe_capacity_factor", "--moe-capacity-factor"),
              ("moe_rank_imbalance", "--moe-rank-imbalance"),
              ("mtp_layers", "--mtp-layers"), ("microbatch_group", "--microbatch-group"),
-             ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes")]
+             ("cp_comm_type", "--cp-comm-type"), ("hierarchical_cp_sizes", "--hierarchical-context-parallel-sizes"),
+             ("moe_aux_loss_coeff", "--moe-aux-loss-coeff"), ("moe_z_loss_coeff", "--moe-z-loss-coeff")]
     args = ["--model", str(d["model"]), "--gpus", str(d["gpus"])]
     if d.get("batch_size_schedule"):  # the row's batch ramp (its global_batch is the last phase's)
         from .batch_ramp import to_megatron
@@ -811,6 +812,8 @@ def explain_args(job: Job, row: dict) -> list[str]:
         if v is None or (key not in ("tp", "cp", "pp", "dp", "global_batch", "seq_len", "micro_batch") and v == defaults.get(key)):
             continue
         if key == "mtp_layers" and not v and not _mtp_default(d):  # none, and none is what explain takes without it
+            continue
+        if key == "moe_aux_loss_coeff" and v == (_recipe_value(d, key) or 0.0):  # what explain takes without it
             continue
         if isinstance(v, float):
             v = int(v) if v.is_integer() and abs(v) < 2**53 else repr(v)
@@ -831,6 +834,10 @@ def explain_args(job: Job, row: dict) -> list[str]:
         args.append("--moe-pad-to-capacity")
     if d.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
         args.append("--no-pp-p2p-overlap")
+    for key, flag in (("fp8_attention", "--fp8-attention"), ("fp16", "--fp16"),
+                      ("moe_router_pre_softmax", "--moe-router-pre-softmax"), ("fsdp_root_unit", "--fsdp-root-unit")):
+        if d.get(key):  # on (off is what explain assumes without it)
+            args.append(flag)
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)
         args.append("--pp-p2p-overlap-warmup-flush")
     stack = load_stack(d["stack"])
@@ -844,15 +851,22 @@ def explain_args(job: Job, row: dict) -> list[str]:
 def _mtp_default(d: dict) -> int:
     """The MTP modules explain takes without --mtp-layers: the model recipe's (recipe.apply, where the
     stack trains them), else the model's own."""
+    recipe = _recipe_value(d, "mtp_layers")
+    if recipe is not None:
+        return int(recipe)
+    from .catalog import load_model
+
+    return int(load_model(d.get("model_file") or d["model"]).mtp_layers or 0)
+
+
+def _recipe_value(d: dict, field: str):
+    """The model recipe's value of `field` that explain takes for a row's job without the option
+    (recipe.apply on the row's model, hardware, stack and GPU count); None where it takes none."""
     from .recipe import apply
 
     data, _ = apply({"model": d.get("model_file") or d["model"], "hardware": d["hardware"], "stack": d["stack"],
                      "gpus": d["gpus"]})
-    if data.get("mtp_layers") is not None:
-        return int(data["mtp_layers"])
-    from .catalog import load_model
-
-    return int(load_model(d.get("model_file") or d["model"]).mtp_layers or 0)
+    return data.get(field)
 
 
 def stack_args(d: dict, stack) -> list[str]:

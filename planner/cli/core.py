@@ -69,6 +69,13 @@ def stack_only_fields() -> tuple[str, ...]:
     return tuple(k for k, f in Job.model_fields.items() if (f.json_schema_extra or {}).get("stack_only"))
 
 
+def replaced(data: dict, given: dict) -> list[str]:
+    """'k=v: the command line replaces the file's old' for each option in `given` that changes a
+    value the file (`data`) sets: an option beats the file, never silently (issues 22, 24)."""
+    return [f"{k}={v}: the command line replaces the file's {data[k]}" for k, v in given.items()
+            if k in data and data[k] != v]
+
+
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
     argument file, DeepSpeed JSON: planner/trainers, detected or named by config_format)
@@ -82,8 +89,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         data.update(cfg.job)
         given = {k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")}
         # flags beat file values (issue 22), each replacement named
-        cfg.assumed += [f"{k}={v}: the command line replaces the file's {data[k]}" for k, v in given.items()
-                        if k in data and data[k] != v and k != "hardware"]
+        cfg.assumed += replaced(data, {k: v for k, v in given.items() if k != "hardware"})
         if "sharding_mode" in data and "sharding_mode" not in given and (
                 given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
             # the file's mode is a mode of the file's stack and level: the command line's stack or
@@ -111,7 +117,10 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             raise PlannerError(f"{path}: expected a mapping of job fields", "see `planner schema` or the README's job file example")
         data.update(job_file_data(raw, path, Job.model_fields))
         where = f"{path}: "
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if path is not None and (lines := replaced(data, given)):  # flags beat the job file's values, each named (issue 24)
+        note(f"{path}: {'; '.join(lines)}")
+    data.update(given)
     if "model" not in data:
         raise PlannerError("no model given", "pass --model NAME (see `planner models`) or a job YAML with `model:`")
     if "gpus" not in data:
@@ -159,7 +168,8 @@ def job_options(
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
     ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
     hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None, moe_rank_imbalance=None,
-    moe_load_balancing=None, step_batch_size_schedule=None, moe_pad_to_capacity=None,
+    moe_load_balancing=None, step_batch_size_schedule=None, moe_pad_to_capacity=None, fp8_attention=None, fp16=None,
+    moe_aux_loss_coeff=None, moe_z_loss_coeff=None, moe_router_pre_softmax=None, fsdp_root_unit=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -183,6 +193,8 @@ def job_options(
         pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
         moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
         batch_size_schedule=parse_schedule(step_batch_size_schedule), moe_pad_to_capacity=moe_pad_to_capacity,
+        fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff, moe_z_loss_coeff=moe_z_loss_coeff,
+        moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
     )
 
 
@@ -276,6 +288,33 @@ LossLayersOption = typer.Option(
     help="count the last chunk's end (output layer, loss, MTP modules) as N layers of the pipeline split (a Megatron "
          "--pipeline-model-parallel-layout ending in 'm...L'; 1 = --account-for-loss-in-pipeline-split) (default: that flag's)")
 
+# the job fields a job YAML or trainer config sets (schema.Job, each described there in full)
+Fp8AttentionOption = typer.Option(
+    None, "--fp8-attention/--no-fp8-attention",
+    help="with --precision fp8: the fused attention in fp8 too (Megatron-Core TransformerConfig."
+         "fp8_dot_product_attention, Transformer Engine's fp8_dpa; needs a recipe of the stack with an fp8 attention path on the GPU; fit "
+         "searches only those recipes) (default: off)")
+Fp16Option = typer.Option(
+    None, "--fp16/--no-fp16",
+    help="the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16): priced as bf16, exported as "
+         "--fp16; Megatron refuses it under --use-torch-fsdp2 (fit leaves that mode out) (default: off, bf16)")
+AuxLossCoeffOption = typer.Option(
+    None, "--moe-aux-loss-coeff", min=0.0,
+    help="MoE: the auxiliary load-balancing loss coefficient (Megatron --moe-aux-loss-coeff; 0: none); > 0 the "
+         "router keeps its aux-loss scores for the backward (default: the model's training recipe's, else 0.0)")
+ZLossCoeffOption = typer.Option(
+    None, "--moe-z-loss-coeff", min=0.0,
+    help="MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0 the router keeps its logits for "
+         "the backward (default: none, Megatron's)")
+PreSoftmaxOption = typer.Option(
+    None, "--moe-router-pre-softmax/--no-moe-router-pre-softmax",
+    help="MoE: a softmax router's softmax over all experts before the top-k (Megatron --moe-router-pre-softmax); "
+         "the unfused router keeps [n, E] scores, not [n, k] (default: off, Megatron's)")
+FsdpRootUnitOption = typer.Option(
+    None, "--fsdp-root-unit/--no-fsdp-root-unit",
+    help="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): embedding, final norm "
+         "and output kept unsharded through the backward, the last block not resharded (default: the stack's)")
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -333,6 +372,12 @@ def register(app: typer.Typer) -> None:
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
         step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
+        fp8_attention: Optional[bool] = Fp8AttentionOption,
+        fp16: Optional[bool] = Fp16Option,
+        moe_aux_loss_coeff: Optional[float] = AuxLossCoeffOption,
+        moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
+        moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
+        fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -350,7 +395,9 @@ def register(app: typer.Typer) -> None:
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
             hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing,
-            step_batch_size_schedule, moe_pad_to_capacity)
+            step_batch_size_schedule, moe_pad_to_capacity, fp8_attention=fp8_attention, fp16=fp16,
+            moe_aux_loss_coeff=moe_aux_loss_coeff, moe_z_loss_coeff=moe_z_loss_coeff,
+            moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -10,7 +10,8 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+from .core import (AuxLossCoeffOption, Fp16Option, Fp8AttentionOption, FsdpRootUnitOption, PreSoftmaxOption,
+                   ZLossCoeffOption, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -113,6 +114,12 @@ def register(app: typer.Typer) -> None:
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
         step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
+        fp8_attention: Optional[bool] = Fp8AttentionOption,
+        fp16: Optional[bool] = Fp16Option,
+        moe_aux_loss_coeff: Optional[float] = AuxLossCoeffOption,
+        moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
+        moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
+        fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -148,6 +155,10 @@ def register(app: typer.Typer) -> None:
             hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
             pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
             batch_size_schedule=parse_schedule(step_batch_size_schedule),
+            # job fields every candidate takes as they are (fp8_attention: the recipes that run it, space.py;
+            # fp16: the sharding modes that take it, plan.stack_for_settings)
+            fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff,
+            moe_z_loss_coeff=moe_z_loss_coeff, moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
