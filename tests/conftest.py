@@ -75,9 +75,12 @@ def free_stack(tmp_path_factory):
 
 def assert_one_error(r, *needles):
     """Bad input: exit 2, stderr is `error: ...` then `hint: ...` lines, no traceback, and it
-    names each of `needles`."""
+    names each of `needles`; `note: ...` lines may come first (what was read before the error,
+    e.g. an option replacing a job file's value)."""
     assert r.exit_code == 2, (r.exit_code, r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    while len(lines) > 1 and lines[0].startswith("note: "):
+        lines = lines[1:]
     assert lines[0].startswith("error: ")
     assert all(ln.startswith(("error: ", "hint: ")) for ln in lines)
     assert "Traceback" not in r.stderr
