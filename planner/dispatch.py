@@ -212,6 +212,18 @@ def group_size(kind: int, ep, etp) -> np.ndarray:
     return ep * np.asarray(etp, dtype=np.float64) if kind in FLEX else ep
 
 
+def group_link(kind: int, plan, strides: dict, cpar, job_gpus):
+    """(group, link): the ranks the dispatcher `kind` exchanges tokens over (group_size) and the link
+    its all-pairs exchange crosses (comm.group_link), placed as the folded grid's tp_ep group for
+    DeepEP's and Hybrid-EP's kernels [3], as the EP group otherwise (moe.expert_strides, moe.ep_stride);
+    what step.ep_comm prices and memory.dispatcher_buffer_bytes sizes Hybrid-EP's buffers by."""
+    from . import moe
+
+    group = group_size(kind, plan.ep, moe.etp_of(plan))
+    stride = moe.expert_strides(plan, strides, ("tp_ep",))["tp_ep"] if kind in FLEX else moe.ep_stride(plan, strides)
+    return group, comm.group_link(group, stride, cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=job_gpus)
+
+
 def _merged_bytes(tokens, block, ep, local, route_nodes, etp=1.0):
     """(NVLink, RDMA) elements a rank's tokens move when copies to one rank (inside a domain) or
     one node (across) merge, its own rank or node included as DeepEP's benchmarks count them

@@ -519,10 +519,11 @@ from .imbalance import rank_load
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from . import comm
 from .cuda_graphs import held_output_bytes
+from .dispatch import HYBRIDEP, group_link
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import RouterPath
-from .moe import etp_of, expert_shard, expert_strides
+from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
@@ -1334,8 +1335,10 @@ class _PerLayer:
         # gradient waiting for its unit's reduce-scatter, FSDP1's gathered units and unsharded gradient
         fs = stack.fsdp
         layer_unit = unit_params(pc, plan, layers_only=True)
-        # the largest layer unit's gathered bytes (the converted Linears' at 1 B under FSDP's fp8 all-gather [fa])
-        self.layer_gathered = unit_params(pc, plan, True, *gathered_bytes(settings, plan))
+        # the gathered weights' bytes (gathered_bytes: param_gather_bytes a parameter, the converted Linears' 1 B
+        # under FSDP's fp8 all-gather [fa]) and the largest layer unit's so gathered
+        self.gathered = gathered_bytes(settings, plan)
+        self.layer_gathered = unit_params(pc, plan, True, *self.gathered)
         out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
         # (FSDP2's root unit before torchtitan #1094, a job setting: its reduce-scatter waits for the backward's end [tt10])
         held_out = np.where(plan.pp == 1, float(settings.fsdp_root_unit), 0.0) if not fs.output_grad_held else 1.0
@@ -1439,9 +1442,7 @@ class _PerLayer:
         """FSDP's buffers and pools of every stage: fsdp_buf, gather_pool, pp_unsharded, ends."""
         fs = stack.fsdp
         fsdp_on = plan.sharding >= FSDP
-        # the gathered weights' bytes: param_gather_bytes a parameter, the converted Linears' 1 B under
-        # FSDP's fp8 all-gather [fa]
-        pgb, cut, out_cut = gathered_bytes(settings, plan)
+        pgb, cut, out_cut = self.gathered  # (__init__: gathered_bytes [fa])
         unit = unit_params(pc, plan)
         # the gathered layer units at the peak (FSDP1 / ZeRO-3: the current and the prefetched)
         # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
@@ -1937,9 +1938,7 @@ def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     etp = etp_of(plan)
     if settings.moe_dispatcher == "hybridep":  # a job-wide setting
         strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
-        stride = expert_strides(plan, strides, ("tp_ep",))["tp_ep"]
-        link = comm.group_link(etp * plan.ep, stride, comm.comm_params(settings.hardware),
-                               pattern=comm.PATTERN_ALL_PAIRS, job_gpus=settings.gpus)
+        _, link = group_link(HYBRIDEP, plan, strides, comm.comm_params(settings.hardware), settings.gpus)
         per_domain = link.local_ranks
     b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
                         model.moe.num_experts, per_domain, etp)

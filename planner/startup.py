@@ -532,6 +532,8 @@ RULES = RULES + (
         "lower ep (etp x ep one of 2, 4, 8, 16, 24, 32, 64, 128, 144, 160), or use moe_dispatcher hybridep or alltoall",
         _deepep_group),
 )
+
+
 def moe_act_ungrouped(stack) -> bool:
     """MEGATRON_MOE_ACT_GROUPED_GEMM's job settings: the resolved stack's selective policy re-runs
     moe_act with the experts not a grouped GEMM (recompute_modules.apply_modules)."""

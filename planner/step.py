@@ -829,10 +829,8 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     plan, ctx, st = sc.plan, sc.ctx, sc.settings
     kind = dispatch.CODES[st.moe_dispatcher]
     etp = moe.etp_of(plan)
-    group = dispatch.group_size(kind, plan.ep, etp)
+    group, link = dispatch.group_link(kind, plan, coll.strides, coll.cpar, coll.job)
     stride = moe.ep_stride(plan, coll.strides)
-    g_stride = moe.expert_strides(plan, coll.strides, ("tp_ep",))["tp_ep"] if kind in dispatch.FLEX else stride
-    link = comm.group_link(group, g_stride, coll.cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=coll.job)
     fp8 = fp8_dispatch(st, plan)  # the job's, else the stack's fp8 recipe's
     fwd, bwd, disp, comb = [], [], [], []
     for k in sc.ll.kinds:

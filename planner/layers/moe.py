@@ -207,6 +207,11 @@ class MoEMLP:
         busiest EP rank's routed tokens / mean: planner/imbalance.py rank_load)."""
         return self.top_k * ctx.cf
 
+    def local_rows(self, ctx):
+        """Routed rows per token on this rank (the expert inputs it receives, as moe_expert_in):
+        token_copies x ctx.expert_scale x etp / tp."""
+        return self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
+
     def token_width(self, ctx):
         """MLP width per token as a TP-split width: top_k c f_e x ctx.expert_scale (the rank's
         expert rows over etp, not tp) + s f_s."""
@@ -272,7 +277,7 @@ class MoEMLP:
         kernels beyond the fused one's, mlp_activation_gated_unfused - mlp_activation_gated,
         and the routing probability multiplied in fp32 and cast back, expert_probs_unfused, per
         element of a row's activation output f_e / etp) and the shared experts' (an MLP's)."""
-        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp  # routed rows per token on this rank
+        rows = self.local_rows(ctx)  # routed rows per token on this rank
         clamp = kb["activation_clamp" + sfx] * (2.0 * self.fe / ctx.etp if self.gated else self.fe / ctx.etp) \
             * (1.0 if self.clamp else 0.0)
         bias = kb["expert_bias" + sfx] * self.h * (1.0 if self.bias else 0.0)
@@ -293,7 +298,7 @@ class MoEMLP:
         clamps save their inputs, views of the fc1 output, while the activation saves the clamped
         copy (stack_db/megatron.yaml sources); none where moe_act re-runs the chain."""
         gated = 1.0 if self.gated else 0.0
-        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
+        rows = self.local_rows(ctx)
         kept = 0.0 if recomputes_act else 1.0
         routed = kept * rows * self.fe / ctx.etp * (
             gated * kb["mlp_activation_gated_unfused_saved"] + kb["expert_probs_unfused_saved"])
@@ -325,7 +330,7 @@ class MoEMLP:
             return 0.0
         E, k = float(self.num_experts), float(self.top_k)
         permute = INDEX_BYTES * (2.0 * E + 1.0) if permute_fused else INT64_INDEX_BYTES * (E + k)
-        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp
+        rows = self.local_rows(ctx)
         sorts = np.where(E / ctx.ep > 1.0, 2.0 * INDEX_BYTES * rows, 0.0) if permute_fused else 0.0
         return ctx.T * (permute / ctx.rep_div + sorts)
 
@@ -344,7 +349,7 @@ class MoEMLP:
 
         E, k = float(self.num_experts), float(self.top_k)
         local = E / ctx.ep
-        rows = self.token_copies(ctx) * ctx.expert_scale * ctx.etp / ctx.tp  # received rows per token (as alltoall)
+        rows = self.local_rows(ctx)  # received rows per token (as alltoall)
         recv = rows * distinct(ctx.ep, k) / k
         token = INT64_INDEX_BYTES * k + BOOL_BYTES * ctx.ep * ctx.etp
         if permute_fused:

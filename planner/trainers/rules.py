@@ -138,6 +138,13 @@ def _i(flags: dict, name: str, default=None):
     return v if v is None else int(v)
 
 
+def _words(flags: dict, name: str) -> list[str]:
+    """A flag that takes several values (--spec, --recompute-modules) as its words; [] where it is
+    absent or given without a value."""
+    v = flags.get(name)
+    return [] if v in (None, True) else (v if isinstance(v, list) else str(v).split())
+
+
 def layout_chunks(text: str) -> list[str]:
     """--pipeline-model-parallel-layout as one string of layer characters per model chunk
     (parse_str_to_list: commas cosmetic, '(..)*n' and 'x*n' repeat, '|' ends a chunk)."""
@@ -282,13 +289,9 @@ def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str
         bad("CE_TE", "--cross-entropy-loss-fusion with --cross-entropy-fusion-impl te")
     if "--multi-latent-attention" in flags and "--group-query-attention" in flags:
         bad("MLA_GQA", "--multi-latent-attention with --group-query-attention")
-    spec = flags.get("--spec")
-    spec = (spec if isinstance(spec, list) else str(spec).split()) if spec not in (None, True) else []
-    if flags.get("--attention-backend") == "local" and spec[:1] != ["local"]:
+    if flags.get("--attention-backend") == "local" and _words(flags, "--spec")[:1] != ["local"]:
         bad("ATTN_LOCAL", "--attention-backend local without --spec local")
-    mods = flags.get("--recompute-modules")
-    mods = (mods if isinstance(mods, list) else str(mods).split()) if mods not in (None, True) else []
-    if granularity == "selective" and "moe_act" in mods and "--moe-grouped-gemm" not in flags:
+    if granularity == "selective" and "moe_act" in _words(flags, "--recompute-modules") and "--moe-grouped-gemm" not in flags:
         bad("MOE_ACT_GROUPED", "--recompute-modules moe_act under selective recompute without --moe-grouped-gemm")
     score = flags.get("--moe-router-score-function", "softmax")
     if "--moe-router-enable-expert-bias" in flags and score not in ("sigmoid", "sqrtsoftplus"):
