@@ -28,7 +28,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields
-from .startup import BY_CODE, rules_for, split_overdrawn, stack_order_ok
+from .startup import BY_CODE, megatron_checks, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -1125,12 +1125,6 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         knobs=_run_knobs(calibration, stack.name, hw.name),
     )
     return settings
-
-
-def megatron_checks(stack) -> bool:
-    """Whether the stack's trainer runs Megatron-LM's start-up checks (stack_db runs.startup_rules
-    megatron: Megatron-LM and the Megatron-Bridge runs priced on it)."""
-    return stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron"
 
 
 def given_setting(job: Job, name: str):

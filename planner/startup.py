@@ -599,6 +599,12 @@ def built_order(stack, order: str, tp: int, cp: int, pp: int, dp: int):
     return None
 
 
+def megatron_checks(stack) -> bool:
+    """Whether the stack's trainer runs Megatron-LM's start-up checks (stack_db runs.startup_rules
+    megatron: Megatron-LM and the Megatron-Bridge runs priced on it)."""
+    return stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron"
+
+
 def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
     """Where the rank order (codes, broadcast against the mesh arrays) is one the stack builds
     (stack_db runs.rank_orders, up to size-1 axes) and its trainer accepts for the mesh (the
@@ -606,7 +612,7 @@ def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
     from types import SimpleNamespace
 
     ok = stack_order_ok(stack, order, tp, cp, pp, dp)
-    if stack is not None and stack.runs is not None and stack.runs.startup_rules == "megatron":
+    if megatron_checks(stack):
         shape = ok.shape
         b = lambda x: np.broadcast_to(np.asarray(x, dtype=np.int64), shape)  # noqa: E731
         p = SimpleNamespace(order=b(order), tp=b(tp), cp=b(cp), pp=b(pp), dp=b(dp), ep=b(ep), etp=b(etp))
@@ -621,5 +627,5 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES if r.trainer == name]
 
 
-__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
            "end_weights", "stack_order_ok", "built_order", "order_ok"]
