@@ -156,6 +156,20 @@ def test_reader_refuses_mismatched_coefficients(tmp_path, cli):
     assert_one_error(cli("explain", str(p), "--gpus", "16"), "--moe-aux-loss-coeff has 3 values", "2")
 
 
+@pytest.mark.parametrize("extra, flag", [
+    ("--moe-aux-loss-coeff -1e-2", "--moe-aux-loss-coeff '-1e-2' is negative"),
+    ("--moe-router-load-balancing-type aux_loss none --moe-aux-loss-coeff 1e-2 -1e-3", "--moe-aux-loss-coeff '-1e-3' is negative"),
+    ("--moe-z-loss-coeff -1e-3", "--moe-z-loss-coeff '-1e-3' is negative"),
+])
+def test_reader_refuses_negative_coefficients(tmp_path, cli, extra, flag):
+    """A negative loss coefficient is refused with the flag named (exit 2), never clamped to 0 and run on."""
+    from tests.conftest import assert_one_error
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " " + extra + "\n")
+    assert_one_error(cli("explain", str(p), "--gpus", "16"), flag)
+
+
 @pytest.mark.parametrize("fields", [dict(moe_aux_loss_coeff=0.01, moe_z_loss_coeff=0.001, moe_router_pre_softmax=True),
                                     dict(moe_aux_loss_coeff=0.0), {}])
 def test_export_reads_back(fields):

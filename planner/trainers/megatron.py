@@ -1795,11 +1795,23 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
             raise PlannerError(f"{where}--moe-aux-loss-coeff has {len(values)} values for {len(kinds)} "
                                "--moe-router-load-balancing-type value(s)",
                                "give one coefficient per load-balancing type (transformer_config.py @d98e8a64 l. 1828-1834)")
+        for w, v in zip(words, values):
+            _non_negative(where, "--moe-aux-loss-coeff", w, v)
         pairs = zip(kinds, values) if len(values) > 1 else [(kinds[0], values[0])]
-        job["moe_aux_loss_coeff"] = max([max(v, 0.0) for k, v in pairs if k in AUX_LOSS_TYPES], default=0.0)
+        job["moe_aux_loss_coeff"] = max([v for k, v in pairs if k in AUX_LOSS_TYPES], default=0.0)
     if "--moe-z-loss-coeff" in flags:
-        job["moe_z_loss_coeff"] = max(_float(where, flags, "--moe-z-loss-coeff"), 0.0)
+        z = _float(where, flags, "--moe-z-loss-coeff")
+        job["moe_z_loss_coeff"] = _non_negative(where, "--moe-z-loss-coeff", flags["--moe-z-loss-coeff"], z)
     job["moe_router_pre_softmax"] = "--moe-router-pre-softmax" in flags
+
+
+def _non_negative(where: str, name: str, raw, value: float) -> float:
+    """A loss coefficient as given, refused when negative: a negative coefficient rewards imbalance (or large
+    logits), which no run means; the planner does not clamp it to 0 (the guide: nothing given is clamped)."""
+    if value < 0.0:
+        raise PlannerError(f"{where}{name} {_short(raw)} is negative",
+                           "give a coefficient >= 0 (0: the loss is not computed)")
+    return value
 
 
 def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
