@@ -229,7 +229,7 @@ def test_a_record_says_its_dispatcher_else_it_is_assumed(tmp_path):
 
     src = yaml.safe_load(open("tests/data/published_runs_moe.yaml"))
     recs = src if isinstance(src, list) else src["runs"]
-    rec = next(r for r in recs if r["id"] == "megatron-bridge-25.11-dgx-gb200-deepseek-v3-bf16")  # states no dispatcher
+    rec = next(r for r in recs if r["id"] == "megatron-bridge-25.11-dgx-gb300-deepseek-v3-bf16")  # states no dispatcher
     rows = {}
     for kind in (None, "hybridep"):
         r = dict(rec, **({"moe_dispatcher": kind} if kind else {}))
