@@ -472,6 +472,9 @@ class Reader:
         factor = self._rope_attention_factor()
         if factor != 1.0:
             data["rope_attention_factor"] = factor
+        scaling = self._rope_scaling_type()
+        if scaling is not None:
+            data["rope_scaling"] = scaling
         mtp = self.count("num_nextn_predict_layers", 0, zero=True)
         if mtp:
             data["mtp_layers"] = mtp
@@ -575,6 +578,16 @@ class Reader:
                 self.notes.append(f"no position embedding: {self.fam.position_src}")
             return self.fam.position
         return "rope" if any(k in self.cfg for k in ("rope_theta", "rope_scaling", "rope_parameters")) else "learned"
+
+    def _rope_scaling_type(self):
+        """rope_scaling's (rope_parameters') rope_type, else type (transformers modeling_rope_utils: the
+        older key `type` is read as rope_type), where it is one ModelSpec.rope_scaling names; None for
+        'default', no table, or a type it does not name (read only for MLA's rope fusion: not YaRN)."""
+        rs = self.cfg.get("rope_scaling") or self.cfg.get("rope_parameters")
+        if not isinstance(rs, dict):
+            return None
+        kind = rs.get("rope_type") or rs.get("type")
+        return kind if kind in ("yarn", "llama3", "linear", "dynamic", "longrope") else None
 
     def _rope_attention_factor(self) -> float:
         """The factor on RoPE's cos and sin: YaRN's attention factor (transformers

@@ -1041,18 +1041,52 @@ def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list, 
     runnable setting, and the one exported, is off (an inherited setting); a job that sets it on for
     such a model is refused, as Megatron-Core raises (the local experts' MLP.forward likewise, mlp.py
     l. 275-297: 'Only support fusion of swiglu and quick_gelu with per_token_scale in MLP')."""
-    plain_moe = (model.moe is not None and not model.gated_mlp
-                 and all(getattr(stack.kernels, f) is not None for f in FUSION_FIELDS["bias_activation_fusion"]))
+    switch = all(getattr(stack.kernels, f) is not None for f in FUSION_FIELDS["bias_activation_fusion"])
+    plain_moe = model.moe is not None and not model.gated_mlp and switch
     if plain_moe and job.bias_activation_fusion is True:
         raise PlannerError(f"{where}bias_activation_fusion true with a plain (GeLU) MoE: Megatron-Core has no fused "
                            "weighted GeLU for the routed experts and raises ('Only support fusion of swiglu and "
                            "quick_gelu in TEGroupedMLP', NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/"
                            "experts.py l. 983-985; mlp.py l. 296-297)", "leave bias_activation_fusion out (--no-bias-gelu-fusion)")
+    # a plain (non-gated: GeLU, squared ReLU) MLP without linear biases: Megatron-Core's fused bias-GeLU needs
+    # the bias (transformer_config.py @d98e8a64 l. 2426-2434 raises), and Megatron-LM turns --bias-gelu-fusion
+    # off without --add-bias-linear (arguments.py validate_args l. 1604-1606): what runs, and is exported
+    # (--no-bias-gelu-fusion), is off
+    plain_unbiased = not model.gated_mlp and not model.linear_bias and switch
+    if plain_unbiased and job.bias_activation_fusion is True:
+        raise PlannerError(f"{where}bias_activation_fusion true with a plain (non-gated) MLP without linear biases ({model.name}): "
+                           "Megatron-Core raises ('When bias_activation_fusion is True, gated_linear_unit is False and "
+                           "activation function is gelu, add_bias_linear must also be True.', NVIDIA/Megatron-LM @d98e8a64 "
+                           "megatron/core/transformer/transformer_config.py l. 2426-2434) and Megatron-LM turns the fusion "
+                           "off without --add-bias-linear (megatron/training/arguments.py validate_args l. 1604-1606)",
+                           "leave bias_activation_fusion out (--no-bias-gelu-fusion)")
     out = {name: getattr(job, name) is not False for name in FUSION_SWITCHES}
-    if job.bias_activation_fusion is None and plain_moe:
+    if job.bias_activation_fusion is None and (plain_moe or plain_unbiased):
         out["bias_activation_fusion"] = False
         inherited.append(("bias_activation_fusion", False))
+    rope = _mla_rope_fusion(job, model, stack, inherited, where)
+    if rope is not None:
+        out["apply_rope_fusion"] = rope
     return out
+
+
+def _mla_rope_fusion(job: Job, model: ModelSpec, stack: Stack, inherited: list, where: str):
+    """apply_rope_fusion for an MLA model whose rotary embedding is not YaRN (model.rope_scaling) on a
+    stack with the switch: Megatron-Core's MLA fuses RoPE only for YaRN (transformer_config.py
+    @d98e8a64 MLATransformerConfig.__post_init__ l. 3345-3346 raises 'apply_rope_fusion for MLA only
+    works with YARN RoPE.'), so it runs off (inherited; the export writes --rope-type rope
+    --no-rope-fusion) and a job asking for it on is refused. None: the job's own setting stands."""
+    if model.mla is None or model.rope_scaling == "yarn" \
+            or any(getattr(stack.kernels, f) is None for f in FUSION_FIELDS["apply_rope_fusion"]):
+        return None
+    if job.apply_rope_fusion is True:
+        raise PlannerError(f"{where}apply_rope_fusion true with MLA and rope_scaling {model.rope_scaling or 'none'} "
+                           f"({model.name}): Megatron-Core fuses MLA's RoPE only for YaRN ('apply_rope_fusion for MLA only "
+                           "works with YARN RoPE.', NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/"
+                           "transformer_config.py l. 3345-3346)", "leave apply_rope_fusion out (--no-rope-fusion)")
+    if job.apply_rope_fusion is None:
+        inherited.append(("apply_rope_fusion", False))
+    return False
 
 
 def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: PlanArrays, bpp: tuple, power_source: str,
@@ -1492,8 +1526,9 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
         inherited.append(("moe_dispatcher", name))
     runs = stack.runs
     if runs is not None and runs.moe_dispatchers is not None and name not in runs.moe_dispatchers:
+        src = next((x for x in runs.sources if x.startswith("moe_dispatchers")), runs.sources[0])
         raise PlannerError(f"{where}moe_dispatcher {name}: stack {stack.name} runs {', '.join(runs.moe_dispatchers)} "
-                           f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {runs.sources[0][:120]})",
+                           f"(stack_db {stack.name}.yaml runs.moe_dispatchers: {src[:240]})",
                            f"use one of {', '.join(runs.moe_dispatchers)}, or a stack that runs {name}")
     from .moe_padding import PAD_REFUSED
 
@@ -1503,10 +1538,34 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            "use moe_dispatcher alltoall or hybridep, or remove moe_pad_to_capacity")
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where),
-                **moe_router_settings(job, stack, inherited, where))
+                **moe_router_settings(job, stack, inherited, where, model))
 
 
-def moe_router_settings(job: Job, stack, inherited: list, where: str = "") -> dict:
+# Megatron-Core's top-1 softmax router (TransformerConfig.__post_init__ l. 2661-2669 at the commit below)
+TOP1_PRE_SOFTMAX_SOURCE = ("NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/transformer_config.py "
+                           "TransformerConfig.__post_init__ l. 2661-2669: moe_router_topk 1 with a softmax score and "
+                           "neither moe_router_pre_softmax nor sinkhorn balancing raises 'Please use --moe-router-pre-softmax "
+                           "when topk is 1.' (a softmax over one logit has a zero gradient)")
+
+
+def _top1_pre_softmax(job: Job, model: ModelSpec, stack, inherited: list, where: str) -> bool:
+    """moe_router_pre_softmax where Megatron-Core needs it (TOP1_PRE_SOFTMAX_SOURCE: a softmax top-1
+    router on a stack running its start-up checks, balancing not sinkhorn): the job's, refused where
+    it says false; true (listed as inherited) where it says nothing. Elsewhere the job's, else false."""
+    needs = (model is not None and model.moe is not None and model.moe.top_k == 1 and model.moe.router == "softmax"
+             and job.moe_load_balancing != "sinkhorn" and megatron_checks(stack))
+    if not needs:
+        return bool(job.moe_router_pre_softmax)
+    if job.moe_router_pre_softmax is False:
+        raise PlannerError(f"{where}moe_router_pre_softmax false with a top-1 softmax router ({model.name}): Megatron-Core "
+                           f"refuses it ({TOP1_PRE_SOFTMAX_SOURCE})",
+                           "set moe_router_pre_softmax true (--moe-router-pre-softmax), or moe_load_balancing sinkhorn")
+    if job.moe_router_pre_softmax is None:
+        inherited.append(("moe_router_pre_softmax", True))
+    return True
+
+
+def moe_router_settings(job: Job, stack, inherited: list, where: str = "", model: ModelSpec | None = None) -> dict:
     """The router's path of an MoE job (planner/layers/moe.py router_saved_terms [10]): moe_aux_loss_coeff (the
     job's; a planned job without one took its model's training recipe's, planner/recipe.py; else Megatron-LM's
     default 0.0, arguments.py @d98e8a64 --moe-aux-loss-coeff, listed as inherited where the stack prices the
@@ -1522,7 +1581,7 @@ def moe_router_settings(job: Job, stack, inherited: list, where: str = "") -> di
         if stack.memory.moe_routing_saved:
             inherited.append(("moe_aux_loss_coeff", aux))
     return dict(moe_aux_loss_coeff=float(aux), moe_z_loss_coeff=float(job.moe_z_loss_coeff or 0.0),
-                moe_router_pre_softmax=bool(job.moe_router_pre_softmax))
+                moe_router_pre_softmax=_top1_pre_softmax(job, model, stack, inherited, where))
 
 
 MOE_FUSIONS = ("moe_permute_fusion", "moe_router_fusion")

@@ -342,6 +342,12 @@ class ModelSpec(BaseModel):
         default=1.0, gt=0,
         description="factor on RoPE's cos and sin (YaRN's attention factor, 0.1 ln(scaling factor) + 1 unless "
                     "rope_scaling states one); 1: none")
+    rope_scaling: Optional[Literal["yarn", "llama3", "linear", "dynamic", "longrope"]] = Field(
+        default=None,
+        description="the rotary embedding's frequency scaling, as the model's HF config.json names it (rope_scaling.type "
+                    "or rope_type; transformers modeling_rope_utils ROPE_INIT_FUNCTIONS); null: none stated (plain "
+                    "RoPE). Read where a trainer's option depends on it: Megatron-Core fuses MLA's RoPE only for yarn "
+                    "(plan._mla_rope_fusion; the export writes --rope-type rope --no-rope-fusion otherwise)")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     layer_kinds: dict[str, LayerKindSpec] = Field(

@@ -556,8 +556,61 @@ RULES = RULES + (
         "set moe_grouped_gemm (--moe-grouped-gemm), or leave moe_act out of recompute_modules, or recompute none / full",
         _moe_act_grouped_gemm),
 )
-CODES = {r.key: FIRST_CODE + i for i, r in enumerate(RULES)}
-BY_CODE = {FIRST_CODE + i: r for i, r in enumerate(RULES)}
+# torchtitan @e347b1e5e [T], its DeepEP dispatcher (issue 22; stack_db torchtitan runs.moe_dispatchers: [parallelism]
+# expert_parallel_comm_backend "standard" | "deepep"), coded from LATER_FIRST_CODE = the last contiguous code (43) + 5,
+# so that rules appended to RULES meanwhile keep theirs:
+#   TORCHTITAN_DEEPEP_EP     parallelize.py: DeepEP without expert parallelism raises (ValueError, ep_degree > 1)
+#   TORCHTITAN_DEEPEP_ETP    parallelize.py: DeepEP with expert TP > 1 raises (NotImplementedError); etp 1 only
+#   TORCHTITAN_DEEPEP_GROUP  distributed/deepep/deepep.py get_buffer sizes one DeepEP Buffer over the EP mesh's group
+#                            (etp 1: ep ranks) from DeepEP's config tables, which assert on a size they do not list
+LATER_FIRST_CODE = 48
+# deepseek-ai/DeepEP main @567632d (2026-02-03, what torchtitan @e347b1e5e installs: its README points at main,
+# no pinned commit) deep_ep/buffer.py get_dispatch_config / get_combine_config l. 245-259, 275-289: the EP sizes
+# listed (48 and 96 beside @94a9f8f's; ep_buffers prices those at the next listed size's chunks)
+TORCHTITAN_DEEPEP_SIZES = (2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160)
+_TT_DEEPEP = (f"{TORCHTITAN_COMMIT} torchtitan/models/deepseek_v3/infra/parallelize.py parallelize_deepseekv3 l. 99-113 "
+              "(and models/llama4/infra/parallelize.py l. 113-127), with [parallelism] expert_parallel_comm_backend = "
+              "\"deepep\"")
+
+
+def tt_deepep(model, stack) -> bool:
+    """An MoE model on torchtitan's DeepEP backend (the job's moe_dispatcher, laid on the stack's
+    defaults by plan.apply_moe_dispatcher: a setting, every candidate alike)."""
+    return bool(model is not None and model.moe is not None and stack is not None
+                and stack.defaults.moe_dispatcher == "deepep")
+
+
+LATER_RULES: tuple[StartupRule, ...] = (
+    StartupRule(
+        "TORCHTITAN_DEEPEP_EP", "torchtitan",
+        "torchtitan's DeepEP backend needs expert parallelism (ep > 1)",
+        f"{_TT_DEEPEP} ('DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support "
+        "EP=1.': a ValueError)",
+        "set ep > 1, or moe_dispatcher alltoall (expert_parallel_comm_backend \"standard\")",
+        lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) <= 1)),
+    StartupRule(
+        "TORCHTITAN_DEEPEP_ETP", "torchtitan",
+        "torchtitan's DeepEP backend runs without expert TP (etp 1)",
+        f"{_TT_DEEPEP} ('DeepEP with Expert Tensor Parallelism (ETP) is not supported yet': a NotImplementedError where "
+        "distributed/parallel_dims.py etp_enabled, expert_tensor_parallel_degree > 1)",
+        "set etp 1 (--etp 1, expert_tensor_parallel_degree = 1), or moe_dispatcher alltoall",
+        lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) > 1) & (etp_of(p) > 1)),
+    StartupRule(
+        "TORCHTITAN_DEEPEP_GROUP", "torchtitan",
+        "torchtitan's DeepEP backend builds its Buffer over the EP group, which DeepEP's config tables take at 2, 4, 8, "
+        "16, 24, 32, 48, 64, 96, 128, 144 or 160 ranks only",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/deepep/deepep.py get_buffer (Buffer.get_dispatch_config(group.size()), "
+        "the EP mesh's group); deepseek-ai/DeepEP @567632d deep_ep/buffer.py get_dispatch_config / get_combine_config "
+        "l. 259, 289 (assert num_ranks in config_map, 'Unsupported number of EP ranks')",
+        "choose ep among 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, or moe_dispatcher alltoall",
+        lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) > 1)
+        & ~np.isin(np.asarray(p.ep), np.asarray(TORCHTITAN_DEEPEP_SIZES))),
+)
+assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
+CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
+         **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
+BY_CODE = {CODES[r.key]: r for r in RULES + LATER_RULES}
+RULES = RULES + LATER_RULES  # rules_for and the tests read them all here, in code order
 
 
 def stack_order_ok(stack, order, tp, cp, pp, dp) -> np.ndarray:

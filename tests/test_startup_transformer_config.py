@@ -288,3 +288,125 @@ def test_moe_act_and_expert_bias_on_arguments():
     text, _ = export_plan(resolved_plan(job), "megatron")
     assert "--moe-router-enable-expert-bias" not in text and "--moe-grouped-gemm" in text
     assert not {"MOE_ACT_GROUPED", "EXPERT_BIAS"} & {k for k, _ in megatron_script_errors(text)}
+
+
+# ---- top-1 softmax routing needs pre-softmax: transformer_config.py l. 2661-2669
+
+
+def _variant(tmp_path, base: str, name: str, edit) -> str:
+    import yaml
+
+    from planner.catalog import model_source
+
+    m = yaml.safe_load(model_source(base).read_text(encoding="utf-8"))
+    m["name"] = name
+    m.pop("training", None)
+    edit(m)
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(m), encoding="utf-8")
+    return str(p)
+
+
+def test_top1_softmax_router_takes_pre_softmax(tmp_path, cli):
+    """Mixtral with top-1 routing (softmax score): Megatron-Core raises without --moe-router-pre-softmax
+    (sinkhorn aside). A job saying nothing runs it on (inherited) and the export writes the flag; a job
+    saying false is refused (exit 2); sinkhorn balancing, top-2 and torchtitan keep Megatron's default off."""
+    top1 = _variant(tmp_path, "mixtral-8x7b", "mixtral-top1", lambda m: m["moe"].update(top_k=1))
+    job = dict(model=top1, gpus=64, tp=1, pp=1, ep=8, sharding="zero1", global_batch=64, seq_len=4096)
+    settings, _, _ = resolve(Job(**job))
+    assert settings.moe_router_pre_softmax is True and ("moe_router_pre_softmax", True) in settings.inherited
+    text, _ = export_plan(resolved_plan(Job(**job)), "megatron")
+    assert "--moe-router-pre-softmax" in text and not megatron_script_errors(text)
+    assert [k for k, _ in megatron_script_errors(text.replace("--moe-router-pre-softmax", ""))] == ["TOP1_PRE_SOFTMAX"]
+    with pytest.raises(PlannerError, match="Please use --moe-router-pre-softmax when topk is 1"):
+        resolve(Job(**job, moe_router_pre_softmax=False))
+    r = cli("explain", "--model", top1, "--gpus", "64", "--tp", "1", "--pp", "1", "--ep", "8", "--sharding", "zero1",
+            "--global-batch", "64", "--seq-len", "4096", "--no-moe-router-pre-softmax")
+    assert r.exit_code == 2 and "l. 2661-2669" in r.stderr and "\nhint: set moe_router_pre_softmax true" in r.stderr
+    assert resolve(Job(**job, moe_router_pre_softmax=False, moe_load_balancing="sinkhorn"))[0].moe_router_pre_softmax is False
+    assert resolve(Job(**{**job, "model": "mixtral-8x7b"}))[0].moe_router_pre_softmax is False
+    tt = dict(job, stack="torchtitan", sharding="fsdp")
+    assert resolve(Job(**tt, moe_router_pre_softmax=False))[0].moe_router_pre_softmax is False
+
+
+# ---- bias-activation fusion of a plain MLP needs linear biases: transformer_config.py l. 2420-2437
+
+
+def test_plain_mlp_without_biases_runs_the_fusion_off(tmp_path, cli):
+    """GPT-3 175B without linear biases: Megatron-LM turns --bias-gelu-fusion off without
+    --add-bias-linear (validate_args l. 1604-1606) and Megatron-Core raises with it on: a job saying
+    nothing runs it off (inherited; the export writes --no-bias-gelu-fusion and reads back the same),
+    one saying true is refused; with biases (the zoo's GPT-3) the fusion stays on."""
+    nob = _variant(tmp_path, "gpt3-175b", "gpt3-nobias", lambda m: m.update(linear_bias=False))
+    job = dict(model=nob, gpus=64, tp=8, pp=1, sharding="zero1", global_batch=64, seq_len=2048)
+    settings, _, _ = resolve(Job(**job))
+    assert settings.bias_activation_fusion is False and ("bias_activation_fusion", False) in settings.inherited
+    plan = resolved_plan(Job(**job))
+    text, _ = export_plan(plan, "megatron")
+    assert "--no-bias-gelu-fusion" in text and "--disable-bias-linear" in text
+    p = tmp_path / "run.sh"
+    p.write_text(text)
+    assert load_trainer_config(p, model=nob).job["bias_activation_fusion"] is False
+    with pytest.raises(PlannerError, match="add_bias_linear must also be True"):
+        resolve(Job(**job, bias_activation_fusion=True))
+    assert resolve(Job(**{**job, "model": "gpt3-175b"}))[0].bias_activation_fusion is True
+
+
+# ---- MLA's rope fusion needs YaRN: transformer_config.py l. 3345-3346
+
+
+def test_mla_without_yarn_runs_the_rope_fusion_off(tmp_path):
+    """DeepSeek-V3 (rope_scaling yarn, config.json) keeps Megatron's fused RoPE and no --rope-type;
+    the same MLA model with plain RoPE runs it off (inherited) and exports --rope-type rope
+    --no-rope-fusion (Megatron's MLA default is yarn); a job asking for the fusion is refused."""
+    from planner.catalog import load_model
+
+    assert load_model("deepseek-v3").rope_scaling == "yarn" and load_model("kimi-k2").rope_scaling == "yarn"
+    plain = _variant(tmp_path, "deepseek-v3", "mla-rope", lambda m: m.pop("rope_scaling"))
+    job = dict(gpus=256, tp=1, pp=8, ep=32, sharding="zero1", global_batch=512, seq_len=4096, moe_dispatcher="alltoall")
+    settings, _, _ = resolve(Job(model=plain, **job))
+    assert settings.apply_rope_fusion is False and ("apply_rope_fusion", False) in settings.inherited
+    text, _ = export_plan(resolved_plan(Job(model=plain, **job)), "megatron")
+    assert "--rope-type rope" in text and "--no-rope-fusion" in text and not megatron_script_errors(text)
+    assert [k for k, _ in megatron_script_errors(text.replace("--no-rope-fusion", ""))] == ["MLA_ROPE_FUSION"]
+    with pytest.raises(PlannerError, match="only works with YARN RoPE"):
+        resolve(Job(model=plain, apply_rope_fusion=True, **job))
+    settings, _, _ = resolve(Job(model="deepseek-v3", **job))
+    assert settings.apply_rope_fusion is True
+    text, _ = export_plan(resolved_plan(Job(model="deepseek-v3", **job)), "megatron")
+    assert "--rope-type" not in text and "--no-rope-fusion" not in text
+
+
+def test_hf_config_rope_scaling_type(tmp_path):
+    """rope_scaling's type (or rope_type) is read into ModelSpec.rope_scaling; 'default' or none: null."""
+    from planner.hf_config import read
+
+    base = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=512, intermediate_size=1024,
+                num_attention_heads=8, num_key_value_heads=8, num_hidden_layers=2, vocab_size=1000,
+                max_position_embeddings=4096, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+                hidden_act="silu")
+    for rs, want in (({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192}, "llama3"), ({"type": "yarn", "factor": 4.0}, "yarn"),
+                     (None, None)):
+        data, _ = read({**base, **({"rope_scaling": rs} if rs else {})}, "config.json")
+        assert data.get("rope_scaling") == want
+
+
+@pytest.mark.parametrize("arch, zoo, want", [("kimi-k2-instruct", "kimi-k2", "yarn"), ("gpt-oss-20b", "gpt-oss-20b", "yarn"),
+                                             ("gpt-oss-120b", "gpt-oss-120b", "yarn"),
+                                             ("llama-4-scout-17b-16e-instruct", "llama4-scout", "llama3"),
+                                             ("llama-4-maverick-17b-128e-instruct", "llama4-maverick", None),
+                                             ("gemma-3-27b-it", "gemma3-27b", "linear")])
+def test_stored_hf_configs_and_zoo_agree_on_rope_scaling(arch, zoo, want):
+    """tests/data/arch's config.json files ('type' in Kimi K2's, 'rope_type' in the later ones) and the
+    zoo entries that state rope_scaling."""
+    import json as _json
+    from pathlib import Path
+
+    from planner.catalog import load_model
+    from planner.hf_config import read
+
+    cfg = _json.loads((Path(__file__).parent / "data" / "arch" / arch / "config.json").read_text())
+    data, _ = read(cfg, "config.json")
+    assert data.get("rope_scaling") == want
+    assert load_model(zoo).rope_scaling == want

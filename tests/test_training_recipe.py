@@ -97,8 +97,10 @@ def test_options_beat_the_recipe(cli):
 @pytest.mark.parametrize("hardware, stack, taken, refused", [
     # Blackwell: fp8 yes, blockwise no (Transformer Engine runs it on compute capability 9.x)
     ("b200", "megatron", {"precision": "fp8", "moe_dispatcher": "deepep"}, {"fp8_recipe": "requires Hopper"}),
-    # torchtitan lists no dispatchers (stack_db runs.moe_dispatchers): DeepEP is not taken
-    ("h100-sxm", "torchtitan", {"precision": "fp8"}, {"moe_dispatcher": "does not list"}),
+    # torchtitan runs DeepEP (stack_db runs.moe_dispatchers: expert_parallel_comm_backend "deepep"), not blockwise fp8
+    ("h100-sxm", "torchtitan", {"precision": "fp8", "moe_dispatcher": "deepep"}, {"fp8_recipe": "no blockwise recipe"}),
+    # Megatron-DeepSpeed's MoE runs torch all-to-all only (DeepSpeed-MoE): DeepEP is not taken
+    ("h100-sxm", "megatron-deepspeed", {"precision": "fp8"}, {"moe_dispatcher": "runs alltoall"}),
     # an A100 has no fp8 tensor cores: nothing fp8 is taken
     ("a100-sxm-80gb", "megatron", {"moe_dispatcher": "deepep"}, {"precision": "no fp8 tensor cores",
                                                                  "fp8_recipe": "precision is bf16"}),

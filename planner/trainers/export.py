@@ -138,6 +138,9 @@ def _check_runnable(plan: dict) -> None:
     # and moe_act without the grouped GEMM (recompute_modules.apply_modules: rule MEGATRON_MOE_ACT_GROUPED_GEMM)
     if "moe_act" in (plan.get("recompute_modules") or ()) and not plan.get("moe_grouped_gemm"):
         stack = stack.model_copy(update={"selective": stack.selective.model_copy(update={"ungrouped_moe_act": True})})
+    # and the MoE dispatcher it was priced with (plan.apply_moe_dispatcher: rules MEGATRON_DEEPEP_GROUP, TORCHTITAN_DEEPEP_*)
+    if plan.get("moe_dispatcher") and plan["moe_dispatcher"] != stack.defaults.moe_dispatcher:
+        stack = stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"moe_dispatcher": plan["moe_dispatcher"]})})
     code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
     if code != OK:
         reasons = rule_reasons(stack, plan.get("microbatch_group") or 0)
@@ -274,6 +277,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree; its ETP default is 1, not tp
         par["expert_parallel_degree"] = plan["ep"]
         par["expert_tensor_parallel_degree"] = plan.get("etp") or tp
+    if model.moe is not None:
+        par.update(_torchtitan_dispatcher(plan))
     if pp > 1:
         par["pipeline_parallel_schedule"] = _TT_SCHEDULES[plan["schedule"]]
         # the split as priced: torchtitan's own front-loaded placement (stack_db pipeline_split front) of
@@ -357,6 +362,33 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     for name, body in sec.items():
         lines += ["", f"[{name}]"] + [f"{k} = {_toml(v)}" for k, v in body.items()]
     return "\n".join(lines) + "\n"
+
+
+# the planner's dispatchers in torchtitan's key (stack_db torchtitan runs.moe_dispatchers; torchtitan.py
+# reads it back): pytorch/torchtitan @e347b1e5e torchtitan/config/job_config.py l. 474
+# Parallelism.expert_parallel_comm_backend: Literal["standard", "deepep"] = "standard"
+TORCHTITAN_DISPATCHERS = {"alltoall": "standard", "deepep": "deepep"}
+
+
+def _torchtitan_dispatcher(plan: dict) -> dict:
+    """The MoE dispatcher the plan was priced with as torchtitan's [parallelism] key (written
+    always, the default "standard" too); refused where the TOML-configured torchtitan has no
+    backend for it, or the plan fixes a dispatch setting it has no key for."""
+    name = plan.get("moe_dispatcher") or "alltoall"
+    if name not in TORCHTITAN_DISPATCHERS:
+        raise _refuse("torchtitan", f"moe_dispatcher {name}: torchtitan's expert_parallel_comm_backend (job_config.py "
+                                    "@e347b1e5e l. 474) is 'standard' or 'deepep' (HybridEP came with 156db2ead, "
+                                    "2026-03-11, in the Python configs that replaced the TOML files)",
+                      f"price it with moe_dispatcher {' or '.join(TORCHTITAN_DISPATCHERS)}")
+    if plan.get("moe_fp8_dispatch"):
+        raise _refuse("torchtitan", "moe_fp8_dispatch: torchtitan @e347b1e5e dispatches the bf16 hidden states "
+                                    "(distributed/deepep/deepep.py dispatch_tokens; expert_parallel.py all_to_all_single); "
+                                    "no key dispatches fp8 tokens", "price it with moe_fp8_dispatch: false")
+    if plan.get("moe_route_nodes"):
+        raise _refuse("torchtitan", f"moe_route_nodes {plan['moe_route_nodes']}: torchtitan's TOML has no node-limited "
+                                    "routing key (its group-limited routing is the model's MoEArgs num_expert_groups / "
+                                    "num_limited_groups, set in Python)", "price it without moe_route_nodes")
+    return {"expert_parallel_comm_backend": TORCHTITAN_DISPATCHERS[name]}
 
 
 # ------------------------------------------------------------------------ Megatron
@@ -578,6 +610,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
             args.append(("--q-lora-rank", model.mla.q_lora_rank))
         args += [("--kv-lora-rank", model.mla.kv_lora_rank), ("--qk-head-dim", model.mla.qk_nope_head_dim),
                  ("--qk-pos-emb-head-dim", model.mla.qk_rope_head_dim), ("--v-head-dim", model.mla.v_head_dim)]
+        if model.rope_scaling != "yarn":  # MLATransformerConfig.rope_type defaults to yarn (transformer_config.py
+            # @d98e8a64 l. 3306; arguments.py --rope-type: 'MLA takes yarn by default'); its fusion is YaRN's only
+            # (l. 3345-3346: the plan runs it off, plan._mla_rope_fusion, written as --no-rope-fusion below)
+            args.append(("--rope-type", "rope"))
     mtp = _mtp(plan, model)
     if mtp:
         args.append(("--mtp-num-layers", mtp))

@@ -214,7 +214,7 @@ VALUE_FLAGS = {
     "--tokenizer-type", "--make-vocab-size-divisible-by", "--padded-vocab-size", "--moe-shared-expert-intermediate-size",
     "--moe-layer-freq", "--moe-router-score-function", "--moe-router-num-groups", "--moe-router-group-topk", "--q-lora-rank", "--kv-lora-rank", "--qk-head-dim",
     "--qk-pos-emb-head-dim", "--v-head-dim", "--mtp-num-layers", "--encoder-num-layers", "--decoder-num-layers",
-    "--hybrid-layer-pattern", "--window-size", "--window-attn-skip-freq",
+    "--hybrid-layer-pattern", "--window-size", "--window-attn-skip-freq", "--rope-type",
     # the plan and what it cannot express
     "--attention-backend", "--transformer-impl", "--expert-tensor-parallel-size", "--data-parallel-sharding-strategy",
     "--optimizer", "--main-grads-dtype", "--main-params-dtype", "--exp-avg-dtype", "--exp-avg-sq-dtype",
@@ -862,6 +862,9 @@ def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:
                            ("--qk-pos-emb-head-dim", "qk_rope_head_dim"), ("--v-head-dim", "v_head_dim")):
             if flag in flags:
                 checks.append((flag, _int(where, flags, flag), getattr(a, attr, None) if a is not None else None))
+        # --rope-type (absent: MLA's default yarn, transformer_config.py @d98e8a64 l. 3306) against rope_scaling
+        rope = str(flags.get("--rope-type") or "yarn")
+        checks.append(("--rope-type", rope, "yarn" if spec.rope_scaling == "yarn" else "rope"))
     elif a is not None:
         checks.append(("--multi-latent-attention (absent)", None, "MLA"))
     if "--moe-shared-expert-intermediate-size" in flags:

@@ -383,6 +383,12 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             defaults.append("no query latent (--q-lora-rank absent)")
         spec["mla"] = dict(q_lora_rank=q, kv_lora_rank=mla["--kv-lora-rank"], qk_nope_head_dim=mla["--qk-head-dim"],
                            qk_rope_head_dim=mla["--qk-pos-emb-head-dim"], v_head_dim=mla["--v-head-dim"])
+        # MLA's rotary type: --rope-type (arguments.py @d98e8a64 choices rope, yarn; absent: MLATransformerConfig's
+        # default yarn, transformer_config.py l. 3306) -> rope_scaling (plan._mla_rope_fusion reads it)
+        if str(flags.get("--rope-type") or "yarn") == "yarn":
+            spec["rope_scaling"] = "yarn"
+            if "--rope-type" not in flags:
+                defaults.append("MLA rope type yarn (--rope-type absent: MLATransformerConfig's default)")
     if "--num-experts" in flags:
         spec.update(_moe(flags, where, L, ffn, defaults))
         if bias:  # the router's own linear bias comes with --add-bias-linear [8]

@@ -85,6 +85,12 @@ Sources (file @d98e8a64, what is asserted):
                  moe_act in --recompute-modules needs --moe-grouped-gemm
   EXPERT_BIAS    transformer_config.py __post_init__ l. 2617-2625: --moe-router-enable-expert-bias needs
                  --moe-router-score-function sigmoid or sqrtsoftplus (the default is softmax)
+  TOP1_PRE_SOFTMAX transformer_config.py __post_init__ l. 2661-2669: --moe-router-topk 1 with the softmax
+                 score needs --moe-router-pre-softmax unless --moe-router-load-balancing-type sinkhorn
+  MLA_ROPE_FUSION transformer_config.py MLATransformerConfig.__post_init__ l. 3345-3346: with
+                 --multi-latent-attention the rope fusion (on unless --no-rope-fusion, and with rotary
+                 position embeddings, arguments.py l. 1628-1629) needs --rope-type yarn (MLA's default,
+                 l. 3306)
 """
 
 from __future__ import annotations
@@ -130,6 +136,8 @@ SOURCES = {
                     "deepseek-ai/DeepEP @94a9f8f deep_ep/buffer.py l. 252, 280: 'Unsupported number of EP ranks')",
     "MOE_ACT_GROUPED": "megatron/core/transformer/transformer_config.py __post_init__ l. 1964-1967",
     "EXPERT_BIAS": "megatron/core/transformer/transformer_config.py __post_init__ l. 2617-2625",
+    "TOP1_PRE_SOFTMAX": "megatron/core/transformer/transformer_config.py __post_init__ l. 2661-2669",
+    "MLA_ROPE_FUSION": "megatron/core/transformer/transformer_config.py MLATransformerConfig.__post_init__ l. 3345-3346",
 }
 
 
@@ -296,6 +304,13 @@ def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str
     score = flags.get("--moe-router-score-function", "softmax")
     if "--moe-router-enable-expert-bias" in flags and score not in ("sigmoid", "sqrtsoftplus"):
         bad("EXPERT_BIAS", f"--moe-router-enable-expert-bias with --moe-router-score-function {score}")
+    balancing = _words(flags, "--moe-router-load-balancing-type") or ["aux_loss"]
+    if _i(flags, "--num-experts") is not None and _i(flags, "--moe-router-topk", 2) == 1 and score == "softmax" \
+            and "--moe-router-pre-softmax" not in flags and "sinkhorn" not in balancing:
+        bad("TOP1_PRE_SOFTMAX", "--moe-router-topk 1 with the softmax score without --moe-router-pre-softmax")
+    rope_on = "--no-rope-fusion" not in flags and flags.get("--position-embedding-type", "learned_absolute") == "rope"
+    if "--multi-latent-attention" in flags and rope_on and (flags.get("--rope-type") or "yarn") != "yarn":
+        bad("MLA_ROPE_FUSION", f"--multi-latent-attention with the rope fusion on and --rope-type {flags.get('--rope-type')}")
     return out
 
 

@@ -24,7 +24,9 @@ Read and modelled (section.key -> planner job field):
                                    context_parallel_rotate_method (-> cp_rotate_method:
                                    allgather | alltoall, anything else refused),
                                    expert_parallel_degree, expert_tensor_parallel_degree (-> ep,
-                                   etp; etp default 1), fsdp_reshard_after_forward (-> the fsdp
+                                   etp; etp default 1), expert_parallel_comm_backend (-> moe_dispatcher:
+                                   standard -> alltoall, deepep -> deepep [7]; an MoE model only),
+                                   fsdp_reshard_after_forward (-> the fsdp
                                    sharding mode: stack_db torchtitan runs.sharding),
                                    pipeline_parallel_first/last_stage_less_layers (the
                                    embedding and output counted in the split: 0 or 1)
@@ -72,6 +74,9 @@ References
     on attention_norm / ffn_norm / norm).
 [6] pytorch/torchtitan torchtitan/distributed/parallel_dims.py build_mesh (dims pp,
     dp_replicate, dp_shard, cp, tp; outermost first).
+[7] pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e l. 474-483
+    Parallelism.expert_parallel_comm_backend ('standard': PyTorch all-to-all; 'deepep': DeepEP's
+    kernels; 'No effect for non-MoE models or when ep = 1'); DeepEP since 36a4b6942 (2025-12-17).
 """
 
 from __future__ import annotations
@@ -102,6 +107,9 @@ RANK_ORDER = "tp-cp-dp-pp"  # [6]
 # (pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e l. 446; set_rotate_method in
 # torchtitan/distributed/utils.py): how torch's ring attention passes K/V between the cp ranks
 CP_ROTATE_METHODS = ("allgather", "alltoall")
+# Parallelism.expert_parallel_comm_backend: Literal["standard", "deepep"] = "standard" [7] -> the planner's
+# moe_dispatcher (stack_db torchtitan runs.moe_dispatchers; export.py TORCHTITAN_DISPATCHERS writes it back)
+COMM_BACKENDS = {"standard": "alltoall", "deepep": "deepep"}
 
 MODELLED = {
     "model": {"name", "flavor", "converters"},
@@ -112,7 +120,8 @@ MODELLED = {
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_layers_per_stage",
                     "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
                     "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
-                    "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method"},
+                    "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method",
+                    "expert_parallel_comm_backend"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns"},
@@ -191,7 +200,7 @@ def _int(where: str, key: str, v, minimum: int = 1, allowed: tuple = ()) -> int:
 STR_KEYS = {("model", "name"), ("model", "flavor"), ("parallelism", "pipeline_parallel_schedule"),
             ("activation_checkpoint", "mode"), ("training", "dtype"), ("training", "mixed_precision_param"),
             ("float8", "recipe_name"), ("parallelism", "fsdp_reshard_after_forward"), ("optimizer", "implementation"),
-            ("parallelism", "context_parallel_rotate_method")}
+            ("parallelism", "context_parallel_rotate_method"), ("parallelism", "expert_parallel_comm_backend")}
 STR_LIST_KEYS = {("model", "converters"), ("compile", "components")}
 BOOL_KEYS = {("training", "compile"), ("compile", "enable"), ("parallelism", "enable_async_tensor_parallel")}
 
@@ -331,6 +340,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             ignored.append(fmt_ignored("parallelism.context_parallel_rotate_method", rot) + " (context_parallel_degree 1)")
     if "enable_async_tensor_parallel" in par:
         job["tp_comm_overlap"] = bool(par["enable_async_tensor_parallel"])
+    _comm_backend(where, par, job, assumed, ignored)
 
     # ---- pipeline schedule and virtual stages
     if pp > 1:
@@ -494,6 +504,24 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+
+
+def _comm_backend(where: str, par: dict, job: dict, assumed: list, ignored: list) -> None:
+    """[parallelism] expert_parallel_comm_backend -> moe_dispatcher (COMM_BACKENDS, [7]) for an MoE
+    model; torchtitan's default "standard" where the key is absent; no effect on a dense model."""
+    from ..catalog import load_model
+
+    v = par.get("expert_parallel_comm_backend", "standard")
+    if v not in COMM_BACKENDS:
+        raise PlannerError(f"{where}[parallelism] expert_parallel_comm_backend {_short(v)} is not one torchtitan accepts",
+                           f"valid: {', '.join(COMM_BACKENDS)} (torchtitan/config/job_config.py @e347b1e5e l. 474)")
+    if load_model(job["model"]).moe is None:
+        if "expert_parallel_comm_backend" in par:
+            ignored.append(fmt_ignored("parallelism.expert_parallel_comm_backend", v) + " (no effect on a dense model)")
+        return
+    job["moe_dispatcher"] = COMM_BACKENDS[v]
+    if "expert_parallel_comm_backend" not in par:
+        assumed.append("moe_dispatcher=alltoall: expert_parallel_comm_backend defaults to \"standard\" (torch all-to-all)")
 
 
 def _flatten(body: dict, prefix: str = ""):
