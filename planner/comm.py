@@ -148,6 +148,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import PlannerError
+from .terms import select
 
 # ------------------------------------------------------------------------- codes
 ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, ALL_TO_ALL, SEND_RECV = 0, 1, 2, 3, 4
@@ -581,10 +582,10 @@ def _pick_algorithm(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]]) -> C
     """Each element's own (operation, algorithm) terms from `table`: NaN bytes and +inf time
     where the pair does not exist, nothing for one rank; algbw and busbw as nccl-tests [4]."""
     where = [w & (x.algo == a) for w, a, _ in table]
-    sent = np.select(where, [t.sent for _, _, t in table], np.nan)
-    rounds = np.select(where, [t.rounds for _, _, t in table], np.nan)
-    latency_s = np.select(where, [t.latency for _, _, t in table], np.inf)
-    bandwidth_s = np.select(where, [t.bandwidth for _, _, t in table], np.inf)
+    sent = select(where, [t.sent for _, _, t in table], np.nan)
+    rounds = select(where, [t.rounds for _, _, t in table], np.nan)
+    latency_s = select(where, [t.latency for _, _, t in table], np.inf)
+    bandwidth_s = select(where, [t.bandwidth for _, _, t in table], np.inf)
     # One rank: nothing to communicate.
     single = x.n == 1
     sent = np.where(single, 0.0, sent)
@@ -655,8 +656,8 @@ def _algorithm_time(x: _Inputs, table: list[tuple[np.ndarray, int, _Cost]], algo
     sums): latency + bandwidth seconds of each element's (operation, algo), +inf where the
     pair does not exist, 0 for one rank. Only the table rows of algo can apply."""
     rows = [(w, t) for w, a, t in table if a == algo]
-    latency_s = np.select([w for w, _ in rows], [t.latency for _, t in rows], np.inf) if rows else np.full(x.n.shape, np.inf)
-    bandwidth_s = np.select([w for w, _ in rows], [t.bandwidth for _, t in rows], np.inf) if rows else latency_s
+    latency_s = select([w for w, _ in rows], [t.latency for _, t in rows], np.inf) if rows else np.full(x.n.shape, np.inf)
+    bandwidth_s = select([w for w, _ in rows], [t.bandwidth for _, t in rows], np.inf) if rows else latency_s
     single = x.n == 1
     return np.asarray(np.where(single, 0.0, latency_s) + np.where(single, 0.0, bandwidth_s))
 

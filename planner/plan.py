@@ -23,6 +23,7 @@ from .comm import ORDER_NAMES, order_code
 from .pipeline import INTERLEAVED, SCHEDULE_CODES, SCHEDULE_NAMES, stage_layers
 from .power import DEEP_CAP_FRACTION, power_limit, power_rate_fraction
 from .imbalance import rank_load
+from .terms import isin
 from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic models load only with a profile
 
 if TYPE_CHECKING:
@@ -390,7 +391,7 @@ def stack_rules(stack, plan: PlanArrays) -> list:
 
     return [
         sharding,
-        lambda: ~np.isin(plan.schedule, sched) & (plan.pp > 1),
+        lambda: ~isin(plan.schedule, sched) & (plan.pp > 1),
         lambda: ~stack_order_ok(stack, plan.order, plan.tp, plan.cp, plan.pp, plan.dp),
         degree,
         lambda: (etp != plan.tp) & (runs.expert_tensor_parallel is None),

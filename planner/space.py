@@ -100,7 +100,7 @@ from .plan import (
 )
 from .catalog import load_stack
 from .stacks import sharding_traits
-from .terms import Groups, KeyedPlan
+from .terms import Groups, KeyedPlan, isin
 from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
@@ -724,7 +724,7 @@ def _mesh(settings: Settings, seq: int, opts: SpaceOptions, U: int, reasons: dic
     dp = np.where(divides, gpus // inner, 0)
     keep = divides.copy()
     if opts.dp:
-        keep &= np.isin(dp, np.asarray(opts.dp, dtype=i64))
+        keep &= isin(dp, np.asarray(opts.dp, dtype=i64))
     if opts.max_dp is not None:
         keep &= dp <= opts.max_dp
     mesh = {"tp": tp[keep], "cp": cp[keep], "pp": pp[keep], "dp": dp[keep]}

@@ -131,6 +131,7 @@ import numpy as np
 
 from .ep_buffers import DEEPEP_RECV_TOKENS
 from .pipeline import DUALPIPE, INTERLEAVED
+from .terms import isin
 
 DEEPEP_GROUP_SIZES = DEEPEP_RECV_TOKENS[0]  # the group sizes DeepEP's config tables list (MEGATRON_DEEPEP_GROUP)
 
@@ -165,7 +166,7 @@ def mode_is(stack, plan, *names) -> np.ndarray:
     """Where the plan's sharding mode (PlanArrays.smode, an index into stack.runs.sharding) is
     one of `names`."""
     idx = [i for i, m in enumerate(stack.runs.sharding) if m.name in names] if stack.runs is not None else []
-    return np.isin(np.asarray(plan.smode), np.asarray(idx, dtype=np.int64))
+    return isin(plan.smode, np.asarray(idx, dtype=np.int64))
 
 
 def level_of(plan) -> np.ndarray:
@@ -500,7 +501,7 @@ def _deepep_group(model, stack, plan) -> np.ndarray:
     from the same tables), a group of one rank left alone (no dispatch priced)."""
     group = etp_of(plan) * np.asarray(plan.ep)
     on = model is not None and model.moe is not None and stack is not None and stack.defaults.moe_dispatcher == "deepep"
-    return bool(on) & (group > 1) & ~np.isin(group, np.asarray(DEEPEP_GROUP_SIZES))
+    return bool(on) & (group > 1) & ~isin(group, DEEPEP_GROUP_SIZES)
 
 
 RULES = RULES + (

@@ -11,6 +11,32 @@ from typing import Iterator
 import numpy as np
 
 
+def isin(x, values) -> np.ndarray:
+    """np.isin(x, values) for a few values (a stack's schedules, a config table's sizes): x == v
+    for each v, or-ed. Not np.isin: it sorts the values with np.unique, which imports numpy.ma,
+    ~8 ms of a `planner fit` start-up (issue 24)."""
+    x = np.asarray(x)
+    out = np.zeros(x.shape, dtype=bool)
+    for v in np.asarray(values).ravel():
+        out |= x == v
+    return out
+
+
+def select(conds, choices, default) -> np.ndarray:
+    """np.select(conds, choices, default): each element's choice of the first condition that
+    holds there, else default; the same values, dtype (np.select's: the result type of the
+    choices and the default as arrays) and broadcast shape, as a chain of np.where from the last
+    condition to the first. Not np.select: on the few-element arrays of a collective's pricing
+    (comm.py, a few hundred calls a search) its broadcasting and copies cost more than the
+    pricing itself (issue 24)."""
+    choices = [np.asarray(c) for c in choices]
+    out = np.asarray(default)
+    dtype = np.result_type(*choices, out)
+    for cond, choice in zip(conds[::-1], choices[::-1]):
+        out = np.where(cond, choice, out)
+    return out.astype(dtype, copy=False)
+
+
 class Terms:
     def __init__(self, **terms):
         self._t = {k: np.asarray(v, dtype=np.float64) for k, v in terms.items()}

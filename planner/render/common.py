@@ -32,7 +32,13 @@ def console(**kwargs) -> Console:
     system), so the text is the same, but rich's ReprHighlighter compiles its regexes on the
     first print and runs them on every string and table cell: `planner fit --model llama3-405b
     --gpus 16384 > file` spent 32 -> 19 ms in its table and notes (issue 24). A terminal, or
-    FORCE_COLOR, keeps rich's highlighting."""
+    FORCE_COLOR, keeps rich's highlighting.
+
+    No console replaces emoji codes (`:cd:` -> an emoji glyph, rich's default): the planner
+    writes none (no text of planner/ or the catalogs has one), and a name or path given with
+    one is printed as given. It also spares every `planner` command that prints a table rich's
+    emoji table, imported on the first print (rich/_emoji_replace.py: 3-5 ms, issue 24)."""
+    kwargs.setdefault("emoji", False)
     c = Console(**kwargs)
     return c if c.color_system is not None else Console(highlight=False, **kwargs)
 
