@@ -476,6 +476,37 @@ References
      a stage that holds an MoE layer (or twin's), not on an all-dense one. NCCL's dispatchers
      (alltoall, allgather): none beyond the reserve.
 
+[z3] DeepSpeed ZeRO-3's gathered working set (stack fsdp.zero3_modules, DeepSpeed's defaults; job field
+     deepspeed_zero3, the DeepSpeed JSON's zero_optimization keys), at microsoft/DeepSpeed @38327e07: parameters are
+     gathered per submodule, not per layer. partitioned_param_coordinator.py fetch_sub_module (l. 285-418) all-gathers
+     the module's own parameters (iter_params(recurse=False): each Megatron linear is a module, a layer's GEMM rows here;
+     a row of several GEMMs, e.g. the experts, taken as one module, assumed) and then, where the gathered parameters
+     (__n_available_params) are below stage3_max_live_parameters L, prefetches the next not-gathered parameters of the
+     recorded trace while the prefetched count is below min(L - gathered, stage3_prefetch_bucket_size) (l. 380-413: at
+     least one whole parameter once it starts; L bounds the prefetch only, never the fetch). release_sub_module
+     (l. 421-440, __params_to_release l. 523-554) frees a module's parameters after its forward or backward unless the
+     trace reuses them before stage3_max_reuse_distance R parameters of modules have gone by: a module re-run under
+     full recompute stays gathered from its re-run to its backward where the modules between (the rest of the re-run
+     forward, then the backward down to it: 2 x the parameters after it) hold fewer than R (the layer's last module
+     always). Parameters of at most stage3_param_persistence_threshold elements are never partitioned (ds_persist:
+     the norms and biases, where the widest is within it; partition_parameters.py), 2 B each all step. Gradients:
+     the model dtype (engine.py get_data_types: grad_accum_dtype = the model's under ZeRO; communication_data_type the
+     same), handed by autograd per parameter to reduce_ready_partitions_and_remove_grads (stage3.py l. 1258-1290): one
+     of at most reduce_bucket_size elements is copied into the contiguous IPG buffer (torch.empty(reduce_bucket_size,
+     dtype=model dtype), allocated once, l. 537-540: in every moment) and freed; a larger one stays its own tensor
+     until the next gradient's hook reduce-scatters it (__reduce_and_partition_ipg_grads, l. 1294-1328, on the
+     reduce stream under overlap_comm, stage 3's default) into the flat gradient partition (l. 547-557, the sharded
+     gradients). So in a layer's backward, at module j's weight-gradient GEMM: j's gathered weights and any
+     prefetched, j's gradient and the previous module's (in backward order) where it exceeds the bucket. Priced: the
+     largest over a layer kind's trace (its re-run forward under full recompute, then its backward; the next layer of
+     the same kind after it) of the gathered parameters + those gradients, and the output layer's moment (its weight
+     and gradient); x the weights' bytes, + the IPG buffer, + the persistent parameters of the stage's layers
+     (fsdp_buffers; zero3_parts names each). Not priced: reduce_scatter_coalesced's torch.cat copy of a bucket of
+     several gradients (comm/coalesced_collectives.py l. 199, at most the bucket), the last layers' modules the
+     reuse distance keeps gathered from the first forward to their backward (models whose layers hold fewer than
+     about R / 2 parameters), the optimizer step's fp32 gradient partition (stage3.py l. 1898, 4 B a local parameter,
+     a moment with the activations freed).
+
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
 allocated peak is the live tensors, the reserved one adds the pools the allocator holds for
@@ -1444,7 +1475,7 @@ class _PerLayer:
         fsdp_on = plan.sharding >= FSDP
         pgb, cut, out_cut = self.gathered  # (__init__: gathered_bytes [fa])
         unit = unit_params(pc, plan)
-        # the gathered layer units at the peak (FSDP1 / ZeRO-3: the current and the prefetched)
+        # the gathered layer units at the peak (FSDP1: the current and the prefetched; DeepSpeed ZeRO-3: [z3] below)
         # and the unsharded gradients of one, in the reduce dtype [4]; FSDP2's end units kept
         # unsharded from their forward to their backward (bf16) [7]
         tp = plan.tp.astype(np.float64)
@@ -1458,6 +1489,12 @@ class _PerLayer:
         keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
         self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                            + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
+        # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
+        # and its persistent parameters per layer (_stage_fsdp) [z3]
+        self.zero3 = zero3_parts(settings, plan, pc, context(plan, rank_load(settings, plan))) if settings.zero3 else None
+        if self.zero3 is not None:
+            z = self.zero3
+            self.fsdp_buf = np.where(fsdp_on, z["gathered"] + z["unreduced_grads"] + z["ipg_bucket"], 0.0)
         if settings.fsdp_root_unit:  # the last block, not resharded after its forward, gathered at the peak [tt10]
             last = fsdp_on & ~held & reshard_by_default(stack, plan) & (plan.pp == 1)
             self.fsdp_buf = self.fsdp_buf + np.where(last, self.layer_gathered, 0.0)
@@ -1503,6 +1540,80 @@ class _PerLayer:
         """The candidates by the fields a stage's model states read (STATE_FIELDS; the layer
         counts follow the pipeline split): _stage_terms prices them once per group."""
         return Groups(self.plan, STATE_FIELDS)
+
+
+def zero3_modules(kind: LayerKind, ctx: Ctx) -> list:
+    """A layer kind's ZeRO-3 submodules with parameters of their own, in forward order, in parameters per GPU [z3]:
+    each GEMM row of its mixer and MLP one module of N x K x count weights (biases and norms: zero3_persistent)."""
+    return [s.N * s.K * c for s, c in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx)]
+
+
+def _zero3_prefetch(cands, budget):
+    """The parameters DeepSpeed's prefetch loop gathers [z3]: candidates (parameters, weight: 0 where already gathered)
+    in trace order, each taken while the count so far is below the budget."""
+    got = 0.0
+    for m, w in cands:
+        got = got + np.where(got < budget, m * w, 0.0)
+    return got
+
+
+def zero3_layer_peak(mods: list, full: bool, z3: dict):
+    """(gathered parameters, unreduced gradients' elements) at the worst moment of one layer's re-run forward (full)
+    and backward under DeepSpeed ZeRO-3 [z3]: mods its submodules in forward order (zero3_modules), z3 the settings."""
+    k = len(mods)
+    lim, pb = float(z3["stage3_max_live_parameters"]), float(z3["stage3_prefetch_bucket_size"])
+    reuse, bucket = float(z3["stage3_max_reuse_distance"]), float(z3["reduce_bucket_size"])
+    zero = np.zeros(np.broadcast(*mods, np.float64(0.0)).shape)
+    trace = ([(j, 0) for j in range(k)] if full else []) + [(j, 1) for j in reversed(range(k))]
+    pos = {key: p for p, key in enumerate(trace)}  # (module, pass) -> position; pass 0 the re-run, 1 the backward
+    # a re-run module stays gathered to its backward where 2 x the parameters after it are within R
+    keep = [np.asarray(2.0 * sum(mods[j + 1:], zero) < reuse, dtype=np.float64) * float(full) for j in range(k)]
+    best_g, best_d = zero, zero
+    for p, (j, ps) in enumerate(trace):
+        live = [i for i in range(k) if i != j and full and pos[(i, 0)] < p < pos[(i, 1)]]
+        avail = mods[j] + sum((mods[i] * keep[i] for i in live), zero)
+        cands, seen = [], {(0, j)}
+        for layer, (i, _) in [(0, t) for t in trace[p + 1:]] + [(1, t) for t in trace]:  # then the next layer's
+            if (layer, i) not in seen:
+                seen.add((layer, i))
+                gathered_now = keep[i] if layer == 0 and i in live else 0.0
+                cands.append((mods[i], 1.0 - gathered_now))
+        g = avail + _zero3_prefetch(cands, np.minimum(lim - avail, pb))
+        prev = mods[j + 1] if j + 1 < k else mods[0]  # the module whose backward came before (the last: the layer above's first)
+        d = (mods[j] + np.where(prev > bucket, prev, 0.0)) * float(ps)
+        more = g + d > best_g + best_d
+        best_g, best_d = np.where(more, g, best_g), np.where(more, d, best_d)
+    return best_g, best_d
+
+
+def zero3_persistent(kind: LayerKind, p, ctx: Ctx, h: int, threshold: float):
+    """A layer's parameters DeepSpeed never partitions [z3]: its biases and norms (split_bias / t + replicated), where
+    the widest (the hidden size h, or the widest biased GEMM output) is within stage3_param_persistence_threshold."""
+    widths = [np.float64(h)] + [s.N for s, _ in kind.mixer.gemms(ctx) + kind.mlp.gemms(ctx)] * bool(p.split_bias)
+    return np.where(functools.reduce(np.maximum, widths) <= threshold, p.split_bias / ctx.tp + p.replicated, 0.0)
+
+
+def zero3_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, ctx: Ctx) -> dict:
+    """DeepSpeed ZeRO-3's buffers beside the sharded states [z3], bytes per GPU: gathered (the working set's gathered
+    weights), unreduced_grads (the full gradients awaiting their reduce-scatter) at the worst moment of a layer's backward
+    or the output layer's, ipg_bucket (the contiguous gradient buffer), persistent (per layer kind, one layer's)."""
+    z3, b = settings.zero3, settings.bpp.weights
+    full = plan.recompute == RC_FULL
+    best_g = best_d = np.zeros(np.shape(plan.tp))
+    for kind in pc.layers.kinds:
+        mods = zero3_modules(kind, ctx)
+        (fg, fd), (ng, nd) = zero3_layer_peak(mods, True, z3), zero3_layer_peak(mods, False, z3)
+        g, d = np.where(full, fg, ng), np.where(full, fd, nd)
+        more = g + d > best_g + best_d
+        best_g, best_d = np.where(more, g, best_g), np.where(more, d, best_d)
+    out = max(pc.embedding, pc.output or 0) / plan.tp.astype(np.float64)  # the output layer's weight and its gradient
+    more = 2.0 * out > best_g + best_d
+    best_g, best_d = np.where(more, out, best_g), np.where(more, out, best_d)
+    return {"gathered": b * best_g, "unreduced_grads": b * best_d,
+            "ipg_bucket": b * float(z3["reduce_bucket_size"]) + 0.0 * best_g,
+            "persistent": [b * zero3_persistent(k, p, ctx, settings.model.hidden_size,
+                                                float(z3["stage3_param_persistence_threshold"]))
+                           for k, p in zip(pc.layers.kinds, pc.kind_params)]}
 
 
 def rotary_dim(mixer) -> float:
@@ -1784,8 +1895,11 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin):
     all-gather [fa]), less, resharding after forward under torch's pipelining with one chunk a rank, what a
     micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7]."""
     lin = stage_linear_params(per.pc, per.plan, counts)
+    # DeepSpeed ZeRO-3's persistent parameters of the stage's layers [z3]
+    persistent = (np.where(per.plan.sharding >= FSDP, weighted(counts, per.zero3["persistent"]), 0.0)
+                  if per.zero3 is not None else 0.0)
     regather_saving = np.minimum(per.regather_w * params - per.regather_cut * lin, per_mb) if twin is None else 0.0
-    return per.fsdp_buf + per.ends[end] + per.pp_unsharded * params - per.held_cut * lin - regather_saving
+    return per.fsdp_buf + persistent + per.ends[end] + per.pp_unsharded * params - per.held_cut * lin - regather_saving
 
 
 def _rope_bytes(per: _PerLayer, counts, stages: float):

@@ -28,7 +28,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
-from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields
+from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields, ZERO3_KEYS
 from .startup import BY_CODE, megatron_checks, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -475,6 +475,9 @@ class Settings:
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
     cublas_workspace_config: str | None = None  # the run's CUBLAS_WORKSPACE_CONFIG (job field; None: the GPU's default workspace, memory.py [ws])
     fsdp_root_unit: bool = False  # torchtitan's FSDP2 root unit before #1094 (job field: a row's code version; memory.py [tt10])
+    # DeepSpeed ZeRO-3's gathering and bucket settings (DeepSpeed JSON keys -> parameters): the stack's fsdp.zero3_modules
+    # with the job's deepspeed_zero3 over them; None on a stack whose FSDP gathers layer units (memory.py [z3])
+    zero3: dict | None = None
     rope_cache: str | None = None  # the rotary tables kept (job field: a row's torchtitan version; None: the stack's memory.rope_cache)
     optimizer_implementation: str | None = None  # the optimizer's implementation (job field, else the stack's memory.optimizer_default; memory.py [opt])
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
@@ -1034,6 +1037,29 @@ def _check_early_step(job: Job, stack, plan: PlanArrays, where: str, warnings: l
                         "stepped and freed as each unit's reduce-scatter ends, are modelled: memory.py [es])")
 
 
+def _zero3_knobs(job: Job, stack: Stack) -> dict | None:
+    """DeepSpeed ZeRO-3's gathering and bucket settings the run uses (memory.py [z3]): the stack's fsdp.zero3_modules
+    (DeepSpeed's defaults at its commit) with the job's deepspeed_zero3 over them; None where the stack's FSDP gathers
+    layer units. A job that sets them on such a stack is refused (nothing would read them)."""
+    spec = stack.fsdp.zero3_modules
+    if spec is None:
+        if job.deepspeed_zero3:
+            raise PlannerError(f"deepspeed_zero3 {dict(job.deepspeed_zero3)} on stack {stack.name}, whose FSDP does not "
+                               "gather per submodule as DeepSpeed ZeRO-3 does",
+                               "leave deepspeed_zero3 out, or use a DeepSpeed stack (stack_db fsdp.zero3_modules: "
+                               "megatron-deepspeed)")
+        return None
+    return {k: int(job.deepspeed_zero3.get(k, getattr(spec, k))) for k in ZERO3_KEYS}
+
+
+def exported_zero3(settings: "Settings") -> dict:
+    """The job's DeepSpeed ZeRO-3 settings that differ from the stack's (the resolved plan's deepspeed_zero3)."""
+    spec = settings.stack.fsdp.zero3_modules if settings.stack is not None else None
+    if settings.zero3 is None or spec is None:
+        return {}
+    return {k: v for k, v in settings.zero3.items() if v != getattr(spec, k)}
+
+
 def _fusion_settings(job: Job, model: ModelSpec, stack: Stack, inherited: list, where: str = "") -> dict:
     """The fusion switches (FUSION_SWITCHES) as the job sets them, else the stack's fused kernels;
     but a plain (GeLU) MoE on a stack with the switch runs its experts' activation unfused, as
@@ -1147,6 +1173,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         rope_cache=job.rope_cache,
         fsdp_root_unit=job.fsdp_root_unit,
         cublas_workspace_config=job.cublas_workspace_config,
+        zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         **moe_dispatch_settings(job, model, stack, inherited, where),
@@ -1922,6 +1949,8 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
         **({"fsdp_root_unit": True} if settings.fsdp_root_unit else {}),
+        # only the DeepSpeed ZeRO-3 settings the job changed from the stack's (memory.py [z3])
+        **({"deepspeed_zero3": z3} if (z3 := exported_zero3(settings)) else {}),
         **({"cublas_workspace_config": settings.cublas_workspace_config}
            if settings.cublas_workspace_config is not None else {}),
         **({"dummy_wgrads": settings.dummy_wgrads} if settings.dummy_wgrads is not None else {}),

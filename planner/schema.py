@@ -1034,6 +1034,29 @@ class CPCommTypes(BaseModel):
         return self
 
 
+# DeepSpeed ZeRO-3's gathering and bucket settings, in the DeepSpeed JSON's spelling (zero_optimization keys;
+# planner/memory.py [z3]); a job's Job.deepspeed_zero3 replaces the stack's fsdp.zero3_modules value of each it sets
+ZERO3_KEYS = ("stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+              "stage3_param_persistence_threshold", "reduce_bucket_size")
+Zero3Key = Literal["stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
+                   "stage3_param_persistence_threshold", "reduce_bucket_size"]
+
+
+class Zero3Modules(BaseModel):
+    """DeepSpeed ZeRO-3 gathers per submodule (memory.py [z3]): its defaults at the stack's DeepSpeed commit, in
+    parameters (elements), named as the DeepSpeed JSON's zero_optimization keys."""
+
+    model_config = Strict
+    stage3_prefetch_bucket_size: int = Field(ge=0, description="parameters fetched ahead of use (0: no prefetch)")
+    stage3_max_live_parameters: int = Field(ge=0, description="gathered parameters beyond which nothing is prefetched")
+    stage3_max_reuse_distance: int = Field(ge=0, description="a module's parameters stay gathered where the trace "
+                                                             "reuses them within this many parameters")
+    stage3_param_persistence_threshold: int = Field(ge=0, description="parameters of at most this many elements "
+                                                                      "are never partitioned (always gathered)")
+    reduce_bucket_size: int = Field(ge=0, description="elements of the contiguous gradient (IPG) bucket, in the model dtype")
+    sources: list[str] = Field(min_length=1)
+
+
 class FSDPSpec(BaseModel):
     """How the stack's data-parallel sharding moves bytes."""
 
@@ -1102,6 +1125,10 @@ class FSDPSpec(BaseModel):
         default=False, description="the output layer's unsharded weight gradient (param_gather_bytes a parameter) waits "
                                    "through the layers' backward for its unit's reduce-scatter, which follows the "
                                    "embedding's gradient (FSDP1's root unit holds both)")
+    zero3_modules: Optional[Zero3Modules] = Field(
+        default=None, description="DeepSpeed ZeRO-3: the gathered working set is per submodule (a linear), bounded by "
+                                  "DeepSpeed's prefetch, live-parameter and reuse-distance settings, not whole layer "
+                                  "units (memory.py [z3]); null: FSDP's layer units (gathered_units_at_peak)")
     sources: list[str] = Field(min_length=1)
 
 
@@ -2027,6 +2054,14 @@ class Job(BaseModel):
         description="the run's CUBLAS_WORKSPACE_CONFIG environment variable (:SIZE_KiB:COUNT pairs, e.g. :4096:8): "
                     "each PyTorch cuBLAS workspace is the pairs' sum of SIZE x COUNT KiB instead of the GPU's default "
                     "(hardware torch_cublas_workspace_MiB; memory.py [ws]); default: unset")
+    deepspeed_zero3: dict[Zero3Key, Annotated[int, Field(ge=0)]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default_factory=dict, description="on a stack whose ZeRO-3 gathers per submodule (stack_db fsdp.zero3_modules: "
+                                          "DeepSpeed), the run's zero_optimization settings by their DeepSpeed JSON keys "
+                                          "(stage3_prefetch_bucket_size, stage3_max_live_parameters, "
+                                          "stage3_max_reuse_distance, stage3_param_persistence_threshold, "
+                                          "reduce_bucket_size; memory.py [z3]); each left out: the stack's (DeepSpeed's "
+                                          "default)")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

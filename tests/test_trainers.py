@@ -710,11 +710,16 @@ def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):
     r = cli("check", DS3, "--model", "llama3-8b", "--gpus", 8, "--seq-len", 8192)
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith(f"PASS {DS3}: llama3-8b on 8 x h100-sxm: ")
-    assert "read as deepspeed" in r.stderr and "stage3_prefetch_bucket_size" in r.stderr
+    assert "read as deepspeed" in r.stderr and "stage3_gather_16bit_weights_on_model_save" in r.stderr
+    # ZeRO-3's gathering and bucket keys are read (memory.py [z3]), not listed as not modelled
+    assert "stage3_prefetch_bucket_size" not in r.stderr and "contiguous_gradients" not in r.stderr
     r = cli("check", DS3, "--model", "llama3-8b", "--gpus", 8, "--seq-len", 8192, "--format", "json")
     out = _json.loads(r.stdout)
     plan = (out[0] if isinstance(out, list) else out)["plan"]
     assert (plan["sharding"], plan["sharding_mode"], plan["seq_len"], plan["micro_batch"]) == ("fsdp", "zero3", 8192, 1)
+    # the resolved plan keeps the two that differ from DeepSpeed's defaults (the stack's fsdp.zero3_modules)
+    assert plan["deepspeed_zero3"] == {"stage3_prefetch_bucket_size": 500_000_000,
+                                       "stage3_param_persistence_threshold": 1_000_000}
     r = cli("check", DS3, "--model", "llama3-8b", "--gpus", 8, "--seq-len", 32768)
     assert r.exit_code == 1 and r.stdout.startswith(f"FAIL {DS3}: llama3-8b on 8 x h100-sxm: ")
     assert "[deepspeed: recompute full (activation checkpointing is set in the model code, not the JSON)]" in r.stdout
@@ -722,6 +727,23 @@ def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):
     assert r.exit_code == 1 and r.stdout.startswith(f"FAIL {DS3}: llama3-70b on 8 x h100-sxm: ")
 
 
+
+
+def test_deepspeed_zero3_keys(tmp_path):
+    """The stage-3 keys as DeepSpeed's pp_int reads them (an integer or a whole float, "auto" absent) into
+    the job's deepspeed_zero3; the ones absent listed as assumed; a fraction refused (exit 2 from the CLI)."""
+    from planner.trainers import deepspeed
+
+    f = tmp_path / "ds.json"
+    f.write_text(_json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {
+        "stage": 3, "reduce_bucket_size": 5e7, "stage3_max_live_parameters": "auto", "stage3_max_reuse_distance": 0}}))
+    cfg = deepspeed.read(f, model="gpt3-175b", gpus=8)
+    assert cfg.job["deepspeed_zero3"] == {"reduce_bucket_size": 50_000_000, "stage3_max_reuse_distance": 0}
+    assert any(a.startswith("zero_optimization stage3_prefetch_bucket_size, stage3_max_live_parameters, "
+                            "stage3_param_persistence_threshold: absent") for a in cfg.assumed)
+    f.write_text(_json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "reduce_bucket_size": 0.5}}))
+    with pytest.raises(PlannerError, match="reduce_bucket_size = 0.5 is not a whole number"):
+        deepspeed.read(f, model="gpt3-175b", gpus=8)
 
 
 # ------------------------------------------------------------------ a model the Megatron flags define (issue 21)

@@ -11,10 +11,15 @@ published in 2025). Modelled:
     gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
     within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
     mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
-    DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16).
+    DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16); with stage 3,
+  zero_optimization.stage3_prefetch_bucket_size, stage3_max_live_parameters,
+    stage3_max_reuse_distance, stage3_param_persistence_threshold and reduce_bucket_size (-> the job's
+    deepspeed_zero3: ZeRO-3's gathered working set and gradient bucket, planner/memory.py [z3]; each
+    absent or "auto" is the stack's, DeepSpeed's default, listed as assumed; contiguous_gradients true, the
+    default the IPG buffer's pricing assumes, is read as modelled).
 Listed as ignored ('key=value (why)'): keys with no effect on memory or step time (clipping,
 the Adam(W) optimizer's hyper-parameters, schedules, logging, loss scaling); as not modelled:
-every other key, among them zero_optimization's buckets and prefetch and offload_optimizer /
+every other key, among them zero_optimization's buckets below stage 3 and offload_optimizer /
 offload_param (CPU/NVMe offload is not modelled: the planner prices the states on the GPU, an
 upper bound on memory).
 
@@ -42,7 +47,7 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
-from ..schema import MAX_COUNT
+from ..schema import MAX_COUNT, ZERO3_KEYS
 from . import TrainerConfig, fmt_ignored, resolve_gpus
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
@@ -70,6 +75,17 @@ def _num(where, key, v) -> Optional[int]:
         raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number from 1 to {MAX_COUNT}",
                            f"set {key} to an integer or \"auto\"")
     return v
+
+
+def _elements(where, key, v) -> Optional[int]:
+    """A count of elements >= 0 (DeepSpeed's pp_int fields: an integer, or a whole float such as 5e8); None for
+    absent or "auto"."""
+    if v is None or v == "auto":
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > 1e18 or float(v) != int(v):
+        raise PlannerError(f"{where}{key} = {_short(v)} is not a whole number of elements >= 0",
+                           f"set {key} to an integer (e.g. 500000000 or 5e8) or \"auto\"")
+    return int(v)
 
 
 def _bool(where, key, v, default: bool) -> Optional[bool]:
@@ -112,6 +128,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             else:
                 not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (offload not modelled: states priced "
                                                                               "on the GPU, an upper bound)")
+        elif (k in ZERO3_KEYS or (k == "contiguous_gradients" and v is True)) and zero.get("stage") == 3:
+            continue  # read below (the job's deepspeed_zero3)
         elif k not in MODELLED_ZERO:
             not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (buckets, prefetch and persistence change "
                                                                            "memory and overlap; not priced)")
@@ -142,6 +160,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}zero_optimization.mics_shard_size {mics} does not divide {gpus} GPUs",
                                "the shard groups tile the data-parallel ranks")
         job.update(sharding="hsdp", sharding_mode="zero3_mics", shard_group=mics)
+    if stage == 3:  # ZeRO-3's gathering and bucket settings (planner/memory.py [z3])
+        knobs = {k: _elements(where, f"zero_optimization.{k}", zero.get(k)) for k in ZERO3_KEYS}
+        job["deepspeed_zero3"] = {k: v for k, v in knobs.items() if v is not None}
+        left = [k for k, v in knobs.items() if v is None]
+        if left:
+            assumed.append(f"zero_optimization {', '.join(left)}: absent or \"auto\", the stack's (DeepSpeed's defaults, "
+                           "stack_db fsdp.zero3_modules)")
     overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), False)
     job["dp_comm_overlap"] = bool(overlap)
     if overlap is None:

@@ -161,7 +161,8 @@ def plan_signature(plan: dict) -> dict:
             "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
-            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level")
+            "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
+            "deepspeed_zero3")
     out = {k: plan.get(k) for k in keys}
     from ..schema import BYTES_PER_PARAM_PRESETS
 
@@ -832,6 +833,7 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
     zero: dict = {"stage": stages[mode], "overlap_comm": bool(plan.get("dp_comm_overlap"))}
     if mode == "zero3_mics":
         zero["mics_shard_size"] = plan["shard_group"]
+    zero.update(plan.get("deepspeed_zero3") or {})  # ZeRO-3's settings the job changed from DeepSpeed's defaults
     cfg = {
         "train_batch_size": gbs,
         "train_micro_batch_size_per_gpu": mbs,
