@@ -828,6 +828,9 @@ def explain_args(job: Job, row: dict) -> list[str]:
             continue
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
+    disp = d.get("moe_dispatcher")
+    if disp is not None and disp != (_recipe_value(d, "moe_dispatcher") or load_stack(d["stack"]).defaults.moe_dispatcher):
+        args += ["--moe-dispatcher", disp]  # not what explain takes without it (the recipe's where the stack runs it, else the stack's)
     if job.moe_load_balancing is not None:  # the job's router balancing (else the model's default: imbalance.py)
         args += ["--moe-load-balancing", job.moe_load_balancing]
     if job.moe_pad_to_capacity:  # the experts padded to the capacity (off is what explain assumes without it)

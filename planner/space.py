@@ -562,8 +562,10 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # and recompute in the cost model (moe.ep_overlap_applies). Not pinned: on for an MoE model
     # where the stack has it (Megatron-Core --overlap-moe-expert-parallel-comm), as DP overlap,
     # since an overlapped transfer adds at most its blocking time (step._hide) and the passes
-    # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated
-    if job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported:
+    # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated. Not
+    # with the allgather dispatcher, which Megatron-Core refuses it with (plan.ep_comm_overlap)
+    if (job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported
+            and settings.moe_dispatcher != "allgather"):
         job = job.model_copy(update=dict(ep_comm_overlap=True))
     epo = ep_comm_overlap(job, settings.model, settings.stack, where, plan_checks=False)
     settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), ep_comm_overlap=epo,

@@ -11,7 +11,7 @@ import typer
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
 from .core import (AuxLossCoeffOption, Fp16Option, Fp8AttentionOption, FsdpRootUnitOption, PreSoftmaxOption,
-                   ZLossCoeffOption, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+                   ZLossCoeffOption, DispatcherOption, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -120,6 +120,7 @@ def register(app: typer.Typer) -> None:
         moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
         moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
         fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
+        moe_dispatcher: Optional[str] = DispatcherOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -159,6 +160,7 @@ def register(app: typer.Typer) -> None:
             # fp16: the sharding modes that take it, plan.stack_for_settings)
             fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff,
             moe_z_loss_coeff=moe_z_loss_coeff, moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
+            moe_dispatcher=moe_dispatcher,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
