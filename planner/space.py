@@ -115,6 +115,9 @@ def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = No
 
 
 VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
+# fit's dispatcher search appends a column to the variants: the MoE dispatcher's code (dispatch.CODES),
+# priced through the variant's own Settings (Space.settings_of), not a plan field
+DISPATCHER_COLUMN = len(VARIANT_FIELDS)
 
 
 def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
@@ -297,6 +300,9 @@ class Space:
     considered: int
     slack_dropped: int = 0  # (pp, vpp) splits left out by --max-layer-slack
     variants: np.ndarray = None  # stack options tried (variant_choices): rows of VARIANT_FIELDS
+    # fit's dispatcher search (search.dispatcher_settings): {dispatcher code: the Settings with that MoE
+    # dispatcher}, the variants' column DISPATCHER_COLUMN naming each one's; None: the settings' own
+    dispatchers: dict = None
     # the job's batch ramp, ((batch, weight), ...) (batch_ramp.phase_weights: the search prices each
     # phase's step at its batch and memory's peak over them); () without a ramp
     phases: tuple = ()
@@ -318,15 +324,27 @@ class Space:
                 setattr(p, name, self.variants[var, j])
         return p
 
+    def settings_of(self, var: int) -> Settings:
+        """The Settings variant `var` is priced with: its MoE dispatcher's (dispatchers), else the space's."""
+        if self.dispatchers is None:
+            return self.settings
+        return self.dispatchers[int(self.variants[var, DISPATCHER_COLUMN])]
+
     def variant_ok(self, plan: PlanArrays, var: int) -> np.ndarray:
         """Where variant `var` can run: TP overlap only with SP and tp > 1 (and compile where
-        the stack needs it)."""
+        the stack needs it); a dispatcher other than variant 0's only where an EP group exchanges
+        tokens (ep > 1) and its start-up rules pass (startup.dispatcher_broken: DeepEP's group sizes)."""
         tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
         ok = np.ones(np.shape(plan.tp), dtype=bool)
         if tpo:
             ok &= (plan.sp > 0) & (plan.tp > 1)
             if self.settings.stack.overlap.tp_comm_overlap_needs_compile and not compile_:
                 ok &= False
+        if self.dispatchers is not None and self.variants[var, DISPATCHER_COLUMN] != self.variants[0, DISPATCHER_COLUMN]:
+            from .startup import dispatcher_broken
+
+            s = self.settings_of(var)
+            ok &= (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan)
         return ok
 
 

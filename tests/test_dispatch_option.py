@@ -60,8 +60,8 @@ def test_fit_moe_dispatcher_hybridep_row_command_reprices_the_row(cli):
 
 
 def test_row_command_leaves_out_the_recipes_dispatcher(cli):
-    """With the recipe's own dispatcher (deepep) the row's command needs no flag: explain takes it."""
-    table = cli("fit", *V3, *NARROW, "--top", "1")
+    """With the recipe's own dispatcher (deepep, pinned) the row's command needs no flag: explain takes it."""
+    table = cli("fit", *V3, *NARROW, "--top", "1", "--moe-dispatcher", "deepep")
     assert table.exit_code == 0, table.stderr
     line = next(x for x in table.stdout.splitlines() if "row 1 in full:" in x)
     assert "--moe-dispatcher" not in line
@@ -106,3 +106,59 @@ def test_fit_export_writes_the_rows_dispatcher(cli):
     r = cli("fit", *V3, "--tp", "8", "--pp", "1", "--moe-dispatcher", "hybridep", "--export", "megatron")
     assert r.exit_code == 0, r.stderr
     assert "--moe-token-dispatcher-type flex" in r.stdout and "--moe-flex-dispatcher-backend hybridep" in r.stdout
+
+
+def _priced(job: Job):
+    """explain's step seconds of a job (resolve + evaluate), None where the job is refused or does not
+    fit in memory (a dispatcher's buffers count: DeepEP's can push a plan over where Hybrid-EP's do not)."""
+    from planner.explain import evaluate
+
+    try:
+        settings, plan, _ = resolve(job)
+    except PlannerError:
+        return None
+    est = evaluate(settings, plan)
+    return float(est.time.total) if bool(est.fits) else None
+
+
+def test_searched_dispatcher_flips_with_ep_at_deepeps_group_rule():
+    """fit without a dispatcher (search_dispatchers) on DeepSeek-V3, TP 8, ZeRO-1, one micro-batch
+    of 4,096 tokens, EP 128 or 256 (etp 1): each row runs the dispatcher whose explain is fastest
+    among those that start. At EP 128 (a size DeepEP's tables list) that is deepep; at EP 256
+    deepep does not start (MEGATRON_DEEPEP_GROUP) and the row flips to hybridep. Each row's step is
+    explain's of its own dispatcher, and no other dispatcher that starts and fits is faster there (at
+    EP 128 one row without TP overlap runs hybridep: DeepEP's buffers leave it 0.5 GiB over the usable
+    HBM, 71.66 against 71.18 GiB)."""
+    from planner.search import fit, row_job
+    from planner.space import SpaceOptions
+
+    job = Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, precision="fp8",
+              fp8_recipe="blockwise", mtp_layers=1, bytes_per_param="bf16-moments")
+    opts = SpaceOptions(tp=(8,), pp=(1,), ep=(128, 256), etp=(1,), sharding=("zero1",), micro_batch=(1,),
+                        recompute=("none",))
+    res = fit(job, opts=opts, top=20, search_dispatchers=True)
+    seen = {}
+    for row in res.rows:
+        p = row["plan"]
+        one = row_job(job, row)
+        steps = {d: _priced(one.model_copy(update={"moe_dispatcher": d})) for d in ("alltoall", "deepep", "hybridep")}
+        steps["allgather"] = _priced(one.model_copy(update={"moe_dispatcher": "allgather", "ep_comm_overlap": False}))
+        ran = {d: s for d, s in steps.items() if s is not None}
+        assert row["time"]["step_s"] == pytest.approx(steps[p["moe_dispatcher"]], rel=1e-9)
+        assert min(ran, key=ran.get) == p["moe_dispatcher"], (p["ep"], ran)
+        seen.setdefault(p["ep"], set()).add(p["moe_dispatcher"])
+        if p["ep"] == 256:
+            assert steps["deepep"] is None  # DeepEP's tables: no 256-rank Buffer
+    assert "deepep" in seen[128] and seen[256] == {"hybridep"}, seen
+
+
+def test_fit_searches_only_without_a_pinned_dispatcher(cli):
+    """Without --moe-dispatcher fit says it searched and names the stack's dispatchers; with one it
+    does not search (the rows all run it); a dense model is not searched (no note)."""
+    r = cli("fit", *V3, *NARROW, "--top", "3")
+    assert r.exit_code == 0 and "MoE dispatcher searched" in r.stderr, r.stderr
+    r = cli("fit", *V3, *NARROW, "--top", "3", "--moe-dispatcher", "alltoall", "--format", "json")
+    assert r.exit_code == 0 and "MoE dispatcher searched" not in r.stderr
+    assert {row["plan"]["moe_dispatcher"] for row in json.loads(r.stdout)} == {"alltoall"}
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
+    assert r.exit_code == 0 and "MoE dispatcher searched" not in r.stderr

@@ -184,9 +184,15 @@ def register(app: typer.Typer) -> None:
         several = len(gpus_list) > 1
         with progress("fit", len(gpus_list)) as tick:
             result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                         search_dispatchers=moe_dispatcher is None,
                          keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
+        if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
+            left = "".join(f"; {n} left out: {why}" for n, why in result.counts.dispatchers_left)
+            note(f"{job.model}: MoE dispatcher searched, the faster per plan where it starts (stack options column): "
+                 f"{', '.join(result.counts.dispatchers)}{left}; explain and check take "
+                 f"{job.moe_dispatcher or 'the stack default'} without --moe-dispatcher (--moe-dispatcher X pins one)")
         if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
