@@ -170,6 +170,7 @@ def job_options(
     hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None, moe_rank_imbalance=None,
     moe_load_balancing=None, step_batch_size_schedule=None, moe_pad_to_capacity=None, fp8_attention=None, fp16=None,
     moe_aux_loss_coeff=None, moe_z_loss_coeff=None, moe_router_pre_softmax=None, fsdp_root_unit=None,
+    moe_dispatcher=None,
 ) -> dict:
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
@@ -194,7 +195,7 @@ def job_options(
         moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
         batch_size_schedule=parse_schedule(step_batch_size_schedule), moe_pad_to_capacity=moe_pad_to_capacity,
         fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff, moe_z_loss_coeff=moe_z_loss_coeff,
-        moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
+        moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit, moe_dispatcher=moe_dispatcher,
     )
 
 
@@ -310,6 +311,12 @@ PreSoftmaxOption = typer.Option(
     None, "--moe-router-pre-softmax/--no-moe-router-pre-softmax",
     help="MoE: a softmax router's softmax over all experts before the top-k (Megatron --moe-router-pre-softmax); "
          "the unfused router keeps [n, E] scores, not [n, k] (default: off, Megatron's)")
+DispatcherOption = typer.Option(
+    None, "--moe-dispatcher",
+    help="MoE token dispatcher: alltoall (NCCL) | allgather | deepep (DeepEP normal kernels) | deepep_ll | hybridep "
+         "(Megatron --moe-token-dispatcher-type, --moe-flex-dispatcher-backend; one the stack runs, stack_db "
+         "runs.moe_dispatchers; planner/dispatch.py) (default: the model's training recipe's where the stack runs it, "
+         "else the stack's)")
 FsdpRootUnitOption = typer.Option(
     None, "--fsdp-root-unit/--no-fsdp-root-unit",
     help="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): embedding, final norm "
@@ -378,6 +385,7 @@ def register(app: typer.Typer) -> None:
         moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
         moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
         fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
+        moe_dispatcher: Optional[str] = DispatcherOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
@@ -397,7 +405,7 @@ def register(app: typer.Typer) -> None:
             hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing,
             step_batch_size_schedule, moe_pad_to_capacity, fp8_attention=fp8_attention, fp16=fp16,
             moe_aux_loss_coeff=moe_aux_loss_coeff, moe_z_loss_coeff=moe_z_loss_coeff,
-            moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit)
+            moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit, moe_dispatcher=moe_dispatcher)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -11,7 +11,7 @@ import typer
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
 from .core import (AuxLossCoeffOption, Fp16Option, Fp8AttentionOption, FsdpRootUnitOption, PreSoftmaxOption,
-                   ZLossCoeffOption, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+                   ZLossCoeffOption, DispatcherOption, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -120,6 +120,7 @@ def register(app: typer.Typer) -> None:
         moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
         moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
         fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
+        moe_dispatcher: Optional[str] = DispatcherOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -159,6 +160,7 @@ def register(app: typer.Typer) -> None:
             # fp16: the sharding modes that take it, plan.stack_for_settings)
             fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff,
             moe_z_loss_coeff=moe_z_loss_coeff, moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
+            moe_dispatcher=moe_dispatcher,
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
@@ -182,9 +184,15 @@ def register(app: typer.Typer) -> None:
         several = len(gpus_list) > 1
         with progress("fit", len(gpus_list)) as tick:
             result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                         search_dispatchers=moe_dispatcher is None,
                          keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
+        if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
+            left = "".join(f"; {n} left out: {why}" for n, why in result.counts.dispatchers_left)
+            note(f"{job.model}: MoE dispatcher searched, the faster per plan where it starts (stack options column): "
+                 f"{', '.join(result.counts.dispatchers)}{left}; explain and check take "
+                 f"{job.moe_dispatcher or 'the stack default'} without --moe-dispatcher (--moe-dispatcher X pins one)")
         if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
