@@ -155,12 +155,15 @@ FLEX = (DEEPEP, DEEPEP_LL, HYBRIDEP)  # kernels run over the etp x ep group, no 
 # (a leaf module, so that plan.py and cuda_graphs.py read them without an import cycle)
 from .moe_padding import PAD_REFUSED, PAD_WITHOUT_SYNC, host_synced  # noqa: E402,F401
 
+# what each dispatcher is, in no trainer's spelling: the stacks name them differently (Megatron
+# --moe-token-dispatcher-type / --moe-flex-dispatcher-backend, torchtitan expert_parallel_comm_backend);
+# the exporters write each trainer's own flags
 DESCRIPTIONS = {
-    "alltoall": "NCCL all-to-all (Megatron --moe-token-dispatcher-type alltoall)",
-    "allgather": "all-gather + reduce-scatter (Megatron --moe-token-dispatcher-type allgather)",
-    "deepep": "DeepEP normal kernels (Megatron flex dispatcher, --moe-flex-dispatcher-backend deepep)",
-    "deepep_ll": "DeepEP low-latency kernels (pure RDMA)",
-    "hybridep": "Hybrid-EP (Megatron flex dispatcher, --moe-flex-dispatcher-backend hybridep)",
+    "alltoall": "NCCL all-to-all",
+    "allgather": "all-gather + reduce-scatter",
+    "deepep": "DeepEP normal kernels, NVLink + RDMA",
+    "deepep_ll": "DeepEP low-latency kernels, pure RDMA",
+    "hybridep": "Hybrid-EP kernels",
 }
 
 FP8_SCALE_BYTES_PER_ELEMENT = 4.0 / 128.0  # one fp32 scale per 128 elements [2] tests
