@@ -1054,6 +1054,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
                       ("moe_router_pre_softmax", "--moe-router-pre-softmax"), ("fsdp_root_unit", "--fsdp-root-unit")):
         if d.get(key):  # on (off is what explain assumes without it)
             args.append(flag)
+    args += job_field_args(job, skip=_ROW_FIELDS)
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)
         args.append("--pp-p2p-overlap-warmup-flush")
     stack = load_stack(d["stack"])
@@ -1062,6 +1063,28 @@ def explain_args(job: Job, row: dict) -> list[str]:
             raise PlannerError("a custom bytes_per_param has no explain option", "use a job YAML with the row's plan")
         args += ["--bytes-per-param", d["bytes_per_param"]]
     return args + stack_args(d, stack)
+
+
+# the FIELD_OPTIONS fields explain_args reads from the row itself (above); the others from the job
+_ROW_FIELDS = ("fp8_attention", "fp16", "moe_router_pre_softmax", "fsdp_root_unit", "moe_aux_loss_coeff",
+               "moe_z_loss_coeff", "moe_dispatcher")
+
+
+def job_field_args(job: Job, skip: tuple = ()) -> list[str]:
+    """The FIELD_OPTIONS options (planner/field_options.py) of the job fields a fit's job set and
+    every row took as they are: each the job sets to other than its default, as the option."""
+    from .field_options import FIELD_OPTIONS
+
+    args: list[str] = []
+    for o in FIELD_OPTIONS:
+        v = getattr(job, o.field)
+        if o.field in skip or o.field not in job.model_fields_set or v == Job.model_fields[o.field].default:
+            continue
+        if o.kind == "bool":
+            args.append(o.flag if v else "--no-" + o.flag[2:])
+        else:
+            args += [o.flag, ",".join(map(str, v)) if isinstance(v, list) else str(v)]
+    return args
 
 
 def _mtp_default(d: dict) -> int:
