@@ -7,7 +7,8 @@ naming the option. Also: `explain --from-fit` notes an option that replaces the 
 value, and a fit row's reproduce line carries the options the fit was given.
 
 tests/test_cli_job_fields.py holds the first six fields' own tests (fp8_attention, fp16, the
-MoE router's coefficients and pre-softmax, fsdp_root_unit)."""
+MoE router's coefficients and pre-softmax, fsdp_root_unit) and a trainer config's value replaced
+(fp16, moe_permute_fusion)."""
 
 from __future__ import annotations
 
@@ -245,19 +246,6 @@ def test_check_budget_and_export_apply_the_options(cli, tmp_path):
     e = cli("export", f, "--format", "megatron", *opts[:2])
     assert e.exit_code == 0, e.stderr
     assert "--moe-permute-fusion" in e.stdout and "--moe-router-fusion" in e.stdout
-
-
-def test_a_trainer_configs_value_is_replaced_with_a_note(cli, tmp_path):
-    """A Megatron script with --moe-permute-fusion (the export of such a plan) planned with
-    --no-moe-permute-fusion: the unfused permutation, the replacement among the assumed."""
-    e = cli("export", *_args(MOE), "--moe-permute-fusion", "--format", "megatron")
-    assert e.exit_code == 0, e.stderr
-    sh = tmp_path / "train.sh"
-    sh.write_text(e.stdout)
-    assert _explain(cli, sh)[0]["plan"]["moe_permute_fusion"] is True
-    got, err = _explain(cli, sh, "--no-moe-permute-fusion")
-    assert got["plan"]["moe_permute_fusion"] is False
-    assert "moe_permute_fusion=False: the command line replaces the file's True" in err
 
 
 def test_from_fit_notes_the_options_that_replace_the_rows_values(cli, tmp_path):
