@@ -131,8 +131,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "sec. 3.3.3; DeepEP / Hybrid-EP; Megatron-LM has no flag for it, export --format megatron refuses it) "
                 "(default: the stack's fp8 recipe's under fp8)"),
     FieldOption("moe_route_nodes", "int", "MoE node-limited routing: a token reaches at most N nodes (DeepSeek-V3 "
-                "sec. 2.1.2, M = 4; no trainer flag of the stacks) (default: no limit beyond the model's group-limited "
-                "routing)", 1),
+                "sec. 2.1.2, M = 4; no trainer flag: Megatron's --moe-router-num-groups / --moe-router-group-topk are the "
+                "model's group-limited routing, read into the model) (default: no limit beyond the model's)", 1),
 )
 
 FIELD_NAMES = tuple(o.field for o in FIELD_OPTIONS)
