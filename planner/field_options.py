@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-Kind = Literal["bool", "int", "float", "str", "words"]
+Kind = Literal["bool", "int", "float", "str", "words", "pairs"]
 
 
 class FieldOption(NamedTuple):
     field: str  # the schema.Job field
-    kind: Kind  # words: a list field, given as one argument of comma- or space-separated words
+    kind: Kind  # words: a list field, one argument of comma- or space-separated words; pairs: a mapping, KEY=N words
     help: str
     minimum: float | None = None  # a number's least value (typer min=; the field's own bound is checked too)
 
@@ -109,6 +109,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: the stack's)"),
     FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "
                 "[optimizer] early_step_in_backward) (default: off)"),
+    FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "
+                "stage3_prefetch_bucket_size|stage3_max_live_parameters|stage3_max_reuse_distance|"
+                "stage3_param_persistence_threshold|reduce_bucket_size, e.g. stage3_prefetch_bucket_size=0 (the DeepSpeed "
+                "JSON's zero_optimization keys) (default: the stack's, DeepSpeed's)"),
     FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "
                 "embedding, final norm and output kept unsharded through the backward, the last block not resharded "
                 "(default: the stack's)"),

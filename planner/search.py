@@ -1078,12 +1078,13 @@ def job_field_args(job: Job, skip: tuple = ()) -> list[str]:
     args: list[str] = []
     for o in FIELD_OPTIONS:
         v = getattr(job, o.field)
-        if (o.field in skip or o.field not in job.model_fields_set or v in (None, [])
+        if (o.field in skip or o.field not in job.model_fields_set or v in (None, [], {})
                 or v == Job.model_fields[o.field].default):
             continue
         if o.kind == "bool":
             args.append(o.flag if v else "--no-" + o.flag[2:])
         else:
+            v = ",".join(f"{k}={n}" for k, n in v.items()) if isinstance(v, dict) else v
             args += [o.flag, ",".join(map(str, v)) if isinstance(v, list) else str(v)]
     return args
 

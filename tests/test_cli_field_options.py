@@ -28,6 +28,7 @@ EAGER = dict(DENSE, attention="eager")
 TT = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp")
 TT_FP8 = dict(TT, precision="fp8")
 MOE = dict(model="qwen3-30b-a3b", gpus=16, ep=8)
+DS_Z3 = dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="fsdp")  # DeepSpeed ZeRO-3
 GIB = 2**30
 
 # (field, option words, the plan's value, the job it is given with, the job file's other value,
@@ -74,6 +75,8 @@ CASES = [
     ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
     ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
     ("cp_rotate_method", ["--cp-rotate-method", "alltoall"], "alltoall", dict(TT, cp=2), "allgather", {}),
+    ("deepspeed_zero3", ["--deepspeed-zero3", "reduce_bucket_size=1e9"], {"reduce_bucket_size": 10**9}, DS_Z3,
+     {"reduce_bucket_size": 10**8}, {"memory": +1}),
     # MoE dispatch and routing (planner/dispatch.py)
     ("moe_fp8_dispatch", ["--moe-fp8-dispatch"], True, dict(MOE, precision="fp8"), False, {"step": -1}),
     ("moe_route_nodes", ["--moe-route-nodes", "1"], 1, dict(model="deepseek-v3", gpus=256, ep=64, pp=4), 2,
@@ -120,7 +123,7 @@ def test_every_job_field_has_an_option():
     own = job_options(*[None] * sum(p.default is inspect.Parameter.empty
                                     for p in inspect.signature(job_options).parameters.values()))
     covered = set(own) | set(FIELD_NAMES) | {"sharding_mode"}
-    assert set(Job.model_fields) - covered == {"deepspeed_zero3"}  # main's newest field: the next commit
+    assert set(Job.model_fields) - covered == set()
     assert set(CASES_FIELDS := [c[0] for c in CASES]) | set(OWN_TESTS) == set(FIELD_NAMES), "a table option without a test"
     assert len(CASES_FIELDS) == len(set(CASES_FIELDS))
 
@@ -154,6 +157,15 @@ def test_option_moves_what_it_prices(cli, field, opt, value, job, other, moves):
         a, b = got[key[0]][key[1]], plain[key[0]][key[1]]
         sign = moves.get(figure, 0)
         assert (a > b) - (a < b) == sign, (field, figure, a, b)
+
+
+def test_deepspeed_zero3_by_hand(cli):
+    """reduce_bucket_size=1e9: ZeRO-3's contiguous gradient (IPG) bucket of 1e9 elements in the model
+    dtype (2 B) where DeepSpeed's default is 5e8 (stack_db megatron-deepspeed fsdp.zero3_modules,
+    DeepSpeed config.py @38327e07 l. 109): +(1e9 - 5e8) x 2 B = +1e9 B (memory.py [z3])."""
+    got, _ = _explain(cli, *_args(DS_Z3), "--deepspeed-zero3", "reduce_bucket_size=1e9")
+    plain, _ = _explain(cli, *_args(DS_Z3))
+    assert got["memory"]["total_bytes"] - plain["memory"]["total_bytes"] == (10**9 - 5 * 10**8) * 2
 
 
 def test_cublas_workspace_config_by_hand(cli):
@@ -194,6 +206,10 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     (["--bf16-layers-at-start", "-1"], FP8, "--bf16-layers-at-start"),
     (["--bf16-layers-at-end", "x"], FP8, "--bf16-layers-at-end"),
     (["--moe-route-nodes", "0"], MOE, "--moe-route-nodes"),
+    (["--deepspeed-zero3", "stage3_prefetch=0"], DS_Z3, "--deepspeed-zero3"),
+    (["--deepspeed-zero3", "reduce_bucket_size"], DS_Z3, "--deepspeed-zero3"),
+    (["--deepspeed-zero3", "reduce_bucket_size=-1"], DS_Z3, "--deepspeed-zero3"),
+    (["--deepspeed-zero3", "reduce_bucket_size=1e9"], DENSE, "deepspeed_zero3"),
     # a value the plan refuses with the job (plan.resolve's checks, each the trainer's own): the field named
     (["--fp8-output-layer"], TT, "fp8_output_layer"),
     (["--fp8-allgather"], TT, "fp8_allgather"),

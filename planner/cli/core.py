@@ -233,7 +233,7 @@ def field_option_parameters() -> list[inspect.Parameter]:
             for o in FIELD_OPTIONS]
 
 
-_KIND_TYPES = {"bool": bool, "int": int, "float": float, "str": str, "words": str}
+_KIND_TYPES = {"bool": bool, "int": int, "float": float, "str": str, "words": str, "pairs": str}
 
 
 def set_parameters(fn, params: list[inspect.Parameter]):
@@ -260,7 +260,7 @@ def field_values(given: dict) -> dict:
         v = given.get(o.field)
         if v is None:
             continue
-        value = words_of(v, commas=True) if o.kind == "words" else v
+        value = words_of(v, commas=True) if o.kind == "words" else _pairs(o.flag, v) if o.kind == "pairs" else v
         try:
             out[o.field] = _field_adapter(o.field).validate_python(value)
         except ValidationError as e:
@@ -268,6 +268,18 @@ def field_values(given: dict) -> dict:
             raise PlannerError(f"{o.flag} {v!r}: {why[:1].lower() + why[1:]}",
                                f"`planner explain --help` describes {o.flag}; `planner schema job` the job field "
                                f"{o.field}") from None
+    return out
+
+
+def _pairs(flag: str, text: str) -> dict:
+    """A pairs option's 'KEY=N KEY=N' (or comma-separated) as {KEY: N}; N a count (5e8, 500M)."""
+    out = {}
+    for w in words_of(text, commas=True):
+        key, eq, n = w.partition("=")
+        if not eq or not key:
+            raise PlannerError(f"{flag} {text!r}: {w!r} is not KEY=N", f"e.g. {flag} stage3_prefetch_bucket_size=0")
+        x = parse_count(n, f"{flag} {key}")
+        out[key] = int(x) if float(x).is_integer() else x
     return out
 
 
