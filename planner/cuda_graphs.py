@@ -179,6 +179,10 @@ def cuda_graph_error(job, model, stack, where: str = "") -> PlannerError | None:
     why = _combination_error(impl, scope, model, job.recompute, moe) or _job_graph_error(job, model, impl, scope)
     if why is None:
         return None
+    if why.startswith("full recompute"):
+        return PlannerError(f"{where}cuda_graph_impl {impl}, cuda_graph_scope {scope or '[] (the whole layer)'}: {why}",
+                            "use recompute none or selective with these graphs, cuda_graph_impl full_iteration, or "
+                            "leave cuda_graph_impl out")
     return PlannerError(f"{where}cuda_graph_impl {impl}, cuda_graph_scope {scope or '[] (the whole layer)'}: {why}",
                         "graph the parts before the dispatch only (cuda_graph_scope attn moe_router moe_preprocess) on an "
                         "MoE model, pad the experts to capacity (moe_capacity_factor, moe_pad_to_capacity) with the "

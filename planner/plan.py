@@ -165,6 +165,9 @@ EP_EXPERTS, EP_DPCP = 17, 18  # expert parallelism (planner/moe.py)
 # what the stack can run (stack_db runs; issue 22), then its trainer's start-up rules
 # (planner/startup.py, codes from startup.FIRST_CODE = 24)
 STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP = 19, 20, 21, 22, 23
+# not a candidate rule: fit's recompute choices a job setting leaves (space._recompute_runnable), counted
+# beside the rules; far above the start-up rules' codes (asserted below)
+GRAPHS_FULL_RECOMPUTE = 999
 REASONS = {
     MESH: "tp*cp*pp does not divide the GPU count",
     BATCH: "global batch does not divide into dp x micro-batch",
@@ -201,6 +204,10 @@ def _trainer_reasons() -> None:
 
 
 _trainer_reasons()
+assert GRAPHS_FULL_RECOMPUTE not in REASONS
+# planner/cuda_graphs.py _combination_error: the job's per-layer graphs refuse full recompute
+REASONS[GRAPHS_FULL_RECOMPUTE] = ("full recompute with per-layer CUDA graphs (cuda_graph_impl local / transformer_engine): "
+                                  "Megatron-Core runs full recompute with graphs only under full_iteration")
 # the rules that read only the mesh, the pipeline split and the micro-batch (not SP or sharding)
 LAST_BATCH_RULE = VPP_LAYERS
 

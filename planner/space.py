@@ -691,11 +691,18 @@ def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
 def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid: int) -> np.ndarray:
     """The recompute choices the trainer's start-up rules leave: the base rows are checked at
     recompute none, so a rule on the recompute mode alone (a job setting's, every row alike:
-    startup.MEGATRON_MOE_ACT_GROUPED_GEMM, selective) drops its choice here, its `valid` base
-    candidates (rows x orders) counted under the rule."""
-    from .plan import RC_SELECTIVE
+    startup.MEGATRON_MOE_ACT_GROUPED_GEMM, selective; the job's per-layer CUDA graphs, full:
+    plan.GRAPHS_FULL_RECOMPUTE) drops its choice here, its `valid` base candidates (rows x
+    orders) counted under the rule."""
+    from .plan import GRAPHS_FULL_RECOMPUTE, RC_FULL, RC_SELECTIVE
     from .startup import CODES, moe_act_ungrouped, rules_for
 
+    # the job's per-layer CUDA graphs refuse full recompute (planner/cuda_graphs.py, Megatron-Core's check): the
+    # search leaves it out; a job that pins full recompute alone is refused by resolve, naming the check
+    if settings.cuda_graph_impl in ("local", "transformer_engine") and RC_FULL in RC and len(RC) > 1:
+        if valid:
+            reasons[GRAPHS_FULL_RECOMPUTE] = reasons.get(GRAPHS_FULL_RECOMPUTE, 0) + valid
+        RC = RC[RC != RC_FULL]
     code = CODES["MEGATRON_MOE_ACT_GROUPED_GEMM"]
     if not moe_act_ungrouped(settings.stack) or code not in dict(rules_for(settings.stack)) or RC_SELECTIVE not in RC:
         return RC

@@ -134,3 +134,25 @@ def test_graph_static_outputs_by_hand(explain):
                dict(cuda_graph_impl="transformer_engine", cuda_graph_scope=PRESET, moe_dispatcher="hybridep")):
         assert _layer_activations(explain, **kw) == pytest.approx(_layer_activations(explain, **{
             k: v for k, v in kw.items() if k == "moe_dispatcher"}), rel=1e-12)
+
+
+def test_fit_leaves_full_recompute_out_under_per_layer_graphs(cli):
+    """Megatron-Core runs full recompute with CUDA graphs only under full_iteration: fit with
+    per-layer graphs searches recompute none and selective, and counts the full-recompute
+    candidates it leaves out under the check (it ranked them before, then refused its own row,
+    exit 2); a job that pins full recompute alone is refused with a hint about recompute."""
+    import json
+
+    r = cli("fit", "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch", "512",
+            "--cuda-graph-impl", "transformer_engine", "--format", "json")  # before: a full-recompute row, exit 2
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows and all(p["plan"]["recompute"] != "full" for p in rows)
+    r = cli("fit", "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch", "512",
+            "--cuda-graph-impl", "transformer_engine")
+    assert r.exit_code == 0 and "full recompute with per-layer CUDA graphs" in r.stdout
+    r = cli("fit", "--model", "llama3-70b", "--gpus", "24", "--seq-len", "8192", "--global-batch", "512",
+            "--cuda-graph-impl", "local", "--recompute", "full")
+    assert r.exit_code == 2, (r.stdout[-300:], r.stderr)
+    assert "full recompute runs with CUDA graphs only under cuda_graph_impl full_iteration" in r.stderr
+    assert "hint: use recompute none or selective" in r.stderr and "Traceback" not in r.stderr
