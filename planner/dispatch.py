@@ -32,7 +32,9 @@ Megatron's --moe-token-dispatcher-type, --moe-enable-deepep, --moe-flex-dispatch
                441.89 / 485.50 / 469.96, combine 538.44 / 474.48 / 444.40 / 423.19 / 418.27 GB/s
                over GB200's 900 GB/s NVLink), across domains from its H100 table (ranks 16 / 32 /
                64 over InfiniBand: dispatch fp8 48.26 / 42.10 / 35.01, bf16 54.47 / 47.36 / 41.24,
-               combine 53.35 / 52.53 / 46.57 GB/s over a 50 GB/s NIC).
+               combine 53.35 / 52.53 / 46.57 GB/s over a 50 GB/s NIC). Megatron-Core's backend
+               dispatches bf16 only: a job with moe_fp8_dispatch and hybridep on a Megatron stack
+               is refused (plan.moe_dispatch_settings) [10].
 
 Bandwidth between the measured EP sizes: linear in log2(ep), held at the end values outside.
 
@@ -131,6 +133,9 @@ References
     moe/moe_layer.py l. 636-640 (training with attention TP > 1 needs sequence parallelism);
     transformer_config.py __post_init__ (no check refuses expert TP > 1 with the flex dispatcher).
 [9] planner/moe.py [9]: the expert RankGenerator's 'tp-ep' group, expert-TP ranks innermost.
+[10] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/fused_a2a.py init_hybrid_ep_buffer
+    l. 327 (assert not fp8_dispatch, "HybridEP dispatcher does not support fp8 dispatch now") and
+    HybridEPDispatch.forward l. 402 (fp8_dispatch = False: "Currently, we do not support fp8 dispatch").
 """
 
 from __future__ import annotations
@@ -150,12 +155,15 @@ FLEX = (DEEPEP, DEEPEP_LL, HYBRIDEP)  # kernels run over the etp x ep group, no 
 # (a leaf module, so that plan.py and cuda_graphs.py read them without an import cycle)
 from .moe_padding import PAD_REFUSED, PAD_WITHOUT_SYNC, host_synced  # noqa: E402,F401
 
+# what each dispatcher is, in no trainer's spelling: the stacks name them differently (Megatron
+# --moe-token-dispatcher-type / --moe-flex-dispatcher-backend, torchtitan expert_parallel_comm_backend);
+# the exporters write each trainer's own flags
 DESCRIPTIONS = {
-    "alltoall": "NCCL all-to-all (Megatron --moe-token-dispatcher-type alltoall)",
-    "allgather": "all-gather + reduce-scatter (Megatron --moe-token-dispatcher-type allgather)",
-    "deepep": "DeepEP normal kernels (Megatron flex dispatcher, --moe-flex-dispatcher-backend deepep)",
-    "deepep_ll": "DeepEP low-latency kernels (pure RDMA)",
-    "hybridep": "Hybrid-EP (Megatron flex dispatcher, --moe-flex-dispatcher-backend hybridep)",
+    "alltoall": "NCCL all-to-all",
+    "allgather": "all-gather + reduce-scatter",
+    "deepep": "DeepEP normal kernels, NVLink + RDMA",
+    "deepep_ll": "DeepEP low-latency kernels, pure RDMA",
+    "hybridep": "Hybrid-EP kernels",
 }
 
 FP8_SCALE_BYTES_PER_ELEMENT = 4.0 / 128.0  # one fp32 scale per 128 elements [2] tests

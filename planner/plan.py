@@ -1564,6 +1564,12 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
         raise PlannerError(f"{where}moe_pad_to_capacity with moe_dispatcher {name}: Megatron refuses the padding on "
                            "DeepEP's backend (transformer_config.py @d98e8a64 l. 1754-1761)",
                            "use moe_dispatcher alltoall or hybridep, or remove moe_pad_to_capacity")
+    if name == "hybridep" and job.moe_fp8_dispatch and megatron_checks(stack):  # planner/dispatch.py [10]
+        raise PlannerError(f"{where}moe_fp8_dispatch with moe_dispatcher hybridep: Megatron-Core's HybridEP backend "
+                           "dispatches bf16 only ('HybridEP dispatcher does not support fp8 dispatch now', "
+                           "moe/fused_a2a.py @d98e8a64 init_hybrid_ep_buffer l. 327; HybridEPDispatch.forward l. 402 "
+                           "sets fp8_dispatch = False)",
+                           "remove moe_fp8_dispatch, or use moe_dispatcher deepep")
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where),
                 **moe_router_settings(job, stack, inherited, where, model))

@@ -10,7 +10,12 @@ with its source), where the job's stack and hardware run it:
                   the recipe (stack_db fp8_recipes) and the hardware runs it
                   (precisions.recipe_unsupported: blockwise is Hopper's);
   moe_dispatcher  the stack lists it among the dispatchers it runs (stack_db
-                  runs.moe_dispatchers; a stack that does not say does not take it).
+                  runs.moe_dispatchers; a stack that does not say does not take it). It is what
+                  `explain`, `check`, `budget` and `export` price; `fit` without --moe-dispatcher
+                  searches every dispatcher the stack runs instead (search.dispatcher_settings:
+                  DeepSeek published DeepEP as what ran on their own stack, which a Megatron run
+                  need not copy; each is tried where it starts and fits, the faster kept per plan,
+                  the stack's default kept on an exact tie) and says so in a note.
   bytes_per_param the stack lists the preset among those its optimizer keeps (stack_db
                   runs.bytes_per_param: bf16-moments, Adam's moments in bf16, is Megatron's
                   precision-aware optimizer and DeepSeek's own; torchtitan keeps its

@@ -60,6 +60,15 @@ tokens; the compute floors and the rest without TPO_TERMS are the same weighted 
 weights >= 0, so it holds for the sums (rounding is monotone). One step_time call per phase per
 block; a job without a ramp runs the code it ran before.
 
+The MoE dispatcher (`planner fit` without --moe-dispatcher: fit(search_dispatchers=True)) is a stack
+variant too, one Settings per dispatcher the stack runs (dispatcher_settings; Space.settings_of): the
+variants cross the stack options with the dispatchers, variant 0 the stack's default (one no start-up
+rule restricts, so every candidate runs it); another is tried where ep > 1 and its start-up rules pass
+(Space.variant_ok), where it fits (its buffers and saved permutations: variant_memory), and under
+best_variants' bound as a TP-overlap variant is (it changes only DISPATCHER_TERMS besides TPO_TERMS,
+checked bit for bit), the bound tightened on the best steps found so far and on the prefilter's k-th
+(_seed_steps, _first_orders' cap). Each row is priced with its dispatcher's Settings (rows_of).
+
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
 instead of pricing those candidates again (the same function of the same candidate).
@@ -84,7 +93,7 @@ from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
 from .schema import Job
-from .space import (OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
+from .space import (DISPATCHER_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
                     variant_choices)
 from .imbalance import rank_load
 from .layers import context, layer_list
@@ -115,12 +124,17 @@ class Counts:
     bound_fallback: bool = False  # the branch-and-bound's facts failed: every order was evaluated
     slack_dropped: int = 0  # (mesh, pp, vpp) splits left out of the space by --max-layer-slack
     prefilter_dropped: int = 0  # fitting candidates (x rank orders, as feasible) _prefilter's compute floor dropped before pricing communication
+    # fit's dispatcher search (dispatcher_settings): the dispatchers tried, and those left out with why
+    dispatchers: tuple = ()
+    dispatchers_left: tuple = ()
 
     def add(self, o: "Counts") -> None:
         for k in ("considered", "broke_constraint", "did_not_fit", "feasible", "memory_evaluations", "time_evaluations",
                   "slack_dropped", "prefilter_dropped"):
             setattr(self, k, getattr(self, k) + getattr(o, k))
         self.bound_fallback |= o.bound_fallback
+        self.dispatchers = self.dispatchers or o.dispatchers
+        self.dispatchers_left = self.dispatchers_left or o.dispatchers_left
         for k, v in o.reasons.items():
             self.reasons[k] = self.reasons.get(k, 0) + v
 
@@ -294,29 +308,53 @@ def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
         p = space.plans(bidx[s], rcidx[s], order[s], var[s])
-        if not space.phases:
-            step[s], floor[s], w = _step_parts(space.settings, p, rest)
-        else:  # a batch ramp: each phase's step at its batch, weighted (batch_ramp.phase_weights)
-            step[s] = floor[s] = 0.0
-            w = 0.0 if rest else None
-            for (_, wk), q in zip(space.phases, _phase_plans(space, p, every=True)):
-                a, f, r = _step_parts(space.settings, q, rest)
-                step[s] += wk * a
-                floor[s] += wk * f
+        if space.dispatchers is None:
+            step[s], floor[s], w = _phase_parts(space, space.settings, p, rest)
+        else:  # fit's dispatcher search: each candidate priced with its variant's dispatcher (Space.settings_of)
+            at = np.arange(s.start, s.stop)
+            codes = space.variants[var[s], DISPATCHER_COLUMN]
+            w = np.empty(len(at)) if rest else None
+            for code in np.unique(codes):  # the dispatchers searched: a handful of settings
+                sub = np.flatnonzero(codes == code)
+                q = p if len(sub) == len(at) else p.take(sub)
+                step[at[sub]], floor[at[sub]], r = _phase_parts(space, space.dispatchers[int(code)], q, rest)
                 if rest:
-                    w = w + wk * r
+                    w[sub] = r
         if rest:
             without[s] = w
     return (step, floor, without) if rest else (step, floor)
 
 
-def _step_parts(settings: Settings, p: PlanArrays, rest: bool) -> tuple:
+def _phase_parts(space: Space, settings: Settings, p, rest: bool) -> tuple:
+    """_step_parts of plans p with `settings`; with a batch ramp each phase's at its batch, weighted
+    (batch_ramp.phase_weights)."""
+    if not space.phases:
+        return _step_parts(settings, p, rest, _bound_terms(space))
+    step = floor = 0.0
+    w = 0.0 if rest else None
+    for (_, wk), q in zip(space.phases, _phase_plans(space, p, every=True)):
+        a, f, r = _step_parts(settings, q, rest, _bound_terms(space))
+        step = step + wk * a
+        floor = floor + wk * f
+        if rest:
+            w = w + wk * r
+    return step, floor, w
+
+
+def _bound_terms(space: Space) -> tuple:
+    """The step terms a variant bounded by best_variants may change: TPO_TERMS, and with a dispatcher
+    search DISPATCHER_TERMS too."""
+    return TPO_TERMS + (DISPATCHER_TERMS if space.dispatchers is not None else ())
+
+
+def _step_parts(settings: Settings, p: PlanArrays, rest: bool, skip: tuple = None) -> tuple:
     """(step, compute + optimizer (+ moe_permute + moe_host), step without TPO_TERMS or None) of
     step.step_time on plans p: step_times' three numbers for one batch."""
     t, _ = step_time(settings, p)
     # the MoE routing/permutation and host-issue terms are compute too (no stack variant changes them)
     floor = t.compute + t.optimizer + (t.moe_permute + t.moe_host if "moe_permute" in t.keys() else 0.0)
-    return t.total, floor, (t.sum(*(k for k in t.keys() if k not in TPO_TERMS)) if rest else None)
+    skip = TPO_TERMS if skip is None else skip
+    return t.total, floor, (t.sum(*(k for k in t.keys() if k not in skip)) if rest else None)
 
 
 def _phase_plans(space: Space, p, every: bool = False):
@@ -335,10 +373,16 @@ def _phase_plans(space: Space, p, every: bool = False):
 # bubble is a share of the micro-batch time that includes it (step.step_time). The search
 # checks on every such variant it evaluates that the other terms are variant 0's, bit for bit.
 TPO_TERMS = ("tp_comm", "bubble")
+# The terms a variant that differs from variant 0 only in TP overlap and the MoE dispatcher may change
+# besides (fit's dispatcher search): the dispatch and combine (step.ep_comm), the expert-TP pair the flex
+# dispatchers do without (step.etp_pair, in tp_comm), the host synchronisation (step.moe_host, which
+# differs between dispatchers only padded to capacity), and the bubble that holds them; checked bit for
+# bit as TPO_TERMS are.
+DISPATCHER_TERMS = ("ep_comm", "moe_host")
 BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
 
 
-def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None) -> np.ndarray:
+def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatchers: bool = True) -> np.ndarray:
     """(variants, candidates) bytes each stack variant adds to the memory fm priced with variant
     0 (memory_totals of (bidx, rcidx)): through TP overlap's buffers and workspaces
     (memory.tp_overlap_total: its difference between the variant and variant 0; 0 for a
@@ -366,6 +410,8 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None) -> np.nd
         if tv != t0:
             out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
                       - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+    if dispatchers and space.dispatchers is not None and rcidx is not None:
+        _dispatcher_memory(space, bidx, rcidx, fm, out)
     settings, r0 = space.settings, int(space.variants[0, 3])
     same = mem.weight_copy_bytes(settings, r0)
     if rcidx is None or not stack_of(settings).memory.fp8_weight_cache:
@@ -380,6 +426,85 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None) -> np.nd
         d[on] = memory_totals(space, bidx[on], rcidx[on], f8r=r) - fm[on]
         out[space.variants[:, 3] == r] += d
     return out
+
+
+def _dispatcher_memory(space: Space, bidx, rcidx, fm, out) -> None:
+    """variant_memory's dispatcher part, added to `out` in place: a variant whose MoE dispatcher is not
+    variant 0's holds that dispatcher's buffers (memory.dispatcher_buffer_bytes) and permutation saves
+    (layers/moe.py routing_saved_bytes) instead, so its memory is memory_totals with its Settings
+    (Space.settings_of) less fm, priced in full on the candidates it can run on (ep > 1: variant_ok)
+    and added to what its TP overlap and fp8 recipe add (taken as additive: the recipe's copies and
+    the dispatcher's bytes are priced each against variant 0's)."""
+    d0 = int(space.variants[0, DISPATCHER_COLUMN])
+    on = np.flatnonzero(np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[bidx] > 1)
+    for code in {int(x) for x in space.variants[:, DISPATCHER_COLUMN]} - {d0}:
+        d = np.zeros(len(bidx))
+        d[on] = memory_totals(replace(space, settings=space.dispatchers[code], dispatchers=None), bidx[on], rcidx[on]) - fm[on]
+        out[space.variants[:, DISPATCHER_COLUMN] == code] += d
+
+
+class _LazyFit:
+    """Where each stack variant fits (variant 0's memory fm + variant_memory <= usable) for fit's
+    dispatcher search, its dispatcher part (_dispatcher_memory: memory_totals in full) priced only on the
+    candidates best_variants tries the variant on, each once (a cache shared by every view `take` gives);
+    the rest of variant_memory (TP overlap, fp8 recipes) priced up front. The same bytes as
+    variant_memory's, where priced."""
+
+    def __init__(self, space: Space, fb, fr, fm, usable, root=None, at=None):
+        self.space, self.usable = space, usable
+        if root is None:
+            self.fb, self.fr, self.fm = fb, fr, fm
+            self.fixed = variant_memory(space, fb, fr, fm, dispatchers=False)
+            self.cache = {int(c): np.full(len(fb), np.nan) for c in set(space.variants[:, DISPATCHER_COLUMN].tolist())}
+            self.ep = np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[fb]
+            root, at = self, np.arange(len(fb))
+        self.root, self.at = root, at
+
+    def take(self, idx) -> "_LazyFit":
+        return _LazyFit(self.space, None, None, None, self.usable, self.root, self.at[idx])
+
+    def __len__(self):
+        return len(self.at)
+
+    def extra(self, v: int, idx) -> np.ndarray:
+        """variant_memory's bytes of variant v on this view's candidates idx."""
+        r, pos = self.root, self.at[idx]
+        out = r.fixed[v, pos].copy()
+        code, d0 = int(self.space.variants[v, DISPATCHER_COLUMN]), int(self.space.variants[0, DISPATCHER_COLUMN])
+        if code == d0:
+            return out
+        cache = r.cache[code]
+        need = pos[np.isnan(cache[pos]) & (r.ep[pos] > 1)]
+        need = np.unique(need)
+        if len(need):
+            st = self.space.dispatchers[code]
+            cache[need] = memory_totals(replace(self.space, settings=st, dispatchers=None), r.fb[need], r.fr[need]) - r.fm[need]
+        return out + np.where(r.ep[pos] > 1, np.nan_to_num(cache[pos]), 0.0)
+
+    def fits(self, v: int, idx) -> np.ndarray:
+        return self.root.fm[self.at[idx]] + self.extra(v, idx) <= self.usable
+
+    def chosen(self, fv) -> np.ndarray:
+        """Each candidate's bytes with its chosen variant fv."""
+        out = np.zeros(len(self.at))
+        for v in np.unique(fv):
+            i = np.flatnonzero(fv == v)
+            out[i] = self.extra(int(v), i)
+        return out
+
+
+def _chosen(extra, fv) -> np.ndarray:
+    """variant_memory's bytes of each candidate's chosen variant fv (an array of (variants, n), or a _LazyFit)."""
+    if isinstance(extra, np.ndarray):
+        return extra[fv, np.arange(len(fv))]
+    return extra.chosen(fv)
+
+
+def _sub(fit, idx):
+    """A fit mask (variants, n) or _LazyFit at the candidates idx (None stays None)."""
+    if fit is None:
+        return None
+    return fit[:, idx] if isinstance(fit, np.ndarray) else fit.take(idx)
 
 
 def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None, fit=None):
@@ -415,15 +540,24 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
         can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
     tight = can if bound is None else can & bound(step, rest0)
     deferred = np.zeros(len(bidx), dtype=bool)
-    only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], 0), np.delete(space.variants[0], 0)))  # noqa: E731
+    # the variants the bound applies to: those that differ from variant 0 only in TP overlap (and, with a
+    # dispatcher search, the dispatcher): they change only _bound_terms
+    cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None else [])
+    only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], cols), np.delete(space.variants[0], cols)))  # noqa: E731
     for v in range(1, len(space.variants)):
         ok = space.variant_ok(space.plans(bidx, rcidx), v)
-        if fit is not None:
+        if isinstance(fit, np.ndarray):
             ok &= fit[v]
         if only_tpo(v):
+            if bound is not None and space.dispatchers is not None:
+                # the bound on the best steps found so far (real steps of these candidates: their k-th
+                # is still >= the final k-th), tighter after each variant that lowered some
+                tight = can & bound(step, rest0)
             deferred |= ok & can & ~tight
             ok &= tight
         ok = np.flatnonzero(ok)
+        if fit is not None and not isinstance(fit, np.ndarray):  # a _LazyFit: priced on these candidates only
+            ok = ok[fit.fits(v, ok)]
         if not len(ok):
             continue
         s2, f2, r2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v, rest=True)
@@ -477,7 +611,7 @@ def _top(keys: tuple, k: int) -> np.ndarray:
 
 
 def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-                  extra=None, v0=None):
+                  extra=None, v0=None, cap=np.inf):
     """Steps 3 and 4 of the module docstring, up to the other orders' evaluation: each fitting
     candidate's variant, step and floor at its first distinct order (best_variants, with its
     bounds unless every feasible candidate is kept; a variant only where it fits, fm + extra
@@ -491,23 +625,23 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
     if not keep_feasible and objective != "memory":
         obj = lambda x: _objective(objective, settings, space, x, fm, fb)  # noqa: E731
 
-        def kth0(step0):
+        def kth0(step0):  # (cap: a k-th best the caller found among these candidates' real steps, or inf)
             k = min(top, len(step0))
-            return np.partition(obj(step0), k - 1)[k - 1]
+            return min(np.partition(obj(step0), k - 1)[k - 1], cap)
 
         def reach(step0, floor0):
             return obj(floor0) <= kth0(step0)
 
         def bound(step0, rest0):
             return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
-    fit = None if extra is None else fm + extra <= mem.capacity(settings)[1]
+    fit = None if extra is None else (fm + extra <= mem.capacity(settings)[1] if isinstance(extra, np.ndarray) else extra)
     priced = len(fb) if v0 is None else 0  # variant 0 at the first order, priced by best_variants
     fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit,
                                                                       v0=v0)
     c.time_evaluations = priced + evals
     c.bound_fallback |= not held
     if extra is not None:  # the chosen variant's memory (memory: no bound, nothing deferred)
-        fm = fm + extra[fv, np.arange(len(fb))]
+        fm = fm + _chosen(extra, fv)
     obj1 = fm if objective == "memory" else _objective(objective, settings, space, step1, fm, fb)
     k = min(top, len(fb))
     kth = np.partition(obj1, k - 1)[k - 1]  # the k-th best of real candidates: >= the final k-th
@@ -523,7 +657,7 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         # a deferred candidate evaluated at another order: its variant as an unbounded search chooses it
         # (variant 0 was priced there by the first run: its figures are reused)
         v2, s2, f2, e2, *_ = best_variants(space, fb[need], fr[need], first_order[need], can=can[need],
-                                           v0=tuple(x[need] for x in v0), fit=None if fit is None else fit[:, need])
+                                           v0=tuple(x[need] for x in v0), fit=_sub(fit, need))
         fv[need], step1[need], floor1[need] = v2, s2, f2
         c.time_evaluations += e2
         resolved[need] = True
@@ -571,25 +705,60 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     low = candidate_floors(space, fb, fr, floor_variants(space))
     seed = np.argpartition(low, PREFILTER_SEED - 1)[:PREFILTER_SEED]
     # a variant only where it fits (variant 0's memory + variant_memory), as _first_orders tries it
-    fit = None if extra_of is None else fm[seed] + extra_of(seed) <= mem.capacity(settings)[1]
-    _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
+    fit = None if extra_of is None else extra_of(seed)
+    fit = fm[seed] + fit <= mem.capacity(settings)[1] if isinstance(fit, np.ndarray) else fit
+    if space.dispatchers is None:
+        _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
+    else:
+        s0, seed_v0 = _seed_steps(space, fb[seed], fr[seed], fm[seed], first_order[seed], low[seed], objective, top, fit)
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
     k = top
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
     keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
-    return keep, low, len(seed), seed, seed_v0
+    return keep, low, len(seed), seed, seed_v0, k0
+
+
+# With a dispatcher search, the seed's candidates of the lowest floors whose every variant _seed_steps
+# prices first, for a k-th best to bound the rest of the seed with
+PREFILTER_PROBE = 512
+
+
+def _seed_steps(space: Space, b, r, m, order, low, objective: str, top: int, fit) -> tuple:
+    """(best step, variant 0's (step, floor, rest)) of the seed's candidates at their first order, with
+    a dispatcher search (where every dispatcher but variant 0's is a variant best_variants bounds): the
+    PREFILTER_PROBE candidates of the lowest floors priced with every variant, their k-th best objective
+    `cap` a real k-th best, so >= the seed's; then the seed with best_variants' bounds at the lesser of
+    cap and the k-th best found so far (a variant that changes only _bound_terms cannot bring a candidate
+    below it where variant 0's rest already exceeds it, so the seed's k-th best is the unbounded one's; a
+    candidate left at variant 0's step there has a best step above it)."""
+    settings = space.settings
+    v0 = step_times(space, b, r, order, rest=True)
+    obj = lambda x, i=slice(None): _objective(objective, settings, space, x, m[i], b[i])  # noqa: E731
+    cap = np.inf
+    if len(b) > 4 * PREFILTER_PROBE:
+        p = np.argpartition(low, PREFILTER_PROBE - 1)[:PREFILTER_PROBE]
+        _, sp, *_ = best_variants(space, b[p], r[p], order[p], fit=_sub(fit, p),
+                                  v0=tuple(np.asarray(x)[p] for x in v0))
+        cap = np.partition(obj(sp, p), top - 1)[top - 1]
+    kth = lambda step0: min(np.partition(obj(step0), top - 1)[top - 1], cap)  # noqa: E731
+    _, s0, *_ = best_variants(space, b, r, order, fit=fit, v0=v0, reach=lambda st, fl: obj(fl) <= kth(st),
+                              bound=lambda st, rest0: obj(rest0) <= kth(st) * (1.0 + BOUND_MARGIN))
+    return s0, v0
 
 
 def floor_variants(space: Space) -> tuple:
     """The stack variants whose compute floors bound every variant's step (_prefilter): variant 0,
     and the first variant of each other setting of the options besides TP overlap (an fp8 recipe,
-    torch.compile: they may change the compute). A variant that differs from one of these only in
+    torch.compile: they may change the compute; the MoE dispatcher only padded to capacity). A variant that differs from one of these only in
     TP overlap changes only TPO_TERMS (best_variants), so its step is >= that one's floor."""
     firsts = {}
+    # a dispatcher changes the floor only through moe_host, whose synchronisation differs between
+    # dispatchers only padded to capacity (dispatch.host_synced): else the floor reads none of it
+    cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None and not space.settings.moe_pad_to_capacity else [])
     for v in range(len(space.variants)):
-        firsts.setdefault(tuple(np.delete(space.variants[v], 0)), v)
+        firsts.setdefault(tuple(np.delete(space.variants[v], cols)), v)
     return tuple(firsts.values())
 
 
@@ -610,7 +779,7 @@ def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray, variants: tup
             gbs = keyed.gbs if b is None else np.full(np.shape(keyed.gbs), b, dtype=np.int64)
             cols = {**vars(keyed), **opts, "gbs": gbs, "microbatches": gbs // (keyed.dp * keyed.mbs)}  # PlanArrays.microbatches
             for s in _blocks(size, TIME_CHUNK):
-                f = group_floor(space.settings, KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
+                f = group_floor(space.settings_of(var), KeyedPlan({f: v[s] for f, v in cols.items()}), moe=PREFILTER_MOE_FLOOR)
                 if w is None:
                     floor[s] = f
                 else:
@@ -645,15 +814,57 @@ def _reason_text(key, reasons: dict, settings: Settings) -> str:
     return f"{phase_name(key[0], settings.batch_schedule)}: {reasons[key[1]]}"
 
 
+def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
+    """fit's MoE dispatcher search: ({dispatcher code: Settings with it}, names left out with why) for an
+    MoE model on a stack that lists more than one dispatcher it runs (stack_db runs.moe_dispatchers), or
+    (None, []) where there is nothing to search. The stack's default dispatcher first (variant 0: every
+    candidate is priced with it, so it must be one no start-up rule restricts, startup.DISPATCHER_RULES;
+    else no search), then the others in the stack's order. Each is the job with that dispatcher, resolved
+    (space.settings_for): one the job's own settings refuse (allgather with the EP overlap pinned on,
+    deepep padded to capacity, hybridep with fp8 dispatch: plan.moe_dispatch_settings, plan.ep_comm_overlap)
+    is left out, named with its reason."""
+    from . import dispatch
+    from .catalog import load_stack
+    from .errors import PlannerError
+    from .startup import DISPATCHER_RULES
+
+    runs = settings.stack.runs
+    if settings.model.moe is None or runs is None or not runs.moe_dispatchers or len(runs.moe_dispatchers) < 2:
+        return None, []
+    default = load_stack(job.stack).defaults.moe_dispatcher
+    restricted = {d for names in DISPATCHER_RULES.values() for d in names}
+    if default in restricted or default not in runs.moe_dispatchers:
+        return None, []
+    out, left = {}, []
+    for name in [default] + [n for n in runs.moe_dispatchers if n != default]:
+        try:
+            st, *_ = settings_for(job.model_copy(update={"moe_dispatcher": name}), where=where)
+        except PlannerError as e:
+            left.append((name, e.message))
+            continue
+        out[dispatch.CODES[name]] = replace(st, seq_assumed=())
+    if len(out) < 2 or dispatch.NAMES[next(iter(out))] != default:
+        return None, left
+    return out, left
+
+
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
-               keep_feasible: bool = False, where: str = ""):
-    """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible)."""
+               keep_feasible: bool = False, where: str = "", search_dispatchers: bool = False):
+    """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible). search_dispatchers:
+    the MoE dispatcher is a searched stack option (dispatcher_settings), each priced with its own Settings."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
     settings = replace(settings, seq_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
-    space = build_space(settings, gbs, seq, job.precision, opts, variant_choices(settings.stack, job, where, settings.hardware))
+    variants = variant_choices(settings.stack, job, where, settings.hardware)
+    disp, left = dispatcher_settings(job, settings, where) if search_dispatchers else (None, [])
+    if disp is not None:  # variant 0 the stack's default dispatcher, which every candidate runs
+        settings = next(iter(disp.values()))
+        variants = np.array([list(r) + [c] for c in disp for r in variants], dtype=np.int64)
+    space = build_space(settings, gbs, seq, job.precision, opts, variants)
+    space.dispatchers = disp
     n_rc = len(space.recompute)
     n_ord = space.n_orders
-    c = Counts(considered=space.considered, slack_dropped=space.slack_dropped)
+    c = Counts(considered=space.considered, slack_dropped=space.slack_dropped,
+               dispatchers=tuple(s.moe_dispatcher for s in disp.values()) if disp else (), dispatchers_left=tuple(left))
     c.broke_constraint = int(sum(space.reasons.values()))
     reasons = rule_reasons(settings.stack, settings.microbatch_group)  # INTERLEAVED_M in the stack's rule's words
     c.reasons = {_reason_text(k, reasons, settings): v
@@ -686,14 +897,16 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     # (priced only on the candidates that need it: the prefilter's seed and those it keeps; each
     # candidate's figure is its own, memory_totals)
     extra_of = ((lambda i, fb=fb, fr=fr, fm=fm: variant_memory(space, fb[i], fr[i], fm[i]))
+                if space.dispatchers is None else _LazyFit(space, fb, fr, fm, usable).take
                 if len(space.variants) > 1 else None)
     pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of)
     if pre is not None:
-        keep, low, seeded, seed, seed_v0 = pre
+        keep, low, seeded, seed, seed_v0, k0 = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
         ke = None if extra_of is None else extra_of(np.flatnonzero(keep))
         v0, priced = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0)
-        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0)
+        fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0,
+                                              cap=k0 * (1.0 + BOUND_MARGIN) if space.dispatchers is not None else np.inf)
         c.time_evaluations += seeded + priced
         if np.all(step1 >= low[keep]):
             c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible
@@ -705,7 +918,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         extra = None if extra_of is None else extra_of(np.arange(len(fb)))
         fv, step1, floor1, ok = _first_orders(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra)
     if extra is not None:  # each candidate's memory with its chosen variant
-        fm = fm + extra[fv, np.arange(len(fb))]
+        fm = fm + _chosen(extra, fv)
     oi, ri = pairs(ok.T)  # order-major, so that equal collectives stay neighbours (comm.apply_unique)
     pb, pr, po, pv = fb[ri], fr[ri], space.orders[oi], fv[ri]
     step2, floor2 = step_times(space, pb, pr, po, pv)
@@ -828,6 +1041,9 @@ def explain_args(job: Job, row: dict) -> list[str]:
             continue
         if v is not None and v != defaults.get(key):
             args.append(on if v else off)
+    disp = d.get("moe_dispatcher")
+    if disp is not None and disp != (_recipe_value(d, "moe_dispatcher") or load_stack(d["stack"]).defaults.moe_dispatcher):
+        args += ["--moe-dispatcher", disp]  # not what explain takes without it (the recipe's where the stack runs it, else the stack's)
     if job.moe_load_balancing is not None:  # the job's router balancing (else the model's default: imbalance.py)
         args += ["--moe-load-balancing", job.moe_load_balancing]
     if job.moe_pad_to_capacity:  # the experts padded to the capacity (off is what explain assumes without it)
@@ -838,6 +1054,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
                       ("moe_router_pre_softmax", "--moe-router-pre-softmax"), ("fsdp_root_unit", "--fsdp-root-unit")):
         if d.get(key):  # on (off is what explain assumes without it)
             args.append(flag)
+    args += job_field_args(job, skip=_ROW_FIELDS)
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)
         args.append("--pp-p2p-overlap-warmup-flush")
     stack = load_stack(d["stack"])
@@ -846,6 +1063,30 @@ def explain_args(job: Job, row: dict) -> list[str]:
             raise PlannerError("a custom bytes_per_param has no explain option", "use a job YAML with the row's plan")
         args += ["--bytes-per-param", d["bytes_per_param"]]
     return args + stack_args(d, stack)
+
+
+# the FIELD_OPTIONS fields explain_args reads from the row itself (above); the others from the job
+_ROW_FIELDS = ("fp8_attention", "fp16", "moe_router_pre_softmax", "fsdp_root_unit", "moe_aux_loss_coeff",
+               "moe_z_loss_coeff", "moe_dispatcher")
+
+
+def job_field_args(job: Job, skip: tuple = ()) -> list[str]:
+    """The FIELD_OPTIONS options (planner/field_options.py) of the job fields a fit's job set and
+    every row took as they are: each the job sets to other than its default, as the option."""
+    from .field_options import FIELD_OPTIONS
+
+    args: list[str] = []
+    for o in FIELD_OPTIONS:
+        v = getattr(job, o.field)
+        if (o.field in skip or o.field not in job.model_fields_set or v in (None, [], {})
+                or v == Job.model_fields[o.field].default):
+            continue
+        if o.kind == "bool":
+            args.append(o.flag if v else "--no-" + o.flag[2:])
+        else:
+            v = ",".join(f"{k}={n}" for k, n in v.items()) if isinstance(v, dict) else v
+            args += [o.flag, ",".join(map(str, v)) if isinstance(v, list) else str(v)]
+    return args
 
 
 def _mtp_default(d: dict) -> int:
@@ -894,7 +1135,21 @@ def stack_args(d: dict, stack) -> list[str]:
 
 
 def rows_of(ranked: Ranked) -> list[dict]:
-    """explain's JSON for the ranked candidates: evaluate + to_json on those plans."""
+    """explain's JSON for the ranked candidates: evaluate + to_json on those plans (with a dispatcher
+    search, each row with its own dispatcher's Settings: Space.settings_of)."""
+    space = ranked.space
+    if space.dispatchers is not None:
+        codes = space.variants[ranked.var, DISPATCHER_COLUMN]
+        rows = [None] * len(ranked.base)
+        for code in np.unique(codes):
+            i = np.flatnonzero(codes == code)
+            st = space.dispatchers[int(code)]
+            sub = Ranked(settings=st, space=replace(space, settings=st, dispatchers=None), base=ranked.base[i],
+                         rc=ranked.rc[i], order=ranked.order[i], objective=ranked.objective[i], memory=ranked.memory[i],
+                         step=ranked.step[i], var=ranked.var[i])
+            for j, row in zip(i, rows_of(sub)):
+                rows[j] = row
+        return rows
     plan = ranked.space.plans(ranked.base, ranked.rc, ranked.order, ranked.var)
     est = evaluate(ranked.settings, plan)
     # a batch ramp: every row's phases priced at once (explain.ramp_estimates), each row's read from them
@@ -1028,10 +1283,13 @@ def _no_fit(job: Job, closests: list, counts: Counts, gpus_list: list, opts: Spa
 
 
 def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = SpaceOptions(), objective: str = "time",
-        top: int = 10, keep_feasible: bool = False, where: str = "", progress=None) -> FitResult:
+        top: int = 10, keep_feasible: bool = False, where: str = "", progress=None,
+        search_dispatchers: bool = False) -> FitResult:
     """Search every GPU count of gpus_list (default: job.gpus), rank, return the top rows
     (explain JSON, best first) and the best row of each count. Raises NoFitError (exit 1)
-    when nothing fits. progress(done, total, gpus): called after each GPU count."""
+    when nothing fits. progress(done, total, gpus): called after each GPU count.
+    search_dispatchers: the job's moe_dispatcher is not fixed (`planner fit` without --moe-dispatcher):
+    every dispatcher the stack runs is tried (dispatcher_settings), as a stack option."""
     if objective not in OBJECTIVES:
         raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
     if top < 1:
@@ -1048,7 +1306,7 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     ranked_all, closests, warnings, feasible = [], [], [], []
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
         ranked, c, closest, w, fz = search_one(job.model_copy(update=dict(gpus=g)), opts, objective, top,
-                                              keep_feasible, where)
+                                              keep_feasible, where, search_dispatchers)
         counts.add(c)
         warnings += [x for x in w if x not in warnings]
         closests.append(closest)

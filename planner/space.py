@@ -115,6 +115,9 @@ def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = No
 
 
 VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
+# fit's dispatcher search appends a column to the variants: the MoE dispatcher's code (dispatch.CODES),
+# priced through the variant's own Settings (Space.settings_of), not a plan field
+DISPATCHER_COLUMN = len(VARIANT_FIELDS)
 
 
 def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
@@ -297,6 +300,9 @@ class Space:
     considered: int
     slack_dropped: int = 0  # (pp, vpp) splits left out by --max-layer-slack
     variants: np.ndarray = None  # stack options tried (variant_choices): rows of VARIANT_FIELDS
+    # fit's dispatcher search (search.dispatcher_settings): {dispatcher code: the Settings with that MoE
+    # dispatcher}, the variants' column DISPATCHER_COLUMN naming each one's; None: the settings' own
+    dispatchers: dict = None
     # the job's batch ramp, ((batch, weight), ...) (batch_ramp.phase_weights: the search prices each
     # phase's step at its batch and memory's peak over them); () without a ramp
     phases: tuple = ()
@@ -318,15 +324,27 @@ class Space:
                 setattr(p, name, self.variants[var, j])
         return p
 
+    def settings_of(self, var: int) -> Settings:
+        """The Settings variant `var` is priced with: its MoE dispatcher's (dispatchers), else the space's."""
+        if self.dispatchers is None:
+            return self.settings
+        return self.dispatchers[int(self.variants[var, DISPATCHER_COLUMN])]
+
     def variant_ok(self, plan: PlanArrays, var: int) -> np.ndarray:
         """Where variant `var` can run: TP overlap only with SP and tp > 1 (and compile where
-        the stack needs it)."""
+        the stack needs it); a dispatcher other than variant 0's only where an EP group exchanges
+        tokens (ep > 1) and its start-up rules pass (startup.dispatcher_broken: DeepEP's group sizes)."""
         tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
         ok = np.ones(np.shape(plan.tp), dtype=bool)
         if tpo:
             ok &= (plan.sp > 0) & (plan.tp > 1)
             if self.settings.stack.overlap.tp_comm_overlap_needs_compile and not compile_:
                 ok &= False
+        if self.dispatchers is not None and self.variants[var, DISPATCHER_COLUMN] != self.variants[0, DISPATCHER_COLUMN]:
+            from .startup import dispatcher_broken
+
+            s = self.settings_of(var)
+            ok &= (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan)
         return ok
 
 
@@ -571,8 +589,10 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # and recompute in the cost model (moe.ep_overlap_applies). Not pinned: on for an MoE model
     # where the stack has it (Megatron-Core --overlap-moe-expert-parallel-comm), as DP overlap,
     # since an overlapped transfer adds at most its blocking time (step._hide) and the passes
-    # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated
-    if job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported:
+    # without a partner keep theirs (moe.alone_pass_share): a plan without it is dominated. Not
+    # with the allgather dispatcher, which Megatron-Core refuses it with (plan.ep_comm_overlap)
+    if (job.ep_comm_overlap is None and settings.model.moe is not None and settings.stack.overlap.ep_comm_overlap_supported
+            and settings.moe_dispatcher != "allgather"):
         job = job.model_copy(update=dict(ep_comm_overlap=True))
     epo = ep_comm_overlap(job, settings.model, settings.stack, where, plan_checks=False)
     settings = replace(settings, gpus=int(gpus if gpus is not None else job.gpus), ep_comm_overlap=epo,

@@ -702,6 +702,23 @@ def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
     return ok
 
 
+# the start-up rules that read the plan's MoE dispatcher (the stack's defaults.moe_dispatcher, laid by
+# plan.apply_moe_dispatcher), and the dispatchers they restrict: fit's dispatcher search (search.py
+# dispatcher_settings) tries such a dispatcher only where dispatcher_broken is false, and builds its
+# space on one they never restrict
+DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",)}
+
+
+def dispatcher_broken(model, stack, plan) -> np.ndarray:
+    """Where one of the stack's start-up rules that read the dispatcher (DISPATCHER_RULES) breaks the
+    plan under the stack's dispatcher (stack.defaults.moe_dispatcher)."""
+    bad = np.zeros(np.shape(plan.tp), dtype=bool)
+    for _, r in rules_for(stack):
+        if r.key in DISPATCHER_RULES:
+            bad = bad | r.broken(model, stack, plan)
+    return bad
+
+
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
     """(code, rule) of the stack's start-up rule set (none for a stack that names none)."""
     name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None

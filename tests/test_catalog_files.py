@@ -319,6 +319,17 @@ def test_a100_has_no_fp8() -> None:
     assert hardware("a100-sxm-80gb").hbm_TBps == 2.039
 
 
+def test_a100_sxm_parts_share_the_best_shape_gemm() -> None:
+    # Same GA100 die, 108 SMs, 1410 MHz boost, 400 W: one best-shape GEMM figure, the MAMF
+    # "A100 SXM" row (271.2 TFLOP/s at 1024x10240x5120, gemm_measurements.yaml). Its operands and
+    # output, 2 B x (1024x5120 + 5120x10240 + 1024x10240) = 136.3 MB, take 87.6 us at the 40 GB
+    # part's 1.555 TB/s against 396 us of tensor-core time at 271.2 TFLOP/s: compute-bound on both.
+    rows = (1024 * 5120 + 5120 * 10240 + 1024 * 10240) * 2
+    assert rows / 1.555e12 < 0.25 * (2 * 1024 * 10240 * 5120 / 271.2e12)
+    for name in ("a100-sxm-40gb", "a100-sxm-80gb"):
+        assert hardware(name).compute.gemm_bf16_TFLOPS == 271.2
+
+
 def test_gb200_nvl72_domain_spans_trays() -> None:
     hw = hardware("gb200-nvl72")
     assert (hw.gpus_per_node, hw.nvlink_domain, hw.nvlink_GBps) == (4, 72, 900)

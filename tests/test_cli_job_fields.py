@@ -79,17 +79,20 @@ def test_the_no_flag_turns_the_files_field_off(cli, tmp_path, flag, field):
     assert f"{field}=False: the command line replaces the file's True" in err
 
 
-def test_a_trainer_configs_value_is_replaced_with_a_note(cli, tmp_path):
-    """A Megatron script with --fp16 (the export of an --fp16 plan, read back as fp16) planned
-    with --no-fp16: bf16, the replacement named among the assumed."""
-    e = cli("export", *_args(DENSE), "--fp16", "--format", "megatron")
+@pytest.mark.parametrize("job, field", [(DENSE, "fp16"), (MOE, "moe_permute_fusion")])
+def test_a_trainer_configs_value_is_replaced_with_a_note(cli, tmp_path, job, field):
+    """A Megatron script with the field's flag (the export of such a plan, read back with the field
+    on) planned with the --no- option: the field off, the replacement named among the assumed
+    (--fp16: bf16; --moe-permute-fusion: the unfused permutation)."""
+    flag = "--" + field.replace("_", "-")
+    e = cli("export", *_args(job), flag, "--format", "megatron")
     assert e.exit_code == 0, e.stderr
     sh = tmp_path / "train.sh"
     sh.write_text(e.stdout)
-    assert _explain(cli, sh)[0]["plan"]["fp16"] is True
-    got, err = _explain(cli, sh, "--no-fp16")
-    assert "fp16" not in got["plan"]
-    assert "fp16=False: the command line replaces the file's True" in err
+    assert _explain(cli, sh)[0]["plan"][field] is True
+    got, err = _explain(cli, sh, "--no-" + flag[2:])
+    assert got["plan"].get(field, False) is False  # explain shows fp16 only when on
+    assert f"{field}=False: the command line replaces the file's True" in err
 
 
 @pytest.mark.parametrize("opt, needle", [

@@ -141,18 +141,19 @@ def test_refused(cli, tmp_path, extra, needle):
 
 def test_records_price_their_modules(cli):
     """The records that state recompute_modules (six Megatron-Bridge gpt-oss rows, whose
-    presets set layernorm + moe_act; two 25.11 DeepSeek-V3 rows, whose presets set
-    mla_up_proj) state selective recompute (Bridge sets it with them) and run them: their plan
+    presets set layernorm + moe_act; three DeepSeek-V3 rows, two 25.11 ones and the GB200 BF16
+    row of Bridge commit 00b7660be, whose presets set mla_up_proj) state selective recompute (Bridge sets it with them) and run them: their plan
     carries the modules and their assumed list no longer names recompute_modules as not priced."""
     import yaml
 
     path = ROOT / "tests/data/published_runs_moe.yaml"
     recs = {r["id"]: r for r in yaml.safe_load(path.read_text()) if r.get("recompute_modules")}
-    assert len(recs) == 8 and all(r["activation_recompute"] == "selective" for r in recs.values())
+    assert len(recs) == 9 and all(r["activation_recompute"] == "selective" for r in recs.values())
+    assert sum(r["model"] == "deepseek-v3" for r in recs.values()) == 3
     r = cli("validate", str(path), "--ids", ",".join(recs), "--format", "json")
     assert r.exit_code == 0, r.stderr
     runs = json.loads(r.stdout)["runs"]
-    assert len(runs) == 8
+    assert len(runs) == 9
     for run in runs:
         want = ["mla_up_proj"] if recs[run["id"]]["model"] == "deepseek-v3" else ["layernorm", "moe_act"]
         assert recs[run["id"]]["recompute_modules"] == want

@@ -20,14 +20,17 @@ from ..budget import (
 )
 from ..trainers import load_trainer_config, sniff_format
 from .common import Format, FormatOption, cli_errors, warn
-from .core import job_from_cli, job_options, job_yaml
+from .core import job_from_cli, job_options, job_yaml, set_parameters
+from ..field_options import FIELD_NAMES
 from ..errors import PlannerError
 from ..plan import resolve
 from ..render.budget import emit_budget, emit_sweep
 from ..render.common import progress
 from ..units import parse_seconds
 
-_JOB_OPTION_NAMES = tuple(inspect.signature(job_options).parameters)
+# job_options' own parameters and the FIELD_OPTIONS fields it takes as keywords
+_JOB_OPTION_NAMES = tuple(n for n, p in inspect.signature(job_options).parameters.items()
+                          if p.kind != inspect.Parameter.VAR_KEYWORD) + FIELD_NAMES
 
 
 def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
@@ -43,10 +46,7 @@ def _plan_parameters(app: typer.Typer) -> list[inspect.Parameter]:
 def _with_parameters(fn, before: list[inspect.Parameter]):
     """Give `fn(**kw)` a signature of `before` + fn's own keyword parameters, for typer."""
     own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in before + own]
-    fn.__signature__ = inspect.Signature(params)
-    fn.__annotations__ = {p.name: p.annotation for p in params}
-    return fn
+    return set_parameters(fn, [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in before + own])
 
 
 def _yaml_has_gpus(job_file, config_format=None, model=None) -> bool:

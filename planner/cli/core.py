@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Optional, get_args
 
@@ -20,8 +21,9 @@ from ..params import count_params
 from ..plan import resolve
 from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
+from ..field_options import FIELD_OPTIONS
 from ..schema import Job, Sharding
-from ..trainers import FORMATS, default_trainer_seq, load_trainer_config, sniff_format
+from ..trainers import FORMATS, default_trainer_seq, load_trainer_config, sniff_format, words_of
 from ..units import parse_count
 
 
@@ -151,9 +153,13 @@ def job_from_cli(job_file: Optional[Path], overrides: dict, from_fit: Optional[P
         return load_job(job_file, overrides, config_format)
     if job_file is not None:
         raise PlannerError("give a job file or --from-fit, not both", "e.g. --from-fit fit.json --row N")
-    from ..search import fit_row_job, load_fit_rows
+    from ..search import fit_row_job, load_fit_rows, plan_job_fields
 
-    job = fit_row_job(load_fit_rows(from_fit), row, where=f"{from_fit}: ", **overrides)
+    rows = load_fit_rows(from_fit)
+    job = fit_row_job(rows, row, where=f"{from_fit}: ", **overrides)
+    # flags beat the saved plan's values as they beat a job file's, each named (issue 22)
+    if lines := replaced(plan_job_fields(rows[row - 1]["plan"]), {k: v for k, v in overrides.items() if v is not None}):
+        note(f"{from_fit} row {row}: {'; '.join(lines)}")
     return job, f"{from_fit} row {row}: "
 
 
@@ -168,9 +174,10 @@ def job_options(
     fp8_recipe=None, power_limit_w=None, split_emb=None, split_loss=None, ep=None, moe_capacity_factor=None,
     ep_comm_overlap=None, etp=None, mtp_layers=None, loss_layers=None, microbatch_group=None, cp_comm_type=None,
     hierarchical_cp_sizes=None, pp_p2p_overlap=None, pp_p2p_overlap_warmup_flush=None, moe_rank_imbalance=None,
-    moe_load_balancing=None, step_batch_size_schedule=None, moe_pad_to_capacity=None, fp8_attention=None, fp16=None,
-    moe_aux_loss_coeff=None, moe_z_loss_coeff=None, moe_router_pre_softmax=None, fsdp_root_unit=None,
+    moe_load_balancing=None, step_batch_size_schedule=None, moe_pad_to_capacity=None, **fields,
 ) -> dict:
+    """The job fields a command's options give (None: not given); `fields`: the FIELD_OPTIONS
+    options' values by field name (field_values checks each)."""
     return dict(
         model=model, gpus=gpus, hardware=hardware, tp=tp, cp=cp, pp=pp, vpp=vpp, dp=dp,
         micro_batch=micro_batch, global_batch=global_batch,
@@ -193,8 +200,7 @@ def job_options(
         pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
         moe_rank_imbalance=moe_rank_imbalance, moe_load_balancing=moe_load_balancing,
         batch_size_schedule=parse_schedule(step_batch_size_schedule), moe_pad_to_capacity=moe_pad_to_capacity,
-        fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff, moe_z_loss_coeff=moe_z_loss_coeff,
-        moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
+        **field_values(fields),
     )
 
 
@@ -216,6 +222,75 @@ def parse_sizes(text: Optional[str], flag: str) -> Optional[list]:
         return [int(w) for w in text.replace(",", " ").split()]
     except ValueError:
         raise PlannerError(f"{flag} {text!r}: not whole numbers", f"e.g. {flag} 2,2") from None
+
+
+def field_option_parameters() -> list[inspect.Parameter]:
+    """One keyword parameter per FIELD_OPTIONS entry (planner/field_options.py), its typer option
+    declared from the table: explain's and fit's (check, budget and export copy explain's)."""
+    return [inspect.Parameter(o.field, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[_KIND_TYPES[o.kind]],
+                              default=typer.Option(None, o.decl, help=o.help,
+                                                   **({} if o.minimum is None else {"min": o.minimum})))
+            for o in FIELD_OPTIONS]
+
+
+_KIND_TYPES = {"bool": bool, "int": int, "float": float, "str": str, "words": str, "pairs": str}
+
+
+def set_parameters(fn, params: list[inspect.Parameter]):
+    """Give `fn` the signature `params` (typer reads the signature and the annotations)."""
+    fn.__signature__ = inspect.Signature(params)
+    fn.__annotations__ = {p.name: p.annotation for p in params}
+    return fn
+
+
+def with_field_options(fn):
+    """A command `fn(..., **fields)` with the FIELD_OPTIONS options after its own parameters."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.kind != inspect.Parameter.VAR_KEYWORD]
+    return set_parameters(fn, own + field_option_parameters())
+
+
+def field_values(given: dict) -> dict:
+    """The job fields the FIELD_OPTIONS options gave (those not None), each checked against the
+    schema.Job field's own type and bounds: a bad value is bad input (exit 2) naming the option.
+    A words option (a list field) takes comma- or space-separated words."""
+    from pydantic import ValidationError
+
+    out = {}
+    for o in FIELD_OPTIONS:
+        v = given.get(o.field)
+        if v is None:
+            continue
+        value = words_of(v, commas=True) if o.kind == "words" else _pairs(o.flag, v) if o.kind == "pairs" else v
+        try:
+            out[o.field] = _field_adapter(o.field).validate_python(value)
+        except ValidationError as e:
+            why = "; ".join(dict.fromkeys(err["msg"] for err in e.errors()))
+            raise PlannerError(f"{o.flag} {v!r}: {why[:1].lower() + why[1:]}",
+                               f"`planner explain --help` describes {o.flag}; `planner schema job` the job field "
+                               f"{o.field}") from None
+    return out
+
+
+def _pairs(flag: str, text: str) -> dict:
+    """A pairs option's 'KEY=N KEY=N' (or comma-separated) as {KEY: N}; N a count (5e8, 500M)."""
+    out = {}
+    for w in words_of(text, commas=True):
+        key, eq, n = w.partition("=")
+        if not eq or not key:
+            raise PlannerError(f"{flag} {text!r}: {w!r} is not KEY=N", f"e.g. {flag} stage3_prefetch_bucket_size=0")
+        x = parse_count(n, f"{flag} {key}")
+        out[key] = int(x) if float(x).is_integer() else x
+    return out
+
+
+def _field_adapter(name: str):
+    """A pydantic TypeAdapter of one Job field: its annotation with its constraints (ge, gt, pattern)."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter
+
+    f = Job.model_fields[name]
+    return TypeAdapter(Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation)
 
 
 SplitEmbOption = typer.Option(
@@ -288,37 +363,10 @@ LossLayersOption = typer.Option(
     help="count the last chunk's end (output layer, loss, MTP modules) as N layers of the pipeline split (a Megatron "
          "--pipeline-model-parallel-layout ending in 'm...L'; 1 = --account-for-loss-in-pipeline-split) (default: that flag's)")
 
-# the job fields a job YAML or trainer config sets (schema.Job, each described there in full)
-Fp8AttentionOption = typer.Option(
-    None, "--fp8-attention/--no-fp8-attention",
-    help="with --precision fp8: the fused attention in fp8 too (Megatron-Core TransformerConfig."
-         "fp8_dot_product_attention, Transformer Engine's fp8_dpa; needs a recipe of the stack with an fp8 attention path on the GPU; fit "
-         "searches only those recipes) (default: off)")
-Fp16Option = typer.Option(
-    None, "--fp16/--no-fp16",
-    help="the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16): priced as bf16, exported as "
-         "--fp16; Megatron refuses it under --use-torch-fsdp2 (fit leaves that mode out) (default: off, bf16)")
-AuxLossCoeffOption = typer.Option(
-    None, "--moe-aux-loss-coeff", min=0.0,
-    help="MoE: the auxiliary load-balancing loss coefficient (Megatron --moe-aux-loss-coeff; 0: none); > 0 the "
-         "router keeps its aux-loss scores for the backward (default: the model's training recipe's, else 0.0)")
-ZLossCoeffOption = typer.Option(
-    None, "--moe-z-loss-coeff", min=0.0,
-    help="MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0 the router keeps its logits for "
-         "the backward (default: none, Megatron's)")
-PreSoftmaxOption = typer.Option(
-    None, "--moe-router-pre-softmax/--no-moe-router-pre-softmax",
-    help="MoE: a softmax router's softmax over all experts before the top-k (Megatron --moe-router-pre-softmax); "
-         "the unfused router keeps [n, E] scores, not [n, k] (default: off, Megatron's)")
-FsdpRootUnitOption = typer.Option(
-    None, "--fsdp-root-unit/--no-fsdp-root-unit",
-    help="FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): embedding, final norm "
-         "and output kept unsharded through the backward, the last block not resharded (default: the stack's)")
-
-
 def register(app: typer.Typer) -> None:
     @app.command()
     @cli_errors
+    @with_field_options
     def explain(
         job_file: Optional[Path] = typer.Argument(None, help="job YAML (same fields as the options), or a torchtitan .toml / Megatron script / DeepSpeed .json", exists=False),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
@@ -372,18 +420,13 @@ def register(app: typer.Typer) -> None:
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
         step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
-        fp8_attention: Optional[bool] = Fp8AttentionOption,
-        fp16: Optional[bool] = Fp16Option,
-        moe_aux_loss_coeff: Optional[float] = AuxLossCoeffOption,
-        moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
-        moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
-        fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
         from_fit: Optional[Path] = typer.Option(None, "--from-fit", help="a saved `planner fit --format json` file: explain one of its rows"),
         row: int = typer.Option(1, "--row", help="with --from-fit: the row, from 1"),
         config_format: Optional[str] = ConfigFormatOption,
         plot: Optional[Path] = typer.Option(None, "--plot", help="also draw the memory breakdown (stacked terms against the usable HBM) to FILE.png|svg|pdf"),
         fmt: Format = FormatOption,
         quiet: bool = QuietOption,
+        **fields,
     ):
         """Memory, FLOPs, step time and MFU of one training plan, term by term. The job file
         is a planner job YAML or a trainer's own config (torchtitan TOML, Megatron launch
@@ -395,9 +438,7 @@ def register(app: typer.Typer) -> None:
             recompute_layers, stack, torch_compile, dp_comm_overlap, fp8_recipe, power_limit_w, split_emb, split_loss,
             ep, moe_capacity_factor, ep_comm_overlap, etp, mtp_layers, loss_layers, microbatch_group, cp_comm_type,
             hierarchical_cp_sizes, pp_p2p_overlap, pp_p2p_overlap_warmup_flush, moe_rank_imbalance, moe_load_balancing,
-            step_batch_size_schedule, moe_pad_to_capacity, fp8_attention=fp8_attention, fp16=fp16,
-            moe_aux_loss_coeff=moe_aux_loss_coeff, moe_z_loss_coeff=moe_z_loss_coeff,
-            moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit)
+            step_batch_size_schedule, moe_pad_to_capacity, **fields)
         job, where = job_from_cli(job_file, overrides, from_fit, row, config_format)
         settings, plan, warnings = resolve(job, where)
         res = to_json(settings, plan, evaluate(settings, plan))

@@ -10,8 +10,7 @@ import typer
 
 from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
-from .core import (AuxLossCoeffOption, Fp16Option, Fp8AttentionOption, FsdpRootUnitOption, PreSoftmaxOption,
-                   ZLossCoeffOption, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
+from .core import (field_values, with_field_options, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
@@ -54,6 +53,7 @@ def _names(text: Optional[str]) -> Optional[tuple[str, ...]]:
 def register(app: typer.Typer) -> None:
     @app.command("fit")
     @cli_errors
+    @with_field_options
     def fit_cmd(
         model: Optional[str] = typer.Option(None, "--model", "-m", help="catalog name, model YAML, or HF config.json / folder"),
         gpus: Optional[str] = typer.Option(None, "--gpus", "-g", help="GPU count, or counts to compare: a comma list (2048,4096) or a doubling range (512..4096)"),
@@ -114,12 +114,6 @@ def register(app: typer.Typer) -> None:
         pp_p2p_overlap: Optional[bool] = PpP2pOverlapOption,
         pp_p2p_overlap_warmup_flush: Optional[bool] = PpP2pWarmupFlushOption,
         step_batch_size_schedule: Optional[str] = StepBatchScheduleOption,
-        fp8_attention: Optional[bool] = Fp8AttentionOption,
-        fp16: Optional[bool] = Fp16Option,
-        moe_aux_loss_coeff: Optional[float] = AuxLossCoeffOption,
-        moe_z_loss_coeff: Optional[float] = ZLossCoeffOption,
-        moe_router_pre_softmax: Optional[bool] = PreSoftmaxOption,
-        fsdp_root_unit: Optional[bool] = FsdpRootUnitOption,
         objective: str = typer.Option("time", "--objective", help="time (step time) | memory (bytes per GPU) | cost (GPU-seconds per token)"),
         top: int = typer.Option(DEFAULT_TOP, "--top", help="rows to show"),
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
@@ -127,6 +121,7 @@ def register(app: typer.Typer) -> None:
         export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
         fmt: Format = FormatOption,
         quiet: bool = QuietOption,
+        **fields,
     ):
         """Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP,
         micro-batch, sharding, recompute, SP, schedule, rank order) by step time; exit 1 with
@@ -155,10 +150,9 @@ def register(app: typer.Typer) -> None:
             hierarchical_cp_sizes=parse_sizes(hierarchical_cp_sizes, "--hierarchical-context-parallel-sizes"),
             pp_p2p_overlap=pp_p2p_overlap, pp_p2p_overlap_warmup_flush=pp_p2p_overlap_warmup_flush,
             batch_size_schedule=parse_schedule(step_batch_size_schedule),
-            # job fields every candidate takes as they are (fp8_attention: the recipes that run it, space.py;
-            # fp16: the sharding modes that take it, plan.stack_for_settings)
-            fp8_attention=fp8_attention, fp16=fp16, moe_aux_loss_coeff=moe_aux_loss_coeff,
-            moe_z_loss_coeff=moe_z_loss_coeff, moe_router_pre_softmax=moe_router_pre_softmax, fsdp_root_unit=fsdp_root_unit,
+            # job fields every candidate takes as they are (planner/field_options.py; e.g. fp8_attention: the
+            # recipes that run it, space.py; fp16: the sharding modes that take it, plan.stack_for_settings)
+            **field_values(fields),
         ))
         if objective not in OBJECTIVES:
             raise PlannerError(f"unknown --objective {objective!r}", f"valid: {', '.join(OBJECTIVES)}")
@@ -182,9 +176,15 @@ def register(app: typer.Typer) -> None:
         several = len(gpus_list) > 1
         with progress("fit", len(gpus_list)) as tick:
             result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
+                         search_dispatchers=fields.get("moe_dispatcher") is None,
                          keep_feasible=plot is not None and not several, progress=tick)
         for w in result.warnings:
             warn(w)
+        if result.counts.dispatchers:  # the MoE dispatcher searched (search.dispatcher_settings)
+            left = "".join(f"; {n} left out: {why}" for n, why in result.counts.dispatchers_left)
+            note(f"{job.model}: MoE dispatcher searched, the faster per plan where it starts (stack options column): "
+                 f"{', '.join(result.counts.dispatchers)}{left}; explain and check take "
+                 f"{job.moe_dispatcher or 'the stack default'} without --moe-dispatcher (--moe-dispatcher X pins one)")
         if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows

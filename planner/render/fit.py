@@ -25,7 +25,8 @@ def _sharding(p: dict) -> str:
 
 
 def stack_options_text(p: dict) -> str:
-    """The stack options of a row, compactly: 'TP overlap, compile, fp8 tensorwise' ('-' for none)."""
+    """The stack options of a row, compactly: 'TP overlap, compile, fp8 tensorwise' ('-' for none); an MoE
+    row with ep > 1 names its dispatcher (plan moe_dispatcher: 'EP overlap, deepep')."""
     parts = []
     if p.get("tp_comm_overlap"):
         parts.append("TP overlap")
@@ -35,6 +36,8 @@ def stack_options_text(p: dict) -> str:
         parts.append("no DP overlap")
     if p.get("ep_comm_overlap"):
         parts.append("EP overlap")
+    if p.get("moe_dispatcher") and (p.get("ep") or 1) > 1:  # the row's MoE dispatcher, where an EP group exchanges tokens
+        parts.append(p["moe_dispatcher"])
     if p.get("fp8_recipe"):
         parts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else p["precision"])
     return ", ".join(parts) or "-"

@@ -52,6 +52,24 @@ class TrainerConfig:
     unmodelled: list[str] = field(default_factory=list)
 
 
+def words_of(value, strip: str = "", commas: bool = False) -> list[str]:
+    """The words of a multi-value setting: a flag of argparse nargs '*' / '+' as the Megatron reader
+    keeps it (megatron.parse_flags: a list of the words that follow it; `--flag=a` one string), an
+    argument file's quoted "2 2", or a command-line option's "a,b". None, or True (a flag given
+    without a value): []. A list keeps its items as words, a string is split on white space;
+    strip: the characters taken off each word's ends (an argument file's "['p2p']"), empty words
+    dropped; commas: commas separate too, and a list's items are split like a string ("2,2", a
+    quoted "2 2"). The one parser of such values (the Megatron reader, rules.py, the CLI's list
+    options)."""
+    if value is None or value is True:
+        return []
+    if commas:
+        items = " ".join(map(str, value) if isinstance(value, (list, tuple)) else [str(value)]).replace(",", " ").split()
+    else:
+        items = [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split()
+    return [w.strip(strip) for w in items if w.strip(strip)]
+
+
 _MEGATRON_MARKERS = re.compile(r"--tensor-model-parallel-size|pretrain_gpt\.py|--pipeline-model-parallel-size|--num-layers\b")
 
 
@@ -348,4 +366,4 @@ def spell_change(fmt: str, knob: str, plan: dict) -> str:
     return f"{knob} {plan[knob]} (a Megatron-DeepSpeed argument, not a JSON key)"
 
 
-__all__ = ["spell_change", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]
+__all__ = ["words_of", "spell_change", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]

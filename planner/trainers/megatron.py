@@ -173,7 +173,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import RecomputeModule, split_fields
 from . import shell_arith
-from . import (TrainerConfig, _show, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
+from . import (TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
 from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags
 from ..batch_ramp import iters_samples, parse_megatron
@@ -1040,11 +1040,7 @@ def _cp_comm_type(flags: dict, where: str, cp: int):
     one value, or a list of one value; a list of several values (per-layer variants) is refused, as
     is a spelling Transformer Engine does not run (attn_forward_func_with_cp @4329ff84 accepts p2p,
     all_gather, a2a, a2a+p2p and raises 'Unsupported communication type' otherwise). None: absent."""
-    raw = flags.get("--cp-comm-type")
-    if raw is None or raw is True:
-        return None
-    vals = [v.strip("'\"[],") for v in (raw if isinstance(raw, list) else str(raw).split())]
-    vals = [v for v in vals if v]
+    vals = words_of(flags.get("--cp-comm-type"), strip="'\"[],")
     if not vals:
         return None
     if len(set(vals)) > 1:
@@ -1066,10 +1062,10 @@ def _hierarchical_sizes(flags: dict, where: str):
     raw = flags.get("--hierarchical-context-parallel-sizes")
     if raw is None or raw is True:
         return None
-    words = " ".join(raw if isinstance(raw, list) else [str(raw)]).replace(",", " ")
-    vals = [w.strip("'\"[]") for w in words.split()]
+    vals = words_of(raw, strip="'\"[]", commas=True)
+    words = " ".join(vals)
     try:
-        sizes = [int(v) for v in vals if v]
+        sizes = [int(v) for v in vals]
     except ValueError:
         raise PlannerError(f"{where}--hierarchical-context-parallel-sizes {words}: not whole numbers",
                            "e.g. --hierarchical-context-parallel-sizes 2 2") from None
@@ -1668,7 +1664,7 @@ def _unmodelled(flags: dict, where: str, job: dict, spec, tp: int, unmodelled: l
     if n_inst > 1 and job.get("sharding_mode") != "megatron_fsdp_hsdp":
         unmodelled.append(f"--num-distributed-optimizer-instances {n_inst}: the optimizer is sharded over dp / {n_inst}, "
                           "priced over dp")
-    mods = flags.get("--recompute-modules")
+    mods = None if "--recompute-modules" not in flags else words_of(flags["--recompute-modules"])
     if mods is not None and job.get("recompute") == "selective" and list(mods) != ["core_attn"]:
         priced = typing.get_args(RecomputeModule)
         if mods and all(m in priced for m in mods):  # the job's recompute_modules (planner/recompute_modules.py)
@@ -1764,7 +1760,7 @@ def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
         job["moe_load_balancing"] = "aux_loss_free"
         return
     kinds = flags.get("--moe-router-load-balancing-type")
-    kind = (kinds[0] if isinstance(kinds, (list, tuple)) and kinds else kinds) or "aux_loss"
+    kind = (words_of(kinds) or ["aux_loss"])[0]
     if kind not in BALANCING_TYPES:
         raise PlannerError(f"{where}--moe-router-load-balancing-type {kind!r} is not one the planner knows",
                            f"use one of {', '.join(BALANCING_TYPES)}")
@@ -1784,15 +1780,14 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
     aux_loss / seq_aux_loss / global_aux_loss types', 0 where none is one: `none`, sinkhorn, quantile_balancing);
     absent, Megatron-LM's default 0.0 (arguments.py --moe-aux-loss-coeff), listed as assumed. --moe-z-loss-coeff
     is moe_z_loss_coeff (absent: none, transformer_config.py), --moe-router-pre-softmax moe_router_pre_softmax."""
-    kinds = flags.get("--moe-router-load-balancing-type") or "aux_loss"
-    kinds = list(kinds) if isinstance(kinds, (list, tuple)) else str(kinds).split()
+    kinds = words_of(flags.get("--moe-router-load-balancing-type")) or ["aux_loss"]
     raw = flags.get("--moe-aux-loss-coeff")
     if raw is None:
         job["moe_aux_loss_coeff"] = 0.0
         assumed.append("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff: Megatron-LM arguments.py's default; no "
                        "auxiliary loss computed, none of its scores kept)")
     else:
-        words = list(raw) if isinstance(raw, (list, tuple)) else str(raw).split()
+        words = words_of(raw)
         values = [_float(where, {"--moe-aux-loss-coeff": w}, "--moe-aux-loss-coeff") for w in words]
         if len(values) > 1 and len(values) != len(kinds):
             raise PlannerError(f"{where}--moe-aux-loss-coeff has {len(values)} values for {len(kinds)} "
@@ -1861,13 +1856,12 @@ def _cuda_graphs(where: str, flags: dict, job: dict, assumed: list) -> None:
                            "keep one (or --cuda-graph-impl local | transformer_engine)")
     if old:
         impl = "local" if old[0] == "--enable-cuda-graph" else "transformer_engine"
-    mods = flags.get("--cuda-graph-modules")
+    mods = words_of(flags.get("--cuda-graph-modules"))
     if "--cuda-graph-scope" in flags:
         if mods:
             raise PlannerError(f"{where}--cuda-graph-scope and --cuda-graph-modules together: Megatron refuses them",
                                "keep --cuda-graph-modules")
-        mods = flags["--cuda-graph-scope"]
-    mods = list(mods or [])
+        mods = words_of(flags["--cuda-graph-scope"])
     if "full_iteration" in mods:
         if mods != ["full_iteration"] or impl not in (None, "none", "local", "full_iteration"):
             raise PlannerError(f"{where}--cuda-graph-modules {' '.join(mods)} with --cuda-graph-impl {impl}: Megatron "

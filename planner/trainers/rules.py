@@ -98,6 +98,8 @@ from __future__ import annotations
 import math
 import re
 
+from . import words_of
+
 COMMIT = "NVIDIA/Megatron-LM @d98e8a64"
 SOURCES = {
     "WORLD": "megatron/training/arguments.py validate_args",
@@ -146,13 +148,6 @@ def _i(flags: dict, name: str, default=None):
     return v if v is None else int(v)
 
 
-def _words(flags: dict, name: str) -> list[str]:
-    """A flag that takes several values (--spec, --recompute-modules) as its words; [] where it is
-    absent or given without a value."""
-    v = flags.get(name)
-    return [] if v in (None, True) else (v if isinstance(v, list) else str(v).split())
-
-
 def layout_chunks(text: str) -> list[str]:
     """--pipeline-model-parallel-layout as one string of layer characters per model chunk
     (parse_str_to_list: commas cosmetic, '(..)*n' and 'x*n' repeat, '|' ends a chunk)."""
@@ -199,11 +194,9 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         bad("HEADS", f"--num-query-groups {groups} and tp {tp} do not divide one another")
     if cp > 1 and seq is not None and seq % (2 * cp):
         bad("CP_SEQ", f"--seq-length {seq} is not a multiple of 2 x cp = {2 * cp}")
-    cct = flags.get("--cp-comm-type")
-    types = cct if isinstance(cct, list) else str(cct or "").split()
-    hcp = flags.get("--hierarchical-context-parallel-sizes")
-    hcp = [int(w) for w in " ".join(hcp if isinstance(hcp, list) else [str(hcp)]).replace('"', " ").replace("'", " ").split()
-           if w.isdigit()] if hcp not in (None, True) else None
+    types = words_of(flags.get("--cp-comm-type"))
+    hcp = [int(w) for w in words_of(flags.get("--hierarchical-context-parallel-sizes"), strip="'\"[]", commas=True)
+           if w.isdigit()]
     if hcp and math.prod(hcp) != cp:
         bad("HCP_SIZES", f"--hierarchical-context-parallel-sizes {' '.join(map(str, hcp))}: the product is not cp {cp}")
     if cp > 1 and "a2a+p2p" in types and not hcp:
@@ -297,14 +290,14 @@ def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str
         bad("CE_TE", "--cross-entropy-loss-fusion with --cross-entropy-fusion-impl te")
     if "--multi-latent-attention" in flags and "--group-query-attention" in flags:
         bad("MLA_GQA", "--multi-latent-attention with --group-query-attention")
-    if flags.get("--attention-backend") == "local" and _words(flags, "--spec")[:1] != ["local"]:
+    if flags.get("--attention-backend") == "local" and words_of(flags.get("--spec"))[:1] != ["local"]:
         bad("ATTN_LOCAL", "--attention-backend local without --spec local")
-    if granularity == "selective" and "moe_act" in _words(flags, "--recompute-modules") and "--moe-grouped-gemm" not in flags:
+    if granularity == "selective" and "moe_act" in words_of(flags.get("--recompute-modules")) and "--moe-grouped-gemm" not in flags:
         bad("MOE_ACT_GROUPED", "--recompute-modules moe_act under selective recompute without --moe-grouped-gemm")
     score = flags.get("--moe-router-score-function", "softmax")
     if "--moe-router-enable-expert-bias" in flags and score not in ("sigmoid", "sqrtsoftplus"):
         bad("EXPERT_BIAS", f"--moe-router-enable-expert-bias with --moe-router-score-function {score}")
-    balancing = _words(flags, "--moe-router-load-balancing-type") or ["aux_loss"]
+    balancing = words_of(flags.get("--moe-router-load-balancing-type")) or ["aux_loss"]
     if _i(flags, "--num-experts") is not None and _i(flags, "--moe-router-topk", 2) == 1 and score == "softmax" \
             and "--moe-router-pre-softmax" not in flags and "sinkhorn" not in balancing:
         bad("TOP1_PRE_SOFTMAX", "--moe-router-topk 1 with the softmax score without --moe-router-pre-softmax")

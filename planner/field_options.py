@@ -1,0 +1,142 @@
+"""The job fields a job YAML or trainer config sets that are command-line options as they are:
+one table (FIELD_OPTIONS) that every command taking a job reads (cli/core.py builds explain's
+and fit's typer options from it; check, budget and export copy explain's), and that a fit row's
+reproduce line reads (search.explain_args). Issue 22 "flags beat file values", issue 24 "one
+vocabulary": each option is spelled as its schema.Job field (dashes for underscores), a boolean
+as --name/--no-name; its value is checked against the field's own constraints (cli/core.py
+field_values: a bad value exits 2 naming the option), and where it replaces a job file's or a
+trainer config's value the replacement is named in a note (cli/core.py replaced).
+
+Each help text names the trainer flag or setting the field mirrors; the field's full description
+(what it prices, its sources) is schema.Job's (`planner schema job`). A plain data module: no
+typer here, so the library (search.py) reads it without the command line.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+Kind = Literal["bool", "int", "float", "str", "words", "pairs"]
+
+
+class FieldOption(NamedTuple):
+    field: str  # the schema.Job field
+    kind: Kind  # words: a list field, one argument of comma- or space-separated words; pairs: a mapping, KEY=N words
+    help: str
+    minimum: float | None = None  # a number's least value (typer min=; the field's own bound is checked too)
+
+    @property
+    def flag(self) -> str:
+        """The option's spelling: the field's name with dashes."""
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def decl(self) -> str:
+        """typer's declaration: --name, or --name/--no-name for a boolean."""
+        return f"{self.flag}/--no-{self.flag[2:]}" if self.kind == "bool" else self.flag
+
+
+FIELD_OPTIONS: tuple[FieldOption, ...] = (
+    # precision (issue 23) and fp8 details
+    FieldOption("fp16", "bool", "the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16): priced as bf16, "
+                "exported as --fp16; Megatron refuses it under --use-torch-fsdp2 (fit leaves that mode out) (default: off, bf16)"),
+    FieldOption("fp8_attention", "bool", "with --precision fp8: the fused attention in fp8 too (Megatron-Core "
+                "TransformerConfig.fp8_dot_product_attention, Transformer Engine's fp8_dpa; needs a recipe of the stack with "
+                "an fp8 attention path on the GPU; fit searches only those recipes) (default: off)"),
+    FieldOption("fp8_output_layer", "bool", "with fp8: the output layer's GEMM in fp8 too (torchtitan [float8] filter_fqns "
+                "without 'output'; needs a recipe with output_layer_convertible) (default: off, the output layer bf16)"),
+    FieldOption("fp8_allgather", "bool", "with fp8 under FSDP: the converted Linears' weights all-gathered in fp8 "
+                "(torchtitan [float8] enable_fsdp_float8_all_gather; needs a recipe with allgather_fp8: tensorwise) "
+                "(default: the stack's recipe rule)"),
+    FieldOption("fp8_param_gather", "bool", "fp8 weights: kept and all-gathered in fp8 (Megatron --fp8-param-gather; needs "
+                "--precision fp8 and a stack with memory.fp8_weight_cache) (default: off)"),
+    FieldOption("fp4_param_gather", "bool", "NVFP4 weights: kept and all-gathered in NVFP4 (Megatron --fp4-param-gather; "
+                "needs --precision nvfp4) (default: off)"),
+    FieldOption("bf16_layers_at_start", "int", "with fp8 / nvfp4: the first N transformer layers stay bf16 (Megatron "
+                "--first-last-layers-bf16 --num-layers-at-start-in-bf16 N) (default: 0)", 0),
+    FieldOption("bf16_layers_at_end", "int", "with fp8 / nvfp4: the last N transformer layers stay bf16 (Megatron "
+                "--first-last-layers-bf16 --num-layers-at-end-in-bf16 N) (default: 0)", 0),
+    # kernels and fusions (plan.FUSION_SWITCHES; stack_db kernels)
+    FieldOption("attention_kernel", "str", "the fused attention kernel: flash2|cudnn (Megatron --attention-backend "
+                "flash | fused) (default: the stack's for the GPU)"),
+    FieldOption("transformer_impl", "str", "transformer_engine|local (Megatron --transformer-impl): local runs "
+                "Megatron-Core's own layers, its core attention eager (default: the stack's, Transformer Engine)"),
+    FieldOption("local_core_attention", "bool", "Megatron-Core's own DotProductAttention runs the core attention, eager "
+                "(Megatron --attention-backend local) (default: off)"),
+    FieldOption("apply_rope_fusion", "bool", "the fused rotary kernel (Megatron-Core apply_rope_fusion; --no-apply-rope-fusion "
+                "is Megatron's --no-rope-fusion) (default: the stack's, fused)"),
+    FieldOption("bias_activation_fusion", "bool", "the fused bias + activation kernel (--no-bias-activation-fusion is "
+                "Megatron's --no-bias-swiglu-fusion / --no-bias-gelu-fusion) (default: the stack's, fused)"),
+    FieldOption("bias_dropout_fusion", "bool", "the fused bias-dropout-add (--no-bias-dropout-fusion: Megatron's) "
+                "(default: the stack's, fused)"),
+    FieldOption("gradient_accumulation_fusion", "bool", "the weight-gradient GEMM accumulates into the main gradient "
+                "(--no-gradient-accumulation-fusion: Megatron's) (default: the stack's, fused)"),
+    FieldOption("cross_entropy_fusion", "bool", "the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion) "
+                "(default: off)"),
+    FieldOption("cross_entropy_fusion_impl", "str", "with --cross-entropy-fusion, its implementation: native|te "
+                "(Megatron --cross-entropy-fusion-impl) (default: native)"),
+    FieldOption("chunked_loss", "bool", "the output layer and loss per sequence chunk (torchtitan 0.3.0 "
+                "ChunkedLossWrapper) (default: off)"),
+    FieldOption("moe_grouped_gemm", "bool", "MoE: the experts as one grouped GEMM (Megatron --moe-grouped-gemm) "
+                "(default: off)"),
+    FieldOption("moe_permute_fusion", "bool", "MoE: Transformer Engine's fused token permutation (Megatron "
+                "--moe-permute-fusion) (default: the stack's; Megatron-LM's off)"),
+    FieldOption("moe_router_fusion", "bool", "MoE: Transformer Engine's fused router top-k and score function (Megatron "
+                "--moe-router-fusion) (default: the stack's; Megatron-LM's off)"),
+    # recompute, graphs, memory management
+    FieldOption("recompute_modules", "words", "with --recompute selective: the modules re-run, words of "
+                "core_attn|layernorm|moe_act|mla_up_proj, e.g. core_attn,layernorm (Megatron --recompute-modules) "
+                "(default: the stack's selective policy)"),
+    FieldOption("selective_recomputes_attention", "bool", "with --recompute selective: the policy re-runs the attention "
+                "core instead of saving its output (torchtitan's op SAC on Blackwell, 2025-05-20 to 2025-12-01) "
+                "(default: off)"),
+    FieldOption("cuda_graph_impl", "str", "CUDA graphs: none|local|transformer_engine|full_iteration (Megatron "
+                "--cuda-graph-impl) (default: none)"),
+    FieldOption("cuda_graph_scope", "words", "with per-layer graphs, the parts captured: words of attn|mlp|moe|"
+                "moe_router|moe_preprocess|mamba (Megatron --cuda-graph-modules) (default: the whole layer)"),
+    FieldOption("empty_unused_memory_level", "int", "0|1|2 (Megatron --empty-unused-memory-level): no priced figure "
+                "moves, carried to the fragmentation band and the export (default: 0)"),
+    FieldOption("defer_embedding_wgrad", "int", "the last stage defers the output layer's weight gradients of the first "
+                "N micro-batches to the flush, 0: all (Megatron --defer-embedding-wgrad-compute --wgrad-deferral-limit N) "
+                "(default: off)", 0),
+    FieldOption("dummy_wgrads", "str", "the dummy weight gradients the run's code version returns: per_call|none|cached "
+                "(Transformer Engine before #1651 per_call; no trainer flag) (default: the stack's)"),
+    FieldOption("rope_cache", "str", "the rotary tables the run's code version keeps: none|model|layer|model_cp "
+                "(torchtitan before 02d24f017 model; no trainer flag) (default: the stack's)"),
+    FieldOption("cublas_workspace_config", "str", "the run's CUBLAS_WORKSPACE_CONFIG environment variable, e.g. :4096:8 "
+                "(default: unset, the GPU's default workspaces)"),
+    FieldOption("optimizer_implementation", "str", "fused|foreach|for-loop (torchtitan [optimizer] implementation) "
+                "(default: the stack's)"),
+    FieldOption("early_step_in_backward", "bool", "the optimizer steps each parameter in the backward (torchtitan "
+                "[optimizer] early_step_in_backward) (default: off)"),
+    FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "
+                "stage3_prefetch_bucket_size|stage3_max_live_parameters|stage3_max_reuse_distance|"
+                "stage3_param_persistence_threshold|reduce_bucket_size, e.g. stage3_prefetch_bucket_size=0 (the DeepSpeed "
+                "JSON's zero_optimization keys) (default: the stack's, DeepSpeed's)"),
+    FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "
+                "embedding, final norm and output kept unsharded through the backward, the last block not resharded "
+                "(default: the stack's)"),
+    FieldOption("cp_rotate_method", "str", "torch ring attention's K/V exchange: allgather|alltoall (torchtitan "
+                "[parallelism] context_parallel_rotate_method) (default: the stack's)"),
+    # MoE routing and dispatch
+    FieldOption("moe_aux_loss_coeff", "float", "MoE: the auxiliary load-balancing loss coefficient (Megatron "
+                "--moe-aux-loss-coeff; 0: none); > 0 the router keeps its aux-loss scores for the backward (default: the "
+                "model's training recipe's, else 0.0)", 0.0),
+    FieldOption("moe_z_loss_coeff", "float", "MoE: the router z-loss coefficient (Megatron --moe-z-loss-coeff); > 0 the "
+                "router keeps its logits for the backward (default: none, Megatron's)", 0.0),
+    FieldOption("moe_router_pre_softmax", "bool", "MoE: a softmax router's softmax over all experts before the top-k "
+                "(Megatron --moe-router-pre-softmax); the unfused router keeps [n, E] scores, not [n, k] (default: off, "
+                "Megatron's)"),
+    FieldOption("moe_dispatcher", "str", "MoE token dispatcher: alltoall (NCCL) | allgather | deepep (DeepEP normal "
+                "kernels) | deepep_ll | hybridep (Megatron --moe-token-dispatcher-type, --moe-flex-dispatcher-backend; one "
+                "the stack runs, stack_db runs.moe_dispatchers; planner/dispatch.py); fit searches the stack's where it is "
+                "not given (default: the model's training recipe's where the stack runs it, else the stack's)"),
+    FieldOption("moe_fp8_dispatch", "bool", "MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 "
+                "sec. 3.3.3; DeepEP / Hybrid-EP; Megatron-LM has no flag for it, export --format megatron refuses it) "
+                "(default: the stack's fp8 recipe's under fp8)"),
+    FieldOption("moe_route_nodes", "int", "MoE node-limited routing: a token reaches at most N nodes (DeepSeek-V3 "
+                "sec. 2.1.2, M = 4; no trainer flag: Megatron's --moe-router-num-groups / --moe-router-group-topk are the "
+                "model's group-limited routing, read into the model) (default: no limit beyond the model's)", 1),
+)
+
+FIELD_NAMES = tuple(o.field for o in FIELD_OPTIONS)

@@ -1,0 +1,315 @@
+"""Issue 22 "flags beat file values", issue 24 "one vocabulary": every schema.Job field a job
+YAML or trainer config sets is a command-line option (planner/field_options.py FIELD_OPTIONS,
+one table that explain, check, budget, export and fit read). Per option: its value reaches the
+plan (the plan field, and the figure it moves), the option's plan is the plan of a job YAML
+that sets the field, it replaces a job file's value with a note, and a bad value exits 2
+naming the option. Also: `explain --from-fit` notes an option that replaces the saved row's
+value, and a fit row's reproduce line carries the options the fit was given.
+
+tests/test_cli_job_fields.py holds the first six fields' own tests (fp8_attention, fp16, the
+MoE router's coefficients and pre-softmax, fsdp_root_unit) and a trainer config's value replaced
+(fp16, moe_permute_fusion)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import assert_one_error
+from planner.field_options import FIELD_NAMES, FIELD_OPTIONS
+from planner.schema import Job
+from planner.search import explain_args
+
+DENSE = dict(model="llama3-8b", gpus=8)
+FP8 = dict(DENSE, precision="fp8")
+EAGER = dict(DENSE, attention="eager")
+TT = dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp")
+TT_FP8 = dict(TT, precision="fp8")
+MOE = dict(model="qwen3-30b-a3b", gpus=16, ep=8)
+DS_Z3 = dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="fsdp")  # DeepSpeed ZeRO-3
+GIB = 2**30
+
+# (field, option words, the plan's value, the job it is given with, the job file's other value,
+#  what it moves against the job without it: {"memory"|"step": +1 more | -1 less}, {} nothing priced)
+CASES = [
+    # fp8 details (plan._fp8_output_layer, memory.py fp8 weights [fp8w], precisions.py bf16 layers)
+    ("fp8_output_layer", ["--fp8-output-layer"], True, TT_FP8, False, {"memory": -1, "step": -1}),
+    ("fp8_allgather", ["--no-fp8-allgather"], False, TT_FP8, True, {"memory": +1, "step": +1}),
+    ("fp8_param_gather", ["--fp8-param-gather"], True, dict(FP8, sharding="zero1"), False, {"memory": -1, "step": -1}),
+    ("fp4_param_gather", ["--fp4-param-gather"], True,
+     dict(DENSE, hardware="b200", precision="nvfp4", sharding="zero1"), False, {"memory": -1, "step": -1}),
+    ("bf16_layers_at_start", ["--bf16-layers-at-start", "2"], 2, dict(FP8, fp8_recipe="tensorwise"), 1, {"memory": -1, "step": +1}),
+    ("bf16_layers_at_end", ["--bf16-layers-at-end", "2"], 2, dict(FP8, fp8_recipe="tensorwise"), 1, {"memory": -1, "step": +1}),
+    # kernels and fusions (plan.FUSION_SWITCHES: the unfused kernels' time and saved tensors)
+    ("attention_kernel", ["--attention-kernel", "flash2"], "flash2", DENSE, "cudnn", {"step": +1}),
+    ("transformer_impl", ["--transformer-impl", "local"], "local", EAGER, "transformer_engine", {"memory": +1}),
+    ("local_core_attention", ["--local-core-attention"], True, EAGER, False, {"memory": +1}),
+    ("apply_rope_fusion", ["--no-apply-rope-fusion"], False, DENSE, True, {"step": +1}),
+    ("bias_activation_fusion", ["--no-bias-activation-fusion"], False, DENSE, True, {"memory": +1, "step": +1}),
+    ("bias_dropout_fusion", ["--no-bias-dropout-fusion"], False, dict(model="megatron-gpt-1.7b", gpus=8), True,
+     {"step": +1}),
+    ("gradient_accumulation_fusion", ["--no-gradient-accumulation-fusion"], False, DENSE, True,
+     {"memory": -1, "step": +1}),
+    ("cross_entropy_fusion", ["--cross-entropy-fusion"], True, DENSE, False, {"memory": +1}),
+    ("cross_entropy_fusion_impl", ["--cross-entropy-fusion-impl", "te"], "te", dict(DENSE, cross_entropy_fusion=True),
+     "native", {"memory": -1, "step": -1}),
+    ("chunked_loss", ["--chunked-loss"], True, TT, False, {"memory": -1}),
+    ("moe_grouped_gemm", ["--moe-grouped-gemm"], True, MOE, False, {"memory": +1}),
+    ("moe_permute_fusion", ["--moe-permute-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
+    ("moe_router_fusion", ["--moe-router-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
+    # recompute, graphs, memory management
+    ("recompute_modules", ["--recompute-modules", "core_attn,moe_act"], ["core_attn", "moe_act"],
+     dict(MOE, recompute="selective", moe_grouped_gemm=True), ["core_attn"], {"memory": -1, "step": +1}),
+    ("selective_recomputes_attention", ["--selective-recomputes-attention"], True, dict(TT, recompute="selective"), False,
+     {"memory": -1, "step": +1}),
+    ("cuda_graph_impl", ["--cuda-graph-impl", "transformer_engine"], "transformer_engine", DENSE, "local", {}),
+    ("cuda_graph_scope", ["--cuda-graph-scope", "attn mlp"], ["attn", "mlp"], dict(DENSE, cuda_graph_impl="transformer_engine"),
+     ["attn"], {}),
+    ("empty_unused_memory_level", ["--empty-unused-memory-level", "2"], 2, DENSE, 1, {}),  # by design (memory.py [13])
+    ("defer_embedding_wgrad", ["--defer-embedding-wgrad", "0"], 0, dict(DENSE, pp=2), 1, {"memory": +1}),
+    ("dummy_wgrads", ["--dummy-wgrads", "per_call"], "per_call", DENSE, "none", {"memory": -1}),
+    ("rope_cache", ["--rope-cache", "model"], "model", TT, "layer", {"memory": -1}),
+    ("cublas_workspace_config", ["--cublas-workspace-config", ":4096:16"], ":4096:16", DENSE, ":4096:8", {"memory": +1}),
+    ("optimizer_implementation", ["--optimizer-implementation", "foreach"], "foreach", TT, "for-loop", {}),
+    ("early_step_in_backward", ["--early-step-in-backward"], True, TT, False, {"memory": -1}),
+    ("cp_rotate_method", ["--cp-rotate-method", "alltoall"], "alltoall", dict(TT, cp=2), "allgather", {}),
+    ("deepspeed_zero3", ["--deepspeed-zero3", "reduce_bucket_size=1e9"], {"reduce_bucket_size": 10**9}, DS_Z3,
+     {"reduce_bucket_size": 10**8}, {"memory": +1}),
+    # MoE dispatch and routing (planner/dispatch.py)
+    ("moe_fp8_dispatch", ["--moe-fp8-dispatch"], True, dict(MOE, precision="fp8"), False, {"step": -1}),
+    ("moe_route_nodes", ["--moe-route-nodes", "1"], 1, dict(model="deepseek-v3", gpus=256, ep=64, pp=4), 2,
+     {"step": -1}),
+]
+IDS = [c[0] for c in CASES]
+# the plan (plan.plan_dict) leaves a field out at its default: a boolean off, these at these values
+# (a fusion switch on: the stack's fused kernel)
+OMITTED = {"cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
+           "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
+           "gradient_accumulation_fusion": True}
+SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")
+OWN_TESTS = SIX + ("moe_dispatcher",)  # tests/test_dispatch_option.py
+
+
+def _args(job: dict) -> list[str]:
+    """A job's fields as options (a boolean as --name / --no-name)."""
+    out = []
+    for k, v in job.items():
+        flag = f"--{k.replace('_', '-')}"
+        out += ([flag if v else "--no-" + flag[2:]] if isinstance(v, bool) else [flag, str(v)])
+    return out
+
+
+def _explain(cli, *args):
+    r = cli("explain", *args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def _yaml(tmp_path, job: dict):
+    f = tmp_path / "job.yaml"
+    f.write_text(yaml.safe_dump(job))
+    return f
+
+
+def test_every_job_field_has_an_option():
+    """Every Job field is an option of the table or of explain's own declarations (the first
+    options, some with their own spellings); sharding_mode is --sharding's (it takes a mode)."""
+    from planner.cli.core import job_options
+
+    import inspect
+
+    own = job_options(*[None] * sum(p.default is inspect.Parameter.empty
+                                    for p in inspect.signature(job_options).parameters.values()))
+    covered = set(own) | set(FIELD_NAMES) | {"sharding_mode"}
+    assert set(Job.model_fields) - covered == set()
+    assert set(CASES_FIELDS := [c[0] for c in CASES]) | set(OWN_TESTS) == set(FIELD_NAMES), "a table option without a test"
+    assert len(CASES_FIELDS) == len(set(CASES_FIELDS))
+
+
+def test_the_table_spells_each_option_as_its_field():
+    for o in FIELD_OPTIONS:
+        assert o.field in Job.model_fields
+        assert o.flag == "--" + o.field.replace("_", "-")
+        assert o.help and "default" in o.help, o.field
+
+
+@pytest.mark.parametrize("field, opt, value, job, other, moves", CASES, ids=IDS)
+def test_option_reaches_the_plan_as_the_file_field_does(cli, tmp_path, field, opt, value, job, other, moves):
+    """The plan field is the option's value, and the plan (every memory and time figure) is the
+    plan of a job YAML that sets the field."""
+    got, _ = _explain(cli, *_args(job), *opt)
+    assert got["plan"][field] == value
+    want, _ = _explain(cli, _yaml(tmp_path, {**job, field: value}))
+    assert got["plan"] == want["plan"]
+    assert got["memory"]["total_bytes"] == want["memory"]["total_bytes"]
+    assert got["time"]["step_s"] == want["time"]["step_s"]
+
+
+@pytest.mark.parametrize("field, opt, value, job, other, moves", CASES, ids=IDS)
+def test_option_moves_what_it_prices(cli, field, opt, value, job, other, moves):
+    """Against the same job without the option: the figures the field prices move, in the
+    direction its mechanism gives (the schema's description); the others stay."""
+    got, _ = _explain(cli, *_args(job), *opt)
+    plain, _ = _explain(cli, *_args(job))
+    for figure, key in (("memory", ("memory", "total_bytes")), ("step", ("time", "step_s"))):
+        a, b = got[key[0]][key[1]], plain[key[0]][key[1]]
+        sign = moves.get(figure, 0)
+        assert (a > b) - (a < b) == sign, (field, figure, a, b)
+
+
+def test_deepspeed_zero3_by_hand(cli):
+    """reduce_bucket_size=1e9: ZeRO-3's contiguous gradient (IPG) bucket of 1e9 elements in the model
+    dtype (2 B) where DeepSpeed's default is 5e8 (stack_db megatron-deepspeed fsdp.zero3_modules,
+    DeepSpeed config.py @38327e07 l. 109): +(1e9 - 5e8) x 2 B = +1e9 B (memory.py [z3])."""
+    got, _ = _explain(cli, *_args(DS_Z3), "--deepspeed-zero3", "reduce_bucket_size=1e9")
+    plain, _ = _explain(cli, *_args(DS_Z3))
+    assert got["memory"]["total_bytes"] - plain["memory"]["total_bytes"] == (10**9 - 5 * 10**8) * 2
+
+
+def test_cublas_workspace_config_by_hand(cli):
+    """:4096:16 is 4096 KiB x 16 = 64 MiB a cuBLAS workspace where the H100's default is 32 MiB
+    (hardware_db torch_cublas_workspace_MiB, :4096:8), on the megatron stack's two BLAS handles
+    (stack_db memory.blas_handles: the forward's thread and the autograd engine's): +64 MiB."""
+    got, _ = _explain(cli, *_args(DENSE), "--cublas-workspace-config", ":4096:16")
+    plain, _ = _explain(cli, *_args(DENSE))
+    assert got["memory"]["total_bytes"] - plain["memory"]["total_bytes"] == 2 * (16 - 8) * 4096 * 1024
+
+
+@pytest.mark.parametrize("field, opt, value, job, other, moves", CASES, ids=IDS)
+def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, opt, value, job, other, moves):
+    f = _yaml(tmp_path, {**job, field: other})
+    got, err = _explain(cli, f, *opt)
+    assert got["plan"][field] == value
+    assert f"note: {f}: {field}={value}: the command line replaces the file's {other}" in err
+    same, err = _explain(cli, f)  # without the option: the file's value, no note
+    assert same["plan"].get(field, OMITTED.get(field, False if isinstance(other, bool) else None)) == other
+    assert "the command line replaces" not in err
+
+
+@pytest.mark.parametrize("opt, job, needle", [
+    # the field's own type and bounds (cli/core.field_values, typer's min): the option named
+    (["--attention-kernel", "flash3"], DENSE, "--attention-kernel"),
+    (["--transformer-impl", "te"], DENSE, "--transformer-impl"),
+    (["--cross-entropy-fusion-impl", "x"], DENSE, "--cross-entropy-fusion-impl"),
+    (["--recompute-modules", "core_attn,attn"], DENSE, "--recompute-modules"),
+    (["--cuda-graph-impl", "full"], DENSE, "--cuda-graph-impl"),
+    (["--cuda-graph-impl", "local", "--cuda-graph-scope", "attn,experts"], DENSE, "--cuda-graph-scope"),
+    (["--empty-unused-memory-level", "3"], DENSE, "--empty-unused-memory-level"),
+    (["--defer-embedding-wgrad", "-1"], DENSE, "--defer-embedding-wgrad"),
+    (["--dummy-wgrads", "always"], DENSE, "--dummy-wgrads"),
+    (["--rope-cache", "x"], DENSE, "--rope-cache"),
+    (["--cublas-workspace-config", "4096:8"], DENSE, "--cublas-workspace-config"),
+    (["--optimizer-implementation", "adam"], TT, "--optimizer-implementation"),
+    (["--cp-rotate-method", "ring"], TT, "--cp-rotate-method"),
+    (["--bf16-layers-at-start", "-1"], FP8, "--bf16-layers-at-start"),
+    (["--bf16-layers-at-end", "x"], FP8, "--bf16-layers-at-end"),
+    (["--moe-route-nodes", "0"], MOE, "--moe-route-nodes"),
+    (["--deepspeed-zero3", "stage3_prefetch=0"], DS_Z3, "--deepspeed-zero3"),
+    (["--deepspeed-zero3", "reduce_bucket_size"], DS_Z3, "--deepspeed-zero3"),
+    (["--deepspeed-zero3", "reduce_bucket_size=-1"], DS_Z3, "--deepspeed-zero3"),
+    (["--deepspeed-zero3", "reduce_bucket_size=1e9"], DENSE, "deepspeed_zero3"),
+    # a value the plan refuses with the job (plan.resolve's checks, each the trainer's own): the field named
+    (["--fp8-output-layer"], TT, "fp8_output_layer"),
+    (["--fp8-allgather"], TT, "fp8_allgather"),
+    (["--fp8-param-gather"], DENSE, "fp8_param_gather"),
+    (["--fp4-param-gather"], FP8, "fp4_param_gather"),
+    (["--bf16-layers-at-end", "2"], DENSE, "bf16_layers"),
+    (["--local-core-attention"], DENSE, "eager"),
+    (["--no-apply-rope-fusion"], TT, "apply_rope_fusion"),
+    (["--no-bias-activation-fusion"], TT, "bias_activation_fusion"),
+    (["--no-bias-dropout-fusion"], TT, "bias_dropout_fusion"),
+    (["--no-gradient-accumulation-fusion"], TT, "gradient_accumulation_fusion"),
+    (["--cross-entropy-fusion"], TT, "cross_entropy_fusion"),
+    (["--cross-entropy-fusion-impl", "te"], DENSE, "cross_entropy_fusion"),
+    (["--chunked-loss"], DENSE, "chunked_loss"),
+    (["--selective-recomputes-attention"], DENSE, "selective_recomputes_attention"),
+    (["--cuda-graph-scope", "attn"], DENSE, "cuda_graph_impl"),
+    (["--early-step-in-backward"], DENSE, "early_step_in_backward"),
+    (["--early-step-in-backward", "--pp", "2"], TT, "early_step_in_backward"),
+    (["--cp-rotate-method", "alltoall"], DENSE, "cp_rotate_method"),
+    (["--moe-fp8-dispatch"], DENSE, "moe_fp8_dispatch"),
+    (["--moe-route-nodes", "2"], DENSE, "moe_route_nodes"),
+], ids=lambda x: x if isinstance(x, str) else None)
+def test_bad_values_exit_2(cli, opt, job, needle):
+    assert_one_error(cli("explain", *_args(job), *opt), needle)
+
+
+@pytest.mark.parametrize("cmd", ["explain", "check", "budget", "export", "fit"])
+def test_every_job_command_takes_every_option(cli, cmd):
+    text = cli(cmd, "--help").stdout
+    for o in FIELD_OPTIONS:
+        assert o.flag in text, (cmd, o.flag)
+        if o.kind == "bool":
+            assert "--no-" + o.flag[2:] in text, (cmd, o.flag)
+
+
+def test_check_budget_and_export_apply_the_options(cli, tmp_path):
+    f = _yaml(tmp_path, dict(MOE, tokens=1e12))
+    opts = ["--moe-permute-fusion", "--moe-router-fusion", "--cublas-workspace-config", ":4096:16"]
+    want, err = _explain(cli, f, *opts)
+    r = cli("check", f, *opts, "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    checked = json.loads(r.stdout)[0]
+    assert (checked["plan"]["moe_permute_fusion"], checked["plan"]["cublas_workspace_config"]) == (True, ":4096:16")
+    assert checked["memory"]["total_bytes"] == want["memory"]["total_bytes"]
+    b = cli("budget", f, *opts, "--format", "json")
+    assert b.exit_code == 0, b.stderr
+    budget = json.loads(b.stdout)
+    assert budget["plan"]["moe_permute_fusion"] is True
+    assert budget["training"]["step_s"] == pytest.approx(want["time"]["step_s"], rel=1e-12)
+    e = cli("export", f, "--format", "megatron", *opts[:2])
+    assert e.exit_code == 0, e.stderr
+    assert "--moe-permute-fusion" in e.stdout and "--moe-router-fusion" in e.stdout
+
+
+def test_from_fit_notes_the_options_that_replace_the_rows_values(cli, tmp_path):
+    """explain --from-fit with an option that replaces the saved row's value: the same note as a
+    job file's (before: replaced silently)."""
+    r = cli("fit", *_args(MOE), "--tp", "2", "--pp", "1", "--top", "1", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    saved = tmp_path / "fit.json"
+    saved.write_text(r.stdout)
+    row = json.loads(r.stdout)[0]["plan"]
+    assert row["moe_router_fusion"] is False and row["micro_batch"] != 1
+    got, err = _explain(cli, "--from-fit", saved, "--moe-router-fusion", "--micro-batch", "1")
+    assert (got["plan"]["moe_router_fusion"], got["plan"]["micro_batch"]) == (True, 1)
+    assert (f"note: {saved} row 1: micro_batch=1: the command line replaces the file's {row['micro_batch']}; "
+            "moe_router_fusion=True: the command line replaces the file's False") in err
+    same, err = _explain(cli, "--from-fit", saved, "--no-moe-router-fusion")
+    assert "replaces" not in err  # the row's own value given again: nothing replaced
+
+
+def test_fit_prices_every_row_with_the_options_and_the_row_reproduces(cli):
+    """fit gives every candidate the options as job fields; the row's reproduce line
+    (search.explain_args) carries each, so explain gives the row's step time and memory."""
+    opts = ["--moe-grouped-gemm", "--moe-permute-fusion", "--no-moe-router-fusion", "--cublas-workspace-config", ":4096:16",
+            "--recompute-modules", "core_attn,moe_act"]
+    r = cli("fit", *_args(MOE), "--tp", "2", "--pp", "1", "--recompute", "selective", "--top", "1", *opts,
+            "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    row = json.loads(r.stdout)[0]
+    p = row["plan"]
+    assert (p["moe_grouped_gemm"], p["moe_permute_fusion"], p["moe_router_fusion"], p["cublas_workspace_config"],
+            p["recompute_modules"]) == (True, True, False, ":4096:16", ["core_attn", "moe_act"])
+    job = Job(**MOE, moe_grouped_gemm=True, moe_permute_fusion=True, moe_router_fusion=False,
+              cublas_workspace_config=":4096:16", recompute_modules=["core_attn", "moe_act"])
+    args = explain_args(job, row)
+    for o in opts:
+        assert o in args, o
+    again, _ = _explain(cli, *args)
+    assert again["time"]["step_s"] == row["time"]["step_s"]
+    assert again["memory"]["total_bytes"] == row["memory"]["total_bytes"]
+    assert "--moe-grouped-gemm" not in explain_args(Job(**MOE), row)  # a bare job: none of them
+
+
+def test_fit_export_reads_back_with_the_cublas_workspace_config(cli):
+    """The run's CUBLAS_WORKSPACE_CONFIG is no setting of any trainer file (the export says to launch
+    with it): fit --export's read-back passes it through, as the other settings the format cannot
+    hold, instead of refusing the export for the 64 MiB it moves."""
+    r = cli("fit", *_args(MOE), "--tp", "2", "--pp", "1", "--top", "1", "--cublas-workspace-config", ":4096:16",
+            "--moe-permute-fusion", "--export", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert "--moe-permute-fusion" in r.stdout
+    assert "launch with CUBLAS_WORKSPACE_CONFIG=:4096:16" in r.stderr

@@ -1,0 +1,164 @@
+"""The --moe-dispatcher option of fit, explain and check (issue 23): the job field moe_dispatcher
+from the command line. `fit --moe-dispatcher X` ranks only plans on X (each under X's start-up
+rules: DeepEP's group sizes, MEGATRON_DEEPEP_GROUP), the fit table names the row's dispatcher in
+its stack options, and the `row N in full` command carries `--moe-dispatcher X` where X is not
+what explain takes without it (the model recipe's where the stack runs it, else the stack's), so
+that command re-prices the row. Megatron's HybridEP backend refuses fp8 dispatch (fused_a2a.py
+@d98e8a64 l. 327): a job asking for both is refused."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.plan import resolve
+from planner.schema import Job
+from planner.startup import DEEPEP_GROUP_SIZES
+
+# DeepSeek-V3 on DeepSeek's 2,048 H800 (arXiv:2412.19437 sec. 3.1); the model recipe names deepep
+V3 = ["--model", "deepseek-v3", "--gpus", "2048", "--hardware", "h800-sxm", "--global-batch", "15360", "--seq-len", "4096"]
+NARROW = ["--tp", "4,8", "--pp", "1"]  # a small space: the test's speed, not the search's
+
+
+def _fit_json(cli, *args):
+    r = cli("fit", *V3, *NARROW, "--top", "3", "--format", "json", *args)
+    assert r.exit_code == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_fit_moe_dispatcher_deepep_keeps_deepep_only(cli):
+    """--moe-dispatcher deepep: every row runs deepep, and each row's expert-TP x EP group is a
+    size DeepEP's tables list (the rule is applied, not only the name)."""
+    rows = _fit_json(cli, "--moe-dispatcher", "deepep")
+    assert rows
+    for row in rows:
+        p = row["plan"]
+        assert p["moe_dispatcher"] == "deepep" and row["moe"]["dispatcher"] == "deepep"
+        assert (p.get("etp") or p["tp"]) * p["ep"] in DEEPEP_GROUP_SIZES, p
+
+
+def test_fit_moe_dispatcher_hybridep_row_command_reprices_the_row(cli):
+    """--moe-dispatcher hybridep (not the recipe's deepep): the table names hybridep, row 1's
+    command carries --moe-dispatcher hybridep, and explain of that command gives row 1's step and
+    dispatcher (without the flag explain would take the recipe's deepep)."""
+    rows = _fit_json(cli, "--moe-dispatcher", "hybridep")
+    assert all(r["plan"]["moe_dispatcher"] == "hybridep" for r in rows)
+    table = cli("fit", *V3, *NARROW, "--top", "1", "--moe-dispatcher", "hybridep")
+    assert table.exit_code == 0, table.stderr
+    assert "hybridep" in table.stdout.split("row 1 in full")[0]  # the stack options column
+    line = next(x for x in table.stdout.splitlines() if "row 1 in full:" in x)
+    argv = shlex.split(line.split("row 1 in full: planner ", 1)[1])
+    assert argv[0] == "explain" and "--moe-dispatcher" in argv and argv[argv.index("--moe-dispatcher") + 1] == "hybridep"
+    r = cli(*argv, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    ex = json.loads(r.stdout)
+    assert ex["moe"]["dispatcher"] == "hybridep"
+    assert ex["time"]["step_s"] == pytest.approx(rows[0]["time"]["step_s"], rel=1e-9)
+
+
+def test_row_command_leaves_out_the_recipes_dispatcher(cli):
+    """With the recipe's own dispatcher (deepep, pinned) the row's command needs no flag: explain takes it."""
+    table = cli("fit", *V3, *NARROW, "--top", "1", "--moe-dispatcher", "deepep")
+    assert table.exit_code == 0, table.stderr
+    line = next(x for x in table.stdout.splitlines() if "row 1 in full:" in x)
+    assert "--moe-dispatcher" not in line
+
+
+def test_explain_option_replaces_the_recipe(cli):
+    """explain --moe-dispatcher alltoall prices the NCCL all-to-all where the recipe says deepep;
+    at EP 256 (refused by DeepEP's tables) the option is what lets the plan run."""
+    args = [*V3, "--tp", "2", "--pp", "1", "--ep", "256", "--etp", "1", "--sharding", "zero1", "--format", "json"]
+    assert cli("explain", *args).exit_code == 2  # the recipe's deepep at a 256-rank group
+    r = cli("explain", *args, "--moe-dispatcher", "alltoall")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["moe"]["dispatcher"] == "alltoall"
+
+
+def test_unknown_or_unrun_dispatcher_is_bad_input(cli):
+    """A name the schema does not know, or one the stack does not run (Megatron-Core trains with
+    no low-latency kernels: stack_db megatron runs.moe_dispatchers), exits 2 without a traceback."""
+    for name in ("nccl", "deepep_ll"):
+        r = cli("explain", *V3, "--tp", "2", "--pp", "1", "--ep", "64", "--moe-dispatcher", name)
+        assert r.exit_code == 2 and "Traceback" not in r.stderr, (name, r.stderr)
+
+
+def test_hybridep_refuses_fp8_dispatch_on_megatron():
+    """Megatron-Core's HybridEP backend dispatches bf16 only (fused_a2a.py @d98e8a64 l. 327): a
+    job with moe_fp8_dispatch on hybridep is refused with the source; deepep takes it."""
+    base = dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, tp=2, etp=1,
+                pp=1, ep=64, sharding="zero1", micro_batch=1, moe_fp8_dispatch=True)
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**base, moe_dispatcher="hybridep"))
+    assert "HybridEP dispatcher does not support fp8 dispatch now" in e.value.message
+    assert "fused_a2a.py @d98e8a64" in e.value.message and "deepep" in e.value.hint
+    settings, _, _ = resolve(Job(**base, moe_dispatcher="deepep"))
+    assert settings.moe_dispatcher == "deepep"
+    settings, _, _ = resolve(Job(**{**base, "moe_fp8_dispatch": False}, moe_dispatcher="hybridep"))
+    assert settings.moe_dispatcher == "hybridep"
+
+
+def test_fit_export_writes_the_rows_dispatcher(cli):
+    """fit --moe-dispatcher hybridep --export megatron writes Megatron's flex dispatcher with the
+    hybridep backend (the export reads the file back against the row: export.write_export)."""
+    r = cli("fit", *V3, "--tp", "8", "--pp", "1", "--moe-dispatcher", "hybridep", "--export", "megatron")
+    assert r.exit_code == 0, r.stderr
+    assert "--moe-token-dispatcher-type flex" in r.stdout and "--moe-flex-dispatcher-backend hybridep" in r.stdout
+
+
+def _priced(job: Job):
+    """explain's step seconds of a job (resolve + evaluate), None where the job is refused or does not
+    fit in memory (a dispatcher's buffers count: DeepEP's can push a plan over where Hybrid-EP's do not)."""
+    from planner.explain import evaluate
+
+    try:
+        settings, plan, _ = resolve(job)
+    except PlannerError:
+        return None
+    est = evaluate(settings, plan)
+    return float(est.time.total) if bool(est.fits) else None
+
+
+def test_searched_dispatcher_flips_with_ep_at_deepeps_group_rule():
+    """fit without a dispatcher (search_dispatchers) on DeepSeek-V3, TP 8, ZeRO-1, one micro-batch
+    of 4,096 tokens, EP 128 or 256 (etp 1): each row runs the dispatcher whose explain is fastest
+    among those that start. At EP 128 (a size DeepEP's tables list) that is deepep; at EP 256
+    deepep does not start (MEGATRON_DEEPEP_GROUP) and the row flips to hybridep. Each row's step is
+    explain's of its own dispatcher, and no other dispatcher that starts and fits is faster there (at
+    EP 128 one row without TP overlap runs hybridep: DeepEP's buffers leave it 0.5 GiB over the usable
+    HBM, 71.66 against 71.18 GiB)."""
+    from planner.search import fit, row_job
+    from planner.space import SpaceOptions
+
+    job = Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, precision="fp8",
+              fp8_recipe="blockwise", mtp_layers=1, bytes_per_param="bf16-moments")
+    opts = SpaceOptions(tp=(8,), pp=(1,), ep=(128, 256), etp=(1,), sharding=("zero1",), micro_batch=(1,),
+                        recompute=("none",))
+    res = fit(job, opts=opts, top=20, search_dispatchers=True)
+    seen = {}
+    for row in res.rows:
+        p = row["plan"]
+        one = row_job(job, row)
+        steps = {d: _priced(one.model_copy(update={"moe_dispatcher": d})) for d in ("alltoall", "deepep", "hybridep")}
+        steps["allgather"] = _priced(one.model_copy(update={"moe_dispatcher": "allgather", "ep_comm_overlap": False}))
+        ran = {d: s for d, s in steps.items() if s is not None}
+        assert row["time"]["step_s"] == pytest.approx(steps[p["moe_dispatcher"]], rel=1e-9)
+        assert min(ran, key=ran.get) == p["moe_dispatcher"], (p["ep"], ran)
+        seen.setdefault(p["ep"], set()).add(p["moe_dispatcher"])
+        if p["ep"] == 256:
+            assert steps["deepep"] is None  # DeepEP's tables: no 256-rank Buffer
+    assert "deepep" in seen[128] and seen[256] == {"hybridep"}, seen
+
+
+def test_fit_searches_only_without_a_pinned_dispatcher(cli):
+    """Without --moe-dispatcher fit says it searched and names the stack's dispatchers; with one it
+    does not search (the rows all run it); a dense model is not searched (no note)."""
+    r = cli("fit", *V3, *NARROW, "--top", "3")
+    assert r.exit_code == 0 and "MoE dispatcher searched" in r.stderr, r.stderr
+    r = cli("fit", *V3, *NARROW, "--top", "3", "--moe-dispatcher", "alltoall", "--format", "json")
+    assert r.exit_code == 0 and "MoE dispatcher searched" not in r.stderr
+    assert {row["plan"]["moe_dispatcher"] for row in json.loads(r.stdout)} == {"alltoall"}
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
+    assert r.exit_code == 0 and "MoE dispatcher searched" not in r.stderr
