@@ -564,6 +564,12 @@ RULES = RULES + (
 #   TORCHTITAN_DEEPEP_ETP    parallelize.py: DeepEP with expert TP > 1 raises (NotImplementedError); etp 1 only
 #   TORCHTITAN_DEEPEP_GROUP  distributed/deepep/deepep.py get_buffer sizes one DeepEP Buffer over the EP mesh's group
 #                            (etp 1: ep ranks) from DeepEP's config tables, which assert on a size they do not list
+#   TORCHTITAN_DEEPEP_TP     models/llama4/infra/parallelize.py apply_moe_ep_tp (which deepseek_v3 runs): with tp > 1 the
+#                            MoE input is all-gathered over TP and its output marked Partial; the tokens are split
+#                            over TP again only by ReordererSequenceParallel on moe.reorderer, which DeepEPMoE sets to
+#                            None (models/moe/moe_deepep.py): each TP rank dispatches every token (tp x the dispatch
+#                            and expert work) and the reduce-scatter sums tp copies of the routed output. Refused, not
+#                            priced: the run is not the model's (rules2's reading, confirmed; issue 22)
 #   TORCHTITAN_FSDP_MESH     models/llama3/infra/parallelize.py l. 125-152 (and the other models' parallelize): FSDP is
 #                            applied where parallel_dims.fsdp_enabled = dp_shard > 1 or cp > 1 (distributed/parallel_dims.py
 #                            l. 334-335), over the dp_shard x cp ranks; so a sharded mode with dp_shard x cp = 1 runs
@@ -612,6 +618,17 @@ LATER_RULES: tuple[StartupRule, ...] = (
         "choose ep among 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, or moe_dispatcher alltoall",
         lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) > 1)
         & ~np.isin(np.asarray(p.ep), np.asarray(TORCHTITAN_DEEPEP_SIZES))),
+    StartupRule(
+        "TORCHTITAN_DEEPEP_TP", "torchtitan",
+        "torchtitan's DeepEP backend with TP > 1 leaves every token on every TP rank: each rank dispatches all of them "
+        "and the routed outputs, marked Partial over TP, are summed tp times",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama4/infra/parallelize.py apply_moe_ep_tp l. 517-556 (the MoE input "
+        "all-gathered over TP, PrepareModuleInputOutput Shard(1) -> Replicate, output Partial; the tokens split again "
+        "only by ReordererSequenceParallel on moe.reorderer) and torchtitan/models/moe/moe_deepep.py DeepEPMoE.__init__ "
+        "l. 36-37 (self.reorderer = None: nothing splits them) with distributed/expert_parallel.py DeepEPExpertParallel "
+        "(dispatch over the EP group of all the rank's tokens)",
+        "set tp 1 with moe_dispatcher deepep, or moe_dispatcher alltoall (expert_parallel_comm_backend \"standard\")",
+        lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) > 1) & (np.asarray(p.tp) > 1)),
     StartupRule(
         "TORCHTITAN_FSDP_MESH", "torchtitan",
         "torchtitan applies FSDP exactly where dp_shard x cp > 1: a sharded mode over one rank runs unsharded, and an "
@@ -706,7 +723,9 @@ def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
 # plan.apply_moe_dispatcher), and the dispatchers they restrict: fit's dispatcher search (search.py
 # dispatcher_settings) tries such a dispatcher only where dispatcher_broken is false, and builds its
 # space on one they never restrict
-DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",)}
+DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",), "TORCHTITAN_DEEPEP_EP": ("deepep",),
+                    "TORCHTITAN_DEEPEP_ETP": ("deepep",), "TORCHTITAN_DEEPEP_GROUP": ("deepep",),
+                    "TORCHTITAN_DEEPEP_TP": ("deepep",)}
 
 
 def dispatcher_broken(model, stack, plan) -> np.ndarray:

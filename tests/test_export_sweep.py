@@ -106,3 +106,22 @@ def test_the_reader_refuses_stage_lists_torchtitan_would_not_generate(tmp_path):
     p.write_text(bad)
     with pytest.raises(PlannerError, match="a placement other than torchtitan's generated one"):
         load_trainer_config(p, fmt="torchtitan", model="gemma3-27b", gpus=512)
+
+
+def test_torchtitan_deepep_with_tp_is_refused_and_never_ranked():
+    """torchtitan @e347b1e5e: DeepEPMoE sets moe.reorderer to None (moe_deepep.py l. 36-37), so under
+    TP nothing splits the all-gathered MoE input again (apply_moe_ep_tp l. 517-556): every TP rank
+    dispatches every token and the Partial routed outputs sum tp copies. Refused
+    (TORCHTITAN_DEEPEP_TP); fit's dispatcher search, which ranked DeepSeek-V3 at tp 8 with deepep on
+    2,048 H800 before, ranks deepep rows at tp 1 only, and the alltoall backend keeps tp > 1."""
+    from planner.search import fit
+    from planner.space import SpaceOptions
+
+    job = dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm", stack="torchtitan", pp=2, sharding="fsdp", ep=64)
+    with pytest.raises(PlannerError, match="TORCHTITAN_DEEPEP_TP"):
+        resolve(Job(tp=8, etp=1, moe_dispatcher="deepep", **job))
+    resolve(Job(tp=8, etp=1, moe_dispatcher="alltoall", **job))
+    resolve(Job(tp=1, moe_dispatcher="deepep", **job))
+    rows = fit(Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", stack="torchtitan", precision="fp8"), [2048],
+               SpaceOptions(), "time", 3, search_dispatchers=True).rows
+    assert rows and all(r["plan"]["tp"] == 1 for r in rows if r["plan"]["moe_dispatcher"] == "deepep")
