@@ -50,7 +50,7 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             seq_len % parallel_dims.seq_len_divisor == 0, seq_len_divisor =
                             tp x 2 cp (distributed/parallel_dims.py)
   TORCHTITAN_DDP_1D         parallelize.py: 'DDP has not supported > 1D parallelism' (pure DDP
-                            only without TP, CP or PP)
+                            only without TP or PP; with CP FSDP is applied instead, TORCHTITAN_FSDP_MESH)
   TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
                             dimension (SequenceParallel): a TP plan without SP is not what runs
   TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
@@ -331,11 +331,11 @@ RULES: tuple[StartupRule, ...] = (
         lambda m, s, p: np.asarray(p.seq) % (np.asarray(p.tp) * 2 * np.asarray(p.cp)) != 0),
     StartupRule(
         "TORCHTITAN_DDP_1D", "torchtitan",
-        "torchtitan's DDP (no sharding) runs only without TP, CP or PP",
+        "torchtitan's DDP (no sharding) runs only without TP or PP",
         f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/infra/parallelize.py ('DDP has not supported > 1D parallelism')",
         "shard over the data-parallel ranks (fsdp or hsdp), or use DDP with tp = cp = pp = 1",
-        lambda m, s, p: (level_of(p) == 0) & (np.asarray(p.dp) > 1)
-        & (np.asarray(p.tp) * np.asarray(p.cp) * np.asarray(p.pp) > 1)),
+        lambda m, s, p: (level_of(p) == 0) & (np.asarray(p.dp) > 1) & (np.asarray(p.cp) == 1)
+        & (np.asarray(p.tp) * np.asarray(p.pp) > 1)),  # (cp > 1 applies FSDP first: TORCHTITAN_FSDP_MESH)
     StartupRule(
         "TORCHTITAN_SP", "torchtitan",
         "torchtitan's TP always runs sequence parallelism",
@@ -564,6 +564,18 @@ RULES = RULES + (
 #   TORCHTITAN_DEEPEP_ETP    parallelize.py: DeepEP with expert TP > 1 raises (NotImplementedError); etp 1 only
 #   TORCHTITAN_DEEPEP_GROUP  distributed/deepep/deepep.py get_buffer sizes one DeepEP Buffer over the EP mesh's group
 #                            (etp 1: ep ranks) from DeepEP's config tables, which assert on a size they do not list
+#   TORCHTITAN_DEEPEP_TP     models/llama4/infra/parallelize.py apply_moe_ep_tp (which deepseek_v3 runs): with tp > 1 the
+#                            MoE input is all-gathered over TP and its output marked Partial; the tokens are split
+#                            over TP again only by ReordererSequenceParallel on moe.reorderer, which DeepEPMoE sets to
+#                            None (models/moe/moe_deepep.py): each TP rank dispatches every token (tp x the dispatch
+#                            and expert work) and the reduce-scatter sums tp copies of the routed output. Refused, not
+#                            priced: the run is not the model's (rules2's reading, confirmed; issue 22)
+#   TORCHTITAN_FSDP_MESH     models/llama3/infra/parallelize.py l. 125-152 (and the other models' parallelize): FSDP is
+#                            applied where parallel_dims.fsdp_enabled = dp_shard > 1 or cp > 1 (distributed/parallel_dims.py
+#                            l. 334-335), over the dp_shard x cp ranks; so a sharded mode with dp_shard x cp = 1 runs
+#                            no FSDP (the plan torchtitan runs is the unsharded one), and an unsharded plan with
+#                            cp > 1 runs FSDP over the cp ranks (issue 22's export sweep: fit ranked fsdp2 at dp 1,
+#                            which reads back from the TOML as ddp)
 LATER_FIRST_CODE = 48
 # deepseek-ai/DeepEP main @567632d (2026-02-03, what torchtitan @e347b1e5e installs: its README points at main,
 # no pinned commit) deep_ep/buffer.py get_dispatch_config / get_combine_config l. 245-259, 275-289: the EP sizes
@@ -606,7 +618,39 @@ LATER_RULES: tuple[StartupRule, ...] = (
         "choose ep among 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 144, 160, or moe_dispatcher alltoall",
         lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) > 1)
         & ~np.isin(np.asarray(p.ep), np.asarray(TORCHTITAN_DEEPEP_SIZES))),
+    StartupRule(
+        "TORCHTITAN_DEEPEP_TP", "torchtitan",
+        "torchtitan's DeepEP backend with TP > 1 leaves every token on every TP rank: each rank dispatches all of them "
+        "and the routed outputs, marked Partial over TP, are summed tp times",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama4/infra/parallelize.py apply_moe_ep_tp l. 517-556 (the MoE input "
+        "all-gathered over TP, PrepareModuleInputOutput Shard(1) -> Replicate, output Partial; the tokens split again "
+        "only by ReordererSequenceParallel on moe.reorderer) and torchtitan/models/moe/moe_deepep.py DeepEPMoE.__init__ "
+        "l. 36-37 (self.reorderer = None: nothing splits them) with distributed/expert_parallel.py DeepEPExpertParallel "
+        "(dispatch over the EP group of all the rank's tokens)",
+        "set tp 1 with moe_dispatcher deepep, or moe_dispatcher alltoall (expert_parallel_comm_backend \"standard\")",
+        lambda m, s, p: tt_deepep(m, s) & (np.asarray(p.ep) > 1) & (np.asarray(p.tp) > 1)),
+    StartupRule(
+        "TORCHTITAN_FSDP_MESH", "torchtitan",
+        "torchtitan applies FSDP exactly where dp_shard x cp > 1: a sharded mode over one rank runs unsharded, and an "
+        "unsharded plan with cp > 1 is sharded over the cp ranks",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py l. 334-335 (fsdp_enabled = dp_shard_enabled or "
+        "cp_enabled) and torchtitan/models/llama3/infra/parallelize.py parallelize_llama l. 125-152 (apply_fsdp over the "
+        "dp_shard x cp mesh where fsdp_enabled, else apply_ddp)",
+        "with dp x cp = 1 use sharding none (torchtitan's plan there); with cp > 1 use fsdp or hsdp",
+        lambda m, s, p: _tt_fsdp_mesh(s, p)),
 )
+
+
+def _tt_fsdp_mesh(stack, plan) -> np.ndarray:
+    """TORCHTITAN_FSDP_MESH: where the plan's sharding mode is not what torchtitan applies for its
+    degrees: a sharded mode (any but ddp) whose dp_shard x cp ranks (hsdp: shard_group x cp) are
+    one, or ddp with cp > 1."""
+    cp = np.asarray(plan.cp)
+    shard = np.where(mode_is(stack, plan, "hsdp"), np.asarray(plan.shard), np.asarray(plan.dp)) * cp
+    ddp = mode_is(stack, plan, "ddp")
+    return (~ddp & (shard <= 1)) | (ddp & (cp > 1))
+
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -679,7 +723,9 @@ def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
 # plan.apply_moe_dispatcher), and the dispatchers they restrict: fit's dispatcher search (search.py
 # dispatcher_settings) tries such a dispatcher only where dispatcher_broken is false, and builds its
 # space on one they never restrict
-DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",)}
+DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",), "TORCHTITAN_DEEPEP_EP": ("deepep",),
+                    "TORCHTITAN_DEEPEP_ETP": ("deepep",), "TORCHTITAN_DEEPEP_GROUP": ("deepep",),
+                    "TORCHTITAN_DEEPEP_TP": ("deepep",)}
 
 
 def dispatcher_broken(model, stack, plan) -> np.ndarray:

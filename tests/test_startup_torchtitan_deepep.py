@@ -46,6 +46,8 @@ def test_the_stack_lists_what_torchtitan_runs():
     (dict(ep=1), "TORCHTITAN_DEEPEP_EP"),                     # ValueError: DeepEP requires ep_degree > 1
     (dict(tp=2, ep=64, etp=2, sequence_parallel=True), "TORCHTITAN_DEEPEP_ETP"),  # NotImplementedError with ETP
     (dict(ep=256), "TORCHTITAN_DEEPEP_GROUP"),                # 256 ranks: not in DeepEP's table (nor <= 160)
+    # DeepEPMoE has no reorderer to split the TP-gathered tokens (moe_deepep.py l. 36-37): issue 22
+    (dict(tp=2, ep=64, etp=1, sequence_parallel=True), "TORCHTITAN_DEEPEP_TP"),
 ])
 def test_each_rule_refuses_its_job(kw, rule):
     with pytest.raises(PlannerError) as e:
@@ -54,13 +56,15 @@ def test_each_rule_refuses_its_job(kw, rule):
     assert "@e347b1e5e" in e.value.message and e.value.hint
 
 
-@pytest.mark.parametrize("kw", [dict(ep=64), dict(ep=32), dict(tp=2, ep=64, etp=1, sequence_parallel=True)])
+@pytest.mark.parametrize("kw", [dict(ep=64), dict(ep=32)])
 def test_neighbouring_jobs_run(kw):
-    """EP 64 and 32 (listed sizes) at expert TP 1 run, attention TP 2 included (the EP group is
-    ep ranks: etp 1); the alltoall dispatcher runs EP 256, ep 1 and expert TP 2 alike."""
+    """EP 64 and 32 (listed sizes) at expert TP 1 and attention TP 1 run (attention TP 2 is
+    TORCHTITAN_DEEPEP_TP); the alltoall dispatcher runs EP 256, ep 1, expert TP 2 and attention TP 2
+    with expert TP 1 alike."""
     settings, plan, _ = resolve(Job(**{**V3, **kw}))
     assert settings.moe_dispatcher == "deepep" and int(plan.ep) == kw["ep"]
-    for other in (dict(ep=256), dict(ep=1), dict(tp=2, ep=64, etp=2, sequence_parallel=True)):
+    for other in (dict(ep=256), dict(ep=1), dict(tp=2, ep=64, etp=2, sequence_parallel=True),
+                  dict(tp=2, ep=64, etp=1, sequence_parallel=True)):
         settings, _, _ = resolve(Job(**{**V3, "moe_dispatcher": "alltoall", **other}))
         assert settings.moe_dispatcher == "alltoall"
 
@@ -121,6 +125,7 @@ def test_fit_drops_the_rows_with_the_counted_reason():
     for row in res.rows:
         p = row["plan"]
         assert p["moe_dispatcher"] == "deepep" and p["ep"] in TORCHTITAN_DEEPEP_SIZES and (p.get("etp") or p["tp"]) == 1, p
+        assert p["tp"] == 1, p  # TORCHTITAN_DEEPEP_TP
     counted = " ".join(res.counts.reasons)
     for text in ("needs expert parallelism", "runs without expert TP", "which DeepEP's config tables take"):
         assert text in counted, res.counts.reasons

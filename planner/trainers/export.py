@@ -121,31 +121,27 @@ def _mode_index(plan: dict) -> int:
 
 
 def _check_runnable(plan: dict) -> None:
-    """The plan passes plan.rule_codes with the stack's runs and its trainer's start-up rules:
-    an exported file the trainer would refuse is never written."""
-    from ..catalog import load_stack
-    from ..plan import OK, apply_pp_p2p_overlap, rule_codes, rule_reasons
+    """The plan passes the checks `planner explain` runs on it: its job (search.plan_job_fields,
+    the model and hardware files it was priced with) resolved again by plan.resolve, which builds
+    the PlanArrays and the stack (the job's options laid on it) and runs plan.rule_codes with the
+    stack's runs and its trainer's start-up rules. One check, so `explain`, `check`, `fit` and
+    `export` cannot disagree on its inputs (issue 22: a copy here lacked PlanArrays.split_front, so
+    DeepSeek-V3 on torchtitan pp 8, torchtitan's own front-loaded split, was refused under
+    TORCHTITAN_PP_SPLIT). An exported file the trainer would refuse is never written."""
+    from ..catalog import validate
+    from ..plan import resolve
+    from ..schema import Job
+    from ..search import plan_job_fields
 
-    from types import SimpleNamespace
-
-    from ..cp_comm_type import apply_cp_comm_type
-
-    # the plan's context-parallel variant as resolve applies it (planner/cp_comm_type.py: rule CP_A2A_HEADS)
-    stack = apply_cp_comm_type(SimpleNamespace(cp_comm_type=plan.get("cp_comm_type"),
-                                               hierarchical_cp_sizes=plan.get("hierarchical_cp_sizes")), load_stack(plan["stack"]))
-    # and its p2p overlap (plan.apply_pp_p2p_overlap: rule MEGATRON_P2P_OVERLAP_PP)
-    stack = apply_pp_p2p_overlap(SimpleNamespace(pp_p2p_overlap=plan.get("pp_p2p_overlap")), stack)
-    # and moe_act without the grouped GEMM (recompute_modules.apply_modules: rule MEGATRON_MOE_ACT_GROUPED_GEMM)
-    if "moe_act" in (plan.get("recompute_modules") or ()) and not plan.get("moe_grouped_gemm"):
-        stack = stack.model_copy(update={"selective": stack.selective.model_copy(update={"ungrouped_moe_act": True})})
-    # and the MoE dispatcher it was priced with (plan.apply_moe_dispatcher: rules MEGATRON_DEEPEP_GROUP, TORCHTITAN_DEEPEP_*)
-    if plan.get("moe_dispatcher") and plan["moe_dispatcher"] != stack.defaults.moe_dispatcher:
-        stack = stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"moe_dispatcher": plan["moe_dispatcher"]})})
-    code = int(rule_codes(_model(plan), plan["gpus"], stack, _plan_arrays(plan)))
-    if code != OK:
-        reasons = rule_reasons(stack, plan.get("microbatch_group") or 0)
-        raise PlannerError(f"export: the plan breaks a rule of stack {plan['stack']}: {reasons[code]}",
-                           "export a plan that `planner explain` accepts on that stack")
+    fields = plan_job_fields(plan)
+    for key in ("model", "hardware"):  # the files it was priced with (plan_dict model_file / hardware_file)
+        if plan.get(f"{key}_file"):
+            fields[key] = plan[f"{key}_file"]
+    try:
+        resolve(validate(Job, fields, "export: the plan"))
+    except PlannerError as e:
+        raise PlannerError(f"export: the plan breaks a rule of stack {plan.get('stack')}: {e.message}",
+                           e.hint or "export a plan that `planner explain` accepts on that stack") from None
 
 
 def plan_signature(plan: dict) -> dict:
@@ -273,7 +269,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
                          "fsdp2_reshard_always and hsdp (stack_db torchtitan runs.sharding)", "price it on --stack torchtitan")
     par = {"data_parallel_replicate_degree": rep, "data_parallel_shard_degree": sh, "tensor_parallel_degree": tp,
            "pipeline_parallel_degree": pp, "context_parallel_degree": cp, **par}
-    if sh > 1:
+    if sh * cp > 1:  # FSDP runs over dp_shard x cp (startup.py TORCHTITAN_FSDP_MESH)
         par["fsdp_reshard_after_forward"] = {"fsdp2_no_reshard": "never", "fsdp2_reshard_always": "always"}.get(mode, "default")
     if plan.get("ep", 1) > 1:  # torchtitan [parallelism] expert_parallel_degree; its ETP default is 1, not tp
         par["expert_parallel_degree"] = plan["ep"]
@@ -294,9 +290,11 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         if -(-units // lps) == stages:
             par["pipeline_parallel_layers_per_stage"] = lps
         elif vpp != (2 if plan["schedule"] == "interleaved" else 1):
-            raise _refuse(F, f"{units} layers (with the counted ends) on {stages} pipeline stages: no "
-                             "pipeline_parallel_layers_per_stage gives that many (stages = ceil(layers / it))",
-                          "price a pp x vpp whose stage count torchtitan can spell")
+            # no layers_per_stage gives that many stages (stages = ceil(layers / it)): the same placement as
+            # torchtitan's stage lists (issue 22's export sweep: 126 + 0 layers on 16 x 4 stages)
+            from .torchtitan import fqns_per_model_part
+
+            par["module_fqns_per_model_part"] = fqns_per_model_part(stages, L, wf, wl)
     if tp > 1:
         par["enable_async_tensor_parallel"] = bool(plan.get("tp_comm_overlap"))
     elif plan.get("tp_comm_overlap"):

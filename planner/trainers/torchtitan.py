@@ -111,6 +111,29 @@ CP_ROTATE_METHODS = ("allgather", "alltoall")
 # moe_dispatcher (stack_db torchtitan runs.moe_dispatchers; export.py TORCHTITAN_DISPATCHERS writes it back)
 COMM_BACKENDS = {"standard": "alltoall", "deepep": "deepep"}
 
+def fqns_per_model_part(num_stages: int, num_layers: int, input_weight: int = 1, output_weight: int = 1) -> list[list[str]]:
+    """torchtitan's own placement of an LLM's modules on its pipeline stages, as
+    [parallelism] module_fqns_per_model_part spells it: pytorch/torchtitan @e347b1e5e
+    torchtitan/distributed/pipeline_parallel.py generate_llm_fqn_per_model_part l. 236-334
+    (num_layers + the two weights effective layers, floor per stage, one more on each of the
+    first `remainder` stages; the first less input_weight, the last less output_weight). The
+    planner prices this split (stack_db torchtitan pipeline_split front, pipeline.stage_layers);
+    the export writes it where no pipeline_parallel_layers_per_stage gives the stage count
+    (ceil(layers / it) stages), and the reader takes it back only in this form."""
+    if num_stages == 1:
+        return [["tok_embeddings"] + [f"layers.{i}" for i in range(num_layers)] + ["norm", "output"]]
+    units = num_layers + input_weight + output_weight
+    base, extra = divmod(units, num_stages)
+    parts, layer = [], 0
+    for k in range(num_stages):
+        n = base + (k < extra) - (input_weight if k == 0 else output_weight if k == num_stages - 1 else 0)
+        take = list(range(layer, min(layer + max(n, 0), num_layers)))
+        layer += len(take)
+        parts.append((["tok_embeddings"] if k == 0 else []) + [f"layers.{i}" for i in take]
+                     + (["norm", "output"] if k == num_stages - 1 else []))
+    return parts
+
+
 MODELLED = {
     "model": {"name", "flavor", "converters"},
     "training": {"local_batch_size", "batch_size", "global_batch_size", "seq_len", "steps", "compile", "dtype",
@@ -121,7 +144,7 @@ MODELLED = {
                     "enable_async_tensor_parallel", "expert_parallel_degree", "expert_tensor_parallel_degree",
                     "fsdp_reshard_after_forward", "pipeline_parallel_first_stage_less_layers",
                     "pipeline_parallel_last_stage_less_layers", "context_parallel_rotate_method",
-                    "expert_parallel_comm_backend"},
+                    "expert_parallel_comm_backend", "module_fqns_per_model_part"},
     "activation_checkpoint": {"mode", "selective_ac_option"},
     "compile": {"enable", "components"},
     "float8": {"recipe_name", "enable_fsdp_float8_all_gather", "precompute_float8_dynamic_scale_for_fsdp", "filter_fqns"},
@@ -315,9 +338,11 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if ep > 1:  # torchtitan's expert_tensor_parallel_degree defaults to 1 (job_config.py @e347b1e5e)
         job["etp"] = deg("expert_tensor_parallel_degree", 1)
     reshard = par.get("fsdp_reshard_after_forward", "default")
-    if shard > 1 and rep > 1:
+    # FSDP over the dp_shard x cp ranks where that is more than one (distributed/parallel_dims.py @e347b1e5e
+    # l. 334-335 fsdp_enabled = dp_shard > 1 or cp > 1; models/llama3/infra/parallelize.py l. 125-152)
+    if shard * cp > 1 and rep > 1:
         job.update(sharding="hsdp", shard_group=shard, sharding_mode="hsdp")
-    elif shard > 1:
+    elif shard * cp > 1:
         # stack_db torchtitan runs.sharding: "never" keeps the parameters from the forward to the
         # backward (fsdp2_no_reshard, an fsdp mode that gathers once per micro-batch)
         # "always" under PP reshards every unit after each forward (fsdp2_reshard_always); without PP
@@ -366,7 +391,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}[parallelism] pipeline_parallel_first_stage_less_layers {wf}: weights other than "
                                "0 and 1 are not modelled", "use 0 or 1 (the embedding counted as a layer or not)")
         job.update(split_fields(wf, wl))
-        if lps is not None:
+        fqns = par.get("module_fqns_per_model_part")
+        if fqns is not None:
+            vpp = _fqn_stages(where, fqns, lps, pp, L, wf, wl)
+        elif lps is not None:
             lps = _int(where, "[parallelism] pipeline_parallel_layers_per_stage", lps)
             stages = math.ceil((L + wf + wl) / lps)
             if stages % pp:
@@ -504,6 +532,28 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+
+
+def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int:
+    """vpp from [parallelism] module_fqns_per_model_part (one list of module names per stage;
+    pipeline_parallel.py @e347b1e5e pipeline_module_split: stages = its length, a multiple of pp),
+    which must be torchtitan's generated placement for that many stages (fqns_per_model_part):
+    another placement is not what the planner prices."""
+    if lps is not None:
+        raise PlannerError(f"{where}[parallelism] module_fqns_per_model_part and pipeline_parallel_layers_per_stage both "
+                           "given", "give one of them: the module lists place the stages themselves")
+    if not isinstance(fqns, list) or not fqns or not all(isinstance(x, list) and all(isinstance(n, str) for n in x)
+                                                         for x in fqns):
+        raise PlannerError(f"{where}[parallelism] module_fqns_per_model_part = {_short(fqns)} is not a list of lists of "
+                           "module names", "write one list of module names per pipeline stage")
+    if len(fqns) % pp:
+        raise PlannerError(f"{where}[parallelism] module_fqns_per_model_part has {len(fqns)} stages, not a multiple of "
+                           f"pipeline_parallel_degree {pp}", "give pp x vpp stage lists (pipeline_module_split asserts it)")
+    if fqns != fqns_per_model_part(len(fqns), L, wf, wl):
+        raise PlannerError(f"{where}[parallelism] module_fqns_per_model_part: a placement other than torchtitan's generated "
+                           f"one for {len(fqns)} stages and end weights {wf}, {wl} is not modelled",
+                           "leave the stage lists to torchtitan (pipeline_parallel_layers_per_stage or its default)")
+    return len(fqns) // pp
 
 
 def _comm_backend(where: str, par: dict, job: dict, assumed: list, ignored: list) -> None:
