@@ -100,12 +100,15 @@ def test_settings_with_no_effect_are_counted_not_listed(cli):
 
 
 def test_not_modelled_settings_of_one_reason_share_it(cli):
-    """DeepSpeed's eight bucket and prefetch keys: the reason once, after the eight."""
+    """DeepSpeed's ZeRO-3 keys the planner does not price: the reason once, after them (the
+    bucket, prefetch, live-parameter, persistence and contiguous-gradient keys are read into
+    deepspeed_zero3 and priced, memory.py [z3]: not listed)."""
     r = cli("explain", DS3, "--model", "llama3-8b", "--gpus", 8)
     assert r.exit_code == 0, r.stderr
     assert r.stderr.count("(buckets, prefetch and persistence change memory and overlap; not priced)") == 1
-    assert ("zero_optimization.contiguous_gradients=true, zero_optimization.sub_group_size=1000000000, "
-            "zero_optimization.reduce_bucket_size=500000000") in r.stderr
+    assert ("zero_optimization.sub_group_size=1000000000, zero_optimization.stage3_gather_16bit_weights_on_model_save=true "
+            "(buckets") in r.stderr
+    assert "reduce_bucket_size" not in r.stderr and "contiguous_gradients" not in r.stderr
 
 
 def test_group_by_reason_keeps_nested_parentheses():
