@@ -68,10 +68,17 @@ rule restricts, so every candidate runs it); another is tried where ep > 1 and i
 best_variants' bound as a TP-overlap variant is (it changes only DISPATCHER_TERMS besides TPO_TERMS,
 checked bit for bit), the bound tightened on the best steps found so far and on the prefilter's k-th
 (_seed_steps, _first_orders' cap). Each row is priced with its dispatcher's Settings (rows_of).
+best_variants prices a dispatcher's variants (its TP-overlap and fp8-recipe ones: one Settings) in one
+step_times call (_variant_groups: each step_time call pays a fixed cost for its collectives), and a
+variant's dispatcher memory on a space of the candidates' base rows alone (_few_memory: memory_totals
+pays per call for every base row of its space).
 
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
-instead of pricing those candidates again (the same function of the same candidate).
+instead of pricing those candidates again (the same function of the same candidate). With a
+dispatcher search, the seed's candidates whose every variant _seed_steps priced (the probe's, and
+those its bounded run deferred nothing of) keep their choice too (_seed_steps' known, _first_orders'),
+and the probe's candidates are left out of the seed's bounded run, which starts from their best steps.
 
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
 (space.py) counted once, a rank order being part of a candidate; prefilter_dropped: of the
@@ -376,9 +383,12 @@ TPO_TERMS = ("tp_comm", "bubble")
 # The terms a variant that differs from variant 0 only in TP overlap and the MoE dispatcher may change
 # besides (fit's dispatcher search): the dispatch and combine (step.ep_comm), the expert-TP pair the flex
 # dispatchers do without (step.etp_pair, in tp_comm), the host synchronisation (step.moe_host, which
-# differs between dispatchers only padded to capacity), and the bubble that holds them; checked bit for
-# bit as TPO_TERMS are.
-DISPATCHER_TERMS = ("ep_comm", "moe_host")
+# differs between dispatchers only padded to capacity), the bubble that holds them, and the pipeline's
+# blocking warm-up and flush sends (step.pp_warmup_flush, in pp_comm: one more forward chunk with the
+# EP overlap, plan.ep_comm_overlap, which allgather runs without: Qwen3-30B-A3B / 128 B200 fp8's
+# interleaved plans; without it there the check failed and every variant was priced unbounded);
+# checked bit for bit as TPO_TERMS are.
+DISPATCHER_TERMS = ("ep_comm", "moe_host", "pp_comm")
 BOUND_MARGIN = 1e-6  # relative: a bound prunes only what lies this far past the k-th (far beyond rank_key's 1e-9)
 
 
@@ -445,16 +455,16 @@ def _dispatcher_memory(space: Space, bidx, rcidx, fm, out) -> None:
 
 class _LazyFit:
     """Where each stack variant fits (variant 0's memory fm + variant_memory <= usable) for fit's
-    dispatcher search, its dispatcher part (_dispatcher_memory: memory_totals in full) priced only on the
-    candidates best_variants tries the variant on, each once (a cache shared by every view `take` gives);
-    the rest of variant_memory (TP overlap, fp8 recipes) priced up front. The same bytes as
-    variant_memory's, where priced."""
+    dispatcher search, variant_memory priced only on the candidates best_variants tries a variant
+    on, each once (caches shared by every view `take` gives): its dispatcher part (_dispatcher_memory:
+    memory_totals in full, with that dispatcher's Settings) and the rest (TP overlap, fp8 recipes:
+    variant_memory without it). The same bytes as variant_memory's, where priced."""
 
     def __init__(self, space: Space, fb, fr, fm, usable, root=None, at=None):
         self.space, self.usable = space, usable
         if root is None:
             self.fb, self.fr, self.fm = fb, fr, fm
-            self.fixed = variant_memory(space, fb, fr, fm, dispatchers=False)
+            self.fixed = np.full((len(space.variants), len(fb)), np.nan)
             self.cache = {int(c): np.full(len(fb), np.nan) for c in set(space.variants[:, DISPATCHER_COLUMN].tolist())}
             self.ep = np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[fb]
             root, at = self, np.arange(len(fb))
@@ -469,16 +479,17 @@ class _LazyFit:
     def extra(self, v: int, idx) -> np.ndarray:
         """variant_memory's bytes of variant v on this view's candidates idx."""
         r, pos = self.root, self.at[idx]
+        need = np.unique(pos[np.isnan(r.fixed[0, pos])])
+        if len(need):  # (each candidate's bytes are its own: variant_memory works element by element)
+            r.fixed[:, need] = variant_memory(self.space, r.fb[need], r.fr[need], r.fm[need], dispatchers=False)
         out = r.fixed[v, pos].copy()
         code, d0 = int(self.space.variants[v, DISPATCHER_COLUMN]), int(self.space.variants[0, DISPATCHER_COLUMN])
         if code == d0:
             return out
         cache = r.cache[code]
-        need = pos[np.isnan(cache[pos]) & (r.ep[pos] > 1)]
-        need = np.unique(need)
+        need = np.unique(pos[np.isnan(cache[pos]) & (r.ep[pos] > 1)])
         if len(need):
-            st = self.space.dispatchers[code]
-            cache[need] = memory_totals(replace(self.space, settings=st, dispatchers=None), r.fb[need], r.fr[need]) - r.fm[need]
+            cache[need] = _few_memory(self.space, self.space.dispatchers[code], r.fb[need], r.fr[need]) - r.fm[need]
         return out + np.where(r.ep[pos] > 1, np.nan_to_num(cache[pos]), 0.0)
 
     def fits(self, v: int, idx) -> np.ndarray:
@@ -491,6 +502,16 @@ class _LazyFit:
             i = np.flatnonzero(fv == v)
             out[i] = self.extra(int(v), i)
         return out
+
+
+def _few_memory(space: Space, settings: Settings, bidx, rcidx) -> np.ndarray:
+    """memory_totals with `settings` of a few candidates, on a space of their base rows alone:
+    memory_totals pays on every call for every base row of its space (its row masks and columns:
+    ~18 ms on DeepSeek-V3 / 2,048 H800's 2.8M rows, whatever the candidates), and each candidate's
+    memory is its own (memory_totals' docstring), so the numbers are the same."""
+    rows, at = np.unique(bidx, return_inverse=True)
+    sub = replace(space, base=space.base.take(rows), settings=settings, dispatchers=None)
+    return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 
 def _chosen(extra, fv) -> np.ndarray:
@@ -544,32 +565,58 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     # dispatcher search, the dispatcher): they change only _bound_terms
     cols = [0] + ([DISPATCHER_COLUMN] if space.dispatchers is not None else [])
     only_tpo = lambda v: bool(np.array_equal(np.delete(space.variants[v], cols), np.delete(space.variants[0], cols)))  # noqa: E731
-    for v in range(1, len(space.variants)):
-        ok = space.variant_ok(space.plans(bidx, rcidx), v)
-        if isinstance(fit, np.ndarray):
-            ok &= fit[v]
-        if only_tpo(v):
-            if bound is not None and space.dispatchers is not None:
-                # the bound on the best steps found so far (real steps of these candidates: their k-th
-                # is still >= the final k-th), tighter after each variant that lowered some
-                tight = can & bound(step, rest0)
-            deferred |= ok & can & ~tight
-            ok &= tight
-        ok = np.flatnonzero(ok)
-        if fit is not None and not isinstance(fit, np.ndarray):  # a _LazyFit: priced on these candidates only
-            ok = ok[fit.fits(v, ok)]
+    plan = space.plans(bidx, rcidx)
+    for group in _variant_groups(space):
+        if bound is not None and space.dispatchers is not None and any(only_tpo(v) for v in group):
+            # the bound on the best steps found so far (real steps of these candidates: their k-th
+            # is still >= the final k-th), tighter after each group that lowered some
+            tight = can & bound(step, rest0)
+        at = []
+        for v in group:
+            ok = space.variant_ok(plan, v)
+            if isinstance(fit, np.ndarray):
+                ok &= fit[v]
+            if only_tpo(v):
+                deferred |= ok & can & ~tight
+                ok &= tight
+            ok = np.flatnonzero(ok)
+            if fit is not None and not isinstance(fit, np.ndarray):  # a _LazyFit: priced on these candidates only
+                ok = ok[fit.fits(v, ok)]
+            at.append(ok)
+        vv = np.repeat(np.asarray(group, dtype=np.int64), [len(a) for a in at])
+        ok = np.concatenate(at)
         if not len(ok):
             continue
-        s2, f2, r2 = step_times(space, bidx[ok], rcidx[ok], order[ok], v, rest=True)
-        if bound is not None and only_tpo(v) and not (np.array_equal(r2, rest0[ok]) and np.all(s2 >= r2)):
+        s2, f2, r2 = step_times(space, bidx[ok], rcidx[ok], order[ok], vv, rest=True)
+        m = np.isin(vv, [v for v in group if only_tpo(v)])
+        if bound is not None and not (np.array_equal(r2[m], rest0[ok[m]]) and np.all(s2[m] >= r2[m])):
             # the cost model no longer has the facts the bound rests on: no bound
             out = best_variants(space, bidx, rcidx, order, can=can, v0=v0, fit=fit)
             return out[:5] + (False, can, v0)
         evaluated += len(ok)
-        better = s2 < step[ok]
-        j = ok[better]
-        var[j], step[j], floor[j] = v, s2[better], f2[better]
+        for v in group:  # in variant order, so that the first strictly faster wins, as one variant at a time
+            i = np.flatnonzero(vv == v)
+            better = s2[i] < step[ok[i]]
+            j = ok[i[better]]
+            var[j], step[j], floor[j] = v, s2[i[better]], f2[i[better]]
     return var, step, floor, evaluated, deferred, True, can, v0
+
+
+def _variant_groups(space: Space) -> list:
+    """best_variants' order of work: the stack variants after variant 0, one at a time, or with a
+    dispatcher search in runs of one dispatcher (its TP-overlap and fp8-recipe variants: one Settings,
+    space.settings_of), each run priced by one step_times call (each step_time call pays a fixed cost
+    for its collectives, TIME_CHUNK's comment: measured ~13 ms on DeepSeek-V3 / 2,048 H800)."""
+    if space.dispatchers is None:
+        return [[v] for v in range(1, len(space.variants))]
+    codes = space.variants[:, DISPATCHER_COLUMN]
+    out = []
+    for v in range(1, len(space.variants)):
+        if out and codes[v] == codes[out[-1][-1]]:
+            out[-1].append(v)
+        else:
+            out.append([v])
+    return out
 
 
 def _objective(kind: str, settings: Settings, space: Space, step, memory, bidx) -> np.ndarray:
@@ -611,7 +658,7 @@ def _top(keys: tuple, k: int) -> np.ndarray:
 
 
 def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: int, keep_feasible: bool, c: Counts,
-                  extra=None, v0=None, cap=np.inf):
+                  extra=None, v0=None, cap=np.inf, known=None):
     """Steps 3 and 4 of the module docstring, up to the other orders' evaluation: each fitting
     candidate's variant, step and floor at its first distinct order (best_variants, with its
     bounds unless every feasible candidate is kept; a variant only where it fits, fm + extra
@@ -619,7 +666,9 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
     that can still reach the top k. A candidate whose variant choice was deferred
     (best_variants' bound) is resolved before any other order of it is evaluated. v0: variant
     0's (step, floor, rest) at the first order where the caller has them (_prefilter's seed,
-    search_one), else priced here (best_variants)."""
+    search_one), else priced here (best_variants). known (optional, with v0 and the bounds): (exact,
+    variant, step, floor) of candidates whose choice is already made as an unbounded best_variants makes
+    it (_seed_steps' exact ones): taken, not priced again (the same function of the same candidate)."""
     settings = space.settings
     reach = bound = None
     if not keep_feasible and objective != "memory":
@@ -636,8 +685,15 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
             return obj(rest0) <= kth0(step0) * (1.0 + BOUND_MARGIN)
     fit = None if extra is None else (fm + extra <= mem.capacity(settings)[1] if isinstance(extra, np.ndarray) else extra)
     priced = len(fb) if v0 is None else 0  # variant 0 at the first order, priced by best_variants
+    if known is not None and reach is not None:  # the known candidates start at their best, left out of the run
+        done, reach0 = known[0], reach
+        v0 = tuple(np.array(x, dtype=np.float64) for x in v0)
+        v0[0][done], v0[1][done] = known[2][done], known[3][done]
+        reach = lambda st, fl: reach0(st, fl) & ~done  # noqa: E731
     fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit,
                                                                       v0=v0)
+    if known is not None and reach is not None:
+        fv[done] = known[1][done]
     c.time_evaluations = priced + evals
     c.bound_fallback |= not held
     if extra is not None:  # the chosen variant's memory (memory: no bound, nothing deferred)
@@ -709,15 +765,16 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     fit = fm[seed] + fit <= mem.capacity(settings)[1] if isinstance(fit, np.ndarray) else fit
     if space.dispatchers is None:
         _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
+        seed_best = None
     else:
-        s0, seed_v0 = _seed_steps(space, fb[seed], fr[seed], fm[seed], first_order[seed], low[seed], objective, top, fit)
+        s0, seed_v0, seed_best = _seed_steps(space, fb[seed], fr[seed], fm[seed], first_order[seed], low[seed], objective, top, fit)
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
     k = top
     k0 = np.partition(_objective(objective, settings, space, s0, fm[seed], fb[seed]), k - 1)[k - 1]
     keep = _objective(objective, settings, space, low, fm, fb) <= k0 * (1.0 + BOUND_MARGIN)
-    return keep, low, len(seed), seed, seed_v0, k0
+    return keep, low, len(seed), seed, seed_v0, k0, seed_best
 
 
 # With a dispatcher search, the seed's candidates of the lowest floors whose every variant _seed_steps
@@ -726,26 +783,37 @@ PREFILTER_PROBE = 512
 
 
 def _seed_steps(space: Space, b, r, m, order, low, objective: str, top: int, fit) -> tuple:
-    """(best step, variant 0's (step, floor, rest)) of the seed's candidates at their first order, with
+    """(best step, variant 0's (step, floor, rest), known) of the seed's candidates at their first order, with
     a dispatcher search (where every dispatcher but variant 0's is a variant best_variants bounds): the
     PREFILTER_PROBE candidates of the lowest floors priced with every variant, their k-th best objective
     `cap` a real k-th best, so >= the seed's; then the seed with best_variants' bounds at the lesser of
     cap and the k-th best found so far (a variant that changes only _bound_terms cannot bring a candidate
     below it where variant 0's rest already exceeds it, so the seed's k-th best is the unbounded one's; a
-    candidate left at variant 0's step there has a best step above it)."""
+    candidate left at variant 0's step there has a best step above it). known: (exact, variant, step,
+    floor): where exact, the candidate's choice as best_variants makes it unbounded (_first_orders reuses it)."""
     settings = space.settings
     v0 = step_times(space, b, r, order, rest=True)
     obj = lambda x, i=slice(None): _objective(objective, settings, space, x, m[i], b[i])  # noqa: E731
-    cap = np.inf
+    cap, probed, start = np.inf, np.zeros(len(b), dtype=bool), v0
     if len(b) > 4 * PREFILTER_PROBE:
         p = np.argpartition(low, PREFILTER_PROBE - 1)[:PREFILTER_PROBE]
-        _, sp, *_ = best_variants(space, b[p], r[p], order[p], fit=_sub(fit, p),
-                                  v0=tuple(np.asarray(x)[p] for x in v0))
+        vp, sp, fp, *_ = best_variants(space, b[p], r[p], order[p], fit=_sub(fit, p),
+                                      v0=tuple(np.asarray(x)[p] for x in v0))
         cap = np.partition(obj(sp, p), top - 1)[top - 1]
+        # the probe's candidates keep their best step (the seed's bounded run leaves them out): each
+        # step then lies between the unbounded and the bounded run's, so the k-th best is theirs
+        probed[p] = True
+        start = tuple(np.array(x, dtype=np.float64) for x in v0)
+        start[0][p], start[1][p] = sp, fp
     kth = lambda step0: min(np.partition(obj(step0), top - 1)[top - 1], cap)  # noqa: E731
-    _, s0, *_ = best_variants(space, b, r, order, fit=fit, v0=v0, reach=lambda st, fl: obj(fl) <= kth(st),
-                              bound=lambda st, rest0: obj(rest0) <= kth(st) * (1.0 + BOUND_MARGIN))
-    return s0, v0
+    var, s0, f0, _, deferred, _, can, _ = best_variants(
+        space, b, r, order, fit=fit, v0=start, reach=lambda st, fl: (obj(fl) <= kth(st)) & ~probed,
+        bound=lambda st, rest0: obj(rest0) <= kth(st) * (1.0 + BOUND_MARGIN))
+    if probed.any():
+        var[p] = vp
+    # exact: the candidates whose every variant that runs and fits was priced (the probe's; those the
+    # bounded run tried and deferred nothing of): their choice is an unbounded run's
+    return s0, v0, ((can & ~deferred) | probed, var, s0, f0)
 
 
 def floor_variants(space: Space) -> tuple:
@@ -788,10 +856,11 @@ def candidate_floors(space: Space, fb: np.ndarray, fr: np.ndarray, variants: tup
     return low.take(index)
 
 
-def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0) -> tuple:
+def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0, seed_best=None) -> tuple:
     """Variant 0's (step, floor, rest) at the first order of the candidates _prefilter keeps:
     its seed's figures where it priced them (the same function of the same candidate: the same
-    numbers), step_times on the others; and how many of them step_times priced."""
+    numbers), step_times on the others; how many of them step_times priced; and seed_best (_seed_steps'
+    known: exact, variant, step, floor) at the kept candidates, exact False where not seeded (or None)."""
     at = np.full(len(keep), -1, dtype=np.int64)
     at[seed] = np.arange(len(seed))
     at = at[keep]  # each kept candidate's place in the seed, -1 where it was not seeded
@@ -801,7 +870,12 @@ def _kept_v0(space: Space, keep, kb, kr, ko, seed, seed_v0) -> tuple:
     for o, s, p in zip(out, seed_v0, priced):
         o[at >= 0] = np.asarray(s)[at[at >= 0]]
         o[new] = p
-    return out, len(new)
+    known = None
+    if seed_best is not None:
+        known = tuple(np.zeros(len(kb), dtype=np.asarray(x).dtype) for x in seed_best)
+        for o, s in zip(known, seed_best):
+            o[at >= 0] = np.asarray(s)[at[at >= 0]]
+    return out, len(new), known
 
 
 def _reason_text(key, reasons: dict, settings: Settings) -> str:
@@ -901,12 +975,13 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
                 if len(space.variants) > 1 else None)
     pre = _prefilter(space, fb, fr, fm, first_order, objective, top, keep_feasible, c, extra_of)
     if pre is not None:
-        keep, low, seeded, seed, seed_v0, k0 = pre
+        keep, low, seeded, seed, seed_v0, k0, seed_best = pre
         kb, kr, km, ko = fb[keep], fr[keep], fm[keep], first_order[keep]
         ke = None if extra_of is None else extra_of(np.flatnonzero(keep))
-        v0, priced = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0)
+        v0, priced, known = _kept_v0(space, keep, kb, kr, ko, seed, seed_v0, seed_best)
         fv, step1, floor1, ok = _first_orders(space, kb, kr, km, ko, objective, top, keep_feasible, c, ke, v0,
-                                              cap=k0 * (1.0 + BOUND_MARGIN) if space.dispatchers is not None else np.inf)
+                                              cap=k0 * (1.0 + BOUND_MARGIN) if space.dispatchers is not None else np.inf,
+                                              known=known)
         c.time_evaluations += seeded + priced
         if np.all(step1 >= low[keep]):
             c.prefilter_dropped = int(n_ord[fb[~keep]].sum())  # in candidates with their rank orders, as c.feasible

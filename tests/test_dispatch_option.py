@@ -162,3 +162,47 @@ def test_fit_searches_only_without_a_pinned_dispatcher(cli):
     assert {row["plan"]["moe_dispatcher"] for row in json.loads(r.stdout)} == {"alltoall"}
     r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--top", "1")
     assert r.exit_code == 0 and "MoE dispatcher searched" not in r.stderr
+
+
+def test_dispatcher_bound_holds_where_the_ep_overlap_moves_the_pipeline_warmup():
+    """fit's dispatcher search bounds a dispatcher variant by variant 0's step without the terms a
+    dispatcher changes (search.DISPATCHER_TERMS). allgather runs without the EP overlap
+    (plan.ep_comm_overlap), and with the overlap the interleaved schedule's blocking warm-up holds one
+    more forward chunk (step.pp_warmup_flush, in pp_comm): on Qwen3-30B-A3B / 128 B200 fp8 with PP 2 x
+    VPP 2 the pp_comm of allgather differs from alltoall's, so without pp_comm among those terms the
+    bound's bit-for-bit check failed and every variant was priced unbounded (Counts.bound_fallback).
+    The bounded ranking is the exhaustive one (keep_feasible prices every candidate, no bound)."""
+    from planner.search import fit
+    from planner.space import SpaceOptions
+
+    job = Job(model="qwen3-30b-a3b", gpus=128, hardware="b200", precision="fp8")
+    opts = SpaceOptions(pp=(2,), vpp=(2,), recompute=("none",))
+    res = fit(job, opts=opts, top=10, search_dispatchers=True)
+    assert not res.counts.bound_fallback
+    full = fit(job, opts=opts, top=10, search_dispatchers=True, keep_feasible=True)
+    assert [(r["plan"]["moe_dispatcher"], r["time"]["step_s"]) for r in res.rows] == \
+        [(r["plan"]["moe_dispatcher"], r["time"]["step_s"]) for r in full.rows]
+
+
+def test_few_memory_is_memory_totals_on_the_whole_space():
+    """search._few_memory (the dispatcher search's memory of a few candidates, on a space of their
+    base rows alone) gives memory_totals' bytes on the whole space, bit for bit, for another
+    dispatcher's Settings (DeepSeek-V3 / 2,048 H800, TP 4 or 8, PP 1: hybridep's buffers)."""
+    import numpy as np
+    from dataclasses import replace
+
+    from planner import dispatch
+    from planner.search import _few_memory, dispatcher_settings, memory_totals
+    from planner.space import OK, SpaceOptions, build_space, settings_for
+
+    job = Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096)
+    settings, gbs, seq, _ = settings_for(job)
+    disp, _ = dispatcher_settings(job, settings)
+    space = build_space(next(iter(disp.values())), gbs, seq, job.precision, SpaceOptions(tp=(4, 8), pp=(1,)))
+    rows = np.flatnonzero((space.codes == OK) & (np.broadcast_to(space.base.ep, np.shape(space.base.tp)) > 1))
+    b = np.repeat(rows[::7][:40], 2)  # a few rows, each twice, with two recompute choices
+    r = np.tile([0, len(space.recompute) - 1], len(b) // 2)
+    st = disp[dispatch.CODES["hybridep"]]
+    whole = memory_totals(replace(space, settings=st), b, r)
+    assert np.array_equal(_few_memory(space, st, b, r), whole)
+    assert not np.array_equal(whole, memory_totals(space, b, r))  # the dispatcher's bytes are in it
