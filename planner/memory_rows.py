@@ -569,6 +569,14 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     assumed.add("hardware", hw, "not a GPU trace; allocated bytes do not depend on the GPU")
     if row.world != row.fsdp * row.tp * row.pp:
         raise PlannerError(f"oracle row {row.id!r}: world {row.world} != fsdp x tp x pp {row.fsdp * row.tp * row.pp}")
+    if row.fsdp == 1:
+        # torchtitan 0.3.0 (the trace's) always applies FSDP, a no-op all-gather over one rank that still
+        # installs the mixed-precision policy (models/llama3/parallelize.py, 'Always run apply_fsdp_to_decoder');
+        # the torchtitan stack's pinned commit (e347b1e5e, the TOML era) applies it only where dp_shard x cp > 1,
+        # and its start-up rule TORCHTITAN_FSDP_MESH refuses a sharded plan over one rank: the planner has no
+        # plan for what 0.3.0 runs here
+        raise Skip("FSDP over one rank: torchtitan 0.3.0 applies it (apply_fsdp_to_decoder always), the stack's "
+                   "pinned torchtitan does not (start-up rule TORCHTITAN_FSDP_MESH)")
     stage = None
     if row.pp > 1 and row.stage is not None:
         if 1 < row.stage < row.pp - 1:

@@ -303,6 +303,8 @@ def test_oracle_sweep_rows(capsys):
     for r in data["rows"]:
         if r["id"].endswith("_pp4_fsdp4_s8192_mb8x1_stage2"):  # neither end nor the heaviest middle stage
             assert "holds fewer" in r["skipped"], r["id"]
+        elif "_fsdp1_" in r["id"]:  # FSDP over one rank: 0.3.0 applies it, the stack's pinned torchtitan does not
+            assert "TORCHTITAN_FSDP_MESH" in r["skipped"], r["id"]
         else:
             assert r["skipped"] is None, (r["id"], r["skipped"])
     # a pipeline rank is compared with its own stage
@@ -311,9 +313,9 @@ def test_oracle_sweep_rows(capsys):
     assert stages["sweep_8b_6layers_pp4_fsdp4_s8192_mb8x1_stage0"] == "first"
     assert stages["sweep_8b_6layers_pp4_fsdp4_s8192_mb8x1_stage1"] == "middle"
     # issue 21's oracle goal: the allocated peak within 5% on at least 50 traced configurations
-    # (all 58 evaluated today)
+    # (all 55 evaluated today; the three FSDP-over-one-rank rows are skipped, above)
     within = sum(abs(r["error"]) <= 0.05 for r in data["rows"] if r["skipped"] is None)
-    assert within >= 58
+    assert within >= 55
     # torchtitan's front-loaded split: 8 layers + embedding + output = 10 units on 4 stages, 2, 3, 2, 1 blocks
     assert stages["sweep_8b_8layers_pp4_fsdp4_s8192_mb8x1_stage1"] == "middle"
     with capsys.disabled():
