@@ -333,7 +333,9 @@ class Space:
     def variant_ok(self, plan: PlanArrays, var: int) -> np.ndarray:
         """Where variant `var` can run: TP overlap only with SP and tp > 1 (and compile where
         the stack needs it); a dispatcher other than variant 0's only where an EP group exchanges
-        tokens (ep > 1) and its start-up rules pass (startup.dispatcher_broken: DeepEP's group sizes)."""
+        tokens (ep > 1) and its start-up rules pass (startup.dispatcher_broken: DeepEP's group sizes);
+        and none of the stack's start-up rules that read the variant's fields breaks it
+        (startup.variant_broken: torchtitan's mxfp8 with compile and TP)."""
         tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
         ok = np.ones(np.shape(plan.tp), dtype=bool)
         if tpo:
@@ -345,6 +347,16 @@ class Space:
 
             s = self.settings_of(var)
             ok &= (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan)
+        if var:
+            from copy import copy
+
+            from .startup import variant_broken
+
+            p = copy(plan)
+            for j, name in enumerate(VARIANT_FIELDS):
+                setattr(p, name, self.variants[var, j])
+            s = self.settings_of(var)
+            ok &= ~variant_broken(s.model, s.stack, p)
         return ok
 
 

@@ -576,6 +576,15 @@ RULES = RULES + (
 #                            no FSDP (the plan torchtitan runs is the unsharded one), and an unsharded plan with
 #                            cp > 1 runs FSDP over the cp ranks (issue 22's export sweep: fit ranked fsdp2 at dp 1,
 #                            which reads back from the TOML as ddp)
+#   TORCHTITAN_MX_TP_COMPILE components/quantization/mx.py MXLinearConverter asserts no TP under torch.compile of the
+#                            model (fit ranked mxfp8 with compile and async TP at tp 2 on B200; issue 22). Its float8
+#                            sibling, models/deepseek_v3/infra/parallelize.py l. 76-87 (NotImplementedError 'float8
+#                            tensorwise TP is not tested for deepseekv3'), is no rule: it tests "float8" in
+#                            model.converters, a name @e347b1e5e does not register (the converter is
+#                            "quantize.linear.float8", float8.py l. 238; "float8" is a KeyError in
+#                            protocols/model_converter.py l. 62 before parallelize runs), so it never fires on a file
+#                            torchtitan starts, and no model applies float8 tensorwise TP there (the TP collectives
+#                            stay bf16, as step.py tp_comm prices them)
 LATER_FIRST_CODE = 48
 # deepseek-ai/DeepEP main @567632d (2026-02-03, what torchtitan @e347b1e5e installs: its README points at main,
 # no pinned commit) deep_ep/buffer.py get_dispatch_config / get_combine_config l. 245-259, 275-289: the EP sizes
@@ -638,7 +647,24 @@ LATER_RULES: tuple[StartupRule, ...] = (
         "dp_shard x cp mesh where fsdp_enabled, else apply_ddp)",
         "with dp x cp = 1 use sharding none (torchtitan's plan there); with cp > 1 use fsdp or hsdp",
         lambda m, s, p: _tt_fsdp_mesh(s, p)),
+    StartupRule(
+        "TORCHTITAN_MX_TP_COMPILE", "torchtitan",
+        "torchtitan's MX (mxfp8) linears refuse tensor parallelism under torch.compile",
+        f"{TORCHTITAN_COMMIT} torchtitan/components/quantization/mx.py MXLinearConverter.__init__ l. 46-52 (assert not "
+        "(compile.enable and 'model' in compile.components and tensor_parallel_degree > 1): 'TP not yet supported with "
+        "torch.compile for mxfp8')",
+        "with fp8_recipe mxfp8 use tp 1, or --no-compile (async TP needs compile: no TP overlap then)",
+        lambda m, s, p: _tt_mx_tp_compile(p)),
 )
+
+
+def _tt_mx_tp_compile(plan) -> np.ndarray:
+    """TORCHTITAN_MX_TP_COMPILE: fp8 with the mxfp8 recipe (torchtitan's "quantize.linear.mx" converter),
+    compiled (the export compiles components ["model", "loss"]), at tp > 1."""
+    from .precisions import FP8, FP8_RECIPE_CODES
+
+    mx = (np.asarray(plan.precision) == FP8) & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["mxfp8"])
+    return mx & (np.asarray(plan.compile) > 0) & (np.asarray(plan.tp) > 1)
 
 
 def _tt_fsdp_mesh(stack, plan) -> np.ndarray:
@@ -731,11 +757,27 @@ DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",), "TORCHTITAN_DEEPEP_EP"
 def dispatcher_broken(model, stack, plan) -> np.ndarray:
     """Where one of the stack's start-up rules that read the dispatcher (DISPATCHER_RULES) breaks the
     plan under the stack's dispatcher (stack.defaults.moe_dispatcher)."""
+    return _broken_of(model, stack, plan, DISPATCHER_RULES)
+
+
+def _broken_of(model, stack, plan, keys) -> np.ndarray:
+    """Where one of the stack's start-up rules named in `keys` breaks the plan."""
     bad = np.zeros(np.shape(plan.tp), dtype=bool)
     for _, r in rules_for(stack):
-        if r.key in DISPATCHER_RULES:
+        if r.key in keys:
             bad = bad | r.broken(model, stack, plan)
     return bad
+
+
+# the start-up rules that read a stack variant's fields (space.VARIANT_FIELDS: compile, the fp8 recipe): fit
+# tries a variant other than its space's first only where they pass (space.Space.variant_ok); the first
+# variant's are the base rows' own, which plan.rule_codes checks
+VARIANT_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
+
+
+def variant_broken(model, stack, plan) -> np.ndarray:
+    """Where one of the stack's VARIANT_RULES breaks the plan (its variant fields set)."""
+    return _broken_of(model, stack, plan, VARIANT_RULES)
 
 
 def rules_for(stack) -> list[tuple[int, StartupRule]]:

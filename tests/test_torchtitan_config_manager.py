@@ -23,7 +23,15 @@ from tests.test_runnable_plans import CASES
 config = pytest.importorskip("torchtitan.config", reason="torchtitan is not installed (see the module docstring)")
 parallel_dims = pytest.importorskip("torchtitan.distributed.parallel_dims")
 
-TT = [(name, args) for name, fmt, args in CASES if fmt == "torchtitan"]
+# and the fp8 exports (issue 22: they wrote [float8] / converters "float8", which torchtitan since
+# 8a2686c4a refuses; tests/test_torchtitan_quantize_layout.py checks the text against @e347b1e5e's dataclasses)
+FP8 = [("f1-llama3-8b-32-h200-fp8-tensorwise", ["--model", "llama3-8b", "--gpus", "32", "--hardware", "h200-sxm",
+                                                "--stack", "torchtitan", "--precision", "fp8", "--fp8-recipe", "tensorwise"]),
+       ("f2-llama3-8b-32-h200-fp8-rowwise", ["--model", "llama3-8b", "--gpus", "32", "--hardware", "h200-sxm",
+                                             "--stack", "torchtitan", "--precision", "fp8", "--fp8-recipe", "rowwise"]),
+       ("f3-llama3-8b-8-b200-mxfp8", ["--model", "llama3-8b", "--gpus", "8", "--hardware", "b200", "--stack", "torchtitan",
+                                      "--precision", "fp8", "--fp8-recipe", "mxfp8"])]
+TT = [(name, args) for name, fmt, args in CASES if fmt == "torchtitan"] + FP8
 
 
 def _parse(path):
@@ -53,6 +61,11 @@ def test_exported_toml_parses_and_validates_in_torchtitan(cli, tmp_path, name, a
     assert job.training.global_batch_size == plan["global_batch"]
     if p.enable_async_tensor_parallel:  # torchtitan: "Async TP requires --compile.enable" (parallelize.py)
         assert job.compile.enable
+    if job.model.converters:  # each a registered name (protocols/model_converter.py: any other is a KeyError)
+        import torchtitan.components.quantization  # noqa: F401  (registers the converters)
+        from torchtitan.protocols.model_converter import _registry_model_converter_cls
+
+        assert set(job.model.converters) <= set(_registry_model_converter_cls), job.model.converters
 
 
 def test_the_config_manager_refuses_a_key_torchtitan_lacks(tmp_path):

@@ -135,7 +135,7 @@ def test_export_writes_filter_fqns_as_priced(tmp_path):
         job = Job(stack="torchtitan", fp8_output_layer=fp8_out, **dict(KW, gpus=8, global_batch=8))
         plan = resolved_plan(job)
         text, _ = export_plan(plan, "torchtitan")
-        assert tomllib.loads(text)["float8"]["filter_fqns"] == want
+        assert tomllib.loads(text)["quantize"]["linear"]["float8"]["filter_fqns"] == want
         p = tmp_path / "e.toml"
         p.write_text(text)
         back = load_trainer_config(p).job
@@ -160,7 +160,7 @@ def test_tensorwise_export_writes_the_fp8_all_gather_as_priced(tmp_path):
         plan = resolved_plan(Job(**base, sharding="fsdp", **({} if ag is None else {"fp8_allgather": ag})))
         assert plan.get("fp8_allgather") is ag
         text, _ = export_plan(plan, "torchtitan")
-        f8 = tomllib.loads(text)["float8"]
+        f8 = tomllib.loads(text)["quantize"]["linear"]["float8"]  # the layout of @e347b1e5e (export.py TT_QUANTIZE)
         assert f8 == {"enable_fsdp_float8_all_gather": want, "filter_fqns": ["output"]}
         p.write_text(text)
         cfg = load_trainer_config(p, model="llama3-8b")
@@ -173,4 +173,4 @@ def test_tensorwise_export_writes_the_fp8_all_gather_as_priced(tmp_path):
     assert any(x.startswith("fp8_allgather=false: float8.enable_fsdp_float8_all_gather unset (torchtitan's default")
                for x in cfg.assumed)
     text, _ = export_plan(resolved_plan(Job(**base, sharding="none")), "torchtitan")
-    assert tomllib.loads(text)["float8"] == {"filter_fqns": ["output"]}
+    assert tomllib.loads(text)["quantize"]["linear"]["float8"] == {"filter_fqns": ["output"]}

@@ -215,6 +215,17 @@ def _toml(v) -> str:
     return json.dumps(str(v))  # a TOML basic string is a JSON string
 
 
+# torchtitan's linear converters at the exported commit, each the name [model] converters gives and the
+# table its settings sit in: pytorch/torchtitan @e347b1e5e components/quantization/float8.py l. 238 and
+# mx.py l. 171 register_model_converter(..., "quantize.linear.float8" / "quantize.linear.mx") (any other
+# name is a KeyError in protocols/model_converter.py l. 62), config/job_config.py l. 812-836 JobConfig.quantize
+# .linear.float8 (Float8Linear: enable_fsdp_float8_all_gather, precompute_float8_dynamic_scale_for_fsdp,
+# recipe_name, filter_fqns, emulate) / .mx (MXLinear: mxfp8_dim1_cast_kernel_choice, recipe_name, filter_fqns);
+# no top-level [float8] / [mx] ("Invalid field names", config/manager.py l. 160-168 _dict_to_dataclass). The layout since
+# 8a2686c4a (2025-09-30, #1763; torchtitan.py reads both, LINEAR_LAYOUTS)
+TT_QUANTIZE = {"float8": "quantize.linear.float8", "mx": "quantize.linear.mx"}
+
+
 def _torchtitan(plan: dict, notes: list[str]) -> str:
     from .torchtitan import TORCHTITAN_MODELS
 
@@ -230,8 +241,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     else:
         notes.append(f"model {plan['model']}: no torchtitan flavor in the planner's table; [model] name/flavor left out "
                      f"(read it back with --model {plan.get('model_file') or plan['model']})")
-    if plan["precision"] == "fp8":
-        m["converters"] = ["mx"] if plan.get("fp8_recipe") == "mxfp8" else ["float8"]
+    if plan["precision"] == "fp8":  # the converters' registered names at @e347b1e5e (TT_QUANTIZE)
+        m["converters"] = [TT_QUANTIZE["mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"]]
     if m:
         sec["model"] = m
     tr: dict = {}
@@ -341,7 +352,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     # filter_fqns: the output layer as priced (step.py [14]): kept bf16 (["output"]) unless fp8_output_layer
     out = [] if plan.get("fp8_output_layer") else ["output"]
     if plan["precision"] == "fp8" and plan.get("fp8_recipe") == "mxfp8":
-        sec["mx"] = {"recipe_name": "mxfp8_cublas", "filter_fqns": out}  # MXLinear.recipe_name default
+        sec[TT_QUANTIZE["mx"]] = {"recipe_name": "mxfp8_cublas", "filter_fqns": out}  # MXLinear.recipe_name default
     elif plan["precision"] == "fp8":
         r = plan.get("fp8_recipe") or "tensorwise"
         if r not in ("tensorwise", "rowwise"):
@@ -351,9 +362,8 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         # off (asserts it off) with any recipe_name, and its default is false (torchtitan/config/job_config.py
         # @e347b1e5e l. 732; components/quantization/float8.py @9810191bb~1 l. 62-99)
         ag = plan.get("fp8_allgather", True)  # absent: the tensorwise recipe's rule (allgather_fp8: true)
-        sec["float8"] = ({"enable_fsdp_float8_all_gather": bool(ag)} if sh > 1 else {}) if r == "tensorwise" \
-            else {"recipe_name": r}
-        sec["float8"]["filter_fqns"] = out
+        f8 = ({"enable_fsdp_float8_all_gather": bool(ag)} if sh > 1 else {}) if r == "tensorwise" else {"recipe_name": r}
+        sec[TT_QUANTIZE["float8"]] = {**f8, "filter_fqns": out}
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
             "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
             f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]

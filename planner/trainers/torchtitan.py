@@ -9,8 +9,8 @@ llama3_8b.toml of [3]) is read as local_batch_size.
 Read and modelled (section.key -> planner job field):
   [model] name, flavor          -> model, through TORCHTITAN_MODELS (explicit table, shapes
                                    of torchtitan/models/llama3/__init__.py llama3_configs [4],
-                                   checked against the model_zoo entry); converters "float8"
-                                   -> precision fp8
+                                   checked against the model_zoo entry); converters "float8" /
+                                   "quantize.linear.float8" -> precision fp8
   [training] local_batch_size (batch_size), global_batch_size, seq_len, steps (-> tokens =
                                    steps x global batch x seq_len), compile (v0.1.0),
                                    dtype "bfloat16" (pure bf16 training -> bytes_per_param
@@ -38,6 +38,9 @@ Read and modelled (section.key -> planner job field):
   [optimizer] early_step_in_backward -> early_step_in_backward (the optimizer stepped per parameter
                                    in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
                                    refused with PP or EP as torchtitan's build_optimizers refuses it)
+  (the fp8 converters in either layout of [8], not a mix: converters "float8" / "mx" with [float8] /
+  [mx] before 2025-09-30, "quantize.linear.float8" / "quantize.linear.mx" with [quantize.linear.*]
+  since; the export writes the later, the stack's @e347b1e5e)
   [float8] / [quantize.linear.float8] recipe_name (None = tensorwise, torchao's default);
                                    enable_fsdp_float8_all_gather -> fp8_allgather (tensorwise under
                                    FSDP; unset: false, torchtitan's default, listed as assumed;
@@ -77,6 +80,11 @@ References
 [7] pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e l. 474-483
     Parallelism.expert_parallel_comm_backend ('standard': PyTorch all-to-all; 'deepep': DeepEP's
     kernels; 'No effect for non-MoE models or when ep = 1'); DeepEP since 36a4b6942 (2025-12-17).
+[8] pytorch/torchtitan: up to 5b5d46856~1 JobConfig.float8 / .mx (config/job_config.py l. 775-776), registered as
+    "float8" / "mx" (components/quantization/float8.py @5b5d46856~1 l. 221, mx.py l. 112); 5b5d46856
+    (2025-09-26, #1701) quantize.dense.*; 8a2686c4a (2025-09-30, #1763, before v0.2.0) JobConfig.quantize
+    .linear.float8 / .mx, registered as "quantize.linear.float8" / "quantize.linear.mx" (@e347b1e5e
+    float8.py l. 238, mx.py l. 171; config/job_config.py l. 731-836).
 """
 
 from __future__ import annotations
@@ -250,6 +258,37 @@ def _check_types(where: str, data: dict) -> None:
             raise PlannerError(f"{where}[{section}] {key} = {_short(v)} is not {want}", f"torchtitan's {key} is {want}")
 
 
+# torchtitan's two layouts of its linear converters, each (the names [model] converters gives, the tables
+# their settings sit in): [8] before 5b5d46856 (2025-09-26; v0.1.0) converters "float8" / "mx" with [float8] /
+# [mx]; since 8a2686c4a (2025-09-30, #1763; v0.2.0 to @e347b1e5e, the stack's, which the export writes)
+# "quantize.linear.float8" / "quantize.linear.mx" with [quantize.linear.float8] / [quantize.linear.mx]
+# (5b5d46856 to 8a2686c4a~1 named them quantize.dense.*: read as any unknown key and converter)
+LINEAR_LAYOUTS = {"before 2025-09-30 (v0.1.0)": (("float8", "mx"), ("float8", "mx")),
+                  "since 2025-09-30 (v0.2.0 on)": (("quantize.linear.float8", "quantize.linear.mx"),
+                                                   ("quantize.linear.float8", "quantize.linear.mx"))}
+
+
+def _one_layout(where: str, data: dict) -> None:
+    """A file in one of LINEAR_LAYOUTS: a mix runs on no torchtitan [8] (the earlier has no [quantize]
+    table, 'Invalid field names'; the later registers no converter "float8", a KeyError, and has no
+    [float8] table), so it is refused rather than read as either."""
+    conv = data.get("model", {}).get("converters", [])
+    conv = [c.strip() for c in conv.split(",")] if isinstance(conv, str) else conv
+    quant = data.get("quantize", {})
+    lin = quant.get("linear", {}) if isinstance(quant, dict) else {}
+    seen = []
+    for era, (names, tables) in LINEAR_LAYOUTS.items():
+        has = [f'converters "{c}"' for c in conv if c in names]
+        has += [f"[{t}]" for t in tables if (lin if t.startswith("quantize.") else data).get(t.split(".")[-1]) is not None]
+        if has:
+            seen.append((era, has[0]))
+    if len(seen) > 1:
+        (e0, k0), (e1, k1) = seen
+        raise PlannerError(f"{where}{k0} is torchtitan's layout {e0}, {k1} its layout {e1}: no torchtitan reads both",
+                           'write converters = ["quantize.linear.float8"] with [quantize.linear.float8] (torchtitan v0.2.0 '
+                           'on, the stack\'s @e347b1e5e), or "float8" with [float8] (v0.1.0); "mx" the same way')
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
          hardware: Optional[str] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here)."""
@@ -264,6 +303,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if isinstance(quant, dict) and "linear" in quant and not isinstance(quant["linear"], dict):
         raise PlannerError(f"{where}quantize.linear = {_short(quant['linear'])} must be a table", "write [quantize.linear.float8]")
     _check_types(where, data)
+    _one_layout(where, data)
     if isinstance(quant, dict) and isinstance(quant.get("linear"), dict) and "float8" in quant["linear"]:
         _check_types(where, {"float8": quant["linear"]["float8"]})
     # the later layout's [quantize.linear.float8] reads as [float8]
