@@ -76,9 +76,8 @@ pays per call for every base row of its space).
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
 instead of pricing those candidates again (the same function of the same candidate). With a
-dispatcher search, the seed's candidates whose every variant _seed_steps priced (the probe's, and
-those its bounded run deferred nothing of) keep their choice too (_seed_steps' known, _first_orders'),
-and the probe's candidates are left out of the seed's bounded run, which starts from their best steps.
+dispatcher search, the seed's candidates whose every variant _seed_steps priced (those its bounded
+run deferred nothing of) keep their choice too (_seed_steps' known, _first_orders').
 
 Counts: considered = broke a constraint + did not fit + fit, every candidate of the space
 (space.py) counted once, a rank order being part of a candidate; prefilter_dropped: of the
@@ -767,7 +766,7 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
         _, s0, *_, seed_v0 = best_variants(space, fb[seed], fr[seed], first_order[seed], fit=fit)
         seed_best = None
     else:
-        s0, seed_v0, seed_best = _seed_steps(space, fb[seed], fr[seed], fm[seed], first_order[seed], low[seed], objective, top, fit)
+        s0, seed_v0, seed_best = _seed_steps(space, fb[seed], fr[seed], fm[seed], first_order[seed], objective, top, fit)
     if not np.all(s0 >= low[seed]):
         c.bound_fallback = True
         return None  # the cost model no longer has the fact the bound rests on
@@ -777,43 +776,28 @@ def _prefilter(space: Space, fb, fr, fm, first_order, objective: str, top: int, 
     return keep, low, len(seed), seed, seed_v0, k0, seed_best
 
 
-# With a dispatcher search, the seed's candidates of the lowest floors whose every variant _seed_steps
-# prices first, for a k-th best to bound the rest of the seed with
-PREFILTER_PROBE = 512
-
-
-def _seed_steps(space: Space, b, r, m, order, low, objective: str, top: int, fit) -> tuple:
+def _seed_steps(space: Space, b, r, m, order, objective: str, top: int, fit) -> tuple:
     """(best step, variant 0's (step, floor, rest), known) of the seed's candidates at their first order, with
-    a dispatcher search (where every dispatcher but variant 0's is a variant best_variants bounds): the
-    PREFILTER_PROBE candidates of the lowest floors priced with every variant, their k-th best objective
-    `cap` a real k-th best, so >= the seed's; then the seed with best_variants' bounds at the lesser of
-    cap and the k-th best found so far (a variant that changes only _bound_terms cannot bring a candidate
-    below it where variant 0's rest already exceeds it, so the seed's k-th best is the unbounded one's; a
-    candidate left at variant 0's step there has a best step above it). known: (exact, variant, step,
-    floor): where exact, the candidate's choice as best_variants makes it unbounded (_first_orders reuses it)."""
+    a dispatcher search (where every dispatcher but variant 0's is a variant best_variants bounds): the seed
+    with best_variants' bounds at the k-th best found so far (a variant that changes only _bound_terms
+    cannot bring a candidate below it where variant 0's rest already exceeds it, so the seed's k-th best is
+    the unbounded one's; a candidate left at variant 0's step there has a best step above it). known:
+    (exact, variant, step, floor): where exact, the candidate's choice as best_variants makes it unbounded
+    (_first_orders reuses it). No probe first (the dispatcher search's first version priced the 512 seed
+    candidates of the lowest floors with every variant for a k-th to start from): since best_variants
+    tightens its bound after each dispatcher, the probe's extra step_times and memory_totals calls
+    (a fixed cost each) cost more than its tighter start saved (instruction counts, whole process, the
+    same output: DeepSeek-V3 / 2,048 H800 8.93 G -> 8.61 G; Qwen3-30B-A3B / 128 B200 fp8 16.95 G -> 16.44 G)."""
     settings = space.settings
     v0 = step_times(space, b, r, order, rest=True)
-    obj = lambda x, i=slice(None): _objective(objective, settings, space, x, m[i], b[i])  # noqa: E731
-    cap, probed, start = np.inf, np.zeros(len(b), dtype=bool), v0
-    if len(b) > 4 * PREFILTER_PROBE:
-        p = np.argpartition(low, PREFILTER_PROBE - 1)[:PREFILTER_PROBE]
-        vp, sp, fp, *_ = best_variants(space, b[p], r[p], order[p], fit=_sub(fit, p),
-                                      v0=tuple(np.asarray(x)[p] for x in v0))
-        cap = np.partition(obj(sp, p), top - 1)[top - 1]
-        # the probe's candidates keep their best step (the seed's bounded run leaves them out): each
-        # step then lies between the unbounded and the bounded run's, so the k-th best is theirs
-        probed[p] = True
-        start = tuple(np.array(x, dtype=np.float64) for x in v0)
-        start[0][p], start[1][p] = sp, fp
-    kth = lambda step0: min(np.partition(obj(step0), top - 1)[top - 1], cap)  # noqa: E731
+    obj = lambda x: _objective(objective, settings, space, x, m, b)  # noqa: E731
+    kth = lambda step0: np.partition(obj(step0), top - 1)[top - 1]  # noqa: E731
     var, s0, f0, _, deferred, _, can, _ = best_variants(
-        space, b, r, order, fit=fit, v0=start, reach=lambda st, fl: (obj(fl) <= kth(st)) & ~probed,
+        space, b, r, order, fit=fit, v0=v0, reach=lambda st, fl: obj(fl) <= kth(st),
         bound=lambda st, rest0: obj(rest0) <= kth(st) * (1.0 + BOUND_MARGIN))
-    if probed.any():
-        var[p] = vp
-    # exact: the candidates whose every variant that runs and fits was priced (the probe's; those the
-    # bounded run tried and deferred nothing of): their choice is an unbounded run's
-    return s0, v0, ((can & ~deferred) | probed, var, s0, f0)
+    # exact: the candidates whose every variant that runs and fits was priced (those the bounded run
+    # tried and deferred nothing of): their choice is an unbounded run's
+    return s0, v0, (can & ~deferred, var, s0, f0)
 
 
 def floor_variants(space: Space) -> tuple:
