@@ -1926,19 +1926,46 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),
         "etp": g("etp") or g("tp"),
-        **({"moe_capacity_factor": settings.moe_capacity_factor if settings.moe_token_drop else None,  # None: dropless
-            "moe_pad_to_capacity": settings.moe_pad_to_capacity if settings.moe_token_drop else None,
-            "moe_dispatcher": settings.moe_dispatcher,
-            # the busiest EP rank's routed tokens / mean this plan is priced at (planner/imbalance.py)
-            "moe_rank_load": float(at(np.broadcast_to(rank_load(settings, plan), np.shape(plan.tp)))),
-            "moe_rank_imbalance": settings.moe_rank_imbalance or None,  # the job's measured one (None: the rule)
-            "moe_load_balancing": settings.moe_load_balancing,
-            "moe_aux_loss_coeff": settings.moe_aux_loss_coeff, "moe_z_loss_coeff": settings.moe_z_loss_coeff or None,
-            "moe_router_pre_softmax": settings.moe_router_pre_softmax,
-            "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))), "moe_route_nodes": settings.moe_route_nodes or None,
-            # on where the plan allows it (the search applies a job's overlap only there)
-            "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan)))}
-           if settings.model.moe is not None else {}),
+        **_moe_plan_fields(plan, settings, at),
+        **_job_switch_fields(settings, fixed),
+        "power_limit_w": settings.power_limit_w,
+        "power_limit_source": settings.power_limit_source,
+        "tensor_rate_fraction": power_rate_fraction(settings.hardware),
+        "calibration": None if settings.calibration_path is None else str(Path(settings.calibration_path).resolve()),
+        # what was read, so that `explain --from-fit` uses the same files (not a catalog entry
+        # of the same name) and can tell when one changed since
+        "model_file": settings.model_file,
+        "model_sha256": settings.model_sha256,
+        "hardware_file": settings.hardware_file,
+        "hardware_sha256": settings.hardware_sha256,
+    }
+
+
+def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
+    """plan_dict's MoE settings of one plan (at: its element of an array field); {} for a dense model."""
+    if settings.model.moe is None:
+        return {}
+    return {
+        "moe_capacity_factor": settings.moe_capacity_factor if settings.moe_token_drop else None,  # None: dropless
+        "moe_pad_to_capacity": settings.moe_pad_to_capacity if settings.moe_token_drop else None,
+        "moe_dispatcher": settings.moe_dispatcher,
+        # the busiest EP rank's routed tokens / mean this plan is priced at (planner/imbalance.py)
+        "moe_rank_load": float(at(np.broadcast_to(rank_load(settings, plan), np.shape(plan.tp)))),
+        "moe_rank_imbalance": settings.moe_rank_imbalance or None,  # the job's measured one (None: the rule)
+        "moe_load_balancing": settings.moe_load_balancing,
+        "moe_aux_loss_coeff": settings.moe_aux_loss_coeff, "moe_z_loss_coeff": settings.moe_z_loss_coeff or None,
+        "moe_router_pre_softmax": settings.moe_router_pre_softmax,
+        "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))),
+        "moe_route_nodes": settings.moe_route_nodes or None,
+        # on where the plan allows it (the search applies a job's overlap only there)
+        "ep_comm_overlap": bool(settings.ep_comm_overlap and at(ep_overlap_applies(plan))),
+    }
+
+
+def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
+    """plan_dict's job switches, each only where the job (or the plan's sharding mode, fixed: mode_settings)
+    sets it away from the stack's default, in the order the JSON has always listed them."""
+    return {
         **({"defer_embedding_wgrad": settings.defer_embedding_wgrad} if settings.defer_embedding_wgrad is not None else {}),
         **({"cross_entropy_fusion": True} if settings.cross_entropy_fusion else {}),
         **({"cross_entropy_fusion_impl": "te"} if settings.cross_entropy_fusion_impl == "te" else {}),
@@ -1980,16 +2007,6 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         # only where the job turned the stack's p2p overlap off (apply_pp_p2p_overlap)
         **({"pp_p2p_overlap": False} if exported_pp_p2p_overlap(settings) is False else {}),
         **({"pp_p2p_overlap_warmup_flush": True} if exported_pp_p2p_warmup_flush(settings) else {}),
-        "power_limit_w": settings.power_limit_w,
-        "power_limit_source": settings.power_limit_source,
-        "tensor_rate_fraction": power_rate_fraction(settings.hardware),
-        "calibration": None if settings.calibration_path is None else str(Path(settings.calibration_path).resolve()),
-        # what was read, so that `explain --from-fit` uses the same files (not a catalog entry
-        # of the same name) and can tell when one changed since
-        "model_file": settings.model_file,
-        "model_sha256": settings.model_sha256,
-        "hardware_file": settings.hardware_file,
-        "hardware_sha256": settings.hardware_sha256,
     }
 
 
