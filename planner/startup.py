@@ -585,6 +585,26 @@ RULES = RULES + (
 #                            protocols/model_converter.py l. 62 before parallelize runs), so it never fires on a file
 #                            torchtitan starts, and no model applies float8 tensorwise TP there (the TP collectives
 #                            stay bf16, as step.py tp_comm prices them)
+#   TORCHTITAN_EP_FSDP       expert parallelism needs FSDP over dp_shard x cp > 1 ranks (issue 22: an MoE plan with
+#                            ep > 1 under ddp was priced as unsharded replication). distributed/parallel_dims.py
+#                            l. 136-138 carves the EP mesh from dp_shard x cp x tp (efsdp = dp_shard cp tp // (etp ep),
+#                            the sparse mesh pp, dp_replicate, efsdp, ep, etp of l. 154-158), never from dp_replicate;
+#                            models/llama4 l. 181-186, deepseek_v3 l. 162-167 and gpt_oss l. 125-130 infra/parallelize.py
+#                            apply FSDP where fsdp_enabled or ep_enabled, over parallel_dims.get_mesh(["fsdp"]) (with
+#                            dp_replicate: ["dp_replicate", "fsdp"]), and get_mesh raises a ValueError where that
+#                            mesh has one rank (_mesh_exist l. 61-66: "fsdp" exists where its degree > 1;
+#                            get_optional_mesh l. 241-242, get_mesh l. 269-277): no FSDP over one rank, nor HSDP with
+#                            a shard group of one, at this commit. qwen3's parallelize (l. 142-186) applies FSDP
+#                            only where fsdp_enabled: with ep > 1 and dp_shard x cp = 1 its EP mesh exists only where
+#                            etp ep divides tp (etp 1, ep | tp: efsdp = tp / ep), so tp > 1, and there torchtitan
+#                            trains without mixed precision (distributed/utils.py maybe_enable_amp l. 246-256: no
+#                            FSDP with TP or PP -> 'Mixed precision training is disabled', fp32 everywhere; with
+#                            dp > 1 also DDP over TP, TORCHTITAN_DDP_1D): not the bf16 plan the planner prices. So
+#                            one rule for every model code (no model field needed): ep > 1 with dp_shard x cp = 1
+#                            is refused. With dp_shard x cp > 1 the planner's fsdp / hsdp plans are what runs: the
+#                            dense states over dp_shard x cp (memory.model_state_terms), the routed experts' over
+#                            efsdp = tp x shard x cp / (etp ep) (moe.expert_shard; FSDP over one rank where that
+#                            is 1: the fp32 states whole, no bf16 copy at rest), replicated over dp_replicate
 LATER_FIRST_CODE = 48
 # deepseek-ai/DeepEP main @567632d (2026-02-03, what torchtitan @e347b1e5e installs: its README points at main,
 # no pinned commit) deep_ep/buffer.py get_dispatch_config / get_combine_config l. 245-259, 275-289: the EP sizes
@@ -655,7 +675,28 @@ LATER_RULES: tuple[StartupRule, ...] = (
         "torch.compile for mxfp8')",
         "with fp8_recipe mxfp8 use tp 1, or --no-compile (async TP needs compile: no TP overlap then)",
         lambda m, s, p: _tt_mx_tp_compile(p)),
+    StartupRule(
+        "TORCHTITAN_EP_FSDP", "torchtitan",
+        "torchtitan runs expert parallelism only beside FSDP over dp_shard x cp > 1 ranks: its EP mesh is carved from "
+        "dp_shard x cp x tp, never from the replicas, and the MoE models' FSDP mesh of one rank raises",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py l. 136-158 (efsdp = dp_shard * cp * tp // (etp * "
+        "ep), the sparse mesh pp, dp_replicate, efsdp, ep, etp), l. 61-66 and 241-277 (get_mesh raises a ValueError "
+        "for the 'fsdp' mesh of one rank); torchtitan/models/llama4/infra/parallelize.py l. 181-186 (deepseek_v3 "
+        "l. 162-167, gpt_oss l. 125-130: apply_fsdp where fsdp_enabled or ep_enabled, over get_mesh(['fsdp'])); qwen3 "
+        "l. 142-186 applies FSDP only where fsdp_enabled and then trains without mixed precision "
+        "(torchtitan/distributed/utils.py maybe_enable_amp l. 246-256: no FSDP with TP -> fp32)",
+        "with ep > 1 shard over the data-parallel ranks (sharding fsdp, or hsdp with a shard group > 1: dp_shard x cp > 1), "
+        "or use ep 1",
+        lambda m, s, p: _tt_ep_fsdp(s, p)),
 )
+
+
+def _tt_ep_fsdp(stack, plan) -> np.ndarray:
+    """TORCHTITAN_EP_FSDP: ep > 1 where torchtitan's fsdp mesh (dp_shard x cp: ddp 1 x cp, hsdp the
+    shard group x cp, the fsdp modes dp x cp) is one rank."""
+    dp_shard = np.where(mode_is(stack, plan, "ddp"), 1,
+                        np.where(mode_is(stack, plan, "hsdp"), np.asarray(plan.shard), np.asarray(plan.dp)))
+    return (np.asarray(plan.ep) > 1) & (dp_shard * np.asarray(plan.cp) <= 1)
 
 
 def _tt_mx_tp_compile(plan) -> np.ndarray:

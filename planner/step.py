@@ -1211,7 +1211,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # notional one is the compute model's only)
     e_local = np.where(dual, pair[1], np.maximum.reduce([split["first"][1], split["last"][1],
                                                          np.where(plan.pp > 2, split["mid"][1], 0.0)]))
-    e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket))
+    n_ar = np.where((n_rs == sc.m) & tr["replica_mb"], sc.m, 1.0)  # HSDP replica all-reduces a step (fsdp_traffic's)
+    e_total, e_exposed = dp_expert_comm(sc, coll, comp, e_local, total, (n_ag, n_rs, fsdp_bucket, ddp_bucket), n_ar)
     return DPTraffic(total=total + e_total, exposed=exposed + e_exposed, copies=np.where(dpcp > 1, copies, 0.0),
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
 
@@ -1262,13 +1263,22 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     return total, np.minimum(exposed, total), n_ag, n_rs
 
 
-def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense):
+def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense, n_ar=1.0):
     """(total, exposed) routed-expert gradient traffic (and FSDP/ZeRO weight gathers) over the
     expert-data-parallel ranks, tp dp cp / (etp ep) (tp shard group cp / (etp ep): moe.expert_dp,
     moe.expert_shard), at their place in the folded expert grid (moe.expert_strides), on
     the stage with the most expert parameters, in the dense traffic's buckets; it hides behind
     what the dense traffic leaves of the same compute window. dense: the dense traffic's
-    (all-gathers, reduce-scatters, FSDP bucket, DDP bucket)."""
+    (all-gathers, reduce-scatters, FSDP bucket, DDP bucket); n_ar: HSDP's replica all-reduces a
+    step (fsdp_traffic's).
+
+    Under HSDP the experts, sharded over the shard group's expert-data-parallel ranks, are
+    replicated over the dp / shard_group replicas as the dense parameters are (memory.py's
+    model_state_terms with moe.expert_shard), so their sharded gradients are all-reduced over
+    the replicas too, the dense ar_hsdp's group (torchtitan: fully_shard(experts,
+    mesh=["dp_replicate", "efsdp"]), models/llama4/infra/parallelize.py @e347b1e5e l. 188-194 and
+    apply_fsdp l. 385-409, a 2-D mesh: reduce-scatter over efsdp, all-reduce over dp_replicate, torch
+    _fsdp_collectives.foreach_reduce; issue 22, left out before)."""
     plan, fs = sc.plan, sc.stack.fsdp
     if not sc.ll.has_experts:
         return np.float64(0.0), np.float64(0.0)
@@ -1291,7 +1301,11 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
     ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
-    e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge, np.where(zero, n_rs * rs_ge + ag_we, n_rs * ar_ge))
+    replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
+    ar_he = np.where(plan.sharding == HSDP,
+                     coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1), replicas, coll.strides["dp"] * plan.shard), 0.0)
+    e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge + n_ar * ar_he,
+                       np.where(zero, n_rs * rs_ge + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
     return e_total, np.where(plan.dpo > 0, _hide(e_total, left, sc.x), e_total)
