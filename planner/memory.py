@@ -502,11 +502,12 @@ References
      the same kind after it) of the gathered parameters + those gradients, and the output layer's moment (its weight
      and gradient); x the weights' bytes (the terms zero3_working_set and zero3_unreduced_grads), + the IPG buffer
      (zero3_ipg_bucket), + the persistent parameters of the stage's layers (zero3_persistent; zero3_parts computes
-     each, FSDP_TERMS). Not priced: reduce_scatter_coalesced's torch.cat copy of a bucket of
-     several gradients (comm/coalesced_collectives.py l. 199, at most the bucket), the last layers' modules the
-     reuse distance keeps gathered from the first forward to their backward (models whose layers hold fewer than
-     about R / 2 parameters), the optimizer step's fp32 gradient partition (stage3.py l. 1898, 4 B a local parameter,
-     a moment with the activations freed).
+     each, FSDP_TERMS). Not priced (docs/memory_mechanisms.md (x): each one's cost, source lines, and why not yet):
+     reduce_scatter_coalesced's torch.cat copy of a bucket of several gradients, or of one the DP world does not
+     divide (comm/coalesced_collectives.py l. 179-199, 2 B x the bucket's padded elements), the last layers' modules
+     the reuse distance keeps gathered from the first forward to their backward (models whose layers hold fewer than
+     about R / 2 parameters), the optimizer step's fp32 gradient partition (stage3.py l. 1895-1915, 6 B then 4 B a
+     local parameter of a sub-group, a moment with the activations freed).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
