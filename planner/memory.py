@@ -500,12 +500,14 @@ References
      prefetched, j's gradient and the previous module's (in backward order) where it exceeds the bucket. Priced: the
      largest over a layer kind's trace (its re-run forward under full recompute, then its backward; the next layer of
      the same kind after it) of the gathered parameters + those gradients, and the output layer's moment (its weight
-     and gradient); x the weights' bytes, + the IPG buffer, + the persistent parameters of the stage's layers
-     (fsdp_buffers; zero3_parts names each). Not priced: reduce_scatter_coalesced's torch.cat copy of a bucket of
-     several gradients (comm/coalesced_collectives.py l. 199, at most the bucket), the last layers' modules the
-     reuse distance keeps gathered from the first forward to their backward (models whose layers hold fewer than
-     about R / 2 parameters), the optimizer step's fp32 gradient partition (stage3.py l. 1898, 4 B a local parameter,
-     a moment with the activations freed).
+     and gradient); x the weights' bytes (the terms zero3_working_set and zero3_unreduced_grads), + the IPG buffer
+     (zero3_ipg_bucket), + the persistent parameters of the stage's layers (zero3_persistent; zero3_parts computes
+     each, FSDP_TERMS). Not priced (docs/memory_mechanisms.md (x): each one's cost, source lines, and why not yet):
+     reduce_scatter_coalesced's torch.cat copy of a bucket of several gradients, or of one the DP world does not
+     divide (comm/coalesced_collectives.py l. 179-199, 2 B x the bucket's padded elements), the last layers' modules
+     the reuse distance keeps gathered from the first forward to their backward (models whose layers hold fewer than
+     about R / 2 parameters), the optimizer step's fp32 gradient partition (stage3.py l. 1895-1915, 6 B then 4 B a
+     local parameter of a sub-group, a moment with the activations freed).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -567,7 +569,37 @@ LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the los
 
 STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer")
-OTHER_TERMS = ("fsdp_buffers", "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
+# FSDP's and DeepSpeed ZeRO-3's buffers beside the sharded states, each its own term (issue 21; their sum was one
+# term, fsdp_buffers), in the Terms' order (_PerLayer._fsdp_parts, _stage_fsdp, _stage_terms); each 0 where the plan's
+# sharding holds none:
+#   fsdp_gathered_units     the unsharded weights of the layer units in flight at the peak (stack
+#                           fsdp.gathered_units_at_peak): FSDP1's current and prefetched unit [4], none at FSDP2's loss
+#                           backward [7]; torchtitan's last block, not resharded after its forward (fsdp_root_unit) [tt10]
+#   fsdp_unit_grads         the unsharded gradient of the unit being reduce-scattered, in the reduce dtype (stack
+#                           fsdp.gathered_grad_units_at_peak, grad_reduce_bytes) [4]
+#   zero3_working_set       DeepSpeed ZeRO-3's gathered parameters at a layer's worst moment: the module's own
+#                           (partitioned_param_coordinator.py fetch_sub_module), those __params_to_release keeps within
+#                           stage3_max_reuse_distance, and the prefetch [z3]
+#   zero3_unreduced_grads   the full gradients awaiting their reduce-scatter at that moment: the module's and the
+#                           previous one's where above reduce_bucket_size (stage3.py l. 1258-1328) [z3]
+#   zero3_ipg_bucket        the contiguous IPG buffer, reduce_bucket_size elements in the model dtype (stage3.py
+#                           l. 537-540) [z3]
+#   zero3_persistent        the stage's parameters of at most stage3_param_persistence_threshold elements, never
+#                           partitioned (partition_parameters.py ds_persist) [z3]
+#   fsdp_unsharded_ends     the end units kept unsharded from their forward to their backward (stack fsdp.unsharded_ends;
+#                           torchtitan's [norm, output], the root unit before #1094) [7] [tt10] [lg1], 1 B a converted
+#                           weight under the fp8 all-gather [fa]
+#   fsdp_unsharded_stage    every unit of the stage gathered (2 B, the converted linears 1 B [fa]): under PP
+#                           (reshard_after_forward False) or torchtitan's "never", less what a resharding stage's
+#                           micro-batch frees first (regather_pp) [7]
+#   fsdp_accumulated_grads  under PP the unsharded gradients accumulated over the micro-batches, fp32 (stack
+#                           fsdp.pp_unsharded_grad_bytes; FSDPParam.to_accumulated_grad_if_needed) [7]
+#   fsdp_end_of_backward    FSDP2's end of the backward (the last units' reduce-scatter, every sharded gradient
+#                           allocated) where it exceeds the peak [tt7]
+FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_ipg_bucket",
+              "zero3_persistent", "fsdp_unsharded_ends", "fsdp_unsharded_stage", "fsdp_accumulated_grads",
+              "fsdp_end_of_backward")
+OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
                "optimizer_step", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
@@ -1470,7 +1502,7 @@ class _PerLayer:
                               if self.rope_mode == "model_cp" else None)
 
     def _fsdp_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack) -> None:
-        """FSDP's buffers and pools of every stage: fsdp_buf, gather_pool, pp_unsharded, ends."""
+        """FSDP's buffers and pools of every stage: fsdp_units, gather_pool, pp_unsharded, pp_grads, ends."""
         fs = stack.fsdp
         fsdp_on = plan.sharding >= FSDP
         pgb, cut, out_cut = self.gathered  # (__init__: gathered_bytes [fa])
@@ -1487,17 +1519,26 @@ class _PerLayer:
         # backward's micro-batch frees, regather_w below [7]); its gradients accumulate unsharded
         # as keep_pp's
         keep_pp, held = tr["keep_pp"] | tr["regather_pp"], fsdp_on & (~tr["reshard"] | tr["regather_pp"])
-        self.fsdp_buf = np.where(fsdp_on, (np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
-                                           + fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes) * unit, 0.0)
+        zero = np.zeros(np.shape(tp))
+        # (the stage-independent parts of FSDP_TERMS, every plan's; _stage_fsdp adds the stage's)
+        self.fsdp_units = {
+            "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
+                                            * unit, 0.0),
+            "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes * unit, 0.0),
+            "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_ipg_bucket": zero}
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
         # and its persistent parameters per layer (_stage_fsdp) [z3]
         self.zero3 = zero3_parts(settings, plan, pc, context(plan, rank_load(settings, plan))) if settings.zero3 else None
         if self.zero3 is not None:
             z = self.zero3
-            self.fsdp_buf = np.where(fsdp_on, z["gathered"] + z["unreduced_grads"] + z["ipg_bucket"], 0.0)
+            self.fsdp_units.update(fsdp_gathered_units=zero, fsdp_unit_grads=zero,
+                                   zero3_working_set=np.where(fsdp_on, z["gathered"], 0.0),
+                                   zero3_unreduced_grads=np.where(fsdp_on, z["unreduced_grads"], 0.0),
+                                   zero3_ipg_bucket=np.where(fsdp_on, z["ipg_bucket"], 0.0))
         if settings.fsdp_root_unit:  # the last block, not resharded after its forward, gathered at the peak [tt10]
             last = fsdp_on & ~held & reshard_by_default(stack, plan) & (plan.pp == 1)
-            self.fsdp_buf = self.fsdp_buf + np.where(last, self.layer_gathered, 0.0)
+            self.fsdp_units["fsdp_gathered_units"] = self.fsdp_units["fsdp_gathered_units"] + np.where(
+                last, self.layer_gathered, 0.0)
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
         # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
         # and the first block at the start of the forward), then layers'
@@ -1513,8 +1554,8 @@ class _PerLayer:
         # "never"); FSDP2 under pipeline parallelism keeps every unit unsharded for the step and
         # accumulates unsharded gradients over the micro-batches [7]: bytes per stage parameter
         # (the stage's layer linears 1 B fewer each under the fp8 all-gather: held_cut x stage_linear_params [fa])
-        self.pp_unsharded = (np.where(held, fs.param_gather_bytes, 0.0)
-                             + np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0))
+        self.pp_unsharded = np.where(held, fs.param_gather_bytes, 0.0)
+        self.pp_grads = np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0)
         self.held_cut = np.where(held, cut, 0.0)
         # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
         # end of a backward, when that micro-batch's activations are freed, and all resharded at
@@ -1783,8 +1824,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
     the inputs of the layers it re-runs, a share r/n of each chunk), one layer's recompute
     buffer (the largest among the kinds it holds), the output layer and MTP on the last stage
-    for the `loss` micro-batches it holds, the FSDP buffers (and FSDP2's unsharded stage under
-    PP); and the pools the allocator holds beside them (reserved, not allocated): the sharded
+    for the `loss` micro-batches it holds, FSDP's and ZeRO-3's buffers (FSDP_TERMS: _stage_fsdp; FSDP2's
+    unsharded stage under PP); and the pools the allocator holds beside them (reserved, not allocated): the sharded
     gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks.
     twin (counts, end, held, n): DualPipe's second stage on the same rank [9]: its parameters
     add, and the rank's PP + 1 micro-batches in flight (held, pipeline.py [8]) are half of
@@ -1833,7 +1874,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # a micro-batch's activations (its layers' and its output sent on) are freed by the time its
     # backward has gathered the stage's weights: the peak holds the larger of the two only [7]
     per_mb = per_mb + np.minimum(outputs, 1.0) * per.stage_output
-    fsdp_buf = _stage_fsdp(per, end, params, counts, per_mb, twin)
+    fsdp = _stage_fsdp(per, end, params, counts, per_mb, twin)
+    fsdp_buf = sum(fsdp.values(), np.float64(0.0))
     pools = states.grad_pool + per.gather_pool + losses * per.loss_pool
     mpu = np.where(single, per.mpu["last"], per.mpu["last"] if holds_loss else per.mpu["layers"])
     rope = _rope_bytes(per, counts if twin is None else counts + twin[0], 1.0 if twin is None else 2.0)
@@ -1846,13 +1888,11 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies
     grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
-        # the end of the backward [tt7]: where it exceeds the peak above, the excess is FSDP's, and the
-        # sharded gradients it allocates leave the reduce-scatter pool (reserved = the larger moment's)
-        end_peak = kept + _end_of_backward(per, counts)
-        excess = np.where(plan.pp == 1, np.maximum(end_peak - allocated, 0.0), 0.0)
-        fsdp_buf, allocated = fsdp_buf + excess, allocated + excess
-        pools = pools - np.minimum(excess, grads_pooled)
-        grads_pooled = grads_pooled - np.minimum(excess, grads_pooled)
+        # the end of the backward [tt7]: its excess over the peak above is FSDP's; the sharded gradients it
+        # allocates leave the reduce-scatter pool (reserved = the larger moment's)
+        excess = np.where(plan.pp == 1, np.maximum(kept + _end_of_backward(per, counts) - allocated, 0.0), 0.0)
+        fsdp["fsdp_end_of_backward"], allocated = excess, allocated + excess
+        pools, grads_pooled = pools - np.minimum(excess, grads_pooled), grads_pooled - np.minimum(excess, grads_pooled)
     if per.cp_merge is not None:  # a stack setting, not a searched quantity
         # the attention forward's merge under CP [cp3], a moment of the last layer's forward: the states, the
         # saved activations and the merge's tensors; its excess over the peak above is one layer's transient
@@ -1871,8 +1911,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     allocated = allocated + opt_step
     pools = pools - np.minimum(opt_step, grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
-                 recompute_buffer=buf, fsdp_buffers=fsdp_buf, model_buffers=rope, quantized_weights=copies,
-                 workspaces=per.workspaces,
+                 recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
                  mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
@@ -1889,17 +1928,21 @@ def _stage_ep_buffers(per: _PerLayer, counts) -> np.ndarray:
     return np.where(moe > 0, per.ep_buffers, 0.0)
 
 
-def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin):
-    """FSDP's buffers on a stage of `params` dense parameters per GPU holding `counts` layers: the gathered units at
-    the peak, the end units kept unsharded, the whole stage under PP (its layer linears 1 B fewer each under the fp8
-    all-gather [fa]), less, resharding after forward under torch's pipelining with one chunk a rank, what a
-    micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7]."""
+def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
+    """FSDP's and DeepSpeed ZeRO-3's buffers (FSDP_TERMS but the end of the backward's) on a stage of `params` dense
+    parameters per GPU holding `counts` layers: the gathered units and their gradients at the peak (per.fsdp_units),
+    ZeRO-3's persistent parameters, the end units kept unsharded, under PP the whole stage gathered (its layer linears
+    1 B fewer each under the fp8 all-gather [fa]), less, resharding after forward under torch's pipelining with one
+    chunk a rank, what a micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7], and its
+    accumulated unsharded gradients."""
     lin = stage_linear_params(per.pc, per.plan, counts)
     # DeepSpeed ZeRO-3's persistent parameters of the stage's layers [z3]
     persistent = (np.where(per.plan.sharding >= FSDP, weighted(counts, per.zero3["persistent"]), 0.0)
-                  if per.zero3 is not None else 0.0)
+                  if per.zero3 is not None else 0.0 * lin)
     regather_saving = np.minimum(per.regather_w * params - per.regather_cut * lin, per_mb) if twin is None else 0.0
-    return per.fsdp_buf + persistent + per.ends[end] + per.pp_unsharded * params - per.held_cut * lin - regather_saving
+    return {**per.fsdp_units, "zero3_persistent": persistent, "fsdp_unsharded_ends": per.ends[end],
+            "fsdp_unsharded_stage": per.pp_unsharded * params - per.held_cut * lin - regather_saving,
+            "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin}
 
 
 def _rope_bytes(per: _PerLayer, counts, stages: float):

@@ -39,7 +39,11 @@ DPI = 100  # the memory / fit / sweep figures (the timeline keeps 150)
 _TERM_COLOURS = {
     "weights": "#4C78A8", "gradients": "#72B7B2", "master_weights": "#54A24B", "adam": "#EECA3B",
     "layer_activations": "#F58518", "output_activations": "#E45756", "recompute_buffer": "#FF9DA6",
-    "fsdp_buffers": "#B279A2", "allocator_slack": "#9D755D", "tp_overlap_buffers": "#79706E", "ep_buffers": "#D4A6C8",
+    # FSDP's and ZeRO-3's buffers (memory.FSDP_TERMS) in shades of Tableau's purple
+    "fsdp_gathered_units": "#B279A2", "fsdp_unit_grads": "#C994BA", "zero3_working_set": "#B279A2",
+    "zero3_unreduced_grads": "#C994BA", "zero3_ipg_bucket": "#8E5C82", "zero3_persistent": "#D9B5CF",
+    "fsdp_unsharded_ends": "#8E5C82", "fsdp_unsharded_stage": "#D9B5CF", "fsdp_accumulated_grads": "#6B4562",
+    "fsdp_end_of_backward": "#E8D2E2", "allocator_slack": "#9D755D", "tp_overlap_buffers": "#79706E", "ep_buffers": "#D4A6C8",
     "reserve": "#BAB0AC",
 }
 _HATCHES = (None, "//", "..", "xx", "\\\\", "++")  # model chunk 0, 1, 2, ...

@@ -65,7 +65,7 @@ def test_pipeline_stage_unsharded_weights():
     got = {}
     for ag in (True, False):
         settings, plan, _, _ = explain_job(**KW, pp=2, fp8_allgather=ag)
-        got[ag] = {k: float(t["fsdp_buffers"]) for k, t in stage_memory_terms(settings, plan).items()}
+        got[ag] = {k: float(t["fsdp_unsharded_stage"]) for k, t in stage_memory_terms(settings, plan).items()}
     assert all(got[False][k] - got[True][k] == 16 * LAYER_LINEARS for k in got[True])
 
 

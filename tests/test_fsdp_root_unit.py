@@ -10,9 +10,10 @@ root unit's; torch before #154704 (2025-06) keeps the root unsharded after its f
 loss's backward peak of Llama 3 8B (V = 128,256, h = 4,096, one block 218,103,808 linear weights
 + 2 x 4,096 norm weights) a rank holds:
 
-  fsdp_buffers  + 2 B x V h (the embedding's bf16 weight) + the last block gathered: 2 B a
-                parameter in bf16; under the fp8 all-gather 1 B a linear weight (torchao
-                fsdp_post_all_gather, memory.py [fa]) and 2 B a norm weight;
+  fsdp_unsharded_ends  + 2 B x V h (the embedding's bf16 weight);
+  fsdp_gathered_units  + the last block gathered: 2 B a parameter in bf16; under the fp8
+                all-gather 1 B a linear weight (torchao fsdp_post_all_gather, memory.py [fa])
+                and 2 B a norm weight;
   stream_pools  + 2 B x V h: the all-gather stream's largest flat buffer is the root unit's
                 (embedding + output, foreach_all_gather: one buffer a unit), not the embedding's.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import PlannerError
+from planner.memory import FSDP_TERMS
 
 OUT = 128_256 * 4096  # the embedding's and the output layer's parameters, each
 LIN = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336  # one block's linear weights: wq, wo, wk, wv, w1, w2, w3
@@ -45,12 +47,14 @@ def test_block_count_is_the_models():
 def test_root_unit_holds_the_embedding_and_the_last_block(explain, extra, last_block):
     base, root = _tt(explain, **extra), _tt(explain, fsdp_root_unit=True, **extra)
     b, r = base["terms"], root["terms"]
-    assert r["fsdp_buffers"] - b["fsdp_buffers"] == pytest.approx(2 * OUT + last_block, rel=1e-12)
+    assert r["fsdp_unsharded_ends"] - b["fsdp_unsharded_ends"] == pytest.approx(2 * OUT, rel=1e-12)
+    assert r["fsdp_gathered_units"] - b["fsdp_gathered_units"] == pytest.approx(last_block, rel=1e-12)
     assert r["stream_pools"] - b["stream_pools"] == pytest.approx(2 * OUT, rel=1e-12)
     assert root["allocated_bytes"] - base["allocated_bytes"] == pytest.approx(2 * OUT + last_block, rel=1e-12)
     assert root["reserved_bytes"] - base["reserved_bytes"] == pytest.approx(4 * OUT + last_block, rel=1e-12)
     # nothing else moves: the activations, the loss, the states
-    for k in ("layer_activations", "output_activations", "master_weights", "adam", "recompute_buffer"):
+    for k in ("layer_activations", "output_activations", "master_weights", "adam", "recompute_buffer", "fsdp_unit_grads",
+              "fsdp_unsharded_stage", "fsdp_accumulated_grads"):
         assert r[k] == b[k], k
 
 
@@ -59,7 +63,8 @@ def test_reshard_always_resharded_the_last_block(explain):
     True for every block): the last block is resharded too; the root is clamped all the same."""
     base = _tt(explain, sharding_mode="fsdp2_reshard_always")
     root = _tt(explain, sharding_mode="fsdp2_reshard_always", fsdp_root_unit=True)
-    assert root["terms"]["fsdp_buffers"] - base["terms"]["fsdp_buffers"] == pytest.approx(2 * OUT, rel=1e-12)
+    assert root["terms"]["fsdp_unsharded_ends"] - base["terms"]["fsdp_unsharded_ends"] == pytest.approx(2 * OUT, rel=1e-12)
+    assert root["terms"]["fsdp_gathered_units"] == base["terms"]["fsdp_gathered_units"] == 0.0
 
 
 def test_no_reshard_and_pipeline_hold_everything_already(explain):
@@ -68,7 +73,7 @@ def test_no_reshard_and_pipeline_hold_everything_already(explain):
     root's units are counted there already; only the pool's largest flat buffer moves without
     PP (one root unit holds embedding and output)."""
     base, root = _tt(explain, sharding_mode="fsdp2_no_reshard"), _tt(explain, sharding_mode="fsdp2_no_reshard", fsdp_root_unit=True)
-    assert root["terms"]["fsdp_buffers"] == base["terms"]["fsdp_buffers"]
+    assert all(root["terms"][k] == base["terms"][k] for k in FSDP_TERMS)
     assert root["terms"]["stream_pools"] - base["terms"]["stream_pools"] == pytest.approx(2 * OUT, rel=1e-12)
     pp = dict(gpus=16, pp=2, global_batch=16)
     assert _tt(explain, fsdp_root_unit=True, **pp)["terms"] == _tt(explain, **pp)["terms"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.memory import layer_coefficients
+from planner.memory import FSDP_TERMS, layer_coefficients
 from planner.params import count_params
 from planner.catalog import load_model
 from planner.schema import ModelSpec
@@ -262,7 +262,12 @@ def test_fsdp_buffers_and_reserve(explain):
     # two unsharded bf16 units + one unsharded gradient in the dtype the stack reduces it in
     # (megatron: fp32, stack_db fsdp.grad_reduce_bytes 4); the largest unit is the
     # 1.05e9-parameter vocab matrix / 8 (larger than a 0.86e9-parameter layer / 8)
-    assert float(est.memory.fsdp_buffers) == pytest.approx((2 * 2 + 4) * max(pc.as_dict()["per_layer"], pc.embedding) / 8)
+    unit = max(pc.as_dict()["per_layer"], pc.embedding) / 8
+    assert float(est.memory.fsdp_gathered_units) == pytest.approx(2 * 2 * unit)
+    assert float(est.memory.fsdp_unit_grads) == pytest.approx(4 * unit)
+    # nothing else of FSDP's on megatron without PP: no end unit kept unsharded, no end-of-backward moment
+    others = [k for k in FSDP_TERMS if k not in ("fsdp_gathered_units", "fsdp_unit_grads")]
+    assert [float(est.memory[k]) for k in others] == [0.0] * len(others)
     assert float(est.memory.reserve) == 2**30
 
 
@@ -390,3 +395,17 @@ def test_partial_full_recompute_by_hand(explain):
 def test_recompute_layers_needs_full(cli):
     r = cli("explain", "--model", "llama3-8b", "--gpus", "8", "--recompute", "selective", "--recompute-layers", "4")
     assert r.exit_code == 2 and "recompute_layers needs recompute full" in r.stderr
+
+
+def test_every_memory_term_has_a_label_and_a_row(explain):
+    """The renderers name every term memory returns (render.common.TERM_LABELS, explain's table rows), FSDP's and
+    ZeRO-3's buffers among them (memory.FSDP_TERMS), and the terms are STATE_TERMS + ACTIVATION_TERMS + OTHER_TERMS."""
+    from planner.memory import ACTIVATION_TERMS, OTHER_TERMS, STATE_TERMS
+    from planner.render.common import TERM_LABELS
+    from planner.render.explain import _OTHER_TERMS, _STATE_TERMS
+
+    _, _, est, js = explain(model="llama3-8b", gpus=8, sharding="fsdp")
+    names = list(js["memory"]["terms"])
+    assert sorted(names) == sorted(STATE_TERMS + ACTIVATION_TERMS + OTHER_TERMS)
+    assert set(FSDP_TERMS) <= set(names) and "fsdp_buffers" not in names
+    assert set(names) <= set(TERM_LABELS) and sorted(_STATE_TERMS + _OTHER_TERMS) == sorted(names)

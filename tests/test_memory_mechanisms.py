@@ -35,7 +35,8 @@ def test_fsdp2_states_at_the_backward_peak(explain):
     assert t["weights"] == 0.0 and t["gradients"] == 0.0
     assert t["master_weights"] == pytest.approx(4 * P / 8, rel=1e-12)
     assert t["adam"] == pytest.approx(8 * P / 8, rel=1e-12)
-    assert t["fsdp_buffers"] == pytest.approx(2 * OUT, rel=1e-12)
+    assert t["fsdp_unsharded_ends"] == pytest.approx(2 * OUT, rel=1e-12)
+    assert t["fsdp_gathered_units"] == t["fsdp_unit_grads"] == t["fsdp_unsharded_stage"] == 0.0
 
 
 def test_fsdp2_pools_are_reserved_not_allocated(explain):
@@ -75,7 +76,9 @@ def test_fsdp2_with_pp_holds_its_stage_unsharded(explain):
     pc = count_params(settings.model)
     dense, _ = params_of(pc, settings.model, plan, stage_kind_counts(settings.model, plan)["first"], "first")
     first = est.stages[STAGE_FIRST]
-    assert float(first.fsdp_buffers) == pytest.approx(6 * float(dense), rel=1e-12)
+    assert float(first.fsdp_unsharded_stage) == pytest.approx(2 * float(dense), rel=1e-12)
+    assert float(first.fsdp_accumulated_grads) == pytest.approx(4 * float(dense), rel=1e-12)
+    assert float(first.fsdp_unsharded_ends) == float(first.fsdp_gathered_units) == 0.0  # in the stage already
 
 
 def test_megatron_fp8_saves_gemm_inputs_at_one_byte(explain):
@@ -235,7 +238,8 @@ def test_litgpt_benchmark_fsdp1_bf16_by_hand(explain):
                           recompute="full", stack="litgpt-benchmark", torch_compile=True)
     t = js["memory"]["terms"]
     assert t["weights"] == 2 * P / 8 and t["adam"] == 4 * P / 8 and t["gradients"] == 0 and t["master_weights"] == 0
-    assert t["fsdp_buffers"] == 2 * 2 * vh
+    assert t["fsdp_unsharded_ends"] == 2 * 2 * vh
+    assert t["fsdp_gathered_units"] == t["fsdp_unit_grads"] == 0.0  # FSDP1's Blocks: in the recompute buffer below
     assert t["layer_activations"] == 32 * T * 2 * h
     out = T * (2 * h + 2 * h + 8 * V)
     assert t["output_activations"] == out

@@ -39,7 +39,7 @@ def test_early_step_removes_the_foreach_step_moment(explain):
     (6 x 525,336,576) + the workspaces and the RoPE tables (32 x 2048 x 64 x 8 B).
     That moment, 15.56 GB, is now below the start of the backward's (the loss's), which sets the
     peak: the run allocates what the fused run without it allocates less that run's end-of-backward
-    excess (its fsdp_buffers above the [norm, output] units kept unsharded)."""
+    excess (its fsdp_end_of_backward term)."""
     _, _, _, fe = _tt(explain, recompute="full", seq_len=2048, optimizer_implementation="foreach",
                       early_step_in_backward=True)
     _, _, _, off = _tt(explain, recompute="full", seq_len=2048)
@@ -49,7 +49,9 @@ def test_early_step_removes_the_foreach_step_moment(explain):
     end = 12 * P / 8 + 4 * OUT / 8 + 6 * OUT + ws + rope
     assert f["allocated_bytes"] == pytest.approx(16 * P / 8 + 6 * OUT + ws + rope, rel=1e-12)  # its end of backward
     assert end < m["allocated_bytes"] < f["allocated_bytes"]
-    excess = f["terms"]["fsdp_buffers"] - m["terms"]["fsdp_buffers"]
+    excess = f["terms"]["fsdp_end_of_backward"]
+    assert m["terms"]["fsdp_end_of_backward"] == 0.0 and excess > 0.0
+    assert f["terms"]["fsdp_unsharded_ends"] == m["terms"]["fsdp_unsharded_ends"] == 2 * OUT
     assert m["allocated_bytes"] == pytest.approx(f["allocated_bytes"] - excess, rel=1e-12)
 
 

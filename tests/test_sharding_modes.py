@@ -25,6 +25,7 @@ import pytest
 
 from planner import comm
 from planner.explain import evaluate
+from planner.memory import FSDP_TERMS
 from planner.plan import resolve
 from planner.schema import Job
 from planner.step import Collectives, _context
@@ -63,8 +64,11 @@ def test_torchtitan_never_keeps_every_unit_gathered_to_the_backward():
     reshard_after_forward=False)); the optimizer states and the reduce pool are the same."""
     _, _, d = _run(stack="torchtitan", sharding_mode="fsdp2", global_batch=64)
     _, _, n = _run(stack="torchtitan", sharding_mode="fsdp2_no_reshard", global_batch=64)
-    assert float(n.memory["fsdp_buffers"]) == pytest.approx(2.0 * LLAMA3_8B, rel=1e-12)
-    assert float(d.memory["fsdp_buffers"]) == pytest.approx(2.0 * LLAMA3_8B_OUTPUT, rel=1e-12)
+    assert float(n.memory["fsdp_unsharded_stage"]) == pytest.approx(2.0 * LLAMA3_8B, rel=1e-12)
+    assert float(d.memory["fsdp_unsharded_ends"]) == pytest.approx(2.0 * LLAMA3_8B_OUTPUT, rel=1e-12)
+    # and nothing else of FSDP's: no unit gathered at the peak, no end unit apart from the whole model under "never"
+    assert [float(n.memory[k]) for k in FSDP_TERMS if k != "fsdp_unsharded_stage"] == [0.0] * (len(FSDP_TERMS) - 1)
+    assert [float(d.memory[k]) for k in FSDP_TERMS if k != "fsdp_unsharded_ends"] == [0.0] * (len(FSDP_TERMS) - 1)
     for k in ("weights", "gradients", "master_weights", "adam", "stream_pools", "activations"):
         if k in d.memory:
             assert float(n.memory[k]) == pytest.approx(float(d.memory[k]), rel=1e-12), k

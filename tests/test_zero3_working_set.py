@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.memory import zero3_layer_peak
+from planner.memory import FSDP_TERMS, zero3_layer_peak
 
 TOY = dict(stage3_max_live_parameters=10, stage3_prefetch_bucket_size=1, stage3_max_reuse_distance=10,
            reduce_bucket_size=2, stage3_param_persistence_threshold=0)
@@ -74,23 +74,30 @@ def _gpt3(explain, **kw):
     return explain(**{**job, **kw})[3]["memory"]["terms"]
 
 
+def _z3(t):
+    """The ZeRO-3 terms (working set, gradients awaiting their reduce-scatter, IPG bucket, persistent), and that
+    FSDP's layer-unit terms are empty (DeepSpeed gathers per submodule instead)."""
+    assert [t[k] for k in FSDP_TERMS if not k.startswith("zero3_")] == [0.0] * 6
+    return t["zero3_working_set"], t["zero3_unreduced_grads"], t["zero3_ipg_bucket"], t["zero3_persistent"]
+
+
 def test_gpt3_defaults(explain):
-    t = _gpt3(explain)
-    assert t["fsdp_buffers"] == pytest.approx(2 * 13 * H2 + 2 * 5e8 + PERSIST, rel=1e-12)
+    """Back fc1: fc1 4 h^2 + the prefetched proj h^2 gathered, the gradients of fc1 and fc2 8 h^2."""
+    assert _z3(_gpt3(explain)) == pytest.approx((2 * 5 * H2, 2 * 8 * H2, 2 * 5e8, PERSIST), rel=1e-12)
 
 
 def test_gpt3_reduce_bucket_from_the_job(explain):
     """reduce_bucket_size 1e8 (job field deepspeed_zero3): the IPG buffer 2 B x 1e8, and qkv's gradient
     (3 h^2 = 4.5e8 > 1e8) now waits beside fc2's: back fc2 8 h^2 gathered + (4 + 3) h^2 = 15 h^2, the peak."""
     t = _gpt3(explain, deepspeed_zero3={"reduce_bucket_size": 100_000_000})
-    assert t["fsdp_buffers"] == pytest.approx(2 * 15 * H2 + 2 * 1e8 + PERSIST, rel=1e-12)
+    assert _z3(t) == pytest.approx((2 * 8 * H2, 2 * 7 * H2, 2 * 1e8, PERSIST), rel=1e-12)
 
 
 def test_gpt3_persistence_threshold_zero(explain):
     """stage3_param_persistence_threshold 0: no parameter is persistent (the biases and norms gathered
     with their modules, not priced apart)."""
     t = _gpt3(explain, deepspeed_zero3={"stage3_param_persistence_threshold": 0})
-    assert t["fsdp_buffers"] == pytest.approx(2 * 13 * H2 + 2 * 5e8, rel=1e-12)
+    assert _z3(t) == pytest.approx((2 * 5 * H2, 2 * 8 * H2, 2 * 5e8, 0.0), rel=1e-12)
 
 
 def test_deepspeed_zero3_refused_on_a_stack_without_it(explain):
@@ -115,6 +122,25 @@ def test_530b_record():
     with tempfile.TemporaryDirectory() as d:
         s, p = V.prepare_record(rec, V.new_row(rec), Path(d), path.parent, str(path))
         m = to_json(s, p, evaluate(s, p))["memory"]
-    assert m["terms"]["fsdp_buffers"] == pytest.approx(2 * 12 * h2 + 2 * 5e8 + 2 * 13 * 20480 * 105, rel=1e-12)
-    assert m["terms"]["fsdp_buffers"] == 11_122_240_000
+    assert _z3(m["terms"]) == pytest.approx((2 * 4 * h2, 2 * 8 * h2, 2 * 5e8, 2 * 13 * 20480 * 105), rel=1e-12)
+    assert sum(m["terms"][k] for k in FSDP_TERMS) == 11_122_240_000
     assert m["total_bytes"] / 2**30 == pytest.approx(64.17, abs=0.01)
+
+
+def test_explain_names_each_zero3_term(cli):
+    """explain's table has a row for each ZeRO-3 term (2 B x 5 h^2 = 1.41 GiB gathered, 2 B x 8 h^2 = 2.25 GiB of
+    gradients, the 2 B x 5e8 = 0.93 GiB bucket, 2 B x 13 h x 96 = 0.03 GiB persistent) and none for FSDP's layer
+    units, which the plan does not hold; a ZeRO-1 plan shows no FSDP or ZeRO-3 row at all."""
+    job = ["--model", "gpt3-175b", "--gpus", "64", "--stack", "megatron-deepspeed", "--recompute", "full",
+           "--micro-batch", "1", "--global-batch", "64", "--hardware", "a100-sxm-80gb"]
+    r = cli("explain", *job, "--sharding", "fsdp")
+    assert r.exit_code == 0, r.output
+    rows = {ln.split("│")[1].strip(): ln.split("│")[3].strip() for ln in r.stdout.splitlines() if ln.count("│") == 4}
+    assert rows["ZeRO-3 working set (gathered, prefetched)"] == f"{2 * 5 * H2 / 2**30:.2f}" == "1.41"
+    assert rows["ZeRO-3 gradients awaiting reduce-scatter"] == f"{2 * 8 * H2 / 2**30:.2f}" == "2.25"
+    assert rows["ZeRO-3 IPG gradient bucket"] == "0.93"
+    assert rows["ZeRO-3 persistent parameters"] == f"{PERSIST / 2**30:.2f}" == "0.03"
+    assert not any(k.startswith("FSDP ") for k in rows)
+    z1 = cli("explain", *job, "--sharding", "zero1")
+    assert z1.exit_code == 0, z1.output
+    assert "ZeRO-3 " not in z1.stdout and "FSDP " not in z1.stdout
