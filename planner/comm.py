@@ -989,16 +989,27 @@ def domain_pieces(group_size, stride, params: CommParams, job_gpus) -> tuple[np.
     g, s = np.broadcast_arrays(_i(group_size), _i(stride))
     job = int(np.max(_i(job_gpus)))
     D = int(np.max(domain_in_use(job, params)))
-    keys, index = np.unique(np.stack([g.ravel(), s.ravel()]), axis=1, return_inverse=True)
-    div, gcd, spans = (np.empty(keys.shape[1], dtype=t) for t in (bool, np.int64, bool))
-    for k, (gk, sk) in enumerate(keys.T):
-        gk, sk = max(int(gk), 1), max(int(sk), 1)
+    g1, s1 = np.maximum(g.ravel(), 1), np.maximum(s.ravel(), 1)
+    width = int(s1.max(initial=1)) + 1
+    keys, index = np.unique(g1 * width + s1, return_inverse=True)  # one key per (group_size, stride)
+    div, gcd, spans = (np.empty(keys.size, dtype=t) for t in (bool, np.int64, bool))
+    for k, key in enumerate(keys):
+        gk, sk = divmod(int(key), width)
         period = int(np.lcm(gk * sk, D))
         pieces = np.concatenate([_pieces(gk, sk, D, min(job, period)),
                                  _pieces(gk, sk, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])
         div[k], gcd[k], spans[k] = bool(np.all(gk % pieces == 0)), int(np.gcd.reduce(pieces)), bool(np.any(pieces < gk))
     shape, idx = g.shape, np.asarray(index).ravel()
     return div[idx].reshape(shape), gcd[idx].reshape(shape), spans[idx].reshape(shape)
+
+
+def domain_piece_sizes(group_size: int, stride: int, params: CommParams, job_gpus: int) -> list[int]:
+    """The distinct pieces domain_pieces counts for one group size and stride (an error message's figures)."""
+    g, s, job = max(int(group_size), 1), max(int(stride), 1), int(job_gpus)
+    D = int(domain_in_use(job, params))
+    period = int(np.lcm(g * s, D))
+    return sorted(set(_pieces(g, s, D, min(job, period)).tolist()) | set(_pieces(g, s, D, job % period).tolist()
+                                                                            if job > period else ()))
 
 
 def _pieces(g: int, s: int, D: int, n: int) -> np.ndarray:

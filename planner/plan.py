@@ -634,11 +634,14 @@ def _heads_error(tp: int, a: int, model: ModelSpec) -> tuple[str, str]:
 
 
 def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str,
-                stack=None, plan=None) -> PlannerError:
-    """The message and hint of a broken plan rule (rule_codes), with the job's values."""
+                stack=None, plan=None, hw: Hardware | None = None) -> PlannerError:
+    """The message and hint of a broken plan rule (rule_codes), with the job's values (a start-up rule's
+    own figures where it gives them: StartupRule.detail, on the job's cluster)."""
     if code in BY_CODE:
         r = BY_CODE[code]
-        return PlannerError(f"{where}{r.text}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
+        figures = (f" ({r.detail(model, stack, plan, cluster_of(hw, job.gpus))})"
+                   if r.detail is not None and plan is not None and hw is not None else "")
+        return PlannerError(f"{where}{r.text}{figures}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
                             f"ep {job.ep}, sharding {job.sharding} as {job.sharding_mode}, rank order {job.rank_order}) "
                             f"breaks start-up rule {r.key} of {r.trainer} ({r.source})", r.hint)
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
@@ -1359,7 +1362,8 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     warnings += overridden_settings(job, stack, int(plan.smode))
     code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
-        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan)
+        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
+                          hw=hw)
     _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule, hw=hw)
     # job-level checks (not rules of a plan)
     if job.sharding == "hsdp" and job.shard_group is None:
@@ -1416,7 +1420,7 @@ def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, whe
         code = int(rule_codes(model, job.gpus, stack, replace(plan, gbs=b), hardware=hw))
         if code != OK:
             e = _rule_error(code, "", job, model, dp=dp, gbs=b, seq=seq, schedule=schedule, stack=stack,
-                            plan=replace(plan, gbs=b))
+                            plan=replace(plan, gbs=b), hw=hw)
             # the phase named as fit's counts name it (search._reason_text)
             raise PlannerError(f"{where}batch_size_schedule {phase_name(k, phases)} cannot run: {e.message}", e.hint)
 

@@ -170,6 +170,9 @@ class StartupRule:
     # to the stack (reads_micro_batch)
     reads_mbs: bool = False
 
+    # the figures of a refused plan (0-d PlanArrays) for its message: (model, stack, plan, cluster) -> str
+    detail: Callable | None = None
+
     def check(self, model, stack, plan, cluster: "Cluster | None") -> np.ndarray:
         """Where the plan breaks the rule: `broken` with the cluster where the rule reads one (a rule
         that reads the hardware is never skipped for want of it: the caller passes the job's)."""
@@ -839,6 +842,44 @@ def _hybridep_tokens(model, stack, plan, cluster: Cluster) -> np.ndarray:
     return (group > 1) & spans & over
 
 
+def _pieces_text(plan, cluster: Cluster) -> tuple[int, list[int], int]:
+    """(group, its distinct pieces, GPUs per domain) of a 0-d plan's expert-TP x EP group."""
+    from . import comm
+
+    strides = comm.strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    group = int(etp_of(plan) * np.asarray(plan.ep))
+    stride = int(comm.folded_stride(group, 1, plan, strides))
+    return group, comm.domain_piece_sizes(group, stride, cluster.params, cluster.gpus), \
+        int(comm.domain_in_use(cluster.gpus, cluster.params))
+
+
+def _domain_detail(model, stack, plan, cluster: Cluster) -> str:
+    group, pieces, D = _pieces_text(plan, cluster)
+    return (f"its {group} ranks meet {' or '.join(map(str, pieces))} of their group in an NVLink domain of {D} GPUs "
+            f"on {cluster.gpus:,}")
+
+
+def _experts_detail(model, stack, plan, cluster: Cluster) -> str:
+    group, pieces, D = _pieces_text(plan, cluster)
+    local = model.moe.num_experts // max(int(plan.ep), 1)
+    return (f"{local} experts per rank x {' or '.join(map(str, pieces))} ranks per NVLink domain; hidden size "
+            f"{model.hidden_size}")
+
+
+def _tokens_detail(model, stack, plan, cluster: Cluster) -> str:
+    t = int(hybridep_tokens(plan))
+    return (f"{t:,} tokens per rank as padded: 3 x {t:,} + 1 = "
+            f"{HYBRIDEP_TX_DEPTH_TOKEN_FACTOR * t + HYBRIDEP_TX_DEPTH_EXTRA:,}")
+
+
+def _gpu_detail(group_of):
+    def detail(model, stack, plan, cluster: Cluster) -> str:
+        cc = cluster.hardware.compute_capability
+        return f"{cluster.hardware.name}: compute capability {cc or 'not given'}, a group of {int(group_of(plan))} ranks"
+    return detail
+
+
+_MEGATRON_GROUP = lambda p: etp_of(p) * np.asarray(p.ep)  # noqa: E731
 _DEEPEP_GPU_SOURCE = (f"{_DEEPEP} @567632d README.md l. 43-49 (Requirements: Ampere (SM80), Hopper (SM90)), setup.py l. 57-66 "
                       "(DISABLE_SM90_FEATURES for SM80: assert disable_nvshmem, 'Disable internode and low-latency kernels'), "
                       "csrc/deep_ep.cpp Buffer::Buffer l. 166-168 (num_rdma_ranks = max(1, num_ranks / 8); without NVSHMEM "
@@ -853,7 +894,7 @@ LATER_RULES = LATER_RULES + (
         f"{_DEEPEP_GPU_SOURCE}; the group: {MEGATRON_COMMIT} megatron/core/transformer/moe/fused_a2a.py get_buffer l. 47-50",
         _DEEPEP_GPU_HINT,
         lambda m, s, p, c: _dispatcher_on(m, s, "deepep") & _deepep_gpu(etp_of(p) * np.asarray(p.ep), c),
-        reads_cluster=True),
+        reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
     StartupRule(
         "TORCHTITAN_DEEPEP_GPU", "torchtitan",
         "DeepEP runs on compute capability 8.0+ and, below 9.0 (an SM80 build: no NVSHMEM), only within 8 ranks: "
@@ -862,7 +903,7 @@ LATER_RULES = LATER_RULES + (
         "mesh's group)",
         _DEEPEP_GPU_HINT,
         lambda m, s, p, c: tt_deepep(m, s) & _deepep_gpu(np.asarray(p.ep), c),
-        reads_cluster=True),
+        reads_cluster=True, detail=_gpu_detail(lambda p: np.asarray(p.ep))),
     StartupRule(
         "DEEPSEEK_DEEPEP_GPU", "deepseek",
         "DeepSeek's all-to-all kernels, released as DeepEP, run on compute capability 8.0+ and, below 9.0, only within 8 "
@@ -870,14 +911,14 @@ LATER_RULES = LATER_RULES + (
         f"{_DEEPEP_GPU_SOURCE}; stack_db deepseek moe_dispatcher deepep (arXiv:2412.19437 sec. 3.2.2, released as DeepEP)",
         _DEEPEP_GPU_HINT.replace("; or moe_dispatcher alltoall", ""),
         lambda m, s, p, c: _dispatcher_on(m, s, "deepep") & _deepep_gpu(etp_of(p) * np.asarray(p.ep), c),
-        reads_cluster=True),
+        reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
     StartupRule(
         "MEGATRON_HYBRIDEP_GPU", "megatron",
         "Megatron's Hybrid-EP dispatcher runs its TMA kernels on compute capability 9.0+ only",
         f"{_HYBRIDEP} csrc/hybrid_ep/backend/hybrid_ep_backend.cuh (cuda::ptx::cp_async_bulk from l. 1332: PTX "
         "cp.async.bulk needs sm_90), docs/README_Hybrid-EP.md l. 179 (TORCH_CUDA_ARCH_LIST=\"9.0 10.0\")",
         "use a Hopper or newer GPU for hybridep, or moe_dispatcher alltoall",
-        _hybridep_gpu, reads_cluster=True),
+        _hybridep_gpu, reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
     StartupRule(
         "MEGATRON_HYBRIDEP_DOMAIN", "megatron",
         "Megatron's Hybrid-EP dispatcher needs the expert-TP x EP group divisible by each rank's group members in its "
@@ -886,7 +927,7 @@ LATER_RULES = LATER_RULES + (
         "num_of_hybrid_ep_ranks_per_nvlink_domain == 0, the ranks detect_accessible_ranks finds, csrc/hybrid_ep/allocator/"
         f"allocator.cu l. 178-211); {_HYBRIDEP_GROUP}",
         "choose etp x ep dividing the NVLink domain's GPUs (or a multiple of them), or moe_dispatcher alltoall",
-        _hybridep_domain, reads_cluster=True),
+        _hybridep_domain, reads_cluster=True, detail=_domain_detail),
     StartupRule(
         "MEGATRON_HYBRIDEP_EXPERTS", "megatron",
         "Megatron's Hybrid-EP dispatcher needs experts per rank x the group's ranks per NVLink domain divisible by 4 "
@@ -895,7 +936,7 @@ LATER_RULES = LATER_RULES + (
         "num_of_ranks_per_node) % 4 == 0, hidden_dim % 16 == 0), Configurer l. 393-399 ('The buffer config is not "
         f"valid.'); {_HYBRIDEP_GROUP}",
         "choose ep with experts per rank x ranks per NVLink domain a multiple of 4, or moe_dispatcher alltoall",
-        _hybridep_experts, reads_cluster=True),
+        _hybridep_experts, reads_cluster=True, detail=_experts_detail),
     StartupRule(
         "MEGATRON_HYBRIDEP_TOKENS", "megatron",
         f"Megatron's Hybrid-EP dispatcher across NVLink domains takes at most {HYBRIDEP_MAX_TOKENS:,} tokens per rank "
@@ -906,7 +947,7 @@ LATER_RULES = LATER_RULES + (
         "400-402 (max_num_of_tokens_per_rank = x.shape[-2])",
         "lower the tokens per rank (micro_batch x seq_len / cp, / tp under SP) to 21,824 or fewer, keep the expert-TP x "
         "EP group in one NVLink domain, or moe_dispatcher alltoall",
-        _hybridep_tokens, reads_cluster=True, reads_mbs=True),
+        _hybridep_tokens, reads_cluster=True, reads_mbs=True, detail=_tokens_detail),
 )
 
 

@@ -79,6 +79,7 @@ def test_hybridep_tokens_limit():
     assert int(hybridep_tokens(plan)) == 21824
     e = _refused("MEGATRON_HYBRIDEP_TOKENS", moe_dispatcher="hybridep", ep=64, seq_len=21888)
     assert "21,844 tokens per rank" in e.message and "config.cuh hybrid_ep_token_capacity_is_valid" in e.message
+    assert "(21,888 tokens per rank as padded: 3 x 21,888 + 1 = 65,665)" in e.message
     _runs(moe_dispatcher="hybridep", ep=8, seq_len=32768)
     # tp 2 with SP halves the rank's tokens: 43,776 / 2 = 21,888 refused, 43,648 / 2 = 21,824 runs
     _refused("MEGATRON_HYBRIDEP_TOKENS", moe_dispatcher="hybridep", ep=64, seq_len=43776, tp=2, sequence_parallel=True)
@@ -94,6 +95,7 @@ def test_hybridep_experts_times_domain_ranks():
                 moe_dispatcher="hybridep")
     e = _refused("MEGATRON_HYBRIDEP_EXPERTS", **base, ep=8)
     assert "(num_of_experts_per_rank * num_of_ranks_per_node) % 4 == 0" in e.message
+    assert "(1 experts per rank x 2 ranks per NVLink domain; hidden size 4096)" in e.message
     _runs(**base, ep=4)
 
 
@@ -103,6 +105,8 @@ def test_hybridep_group_divisible_by_domain_ranks():
     base = dict(hardware="gb200-nvl72", moe_dispatcher="hybridep")
     e = _refused("MEGATRON_HYBRIDEP_DOMAIN", **base, gpus=288, global_batch=288, ep=32)
     assert "hybrid_ep_buffer.py HybridEPBuffer.__init__ l. 61-76" in e.message
+    # blocks 64-95 (8 + 24) and 128-159 (16 + 16) straddle racks at 72 and 144
+    assert "its 32 ranks meet 8 or 16 or 24 or 32 of their group in an NVLink domain of 72 GPUs on 288" in e.message
     _runs(**base, gpus=288, global_batch=288, ep=16)
     for ep in (64, 32):
         _runs(**base, gpus=256, global_batch=256, ep=ep)
@@ -119,6 +123,7 @@ def test_deepep_by_gpu_generation():
     _runs(moe_dispatcher="deepep", ep=8, hardware="a100-sxm-80gb")
     for ep in (16, 64):
         e = _refused("MEGATRON_DEEPEP_GPU", moe_dispatcher="deepep", ep=ep, hardware="a100-sxm-80gb")
+        assert f"(a100-sxm-80gb: compute capability 8.0, a group of {ep} ranks)" in e.message
         assert "deep_ep.cpp Buffer::Buffer l. 166-168" in e.message and e.hint.startswith("use a Hopper")
     _runs(moe_dispatcher="deepep", ep=64)
     _refused("MEGATRON_DEEPEP_GPU", moe_dispatcher="deepep", ep=8, hardware="mi300x")
