@@ -243,3 +243,12 @@ def test_exported_script_passes_the_transcription():
     assert "--moe-flex-dispatcher-backend hybridep" in text
     assert megatron_script_errors(text, gpus_per_domain=8, capability=(9, 0)) == []
     assert [k for k, _ in megatron_script_errors(text, gpus_per_domain=8, capability=(8, 0))] == ["HYBRIDEP_GPU"]
+
+
+def test_deepseek_stack_deepep_by_gpu_generation():
+    """The deepseek stack runs DeepEP only (stack_db moe_dispatchers [deepep]): its published layout
+    (EP 64, PP 16 on 2,048 GPUs) runs on H800 and is refused on A100 (a 64-rank group below SM90)."""
+    job = dict(model="deepseek-v3", gpus=2048, stack="deepseek", ep=64, pp=16, global_batch=15360)
+    resolve(Job(**job, hardware="h800-sxm"))
+    with pytest.raises(PlannerError, match="breaks start-up rule DEEPSEEK_DEEPEP_GPU of deepseek"):
+        resolve(Job(**job, hardware="a100-sxm-80gb"))
