@@ -885,7 +885,8 @@ _DEEPEP_GPU_SOURCE = (f"{_DEEPEP} @567632d README.md l. 43-49 (Requirements: Amp
                       "csrc/deep_ep.cpp Buffer::Buffer l. 166-168 (num_rdma_ranks = max(1, num_ranks / 8); without NVSHMEM "
                       "assert num_rdma_ranks == 1, 'NVSHMEM is disabled during compilation')")
 _DEEPEP_GPU_HINT = ("use a Hopper or newer GPU (compute capability 9.0+) for DeepEP over 8 ranks; on Ampere keep the "
-                    "group within 8 ranks; or moe_dispatcher alltoall")
+                    "group within 8 ranks; or moe_dispatcher alltoall (a hardware file without compute_capability: "
+                    "give it)")
 LATER_RULES = LATER_RULES + (
     StartupRule(
         "MEGATRON_DEEPEP_GPU", "megatron",
@@ -917,7 +918,8 @@ LATER_RULES = LATER_RULES + (
         "Megatron's Hybrid-EP dispatcher runs its TMA kernels on compute capability 9.0+ only",
         f"{_HYBRIDEP} csrc/hybrid_ep/backend/hybrid_ep_backend.cuh (cuda::ptx::cp_async_bulk from l. 1332: PTX "
         "cp.async.bulk needs sm_90), docs/README_Hybrid-EP.md l. 179 (TORCH_CUDA_ARCH_LIST=\"9.0 10.0\")",
-        "use a Hopper or newer GPU for hybridep, or moe_dispatcher alltoall",
+        "use a Hopper or newer GPU for hybridep, or moe_dispatcher alltoall (a hardware file without compute_capability: "
+        "give it)",
         _hybridep_gpu, reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
     StartupRule(
         "MEGATRON_HYBRIDEP_DOMAIN", "megatron",
