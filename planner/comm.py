@@ -955,6 +955,74 @@ def domain_in_use(job, params: CommParams) -> np.ndarray:
     return np.where((job > D) & (job % n == 0), seg * n, D).astype(np.int64)
 
 
+def folded_stride(size, sigma, plan, strides):
+    """A stride that places a group of `size` ranks `sigma` apart in the expert grid's index
+    j (planner/moe.py docstring, "Where the expert groups sit") in the global rank order: the group
+    spans j in [0, size sigma); past the first axis of j it covers ceil(size sigma / P)
+    neighbours of the axis it ends in (P: the product of the axes of j inside it, s that
+    axis's global stride), so its global span is ceil(size sigma / P) s and it is placed as
+    size ranks span / size apart (the same span and members per NVLink domain as the true
+    group, group_link). Exact for a group inside one axis."""
+    cp_in = (plan.cp > 1) & (strides["cp"] < strides["dp"])
+    n = [plan.tp, np.where(cp_in, plan.cp, plan.dp), np.where(cp_in, plan.dp, plan.cp)]
+    s = [strides["tp"], np.where(cp_in, strides["cp"], strides["dp"]), np.where(cp_in, strides["dp"], strides["cp"])]
+    reach = np.asarray(size * sigma, dtype=np.int64)
+    inner = np.ones_like(reach)
+    span = np.zeros_like(reach)
+    for i, (n_ax, s_ax) in enumerate(zip(n, s)):  # the axis it ends in: the first whose block holds it
+        here = (span == 0) & ((reach <= inner * n_ax) | (i == len(n) - 1))
+        span = np.where(here, -(-reach // inner) * s_ax, span)
+        inner = inner * n_ax
+    return np.maximum(span // np.maximum(size, 1), 1)
+
+
+def domain_pieces(group_size, stride, params: CommParams, job_gpus) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pieces of NVLink domains that groups of `group_size` ranks `stride` apart land in, each piece
+    what one member sees (its group's members in its own domain): the `group_link` placement (blocks of
+    group_size x stride consecutive ranks tiling the job of job_gpus GPUs, which fills domains of
+    `domain_in_use` GPUs in order), counted rank by rank rather than as group_link's smallest piece:
+    a 32-rank block on 72-GPU domains falls in pieces of 32 and of 8 and 24 (ranks 64-95). Returns
+    (every piece divides group_size, the gcd of the pieces, some piece is below group_size: a group
+    spans domains), bool / int64 / bool arrays of the broadcast shape. Exact: the placement repeats
+    every lcm(block, domain) ranks, so one period and the job's remainder are counted, once per
+    distinct (group_size, stride) and looked up."""
+    g, s = np.broadcast_arrays(_i(group_size), _i(stride))
+    job = int(np.max(_i(job_gpus)))
+    D = int(np.max(domain_in_use(job, params)))
+    g1, s1 = np.maximum(g.ravel(), 1), np.maximum(s.ravel(), 1)
+    width = int(s1.max(initial=1)) + 1
+    keys, index = np.unique(g1 * width + s1, return_inverse=True)  # one key per (group_size, stride)
+    div, gcd, spans = (np.empty(keys.size, dtype=t) for t in (bool, np.int64, bool))
+    for k, key in enumerate(keys):
+        gk, sk = divmod(int(key), width)
+        period = int(np.lcm(gk * sk, D))
+        pieces = np.concatenate([_pieces(gk, sk, D, min(job, period)),
+                                 _pieces(gk, sk, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])
+        div[k], gcd[k], spans[k] = bool(np.all(gk % pieces == 0)), int(np.gcd.reduce(pieces)), bool(np.any(pieces < gk))
+    shape, idx = g.shape, np.asarray(index).ravel()
+    return div[idx].reshape(shape), gcd[idx].reshape(shape), spans[idx].reshape(shape)
+
+
+def domain_piece_sizes(group_size: int, stride: int, params: CommParams, job_gpus: int) -> list[int]:
+    """The distinct pieces domain_pieces counts for one group size and stride (an error message's figures)."""
+    g, s, job = max(int(group_size), 1), max(int(stride), 1), int(job_gpus)
+    D = int(domain_in_use(job, params))
+    period = int(np.lcm(g * s, D))
+    return sorted(set(_pieces(g, s, D, min(job, period)).tolist()) | set(_pieces(g, s, D, job % period).tolist()
+                                                                            if job > period else ()))
+
+
+def _pieces(g: int, s: int, D: int, n: int) -> np.ndarray:
+    """domain_pieces' count for the first n ranks: each rank's group (block r // (g s), offset r % s)
+    members in its domain (r // D)."""
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    r = np.arange(n, dtype=np.int64)
+    key = ((r // (g * s)) * s + r % s) * (n // D + 1) + r // D
+    _, inv, counts = np.unique(key, return_inverse=True, return_counts=True)
+    return counts[inv]
+
+
 def _place(g, s, span, job, params: CommParams) -> _Placement:
     """Blocks of `span` consecutive ranks, members `s` apart, in a job of `job` GPUs filling
     NVLink domains (the `domain_in_use` GPUs of each) and pods in order from a pod boundary

@@ -135,6 +135,7 @@ from __future__ import annotations
 import numpy as np
 
 from .layers.common import ACT_BYTES, etp_of, gathered_tokens  # noqa: F401  (plan-level helpers the layer kinds share)
+from .comm import folded_stride as _folded_stride  # (the folded grid's placement: startup.py's Hybrid-EP rules read it too)
 from .plan import DEFAULT_CAPACITY_FACTOR, HSDP, ep_overlap_applies  # noqa: F401  (the capacity factor's default; the overlap rule step.py reads as moe.ep_overlap_applies)
 
 
@@ -172,27 +173,6 @@ def expert_shard(plan) -> np.ndarray:
     optimizer shards expert parameters over the expert-data-parallel group [9])."""
     shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp)
     return plan.tp * shard * plan.cp // np.maximum(etp_of(plan) * plan.ep, 1)
-
-
-def _folded_stride(size, sigma, plan, strides):
-    """A stride that places a group of `size` ranks `sigma` apart in the expert grid's index
-    j (module docstring, "Where the expert groups sit") in the global rank order: the group
-    spans j in [0, size sigma); past the first axis of j it covers ceil(size sigma / P)
-    neighbours of the axis it ends in (P: the product of the axes of j inside it, s that
-    axis's global stride), so its global span is ceil(size sigma / P) s and it is placed as
-    size ranks span / size apart (the same span and members per NVLink domain as the true
-    group, comm.group_link). Exact for a group inside one axis."""
-    cp_in = (plan.cp > 1) & (strides["cp"] < strides["dp"])
-    n = [plan.tp, np.where(cp_in, plan.cp, plan.dp), np.where(cp_in, plan.dp, plan.cp)]
-    s = [strides["tp"], np.where(cp_in, strides["cp"], strides["dp"]), np.where(cp_in, strides["dp"], strides["cp"])]
-    reach = np.asarray(size * sigma, dtype=np.int64)
-    inner = np.ones_like(reach)
-    span = np.zeros_like(reach)
-    for i, (n_ax, s_ax) in enumerate(zip(n, s)):  # the axis it ends in: the first whose block holds it
-        here = (span == 0) & ((reach <= inner * n_ax) | (i == len(n) - 1))
-        span = np.where(here, -(-reach // inner) * s_ax, span)
-        inner = inner * n_ax
-    return np.maximum(span // np.maximum(size, 1), 1)
 
 
 def expert_strides(plan, strides, groups=("etp", "ep", "edp")) -> dict:

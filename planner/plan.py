@@ -29,7 +29,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields, ZERO3_KEYS
-from .startup import BY_CODE, megatron_checks, rules_for, split_overdrawn, stack_order_ok
+from .startup import BY_CODE, cluster_of, megatron_checks, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -213,13 +213,14 @@ LAST_BATCH_RULE = VPP_LAYERS
 
 
 def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None,
-               after: int = 0) -> np.ndarray:
+               after: int = 0, *, hardware: Hardware) -> np.ndarray:
     """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
     reports them (it raises from these codes; the search masks with them). `plan.dp` is 0
     where tp*cp*pp does not divide the GPU count (no dp). upto: check only codes <= upto.
     after: the caller knows that no candidate breaks a code <= after (the search's rows that
     passed those rules, space.build_space), which are not checked again: the first broken
-    rule is the same."""
+    rule is the same. hardware: the GPU the job runs on, which the start-up rules that read the
+    hardware (startup.Cluster: its compute capability, its NVLink domains) see with `gpus`."""
     L, a, k = model.num_layers, model.num_attention_heads, model.kv_heads
     tp, cp, pp, vpp, dp = plan.tp, plan.cp, plan.pp, plan.vpp, plan.dp  # (the micro-batch read only by its rules)
     dp_safe = np.maximum(dp, 1)
@@ -266,8 +267,10 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
             codes = np.where(broken, code, codes)
     if upto is None:
         ok = codes == OK
-        for code, r in reversed(rules_for(stack)):
-            broken = ok & r.broken(model, stack, plan)
+        startup = rules_for(stack)
+        cluster = cluster_of(hardware, gpus) if any(r.reads_cluster for _, r in startup) else None
+        for code, r in reversed(startup):
+            broken = ok & r.check(model, stack, plan, cluster)
             if np.any(broken):
                 codes = np.where(broken, code, codes)
             # a start-up rule is reported only where no plan rule broke first
@@ -631,11 +634,14 @@ def _heads_error(tp: int, a: int, model: ModelSpec) -> tuple[str, str]:
 
 
 def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, gbs: int, seq: int, schedule: str,
-                stack=None, plan=None) -> PlannerError:
-    """The message and hint of a broken plan rule (rule_codes), with the job's values."""
+                stack=None, plan=None, hw: Hardware | None = None) -> PlannerError:
+    """The message and hint of a broken plan rule (rule_codes), with the job's values (a start-up rule's
+    own figures where it gives them: StartupRule.detail, on the job's cluster)."""
     if code in BY_CODE:
         r = BY_CODE[code]
-        return PlannerError(f"{where}{r.text}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
+        figures = (f" ({r.detail(model, stack, plan, cluster_of(hw, job.gpus))})"
+                   if r.detail is not None and plan is not None and hw is not None else "")
+        return PlannerError(f"{where}{r.text}{figures}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
                             f"ep {job.ep}, sharding {job.sharding} as {job.sharding_mode}, rank order {job.rank_order}) "
                             f"breaks start-up rule {r.key} of {r.trainer} ({r.source})", r.hint)
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
@@ -736,7 +742,8 @@ def _mode_level(stack, job: Job, where: str) -> str:
     return level
 
 
-def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, where: str) -> tuple[PlanArrays, Job]:
+def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, where: str,
+                   hw: Hardware) -> tuple[PlanArrays, Job]:
     """The stack's sharding mode and rank order for a job that leaves them out: the first mode
     of the job's sharding level (stack_db runs.sharding, in order) and the stack's own rank
     order (default_rank_order), else the next of the stack's orders, that the stack and its
@@ -758,7 +765,7 @@ def _stack_choices(stack, model, job: Job, plan: PlanArrays, inherited: list, wh
     for o in orders:
         for i in modes:
             trial = _replace(plan, order=order_code(o), smode=i)
-            if int(rule_codes(model, job.gpus, stack, trial)) == OK:
+            if int(rule_codes(model, job.gpus, stack, trial, hardware=hw)) == OK:
                 best = (o, i)
                 break
         if best is not None:
@@ -1351,12 +1358,13 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         split_loss=job.loss_units, split_front=int(stack.pipeline_split == "front"),
         ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
     )
-    plan, job = _stack_choices(stack, model, job, plan, inherited, where)
+    plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
     warnings += overridden_settings(job, stack, int(plan.smode))
-    code = int(rule_codes(model, job.gpus, stack, plan))
+    code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
-        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan)
-    _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule)
+        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
+                          hw=hw)
+    _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule, hw=hw)
     # job-level checks (not rules of a plan)
     if job.sharding == "hsdp" and job.shard_group is None:
         raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
@@ -1390,7 +1398,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
 
 
 def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, where: str, *, dp: int, seq: int,
-                        schedule: str) -> None:
+                        schedule: str, hw: Hardware) -> None:
     """A batch ramp's phases run as Megatron runs them (planner/batch_ramp.py): the thresholds still
     increase in samples (tokens // seq_len), and each phase's plan (its batch, the same micro-batch)
     passes the plan rules: the batch a multiple of micro_batch x dp (Megatron's consistency check
@@ -1409,10 +1417,10 @@ def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, whe
                                "(num_microbatches_calculator.py @d98e8a64 _validate_schedule)",
                                "space the thresholds at least one sequence apart")
     for k, (t, b) in enumerate(phases[:-1]):
-        code = int(rule_codes(model, job.gpus, stack, replace(plan, gbs=b)))
+        code = int(rule_codes(model, job.gpus, stack, replace(plan, gbs=b), hardware=hw))
         if code != OK:
             e = _rule_error(code, "", job, model, dp=dp, gbs=b, seq=seq, schedule=schedule, stack=stack,
-                            plan=replace(plan, gbs=b))
+                            plan=replace(plan, gbs=b), hw=hw)
             # the phase named as fit's counts name it (search._reason_text)
             raise PlannerError(f"{where}batch_size_schedule {phase_name(k, phases)} cannot run: {e.message}", e.hint)
 

@@ -111,7 +111,7 @@ from .plan import LAST_BATCH_RULE, MESH, OK, REASONS, rule_codes  # noqa: E402
 def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = None, after: int = 0) -> np.ndarray:
     """The first rule of `plan.resolve` that each candidate breaks (OK = 0): plan.rule_codes
     with the search's settings (upto, after: as rule_codes takes them)."""
-    return rule_codes(settings.model, settings.gpus, settings.stack, plan, upto, after)
+    return rule_codes(settings.model, settings.gpus, settings.stack, plan, upto, after, hardware=settings.hardware)
 
 
 VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
@@ -333,7 +333,8 @@ class Space:
     def variant_ok(self, plan: PlanArrays, var: int) -> np.ndarray:
         """Where variant `var` can run: TP overlap only with SP and tp > 1 (and compile where
         the stack needs it); a dispatcher other than variant 0's only where an EP group exchanges
-        tokens (ep > 1) and its start-up rules pass (startup.dispatcher_broken: DeepEP's group sizes);
+        tokens (ep > 1) and its start-up rules pass on the job's cluster (startup.dispatcher_broken: DeepEP's group
+        sizes and GPU generation, Hybrid-EP's NVLink-domain and token limits);
         and none of the stack's start-up rules that read the variant's fields breaks it
         (startup.variant_broken: torchtitan's mxfp8 with compile and TP)."""
         tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
@@ -343,20 +344,20 @@ class Space:
             if self.settings.stack.overlap.tp_comm_overlap_needs_compile and not compile_:
                 ok &= False
         if self.dispatchers is not None and self.variants[var, DISPATCHER_COLUMN] != self.variants[0, DISPATCHER_COLUMN]:
-            from .startup import dispatcher_broken
+            from .startup import cluster_of, dispatcher_broken
 
             s = self.settings_of(var)
-            ok &= (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan)
+            ok &= (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan, cluster_of(s.hardware, s.gpus))
         if var:
             from copy import copy
 
-            from .startup import variant_broken
+            from .startup import cluster_of, variant_broken
 
             p = copy(plan)
             for j, name in enumerate(VARIANT_FIELDS):
                 setattr(p, name, self.variants[var, j])
             s = self.settings_of(var)
-            ok &= ~variant_broken(s.model, s.stack, p)
+            ok &= ~variant_broken(s.model, s.stack, p, cluster_of(s.hardware, s.gpus))
         return ok
 
 
@@ -454,7 +455,7 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
         base.smode = np.zeros(n, dtype=np.int64)
         return constraint_codes(settings, base, after=LAST_BATCH_RULE)
     fields = mode_rule_fields(settings.stack)
-    if key is not None and "microbatches" not in fields and n > 1:
+    if key is not None and "microbatches" not in fields and "mbs" not in fields and n > 1:
         present = np.zeros(int(key.max()) + 1, dtype=bool)
         present[key] = True
         index = (np.cumsum(present) - 1)[key]  # each row's group
@@ -482,10 +483,13 @@ MODE_RULE_FIELDS = tuple(f.name for f in dataclass_fields(PlanArrays) if f.name 
 
 def mode_rule_fields(stack) -> tuple:
     """MODE_RULE_FIELDS, and the micro-batches per step where one of the stack's start-up rules
-    reads them (StartupRule.reads_microbatches: DualPipe's shape on the deepseek stack)."""
-    from .startup import rules_for
+    reads them (StartupRule.reads_microbatches: DualPipe's shape on the deepseek stack), and the
+    micro-batch size where one reads it under the stack's dispatcher (startup.reads_micro_batch:
+    Hybrid-EP's tokens per rank)."""
+    from .startup import reads_micro_batch, rules_for
 
-    return MODE_RULE_FIELDS + (("microbatches",) if any(r.reads_microbatches for _, r in rules_for(stack)) else ())
+    return (MODE_RULE_FIELDS + (("microbatches",) if any(r.reads_microbatches for _, r in rules_for(stack)) else ())
+            + (("mbs",) if reads_micro_batch(stack) else ()))
 
 
 def _take(plan, idx):

@@ -120,6 +120,10 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
   DUALPIPE_SHAPE            dualpipe/dualpipe.py DualPipe.step: num_ranks % 2 == 0, num_chunks % 2
                             == 0 and num_chunks >= 2 num_ranks (one model chunk per direction)
+The rules that read the hardware (StartupRule.reads_cluster; a Cluster: the GPU entry's compute
+capability, its NVLink domains as the job fills them): DeepEP's GPU generation (MEGATRON_ /
+TORCHTITAN_ / DEEPSEEK_DEEPEP_GPU) and Hybrid-EP's (MEGATRON_HYBRIDEP_GPU, _DOMAIN, _EXPERTS,
+_TOKENS), cited in the comment above them (codes from 55, after LATER_RULES' first seven).
 """
 
 from __future__ import annotations
@@ -160,6 +164,46 @@ class StartupRule:
     broken: Callable  # (model, stack, plan) -> bool array
     # it reads the plan's micro-batches per step (PlanArrays.microbatches): space.choose_modes keys on them
     reads_microbatches: bool = False
+    # it reads the hardware the job runs on (a Cluster): broken is (model, stack, plan, cluster) -> bool array
+    reads_cluster: bool = False
+    # it reads the micro-batch size (PlanArrays.mbs): space.choose_modes keys on it where the rule applies
+    # to the stack (reads_micro_batch)
+    reads_mbs: bool = False
+
+    # the figures of a refused plan (0-d PlanArrays) for its message: (model, stack, plan, cluster) -> str
+    detail: Callable | None = None
+
+    def check(self, model, stack, plan, cluster: "Cluster | None") -> np.ndarray:
+        """Where the plan breaks the rule: `broken` with the cluster where the rule reads one (a rule
+        that reads the hardware is never skipped for want of it: the caller passes the job's)."""
+        if not self.reads_cluster:
+            return self.broken(model, stack, plan)
+        if cluster is None:
+            raise ValueError(f"start-up rule {self.key} reads the hardware: pass the job's Cluster (startup.cluster_of)")
+        return self.broken(model, stack, plan, cluster)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What the start-up rules that read the hardware see (StartupRule.reads_cluster): the GPU entry
+    (schema.Hardware: its compute_capability), its placement view (comm.CommParams: GPUs per NVLink
+    domain and per node, the domains' allocation) and the job's GPU count, which places the groups
+    (comm.domain_in_use, comm.group_link) as the cost models place them."""
+    hardware: object
+    params: object
+    gpus: int
+
+    @property
+    def capability(self):
+        """(major, minor) compute capability; None where the hardware entry gives none."""
+        return self.hardware.capability
+
+
+def cluster_of(hardware, gpus: int) -> Cluster:
+    """The Cluster of a job of `gpus` GPUs on `hardware` (a schema.Hardware)."""
+    from .comm import comm_params
+
+    return Cluster(hardware, comm_params(hardware), int(gpus))
 
 
 def mode_is(stack, plan, *names) -> np.ndarray:
@@ -718,6 +762,238 @@ def _tt_fsdp_mesh(stack, plan) -> np.ndarray:
     return (~ddp & (shard <= 1)) | (ddp & (cp > 1))
 
 
+# The rules that read the hardware (issues 22, 23; StartupRule.reads_cluster: a Cluster, the GPU entry and the placement the
+# cost models use), appended to LATER_RULES so every other rule keeps its code. deepseek-ai/DeepEP [E]: main @567632d
+# (torchtitan's; the README's requirements) and the hybrid-ep branch @94a9f8f (2026-07-10; Megatron @d98e8a64 installs
+# DeepEP de0dd118, docker/Dockerfile.ci.dev l. 100, which the stored snapshot lacks: the branch's head is read):
+#   *_DEEPEP_GPU             DeepEP's kernels by GPU generation. README.md l. 43-49 (Requirements: 'Ampere (SM80), Hopper
+#                            (SM90) GPUs, or other architectures with SM90 PTX ISA support'); setup.py l. 57-66: an SM80
+#                            build takes DISABLE_SM90_FEATURES=1 ('Disable some SM90 features: FP8, launch methods, and
+#                            TMA'), which asserts NVSHMEM off ('Disable internode and low-latency kernels'), and
+#                            csrc/deep_ep.cpp Buffer::Buffer l. 166-168 asserts num_rdma_ranks = max(1, num_ranks / 8) == 1
+#                            without NVSHMEM ('NVSHMEM is disabled during compilation'): below SM90 a group of 16 or more
+#                            ranks (the internode kernels) cannot start; below SM80 (or a GPU with no CUDA compute
+#                            capability: hardware_db compute_capability) DeepEP runs at no group size. Megatron's group is
+#                            expert-TP x EP (MEGATRON_DEEPEP_GROUP), torchtitan's the EP group, the deepseek stack's the
+#                            expert-TP x EP group as ep_buffers sizes it (its kernels are released as DeepEP's)
+#   MEGATRON_HYBRIDEP_GPU    Hybrid-EP's kernels move tokens with TMA bulk copies (csrc/hybrid_ep/backend/hybrid_ep_backend.cuh
+#                            cuda::ptx::cp_async_bulk, l. 1332 on; PTX cp.async.bulk needs sm_90) and build for
+#                            TORCH_CUDA_ARCH_LIST "9.0 10.0" (docs/README_Hybrid-EP.md l. 179; setup.py l. 52 defaults to
+#                            10.0): compute capability 9.0 or above
+#   MEGATRON_HYBRIDEP_DOMAIN deep_ep/hybrid_ep_buffer.py HybridEPBuffer.__init__ l. 61-76: the ranks per NVLink domain are
+#                            the group's members this rank reaches over NVLink (allocator.cu detect_accessible_ranks
+#                            l. 178-211), and the group's size must divide by them (an assert); the group is Megatron's
+#                            expert-TP x EP group (token_dispatcher.py MoEFlexTokenDispatcher l. 1845-1850), its pieces
+#                            per domain counted rank by rank on the cost models' placement (comm.domain_pieces)
+#   MEGATRON_HYBRIDEP_EXPERTS csrc/hybrid_ep/config.cuh BufferConfig::is_valid l. 84-95, checked by the Configurer
+#                            l. 393-399 ('The buffer config is not valid.'): the hidden size % 16 == 0 (bf16 tokens, TMA)
+#                            and (num_of_experts_per_rank x num_of_ranks_per_node) % 4 == 0, num_of_experts_per_rank
+#                            Megatron's num_local_experts = experts / ep (token_dispatcher.py l. 1846-1849); every
+#                            rank's piece (comm.domain_pieces) must hold it, i.e. their gcd
+#   MEGATRON_HYBRIDEP_TOKENS config.cuh l. 18-50 hybrid_ep_token_capacity_is_valid: across domains (num_of_nodes > 1)
+#                            the IB QP's send depth 3 x max_num_of_tokens_per_rank + 1 must stay below 65,536, i.e. at
+#                            most (65,536 - 1 - 1) // 3 = 21,844 tokens; the Configurer (l. 385-387) first takes
+#                            max(tokens, 512) rounded up to the 64-token combine chunk (so at most 21,824 tokens pass),
+#                            tokens = the first dispatch's rows on the rank (Megatron fused_a2a.py HybridEPDispatch.forward
+#                            l. 400-402: x.shape[-2], the micro-batch's seq / cp tokens, / tp under SP)
+DEEPEP_SM80_MAX_RDMA_RANKS = 1  # csrc/deep_ep.cpp l. 168 [E]: without NVSHMEM (an SM80 build) num_rdma_ranks == 1
+DEEPEP_NVL_PEERS = 8  # NUM_MAX_NVL_PEERS [E] (ep_buffers.NVL_PEERS): num_rdma_ranks = max(1, num_ranks / 8)
+HYBRIDEP_IB_QP_MAX_TX_DEPTH = 65536  # config.cuh l. 18 [E]
+HYBRIDEP_TX_DEPTH_TOKEN_FACTOR, HYBRIDEP_TX_DEPTH_EXTRA = 3, 1  # config.cuh l. 19-20 [E]
+HYBRIDEP_MAX_TOKENS = (HYBRIDEP_IB_QP_MAX_TX_DEPTH - 1 - HYBRIDEP_TX_DEPTH_EXTRA) // HYBRIDEP_TX_DEPTH_TOKEN_FACTOR  # 21,844
+HYBRIDEP_MIN_TOKENS, HYBRIDEP_CHUNK_TOKENS = 512, 64  # config.cuh Configurer l. 383-387 [E] (the chunk's env default 64)
+HYBRIDEP_EXPERT_COLUMNS = 4  # config.cuh l. 91 [E]: (experts per rank x ranks per node) % 4
+HYBRIDEP_HIDDEN_MULTIPLE = 16  # config.cuh l. 89 [E]: bf16 hidden_dim % 16 (TMA)
+_DEEPEP = "deepseek-ai/DeepEP"
+_HYBRIDEP = f"{_DEEPEP} @94a9f8f (hybrid-ep branch)"
+_HYBRIDEP_GROUP = (f"{MEGATRON_COMMIT} megatron/core/transformer/moe/token_dispatcher.py MoEFlexTokenDispatcher l. 1845-1850 "
+                   "(_HybridEPManager over the tp_ep group, num_local_experts)")
+
+
+def _dispatcher_on(model, stack, name: str) -> bool:
+    """An MoE model on the dispatcher `name` (the job's moe_dispatcher, laid on the stack's defaults by
+    plan.apply_moe_dispatcher: a setting, every candidate alike)."""
+    return bool(model is not None and model.moe is not None and stack is not None
+                and stack.defaults.moe_dispatcher == name)
+
+
+def _deepep_gpu(group, cluster: Cluster) -> np.ndarray:
+    """*_DEEPEP_GPU: where a DeepEP group of `group` ranks (> 1: a dispatch) cannot start on the cluster's
+    GPU: none below compute capability 8.0 (or with none), and below 9.0 none that needs the internode
+    kernels (num_rdma_ranks = max(1, group // 8) > 1)."""
+    group = np.asarray(group)
+    cc = cluster.capability
+    if cc is None or cc < (8, 0):  # a hardware setting, every candidate alike
+        return group > 1
+    if cc < (9, 0):
+        return np.maximum(group // DEEPEP_NVL_PEERS, 1) > DEEPEP_SM80_MAX_RDMA_RANKS
+    return np.zeros(np.shape(group), dtype=bool)
+
+
+def _tp_ep_pieces(plan, cluster: Cluster):
+    """(group, every piece divides it, the pieces' gcd, it spans domains) of Megatron's flex dispatcher's
+    expert-TP x EP group on the cluster (comm.domain_pieces at the folded grid's tp_ep stride, the
+    placement dispatch.group_link gives step.ep_comm and memory.dispatcher_buffer_bytes)."""
+    from . import comm
+
+    strides = comm.strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    group = etp_of(plan) * np.asarray(plan.ep)
+    stride = comm.folded_stride(group, 1, plan, strides)  # moe.expert_strides' tp_ep
+    return (group,) + comm.domain_pieces(group, stride, cluster.params, cluster.gpus)
+
+
+def hybridep_tokens(plan) -> np.ndarray:
+    """The tokens per rank Hybrid-EP's Configurer sizes for (MEGATRON_HYBRIDEP_TOKENS): the first dispatch's
+    rows, micro-batch x seq / cp (/ tp under SP), at least 512, rounded up to the 64-token chunk."""
+    from .layers.common import mb_tokens, rep_div
+
+    t = np.maximum(np.ceil(mb_tokens(plan) / rep_div(plan)), HYBRIDEP_MIN_TOKENS)
+    return (np.ceil(t / HYBRIDEP_CHUNK_TOKENS) * HYBRIDEP_CHUNK_TOKENS).astype(np.int64)
+
+
+def _hybridep_gpu(model, stack, plan, cluster: Cluster) -> np.ndarray:
+    group = etp_of(plan) * np.asarray(plan.ep)
+    cc = cluster.capability
+    return _dispatcher_on(model, stack, "hybridep") & (group > 1) & bool(cc is None or cc < (9, 0))
+
+
+def _hybridep_domain(model, stack, plan, cluster: Cluster) -> np.ndarray:
+    if not _dispatcher_on(model, stack, "hybridep"):
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    group, divides, _, _ = _tp_ep_pieces(plan, cluster)
+    return (group > 1) & ~divides
+
+
+def _hybridep_experts(model, stack, plan, cluster: Cluster) -> np.ndarray:
+    if not _dispatcher_on(model, stack, "hybridep"):
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    group, _, gcd, _ = _tp_ep_pieces(plan, cluster)
+    local = model.moe.num_experts // np.maximum(np.asarray(plan.ep), 1)
+    return (group > 1) & (((local * gcd) % HYBRIDEP_EXPERT_COLUMNS != 0)
+                          | bool(model.hidden_size % HYBRIDEP_HIDDEN_MULTIPLE != 0))
+
+
+def _hybridep_tokens(model, stack, plan, cluster: Cluster) -> np.ndarray:
+    if not _dispatcher_on(model, stack, "hybridep"):
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    over = HYBRIDEP_TX_DEPTH_TOKEN_FACTOR * hybridep_tokens(plan) + HYBRIDEP_TX_DEPTH_EXTRA >= HYBRIDEP_IB_QP_MAX_TX_DEPTH
+    if not np.any(over):
+        return over
+    group, _, _, spans = _tp_ep_pieces(plan, cluster)
+    return (group > 1) & spans & over
+
+
+def _pieces_text(plan, cluster: Cluster) -> tuple[int, list[int], int]:
+    """(group, its distinct pieces, GPUs per domain) of a 0-d plan's expert-TP x EP group."""
+    from . import comm
+
+    strides = comm.strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    group = int(etp_of(plan) * np.asarray(plan.ep))
+    stride = int(comm.folded_stride(group, 1, plan, strides))
+    return group, comm.domain_piece_sizes(group, stride, cluster.params, cluster.gpus), \
+        int(comm.domain_in_use(cluster.gpus, cluster.params))
+
+
+def _domain_detail(model, stack, plan, cluster: Cluster) -> str:
+    group, pieces, D = _pieces_text(plan, cluster)
+    return (f"its {group} ranks meet {' or '.join(map(str, pieces))} of their group in an NVLink domain of {D} GPUs "
+            f"on {cluster.gpus:,}")
+
+
+def _experts_detail(model, stack, plan, cluster: Cluster) -> str:
+    group, pieces, D = _pieces_text(plan, cluster)
+    local = model.moe.num_experts // max(int(plan.ep), 1)
+    return (f"{local} experts per rank x {' or '.join(map(str, pieces))} ranks per NVLink domain; hidden size "
+            f"{model.hidden_size}")
+
+
+def _tokens_detail(model, stack, plan, cluster: Cluster) -> str:
+    t = int(hybridep_tokens(plan))
+    return (f"{t:,} tokens per rank as padded: 3 x {t:,} + 1 = "
+            f"{HYBRIDEP_TX_DEPTH_TOKEN_FACTOR * t + HYBRIDEP_TX_DEPTH_EXTRA:,}")
+
+
+def _gpu_detail(group_of):
+    def detail(model, stack, plan, cluster: Cluster) -> str:
+        cc = cluster.hardware.compute_capability
+        return f"{cluster.hardware.name}: compute capability {cc or 'not given'}, a group of {int(group_of(plan))} ranks"
+    return detail
+
+
+_MEGATRON_GROUP = lambda p: etp_of(p) * np.asarray(p.ep)  # noqa: E731
+_DEEPEP_GPU_SOURCE = (f"{_DEEPEP} @567632d README.md l. 43-49 (Requirements: Ampere (SM80), Hopper (SM90)), setup.py l. 57-66 "
+                      "(DISABLE_SM90_FEATURES for SM80: assert disable_nvshmem, 'Disable internode and low-latency kernels'), "
+                      "csrc/deep_ep.cpp Buffer::Buffer l. 166-168 (num_rdma_ranks = max(1, num_ranks / 8); without NVSHMEM "
+                      "assert num_rdma_ranks == 1, 'NVSHMEM is disabled during compilation')")
+_DEEPEP_GPU_HINT = ("use a Hopper or newer GPU (compute capability 9.0+) for DeepEP over 8 ranks; on Ampere keep the "
+                    "group within 8 ranks; or moe_dispatcher alltoall (a hardware file without compute_capability: "
+                    "give it)")
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_DEEPEP_GPU", "megatron",
+        "DeepEP runs on compute capability 8.0+ and, below 9.0 (an SM80 build: no NVSHMEM), only within 8 ranks: "
+        "Megatron's expert-TP x EP group is larger or the GPU older",
+        f"{_DEEPEP_GPU_SOURCE}; the group: {MEGATRON_COMMIT} megatron/core/transformer/moe/fused_a2a.py get_buffer l. 47-50",
+        _DEEPEP_GPU_HINT,
+        lambda m, s, p, c: _dispatcher_on(m, s, "deepep") & _deepep_gpu(etp_of(p) * np.asarray(p.ep), c),
+        reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
+    StartupRule(
+        "TORCHTITAN_DEEPEP_GPU", "torchtitan",
+        "DeepEP runs on compute capability 8.0+ and, below 9.0 (an SM80 build: no NVSHMEM), only within 8 ranks: "
+        "torchtitan's EP group is larger or the GPU older",
+        f"{_DEEPEP_GPU_SOURCE}; the group: {TORCHTITAN_COMMIT} torchtitan/distributed/deepep/deepep.py get_buffer (the EP "
+        "mesh's group)",
+        _DEEPEP_GPU_HINT,
+        lambda m, s, p, c: tt_deepep(m, s) & _deepep_gpu(np.asarray(p.ep), c),
+        reads_cluster=True, detail=_gpu_detail(lambda p: np.asarray(p.ep))),
+    StartupRule(
+        "DEEPSEEK_DEEPEP_GPU", "deepseek",
+        "DeepSeek's all-to-all kernels, released as DeepEP, run on compute capability 8.0+ and, below 9.0, only within 8 "
+        "ranks: the expert-TP x EP group is larger or the GPU older",
+        f"{_DEEPEP_GPU_SOURCE}; stack_db deepseek moe_dispatcher deepep (arXiv:2412.19437 sec. 3.2.2, released as DeepEP)",
+        _DEEPEP_GPU_HINT.replace("; or moe_dispatcher alltoall", ""),
+        lambda m, s, p, c: _dispatcher_on(m, s, "deepep") & _deepep_gpu(etp_of(p) * np.asarray(p.ep), c),
+        reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
+    StartupRule(
+        "MEGATRON_HYBRIDEP_GPU", "megatron",
+        "Megatron's Hybrid-EP dispatcher runs its TMA kernels on compute capability 9.0+ only",
+        f"{_HYBRIDEP} csrc/hybrid_ep/backend/hybrid_ep_backend.cuh (cuda::ptx::cp_async_bulk from l. 1332: PTX "
+        "cp.async.bulk needs sm_90), docs/README_Hybrid-EP.md l. 179 (TORCH_CUDA_ARCH_LIST=\"9.0 10.0\")",
+        "use a Hopper or newer GPU for hybridep, or moe_dispatcher alltoall (a hardware file without compute_capability: "
+        "give it)",
+        _hybridep_gpu, reads_cluster=True, detail=_gpu_detail(_MEGATRON_GROUP)),
+    StartupRule(
+        "MEGATRON_HYBRIDEP_DOMAIN", "megatron",
+        "Megatron's Hybrid-EP dispatcher needs the expert-TP x EP group divisible by each rank's group members in its "
+        "NVLink domain",
+        f"{_HYBRIDEP} deep_ep/hybrid_ep_buffer.py HybridEPBuffer.__init__ l. 61-76 (assert group_size % "
+        "num_of_hybrid_ep_ranks_per_nvlink_domain == 0, the ranks detect_accessible_ranks finds, csrc/hybrid_ep/allocator/"
+        f"allocator.cu l. 178-211); {_HYBRIDEP_GROUP}",
+        "choose etp x ep dividing the NVLink domain's GPUs (or a multiple of them), or moe_dispatcher alltoall",
+        _hybridep_domain, reads_cluster=True, detail=_domain_detail),
+    StartupRule(
+        "MEGATRON_HYBRIDEP_EXPERTS", "megatron",
+        "Megatron's Hybrid-EP dispatcher needs experts per rank x the group's ranks per NVLink domain divisible by 4 "
+        "(and the hidden size by 16)",
+        f"{_HYBRIDEP} csrc/hybrid_ep/config.cuh BufferConfig::is_valid l. 84-95 ((num_of_experts_per_rank * "
+        "num_of_ranks_per_node) % 4 == 0, hidden_dim % 16 == 0), Configurer l. 393-399 ('The buffer config is not "
+        f"valid.'); {_HYBRIDEP_GROUP}",
+        "choose ep with experts per rank x ranks per NVLink domain a multiple of 4, or moe_dispatcher alltoall",
+        _hybridep_experts, reads_cluster=True, detail=_experts_detail),
+    StartupRule(
+        "MEGATRON_HYBRIDEP_TOKENS", "megatron",
+        f"Megatron's Hybrid-EP dispatcher across NVLink domains takes at most {HYBRIDEP_MAX_TOKENS:,} tokens per rank "
+        "(3 x tokens + 1 below the IB QP depth 65,536; tokens padded to 64)",
+        f"{_HYBRIDEP} csrc/hybrid_ep/config.cuh hybrid_ep_token_capacity_is_valid l. 18-50 (3 * max_num_of_tokens_per_rank "
+        "+ 1 < HYBRID_EP_IB_QP_MAX_TX_DEPTH 65536 where num_of_nodes > 1), Configurer l. 383-399 (max(tokens, 512) "
+        f"rounded up to 64); {MEGATRON_COMMIT} megatron/core/transformer/moe/fused_a2a.py HybridEPDispatch.forward l. "
+        "400-402 (max_num_of_tokens_per_rank = x.shape[-2])",
+        "lower the tokens per rank (micro_batch x seq_len / cp, / tp under SP) to 21,824 or fewer, keep the expert-TP x "
+        "EP group in one NVLink domain, or moe_dispatcher alltoall",
+        _hybridep_tokens, reads_cluster=True, reads_mbs=True, detail=_tokens_detail),
+)
+
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -792,21 +1068,24 @@ def order_ok(stack, order, tp, cp, pp, dp, ep=1, etp=0) -> np.ndarray:
 # space on one they never restrict
 DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",), "TORCHTITAN_DEEPEP_EP": ("deepep",),
                     "TORCHTITAN_DEEPEP_ETP": ("deepep",), "TORCHTITAN_DEEPEP_GROUP": ("deepep",),
-                    "TORCHTITAN_DEEPEP_TP": ("deepep",)}
+                    "TORCHTITAN_DEEPEP_TP": ("deepep",), "MEGATRON_DEEPEP_GPU": ("deepep",),
+                    "TORCHTITAN_DEEPEP_GPU": ("deepep",), "DEEPSEEK_DEEPEP_GPU": ("deepep",),
+                    "MEGATRON_HYBRIDEP_GPU": ("hybridep",), "MEGATRON_HYBRIDEP_DOMAIN": ("hybridep",),
+                    "MEGATRON_HYBRIDEP_EXPERTS": ("hybridep",), "MEGATRON_HYBRIDEP_TOKENS": ("hybridep",)}
 
 
-def dispatcher_broken(model, stack, plan) -> np.ndarray:
+def dispatcher_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
     """Where one of the stack's start-up rules that read the dispatcher (DISPATCHER_RULES) breaks the
-    plan under the stack's dispatcher (stack.defaults.moe_dispatcher)."""
-    return _broken_of(model, stack, plan, DISPATCHER_RULES)
+    plan under the stack's dispatcher (stack.defaults.moe_dispatcher) on the cluster."""
+    return _broken_of(model, stack, plan, DISPATCHER_RULES, cluster)
 
 
-def _broken_of(model, stack, plan, keys) -> np.ndarray:
+def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
     """Where one of the stack's start-up rules named in `keys` breaks the plan."""
     bad = np.zeros(np.shape(plan.tp), dtype=bool)
     for _, r in rules_for(stack):
         if r.key in keys:
-            bad = bad | r.broken(model, stack, plan)
+            bad = bad | r.check(model, stack, plan, cluster)
     return bad
 
 
@@ -816,9 +1095,18 @@ def _broken_of(model, stack, plan, keys) -> np.ndarray:
 VARIANT_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
 
 
-def variant_broken(model, stack, plan) -> np.ndarray:
+def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
     """Where one of the stack's VARIANT_RULES breaks the plan (its variant fields set)."""
-    return _broken_of(model, stack, plan, VARIANT_RULES)
+    return _broken_of(model, stack, plan, VARIANT_RULES, cluster)
+
+
+def reads_micro_batch(stack) -> bool:
+    """Whether one of the stack's start-up rules reads the micro-batch size (StartupRule.reads_mbs) under
+    the stack's dispatcher (a rule of DISPATCHER_RULES applies only where the stack runs a dispatcher it
+    restricts): MEGATRON_HYBRIDEP_TOKENS with hybridep."""
+    disp = stack.defaults.moe_dispatcher if stack is not None else None
+    return any(r.reads_mbs and (r.key not in DISPATCHER_RULES or disp in DISPATCHER_RULES[r.key])
+               for _, r in rules_for(stack))
 
 
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
@@ -827,5 +1115,5 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES if r.trainer == name]
 
 
-__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
            "end_weights", "stack_order_ok", "built_order", "order_ok"]

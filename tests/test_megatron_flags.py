@@ -115,7 +115,7 @@ def test_p2p_overlap_off_needs_pp_above_2():
     s, p, _ = resolve(Job(**KW, pp_p2p_overlap=False))
     rows = replace(p, **{k: np.array([2, 4]) if k == "pp" else np.array([4, 2]) if k in ("dp", "shard") else
                          np.broadcast_to(getattr(p, k), (2,)).copy() for k in p.__dataclass_fields__})
-    codes = rule_codes(s.model, 8, s.stack, rows)
+    codes = rule_codes(s.model, 8, s.stack, rows, hardware=s.hardware)
     assert list(codes) == [CODES["MEGATRON_P2P_OVERLAP_PP"], 0]
 
 

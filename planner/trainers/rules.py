@@ -78,6 +78,18 @@ Sources (file @d98e8a64, what is asserted):
                  (token_dispatcher.py MoEFlexTokenDispatcher's tp_ep group) one of the sizes DeepEP's
                  config tables list, fused_a2a.py get_buffer l. 47-50 (deepseek-ai/DeepEP @94a9f8f
                  deep_ep/buffer.py l. 252, 280; planner/startup.py MEGATRON_DEEPEP_GROUP)
+  HYBRIDEP_*     --moe-flex-dispatcher-backend hybridep (planner/startup.py MEGATRON_HYBRIDEP_*, deepseek-ai/DeepEP
+                 @94a9f8f): the hidden size % 16 (config.cuh l. 89); with the job's GPUs per NVLink domain
+                 (gpus_per_domain, which no launch script states: the caller's hardware) the expert-TP x
+                 EP group, etp x ep consecutive ranks (parallel_state.py l. 885-895: the expert
+                 RankGenerator's order keeps tp and ep innermost, cp 1; l. 1388 get_ranks('tp-ep')),
+                 counted rank by rank in domains filled in order: divisible by each rank's piece
+                 (hybrid_ep_buffer.py l. 74-76), experts per rank x piece % 4 (config.cuh l. 91), and
+                 across domains 3 x tokens + 1 < 65,536 (config.cuh l. 18-50, tokens max(T, 512) padded
+                 to 64); with the GPU's compute capability (capability) 9.0+ (TMA)
+  DEEPEP_GPU     the DeepEP backend with the GPU's compute capability: 8.0+, and below 9.0 (no NVSHMEM)
+                 max(1, group // 8) == 1 (DeepEP @567632d README l. 43-49, setup.py l. 57-66,
+                 csrc/deep_ep.cpp l. 166-168; planner/startup.py MEGATRON_DEEPEP_GPU)
   (TORCH_FSDP2 also: l. 1046-1047, not with --fp16)
   MOE_BIAS_ETP   megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615: --num-experts
                  with --add-bias-linear needs --expert-tensor-parallel-size 1 (it defaults to tp)
@@ -136,6 +148,13 @@ SOURCES = {
     "MOE_BIAS_ETP": "megatron/core/transformer/transformer_config.py __post_init__ l. 2612-2615",
     "DEEPEP_GROUP": "megatron/core/transformer/moe/fused_a2a.py get_buffer l. 47-50 (Buffer.get_dispatch_config(group.size()), "
                     "deepseek-ai/DeepEP @94a9f8f deep_ep/buffer.py l. 252, 280: 'Unsupported number of EP ranks')",
+    "HYBRIDEP_DOMAIN": "megatron/core/parallel_state.py l. 1388 (the tp-ep group), deepseek-ai/DeepEP @94a9f8f "
+                       "deep_ep/hybrid_ep_buffer.py HybridEPBuffer.__init__ l. 74-76",
+    "HYBRIDEP_EXPERTS": "deepseek-ai/DeepEP @94a9f8f csrc/hybrid_ep/config.cuh BufferConfig::is_valid l. 84-95",
+    "HYBRIDEP_TOKENS": "megatron/core/transformer/moe/fused_a2a.py HybridEPDispatch.forward l. 400-402, deepseek-ai/DeepEP "
+                       "@94a9f8f csrc/hybrid_ep/config.cuh hybrid_ep_token_capacity_is_valid l. 18-50",
+    "HYBRIDEP_GPU": "deepseek-ai/DeepEP @94a9f8f csrc/hybrid_ep/backend/hybrid_ep_backend.cuh (cp.async.bulk: sm_90)",
+    "DEEPEP_GPU": "deepseek-ai/DeepEP @567632d README.md l. 43-49, setup.py l. 57-66, csrc/deep_ep.cpp l. 166-168",
     "MOE_ACT_GROUPED": "megatron/core/transformer/transformer_config.py __post_init__ l. 1964-1967",
     "EXPERT_BIAS": "megatron/core/transformer/transformer_config.py __post_init__ l. 2617-2625",
     "TOP1_PRE_SOFTMAX": "megatron/core/transformer/transformer_config.py __post_init__ l. 2661-2669",
@@ -157,8 +176,12 @@ def layout_chunks(text: str) -> list[str]:
     return s.split("|")
 
 
-def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_blackwell: bool = True) -> list[tuple[str, str]]:
-    """The start-up checks Megatron-LM @d98e8a64 would fail on these arguments, [(key, message)]."""
+def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_blackwell: bool = True,
+                    gpus_per_domain: int | None = None, capability: tuple[int, int] | None = None) -> list[tuple[str, str]]:
+    """The start-up checks Megatron-LM @d98e8a64 would fail on these arguments, [(key, message)].
+    gpus_per_domain, capability: the hardware's GPUs per NVLink domain (as the job fills them) and
+    compute capability, which no argument states; the checks that read them (HYBRIDEP_DOMAIN, _EXPERTS,
+    _TOKENS, _GPU, DEEPEP_GPU) run only where the caller gives them."""
     env = env or {}
     out: list[tuple[str, str]] = []
 
@@ -256,6 +279,10 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         bad("MOE_BIAS_ETP", f"an MoE model (--num-experts) with --add-bias-linear and expert TP {etp} (needs 1)")
     out += _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt)
     out += _dispatcher_errors(flags, ep, etp)
+    out += _hybridep_errors(flags, world, ep, etp, tokens=-(-mbs * (seq or 0) // cp) // (tp if sp else 1),
+                            gpus_per_domain=gpus_per_domain, capability=capability)
+    if capability is not None:
+        out += _deepep_gpu_errors(flags, ep, etp, capability)
     out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
     return out
 
@@ -319,6 +346,62 @@ def _dispatcher_errors(flags, ep, etp) -> list[tuple[str, str]]:
         return []
     return [("DEEPEP_GROUP", f"DeepEP's Buffer over etp x ep = {group} ranks: its config tables list "
                              f"{', '.join(map(str, DEEPEP_GROUP_SIZES))} ({COMMIT} {SOURCES['DEEPEP_GROUP']})")]
+
+
+def _flex_backend(flags) -> str | None:
+    """The flex dispatcher's backend (deepep, its default, or hybridep), None for another dispatcher."""
+    if "--moe-enable-deepep" in flags:
+        return "deepep"
+    if flags.get("--moe-token-dispatcher-type") != "flex":
+        return None
+    return flags.get("--moe-flex-dispatcher-backend") or "deepep"
+
+
+def _hybridep_errors(flags, world, ep, etp, *, tokens, gpus_per_domain, capability) -> list[tuple[str, str]]:
+    """HYBRIDEP_*: Hybrid-EP's HybridEPBuffer over the etp x ep consecutive ranks (module docstring)."""
+    experts, hidden = _i(flags, "--num-experts"), _i(flags, "--hidden-size")
+    group = etp * ep
+    if _flex_backend(flags) != "hybridep" or experts is None or group <= 1:
+        return []
+    out: list[tuple[str, str]] = []
+
+    def bad(key, msg):
+        out.append((key, f"{msg} ({COMMIT} {SOURCES[key]})"))
+
+    if capability is not None and tuple(capability) < (9, 0):
+        bad("HYBRIDEP_GPU", f"Hybrid-EP on compute capability {capability[0]}.{capability[1]} (needs 9.0+)")
+    if hidden is not None and hidden % 16:
+        bad("HYBRIDEP_EXPERTS", f"--hidden-size {hidden} is not a multiple of 16")
+    if gpus_per_domain is None:
+        return out
+    count: dict[tuple[int, int], int] = {}
+    for r in range(world):  # each rank's group (a block of `group` ranks) and NVLink domain
+        count[(r // group, r // gpus_per_domain)] = count.get((r // group, r // gpus_per_domain), 0) + 1
+    pieces = set(count.values())
+    local = experts // ep
+    if any(group % n for n in pieces):
+        bad("HYBRIDEP_DOMAIN", f"etp x ep = {group} ranks meet {sorted(pieces)} of their group in an NVLink domain of "
+                               f"{gpus_per_domain}: not all divide {group}")
+    elif any(local * n % 4 for n in pieces):
+        bad("HYBRIDEP_EXPERTS", f"{local} experts per rank x {sorted(pieces)} ranks per NVLink domain: not all "
+                                "multiples of 4")
+    padded = -(-max(tokens, 512) // 64) * 64
+    if min(pieces) < group and 3 * padded + 1 >= 65536:
+        bad("HYBRIDEP_TOKENS", f"{tokens} tokens per rank (padded {padded}) across NVLink domains: 3 x {padded} + 1 >= "
+                               "65,536")
+    return out
+
+
+def _deepep_gpu_errors(flags, ep, etp, capability) -> list[tuple[str, str]]:
+    """DEEPEP_GPU: DeepEP's Buffer over etp x ep ranks on a GPU of this compute capability."""
+    group = etp * ep
+    if _flex_backend(flags) != "deepep" or _i(flags, "--num-experts") is None or group <= 1:
+        return []
+    cc = tuple(capability)
+    if cc < (8, 0) or (cc < (9, 0) and max(1, group // 8) > 1):
+        return [("DEEPEP_GPU", f"DeepEP over etp x ep = {group} ranks on compute capability {cc[0]}.{cc[1]} (8.0+, and "
+                               f"within 8 ranks below 9.0) ({COMMIT} {SOURCES['DEEPEP_GPU']})")]
+    return []
 
 
 def _split_errors(flags, world, pp, dp, mbs, gbs, L) -> list[tuple[str, str]]:
@@ -393,9 +476,11 @@ def _split_errors(flags, world, pp, dp, mbs, gbs, L) -> list[tuple[str, str]]:
     return out
 
 
-def megatron_script_errors(text: str, where: str = "") -> list[tuple[str, str]]:
+def megatron_script_errors(text: str, where: str = "", *, gpus_per_domain: int | None = None,
+                           capability: tuple[int, int] | None = None) -> list[tuple[str, str]]:
     """megatron_errors for a launch script: its torchrun line's arguments and GPU count, and
-    the `export NAME=value` lines as the environment."""
+    the `export NAME=value` lines as the environment (gpus_per_domain, capability: the hardware's,
+    as megatron_errors takes them)."""
     from .megatron import _launcher_gpus, command_words, parse_flags
 
     launch, words, _ = command_words(text, where, [])
@@ -404,7 +489,7 @@ def megatron_script_errors(text: str, where: str = "") -> list[tuple[str, str]]:
     world = _launcher_gpus(list(launch), where)
     if world is None:
         raise ValueError(f"{where}no torchrun --nproc_per_node/--nnodes to give the world size")
-    return megatron_errors(flags, world, env)
+    return megatron_errors(flags, world, env, gpus_per_domain=gpus_per_domain, capability=capability)
 
 
 __all__ = ["megatron_errors", "megatron_script_errors", "layout_chunks", "SOURCES", "COMMIT"]
