@@ -1659,7 +1659,8 @@ class Stack(BaseModel):
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
         if self.compiled_kernels is not None:
-            # fit takes compile on without searching it (space.variant_choices): it must never cost more
+            # fit takes compile on without searching it (space.variant_choices; off only where a start-up rule
+            # refuses the options compiled, space.uncompiled_choices): it must never cost more
             def eff(k, f):  # a null loss_parallel figure is the loss's own (stacks.kernel_bytes)
                 v = getattr(k, f)
                 return k.loss_saved_per_logit if v is None else v
