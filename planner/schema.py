@@ -2136,7 +2136,8 @@ class Job(BaseModel):
                     "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
     moe_fp8_dispatch: Optional[bool] = Field(
         default=None, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.3; "
-                                  "DeepEP, Hybrid-EP); the combine stays bf16; default: the stack's fp8 recipe's "
+                                  "DeepEP, Hybrid-EP); the combine stays bf16; an fp8 job's only (true under bf16 is "
+                                  "refused: planner/dispatch.py [11]); default: the stack's fp8 recipe's "
                                   "fp8_dispatch under fp8 (planner/dispatch.py fp8_dispatch)")
     moe_route_nodes: Optional[Count] = Field(
         default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "
