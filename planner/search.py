@@ -1351,9 +1351,14 @@ def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list
     job's pins: what to suggest when a count such as 1,000 does not factor."""
     settings, gbs, seq, _ = settings_for(job, where=where)
     variants = variant_choices(settings.stack, job, where, settings.hardware)
+    twins = uncompiled_choices(settings.stack, job, variants)
 
     def ok(s: Settings, g: int) -> bool:
-        return bool(np.any(build_space(s, g, seq, job.precision, opts, variants).codes == OK))
+        space = build_space(s, g, seq, job.precision, opts, np.concatenate([variants, twins]))
+        if np.any(space.codes == OK):
+            return True
+        space.uncompiled = tuple(range(len(variants), len(variants) + len(twins)))  # rows that run uncompiled (search_one)
+        return uncompiled_space(space)[1] is not None
 
     counts = _nearest_valid(job.gpus, lambda g: ok(replace(settings, gpus=g), gbs))
     batches = _nearest_valid(gbs, lambda b: ok(settings, b))

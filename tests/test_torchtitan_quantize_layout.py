@@ -265,6 +265,18 @@ def test_pinned_compile_stays_pinned(cli, tmp_path):
     assert cli("explain", "--from-fit", str(rows), "--row", "1").exit_code == 0
 
 
+def test_no_plan_hint_counts_the_uncompiled_plans(cli):
+    """The no-plan hint's GPU counts with valid plans (search.nearest_working) count a plan that runs
+    uncompiled as fit searches it: 54 and 64 beside 63 (as with --no-compile); none with --compile."""
+    args = [("63" if a == "64" else a) for a in FIT_MX] + ["--tp", "2", "--fp8-recipe", "mxfp8"]
+    assert "63" in args and "64" not in args
+    for pin in ((), ("--no-compile",)):
+        r = cli("fit", *args, *pin)
+        assert r.exit_code == 1 and "GPU counts near 63 with valid plans: 54, 64" in r.stderr, r.stderr
+    r = cli("fit", *args, "--compile")
+    assert r.exit_code == 1 and "GPU counts near" not in r.stderr
+
+
 def test_deepseek_v3_float8_tensorwise_with_tp_has_no_rule():
     """torchtitan @e347b1e5e runs it (the NotImplementedError tests a converter name it does not
     register): resolved, and its export names the registered converter."""
