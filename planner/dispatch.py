@@ -136,6 +136,22 @@ References
 [10] NVIDIA Megatron-LM @d98e8a64 megatron/core/transformer/moe/fused_a2a.py init_hybrid_ep_buffer
     l. 327 (assert not fp8_dispatch, "HybridEP dispatcher does not support fp8 dispatch now") and
     HybridEPDispatch.forward l. 402 (fp8_dispatch = False: "Currently, we do not support fp8 dispatch").
+[11] fp8 dispatch without an fp8 recipe (a bf16 job's moe_fp8_dispatch: refused, plan.moe_dispatch_settings).
+    An fp8 dispatch moves the tokens already quantized for an fp8 up-projection ([5] sec. 3.3.3: "we
+    quantize the activation before MoE up-projections into FP8 and then apply dispatch components, which
+    is compatible with FP8 Fprop"): under an fp8 recipe the quantization the GEMM needs anyway moves
+    before the dispatch, so only the wire bytes change (what this module prices). Under bf16 a quantize
+    before and a dequantize after the dispatch would be new kernels the planner does not price, and no
+    stack it prices runs one: NVIDIA Megatron-LM @d98e8a64 quantizes the wire only with
+    --moe-dispatch-fwd-dtype mxfp8 (TransformerConfig moe_dispatch_fwd_dtype l. 997-1002, an argument
+    through arguments.py's ArgumentGroupFactory; fp8_utils.py get_fp8_recipe_for_a2a: "independent of the
+    compute recipe", so Megatron itself does not refuse it under bf16), which transformer_config.py
+    __post_init__ l. 1776-1790 refuses on every dispatcher but the ncclep flex backend (not priced here;
+    its alltoall, allgather, DeepEP and HybridEP paths dispatch the hidden states as they are:
+    token_dispatcher.py l. 281-304, 682-727, 1305-1330; [10]); pytorch/torchtitan @e347b1e5e has no fp8
+    dispatch (distributed/deepep/deepep.py dispatch_tokens l. 393-455 hands DeepEP the hidden states as
+    they are; get_hidden_bytes l. 288-291 only sizes the buffer for either). The Megatron reader refuses --moe-dispatch-fwd-dtype / --moe-combine-bwd-dtype
+    other than bf16 for the same check (every backend it prices is refused there).
 """
 
 from __future__ import annotations

@@ -132,8 +132,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "the stack runs, stack_db runs.moe_dispatchers; planner/dispatch.py); fit searches the stack's where it is "
                 "not given (default: the model's training recipe's where the stack runs it, else the stack's)"),
     FieldOption("moe_fp8_dispatch", "bool", "MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 "
-                "sec. 3.3.3; DeepEP / Hybrid-EP; Megatron-LM has no flag for it, export --format megatron refuses it) "
-                "(default: the stack's fp8 recipe's under fp8)"),
+                "sec. 3.3.3; DeepEP / Hybrid-EP); fp8 jobs only (refused under bf16: planner/dispatch.py [11]); Megatron-LM "
+                "runs it only on the ncclep backend (--moe-dispatch-fwd-dtype mxfp8), so export --format megatron refuses "
+                "it (default: the stack's fp8 recipe's under fp8)"),
     FieldOption("moe_route_nodes", "int", "MoE node-limited routing: a token reaches at most N nodes (DeepSeek-V3 "
                 "sec. 2.1.2, M = 4; no trainer flag: Megatron's --moe-router-num-groups / --moe-router-group-topk are the "
                 "model's group-limited routing, read into the model) (default: no limit beyond the model's)", 1),

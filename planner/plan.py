@@ -1579,6 +1579,16 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
         raise PlannerError(f"{where}moe_pad_to_capacity with moe_dispatcher {name}: Megatron refuses the padding on "
                            "DeepEP's backend (transformer_config.py @d98e8a64 l. 1754-1761)",
                            "use moe_dispatcher alltoall or hybridep, or remove moe_pad_to_capacity")
+    if job.moe_fp8_dispatch and job.precision == "bf16":  # planner/dispatch.py [11]
+        raise PlannerError(
+            f"{where}moe_fp8_dispatch (--moe-fp8-dispatch) with precision bf16: an fp8 dispatch sends the tokens "
+            "quantized for an fp8 up-projection (DeepSeek-V3 arXiv:2412.19437 sec. 3.3.3: 'compatible with FP8 Fprop in "
+            "MoE up-projections'); without an fp8 recipe the planner would price the fp8 wire and none of the quantize "
+            "and dequantize kernels around a bf16 GEMM, and no stack it prices runs one (Megatron-LM @d98e8a64 "
+            "quantizes the wire only with --moe-dispatch-fwd-dtype mxfp8, which transformer_config.py l. 1776-1784 "
+            "refuses on every dispatcher but the ncclep flex backend, not priced here; torchtitan @e347b1e5e "
+            "dispatches the bf16 hidden states; the deepseek stack's fp8 dispatch is its fp8 recipe's)",
+            "remove moe_fp8_dispatch (--moe-fp8-dispatch), or train in fp8 (--precision fp8)")
     if name == "hybridep" and job.moe_fp8_dispatch and megatron_checks(stack):  # planner/dispatch.py [10]
         raise PlannerError(f"{where}moe_fp8_dispatch with moe_dispatcher hybridep: Megatron-Core's HybridEP backend "
                            "dispatches bf16 only ('HybridEP dispatcher does not support fp8 dispatch now', "

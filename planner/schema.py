@@ -1659,7 +1659,8 @@ class Stack(BaseModel):
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
         if self.compiled_kernels is not None:
-            # fit takes compile on without searching it (space.variant_choices): it must never cost more
+            # fit takes compile on without searching it (space.variant_choices; off only where a start-up rule
+            # refuses the options compiled, space.uncompiled_choices): it must never cost more
             def eff(k, f):  # a null loss_parallel figure is the loss's own (stacks.kernel_bytes)
                 v = getattr(k, f)
                 return k.loss_saved_per_logit if v is None else v
@@ -2135,7 +2136,8 @@ class Job(BaseModel):
                     "--moe-enable-deepep, --moe-flex-dispatcher-backend); default: the stack's")
     moe_fp8_dispatch: Optional[bool] = Field(
         default=None, description="MoE: the forward dispatch moves fp8 tokens with their scales (DeepSeek-V3 sec. 3.3.3; "
-                                  "DeepEP, Hybrid-EP); the combine stays bf16; default: the stack's fp8 recipe's "
+                                  "DeepEP, Hybrid-EP); the combine stays bf16; an fp8 job's only (true under bf16 is "
+                                  "refused: planner/dispatch.py [11]); default: the stack's fp8 recipe's "
                                   "fp8_dispatch under fp8 (planner/dispatch.py fp8_dispatch)")
     moe_route_nodes: Optional[Count] = Field(
         default=None, gt=0, description="MoE node-limited routing: each token goes to at most this many nodes "

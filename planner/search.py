@@ -73,6 +73,16 @@ step_times call (_variant_groups: each step_time call pays a fixed cost for its 
 variant's dispatcher memory on a space of the candidates' base rows alone (_few_memory: memory_totals
 pays per call for every base row of its space).
 
+Compile off (space.uncompiled_choices, space.uncompiled_space): where the job leaves torch.compile to the
+search and a start-up rule reads it (startup.VARIANT_RULES: torchtitan's mxfp8 with TP under compile),
+each compiled variant's compile-off twin is a variant too, tried only where its compiled row is refused
+(Space.variant_ok; elsewhere compile on is never slower in the model, so the twin is dominated) and
+priced in full (variant_memory: the layers' saved bytes read compile; floor_variants: its own floor).
+A base row whose own options (variant 0) are refused compiled is no candidate of the space; where it
+runs with variant 0's twin it is searched in a second space of those rows alone, variant 0 the twin
+(_search_space on each; fit merges their Ranked as it merges GPU counts). Its candidates move from the
+rule's count to the memory and time counts; `considered` counts each once.
+
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
 instead of pricing those candidates again (the same function of the same candidate). With a
@@ -100,7 +110,7 @@ from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, Pla
                    resolve, rule_reasons, stack_options)
 from .schema import Job
 from .space import (DISPATCHER_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
-                    variant_choices)
+                    uncompiled_choices, uncompiled_space, variant_choices)
 from .imbalance import rank_load
 from .layers import context, layer_list
 from .params import count_params
@@ -408,7 +418,14 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatch
     24.8 GiB below their memory; on Hopper blockwise holds 2 x 4 / 128^2 B more than delayed.
     A candidate that does not fit with variant 0 is not tried with a recipe whose copies are
     smaller (none in the catalog: the first recipe a stack lists holds the least,
-    tests/test_search.py)."""
+    tests/test_search.py). A variant whose torch.compile differs from variant 0's (the compile-off
+    twins: space.uncompiled_choices) is priced in full with all its options (_options_memory) where
+    it can run (Space.variant_ok), that figure replacing the two parts above. Uncompiled saves no
+    less than compiled (the schema's check on compiled_kernels), so a candidate that does not fit
+    compiled would not fit uncompiled either; in the uncompiled space (variant 0 the twin) a compiled
+    variant that runs there is, like a smaller recipe, not tried where the twin does not fit (none in
+    the catalog: torchtitan lists mxfp8 last, so that space arises only with the recipe pinned, and
+    its compiled variants are then refused on every one of its rows)."""
     b, n = space.base, len(bidx)
     cols = {f: np.broadcast_to(np.asarray(getattr(b, f)), np.shape(b.tp))[bidx]
             for f in mem.TP_OVERLAP_FIELDS if f != "tpo"}
@@ -419,6 +436,19 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatch
         if tv != t0:
             out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
                       - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+    # a variant whose torch.compile differs from variant 0's (fit's compile-off twins, space.uncompiled_choices,
+    # and the compiled variants of the uncompiled space): the kernels' saved bytes differ in every layer
+    # (stacks.kernel_bytes), so its memory is memory_totals with all its options less fm, priced in full where
+    # it can run (Space.variant_ok: a twin only where its compiled row is refused), in place of the TP-overlap
+    # part above and the recipe part below (both are in that figure)
+    whole = space.variants[:, 1] != space.variants[0, 1]
+    if rcidx is not None and whole.any():
+        plan = space.plans(bidx, rcidx)
+        for v in np.flatnonzero(whole):
+            ok = np.flatnonzero(space.variant_ok(plan, int(v)))
+            out[v] = 0.0
+            if len(ok):
+                out[v, ok] = _options_memory(space, int(v), bidx[ok], rcidx[ok]) - fm[ok]
     if dispatchers and space.dispatchers is not None and rcidx is not None:
         _dispatcher_memory(space, bidx, rcidx, fm, out)
     settings, r0 = space.settings, int(space.variants[0, 3])
@@ -433,8 +463,21 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatch
             on = np.flatnonzero(np.broadcast_to(np.asarray(b.sharding), np.shape(b.tp))[bidx] < FSDP)
         d = np.zeros(n)
         d[on] = memory_totals(space, bidx[on], rcidx[on], f8r=r) - fm[on]
-        out[space.variants[:, 3] == r] += d
+        out[(space.variants[:, 3] == r) & ~whole] += d
     return out
+
+
+def _options_memory(space: Space, v: int, bidx, rcidx) -> np.ndarray:
+    """memory_totals of candidates (bidx, rcidx) with every stack option of variant v (VARIANT_FIELDS: its
+    TP overlap, compile, DP overlap and fp8 recipe; the space's Settings, so variant 0's MoE dispatcher), on a
+    space of their base rows alone (_few_memory): the layers' activations read compile, so the base rows
+    themselves take the options (memory_totals' f8r= replaces the recipe after the layers are priced)."""
+    rows, at = np.unique(bidx, return_inverse=True)
+    base = space.base.take(rows)
+    for j, name in enumerate(VARIANT_FIELDS):
+        setattr(base, name, np.full(len(rows), space.variants[v, j], dtype=np.int64))
+    sub = replace(space, base=base, dispatchers=None)
+    return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 
 def _dispatcher_memory(space: Space, bidx, rcidx, fm, out) -> None:
@@ -908,25 +951,55 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
 
 def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int = 10,
                keep_feasible: bool = False, where: str = "", search_dispatchers: bool = False):
-    """Search one GPU count. Returns (Ranked | None, Counts, closest, warnings, feasible). search_dispatchers:
-    the MoE dispatcher is a searched stack option (dispatcher_settings), each priced with its own Settings."""
+    """Search one GPU count. Returns (Ranked list, Counts, closest, warnings, feasible list). search_dispatchers:
+    the MoE dispatcher is a searched stack option (dispatcher_settings), each priced with its own Settings.
+    Where torch.compile is the search's to choose and a start-up rule refuses some options compiled
+    (space.uncompiled_choices: torchtitan's mxfp8 with TP), their compile-off twins are variants too, and
+    the base rows whose own options are refused compiled are searched uncompiled in a second space
+    (space.uncompiled_space): one Ranked per space, best first in each (fit merges them)."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
     settings = replace(settings, seq_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
     variants = variant_choices(settings.stack, job, where, settings.hardware)
+    twins = uncompiled_choices(settings.stack, job, variants)
+    twin = np.r_[np.zeros(len(variants), dtype=bool), np.ones(len(twins), dtype=bool)]
+    variants = np.concatenate([variants, twins])
     disp, left = dispatcher_settings(job, settings, where) if search_dispatchers else (None, [])
     if disp is not None:  # variant 0 the stack's default dispatcher, which every candidate runs
         settings = next(iter(disp.values()))
         variants = np.array([list(r) + [c] for c in disp for r in variants], dtype=np.int64)
+        twin = np.tile(twin, len(disp))
     space = build_space(settings, gbs, seq, job.precision, opts, variants)
     space.dispatchers = disp
-    n_rc = len(space.recompute)
-    n_ord = space.n_orders
+    space.uncompiled = tuple(int(v) for v in np.flatnonzero(twin))
+    space, second = uncompiled_space(space)
     c = Counts(considered=space.considered, slack_dropped=space.slack_dropped,
                dispatchers=tuple(s.moe_dispatcher for s in disp.values()) if disp else (), dispatchers_left=tuple(left))
     c.broke_constraint = int(sum(space.reasons.values()))
     reasons = rule_reasons(settings.stack, settings.microbatch_group)  # INTERLEAVED_M in the stack's rule's words
     c.reasons = {_reason_text(k, reasons, settings): v
                  for k, v in sorted(space.reasons.items(), key=lambda kv: (-1,) + kv[:1] if np.ndim(kv[0]) == 0 else kv[0])}
+    ranked, closest, feasible = [], None, []
+    for sp in (space, second):
+        if sp is None:
+            continue
+        r, cs, cl, fz = _search_space(sp, objective, top, keep_feasible)
+        c.add(cs)
+        if r is not None:
+            ranked.append(r)
+        if cl is not None and (closest is None or cl[4] < closest[4]):
+            closest = cl
+        if fz is not None:
+            feasible.append(fz)
+    return ranked, c, closest, warnings, feasible
+
+
+def _search_space(space: Space, objective: str, top: int, keep_feasible: bool):
+    """Steps 2-5 of the module docstring on one space: (Ranked | None, Counts of the memory and time
+    evaluations, closest (settings, space, base row, recompute index, bytes) or None, feasible or None)."""
+    settings = space.settings
+    c = Counts()
+    n_rc = len(space.recompute)
+    n_ord = space.n_orders
     bad = space.codes != OK
 
     # ---- memory of every valid candidate (base row x recompute)
@@ -946,7 +1019,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
         closest = (settings, space, int(bidx[j]), int(rcidx[j]), float(memory[j]))
     feasible = None
     if not fits.any():
-        return None, c, closest, warnings, feasible
+        return None, c, closest, feasible
     fb, fr, fm = bidx[fits], rcidx[fits], memory[fits]
 
     # ---- step time, first distinct order of each fitting candidate; which other orders can still rank
@@ -1018,7 +1091,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     idx = np.asarray(idx, dtype=np.int64)
     ranked = Ranked(settings=settings, space=space, base=all_b[idx], rc=all_r[idx], order=all_o[idx],
                     objective=all_obj[idx], memory=all_m[idx], step=all_s[idx], var=all_v[idx])
-    return ranked, c, closest, warnings, feasible
+    return ranked, c, closest, feasible
 
 
 def plan_job_fields(row_plan: dict) -> dict:
@@ -1178,7 +1251,10 @@ def stack_args(d: dict, stack) -> list[str]:
     for key, field, on, off in (("tpo", "tp_comm_overlap", "--tp-comm-overlap", "--no-tp-comm-overlap"),
                                 ("compile", "torch_compile", "--compile", "--no-compile"),
                                 ("dpo", "dp_comm_overlap", "--dp-comm-overlap", "--no-dp-comm-overlap")):
-        if bool(inferred[key]) != bool(d[field]):
+        # an uncompiled plan on a stack that compiles says so: fit takes compile on there (space.variant_choices)
+        # and searches it off only where a start-up rule refuses the options compiled (uncompiled_choices)
+        explicit = key == "compile" and not d[field] and stack.compiled_kernels is not None
+        if bool(inferred[key]) != bool(d[field]) or explicit:
             args.append(on if d[field] else off)
     if d["precision"] != "bf16" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
         args += ["--fp8-recipe", d["fp8_recipe"]]
@@ -1275,9 +1351,14 @@ def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list
     job's pins: what to suggest when a count such as 1,000 does not factor."""
     settings, gbs, seq, _ = settings_for(job, where=where)
     variants = variant_choices(settings.stack, job, where, settings.hardware)
+    twins = uncompiled_choices(settings.stack, job, variants)
 
     def ok(s: Settings, g: int) -> bool:
-        return bool(np.any(build_space(s, g, seq, job.precision, opts, variants).codes == OK))
+        space = build_space(s, g, seq, job.precision, opts, np.concatenate([variants, twins]))
+        if np.any(space.codes == OK):
+            return True
+        space.uncompiled = tuple(range(len(variants), len(variants) + len(twins)))  # rows that run uncompiled (search_one)
+        return uncompiled_space(space)[1] is not None
 
     counts = _nearest_valid(job.gpus, lambda g: ok(replace(settings, gpus=g), gbs))
     batches = _nearest_valid(gbs, lambda b: ok(settings, b))
@@ -1363,16 +1444,17 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
     job_assumed = check_pins(job, opts, where)
     counts = Counts()
     ranked_all, closests, warnings, feasible = [], [], [], []
+    per_count = []  # each GPU count's Ranked (one per space it searched: search_one)
     for g in gpus_list:  # a handful of GPU counts, each a whole vectorized search
         ranked, c, closest, w, fz = search_one(job.model_copy(update=dict(gpus=g)), opts, objective, top,
                                               keep_feasible, where, search_dispatchers)
         counts.add(c)
         warnings += [x for x in w if x not in warnings]
         closests.append(closest)
-        if ranked is not None:
-            ranked_all.append(ranked)
-        if fz is not None:
-            feasible.append(fz)
+        ranked_all += ranked
+        if ranked:
+            per_count.append(ranked)
+        feasible += fz
         if progress is not None:
             progress(len(closests), len(gpus_list), g)
     if not ranked_all:
@@ -1398,8 +1480,11 @@ def fit(job: Job, gpus_list: list[int] | None = None, opts: SpaceOptions = Space
         row["warnings"] = w
         out.append(row)
     best = []
-    if len(ranked_all) > 1:
-        for r in ranked_all:  # each count's ranked candidates are best first
+    if len(per_count) > 1:
+        for ranked in per_count:  # each space's ranked candidates are best first: the count's best is the best first
+            key = lambda r: ((float(rank_key(r.objective[0])), float(rank_key(r.memory[0])), float(rank_key(r.step[0])))  # noqa: E731
+                             if objective == "memory" else (float(rank_key(r.objective[0])), float(rank_key(r.memory[0]))))
+            r = min(ranked, key=key)
             sub = Ranked(settings=r.settings, space=r.space, base=r.base[:1], rc=r.rc[:1], order=r.order[:1],
                          objective=r.objective[:1], memory=r.memory[:1], step=r.step[:1], var=r.var[:1])
             best += rows_of(sub)

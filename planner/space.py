@@ -134,7 +134,8 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
     torch.compile and DP overlap on where the stack has them, because neither can lengthen a
     step in the cost model (compiled kernels move no more bytes than eager ones: schema check;
     an overlapped transfer adds at most its blocking time: step._hide) -- a dominated choice
-    is not searched."""
+    is not searched (compile off is, where a start-up rule refuses the options compiled:
+    uncompiled_choices, appended by the search)."""
     from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, fp8_attention_runs, recipe_precision, recipe_unsupported, stack_options
 
     opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
@@ -154,6 +155,33 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
         f8r = [0]
     rows = [(t, c, dd, r) for t in tpo for c in compile_ for dd in dpo for r in f8r]
     return np.array(rows, dtype=np.int64)
+
+
+def uncompiled_choices(stack, job: Job, variants: np.ndarray) -> np.ndarray:
+    """The compile-off twins fit tries beside variant_choices' rows `variants`: each compiled row
+    (tpo, 1, dpo, f8r) as (tpo, 0, dpo, f8r), where the job leaves torch_compile to the search (a
+    pinned --compile / --no-compile / job-file torch_compile is the only choice), the stack's
+    start-up rules include one that reads compile (startup.VARIANT_RULES: torchtitan's
+    TORCHTITAN_MX_TP_COMPILE, mxfp8 with TP under compile) and the stack runs the row uncompiled
+    (not a TP overlap that needs compile: torchtitan's async TP). Compile off never shortens a step
+    in the cost model (variant_choices), so a twin is tried only where its compiled row is broken by
+    such a rule (Space.variant_ok, Space.uncompiled; uncompiled_space for the base rows whose own
+    compiled row is): elsewhere it is dominated. None (an empty array) otherwise."""
+    from .startup import VARIANT_RULES, rules_for
+
+    none = np.zeros((0, variants.shape[1]), dtype=np.int64)
+    if (job.torch_compile is not None or stack is None or stack.compiled_kernels is None
+            or not any(r.key in VARIANT_RULES for _, r in rules_for(stack))):
+        return none
+    needs = bool(stack.overlap.tp_comm_overlap_needs_compile)
+    seen = {tuple(r) for r in variants.tolist()}
+    out = []
+    for r in variants.tolist():
+        t = [r[0], 0, *r[2:]]
+        if r[1] and not (r[0] and needs) and tuple(t) not in seen:
+            seen.add(tuple(t))
+            out.append(t)
+    return np.array(out, dtype=np.int64) if out else none
 
 
 RANK_ORDERS_TP_INNER = "tp-inner"
@@ -306,6 +334,12 @@ class Space:
     # the job's batch ramp, ((batch, weight), ...) (batch_ramp.phase_weights: the search prices each
     # phase's step at its batch and memory's peak over them); () without a ramp
     phases: tuple = ()
+    # the variants that are compile-off twins (uncompiled_choices): tried only where the same options
+    # compiled break a start-up rule that reads compile (startup.VARIANT_RULES; variant_ok)
+    uncompiled: tuple = ()
+    # the recompute choices asked for, before the start-up rules on recompute alone dropped some
+    # (_recompute_runnable): what uncompiled_space counts the rows it revives with
+    recompute_asked: np.ndarray = None
 
     @property
     def n_orders(self) -> np.ndarray:
@@ -336,7 +370,9 @@ class Space:
         tokens (ep > 1) and its start-up rules pass on the job's cluster (startup.dispatcher_broken: DeepEP's group
         sizes and GPU generation, Hybrid-EP's NVLink-domain and token limits);
         and none of the stack's start-up rules that read the variant's fields breaks it
-        (startup.variant_broken: torchtitan's mxfp8 with compile and TP)."""
+        (startup.variant_broken: torchtitan's mxfp8 with compile and TP); a compile-off twin
+        (uncompiled) only where its options compiled break one of those rules (uncompiled_choices:
+        elsewhere the compiled row runs, never slower in the model)."""
         tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
         ok = np.ones(np.shape(plan.tp), dtype=bool)
         if tpo:
@@ -358,7 +394,103 @@ class Space:
                 setattr(p, name, self.variants[var, j])
             s = self.settings_of(var)
             ok &= ~variant_broken(s.model, s.stack, p, cluster_of(s.hardware, s.gpus))
+            if var in self.uncompiled:
+                p.compile = np.int64(1)
+                ok &= variant_broken(s.model, s.stack, p, cluster_of(s.hardware, s.gpus))
         return ok
+
+
+def _with_variant(plan: PlanArrays, row) -> PlanArrays:
+    """A shallow copy of `plan` with the stack options of variant row `row` (VARIANT_FIELDS)."""
+    from copy import copy
+
+    p = copy(plan)
+    for j, name in enumerate(VARIANT_FIELDS):
+        setattr(p, name, np.int64(row[j]))
+    return p
+
+
+def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
+    """fit's compile-off search (uncompiled_choices) on a space built with the twins after the
+    other variants (space.uncompiled): (space, the uncompiled space or None).
+
+    The space keeps only the twins whose compiled row some valid base row breaks a start-up rule
+    that reads compile with (startup.variant_broken; elsewhere variant_ok never lets one run: no
+    cost spent on them). A base row whose own options (variant 0) compiled break such a rule is no
+    candidate of the space at all (plan.rule_codes checks variant 0 on every base row); where the
+    same row runs with variant 0's twin, it is a candidate of the uncompiled space: those rows alone,
+    their sharding mode chosen again with compile off (choose_modes: the stack's first mode of the
+    row's class that no rule refuses), variant 0 that twin and the space's other variants after it
+    (a compiled one where it passes the rules, variant_ok; another twin where its compiled row is
+    broken). Its candidates were counted as broken by the space: they move from that rule's count
+    (space.reasons, changed in the returned copy) to the uncompiled space's memory and time counts,
+    those of the recompute choices a start-up rule on recompute alone refuses to that rule, as
+    build_space counts a valid row (_recompute_runnable). The uncompiled space adds nothing to
+    `considered` (each candidate is counted once: its row is the space's)."""
+    if not space.uncompiled:
+        return space, None
+    from .startup import cluster_of, variant_broken
+
+    V = space.variants
+    twins = set(int(v) for v in space.uncompiled)
+    ok_rows = np.flatnonzero(space.codes == OK)
+    valid = space.base.take(ok_rows) if len(ok_rows) else None
+    keep = []
+    for v in sorted(twins):  # a twin some valid row can need: its options compiled broken there
+        st = space.settings_of(v)
+        on = V[v].copy()
+        on[1] = 1
+        if valid is not None and variant_broken(st.model, st.stack, _with_variant(valid, on), cluster_of(st.hardware, st.gpus)).any():
+            keep.append(v)
+    idx = [v for v in range(len(V)) if v not in twins or v in keep]
+    first = replace(space, variants=V[idx], uncompiled=tuple(i for i, v in enumerate(idx) if v in twins))
+
+    # the uncompiled space: variant 0's twin, where it is one
+    twin0 = V[0].copy()
+    twin0[1] = 0
+    t0 = next((v for v in sorted(twins) if np.array_equal(V[v], twin0)), None)
+    bad = np.flatnonzero(space.codes != OK)
+    if t0 is None or not len(bad):
+        return first, None
+    st = space.settings_of(0)
+    on = V[0].copy()
+    on[1] = 1
+    sub = bad[variant_broken(st.model, st.stack, _with_variant(space.base.take(bad), on), cluster_of(st.hardware, st.gpus))]
+    if not len(sub):
+        return first, None
+    base = space.base.take(sub)  # a broken row keeps its class's head mode (choose_modes)
+    for j, name in enumerate(VARIANT_FIELDS):
+        setattr(base, name, np.full(len(sub), V[t0, j], dtype=np.int64))
+    codes = choose_modes(space.settings, base)
+    run = np.flatnonzero(codes == OK)
+    if not len(run):
+        return first, None
+    sub, base = sub[run], base.take(run)
+    order_ok = space.order_ok[sub]
+    n = row_counts(order_ok)
+    reasons = dict(space.reasons)
+    asked = space.recompute_asked if space.recompute_asked is not None else space.recompute
+    was = space.codes[sub]
+    for code in np.unique(was):  # each row's candidates (orders x recompute asked), as build_space counted them
+        left = reasons.get(int(code), 0) - int((n[was == code] * len(asked)).sum())
+        if left:
+            reasons[int(code)] = left
+        else:
+            reasons.pop(int(code), None)
+    rc = _recompute_runnable(space.settings, asked, reasons, int(n.sum()))
+    assert np.array_equal(rc, space.recompute), "the uncompiled rows' recompute choices are the space's"
+    first = replace(first, reasons=reasons)
+    order2 = [t0] + [v for v in idx if v != t0]
+    second = replace(space, base=base, codes=np.full(len(sub), OK, dtype=np.int64), order_ok=order_ok, reasons={},
+                     considered=0, slack_dropped=0, variants=V[order2],
+                     uncompiled=tuple(i for i, v in enumerate(order2) if v in twins))
+    # only the variants some of its rows can run (variant_ok: the compiled ones are mostly refused there, as
+    # the rows' own options are): the others would only lower the prefilter's floor (search.floor_variants)
+    runs = [0] + [i for i in range(1, len(order2)) if second.variant_ok(base, i).any()]
+    if len(runs) < len(order2):
+        order2 = [order2[i] for i in runs]
+        second = replace(second, variants=V[order2], uncompiled=tuple(i for i, v in enumerate(order2) if v in twins))
+    return first, second
 
 
 def stack_bounds(stack, opts: SpaceOptions) -> SpaceOptions:
@@ -932,10 +1064,11 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     codes = choose_modes(settings, base, (rows["prow"] * len(opt_code) + rows["shopt"]) * len(sp_vals) + rows["spopt"])
     order_ok = mesh_orders[rows["mesh"]]
     _count(reasons, codes, (row_counts(order_ok) * len(RC)).astype(np.float64))
+    asked = RC
     RC = _recompute_runnable(settings, RC, reasons, int(row_counts(order_ok)[codes == OK].sum()))
     n_sched = len(opts.schedule) if opts.schedule else 1
     considered = int(reasons.get(MESH, 0)) + int((per_mesh * v_ok.sum(axis=1) * n_sched * len(MB)).sum())
     return Space(settings=settings, base=base, codes=codes, recompute=RC, orders=O, order_ok=order_ok,
                  reasons=reasons, considered=considered, slack_dropped=slack_dropped, variants=variants,
-                 phases=phase_weights(settings.batch_schedule, gbs, seq, settings.tokens)
+                 recompute_asked=asked, phases=phase_weights(settings.batch_schedule, gbs, seq, settings.tokens)
                  if settings.batch_schedule and settings.tokens else ())

@@ -13,6 +13,7 @@ import shlex
 
 import pytest
 
+from conftest import assert_one_error
 from planner.errors import PlannerError
 from planner.plan import resolve
 from planner.schema import Job
@@ -89,7 +90,7 @@ def test_hybridep_refuses_fp8_dispatch_on_megatron():
     """Megatron-Core's HybridEP backend dispatches bf16 only (fused_a2a.py @d98e8a64 l. 327): a
     job with moe_fp8_dispatch on hybridep is refused with the source; deepep takes it."""
     base = dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, tp=2, etp=1,
-                pp=1, ep=64, sharding="zero1", micro_batch=1, moe_fp8_dispatch=True)
+                pp=1, ep=64, sharding="zero1", micro_batch=1, moe_fp8_dispatch=True, precision="fp8")
     with pytest.raises(PlannerError) as e:
         resolve(Job(**base, moe_dispatcher="hybridep"))
     assert "HybridEP dispatcher does not support fp8 dispatch now" in e.value.message
@@ -98,6 +99,58 @@ def test_hybridep_refuses_fp8_dispatch_on_megatron():
     assert settings.moe_dispatcher == "deepep"
     settings, _, _ = resolve(Job(**{**base, "moe_fp8_dispatch": False}, moe_dispatcher="hybridep"))
     assert settings.moe_dispatcher == "hybridep"
+
+
+@pytest.mark.parametrize("dispatcher", ["alltoall", "deepep", "hybridep"])
+def test_fp8_dispatch_without_an_fp8_recipe_is_refused(cli, dispatcher):
+    """A bf16 job's moe_fp8_dispatch (planner/dispatch.py [11]): the fp8 tokens are quantized for an fp8
+    up-projection, which bf16 has not (the planner would price the fp8 wire without the casts around a
+    bf16 GEMM), and no stack it prices runs one (Megatron-LM @d98e8a64 quantizes the wire only with
+    --moe-dispatch-fwd-dtype mxfp8 on the ncclep backend, transformer_config.py l. 1776-1784): exit 2
+    naming the option, on every dispatcher and command; off, or under fp8, it is priced."""
+    args = [*V3, "--tp", "2", "--pp", "1", "--ep", "64", "--moe-dispatcher", dispatcher, "--precision", "bf16"]
+    for cmd in ("explain", "fit"):
+        assert_one_error(cli(cmd, *args, "--moe-fp8-dispatch"), "moe_fp8_dispatch (--moe-fp8-dispatch) with precision bf16",
+                         "--moe-dispatch-fwd-dtype mxfp8", "transformer_config.py l. 1776-1784", "--precision fp8")
+    base = dict(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096, tp=2, etp=1,
+                pp=1, ep=64, sharding="zero1", micro_batch=1, moe_dispatcher=dispatcher, precision="bf16")
+    assert resolve(Job(**base, moe_fp8_dispatch=False))[0].moe_fp8_dispatch is False
+    if dispatcher != "hybridep":  # (HybridEP refuses it under fp8 too: the test above)
+        assert resolve(Job(**{**base, "precision": "fp8"}, moe_fp8_dispatch=True))[0].moe_fp8_dispatch is True
+
+
+def test_megatron_export_names_the_fp8_wire_it_cannot_write():
+    """An fp8 job's moe_fp8_dispatch is priced (the what-if of DeepSeek-V3's fp8 dispatch on Megatron's
+    dispatchers) but not exported: Megatron's one fp8 wire, --moe-dispatch-fwd-dtype mxfp8, runs on the
+    ncclep backend alone (the export's message named no flag before)."""
+    from planner.cli.export import resolved_plan
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096,
+                             tp=2, etp=1, pp=1, ep=64, sharding="zero1", micro_batch=1, precision="fp8",
+                             moe_dispatcher="deepep", moe_fp8_dispatch=True))
+    with pytest.raises(PlannerError) as e:
+        export_plan(plan, "megatron")
+    assert "--moe-dispatch-fwd-dtype mxfp8" in e.value.message and "ncclep" in e.value.message
+    assert "transformer_config.py l. 1776-1784" in e.value.message
+
+
+def test_megatron_reader_refuses_an_fp8_wire(cli, tmp_path):
+    """--moe-dispatch-fwd-dtype / --moe-combine-bwd-dtype mxfp8 (TransformerConfig @d98e8a64 l. 997-1009):
+    Megatron refuses them on every dispatcher but the ncclep flex backend (l. 1776-1784), which the planner
+    does not price: the reader refuses them (before: read as 'not modelled' and priced in bf16); bf16, the
+    default, is read as nothing."""
+    script = ("torchrun pretrain_gpt.py --num-layers 48 --hidden-size 2048 --num-attention-heads 32 --seq-length 4096 "
+              "--max-position-embeddings 40960 --micro-batch-size 1 --global-batch-size 512 --expert-model-parallel-size 8 "
+              "--num-experts 128 --moe-router-topk 8 --bf16 --moe-token-dispatcher-type flex {}\n")
+    for flag in ("--moe-dispatch-fwd-dtype", "--moe-combine-bwd-dtype"):
+        p = tmp_path / "run.sh"
+        p.write_text(script.format(f"{flag} mxfp8"))
+        assert_one_error(cli("explain", str(p), "--model", "qwen3-30b-a3b", "--gpus", "16"), f"{flag} 'mxfp8'",
+                         "ncclep", "transformer_config.py @d98e8a64 l. 1776-1784")
+        p.write_text(script.format(f"{flag} bf16"))
+        r = cli("explain", str(p), "--model", "qwen3-30b-a3b", "--gpus", "16")
+        assert r.exit_code == 0 and flag not in r.stderr, r.stderr
 
 
 def test_fit_export_writes_the_rows_dispatcher(cli):

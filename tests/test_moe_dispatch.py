@@ -146,7 +146,7 @@ def _job(**kw):
 def test_dispatcher_is_a_job_field_with_a_stack_default():
     s, _, _ = resolve(_job())
     assert s.moe_dispatcher == "alltoall" and ("moe_dispatcher", "alltoall") in s.inherited
-    s, _, _ = resolve(_job(moe_dispatcher="deepep", moe_fp8_dispatch=True, moe_route_nodes=4))
+    s, _, _ = resolve(_job(moe_dispatcher="deepep", moe_fp8_dispatch=True, moe_route_nodes=4, precision="fp8"))
     assert (s.moe_dispatcher, s.moe_fp8_dispatch, s.moe_route_nodes) == ("deepep", True, 4)
     assert all(k != "moe_dispatcher" for k, _ in s.inherited)
     with pytest.raises(PlannerError, match="has no experts"):

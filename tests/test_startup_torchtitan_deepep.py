@@ -146,8 +146,9 @@ def test_export_writes_the_backend_and_reads_it_back(tmp_path, dispatcher, key):
 
 
 def test_export_refuses_what_torchtitan_cannot_say():
-    """A plan priced with an fp8 dispatch or node-limited routing: no key of torchtitan's TOML says it."""
-    for kw, what in ((dict(moe_fp8_dispatch=True), "moe_fp8_dispatch"), (dict(moe_route_nodes=4), "moe_route_nodes 4")):
+    """A plan priced with an fp8 dispatch (under fp8: planner/dispatch.py [11]) or node-limited routing: no key
+    of torchtitan's TOML says it."""
+    for kw, what in ((dict(moe_fp8_dispatch=True, precision="fp8"), "moe_fp8_dispatch"), (dict(moe_route_nodes=4), "moe_route_nodes 4")):
         plan = resolved_plan(Job(**{**V3, "ep": 64, **kw}))
         with pytest.raises(PlannerError, match=f"export torchtitan: {what}"):
             export_plan(plan, "torchtitan")

@@ -130,21 +130,151 @@ def test_mx_with_tp_under_compile_is_refused():
         resolve(Job(**{**MX, **kw}))
 
 
-def test_fit_tries_mxfp8_at_tp_only_uncompiled(cli):
-    """fit over the stack's recipes on B200 (compile on, not searched): mxfp8 is a variant beside
-    tensorwise; at tp > 1 it is no longer picked (fit's top row at tp 2 was mxfp8 compiled, and
-    explain of it then broke the rule). Pinned to mxfp8 at tp 2 only --no-compile fits."""
-    args = ["--model", "llama3-70b", "--gpus", "64", "--hardware", "b200", "--stack", "torchtitan", "--precision", "fp8"]
-    r = cli("fit", *args, "--tp", "2", "--top", "40", "--format", "json")
+FIT_MX = ["--model", "llama3-70b", "--gpus", "64", "--hardware", "b200", "--stack", "torchtitan", "--precision", "fp8"]
+
+
+def _searched(stderr: str) -> str:
+    """fit's counts line without its wall time."""
+    line = next(x for x in stderr.splitlines() if "searched" in x)
+    return line.split(" in ")[0] + line.split(" s:")[1]
+
+
+def test_fit_never_ranks_mxfp8_compiled_at_tp(cli):
+    """fit over the stack's recipes on B200: mxfp8 is a variant beside tensorwise; at tp > 1 it is never
+    ranked compiled (fit's top row at tp 2 was mxfp8 compiled, and explain of it then broke the rule)."""
+    r = cli("fit", *FIT_MX, "--tp", "2", "--top", "40", "--format", "json")
     assert r.exit_code == 0, r.stderr
     rows = [x["plan"] for x in json.loads(r.stdout)]
     assert rows and all(not (p["fp8_recipe"] == "mxfp8" and p["torch_compile"] and p["tp"] > 1) for p in rows)
-    r = cli("fit", *args, "--tp", "2", "--fp8-recipe", "mxfp8", "--top", "1")
-    assert r.exit_code == 1 and "TORCHTITAN_MX_TP_COMPILE" in r.stderr  # no plan: every candidate counted under the rule
-    r = cli("fit", *args, "--tp", "2", "--fp8-recipe", "mxfp8", "--no-compile", "--top", "1", "--format", "json")
+
+
+def test_fit_searches_mxfp8_at_tp_uncompiled(cli):
+    """Issue 22: with compile left to the search, mxfp8 at tp 2 (every candidate refused compiled by
+    TORCHTITAN_MX_TP_COMPILE: fit found no plan) is searched uncompiled (space.uncompiled_choices /
+    uncompiled_space): the rows and counts are a pinned --no-compile search's, byte for byte."""
+    r = cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--top", "5", "--format", "json")
     assert r.exit_code == 0, r.stderr
-    (row,) = json.loads(r.stdout)
-    assert (row["plan"]["fp8_recipe"], row["plan"]["torch_compile"], row["plan"]["tp"]) == ("mxfp8", False, 2)
+    pinned = cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--no-compile", "--top", "5", "--format", "json")
+    assert pinned.exit_code == 0, pinned.stderr
+    assert r.stdout == pinned.stdout and _searched(r.stderr) == _searched(pinned.stderr)
+    # every candidate the rule refused compiled runs uncompiled: none is counted under the rule
+    assert "TORCHTITAN_MX_TP_COMPILE" not in r.stderr
+    rows = json.loads(r.stdout)
+    assert len(rows) == 5
+    assert all((x["plan"]["fp8_recipe"], x["plan"]["torch_compile"], x["plan"]["tp"]) == ("mxfp8", False, 2) for x in rows)
+    p = rows[0]["plan"]
+    assert (p["cp"], p["pp"], p["dp"], p["vpp"], p["micro_batch"], p["sharding"], p["recompute"]) == (
+        2, 4, 4, 1, 1, "fsdp", "none")
+    assert rows[0]["time"]["step_s"] == pytest.approx(88.7686, rel=1e-5)
+    assert rows[0]["memory"]["total_bytes"] / 2**30 == pytest.approx(128.5357, rel=1e-5)
+
+
+@pytest.mark.parametrize("recipe", [None, "mxfp8"])
+def test_uncompiled_twins_run_only_where_compiled_is_refused(recipe):
+    """space.uncompiled_choices: each compiled option row's compile-off twin, none for async TP (it needs
+    compile: stack_db torchtitan overlap.tp_comm_overlap_needs_compile); uncompiled_space keeps a twin only
+    where some valid row refuses it compiled, and it runs exactly there (tp > 1 for mxfp8). With the recipe
+    pinned to mxfp8 variant 0 is refused at tp 2: those rows are the uncompiled space, variant 0 its twin."""
+    import numpy as np
+
+    from planner.precisions import FP8_RECIPE_CODES as R
+    from planner.space import OK, SpaceOptions, build_space, settings_for, uncompiled_choices, uncompiled_space, variant_choices
+
+    job = Job(model="llama3-70b", gpus=64, hardware="b200", stack="torchtitan", precision="fp8", fp8_recipe=recipe)
+    s, gbs, seq, _ = settings_for(job)
+    v = variant_choices(s.stack, job, "", s.hardware)
+    t = uncompiled_choices(s.stack, job, v)
+    recipes = [R["mxfp8"]] if recipe else [R["tensorwise"], R["rowwise"], R["mxfp8"]]
+    assert t.tolist() == [[0, 0, 1, r] for r in recipes]  # (tpo, compile, dpo, f8r): no TP-overlap twin
+    assert uncompiled_choices(s.stack, job.model_copy(update={"torch_compile": True}), v).size == 0  # pinned
+    space = build_space(s, gbs, seq, job.precision, SpaceOptions(tp=(1, 2)), np.concatenate([v, t]))
+    space.uncompiled = tuple(range(len(v), len(v) + len(t)))
+    first, second = uncompiled_space(space)
+    ok = first.codes == OK
+    if recipe is None:  # variant 0 (tensorwise compiled) runs everywhere: one space, the mxfp8 twin at tp 2 alone
+        assert second is None and first.variants[list(first.uncompiled)].tolist() == [[0, 0, 1, R["mxfp8"]]]
+        (i,) = first.uncompiled
+        assert np.array_equal(first.variant_ok(first.base, i)[ok], first.base.tp[ok] > 1)
+        assert first.reasons == space.reasons
+        return
+    assert first.uncompiled == () and set(first.base.tp[ok].tolist()) == {1}
+    assert second.variants.tolist() == [[0, 0, 1, R["mxfp8"]]] and second.uncompiled == (0,)
+    assert set(second.base.tp.tolist()) == {2} and set(second.base.compile.tolist()) == {0}
+    code = CODES["TORCHTITAN_MX_TP_COMPILE"]
+    assert code in space.reasons and code not in first.reasons  # every refused row runs uncompiled
+    assert sum(first.reasons.values()) == sum(space.reasons.values()) - space.reasons[code]
+
+
+def test_uncompiled_row_is_priced_uncompiled():
+    """The row is the compile-off plan's explain, not the compiled plan's: the same plan compiled (which
+    torchtitan refuses; priced here directly) saves less and runs faster. The activations differ by the
+    eager RMSNorm's extra saved bytes alone (stack_db torchtitan kernels.norm_saved_extra 4 B an element,
+    compiled_kernels 0): 2 norms a layer x 2,048 tokens a rank (8,192 / cp 2 / tp 2, SP) x h 8,192 x 4 B
+    = 128 MiB a layer and micro-batch, x 20 layers on the first stage (80 / pp 4) x 4 micro-batches in
+    flight there (1F1B, pp 4) = 10 GiB."""
+    import copy
+
+    from planner.explain import evaluate, to_json
+    from planner.search import fit, row_job
+    from planner.space import SpaceOptions
+
+    job = Job(model="llama3-70b", gpus=64, hardware="b200", stack="torchtitan", precision="fp8", fp8_recipe="mxfp8")
+    row = fit(job, opts=SpaceOptions(tp=(2,)), top=1).rows[0]
+    settings, plan, _ = resolve(row_job(job, row))
+    assert int(plan.compile) == 0
+    off = to_json(settings, plan, evaluate(settings, plan))
+    compiled = copy.copy(plan)
+    compiled.compile = 1
+    on = to_json(settings, compiled, evaluate(settings, compiled))
+    assert off["time"] == row["time"] and off["memory"] == row["memory"]
+    assert off["memory"]["activations_bytes"] - on["memory"]["activations_bytes"] == 2 * 2048 * 8192 * 4 * 20 * 4 == 10 * 2**30
+    assert off["memory"]["total_bytes"] - on["memory"]["total_bytes"] == 10 * 2**30
+    assert off["time"]["compute_s"] > on["time"]["compute_s"] and off["time"]["step_s"] > on["time"]["step_s"]
+
+
+def test_uncompiled_row_says_so_and_exports(cli, tmp_path):
+    """The table names compile off in the row's stack options and why; its explain command carries
+    --no-compile and reproduces the row; the export writes [compile] enable = false."""
+    r = cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--top", "2")
+    assert r.exit_code == 0, r.stderr
+    assert "no compile, fp8 mxfp8" in r.stdout
+    assert "no compile (rows 1, 2): torch.compile off" in r.stdout and "TORCHTITAN_MX_TP_COMPILE" in r.stdout
+    cmd = r.stdout.split("row 1 in full: planner explain ")[1].split("\n")[0].split()
+    assert "--no-compile" in cmd
+    e = cli("explain", *cmd, "--format", "json")
+    assert e.exit_code == 0, e.stderr
+    row = json.loads(cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--top", "1", "--format", "json").stdout)[0]
+    assert json.loads(e.stdout)["time"] == row["time"]
+    x = cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--export", "torchtitan")
+    assert x.exit_code == 0, x.stderr
+    toml = tomllib.loads(x.stdout)
+    assert toml["compile"]["enable"] is False and toml["model"]["converters"] == ["quantize.linear.mx"]
+    assert toml["parallelism"]["tensor_parallel_degree"] == 2
+
+
+def test_pinned_compile_stays_pinned(cli, tmp_path):
+    """--compile pins it: mxfp8 at tp 2 has no plan (every candidate counted under the rule), as before; a
+    saved fit row explained with --compile (the flag beats the row's file) is refused, naming the rule."""
+    r = cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--compile", "--top", "1")
+    assert r.exit_code == 1 and "TORCHTITAN_MX_TP_COMPILE" in r.stderr and "7,434" in r.stderr
+    rows = tmp_path / "rows.json"
+    f = cli("fit", *FIT_MX, "--tp", "2", "--fp8-recipe", "mxfp8", "--top", "1", "--format", "json")
+    rows.write_text(f.stdout)
+    e = cli("explain", "--from-fit", str(rows), "--row", "1", "--compile")
+    assert e.exit_code == 2 and "TORCHTITAN_MX_TP_COMPILE" in e.stderr
+    assert cli("explain", "--from-fit", str(rows), "--row", "1").exit_code == 0
+
+
+def test_no_plan_hint_counts_the_uncompiled_plans(cli):
+    """The no-plan hint's GPU counts with valid plans (search.nearest_working) count a plan that runs
+    uncompiled as fit searches it: 54 and 64 beside 63 (as with --no-compile); none with --compile."""
+    args = [("63" if a == "64" else a) for a in FIT_MX] + ["--tp", "2", "--fp8-recipe", "mxfp8"]
+    assert "63" in args and "64" not in args
+    for pin in ((), ("--no-compile",)):
+        r = cli("fit", *args, *pin)
+        assert r.exit_code == 1 and "GPU counts near 63 with valid plans: 54, 64" in r.stderr, r.stderr
+    r = cli("fit", *args, "--compile")
+    assert r.exit_code == 1 and "GPU counts near" not in r.stderr
 
 
 def test_deepseek_v3_float8_tensorwise_with_tp_has_no_rule():

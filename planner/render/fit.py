@@ -25,13 +25,19 @@ def _sharding(p: dict) -> str:
 
 
 def stack_options_text(p: dict) -> str:
-    """The stack options of a row, compactly: 'TP overlap, compile, fp8 tensorwise' ('-' for none); an MoE
-    row with ep > 1 names its dispatcher (plan moe_dispatcher: 'EP overlap, deepep')."""
+    """The stack options of a row, compactly: 'TP overlap, compile, fp8 tensorwise' ('-' for none); 'no
+    compile' on a stack that compiles (stack_db compiled_kernels), where fit takes compile on unless pinned
+    or refused (space.uncompiled_choices: torchtitan's mxfp8 with TP); an MoE row with ep > 1 names its
+    dispatcher (plan moe_dispatcher: 'EP overlap, deepep')."""
+    from ..catalog import load_stack
+
     parts = []
     if p.get("tp_comm_overlap"):
         parts.append("TP overlap")
     if p.get("torch_compile"):
         parts.append("compile")
+    elif p.get("stack") and load_stack(p["stack"]).compiled_kernels is not None:
+        parts.append("no compile")
     if not p.get("dp_comm_overlap", True):
         parts.append("no DP overlap")
     if p.get("ep_comm_overlap"):
@@ -41,6 +47,27 @@ def stack_options_text(p: dict) -> str:
     if p.get("fp8_recipe"):
         parts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else p["precision"])
     return ", ".join(parts) or "-"
+
+
+def uncompiled_text(rows: list[dict], job) -> str:
+    """The fit table's line for rows fit priced without torch.compile on a stack that compiles, where the
+    job left compile to the search (space.uncompiled_choices): why (the start-up rules that read compile,
+    startup.VARIANT_RULES, named as fit counts them) and how they are priced; '' where there are none."""
+    from ..catalog import load_stack
+    from ..startup import VARIANT_RULES, rules_for
+
+    if job.torch_compile is not None:
+        return ""
+    off = [i for i, r in enumerate(rows, 1) if not r["plan"].get("torch_compile") and r["plan"].get("stack")
+           and load_stack(r["plan"]["stack"]).compiled_kernels is not None]
+    if not off:
+        return ""
+    rules = "; ".join(f"{r.key}: {r.text}" for _, r in rules_for(load_stack(rows[off[0] - 1]["plan"]["stack"]))
+                      if r.key in VARIANT_RULES)
+    return (f"no compile (row{'s' if len(off) > 1 else ''} {', '.join(map(str, off))}): torch.compile off, which fit "
+            f"tries only where the same options compiled break a start-up rule ({rules}); priced with the stack's eager "
+            "kernels (stack_db kernels: no fewer bytes moved or saved than its compiled_kernels); "
+            "--compile / --no-compile pins it")
 
 
 def searched(result) -> str:
@@ -149,5 +176,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     out.print("  micro-batch: sequences per micro-batch x micro-batches per step; GiB/GPU on the heaviest pipeline stage; "
               f"% HBM: share of {capacity_text(rows[0]['memory'])}")
     out.print(f"  {mfu_convention((rows[0].get('flops') or {}).get('attention_counted'))}")
+    searched_off = uncompiled_text(rows, job)
+    if searched_off:
+        out.print(f"  {searched_off}")
     out.print(f"  row 1 in full: planner explain {shlex.join(explain_args(job, rows[0]))}")
     out.print("  (or add --explain N to this command for the breakdown of row N)")

@@ -820,8 +820,10 @@ def _megatron_dispatcher(plan: dict) -> list:
                                   f"--moe-flex-dispatcher-backend have no such dispatcher",
                       f"price it with one of {', '.join(MEGATRON_DISPATCHER_FLAGS)}")
     if plan.get("moe_fp8_dispatch"):
-        raise _refuse("megatron", "moe_fp8_dispatch: the planner knows no Megatron-LM flag that dispatches fp8 tokens "
-                                  "(arguments.py @d98e8a64)", "price it with moe_fp8_dispatch: false")
+        raise _refuse("megatron", "moe_fp8_dispatch: Megatron-LM @d98e8a64 dispatches fp8 tokens only with "
+                                  "--moe-dispatch-fwd-dtype mxfp8, which it refuses on every dispatcher but the ncclep "
+                                  "flex backend (transformer_config.py l. 1776-1784), one the planner does not price "
+                                  "(planner/dispatch.py [11])", "price it with moe_fp8_dispatch: false")
     return list(MEGATRON_DISPATCHER_FLAGS[name])
 
 

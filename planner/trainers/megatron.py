@@ -221,6 +221,7 @@ VALUE_FLAGS = {
     "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
     "--num-distributed-optimizer-instances", "--recompute-modules", "--offload-modules", "--export-kd-teacher-load",
     "--moe-expert-capacity-factor", "--wgrad-deferral-limit", "--moe-token-dispatcher-type", "--moe-flex-dispatcher-backend",
+    "--moe-dispatch-fwd-dtype", "--moe-combine-bwd-dtype",  # the MoE wire dtypes: bf16 only (_wire_dtypes)
     "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
     "--step-batch-size-schedule",  # the job's batch_size_schedule (planner/batch_ramp.py)
     "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
@@ -1359,6 +1360,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             job[key] = True
     if "--expert-tensor-parallel-size" in flags:
         job["etp"] = _int(where, flags, "--expert-tensor-parallel-size")
+    _wire_dtypes(where, flags)
     if "--num-experts" in flags:
         _dispatcher(where, flags, job, assumed)
     if "--moe-expert-capacity-factor" in flags:
@@ -1835,6 +1837,28 @@ def _dispatcher(where: str, flags: dict, job: dict, assumed: list) -> None:
         raise PlannerError(f"{where}--moe-token-dispatcher-type {kind!r} is not one the planner prices",
                            "use alltoall, allgather or flex")
     job["moe_dispatcher"] = DISPATCHER_TYPES[kind]
+
+
+WIRE_DTYPE_FLAGS = ("--moe-dispatch-fwd-dtype", "--moe-combine-bwd-dtype")
+
+
+def _wire_dtypes(where: str, flags: dict) -> None:
+    """--moe-dispatch-fwd-dtype / --moe-combine-bwd-dtype (TransformerConfig moe_dispatch_fwd_dtype,
+    moe_combine_bwd_dtype @d98e8a64 l. 997-1009, arguments through arguments.py's ArgumentGroupFactory):
+    bf16 is the default (nothing to read); mxfp8 quantizes the MoE dispatch's forward payload (the
+    combine's backward gradient) on the wire, and transformer_config.py __post_init__ l. 1776-1790 refuses
+    it unless --moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend ncclep, a backend the
+    planner does not price (_dispatcher refuses it): so Megatron refuses it with every dispatcher the
+    reader takes (planner/dispatch.py [11]), and the reader refuses it rather than price it without."""
+    for flag in WIRE_DTYPE_FLAGS:
+        value = flags.get(flag)
+        if value is not None and value != "bf16":
+            raise PlannerError(
+                f"{where}{flag} {_short(value)}: Megatron-LM refuses a wire dtype other than bf16 unless the dispatcher "
+                "is --moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend ncclep ('moe_dispatch_fwd_dtype "
+                "/ moe_combine_bwd_dtype require the ncclep flex dispatcher backend', transformer_config.py @d98e8a64 "
+                "l. 1776-1784), a backend the planner does not price",
+                f"remove {flag} (or give bf16)")
 
 
 def _cuda_graphs(where: str, flags: dict, job: dict, assumed: list) -> None:
