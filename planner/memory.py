@@ -1231,9 +1231,13 @@ def states_floor(settings: Settings, plan, placed) -> np.ndarray:
     stages: no bound claimed). plan: a KeyedPlan (or PlanArrays) of STATE_FIELDS and `schedule`;
     placed: placement_groups of the same plans (memory_total's `placed`). A bound because
     memory_total is the largest of the first, last and middle stages' totals (_heaviest_code),
-    and a stage's total adds to those four terms others that hold bytes; the search
-    (search.fitting_memory) prices in full only the plans whose floor is within the HBM, checks
-    on each of them that the floor is at most its total, and prices every plan where it is not.
+    and a stage's total adds to those four terms others that hold bytes (activations, buffers,
+    pools, the allocator's slack, the reserve). Not proven term by term for every stack (the FSDP
+    buffers subtract what the fp8 all-gather and resharding save from what they hold), so it is
+    checked: the search (search.fitting_memory) prices in full only the plans whose floor is
+    within the HBM, checks on each of them that the floor is at most each of its totals, and
+    prices every plan where one is not; tests/test_memory_floor.py checks it on every candidate
+    of five spaces (megatron, torchtitan's FSDP2, MoE experts with pp > 2, DualPipe, fp8).
     The model states are priced once per distinct tuple of STATE_FIELDS (the layer counts follow
     the pipeline split), as _stage_terms prices them."""
     (counts, _, n), index, size = placed
