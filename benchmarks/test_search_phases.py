@@ -6,7 +6,8 @@ time after the imports.
     python3 -m pytest benchmarks/test_search_phases.py --benchmark-only
 
 Phases (planner/search.py's module docstring): the space (space.build_space: constraint codes,
-sharding modes), the memory of every valid candidate (search.memory_totals), the compute floor
+sharding modes), the memory of every valid candidate (search.memory_totals; search.fitting_memory, what fit
+runs, prices in full only the rows whose model states fit), the compute floor
 of every fitting candidate (search.candidate_floors: step.compute_floor per distinct tuple, search._prefilter's bound) and the step time of
 the candidates the prefilter keeps (search.step_times, variant 0 at the first order), and the
 explain rows of the top 10 (search.rows_of). extra_info gives the candidates each phase prices.
@@ -36,11 +37,11 @@ def captured(request):
     """The space and the candidate arrays one fit of each job hands to each phase."""
     job = Job(**JOBS[request.param])
     got = {}
-    real_mem, real_pre = search.memory_totals, search._prefilter
+    real_mem, real_pre = search.fitting_memory, search._prefilter
 
-    def mem(space, bidx, rcidx):
-        got["space"], got["bidx"], got["rcidx"] = space, bidx, rcidx
-        return real_mem(space, bidx, rcidx)
+    def mem(space, bidx, rcidx, usable):
+        got["space"], got["bidx"], got["rcidx"], got["usable"] = space, bidx, rcidx, usable
+        return real_mem(space, bidx, rcidx, usable)
 
     def pre(space, fb, fr, fm, first_order, *a, **k):
         got["fit"] = (fb, fr, first_order)
@@ -48,11 +49,11 @@ def captured(request):
         got["keep"] = out[0] if out is not None else np.ones(len(fb), dtype=bool)
         return out
 
-    search.memory_totals, search._prefilter = mem, pre
+    search.fitting_memory, search._prefilter = mem, pre
     try:
         res = search.fit(job)
     finally:
-        search.memory_totals, search._prefilter = real_mem, real_pre
+        search.fitting_memory, search._prefilter = real_mem, real_pre
     got["job"], got["res"] = job, res
     return got
 
@@ -75,6 +76,12 @@ def test_build_space(benchmark, captured):
 def test_memory_totals(benchmark, captured):
     space, b, r = captured["space"], captured["bidx"], captured["rcidx"]
     _run(benchmark, lambda: search.memory_totals(space, b, r), len(b))
+
+
+def test_fitting_memory(benchmark, captured):
+    # what fit runs: memory_totals only where the model states alone (memory.states_floor) fit
+    space, b, r, usable = captured["space"], captured["bidx"], captured["rcidx"], captured["usable"]
+    _run(benchmark, lambda: search.fitting_memory(space, b, r, usable), len(b))
 
 
 def test_compute_floor(benchmark, captured):

@@ -1256,6 +1256,43 @@ def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None,
     return np.where(stage == STAGE_LAST, l_, np.where(stage == STAGE_MIDDLE, m_, f))
 
 
+def states_floor(settings: Settings, plan, placed) -> np.ndarray:
+    """A lower bound of memory_total, read off a plan's model states alone: the larger of its first
+    and last stages' weights, gradients, fp32 master weights and Adam moments (STATE_TERMS, the
+    numbers _stage_states gives those stages), 0 where the plan runs DualPipe (each rank two
+    stages: no bound claimed). plan: a KeyedPlan (or PlanArrays) of STATE_FIELDS and `schedule`;
+    placed: placement_groups of the same plans (memory_total's `placed`). A bound because
+    memory_total is the largest of the first, last and middle stages' totals (_heaviest_code),
+    and a stage's total adds to those four terms others that hold bytes (activations, buffers,
+    pools, the allocator's slack, the reserve). Not proven term by term for every stack (the FSDP
+    buffers subtract what the fp8 all-gather and resharding save from what they hold), so it is
+    checked: the search (search.fitting_memory) prices in full only the plans whose floor is
+    within the HBM, checks on each of them that the floor is at most each of its totals, and
+    prices every plan where one is not; tests/test_memory_floor.py checks it on every candidate
+    of five spaces (megatron, torchtitan's FSDP2, MoE experts with pp > 2, DualPipe, fp8).
+    The model states are priced once per distinct tuple of STATE_FIELDS (the layer counts follow
+    the pipeline split), as _stage_terms prices them."""
+    (counts, _, n), index, size = placed
+    if index is not None:
+        counts, n = gather((_ends_only(counts), n), index, size)
+    g = Groups(plan, STATE_FIELDS)
+    per = _StatesOnly(settings, count_params(settings.model), stack_of(settings).fsdp)
+    floor = np.float64(0.0)
+    for end, i in (("first", 0), ("last", 2)):  # STAGES' order: first, mid, last
+        c, n_ = g.pick(counts[end], n[i])
+        states = _stage_states(per, g.plan, end, c, n_)[0]
+        floor = np.maximum(floor, g.expand(states.sum(*STATE_TERMS)))
+    return np.where(dualpipe_pairs(plan), 0.0, floor)
+
+
+class _StatesOnly:
+    """What _stage_states reads of _PerLayer (the settings, the parameter counts, the stack's
+    FSDP), for states_floor without the activations _PerLayer prices."""
+
+    def __init__(self, settings: Settings, pc: ParamCounts, fsdp):
+        self.settings, self.pc, self.fsdp = settings, pc, fsdp
+
+
 def _where(mask, a, b):
     """np.where of two stages: arrays, or Terms key by key (every term of one stage)."""
     if isinstance(a, Terms):

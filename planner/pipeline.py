@@ -320,19 +320,29 @@ def stage_inflight_kinds(ll, plan) -> dict:
         uk = srt[np.concatenate([[True], srt[1:] != srt[:-1]])]
         back = np.searchsorted(uk, key)
         mu, su, gu = uk // 8 // G, uk % 8, groups[uk // 8 % G]
-        out["first"][:, sel] = _weighted_chunks(chunks["first"], p, v, 0, mu, su, gu)[:, back]
-        out["last"][:, sel] = _weighted_chunks(chunks["last"], p, v, p - 1, mu, su, gu)[:, back]
+        # each stage's micro-batches in flight per chunk, once per stage of this configuration (the
+        # same function of the same arguments wherever it is read below), its group N once
+        n_group = microbatch_group(p, mu, gu) if p > 1 else None
+        held = {}
+
+        def at(s, p=p, v=v, mu=mu, su=su, gu=gu, n_group=n_group, held=held):
+            if s not in held:
+                held[s] = _chunk_inflight(p, v, s, mu, su, gu, n_group)
+            return held[s]
+
+        out["first"][:, sel] = _weighted_chunks(chunks["first"], v, at(0))[:, back]
+        out["last"][:, sel] = _weighted_chunks(chunks["last"], v, at(p - 1))[:, back]
         for c in range(C):
             i = c if c < len(chunks["mid"]) else 0  # padded as stage_kind_counts pads (_gather): with mid 0
-            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], p, v, chunks["mid_stage"][i], mu, su, gu)[:, back]
+            out["mid"][c][:, sel] = _weighted_chunks(chunks["mid"][i], v, at(chunks["mid_stage"][i]))[:, back]
             out["mid_stage"][c, sel] = chunks["mid_stage"][i]
         if p > 1:  # each chunk's output, sent on, but the last stage's last chunk's (the logits)
-            out["out_first"][sel] = _chunk_inflight(p, v, 0, mu, su, gu).sum(axis=0)[back]
-            out["out_last"][sel] = _chunk_inflight(p, v, p - 1, mu, su, gu)[:v - 1].sum(axis=0)[back]
+            out["out_first"][sel] = at(0).sum(axis=0)[back]
+            out["out_last"][sel] = at(p - 1)[:v - 1].sum(axis=0)[back]
             for c in range(C):
                 i = c if c < len(chunks["mid"]) else 0
-                out["out_mid"][c, sel] = _chunk_inflight(p, v, chunks["mid_stage"][i], mu, su, gu).sum(axis=0)[back]
-        lo = _chunk_inflight(p, v, p - 1, mu, su, gu)[v - 1]
+                out["out_mid"][c, sel] = at(chunks["mid_stage"][i]).sum(axis=0)[back]
+        lo = at(p - 1)[v - 1]
         out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1) | (su == DUALPIPE),
                                      np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
     shape = configs.shape
@@ -369,18 +379,19 @@ def microbatch_group(pp, m, group=0) -> np.ndarray:
     return n
 
 
-def _chunk_inflight(p: int, v: int, s: int, m, schedule, group=0) -> np.ndarray:
+def _chunk_inflight(p: int, v: int, s: int, m, schedule, group=0, n_group=None) -> np.ndarray:
     """Micro-batches in flight per model chunk, (v, n) for chunks c = 0 .. v - 1, at stage s's
     peak (stage_inflight_kinds); array operations over the chunks, whatever v. Interleaved: F =
     min(2(p - s - 1) + (v - 1) N + 1, m v) forwards, in groups of N = microbatch_group(p, m,
     group) contiguous micro-batches [2][5][9][10] (N = p: Megatron-LM's default). Chunk c holds
     (F // N v) N + min(max(F mod N v - c N, 0), N): exact for a last group shorter than N, since
     F < v N + p (N >= p) reaches at most p - 1 forwards into the second group, all of its first
-    chunk, and a group holds >= p micro-batches (the INTERLEAVED_M rule) [10]."""
+    chunk, and a group holds >= p micro-batches (the INTERLEAVED_M rule) [10]. n_group: that
+    microbatch_group, where the caller has it (stage_inflight_kinds: once for every stage)."""
     m = np.asarray(m, dtype=np.float64)
     if p == 1:
         return np.ones((v,) + m.shape)
-    N = microbatch_group(p, m.astype(np.int64), group).astype(np.float64)
+    N = (microbatch_group(p, m.astype(np.int64), group) if n_group is None else n_group).astype(np.float64)
     F = np.minimum(2.0 * (p - s - 1) + (v - 1.0) * N + 1.0, m * v)
     full, rem = np.floor(F / (N * v)), np.mod(F, N * v)
     c = np.arange(v, dtype=np.float64).reshape((v,) + (1,) * m.ndim)
@@ -390,14 +401,13 @@ def _chunk_inflight(p: int, v: int, s: int, m, schedule, group=0) -> np.ndarray:
     return np.where(schedule == INTERLEAVED, inter, one)
 
 
-def _weighted_chunks(chunks, p: int, v: int, s: int, m, schedule, group=0):
-    """sum over chunks c of (micro-batches in flight in chunk c) x (its layers of each kind): (K, n).
-    Summed chunk by chunk in order (a running sum along the chunk axis: the same additions as
-    a loop over c from 0, in the same order)."""
-    counts = _chunk_inflight(p, v, s, m, schedule, group)  # (v, n)
+def _weighted_chunks(chunks, v: int, counts):
+    """sum over chunks c of (micro-batches in flight in chunk c: counts (v, n), _chunk_inflight) x
+    (its layers of each kind): (K, n). Summed chunk by chunk in order (a running sum along the
+    chunk axis: the same additions as a loop over c from 0, in the same order)."""
     per_chunk = np.asarray(chunks, dtype=np.float64)[:v, :, None] * counts[:, None, :]  # (v, K, n)
     if v == 0:
-        return np.zeros((np.shape(chunks)[1], len(m)))
+        return np.zeros((np.shape(chunks)[1], np.shape(counts)[-1]))
     return np.cumsum(per_chunk, axis=0)[-1]
 
 

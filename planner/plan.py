@@ -263,7 +263,7 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
     codes = np.zeros(np.shape(tp), dtype=np.int64)
     for code in range(n, after, -1):  # last rule first, so that the first broken rule wins
         broken = rules[code - 1]()
-        if np.any(broken):  # (a rule no candidate breaks leaves the codes as they are)
+        if _any(broken):  # (a rule no candidate breaks leaves the codes as they are)
             codes = np.where(broken, code, codes)
     if upto is None:
         ok = codes == OK
@@ -271,10 +271,16 @@ def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto
         cluster = cluster_of(hardware, gpus) if any(r.reads_cluster for _, r in startup) else None
         for code, r in reversed(startup):
             broken = ok & r.check(model, stack, plan, cluster)
-            if np.any(broken):
+            if _any(broken):
                 codes = np.where(broken, code, codes)
             # a start-up rule is reported only where no plan rule broke first
     return codes
+
+
+def _any(x) -> bool:
+    """np.any(x), without numpy's dispatch where x is one bool (a Python or numpy scalar: one plan, as
+    explain and each fit row resolve it; about 30 rules a plan, 2 us each, issue 24)."""
+    return bool(x) if type(x) in (bool, np.bool_) else bool(np.any(x))
 
 
 def _split_units_broken(L: int, stack, plan: PlanArrays, units, counted) -> np.ndarray:
