@@ -54,9 +54,10 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             without TP or PP; with CP FSDP is applied instead, TORCHTITAN_FSDP_MESH).
                             qwen3's, deepseek_v3's and gpt_oss's parallelize test dp_mesh.ndim > 1
                             instead, never true of the 1-D dp_replicate mesh: they apply DDP beside TP
-                            or PP unchecked, and (training.dtype float32) train it in fp32,
-                            TORCHTITAN_FP32. The planner has no field naming torchtitan's model
-                            code, so the rule holds for every model: for those three it refuses a
+                            or PP unchecked (whether torch's replicate then runs on TP's DTensor
+                            parameters is not checked here), and (training.dtype float32) train it in
+                            fp32, TORCHTITAN_FP32. The planner has no field naming torchtitan's model
+                            code, so the rule holds for every model: for those three it may refuse a
                             pure-bf16 DDP x TP / PP plan that torchtitan would start
   TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
                             dimension (SequenceParallel): a TP plan without SP is not what runs
