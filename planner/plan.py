@@ -1265,8 +1265,12 @@ def stack_for_states(job: Job, stack, where: str = ""):
     some sharding modes only (stack_db runs.low_precision_moments: Megatron's precision-aware
     optimizer needs the distributed optimizer, megatron/core/optimizer/__init__.py @d98e8a64
     l. 1057), only those modes, the restriction cited first among the stack's sources; else
-    the stack itself."""
+    the stack itself. Its defaults.bytes_per_param is the job's (a preset name, or the job's own
+    BytesPerParam), the model states the start-up rules read (startup.TORCHTITAN_FP32: torchtitan's
+    training.dtype bfloat16, pure-bf16, trains in bf16 where its mixed precision is off)."""
     stack = stack_for_settings(job, stack, where)
+    if stack is not None and job.bytes_per_param is not None and job.bytes_per_param != stack.defaults.bytes_per_param:
+        stack = stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"bytes_per_param": job.bytes_per_param})})
     runs = stack.runs if stack is not None else None
     lpm = runs.low_precision_moments if runs is not None else None
     if lpm is None:

@@ -49,8 +49,16 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   TORCHTITAN_SEQ_DIVISOR    models/llama3/infra/parallelize.py parallelize_llama asserts
                             seq_len % parallel_dims.seq_len_divisor == 0, seq_len_divisor =
                             tp x 2 cp (distributed/parallel_dims.py)
-  TORCHTITAN_DDP_1D         parallelize.py: 'DDP has not supported > 1D parallelism' (pure DDP
-                            only without TP or PP; with CP FSDP is applied instead, TORCHTITAN_FSDP_MESH)
+  TORCHTITAN_DDP_1D         models/llama3 and llama4 infra/parallelize.py: 'DDP has not supported > 1D
+                            parallelism' where world_size != the dp_replicate mesh's size (pure DDP only
+                            without TP or PP; with CP FSDP is applied instead, TORCHTITAN_FSDP_MESH).
+                            qwen3's, deepseek_v3's and gpt_oss's parallelize test dp_mesh.ndim > 1
+                            instead, never true of the 1-D dp_replicate mesh: they apply DDP beside TP
+                            or PP unchecked (whether torch's replicate then runs on TP's DTensor
+                            parameters is not checked here), and (training.dtype float32) train it in
+                            fp32, TORCHTITAN_FP32. The planner has no field naming torchtitan's model
+                            code, so the rule holds for every model: for those three it may refuse a
+                            pure-bf16 DDP x TP / PP plan that torchtitan would start
   TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
                             dimension (SequenceParallel): a TP plan without SP is not what runs
   TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
@@ -376,7 +384,10 @@ RULES: tuple[StartupRule, ...] = (
     StartupRule(
         "TORCHTITAN_DDP_1D", "torchtitan",
         "torchtitan's DDP (no sharding) runs only without TP or PP",
-        f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/infra/parallelize.py ('DDP has not supported > 1D parallelism')",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/infra/parallelize.py l. 148-151 and models/llama4/infra/"
+        "parallelize.py l. 216-219 (world_size != the dp_replicate mesh's size: 'DDP has not supported > 1D "
+        "parallelism'); qwen3 l. 177-180, deepseek_v3 l. 197-200 and gpt_oss l. 162-165 test dp_mesh.ndim > 1, never "
+        "true of the 1-D dp_replicate mesh, and with training.dtype float32 train it in fp32 (TORCHTITAN_FP32)",
         "shard over the data-parallel ranks (fsdp or hsdp), or use DDP with tp = cp = pp = 1",
         lambda m, s, p: (level_of(p) == 0) & (np.asarray(p.dp) > 1) & (np.asarray(p.cp) == 1)
         & (np.asarray(p.tp) * np.asarray(p.pp) > 1)),  # (cp > 1 applies FSDP first: TORCHTITAN_FSDP_MESH)
@@ -649,6 +660,21 @@ RULES = RULES + (
 #                            dense states over dp_shard x cp (memory.model_state_terms), the routed experts' over
 #                            efsdp = tp x shard x cp / (etp ep) (moe.expert_shard; FSDP over one rank where that
 #                            is 1: the fp32 states whole, no bf16 copy at rest), replicated over dp_replicate
+#   TORCHTITAN_FP32          distributed/utils.py maybe_enable_amp l. 243-263: where fsdp_enabled is false
+#                            (dp_shard x cp = 1, distributed/parallel_dims.py l. 334-335) and TP or PP is on, no
+#                            autocast ('Mixed precision training is disabled'); bf16 compute otherwise comes only
+#                            from FSDP's MixedPrecisionPolicy(param_dtype=mixed_precision_param) (apply_fsdp) or,
+#                            for DDP / one device without TP and PP, torch.autocast(mixed_precision_param). The
+#                            model is built in training.dtype (train.py l. 147-151; float32 by default,
+#                            config/job_config.py l. 275), so such a plan trains in fp32: weights, gradients,
+#                            activations, matmuls and the TP / PP traffic (issue 22: llama3-8b TP 8 on 8 GPUs,
+#                            sharding none, was priced as bf16). The cost models have no fp32 precision
+#                            (precisions.PRECISIONS: bf16, fp8, nvfp4; the layers' activation bytes are
+#                            16-bit), so the plan is refused, not priced; with training.dtype bfloat16
+#                            (bytes_per_param pure-bf16: no fp32 master, 2 B weights, laid on
+#                            stack.defaults.bytes_per_param by plan.stack_for_states) the model is bf16
+#                            and trains so: not refused. mixed_precision_param does not enter (no autocast
+#                            and no FSDP to read it); CP counts (cp > 1 applies FSDP over the cp ranks)
 LATER_FIRST_CODE = 48
 # deepseek-ai/DeepEP main @567632d (2026-02-03, what torchtitan @e347b1e5e installs: its README points at main,
 # no pinned commit) deep_ep/buffer.py get_dispatch_config / get_combine_config l. 245-259, 275-289: the EP sizes
@@ -709,7 +735,8 @@ LATER_RULES: tuple[StartupRule, ...] = (
         f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py l. 334-335 (fsdp_enabled = dp_shard_enabled or "
         "cp_enabled) and torchtitan/models/llama3/infra/parallelize.py parallelize_llama l. 125-152 (apply_fsdp over the "
         "dp_shard x cp mesh where fsdp_enabled, else apply_ddp)",
-        "with dp x cp = 1 use sharding none (torchtitan's plan there); with cp > 1 use fsdp or hsdp",
+        "with dp x cp = 1 use sharding none (torchtitan's plan there; with tp or pp > 1 only pure bf16, "
+        "TORCHTITAN_FP32); with cp > 1 use fsdp or hsdp",
         lambda m, s, p: _tt_fsdp_mesh(s, p)),
     StartupRule(
         "TORCHTITAN_MX_TP_COMPILE", "torchtitan",
@@ -733,6 +760,22 @@ LATER_RULES: tuple[StartupRule, ...] = (
         "or use ep 1",
         lambda m, s, p: _tt_ep_fsdp(s, p)),
 )
+
+
+def _tt_fp32(stack, plan) -> np.ndarray:
+    """TORCHTITAN_FP32: tp x pp > 1 where torchtitan's fsdp mesh (dp_shard x cp, as _tt_ep_fsdp counts it) is one
+    rank, unless the job's model states are pure bf16 (no fp32 master, 2 B weights: training.dtype bfloat16, whose
+    model torchtitan builds in bf16, so it trains in bf16 without autocast). The states are the job's
+    (plan.stack_for_states lays them on stack.defaults.bytes_per_param: a preset name or a BytesPerParam)."""
+    from .schema import BYTES_PER_PARAM_PRESETS
+
+    bpp = stack.defaults.bytes_per_param
+    bpp = BYTES_PER_PARAM_PRESETS[bpp] if isinstance(bpp, str) else bpp
+    if bpp.master == 0 and bpp.weights <= 2:
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    dp_shard = np.where(mode_is(stack, plan, "ddp"), 1,
+                        np.where(mode_is(stack, plan, "hsdp"), np.asarray(plan.shard), np.asarray(plan.dp)))
+    return (dp_shard * np.asarray(plan.cp) <= 1) & (np.asarray(plan.tp) * np.asarray(plan.pp) > 1)
 
 
 def _tt_ep_fsdp(stack, plan) -> np.ndarray:
@@ -995,6 +1038,23 @@ LATER_RULES = LATER_RULES + (
 
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
+# appended after the cluster rules so that their codes stay (TORCHTITAN_FP32 landed after them)
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_FP32", "torchtitan",
+        "torchtitan trains this plan in fp32: without FSDP (dp_shard x cp = 1) and with TP or PP its mixed precision "
+        "is off and its parameters are fp32 (training.dtype float32); the planner prices bf16",
+        f"{TORCHTITAN_COMMIT} torchtitan/distributed/utils.py maybe_enable_amp l. 243-263 (not fsdp_enabled and "
+        "tp_enabled or pp_enabled: 'Mixed precision training with TP or PP is only supported when FSDP/HSDP/CP is "
+        "enabled.', 'Mixed precision training is disabled', no autocast), distributed/parallel_dims.py l. 334-335 "
+        "(fsdp_enabled = dp_shard > 1 or cp > 1), train.py l. 147-151 (the model built under "
+        "set_default_dtype(training.dtype), float32 by default: config/job_config.py l. 275) and l. 319-323; "
+        "MixedPrecisionPolicy(param_dtype=mixed_precision_param) is made only in apply_fsdp "
+        "(models/llama3/infra/parallelize.py l. 313, called where fsdp_enabled, l. 125-139; llama4's l. 353)",
+        "shard over the data-parallel ranks (sharding fsdp or hsdp: dp_shard x cp > 1), or use tp 1 and pp 1, or train "
+        "pure bf16 (--bytes-per-param pure-bf16: torchtitan's training.dtype bfloat16)",
+        lambda m, s, p: _tt_fp32(s, p)),
+)
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
 BY_CODE = {CODES[r.key]: r for r in RULES + LATER_RULES}

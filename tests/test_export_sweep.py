@@ -58,10 +58,16 @@ def test_fsdp_over_one_rank_is_refused_where_torchtitan_runs_it_unsharded():
     with pytest.raises(PlannerError, match="TORCHTITAN_FSDP_MESH") as e:
         resolve(Job(stack="torchtitan", sharding="fsdp", sharding_mode="fsdp2_reshard_always", **job))
     assert "parallel_dims.py l. 334-335" in e.value.message
-    text = _round_trip(sharding="none", **job)  # the plan torchtitan runs there
+    # the plan torchtitan runs there: unsharded, in fp32 with TP x PP (training.dtype float32, start-up rule
+    # TORCHTITAN_FP32, refused), in bf16 with training.dtype bfloat16 (pure-bf16)
+    with pytest.raises(PlannerError, match="TORCHTITAN_FP32"):
+        resolve(Job(stack="torchtitan", sharding="none", **job))
+    text = _round_trip(sharding="none", bytes_per_param="pure-bf16", **job)
     assert "data_parallel_shard_degree = 1\n" in text and "fsdp_reshard_after_forward" not in text
+    assert 'dtype = "bfloat16"\n' in text
     with pytest.raises(PlannerError, match="TORCHTITAN_FSDP_MESH"):  # and export runs the same check
-        export_plan({**_row(sharding="none", **job)["plan"], "sharding": "fsdp", "sharding_mode": "fsdp2"}, "torchtitan")
+        export_plan({**_row(sharding="none", bytes_per_param="pure-bf16", **job)["plan"], "sharding": "fsdp",
+                     "sharding_mode": "fsdp2"}, "torchtitan")
 
 
 def test_fsdp_over_the_cp_ranks_reads_back_as_fsdp():

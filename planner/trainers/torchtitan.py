@@ -58,7 +58,9 @@ Inferred (listed as assumed): torchtitan's TP always shards the norms' sequence 
 (SequenceParallel in parallelize_llama [5]) -> sequence_parallel on when tp > 1; DP
 sharding: shard > 1 and replicate > 1 -> hsdp (shard group = shard degree), shard > 1 ->
 fsdp, else none (DDP; with expert_parallel_degree > 1 torchtitan @e347b1e5e refuses that: start-up
-rule TORCHTITAN_EP_FSDP, so explain / check exit 2); the rank order is torchtitan's mesh ['pp', 'dp_replicate',
+rule TORCHTITAN_EP_FSDP, so explain / check exit 2; with tensor or pipeline parallelism and context
+parallelism 1 torchtitan turns mixed precision off and, unless training.dtype is bfloat16, trains in
+fp32, which the planner does not price: start-up rule TORCHTITAN_FP32, exit 2); the rank order is torchtitan's mesh ['pp', 'dp_replicate',
 'dp_shard', 'cp', 'tp'] outermost first [6] -> tp-cp-dp-pp; job_config defaults where a key
 is absent (local_batch_size 8, seq_len 2048, activation_checkpoint.mode selective,
 pipeline_parallel_microbatch_size 1, schedule 1F1B).
