@@ -27,7 +27,7 @@ from planner.errors import PlannerError
 from planner.plan import resolve
 from planner.schema import BytesPerParam, Job
 from planner.stacks import load_stack
-from planner.startup import BY_CODE, CODES, rules_for
+from planner.startup import BY_CODE, CODES, cluster_of, rules_for
 from planner.trainers.export import export_plan
 from planner.explain import evaluate, to_json
 
@@ -49,7 +49,8 @@ def _broken_keys(job: Job) -> list[str]:
         settings, plan, _ = resolve(job)
     except PlannerError as e:
         return [k for k in CODES if f"start-up rule {k} " in e.message]
-    return [r.key for _, r in rules_for(settings.stack) if bool(np.any(r.broken(settings.model, settings.stack, plan)))]
+    cluster = cluster_of(settings.hardware, settings.gpus)  # (the rules that read the hardware: rulectx's)
+    return [r.key for _, r in rules_for(settings.stack) if bool(np.any(r.check(settings.model, settings.stack, plan, cluster)))]
 
 
 def test_code_and_place():
