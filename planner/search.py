@@ -527,7 +527,7 @@ def _sub(fit, idx):
     return fit[:, idx] if isinstance(fit, np.ndarray) else fit.take(idx)
 
 
-def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None, fit=None):
+def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None, fit=None, eager=None):
     """(variant index, step, floor, extra evaluations, deferred, bound held, can) of each candidate's
     fastest stack variant (space.variants) at the given rank order; variant 0 unless another
     valid one is strictly faster.
@@ -550,7 +550,9 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     for deferred candidates: the first run priced variant 0 there), else computed here. The
     last item returned, beside `can`, is that (step, floor, rest) of variant 0.
     fit (variants, candidates) bool (optional): where each variant fits in memory (variant 0's
-    memory + variant_memory); a variant is tried only there."""
+    memory + variant_memory); a variant is tried only there.
+    eager (bool mask, optional): candidates the bound never defers (every variant tried where reach
+    holds, as unbounded): those whose choice the caller would otherwise re-run (_first_orders)."""
     var = np.zeros(len(bidx), dtype=np.int64)
     evaluated = 0
     if v0 is None:
@@ -559,6 +561,8 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     if can is None:
         can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
     tight = can if bound is None else can & bound(step, rest0)
+    if eager is not None:
+        tight = tight | (can & eager)
     deferred = np.zeros(len(bidx), dtype=bool)
     # the variants the bound applies to: those that differ from variant 0 only in TP overlap (and, with a
     # dispatcher search, the dispatcher): they change only _bound_terms
@@ -570,6 +574,8 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
             # the bound on the best steps found so far (real steps of these candidates: their k-th
             # is still >= the final k-th), tighter after each group that lowered some
             tight = can & bound(step, rest0)
+            if eager is not None:
+                tight = tight | (can & eager)
         at = []
         for v in group:
             ok = space.variant_ok(plan, v)
@@ -689,8 +695,13 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         v0 = tuple(np.array(x, dtype=np.float64) for x in v0)
         v0[0][done], v0[1][done] = known[2][done], known[3][done]
         reach = lambda st, fl: reach0(st, fl) & ~done  # noqa: E731
+    # with a dispatcher search, a candidate with another distinct rank order is never deferred: were it
+    # deferred, its choice would be re-run below (a best_variants call: a step_time and a memory_totals
+    # call per dispatcher, each with its fixed cost) if that order can rank; so it is priced in this run
+    # (DeepSeek-V3 / 2,048 H800: the 1,215 kept candidates with two orders, every one re-run before)
+    eager = row_counts(space.order_ok[fb]) > 1 if bound is not None and space.dispatchers is not None else None
     fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit,
-                                                                      v0=v0)
+                                                                      v0=v0, eager=eager)
     if known is not None and reach is not None:
         fv[done] = known[1][done]
     c.time_evaluations = priced + evals
