@@ -213,18 +213,22 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     present = np.zeros(n_base, dtype=bool)
     present[bidx] = True
     rows = np.flatnonzero(present)  # the base rows among the candidates
-    rows = rows[np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows]
-                                 for f in ("split_loss", "split_emb", "vpp", "pp")))]
+    # the rows grouped by the layer fields but recompute (in base-row order, as row_groups groups them)
+    base = _base_groups(space, rows, LAYER_BASE_FIELDS)
+    sort = np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows]
+                            for f in ("split_loss", "split_emb", "vpp", "pp")))
+    rows = rows[sort]
     n = len(rows)
     # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i
-    layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n))
+    layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n), base)
     index = index.reshape(n_rc, n)
     # the pipeline placement, likewise once per distinct tuple of the fields it reads over all the rows
     placed, p_index, p_size = mem.placement_groups(space.settings,
                                                    KeyedPlan(_columns(b, rows, mem.PIPELINE_FIELDS + ("tp",))))
-    # and TE's cached dummy weight-gradient shapes (they read the layer fields, not recompute)
-    dummies = mem.dummy_wgrad_shapes(space.settings,
-                                     KeyedPlan(_columns(b, rows, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))))
+    # and TE's cached dummy weight-gradient shapes (they read the layer fields, not recompute): priced on
+    # the same groups' one row each and gathered onto the rows (each row's numbers are its tuple's, and
+    # the shapes compared over the groups are those of every distinct tuple among the rows either way)
+    dummies = gather(mem.dummy_wgrad_shapes(space.settings, base[0]), base[1][sort], base[2])
     totals = np.empty((n_rc, n))
     for s in _blocks(n, max(CHUNK // n_rc, 1)):
         p = b.take(rows[s])
@@ -267,39 +271,51 @@ def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     return {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), np.shape(b.tp))[rows] for f in fields}
 
 
-def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
+def _base_groups(space: Space, rows: np.ndarray, fields: tuple) -> tuple:
+    """(KeyedPlan of one row per group, each row's group, groups) of the base rows `rows` grouped by
+    `fields` (terms.Groups; one row: its own group)."""
+    cols = _columns(space.base, rows, fields)
+    g = Groups(KeyedPlan(cols), fields)
+    return (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(len(rows), dtype=np.int64), len(rows))
+
+
+def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple, base=None) -> tuple:
     """(KeyedPlan of one candidate per group, each candidate's group, groups) of candidates (base
     row, recompute index) grouped by `fields` (columns of the base rows) and their recompute
     index: the distinct base rows among the candidates are grouped (terms.Groups), and a group is
     (such a tuple, a recompute choice) that some candidate has. Cheaper than grouping the
     candidates themselves (a base row stands for each of its recompute choices), for a function
     that reads only `fields` and the recompute mode and is elementwise (the Groups contract):
-    priced on the KeyedPlan and gathered back (terms.gather), each candidate gets its numbers."""
+    priced on the KeyedPlan and gathered back (terms.gather), each candidate gets its numbers.
+    base: _base_groups of those distinct base rows (in base-row order) by `fields`, where the caller
+    has it (memory_totals, which groups the dummy weight-gradient shapes on it too)."""
     b, rc = space.base, space.recompute
     n_base = np.size(b.tp)
     present = np.zeros(n_base, dtype=bool)
     present[bidx] = True
-    rows = np.flatnonzero(present)  # the base rows among the candidates
-    at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among them
-    cols = _columns(b, rows, fields)
-    g = Groups(KeyedPlan(cols), fields)
-    index, size = (g.index, g.size) if g.active else (np.zeros(len(rows), dtype=np.int64), len(rows))
+    at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among the base rows present
+    plan, index, size = _base_groups(space, np.flatnonzero(present), fields) if base is None else base
     pair = index[at] * len(rc) + rcidx  # (row group i, recompute r) at i * len(rc) + r
     used = np.zeros(size * len(rc), dtype=bool)
     used[pair] = True  # the pairs some candidate has
     kept = np.flatnonzero(used)
-    keyed = KeyedPlan({**{f: np.asarray(getattr(g.plan, f)).take(kept // len(rc)) for f in fields},
+    keyed = KeyedPlan({**{f: np.asarray(getattr(plan, f)).take(kept // len(rc)) for f in fields},
                        "recompute": rc.take(kept % len(rc))})
     return keyed, (np.cumsum(used) - 1)[pair], len(kept)
 
 
-def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> tuple:
+# the fields a layer's activations read but recompute (memory.LAYER_FIELDS): base-row columns
+LAYER_BASE_FIELDS = tuple(f for f in mem.LAYER_FIELDS if f != "recompute")
+
+
+def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, base=None) -> tuple:
     """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
     recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
     all the candidates (row_groups), not once per block of them (memory_totals hands each block
-    its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it."""
+    its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it.
+    base: row_groups' (optional)."""
     settings = space.settings
-    keyed, index, size = row_groups(space, bidx, rcidx, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))
+    keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS, base)
     pc = count_params(settings.model)
     layers = mem.layer_memory(settings, keyed, context(keyed, rank_load(settings, keyed)), pc.layers)
     return layers, index, size
