@@ -28,6 +28,7 @@ References
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,7 +149,25 @@ def _legacy(m: ModelSpec, ll: LayerList) -> dict | None:
     return out
 
 
+_COUNTS: "OrderedDict[int, tuple[ModelSpec, ParamCounts]]" = OrderedDict()
+
+
 def count_params(m: ModelSpec) -> ParamCounts:
+    """The model's parameter counts, computed once per model object (as layers.layer_list builds its
+    layers once per model object: a search prices memory and step time block by block, each call
+    asking for them; the counts are frozen, read-only)."""
+    hit = _COUNTS.get(id(m))
+    if hit is not None and hit[0] is m:
+        _COUNTS.move_to_end(id(m))
+        return hit[1]
+    out = _count_params(m)
+    _COUNTS[id(m)] = (m, out)  # the entry holds the model, so its id cannot be reused while cached
+    while len(_COUNTS) > 256:
+        _COUNTS.popitem(last=False)
+    return out
+
+
+def _count_params(m: ModelSpec) -> ParamCounts:
     ll = layer_list(m)
     kp = tuple(k.params() for k in ll.kinds)
     h = m.hidden_size
