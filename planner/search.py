@@ -430,11 +430,17 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatch
             for f in mem.TP_OVERLAP_FIELDS if f != "tpo"}
     out = np.zeros((len(space.variants), n))
     t0 = int(space.variants[0, 0])
+    totals = {}  # tp_overlap_total at each TP-overlap setting, priced once (a dispatcher search repeats them)
+
+    def total(t):
+        if t not in totals:
+            totals[t] = mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t)}))
+        return totals[t]
+
     for v in range(1, len(space.variants)):
         tv = int(space.variants[v, 0])
         if tv != t0:
-            out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
-                      - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+            out[v] = total(tv) - total(t0)
     if dispatchers and space.dispatchers is not None and rcidx is not None:
         _dispatcher_memory(space, bidx, rcidx, fm, out)
     settings, r0 = space.settings, int(space.variants[0, 3])
