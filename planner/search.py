@@ -219,9 +219,11 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
                             for f in ("split_loss", "split_emb", "vpp", "pp")))
     rows = rows[sort]
     n = len(rows)
-    # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i
-    layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n), base)
-    index = index.reshape(n_rc, n)
+    # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i; every row has every
+    # recompute choice, so row_groups' pairs are every (group, recompute) pair, group-major: the pair of
+    # row i (its group base[1][sort[i]]) and r is group x n_rc + r (_all_pairs)
+    layers, index, size = layer_memory_groups(space, None, None, pairs=_all_pairs(space, base))
+    index = base[1][sort][None, :] * n_rc + np.arange(n_rc)[:, None]
     # the pipeline placement, likewise once per distinct tuple of the fields it reads over all the rows
     placed, p_index, p_size = mem.placement_groups(space.settings,
                                                    KeyedPlan(_columns(b, rows, mem.PIPELINE_FIELDS + ("tp",))))
@@ -304,18 +306,30 @@ def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple,
     return keyed, (np.cumsum(used) - 1)[pair], len(kept)
 
 
+def _all_pairs(space: Space, base: tuple) -> tuple:
+    """row_groups' (KeyedPlan, -, groups) where the candidates are every base row of _base_groups' `base`
+    with every recompute choice: every (group, recompute) pair is some candidate's, group-major (pair
+    (i, r) at i x R + r, as row_groups numbers them); no candidate index (None): the caller's rows
+    read theirs from base's group index."""
+    plan, _, size = base
+    rc = space.recompute
+    keyed = KeyedPlan({**{f: np.repeat(np.asarray(getattr(plan, f)), len(rc)) for f in LAYER_BASE_FIELDS},
+                       "recompute": np.tile(rc, size)})
+    return keyed, None, size * len(rc)
+
+
 # the fields a layer's activations read but recompute (memory.LAYER_FIELDS): base-row columns
 LAYER_BASE_FIELDS = tuple(f for f in mem.LAYER_FIELDS if f != "recompute")
 
 
-def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, base=None) -> tuple:
+def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, base=None, pairs=None) -> tuple:
     """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
     recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
     all the candidates (row_groups), not once per block of them (memory_totals hands each block
     its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it.
-    base: row_groups' (optional)."""
+    base: row_groups' (optional); pairs: row_groups' result where the caller has it (_all_pairs)."""
     settings = space.settings
-    keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS, base)
+    keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS, base) if pairs is None else pairs
     pc = count_params(settings.model)
     layers = mem.layer_memory(settings, keyed, context(keyed, rank_load(settings, keyed)), pc.layers)
     return layers, index, size
