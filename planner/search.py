@@ -71,7 +71,9 @@ checked bit for bit), the bound tightened on the best steps found so far and on 
 best_variants prices a dispatcher's variants (its TP-overlap and fp8-recipe ones: one Settings) in one
 step_times call (_variant_groups: each step_time call pays a fixed cost for its collectives), and a
 variant's dispatcher memory on a space of the candidates' base rows alone (_few_memory: memory_totals
-pays per call for every base row of its space).
+pays per call for every base row of its space). _first_orders defers no candidate that has another
+distinct rank order (best_variants' eager mask): its choice would otherwise be re-run before its other
+orders are priced, one more step_time and memory_totals call per dispatcher.
 
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
