@@ -215,7 +215,8 @@ def memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None) -
     present = np.zeros(n_base, dtype=bool)
     present[bidx] = True
     rows = np.flatnonzero(present)  # the base rows among the candidates
-    # the rows grouped by the layer fields but recompute (in base-row order, as row_groups groups them)
+    # the rows grouped by the layer fields but recompute (in base-row order): the layers' activations and
+    # TE's dummy weight-gradient shapes are priced once per group
     base = _base_groups(space, rows, LAYER_BASE_FIELDS)
     sort = np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows]
                             for f in ("split_loss", "split_emb", "vpp", "pp")))
@@ -283,22 +284,20 @@ def _base_groups(space: Space, rows: np.ndarray, fields: tuple) -> tuple:
     return (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(len(rows), dtype=np.int64), len(rows))
 
 
-def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple, base=None) -> tuple:
+def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
     """(KeyedPlan of one candidate per group, each candidate's group, groups) of candidates (base
     row, recompute index) grouped by `fields` (columns of the base rows) and their recompute
     index: the distinct base rows among the candidates are grouped (terms.Groups), and a group is
     (such a tuple, a recompute choice) that some candidate has. Cheaper than grouping the
     candidates themselves (a base row stands for each of its recompute choices), for a function
     that reads only `fields` and the recompute mode and is elementwise (the Groups contract):
-    priced on the KeyedPlan and gathered back (terms.gather), each candidate gets its numbers.
-    base: _base_groups of those distinct base rows (in base-row order) by `fields`, where the caller
-    has it (memory_totals, which groups the dummy weight-gradient shapes on it too)."""
+    priced on the KeyedPlan and gathered back (terms.gather), each candidate gets its numbers."""
     b, rc = space.base, space.recompute
     n_base = np.size(b.tp)
     present = np.zeros(n_base, dtype=bool)
     present[bidx] = True
     at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among the base rows present
-    plan, index, size = _base_groups(space, np.flatnonzero(present), fields) if base is None else base
+    plan, index, size = _base_groups(space, np.flatnonzero(present), fields)
     pair = index[at] * len(rc) + rcidx  # (row group i, recompute r) at i * len(rc) + r
     used = np.zeros(size * len(rc), dtype=bool)
     used[pair] = True  # the pairs some candidate has
@@ -324,14 +323,14 @@ def _all_pairs(space: Space, base: tuple) -> tuple:
 LAYER_BASE_FIELDS = tuple(f for f in mem.LAYER_FIELDS if f != "recompute")
 
 
-def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, base=None, pairs=None) -> tuple:
+def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, pairs=None) -> tuple:
     """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
     recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
     all the candidates (row_groups), not once per block of them (memory_totals hands each block
     its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it.
-    base: row_groups' (optional); pairs: row_groups' result where the caller has it (_all_pairs)."""
+    pairs: row_groups' result where the caller has it (memory_totals: _all_pairs)."""
     settings = space.settings
-    keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS, base) if pairs is None else pairs
+    keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS) if pairs is None else pairs
     pc = count_params(settings.model)
     layers = mem.layer_memory(settings, keyed, context(keyed, rank_load(settings, keyed)), pc.layers)
     return layers, index, size
