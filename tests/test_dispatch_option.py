@@ -216,6 +216,8 @@ def test_dispatcher_search_defers_no_candidate_with_another_order(monkeypatch):
     the second rank order (tp-cp-dp-pp), and the bound alone defers candidates that have it. The choice
     of every such candidate that can rank is an unbounded best_variants' (variant, step, floor), bit for
     bit, and the rows are an exhaustive evaluation's (keep_feasible)."""
+    import sys
+
     import numpy as np
 
     import planner.search as search
@@ -227,7 +229,7 @@ def test_dispatcher_search_defers_no_candidate_with_another_order(monkeypatch):
 
     def spy(space, bidx, rcidx, order, *a, **k):
         out = real(space, bidx, rcidx, order, *a, **k)
-        calls.append((__import__("sys")._getframe(1).f_code.co_name, space, bidx, rcidx, order, a, k, out))
+        calls.append((sys._getframe(1).f_code.co_name, space, bidx, rcidx, order, a, k, out))  # the caller's name
         return out
 
     monkeypatch.setattr(search, "best_variants", spy)
