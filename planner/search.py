@@ -71,7 +71,9 @@ checked bit for bit), the bound tightened on the best steps found so far and on 
 best_variants prices a dispatcher's variants (its TP-overlap and fp8-recipe ones: one Settings) in one
 step_times call (_variant_groups: each step_time call pays a fixed cost for its collectives), and a
 variant's dispatcher memory on a space of the candidates' base rows alone (_few_memory: memory_totals
-pays per call for every base row of its space).
+pays per call for every base row of its space). _first_orders defers no candidate that has another
+distinct rank order (best_variants' eager mask): its choice would otherwise be re-run before its other
+orders are priced, one more step_time and memory_totals call per dispatcher.
 
 Compile off (space.uncompiled_choices, space.uncompiled_space): where the job leaves torch.compile to the
 search and a start-up rule reads it (startup.VARIANT_RULES: torchtitan's mxfp8 with TP under compile),
@@ -257,12 +259,17 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
     n = len(rows)
     totals = np.empty((n_rc, n))
     if n:
-        # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i
-        layers, index, size = layer_memory_groups(space, np.tile(rows, n_rc), np.repeat(np.arange(n_rc), n))
-        index = index.reshape(n_rc, n)
-        # and TE's cached dummy weight-gradient shapes (they read the layer fields, not recompute)
-        dummies = mem.dummy_wgrad_shapes(space.settings,
-                                         KeyedPlan(_columns(b, rows, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))))
+        # the rows grouped by the layer fields but recompute: the layers' activations and TE's dummy
+        # weight-gradient shapes are priced once per group
+        base = _base_groups(space, rows, LAYER_BASE_FIELDS)
+        # every (row, recompute) pair, recompute-major: pair (rows[i], r) at r * n + i; every row has every
+        # recompute choice, so row_groups' pairs are every (group, recompute) pair, group-major: the pair of
+        # row i (its group base[1][i]) and r is group x n_rc + r (_all_pairs)
+        layers, index, size = layer_memory_groups(space, None, None, pairs=_all_pairs(space, base))
+        index = base[1][None, :] * n_rc + np.arange(n_rc)[:, None]
+        # and TE's cached dummy weight-gradient shapes (they read the layer fields, not recompute): priced on
+        # the same groups' one row each and gathered onto the rows (each row's numbers are its tuple's)
+        dummies = gather(mem.dummy_wgrad_shapes(space.settings, base[0]), base[1], base[2])
         for s in _blocks(n, max(CHUNK // n_rc, 1)):
             p = b.take(rows[s])
             p.recompute = rc[:, None]
@@ -310,6 +317,14 @@ def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     return {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), np.shape(b.tp))[rows] for f in fields}
 
 
+def _base_groups(space: Space, rows: np.ndarray, fields: tuple) -> tuple:
+    """(KeyedPlan of one row per group, each row's group, groups) of the base rows `rows` grouped by
+    `fields` (terms.Groups; one row: its own group)."""
+    cols = _columns(space.base, rows, fields)
+    g = Groups(KeyedPlan(cols), fields)
+    return (g.plan, g.index, g.size) if g.active else (g.plan, np.zeros(len(rows), dtype=np.int64), len(rows))
+
+
 def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple) -> tuple:
     """(KeyedPlan of one candidate per group, each candidate's group, groups) of candidates (base
     row, recompute index) grouped by `fields` (columns of the base rows) and their recompute
@@ -322,27 +337,41 @@ def row_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, fields: tuple)
     n_base = np.size(b.tp)
     present = np.zeros(n_base, dtype=bool)
     present[bidx] = True
-    rows = np.flatnonzero(present)  # the base rows among the candidates
-    at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among them
-    cols = _columns(b, rows, fields)
-    g = Groups(KeyedPlan(cols), fields)
-    index, size = (g.index, g.size) if g.active else (np.zeros(len(rows), dtype=np.int64), len(rows))
+    at = (np.cumsum(present) - 1)[bidx]  # each candidate's place among the base rows present
+    plan, index, size = _base_groups(space, np.flatnonzero(present), fields)
     pair = index[at] * len(rc) + rcidx  # (row group i, recompute r) at i * len(rc) + r
     used = np.zeros(size * len(rc), dtype=bool)
     used[pair] = True  # the pairs some candidate has
     kept = np.flatnonzero(used)
-    keyed = KeyedPlan({**{f: np.asarray(getattr(g.plan, f)).take(kept // len(rc)) for f in fields},
+    keyed = KeyedPlan({**{f: np.asarray(getattr(plan, f)).take(kept // len(rc)) for f in fields},
                        "recompute": rc.take(kept % len(rc))})
     return keyed, (np.cumsum(used) - 1)[pair], len(kept)
 
 
-def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray) -> tuple:
+def _all_pairs(space: Space, base: tuple) -> tuple:
+    """row_groups' (KeyedPlan, -, groups) where the candidates are every base row of _base_groups' `base`
+    with every recompute choice: every (group, recompute) pair is some candidate's, group-major (pair
+    (i, r) at i x R + r, as row_groups numbers them); no candidate index (None): the caller's rows
+    read theirs from base's group index."""
+    plan, _, size = base
+    rc = space.recompute
+    keyed = KeyedPlan({**{f: np.repeat(np.asarray(getattr(plan, f)), len(rc)) for f in LAYER_BASE_FIELDS},
+                       "recompute": np.tile(rc, size)})
+    return keyed, None, size * len(rc)
+
+
+# the fields a layer's activations read but recompute (memory.LAYER_FIELDS): base-row columns
+LAYER_BASE_FIELDS = tuple(f for f in mem.LAYER_FIELDS if f != "recompute")
+
+
+def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, pairs=None) -> tuple:
     """(memory.layer_memory per group, each candidate's group, groups) of candidates (base row,
     recompute index): layer_memory priced once per distinct tuple of memory.LAYER_FIELDS over
     all the candidates (row_groups), not once per block of them (memory_totals hands each block
-    its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it."""
+    its share, terms.gather): each candidate gets the numbers memory_total's own grouping gives it.
+    pairs: row_groups' result where the caller has it (memory_totals: _all_pairs)."""
     settings = space.settings
-    keyed, index, size = row_groups(space, bidx, rcidx, tuple(f for f in mem.LAYER_FIELDS if f != "recompute"))
+    keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS) if pairs is None else pairs
     pc = count_params(settings.model)
     layers = mem.layer_memory(settings, keyed, context(keyed, rank_load(settings, keyed)), pc.layers)
     return layers, index, size
@@ -464,11 +493,17 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatch
             for f in mem.TP_OVERLAP_FIELDS if f != "tpo"}
     out = np.zeros((len(space.variants), n))
     t0 = int(space.variants[0, 0])
+    totals = {}  # tp_overlap_total at each TP-overlap setting, priced once (a dispatcher search repeats them)
+
+    def total(t):
+        if t not in totals:
+            totals[t] = mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t)}))
+        return totals[t]
+
     for v in range(1, len(space.variants)):
         tv = int(space.variants[v, 0])
         if tv != t0:
-            out[v] = (mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, tv)}))
-                      - mem.tp_overlap_total(space.settings, KeyedPlan({**cols, "tpo": np.full(n, t0)})))
+            out[v] = total(tv) - total(t0)
     # a variant whose torch.compile differs from variant 0's (fit's compile-off twins, space.uncompiled_choices,
     # and the compiled variants of the uncompiled space): the kernels' saved bytes differ in every layer
     # (stacks.kernel_bytes), so its memory is memory_totals with all its options less fm, priced in full where
@@ -603,7 +638,7 @@ def _sub(fit, idx):
     return fit[:, idx] if isinstance(fit, np.ndarray) else fit.take(idx)
 
 
-def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None, fit=None):
+def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=None, v0=None, fit=None, eager=None):
     """(variant index, step, floor, extra evaluations, deferred, bound held, can) of each candidate's
     fastest stack variant (space.variants) at the given rank order; variant 0 unless another
     valid one is strictly faster.
@@ -626,7 +661,9 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     for deferred candidates: the first run priced variant 0 there), else computed here. The
     last item returned, beside `can`, is that (step, floor, rest) of variant 0.
     fit (variants, candidates) bool (optional): where each variant fits in memory (variant 0's
-    memory + variant_memory); a variant is tried only there."""
+    memory + variant_memory); a variant is tried only there.
+    eager (bool mask, optional): candidates the bound never defers (every variant tried where reach
+    holds, as unbounded): those whose choice the caller would otherwise re-run (_first_orders)."""
     var = np.zeros(len(bidx), dtype=np.int64)
     evaluated = 0
     if v0 is None:
@@ -635,6 +672,8 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
     if can is None:
         can = np.ones(len(bidx), dtype=bool) if reach is None else reach(step, floor)
     tight = can if bound is None else can & bound(step, rest0)
+    if eager is not None:
+        tight = tight | (can & eager)
     deferred = np.zeros(len(bidx), dtype=bool)
     # the variants the bound applies to: those that differ from variant 0 only in TP overlap (and, with a
     # dispatcher search, the dispatcher): they change only _bound_terms
@@ -646,6 +685,8 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
             # the bound on the best steps found so far (real steps of these candidates: their k-th
             # is still >= the final k-th), tighter after each group that lowered some
             tight = can & bound(step, rest0)
+            if eager is not None:
+                tight = tight | (can & eager)
         at = []
         for v in group:
             ok = space.variant_ok(plan, v)
@@ -765,8 +806,13 @@ def _first_orders(space: Space, fb, fr, fm, first_order, objective: str, top: in
         v0 = tuple(np.array(x, dtype=np.float64) for x in v0)
         v0[0][done], v0[1][done] = known[2][done], known[3][done]
         reach = lambda st, fl: reach0(st, fl) & ~done  # noqa: E731
+    # with a dispatcher search, a candidate with another distinct rank order is never deferred: were it
+    # deferred, its choice would be re-run below (a best_variants call: a step_time and a memory_totals
+    # call per dispatcher, each with its fixed cost) if that order can rank; so it is priced in this run
+    # (DeepSeek-V3 / 2,048 H800: the 1,215 kept candidates with two orders, every one re-run before)
+    eager = row_counts(space.order_ok[fb]) > 1 if bound is not None and space.dispatchers is not None else None
     fv, step1, floor1, evals, deferred, held, can, v0 = best_variants(space, fb, fr, first_order, reach, bound, fit=fit,
-                                                                      v0=v0)
+                                                                      v0=v0, eager=eager)
     if known is not None and reach is not None:
         fv[done] = known[1][done]
     c.time_evaluations = priced + evals

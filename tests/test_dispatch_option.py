@@ -259,3 +259,50 @@ def test_few_memory_is_memory_totals_on_the_whole_space():
     whole = memory_totals(replace(space, settings=st), b, r)
     assert np.array_equal(_few_memory(space, st, b, r), whole)
     assert not np.array_equal(whole, memory_totals(space, b, r))  # the dispatcher's bytes are in it
+
+
+def test_dispatcher_search_defers_no_candidate_with_another_order(monkeypatch):
+    """fit's dispatcher search (issue 23's speed): _first_orders' bounded best_variants never defers a
+    candidate that has another distinct rank order (its `eager` mask), so the re-run that chose a deferred
+    candidate's variant before pricing its other orders (a best_variants call: one step_time and one
+    memory_totals call per dispatcher) never runs. Mixtral 8x7B / 64 H100, PP 1 or 2: the top rows run
+    the second rank order (tp-cp-dp-pp), and the bound alone defers candidates that have it. The choice
+    of every such candidate that can rank is an unbounded best_variants' (variant, step, floor), bit for
+    bit, and the rows are an exhaustive evaluation's (keep_feasible)."""
+    import sys
+
+    import numpy as np
+
+    import planner.search as search
+    from planner.space import SpaceOptions, row_counts
+
+    job = Job(model="mixtral-8x7b", gpus=64)
+    opts = SpaceOptions(pp=(1, 2), recompute=("none",))
+    real, calls = search.best_variants, []
+
+    def spy(space, bidx, rcidx, order, *a, **k):
+        out = real(space, bidx, rcidx, order, *a, **k)
+        calls.append((sys._getframe(1).f_code.co_name, space, bidx, rcidx, order, a, k, out))  # the caller's name
+        return out
+
+    monkeypatch.setattr(search, "best_variants", spy)
+    res = search.fit(job, opts=opts, top=10, search_dispatchers=True)
+    monkeypatch.setattr(search, "best_variants", real)
+    assert not res.counts.bound_fallback
+    first = [c for c in calls if c[0] == "_first_orders"]
+    assert len(first) == 1  # no re-run for deferred candidates
+    _, space, fb, fr, fo, a, k, (fv, step, floor, _, deferred, held, can, v0) = first[0]
+    multi = row_counts(space.order_ok[fb]) > 1
+    assert held and deferred.any() and not (deferred & multi).any() and (multi & can).any()
+    # without the eager mask the same bound defers some of them (what the re-run resolved before)
+    plain = real(space, fb, fr, fo, *a, **{**k, "eager": None})
+    assert (plain[4] & multi).any()
+    # their choice is an unbounded run's
+    free = real(space, fb, fr, fo, can=can, v0=v0, fit=k["fit"])
+    m = multi & can
+    for x, y in zip((fv, step, floor), free[:3]):
+        np.testing.assert_array_equal(x[m], y[m])
+    assert any(r["plan"]["rank_order"] != "tp-cp-pp-dp" for r in res.rows)
+    full = search.fit(job, opts=opts, top=10, search_dispatchers=True, keep_feasible=True)
+    assert [(r["plan"]["moe_dispatcher"], r["plan"]["rank_order"], r["time"]["step_s"]) for r in res.rows] == \
+        [(r["plan"]["moe_dispatcher"], r["plan"]["rank_order"], r["time"]["step_s"]) for r in full.rows]

@@ -666,6 +666,26 @@ def test_memory_totals_is_memory_total_of_each_candidate():
                                           mem.memory_total(settings, p))
 
 
+def test_memory_totals_dummy_shapes_on_the_layer_groups():
+    # search.memory_totals prices TE's cached dummy weight-gradient shapes (memory.dummy_wgrad_shapes)
+    # once per group of the layer fields it groups the activations by (search._base_groups) and gathers
+    # them onto the rows: DeepSeek-V3 / 256 H800 has shapes that coincide on some plans only (a mask
+    # over the groups, neither all nor none), and the totals are memory_total's on the candidates' own
+    # plans, bit for bit
+    import planner.search as search
+    from planner.terms import KeyedPlan
+
+    settings, space, fb, fr = _random_priced_candidates(
+        Job(model="deepseek-v3", gpus=256, hardware="h800-sxm", global_batch=1920, seq_len=4096))
+    rows = np.unique(fb)
+    shapes = mem.dummy_wgrad_shapes(settings, KeyedPlan(search._columns(space.base, rows, search.LAYER_BASE_FIELDS)))
+    masks = [m for _, _, same in shapes for _, m in same if m is not True]
+    assert masks and any(0 < np.mean(m) < 1 for m in masks)
+    want = mem.memory_total(settings, space.plans(fb, fr))
+    assert len(np.unique(want)) > 1000
+    np.testing.assert_array_equal(search.memory_totals(space, fb, fr), want)
+
+
 def test_tp_overlap_bound_falls_back_when_its_facts_fail(monkeypatch):
     # naming the wrong term (compute) as the one TP overlap changes, the bound's premise (the
     # other terms, tp_comm among them, are variant 0's bit for bit) fails on the first
