@@ -48,6 +48,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("fp8_allgather", "bool", "with fp8 under FSDP: the converted Linears' weights all-gathered in fp8 "
                 "(torchtitan [float8] enable_fsdp_float8_all_gather; needs a recipe with allgather_fp8: tensorwise) "
                 "(default: the stack's recipe rule)"),
+    FieldOption("fp8_grouped_experts", "bool", "with fp8 / nvfp4 on an MoE model: the routed experts' grouped GEMMs in the "
+                "low precision too (torchtitan [quantize.grouped_mm.float8] / [quantize.grouped_mm.mx] fqns = "
+                "['experts']; Megatron's TE GroupedLinear runs them so) (default: the stack's rule: torchtitan off, "
+                "Megatron on)"),
     FieldOption("fp8_param_gather", "bool", "fp8 weights: kept and all-gathered in fp8 (Megatron --fp8-param-gather; needs "
                 "--precision fp8 and a stack with memory.fp8_weight_cache) (default: off)"),
     FieldOption("fp4_param_gather", "bool", "NVFP4 weights: kept and all-gathered in NVFP4 (Megatron --fp4-param-gather; "

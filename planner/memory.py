@@ -878,7 +878,9 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     row, col = weight_copy_bytes(settings, plan.f8r)
     tp = plan.tp.astype(np.float64)
     e_div = etp_of(plan).astype(np.float64) * plan.ep
-    linear = weighted(counts, [(p.split - p.split_bias) / tp + p.expert / e_div for p in pc.kind_params])
+    # the routed experts' weights only where their grouped GEMMs run quantized (job field fp8_grouped_experts, step.py [16])
+    ex = 1.0 if settings.fp8_grouped_experts else 0.0
+    linear = weighted(counts, [(p.split - p.split_bias) / tp + ex * p.expert / e_div for p in pc.kind_params])
     n0, n1 = settings.bf16_layers
     one = plan.pp == 1
     b16 = {"first": np.where(one, np.minimum(n0 + n1, n), np.minimum(n0, n)),

@@ -500,6 +500,7 @@ class Settings:
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
     fp8_allgather: Optional[bool] = None  # FSDP's fp8 weight all-gather (job field; step.gather_bytes, _fp8_allgather)
+    fp8_grouped_experts: bool = True  # MoE: the routed experts' GEMMs in the low precision (job field, else the stack's; step.py [16])
     fp8_attention: bool = False  # the fused attention in fp8 (job field; step.fp8_core, memory.py [fa8], _fp8_attention)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
@@ -1171,6 +1172,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         bf16_layers=_bf16_layers(job, model, stack, where),
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
         fp8_allgather=_fp8_allgather(job, stack, where),
+        fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
         ep_comm_overlap=ep_comm_overlap(job, model, stack, where),
         defer_embedding_wgrad=job.defer_embedding_wgrad,
@@ -1322,7 +1324,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
-    stack = apply_moe_dispatcher(job, stack_for_states(job, stack, where))
+    stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     schedule = job.schedule or default_schedule(stack, job.vpp)
     sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
     shard = job.shard_group if job.shard_group is not None else dp
@@ -1557,6 +1559,16 @@ def apply_moe_dispatcher(job: Job, stack):
     if job.moe_dispatcher is None or stack is None or job.moe_dispatcher == stack.defaults.moe_dispatcher:
         return stack
     return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"moe_dispatcher": job.moe_dispatcher})})
+
+
+def apply_fp8_grouped_experts(job: Job, stack):
+    """The stack with the job's fp8_grouped_experts as its defaults.fp8_grouped_experts, what the
+    start-up rules read (startup.TORCHTITAN_FP8_GROUPED_MM_PP_CP); a job that does not say runs the
+    stack's rule (_fp8_grouped_experts validates either)."""
+    if job.fp8_grouped_experts is None or stack is None or job.fp8_grouped_experts == stack.defaults.fp8_grouped_experts:
+        return stack
+    return stack.model_copy(update={"defaults": stack.defaults.model_copy(
+        update={"fp8_grouped_experts": bool(job.fp8_grouped_experts)})})
 
 
 def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, where: str = "") -> dict:
@@ -1794,6 +1806,36 @@ def _fp8_output_layer(job: Job, model: ModelSpec, stack: Stack, where: str) -> b
     return model.vocab_size % 16 == 0 and model.hidden_size % 16 == 0
 
 
+def _fp8_grouped_experts(job: Job, model: ModelSpec, stack: Stack, inherited: list, where: str) -> bool:
+    """Whether the routed experts' grouped GEMMs run in the plan's low precision (job field
+    fp8_grouped_experts; step.py [16]): the job's, else the stack's rule (stack_db
+    defaults.fp8_grouped_experts: torchtitan @e347b1e5e runs GroupedExperts in bf16 unless a
+    [quantize.grouped_mm.*] converter names them, models/moe/moe.py l. 113-130; Megatron-Core's
+    TEGroupedLinear runs under the layer's fp8 autocast), listed as inherited (assumed) for an
+    fp8 / nvfp4 MoE job that does not say. Set on a dense model or a bf16 job: refused (nothing
+    to convert)."""
+    rule = bool(stack.defaults.fp8_grouped_experts)
+    if job.fp8_grouped_experts is None:
+        if model.moe is not None and job.precision != "bf16":
+            inherited.append(("fp8_grouped_experts", rule))
+        return rule
+    if model.moe is None:
+        raise PlannerError(f"{where}fp8_grouped_experts is set but {model.name} has no routed experts",
+                           "remove fp8_grouped_experts (--fp8-grouped-experts)")
+    if job.precision == "bf16":
+        raise PlannerError(f"{where}fp8_grouped_experts needs precision fp8 or nvfp4 (got bf16)",
+                           "remove fp8_grouped_experts (--fp8-grouped-experts), or set precision: fp8")
+    return bool(job.fp8_grouped_experts)
+
+
+def _grouped_experts_given(settings: Settings) -> bool:
+    """Whether the plan's fp8_grouped_experts is not the catalog stack's rule (a job's value that
+    changed it: what plan_dict writes and export reads back), on an MoE model."""
+    if settings.stack is None or settings.model.moe is None:
+        return False
+    return settings.fp8_grouped_experts != bool(load_stack(settings.stack_name).defaults.fp8_grouped_experts)
+
+
 def _fp8_allgather(job: Job, stack: Stack, where: str) -> Optional[bool]:
     """A job's fp8 FSDP weight all-gather (job field fp8_allgather; step.gather_bytes): None, the
     stack's recipe rule (stack_db fp8_recipes allgather_fp8); true or false only with precision fp8
@@ -1950,6 +1992,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if any(settings.bf16_layers) else {}),
         **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
         **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
+        **({"fp8_grouped_experts": settings.fp8_grouped_experts} if _grouped_experts_given(settings) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),

@@ -1375,6 +1375,13 @@ class StackDefaults(BaseModel):
                                   "null: the stack has no such switch (priced fused; the job field is refused)")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
+    fp8_grouped_experts: bool = Field(
+        default=True, description="with fp8 / nvfp4, the routed experts' grouped GEMMs run in the plan's low precision "
+                                  "when the job does not say (job field fp8_grouped_experts): true where the stack's "
+                                  "low-precision context converts the experts with the rest (Megatron-Core: TE "
+                                  "GroupedLinear under the layer's fp8 autocast), false where the experts stay bf16 unless "
+                                  "the job names a converter for them (torchtitan: [quantize.grouped_mm.*]); cite it in "
+                                  "sources")
     sources: list[str] = Field(min_length=1)
 
 
@@ -1928,6 +1935,16 @@ class Job(BaseModel):
                                   "routed experts, the output layer unless fp8_output_layer) 2 B; false 2 B for all; "
                                   "null: the stack's recipe rule (stack_db fp8_recipes allgather_fp8). Needs a recipe "
                                   "with allgather_fp8 (torchtitan tensorwise); not Megatron's fp8_param_gather")
+    fp8_grouped_experts: Optional[bool] = Field(
+        default=None, description="with fp8 / nvfp4 on an MoE model: whether the routed experts' grouped GEMMs run in the "
+                                  "plan's low precision (true: the recipe's rate, with its casts, step.py [16]) or bf16 "
+                                  "(false). torchtitan @e347b1e5e runs GroupedExperts in bf16 (models/moe/moe.py l. "
+                                  "113-130) unless [quantize.grouped_mm.float8] (rowwise scaled grouped GEMMs, "
+                                  "components/quantization/float8.py l. 176-236; needs pp = cp = 1, start-up rule "
+                                  "TORCHTITAN_FP8_GROUPED_MM_PP_CP) or [quantize.grouped_mm.mx] (mxfp8, SM100, mx.py "
+                                  "l. 99-168) converts them; Megatron-Core runs TE's GroupedLinear under the layer's fp8 "
+                                  "autocast. null: the stack's rule (stack_db defaults.fp8_grouped_experts: torchtitan "
+                                  "false, Megatron true), listed as assumed where it applies; docs/torchtitan_grouped_mm.md")
     account_for_embedding_in_pipeline_split: bool = Field(
         default=False,
         description="count the embedding as a layer of the pipeline split: the first chunk holds one transformer layer "

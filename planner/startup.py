@@ -1037,7 +1037,6 @@ LATER_RULES = LATER_RULES + (
 )
 
 
-assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 # appended after the cluster rules so that their codes stay (TORCHTITAN_FP32 landed after them)
 LATER_RULES = LATER_RULES + (
     StartupRule(
@@ -1055,6 +1054,43 @@ LATER_RULES = LATER_RULES + (
         "pure bf16 (--bytes-per-param pure-bf16: torchtitan's training.dtype bfloat16)",
         lambda m, s, p: _tt_fp32(s, p)),
 )
+
+
+# torchtitan @e347b1e5e [T]: the float8 grouped-GEMM converter of the routed experts (job field fp8_grouped_experts on an
+# fp8 job whose linear recipe is not mxfp8: the export writes [quantize.grouped_mm.float8] fqns = ["experts"] beside
+# [quantize.linear.float8], one quantization type per job, components/quantization/__init__.py l. 37-55):
+#   TORCHTITAN_FP8_GROUPED_MM_PP_CP components/quantization/float8.py Float8GroupedMMConverter.__init__ l. 192-198 asserts
+#                            pipeline_parallel_degree == 1 and context_parallel_degree == 1 ('Float8 MoE training
+#                            prototype does not yet support pipeline / context parallelism'). Its SM89 check (l. 184-185)
+#                            is the fp8 peak's (precisions.recipe_unsupported); the MX sibling (mx.py MXGroupedMMConverter
+#                            l. 99-168, with mxfp8) asserts SM100 only, which an mxfp8 peak implies, and no pp / cp
+def _tt_fp8_grouped_mm(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_FP8_GROUPED_MM_PP_CP: an MoE model whose routed experts run fp8 (the job's
+    fp8_grouped_experts, laid on the stack's defaults by plan.apply_fp8_grouped_experts: a setting, every
+    candidate alike) under an fp8 recipe other than mxfp8 (the float8 converter), at pp > 1 or cp > 1."""
+    from .precisions import FP8, FP8_RECIPE_CODES
+
+    if not (model is not None and model.moe is not None and stack is not None and stack.defaults.fp8_grouped_experts):
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    f8 = (np.asarray(plan.precision) == FP8) & (np.asarray(plan.f8r) != FP8_RECIPE_CODES["mxfp8"])
+    return f8 & ((np.asarray(plan.pp) > 1) | (np.asarray(plan.cp) > 1))
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_FP8_GROUPED_MM_PP_CP", "torchtitan",
+        "torchtitan's float8 grouped-GEMM converter of the routed experts (quantize.grouped_mm.float8) refuses "
+        "pipeline and context parallelism",
+        f"{TORCHTITAN_COMMIT} torchtitan/components/quantization/float8.py Float8GroupedMMConverter.__init__ l. 192-198 "
+        "(assert pipeline_parallel_degree == 1, 'Float8 MoE training prototype does not yet support pipeline "
+        "parallelism'; assert context_parallel_degree == 1, '... context parallelism')",
+        "with fp8_grouped_experts use pp 1 and cp 1, or leave the experts bf16 (--no-fp8-grouped-experts, torchtitan's "
+        "default)",
+        _tt_fp8_grouped_mm),
+)
+
+
+assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
 BY_CODE = {CODES[r.key]: r for r in RULES + LATER_RULES}

@@ -146,6 +146,21 @@ References
     The embedding, the norms, the MoE routers, the routed experts (GroupedExperts, not nn.Linear;
     their own float8 grouped-GEMM converter has no fp8 all-gather there) and a bf16 output layer
     are gathered at the stack's param_gather_bytes (2 B, bf16).
+[16] The routed experts' grouped GEMMs in bf16 under an fp8 / nvfp4 plan (job field
+    fp8_grouped_experts false; the stack's rule stack_db defaults.fp8_grouped_experts):
+    pytorch/torchtitan @e347b1e5e torchtitan/models/moe/moe.py _run_experts_grouped_mm l. 113-130
+    runs torch._grouped_mm on x.bfloat16() and w.bfloat16() whatever the linear converters (they
+    swap nn.Linear modules only); only [quantize.grouped_mm.float8] (components/quantization/
+    float8.py l. 176-236) or [quantize.grouped_mm.mx] (mx.py l. 99-168) with fqns naming the
+    experts converts them. Priced: the expert_up / expert_down rows at the bf16 rate (forward 1x,
+    backward 2x, not scaled by the recipe's gemm_speed) and none of the recipe's casts for them
+    (the MoE block's cast_elements_bf16_experts: the shared experts' alone); Transformer Engine's
+    quantized weight copies (memory.py [11]) left out for the experts. Converted (true): the rows
+    at the plan's recipe as every other GEMM of the layer, a named simplification on torchtitan,
+    whose float8 grouped GEMMs scale row-wise whatever the linear recipe (float8.py l. 207-208)
+    and whose grouped-GEMM kernels (torchao prototype.moe_training) are not measured here; what
+    torchao's ScaledGroupedMMTensor saves for the backward and the 16- / 32-row token-group
+    padding (float8.py l. 202, mx.py l. 126-131) are not priced (docs/torchtitan_grouped_mm.md).
 """
 
 from __future__ import annotations
@@ -320,7 +335,12 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         mixer, mlp = kind.mixer, kind.mlp
         rows = mixer.gemms(ctx) + mlp.gemms(ctx)
         times = price_gemms(rows, hw, plan.precision, sc.gemm_cal)
-        g, g_bwd = _low_and_bf16(sc, rows, sum(times.values(), np.float64(0.0)) / sc.speed)
+        bf16_experts = kind.has_experts and not settings.fp8_grouped_experts  # a job setting and the model's kind [16]
+        if bf16_experts:
+            g, g_bwd, mlp_cast = _bf16_expert_times(sc, rows, times, mlp)
+        else:
+            g, g_bwd = _low_and_bf16(sc, rows, sum(times.values(), np.float64(0.0)) / sc.speed)
+            mlp_cast = mlp.cast_elements(ctx)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
@@ -345,7 +365,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
             core_f, core_b = core_f * k_f, core_b * k_b
         # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
         # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
-        cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
+        cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp_cast), 0.0)
         ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
                 + cast + f8_cast_f) / hbm
         wgrad = wgrad_add_bytes(sc, rows) / hbm  # [11]
@@ -536,6 +556,27 @@ def _low_and_bf16(sc: StepCtx, rows, g_low):
     g16 = sum(price_gemms(rows, sc.settings.hardware, np.zeros_like(sc.plan.precision), sc.gemm_cal).values(),
               np.float64(0.0)) / sc.settings.knobs.gemm_efficiency_scale
     return lf * g_low + (1.0 - lf) * g16, 2.0 * (lb * g_low + (1.0 - lb) * g16)
+
+
+EXPERT_GEMMS = ("expert_up", "expert_down")  # the routed experts' grouped GEMM rows (layers/moe.py gemms)
+
+
+def _bf16_expert_times(sc: StepCtx, rows, times: dict, mlp):
+    """(forward, backward GEMM seconds, fp8 cast elements) of an MoE layer kind whose routed
+    experts run bf16 while the rest of the layer runs the plan's precision [16]: the other rows
+    as _low_and_bf16 prices them, the expert_up / expert_down rows at the bf16 rate (forward 1x,
+    backward 2x [1]) and no casts for them (the MoE block's cast_elements_bf16_experts). `times`
+    is updated in place so that its expert rows over sc.speed are their bf16 seconds (what the
+    selective policy's re-run reads)."""
+    hw, scale = sc.settings.hardware, sc.settings.knobs.gemm_efficiency_scale
+    rest = [r for r in rows if r[0].name not in EXPERT_GEMMS]
+    g_low = sum((times[n] for n in dict.fromkeys(r[0].name for r in rest)), np.float64(0.0)) / sc.speed
+    g, g_bwd = _low_and_bf16(sc, rest, g_low) if rest else (np.float64(0.0), np.float64(0.0))
+    t16 = price_gemms([r for r in rows if r[0].name in EXPERT_GEMMS], hw, np.zeros_like(sc.plan.precision), sc.gemm_cal)
+    e16 = sum(t16.values(), np.float64(0.0)) / scale
+    for name, t in t16.items():
+        times[name] = t * sc.speed / scale
+    return g + e16, g_bwd + 2.0 * e16, mlp.cast_elements_bf16_experts(sc.ctx)
 
 
 def _share_list(v):

@@ -37,6 +37,8 @@ CASES = [
     # fp8 details (plan._fp8_output_layer, memory.py fp8 weights [fp8w], precisions.py bf16 layers)
     ("fp8_output_layer", ["--fp8-output-layer"], True, TT_FP8, False, {"memory": -1, "step": -1}),
     ("fp8_allgather", ["--no-fp8-allgather"], False, TT_FP8, True, {"memory": +1, "step": +1}),
+    ("fp8_grouped_experts", ["--fp8-grouped-experts"], True, dict(MOE, stack="torchtitan", sharding="fsdp", precision="fp8"),
+     False, {"step": -1}),
     ("fp8_param_gather", ["--fp8-param-gather"], True, dict(FP8, sharding="zero1"), False, {"memory": -1, "step": -1}),
     ("fp4_param_gather", ["--fp4-param-gather"], True,
      dict(DENSE, hardware="b200", precision="nvfp4", sharding="zero1"), False, {"memory": -1, "step": -1}),
@@ -213,6 +215,7 @@ def test_option_replaces_the_job_files_value_with_a_note(cli, tmp_path, field, o
     # a value the plan refuses with the job (plan.resolve's checks, each the trainer's own): the field named
     (["--fp8-output-layer"], TT, "fp8_output_layer"),
     (["--fp8-allgather"], TT, "fp8_allgather"),
+    (["--fp8-grouped-experts"], DENSE, "fp8_grouped_experts"),
     (["--fp8-param-gather"], DENSE, "fp8_param_gather"),
     (["--fp4-param-gather"], FP8, "fp4_param_gather"),
     (["--bf16-layers-at-end", "2"], DENSE, "bf16_layers"),

@@ -41,6 +41,7 @@ FLOAT8_LINEAR = {"enable_fsdp_float8_all_gather", "precompute_float8_dynamic_sca
 FLOAT8_RECIPES = {"tensorwise", "rowwise", "rowwise_with_gw_hp"}  # Literal[...] | None
 MX_LINEAR = {"mxfp8_dim1_cast_kernel_choice", "recipe_name", "filter_fqns"}
 COMPILE = {"enable", "components", "backend"}
+GROUPED_MM = {"float8": {"fqns"}, "mx": {"recipe_name", "fqns"}}
 REGISTERED = {"quantize.linear.float8", "quantize.grouped_mm.float8", "quantize.linear.mx", "quantize.grouped_mm.mx"}
 
 BASE = dict(model="llama3-8b", seq_len=8192, stack="torchtitan", precision="fp8")
@@ -51,9 +52,16 @@ def _check_e347(text: str) -> dict:
     d = tomllib.loads(text)
     assert set(d) <= JOBCONFIG_SECTIONS, set(d) - JOBCONFIG_SECTIONS
     assert set(d["compile"]) <= COMPILE
-    assert set(d["quantize"]) == {"linear"}
-    (conv,) = d["model"]["converters"]
-    assert conv in REGISTERED
+    assert set(d["quantize"]) <= {"linear", "grouped_mm"}
+    conv, *grouped = d["model"]["converters"]
+    assert conv in REGISTERED and ".linear." in conv
+    # the routed experts' grouped converter (step.py [16]) of the same type only (one quantization type per job,
+    # components/quantization/__init__.py l. 37-55), its own table, job_config.py Float8GroupedMM l. 756-764 /
+    # MXGroupedMM l. 794-811
+    assert grouped in ([], [conv.replace(".linear.", ".grouped_mm.")])
+    assert set(d["quantize"].get("grouped_mm", {})) == {g.split(".")[-1] for g in grouped}
+    for g in grouped:
+        assert set(d["quantize"]["grouped_mm"][g.split(".")[-1]]) <= GROUPED_MM[g.split(".")[-1]]
     lin = d["quantize"]["linear"]
     assert set(lin) == {conv.split(".")[-1]}  # the converter's own table, nothing else
     body = lin[conv.split(".")[-1]]

@@ -185,6 +185,11 @@ def register(app: typer.Typer) -> None:
             note(f"{job.model}: MoE dispatcher searched, the faster per plan where it starts (stack options column): "
                  f"{', '.join(result.counts.dispatchers)}{left}; explain and check take "
                  f"{job.moe_dispatcher or 'the stack default'} without --moe-dispatcher (--moe-dispatcher X pins one)")
+        grouped = _grouped_experts_rule(job)
+        if grouped is not None:  # not searched: the stack's rule (step.py [16]), stated
+            note(f"{job.model}: the routed experts' grouped GEMMs run {'fp8' if grouped else 'bf16'} in every row "
+                 f"(fp8_grouped_experts not searched: stack {job.stack}'s rule, stack_db defaults.fp8_grouped_experts); "
+                 f"--{'no-' if grouped else ''}fp8-grouped-experts plans the other")
         if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
@@ -260,3 +265,14 @@ def warn_done(path: Path) -> None:
     import sys
 
     sys.stderr.write(f"wrote {path}\n")
+
+
+def _grouped_experts_rule(job):
+    """The stack's fp8_grouped_experts rule for an fp8 / nvfp4 MoE job that does not set it (fit plans
+    every row with it, step.py [16]); None otherwise."""
+    from ..catalog import load_model, load_stack
+
+    if job.fp8_grouped_experts is not None or job.precision == "bf16" or load_model(job.model).moe is None:
+        return None
+    return bool(load_stack(job.stack).defaults.fp8_grouped_experts)
+

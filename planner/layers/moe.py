@@ -361,6 +361,14 @@ class MoEMLP:
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
 
+    def cast_elements_bf16_experts(self, ctx):
+        """fp8 cast elements where the routed experts run bf16 (job field fp8_grouped_experts
+        false, step.py [16]): the shared experts' alone (mlp_cast_elements at their width s f_s),
+        0 without shared experts (the router gate is not cast: torchtitan filters router.gate,
+        Megatron's router is a plain GEMM)."""
+        fs = self.num_shared * self.fs
+        return mlp_cast_elements(self, fs, ctx) if fs else 0.0
+
     def dispatch_bytes(self, ctx):
         return dispatch_bytes(self, ctx)
 

@@ -180,7 +180,20 @@ def plan_signature(plan: dict) -> dict:
     if built is not None:
         out["rank_order"] = built
     out["fp8_allgather"] = _fp8_allgather_on(plan, load_stack(plan["stack"]))
+    out["fp8_grouped_experts"] = _grouped_experts_on(plan)
     return out
+
+
+def _grouped_experts_on(plan: dict) -> bool | None:
+    """Whether the routed experts' grouped GEMMs run in the plan's low precision (step.py [16]): its
+    fp8_grouped_experts, else the stack's rule (stack_db defaults.fp8_grouped_experts); None for a
+    dense model or a bf16 plan (nothing converted)."""
+    from ..catalog import load_stack
+
+    if plan.get("precision", "bf16") == "bf16" or _model(plan).moe is None:
+        return None
+    v = plan.get("fp8_grouped_experts")
+    return bool(load_stack(plan["stack"]).defaults.fp8_grouped_experts) if v is None else bool(v)
 
 
 def _fp8_allgather_on(plan: dict, stack) -> bool | None:
@@ -224,6 +237,9 @@ def _toml(v) -> str:
 # no top-level [float8] / [mx] ("Invalid field names", config/manager.py l. 160-168 _dict_to_dataclass). The layout since
 # 8a2686c4a (2025-09-30, #1763; torchtitan.py reads both, LINEAR_LAYOUTS)
 TT_QUANTIZE = {"float8": "quantize.linear.float8", "mx": "quantize.linear.mx"}
+# the routed experts' grouped-GEMM converters (float8.py l. 239, mx.py l. 172) and their tables' settings
+TT_GROUPED_MM = {"float8": "quantize.grouped_mm.float8", "mx": "quantize.grouped_mm.mx"}
+TT_GROUPED_MM_SETTINGS = {"float8": {"fqns": ["experts"]}, "mx": {"recipe_name": "mxfp8", "fqns": ["experts"]}}
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:
@@ -242,7 +258,13 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         notes.append(f"model {plan['model']}: no torchtitan flavor in the planner's table; [model] name/flavor left out "
                      f"(read it back with --model {plan.get('model_file') or plan['model']})")
     if plan["precision"] == "fp8":  # the converters' registered names at @e347b1e5e (TT_QUANTIZE)
-        m["converters"] = [TT_QUANTIZE["mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"]]
+        kind = "mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"
+        m["converters"] = [TT_QUANTIZE[kind]]
+        # the routed experts' grouped GEMMs in fp8 (step.py [16]): the grouped converter of the same type (one
+        # quantization type per job, components/quantization/__init__.py @e347b1e5e l. 37-55) with fqns naming the
+        # experts (job_config.py Float8GroupedMM l. 756-764, MXGroupedMM l. 794-811); absent: the stack's rule
+        if _grouped_experts_on(plan):
+            m["converters"].append(TT_GROUPED_MM[kind])
     if m:
         sec["model"] = m
     tr: dict = {}
@@ -364,6 +386,9 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
         ag = plan.get("fp8_allgather", True)  # absent: the tensorwise recipe's rule (allgather_fp8: true)
         f8 = ({"enable_fsdp_float8_all_gather": bool(ag)} if sh > 1 else {}) if r == "tensorwise" else {"recipe_name": r}
         sec[TT_QUANTIZE["float8"]] = {**f8, "filter_fqns": out}
+    for kind, name in TT_GROUPED_MM.items():
+        if name in sec.get("model", {}).get("converters", []):
+            sec[name] = dict(TT_GROUPED_MM_SETTINGS[kind])
     head = ["# torchtitan job file written by `planner export --format torchtitan`",
             "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
             f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]
@@ -819,6 +844,11 @@ def _megatron_dispatcher(plan: dict) -> list:
         raise _refuse("megatron", f"moe_dispatcher {name}: Megatron-LM's --moe-token-dispatcher-type / "
                                   f"--moe-flex-dispatcher-backend have no such dispatcher",
                       f"price it with one of {', '.join(MEGATRON_DISPATCHER_FLAGS)}")
+    if _grouped_experts_on(plan) is False:
+        raise _refuse("megatron", "fp8_grouped_experts false: Megatron-LM @d98e8a64 runs the routed experts' "
+                                  "TEGroupedLinear under the layer's fp8 autocast (transformer_block.py l. 354, "
+                                  "fp8_utils.py get_fp8_context), no flag keeps them bf16 (step.py [16])",
+                      "price it without fp8_grouped_experts (Megatron's rule: the experts in the recipe's precision)")
     if plan.get("moe_fp8_dispatch"):
         raise _refuse("megatron", "moe_fp8_dispatch: Megatron-LM @d98e8a64 dispatches fp8 tokens only with "
                                   "--moe-dispatch-fwd-dtype mxfp8, which it refuses on every dispatcher but the ncclep "

@@ -320,6 +320,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             data["quantize"] = {**rest, **({"linear": rest_linear} if rest_linear else {})}
             if not data["quantize"]:
                 del data["quantize"]
+    grouped = _pop_grouped_mm(where, data)  # [quantize.grouped_mm.float8] / [quantize.grouped_mm.mx] (step.py [16])
     not_modelled: list[str] = []
     for section, body in data.items():
         if not isinstance(body, dict):
@@ -508,6 +509,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if isinstance(converters, str):
         converters = [c.strip() for c in converters.split(",") if c.strip()]
     _precision_from_converters(where, converters, sec, job, assumed, ignored)
+    _grouped_experts(where, converters, grouped, job, assumed, ignored, not_modelled)
     _float8_fsdp(sec["float8"], job, shard, assumed, ignored, not_modelled)
     for conv in ("float8", "mx"):
         _output_filter(conv, sec[conv], job, assumed, ignored, not_modelled)
@@ -625,6 +627,84 @@ def _flatten(body: dict, prefix: str = ""):
             yield f"{prefix}{k}", v
 
 
+# torchtitan @e347b1e5e's grouped-GEMM converters of the routed experts (step.py [16]; docs/torchtitan_grouped_mm.md):
+# the registered names (components/quantization/float8.py l. 239, mx.py l. 172) and their tables' keys
+# (config/job_config.py Float8GroupedMM l. 756-764: fqns; MXGroupedMM l. 794-811: recipe_name "mxfp8", fqns)
+GROUPED_MM_CONVERTERS = ("quantize.grouped_mm.float8", "quantize.grouped_mm.mx")
+GROUPED_MM_KEYS = {"float8": ("fqns",), "mx": ("recipe_name", "fqns")}
+# the routed experts' module path in torchtitan's MoE models @e347b1e5e (models/moe/moe.py MoE.experts, under each
+# TransformerBlock's moe: layers.<i>.moe.experts); a converter's fqns entry converts them where it is a substring
+# of it (float8.py moe_module_filter_fn l. 221-225: `target_fqn in cur_fqn`)
+EXPERTS_FQN = "moe.experts"
+
+
+def _pop_grouped_mm(where: str, data: dict) -> dict:
+    """[quantize.grouped_mm] taken out of the file (its tables read by _grouped_experts), each a table."""
+    quant = data.get("quantize")
+    if not isinstance(quant, dict) or "grouped_mm" not in quant:
+        return {}
+    g = quant["grouped_mm"]
+    if not isinstance(g, dict) or any(not isinstance(v, dict) for v in g.values()):
+        raise PlannerError(f"{where}quantize.grouped_mm = {_short(g)} must hold tables",
+                           "write [quantize.grouped_mm.float8] with fqns = [\"experts\"]")
+    rest = {k: v for k, v in quant.items() if k != "grouped_mm"}
+    if rest:
+        data["quantize"] = rest
+    else:
+        del data["quantize"]
+    return g
+
+
+def _grouped_experts(where, converters, grouped: dict, job, assumed, ignored, not_modelled) -> None:
+    """[model] converters "quantize.grouped_mm.float8" / "quantize.grouped_mm.mx" with their tables -> the
+    job's fp8_grouped_experts (step.py [16]). torchtitan @e347b1e5e asserts one quantization type for every
+    quantize.* converter (components/quantization/__init__.py QuantizationConverter._validate l. 37-55): the
+    grouped converter's type must be the linear one's; one without a linear converter (torchtitan runs it:
+    bf16 linears, fp8 experts) is refused too, a plan the planner does not price. fqns (a list or a comma-separated string)
+    converts the experts where an entry is a substring of their module path (EXPERTS_FQN); none does: not
+    converted. Absent: the stack's rule (torchtitan: bf16 experts), which resolve lists as assumed."""
+    names = [c for c in converters if c in GROUPED_MM_CONVERTERS]
+    for kind, body in grouped.items():
+        if f"quantize.grouped_mm.{kind}" not in names:
+            ignored.append(f"[quantize.grouped_mm.{kind}] (no converter \"quantize.grouped_mm.{kind}\" in [model] "
+                           "converters: torchtitan reads the table only for it)")
+    if not names:
+        return
+    if len(names) > 1:
+        raise PlannerError(f"{where}[model] converters name {' and '.join(names)}: torchtitan runs one quantization "
+                           "type per job (components/quantization/__init__.py @e347b1e5e l. 37-55)", "keep one")
+    kind = names[0].split(".")[-1]
+    linear = "mx" if job.get("fp8_recipe") == "mxfp8" else "float8"
+    if job.get("precision") != "fp8" or linear != kind:
+        have = f"quantize.linear.{linear}" if job.get("precision") == "fp8" else "no linear converter"
+        raise PlannerError(f"{where}converter {names[0]} with {have}: torchtitan asserts one quantization type for "
+                           "every quantize.* converter (components/quantization/__init__.py @e347b1e5e l. 37-55), and "
+                           "the planner prices the experts' grouped GEMMs in fp8 only beside fp8 linears",
+                           f"add quantize.linear.{kind} to [model] converters, or remove {names[0]}")
+    body = grouped.get(kind, {})
+    for k, v in body.items():
+        if k not in GROUPED_MM_KEYS[kind]:
+            not_modelled.append(fmt_ignored(f"quantize.grouped_mm.{kind}.{k}", v) + " (not priced: it may change memory "
+                                                                                    "or time)")
+    if kind == "mx" and body.get("recipe_name", "mxfp8") != "mxfp8":
+        raise PlannerError(f"{where}[quantize.grouped_mm.mx] recipe_name {body['recipe_name']!r}: torchtitan's only "
+                           "one is \"mxfp8\" (job_config.py @e347b1e5e MXGroupedMM l. 794-801)", "write recipe_name = \"mxfp8\"")
+    fqns = body.get("fqns", [])
+    fqns = [f.strip() for f in fqns.split(",") if f.strip()] if isinstance(fqns, str) else fqns
+    if not isinstance(fqns, list) or not all(isinstance(f, str) for f in fqns):
+        raise PlannerError(f"{where}[quantize.grouped_mm.{kind}] fqns = {_short(body.get('fqns'))} is not a list of "
+                           "strings", "write fqns = [\"experts\"]")
+    on = [f for f in fqns if f and f in EXPERTS_FQN]
+    off = [f for f in fqns if f not in on]
+    if off:
+        not_modelled.append(fmt_ignored(f"quantize.grouped_mm.{kind}.fqns", off) + " (names no routed-expert module "
+                                                                                   f"path '{EXPERTS_FQN}': not priced)")
+    job["fp8_grouped_experts"] = bool(on)
+    if not on:
+        assumed.append(f"fp8_grouped_experts=false: [quantize.grouped_mm.{kind}] fqns names no routed experts "
+                       "(torchtitan's default fqns [] converts none)")
+
+
 def _precision_from_converters(where, converters, sec, job, assumed, ignored):
     """[model] converters: "float8" -> fp8 with [float8] recipe_name (tensorwise when unset,
     torchao's default); "mx" -> fp8 recipe mxfp8 ([mx] recipe_name mxfp8*, torchtitan
@@ -632,7 +712,7 @@ def _precision_from_converters(where, converters, sec, job, assumed, ignored):
     fp8 = any(c in ("float8", "quantize.linear.float8") for c in converters)
     mx = any(c in ("mx", "quantize.linear.mx") for c in converters)
     for c in converters:
-        if c not in ("float8", "quantize.linear.float8", "mx", "quantize.linear.mx"):
+        if c not in ("float8", "quantize.linear.float8", "mx", "quantize.linear.mx") + GROUPED_MM_CONVERTERS:
             ignored.append(fmt_ignored("model.converters", c))
     if fp8 and mx:
         raise PlannerError(f"{where}[model] converters name both float8 and mx", "keep one: each Linear is converted once")
