@@ -555,7 +555,7 @@ from .cuda_graphs import held_output_bytes
 from .dispatch import HYBRIDEP, group_link
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
-from .layers.moe import RouterPath
+from .layers.moe import ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
@@ -1069,7 +1069,8 @@ def moe_routing_saves(settings: Settings):
 def router_path(settings: Settings) -> RouterPath:
     """The router's code path of the job's settings (layers/moe.py RouterPath [10])."""
     return RouterPath(fused=bool(settings.moe_router_fusion), pre_softmax=bool(settings.moe_router_pre_softmax),
-                      aux_loss=settings.moe_aux_loss_coeff > 0.0, z_loss=settings.moe_z_loss_coeff > 0.0)
+                      aux_loss=settings.moe_aux_loss_coeff > 0.0, z_loss=settings.moe_z_loss_coeff > 0.0,
+                      logit_bytes=ROUTER_DTYPE_BYTES[settings.moe_router_dtype])
 
 
 def dummy_wgrads_mode(settings: Settings) -> str:

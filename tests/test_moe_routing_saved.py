@@ -197,3 +197,83 @@ def test_recipe_then_megatrons_default():
     assert "moe_aux_loss_coeff" not in apply({"model": "mixtral-8x7b", "gpus": 64})[0]
     settings, _, _, _ = _moe()
     assert settings.moe_aux_loss_coeff == 0.0 and ("moe_aux_loss_coeff", 0.0) in settings.inherited
+
+
+# ------------------------------------------------------------------ --moe-router-dtype (issue 21)
+# Of what the router saves, only the z-loss's tensors take the logits' dtype: torch.logsumexp keeps its input (the
+# gating GEMM's output, in the router dtype: router.py @d98e8a64 l. 105-111) and its output (moe_utils.py z_loss_func
+# l. 169-170). The score functions save fp32 outputs at any router dtype (softmax dtype=torch.float32, sigmoid of
+# logits.float(): moe_utils.py l. 896-917), TE's fused kernel an fp32 intermediate output and a bool map (router.cpp
+# @4329ff84 l. 63-66), torch.topk int64 indices.
+@pytest.mark.parametrize("dtype,d", [(None, 2), ("fp32", 4), ("fp64", 8)])
+@pytest.mark.parametrize("z", [0.0, 1e-3])
+def test_router_dtype_by_hand(dtype, d, z):
+    # the unfused router (fp64 takes no fused one): int64 indices 8 k, softmax output 4 k; a z-loss d (E + 1) more
+    settings, plan, pc, i = _moe(ep=8, moe_permute_fusion=True, moe_router_fusion=False, moe_z_loss_coeff=z,
+                                 moe_router_dtype=dtype)
+    assert settings.moe_router_dtype == dtype
+    want = N * (8 * K + 4 * K + (d * (E + 1) if z else 0) + 4 * (2 * E + 1))  # 80 + 9 d B a token with the z-loss
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == want
+
+
+@pytest.mark.parametrize("dtype,z_loss", [("fp32", 4 * 256 + 4), (None, 2 * 256 + 2)])
+def test_router_dtype_deepseek_v3(dtype, z_loss):
+    # DeepSeek-V3 (E 256, top-8, sigmoid with the expert score bias, group-limited) on TE's fused router: the map and
+    # the fp32 intermediate output 5 E = 1,280 B a token whatever the dtype; the z-loss 4 (E + 1) = 1,028 B in fp32
+    # against 2 (E + 1) = 514 B in bf16
+    from planner.layers.moe import RouterPath, ROUTER_DTYPE_BYTES
+
+    model = count_params(explain_job(model="deepseek-v3", gpus=2048, ep=64, pp=16, tp=1, micro_batch=1,
+                                     global_batch=4096, seq_len=4096)[0].model)
+    moe = next(k for k in model.layers.kinds if k.has_experts).mlp
+    terms = router_saved_terms(moe, RouterPath(fused=True, z_loss=True, logit_bytes=ROUTER_DTYPE_BYTES[dtype]))
+    assert terms == {"topk": 5 * 256, "groups": 0.0, "aux": 0.0, "z_loss": z_loss}
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(moe_router_dtype="fp64", moe_router_fusion=True), "moe_router_dtype fp64 with moe_router_fusion"),
+    (dict(moe_router_dtype="fp32", stack="torchtitan", sharding="fsdp", pp=1, ep=8), "is Megatron-Core's --moe-router-dtype"),
+])
+def test_router_dtype_refused(fields, match):
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match=match):
+        explain_job(**dict(KW, **fields))
+
+
+def test_dense_model_refuses_router_dtype():
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="moe_router_dtype set but llama3-8b has no experts"):
+        explain_job(model="llama3-8b", gpus=8, hardware="h100-sxm", global_batch=8, seq_len=4096, moe_router_dtype="fp32")
+
+
+@pytest.mark.parametrize("extra,want", [("", None), ("--moe-router-dtype fp32", "fp32"), ("--moe-router-dtype fp64", "fp64")])
+def test_reader_reads_the_router_dtype(tmp_path, extra, want):
+    from planner.trainers import load_trainer_config
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " " + extra + "\n")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=16, model="mixtral-8x7b")
+    assert cfg.job.get("moe_router_dtype") == want
+    assert not any("router-dtype" in x for x in cfg.not_modelled + cfg.ignored)
+
+
+def test_reader_refuses_an_unknown_router_dtype(tmp_path, cli):
+    from tests.conftest import assert_one_error
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " --moe-router-dtype bf16\n")
+    assert_one_error(cli("explain", str(p), "--gpus", "16"), "--moe-router-dtype 'bf16': not one of Megatron's choices")
+
+
+def test_router_dtype_exports_and_reads_back():
+    from planner.cli.export import check_readback
+    from planner.trainers.export import export_plan
+
+    _, _, _, row = explain_job(model="mixtral-8x7b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", global_batch=8,
+                               micro_batch=1, seq_len=4096, moe_router_dtype="fp32", moe_z_loss_coeff=1e-3)
+    assert row["plan"]["moe_router_dtype"] == "fp32"
+    text = export_plan(row["plan"], "megatron")[0]
+    assert "--moe-router-dtype fp32" in text
+    check_readback(row, "megatron", text)

@@ -144,6 +144,10 @@ PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron 
 INT64_INDEX_BYTES = 8.0  # torch.argsort / torch.topk indices are int64 (the unfused paths [8])
 BOOL_BYTES = 1.0  # torch.bool routing map
 LOGIT_BYTES = 2.0  # the router's logits in the input's dtype, bf16, without --moe-router-dtype [10] (router.py l. 105-111)
+# the router's logits by --moe-router-dtype (Job.moe_router_dtype; None: the input's dtype, bf16) [10]: router.py
+# @d98e8a64 l. 105-111 (torch.float32 / torch.float64 for 'fp32' / 'fp64'), moe_utils.py RouterGatingLinearFunction
+# l. 1357-1400 (the gating GEMM's output in that dtype)
+ROUTER_DTYPE_BYTES = {None: LOGIT_BYTES, "fp32": 4.0, "fp64": 8.0}
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
 
 
@@ -396,16 +400,18 @@ class RouterPath:
     """The router's code path in a Megatron-Core run (job settings, planner/plan.py Settings): TE's fused
     top-k (moe_router_fusion), softmax before the top-k (moe_router_pre_softmax; a softmax router only), an
     auxiliary load-balancing loss computed (moe_aux_loss_coeff > 0 for an aux_loss / seq_aux_loss /
-    global_aux_loss balancing), a z-loss (moe_z_loss_coeff > 0)."""
+    global_aux_loss balancing), a z-loss (moe_z_loss_coeff > 0), the logits' bytes (moe_router_dtype)."""
     fused: bool = False
     pre_softmax: bool = False
     aux_loss: bool = False
     z_loss: bool = False
+    logit_bytes: float = LOGIT_BYTES  # the logits' dtype (moe_router_dtype: ROUTER_DTYPE_BYTES), bf16 by default
 
 
 def router_saved_terms(moe, path: RouterPath) -> dict:
     """Bytes the router saves for its backward per local token, by named term [10] (E experts, top-k k;
-    P = 4 B fp32, L = 8 B int64, B = 1 B bool, D = 2 B bf16 logits):
+    P = 4 B fp32, L = 8 B int64, B = 1 B bool, D = the logits' bytes, path.logit_bytes: 2 B bf16 by default, 4 / 8 B
+    under --moe-router-dtype fp32 / fp64, ROUTER_DTYPE_BYTES):
       topk     fused: TE's bool routing map E B and its fp32 [n, E] intermediate output 4 E (both saved by
                FusedTopkScoreFunction, softmax and sigmoid alike); unfused: torch.topk's int64 indices 8 k (the
                probabilities' scatter keeps the same index tensor) and the score function's saved output:
@@ -418,13 +424,35 @@ def router_saved_terms(moe, path: RouterPath) -> dict:
       aux      an auxiliary loss: fused, TE's score kernel's fp32 [n, E] intermediate output 4 E; unfused, the
                softmax's (or sigmoid's) fp32 [n, E] output 4 E (a sigmoid's normalising sum 4 more); the loss
                itself (a sum over tokens) keeps [E]-sized tensors only.
-      z_loss   the z-loss: torch.logsumexp keeps its input, the bf16 logits D E, and its output D (the
-               square keeps the same output).
-    Not priced (named): --moe-router-dtype fp32 / fp64 logits (the z-loss's saved logits 4 or 8 B, not
-    carried by the job); sinkhorn and quantile balancing's own paths (priced as the top-k path); a padding mask's
+      z_loss   the z-loss: torch.logsumexp keeps its input, the logits D E, and its output D (the square keeps
+               the same output; moe_utils.py @d98e8a64 z_loss_func l. 169-170, on the gating GEMM's output in the
+               router dtype).
+    --moe-router-dtype (moe_router_dtype; router.py @d98e8a64 l. 105-111): of the tensors above only the z-loss's
+    take the logits' dtype. Every score function computes in fp32 whatever the logits' dtype (moe_utils.py l.
+    896-899 "Logits are converted to fp32 for score functions"; softmax with dtype=torch.float32 l. 902 / 914,
+    torch.sigmoid(logits.float()) l. 917, so the saved softmax / sigmoid outputs are fp32 at any router dtype);
+    torch.topk and the scatters save int64 indices; TE's fused kernel writes its intermediate output in fp32
+    (csrc/extensions/router.cpp @4329ff84 l. 66) and its routing map as bool; the gating GEMM
+    (RouterGatingLinearFunction, moe_utils.py l. 1382) saves its bf16 input and weight, not its output. Not
+    priced (named, with their sizes per token of one MoE layer):
+      - the probabilities in the logits' dtype, probs.type_as(logits) (l. 936) scattered into a dense [n, E]
+        tensor (l. 954): not saved by autograd, but the alltoall dispatcher keeps it and the routing map as
+        attributes (token_dispatcher.py l. 642-643, self.probs / self.routing_map, overwritten only by the
+        layer's next forward): D E + E B held per MoE layer for one micro-batch (not per micro-batch in flight),
+        bf16 included: DeepSeek-V3 (E 256) 768 B bf16, 1,280 B fp32, 2,304 B fp64;
+      - the permuted probabilities the expert activation saves per routed row (WeightedSwiGLUFunction
+        ctx.save_for_backward(input, weights), fused_bias_swiglu.py l. 270): D per row (bf16 included) under
+        alltoall / allgather; fp32 under DeepEP and HybridEP, which cast them (token_dispatcher.py l. 1141,
+        1318) whatever the router dtype;
+      - transients: the gating backward's copy of its input in the router dtype, inp.to(router_dtype)
+        (l. 1430 / 1436: D h per token, during the router's backward), the fp32 / fp64 expert output before the
+        expert-TP reduce-scatter (token_dispatcher.py l. 830, hidden_states.to(self.probs.dtype)) and the
+        allgather dispatcher's combine (l. 366), which also move D / 2 times the bf16 bytes on the wire (step
+        time not priced either), and the fp64 gating GEMM on torch.mm at the fp64 rate (l. 1389-1400).
+    Also not priced: sinkhorn and quantile balancing's own paths (priced as the top-k path); a padding mask's
     masked copies."""
     E, k = float(moe.num_experts), float(moe.top_k)
-    P, L, B, D = PROB_BYTES, INT64_INDEX_BYTES, BOOL_BYTES, LOGIT_BYTES
+    P, L, B, D = PROB_BYTES, INT64_INDEX_BYTES, BOOL_BYTES, path.logit_bytes
     multi = 1.0 if moe.top_k > 1 else 0.0  # the sigmoid's normalisation runs for k > 1 only (a model constant)
     if path.fused:
         topk, groups = B * E + P * E, 0.0
