@@ -102,24 +102,45 @@ def test_dense_model_refuses_router_fields():
         explain_job(model="llama3-8b", gpus=8, hardware="h100-sxm", global_batch=8, seq_len=4096, moe_aux_loss_coeff=1e-2)
 
 
-@pytest.mark.parametrize("dispatcher", ["allgather", "hybridep"])
+@pytest.mark.parametrize("dispatcher", ["hybridep"])
 def test_other_dispatchers_keep_the_router_alone(dispatcher):
-    # the router is the same TopKRouter under every dispatcher; the other dispatchers' permutations are not priced
+    # the router is the same TopKRouter under every dispatcher; HybridEP's permutations are not priced
     settings, plan, pc, i = _moe(ep=8, moe_dispatcher=dispatcher, moe_router_fusion=False, moe_permute_fusion=True)
     assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * UNFUSED_ROUTER
 
 
-@pytest.mark.parametrize("fused,want", [
+@pytest.mark.parametrize("fused,dtype,want", [
+    # the allgather dispatcher (layers/moe.py [12]) gathers the tokens of the tp_ep group, etp 2 x ep 8 = 16 ranks, one
+    # local expert (E_l = 1): masked_select keeps the [E_l, 16 n] probabilities (2 B bf16) and mask (1 B), 16 x 3 = 48 B a
+    # local token; the fused permute TE's int32 row-id map [16 n, 2 E_l + 1], 16 x 4 x 3 = 192 B a local token
+    (True, None, N * (FUSED_ROUTER + 48 + 192)),                 # 573,440 B
+    # fp32 probabilities (--moe-router-dtype fp32): masked_select's saved input 4 B, 16 x 5 = 80 B a local token
+    (True, "fp32", N * (FUSED_ROUTER + 80 + 192)),               # 638,976 B
+    # unfused permute: the int64 sorted indices, 8 B a row, T k / tp x etp = 2 rows per token of T (= 4 per local token)
+    (False, None, N * (FUSED_ROUTER + 48) + T * 8 * 2),          # 245,760 B
+])
+def test_allgather_by_hand(fused, dtype, want):
+    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="allgather", moe_router_fusion=True, moe_permute_fusion=fused,
+                                 moe_router_dtype=dtype)
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == want
+
+
+@pytest.mark.parametrize("ep,fused,want", [
     # per local token (T / 2): top-k indices 8 k + is_token_in_rank over ep x etp = 16 ranks, 16 + 16 B; a token
     # reaches 8 (1 - (7/8)^2) = 1.875 of the 8 EP ranks, the rank's rows per token T k / tp x etp = 2 of them:
     # 1.875 received tokens a token, each with its row-id map over 1 local expert, 4 (2 x 1 + 1) = 12 B; per row
-    # the multihot's two int64 index pairs, 32 B
-    (True, N * FUSED_ROUTER + T * (32 / 2 + 1.875 * 12 + 2 * 32)),    # 501,760 B
+    # the multihot's two int64 index pairs, 32 B. DeepEP's handle over 16 ranks (> 8: its internode kernels, 2 RDMA
+    # ranks): send_rdma_head 4 x 2 = 8 B a local token, send_nvl_head 32 B x the 2 (1 - (1/2)^2) = 1.5 nodes a token
+    # reaches = 48 B a local token, recv_src_meta 8 B a received token
+    (8, True, N * FUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32)),    # 677,888 B
     # unfused: the argsort of the received [n_recv, 1] map 8 B a received token, and 8 B sorted indices a row
-    (False, N * UNFUSED_ROUTER + T * (32 / 2 + 1.875 * 8 + 2 * 40)),  # 503,808 B
+    (8, False, N * UNFUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40)),  # 679,936 B
+    # ep 4 x etp 2 = 8 ranks: DeepEP's intranode kernels, send_head int32 [n, 8] 32 B a local token, recv_src_idx
+    # 4 B a received token; 2 local experts, 4 (1 - (3/4)^2) = 1.75 received tokens a token, row-id map 4 (2 x 2 + 1)
+    (4, True, N * FUSED_ROUTER + T * ((16 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32)),  # 630,784 B
 ])
-def test_deepep_by_hand(fused, want):
-    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
+def test_deepep_by_hand(ep, fused, want):
+    settings, plan, pc, i = _moe(ep=ep, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
     assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == pytest.approx(want, rel=1e-12)
 
 
@@ -277,3 +298,16 @@ def test_router_dtype_exports_and_reads_back():
     text = export_plan(row["plan"], "megatron")[0]
     assert "--moe-router-dtype fp32" in text
     check_readback(row, "megatron", text)
+
+
+def test_deepep_handle_deepseek_v3():
+    # DeepSeek-V3 (top-8, 8 groups, 4 a token): at EP 64 DeepEP's internode kernels over 64 / 8 = 8 RDMA ranks; a token
+    # reaches min(8 (1 - (7/8)^8) = 5.25, 4 x max(1, 8 / 8)) = 4 nodes: send_rdma_head 4 x 8 + send_nvl_head 32 x 4 =
+    # 160 B a local token, recv_src_meta 8 B a received token; at EP 8 (intranode) send_head 32 B and recv_src_idx 4 B
+    import numpy as np
+
+    model = count_params(explain_job(model="deepseek-v3", gpus=2048, ep=64, pp=16, tp=1, micro_batch=1,
+                                     global_batch=4096, seq_len=4096)[0].model)
+    moe = next(k for k in model.layers.kinds if k.has_experts).mlp
+    per_token, per_recv = moe.deepep_handle_bytes(np.array([64.0, 8.0]))
+    assert per_token.tolist() == [160.0, 32.0] and per_recv.tolist() == [8.0, 4.0]

@@ -96,7 +96,7 @@ References
     than one local expert, dispatch_postprocess and combine_preprocess sort the received rows by local expert
     (sort_chunks_by_idxs): fused, TE moe_chunk_sort_forward (permutation.py l. 1110-1160, make_chunk_sort_map:
     triton/permutation.py l. 381 int32 [rows]; saved l. 1250), one map each; unfused, split + cat (nothing kept).
-    The router's own saved tensors are [10]'s. Not priced: the other dispatchers' paths; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
+    The router's own saved tensors are [10]'s; the allgather dispatcher's [12], DeepEP's [11]. Not priced: HybridEP's; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
     is priced as the dropless one (the fused permute with probabilities takes no padded path).
 [10] What the router saves for its backward (router_saved_terms; job fields moe_router_fusion, moe_router_pre_softmax,
     moe_aux_loss_coeff, moe_z_loss_coeff): NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py
@@ -119,7 +119,20 @@ References
     get_permuted_hidden_states_by_experts l. 1424-1457: moe_utils.permute of the received tokens with probabilities,
     fused or not as [9]; fused_indices_to_multihot only under --enable-experimental), fused_a2a.py FusedDispatch /
     FusedCombine (ctx.handle); deepseek-ai/DeepEP @dd758caf deep_ep/buffers/legacy.py l. 313 (is_token_in_rank
-    `[num_tokens, num_ranks]` torch.bool), l. 401, 500 (the handles), csrc/legacy/buffer.hpp l. 366, 604, 608.
+    `[num_tokens, num_ranks]` torch.bool), l. 378 (internode where num_rdma_ranks > 1), l. 401, 500 (the handles),
+    csrc/legacy/buffer.hpp l. 121 (num_rdma_ranks = max(1, num_ranks / 8)), 366, 604, 608 (intranode recv_src_idx,
+    send_head), 1121, 1124-1125 (internode recv_src_meta, send_rdma_head, send_nvl_head), csrc/kernels/legacy/internode.cu
+    l. 22-45 (SourceMeta, 8 B); fused_a2a.py @d98e8a64 l. 135, 187 (ctx.handle kept until the backward).
+[12] The allgather dispatcher (allgather_saved_bytes): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/moe/token_dispatcher.py MoEAllGatherTokenDispatcher token_dispatch (l. 281-303: the routing
+    map gathered under no_grad, the probabilities and tokens by gather_from_sequence_parallel_region over the tp_ep group),
+    dispatch_postprocess (l. 305-335: local_map and local_probs sliced to the local experts, permute(hidden_states,
+    local_map) without probabilities, local_probs.T.contiguous().masked_select(local_map.T.contiguous()) l. 331-333),
+    combine_preprocess (unpermute with the same map, l. 337-353); moe_utils.py permute l. 344-500 (fused: TE
+    moe_permute_mask_map_forward, the int32 [N, 2 E_l + 1] row-id map saved as in [9]; unfused: flat_sorted % num_tokens
+    l. 475 kept by index_select l. 486, flat_sorted itself dropped without probabilities); PyTorch
+    tools/autograd/derivatives.yaml `masked_select(Tensor self, Tensor mask)`: `self: masked_select_backward(grad, self,
+    mask)` (MaskedSelectBackward0 saves self and mask).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -148,6 +161,8 @@ LOGIT_BYTES = 2.0  # the router's logits in the input's dtype, bf16, without --m
 # @d98e8a64 l. 105-111 (torch.float32 / torch.float64 for 'fp32' / 'fp64'), moe_utils.py RouterGatingLinearFunction
 # l. 1357-1400 (the gating GEMM's output in that dtype)
 ROUTER_DTYPE_BYTES = {None: LOGIT_BYTES, "fp32": 4.0, "fp64": 8.0}
+DEEPEP_NVL_PEERS = 8.0  # DeepEP @dd758caf LEGACY_NUM_MAX_NVL_PEERS: its intranode kernels' limit (buffer.hpp l. 121) [11]
+DEEPEP_SOURCE_META_BYTES = 8.0  # sizeof(SourceMeta), two ints (csrc/kernels/legacy/internode.cu l. 22-45) [11]
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
 
 
@@ -318,18 +333,22 @@ class MoEMLP:
         they replace tensors()' generic moe_router_logits, which memory.layer_memory drops where this is
         priced); and the dispatcher's (permutation_saved_bytes)."""
         routed = sum(router_saved_terms(self, router).values())
-        return ctx.T * routed / ctx.rep_div + self.permutation_saved_bytes(ctx, permute_fused, dispatcher)
+        return ctx.T * routed / ctx.rep_div + self.permutation_saved_bytes(ctx, permute_fused, dispatcher,
+                                                                           router.logit_bytes)
 
-    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str):
+    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
         """What the token permutations save [9]: Megatron-Core's alltoall dispatcher, per local token, the fused
         permutation's int32 row-id map (4 (2E + 1) B; the unfused one's int64 argsort of the [n E] map, kept
         whole through the probabilities' gather index, and its int64 sorted indices: 8 E + 8 k B); and, with
         more than one local expert, the fused chunk sorts' int32 maps (4 B each) around the experts, over the
         rows the rank's experts receive (token_copies x expert_scale x etp / tp per token, as moe_expert_in).
-        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes. The other dispatchers' permutations are
-        not priced (0)."""
+        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes; the allgather dispatcher:
+        allgather_saved_bytes (logit_bytes: the probabilities' dtype, the router's logits'). The other dispatchers'
+        permutations are not priced (0)."""
         if dispatcher == "deepep":  # a job setting
             return self.deepep_saved_bytes(ctx, permute_fused)
+        if dispatcher == "allgather":  # a job setting
+            return self.allgather_saved_bytes(ctx, permute_fused, logit_bytes)
         if dispatcher != "alltoall":
             return 0.0
         E, k = float(self.num_experts), float(self.top_k)
@@ -337,6 +356,26 @@ class MoEMLP:
         rows = self.local_rows(ctx)
         sorts = np.where(E / ctx.ep > 1.0, 2.0 * INDEX_BYTES * rows, 0.0) if permute_fused else 0.0
         return ctx.T * (permute / ctx.rep_div + sorts)
+
+    def allgather_saved_bytes(self, ctx, permute_fused: bool, logit_bytes: float = LOGIT_BYTES):
+        """What Megatron-Core's allgather dispatcher saves for its backward [12], per local token (n = T / rep_div),
+        over the N = n x R tokens it gathers from the R = etp x ep ranks of its group (E_l = E / ep local experts,
+        D = logit_bytes, the probabilities' dtype):
+          the probabilities' masked_select: it saves its input, the local experts' gathered probabilities
+            transposed and made contiguous ([E_l, N], D B), and its mask, the local map likewise ([E_l, N] bool):
+            R E_l (D + 1) = etp E (D + 1) B a local token;
+          the permutation of the gathered tokens to the local experts (permute without probabilities): fused, TE's
+            int32 row-id map over the gathered tokens [N, 2 E_l + 1], R 4 (2 E_l + 1) B a local token; unfused,
+            the int64 sorted indices of the rank's rows (the flat argsort freed with no probabilities to gather),
+            8 B a received row (local_rows, as alltoall's). The combine's unpermute keeps the same map or index
+            (no new bytes), its reduce-scatter nothing."""
+        E = float(self.num_experts)
+        local = E / ctx.ep
+        ranks = ctx.ep * ctx.etp
+        masked = ranks * local * (logit_bytes + BOOL_BYTES)
+        if permute_fused:
+            return ctx.T * (masked + ranks * INDEX_BYTES * (2.0 * local + 1.0)) / ctx.rep_div
+        return ctx.T * (masked / ctx.rep_div + INT64_INDEX_BYTES * self.local_rows(ctx))
 
     def deepep_saved_bytes(self, ctx, permute_fused: bool):
         """What Megatron-Core's flex dispatcher with DeepEP saves for its backward [11]: per local token
@@ -347,20 +386,47 @@ class MoEMLP:
         planner/dispatch.py counts them), the local permutation's map over the rank's E / ep experts: fused, TE's
         int32 row-id map 4 (2 E / ep + 1) B; unfused, the int64 argsort of the [n_recv, E / ep] map 8 E / ep B;
         and per received row (copy), the multihot conversion's int64 index pairs (probs[mask] and the index_put_,
-        2 x 16 B) and, unfused, the int64 sorted indices 8 B. Not priced (named): DeepEP's other handle tensors
-        (send_head, prefix matrices, recv_src_idx: shapes that differ between its intranode and internode kernels)."""
+        2 x 16 B) and, unfused, the int64 sorted indices 8 B.
+        And the rest of DeepEP's handle, which FusedDispatch / FusedCombine keep in ctx.handle until their backward
+        (fused_a2a.py @d98e8a64 l. 135, 187): DeepEP runs its intranode kernels where the group's R = ep x etp
+        ranks fit its 8 NVLink peers (num_rdma_ranks = max(1, R / 8), buffer.hpp l. 121; legacy.py l. 378) and its
+        internode kernels beyond. Intranode (legacy.py l. 401, buffer.hpp l. 604, 608): send_head int32 [n, R],
+        4 R B a local token, and recv_src_idx int32, 4 B a received token. Internode (legacy.py l. 500, buffer.hpp l.
+        1121, 1124-1125): send_rdma_head int32 [n, R / 8], 4 R / 8 B a local token; recv_src_meta [n_recv,
+        sizeof(SourceMeta) = 8] (internode.cu l. 22-45), 8 B a received token; send_nvl_head int32
+        [n_rdma_recv, 8], 32 B per token this rank receives over RDMA (each token once per node it reaches, from the
+        same local rank of each node: n x the nodes a token reaches, distinct(R / 8, k), capped by the model's
+        group-limited routing as planner/dispatch.py caps it). Not priced (named): the prefix matrices ([R, R],
+        [R, channels], [R / 8] int32: kilobytes a layer); the job's moe_route_nodes cap on the nodes reached
+        (the model's group-limited cap is applied)."""
         from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)
         local = E / ctx.ep
         rows = self.local_rows(ctx)  # received rows per token (as alltoall)
         recv = rows * distinct(ctx.ep, k) / k
-        token = INT64_INDEX_BYTES * k + BOOL_BYTES * ctx.ep * ctx.etp
+        ranks = ctx.ep * ctx.etp
+        token = INT64_INDEX_BYTES * k + BOOL_BYTES * ranks
         if permute_fused:
             per_recv, per_row = INDEX_BYTES * (2.0 * local + 1.0), 4.0 * INT64_INDEX_BYTES
         else:
             per_recv, per_row = INT64_INDEX_BYTES * local, 5.0 * INT64_INDEX_BYTES
-        return ctx.T * (token / ctx.rep_div + recv * per_recv + rows * per_row)
+        handle_token, handle_recv = self.deepep_handle_bytes(ranks)
+        return ctx.T * ((token + handle_token) / ctx.rep_div + recv * (per_recv + handle_recv) + rows * per_row)
+
+    def deepep_handle_bytes(self, ranks):
+        """(per local token, per received token) bytes of DeepEP's handle beyond is_token_in_rank, for a group of
+        `ranks` (deepep_saved_bytes [11]): intranode (ranks <= 8) send_head 4 ranks and recv_src_idx 4;
+        internode send_rdma_head 4 ranks / 8, send_nvl_head 32 x the nodes a token reaches, recv_src_meta 8."""
+        from .common import distinct_draws as distinct
+
+        nodes = np.maximum(ranks / DEEPEP_NVL_PEERS, 1.0)  # DeepEP's RDMA ranks, not the hardware's domain
+        reach = distinct(nodes, float(self.top_k))
+        if self.expert_groups:  # the model's group-limited routing (planner/dispatch.py _merged_bytes)
+            reach = np.minimum(reach, self.groups_per_token * np.maximum(1.0, nodes / self.expert_groups))
+        inter = ranks > DEEPEP_NVL_PEERS
+        per_token = np.where(inter, INDEX_BYTES * nodes + INDEX_BYTES * DEEPEP_NVL_PEERS * reach, INDEX_BYTES * ranks)
+        return per_token, np.where(inter, DEEPEP_SOURCE_META_BYTES, INDEX_BYTES)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
