@@ -312,6 +312,9 @@ References
      output gradient, its fp8 cast and the grad input (T (2 h + h + 2 f / t)); the mul's backward that follows
      (block_backward_extra [tt5]) holds T (2 h + 6 f / t) and w2's bf16 weight gradient (2 h f / t), more whenever
      4 f / t > h: the copy is not the block's peak and has no term of its own (checked for Llama 3 8B and 70B at TP <= 8).
+     A converted output layer (fp8_output_layer) likewise: 1 B an element in the all-gather buffer, the root / end
+     units, and, where FSDP2 keeps a stage unsharded under PP (fsdp_unsharded_stage, [7]), in the last stage's
+     unsharded weights (held_out_cut; before issue 21's pass it stayed at param_gather_bytes there).
 [cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
      which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
@@ -1595,6 +1598,10 @@ class _PerLayer:
         self.pp_unsharded = np.where(held, fs.param_gather_bytes, 0.0)
         self.pp_grads = np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0)
         self.held_cut = np.where(held, cut, 0.0)
+        # a converted output layer (fp8_output_layer) is gathered at 1 B as the layers' Linears are [fa]: on the stage
+        # holding it, its unsharded weight (V / t) h 1 B fewer (an untied output layer; a tied one is the embedding's)
+        out_elems = (pc.output or 0.0) / tp
+        self.held_out_cut = np.where(held, out_cut, 0.0) * out_elems
         # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
         # end of a backward, when that micro-batch's activations are freed, and all resharded at
         # the end of a forward: the peak is the in-flight activations + max(weights - one
@@ -1602,6 +1609,7 @@ class _PerLayer:
         # stages other chunks stay gathered from their own last backward: the weights whole
         self.regather_w = np.where(tr["regather_pp"] & (plan.vpp == 1), fs.param_gather_bytes, 0.0)
         self.regather_cut = np.where(tr["regather_pp"] & (plan.vpp == 1), cut, 0.0)
+        self.regather_out_cut = np.where(tr["regather_pp"] & (plan.vpp == 1), out_cut, 0.0) * out_elems
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
@@ -1974,12 +1982,18 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
     chunk a rank, what a micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7], and its
     accumulated unsharded gradients."""
     lin = stage_linear_params(per.pc, per.plan, counts)
+    # the output layer's weight elements 1 B fewer where it is converted and gathered in fp8 [fa], on the stage that
+    # holds it (the last; the only one without PP; DualPipe's twin when it is the last)
+    holds_out = end == "last" or (twin is not None and twin[1] == "last")
+    out = np.where(per.plan.pp == 1, 1.0, 1.0 if holds_out else 0.0)
     # DeepSpeed ZeRO-3's persistent parameters of the stage's layers [z3]
     persistent = (np.where(per.plan.sharding >= FSDP, weighted(counts, per.zero3["persistent"]), 0.0)
                   if per.zero3 is not None else 0.0 * lin)
-    regather_saving = np.minimum(per.regather_w * params - per.regather_cut * lin, per_mb) if twin is None else 0.0
+    regather_saving = (np.minimum(per.regather_w * params - per.regather_cut * lin - out * per.regather_out_cut, per_mb)
+                       if twin is None else 0.0)
     return {**per.fsdp_units, "zero3_persistent": persistent, "fsdp_unsharded_ends": per.ends[end],
-            "fsdp_unsharded_stage": per.pp_unsharded * params - per.held_cut * lin - regather_saving,
+            "fsdp_unsharded_stage": (per.pp_unsharded * params - per.held_cut * lin - out * per.held_out_cut
+                                     - regather_saving),
             "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin}
 
 
