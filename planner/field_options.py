@@ -131,6 +131,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("moe_router_pre_softmax", "bool", "MoE: a softmax router's softmax over all experts before the top-k "
                 "(Megatron --moe-router-pre-softmax); the unfused router keeps [n, E] scores, not [n, k] (default: off, "
                 "Megatron's)"),
+    FieldOption("moe_router_dtype", "str", "MoE: fp32|fp64, the router's logits and probabilities in that dtype "
+                "(Megatron --moe-router-dtype); the z-loss keeps its logits in it (default: the input's dtype, bf16)"),
     FieldOption("moe_dispatcher", "str", "MoE token dispatcher: alltoall (NCCL) | allgather | deepep (DeepEP normal "
                 "kernels) | deepep_ll | hybridep (Megatron --moe-token-dispatcher-type, --moe-flex-dispatcher-backend; one "
                 "the stack runs, stack_db runs.moe_dispatchers; planner/dispatch.py); fit searches the stack's where it is "

@@ -312,6 +312,9 @@ References
      output gradient, its fp8 cast and the grad input (T (2 h + h + 2 f / t)); the mul's backward that follows
      (block_backward_extra [tt5]) holds T (2 h + 6 f / t) and w2's bf16 weight gradient (2 h f / t), more whenever
      4 f / t > h: the copy is not the block's peak and has no term of its own (checked for Llama 3 8B and 70B at TP <= 8).
+     A converted output layer (fp8_output_layer) likewise: 1 B an element in the all-gather buffer, the root / end
+     units, and, where FSDP2 keeps a stage unsharded under PP (fsdp_unsharded_stage, [7]), in the last stage's
+     unsharded weights (held_out_cut; before issue 21's pass it stayed at param_gather_bytes there).
 [cp1] Context parallel attention's backward (the K/V rotate method: the stack's memory.cp_ring_backward,
      which a job's cp_rotate_method replaces at resolve, planner/cp_rotate.py): torch
      2.13 torch/distributed/tensor/experimental/_context_parallel/_attention.py
@@ -555,7 +558,7 @@ from .cuda_graphs import held_output_bytes
 from .dispatch import HYBRIDEP, group_link
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
-from .layers.moe import RouterPath
+from .layers.moe import ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
@@ -1071,7 +1074,8 @@ def moe_routing_saves(settings: Settings):
 def router_path(settings: Settings) -> RouterPath:
     """The router's code path of the job's settings (layers/moe.py RouterPath [10])."""
     return RouterPath(fused=bool(settings.moe_router_fusion), pre_softmax=bool(settings.moe_router_pre_softmax),
-                      aux_loss=settings.moe_aux_loss_coeff > 0.0, z_loss=settings.moe_z_loss_coeff > 0.0)
+                      aux_loss=settings.moe_aux_loss_coeff > 0.0, z_loss=settings.moe_z_loss_coeff > 0.0,
+                      logit_bytes=ROUTER_DTYPE_BYTES[settings.moe_router_dtype])
 
 
 def dummy_wgrads_mode(settings: Settings) -> str:
@@ -1596,6 +1600,10 @@ class _PerLayer:
         self.pp_unsharded = np.where(held, fs.param_gather_bytes, 0.0)
         self.pp_grads = np.where(keep_pp, fs.pp_unsharded_grad_bytes, 0.0)
         self.held_cut = np.where(held, cut, 0.0)
+        # a converted output layer (fp8_output_layer) is gathered at 1 B as the layers' Linears are [fa]: on the stage
+        # holding it, its unsharded weight (V / t) h 1 B fewer (an untied output layer; a tied one is the embedding's)
+        out_elems = (pc.output or 0.0) / tp
+        self.held_out_cut = np.where(held, out_cut, 0.0) * out_elems
         # regather_pp with one model chunk a rank: the stage's units are all gathered only at the
         # end of a backward, when that micro-batch's activations are freed, and all resharded at
         # the end of a forward: the peak is the in-flight activations + max(weights - one
@@ -1603,6 +1611,7 @@ class _PerLayer:
         # stages other chunks stay gathered from their own last backward: the weights whole
         self.regather_w = np.where(tr["regather_pp"] & (plan.vpp == 1), fs.param_gather_bytes, 0.0)
         self.regather_cut = np.where(tr["regather_pp"] & (plan.vpp == 1), cut, 0.0)
+        self.regather_out_cut = np.where(tr["regather_pp"] & (plan.vpp == 1), out_cut, 0.0) * out_elems
         # the end units kept unsharded (bf16) from their forward to their backward, on the
         # stage that holds them (already in the whole unsharded stage under PP) [7]
         single = plan.pp == 1
@@ -1975,12 +1984,18 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
     chunk a rank, what a micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7], and its
     accumulated unsharded gradients."""
     lin = stage_linear_params(per.pc, per.plan, counts)
+    # the output layer's weight elements 1 B fewer where it is converted and gathered in fp8 [fa], on the stage that
+    # holds it (the last; the only one without PP; DualPipe's twin when it is the last)
+    holds_out = end == "last" or (twin is not None and twin[1] == "last")
+    out = np.where(per.plan.pp == 1, 1.0, 1.0 if holds_out else 0.0)
     # DeepSpeed ZeRO-3's persistent parameters of the stage's layers [z3]
     persistent = (np.where(per.plan.sharding >= FSDP, weighted(counts, per.zero3["persistent"]), 0.0)
                   if per.zero3 is not None else 0.0 * lin)
-    regather_saving = np.minimum(per.regather_w * params - per.regather_cut * lin, per_mb) if twin is None else 0.0
+    regather_saving = (np.minimum(per.regather_w * params - per.regather_cut * lin - out * per.regather_out_cut, per_mb)
+                       if twin is None else 0.0)
     return {**per.fsdp_units, "zero3_persistent": persistent, "fsdp_unsharded_ends": per.ends[end],
-            "fsdp_unsharded_stage": per.pp_unsharded * params - per.held_cut * lin - regather_saving,
+            "fsdp_unsharded_stage": (per.pp_unsharded * params - per.held_cut * lin - out * per.held_out_cut
+                                     - regather_saving),
             "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin}
 
 

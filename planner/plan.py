@@ -514,6 +514,7 @@ class Settings:
     moe_aux_loss_coeff: float = 0.0
     moe_z_loss_coeff: float = 0.0
     moe_router_pre_softmax: bool = False
+    moe_router_dtype: str | None = None  # the router's logits dtype (None: the input's, bf16; "fp32", "fp64")
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
@@ -1579,7 +1580,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     sets them."""
     given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff")
              if getattr(job, f) is not None]
-    given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax") if getattr(job, f)]
+    given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype") if getattr(job, f)]
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
@@ -1617,9 +1618,30 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            "moe/fused_a2a.py @d98e8a64 init_hybrid_ep_buffer l. 327; HybridEPDispatch.forward l. 402 "
                            "sets fp8_dispatch = False)",
                            "remove moe_fp8_dispatch, or use moe_dispatcher deepep")
+    fusions = moe_fusion_settings(job, stack, inherited, where)
+    _router_dtype_ok(job, stack, fusions["moe_router_fusion"], where)
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
-                moe_route_nodes=int(job.moe_route_nodes or 0), **moe_fusion_settings(job, stack, inherited, where),
-                **moe_router_settings(job, stack, inherited, where, model))
+                moe_route_nodes=int(job.moe_route_nodes or 0), **fusions,
+                **moe_router_settings(job, stack, inherited, where, model), moe_router_dtype=job.moe_router_dtype)
+
+
+def _router_dtype_ok(job: Job, stack, router_fused: bool, where: str) -> None:
+    """moe_router_dtype is Megatron-Core's --moe-router-dtype (router.py @d98e8a64 l. 105-111): refused on a stack
+    that does not price the router's saves (stack memory.moe_routing_saved; nothing there would read it), and fp64
+    with the fused router: Transformer Engine's fused top-k takes no fp64 logits (TE @4329ff84
+    transformer_engine/pytorch/router.py l. 7 'FP64 is currently not supported'; csrc/common.h
+    GetTransformerEngineDType l. 476-500 has no double: 'Invalid type' at the first forward)."""
+    if job.moe_router_dtype is None:
+        return
+    if not stack.memory.moe_routing_saved:  # a stack setting
+        raise PlannerError(f"{where}moe_router_dtype {job.moe_router_dtype} is Megatron-Core's --moe-router-dtype; stack "
+                           f"{stack.name} does not price the router's saved tensors it changes",
+                           "leave moe_router_dtype out, or price the plan on --stack megatron")
+    if job.moe_router_dtype == "fp64" and router_fused:
+        raise PlannerError(f"{where}moe_router_dtype fp64 with moe_router_fusion: Transformer Engine's fused router "
+                           "takes no fp64 logits (TE router.py 'FP64 is currently not supported'; csrc/common.h "
+                           "GetTransformerEngineDType raises 'Invalid type' for double)",
+                           "use moe_router_dtype fp32, or moe_router_fusion false (--no-moe-router-fusion)")
 
 
 # Megatron-Core's top-1 softmax router (TransformerConfig.__post_init__ l. 2661-2669 at the commit below)
@@ -2026,6 +2048,7 @@ def _moe_plan_fields(plan: PlanArrays, settings: Settings, at) -> dict:
         "moe_load_balancing": settings.moe_load_balancing,
         "moe_aux_loss_coeff": settings.moe_aux_loss_coeff, "moe_z_loss_coeff": settings.moe_z_loss_coeff or None,
         "moe_router_pre_softmax": settings.moe_router_pre_softmax,
+        "moe_router_dtype": settings.moe_router_dtype,
         "moe_fp8_dispatch": bool(at(np.broadcast_to(fp8_dispatch(settings, plan), np.shape(plan.tp)))),
         "moe_route_nodes": settings.moe_route_nodes or None,
         # on where the plan allows it (the search applies a job's overlap only there)

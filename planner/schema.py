@@ -2193,3 +2193,10 @@ class Job(BaseModel):
         description="MoE: a softmax router's softmax over all experts before the top-k (Megatron --moe-router-pre-softmax), "
                     "else over the top-k logits after it; what the unfused router keeps differs (planner/layers/moe.py "
                     "router_saved_terms); default: false (Megatron's)")
+    moe_router_dtype: Optional[Literal["fp32", "fp64"]] = Field(
+        default=None,
+        description="MoE: the router's logits and probabilities in fp32 or fp64 (Megatron --moe-router-dtype; "
+                    "moe/router.py @d98e8a64 l. 105-111); of what the router keeps for its backward only the z-loss's "
+                    "logits take that dtype (planner/layers/moe.py router_saved_terms); default: the input's dtype, bf16 "
+                    "(Megatron's); a Megatron-Core setting; fp64 refused with the fused router (Transformer Engine "
+                    "takes no fp64 logits)")

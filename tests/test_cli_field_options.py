@@ -81,6 +81,9 @@ CASES = [
      {"reduce_bucket_size": 10**8}, {"memory": +1}),
     # MoE dispatch and routing (planner/dispatch.py)
     ("moe_fp8_dispatch", ["--moe-fp8-dispatch"], True, dict(MOE, precision="fp8"), False, {"step": -1}),
+    # the router's logits dtype: the z-loss keeps them (planner/layers/moe.py router_saved_terms; fp64 needs the unfused router)
+    ("moe_router_dtype", ["--moe-router-dtype", "fp32"], "fp32", dict(MOE, moe_z_loss_coeff=0.001, moe_router_fusion=False),
+     "fp64", {"memory": +1}),
     ("moe_route_nodes", ["--moe-route-nodes", "1"], 1, dict(model="deepseek-v3", gpus=256, ep=64, pp=4), 2,
      {"step": -1}),
 ]

@@ -85,3 +85,19 @@ def test_backward_transpose_dominated():
     at_dgrad = T * (2 * H + 1 * H + 2 * F) + 1 * H * F
     assert at_mul == T * (2 * H + 3 * 2 * F) + 2 * H * F
     assert at_mul > at_dgrad
+
+
+@pytest.mark.parametrize("ag", [True, False])
+def test_pipeline_stage_unsharded_output_layer(ag):
+    from planner.memory import STAGE_FIRST, STAGE_LAST
+
+    # issue 21: under PP FSDP2 keeps the last stage's output layer unsharded with its blocks (fsdp_unsharded_stage);
+    # converted (fp8_output_layer) and gathered in fp8 it is a Float8TrainingTensor of 1 B an element as the layers'
+    # Linears are (torchao fsdp_utils.py fsdp_post_all_gather l. 253-280): V h = 525,336,576 B fewer on the last stage
+    # than the bf16 output layer, nothing on the first; without the fp8 all-gather it is gathered bf16 either way
+    got = {}
+    for fp8_out in (False, True):
+        settings, plan, _, _ = explain_job(**KW, pp=2, fp8_allgather=ag, fp8_output_layer=fp8_out)
+        got[fp8_out] = {k: float(t["fsdp_unsharded_stage"]) for k, t in stage_memory_terms(settings, plan).items()}
+    assert got[False][STAGE_LAST] - got[True][STAGE_LAST] == (EMB if ag else 0)
+    assert got[False][STAGE_FIRST] == got[True][STAGE_FIRST]

@@ -275,7 +275,11 @@ def _aux_loss_load(ep, experts):
     ("moe__gpt3_mcore_tp2_pp2_ep2_etp2_te_4experts2parallel__dev_dgx_h100", 1_226_082_304,
      1_169_067_008 + 16 * 2**20 - (32 * 2**20 + 1024) - 6 * 4096 * 2 * 1 * 512 * 2 // 4
      + 6 * 4096 * 2 * 1 * 2048 // 4 + 512 * 2048 // 2 * 2 + 2 * 4096 * 512 // 4
-     + 6 * 4096 * (8 * 1 + 4 * 1 - 4 * 4) // 4),
+     + 6 * 4096 * (8 * 1 + 4 * 1 - 4 * 4) // 4
+     # Megatron's default allgather dispatcher (layers/moe.py [12]) over etp 2 x ep 2 = 4 ranks, 2 local experts:
+     # masked_select keeps the bf16 probabilities and bool mask, 4 x 2 x (2 + 1) B a local token, and the unfused
+     # permute its int64 sorted indices, 8 B a row, 2 rows a local token (top-1, tp 2)
+     + 6 * 4096 * (4 * 2 * (2 + 1) + 8 * 2) // 4),
     ("moe__gpt3_moe_mcore_te_tp4_ep2_etp2_pp2_resume_torch_dist_dist_optimizer__dev_dgx_h100", 1_149_626_368,
      969_632_768 + 4 * 2**20 + 4 * (32 * 2**20 + 1024) - 6 * 4096 * 2 * 2 * 512 * 2 // 4
      + 6 * 4096 * 2 * 2 * 1024 // 4 + 4 * 512 * 1024 // 2 * 2 + 2 * 4096 * 512 // 4

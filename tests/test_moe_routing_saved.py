@@ -102,24 +102,45 @@ def test_dense_model_refuses_router_fields():
         explain_job(model="llama3-8b", gpus=8, hardware="h100-sxm", global_batch=8, seq_len=4096, moe_aux_loss_coeff=1e-2)
 
 
-@pytest.mark.parametrize("dispatcher", ["allgather", "hybridep"])
+@pytest.mark.parametrize("dispatcher", ["hybridep"])
 def test_other_dispatchers_keep_the_router_alone(dispatcher):
-    # the router is the same TopKRouter under every dispatcher; the other dispatchers' permutations are not priced
+    # the router is the same TopKRouter under every dispatcher; HybridEP's permutations are not priced
     settings, plan, pc, i = _moe(ep=8, moe_dispatcher=dispatcher, moe_router_fusion=False, moe_permute_fusion=True)
     assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * UNFUSED_ROUTER
 
 
-@pytest.mark.parametrize("fused,want", [
+@pytest.mark.parametrize("fused,dtype,want", [
+    # the allgather dispatcher (layers/moe.py [12]) gathers the tokens of the tp_ep group, etp 2 x ep 8 = 16 ranks, one
+    # local expert (E_l = 1): masked_select keeps the [E_l, 16 n] probabilities (2 B bf16) and mask (1 B), 16 x 3 = 48 B a
+    # local token; the fused permute TE's int32 row-id map [16 n, 2 E_l + 1], 16 x 4 x 3 = 192 B a local token
+    (True, None, N * (FUSED_ROUTER + 48 + 192)),                 # 573,440 B
+    # fp32 probabilities (--moe-router-dtype fp32): masked_select's saved input 4 B, 16 x 5 = 80 B a local token
+    (True, "fp32", N * (FUSED_ROUTER + 80 + 192)),               # 638,976 B
+    # unfused permute: the int64 sorted indices, 8 B a row, T k / tp x etp = 2 rows per token of T (= 4 per local token)
+    (False, None, N * (FUSED_ROUTER + 48) + T * 8 * 2),          # 245,760 B
+])
+def test_allgather_by_hand(fused, dtype, want):
+    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="allgather", moe_router_fusion=True, moe_permute_fusion=fused,
+                                 moe_router_dtype=dtype)
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == want
+
+
+@pytest.mark.parametrize("ep,fused,want", [
     # per local token (T / 2): top-k indices 8 k + is_token_in_rank over ep x etp = 16 ranks, 16 + 16 B; a token
     # reaches 8 (1 - (7/8)^2) = 1.875 of the 8 EP ranks, the rank's rows per token T k / tp x etp = 2 of them:
     # 1.875 received tokens a token, each with its row-id map over 1 local expert, 4 (2 x 1 + 1) = 12 B; per row
-    # the multihot's two int64 index pairs, 32 B
-    (True, N * FUSED_ROUTER + T * (32 / 2 + 1.875 * 12 + 2 * 32)),    # 501,760 B
+    # the multihot's two int64 index pairs, 32 B. DeepEP's handle over 16 ranks (> 8: its internode kernels, 2 RDMA
+    # ranks): send_rdma_head 4 x 2 = 8 B a local token, send_nvl_head 32 B x the 2 (1 - (1/2)^2) = 1.5 nodes a token
+    # reaches = 48 B a local token, recv_src_meta 8 B a received token
+    (8, True, N * FUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32)),    # 677,888 B
     # unfused: the argsort of the received [n_recv, 1] map 8 B a received token, and 8 B sorted indices a row
-    (False, N * UNFUSED_ROUTER + T * (32 / 2 + 1.875 * 8 + 2 * 40)),  # 503,808 B
+    (8, False, N * UNFUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40)),  # 679,936 B
+    # ep 4 x etp 2 = 8 ranks: DeepEP's intranode kernels, send_head int32 [n, 8] 32 B a local token, recv_src_idx
+    # 4 B a received token; 2 local experts, 4 (1 - (3/4)^2) = 1.75 received tokens a token, row-id map 4 (2 x 2 + 1)
+    (4, True, N * FUSED_ROUTER + T * ((16 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32)),  # 630,784 B
 ])
-def test_deepep_by_hand(fused, want):
-    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
+def test_deepep_by_hand(ep, fused, want):
+    settings, plan, pc, i = _moe(ep=ep, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
     assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == pytest.approx(want, rel=1e-12)
 
 
@@ -197,3 +218,96 @@ def test_recipe_then_megatrons_default():
     assert "moe_aux_loss_coeff" not in apply({"model": "mixtral-8x7b", "gpus": 64})[0]
     settings, _, _, _ = _moe()
     assert settings.moe_aux_loss_coeff == 0.0 and ("moe_aux_loss_coeff", 0.0) in settings.inherited
+
+
+# ------------------------------------------------------------------ --moe-router-dtype (issue 21)
+# Of what the router saves, only the z-loss's tensors take the logits' dtype: torch.logsumexp keeps its input (the
+# gating GEMM's output, in the router dtype: router.py @d98e8a64 l. 105-111) and its output (moe_utils.py z_loss_func
+# l. 169-170). The score functions save fp32 outputs at any router dtype (softmax dtype=torch.float32, sigmoid of
+# logits.float(): moe_utils.py l. 896-917), TE's fused kernel an fp32 intermediate output and a bool map (router.cpp
+# @4329ff84 l. 63-66), torch.topk int64 indices.
+@pytest.mark.parametrize("dtype,d", [(None, 2), ("fp32", 4), ("fp64", 8)])
+@pytest.mark.parametrize("z", [0.0, 1e-3])
+def test_router_dtype_by_hand(dtype, d, z):
+    # the unfused router (fp64 takes no fused one): int64 indices 8 k, softmax output 4 k; a z-loss d (E + 1) more
+    settings, plan, pc, i = _moe(ep=8, moe_permute_fusion=True, moe_router_fusion=False, moe_z_loss_coeff=z,
+                                 moe_router_dtype=dtype)
+    assert settings.moe_router_dtype == dtype
+    want = N * (8 * K + 4 * K + (d * (E + 1) if z else 0) + 4 * (2 * E + 1))  # 80 + 9 d B a token with the z-loss
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == want
+
+
+@pytest.mark.parametrize("dtype,z_loss", [("fp32", 4 * 256 + 4), (None, 2 * 256 + 2)])
+def test_router_dtype_deepseek_v3(dtype, z_loss):
+    # DeepSeek-V3 (E 256, top-8, sigmoid with the expert score bias, group-limited) on TE's fused router: the map and
+    # the fp32 intermediate output 5 E = 1,280 B a token whatever the dtype; the z-loss 4 (E + 1) = 1,028 B in fp32
+    # against 2 (E + 1) = 514 B in bf16
+    from planner.layers.moe import RouterPath, ROUTER_DTYPE_BYTES
+
+    model = count_params(explain_job(model="deepseek-v3", gpus=2048, ep=64, pp=16, tp=1, micro_batch=1,
+                                     global_batch=4096, seq_len=4096)[0].model)
+    moe = next(k for k in model.layers.kinds if k.has_experts).mlp
+    terms = router_saved_terms(moe, RouterPath(fused=True, z_loss=True, logit_bytes=ROUTER_DTYPE_BYTES[dtype]))
+    assert terms == {"topk": 5 * 256, "groups": 0.0, "aux": 0.0, "z_loss": z_loss}
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(moe_router_dtype="fp64", moe_router_fusion=True), "moe_router_dtype fp64 with moe_router_fusion"),
+    (dict(moe_router_dtype="fp32", stack="torchtitan", sharding="fsdp", pp=1, ep=8), "is Megatron-Core's --moe-router-dtype"),
+])
+def test_router_dtype_refused(fields, match):
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match=match):
+        explain_job(**dict(KW, **fields))
+
+
+def test_dense_model_refuses_router_dtype():
+    from planner.errors import PlannerError
+
+    with pytest.raises(PlannerError, match="moe_router_dtype set but llama3-8b has no experts"):
+        explain_job(model="llama3-8b", gpus=8, hardware="h100-sxm", global_batch=8, seq_len=4096, moe_router_dtype="fp32")
+
+
+@pytest.mark.parametrize("extra,want", [("", None), ("--moe-router-dtype fp32", "fp32"), ("--moe-router-dtype fp64", "fp64")])
+def test_reader_reads_the_router_dtype(tmp_path, extra, want):
+    from planner.trainers import load_trainer_config
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " " + extra + "\n")
+    cfg = load_trainer_config(p, fmt="megatron", gpus=16, model="mixtral-8x7b")
+    assert cfg.job.get("moe_router_dtype") == want
+    assert not any("router-dtype" in x for x in cfg.not_modelled + cfg.ignored)
+
+
+def test_reader_refuses_an_unknown_router_dtype(tmp_path, cli):
+    from tests.conftest import assert_one_error
+
+    p = tmp_path / "run.args"
+    p.write_text(ARGS + " --moe-router-dtype bf16\n")
+    assert_one_error(cli("explain", str(p), "--gpus", "16"), "--moe-router-dtype 'bf16': not one of Megatron's choices")
+
+
+def test_router_dtype_exports_and_reads_back():
+    from planner.cli.export import check_readback
+    from planner.trainers.export import export_plan
+
+    _, _, _, row = explain_job(model="mixtral-8x7b", gpus=8, tp=1, pp=1, ep=8, sharding="zero1", global_batch=8,
+                               micro_batch=1, seq_len=4096, moe_router_dtype="fp32", moe_z_loss_coeff=1e-3)
+    assert row["plan"]["moe_router_dtype"] == "fp32"
+    text = export_plan(row["plan"], "megatron")[0]
+    assert "--moe-router-dtype fp32" in text
+    check_readback(row, "megatron", text)
+
+
+def test_deepep_handle_deepseek_v3():
+    # DeepSeek-V3 (top-8, 8 groups, 4 a token): at EP 64 DeepEP's internode kernels over 64 / 8 = 8 RDMA ranks; a token
+    # reaches min(8 (1 - (7/8)^8) = 5.25, 4 x max(1, 8 / 8)) = 4 nodes: send_rdma_head 4 x 8 + send_nvl_head 32 x 4 =
+    # 160 B a local token, recv_src_meta 8 B a received token; at EP 8 (intranode) send_head 32 B and recv_src_idx 4 B
+    import numpy as np
+
+    model = count_params(explain_job(model="deepseek-v3", gpus=2048, ep=64, pp=16, tp=1, micro_batch=1,
+                                     global_batch=4096, seq_len=4096)[0].model)
+    moe = next(k for k in model.layers.kinds if k.has_experts).mlp
+    per_token, per_recv = moe.deepep_handle_bytes(np.array([64.0, 8.0]))
+    assert per_token.tolist() == [160.0, 32.0] and per_recv.tolist() == [8.0, 4.0]

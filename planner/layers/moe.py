@@ -96,7 +96,7 @@ References
     than one local expert, dispatch_postprocess and combine_preprocess sort the received rows by local expert
     (sort_chunks_by_idxs): fused, TE moe_chunk_sort_forward (permutation.py l. 1110-1160, make_chunk_sort_map:
     triton/permutation.py l. 381 int32 [rows]; saved l. 1250), one map each; unfused, split + cat (nothing kept).
-    The router's own saved tensors are [10]'s. Not priced: the other dispatchers' paths; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
+    The router's own saved tensors are [10]'s; the allgather dispatcher's [12], DeepEP's [11]. Not priced: HybridEP's; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
     is priced as the dropless one (the fused permute with probabilities takes no padded path).
 [10] What the router saves for its backward (router_saved_terms; job fields moe_router_fusion, moe_router_pre_softmax,
     moe_aux_loss_coeff, moe_z_loss_coeff): NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py
@@ -119,7 +119,20 @@ References
     get_permuted_hidden_states_by_experts l. 1424-1457: moe_utils.permute of the received tokens with probabilities,
     fused or not as [9]; fused_indices_to_multihot only under --enable-experimental), fused_a2a.py FusedDispatch /
     FusedCombine (ctx.handle); deepseek-ai/DeepEP @dd758caf deep_ep/buffers/legacy.py l. 313 (is_token_in_rank
-    `[num_tokens, num_ranks]` torch.bool), l. 401, 500 (the handles), csrc/legacy/buffer.hpp l. 366, 604, 608.
+    `[num_tokens, num_ranks]` torch.bool), l. 378 (internode where num_rdma_ranks > 1), l. 401, 500 (the handles),
+    csrc/legacy/buffer.hpp l. 121 (num_rdma_ranks = max(1, num_ranks / 8)), 366, 604, 608 (intranode recv_src_idx,
+    send_head), 1121, 1124-1125 (internode recv_src_meta, send_rdma_head, send_nvl_head), csrc/kernels/legacy/internode.cu
+    l. 22-45 (SourceMeta, 8 B); fused_a2a.py @d98e8a64 l. 135, 187 (ctx.handle kept until the backward).
+[12] The allgather dispatcher (allgather_saved_bytes): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/moe/token_dispatcher.py MoEAllGatherTokenDispatcher token_dispatch (l. 281-303: the routing
+    map gathered under no_grad, the probabilities and tokens by gather_from_sequence_parallel_region over the tp_ep group),
+    dispatch_postprocess (l. 305-335: local_map and local_probs sliced to the local experts, permute(hidden_states,
+    local_map) without probabilities, local_probs.T.contiguous().masked_select(local_map.T.contiguous()) l. 331-333),
+    combine_preprocess (unpermute with the same map, l. 337-353); moe_utils.py permute l. 344-500 (fused: TE
+    moe_permute_mask_map_forward, the int32 [N, 2 E_l + 1] row-id map saved as in [9]; unfused: flat_sorted % num_tokens
+    l. 475 kept by index_select l. 486, flat_sorted itself dropped without probabilities); PyTorch
+    tools/autograd/derivatives.yaml `masked_select(Tensor self, Tensor mask)`: `self: masked_select_backward(grad, self,
+    mask)` (MaskedSelectBackward0 saves self and mask).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -144,6 +157,12 @@ PERMUTE_ACT_BYTES = 2.0  # bf16 hidden states permuted and dispatched (Megatron 
 INT64_INDEX_BYTES = 8.0  # torch.argsort / torch.topk indices are int64 (the unfused paths [8])
 BOOL_BYTES = 1.0  # torch.bool routing map
 LOGIT_BYTES = 2.0  # the router's logits in the input's dtype, bf16, without --moe-router-dtype [10] (router.py l. 105-111)
+# the router's logits by --moe-router-dtype (Job.moe_router_dtype; None: the input's dtype, bf16) [10]: router.py
+# @d98e8a64 l. 105-111 (torch.float32 / torch.float64 for 'fp32' / 'fp64'), moe_utils.py RouterGatingLinearFunction
+# l. 1357-1400 (the gating GEMM's output in that dtype)
+ROUTER_DTYPE_BYTES = {None: LOGIT_BYTES, "fp32": 4.0, "fp64": 8.0}
+DEEPEP_NVL_PEERS = 8.0  # DeepEP @dd758caf LEGACY_NUM_MAX_NVL_PEERS: its intranode kernels' limit (buffer.hpp l. 121) [11]
+DEEPEP_SOURCE_META_BYTES = 8.0  # sizeof(SourceMeta), two ints (csrc/kernels/legacy/internode.cu l. 22-45) [11]
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
 
 
@@ -314,18 +333,22 @@ class MoEMLP:
         they replace tensors()' generic moe_router_logits, which memory.layer_memory drops where this is
         priced); and the dispatcher's (permutation_saved_bytes)."""
         routed = sum(router_saved_terms(self, router).values())
-        return ctx.T * routed / ctx.rep_div + self.permutation_saved_bytes(ctx, permute_fused, dispatcher)
+        return ctx.T * routed / ctx.rep_div + self.permutation_saved_bytes(ctx, permute_fused, dispatcher,
+                                                                           router.logit_bytes)
 
-    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str):
+    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
         """What the token permutations save [9]: Megatron-Core's alltoall dispatcher, per local token, the fused
         permutation's int32 row-id map (4 (2E + 1) B; the unfused one's int64 argsort of the [n E] map, kept
         whole through the probabilities' gather index, and its int64 sorted indices: 8 E + 8 k B); and, with
         more than one local expert, the fused chunk sorts' int32 maps (4 B each) around the experts, over the
         rows the rank's experts receive (token_copies x expert_scale x etp / tp per token, as moe_expert_in).
-        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes. The other dispatchers' permutations are
-        not priced (0)."""
+        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes; the allgather dispatcher:
+        allgather_saved_bytes (logit_bytes: the probabilities' dtype, the router's logits'). The other dispatchers'
+        permutations are not priced (0)."""
         if dispatcher == "deepep":  # a job setting
             return self.deepep_saved_bytes(ctx, permute_fused)
+        if dispatcher == "allgather":  # a job setting
+            return self.allgather_saved_bytes(ctx, permute_fused, logit_bytes)
         if dispatcher != "alltoall":
             return 0.0
         E, k = float(self.num_experts), float(self.top_k)
@@ -333,6 +356,26 @@ class MoEMLP:
         rows = self.local_rows(ctx)
         sorts = np.where(E / ctx.ep > 1.0, 2.0 * INDEX_BYTES * rows, 0.0) if permute_fused else 0.0
         return ctx.T * (permute / ctx.rep_div + sorts)
+
+    def allgather_saved_bytes(self, ctx, permute_fused: bool, logit_bytes: float = LOGIT_BYTES):
+        """What Megatron-Core's allgather dispatcher saves for its backward [12], per local token (n = T / rep_div),
+        over the N = n x R tokens it gathers from the R = etp x ep ranks of its group (E_l = E / ep local experts,
+        D = logit_bytes, the probabilities' dtype):
+          the probabilities' masked_select: it saves its input, the local experts' gathered probabilities
+            transposed and made contiguous ([E_l, N], D B), and its mask, the local map likewise ([E_l, N] bool):
+            R E_l (D + 1) = etp E (D + 1) B a local token;
+          the permutation of the gathered tokens to the local experts (permute without probabilities): fused, TE's
+            int32 row-id map over the gathered tokens [N, 2 E_l + 1], R 4 (2 E_l + 1) B a local token; unfused,
+            the int64 sorted indices of the rank's rows (the flat argsort freed with no probabilities to gather),
+            8 B a received row (local_rows, as alltoall's). The combine's unpermute keeps the same map or index
+            (no new bytes), its reduce-scatter nothing."""
+        E = float(self.num_experts)
+        local = E / ctx.ep
+        ranks = ctx.ep * ctx.etp
+        masked = ranks * local * (logit_bytes + BOOL_BYTES)
+        if permute_fused:
+            return ctx.T * (masked + ranks * INDEX_BYTES * (2.0 * local + 1.0)) / ctx.rep_div
+        return ctx.T * (masked / ctx.rep_div + INT64_INDEX_BYTES * self.local_rows(ctx))
 
     def deepep_saved_bytes(self, ctx, permute_fused: bool):
         """What Megatron-Core's flex dispatcher with DeepEP saves for its backward [11]: per local token
@@ -343,20 +386,47 @@ class MoEMLP:
         planner/dispatch.py counts them), the local permutation's map over the rank's E / ep experts: fused, TE's
         int32 row-id map 4 (2 E / ep + 1) B; unfused, the int64 argsort of the [n_recv, E / ep] map 8 E / ep B;
         and per received row (copy), the multihot conversion's int64 index pairs (probs[mask] and the index_put_,
-        2 x 16 B) and, unfused, the int64 sorted indices 8 B. Not priced (named): DeepEP's other handle tensors
-        (send_head, prefix matrices, recv_src_idx: shapes that differ between its intranode and internode kernels)."""
+        2 x 16 B) and, unfused, the int64 sorted indices 8 B.
+        And the rest of DeepEP's handle, which FusedDispatch / FusedCombine keep in ctx.handle until their backward
+        (fused_a2a.py @d98e8a64 l. 135, 187): DeepEP runs its intranode kernels where the group's R = ep x etp
+        ranks fit its 8 NVLink peers (num_rdma_ranks = max(1, R / 8), buffer.hpp l. 121; legacy.py l. 378) and its
+        internode kernels beyond. Intranode (legacy.py l. 401, buffer.hpp l. 604, 608): send_head int32 [n, R],
+        4 R B a local token, and recv_src_idx int32, 4 B a received token. Internode (legacy.py l. 500, buffer.hpp l.
+        1121, 1124-1125): send_rdma_head int32 [n, R / 8], 4 R / 8 B a local token; recv_src_meta [n_recv,
+        sizeof(SourceMeta) = 8] (internode.cu l. 22-45), 8 B a received token; send_nvl_head int32
+        [n_rdma_recv, 8], 32 B per token this rank receives over RDMA (each token once per node it reaches, from the
+        same local rank of each node: n x the nodes a token reaches, distinct(R / 8, k), capped by the model's
+        group-limited routing as planner/dispatch.py caps it). Not priced (named): the prefix matrices ([R, R],
+        [R, channels], [R / 8] int32: kilobytes a layer); the job's moe_route_nodes cap on the nodes reached
+        (the model's group-limited cap is applied)."""
         from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)
         local = E / ctx.ep
         rows = self.local_rows(ctx)  # received rows per token (as alltoall)
         recv = rows * distinct(ctx.ep, k) / k
-        token = INT64_INDEX_BYTES * k + BOOL_BYTES * ctx.ep * ctx.etp
+        ranks = ctx.ep * ctx.etp
+        token = INT64_INDEX_BYTES * k + BOOL_BYTES * ranks
         if permute_fused:
             per_recv, per_row = INDEX_BYTES * (2.0 * local + 1.0), 4.0 * INT64_INDEX_BYTES
         else:
             per_recv, per_row = INT64_INDEX_BYTES * local, 5.0 * INT64_INDEX_BYTES
-        return ctx.T * (token / ctx.rep_div + recv * per_recv + rows * per_row)
+        handle_token, handle_recv = self.deepep_handle_bytes(ranks)
+        return ctx.T * ((token + handle_token) / ctx.rep_div + recv * (per_recv + handle_recv) + rows * per_row)
+
+    def deepep_handle_bytes(self, ranks):
+        """(per local token, per received token) bytes of DeepEP's handle beyond is_token_in_rank, for a group of
+        `ranks` (deepep_saved_bytes [11]): intranode (ranks <= 8) send_head 4 ranks and recv_src_idx 4;
+        internode send_rdma_head 4 ranks / 8, send_nvl_head 32 x the nodes a token reaches, recv_src_meta 8."""
+        from .common import distinct_draws as distinct
+
+        nodes = np.maximum(ranks / DEEPEP_NVL_PEERS, 1.0)  # DeepEP's RDMA ranks, not the hardware's domain
+        reach = distinct(nodes, float(self.top_k))
+        if self.expert_groups:  # the model's group-limited routing (planner/dispatch.py _merged_bytes)
+            reach = np.minimum(reach, self.groups_per_token * np.maximum(1.0, nodes / self.expert_groups))
+        inter = ranks > DEEPEP_NVL_PEERS
+        per_token = np.where(inter, INDEX_BYTES * nodes + INDEX_BYTES * DEEPEP_NVL_PEERS * reach, INDEX_BYTES * ranks)
+        return per_token, np.where(inter, DEEPEP_SOURCE_META_BYTES, INDEX_BYTES)
 
     def cast_elements(self, ctx):
         return mlp_cast_elements(self, self.token_width(ctx), ctx)
@@ -404,16 +474,18 @@ class RouterPath:
     """The router's code path in a Megatron-Core run (job settings, planner/plan.py Settings): TE's fused
     top-k (moe_router_fusion), softmax before the top-k (moe_router_pre_softmax; a softmax router only), an
     auxiliary load-balancing loss computed (moe_aux_loss_coeff > 0 for an aux_loss / seq_aux_loss /
-    global_aux_loss balancing), a z-loss (moe_z_loss_coeff > 0)."""
+    global_aux_loss balancing), a z-loss (moe_z_loss_coeff > 0), the logits' bytes (moe_router_dtype)."""
     fused: bool = False
     pre_softmax: bool = False
     aux_loss: bool = False
     z_loss: bool = False
+    logit_bytes: float = LOGIT_BYTES  # the logits' dtype (moe_router_dtype: ROUTER_DTYPE_BYTES), bf16 by default
 
 
 def router_saved_terms(moe, path: RouterPath) -> dict:
     """Bytes the router saves for its backward per local token, by named term [10] (E experts, top-k k;
-    P = 4 B fp32, L = 8 B int64, B = 1 B bool, D = 2 B bf16 logits):
+    P = 4 B fp32, L = 8 B int64, B = 1 B bool, D = the logits' bytes, path.logit_bytes: 2 B bf16 by default, 4 / 8 B
+    under --moe-router-dtype fp32 / fp64, ROUTER_DTYPE_BYTES):
       topk     fused: TE's bool routing map E B and its fp32 [n, E] intermediate output 4 E (both saved by
                FusedTopkScoreFunction, softmax and sigmoid alike); unfused: torch.topk's int64 indices 8 k (the
                probabilities' scatter keeps the same index tensor) and the score function's saved output:
@@ -426,13 +498,35 @@ def router_saved_terms(moe, path: RouterPath) -> dict:
       aux      an auxiliary loss: fused, TE's score kernel's fp32 [n, E] intermediate output 4 E; unfused, the
                softmax's (or sigmoid's) fp32 [n, E] output 4 E (a sigmoid's normalising sum 4 more); the loss
                itself (a sum over tokens) keeps [E]-sized tensors only.
-      z_loss   the z-loss: torch.logsumexp keeps its input, the bf16 logits D E, and its output D (the
-               square keeps the same output).
-    Not priced (named): --moe-router-dtype fp32 / fp64 logits (the z-loss's saved logits 4 or 8 B, not
-    carried by the job); sinkhorn and quantile balancing's own paths (priced as the top-k path); a padding mask's
+      z_loss   the z-loss: torch.logsumexp keeps its input, the logits D E, and its output D (the square keeps
+               the same output; moe_utils.py @d98e8a64 z_loss_func l. 169-170, on the gating GEMM's output in the
+               router dtype).
+    --moe-router-dtype (moe_router_dtype; router.py @d98e8a64 l. 105-111): of the tensors above only the z-loss's
+    take the logits' dtype. Every score function computes in fp32 whatever the logits' dtype (moe_utils.py l.
+    896-899 "Logits are converted to fp32 for score functions"; softmax with dtype=torch.float32 l. 902 / 914,
+    torch.sigmoid(logits.float()) l. 917, so the saved softmax / sigmoid outputs are fp32 at any router dtype);
+    torch.topk and the scatters save int64 indices; TE's fused kernel writes its intermediate output in fp32
+    (csrc/extensions/router.cpp @4329ff84 l. 66) and its routing map as bool; the gating GEMM
+    (RouterGatingLinearFunction, moe_utils.py l. 1382) saves its bf16 input and weight, not its output. Not
+    priced (named, with their sizes per token of one MoE layer):
+      - the probabilities in the logits' dtype, probs.type_as(logits) (l. 936) scattered into a dense [n, E]
+        tensor (l. 954): not saved by autograd, but the alltoall dispatcher keeps it and the routing map as
+        attributes (token_dispatcher.py l. 642-643, self.probs / self.routing_map, overwritten only by the
+        layer's next forward): D E + E B held per MoE layer for one micro-batch (not per micro-batch in flight),
+        bf16 included: DeepSeek-V3 (E 256) 768 B bf16, 1,280 B fp32, 2,304 B fp64;
+      - the permuted probabilities the expert activation saves per routed row (WeightedSwiGLUFunction
+        ctx.save_for_backward(input, weights), fused_bias_swiglu.py l. 270): D per row (bf16 included) under
+        alltoall / allgather; fp32 under DeepEP and HybridEP, which cast them (token_dispatcher.py l. 1141,
+        1318) whatever the router dtype;
+      - transients: the gating backward's copy of its input in the router dtype, inp.to(router_dtype)
+        (l. 1430 / 1436: D h per token, during the router's backward), the fp32 / fp64 expert output before the
+        expert-TP reduce-scatter (token_dispatcher.py l. 830, hidden_states.to(self.probs.dtype)) and the
+        allgather dispatcher's combine (l. 366), which also move D / 2 times the bf16 bytes on the wire (step
+        time not priced either), and the fp64 gating GEMM on torch.mm at the fp64 rate (l. 1389-1400).
+    Also not priced: sinkhorn and quantile balancing's own paths (priced as the top-k path); a padding mask's
     masked copies."""
     E, k = float(moe.num_experts), float(moe.top_k)
-    P, L, B, D = PROB_BYTES, INT64_INDEX_BYTES, BOOL_BYTES, LOGIT_BYTES
+    P, L, B, D = PROB_BYTES, INT64_INDEX_BYTES, BOOL_BYTES, path.logit_bytes
     multi = 1.0 if moe.top_k > 1 else 0.0  # the sigmoid's normalisation runs for k > 1 only (a model constant)
     if path.fused:
         topk, groups = B * E + P * E, 0.0

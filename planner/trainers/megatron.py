@@ -57,8 +57,9 @@ read). Modelled:
   and --moe-pad-expert-input-to-capacity, the router's balancing (--moe-router-force-load-balancing: moe_rank_imbalance
   1.0; --moe-router-enable-expert-bias, --moe-router-load-balancing-type: moe_load_balancing, planner/imbalance.py),
   the router's path (--moe-aux-loss-coeff of an auxiliary-loss type: moe_aux_loss_coeff, absent 0.0 as in Megatron-LM,
-  listed as assumed; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax; what the
-  router saves for its backward: planner/layers/moe.py router_saved_terms),
+  listed as assumed; --moe-z-loss-coeff: moe_z_loss_coeff; --moe-router-pre-softmax: moe_router_pre_softmax;
+  --moe-router-dtype: moe_router_dtype; what the router saves for its backward: planner/layers/moe.py
+  router_saved_terms),
   --microbatch-group-size-per-virtual-pipeline-stage (the job's microbatch_group: the interleaved
   schedule's N, planner/pipeline.py [10]), the fusion switches [6] (--no-rope-fusion,
   --no-bias-swiglu-fusion / --no-bias-gelu-fusion, --no-bias-dropout-fusion,
@@ -227,7 +228,7 @@ VALUE_FLAGS = {
     "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
     "--cuda-graph-impl", "--cuda-graph-modules", "--cuda-graph-scope",  # CUDA graphs (_cuda_graphs)
     "--moe-router-load-balancing-type",  # the job's moe_load_balancing (_balancing; planner/imbalance.py)
-    "--moe-aux-loss-coeff", "--moe-z-loss-coeff",  # the router's path (_router; planner/layers/moe.py [10])
+    "--moe-aux-loss-coeff", "--moe-z-loss-coeff", "--moe-router-dtype",  # the router's path (_router; planner/layers/moe.py [10])
 }
 # store_true flags the planner does not read but that take no value (so the next word is not theirs)
 # store_true flags read as part of the model or the plan (checked against the model, or priced with
@@ -267,8 +268,6 @@ NOT_MODELLED = {
     "--check-weight-hash-across-dp-replicas-interval": "every N steps each rank hashes all its weights and the hashes "
                                                        "are gathered across data-parallel replicas (training.py l. "
                                                        "3983-3984): time on those steps",
-    "--moe-router-dtype": "the router's gating GEMM and logits in fp32 or fp64 (moe/router.py l. 105-111): tokens x "
-                          "experts x 4 or 8 B instead of 2 B, and the GEMM at that precision's rate",
     "--spec": "the module spec the layers are built from (e.g. 'local': Megatron-Core's layers without Transformer "
               "Engine; arguments.py l. 3645): other kernels than the stack prices",
     "--overlap-param-gather-with-optimizer-step": "the first parameter all-gathers overlapped with the optimizer step "
@@ -1772,6 +1771,7 @@ def _balancing(where: str, flags: dict, job: dict, assumed: list) -> None:
                        "default; the routing imbalance rule of planner/imbalance.py)")
 
 
+ROUTER_DTYPES = ("fp32", "fp64")  # transformer_config.py @d98e8a64 l. 811 moe_router_dtype Optional[Literal['fp32', 'fp64']]
 AUX_LOSS_TYPES = ("aux_loss", "seq_aux_loss", "global_aux_loss")  # router.py @d98e8a64 is_aux_loss_enabled l. 403-408
 
 
@@ -1781,7 +1781,8 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
     get_aux_loss_coeff l. 388-401: one type and one coefficient, or one coefficient per type; the largest of the
     aux_loss / seq_aux_loss / global_aux_loss types', 0 where none is one: `none`, sinkhorn, quantile_balancing);
     absent, Megatron-LM's default 0.0 (arguments.py --moe-aux-loss-coeff), listed as assumed. --moe-z-loss-coeff
-    is moe_z_loss_coeff (absent: none, transformer_config.py), --moe-router-pre-softmax moe_router_pre_softmax."""
+    is moe_z_loss_coeff (absent: none, transformer_config.py), --moe-router-pre-softmax moe_router_pre_softmax,
+    --moe-router-dtype moe_router_dtype (absent: the input's dtype)."""
     kinds = words_of(flags.get("--moe-router-load-balancing-type")) or ["aux_loss"]
     raw = flags.get("--moe-aux-loss-coeff")
     if raw is None:
@@ -1803,6 +1804,13 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
         z = _float(where, flags, "--moe-z-loss-coeff")
         job["moe_z_loss_coeff"] = _non_negative(where, "--moe-z-loss-coeff", flags["--moe-z-loss-coeff"], z)
     job["moe_router_pre_softmax"] = "--moe-router-pre-softmax" in flags
+    if "--moe-router-dtype" in flags:
+        dtype = flags["--moe-router-dtype"]
+        if dtype not in ROUTER_DTYPES:
+            raise PlannerError(f"{where}--moe-router-dtype {_short(dtype)}: not one of Megatron's choices",
+                               f"valid: {', '.join(ROUTER_DTYPES)} (transformer_config.py @d98e8a64 l. 811 "
+                               "moe_router_dtype Optional[Literal['fp32', 'fp64']])")
+        job["moe_router_dtype"] = dtype
 
 
 def _non_negative(where: str, name: str, raw, value: float) -> float:
