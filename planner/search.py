@@ -314,7 +314,11 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
 
 def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
-    return {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), np.shape(b.tp))[rows] for f in fields}
+    out = {}
+    for f in fields:  # by take, a scalar default filled (the same values as broadcast and indexed, faster)
+        v = np.asarray(getattr(b, f), dtype=np.int64)
+        out[f] = np.full(len(rows), v, dtype=np.int64) if v.ndim == 0 else v.take(rows)
+    return out
 
 
 def _base_groups(space: Space, rows: np.ndarray, fields: tuple) -> tuple:
