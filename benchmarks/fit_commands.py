@@ -41,6 +41,14 @@ COMMANDS = [
     "fit --model llama3-405b --gpus 16384 --seq-len 8192 --step-batch-size-schedule '0:512 252M:1024 2.87T:2048' --tokens 15.6T --top 3",
     "fit --model llama3-70b --gpus 512 --stack llm-foundry --hardware a100-sxm-80gb",
     "fit --model gpt3-175b --gpus 1024 --stack megatron-deepspeed --format json",
+    # issue 23's (branch dsfast): the dispatcher pinned and searched elsewhere, a torchtitan MoE fit
+    "fit --model deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len 4096 --moe-dispatcher alltoall",
+    "fit --model deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len 4096 --moe-dispatcher deepep --format json",
+    "fit --model deepseek-v3 --gpus 2048 --hardware h800-sxm --global-batch 15360 --seq-len 4096 --tp 8 --pp 1 --moe-dispatcher hybridep",
+    "fit --model deepseek-v3 --gpus 1024 --hardware a100-sxm-80gb --format json",
+    "fit --model qwen3-30b-a3b --gpus 64 --stack torchtitan",
+    "fit --model deepseek-v3 --gpus 512 --stack torchtitan --format json",
+    "fit --model mixtral-8x22b --gpus 256",
 ]
 
 

@@ -1809,11 +1809,15 @@ def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, pc: ParamCounts):
     shapes.append((-1, settings.model.vocab_size / g.plan.tp.astype(np.float64), np.float64(settings.model.hidden_size)))
     N = np.array(np.broadcast_arrays(*(n for _, n, _ in shapes), *(k for _, _, k in shapes)))
     N, K = N[:len(shapes)], N[len(shapes):]  # (entries, groups)
-    same = (N[:, None] == N[None]) & (K[:, None] == K[None])  # (entry, earlier entry, groups)
-    flat = same.reshape(len(shapes), len(shapes), -1)
-    some, every = flat.any(axis=-1), flat.all(axis=-1)
-    out = [(i, N[j] * K[j], [(e, True if every[j, e] else same[j, e]) for e in range(j) if some[j, e]])
-           for j, (i, _, _) in enumerate(shapes)]
+    out = []
+    for j, (i, _, _) in enumerate(shapes):
+        if not j:  # no earlier entry
+            out.append((i, N[j] * K[j], []))
+            continue
+        same = (N[:j] == N[j]) & (K[:j] == K[j])  # (earlier entry, groups): each earlier entry, once
+        flat = same.reshape(j, -1)
+        some, every = flat.any(axis=-1), flat.all(axis=-1)
+        out.append((i, N[j] * K[j], [(e, True if every[e] else same[e]) for e in range(j) if some[e]]))
     return g.expand(out)
 
 

@@ -244,12 +244,14 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
     rows = np.flatnonzero(present)  # the base rows among the candidates
     rows = rows[np.lexsort(tuple(np.broadcast_to(getattr(b, f), np.shape(b.tp))[rows]
                                  for f in ("split_loss", "split_emb", "vpp", "pp")))]
-    # the pipeline placement, once per distinct tuple of the fields it reads over all the rows
-    placed, p_index, p_size = mem.placement_groups(space.settings,
-                                                   KeyedPlan(_columns(b, rows, mem.PIPELINE_FIELDS + ("tp",))))
+    # the pipeline placement, once per distinct tuple of the fields it reads over all the rows (the
+    # columns it and the floor both read taken once)
+    pipe, state = mem.PIPELINE_FIELDS + ("tp",), mem.STATE_FIELDS + ("schedule",)
+    cols = _columns(b, rows, tuple(dict.fromkeys(pipe + (state if cap is not None else ()))))
+    placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan({f: cols[f] for f in pipe}))
     floor, dropped = None, rows[:0]
     if cap is not None:  # fitting_memory: the rows whose model states alone exceed cap are not priced
-        floor = mem.states_floor(space.settings, KeyedPlan(_columns(b, rows, mem.STATE_FIELDS + ("schedule",))),
+        floor = mem.states_floor(space.settings, KeyedPlan({f: cols[f] for f in state}),
                                  (placed, p_index, p_size))
         kept = floor <= cap
         dropped, dropped_floor = rows[~kept], floor[~kept]
@@ -314,7 +316,11 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
 
 def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
-    return {f: np.broadcast_to(np.asarray(getattr(b, f), dtype=np.int64), np.shape(b.tp))[rows] for f in fields}
+    out = {}
+    for f in fields:  # by take, a scalar default filled (the same values as broadcast and indexed, faster)
+        v = np.asarray(getattr(b, f), dtype=np.int64)
+        out[f] = np.full(len(rows), v, dtype=np.int64) if v.ndim == 0 else v.take(rows)
+    return out
 
 
 def _base_groups(space: Space, rows: np.ndarray, fields: tuple) -> tuple:

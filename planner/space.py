@@ -84,7 +84,7 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from dataclasses import fields as dataclass_fields
 
 import numpy as np
@@ -340,6 +340,9 @@ class Space:
     # the recompute choices asked for, before the start-up rules on recompute alone dropped some
     # (_recompute_runnable): what uncompiled_space counts the rows it revives with
     recompute_asked: np.ndarray = None
+    # variant_ok's (plan, {dispatcher code: where it runs}) of the last plan it was given (held, so that its
+    # identity is not reused), the dispatcher's start-up rules evaluated once per plan and dispatcher
+    _dispatcher_memo: tuple = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def n_orders(self) -> np.ndarray:
@@ -382,8 +385,14 @@ class Space:
         if self.dispatchers is not None and self.variants[var, DISPATCHER_COLUMN] != self.variants[0, DISPATCHER_COLUMN]:
             from .startup import cluster_of, dispatcher_broken
 
-            s = self.settings_of(var)
-            ok &= (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan, cluster_of(s.hardware, s.gpus))
+            code = int(self.variants[var, DISPATCHER_COLUMN])
+            memo = self._dispatcher_memo
+            if memo is None or memo[0] is not plan:  # variants sharing a dispatcher (TP overlap on / off) share
+                memo = self._dispatcher_memo = (plan, {})  # its rules' mask on this plan (best_variants' loop)
+            if code not in memo[1]:
+                s = self.settings_of(var)
+                memo[1][code] = (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan, cluster_of(s.hardware, s.gpus))
+            ok &= memo[1][code]
         if var:
             from copy import copy
 
@@ -1042,18 +1051,23 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     rows.update({k: v[rows["mesh"]] for k, v in mesh.items()})
     codes = constraint_codes(settings, _plan(rows, gbs, seq, prec, settings), upto=LAST_BATCH_RULE)
     _count(reasons, codes, per_mesh[rows["mesh"]].astype(np.float64))
-    rows = {k: v[codes == OK] for k, v in rows.items()}
+    keep = codes == OK
+    rows = {k: v[keep] for k, v in rows.items()}
     if settings.batch_schedule:  # a batch ramp: every phase's batch passes the batch rules too
         keep = _phase_codes(settings, rows, gbs, seq, prec, reasons, per_mesh[rows["mesh"]])
         rows = {k: v[keep] for k, v in rows.items()}
 
-    # ---- sharding options, then SP
+    # ---- sharding options, then SP; the mesh's columns (each row's mesh[k][rows["mesh"]]) are not
+    # carried through the two expansions but read again from the mesh after them (the same values)
+    for k in mesh:
+        del rows[k]
     mid = rows["mesh"]
     _guard(int(sh_ok[mid].sum()) * len(sp_vals), f"{len(mid):,} plans x sharding options x SP",
            "pin --sharding, --micro-batch or --pp")
     rows = _expand(rows, sh_ok[mid], {"sharding": opt_code, "smode": opt_mode, "shard": opt_shard[mid],
                                       "shopt": np.arange(len(opt_code), dtype=i64)})
     rows = _expand(rows, sp_ok[rows["mesh"]], {"sp": sp_vals, "spopt": np.arange(len(sp_vals), dtype=i64)})
+    rows.update({k: v.take(rows["mesh"]) for k, v in mesh.items()})
     base = _plan(rows, gbs, seq, prec, settings)
     if variants is None:  # the stack's defaults for a search without a job (tests): no TP overlap
         variants = np.array([[0, 0, 1, 0]], dtype=np.int64)

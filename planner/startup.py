@@ -873,10 +873,28 @@ def _deepep_gpu(group, cluster: Cluster) -> np.ndarray:
     return np.zeros(np.shape(group), dtype=bool)
 
 
+_PIECES_READS = ("order", "tp", "cp", "pp", "dp", "ep", "etp")  # the plan fields _tp_ep_pieces reads
+_pieces_last: list = [None, None]  # [(cluster, the fields' objects), result]: the last call's (_tp_ep_pieces)
+
+
 def _tp_ep_pieces(plan, cluster: Cluster):
     """(group, every piece divides it, the pieces' gcd, it spans domains) of Megatron's flex dispatcher's
     expert-TP x EP group on the cluster (comm.domain_pieces at the folded grid's tp_ep stride, the
-    placement dispatch.group_link gives step.ep_comm and memory.dispatcher_buffer_bytes)."""
+    placement dispatch.group_link gives step.ep_comm and memory.dispatcher_buffer_bytes). The rules
+    MEGATRON_HYBRIDEP_DOMAIN, _EXPERTS and _TOKENS read it one after the other on the same plan: the
+    last call's result is returned again where the cluster and the plan's fields it reads are the same
+    objects (held here, so that no id is reused; the search's plan columns are never written in place)."""
+    key = (cluster,) + tuple(getattr(plan, f) for f in _PIECES_READS)
+    last = _pieces_last[0]
+    if last is not None and len(last) == len(key) and all(a is b for a, b in zip(last, key)):
+        return _pieces_last[1]
+    out = _tp_ep_pieces_of(plan, cluster)
+    _pieces_last[0], _pieces_last[1] = key, out
+    return out
+
+
+def _tp_ep_pieces_of(plan, cluster: Cluster):
+    """_tp_ep_pieces, computed."""
     from . import comm
 
     strides = comm.strides_by_code(np.asarray(plan.order), tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
