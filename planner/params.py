@@ -28,12 +28,11 @@ References
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
-from .layers import LayerList, layer_list
+from .layers import LayerList, layer_list, per_model
 from .layers.common import BlockParams, norm_params
 from .layers.moe import MoEMLP
 from .schema import ModelSpec
@@ -149,21 +148,13 @@ def _legacy(m: ModelSpec, ll: LayerList) -> dict | None:
     return out
 
 
-_COUNTS: "OrderedDict[int, tuple[ModelSpec, ParamCounts]]" = OrderedDict()
+_counts = per_model(lambda m: _count_params(m))
 
 
 def count_params(m: ModelSpec) -> ParamCounts:
-    """The model's parameter counts, built once per model object (as layers.layer_list: a ModelSpec
-    is frozen; a fit calls this about 30 times on one model, 0.1-0.4 ms each, issue 24)."""
-    hit = _COUNTS.get(id(m))
-    if hit is not None and hit[0] is m:
-        _COUNTS.move_to_end(id(m))
-        return hit[1]
-    out = _count_params(m)
-    _COUNTS[id(m)] = (m, out)  # the entry holds the model, so its id cannot be reused while cached
-    while len(_COUNTS) > 256:
-        _COUNTS.popitem(last=False)
-    return out
+    """The model's parameter counts, built once per model object (layers.per_model, as layer_list: a
+    ModelSpec is frozen; a fit calls this about 30 times on one model, 0.1-0.4 ms each, issue 24)."""
+    return _counts(m)
 
 
 def _count_params(m: ModelSpec) -> ParamCounts:

@@ -313,20 +313,33 @@ def _build(m: ModelSpec) -> LayerList:
                      period=period, mtp=m.mtp_layers)
 
 
-_CACHE: "OrderedDict[int, tuple[ModelSpec, LayerList]]" = OrderedDict()
+def per_model(build, size: int = 256):
+    """`build(m)` cached per model object: a ModelSpec is frozen, so what is built from one is built
+    once (layer_list, params.count_params: a fit asks for them tens of times on one model). The
+    entries hold their model, so an id cannot be reused while it is cached; the oldest of `size`
+    entries goes first."""
+    cache: "OrderedDict[int, tuple[ModelSpec, Any]]" = OrderedDict()
+
+    def get(m: ModelSpec):
+        hit = cache.get(id(m))
+        if hit is not None and hit[0] is m:
+            cache.move_to_end(id(m))
+            return hit[1]
+        out = build(m)
+        cache[id(m)] = (m, out)
+        while len(cache) > size:
+            cache.popitem(last=False)
+        return out
+
+    return get
+
+
+_layer_list = per_model(lambda m: _build(m))
 
 
 def layer_list(m: ModelSpec) -> LayerList:
-    """The model's layers (module docstring), built once per model object."""
-    hit = _CACHE.get(id(m))
-    if hit is not None and hit[0] is m:
-        _CACHE.move_to_end(id(m))
-        return hit[1]
-    out = _build(m)
-    _CACHE[id(m)] = (m, out)  # the entry holds the model, so its id cannot be reused while cached
-    while len(_CACHE) > 256:
-        _CACHE.popitem(last=False)
-    return out
+    """The model's layers (module docstring), built once per model object (per_model)."""
+    return _layer_list(m)
 
 
 # ----------------------------------------------------------------------------- per plan
