@@ -368,8 +368,18 @@ References
      tensors) and these; where it exceeds the peak above, the excess is in the recompute buffer (the transient of
      one layer). all_gather and a2a have no such merge (planner/cp_comm_type.py turns it off): [cp2]; a2a+p2p
      (hierarchical) runs it over its p2p ranks (cp / the all-to-all group's), its all-to-alls' copies in [cp2].
-     With fp8 attention ([fa8]) the ring's buffers are priced as in bf16 (TE's fp8 CP path, its fp32 output
-     dequantization, l. 1980-1986, not derived).
+     With fp8 attention ([fa8]; fp8 = fp8_dpa, Megatron's fp8_dot_product_attention, is_input_fp8 off) the recipe's
+     ring (stack_db fp8_recipes fp8_attention cp_ring_kv_bytes, cp_merge_out_bytes, cp_inputs_bf16_bytes, with
+     sources): l. 1579-1583 quantize q, k, v up front and ring their fp8 data (1 B; MXFP8 keeps them bf16 and
+     quantizes each step's slices, cp_p2p_fwd_fused_attn l. 976-979: 2 B); l. 1979-1986 dequantize every step's
+     output to fp32 (4 B, CP_FP8_STEP_OUT_BYTES), kept in out_per_step to the end of forward; the merge writes
+     out in that fp32, then out_part (l. 2081) and out_f16 (l. 2124) are bf16 copies and delayed scaling's
+     O_quantizer makes the saved out_fp8 (l. 2125-2130): 4 + 2 + 2 B an output element beyond the saved one
+     (current scaling and MXFP8 save out_part: 4 + 2 B); the caller's bf16 q, k, v stay referenced beside the
+     saved fp8 ones under delayed and current scaling (2 B; MXFP8 saves the bf16 q and kv, l. 2153-2154).
+     Per local token: cp (4 a d / t + 4 a / t + 2 c k' d) + o a d / t + i (a d / t + 2 k' d), c, o, i the
+     recipe's three figures. Not priced: fp8_mha's fp8 inputs, MXFP8's saved bf16 q, kv under CP where the
+     table prices [fa8]'s 2.0625 B (0.0625 B an element over), the fp8 ring's backward (l. 2253 on).
 [fa8] fp8 attention (job field fp8_attention; Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer
      Engine's recipe fp8_dpa; stack_db fp8_recipes fp8_attention, with sources): NVIDIA/TransformerEngine @4329ff84
      transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc.forward quantizes q, k, v
@@ -1154,12 +1164,23 @@ def kv_expansion_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
     return ctx.T * 2.0 * ACT_BYTES * mixer.d * np.maximum(extra, 0.0)
 
 
-def cp_forward_merge_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
-    """What one attention layer's forward holds beyond its saved tensors at the merge of Transformer
+# each ring step's output, dequantized to fp32 and kept to the merge under fp8 attention [cp3]: TE @4329ff84
+# context_parallel.py AttnFuncWithCPAndKVP2P.forward l. 1979-1986 (delayed: dequantize(dtype=torch.float32);
+# current scaling and MXFP8: .to(dtype=torch.float32))
+CP_FP8_STEP_OUT_BYTES = 4.0
+
+
+def cp_forward_merge_bytes(kind: LayerKind, ctx: Ctx, f8=None) -> np.ndarray:
+    """What one attention layer's forward holds beyond its saved tensors at the end of Transformer
     Engine's P2P ring [cp3], on the last CP rank: cp step outputs (bf16, T a d / t each), cp fp32
     softmax statistics (T a / t each) and cp K/V buffers of the local size (bf16, 2 T k' d each, the
     saved one and the layer's own roped k, v counted: cp in all beyond the table); 0 without CP,
-    for MLA and for layers without an attention core."""
+    for MLA and for layers without an attention core. f8: under fp8 attention, the recipe's ring
+    figures (stacks.fp8_recipe cp_ring_kv, cp_merge_out, cp_inputs_bf16: arrays over the plans, or
+    None): the step outputs at 4 B (fp32), the K/V buffers at cp_ring_kv B an element, and at the
+    end of the forward the merged output's fp32 and bf16 copies beyond the saved one (cp_merge_out B
+    a local output element) and the caller's bf16 q, k, v beside the saved quantized ones
+    (cp_inputs_bf16 B an element)."""
     from .layers.attention import Attention
 
     mixer = kind.mixer
@@ -1167,7 +1188,12 @@ def cp_forward_merge_bytes(kind: LayerKind, ctx: Ctx) -> np.ndarray:
         return np.zeros(np.shape(ctx.T))
     cp = np.asarray(ctx.cp, dtype=np.float64)
     a_loc = mixer.a / ctx.tp
-    per_token = cp * (ACT_BYTES * a_loc * mixer.d + 4.0 * a_loc + 2.0 * ACT_BYTES * kv_local(mixer.k, ctx.tp) * mixer.d)
+    kv_el = 2.0 * kv_local(mixer.k, ctx.tp) * mixer.d  # K and V elements a local token
+    if f8 is None:
+        per_token = cp * (ACT_BYTES * a_loc * mixer.d + 4.0 * a_loc + ACT_BYTES * kv_el)
+    else:
+        per_token = (cp * (CP_FP8_STEP_OUT_BYTES * a_loc * mixer.d + 4.0 * a_loc + f8["cp_ring_kv"] * kv_el)
+                     + f8["cp_merge_out"] * a_loc * mixer.d + f8["cp_inputs_bf16"] * (a_loc * mixer.d + kv_el))
     return np.where(cp > 1, ctx.T * per_token, 0.0)
 
 
@@ -1506,7 +1532,9 @@ class _PerLayer:
         # (a2a+p2p: the ring over the p2p ranks, cp / the all-to-all group's, planner/cp_comm_type.py)
         a2a, ring_cp = ring_ranks(stack.context_parallel, ctx.cp)
         ring_ctx = ctx if a2a == 1.0 else dataclasses.replace(ctx, cp=ring_cp)
-        self.cp_merge = ([cp_forward_merge_bytes(k, ring_ctx) for k in pc.layers.kinds]
+        # under fp8 attention (a job setting) the recipe's fp8 ring figures [cp3], else the bf16 ring's
+        f8 = fp8_recipe(stack, plan.f8r) if settings.fp8_attention else None
+        self.cp_merge = ([cp_forward_merge_bytes(k, ring_ctx, f8) for k in pc.layers.kinds]
                          if stack.memory.cp_forward_merge else None)
 
     def _buffers(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:

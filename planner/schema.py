@@ -1141,6 +1141,16 @@ class FP8Attention(BaseModel):
                                                      "(scales included) in place of the bf16 ones")
     out_saved_bytes: float = Field(gt=0, description="bytes per element of the core output the kernel saves beside "
                                                      "the output projection's own quantized input")
+    cp_ring_kv_bytes: float = Field(gt=0, description="bytes per element of the K/V buffers of Transformer Engine's "
+                                                      "P2P context-parallel ring under this recipe (memory.py [cp3]: "
+                                                      "the fp8 data where TE quantizes q, k, v before the ring, bf16 "
+                                                      "where it quantizes each step's slices)")
+    cp_merge_out_bytes: float = Field(ge=0, description="bytes per local output element the P2P ring's forward holds "
+                                                        "at its end beyond the layer's saved output (memory.py [cp3]: "
+                                                        "the fp32 merged output and its bf16 copies not saved)")
+    cp_inputs_bf16_bytes: float = Field(ge=0, description="bytes per q, k, v element of the caller's bf16 q, k, v live "
+                                                          "through the P2P ring's forward beside the saved quantized "
+                                                          "ones (memory.py [cp3]; 0 where the bf16 ones are saved)")
     min_compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$",
                                         description="the lowest GPU compute capability the stack's fused attention "
                                                     "runs this recipe's fp8 path on (below it no backend trains)")

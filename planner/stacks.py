@@ -79,10 +79,10 @@ def _recipe_column(stack: Stack, attr: str, missing: float) -> np.ndarray:
                      for n in FP8_RECIPES], dtype=np.float64)
 
 
-def _dpa_column(stack: Stack, attr: str) -> np.ndarray:
-    """A recipe's fp8 attention figure (FP8Attention `attr`) per recipe code; 2 B (bf16) where it has none."""
+def _dpa_column(stack: Stack, attr: str, none: float = 2.0) -> np.ndarray:
+    """A recipe's fp8 attention figure (FP8Attention `attr`) per recipe code; `none` (2 B, bf16) where it has none."""
     specs = [stack.fp8_recipes[n].fp8_attention if n in stack.fp8_recipes else None for n in FP8_RECIPES]
-    return np.array([float(getattr(f, attr)) if f is not None else 2.0 for f in specs], dtype=np.float64)
+    return np.array([float(getattr(f, attr)) if f is not None else none for f in specs], dtype=np.float64)
 
 
 def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
@@ -105,6 +105,10 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
         # the fp8 fused attention's saved q, k, v and output, bytes an element (memory.py [fa8]; bf16 where none)
         "dpa_qkv": _dpa_column(stack, "qkv_saved_bytes")[code],
         "dpa_out": _dpa_column(stack, "out_saved_bytes")[code],
+        # TE's P2P context-parallel ring under the recipe's fp8 attention (memory.py [cp3]; bf16 figures where none)
+        "cp_ring_kv": _dpa_column(stack, "cp_ring_kv_bytes")[code],
+        "cp_merge_out": _dpa_column(stack, "cp_merge_out_bytes", 0.0)[code],
+        "cp_inputs_bf16": _dpa_column(stack, "cp_inputs_bf16_bytes", 0.0)[code],
         "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],
         "low_bwd": np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])[code],
     }

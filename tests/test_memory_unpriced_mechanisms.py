@@ -169,6 +169,57 @@ def test_cp_p2p_forward_merge_by_hand():
     assert stages(cp=1, tp=2)[mem.STAGE_FIRST].recompute_buffer == 0.0
 
 
+def test_cp_p2p_forward_merge_fp8_attention_by_hand():
+    """Under fp8 attention (delayed scaling, H100) TE @4329ff84 AttnFuncWithCPAndKVP2P.forward rings the
+    fp8 K/V data (1 B), dequantizes each step's output to fp32 (l. 1979-1986) and keeps it to the merge,
+    and at its end holds the fp32 merged output, out_part and out_f16 (bf16) beside the saved out_fp8
+    (8 B a local output element) while the caller's bf16 q, k, v stay referenced beside the saved fp8
+    ones. Llama 3 8B (32 heads, 8 KV heads, d 128), Megatron, tp 1, pp 2, seq 8192, micro-batch 1,
+    precision fp8, per local token on the last CP rank:
+    cp x (4 x 32 x 128 + 4 x 32 + 1 x 2 x 8 x 128) + 8 x 32 x 128 + 2 x (32 x 128 + 2 x 8 x 128)
+    = cp x 18,560 + 32,768 + 12,288.
+    cp 2 (T 4,096): 82,176 x 4,096 = 336,592,896 B (bf16 attention: 2 x 12,416 x 4,096 = 101,711,872);
+    cp 4 (T 2,048): 119,296 x 2,048 = 244,318,208 B (bf16 attention: 4 x 12,416 x 2,048 = 101,711,872).
+    The first stage's recompute buffer is that moment's excess, exactly, as in bf16."""
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    def first(cp, fa):
+        job = Job(model="llama3-8b", gpus=2 * cp, pp=2, cp=cp, micro_batch=1, global_batch=8, seq_len=8192,
+                  recompute="none", precision="fp8", fp8_attention=fa)
+        return mem.stage_memory_terms(*resolve(job)[:2])[mem.STAGE_FIRST].recompute_buffer
+
+    assert first(2, True) == pytest.approx(336_592_896, rel=1e-12)
+    assert first(2, False) == pytest.approx(101_711_872, rel=1e-12)
+    assert first(4, True) == pytest.approx(244_318_208, rel=1e-12)
+    assert first(4, False) == pytest.approx(101_711_872, rel=1e-12)
+
+
+def test_cp_p2p_forward_merge_fp8_recipes_by_hand():
+    """The recipes' ring figures (stack_db megatron fp8_recipes fp8_attention, from TE @4329ff84
+    context_parallel.py): current scaling keeps the fp8 ring (1 B) and the caller's bf16 q, k, v but
+    saves out_part, 6 B a merged-output element beyond it; MXFP8 rings bf16 K/V (quantized per step),
+    saves the bf16 q, kv and out_part: 6 B, no bf16 inputs beyond. Per local token, Llama 3 8B, cp 2:
+    current 2 x 18,560 + 6 x 4,096 + 12,288 = 73,984; MXFP8 2 x (16,384 + 128 + 4,096) + 24,576
+    = 65,792 (bf16 attention: 24,832)."""
+    from planner import memory as mem
+    from planner.layers import context, layer_list
+    from planner.stacks import fp8_recipe, stack_of
+    from planner.plan import FP8_RECIPE_CODES, resolve
+    from planner.schema import Job
+
+    settings, plan = resolve(Job(model="llama3-8b", gpus=4, pp=2, cp=2, micro_batch=1, global_batch=8,
+                                 seq_len=8192, recompute="none"))[:2]
+    ctx = context(plan)
+    kind = layer_list(settings.model).kinds[0]
+    stack = stack_of(settings)
+    per_token = {n: float(mem.cp_forward_merge_bytes(kind, ctx, fp8_recipe(stack, FP8_RECIPE_CODES[n])))
+                 / float(ctx.T) for n in ("delayed", "tensorwise", "mxfp8")}
+    assert per_token == {"delayed": 82_176.0, "tensorwise": 73_984.0, "mxfp8": 65_792.0}
+    assert float(mem.cp_forward_merge_bytes(kind, ctx)) / float(ctx.T) == 24_832.0
+
+
 # ---- [mr] Megatron's lru_cache'd rotary tables
 def test_megatron_rope_lru_cache_by_hand():
     """Megatron @d98e8a64 RotaryEmbedding.forward is @lru_cache(maxsize=32): the fp32 emb
