@@ -379,7 +379,9 @@ References
      saved fp8 ones under delayed and current scaling (2 B; MXFP8 saves the bf16 q and kv, l. 2153-2154).
      Per local token: cp (4 a d / t + 4 a / t + 2 c k' d) + o a d / t + i (a d / t + 2 k' d), c, o, i the
      recipe's three figures. Not priced: fp8_mha's fp8 inputs, MXFP8's saved bf16 q, kv under CP where the
-     table prices [fa8]'s 2.0625 B (0.0625 B an element over), the fp8 ring's backward (l. 2253 on).
+     table prices [fa8]'s 2.0625 B (0.0625 B an element over), the fp8 ring's backward (l. 2253 on: delayed keeps
+     cp uint8 dq and dK/dV partials and dequantizes all cp to fp32 before summing, l. 2403-2421, 2872-2890;
+     Megatron's CP backward has no moment here in bf16 either).
 [fa8] fp8 attention (job field fp8_attention; Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer
      Engine's recipe fp8_dpa; stack_db fp8_recipes fp8_attention, with sources): NVIDIA/TransformerEngine @4329ff84
      transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc.forward quantizes q, k, v
