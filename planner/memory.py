@@ -440,6 +440,16 @@ References
      Transformer Engine graphs of moe_router + moe_preprocess with the alltoall dispatcher the permuted tokens
      (T / (tp under SP) x top_k x h x 2 B an MoE layer and micro-batch), which the eager layer frees after the
      dispatch, are among them: added to the layer's saved activations (every recompute mode a graph runs with).
+[dh] The MoE token dispatchers' attributes (layers/moe.py dispatcher_held_bytes [13]; stack memory.moe_routing_saved):
+     Megatron-Core's dispatchers keep tensors of a layer's last forward as attributes until that layer's next
+     forward overwrites them (the alltoall dispatcher's dense probabilities self.probs and, on the unfused router,
+     its bool routing map; the allgather dispatcher's local map; DeepEP's fp32 top-k probabilities and received
+     multihot map). One micro-batch's per MoE layer, whatever the micro-batches in flight: summed over the stage's
+     MoE layers (and an MTP module's on the stage holding the loss), held at the activations' peak and at the
+     optimizer step (every moment of the step: the previous step's are held until each layer's first forward),
+     priced in layer_activations. The tensors autograd also saves (TE's fused routing map, DeepEP's top-k indices,
+     the allgather's per-row probabilities) count beyond the saves only in the share of layers full recompute
+     re-runs, whose checkpointed forward saved nothing.
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1083,6 +1093,29 @@ def moe_routing_saves(settings: Settings):
     return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher) if kind.has_experts else 0.0
 
 
+def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
+    """(per layer kind (held, held_if_recomputed), the MTP modules' held): what one MoE layer's token dispatcher
+    keeps as attributes from its forward to its next one, one micro-batch's (layers/moe.py dispatcher_held_bytes
+    [13]; (0, 0) for a kind without routed experts), and the MTP modules' MoE layers' on the stage holding the loss
+    (held, not the recompute share) [dh]; (None, 0) where the stack does not save the routing so
+    (memory.moe_routing_saved)."""
+    if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
+        return None, 0.0
+    path, dispatcher = router_path(settings), settings.moe_dispatcher
+    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused) if kind.has_experts
+            else (0.0, 0.0) for kind in ll.kinds]
+    return held, (float(ll.mtp) * held[ll.mtp_kind][0] if ll.mtp else 0.0)
+
+
+def _dispatcher_held(per: _PerLayer, counts, r) -> np.ndarray:
+    """What the MoE layers of a stage (counts (K, ...) layers of each kind) hold as their dispatchers' attributes
+    [dh]: each layer one micro-batch's, whatever the micro-batches in flight; the tensors autograd also saves held
+    beyond their saves only in the share r of the layers full recompute re-runs (their forward saved nothing)."""
+    if per.dispatcher_held is None:  # a stack setting
+        return np.zeros(np.shape(per.plan.tp))
+    return weighted(counts, [held + r * rc for held, rc in per.dispatcher_held]) + np.zeros(np.shape(per.plan.tp))
+
+
 def router_path(settings: Settings) -> RouterPath:
     """The router's code path of the job's settings (layers/moe.py RouterPath [10])."""
     return RouterPath(fused=bool(settings.moe_router_fusion), pre_softmax=bool(settings.moe_router_pre_softmax),
@@ -1496,6 +1529,8 @@ class _PerLayer:
         ll = pc.layers
         self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
                                      + self.out_act) if ll.mtp else 0.0)
+        # what each MoE layer's token dispatcher holds until the layer's next forward, and the MTP modules' [dh]
+        self.dispatcher_held, self.mtp_held = moe_dispatcher_held(settings, ctx, ll)
         # Megatron's deferred output-layer weight gradients [10]: at the last micro-batch's
         # backward (the stage's peak) the first min(L, m - 1) output gradients (bf16, T x V/t)
         # and min(L, m) inputs (2 B x T x h, /t under SP) are held, L = the limit (0: all m)
@@ -1932,9 +1967,11 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # one micro-batch's layer activations of the stage (act / the micro-batches held), for
     # per.regather_w below
     per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
+    moe_held = _dispatcher_held(per, counts, r)  # the MoE dispatchers' attributes, once a layer [dh]
     if twin is not None:
         r2 = recomputed_layers(settings, plan, twin[3]) / np.maximum(twin[3], 1)
         act = 0.5 * (act + _held_activations(per, twin[2], r2))
+        moe_held = moe_held + _dispatcher_held(per, twin[0], r2)
         counts = counts + twin[0]  # the recompute buffer: the largest kind either stage holds
     buf = _largest_buffer(per, counts)
     holds_loss = end == "last" or (twin is not None and twin[1] == "last")
@@ -1949,6 +1986,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     out = out + _output_wgrad_excess(per, losses, buf)  # the output layer's weight-gradient moment [ow]
     buf = buf + _embedding_wgrad_excess(per, end, twin, per_mb, buf, losses)  # the embedding's wgrad moment [eg]
     act = act + losses * per.mtp
+    moe_held = moe_held + np.where(losses > 0, per.mtp_held, 0.0)  # the MTP modules' MoE layers [dh]
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
     act = act + outputs * per.stage_output
@@ -1963,11 +2001,11 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     rope = _rope_bytes(per, counts if twin is None else counts + twin[0], 1.0 if twin is None else 2.0)
     state_bytes = sum((states[k] for k in STATE_TERMS), np.float64(0.0))
     dummies = _dummy_wgrads(per, counts, np.asarray(holds_loss) | single)  # TE's cached dummy wgrads [dw]
-    allocated = state_bytes + act + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope + dummies
+    allocated = state_bytes + act + moe_held + out + buf + fsdp_buf + copies + per.workspaces + mpu + rope + dummies
     # what every moment of the step holds: the states, every sharded gradient (allocated at the
     # end of the backward and at the optimizer step, no longer only reserved), the workspaces, the
-    # quantized copies, the mpu buffer, the rotary tables and TE's dummy weight gradients
-    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies
+    # quantized copies, the mpu buffer, the rotary tables, TE's dummy weight gradients, the MoE dispatchers' attributes
+    kept = state_bytes + states.grad_pool + per.workspaces + copies + mpu + rope + dummies + moe_held
     grads_pooled = states.grad_pool  # the sharded gradients still counted as reserved, not allocated
     if per.fsdp.end_of_backward_peak:  # a stack setting, not a searched quantity
         # the end of the backward [tt7]: its excess over the peak above is FSDP's; the sharded gradients it
@@ -1992,7 +2030,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     opt_step = np.maximum(step_peak - allocated, 0.0)
     allocated = allocated + opt_step
     pools = pools - np.minimum(opt_step, grads_pooled)
-    return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act, output_activations=out,
+    return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
                  mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak

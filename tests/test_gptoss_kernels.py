@@ -200,7 +200,12 @@ def test_clamp_saved_in_explain_by_hand(cli, tmp_path):
 # and the softmax's fp32 output over the top-4 logits, 4 x 4, in place of the generic fp32 logits (4 x 128, inside
 # the 134,144 of docs/gpt_oss_gap.md sec. 7)
 ROUTING_BYTES = 8 * (4 + 128 + 4) + 4 * 4 - 4 * 128  # 592
-LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES  # a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
+# the bf16 routing probability the weighted activation saves per routed row, 2 B x top-4 (layers/moe.py [13])
+PROBS_BYTES = 2 * 4  # 8
+LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES + PROBS_BYTES  # a token's saved bytes a layer without recompute (docs/gpt_oss_gap.md sec. 7)
+# what the alltoall dispatcher keeps as attributes once a layer (not per micro-batch in flight), the bf16 dense [n, 128]
+# probabilities and the unfused router's bool map, 2 x 128 + 128 B a token of one micro-batch (layers/moe.py [13])
+HELD_BYTES = 2 * 128 + 128  # 384
 
 
 @pytest.mark.parametrize("fields,layer_mbs,tokens,fits", [
@@ -215,8 +220,9 @@ LAYER_BYTES = 134144 + ROWS_BYTES + ROUTING_BYTES  # a token's saved bytes a lay
 def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_mbs, tokens, fits):
     """No 25.11 gpt-oss run recomputed (Bridge v0.2.0 sets recompute_modules without selective
     granularity): every layer keeps 134,144 + 46,080 + 592 (the unfused routing's indices and softmax output,
-    less the generic fp32 logits) = 180,816 B a token. The stored activations are layer-micro-batches x tokens x
-    that, by hand (106.6 GB at H100 MBS 4
+    less the generic fp32 logits) + 8 (the per-row probabilities) = 180,824 B a token. The stored activations are
+    layer-micro-batches x tokens x that, plus the dispatcher's attributes, the stage's layers x tokens x 384, by hand
+    (106.7 GB at H100 MBS 4
     on the first stage,
     beside 40 GB of states: over 80 GB); `check`'s verdict (memory.fits) refuses the layouts as
     the table prints them and passes them as the presets ran them (published_runs_moe.yaml
@@ -231,5 +237,7 @@ def test_25_11_rows_fit_only_as_their_presets_ran(cli, tmp_path, fields, layer_m
     r = cli("explain", str(p), "--format", "json", "-q")
     assert r.exit_code == 0, r.stderr
     mem = json.loads(r.stdout)["memory"]
-    assert mem["terms"]["layer_activations"] == pytest.approx(layer_mbs * tokens * LAYER_BYTES, rel=1e-12)
+    layers = 36 // fields["pp"]  # the first stage's layers, each holding one micro-batch's attributes
+    assert mem["terms"]["layer_activations"] == pytest.approx(layer_mbs * tokens * LAYER_BYTES
+                                                              + layers * tokens * HELD_BYTES, rel=1e-12)
     assert mem["fits"] is fits

@@ -85,7 +85,9 @@ def test_expert_activations_at_the_busiest_rank_by_hand():
     14336, and the routing the unfused router and permutation save (Megatron's defaults: the softmax's
     fp32 output over the top-2 logits 4 x 2 in place of the generic fp32 logits, int64 top-2 indices,
     argsort of the [T, 8] map, sorted indices: 8 x (2 + 8 + 2), layers/moe.py [9] [10]); 32 layers of
-    4096 tokens."""
+    4096 tokens; and the alltoall dispatcher's attributes, once a layer, the bf16 dense [T, 8] probabilities and the
+    unfused router's bool map, 2 x 8 + 8, and the bf16 per-row probabilities the weighted SwiGLU saves, 2 x 2 x L
+    (layers/moe.py [13])."""
     from dataclasses import replace
 
     from planner.memory import memory_terms
@@ -95,7 +97,8 @@ def test_expert_activations_at_the_busiest_rank_by_hand():
     moe_act = memory_terms(settings, plan)[0].layer_activations
     dense_act = memory_terms(dense_twin, plan)[0].layer_activations
     L = 1.25
-    per_token = 4 * 2 + 2 * 2 * L * 4096 + 2 * 3 * 14336 * 2 * L - 2 * 3 * 14336 + 8 * (2 + 8 + 2)
+    per_token = (4 * 2 + 2 * 2 * L * 4096 + 2 * 3 * 14336 * 2 * L - 2 * 3 * 14336 + 8 * (2 + 8 + 2)
+                 + (2 * 8 + 8) + 2 * 2 * L)
     assert float(moe_act - dense_act) == pytest.approx(32 * 4096 * per_token, rel=1e-12)
 
 

@@ -228,8 +228,10 @@ def test_moe_activations_by_hand():
     Megatron-Core, memory.py [14]), expert gate/up/act 2 B x 3 x 14336 x 2 x c / 2, less the
     dense MLP's 2 B x 3 x 14336 / 2, and the routing Megatron-Core saves on its unfused paths (the
     megatron stack's defaults): the router's int64 top-2 indices, the permutation's int64 argsort of the
-    [T, 8] map and its int64 sorted indices, 8 x (2 + 8 + 2) B / 2 (SP) (layers/moe.py [9]); 32 layers,
-    one micro-batch in flight (pp 1)."""
+    [T, 8] map and its int64 sorted indices, 8 x (2 + 8 + 2) B / 2 (SP) (layers/moe.py [9]); the alltoall
+    dispatcher's attributes, the bf16 dense [n, 8] probabilities and the unfused router's bool map, (2 x 8 + 8) / 2
+    (SP), and the bf16 per-row probabilities the weighted SwiGLU saves, 2 B x top-2 x c (layers/moe.py [13]); 32
+    layers, one micro-batch in flight (pp 1)."""
     from dataclasses import replace
 
     from planner.memory import memory_terms
@@ -239,7 +241,8 @@ def test_moe_activations_by_hand():
     moe_act = memory_terms(settings, plan)[0].layer_activations
     dense_act = memory_terms(dense_twin, plan)[0].layer_activations
     c = 1.25
-    per_token = 4 * 2 / 2 + 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2 + 8 * (2 + 8 + 2) / 2
+    per_token = (4 * 2 / 2 + 2 * 2 * c * 4096 + 2 * 3 * 14336 * 2 * c / 2 - 2 * 3 * 14336 / 2 + 8 * (2 + 8 + 2) / 2
+                 + (2 * 8 + 8) / 2 + 2 * 2 * c)
     assert float(moe_act - dense_act) == pytest.approx(32 * 4096 * per_token, rel=1e-12)
 
 

@@ -39,14 +39,18 @@ def _moe(**fields):
 
 N = T / 2  # local tokens (SP over TP 2)
 FUSED_ROUTER, UNFUSED_ROUTER = 1 * E + 4 * E, 8 * K + 4 * K  # 40 B, 24 B a token
+# the permuted probabilities the experts' weighted SwiGLU saves (layers/moe.py [13], fused_bias_swiglu.py @d98e8a64
+# l. 270), one per row the rank receives: T k / tp x etp = T k rows (etp = tp 2), in the dispatcher's dtype (alltoall and
+# allgather the router's, bf16 2 B unless --moe-router-dtype; DeepEP and HybridEP fp32 4 B)
+ROWS = T * K  # 8,192 rows: 16,384 B in bf16, 32,768 B in fp32
 
 
 @pytest.mark.parametrize("ep,fused,want", [
-    (8, True, N * (FUSED_ROUTER + 4 * (2 * E + 1))),           # 221,184 B: one local expert, no chunk sort
-    (8, False, N * (UNFUSED_ROUTER + 8 * (E + K))),             # 212,992 B
+    (8, True, N * (FUSED_ROUTER + 4 * (2 * E + 1)) + 2 * ROWS),           # 237,568 B: one local expert, no chunk sort
+    (8, False, N * (UNFUSED_ROUTER + 8 * (E + K)) + 2 * ROWS),             # 229,376 B
     # 4 local experts: two int32 chunk-sort maps over the received rows, top_k rows a token (etp = tp: T k / tp x tp)
-    (2, True, N * (FUSED_ROUTER + 4 * (2 * E + 1)) + T * 2 * 4 * K * 2 / 2),  # 286,720 B
-    (2, False, N * (UNFUSED_ROUTER + 8 * (E + K))),             # unfused chunk sorts (split + cat) keep nothing
+    (2, True, N * (FUSED_ROUTER + 4 * (2 * E + 1)) + T * 2 * 4 * K * 2 / 2 + 2 * ROWS),  # 303,104 B
+    (2, False, N * (UNFUSED_ROUTER + 8 * (E + K)) + 2 * ROWS),             # unfused chunk sorts (split + cat) keep nothing
 ])
 def test_bytes_by_hand(ep, fused, want):
     settings, plan, pc, i = _moe(ep=ep, moe_permute_fusion=fused, moe_router_fusion=fused)
@@ -64,7 +68,7 @@ def test_bytes_by_hand(ep, fused, want):
 def test_router_paths_by_hand(fields, router):
     settings, plan, pc, i = _moe(ep=8, moe_permute_fusion=True, **fields)
     permute = 4 * (2 * E + 1)
-    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * (router + permute)
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * (router + permute) + 2 * ROWS
 
 
 def test_sigmoid_and_groups_by_hand():
@@ -92,7 +96,8 @@ def test_in_the_layer_activations():
     without = dataclasses.replace(settings, stack=settings.stack.model_copy(update={"memory": mem}))
     assert moe_routing_saves(without) is None
     on, off = layer_memory(settings, plan, ctx, pc.layers)[0][i], layer_memory(without, plan, ctx, pc.layers)[0][i]
-    assert float(on - off) == N * (1 * E + 4 * (2 * E + 1))  # the map and the row-id map; the fp32 4 E in both
+    # the map and the row-id map, and the bf16 per-row probabilities; the fp32 4 E in both
+    assert float(on - off) == N * (1 * E + 4 * (2 * E + 1)) + 2 * ROWS
 
 
 def test_dense_model_refuses_router_fields():
@@ -104,20 +109,22 @@ def test_dense_model_refuses_router_fields():
 
 @pytest.mark.parametrize("dispatcher", ["hybridep"])
 def test_other_dispatchers_keep_the_router_alone(dispatcher):
-    # the router is the same TopKRouter under every dispatcher; HybridEP's permutations are not priced
+    # the router is the same TopKRouter under every dispatcher; HybridEP's permutations are not priced, its fp32
+    # per-row probabilities are (token_dispatcher.py @d98e8a64 l. 1141: token_probs.float())
     settings, plan, pc, i = _moe(ep=8, moe_dispatcher=dispatcher, moe_router_fusion=False, moe_permute_fusion=True)
-    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * UNFUSED_ROUTER
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * UNFUSED_ROUTER + 4 * ROWS
 
 
 @pytest.mark.parametrize("fused,dtype,want", [
     # the allgather dispatcher (layers/moe.py [12]) gathers the tokens of the tp_ep group, etp 2 x ep 8 = 16 ranks, one
     # local expert (E_l = 1): masked_select keeps the [E_l, 16 n] probabilities (2 B bf16) and mask (1 B), 16 x 3 = 48 B a
     # local token; the fused permute TE's int32 row-id map [16 n, 2 E_l + 1], 16 x 4 x 3 = 192 B a local token
-    (True, None, N * (FUSED_ROUTER + 48 + 192)),                 # 573,440 B
+    # (+ the per-row probabilities the activation saves, masked_select's output: 2 B a row, 4 B in fp32)
+    (True, None, N * (FUSED_ROUTER + 48 + 192) + 2 * ROWS),      # 589,824 B
     # fp32 probabilities (--moe-router-dtype fp32): masked_select's saved input 4 B, 16 x 5 = 80 B a local token
-    (True, "fp32", N * (FUSED_ROUTER + 80 + 192)),               # 638,976 B
+    (True, "fp32", N * (FUSED_ROUTER + 80 + 192) + 4 * ROWS),    # 671,744 B
     # unfused permute: the int64 sorted indices, 8 B a row, T k / tp x etp = 2 rows per token of T (= 4 per local token)
-    (False, None, N * (FUSED_ROUTER + 48) + T * 8 * 2),          # 245,760 B
+    (False, None, N * (FUSED_ROUTER + 48) + T * 8 * 2 + 2 * ROWS),  # 262,144 B
 ])
 def test_allgather_by_hand(fused, dtype, want):
     settings, plan, pc, i = _moe(ep=8, moe_dispatcher="allgather", moe_router_fusion=True, moe_permute_fusion=fused,
@@ -132,12 +139,13 @@ def test_allgather_by_hand(fused, dtype, want):
     # the multihot's two int64 index pairs, 32 B. DeepEP's handle over 16 ranks (> 8: its internode kernels, 2 RDMA
     # ranks): send_rdma_head 4 x 2 = 8 B a local token, send_nvl_head 32 B x the 2 (1 - (1/2)^2) = 1.5 nodes a token
     # reaches = 48 B a local token, recv_src_meta 8 B a received token
-    (8, True, N * FUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32)),    # 677,888 B
+    # (+ the fp32 per-row probabilities the activation saves, 4 B a row)
+    (8, True, N * FUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32) + 4 * ROWS),    # 710,656 B
     # unfused: the argsort of the received [n_recv, 1] map 8 B a received token, and 8 B sorted indices a row
-    (8, False, N * UNFUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40)),  # 679,936 B
+    (8, False, N * UNFUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40) + 4 * ROWS),  # 712,704 B
     # ep 4 x etp 2 = 8 ranks: DeepEP's intranode kernels, send_head int32 [n, 8] 32 B a local token, recv_src_idx
     # 4 B a received token; 2 local experts, 4 (1 - (3/4)^2) = 1.75 received tokens a token, row-id map 4 (2 x 2 + 1)
-    (4, True, N * FUSED_ROUTER + T * ((16 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32)),  # 630,784 B
+    (4, True, N * FUSED_ROUTER + T * ((16 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32) + 4 * ROWS),  # 663,552 B
 ])
 def test_deepep_by_hand(ep, fused, want):
     settings, plan, pc, i = _moe(ep=ep, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
@@ -233,7 +241,8 @@ def test_router_dtype_by_hand(dtype, d, z):
     settings, plan, pc, i = _moe(ep=8, moe_permute_fusion=True, moe_router_fusion=False, moe_z_loss_coeff=z,
                                  moe_router_dtype=dtype)
     assert settings.moe_router_dtype == dtype
-    want = N * (8 * K + 4 * K + (d * (E + 1) if z else 0) + 4 * (2 * E + 1))  # 80 + 9 d B a token with the z-loss
+    # (+ the per-row probabilities in the router dtype, d B a row)
+    want = N * (8 * K + 4 * K + (d * (E + 1) if z else 0) + 4 * (2 * E + 1)) + d * ROWS  # 80 + 9 d B a token with the z-loss
     assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == want
 
 
@@ -311,3 +320,89 @@ def test_deepep_handle_deepseek_v3():
     moe = next(k for k in model.layers.kinds if k.has_experts).mlp
     per_token, per_recv = moe.deepep_handle_bytes(np.array([64.0, 8.0]))
     assert per_token.tolist() == [160.0, 32.0] and per_recv.tolist() == [8.0, 4.0]
+
+
+# ------------------------------------------------------------------ the dispatchers' attributes (issue 21)
+# Megatron-LM @d98e8a64 token_dispatcher.py: MoEAlltoAllTokenDispatcher.dispatch_preprocess keeps self.probs (the
+# dense [n, E] probabilities in the logits' dtype) and self.routing_map (bool [n, E]) until the layer's next forward
+# (l. 641-643); neither is saved by autograd on the unfused router (zeros().scatter() keeps the int64 index only),
+# TE's fused router saves the map (router.py l. 99), so there it is held beyond the saves only under full recompute.
+# One micro-batch's per MoE layer, not per micro-batch in flight (layers/moe.py [13], memory.py [dh]).
+def _held(model, dispatcher, dtype=None, fused=False, **fields):
+    settings, plan, _, _ = explain_job(**dict(dict(model=model, stack="megatron", precision="bf16", seq_len=4096,
+                                                   micro_batch=1, recompute="none", moe_rank_imbalance=1.0), **fields))
+    moe = next(k for k in count_params(settings.model).layers.kinds if k.has_experts).mlp
+    from planner.layers.moe import ROUTER_DTYPE_BYTES
+    held, rc = moe.dispatcher_held_bytes(context(plan), dispatcher, ROUTER_DTYPE_BYTES[dtype], fused)
+    return float(held), float(rc)
+
+
+@pytest.mark.parametrize("model,dtype,fused,want", [
+    # DeepSeek-V3 (E 256): 2 x 256 + 256 = 768 B a token in bf16 on the unfused router, 4 x 256 + 256 = 1,280 in fp32;
+    # the fused router's map (256 B) only where its forward saved nothing (full recompute)
+    ("deepseek-v3", None, False, (768, 0)), ("deepseek-v3", "fp32", False, (1280, 0)), ("deepseek-v3", None, True, (512, 256)),
+    # Qwen3-30B-A3B (E 128): 2 x 128 + 128 = 384 B, fp64 8 x 128 + 128 = 1,152 B
+    ("qwen3-30b-a3b", None, False, (384, 0)), ("qwen3-30b-a3b", "fp64", False, (1152, 0)),
+])
+def test_alltoall_held_by_hand(model, dtype, fused, want):
+    gpus = dict(gpus=2048, ep=64, pp=16, tp=1, global_batch=4096) if model == "deepseek-v3" else dict(
+        gpus=16, ep=8, pp=1, tp=1, global_batch=16)
+    held, rc = _held(model, "alltoall", dtype, fused, moe_dispatcher="alltoall", moe_router_fusion=fused,
+                     moe_router_dtype=dtype, **gpus)
+    assert (held, rc) == (4096 * want[0], 4096 * want[1])  # 4,096 local tokens (tp 1, micro-batch 1)
+
+
+def test_deepep_held_deepseek_v3():
+    # DeepSeek-V3 at EP 64, etp 1: _DeepepManager keeps token_probs, fp32 [n, 8] (32 B a local token), and the
+    # received multihot map, bool [n_recv, 256 / 64] (4 B a received token; a token reaches 64 (1 - (63/64)^8) =
+    # 7.58 of the 64 ranks, top-8 rows a token at balanced routing); token_indices int64 [n, 8] (64 B) is saved by
+    # torch.topk's backward, held beyond it only under full recompute
+    reach = 64 * (1 - (63 / 64) ** 8)
+    held, rc = _held("deepseek-v3", "deepep", gpus=2048, ep=64, pp=16, tp=1, global_batch=4096, moe_dispatcher="deepep")
+    assert held == pytest.approx(4096 * (32 + 4 * reach), rel=1e-12) and rc == 4096 * 64
+
+
+def test_allgather_held():
+    # Mixtral at TP 2 (SP), EP 8, etp 2: local_map [16 n, 1] bool, 16 B a local token; local_probs, the per-row
+    # probabilities (2 B, T k / tp x etp = 2 rows a token of T), saved by the activation: held beyond only under full recompute
+    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="allgather")
+    held, rc = pc.layers.kinds[i].mlp.dispatcher_held_bytes(context(plan), "allgather", 2.0, False)
+    assert (float(held), float(rc)) == (N * 16, 2 * ROWS)
+
+
+def _first_stage_activations(monkeypatch, off=False, **fields):
+    from planner.layers.moe import MoEMLP
+
+    if off:
+        monkeypatch.setattr(MoEMLP, "dispatcher_held_bytes", lambda self, *a, **k: (0.0, 0.0))
+    row = explain_job(**dict(dict(model="qwen3-30b-a3b", gpus=16, tp=1, pp=4, ep=4, stack="megatron", precision="bf16",
+                                  seq_len=4096, micro_batch=1, global_batch=64, sharding="zero1", moe_dispatcher="alltoall",
+                                  moe_rank_imbalance=1.0), **fields))[3]
+    return row["memory"]["stages"]["first"]["activations_bytes"]
+
+
+@pytest.mark.parametrize("fields,per_token", [
+    (dict(recompute="none", moe_router_fusion=False), 384),  # the bf16 probabilities and the unfused router's map
+    (dict(recompute="none", moe_router_fusion=True), 256),   # the fused map is one of the in-flight saves
+    (dict(recompute="full", moe_router_fusion=True), 384),   # ... not under full recompute (saved nothing)
+])
+def test_held_once_a_layer_not_per_microbatch(monkeypatch, fields, per_token):
+    # Qwen3-30B-A3B, PP 4: the first stage holds 12 MoE layers and 4 micro-batches in flight (1F1B); the attributes
+    # count once a layer, 12 x 4,096 x per_token, not x 4
+    on = _first_stage_activations(monkeypatch, **fields)
+    off = _first_stage_activations(monkeypatch, off=True, **fields)
+    assert on - off == 12 * 4096 * per_token
+
+
+@pytest.mark.parametrize("dispatcher,dtype,per_row", [
+    ("alltoall", None, 2), ("alltoall", "fp32", 4), ("allgather", "fp64", 8),
+    ("deepep", None, 4), ("deepep", "fp32", 4), ("deepep", "fp64", 8),  # fp32 cast, back to fp64 (l. 1318, 1456)
+    ("hybridep", "fp64", 4), ("deepep_ll", None, 0),
+])
+def test_expert_probs_by_dispatcher(dispatcher, dtype, per_row):
+    # the per-row probabilities the weighted activation saves, T k / tp x etp = 2 rows a token of T (Mixtral, TP 2, etp 2)
+    from planner.layers.moe import ROUTER_DTYPE_BYTES
+
+    _, plan, pc, i = _moe(ep=8)
+    got = pc.layers.kinds[i].mlp.expert_probs_saved_bytes(context(plan), dispatcher, ROUTER_DTYPE_BYTES[dtype])
+    assert float(got) == ROWS * per_row

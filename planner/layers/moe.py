@@ -133,6 +133,24 @@ References
     l. 475 kept by index_select l. 486, flat_sorted itself dropped without probabilities); PyTorch
     tools/autograd/derivatives.yaml `masked_select(Tensor self, Tensor mask)`: `self: masked_select_backward(grad, self,
     mask)` (MaskedSelectBackward0 saves self and mask).
+[13] What the dispatchers hold as attributes and what the expert activation saves of the probabilities
+    (dispatcher_held_bytes, expert_probs_saved_bytes): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_preprocess l. 641-643
+    (self.probs = probs; self.routing_map = routing_map: no method clears them, combine_preprocess reads
+    self.probs.dtype l. 830 and combine_postprocess self.routing_map l. 895), MoEAllGatherTokenDispatcher
+    dispatch_postprocess l. 312-334 (self.local_map, self.local_probs kept; self.routing_map = None),
+    _DeepepManager.setup_metadata l. 1294-1304 (self.token_probs, self.token_indices = torch.topk(...)), dispatch
+    l. 1313-1318 (token_probs.float()), get_permuted_hidden_states_by_experts l. 1424-1457 (self.dispatched_routing_map
+    kept; dispatched_probs fp32, .to(torch.float64) under fp64), combine l. 1386-1390 (only handle, dispatched_indices
+    and dispatched_probs released); fused_a2a.py FusedDispatch.forward (ctx keeps the handle, not the probabilities);
+    moe_utils.py topk_routing_with_score_function l. 936-955 (probs.type_as(logits) scattered into
+    zeros_like(logits); routing_map zeros_like(logits).int().scatter(...).bool()); NVIDIA/TransformerEngine @4329ff84
+    transformer_engine/pytorch/csrc/extensions/router.cpp l. 62-65 (fused probs [n, E] in the logits' dtype, the bool
+    routing map saved by FusedTopkScoreFunction, router.py l. 99); experts.py TEGroupedMLP.forward l. 881, 943-1027
+    (permuted_probs into bias_act_func: weighted_bias_swiglu_impl, or intermediate * permuted_probs; under
+    activation_recompute CheckpointWithoutOutput.checkpoint(bias_act_func, fc1_output, bias_parallel, permuted_probs));
+    megatron/core/fusions/fused_bias_swiglu.py WeightedSwiGLUFunction.forward l. 268-270
+    (ctx.save_for_backward(input_for_backward, weights)).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -333,8 +351,62 @@ class MoEMLP:
         they replace tensors()' generic moe_router_logits, which memory.layer_memory drops where this is
         priced); and the dispatcher's (permutation_saved_bytes)."""
         routed = sum(router_saved_terms(self, router).values())
-        return ctx.T * routed / ctx.rep_div + self.permutation_saved_bytes(ctx, permute_fused, dispatcher,
-                                                                           router.logit_bytes)
+        return (ctx.T * routed / ctx.rep_div
+                + self.permutation_saved_bytes(ctx, permute_fused, dispatcher, router.logit_bytes)
+                + self.expert_probs_saved_bytes(ctx, dispatcher, router.logit_bytes))
+
+    def expert_probs_saved_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
+        """The permuted probabilities the routed experts' activation saves for its backward [13], one per routed row
+        the rank receives (local_rows per token, as moe_expert_in): the fused weighted SwiGLU / quick-GeGLU saves
+        them beside its input (WeightedSwiGLUFunction ctx.save_for_backward(input, weights)), the unfused and TE
+        activation paths' intermediate * permuted_probs (MulBackward0) keep both factors, and recompute_modules
+        moe_act's CheckpointWithoutOutput keeps its inputs, the probabilities among them: kept by every mode but
+        full recompute. Their dtype is the dispatcher's: alltoall and allgather pass the router's probabilities
+        (the logits' dtype, logit_bytes: 2 B bf16, 4 / 8 B under --moe-router-dtype fp32 / fp64); DeepEP casts them
+        to fp32 (token_dispatcher.py l. 1316-1322, "DeepEP only supports float32 probs") and back to fp64 under
+        --moe-router-dtype fp64 (l. 1455-1456); HybridEP to fp32 (l. 1136-1141). deepep_ll: not priced (0)."""
+        per_row = {"alltoall": logit_bytes, "allgather": logit_bytes, "hybridep": PROB_BYTES,
+                   "deepep": logit_bytes if logit_bytes == ROUTER_DTYPE_BYTES["fp64"] else PROB_BYTES}.get(dispatcher, 0.0)
+        return ctx.T * self.local_rows(ctx) * per_row
+
+    def dispatcher_held_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES,
+                              router_fused: bool = False):
+        """(held, held_if_recomputed): what one MoE layer's token dispatcher keeps as attributes from its forward
+        until the layer's next forward [13], for one micro-batch, bytes; not per micro-batch in flight (each
+        forward overwrites the last), so at the step's peak (and at the optimizer step) every MoE layer of the stage
+        holds one micro-batch's. n = T / rep_div local tokens (the router's input, sequence-sharded under SP).
+          held               tensors autograd does not also save:
+            alltoall   self.probs, the dense [n, E] probabilities in the logits' dtype (D E, logit_bytes), and,
+                       where the router is unfused, self.routing_map, the bool [n, E] map (E; the unfused router
+                       builds it by zeros().int().scatter().bool(), whose backward keeps the int64 index only);
+            allgather  self.local_map, the gathered bool map of the local experts [n R, E / ep], R = etp ep ranks:
+                       etp E B a local token (the masked_select saves another contiguous copy, its transpose);
+            deepep     _DeepepManager.token_probs, the fp32 top-k probabilities over the flex group's etp E
+                       columns [n, etp k] (4 etp k; DeepEP casts them to fp32, FusedDispatch saves only its
+                       handle), and dispatched_routing_map, the bool multihot map of the received tokens
+                       [n_recv, E / ep] (E / ep per received token, n_recv as deepep_saved_bytes counts it).
+          held_if_recomputed tensors autograd also saves for the layer's backward (priced there, per micro-batch in
+                       flight), so held beyond them only where the layer's forward ran without saving, under full
+                       recompute (memory.py prices them for the share of layers it re-runs): alltoall's routing map
+                       where TE's fused top-k saves it (E); allgather's local_probs, the masked_select's output, the
+                       per-row probabilities the activation saves (D per received row); DeepEP's token_indices, the
+                       int64 top-k indices torch.topk's backward keeps (8 etp k).
+        Other dispatchers: 0 (HybridEP's manager holds its padded routing map and fp32 probabilities, token_dispatcher.py
+        l. 1095-1096, 1141: not priced, as its handle)."""
+        from .common import distinct_draws as distinct
+
+        E, k = float(self.num_experts), float(self.top_k)
+        n = ctx.T / ctx.rep_div
+        if dispatcher == "alltoall":  # a job setting
+            mapped = BOOL_BYTES * E
+            return n * (logit_bytes * E + (0.0 if router_fused else mapped)), n * (mapped if router_fused else 0.0)
+        if dispatcher == "allgather":
+            return n * BOOL_BYTES * ctx.etp * E, ctx.T * self.local_rows(ctx) * logit_bytes
+        if dispatcher == "deepep":
+            recv = self.local_rows(ctx) * distinct(ctx.ep, k) / k  # received tokens per local token (deepep_saved_bytes)
+            return (n * PROB_BYTES * ctx.etp * k + ctx.T * recv * BOOL_BYTES * E / ctx.ep,
+                    n * INT64_INDEX_BYTES * ctx.etp * k)
+        return 0.0, 0.0
 
     def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
         """What the token permutations save [9]: Megatron-Core's alltoall dispatcher, per local token, the fused
