@@ -1565,14 +1565,19 @@ class _PerLayer:
         kn = settings.knobs
         self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
         self.fsdp = stack.fsdp
-        # TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting)
-        # (a2a+p2p: the ring over the p2p ranks, cp / the all-to-all group's, planner/cp_comm_type.py)
+        self.cp_merge = self._cp_merge(settings, plan, pc, stack, ctx)
+
+    @staticmethod
+    def _cp_merge(settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx):
+        """TE's P2P ring attention's forward merge under CP, per layer kind [cp3] (a stack setting; None
+        where the stack has none). a2a+p2p: the ring over the p2p ranks, cp / the all-to-all group's
+        (planner/cp_comm_type.py); under fp8 attention (a job setting) the recipe's fp8 ring figures."""
+        if not stack.memory.cp_forward_merge:
+            return None
         a2a, ring_cp = ring_ranks(stack.context_parallel, ctx.cp)
         ring_ctx = ctx if a2a == 1.0 else dataclasses.replace(ctx, cp=ring_cp)
-        # under fp8 attention (a job setting) the recipe's fp8 ring figures [cp3], else the bf16 ring's
         f8 = fp8_recipe(stack, plan.f8r) if settings.fp8_attention else None
-        self.cp_merge = ([cp_forward_merge_bytes(k, ring_ctx, f8) for k in pc.layers.kinds]
-                         if stack.memory.cp_forward_merge else None)
+        return [cp_forward_merge_bytes(k, ring_ctx, f8) for k in pc.layers.kinds]
 
     def _buffers(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:
         """The buffers every stage holds beside its tensors: the reserve, the GEMM workspaces, TP
