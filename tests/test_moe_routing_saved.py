@@ -133,19 +133,20 @@ def test_allgather_by_hand(fused, dtype, want):
 
 
 @pytest.mark.parametrize("ep,fused,want", [
-    # per local token (T / 2): top-k indices 8 k + is_token_in_rank over ep x etp = 16 ranks, 16 + 16 B; a token
+    # per local token (T / 2): top-k indices 8 etp k (the manager's top-k over etp k columns) + is_token_in_rank over
+    # ep x etp = 16 ranks, 32 + 16 B; a token
     # reaches 8 (1 - (7/8)^2) = 1.875 of the 8 EP ranks, the rank's rows per token T k / tp x etp = 2 of them:
     # 1.875 received tokens a token, each with its row-id map over 1 local expert, 4 (2 x 1 + 1) = 12 B; per row
     # the multihot's two int64 index pairs, 32 B. DeepEP's handle over 16 ranks (> 8: its internode kernels, 2 RDMA
     # ranks): send_rdma_head 4 x 2 = 8 B a local token, send_nvl_head 32 B x the 2 (1 - (1/2)^2) = 1.5 nodes a token
     # reaches = 48 B a local token, recv_src_meta 8 B a received token
     # (+ the fp32 per-row probabilities the activation saves, 4 B a row)
-    (8, True, N * FUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32) + 4 * ROWS),    # 710,656 B
+    (8, True, N * FUSED_ROUTER + T * (48 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32) + 4 * ROWS),    # 743,424 B
     # unfused: the argsort of the received [n_recv, 1] map 8 B a received token, and 8 B sorted indices a row
-    (8, False, N * UNFUSED_ROUTER + T * (32 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40) + 4 * ROWS),  # 712,704 B
+    (8, False, N * UNFUSED_ROUTER + T * (48 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40) + 4 * ROWS),  # 745,472 B
     # ep 4 x etp 2 = 8 ranks: DeepEP's intranode kernels, send_head int32 [n, 8] 32 B a local token, recv_src_idx
     # 4 B a received token; 2 local experts, 4 (1 - (3/4)^2) = 1.75 received tokens a token, row-id map 4 (2 x 2 + 1)
-    (4, True, N * FUSED_ROUTER + T * ((16 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32) + 4 * ROWS),  # 663,552 B
+    (4, True, N * FUSED_ROUTER + T * ((32 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32) + 4 * ROWS),  # 696,320 B
 ])
 def test_deepep_by_hand(ep, fused, want):
     settings, plan, pc, i = _moe(ep=ep, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)

@@ -452,7 +452,8 @@ class MoEMLP:
     def deepep_saved_bytes(self, ctx, permute_fused: bool):
         """What Megatron-Core's flex dispatcher with DeepEP saves for its backward [11]: per local token
         (n = T / rep_div), the int64 top-k indices of its probabilities (_DeepepManager.setup_metadata's torch.topk,
-        8 k B) and DeepEP's is_token_in_rank bool [n, R] in the layout handle both fused kernels keep (R = ep x etp
+        8 etp k B: the manager's router_topk is tp_size x moe_router_topk over tp_size x E columns, tp_size the
+        dispatcher's expert-TP group, token_dispatcher.py l. 1856-1859) and DeepEP's is_token_in_rank bool [n, R] in the layout handle both fused kernels keep (R = ep x etp
         ranks of the flex group, R B); per token the rank receives (each once, whatever its local experts: the
         rank's rows x distinct(ep, k) / k, the distinct ranks a token reaches under uniform routing as
         planner/dispatch.py counts them), the local permutation's map over the rank's E / ep experts: fused, TE's
@@ -478,7 +479,7 @@ class MoEMLP:
         rows = self.local_rows(ctx)  # received rows per token (as alltoall)
         recv = rows * distinct(ctx.ep, k) / k
         ranks = ctx.ep * ctx.etp
-        token = INT64_INDEX_BYTES * k + BOOL_BYTES * ranks
+        token = INT64_INDEX_BYTES * k * ctx.etp + BOOL_BYTES * ranks  # top-k over etp k columns (docstring)
         if permute_fused:
             per_recv, per_row = INDEX_BYTES * (2.0 * local + 1.0), 4.0 * INT64_INDEX_BYTES
         else:
