@@ -316,11 +316,12 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
 
 def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
-    out = {}
-    for f in fields:  # by take, a scalar default filled (the same values as broadcast and indexed, faster)
-        v = np.asarray(getattr(b, f), dtype=np.int64)
-        out[f] = np.full(len(rows), v, dtype=np.int64) if v.ndim == 0 else v.take(rows)
-    return out
+    def col(v):  # by take, a scalar default filled (the same values as broadcast and indexed, faster)
+        v = np.asarray(v, dtype=np.int64)
+        return np.full(len(rows), v, dtype=np.int64) if v.ndim == 0 else v.take(rows)
+
+    # PlanArrays.microbatches, a property over every base row, from the rows' own columns (the same integers)
+    return {f: (col(b.gbs) // (col(b.dp) * col(b.mbs)) if f == "microbatches" else col(getattr(b, f))) for f in fields}
 
 
 def _base_groups(space: Space, rows: np.ndarray, fields: tuple) -> tuple:
