@@ -141,6 +141,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, fields
 from typing import NamedTuple
@@ -985,31 +986,59 @@ def domain_pieces(group_size, stride, params: CommParams, job_gpus) -> tuple[np.
     (every piece divides group_size, the gcd of the pieces, some piece is below group_size: a group
     spans domains), bool / int64 / bool arrays of the broadcast shape. Exact: the placement repeats
     every lcm(block, domain) ranks, so one period and the job's remainder are counted, once per
-    distinct (group_size, stride) and looked up."""
+    distinct (group_size, stride) and looked up (_piece_sets)."""
+    shape, index, sizes, sets = _piece_sets(group_size, stride, params, job_gpus)
+    div = np.array([all(g % p == 0 for p in ps) for g, ps in zip(sizes, sets)], dtype=bool)
+    gcd = np.array([int(np.gcd.reduce(np.asarray(ps, dtype=np.int64))) for ps in sets], dtype=np.int64)
+    spans = np.array([ps[0] < g for g, ps in zip(sizes, sets)], dtype=bool)
+    return div[index].reshape(shape), gcd[index].reshape(shape), spans[index].reshape(shape)
+
+
+def domain_piece_columns(group_size, stride, params: CommParams, job_gpus) -> np.ndarray:
+    """Every piece domain_pieces counts, one column each: an int64 array of the broadcast shape of
+    group_size and stride plus a last axis of k columns, each row its (group_size, stride)'s
+    distinct pieces in ascending order, the largest repeated to fill the k columns (k the most
+    distinct pieces of any row). For a cost that each rank sizes by its own piece (Hybrid-EP's
+    buffers, memory.dispatcher_buffer_bytes): evaluate it on every column and take the largest,
+    the heaviest rank's, without a Python branch on a searched quantity."""
+    shape, index, _, sets = _piece_sets(group_size, stride, params, job_gpus)
+    k = max(len(ps) for ps in sets)
+    table = np.array([list(ps) + [ps[-1]] * (k - len(ps)) for ps in sets], dtype=np.int64)
+    return table[index].reshape(shape + (k,))
+
+
+def domain_piece_sizes(group_size: int, stride: int, params: CommParams, job_gpus: int) -> list[int]:
+    """The distinct pieces domain_pieces counts for one group size and stride (an error message's figures)."""
+    return list(_piece_sets(group_size, stride, params, job_gpus)[3][0])
+
+
+def _piece_sets(group_size, stride, params: CommParams, job_gpus):
+    """(broadcast shape, each element's index into the distinct (group_size, stride) pairs, their group
+    sizes, their distinct pieces ascending): domain_pieces' count, once per distinct pair (a size or
+    stride below 1 taken as 1)."""
     g, s = np.broadcast_arrays(_i(group_size), _i(stride))
     job = int(np.max(_i(job_gpus)))
     D = int(np.max(domain_in_use(job, params)))
     g1, s1 = np.maximum(g.ravel(), 1), np.maximum(s.ravel(), 1)
     width = int(s1.max(initial=1)) + 1
     keys, index = np.unique(g1 * width + s1, return_inverse=True)  # one key per (group_size, stride)
-    div, gcd, spans = (np.empty(keys.size, dtype=t) for t in (bool, np.int64, bool))
-    for k, key in enumerate(keys):
+    sizes, sets = [], []
+    for key in keys.tolist():
         gk, sk = divmod(int(key), width)
-        period = int(np.lcm(gk * sk, D))
-        pieces = np.concatenate([_pieces(gk, sk, D, min(job, period)),
-                                 _pieces(gk, sk, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])
-        div[k], gcd[k], spans[k] = bool(np.all(gk % pieces == 0)), int(np.gcd.reduce(pieces)), bool(np.any(pieces < gk))
-    shape, idx = g.shape, np.asarray(index).ravel()
-    return div[idx].reshape(shape), gcd[idx].reshape(shape), spans[idx].reshape(shape)
+        sizes.append(gk)
+        sets.append(_piece_set(gk, sk, D, job))
+    return g.shape, np.asarray(index).ravel(), sizes, sets
 
 
-def domain_piece_sizes(group_size: int, stride: int, params: CommParams, job_gpus: int) -> list[int]:
-    """The distinct pieces domain_pieces counts for one group size and stride (an error message's figures)."""
-    g, s, job = max(int(group_size), 1), max(int(stride), 1), int(job_gpus)
-    D = int(domain_in_use(job, params))
+@functools.lru_cache(maxsize=1024)
+def _piece_set(g: int, s: int, D: int, job: int) -> tuple[int, ...]:
+    """The distinct pieces (ascending) of groups of g ranks s apart on a job of `job` GPUs in domains
+    of D: the placement repeats every lcm(g s, D) ranks, so one period and the job's remainder (kept:
+    a search's start-up rules and memory model ask for the same few pairs)."""
     period = int(np.lcm(g * s, D))
-    return sorted(set(_pieces(g, s, D, min(job, period)).tolist()) | set(_pieces(g, s, D, job % period).tolist()
-                                                                            if job > period else ()))
+    pieces = np.concatenate([_pieces(g, s, D, min(job, period)),
+                             _pieces(g, s, D, job % period) if job > period else np.zeros(0, dtype=np.int64)])
+    return tuple(int(p) for p in np.unique(pieces))
 
 
 def _pieces(g: int, s: int, D: int, n: int) -> np.ndarray:

@@ -236,15 +236,29 @@ def group_size(kind: int, ep, etp) -> np.ndarray:
     return ep * np.asarray(etp, dtype=np.float64) if kind in FLEX else ep
 
 
+def group_stride(kind: int, plan, strides: dict) -> np.ndarray:
+    """The stride in the global rank order of the group the dispatcher `kind` exchanges tokens over:
+    the folded grid's tp_ep group for DeepEP's and Hybrid-EP's kernels [3], the EP group otherwise
+    (moe.expert_strides, moe.ep_stride)."""
+    from . import moe
+
+    return moe.expert_strides(plan, strides, ("tp_ep",))["tp_ep"] if kind in FLEX else moe.ep_stride(plan, strides)
+
+
 def group_link(kind: int, plan, strides: dict, cpar, job_gpus):
     """(group, link): the ranks the dispatcher `kind` exchanges tokens over (group_size) and the link
-    its all-pairs exchange crosses (comm.group_link), placed as the folded grid's tp_ep group for
-    DeepEP's and Hybrid-EP's kernels [3], as the EP group otherwise (moe.expert_strides, moe.ep_stride);
-    what step.ep_comm prices and memory.dispatcher_buffer_bytes sizes Hybrid-EP's buffers by."""
+    its all-pairs exchange crosses (comm.group_link), placed at group_stride; what step.ep_comm prices.
+    Across NVLink domains the link's members per domain are the smallest piece of any group (a rank's
+    group members in its domain): the ranks of that group move the most over the network, and every
+    step waits for them. Hybrid-EP's kernels run each group with its own ranks' piece (each rank
+    detects its piece: memory.dispatcher_buffer_bytes), so the slowest group is the one with the
+    smallest; on every placement start-up rule MEGATRON_HYBRIDEP_DOMAIN admits (each piece divides
+    the group) that smallest piece is comm.domain_pieces' smallest counted rank by rank
+    (tests/test_hybridep_pieces.py)."""
     from . import moe
 
     group = group_size(kind, plan.ep, moe.etp_of(plan))
-    stride = moe.expert_strides(plan, strides, ("tp_ep",))["tp_ep"] if kind in FLEX else moe.ep_stride(plan, strides)
+    stride = group_stride(kind, plan, strides)
     return group, comm.group_link(group, stride, cpar, pattern=comm.PATTERN_ALL_PAIRS, job_gpus=job_gpus)
 
 

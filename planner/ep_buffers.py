@@ -8,7 +8,8 @@ hold none of their own (their NCCL buffers are in the reserve).
 Inputs: h the hidden size, ep the dispatcher's group's size (etp x ep: "Expert TP" below),
 tokens the rank's tokens a dispatch sends (T / rep_div: the micro-batch's tokens on the rank,
 planner/dispatch.py), experts the routed experts of a layer (x etp), per_domain the group's
-members in one NVLink domain (comm.group_link).
+members in the rank's own NVLink domain, its piece (comm.domain_pieces: Hybrid-EP's rank sizes its
+buffers with the count it detects itself, memory.py [ep], which takes the heaviest rank's).
 
 deepep (normal kernels). Megatron-Core sizes one Buffer for the group [1]: num_nvl_bytes and
 num_rdma_bytes the larger of the dispatch and combine configs' hints [2] at hidden_bytes =
@@ -170,7 +171,7 @@ def hybridep(h, ep, tokens, experts, per_domain) -> tuple[np.ndarray, np.ndarray
 def buffer_bytes(dispatcher: str, h, ep, tokens, experts, per_domain, etp=1) -> np.ndarray:
     """Bytes per GPU the job's dispatcher (a job-wide name, planner/dispatch.py) keeps outside
     the caching allocator, its kernels run over the etp x ep group (per_domain: that group's
-    members per NVLink domain) with etp x experts columns (module docstring, "Expert TP");
+    members in the rank's NVLink domain) with etp x experts columns (module docstring, "Expert TP");
     0 where the group is one rank (no dispatch) or the dispatcher allocates none."""
     group = np.asarray(ep, dtype=np.float64) * np.asarray(etp, dtype=np.float64)
     experts = np.asarray(experts, dtype=np.float64) * np.asarray(etp, dtype=np.float64)

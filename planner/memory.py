@@ -499,7 +499,20 @@ References
      reserved peaks (Megatron's logged max-allocated does not see them), like the reserve. A rank
      allocates it at its first dispatch (fused_a2a.py get_buffer, init_hybrid_ep_buffer): priced on
      a stage that holds an MoE layer (or twin's), not on an all-dense one. NCCL's dispatchers
-     (alltoall, allgather): none beyond the reserve.
+     (alltoall, allgather): none beyond the reserve. Hybrid-EP's sizes read the group's ranks per
+     NVLink domain, and each rank passes its own: deepseek-ai/DeepEP @94a9f8f (hybrid-ep branch)
+     deep_ep/hybrid_ep_buffer.py HybridEPBuffer.__init__ l. 61-110 sets num_of_ranks_per_node to
+     detect_accessible_ranks(group) (csrc/hybrid_ep/allocator/allocator.cu l. 178-211: the rank
+     all-gathers a memory handle and counts the members whose handle it can import or that share its
+     host, itself included; the count is not reduced over the group) unless the environment sets
+     NUM_OF_HYBRID_EP_RANKS_PER_NVLINK_DOMAIN (not modelled: Megatron-LM @d98e8a64 sets it only in
+     functional-test configs), num_of_nodes = group / that, and the Configurer and the buffers
+     (buffer/intranode.cu l. 193-278: probabilities of num_of_experts_per_rank x num_of_ranks_per_node
+     columns; buffer/internode_doca.cu: the num_of_nodes - 1 inter-node copies) are sized from them;
+     Megatron's init_hybrid_ep_buffer (fused_a2a.py l. 285-350) passes no per-domain count. So a rank
+     is sized by its own piece (comm.domain_pieces), and where groups straddle domains unevenly (EP 48
+     on 72-GPU racks: ranks see 48 or 24 of their group) the GPU's figure is the heaviest rank's, the
+     largest of the buffers at each piece the job's ranks see.
 
 [z3] DeepSpeed ZeRO-3's gathered working set (stack fsdp.zero3_modules, DeepSpeed's defaults; job field
      deepspeed_zero3, the DeepSpeed JSON's zero_optimization keys), at microsoft/DeepSpeed @38327e07: parameters are
@@ -577,7 +590,7 @@ from .imbalance import rank_load
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from . import comm
 from .cuda_graphs import held_output_bytes
-from .dispatch import HYBRIDEP, group_link
+from .dispatch import HYBRIDEP, group_size, group_stride
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import ROUTER_DTYPE_BYTES, RouterPath
@@ -2216,21 +2229,30 @@ SYMM_MEM_CHUNKS = 2
 
 def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     """Bytes per GPU of the MoE dispatcher's communication buffers [ep] (planner/ep_buffers.py),
-    over the expert-TP x EP group Megatron's flex dispatcher builds them on: 0 for a dense model;
-    Hybrid-EP's read that group's members per NVLink domain where it lands (comm.group_link at
-    the folded grid's tp_ep stride, as step.ep_comm places it)."""
+    over the expert-TP x EP group Megatron's flex dispatcher builds them on: 0 for a dense model.
+    Hybrid-EP's are sized by each rank with its own ranks per NVLink domain: HybridEPBuffer takes
+    num_of_ranks_per_node = the group members the rank itself reaches over NVLink
+    (detect_accessible_ranks, no collective agreement on it; Megatron passes none), its nodes the
+    group / that; so the rank's piece (comm.domain_pieces, counted rank by rank at the folded grid's
+    tp_ep stride, as step.ep_comm places the group), and the heaviest rank's buffers, the largest
+    over the job's pieces, are the GPU's."""
     model = settings.model
     if model.moe is None:  # a model property, not a searched quantity
         return np.zeros(np.shape(plan.tp))
-    per_domain = 1.0
     etp = etp_of(plan)
-    if settings.moe_dispatcher == "hybridep":  # a job-wide setting
-        strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
-        _, link = group_link(HYBRIDEP, plan, strides, comm.comm_params(settings.hardware), settings.gpus)
-        per_domain = link.local_ranks
-    b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
-                        model.moe.num_experts, per_domain, etp)
-    return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)
+    if settings.moe_dispatcher != "hybridep":  # a job-wide setting
+        b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
+                            model.moe.num_experts, 1.0, etp)
+        return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)
+    strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)
+    group = group_size(HYBRIDEP, plan.ep, etp).astype(np.int64)
+    pieces = comm.domain_piece_columns(group, group_stride(HYBRIDEP, plan, strides),
+                                       comm.comm_params(settings.hardware), settings.gpus)
+    b = np.zeros(np.shape(plan.tp))
+    for j in range(pieces.shape[-1]):  # each distinct piece a column (the last repeats the largest)
+        b = np.maximum(b, ep_buffer_bytes("hybridep", model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
+                                          model.moe.num_experts, pieces[..., j], etp))
+    return b.astype(np.float64)
 
 
 def tp_overlap_bytes(settings: Settings, plan) -> tuple[np.ndarray, np.ndarray]:

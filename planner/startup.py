@@ -880,7 +880,8 @@ _pieces_last: list = [None, None]  # [(cluster, the fields' objects), result]: t
 def _tp_ep_pieces(plan, cluster: Cluster):
     """(group, every piece divides it, the pieces' gcd, it spans domains) of Megatron's flex dispatcher's
     expert-TP x EP group on the cluster (comm.domain_pieces at the folded grid's tp_ep stride, the
-    placement dispatch.group_link gives step.ep_comm and memory.dispatcher_buffer_bytes). The rules
+    placement dispatch.group_link gives step.ep_comm, and whose pieces memory.dispatcher_buffer_bytes
+    sizes each rank's Hybrid-EP buffers by: comm.domain_piece_columns). The rules
     MEGATRON_HYBRIDEP_DOMAIN, _EXPERTS and _TOKENS read it one after the other on the same plan: the
     last call's result is returned again where the cluster and the plan's fields it reads are the same
     objects (held here, so that no id is reused; the search's plan columns are never written in place)."""
