@@ -23,9 +23,9 @@ stack (a2a+p2p's sizes in its spec, hierarchical_sizes).
            rank then holds the sequence of cp / a2a ranks with 1 / a2a of the heads, the same
            elements; step.cp_split, cp_ring); the layout copies are the spec's pass bytes
            (step.cp_pass_times).
-  memory   the P2P ring's forward merge (memory.cp_forward_merge, memory.py [cp3]) is kept for the
-           variants that run the ring (cp_comm_types.forward_merge: p2p, a2a+p2p over its p2p
-           ranks), off for the others; what the variant's layer holds while it runs is its spec's
+  memory   the P2P ring's forward merge (memory.cp_forward_merge, memory.py [cp3]) and its backward
+           (memory.cp_p2p_backward, [cp4]) are kept for the variants that run the ring
+           (cp_comm_types.forward_merge: p2p, a2a+p2p over its p2p ranks), off for the others; what the variant's layer holds while it runs is its spec's
            `held` and the all-to-all variants' second copy of the attention output their
            `saved_out_bytes` (memory.py [cp2]).
   rules    a variant that splits the heads (cp_comm_types.heads_divisible: a2a over cp, a2a+p2p
@@ -101,7 +101,9 @@ def apply_cp_comm_type(job, stack: Stack, where: str = "") -> Stack:
         spec = base.model_copy(update={"hierarchical_sizes": (a2a, p2p)})
     if spec is None:  # the default
         return stack
-    memory = stack.memory.model_copy(update={"cp_forward_merge": stack.memory.cp_forward_merge and name in cct.forward_merge})
+    ring = name in cct.forward_merge  # the P2P ring's variants: its forward merge [cp3] and its backward [cp4]
+    memory = stack.memory.model_copy(update={"cp_forward_merge": stack.memory.cp_forward_merge and ring,
+                                             "cp_p2p_backward": stack.memory.cp_p2p_backward if ring else []})
     return stack.model_copy(update={"context_parallel": spec, "memory": memory})
 
 

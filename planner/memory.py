@@ -379,9 +379,32 @@ References
      saved fp8 ones under delayed and current scaling (2 B; MXFP8 saves the bf16 q and kv, l. 2153-2154).
      Per local token: cp (4 a d / t + 4 a / t + 2 c k' d) + o a d / t + i (a d / t + 2 k' d), c, o, i the
      recipe's three figures. Not priced: fp8_mha's fp8 inputs, MXFP8's saved bf16 q, kv under CP where the
-     table prices [fa8]'s 2.0625 B (0.0625 B an element over), the fp8 ring's backward (l. 2253 on: delayed keeps
-     cp uint8 dq and dK/dV partials and dequantizes all cp to fp32 before summing, l. 2403-2421, 2872-2890;
-     Megatron's CP backward has no moment here in bf16 either).
+     table prices [fa8]'s 2.0625 B (0.0625 B an element over). The ring's backward: [cp4].
+[cp4] Context parallel attention's backward in Transformer Engine's P2P ring (stack memory.cp_p2p_backward, bf16;
+     under fp8 attention the recipe's fp8_attention cp_backward; planner/cp_comm_type.py keeps it for p2p and
+     a2a+p2p, over its p2p ranks, as [cp3]): NVIDIA/TransformerEngine @4329ff84 context_parallel.py
+     AttnFuncWithCPAndKVP2P.backward (l. 2253-2990) allocates its buffers before the ring loop (l. 2510), the same
+     on every CP rank, and keeps them to its end, beside the saved q, kv, out and the incoming output gradient.
+     Per element of the local query Q (T a d / t) and of the local K and V KV (T 2 k' d / t), k' = max(k / t, 1):
+     bf16: dq_buffer (empty_like(q), 2 B a Q element), two (2, kv) send / receive buffers (K/V and dK/dV, 8 B a
+     KV element, l. 2446-2452) and the diagonal step 0's kernel outputs dq_, dk_, dv_ over the whole local query
+     and K/V (2 + 2 B; the later steps' cover half of one): 4 Q + 10 KV. Delayed scaling: dout quantized (1 B a Q
+     element, l. 2386), cp uint8 dq partials (l. 2404-2408), kv_recv (1 B) and cp-deep uint8 dK/dV send and
+     receive buffers (2 cp B, l. 2415-2421); after the loop combine_and_dequantize (l. 2880-2887, utils.py
+     l. 2969-2978: a torch.cat of the fp8 partials, cp B, dequantized to one fp32 tensor, 4 cp B) and each
+     partial's fp32 sum and bf16 copy (l. 2888): three moments, (1 + 6 cp) Q + (1 + 7 cp) KV, (7 + 5 cp) Q +
+     (1 + 6 cp) KV (dq's sum), (3 + 5 cp) Q + (5 + 6 cp) KV (dv's sum), the largest priced. Current scaling:
+     dout quantized (1), fp32 dq and dK/dV accumulators (4 + 4, l. 2410-2429), kv_recv (1), the cp-deep uint8
+     dK/dV buffers allocated all the same (2 cp), a step's fp8 partials and their fp32 copies (1 + 4 each,
+     l. 2691): 10 Q + (10 + 2 cp) KV. MXFP8: no dout quantized up front, kv_recv bf16 (2), the kernel's
+     partials MXFP8 row- and column-wise (2.0625): 10.0625 Q + (12.0625 + 2 cp) KV (its per-step quantizations
+     of q, k, v and dout inside cp_p2p_bwd_fused_attn not priced). stack_db megatron memory.cp_p2p_backward and
+     fp8_recipes.*.fp8_attention.cp_backward state each moment as fixed + per-rank bytes (schema
+     CPBackwardMoment). One attention layer's backward is a moment of that layer beside what it holds then:
+     added to the recompute buffer as [cp2]'s held bytes (the re-run layer's tensors under full recompute);
+     the forward merge's moment [cp3] adds only its excess beyond it. Llama 3 8B, tp 1: 36,864 B a local token
+     in bf16 (cp 2, 4,096 tokens: 144 MiB). Derived from the code, not traced; not priced: the kernels' own
+     workspaces, the fp32 softmax statistics' transposed copies (4 B a head a token).
 [fa8] fp8 attention (job field fp8_attention; Megatron-Core TransformerConfig.fp8_dot_product_attention, Transformer
      Engine's recipe fp8_dpa; stack_db fp8_recipes fp8_attention, with sources): NVIDIA/TransformerEngine @4329ff84
      transformer_engine/pytorch/attention/dot_product_attention/backends.py FusedAttnFunc.forward quantizes q, k, v
@@ -600,7 +623,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import fp8_recipe, kernel_bytes, mode_value, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -1045,6 +1068,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     # a selective policy that re-runs the elementwise kernels keeps none of the eager norms' extra saves
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []
+    cp_ring_bwd = cp_p2p_backward(settings, plan, stack, ctx)
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
                                      core_in_bytes=ci)
@@ -1092,6 +1116,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         if cps is not None and cps.held is not None:  # a stack setting, not a searched quantity
             # what the layer being run holds beyond its saved tensors (gathered K/V, all-to-all copies) [cp2]
             buffers[-1] = buffers[-1] + np.where(ctx.cp > 1, cp_held_extra(kind, ctx, cps.held), 0.0)
+        # the P2P ring's backward beside what the layer holds then [cp4] (0 where the stack prices none)
+        buffers[-1] = buffers[-1] + cp_ring_bwd(kind)
     return stored, buffers, layer_input
 
 
@@ -1242,6 +1268,37 @@ def cp_forward_merge_bytes(kind: LayerKind, ctx: Ctx, f8=None) -> np.ndarray:
     else:
         per_token = (cp * (CP_FP8_STEP_OUT_BYTES * a_loc * mixer.d + 4.0 * a_loc + f8["cp_ring_kv"] * kv_el)
                      + f8["cp_merge_out"] * a_loc * mixer.d + f8["cp_inputs_bf16"] * (a_loc * mixer.d + kv_el))
+    return np.where(cp > 1, ctx.T * per_token, 0.0)
+
+
+def cp_p2p_backward(settings: Settings, plan: PlanArrays, stack, ctx: Ctx):
+    """kind -> what one attention layer's backward holds in Transformer Engine's P2P ring beyond its saved
+    tensors [cp4] (cp_p2p_backward_bytes), 0 for every kind where the stack prices none (memory.cp_p2p_backward,
+    a stack setting). a2a+p2p: the ring over the p2p ranks (planner/cp_comm_type.py); under fp8 attention (a job
+    setting) the recipe's moments."""
+    moments = cp_backward_moments(stack, plan.f8r if settings.fp8_attention else None)
+    if moments is None:
+        return lambda kind: 0.0
+    a2a, ring_cp = ring_ranks(stack.context_parallel, ctx.cp)
+    ring_ctx = ctx if a2a == 1.0 else dataclasses.replace(ctx, cp=ring_cp)
+    return lambda kind: cp_p2p_backward_bytes(kind, ring_ctx, moments)
+
+
+def cp_p2p_backward_bytes(kind: LayerKind, ctx: Ctx, moments) -> np.ndarray:
+    """The largest moment of Transformer Engine's P2P ring backward [cp4] for one attention layer, per GPU:
+    each moment (q fixed, q per rank, kv fixed, kv per rank; stacks.cp_backward_moments) prices (fixed + per
+    rank x cp) B an element of the local query (T a d / t) and of the local K and V (T 2 k' d / t, k' = max(k / t,
+    1)); 0 without CP, for MLA and for layers without an attention core (as [cp3])."""
+    from .layers.attention import Attention
+
+    mixer = kind.mixer
+    if type(mixer) is not Attention:
+        return np.zeros(np.shape(ctx.T))
+    cp = np.asarray(ctx.cp, dtype=np.float64)
+    q_el = mixer.a / ctx.tp * mixer.d
+    kv_el = 2.0 * kv_local(mixer.k, ctx.tp) * mixer.d
+    per_token = np.maximum.reduce([(qf + qr * cp) * q_el + (kf + kr * cp) * kv_el for qf, qr, kf, kr in moments]
+                                  + [np.zeros(np.shape(cp))])
     return np.where(cp > 1, ctx.T * per_token, 0.0)
 
 

@@ -911,6 +911,17 @@ class HeldBytes(BaseModel):
     per_rank: float = Field(default=0.0, ge=0)
 
 
+class CPBackwardMoment(BaseModel):
+    """One moment of Transformer Engine's P2P context-parallel ring backward (AttnFuncWithCPAndKVP2P.backward,
+    memory.py [cp4]): what the attention's backward holds then beyond the layer's saved tensors, per element of
+    the local query (T a d / t) and of the local K and V (T 2 k' d / t), each `fixed` plus `per_rank` times the
+    ring's ranks."""
+
+    model_config = Strict
+    q: HeldBytes = Field(description="per element of the local query")
+    kv: HeldBytes = Field(description="per element of the local K and V")
+
+
 class CPHeld(BaseModel):
     """What one attention layer holds while it runs under context parallelism, beyond the tensors
     it saves (memory.py [cp2]), per element of the local K and V (T 2 k d / t), of the query
@@ -1151,6 +1162,9 @@ class FP8Attention(BaseModel):
     cp_inputs_bf16_bytes: float = Field(ge=0, description="bytes per q, k, v element of the caller's bf16 q, k, v live "
                                                           "through the P2P ring's forward beside the saved quantized "
                                                           "ones (memory.py [cp3]; 0 where the bf16 ones are saved)")
+    cp_backward: list[CPBackwardMoment] = Field(
+        min_length=1, description="the moments of the P2P ring's backward under this recipe (memory.py [cp4]): the "
+                                  "largest is what one attention layer's backward holds beyond its saved tensors")
     min_compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$",
                                         description="the lowest GPU compute capability the stack's fused attention "
                                                     "runs this recipe's fp8 path on (below it no backend trains)")
@@ -1335,6 +1349,12 @@ class MemoryReporting(BaseModel):
         description="the stack can step the optimizer inside the backward, per parameter, as each sharded gradient "
                     "arrives (job field early_step_in_backward: torchtitan [optimizer] early_step_in_backward, "
                     "OptimizersInBackwardContainer; memory.py [es])")
+    cp_p2p_backward: list[CPBackwardMoment] = Field(
+        default_factory=list,
+        description="under context parallelism the attention's backward is Transformer Engine's P2P ring "
+                    "(AttnFuncWithCPAndKVP2P.backward) in bf16: its moments (the largest is one attention layer's "
+                    "backward beyond its saved tensors, in the recompute buffer; memory.py [cp4]); under fp8 "
+                    "attention the recipe's fp8_attention cp_backward replaces them; empty: not priced")
     cp_ring_backward: Optional[Literal["allgather", "alltoall"]] = Field(
         default=None,
         description="under context parallelism the attention's backward is torch's ring attention with this K/V "

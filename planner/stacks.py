@@ -114,6 +114,29 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
     }
 
 
+def cp_backward_moments(stack: Stack, code=None) -> list[tuple[np.ndarray, ...]] | None:
+    """The moments of Transformer Engine's P2P ring backward (memory.py [cp4]), each (q fixed, q per rank,
+    kv fixed, kv per rank) bytes an element: the stack's bf16 ones (memory.cp_p2p_backward) where `code` is
+    None, else under fp8 attention the recipe's (fp8_attention cp_backward) per recipe code as arrays over the
+    plans, a recipe's list padded with its last moment (the largest is what counts); None where the stack
+    prices none."""
+    bf16 = stack.memory.cp_p2p_backward
+    if not bf16:
+        return None
+    if code is None:
+        return [(m.q.fixed, m.q.per_rank, m.kv.fixed, m.kv.per_rank) for m in bf16]
+    lists = [stack.fp8_recipes[n].fp8_attention.cp_backward
+             if n in stack.fp8_recipes and stack.fp8_recipes[n].fp8_attention is not None else bf16 for n in FP8_RECIPES]
+    depth = max(len(m) for m in lists)
+    code = np.asarray(code, dtype=np.int64)
+    rows = []
+    for i in range(depth):
+        picked = [m[min(i, len(m) - 1)] for m in lists]
+        rows.append(tuple(np.array([float(getattr(getattr(m, part), f)) for m in picked])[code]
+                          for part, f in (("q", "fixed"), ("q", "per_rank"), ("kv", "fixed"), ("kv", "per_rank"))))
+    return rows
+
+
 def _mode_column(stack: Stack, pick) -> np.ndarray | None:
     runs = stack.runs
     if runs is None:

@@ -152,20 +152,26 @@ def test_cp_p2p_forward_merge_by_hand():
     statistics and K/V buffer until the merge after its loop. Llama 3 8B (32 heads, 8 KV heads, d 128),
     Megatron, tp 1, cp 2, seq 8192, micro-batch 1: T = 4,096 local tokens; the last CP rank holds
     2 outputs 2 x 4096 x 32 x 128 x 2 = 67,108,864 B, 2 statistics 2 x 4096 x 32 x 4 = 1,048,576 B and
-    2 K/V buffers 2 x 4096 x 2 x 8 x 128 x 2 = 33,554,432 B: 101,711,872 B. Without recompute the
-    first stage of pp 2 (no loss) has no other transient: its recompute buffer is that moment's
-    excess, exactly; the last stage's loss (6 B a logit) is far larger, nothing there; cp 1: nothing."""
+    2 K/V buffers 2 x 4096 x 2 x 8 x 128 x 2 = 33,554,432 B: 101,711,872 B; at cp 4 (T 2,048) the same
+    4 x 12,416 x 2,048. Without recompute the first stage of pp 2 (no loss) has no other transient but
+    the ring's backward [cp4] (36,864 B a local token: 150,994,944 B at cp 2, 75,497,472 B at cp 4):
+    its recompute buffer is the larger moment, the backward's at cp 2 and the merge's at cp 4 (its
+    excess over the backward's, exactly); on the last stage the loss (6 B a logit) is far larger than
+    the merge, which adds nothing there, and the backward's moment is the one layer's buffer as on
+    every stage; cp 1: nothing."""
     from planner import memory as mem
     from planner.plan import resolve
     from planner.schema import Job
 
     def stages(**kw):
-        job = Job(model="llama3-8b", gpus=4, pp=2, micro_batch=1, global_batch=8, seq_len=8192, recompute="none", **kw)
+        job = Job(**{"model": "llama3-8b", "gpus": 4, "pp": 2, "micro_batch": 1, "global_batch": 8, "seq_len": 8192,
+                     "recompute": "none", **kw})
         return mem.stage_memory_terms(*resolve(job)[:2])
 
     cp2 = stages(cp=2)
-    assert cp2[mem.STAGE_FIRST].recompute_buffer == pytest.approx(101_711_872, rel=1e-12)
-    assert cp2[mem.STAGE_LAST].recompute_buffer == 0.0
+    assert cp2[mem.STAGE_FIRST].recompute_buffer == pytest.approx(150_994_944, rel=1e-12)
+    assert cp2[mem.STAGE_LAST].recompute_buffer == pytest.approx(150_994_944, rel=1e-12)
+    assert stages(cp=4, gpus=8)[mem.STAGE_FIRST].recompute_buffer == pytest.approx(101_711_872, rel=1e-12)
     assert stages(cp=1, tp=2)[mem.STAGE_FIRST].recompute_buffer == 0.0
 
 
@@ -180,7 +186,10 @@ def test_cp_p2p_forward_merge_fp8_attention_by_hand():
     = cp x 18,560 + 32,768 + 12,288.
     cp 2 (T 4,096): 82,176 x 4,096 = 336,592,896 B (bf16 attention: 2 x 12,416 x 4,096 = 101,711,872);
     cp 4 (T 2,048): 119,296 x 2,048 = 244,318,208 B (bf16 attention: 4 x 12,416 x 2,048 = 101,711,872).
-    The first stage's recompute buffer is that moment's excess, exactly, as in bf16."""
+    The first stage's recompute buffer is the larger of that moment and the ring's backward [cp4]
+    (test_cp_p2p_backward_*: delayed 96,256 B a token at cp 2, 161,792 at cp 4; bf16 36,864): the
+    backward's 394,264,576 and 331,350,016 B under fp8 attention, 150,994,944 B (cp 2) and the merge's
+    101,711,872 B (cp 4) in bf16. The merge itself: cp_forward_merge_bytes, by hand."""
     from planner import memory as mem
     from planner.plan import resolve
     from planner.schema import Job
@@ -190,10 +199,19 @@ def test_cp_p2p_forward_merge_fp8_attention_by_hand():
                   recompute="none", precision="fp8", fp8_attention=fa)
         return mem.stage_memory_terms(*resolve(job)[:2])[mem.STAGE_FIRST].recompute_buffer
 
-    assert first(2, True) == pytest.approx(336_592_896, rel=1e-12)
-    assert first(2, False) == pytest.approx(101_711_872, rel=1e-12)
-    assert first(4, True) == pytest.approx(244_318_208, rel=1e-12)
+    assert first(2, True) == pytest.approx(394_264_576, rel=1e-12)
+    assert first(2, False) == pytest.approx(150_994_944, rel=1e-12)
+    assert first(4, True) == pytest.approx(331_350_016, rel=1e-12)
     assert first(4, False) == pytest.approx(101_711_872, rel=1e-12)
+    from planner.layers import context, layer_list
+    from planner.plan import FP8_RECIPE_CODES, resolve as res
+    from planner.stacks import fp8_recipe, stack_of
+
+    for cp, want in ((2, 336_592_896), (4, 244_318_208)):
+        settings, plan = res(Job(model="llama3-8b", gpus=2 * cp, pp=2, cp=cp, micro_batch=1, global_batch=8,
+                                 seq_len=8192, recompute="none", precision="fp8", fp8_attention=True))[:2]
+        f8 = fp8_recipe(stack_of(settings), FP8_RECIPE_CODES["delayed"])
+        assert float(mem.cp_forward_merge_bytes(layer_list(settings.model).kinds[0], context(plan), f8)) == want
 
 
 def test_cp_p2p_forward_merge_fp8_recipes_by_hand():
@@ -218,6 +236,70 @@ def test_cp_p2p_forward_merge_fp8_recipes_by_hand():
                  / float(ctx.T) for n in ("delayed", "tensorwise", "mxfp8")}
     assert per_token == {"delayed": 82_176.0, "tensorwise": 73_984.0, "mxfp8": 65_792.0}
     assert float(mem.cp_forward_merge_bytes(kind, ctx)) / float(ctx.T) == 24_832.0
+
+
+# ---- [cp4] Transformer Engine's P2P ring attention: the backward under CP
+def _cp_bwd_per_token(cp, recipe=None, **kw):
+    """Per local token, Llama 3 8B's attention layer, Megatron, tp 1: the ring backward's largest moment."""
+    from planner import memory as mem
+    from planner.layers import context, layer_list
+    from planner.plan import FP8_RECIPE_CODES, resolve
+    from planner.schema import Job
+    from planner.stacks import cp_backward_moments, stack_of
+
+    job = {"model": "llama3-8b", "gpus": 2 * cp, "pp": 2, "cp": cp, "micro_batch": 1, "global_batch": 8,
+           "seq_len": 8192, "recompute": "none", **kw}
+    settings, plan = resolve(Job(**job))[:2]
+    ctx = context(plan)
+    moments = cp_backward_moments(stack_of(settings), None if recipe is None else FP8_RECIPE_CODES[recipe])
+    if moments is None:
+        return None
+    return float(mem.cp_p2p_backward_bytes(layer_list(settings.model).kinds[0], ctx, moments)) / float(ctx.T)
+
+
+def test_cp_p2p_backward_bf16_by_hand():
+    """TE @4329ff84 AttnFuncWithCPAndKVP2P.backward, bf16: dq_buffer = empty_like(q) (2 B a local query
+    element), two (2, kv) send / receive buffers (8 B a local K/V element) and the diagonal step's dq_, dk_,
+    dv_ (2 + 2 B): 4 B a query element, 10 B a K/V element, whatever cp. Llama 3 8B (32 heads, 8 KV heads,
+    d 128), tp 1: 4 x 4,096 + 10 x 2,048 = 36,864 B a local token, at cp 2 (T 4,096) 150,994,944 B and at
+    cp 4 (T 2,048) 75,497,472 B: the first stage's recompute buffer (pp 2, no recompute) at cp 2, where
+    the forward merge [cp3] is smaller (101,711,872 B). cp 1: nothing. tp 8: 4 query heads, one KV
+    head: 4 x 512 + 10 x 256 = 4,608 B a token."""
+    from planner import memory as mem
+    from planner.plan import resolve
+    from planner.schema import Job
+
+    assert _cp_bwd_per_token(2) == 36_864.0
+    assert _cp_bwd_per_token(4) == 36_864.0
+    assert _cp_bwd_per_token(2, tp=8, gpus=32) == 4_608.0
+    first = mem.stage_memory_terms(*resolve(Job(model="llama3-8b", gpus=4, pp=2, cp=2, micro_batch=1, global_batch=8,
+                                                seq_len=8192, recompute="none"))[:2])[mem.STAGE_FIRST]
+    assert first.recompute_buffer == pytest.approx(150_994_944, rel=1e-12)
+
+
+def test_cp_p2p_backward_fp8_recipes_by_hand():
+    """Under fp8 attention the recipe's moments (stack_db megatron fp8_recipes fp8_attention cp_backward,
+    TE @4329ff84). Llama 3 8B, tp 1: Q = 4,096 query and KV = 2,048 K/V elements a local token.
+    delayed: cp uint8 dq partials, 2 cp uint8 dK/dV buffers, dequantized to fp32 together at the end;
+    moments (1 + 6 cp) Q + (1 + 7 cp) KV (the dequantization), (7 + 5 cp) Q + (1 + 6 cp) KV (dq's sum),
+    (3 + 5 cp) Q + (5 + 6 cp) KV (dv's sum). cp 2: 83,968, 96,256, 88,064 -> 96,256; cp 4: 161,792,
+    161,792, 153,600 -> 161,792.
+    current scaling: 10 Q + (10 + 2 cp) KV: cp 2 69,632, cp 4 77,824.
+    MXFP8: 10.0625 Q + (12.0625 + 2 cp) KV: cp 2 74,112, cp 4 82,304."""
+    want = {2: {"delayed": 96_256.0, "tensorwise": 69_632.0, "mxfp8": 74_112.0},
+            4: {"delayed": 161_792.0, "tensorwise": 77_824.0, "mxfp8": 82_304.0}}
+    for cp, per in want.items():
+        assert {n: _cp_bwd_per_token(cp, n) for n in per} == per
+
+
+def test_cp_p2p_backward_only_on_the_ring():
+    """all_gather and a2a run no P2P ring (planner/cp_comm_type.py clears memory.cp_p2p_backward); a2a+p2p
+    runs it over its p2p ranks: cp 4 as 2 x 2 is the ring of 2 (the bf16 moment does not depend on cp: the
+    same 36,864 B a token of the same local tokens); torchtitan prices torch's ring backward instead [cp1]."""
+    assert _cp_bwd_per_token(2, cp_comm_type="a2a") is None
+    assert _cp_bwd_per_token(2, cp_comm_type="all_gather") is None
+    assert _cp_bwd_per_token(4, cp_comm_type="a2a+p2p", hierarchical_cp_sizes=[2, 2]) == 36_864.0
+    assert _cp_bwd_per_token(2, stack="torchtitan", sharding="fsdp") is None
 
 
 # ---- [mr] Megatron's lru_cache'd rotary tables
