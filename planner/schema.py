@@ -1155,7 +1155,12 @@ class FP8Attention(BaseModel):
     cp_ring_kv_bytes: float = Field(gt=0, description="bytes per element of the K/V buffers of Transformer Engine's "
                                                       "P2P context-parallel ring under this recipe (memory.py [cp3]: "
                                                       "the fp8 data where TE quantizes q, k, v before the ring, bf16 "
-                                                      "where it quantizes each step's slices)")
+                                                      "where it quantizes each step's slices); the forward ring's "
+                                                      "sends and the backward's K/V sends (step.py cp_ring_comm)")
+    cp_ring_dkv_bytes: float = Field(gt=0, description="bytes per element of the (ring ranks x local K/V) dK/dV "
+                                                       "buffer Transformer Engine's P2P ring backward all-to-alls at "
+                                                       "its last step under fp8 attention in place of the bf16 "
+                                                       "ring's per-step dK/dV sends (step.py cp_ring_comm)")
     cp_merge_out_bytes: float = Field(ge=0, description="bytes per local output element the P2P ring's forward holds "
                                                         "at its end beyond the layer's saved output (memory.py [cp3]: "
                                                         "the fp32 merged output and its bf16 copies not saved)")

@@ -107,6 +107,7 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
         "dpa_out": _dpa_column(stack, "out_saved_bytes")[code],
         # TE's P2P context-parallel ring under the recipe's fp8 attention (memory.py [cp3]; bf16 figures where none)
         "cp_ring_kv": _dpa_column(stack, "cp_ring_kv_bytes")[code],
+        "cp_ring_dkv": _dpa_column(stack, "cp_ring_dkv_bytes")[code],
         "cp_merge_out": _dpa_column(stack, "cp_merge_out_bytes", 0.0)[code],
         "cp_inputs_bf16": _dpa_column(stack, "cp_inputs_bf16_bytes", 0.0)[code],
         "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],

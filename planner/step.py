@@ -161,6 +161,18 @@ References
     and whose grouped-GEMM kernels (torchao prototype.moe_training) are not measured here; what
     torchao's ScaledGroupedMMTensor saves for the backward and the 16- / 32-row token-group
     padding (float8.py l. 202, mx.py l. 126-131) are not priced (docs/torchtitan_grouped_mm.md).
+[17] Transformer Engine's P2P context-parallel ring under fp8 attention (job field fp8_attention;
+    stack_db fp8_recipes fp8_attention cp_ring_kv_bytes, cp_ring_dkv_bytes, with sources):
+    NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/
+    context_parallel.py AttnFuncWithCPAndKVP2P. Forward: delayed and current scaling quantize q, k,
+    v before the ring and send the fp8 data, 1 B an element (l. 1579-1583, 1741, 1757); MXFP8
+    keeps them bf16 and quantizes per step (l. 976-979). Backward (the `if ctx.fp8` branch, every
+    recipe, l. 2367-2442, 2510-2535): steps 0 .. cp-2 send the K/V alone in the saved kv's dtype
+    (the forward's bytes), and the last step runs one all_to_all_single of the (cp, local K/V)
+    uint8 dK/dV buffers (1 B an element, every recipe), launched before its kernel and waited after
+    it: no dK/dV rides with the K/V as in the bf16 ring. Priced in cp_ring_comm for the stacks whose
+    ring is TE's (ContextParallelSpec kernel per_step, dkv with_kv; a2a+p2p's ring part, after its
+    bf16 all-to-alls, l. 1543); all_gather and a2a CP unchanged (bf16).
 """
 
 from __future__ import annotations
@@ -1010,7 +1022,10 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
                reduce-scatter of the gathered K/V's gradients after it: nothing beside them, all
                exposed; separate_kv: K and V each in a collective of its own (half the bytes).
                a2a (Transformer Engine's, Ulysses; cp_a2a_comm): all-to-alls, all exposed.
-    dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring)."""
+    dK/dV move at the stack's dkv_bytes per element (fp32 in torch's ring). Under fp8 attention on
+    Transformer Engine's ring [17]: the K/V at the recipe's cp_ring_kv bytes (forward and backward),
+    and the backward sends the K/V alone beside each step's kernel but the last, whose kernel has the
+    dK/dV all-to-all (ring ranks x local K/V at cp_ring_dkv bytes) beside it."""
     plan, x = sc.plan, sc.x
     spec = cp_spec(sc)
     a2a, ring_cp = cp_split(sc)
@@ -1020,6 +1035,13 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
     wf, wb = lt.core_fwd[i] / steps, lt.core_bwd[i] / steps
     kv = ring["kv_bytes"]
     dkv = ring["kv_el"] * spec.dkv_bytes
+    # fp8 attention (a job setting) on Transformer Engine's P2P ring (per-step kernels, dK/dV with the K/V):
+    # the K/V at the recipe's bytes, forward and backward, and the backward's dK/dV in one all-to-all of a
+    # (ring ranks x local K/V) buffer at the recipe's cp_ring_dkv bytes at its last step [17]
+    te_fp8 = bool(sc.settings.fp8_attention) and spec.kernel == "per_step" and spec.dkv == "with_kv"
+    if te_fp8:
+        f8 = fp8_recipe(sc.stack, plan.f8r)
+        kv = ring["kv_el"] * f8["cp_ring_kv"]
 
     # the sends' sizes priced in one call (one pass over the plans' distinct tuples): the local
     # K/V, the dK/dV alone, and both in one buffer
@@ -1042,9 +1064,14 @@ def cp_ring_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes, i: int, ring):
         rs = np.where(some, parts * coll(comm.REDUCE_SCATTER, dkv * plan.cp / parts, plan.cp, stride), 0.0)
         return (ag, ag), (ag + rs, ag + rs)
     fwd = kv_pass(spec.fwd_kv, wf)
-    if spec.dkv == "with_kv":
+    if te_fp8:  # the K/V alone beside each step's kernel but the last, the dK/dV all-to-all beside the last's
+        t_a2a = coll(comm.ALL_TO_ALL, ring_cp * ring["kv_el"] * f8["cp_ring_dkv"], ring_cp, stride)
+        b_tot = np.where(some, n * t_kv + t_a2a, 0.0)
+        b_exp = np.where(some, n * _hide(t_kv, wb, x) + _hide(t_a2a, wb, x), 0.0)
+    elif spec.dkv == "with_kv":
         b_tot = np.where(some, t_kv + t_dkv + (n - 1.0) * t_both, 0.0)
         b_exp = np.where(some, _hide(t_kv, wb, x) + _hide(t_dkv, wb, x) + (n - 1.0) * _hide(t_both, wb, x), 0.0)
+    if spec.dkv == "with_kv":
         if spec.hierarchical:  # a2a+p2p: the all-to-alls inside the group, before and after the ring, exposed
             (a_f, _), (a_b, _) = cp_a2a_comm(sc, coll, ring, a2a, coll.strides["cp"])
             return (fwd[0] + a_f, fwd[1] + a_f), (b_exp + a_b, b_tot + a_b)
