@@ -84,3 +84,24 @@ def test_all_gather_and_a2a_unchanged_by_fp8_attention(explain):
         _, _, _, off = explain(**_job("llama3-8b", 4, False), cp_comm_type=kind)
         _, _, _, on = explain(**_job("llama3-8b", 4, True), cp_comm_type=kind)
         assert on["time"]["cp_comm_total_s"] == pytest.approx(off["time"]["cp_comm_total_s"], rel=1e-12)
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_mxfp8_rings_bf16_kv_and_a_uint8_dkv_all_to_all(explain, cp):
+    """MXFP8 on one B200 node (fp8 attention from sm100): the K/V stay bf16 (2 B, quantized per step,
+    l. 976-979, 2370), the backward's dK/dV one all-to-all of the (cp, local K/V) uint8 buffer (1 B),
+    each priced by comm.group_collective at the CP stride (tp 2)."""
+    from planner.catalog import load_hardware
+
+    hw = load_hardware("b200")
+    cpar = comm.comm_params(hw)
+    kv_el = SEQ // cp * 1024
+
+    def coll(op, size):
+        return float(comm.group_collective(op, size, cp, 2, cpar, comm.AUTO, job_gpus=2 * cp)[0].time_s)
+
+    n = cp - 1
+    by_hand = n * coll(comm.SEND_RECV, 2 * kv_el) + n * coll(comm.SEND_RECV, 2 * kv_el) + coll(comm.ALL_TO_ALL, cp * kv_el)
+    job = dict(_job("llama3-8b", cp, False), hardware="b200", precision="fp8", fp8_recipe="mxfp8", fp8_attention=True)
+    _, _, _, js = explain(**job)
+    assert js["time"]["cp_comm_total_s"] == pytest.approx(M * 32 * by_hand, rel=1e-9)
