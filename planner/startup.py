@@ -773,17 +773,21 @@ def _tt_fp32(stack, plan) -> np.ndarray:
     bpp = BYTES_PER_PARAM_PRESETS[bpp] if isinstance(bpp, str) else bpp
     if bpp.master == 0 and bpp.weights <= 2:
         return np.zeros(np.shape(plan.tp), dtype=bool)
-    dp_shard = np.where(mode_is(stack, plan, "ddp"), 1,
-                        np.where(mode_is(stack, plan, "hsdp"), np.asarray(plan.shard), np.asarray(plan.dp)))
-    return (dp_shard * np.asarray(plan.cp) <= 1) & (np.asarray(plan.tp) * np.asarray(plan.pp) > 1)
+    return (_tt_fsdp_ranks(stack, plan) <= 1) & (np.asarray(plan.tp) * np.asarray(plan.pp) > 1)
 
 
 def _tt_ep_fsdp(stack, plan) -> np.ndarray:
     """TORCHTITAN_EP_FSDP: ep > 1 where torchtitan's fsdp mesh (dp_shard x cp: ddp 1 x cp, hsdp the
     shard group x cp, the fsdp modes dp x cp) is one rank."""
+    return (np.asarray(plan.ep) > 1) & (_tt_fsdp_ranks(stack, plan) <= 1)
+
+
+def _tt_fsdp_ranks(stack, plan) -> np.ndarray:
+    """torchtitan's fsdp mesh, dp_shard x cp ranks, of the plan's sharding mode: ddp 1 x cp, hsdp the shard
+    group x cp, the fsdp modes dp x cp (parallel_dims.py l. 334-335: FSDP is applied where it exceeds 1)."""
     dp_shard = np.where(mode_is(stack, plan, "ddp"), 1,
                         np.where(mode_is(stack, plan, "hsdp"), np.asarray(plan.shard), np.asarray(plan.dp)))
-    return (np.asarray(plan.ep) > 1) & (dp_shard * np.asarray(plan.cp) <= 1)
+    return dp_shard * np.asarray(plan.cp)
 
 
 def _tt_mx_tp_compile(plan) -> np.ndarray:
@@ -799,10 +803,8 @@ def _tt_fsdp_mesh(stack, plan) -> np.ndarray:
     """TORCHTITAN_FSDP_MESH: where the plan's sharding mode is not what torchtitan applies for its
     degrees: a sharded mode (any but ddp) whose dp_shard x cp ranks (hsdp: shard_group x cp) are
     one, or ddp with cp > 1."""
-    cp = np.asarray(plan.cp)
-    shard = np.where(mode_is(stack, plan, "hsdp"), np.asarray(plan.shard), np.asarray(plan.dp)) * cp
-    ddp = mode_is(stack, plan, "ddp")
-    return (~ddp & (shard <= 1)) | (ddp & (cp > 1))
+    ranks, ddp = _tt_fsdp_ranks(stack, plan), mode_is(stack, plan, "ddp")
+    return np.where(ddp, ranks > 1, ranks <= 1)
 
 
 # The rules that read the hardware (issues 22, 23; StartupRule.reads_cluster: a Cluster, the GPU entry and the placement the
