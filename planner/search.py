@@ -111,8 +111,8 @@ from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
 from .schema import Job
-from .space import (DISPATCHER_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, pairs, row_counts, settings_for,
-                    uncompiled_choices, uncompiled_space, variant_choices)
+from .space import (DISPATCHER_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, fill_variant, pairs, row_counts,
+                    settings_for, uncompiled_choices, uncompiled_space, variant_choices)
 from .imbalance import rank_load
 from .layers import context, layer_list
 from .params import count_params
@@ -548,10 +548,7 @@ def _options_memory(space: Space, v: int, bidx, rcidx) -> np.ndarray:
     space of their base rows alone (_few_memory): the layers' activations read compile, so the base rows
     themselves take the options (memory_totals' f8r= replaces the recipe after the layers are priced)."""
     rows, at = np.unique(bidx, return_inverse=True)
-    base = space.base.take(rows)
-    for j, name in enumerate(VARIANT_FIELDS):
-        setattr(base, name, np.full(len(rows), space.variants[v, j], dtype=np.int64))
-    sub = replace(space, base=base, dispatchers=None)
+    sub = replace(space, base=fill_variant(space.base.take(rows), space.variants[v]), dispatchers=None)
     return memory_totals(sub, np.reshape(at, -1), rcidx)
 
 

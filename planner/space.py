@@ -394,18 +394,15 @@ class Space:
                 memo[1][code] = (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan, cluster_of(s.hardware, s.gpus))
             ok &= memo[1][code]
         if var:
-            from copy import copy
-
             from .startup import cluster_of, variant_broken
 
-            p = copy(plan)
-            for j, name in enumerate(VARIANT_FIELDS):
-                setattr(p, name, self.variants[var, j])
+            p = _with_variant(plan, self.variants[var])
             s = self.settings_of(var)
-            ok &= ~variant_broken(s.model, s.stack, p, cluster_of(s.hardware, s.gpus))
+            cluster = cluster_of(s.hardware, s.gpus)
+            ok &= ~variant_broken(s.model, s.stack, p, cluster)
             if var in self.uncompiled:
                 p.compile = np.int64(1)
-                ok &= variant_broken(s.model, s.stack, p, cluster_of(s.hardware, s.gpus))
+                ok &= variant_broken(s.model, s.stack, p, cluster)
         return ok
 
 
@@ -417,6 +414,14 @@ def _with_variant(plan: PlanArrays, row) -> PlanArrays:
     for j, name in enumerate(VARIANT_FIELDS):
         setattr(p, name, np.int64(row[j]))
     return p
+
+
+def fill_variant(plan: PlanArrays, row) -> PlanArrays:
+    """`plan` (1-d, its own columns) with the stack options of variant row `row` (VARIANT_FIELDS) set in
+    place as full int64 columns, one per candidate; returned."""
+    for j, name in enumerate(VARIANT_FIELDS):
+        setattr(plan, name, np.full(len(plan.tp), row[j], dtype=np.int64))
+    return plan
 
 
 def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
@@ -467,9 +472,7 @@ def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
     sub = bad[variant_broken(st.model, st.stack, _with_variant(space.base.take(bad), on), cluster_of(st.hardware, st.gpus))]
     if not len(sub):
         return first, None
-    base = space.base.take(sub)  # a broken row keeps its class's head mode (choose_modes)
-    for j, name in enumerate(VARIANT_FIELDS):
-        setattr(base, name, np.full(len(sub), V[t0, j], dtype=np.int64))
+    base = fill_variant(space.base.take(sub), V[t0])  # a broken row keeps its class's head mode (choose_modes)
     codes = choose_modes(space.settings, base)
     run = np.flatnonzero(codes == OK)
     if not len(run):
@@ -1071,8 +1074,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     base = _plan(rows, gbs, seq, prec, settings)
     if variants is None:  # the stack's defaults for a search without a job (tests): no TP overlap
         variants = np.array([[0, 0, 1, 0]], dtype=np.int64)
-    for j, name in enumerate(VARIANT_FIELDS):  # variant 0 is every candidate's own setting
-        setattr(base, name, np.full(len(base.tp), variants[0, j], dtype=np.int64))
+    fill_variant(base, variants[0])  # variant 0 is every candidate's own setting
     if runs is not None:
         base.order = np.full(len(base.tp), order_code(runs.rank_orders[0].order), dtype=i64)
     codes = choose_modes(settings, base, (rows["prow"] * len(opt_code) + rows["shopt"]) * len(sp_vals) + rows["spopt"])
