@@ -1272,8 +1272,7 @@ def stack_for_states(job: Job, stack, where: str = ""):
     BytesPerParam), the model states the start-up rules read (startup.TORCHTITAN_FP32: torchtitan's
     training.dtype bfloat16, pure-bf16, trains in bf16 where its mixed precision is off)."""
     stack = stack_for_settings(job, stack, where)
-    if stack is not None and job.bytes_per_param is not None and job.bytes_per_param != stack.defaults.bytes_per_param:
-        stack = stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"bytes_per_param": job.bytes_per_param})})
+    stack = with_default(stack, "bytes_per_param", job.bytes_per_param)
     runs = stack.runs if stack is not None else None
     lpm = runs.low_precision_moments if runs is not None else None
     if lpm is None:
@@ -1557,19 +1556,23 @@ def apply_moe_dispatcher(job: Job, stack):
     """The stack with the job's moe_dispatcher as its defaults.moe_dispatcher, the dispatcher
     the start-up rules read (startup.MEGATRON_DEEPEP_GROUP); a job that names none runs the
     stack's own (moe_dispatch_settings below validates either)."""
-    if job.moe_dispatcher is None or stack is None or job.moe_dispatcher == stack.defaults.moe_dispatcher:
+    return with_default(stack, "moe_dispatcher", job.moe_dispatcher)
+
+
+def with_default(stack, field: str, value):
+    """The stack with `value` (a job's setting) as its defaults.<field>, where the start-up rules read
+    it; the stack itself where the job leaves it (None) or it is the stack's already."""
+    if value is None or stack is None or value == getattr(stack.defaults, field):
         return stack
-    return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={"moe_dispatcher": job.moe_dispatcher})})
+    return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={field: value})})
 
 
 def apply_fp8_grouped_experts(job: Job, stack):
     """The stack with the job's fp8_grouped_experts as its defaults.fp8_grouped_experts, what the
     start-up rules read (startup.TORCHTITAN_FP8_GROUPED_MM_PP_CP); a job that does not say runs the
     stack's rule (_fp8_grouped_experts validates either)."""
-    if job.fp8_grouped_experts is None or stack is None or job.fp8_grouped_experts == stack.defaults.fp8_grouped_experts:
-        return stack
-    return stack.model_copy(update={"defaults": stack.defaults.model_copy(
-        update={"fp8_grouped_experts": bool(job.fp8_grouped_experts)})})
+    value = None if job.fp8_grouped_experts is None else bool(job.fp8_grouped_experts)
+    return with_default(stack, "fp8_grouped_experts", value)
 
 
 def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, where: str = "") -> dict:
