@@ -746,6 +746,22 @@ def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path)
     assert "CP 1 -> 2" not in text
 
 
+def test_check_cp_in_torchtitans_keys(cli):
+    """torchtitan's Llama 3 8B TOML on 8 H100s at 32,768 tokens (136.2 GiB): CP 4 passes (CP 2 does
+    not), checked as `explain --cp 4` prices it and spelled as torchtitan's
+    [parallelism] context_parallel_degree (job_config.py @e347b1e5e l. 428)."""
+    import json as j
+
+    [res] = j.loads(cli("check", TOML, "--gpus", 8, "--seq-len", 32768, "--format", "json").stdout)
+    [cp] = [s for s in res["suggestions"] if "cp" in s["changes"]]
+    assert cp["changes"] == {"cp": 4}
+    assert cp["description"] == "CP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] context_parallel_degree = 4]"
+    at4 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 4, "--format", "json").stdout)
+    assert cp["total_bytes"] == at4["memory"]["total_bytes"] and cp["step_s"] == at4["time"]["step_s"]
+    at2 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 2, "--format", "json").stdout)
+    assert at2["memory"]["fits"] is False
+
+
 def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):
     """A ZeRO-3 JSON (no model, GPU count or sequence in it): with --model, --gpus and --seq-len the
     verdict names the model and the GPUs; Llama 3 8B at 8k tokens fits on 8 H100s, at 32k it does
