@@ -26,13 +26,29 @@ model, the global batch in sequences and everything else stay as they are)
     recompute  none -> selective -> full
     tp         doubled while <= the hardware's nvlink_domain (TP inside one NVLink domain
                [3]); resolve rejects a tp that does not divide the heads or the GPU count
-    pp         doubled while <= num_layers; dp = gpus / (tp cp pp) shrinks with tp and pp
+    cp         doubled while <= the stack's runs.max_cp (stack_db; 1, no rung, on a stack
+               without context parallelism), cp divides the sequence length and tp cp pp
+               divides the GPU count (dp = gpus / (tp cp pp) shrinks, as with tp and pp);
+               resolve refuses a cp the stack's start-up rules refuse, so its rung is not
+               offered: the sequence as the stack splits it (Megatron seq % 2 cp,
+               startup.MEGATRON_CP_SEQ; torchtitan seq % tp 2 cp, TORCHTITAN_SEQ_DIVISOR),
+               an attention that runs without CP (eager, plan.EAGER_CP_SOURCE), heads that
+               --cp-comm-type a2a or Gated DeltaNet cannot split (MEGATRON_CP_A2A_HEADS,
+               MEGATRON_GDN_HEADS), a rank order the stack does not build with CP
+               (MEGATRON_TP_PP_DP_MAPPING: --use-tp-pp-dp-mapping with pp > 1 needs cp 1 on
+               a dense model), torchtitan's DDP with cp > 1 (TORCHTITAN_FSDP_MESH)
+    pp         doubled while <= num_layers; dp = gpus / (tp cp pp) shrinks with tp, cp and pp
     ep         mixture-of-experts models: doubled while <= the routed experts (expert states
                shard over more ranks, planner/moe.py); resolve rejects an ep that does not
                divide the experts, or whose etp x ep does not divide tp*dp*cp
     tp_comm_overlap  on -> off, where the plan overlaps TP communication: its buffers
                (Transformer Engine's userbuffers, torch's symmetric memory: memory.py [ub])
                are freed and the TP collectives are exposed
+A change whose mesh makes the stack build another of its rank orders than the job's
+(startup.built_order: orders equal up to size-1 axes are one order) says so and carries it,
+`(rank order A -> B)`, in the trainer's words too: under Megatron's --use-tp-pp-dp-mapping with
+pp > 1 a dense model passes MEGATRON_TP_PP_DP_MAPPING at cp > 1 only where dp is 1, where the
+order is the default tp-cp-dp-pp and the script must drop the flag (Suggestion.order_change).
 A single change is one knob moved to the lowest rung that passes. Only when no single change
 passes are pairs of knobs tried; a pair is kept only if neither of its rungs passes alone and
 no lower rung of either knob, with the same other rung, passes too (the Pareto-minimal pairs).
@@ -54,6 +70,15 @@ Ranking ("cheapest first")
                          more arithmetic [2], the seed sec. 8.1
       7 more TP          per-layer all-reduces (reduce-scatter/all-gather) that are not
                          hidden; use TP up to the NVLink domain first [3] sec. 3.3
+      7 more CP          the K/V exchange round the CP ring, cp - 1 sends of a rank's K/V
+                         chunk a layer forward and again backward with their gradients [5]
+                         sec. 3, overlapped with the blockwise attention compute where a
+                         step's kernel outlasts its transfer; every other module runs on
+                         seq/cp tokens unchanged; Megatron's own guide sets CP beside TP as
+                         the alternative to recompute and more TP for long sequences [6]
+                         (l. 32-34: TP "can make compute in layers such as Linear too short
+                         to hide communication latency"; CP "scales down both compute and
+                         communication by the CP degree"), so beside TP in the order
       8 more PP          pipeline bubble (p-1)/(v m) of the busy time, and m shrinks as pp
                          takes GPUs from dp at a fixed batch [3] sec. 2.2; the seed sec. 5.2
       9 more EP          the dispatch/combine all-to-alls span more ranks, across nodes once
@@ -70,6 +95,12 @@ References
     Using Megatron-LM", sec. 2.2 (bubble (p-1)/(v m)), sec. 3.3 takeaway 1 (TP up to the
     GPUs of one server, then PP), sec. 3.4 (micro-batch size and GEMM efficiency).
 [4] Zhao et al. 2023, "PyTorch FSDP", sec. 3.3-3.4 (forward and backward prefetch).
+[5] Liu, Zaharia and Abbeel 2023, "Ring Attention with Blockwise Transformers for Near-Infinite
+    Context", arXiv:2310.01889, sec. 3 (K/V blocks passed round a ring of hosts, the transfer
+    overlapped with the blockwise attention of the block held).
+[6] NVIDIA/Megatron-LM @d98e8a64 docs/user-guide/features/context_parallel.md l. 19-34 (the K/V
+    all-gather / reduce-scatter as ring point-to-point sends; CP against full recompute and
+    larger TP for long sequences).
 """
 
 from __future__ import annotations
@@ -98,11 +129,12 @@ CHANGE_COST = {
     ("recompute", "selective"): 5,
     ("recompute", "full"): 6,
     ("tp", None): 7,
+    ("cp", None): 7,
     ("pp", None): 8,
     ("ep", None): 9,
     ("tp_comm_overlap", False): 7,
 }
-KNOBS = ("sharding", "micro_batch", "recompute", "tp", "pp", "ep", "tp_comm_overlap")
+KNOBS = ("sharding", "micro_batch", "recompute", "tp", "cp", "pp", "ep", "tp_comm_overlap")
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"  # what pydantic v2 emits
 SCHEMAS: dict[str, type[BaseModel]] = {"job": Job, "model": ModelSpec, "hardware": Hardware}
@@ -257,6 +289,13 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
         out["tp"].append(Change("tp", {"tp": tp}, f"TP {job.tp} -> {tp}", CHANGE_COST[("tp", None)]))
         tp *= 2
 
+    max_cp = _stack_max_cp(job)
+    seq = int(p["seq_len"])
+    cp = job.cp * 2
+    while (max_cp is None or cp <= max_cp) and seq % cp == 0 and job.gpus % (job.tp * cp * job.pp) == 0:
+        out["cp"].append(Change("cp", {"cp": cp}, f"CP {job.cp} -> {cp}", CHANGE_COST[("cp", None)]))
+        cp *= 2
+
     pp = job.pp * 2
     while pp <= _model(job).num_layers:
         out["pp"].append(Change("pp", {"pp": pp}, f"PP {job.pp} -> {pp}", CHANGE_COST[("pp", None)]))
@@ -282,6 +321,15 @@ def _stack_levels(job: Job) -> tuple[str, ...]:
     return SHARDING_LADDER + ("hsdp",) if runs is None else tuple(dict.fromkeys(m.level for m in runs.sharding))
 
 
+def _stack_max_cp(job: Job) -> Optional[int]:
+    """The largest cp the job's stack runs (stack_db runs.max_cp; None: no limit of the stack's own,
+    as for a stack file that lists no `runs`)."""
+    from .catalog import load_stack
+
+    runs = load_stack(job.stack).runs
+    return None if runs is None else runs.max_cp
+
+
 def _hardware(job: Job) -> Hardware:
     from .catalog import load_hardware
 
@@ -294,20 +342,20 @@ def _model(job: Job) -> ModelSpec:
     return load_model(job.model)
 
 
-def _dp(job: Job, tp: Optional[int] = None, pp: Optional[int] = None) -> Optional[int]:
-    inner = (tp or job.tp) * job.cp * (pp or job.pp)
+def _dp(job: Job, tp: Optional[int] = None, pp: Optional[int] = None, cp: Optional[int] = None) -> Optional[int]:
+    inner = (tp or job.tp) * (cp or job.cp) * (pp or job.pp)
     return job.gpus // inner if job.gpus % inner == 0 else None
 
 
 def apply(job: Job, changes: tuple[Change, ...]) -> Job:
-    """The job with the changes laid over it; an explicit dp follows tp and pp."""
+    """The job with the changes laid over it; an explicit dp follows tp, cp and pp."""
     update: dict = {}
     for c in changes:
         update.update(c.update)
     if "sharding" in update:  # the stack's mode of the new level (resolve chooses it)
         update.setdefault("sharding_mode", None)
-    if job.dp is not None and ("tp" in update or "pp" in update):
-        dp = _dp(job, update.get("tp"), update.get("pp"))
+    if job.dp is not None and ("tp" in update or "pp" in update or "cp" in update):
+        dp = _dp(job, update.get("tp"), update.get("pp"), update.get("cp"))
         if dp is not None:
             update["dp"] = dp
     return Job.model_validate({**job.model_dump(), **update})
@@ -318,18 +366,35 @@ def apply(job: Job, changes: tuple[Change, ...]) -> Job:
 class Suggestion:
     changes: tuple[Change, ...]
     ev: Evaluated
-    dp_before: int  # the job's resolved dp, to say how tp/pp changes shrink it
+    dp_before: int  # the job's resolved dp, to say how tp/cp/pp changes shrink it
     trainer: Optional[str] = None  # the trainer format the job was read from: the change in its own keys
+    order_before: Optional[str] = None  # the rank order the stack builds for the job (built_order)
+
+    @property
+    def order_change(self) -> Optional[tuple[str, str]]:
+        """(before, after) where the checked plan's mesh makes the stack build another of its rank
+        orders than the job's (startup.built_order: orders equal up to size-1 axes are one): a
+        change to dp 1 under Megatron's --use-tp-pp-dp-mapping is the default order, which the
+        script must then ask for (the flag with pp > 1 asserts equal attention and expert dp,
+        parallel_state.py; MEGATRON_TP_PP_DP_MAPPING). None where the order stays."""
+        after = _built_order(self.ev.res["plan"])
+        if self.order_before is None or after is None or after == self.order_before:
+            return None
+        return self.order_before, after
 
     @property
     def description(self) -> str:
         text = " + ".join(c.text for c in self.changes)
         dp = self.ev.res["plan"]["dp"]
         text += f" (DP {self.dp_before} -> {dp})" if dp != self.dp_before else ""
+        order = self.order_change
+        text += f" (rank order {order[0]} -> {order[1]})" if order is not None else ""
         if self.trainer is not None:
             from .trainers import spell_change
 
             keys = [spell_change(self.trainer, c.knob, self.ev.res["plan"]) for c in self.changes]
+            if order is not None:
+                keys.append(_spell_order(self.ev.res["plan"]["stack"], *order))
             text += f" [{self.trainer}: {'; '.join(keys)}]"
         return text
 
@@ -339,8 +404,9 @@ class Suggestion:
 
     def as_dict(self) -> dict:
         m = self.ev.res["memory"]
+        order = self.order_change
         d: dict[str, Any] = {
-            "changes": {k: v for c in self.changes for k, v in c.update.items()},
+            "changes": {k: v for c in self.changes for k, v in c.update.items()} | ({"rank_order": order[1]} if order else {}),
             "description": self.description,
             "cost_rank": [c.cost for c in self.changes],
             "total_bytes": m["total_bytes"],
@@ -352,6 +418,23 @@ class Suggestion:
             "plan": self.ev.res["plan"],
         }
         return d
+
+
+def _built_order(plan: dict) -> Optional[str]:
+    """The stack's name of the rank order a resolved plan (explain's `plan`) builds (startup.built_order)."""
+    from .catalog import load_stack
+    from .startup import built_order
+
+    return built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
+
+
+def _spell_order(stack_name: str, before: str, after: str) -> str:
+    """A rank-order change in the stack's own words (stack_db runs.rank_orders spelling)."""
+    from .catalog import load_stack
+
+    runs = load_stack(stack_name).runs
+    spell = {ro.order: ro.spelling for ro in (runs.rank_orders if runs is not None else ())}
+    return f"rank order {after} {spell.get(after, '')} instead of {spell.get(before, before)}".replace("  ", " ")
 
 
 def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
@@ -368,14 +451,14 @@ def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) ->
     """Checked changes that make the job pass, cheapest first (module docstring); `trainer`:
     the format the job was read from, whose own keys each suggestion names."""
     lad = ladders(job, res)
-    dp0 = res["plan"]["dp"]
+    dp0, order0 = res["plan"]["dp"], _built_order(res["plan"])
     found: list[Suggestion] = []
     passes_alone: dict[str, int] = {}  # knob -> index of its lowest passing rung
     for knob in KNOBS:
         for i, ch in enumerate(lad[knob]):
             ev = _try(apply(job, (ch,)), gates)
             if ev is not None and ev.passes:
-                found.append(Suggestion((ch,), ev, dp0, trainer))
+                found.append(Suggestion((ch,), ev, dp0, trainer, order0))
                 passes_alone[knob] = i
                 break
     if found:
@@ -387,7 +470,7 @@ def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) ->
             for j, b in enumerate(lad[kb][:best_b]):
                 ev = _try(apply(job, (a, b)), gates)
                 if ev is not None and ev.passes:
-                    found.append(Suggestion((a, b), ev, dp0, trainer))
+                    found.append(Suggestion((a, b), ev, dp0, trainer, order0))
                     best_b = j
                     break
             if best_b == 0:

@@ -180,6 +180,7 @@ def test_hopeless_job_says_no_change_fits(run, jobs):
     assert res["params"]["total"] * 16 / 8 > USABLE_H100
     r = run("check", p)
     assert "no single change, nor any pair of changes" in r.stdout
+    assert "more TP (up to the NVLink domain), more CP (where the stack runs it), more PP" in r.stdout
 
 
 def test_worst_exit_fail_beats_pass(run, jobs):
@@ -512,3 +513,104 @@ def test_tp_overlap_off_is_a_suggested_fix():
     assert spell_change("megatron", "tp_comm_overlap", off[0].ev.res["plan"]) == "drop --tp-comm-overlap"
     # a plan without overlap has no such rung
     assert ladders(Job(**base), plain)["tp_comm_overlap"] == []
+
+
+# ------------------------------------------------------------ context parallelism (issue 22)
+# Llama 3 8B on 16 H100s, PP 2, 16,384 tokens, the distributed optimizer: 97.6 GiB a GPU, over the
+# 71.2 usable; CP 2 halves each GPU's tokens (8,192), so its activations, and passes
+CP_JOB = dict(model="llama3-8b", gpus=16, pp=2, seq_len=16384, global_batch=64, stack="megatron", sharding="zero1")
+
+
+def _cps(**fields):
+    job = Job(**fields)
+    return [c.update["cp"] for c in ladders(job, _explain_json(**fields))["cp"]]
+
+
+def test_cp_ladder_doubles_while_the_sequence_and_the_gpus_divide():
+    """cp x 2 while cp divides the sequence, tp cp pp divides the GPUs and the stack runs the
+    degree (stack_db runs.max_cp); a stack without CP (max_cp 1) has no rung."""
+    assert _cps(**CP_JOB) == [2, 4, 8]  # 16 GPUs / pp 2: cp up to 8
+    assert _cps(**{**CP_JOB, "gpus": 24, "global_batch": 48}) == [2, 4]  # 24 / (2 x 8) is not whole
+    assert _cps(**{**CP_JOB, "seq_len": 16386}) == [2]  # 16,386 = 2 x 8,193
+    assert _cps(**{**CP_JOB, "seq_len": 16385}) == []  # odd: no cp divides it
+    assert _cps(**{**CP_JOB, "cp": 2, "seq_len": 16384}) == [4, 8]
+    assert _cps(**{**CP_JOB, "stack": "megatron-deepspeed"}) == []  # max_cp 1: no context parallelism
+    assert _cps(**{**CP_JOB, "stack": "llm-foundry", "pp": 1, "sharding": "fsdp"}) == []  # likewise (and max_pp 1)
+    assert _cps(**{**CP_JOB, "stack": "torchtitan", "sharding": "fsdp"}) == [2, 4, 8]  # no max_cp
+    # an explicit dp follows cp (dp = gpus / (tp cp pp)), as it follows tp and pp
+    from planner.check import apply
+    job = Job(**CP_JOB, dp=8)
+    assert apply(job, (Change("cp", {"cp": 4}, "", 7),)).dp == 2
+
+
+def test_cp_is_a_checked_fix_ranked_by_step_time():
+    """The CP 2 suggestion is the job at cp 2 as `explain` prices it: activations halved (8,192
+    tokens a GPU), model states unchanged (the distributed optimizer shards over dp x cp = 8
+    either way), dp 8 -> 4; ranked with the others by predicted step time."""
+    from planner.check import evaluate_job, suggest
+
+    job = Job(**CP_JOB)
+    res = evaluate_job(job)
+    assert res["memory"]["total_bytes"] > res["memory"]["usable_bytes"]
+    sugg = suggest(job, res, Gates())
+    [cp] = [s for s in sugg if s.changes[0].knob == "cp"]
+    assert cp.description == "CP 1 -> 2 (DP 8 -> 4)" and cp.as_dict()["changes"] == {"cp": 2}
+    at2 = evaluate_job(Job(**CP_JOB, cp=2))
+    assert cp.ev.res["memory"]["total_bytes"] == at2["memory"]["total_bytes"] <= at2["memory"]["usable_bytes"]
+    assert cp.ev.res["time"]["step_s"] == at2["time"]["step_s"]
+    t0, t2 = res["memory"]["terms"], at2["memory"]["terms"]
+    assert t2["layer_activations"] == pytest.approx(t0["layer_activations"] / 2, rel=1e-12)
+    assert t2["output_activations"] == pytest.approx(t0["output_activations"] / 2, rel=1e-12)
+    for k in ("weights", "gradients", "master_weights", "adam"):
+        assert t2[k] == t0[k]
+    steps = [s.ev.res["time"]["step_s"] for s in sugg]
+    assert steps == sorted(steps) and len(sugg) >= 3  # with TP 2 and full recompute
+
+
+def test_no_cp_suggestion_where_the_stack_or_the_sequence_refuses_it():
+    """No CP rung on a stack without CP; a cp the sequence does not divide as Megatron needs
+    (seq % 2 cp, MEGATRON_CP_SEQ: 16,386 / 4 is not whole) is refused by resolve and not
+    offered; nor where the core attention is eager (it runs without CP)."""
+    from planner.check import evaluate_job, suggest
+
+    def knobs(**fields):
+        job = Job(**fields)
+        return {c.knob for s in suggest(job, evaluate_job(job), Gates()) for c in s.changes}
+
+    assert "cp" in knobs(**CP_JOB)
+    assert "cp" not in knobs(**{**CP_JOB, "stack": "megatron-deepspeed"})
+    short = {**CP_JOB, "seq_len": 16386}
+    with pytest.raises(PlannerError, match="MEGATRON_CP_SEQ"):
+        resolve(Job(**short, cp=2))
+    assert "cp" not in knobs(**short)
+    assert "cp" not in knobs(**CP_JOB, attention="eager")
+
+
+def test_cp_under_tp_pp_dp_mapping_carries_the_rank_order():
+    """Megatron's --use-tp-pp-dp-mapping (rank order tp-cp-pp-dp) with pp > 1 asserts equal
+    attention and expert dp (MEGATRON_TP_PP_DP_MAPPING), so a dense model runs it only at cp 1:
+    CP 2 and 4 (dp 4, 2) are refused and not offered; CP 8 leaves dp 1, where the order is the
+    default tp-cp-dp-pp (equal up to size-1 axes), which the suggestion names as a rank-order
+    change, and which `explain` prices the same."""
+    from planner.check import evaluate_job, suggest
+
+    fields = {**CP_JOB, "rank_order": "tp-cp-pp-dp"}
+    job = Job(**fields)
+    for cp in (2, 4):
+        with pytest.raises(PlannerError, match="MEGATRON_TP_PP_DP_MAPPING"):
+            resolve(Job(**fields, cp=cp))
+    [cp] = [s for s in suggest(job, evaluate_job(job), Gates()) if s.changes[0].knob == "cp"]
+    assert cp.description == "CP 1 -> 8 (DP 8 -> 1) (rank order tp-cp-pp-dp -> tp-cp-dp-pp)"
+    assert cp.as_dict()["changes"] == {"cp": 8, "rank_order": "tp-cp-dp-pp"}
+    default = evaluate_job(Job(**CP_JOB, cp=8))
+    assert cp.ev.res["memory"]["total_bytes"] == default["memory"]["total_bytes"]
+    assert cp.ev.res["time"]["step_s"] == pytest.approx(default["time"]["step_s"], rel=1e-12)
+
+
+def test_cp_sits_beside_tp_in_the_documented_order():
+    from planner.check import CHANGE_COST, KNOBS
+
+    assert "cp" in KNOBS and CHANGE_COST[("cp", None)] == CHANGE_COST[("tp", None)] == 7
+    assert CHANGE_COST[("recompute", "full")] < CHANGE_COST[("cp", None)] < CHANGE_COST[("pp", None)]
+    full, cp, pp = _fake([(6, "recompute")], 1.0), _fake([(7, "cp")], 1.0), _fake([(8, "pp")], 1.0)
+    assert rank([pp, cp, full]) == [full, cp, pp]

@@ -744,6 +744,65 @@ def test_nvidia_llama3_8b_fp8_script_at_its_published_cp2_fits_on_8_h100(cli):
     assert 61 * 2**30 < out["memory"]["total_bytes"] - t["dummy_wgrads"] < 63 * 2**30
 
 
+def test_check_offers_nvidia_cp2_for_the_fp8_script(cli):
+    """Issue 22: the script as written (CP_SIZE=1) is refused at 83.0 GiB; NVIDIA's own remedy,
+    their published CP 2 (examples/llama/README.md), is among the checked fixes, as `explain
+    --cp 2` prices it (63.5 GiB: the activations and logits of 4,096 tokens a GPU instead of
+    8,192, the model states unchanged, the distributed optimizer sharding over dp x cp = 8 either
+    way; the previous test derives its terms), dp 8 -> 4, spelled in Megatron's flag and ranked
+    by step time between Megatron-FSDP's ZeRO-2 (9.25 s) and TP 2 (10.3 s)."""
+    import json as j
+
+    r = cli("check", FP8_SH, "--format", "json")
+    assert r.exit_code == 1
+    [res] = j.loads(r.stdout)
+    sugg = res["suggestions"]
+    [cp] = [s for s in sugg if s["changes"] == {"cp": 2}]
+    assert cp["description"] == "CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2]"
+    at2 = j.loads(cli("explain", FP8_SH, "--cp", 2, "--format", "json").stdout)
+    assert cp["total_bytes"] == at2["memory"]["total_bytes"] and cp["step_s"] == at2["time"]["step_s"]
+    t1, t2 = res["memory"]["terms"], at2["memory"]["terms"]
+    assert t2["layer_activations"] == t1["layer_activations"] / 2 and t2["output_activations"] == t1["output_activations"] / 2
+    assert all(t2[k] == t1[k] for k in ("weights", "quantized_weights", "gradients", "master_weights", "adam"))
+    assert f"{cp['total_bytes'] / 2**30:.1f}" == "63.5" and f"{cp['step_s']:.2f}" == "9.81"
+    order = [s["description"].split(" [")[0] for s in sugg]
+    assert order.index("sharding zero1 -> zero2") < order.index("CP 1 -> 2 (DP 8 -> 4)") < order.index("TP 1 -> 2 (DP 8 -> 4)")
+    assert [s["step_s"] for s in sugg] == sorted(s["step_s"] for s in sugg)
+    text = cli("check", FP8_SH).stdout
+    assert ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2]: 63.5 GiB (80% of HBM), step 9.81 s, "
+            "MFU 41.2%") in text
+
+
+def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path):
+    """The fp8 script with --use-tp-pp-dp-mapping at PP 2 and 16,384 tokens (86.7 GiB): Megatron
+    asserts equal attention and expert dp under the flag with pp > 1 (MEGATRON_TP_PP_DP_MAPPING),
+    so CP 2 (dp 2) is refused and not offered; CP 4 leaves dp 1, the default order up to size-1
+    axes, and the suggestion says to drop the flag in Megatron's words."""
+    p = _variant(tmp_path, FP8_SH, "    --disable-bias-linear \n", "    --disable-bias-linear \n    --use-tp-pp-dp-mapping\n")
+    assert load_trainer_config(p).job["rank_order"] == "tp-cp-pp-dp"
+    text = cli("check", p, "--pp", 2, "--seq-len", 16384).stdout
+    assert ("CP 1 -> 4 (DP 4 -> 1) (rank order tp-cp-pp-dp -> tp-cp-dp-pp) [megatron: --context-parallel-size 4; "
+            "rank order tp-cp-dp-pp (default: parallel_state order tp-cp-ep-dp-pp) instead of --use-tp-pp-dp-mapping "
+            "(order tp-cp-ep-pp-dp)]") in text
+    assert "CP 1 -> 2" not in text
+
+
+def test_check_cp_in_torchtitans_keys(cli):
+    """torchtitan's Llama 3 8B TOML on 8 H100s at 32,768 tokens (136.2 GiB): CP 4 passes (CP 2 does
+    not), checked as `explain --cp 4` prices it and spelled as torchtitan's
+    [parallelism] context_parallel_degree (job_config.py @e347b1e5e l. 428)."""
+    import json as j
+
+    [res] = j.loads(cli("check", TOML, "--gpus", 8, "--seq-len", 32768, "--format", "json").stdout)
+    [cp] = [s for s in res["suggestions"] if "cp" in s["changes"]]
+    assert cp["changes"] == {"cp": 4}
+    assert cp["description"] == "CP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] context_parallel_degree = 4]"
+    at4 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 4, "--format", "json").stdout)
+    assert cp["total_bytes"] == at4["memory"]["total_bytes"] and cp["step_s"] == at4["time"]["step_s"]
+    at2 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 2, "--format", "json").stdout)
+    assert at2["memory"]["fits"] is False
+
+
 def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):
     """A ZeRO-3 JSON (no model, GPU count or sequence in it): with --model, --gpus and --seq-len the
     verdict names the model and the GPUs; Llama 3 8B at 8k tokens fits on 8 H100s, at 32k it does

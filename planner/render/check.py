@@ -58,7 +58,8 @@ def print_job(name: str, res: dict) -> None:
     sugg = res["suggestions"]
     if not sugg:
         typer.echo("  no single change, nor any pair of changes, among stronger sharding, recompute, a smaller "
-                   "micro-batch, more TP (up to the NVLink domain) and more PP makes it pass"
+                   "micro-batch, more TP (up to the NVLink domain), more CP (where the stack runs it), more PP, more EP "
+                   "(mixture-of-experts models) and TP overlap off makes it pass"
                    + ("; more GPUs, GPUs with more memory, or three or more of these changes together might"
                       if any(f["kind"] == "memory" for f in res["failures"]) else ""))
         return

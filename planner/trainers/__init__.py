@@ -357,6 +357,7 @@ def spell_change(fmt: str, knob: str, plan: dict) -> str:
                 "torchtitan": f"[activation_checkpoint] mode = \"{r}\"" + (" selective_ac_option = \"op\"" if r == "selective" else ""),
                 "deepspeed": f"recompute {r} (activation checkpointing is set in the model code, not the JSON)"}[fmt]
     names = {"tp": ("--tensor-model-parallel-size", "tensor_parallel_degree"),
+             "cp": ("--context-parallel-size", "context_parallel_degree"),
              "pp": ("--pipeline-model-parallel-size", "pipeline_parallel_degree"),
              "ep": ("--expert-model-parallel-size", "expert_parallel_degree")}[knob]
     if fmt == "megatron":
