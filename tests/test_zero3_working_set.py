@@ -273,3 +273,14 @@ def test_explain_names_each_zero3_term(cli):
     z1 = cli("explain", *job, "--sharding", "zero1")
     assert z1.exit_code == 0, z1.output
     assert "ZeRO-3 " not in z1.stdout and "FSDP " not in z1.stdout
+
+
+def test_530b_mics_shard_group_is_the_reduce_scatter_world(explain):
+    """MiCS reduce-scatters within the shard group (mics.py l. 415: dp_process_group = param_shard_group), so the world
+    that must divide a gradient is the group's: the 530B catalog model on 1,920 GPUs (2^7 x 3 x 5) copies fc2's 4 h^2 =
+    2^26 x 25 gradient, 1,920 x ceil(4 h^2 / 1,920) = 1,677,722,880 elements (2 B); with MiCS groups of 640 none."""
+    job = dict(model="megatron-gpt-529.6b", gpus=1920, global_batch=1920, stack="megatron-deepspeed", recompute="full",
+               micro_batch=1, seq_len=2048, hardware="a100-sxm-80gb")
+    assert explain(**job, sharding="fsdp")[3]["memory"]["terms"]["zero3_bucket_copy"] == 2 * 1920 * 873_814
+    mics = explain(**job, sharding="hsdp", sharding_mode="zero3_mics", shard_group=640)[3]["memory"]["terms"]
+    assert mics["zero3_bucket_copy"] == 0.0
