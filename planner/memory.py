@@ -563,12 +563,43 @@ References
      the same kind after it) of the gathered parameters + those gradients, and the output layer's moment (its weight
      and gradient); x the weights' bytes (the terms zero3_working_set and zero3_unreduced_grads), + the IPG buffer
      (zero3_ipg_bucket), + the persistent parameters of the stage's layers (zero3_persistent; zero3_parts computes
-     each, FSDP_TERMS). Not priced (docs/memory_mechanisms.md (x): each one's cost, source lines, and why not yet):
-     reduce_scatter_coalesced's torch.cat copy of a bucket of several gradients, or of one the DP world does not
-     divide (comm/coalesced_collectives.py l. 179-199, 2 B x the bucket's padded elements), the last layers' modules
-     the reuse distance keeps gathered from the first forward to their backward (models whose layers hold fewer than
-     about R / 2 parameters), the optimizer step's fp32 gradient partition (stage3.py l. 1895-1915, 6 B then 4 B a
-     local parameter of a sub-group, a moment with the activations freed).
+     each, FSDP_TERMS). Since issue 21's z3pieces the three pieces docs/memory_mechanisms.md (x) named as not priced:
+[z3c] reduce_scatter_coalesced's copy (term zero3_bucket_copy): with reduce_scatter on (config.py l. 104, the default)
+     __reduce_and_partition_ipg_grads (stage3.py l. 1292-1328) hands the bucket's gradients to comm/coalesced_collectives.py
+     reduce_scatter_coalesced (l. 158-218), which reduces a bucket of one gradient the DP world W divides in place
+     (l. 179-182) and copies any other by torch.cat (l. 199): W x sum ceil(n_i / W) elements in the model dtype, live
+     beside the hook's own gradient and the flushed ones until partition_grads has taken the rank's part. The hook of a
+     gradient flushes the bucket where it would overflow (l. 1268-1272); a gradient above reduce_bucket_size is never
+     copied into the buffer, so it always leaves alone at the next hook: at module j's backward in [z3]'s order the
+     previous module's, copied where W does not divide it (530B, h 20,480, on 560 GPUs: fc2's 4 h^2 at fc1's hook,
+     3.125 GiB; on 640 none). Smaller gradients fill the contiguous buffer and leave together: where a layer holds a
+     gradient above the bucket the fill is exact (zero3_flush_copies: two passes of the layer's backward, the second's
+     exact); where none does the buffer fills across layers and the copy is priced at its bound, reduce_bucket_size
+     elements. Biases' and norms' gradients (persistent, small) are left out of the fill, as [z3] leaves them out of
+     the modules. W: the ZeRO-3 group's ranks (dp x cp, MiCS's shard group: mics.py l. 415 dp_process_group).
+[z3r] the last layers kept gathered (term zero3_reuse_kept): __params_to_release (partitioned_param_coordinator.py
+     l. 523-554, called by release_sub_module l. 422-440 with the step after the module) keeps a module's parameters
+     where the modules the trace runs before its next use hold fewer than stage3_max_reuse_distance R parameters. From
+     a last layer's first forward: without full recompute the rest of the forward, the output layer (assumed a module
+     of the trace; a tied weight used outside its module may not be) and the backward down to it, 2 (A_j + i P) + out
+     (A_j the layer's parameters after module j, P a layer's, i the layers above it); under full recompute the rest of
+     the forward, the output layer, the layers above re-run and backward and its own layer's re-run up to it,
+     (P - m_j) + 3 i P + out (zero3_reuse_kept, a closed form over i). Kept modules live from the end of the forward to
+     their backward (their re-run): beside the output layer's moment all of them, beside the last layer's worst
+     backward moment those of the layers below it; the term is the larger excess (the last layer's kind; its own kept
+     modules inside the layer are [z3]'s trace). None for a model whose layers hold more than R / 2 (the 175B and 530B
+     records); Llama 3 8B on the defaults, full recompute: its last layer, 0.41 GiB.
+[z3s] the optimizer step (term zero3_step_grads): step (stage3.py l. 2086-2130) prepares one sub-group at a time;
+     _prepare_fp32_grad_for_sub_group (l. 1895-1915) runs self.flatten(averaged_gradients[i]).to(fp32): a flat copy of
+     the sub-group's gradient partition (model dtype; _flatten_dense_tensors, l. 187, a torch.cat) and its fp32 copy at
+     once, the fp32 one kept to _release_sub_group (l. 1943-1951). _create_fp16_sub_groups (l. 943-966) cuts a
+     parameter group into runs of at least sub_group_size local elements (config.py l. 168: 1e9), so the largest is
+     priced min(local partition, sub_group_size) x (2 + 4) B: at least that (a run ends on the parameter that reaches
+     the size, so it may exceed it by one parameter's partition; one parameter group assumed: Megatron-DeepSpeed's
+     no-weight-decay group of biases and norms is small). A moment of the step, the activations and gathered modules
+     freed (_partition_all_parameters): beside the states, every sharded gradient, the IPG buffer and the persistent
+     parameters; its excess over the peak, beyond the optimizer_step term's, is the term (Llama 3 8B on 8 GPUs at seq
+     1,024, full recompute: 2.11 GiB; the 530B records: none).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -643,10 +674,16 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           stage3_max_reuse_distance, and the prefetch [z3]
 #   zero3_unreduced_grads   the full gradients awaiting their reduce-scatter at that moment: the module's and the
 #                           previous one's where above reduce_bucket_size (stage3.py l. 1258-1328) [z3]
+#   zero3_bucket_copy       at that moment reduce_scatter_coalesced's torch.cat copy of the bucket the hook flushes
+#                           (comm/coalesced_collectives.py l. 158-218) [z3c]
+#   zero3_reuse_kept        the last layers' modules __params_to_release keeps gathered from their first forward, beyond
+#                           that moment (partitioned_param_coordinator.py l. 422-440, 523-554) [z3r]
 #   zero3_ipg_bucket        the contiguous IPG buffer, reduce_bucket_size elements in the model dtype (stage3.py
 #                           l. 537-540) [z3]
 #   zero3_persistent        the stage's parameters of at most stage3_param_persistence_threshold elements, never
 #                           partitioned (partition_parameters.py ds_persist) [z3]
+#   zero3_step_grads        the optimizer step's moment beyond the peak: a sub-group's flattened gradient partition and
+#                           its fp32 copy (stage3.py l. 1895-1915) beside the states [z3s]
 #   fsdp_unsharded_ends     the end units kept unsharded from their forward to their backward (stack fsdp.unsharded_ends;
 #                           torchtitan's [norm, output], the root unit before #1094) [7] [tt10] [lg1], 1 B a converted
 #                           weight under the fp8 all-gather [fa]
@@ -657,14 +694,17 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           fsdp.pp_unsharded_grad_bytes; FSDPParam.to_accumulated_grad_if_needed) [7]
 #   fsdp_end_of_backward    FSDP2's end of the backward (the last units' reduce-scatter, every sharded gradient
 #                           allocated) where it exceeds the peak [tt7]
-FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_ipg_bucket",
-              "zero3_persistent", "fsdp_unsharded_ends", "fsdp_unsharded_stage", "fsdp_accumulated_grads",
-              "fsdp_end_of_backward")
+FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
+              "zero3_reuse_kept", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
+              "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
                "optimizer_step", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
 
+# the fp32 gradient of a ZeRO-3 optimizer sub-group: .to(fp32_partitioned_groups_flat[i].dtype), the fp32 partition
+# (stage3.py l. 1899-1900, 902-906 .float()) [z3s]
+ZERO3_FP32_GRAD_BYTES = 4.0
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
 # bytes per converted-Linear weight element FSDP's fp8 all-gather moves and the rank then holds unsharded: the
@@ -1708,7 +1748,8 @@ class _PerLayer:
             "fsdp_gathered_units": np.where(fsdp_on, np.where(held, 0.0, fs.gathered_units_at_peak) * settings.bpp.weights
                                             * unit, 0.0),
             "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes * unit, 0.0),
-            "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_ipg_bucket": zero}
+            "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
+            "zero3_ipg_bucket": zero}
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
         # and its persistent parameters per layer (_stage_fsdp) [z3]
         self.zero3 = zero3_parts(settings, plan, pc, context(plan, rank_load(settings, plan))) if settings.zero3 else None
@@ -1717,6 +1758,8 @@ class _PerLayer:
             self.fsdp_units.update(fsdp_gathered_units=zero, fsdp_unit_grads=zero,
                                    zero3_working_set=np.where(fsdp_on, z["gathered"], 0.0),
                                    zero3_unreduced_grads=np.where(fsdp_on, z["unreduced_grads"], 0.0),
+                                   zero3_bucket_copy=np.where(fsdp_on, z["bucket_copy"], 0.0),
+                                   zero3_reuse_kept=np.where(fsdp_on, z["reuse_kept"], 0.0),
                                    zero3_ipg_bucket=np.where(fsdp_on, z["ipg_bucket"], 0.0))
         if settings.fsdp_root_unit:  # the last block, not resharded after its forward, gathered at the peak [tt10]
             last = fsdp_on & ~held & reshard_by_default(stack, plan) & (plan.pp == 1)
@@ -1786,18 +1829,39 @@ def _zero3_prefetch(cands, budget):
     return got
 
 
-def zero3_layer_peak(mods: list, full: bool, z3: dict):
-    """(gathered parameters, unreduced gradients' elements) at the worst moment of one layer's re-run forward (full)
-    and backward under DeepSpeed ZeRO-3 [z3]: mods its submodules in forward order (zero3_modules), z3 the settings."""
+def zero3_flush_copies(mods: list, bucket: float, world):
+    """The elements reduce_scatter_coalesced's torch.cat copies at each module's backward gradient hook [z3c], in
+    forward order: the bucket the hook flushes (its gradients, each padded to world x ceil(n / world)), none where
+    it flushes nothing or one gradient the DP world divides. Two passes of the layer's backward from an empty bucket:
+    the second's are exact where a module's gradient exceeds the bucket (it leaves alone, emptying it); where none
+    does, the bucket fills across layers and the copy is its bound, `bucket` elements (a flush at any module)."""
+    zero = np.zeros(np.broadcast(*mods, np.asarray(world), np.float64(0.0)).shape)
+    fill, padded, count, copies = zero, zero, zero, [zero] * len(mods)
+    for _ in range(2):
+        for j in reversed(range(len(mods))):
+            flush = (fill + mods[j] > bucket) & (count > 0)  # stage3.py l. 1268-1272
+            alone = (count == 1) & (np.mod(fill, world) == 0)  # coalesced_collectives.py l. 179-182: in place
+            copies[j] = np.where(flush & ~alone, padded, 0.0)
+            fill, padded = np.where(flush, 0.0, fill) + mods[j], np.where(flush, 0.0, padded) + world * np.ceil(mods[j] / world)
+            count = np.where(flush, 0.0, count) + 1.0
+    big = functools.reduce(np.maximum, mods) > bucket
+    return [np.where(big, c, bucket) for c in copies]
+
+
+def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0):
+    """(gathered parameters, unreduced gradients' elements, the bucket's torch.cat copy) at the worst moment of one
+    layer's re-run forward (full) and backward under DeepSpeed ZeRO-3 [z3] [z3c]: mods its submodules in forward
+    order (zero3_modules), z3 the settings, world the ZeRO-3 DP group's ranks (the reduce-scatter's)."""
     k = len(mods)
     lim, pb = float(z3["stage3_max_live_parameters"]), float(z3["stage3_prefetch_bucket_size"])
     reuse, bucket = float(z3["stage3_max_reuse_distance"]), float(z3["reduce_bucket_size"])
-    zero = np.zeros(np.broadcast(*mods, np.float64(0.0)).shape)
+    zero = np.zeros(np.broadcast(*mods, np.asarray(world), np.float64(0.0)).shape)
+    copies = zero3_flush_copies(mods, bucket, world)
     trace = ([(j, 0) for j in range(k)] if full else []) + [(j, 1) for j in reversed(range(k))]
     pos = {key: p for p, key in enumerate(trace)}  # (module, pass) -> position; pass 0 the re-run, 1 the backward
     # a re-run module stays gathered to its backward where 2 x the parameters after it are within R
     keep = [np.asarray(2.0 * sum(mods[j + 1:], zero) < reuse, dtype=np.float64) * float(full) for j in range(k)]
-    best_g, best_d = zero, zero
+    best_g, best_d, best_c = zero, zero, zero
     for p, (j, ps) in enumerate(trace):
         live = [i for i in range(k) if i != j and full and pos[(i, 0)] < p < pos[(i, 1)]]
         avail = mods[j] + sum((mods[i] * keep[i] for i in live), zero)
@@ -1810,9 +1874,28 @@ def zero3_layer_peak(mods: list, full: bool, z3: dict):
         g = avail + _zero3_prefetch(cands, np.minimum(lim - avail, pb))
         prev = mods[j + 1] if j + 1 < k else mods[0]  # the module whose backward came before (the last: the layer above's first)
         d = (mods[j] + np.where(prev > bucket, prev, 0.0)) * float(ps)
-        more = g + d > best_g + best_d
-        best_g, best_d = np.where(more, g, best_g), np.where(more, d, best_d)
-    return best_g, best_d
+        c = copies[j] * float(ps)  # the hook's flush: prev alone where above the bucket, else the bucket's small ones
+        more = g + d + c > best_g + best_d + best_c
+        best_g, best_d, best_c = np.where(more, g, best_g), np.where(more, d, best_d), np.where(more, c, best_c)
+    return best_g, best_d, best_c
+
+
+def zero3_reuse_kept(mods: list, full, out, layers: int, reuse: float):
+    """(all, all but the last layer's) parameters of the last layers' modules __params_to_release keeps gathered from
+    their first forward to their next use [z3r]: module j of the layer i below the last is kept where the parameters of
+    the modules the trace runs in between are below R: without full recompute 2 (A_j + i P) + out (the rest of the
+    forward, the output layer, the backward down to it), under full recompute (P - m_j) + 3 i P + out (to its re-run);
+    A_j the layer's parameters after module j, P a layer's, out the output layer's (assumed a module of the trace).
+    Closed form: i < x, so ceil(x) layers of the `layers`."""
+    zero = np.zeros(np.broadcast(*mods, np.asarray(out), np.asarray(full)).shape)
+    per_layer = np.maximum(sum(mods, zero), 1.0)
+    kept, below = zero, zero
+    for j, m in enumerate(mods):
+        after = sum(mods[j + 1:], zero)
+        x = np.where(full, (reuse - out - per_layer + m) / (3.0 * per_layer), (reuse - out - 2.0 * after) / (2.0 * per_layer))
+        n = np.clip(np.ceil(x), 0.0, float(layers))
+        kept, below = kept + m * n, below + m * np.maximum(n - 1.0, 0.0)
+    return kept, below
 
 
 def zero3_persistent(kind: LayerKind, p, ctx: Ctx, h: int, threshold: float):
@@ -1824,25 +1907,35 @@ def zero3_persistent(kind: LayerKind, p, ctx: Ctx, h: int, threshold: float):
 
 def zero3_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, ctx: Ctx) -> dict:
     """DeepSpeed ZeRO-3's buffers beside the sharded states [z3], bytes per GPU: gathered (the working set's gathered
-    weights), unreduced_grads (the full gradients awaiting their reduce-scatter) at the worst moment of a layer's backward
-    or the output layer's, ipg_bucket (the contiguous gradient buffer), persistent (per layer kind, one layer's)."""
+    weights), unreduced_grads (the full gradients awaiting their reduce-scatter) and bucket_copy (the reduce-scatter's
+    torch.cat copy [z3c]) at the worst moment of a layer's backward or the output layer's, reuse_kept (the last
+    layers' modules the reuse distance keeps gathered, beyond that moment [z3r]), ipg_bucket (the contiguous gradient
+    buffer), persistent (per layer kind, one layer's), sub_group (the optimizer's sub-group, elements [z3s])."""
     z3, b = settings.zero3, settings.bpp.weights
     full = plan.recompute == RC_FULL
-    best_g = best_d = np.zeros(np.shape(plan.tp))
+    world = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)  # the reduce-scatter's
+    best_g = best_d = best_c = np.zeros(np.shape(plan.tp))
     for kind in pc.layers.kinds:
         mods = zero3_modules(kind, ctx)
-        (fg, fd), (ng, nd) = zero3_layer_peak(mods, True, z3), zero3_layer_peak(mods, False, z3)
-        g, d = np.where(full, fg, ng), np.where(full, fd, nd)
-        more = g + d > best_g + best_d
-        best_g, best_d = np.where(more, g, best_g), np.where(more, d, best_d)
+        (fg, fd, fc), (ng, nd, nc) = zero3_layer_peak(mods, True, z3, world), zero3_layer_peak(mods, False, z3, world)
+        g, d, c = np.where(full, fg, ng), np.where(full, fd, nd), np.where(full, fc, nc)
+        more = g + d + c > best_g + best_d + best_c
+        best_g, best_d, best_c = np.where(more, g, best_g), np.where(more, d, best_d), np.where(more, c, best_c)
     out = max(pc.embedding, pc.output or 0) / plan.tp.astype(np.float64)  # the output layer's weight and its gradient
-    more = 2.0 * out > best_g + best_d
-    best_g, best_d = np.where(more, out, best_g), np.where(more, out, best_d)
-    return {"gathered": b * best_g, "unreduced_grads": b * best_d,
+    more = 2.0 * out > best_g + best_d + best_c
+    best_g, best_d, best_c = np.where(more, out, best_g), np.where(more, out, best_d), np.where(more, 0.0, best_c)
+    # the last layers' kept modules: those of the layers below the last beside its worst moment, all of them beside the
+    # output layer's (its weight and gradient); the excess over the moment above [z3r]
+    last = pc.layers.kinds[pc.layers.kind_at(pc.layers.num_layers - 1)]
+    kept, below = zero3_reuse_kept(zero3_modules(last, ctx), full, out, pc.layers.num_layers,
+                                   float(z3["stage3_max_reuse_distance"]))
+    reuse = np.maximum(below, np.maximum(kept + 2.0 * out - (best_g + best_d + best_c), 0.0))
+    return {"gathered": b * best_g, "unreduced_grads": b * best_d, "bucket_copy": b * best_c, "reuse_kept": b * reuse,
             "ipg_bucket": b * float(z3["reduce_bucket_size"]) + 0.0 * best_g,
             "persistent": [b * zero3_persistent(k, p, ctx, settings.model.hidden_size,
                                                 float(z3["stage3_param_persistence_threshold"]))
-                           for k, p in zip(pc.layers.kinds, pc.kind_params)]}
+                           for k, p in zip(pc.layers.kinds, pc.kind_params)],
+            "sub_group": float(z3["sub_group_size"])}
 
 
 def rotary_dim(mixer) -> float:
@@ -2101,9 +2194,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
     # stepped in the backward [es], one parameter's temporaries at a time, beside one unit's sharded gradients
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    step_peak = kept + temps
-    opt_step = np.maximum(step_peak - allocated, 0.0)
-    allocated = allocated + opt_step
+    opt_step, fsdp["zero3_step_grads"] = _step_excess(per, states, fsdp, kept + temps, allocated)
+    allocated = allocated + opt_step + fsdp["zero3_step_grads"]
     pools = pools - np.minimum(opt_step, grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
@@ -2143,7 +2235,26 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
     return {**per.fsdp_units, "zero3_persistent": persistent, "fsdp_unsharded_ends": per.ends[end],
             "fsdp_unsharded_stage": (per.pp_unsharded * params - per.held_cut * lin - out * per.held_out_cut
                                      - regather_saving),
-            "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin}
+            "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin, "zero3_step_grads": 0.0 * lin}
+
+
+def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, step_peak, allocated):
+    """(optimizer_step, zero3_step_grads): the optimizer step's moment beyond the peak `allocated` [opt], and what
+    DeepSpeed ZeRO-3's step adds beyond that [z3s] (the IPG buffer, the persistent parameters and one sub-group's
+    gradient partition flattened in the model dtype with its fp32 copy, _zero3_step)."""
+    opt_step = np.maximum(step_peak - allocated, 0.0)
+    z3_step = _zero3_step(per, states, fsdp) if per.zero3 is not None else 0.0 * opt_step
+    return opt_step, np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step
+
+
+def _zero3_step(per: _PerLayer, states: Terms, fsdp: dict):
+    """What DeepSpeed ZeRO-3's optimizer step holds beside the states and the step's temporaries at its worst statement
+    [z3s]: the IPG buffer, the persistent parameters and, for the largest sub-group, min(local partition,
+    sub_group_size) elements flattened in the model dtype and converted to fp32 at once (ZERO3_FP32_GRAD_BYTES)."""
+    bpp = per.settings.bpp
+    local = states.master_weights / bpp.master if bpp.master > 0 else states.weights / bpp.weights
+    sub = np.minimum(local, per.zero3["sub_group"]) * (bpp.weights + ZERO3_FP32_GRAD_BYTES)
+    return np.where(per.plan.sharding >= FSDP, sub + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"], 0.0)
 
 
 def _rope_bytes(per: _PerLayer, counts, stages: float):

@@ -1048,9 +1048,9 @@ class CPCommTypes(BaseModel):
 # DeepSpeed ZeRO-3's gathering and bucket settings, in the DeepSpeed JSON's spelling (zero_optimization keys;
 # planner/memory.py [z3]); a job's Job.deepspeed_zero3 replaces the stack's fsdp.zero3_modules value of each it sets
 ZERO3_KEYS = ("stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-              "stage3_param_persistence_threshold", "reduce_bucket_size")
+              "stage3_param_persistence_threshold", "reduce_bucket_size", "sub_group_size")
 Zero3Key = Literal["stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-                   "stage3_param_persistence_threshold", "reduce_bucket_size"]
+                   "stage3_param_persistence_threshold", "reduce_bucket_size", "sub_group_size"]
 
 
 class Zero3Modules(BaseModel):
@@ -1065,6 +1065,8 @@ class Zero3Modules(BaseModel):
     stage3_param_persistence_threshold: int = Field(ge=0, description="parameters of at most this many elements "
                                                                       "are never partitioned (always gathered)")
     reduce_bucket_size: int = Field(ge=0, description="elements of the contiguous gradient (IPG) bucket, in the model dtype")
+    sub_group_size: int = Field(ge=0, description="local partition elements of an optimizer sub-group, stepped one at a "
+                                                  "time with its fp32 gradient copy (memory.py [z3s])")
     sources: list[str] = Field(min_length=1)
 
 
@@ -2113,7 +2115,7 @@ class Job(BaseModel):
                                           "DeepSpeed), the run's zero_optimization settings by their DeepSpeed JSON keys "
                                           "(stage3_prefetch_bucket_size, stage3_max_live_parameters, "
                                           "stage3_max_reuse_distance, stage3_param_persistence_threshold, "
-                                          "reduce_bucket_size; memory.py [z3]); each left out: the stack's (DeepSpeed's "
+                                          "reduce_bucket_size, sub_group_size; memory.py [z3]); each left out: the stack's (DeepSpeed's "
                                           "default)")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,

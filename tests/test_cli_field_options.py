@@ -167,10 +167,20 @@ def test_option_moves_what_it_prices(cli, field, opt, value, job, other, moves):
 def test_deepspeed_zero3_by_hand(cli):
     """reduce_bucket_size=1e9: ZeRO-3's contiguous gradient (IPG) bucket of 1e9 elements in the model
     dtype (2 B) where DeepSpeed's default is 5e8 (stack_db megatron-deepspeed fsdp.zero3_modules,
-    DeepSpeed config.py @38327e07 l. 109): +(1e9 - 5e8) x 2 B = +1e9 B (memory.py [z3])."""
+    DeepSpeed config.py @38327e07 l. 109): +(1e9 - 5e8) x 2 B = +1e9 B (memory.py [z3]). Every Llama 3 8B
+    module is below either bucket (qkv 25,165,824, proj 16,777,216, gate-up 117,440,512, down 58,720,256), so a
+    flush copies at most the bucket [z3c]. At 5e8 the output layer's moment (its weight and gradient, 2 x
+    525,336,576) with the last layers' modules the reuse distance keeps (all of the last layer's, P = 218,103,808,
+    and the down projection of the one below: 276,824,064 [z3r]) is the peak; at 1e9 a layer's is: gate-up's
+    backward, its weight + the prefetch of proj, qkv and the next layer's down (P in all) + its gradient + the 1e9
+    copy = 1,335,544,320 elements, beside it the layer below's kept down (58,720,256). x 2 B: +1e9 (buffer)
+    + 2 (P + 117,440,512 + 1e9 + 58,720,256 - 2 x 525,336,576 - 276,824,064) = +1,133,534,720 B."""
     got, _ = _explain(cli, *_args(DS_Z3), "--deepspeed-zero3", "reduce_bucket_size=1e9")
     plain, _ = _explain(cli, *_args(DS_Z3))
-    assert got["memory"]["total_bytes"] - plain["memory"]["total_bytes"] == (10**9 - 5 * 10**8) * 2
+    p, out = 218_103_808, 525_336_576
+    moved = 2 * (p + 117_440_512 + 10**9 + 58_720_256 - 2 * out - 276_824_064)
+    assert got["memory"]["total_bytes"] - plain["memory"]["total_bytes"] == (10**9 - 5 * 10**8) * 2 + moved
+    assert got["memory"]["terms"]["zero3_bucket_copy"] == 2 * 10**9
 
 
 def test_cublas_workspace_config_by_hand(cli):

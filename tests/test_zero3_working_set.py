@@ -34,28 +34,68 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from planner.memory import FSDP_TERMS, zero3_layer_peak
+from planner.memory import FSDP_TERMS, zero3_flush_copies, zero3_layer_peak, zero3_reuse_kept
 
 TOY = dict(stage3_max_live_parameters=10, stage3_prefetch_bucket_size=1, stage3_max_reuse_distance=10,
-           reduce_bucket_size=2, stage3_param_persistence_threshold=0)
+           reduce_bucket_size=2, stage3_param_persistence_threshold=0, sub_group_size=10)
 MODS = [np.float64(3), np.float64(1), np.float64(4), np.float64(4)]
 
 
 def test_toy_layer_full_recompute():
-    g, d = zero3_layer_peak(MODS, True, TOY)
-    assert (float(g), float(d)) == (9.0, 7.0)
+    """world 1 (the default): every gradient the reduce-scatter takes alone divides it, no copy [z3c]."""
+    g, d, c = zero3_layer_peak(MODS, True, TOY)
+    assert (float(g), float(d), float(c)) == (9.0, 7.0, 0.0)
 
 
 def test_toy_layer_no_recompute():
-    g, d = zero3_layer_peak(MODS, False, TOY)
-    assert (float(g), float(d)) == (8.0, 7.0)
+    g, d, c = zero3_layer_peak(MODS, False, TOY)
+    assert (float(g), float(d), float(c)) == (8.0, 7.0, 0.0)
 
 
 def test_toy_no_prefetch_and_no_reuse():
     """prefetch bucket 0 and reuse distance 0: each module alone (fetch_sub_module prefetches nothing
     with a 0 budget; __params_to_release keeps nothing): back u 4 + gradients 4 + d 4 = 12."""
-    g, d = zero3_layer_peak(MODS, True, {**TOY, "stage3_prefetch_bucket_size": 0, "stage3_max_reuse_distance": 0})
-    assert (float(g), float(d)) == (4.0, 8.0)
+    g, d, c = zero3_layer_peak(MODS, True, {**TOY, "stage3_prefetch_bucket_size": 0, "stage3_max_reuse_distance": 0})
+    assert (float(g), float(d), float(c)) == (4.0, 8.0, 0.0)
+
+
+def test_toy_bucket_copies_world_3():
+    """DP world 3, bucket 2 (q 3, u 4, d 4 above it: each reduce-scattered alone at the next hook;
+    reduce_scatter_coalesced copies one the world does not divide, padded to 3 x ceil(n / 3), and reduces
+    one it divides in place). Backward d u p q, then the layer below's d: at u's hook d's 4 -> 6; at p's
+    u's 4 -> 6; at q's p's 1 (alone: 1 is not a multiple of 3) -> 3; at the next d's q's 3 in place -> 0.
+    Moments (the docstring's, + the copy): back d 16 + 0, back u 13 + 6 = 19 (the peak), back p 9 + 6,
+    back q 9 + 3; without recompute back u 13 + 6 = 19 too."""
+    assert [float(c) for c in zero3_flush_copies(MODS, 2.0, 3.0)] == [3.0, 6.0, 6.0, 0.0]
+    for full in (True, False):
+        g, d, c = zero3_layer_peak(MODS, full, TOY, 3.0)
+        assert (float(g), float(d), float(c)) == (5.0, 8.0, 6.0)
+
+
+def test_toy_bucket_of_several_gradients():
+    """Bucket 5, modules q 3, p 1, u 4, d 6, world 1: d (above 5) leaves alone at u's hook (in place); u 4 and
+    p 1 fill the contiguous buffer to 5, and q's hook (5 + 3 > 5) flushes the two: a torch.cat of 5 elements."""
+    mods = [np.float64(3), np.float64(1), np.float64(4), np.float64(6)]
+    assert [float(c) for c in zero3_flush_copies(mods, 5.0, 1.0)] == [5.0, 0.0, 0.0, 0.0]
+
+
+def test_toy_bucket_without_a_large_gradient_is_its_bound():
+    """Bucket 20 above every module: the buffer fills across layers, flushed at any module's hook with at most 20."""
+    assert [float(c) for c in zero3_flush_copies(MODS, 20.0, 3.0)] == [20.0] * 4
+
+
+def test_toy_reuse_kept():
+    """Reuse distance 40, output layer 2, a layer 12 (q 3, p 1, u 4, d 4), 10 layers. Without recompute module j
+    of the layer i below the last is kept where 2 (A_j + 12 i) + 2 < 40 (A_j the parameters after it: q 9, p 8,
+    u 4, d 0): q and p of the last layer only (20, 18; 44, 42 the layer below), u and d of the last two (10, 34;
+    2, 26): kept 3 + 1 + 2 x 4 + 2 x 4 = 20, of the layers below the last 8. Under full recompute (12 - m_j) +
+    36 i + 2 < 40 (to its re-run): the last layer's four (11, 13, 10, 10; the layer below's 47 and up): 12, 0."""
+    k, b = zero3_reuse_kept(MODS, np.asarray(False), 2.0, 10, 40.0)
+    assert (float(k), float(b)) == (20.0, 8.0)
+    k, b = zero3_reuse_kept(MODS, np.asarray(True), 2.0, 10, 40.0)
+    assert (float(k), float(b)) == (12.0, 0.0)
+    k, b = zero3_reuse_kept(MODS, np.asarray(False), 2.0, 1, 40.0)  # one layer: only its own
+    assert (float(k), float(b)) == (12.0, 0.0)
 
 
 # GPT-3 175B (h = 12,288, d_ff = 4h, biases, LayerNorm, tied output), tp 1: a layer's modules qkv 3h^2,
@@ -79,6 +119,12 @@ def _z3(t):
     FSDP's layer-unit terms are empty (DeepSpeed gathers per submodule instead)."""
     assert [t[k] for k in FSDP_TERMS if not k.startswith("zero3_")] == [0.0] * 6
     return t["zero3_working_set"], t["zero3_unreduced_grads"], t["zero3_ipg_bucket"], t["zero3_persistent"]
+
+
+def _z3_new(t):
+    """The three ZeRO-3 terms priced since issue 21's z3pieces: the bucket's torch.cat copy [z3c], the last layers
+    kept gathered [z3r], the optimizer step's excess [z3s]."""
+    return t["zero3_bucket_copy"], t["zero3_reuse_kept"], t["zero3_step_grads"]
 
 
 def test_gpt3_defaults(explain):
@@ -123,8 +169,91 @@ def test_530b_record():
         s, p = V.prepare_record(rec, V.new_row(rec), Path(d), path.parent, str(path))
         m = to_json(s, p, evaluate(s, p))["memory"]
     assert _z3(m["terms"]) == pytest.approx((2 * 4 * h2, 2 * 8 * h2, 2 * 5e8, 2 * 13 * 20480 * 105), rel=1e-12)
+    # 640 = 2^7 x 5 divides every large gradient (4 h^2 = 2^26 x 25, 3 h^2 = 3 x 2^24 x 25; proj's h^2 = 2^24 x 25
+    # leaves alone too): no copy [z3c]; a layer's 5.03e9 parameters and the output layer's 1.05e9 are beyond the
+    # reuse distance 1e9: none kept [z3r]; the step (16 + 6 B x 0.83e9 local parameters) is far below [z3s]
+    assert _z3_new(m["terms"]) == (0.0, 0.0, 0.0)
     assert sum(m["terms"][k] for k in FSDP_TERMS) == 11_122_240_000
     assert m["total_bytes"] / 2**30 == pytest.approx(64.17, abs=0.01)
+
+
+def _record_560(rec):
+    """The 530B ZeRO-3 run the paper says ran out of memory: 560 GPUs, micro-batch 4, batch 2240 (Table 2's
+    starred 2560 row was enlarged from it), every other field the 640-GPU record's."""
+    return rec.model_copy(update=dict(id=rec.id.replace("640gpu", "560gpu"), num_gpus=560, dp=560, global_batch_size=2240))
+
+
+def test_530b_record_on_560_gpus():
+    """560 = 2^4 x 5 x 7 divides none of the large gradients: at fc1's backward hook fc2's 4 h^2 gradient goes through
+    reduce_scatter_coalesced's torch.cat, 560 x ceil(4 h^2 / 560) = 1,677,721,920 elements (2 B: 3.125 GiB), beside
+    fc1's gathered weights and both gradients (16 h^2 x 2 B, the peak; back proj 13 h^2, back fc2 14 h^2 with qkv's
+    3 h^2 copy). The gate 65.94 -> 69.06 GiB of the A100's 79.2 (usable 71.3 after the 10% headroom): still fits."""
+    from planner import validate as V
+    from planner.explain import evaluate, to_json
+
+    path = Path(__file__).parent / "data" / "published_runs.yaml"
+    rec = _record_560(next(r for r in V.load_runs(path) if r.id == "narayanan2021-t2-zero3-529.6B-640gpu"))
+    h2 = 20480**2
+    with tempfile.TemporaryDirectory() as d:
+        s, p = V.prepare_record(rec, V.new_row(rec), Path(d), path.parent, str(path))
+        m = to_json(s, p, evaluate(s, p))["memory"]
+    assert _z3(m["terms"]) == pytest.approx((2 * 4 * h2, 2 * 8 * h2, 2 * 5e8, 2 * 13 * 20480 * 105), rel=1e-12)
+    assert _z3_new(m["terms"]) == (2 * 560 * 2_995_932, 0.0, 0.0)
+    assert m["total_bytes"] / 2**30 == pytest.approx(69.06, abs=0.01)
+    assert m["fits"]
+
+
+# Llama 3 8B (h 4,096, 32 layers, GQA 8 x 128, d_ff 14,336 SwiGLU, vocab 128,256, untied), tp 1: a layer's modules
+# qkv 4,096 x 6,144 = 25,165,824, proj 16,777,216, gate-up 117,440,512, down 58,720,256 (P = 218,103,808, all below
+# the 5e8 bucket); the output layer 525,336,576 (its moment, 2 x 525,336,576, the largest).
+P8B, OUT8B = 218_103_808, 525_336_576
+
+
+def _8b(explain, **kw):
+    job = dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", sharding="fsdp", recompute="full", micro_batch=1,
+               global_batch=8, seq_len=1024, hardware="a100-sxm-80gb")
+    return explain(**{**job, **kw})[3]["memory"]
+
+
+def test_8b_reuse_kept_full_recompute(explain):
+    """Full recompute: module j of the last layer is kept from its first forward to its re-run where (P - m_j) + out
+    < 1e9 (256,559,616 + m_j + ... : (1e9 - out - P + m_j) / 3P in (0, 1): one layer, the layer below's beyond): the
+    last layer's P beside the output layer's moment, 2 B x 218,103,808. The output layer's moment is the largest, so
+    no layer moment (nor its bucket copy) is."""
+    m = _8b(explain)
+    assert _z3(m["terms"])[:2] == (2 * OUT8B, 2 * OUT8B)
+    assert m["terms"]["zero3_reuse_kept"] == 2 * P8B
+    assert m["terms"]["zero3_bucket_copy"] == 0.0
+
+
+def test_8b_reuse_kept_no_recompute(explain):
+    """Without recompute 2 (A_j + i P) + out < 1e9: down (A 0) of the last two layers (2 x 58.7M + out, 2 x 276.8M +
+    out), the other three of the last only: P + down = 276,824,064 parameters beside the output layer's moment."""
+    m = _8b(explain, recompute="none")
+    assert m["terms"]["zero3_reuse_kept"] == 2 * (P8B + 58_720_256)
+
+
+def test_8b_step_fp32_gradients(explain):
+    """The optimizer step [z3s]: the local partition 8,030,261,248 / 8 = 1,003,782,656 parameters is above
+    sub_group_size 1e9, so the largest sub-group (at least 1e9) flattens 2 B and converts 4 B x 1e9 at once = 6e9 B,
+    beside the states (16 B a local parameter), the IPG buffer 1e9 B, the layers' persistent norms (2 B x 64 x 4,096) and the
+    step-long buffers: that moment is the stage's allocated peak. With sub_group_size 1e8 (job) 6e8 B: below the
+    backward's peak, no excess."""
+    m = _8b(explain)
+    t = m["terms"]
+    held = sum(t[k] for k in ("weights", "gradients", "master_weights", "adam", "workspaces", "mpu_buffer",
+                              "model_buffers", "quantized_weights", "dummy_wgrads"))
+    assert t["zero3_step_grads"] > 0
+    assert m["allocated_bytes"] == pytest.approx(held + 6e9 + 1e9 + 2 * 64 * 4096, rel=1e-12)
+    assert _8b(explain, deepspeed_zero3={"sub_group_size": 100_000_000})["terms"]["zero3_step_grads"] == 0.0
+
+
+def test_8b_bucket_copy_bound_tp2(explain):
+    """tp 2 (dp 4): every module below the bucket and the output layer's moment 2 x 262,668,288 smaller than a layer's
+    with the bucket: the contiguous buffer fills across layers and is copied whole at some module's hook, priced at
+    its bound, reduce_bucket_size elements: 2 B x 5e8."""
+    m = _8b(explain, tp=2)
+    assert m["terms"]["zero3_bucket_copy"] == 2 * 5e8
 
 
 def test_explain_names_each_zero3_term(cli):
@@ -144,3 +273,14 @@ def test_explain_names_each_zero3_term(cli):
     z1 = cli("explain", *job, "--sharding", "zero1")
     assert z1.exit_code == 0, z1.output
     assert "ZeRO-3 " not in z1.stdout and "FSDP " not in z1.stdout
+
+
+def test_530b_mics_shard_group_is_the_reduce_scatter_world(explain):
+    """MiCS reduce-scatters within the shard group (mics.py l. 415: dp_process_group = param_shard_group), so the world
+    that must divide a gradient is the group's: the 530B catalog model on 1,920 GPUs (2^7 x 3 x 5) copies fc2's 4 h^2 =
+    2^26 x 25 gradient, 1,920 x ceil(4 h^2 / 1,920) = 1,677,722,880 elements (2 B); with MiCS groups of 640 none."""
+    job = dict(model="megatron-gpt-529.6b", gpus=1920, global_batch=1920, stack="megatron-deepspeed", recompute="full",
+               micro_batch=1, seq_len=2048, hardware="a100-sxm-80gb")
+    assert explain(**job, sharding="fsdp")[3]["memory"]["terms"]["zero3_bucket_copy"] == 2 * 1920 * 873_814
+    mics = explain(**job, sharding="hsdp", sharding_mode="zero3_mics", shard_group=640)[3]["memory"]["terms"]
+    assert mics["zero3_bucket_copy"] == 0.0

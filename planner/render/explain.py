@@ -10,9 +10,9 @@ from .common import Format, TERM_LABELS, capacity_text, emit, gb, gib, human_cou
 # memory terms in the table's order; the model states' subtotal follows the first four
 _STATE_TERMS = ("weights", "gradients", "master_weights", "adam")
 # FSDP's and DeepSpeed ZeRO-3's buffers (planner/memory.py FSDP_TERMS)
-_FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_ipg_bucket",
-               "zero3_persistent", "fsdp_unsharded_ends", "fsdp_unsharded_stage", "fsdp_accumulated_grads",
-               "fsdp_end_of_backward")
+_FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
+               "zero3_reuse_kept", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
+               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 _OTHER_TERMS = ("layer_activations", "output_activations", "recompute_buffer") + _FSDP_TERMS + (
     "model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads", "optimizer_step", "stream_pools",
     "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")

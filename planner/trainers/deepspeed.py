@@ -13,8 +13,9 @@ published in 2025). Modelled:
     mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
     DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16); with stage 3,
   zero_optimization.stage3_prefetch_bucket_size, stage3_max_live_parameters,
-    stage3_max_reuse_distance, stage3_param_persistence_threshold and reduce_bucket_size (-> the job's
-    deepspeed_zero3: ZeRO-3's gathered working set and gradient bucket, planner/memory.py [z3]; each
+    stage3_max_reuse_distance, stage3_param_persistence_threshold, reduce_bucket_size and sub_group_size (-> the
+    job's deepspeed_zero3: ZeRO-3's gathered working set, gradient bucket and optimizer sub-groups,
+    planner/memory.py [z3], [z3c], [z3r], [z3s]; each
     absent or "auto" is the stack's, DeepSpeed's default, listed as assumed; contiguous_gradients true, the
     default the IPG buffer's pricing assumes, is read as modelled).
 Listed as ignored ('key=value (why)'): keys with no effect on memory or step time (clipping,
