@@ -85,6 +85,12 @@ runs with variant 0's twin it is searched in a second space of those rows alone,
 (_search_space on each; fit merges their Ranked as it merges GPU counts). Its candidates move from the
 rule's count to the memory and time counts; `considered` counts each once.
 
+The routed experts' grouped GEMMs (plan.fge; space.variant_choices: an fp8 MoE job on a stack that runs
+both, stack_db runs.fp8_grouped_experts) are a stack variant too: variant 0 the stack's rule, the other
+tried where its start-up rules pass (Space.variant_ok: torchtitan's float8 grouped converter at pp = cp =
+1), priced in full (variant_memory: the token-group padding moves the layers' saved bytes; its own
+compute floor, floor_variants).
+
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
 instead of pricing those candidates again (the same function of the same candidate). With a

@@ -123,7 +123,7 @@ def test_padding_held_by_hand_one_layer():
     padded buffer does: torchtitan's _permute holds R + E_l A rows (models/moe/utils.py l. 44-45). One
     Qwen3-30B-A3B MoE layer, E_l = 128 / 8 = 16 local experts: 8 more rows an expert under float8 (16 - 8),
     128 rows of the permuted input 2 h = 4,096 B, the gate / up outputs 2 x 2 f_e = 3,072 B and the
-    activation output 2 f_e = 1,536 B: 128 x 8,704 = 1,114,152 - 40 = 1,114,112 B; bf16 (A = 8) holds as
+    activation output 2 f_e = 1,536 B: 128 x 8,704 = 1,114,112 B; bf16 (A = 8) holds as
     many more than no padding."""
     from planner.memory import kind_activation_bytes
 
