@@ -13,12 +13,11 @@ import numpy as np
 from . import comm, dispatch, placement
 from . import memory as mem
 from .compute import flops_summary, price_gemms
-from .imbalance import rank_load
-from .layers import context, layer_list
+from .layers import layer_list
 from .params import count_params
 from .plan import FP8, PlanArrays, Settings, fp8_dispatch, plan_dict
 from .knobs import RUN_PARAMETER_AFFECTS
-from .stacks import stack_of
+from .stacks import plan_context, stack_of
 from .step import step_time, throughput
 from .terms import Terms
 
@@ -238,13 +237,13 @@ def moe_arrays(settings: Settings, plan: PlanArrays, est: Estimate) -> dict:
     imb_s = est.time.total - step_time(balanced, plan)[0].total
     imb_b = est.memory.total - mem.heaviest_stage(mem.stage_memory_terms(balanced, plan))[0].total
     kind = next(k for k in layer_list(settings.model).kinds if k.has_experts)
-    ctx = context(plan, rank_load(settings, plan))
+    ctx = plan_context(settings, plan)
     rows = [(g, c) for g, c in kind.mlp.gemms(ctx) if g.name.startswith("expert_")]
     times = price_gemms(rows, settings.hardware, plan.precision)
     flops = sum(2.0 * g.M * g.N * g.K * c for g, c in rows)
     peak = np.where(plan.precision == FP8, settings.hardware.fp8_TFLOPS or np.nan, settings.hardware.bf16_TFLOPS) * 1e12
     return {"imbalance_s": imb_s, "imbalance_bytes": imb_b, "grouped_gemm_efficiency": flops / sum(times.values()) / peak,
-            "tokens_per_expert": rows[0][0].M, "rank_load": np.broadcast_to(ctx.cf, np.shape(plan.ep)),
+            "tokens_per_expert": kind.mlp.expert_tokens(ctx), "rank_load": np.broadcast_to(ctx.cf, np.shape(plan.ep)),
             "fp8_dispatch": fp8_dispatch(settings, plan)}
 
 

@@ -221,6 +221,17 @@ References
      gradients and the fp32 reduce-scatter input, resharded first: FSDPParamGroup.post_backward) at the end of
      the backward [tt7] (below the loss's peak for every measured row). Not priced: the norms' weights (h a
      norm, bytes in the thousands).
+[tt11] torchtitan's routed experts converted to torchao's scaled grouped GEMMs (plan.fge: job field
+     fp8_grouped_experts, searched by fit; step.py [16]) save what its bf16 grouped GEMMs save: pytorch/ao
+     @9cd41075 (main 2026-02-13, the torchao nightly nearest torchtitan @e347b1e5e)
+     torchao/prototype/moe_training/scaled_grouped_mm.py _Float8GroupedMM.forward l. 181
+     ctx.save_for_backward(A, B_t, offs) (A the bf16 input, B_t the expert weight itself, offs E_l int32) and
+     _MXFP8GroupedMM l. 428 the same; their fp8 / mxfp8 copies and scales are made inside the call and made
+     again in the backward (l. 213-309), so no saved tensor changes width (torchtitan keeps no fp8 weight cache,
+     memory.fp8_weight_cache false). What moves: the token groups padded to 16 / 32 rows an expert in place of
+     8 (layers/moe.py [14]: the permuted input, the gate / up and the activation outputs). The transient fp8
+     copies of a GEMM's operands (1 B an element of A and of the local experts' weights, with their scales)
+     live only inside the call: not priced.
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -640,7 +651,6 @@ import re
 
 import numpy as np
 
-from .imbalance import rank_load
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from . import comm
 from .cuda_graphs import held_output_bytes
@@ -654,7 +664,7 @@ from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
-from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -979,8 +989,8 @@ def quantized_weight_terms(settings: Settings, plan: PlanArrays, pc: ParamCounts
     row, col = weight_copy_bytes(settings, plan.f8r)
     tp = plan.tp.astype(np.float64)
     e_div = etp_of(plan).astype(np.float64) * plan.ep
-    # the routed experts' weights only where their grouped GEMMs run quantized (job field fp8_grouped_experts, step.py [16])
-    ex = 1.0 if settings.fp8_grouped_experts else 0.0
+    # the routed experts' weights only where their grouped GEMMs run quantized (plan.fge: job field fp8_grouped_experts, step.py [16])
+    ex = np.where(np.asarray(plan.fge) > 0, 1.0, 0.0)
     linear = weighted(counts, [(p.split - p.split_bias) / tp + ex * p.expert / e_div for p in pc.kind_params])
     n0, n1 = settings.bf16_layers
     one = plan.pp == 1
@@ -1567,14 +1577,15 @@ def _ends_only(placed: dict) -> dict:
 
 
 # the plan fields a layer's activations and recompute buffer read (layer_memory, context)
-LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r")  # f8r: fp8 attention [fa8]
+# f8r: fp8 attention [fa8]; fge: the experts' token-group padding (layers/moe.py [14])
+LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r", "fge")
 
 
 def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerList):
     """layer_memory once per distinct tuple of the fields a layer's activations read
     (LAYER_FIELDS, terms.Groups)."""
     g = Groups(plan, LAYER_FIELDS)
-    return g.expand(layer_memory(settings, g.plan, context(g.plan, rank_load(settings, g.plan)), layers))
+    return g.expand(layer_memory(settings, g.plan, plan_context(settings, g.plan), layers))
 
 
 class _PerLayer:
@@ -1585,7 +1596,7 @@ class _PerLayer:
     def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
-        ctx = context(plan, rank_load(settings, plan))
+        ctx = plan_context(settings, plan)
         # (layers: the plan's layer_memory, where the caller priced it: memory_total)
         self.stored, self.buffers, self.layer_input = (_grouped_layer_memory(settings, plan, pc.layers)
                                                        if layers is None else layers)
@@ -1752,7 +1763,7 @@ class _PerLayer:
             "zero3_ipg_bucket": zero}
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
         # and its persistent parameters per layer (_stage_fsdp) [z3]
-        self.zero3 = zero3_parts(settings, plan, pc, context(plan, rank_load(settings, plan))) if settings.zero3 else None
+        self.zero3 = zero3_parts(settings, plan, pc, plan_context(settings, plan)) if settings.zero3 else None
         if self.zero3 is not None:
             z = self.zero3
             self.fsdp_units.update(fsdp_gathered_units=zero, fsdp_unit_grads=zero,
@@ -2037,7 +2048,7 @@ def _dummy_wgrad_shapes(settings: Settings, plan: PlanArrays, pc: ParamCounts):
     if dummy_wgrads_mode(settings) != "cached":  # stack / job settings
         return None
     g = Groups(plan, tuple(f for f in LAYER_FIELDS if f != "recompute"))
-    ctx = context(g.plan, rank_load(settings, g.plan))
+    ctx = plan_context(settings, g.plan)
     shapes = [(i, s.N, s.K) for i, k in enumerate(pc.layers.kinds) for s, _ in _wgrad_gemms(k, ctx)]
     shapes.append((-1, settings.model.vocab_size / g.plan.tp.astype(np.float64), np.float64(settings.model.hidden_size)))
     N = np.array(np.broadcast_arrays(*(n for _, n, _ in shapes), *(k for _, _, k in shapes)))
@@ -2272,7 +2283,7 @@ def _rope_bytes(per: _PerLayer, counts, stages: float):
 
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)
-STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "shard", "precision", "f8r",
+STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "shard", "precision", "f8r", "fge",
                 "vpp", "split_emb", "split_loss", "split_front")
 
 

@@ -119,6 +119,10 @@ class PlanArrays:
     compile: np.ndarray = 0  # torch.compile, 0/1
     dpo: np.ndarray = 1  # DP communication overlapped with compute, 0/1
     f8r: np.ndarray = 0  # fp8 recipe code (FP8_RECIPE_CODES), read where precision is fp8
+    # MoE: the routed experts' grouped GEMMs run in the plan's low precision, 0/1 (job field fp8_grouped_experts, else
+    # the stack's rule; fit searches it where the stack runs both, stack_db runs.fp8_grouped_experts; step.py [16]),
+    # read where precision is fp8 / nvfp4 on an MoE model
+    fge: np.ndarray = 1
     split_emb: np.ndarray = 0  # the embedding counts as a layer of the pipeline split, 0/1 (pipeline.stage_layers)
     split_loss: np.ndarray = 0  # layers of the split the output layer, loss and MTP count as, 0/1 or N (Job.loss_units)
     split_front: np.ndarray = 0  # the stack's split gives the left-over units to the first chunks, 0/1 (Stack.pipeline_split)
@@ -1750,9 +1754,11 @@ def _imbalance_settings(job: Job, model: ModelSpec, stack, where: str) -> dict:
 
 
 def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: bool = False) -> tuple[dict, list]:
-    """The stack options of a job as PlanArrays fields (tpo, compile, dpo, f8r), each from the
+    """The stack options of a job as PlanArrays fields (tpo, compile, dpo, f8r, fge), each from the
     job or, where it leaves it out, from the stack's defaults (listed in the second value as
-    (field, value) pairs). A setting the stack cannot run is an error naming the stack."""
+    (field, value) pairs). A setting the stack cannot run is an error naming the stack. fge: the
+    stack's defaults.fp8_grouped_experts, which carries the job's fp8_grouped_experts where it sets
+    one (apply_fp8_grouped_experts; _fp8_grouped_experts validates and lists it)."""
     d, ov = stack.defaults, stack.overlap
     inherited: list = []
     name = job.stack
@@ -1783,7 +1789,7 @@ def stack_options(stack: Stack, job: Job, where: str = "", *, tp: int = 1, sp: b
         raise PlannerError(f"{where}stack {name} does not overlap DP communication", "set dp_comm_overlap: false")
     recipe = _low_precision_recipe(stack, job, inherited, where)
     code = FP8_RECIPE_CODES[recipe] if recipe is not None else 0
-    return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code), inherited
+    return dict(tpo=int(tpo), compile=int(compile_), dpo=int(dpo), f8r=code, fge=int(bool(d.fp8_grouped_experts))), inherited
 
 
 def _bf16_layers(job: Job, model: ModelSpec, stack, where: str) -> tuple:
@@ -1853,12 +1859,17 @@ def _fp8_grouped_experts(job: Job, model: ModelSpec, stack: Stack, inherited: li
     return bool(job.fp8_grouped_experts)
 
 
-def _grouped_experts_given(settings: Settings) -> bool:
-    """Whether the plan's fp8_grouped_experts is not the catalog stack's rule (a job's value that
-    changed it: what plan_dict writes and export reads back), on an MoE model."""
+def _grouped_experts_named(settings: Settings, fge: int, precision: int) -> bool:
+    """Whether plan_dict names the plan's fp8_grouped_experts (export reads it back): on an MoE model,
+    where it is not the catalog stack's rule (a job's value that changed it), or where the plan is fp8 /
+    nvfp4 on a stack that runs both settings (stack_db runs.fp8_grouped_experts: fit searches it, so
+    each row says which it has)."""
     if settings.stack is None or settings.model.moe is None:
         return False
-    return settings.fp8_grouped_experts != bool(load_stack(settings.stack_name).defaults.fp8_grouped_experts)
+    runs = settings.stack.runs
+    if precision != BF16 and runs is not None and len(set(runs.fp8_grouped_experts or ())) > 1:
+        return True
+    return bool(fge) != bool(load_stack(settings.stack_name).defaults.fp8_grouped_experts)
 
 
 def _fp8_allgather(job: Job, stack: Stack, where: str) -> Optional[bool]:
@@ -2017,7 +2028,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
            if any(settings.bf16_layers) else {}),
         **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
         **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
-        **({"fp8_grouped_experts": settings.fp8_grouped_experts} if _grouped_experts_given(settings) else {}),
+        **({"fp8_grouped_experts": bool(g("fge"))} if _grouped_experts_named(settings, g("fge"), g("precision")) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),
         **split_fields(g("split_emb"), g("split_loss")),
         "ep": g("ep"),

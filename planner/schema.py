@@ -1202,6 +1202,15 @@ class FP8Recipe(BaseModel):
     fp8_attention: Optional[FP8Attention] = Field(
         default=None, description="the stack can run the fused attention in this recipe (a job's fp8_attention: "
                                   "Transformer Engine's fp8_dpa); null: a job setting it is refused")
+    grouped_experts_recipe: Optional[str] = Field(
+        default=None, description="MoE: the recipe (a key of fp8_recipes) whose figures (gemm_speed, "
+                                  "cast_bytes_per_element, gemms) price the routed experts' grouped GEMMs where they run "
+                                  "converted under this recipe (fp8_grouped_experts true; step.py [16]): torchtitan's "
+                                  "float8 grouped converter scales row-wise whatever the linear recipe; null: this recipe")
+    grouped_experts_align: Optional[int] = Field(
+        default=None, ge=1, description="MoE: the rows each local expert's token group is padded to a multiple of where "
+                                        "the experts run converted under this recipe (layers/moe.py [12]); null: the "
+                                        "stack's memory.moe_token_group_align")
     sources: list[str] = Field(min_length=1)
 
 
@@ -1236,6 +1245,11 @@ class MemoryReporting(BaseModel):
         default=False,
         description="the fused attention kernel saves its own bf16 output for its backward (TE FusedAttnFunc: q, k, v, "
                     "out); with fp8 GEMM inputs that is a tensor beside the output projection's quantized input")
+    moe_token_group_align: int = Field(
+        default=0, ge=0,
+        description="MoE: the rows each local expert's token group is padded to a multiple of before the bf16 grouped "
+                    "GEMMs (torchtitan's TOKEN_GROUP_ALIGN_SIZE_M), held in the permuted buffer and its GEMMs' outputs "
+                    "and computed by them (layers/moe.py [12]); 0: no padding (the rows as routed)")
     moe_keeps_expert_out: bool = Field(
         default=True,
         description="the routed experts' outputs before the combine (moe_expert_out, 2 B x top_k x h per token) are "
@@ -1595,6 +1609,12 @@ class StackRuns(BaseModel):
     mtp: Optional[bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
+    fp8_grouped_experts: Optional[list[bool]] = Field(
+        default=None, min_length=1,
+        description="MoE under fp8 / nvfp4: the settings of the routed experts' grouped GEMMs the stack runs (job field "
+                    "fp8_grouped_experts; true: in the plan's low precision, false: bf16); fit searches each where it "
+                    "lists two (space.variant_choices); null: only defaults.fp8_grouped_experts (a job setting the "
+                    "other is priced as given)")
     low_precision_moments: Optional[LowPrecisionMoments] = Field(
         default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
                                   "Megatron's precision-aware optimizer); null: under every mode, as priced")
@@ -1700,6 +1720,11 @@ class Stack(BaseModel):
         r = self.defaults.fp8_recipe
         if r is not None and r not in self.fp8_recipes:
             raise ValueError(f"defaults.fp8_recipe {r!r} is not one of fp8_recipes ({', '.join(self.fp8_recipes) or 'none'})")
+        for n, rec in self.fp8_recipes.items():
+            g = rec.grouped_experts_recipe
+            if g is not None and (g not in self.fp8_recipes or self.fp8_recipes[g].grouped_experts_recipe not in (None, g)):
+                raise ValueError(f"fp8_recipes.{n}.grouped_experts_recipe {g!r}: not a recipe of fp8_recipes that prices "
+                                 f"its own grouped GEMMs ({', '.join(self.fp8_recipes)})")
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
         if self.compiled_kernels is not None:

@@ -76,7 +76,7 @@ distinct rank order (best_variants' eager mask): its choice would otherwise be r
 orders are priced, one more step_time and memory_totals call per dispatcher.
 
 Compile off (space.uncompiled_choices, space.uncompiled_space): where the job leaves torch.compile to the
-search and a start-up rule reads it (startup.VARIANT_RULES: torchtitan's mxfp8 with TP under compile),
+search and a start-up rule reads it (startup.COMPILE_RULES: torchtitan's mxfp8 with TP under compile),
 each compiled variant's compile-off twin is a variant too, tried only where its compiled row is refused
 (Space.variant_ok; elsewhere compile on is never slower in the model, so the twin is dominated) and
 priced in full (variant_memory: the layers' saved bytes read compile; floor_variants: its own floor).
@@ -84,6 +84,12 @@ A base row whose own options (variant 0) are refused compiled is no candidate of
 runs with variant 0's twin it is searched in a second space of those rows alone, variant 0 the twin
 (_search_space on each; fit merges their Ranked as it merges GPU counts). Its candidates move from the
 rule's count to the memory and time counts; `considered` counts each once.
+
+The routed experts' grouped GEMMs (plan.fge; space.variant_choices: an fp8 MoE job on a stack that runs
+both, stack_db runs.fp8_grouped_experts) are a stack variant too: variant 0 the stack's rule, the other
+tried where its start-up rules pass (Space.variant_ok: torchtitan's float8 grouped converter at pp = cp =
+1), priced in full (variant_memory: the token-group padding moves the layers' saved bytes; its own
+compute floor, floor_variants).
 
 Priced once: the candidates _prefilter prices for its bound (its seed) keep their variant-0
 step, floor and rest at the first order; _first_orders takes them from the seed (_kept_v0)
@@ -111,12 +117,11 @@ from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
 from .schema import Job
-from .space import (DISPATCHER_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, fill_variant, pairs, row_counts,
+from .space import (DISPATCHER_COLUMN, FGE_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, fill_variant, pairs, row_counts,
                     settings_for, uncompiled_choices, uncompiled_space, variant_choices)
-from .imbalance import rank_load
-from .layers import context, layer_list
+from .layers import layer_list
 from .params import count_params
-from .stacks import stack_of
+from .stacks import plan_context, stack_of
 from .terms import Groups, KeyedPlan, gather
 from .step import FLOOR_FIELDS, group_floor, step_time
 
@@ -380,7 +385,7 @@ def layer_memory_groups(space: Space, bidx: np.ndarray, rcidx: np.ndarray, pairs
     settings = space.settings
     keyed, index, size = row_groups(space, bidx, rcidx, LAYER_BASE_FIELDS) if pairs is None else pairs
     pc = count_params(settings.model)
-    layers = mem.layer_memory(settings, keyed, context(keyed, rank_load(settings, keyed)), pc.layers)
+    layers = mem.layer_memory(settings, keyed, plan_context(settings, keyed), pc.layers)
     return layers, index, size
 
 
@@ -515,8 +520,10 @@ def variant_memory(space: Space, bidx: np.ndarray, rcidx=None, fm=None, dispatch
     # and the compiled variants of the uncompiled space): the kernels' saved bytes differ in every layer
     # (stacks.kernel_bytes), so its memory is memory_totals with all its options less fm, priced in full where
     # it can run (Space.variant_ok: a twin only where its compiled row is refused), in place of the TP-overlap
-    # part above and the recipe part below (both are in that figure)
-    whole = space.variants[:, 1] != space.variants[0, 1]
+    # part above and the recipe part below (both are in that figure); so too a variant whose experts' grouped
+    # GEMMs differ from variant 0's (fge: each expert's token group padded to another multiple, layers/moe.py
+    # [12], and TE's quantized expert weights, memory.quantized_weight_terms)
+    whole = (space.variants[:, 1] != space.variants[0, 1]) | (space.variants[:, FGE_COLUMN] != space.variants[0, FGE_COLUMN])
     if rcidx is not None and whole.any():
         plan = space.plans(bidx, rcidx)
         for v in np.flatnonzero(whole):
@@ -1042,7 +1049,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     (space.uncompiled_space): one Ranked per space, best first in each (fit merges them)."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
     settings = replace(settings, seq_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
-    variants = variant_choices(settings.stack, job, where, settings.hardware)
+    variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
     twins = uncompiled_choices(settings.stack, job, variants)
     twin = np.r_[np.zeros(len(variants), dtype=bool), np.ones(len(twins), dtype=bool)]
     variants = np.concatenate([variants, twins])
@@ -1286,7 +1293,7 @@ def explain_args(job: Job, row: dict) -> list[str]:
 
 # the FIELD_OPTIONS fields explain_args reads from the row itself (above); the others from the job
 _ROW_FIELDS = ("fp8_attention", "fp16", "moe_router_pre_softmax", "fsdp_root_unit", "moe_aux_loss_coeff",
-               "moe_z_loss_coeff", "moe_dispatcher")
+               "moe_z_loss_coeff", "moe_dispatcher", "fp8_grouped_experts")
 
 
 def job_field_args(job: Job, skip: tuple = ()) -> list[str]:
@@ -1345,6 +1352,9 @@ def stack_args(d: dict, stack) -> list[str]:
             args.append(on if d[field] else off)
     if d["precision"] != "bf16" and d.get("fp8_recipe") and FP8_RECIPES[inferred["f8r"]] != d["fp8_recipe"]:
         args += ["--fp8-recipe", d["fp8_recipe"]]
+    fge = d.get("fp8_grouped_experts")  # the row's routed experts (fit searches them: space.variant_choices)
+    if fge is not None and bool(fge) != bool(stack.defaults.fp8_grouped_experts):
+        args.append("--fp8-grouped-experts" if fge else "--no-fp8-grouped-experts")
     for key, flag in (("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
                       ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split")):
         if d.get(key):
@@ -1437,7 +1447,7 @@ def nearest_working(job: Job, opts: SpaceOptions, where: str = "") -> tuple[list
     search space has at least one plan that breaks no rule (space.constraint codes), with the
     job's pins: what to suggest when a count such as 1,000 does not factor."""
     settings, gbs, seq, _ = settings_for(job, where=where)
-    variants = variant_choices(settings.stack, job, where, settings.hardware)
+    variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
     twins = uncompiled_choices(settings.stack, job, variants)
 
     def ok(s: Settings, g: int) -> bool:

@@ -114,14 +114,15 @@ def constraint_codes(settings: Settings, plan: PlanArrays, upto: int | None = No
     return rule_codes(settings.model, settings.gpus, settings.stack, plan, upto, after, hardware=settings.hardware)
 
 
-VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r")
+VARIANT_FIELDS = ("tpo", "compile", "dpo", "f8r", "fge")
+FGE_COLUMN = VARIANT_FIELDS.index("fge")  # the routed experts' grouped GEMMs converted (plan.fge)
 # fit's dispatcher search appends a column to the variants: the MoE dispatcher's code (dispatch.CODES),
 # priced through the variant's own Settings (Space.settings_of), not a plan field
 DISPATCHER_COLUMN = len(VARIANT_FIELDS)
 
 
-def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
-    """The stack options the search tries, as rows (tpo, compile, dpo, f8r); row 0 is what a
+def variant_choices(stack, job: Job, where: str = "", hw=None, model=None) -> np.ndarray:
+    """The stack options the search tries, as rows (tpo, compile, dpo, f8r, fge); row 0 is what a
     candidate gets unless another row is faster (and valid for it: TP overlap needs SP with
     tp > 1, and compile where the stack's overlap needs it).
 
@@ -135,7 +136,12 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
     step in the cost model (compiled kernels move no more bytes than eager ones: schema check;
     an overlapped transfer adds at most its blocking time: step._hide) -- a dominated choice
     is not searched (compile off is, where a start-up rule refuses the options compiled:
-    uncompiled_choices, appended by the search)."""
+    uncompiled_choices, appended by the search); the routed experts' grouped GEMMs (fge) bf16 and
+    converted where the job is fp8 / nvfp4 on an MoE model (`model`), leaves fp8_grouped_experts to the
+    search and the stack runs both (stack_db runs.fp8_grouped_experts), the stack's rule first (row 0:
+    torchtitan's bf16 experts); neither dominates (the converted GEMMs run faster, but pad each expert's
+    token group to more rows and refuse pp > 1 and cp > 1 under float8: startup
+    TORCHTITAN_FP8_GROUPED_MM_PP_CP, Space.variant_ok)."""
     from .plan import FP8_RECIPE_CODES, RECIPE_PEAK, fp8_attention_runs, recipe_precision, recipe_unsupported, stack_options
 
     opts, _ = stack_options(stack, job.model_copy(update=dict(tp_comm_overlap=False if job.tp_comm_overlap is None else job.tp_comm_overlap)),
@@ -153,25 +159,30 @@ def variant_choices(stack, job: Job, where: str = "", hw=None) -> np.ndarray:
             and (not job.fp8_attention or fp8_attention_runs(stack.fp8_recipes[n], hw))] or [opts["f8r"]]
     else:
         f8r = [0]
-    rows = [(t, c, dd, r) for t in tpo for c in compile_ for dd in dpo for r in f8r]
+    runs = stack.runs.fp8_grouped_experts if stack.runs is not None else None
+    fge = [opts["fge"] if job.fp8_grouped_experts is None else int(job.fp8_grouped_experts)]
+    if (job.fp8_grouped_experts is None and job.precision != "bf16" and model is not None and model.moe is not None
+            and runs is not None and len(set(runs)) > 1):
+        fge = [opts["fge"], 1 - opts["fge"]]
+    rows = [(t, c, dd, r, e) for t in tpo for c in compile_ for dd in dpo for r in f8r for e in fge]
     return np.array(rows, dtype=np.int64)
 
 
 def uncompiled_choices(stack, job: Job, variants: np.ndarray) -> np.ndarray:
     """The compile-off twins fit tries beside variant_choices' rows `variants`: each compiled row
-    (tpo, 1, dpo, f8r) as (tpo, 0, dpo, f8r), where the job leaves torch_compile to the search (a
+    (tpo, 1, dpo, f8r, fge) as (tpo, 0, dpo, f8r, fge), where the job leaves torch_compile to the search (a
     pinned --compile / --no-compile / job-file torch_compile is the only choice), the stack's
-    start-up rules include one that reads compile (startup.VARIANT_RULES: torchtitan's
+    start-up rules include one that reads compile (startup.COMPILE_RULES: torchtitan's
     TORCHTITAN_MX_TP_COMPILE, mxfp8 with TP under compile) and the stack runs the row uncompiled
     (not a TP overlap that needs compile: torchtitan's async TP). Compile off never shortens a step
     in the cost model (variant_choices), so a twin is tried only where its compiled row is broken by
     such a rule (Space.variant_ok, Space.uncompiled; uncompiled_space for the base rows whose own
     compiled row is): elsewhere it is dominated. None (an empty array) otherwise."""
-    from .startup import VARIANT_RULES, rules_for
+    from .startup import COMPILE_RULES, rules_for
 
     none = np.zeros((0, variants.shape[1]), dtype=np.int64)
     if (job.torch_compile is not None or stack is None or stack.compiled_kernels is None
-            or not any(r.key in VARIANT_RULES for _, r in rules_for(stack))):
+            or not any(r.key in COMPILE_RULES for _, r in rules_for(stack))):
         return none
     needs = bool(stack.overlap.tp_comm_overlap_needs_compile)
     seen = {tuple(r) for r in variants.tolist()}
@@ -335,7 +346,7 @@ class Space:
     # phase's step at its batch and memory's peak over them); () without a ramp
     phases: tuple = ()
     # the variants that are compile-off twins (uncompiled_choices): tried only where the same options
-    # compiled break a start-up rule that reads compile (startup.VARIANT_RULES; variant_ok)
+    # compiled break a start-up rule that reads compile (startup.COMPILE_RULES; variant_ok)
     uncompiled: tuple = ()
     # the recompute choices asked for, before the start-up rules on recompute alone dropped some
     # (_recompute_runnable): what uncompiled_space counts the rows it revives with
@@ -373,8 +384,9 @@ class Space:
         tokens (ep > 1) and its start-up rules pass on the job's cluster (startup.dispatcher_broken: DeepEP's group
         sizes and GPU generation, Hybrid-EP's NVLink-domain and token limits);
         and none of the stack's start-up rules that read the variant's fields breaks it
-        (startup.variant_broken: torchtitan's mxfp8 with compile and TP); a compile-off twin
-        (uncompiled) only where its options compiled break one of those rules (uncompiled_choices:
+        (startup.variant_broken: torchtitan's mxfp8 with compile and TP, its float8 grouped experts with
+        pp > 1 or cp > 1); a compile-off twin (uncompiled) only where its options compiled break one of
+        the rules that read compile (startup.compile_broken; uncompiled_choices:
         elsewhere the compiled row runs, never slower in the model)."""
         tpo, compile_ = self.variants[var, 0], self.variants[var, 1]
         ok = np.ones(np.shape(plan.tp), dtype=bool)
@@ -394,7 +406,7 @@ class Space:
                 memo[1][code] = (np.asarray(plan.ep) > 1) & ~dispatcher_broken(s.model, s.stack, plan, cluster_of(s.hardware, s.gpus))
             ok &= memo[1][code]
         if var:
-            from .startup import cluster_of, variant_broken
+            from .startup import cluster_of, compile_broken, variant_broken
 
             p = _with_variant(plan, self.variants[var])
             s = self.settings_of(var)
@@ -402,7 +414,7 @@ class Space:
             ok &= ~variant_broken(s.model, s.stack, p, cluster)
             if var in self.uncompiled:
                 p.compile = np.int64(1)
-                ok &= variant_broken(s.model, s.stack, p, cluster)
+                ok &= compile_broken(s.model, s.stack, p, cluster)
         return ok
 
 
@@ -429,7 +441,7 @@ def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
     other variants (space.uncompiled): (space, the uncompiled space or None).
 
     The space keeps only the twins whose compiled row some valid base row breaks a start-up rule
-    that reads compile with (startup.variant_broken; elsewhere variant_ok never lets one run: no
+    that reads compile with (startup.compile_broken; elsewhere variant_ok never lets one run: no
     cost spent on them). A base row whose own options (variant 0) compiled break such a rule is no
     candidate of the space at all (plan.rule_codes checks variant 0 on every base row); where the
     same row runs with variant 0's twin, it is a candidate of the uncompiled space: those rows alone,
@@ -443,7 +455,7 @@ def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
     `considered` (each candidate is counted once: its row is the space's)."""
     if not space.uncompiled:
         return space, None
-    from .startup import cluster_of, variant_broken
+    from .startup import cluster_of, compile_broken
 
     V = space.variants
     twins = set(int(v) for v in space.uncompiled)
@@ -454,7 +466,7 @@ def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
         st = space.settings_of(v)
         on = V[v].copy()
         on[1] = 1
-        if valid is not None and variant_broken(st.model, st.stack, _with_variant(valid, on), cluster_of(st.hardware, st.gpus)).any():
+        if valid is not None and compile_broken(st.model, st.stack, _with_variant(valid, on), cluster_of(st.hardware, st.gpus)).any():
             keep.append(v)
     idx = [v for v in range(len(V)) if v not in twins or v in keep]
     first = replace(space, variants=V[idx], uncompiled=tuple(i for i, v in enumerate(idx) if v in twins))
@@ -469,7 +481,7 @@ def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
     st = space.settings_of(0)
     on = V[0].copy()
     on[1] = 1
-    sub = bad[variant_broken(st.model, st.stack, _with_variant(space.base.take(bad), on), cluster_of(st.hardware, st.gpus))]
+    sub = bad[compile_broken(st.model, st.stack, _with_variant(space.base.take(bad), on), cluster_of(st.hardware, st.gpus))]
     if not len(sub):
         return first, None
     base = fill_variant(space.base.take(sub), V[t0])  # a broken row keeps its class's head mode (choose_modes)
@@ -1073,7 +1085,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     rows.update({k: v.take(rows["mesh"]) for k, v in mesh.items()})
     base = _plan(rows, gbs, seq, prec, settings)
     if variants is None:  # the stack's defaults for a search without a job (tests): no TP overlap
-        variants = np.array([[0, 0, 1, 0]], dtype=np.int64)
+        variants = np.array([[0, 0, 1, 0, int(settings.fp8_grouped_experts)]], dtype=np.int64)
     fill_variant(base, variants[0])  # variant 0 is every candidate's own setting
     if runs is not None:
         base.order = np.full(len(base.tp), order_code(runs.rank_orders[0].order), dtype=i64)

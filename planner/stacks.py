@@ -112,7 +112,51 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
         "cp_inputs_bf16": _dpa_column(stack, "cp_inputs_bf16_bytes", 0.0)[code],
         "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],
         "low_bwd": np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])[code],
+        **_grouped_figures(stack, code, peak_ratio, gemms),
     }
+
+
+def _grouped_codes(stack: Stack) -> np.ndarray:
+    """Per recipe code, the code of the recipe whose figures price the routed experts' grouped GEMMs
+    where they run converted under it (fp8_recipes grouped_experts_recipe; itself where null or absent)."""
+    from .plan import FP8_RECIPE_CODES
+
+    return np.array([FP8_RECIPE_CODES[stack.fp8_recipes[n].grouped_experts_recipe or n] if n in stack.fp8_recipes else c
+                     for c, n in enumerate(FP8_RECIPES)], dtype=np.int64)
+
+
+def _grouped_figures(stack: Stack, code, peak_ratio, gemms) -> dict:
+    """fp8_recipe's figures of the routed experts' grouped GEMMs run converted (step.py [16]): the
+    grouped_experts_recipe's GEMM speed, cast bytes and low-precision shares (torchtitan's float8
+    grouped converter: rowwise under every float8 linear recipe), and the rows each local expert's
+    token group is padded to a multiple of (grouped_experts_align, else memory.moe_token_group_align;
+    layers/moe.py [12])."""
+    g = _grouped_codes(stack)[code]
+    bf16_align = float(stack.memory.moe_token_group_align)
+    align = np.array([float(stack.fp8_recipes[n].grouped_experts_align or bf16_align) if n in stack.fp8_recipes
+                      else bf16_align for n in FP8_RECIPES])
+    return {
+        "grouped_speed": _recipe_column(stack, "gemm_speed", 1.0)[g] * peak_ratio[g],
+        "grouped_cast_bytes": _recipe_column(stack, "cast_bytes_per_element", 0.0)[g],
+        "grouped_low_fwd": np.array([float("fprop" in x) for x in gemms])[g],
+        "grouped_low_bwd": np.array([(("dgrad" in x) + ("wgrad" in x)) / 2.0 for x in gemms])[g],
+        "grouped_align": align[code],
+    }
+
+
+def token_group_align(stack: Stack, plan) -> np.ndarray:
+    """The rows each local expert's token group is padded to a multiple of (layers/moe.py [12]), per plan:
+    the recipe's grouped_experts_align where the plan's routed experts run converted (fp8 / nvfp4 with
+    plan.fge), else the stack's memory.moe_token_group_align (bf16 grouped GEMMs); 0: no padding."""
+    from .plan import BF16
+
+    bf16_align = float(stack.memory.moe_token_group_align)
+    if not bf16_align and not any(r.grouped_experts_align for r in stack.fp8_recipes.values()):
+        return np.zeros(np.shape(plan.tp))  # a stack that pads nothing (a stack's data, not a searched quantity)
+    code = np.asarray(plan.f8r, dtype=np.int64)
+    on = (np.asarray(plan.precision) != BF16) & (np.asarray(plan.fge) > 0)
+    conv = _grouped_figures(stack, code, np.ones(len(FP8_RECIPES)), [["fprop"]] * len(FP8_RECIPES))["grouped_align"]
+    return np.where(on, conv, bf16_align) + np.zeros(np.shape(plan.tp))
 
 
 def cp_backward_moments(stack: Stack, code=None) -> list[tuple[np.ndarray, ...]] | None:
@@ -230,3 +274,13 @@ def ring_ranks(spec, cp):
     planner/cp_comm_type.py), else (1, cp). What step's ring pricing and memory's ring merge read."""
     sizes = spec.hierarchical_sizes if spec is not None and spec.hierarchical else None
     return (1.0, cp) if sizes is None else (float(sizes[0]), cp / float(sizes[0]))
+
+
+def plan_context(settings, plan):
+    """layers.context of a plan with the settings' MoE figures: the busiest EP rank's load
+    (imbalance.rank_load) and, on an MoE model, the token-group alignment (token_group_align)."""
+    from .imbalance import rank_load
+    from .layers import context
+
+    align = token_group_align(stack_of(settings), plan) if settings.model.moe is not None else 0.0
+    return context(plan, rank_load(settings, plan), align)

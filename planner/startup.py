@@ -1086,14 +1086,15 @@ LATER_RULES = LATER_RULES + (
 #                            is the fp8 peak's (precisions.recipe_unsupported); the MX sibling (mx.py MXGroupedMMConverter
 #                            l. 99-168, with mxfp8) asserts SM100 only, which an mxfp8 peak implies, and no pp / cp
 def _tt_fp8_grouped_mm(model, stack, plan) -> np.ndarray:
-    """TORCHTITAN_FP8_GROUPED_MM_PP_CP: an MoE model whose routed experts run fp8 (the job's
-    fp8_grouped_experts, laid on the stack's defaults by plan.apply_fp8_grouped_experts: a setting, every
-    candidate alike) under an fp8 recipe other than mxfp8 (the float8 converter), at pp > 1 or cp > 1."""
+    """TORCHTITAN_FP8_GROUPED_MM_PP_CP: an MoE model whose routed experts run fp8 (the plan's fge: the
+    job's fp8_grouped_experts, else the stack's rule, or the variant fit tries, space.variant_choices)
+    under an fp8 recipe other than mxfp8 (the float8 converter), at pp > 1 or cp > 1."""
     from .precisions import FP8, FP8_RECIPE_CODES
 
-    if not (model is not None and model.moe is not None and stack is not None and stack.defaults.fp8_grouped_experts):
+    if not (model is not None and model.moe is not None):
         return np.zeros(np.shape(plan.tp), dtype=bool)
-    f8 = (np.asarray(plan.precision) == FP8) & (np.asarray(plan.f8r) != FP8_RECIPE_CODES["mxfp8"])
+    f8 = ((np.asarray(plan.precision) == FP8) & (np.asarray(plan.f8r) != FP8_RECIPE_CODES["mxfp8"])
+          & (np.asarray(plan.fge) > 0))
     return f8 & ((np.asarray(plan.pp) > 1) | (np.asarray(plan.cp) > 1))
 
 
@@ -1206,15 +1207,22 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
     return bad
 
 
-# the start-up rules that read a stack variant's fields (space.VARIANT_FIELDS: compile, the fp8 recipe): fit
-# tries a variant other than its space's first only where they pass (space.Space.variant_ok); the first
-# variant's are the base rows' own, which plan.rule_codes checks
-VARIANT_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
+# the start-up rules that read a stack variant's fields (space.VARIANT_FIELDS: compile, the fp8 recipe, the
+# experts' grouped GEMMs): fit tries a variant other than its space's first only where they pass
+# (space.Space.variant_ok); the first variant's are the base rows' own, which plan.rule_codes checks.
+# COMPILE_RULES: those of them that read compile, where fit tries compile off (space.uncompiled_choices)
+COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
+VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP",)
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
     """Where one of the stack's VARIANT_RULES breaks the plan (its variant fields set)."""
     return _broken_of(model, stack, plan, VARIANT_RULES, cluster)
+
+
+def compile_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
+    """Where one of the stack's COMPILE_RULES breaks the plan (its variant fields set)."""
+    return _broken_of(model, stack, plan, COMPILE_RULES, cluster)
 
 
 def reads_micro_batch(stack) -> bool:

@@ -146,21 +146,29 @@ References
     The embedding, the norms, the MoE routers, the routed experts (GroupedExperts, not nn.Linear;
     their own float8 grouped-GEMM converter has no fp8 all-gather there) and a bf16 output layer
     are gathered at the stack's param_gather_bytes (2 B, bf16).
-[16] The routed experts' grouped GEMMs in bf16 under an fp8 / nvfp4 plan (job field
-    fp8_grouped_experts false; the stack's rule stack_db defaults.fp8_grouped_experts):
+[16] The routed experts' grouped GEMMs under an fp8 / nvfp4 plan (plan.fge: the job field
+    fp8_grouped_experts, else the stack's rule stack_db defaults.fp8_grouped_experts; fit searches both
+    where the stack runs both, stack_db runs.fp8_grouped_experts: torchtitan):
     pytorch/torchtitan @e347b1e5e torchtitan/models/moe/moe.py _run_experts_grouped_mm l. 113-130
     runs torch._grouped_mm on x.bfloat16() and w.bfloat16() whatever the linear converters (they
     swap nn.Linear modules only); only [quantize.grouped_mm.float8] (components/quantization/
     float8.py l. 176-236) or [quantize.grouped_mm.mx] (mx.py l. 99-168) with fqns naming the
-    experts converts them. Priced: the expert_up / expert_down rows at the bf16 rate (forward 1x,
-    backward 2x, not scaled by the recipe's gemm_speed) and none of the recipe's casts for them
+    experts converts them. bf16 (fge 0): the expert_up / expert_down rows at the bf16 rate (forward
+    1x, backward 2x, not scaled by the recipe's gemm_speed) and none of the recipe's casts for them
     (the MoE block's cast_elements_bf16_experts: the shared experts' alone); Transformer Engine's
-    quantized weight copies (memory.py [11]) left out for the experts. Converted (true): the rows
-    at the plan's recipe as every other GEMM of the layer, a named simplification on torchtitan,
-    whose float8 grouped GEMMs scale row-wise whatever the linear recipe (float8.py l. 207-208)
-    and whose grouped-GEMM kernels (torchao prototype.moe_training) are not measured here; what
-    torchao's ScaledGroupedMMTensor saves for the backward and the 16- / 32-row token-group
-    padding (float8.py l. 202, mx.py l. 126-131) are not priced (docs/torchtitan_grouped_mm.md).
+    quantized weight copies (memory.py [11]) left out for the experts. Converted (fge 1): the rows at
+    the grouped recipe's figures (stack_db fp8_recipes grouped_experts_recipe, else the plan's recipe;
+    _expert_times): torchtitan's float8 converter runs torchao's MoETrainingConfig() whose default
+    scaling is FP8_ROWWISE (float8.py l. 207-208, 227-232; pytorch/ao @9cd41075 torchao/prototype/
+    moe_training/conversion_utils.py l. 48, scaled_grouped_mm.py _Float8GroupedMM l. 109-310:
+    fprop, dgrad and wgrad each an e4m3 torch._scaled_grouped_mm with row-wise / per-group scales),
+    so under every float8 linear recipe the expert rows run at the hardware's fp8 GEMM plateau
+    (hardware_db compute.gemm_fp8_TFLOPS) times rowwise's gemm_speed 0.88 (stack_db torchtitan
+    fp8_recipes rowwise: torchao's Llama3-8B table ratio, a named assumption; torchao's MoE kernels
+    are not measured here), with rowwise's cast bytes (5 B an element) for their inputs; the mx
+    converter runs mxfp8 (MoEScalingType.MXFP8), its own recipe's figures (the mxfp8 peak's ratio).
+    Both pad each local expert's token group (layers/moe.py [14]: 8 rows bf16, 16 float8, 32 mxfp8),
+    computed and held; torchao saves the bf16 inputs as the bf16 GEMMs do (memory.py [tt11]).
 [17] Transformer Engine's P2P context-parallel ring under fp8 attention (job field fp8_attention;
     stack_db fp8_recipes fp8_attention cp_ring_kv_bytes, cp_ring_dkv_bytes, with sources):
     NVIDIA/TransformerEngine @4329ff84 transformer_engine/pytorch/attention/dot_product_attention/
@@ -189,8 +197,7 @@ from .compute import (
     attention_rates, eager_core_terms, flops_per_token, fp8_attention_speedup,
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
-from .imbalance import rank_load
-from .layers import LayerList, context, layer_count, layer_list, mean_layer, weighted
+from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
 from .memory import FP8_GATHER_BYTES, PIPELINE_FIELDS, fp8_allgather_on, recompute_fraction, recomputed_layers, stage_param_split
 from .params import count_params
@@ -198,7 +205,7 @@ from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualp
                        stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, kernel_bytes, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import default_stack, fp8_recipe, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -284,7 +291,7 @@ def _context(settings: Settings, plan: PlanArrays, placed: bool = True) -> StepC
     recipe = fp8_recipe(stack, plan.f8r, hw)
     prof = settings.calibration
     return StepCtx(
-        settings=settings, plan=plan, ll=ll, ctx=context(plan, rank_load(settings, plan)), stack=stack,
+        settings=settings, plan=plan, ll=ll, ctx=plan_context(settings, plan), stack=stack,
         m=plan.microbatches.astype(np.float64) if placed else None, n=n,
         counts=counts,
         rc={st: recomputed_layers(settings, plan, n[st]).astype(np.float64) for st in n} if placed else None,
@@ -347,12 +354,11 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         mixer, mlp = kind.mixer, kind.mlp
         rows = mixer.gemms(ctx) + mlp.gemms(ctx)
         times = price_gemms(rows, hw, plan.precision, sc.gemm_cal)
-        bf16_experts = kind.has_experts and not settings.fp8_grouped_experts  # a job setting and the model's kind [16]
-        if bf16_experts:
-            g, g_bwd, mlp_cast = _bf16_expert_times(sc, rows, times, mlp)
+        if kind.has_experts and _experts_apart(sc):  # the model's kind and the stack's data [16]
+            g, g_bwd, cast = _expert_times(sc, rows, times, mixer, mlp)
         else:
             g, g_bwd = _low_and_bf16(sc, rows, sum(times.values(), np.float64(0.0)) / sc.speed)
-            mlp_cast = mlp.cast_elements(ctx)
+            cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
@@ -376,8 +382,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
             cp_f, cp_b = core_f * (k_f - 1.0) + pass_f, core_b * (k_b - 1.0) + pass_b
             core_f, core_b = core_f * k_f, core_b * k_b
         # fp8: every GEMM input (activations and weights) is scaled and cast each forward, and the
-        # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs)
-        cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp_cast), 0.0)
+        # output gradients in backward (twice the forward's elements: dgrad and wgrad inputs): `cast` above
         ew_f = (mixer.elementwise_bytes(ctx, kb, "") + mlp.elementwise_bytes(ctx, kb, "") + kind.post_norm_bytes(ctx, kb, "")
                 + cast + f8_cast_f) / hbm
         wgrad = wgrad_add_bytes(sc, rows) / hbm  # [11]
@@ -573,22 +578,49 @@ def _low_and_bf16(sc: StepCtx, rows, g_low):
 EXPERT_GEMMS = ("expert_up", "expert_down")  # the routed experts' grouped GEMM rows (layers/moe.py gemms)
 
 
-def _bf16_expert_times(sc: StepCtx, rows, times: dict, mlp):
-    """(forward, backward GEMM seconds, fp8 cast elements) of an MoE layer kind whose routed
-    experts run bf16 while the rest of the layer runs the plan's precision [16]: the other rows
-    as _low_and_bf16 prices them, the expert_up / expert_down rows at the bf16 rate (forward 1x,
-    backward 2x [1]) and no casts for them (the MoE block's cast_elements_bf16_experts). `times`
-    is updated in place so that its expert rows over sc.speed are their bf16 seconds (what the
-    selective policy's re-run reads)."""
-    hw, scale = sc.settings.hardware, sc.settings.knobs.gemm_efficiency_scale
-    rest = [r for r in rows if r[0].name not in EXPERT_GEMMS]
-    g_low = sum((times[n] for n in dict.fromkeys(r[0].name for r in rest)), np.float64(0.0)) / sc.speed
+def _experts_apart(sc: StepCtx) -> bool:
+    """Whether an MoE layer's routed experts are priced apart from its other GEMMs (_expert_times):
+    where the stack runs them bf16 or converted (stack_db runs.fp8_grouped_experts lists both: fit
+    searches plan.fge), the job's setting runs them bf16, or one of the stack's recipes runs them at
+    another recipe's figures (fp8_recipes grouped_experts_recipe). Elsewhere (Megatron-Core: TE's
+    GroupedLinear under the layer's recipe) every row is at the plan's recipe, as before the field.
+    Stack data and a job setting, never a searched quantity."""
+    st, runs = sc.stack, sc.stack.runs
+    return bool(not sc.settings.fp8_grouped_experts
+                or (runs is not None and len(set(runs.fp8_grouped_experts or ())) > 1)
+                or any(r.grouped_experts_recipe not in (None, n) for n, r in st.fp8_recipes.items()))
+
+
+def _expert_times(sc: StepCtx, rows, times: dict, mixer, mlp):
+    """(forward, backward GEMM seconds, fp8 cast bytes) of an MoE layer kind whose routed experts'
+    grouped GEMMs are priced apart [16]: the other rows as _low_and_bf16 prices them (the plan's
+    recipe); the expert_up / expert_down rows, where they run converted (fp8 / nvfp4 with plan.fge), at
+    the grouped recipe's rate (sc.recipe grouped_speed: torchtitan's float8 grouped GEMMs at rowwise's
+    gemm_speed whatever the linear recipe) for its low-precision shares (grouped_low_fwd / _bwd), else at
+    the bf16 rate (forward 1x, backward 2x [1]); the casts of the layer's other GEMM inputs at the plan
+    recipe's bytes, the experts' (cast_elements less cast_elements_bf16_experts) at the grouped recipe's
+    where converted, none where bf16. `times` is updated in place so that its expert rows over sc.speed
+    are their seconds (what the selective policy's re-run reads)."""
+    hw, scale, ctx, r = sc.settings.hardware, sc.settings.knobs.gemm_efficiency_scale, sc.ctx, sc.recipe
+    on = sc.fp8 & (np.asarray(sc.plan.fge) > 0)  # the experts' grouped GEMMs converted
+    rest = [x for x in rows if x[0].name not in EXPERT_GEMMS]
+    g_low = sum((times[n] for n in dict.fromkeys(x[0].name for x in rest)), np.float64(0.0)) / sc.speed
     g, g_bwd = _low_and_bf16(sc, rest, g_low) if rest else (np.float64(0.0), np.float64(0.0))
-    t16 = price_gemms([r for r in rows if r[0].name in EXPERT_GEMMS], hw, np.zeros_like(sc.plan.precision), sc.gemm_cal)
-    e16 = sum(t16.values(), np.float64(0.0)) / scale
-    for name, t in t16.items():
-        times[name] = t * sc.speed / scale
-    return g + e16, g_bwd + 2.0 * e16, mlp.cast_elements_bf16_experts(sc.ctx)
+    ex = [x for x in rows if x[0].name in EXPERT_GEMMS]
+    t16 = price_gemms(ex, hw, np.zeros_like(sc.plan.precision), sc.gemm_cal)
+    lf = np.where(on, r["grouped_low_fwd"], 0.0)
+    lb = np.where(on, r["grouped_low_bwd"], 0.0)
+    gs = np.where(on, r["grouped_speed"], 1.0) * scale
+    e_f = e_b = np.float64(0.0)
+    for name in t16:
+        low, b16 = times[name] / gs, t16[name] / scale
+        f = lf * low + (1.0 - lf) * b16
+        e_f, e_b = e_f + f, e_b + 2.0 * (lb * low + (1.0 - lb) * b16)
+        times[name] = f * sc.speed
+    ec = mlp.cast_elements(ctx) - mlp.cast_elements_bf16_experts(ctx)  # the routed experts' GEMM inputs
+    cast = (np.where(sc.fp8, r["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements_bf16_experts(ctx)), 0.0)
+            + np.where(on, r["grouped_cast_bytes"] * ec, 0.0))
+    return g + e_f, g_bwd + e_b, cast
 
 
 def _share_list(v):
@@ -1396,7 +1428,7 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
 
 # the plan fields a layer's own time reads (layer_times: its GEMMs, core, memory-bound kernels,
 # casts, MoE permutations and host issue, and what selective recompute re-runs)
-LAYER_TIME_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r")
+LAYER_TIME_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r", "fge")
 
 
 def grouped_layer_times(sc: StepCtx) -> LayerTimes:

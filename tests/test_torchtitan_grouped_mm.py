@@ -65,19 +65,77 @@ def _moe_kind_times(**kw):
     return sc, k, lt
 
 
-def test_expert_gemms_at_the_bf16_rate_by_hand():
-    """Forward GEMM seconds of the MoE layer: the expert_up / expert_down rows at the bf16 plateau
-    instead of the fp8 one (tensorwise gemm_speed 1.0, stack_db/torchtitan.yaml): the same FLOPs and
-    wave efficiency, so off - on = t8 x (1402.6 / 794.5 - 1) = t8 x 0.76538; the backward twice that."""
-    sc, k, on = _moe_kind_times(fp8_grouped_experts=True)
-    _, _, off = _moe_kind_times()
-    kind = sc.ll.kinds[k]
-    rows = [r for r in kind.mixer.gemms(sc.ctx) + kind.mlp.gemms(sc.ctx) if r[0].name in EXPERT_GEMMS]
-    assert sorted({r[0].name for r in rows}) == sorted(EXPERT_GEMMS)
-    t8 = float(np.sum(list(price_gemms(rows, sc.settings.hardware, sc.plan.precision).values())))
-    ratio = H100_FP8 / H100_BF16  # 1.76538
-    assert float(np.ravel(off.gemm_fwd[k] - on.gemm_fwd[k])[0]) == pytest.approx(t8 * (ratio - 1.0), rel=1e-9)
+def test_expert_gemm_rows_padded_by_hand():
+    """The expert GEMMs' M (layers/moe.py [14]): t_e = T top_k ep / E x L = 4,096 x 8 x 8 / 128 = 2,048 L
+    tokens a local expert (L: the busiest EP rank's load, imbalance.rank_load), plus the mean padding
+    (A - 1) / 2 of a group padded to a multiple of A rows: bf16 experts A = 8 (torchtitan models/moe/utils.py
+    TOKEN_GROUP_ALIGN_SIZE_M) -> + 3.5; the float8 converter A = 16 (components/quantization/__init__.py
+    FP8_GROUP_ALIGNMENT_SIZE) -> + 7.5. Megatron pads nothing."""
+    for kw, pad in ((dict(), 3.5), (dict(fp8_grouped_experts=True), 7.5),
+                    (dict(stack="megatron", sharding="zero1"), 0.0)):
+        sc, k, _ = _moe_kind_times(**kw)
+        mlp = sc.ll.kinds[k].mlp
+        t_e = float(np.ravel(mlp.expert_tokens(sc.ctx))[0])
+        assert t_e == pytest.approx(2048 * float(np.ravel(sc.ctx.cf)[0]), rel=1e-12)
+        rows = {r[0].name: r[0] for r in mlp.gemms(sc.ctx)}
+        for name in EXPERT_GEMMS:
+            assert float(np.ravel(rows[name].M)[0]) - t_e == pytest.approx(pad, abs=1e-9)
+
+
+def test_expert_gemms_rates_by_hand():
+    """Forward GEMM seconds of the MoE layer (step.py [16]): bf16 experts at the bf16 plateau; converted,
+    at the fp8 plateau over rowwise's gemm_speed 0.88 (torchao's float8 grouped GEMMs scale row-wise
+    whatever the linear recipe: stack_db torchtitan fp8_recipes tensorwise grouped_experts_recipe
+    rowwise), each at its own padded rows. The other rows (attention, router) at the plan's tensorwise
+    recipe in both; backward twice the forward (fprop, dgrad, wgrad all low-precision)."""
+    sc_on, k, on = _moe_kind_times(fp8_grouped_experts=True)
+    sc_off, _, off = _moe_kind_times()
+    hw = sc_on.settings.hardware
+
+    def experts(sc, precision):
+        rows = [r for r in sc.ll.kinds[k].mlp.gemms(sc.ctx) if r[0].name in EXPERT_GEMMS]
+        assert sorted({r[0].name for r in rows}) == sorted(EXPERT_GEMMS)
+        return float(np.sum(list(price_gemms(rows, hw, precision).values())))
+
+    e_on = experts(sc_on, sc_on.plan.precision) / 0.88
+    e_off = experts(sc_off, np.zeros_like(sc_off.plan.precision))
+    rest_on = float(np.ravel(on.gemm_fwd[k])[0]) - e_on
+    rest_off = float(np.ravel(off.gemm_fwd[k])[0]) - e_off
+    assert rest_on == pytest.approx(rest_off, rel=1e-12) and rest_on > 0
+    # the plateaus' ratio at nearly the same shapes: bf16 / (fp8 x 0.88) = 1402.6 x 0.88 / 794.5 = 1.5535
+    assert e_off / e_on == pytest.approx(H100_FP8 * 0.88 / H100_BF16 * 2051.5 / 2055.5, rel=2e-3)
     assert float(np.ravel(off.gemm_fwd[k])[0]) > float(np.ravel(on.gemm_fwd[k])[0])
+
+
+def test_rowwise_plan_prices_its_experts_at_its_own_recipe():
+    """Under the rowwise linear recipe the converted experts run the plan's own figures: the expert rows'
+    share of the forward is the whole layer's rate (no grouped_experts_recipe of its own)."""
+    sc, k, lt = _moe_kind_times(fp8_recipe="rowwise", fp8_grouped_experts=True)
+    rows = sc.ll.kinds[k].mixer.gemms(sc.ctx) + sc.ll.kinds[k].mlp.gemms(sc.ctx)
+    t = float(np.sum(list(price_gemms(rows, sc.settings.hardware, sc.plan.precision).values()))) / 0.88
+    assert float(np.ravel(lt.gemm_fwd[k])[0]) == pytest.approx(t, rel=1e-12)
+
+
+def test_padding_held_by_hand_one_layer():
+    """What the converted grouped GEMMs hold (layers/moe.py [14]): torchao's _Float8GroupedMM saves its
+    high-precision inputs (pytorch/ao @9cd41075 torchao/prototype/moe_training/scaled_grouped_mm.py l. 181
+    ctx.save_for_backward(A, B_t, offs)), as torch._grouped_mm does, so no saved byte changes width; the
+    padded buffer does: torchtitan's _permute holds R + E_l A rows (models/moe/utils.py l. 44-45). One
+    Qwen3-30B-A3B MoE layer, E_l = 128 / 8 = 16 local experts: 8 more rows an expert under float8 (16 - 8),
+    128 rows of the permuted input 2 h = 4,096 B, the gate / up outputs 2 x 2 f_e = 3,072 B and the
+    activation output 2 f_e = 1,536 B: 128 x 8,704 = 1,114,112 B; bf16 (A = 8) holds as
+    many more than no padding."""
+    from planner.memory import kind_activation_bytes
+
+    got = {}
+    for name, kw in (("on", dict(fp8_grouped_experts=True)), ("off", dict())):
+        sc, k, _ = _moe_kind_times(**kw)
+        got[name] = float(np.ravel(kind_activation_bytes(sc.ll.kinds[k], sc.ctx))[0])
+        if name == "off":
+            from dataclasses import replace
+            got["none"] = float(np.ravel(kind_activation_bytes(sc.ll.kinds[k], replace(sc.ctx, group_align=np.float64(0.0))))[0])
+    assert got["on"] - got["off"] == pytest.approx(16 * 8 * (4096 + 3072 + 1536), rel=1e-12)
+    assert got["off"] - got["none"] == pytest.approx(16 * 8 * (4096 + 3072 + 1536), rel=1e-12)
 
 
 def test_bf16_experts_cast_elements_by_hand():
@@ -102,17 +160,18 @@ DSV3 = dict(model="deepseek-v3", gpus=512, hardware="h100-sxm", stack="torchtita
             moe_dispatcher="alltoall")
 
 
-def test_deepseek_v3_step_moves_and_memory_does_not():
-    """docs/torchtitan_grouped_mm.md's plan: converted, the step as priced before the field (8.824 s);
-    torchtitan's default (bf16 experts) 9.338 s (+5.8%: compute 3.879 -> 4.394 s); memory the same
-    (no TE weight cache on torchtitan; torchao's saved tensors not priced)."""
+def test_deepseek_v3_step_and_memory():
+    """docs/torchtitan_grouped_mm.md's plan: converted 8.942 s (8.824 s before its experts ran at rowwise's
+    0.88 and 16-row token groups); torchtitan's default (bf16 experts) 9.339 s (9.338 s before the 8-row
+    padding). Memory: converted holds 58 MoE layers x 4 local experts x 8 more padded rows x (2 h + 3 x
+    2 f_e) = 58 x 32 x (14,336 + 12,288) = 49,414,144 B more (torchao saves no fp8 copy)."""
     _, _, _, on = explain_job(**DSV3, fp8_grouped_experts=True)
     _, _, _, off = explain_job(**DSV3)
-    assert on["time"]["step_s"] == pytest.approx(8.8239, abs=5e-4)
-    assert off["time"]["step_s"] == pytest.approx(9.3384, abs=5e-4)
-    assert off["time"]["compute_s"] - on["time"]["compute_s"] == pytest.approx(0.5145, abs=5e-4)
-    assert off["memory"]["total_bytes"] == on["memory"]["total_bytes"]
-    assert on["plan"]["fp8_grouped_experts"] is True and "fp8_grouped_experts" not in off["plan"]
+    assert on["time"]["step_s"] == pytest.approx(8.9415, abs=5e-4)
+    assert off["time"]["step_s"] == pytest.approx(9.3387, abs=5e-4)
+    assert off["time"]["compute_s"] - on["time"]["compute_s"] == pytest.approx(0.3972, abs=5e-4)
+    assert on["memory"]["activations_bytes"] - off["memory"]["activations_bytes"] == pytest.approx(49_414_144, abs=1)
+    assert on["plan"]["fp8_grouped_experts"] is True and off["plan"]["fp8_grouped_experts"] is False
 
 
 def test_megatron_experts_drop_their_weight_cache_when_bf16():
@@ -210,15 +269,58 @@ def test_reader_refuses_a_type_mix(cli, tmp_path):
     assert_one_error(r, "quantize.grouped_mm.mx", "one quantization type")
 
 
-def test_fit_states_the_rule_and_the_pinned_value(cli):
-    """fit does not search fp8_grouped_experts: it states the stack's rule; given, the rows run it and
-    rule 63 drops the pp > 1 / cp > 1 plans."""
-    args = ("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--hardware", "h100-sxm", "--stack", "torchtitan",
-            "--precision", "fp8", "--global-batch", "64", "--top", "3")
+def test_fit_searches_both_and_ranks_them_by_time(cli):
+    """fit tries the routed experts bf16 and converted on torchtitan (stack_db runs.fp8_grouped_experts),
+    the faster per plan where it starts: the converted experts are faster, so the pp 1 rows take them;
+    rule 63 (float8 grouped converter: pp = cp = 1) leaves the pp > 1 rows bf16. Each JSON row names its
+    setting, its explain line carries it, and explain prices the row as fit did."""
+    import json
+
+    from planner.search import explain_args
+
+    args = ("fit", "--model", "qwen3-30b-a3b", "--gpus", "64", "--hardware", "h100-sxm", "--stack", "torchtitan",
+            "--precision", "fp8", "--global-batch", "512", "--seq-len", "4096", "--top", "12")
+    r = cli(*args, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    steps = [x["time"]["step_s"] for x in rows]
+    assert steps == sorted(steps)
+    fge = [x["plan"]["fp8_grouped_experts"] for x in rows]
+    assert True in fge and False in fge
+    assert all(x["plan"]["fp8_grouped_experts"] is False for x in rows if x["plan"]["pp"] > 1 or x["plan"]["cp"] > 1)
+    assert all(x["plan"]["fp8_grouped_experts"] is True for x in rows if x["plan"]["pp"] == 1 and x["plan"]["cp"] == 1)
+    job = Job(model="qwen3-30b-a3b", gpus=64, hardware="h100-sxm", stack="torchtitan", precision="fp8",
+              global_batch=512, seq_len=4096)
+    for want in (True, False):
+        row = next(x for x in rows if x["plan"]["fp8_grouped_experts"] is want)
+        a = explain_args(job, row)
+        assert ("--fp8-grouped-experts" in a) is want and "--no-fp8-grouped-experts" not in a
+        e = json.loads(cli("explain", *a, "--format", "json").stdout)
+        assert e["time"]["step_s"] == row["time"]["step_s"] and e["memory"]["total_bytes"] == row["memory"]["total_bytes"]
+        assert e["plan"]["fp8_grouped_experts"] is want
     r = cli(*args)
     assert r.exit_code == 0, r.stderr
-    assert "grouped GEMMs run bf16 in every row" in r.stderr and "--fp8-grouped-experts plans the other" in r.stderr
+    assert "grouped GEMMs searched, bf16 and fp8" in r.stderr
+    assert "fp8 experts" in r.stdout and "bf16 experts" in r.stdout
+
+
+def test_fit_pinned_is_the_only_choice(cli):
+    """A job that sets fp8_grouped_experts pins it: every row runs it, and rule 63 drops the pp > 1 / cp > 1
+    plans (counted as broken); on a stack that runs one setting (Megatron) nothing is searched."""
+    from planner.space import variant_choices
+    from planner.catalog import load_model
+
+    args = ("fit", "--model", "qwen3-30b-a3b", "--gpus", "16", "--hardware", "h100-sxm", "--stack", "torchtitan",
+            "--precision", "fp8", "--global-batch", "64", "--top", "3")
     r = cli(*args, "--fp8-grouped-experts")
     assert r.exit_code == 0, r.stderr
-    assert "grouped GEMMs run" not in r.stderr and "TORCHTITAN_FP8_GROUPED_MM_PP_CP" in r.stdout + r.stderr
-    assert "--fp8-grouped-experts" in r.stdout  # the rows' explain line carries it
+    assert "grouped GEMMs" not in r.stderr and "TORCHTITAN_FP8_GROUPED_MM_PP_CP" in r.stdout + r.stderr
+    assert "--fp8-grouped-experts" in r.stdout and "bf16 experts" not in r.stdout
+    qwen = load_model("qwen3-30b-a3b")
+    tt, mg = load_stack("torchtitan"), load_stack("megatron")
+    j = Job(model="qwen3-30b-a3b", gpus=16, stack="torchtitan", precision="fp8", fp8_recipe="tensorwise")
+    assert set(variant_choices(tt, j, model=qwen)[:, 4].tolist()) == {0, 1}  # crossed with TP overlap off / on
+    assert variant_choices(tt, j, model=qwen)[0, 4] == 0  # the stack's rule first
+    assert set(variant_choices(tt, j.model_copy(update=dict(fp8_grouped_experts=True)), model=qwen)[:, 4].tolist()) == {1}
+    assert set(variant_choices(tt, j.model_copy(update=dict(precision="bf16", fp8_recipe=None)), model=qwen)[:, 4].tolist()) == {0}
+    assert set(variant_choices(mg, j.model_copy(update=dict(stack="megatron")), model=qwen)[:, 4].tolist()) == {1}

@@ -193,20 +193,21 @@ def test_uncompiled_twins_run_only_where_compiled_is_refused(recipe):
     v = variant_choices(s.stack, job, "", s.hardware)
     t = uncompiled_choices(s.stack, job, v)
     recipes = [R["mxfp8"]] if recipe else [R["tensorwise"], R["rowwise"], R["mxfp8"]]
-    assert t.tolist() == [[0, 0, 1, r] for r in recipes]  # (tpo, compile, dpo, f8r): no TP-overlap twin
+    # (tpo, compile, dpo, f8r, fge): no TP-overlap twin; fge 0, torchtitan's rule (a dense model: not searched)
+    assert t.tolist() == [[0, 0, 1, r, 0] for r in recipes]
     assert uncompiled_choices(s.stack, job.model_copy(update={"torch_compile": True}), v).size == 0  # pinned
     space = build_space(s, gbs, seq, job.precision, SpaceOptions(tp=(1, 2)), np.concatenate([v, t]))
     space.uncompiled = tuple(range(len(v), len(v) + len(t)))
     first, second = uncompiled_space(space)
     ok = first.codes == OK
     if recipe is None:  # variant 0 (tensorwise compiled) runs everywhere: one space, the mxfp8 twin at tp 2 alone
-        assert second is None and first.variants[list(first.uncompiled)].tolist() == [[0, 0, 1, R["mxfp8"]]]
+        assert second is None and first.variants[list(first.uncompiled)].tolist() == [[0, 0, 1, R["mxfp8"], 0]]
         (i,) = first.uncompiled
         assert np.array_equal(first.variant_ok(first.base, i)[ok], first.base.tp[ok] > 1)
         assert first.reasons == space.reasons
         return
     assert first.uncompiled == () and set(first.base.tp[ok].tolist()) == {1}
-    assert second.variants.tolist() == [[0, 0, 1, R["mxfp8"]]] and second.uncompiled == (0,)
+    assert second.variants.tolist() == [[0, 0, 1, R["mxfp8"], 0]] and second.uncompiled == (0,)
     assert set(second.base.tp.tolist()) == {2} and set(second.base.compile.tolist()) == {0}
     code = CODES["TORCHTITAN_MX_TP_COMPILE"]
     assert code in space.reasons and code not in first.reasons  # every refused row runs uncompiled

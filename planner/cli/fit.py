@@ -190,6 +190,11 @@ def register(app: typer.Typer) -> None:
             note(f"{job.model}: the routed experts' grouped GEMMs run {'fp8' if grouped else 'bf16'} in every row "
                  f"(fp8_grouped_experts not searched: stack {job.stack}'s rule, stack_db defaults.fp8_grouped_experts); "
                  f"--{'no-' if grouped else ''}fp8-grouped-experts plans the other")
+        elif _grouped_experts_searched(job):  # space.variant_choices: both, the faster per plan where it starts
+            note(f"{job.model}: the routed experts' grouped GEMMs searched, bf16 and {job.precision} (stack options "
+                 f"column; stack_db runs.fp8_grouped_experts), the faster per plan where it starts (torchtitan's "
+                 f"float8 grouped converter refuses pp > 1 and cp > 1); --fp8-grouped-experts / "
+                 f"--no-fp8-grouped-experts pins one")
         if result.assumed:  # the job's training length where it gave none (plan._seq_len): never a silent default
             note(f"{job.model}: assumed: " + "; ".join(result.assumed))
         rows = result.rows
@@ -267,12 +272,24 @@ def warn_done(path: Path) -> None:
     sys.stderr.write(f"wrote {path}\n")
 
 
-def _grouped_experts_rule(job):
-    """The stack's fp8_grouped_experts rule for an fp8 / nvfp4 MoE job that does not set it (fit plans
-    every row with it, step.py [16]); None otherwise."""
+def _grouped_experts_searched(job) -> bool:
+    """Whether fit searches fp8_grouped_experts for the job: an fp8 / nvfp4 MoE job that does not set it,
+    on a stack that runs both settings (stack_db runs.fp8_grouped_experts; space.variant_choices)."""
     from ..catalog import load_model, load_stack
 
     if job.fp8_grouped_experts is not None or job.precision == "bf16" or load_model(job.model).moe is None:
+        return False
+    runs = load_stack(job.stack).runs
+    return runs is not None and len(set(runs.fp8_grouped_experts or ())) > 1
+
+
+def _grouped_experts_rule(job):
+    """The stack's fp8_grouped_experts rule for an fp8 / nvfp4 MoE job that does not set it where fit
+    does not search it (it plans every row with it, step.py [16]); None otherwise."""
+    from ..catalog import load_model, load_stack
+
+    if (job.fp8_grouped_experts is not None or job.precision == "bf16" or load_model(job.model).moe is None
+            or _grouped_experts_searched(job)):
         return None
     return bool(load_stack(job.stack).defaults.fp8_grouped_experts)
 

@@ -151,6 +151,20 @@ References
     activation_recompute CheckpointWithoutOutput.checkpoint(bias_act_func, fc1_output, bias_parallel, permuted_probs));
     megatron/core/fusions/fused_bias_swiglu.py WeightedSwiGLUFunction.forward l. 268-270
     (ctx.save_for_backward(input_for_backward, weights)).
+[14] Token-group padding (Ctx.group_align A: stacks.token_group_align, stack_db memory.moe_token_group_align for
+    bf16 grouped GEMMs, fp8_recipes grouped_experts_align where the experts run converted; 0 on a stack that pads
+    nothing): pytorch/torchtitan @e347b1e5e torchtitan/models/moe/utils.py _permute l. 42-59 gathers the rank's R
+    routed rows into x[permuted_indices] of padded_max_len = round_up(R + E_l A, A) rows (E_l = E / ep local experts;
+    the round-up, under A rows, left out), and the grouped GEMMs' outputs (gate / up, the activation output) have as
+    many rows; kernels.py generate_permute_indices l. 183-194 sets each expert's group to round_up(max(n_e, A), A)
+    rows, the offsets the grouped GEMMs run over (torch._grouped_mm, torchao's _scaled_grouped_mm: pytorch/ao
+    @9cd41075 torchao/prototype/moe_training/scaled_grouped_mm.py l. 198-206). Held (tensors): moe_expert_in,
+    moe_expert_gate_up and moe_expert_act_out at (R + E_l A) / R of their rows (padded_rows); the experts' output is
+    unpermuted to R rows before the combine (_unpermute l. 62-66), not padded. Computed (gemms): t_e + (A - 1) / 2
+    rows a local expert, the mean padding where a group's size mod A is uniform over 0 .. A - 1 (a named
+    assumption; t_e >> A, so the clamp of an empty group to A rows is left out). The memory-bound kernels over the
+    padded rows (SiLU, the multiply) are not scaled. With EP the same _permute runs after the all-to-all
+    (distributed/expert_parallel.py l. 151-170), without it indices_padding_wrapper (models/moe/moe.py l. 166-178).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -244,6 +258,11 @@ class MoEMLP:
         busiest EP rank's routed tokens / mean: planner/imbalance.py rank_load)."""
         return self.top_k * ctx.cf
 
+    def padded_rows(self, ctx):
+        """The rank's permuted expert rows held over its routed rows: (R + E_l A) / R, R = T x local_rows,
+        E_l = E / ep local experts, A = ctx.group_align (torchtitan's _permute buffer [14]); 1 where A = 0."""
+        return 1.0 + (self.num_experts / ctx.ep) * ctx.group_align / (ctx.T * self.local_rows(ctx))
+
     def local_rows(self, ctx):
         """Routed rows per token on this rank (the expert inputs it receives, as moe_expert_in):
         token_copies x ctx.expert_scale x etp / tp."""
@@ -275,7 +294,8 @@ class MoEMLP:
         T, tp, ep, h, etp = ctx.T, ctx.tp, ctx.ep, self.h, ctx.etp
         fs = self.num_shared * self.fs
         g1 = 2.0 if self.gated else 1.0
-        t_e = self.expert_tokens(ctx)
+        # each local expert's token group padded to a multiple of ctx.group_align rows: (A - 1) / 2 more on average [14]
+        t_e = self.expert_tokens(ctx) + np.maximum(ctx.group_align - 1.0, 0.0) / 2.0
         local = self.num_experts / ep
         rows = [("router", T, self.num_experts, h, 1.0)]
         if fs:
@@ -530,13 +550,15 @@ class MoEMLP:
         g = 2.0 if self.gated else 1.0  # gate + up (gated) or up
         x = self.token_copies(ctx)
         xs = ctx.expert_scale
+        pad = self.padded_rows(ctx)  # the grouped GEMMs' padded token groups [14]
         return {
             "norm2_in": (2.0 * h, "rep"), "norm2_out": (2.0 * h, "rep"),
             "mlp_out": (2.0 * h, "rep"), "dropout_masks": (drop * h, "rep"),
             "moe_router_logits": (ROUTER_LOGIT_BYTES * self.num_experts, "rep"),
-            "moe_expert_in": (2.0 * x * h * xs * ctx.etp / ctx.tp, "full"),
+            "moe_expert_in": (2.0 * x * h * xs * ctx.etp / ctx.tp * pad, "full"),
             "moe_expert_out": (2.0 * x * h * xs * ctx.etp / ctx.tp, "full"),
-            "moe_expert_gate_up": (2.0 * g * self.fe * x * xs, "split"), "moe_expert_act_out": (2.0 * self.fe * x * xs, "split"),
+            "moe_expert_gate_up": (2.0 * g * self.fe * x * xs * pad, "split"),
+            "moe_expert_act_out": (2.0 * self.fe * x * xs * pad, "split"),
             "moe_shared_gate_up": (2.0 * g * self.num_shared * self.fs, "split"),
             "moe_shared_act_out": (2.0 * self.num_shared * self.fs, "split"),
         }

@@ -28,7 +28,8 @@ def stack_options_text(p: dict) -> str:
     """The stack options of a row, compactly: 'TP overlap, compile, fp8 tensorwise' ('-' for none); 'no
     compile' on a stack that compiles (stack_db compiled_kernels), where fit takes compile on unless pinned
     or refused (space.uncompiled_choices: torchtitan's mxfp8 with TP); an MoE row with ep > 1 names its
-    dispatcher (plan moe_dispatcher: 'EP overlap, deepep')."""
+    dispatcher (plan moe_dispatcher: 'EP overlap, deepep'); a row whose plan names fp8_grouped_experts its
+    routed experts' precision ('fp8 experts', 'bf16 experts')."""
     from ..catalog import load_stack
 
     parts = []
@@ -46,15 +47,17 @@ def stack_options_text(p: dict) -> str:
         parts.append(p["moe_dispatcher"])
     if p.get("fp8_recipe"):
         parts.append(f"{p['precision']} {p['fp8_recipe']}" if p["fp8_recipe"] != p["precision"] else p["precision"])
+    if p.get("fp8_grouped_experts") is not None:  # the routed experts' grouped GEMMs (plan.fge; step.py [16])
+        parts.append(f"{p['precision'] if p['fp8_grouped_experts'] else 'bf16'} experts")
     return ", ".join(parts) or "-"
 
 
 def uncompiled_text(rows: list[dict], job) -> str:
     """The fit table's line for rows fit priced without torch.compile on a stack that compiles, where the
     job left compile to the search (space.uncompiled_choices): why (the start-up rules that read compile,
-    startup.VARIANT_RULES, named as fit counts them) and how they are priced; '' where there are none."""
+    startup.COMPILE_RULES, named as fit counts them) and how they are priced; '' where there are none."""
     from ..catalog import load_stack
-    from ..startup import VARIANT_RULES, rules_for
+    from ..startup import COMPILE_RULES, rules_for
 
     if job.torch_compile is not None:
         return ""
@@ -63,7 +66,7 @@ def uncompiled_text(rows: list[dict], job) -> str:
     if not off:
         return ""
     rules = "; ".join(f"{r.key}: {r.text}" for _, r in rules_for(load_stack(rows[off[0] - 1]["plan"]["stack"]))
-                      if r.key in VARIANT_RULES)
+                      if r.key in COMPILE_RULES)
     return (f"no compile (row{'s' if len(off) > 1 else ''} {', '.join(map(str, off))}): torch.compile off, which fit "
             f"tries only where the same options compiled break a start-up rule ({rules}); priced with the stack's eager "
             "kernels (stack_db kernels: no fewer bytes moved or saved than its compiled_kernels); "
