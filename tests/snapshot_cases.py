@@ -58,6 +58,11 @@ MOE_PLANS = (
     # MoE parallel folding: expert TP 1 under attention TP 2, EP 32 over 2 x 32 TP x DP ranks
     # (refused where ep 32 does not divide the routed experts)
     dict(gpus=64, tp=2, pp=1, ep=32, etp=1, sharding="zero1", global_batch=64),
+    # torchtitan fp8 MoE: routed experts bf16 (the stack's rule) and converted by torchao's float8
+    # grouped GEMMs (fp8_grouped_experts: rowwise rate, token groups padded to 16 rows; step.py [16])
+    dict(gpus=64, tp=1, pp=1, ep=8, sharding="fsdp", global_batch=128, stack="torchtitan", precision="fp8"),
+    dict(gpus=64, tp=1, pp=1, ep=8, sharding="fsdp", global_batch=128, stack="torchtitan", precision="fp8",
+         fp8_grouped_experts=True),
 )
 
 
