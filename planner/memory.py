@@ -478,12 +478,16 @@ References
      Megatron-Core's dispatchers keep tensors of a layer's last forward as attributes until that layer's next
      forward overwrites them (the alltoall dispatcher's dense probabilities self.probs and, on the unfused router,
      its bool routing map; the allgather dispatcher's local map; DeepEP's fp32 top-k probabilities and received
-     multihot map). One micro-batch's per MoE layer, whatever the micro-batches in flight: summed over the stage's
-     MoE layers (and an MTP module's on the stage holding the loss), held at the activations' peak and at the
-     optimizer step (every moment of the step: the previous step's are held until each layer's first forward),
-     priced in layer_activations. The tensors autograd also saves (TE's fused routing map, DeepEP's top-k indices,
-     the allgather's per-row probabilities) count beyond the saves only in the share of layers full recompute
-     re-runs, whose checkpointed forward saved nothing.
+     multihot map; Hybrid-EP's manager's routing map and fp32 [n, etp E] probabilities). One micro-batch's per MoE
+     layer, whatever the micro-batches in flight: summed over the stage's MoE layers (and an MTP module's on the
+     stage holding the loss), held at the activations' peak and at the optimizer step (every moment of the step: the
+     previous step's are held until each layer's first forward), priced in layer_activations. The tensors autograd
+     also saves (TE's fused routing map, DeepEP's top-k indices, the allgather's per-row probabilities, Hybrid-EP's
+     dispatched fp32 probabilities) count beyond the saves only in the share of layers full recompute re-runs, whose
+     checkpointed forward saved nothing; for an MTP module that share is mtp_recomputed's (Megatron checkpoints the
+     module under the uniform method, not under the block one), which also prices the module's own activations:
+     under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute buffer of the
+     stage holding the loss (_with_mtp).
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1179,21 +1183,39 @@ def moe_routing_saves(settings: Settings):
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None
     pf, path, dispatcher = bool(settings.moe_permute_fusion), router_path(settings), settings.moe_dispatcher
-    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher) if kind.has_experts else 0.0
+    # Hybrid-EP's handle reads the group's NVLink domains (layers/moe.py hybridep_saved_bytes [15]): the GPUs of a
+    # domain the job's ranks fill (no other dispatcher reads it)
+    domain = (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
+              if dispatcher == "hybridep" else 0.0)  # a job setting
+    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain) if kind.has_experts else 0.0
 
 
 def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
     """(per layer kind (held, held_if_recomputed), the MTP modules' held): what one MoE layer's token dispatcher
     keeps as attributes from its forward to its next one, one micro-batch's (layers/moe.py dispatcher_held_bytes
     [13]; (0, 0) for a kind without routed experts), and the MTP modules' MoE layers' on the stage holding the loss
-    (held, not the recompute share) [dh]; (None, 0) where the stack does not save the routing so
-    (memory.moe_routing_saved)."""
+    [dh], the recompute share at the share of the module full recompute re-runs (mtp_recomputed); (None, 0) where
+    the stack does not save the routing so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None, 0.0
     path, dispatcher = router_path(settings), settings.moe_dispatcher
     held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused) if kind.has_experts
             else (0.0, 0.0) for kind in ll.kinds]
-    return held, (float(ll.mtp) * held[ll.mtp_kind][0] if ll.mtp else 0.0)
+    if not ll.mtp:  # a model property
+        return held, 0.0
+    return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+
+
+def mtp_recomputed(settings: Settings, plan) -> np.ndarray:
+    """The share of a multi-token-prediction module full recompute re-runs [dh]: 1 under full recompute re-running
+    every layer (settings.recompute_layers unset: --recompute-method uniform), else 0. NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer.forward l. 1705-1719
+    (recompute_granularity full: _checkpointed_forward), _checkpointed_forward l. 1621-1651 (uniform: the module's
+    projection and layer under one checkpoint, recompute_num_layers 1 asserted; block: 'not supported for MTP yet',
+    run without recompute). A block method whose count covers every layer (no recompute_layers) is taken as uniform."""
+    if settings.recompute_layers is not None:  # a job setting: Megatron's --recompute-method block
+        return np.zeros(np.shape(plan.tp))
+    return np.where(plan.recompute == RC_FULL, 1.0, 0.0)
 
 
 def _dispatcher_held(per: _PerLayer, counts, r) -> np.ndarray:
@@ -1646,10 +1668,14 @@ class _PerLayer:
         self.stage_output = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.hidden_size / ctx.rep_div, 0.0)
                              if stack.memory.pipeline_keeps_stage_outputs else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
-        # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss
+        # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss; under full
+        # recompute (the share mtp_recomputed) the layer's tensors are re-run in the module's backward, where they
+        # and the halves are the recompute buffer, and the checkpoint keeps the module's two inputs (2 x 2h) [dh]
         ll = pc.layers
-        self.mtp = (float(ll.mtp) * (self.stored[ll.mtp_kind] + ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
-                                     + self.out_act) if ll.mtp else 0.0)
+        halves = ctx.T * 2.0 * ACT_BYTES * model.hidden_size / ctx.rep_div
+        r_mtp = mtp_recomputed(settings, plan)
+        self.mtp = (float(ll.mtp) * ((1.0 - r_mtp) * self.stored[ll.mtp_kind] + halves + self.out_act) if ll.mtp else 0.0)
+        self.mtp_buffer = r_mtp * (self.stored[ll.mtp_kind] + halves) if ll.mtp else 0.0
         # what each MoE layer's token dispatcher holds until the layer's next forward, and the MTP modules' [dh]
         self.dispatcher_held, self.mtp_held = moe_dispatcher_held(settings, ctx, ll)
         # Megatron's deferred output-layer weight gradients [10]: at the last micro-batch's
@@ -2164,8 +2190,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
         buf = np.maximum(buf + held - losses * per.out_act - (per.head_grads if holds_loss else 0.0), 0.0)
     out = out + _output_wgrad_excess(per, losses, buf)  # the output layer's weight-gradient moment [ow]
     buf = buf + _embedding_wgrad_excess(per, end, twin, per_mb, buf, losses)  # the embedding's wgrad moment [eg]
-    act = act + losses * per.mtp
-    moe_held = moe_held + np.where(losses > 0, per.mtp_held, 0.0)  # the MTP modules' MoE layers [dh]
+    act, moe_held, buf = _with_mtp(per, losses, act, moe_held, buf)  # the MTP modules on the stage holding the loss
     # the stage's outputs sent on, kept by the runtime until their backward [tt4] (outputs:
     # chunk-micro-batches in flight, pipeline.stage_inflight_kinds; DualPipe's twin not added)
     act = act + outputs * per.stage_output
@@ -2213,6 +2238,15 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                  mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, stream_pools=pools,
                  allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
+
+
+def _with_mtp(per: _PerLayer, losses, act, moe_held, buf):
+    """(act, moe_held, buf) with the multi-token-prediction modules of the stage holding the loss (losses: its
+    micro-batches in flight, 0 elsewhere): their activations for each micro-batch, their MoE layers' dispatcher
+    attributes once [dh], and under full recompute the re-run module's tensors as the recompute buffer where they
+    exceed the stage's layers' (one module re-run at a time)."""
+    return (act + losses * per.mtp, moe_held + np.where(losses > 0, per.mtp_held, 0.0),
+            np.maximum(buf, np.where(losses > 0, per.mtp_buffer, 0.0)))
 
 
 def _stage_ep_buffers(per: _PerLayer, counts) -> np.ndarray:

@@ -107,12 +107,34 @@ def test_dense_model_refuses_router_fields():
         explain_job(model="llama3-8b", gpus=8, hardware="h100-sxm", global_batch=8, seq_len=4096, moe_aux_loss_coeff=1e-2)
 
 
-@pytest.mark.parametrize("dispatcher", ["hybridep"])
-def test_other_dispatchers_keep_the_router_alone(dispatcher):
-    # the router is the same TopKRouter under every dispatcher; HybridEP's permutations are not priced, its fp32
-    # per-row probabilities are (token_dispatcher.py @d98e8a64 l. 1141: token_probs.float())
-    settings, plan, pc, i = _moe(ep=8, moe_dispatcher=dispatcher, moe_router_fusion=False, moe_permute_fusion=True)
-    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * UNFUSED_ROUTER + 4 * ROWS
+# Hybrid-EP's handle (layers/moe.py [15]; deepseek-ai/DeepEP @94a9f8f csrc/hybrid_ep/executor/executor.cu l. 85-133),
+# per local token over the flex group's R ranks, N NVLink domains, E / ep local experts (R E / ep = etp E):
+# sparse_to_dense_map int32 4 R, rdma_to_attn_map N, attn_to_rdma_map N - 1, local_expert_routing_map bool etp E,
+# dense_to_expert_map int32 4 etp E, dense_chunk_layout int32 4 R / 64
+def _hybridep_handle(R, N, etp, E):
+    return 4 * R + N + (N - 1) + etp * E + 4 * etp * E + 4 * R / 64
+
+
+def test_hybridep_keeps_the_router_and_its_handle():
+    # the router is the same TopKRouter under every dispatcher, and HybridEP's fp32 per-row probabilities are saved
+    # (token_dispatcher.py @d98e8a64 l. 1141: token_probs.float()); Mixtral at TP 2 (SP), EP 8, etp 2 on H100s: R = 16
+    # ranks over two 8-GPU NVLink domains, N = 2: 64 + 2 + 1 + 16 + 64 + 1 = 148 B a local token
+    settings, plan, pc, i = _moe(ep=8, moe_dispatcher="hybridep", moe_router_fusion=False, moe_permute_fusion=True)
+    assert _hybridep_handle(16, 2, 2, E) == 148
+    assert float(moe_routing_saves(settings)(pc.layers.kinds[i], context(plan))) == N * (UNFUSED_ROUTER + 148) + 4 * ROWS
+
+
+def test_hybridep_handle_qwen3_ep8_one_domain():
+    # Qwen3-30B-A3B (E 128) at EP 8, TP 1 on one 8-GPU node: R = 8, N = 1: 32 + 1 + 0 + 128 + 512 + 0.5 = 673.5 B a token
+    # (the handle is sized for every token of the group, n R rows, whatever the rank receives)
+    settings, plan, _, _ = explain_job(model="qwen3-30b-a3b", gpus=8, tp=1, pp=1, ep=8, stack="megatron", precision="bf16",
+                                       seq_len=4096, micro_batch=1, global_batch=8, moe_dispatcher="hybridep",
+                                       moe_rank_imbalance=1.0)
+    moe = next(k for k in count_params(settings.model).layers.kinds if k.has_experts).mlp
+    assert _hybridep_handle(8, 1, 1, 128) == 673.5
+    assert float(moe.hybridep_saved_bytes(context(plan), 8.0)) == 4096 * 673.5
+    # N counts the group's domains: the same group over 2-GPU domains (N 4) adds 2 x 3 = 6 B a token
+    assert float(moe.hybridep_saved_bytes(context(plan), 2.0)) == 4096 * (673.5 + 6)
 
 
 @pytest.mark.parametrize("fused,dtype,want", [
@@ -140,13 +162,15 @@ def test_allgather_by_hand(fused, dtype, want):
     # the multihot's two int64 index pairs, 32 B. DeepEP's handle over 16 ranks (> 8: its internode kernels, 2 RDMA
     # ranks): send_rdma_head 4 x 2 = 8 B a local token, send_nvl_head 32 B x the 2 (1 - (1/2)^2) = 1.5 nodes a token
     # reaches = 48 B a local token, recv_src_meta 8 B a received token
-    # (+ the fp32 per-row probabilities the activation saves, 4 B a row)
-    (8, True, N * FUSED_ROUTER + T * (48 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32) + 4 * ROWS),    # 743,424 B
+    # (+ the fp32 per-row probabilities the activation saves, 4 B a row; + the handle's int32 prefix matrices, a
+    # layer's: internode over 16 ranks, 2 RDMA ranks, 10 channels, 4 (2 + 16) (2 x 10 + 1) = 1,512 B)
+    (8, True, N * FUSED_ROUTER + T * (48 / 2 + 56 / 2 + 1.875 * (12 + 8) + 2 * 32) + 4 * ROWS + 1512),    # 744,936 B
     # unfused: the argsort of the received [n_recv, 1] map 8 B a received token, and 8 B sorted indices a row
-    (8, False, N * UNFUSED_ROUTER + T * (48 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40) + 4 * ROWS),  # 745,472 B
+    (8, False, N * UNFUSED_ROUTER + T * (48 / 2 + 56 / 2 + 1.875 * (8 + 8) + 2 * 40) + 4 * ROWS + 1512),  # 746,984 B
     # ep 4 x etp 2 = 8 ranks: DeepEP's intranode kernels, send_head int32 [n, 8] 32 B a local token, recv_src_idx
-    # 4 B a received token; 2 local experts, 4 (1 - (3/4)^2) = 1.75 received tokens a token, row-id map 4 (2 x 2 + 1)
-    (4, True, N * FUSED_ROUTER + T * ((32 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32) + 4 * ROWS),  # 696,320 B
+    # 4 B a received token; 2 local experts, 4 (1 - (3/4)^2) = 1.75 received tokens a token, row-id map 4 (2 x 2 + 1);
+    # the intranode prefix matrices [8, 8] + 2 x [8, 10] int32, 896 B
+    (4, True, N * FUSED_ROUTER + T * ((32 + 8 + 32) / 2 + 1.75 * (20 + 4) + 2 * 32) + 4 * ROWS + 896),  # 697,216 B
 ])
 def test_deepep_by_hand(ep, fused, want):
     settings, plan, pc, i = _moe(ep=ep, moe_dispatcher="deepep", moe_router_fusion=fused, moe_permute_fusion=fused)
@@ -363,6 +387,32 @@ def test_deepep_held_deepseek_v3():
     assert held == pytest.approx(4096 * (32 + 4 * reach), rel=1e-12) and rc == 4096 * 64
 
 
+@pytest.mark.parametrize("fused,etp_tp,want", [
+    # Qwen3-30B-A3B (E 128, top-8) at EP 8: _HybridEPManager keeps routing_map, bool [n, etp E], and token_probs, the fp32
+    # [n, etp E] copy (4 etp E); the fused router saves its own map, which with etp 1 is the manager's (a view): held
+    # beyond only under full recompute. dispatched_probs, fp32 per received row (top-8 rows a token at etp 1), is the
+    # experts' activation's save: the recompute share too
+    (False, 1, (128 + 512, 8 * 4)), (True, 1, (512, 128 + 8 * 4)),
+    # TP 2 under SP, etp 2: n = T / 2 local tokens over etp E = 256 columns, a copy whatever the router (256 + 1,024 a
+    # local token); 8 rows of T a token received (T k / tp x etp)
+    (True, 2, (0.5 * (256 + 1024), 8 * 4)),
+])
+def test_hybridep_held_qwen3(fused, etp_tp, want):
+    held, rc = _held("qwen3-30b-a3b", "hybridep", None, fused, gpus=16, ep=8, pp=1, tp=etp_tp, global_batch=16,
+                     moe_dispatcher="hybridep", moe_router_fusion=fused, **({"sequence_parallel": True} if etp_tp > 1 else {}))
+    assert (held, rc) == (4096 * want[0], 4096 * want[1])
+
+
+def test_deepep_prefix_matrices():
+    # DeepEP's handle's int32 prefix matrices, one set a layer (DeepEP @567632d csrc/deep_ep.cpp l. 594-595, 660,
+    # 1097-1100, 1180-1181), C = 20 SMs / 2 = 10 channels: intranode R 8: [8, 8] + 2 x [8, 10] = 224 int32 = 896 B;
+    # internode R 64 over 8 RDMA ranks: 2 x [8, 10] + [8] + 2 x [64, 10] + [64] = 1,512 int32 = 6,048 B
+    import numpy as np
+    from planner.layers.moe import MoEMLP
+
+    assert MoEMLP.deepep_prefix_bytes(np.array([8.0, 64.0])).tolist() == [896.0, 6048.0]
+
+
 def test_allgather_held():
     # Mixtral at TP 2 (SP), EP 8, etp 2: local_map [16 n, 1] bool, 16 B a local token; local_probs, the per-row
     # probabilities (2 B, T k / tp x etp = 2 rows a token of T), saved by the activation: held beyond only under full recompute
@@ -407,3 +457,39 @@ def test_expert_probs_by_dispatcher(dispatcher, dtype, per_row):
     _, plan, pc, i = _moe(ep=8)
     got = pc.layers.kinds[i].mlp.expert_probs_saved_bytes(context(plan), dispatcher, ROUTER_DTYPE_BYTES[dtype])
     assert float(got) == ROWS * per_row
+
+
+# ------------------------------------------------------------------ the MTP module under full recompute (issue 21)
+# Megatron-LM @d98e8a64 multi_token_prediction.py MultiTokenPredictionLayer.forward l. 1705-1719, _checkpointed_forward
+# l. 1621-1651: under --recompute-granularity full with the uniform method the module's projection and layer run under
+# one checkpoint (its forward saves only its two inputs), the block method skips it ('not supported for MTP yet').
+def _mtp(**fields):
+    from planner.memory import _PerLayer
+
+    settings, plan, _, _ = explain_job(**dict(dict(model="deepseek-v3", gpus=2048, ep=64, pp=16, tp=1, micro_batch=1,
+                                                   global_batch=4096, seq_len=4096, stack="megatron", precision="bf16",
+                                                   recompute="full", moe_dispatcher="alltoall", moe_router_fusion=True, mtp_layers=1,
+                                                   moe_rank_imbalance=1.0), **fields))
+    pc = count_params(settings.model)
+    return _PerLayer(settings, plan, pc), pc.layers
+
+
+@pytest.mark.parametrize("fields,recomputed", [(dict(), True), (dict(recompute_layers=2), False),
+                                               (dict(recompute="selective"), False)])
+def test_mtp_module_under_full_recompute(fields, recomputed):
+    # DeepSeek-V3 (one MTP module, E 256), alltoall with TE's fused router: each MoE layer's dispatcher holds the bf16
+    # probabilities (2 E = 512 B a token) and the fused map (E = 256 B) beyond its autograd save only where the forward
+    # saved nothing: the MTP module's under uniform full recompute, 768 B a token; under the block method or selective
+    # recompute its forward saved the map, 512 B
+    per, ll = _mtp(**fields)
+    assert float(per.mtp_held) == 4096 * (768 if recomputed else 512)
+    # its activations: the checkpoint keeps the module's two inputs (2 x 2 h, h 7168) beside its output layer and
+    # loss, and its layer's tensors (with the two halves) are the re-run buffer of the stage holding the loss
+    halves = 4096 * 2 * 2 * 7168
+    stored = per.stored[ll.mtp_kind]
+    if recomputed:
+        assert float(per.mtp) == pytest.approx(float(halves + per.out_act), rel=1e-12)
+        assert float(per.mtp_buffer) == pytest.approx(float(stored + halves), rel=1e-12)
+    else:
+        assert float(per.mtp) == pytest.approx(float(stored + halves + per.out_act), rel=1e-12)
+        assert float(per.mtp_buffer) == 0.0

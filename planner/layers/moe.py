@@ -96,7 +96,8 @@ References
     than one local expert, dispatch_postprocess and combine_preprocess sort the received rows by local expert
     (sort_chunks_by_idxs): fused, TE moe_chunk_sort_forward (permutation.py l. 1110-1160, make_chunk_sort_map:
     triton/permutation.py l. 381 int32 [rows]; saved l. 1250), one map each; unfused, split + cat (nothing kept).
-    The router's own saved tensors are [10]'s; the allgather dispatcher's [12], DeepEP's [11]. Not priced: HybridEP's; the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
+    The router's own saved tensors are [10]'s; the allgather dispatcher's [12], DeepEP's [11], Hybrid-EP's [15]. Not
+    priced: the unfused padded (drop-and-pad) permute, which keeps int64 [E x capacity] indices twice instead (l. 439-457),
     is priced as the dropless one (the fused permute with probabilities takes no padded path).
 [10] What the router saves for its backward (router_saved_terms; job fields moe_router_fusion, moe_router_pre_softmax,
     moe_aux_loss_coeff, moe_z_loss_coeff): NVIDIA/Megatron-LM @d98e8a64 megatron/core/transformer/moe/router.py
@@ -122,7 +123,12 @@ References
     `[num_tokens, num_ranks]` torch.bool), l. 378 (internode where num_rdma_ranks > 1), l. 401, 500 (the handles),
     csrc/legacy/buffer.hpp l. 121 (num_rdma_ranks = max(1, num_ranks / 8)), 366, 604, 608 (intranode recv_src_idx,
     send_head), 1121, 1124-1125 (internode recv_src_meta, send_rdma_head, send_nvl_head), csrc/kernels/legacy/internode.cu
-    l. 22-45 (SourceMeta, 8 B); fused_a2a.py @d98e8a64 l. 135, 187 (ctx.handle kept until the backward).
+    l. 22-45 (SourceMeta, 8 B); fused_a2a.py @d98e8a64 l. 135, 187 (ctx.handle kept until the backward). The prefix
+    matrices (deepep_prefix_bytes): DeepEP main @567632d deep_ep/buffer.py dispatch l. 385-398 (the intranode handle),
+    internode_dispatch l. 474-496, csrc/deep_ep.cpp l. 490, 954 (num_channels = config.num_sms / 2), 594-595, 660
+    (intranode), 1097-1100, 1180-1181 (internode); the same shapes at @dd758caf csrc/legacy/buffer.hpp l. 541-542, 607,
+    1043-1046, 1122-1123; token_dispatcher.py @d98e8a64 l. 1288-1292 (set_deepep_num_sms(20) unless
+    --moe-flex-dispatcher-num-sms).
 [12] The allgather dispatcher (allgather_saved_bytes): NVIDIA/Megatron-LM @d98e8a64
     megatron/core/transformer/moe/token_dispatcher.py MoEAllGatherTokenDispatcher token_dispatch (l. 281-303: the routing
     map gathered under no_grad, the probabilities and tokens by gather_from_sequence_parallel_region over the tp_ep group),
@@ -165,6 +171,18 @@ References
     assumption; t_e >> A, so the clamp of an empty group to A rows is left out). The memory-bound kernels over the
     padded rows (SiLU, the multiply) are not scaled. With EP the same _permute runs after the all-to-all
     (distributed/expert_parallel.py l. 151-170), without it indices_padding_wrapper (models/moe/moe.py l. 166-178).
+[15] The flex dispatcher with Hybrid-EP (hybridep_held_bytes, hybridep_saved_bytes): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/moe/token_dispatcher.py MoEFlexTokenDispatcher.__init__ l. 1845-1851 (_HybridEPManager over
+    the tp_ep group, num_experts = tp_size x num_moe_experts), _initialize_metadata l. 1893-1920 (routing map and
+    probabilities reshaped to [n, tp_size x ep_size, num_local_experts], expand(...).contiguous()), _HybridEPManager
+    setup_metadata l. 1068-1127 (self.routing_map, self.token_probs), dispatch l. 1129-1181 (self.token_probs =
+    self.token_probs.float() l. 1136-1141; self.dispatched_probs, self.handle = hybrid_ep_dispatch(...)), combine
+    l. 1183-1210 (self.handle = None; dispatched_probs and routing_map kept); fused_a2a.py HybridEPDispatch.forward
+    l. 364-446 (ctx.handle = handle; routing map and probabilities not saved), HybridEPCombine.forward l. 485-499
+    (ctx.handle); deepseek-ai/DeepEP @94a9f8f (hybrid-ep branch) deep_ep/hybrid_ep_buffer.py dispatch_with_permute
+    l. 289-432 (the handle's eleven entries), csrc/hybrid_ep/executor/executor.cu metadata_preprocess_core l. 85-133
+    (their shapes and dtypes), csrc/hybrid_ep/hybrid_ep.cu dispatch_with_permute l. 313-317 (the permuted tokens and
+    fp32 [num_permuted_tokens] probabilities), csrc/hybrid_ep/config.cuh l. 418-420 (the 64-token preprocessing chunk).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -179,6 +197,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ep_buffers import DEEPEP_SMS
 from .common import BlockParams, shapes
 from .mlp import mlp_cast_elements, mlp_elementwise_bytes
 
@@ -196,6 +215,11 @@ ROUTER_DTYPE_BYTES = {None: LOGIT_BYTES, "fp32": 4.0, "fp64": 8.0}
 DEEPEP_NVL_PEERS = 8.0  # DeepEP @dd758caf LEGACY_NUM_MAX_NVL_PEERS: its intranode kernels' limit (buffer.hpp l. 121) [11]
 DEEPEP_SOURCE_META_BYTES = 8.0  # sizeof(SourceMeta), two ints (csrc/kernels/legacy/internode.cu l. 22-45) [11]
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]
+# DeepEP's channels, config.num_sms / 2 (csrc/deep_ep.cpp @567632d l. 490, 954) at Megatron's 20 SMs (ep_buffers.DEEPEP_SMS) [11]
+DEEPEP_CHANNELS = DEEPEP_SMS / 2.0
+# Hybrid-EP's preprocessing chunk, NUM_OF_TOKENS_PER_CHUNK_PREPROCESSING_API's default (csrc/hybrid_ep/config.cuh @94a9f8f
+# l. 418-420): the dense_chunk_layout has one int32 per chunk and rank of the group [15]
+HYBRIDEP_CHUNK_TOKENS = 64.0
 
 
 @dataclass(frozen=True)
@@ -365,14 +389,16 @@ class MoEMLP:
             (1.0 - unf) * kb["activation_clamp_saved"] + unf * kb["activation_clamp_unfused_saved"])
         return ctx.T * (unf * (routed + shared) + clamp)
 
-    def routing_saved_bytes(self, ctx, permute_fused: bool, router: "RouterPath", dispatcher: str = "alltoall"):
+    def routing_saved_bytes(self, ctx, permute_fused: bool, router: "RouterPath", dispatcher: str = "alltoall",
+                            domain: float | None = None):
         """Bytes one layer saves for its backward for the router and the token permutations [9], per local
         token (n = T / rep_div): the router's, on the job's path, for every dispatcher (router_saved_terms [10]:
         they replace tensors()' generic moe_router_logits, which memory.layer_memory drops where this is
-        priced); and the dispatcher's (permutation_saved_bytes)."""
+        priced); and the dispatcher's (permutation_saved_bytes; domain: the GPUs of an NVLink domain the job's
+        ranks fill, comm.domain_in_use, which Hybrid-EP's handle reads)."""
         routed = sum(router_saved_terms(self, router).values())
         return (ctx.T * routed / ctx.rep_div
-                + self.permutation_saved_bytes(ctx, permute_fused, dispatcher, router.logit_bytes)
+                + self.permutation_saved_bytes(ctx, permute_fused, dispatcher, router.logit_bytes, domain)
                 + self.expert_probs_saved_bytes(ctx, dispatcher, router.logit_bytes))
 
     def expert_probs_saved_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
@@ -411,8 +437,9 @@ class MoEMLP:
                        where TE's fused top-k saves it (E); allgather's local_probs, the masked_select's output, the
                        per-row probabilities the activation saves (D per received row); DeepEP's token_indices, the
                        int64 top-k indices torch.topk's backward keeps (8 etp k).
-        Other dispatchers: 0 (HybridEP's manager holds its padded routing map and fp32 probabilities, token_dispatcher.py
-        l. 1095-1096, 1141: not priced, as its handle)."""
+            hybridep   _HybridEPManager's routing map, fp32 probabilities and dispatched probabilities
+                       (hybridep_held_bytes [15]).
+        Other dispatchers (deepep_ll): 0."""
         from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)
@@ -426,19 +453,44 @@ class MoEMLP:
             recv = self.local_rows(ctx) * distinct(ctx.ep, k) / k  # received tokens per local token (deepep_saved_bytes)
             return (n * PROB_BYTES * ctx.etp * k + ctx.T * recv * BOOL_BYTES * E / ctx.ep,
                     n * INT64_INDEX_BYTES * ctx.etp * k)
+        if dispatcher == "hybridep":
+            return self.hybridep_held_bytes(ctx, router_fused)
         return 0.0, 0.0
 
-    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
+    def hybridep_held_bytes(self, ctx, router_fused: bool):
+        """(held, held_if_recomputed) of Megatron-Core's flex dispatcher with Hybrid-EP [15], one micro-batch's, n = T /
+        rep_div local tokens, R = etp ep ranks of the flex group over etp E columns (E / ep local experts a rank):
+          held   self.routing_map, bool [n, R, E / ep] = etp E B a local token (_initialize_metadata's expand and
+                 contiguous(): with etp 1 a view of the router's own map, saved by TE's fused top-k, so held beyond
+                 the saves only under full recompute, below); self.token_probs, the fp32 [n, etp E] copy dispatch()
+                 makes of the probabilities (.float(); the router's own where they are fp32 already, which no
+                 autograd node saves either), 4 etp E B; HybridEPDispatch saves only the handle, not these.
+          held_if_recomputed  the router's map (E B) where it is the same tensor (etp 1, fused router); and
+                 self.dispatched_probs, fp32 [rows] (4 B a row the rank receives, local_rows per token), which
+                 combine() does not release (it drops only the handle) and the experts' activation saves
+                 (expert_probs_saved_bytes)."""
+        E = float(self.num_experts)
+        n = ctx.T / ctx.rep_div
+        shared = (ctx.etp == 1.0) & bool(router_fused)  # the manager's map is the router's saved one
+        held = n * (np.where(shared, 0.0, BOOL_BYTES * ctx.etp * E) + PROB_BYTES * ctx.etp * E)
+        return held, n * np.where(shared, BOOL_BYTES * E, 0.0) + ctx.T * self.local_rows(ctx) * PROB_BYTES
+
+    def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str, logit_bytes: float = LOGIT_BYTES,
+                                domain: float | None = None):
         """What the token permutations save [9]: Megatron-Core's alltoall dispatcher, per local token, the fused
         permutation's int32 row-id map (4 (2E + 1) B; the unfused one's int64 argsort of the [n E] map, kept
         whole through the probabilities' gather index, and its int64 sorted indices: 8 E + 8 k B); and, with
         more than one local expert, the fused chunk sorts' int32 maps (4 B each) around the experts, over the
         rows the rank's experts receive (token_copies x expert_scale x etp / tp per token, as moe_expert_in).
-        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes; the allgather dispatcher:
-        allgather_saved_bytes (logit_bytes: the probabilities' dtype, the router's logits'). The other dispatchers'
-        permutations are not priced (0)."""
+        Megatron-Core's flex dispatcher with DeepEP: deepep_saved_bytes; with Hybrid-EP: hybridep_saved_bytes (its
+        handle; domain: the GPUs of an NVLink domain); the allgather dispatcher: allgather_saved_bytes (logit_bytes:
+        the probabilities' dtype, the router's logits'). deepep_ll's permutations are not priced (0)."""
         if dispatcher == "deepep":  # a job setting
             return self.deepep_saved_bytes(ctx, permute_fused)
+        if dispatcher == "hybridep":  # a job setting
+            if domain is None:
+                raise ValueError("hybridep_saved_bytes needs the GPUs of an NVLink domain (memory.moe_routing_saves)")
+            return self.hybridep_saved_bytes(ctx, domain)
         if dispatcher == "allgather":  # a job setting
             return self.allgather_saved_bytes(ctx, permute_fused, logit_bytes)
         if dispatcher != "alltoall":
@@ -489,8 +541,8 @@ class MoEMLP:
         sizeof(SourceMeta) = 8] (internode.cu l. 22-45), 8 B a received token; send_nvl_head int32
         [n_rdma_recv, 8], 32 B per token this rank receives over RDMA (each token once per node it reaches, from the
         same local rank of each node: n x the nodes a token reaches, distinct(R / 8, k), capped by the model's
-        group-limited routing as planner/dispatch.py caps it). Not priced (named): the prefix matrices ([R, R],
-        [R, channels], [R / 8] int32: kilobytes a layer); the job's moe_route_nodes cap on the nodes reached
+        group-limited routing as planner/dispatch.py caps it). And the handle's prefix matrices, a layer's whatever
+        its tokens (deepep_prefix_bytes). Not priced (named): the job's moe_route_nodes cap on the nodes reached
         (the model's group-limited cap is applied)."""
         from .common import distinct_draws as distinct
 
@@ -505,7 +557,47 @@ class MoEMLP:
         else:
             per_recv, per_row = INT64_INDEX_BYTES * local, 5.0 * INT64_INDEX_BYTES
         handle_token, handle_recv = self.deepep_handle_bytes(ranks)
-        return ctx.T * ((token + handle_token) / ctx.rep_div + recv * (per_recv + handle_recv) + rows * per_row)
+        return (ctx.T * ((token + handle_token) / ctx.rep_div + recv * (per_recv + handle_recv) + rows * per_row)
+                + self.deepep_prefix_bytes(ranks))
+
+    @staticmethod
+    def deepep_prefix_bytes(ranks):
+        """The prefix matrices in DeepEP's handle, int32, one set a layer and micro-batch whatever its tokens [11]
+        (deepseek-ai/DeepEP @567632d deep_ep/buffer.py dispatch l. 393-398, internode_dispatch l. 474-496; csrc/deep_ep.cpp,
+        C = num_sms / 2 = 10 channels at Megatron's 20 SMs, DEEPEP_CHANNELS; Megatron's FusedDispatch passes no cached
+        handle, so each dispatch allocates them): intranode (R = ranks <= 8) rank_prefix_matrix [R, R] (l. 594),
+        channel_prefix_matrix and recv_channel_prefix_matrix [R, C] (l. 595, 660): 4 R (R + 2 C) B; internode, over
+        the r = R / 8 RDMA ranks, rdma_channel_prefix_matrix and recv_rdma_channel_prefix_matrix [r, C],
+        recv_rdma_rank_prefix_sum [r], gbl_channel_prefix_matrix and recv_gbl_channel_prefix_matrix [R, C],
+        recv_gbl_rank_prefix_sum [R] (l. 1097-1100, 1180-1181): 4 (r (2 C + 1) + R (2 C + 1)) B. Kilobytes a
+        layer (R 64: 5.8 KiB); the caching allocator's 512-B rounding of each is not priced."""
+        C = DEEPEP_CHANNELS
+        rdma = np.maximum(ranks / DEEPEP_NVL_PEERS, 1.0)
+        return np.where(ranks > DEEPEP_NVL_PEERS, INDEX_BYTES * (rdma + ranks) * (2.0 * C + 1.0),
+                        INDEX_BYTES * ranks * (ranks + 2.0 * C))
+
+    def hybridep_saved_bytes(self, ctx, domain):
+        """What Megatron-Core's flex dispatcher with Hybrid-EP keeps for its backward [15]: the handle, which
+        HybridEPDispatch and HybridEPCombine keep in ctx.handle until their backward (one tuple, counted once), per
+        micro-batch in flight. Per local token (n = T / rep_div, the rows HybridEP's dispatch is handed), R = etp ep
+        ranks of the flex group, E / ep local experts (R E / ep = etp E), N = the group's NVLink domains (Hybrid-EP's
+        nodes: R / the ranks a rank reaches over NVLink, taken as R / min(R, domain), at least 1):
+          sparse_to_dense_map  int32 [n N, R / N]                         4 R
+          rdma_to_attn_map     bool [n (rounded up to 16), N]             N
+          attn_to_rdma_map     bool [n, N - 1]                            N - 1
+          local_expert_routing_map  bool [n R, E / ep]                    etp E
+          dense_to_expert_map  int32 [n R, E / ep]                        4 etp E
+          dense_chunk_layout   int32 [n / 64 chunks x R]                  4 R / 64
+        Sized for every token of the group (n R rows), not the rows the rank receives. Nothing else: the experts'
+        permuted probabilities are expert_probs_saved_bytes', the manager's attributes hybridep_held_bytes'; the
+        int32 / int64 counters of E / ep or 1 element (tokens_per_expert, overflow_flag, num_dispatched_tokens) are not
+        priced (a few 512-B blocks a layer); nor, where ranks straddle NVLink domains unevenly, a rank's larger N."""
+        E = float(self.num_experts)
+        ranks = ctx.ep * ctx.etp
+        nodes = np.maximum(np.ceil(ranks / np.minimum(ranks, domain)), 1.0)
+        per_token = (INDEX_BYTES * ranks * (1.0 + 1.0 / HYBRIDEP_CHUNK_TOKENS) + 2.0 * nodes - 1.0
+                     + (BOOL_BYTES + INDEX_BYTES) * ctx.etp * E)
+        return ctx.T * per_token / ctx.rep_div
 
     def deepep_handle_bytes(self, ranks):
         """(per local token, per received token) bytes of DeepEP's handle beyond is_token_in_rank, for a group of
