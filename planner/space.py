@@ -31,7 +31,9 @@ list; a pinned value is taken as given, and the constraint check then says if it
   sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3])
   sharding   none, zero1, zero2, fsdp, and hsdp with every shard group s that divides dp,
              2 <= s < dp (s = dp is fsdp, and s = 1 keeps a full copy per rank like no
-             sharding while paying FSDP's traffic: neither is a separate candidate); on a
+             sharding while paying FSDP's traffic: neither is a separate candidate, except
+             s = 1 on a stack whose trainer runs FSDP over one rank, runs.fsdp_one_rank:
+             torchtitan 0.3.0's replicate-only mesh); on a
              stack that lists its modes (stack_db runs.sharding) one candidate per mode
              priced distinctly (mode_heads: torchtitan's fsdp2 and fsdp2_no_reshard without
              PP; Megatron-FSDP optim is the distributed optimizer's candidate)
@@ -101,6 +103,7 @@ from .plan import (
 from .catalog import load_stack
 from .stacks import sharding_traits
 from .terms import Groups, KeyedPlan, isin
+from .startup import fsdp_one_rank
 from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
@@ -953,7 +956,11 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     if opts.shard_group:
         g_ok = np.ones((M, len(G)), dtype=bool)  # pinned: resolve's rule says which divide dp
     else:
-        g_ok = (dpc % G[None, :] == 0) & (G[None, :] >= 2) & (G[None, :] < dpc)
+        # shard group 1 (replicas of FSDP over one rank) only where the stack's trainer runs FSDP over one rank
+        # (stack_db runs.fsdp_one_rank: torchtitan 0.3.0's replicate-only mesh); elsewhere it is no sharding
+        # paying FSDP's traffic, which no trainer runs
+        least = 1 if fsdp_one_rank(settings.stack) else 2
+        g_ok = (dpc % G[None, :] == 0) & (G[None, :] >= least) & (G[None, :] < dpc)
     hs = np.flatnonzero(~plain)  # each HSDP mode once per shard group
     opt_code = np.concatenate([codes[plain], np.repeat(codes[hs], len(G))])
     opt_mode = np.concatenate([modes[plain], np.repeat(modes[hs], len(G))])
