@@ -1617,7 +1617,10 @@ class StackRuns(BaseModel):
         default=False,
         description="the routed experts are sharded over the EP mesh only where ep > 1 (expert TP 1) and over TP "
                     "without EP (expert TP = tp), with no option to set another (torchtitan 0.3.0: the sparse mesh "
-                    "pp, dp_replicate, efsdp, ep); start-up rule TORCHTITAN_ETP reads it; cite it in sources")
+                    "pp, dp_replicate, efsdp, ep): a job that leaves etp out runs 1 under EP (plan.resolve), the "
+                    "search tries expert TP 1 under EP and tp without (space._etp_ok), stack rule STACK_ETP lets "
+                    "expert TP 1 differ from tp under EP and start-up rule TORCHTITAN_ETP refuses any other; cite it "
+                    "in sources")
     startup_rules_absent: list[AbsentRule] = Field(
         default_factory=list,
         description="start-up rules of the set `startup_rules` this release of the trainer does not run (the check "

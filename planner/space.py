@@ -834,19 +834,25 @@ def _etp_choices(settings: Settings, opts: SpaceOptions) -> np.ndarray:
     own = settings.model.moe is not None and runs is not None and runs.expert_tensor_parallel is not None
     if opts.etp:
         return np.asarray(sorted(set(opts.etp)), dtype=np.int64)
+    if settings.model.moe is not None and runs is not None and runs.etp_one_under_ep:
+        return np.array([0, 1], dtype=np.int64)  # tp without EP, 1 under EP (_etp_ok keeps one per mesh)
     if not own:
         return np.zeros(1, dtype=np.int64)
     return _axis(_divisors(settings.hardware.nvlink_domain), None, opts.max_etp)
 
 
-def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
+def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions, one_under_ep: bool = False) -> np.ndarray:
     """(mesh x etp) etp x ep divides tp*dp*cp; searched (not pinned) values also divide tp (the
     layouts the trainers' recipes use: expert TP 1 .. tp; a pinned --etp may be any value the
-    rules allow: resolve's EP_DPCP rule, checked on every candidate, says which)."""
+    rules allow: resolve's EP_DPCP rule, checked on every candidate, says which). one_under_ep
+    (stack_db runs.etp_one_under_ep, _etp_choices' 0 and 1): 0 (= tp) without EP, 1 under EP, one
+    candidate a mesh."""
     tp = mesh["tp"][:, None]
     etp = np.where(ETP[None, :] > 0, ETP[None, :], tp)
     if opts.etp:
         return np.ones((len(tp), len(ETP)), dtype=bool)
+    if one_under_ep:
+        return (ETP[None, :] == 1) == (mesh["ep"][:, None] > 1)
     ok = (tp * (mesh["dp"] * mesh["cp"])[:, None]) % (etp * mesh["ep"][:, None]) == 0
     return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
@@ -1035,7 +1041,9 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # expert TP (0 = tp) with etp x ep dividing tp*dp*cp (Megatron's folded expert grid)
     EP, ETP = _ep_choices(settings, opts), _etp_choices(settings, opts)
     mesh = _expand(mesh, _ep_ok(mesh, EP, opts), {"ep": EP})
-    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts), {"etp": ETP})
+    one_under_ep = bool(settings.model.moe is not None and settings.stack is not None and settings.stack.runs is not None
+                        and settings.stack.runs.etp_one_under_ep)
+    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts, one_under_ep), {"etp": ETP})
     mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
     # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
     # and the trainer's order rule: rules.order_ok); the first one the stack lists stands in for

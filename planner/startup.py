@@ -414,10 +414,13 @@ RULES: tuple[StartupRule, ...] = (
         lambda m, s, p: (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
     StartupRule(
         "TORCHTITAN_ETP", "torchtitan",
-        "torchtitan supports expert TP equal to TP or 1 only, and only TP without expert parallelism",
+        "torchtitan supports expert TP equal to TP or 1 only, and only TP without expert parallelism (0.3.0, "
+        "runs.etp_one_under_ep: 1 under expert parallelism, no option)",
         f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1'); "
-        "models/llama4/infra/parallelize.py apply_moe_ep_tp (without an EP mesh the experts go on the TP mesh)",
-        "set etp to tp or 1 (tp where ep is 1)",
+        "models/llama4/infra/parallelize.py apply_moe_ep_tp (without an EP mesh the experts go on the TP mesh); "
+        "torchtitan 0.3.0: pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/distributed/parallel_dims.py l. 277-279, "
+        "336-340 (efsdp = dp_shard x cp x tp // ep, the sparse mesh pp, dp_replicate, efsdp, ep: no expert-TP axis)",
+        "set etp to tp or 1 (tp where ep is 1; on torchtitan 0.3.0 leave etp out: 1 where ep > 1, tp where ep is 1)",
         _tt_etp),
     StartupRule(
         "TORCHTITAN_PP_SPLIT", "torchtitan",

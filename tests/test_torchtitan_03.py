@@ -113,18 +113,33 @@ def test_no_unsharded_mode_on_0_3(cli):
 
 def test_expert_tp_follows_ep_on_0_3(cli):
     """0.3.0's sparse mesh (pp, dp_replicate, efsdp, ep) has no expert-TP axis: with ep > 1 the routed
-    experts shard over EP alone (expert TP 1), which the planner, pricing expert TP as tp on a stack with no
-    expert-TP option, cannot price at tp > 1: refused (TORCHTITAN_ETP); at tp 1 it runs. Main's
-    expert_tensor_parallel_degree keeps expert TP = tp."""
+    experts shard over EP alone (expert TP 1, efsdp = dp_shard x cp x tp / ep), without EP over TP. A job
+    that leaves etp out gets 1 under EP there (listed as assumed), tp on main (expert_tensor_parallel_degree
+    set to tp by the export); an expert TP of 2 under EP is refused on 0.3.0 (TORCHTITAN_ETP), runs on main;
+    fit on 0.3.0 prices expert TP 1 under EP only."""
+    import json
+
     from conftest import assert_one_error
 
     base = ["explain", "--model", "mixtral-8x7b", "--gpus", "16", "--global-batch", "16", "--seq-len", "4096",
-            "--ep", "2", "--recompute", "full", "--sharding", "fsdp"]
-    assert_one_error(cli(*base, "--tp", "2", "--stack", "torchtitan-0.3"), "TORCHTITAN_ETP")
-    r = cli(*base, "--tp", "2", "--stack", "torchtitan")
-    assert r.exit_code in (0, 1), r.stderr  # runs (fits or not)
-    r = cli(*base, "--tp", "1", "--stack", "torchtitan-0.3")
+            "--ep", "2", "--tp", "2", "--recompute", "full", "--sharding", "fsdp", "--format", "json"]
+    r = cli(*base, "--stack", "torchtitan-0.3")
     assert r.exit_code in (0, 1), r.stderr
+    assert json.loads(r.stdout)["plan"]["etp"] == 1
+    r = cli(*base, "--stack", "torchtitan")
+    assert r.exit_code in (0, 1), r.stderr
+    assert json.loads(r.stdout)["plan"]["etp"] == 2
+    assert_one_error(cli(*base, "--etp", "2", "--stack", "torchtitan-0.3"), "TORCHTITAN_ETP")
+    r = cli(*base, "--etp", "2", "--stack", "torchtitan")
+    assert r.exit_code in (0, 1), r.stderr
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "16", "--global-batch", "64", "--seq-len", "4096", "--stack",
+            "torchtitan-0.3", "--top", "200", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    rows = json.loads(r.stdout)
+    rows = rows["plans"] if isinstance(rows, dict) else rows
+    pairs = {(row["plan"]["ep"] > 1, row["plan"]["etp"] == 1 if row["plan"]["ep"] > 1 else row["plan"]["etp"] == row["plan"]["tp"])
+             for row in rows}
+    assert pairs <= {(True, True), (False, True)} and (True, True) in pairs, pairs
 
 
 def test_fit_searches_the_replicate_only_mesh(cli):
