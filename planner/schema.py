@@ -1604,6 +1604,11 @@ class StackRuns(BaseModel):
     low_precision_moments: Optional[LowPrecisionMoments] = Field(
         default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
                                   "Megatron's precision-aware optimizer); null: under every mode, as priced")
+    cp_rotate_methods: Optional[list[Literal["allgather", "alltoall"]]] = Field(
+        default=None, min_length=1,
+        description="the torch ring-attention rotate methods a job may choose (job field cp_rotate_method, "
+                    "planner/cp_rotate.py); null: either (torchtitan @e347b1e5e's context_parallel_rotate_method); "
+                    "a trainer without the option runs torch's default only (torchtitan 0.3.0: allgather)")
     fsdp_one_rank: bool = Field(
         default=False,
         description="the trainer applies FSDP (fully_shard with its MixedPrecisionPolicy) at every shard degree, one "

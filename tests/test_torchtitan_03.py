@@ -200,3 +200,17 @@ def test_a_toml_reads_to_main_unless_the_stack_is_named(cli, tmp_path):
     assert r.exit_code in (0, 1), r.stderr
     p = json.loads(r.stdout)["plan"]
     assert (p["sharding"], p["sharding_mode"], p["dp"], p["tp"]) == ("fsdp", "fsdp2", 1, 8)
+
+
+def test_cp_rotate_method_is_not_an_option_on_0_3(cli):
+    """0.3.0 has no context_parallel_rotate_method (configs.py l. 232-243) and runs torch's default, allgather
+    (runs.cp_rotate_methods): a job asking alltoall is refused there, priced on main."""
+    from conftest import assert_one_error
+
+    base = ["explain", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "8192", "--cp", "2",
+            "--sharding", "fsdp", "--cp-rotate-method", "alltoall"]
+    assert_one_error(cli(*base, "--stack", "torchtitan-0.3"), "cp_rotate_method alltoall", "runs.cp_rotate_methods")
+    r = cli(*base, "--stack", "torchtitan")
+    assert r.exit_code in (0, 1), r.stderr
+    r = cli(*base[:-2], "--stack", "torchtitan-0.3")
+    assert r.exit_code in (0, 1), r.stderr
