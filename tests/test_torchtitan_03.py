@@ -214,3 +214,25 @@ def test_cp_rotate_method_is_not_an_option_on_0_3(cli):
     assert r.exit_code in (0, 1), r.stderr
     r = cli(*base[:-2], "--stack", "torchtitan-0.3")
     assert r.exit_code in (0, 1), r.stderr
+
+
+def test_float8_recipes_and_early_step_of_0_3(cli):
+    """0.3.0's float8 converter has recipes rowwise (the default) and rowwise_with_gw_hp only (float8.py l. 58:
+    no tensorwise, so no fp8 all-gather), its MX converter converts every Linear by default (the output layer
+    too), and it has no early_step_in_backward: tensorwise and early_step_in_backward are refused there, a job
+    naming no recipe runs rowwise; main keeps tensorwise as its default."""
+    import json
+
+    from conftest import assert_one_error
+
+    st = load_stack("torchtitan-0.3")
+    assert list(st.fp8_recipes) == ["rowwise", "mxfp8"] and st.defaults.fp8_recipe == "rowwise"
+    assert st.fp8_recipes["mxfp8"].output_layer_bf16 is False and not st.memory.optimizer_in_backward
+    assert load_stack("torchtitan").defaults.fp8_recipe == "tensorwise"
+    base = ["explain", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--sharding", "fsdp"]
+    assert_one_error(cli(*base, "--stack", "torchtitan-0.3", "--precision", "fp8", "--fp8-recipe", "tensorwise"),
+                     "tensorwise", "rowwise, mxfp8")
+    assert_one_error(cli(*base, "--stack", "torchtitan-0.3", "--early-step-in-backward"), "early_step_in_backward")
+    r = cli(*base, "--stack", "torchtitan-0.3", "--precision", "fp8", "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    assert json.loads(r.stdout)["plan"]["fp8_recipe"] == "rowwise"
