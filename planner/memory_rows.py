@@ -90,7 +90,8 @@ Rules for oracle rows (torchtitan 0.3.0 traced on CPU with fake tensors):
     torchtitan 0.3.0's ChunkedLossWrapper, the job field chunked_loss (memory._chunked_loss).
  O3 model: flavor 8B -> llama3-8b, 70B -> llama3-70b (torchtitan's flavors are the released
     shapes); `layers` truncates the zoo model (a model YAML with that num_layers).
- O4 stack torchtitan, compile off, bf16, FSDP over `fsdp` ranks x `tp`, SP on iff tp > 1,
+ O4 stack torchtitan-0.3 (the release traced: stack_db/torchtitan-0.3.yaml, whose FSDP over one rank,
+    runs.fsdp_one_rank, prices the fsdp 1 rows), compile off, bf16, FSDP over `fsdp` ranks x `tp`, SP on iff tp > 1,
     micro_batch = the traced batch, global batch = micro_batch x fsdp x microbatches, hardware
     h100-sxm (assumed: allocated bytes do not depend on the GPU). A pipeline row (pp > 1) counts
     the embedding and the output layer as a layer each in the split (torchtitan 0.3.0's
@@ -547,6 +548,9 @@ def measured_job(row: MeasuredRow, r: Result, tmp: Path) -> tuple[dict, Optional
 
 # ----------------------------------------------------------------------------- oracle rows
 _ORACLE_MODELS = {"8B": "llama3-8b", "70B": "llama3-70b"}
+# the stack_db entry of the release the oracle traced (torchtitan 0.3.0, rule O4); its FSDP over one rank (fsdp 1:
+# apply_fsdp_to_decoder always, stack_db runs.fsdp_one_rank) is its fsdp2 mode at dp 1
+ORACLE_STACK = "torchtitan-0.3"
 CUDA_LIKE = "cuda-like(rms,sdpa)"
 
 
@@ -569,14 +573,6 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     assumed.add("hardware", hw, "not a GPU trace; allocated bytes do not depend on the GPU")
     if row.world != row.fsdp * row.tp * row.pp:
         raise PlannerError(f"oracle row {row.id!r}: world {row.world} != fsdp x tp x pp {row.fsdp * row.tp * row.pp}")
-    if row.fsdp == 1:
-        # torchtitan 0.3.0 (the trace's) always applies FSDP, a no-op all-gather over one rank that still
-        # installs the mixed-precision policy (models/llama3/parallelize.py, 'Always run apply_fsdp_to_decoder');
-        # the torchtitan stack's pinned commit (e347b1e5e, the TOML era) applies it only where dp_shard x cp > 1,
-        # and its start-up rule TORCHTITAN_FSDP_MESH refuses a sharded plan over one rank: the planner has no
-        # plan for what 0.3.0 runs here
-        raise Skip("FSDP over one rank: torchtitan 0.3.0 applies it (apply_fsdp_to_decoder always), the stack's "
-                   "pinned torchtitan does not (start-up rule TORCHTITAN_FSDP_MESH)")
     stage = None
     if row.pp > 1 and row.stage is not None:
         if 1 < row.stage < row.pp - 1:
@@ -593,7 +589,7 @@ def oracle_job(row: OracleRow, r: Result, tmp: Path) -> tuple[dict, Optional[str
     fields = dict(model=model, hardware=hw, gpus=row.world, tp=row.tp, pp=row.pp, dp=row.fsdp, **split,
                   micro_batch=row.micro_batch, global_batch=row.micro_batch * row.fsdp * row.microbatches,
                   seq_len=row.seq, sharding="fsdp", recompute=row.ac, sequence_parallel=row.tp > 1,
-                  precision="bf16", stack="torchtitan", torch_compile=False, chunked_loss=row.loss == "chunked",
+                  precision="bf16", stack=ORACLE_STACK, torch_compile=False, chunked_loss=row.loss == "chunked",
                   **({"schedule": row.schedule.lower()} if row.schedule else {}))
     return fields, stage
 

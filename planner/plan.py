@@ -414,7 +414,10 @@ def stack_rules(stack, plan: PlanArrays) -> list:
         lambda: ~isin(plan.schedule, sched) & (plan.pp > 1),
         lambda: ~stack_order_ok(stack, plan.order, plan.tp, plan.cp, plan.pp, plan.dp),
         degree,
-        lambda: (etp != plan.tp) & (runs.expert_tensor_parallel is None),
+        # a stack without an expert-TP option runs expert TP = tp, or 1 under EP where its experts shard over the
+        # EP mesh alone (runs.etp_one_under_ep: torchtitan 0.3.0; startup TORCHTITAN_ETP says which)
+        lambda: (etp != plan.tp) & (runs.expert_tensor_parallel is None)
+        & ~(runs.etp_one_under_ep & (np.asarray(plan.ep) > 1) & (etp == 1)),
     ]
 
 
@@ -1344,7 +1347,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         ends = ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
         inherited.extend((f, True) for f in ends if not getattr(job, f))
         job = job.model_copy(update={f: True for f in ends})
-    if model.moe is not None and job.etp is None:
+    if model.moe is not None and job.etp is None and job.ep > 1 and stack.runs is not None and stack.runs.etp_one_under_ep:
+        # the stack's experts shard over the EP mesh alone under EP (stack_db runs.etp_one_under_ep: torchtitan
+        # 0.3.0's sparse mesh pp, dp_replicate, efsdp, ep has no expert-TP axis)
+        job = job.model_copy(update=dict(etp=1))
+        inherited.append(("etp", 1))
+    elif model.moe is not None and job.etp is None:
         # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
         # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)
         inherited.append(("etp", job.tp))

@@ -1574,6 +1574,14 @@ class LowPrecisionMoments(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class AbsentRule(BaseModel):
+    """A start-up rule (planner/startup.py, by key) that a release of the trainer does not run."""
+
+    model_config = Strict
+    rule: str = Field(pattern=r"^[A-Z0-9_]+$", description="the rule's key (planner/startup.py RULES)")
+    source: str = Field(min_length=1, description="where the release's code shows the check absent (commit, file, lines)")
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -1618,6 +1626,33 @@ class StackRuns(BaseModel):
     low_precision_moments: Optional[LowPrecisionMoments] = Field(
         default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
                                   "Megatron's precision-aware optimizer); null: under every mode, as priced")
+    cp_rotate_methods: Optional[list[Literal["allgather", "alltoall"]]] = Field(
+        default=None, min_length=1,
+        description="the torch ring-attention rotate methods a job may choose (job field cp_rotate_method, "
+                    "planner/cp_rotate.py); null: either (torchtitan @e347b1e5e's context_parallel_rotate_method); "
+                    "a trainer without the option runs torch's default only (torchtitan 0.3.0: allgather)")
+    fsdp_one_rank: bool = Field(
+        default=False,
+        description="the trainer applies FSDP (fully_shard with its MixedPrecisionPolicy) at every shard degree, one "
+                    "rank included (torchtitan 0.3.0: apply_fsdp_to_decoder always): a sharded mode over dp_shard x cp "
+                    "= 1 ranks runs FSDP over one rank (the fp32 states whole, bf16 all-gather copies, fp32 reduce "
+                    "buffers; memory.py prices it as FSDP with a group of one), an hsdp mode searches shard group 1 "
+                    "(replicas of FSDP over one rank: the trainer's replicate-only mesh), and the start-up rules that "
+                    "read whether FSDP runs (TORCHTITAN_FSDP_MESH, TORCHTITAN_FP32, TORCHTITAN_EP_FSDP) see it on. "
+                    "false: FSDP only over more than one rank (torchtitan @e347b1e5e); cite it in sources")
+    etp_one_under_ep: bool = Field(
+        default=False,
+        description="the routed experts are sharded over the EP mesh only where ep > 1 (expert TP 1) and over TP "
+                    "without EP (expert TP = tp), with no option to set another (torchtitan 0.3.0: the sparse mesh "
+                    "pp, dp_replicate, efsdp, ep): a job that leaves etp out runs 1 under EP (plan.resolve), the "
+                    "search tries expert TP 1 under EP and tp without (space._etp_ok), stack rule STACK_ETP lets "
+                    "expert TP 1 differ from tp under EP and start-up rule TORCHTITAN_ETP refuses any other; cite it "
+                    "in sources")
+    startup_rules_absent: list[AbsentRule] = Field(
+        default_factory=list,
+        description="start-up rules of the set `startup_rules` this release of the trainer does not run (the check "
+                    "is not in its code), each with the source that shows it absent; planner/startup.py rules_for "
+                    "leaves them out for this stack")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1629,6 +1664,11 @@ class StackRuns(BaseModel):
         bad = [m for m in (lpm.sharding_modes if lpm is not None else []) if m not in names]
         if bad:
             raise ValueError(f"low_precision_moments.sharding_modes {bad}: not sharding modes ({', '.join(names)})")
+        absent = [a.rule for a in self.startup_rules_absent]
+        if len(set(absent)) != len(absent):
+            raise ValueError(f"startup_rules_absent names a rule twice: {absent}")
+        if absent and self.startup_rules is None:
+            raise ValueError("startup_rules_absent without startup_rules: no rule set to leave rules out of")
         return self
 
 

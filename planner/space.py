@@ -31,7 +31,9 @@ list; a pinned value is taken as given, and the constraint check then says if it
   sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3])
   sharding   none, zero1, zero2, fsdp, and hsdp with every shard group s that divides dp,
              2 <= s < dp (s = dp is fsdp, and s = 1 keeps a full copy per rank like no
-             sharding while paying FSDP's traffic: neither is a separate candidate); on a
+             sharding while paying FSDP's traffic: neither is a separate candidate, except
+             s = 1 on a stack whose trainer runs FSDP over one rank, runs.fsdp_one_rank:
+             torchtitan 0.3.0's replicate-only mesh); on a
              stack that lists its modes (stack_db runs.sharding) one candidate per mode
              priced distinctly (mode_heads: torchtitan's fsdp2 and fsdp2_no_reshard without
              PP; Megatron-FSDP optim is the distributed optimizer's candidate)
@@ -101,6 +103,7 @@ from .plan import (
 from .catalog import load_stack
 from .stacks import sharding_traits
 from .terms import Groups, KeyedPlan, isin
+from .startup import fsdp_one_rank
 from .schema import MAX_COUNT, Job
 
 # ----------------------------------------------------------------- constraint codes
@@ -843,19 +846,25 @@ def _etp_choices(settings: Settings, opts: SpaceOptions) -> np.ndarray:
     own = settings.model.moe is not None and runs is not None and runs.expert_tensor_parallel is not None
     if opts.etp:
         return np.asarray(sorted(set(opts.etp)), dtype=np.int64)
+    if settings.model.moe is not None and runs is not None and runs.etp_one_under_ep:
+        return np.array([0, 1], dtype=np.int64)  # tp without EP, 1 under EP (_etp_ok keeps one per mesh)
     if not own:
         return np.zeros(1, dtype=np.int64)
     return _axis(_divisors(settings.hardware.nvlink_domain), None, opts.max_etp)
 
 
-def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions) -> np.ndarray:
+def _etp_ok(mesh: dict, ETP: np.ndarray, opts: SpaceOptions, one_under_ep: bool = False) -> np.ndarray:
     """(mesh x etp) etp x ep divides tp*dp*cp; searched (not pinned) values also divide tp (the
     layouts the trainers' recipes use: expert TP 1 .. tp; a pinned --etp may be any value the
-    rules allow: resolve's EP_DPCP rule, checked on every candidate, says which)."""
+    rules allow: resolve's EP_DPCP rule, checked on every candidate, says which). one_under_ep
+    (stack_db runs.etp_one_under_ep, _etp_choices' 0 and 1): 0 (= tp) without EP, 1 under EP, one
+    candidate a mesh."""
     tp = mesh["tp"][:, None]
     etp = np.where(ETP[None, :] > 0, ETP[None, :], tp)
     if opts.etp:
         return np.ones((len(tp), len(ETP)), dtype=bool)
+    if one_under_ep:
+        return (ETP[None, :] == 1) == (mesh["ep"][:, None] > 1)
     ok = (tp * (mesh["dp"] * mesh["cp"])[:, None]) % (etp * mesh["ep"][:, None]) == 0
     return (ok | bool(opts.ep)) & (tp % etp == 0)  # a pinned --ep: resolve's EP_DPCP rule says which divide
 
@@ -965,7 +974,11 @@ def _sharding_choices(settings: Settings, opts: SpaceOptions, mesh: dict, runs):
     if opts.shard_group:
         g_ok = np.ones((M, len(G)), dtype=bool)  # pinned: resolve's rule says which divide dp
     else:
-        g_ok = (dpc % G[None, :] == 0) & (G[None, :] >= 2) & (G[None, :] < dpc)
+        # shard group 1 (replicas of FSDP over one rank) only where the stack's trainer runs FSDP over one rank
+        # (stack_db runs.fsdp_one_rank: torchtitan 0.3.0's replicate-only mesh); elsewhere it is no sharding
+        # paying FSDP's traffic, which no trainer runs
+        least = 1 if fsdp_one_rank(settings.stack) else 2
+        g_ok = (dpc % G[None, :] == 0) & (G[None, :] >= least) & (G[None, :] < dpc)
     hs = np.flatnonzero(~plain)  # each HSDP mode once per shard group
     opt_code = np.concatenate([codes[plain], np.repeat(codes[hs], len(G))])
     opt_mode = np.concatenate([modes[plain], np.repeat(modes[hs], len(G))])
@@ -1040,7 +1053,9 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     # expert TP (0 = tp) with etp x ep dividing tp*dp*cp (Megatron's folded expert grid)
     EP, ETP = _ep_choices(settings, opts), _etp_choices(settings, opts)
     mesh = _expand(mesh, _ep_ok(mesh, EP, opts), {"ep": EP})
-    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts), {"etp": ETP})
+    one_under_ep = bool(settings.model.moe is not None and settings.stack is not None and settings.stack.runs is not None
+                        and settings.stack.runs.etp_one_under_ep)
+    mesh = _expand(mesh, _etp_ok(mesh, ETP, opts, one_under_ep), {"etp": ETP})
     mesh_orders = distinct_orders(O, mesh["tp"], mesh["cp"], mesh["pp"], mesh["dp"])
     # only the orders the stack builds for each mesh are candidates (stack_db runs.rank_orders,
     # and the trainer's order rule: rules.order_ok); the first one the stack lists stands in for

@@ -64,6 +64,11 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
                             ETP=TP or ETP=1'; models/llama4/infra/parallelize.py apply_moe_ep_tp:
                             with ep = 1 the experts are split over the TP mesh (etp = tp)
+  (torchtitan 0.3.0, release/0.3 @4f9e9a47d, is the stack torchtitan-0.3 with the same set: its
+  runs.fsdp_one_rank (FSDP applied at every shard degree) turns TORCHTITAN_FSDP_MESH, _FP32 and
+  _EP_FSDP off, its runs.etp_one_under_ep makes TORCHTITAN_ETP ask expert TP 1 under EP, and its
+  runs.startup_rules_absent leaves out the checks its code lacks: rules_for reads those fields,
+  never the stack's name)
   TORCHTITAN_PP_SPLIT       distributed/pipeline_parallel.py: stages = ceil((layers + first +
                             last stage weights) / pipeline_parallel_layers_per_stage), and
                             generate_llm_fqn_per_model_part gives the remainder layers to the
@@ -342,6 +347,16 @@ def _torchtitan_split(model, stack, plan):
     return (pp > 1) & ((wf > 1) | (wl > 1)) & (np.asarray(getattr(plan, "split_front", 0)) == 0)
 
 
+def _tt_etp(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_ETP: expert TP other than tp or 1, or 1 without EP (@e347b1e5e); on a stack whose experts
+    are sharded over EP alone (stack_db runs.etp_one_under_ep: torchtitan 0.3.0, no option) anything but 1 with
+    ep > 1 and tp without."""
+    etp, tp, ep = etp_of(plan), np.asarray(plan.tp), np.asarray(plan.ep)
+    if stack is not None and stack.runs is not None and stack.runs.etp_one_under_ep:
+        return etp != np.where(ep > 1, 1, tp)
+    return (etp != tp) & ((ep == 1) | (etp != 1))
+
+
 RULES: tuple[StartupRule, ...] = (
     StartupRule(
         "MEGATRON_TORCH_FSDP2", "megatron",
@@ -399,11 +414,14 @@ RULES: tuple[StartupRule, ...] = (
         lambda m, s, p: (np.asarray(p.tp) > 1) & (np.asarray(p.sp) == 0)),
     StartupRule(
         "TORCHTITAN_ETP", "torchtitan",
-        "torchtitan supports expert TP equal to TP or 1 only, and only TP without expert parallelism",
+        "torchtitan supports expert TP equal to TP or 1 only, and only TP without expert parallelism (0.3.0, "
+        "runs.etp_one_under_ep: 1 under expert parallelism, no option)",
         f"{TORCHTITAN_COMMIT} torchtitan/distributed/parallel_dims.py ('Currently we only support ETP=TP or ETP=1'); "
-        "models/llama4/infra/parallelize.py apply_moe_ep_tp (without an EP mesh the experts go on the TP mesh)",
-        "set etp to tp or 1 (tp where ep is 1)",
-        lambda m, s, p: (etp_of(p) != np.asarray(p.tp)) & ((np.asarray(p.ep) == 1) | (etp_of(p) != 1))),
+        "models/llama4/infra/parallelize.py apply_moe_ep_tp (without an EP mesh the experts go on the TP mesh); "
+        "torchtitan 0.3.0: pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/distributed/parallel_dims.py l. 277-279, "
+        "336-340 (efsdp = dp_shard x cp x tp // ep, the sparse mesh pp, dp_replicate, efsdp, ep: no expert-TP axis)",
+        "set etp to tp or 1 (tp where ep is 1; on torchtitan 0.3.0 leave etp out: 1 where ep > 1, tp where ep is 1)",
+        _tt_etp),
     StartupRule(
         "TORCHTITAN_PP_SPLIT", "torchtitan",
         "torchtitan cannot place this pipeline split with end-stage weights of 0 or 1",
@@ -771,15 +789,24 @@ def _tt_fp32(stack, plan) -> np.ndarray:
 
     bpp = stack.defaults.bytes_per_param
     bpp = BYTES_PER_PARAM_PRESETS[bpp] if isinstance(bpp, str) else bpp
-    if bpp.master == 0 and bpp.weights <= 2:
+    if (bpp.master == 0 and bpp.weights <= 2) or fsdp_one_rank(stack):  # FSDP's MixedPrecisionPolicy on every plan
         return np.zeros(np.shape(plan.tp), dtype=bool)
     return (_tt_fsdp_ranks(stack, plan) <= 1) & (np.asarray(plan.tp) * np.asarray(plan.pp) > 1)
 
 
 def _tt_ep_fsdp(stack, plan) -> np.ndarray:
     """TORCHTITAN_EP_FSDP: ep > 1 where torchtitan's fsdp mesh (dp_shard x cp: ddp 1 x cp, hsdp the
-    shard group x cp, the fsdp modes dp x cp) is one rank."""
+    shard group x cp, the fsdp modes dp x cp) is one rank; never on a stack whose trainer applies FSDP over
+    one rank too (stack_db runs.fsdp_one_rank: torchtitan 0.3.0 keeps the efsdp mesh wherever ep > 1)."""
+    if fsdp_one_rank(stack):
+        return np.zeros(np.shape(plan.tp), dtype=bool)
     return (np.asarray(plan.ep) > 1) & (_tt_fsdp_ranks(stack, plan) <= 1)
+
+
+def fsdp_one_rank(stack) -> bool:
+    """Whether the stack's trainer applies FSDP at every shard degree, one rank included (stack_db
+    runs.fsdp_one_rank: torchtitan 0.3.0's apply_fsdp_to_decoder always)."""
+    return bool(stack is not None and stack.runs is not None and stack.runs.fsdp_one_rank)
 
 
 def _tt_fsdp_ranks(stack, plan) -> np.ndarray:
@@ -802,9 +829,10 @@ def _tt_mx_tp_compile(plan) -> np.ndarray:
 def _tt_fsdp_mesh(stack, plan) -> np.ndarray:
     """TORCHTITAN_FSDP_MESH: where the plan's sharding mode is not what torchtitan applies for its
     degrees: a sharded mode (any but ddp) whose dp_shard x cp ranks (hsdp: shard_group x cp) are
-    one, or ddp with cp > 1."""
+    one, or ddp with cp > 1. On a stack whose trainer applies FSDP over one rank too (stack_db
+    runs.fsdp_one_rank: torchtitan 0.3.0) a sharded mode over one rank is what runs."""
     ranks, ddp = _tt_fsdp_ranks(stack, plan), mode_is(stack, plan, "ddp")
-    return np.where(ddp, ranks > 1, ranks <= 1)
+    return np.where(ddp, ranks > 1, (ranks <= 1) & (not fsdp_one_rank(stack)))
 
 
 # The rules that read the hardware (issues 22, 23; StartupRule.reads_cluster: a Cluster, the GPU entry and the placement the
@@ -1237,7 +1265,12 @@ def reads_micro_batch(stack) -> bool:
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
     """(code, rule) of the stack's start-up rule set (none for a stack that names none)."""
     name = stack.runs.startup_rules if stack is not None and stack.runs is not None else None
-    return [(CODES[r.key], r) for r in RULES if r.trainer == name]
+    absent = {a.rule for a in stack.runs.startup_rules_absent} if name is not None else set()
+    unknown = absent - {r.key for r in RULES if r.trainer == name}
+    if unknown:
+        raise ValueError(f"stack {stack.name}: runs.startup_rules_absent names {', '.join(sorted(unknown))}, not rules of "
+                         f"the {name} set (planner/startup.py)")
+    return [(CODES[r.key], r) for r in RULES if r.trainer == name and r.key not in absent]
 
 
 __all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",

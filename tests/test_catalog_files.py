@@ -29,11 +29,12 @@ import pydantic
 import pytest
 import yaml
 
-from planner.schema import Hardware, ModelSpec
+from planner.schema import Hardware, ModelSpec, Stack
 
 ROOT = Path(__file__).parent.parent
 ZOO = ROOT / "model_zoo"
 HWDB = ROOT / "hardware_db"
+STACKDB = ROOT / "stack_db"
 
 
 def _yaml_files(folder: Path) -> list[Path]:
@@ -42,6 +43,7 @@ def _yaml_files(folder: Path) -> list[Path]:
 
 MODEL_FILES = _yaml_files(ZOO)
 HW_FILES = _yaml_files(HWDB)
+STACK_FILES = _yaml_files(STACKDB)
 
 
 def _load(path: Path) -> dict:
@@ -69,6 +71,28 @@ def test_model_file_validates(path: Path) -> None:
     assert spec.name == path.stem
     assert spec.sources and all(isinstance(s, str) and s.strip() for s in spec.sources)
     assert spec.description.strip()
+
+
+@pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.name)
+def test_stack_file_validates(path: Path) -> None:
+    """Every stack_db entry (torchtitan-0.3 among them): the schema, its name, its sources, and the start-up
+    rules it lists as absent are rules of its trainer's set (planner/startup.py rules_for raises otherwise)."""
+    from planner.startup import RULES, rules_for
+
+    assert path.suffix == ".yaml", f"{path.name}: use the .yaml extension"
+    st = Stack(**_load(path))
+    assert st.name == path.stem
+    assert st.sources and all(isinstance(s, str) and s.strip() for s in st.sources)
+    assert st.version.strip() and st.description.strip()
+    if st.runs is not None:
+        keys = {r.key for _, r in rules_for(st)}
+        for a in st.runs.startup_rules_absent:
+            assert a.rule not in keys and any(r.key == a.rule and r.trainer == st.runs.startup_rules for r in RULES)
+            assert a.source.strip()
+
+
+def test_required_stacks_present() -> None:
+    assert {"megatron", "torchtitan", "torchtitan-0.3", "llm-foundry", "megatron-deepspeed"} <= {p.stem for p in STACK_FILES}
 
 
 @pytest.mark.parametrize("path", HW_FILES, ids=lambda p: p.name)

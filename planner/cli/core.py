@@ -78,6 +78,34 @@ def replaced(data: dict, given: dict) -> list[str]:
             if k in data and data[k] != v]
 
 
+def _one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
+    """A trainer config's unsharded mesh (sharding none: torchtitan's data_parallel_replicate_degree = dp with
+    shard degree 1) read onto a command-line stack that lists no unsharded mode and whose trainer applies FSDP
+    over one rank (stack_db runs.fsdp_one_rank: torchtitan 0.3.0): what that release runs on those degrees,
+    HSDP with a shard group of one (fsdp at dp 1), listed as assumed."""
+    from ..catalog import load_stack
+
+    if data.get("sharding") != "none":
+        return
+    try:
+        st = load_stack(stack_name)
+    except PlannerError:
+        return  # resolve names the stack
+    runs = st.runs
+    if runs is None or not runs.fsdp_one_rank or any(m.level == "none" for m in runs.sharding):
+        return
+    inner = data.get("tp", 1) * data.get("pp", 1) * data.get("cp", 1)
+    dp = data["gpus"] // inner if data.get("gpus") and inner else None
+    if dp is None or dp > 1:
+        data.update(sharding="hsdp", shard_group=1)
+        assumed.append(f"sharding=hsdp, shard_group=1: the file's unsharded mesh on stack {st.name}, whose trainer "
+                       "applies FSDP over one rank (stack_db runs.fsdp_one_rank): replicas of FSDP over one rank")
+    else:
+        data.update(sharding="fsdp")
+        assumed.append(f"sharding=fsdp: the file's unsharded mesh on one data-parallel rank on stack {st.name}, whose "
+                       "trainer applies FSDP over one rank (stack_db runs.fsdp_one_rank)")
+
+
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
     argument file, DeepSpeed JSON: planner/trainers, detected or named by config_format)
@@ -99,6 +127,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
                                + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
                                + " choose(s) the mode (the stack's first of the level)")
+        if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
+            _one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):
             # the file's stack-only options (Megatron's fused loss, deferred output-layer wgrad) are
             # its stack's: a command-line stack chooses anew (a stack without them would refuse them)

@@ -41,6 +41,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
     notes: list[str] = []
     if plan.get("stack") != FORMAT_STACKS[fmt]:
+        _other_release(plan.get("stack"), fmt)
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
@@ -65,6 +66,24 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
                            "fp16 spelling it writes)", "price it without fp16, or export megatron")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
+
+
+def _other_release(stack_name, fmt: str) -> None:
+    """Refuse a plan priced on another release of the format's trainer (a stack of the same start-up rule
+    set, stack_db runs.startup_rules: torchtitan-0.3 beside torchtitan), naming the release the format is
+    written for (the format's stack's `version`)."""
+    from ..catalog import load_stack
+
+    try:
+        own, other = load_stack(FORMAT_STACKS[fmt]), load_stack(stack_name)
+    except PlannerError:
+        return
+    if own.runs is None or other.runs is None or own.runs.startup_rules != other.runs.startup_rules:
+        return
+    raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({other.version.split(';')[0]}), another "
+                       f"release of the trainer than the one this format's files are written for (stack {own.name}: "
+                       f"{own.version.split(';')[0]}); the option names and what the release runs differ",
+                       f"price it on --stack {own.name}, then export")
 
 
 def _refuse(fmt: str, what: str, hint: str) -> PlannerError:

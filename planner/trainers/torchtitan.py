@@ -6,6 +6,11 @@ accept the later layout [2] where compile has its own `[compile]` section and fl
 moved to `[quantize.linear.float8]`. The pre-2025 `[training] batch_size` (the
 llama3_8b.toml of [3]) is read as local_batch_size.
 
+The job's stack is `torchtitan` (stack_db/torchtitan.yaml: main @e347b1e5e, the last TOML-configured
+commit); torchtitan 0.3.0 (stack `torchtitan-0.3`) reads no TOML (Python config_registry functions with
+command-line overrides), and `--stack torchtitan-0.3` prices the file's degrees as 0.3.0 runs them
+(planner/cli/core.py _one_rank_mesh: the unsharded mesh as HSDP with a shard group of one).
+
 Read and modelled (section.key -> planner job field):
   [model] name, flavor          -> model, through TORCHTITAN_MODELS (explicit table, shapes
                                    of torchtitan/models/llama3/__init__.py llama3_configs [4],
