@@ -598,9 +598,7 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
     if runs is None:
         base.smode = np.zeros(n, dtype=np.int64)
         return constraint_codes(settings, base, after=LAST_BATCH_RULE)
-    from .precisions import PRECISIONS
-
-    fields = mode_rule_fields(settings.stack, tuple(PRECISIONS[int(c)] for c in np.unique(np.asarray(base.precision))))
+    fields = mode_rule_fields(settings.stack, _precisions_of(base))
     if key is not None and "microbatches" not in fields and "mbs" not in fields and n > 1:
         present = np.zeros(int(key.max()) + 1, dtype=bool)
         present[key] = True
@@ -625,6 +623,17 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
 # choose_modes evaluates its rules once per distinct tuple of them (terms.Groups; reading another
 # field is an error): DeepSeek-V3 / 2,048 H800, 540,512 base rows, 23,420 tuples
 MODE_RULE_FIELDS = tuple(f.name for f in dataclass_fields(PlanArrays) if f.name != "mbs")
+
+
+def _precisions_of(plan) -> tuple:
+    """The precisions (names) among a plan's rows: the job's one in the search (min == max: no sort of the rows)."""
+    from .precisions import PRECISIONS
+
+    p = np.asarray(plan.precision)
+    if p.size == 0:
+        return ()
+    lo, hi = int(p.min()), int(p.max())
+    return (PRECISIONS[lo],) if lo == hi else tuple(PRECISIONS[int(c)] for c in np.unique(p))
 
 
 def mode_rule_fields(stack, precisions=("bf16",)) -> tuple:
