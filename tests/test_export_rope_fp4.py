@@ -242,6 +242,12 @@ def test_nvfp4_megatron_script_refusals_name_their_rule():
     bf16 = text.replace("--fp4-format e2m1 \\\n    --fp4-recipe nvfp4", "--fp4-param-gather")
     assert bf16 != text
     assert "FP4" in [k for k, _ in megatron_script_errors(bf16)]
+    # TE's NVFP4 rows (start-up rule 64's transcription), tp 4 with SP: 8,200-token sequences at micro-batch 8 are
+    # 16,400 rows a rank (16 x 1,025), at 2 4,100 (4,100 % 16 = 4): refused
+    odd = export_plan(_row(**dict(NVFP4, seq_len=8200, micro_batch=8))["plan"], "megatron")[0]
+    assert "--sequence-parallel" in odd.split() and not megatron_script_errors(odd)
+    errs = megatron_script_errors(odd.replace("--micro-batch-size 8", "--micro-batch-size 2"))
+    assert [k for k, _ in errs] == ["NVFP4_TOKENS"] and "2 x 8200 / cp 1 / tp 4 rows" in errs[0][1]
 
 
 def test_nvfp4_torchtitan_is_refused_naming_what_is_missing():
