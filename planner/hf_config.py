@@ -252,7 +252,8 @@ _NO_COST_GROUPS = {
         "time_step_floor"),
     "norm epsilons": ("layer_norm_eps", "layer_norm_epsilon", "norm_eps"),
     "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K; a YaRN rope_scaling's "
-    "attention factor is read: rope_attention_factor)": (
+    "attention factor is read: rope_attention_factor; the scaling's type and a llama3 scaling's numbers are read "
+    "for the trainers' spelling, at no cost: rope_scaling, rope_scaling_params)": (
         "rope_scaling", "rope_parameters", "rope_local_base_freq", "rope_interleave", "partial_rotary_factor"),
     "attention score scale, temperature, soft-capping and parameter-free q/k L2 norm (elementwise)": (
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
