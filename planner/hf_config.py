@@ -252,7 +252,8 @@ _NO_COST_GROUPS = {
         "time_step_floor"),
     "norm epsilons": ("layer_norm_eps", "layer_norm_epsilon", "norm_eps"),
     "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K; a YaRN rope_scaling's "
-    "attention factor is read: rope_attention_factor)": (
+    "attention factor is read: rope_attention_factor; the scaling's type and a llama3 scaling's numbers are read "
+    "for the trainers' spelling, at no cost: rope_scaling, rope_scaling_params)": (
         "rope_scaling", "rope_parameters", "rope_local_base_freq", "rope_interleave", "partial_rotary_factor"),
     "attention score scale, temperature, soft-capping and parameter-free q/k L2 norm (elementwise)": (
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
@@ -475,6 +476,8 @@ class Reader:
         scaling = self._rope_scaling_type()
         if scaling is not None:
             data["rope_scaling"] = scaling
+        if scaling == "llama3":
+            data["rope_scaling_params"] = self._llama3_rope_params()
         mtp = self.count("num_nextn_predict_layers", 0, zero=True)
         if mtp:
             data["mtp_layers"] = mtp
@@ -588,6 +591,23 @@ class Reader:
             return None
         kind = rs.get("rope_type") or rs.get("type")
         return kind if kind in ("yarn", "llama3", "linear", "dynamic", "longrope") else None
+
+    def _llama3_rope_params(self) -> dict:
+        """A llama3 rope_scaling's four numbers (ModelSpec.rope_scaling_params): transformers
+        modeling_rope_utils _compute_llama3_parameters reads factor, low_freq_factor, high_freq_factor
+        and original_max_position_embeddings from it, each required (_validate_llama3_parameters). They
+        cost nothing; they say which model a trainer's option spells (Llama 3.1: 8, 1, 4, 8192)."""
+        rs = self.cfg.get("rope_scaling") or self.cfg.get("rope_parameters")
+        out = {}
+        for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"):
+            v = rs.get(k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise self.err("rope_scaling", f"a llama3 rope_scaling needs {k} > 0 (got {str(v)[:40]})",
+                               "give the config.json transformers saved for the model")
+            out[k] = v
+        if float(out["original_max_position_embeddings"]).is_integer():
+            out["original_max_position_embeddings"] = int(out["original_max_position_embeddings"])
+        return out
 
     def _rope_attention_factor(self) -> float:
         """The factor on RoPE's cos and sin: YaRN's attention factor (transformers

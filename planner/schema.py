@@ -105,6 +105,29 @@ class MLASpec(BaseModel):
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
+class RopeScalingParams(BaseModel):
+    """The numbers of a `llama3` rope_scaling (Llama 3.1's frequency-dependent RoPE scaling), as the
+    model's HF config.json states them (transformers modeling_rope_utils _compute_llama3_parameters
+    reads all four): the wavelengths above original_max_position_embeddings / low_freq_factor are
+    divided by factor, those below original / high_freq_factor kept, the band between interpolated.
+    Priced at nothing (the rotary tables are computed once, the same kernel and bytes): read where a
+    trainer's option must spell the same model (Megatron-LM's --use-rope-scaling applies factor 8,
+    1, 4, 8192 only; torchtitan's llama3 flavors always apply its RoPEScalingArgs, the same four:
+    planner/trainers/export.py)."""
+
+    model_config = Strict
+    factor: float = Field(gt=0, description="rope_scaling.factor (Llama 3.1: 8.0)")
+    low_freq_factor: float = Field(gt=0, description="rope_scaling.low_freq_factor (Llama 3.1: 1.0)")
+    high_freq_factor: float = Field(gt=0, description="rope_scaling.high_freq_factor (Llama 3.1: 4.0)")
+    original_max_position_embeddings: Count = Field(
+        gt=0, description="rope_scaling.original_max_position_embeddings (Llama 3.1: 8192)")
+
+    def key(self) -> tuple:
+        """(factor, low_freq_factor, high_freq_factor, original_max_position_embeddings) as floats and an int."""
+        return (float(self.factor), float(self.low_freq_factor), float(self.high_freq_factor),
+                int(self.original_max_position_embeddings))
+
+
 # ----------------------------------------------------------------------------- layer kinds
 # A model is an ordered list of layers (planner/layers/), each a mixer sub-block (attention of
 # some kind, or a state-space / linear-attention mixer, or none) and an MLP sub-block (dense,
@@ -347,7 +370,15 @@ class ModelSpec(BaseModel):
         description="the rotary embedding's frequency scaling, as the model's HF config.json names it (rope_scaling.type "
                     "or rope_type; transformers modeling_rope_utils ROPE_INIT_FUNCTIONS); null: none stated (plain "
                     "RoPE). Read where a trainer's option depends on it: Megatron-Core fuses MLA's RoPE only for yarn "
-                    "(plan._mla_rope_fusion; the export writes --rope-type rope --no-rope-fusion otherwise)")
+                    "(plan._mla_rope_fusion; the export writes --rope-type rope --no-rope-fusion otherwise), and "
+                    "where it must spell the same model (llama3: Megatron --use-rope-scaling, torchtitan's llama3 "
+                    "flavors); priced at nothing either way (the rotary tables are computed once: the same kernel "
+                    "and bytes)")
+    rope_scaling_params: Optional[RopeScalingParams] = Field(
+        default=None,
+        description="a llama3 rope_scaling's numbers (config.json rope_scaling factor, low_freq_factor, "
+                    "high_freq_factor, original_max_position_embeddings); null: not stated (an export that must "
+                    "spell them refuses). Only with rope_scaling llama3")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     layer_kinds: dict[str, LayerKindSpec] = Field(
@@ -377,6 +408,9 @@ class ModelSpec(BaseModel):
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); give head_dim explicitly"
             )
+        if self.rope_scaling_params is not None and self.rope_scaling != "llama3":
+            raise ValueError(f"rope_scaling_params are a llama3 rope_scaling's numbers (rope_scaling is "
+                             f"{self.rope_scaling or 'null'})")
         if self.training is not None and self.training.seq_len is not None and self.training.seq_len > self.max_seq_len:
             raise ValueError(f"training.seq_len ({self.training.seq_len:,}) exceeds max_seq_len ({self.max_seq_len:,}), the "
                              "model's context")
@@ -406,6 +440,16 @@ class ModelSpec(BaseModel):
     @property
     def kv_heads(self) -> int:
         return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def llama3_rope_scaling(self):
+        """A llama3 rope_scaling's (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings)
+        (RopeScalingParams.key), "llama3, numbers not stated" without rope_scaling_params; None for any
+        other rotary (plain, yarn, linear, ...): what the trainer readers compare with Megatron's
+        --use-rope-scaling and torchtitan's llama3 flavors (planner/trainers)."""
+        if self.rope_scaling != "llama3":
+            return None
+        return self.rope_scaling_params.key() if self.rope_scaling_params is not None else "llama3, numbers not stated"
 
     @property
     def layer_windows(self) -> Optional[tuple[int, ...]]:

@@ -613,7 +613,7 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
     if runs is None:
         base.smode = np.zeros(n, dtype=np.int64)
         return constraint_codes(settings, base, after=LAST_BATCH_RULE)
-    fields = mode_rule_fields(settings.stack)
+    fields = mode_rule_fields(settings.stack, _precisions_of(base))
     if key is not None and "microbatches" not in fields and "mbs" not in fields and n > 1:
         present = np.zeros(int(key.max()) + 1, dtype=bool)
         present[key] = True
@@ -640,15 +640,26 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
 MODE_RULE_FIELDS = tuple(f.name for f in dataclass_fields(PlanArrays) if f.name != "mbs")
 
 
-def mode_rule_fields(stack) -> tuple:
+def _precisions_of(plan) -> tuple:
+    """The precisions (names) among a plan's rows: the job's one in the search (min == max: no sort of the rows)."""
+    from .precisions import PRECISIONS
+
+    p = np.asarray(plan.precision)
+    if p.size == 0:
+        return ()
+    lo, hi = int(p.min()), int(p.max())
+    return (PRECISIONS[lo],) if lo == hi else tuple(PRECISIONS[int(c)] for c in np.unique(p))
+
+
+def mode_rule_fields(stack, precisions=("bf16",)) -> tuple:
     """MODE_RULE_FIELDS, and the micro-batches per step where one of the stack's start-up rules
     reads them (StartupRule.reads_microbatches: DualPipe's shape on the deepseek stack), and the
-    micro-batch size where one reads it under the stack's dispatcher (startup.reads_micro_batch:
-    Hybrid-EP's tokens per rank)."""
+    micro-batch size where one reads it under the stack's dispatcher and the plans' precisions
+    (names) (startup.reads_micro_batch: Hybrid-EP's tokens per rank, NVFP4's rows)."""
     from .startup import reads_micro_batch, rules_for
 
     return (MODE_RULE_FIELDS + (("microbatches",) if any(r.reads_microbatches for _, r in rules_for(stack)) else ())
-            + (("mbs",) if reads_micro_batch(stack) else ()))
+            + (("mbs",) if reads_micro_batch(stack, precisions) else ()))
 
 
 def _take(plan, idx):
@@ -729,6 +740,21 @@ def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
     return out
 
 
+def _probe_micro_batch(job: Job) -> int:
+    """settings_for's probe micro-batch: 1, or under nvfp4 the fewest sequences whose rows divide by 16
+    (startup.MEGATRON_NVFP4_TOKENS reads micro_batch x seq: a sequence length not a multiple of 16 trains
+    at a larger micro-batch, which the search tries; the probe must not refuse the job for its own 1)
+    where the global batch holds them and the job gives no micro-batch of its own."""
+    from math import gcd
+
+    from .startup import NVFP4_BLOCK
+
+    if job.precision != "nvfp4" or job.seq_len is None or job.global_batch is None or job.micro_batch is not None:
+        return 1
+    m = NVFP4_BLOCK // gcd(int(job.seq_len), NVFP4_BLOCK)
+    return m if int(job.global_batch) % m == 0 else 1
+
+
 def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Settings, int, int, list[str]]:
     """Settings shared by every candidate, from a job's non-searched fields: resolve()
     itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
@@ -745,7 +771,7 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     # ep 1, startup.TORCHTITAN_DEEPEP_EP): the probe runs the stack's, the job's is checked and laid on after
     disp = dict(moe_dispatcher=None) if job.moe_dispatcher is not None else {}
     one = job.model_copy(update=dict(  # the probe's sharding: the stack's first level (DeepSeek's: ZeRO-1 only)
-        gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=1,
+        gpus=1, tp=1, cp=1, pp=1, vpp=1, dp=None, micro_batch=_probe_micro_batch(job),
         sharding=runs.sharding[0].level if runs is not None else "none", shard_group=None,
         recompute="none", sequence_parallel=None, schedule=None, rank_order="tp-cp-pp-dp", tp_comm_overlap=False, ep=1,
         ep_comm_overlap=False, **hcp, **disp))

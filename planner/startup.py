@@ -1140,6 +1140,61 @@ LATER_RULES = LATER_RULES + (
 )
 
 
+# Megatron-LM @d98e8a64's NVFP4 training (--fp4-format e2m1 --fp4-recipe nvfp4: Transformer Engine's NVFP4BlockScaling,
+# fp4_utils.py get_fp4_recipe l. 219-243) on the Transformer Engine it pins (TE 2.17.1, NVIDIA/TransformerEngine @4329ff84;
+# validate_args l. 1108-1109 needs >= 2.7.0.dev0, met). Its other fp4 checks are the job's, not the plan's: --fp4-format
+# beside --fp8-format (arguments.py l. 1100-1101) cannot be a plan (one precision field), --fp4-param-gather without it
+# is refused by plan.py (arguments.py l. 1104-1105), a script's by trainers/rules.py FP4; GTP and
+# moe_single_grouped_weight (arguments.py l. 1516-1521, transformer_config.py l. 1718-1735) are not priced; Blackwell is
+# the hardware's fp4 peak (schema.Hardware.peak_flops). torchtitan @e347b1e5e has no NVFP4 converter (the stack has
+# no nvfp4 recipe: such a job is refused before pricing)
+#   MEGATRON_NVFP4_TOKENS   TE's NVFP4 quantizer takes tensors whose flattened first dimension divides by 16
+#                           (transformer_engine/pytorch/csrc/quantizer.cpp l. 127 NVFP4_BLOCK_SIZE = 16,
+#                           NVFP4Quantizer::create_tensor l. 1814-1815 NVTE_CHECK(flat_first_dim % NVFP4_BLOCK_SIZE == 0,
+#                           'First dim for NVFP4 must be divisible by 16')). Each quantized linear's input is the
+#                           [s, b, h] activation flattened to micro_batch x seq / cp tokens, and under sequence
+#                           parallelism the local shard (/ tp) is quantized before the all-gather
+#                           (module/layernorm_linear.py l. 207-291: the norm writes its output through the input
+#                           quantizer, then gather_along_first_dim(ln_out, tp_group, quantizer=...)); the output
+#                           gradients likewise. Weights' dims are the model's (not checked here)
+NVFP4_BLOCK = 16  # TE quantizer.cpp @4329ff84 l. 127
+
+
+def _nvfp4_tokens(plan) -> np.ndarray:
+    """MEGATRON_NVFP4_TOKENS: an nvfp4 plan whose quantized activations' rows, micro_batch x seq / cp (/ tp under
+    SP), are not a whole multiple of 16 (integer arithmetic: mbs x seq divisible by cp x tp_sp x 16)."""
+    from .precisions import PRECISION_CODES
+
+    nv = np.asarray(plan.precision) == PRECISION_CODES["nvfp4"]
+    if not np.any(nv):  # the job's precision (one for every candidate): the micro-batch is read only under nvfp4
+        return np.zeros(np.shape(plan.tp), dtype=bool)  # (space.mode_rule_fields keys on it there: PRECISION_RULES)
+    tp_sp = np.where(np.asarray(plan.sp) > 0, np.asarray(plan.tp), 1)
+    rows_div = np.asarray(plan.cp) * tp_sp * NVFP4_BLOCK
+    return nv & ((np.asarray(plan.mbs) * np.asarray(plan.seq)) % rows_div != 0)
+
+
+def _nvfp4_detail(model, stack, plan, cluster) -> str:
+    tp_sp = int(plan.tp) if int(plan.sp) else 1
+    tokens = int(plan.mbs) * int(plan.seq) / (int(plan.cp) * tp_sp)
+    return (f"micro_batch {int(plan.mbs)} x seq {int(plan.seq):,} / cp {int(plan.cp)}"
+            + (f" / tp {tp_sp} (SP)" if tp_sp > 1 else "") + f" = {tokens:g} rows")
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_NVFP4_TOKENS", "megatron",
+        "Transformer Engine's NVFP4 quantizer needs each linear input's rows (micro_batch x seq / cp, / tp under SP) "
+        "divisible by 16",
+        "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, Megatron-LM @d98e8a64's pin) transformer_engine/pytorch/csrc/"
+        "quantizer.cpp NVFP4Quantizer::create_tensor l. 1814-1815 (NVTE_CHECK(flat_first_dim % NVFP4_BLOCK_SIZE == 0, "
+        "'First dim for NVFP4 must be divisible by 16'), module/layernorm_linear.py l. 207-291 (the local shard "
+        f"quantized before the SP all-gather); {MEGATRON_COMMIT} --fp4-format e2m1 --fp4-recipe nvfp4",
+        "choose micro_batch, cp and tp so that micro_batch x seq / cp (/ tp with SP) is a multiple of 16, or precision "
+        "fp8 / bf16",
+        lambda m, s, p: _nvfp4_tokens(p), reads_mbs=True, detail=_nvfp4_detail),
+)
+
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -1253,12 +1308,19 @@ def compile_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
     return _broken_of(model, stack, plan, COMPILE_RULES, cluster)
 
 
-def reads_micro_batch(stack) -> bool:
+# the start-up rules that apply at one precision only (the job's, every candidate alike), and it: they read the
+# micro-batch size only there (reads_micro_batch)
+PRECISION_RULES = {"MEGATRON_NVFP4_TOKENS": "nvfp4"}
+
+
+def reads_micro_batch(stack, precisions=("bf16",)) -> bool:
     """Whether one of the stack's start-up rules reads the micro-batch size (StartupRule.reads_mbs) under
     the stack's dispatcher (a rule of DISPATCHER_RULES applies only where the stack runs a dispatcher it
-    restricts): MEGATRON_HYBRIDEP_TOKENS with hybridep."""
+    restricts) and the plans' precisions (names; a rule of PRECISION_RULES applies at its precision only):
+    MEGATRON_HYBRIDEP_TOKENS with hybridep, MEGATRON_NVFP4_TOKENS with nvfp4."""
     disp = stack.defaults.moe_dispatcher if stack is not None else None
     return any(r.reads_mbs and (r.key not in DISPATCHER_RULES or disp in DISPATCHER_RULES[r.key])
+               and (r.key not in PRECISION_RULES or PRECISION_RULES[r.key] in precisions)
                for _, r in rules_for(stack))
 
 

@@ -430,7 +430,12 @@ def test_round_trip_torchtitan(tmp_path, job):
     assert data["training"]["global_batch_size"] == plan["global_batch"] and data["training"]["seq_len"] == plan["seq_len"]
     if plan["sharding"] == "hsdp":
         assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (4, 8)
-    assert notes == []  # every setting expressible
+    # every setting expressible; the one note: llama3-8b / -70b (Llama 3, plain RoPE) on torchtitan's llama3 flavor,
+    # which always applies Llama 3.1's RoPE scaling (models/llama3/model/args.py RoPEScalingArgs @e347b1e5e, no key)
+    flavor = {"llama3-8b": "8B", "llama3-70b": "70B"}[plan["model"]]
+    assert notes == [f"model {plan['model']}: rope_scaling none, but torchtitan's llama3 {flavor} flavor always applies "
+                     "Llama 3.1's (factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings "
+                     "8192; no setting turns it off): the run trains those rotary frequencies, at the same cost"]
 
 
 @pytest.mark.parametrize("job", [
@@ -530,9 +535,20 @@ def test_export_cli(cli, tmp_path):
     data = tomllib.loads(out.read_text())
     assert data["parallelism"]["tensor_parallel_degree"] == 2 and data["training"]["global_batch_size"] == 128
     assert data["parallelism"]["data_parallel_shard_degree"] == 4 and data["parallelism"]["fsdp_reshard_after_forward"] == "default"
-    assert "export torchtitan:" not in r.stderr  # nothing inexpressible
+    assert _tt_export_warnings(r.stderr) == [ROPE_NOTE_8B]  # nothing inexpressible but the flavor's RoPE scaling
     r = cli("export", "--format", "tensorflow", "--model", "llama3-8b", "--gpus", 8)
     assert r.exit_code == 2 and "valid: torchtitan, megatron, deepspeed" in r.stderr
+
+
+# the torchtitan export's one note on llama3-8b (Llama 3: plain RoPE): the 8B flavor scales RoPE as Llama 3.1
+ROPE_NOTE_8B = ("model llama3-8b: rope_scaling none, but torchtitan's llama3 8B flavor always applies Llama 3.1's "
+                "(factor 8, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings 8192; no setting "
+                "turns it off): the run trains those rotary frequencies, at the same cost")
+
+
+def _tt_export_warnings(stderr: str) -> list[str]:
+    """The export's notes on stderr ('warning: export torchtitan: ...' lines), each without its prefix."""
+    return [line.split("export torchtitan: ", 1)[1] for line in stderr.splitlines() if "export torchtitan: " in line]
 
 
 def test_fit_export_top_row(cli, tmp_path):
@@ -541,7 +557,8 @@ def test_fit_export_top_row(cli, tmp_path):
     top = _json.loads(cli(*args, "--format", "json").stdout)[0]["plan"]
     r = cli(*args, "--export", "torchtitan")
     assert r.exit_code == 0, r.stderr
-    assert "exporting row 1" in r.stderr and "export torchtitan:" not in r.stderr  # nothing inexpressible
+    assert "exporting row 1" in r.stderr
+    assert _tt_export_warnings(r.stderr) == [ROPE_NOTE_8B]  # nothing inexpressible but the flavor's RoPE scaling
     data = tomllib.loads(r.stdout)
     assert data["parallelism"]["tensor_parallel_degree"] == top["tp"]
     assert data["parallelism"]["data_parallel_shard_degree"] == top["dp"]

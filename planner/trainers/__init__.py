@@ -307,6 +307,31 @@ def write_model_file(spec: dict, prefix: str) -> str:
                        f"set {CACHE_ENV} to a writable folder, or pass --model")
 
 
+# ------------------------------------------------------------------ Llama 3.x RoPE scaling in the trainers
+# Megatron-LM @d98e8a64's Llama 3.x RoPE scaling: --use-rope-scaling (arguments.py l. 2424) is GPTModelConfig.rope_scaling
+# (argument_utils.py gpt_config_from_args l. 465; gpt_builders.py l. 100), and RotaryEmbedding applies _apply_scaling
+# (models/common/embeddings/rotary_pos_embedding.py l. 83-84, 92-128) with low_freq_factor 1, high_freq_factor 4 and
+# original_max_position_embeddings 8192 fixed and factor GPTModelConfig.rope_scaling_factor, default 8.0
+# (training/models/gpt.py l. 179): gpt_config_from_args passes no --rope-scaling-factor (arguments.py l. 2426 parses
+# it; only the heterogeneous-config check, l. 226, reads it), so pretrain_gpt.py scales by 8 whatever it says.
+# Those are Llama 3.1's numbers (config.json rope_scaling), the one llama3 scaling it spells
+MEGATRON_LLAMA3_ROPE = (8.0, 1.0, 4.0, 8192)
+
+# torchtitan @e347b1e5e: every llama3 flavor's TransformerModelArgs keeps rope_scaling_args = RoPEScalingArgs() (scaling_factor
+# 8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings 8192: torchtitan/models/llama3/model/
+# args.py l. 19-24, 38; models/llama3/__init__.py llama3_args sets none), applied unconditionally by precompute_freqs_cis
+# (model/model.py l. 35-86); the model args are no TOML setting ([model] name and flavor choose them)
+TORCHTITAN_LLAMA3_ROPE = (8.0, 1.0, 4.0, 8192)
+
+
+def rope_text(key) -> str:
+    """A ModelSpec.llama3_rope_scaling value (or a word) as text, for messages."""
+    if isinstance(key, str):
+        return key
+    f, lo, hi, orig = key
+    return f"factor {f:g}, low_freq_factor {lo:g}, high_freq_factor {hi:g}, original_max_position_embeddings {orig}"
+
+
 def _attr(spec, attr: str):
     """A ModelSpec attribute, dotted for a nested block (`moe.num_experts`; None without it)."""
     obj = spec

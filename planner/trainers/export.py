@@ -28,7 +28,7 @@ from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from ..schema import split_loss_units
-from . import FORMATS, FORMAT_STACKS
+from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, TORCHTITAN_LLAMA3_ROPE, rope_text
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -261,6 +261,29 @@ TT_GROUPED_MM = {"float8": "quantize.grouped_mm.float8", "mx": "quantize.grouped
 TT_GROUPED_MM_SETTINGS = {"float8": {"fqns": ["experts"]}, "mx": {"recipe_name": "mxfp8", "fqns": ["experts"]}}
 
 
+def _megatron_rope_scaling(plan: dict, model) -> list:
+    """--use-rope-scaling for a llama3 rope_scaling of Megatron's numbers (trainers.MEGATRON_LLAMA3_ROPE); refused
+    for other numbers or unstated ones (Megatron would train another model). Other scalings are
+    not written here: YaRN for MLA is --rope-type (_megatron); a plain-RoPE model writes nothing."""
+    have = model.llama3_rope_scaling
+    if have is None:
+        return []
+    if model.mla is not None or model.position_embedding != "rope":  # gpt_model.py @d98e8a64 l. 183-194
+        raise _refuse("megatron", f"rope_scaling llama3 ({plan['model']}) with "
+                                  f"{'MLA' if model.mla is not None else 'position_embedding ' + model.position_embedding}: "
+                                  "Megatron-LM applies --use-rope-scaling to the RotaryEmbedding of "
+                                  "--position-embedding-type rope without MLA only (gpt_model.py @d98e8a64 l. 183-194)",
+                      "export the plan in another format, or plan the model without rope_scaling llama3")
+    if have != MEGATRON_LLAMA3_ROPE:
+        f, lo, hi, orig = MEGATRON_LLAMA3_ROPE
+        raise _refuse("megatron", f"rope_scaling llama3 ({plan['model']}: {rope_text(have)}): Megatron-LM @d98e8a64's "
+                                  f"--use-rope-scaling applies factor {f:g}, low_freq_factor {lo:g}, high_freq_factor "
+                                  f"{hi:g}, original_max_position_embeddings {orig} only (rotary_pos_embedding.py "
+                                  "_apply_scaling; gpt_config_from_args passes no --rope-scaling-factor)",
+                      "export the plan in another format, or give the model Llama 3.1's rope_scaling_params")
+    return [("--use-rope-scaling", None)]
+
+
 def _torchtitan(plan: dict, notes: list[str]) -> str:
     from .torchtitan import TORCHTITAN_MODELS
 
@@ -273,6 +296,11 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     m: dict = {}
     if flavor:
         m["name"], m["flavor"] = flavor[0]
+        if model.llama3_rope_scaling != TORCHTITAN_LLAMA3_ROPE:  # no TOML key: the flavor's model args decide
+            notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "
+                         f"torchtitan's {flavor[0][0]} {flavor[0][1]} flavor always applies Llama 3.1's "
+                         f"({rope_text(TORCHTITAN_LLAMA3_ROPE)}; no setting turns it off): the run trains those "
+                         "rotary frequencies, at the same cost")
     else:
         notes.append(f"model {plan['model']}: no torchtitan flavor in the planner's table; [model] name/flavor left out "
                      f"(read it back with --model {plan.get('model_file') or plan['model']})")
@@ -677,6 +705,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice",
                       "export a model with rope, learned or no position embeddings")
     args.append(("--position-embedding-type", pos))
+    args += _megatron_rope_scaling(plan, model)
     if model.gated_mlp:
         args.append(("--swiglu", None))
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))

@@ -25,7 +25,10 @@ read). Modelled:
   --group-query-attention, --num-query-groups, --kv-channels, --vocab-size, --swiglu,
   --normalization, --untie-embeddings-and-output-weights, --position-embedding-type,
   --disable-bias-linear, --add-bias-linear, --attention-dropout, --hidden-dropout,
-  --max-position-embeddings, --qk-layernorm (ModelSpec.qk_norm; absent: none, Megatron's default);
+  --max-position-embeddings, --qk-layernorm (ModelSpec.qk_norm; absent: none, Megatron's default),
+  --use-rope-scaling (ModelSpec.rope_scaling llama3 at Megatron's fixed numbers, trainers.MEGATRON_LLAMA3_ROPE,
+  compared like the shape; absent on a rotary model: none; --rope-scaling-factor listed as ignored, pretrain_gpt
+  does not pass it);
   and, for a model the flags define (below), the vocabulary
   (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
@@ -174,9 +177,9 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import RecomputeModule, split_fields
 from . import shell_arith
-from . import (TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
+from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags
+from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags, rope_scaled
 from ..batch_ramp import iters_samples, parse_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 
@@ -191,6 +194,7 @@ BOOL_FLAGS = {
     # the model the flags define (megatron_model.py)
     "--multi-latent-attention", "--moe-shared-expert-gate", "--moe-router-enable-expert-bias", "--squared-relu",
     "--quick-geglu", "--use-rotary-position-embeddings", "--no-position-embedding", "--no-pad-vocab-size",
+    "--use-rope-scaling",
     # the plan and what it cannot express
     "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split", "--use-megatron-fsdp",
     "--accumulate-allreduce-grads-in-fp32", "--grad-reduce-in-bf16", "--fp8-param-gather", "--fp4-param-gather", "--use-precision-aware-optimizer",
@@ -323,8 +327,12 @@ IGNORED_REASONS = (
      r"profile-[\w-]+|exit-[\w-]+|distributed-timeout-minutes|ckpt-format|use-checkpoint-args|timing-log-level|"
      r"use-dist-ckpt|async-save|distributed-backend-nccl|distributed-backend)$",
      "logging, evaluation and checkpointing (between steps)"),
-    (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$|--rope-scaling[\w-]*$",
+    (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$",
      "a constant of the rotary embedding: the same kernel and bytes"),
+    # --use-rope-scaling is read (the model's rope_scaling, _rope_scaling); its factor is not passed on
+    (r"--rope-scaling-factor$", "pretrain_gpt.py @d98e8a64 does not pass it (argument_utils.py gpt_config_from_args "
+     "l. 465 passes --use-rope-scaling only; GPTModelConfig.rope_scaling_factor stays 8.0, training/models/gpt.py "
+     "l. 179): --use-rope-scaling scales by 8; a constant of the rotary embedding, the same kernel and bytes"),
     (r"--apply-layernorm-1p$", "the norm's weight read as 1 + w (zero-centred gamma): numerics only, the same kernel"),
     (r"--calculate-per-token-loss$", "how the loss is averaged: numerics only"),
     (r"--use-mcore-models$", "Megatron-Core models, the only model path at @d98e8a64 (the one priced)"),
@@ -1075,6 +1083,21 @@ def _hierarchical_sizes(flags: dict, where: str):
     return sizes
 
 
+def _rope_scaling(flags: dict, shape: dict, ignored: list[str]) -> None:
+    """--use-rope-scaling -> the model's llama3 rope_scaling at Megatron's numbers (trainers.MEGATRON_LLAMA3_ROPE:
+    factor 8, 1, 4, 8192, what _apply_scaling fixes), compared like the shape (ModelSpec.llama3_rope_scaling);
+    its absence on a rotary model is a model without it (store_true, arguments.py l. 2424), so a Llama 3.1
+    model (llama3-405b) is not matched to a script that trains plain RoPE. Where Megatron builds no
+    RotaryEmbedding the flag is listed as ignored."""
+    on = "--use-rope-scaling" in flags
+    if rope_scaled(flags):
+        shape["--use-rope-scaling" if on else "(no --use-rope-scaling)"] = (
+            "llama3_rope_scaling", MEGATRON_LLAMA3_ROPE if on else None)
+    elif on:
+        ignored.append("--use-rope-scaling=true (no RotaryEmbedding it scales: Megatron builds one for "
+                       "--position-embedding-type rope without MLA only, gpt_model.py @d98e8a64 l. 183-194)")
+
+
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
                hardware=None, label: str = "megatron-args") -> TrainerConfig:
     assumed = [] if assumed is None else assumed
@@ -1170,6 +1193,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     # the q and kv up-projections become LayerNormLinear), which the MLA block always prices: not compared
     if "--multi-latent-attention" not in flags:
         shape["--qk-layernorm" if "--qk-layernorm" in flags else "(no --qk-layernorm)"] = ("qk_norm", "--qk-layernorm" in flags)
+    _rope_scaling(flags, shape, ignored)
     drops = [_float(where, flags, f) for f in ("--attention-dropout", "--hidden-dropout") if f in flags]
     if drops:
         shape["--attention-dropout/--hidden-dropout"] = ("dropout", any(d > 0 for d in drops))

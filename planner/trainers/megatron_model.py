@@ -288,6 +288,15 @@ def _window_kinds(windows: tuple[int, ...], where: str) -> dict:
     return {"layer_kinds": kinds, "layer_pattern": [names[w] for w in windows[:period]]}
 
 
+def rope_scaled(flags: dict) -> bool:
+    """Whether Megatron applies --use-rope-scaling: GPTModel builds its RotaryEmbedding (which takes rope_scaling)
+    for --position-embedding-type rope without MLA only (gpt_model.py @d98e8a64 l. 183-194; MLA and yarn build
+    their own rotary, learned and none none); --use-rotary-position-embeddings is rope's older spelling."""
+    pos = flags.get("--position-embedding-type")
+    rope = pos == "rope" or (pos is None and "--use-rotary-position-embeddings" in flags)
+    return rope and "--multi-latent-attention" not in flags
+
+
 def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed: list[str]) -> dict:
     """ModelSpec fields for the model the flags define (module docstring); each setting the
     flags leave out is Megatron's default and listed in `assumed`."""
@@ -364,6 +373,14 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         vocab_size=padded_vocab(flags, tp, where, assumed), gated_mlp=gated, norm=norm, tied_embeddings=tied,
         max_seq_len=max_seq, position_embedding=pos, linear_bias=bias, dropout=(hd > 0 or ad > 0),
     )
+    if "--use-rope-scaling" in flags:  # Llama 3.x RoPE scaling at Megatron's fixed numbers (trainers.MEGATRON_LLAMA3_ROPE)
+        from . import MEGATRON_LLAMA3_ROPE
+
+        if rope_scaled(flags):
+            f, lo, hi, orig = MEGATRON_LLAMA3_ROPE
+            spec["rope_scaling"] = "llama3"
+            spec["rope_scaling_params"] = dict(factor=f, low_freq_factor=lo, high_freq_factor=hi,
+                                               original_max_position_embeddings=orig)
     if "--qk-layernorm" in flags and "--multi-latent-attention" not in flags:
         spec["qk_norm"] = True  # TransformerConfig.qk_layernorm (default False): per-head q/k norms (MLA: its latents')
     if kv is not None:

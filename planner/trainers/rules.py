@@ -66,6 +66,10 @@ Sources (file @d98e8a64, what is asserted):
                  --use-torch-fsdp2 or --use-megatron-fsdp
   FP4            arguments.py l. 1100-1105: --fp4-format excludes --fp8-format; --fp4-param-gather
                  needs --fp4-format
+  NVFP4_TOKENS   --fp4-format (NVFP4BlockScaling): Transformer Engine @4329ff84 (Megatron's TE 2.17.1)
+                 pytorch/csrc/quantizer.cpp l. 1814-1815: each quantized input's rows, micro-batch x
+                 seq / cp (/ tp under --sequence-parallel), divisible by 16 (planner/startup.py
+                 MEGATRON_NVFP4_TOKENS, rule 64)
   RECOMPUTE      arguments.py l. 1410-1428: --distribute-saved-activations needs tp > 1, full
                  recompute and a --recompute-method; selective recompute takes no method
   KV_CHANNELS    arguments.py l. 1331-1333: without --kv-channels the hidden size divides by the heads
@@ -139,6 +143,8 @@ SOURCES = {
     "MTP_POSITION": "megatron/training/arguments.py validate_args l. 882-886",
     "FP8_PARAMS": "megatron/training/arguments.py validate_args l. 1095-1097",
     "FP4": "megatron/training/arguments.py validate_args l. 1100-1105",
+    "NVFP4_TOKENS": "Transformer Engine @4329ff84 (TE 2.17.1, Megatron's pin) pytorch/csrc/quantizer.cpp "
+                    "NVFP4Quantizer::create_tensor l. 1814-1815 ('First dim for NVFP4 must be divisible by 16')",
     "RECOMPUTE": "megatron/training/arguments.py validate_args l. 1410-1428",
     "KV_CHANNELS": "megatron/training/arguments.py validate_args l. 1331-1333",
     "TORCH_DCP": "megatron/training/arguments.py validate_args l. 1667-1672",
@@ -273,6 +279,10 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         experts = _i(flags, "--num-experts")
         if experts is None or experts % ep:
             bad("EXPERTS", f"--num-experts {experts} is not a multiple of --expert-model-parallel-size {ep}")
+    if "--fp4-format" in flags and seq is not None and (mbs * seq) % (cp * (tp if sp else 1) * 16):
+        rows = f"{mbs} x {seq} / cp {cp}" + (f" / tp {tp}" if sp else "")
+        bad("NVFP4_TOKENS", f"--fp4-format with micro-batch x seq / cp{' / tp (SP)' if sp else ''} = {rows} rows, not a "
+                            "multiple of 16")
     if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
         bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
     if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:

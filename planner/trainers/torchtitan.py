@@ -106,7 +106,7 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
-from . import TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus
+from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus, rope_text
 
 # (model.name, model.flavor) -> (model_zoo entry, torchtitan's TransformerModelArgs [4])
 TORCHTITAN_MODELS: dict[tuple[str, str], tuple[str, dict]] = {
@@ -196,6 +196,19 @@ def _no_cost(section: str, key: str, value):
     if section == "model" and key in ("tokenizer_path", "hf_assets_path"):  # job_config.py @9810191bb~1 l. 107-115
         return "the tokenizer's files (the data pipeline)"
     return None
+
+
+def _flavor_rope_note(model: str, name: str, flavor: str, assumed: list[str]) -> None:
+    """torchtitan's llama3 flavors always scale RoPE as Llama 3.1 does (trainers.TORCHTITAN_LLAMA3_ROPE: args.py
+    RoPEScalingArgs, no TOML key); where the job's model states another rotary (llama3-8b and -70b are
+    Llama 3: none), say so. It costs nothing (the tables are computed once): a note, not a refusal."""
+    from ..catalog import load_model
+
+    have = load_model(model).llama3_rope_scaling
+    if have != TORCHTITAN_LLAMA3_ROPE:
+        assumed.append(f"model={model}: rope_scaling {rope_text(have or 'none')}, but torchtitan's [model] {name} {flavor} "
+                       f"always applies Llama 3.1's ({rope_text(TORCHTITAN_LLAMA3_ROPE)}, models/llama3/model/args.py "
+                       "RoPEScalingArgs @e347b1e5e): the same cost, another rotary")
 
 
 def ffn_hidden(args: dict) -> int:
@@ -358,6 +371,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         known = ", ".join(f"{n} {f}" for n, f in TORCHTITAN_MODELS)
         raise PlannerError(f"{where}[model] name {name!r} flavor {flavor!r} is not a flavor the planner knows, and no --model was given",
                            f"pass --model NAME (a catalog name, model YAML or HF config.json); known flavors: {known}")
+    if entry is not None:
+        _flavor_rope_note(job["model"], name, flavor, assumed)
 
     # ---- parallel degrees
     def deg(key: str, default: int) -> int:
