@@ -1902,7 +1902,7 @@ def split_fields(e: int, l_: int) -> dict:
 class BatchPhase(BaseModel):
     """One phase of a batch-size ramp (Job.batch_size_schedule; planner/batch_ramp.py)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
     from_tokens: float = Field(ge=0, description="the phase starts when the run has consumed this many tokens "
                                                  "(Megatron's THRESHOLD; the first phase's is 0)")
     global_batch: Count = Field(gt=0, description="sequences per step in this phase")
@@ -1916,7 +1916,9 @@ class Job(BaseModel):
     A job file may also spell a key with dashes, as the option (`micro-batch`), in any case (`reserve-gib`).
     """
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # built on the first validation, as the catalog's models (Strict): a command that makes no
+    # Job (`planner models`, `collective`, `pipeline`, ...) does not pay for its schema (issue 24)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, defer_build=True)
 
     @field_validator("reserve_GiB")
     @classmethod

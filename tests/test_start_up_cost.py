@@ -57,6 +57,33 @@ def test_fit_imports_only_what_fit_runs():
                                                                                "planner.cli.common", "planner.cli.helpfmt")]
 
 
+def test_help_lists_the_commands_without_importing_them():
+    """`planner --help` and a bare `planner` (the command list, planner.cli.listing_app) import
+    none of the commands' modules, nor numpy, pydantic, rich or PyYAML."""
+    res = _planner_process("--help")
+    assert res["code"] == 0
+    mods = res["modules"]
+    assert "planner.cli" in mods  # the list is the run's
+    assert [m for m in mods if m == "planner" or m.startswith("planner.")] == ["planner", "planner.cli", "planner.cli.helpfmt"]
+    assert not [m for m in mods if m.split(".")[0] in ("numpy", "pydantic", "pydantic_core", "rich", "yaml")]
+
+
+def test_the_command_list_is_the_commands_own():
+    """The list `planner --help` prints from planner.cli.SUMMARIES is, byte for byte, the one
+    the app with every command prints (each command's name and the first paragraph of its own
+    help, in the app's order), for --help and for a bare `planner` (exit 2, no_args_is_help)."""
+    from typer.testing import CliRunner
+
+    from planner.cli import build_app, listing_app
+
+    runner = CliRunner()
+    for args in (["--help"], []):
+        full, listed = runner.invoke(build_app(), args), runner.invoke(listing_app(), args)
+        assert (listed.exit_code, listed.stdout, listed.stderr) == (full.exit_code, full.stdout, full.stderr)
+        assert "  calibrate   Fit communication and GEMM figures" in full.stdout + full.stderr  # a list was compared
+    assert full.exit_code == 2
+
+
 def test_the_command_runs_with_start_up_frozen():
     """planner/__main__.py: start-up ran with the collector off, what it left is frozen (out
     of every later collection), and the command itself ran with the collector on."""

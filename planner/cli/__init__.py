@@ -83,10 +83,43 @@ _ORDER = ["fit", "explain", "check", "budget", "export", "validate", "collective
           "hardware", "schema"]
 
 
-def build_app(modules=_MODULES) -> typer.Typer:
-    """The `planner` typer app with the commands of `modules` (default: all)."""
-    from importlib import import_module
+# `planner --help` and a bare `planner` print the command list alone: each command's name and
+# the first paragraph of its help (helpfmt.HelpGroup), in this order. They are answered from this
+# table without importing the commands' modules (numpy, pydantic and the schema's classes, rich,
+# PyYAML, the cost models: issue 24); tests/test_start_up_cost.py checks that the list is the one
+# the commands' own help gives, word for word and in order.
+SUMMARIES = {
+    "fit": "Rank every way to split a model on this many GPUs (TP, CP, PP, virtual stages, DP, micro-batch, sharding, "
+           "recompute, SP, schedule, rank order) by step time; exit 1 with the closest plan when none fits.",
+    "explain": "Memory, FLOPs, step time and MFU of one training plan, term by term. The job file is a planner job YAML "
+               "or a trainer's own config (torchtitan TOML, Megatron launch script / argument file, DeepSpeed JSON with "
+               "--model).",
+    "check": "Check that job files fit in GPU memory (and optional time gates); for a job that does not, name the "
+             "overflow and the cheapest changes that make it fit, each checked. Every plan option `planner explain` "
+             "takes applies to every file and overrides what the file says (a note names each value it replaces). Exit "
+             "0 when every job passes, 1 when any fails, 2 when any input is invalid.",
+    "budget": "Training days, GPU-hours, cost, energy, checkpoint interval and goodput of a plan.",
+    "export": "Write a plan as a torchtitan TOML, a Megatron-LM launch script or a DeepSpeed JSON; what the format "
+              "cannot express is reported on stderr, never dropped.",
+    "validate": "Compare predicted with published tokens/s per GPU (and memory per GPU) for each run record; print the "
+                "relative errors, their count, median and 90th percentile, and every skipped record with its reason. "
+                "Assumed fields are listed per record. Given the Megatron-LM CI corpus (a JSON object with `rows`, "
+                "tests/data/megatron_ci/corpus.json), compare the predicted peak allocated memory of the last pipeline "
+                "stage with each row's measured one, per trust tier.",
+    "collective": "What one collective costs: bytes each rank sends and receives, rounds, latency and bandwidth terms, "
+                  "time, and the bus bandwidth nccl-tests would report.",
+    "pipeline": "Simulate a pipeline schedule: text timeline, step time, idle time and peak stored micro-batches per "
+                "stage (digits forward, letters backward, dots idle).",
+    "models": "List the model catalog (model_zoo/).",
+    "hardware": "List the hardware catalog (hardware_db/).",
+    "schema": "Print the JSON Schema of a job file (or a model or hardware file), for editors and CI validators.",
+    "stacks": "List the software-stack catalog (stack_db/): kernels, recompute, overlap, fp8 recipes.",
+    "calibrate": "Fit communication and GEMM figures to your own measurements; writes a profile YAML.",
+}
 
+
+def _new_app() -> typer.Typer:
+    """The `planner` group with its own options (--version, --help) and no command yet."""
     app = typer.Typer(
         cls=_PlannerGroup,
         name="planner",
@@ -97,6 +130,27 @@ def build_app(modules=_MODULES) -> typer.Typer:
         rich_markup_mode=None,  # click's plain help: readable at 80 columns (helpfmt.py)
     )
     app.callback()(_root)
+    return app
+
+
+def _listed() -> None:
+    """A command of the list `planner --help` prints (SUMMARIES); never run."""
+
+
+def listing_app() -> typer.Typer:
+    """The app of `planner --help` and a bare `planner`: every command by name and summary
+    (SUMMARIES), none of the commands' modules imported."""
+    app = _new_app()
+    for name, summary in SUMMARIES.items():
+        app.command(name, help=summary)(_listed)
+    return app
+
+
+def build_app(modules=_MODULES) -> typer.Typer:
+    """The `planner` typer app with the commands of `modules` (default: all)."""
+    from importlib import import_module
+
+    app = _new_app()
     for name in modules:
         import_module(f"{__name__}.{name}").register(app)
     app.registered_commands.sort(key=_rank)
@@ -124,7 +178,10 @@ def _rank(cmd) -> int:
 
 def app_for(args: list[str]) -> typer.Typer:
     """The app a command line runs: only the invoked command's module when the first argument
-    names a command (else every command: --help, a typo, no arguments)."""
+    names a command; the command list alone for `planner --help` and a bare `planner`
+    (listing_app); else every command (a typo, an option of its own before the command)."""
+    if args in ([], ["--help"]):
+        return listing_app()
     mod = _COMMAND_MODULE.get(args[0]) if args else None
     return build_app(mod) if mod is not None else __getattr__("app")
 
