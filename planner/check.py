@@ -49,6 +49,11 @@ A change whose mesh makes the stack build another of its rank orders than the jo
 `(rank order A -> B)`, in the trainer's words too: under Megatron's --use-tp-pp-dp-mapping with
 pp > 1 a dense model passes MEGATRON_TP_PP_DP_MAPPING at cp > 1 only where dp is 1, where the
 order is the default tp-cp-dp-pp and the script must drop the flag (Suggestion.order_change).
+An HSDP job whose dp a tp, cp or pp change shrinks to its shard group (one replica) is checked
+as FSDP with the stack's mode of that level (apply), as a trainer builds it. A job read from a
+trainer config has each suggestion spelled in the file's own keys, with every key that moves with
+it (the DP degrees, the global batch, the accumulation; a change the file cannot hold says so):
+planner/trainers/spelling.py.
 A single change is one knob moved to the lowest rung that passes. Only when no single change
 passes are pairs of knobs tried; a pair is kept only if neither of its rungs passes alone and
 no lower rung of either knob, with the same other rung, passes too (the Pareto-minimal pairs).
@@ -348,7 +353,11 @@ def _dp(job: Job, tp: Optional[int] = None, pp: Optional[int] = None, cp: Option
 
 
 def apply(job: Job, changes: tuple[Change, ...]) -> Job:
-    """The job with the changes laid over it; an explicit dp follows tp, cp and pp."""
+    """The job with the changes laid over it; an explicit dp follows tp, cp and pp. HSDP whose dp
+    shrinks to its shard group (one replica) becomes FSDP with the stack's mode of that level, as
+    the hsdp -> fsdp rung does: a trainer builds FSDP there (torchtitan's dp_replicate 1 is not
+    HSDP, parallel_dims.py @e347b1e5e), and the two price alike (one replica: no replica
+    all-reduce)."""
     update: dict = {}
     for c in changes:
         update.update(c.update)
@@ -358,6 +367,10 @@ def apply(job: Job, changes: tuple[Change, ...]) -> Job:
         dp = _dp(job, update.get("tp"), update.get("pp"), update.get("cp"))
         if dp is not None:
             update["dp"] = dp
+    if update.get("sharding", job.sharding) == "hsdp" and ("tp" in update or "pp" in update or "cp" in update):
+        dp = _dp(job, update.get("tp"), update.get("pp"), update.get("cp"))
+        if dp is not None and dp == job.shard_group:  # one replica: FSDP over the whole group, as a trainer builds it
+            update.update(sharding="fsdp", shard_group=None, sharding_mode=None)  # (torchtitan: dp_replicate 1)
     return Job.model_validate({**job.model_dump(), **update})
 
 
@@ -369,6 +382,8 @@ class Suggestion:
     dp_before: int  # the job's resolved dp, to say how tp/cp/pp changes shrink it
     trainer: Optional[str] = None  # the trainer format the job was read from: the change in its own keys
     order_before: Optional[str] = None  # the rank order the stack builds for the job (built_order)
+    stated: Optional[dict] = None  # the trainer file's batch and DP keys as stated (TrainerConfig.stated)
+    plan_before: Optional[dict] = None  # explain's `plan` of the job, for the keys that move with the change
 
     @property
     def order_change(self) -> Optional[tuple[str, str]]:
@@ -387,16 +402,25 @@ class Suggestion:
         text = " + ".join(c.text for c in self.changes)
         dp = self.ev.res["plan"]["dp"]
         text += f" (DP {self.dp_before} -> {dp})" if dp != self.dp_before else ""
+        if self.plan_before is not None and self.plan_before["sharding"] == "hsdp" and self.ev.res["plan"]["sharding"] == "fsdp" \
+                and not any(c.knob == "sharding" for c in self.changes):
+            text += f" (one HSDP replica of shard group {self.plan_before['shard_group']}: FSDP)"
         order = self.order_change
         text += f" (rank order {order[0]} -> {order[1]})" if order is not None else ""
-        if self.trainer is not None:
-            from .trainers import spell_change
-
-            keys = [spell_change(self.trainer, c.knob, self.ev.res["plan"]) for c in self.changes]
-            if order is not None:
-                keys.append(_spell_order(self.ev.res["plan"]["stack"], *order))
-            text += f" [{self.trainer}: {'; '.join(keys)}]"
+        spelled = self.spelling()
+        if spelled is not None:
+            text += f" [{self.trainer}: {spelled.text(self.trainer)}]"
         return text
+
+    def spelling(self):
+        """The change in the trainer's file, every key that moves with it (trainers/spelling.py);
+        None for a job not read from a trainer config."""
+        if self.trainer is None:
+            return None
+        from .trainers.spelling import spell
+
+        return spell(self.trainer, [c.knob for c in self.changes], self.plan_before or self.ev.res["plan"],
+                     self.ev.res["plan"], self.stated, self.order_change)
 
     def doc_key(self) -> tuple:
         costs = [c.cost for c in self.changes]
@@ -417,6 +441,11 @@ class Suggestion:
             "mfu": mfu(self.ev.res),
             "plan": self.ev.res["plan"],
         }
+        spelled = self.spelling()
+        if spelled is not None:  # the settings to write (value null: drop the flag or key), in the trainer's keys
+            d["trainer_settings"] = [{"key": st.key, "value": st.value} for st in spelled.settings]
+            d["trainer_notes"] = spelled.notes
+            d["trainer_unspellable"] = spelled.unspellable
         return d
 
 
@@ -426,15 +455,6 @@ def _built_order(plan: dict) -> Optional[str]:
     from .startup import built_order
 
     return built_order(load_stack(plan["stack"]), plan["rank_order"], plan["tp"], plan["cp"], plan["pp"], plan["dp"])
-
-
-def _spell_order(stack_name: str, before: str, after: str) -> str:
-    """A rank-order change in the stack's own words (stack_db runs.rank_orders spelling)."""
-    from .catalog import load_stack
-
-    runs = load_stack(stack_name).runs
-    spell = {ro.order: ro.spelling for ro in (runs.rank_orders if runs is not None else ())}
-    return f"rank order {after} {spell.get(after, '')} instead of {spell.get(before, before)}".replace("  ", " ")
 
 
 def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
@@ -447,9 +467,11 @@ def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
     return sorted(suggestions, key=key)
 
 
-def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) -> list[Suggestion]:
+def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None,
+            stated: Optional[dict] = None) -> list[Suggestion]:
     """Checked changes that make the job pass, cheapest first (module docstring); `trainer`:
-    the format the job was read from, whose own keys each suggestion names."""
+    the format the job was read from, whose own keys each suggestion names (`stated`: what the
+    file states of the keys that move with a change, TrainerConfig.stated)."""
     lad = ladders(job, res)
     dp0, order0 = res["plan"]["dp"], _built_order(res["plan"])
     found: list[Suggestion] = []
@@ -458,7 +480,7 @@ def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) ->
         for i, ch in enumerate(lad[knob]):
             ev = _try(apply(job, (ch,)), gates)
             if ev is not None and ev.passes:
-                found.append(Suggestion((ch,), ev, dp0, trainer, order0))
+                found.append(Suggestion((ch,), ev, dp0, trainer, order0, stated, res["plan"]))
                 passes_alone[knob] = i
                 break
     if found:
@@ -470,7 +492,7 @@ def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) ->
             for j, b in enumerate(lad[kb][:best_b]):
                 ev = _try(apply(job, (a, b)), gates)
                 if ev is not None and ev.passes:
-                    found.append(Suggestion((a, b), ev, dp0, trainer, order0))
+                    found.append(Suggestion((a, b), ev, dp0, trainer, order0, stated, res["plan"]))
                     best_b = j
                     break
             if best_b == 0:
@@ -479,16 +501,17 @@ def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None) ->
 
 
 # ------------------------------------------------------------------------------ check
-def check_job(job: Job, where: str, gates: Gates, trainer: Optional[str] = None) -> dict:
+def check_job(job: Job, where: str, gates: Gates, trainer: Optional[str] = None, stated: Optional[dict] = None) -> dict:
     """explain's JSON of the job plus `verdict`, `failures`, `overflow_bytes` and
     `suggestions` (checked changes that would make it pass, cheapest first; in the trainer's
-    own keys too where the job came from a trainer config, `trainer` its format)."""
+    own keys too where the job came from a trainer config, `trainer` its format, `stated` what
+    the file states of the keys that move with a change: trainers/spelling.py)."""
     res = evaluate_job(job, where)
     fails = failures(res, gates, where)
     res["verdict"] = "fail" if fails else "pass"
     res["failures"] = fails
     res["overflow_bytes"] = overflow_bytes(res)
-    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates, trainer)] if fails else []
+    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates, trainer, stated)] if fails else []
     return res
 
 

@@ -775,7 +775,8 @@ def test_check_offers_nvidia_cp2_for_the_fp8_script(cli):
     [res] = j.loads(r.stdout)
     sugg = res["suggestions"]
     [cp] = [s for s in sugg if s["changes"] == {"cp": 2}]
-    assert cp["description"] == "CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2]"
+    assert cp["description"] == ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2; num-microbatches 16 -> 32 "
+                                 "(Megatron derives it: --global-batch-size / (--micro-batch-size x dp); no flag)]")
     at2 = j.loads(cli("explain", FP8_SH, "--cp", 2, "--format", "json").stdout)
     assert cp["total_bytes"] == at2["memory"]["total_bytes"] and cp["step_s"] == at2["time"]["step_s"]
     t1, t2 = res["memory"]["terms"], at2["memory"]["terms"]
@@ -786,8 +787,8 @@ def test_check_offers_nvidia_cp2_for_the_fp8_script(cli):
     assert order.index("sharding zero1 -> zero2") < order.index("CP 1 -> 2 (DP 8 -> 4)") < order.index("TP 1 -> 2 (DP 8 -> 4)")
     assert [s["step_s"] for s in sugg] == sorted(s["step_s"] for s in sugg)
     text = cli("check", FP8_SH).stdout
-    assert ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2]: 63.5 GiB (80% of HBM), step 9.81 s, "
-            "MFU 41.2%") in text
+    assert ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2; num-microbatches 16 -> 32 (Megatron derives it: "
+            "--global-batch-size / (--micro-batch-size x dp); no flag)]: 63.5 GiB (80% of HBM), step 9.81 s, MFU 41.2%") in text
 
 
 def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path):
@@ -800,7 +801,8 @@ def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path)
     text = cli("check", p, "--pp", 2, "--seq-len", 16384).stdout
     assert ("CP 1 -> 4 (DP 4 -> 1) (rank order tp-cp-pp-dp -> tp-cp-dp-pp) [megatron: --context-parallel-size 4; "
             "rank order tp-cp-dp-pp (default: parallel_state order tp-cp-ep-dp-pp) instead of --use-tp-pp-dp-mapping "
-            "(order tp-cp-ep-pp-dp)]") in text
+            "(order tp-cp-ep-pp-dp); num-microbatches 32 -> 128 (Megatron derives it: --global-batch-size / "
+            "(--micro-batch-size x dp); no flag)]") in text
     assert "CP 1 -> 2" not in text
 
 
@@ -813,7 +815,9 @@ def test_check_cp_in_torchtitans_keys(cli):
     [res] = j.loads(cli("check", TOML, "--gpus", 8, "--seq-len", 32768, "--format", "json").stdout)
     [cp] = [s for s in res["suggestions"] if "cp" in s["changes"]]
     assert cp["changes"] == {"cp": 4}
-    assert cp["description"] == "CP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] context_parallel_degree = 4]"
+    # the preset's global_batch_size -1 is local 1 x dp: at dp 2 it would be 2, so the kept 8 is spelled (spelling.py)
+    assert cp["description"] == ("CP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] context_parallel_degree = 4; [parallelism] "
+                                 "data_parallel_shard_degree = -1 (the leftover GPUs: 8 -> 2); [training] global_batch_size = 8]")
     at4 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 4, "--format", "json").stdout)
     assert cp["total_bytes"] == at4["memory"]["total_bytes"] and cp["step_s"] == at4["time"]["step_s"]
     at2 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 2, "--format", "json").stdout)
@@ -839,7 +843,8 @@ def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):
                                        "stage3_param_persistence_threshold": 1_000_000}
     r = cli("check", DS3, "--model", "llama3-8b", "--gpus", 8, "--seq-len", 32768)
     assert r.exit_code == 1 and r.stdout.startswith(f"FAIL {DS3}: llama3-8b on 8 x h100-sxm: ")
-    assert "[deepspeed: recompute full (activation checkpointing is set in the model code, not the JSON)]" in r.stdout
+    assert ("[deepspeed: cannot be written in a DeepSpeed JSON: it has no key for activation checkpointing (set in the model "
+            "code)]") in r.stdout
     r = cli("check", DS3, "--model", "llama3-70b", "--gpus", 8, "--seq-len", 4096)
     assert r.exit_code == 1 and r.stdout.startswith(f"FAIL {DS3}: llama3-70b on 8 x h100-sxm: ")
 

@@ -12,7 +12,6 @@ import typer
 from ..check import Gates, TimeModelUnavailable, check_job, json_schema, worst_exit
 from .common import Format, FormatOption, cli_errors, report_error, warn
 from .core import job_options, load_job
-from ..trainers import sniff_format
 from ..errors import PlannerError
 from ..render.check import emit_check, print_job
 from ..render.common import check_finite
@@ -58,9 +57,10 @@ def register(app: typer.Typer) -> None:
         internal: list[BaseException] = []  # a planner bug on one file: the others' verdicts still print
         for path in job_files:
             try:
-                trainer, _ = sniff_format(path, config_format)
-                job, where = load_job(path, overrides, config_format)
-                res = check_job(job, where, gates, trainer)
+                read: list = []
+                job, where = load_job(path, overrides, config_format, read)
+                trainer, stated = (read[0].fmt, read[0].stated) if read else (None, None)
+                res = check_job(job, where, gates, trainer, stated)
                 check_finite(res)  # an overflowing job is invalid, not a verdict
             except TimeModelUnavailable:
                 raise  # the same for every job: one message, exit 2

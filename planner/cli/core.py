@@ -106,10 +106,12 @@ def _one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
                        "trainer applies FSDP over one rank (stack_db runs.fsdp_one_rank)")
 
 
-def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None) -> tuple[Job, str]:
+def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None,
+             trainer_out: Optional[list] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
     argument file, DeepSpeed JSON: planner/trainers, detected or named by config_format)
-    with CLI options laid over it."""
+    with CLI options laid over it. trainer_out: a list the trainer config read (TrainerConfig)
+    is appended to, for `planner check` to spell its suggestions in the file's own keys."""
     data: dict = {}
     where = ""
     fmt, text = (None, None) if path is None else sniff_format(path, config_format)  # the file is read once
@@ -117,6 +119,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
                                   hardware=overrides.get("hardware"))
         data.update(cfg.job)
+        if trainer_out is not None:
+            trainer_out.append(cfg)
         given = {k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")}
         # flags beat file values (issue 22), each replacement named
         cfg.assumed += replaced(data, {k: v for k, v in given.items() if k != "hardware"})

@@ -50,6 +50,9 @@ class TrainerConfig:
     # it changes); a setting the reader does not know is listed here, never as ignored (issue 22)
     not_modelled: list[str] = field(default_factory=list)
     unmodelled: list[str] = field(default_factory=list)
+    # the batch and data-parallel keys as the file states them ('section.key' / '--flag' / JSON key ->
+    # value; absent: not stated), which a `planner check` suggestion must keep consistent (spelling.py)
+    stated: dict = field(default_factory=dict)
 
 
 def words_of(value, strip: str = "", commas: bool = False) -> list[str]:
@@ -357,39 +360,11 @@ def fmt_ignored(name: str, value) -> str:
 
 
 def spell_change(fmt: str, knob: str, plan: dict) -> str:
-    """One suggested change (check.py's knobs) in the trainer's own keys, with the value of the
-    checked plan `plan` (explain's `plan`): Megatron flags, torchtitan TOML keys, DeepSpeed JSON
-    keys; the sharding mode's spelling is the stack's (stack_db runs.sharding)."""
-    from ..catalog import load_stack
+    """One suggested change's own key(s) in the trainer's words, with the checked plan's value
+    (spelling.py; `spelling.spell` adds the keys that must change with it)."""
+    from .spelling import spell_change as _spell
 
-    if knob == "sharding":
-        runs = load_stack(plan["stack"]).runs
-        mode = next((m for m in (runs.sharding if runs else ()) if m.name == plan.get("sharding_mode")), None)
-        return mode.spelling if mode is not None else f"sharding {plan['sharding']}"
-    pp = plan["pp"]
-    if knob == "tp_comm_overlap":  # offered only where the plan overlaps, on a stack that can
-        return {"megatron": "drop --tp-comm-overlap",
-                "torchtitan": "[parallelism] enable_async_tensor_parallel = false",
-                "deepspeed": "tp_comm_overlap off"}[fmt]
-    if knob == "micro_batch":
-        return {"megatron": f"--micro-batch-size {plan['micro_batch']}",
-                "torchtitan": (f"[parallelism] pipeline_parallel_microbatch_size = {plan['micro_batch']}" if pp > 1
-                               else f"[training] local_batch_size = {plan['micro_batch']} (global_batch_size = {plan['global_batch']})"),
-                "deepspeed": f"train_micro_batch_size_per_gpu {plan['micro_batch']}"}[fmt]
-    if knob == "recompute":
-        r = plan["recompute"]
-        return {"megatron": f"--recompute-granularity {r}" + (" --recompute-method uniform --recompute-num-layers 1" if r == "full" else ""),
-                "torchtitan": f"[activation_checkpoint] mode = \"{r}\"" + (" selective_ac_option = \"op\"" if r == "selective" else ""),
-                "deepspeed": f"recompute {r} (activation checkpointing is set in the model code, not the JSON)"}[fmt]
-    names = {"tp": ("--tensor-model-parallel-size", "tensor_parallel_degree"),
-             "cp": ("--context-parallel-size", "context_parallel_degree"),
-             "pp": ("--pipeline-model-parallel-size", "pipeline_parallel_degree"),
-             "ep": ("--expert-model-parallel-size", "expert_parallel_degree")}[knob]
-    if fmt == "megatron":
-        return f"{names[0]} {plan[knob]}"
-    if fmt == "torchtitan":
-        return f"[parallelism] {names[1]} = {plan[knob]}"
-    return f"{knob} {plan[knob]} (a Megatron-DeepSpeed argument, not a JSON key)"
+    return _spell(fmt, knob, plan)
 
 
 __all__ = ["words_of", "spell_change", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]

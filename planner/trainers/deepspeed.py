@@ -208,6 +208,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                            "set train_micro_batch_size_per_gpu (or pass --micro-batch and --global-batch)")
     job["micro_batch"] = mbs
     job["global_batch"] = tbs
+    stated = {k: _num(where, k, data.get(k)) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                                                       "gradient_accumulation_steps")}
+    stated["zero_optimization.mics_shard_size"] = zero.get("mics_shard_size")
     enabled = {}
     for sec in ("bf16", "fp16"):
         body = data.get(sec)
@@ -230,4 +233,4 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)

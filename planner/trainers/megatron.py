@@ -1467,7 +1467,9 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="megatron", ignored=ignored, assumed=assumed, unmodelled=unmodelled,
-                         not_modelled=not_modelled)
+                         not_modelled=not_modelled,
+                         stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel")
+                                 if f in flags})
 
 
 ATTENTION_BACKENDS = ("auto", "flash", "fused", "unfused", "local")  # megatron/core/transformer/enums.py AttnBackend [4]

@@ -353,6 +353,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                     ignored.append(fmt_ignored(f"{section}.{key}", v) + f" ({why})")
     sec = {name: data.get(name, {}) for name in MODELLED}
     tr, par, ac, m = sec["training"], sec["parallelism"], sec["activation_checkpoint"], sec["model"]
+    from .spelling import TT_DEFAULTS
+
+    stated = {f"{name}.{k}": body[k] for name, body in (("training", tr), ("parallelism", par)) if isinstance(body, dict)
+              for k in body if f"{name}.{k}" in TT_DEFAULTS or f"{name}.{k}" == "training.batch_size"}
     job: dict = {"stack": "torchtitan", "rank_order": RANK_ORDER}
     assumed.append(f"rank_order={RANK_ORDER}: torchtitan's device mesh is pp, dp_replicate, dp_shard, cp, tp (outermost first)")
 
@@ -596,7 +600,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                            "gradients clipping')")
     if hardware is not None:
         job["hardware"] = hardware
-    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    return TrainerConfig(job=job, fmt="torchtitan", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
 
 
 def _fqn_stages(where: str, fqns, lps, pp: int, L: int, wf: int, wl: int) -> int:

@@ -1,0 +1,303 @@
+"""A `planner check` suggestion spelled completely in the trainer's own config (issue 22).
+
+A change check.py suggests (TP, CP, PP, EP, sharding, micro-batch, recompute, TP overlap) is
+a modified planner Job; the trainer's file must change in every setting that the checked plan
+depends on, not only in the knob's own key. A change that shrinks dp = gpus / (tp cp pp) at a
+fixed GPU count and global batch moves, with the knob:
+  torchtitan  the data-parallel degrees where the file states them: ParallelDims._validate
+              (torchtitan/distributed/parallel_dims.py @e347b1e5e) asserts dp_replicate x
+              dp_shard x cp x tp x pp == world_size, with dp_shard -1 the leftover ranks;
+              so a stated degree is spelled with its new value, an inferred one (-1) is named
+              with the degree it now takes. The global batch: global_batch_size -1 (absent)
+              is local_batch_size x dp (job_config.py @e347b1e5e Training.global_batch_size;
+              the reader, torchtitan.py), so a smaller dp would shrink it: the checked plan
+              keeps it, and the spelling sets it. Going from pp 1 to pp > 1 spells the
+              pipeline keys whose torchtitan defaults differ from the checked plan
+              (pipeline_parallel_microbatch_size default 1, the first / last stage's
+              embedding and output weights default 1 each: the planner's account_for_*).
+  deepspeed   the batch triple train_batch_size = train_micro_batch_size_per_gpu x
+              gradient_accumulation_steps x dp (deepspeed/runtime/config.py
+              _set_batch_related_parameters): the accumulation is spelled where the file
+              states it, or where an absent train_batch_size would let its default of 1
+              shrink the batch; where DeepSpeed derives it (train_batch_size and the
+              micro-batch stated), the new value is named. A DeepSpeed JSON has no model
+              parallelism, activation checkpointing or TP overlap key: such a change cannot be
+              written in it, and the spelling says so (with what the JSON then needs).
+  megatron    --global-batch-size stays and Megatron derives the number of micro-batches
+              (global / (micro x dp): megatron/core/num_microbatches_calculator.py
+              @d98e8a64), named as it changes; a script without --global-batch-size takes
+              micro x dp (arguments.py @d98e8a64 validate_args), so the spelling adds it.
+              A rank-order change (--use-tp-pp-dp-mapping) is carried (check.py).
+              --sequence-parallel as the checked plan runs it once tp > 1: Megatron turns a
+              stated --sequence-parallel off at tp 1 (the reader reads it so), and the plan
+              checked keeps the job's sequence_parallel, so a TP change on such a script says
+              to drop the flag (checking TP with it on is left to check.py's ladders).
+A change a file cannot hold (a DeepSpeed JSON's TP, PP, CP, EP, recompute, TP overlap; a sharding
+level a command-line stack offers that the file's trainer does not build) is named as such, with
+the keys the file then needs.
+
+`spell(fmt, knobs, before, after, stated, order)` returns the Settings (key, value, text) and
+notes; `Setting.value` None drops a flag / key. `stated` is what the reader recorded of the
+file (TrainerConfig.stated); None reads as a file that states none of these keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..catalog import load_stack
+
+# torchtitan job_config.py @e347b1e5e defaults of the keys spelled here
+TT_DEFAULTS = {"parallelism.data_parallel_replicate_degree": 1, "parallelism.data_parallel_shard_degree": -1,
+               "parallelism.pipeline_parallel_microbatch_size": 1,
+               "parallelism.pipeline_parallel_first_stage_less_layers": 1,
+               "parallelism.pipeline_parallel_last_stage_less_layers": 1,
+               "parallelism.pipeline_parallel_schedule": "1F1B", "parallelism.fsdp_reshard_after_forward": "default",
+               "training.global_batch_size": -1, "training.local_batch_size": 8}
+TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}  # torchtitan.SCHEDULES inverted
+TT_RESHARD = {"fsdp2_no_reshard": "never", "fsdp2_reshard_always": "always"}  # torchtitan.py read(): the fsdp modes
+DS_STAGES = {"none": 0, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3}  # deepspeed.ZERO_STAGES inverted
+MEGATRON_AXES = {"tp": "--tensor-model-parallel-size", "cp": "--context-parallel-size",
+                 "pp": "--pipeline-model-parallel-size", "ep": "--expert-model-parallel-size"}
+TT_AXES = {"tp": "tensor_parallel_degree", "cp": "context_parallel_degree", "pp": "pipeline_parallel_degree",
+           "ep": "expert_parallel_degree"}
+# what a DeepSpeed JSON cannot hold (deepspeed.py: tp = pp = cp = 1 inferred; recompute set in the model code)
+DS_NO_KEY = {"tp": "TP (Megatron-DeepSpeed's --tensor-model-parallel-size {tp}, on its command line)",
+             "pp": "PP (Megatron-DeepSpeed's --pipeline-model-parallel-size {pp}, on its command line)",
+             "cp": "CP",
+             "ep": "EP (set where the model is built)",
+             "recompute": "activation checkpointing (set in the model code)",
+             "tp_comm_overlap": "TP communication overlap"}
+
+
+FILE_NAMES = {"deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags"}
+TT_LEVELS = ("none", "fsdp", "hsdp")  # what torchtitan.py read() builds: DDP, FSDP, HSDP
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # the trainer's key: '--context-parallel-size', 'parallelism.context_parallel_degree', 'zero_optimization.stage'
+    value: Any  # the value to write; None: drop the flag or key; True: a flag without a value
+    text: str  # as printed
+
+
+@dataclass
+class Spelling:
+    settings: list[Setting]
+    notes: list[str]
+    unspellable: list[str]  # the changes the trainer's file has no key for (DS_NO_KEY)
+
+    def text(self, fmt: str) -> str:
+        parts: list[str] = []
+        for s in self.settings:  # Megatron's flags one command line, as written; anything else one by one
+            if fmt == "megatron" and parts and s.text.startswith("--") and parts[-1].startswith("--"):
+                parts[-1] += " " + s.text
+            else:
+                parts.append(s.text)
+        parts += self.notes
+        if self.unspellable:
+            head = f"cannot be written in {FILE_NAMES[fmt]}: it has no key for {', '.join(self.unspellable)}"
+            return head + (f"; with it the JSON needs {'; '.join(parts)}" if parts else "")
+        return "; ".join(parts)
+
+
+def _tt(key: str, value) -> Setting:
+    section, name = key.split(".", 1)
+    shown = "true" if value is True else "false" if value is False else f'"{value}"' if isinstance(value, str) else value
+    return Setting(key, value, f"[{section}] {name} = {shown}")
+
+
+def sharding_spelling(plan: dict) -> Optional[str]:
+    """The stack's own spelling of the plan's sharding mode (stack_db runs.sharding), or None."""
+    runs = load_stack(plan["stack"]).runs
+    mode = next((m for m in (runs.sharding if runs else ()) if m.name == plan.get("sharding_mode")), None)
+    return mode.spelling if mode is not None else None
+
+
+def _megatron_flags(spelling: str) -> list[Setting]:
+    """A stack_db spelling made of Megatron flags ('--use-megatron-fsdp --data-parallel-sharding-strategy
+    optim ...') as flag settings; [] for a spelling in words."""
+    words = spelling.split()
+    if not words or not words[0].startswith("--"):
+        return []
+    out, i = [], 0
+    while i < len(words):
+        flag, value = words[i], True
+        if i + 1 < len(words) and not words[i + 1].startswith("--"):
+            value, i = words[i + 1], i + 1
+        out.append(Setting(flag, value, flag if value is True else f"{flag} {value}"))
+        i += 1
+    return out
+
+
+def spell_order(stack_name: str, before: str, after: str) -> str:
+    """A rank-order change in the stack's own words (stack_db runs.rank_orders spelling)."""
+    runs = load_stack(stack_name).runs
+    spell = {ro.order: ro.spelling for ro in (runs.rank_orders if runs is not None else ())}
+    return f"rank order {after} {spell.get(after, '')} instead of {spell.get(before, before)}".replace("  ", " ")
+
+
+def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
+    """The knob's own key(s) in the trainer's file, with the checked plan's value."""
+    if fmt == "megatron":
+        if knob in MEGATRON_AXES:
+            return [Setting(MEGATRON_AXES[knob], plan[knob], f"{MEGATRON_AXES[knob]} {plan[knob]}")]
+        if knob == "micro_batch":
+            return [Setting("--micro-batch-size", plan["micro_batch"], f"--micro-batch-size {plan['micro_batch']}")]
+        if knob == "recompute":
+            r = plan["recompute"]
+            out = [Setting("--recompute-granularity", r, f"--recompute-granularity {r}")]
+            if r == "full":
+                out += [Setting("--recompute-method", "uniform", "--recompute-method uniform"),
+                        Setting("--recompute-num-layers", 1, "--recompute-num-layers 1")]
+            return out
+        if knob == "tp_comm_overlap":
+            return [Setting("--tp-comm-overlap", None, "drop --tp-comm-overlap")]
+        return _megatron_flags(sharding_spelling(plan) or "")  # [] where the mode is no flags: unspellable
+    if fmt == "torchtitan":
+        if knob in TT_AXES:
+            return [_tt(f"parallelism.{TT_AXES[knob]}", plan[knob])]
+        if knob == "recompute":
+            r = plan["recompute"]
+            return [_tt("activation_checkpoint.mode", r)] + ([_tt("activation_checkpoint.selective_ac_option", "op")]
+                                                            if r == "selective" else [])
+        if knob == "tp_comm_overlap":
+            return [_tt("parallelism.enable_async_tensor_parallel", False)]
+        return []  # micro_batch and sharding: the batch and DP keys, derived in _torchtitan
+    if knob == "micro_batch":
+        return [Setting("train_micro_batch_size_per_gpu", plan["micro_batch"],
+                        f"\"train_micro_batch_size_per_gpu\": {plan['micro_batch']}")]
+    if knob == "sharding":
+        stage = DS_STAGES[plan["sharding"]]
+        return [Setting("zero_optimization.stage", stage, f"\"zero_optimization\": {{\"stage\": {stage}}}")]
+    return []
+
+
+def spell_change(fmt: str, knob: str, plan: dict) -> str:
+    """One knob's own key(s) in the trainer's words (no derived keys: `spell` gives those)."""
+    if fmt == "deepspeed" and knob in DS_NO_KEY:
+        return f"cannot be written in a DeepSpeed JSON: it has no key for {DS_NO_KEY[knob].format(**plan)}"
+    return "; ".join(s.text for s in _knob(fmt, knob, plan))
+
+
+def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optional[dict],
+          order: Optional[tuple[str, str]] = None) -> Spelling:
+    """Every setting of the trainer's file that the suggestion moves (module docstring): the
+    knobs' own keys, then what must change with them. before / after: explain's `plan` of the
+    job and of the checked change."""
+    stated = stated or {}
+    settings: list[Setting] = []
+    for k in knobs:
+        settings += _knob(fmt, k, after)
+    notes: list[str] = []
+    unspellable = [DS_NO_KEY[k].format(**after) for k in knobs if fmt == "deepspeed" and k in DS_NO_KEY]
+    if "sharding" in knobs and ((fmt == "torchtitan" and after["sharding"] not in TT_LEVELS) or
+                                (fmt == "megatron" and not _knob(fmt, "sharding", after))):
+        # a stack chosen on the command line whose mode the file's trainer does not run
+        unspellable.append(f"sharding {after['sharding']} ({after.get('sharding_mode')}: {sharding_spelling(after)})")
+    if fmt == "torchtitan":
+        settings += _torchtitan(before, after, stated)
+    elif fmt == "megatron":
+        settings += _megatron(before, after, stated, notes, order)
+    else:
+        settings += _deepspeed(knobs, before, after, stated, notes)
+    return Spelling(_dedupe(settings), notes, unspellable)
+
+
+def _dedupe(settings: list[Setting]) -> list[Setting]:
+    seen: dict[str, Setting] = {}
+    for s in settings:
+        seen.setdefault(s.key, s)
+    return list(seen.values())
+
+
+def _torchtitan(before: dict, after: dict, stated: dict) -> list[Setting]:
+    def file(key):
+        return stated.get(key, TT_DEFAULTS[key])
+
+    out: list[Setting] = []
+    dp, pp = after["dp"], after["pp"]
+    # the data-parallel degrees the plan's sharding needs (torchtitan.py read(): rep x shard = dp)
+    if after["sharding"] not in TT_LEVELS or before["sharding"] not in TT_LEVELS:
+        rep = shard = None  # a level torchtitan does not build (a command-line stack's): no degrees to spell
+    elif after["sharding"] == "hsdp":
+        rep, shard = dp // after["shard_group"], after["shard_group"]
+    elif after["sharding"] == "fsdp":
+        rep, shard = 1, dp
+    else:
+        rep, shard = dp, 1
+    before_shard = (before["shard_group"] if before["sharding"] == "hsdp" else
+                    before["dp"] if before["sharding"] == "fsdp" else 1)
+    if rep is not None:
+        if file("parallelism.data_parallel_replicate_degree") != rep:
+            out.append(_tt("parallelism.data_parallel_replicate_degree", rep))
+        if file("parallelism.data_parallel_shard_degree") == -1:
+            if shard != before_shard:  # inferred: named with the degree it now takes
+                s = _tt("parallelism.data_parallel_shard_degree", -1)
+                out.append(Setting(s.key, -1, f"{s.text} (the leftover GPUs: {before_shard} -> {shard})"))
+        elif file("parallelism.data_parallel_shard_degree") != shard:
+            out.append(_tt("parallelism.data_parallel_shard_degree", shard))
+    if after["sharding"] in ("fsdp", "hsdp") and after.get("sharding_mode") != before.get("sharding_mode"):
+        need = TT_RESHARD.get(after.get("sharding_mode"), "default")
+        if file("parallelism.fsdp_reshard_after_forward") != need:
+            out.append(_tt("parallelism.fsdp_reshard_after_forward", need))
+    # the batch: local_batch_size is the micro-batch without PP; global_batch_size -1 = local x dp
+    local = file("training.local_batch_size") if "training.local_batch_size" in stated else stated.get("training.batch_size", 8)
+    if pp == 1 and local != after["micro_batch"]:
+        local = after["micro_batch"]
+        out.append(_tt("training.local_batch_size", local))
+    gbs = file("training.global_batch_size")
+    if (gbs if gbs != -1 else local * dp) != after["global_batch"]:
+        out.append(_tt("training.global_batch_size", after["global_batch"]))
+    if pp > 1:
+        if file("parallelism.pipeline_parallel_microbatch_size") != after["micro_batch"]:
+            out.append(_tt("parallelism.pipeline_parallel_microbatch_size", after["micro_batch"]))
+        if before["pp"] == 1:  # the pipeline keys a pp 1 file left at their defaults
+            for key, field in (("parallelism.pipeline_parallel_first_stage_less_layers", "account_for_embedding_in_pipeline_split"),
+                               ("parallelism.pipeline_parallel_last_stage_less_layers", "account_for_loss_in_pipeline_split")):
+                if file(key) != int(bool(after.get(field))):
+                    out.append(_tt(key, int(bool(after.get(field)))))
+            sched = TT_SCHEDULES.get(after.get("schedule"))
+            if sched is not None and file("parallelism.pipeline_parallel_schedule") != sched:
+                out.append(_tt("parallelism.pipeline_parallel_schedule", sched))
+    return out
+
+
+def _megatron(before: dict, after: dict, stated: dict, notes: list, order) -> list[Setting]:
+    out: list[Setting] = []
+    if order is not None:
+        out.append(Setting("--use-tp-pp-dp-mapping", None if order[1] != "tp-cp-pp-dp" else True,
+                           spell_order(after["stack"], *order)))
+    # --sequence-parallel as the checked plan runs it: Megatron turns it off at tp 1 (arguments.py), so a
+    # script that states it at tp 1 would run it once TP is raised; the plan checked is the one spelled
+    sp_file = bool(stated.get("--sequence-parallel"))
+    if after["tp"] > 1 and bool(after.get("sequence_parallel")) != sp_file:
+        out.append(Setting("--sequence-parallel", True, "--sequence-parallel") if after.get("sequence_parallel") else
+                   Setting("--sequence-parallel", None, "drop --sequence-parallel (the plan checked runs TP without it)"))
+    m0, m1 = before.get("microbatches_per_step"), after.get("microbatches_per_step")
+    if stated.get("--global-batch-size") or stated.get("--step-batch-size-schedule"):
+        if m0 is not None and m1 is not None and m0 != m1:
+            notes.append(f"num-microbatches {m0} -> {m1} (Megatron derives it: --global-batch-size / "
+                         "(--micro-batch-size x dp); no flag)")
+    elif after["global_batch"] != after["micro_batch"] * after["dp"]:  # the default, micro x dp, would move it
+        out.append(Setting("--global-batch-size", after["global_batch"], f"--global-batch-size {after['global_batch']}"))
+    return out
+
+
+def _deepspeed(knobs, before: dict, after: dict, stated: dict, notes: list) -> list[Setting]:
+    out: list[Setting] = []
+    if stated.get("zero_optimization.mics_shard_size") not in (None, -1) and after["sharding"] != "hsdp":
+        out.append(Setting("zero_optimization.mics_shard_size", -1, "\"zero_optimization\": {\"mics_shard_size\": -1}"))
+    g, m, dp = after["global_batch"], after["micro_batch"], after["dp"]
+    gas, gas0 = g // (m * dp), before["global_batch"] // (before["micro_batch"] * before["dp"])
+    tbs, gas_f, mbs_f = (stated.get(k) for k in ("train_batch_size", "gradient_accumulation_steps", "train_micro_batch_size_per_gpu"))
+    if tbs is not None and tbs != g:
+        out.append(Setting("train_batch_size", g, f"\"train_batch_size\": {g}"))
+    if tbs is not None and gas_f is None and (mbs_f is not None or "micro_batch" in knobs):
+        if gas != gas0:  # train_batch_size and the micro-batch stated: DeepSpeed derives the accumulation
+            notes.append(f"gradient_accumulation_steps {gas0} -> {gas} (DeepSpeed derives it: train_batch_size / "
+                         "(micro x dp); no key)")
+    elif (gas_f if gas_f is not None else 1) != gas:  # stated, or its default 1 would move the batch
+        out.append(Setting("gradient_accumulation_steps", gas, f"\"gradient_accumulation_steps\": {gas}"))
+    return out

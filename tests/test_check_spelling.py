@@ -1,0 +1,304 @@
+"""`planner check`'s suggestions spelled completely in the trainer's own file (issue 22,
+planner/trainers/spelling.py), tested by applying them: for each reader, a failing config
+from tests/data/trainer_configs (or a variant of one, written here from it), each suggested
+setting written into the file's text, the file read back with the planner's reader (with the
+same command line), and the plan it gives is the suggested plan, and it passes `check`.
+
+The variants change one line of a fixture, named at each: the torchtitan preset at 32,768 tokens
+(llama3_8b.toml: data_parallel_shard_degree -1 and no global_batch_size, as in torchtitan's
+preset) and with the shard degree stated (8); the Megatron fp8 script as NVIDIA published it and
+without its --global-batch-size line; the DeepSpeed ZeRO-2 JSON at 8,192 tokens with its three
+batch keys, without gradient_accumulation_steps, and without train_batch_size."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from planner.check import Gates, _built_order, evaluate_job, failures
+from planner.cli.core import load_job
+from planner.schema import Job
+
+DATA = Path(__file__).parent / "data" / "trainer_configs"
+TOML, FP8_SH, DS2 = DATA / "llama3_8b.toml", DATA / "train_llama3_8b_h100_fp8.sh", DATA / "ds_config_zero2.json"
+# plan keys that name the file read (its path) rather than the plan
+PATH_KEYS = {"model_file", "model_sha256"}
+
+
+# ---------------------------------------------------------------- writing a setting into a file's text
+def _toml_value(v) -> str:
+    return "true" if v is True else "false" if v is False else f'"{v}"' if isinstance(v, str) else str(v)
+
+
+def apply_toml(text: str, key: str, value) -> str:
+    """Set `section.name = value` in a TOML text: the line replaced where the section has it,
+    else added under the section's header (a new section at the end where there is none)."""
+    section, name = key.split(".", 1)
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == f"[{section}]"), None)
+    if start is None:
+        return text.rstrip("\n") + f"\n\n[{section}]\n{name} = {_toml_value(value)}\n"
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
+    for i in range(start + 1, end):
+        if re.match(rf"\s*{re.escape(name)}\s*=", lines[i]):
+            lines[i] = f"{name} = {_toml_value(value)}"
+            break
+    else:
+        lines.insert(start + 1, f"{name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def apply_json(text: str, key: str, value) -> str:
+    data = json.loads(text)
+    *path, last = key.split(".")
+    d = data
+    for p in path:
+        d = d.setdefault(p, {})
+    if value is None:
+        d.pop(last, None)
+    else:
+        d[last] = value
+    return json.dumps(data, indent=2)
+
+
+def apply_flag(text: str, flag: str, value) -> str:
+    """A Megatron flag in a launch script that writes one flag a line (the fixtures' bash arrays):
+    its line replaced (value None: removed), else added after --disable-bias-linear (MODEL_ARGS)."""
+    pattern = re.compile(rf"^\s*{re.escape(flag)}(\s.*)?$", re.M)
+    line = "" if value is None else f"    {flag}" + ("" if value is True else f" {value}")
+    if pattern.search(text):
+        out = pattern.sub(line, text)
+        return re.sub(r"\n\n+(?=\s*--)", "\n", out) if value is None else out
+    assert value is not None, f"{flag} to drop is not in the script"
+    anchor = re.search(r"^\s*--disable-bias-linear\s*$", text, re.M)
+    return text[:anchor.end()] + "\n" + line + text[anchor.end():]
+
+
+APPLY = {"torchtitan": apply_toml, "deepspeed": apply_json, "megatron": apply_flag}
+
+
+def _check(path: Path, overrides: dict) -> dict:
+    read: list = []
+    job, where = load_job(path, overrides, None, read)
+    from planner.check import check_job
+
+    return check_job(job, where, Gates(), read[0].fmt, read[0].stated)
+
+
+def _readback(tmp_path: Path, src: Path, text: str, overrides: dict, fmt: str) -> tuple[int, list[dict]]:
+    """Check the config `text` (written beside a copy of the fixture's name), then for every
+    suggestion write its settings into the text, read the file back and compare: the same plan,
+    and it passes. Returns (suggestions applied, the suggestions)."""
+    path = tmp_path / src.name
+    path.write_text(text, encoding="utf-8")
+    res = _check(path, overrides)
+    assert res["verdict"] == "fail"
+    applied = 0
+    for i, s in enumerate(res["suggestions"]):
+        for st in s["trainer_settings"]:  # every written setting is in the printed spelling
+            assert f"[{fmt}: " in s["description"]
+        if s["trainer_unspellable"]:
+            continue
+        new = text
+        for st in s["trainer_settings"]:
+            new = APPLY[fmt](new, st["key"], st["value"])
+        again = tmp_path / f"s{i}{src.suffix}"
+        again.write_text(new, encoding="utf-8")
+        job, _ = load_job(again, overrides)
+        out = evaluate_job(job)
+        # the rank order as the stack builds it (startup.built_order: orders equal up to size-1 axes are one)
+        want = {k: v for k, v in s["plan"].items() if k not in PATH_KEYS} | {"rank_order": _built_order(s["plan"])}
+        got = {k: v for k, v in out["plan"].items() if k not in PATH_KEYS} | {"rank_order": _built_order(out["plan"])}
+        assert got == want, (s["description"], {k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)})
+        assert failures(out, Gates()) == [], s["description"]
+        applied += 1
+    return applied, res["suggestions"]
+
+
+# ------------------------------------------------------------------------------- torchtitan
+def _toml_32k(shard: str = "-1") -> str:
+    text = TOML.read_text(encoding="utf-8").replace("seq_len = 8192", "seq_len = 32768")
+    return text.replace("data_parallel_shard_degree = -1", f"data_parallel_shard_degree = {shard}")
+
+
+def test_torchtitan_inferred_shard_degree_and_global_batch(tmp_path):
+    """torchtitan's preset (data_parallel_shard_degree -1, no global_batch_size) at 32,768 tokens
+    on 8 H100s: CP 4 and TP 4 (dp 8 -> 2) need global_batch_size = 8 spelled (-1 would be
+    local 1 x dp 2 = 2, not the checked plan's 8), and name the inferred shard degree's new value."""
+    n, sugg = _readback(tmp_path, TOML, _toml_32k(), {"gpus": 8}, "torchtitan")
+    assert n == len(sugg) >= 2
+    [cp] = [s for s in sugg if s["changes"] == {"cp": 4}]
+    assert cp["description"] == (
+        "CP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] context_parallel_degree = 4; [parallelism] "
+        "data_parallel_shard_degree = -1 (the leftover GPUs: 8 -> 2); [training] global_batch_size = 8]")
+    assert cp["trainer_settings"] == [{"key": "parallelism.context_parallel_degree", "value": 4},
+                                      {"key": "parallelism.data_parallel_shard_degree", "value": -1},
+                                      {"key": "training.global_batch_size", "value": 8}]
+
+
+def test_torchtitan_stated_shard_degree_changes_with_dp(tmp_path):
+    """The same preset with data_parallel_shard_degree = 8 stated: torchtitan's ParallelDims
+    validation (dp_replicate x dp_shard x cp x tp x pp == world size, parallel_dims.py
+    @e347b1e5e _validate) would refuse CP 4 with it left at 8: the spelling sets it to 2."""
+    n, sugg = _readback(tmp_path, TOML, _toml_32k("8"), {"gpus": 8}, "torchtitan")
+    assert n == len(sugg) >= 2
+    for s in sugg:
+        if s["plan"]["dp"] != 8:
+            assert {"key": "parallelism.data_parallel_shard_degree", "value": s["plan"]["dp"]} in s["trainer_settings"]
+            assert f"[parallelism] data_parallel_shard_degree = {s['plan']['dp']}" in s["description"]
+
+
+# ------------------------------------------------------------------------------- Megatron
+def test_megatron_fp8_script_num_microbatches_named(tmp_path):
+    """NVIDIA's fp8 script (--global-batch-size 128 stated) fails at 83.0 GiB: a change of dp needs
+    no flag for the batch, and the spelling names Megatron's num-microbatches 128 / (1 x 8) = 16
+    -> 128 / (1 x 4) = 32."""
+    n, sugg = _readback(tmp_path, FP8_SH, FP8_SH.read_text(encoding="utf-8"), {}, "megatron")
+    assert n == len(sugg) >= 4
+    [cp] = [s for s in sugg if s["changes"] == {"cp": 2}]
+    assert cp["description"] == ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2; num-microbatches 16 -> 32 "
+                                 "(Megatron derives it: --global-batch-size / (--micro-batch-size x dp); no flag)]")
+    assert cp["trainer_settings"] == [{"key": "--context-parallel-size", "value": 2}]
+
+
+def test_megatron_script_without_global_batch_size(tmp_path):
+    """Without --global-batch-size Megatron takes micro x dp (arguments.py validate_args): 1 x 8 = 8
+    sequences; the checked plan keeps 8 at dp 4, so the spelling adds --global-batch-size 8."""
+    text = FP8_SH.read_text(encoding="utf-8")
+    text = re.sub(r"^\s*--global-batch-size .*\n", "", text, flags=re.M)
+    n, sugg = _readback(tmp_path, FP8_SH, text, {}, "megatron")
+    assert n == len(sugg) >= 3
+    for s in sugg:
+        has = {"key": "--global-batch-size", "value": 8} in s["trainer_settings"]
+        assert has == (s["plan"]["dp"] != 8), s["description"]
+
+
+# ------------------------------------------------------------------------------- DeepSpeed
+DS_CLI = {"model": "llama3-8b", "gpus": 8, "seq_len": 8192}
+
+
+def _ds(drop: str = "") -> str:
+    data = json.loads(DS2.read_text(encoding="utf-8"))
+    data.pop(drop, None)
+    return json.dumps(data, indent=2)
+
+
+def test_deepspeed_micro_batch_moves_the_accumulation(tmp_path):
+    """The ZeRO-2 JSON (64 = micro 4 x accumulation 2 x 8 GPUs) at 8,192 tokens: micro-batch 1
+    keeps 64 = 1 x 8 x 8, so gradient_accumulation_steps 8 is spelled with it (DeepSpeed refuses
+    the triple otherwise); the TP and recompute changes cannot be written in the JSON and say so,
+    TP 4 with the accumulation its dp of 2 then needs (64 / (4 x 2) = 8)."""
+    n, sugg = _readback(tmp_path, DS2, _ds(), DS_CLI, "deepspeed")
+    assert n >= 1
+    [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
+    assert mb["trainer_settings"] == [{"key": "train_micro_batch_size_per_gpu", "value": 1},
+                                      {"key": "gradient_accumulation_steps", "value": 8}]
+    [tp] = [s for s in sugg if "tp" in s["changes"]]
+    assert tp["description"].startswith(
+        "TP 1 -> 4 (DP 8 -> 2) [deepspeed: cannot be written in a DeepSpeed JSON: it has no key for TP (Megatron-DeepSpeed's "
+        "--tensor-model-parallel-size 4, on its command line); with it the JSON needs \"gradient_accumulation_steps\": 8]")
+    assert 64 == tp["plan"]["micro_batch"] * 8 * tp["plan"]["dp"]
+    [rc] = [s for s in sugg if "recompute" in s["changes"]]
+    assert rc["trainer_unspellable"] and rc["trainer_settings"] == []
+
+
+def test_deepspeed_derived_and_defaulted_accumulation(tmp_path):
+    """Without gradient_accumulation_steps DeepSpeed derives it from train_batch_size and the
+    micro-batch: no key, a note (2 -> 8); without train_batch_size the accumulation's default 1
+    would make the batch micro x dp, so it is spelled."""
+    n, sugg = _readback(tmp_path, DS2, _ds("gradient_accumulation_steps"), DS_CLI, "deepspeed")
+    [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
+    assert mb["trainer_settings"] == [{"key": "train_micro_batch_size_per_gpu", "value": 1}]
+    assert mb["trainer_notes"] == ["gradient_accumulation_steps 2 -> 8 (DeepSpeed derives it: train_batch_size / "
+                                   "(micro x dp); no key)"]
+    n, sugg = _readback(tmp_path, DS2, _ds("train_batch_size"), DS_CLI, "deepspeed")
+    [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
+    assert {"key": "gradient_accumulation_steps", "value": 8} in mb["trainer_settings"]
+
+
+@pytest.mark.parametrize("knob,fmt,plan,want", [
+    ("tp_comm_overlap", "deepspeed", {"tp": 2}, "cannot be written in a DeepSpeed JSON: it has no key for TP communication overlap"),
+    ("tp_comm_overlap", "torchtitan", {}, "[parallelism] enable_async_tensor_parallel = false"),
+    ("recompute", "torchtitan", {"recompute": "full"}, "[activation_checkpoint] mode = \"full\""),
+])
+def test_spell_change_single_knobs(knob, fmt, plan, want):
+    from planner.trainers import spell_change
+
+    assert spell_change(fmt, knob, plan) == want
+
+
+def test_megatron_rank_order_change_applied(tmp_path):
+    """The fp8 script with --use-tp-pp-dp-mapping (a line added after --disable-bias-linear) at PP 2
+    and 16,384 tokens (command line): CP 4 leaves dp 1, where the default order is built
+    (MEGATRON_TP_PP_DP_MAPPING), so the spelling drops the flag; read back, the plan is the one
+    checked (rank order tp-cp-dp-pp), and num-microbatches 128 / (1 x 4) = 32 -> 128 / (1 x 1) = 128."""
+    text = FP8_SH.read_text(encoding="utf-8").replace("    --disable-bias-linear \n",
+                                                      "    --disable-bias-linear \n    --use-tp-pp-dp-mapping\n")
+    n, sugg = _readback(tmp_path, FP8_SH, text, {"pp": 2, "seq_len": 16384}, "megatron")
+    assert n == len(sugg)
+    [cp] = [s for s in sugg if "cp" in s["changes"]]
+    assert cp["changes"] == {"cp": 4, "rank_order": "tp-cp-dp-pp"}
+    assert cp["trainer_settings"] == [{"key": "--context-parallel-size", "value": 4},
+                                      {"key": "--use-tp-pp-dp-mapping", "value": None}]
+    assert cp["trainer_notes"] == ["num-microbatches 32 -> 128 (Megatron derives it: --global-batch-size / "
+                                   "(--micro-batch-size x dp); no flag)"]
+
+
+def test_torchtitan_hsdp_replicate_and_shard_degrees(tmp_path):
+    """The preset as Llama 3 70B (flavor "70B", torchtitan's llama3_configs) on 32 GPUs with
+    data_parallel_replicate_degree 2 and data_parallel_shard_degree 16 stated (HSDP, 162.8 GiB):
+    no single change passes; each pair is spelled with both degrees where they move (FSDP over
+    all 32: replicate 1, shard 32; TP 8 then leaves dp 4: shard 4), and with the global batch,
+    local 1 x dp 32 = 32, stated once dp shrinks."""
+    text = (TOML.read_text(encoding="utf-8").replace('flavor = "8B"', 'flavor = "70B"')
+            .replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 2")
+            .replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 16"))
+    n, sugg = _readback(tmp_path, TOML, text, {}, "torchtitan")
+    assert n == len(sugg) >= 3
+    [tp] = [s for s in sugg if s["changes"].get("tp") == 8]
+    assert tp["trainer_settings"] == [{"key": "parallelism.tensor_parallel_degree", "value": 8},
+                                      {"key": "parallelism.data_parallel_replicate_degree", "value": 1},
+                                      {"key": "parallelism.data_parallel_shard_degree", "value": 4},
+                                      {"key": "training.global_batch_size", "value": 32}]
+
+
+def test_torchtitan_ddp_to_fsdp_and_to_pipeline(tmp_path):
+    """The preset as DDP (data_parallel_replicate_degree 8, data_parallel_shard_degree 1) in pure
+    bf16 (training.dtype "bfloat16", which torchtitan needs to run TP or PP without FSDP: start-up
+    rule TORCHTITAN_FP32), 90.3 GiB: FSDP swaps the two degrees; PP 8 (dp 8 -> 1) spells replicate 1,
+    the global batch 8 (local 1 x dp 1 would be 1) and the stage weights the plan checked: torchtitan's
+    defaults count the embedding and the output as a layer each (pipeline_parallel_first/last_stage_
+    less_layers 1), the checked plan does not (0)."""
+    text = (TOML.read_text(encoding="utf-8").replace("data_parallel_replicate_degree = 1", "data_parallel_replicate_degree = 8")
+            .replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 1")
+            .replace("seq_len = 8192", 'seq_len = 8192\ndtype = "bfloat16"'))
+    n, sugg = _readback(tmp_path, TOML, text, {}, "torchtitan")
+    assert n == len(sugg) >= 3
+    [fsdp] = [s for s in sugg if s["changes"].get("sharding") == "fsdp"]
+    assert fsdp["trainer_settings"] == [{"key": "parallelism.data_parallel_replicate_degree", "value": 1},
+                                        {"key": "parallelism.data_parallel_shard_degree", "value": 8}]
+    [pp] = [s for s in sugg if "pp" in s["changes"]]
+    assert pp["trainer_settings"] == [{"key": "parallelism.pipeline_parallel_degree", "value": 8},
+                                      {"key": "parallelism.data_parallel_replicate_degree", "value": 1},
+                                      {"key": "training.global_batch_size", "value": 8},
+                                      {"key": "parallelism.pipeline_parallel_first_stage_less_layers", "value": 0},
+                                      {"key": "parallelism.pipeline_parallel_last_stage_less_layers", "value": 0}]
+
+
+def test_a_sharding_level_torchtitan_does_not_build_is_not_spelled():
+    """A torchtitan TOML checked on another stack (--stack megatron) may be offered ZeRO-1, which
+    torchtitan does not build (DDP, FSDP or HSDP): the spelling says the TOML cannot hold it."""
+    from planner.trainers.spelling import spell
+
+    base = dict(model="llama3-8b", gpus=8, seq_len=4096, stack="megatron")
+    before = evaluate_job(Job(**base, sharding="none"))["plan"]
+    after = evaluate_job(Job(**base, sharding="zero1"))["plan"]
+    sp = spell("torchtitan", ["sharding"], before, after, {})
+    # no data-parallel degree for a level torchtitan does not build (the batch keys are the bare job's against the
+    # TOML defaults: a job not read from a file)
+    assert not any(st.key.startswith("parallelism.data_parallel") for st in sp.settings)
+    assert sp.unspellable == ["sharding zero1 (distributed_optimizer: --use-distributed-optimizer)"]
+    assert sp.text("torchtitan").startswith("cannot be written in a torchtitan TOML: it has no key for sharding zero1")
