@@ -1164,6 +1164,11 @@ def auto_collective_times(op, size, group, stride, params: CommParams, job_gpus=
     every step_time call (the orders and stack variants it prices after the first pass, the
     rows it explains), and a call that finds every tuple here costs no pricing at all."""
     size, group, stride = np.broadcast_arrays(np.asarray(size), np.asarray(group), np.asarray(stride))
+    if np.ndim(op) == 0 and size.ndim > 1 and size.size:
+        # (K, n) stacked sends (step.cp_ring_comm's), which comm.distinct hands down unflattened below
+        # UNIQUE_MIN elements: priced flat through the memo (elementwise: the same figures), reshaped
+        out = auto_collective_times(op, size.ravel(), group.ravel(), stride.ravel(), params, job_gpus)
+        return tuple(x.reshape(size.shape) for x in out)
     if np.ndim(op) != 0 or size.ndim != 1 or not size.size:
         cost, link, _ = group_collective(op, size, group, stride, params, AUTO, job_gpus=job_gpus)
         return cost.time_s, cost.latency_s, cost.bandwidth_s, link.link

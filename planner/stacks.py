@@ -9,6 +9,7 @@ the numbers in their catalog entries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 
 import numpy as np
@@ -96,24 +97,82 @@ def fp8_recipe(stack: Stack, code, hw=None) -> dict[str, np.ndarray]:
     peak_ratio = np.ones(len(FP8_RECIPES))
     if hw is not None and hw.fp8_TFLOPS and hw.mxfp8_TFLOPS:
         peak_ratio = np.array([hw.mxfp8_TFLOPS / hw.fp8_TFLOPS if RECIPE_PEAK[n] == "mxfp8" else 1.0 for n in FP8_RECIPES])
+    return _RecipeFigures(_recipe_tables(stack), code, peak_ratio)
+
+
+class _RecipeFigures(Mapping):
+    """fp8_recipe's figures of the codes `code`, each indexed from its per-stack column (_recipe_tables) when
+    first read (a caller reads one to five of them): the column at the codes, gemm_speed times the peak
+    ratio at the codes, grouped_speed times it at the grouped recipe's codes (_grouped_figures' numbers)."""
+
+    def __init__(self, tables: dict, code: np.ndarray, peak_ratio: np.ndarray):
+        self._t, self._code, self._peak, self._got = tables, code, peak_ratio, {}
+
+    def __getitem__(self, k: str):
+        if k not in self._got:
+            col, c = self._t[k], self._code  # (KeyError for an unknown figure, as the dict gave)
+            if k == "gemm_speed":
+                self._got[k] = col[c] * self._peak[c]
+            elif k == "grouped_speed":  # the grouped recipe's speed at its own peak ratio
+                self._got[k] = col[c] * self._peak[self._t["_grouped_codes"]][c]
+            else:
+                self._got[k] = col[c]
+        return self._got[k]
+
+    def __iter__(self):
+        return (k for k in self._t if not k.startswith("_"))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+# id(stack) -> (stack, fp8_recipe's columns per recipe code): a step_time or memory_total call reads
+# fp8_recipe a few times, and a search calls them a few dozen times on the same stack (stacks are frozen
+# pydantic models; each entry holds its stack, so that its id is not reused while it is kept)
+_RECIPE_TABLES: dict = {}
+
+
+def _recipe_tables(stack: Stack) -> dict[str, np.ndarray]:
+    """fp8_recipe's figures per recipe code (precisions.FP8_RECIPES) on this stack, built once per stack: each
+    figure's column, indexed by the plans' codes (the grouped GEMMs' columns composed with _grouped_codes:
+    column[grouped[code]] = (column[grouped])[code], _grouped_figures' numbers)."""
+    hit = _RECIPE_TABLES.get(id(stack))
+    if hit is not None and hit[0] is stack:
+        return hit[1]
     gemms = [stack.fp8_recipes[n].gemms if n in stack.fp8_recipes else ["fprop", "dgrad", "wgrad"] for n in FP8_RECIPES]
-    return {
-        "gemm_speed": _recipe_column(stack, "gemm_speed", 1.0)[code] * peak_ratio[code],
-        "cast_bytes": _recipe_column(stack, "cast_bytes_per_element", 0.0)[code],
-        "allgather_fp8": _recipe_column(stack, "allgather_fp8", 0.0)[code] > 0,
-        "output_layer_bf16": _recipe_column(stack, "output_layer_bf16", 1.0)[code] > 0,
+    speed, cast = _recipe_column(stack, "gemm_speed", 1.0), _recipe_column(stack, "cast_bytes_per_element", 0.0)
+    low_fwd = np.array([float("fprop" in g) for g in gemms])
+    low_bwd = np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])
+    g = _grouped_codes(stack)
+    bf16_align = float(stack.memory.moe_token_group_align)
+    tables = {
+        "gemm_speed": speed,
+        "cast_bytes": cast,
+        "allgather_fp8": _recipe_column(stack, "allgather_fp8", 0.0) > 0,
+        "output_layer_bf16": _recipe_column(stack, "output_layer_bf16", 1.0) > 0,
         # the fp8 fused attention's saved q, k, v and output, bytes an element (memory.py [fa8]; bf16 where none)
-        "dpa_qkv": _dpa_column(stack, "qkv_saved_bytes")[code],
-        "dpa_out": _dpa_column(stack, "out_saved_bytes")[code],
+        "dpa_qkv": _dpa_column(stack, "qkv_saved_bytes"),
+        "dpa_out": _dpa_column(stack, "out_saved_bytes"),
         # TE's P2P context-parallel ring under the recipe's fp8 attention (memory.py [cp3]; bf16 figures where none)
-        "cp_ring_kv": _dpa_column(stack, "cp_ring_kv_bytes")[code],
-        "cp_ring_dkv": _dpa_column(stack, "cp_ring_dkv_bytes")[code],
-        "cp_merge_out": _dpa_column(stack, "cp_merge_out_bytes", 0.0)[code],
-        "cp_inputs_bf16": _dpa_column(stack, "cp_inputs_bf16_bytes", 0.0)[code],
-        "low_fwd": np.array([float("fprop" in g) for g in gemms])[code],
-        "low_bwd": np.array([(("dgrad" in g) + ("wgrad" in g)) / 2.0 for g in gemms])[code],
-        **_grouped_figures(stack, code, peak_ratio, gemms),
+        "cp_ring_kv": _dpa_column(stack, "cp_ring_kv_bytes"),
+        "cp_ring_dkv": _dpa_column(stack, "cp_ring_dkv_bytes"),
+        "cp_merge_out": _dpa_column(stack, "cp_merge_out_bytes", 0.0),
+        "cp_inputs_bf16": _dpa_column(stack, "cp_inputs_bf16_bytes", 0.0),
+        "low_fwd": low_fwd,
+        "low_bwd": low_bwd,
+        # the routed experts' grouped GEMMs run converted (_grouped_figures, step.py [16])
+        "grouped_speed": speed[g],
+        "grouped_cast_bytes": cast[g],
+        "grouped_low_fwd": low_fwd[g],
+        "grouped_low_bwd": low_bwd[g],
+        "grouped_align": np.array([float(stack.fp8_recipes[n].grouped_experts_align or bf16_align)
+                                   if n in stack.fp8_recipes else bf16_align for n in FP8_RECIPES]),
+        "_grouped_codes": g,
     }
+    if len(_RECIPE_TABLES) >= 64:  # a handful of stacks in a process; tests build many
+        _RECIPE_TABLES.clear()
+    _RECIPE_TABLES[id(stack)] = (stack, tables)
+    return tables
 
 
 def _grouped_codes(stack: Stack) -> np.ndarray:

@@ -40,6 +40,7 @@ the last pipeline stage after the main model's layers, its own output head and l
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -142,13 +143,20 @@ class LayerList:
         i = np.arange(self.num_layers, dtype=np.int64)
         return np.where(i < self.head, self.head_kind, self.period[i % len(self.period)])
 
+    @functools.cached_property
+    def _within(self) -> np.ndarray:
+        """(K, P + 1) int64: layers of each kind among the first j of the period (prefix's table), built once
+        per LayerList (frozen; a search's cost models call prefix a few hundred times on one)."""
+        K = len(self.kinds)
+        onehot = (self.period[None, :] == np.arange(K)[:, None]).astype(np.int64)  # (K, P)
+        return np.concatenate([np.zeros((K, 1), dtype=np.int64), np.cumsum(onehot, axis=1)], axis=1)  # (K, P + 1)
+
     def prefix(self, i) -> np.ndarray:
         """(K, ...) int64: layers of each kind among the first i (0 <= i <= L; arrays)."""
         i = np.asarray(i, dtype=np.int64)
         K, P = len(self.kinds), len(self.period)
         col = (K,) + (1,) * i.ndim
-        onehot = (self.period[None, :] == np.arange(K)[:, None]).astype(np.int64)  # (K, P)
-        within = np.concatenate([np.zeros((K, 1), dtype=np.int64), np.cumsum(onehot, axis=1)], axis=1)  # (K, P + 1)
+        within = self._within
 
         def periodic(x):  # (K, ...) layers j < x with period[j % P] == each kind
             return (x // P)[None] * within[:, P].reshape(col) + within[:, x % P]
