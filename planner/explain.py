@@ -177,8 +177,8 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
     moe_out = moe_report(settings, plan, est, pick, moe) if layer_list(settings.model).has_experts else None
     return {
         **({"calibration": out_cal} if out_cal else {}),
-        **({"assumed": list(settings.assumed) + list(settings.seq_assumed)}
-           if settings.assumed or settings.seq_assumed else {}),
+        **({"assumed": list(settings.assumed) + list(settings.seq_assumed) + list(settings.code_assumed)}
+           if settings.assumed or settings.seq_assumed or settings.code_assumed else {}),
         "plan": plan_dict(plan, settings, i),
         "params": pc.as_dict(),
         "layers": pc.layers.described(),

@@ -455,6 +455,15 @@ class Reader:
             dropout=self._dropout(),
             sources=[f"Hugging Face config.json: {path}"],
         )
+        # the implementation family (ModelSpec.hf_model_type): the config's top-level model_type (a multimodal
+        # wrapper's, llama4 / gemma3, not its text_config's); a config without one leaves it null (assumed by the
+        # trainers' model-code rules, startup.model_code_assumed)
+        mt = self.outer.get("model_type")
+        if mt is not None:
+            if not (isinstance(mt, str) and mt and all(ch in "abcdefghijklmnopqrstuvwxyz0123456789_" for ch in mt)):
+                raise PlannerError(f"{path}: field `model_type`: {str(mt)[:40]!r} is not a transformers model type "
+                                   "(lower-case letters, digits and _)", "give the config.json transformers saved for the model")
+            data["hf_model_type"] = mt
         if self.model_type in QK_NORM_TYPES:
             data["qk_norm"] = True
         if self.model_type in POST_NORM_TYPES:

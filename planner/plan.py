@@ -29,7 +29,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields, ZERO3_KEYS
-from .startup import BY_CODE, cluster_of, megatron_checks, rules_for, split_overdrawn, stack_order_ok
+from .startup import BY_CODE, cluster_of, megatron_checks, model_code_assumed, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -525,6 +525,7 @@ class Settings:
     inherited: tuple = ()  # settings taken from the stack's defaults: (field, value) pairs
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
+    code_assumed: tuple = ()  # the trainer model code not checked (startup.model_code_assumed): the job's, not a plan's
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
     model_sha256: str | None = None  # their contents' hashes, read once here (plan_dict reports them per row)
@@ -1210,6 +1211,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         seq_assumed=tuple(seq_assumed),
+        code_assumed=tuple(model_code_assumed(model, stack)),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),

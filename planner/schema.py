@@ -396,6 +396,14 @@ class ModelSpec(BaseModel):
                     "output head, on the last pipeline stage")
     training: Optional[TrainingRecipe] = Field(
         default=None, description="the published pre-training recipe: defaults for a planned job (planner/recipe.py)")
+    hf_model_type: Optional[str] = Field(
+        default=None, pattern=r"^[a-z0-9_]+$",
+        description="the implementation family: the model's Hugging Face config.json `model_type` at its top level "
+                    "(llama, qwen3_moe, deepseek_v3, gpt_oss, llama4, mixtral, ...; a catalog entry cites its "
+                    "config.json). A trainer's start-up rules read it to find the trainer's model code and what that "
+                    "code runs (stack_db runs.model_codes: torchtitan's torchtitan/models/<name>/); null: no config.json "
+                    "(Megatron-LM's GPT, GPT-3): the model code's capabilities are not checked, listed as assumed "
+                    "(startup.model_code_assumed)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1626,6 +1634,25 @@ class AbsentRule(BaseModel):
     source: str = Field(min_length=1, description="where the release's code shows the check absent (commit, file, lines)")
 
 
+class ModelCode(BaseModel):
+    """One of the trainer's model implementations (torchtitan: torchtitan/models/<code>/) and what it
+    runs beyond the stack's own `runs` (issue 22): the start-up rules TORCHTITAN_MODEL_* read it
+    (planner/startup.py) for a model whose hf_model_type it lists."""
+
+    model_config = Strict
+    code: str = Field(description="the trainer's name of the model code (torchtitan [model] name)")
+    model_types: list[str] = Field(min_length=1, description="the Hugging Face config.json model_type values this code "
+                                                            "trains (ModelSpec.hf_model_type)")
+    moe_dispatchers: Optional[list[Dispatcher]] = Field(
+        default=None, min_length=1,
+        description="the MoE token dispatchers this code builds, among the stack's runs.moe_dispatchers (null: all of "
+                    "them; a dense code says none)")
+    context_parallel: bool = Field(description="whether the code's attention runs context parallelism (cp > 1)")
+    pipeline_parallel: bool = Field(description="whether the code has a pipelining function (pp > 1)")
+    async_tp: bool = Field(description="whether the code applies async TP where the job asks for it (tp_comm_overlap)")
+    sources: list[str] = Field(min_length=1)
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -1697,6 +1724,12 @@ class StackRuns(BaseModel):
         description="start-up rules of the set `startup_rules` this release of the trainer does not run (the check "
                     "is not in its code), each with the source that shows it absent; planner/startup.py rules_for "
                     "leaves them out for this stack")
+    model_codes: Optional[list[ModelCode]] = Field(
+        default=None,
+        description="the trainer's model implementations by Hugging Face model_type and what each runs (start-up rules "
+                    "TORCHTITAN_MODEL_*); a model whose hf_model_type none lists, or that has none, is priced on the "
+                    "stack's runs alone, listed as assumed (startup.model_code_assumed); null: the entry maps none (no "
+                    "model-code rule applies, nothing listed: torchtitan-0.3, whose codes are not mapped yet)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1713,6 +1746,13 @@ class StackRuns(BaseModel):
             raise ValueError(f"startup_rules_absent names a rule twice: {absent}")
         if absent and self.startup_rules is None:
             raise ValueError("startup_rules_absent without startup_rules: no rule set to leave rules out of")
+        types = [t for c in self.model_codes or () for t in c.model_types]
+        if len(set(types)) != len(types):
+            raise ValueError(f"model_codes: a model_type listed twice ({sorted(t for t in set(types) if types.count(t) > 1)})")
+        for c in self.model_codes or ():
+            extra = [d for d in c.moe_dispatchers or () if d not in (self.moe_dispatchers or [d])]
+            if extra:
+                raise ValueError(f"model_codes {c.code}: moe_dispatchers {extra} not among runs.moe_dispatchers")
         return self
 
 

@@ -1030,7 +1030,7 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
     from . import dispatch
     from .catalog import load_stack
     from .errors import PlannerError
-    from .startup import DISPATCHER_RULES
+    from .startup import DISPATCHER_RULES, model_code
 
     runs = settings.stack.runs
     if settings.model.moe is None or runs is None or not runs.moe_dispatchers or len(runs.moe_dispatchers) < 2:
@@ -1040,13 +1040,18 @@ def dispatcher_settings(job: Job, settings: Settings, where: str = "") -> tuple:
     if default in restricted or default not in runs.moe_dispatchers:
         return None, []
     out, left = {}, []
+    code = model_code(settings.model, settings.stack)  # the trainer's model code: the dispatchers it builds
     for name in [default] + [n for n in runs.moe_dispatchers if n != default]:
+        if code is not None and code.moe_dispatchers is not None and name not in code.moe_dispatchers:
+            left.append((name, f"{settings.stack.name}'s model code {code.code} (model_type {settings.model.hf_model_type}) "
+                               "does not build it (start-up rule TORCHTITAN_MODEL_DISPATCHER)"))
+            continue
         try:
             st, *_ = settings_for(job.model_copy(update={"moe_dispatcher": name}), where=where)
         except PlannerError as e:
             left.append((name, e.message))
             continue
-        out[dispatch.CODES[name]] = replace(st, seq_assumed=())
+        out[dispatch.CODES[name]] = replace(st, seq_assumed=(), code_assumed=())
     if len(out) < 2 or dispatch.NAMES[next(iter(out))] != default:
         return None, left
     return out, left
@@ -1061,7 +1066,7 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     the base rows whose own options are refused compiled are searched uncompiled in a second space
     (space.uncompiled_space): one Ranked per space, best first in each (fit merges them)."""
     settings, gbs, seq, warnings = settings_for(job, where=where)
-    settings = replace(settings, seq_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
+    settings = replace(settings, seq_assumed=(), code_assumed=())  # the job's (FitResult.assumed): each row's command gives --seq-len
     variants = variant_choices(settings.stack, job, where, settings.hardware, settings.model)
     twins = uncompiled_choices(settings.stack, job, variants)
     twin = np.r_[np.zeros(len(variants), dtype=bool), np.ones(len(twins), dtype=bool)]
@@ -1441,7 +1446,7 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
         if bad:
             shown = f"valid: {', '.join(map(str, valid))}" if valid else f"use {flag} 1 to {L}"
             raise PlannerError(f"{where}{flag} {', '.join(map(str, bad))} does not fit {what}", shown)
-    return settings.seq_assumed
+    return settings.seq_assumed + settings.code_assumed
 
 
 NEAREST_TRIES = 512  # values tried on each side when looking for a GPU count / global batch with a valid plan

@@ -56,9 +56,13 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             instead, never true of the 1-D dp_replicate mesh: they apply DDP beside TP
                             or PP unchecked (whether torch's replicate then runs on TP's DTensor
                             parameters is not checked here), and (training.dtype float32) train it in
-                            fp32, TORCHTITAN_FP32. The planner has no field naming torchtitan's model
-                            code, so the rule holds for every model: for those three it may refuse a
+                            fp32, TORCHTITAN_FP32. The rule holds for every model code (runs.model_codes
+                            could narrow it to llama3 / llama4; not done, since whether torch's replicate runs
+                            on TP's DTensor parameters is not checked): for those three it may refuse a
                             pure-bf16 DDP x TP / PP plan that torchtitan would start
+  TORCHTITAN_MODEL_*        what the model's own code (torchtitan/models/<code>/, by ModelSpec.hf_model_type
+                            through stack_db runs.model_codes) runs: its MoE dispatchers, PP, CP, async TP
+                            (codes 65-68, commented above their definitions)
   TORCHTITAN_SP             parallelize.py apply_tp: TP always shards the norms' sequence
                             dimension (SequenceParallel): a TP plan without SP is not what runs
   TORCHTITAN_ETP            distributed/parallel_dims.py: with ep > 1, 'Currently we only support
@@ -1195,6 +1199,118 @@ LATER_RULES = LATER_RULES + (
 )
 
 
+# torchtitan @e347b1e5e [T]: what the model code that trains the model runs (issue 22). torchtitan trains each model
+# with its own code, torchtitan/models/<code>/ (TrainSpec: model class, parallelize_fn, pipelining_fn), so its
+# capabilities differ by code; stack_db torchtitan runs.model_codes maps the model's Hugging Face model_type
+# (ModelSpec.hf_model_type, an explicit field: never the model's name) to its code and what that code runs, each cited:
+#   TORCHTITAN_MODEL_DISPATCHER  the MoE dispatcher is one the code builds (model_codes moe_dispatchers): only
+#                            deepseek_v3's builds DeepEPMoE (build_moe(moe_impl)); llama4's standard MoE passes two
+#                            inputs where DeepEPExpertParallel unpacks five (it cannot run), qwen3's and gpt_oss's
+#                            never read expert_parallel_comm_backend (they run the standard all-to-all: not the plan
+#                            priced). In DISPATCHER_RULES, so fit tries deepep only for the codes that build it
+#   TORCHTITAN_MODEL_PP      pp > 1 where the code has no pipelining_fn (qwen3, gpt_oss: train.py l. 218-223
+#                            RuntimeError '... does not support pipelining')
+#   TORCHTITAN_MODEL_CP      cp > 1 where the code's attention refuses CP (gpt_oss: 'CP support for gpt-oss model is
+#                            still in progress'; deepseek_v3's released flavors and llama4's chunked (irope) ones
+#                            run FlexAttention, and update_from_config raises with CP on anything but SDPA)
+#   TORCHTITAN_MODEL_ASYNC_TP async TP (tp_comm_overlap, tp > 1) where the code never applies it (gpt_oss:
+#                            apply_non_moe_tp(enable_async_tp=False)): the overlap priced would not happen. In
+#                            VARIANT_RULES, so fit tries TP overlap only where the code applies it
+# A model whose hf_model_type no entry lists (torchtitan has no code for it: mixtral, gemma3, ...) or that has none
+# (no config.json: Megatron's GPT) breaks none of these: it is priced on the stack's runs, as a port of the model into
+# torchtitan would run them, and model_code_assumed says so (explain's and fit's assumed lines).
+def model_code(model, stack):
+    """The stack's model code (stack_db runs.model_codes, a schema.ModelCode) that trains the model: the entry
+    listing its hf_model_type; None where the stack lists no codes, the model has no hf_model_type, or no entry
+    lists it (model_code_assumed)."""
+    codes = stack.runs.model_codes if stack is not None and stack.runs is not None else None
+    if not codes or model is None or model.hf_model_type is None:
+        return None
+    return next((c for c in codes if model.hf_model_type in c.model_types), None)
+
+
+def model_code_assumed(model, stack) -> list[str]:
+    """The assumed line of a model the stack's model codes do not cover (the rule above): none where the stack
+    keeps no map or a code trains the model."""
+    codes = stack.runs.model_codes if stack is not None and stack.runs is not None else None
+    if not codes or model is None or model_code(model, stack) is not None:
+        return []
+    types = ", ".join(t for c in codes for t in c.model_types)
+    why = (f"{model.name} gives no hf_model_type (no Hugging Face config.json)" if model.hf_model_type is None
+           else f"{stack.name} has no model code for model_type {model.hf_model_type!r}")
+    return [f"model code: {why}; {stack.name}'s codes train {types} (stack_db {stack.name} runs.model_codes): priced on "
+            f"the stack's runs as a port of the model would run them, the model-code start-up rules "
+            f"(TORCHTITAN_MODEL_*) not applied"]
+
+
+def _code_lacks(model, stack, plan, what) -> np.ndarray:
+    """Every candidate alike: whether the model's code (model_code) lacks `what` (a predicate on the code)."""
+    c = model_code(model, stack)
+    return np.full(np.shape(plan.tp), bool(c is not None and what(c)), dtype=bool)
+
+
+def _model_dispatcher(model, stack, plan) -> np.ndarray:
+    """TORCHTITAN_MODEL_DISPATCHER: an MoE model on a dispatcher (the stack's, laid by plan.apply_moe_dispatcher)
+    its code does not build."""
+    disp = stack.defaults.moe_dispatcher if stack is not None else None
+    runs = stack.runs.moe_dispatchers if stack is not None and stack.runs is not None else None
+    # (a dispatcher the stack runs at all: one it does not is refused first, naming runs.moe_dispatchers)
+    on = model is not None and model.moe is not None and disp is not None and disp in (runs or [disp])
+    return bool(on) & _code_lacks(model, stack, plan, lambda c: c.moe_dispatchers is not None and disp not in c.moe_dispatchers)
+
+
+def _code_detail(model, stack, plan, cluster) -> str:
+    c = model_code(model, stack)
+    what = f"dispatchers {', '.join(c.moe_dispatchers)}" if c.moe_dispatchers else "every dispatcher of the stack"
+    return (f"{model.name}: model_type {model.hf_model_type}, torchtitan model code {c.code}: {what}; "
+            f"cp {'yes' if c.context_parallel else 'no'}, pp {'yes' if c.pipeline_parallel else 'no'}, "
+            f"async TP {'yes' if c.async_tp else 'no'}")
+
+
+_TT_CODES = f"{TORCHTITAN_COMMIT} (stack_db torchtitan runs.model_codes, each code's sources)"
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "TORCHTITAN_MODEL_DISPATCHER", "torchtitan",
+        "torchtitan's model code for this model does not build the MoE dispatcher asked for (only deepseek_v3's "
+        "builds DeepEP's)",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/moe/moe.py build_moe l. 577-587 (DeepEPMoE under moe_impl deepep), "
+        "called only by models/deepseek_v3/model/model.py l. 358-362; models/llama4/model/model.py l. 404 builds the "
+        "standard MoE (two inputs to the experts, DeepEPExpertParallel._token_dispatch unpacks five, "
+        "distributed/expert_parallel.py l. 339); models/qwen3 and models/gpt_oss never read "
+        f"expert_parallel_comm_backend (the standard all-to-all runs); {_TT_CODES}",
+        "use moe_dispatcher alltoall (expert_parallel_comm_backend \"standard\") for this model on torchtitan",
+        _model_dispatcher, detail=_code_detail),
+    StartupRule(
+        "TORCHTITAN_MODEL_PP", "torchtitan",
+        "torchtitan's model code for this model has no pipelining function: it refuses pipeline parallelism",
+        f"{TORCHTITAN_COMMIT} torchtitan/train.py l. 218-223 (pp enabled and train_spec.pipelining_fn None: "
+        "RuntimeError 'Pipeline Parallel is enabled but ... does not support pipelining'); models/qwen3/__init__.py "
+        f"l. 199 and models/gpt_oss/__init__.py l. 85 (pipelining_fn=None); {_TT_CODES}",
+        "use pp 1 for this model on torchtitan",
+        lambda m, s, p: _code_lacks(m, s, p, lambda c: not c.pipeline_parallel) & (np.asarray(p.pp) > 1),
+        detail=_code_detail),
+    StartupRule(
+        "TORCHTITAN_MODEL_CP", "torchtitan",
+        "torchtitan's model code for this model refuses context parallelism (gpt_oss's attention; deepseek_v3's and "
+        "llama4's FlexAttention flavors)",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/gpt_oss/model/args.py l. 89-92 ('CP support for gpt-oss model is "
+        "still in progress'); models/deepseek_v3/model/args.py l. 101-109 and models/llama4/model/args.py l. 79-87 "
+        "(NotImplementedError where context_parallel_degree > 1 and attn_type != sdpa; deepseek_v3's 16B / 236B / 671B "
+        f"and llama4's _irope flavors set attn_type flex); {_TT_CODES}",
+        "use cp 1 for this model on torchtitan",
+        lambda m, s, p: _code_lacks(m, s, p, lambda c: not c.context_parallel) & (np.asarray(p.cp) > 1),
+        detail=_code_detail),
+    StartupRule(
+        "TORCHTITAN_MODEL_ASYNC_TP", "torchtitan",
+        "torchtitan's model code for this model never applies async TP: the TP overlap priced would not happen",
+        f"{TORCHTITAN_COMMIT} torchtitan/models/gpt_oss/infra/parallelize.py l. 95-101 (apply_non_moe_tp(..., "
+        f"enable_async_tp=False) whatever enable_async_tensor_parallel says); {_TT_CODES}",
+        "leave tp_comm_overlap off (--no-tp-comm-overlap) for this model on torchtitan",
+        lambda m, s, p: _code_lacks(m, s, p, lambda c: not c.async_tp) & (np.asarray(p.tpo) > 0) & (np.asarray(p.tp) > 1),
+        detail=_code_detail),
+)
+
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -1272,7 +1388,9 @@ DISPATCHER_RULES = {"MEGATRON_DEEPEP_GROUP": ("deepep",), "TORCHTITAN_DEEPEP_EP"
                     "TORCHTITAN_DEEPEP_TP": ("deepep",), "MEGATRON_DEEPEP_GPU": ("deepep",),
                     "TORCHTITAN_DEEPEP_GPU": ("deepep",), "DEEPSEEK_DEEPEP_GPU": ("deepep",),
                     "MEGATRON_HYBRIDEP_GPU": ("hybridep",), "MEGATRON_HYBRIDEP_DOMAIN": ("hybridep",),
-                    "MEGATRON_HYBRIDEP_EXPERTS": ("hybridep",), "MEGATRON_HYBRIDEP_TOKENS": ("hybridep",)}
+                    "MEGATRON_HYBRIDEP_EXPERTS": ("hybridep",), "MEGATRON_HYBRIDEP_TOKENS": ("hybridep",),
+                    # every dispatcher a code may leave out (each code builds alltoall, the stack's default)
+                    "TORCHTITAN_MODEL_DISPATCHER": ("allgather", "deepep", "deepep_ll", "hybridep")}
 
 
 def dispatcher_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
@@ -1295,7 +1413,7 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 # (space.Space.variant_ok); the first variant's are the base rows' own, which plan.rule_codes checks.
 # COMPILE_RULES: those of them that read compile, where fit tries compile off (space.uncompiled_choices)
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
-VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP",)
+VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
@@ -1336,4 +1454,5 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
 
 
 __all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+           "model_code", "model_code_assumed",
            "end_weights", "stack_order_ok", "built_order", "order_ok"]

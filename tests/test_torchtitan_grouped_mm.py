@@ -187,12 +187,15 @@ def test_megatron_experts_drop_their_weight_cache_when_bf16():
 
 # ------------------------------------------------------------------ TORCHTITAN_FP8_GROUPED_MM_PP_CP
 def test_rule_code_follows_the_last():
-    # appended after 62, keeping every code; MEGATRON_NVFP4_TOKENS (issue 22) was appended after it
-    assert CODES["TORCHTITAN_FP8_GROUPED_MM_PP_CP"] == 63
-    assert CODES["MEGATRON_NVFP4_TOKENS"] == max(CODES.values()) == 64
+    # appended after 62, keeping every code; MEGATRON_NVFP4_TOKENS (issue 22) was appended after it, then the
+    # torchtitan model-code rules (65-68, tests/test_startup_torchtitan_model_code.py)
+    assert CODES["TORCHTITAN_FP8_GROUPED_MM_PP_CP"] == 63 and CODES["MEGATRON_NVFP4_TOKENS"] == 64
+    assert max(CODES.values()) == CODES["TORCHTITAN_MODEL_ASYNC_TP"] == 68
 
 
-@pytest.mark.parametrize("kw", [dict(pp=2), dict(cp=2)])
+# qwen3's torchtitan code has no pipelining function (TORCHTITAN_MODEL_PP): pp 2 on Mixtral (no torchtitan code,
+# priced on the stack's lists)
+@pytest.mark.parametrize("kw", [dict(pp=2, model="mixtral-8x7b"), dict(cp=2)])
 def test_float8_grouped_mm_refuses_pp_and_cp(kw):
     with pytest.raises(PlannerError) as e:
         resolve(Job(**{**QWEN, "gpus": 16, "global_batch": 16, **kw}, fp8_grouped_experts=True))
@@ -274,14 +277,15 @@ def test_reader_refuses_a_type_mix(cli, tmp_path):
 def test_fit_searches_both_and_ranks_them_by_time(cli):
     """fit tries the routed experts bf16 and converted on torchtitan (stack_db runs.fp8_grouped_experts),
     the faster per plan where it starts: the converted experts are faster, so the pp 1 rows take them;
-    rule 63 (float8 grouped converter: pp = cp = 1) leaves the pp > 1 rows bf16. Each JSON row names its
+    rule 63 (float8 grouped converter: pp = cp = 1) leaves the cp > 1 rows bf16 (qwen3's torchtitan code runs no
+    pp > 1: TORCHTITAN_MODEL_PP; the top 40 hold cp 2 rows). Each JSON row names its
     setting, its explain line carries it, and explain prices the row as fit did."""
     import json
 
     from planner.search import explain_args
 
     args = ("fit", "--model", "qwen3-30b-a3b", "--gpus", "64", "--hardware", "h100-sxm", "--stack", "torchtitan",
-            "--precision", "fp8", "--global-batch", "512", "--seq-len", "4096", "--top", "12")
+            "--precision", "fp8", "--global-batch", "512", "--seq-len", "4096", "--top", "40")
     r = cli(*args, "--format", "json")
     assert r.exit_code == 0, r.stderr
     rows = json.loads(r.stdout)

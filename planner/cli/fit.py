@@ -185,6 +185,9 @@ def register(app: typer.Typer) -> None:
             note(f"{job.model}: MoE dispatcher searched, the faster per plan where it starts (stack options column): "
                  f"{', '.join(result.counts.dispatchers)}{left}; explain and check take "
                  f"{job.moe_dispatcher or 'the stack default'} without --moe-dispatcher (--moe-dispatcher X pins one)")
+        elif result.counts.dispatchers_left:  # one dispatcher left to run: nothing searched, the others said
+            left = "; ".join(f"{n} left out: {why}" for n, why in result.counts.dispatchers_left)
+            note(f"{job.model}: MoE dispatcher not searched, the stack default in every row: {left}")
         grouped = _grouped_experts_rule(job)
         if grouped is not None:  # not searched: the stack's rule (step.py [16]), stated
             note(f"{job.model}: the routed experts' grouped GEMMs run {'fp8' if grouped else 'bf16'} in every row "
