@@ -116,15 +116,17 @@ def test_more_sharding_never_raises_model_state_memory(j):
     settings, _, plan = _space_sample(j)
     if plan is None:
         return
+    # stage by stage: the peak stage memory_terms reports may differ between modes (the first stage with the
+    # embedding, the last with the output layer and norm), so its states are not comparable across modes
     pc_terms = []
     for code in (NONE, ZERO1, ZERO2, FSDP):
         p = plan.take(np.arange(len(plan.tp)))
         p.sharding = np.full_like(p.sharding, code)
         p.shard = p.dp.copy()
-        t, _ = mem.memory_terms(settings, p)
-        pc_terms.append(t.sum(*mem.STATE_TERMS))
+        pc_terms.append({k: t.sum(*mem.STATE_TERMS) for k, t in mem.stage_memory_terms(settings, p).items()})
     for less, more in zip(pc_terms, pc_terms[1:]):
-        assert np.all(more <= less * (1 + 1e-12))
+        for stage in less:
+            assert np.all(more[stage] <= less[stage] * (1 + 1e-12)), stage
     # HSDP with a shard group smaller than dp keeps more than FSDP over all of dp, less than none
     p = plan.take(np.arange(len(plan.tp)))
     even = np.flatnonzero(p.dp % 2 == 0)
@@ -132,8 +134,10 @@ def test_more_sharding_never_raises_model_state_memory(j):
         p = p.take(even)
         p.sharding = np.full_like(p.sharding, HSDP)
         p.shard = p.dp // 2
-        hsdp = mem.memory_terms(settings, p)[0].sum(*mem.STATE_TERMS)
-        assert np.all(hsdp >= pc_terms[3][even] * (1 - 1e-12)) and np.all(hsdp <= pc_terms[0][even] * (1 + 1e-12))
+        for stage, t in mem.stage_memory_terms(settings, p).items():
+            hsdp = t.sum(*mem.STATE_TERMS)
+            assert np.all(hsdp >= pc_terms[3][stage][even] * (1 - 1e-12))
+            assert np.all(hsdp <= pc_terms[0][stage][even] * (1 + 1e-12))
 
 
 @given(jobs)

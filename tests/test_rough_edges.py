@@ -99,15 +99,21 @@ def test_settings_with_no_effect_are_counted_not_listed(cli):
     assert len(r.stderr.encode()) < 2048
 
 
-def test_not_modelled_settings_of_one_reason_share_it(cli):
+def test_not_modelled_settings_of_one_reason_share_it(cli, tmp_path):
     """DeepSpeed's ZeRO-3 keys the planner does not price: the reason once, after them (the
-    bucket, prefetch, live-parameter, persistence and contiguous-gradient keys are read into
-    deepspeed_zero3 and priced, memory.py [z3]: not listed)."""
-    r = cli("explain", DS3, "--model", "llama3-8b", "--gpus", 8)
+    bucket, prefetch, live-parameter, persistence, contiguous-gradient and sub-group keys are read
+    into deepspeed_zero3 and priced, memory.py [z3], [z3s]: not listed)."""
+    with open(DS3) as fh:
+        data = json.load(fh)
+    data["zero_optimization"]["round_robin_gradients"] = True  # a second key of the same reason
+    f = tmp_path / "ds3.json"
+    f.write_text(json.dumps(data))
+    r = cli("explain", f, "--model", "llama3-8b", "--gpus", 8)
     assert r.exit_code == 0, r.stderr
     assert r.stderr.count("(buckets, prefetch and persistence change memory and overlap; not priced)") == 1
-    assert ("zero_optimization.sub_group_size=1000000000, zero_optimization.stage3_gather_16bit_weights_on_model_save=true "
-            "(buckets") in r.stderr
+    assert ("zero_optimization.stage3_gather_16bit_weights_on_model_save=true, "
+            "zero_optimization.round_robin_gradients=true (buckets") in r.stderr
+    assert "sub_group_size" not in r.stderr
     assert "reduce_bucket_size" not in r.stderr and "contiguous_gradients" not in r.stderr
 
 
