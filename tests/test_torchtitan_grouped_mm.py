@@ -187,9 +187,11 @@ def test_megatron_experts_drop_their_weight_cache_when_bf16():
 
 # ------------------------------------------------------------------ TORCHTITAN_FP8_GROUPED_MM_PP_CP
 def test_rule_code_follows_the_last():
-    # appended after 62, keeping every code; MEGATRON_NVFP4_TOKENS (issue 22) was appended after it
+    # appended after 62, keeping every code; MEGATRON_NVFP4_TOKENS (issue 22) was appended after it, then
+    # MEGATRON_FP8_ROWS and MEGATRON_MXFP8_ROWS (issue 22/23)
     assert CODES["TORCHTITAN_FP8_GROUPED_MM_PP_CP"] == 63
-    assert CODES["MEGATRON_NVFP4_TOKENS"] == max(CODES.values()) == 64
+    assert CODES["MEGATRON_NVFP4_TOKENS"] == 64
+    assert CODES["MEGATRON_MXFP8_ROWS"] == max(CODES.values()) == 66
 
 
 @pytest.mark.parametrize("kw", [dict(pp=2), dict(cp=2)])
