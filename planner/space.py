@@ -741,17 +741,20 @@ def _expand(cols: dict, allowed: np.ndarray, values: dict) -> dict:
 
 
 def _probe_micro_batch(job: Job) -> int:
-    """settings_for's probe micro-batch: 1, or under nvfp4 the fewest sequences whose rows divide by 16
-    (startup.MEGATRON_NVFP4_TOKENS reads micro_batch x seq: a sequence length not a multiple of 16 trains
-    at a larger micro-batch, which the search tries; the probe must not refuse the job for its own 1)
-    where the global batch holds them and the job gives no micro-batch of its own."""
+    """settings_for's probe micro-batch: 1, or under nvfp4 / fp8 the fewest sequences whose rows divide by the
+    block Transformer Engine checks (startup.MEGATRON_NVFP4_TOKENS: 16; MEGATRON_MXFP8_ROWS: 32 with the job's
+    fp8_recipe mxfp8; MEGATRON_FP8_ROWS: 8 under any other fp8 recipe, the stack's default: they read
+    micro_batch x seq, and a sequence length not a multiple of the block trains at a larger micro-batch, which the
+    search tries; the probe must not refuse the job for its own 1) where the global batch holds them and the job
+    gives no micro-batch of its own."""
     from math import gcd
 
-    from .startup import NVFP4_BLOCK
+    from .startup import FP8_EXEC_ROWS, MXFP8_BLOCK, NVFP4_BLOCK
 
-    if job.precision != "nvfp4" or job.seq_len is None or job.global_batch is None or job.micro_batch is not None:
+    block = {"nvfp4": NVFP4_BLOCK, "fp8": MXFP8_BLOCK if job.fp8_recipe == "mxfp8" else FP8_EXEC_ROWS}.get(job.precision)
+    if block is None or job.seq_len is None or job.global_batch is None or job.micro_batch is not None:
         return 1
-    m = NVFP4_BLOCK // gcd(int(job.seq_len), NVFP4_BLOCK)
+    m = block // gcd(int(job.seq_len), block)
     return m if int(job.global_batch) % m == 0 else 1
 
 

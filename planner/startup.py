@@ -1311,6 +1311,77 @@ LATER_RULES = LATER_RULES + (
 )
 
 
+# Megatron-LM @d98e8a64's FP8 training (--fp8-format with --fp8-recipe delayed / tensorwise / mxfp8 / blockwise:
+# Transformer Engine's DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling, fp8_utils.py
+# get_fp8_recipe) on the Transformer Engine it pins (TE 2.17.1, NVIDIA/TransformerEngine @4329ff84). Every recipe runs
+# TE's modules with fp8=True, and their forward checks the GEMM operands' shapes; Megatron pads no GPT sequence for
+# it (its fp8 padding is the multimodal models' context_parallel.get_padding and radio.py's, not pretrain_gpt's) but
+# pads the routed experts' token groups (moe/experts.py l. 309-312, 739-742: TE's Fp8Padding, or
+# --moe-router-padding-for-quantization), whose grouped GEMMs (module/grouped_linear.py) TE does not check this way:
+#   MEGATRON_FP8_ROWS   utils.py assert_dim_for_fp8_exec l. 613-623 (ValueError 'FP8 execution requires the product
+#                       of all dimensions except the last to be divisible by 8 and the last dimension to be
+#                       divisible by 16'), called on each linear's input and weight: module/linear.py l. 322-324,
+#                       layernorm_linear.py l. 168-169, layernorm_mlp.py l. 352, before any all-gather, so the
+#                       rows are the local [s, b, h] activation's, micro_batch x seq / cp, / tp under sequence
+#                       parallelism (the column-parallel inputs hold the local shard: linear.py l. 301-303,
+#                       layernorm_linear.py l. 159). Its last-dimension and weight checks read the model's widths
+#                       over tp (hidden, heads x head_dim / tp, ffn / tp): not checked here
+#   MEGATRON_MXFP8_ROWS csrc/quantizer.cpp l. 128 MXFP8_BLOCK_SIZE = 32, MXFP8Quantizer::create_tensor l. 1395-1397
+#                       (NVTE_CHECK(flat_first_dim % 32 == 0 && flat_last_dim % 32 == 0, 'MXFP8 requires tensor
+#                       dims that are divisible by 32')): the same rows quantized by the input quantizer (the local
+#                       shard under SP, quantized before the all-gather, as NVFP4's)
+# The nvfp4 recipe runs under the same fp8=True and so assert_dim_for_fp8_exec too: rule 64's 16 rows imply its 8.
+FP8_EXEC_ROWS = 8  # TE utils.py @4329ff84 l. 617 (assert_dim_for_fp8_exec: leading dims' product % 8)
+MXFP8_BLOCK = 32  # TE quantizer.cpp @4329ff84 l. 128
+
+
+def _local_rows_break(plan, block: int) -> np.ndarray:
+    """Where micro_batch x seq / cp (/ tp under SP) is not a whole multiple of `block` (integer arithmetic:
+    mbs x seq divisible by cp x tp_sp x block)."""
+    tp_sp = np.where(np.asarray(plan.sp) > 0, np.asarray(plan.tp), 1)
+    return (np.asarray(plan.mbs) * np.asarray(plan.seq)) % (np.asarray(plan.cp) * tp_sp * block) != 0
+
+
+def _fp8_rows(plan, mxfp8_only: bool) -> np.ndarray:
+    """MEGATRON_FP8_ROWS (every fp8 recipe, rows % 8) or MEGATRON_MXFP8_ROWS (the mxfp8 recipe, rows % 32)."""
+    from .precisions import FP8, FP8_RECIPE_CODES
+
+    f8 = np.asarray(plan.precision) == FP8
+    if not np.any(f8):  # the job's precision (one for every candidate): the micro-batch is read only under fp8
+        return np.zeros(np.shape(plan.tp), dtype=bool)  # (space.mode_rule_fields keys on it there: PRECISION_RULES)
+    if mxfp8_only:
+        return f8 & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["mxfp8"]) & _local_rows_break(plan, MXFP8_BLOCK)
+    return f8 & _local_rows_break(plan, FP8_EXEC_ROWS)
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_FP8_ROWS", "megatron",
+        "Transformer Engine's FP8 GEMMs need each linear input's rows (micro_batch x seq / cp, / tp under SP) "
+        "divisible by 8",
+        "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, Megatron-LM @d98e8a64's pin) transformer_engine/pytorch/"
+        "utils.py assert_dim_for_fp8_exec l. 613-623 ('FP8 execution requires the product of all dimensions except "
+        "the last to be divisible by 8 ...'), called in module/linear.py l. 322-324, layernorm_linear.py l. 168-169 "
+        f"on the local input (before the SP all-gather); {MEGATRON_COMMIT} --fp8-format (no sequence padding in "
+        "pretrain_gpt)",
+        "choose micro_batch, cp and tp so that micro_batch x seq / cp (/ tp with SP) is a multiple of 8, or precision "
+        "bf16",
+        lambda m, s, p: _fp8_rows(p, False), reads_mbs=True, detail=_nvfp4_detail),
+    StartupRule(
+        "MEGATRON_MXFP8_ROWS", "megatron",
+        "Transformer Engine's MXFP8 quantizer needs each linear input's rows (micro_batch x seq / cp, / tp under SP) "
+        "divisible by 32",
+        "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, Megatron-LM @d98e8a64's pin) transformer_engine/pytorch/csrc/"
+        "quantizer.cpp l. 128 (MXFP8_BLOCK_SIZE = 32), MXFP8Quantizer::create_tensor l. 1395-1397 "
+        "(NVTE_CHECK(flat_first_dim % MXFP8_BLOCK_SIZE == 0 && ..., 'MXFP8 requires tensor dims that are divisible "
+        "by 32')), module/layernorm_linear.py l. 207-291 (the local shard quantized before the SP all-gather); "
+        f"{MEGATRON_COMMIT} --fp8-recipe mxfp8",
+        "choose micro_batch, cp and tp so that micro_batch x seq / cp (/ tp with SP) is a multiple of 32, or another "
+        "fp8 recipe (--fp8-recipe delayed / tensorwise: rows divisible by 8)",
+        lambda m, s, p: _fp8_rows(p, True), reads_mbs=True, detail=_nvfp4_detail),
+)
+
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -1413,7 +1484,7 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 # (space.Space.variant_ok); the first variant's are the base rows' own, which plan.rule_codes checks.
 # COMPILE_RULES: those of them that read compile, where fit tries compile off (space.uncompiled_choices)
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
-VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP")
+VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
@@ -1428,14 +1499,15 @@ def compile_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
 
 # the start-up rules that apply at one precision only (the job's, every candidate alike), and it: they read the
 # micro-batch size only there (reads_micro_batch)
-PRECISION_RULES = {"MEGATRON_NVFP4_TOKENS": "nvfp4"}
+PRECISION_RULES = {"MEGATRON_NVFP4_TOKENS": "nvfp4", "MEGATRON_FP8_ROWS": "fp8", "MEGATRON_MXFP8_ROWS": "fp8"}
 
 
 def reads_micro_batch(stack, precisions=("bf16",)) -> bool:
     """Whether one of the stack's start-up rules reads the micro-batch size (StartupRule.reads_mbs) under
     the stack's dispatcher (a rule of DISPATCHER_RULES applies only where the stack runs a dispatcher it
     restricts) and the plans' precisions (names; a rule of PRECISION_RULES applies at its precision only):
-    MEGATRON_HYBRIDEP_TOKENS with hybridep, MEGATRON_NVFP4_TOKENS with nvfp4."""
+    MEGATRON_HYBRIDEP_TOKENS with hybridep, MEGATRON_NVFP4_TOKENS with nvfp4, MEGATRON_FP8_ROWS and
+    MEGATRON_MXFP8_ROWS with fp8."""
     disp = stack.defaults.moe_dispatcher if stack is not None else None
     return any(r.reads_mbs and (r.key not in DISPATCHER_RULES or disp in DISPATCHER_RULES[r.key])
                and (r.key not in PRECISION_RULES or PRECISION_RULES[r.key] in precisions)

@@ -273,14 +273,15 @@ def test_nvfp4_rows_rule_is_appended_last_and_refuses_a_plan():
     (1,026 % 16 = 2) fail, 4,096 / 4 = 1,024 rows pass; fp8 plans are not checked by it."""
     from planner.startup import CODES
 
-    assert CODES["MEGATRON_NVFP4_TOKENS"] == 64 == max(CODES.values())
+    assert CODES["MEGATRON_NVFP4_TOKENS"] == 64
     assert CODES["TORCHTITAN_FP8_GROUPED_MM_PP_CP"] == 63
     job = dict(model="llama3-8b", gpus=8, hardware="b200", precision="nvfp4", seq_len=8200, global_batch=64)
     with pytest.raises(PlannerError, match="MEGATRON_NVFP4_TOKENS") as e:
         resolve(Job(micro_batch=1, **job))
     assert "micro_batch 1 x seq 8,200 / cp 1 = 8200 rows" in e.value.message
     resolve(Job(micro_batch=2, **job))
-    resolve(Job(**dict(job, precision="fp8", fp8_recipe="mxfp8"), micro_batch=1))  # the rule is nvfp4's only
+    # the rule is nvfp4's only (8,200 % 8 = 0 passes fp8's rule 65; under mxfp8, rule 66, 8,200 % 32 = 8 would not)
+    resolve(Job(**dict(job, precision="fp8", fp8_recipe="delayed"), micro_batch=1))
     sp = dict(model="llama3-70b", gpus=64, hardware="b200", precision="nvfp4", global_batch=64, micro_batch=1,
               tp=2, cp=2, pp=4, sequence_parallel=True)
     with pytest.raises(PlannerError, match="MEGATRON_NVFP4_TOKENS") as e:
@@ -302,6 +303,92 @@ def test_fit_masks_the_nvfp4_rows_rule_and_searches_the_micro_batch():
         rows = p["micro_batch"] * 8200 // p["cp"] // (p["tp"] if p["sequence_parallel"] else 1)
         assert p["micro_batch"] * 8200 % (p["cp"] * (p["tp"] if p["sequence_parallel"] else 1) * 16) == 0, (p, rows)
     assert any(k.startswith("Transformer Engine's NVFP4 quantizer") and n > 0 for k, n in res.counts.reasons.items())
+
+
+# ------------------------------------------------------------------ start-up rules 69-70: TE's FP8 / MXFP8 rows
+
+
+def test_fp8_rows_rules_follow_nvfp4s_and_refuse_at_the_boundary():
+    """MEGATRON_FP8_ROWS (69, TE utils.py assert_dim_for_fp8_exec: rows % 8) and MEGATRON_MXFP8_ROWS (70, TE
+    quantizer.cpp MXFP8Quantizer::create_tensor: rows % 32), appended after rule 64. llama3-8b at micro-batch 1:
+    8,196 rows (8,196 % 8 = 4) refused under delayed scaling, 8,200 (= 8 x 1,025) starts, and at micro-batch 2
+    16,392 rows (= 8 x 2,049) start. Under mxfp8 8,200 rows (8,200 % 32 = 8) are refused by 70 only, 8,192
+    (= 32 x 256) start, and micro-batch 4 makes 8,200-token sequences 32,800 rows (= 32 x 1,025). Under SP the local
+    shard counts (cp 2 x tp 2): 4,100 / 4 = 1,025 rows fail rule 69; 4,128 / 4 = 1,032 (= 8 x 129) pass it but not
+    70 (1,032 % 32 = 8); 4,160 / 4 = 1,040 (% 32 = 16) fail 70 with SP, and without SP 4,160 / cp 2 = 2,080
+    (= 32 x 65) rows pass. bf16 plans are checked by neither."""
+    from planner.startup import CODES
+
+    assert (CODES["MEGATRON_FP8_ROWS"], CODES["MEGATRON_MXFP8_ROWS"]) == (69, 70)
+    assert CODES["MEGATRON_MXFP8_ROWS"] == max(CODES.values())
+    job = dict(model="llama3-8b", gpus=8, hardware="b200", precision="fp8", global_batch=64)
+    with pytest.raises(PlannerError, match="MEGATRON_FP8_ROWS") as e:
+        resolve(Job(seq_len=8196, micro_batch=1, fp8_recipe="delayed", **job))
+    assert "micro_batch 1 x seq 8,196 / cp 1 = 8196 rows" in e.value.message
+    assert "divisible by 8" in e.value.message and "MEGATRON_MXFP8_ROWS" not in e.value.message
+    resolve(Job(seq_len=8200, micro_batch=1, fp8_recipe="delayed", **job))
+    resolve(Job(seq_len=8196, micro_batch=2, fp8_recipe="tensorwise", **job))
+    with pytest.raises(PlannerError, match="MEGATRON_MXFP8_ROWS") as e:
+        resolve(Job(seq_len=8200, micro_batch=1, fp8_recipe="mxfp8", **job))
+    assert "micro_batch 1 x seq 8,200 / cp 1 = 8200 rows" in e.value.message
+    assert "MEGATRON_FP8_ROWS" not in e.value.message
+    resolve(Job(seq_len=8192, micro_batch=1, fp8_recipe="mxfp8", **job))
+    resolve(Job(seq_len=8200, micro_batch=4, fp8_recipe="mxfp8", **job))
+    resolve(Job(**dict(job, precision="bf16"), seq_len=8196, micro_batch=1))  # neither rule at bf16
+    sp = dict(model="llama3-70b", gpus=64, hardware="b200", precision="fp8", global_batch=64, micro_batch=1,
+              tp=2, cp=2, pp=4, sequence_parallel=True, fp8_recipe="delayed")
+    with pytest.raises(PlannerError, match="MEGATRON_FP8_ROWS") as e:  # 4,100 / 4 = 1,025 rows, odd
+        resolve(Job(seq_len=4100, **sp))
+    assert "micro_batch 1 x seq 4,100 / cp 2 / tp 2 (SP) = 1025 rows" in e.value.message
+    resolve(Job(seq_len=4128, **sp))  # 4,128 / 4 = 1,032 = 8 x 129 rows
+    with pytest.raises(PlannerError, match="MEGATRON_MXFP8_ROWS") as e:  # 1,032 % 32 = 8
+        resolve(Job(seq_len=4128, **dict(sp, fp8_recipe="mxfp8")))
+    assert "micro_batch 1 x seq 4,128 / cp 2 / tp 2 (SP) = 1032 rows" in e.value.message
+    with pytest.raises(PlannerError, match="MEGATRON_MXFP8_ROWS"):  # 1,040 % 32 = 16
+        resolve(Job(seq_len=4160, **dict(sp, fp8_recipe="mxfp8")))
+    resolve(Job(seq_len=4160, **dict(sp, fp8_recipe="mxfp8", sequence_parallel=False)))  # 2,080 = 32 x 65 rows
+
+
+def test_fp8_rows_megatron_script_refusals_name_their_rule():
+    """rules.py FP8_ROWS / MXFP8_ROWS (rules 69 / 70 on a script): an mxfp8 plan at tp 2 with SP and 8,192-token
+    sequences (4,096 rows a rank, 32 x 128) passes; at 8,200 tokens 4,100 rows (4,100 % 32 = 4, % 8 = 4) break both,
+    at 8,208 4,104 rows (= 8 x 513, % 32 = 8) MXFP8_ROWS only; under --fp8-recipe delayed 8,208 passes, and
+    without --fp8-recipe (Megatron's default, delayed) too."""
+    from planner.trainers.rules import megatron_script_errors
+
+    text, _ = export_plan(_row(model="llama3-8b", gpus=8, hardware="b200", precision="fp8", fp8_recipe="mxfp8",
+                               seq_len=8192, micro_batch=1, global_batch=64, tp=2, sequence_parallel=True)["plan"],
+                          "megatron")
+    assert "--fp8-recipe mxfp8" in text and "--seq-length 8192" in text and "--sequence-parallel" in text.split()
+    assert "--max-position-embeddings 8192" in text
+    text = text.replace("--max-position-embeddings 8192", "--max-position-embeddings 16384")  # room for longer seqs
+    keys = lambda t: [k for k, _ in megatron_script_errors(t)]  # noqa: E731
+    assert not keys(text)
+    errs = megatron_script_errors(text.replace("--seq-length 8192", "--seq-length 8200"))
+    assert [k for k, _ in errs] == ["FP8_ROWS", "MXFP8_ROWS"]
+    assert "1 x 8200 / cp 1 / tp 2 rows, not a multiple of 8" in errs[0][1]
+    assert "1 x 8200 / cp 1 / tp 2 rows, not a multiple of 32" in errs[1][1]
+    odd = text.replace("--seq-length 8192", "--seq-length 8208")
+    assert keys(odd) == ["MXFP8_ROWS"]
+    assert not keys(odd.replace("--fp8-recipe mxfp8", "--fp8-recipe delayed"))
+    default = odd.replace("--fp8-recipe mxfp8", "")
+    assert "--fp8-recipe" not in default and "--fp8-format" in default and not keys(default)
+
+
+def test_fit_masks_the_fp8_rows_rules_and_keeps_ranking():
+    """fit of an fp8 job on B200 at 8,196 tokens a sequence (8,196 % 8 = 4), the recipe left to the search
+    (delayed, tensorwise, mxfp8 on Blackwell): rows are still ranked, each one's local rows divide by 8, and by 32
+    where it runs mxfp8; rule 69 is among the reasons counted (the probe plan runs micro-batch 2: 16,392 rows)."""
+    from planner.search import fit
+
+    res = fit(Job(model="llama3-70b", gpus=64, hardware="b200", precision="fp8", seq_len=8196, global_batch=256),
+              top=10)
+    assert res.rows
+    for row in res.rows:
+        p = row["plan"]
+        div = p["cp"] * (p["tp"] if p["sequence_parallel"] else 1) * (32 if p["fp8_recipe"] == "mxfp8" else 8)
+        assert p["micro_batch"] * 8196 % div == 0, p
+    assert any(k.startswith("Transformer Engine's FP8 GEMMs") and n > 0 for k, n in res.counts.reasons.items())
 
 
 def test_fit_export_and_check_pass_on_the_exported_scripts(cli, tmp_path):

@@ -70,6 +70,11 @@ Sources (file @d98e8a64, what is asserted):
                  pytorch/csrc/quantizer.cpp l. 1814-1815: each quantized input's rows, micro-batch x
                  seq / cp (/ tp under --sequence-parallel), divisible by 16 (planner/startup.py
                  MEGATRON_NVFP4_TOKENS, rule 64)
+  FP8_ROWS       --fp8-format (any --fp8-recipe): Transformer Engine @4329ff84 pytorch/utils.py
+                 assert_dim_for_fp8_exec l. 613-623: the same rows divisible by 8 (planner/startup.py
+                 MEGATRON_FP8_ROWS, rule 69)
+  MXFP8_ROWS     --fp8-format with --fp8-recipe mxfp8: TE @4329ff84 pytorch/csrc/quantizer.cpp
+                 l. 1395-1397: the same rows divisible by 32 (planner/startup.py MEGATRON_MXFP8_ROWS, rule 70)
   RECOMPUTE      arguments.py l. 1410-1428: --distribute-saved-activations needs tp > 1, full
                  recompute and a --recompute-method; selective recompute takes no method
   KV_CHANNELS    arguments.py l. 1331-1333: without --kv-channels the hidden size divides by the heads
@@ -145,6 +150,10 @@ SOURCES = {
     "FP4": "megatron/training/arguments.py validate_args l. 1100-1105",
     "NVFP4_TOKENS": "Transformer Engine @4329ff84 (TE 2.17.1, Megatron's pin) pytorch/csrc/quantizer.cpp "
                     "NVFP4Quantizer::create_tensor l. 1814-1815 ('First dim for NVFP4 must be divisible by 16')",
+    "FP8_ROWS": "Transformer Engine @4329ff84 (TE 2.17.1, Megatron's pin) pytorch/utils.py assert_dim_for_fp8_exec "
+                "l. 613-623 ('FP8 execution requires the product of all dimensions except the last to be divisible by 8')",
+    "MXFP8_ROWS": "Transformer Engine @4329ff84 (TE 2.17.1, Megatron's pin) pytorch/csrc/quantizer.cpp "
+                  "MXFP8Quantizer::create_tensor l. 1395-1397 ('MXFP8 requires tensor dims that are divisible by 32')",
     "RECOMPUTE": "megatron/training/arguments.py validate_args l. 1410-1428",
     "KV_CHANNELS": "megatron/training/arguments.py validate_args l. 1331-1333",
     "TORCH_DCP": "megatron/training/arguments.py validate_args l. 1667-1672",
@@ -283,6 +292,13 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         rows = f"{mbs} x {seq} / cp {cp}" + (f" / tp {tp}" if sp else "")
         bad("NVFP4_TOKENS", f"--fp4-format with micro-batch x seq / cp{' / tp (SP)' if sp else ''} = {rows} rows, not a "
                             "multiple of 16")
+    # --fp8-recipe's default is delayed (transformer_config.py @d98e8a64 l. 594-596)
+    for key, block, on in (("FP8_ROWS", 8, "--fp8-format" in flags),
+                           ("MXFP8_ROWS", 32, "--fp8-format" in flags and flags.get("--fp8-recipe") == "mxfp8")):
+        if on and seq is not None and (mbs * seq) % (cp * (tp if sp else 1) * block):
+            rows = f"{mbs} x {seq} / cp {cp}" + (f" / tp {tp}" if sp else "")
+            bad(key, f"--fp8-format{' --fp8-recipe mxfp8' if block == 32 else ''} with micro-batch x seq / cp"
+                     f"{' / tp (SP)' if sp else ''} = {rows} rows, not a multiple of {block}")
     if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
         bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
     if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:
