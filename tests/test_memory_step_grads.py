@@ -1,0 +1,101 @@
+"""The optimizer step's copies of the gradients below FSDP (planner/memory.py [sg], term step_grad_copies; stack_db
+runs.sharding step_grads), each by hand from its source:
+
+- DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07 step l. 1882-1916): per parameter group the partition's gradients
+  flattened in the model dtype (2 B) and converted to fp32 (4 B) at once, beside the partition's gradients (2 B: the
+  epilogue, l. 764-808, freed every other gradient, ZeRO-1's full ones), the bf16 weights and the partition's fp32
+  master and Adam m, v.
+- Megatron-LM @d98e8a64: main_grad.float() (distrib_optimizer.py l. 2792, optimizer.py l. 1097), an fp32 copy of the
+  rank's shard (of every gradient under DDP) only where the grad buffer is bf16 (--grad-reduce-in-bf16, bytes_per_param
+  mixed16), the buffer kept.
+
+Llama 3 8B: P = 8,030,261,248 parameters; on d data-parallel ranks the partition L = P / d. What every moment of the
+step holds beside the states (memory.py `kept`): the GEMM workspaces, the mpu buffer, the rotary tables, TE's dummy
+weight gradients and quantized copies (the terms in HELD)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from planner.schema import ShardingMode, StepGrads
+
+P = 8_030_261_248
+HELD = ("workspaces", "mpu_buffer", "model_buffers", "quantized_weights", "dummy_wgrads")
+
+
+def _8b(explain, stack, gpus, **kw):
+    job = dict(model="llama3-8b", gpus=gpus, stack=stack, recompute="full", micro_batch=1, global_batch=gpus,
+               seq_len=1024, hardware="h200-sxm")
+    return explain(**{**job, **kw})[3]["memory"]
+
+
+def _held(t):
+    return sum(t[k] for k in HELD)
+
+
+def test_deepspeed_zero2_step_is_the_peak(explain):
+    """ZeRO-2 on 8 GPUs, full recompute: the step holds 2 P (bf16 weights) + 2 L (the partition's gradients) + 12 L
+    (master, Adam) + 2 L (the flat copy) + 4 L (its fp32 copy) = 2 P + 20 L, above the backward's 2 P + 14 L + one
+    layer's activations: the stage's allocated peak, the term its excess."""
+    m = _8b(explain, "megatron-deepspeed", 8, sharding="zero2")
+    t, L = m["terms"], P / 8
+    assert (t["weights"], t["gradients"], t["master_weights"] + t["adam"]) == pytest.approx((2 * P, 2 * L, 12 * L), rel=1e-12)
+    assert t["step_grad_copies"] > 0 and t["optimizer_step"] == 0.0
+    assert m["allocated_bytes"] == pytest.approx(2 * P + 20 * L + _held(t), rel=1e-12)
+
+
+def test_deepspeed_zero1_step_frees_the_full_gradients(explain):
+    """ZeRO-1 holds the full bf16 gradients (2 P) in the backward, only the partition's (2 L) at the step: on 8 GPUs
+    the step's 2 P + 20 L = 4.5 P is below the backward's 4 P + 12 L = 5.5 P (no term); on 2 GPUs the step's
+    2 P + 20 P / 2 = 12 P is above the backward's 4 P + 12 P / 2 = 10 P plus one layer's activations: the peak."""
+    m8 = _8b(explain, "megatron-deepspeed", 8, sharding="zero1")
+    assert m8["terms"]["step_grad_copies"] == 0.0 and m8["terms"]["gradients"] == pytest.approx(2 * P, rel=1e-12)
+    m2 = _8b(explain, "megatron-deepspeed", 2, sharding="zero1")
+    t = m2["terms"]
+    assert t["step_grad_copies"] > 0
+    assert m2["allocated_bytes"] == pytest.approx(2 * P + 20 * P / 2 + _held(t), rel=1e-12)
+
+
+def test_deepspeed_zero3_has_no_step_grad_copies(explain):
+    """ZeRO-3's step is [z3s] (zero3_step_grads), not this term."""
+    t = _8b(explain, "megatron-deepspeed", 8, sharding="fsdp")["terms"]
+    assert t["step_grad_copies"] == 0.0 and t["zero3_step_grads"] > 0
+
+
+def test_megatron_distributed_optimizer_bf16_grads_float_copy(explain):
+    """The distributed optimizer on 8 GPUs with --grad-reduce-in-bf16 (mixed16): the bf16 grad buffer (2 P) stays, the
+    fp32 copy of the shard is 4 L: the step holds 2 P + 2 P + 12 L + 4 L = 4 P + 16 L, above the backward's 4 P + 12 L
+    + one layer's activations. With the default fp32 buffer (bytes_per_param megatron) .float() is the tensor itself:
+    no term."""
+    m = _8b(explain, "megatron", 8, sharding="zero1", bytes_per_param="mixed16")
+    t, L = m["terms"], P / 8
+    assert t["step_grad_copies"] > 0
+    assert m["allocated_bytes"] == pytest.approx(4 * P + 16 * L + _held(t), rel=1e-12)
+    assert _8b(explain, "megatron", 8, sharding="zero1")["terms"]["step_grad_copies"] == 0.0
+
+
+def test_megatron_ddp_bf16_grads_float_copy_is_every_gradient(explain):
+    """Megatron DDP (Float16OptimizerWithFloat16Params) with --grad-reduce-in-bf16: main_grad.float() of every
+    parameter, 4 P, beside the 16 P of states: the step holds 20 P. Its backward peak is the fp32-buffer plan's
+    (bytes_per_param megatron, whose step adds nothing) less the 2 P its gradients save: the term is the difference."""
+    m = _8b(explain, "megatron", 8, sharding="none", bytes_per_param="mixed16")
+    fp32 = _8b(explain, "megatron", 8, sharding="none")
+    t = m["terms"]
+    assert m["allocated_bytes"] == pytest.approx(20 * P + _held(t), rel=1e-12)
+    assert fp32["terms"]["step_grad_copies"] == 0.0
+    assert t["step_grad_copies"] == pytest.approx(20 * P + _held(t) - (fp32["allocated_bytes"] - 2 * P), rel=1e-12)
+
+
+def test_torchtitan_states_no_step_grad_copies(explain):
+    """torchtitan (FSDP2) states no step_grads: its step's temporaries are [opt]'s."""
+    t = explain(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", recompute="full", micro_batch=1,
+                global_batch=8, seq_len=1024)[3]["memory"]["terms"]
+    assert t["step_grad_copies"] == 0.0
+
+
+def test_step_grads_refused_on_an_fsdp_mode():
+    sg = StepGrads(flat=True, fp32=True, partition_only=True, sources=["s"])
+    ShardingMode(name="z2", level="zero2", step_grads=sg, spelling="x", sources=["s"])
+    with pytest.raises(ValidationError, match="step_grads is for modes below FSDP"):
+        ShardingMode(name="z3", level="fsdp", step_grads=sg, spelling="x", sources=["s"])
