@@ -1469,6 +1469,10 @@ class StepGrads(BaseModel):
     partition_only: bool = Field(description="only the rank's partition of the gradients is still allocated at the "
                                              "step (DeepSpeed's epilogue frees the rest before it: ZeRO-1's full "
                                              "gradients); false: every gradient the states hold (Megatron's buffer)")
+    norm_fp64: bool = Field(default=False, description="before the copies, the gradient norm takes each parameter's "
+                                                       "piece of the partition in fp64, one at a time (DeepSpeed "
+                                                       "get_grad_norm_direct: g.data.double()): 8 B x at most "
+                                                       "min(the stage's largest parameter, the partition)")
     sources: list[str] = Field(min_length=1)
 
 

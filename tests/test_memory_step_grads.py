@@ -4,7 +4,7 @@ runs.sharding step_grads), each by hand from its source:
 - DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07 step l. 1882-1916): per parameter group the partition's gradients
   flattened in the model dtype (2 B) and converted to fp32 (4 B) at once, beside the partition's gradients (2 B: the
   epilogue, l. 764-808, freed every other gradient, ZeRO-1's full ones), the bf16 weights and the partition's fp32
-  master and Adam m, v.
+  master and Adam m, v; before them the gradient norm's fp64 copy of one parameter's piece (l. 1699), where larger.
 - Megatron-LM @d98e8a64: main_grad.float() (distrib_optimizer.py l. 2792, optimizer.py l. 1097), an fp32 copy of the
   rank's shard (of every gradient under DDP) only where the grad buffer is bf16 (--grad-reduce-in-bf16, bytes_per_param
   mixed16), the buffer kept.
@@ -43,6 +43,18 @@ def test_deepspeed_zero2_step_is_the_peak(explain):
     assert (t["weights"], t["gradients"], t["master_weights"] + t["adam"]) == pytest.approx((2 * P, 2 * L, 12 * L), rel=1e-12)
     assert t["step_grad_copies"] > 0 and t["optimizer_step"] == 0.0
     assert m["allocated_bytes"] == pytest.approx(2 * P + 20 * L + _held(t), rel=1e-12)
+
+
+def test_deepspeed_zero2_gradient_norm_fp64_piece(explain):
+    """Before the copies, get_grad_norm_direct (l. 1699) takes each gradient piece of the partition in fp64, one at a
+    time: 8 B x min(the largest parameter, L). On 64 GPUs L = P / 64 = 125,472,832 is below the embedding's
+    128,256 x 4,096 = 525,336,576 elements, so the piece is the whole partition: 8 L, above the copies' 6 L. At seq 256
+    (full recompute) that moment is the peak: 2 P + 2 L + 12 L + 8 L = 2 P + 22 L. On 8 GPUs (the test above)
+    L = 1,003,782,656 and the piece is the embedding's, 8 x 525,336,576 B < 6 L: the copies set the moment."""
+    m = _8b(explain, "megatron-deepspeed", 64, sharding="zero2", seq_len=256)
+    t = m["terms"]
+    assert t["step_grad_copies"] > 0
+    assert m["allocated_bytes"] == pytest.approx(2 * P + 22 * P / 64 + _held(t), rel=1e-12)
 
 
 def test_deepspeed_zero1_step_frees_the_full_gradients(explain):
