@@ -15,6 +15,8 @@ weight gradients and quantized copies (the terms in HELD)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -111,3 +113,27 @@ def test_step_grads_refused_on_an_fsdp_mode():
     ShardingMode(name="z2", level="zero2", step_grads=sg, spelling="x", sources=["s"])
     with pytest.raises(ValidationError, match="step_grads is for modes below FSDP"):
         ShardingMode(name="z3", level="fsdp", step_grads=sg, spelling="x", sources=["s"])
+
+
+def test_megatron_ci_last_step_allocated_holds_the_fp32_copy():
+    """A cross-check on measured data (tests/data/megatron_ci, the Megatron-LM CI's golden values): Megatron logs the
+    allocated bytes after the last step, when the step's fp32 copies of the gradients are still live (freed by the next
+    train_step's zero_grad). On the --fp16 distributed-optimizer row (fp16 grad buffer, no
+    --accumulate-allreduce-grads-in-fp32) that figure less the planner's persistent bytes (states, workspaces and the
+    other buffers) is the fp32 copy of the shard, 4 B x L = the fp32 master's bytes, within 6 KiB (32,060,416 B against
+    32,054,784 B); on a --bf16 distributed-optimizer row of the same model (fp32 buffer: .float() is the tensor itself)
+    3,584 B are left, though its fp32 master is the same 32,054,784 B."""
+    from planner.megatron_ci import report_corpus
+    from tests.test_megatron_ci import CORPUS
+
+    fp16 = "gpt__gpt3_mcore_tp1_pp1_resume_torch_dist_dist_optimizer_overlap_grad_reduce_param_gather__dev_dgx_h100"
+    bf16 = "gpt__gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files__dev_dgx_h100"
+    corpus = {r["row_id"]: r for r in json.loads(CORPUS.read_text())["rows"]}
+    rows = {r["row_id"]: r for r in report_corpus(CORPUS, ids=[fp16, bf16])["rows"]}
+    keep = ("weights", "gradients", "master_weights", "adam") + HELD
+
+    def left(rid):
+        return corpus[rid]["ground_truth"]["mem_allocated_bytes_last_step"] - sum(rows[rid]["terms"][k] for k in keep)
+
+    assert abs(left(fp16) - rows[fp16]["terms"]["master_weights"]) < 6 * 1024
+    assert abs(left(bf16)) < 6 * 1024 and rows[bf16]["terms"]["master_weights"] == rows[fp16]["terms"]["master_weights"]
