@@ -476,8 +476,8 @@ References
      IPG buffers and frees every other gradient (zero_grad(set_to_none) l. 807: ZeRO-1's full bf16 gradients); step
      (l. 1882-1916) then runs, per parameter group, self.flatten(averaged_gradients[i]).to(fp32) (l. 1896-1897): a
      flat copy of the partition in the model dtype (_flatten_dense_tensors, a torch.cat) and its fp32 copy at once,
-     the fp32 one kept as the fp32 partition's .grad to after the group's step (l. 1916); the optimizer (FusedAdam)
-     adds none. The moment: the bf16 weights, the partition's fp32 master and Adam m, v, the partition's gradients
+     the fp32 one kept as the fp32 partition's .grad to after the group's step (l. 1916); the optimizer adds none
+     (assumed fused: Megatron-DeepSpeed's Apex FusedAdam, the fork not re-read). The moment: the bf16 weights, the partition's fp32 master and Adam m, v, the partition's gradients
      and L x (2 + 4) B (L the partition's elements, one parameter group assumed: Megatron-DeepSpeed's no-weight-decay
      group of biases and norms is small; MoE expert groups are stepped apart, so this sums them, an over-count).
      Megatron-LM @d98e8a64: main_grad.float() (distrib_optimizer.py _copy_model_grads_to_main_grads l. 2792, of the
@@ -2295,7 +2295,7 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
             "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin, "zero3_step_grads": 0.0 * lin}
 
 
-def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, step_peak, allocated, where=None):
+def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, step_peak, allocated, where):
     """(optimizer_step, zero3_step_grads, step_grad_copies): the optimizer step's moment beyond the peak `allocated`
     [opt], what DeepSpeed ZeRO-3's step adds beyond that [z3s] (the IPG buffer, the persistent parameters and one
     sub-group's gradient partition flattened in the model dtype with its fp32 copy, _zero3_step) and what a mode
