@@ -469,6 +469,39 @@ References
      implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
      peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
      the activations' blocks, matter mostly through fragmentation, inside the band of [13].
+[sg] The optimizer step's copies of the gradients below FSDP (term step_grad_copies; stack_db runs.sharding
+     step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
+     cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
+     partition of the gradients in grads_in_partition (the model dtype, averaged_gradients its views), releases the
+     IPG buffers and frees every other gradient (zero_grad(set_to_none) l. 807: ZeRO-1's full bf16 gradients); step
+     (l. 1882-1916) then runs, per parameter group, self.flatten(averaged_gradients[i]).to(fp32) (l. 1896-1897): a
+     flat copy of the partition in the model dtype (_flatten_dense_tensors, a torch.cat) and its fp32 copy at once,
+     the fp32 one kept as the fp32 partition's .grad to after the group's step (l. 1916); the optimizer adds none
+     (assumed fused: Megatron-DeepSpeed's Apex FusedAdam, the fork not re-read). The moment: the bf16 weights, the partition's fp32 master and Adam m, v, the partition's gradients
+     and L x (2 + 4) B (L the partition's elements, one parameter group assumed: Megatron-DeepSpeed's no-weight-decay
+     group of biases and norms is small; MoE expert groups are stepped apart, so this sums them, an over-count).
+     Megatron-LM @d98e8a64: main_grad.float() (distrib_optimizer.py _copy_model_grads_to_main_grads l. 2792, of the
+     rank's shard; optimizer.py l. 1097 under DDP, of every gradient) is an fp32 copy only where the grad buffer is bf16
+     (--grad-reduce-in-bf16: bytes_per_param mixed16; the default fp32 buffer's .float() is the tensor itself), kept
+     to the next train_step's optimizer.zero_grad() (training.py l. 3044), before its forward: a moment of the step,
+     the grad buffer kept. The step's moment is kept + copies - the gradients freed; the term is its excess over the
+     backward's peak (the stage's allocated peak is the larger). DeepSpeed ZeRO-2 on Llama 3 8B, 8 GPUs, seq 1,024,
+     full recompute: 2 P + 20 L against 2 P + 14 L + one layer: +4.49 GiB; ZeRO-1 frees 2 P - 2 L first: the step
+     sets its peak only at small d (2 P + 20 P / d above 4 P + 12 P / d + the activations needs d < 4). Megatron's
+     distributed optimizer, mixed16, same plan: 4 L beside 4 P + 12 L: +2.62 GiB. DeepSpeed's gradient norm comes
+     first (step l. 1857, get_grad_norm_direct l. 1699: g.double() of one parameter's piece of the partition at a
+     time, beside the partition's gradients; norm_fp64): 8 B x min(the stage's largest parameter, L), the largest a
+     layer GEMM's weight N x K, the embedding on the first stage, the output layer on the last (V x h / tp), at most
+     the worst rank's (a rank's piece is the part of the parameter inside its partition); the moment is the larger of
+     the two, the norm's only where one parameter covers more than 3/4 of a partition (Llama 3 8B, ZeRO-2 on 64 GPUs:
+     L = 125M below the embedding's 525M, 8 L against 6 L). Not priced: the parameters straddling a partition's ends
+     (grads_in_partition holds them whole, l. 1344-1352); the BF16_Optimizer path (grad_accum_dtype fp32 at stage 1,
+     engine.py l. 1316-1318) and cpu_offload. Nothing else of the step is
+     parameter-sized: Megatron's clip-grad norm (clip_grads.py get_grad_norm_fp32, multi_tensor_l2norm: one output
+     per chunk) and TE / Apex FusedAdam (multi-tensor kernels, no workspace), torchtitan's clip_grad_norm_
+     (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
+     FSDP2's foreach AdamW is [opt], DeepSpeed ZeRO-3's [z3s], Megatron-FSDP's modes return before the copy
+     (distrib_optimizer.py l. 2767-2771): none states step_grads.
 [cg] CUDA graphs (job fields cuda_graph_impl, cuda_graph_scope; planner/cuda_graphs.py held_output_bytes and its
      references): a graph's static outputs live in the graph pool from the layer's forward to its backward; under
      Transformer Engine graphs of moe_router + moe_preprocess with the alltoall dispatcher the permuted tokens
@@ -669,6 +702,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import step_grads as mode_step_grads
 from .terms import Groups, Terms, gather
 
 LOGIT_BYTES_PER_VOCAB = 2.0 + 4.0  # bf16 logits + fp32 softmax kept for the loss backward [5]
@@ -711,14 +745,22 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
               "zero3_reuse_kept", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
+# (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "optimizer_step", "stream_pools", "allocator_slack", "tp_overlap_buffers", "ep_buffers", "reserve")
+               "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
+               "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
 
 # the fp32 gradient of a ZeRO-3 optimizer sub-group: .to(fp32_partitioned_groups_flat[i].dtype), the fp32 partition
 # (stage3.py l. 1899-1900, 902-906 .float()) [z3s]
 ZERO3_FP32_GRAD_BYTES = 4.0
+# the fp32 gradient partition a mode below FSDP converts its gradients to at the step: DeepSpeed stage_1_and_2.py
+# l. 1896-1897 .to(single_partition_of_fp32_groups[i].dtype) (the fp32 master's), Megatron's main_grad.float() [sg]
+STEP_FP32_GRAD_BYTES = 4.0
+# DeepSpeed's gradient norm below FSDP: torch.linalg.vector_norm(g.data.double()) per parameter piece, fp64
+# (stage_1_and_2.py get_grad_norm_direct l. 1699) [sg]
+STEP_NORM_FP64_BYTES = 8.0
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
 # bytes per converted-Linear weight element FSDP's fp8 all-gather moves and the rank then holds unsharded: the
@@ -1699,6 +1741,9 @@ class _PerLayer:
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
+        # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
+        self.step_grads = mode_step_grads(stack, plan)
+        self.largest_params = _largest_params(pc, plan, ctx) if self.step_grads is not None else None
         # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
         # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
         # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
@@ -2227,16 +2272,17 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the optimizer step, a moment of its own after the backward [opt]: the states, every sharded
     # gradient and the implementation's temporaries (one moment's tensor the size of the local
     # optimizer parameters in the state dtype, adam / 2: Adam keeps two) are live, the activations,
-    # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own
-    # stepped in the backward [es], one parameter's temporaries at a time, beside one unit's sharded gradients
+    # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
+    # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    opt_step, fsdp["zero3_step_grads"] = _step_excess(per, states, fsdp, kept + temps, allocated)
-    allocated = allocated + opt_step + fsdp["zero3_step_grads"]
+    opt_step, fsdp["zero3_step_grads"], copies_step = _step_excess(per, states, fsdp, kept + temps, allocated,
+                                                                   (counts, end == "first" or single, holds_loss | single))
+    allocated = allocated + opt_step + fsdp["zero3_step_grads"] + copies_step  # (copies_step: [sg])
     pools = pools - np.minimum(opt_step, grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, stream_pools=pools,
-                 allocator_slack=per.slack * allocated,  # the caching allocator's reserved - allocated at the peak
+                 mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, step_grad_copies=copies_step,
+                 stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
 
 
@@ -2283,13 +2329,54 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
             "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin, "zero3_step_grads": 0.0 * lin}
 
 
-def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, step_peak, allocated):
-    """(optimizer_step, zero3_step_grads): the optimizer step's moment beyond the peak `allocated` [opt], and what
-    DeepSpeed ZeRO-3's step adds beyond that [z3s] (the IPG buffer, the persistent parameters and one sub-group's
-    gradient partition flattened in the model dtype with its fp32 copy, _zero3_step)."""
+def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, step_peak, allocated, where):
+    """(optimizer_step, zero3_step_grads, step_grad_copies): the optimizer step's moment beyond the peak `allocated`
+    [opt], what DeepSpeed ZeRO-3's step adds beyond that [z3s] (the IPG buffer, the persistent parameters and one
+    sub-group's gradient partition flattened in the model dtype with its fp32 copy, _zero3_step) and what a mode
+    below FSDP adds instead [sg] (its copies of the gradient partition, less the gradients it no longer holds,
+    _step_grad_copies; the two never on one plan: [z3s] under FSDP, [sg] below it). A step that frees gradients
+    (delta < 0) beside temporaries would make the last term negative; no stack prices both (DeepSpeed's and
+    Megatron's optimizers are fused: no temporaries). where: (counts, holds the embedding, holds the output layer) of
+    the stage, for the largest parameter's fp64 norm piece."""
     opt_step = np.maximum(step_peak - allocated, 0.0)
     z3_step = _zero3_step(per, states, fsdp) if per.zero3 is not None else 0.0 * opt_step
-    return opt_step, np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step
+    copies = np.maximum(step_peak + _step_grad_copies(per, states, where) - allocated, 0.0) - opt_step
+    return opt_step, np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, copies
+
+
+def _step_grad_copies(per: _PerLayer, states: Terms, where):
+    """What the optimizer step of the plan's sharding mode holds beyond the states at its copies of the gradients
+    [sg] (stack_db runs.sharding step_grads): the rank's optimizer partition (L elements, the fp32 master's) flattened
+    in the gradient dtype (flat: L x bytes_per_param.gradients) and converted to fp32 (fp32, where the gradients are
+    not: L x 4 B), the gradients it still holds being only that partition's where the mode frees the rest before the
+    step (partition_only: L x gradient bytes in place of the states' gradients, DeepSpeed ZeRO-1's full ones); the
+    gradient norm's fp64 piece before them where larger (norm_fp64: 8 B x min(the stage's largest parameter, L), at most
+    the worst rank's: a rank's piece of a parameter is all of it, or the part inside its partition)."""
+    sg = per.step_grads
+    if sg is None:  # a stack setting: no mode of the stack states its step's gradients
+        return 0.0 * states.gradients
+    bpp = per.settings.bpp
+    local = (states.master_weights / bpp.master if bpp.master > 0 else
+             states.adam / bpp.optimizer if bpp.optimizer > 0 else states.weights / bpp.weights)
+    held = np.where(sg["partition_only"] > 0, local * bpp.gradients, states.gradients)
+    fp32 = STEP_FP32_GRAD_BYTES if bpp.gradients < STEP_FP32_GRAD_BYTES else 0.0  # .float() of fp32: the tensor itself
+    copies = local * (sg["flat"] * bpp.gradients + sg["fp32"] * fp32)
+    counts, emb, out = where
+    kinds, (emb_p, out_p) = per.largest_params
+    layer = (kinds[0] if len(kinds) == 1 else
+             np.maximum.reduce([np.where(counts[i] > 0, k, 0.0) for i, k in enumerate(kinds)]))
+    largest = np.maximum(layer, np.maximum(np.where(emb, emb_p, 0.0), np.where(out, out_p, 0.0)))
+    norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * np.minimum(largest, local)
+    return held - states.gradients + np.maximum(copies, norm)
+
+
+def _largest_params(pc: ParamCounts, plan: PlanArrays, ctx: Ctx):
+    """([the largest weight of each layer kind], (the embedding's, the output layer's)), parameters per GPU: a layer
+    kind's GEMM weights N x K (zero3_modules' rows, one tensor each), the embedding and output layer V x h / tp [sg]."""
+    tp = plan.tp.astype(np.float64)
+    kinds = [np.maximum.reduce([s.N * s.K + 0.0 * tp for s, _ in k.mixer.gemms(ctx) + k.mlp.gemms(ctx)] or [0.0 * tp])
+             for k in pc.layers.kinds]
+    return kinds, (pc.embedding / tp, (pc.output or pc.embedding) / tp)
 
 
 def _zero3_step(per: _PerLayer, states: Terms, fsdp: dict):

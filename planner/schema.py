@@ -1507,6 +1507,27 @@ class ModeSetting(BaseModel):
     source: str = Field(min_length=1, description="the trainer's check at a commit, file, lines and its message")
 
 
+class StepGrads(BaseModel):
+    """What a sharding mode's optimizer step does with the gradients before the update (memory.py [sg], term
+    step_grad_copies): the copies it makes of the rank's optimizer partition of them, and which of them it still
+    holds. A moment of the step; only for modes below FSDP (DeepSpeed ZeRO-3's is [z3s], FSDP2's [opt])."""
+
+    model_config = Strict
+    flat: bool = Field(description="the partition's gradients flattened into one new tensor in their own dtype "
+                                   "(DeepSpeed stage_1_and_2.py step: self.flatten(averaged_gradients[i]), a torch.cat)")
+    fp32: bool = Field(description="an fp32 copy of the partition's gradients where they are not fp32 (bytes_per_param."
+                                   "gradients < 4): DeepSpeed's .to(fp32 dtype), Megatron's main_grad.float(); a no-op on "
+                                   "fp32 gradients")
+    partition_only: bool = Field(description="only the rank's partition of the gradients is still allocated at the "
+                                             "step (DeepSpeed's epilogue frees the rest before it: ZeRO-1's full "
+                                             "gradients); false: every gradient the states hold (Megatron's buffer)")
+    norm_fp64: bool = Field(default=False, description="before the copies, the gradient norm takes each parameter's "
+                                                       "piece of the partition in fp64, one at a time (DeepSpeed "
+                                                       "get_grad_norm_direct: g.data.double()): 8 B x at most "
+                                                       "min(the stage's largest parameter, the partition)")
+    sources: list[str] = Field(min_length=1)
+
+
 class ShardingMode(BaseModel):
     """One data-parallel sharding mode a stack runs (issue 22): the stack's own name for it,
     its ZeRO level (`level`: which states it shards at rest, over which group), when it moves
@@ -1529,6 +1550,9 @@ class ShardingMode(BaseModel):
     replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
         default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
                                   "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
+    step_grads: Optional[StepGrads] = Field(
+        default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
+                                  "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
     job_settings: list[ModeSetting] = Field(
         default_factory=list, description="job settings the trainer runs at one value only under this mode "
                                           "(planner/stacks.py mode_setting, plan.stack_for_settings)")
@@ -1542,7 +1566,10 @@ class ShardingMode(BaseModel):
         gradient_accumulation_fusion and fp8_param_gather per job only (step.py [11] in the layer
         times grouped without the mode, [12]; memory.py [uf], [ow], [11]), under FSDP they price
         neither but TE's cached dummy weight gradients of the fused accumulation, which read the
-        plan's mode (memory.py [dw], stacks.mode_value)."""
+        plan's mode (memory.py [dw], stacks.mode_value). step_grads: only below FSDP."""
+        if self.step_grads is not None and self.level in ("fsdp", "hsdp"):
+            raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads is for modes below FSDP (an FSDP "
+                             "step's gradients: memory.py [opt], DeepSpeed ZeRO-3's [z3s])")
         names = [s.setting for s in self.job_settings]
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode {self.name}: a job setting listed twice in job_settings")

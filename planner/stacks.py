@@ -308,6 +308,17 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
             "replica_mb": replica_mb, "regather_pp": regather_pp}
 
 
+def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
+    """What the plan's sharding mode's optimizer step does with the gradients (stack_db runs.sharding step_grads,
+    schema.StepGrads; memory.py [sg]) as 0/1 float arrays of the plan's shape: flat, fp32, partition_only, norm_fp64 (0 where the
+    mode states none); None where no mode of the stack states it."""
+    if stack.runs is None or all(m.step_grads is None for m in stack.runs.sharding):
+        return None
+    smode = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(stack.runs.sharding) - 1)
+    return {f: _mode_column(stack, lambda m: float(m.step_grads is not None and getattr(m.step_grads, f)))[smode]
+            for f in ("flat", "fp32", "partition_only", "norm_fp64")}
+
+
 def reshard_by_default(stack: Stack, plan) -> np.ndarray:
     """Where the plan's FSDP mode leaves reshard_after_forward to the stack (torchtitan's
     fsdp_reshard_after_forward "default": a mode without its own reshard_after_forward), as a

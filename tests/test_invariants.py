@@ -110,34 +110,37 @@ def test_hide_never_exposes_more_than_the_transfer(total, window, x):
     assert h >= total - window - 1e-9 * max(total, 1.0)  # what outlasts the window always shows
 
 
+def _level_mode(settings, level: str, smode):
+    """The stack's first sharding mode of `level` (stack_db runs.sharding; PlanArrays.smode), else the plan's own."""
+    runs = settings.stack.runs
+    i = next((k for k, m in enumerate(runs.sharding) if m.level == level), None) if runs is not None else None
+    return smode.copy() if i is None else np.full_like(smode, i)
+
+
+def _stage_states(settings, plan, code, level, shard):
+    """Each stage's model states (stage_memory_terms: the same stage at every sharding, not the heaviest, which the
+    optimizer step's moment [sg] may move to a stage of more parameters) with sharding `code` run as its level's mode."""
+    p = plan.take(np.arange(len(plan.tp)))
+    p.sharding, p.smode, p.shard = np.full_like(p.sharding, code), _level_mode(settings, level, p.smode), shard(p)
+    return {k: t.sum(*mem.STATE_TERMS) for k, t in mem.stage_memory_terms(settings, p).items()}
+
+
 @given(jobs)
 @hsettings(**HYP)
 def test_more_sharding_never_raises_model_state_memory(j):
     settings, _, plan = _space_sample(j)
     if plan is None:
         return
-    # stage by stage: the peak stage memory_terms reports may differ between modes (the first stage with the
-    # embedding, the last with the output layer and norm), so its states are not comparable across modes
-    pc_terms = []
-    for code in (NONE, ZERO1, ZERO2, FSDP):
-        p = plan.take(np.arange(len(plan.tp)))
-        p.sharding = np.full_like(p.sharding, code)
-        p.shard = p.dp.copy()
-        pc_terms.append({k: t.sum(*mem.STATE_TERMS) for k, t in mem.stage_memory_terms(settings, p).items()})
+    pc_terms = [_stage_states(settings, plan, code, level, lambda p: p.dp.copy())
+                for code, level in ((NONE, "none"), (ZERO1, "zero1"), (ZERO2, "zero2"), (FSDP, "fsdp"))]
     for less, more in zip(pc_terms, pc_terms[1:]):
-        for stage in less:
-            assert np.all(more[stage] <= less[stage] * (1 + 1e-12)), stage
+        assert all(np.all(more[k] <= less[k] * (1 + 1e-12)) for k in less)
     # HSDP with a shard group smaller than dp keeps more than FSDP over all of dp, less than none
-    p = plan.take(np.arange(len(plan.tp)))
-    even = np.flatnonzero(p.dp % 2 == 0)
+    even = np.flatnonzero(plan.dp % 2 == 0)
     if len(even):
-        p = p.take(even)
-        p.sharding = np.full_like(p.sharding, HSDP)
-        p.shard = p.dp // 2
-        for stage, t in mem.stage_memory_terms(settings, p).items():
-            hsdp = t.sum(*mem.STATE_TERMS)
-            assert np.all(hsdp >= pc_terms[3][stage][even] * (1 - 1e-12))
-            assert np.all(hsdp <= pc_terms[0][stage][even] * (1 + 1e-12))
+        hsdp = _stage_states(settings, plan.take(even), HSDP, "hsdp", lambda p: p.dp // 2)
+        assert all(np.all(hsdp[k] >= pc_terms[3][k][even] * (1 - 1e-12)) for k in hsdp)
+        assert all(np.all(hsdp[k] <= pc_terms[0][k][even] * (1 + 1e-12)) for k in hsdp)
 
 
 @given(jobs)

@@ -128,6 +128,7 @@ TERM_LABELS = {
     "mpu_buffer": "Megatron global memory buffer (mpu)",
     "dummy_wgrads": "TE dummy weight gradients (cached)",
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
+    "step_grad_copies": "optimizer step gradient copies (beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",
     "allocator_slack": "allocator slack (reserved - allocated)",
     "tp_overlap_buffers": "TP overlap buffers (outside the allocator)",
