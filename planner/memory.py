@@ -1738,6 +1738,16 @@ class _PerLayer:
         self.dummy_shapes = _dummy_wgrad_shapes(settings, plan, pc) if dummies is None else dummies
         self._fsdp_parts(settings, plan, pc, stack)
         self._buffers(settings, plan, pc, stack, ctx)
+        self._step_parts(settings, plan, pc, stack, ctx)
+        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
+        kn = settings.knobs
+        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
+        self.fsdp = stack.fsdp
+        self.cp_merge = self._cp_merge(settings, plan, pc, stack, ctx)
+
+    def _step_parts(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx) -> None:
+        """What the optimizer step holds beyond the states: its temporaries, the sharding mode's gradient copies and
+        the optimizer stepped in the backward."""
         # the optimizer step's temporaries, in local-optimizer-parameter tensors of the state dtype [opt]
         impl = settings.optimizer_implementation
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
@@ -1753,11 +1763,6 @@ class _PerLayer:
             tp = plan.tp.astype(np.float64)
             self.early_pool = stack.fsdp.grad_reduce_bytes * unit_params(pc, plan) / d
             self.early_temp = settings.bpp.optimizer / 2.0 * max(pc.embedding, pc.output or 0) / tp / d
-        # a run calibration's measured slack replaces the stack's (profile.RunKnobs)
-        kn = settings.knobs
-        self.slack = stack.memory.allocator_slack if kn.allocator_slack is None else kn.allocator_slack
-        self.fsdp = stack.fsdp
-        self.cp_merge = self._cp_merge(settings, plan, pc, stack, ctx)
 
     @staticmethod
     def _cp_merge(settings: Settings, plan: PlanArrays, pc: ParamCounts, stack, ctx: Ctx):
