@@ -25,7 +25,13 @@ model, the global batch in sequences and everything else stay as they are)
                step double each time
     recompute  none -> selective -> full
     tp         doubled while <= the hardware's nvlink_domain (TP inside one NVLink domain
-               [3]); resolve rejects a tp that does not divide the heads or the GPU count
+               [3]); resolve rejects a tp that does not divide the heads or the GPU count.
+               Sequence parallelism as the config asks it at the new TP: a Megatron script's
+               --sequence-parallel, which Megatron turns off at tp 1 only (arguments.py
+               @d98e8a64 l. 1433-1439), is on at every TP rung ("TP 1 -> 2 with sequence
+               parallelism"), unless the command line says --no-sequence-parallel
+               (sequence_parallel_asked); a job file's unset sequence_parallel is resolve's
+               default at the new TP (on when tp > 1), torchtitan's TP always runs it
     cp         doubled while <= the stack's runs.max_cp (stack_db; 1, no rung, on a stack
                without context parallelism), cp divides the sequence length and tp cp pp
                divides the GPU count (dp = gpus / (tp cp pp) shrinks, as with tp and pp);
@@ -261,8 +267,9 @@ def _try(job: Job, gates: Gates) -> Optional[Evaluated]:
 
 
 # ------------------------------------------------------------------------ the ladders
-def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
-    """For each knob, the rungs above the job's current setting (module docstring)."""
+def ladders(job: Job, res: dict, sp_asked: bool = False) -> dict[str, list[Change]]:
+    """For each knob, the rungs above the job's current setting (module docstring); sp_asked: the
+    job asks for sequence parallelism wherever TP runs (sequence_parallel_asked), so each TP rung runs it."""
     p = res["plan"]
     hw = _hardware(job)  # cached by catalog
     out: dict[str, list[Change]] = {k: [] for k in KNOBS}
@@ -289,9 +296,13 @@ def ladders(job: Job, res: dict) -> dict[str, list[Change]]:
     for r in RECOMPUTE_LADDER[RECOMPUTE_LADDER.index(job.recompute) + 1:]:
         out["recompute"].append(Change("recompute", {"recompute": r}, f"recompute {job.recompute} -> {r}", CHANGE_COST[("recompute", r)]))
 
+    # the config's sequence parallelism where TP runs it: a Megatron script's --sequence-parallel at tp 1
+    # (off there, arguments.py @d98e8a64 l. 1433-1439; the reader reads it so) is on at every TP rung
+    sp = {"sequence_parallel": True} if sp_asked and job.sequence_parallel is not True else {}
     tp = job.tp * 2
     while tp <= hw.nvlink_domain:
-        out["tp"].append(Change("tp", {"tp": tp}, f"TP {job.tp} -> {tp}", CHANGE_COST[("tp", None)]))
+        out["tp"].append(Change("tp", {"tp": tp} | sp, f"TP {job.tp} -> {tp}" + (" with sequence parallelism" if sp else ""),
+                                CHANGE_COST[("tp", None)]))
         tp *= 2
 
     max_cp = _stack_max_cp(job)
@@ -468,11 +479,12 @@ def rank(suggestions: list[Suggestion]) -> list[Suggestion]:
 
 
 def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None,
-            stated: Optional[dict] = None) -> list[Suggestion]:
+            stated: Optional[dict] = None, sp_asked: bool = False) -> list[Suggestion]:
     """Checked changes that make the job pass, cheapest first (module docstring); `trainer`:
     the format the job was read from, whose own keys each suggestion names (`stated`: what the
-    file states of the keys that move with a change, TrainerConfig.stated)."""
-    lad = ladders(job, res)
+    file states of the keys that move with a change, TrainerConfig.stated); sp_asked: TP rungs
+    run sequence parallelism (sequence_parallel_asked)."""
+    lad = ladders(job, res, sp_asked)
     dp0, order0 = res["plan"]["dp"], _built_order(res["plan"])
     found: list[Suggestion] = []
     passes_alone: dict[str, int] = {}  # knob -> index of its lowest passing rung
@@ -501,17 +513,34 @@ def suggest(job: Job, res: dict, gates: Gates, trainer: Optional[str] = None,
 
 
 # ------------------------------------------------------------------------------ check
-def check_job(job: Job, where: str, gates: Gates, trainer: Optional[str] = None, stated: Optional[dict] = None) -> dict:
+def sequence_parallel_asked(trainer: Optional[str], stated: Optional[dict], given: Optional[bool] = None) -> bool:
+    """Whether a job asks for sequence parallelism wherever TP runs, though its own TP may turn it off:
+    the command line's --[no-]sequence-parallel where given (`given`), else a Megatron script's stated
+    --sequence-parallel (Megatron turns it off at tp 1 only: arguments.py @d98e8a64 l. 1433-1439, and
+    the reader reads it so; at tp > 1 it runs). A job file leaves it unset or sets it itself (resolve:
+    unset is on when tp > 1, what the stacks do), and torchtitan runs SP with every TP (the reader's
+    TORCHTITAN_SP): neither needs it."""
+    if given is not None:
+        return given
+    from .trainers.spelling import asks_sequence_parallel
+
+    return trainer is not None and asks_sequence_parallel(trainer, stated)
+
+
+def check_job(job: Job, where: str, gates: Gates, trainer: Optional[str] = None, stated: Optional[dict] = None,
+              sp_given: Optional[bool] = None) -> dict:
     """explain's JSON of the job plus `verdict`, `failures`, `overflow_bytes` and
     `suggestions` (checked changes that would make it pass, cheapest first; in the trainer's
     own keys too where the job came from a trainer config, `trainer` its format, `stated` what
-    the file states of the keys that move with a change: trainers/spelling.py)."""
+    the file states of the keys that move with a change: trainers/spelling.py; sp_given: the
+    command line's --[no-]sequence-parallel, None where not given: sequence_parallel_asked)."""
     res = evaluate_job(job, where)
     fails = failures(res, gates, where)
     res["verdict"] = "fail" if fails else "pass"
     res["failures"] = fails
     res["overflow_bytes"] = overflow_bytes(res)
-    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates, trainer, stated)] if fails else []
+    sp = sequence_parallel_asked(trainer, stated, sp_given)
+    res["suggestions"] = [s.as_dict() for s in suggest(job, res, gates, trainer, stated, sp)] if fails else []
     return res
 
 

@@ -162,6 +162,10 @@ def test_megatron_fp8_script_num_microbatches_named(tmp_path):
     assert cp["description"] == ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2; num-microbatches 16 -> 32 "
                                  "(Megatron derives it: --global-batch-size / (--micro-batch-size x dp); no flag)]")
     assert cp["trainer_settings"] == [{"key": "--context-parallel-size", "value": 2}]
+    # TP 2 runs the script's --sequence-parallel (off at tp 1 only): the flag stays, and the script read
+    # back at --tensor-model-parallel-size 2 runs it (the plans compared above)
+    [tp] = [s for s in sugg if "tp" in s["changes"]]
+    assert tp["plan"]["sequence_parallel"] is True and tp["trainer_settings"] == [{"key": "--tensor-model-parallel-size", "value": 2}]
 
 
 def test_megatron_script_without_global_batch_size(tmp_path):

@@ -767,7 +767,7 @@ def test_check_offers_nvidia_cp2_for_the_fp8_script(cli):
     --cp 2` prices it (63.5 GiB: the activations and logits of 4,096 tokens a GPU instead of
     8,192, the model states unchanged, the distributed optimizer sharding over dp x cp = 8 either
     way; the previous test derives its terms), dp 8 -> 4, spelled in Megatron's flag and ranked
-    by step time between Megatron-FSDP's ZeRO-2 (9.25 s) and TP 2 (10.3 s)."""
+    by step time between Megatron-FSDP's ZeRO-2 (9.25 s) and TP 2 with sequence parallelism (10.0 s)."""
     import json as j
 
     r = cli("check", FP8_SH, "--format", "json")
@@ -784,11 +784,43 @@ def test_check_offers_nvidia_cp2_for_the_fp8_script(cli):
     assert all(t2[k] == t1[k] for k in ("weights", "quantized_weights", "gradients", "master_weights", "adam"))
     assert f"{cp['total_bytes'] / 2**30:.1f}" == "63.5" and f"{cp['step_s']:.2f}" == "9.81"
     order = [s["description"].split(" [")[0] for s in sugg]
-    assert order.index("sharding zero1 -> zero2") < order.index("CP 1 -> 2 (DP 8 -> 4)") < order.index("TP 1 -> 2 (DP 8 -> 4)")
+    assert order.index("sharding zero1 -> zero2") < order.index("CP 1 -> 2 (DP 8 -> 4)") < order.index("TP 1 -> 2 with sequence parallelism (DP 8 -> 4)")
     assert [s["step_s"] for s in sugg] == sorted(s["step_s"] for s in sugg)
     text = cli("check", FP8_SH).stdout
     assert ("CP 1 -> 2 (DP 8 -> 4) [megatron: --context-parallel-size 2; num-microbatches 16 -> 32 (Megatron derives it: "
             "--global-batch-size / (--micro-batch-size x dp); no flag)]: 63.5 GiB (80% of HBM), step 9.81 s, MFU 41.2%") in text
+
+
+def test_check_tp_keeps_the_fp8_scripts_sequence_parallelism(cli):
+    """The fp8 script states --sequence-parallel at TP_SIZE=1 ("Always enable sequence parallelism with
+    TP_SIZE=2"); Megatron turns it off at tp 1 only (arguments.py @d98e8a64 l. 1433-1439), so at TP 2 the
+    script runs it. The TP 1 -> 2 suggestion is checked with it on, as `explain --tp 2 --sequence-parallel`
+    prices it, and its spelling keeps the flag (no setting: the script states it). With sequence
+    parallelism the norms' and dropout's inputs are split over the 2 TP ranks, so TP 2 saves 3.0 GiB more
+    (47.7 against 50.7 GiB without it) and its step is 10.04 s against 10.29 s. --no-sequence-parallel on
+    the command line checks TP 2 without it and says to drop the flag."""
+    import json as j
+
+    [res] = j.loads(cli("check", FP8_SH, "--format", "json").stdout)
+    assert res["plan"]["sequence_parallel"] is False  # the script at tp 1, as Megatron runs it
+    [tp] = [s for s in res["suggestions"] if "tp" in s["changes"]]
+    assert tp["changes"] == {"tp": 2, "sequence_parallel": True} and tp["plan"]["sequence_parallel"] is True
+    sp = j.loads(cli("explain", FP8_SH, "--tp", 2, "--sequence-parallel", "--format", "json").stdout)
+    assert tp["total_bytes"] == sp["memory"]["total_bytes"] and tp["step_s"] == sp["time"]["step_s"]
+    no_sp = j.loads(cli("explain", FP8_SH, "--tp", 2, "--format", "json").stdout)
+    assert no_sp["plan"]["sequence_parallel"] is False and sp["memory"]["total_bytes"] < no_sp["memory"]["total_bytes"]
+    assert f"{tp['total_bytes'] / 2**30:.1f}" == "47.7" and f"{no_sp['memory']['total_bytes'] / 2**30:.1f}" == "50.7"
+    assert tp["description"] == ("TP 1 -> 2 with sequence parallelism (DP 8 -> 4) [megatron: --tensor-model-parallel-size 2; "
+                                 "--sequence-parallel stays (Megatron runs it at tp 2; off at tp 1 only: arguments.py); "
+                                 "num-microbatches 16 -> 32 (Megatron derives it: --global-batch-size / (--micro-batch-size x dp); "
+                                 "no flag)]")
+    assert tp["trainer_settings"] == [{"key": "--tensor-model-parallel-size", "value": 2}]
+    [off] = j.loads(cli("check", FP8_SH, "--no-sequence-parallel", "--format", "json").stdout)
+    [tp_off] = [s for s in off["suggestions"] if "tp" in s["changes"]]
+    assert tp_off["changes"] == {"tp": 2} and tp_off["plan"]["sequence_parallel"] is False
+    assert tp_off["total_bytes"] == no_sp["memory"]["total_bytes"] and tp_off["step_s"] == no_sp["time"]["step_s"]
+    assert {"key": "--sequence-parallel", "value": None} in tp_off["trainer_settings"]
+    assert "drop --sequence-parallel (the plan checked runs TP without it)" in tp_off["description"]
 
 
 def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path):
@@ -822,6 +854,12 @@ def test_check_cp_in_torchtitans_keys(cli):
     assert cp["total_bytes"] == at4["memory"]["total_bytes"] and cp["step_s"] == at4["time"]["step_s"]
     at2 = j.loads(cli("explain", TOML, "--gpus", 8, "--seq-len", 32768, "--cp", 2, "--format", "json").stdout)
     assert at2["memory"]["fits"] is False
+    # torchtitan's TP always runs sequence parallelism (TORCHTITAN_SP): the reader leaves it unset at tp 1,
+    # resolve's default turns it on at the TP rung, and the change names no sequence_parallel of its own
+    assert res["plan"]["sequence_parallel"] is False
+    [tp] = [s for s in res["suggestions"] if "tp" in s["changes"]]
+    assert tp["changes"] == {"tp": 4} and tp["plan"]["sequence_parallel"] is True
+    assert tp["description"].startswith("TP 1 -> 4 (DP 8 -> 2) [torchtitan: [parallelism] tensor_parallel_degree = 4;")
 
 
 def test_check_deepspeed_zero3_json_with_model_and_seq_len(cli):

@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
                 read: list = []
                 job, where = load_job(path, overrides, config_format, read)
                 trainer, stated = (read[0].fmt, read[0].stated) if read else (None, None)
-                res = check_job(job, where, gates, trainer, stated)
+                res = check_job(job, where, gates, trainer, stated, overrides.get("sequence_parallel"))
                 check_finite(res)  # an overflowing job is invalid, not a verdict
             except TimeModelUnavailable:
                 raise  # the same for every job: one message, exit 2

@@ -29,9 +29,11 @@ fixed GPU count and global batch moves, with the knob:
               micro x dp (arguments.py @d98e8a64 validate_args), so the spelling adds it.
               A rank-order change (--use-tp-pp-dp-mapping) is carried (check.py).
               --sequence-parallel as the checked plan runs it once tp > 1: Megatron turns a
-              stated --sequence-parallel off at tp 1 (the reader reads it so), and the plan
-              checked keeps the job's sequence_parallel, so a TP change on such a script says
-              to drop the flag (checking TP with it on is left to check.py's ladders).
+              stated --sequence-parallel off at tp 1 only (arguments.py @d98e8a64 l. 1433-1439;
+              the reader reads it so), so a TP rung above 1 runs it (check.py ladders,
+              asks_sequence_parallel) and the spelling says the flag stays; where the plan
+              checked runs TP without it (the command line's --no-sequence-parallel) it says to
+              drop the flag, and to add it where the plan runs it and the script does not state it.
 A change a file cannot hold (a DeepSpeed JSON's TP, PP, CP, EP, recompute, TP overlap; a sharding
 level a command-line stack offers that the file's trainer does not build) is named as such, with
 the keys the file then needs.
@@ -174,6 +176,14 @@ def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
     return []
 
 
+def asks_sequence_parallel(fmt: str, stated: Optional[dict]) -> bool:
+    """Whether the trainer's file asks for sequence parallelism wherever TP runs, though its own TP
+    turns it off: a Megatron script's --sequence-parallel, which Megatron sets off at tp 1 only
+    (arguments.py @d98e8a64 l. 1433-1439). torchtitan's TP always runs it (the reader's TORCHTITAN_SP
+    leaves it to resolve's default at tp 1: on once tp > 1); a DeepSpeed JSON has no TP."""
+    return fmt == "megatron" and bool((stated or {}).get("--sequence-parallel"))
+
+
 def spell_change(fmt: str, knob: str, plan: dict) -> str:
     """One knob's own key(s) in the trainer's words (no derived keys: `spell` gives those)."""
     if fmt == "deepspeed" and knob in DS_NO_KEY:
@@ -275,6 +285,8 @@ def _megatron(before: dict, after: dict, stated: dict, notes: list, order) -> li
     if after["tp"] > 1 and bool(after.get("sequence_parallel")) != sp_file:
         out.append(Setting("--sequence-parallel", True, "--sequence-parallel") if after.get("sequence_parallel") else
                    Setting("--sequence-parallel", None, "drop --sequence-parallel (the plan checked runs TP without it)"))
+    elif after["tp"] > 1 and sp_file and not before.get("sequence_parallel"):  # off at the script's tp 1, on at the new TP
+        notes.append(f"--sequence-parallel stays (Megatron runs it at tp {after['tp']}; off at tp 1 only: arguments.py)")
     m0, m1 = before.get("microbatches_per_step"), after.get("microbatches_per_step")
     if stated.get("--global-batch-size") or stated.get("--step-batch-size-schedule"):
         if m0 is not None and m1 is not None and m0 != m1:
