@@ -1325,7 +1325,7 @@ LATER_RULES = LATER_RULES + (
 #                       rows are the local [s, b, h] activation's, micro_batch x seq / cp, / tp under sequence
 #                       parallelism (the column-parallel inputs hold the local shard: linear.py l. 301-303,
 #                       layernorm_linear.py l. 159). Its last-dimension and weight checks read the model's widths
-#                       over tp (hidden, heads x head_dim / tp, ffn / tp): not checked here
+#                       over tp (hidden, heads x head_dim / tp, ffn / tp): MEGATRON_FP8_WIDTHS (rule 71, below)
 #   MEGATRON_MXFP8_ROWS csrc/quantizer.cpp l. 128 MXFP8_BLOCK_SIZE = 32, MXFP8Quantizer::create_tensor l. 1395-1397
 #                       (NVTE_CHECK(flat_first_dim % 32 == 0 && flat_last_dim % 32 == 0, 'MXFP8 requires tensor
 #                       dims that are divisible by 32')): the same rows quantized by the input quantizer (the local
@@ -1379,6 +1379,129 @@ LATER_RULES = LATER_RULES + (
         "choose micro_batch, cp and tp so that micro_batch x seq / cp (/ tp with SP) is a multiple of 32, or another "
         "fp8 recipe (--fp8-recipe delayed / tensorwise: rows divisible by 8)",
         lambda m, s, p: _fp8_rows(p, True), reads_mbs=True, detail=_nvfp4_detail),
+)
+
+
+# Megatron-LM @d98e8a64 on TE @4329ff84 [M]: the same checks read the quantized GEMM operands' WIDTHS too (issue 22):
+#   MEGATRON_FP8_WIDTHS  every quantized linear's local input width (its last dim) and its weight shard's out width
+#                        (the weight's leading dim), which tensor parallelism splits: (1) every fp8 recipe and nvfp4
+#                        (both run TE's modules with fp8=True): utils.py assert_dim_for_fp8_exec l. 613-623, called on
+#                        (inputmat, weight) in module/linear.py l. 322-324, layernorm_linear.py l. 168-169 and on
+#                        (inputmat, fc1_weight, fc2_weight) in layernorm_mlp.py l. 352: the input's last dim % 16, the
+#                        weight [out / tp, in] (column-parallel) or [out, in / tp] (row-parallel) with out % 8 and
+#                        in % 16; (2) mxfp8: csrc/quantizer.cpp MXFP8Quantizer::create_tensor l. 1395-1397, both dims
+#                        of every quantized tensor % 32; (3) nvfp4: NVFP4Quantizer::create_tensor l. 1814-1819, both
+#                        dims % 16. The routed experts' grouped GEMMs (module/grouped_linear.py, Megatron's
+#                        TEGroupedMLP) never call assert_dim_for_fp8_exec, but quantize each expert's weight shard
+#                        (_prepare_weights_for_grouped_tensor_gemm l. 208-221: base.py quantize_weight -> tex.quantize
+#                        -> Quantizer::create_tensor, csrc/extensions/cast.cpp l. 63) so (2) and (3) hold for
+#                        [2 ffn_e / etp (gated), h] and [h, ffn_e / etp]; the delayed / tensorwise / blockwise
+#                        quantizers' create_tensor carry no such check (not a break here). The widths: the hidden
+#                        size h (not split), attention's proj input heads x head_dim / tp (MLA: heads x v_head_dim /
+#                        tp) and its QKV out (heads + 2 kv_heads) x head_dim / tp (MLA: q_up heads x qk_head_dim / tp,
+#                        kv_up heads x (qk_nope + v) / tp), the dense MLP's and the shared experts' (Megatron's
+#                        SharedExpertMLP: num_shared x their width, one TE MLP) ffn / tp (fc2's input; fc1's out,
+#                        1 or 2 x ffn / tp, is then a multiple of 16 / 32 too), the routed experts' ffn_e / etp.
+#                        Attention widths are read where every layer's mixer is attention (ModelSpec.layer_windows
+#                        not None) or MLA; a hybrid model's Mamba / Gated DeltaNet projections are not checked here.
+#                        An MoE trained with ungrouped experts (SequentialMLP: TE Linear each) would meet (1) too:
+#                        not checked (the planner prices Megatron's grouped GEMM)
+FP8_EXEC_WIDTH = 16  # TE utils.py @4329ff84 l. 617 (assert_dim_for_fp8_exec: last dim % 16)
+
+
+def _quantized_widths(model) -> list[tuple[str, int, str, str]]:
+    """(name, full width, split axis 'tp' / 'etp' / '', role 'in' / 'out' / 'grouped') of the model's quantized
+    GEMM operand widths (MEGATRON_FP8_WIDTHS): 'in' a TE linear's input width (last dim), 'out' its weight's out
+    width (leading dim), 'grouped' a routed expert's width (quantizer checks only)."""
+    if model is None:
+        return []
+    h, a = model.hidden_size, model.num_attention_heads
+    out = [("hidden_size", h, "", "in")]
+    if model.mla is not None:
+        m = model.mla
+        out += [("attention proj input heads x v_head_dim", a * m.v_head_dim, "tp", "in"),
+                ("MLA q_up out heads x qk_head_dim", a * m.qk_head_dim, "tp", "out"),
+                ("MLA kv_up out heads x (qk_nope + v_head_dim)", a * (m.qk_nope_head_dim + m.v_head_dim), "tp", "out")]
+    elif model.layer_windows is not None:
+        d = model.dhead
+        out += [("attention proj input heads x head_dim", a * d, "tp", "in"),
+                ("QKV out (heads + 2 kv_heads) x head_dim", (a + 2 * model.kv_heads) * d, "tp", "out")]
+    moe = model.moe
+    if moe is None or moe.first_k_dense > 0 or moe.layer_freq > 1:
+        out.append(("ffn_hidden_size", model.ffn_hidden_size, "tp", "in"))
+    if moe is not None:
+        fe = moe.expert_ffn_hidden_size or model.ffn_hidden_size
+        if moe.num_shared_experts:
+            out.append(("shared experts' ffn", moe.num_shared_experts * (moe.shared_expert_ffn_hidden_size or fe), "tp", "in"))
+        out.append(("expert ffn", fe, "etp", "grouped"))
+    return out
+
+
+def _width_blocks(plan):
+    """Per candidate, the divisor each role's local width needs (0: unchecked): (in, out, grouped)."""
+    from .precisions import FP8, FP8_RECIPE_CODES, PRECISION_CODES
+
+    prec = np.asarray(plan.precision)
+    f8, nv = prec == FP8, prec == PRECISION_CODES["nvfp4"]
+    mx = f8 & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["mxfp8"])
+    q = np.where(mx, MXFP8_BLOCK, np.where(nv, NVFP4_BLOCK, 0))  # the block quantizers' own check
+    fin = np.where(f8 | nv, FP8_EXEC_WIDTH, 0)
+    fout = np.where(f8 | nv, FP8_EXEC_ROWS, 0)
+    return np.maximum(fin, q), np.maximum(fout, q), q
+
+
+def _width_breaks(model, plan) -> list[tuple[str, int, str, np.ndarray, np.ndarray]]:
+    """(name, width, axis, divisor array, broken array) of each width (_quantized_widths)."""
+    blocks = dict(zip(("in", "out", "grouped"), _width_blocks(plan)))
+    tp = np.asarray(plan.tp)
+    etp = np.where(np.asarray(plan.etp) > 0, np.asarray(plan.etp), tp)
+    res = []
+    for name, w, axis, role in _quantized_widths(model):
+        split = tp if axis == "tp" else etp if axis == "etp" else np.ones_like(tp)
+        blk = blocks[role]
+        res.append((name, w, axis, blk, (blk > 0) & (w % np.maximum(split * blk, 1) != 0)))
+    return res
+
+
+def _fp8_widths(model, stack, plan) -> np.ndarray:
+    """MEGATRON_FP8_WIDTHS: a quantized GEMM operand's local width not a multiple of TE's block (integer arithmetic:
+    width divisible by split x block)."""
+    bad = np.zeros(np.shape(plan.tp), dtype=bool)
+    for *_, b in _width_breaks(model, plan):
+        bad = bad | b
+    return bad
+
+
+def _fp8_widths_detail(model, stack, plan, cluster) -> str:
+    parts = []
+    for name, w, axis, blk, b in _width_breaks(model, plan):
+        if not bool(b):
+            continue
+        k = int(blk)
+        split = int(plan.tp) if axis == "tp" else (int(plan.etp) or int(plan.tp)) if axis == "etp" else 1
+        ok = [t for t in (1, 2, 4, 8, 16, 32, 64) if w % (t * k) == 0]
+        parts.append(f"{name} {w:,}" + (f" / {axis} {split} = {w / split:g}" if axis else "")
+                     + f", not a multiple of {k}" + (f" ({axis} {', '.join(map(str, ok))} give one)" if axis and ok
+                                                      else f" (no {axis} of 1-64 gives one)" if axis else ""))
+    return "; ".join(parts)
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_FP8_WIDTHS", "megatron",
+        "Transformer Engine's FP8 / MXFP8 / NVFP4 GEMMs need each quantized operand's width per TP (expert-TP) rank "
+        "divisible by its block: an input's last dim by 16 and a weight's out dim by 8 (any fp8 recipe), every dim "
+        "by 32 (mxfp8) or 16 (nvfp4, the routed experts' grouped weights included)",
+        "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, Megatron-LM @d98e8a64's pin) transformer_engine/pytorch/"
+        "utils.py assert_dim_for_fp8_exec l. 613-623 (on input and weight: module/linear.py l. 322-324, "
+        "layernorm_linear.py l. 168-169, layernorm_mlp.py l. 352), csrc/quantizer.cpp MXFP8Quantizer::create_tensor "
+        "l. 1395-1397 ('MXFP8 requires tensor dims that are divisible by 32'), NVFP4Quantizer::create_tensor "
+        "l. 1814-1819; module/grouped_linear.py l. 208-221 (each expert weight quantized); "
+        f"{MEGATRON_COMMIT} --fp8-format / --fp8-recipe / --fp4-recipe",
+        "choose a tp (etp for the experts' width) whose shard of each width named is a multiple of the block, or "
+        "another recipe (delayed / tensorwise check 16 on inputs, 8 on weights' out dims, not the grouped experts) "
+        "or bf16",
+        _fp8_widths, detail=_fp8_widths_detail),
 )
 
 
@@ -1484,7 +1607,8 @@ def _broken_of(model, stack, plan, keys, cluster: Cluster | None) -> np.ndarray:
 # (space.Space.variant_ok); the first variant's are the base rows' own, which plan.rule_codes checks.
 # COMPILE_RULES: those of them that read compile, where fit tries compile off (space.uncompiled_choices)
 COMPILE_RULES = ("TORCHTITAN_MX_TP_COMPILE",)
-VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS")
+VARIANT_RULES = COMPILE_RULES + ("TORCHTITAN_FP8_GROUPED_MM_PP_CP", "TORCHTITAN_MODEL_ASYNC_TP", "MEGATRON_MXFP8_ROWS",
+                                 "MEGATRON_FP8_WIDTHS")
 
 
 def variant_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:

@@ -320,7 +320,7 @@ def test_fp8_rows_rules_follow_nvfp4s_and_refuse_at_the_boundary():
     from planner.startup import CODES
 
     assert (CODES["MEGATRON_FP8_ROWS"], CODES["MEGATRON_MXFP8_ROWS"]) == (69, 70)
-    assert CODES["MEGATRON_MXFP8_ROWS"] == max(CODES.values())
+    assert CODES["MEGATRON_FP8_WIDTHS"] == max(CODES.values()) == 71  # rule 71 appended after them
     job = dict(model="llama3-8b", gpus=8, hardware="b200", precision="fp8", global_batch=64)
     with pytest.raises(PlannerError, match="MEGATRON_FP8_ROWS") as e:
         resolve(Job(seq_len=8196, micro_batch=1, fp8_recipe="delayed", **job))
@@ -347,6 +347,73 @@ def test_fp8_rows_rules_follow_nvfp4s_and_refuse_at_the_boundary():
     with pytest.raises(PlannerError, match="MEGATRON_MXFP8_ROWS"):  # 1,040 % 32 = 16
         resolve(Job(seq_len=4160, **dict(sp, fp8_recipe="mxfp8")))
     resolve(Job(seq_len=4160, **dict(sp, fp8_recipe="mxfp8", sequence_parallel=False)))  # 2,080 = 32 x 65 rows
+
+
+# ------------------------------------------------------------------ start-up rule 71: TE's FP8 / MXFP8 / NVFP4 widths
+
+
+def _wide_heads_model(tmp_path) -> str:
+    """llama3-8b with 40 query heads of 72 (8 KV heads): the attention proj input 40 x 72 = 2,880 = 16 x 180 =
+    32 x 90 wide, the QKV out (40 + 16) x 72 = 4,032 = 32 x 126 wide (hand-made: no catalogue model breaks a dense
+    width at tp <= 8)."""
+    import yaml
+
+    m = load_model("llama3-8b").model_copy(update=dict(name="wide-heads", num_attention_heads=40, num_kv_heads=8,
+                                                         head_dim=72))
+    path = tmp_path / "wide-heads.yaml"
+    path.write_text(yaml.safe_dump(m.model_dump(exclude_none=True)))
+    return str(path)
+
+
+def test_fp8_widths_rule_refuses_a_tp_whose_shard_breaks_the_block(tmp_path):
+    """MEGATRON_FP8_WIDTHS (71, TE utils.py assert_dim_for_fp8_exec: input last dim % 16, weight out % 8; MXFP8
+    quantizer: every dim % 32). The proj input 2,880 / tp 8 = 360 (% 16 = 8) is refused under delayed scaling, and
+    its refusal names the width and the tp values that work (2,880 / 16 = 180 = 2^2 x 45: tp 1, 2, 4); tp 4 (720 =
+    16 x 45; QKV 4,032 / 4 = 1,008 = 8 x 126) starts. Under mxfp8 tp 4 is refused (720 % 32 = 16, 1,008 % 32 = 16)
+    and tp 2 (1,440 = 32 x 45, 2,016 = 32 x 63) starts; bf16 at tp 8 is checked by no width."""
+    path = _wide_heads_model(tmp_path)
+    job = dict(model=path, gpus=8, hardware="b200", precision="fp8", global_batch=64, seq_len=8192, micro_batch=1,
+               pp=1, cp=1)
+    with pytest.raises(PlannerError, match="MEGATRON_FP8_WIDTHS") as e:
+        resolve(Job(tp=8, fp8_recipe="delayed", **job))
+    assert ("attention proj input heads x head_dim 2,880 / tp 8 = 360, not a multiple of 16 (tp 1, 2, 4 give one)"
+            in e.value.message)
+    assert "QKV out" not in e.value.message  # 4,032 / 8 = 504 = 8 x 63: the weight's out dim passes at 8
+    resolve(Job(tp=4, fp8_recipe="delayed", **job))
+    with pytest.raises(PlannerError, match="MEGATRON_FP8_WIDTHS") as e:
+        resolve(Job(tp=4, fp8_recipe="mxfp8", **job))
+    assert "2,880 / tp 4 = 720, not a multiple of 32 (tp 1, 2 give one)" in e.value.message
+    assert "(heads + 2 kv_heads) x head_dim 4,032 / tp 4 = 1008, not a multiple of 32" in e.value.message
+    resolve(Job(tp=2, fp8_recipe="mxfp8", **job))
+    resolve(Job(tp=8, **dict(job, precision="bf16")))
+
+
+def test_fp8_widths_rule_reads_the_experts_width_over_etp_under_block_quantizers():
+    """gpt-oss's routed experts' ffn 2,880 over expert TP (TE GroupedLinear quantizes each expert's weight shard,
+    so MXFP8's and NVFP4's create_tensor checks hold; assert_dim_for_fp8_exec is not called there): mxfp8 breaks at
+    etp 4 (720 % 32 = 16) and 8 (360 % 32 = 8), not at 1 or 2 (1,440 = 32 x 45); nvfp4 only at etp 8 (360 % 16 = 8);
+    delayed scaling at none (the grouped experts are unchecked, every dense width divides). Vectorized over etp at
+    tp 1 (gpt-oss's proj input 64 x 64 = 4,096 and hidden 2,880 = 32 x 90 pass everywhere)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from planner.precisions import FP8, FP8_RECIPE_CODES, PRECISION_CODES
+    from planner.startup import BY_CODE, CODES
+
+    rule = BY_CODE[CODES["MEGATRON_FP8_WIDTHS"]]
+    model = load_model("gpt-oss-120b")
+    etp = np.array([1, 2, 4, 8])
+
+    def broken(precision, recipe):
+        p = SimpleNamespace(tp=np.ones(4, dtype=np.int64), etp=etp, precision=np.full(4, precision),
+                            f8r=np.full(4, FP8_RECIPE_CODES[recipe]))
+        return rule.broken(model, None, p).tolist()
+
+    assert broken(FP8, "mxfp8") == [False, False, True, True]
+    assert broken(PRECISION_CODES["nvfp4"], "delayed") == [False, False, False, True]
+    assert broken(FP8, "delayed") == [False, False, False, False]
+    assert broken(PRECISION_CODES["bf16"], "mxfp8") == [False, False, False, False]
 
 
 def test_fp8_rows_megatron_script_refusals_name_their_rule():
