@@ -1756,7 +1756,7 @@ class StackRuns(BaseModel):
         description="the trainer's model implementations by Hugging Face model_type and what each runs (start-up rules "
                     "TORCHTITAN_MODEL_*); a model whose hf_model_type none lists, or that has none, is priced on the "
                     "stack's runs alone, listed as assumed (startup.model_code_assumed); null: the entry maps none (no "
-                    "model-code rule applies, nothing listed: torchtitan-0.3, whose codes are not mapped yet)")
+                    "model-code rule applies, nothing listed: the stacks other than torchtitan and torchtitan-0.3)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")

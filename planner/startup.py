@@ -71,8 +71,8 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
   (torchtitan 0.3.0, release/0.3 @4f9e9a47d, is the stack torchtitan-0.3 with the same set: its
   runs.fsdp_one_rank (FSDP applied at every shard degree) turns TORCHTITAN_FSDP_MESH, _FP32 and
   _EP_FSDP off, its runs.etp_one_under_ep makes TORCHTITAN_ETP ask expert TP 1 under EP, and its
-  runs.startup_rules_absent leaves out the checks its code lacks: rules_for reads those fields,
-  never the stack's name)
+  runs.startup_rules_absent leaves out the checks its code lacks, and its own runs.model_codes
+  (release/0.3's codes) feeds TORCHTITAN_MODEL_*: rules_for reads those fields, never the stack's name)
   TORCHTITAN_PP_SPLIT       distributed/pipeline_parallel.py: stages = ceil((layers + first +
                             last stage weights) / pipeline_parallel_layers_per_stage), and
                             generate_llm_fqn_per_model_part gives the remainder layers to the
@@ -1216,6 +1216,10 @@ LATER_RULES = LATER_RULES + (
 #   TORCHTITAN_MODEL_ASYNC_TP async TP (tp_comm_overlap, tp > 1) where the code never applies it (gpt_oss:
 #                            apply_non_moe_tp(enable_async_tp=False)): the overlap priced would not happen. In
 #                            VARIANT_RULES, so fit tries TP overlap only where the code applies it
+# torchtitan 0.3.0 (stack torchtitan-0.3, release/0.3 @4f9e9a47d) keeps its own map (stack_db torchtitan-0.3
+# runs.model_codes): no llama4 code; every code it lists has pipeline_llm and applies async TP through
+# apply_compile, builds the stack's one dispatcher (alltoall), and runs CP under FlexAttention; only gpt_oss's released
+# configs (varlen attention) refuse CP there. So on 0.3.0 only TORCHTITAN_MODEL_CP can fire (gpt_oss).
 # A model whose hf_model_type no entry lists (torchtitan has no code for it: mixtral, gemma3, ...) or that has none
 # (no config.json: Megatron's GPT) breaks none of these: it is priced on the stack's runs, as a port of the model into
 # torchtitan would run them, and model_code_assumed says so (explain's and fit's assumed lines).
@@ -1262,12 +1266,13 @@ def _model_dispatcher(model, stack, plan) -> np.ndarray:
 def _code_detail(model, stack, plan, cluster) -> str:
     c = model_code(model, stack)
     what = f"dispatchers {', '.join(c.moe_dispatchers)}" if c.moe_dispatchers else "every dispatcher of the stack"
-    return (f"{model.name}: model_type {model.hf_model_type}, torchtitan model code {c.code}: {what}; "
+    return (f"{model.name}: model_type {model.hf_model_type}, {stack.name} model code {c.code}: {what}; "
             f"cp {'yes' if c.context_parallel else 'no'}, pp {'yes' if c.pipeline_parallel else 'no'}, "
             f"async TP {'yes' if c.async_tp else 'no'}")
 
 
-_TT_CODES = f"{TORCHTITAN_COMMIT} (stack_db torchtitan runs.model_codes, each code's sources)"
+_TT_CODES = (f"{TORCHTITAN_COMMIT} (stack_db torchtitan runs.model_codes, each code's sources); torchtitan 0.3.0: "
+             "pytorch/torchtitan release/0.3 @4f9e9a47d (stack_db torchtitan-0.3 runs.model_codes)")
 LATER_RULES = LATER_RULES + (
     StartupRule(
         "TORCHTITAN_MODEL_DISPATCHER", "torchtitan",
@@ -1291,12 +1296,15 @@ LATER_RULES = LATER_RULES + (
         detail=_code_detail),
     StartupRule(
         "TORCHTITAN_MODEL_CP", "torchtitan",
-        "torchtitan's model code for this model refuses context parallelism (gpt_oss's attention; deepseek_v3's and "
-        "llama4's FlexAttention flavors)",
+        "torchtitan's model code for this model refuses context parallelism (main: gpt_oss's attention, deepseek_v3's "
+        "and llama4's FlexAttention flavors; 0.3.0: gpt_oss's varlen attention)",
         f"{TORCHTITAN_COMMIT} torchtitan/models/gpt_oss/model/args.py l. 89-92 ('CP support for gpt-oss model is "
         "still in progress'); models/deepseek_v3/model/args.py l. 101-109 and models/llama4/model/args.py l. 79-87 "
         "(NotImplementedError where context_parallel_degree > 1 and attn_type != sdpa; deepseek_v3's 16B / 236B / 671B "
-        f"and llama4's _irope flavors set attn_type flex); {_TT_CODES}",
+        "and llama4's _irope flavors set attn_type flex); torchtitan 0.3.0 (release/0.3 @4f9e9a47d): "
+        "models/gpt_oss/config_registry.py l. 70-71, 101-102 (varlen attention, __init__.py l. 391) and "
+        "distributed/context_parallel/api.py l. 103-104 ('Variable-length attention CP is not yet supported'); "
+        f"{_TT_CODES}",
         "use cp 1 for this model on torchtitan",
         lambda m, s, p: _code_lacks(m, s, p, lambda c: not c.context_parallel) & (np.asarray(p.cp) > 1),
         detail=_code_detail),

@@ -86,6 +86,11 @@ that cannot be evaluated is kept in the output with `skipped: <reason>`; none is
     0.0 (no auxiliary loss computed; listed as assumed where the stack prices the router's
     saves, stack memory.moe_routing_saved: a record never takes a model's training recipe),
     moe_z_loss_coeff null -> none, moe_router_pre_softmax null -> false.
+12b. A record with an inline shape (no `model:`) may give `hf_model_type`, the config.json
+    `model_type` of the model it trained (cited in provenance): the stack's model code that ran
+    it (stack_db runs.model_codes, startup.model_code) is then checked as for a catalog entry;
+    null -> none, listed as assumed on a stack with model codes. With `model:` it is an error
+    (the entry carries its own).
 13. Megatron settings a record may state: etp (--expert-tensor-parallel-size, priced as its
     own axis: MoE parallel folding, planner/moe.py) and account_for_embedding/loss_in_pipeline_split
     go to the job (null: tp, off). The token dispatcher in Megatron's words
@@ -197,6 +202,12 @@ class RunRecord(BaseModel):
     model: Optional[str] = Field(
         default=None, description="catalog model (model_zoo name) whose shape the record uses: mixture-of-experts and MLA "
                                   "models, whose experts the shape fields cannot carry (rule 12)")
+    hf_model_type: Optional[str] = Field(
+        default=None, pattern=r"^[a-z0-9_]+$",
+        description="the inline shape's implementation family, its Hugging Face config.json `model_type` (ModelSpec."
+                    "hf_model_type: which trainer model code ran it, stack_db runs.model_codes); only without `model:` "
+                    "(a catalog entry carries its own); cite it in provenance; null: none (listed as assumed on a "
+                    "stack with model codes)")
     # model shape
     num_layers: Count = Field(gt=0)
     hidden_size: Count = Field(gt=0)
@@ -948,7 +959,12 @@ def _stack(rec: RunRecord, assumed: _Assumed):
 
 
 def _record_model(rec: RunRecord) -> ModelSpec:
-    """The catalog model a record names (rule 12); its shape must be the record's."""
+    """The catalog model a record names (rule 12); its shape must be the record's, and its hf_model_type the
+    entry's own (a record's `hf_model_type` is for an inline shape)."""
+    if rec.hf_model_type is not None:
+        raise PlannerError(
+            f"record {rec.id!r}: field `hf_model_type` with `model: {rec.model}`: the catalog entry carries its own "
+            "hf_model_type", "leave hf_model_type out of a record that names a catalog model")
     try:
         m = load_model(rec.model)
     except PlannerError as e:
@@ -977,6 +993,7 @@ def model_spec(rec: RunRecord, arch: dict, where: str) -> dict:
         vocab_size=rec.vocab_size,
         max_seq_len=rec.seq_length,
         sources=[rec.source or where],
+        **({"hf_model_type": rec.hf_model_type} if rec.hf_model_type is not None else {}),
         **arch,
     )
 

@@ -231,3 +231,81 @@ def test_fit_searches_what_the_code_runs():
     assert any("refuses context parallelism" in x for x in res.counts.reasons)
     assert not any("no pipelining function" in x for x in res.counts.reasons)
 
+
+
+# ---------------------------------------------------------------- torchtitan 0.3.0 (stack torchtitan-0.3)
+# pytorch/torchtitan release/0.3 @4f9e9a47d, read by hand (the sources in stack_db/torchtitan-0.3.yaml): the codes
+# are torchtitan/models/__init__.py _supported_models, no llama4 among them. Every listed code's model_registry
+# returns pipelining_fn=pipeline_llm (llama3 l. 387, qwen3 l. 632, gpt_oss l. 407, deepseek_v3 l. 639), calls
+# apply_compile (async TP, distributed/compile.py l. 49-52), builds its experts with moe_comm_backend 'standard' by
+# default; CP runs under FlexAttention (distributed/context_parallel/api.py l. 56-78) and is refused under varlen
+# (l. 103-104), which gpt_oss's 20b / 120b configs run (config_registry.py l. 70-71, 101-102)
+CODE_OF_03 = {"llama": "llama3", "deepseek_v3": "deepseek_v3", "kimi_k2": "deepseek_v3", "qwen3_moe": "qwen3",
+              "gpt_oss": "gpt_oss"}
+RUNS_03 = {"llama3": (None, True, True, True), "deepseek_v3": (None, True, True, True),
+           "qwen3": (None, True, True, True), "gpt_oss": (None, False, True, True)}
+T03 = "torchtitan-0.3"
+
+
+def test_0_3_maps_each_model_type_to_its_code():
+    stack = load_stack(T03)
+    codes = {c.code: c for c in stack.runs.model_codes}
+    assert sorted(codes) == sorted(RUNS_03)
+    for code, (disp, cp, pp, atp) in RUNS_03.items():
+        c = codes[code]
+        assert (c.moe_dispatchers, c.context_parallel, c.pipeline_parallel, c.async_tp) == (disp, cp, pp, atp), code
+        assert "release/0.3 @4f9e9a47d" in c.sources[0], code
+    for name, mt in ZOO_TYPES.items():
+        c = model_code(load_model(name), stack)
+        assert (c.code if c else None) == CODE_OF_03.get(mt), name
+        assert bool(model_code_assumed(load_model(name), stack)) == (c is None), name
+    # Llama 4 has a code on main, none on 0.3.0: priced on the stack's runs, listed as assumed
+    (line,) = model_code_assumed(load_model("llama4-scout"), stack)
+    assert "torchtitan-0.3 has no model code for model_type 'llama4'" in line
+    assert "torchtitan-0.3's codes train llama, deepseek_v3, kimi_k2, qwen3, qwen3_moe, gpt_oss" in line
+
+
+def _on(job, stack):
+    return {**job, "stack": stack}
+
+
+GPT_OSS = dict(model="gpt-oss-20b", gpus=64, global_batch=512, seq_len=4096, tp=1, sharding="fsdp")
+
+
+@pytest.mark.parametrize("job, rule_on_main", [
+    ({**QWEN, "pp": 2}, "TORCHTITAN_MODEL_PP"),                  # main: pipelining_fn None; 0.3.0: pipeline_llm
+    ({**GPT_OSS, "pp": 2}, "TORCHTITAN_MODEL_PP"),
+    ({**V3, "cp": 2}, "TORCHTITAN_MODEL_CP"),                    # FlexAttention: main refuses CP, 0.3.0 all-gathers K/V
+    ({**GPT_OSS, "tp": 2, "sequence_parallel": True, "tp_comm_overlap": True, "torch_compile": True},
+     "TORCHTITAN_MODEL_ASYNC_TP"),                               # 0.3.0's gpt_oss goes through apply_compile
+])
+def test_what_0_3_runs_and_main_refuses(job, rule_on_main):
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**_on(job, "torchtitan")))
+    assert f"breaks start-up rule {rule_on_main} of torchtitan" in e.value.message
+    settings, _, _ = resolve(Job(**_on(job, T03)))
+    assert settings.code_assumed == ()
+
+
+def test_gpt_oss_cp_is_refused_on_both_for_its_own_reason():
+    """main: 'CP support for gpt-oss model is still in progress'; 0.3.0: the 20b / 120b configs' varlen
+    attention, which apply_cp_to_forward refuses. The refusal names 0.3.0's code and sources."""
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**_on({**GPT_OSS, "cp": 2}, T03)))
+    m = e.value.message
+    assert "breaks start-up rule TORCHTITAN_MODEL_CP of torchtitan" in m
+    assert "release/0.3 @4f9e9a47d" in m and "Variable-length attention CP is not yet supported" in m
+    assert "model_type gpt_oss, torchtitan-0.3 model code gpt_oss: every dispatcher of the stack; cp no, pp yes, " \
+           "async TP yes" in m
+    assert e.value.hint == "use cp 1 for this model on torchtitan"
+
+
+def test_0_3_fit_keeps_pp_for_qwen3_and_drops_cp_for_gpt_oss():
+    res = fit(Job(**{k: v for k, v in _on(QWEN, T03).items() if k not in ("pp", "cp")}),
+              opts=SpaceOptions(tp=(1,), pp=(1, 2), cp=(1,), ep=(8,)), top=200)
+    assert {r["plan"]["pp"] for r in res.rows} == {1, 2}
+    assert not any("no pipelining function" in x for x in res.counts.reasons)
+    res = fit(Job(**{k: v for k, v in _on(GPT_OSS, T03).items() if k not in ("tp",)}),
+              opts=SpaceOptions(tp=(1,), pp=(1,), cp=(1, 2)), top=200)
+    assert res.rows and {r["plan"]["cp"] for r in res.rows} == {1}
+    assert any("refuses context parallelism" in x for x in res.counts.reasons)

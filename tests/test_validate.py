@@ -263,6 +263,43 @@ def test_assumed_fields_are_listed(run):
     assert rows["torchtitan-h100-405b-128gpu-float8"]["plan"]["precision"] == "fp8"
 
 
+def test_inline_shape_hf_model_type_reaches_the_model_code(run, tmp_path):
+    """A record's inline shape with hf_model_type (rule 12b) is checked against the stack's model code like a
+    catalog entry: on torchtitan, llama is the llama3 code (no `model code:` assumed line in the job's settings,
+    which explain lists); without it the code is assumed. Beside `model:` it is an error (the entry carries its
+    own)."""
+    from planner.errors import PlannerError
+    from planner.validate import RunRecord, Skip, new_row, prepare_record
+
+    def settings_of(**kw):
+        rec = RunRecord.model_validate(_record(kw.pop("id", "r"), **kw))
+        return prepare_record(rec, new_row(rec), tmp_path, tmp_path)[0]
+
+    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None)
+    assert settings_of(hf_model_type="llama", **tt).code_assumed == ()
+    (line,) = settings_of(**tt).code_assumed
+    assert line.startswith("model code: GPT tiny gives no hf_model_type")
+    # on torchtitan 0.3.0 gpt_oss's code refuses cp > 1 (its configs' varlen attention): the record's code is checked
+    with pytest.raises((Skip, PlannerError), match="TORCHTITAN_MODEL_CP"):
+        settings_of(hf_model_type="gpt_oss", stack="torchtitan-0.3", zero_fsdp_mode="FSDP2", vpp=None, cp=2)
+    assert settings_of(hf_model_type="gpt_oss", stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None).code_assumed == ()
+    both = _write(tmp_path, [_record("both", model="llama3-8b", hf_model_type="llama", num_layers=32, hidden_size=4096,
+                                     num_attention_heads=32, vocab_size=128256)])
+    r = run("validate", both)
+    assert r.exit_code == 2 and "field `hf_model_type` with `model: llama3-8b`" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_published_torchtitan_records_give_their_model_type():
+    """The 13 torchtitan records (inline Llama 2 / 3 shapes) name the model they ran, each citing its source:
+    hf_model_type llama, the code torchtitan trained it with."""
+    raw = yaml.safe_load(DATA.read_text())
+    tt = [r for r in raw if str(r.get("stack", "")).startswith("torchtitan")]
+    assert len(tt) == 13
+    for r in tt:
+        assert r["hf_model_type"] == "llama" and "model" not in r, r["id"]
+        assert r["model_name"] in r["provenance"]["hf_model_type"] and "model_type \"llama\"" in r["provenance"]["hf_model_type"]
+
+
 # ------------------------------------------------------------------------------ skips
 # The 12 NeMo 24.07 records, what NeMo-Framework-Launcher at the 24.07 tag (8325688d) runs, read by
 # hand from launcher_scripts/conf/training/<config>.yaml and the H100 fp8 example scripts (each
