@@ -270,6 +270,9 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
                          if settings.model.moe.expert_groups else None),
         "dispatch_s": _num(pick(x["moe_dispatch_s"])),
         "combine_s": _num(pick(x["moe_combine_s"])),
+        # of those, the forward all-to-alls selective recompute re-runs (a model code whose save list
+        # leaves them out: torchtitan's qwen3; step.ep_comm, plan.sac_reruns_exchange)
+        "sac_rerun_s": _num(pick(x["moe_sac_rerun_s"])),
         # the dispatcher's group: EP, or etp x ep for DeepEP's and Hybrid-EP's kernels (planner/dispatch.py)
         "ep_tier": ("none" if int(pick(dispatch.group_size(dispatch.CODES[settings.moe_dispatcher], plan.ep,
                                                             mem.etp_of(plan)))) == 1

@@ -943,6 +943,15 @@ def selective_keeps(settings: Settings) -> tuple:
     return keeps
 
 
+def selective_exchange_drops(settings: Settings) -> tuple:
+    """The MoE tensors a selective policy that re-runs the EP exchange does not
+    keep (Settings.sac_reruns_exchange, resolved from the model's code: plan.sac_reruns_exchange): the
+    dispatch all-to-all's output (the experts' input rows, moe_expert_in) and the combine's (the
+    experts' output rows, moe_expert_out); they exist for one layer at a time in the recompute (the
+    selective buffer), as the other re-run tensors."""
+    return ("moe_expert_in", "moe_expert_out") if settings.sac_reruns_exchange else ()
+
+
 # ----------------------------------------------------------------------------- model states
 def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
@@ -1155,6 +1164,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     # where the routing saves are priced, the router's path's own bytes replace the generic fp32 logits
     never += ("moe_router_logits",) if route_saves is not None else ()
     drops = tuple(stack.selective.recomputes) + never
+    xdrops = selective_exchange_drops(settings)  # the EP exchange's outputs, where the model's code re-runs it
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile, settings)
     keeps = selective_keeps(settings)
@@ -1178,7 +1188,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # kept by every mode but full recompute
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0
         full = full + routing
-        kd = drops + norm_drops(stack.selective, kind)  # the norm outputs a named-module policy re-runs
+        kd = drops + norm_drops(stack.selective, kind) + xdrops  # the norm outputs a named-module policy re-runs
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co, core_in_bytes=ci) + (
             saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0) + routing

@@ -29,7 +29,7 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields, ZERO3_KEYS
-from .startup import BY_CODE, cluster_of, megatron_checks, model_code_assumed, rules_for, split_overdrawn, stack_order_ok
+from .startup import BY_CODE, cluster_of, megatron_checks, model_code, model_code_assumed, rules_for, split_overdrawn, stack_order_ok
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -526,6 +526,7 @@ class Settings:
     assumed: tuple = ()  # what the model's file left out and a documented rule filled in (HF config keys)
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     code_assumed: tuple = ()  # the trainer model code not checked (startup.model_code_assumed): the job's, not a plan's
+    sac_reruns_exchange: bool = False  # selective recompute re-runs the EP all-to-alls (the model code's save list: sac_reruns_exchange)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
     model_sha256: str | None = None  # their contents' hashes, read once here (plan_dict reports them per row)
@@ -1212,6 +1213,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         assumed=tuple(hf_assumed(job.model)),
         seq_assumed=tuple(seq_assumed),
         code_assumed=tuple(model_code_assumed(model, stack)),
+        sac_reruns_exchange=sac_reruns_exchange(model, stack),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),
@@ -1309,6 +1311,23 @@ def with_mtp(model: ModelSpec, mtp_layers) -> ModelSpec:
     if hit is None or hit[0] is not model:
         hit = _MTP_MODELS[key] = (model, model.model_copy(update={"mtp_layers": int(mtp_layers)}))
     return hit[1]
+
+
+def sac_reruns_exchange(model, stack) -> bool:
+    """Whether the model's code (stack_db runs.model_codes, startup.model_code) keeps the EP token
+    exchange out of its selective save list (ModelCode.sac_saves_all_to_all false: torchtitan's qwen3,
+    models/qwen3/infra/parallelize.py @e347b1e5e l. 39-54 without _c10d_functional.all_to_all_single,
+    which llama4's l. 51-66, deepseek_v3's l. 33-48 and gpt_oss's l. 42-57 hold). ExpertParallel's
+    dispatch and combine (distributed/expert_parallel.py l. 138, 175 all_to_all_single_autograd,
+    whose autograd kernel redispatches to _c10d_functional::all_to_all_single: pytorch
+    torch/csrc/distributed/c10d/Functional.cpp AllToAllSingle::forward) run inside the checkpointed
+    TransformerBlock, so the policy (distributed/activation_checkpoint.py _custom_policy:
+    PREFER_RECOMPUTE for an op off the list) re-runs both in the backward's recompute (early_stop
+    False by default, config/job_config.py l. 675: the whole block's forward) and keeps neither
+    output: step.ep_comm, memory.selective_exchange_drops. False where the stack maps no code or
+    none lists the model (priced on the stack's policy, which keeps them) and for a dense model."""
+    code = model_code(model, stack)
+    return bool(code is not None and model is not None and model.moe is not None and not code.sac_saves_all_to_all)
 
 
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:

@@ -1677,6 +1677,12 @@ class ModelCode(BaseModel):
     context_parallel: bool = Field(description="whether the code's attention runs context parallelism (cp > 1)")
     pipeline_parallel: bool = Field(description="whether the code has a pipelining function (pp > 1)")
     async_tp: bool = Field(description="whether the code applies async TP where the job asks for it (tp_comm_overlap)")
+    sac_saves_all_to_all: bool = Field(
+        description="whether the code's selective (per-op) activation-checkpoint save list keeps the EP token "
+                    "exchange's outputs (torchtitan _op_sac_save_list holding _c10d_functional.all_to_all_single): "
+                    "false, selective recompute re-runs each MoE layer's forward dispatch and combine all-to-alls in "
+                    "the backward (step.ep_comm, time term ep_comm) and keeps neither exchange's output "
+                    "(memory.selective_drops)")
     sources: list[str] = Field(min_length=1)
 
 

@@ -199,7 +199,8 @@ from .compute import (
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
-from .memory import FP8_GATHER_BYTES, PIPELINE_FIELDS, fp8_allgather_on, recompute_fraction, recomputed_layers, stage_param_split
+from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, fp8_allgather_on, recompute_fraction, recomputed_layers,
+                     stage_param_split)
 from .params import count_params
 from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        stage_kind_counts, stage_layers)
@@ -910,7 +911,14 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     layer's forward, at the stack's exposed share; the passes that run alone keep theirs.
     Also returns the dispatch and combine seconds per micro-batch (before overlap) and the EP
     group's tier, for explain. DeepEP's and Hybrid-EP's kernels run over the etp x ep group
-    (dispatch.group_size), placed as the folded grid's tp_ep group."""
+    (dispatch.group_size), placed as the folded grid's tp_ep group.
+    Selective recompute under a model code whose save list leaves the all-to-all out
+    (Settings.sac_reruns_exchange, plan.sac_reruns_exchange: torchtitan's qwen3) re-runs every
+    MoE layer's forward dispatch and combine in the backward's recompute: `again` = n more layer forwards of transfers, part
+    of ep_comm (and of explain's dispatch / combine seconds, and info's sac_rerun). They run in
+    the backward pass, exposed as the forward's without ep_comm_overlap; with it they are priced
+    exposed too (the combined schedule pairs the backward's own transfers, not the recompute's:
+    an upper bound; torchtitan runs no EP overlap)."""
     plan, ctx, st = sc.plan, sc.ctx, sc.settings
     kind = dispatch.CODES[st.moe_dispatcher]
     etp = moe.etp_of(plan)
@@ -930,11 +938,14 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
         disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
         comb.append(np.where(group > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
     n, rc = sc.n["mid"], sc.rc["mid"]
-    info = {"dispatch": n * sc.mean("mid", disp) + rc * sc.mean("mid", [d / 2.0 for d in disp]),
-            "combine": n * sc.mean("mid", comb) + rc * sc.mean("mid", [c / 2.0 for c in comb]),
-            "tier": link.link, "ep_domains": link.domains}
+    # the layers whose forward transfers selective recompute re-runs (the model code's save list)
+    again = np.where(plan.recompute == RC_SELECTIVE, n, 0.0) if st.sac_reruns_exchange else np.zeros(np.shape(n))
+    twice = rc + again
     half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
-    ep_mb = n * (half_f + half_b) + rc * half_f
+    info = {"dispatch": n * sc.mean("mid", disp) + twice * sc.mean("mid", [d / 2.0 for d in disp]),
+            "combine": n * sc.mean("mid", comb) + twice * sc.mean("mid", [c / 2.0 for c in comb]),
+            "sac_rerun": again * half_f, "tier": link.link, "ep_domains": link.domains}
+    ep_mb = n * (half_f + half_b) + twice * half_f
     dual = dualpipe_pairs(plan)
     if not sc.settings.ep_comm_overlap and not dual.any():
         return ep_mb, info
@@ -942,7 +953,7 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
     alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
     paired = _hide(half_f, comp.layer_bwd, sc.x) + _hide(half_b, comp.layer_fwd, sc.x)
-    ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired)
+    ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
     on = dual | (bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan))
     return np.where(on, ep_overlapped, ep_mb), info
 
@@ -1524,7 +1535,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt),
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
-                 "ep_tier": ep_info["tier"]} if moe_model else {})}
+                 "moe_sac_rerun_s": m * ep_info["sac_rerun"], "ep_tier": ep_info["tier"]} if moe_model else {})}
     return terms, extra
 
 

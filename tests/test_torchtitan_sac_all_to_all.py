@@ -1,0 +1,77 @@
+"""Selective AC under a torchtitan model code whose save list leaves the EP all-to-all out (issue 23).
+
+torchtitan @e347b1e5e: llama4's, deepseek_v3's and gpt_oss's _op_sac_save_list (models/<code>/infra/
+parallelize.py l. 51-66, 33-48, 42-57) hold torch.ops._c10d_functional.all_to_all_single.default, qwen3's
+(l. 39-54) does not; ExpertParallel's dispatch / combine (distributed/expert_parallel.py l. 138, 175,
+all_to_all_single_autograd -> _c10d_functional::all_to_all_single) run inside the checkpointed block, so under
+selective AC qwen3 re-runs both forward all-to-alls in the backward and keeps neither output
+(stack_db torchtitan runs.model_codes sac_saves_all_to_all)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from planner.catalog import load_stack
+from planner.explain import evaluate, to_json
+from planner.layers import layer_list
+from planner.stacks import plan_context
+
+JOB = dict(gpus=8, stack="torchtitan", tp=1, ep=8, pp=1, sharding="fsdp", micro_batch=1, seq_len=4096,
+           global_batch=8)
+
+
+def test_stack_says_which_codes_save_the_all_to_all():
+    codes = {c.code: c.sac_saves_all_to_all for c in load_stack("torchtitan").runs.model_codes}
+    assert codes == {"llama3": False, "llama4": True, "deepseek_v3": True, "qwen3": False, "gpt_oss": True}
+
+
+def _pair(explain, model):
+    sel = explain(model=model, recompute="selective", **JOB)
+    none = explain(model=model, recompute="none", **JOB)
+    return sel, none
+
+
+def test_qwen3_selective_reruns_the_forward_all_to_alls(explain):
+    (_, _, est_s, js), (_, _, est_n, jn) = _pair(explain, "qwen3-30b-a3b")
+    # without recompute: per MoE layer a dispatch + combine forward and their gradients backward (equal
+    # bytes: the gradient all-to-all moves the same rows back), so the forward half is ep_comm / 2
+    fwd = jn["time"]["ep_comm_s"] / 2.0
+    assert jn["moe"]["sac_rerun_s"] == 0.0
+    # selective: the 48 layers' forward dispatch + combine once more, exposed as the forward's
+    assert js["moe"]["sac_rerun_s"] == pytest.approx(fwd, rel=1e-12)
+    assert js["time"]["ep_comm_s"] == pytest.approx(3.0 * fwd, rel=1e-12)
+    assert js["moe"]["dispatch_s"] + js["moe"]["combine_s"] == pytest.approx(3.0 * fwd, rel=1e-12)
+    # the named terms still sum to the step
+    assert float(est_s.time["ep_comm"]) == pytest.approx(js["time"]["ep_comm_s"], rel=1e-12)
+
+
+def test_llama4_saves_the_all_to_all(explain):
+    (_, _, _, js), (_, _, _, jn) = _pair(explain, "llama4-scout")
+    assert js["moe"]["sac_rerun_s"] == 0.0
+    assert js["time"]["ep_comm_s"] == pytest.approx(jn["time"]["ep_comm_s"], rel=1e-12)
+
+
+def test_qwen3_selective_keeps_neither_all_to_all_output(explain):
+    """The drop is the dispatch output (the experts' input rows, padded) and the combine's input rows:
+    T x L x 2 B x h x rows (pad + 1), rows the busiest EP rank's copies of a token (layers/moe.py)."""
+    settings, plan, est, js = explain(model="qwen3-30b-a3b", recompute="selective", **JOB)
+    assert settings.sac_reruns_exchange
+    saved = to_json(replace(settings, sac_reruns_exchange=False), plan,
+                    evaluate(replace(settings, sac_reruns_exchange=False), plan))  # the saved-list pricing
+    ctx = plan_context(settings, plan)
+    moe = next(k for k in layer_list(settings.model).kinds if k.has_experts).mlp
+    rows, pad = float(moe.token_copies(ctx)), float(moe.padded_rows(ctx))
+    assert 8.0 <= rows < 9.0 and 1.0 <= pad < 1.01  # top_k 8 at the busiest rank's load; 16-row groups
+    T, L, h = 4096, 48, 2048
+    drop = T * L * 2.0 * h * rows * (pad + 1.0)
+    assert saved["memory"]["activations_bytes"] - js["memory"]["activations_bytes"] == pytest.approx(drop, rel=1e-9)
+    # and the saved-list pricing has no re-run
+    assert saved["moe"]["sac_rerun_s"] == 0.0
+
+
+def test_no_code_or_dense_model_reruns_nothing(explain):
+    assert not explain(model="mixtral-8x7b", recompute="selective", **JOB)[0].sac_reruns_exchange  # no torchtitan code
+    assert not explain(model="llama3-8b", recompute="selective", gpus=8, stack="torchtitan", sharding="fsdp",
+                       micro_batch=1, seq_len=4096, global_batch=8)[0].sac_reruns_exchange  # dense
