@@ -252,8 +252,8 @@ _NO_COST_GROUPS = {
         "time_step_floor"),
     "norm epsilons": ("layer_norm_eps", "layer_norm_epsilon", "norm_eps"),
     "rotary frequencies and scaling (rotary is priced as an elementwise op on Q and K; a YaRN rope_scaling's "
-    "attention factor is read: rope_attention_factor; the scaling's type and a llama3 scaling's numbers are read "
-    "for the trainers' spelling, at no cost: rope_scaling, rope_scaling_params)": (
+    "attention factor is read: rope_attention_factor; the scaling's type and a llama3 or yarn scaling's numbers are "
+    "read for the trainers' spelling, at no cost: rope_scaling, rope_scaling_params, rope_yarn_params)": (
         "rope_scaling", "rope_parameters", "rope_local_base_freq", "rope_interleave", "partial_rotary_factor"),
     "attention score scale, temperature, soft-capping and parameter-free q/k L2 norm (elementwise)": (
         "query_pre_attn_scalar", "attn_logit_softcapping", "final_logit_softcapping", "attn_temperature_tuning",
@@ -487,6 +487,10 @@ class Reader:
             data["rope_scaling"] = scaling
         if scaling == "llama3":
             data["rope_scaling_params"] = self._llama3_rope_params()
+        if scaling == "yarn":
+            yarn = self._yarn_rope_params()
+            if yarn is not None:
+                data["rope_yarn_params"] = yarn
         mtp = self.count("num_nextn_predict_layers", 0, zero=True)
         if mtp:
             data["mtp_layers"] = mtp
@@ -616,6 +620,36 @@ class Reader:
             out[k] = v
         if float(out["original_max_position_embeddings"]).is_integer():
             out["original_max_position_embeddings"] = int(out["original_max_position_embeddings"])
+        return out
+
+    def _yarn_rope_params(self):
+        """A yarn rope_scaling's numbers (ModelSpec.rope_yarn_params) where it states factor and
+        original_max_position_embeddings: transformers modeling_rope_utils _compute_yarn_parameters reads
+        factor, beta_fast (absent: 32), beta_slow (absent: 1) and truncate (absent: True) from it; None where
+        either of the two is absent (not stated: an export that must spell them refuses). They cost nothing;
+        they say which model a trainer's option spells (gpt-oss: 32, 4096, 32, 1, false)."""
+        rs = self.cfg.get("rope_scaling") or self.cfg.get("rope_parameters")
+        if rs.get("factor") is None or rs.get("original_max_position_embeddings") is None:
+            return None
+        out = {}
+        for k in ("factor", "original_max_position_embeddings", "beta_fast", "beta_slow"):
+            v = rs.get(k)
+            if v is None:  # beta_fast / beta_slow: the schema's defaults, transformers' 32 and 1
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise self.err("rope_scaling", f"a yarn rope_scaling needs {k} > 0 (got {str(v)[:40]})",
+                               "give the config.json transformers saved for the model")
+            out[k] = float(v)
+        orig = out["original_max_position_embeddings"]
+        if not orig.is_integer():
+            raise self.err("rope_scaling", f"a yarn rope_scaling's original_max_position_embeddings must be a whole "
+                                           f"number (got {orig:g})", "give the config.json transformers saved for the model")
+        out["original_max_position_embeddings"] = int(orig)
+        if "truncate" in rs:
+            if not isinstance(rs["truncate"], bool):
+                raise self.err("rope_scaling", f"a yarn rope_scaling's truncate must be true or false (got "
+                                               f"{str(rs['truncate'])[:40]})", "give the config.json transformers saved for the model")
+            out["truncate"] = rs["truncate"]
         return out
 
     def _rope_attention_factor(self) -> float:

@@ -128,6 +128,31 @@ class RopeScalingParams(BaseModel):
                 int(self.original_max_position_embeddings))
 
 
+
+class YarnScalingParams(BaseModel):
+    """The numbers of a `yarn` rope_scaling (YaRN: Peng et al., arXiv:2309.00071) as the model's HF
+    config.json states them: transformers modeling_rope_utils _compute_yarn_parameters reads factor,
+    original_max_position_embeddings, beta_fast (absent: 32), beta_slow (absent: 1) and truncate
+    (absent: true, the correction range rounded to whole dimensions); its attention factor is the
+    model's rope_attention_factor. Priced at nothing (the rotary tables are computed once): read where
+    a trainer's option must spell the same model (Megatron-LM's --position-embedding-type yarn and
+    its --rotary-scaling-factor / --yarn-* flags: planner/trainers/export.py)."""
+
+    model_config = Strict
+    factor: float = Field(gt=0, description="rope_scaling.factor (gpt-oss: 32.0)")
+    original_max_position_embeddings: Count = Field(
+        gt=0, description="rope_scaling.original_max_position_embeddings (gpt-oss: 4096)")
+    beta_fast: float = Field(default=32.0, gt=0, description="rope_scaling.beta_fast (transformers' default 32)")
+    beta_slow: float = Field(default=1.0, gt=0, description="rope_scaling.beta_slow (transformers' default 1)")
+    truncate: bool = Field(default=True, description="rope_scaling.truncate: the correction range rounded to whole "
+                                                     "dimensions (transformers' default true; gpt-oss: false)")
+
+    def key(self) -> tuple:
+        """(factor, original_max_position_embeddings, beta_fast, beta_slow, truncate)."""
+        return (float(self.factor), int(self.original_max_position_embeddings), float(self.beta_fast),
+                float(self.beta_slow), bool(self.truncate))
+
+
 # ----------------------------------------------------------------------------- layer kinds
 # A model is an ordered list of layers (planner/layers/), each a mixer sub-block (attention of
 # some kind, or a state-space / linear-attention mixer, or none) and an MLP sub-block (dense,
@@ -372,13 +397,25 @@ class ModelSpec(BaseModel):
                     "RoPE). Read where a trainer's option depends on it: Megatron-Core fuses MLA's RoPE only for yarn "
                     "(plan._mla_rope_fusion; the export writes --rope-type rope --no-rope-fusion otherwise), and "
                     "where it must spell the same model (llama3: Megatron --use-rope-scaling, torchtitan's llama3 "
-                    "flavors); priced at nothing either way (the rotary tables are computed once: the same kernel "
+                    "flavors; yarn without MLA: Megatron --position-embedding-type yarn, rope_yarn_params; linear: "
+                    "--rotary-seq-len-interpolation-factor, rope_linear_factor; dynamic, longrope: refused); priced at nothing either way (the rotary tables are computed once: the same kernel "
                     "and bytes)")
     rope_scaling_params: Optional[RopeScalingParams] = Field(
         default=None,
         description="a llama3 rope_scaling's numbers (config.json rope_scaling factor, low_freq_factor, "
                     "high_freq_factor, original_max_position_embeddings); null: not stated (an export that must "
                     "spell them refuses). Only with rope_scaling llama3")
+    rope_yarn_params: Optional[YarnScalingParams] = Field(
+        default=None,
+        description="a yarn rope_scaling's numbers (config.json rope_scaling factor, original_max_position_embeddings, "
+                    "beta_fast, beta_slow, truncate; its attention factor is rope_attention_factor); null: not stated "
+                    "(an export that must spell them refuses). Only with rope_scaling yarn")
+    rope_linear_factor: Optional[float] = Field(
+        default=None, gt=0,
+        description="a linear rope_scaling's factor (config.json rope_scaling.factor: every rotary layer's positions "
+                    "divided by it, transformers _compute_linear_scaling_rope_parameters); null: not stated (an export "
+                    "that must spell it refuses). Only with rope_scaling linear, and only where it applies to every "
+                    "rotary layer (Gemma 3 scales its global layers only: its entry leaves it out)")
     moe: Optional[MoESpec] = Field(default=None, description="mixture-of-experts layers (planner/moe.py); null: dense")
     mla: Optional[MLASpec] = Field(default=None, description="multi-head latent attention; null: MHA/GQA from the head counts")
     layer_kinds: dict[str, LayerKindSpec] = Field(
@@ -419,6 +456,12 @@ class ModelSpec(BaseModel):
         if self.rope_scaling_params is not None and self.rope_scaling != "llama3":
             raise ValueError(f"rope_scaling_params are a llama3 rope_scaling's numbers (rope_scaling is "
                              f"{self.rope_scaling or 'null'})")
+        if self.rope_yarn_params is not None and self.rope_scaling != "yarn":
+            raise ValueError(f"rope_yarn_params are a yarn rope_scaling's numbers (rope_scaling is "
+                             f"{self.rope_scaling or 'null'})")
+        if self.rope_linear_factor is not None and self.rope_scaling != "linear":
+            raise ValueError(f"rope_linear_factor is a linear rope_scaling's factor (rope_scaling is "
+                             f"{self.rope_scaling or 'null'})")
         if self.training is not None and self.training.seq_len is not None and self.training.seq_len > self.max_seq_len:
             raise ValueError(f"training.seq_len ({self.training.seq_len:,}) exceeds max_seq_len ({self.max_seq_len:,}), the "
                              "model's context")
@@ -458,6 +501,25 @@ class ModelSpec(BaseModel):
         if self.rope_scaling != "llama3":
             return None
         return self.rope_scaling_params.key() if self.rope_scaling_params is not None else "llama3, numbers not stated"
+
+    @property
+    def yarn_rope_scaling(self):
+        """A yarn rope_scaling's YarnScalingParams.key() plus the attention factor (rope_attention_factor, rounded to
+        12 decimals), "yarn, numbers not stated" without rope_yarn_params; None for any other rotary: what the
+        Megatron reader compares with --position-embedding-type yarn's flags (planner/trainers/megatron.py)."""
+        if self.rope_scaling != "yarn":
+            return None
+        if self.rope_yarn_params is None:
+            return "yarn, numbers not stated"
+        return self.rope_yarn_params.key() + (round(float(self.rope_attention_factor), 12),)
+
+    @property
+    def linear_rope_scaling(self):
+        """A linear rope_scaling's factor (a float), "linear, factor not stated" without rope_linear_factor; None
+        for any other rotary: what the Megatron reader compares with --rotary-seq-len-interpolation-factor."""
+        if self.rope_scaling != "linear":
+            return None
+        return float(self.rope_linear_factor) if self.rope_linear_factor is not None else "linear, factor not stated"
 
     @property
     def layer_windows(self) -> Optional[tuple[int, ...]]:

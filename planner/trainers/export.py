@@ -262,26 +262,81 @@ TT_GROUPED_MM_SETTINGS = {"float8": {"fqns": ["experts"]}, "mx": {"recipe_name":
 
 
 def _megatron_rope_scaling(plan: dict, model) -> list:
-    """--use-rope-scaling for a llama3 rope_scaling of Megatron's numbers (trainers.MEGATRON_LLAMA3_ROPE); refused
-    for other numbers or unstated ones (Megatron would train another model). Other scalings are
-    not written here: YaRN for MLA is --rope-type (_megatron); a plain-RoPE model writes nothing."""
-    have = model.llama3_rope_scaling
-    if have is None:
+    """The flags that spell the model's rope_scaling on Megatron-LM @d98e8a64's command line, or a refusal naming
+    the scaling and what Megatron lacks (it would train another model):
+      llama3: --use-rope-scaling at Megatron's numbers (trainers.MEGATRON_LLAMA3_ROPE) only;
+      yarn without MLA: --position-embedding-type yarn (written by _megatron) with --rotary-scaling-factor,
+        --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow and, for truncate false,
+        --no-yarn-correction-range-round-to-int (argument_utils.py _apply_yarn_config_from_args l. 384-413, the
+        flags megatron_model.YARN_FLAGS lists), where the model's rope_attention_factor is the one Megatron
+        derives from the factor at --mscale 1 --mscale-all-dim 0 (megatron_model.yarn_concentration);
+      linear: --rotary-seq-len-interpolation-factor (RotaryEmbedding divides the positions by it,
+        rotary_pos_embedding.py l. 135-136; argparse type int, arguments.py l. 2422);
+      dynamic, longrope: refused (no such rotary in Megatron-LM).
+    YaRN for MLA is --rope-type (_megatron); a plain-RoPE model writes nothing."""
+    from .megatron_model import yarn_concentration
+
+    kind, name = model.rope_scaling, plan["model"]
+    if kind is None:
         return []
-    if model.mla is not None or model.position_embedding != "rope":  # gpt_model.py @d98e8a64 l. 183-194
-        raise _refuse("megatron", f"rope_scaling llama3 ({plan['model']}) with "
+    if kind == "yarn" and model.mla is not None:
+        return []  # MLATransformerConfig's YaRN: --rope-type (_megatron)
+    if model.mla is not None or model.position_embedding != "rope":  # gpt_model.py @d98e8a64 l. 183-214
+        raise _refuse("megatron", f"rope_scaling {kind} ({name}) with "
                                   f"{'MLA' if model.mla is not None else 'position_embedding ' + model.position_embedding}: "
-                                  "Megatron-LM applies --use-rope-scaling to the RotaryEmbedding of "
-                                  "--position-embedding-type rope without MLA only (gpt_model.py @d98e8a64 l. 183-194)",
-                      "export the plan in another format, or plan the model without rope_scaling llama3")
-    if have != MEGATRON_LLAMA3_ROPE:
-        f, lo, hi, orig = MEGATRON_LLAMA3_ROPE
-        raise _refuse("megatron", f"rope_scaling llama3 ({plan['model']}: {rope_text(have)}): Megatron-LM @d98e8a64's "
-                                  f"--use-rope-scaling applies factor {f:g}, low_freq_factor {lo:g}, high_freq_factor "
-                                  f"{hi:g}, original_max_position_embeddings {orig} only (rotary_pos_embedding.py "
-                                  "_apply_scaling; gpt_config_from_args passes no --rope-scaling-factor)",
-                      "export the plan in another format, or give the model Llama 3.1's rope_scaling_params")
-    return [("--use-rope-scaling", None)]
+                                  "Megatron-LM applies a rotary scaling to the RotaryEmbedding of "
+                                  "--position-embedding-type rope (llama3, linear) or the YarnRotaryEmbedding of yarn, "
+                                  "without MLA only (gpt_model.py @d98e8a64 l. 183-214)",
+                      f"export the plan in another format, or plan the model without rope_scaling {kind}")
+    if kind == "llama3":
+        have = model.llama3_rope_scaling
+        if have != MEGATRON_LLAMA3_ROPE:
+            f, lo, hi, orig = MEGATRON_LLAMA3_ROPE
+            raise _refuse("megatron", f"rope_scaling llama3 ({name}: {rope_text(have)}): Megatron-LM @d98e8a64's "
+                                      f"--use-rope-scaling applies factor {f:g}, low_freq_factor {lo:g}, high_freq_factor "
+                                      f"{hi:g}, original_max_position_embeddings {orig} only (rotary_pos_embedding.py "
+                                      "_apply_scaling; gpt_config_from_args passes no --rope-scaling-factor)",
+                          "export the plan in another format, or give the model Llama 3.1's rope_scaling_params")
+        return [("--use-rope-scaling", None)]
+    if kind == "yarn":
+        p = model.rope_yarn_params
+        if p is None:
+            raise _refuse("megatron", f"rope_scaling yarn ({name}): its numbers are not stated, and Megatron-LM's "
+                                      "--position-embedding-type yarn needs them (--rotary-scaling-factor, default 1.0; "
+                                      "--yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, "
+                                      "--[no-]yarn-correction-range-round-to-int: argument_utils.py @d98e8a64 l. 384-413)",
+                          "give the model rope_yarn_params (config.json rope_scaling factor, "
+                          "original_max_position_embeddings, beta_fast, beta_slow, truncate), or export in another format")
+        want = yarn_concentration(p.factor)
+        if round(float(model.rope_attention_factor), 12) != round(want, 12):
+            raise _refuse("megatron", f"rope_scaling yarn ({name}): rope_attention_factor {model.rope_attention_factor:g}, "
+                                      f"but Megatron-LM @d98e8a64's command line gives factor {p.factor:g} the attention "
+                                      f"factor 0.1 ln(factor) + 1 = {want:g} (yarn_rotary_pos_embedding.py l. 275-294 at "
+                                      "--mscale 1, --mscale-all-dim 0; the planner writes no other mscale pair)",
+                          "export the plan in another format, or give the model the attention factor of its YaRN factor")
+        args = [("--rotary-scaling-factor", f"{p.factor:g}"),
+                ("--yarn-original-max-position-embeddings", p.original_max_position_embeddings),
+                ("--yarn-beta-fast", f"{p.beta_fast:g}"), ("--yarn-beta-slow", f"{p.beta_slow:g}")]
+        if not p.truncate:  # Megatron rounds the correction range unless told not to (argument_utils.py l. 413)
+            args.append(("--no-yarn-correction-range-round-to-int", None))
+        return args
+    if kind == "linear":
+        f = model.rope_linear_factor
+        if f is None:
+            raise _refuse("megatron", f"rope_scaling linear ({name}): its factor is not stated, and Megatron-LM's "
+                                      "--rotary-seq-len-interpolation-factor needs it",
+                          "give the model rope_linear_factor (config.json rope_scaling.factor), or export in another format")
+        if not float(f).is_integer():
+            raise _refuse("megatron", f"rope_scaling linear ({name}: factor {f:g}): Megatron-LM @d98e8a64's "
+                                      "--rotary-seq-len-interpolation-factor takes a whole number only (argparse type int, "
+                                      "arguments.py l. 2422)",
+                          "export the plan in another format, or plan the model with a whole linear factor")
+        return [("--rotary-seq-len-interpolation-factor", int(f))]
+    raise _refuse("megatron", f"rope_scaling {kind} ({name}): Megatron-LM @d98e8a64 has no {kind} rotary scaling "
+                              "(--position-embedding-type: learned_absolute, rope, yarn, mrope, relative, none, arguments.py "
+                              "l. 2397-2398; RotaryEmbedding scales by --use-rope-scaling, llama3, or "
+                              "--rotary-seq-len-interpolation-factor, linear, only)",
+                  f"export the plan in another format, or plan the model without rope_scaling {kind}")
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:
@@ -704,8 +759,11 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if pos is None:
         raise _refuse(F, f"position_embedding {model.position_embedding}: Megatron's --position-embedding-type has no such choice",
                       "export a model with rope, learned or no position embeddings")
+    rope_args = _megatron_rope_scaling(plan, model)
+    if pos == "rope" and model.rope_scaling == "yarn" and model.mla is None:
+        pos = "yarn"  # YarnRotaryEmbedding (gpt_model.py @d98e8a64 l. 196-214), its numbers in rope_args
     args.append(("--position-embedding-type", pos))
-    args += _megatron_rope_scaling(plan, model)
+    args += rope_args
     if model.gated_mlp:
         args.append(("--swiglu", None))
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))

@@ -28,7 +28,12 @@ read). Modelled:
   --max-position-embeddings, --qk-layernorm (ModelSpec.qk_norm; absent: none, Megatron's default),
   --use-rope-scaling (ModelSpec.rope_scaling llama3 at Megatron's fixed numbers, trainers.MEGATRON_LLAMA3_ROPE,
   compared like the shape; absent on a rotary model: none; --rope-scaling-factor listed as ignored, pretrain_gpt
-  does not pass it);
+  does not pass it), --rotary-seq-len-interpolation-factor (rope without MLA: ModelSpec.rope_scaling linear,
+  linear_rope_scaling), --position-embedding-type yarn without MLA with --rotary-scaling-factor,
+  --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, --mscale, --mscale-all-dim,
+  --[no-]yarn-correction-range-round-to-int (ModelSpec.yarn_rope_scaling: rope_yarn_params and
+  rope_attention_factor, megatron_model.megatron_yarn; a rope script is a model without yarn); elsewhere
+  those flags are listed as ignored (MLA takes its own YaRN numbers);
   and, for a model the flags define (below), the vocabulary
   (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
@@ -179,7 +184,8 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import INT64_MAX, MAX_COUNT, NOT_BUILT, _int, _short, layer_windows, model_spec_from_flags, rope_scaled
+from .megatron_model import (INT64_MAX, MAX_COUNT, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short, layer_windows,
+                             megatron_yarn, model_spec_from_flags, rope_scaled, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 
@@ -247,6 +253,7 @@ KNOWN_BOOL_IGNORED = {
     "--bf16-reduce", "--no-async-tensor-model-parallel-allreduce", "--overlap-p2p-communication", "--manual-gc",
     "--log-timers-to-tensorboard", "--log-memory-to-tensorboard", "--log-validation-ppl-to-tensorboard",
     "--distributed-backend-nccl",
+    *YARN_ROUND,  # store_true / store_false (arguments.py @d98e8a64 l. 2406-2410); read where yarn_built (_rope_scaling)
 }
 # flags read but not priced that change memory or step time: listed as "not modelled" with what
 # they change (the plan is priced without them); every flag the planner does not know is listed
@@ -327,7 +334,9 @@ IGNORED_REASONS = (
      r"profile-[\w-]+|exit-[\w-]+|distributed-timeout-minutes|ckpt-format|use-checkpoint-args|timing-log-level|"
      r"use-dist-ckpt|async-save|distributed-backend-nccl|distributed-backend)$",
      "logging, evaluation and checkpointing (between steps)"),
-    (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$",
+    # --rotary-seq-len-interpolation-factor and the YaRN flags are read where Megatron applies them (_rope_scaling:
+    # rope_scaled, yarn_built); elsewhere (MLA's own YaRN, or no rotary that takes them) they are listed here
+    (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$|--(no-)?yarn-[\w-]+$",
      "a constant of the rotary embedding: the same kernel and bytes"),
     # --use-rope-scaling is read (the model's rope_scaling, _rope_scaling); its factor is not passed on
     (r"--rope-scaling-factor$", "pretrain_gpt.py @d98e8a64 does not pass it (argument_utils.py gpt_config_from_args "
@@ -1083,7 +1092,7 @@ def _hierarchical_sizes(flags: dict, where: str):
     return sizes
 
 
-def _rope_scaling(flags: dict, shape: dict, ignored: list[str]) -> None:
+def _rope_scaling(flags: dict, shape: dict, ignored: list[str], where: str = "") -> None:
     """--use-rope-scaling -> the model's llama3 rope_scaling at Megatron's numbers (trainers.MEGATRON_LLAMA3_ROPE:
     factor 8, 1, 4, 8192, what _apply_scaling fixes), compared like the shape (ModelSpec.llama3_rope_scaling);
     its absence on a rotary model is a model without it (store_true, arguments.py l. 2424), so a Llama 3.1
@@ -1096,6 +1105,23 @@ def _rope_scaling(flags: dict, shape: dict, ignored: list[str]) -> None:
     elif on:
         ignored.append("--use-rope-scaling=true (no RotaryEmbedding it scales: Megatron builds one for "
                        "--position-embedding-type rope without MLA only, gpt_model.py @d98e8a64 l. 183-194)")
+    # linear scaling: --rotary-seq-len-interpolation-factor divides RotaryEmbedding's positions (rotary_pos_embedding.py
+    # @d98e8a64 l. 135-136), the same rotary as --use-rope-scaling's; absent: none (default None, arguments.py l. 2422)
+    interp = "--rotary-seq-len-interpolation-factor"
+    if rope_scaled(flags):
+        if on and interp in flags:
+            raise PlannerError(f"{where}--use-rope-scaling with {interp}: two rotary scalings at once, which no "
+                               "model the planner reads has (ModelSpec.rope_scaling is one)", "drop one of the two")
+        shape[interp if interp in flags else f"(no {interp})"] = (
+            "linear_rope_scaling", float(_int(where, flags, interp)) if interp in flags else None)
+    # YaRN without MLA: --position-embedding-type yarn and its numbers (megatron_model.megatron_yarn), compared with
+    # the model's rope_yarn_params and rope_attention_factor; a plain-rope script is a model without it
+    if yarn_built(flags):
+        key, attention = megatron_yarn(flags, where)
+        shape["--position-embedding-type yarn (--rotary-scaling-factor, --yarn-*, --mscale*)"] = (
+            "yarn_rope_scaling", key + (round(attention, 12),))
+    elif rope_scaled(flags):
+        shape["(--position-embedding-type rope: no yarn)"] = ("yarn_rope_scaling", None)
 
 
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
@@ -1105,8 +1131,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     ignored: list[str] = []
     not_modelled: list[str] = []
     by_reason: dict = {}
+    read_rope = ({*YARN_FLAGS, *YARN_ROUND} if yarn_built(flags) else set()) | (
+        {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set())  # _rope_scaling reads them
     for k, v in flags.items():
-        if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ:
+        if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue
         kind, why = classify_unread(k, v)
         by_reason.setdefault((kind, why), []).append(fmt_ignored(k, v))
@@ -1193,7 +1221,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     # the q and kv up-projections become LayerNormLinear), which the MLA block always prices: not compared
     if "--multi-latent-attention" not in flags:
         shape["--qk-layernorm" if "--qk-layernorm" in flags else "(no --qk-layernorm)"] = ("qk_norm", "--qk-layernorm" in flags)
-    _rope_scaling(flags, shape, ignored)
+    _rope_scaling(flags, shape, ignored, where)
     drops = [_float(where, flags, f) for f in ("--attention-dropout", "--hidden-dropout") if f in flags]
     if drops:
         shape["--attention-dropout/--hidden-dropout"] = ("dropout", any(d > 0 for d in drops))

@@ -15,7 +15,12 @@ Read (a flag's Megatron default in brackets):
   --swiglu / --quick-geglu (gated MLP) | --squared-relu | GeLU [plain MLP, [3] gated_linear_unit],
   --normalization [LayerNorm [2]], --untie-embeddings-and-output-weights [tied],
   --position-embedding-type [learned_absolute [1]; rope and yarn / mrope (rotary) -> rope;
-      none -> none; legacy --use-rotary-position-embeddings / --no-position-embedding],
+      none -> none; legacy --use-rotary-position-embeddings / --no-position-embedding]; yarn without
+      MLA -> rope_scaling yarn with rope_yarn_params and rope_attention_factor from --rotary-scaling-factor
+      [1], --yarn-original-max-position-embeddings [4096], --yarn-beta-fast [32], --yarn-beta-slow [1],
+      --mscale [1], --mscale-all-dim [0], --[no-]yarn-correction-range-round-to-int [rounded]
+      (megatron_yarn); rope without MLA: --use-rope-scaling -> llama3,
+      --rotary-seq-len-interpolation-factor -> linear (rope_linear_factor),
   --disable-bias-linear / --add-bias-linear [biases: add_bias_linear True [2]],
   --hidden-dropout, --attention-dropout [0.1 each [2]] -> dropout when either is > 0,
   --max-position-embeddings (the learned position table; [--seq-length]),
@@ -297,6 +302,66 @@ def rope_scaled(flags: dict) -> bool:
     return rope and "--multi-latent-attention" not in flags
 
 
+def yarn_built(flags: dict) -> bool:
+    """Whether Megatron builds the non-MLA YarnRotaryEmbedding: --position-embedding-type yarn without
+    --multi-latent-attention (gpt_model.py @d98e8a64 l. 196-214; argument_utils.py l. 395-400 fills config.yarn_*
+    for that case only; MLA takes its YaRN numbers from MLATransformerConfig instead)."""
+    return flags.get("--position-embedding-type") == "yarn" and "--multi-latent-attention" not in flags
+
+
+# Megatron-LM @d98e8a64's non-MLA YaRN on the command line: argument_utils.py _apply_yarn_config_from_args
+# (l. 384-413) sets config.yarn_rotary_scaling_factor from --rotary-scaling-factor (arguments.py l. 3558, default
+# 1.0), yarn_original_max_position_embeddings from --yarn-original-max-position-embeddings (l. 2400; absent: 4096),
+# yarn_beta_fast / yarn_beta_slow from --yarn-beta-fast / --yarn-beta-slow (l. 2402-2405; absent: 32, 1),
+# yarn_mscale / yarn_mscale_all_dim from --mscale / --mscale-all-dim (l. 3560-3563, defaults 1.0, 0.0) and
+# yarn_correction_range_round_to_int from --[no-]yarn-correction-range-round-to-int (l. 2406-2410; absent: True)
+YARN_FLAGS = {"--rotary-scaling-factor": 1.0, "--yarn-original-max-position-embeddings": 4096,
+              "--yarn-beta-fast": 32.0, "--yarn-beta-slow": 1.0, "--mscale": 1.0, "--mscale-all-dim": 0.0}
+YARN_ROUND = ("--yarn-correction-range-round-to-int", "--no-yarn-correction-range-round-to-int")
+
+
+def yarn_concentration(factor: float, mscale: float = 1.0, mscale_all_dim: float = 0.0) -> float:
+    """Megatron-Core's YaRN factor on cos and sin (yarn_rotary_pos_embedding.py @d98e8a64 l. 275-294:
+    _yarn_get_mscale(s, m) = 0.1 m ln s + 1 for s > 1, else 1; the concentration factor is
+    _yarn_get_mscale(s, mscale) / _yarn_get_mscale(s, mscale_all_dim); attention.py l. 326 applies it).
+    With the command line's defaults (1, 0) it is 0.1 ln s + 1, transformers' get_mscale(factor)."""
+    def g(m):
+        return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+    return g(mscale) / g(mscale_all_dim)
+
+
+def megatron_yarn(flags: dict, where: str, defaults: Optional[list] = None) -> tuple:
+    """The YaRN a pretrain_gpt.py command line builds (yarn_built): (YarnScalingParams.key() fields, the
+    attention factor), as ModelSpec.yarn_rope_scaling spells them; the flags left out are listed in `defaults`."""
+    vals = {}
+    for flag, d in YARN_FLAGS.items():
+        v = flags.get(flag)
+        if v is None:
+            vals[flag] = d
+            if defaults is not None:
+                defaults.append(f"{flag[2:]} {d:g}")
+            continue
+        if flag == "--yarn-original-max-position-embeddings":
+            vals[flag] = _int(where, flags, flag)
+            continue
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            x = float("nan")
+        if not math.isfinite(x) or x < 0 or (x == 0 and flag != "--mscale-all-dim"):
+            raise PlannerError(f"{where}{flag} {_short(v)} is not a number > 0", f"give {flag} a number, e.g. {d:g}")
+        vals[flag] = x
+    if all(f in flags for f in YARN_ROUND):
+        raise PlannerError(f"{where}{YARN_ROUND[0]} and {YARN_ROUND[1]} both given", "give one of the two")
+    rounded = YARN_ROUND[1] not in flags
+    if YARN_ROUND[0] not in flags and rounded and defaults is not None:
+        defaults.append("yarn correction range rounded to whole dimensions")
+    f = vals["--rotary-scaling-factor"]
+    attention = yarn_concentration(f, vals["--mscale"], vals["--mscale-all-dim"])
+    key = (f, vals["--yarn-original-max-position-embeddings"], vals["--yarn-beta-fast"], vals["--yarn-beta-slow"], rounded)
+    return key, attention
+
+
 def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed: list[str]) -> dict:
     """ModelSpec fields for the model the flags define (module docstring); each setting the
     flags leave out is Megatron's default and listed in `assumed`."""
@@ -381,6 +446,22 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             spec["rope_scaling"] = "llama3"
             spec["rope_scaling_params"] = dict(factor=f, low_freq_factor=lo, high_freq_factor=hi,
                                                original_max_position_embeddings=orig)
+    if yarn_built(flags):  # non-MLA YaRN (megatron_yarn: the command line's numbers, Megatron's defaults listed)
+        (f, orig, bf, bs, rounded), attention = megatron_yarn(flags, where, defaults)
+        spec["rope_scaling"] = "yarn"
+        spec["rope_yarn_params"] = dict(factor=f, original_max_position_embeddings=orig, beta_fast=bf, beta_slow=bs,
+                                        truncate=rounded)
+        if attention != 1.0:
+            spec["rope_attention_factor"] = attention
+    if "--rotary-seq-len-interpolation-factor" in flags and rope_scaled(flags):
+        # linear RoPE scaling: RotaryEmbedding divides the positions by it (rotary_pos_embedding.py @d98e8a64
+        # l. 135-136; argument_utils.py l. 467 passes it), the rotary of rope without MLA only
+        if "--use-rope-scaling" in flags:
+            raise PlannerError(f"{where}--use-rope-scaling with --rotary-seq-len-interpolation-factor: two rotary "
+                               "scalings at once, which no model the planner reads has (ModelSpec.rope_scaling is one)",
+                               "drop one of the two")
+        spec["rope_scaling"] = "linear"
+        spec["rope_linear_factor"] = float(_int(where, flags, "--rotary-seq-len-interpolation-factor"))
     if "--qk-layernorm" in flags and "--multi-latent-attention" not in flags:
         spec["qk_norm"] = True  # TransformerConfig.qk_layernorm (default False): per-head q/k norms (MLA: its latents')
     if kv is not None:

@@ -1,0 +1,229 @@
+"""Issue 22: the Megatron export of each rotary scaling, and the reader's round trip.
+
+Megatron-LM @d98e8a64's command line spells (a) llama3 at its fixed numbers: --use-rope-scaling
+(tests/test_export_rope_fp4.py); (b) YaRN without MLA: --position-embedding-type yarn with
+--rotary-scaling-factor, --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow,
+--[no-]yarn-correction-range-round-to-int (argument_utils.py l. 384-413), its attention factor
+0.1 ln(factor) + 1 at --mscale 1 --mscale-all-dim 0 (yarn_rotary_pos_embedding.py l. 275-294);
+(c) linear: --rotary-seq-len-interpolation-factor, a whole number (arguments.py l. 2422;
+rotary_pos_embedding.py l. 135-136). It has no dynamic-NTK or longrope rotary: those refuse.
+The numbers of gpt-oss's YaRN: config.json rope_scaling {factor 32, original 4096, beta_fast 32,
+beta_slow 1, truncate false} (tests/data/arch/gpt-oss-*/config.json; Megatron-Bridge's gpt_oss_bridge.py
+sets the same: yarn_rotary_scaling_factor 32, yarn_original_max_position_embeddings 4096, beta 32 / 1,
+yarn_correction_range_round_to_int False).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from planner.catalog import load_model
+from planner.cli.export import check_readback
+from planner.errors import PlannerError
+from planner.schema import ModelSpec
+from planner.trainers import write_model_file
+from planner.trainers.export import export_plan, plan_signature
+from planner.trainers.megatron_model import yarn_concentration
+
+from tests.test_export_rope_fp4 import _read, _row
+
+GPT_OSS = dict(model="gpt-oss-20b", gpus=8, hardware="h100-sxm", stack="megatron", global_batch=256)
+GPT_OSS_YARN = (32.0, 4096, 32.0, 1.0, False)  # config.json rope_scaling of both gpt-oss models
+ATTN_32 = 0.1 * math.log(32) + 1  # 1.3465735902799727: YaRN's attention factor at factor 32
+
+
+def _flags(text: str) -> list[str]:
+    return text.split()
+
+
+def _after(words: list[str], flag: str) -> str:
+    return words[words.index(flag) + 1]
+
+
+def test_zoo_gpt_oss_states_its_yarn_numbers():
+    for name in ("gpt-oss-120b", "gpt-oss-20b"):
+        m = load_model(name)
+        assert m.rope_yarn_params.key() == GPT_OSS_YARN
+        assert m.yarn_rope_scaling == GPT_OSS_YARN + (round(ATTN_32, 12),)
+        assert m.llama3_rope_scaling is None and m.linear_rope_scaling is None
+    assert yarn_concentration(32.0) == pytest.approx(1.3465735902799727, rel=1e-15)
+    assert yarn_concentration(1.0) == 1.0  # _yarn_get_mscale: 1 for a factor <= 1
+    # DeepSeek's mscale = mscale_all_dim: the ratio is 1
+    assert yarn_concentration(40.0, 1.0, 1.0) == 1.0
+
+
+def test_yarn_and_linear_numbers_only_with_their_scaling():
+    spec = load_model("llama3-70b").model_dump(exclude_none=True)
+    with pytest.raises(ValueError, match="rope_yarn_params are a yarn rope_scaling's numbers"):
+        ModelSpec.model_validate(dict(spec, rope_yarn_params=dict(factor=32.0, original_max_position_embeddings=4096)))
+    with pytest.raises(ValueError, match="rope_linear_factor is a linear rope_scaling's factor"):
+        ModelSpec.model_validate(dict(spec, rope_scaling="yarn", rope_linear_factor=8.0))
+    # transformers' defaults for what a yarn rope_scaling leaves out: beta_fast 32, beta_slow 1, truncate true
+    m = ModelSpec.model_validate(dict(spec, rope_scaling="yarn",
+                                      rope_yarn_params=dict(factor=4.0, original_max_position_embeddings=8192)))
+    assert m.rope_yarn_params.key() == (4.0, 8192, 32.0, 1.0, True)
+
+
+def test_megatron_export_writes_gpt_oss_yarn_and_reads_back_the_same_model(tmp_path):
+    row = _row(**GPT_OSS)
+    text, _ = export_plan(row["plan"], "megatron")
+    w = _flags(text)
+    assert _after(w, "--position-embedding-type") == "yarn"
+    assert (_after(w, "--rotary-scaling-factor"), _after(w, "--yarn-original-max-position-embeddings"),
+            _after(w, "--yarn-beta-fast"), _after(w, "--yarn-beta-slow")) == ("32", "4096", "32", "1")
+    assert "--no-yarn-correction-range-round-to-int" in w  # truncate false
+    assert "--use-rope-scaling" not in w and "--mscale" not in w  # Megatron's --mscale 1, --mscale-all-dim 0
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", "oss.sh", gpus=8)
+    assert cfg.job["model"] == "gpt-oss-20b"
+    assert plan_signature(_row(**cfg.job)["plan"]) == plan_signature(row["plan"])
+    assert not [i for i in cfg.ignored + cfg.not_modelled if "yarn" in i or "rotary" in i]
+    # a plain-RoPE script is not gpt-oss: the flags' own model, the mismatch named
+    plain = text.replace("--position-embedding-type yarn", "--position-embedding-type rope")
+    cfg = _read(tmp_path, plain, "megatron", "plain.sh", gpus=8)
+    assert cfg.job["model"] != "gpt-oss-20b"
+    rule = next(a for a in cfg.assumed if a.startswith("model="))
+    assert "(--position-embedding-type rope: no yarn) None contradicts" in rule
+    flags_model = load_model(cfg.job["model"])
+    assert flags_model.rope_scaling is None and flags_model.rope_attention_factor == 1.0
+    # the YaRN flags beside rope build nothing: listed as ignored
+    assert any(i.startswith("--rotary-scaling-factor=32") for i in cfg.ignored)
+
+
+def test_megatron_reader_builds_the_yarn_its_flags_define(tmp_path):
+    """Another factor (16) with the round-to-int default: the flags' model carries Megatron's numbers, its
+    attention factor 0.1 ln 16 + 1 = 1.2772588722239781, and the defaults it took are listed."""
+    row = _row(**GPT_OSS)
+    text, _ = export_plan(row["plan"], "megatron")
+    other = (text.replace("--rotary-scaling-factor 32", "--rotary-scaling-factor 16")
+             .replace(" --yarn-beta-fast 32", "").replace(" --no-yarn-correction-range-round-to-int", ""))
+    assert other.count("--rotary-scaling-factor 16") == 1 and "--yarn-beta-fast" not in other
+    cfg = _read(tmp_path, other, "megatron", "f16.sh", gpus=8)
+    m = load_model(cfg.job["model"])
+    assert cfg.job["model"] != "gpt-oss-20b"
+    assert m.rope_scaling == "yarn"
+    assert m.rope_yarn_params.key() == (16.0, 4096, 32.0, 1.0, True)
+    assert m.rope_attention_factor == pytest.approx(1.2772588722239781, rel=1e-15)
+    assert any("yarn-beta-fast 32" in a and "yarn correction range rounded" in a for a in cfg.assumed)
+    # with --model the model wins, the contradiction listed
+    cfg = _read(tmp_path, other, "megatron", "f16.sh", gpus=8, model="gpt-oss-20b")
+    assert cfg.job["model"] == "gpt-oss-20b"
+    assert any("--model replaces the arguments' shape" in a and "yarn_rope_scaling" in a for a in cfg.assumed)
+    with pytest.raises(PlannerError, match="both given"):
+        _read(tmp_path, text.replace("--no-yarn-correction-range-round-to-int",
+                                     "--no-yarn-correction-range-round-to-int --yarn-correction-range-round-to-int"),
+              "megatron", "both.sh", gpus=8)
+
+
+def _variant(tmp_path, name: str, **changes) -> str:
+    spec = load_model("gpt-oss-20b").model_dump(exclude_none=True)
+    for k, v in changes.items():
+        if v is None:
+            spec.pop(k, None)
+        else:
+            spec[k] = v
+    return write_model_file(spec, name)
+
+
+def test_megatron_export_refuses_yarn_it_cannot_spell(tmp_path):
+    unstated = _variant(tmp_path, "oss-yarn-unstated", rope_yarn_params=None)
+    with pytest.raises(PlannerError, match=r"rope_scaling yarn \(.*\): its numbers are not stated") as e:
+        export_plan(_row(**dict(GPT_OSS, model=unstated))["plan"], "megatron")
+    assert "rope_yarn_params" in e.value.hint
+    off = _variant(tmp_path, "oss-yarn-attn", rope_attention_factor=1.2)
+    with pytest.raises(PlannerError, match="rope_attention_factor 1.2, but .* factor 32 the attention factor "
+                                           r"0.1 ln\(factor\) \+ 1 = 1.34657"):
+        export_plan(_row(**dict(GPT_OSS, model=off))["plan"], "megatron")
+
+
+def test_megatron_export_writes_a_whole_linear_factor_and_reads_it_back(tmp_path):
+    base = dict(rope_scaling="linear", rope_yarn_params=None, rope_attention_factor=1.0)
+    lin = _variant(tmp_path, "oss-linear-4", rope_linear_factor=4.0, **base)
+    row = _row(**dict(GPT_OSS, model=lin))
+    text, _ = export_plan(row["plan"], "megatron")
+    w = _flags(text)
+    assert _after(w, "--position-embedding-type") == "rope"
+    assert _after(w, "--rotary-seq-len-interpolation-factor") == "4"
+    assert not [f for f in w if "yarn" in f] and "--use-rope-scaling" not in w
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", "lin.sh", gpus=8, model=lin)
+    assert not [a for a in cfg.assumed if "--model replaces" in a]  # the shape agrees, scaling included
+    assert plan_signature(_row(**cfg.job)["plan"]) == plan_signature(row["plan"])
+    # without --model: the flags' own model, linear x4
+    cfg = _read(tmp_path, text, "megatron", "lin.sh", gpus=8)
+    m = load_model(cfg.job["model"])
+    assert (m.rope_scaling, m.rope_linear_factor) == ("linear", 4.0)
+    with pytest.raises(PlannerError, match="two rotary scalings"):
+        _read(tmp_path, text.replace("--position-embedding-type rope", "--position-embedding-type rope --use-rope-scaling"),
+              "megatron", "two.sh", gpus=8)
+    frac = _variant(tmp_path, "oss-linear-2.5", rope_linear_factor=2.5, **base)
+    with pytest.raises(PlannerError, match=r"factor 2.5\): Megatron-LM @d98e8a64's --rotary-seq-len-interpolation-"
+                                           "factor takes a whole number only"):
+        export_plan(_row(**dict(GPT_OSS, model=frac))["plan"], "megatron")
+    unstated = _variant(tmp_path, "oss-linear-unstated", **base)
+    with pytest.raises(PlannerError, match="rope_scaling linear .*its factor is not stated"):
+        export_plan(_row(**dict(GPT_OSS, model=unstated))["plan"], "megatron")
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "longrope"])
+def test_megatron_export_refuses_dynamic_and_longrope(tmp_path, kind):
+    m = _variant(tmp_path, f"oss-{kind}", rope_scaling=kind, rope_yarn_params=None, rope_attention_factor=1.0)
+    with pytest.raises(PlannerError, match=f"rope_scaling {kind} .*: Megatron-LM @d98e8a64 has no {kind} rotary scaling"):
+        export_plan(_row(**dict(GPT_OSS, model=m))["plan"], "megatron")
+
+
+def test_megatron_export_cli_refusal_is_error_hint_exit_2(cli, tmp_path):
+    m = _variant(tmp_path, "oss-longrope-cli", rope_scaling="longrope", rope_yarn_params=None, rope_attention_factor=1.0)
+    r = cli("export", "-m", m, "-g", "8", "--format", "megatron")
+    assert r.exit_code == 2
+    assert "error: " in r.stderr and "rope_scaling longrope" in r.stderr and "hint: " in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_mla_yarn_is_still_rope_type(tmp_path):
+    """MLA's YaRN stays MLATransformerConfig's (--rope-type, no --position-embedding-type yarn)."""
+    row = _row(model="deepseek-v3", gpus=256, tp=1, pp=8, hardware="h100-sxm", stack="megatron", global_batch=512)
+    text, _ = export_plan(row["plan"], "megatron")
+    w = _flags(text)
+    assert _after(w, "--position-embedding-type") == "rope"
+    assert "--rope-type" not in w and "--rotary-scaling-factor" not in w
+
+
+def test_gemma3_linear_scaling_of_its_global_layers_is_refused(tmp_path):
+    """Gemma 3 scales its global layers' RoPE linearly by 8 (config.json rope_scaling linear; the local layers
+    take rope_local_base_freq unscaled), which no Megatron-LM flag says: its entry states no rope_linear_factor
+    and the export, once past the post-norms, refuses rather than writing plain RoPE (it used to)."""
+    m = load_model("gemma3-27b")
+    assert (m.rope_scaling, m.rope_linear_factor, m.linear_rope_scaling) == ("linear", None, "linear, factor not stated")
+    spec = m.model_dump(exclude_none=True) | {"post_norms": False}
+    path = write_model_file(spec, "gemma3-no-post-norms")
+    with pytest.raises(PlannerError, match=r"rope_scaling linear \(.*\): its factor is not stated"):
+        export_plan(_row(model=path, gpus=64, tp=2, hardware="h100-sxm", stack="megatron", global_batch=256)["plan"],
+                    "megatron")
+
+
+def test_hf_config_reads_the_yarn_numbers():
+    """gpt-oss's config.json rope_scaling gives the zoo's rope_yarn_params; a yarn table without
+    original_max_position_embeddings states none (the export then refuses); absent betas and truncate are
+    transformers' 32, 1, true."""
+    import json
+    from pathlib import Path
+
+    from planner.hf_config import read
+
+    arch = Path(__file__).parent / "data" / "arch"
+    for name in ("gpt-oss-20b", "gpt-oss-120b"):
+        cfg = json.loads((arch / name / "config.json").read_text())
+        data, _ = read(cfg, "config.json")
+        assert ModelSpec.model_validate(dict(load_model(name).model_dump(exclude_none=True),
+                                             rope_yarn_params=data["rope_yarn_params"])).yarn_rope_scaling == \
+            load_model(name).yarn_rope_scaling
+        bare = dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 2048})
+        assert read(bare, "config.json")[0]["rope_yarn_params"] == dict(factor=8.0, original_max_position_embeddings=2048)
+        unstated = dict(cfg, rope_scaling={"rope_type": "yarn", "factor": 8.0})
+        assert "rope_yarn_params" not in read(unstated, "config.json")[0]
+        with pytest.raises(PlannerError, match="truncate must be true or false"):
+            read(dict(cfg, rope_scaling=dict(cfg["rope_scaling"], truncate="no")), "config.json")
+
