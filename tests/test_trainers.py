@@ -807,7 +807,7 @@ def test_check_tp_keeps_the_fp8_scripts_sequence_parallelism(cli):
     assert tp["changes"] == {"tp": 2, "sequence_parallel": True} and tp["plan"]["sequence_parallel"] is True
     sp = j.loads(cli("explain", FP8_SH, "--tp", 2, "--sequence-parallel", "--format", "json").stdout)
     assert tp["total_bytes"] == sp["memory"]["total_bytes"] and tp["step_s"] == sp["time"]["step_s"]
-    no_sp = j.loads(cli("explain", FP8_SH, "--tp", 2, "--format", "json").stdout)
+    no_sp = j.loads(cli("explain", FP8_SH, "--tp", 2, "--no-sequence-parallel", "--format", "json").stdout)
     assert no_sp["plan"]["sequence_parallel"] is False and sp["memory"]["total_bytes"] < no_sp["memory"]["total_bytes"]
     assert f"{tp['total_bytes'] / 2**30:.1f}" == "47.7" and f"{no_sp['memory']['total_bytes'] / 2**30:.1f}" == "50.7"
     assert tp["description"] == ("TP 1 -> 2 with sequence parallelism (DP 8 -> 4) [megatron: --tensor-model-parallel-size 2; "
@@ -821,6 +821,88 @@ def test_check_tp_keeps_the_fp8_scripts_sequence_parallelism(cli):
     assert tp_off["total_bytes"] == no_sp["memory"]["total_bytes"] and tp_off["step_s"] == no_sp["time"]["step_s"]
     assert {"key": "--sequence-parallel", "value": None} in tp_off["trainer_settings"]
     assert "drop --sequence-parallel (the plan checked runs TP without it)" in tp_off["description"]
+
+
+def test_command_line_tp_runs_the_fp8_scripts_sequence_parallelism(cli):
+    """`--tp 2` on the fp8 script (TP_SIZE=1 with --sequence-parallel): Megatron turns the flag off at tp 1
+    only (arguments.py @d98e8a64 l. 1433-1439), so the script run at TP 2 runs SP, and explain prices it
+    so, with a note naming the rule: equal to `--tp 2 --sequence-parallel` (47.7 GiB, 10.04 s; without SP
+    50.7 GiB, 10.29 s: the previous test). --no-sequence-parallel on the command line wins."""
+    import json as j
+
+    def run(*args):
+        r = cli("explain", FP8_SH, *args, "--format", "json")
+        assert r.exit_code == 0, r.stderr
+        return j.loads(r.stdout), r.stderr
+
+    (tp2, err), (sp, _), (off, err_off) = run("--tp", 2), run("--tp", 2, "--sequence-parallel"), run("--tp", 2, "--no-sequence-parallel")
+    assert tp2["plan"]["sequence_parallel"] is True and off["plan"]["sequence_parallel"] is False
+    assert tp2["memory"] == sp["memory"] and tp2["time"] == sp["time"]
+    assert f"{tp2['memory']['total_bytes'] / 2**30:.1f}" == "47.7" and f"{tp2['time']['step_s']:.2f}" == "10.04"
+    assert f"{off['memory']['total_bytes'] / 2**30:.1f}" == "50.7" and f"{off['time']['step_s']:.2f}" == "10.29"
+    assert ("sequence_parallel=true: the script's --sequence-parallel at the command line's tp 2 (Megatron keeps it as "
+            "the script asks at tp > 1 and turns it off at tp 1 only: arguments.py @d98e8a64 l. 1433-1439") in err
+    assert "--sequence-parallel with tp 1 (Megatron turns it off" not in err  # the reader's tp-1 note is replaced
+    assert "sequence_parallel=true: the script's" not in err_off
+    # check at --tp 2 with 16,384 tokens: without SP the job failed (and every suggestion said "drop
+    # --sequence-parallel", TP 2 -> 4 "with sequence parallelism"); the script at TP 2 runs SP and fits
+    tok = ("--tp", 2, "--seq-len", 16384)
+    assert run(*tok, "--no-sequence-parallel")[0]["memory"]["fits"] is False
+    [res] = j.loads(cli("check", FP8_SH, *tok, "--format", "json").stdout)
+    at = run(*tok, "--sequence-parallel")[0]
+    assert res["verdict"] == "pass" and res["plan"]["sequence_parallel"] is True
+    assert res["memory"]["total_bytes"] == at["memory"]["total_bytes"] and res["time"]["step_s"] == at["time"]["step_s"]
+    # with 8 GiB held back it fails at TP 2 with SP: the TP rung is 2 -> 4 with SP already on, nothing dropped
+    [res] = j.loads(cli("check", FP8_SH, *tok, "--reserve-gib", 8, "--format", "json").stdout)
+    assert res["verdict"] == "fail" and res["plan"]["sequence_parallel"] is True
+    [tp] = [s for s in res["suggestions"] if "tp" in s["changes"]]
+    assert tp["changes"] == {"tp": 4} and tp["description"].startswith("TP 2 -> 4 (DP 4 -> 2) [megatron: --tensor-model-parallel-size 4;")
+    assert all(s["plan"]["sequence_parallel"] is True and "sequence" not in s["description"] for s in res["suggestions"])
+
+
+def test_command_line_tp_1_turns_a_scripts_sequence_parallelism_off(cli):
+    """train_llama3_8b.sh (TP 2, --sequence-parallel) at `--tp 1`: Megatron turns SP off at tp 1
+    (arguments.py @d98e8a64 l. 1433-1439) and starts; the planner prices it so, with a note, as
+    `--tp 1 --no-sequence-parallel` (before: refused, 'sequence_parallel needs tp > 1')."""
+    import json as j
+
+    r = cli("explain", SH, "--tp", 1, "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    no = j.loads(cli("explain", SH, "--tp", 1, "--no-sequence-parallel", "--format", "json").stdout)
+    d = j.loads(r.stdout)
+    assert d["plan"]["sequence_parallel"] is False and d["memory"] == no["memory"] and d["time"] == no["time"]
+    assert ("sequence_parallel=false: the script's --sequence-parallel at the command line's tp 1 (Megatron turns it off "
+            "at tp 1: arguments.py @d98e8a64 l. 1433-1439)") in r.stderr
+
+
+TPO_SH = DATA / "train_llama3_8b_tp1_tp_comm_overlap.sh"  # train_llama3_8b.sh at TP_SIZE=1 with --tp-comm-overlap
+
+
+def test_tp_comm_overlap_at_tp_1_is_refused_as_megatron_asserts(cli):
+    """--tp-comm-overlap at TP 1 (with --sequence-parallel): Megatron's validate_args turns SP off at tp 1
+    (arguments.py @d98e8a64 l. 1433-1439), then asserts it under --tp-comm-overlap (l. 1441-1442), so the
+    script does not start: refused in Megatron's words (before: resolve's 'tp_comm_overlap needs sequence
+    parallelism with tp > 1', in the job's). At `--tp 2` the script runs SP and the overlap: the same plan
+    as train_llama3_8b.sh (TP 2, SP) with --tp-comm-overlap; `--no-tp-comm-overlap` prices TP 1 without
+    it; at --tp 2 --no-sequence-parallel Megatron asserts too."""
+    import json as j
+    from conftest import assert_one_error
+
+    assert_one_error(cli("explain", TPO_SH), "--tp-comm-overlap at tp 1", "turns --sequence-parallel off at tp 1 "
+                     "(l. 1433-1439)", "arguments.py @d98e8a64 l. 1441-1442", "drop --tp-comm-overlap")
+    assert_one_error(cli("check", TPO_SH), "--tp-comm-overlap at tp 1")
+    assert_one_error(cli("explain", TPO_SH, "--tp", 2, "--no-sequence-parallel"), "--tp-comm-overlap at tp 2",
+                     "without --sequence-parallel", "l. 1441-1442")
+    at2 = j.loads(cli("explain", TPO_SH, "--tp", 2, "--format", "json").stdout)
+    ref = j.loads(cli("explain", SH, "--tp-comm-overlap", "--format", "json").stdout)
+    assert at2["plan"]["sequence_parallel"] is True and at2["plan"]["tp_comm_overlap"] is True
+    assert at2["memory"] == ref["memory"] and at2["time"] == ref["time"]
+    r = cli("explain", TPO_SH, "--no-tp-comm-overlap", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    one = j.loads(r.stdout)
+    ref1 = j.loads(cli("explain", SH, "--tp", 1, "--format", "json").stdout)
+    assert one["plan"]["tp"] == 1 and one["plan"]["tp_comm_overlap"] is False and one["plan"]["sequence_parallel"] is False
+    assert one["memory"] == ref1["memory"] and one["time"] == ref1["time"]
 
 
 def test_check_cp_under_use_tp_pp_dp_mapping_names_the_rank_order(cli, tmp_path):

@@ -124,6 +124,10 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         given = {k: v for k, v in overrides.items() if v is not None and k not in ("model", "gpus")}
         # flags beat file values (issue 22), each replacement named
         cfg.assumed += replaced(data, {k: v for k, v in given.items() if k != "hardware"})
+        # Megatron's own rules on the script's --sequence-parallel / --tp-comm-overlap at the tp it starts with
+        from ..trainers.megatron import command_line_tp
+
+        command_line_tp(cfg, data, given, f"{path}: ")
         if "sharding_mode" in data and "sharding_mode" not in given and (
                 given.get("stack", data.get("stack")) != data.get("stack") or "sharding" in given):
             # the file's mode is a mode of the file's stack and level: the command line's stack or

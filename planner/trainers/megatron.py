@@ -1428,7 +1428,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
     if tp == 1 and job["sequence_parallel"]:
         job["sequence_parallel"] = False
-        assumed.append("sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: arguments.py)")
+        assumed.append(SP_OFF_AT_TP1)
     gran = flags.get("--recompute-granularity")
     if gran is None and "--recompute-activations" in flags:
         gran = "selective"
@@ -1498,6 +1498,47 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                          not_modelled=not_modelled,
                          stated={f: flags[f] for f in ("--global-batch-size", "--step-batch-size-schedule", "--sequence-parallel")
                                  if f in flags})
+
+
+SP_OFF_AT_TP1 = "sequence_parallel=false: --sequence-parallel with tp 1 (Megatron turns it off: arguments.py)"
+
+
+def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> None:
+    """Megatron's own start-up rules on a script's --sequence-parallel and --tp-comm-overlap where the
+    command line moves TP (load_job: `data` the script's job fields, `given` the options laid over
+    them; `data` and cfg.assumed are updated in place). validate_args (arguments.py @d98e8a64
+    l. 1433-1439) turns --sequence-parallel off at tp 1 only, so the script's flag runs at the tp
+    Megatron starts with:
+      - a stated --sequence-parallel (read as off at the script's tp 1) is on at a command-line tp > 1;
+      - a script's sequence parallelism is off at a command-line tp 1;
+    each with a note, unless the command line says --[no-]sequence-parallel (it wins). Then l. 1441-1442
+    assert sequence parallelism with --tp-comm-overlap ('Tensor parallel communication/GEMM overlap can
+    happen only when sequence parallelism is enabled'), after the tp 1 rule: a script with the flag at
+    tp 1, or at tp > 1 without --sequence-parallel, does not start, and is refused here in Megatron's
+    words (resolve's TP_OVERLAP_SP would refuse it in the job's)."""
+    if cfg.fmt != "megatron":
+        return
+    tp = given.get("tp", data.get("tp", 1))
+    if "tp" in given and "sequence_parallel" not in given:
+        if tp > 1 and cfg.stated.get("--sequence-parallel") and not data.get("sequence_parallel"):
+            data["sequence_parallel"] = True
+            cfg.assumed[:] = [a for a in cfg.assumed if a != SP_OFF_AT_TP1]
+            cfg.assumed.append(f"sequence_parallel=true: the script's --sequence-parallel at the command line's tp {tp} "
+                               "(Megatron keeps it as the script asks at tp > 1 and turns it off at tp 1 only: "
+                               "arguments.py @d98e8a64 l. 1433-1439; --no-sequence-parallel turns it off)")
+        elif tp == 1 and data.get("sequence_parallel"):
+            data["sequence_parallel"] = False
+            cfg.assumed.append("sequence_parallel=false: the script's --sequence-parallel at the command line's tp 1 "
+                               "(Megatron turns it off at tp 1: arguments.py @d98e8a64 l. 1433-1439)")
+    sp = given.get("sequence_parallel", data.get("sequence_parallel"))
+    if given.get("tp_comm_overlap", data.get("tp_comm_overlap")) and not (sp and tp > 1):
+        why = ("Megatron's validate_args turns --sequence-parallel off at tp 1 (l. 1433-1439), then asserts it" if tp == 1 else
+               "without --sequence-parallel Megatron's validate_args asserts sequence parallelism")
+        raise PlannerError(f"{where}--tp-comm-overlap at tp {tp}: {why} under --tp-comm-overlap (arguments.py @d98e8a64 "
+                           "l. 1441-1442: 'Tensor parallel communication/GEMM overlap can happen only when sequence "
+                           "parallelism is enabled'): Megatron does not start",
+                           "drop --tp-comm-overlap (or pass --no-tp-comm-overlap), or run tp > 1 with --sequence-parallel "
+                           "(e.g. --tp 2 --sequence-parallel)")
 
 
 ATTENTION_BACKENDS = ("auto", "flash", "fused", "unfused", "local")  # megatron/core/transformer/enums.py AttnBackend [4]
