@@ -141,6 +141,28 @@ def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens
 #     512 ... 16k: head dim 128  617 751 886 864 971 1005, head dim 64  344 398 447 413 431 438 TFLOP/s
 #     (tests/data/attention_kernels_h100.yaml fp8_forward_tflops, with how they were read). The paper has
 #     no FP8 backward figure.
+# [7d] FlexAttention (torch.nn.attention.flex_attention, the Triton template torch.compile emits; the
+#     kernel torchtitan 0.3.0's language models run: models/common/config_utils.py get_attention_config
+#     l. 71-101, 'flex' the llama3 / qwen3 / deepseek_v3 default). No FlexAttention figure in the
+#     reference data at head dim 128 by sequence length, so it is priced as FlashAttention-2's rate on
+#     the same GPU times FlexAttention's published ratio to FlashAttention-2 (FLEX_OVER_FLASH2):
+#     - compute capability 9.x (Hopper): forward 1.25, backward 1.03. PyTorch blog "PyTorch at GTC
+#       2025" (pytorch.org/blog, 2025-03), session abstract "FlexAttention: The Flexibility of PyTorch
+#       With the Performance of FlashAttention" (D. Guessous, Meta): "On H100 GPUs, FlexAttention's
+#       forward performance averages 85% of FlashAttention3 and is ~25% faster than FlashAttention2,
+#       while backward performance averages 76% of FlashAttention3 and is ~3% faster than
+#       FlashAttention2" (the "~" figures as printed; head dim, mask and lengths not stated).
+#     - any other GPU (Ampere measured; Blackwell, AMD and an unknown capability by assumption):
+#       forward 0.90, backward 0.85. PyTorch blog "FlexAttention: The Flexibility of PyTorch with the
+#       Performance of FlashAttention" (pytorch.org/blog/flexattention, 2024-08-07), sec. Performance:
+#       causal attention on A100, "FlexAttention achieves 90% of FlashAttention2's performance in the
+#       forward pass and 85% in the backward pass" (the backward "recomputes more intermediates than
+#       FAv2"). Named assumption off Ampere: no FlexAttention measurement on Blackwell in the
+#       reference data (meta-pytorch/attention-gym issue #172, 2025-10, reports it slower than
+#       FlashAttention-2 on B200 without a figure of the ratio).
+#     The curves by key length and head dim are FlashAttention-2's (ATTN_BLOCK_TABLES,
+#     ATTN_HEAD_DIM_TABLES: named assumption, FlexAttention's kernel is a FlashAttention-2-style tiled
+#     kernel and no per-length figure of it was read).
 
 GEMM_TILE = (128, 256)  # output tile of Hopper-class cuBLAS/CUTLASS bf16 kernels [5]
 DEFAULT_GEMM_EFFICIENCY = 794.5 / 989.0  # H100 SXM MAMF / dense peak [6]; for entries without a measurement
@@ -162,6 +184,10 @@ ATTENTION_KERNELS = {
     "flash2": (ATTN_FWD_EFFICIENCY, ATTN_BWD_EFFICIENCY),
     "cudnn": (605.0 / 794.5, 500.0 / 794.5),
 }
+# FlexAttention's (forward, backward) rate over FlashAttention-2's on the same GPU [7d]: the first
+# rule whose compute-capability range (both ends inclusive) holds the GPU's, else the default.
+FLEX_OVER_FLASH2_RULES = (((9, 0), (9, 9), (1.25, 1.03)),)  # H100: PyTorch at GTC 2025 abstract
+FLEX_OVER_FLASH2_DEFAULT = (0.90, 0.85)                      # A100: pytorch.org/blog/flexattention
 ATTN_BWD_FLOPS_RATIO = 2.5  # backward / forward FLOPs of FlashAttention [7]
 # Sustained tensor-core throughput under the power limit. GEMM benchmarks (MAMF, square
 # sweeps, FlashAttention papers) run seconds at a time; a training job runs tensor-core
@@ -236,6 +262,7 @@ ATTN_BLOCK_TABLES = {
     "flash2": (ATTN_BLOCK_FWD, ATTN_BLOCK_BWD),
     "cudnn": (np.array([497.0, 574.0, 617.0, 609.0, 600.0, 595.0]), np.array([305.0, 408.0, 465.0, 499.0, 518.0, 516.0])),
 }
+ATTN_BLOCK_TABLES["flex"] = ATTN_BLOCK_TABLES["flash2"]  # FlashAttention-2's curve [7d] (named assumption)
 
 
 def attention_block_rate(keys, backward: bool = False, kernel: str = "flash2"):
@@ -267,6 +294,7 @@ ATTN_HEAD_DIM_TABLES = {  # (forward, backward) mean 2k-16k TFLOP/s at ATTN_HEAD
     "cudnn": (np.array([(395 + 408 + 412 + 413) / 4.0, (617 + 609 + 600 + 595) / 4.0]),
               np.array([(395 + 417 + 432 + 433) / 4.0, (465 + 499 + 518 + 516) / 4.0])),
 }
+ATTN_HEAD_DIM_TABLES["flex"] = ATTN_HEAD_DIM_TABLES["flash2"]  # FlashAttention-2's [7d] (named assumption)
 
 
 def attention_head_dim_factor(head_dim, kernel: str = "flash2"):
@@ -308,10 +336,25 @@ def attention_kernel(stack, hw, job_kernel: Optional[str] = None) -> str:
     return stack.attention_kernel_for(hw.capability, job_kernel)
 
 
+def flex_over_flash2(capability: Optional[tuple[int, int]]) -> tuple[float, float]:
+    """FlexAttention's (forward, backward) rate over FlashAttention-2's on a GPU of this compute
+    capability [7d]: the first FLEX_OVER_FLASH2_RULES range that holds it, else the default
+    (also where the hardware entry gives no capability)."""
+    for lo, hi, ratio in FLEX_OVER_FLASH2_RULES:
+        if capability is not None and lo <= capability <= hi:
+            return ratio
+    return FLEX_OVER_FLASH2_DEFAULT
+
+
 def attention_rates(hw, kernel: str = "flash2") -> tuple[float, float]:
     """(forward, backward) sustained FLOP/s of an attention kernel (ATTENTION_KERNELS) on this
     hardware [7]: the entry's measured figure (flash2: attention_fwd/bwd_TFLOPS; others:
-    compute.attention_kernels), else the kernel's H100 ratio to the GEMM plateau."""
+    compute.attention_kernels), else the kernel's H100 ratio to the GEMM plateau; flex:
+    FlashAttention-2's times flex_over_flash2 [7d]."""
+    if kernel == "flex":  # FlashAttention-2's rate on this GPU times FlexAttention's ratio to it [7d]
+        fwd, bwd = attention_rates(hw, "flash2")
+        rf, rb = flex_over_flash2(hw.capability)
+        return fwd * rf, bwd * rb
     c = hw.compute
     plat = gemm_plateau(hw, "bf16")  # already sustained, under the power limit
     k = SUSTAINED_TENSOR_FRACTION * power_rate_fraction(hw)

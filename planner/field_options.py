@@ -61,8 +61,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("bf16_layers_at_end", "int", "with fp8 / nvfp4: the last N transformer layers stay bf16 (Megatron "
                 "--first-last-layers-bf16 --num-layers-at-end-in-bf16 N) (default: 0)", 0),
     # kernels and fusions (plan.FUSION_SWITCHES; stack_db kernels)
-    FieldOption("attention_kernel", "str", "the fused attention kernel: flash2|cudnn (Megatron --attention-backend "
-                "flash | fused) (default: the stack's for the GPU)"),
+    FieldOption("attention_kernel", "str", "the fused attention kernel: flash2|cudnn|flex (Megatron --attention-backend "
+                "flash | fused; flex: FlexAttention) (default: the stack's for the GPU)"),
     FieldOption("transformer_impl", "str", "transformer_engine|local (Megatron --transformer-impl): local runs "
                 "Megatron-Core's own layers, its core attention eager (default: the stack's, Transformer Engine)"),
     FieldOption("local_core_attention", "bool", "Megatron-Core's own DotProductAttention runs the core attention, eager "

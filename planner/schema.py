@@ -588,7 +588,7 @@ class Fabric(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
-AttentionKernel = Literal["flash2", "cudnn"]  # compute.ATTENTION_KERNELS
+AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNELS; flex: FlashAttention-2's rate x compute.flex_over_flash2 [7d]
 
 
 class AttentionRate(BaseModel):
@@ -2175,7 +2175,7 @@ class Job(BaseModel):
     activation_model: Literal["arch", "korthikanti"] = "arch"
     attention: Literal["flash", "eager"] = "flash"
     attention_kernel: Optional[AttentionKernel] = Field(
-        default=None, description="the fused attention kernel the job runs (flash2 | cudnn; e.g. Megatron "
+        default=None, description="the fused attention kernel the job runs (flash2 | cudnn | flex; e.g. Megatron "
                                   "--attention-backend flash | fused); default: the stack's attention_kernels for the GPU")
     causal_attention_flops: bool = Field(default=False, description="count causal (halved) attention FLOPs")
     headroom: float = Field(default=0.10, ge=0.0, lt=1.0)

@@ -207,13 +207,14 @@ def test_a_toml_reads_to_main_unless_the_stack_is_named(cli, tmp_path):
 
 
 def test_cp_rotate_method_is_not_an_option_on_0_3(cli):
-    """0.3.0 has no context_parallel_rotate_method (configs.py l. 232-243) and runs torch's default, allgather
-    (runs.cp_rotate_methods): a job asking alltoall is refused there, priced on main."""
+    """0.3.0 has no context_parallel_rotate_method (configs.py l. 232-243) and its language models run no torch
+    ring attention: CP under FlexAttention all-gathers K/V (distributed/context_parallel/api.py l. 56-78; stack
+    memory.cp_ring_backward null): a job asking a rotate method is refused there, priced on main."""
     from conftest import assert_one_error
 
     base = ["explain", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "8", "--seq-len", "8192", "--cp", "2",
             "--sharding", "fsdp", "--cp-rotate-method", "alltoall"]
-    assert_one_error(cli(*base, "--stack", "torchtitan-0.3"), "cp_rotate_method alltoall", "runs.cp_rotate_methods")
+    assert_one_error(cli(*base, "--stack", "torchtitan-0.3"), "cp_rotate_method is set", "not torch's ring attention")
     r = cli(*base, "--stack", "torchtitan")
     assert r.exit_code in (0, 1), r.stderr
     r = cli(*base[:-2], "--stack", "torchtitan-0.3")
@@ -240,3 +241,78 @@ def test_float8_recipes_and_early_step_of_0_3(cli):
     r = cli(*base, "--stack", "torchtitan-0.3", "--precision", "fp8", "--format", "json")
     assert r.exit_code in (0, 1), r.stderr
     assert json.loads(r.stdout)["plan"]["fp8_recipe"] == "rowwise"
+
+
+def test_attention_is_flexattention_by_hand(explain):
+    """0.3.0's language models run FlexAttention (models/common/config_utils.py get_attention_config l. 71-101:
+    'sdpa' is a ValueError; llama3 defaults to 'flex'), priced at FlashAttention-2's rate times FlexAttention's
+    published ratio (compute.py [7d]): on H100 1.25 forward, 1.03 backward (PyTorch at GTC 2025 abstract: '~25%
+    faster than FlashAttention2', '~3% faster'). Llama 3 8B, one 8,192-token sequence, a layer's causal core
+    is 4 x 8192 x 32 x 128 x 4096 (mean causal keys) = 0.5498 TFLOP forward, 2.5x backward, at the sustained
+    fraction 0.85 of the entry's rates. main (SDPA flash = FlashAttention-2): 0.5498e12 / (365e12 x 0.85) =
+    1.7720 ms forward, 2.5 x 0.5498e12 / (310e12 x 0.85) = 5.2159 ms backward; 0.3.0: 1.7720 / 1.25 =
+    1.4176 ms and 5.2159 / 1.03 = 5.0640 ms."""
+    import numpy as np
+
+    from planner import step as S
+
+    flops = 4 * 8192 * 32 * 128 * 4096
+    want = {"torchtitan": (flops / (365e12 * 0.85), 2.5 * flops / (310e12 * 0.85), "flash2"),
+            "torchtitan-0.3": (flops / (365e12 * 0.85 * 1.25), 2.5 * flops / (310e12 * 0.85 * 1.03), "flex")}
+    for stack, (f, b, kernel) in want.items():
+        settings, plan, _, js = explain(model="llama3-8b", gpus=8, stack=stack, sharding="fsdp", global_batch=8,
+                                        micro_batch=1, seq_len=8192, recompute="none")
+        assert js["plan"]["attention_kernel"] == kernel
+        lt = S.layer_times(S._context(settings, plan))
+        assert float(np.ravel(lt.core_fwd[0])[0]) == pytest.approx(f, rel=1e-9)
+        assert float(np.ravel(lt.core_bwd[0])[0]) == pytest.approx(b, rel=1e-9)
+    assert want["torchtitan"][0] == pytest.approx(1.7720e-3, abs=5e-8)
+    assert want["torchtitan-0.3"][0] == pytest.approx(1.4176e-3, abs=5e-8)
+    assert want["torchtitan"][1] == pytest.approx(5.2159e-3, abs=5e-8)
+    assert want["torchtitan-0.3"][1] == pytest.approx(5.0640e-3, abs=5e-8)
+
+
+def test_flex_ratio_by_gpu():
+    """compute.flex_over_flash2 [7d]: Hopper (9.x) 1.25 / 1.03 (GTC 2025, H100); any other capability 0.90 / 0.85
+    (pytorch.org/blog/flexattention, A100); the stack's rule needs a compute capability, so an AMD entry (none)
+    prices FlashAttention-2."""
+    from planner.catalog import load_hardware
+    from planner.compute import attention_kernel, attention_rates
+
+    st = load_stack("torchtitan-0.3")
+    for name, ratio in (("h100-sxm", (1.25, 1.03)), ("h200-sxm", (1.25, 1.03)), ("a100-sxm-80gb", (0.90, 0.85)),
+                        ("b200", (0.90, 0.85))):
+        hw = load_hardware(name)
+        assert attention_kernel(st, hw) == "flex", name
+        f2, flex = attention_rates(hw, "flash2"), attention_rates(hw, "flex")
+        assert flex[0] == pytest.approx(f2[0] * ratio[0], rel=1e-12), name
+        assert flex[1] == pytest.approx(f2[1] * ratio[1], rel=1e-12), name
+    assert attention_kernel(st, load_hardware("mi300x")) == "flash2"
+    assert attention_kernel(load_stack("torchtitan"), load_hardware("h100-sxm")) == "flash2"
+
+
+def test_cp_under_flex_is_one_kernel_after_an_all_gather(explain):
+    """CP under FlexAttention (api.py l. 56-78; torch cplib::flex_cp_allgather): K and V all-gathered, each on its
+    own, one kernel of the local queries (no per-step kernels, no merges), dK/dV reduce-scattered in bf16. The
+    memory-bound work is the all-gather's and the reduce-scatter's cat along the sequence dim, 4 B x cp a local
+    K/V element each: Llama 3 8B, cp 2, one 8,192-token sequence: 4,096 local tokens x 2 x 8 KV heads x 128 =
+    8.39M local K/V elements, forward 4 x 2 x 8.39M = 67.1 MB, backward the re-run gather's and the
+    reduce-scatter's, 134.2 MB, over the stack's achievable HBM bandwidth."""
+    import numpy as np
+
+    from planner import step as S
+
+    spec = load_stack("torchtitan-0.3").context_parallel
+    assert (spec.kernel, spec.fwd_kv, spec.bwd_kv, spec.dkv, spec.dkv_bytes, spec.separate_kv) == (
+        "one", "allgather", "allgather", "reduce_scatter", 2, True)
+    settings, plan, _, _ = explain(model="llama3-8b", gpus=8, stack="torchtitan-0.3", sharding="fsdp", cp=2,
+                                   global_batch=4, micro_batch=1, seq_len=8192, recompute="full")
+    sc = S._context(settings, plan)
+    mixer = sc.ll.kinds[0].mixer
+    ring = S.cp_ring(sc, mixer)
+    kv_el = 4096 * 2 * 8 * 128
+    assert float(np.ravel(ring["kv_el"])[0]) == kv_el
+    assert S.cp_kernel_factor(2, ring, True) == (1.0, 1.0)
+    f, b = S.cp_pass_times(sc, ring)
+    assert float(np.ravel(f)[0]) * float(np.ravel(sc.hbm)[0]) == pytest.approx(4 * 2 * kv_el, rel=1e-12)
+    assert float(np.ravel(b)[0]) * float(np.ravel(sc.hbm)[0]) == pytest.approx(2 * 4 * 2 * kv_el, rel=1e-12)
