@@ -597,7 +597,7 @@ def mode_heads(stack) -> np.ndarray:
     return heads
 
 
-def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = None) -> np.ndarray:
+def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = None, mbs_one: bool = False) -> np.ndarray:
     """Each candidate's sharding mode (PlanArrays.smode, set by the search to the head of its
     pricing class, mode_heads): the first member of that class (stack_db runs.sharding, in
     order) that breaks no rule, as plan.resolve chooses for a job; the constraint codes with
@@ -607,13 +607,25 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
     distinct tuple of mode_rule_fields (every field but the micro-batch), found from `key` where
     the caller gives one (build_space: pipeline row, sharding option, SP; rows with one key have
     the same fields but the micro-batch) and the stack's rules do not read the micro-batches, else
-    by terms.Groups on the fields; either way the rules read a KeyedPlan of those fields."""
+    by terms.Groups on the fields; either way the rules read a KeyedPlan of those fields. Rows that no
+    rule of startup.ROWS_RULES breaks at micro-batch 1 pass them at every micro-batch: they are keyed
+    without it and those rules read micro-batch 1 (mbs_one; _choose_split)."""
     runs = settings.stack.runs if settings.stack is not None else None
     n = len(base.tp)
     if runs is None:
         base.smode = np.zeros(n, dtype=np.int64)
         return constraint_codes(settings, base, after=LAST_BATCH_RULE)
-    fields = mode_rule_fields(settings.stack, _precisions_of(base))
+    precisions = _precisions_of(base)
+    fields = mode_rule_fields(settings.stack, precisions, rows_rules=not mbs_one)
+    if not mbs_one and "mbs" in fields and "mbs" not in mode_rule_fields(settings.stack, precisions, rows_rules=False):
+        from .startup import rows_rules_free
+
+        free = rows_rules_free(settings.stack, base)  # rows no rows rule breaks at micro-batch 1: at any
+        if free.all():
+            mbs_one, fields = True, mode_rule_fields(settings.stack, precisions, rows_rules=False)
+        elif free.any():
+            return _choose_split(settings, base, key, free)
+    one_mbs = mbs_one and "mbs" not in fields  # the rows rules read micro-batch 1 (their verdict at every one)
     if key is not None and "microbatches" not in fields and "mbs" not in fields and n > 1:
         present = np.zeros(int(key.max()) + 1, dtype=bool)
         present[key] = True
@@ -621,6 +633,8 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
         first = np.empty(int(index.max()) + 1, dtype=np.int64)
         first[index[::-1]] = np.arange(n - 1, -1, -1)  # the first row of each group
         one = KeyedPlan({f: np.broadcast_to(np.asarray(getattr(base, f)), (n,)).take(first) for f in fields})
+        if one_mbs:
+            one.mbs = np.ones(len(first), dtype=np.int64)
         codes = _choose_modes(settings, one, runs)
         base.smode = one.smode.take(index)
         return codes.take(index)
@@ -628,6 +642,8 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
     if not g.active:
         return _choose_modes(settings, base, runs)
     one = g.plan
+    if one_mbs:
+        one.mbs = np.ones(len(one.tp), dtype=np.int64)
     codes = _choose_modes(settings, one, runs)
     base.smode = g.expand(one.smode)
     return g.expand(codes)
@@ -651,15 +667,31 @@ def _precisions_of(plan) -> tuple:
     return (PRECISIONS[lo],) if lo == hi else tuple(PRECISIONS[int(c)] for c in np.unique(p))
 
 
-def mode_rule_fields(stack, precisions=("bf16",)) -> tuple:
+def _choose_split(settings: Settings, base: PlanArrays, key, free: np.ndarray) -> np.ndarray:
+    """choose_modes on the rows `free` (whose start-up rules do not read the micro-batch: rows_rules_free) and on
+    the rest apart, each keyed as its rows need; base.smode set in place, the codes returned in base's order."""
+    codes = np.empty(len(base.tp), dtype=np.int64)
+    smode = np.empty(len(base.tp), dtype=np.int64)
+    free_rows = np.flatnonzero(free)
+    for rows in (free_rows, np.flatnonzero(~free)):
+        if len(rows):
+            sub = base.take(rows)
+            codes[rows] = choose_modes(settings, sub, None if key is None else key[rows], mbs_one=rows is free_rows)
+            smode[rows] = sub.smode
+    base.smode = smode
+    return codes
+
+
+def mode_rule_fields(stack, precisions=("bf16",), rows_rules=True) -> tuple:
     """MODE_RULE_FIELDS, and the micro-batches per step where one of the stack's start-up rules
     reads them (StartupRule.reads_microbatches: DualPipe's shape on the deepseek stack), and the
     micro-batch size where one reads it under the stack's dispatcher and the plans' precisions
-    (names) (startup.reads_micro_batch: Hybrid-EP's tokens per rank, NVFP4's rows)."""
+    (names) (startup.reads_micro_batch: Hybrid-EP's tokens per rank, NVFP4's and FP8's rows; the
+    rows rules, startup.ROWS_RULES, only with rows_rules)."""
     from .startup import reads_micro_batch, rules_for
 
     return (MODE_RULE_FIELDS + (("microbatches",) if any(r.reads_microbatches for _, r in rules_for(stack)) else ())
-            + (("mbs",) if reads_micro_batch(stack, precisions) else ()))
+            + (("mbs",) if reads_micro_batch(stack, precisions, rows_rules) else ()))
 
 
 def _take(plan, idx):

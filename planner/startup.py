@@ -1358,7 +1358,10 @@ def _fp8_rows(plan, mxfp8_only: bool) -> np.ndarray:
     if not np.any(f8):  # the job's precision (one for every candidate): the micro-batch is read only under fp8
         return np.zeros(np.shape(plan.tp), dtype=bool)  # (space.mode_rule_fields keys on it there: PRECISION_RULES)
     if mxfp8_only:
-        return f8 & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["mxfp8"]) & _local_rows_break(plan, MXFP8_BLOCK)
+        mx = f8 & (np.asarray(plan.f8r) == FP8_RECIPE_CODES["mxfp8"])
+        if not np.any(mx):  # (a variant of another recipe: every row passes, the rows not computed)
+            return np.zeros(np.shape(plan.tp), dtype=bool)
+        return mx & _local_rows_break(plan, MXFP8_BLOCK)
     return f8 & _local_rows_break(plan, FP8_EXEC_ROWS)
 
 
@@ -1634,16 +1637,42 @@ def compile_broken(model, stack, plan, cluster: Cluster | None) -> np.ndarray:
 PRECISION_RULES = {"MEGATRON_NVFP4_TOKENS": "nvfp4", "MEGATRON_FP8_ROWS": "fp8", "MEGATRON_MXFP8_ROWS": "fp8"}
 
 
-def reads_micro_batch(stack, precisions=("bf16",)) -> bool:
+# the rules of the rows form (PRECISION_RULES: micro_batch x seq / cp (/ tp under SP) a multiple of a block): a row
+# that passes at micro-batch 1 passes at every micro-batch (a multiple of a multiple), so on the rows that pass at 1
+# (rows_rules_free) the rule's verdict does not depend on the micro-batch (space.choose_modes keys them without it)
+ROWS_RULES = tuple(PRECISION_RULES)
+
+
+def reads_micro_batch(stack, precisions=("bf16",), rows_rules=True) -> bool:
     """Whether one of the stack's start-up rules reads the micro-batch size (StartupRule.reads_mbs) under
     the stack's dispatcher (a rule of DISPATCHER_RULES applies only where the stack runs a dispatcher it
     restricts) and the plans' precisions (names; a rule of PRECISION_RULES applies at its precision only):
     MEGATRON_HYBRIDEP_TOKENS with hybridep, MEGATRON_NVFP4_TOKENS with nvfp4, MEGATRON_FP8_ROWS and
-    MEGATRON_MXFP8_ROWS with fp8."""
+    MEGATRON_MXFP8_ROWS with fp8; rows_rules False: whether one other than ROWS_RULES does."""
     disp = stack.defaults.moe_dispatcher if stack is not None else None
     return any(r.reads_mbs and (r.key not in DISPATCHER_RULES or disp in DISPATCHER_RULES[r.key])
                and (r.key not in PRECISION_RULES or PRECISION_RULES[r.key] in precisions)
+               and (rows_rules or r.key not in ROWS_RULES)
                for _, r in rules_for(stack))
+
+
+def rows_rules_free(stack, plan) -> np.ndarray:
+    """The rows of `plan` that no rule of ROWS_RULES of the stack breaks at micro-batch 1, so at none (ROWS_RULES)."""
+    at_one = _at_micro_batch_one(plan)
+    bad = np.zeros(np.shape(plan.tp), dtype=bool)
+    for _, r in rules_for(stack):
+        if r.key in ROWS_RULES:
+            bad = bad | r.check(None, stack, at_one, None)
+    return ~bad
+
+
+def _at_micro_batch_one(plan):
+    """The fields the ROWS_RULES read, at micro-batch 1 (a KeyedPlan: reading another field is an error)."""
+    from .terms import KeyedPlan
+
+    n = np.shape(plan.tp)
+    return KeyedPlan({f: np.broadcast_to(np.asarray(getattr(plan, f)), n) for f in ("precision", "f8r", "sp", "tp", "cp", "seq")}
+                     | {"mbs": np.ones(n, dtype=np.int64)})
 
 
 def rules_for(stack) -> list[tuple[int, StartupRule]]:
