@@ -232,6 +232,24 @@ References
      8 (layers/moe.py [14]: the permuted input, the gate / up and the activation outputs). The transient fp8
      copies of a GEMM's operands (1 B an element of A and of the local experts' weights, with their scales)
      live only inside the call: not priced.
+[gmm] torchtitan's routed experts under op SAC (stack selective.expert_gemms_kept: compiled). pytorch/torchtitan
+     @e347b1e5e torchtitan/models/moe/moe.py _run_experts_grouped_mm l. 113-130 runs three torch._grouped_mm calls
+     (gate w1, up w3, down w2) and F.silu / the multiply between them; torch._grouped_mm dispatches as
+     aten._grouped_mm.default (the op a tensor subclass sees: pytorch/ao @36027d82
+     torchao/quantization/quantize_/workflows/float8/float8_tensor.py l. 1085 @implements([aten._grouped_mm.default])).
+     No code's _op_sac_save_list holds it (models/llama4/infra/parallelize.py l. 51-66, deepseek_v3 l. 33-48, qwen3
+     l. 39-54, gpt_oss l. 42-57: aten.mm, the SDPA ops, reduce_scatter_tensor, all_to_all_single (not qwen3), max,
+     flex_attention, inductor_compiled_code), and distributed/activation_checkpoint.py _custom_policy (l. 98-124)
+     compares OpOverloads exactly (func in op_sac_save_list; its mm counter only for func ==
+     torch.ops.aten.mm.default): aten.mm does not catch aten._grouped_mm, which gets PREFER_RECOMPUTE. So without
+     compile the policy keeps neither the gate / up outputs nor the activation output (moe_expert_gate_up,
+     moe_expert_act_out leave the kept set and, as every re-run tensor, exist for one layer in the recompute
+     buffer) and the backward's recompute (early_stop false: the whole block) re-runs the three grouped GEMMs
+     (step.py layer_times). With compile, llama4's apply_compile (l. 658-685; deepseek_v3 and qwen3 import it)
+     replaces _run_experts_grouped_mm by torch.compile(...) of it: one inductor_compiled_code call, whose outputs
+     (the saved tensors AOTAutograd's partition returns among them) the save list keeps, and nothing inside it
+     re-runs: kept as the stack's keeps say. Not priced: gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
+     apply_compile reaches (its parallelize.py calls none), is re-run with compile on too.
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -943,6 +961,16 @@ def selective_keeps(settings: Settings) -> tuple:
     return keeps
 
 
+def eager_expert_drops(stack, kind, kd=()) -> tuple:
+    """The routed experts' grouped-GEMM outputs a selective policy keeps only under torch.compile
+    (stack selective.expert_gemms_kept "compiled" [gmm]) and does not already drop (kd): without
+    compile they leave the kept set for the recompute buffer. () elsewhere (stack data and the
+    kind, never a searched quantity)."""
+    if stack.selective.expert_gemms_kept != "compiled" or not kind.has_experts:
+        return ()
+    return tuple(n for n in ("moe_expert_gate_up", "moe_expert_act_out") if n not in kd)
+
+
 def selective_exchange_drops(settings: Settings) -> tuple:
     """The MoE tensors a selective policy that re-runs the EP exchange does not
     keep (Settings.sac_reruns_exchange, resolved from the model's code: plan.sac_reruns_exchange): the
@@ -1196,6 +1224,15 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered,
                                                              fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
+        gd = eager_expert_drops(stack, kind, kd)
+        if gd:  # without compile the grouped GEMMs' outputs are re-run, not kept [gmm] (plan.compile, vectorized)
+            eager = np.asarray(plan.compile) == 0
+            kept_sel = kept_sel - np.where(eager, kind_activation_bytes(
+                kind, ctx, am, at, keeps=(), gathered_input=gathered, fp8_bytes=f8, drops=tuple(
+                    n for n in kind_tensors(kind, ctx, am, at) if n not in gd), core_in_bytes=ci), 0.0)
+            sel_buffer = np.where(eager, np.maximum(full - kind_activation_bytes(
+                kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd + gd,
+                core_in_bytes=ci), 0.0), sel_buffer)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))

@@ -965,6 +965,15 @@ class SelectiveRecompute(BaseModel):
         description="under TP the policy also keeps each reduce-scatter's output (2h/t per token for each TP-split block) "
                     "and the row-parallel MLP output it keeps is the full-length partial sum (2h, not /t): torchtitan's "
                     "save list holds _c10d_functional.reduce_scatter_tensor")
+    expert_gemms_kept: Literal["always", "compiled"] = Field(
+        default="always",
+        description="when the policy keeps the routed experts' grouped-GEMM outputs (moe_expert_gate_up, "
+                    "moe_expert_act_out) and does not re-run those GEMMs: always (their keeps and recomputes as the "
+                    "other fields say), or only under torch.compile (plan.compile): torchtitan's save lists hold "
+                    "inductor_compiled_code, which keeps the compiled _run_experts_grouped_mm's outputs, but not "
+                    "aten._grouped_mm, so without compile the selective policy keeps neither tensor (one layer's "
+                    "worth joins the recompute buffer) and the backward's recompute re-runs the experts' forward "
+                    "grouped GEMMs (memory.py [gmm], step.py layer_times)")
     sources: list[str] = Field(min_length=1)
 
 

@@ -397,8 +397,15 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         # (Megatron), the projections off its save list, the elementwise kernels (torchtitan's
         # per-op policy); a state-space or linear-attention mixer is not recomputed
         shares = {**mixer.projection_shares(ctx), **mlp.projection_shares(ctx)}
+        # a policy that keeps the routed experts' grouped GEMMs only under compile (memory.py [gmm]) re-runs all of
+        # them without it (their forward seconds once more) and none with it, whatever its projection list says
+        gmm = kind.has_experts and sel.expert_gemms_kept == "compiled"
         sel_g = sum((times[name] * share for p in sel.recompute_projections
-                     for name, share in _share_list(shares.get(p))), np.float64(0.0)) / sc.speed
+                     for name, share in _share_list(shares.get(p)) if not (gmm and name in EXPERT_GEMMS)),
+                    np.float64(0.0)) / sc.speed
+        if gmm:
+            sel_g = sel_g + np.where(np.asarray(plan.compile) == 0, sum(
+                (times[n] for n in EXPERT_GEMMS if n in times), np.float64(0.0)) / sc.speed, 0.0)
         core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
         sel_t = (sel_g + (core_f + pass_f if core_rerun and mixer.selective_core else 0.0)
