@@ -295,10 +295,10 @@ def test_check_batch_a_planner_bug_on_one_file_still_prints_the_others(cli, tmp_
 
     real = cc.check_job
 
-    def buggy(job, where, gates, trainer, stated=None):
+    def buggy(job, where, gates, trainer, *args, **kwargs):
         if "boom" in str(where):
             raise TypeError("a bug")
-        return real(job, where, gates, trainer, stated)
+        return real(job, where, gates, trainer, *args, **kwargs)
 
     monkeypatch.setattr(cc, "check_job", buggy)
     from typer.testing import CliRunner
