@@ -668,16 +668,16 @@ def _precisions_of(plan) -> tuple:
 
 
 def _choose_split(settings: Settings, base: PlanArrays, key, free: np.ndarray) -> np.ndarray:
-    """choose_modes on the rows `free` (whose start-up rules do not read the micro-batch: rows_rules_free) and on
-    the rest apart, each keyed as its rows need; base.smode set in place, the codes returned in base's order."""
-    codes = np.empty(len(base.tp), dtype=np.int64)
-    smode = np.empty(len(base.tp), dtype=np.int64)
-    free_rows = np.flatnonzero(free)
-    for rows in (free_rows, np.flatnonzero(~free)):
-        if len(rows):
-            sub = base.take(rows)
-            codes[rows] = choose_modes(settings, sub, None if key is None else key[rows], mbs_one=rows is free_rows)
-            smode[rows] = sub.smode
+    """choose_modes where only the rows not `free` (rows_rules_free: a rows rule breaks them at micro-batch 1) need
+    the micro-batch keyed: every row priced with the rows rules at micro-batch 1 (right for the free rows, no copy
+    of the base), then the others again with their own micro-batches (a few rows: their copy is small); base.smode
+    set in place, the codes returned in base's order."""
+    codes = choose_modes(settings, base, key, mbs_one=True)
+    rows = np.flatnonzero(~free)
+    sub = base.take(rows)
+    codes[rows] = choose_modes(settings, sub, None if key is None else key[rows])
+    smode = np.array(base.smode, dtype=np.int64, copy=True)
+    smode[rows] = sub.smode
     base.smode = smode
     return codes
 
