@@ -650,6 +650,14 @@ class Reader:
                 raise self.err("rope_scaling", f"a yarn rope_scaling's truncate must be true or false (got "
                                                f"{str(rs['truncate'])[:40]})", "give the config.json transformers saved for the model")
             out["truncate"] = rs["truncate"]
+        for k in ("mscale", "mscale_all_dim"):  # DeepSeek's; read by _rope_attention_factor and Megatron MLA's --mscale*
+            v = rs.get(k)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise self.err("rope_scaling", f"a yarn rope_scaling needs {k} >= 0 (got {str(v)[:40]})",
+                               "give the config.json transformers saved for the model")
+            out[k] = float(v)
         return out
 
     def _rope_attention_factor(self) -> float:
