@@ -491,6 +491,9 @@ class Reader:
             yarn = self._yarn_rope_params()
             if yarn is not None:
                 data["rope_yarn_params"] = yarn
+        theta = self._rope_theta() if data.get("position_embedding") == "rope" else None
+        if theta is not None:
+            data["rope_theta"] = theta
         mtp = self.count("num_nextn_predict_layers", 0, zero=True)
         if mtp:
             data["mtp_layers"] = mtp
@@ -594,6 +597,20 @@ class Reader:
                 self.notes.append(f"no position embedding: {self.fam.position_src}")
             return self.fam.position
         return "rope" if any(k in self.cfg for k in ("rope_theta", "rope_scaling", "rope_parameters")) else "learned"
+
+    def _rope_theta(self):
+        """The rotary base (ModelSpec.rope_theta): config.json rope_theta, or rope_parameters.rope_theta (the
+        newer layout); None where neither states it. It costs nothing; it says which model a trainer's
+        --rotary-base spells."""
+        v = self.cfg.get("rope_theta")
+        if v is None and isinstance(self.cfg.get("rope_parameters"), dict):
+            v = self.cfg["rope_parameters"].get("rope_theta")
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise self.err("rope_theta", f"rope_theta must be a number > 0 (got {str(v)[:40]})",
+                           "give the config.json transformers saved for the model")
+        return float(v)
 
     def _rope_scaling_type(self):
         """rope_scaling's (rope_parameters') rope_type, else type (transformers modeling_rope_utils: the

@@ -409,6 +409,11 @@ class ModelSpec(BaseModel):
                     "--rotary-scaling-factor, --mscale, --mscale-all-dim, rope_yarn_params; linear: "
                     "--rotary-seq-len-interpolation-factor, rope_linear_factor; dynamic, longrope: refused); priced at nothing either way (the rotary tables are computed once: the same kernel "
                     "and bytes)")
+    rope_theta: Optional[float] = Field(
+        default=None, gt=0,
+        description="the rotary base (config.json rope_theta: Llama 3 500,000, gpt-oss 150,000, DeepSeek-V3 10,000); "
+                    "null: not stated. Priced at nothing (the rotary tables are computed once): read where a trainer's "
+                    "option must spell the same model (Megatron-LM's --rotary-base, default 10,000)")
     rope_scaling_params: Optional[RopeScalingParams] = Field(
         default=None,
         description="a llama3 rope_scaling's numbers (config.json rope_scaling factor, low_freq_factor, "
@@ -462,6 +467,8 @@ class ModelSpec(BaseModel):
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); give head_dim explicitly"
             )
+        if self.rope_theta is not None and self.position_embedding != "rope":
+            raise ValueError(f"rope_theta is a rotary embedding's base (position_embedding is {self.position_embedding})")
         if self.rope_scaling_params is not None and self.rope_scaling != "llama3":
             raise ValueError(f"rope_scaling_params are a llama3 rope_scaling's numbers (rope_scaling is "
                              f"{self.rope_scaling or 'null'})")

@@ -294,3 +294,64 @@ def test_hf_config_reads_the_yarn_numbers():
         with pytest.raises(PlannerError, match="truncate must be true or false"):
             read(dict(cfg, rope_scaling=dict(cfg["rope_scaling"], truncate="no")), "config.json")
 
+
+
+# ------------------------------------------------------------------ the rotary base (--rotary-base, rope_theta)
+
+
+@pytest.mark.parametrize("name,gpus,base", [("gpt-oss-120b", 64, "150000"), ("llama3-8b", 8, "500000")])
+def test_megatron_export_writes_the_rotary_base_and_reads_back_the_same_model(tmp_path, name, gpus, base):
+    """Megatron-LM @d98e8a64's --rotary-base defaults to 10000 (arguments.py l. 2418): gpt-oss's 150,000
+    (config.json rope_theta) and Llama 3's 500,000 (Table 3) are written, read back into rope_theta, and a
+    script at the default is not the model (the mismatch named)."""
+    assert load_model(name).rope_theta == float(base)
+    row = _row(model=name, gpus=gpus, hardware="h100-sxm", stack="megatron", global_batch=256)
+    text, _ = export_plan(row["plan"], "megatron")
+    assert _after(_flags(text), "--rotary-base") == base
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", f"{name}.sh", gpus=gpus)
+    assert cfg.job["model"] == name
+    assert plan_signature(_row(**cfg.job)["plan"]) == plan_signature(row["plan"])
+    assert not [i for i in cfg.ignored + cfg.not_modelled if "rotary-base" in i]
+    default = text.replace(f" --rotary-base {base}", "").replace(f"--rotary-base {base}", "")
+    assert "--rotary-base" not in default
+    cfg = _read(tmp_path, default, "megatron", f"{name}-default.sh", gpus=gpus)
+    assert cfg.job["model"] != name and load_model(cfg.job["model"]).rope_theta == 10000.0
+    assert any(f"(no --rotary-base: 10000) 10000.0 contradicts --model {name} (rope_theta = {float(base)})" in a
+               for a in cfg.assumed)
+    assert any("rotary base 10000 (--rotary-base absent)" in a for a in cfg.assumed)
+    cfg = _read(tmp_path, default, "megatron", f"{name}-default.sh", gpus=gpus, model=name)
+    assert any("--model replaces the arguments' shape" in a and "rope_theta" in a for a in cfg.assumed)
+
+
+def test_megatron_export_rotary_base_default_and_refusal(tmp_path):
+    """DeepSeek-V3's 10,000 is Megatron's default (not written); an unstated base writes nothing; a base that is no
+    whole number is refused (argparse type int)."""
+    assert load_model("deepseek-v3").rope_theta == 10000.0
+    text, _ = export_plan(_row(**DSV3_ROW)["plan"], "megatron")
+    assert "--rotary-base" not in text
+    unstated = _variant(tmp_path, "oss-theta-unstated", rope_theta=None)
+    assert "--rotary-base" not in export_plan(_row(**dict(GPT_OSS, model=unstated))["plan"], "megatron")[0]
+    frac = _variant(tmp_path, "oss-theta-frac", rope_theta=12345.5)
+    with pytest.raises(PlannerError, match=r"rope_theta 12345.5 \(.*\): Megatron-LM @d98e8a64's --rotary-base takes a "
+                                           "whole number only"):
+        export_plan(_row(**dict(GPT_OSS, model=frac))["plan"], "megatron")
+    spec = load_model("gpt3-175b").model_dump(exclude_none=True)
+    with pytest.raises(ValueError, match="rope_theta is a rotary embedding's base"):
+        ModelSpec.model_validate(dict(spec, rope_theta=10000.0))
+
+
+def test_hf_config_reads_rope_theta():
+    import json
+    from pathlib import Path
+
+    from planner.hf_config import read
+
+    arch = Path(__file__).parent / "data" / "arch"
+    for d, name in (("gpt-oss-120b", "gpt-oss-120b"), ("kimi-k2-instruct", "kimi-k2"), ("mistral-7b-v0.1", "mistral-7b"),
+                    ("qwen3-next-80b-a3b-thinking", "qwen3-next-80b-a3b")):
+        data, _ = read(json.loads((arch / d / "config.json").read_text()), "config.json")
+        assert data["rope_theta"] == load_model(name).rope_theta
+    cfg = json.loads((arch / "gpt-oss-120b" / "config.json").read_text())
+    with pytest.raises(PlannerError, match="rope_theta must be a number > 0"):
+        read(dict(cfg, rope_theta=-1), "config.json")

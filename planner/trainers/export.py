@@ -28,7 +28,7 @@ from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from ..schema import split_loss_units
-from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, TORCHTITAN_LLAMA3_ROPE, rope_text
+from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -368,6 +368,22 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
                               "l. 2397-2398; RotaryEmbedding scales by --use-rope-scaling, llama3, or "
                               "--rotary-seq-len-interpolation-factor, linear, only)",
                   f"export the plan in another format, or plan the model without rope_scaling {kind}")
+
+
+def _megatron_rotary_base(plan: dict, model) -> list:
+    """--rotary-base, the model's rope_theta, where it differs from Megatron-LM @d98e8a64's default 10000
+    (arguments.py l. 2418, argparse type int; gpt_config_from_args passes it to RotaryEmbedding and
+    YarnRotaryEmbedding, argument_utils.py l. 463, and core_transformer_config_from_args to
+    MLATransformerConfig.rotary_base, l. 301-303): a rotary model's other base would train Megatron's
+    10000. A base that is no whole number is refused; an unstated one writes nothing (Megatron's default)."""
+    theta = model.rope_theta
+    if theta is None or model.position_embedding != "rope" or float(theta) == MEGATRON_ROTARY_BASE:
+        return []
+    if not float(theta).is_integer():
+        raise _refuse("megatron", f"rope_theta {theta:g} ({plan['model']}): Megatron-LM @d98e8a64's --rotary-base takes a "
+                                  "whole number only (argparse type int, arguments.py l. 2418)",
+                      "export the plan in another format, or plan the model with a whole rope_theta")
+    return [("--rotary-base", int(theta))]
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:
@@ -795,6 +811,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         pos = "yarn"  # YarnRotaryEmbedding (gpt_model.py @d98e8a64 l. 196-214), its numbers in rope_args
     args.append(("--position-embedding-type", pos))
     args += rope_args
+    args += _megatron_rotary_base(plan, model)
     if model.gated_mlp:
         args.append(("--swiglu", None))
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))

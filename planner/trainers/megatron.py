@@ -188,8 +188,8 @@ from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
 from .megatron_model import (INT64_MAX, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
-                             layer_windows, megatron_mla_yarn, megatron_yarn, mla_yarn_built, model_spec_from_flags,
-                             rope_scaled, yarn_built)
+                             layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
+                             model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 
@@ -1126,6 +1126,10 @@ def _rope_scaling(flags: dict, shape: dict, ignored: list[str], where: str = "")
             "yarn_rope_scaling", key + (round(attention, 12),))
     elif rope_scaled(flags):
         shape["(--position-embedding-type rope: no yarn)"] = ("yarn_rope_scaling", None)
+    # the rotary base: --rotary-base (absent: 10000) against the model's rope_theta, where Megatron builds a rotary
+    if rotary_built(flags):
+        shape["--rotary-base" if "--rotary-base" in flags else "(no --rotary-base: 10000)"] = (
+            "rope_theta", megatron_rotary_base(flags, where))
     # MLA's YaRN: --rotary-scaling-factor, --mscale, --mscale-all-dim replace MLATransformerConfig's (its factor 40
     # included: argument_utils.py @d98e8a64 l. 301-303), the rest fixed (megatron_model.megatron_mla_yarn)
     if mla_yarn_built(flags):
@@ -1142,7 +1146,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     by_reason: dict = {}
     read_rope = ({*YARN_FLAGS, *YARN_ROUND} if yarn_built(flags) else set(MLA_YARN_FLAGS) if mla_yarn_built(flags)
                  else set()) | (
-        {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set())  # _rope_scaling reads them
+        {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set()) | (
+        {"--rotary-base"} if rotary_built(flags) else set())  # _rope_scaling reads them
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue

@@ -330,6 +330,30 @@ def yarn_concentration(factor: float, mscale: float = 1.0, mscale_all_dim: float
     return g(mscale) / g(mscale_all_dim)
 
 
+def rotary_built(flags: dict) -> bool:
+    """Whether Megatron builds a rotary embedding, which takes --rotary-base: MLA's own (multi_latent_attention.py
+    @d98e8a64 l. 181-199), or GPTModel's for --position-embedding-type rope, yarn or mrope (gpt_model.py
+    l. 183-214; absent: learned_absolute, arguments.py l. 2397); --use-rotary-position-embeddings is rope's older
+    spelling."""
+    pos = flags.get("--position-embedding-type")
+    return ("--multi-latent-attention" in flags or pos in ("rope", "yarn", "mrope")
+            or (pos is None and "--use-rotary-position-embeddings" in flags))
+
+
+def megatron_rotary_base(flags: dict, where: str, defaults: Optional[list] = None) -> float:
+    """--rotary-base (argparse type int, default 10000: arguments.py @d98e8a64 l. 2418) as ModelSpec.rope_theta,
+    the default listed in `defaults` where the flag is absent."""
+    if "--rotary-base" not in flags:
+        if defaults is not None:
+            defaults.append("rotary base 10000 (--rotary-base absent)")
+        return 10000.0
+    v = _int(where, flags, "--rotary-base")
+    if v is None or v <= 0:
+        raise PlannerError(f"{where}--rotary-base {_short(flags['--rotary-base'])} is not a whole number > 0",
+                           "give --rotary-base a whole number, e.g. 10000")
+    return float(v)
+
+
 def mla_yarn_built(flags: dict) -> bool:
     """Whether Megatron builds MLA's YarnRotaryEmbedding: --multi-latent-attention with --rope-type yarn or
     none (MLATransformerConfig.rope_type default yarn, transformer_config.py @d98e8a64 l. 3306;
@@ -480,6 +504,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             spec["rope_scaling"] = "llama3"
             spec["rope_scaling_params"] = dict(factor=f, low_freq_factor=lo, high_freq_factor=hi,
                                                original_max_position_embeddings=orig)
+    if pos == "rope" and rotary_built(flags):  # the rotary base every rotary takes (megatron_rotary_base)
+        spec["rope_theta"] = megatron_rotary_base(flags, where, defaults)
     if yarn_built(flags):  # non-MLA YaRN (megatron_yarn: the command line's numbers, Megatron's defaults listed)
         (f, orig, bf, bs, rounded), attention = megatron_yarn(flags, where, defaults)
         spec["rope_scaling"] = "yarn"
