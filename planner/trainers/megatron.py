@@ -36,7 +36,8 @@ read). Modelled:
   --multi-latent-attention and --rope-type yarn (or none) --rotary-scaling-factor [1], --mscale [1],
   --mscale-all-dim [0], which replace MLATransformerConfig's YaRN factor 40 and mscales (ModelSpec.mla_yarn_rope_scaling,
   megatron_model.megatron_mla_yarn; its original length and betas have no flag); elsewhere those flags are
-  listed as ignored;
+  listed as ignored; --rotary-base [10000] where Megatron builds a rotary (ModelSpec.rope_theta, compared like
+  the shape, megatron_model.megatron_rotary_base);
   and, for a model the flags define (below), the vocabulary
   (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
@@ -339,7 +340,8 @@ IGNORED_REASONS = (
      r"use-dist-ckpt|async-save|distributed-backend-nccl|distributed-backend)$",
      "logging, evaluation and checkpointing (between steps)"),
     # --rotary-seq-len-interpolation-factor and the YaRN flags are read where Megatron applies them (_rope_scaling:
-    # rope_scaled, yarn_built, mla_yarn_built); elsewhere (no rotary that takes them) they are listed here
+    # rope_scaled, yarn_built, mla_yarn_built; --rotary-base: rotary_built); elsewhere (no rotary that takes them)
+    # they are listed here
     (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$|--(no-)?yarn-[\w-]+$",
      "a constant of the rotary embedding: the same kernel and bytes"),
     # --use-rope-scaling is read (the model's rope_scaling, _rope_scaling); its factor is not passed on
