@@ -491,6 +491,9 @@ class Reader:
             yarn = self._yarn_rope_params()
             if yarn is not None:
                 data["rope_yarn_params"] = yarn
+        theta = self._rope_theta() if data.get("position_embedding") == "rope" else None
+        if theta is not None:
+            data["rope_theta"] = theta
         mtp = self.count("num_nextn_predict_layers", 0, zero=True)
         if mtp:
             data["mtp_layers"] = mtp
@@ -595,6 +598,20 @@ class Reader:
             return self.fam.position
         return "rope" if any(k in self.cfg for k in ("rope_theta", "rope_scaling", "rope_parameters")) else "learned"
 
+    def _rope_theta(self):
+        """The rotary base (ModelSpec.rope_theta): config.json rope_theta, or rope_parameters.rope_theta (the
+        newer layout); None where neither states it. It costs nothing; it says which model a trainer's
+        --rotary-base spells."""
+        v = self.cfg.get("rope_theta")
+        if v is None and isinstance(self.cfg.get("rope_parameters"), dict):
+            v = self.cfg["rope_parameters"].get("rope_theta")
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise self.err("rope_theta", f"rope_theta must be a number > 0 (got {str(v)[:40]})",
+                           "give the config.json transformers saved for the model")
+        return float(v)
+
     def _rope_scaling_type(self):
         """rope_scaling's (rope_parameters') rope_type, else type (transformers modeling_rope_utils: the
         older key `type` is read as rope_type), where it is one ModelSpec.rope_scaling names; None for
@@ -650,6 +667,14 @@ class Reader:
                 raise self.err("rope_scaling", f"a yarn rope_scaling's truncate must be true or false (got "
                                                f"{str(rs['truncate'])[:40]})", "give the config.json transformers saved for the model")
             out["truncate"] = rs["truncate"]
+        for k in ("mscale", "mscale_all_dim"):  # DeepSeek's; read by _rope_attention_factor and Megatron MLA's --mscale*
+            v = rs.get(k)
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise self.err("rope_scaling", f"a yarn rope_scaling needs {k} >= 0 (got {str(v)[:40]})",
+                               "give the config.json transformers saved for the model")
+            out[k] = float(v)
         return out
 
     def _rope_attention_factor(self) -> float:

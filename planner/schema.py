@@ -146,6 +146,14 @@ class YarnScalingParams(BaseModel):
     beta_slow: float = Field(default=1.0, gt=0, description="rope_scaling.beta_slow (transformers' default 1)")
     truncate: bool = Field(default=True, description="rope_scaling.truncate: the correction range rounded to whole "
                                                      "dimensions (transformers' default true; gpt-oss: false)")
+    mscale: Optional[float] = Field(
+        default=None, ge=0, description="rope_scaling.mscale (DeepSeek-V3, Kimi K2: 1.0); null: not stated. With "
+                                        "mscale_all_dim it sets the attention factor (transformers _compute_yarn_parameters) "
+                                        "and, for MLA, Megatron-LM's --mscale")
+    mscale_all_dim: Optional[float] = Field(
+        default=None, ge=0, description="rope_scaling.mscale_all_dim (DeepSeek-V3, Kimi K2: 1.0; MLA's softmax scale "
+                                        "times get_mscale(factor, mscale_all_dim)^2); null: not stated. For MLA, "
+                                        "Megatron-LM's --mscale-all-dim")
 
     def key(self) -> tuple:
         """(factor, original_max_position_embeddings, beta_fast, beta_slow, truncate)."""
@@ -397,9 +405,15 @@ class ModelSpec(BaseModel):
                     "RoPE). Read where a trainer's option depends on it: Megatron-Core fuses MLA's RoPE only for yarn "
                     "(plan._mla_rope_fusion; the export writes --rope-type rope --no-rope-fusion otherwise), and "
                     "where it must spell the same model (llama3: Megatron --use-rope-scaling, torchtitan's llama3 "
-                    "flavors; yarn without MLA: Megatron --position-embedding-type yarn, rope_yarn_params; linear: "
+                    "flavors; yarn without MLA: Megatron --position-embedding-type yarn, rope_yarn_params; yarn with MLA: "
+                    "--rotary-scaling-factor, --mscale, --mscale-all-dim, rope_yarn_params; linear: "
                     "--rotary-seq-len-interpolation-factor, rope_linear_factor; dynamic, longrope: refused); priced at nothing either way (the rotary tables are computed once: the same kernel "
                     "and bytes)")
+    rope_theta: Optional[float] = Field(
+        default=None, gt=0,
+        description="the rotary base (config.json rope_theta: Llama 3 500,000, gpt-oss 150,000, DeepSeek-V3 10,000); "
+                    "null: not stated. Priced at nothing (the rotary tables are computed once): read where a trainer's "
+                    "option must spell the same model (Megatron-LM's --rotary-base, default 10,000)")
     rope_scaling_params: Optional[RopeScalingParams] = Field(
         default=None,
         description="a llama3 rope_scaling's numbers (config.json rope_scaling factor, low_freq_factor, "
@@ -453,6 +467,8 @@ class ModelSpec(BaseModel):
                 f"hidden_size ({self.hidden_size}) is not divisible by num_attention_heads "
                 f"({self.num_attention_heads}); give head_dim explicitly"
             )
+        if self.rope_theta is not None and self.position_embedding != "rope":
+            raise ValueError(f"rope_theta is a rotary embedding's base (position_embedding is {self.position_embedding})")
         if self.rope_scaling_params is not None and self.rope_scaling != "llama3":
             raise ValueError(f"rope_scaling_params are a llama3 rope_scaling's numbers (rope_scaling is "
                              f"{self.rope_scaling or 'null'})")
@@ -512,6 +528,22 @@ class ModelSpec(BaseModel):
         if self.rope_yarn_params is None:
             return "yarn, numbers not stated"
         return self.rope_yarn_params.key() + (round(float(self.rope_attention_factor), 12),)
+
+    @property
+    def mla_yarn_rope_scaling(self):
+        """An MLA yarn rope_scaling as Megatron-LM's MLATransformerConfig holds it: YarnScalingParams.key() plus the
+        mscale and mscale_all_dim Megatron must be given (not stated: 1 and 0, whose factor on cos and sin is
+        transformers' get_mscale(factor)) and the attention factor (rope_attention_factor, rounded to 12 decimals);
+        "yarn, numbers not stated" without rope_yarn_params; None without MLA or yarn: what the Megatron reader
+        compares with --rotary-scaling-factor, --mscale, --mscale-all-dim (megatron_model.megatron_mla_yarn)."""
+        if self.rope_scaling != "yarn" or self.mla is None:
+            return None
+        p = self.rope_yarn_params
+        if p is None:
+            return "yarn, numbers not stated"
+        m = 1.0 if p.mscale is None else float(p.mscale)
+        a = 0.0 if p.mscale_all_dim is None else float(p.mscale_all_dim)
+        return p.key() + (m, a, round(float(self.rope_attention_factor), 12))
 
     @property
     def linear_rope_scaling(self):

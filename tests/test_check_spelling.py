@@ -105,7 +105,10 @@ def _readback(tmp_path: Path, src: Path, text: str, overrides: dict, fmt: str) -
         new = text
         for st in s["trainer_settings"]:
             new = APPLY[fmt](new, st["key"], st["value"])
-        again = tmp_path / f"s{i}{src.suffix}"
+        # the fixture's own name in a folder of its own: a model the flags define is named after its file
+        # (NVIDIA's fp8 script since issue 22: --rotary-base 1000000 is not llama3-8b's rope_theta)
+        again = tmp_path / f"s{i}" / src.name
+        again.parent.mkdir(exist_ok=True)
         again.write_text(new, encoding="utf-8")
         job, _ = load_job(again, overrides)
         out = evaluate_job(job)

@@ -182,13 +182,80 @@ def test_megatron_export_cli_refusal_is_error_hint_exit_2(cli, tmp_path):
     assert "Traceback" not in r.stderr
 
 
-def test_mla_yarn_is_still_rope_type(tmp_path):
-    """MLA's YaRN stays MLATransformerConfig's (--rope-type, no --position-embedding-type yarn)."""
-    row = _row(model="deepseek-v3", gpus=256, tp=1, pp=8, hardware="h100-sxm", stack="megatron", global_batch=512)
+DSV3_ROW = dict(model="deepseek-v3", gpus=256, tp=1, pp=8, hardware="h100-sxm", stack="megatron", global_batch=512)
+# DeepSeek-V3 config.json rope_scaling: factor 40, original 4096, beta_fast 32, beta_slow 1, mscale 1, mscale_all_dim 1
+# (no truncate: true); its cos/sin factor get_mscale(40, 1) / get_mscale(40, 1) = 1
+DSV3_MLA_YARN = (40.0, 4096, 32.0, 1.0, True, 1.0, 1.0, 1.0)
+
+
+def test_mla_yarn_writes_its_factor_and_mscales_and_reads_back_the_same_model(tmp_path):
+    """MLA's YaRN: Megatron-LM @d98e8a64 copies --rotary-scaling-factor (default 1.0), --mscale (1.0) and
+    --mscale-all-dim (0.0) over MLATransformerConfig's factor 40 and mscales (argument_utils.py l. 301-303), so
+    the export writes DeepSeek-V3's 40, 1, 1 (it wrote none: the run trained factor 1); still --rope-type
+    yarn by default (no --rope-type, no --position-embedding-type yarn, no --yarn-*)."""
+    m = load_model("deepseek-v3")
+    assert m.mla_yarn_rope_scaling == DSV3_MLA_YARN and m.rope_attention_factor == 1.0
+    row = _row(**DSV3_ROW)
     text, _ = export_plan(row["plan"], "megatron")
     w = _flags(text)
-    assert _after(w, "--position-embedding-type") == "rope"
-    assert "--rope-type" not in w and "--rotary-scaling-factor" not in w
+    assert _after(w, "--position-embedding-type") == "rope" and "--rope-type" not in w
+    assert (_after(w, "--rotary-scaling-factor"), _after(w, "--mscale"), _after(w, "--mscale-all-dim")) == ("40", "1", "1")
+    assert not [f for f in w if "yarn" in f]
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", "dsv3.sh", gpus=256)
+    assert cfg.job["model"] == "deepseek-v3"
+    assert plan_signature(_row(**cfg.job)["plan"]) == plan_signature(row["plan"])
+    assert not [i for i in cfg.ignored + cfg.not_modelled if "mscale" in i or "rotary" in i]
+    # the script without the factor trains Megatron's 1.0, not DeepSeek-V3's 40: the flags' own model, the mismatch named
+    bare = text.replace(" --rotary-scaling-factor 40", "").replace("--rotary-scaling-factor 40", "")
+    assert "--rotary-scaling-factor" not in bare
+    cfg = _read(tmp_path, bare, "megatron", "bare.sh", gpus=256)
+    assert cfg.job["model"] != "deepseek-v3"
+    flags_model = load_model(cfg.job["model"])
+    assert flags_model.mla_yarn_rope_scaling == (1.0, 4096, 32.0, 1.0, True, 1.0, 1.0, 1.0)
+    cfg = _read(tmp_path, bare, "megatron", "bare.sh", gpus=256, model="deepseek-v3")
+    assert any("--model replaces the arguments' shape" in a and "mla_yarn_rope_scaling" in a
+               and "(1.0, 4096, 32.0, 1.0, True, 1.0, 1.0, 1.0) contradicts" in a and "(40.0, " in a for a in cfg.assumed)
+
+
+def test_mla_yarn_refuses_what_megatron_cannot_spell(tmp_path):
+    """Kimi K2's beta_fast 1 (config.json rope_scaling, tests/data/arch/kimi-k2-instruct) has no Megatron flag:
+    MLA keeps MLATransformerConfig's 32 (transformer_config.py l. 3321); unstated numbers and an attention factor
+    other than the mscales' also refuse."""
+    k2 = load_model("kimi-k2")
+    assert k2.mla_yarn_rope_scaling == (32.0, 4096, 1.0, 1.0, True, 1.0, 1.0, 1.0)
+    with pytest.raises(PlannerError, match=r"rope_scaling yarn with MLA \(kimi-k2: original_max_position_embeddings "
+                                           r"4096, beta_fast 1, beta_slow 1, truncate true\): Megatron-LM @d98e8a64's "
+                                           "MLA YaRN has no flag for them"):
+        export_plan(_row(**dict(DSV3_ROW, model="kimi-k2"))["plan"], "megatron")
+    spec = load_model("deepseek-v3").model_dump(exclude_none=True)
+    unstated = write_model_file({k: v for k, v in spec.items() if k != "rope_yarn_params"}, "dsv3-yarn-unstated")
+    with pytest.raises(PlannerError, match=r"rope_scaling yarn with MLA \(.*\): its numbers are not stated"):
+        export_plan(_row(**dict(DSV3_ROW, model=unstated))["plan"], "megatron")
+    # no mscales stated: Megatron's 1 and 0, whose cos/sin factor 0.1 ln 40 + 1 = 1.3688879454113936 the model must have
+    no_m = dict(spec, rope_yarn_params={k: v for k, v in spec["rope_yarn_params"].items() if "mscale" not in k})
+    with pytest.raises(PlannerError, match=r"rope_attention_factor 1, but .* factor 40, --mscale 1, --mscale-all-dim 0 "
+                                           r"puts 1.36889 on cos and sin"):
+        export_plan(_row(**dict(DSV3_ROW, model=write_model_file(no_m, "dsv3-no-mscale")))["plan"], "megatron")
+    ok = write_model_file(dict(no_m, rope_attention_factor=0.1 * math.log(40) + 1), "dsv3-no-mscale-attn")
+    w = _flags(export_plan(_row(**dict(DSV3_ROW, model=ok))["plan"], "megatron")[0])
+    assert (_after(w, "--rotary-scaling-factor"), _after(w, "--mscale"), _after(w, "--mscale-all-dim")) == ("40", "1", "0")
+
+
+def test_hf_config_reads_kimi_k2_mla_yarn():
+    """Kimi K2's config.json rope_scaling (tests/data/arch/kimi-k2-instruct) gives the zoo's rope_yarn_params,
+    mscale and mscale_all_dim included."""
+    import json
+    from pathlib import Path
+
+    from planner.hf_config import read
+
+    cfg = json.loads((Path(__file__).parent / "data" / "arch" / "kimi-k2-instruct" / "config.json").read_text())
+    data, _ = read(cfg, "config.json")
+    assert dict(data["rope_yarn_params"], truncate=True) == load_model("kimi-k2").rope_yarn_params.model_dump(exclude_none=True)
+    assert data.get("rope_attention_factor", 1.0) == 1.0
+    with pytest.raises(PlannerError, match="mscale_all_dim >= 0"):
+        read(dict(cfg, rope_scaling=dict(cfg["rope_scaling"], mscale_all_dim=-1)), "config.json")
 
 
 def test_gemma3_linear_scaling_of_its_global_layers_is_refused(tmp_path):
@@ -227,3 +294,64 @@ def test_hf_config_reads_the_yarn_numbers():
         with pytest.raises(PlannerError, match="truncate must be true or false"):
             read(dict(cfg, rope_scaling=dict(cfg["rope_scaling"], truncate="no")), "config.json")
 
+
+
+# ------------------------------------------------------------------ the rotary base (--rotary-base, rope_theta)
+
+
+@pytest.mark.parametrize("name,gpus,base", [("gpt-oss-120b", 64, "150000"), ("llama3-8b", 8, "500000")])
+def test_megatron_export_writes_the_rotary_base_and_reads_back_the_same_model(tmp_path, name, gpus, base):
+    """Megatron-LM @d98e8a64's --rotary-base defaults to 10000 (arguments.py l. 2418): gpt-oss's 150,000
+    (config.json rope_theta) and Llama 3's 500,000 (Table 3) are written, read back into rope_theta, and a
+    script at the default is not the model (the mismatch named)."""
+    assert load_model(name).rope_theta == float(base)
+    row = _row(model=name, gpus=gpus, hardware="h100-sxm", stack="megatron", global_batch=256)
+    text, _ = export_plan(row["plan"], "megatron")
+    assert _after(_flags(text), "--rotary-base") == base
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", f"{name}.sh", gpus=gpus)
+    assert cfg.job["model"] == name
+    assert plan_signature(_row(**cfg.job)["plan"]) == plan_signature(row["plan"])
+    assert not [i for i in cfg.ignored + cfg.not_modelled if "rotary-base" in i]
+    default = text.replace(f" --rotary-base {base}", "").replace(f"--rotary-base {base}", "")
+    assert "--rotary-base" not in default
+    cfg = _read(tmp_path, default, "megatron", f"{name}-default.sh", gpus=gpus)
+    assert cfg.job["model"] != name and load_model(cfg.job["model"]).rope_theta == 10000.0
+    assert any(f"(no --rotary-base: 10000) 10000.0 contradicts --model {name} (rope_theta = {float(base)})" in a
+               for a in cfg.assumed)
+    assert any("rotary base 10000 (--rotary-base absent)" in a for a in cfg.assumed)
+    cfg = _read(tmp_path, default, "megatron", f"{name}-default.sh", gpus=gpus, model=name)
+    assert any("--model replaces the arguments' shape" in a and "rope_theta" in a for a in cfg.assumed)
+
+
+def test_megatron_export_rotary_base_default_and_refusal(tmp_path):
+    """DeepSeek-V3's 10,000 is Megatron's default (not written); an unstated base writes nothing; a base that is no
+    whole number is refused (argparse type int)."""
+    assert load_model("deepseek-v3").rope_theta == 10000.0
+    text, _ = export_plan(_row(**DSV3_ROW)["plan"], "megatron")
+    assert "--rotary-base" not in text
+    unstated = _variant(tmp_path, "oss-theta-unstated", rope_theta=None)
+    assert "--rotary-base" not in export_plan(_row(**dict(GPT_OSS, model=unstated))["plan"], "megatron")[0]
+    frac = _variant(tmp_path, "oss-theta-frac", rope_theta=12345.5)
+    with pytest.raises(PlannerError, match=r"rope_theta 12345.5 \(.*\): Megatron-LM @d98e8a64's --rotary-base takes a "
+                                           "whole number only"):
+        export_plan(_row(**dict(GPT_OSS, model=frac))["plan"], "megatron")
+    spec = load_model("gpt3-175b").model_dump(exclude_none=True)
+    with pytest.raises(ValueError, match="rope_theta is a rotary embedding's base"):
+        ModelSpec.model_validate(dict(spec, rope_theta=10000.0))
+
+
+def test_hf_config_reads_rope_theta():
+    import json
+    from pathlib import Path
+
+    from planner.hf_config import read
+
+    arch = Path(__file__).parent / "data" / "arch"
+    for d, name in (("gpt-oss-120b", "gpt-oss-120b"), ("kimi-k2-instruct", "kimi-k2"), ("mistral-7b-v0.1", "mistral-7b"),
+                    ("qwen3-next-80b-a3b-thinking", "qwen3-next-80b-a3b")):
+        data, _ = read(json.loads((arch / d / "config.json").read_text()), "config.json")
+        assert data["rope_theta"] == load_model(name).rope_theta
+    cfg = json.loads((arch / "gpt-oss-120b" / "config.json").read_text())
+    with pytest.raises(PlannerError, match="rope_theta must be a number > 0"):
+        read(dict(cfg, rope_theta=-1), "config.json")

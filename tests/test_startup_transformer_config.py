@@ -362,7 +362,7 @@ def test_mla_without_yarn_runs_the_rope_fusion_off(tmp_path):
     from planner.catalog import load_model
 
     assert load_model("deepseek-v3").rope_scaling == "yarn" and load_model("kimi-k2").rope_scaling == "yarn"
-    plain = _variant(tmp_path, "deepseek-v3", "mla-rope", lambda m: m.pop("rope_scaling"))
+    plain = _variant(tmp_path, "deepseek-v3", "mla-rope", lambda m: (m.pop("rope_scaling"), m.pop("rope_yarn_params")))
     job = dict(gpus=256, tp=1, pp=8, ep=32, sharding="zero1", global_batch=512, seq_len=4096, moe_dispatcher="alltoall")
     settings, _, _ = resolve(Job(model=plain, **job))
     assert settings.apply_rope_fusion is False and ("apply_rope_fusion", False) in settings.inherited

@@ -172,7 +172,8 @@ def test_megatron_launch_script():
     assert j["tokens"] == 1000 * 128 * 8192
     ig = "; ".join(cfg.ignored)
     assert "--lr=0.00015" in ig and "--split=99,1,0 (the data pipeline)" in ig
-    assert "--rotary-base=500000 (a constant of the rotary embedding: the same kernel and bytes)" in ig
+    # --rotary-base 500000 is read (issue 22): compared with llama3-8b's rope_theta 500,000 (Llama 3 Table 3), not ignored
+    assert "rotary-base" not in ig and "rotary-base" not in "; ".join(cfg.not_modelled)
     # the fused cross-entropy is priced (stack_db megatron memory.fused_loss_extra_per_logit)
     assert j["cross_entropy_fusion"] is True
     resolve(Job.model_validate(j))
@@ -666,7 +667,20 @@ def test_nvidia_llama3_8b_fp8_script_lists_what_changes_cost_as_not_modelled(cli
     change), never as ignored; ignored flags say why they cannot change the plan's cost."""
     cfg = load_trainer_config(FP8_SH)
     j = cfg.job
-    assert (j["model"], j["gpus"], j["precision"]) == ("llama3-8b", 8, "fp8")
+    # the script's --rotary-base 1000000 is not Llama 3's 500,000 (Llama 3 Table 3; issue 22): the flags' own model,
+    # llama3-8b's shape at base 1e6 (the same cost: the rotary base is no priced term), the mismatch named
+    assert (j["gpus"], j["precision"]) == (8, "fp8") and j["model"] != "llama3-8b"
+    assert any("the one catalog model of its core shape, llama3-8b, differs (--rotary-base 1000000.0 contradicts "
+               "--model llama3-8b (rope_theta = 500000.0))" in a for a in cfg.assumed)
+    from planner.catalog import load_model
+
+    flags_model, zoo = load_model(j["model"]).model_dump(exclude_none=True), load_model("llama3-8b")
+    assert flags_model["rope_theta"] == 1e6
+    assert {k: flags_model[k] for k in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                                         "num_kv_heads", "vocab_size")} == \
+        dict(num_layers=32, hidden_size=4096, ffn_hidden_size=14336, num_attention_heads=32, num_kv_heads=8,
+             vocab_size=128256)
+    assert zoo.rope_theta == 5e5
     # --grad-reduce-in-bf16: a bf16 gradient buffer, 2 + 2 + 4 + 8 bytes a parameter (modelled)
     assert j["bytes_per_param"] == {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}
     assert j["attention"] == "flash"  # --attention-backend fused (modelled)
@@ -679,11 +693,11 @@ def test_nvidia_llama3_8b_fp8_script_lists_what_changes_cost_as_not_modelled(cli
     assert j["fp8_param_gather"] is True and not any("--fp8-param-gather" in u for u in cfg.unmodelled)
     assert "--fp8-param-gather" not in ig + nm
     assert "--apply-layernorm-1p=true (the norm's weight read as 1 + w (zero-centred gamma): numerics only" in ig
-    assert "--rotary-base=1000000 (a constant of the rotary embedding" in ig
+    assert "rotary-base" not in ig  # read: the model's rope_theta (above)
     assert "--rotary-percent=1.0 (RoPE on every channel, as priced)" in ig
     assert "--lr=0.00015" in ig and "--lr=0.00015" not in nm
     r = cli("check", FP8_SH)
-    assert r.stdout.startswith(f"{'PASS' if r.exit_code == 0 else 'FAIL'} {FP8_SH}: llama3-8b on 8 x h100-sxm: ")
+    assert r.stdout.startswith(f"{'PASS' if r.exit_code == 0 else 'FAIL'} {FP8_SH}: train_llama3_8b_h100_fp8.sh on 8 x h100-sxm: ")  # the flags' model (--rotary-base 1e6)
     assert "not modelled (they change memory or time; the plan is priced without them):" in r.stderr
 
 
@@ -732,7 +746,8 @@ def test_nvidia_llama3_8b_fp8_script_as_written_cp1_is_refused_on_8_h100(cli):
     assert mem["usable_bytes"] == pytest.approx(0.9 * 79.09 * 2**30, rel=1e-12)
     r = cli("check", FP8_SH)
     assert r.exit_code == 1
-    assert r.stdout.startswith(f"FAIL {FP8_SH}: llama3-8b on 8 x h100-sxm: 83.0 GiB of 71.2 GiB usable ")
+    assert r.stdout.startswith(f"FAIL {FP8_SH}: ")  # the flags' model (--rotary-base 1000000: not llama3-8b)
+    assert " on 8 x h100-sxm: 83.0 GiB of 71.2 GiB usable " in r.stdout.splitlines()[0]
     assert "exceeds the usable 71.2 GiB by 11.8 GiB" in r.stdout
     r = cli("check", FP8_SH, "--headroom", 0)  # the whole HBM: still over, by 3.9 GiB
     assert r.exit_code == 1 and "exceeds the usable 79.1 GiB by 3.9 GiB" in r.stdout

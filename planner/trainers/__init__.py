@@ -319,6 +319,10 @@ def write_model_file(spec: dict, prefix: str) -> str:
 # it; only the heterogeneous-config check, l. 226, reads it), so pretrain_gpt.py scales by 8 whatever it says.
 # Those are Llama 3.1's numbers (config.json rope_scaling), the one llama3 scaling it spells
 MEGATRON_LLAMA3_ROPE = (8.0, 1.0, 4.0, 8192)
+# Megatron-LM @d98e8a64's rotary base: --rotary-base, argparse type int, default 10000 (arguments.py l. 2418),
+# which every rotary of pretrain_gpt.py takes (argument_utils.py l. 301-303 and 463): the export writes and the
+# reader reads ModelSpec.rope_theta through it
+MEGATRON_ROTARY_BASE = 10000.0
 
 # torchtitan @e347b1e5e: every llama3 flavor's TransformerModelArgs keeps rope_scaling_args = RoPEScalingArgs() (scaling_factor
 # 8.0, low_freq_factor 1.0, high_freq_factor 4.0, original_max_position_embeddings 8192: torchtitan/models/llama3/model/

@@ -28,7 +28,7 @@ from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
 from ..errors import PlannerError
 from ..schema import split_loss_units
-from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, TORCHTITAN_LLAMA3_ROPE, rope_text
+from . import FORMATS, FORMAT_STACKS, MEGATRON_LLAMA3_ROPE, MEGATRON_ROTARY_BASE, TORCHTITAN_LLAMA3_ROPE, rope_text
 
 MIXED16 = {"weights": 2.0, "gradients": 2.0, "master": 4.0, "optimizer": 8.0}  # schema BYTES_PER_PARAM_PRESETS mixed16
 _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}
@@ -273,14 +273,45 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
       linear: --rotary-seq-len-interpolation-factor (RotaryEmbedding divides the positions by it,
         rotary_pos_embedding.py l. 135-136; argparse type int, arguments.py l. 2422);
       dynamic, longrope: refused (no such rotary in Megatron-LM).
-    YaRN for MLA is --rope-type (_megatron); a plain-RoPE model writes nothing."""
-    from .megatron_model import yarn_concentration
+      yarn with MLA (--rope-type yarn, MLATransformerConfig's default): --rotary-scaling-factor, --mscale,
+        --mscale-all-dim, which core_transformer_config_from_args copies over MLATransformerConfig's factor 40
+        and mscales (argument_utils.py l. 301-303; command-line defaults 1.0, 1.0, 0.0: an MLA run that
+        writes none trains factor 1); its original length 4096, beta_fast 32, beta_slow 1 and rounded
+        correction range have no flag (megatron_model.MLA_YARN_FIXED): other numbers are refused, as is an
+        attention factor other than _yarn_get_mscale(factor, mscale) / _yarn_get_mscale(factor, mscale_all_dim).
+    A plain-RoPE model writes nothing."""
+    from .megatron_model import MLA_YARN_FIXED, yarn_concentration
 
     kind, name = model.rope_scaling, plan["model"]
     if kind is None:
         return []
     if kind == "yarn" and model.mla is not None:
-        return []  # MLATransformerConfig's YaRN: --rope-type (_megatron)
+        p = model.rope_yarn_params
+        if p is None:
+            raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}): its numbers are not stated, and Megatron-LM "
+                                      "@d98e8a64's MLA YaRN takes --rotary-scaling-factor (default 1.0, which replaces "
+                                      "MLATransformerConfig's 40: argument_utils.py l. 301-303), --mscale, --mscale-all-dim",
+                          "give the model rope_yarn_params (config.json rope_scaling factor, mscale, mscale_all_dim, "
+                          "original_max_position_embeddings, beta_fast, beta_slow), or export in another format")
+        have = (p.original_max_position_embeddings, float(p.beta_fast), float(p.beta_slow), bool(p.truncate))
+        if have != MLA_YARN_FIXED:
+            raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}: original_max_position_embeddings "
+                                      f"{have[0]}, beta_fast {have[1]:g}, beta_slow {have[2]:g}, truncate "
+                                      f"{str(have[3]).lower()}): Megatron-LM @d98e8a64's MLA YaRN has no flag for them "
+                                      "and keeps MLATransformerConfig's 4096, 32, 1 (transformer_config.py l. 3318-3324) "
+                                      "and YarnRotaryEmbedding's rounded correction range (yarn_rotary_pos_embedding.py "
+                                      "l. 63); --yarn-* apply to non-MLA YaRN only (argument_utils.py l. 395-413)",
+                          "export the plan in another format, or plan the model with those numbers")
+        m = 1.0 if p.mscale is None else float(p.mscale)
+        a = 0.0 if p.mscale_all_dim is None else float(p.mscale_all_dim)
+        want = yarn_concentration(p.factor, m, a)
+        if round(float(model.rope_attention_factor), 12) != round(want, 12):
+            raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}): rope_attention_factor "
+                                      f"{model.rope_attention_factor:g}, but Megatron-LM @d98e8a64's MLA YaRN at factor "
+                                      f"{p.factor:g}, --mscale {m:g}, --mscale-all-dim {a:g} puts {want:g} on cos and sin "
+                                      "(yarn_rotary_pos_embedding.py l. 275-294)",
+                          "export the plan in another format, or give the model the attention factor of its mscales")
+        return [("--rotary-scaling-factor", f"{p.factor:g}"), ("--mscale", f"{m:g}"), ("--mscale-all-dim", f"{a:g}")]
     if model.mla is not None or model.position_embedding != "rope":  # gpt_model.py @d98e8a64 l. 183-214
         raise _refuse("megatron", f"rope_scaling {kind} ({name}) with "
                                   f"{'MLA' if model.mla is not None else 'position_embedding ' + model.position_embedding}: "
@@ -337,6 +368,22 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
                               "l. 2397-2398; RotaryEmbedding scales by --use-rope-scaling, llama3, or "
                               "--rotary-seq-len-interpolation-factor, linear, only)",
                   f"export the plan in another format, or plan the model without rope_scaling {kind}")
+
+
+def _megatron_rotary_base(plan: dict, model) -> list:
+    """--rotary-base, the model's rope_theta, where it differs from Megatron-LM @d98e8a64's default 10000
+    (arguments.py l. 2418, argparse type int; gpt_config_from_args passes it to RotaryEmbedding and
+    YarnRotaryEmbedding, argument_utils.py l. 463, and core_transformer_config_from_args to
+    MLATransformerConfig.rotary_base, l. 301-303): a rotary model's other base would train Megatron's
+    10000. A base that is no whole number is refused; an unstated one writes nothing (Megatron's default)."""
+    theta = model.rope_theta
+    if theta is None or model.position_embedding != "rope" or float(theta) == MEGATRON_ROTARY_BASE:
+        return []
+    if not float(theta).is_integer():
+        raise _refuse("megatron", f"rope_theta {theta:g} ({plan['model']}): Megatron-LM @d98e8a64's --rotary-base takes a "
+                                  "whole number only (argparse type int, arguments.py l. 2418)",
+                      "export the plan in another format, or plan the model with a whole rope_theta")
+    return [("--rotary-base", int(theta))]
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:
@@ -764,6 +811,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         pos = "yarn"  # YarnRotaryEmbedding (gpt_model.py @d98e8a64 l. 196-214), its numbers in rope_args
     args.append(("--position-embedding-type", pos))
     args += rope_args
+    args += _megatron_rotary_base(plan, model)
     if model.gated_mlp:
         args.append(("--swiglu", None))
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))

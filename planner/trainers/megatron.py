@@ -32,8 +32,12 @@ read). Modelled:
   linear_rope_scaling), --position-embedding-type yarn without MLA with --rotary-scaling-factor,
   --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, --mscale, --mscale-all-dim,
   --[no-]yarn-correction-range-round-to-int (ModelSpec.yarn_rope_scaling: rope_yarn_params and
-  rope_attention_factor, megatron_model.megatron_yarn; a rope script is a model without yarn); elsewhere
-  those flags are listed as ignored (MLA takes its own YaRN numbers);
+  rope_attention_factor, megatron_model.megatron_yarn; a rope script is a model without yarn); with
+  --multi-latent-attention and --rope-type yarn (or none) --rotary-scaling-factor [1], --mscale [1],
+  --mscale-all-dim [0], which replace MLATransformerConfig's YaRN factor 40 and mscales (ModelSpec.mla_yarn_rope_scaling,
+  megatron_model.megatron_mla_yarn; its original length and betas have no flag); elsewhere those flags are
+  listed as ignored; --rotary-base [10000] where Megatron builds a rotary (ModelSpec.rope_theta, compared like
+  the shape, megatron_model.megatron_rotary_base);
   and, for a model the flags define (below), the vocabulary
   (--tokenizer-type, --make-vocab-size-divisible-by, --padded-vocab-size, --no-pad-vocab-size),
   --squared-relu / --quick-geglu, the MoE flags (--moe-shared-expert-intermediate-size,
@@ -184,8 +188,9 @@ from ..schema import RecomputeModule, split_fields
 from . import shell_arith
 from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_models_with_shape, check_model_shape, fmt_ignored, resolve_gpus,
                write_model_file)
-from .megatron_model import (INT64_MAX, MAX_COUNT, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short, layer_windows,
-                             megatron_yarn, model_spec_from_flags, rope_scaled, yarn_built)
+from .megatron_model import (INT64_MAX, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
+                             layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
+                             model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 
@@ -335,7 +340,8 @@ IGNORED_REASONS = (
      r"use-dist-ckpt|async-save|distributed-backend-nccl|distributed-backend)$",
      "logging, evaluation and checkpointing (between steps)"),
     # --rotary-seq-len-interpolation-factor and the YaRN flags are read where Megatron applies them (_rope_scaling:
-    # rope_scaled, yarn_built); elsewhere (MLA's own YaRN, or no rotary that takes them) they are listed here
+    # rope_scaled, yarn_built, mla_yarn_built; --rotary-base: rotary_built); elsewhere (no rotary that takes them)
+    # they are listed here
     (r"--rotary-(base|seq-len-interpolation-factor|scaling-factor)$|--(no-)?yarn-[\w-]+$",
      "a constant of the rotary embedding: the same kernel and bytes"),
     # --use-rope-scaling is read (the model's rope_scaling, _rope_scaling); its factor is not passed on
@@ -1122,6 +1128,15 @@ def _rope_scaling(flags: dict, shape: dict, ignored: list[str], where: str = "")
             "yarn_rope_scaling", key + (round(attention, 12),))
     elif rope_scaled(flags):
         shape["(--position-embedding-type rope: no yarn)"] = ("yarn_rope_scaling", None)
+    # the rotary base: --rotary-base (absent: 10000) against the model's rope_theta, where Megatron builds a rotary
+    if rotary_built(flags):
+        shape["--rotary-base" if "--rotary-base" in flags else "(no --rotary-base: 10000)"] = (
+            "rope_theta", megatron_rotary_base(flags, where))
+    # MLA's YaRN: --rotary-scaling-factor, --mscale, --mscale-all-dim replace MLATransformerConfig's (its factor 40
+    # included: argument_utils.py @d98e8a64 l. 301-303), the rest fixed (megatron_model.megatron_mla_yarn)
+    if mla_yarn_built(flags):
+        shape["--multi-latent-attention yarn (--rotary-scaling-factor, --mscale, --mscale-all-dim)"] = (
+            "mla_yarn_rope_scaling", megatron_mla_yarn(flags, where))
 
 
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
@@ -1131,8 +1146,10 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     ignored: list[str] = []
     not_modelled: list[str] = []
     by_reason: dict = {}
-    read_rope = ({*YARN_FLAGS, *YARN_ROUND} if yarn_built(flags) else set()) | (
-        {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set())  # _rope_scaling reads them
+    read_rope = ({*YARN_FLAGS, *YARN_ROUND} if yarn_built(flags) else set(MLA_YARN_FLAGS) if mla_yarn_built(flags)
+                 else set()) | (
+        {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set()) | (
+        {"--rotary-base"} if rotary_built(flags) else set())  # _rope_scaling reads them
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue

@@ -330,11 +330,62 @@ def yarn_concentration(factor: float, mscale: float = 1.0, mscale_all_dim: float
     return g(mscale) / g(mscale_all_dim)
 
 
-def megatron_yarn(flags: dict, where: str, defaults: Optional[list] = None) -> tuple:
-    """The YaRN a pretrain_gpt.py command line builds (yarn_built): (YarnScalingParams.key() fields, the
-    attention factor), as ModelSpec.yarn_rope_scaling spells them; the flags left out are listed in `defaults`."""
+def rotary_built(flags: dict) -> bool:
+    """Whether Megatron builds a rotary embedding, which takes --rotary-base: MLA's own (multi_latent_attention.py
+    @d98e8a64 l. 181-199), or GPTModel's for --position-embedding-type rope, yarn or mrope (gpt_model.py
+    l. 183-214; absent: learned_absolute, arguments.py l. 2397); --use-rotary-position-embeddings is rope's older
+    spelling."""
+    pos = flags.get("--position-embedding-type")
+    return ("--multi-latent-attention" in flags or pos in ("rope", "yarn", "mrope")
+            or (pos is None and "--use-rotary-position-embeddings" in flags))
+
+
+def megatron_rotary_base(flags: dict, where: str, defaults: Optional[list] = None) -> float:
+    """--rotary-base (argparse type int, default 10000: arguments.py @d98e8a64 l. 2418) as ModelSpec.rope_theta,
+    the default listed in `defaults` where the flag is absent."""
+    if "--rotary-base" not in flags:
+        if defaults is not None:
+            defaults.append("rotary base 10000 (--rotary-base absent)")
+        return 10000.0
+    v = _int(where, flags, "--rotary-base")
+    if v is None or v <= 0:
+        raise PlannerError(f"{where}--rotary-base {_short(flags['--rotary-base'])} is not a whole number > 0",
+                           "give --rotary-base a whole number, e.g. 10000")
+    return float(v)
+
+
+def mla_yarn_built(flags: dict) -> bool:
+    """Whether Megatron builds MLA's YarnRotaryEmbedding: --multi-latent-attention with --rope-type yarn or
+    none (MLATransformerConfig.rope_type default yarn, transformer_config.py @d98e8a64 l. 3306;
+    multi_latent_attention.py l. 188-199)."""
+    return "--multi-latent-attention" in flags and str(flags.get("--rope-type") or "yarn") == "yarn"
+
+
+# MLA's YaRN on the command line: core_transformer_config_from_args (argument_utils.py @d98e8a64 l. 301-303)
+# copies every args attribute named like an MLATransformerConfig field over the field's default, so
+# rotary_scaling_factor, mscale and mscale_all_dim come from --rotary-scaling-factor, --mscale, --mscale-all-dim
+# (arguments.py l. 3558-3563, defaults 1.0, 1.0, 0.0: MLATransformerConfig's own rotary_scaling_factor 40,
+# l. 3315, never applies from pretrain_gpt.py). original_max_position_embeddings, beta_fast and beta_slow have
+# no argument of that name (--yarn-* set args.yarn_*, read for non-MLA YaRN only, l. 395-413): they stay
+# MLATransformerConfig's 4096, 32, 1 (transformer_config.py l. 3318-3324), and MLA passes no
+# correction_range_round_to_int, so YarnRotaryEmbedding's default True (yarn_rotary_pos_embedding.py l. 63) holds.
+MLA_YARN_FLAGS = {"--rotary-scaling-factor": 1.0, "--mscale": 1.0, "--mscale-all-dim": 0.0}
+MLA_YARN_FIXED = (4096, 32.0, 1.0, True)  # (original_max_position_embeddings, beta_fast, beta_slow, truncate)
+
+
+def megatron_mla_yarn(flags: dict, where: str, defaults: Optional[list] = None) -> tuple:
+    """The MLA YaRN a pretrain_gpt.py command line builds (mla_yarn_built), as ModelSpec.mla_yarn_rope_scaling
+    spells it: (factor, 4096, 32, 1, True, mscale, mscale_all_dim, attention factor rounded to 12 decimals);
+    the flags left out are listed in `defaults`."""
+    vals = _yarn_numbers(flags, where, MLA_YARN_FLAGS, defaults)
+    f, m, a = vals["--rotary-scaling-factor"], vals["--mscale"], vals["--mscale-all-dim"]
+    return (f, *MLA_YARN_FIXED, m, a, round(yarn_concentration(f, m, a), 12))
+
+
+def _yarn_numbers(flags: dict, where: str, table: dict, defaults: Optional[list]) -> dict:
+    """The YaRN flags of `table` (flag -> default) as numbers, the defaults of those left out listed."""
     vals = {}
-    for flag, d in YARN_FLAGS.items():
+    for flag, d in table.items():
         v = flags.get(flag)
         if v is None:
             vals[flag] = d
@@ -351,6 +402,13 @@ def megatron_yarn(flags: dict, where: str, defaults: Optional[list] = None) -> t
         if not math.isfinite(x) or x < 0 or (x == 0 and flag != "--mscale-all-dim"):
             raise PlannerError(f"{where}{flag} {_short(v)} is not a number > 0", f"give {flag} a number, e.g. {d:g}")
         vals[flag] = x
+    return vals
+
+
+def megatron_yarn(flags: dict, where: str, defaults: Optional[list] = None) -> tuple:
+    """The YaRN a pretrain_gpt.py command line builds (yarn_built): (YarnScalingParams.key() fields, the
+    attention factor), as ModelSpec.yarn_rope_scaling spells them; the flags left out are listed in `defaults`."""
+    vals = _yarn_numbers(flags, where, YARN_FLAGS, defaults)
     if all(f in flags for f in YARN_ROUND):
         raise PlannerError(f"{where}{YARN_ROUND[0]} and {YARN_ROUND[1]} both given", "give one of the two")
     rounded = YARN_ROUND[1] not in flags
@@ -446,6 +504,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             spec["rope_scaling"] = "llama3"
             spec["rope_scaling_params"] = dict(factor=f, low_freq_factor=lo, high_freq_factor=hi,
                                                original_max_position_embeddings=orig)
+    if pos == "rope" and rotary_built(flags):  # the rotary base every rotary takes (megatron_rotary_base)
+        spec["rope_theta"] = megatron_rotary_base(flags, where, defaults)
     if yarn_built(flags):  # non-MLA YaRN (megatron_yarn: the command line's numbers, Megatron's defaults listed)
         (f, orig, bf, bs, rounded), attention = megatron_yarn(flags, where, defaults)
         spec["rope_scaling"] = "yarn"
@@ -487,6 +547,13 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
             spec["rope_scaling"] = "yarn"
             if "--rope-type" not in flags:
                 defaults.append("MLA rope type yarn (--rope-type absent: MLATransformerConfig's default)")
+            f, orig, bf, bs, rounded, m, a, attention = megatron_mla_yarn(flags, where, defaults)
+            defaults.append(f"MLA YaRN original_max_position_embeddings {orig}, beta_fast {bf:g}, beta_slow {bs:g}, "
+                            "correction range rounded (MLATransformerConfig's: no flag sets them)")
+            spec["rope_yarn_params"] = dict(factor=f, original_max_position_embeddings=orig, beta_fast=bf, beta_slow=bs,
+                                            truncate=rounded, mscale=m, mscale_all_dim=a)
+            if attention != 1.0:
+                spec["rope_attention_factor"] = attention
     if "--num-experts" in flags:
         spec.update(_moe(flags, where, L, ffn, defaults))
         if bias:  # the router's own linear bias comes with --add-bias-linear [8]
