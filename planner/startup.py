@@ -1164,6 +1164,13 @@ LATER_RULES = LATER_RULES + (
 NVFP4_BLOCK = 16  # TE quantizer.cpp @4329ff84 l. 127
 
 
+def _local_rows_break(plan, block: int) -> np.ndarray:
+    """Where micro_batch x seq / cp (/ tp under SP) is not a whole multiple of `block` (integer arithmetic:
+    mbs x seq divisible by cp x tp_sp x block)."""
+    tp_sp = np.where(np.asarray(plan.sp) > 0, np.asarray(plan.tp), 1)
+    return (np.asarray(plan.mbs) * np.asarray(plan.seq)) % (np.asarray(plan.cp) * tp_sp * block) != 0
+
+
 def _nvfp4_tokens(plan) -> np.ndarray:
     """MEGATRON_NVFP4_TOKENS: an nvfp4 plan whose quantized activations' rows, micro_batch x seq / cp (/ tp under
     SP), are not a whole multiple of 16 (integer arithmetic: mbs x seq divisible by cp x tp_sp x 16)."""
@@ -1172,9 +1179,7 @@ def _nvfp4_tokens(plan) -> np.ndarray:
     nv = np.asarray(plan.precision) == PRECISION_CODES["nvfp4"]
     if not np.any(nv):  # the job's precision (one for every candidate): the micro-batch is read only under nvfp4
         return np.zeros(np.shape(plan.tp), dtype=bool)  # (space.mode_rule_fields keys on it there: PRECISION_RULES)
-    tp_sp = np.where(np.asarray(plan.sp) > 0, np.asarray(plan.tp), 1)
-    rows_div = np.asarray(plan.cp) * tp_sp * NVFP4_BLOCK
-    return nv & ((np.asarray(plan.mbs) * np.asarray(plan.seq)) % rows_div != 0)
+    return nv & _local_rows_break(plan, NVFP4_BLOCK)
 
 
 def _nvfp4_detail(model, stack, plan, cluster) -> str:
@@ -1341,13 +1346,6 @@ LATER_RULES = LATER_RULES + (
 # The nvfp4 recipe runs under the same fp8=True and so assert_dim_for_fp8_exec too: rule 64's 16 rows imply its 8.
 FP8_EXEC_ROWS = 8  # TE utils.py @4329ff84 l. 617 (assert_dim_for_fp8_exec: leading dims' product % 8)
 MXFP8_BLOCK = 32  # TE quantizer.cpp @4329ff84 l. 128
-
-
-def _local_rows_break(plan, block: int) -> np.ndarray:
-    """Where micro_batch x seq / cp (/ tp under SP) is not a whole multiple of `block` (integer arithmetic:
-    mbs x seq divisible by cp x tp_sp x block)."""
-    tp_sp = np.where(np.asarray(plan.sp) > 0, np.asarray(plan.tp), 1)
-    return (np.asarray(plan.mbs) * np.asarray(plan.seq)) % (np.asarray(plan.cp) * tp_sp * block) != 0
 
 
 def _fp8_rows(plan, mxfp8_only: bool) -> np.ndarray:
