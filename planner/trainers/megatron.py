@@ -1533,11 +1533,13 @@ def command_line_tp(cfg: TrainerConfig, data: dict, given: dict, where: str) -> 
     happen only when sequence parallelism is enabled'), after the tp 1 rule: a script with the flag at
     tp 1, or at tp > 1 without --sequence-parallel, does not start, and is refused here in Megatron's
     words (resolve's TP_OVERLAP_SP would refuse it in the job's)."""
+    from .spelling import asks_sequence_parallel
+
     if cfg.fmt != "megatron":
         return
     tp = given.get("tp", data.get("tp", 1))
     if "tp" in given and "sequence_parallel" not in given:
-        if tp > 1 and cfg.stated.get("--sequence-parallel") and not data.get("sequence_parallel"):
+        if tp > 1 and asks_sequence_parallel(cfg.fmt, cfg.stated) and not data.get("sequence_parallel"):
             data["sequence_parallel"] = True
             cfg.assumed[:] = [a for a in cfg.assumed if a != SP_OFF_AT_TP1]
             cfg.assumed.append(f"sequence_parallel=true: the script's --sequence-parallel at the command line's tp {tp} "
