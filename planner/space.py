@@ -617,12 +617,13 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
         return constraint_codes(settings, base, after=LAST_BATCH_RULE)
     precisions = _precisions_of(base)
     fields = mode_rule_fields(settings.stack, precisions, rows_rules=not mbs_one)
-    if not mbs_one and "mbs" in fields and "mbs" not in mode_rule_fields(settings.stack, precisions, rows_rules=False):
+    no_rows = fields if mbs_one or "mbs" not in fields else mode_rule_fields(settings.stack, precisions, rows_rules=False)
+    if not mbs_one and "mbs" in fields and "mbs" not in no_rows:  # only the rows rules read the micro-batch
         from .startup import rows_rules_free
 
         free = rows_rules_free(settings.stack, base)  # rows no rows rule breaks at micro-batch 1: at any
         if free.all():
-            mbs_one, fields = True, mode_rule_fields(settings.stack, precisions, rows_rules=False)
+            mbs_one, fields = True, no_rows
         elif free.any():
             return _choose_split(settings, base, key, free)
     one_mbs = mbs_one and "mbs" not in fields  # the rows rules read micro-batch 1 (their verdict at every one)
