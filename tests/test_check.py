@@ -494,7 +494,7 @@ def test_tp_overlap_off_is_a_suggested_fix():
     checked fix, its memory that of the same job without overlap, its step that job's, spelled
     in Megatron's flags."""
     from planner.check import evaluate_job, suggest
-    from planner.trainers import spell_change
+    from planner.trainers.spelling import spell_change
 
     base = dict(model="llama3-405b", gpus=16384, tp=8, cp=1, pp=16, vpp=8, micro_batch=1, global_batch=2048,
                 seq_len=8192, sharding="zero2", account_for_embedding_in_pipeline_split=True,

@@ -232,7 +232,7 @@ def test_deepspeed_derived_and_defaulted_accumulation(tmp_path):
     ("recompute", "torchtitan", {"recompute": "full"}, "[activation_checkpoint] mode = \"full\""),
 ])
 def test_spell_change_single_knobs(knob, fmt, plan, want):
-    from planner.trainers import spell_change
+    from planner.trainers.spelling import spell_change
 
     assert spell_change(fmt, knob, plan) == want
 

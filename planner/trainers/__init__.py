@@ -363,12 +363,4 @@ def fmt_ignored(name: str, value) -> str:
     return f"{name}={value}"
 
 
-def spell_change(fmt: str, knob: str, plan: dict) -> str:
-    """One suggested change's own key(s) in the trainer's words, with the checked plan's value
-    (spelling.py; `spelling.spell` adds the keys that must change with it)."""
-    from .spelling import spell_change as _spell
-
-    return _spell(fmt, knob, plan)
-
-
-__all__ = ["words_of", "spell_change", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]
+__all__ = ["words_of", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]
