@@ -371,3 +371,31 @@ def test_a_wrong_zoo_number_is_caught():
     top, cfg = config_of("mixtral-8x7b-v0.1")
     rows = {f: (z, c) for f, z, c in compare("mixtral-8x7b", load_model("mixtral-8x7b"), top, dict(cfg, rope_theta=1e4))}
     assert rows["rope_theta"] == (1e6, 1e4)
+
+
+# the copies added for issue 22 (the ten non-uniform ones: tests/test_layer_zoo.py)
+ADDED = ("deepseek-v3", "llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b",
+         "mixtral-8x7b", "mixtral-8x22b", "qwen3-235b-a22b", "qwen3-30b-a3b")
+# parameters in the released checkpoint, as the zoo entries' "Parameter check" sources cite them
+CHECKPOINT_PARAMS = {"llama2-7b": 6_738_415_616, "llama2-13b": 13_015_864_320, "llama2-70b": 68_976_648_192,
+                     "llama3-8b": 8_030_261_248, "llama3-70b": 70_553_706_496, "llama3-405b": 405_853_388_800}
+
+
+@pytest.mark.parametrize("name", ADDED)
+def test_hf_reader_plans_the_zoo_model_from_the_copy(name):
+    """planner/hf_config.py on the copy gives the zoo entry's layer list and parameter counts (Llama: the
+    safetensors totals the zoo entries cite, e.g. Llama 3.1 405B 405,853,388,800). DeepSeek-V3's copy also
+    describes the MTP module (num_nextn_predict_layers 1), which the zoo entry leaves out of the model."""
+    from planner.catalog import model_from_hf_config
+    from planner.layers import layer_list
+    from planner.params import count_params
+
+    p = ARCH / COPIES[name] / "config.json"
+    hf, zoo = model_from_hf_config(json.loads(p.read_text()), str(p)), load_model(name)
+    a, b = count_params(zoo), count_params(hf)
+    assert (a.total, a.active) == (b.total, b.active)
+    if name in CHECKPOINT_PARAMS:
+        assert b.total == CHECKPOINT_PARAMS[name]
+    la, lb = layer_list(zoo), layer_list(hf)
+    assert la.kinds == lb.kinds and list(la.index) == list(lb.index)
+    assert (a.mtp.total == 0) and ((b.mtp.total > 0) == (name == "deepseek-v3"))
