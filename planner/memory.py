@@ -853,7 +853,9 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
                           core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
-    but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor).
+    but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor): names,
+    dropped on every row, or {name: rows} (selective_drops), dropped where rows holds (True: every
+    row; a boolean array over the plan's rows, such as the rows without torch.compile).
     gathered_input: with SP, the attention and MLP inputs (norm outputs) are saved all-gathered,
     not sequence-sharded (DTensor TP). fp8_bytes: {tensor: bytes per element} saved narrower
     than bf16 where the plan trains in fp8 (fp8_saved_bytes) [8]; in nvfp4 the GEMM inputs among
@@ -867,11 +869,13 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
     width = {n: np.select([fp8, fp4], [b / ACT_BYTES, (NVFP4_SAVED_BYTES if n in NVFP4_GEMM_INPUTS else ACT_BYTES) / ACT_BYTES], 1.0)
              for n, b in (fp8_bytes or {}).items() if not (kind.has_experts and n == "norm2_out")}
-    core = attention == "flash" and "scores" in keeps and "scores" not in drops  # the fused core's state is kept
-    if "attn_out" in width and core:
-        width["attn_out"] = width["attn_out"] + np.where(fp8 | fp4, core_out_bytes / ACT_BYTES, 0.0)
-    if core and kind.mixer.kind == "attention":  # fp8 attention's quantized q, k, v [fa8] (2 B: as bf16)
-        qkv = np.where(fp8, core_in_bytes / ACT_BYTES, 1.0)
+    drops = drops if isinstance(drops, dict) else dict.fromkeys(drops, True)
+    # the rows the fused core's state is kept on: False, True or a row mask (where "scores" is dropped on some)
+    core = attention == "flash" and "scores" in keeps and _kept_rows(drops, "scores")
+    if "attn_out" in width and core is not False:
+        width["attn_out"] = width["attn_out"] + np.where((fp8 | fp4) & core, core_out_bytes / ACT_BYTES, 0.0)
+    if core is not False and kind.mixer.kind == "attention":  # fp8 attention's quantized q, k, v [fa8] (2 B: as bf16)
+        qkv = np.where(fp8 & core, core_in_bytes / ACT_BYTES, 1.0)
         gated = bool(getattr(kind.mixer, "gate", False))  # the gate half of a gated query stays bf16
         width.update({"q": (qkv + 1.0) / 2.0 if gated else qkv, "k": qkv, "v": qkv})
     kv_div = np.minimum(tp, float(getattr(kind.mixer, "kv_heads", 1)))  # per GPU: max(k/tp, 1) KV heads
@@ -880,21 +884,28 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     # the named tensors in schema order, then the kind's own (a fixed order: the same sum every time)
     for name in [n for n in ACTIVATION_TENSORS if n in table] + [n for n in table if n not in ACTIVATION_TENSORS]:
         b, tk = table[name]
-        if (name in ACTIVATION_TENSORS and name not in keeps) or name in drops:
+        gone = drops.get(name, False)  # True: dropped on every row; a row mask: on the rows it marks
+        if (name in ACTIVATION_TENSORS and name not in keeps) or gone is True:
             continue
         if name in width:
             b = b * width[name]
         if tk == "rep":
-            total = total + b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
+            b = b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
         elif tk == "split":
-            total = total + b / tp
+            b = b / tp
         elif tk == "kv":
-            total = total + b / kv_div
-        elif tk == "full":
-            total = total + b
-        else:  # eager scores: per token per key of the local sequence, heads split across TP; dropped by recompute
-            total = total + np.where(plan.recompute == RC_NONE, b, 0.0) * kind.mixer.score_keys(ctx.seq) / ctx.cp / tp
+            b = b / kv_div
+        elif tk != "full":  # eager scores: per token per key of the local sequence, heads split across TP;
+            # dropped by recompute
+            b = np.where(plan.recompute == RC_NONE, b, 0.0) * kind.mixer.score_keys(ctx.seq) / ctx.cp / tp
+        total = total + (b if gone is False else np.where(gone, 0.0, b))
     return ctx.T * total
+
+
+def _kept_rows(drops: dict, name: str):
+    """Where kind_activation_bytes' drops ({name: rows}) keep `name`: True, False or a row mask."""
+    gone = drops.get(name, False)
+    return (not gone) if isinstance(gone, bool) else ~np.asarray(gone, dtype=bool)
 
 
 def activation_tensors(model: ModelSpec, activation_model: str = "arch", attention: str = "flash") -> dict:
@@ -961,23 +972,29 @@ def selective_keeps(settings: Settings) -> tuple:
     return keeps
 
 
-def eager_expert_drops(stack, kind, kd=()) -> tuple:
-    """The routed experts' grouped-GEMM outputs a selective policy keeps only under torch.compile
-    (stack selective.expert_gemms_kept "compiled" [gmm]) and does not already drop (kd): without
-    compile they leave the kept set for the recompute buffer. () elsewhere (stack data and the
-    kind, never a searched quantity)."""
-    if stack.selective.expert_gemms_kept != "compiled" or not kind.has_experts:
-        return ()
-    return tuple(n for n in ("moe_expert_gate_up", "moe_expert_act_out") if n not in kd)
-
-
-def selective_exchange_drops(settings: Settings) -> tuple:
-    """The MoE tensors a selective policy that re-runs the EP exchange does not
-    keep (Settings.sac_reruns_exchange, resolved from the model's code: plan.sac_reruns_exchange): the
-    dispatch all-to-all's output (the experts' input rows, moe_expert_in) and the combine's (the
-    experts' output rows, moe_expert_out); they exist for one layer at a time in the recompute (the
-    selective buffer), as the other re-run tensors."""
-    return ("moe_expert_in", "moe_expert_out") if settings.sac_reruns_exchange else ()
+def selective_drops(settings: Settings, kind, never: tuple, compiled) -> dict:
+    """The tensors of `kind` a selective policy does not keep, each with the rows it drops it on (True: every
+    row; a boolean array: the rows it marks), kind_activation_bytes' drops; each exists for one layer at a time in
+    the recompute (the selective buffer), as every re-run tensor:
+      the stack's recomputes, those no mode saves (`never`) and the norm outputs a named-module policy re-runs
+      (recompute_modules.norm_drops): every row;
+      the EP exchange's outputs where the model's code re-runs the exchange (Settings.sac_reruns_exchange, resolved
+      from the model's code: plan.sac_reruns_exchange): the dispatch all-to-all's output (the experts' input rows,
+      moe_expert_in) and the combine's (the experts' output rows, moe_expert_out), on every row;
+      the routed experts' grouped-GEMM outputs a policy keeps only under torch.compile (stack
+      selective.expert_gemms_kept "compiled" [gmm]), on the rows without compile (`compiled`: plan.compile).
+    A tensor two of them drop keeps the first's rows. Which rule applies is job, stack and kind data; the rows
+    are the mask, never a Python branch on a searched quantity."""
+    sel = stack_of(settings).selective
+    rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind), True),
+             (("moe_expert_in", "moe_expert_out") if settings.sac_reruns_exchange else (), True),
+             (("moe_expert_gate_up", "moe_expert_act_out") if sel.expert_gemms_kept == "compiled" and kind.has_experts
+              else (), np.asarray(compiled) == 0))
+    drops = {}
+    for names, rows in rules:
+        for n in names:
+            drops.setdefault(n, rows)
+    return drops
 
 
 # ----------------------------------------------------------------------------- model states
@@ -1191,8 +1208,6 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     route_saves = moe_routing_saves(settings)
     # where the routing saves are priced, the router's path's own bytes replace the generic fp32 logits
     never += ("moe_router_logits",) if route_saves is not None else ()
-    drops = tuple(stack.selective.recomputes) + never
-    xdrops = selective_exchange_drops(settings)  # the EP exchange's outputs, where the model's code re-runs it
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile, settings)
     keeps = selective_keeps(settings)
@@ -1216,7 +1231,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # kept by every mode but full recompute
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0
         full = full + routing
-        kd = drops + norm_drops(stack.selective, kind) + xdrops  # the norm outputs a named-module policy re-runs
+        kd = selective_drops(settings, kind, never, plan.compile)  # per tensor, the rows the policy re-runs it on
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co, core_in_bytes=ci) + (
             saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0) + routing
@@ -1224,15 +1239,6 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered,
                                                              fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
-        gd = eager_expert_drops(stack, kind, kd)
-        if gd:  # without compile the grouped GEMMs' outputs are re-run, not kept [gmm] (plan.compile, vectorized)
-            eager = np.asarray(plan.compile) == 0
-            kept_sel = kept_sel - np.where(eager, kind_activation_bytes(
-                kind, ctx, am, at, keeps=(), gathered_input=gathered, fp8_bytes=f8, drops=tuple(
-                    n for n in kind_tensors(kind, ctx, am, at) if n not in gd), core_in_bytes=ci), 0.0)
-            sel_buffer = np.where(eager, np.maximum(full - kind_activation_bytes(
-                kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd + gd,
-                core_in_bytes=ci), 0.0), sel_buffer)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))

@@ -1324,7 +1324,7 @@ def sac_reruns_exchange(model, stack) -> bool:
     TransformerBlock, so the policy (distributed/activation_checkpoint.py _custom_policy:
     PREFER_RECOMPUTE for an op off the list) re-runs both in the backward's recompute (early_stop
     False by default, config/job_config.py l. 675: the whole block's forward) and keeps neither
-    output: step.ep_comm, memory.selective_exchange_drops. False where the stack maps no code or
+    output: step.ep_comm, memory.selective_drops. False where the stack maps no code or
     none lists the model (priced on the stack's policy, which keeps them) and for a dense model."""
     code = model_code(model, stack)
     return bool(code is not None and model is not None and model.moe is not None and not code.sac_saves_all_to_all)

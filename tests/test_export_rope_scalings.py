@@ -218,6 +218,24 @@ def test_mla_yarn_writes_its_factor_and_mscales_and_reads_back_the_same_model(tm
                and "(1.0, 4096, 32.0, 1.0, True, 1.0, 1.0, 1.0) contradicts" in a and "(40.0, " in a for a in cfg.assumed)
 
 
+
+def test_yarn_without_mla_checks_the_attention_factor_at_megatrons_mscales(tmp_path):
+    """Without MLA the export writes no --mscale / --mscale-all-dim (Megatron's 1 and 0), so the model's stated
+    mscale 2, mscale_all_dim 1 are not the pair checked: its attention factor must be 0.1 ln 32 + 1 (as gpt-oss's),
+    and the factor of its own pair, (0.2 ln 32 + 1) / (0.1 ln 32 + 1) = 1.25737, is refused."""
+    yarn = dict(load_model("gpt-oss-20b").rope_yarn_params.model_dump(exclude_none=True), mscale=2.0, mscale_all_dim=1.0)
+    w = _flags(export_plan(_row(**dict(GPT_OSS, model=_variant(tmp_path, "oss-mscales", rope_yarn_params=yarn)))["plan"],
+                           "megatron")[0])
+    assert _after(w, "--rotary-scaling-factor") == "32" and "--mscale" not in w and "--mscale-all-dim" not in w
+    own = (0.2 * math.log(32) + 1) / ATTN_32
+    assert own == pytest.approx(1.2573744, rel=1e-7) and yarn_concentration(32.0, 2.0, 1.0) == pytest.approx(own, rel=1e-15)
+    off = _variant(tmp_path, "oss-mscales-attn", rope_yarn_params=yarn, rope_attention_factor=own)
+    with pytest.raises(PlannerError, match=r"rope_scaling yarn \(.*\): rope_attention_factor 1.25737, but .* factor 32 "
+                                           r"the attention factor 0.1 ln\(factor\) \+ 1 = 1.34657 .*at --mscale 1, "
+                                           "--mscale-all-dim 0") as e:
+        export_plan(_row(**dict(GPT_OSS, model=off))["plan"], "megatron")
+    assert e.value.hint.endswith("the attention factor of its YaRN factor")
+
 def test_mla_yarn_refuses_what_megatron_cannot_spell(tmp_path):
     """Kimi K2's beta_fast 1 (config.json rope_scaling, tests/data/arch/kimi-k2-instruct) has no Megatron flag:
     MLA keeps MLATransformerConfig's 32 (transformer_config.py l. 3321); unstated numbers and an attention factor

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from planner.catalog import load_model, load_stack
@@ -108,3 +109,26 @@ def test_nvfp4_saves_the_expert_gemm_inputs_at_nvfp4_width():
     never = ("moe_expert_out",)
     fp4 = float(kind_activation_bytes(kind, _ctx(NVFP4), keeps=(), fp8_bytes=f8, drops=never))
     assert fp4 == T * (4 * E + 0.5625 * TOPK * H + 2 * 2 * FE * TOPK + 0.5625 * FE * TOPK + QK) == T * (37760 + 9216)
+
+
+def test_drops_by_row_mask():
+    """kind_activation_bytes' drops as {name: rows} (memory.selective_drops): a tensor leaves the sum on the rows
+    its mask marks only. Two plans, bf16 and fp8, the routed experts' gate+up and activation outputs dropped on the
+    bf16 row only: that row is the bf16 figure above less T x (24,576 + 12,288) B, the fp8 row the fp8 figure
+    whole. The fused core's state ("scores") dropped on one row: each row as its own plan with or without the drop
+    (under fp8 the attention output's width depends on it)."""
+    kind, f8 = _moe_kind(), fp8_saved_bytes(load_stack("megatron"))
+    two = context(PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=16, mbs=1, gbs=1024, seq=T, sharding=1, shard=1, recompute=0,
+                             sp=0, schedule=0, precision=np.array([BF16, FP8]), ep=16))
+    rows = np.array([True, False])
+    drops = {"moe_expert_out": True, "moe_expert_gate_up": rows, "moe_expert_act_out": rows}
+    got = kind_activation_bytes(kind, two, keeps=(), fp8_bytes=f8, drops=drops)
+    assert got.tolist() == [T * (70144 + 9216 - 2 * 2 * FE * TOPK - 2 * FE * TOPK), T * (47616 + 9216)]
+    for prec, row in ((BF16, 0), (FP8, 1)):  # a mask of True is the name dropped on every row
+        names = ("moe_expert_out",) + (("moe_expert_gate_up", "moe_expert_act_out") if row == 0 else ())
+        assert float(kind_activation_bytes(kind, _ctx(prec), keeps=(), fp8_bytes=f8, drops=names)) == got[row]
+    fp8 = context(dataclasses.replace(two.plan, precision=np.array([FP8, FP8])))
+    by_row = kind_activation_bytes(kind, fp8, fp8_bytes=f8, drops={"scores": rows}, core_out_bytes=2.0)
+    alone = [float(kind_activation_bytes(kind, _ctx(FP8), fp8_bytes=f8, drops=d, core_out_bytes=2.0))
+             for d in (("scores",), ())]
+    assert by_row.tolist() == alone and alone[1] - alone[0] == T * 2 * 4096  # TE's bf16 O beside the fp8 copy

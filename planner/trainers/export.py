@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import NamedTuple
 
 from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
@@ -280,38 +281,12 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
         correction range have no flag (megatron_model.MLA_YARN_FIXED): other numbers are refused, as is an
         attention factor other than _yarn_get_mscale(factor, mscale) / _yarn_get_mscale(factor, mscale_all_dim).
     A plain-RoPE model writes nothing."""
-    from .megatron_model import MLA_YARN_FIXED, yarn_concentration
-
     kind, name = model.rope_scaling, plan["model"]
     if kind is None:
         return []
-    if kind == "yarn" and model.mla is not None:
-        p = model.rope_yarn_params
-        if p is None:
-            raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}): its numbers are not stated, and Megatron-LM "
-                                      "@d98e8a64's MLA YaRN takes --rotary-scaling-factor (default 1.0, which replaces "
-                                      "MLATransformerConfig's 40: argument_utils.py l. 301-303), --mscale, --mscale-all-dim",
-                          "give the model rope_yarn_params (config.json rope_scaling factor, mscale, mscale_all_dim, "
-                          "original_max_position_embeddings, beta_fast, beta_slow), or export in another format")
-        have = (p.original_max_position_embeddings, float(p.beta_fast), float(p.beta_slow), bool(p.truncate))
-        if have != MLA_YARN_FIXED:
-            raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}: original_max_position_embeddings "
-                                      f"{have[0]}, beta_fast {have[1]:g}, beta_slow {have[2]:g}, truncate "
-                                      f"{str(have[3]).lower()}): Megatron-LM @d98e8a64's MLA YaRN has no flag for them "
-                                      "and keeps MLATransformerConfig's 4096, 32, 1 (transformer_config.py l. 3318-3324) "
-                                      "and YarnRotaryEmbedding's rounded correction range (yarn_rotary_pos_embedding.py "
-                                      "l. 63); --yarn-* apply to non-MLA YaRN only (argument_utils.py l. 395-413)",
-                          "export the plan in another format, or plan the model with those numbers")
-        m = 1.0 if p.mscale is None else float(p.mscale)
-        a = 0.0 if p.mscale_all_dim is None else float(p.mscale_all_dim)
-        want = yarn_concentration(p.factor, m, a)
-        if round(float(model.rope_attention_factor), 12) != round(want, 12):
-            raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}): rope_attention_factor "
-                                      f"{model.rope_attention_factor:g}, but Megatron-LM @d98e8a64's MLA YaRN at factor "
-                                      f"{p.factor:g}, --mscale {m:g}, --mscale-all-dim {a:g} puts {want:g} on cos and sin "
-                                      "(yarn_rotary_pos_embedding.py l. 275-294)",
-                          "export the plan in another format, or give the model the attention factor of its mscales")
-        return [("--rotary-scaling-factor", f"{p.factor:g}"), ("--mscale", f"{m:g}"), ("--mscale-all-dim", f"{a:g}")]
+    # YaRN: MLA's at any position embedding, GPTModel's YarnRotaryEmbedding for rope only (refused below otherwise)
+    if kind == "yarn" and (model.mla is not None or model.position_embedding == "rope"):
+        return _megatron_yarn(model, name)
     if model.mla is not None or model.position_embedding != "rope":  # gpt_model.py @d98e8a64 l. 183-214
         raise _refuse("megatron", f"rope_scaling {kind} ({name}) with "
                                   f"{'MLA' if model.mla is not None else 'position_embedding ' + model.position_embedding}: "
@@ -329,28 +304,6 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
                                       "_apply_scaling; gpt_config_from_args passes no --rope-scaling-factor)",
                           "export the plan in another format, or give the model Llama 3.1's rope_scaling_params")
         return [("--use-rope-scaling", None)]
-    if kind == "yarn":
-        p = model.rope_yarn_params
-        if p is None:
-            raise _refuse("megatron", f"rope_scaling yarn ({name}): its numbers are not stated, and Megatron-LM's "
-                                      "--position-embedding-type yarn needs them (--rotary-scaling-factor, default 1.0; "
-                                      "--yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, "
-                                      "--[no-]yarn-correction-range-round-to-int: argument_utils.py @d98e8a64 l. 384-413)",
-                          "give the model rope_yarn_params (config.json rope_scaling factor, "
-                          "original_max_position_embeddings, beta_fast, beta_slow, truncate), or export in another format")
-        want = yarn_concentration(p.factor)
-        if round(float(model.rope_attention_factor), 12) != round(want, 12):
-            raise _refuse("megatron", f"rope_scaling yarn ({name}): rope_attention_factor {model.rope_attention_factor:g}, "
-                                      f"but Megatron-LM @d98e8a64's command line gives factor {p.factor:g} the attention "
-                                      f"factor 0.1 ln(factor) + 1 = {want:g} (yarn_rotary_pos_embedding.py l. 275-294 at "
-                                      "--mscale 1, --mscale-all-dim 0; the planner writes no other mscale pair)",
-                          "export the plan in another format, or give the model the attention factor of its YaRN factor")
-        args = [("--rotary-scaling-factor", f"{p.factor:g}"),
-                ("--yarn-original-max-position-embeddings", p.original_max_position_embeddings),
-                ("--yarn-beta-fast", f"{p.beta_fast:g}"), ("--yarn-beta-slow", f"{p.beta_slow:g}")]
-        if not p.truncate:  # Megatron rounds the correction range unless told not to (argument_utils.py l. 413)
-            args.append(("--no-yarn-correction-range-round-to-int", None))
-        return args
     if kind == "linear":
         f = model.rope_linear_factor
         if f is None:
@@ -368,6 +321,80 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
                               "l. 2397-2398; RotaryEmbedding scales by --use-rope-scaling, llama3, or "
                               "--rotary-seq-len-interpolation-factor, linear, only)",
                   f"export the plan in another format, or plan the model without rope_scaling {kind}")
+
+
+class _MegatronYarn(NamedTuple):
+    """What the refusals of one of Megatron-LM @d98e8a64's YaRN rotaries say (_megatron_yarn)."""
+    label: str  # the scaling as the refusals name it
+    needs: str  # the flags its unstated numbers would have to give
+    fields: str  # the rope_yarn_params fields beside factor it reads
+    gives: str  # the attention factor its flags give (str.format: factor, m, a, want)
+    of: str  # what the model's attention factor must be the one of
+
+
+# GPTModel's YarnRotaryEmbedding (--position-embedding-type yarn), at the mscale pair the planner writes, Megatron's
+# 1 and 0, and MLA's (--rope-type yarn, MLATransformerConfig's default), at the model's mscale pair (1 and 0 where
+# unstated), keyed by whether the model has MLA
+_MEGATRON_YARNS = {
+    False: _MegatronYarn(
+        "rope_scaling yarn",
+        "Megatron-LM's --position-embedding-type yarn needs them (--rotary-scaling-factor, default 1.0; "
+        "--yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, "
+        "--[no-]yarn-correction-range-round-to-int: argument_utils.py @d98e8a64 l. 384-413)",
+        "original_max_position_embeddings, beta_fast, beta_slow, truncate",
+        "command line gives factor {factor:g} the attention factor 0.1 ln(factor) + 1 = {want:g} "
+        "(yarn_rotary_pos_embedding.py l. 275-294 at --mscale 1, --mscale-all-dim 0; the planner writes no other "
+        "mscale pair)",
+        "YaRN factor"),
+    True: _MegatronYarn(
+        "rope_scaling yarn with MLA",
+        "Megatron-LM @d98e8a64's MLA YaRN takes --rotary-scaling-factor (default 1.0, which replaces "
+        "MLATransformerConfig's 40: argument_utils.py l. 301-303), --mscale, --mscale-all-dim",
+        "mscale, mscale_all_dim, original_max_position_embeddings, beta_fast, beta_slow",
+        "MLA YaRN at factor {factor:g}, --mscale {m:g}, --mscale-all-dim {a:g} puts {want:g} on cos and sin "
+        "(yarn_rotary_pos_embedding.py l. 275-294)",
+        "mscales"),
+}
+
+
+def _megatron_yarn(model, name: str) -> list:
+    """The flags of the model's YaRN (_megatron_rope_scaling's docstring), with or without MLA, or a refusal: its
+    numbers unstated, MLA's numbers that have no flag (megatron_model.MLA_YARN_FIXED), or a rope_attention_factor
+    other than the one Megatron puts on cos and sin at the factor and the mscale pair the flags give
+    (megatron_model.yarn_concentration), each said as _MEGATRON_YARNS says it for the model's rotary."""
+    from .megatron_model import MLA_YARN_FIXED, yarn_concentration
+
+    mla = model.mla is not None
+    say, p = _MEGATRON_YARNS[mla], model.rope_yarn_params
+    if p is None:
+        raise _refuse("megatron", f"{say.label} ({name}): its numbers are not stated, and {say.needs}",
+                      f"give the model rope_yarn_params (config.json rope_scaling factor, {say.fields}), "
+                      "or export in another format")
+    have = (p.original_max_position_embeddings, float(p.beta_fast), float(p.beta_slow), bool(p.truncate))
+    if mla and have != MLA_YARN_FIXED:
+        raise _refuse("megatron", f"rope_scaling yarn with MLA ({name}: original_max_position_embeddings "
+                                  f"{have[0]}, beta_fast {have[1]:g}, beta_slow {have[2]:g}, truncate "
+                                  f"{str(have[3]).lower()}): Megatron-LM @d98e8a64's MLA YaRN has no flag for them "
+                                  "and keeps MLATransformerConfig's 4096, 32, 1 (transformer_config.py l. 3318-3324) "
+                                  "and YarnRotaryEmbedding's rounded correction range (yarn_rotary_pos_embedding.py "
+                                  "l. 63); --yarn-* apply to non-MLA YaRN only (argument_utils.py l. 395-413)",
+                      "export the plan in another format, or plan the model with those numbers")
+    # the mscale pair on the command line: MLA's the model's, plain YaRN's none written (Megatron's 1, 0)
+    m = 1.0 if p.mscale is None or not mla else float(p.mscale)
+    a = 0.0 if p.mscale_all_dim is None or not mla else float(p.mscale_all_dim)
+    want = yarn_concentration(p.factor, m, a)
+    if round(float(model.rope_attention_factor), 12) != round(want, 12):
+        raise _refuse("megatron", f"{say.label} ({name}): rope_attention_factor {model.rope_attention_factor:g}, "
+                                  "but Megatron-LM @d98e8a64's " + say.gives.format(factor=p.factor, m=m, a=a, want=want),
+                      f"export the plan in another format, or give the model the attention factor of its {say.of}")
+    if mla:
+        return [("--rotary-scaling-factor", f"{p.factor:g}"), ("--mscale", f"{m:g}"), ("--mscale-all-dim", f"{a:g}")]
+    args = [("--rotary-scaling-factor", f"{p.factor:g}"),
+            ("--yarn-original-max-position-embeddings", p.original_max_position_embeddings),
+            ("--yarn-beta-fast", f"{p.beta_fast:g}"), ("--yarn-beta-slow", f"{p.beta_slow:g}")]
+    if not p.truncate:  # Megatron rounds the correction range unless told not to (argument_utils.py l. 413)
+        args.append(("--no-yarn-correction-range-round-to-int", None))
+    return args
 
 
 def _megatron_rotary_base(plan: dict, model) -> list:
