@@ -24,6 +24,7 @@ from planner.schema import Job
 
 DATA = Path(__file__).parent / "data" / "trainer_configs"
 TOML, FP8_SH, DS2 = DATA / "llama3_8b.toml", DATA / "train_llama3_8b_h100_fp8.sh", DATA / "ds_config_zero2.json"
+DS3 = DATA / "ds_config_zero3.json"
 # plan keys that name the file read (its path) rather than the plan
 PATH_KEYS = {"model_file", "model_sha256"}
 
@@ -88,10 +89,13 @@ def _check(path: Path, overrides: dict) -> dict:
     return check_job(job, where, Gates(), read[0].fmt, read[0].stated)
 
 
-def _readback(tmp_path: Path, src: Path, text: str, overrides: dict, fmt: str) -> tuple[int, list[dict]]:
+def _readback(tmp_path: Path, src: Path, text: str, overrides: dict, fmt: str, launcher=None) -> tuple[int, list[dict]]:
     """Check the config `text` (written beside a copy of the fixture's name), then for every
     suggestion write its settings into the text, read the file back and compare: the same plan,
-    and it passes. Returns (suggestions applied, the suggestions)."""
+    the same memory, and it passes. A suggestion the file cannot hold (trainer_unspellable) is
+    skipped, or, with `launcher` (suggestion -> the command-line options that stand for what the
+    spelling names outside the file: Megatron-DeepSpeed's --tensor-model-parallel-size as --tp),
+    read back with those options too. Returns (suggestions applied, the suggestions)."""
     path = tmp_path / src.name
     path.write_text(text, encoding="utf-8")
     res = _check(path, overrides)
@@ -100,8 +104,11 @@ def _readback(tmp_path: Path, src: Path, text: str, overrides: dict, fmt: str) -
     for i, s in enumerate(res["suggestions"]):
         for st in s["trainer_settings"]:  # every written setting is in the printed spelling
             assert f"[{fmt}: " in s["description"]
+        extra = {}
         if s["trainer_unspellable"]:
-            continue
+            if launcher is None:
+                continue
+            extra = launcher(s)
         new = text
         for st in s["trainer_settings"]:
             new = APPLY[fmt](new, st["key"], st["value"])
@@ -110,12 +117,13 @@ def _readback(tmp_path: Path, src: Path, text: str, overrides: dict, fmt: str) -
         again = tmp_path / f"s{i}" / src.name
         again.parent.mkdir(exist_ok=True)
         again.write_text(new, encoding="utf-8")
-        job, _ = load_job(again, overrides)
+        job, _ = load_job(again, overrides | extra)
         out = evaluate_job(job)
         # the rank order as the stack builds it (startup.built_order: orders equal up to size-1 axes are one)
         want = {k: v for k, v in s["plan"].items() if k not in PATH_KEYS} | {"rank_order": _built_order(s["plan"])}
         got = {k: v for k, v in out["plan"].items() if k not in PATH_KEYS} | {"rank_order": _built_order(out["plan"])}
         assert got == want, (s["description"], {k: (got.get(k), want.get(k)) for k in set(got) | set(want) if got.get(k) != want.get(k)})
+        assert out["memory"]["total_bytes"] == s["total_bytes"], s["description"]
         assert failures(out, Gates()) == [], s["description"]
         applied += 1
     return applied, res["suggestions"]
@@ -187,19 +195,29 @@ def test_megatron_script_without_global_batch_size(tmp_path):
 DS_CLI = {"model": "llama3-8b", "gpus": 8, "seq_len": 8192}
 
 
-def _ds(drop: str = "") -> str:
-    data = json.loads(DS2.read_text(encoding="utf-8"))
+def _ds(drop: str = "", src: Path = DS2, **zero) -> str:
+    data = json.loads(src.read_text(encoding="utf-8"))
     data.pop(drop, None)
+    data["zero_optimization"].update(zero)
     return json.dumps(data, indent=2)
+
+
+def _launcher(s: dict) -> dict:
+    """What a DeepSpeed suggestion names outside the JSON, as the command-line options that stand for
+    Megatron-DeepSpeed's launcher arguments (--tp for --tensor-model-parallel-size, --pp for
+    --pipeline-model-parallel-size) and the model code's activation checkpointing (--recompute)."""
+    return {k: s["plan"][k] for k in s["changes"] if k in ("tp", "pp", "recompute")}
 
 
 def test_deepspeed_micro_batch_moves_the_accumulation(tmp_path):
     """The ZeRO-2 JSON (64 = micro 4 x accumulation 2 x 8 GPUs) at 8,192 tokens: micro-batch 1
     keeps 64 = 1 x 8 x 8, so gradient_accumulation_steps 8 is spelled with it (DeepSpeed refuses
     the triple otherwise); the TP and recompute changes cannot be written in the JSON and say so,
-    TP 4 with the accumulation its dp of 2 then needs (64 / (4 x 2) = 8)."""
-    n, sugg = _readback(tmp_path, DS2, _ds(), DS_CLI, "deepspeed")
-    assert n >= 1
+    TP 4 with the accumulation its dp of 2 then needs (64 / (4 x 2) = 8). Each reads back as the
+    plan checked, with the same memory: the JSON as spelled, and for TP and recompute the launcher's
+    argument the spelling names given as --tp 4 / --recompute full."""
+    n, sugg = _readback(tmp_path, DS2, _ds(), DS_CLI, "deepspeed", _launcher)
+    assert n == len(sugg) == 3
     [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
     assert mb["trainer_settings"] == [{"key": "train_micro_batch_size_per_gpu", "value": 1},
                                       {"key": "gradient_accumulation_steps", "value": 8}]
@@ -224,6 +242,67 @@ def test_deepspeed_derived_and_defaulted_accumulation(tmp_path):
     n, sugg = _readback(tmp_path, DS2, _ds("train_batch_size"), DS_CLI, "deepspeed")
     [mb] = [s for s in sugg if "micro_batch" in s["changes"]]
     assert {"key": "gradient_accumulation_steps", "value": 8} in mb["trainer_settings"]
+
+
+def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
+    """The ZeRO-2 JSON at stage 0 with micro 1 x accumulation 8 x 8 GPUs = 64 (two keys changed), at 4,096
+    tokens: unsharded, 140.7 GiB; ZeRO-1 is spelled "zero_optimization": {"stage": 1} alone (dp and the
+    batch stay) and reads back as the plan checked, 62.2 GiB. PP 4 (dp 8 -> 2) cannot be written in the
+    JSON: the spelling names --pipeline-model-parallel-size 4 and the accumulation 64 / (1 x 2) = 32 the
+    JSON then needs; read back with --pp 4 (the reader takes the batch keys at DeepSpeed's world size,
+    the data-parallel 2) it is the plan checked. TP 2 likewise, 64 / (1 x 4) = 16."""
+    text = _ds(src=DS2, stage=0).replace('"train_micro_batch_size_per_gpu": 4', '"train_micro_batch_size_per_gpu": 1')
+    text = text.replace('"gradient_accumulation_steps": 2', '"gradient_accumulation_steps": 8')
+    n, sugg = _readback(tmp_path, DS2, text, {**DS_CLI, "seq_len": 4096}, "deepspeed", _launcher)
+    assert n == len(sugg) == 3
+    [z1] = [s for s in sugg if "sharding" in s["changes"]]
+    assert z1["changes"] == {"sharding": "zero1"}
+    assert z1["trainer_settings"] == [{"key": "zero_optimization.stage", "value": 1}]
+    assert z1["description"] == 'sharding none -> zero1 [deepspeed: "zero_optimization": {"stage": 1}]'
+    assert round(z1["total_bytes"] / 2**30, 1) == 62.2
+    [pp] = [s for s in sugg if "pp" in s["changes"]]
+    assert pp["trainer_unspellable"] == ["PP (Megatron-DeepSpeed's --pipeline-model-parallel-size 4, on its command line)"]
+    assert pp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 32}]
+    [tp] = [s for s in sugg if "tp" in s["changes"]]
+    assert tp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 16}]
+
+
+def test_deepspeed_mics_to_zero3_written_and_read_back(tmp_path):
+    """The ZeRO-3 JSON with "mics_shard_size": 2 (ZeRO-3 within pairs of GPUs: hsdp, 84.3 GiB) at 4,096
+    tokens: FSDP over all 8 keeps stage 3, so only "mics_shard_size": -1 (MiCS off) is spelled, no stage
+    key; read back, it is the plan checked (39.4 GiB). Recompute full is set in the model code: read back
+    with --recompute full, the JSON unchanged, it is the plan checked too."""
+    n, sugg = _readback(tmp_path, DS3, _ds(src=DS3, mics_shard_size=2), {**DS_CLI, "seq_len": 4096}, "deepspeed", _launcher)
+    assert n == len(sugg) == 3
+    [fsdp] = [s for s in sugg if "sharding" in s["changes"]]
+    assert fsdp["changes"] == {"sharding": "fsdp", "shard_group": None}
+    assert fsdp["trainer_settings"] == [{"key": "zero_optimization.mics_shard_size", "value": -1}]
+    assert fsdp["description"] == 'sharding hsdp (shard group 2) -> fsdp [deepspeed: "zero_optimization": {"mics_shard_size": -1}]'
+    assert round(fsdp["total_bytes"] / 2**30, 1) == 39.4
+    [rc] = [s for s in sugg if "recompute" in s["changes"]]
+    assert rc["trainer_settings"] == [] and rc["trainer_unspellable"] == ["activation checkpointing (set in the model code)"]
+
+
+def test_deepspeed_batch_keys_read_at_the_data_parallel_size(tmp_path):
+    """The ZeRO-2 JSON (64 = 4 x 2 x 8) under --tp 4 on 8 GPUs: DeepSpeed checks the triple at its
+    world size, Megatron-DeepSpeed's data-parallel size 2 (config.py world_size =
+    mpu.get_data_parallel_world_size()), 4 x 2 x 2 = 16 != 64: refused, as DeepSpeed refuses it; with
+    "gradient_accumulation_steps": 8 (4 x 8 x 2 = 64) it reads as tp 4, dp 2, 8 micro-batches."""
+    from planner.errors import PlannerError
+
+    path = tmp_path / DS2.name
+    path.write_text(_ds(), encoding="utf-8")
+    with pytest.raises(PlannerError) as e:
+        load_job(path, {**DS_CLI, "tp": 4})
+    assert e.value.message.endswith("train_batch_size 64 != train_micro_batch_size_per_gpu 4 x gradient_accumulation_steps 2 "
+                                    "x 2 data-parallel ranks = 16")
+    path.write_text(apply_json(_ds(), "gradient_accumulation_steps", 8), encoding="utf-8")
+    job, _ = load_job(path, {**DS_CLI, "tp": 4})
+    plan = evaluate_job(job)["plan"]
+    assert (plan["tp"], plan["dp"], plan["micro_batch"], plan["global_batch"]) == (4, 2, 4, 64)
+    with pytest.raises(PlannerError) as e:
+        load_job(path, {**DS_CLI, "tp": 3})
+    assert "--tp 3 x --pp 1 x --cp 1 = 3 does not divide 8 GPUs" in e.value.message
 
 
 @pytest.mark.parametrize("knob,fmt,plan,want", [

@@ -117,7 +117,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
     fmt, text = (None, None) if path is None else sniff_format(path, config_format)  # the file is read once
     if fmt is not None:
         cfg = load_trainer_config(path, fmt=fmt, text=text, model=overrides.get("model"), gpus=overrides.get("gpus"),
-                                  hardware=overrides.get("hardware"))
+                                  hardware=overrides.get("hardware"),
+                                  parallel={k: overrides.get(k) for k in ("tp", "pp", "cp")}, stack=overrides.get("stack"))
         data.update(cfg.job)
         if trainer_out is not None:
             trainer_out.append(cfg)

@@ -116,12 +116,17 @@ def detect_format(path) -> Optional[str]:
 
 
 def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str] = None, gpus: Optional[int] = None,
-                        hardware: Optional[str] = None, text: Optional[str] = None) -> TrainerConfig:
+                        hardware: Optional[str] = None, text: Optional[str] = None,
+                        parallel: Optional[dict] = None, stack: Optional[str] = None) -> TrainerConfig:
     """Read a trainer config. fmt: 'torchtitan' | 'megatron' | 'deepspeed' (default:
     detect_format). model / gpus / hardware: what the command line gave (--model, --gpus,
     --hardware); the file's own values win where it has them, and a disagreement is an error.
     text (with fmt): the file's text when the caller already read it (sniff_format); the file
-    is read once (planner/files.py), by the format's reader when nobody has yet."""
+    is read once (planner/files.py), by the format's reader when nobody has yet. parallel: the
+    command line's tp / pp / cp, which a DeepSpeed JSON's batch keys are read against (the
+    launcher's model parallelism: deepspeed.py); the other readers take their files' degrees.
+    stack: the command line's --stack, whose model codes a torchtitan [model] name is checked
+    against (torchtitan.model_code_line)."""
     from ..schema import MAX_COUNT
 
     p = Path(path)
@@ -147,7 +152,8 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .megatron import read
     else:
         from .deepspeed import read
-    cfg = read(p, text, model=model, gpus=gpus, hardware=hardware)
+    extra = {"parallel": parallel} if fmt == "deepspeed" else {"stack": stack} if fmt == "torchtitan" else {}
+    cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)
     cfg.source = str(p)
     cfg.fmt = fmt
     cfg.job.setdefault("stack", FORMAT_STACKS[fmt])

@@ -25,7 +25,14 @@ offload_param (CPU/NVMe offload is not modelled: the planner prices the states o
 upper bound on memory).
 
 Inferred (listed as assumed): tp = pp = cp = 1 (a DeepSpeed JSON has no model parallelism;
-Megatron-DeepSpeed passes it as arguments); recompute none (activation checkpointing is set
+Megatron-DeepSpeed passes it as arguments: --tensor-model-parallel-size, --pipeline-model-parallel-size),
+unless the command line gives --tp / --pp / --cp, which stand for those launcher arguments: the batch
+keys are then read against DeepSpeed's world size, the data-parallel size dp = GPUs / (tp x pp x cp)
+(deepspeed/runtime/config.py @38327e07 DeepSpeedConfig.__init__ l. 725-726: world_size =
+mpu.get_data_parallel_world_size() where the launcher passes an mpu, as Megatron-DeepSpeed does;
+_batch_assertion / _set_batch_related_parameters l. 919-979 then derive and check the triple with
+it), so that a JSON written for TP 4 on 8 GPUs (train_batch_size = micro x accumulation x 2) reads
+as that job; recompute none (activation checkpointing is set
 in the model code, e.g. Hugging Face gradient_checkpointing; pass --recompute); the stack
 megatron-deepspeed unless --stack says otherwise.
 
@@ -101,8 +108,10 @@ def _bool(where, key, v, default: bool) -> Optional[bool]:
 
 
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None) -> TrainerConfig:
-    """The config at `path`; `text`: its text when the caller already read it (else read here)."""
+         hardware: Optional[str] = None, parallel: Optional[dict] = None) -> TrainerConfig:
+    """The config at `path`; `text`: its text when the caller already read it (else read here).
+    parallel: the command line's tp / pp / cp (None or absent: 1), the launcher's model-parallel
+    arguments a DeepSpeed JSON does not hold (module docstring)."""
     where = f"{path}: "
     hint = "give a DeepSpeed ds_config.json"
     data = files.parse_json(files.read_text(path, hint) if text is None else text, str(path), hint)
@@ -143,8 +152,24 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}a DeepSpeed JSON does not name the model", "pass --model NAME, a model YAML or the Hugging Face config.json")
     if gpus is None:
         raise PlannerError(f"{where}a DeepSpeed JSON does not give the GPU count", "pass --gpus N (the launcher's world size)")
-    job: dict = {"model": model, "stack": "megatron-deepspeed", "tp": 1, "pp": 1, "cp": 1}
-    assumed.append("tp=pp=cp=1: a DeepSpeed JSON has no model parallelism")
+    degrees = {k: (parallel or {}).get(k) for k in ("tp", "pp", "cp")}
+    job: dict = {"model": model, "stack": "megatron-deepspeed", **{k: v or 1 for k, v in degrees.items()}}
+    for k, v in degrees.items():
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_COUNT):
+            raise PlannerError(f"{where}--{k} {_short(v)} is not a whole number from 1 to {MAX_COUNT}", f"e.g. --{k} 2")
+    inner = job["tp"] * job["pp"] * job["cp"]
+    left = [k for k, v in degrees.items() if v is None]
+    if left:
+        assumed.append(f"{'='.join(left)}=1: a DeepSpeed JSON has no model parallelism (Megatron-DeepSpeed's launcher "
+                       "arguments; pass --tp / --pp)")
+    if inner > 1:
+        if gpus % inner:
+            raise PlannerError(f"{where}--tp {job['tp']} x --pp {job['pp']} x --cp {job['cp']} = {inner} does not divide "
+                               f"{gpus} GPUs", "the data-parallel size is GPUs / (tp x pp x cp)")
+        given = " x ".join(f"{k} {job[k]}" for k in ("tp", "pp", "cp") if degrees[k] is not None)
+        assumed.append(f"batch keys read at DeepSpeed's world size, the data-parallel size {gpus // inner} = {gpus} GPUs / "
+                       f"({given}, the command line's: the launcher's model parallelism; deepspeed/runtime/config.py "
+                       "world_size = mpu.get_data_parallel_world_size())")
     stage = zero.get("stage", 0)
     if isinstance(stage, bool) or not isinstance(stage, int) or stage not in ZERO_STAGES:
         raise PlannerError(f"{where}zero_optimization.stage = {_short(stage)} is not a ZeRO stage", "valid: 0, 1, 2, 3")
@@ -157,9 +182,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         mics = _num(where, "zero_optimization.mics_shard_size", mics)
         if stage != 3:
             raise PlannerError(f"{where}zero_optimization.mics_shard_size with stage {stage}", "MiCS shards ZeRO-3 (stage 3)")
-        if gpus is not None and gpus % mics:
-            raise PlannerError(f"{where}zero_optimization.mics_shard_size {mics} does not divide {gpus} GPUs",
-                               "the shard groups tile the data-parallel ranks")
+        if (gpus // inner) % mics:
+            raise PlannerError(f"{where}zero_optimization.mics_shard_size {mics} does not divide the {gpus // inner} "
+                               "data-parallel ranks", "the shard groups tile the data-parallel ranks")
         job.update(sharding="hsdp", sharding_mode="zero3_mics", shard_group=mics)
     if stage == 3:  # ZeRO-3's gathering and bucket settings (planner/memory.py [z3])
         knobs = {k: _elements(where, f"zero_optimization.{k}", zero.get(k)) for k in ZERO3_KEYS}
@@ -173,8 +198,9 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if overlap is None:
         assumed.append("dp_comm_overlap=false: zero_optimization.overlap_comm " +
                        ("\"auto\" (filled at launch; " if "overlap_comm" in zero else "absent (") + "DeepSpeed's default false)")
-    dp = resolve_gpus(where, None, "", gpus)
-    job["gpus"] = dp
+    job["gpus"] = resolve_gpus(where, None, "", gpus)
+    dp = gpus // inner  # DeepSpeed's world_size: the data-parallel ranks (module docstring)
+    per = "GPUs" if inner == 1 else "data-parallel ranks"
     tbs = _num(where, "train_batch_size", data.get("train_batch_size"))
     mbs = _num(where, "train_micro_batch_size_per_gpu", data.get("train_micro_batch_size_per_gpu"))
     gas = _num(where, "gradient_accumulation_steps", data.get("gradient_accumulation_steps"))
@@ -183,26 +209,26 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         if tbs != mbs * gas * dp:
             raise PlannerError(
                 f"{where}train_batch_size {tbs} != train_micro_batch_size_per_gpu {mbs} x gradient_accumulation_steps {gas} "
-                f"x {dp} GPUs = {mbs * gas * dp}", "DeepSpeed requires the product; fix one of them or --gpus")
+                f"x {dp} {per} = {mbs * gas * dp}", "DeepSpeed requires the product; fix one of them or --gpus" + (" / --tp / --pp / --cp" if inner > 1 else ""))
     elif tbs is not None and mbs is not None:
         if tbs % (mbs * dp):
-            raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of train_micro_batch_size_per_gpu {mbs} x {dp} GPUs",
-                               "DeepSpeed derives gradient_accumulation_steps = train_batch_size / (micro x GPUs)")
+            raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of train_micro_batch_size_per_gpu {mbs} x {dp} {per}",
+                               f"DeepSpeed derives gradient_accumulation_steps = train_batch_size / (micro x {per})")
     elif tbs is not None and gas is not None:
         if tbs % (gas * dp):
-            raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of gradient_accumulation_steps {gas} x {dp} GPUs",
-                               "DeepSpeed derives the micro-batch = train_batch_size / (accumulation x GPUs)")
+            raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of gradient_accumulation_steps {gas} x {dp} {per}",
+                               f"DeepSpeed derives the micro-batch = train_batch_size / (accumulation x {per})")
         mbs = tbs // (gas * dp)
-        assumed.append(f"micro_batch={mbs}: train_batch_size / (gradient_accumulation_steps x GPUs)")
+        assumed.append(f"micro_batch={mbs}: train_batch_size / (gradient_accumulation_steps x {per})")
     elif mbs is not None:
         gas = gas or 1
         tbs = mbs * gas * dp
-        assumed.append(f"global_batch={tbs}: micro {mbs} x accumulation {gas} x {dp} GPUs" + ("" if data.get("gradient_accumulation_steps") not in (None, "auto") else " (accumulation default 1)"))
+        assumed.append(f"global_batch={tbs}: micro {mbs} x accumulation {gas} x {dp} {per}" + ("" if data.get("gradient_accumulation_steps") not in (None, "auto") else " (accumulation default 1)"))
     elif tbs is not None:
         if tbs % dp:
-            raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of {dp} GPUs", "DeepSpeed splits it evenly")
+            raise PlannerError(f"{where}train_batch_size {tbs} is not a multiple of {dp} {per}", "DeepSpeed splits it evenly")
         mbs = tbs // dp
-        assumed.append(f"micro_batch={mbs}: train_batch_size / GPUs (gradient_accumulation_steps default 1)")
+        assumed.append(f"micro_batch={mbs}: train_batch_size / {per} (gradient_accumulation_steps default 1)")
     else:
         raise PlannerError(f"{where}no batch size: train_batch_size and train_micro_batch_size_per_gpu are absent or \"auto\"",
                            "set train_micro_batch_size_per_gpu (or pass --micro-batch and --global-batch)")
@@ -211,6 +237,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     stated = {k: _num(where, k, data.get(k)) for k in ("train_batch_size", "train_micro_batch_size_per_gpu",
                                                        "gradient_accumulation_steps")}
     stated["zero_optimization.mics_shard_size"] = zero.get("mics_shard_size")
+    stated["zero_optimization.stage"] = stage  # absent: DeepSpeed's default 0
     enabled = {}
     for sec in ("bf16", "fp16"):
         body = data.get(sec)

@@ -15,14 +15,23 @@ fixed GPU count and global batch moves, with the knob:
               pipeline keys whose torchtitan defaults differ from the checked plan
               (pipeline_parallel_microbatch_size default 1, the first / last stage's
               embedding and output weights default 1 each: the planner's account_for_*).
-  deepspeed   the batch triple train_batch_size = train_micro_batch_size_per_gpu x
+  deepspeed   zero_optimization.stage where the level's stage differs from the file's (hsdp -> fsdp
+              keeps stage 3 and sets mics_shard_size -1, MiCS off); the batch triple train_batch_size = train_micro_batch_size_per_gpu x
               gradient_accumulation_steps x dp (deepspeed/runtime/config.py
               _set_batch_related_parameters): the accumulation is spelled where the file
               states it, or where an absent train_batch_size would let its default of 1
               shrink the batch; where DeepSpeed derives it (train_batch_size and the
               micro-batch stated), the new value is named. A DeepSpeed JSON has no model
               parallelism, activation checkpointing or TP overlap key: such a change cannot be
-              written in it, and the spelling says so (with what the JSON then needs).
+              written in it, and the spelling says so, naming Megatron-DeepSpeed's launcher
+              argument, with what the JSON then needs: the batch keys at DeepSpeed's world size,
+              the data-parallel size (deepspeed/runtime/config.py @38327e07 l. 725-726, world_size =
+              mpu.get_data_parallel_world_size()), which the reader takes from --tp / --pp, the
+              launcher's arguments on the planner's command line (deepspeed.py), so the JSON as
+              spelled reads back, with them, as the plan checked. (DeepSpeed's own JSON key
+              tensor_parallel.autotp_size, AutoTP training for Hugging Face models at @38327e07
+              runtime/tensor_parallel/config.py, is another TP than Megatron-DeepSpeed's, not
+              priced: the reader lists it as not modelled.)
   megatron    --global-batch-size stays and Megatron derives the number of micro-batches
               (global / (micro x dp): megatron/core/num_microbatches_calculator.py
               @d98e8a64), named as it changes; a script without --global-batch-size takes
@@ -211,6 +220,9 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
     elif fmt == "megatron":
         settings += _megatron(before, after, stated, notes, order)
     else:
+        # a stage the file already states needs no key (hsdp -> fsdp keeps stage 3: only mics_shard_size moves)
+        settings = [s for s in settings if not (s.key == "zero_optimization.stage" and
+                                                stated.get("zero_optimization.stage", 0) == s.value)]
         settings += _deepspeed(knobs, before, after, stated, notes)
     return Spelling(_dedupe(settings), notes, unspellable)
 

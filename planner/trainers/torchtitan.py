@@ -14,7 +14,13 @@ command-line overrides), and `--stack torchtitan-0.3` prices the file's degrees 
 Read and modelled (section.key -> planner job field):
   [model] name, flavor          -> model, through TORCHTITAN_MODELS (explicit table, shapes
                                    of torchtitan/models/llama3/__init__.py llama3_configs [4],
-                                   checked against the model_zoo entry); converters "float8" /
+                                   checked against the model_zoo entry); name -> the model code
+                                   (TORCHTITAN_NAME_CODES [9], per stack), which must be the code
+                                   the start-up rules take for the model (stack_db runs.model_codes
+                                   by its hf_model_type, startup.model_code): a name whose code
+                                   differs, or that names no language model, is refused (exit 2);
+                                   the code is listed as assumed (absent: torchtitan's default
+                                   name llama3, noted where the model's code differs); converters "float8" /
                                    "quantize.linear.float8" -> precision fp8
   [training] local_batch_size (batch_size), global_batch_size, seq_len, steps (-> tokens =
                                    steps x global batch x seq_len), compile (v0.1.0),
@@ -93,6 +99,11 @@ References
     (2025-09-26, #1701) quantize.dense.*; 8a2686c4a (2025-09-30, #1763, before v0.2.0) JobConfig.quantize
     .linear.float8 / .mx, registered as "quantize.linear.float8" / "quantize.linear.mx" (@e347b1e5e
     float8.py l. 238, mx.py l. 171; config/job_config.py l. 731-836).
+[9] torchtitan's train_spec registry: @e347b1e5e torchtitan/protocols/train_spec.py get_train_spec
+    (l. 71-87: torchtitan.models.<[model] name>, a name of torchtitan/models/__init__.py
+    _supported_models l. 7-9, or an experiment / a user's register_train_spec) and job_config.py
+    Model.name (default "llama3", l. 101); release/0.3 @4f9e9a47d: --module, a name of
+    torchtitan/models/__init__.py _supported_models l. 7-18 (config/manager.py l. 94-110).
 """
 
 from __future__ import annotations
@@ -114,6 +125,24 @@ TORCHTITAN_MODELS: dict[tuple[str, str], tuple[str, dict]] = {
     ("llama3", "70B"): ("llama3-70b", dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096)),
     ("llama3", "405B"): ("llama3-405b", dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096)),
 }
+
+# [model] name -> the model code (stack_db runs.model_codes `code`) torchtitan builds for it [9], per stack; None: no
+# language model (flux: FLUX.1, a diffusion transformer). A name absent from the stack's table is a package the stack
+# lists no code for (an experiment, a TrainSpec registered outside torchtitan): the model's own code is taken, noted.
+TORCHTITAN_NAME_CODES: dict[str, dict[str, Optional[str]]] = {
+    # e347b1e5e: get_train_spec(name) imports torchtitan.models.<name> (protocols/train_spec.py l. 71-87) for a name of
+    # models/__init__.py _supported_models (l. 7-9); llama3_ft is llama3's Transformer, llama3_args, parallelize_llama
+    # and pipeline_llm in a FaultTolerantTrainSpec (models/llama3_ft/__init__.py l. 17-33): the llama3 code
+    "torchtitan": {"llama3": "llama3", "llama3_ft": "llama3", "llama4": "llama4", "deepseek_v3": "deepseek_v3",
+                   "qwen3": "qwen3", "gpt_oss": "gpt_oss", "flux": None},
+    # release/0.3 @4f9e9a47d: the model is --module, a package of models/__init__.py _supported_models (l. 7-18;
+    # config/manager.py l. 94-110 imports torchtitan.models.<module>.config_registry); kimi_k2_7 (a multimodal
+    # K2.5-K2.7), qwen3_5 and muse_glimmer are packages the stack lists no code for; llama4 and llama3_ft are gone
+    "torchtitan-0.3": {"llama3": "llama3", "deepseek_v3": "deepseek_v3", "qwen3": "qwen3", "gpt_oss": "gpt_oss",
+                       "flux": None},
+}
+TORCHTITAN_COMMITS = {"torchtitan": "@e347b1e5e", "torchtitan-0.3": "release/0.3 @4f9e9a47d"}  # the tables' commits
+TORCHTITAN_DEFAULT_NAME = "llama3"  # job_config.py @e347b1e5e Model.name = "llama3" (l. 101), flavor "debugmodel"
 
 # pipeline_parallel_schedule (torch.distributed.pipelining names) -> planner schedule
 SCHEDULES = {"1F1B": "1f1b", "GPipe": "gpipe", "Interleaved1F1B": "interleaved"}
@@ -310,9 +339,70 @@ def _one_layout(where: str, data: dict) -> None:
                            'on, the stack\'s @e347b1e5e), or "float8" with [float8] (v0.1.0); "mx" the same way')
 
 
+def model_code_line(where: str, name: Optional[str], model: str, given: bool, stack_name: str) -> Optional[str]:
+    """The model code the start-up rules take for `model` on the stack (startup.model_code, by its hf_model_type)
+    against the one the TOML's [model] name builds (TORCHTITAN_NAME_CODES): the assumed line that names it, or
+    None where the stack has no torchtitan names (a command-line --stack megatron) or the model or stack does
+    not load (resolve names that). A name of no language model, or of another code than the model's, or of a
+    code that trains other model types than the model's, is a contradiction: PlannerError (exit 2). given:
+    the model came from --model (else from the flavor table)."""
+    from ..catalog import load_model, load_stack
+    from ..startup import model_code
+
+    table = TORCHTITAN_NAME_CODES.get(stack_name)
+    if table is None:
+        return None
+    try:
+        spec, stack = load_model(model), load_stack(stack_name)
+    except PlannerError:
+        return None
+    have, mt = model_code(spec, stack), spec.hf_model_type
+    who = f"--model {model}" if given else model
+    src = f"stack_db {stack_name} runs.model_codes"
+    codes = {c.code: c for c in (stack.runs.model_codes or ())} if stack.runs is not None else {}
+    own = "no hf_model_type" if mt is None else f"model_type {mt!r}"
+    if name is None:  # torchtitan's default name: not stated, so noted, never a contradiction
+        default = f"torchtitan's default {TORCHTITAN_DEFAULT_NAME!r} (job_config.py Model.name)"
+        if have is None:
+            return (f"model code: none: the TOML gives no [model] name ({default}), and {model} ({own}) has no code in "
+                    f"{src}: priced on the stack's runs alone")
+        if have.code == table[TORCHTITAN_DEFAULT_NAME]:
+            return f"model code {have.code}: no [model] name, {default}, the code {src} gives {model}'s model_type {mt!r}"
+        return (f"model code {have.code}: {model}'s model_type {mt!r} ({src}); the TOML gives no [model] name, whose "
+                f"torchtitan default {TORCHTITAN_DEFAULT_NAME!r} (job_config.py Model.name) builds the "
+                f"{table[TORCHTITAN_DEFAULT_NAME]} code: set [model] name = \"{have.code}\" for torchtitan to build the "
+                "model priced")
+    if name not in table:
+        taken = f"{model}'s code {have.code} (model_type {mt!r}, {src})" if have is not None else f"no code ({model}: {own})"
+        return (f"model code: [model] name {name!r} is no model package of torchtitan {TORCHTITAN_COMMITS[stack_name]} "
+                f"(an experiment or a TrainSpec registered outside torchtitan): the start-up rules take {taken}")
+    code = table[name]
+    if code is None:
+        raise PlannerError(f"{where}[model] name {name!r} is no language model (torchtitan's flux: FLUX.1, a diffusion "
+                           "transformer)", f"the planner prices language models: name one ({', '.join(n for n, c in table.items() if c)})")
+    trains = ", ".join(codes[code].model_types) if code in codes else "?"
+    if have is not None and have.code == code:
+        return f"model code {code}: [model] name {name!r}, the code {src} gives {model}'s model_type {mt!r}"
+    if have is not None:
+        names = [n for n, c in table.items() if c == have.code]
+        raise PlannerError(
+            f"{where}[model] name {name!r} builds torchtitan's {code} code (model_type {trains}), but {who} is model_type "
+            f"{mt!r}, which {stack_name} trains with its {have.code} code ({src})",
+            f"set [model] name = \"{names[0] if names else have.code}\" with a flavor of the model's shape, or give a "
+            f"--model of model_type {trains}")
+    if mt is not None:
+        raise PlannerError(f"{where}[model] name {name!r} builds torchtitan's {code} code, which trains model_type {trains} "
+                           f"({src}); {who} is model_type {mt!r}, which no {stack_name} code trains",
+                           f"give a --model of model_type {trains}, or a model YAML without hf_model_type")
+    return (f"model code {code}: [model] name {name!r}; {model} gives no hf_model_type, so the start-up rules do not read "
+            f"the {code} code's limits ({src}: priced on the stack's runs alone)")
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
-         hardware: Optional[str] = None) -> TrainerConfig:
-    """The config at `path`; `text`: its text when the caller already read it (else read here)."""
+         hardware: Optional[str] = None, stack: Optional[str] = None) -> TrainerConfig:
+    """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the
+    command line's --stack, whose model codes the [model] name is checked against (model_code_line; None:
+    the file's, torchtitan)."""
     where = f"{path}: "
     try:
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
@@ -363,6 +453,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # ---- model
     name, flavor = m.get("name"), m.get("flavor")
     entry = TORCHTITAN_MODELS.get((name, flavor)) if name is not None else None
+    line = model_code_line(where, name, model if model is not None else entry[0] if entry is not None else None,
+                           model is not None, stack or "torchtitan") if model is not None or entry is not None else None
     if model is not None:
         job["model"] = model
         if entry is not None:
@@ -375,6 +467,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         known = ", ".join(f"{n} {f}" for n, f in TORCHTITAN_MODELS)
         raise PlannerError(f"{where}[model] name {name!r} flavor {flavor!r} is not a flavor the planner knows, and no --model was given",
                            f"pass --model NAME (a catalog name, model YAML or HF config.json); known flavors: {known}")
+    if line is not None:
+        assumed.append(line)
     if entry is not None:
         _flavor_rope_note(job["model"], name, flavor, assumed)
 
