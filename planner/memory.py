@@ -248,8 +248,9 @@ References
      (step.py layer_times). With compile, llama4's apply_compile (l. 658-685; deepseek_v3 and qwen3 import it)
      replaces _run_experts_grouped_mm by torch.compile(...) of it: one inductor_compiled_code call, whose outputs
      (the saved tensors AOTAutograd's partition returns among them) the save list keeps, and nothing inside it
-     re-runs: kept as the stack's keeps say. Not priced: gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
-     apply_compile reaches (its parallelize.py calls none), is re-run with compile on too.
+     re-runs: kept as the stack's keeps say. gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
+     apply_compile reaches (its parallelize.py calls none: ModelCode.compiles_blocks false), is re-run with
+     compile on too (experts_run_eager).
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -971,6 +972,13 @@ def eager_expert_drops(stack, kind, kd=()) -> tuple:
     return tuple(n for n in ("moe_expert_gate_up", "moe_expert_act_out") if n not in kd)
 
 
+def experts_run_eager(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where the routed experts' grouped GEMMs run eager [gmm]: the plan does not compile, or the
+    model's code compiles no block (Settings.code_compiles_blocks: torchtitan @e347b1e5e's gpt_oss,
+    whose model/moe.py _run_experts_grouped_mm no apply_compile reaches)."""
+    return (np.asarray(plan.compile) == 0) | (not getattr(settings, "code_compiles_blocks", True))
+
+
 def selective_exchange_drops(settings: Settings) -> tuple:
     """The MoE tensors a selective policy that re-runs the EP exchange does not
     keep (Settings.sac_reruns_exchange, resolved from the model's code: plan.sac_reruns_exchange): the
@@ -1226,7 +1234,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                                                              fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
         gd = eager_expert_drops(stack, kind, kd)
         if gd:  # without compile the grouped GEMMs' outputs are re-run, not kept [gmm] (plan.compile, vectorized)
-            eager = np.asarray(plan.compile) == 0
+            eager = experts_run_eager(settings, plan)
             kept_sel = kept_sel - np.where(eager, kind_activation_bytes(
                 kind, ctx, am, at, keeps=(), gathered_input=gathered, fp8_bytes=f8, drops=tuple(
                     n for n in kind_tensors(kind, ctx, am, at) if n not in gd), core_in_bytes=ci), 0.0)
