@@ -248,8 +248,9 @@ References
      (step.py layer_times). With compile, llama4's apply_compile (l. 658-685; deepseek_v3 and qwen3 import it)
      replaces _run_experts_grouped_mm by torch.compile(...) of it: one inductor_compiled_code call, whose outputs
      (the saved tensors AOTAutograd's partition returns among them) the save list keeps, and nothing inside it
-     re-runs: kept as the stack's keeps say. Not priced: gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
-     apply_compile reaches (its parallelize.py calls none), is re-run with compile on too.
+     re-runs: kept as the stack's keeps say. gpt_oss's own model/moe.py _run_experts_grouped_mm, which no
+     apply_compile reaches (its parallelize.py calls none: ModelCode.compiles_blocks false), is re-run with
+     compile on too (experts_run_eager).
 [mr] Megatron-LM's rotary tables (stack memory.rope_cache model_cp): NVIDIA/Megatron-LM @d98e8a64
      megatron/core/models/common/embeddings/rotary_pos_embedding.py RotaryEmbedding.forward (l. 177-206) is
      @lru_cache(maxsize=32): the emb it returns, get_emb's torch.cat((freqs, freqs)) of fp32 freqs (torch.outer of the
@@ -972,7 +973,14 @@ def selective_keeps(settings: Settings) -> tuple:
     return keeps
 
 
-def selective_drops(settings: Settings, kind, never: tuple, compiled) -> dict:
+def experts_run_eager(settings: Settings, plan: PlanArrays) -> np.ndarray:
+    """Where the routed experts' grouped GEMMs run eager [gmm]: the plan does not compile, or the
+    model's code compiles no block (Settings.code_compiles_blocks: torchtitan @e347b1e5e's gpt_oss,
+    whose model/moe.py _run_experts_grouped_mm no apply_compile reaches)."""
+    return (np.asarray(plan.compile) == 0) | (not getattr(settings, "code_compiles_blocks", True))
+
+
+def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
     """The tensors of `kind` a selective policy does not keep, each with the rows it drops it on (True: every
     row; a boolean array: the rows it marks), kind_activation_bytes' drops; each exists for one layer at a time in
     the recompute (the selective buffer), as every re-run tensor:
@@ -982,14 +990,15 @@ def selective_drops(settings: Settings, kind, never: tuple, compiled) -> dict:
       from the model's code: plan.sac_reruns_exchange): the dispatch all-to-all's output (the experts' input rows,
       moe_expert_in) and the combine's (the experts' output rows, moe_expert_out), on every row;
       the routed experts' grouped-GEMM outputs a policy keeps only under torch.compile (stack
-      selective.expert_gemms_kept "compiled" [gmm]), on the rows without compile (`compiled`: plan.compile).
+      selective.expert_gemms_kept "compiled" [gmm]), on the rows where they run eager (experts_run_eager:
+      no plan.compile, or a model code that compiles no block).
     A tensor two of them drop keeps the first's rows. Which rule applies is job, stack and kind data; the rows
     are the mask, never a Python branch on a searched quantity."""
     sel = stack_of(settings).selective
     rules = ((tuple(sel.recomputes) + never + norm_drops(sel, kind), True),
              (("moe_expert_in", "moe_expert_out") if settings.sac_reruns_exchange else (), True),
              (("moe_expert_gate_up", "moe_expert_act_out") if sel.expert_gemms_kept == "compiled" and kind.has_experts
-              else (), np.asarray(compiled) == 0))
+              else (), experts_run_eager(settings, plan)))
     drops = {}
     for names, rows in rules:
         for n in names:
@@ -1231,7 +1240,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         # kept by every mode but full recompute
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0
         full = full + routing
-        kd = selective_drops(settings, kind, never, plan.compile)  # per tensor, the rows the policy re-runs it on
+        kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
                                          drops=kd, core_out_bytes=co, core_in_bytes=ci) + (
             saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0) + routing

@@ -29,7 +29,8 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields, ZERO3_KEYS
-from .startup import BY_CODE, cluster_of, megatron_checks, model_code, model_code_assumed, rules_for, split_overdrawn, stack_order_ok
+from .startup import (BY_CODE, cluster_of, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
+                      split_overdrawn, stack_order_ok)
 
 # Integer codes, so that a search can hold choices in int64 arrays.
 NONE, ZERO1, ZERO2, FSDP, HSDP = 0, 1, 2, 3, 4
@@ -527,6 +528,7 @@ class Settings:
     seq_assumed: tuple = ()  # the job's training length where it gave none (_seq_len): the job's, not a plan's
     code_assumed: tuple = ()  # the trainer model code not checked (startup.model_code_assumed): the job's, not a plan's
     sac_reruns_exchange: bool = False  # selective recompute re-runs the EP all-to-alls (the model code's save list: sac_reruns_exchange)
+    code_compiles_blocks: bool = True  # the model code compiles its blocks where the plan compiles (code_compiles_blocks)
     model_file: str | None = None  # the files the model and hardware were read from (absolute), so
     hardware_file: str | None = None  # that a saved fit names what it used, not only a catalog name
     model_sha256: str | None = None  # their contents' hashes, read once here (plan_dict reports them per row)
@@ -1212,8 +1214,9 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         seq_assumed=tuple(seq_assumed),
-        code_assumed=tuple(model_code_assumed(model, stack)),
+        code_assumed=tuple(model_code_assumed(model, stack) + model_code_compile_note(model, stack)),
         sac_reruns_exchange=sac_reruns_exchange(model, stack),
+        code_compiles_blocks=code_compiles_blocks(model, stack),
         model_file=model_file,
         hardware_file=hardware_file,
         model_sha256=file_sha256(model_file),
@@ -1311,6 +1314,18 @@ def with_mtp(model: ModelSpec, mtp_layers) -> ModelSpec:
     if hit is None or hit[0] is not model:
         hit = _MTP_MODELS[key] = (model, model.model_copy(update={"mtp_layers": int(mtp_layers)}))
     return hit[1]
+
+
+def code_compiles_blocks(model, stack) -> bool:
+    """Whether the model's code (stack_db runs.model_codes, startup.model_code) applies torch.compile to its
+    transformer blocks where the plan compiles (ModelCode.compiles_blocks). False for torchtitan @e347b1e5e's
+    gpt_oss, whose parallelize_gptoss (models/gpt_oss/infra/parallelize.py l. 61-172) calls no apply_compile:
+    with compile on its blocks run eager (stacks.kernel_bytes prices their kernels eager, the loss's compiled;
+    memory.py [gmm] and step.py re-run the routed experts' grouped GEMMs under selective recompute), listed
+    as assumed (startup.model_code_compile_note). True where the stack maps no code or none lists the model
+    (priced as the stack's compile runs: a port applying the stack's apply_compile)."""
+    code = model_code(model, stack)
+    return bool(code is None or code.compiles_blocks)
 
 
 def sac_reruns_exchange(model, stack) -> bool:

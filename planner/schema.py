@@ -1780,6 +1780,13 @@ class ModelCode(BaseModel):
     context_parallel: bool = Field(description="whether the code's attention runs context parallelism (cp > 1)")
     pipeline_parallel: bool = Field(description="whether the code has a pipelining function (pp > 1)")
     async_tp: bool = Field(description="whether the code applies async TP where the job asks for it (tp_comm_overlap)")
+    compiles_blocks: bool = Field(
+        description="whether the code's parallelize function applies torch.compile to its transformer blocks where the "
+                    "job compiles the model (torchtitan apply_compile; compile.components 'model'): false, the blocks "
+                    "run eager with compile on and are priced so (the stack's eager kernels, what eager ops save, the "
+                    "routed experts' grouped GEMMs re-run under selective recompute: plan.code_compiles_blocks), the "
+                    "loss compiled as the job says (compile.components 'loss' is the trainer's, not the code's); "
+                    "listed as assumed (startup.model_code_compile_note)")
     sac_saves_all_to_all: bool = Field(
         description="whether the code's selective (per-op) activation-checkpoint save list keeps the EP token "
                     "exchange's outputs (torchtitan _op_sac_save_list holding _c10d_functional.all_to_all_single): "

@@ -28,6 +28,9 @@ KERNEL_FIELDS = ("norm", "norm_bwd", "residual", "residual_bwd", "rope", "rope_b
                  "score_softmax_unfused_bwd", "mlp_activation_gated_unfused",
                  "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved", "bias_unfused", "wgrad_unfused",
                  "expert_probs_unfused", "expert_probs_unfused_bwd", "expert_probs_unfused_saved")
+# the loss's figures: torchtitan compiles the loss on its own (components/loss.py, compile.components "loss"),
+# whether or not the model's code compiles its blocks (kernel_bytes)
+LOSS_FIELDS = ("loss_per_logit", "loss_saved_per_logit", "loss_pool_per_logit", "loss_parallel_saved_per_logit")
 UNFUSED_FIELDS = ("mlp_activation_gated_unfused", "mlp_activation_gated_unfused_bwd", "mlp_activation_gated_unfused_saved",
                   "bias_unfused", "wgrad_unfused", "expert_probs_unfused", "expert_probs_unfused_bwd",
                   "expert_probs_unfused_saved")
@@ -45,17 +48,24 @@ def stack_of(settings) -> Stack:
 
 def kernel_bytes(stack: Stack, compile_, settings=None) -> dict[str, np.ndarray]:
     """Bytes per element of each memory-bound kernel: the compiled figures where the plan
-    compiles (torch.compile), the stack's default kernels elsewhere; and, from the settings'
-    fusion switches (job settings, not searched), FUSION_SWITCHES' keys: 1.0 where the job runs
-    the unfused path (the layers add its figures: planner/layers/ unfused_bytes)."""
-    on = np.asarray(compile_) > 0
+    compiles (torch.compile), the stack's default kernels elsewhere; the layers' kernels eager
+    with compile on where the model's code compiles no block (Settings.code_compiles_blocks:
+    torchtitan @e347b1e5e's gpt_oss), the loss's (LOSS_FIELDS) compiled as the plan says. And,
+    from the settings' fusion switches (job settings, not searched), FUSION_SWITCHES' keys: 1.0
+    where the job runs the unfused path (the layers add its figures: planner/layers/ unfused_bytes)."""
+    loss_on = np.asarray(compile_) > 0
+    blocks = settings is None or getattr(settings, "code_compiles_blocks", True)
     comp = stack.compiled_kernels or stack.kernels
     off = {key: np.float64(0.0 if settings is None or getattr(settings, name, True) else 1.0)
            for name, key in FUSION_SWITCHES.items()}
-    if not on.any() or on.all():  # one value for every plan (the search's common case): scalars broadcast
-        src = comp if on.all() else stack.kernels
-        return {**{f: np.float64(_field(src, f)) for f in KERNEL_FIELDS}, **off}
-    return {**{f: np.where(on, _field(comp, f), _field(stack.kernels, f)) for f in KERNEL_FIELDS}, **off}
+    out = {}
+    for f in KERNEL_FIELDS:
+        on = loss_on if f in LOSS_FIELDS or blocks else np.zeros(np.shape(loss_on), dtype=bool)
+        if not on.any() or on.all():  # one value for every plan (the search's common case): scalars broadcast
+            out[f] = np.float64(_field(comp if on.all() else stack.kernels, f))
+        else:
+            out[f] = np.where(on, _field(comp, f), _field(stack.kernels, f))
+    return {**out, **off}
 
 
 def _field(kernels, f: str) -> float:

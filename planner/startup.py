@@ -1252,6 +1252,19 @@ def model_code_assumed(model, stack) -> list[str]:
             f"(TORCHTITAN_MODEL_*) not applied"]
 
 
+def model_code_compile_note(model, stack) -> list[str]:
+    """The assumed line of a model whose code compiles no block (ModelCode.compiles_blocks false: torchtitan
+    @e347b1e5e's gpt_oss) on a stack with a compile mode: with torch.compile on the blocks run eager, silently
+    (the trainer neither refuses nor warns), and are priced so (plan.code_compiles_blocks); none elsewhere."""
+    code = model_code(model, stack)
+    if code is None or code.compiles_blocks or stack.compiled_kernels is None:
+        return []
+    return [f"torch.compile: {stack.name}'s model code {code.code} (model_type {model.hf_model_type}) applies no "
+            f"torch.compile to its blocks (stack_db {stack.name} runs.model_codes compiles_blocks false): where the "
+            f"plan compiles, its blocks are priced eager (the stack's eager kernels and saves; under selective "
+            f"recompute the routed experts' grouped GEMMs re-run) and only the loss compiled"]
+
+
 def _code_lacks(model, stack, plan, what) -> np.ndarray:
     """Every candidate alike: whether the model's code (model_code) lacks `what` (a predicate on the code)."""
     c = model_code(model, stack)
@@ -1685,5 +1698,5 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
 
 
 __all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
-           "model_code", "model_code_assumed",
+           "model_code", "model_code_assumed", "model_code_compile_note",
            "end_weights", "stack_order_ok", "built_order", "order_ok"]

@@ -199,8 +199,8 @@ from .compute import (
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
-from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, fp8_allgather_on, recompute_fraction, recomputed_layers,
-                     stage_param_split)
+from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, recompute_fraction,
+                     recomputed_layers, stage_param_split)
 from .params import count_params
 from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        stage_kind_counts, stage_layers)
@@ -404,7 +404,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
                      for name, share in _share_list(shares.get(p)) if not (gmm and name in EXPERT_GEMMS)),
                     np.float64(0.0)) / sc.speed
         if gmm:
-            sel_g = sel_g + np.where(np.asarray(plan.compile) == 0, sum(
+            sel_g = sel_g + np.where(experts_run_eager(settings, plan), sum(
                 (times[n] for n in EXPERT_GEMMS if n in times), np.float64(0.0)) / sc.speed, 0.0)
         core_rerun = _core_rerun(settings, sel)  # memory.py [tt8]
         # a re-run attention core re-runs its CP ring too: the per-step kernels (in core_f) and the merges
