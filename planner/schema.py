@@ -554,6 +554,19 @@ class ModelSpec(BaseModel):
         return float(self.rope_linear_factor) if self.rope_linear_factor is not None else "linear, factor not stated"
 
     @property
+    def attention_mixers_only(self) -> bool:
+        """Every layer's mixer is full or sliding-window attention (not MLA, chunked, state-space or linear
+        attention): layer_windows is not None, decided from the pattern's kinds alone (no per-layer tuple: a
+        model's num_layers may be large, and the start-up width rule asks this of every model)."""
+        if self.layer_pattern is None:
+            return self.mla is None
+        for name in set(self.layer_pattern):
+            x = self.layer_kinds[name].mixer
+            if not (x is None and self.mla is None or isinstance(x, (GlobalAttention, SlidingAttention))):
+                return False
+        return True
+
+    @property
     def layer_windows(self) -> Optional[tuple[int, ...]]:
         """Each layer's attention window (keys a query attends to, itself included), 0 for
         full attention: what Megatron's --window-size / --window-attn-skip-freq say (the

@@ -1424,8 +1424,8 @@ LATER_RULES = LATER_RULES + (
 #                        kv_up heads x (qk_nope + v) / tp), the dense MLP's and the shared experts' (Megatron's
 #                        SharedExpertMLP: num_shared x their width, one TE MLP) ffn / tp (fc2's input; fc1's out,
 #                        1 or 2 x ffn / tp, is then a multiple of 16 / 32 too), the routed experts' ffn_e / etp.
-#                        Attention widths are read where every layer's mixer is attention (ModelSpec.layer_windows
-#                        not None) or MLA; a hybrid model's Mamba / Gated DeltaNet projections are not checked here.
+#                        Attention widths are read where every layer's mixer is attention (ModelSpec.attention_mixers_only)
+#                        or MLA; a hybrid model's Mamba / Gated DeltaNet projections are not checked here.
 #                        An MoE trained with ungrouped experts (SequentialMLP: TE Linear each) would meet (1) too:
 #                        not checked (the planner prices Megatron's grouped GEMM)
 FP8_EXEC_WIDTH = 16  # TE utils.py @4329ff84 l. 617 (assert_dim_for_fp8_exec: last dim % 16)
@@ -1444,7 +1444,7 @@ def _quantized_widths(model) -> list[tuple[str, int, str, str]]:
         out += [("attention proj input heads x v_head_dim", a * m.v_head_dim, "tp", "in"),
                 ("MLA q_up out heads x qk_head_dim", a * m.qk_head_dim, "tp", "out"),
                 ("MLA kv_up out heads x (qk_nope + v_head_dim)", a * (m.qk_nope_head_dim + m.v_head_dim), "tp", "out")]
-    elif model.layer_windows is not None:
+    elif model.attention_mixers_only:
         d = model.dhead
         out += [("attention proj input heads x head_dim", a * d, "tp", "in"),
                 ("QKV out (heads + 2 kv_heads) x head_dim", (a + 2 * model.kv_heads) * d, "tp", "out")]

@@ -588,6 +588,7 @@ def test_fuzz_pass_run_record_reproducer_exits_2(cli, tmp_path):
 @pytest.mark.parametrize("args", [
     ("explain", "--model", str(FUZZ / "hf-config-9-48.json"), "--gpus", "8"),  # num_hidden_layers 96,000,000
     ("explain", "--model", str(FUZZ / "model-7-18.yaml"), "--gpus", "8"),  # num_layers 2^31 - 1
+    ("explain", "--model", str(FUZZ / "model-5-4.yaml"), "--gpus", "8"),  # GPT-3's shape, num_layers 2^31 - 1
 ])
 def test_fuzz_pass_huge_layer_counts_are_priced(cli, args):
     """The second 10,000-run pass (seed 26) found only these two, each a hang (> 120 s): a model
@@ -622,3 +623,22 @@ def test_fuzz_pass_run_record_with_denormal_memory_exits_2(cli, tmp_path):
     r = cli("calibrate", "run", str(FUZZ / "run-records-10-6.yaml"), "-o", str(tmp_path / "p.yaml"), "--format", "json")
     assert_error(r, "memory_per_gpu_gib")
     assert "512 B" in r.stderr
+
+
+def test_attention_mixers_only_is_layer_windows_known(monkeypatch):
+    """The start-up width rule (MEGATRON_FP8_WIDTHS) asks every model whether each layer's mixer is
+    attention. It read ModelSpec.layer_windows, a tuple of num_layers entries: at num_layers 2^31 - 1
+    (the twenty-first fuzz pass, seed 45, model-5-4.yaml) 17 GB and two minutes before the plan was
+    priced. attention_mixers_only answers from the layer pattern's kinds: the same answer as
+    `layer_windows is not None` on every shipped model, and no per-layer tuple on the huge one."""
+    from planner.catalog import list_models, load_model
+    from planner.schema import ModelSpec
+    for name in list_models():
+        m = load_model(name)
+        assert m.attention_mixers_only == (m.layer_windows is not None), name
+    huge = load_model(str(FUZZ / "model-5-4.yaml"))
+
+    def expanded(self):
+        raise AssertionError("the per-layer tuple was built")
+    monkeypatch.setattr(ModelSpec, "layer_windows", property(expanded))
+    assert huge.num_layers == 2**31 - 1 and huge.attention_mixers_only is True
