@@ -155,7 +155,8 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
     extra = {"parallel": parallel} if fmt == "deepspeed" else {"stack": stack} if fmt == "torchtitan" else {}
     cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)
     cfg.source = str(p)
-    cfg.fmt = fmt
+    if not (fmt == "megatron" and cfg.fmt == "megatron-deepspeed"):  # a Megatron-DeepSpeed script keeps its dialect
+        cfg.fmt = fmt
     cfg.job.setdefault("stack", FORMAT_STACKS[fmt])
     if hardware is not None:
         cfg.job.setdefault("hardware", hardware)

@@ -1,6 +1,10 @@
 """Read a Megatron-LM argument list into planner job fields: a file of arguments, or a
 launch script whose `pretrain_gpt.py` / `torchrun` line holds them.
 
+A Megatron-DeepSpeed script (`--deepspeed`, `--deepspeed_config`, `--zero-stage`, ... : megatron_deepspeed.py
+MDS_MARKERS, read from the flags, never the file name) is read here and then as the job it launches: its
+DeepSpeed flags and the ds_config JSON it names or writes with `cat <<EOT > $FILE` (megatron_deepspeed.py).
+
 The script is not run. Backslash continuations are joined; top-level shell assignments
 (`NAME=value`, `export NAME=value`, `NAME=${NAME:-default}`, arrays `NAME=( ... )` and
 `NAME+=( ... )`, `$(( a * b ))` of known integers) are expanded into the command line;
@@ -193,6 +197,8 @@ from .megatron_model import (INT64_MAX, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YA
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
 from ..batch_ramp import iters_samples, parse_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
+from . import megatron_deepspeed as mds
+from .megatron_deepspeed import MDS_BOOL_FLAGS
 
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -252,6 +258,7 @@ BOOL_READ = {"--overlap-p2p-communication", "--multi-latent-attention", "--moe-r
              "--moe-pad-expert-input-to-capacity", "--use-rotary-position-embeddings",
              "--fp8-dot-product-attention"}  # the job's fp8_attention (_fp8_attention)
 KNOWN_BOOL_IGNORED = {
+    *MDS_BOOL_FLAGS,  # Megatron-DeepSpeed's store_true flags (megatron_deepspeed.py reads them)
     "--use-mcore-models", "--use-flash-attn", "--apply-layernorm-1p", "--moe-pad-expert-input-to-capacity",
     "--calculate-per-token-loss", "--log-throughput", "--profile",
     "--mock-data", "--no-create-attention-mask-in-dataloader", "--no-mmap-bin-files",
@@ -596,9 +603,19 @@ def _strip_comment(s: str) -> str:
         return s
 
 
-def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str], list[str], bool]:
+_HEREDOC = re.compile(r"""^\s*cat\s+(?:<<(-?)\s*(['"]?)(\w+)\2\s*>\s*(\S+)|>\s*(\S+)\s*<<(-?)\s*(['"]?)(\w+)\7)\s*$""")
+# a command line ends at a pipe or a list operator (`... | tee log`, Megatron-DeepSpeed's examples)
+_COMMAND_END = ("|", "||", "&&", ";", "&")
+
+
+def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[dict] = None
+                  ) -> tuple[list[str], list[str], bool]:
     """(launcher words before the script, argument words after it, whether the GPU-count
-    words came from shell defaults). A file that starts with `--` is an argument file."""
+    words came from shell defaults). A file that starts with `--` is an argument file.
+    heredocs: filled with the files the script writes with `cat <<EOT > $FILE` (or `cat > $FILE
+    <<EOT`) at its top level, as {expanded file name: (text, unexpanded variables, line)}: the
+    body expanded with the script's variables as bash expands it (a quoted delimiter, <<'EOT':
+    as written); Megatron-DeepSpeed's scripts write their ds_config.json so."""
     lines = _join_continuations(text)
     body = [ln for _, ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
     if body and body[0].lstrip().startswith("-"):
@@ -614,6 +631,24 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         i += 1
         s = line.strip()
         if not s or s.startswith("#"):
+            continue
+        m_doc = _HEREDOC.match(s)
+        if m_doc:  # the body is the file's text, never commands: skipped here, kept where it is written
+            g = m_doc.groups()
+            dash, quote, delim, target = (g[0], g[1], g[2], g[3]) if g[2] else (g[5], g[6], g[7], g[4])
+            body = []
+            while i < len(lines) and (lines[i][1].lstrip("\t") if dash else lines[i][1]).strip() != delim:
+                body.append(lines[i][1])
+                i += 1
+            i += 1
+            active = not depth and not frames_unknown(frames) and all(f[0] for f in frames)
+            if heredocs is not None and active:
+                sh.unknown.clear()
+                name = sh.expand(target).strip("\"'")
+                unknown = set(sh.unknown)
+                sh.unknown.clear()
+                doc = "\n".join(body) if quote else sh.expand("\n".join(body))
+                heredocs[name] = (doc, (unknown | set(sh.unknown)) if not quote else unknown, no)
             continue
         # `if` blocks whose conditions are constant tests of known variables are evaluated
         # (DTYPE=fp8; if [[ $DTYPE == fp8 ]]); any other block is skipped and listed
@@ -656,7 +691,9 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         if any(not f[0] for f in frames):  # a branch not taken
             continue
         m = _ASSIGN.match(s)
-        if m and not any(w in s.split()[0] for w in _LAUNCHERS):
+        # a launcher as a whole word of the first word (`X=torchrun`), not inside a value: DS_CONFIG=./deepspeed.json
+        # is an assignment (Megatron-DeepSpeed's examples)
+        if m and not any(re.search(rf"(^|[=/]){w}$", s.split()[0]) for w in _LAUNCHERS):
             name, plus, rhs = m.groups()
             if rhs.startswith("("):
                 parts = [rhs[1:]]
@@ -701,6 +738,8 @@ def command_words(text: str, where: str, assumed: list[str]) -> tuple[list[str],
         except ValueError:
             continue
         script_at = [k for k, w in enumerate(words) if ARGS_SCRIPT.search(w.strip("\"'"))]
+        end = next((k for k, w in enumerate(words) if w in _COMMAND_END and script_at and k > script_at[0]), None)
+        words = words if end is None else words[:end]
         if script_at and ("pretrain_gpt.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
     if evaluated:
@@ -832,6 +871,8 @@ def _float(where, flags, name):
 # torchrun's --nproc_per_node words that count the node's devices at launch (torch/distributed/run.py
 # determine_local_world_size): the GPU count then comes from --gpus
 NPROC_WORDS = ("auto", "gpu", "cpu", "xpu")
+LAUNCHER_KEYS = {"--num_gpus": "--nproc_per_node", "--num-gpus": "--nproc_per_node", "--num_nodes": "--nnodes",
+                 "--num-nodes": "--nnodes"}
 
 
 def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
@@ -840,11 +881,14 @@ def _launcher_gpus(launch: list[str], where: str) -> Optional[int]:
     in ASCII digits ('²' or '0' is an error naming the option)."""
     vals = {}
     for j, w in enumerate(launch):
-        for key in ("--nproc_per_node", "--nproc-per-node", "--nnodes"):
+        for key in ("--nproc_per_node", "--nproc-per-node", "--nnodes", "--num_gpus", "--num-gpus", "--num_nodes",
+                    "--num-nodes"):
+            # the deepspeed launcher's --num_gpus x --num_nodes (deepspeed/launcher/runner.py @38327e07) as torchrun's
+            name = LAUNCHER_KEYS.get(key, key.replace("-", "_").replace("__", "--"))
             if w == key and j + 1 < len(launch):
-                vals[key.replace("-", "_").replace("__", "--")] = launch[j + 1]
+                vals[name] = launch[j + 1]
             elif w.startswith(key + "="):
-                vals[key.replace("-", "_").replace("__", "--")] = w.split("=", 1)[1]
+                vals[name] = w.split("=", 1)[1]
     per = vals.get("--nproc_per_node")
     nodes = vals.get("--nnodes", "1")
     if per is None:
@@ -866,13 +910,21 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if text is None:
         text = files.read_text(path, "give a launch script or a file of Megatron arguments")
     assumed: list[str] = []
+    heredocs: dict = {}
     try:
-        launch, words, soft = command_words(text, where, assumed)
+        launch, words, soft = command_words(text, where, assumed, heredocs)
     except ValueError as e:  # shlex: unbalanced quotes
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
     flags, stray = parse_flags(words, where)
-    return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
-                      hardware=hardware, label=Path(path).name)
+    if not mds.is_megatron_deepspeed(flags):
+        return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
+                          hardware=hardware, label=Path(path).name)
+    # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py)
+    ds, *extra = mds.split_flags(flags, where)
+    cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
+                     hardware=hardware, label=Path(path).name)
+    mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra))
+    return cfg
 
 
 def _check_moe_mla(where, flags, spec, name, assumed, given: bool) -> None:

@@ -82,7 +82,11 @@ DS_NO_KEY = {"tp": "TP (Megatron-DeepSpeed's --tensor-model-parallel-size {tp}, 
              "tp_comm_overlap": "TP communication overlap"}
 
 
-FILE_NAMES = {"deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags"}
+FILE_NAMES = {"deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags",
+              "megatron-deepspeed": "a Megatron-DeepSpeed script and its ds_config JSON"}
+# what a Megatron-DeepSpeed script cannot hold (megatron_deepspeed.py: no CP, no TP overlap on its stack)
+MDS_NO_KEY = {"cp": "CP (DeepSpeed-Ulysses' --ds-sequence-parallel-size is another split, not priced)",
+              "tp_comm_overlap": "TP communication overlap"}
 TT_LEVELS = ("none", "fsdp", "hsdp")  # what torchtitan.py read() builds: DDP, FSDP, HSDP
 
 
@@ -151,6 +155,24 @@ def spell_order(stack_name: str, before: str, after: str) -> str:
 
 def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
     """The knob's own key(s) in the trainer's file, with the checked plan's value."""
+    if fmt == "megatron-deepspeed":  # Megatron's flags for the model parallelism, the JSON's keys for ZeRO (and both
+        # for the micro-batch, which must agree: megatron_deepspeed.py)
+        if knob in MEGATRON_AXES and knob not in MDS_NO_KEY:
+            return [Setting(MEGATRON_AXES[knob], plan[knob], f"{MEGATRON_AXES[knob]} {plan[knob]}")]
+        if knob == "micro_batch":
+            return [Setting("--micro-batch-size", plan["micro_batch"], f"--micro-batch-size {plan['micro_batch']}"),
+                    *_knob("deepspeed", knob, plan)]
+        if knob == "sharding":
+            stage = DS_STAGES[plan["sharding"]]
+            return [*_knob("deepspeed", knob, plan), Setting("--zero-stage", stage, f"--zero-stage {stage}")]
+        if knob == "recompute":
+            r = plan["recompute"]
+            if r == "full":
+                return [Setting("--checkpoint-activations", True, "--checkpoint-activations")]
+            return [Setting("--checkpoint-activations", None, "drop --checkpoint-activations")] + (
+                [Setting("--recompute-granularity", "selective", "--recompute-granularity selective")]
+                if r == "selective" else [])
+        return []
     if fmt == "megatron":
         if knob in MEGATRON_AXES:
             return [Setting(MEGATRON_AXES[knob], plan[knob], f"{MEGATRON_AXES[knob]} {plan[knob]}")]
@@ -211,6 +233,7 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
         settings += _knob(fmt, k, after)
     notes: list[str] = []
     unspellable = [DS_NO_KEY[k].format(**after) for k in knobs if fmt == "deepspeed" and k in DS_NO_KEY]
+    unspellable += [MDS_NO_KEY[k] for k in knobs if fmt == "megatron-deepspeed" and k in MDS_NO_KEY]
     if "sharding" in knobs and ((fmt == "torchtitan" and after["sharding"] not in TT_LEVELS) or
                                 (fmt == "megatron" and not _knob(fmt, "sharding", after))):
         # a stack chosen on the command line whose mode the file's trainer does not run
@@ -219,6 +242,13 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
         settings += _torchtitan(before, after, stated)
     elif fmt == "megatron":
         settings += _megatron(before, after, stated, notes, order)
+    elif fmt == "megatron-deepspeed":  # Megatron's global batch, and the JSON's batch triple at the new dp
+        settings = [s for s in settings if not (s.key in ("zero_optimization.stage", "--zero-stage") and
+                                                stated.get(s.key, 0 if s.key.startswith("zero") else 1) == s.value)]
+        if after["pp"] > 1 and stated.get("--no-pipeline-parallel"):  # Megatron-DeepSpeed asserts pp 1 with it
+            settings.append(Setting("--no-pipeline-parallel", None, "drop --no-pipeline-parallel (DeepSpeed's pipeline "
+                                                                   "engine runs PP; arguments.py l. 94-96)"))
+        settings += _megatron(before, after, stated, notes, None) + _deepspeed(knobs, before, after, stated, notes)
     else:
         # a stage the file already states needs no key (hsdp -> fsdp keeps stage 3: only mics_shard_size moves)
         settings = [s for s in settings if not (s.key == "zero_optimization.stage" and

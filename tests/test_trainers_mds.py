@@ -1,0 +1,178 @@
+"""A Megatron-DeepSpeed launch script read as the job it launches (planner/trainers/megatron_deepspeed.py;
+fixture tests/data/trainer_configs/run_deepspeed_example.sh, microsoft/Megatron-DeepSpeed
+examples_deepspeed/run_deepspeed_example.sh @f4157bea as published: TP 1, PP 1, 24 layers of hidden 512,
+16 heads, seq 256, --micro-batch-size 4, --global-batch-size 1024, --fp16, --checkpoint-activations,
+--no-pipeline-parallel, and a heredoc ds_config.json with train_batch_size 64, micro 4, ZeRO stage 2, fp16)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from planner.check import evaluate_job, step_seconds
+from planner.errors import PlannerError
+from planner.schema import Job
+from planner.trainers import load_trainer_config
+
+DATA = Path(__file__).parent / "data" / "trainer_configs"
+MDS = DATA / "run_deepspeed_example.sh"
+
+
+def _variant(tmp_path, old: str, new: str, name: str = "run.sh") -> Path:
+    text = MDS.read_text()
+    assert old in text, old
+    p = tmp_path / name
+    p.write_text(text.replace(old, new))
+    return p
+
+
+def test_reads_as_the_megatron_deepspeed_job():
+    cfg = load_trainer_config(MDS, gpus=8)
+    j = cfg.job
+    assert cfg.fmt == "megatron-deepspeed"
+    assert j["stack"] == "megatron-deepspeed"
+    # the heredoc's "stage": $ZERO_STAGE with ZERO_STAGE=2 -> ZeRO-2 (the stack's zero2 mode)
+    assert (j["sharding"], j["sharding_mode"]) == ("zero2", "zero2")
+    # --micro-batch-size 4 = the JSON's 4; Megatron's --global-batch-size 1024 wins over train_batch_size 64
+    # (training.py l. 1253-1258), a multiple of 4 x dp 8 = 32
+    assert (j["micro_batch"], j["global_batch"], j["gpus"], j["tp"], j["pp"]) == (4, 1024, 8, 1, 1)
+    assert any(a.startswith("global_batch=1024: Megatron's, not the JSON's train_batch_size 64") for a in cfg.assumed)
+    assert j["recompute"] == "full"  # --checkpoint-activations, chunks of --checkpoint-num-layers 1
+    assert j["attention"] == "eager"  # no --use-flash-attn*: Megatron-DeepSpeed's CoreAttention
+    assert j["fp16"] is True and j["precision"] == "bf16"  # the JSON's fp16.enabled, priced as bf16 width
+    assert j["dp_comm_overlap"] is False  # the JSON has no overlap_comm (DeepSpeed's default false)
+    assert "bytes_per_param" not in j  # Megatron-LM's DDP buffer rule is not read under DeepSpeed
+    # no DeepSpeed flag is listed as not modelled or unknown
+    listed = " ".join(cfg.not_modelled + cfg.unmodelled)
+    for flag in ("--deepspeed", "--zero-stage", "--deepspeed_config", "--checkpoint-activations",
+                 "--deepspeed-activation-checkpointing", "--no-pipeline-parallel"):
+        assert flag not in listed, flag
+    assert cfg.stated["zero_optimization.stage"] == 2 and cfg.stated["--zero-stage"] == 2
+
+
+def test_memory_and_time_equal_the_equivalent_job():
+    """check's verdict and every memory term equal explain's on the job written out by hand: the model the flags
+    define, stack megatron-deepspeed, zero2, micro 4 x global 1024 x seq 256 on 8 GPUs, recompute full, eager
+    attention, fp16."""
+    cfg = load_trainer_config(MDS, gpus=8, hardware="h100-sxm")
+    hand = Job.model_validate(dict(model=cfg.job["model"], gpus=8, hardware="h100-sxm", stack="megatron-deepspeed",
+                                   tp=1, pp=1, cp=1, sharding="zero2", micro_batch=4, global_batch=1024, seq_len=256,
+                                   recompute="full", attention="eager", fp16=True, precision="bf16",
+                                   sequence_parallel=False, dp_comm_overlap=False, tp_comm_overlap=False))
+    read = Job.model_validate(cfg.job)
+    a, b = evaluate_job(read), evaluate_job(hand)
+    assert a["plan"]["sharding_mode"] == b["plan"]["sharding_mode"] == "zero2"
+    ma, mb = a["memory"], b["memory"]
+    assert set(ma) == set(mb)
+    for k in ma:
+        assert ma[k] == mb[k], k
+    assert a["time"] == b["time"]
+    assert step_seconds(a) == step_seconds(b) > 0
+
+
+def test_contradictions_refused(tmp_path):
+    # the micro-batch: Megatron's data loader vs DeepSpeed's engine
+    p = _variant(tmp_path, "--micro-batch-size 4", "--micro-batch-size 2")
+    with pytest.raises(PlannerError, match=r"--micro-batch-size 2 but .*train_micro_batch_size_per_gpu 4"):
+        load_trainer_config(p, gpus=8)
+    # --zero-stage 3 against the JSON's stage 2: zero.Init builds partitioned parameters the engine never gathers
+    p = _variant(tmp_path, 'ds_args=" --zero-stage=$ZERO_STAGE ${ds_args}"', 'ds_args=" --zero-stage=3 ${ds_args}"')
+    with pytest.raises(PlannerError, match=r"--zero-stage 3 but .*zero_optimization.stage 2"):
+        load_trainer_config(p, gpus=8)
+    # --no-pipeline-parallel with PP 2 (arguments.py l. 94-96)
+    p = _variant(tmp_path, "PP=1", "PP=2")
+    with pytest.raises(PlannerError, match=r"--no-pipeline-parallel with --pipeline-model-parallel-size 2"):
+        load_trainer_config(p, gpus=8)
+    # the global batch not a multiple of micro x dp (set_train_batch_size raises)
+    p = _variant(tmp_path, "--global-batch-size 1024", "--global-batch-size 1000")
+    with pytest.raises(PlannerError, match=r"global batch 1000 is not a multiple of micro-batch 4 x 8"):
+        load_trainer_config(p, gpus=8)
+
+
+def test_zero_stage_one_vs_two_the_json_wins(tmp_path):
+    p = _variant(tmp_path, 'ds_args=" --zero-stage=$ZERO_STAGE ${ds_args}"', 'ds_args=" --zero-stage=1 ${ds_args}"')
+    cfg = load_trainer_config(p, gpus=8)
+    assert cfg.job["sharding"] == "zero2"
+    assert any("the JSON's zero_optimization.stage 2 runs" in a for a in cfg.assumed)
+
+
+def test_config_file_beside_the_script_and_missing(tmp_path):
+    text = MDS.read_text()
+    start, end = text.index("cat <<EOT"), text.index("EOT\n", text.index("cat <<EOT") + 10) + 4
+    p = tmp_path / "run.sh"
+    p.write_text(text[:start] + text[end:])
+    with pytest.raises(PlannerError, match=r"--deepspeed_config ds_config.json: no such file"):
+        load_trainer_config(p, gpus=8)
+    (tmp_path / "ds_config.json").write_text(json.dumps({"train_micro_batch_size_per_gpu": 4,
+                                                         "gradient_accumulation_steps": 32,
+                                                         "zero_optimization": {"stage": 1}, "fp16": {"enabled": True}}))
+    cfg = load_trainer_config(p, gpus=8)
+    assert (cfg.job["sharding"], cfg.job["micro_batch"], cfg.job["global_batch"]) == ("zero1", 4, 1024)
+
+
+def test_heredoc_with_an_unset_variable_refused(tmp_path):
+    p = _variant(tmp_path, '"stage": $ZERO_STAGE', '"stage": $UNSET_STAGE')
+    with pytest.raises(PlannerError, match=r"uses \$UNSET_STAGE, which the script does not set"):
+        load_trainer_config(p, gpus=8)
+
+
+def test_stack_flag_beats_the_file(cli):
+    r = cli("check", str(MDS), "--gpus", "8", "--hardware", "h100-sxm")
+    assert r.exit_code == 0 and "PASS" in r.stdout
+    assert "read as megatron-deepspeed" in r.stderr
+
+
+LLAMA2 = DATA / "pretrain_llama2_distributed.sh"
+
+
+def test_llama2_example_with_its_shape_spellings(tmp_path):
+    """Megatron-DeepSpeed's examples_deepspeed/pretrain_llama2_distributed.sh @f4157bea: as published its
+    GPTSentencePieceTokenizer names no vocabulary size (refused, exit 2); with --vocab-size 32000 it is
+    TP 2 x PP 2 x DP 2 on torchrun's 8 x 1 GPUs, the heredoc's ZeRO stage 0 ($ZERO_STAGE=0), micro 4 and
+    train_batch_size 32 (= 4 x accumulation 4 x dp 2), bf16, no recompute (its activation_checkpoint="false"
+    if-block evaluated), and Megatron-DeepSpeed's --num-key-value-heads 4 and --normalization rmsnorm read as
+    GQA with 4 groups and RMSNorm; DS_CONFIG=${BASE_PATH}/deepspeed.json is an assignment, not a launch."""
+    with pytest.raises(PlannerError, match=r"GPTSentencePieceTokenizer: its vocabulary size is in its files"):
+        load_trainer_config(LLAMA2)
+    p = tmp_path / "llama2.sh"
+    text = LLAMA2.read_text()
+    p.write_text(text.replace("--tokenizer-type GPTSentencePieceTokenizer",
+                              "--tokenizer-type GPTSentencePieceTokenizer --vocab-size 32000"))
+    cfg = load_trainer_config(p)
+    j = cfg.job
+    assert (j["tp"], j["pp"], j["gpus"], j["sharding"], j["micro_batch"], j["global_batch"]) == (2, 2, 8, "none", 4, 32)
+    assert (j["recompute"], j["attention"], j["precision"], j["stack"]) == ("none", "eager", "bf16", "megatron-deepspeed")
+    from planner.catalog import load_model
+
+    spec = load_model(j["model"])
+    assert (spec.num_layers, spec.hidden_size, spec.ffn_hidden_size, spec.num_attention_heads, spec.kv_heads,
+            spec.norm, spec.gated_mlp) == (24, 2048, 5504, 16, 4, "rmsnorm", True)
+    assert not cfg.not_modelled and not cfg.unmodelled
+
+
+def test_deepspeed_launcher_gpus_precision_and_partitioned_activations(tmp_path):
+    # deepspeed --num_gpus 4 (deepspeed/launcher/runner.py): 4 GPUs without --gpus; train_batch_size 64 = 4 x 4 x dp 4
+    p = _variant(tmp_path, "deepspeed pretrain_gpt.py", "deepspeed --num_gpus 4 pretrain_gpt.py")
+    assert load_trainer_config(p).job["gpus"] == 4
+    # --bf16 against the JSON's fp16.enabled true
+    p = _variant(tmp_path, "    --fp16 \\", "    --bf16 \\")
+    with pytest.raises(PlannerError, match=r"--bf16 but .*fp16.enabled true"):
+        load_trainer_config(p, gpus=8)
+    # --partition-activations acts with DeepSpeed's checkpointing, recompute on and TP 2: refused (not modelled);
+    # at TP 1 it has no effect (listed as ignored)
+    p = _variant(tmp_path, 'ds_args=" --deepspeed-activation-checkpointing ${ds_args}"',
+                 'ds_args=" --deepspeed-activation-checkpointing --partition-activations ${ds_args}"')
+    cfg = load_trainer_config(p, gpus=8)
+    assert any(x.startswith("--partition-activations (tensor-parallel size 1") for x in cfg.ignored)
+    p2 = tmp_path / "tp2.sh"
+    p2.write_text(p.read_text().replace("TP=1", "TP=2"))
+    with pytest.raises(PlannerError, match=r"--partition-activations: the kept layer inputs split over the TP ranks"):
+        load_trainer_config(p2, gpus=8)
+
+
+def test_command_line_stack_replaces_the_files(cli):
+    r = cli("check", str(MDS), "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron")
+    assert r.exit_code == 0
+    assert "stack=megatron: the command line replaces the file's megatron-deepspeed" in r.stderr
