@@ -550,10 +550,11 @@ References
        When the untied output layer's gradient is above the bucket (Llama 3 8B at tp 1: 525,336,576 > 5e8) it is
        flushed alone at the next hook (l. 943-958), right after the output layer's backward: the moment holds every
        layer's activations, the buffer, both partitions and that gradient, but neither the loss's tensors nor a
-       layer's recompute buffer; otherwise at most reduce_bucket_size gradient elements later, inside a layer's
-       backward, priced with the loss's tensors freed and every layer's activations held (an upper bound by the
-       activations of the layers whose gradients fill the first bucket). A tied output layer's hook fires with the
-       embedding's, at the end of the backward. Llama 3 8B, ZeRO-2 on 8 GPUs, 2 micro-batches, seq 1,024, full
+       layer's recompute buffer; otherwise at most reduce_bucket_size gradient elements later (the output layer's
+       among them), inside a layer's backward: the loss's tensors freed, and the activations of the whole layers
+       whose gradients that bucket holds, floor((reduce_bucket_size - the output layer's) / the largest kind's
+       parameters a rank), at the mean layer's of one micro-batch (one in flight: ZeRO-2 runs without PP). A tied
+       output layer's hook fires with the embedding's, at the end of the backward. Llama 3 8B, ZeRO-2 on 8 GPUs, 2 micro-batches, seq 1,024, full
        recompute: 2 L + 2 V h - the loss's 0.80 GB - the buffer's 0.13 GB = 2.13 GB beyond the peak (the step, 4 L
        above it, stays the stage's peak).
      - ZeRO-1 (reduction "after_backward"): no hooks without overlap_comm (l. 527-528); engine.py allreduce_gradients
@@ -2381,8 +2382,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    step = _step_excess(per, states, fsdp, (kept, temps), allocated,
-                        (counts, end == "first" or single, holds_loss | single, e_part), (out, buf))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
+    step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
+                        holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
     fsdp["zero3_step_grads"] = step.pop("zero3_step_grads")
     allocated = allocated + fsdp["zero3_step_grads"] + sum(step.values(), np.float64(0.0))  # ([zb], [opt], [sg])
     pools = pools - np.minimum(step["optimizer_step"], grads_pooled)
@@ -2465,8 +2466,15 @@ def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict
     the contiguous buffer, and a tied one's hook fires with the embedding's, at the end of the backward)."""
     bucket = float(settings.zero3["reduce_bucket_size"]) if settings.zero3 is not None else 0.0
     one = sg["ipg_buffer"] * bucket * settings.bpp.weights
-    out = (pc.output or 0.0) / plan.tp.astype(np.float64)
-    return {"ipg_backward": one * (1.0 + plan.dpo), "ipg_after": one, "big_out": np.where(out > bucket, out, 0.0)}
+    tp = plan.tp.astype(np.float64)
+    out = (pc.output or 0.0) / tp
+    # the layers whose gradients all enter the first bucket before it flushes (after the output layer's, where it fits
+    # in the bucket): whole layers of the largest kind's parameters a rank
+    e_div = etp_of(plan).astype(np.float64) * plan.ep
+    layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params])
+    first = np.floor(np.maximum(bucket - np.where(out > bucket, 0.0, out), 0.0) / np.maximum(layer, 1.0))
+    return {"ipg_backward": one * (1.0 + plan.dpo), "ipg_after": one, "big_out": np.where(out > bucket, out, 0.0),
+            "first_layers": np.where(out > bucket, 0.0, first)}
 
 
 def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, loss):
@@ -2476,9 +2484,10 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
     group's partition (the gradients' bytes, the states' gradients term again) beside the one accumulated; where the
     output layer's gradient is above the bucket it is flushed alone at the next hook, right after the output layer's
     backward: the loss's tensors freed, no layer's recompute buffer yet, the output layer's gradient still live;
-    otherwise at most reduce_bucket_size elements later, in a layer's backward: priced with the loss's tensors freed
-    and every layer's activations still held (an upper bound by the activations of the layers whose gradients fill the
-    first bucket). ZeRO-1 (reduction "after_backward"), every stage: after the last backward the kept tensors (the full
+    otherwise at most reduce_bucket_size elements later, in a layer's backward: the loss's tensors freed and the
+    activations of the whole layers whose gradients the first bucket holds (first_layers, the largest kind's
+    parameters; the mean layer's activations of one micro-batch, per_layer) freed.
+    ZeRO-1 (reduction "after_backward"), every stage: after the last backward the kept tensors (the full
     gradients among the states), the reduction's IPG buffer and the partition buffer (an upper bound by the first
     bucket, at most reduce_bucket_size elements, whose gradients the buffer holds instead of their own tensors: none
     where the first parameter of the group is above the bucket)."""
@@ -2487,11 +2496,12 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
         return 0.0 * allocated, 0.0 * allocated
     sg, gb = per.step_grads, per.settings.bpp.gradients
     ipg = np.where(holds_loss, z["ipg_backward"], 0.0)
-    out, buf = loss
+    out, buf, per_layer, n = loss
     partition = (states.master_weights / per.settings.bpp.master if per.settings.bpp.master > 0 else
                  states.adam / per.settings.bpp.optimizer) * gb
     big = z["big_out"] > 0
-    second = allocated + ipg - out - np.where(big, buf, 0.0) + partition + gb * z["big_out"]
+    freed = np.where(big, buf, np.minimum(z["first_layers"], n) * per_layer)
+    second = allocated + ipg - out - freed + partition + gb * z["big_out"]
     second = np.where(holds_loss & (sg["backward"] > 0) & (plan.microbatches > 1), second, 0.0)
     after = np.where(sg["after_backward"] > 0, kept + z["ipg_after"] + partition, 0.0)
     return ipg, np.maximum(np.maximum(second, after) - allocated - ipg, 0.0)

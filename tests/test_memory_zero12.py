@@ -63,6 +63,18 @@ def test_zero2_second_partition_from_the_second_micro_batch(explain):
     assert _8b(explain, sharding="zero2")["terms"]["zero12_grad_partition"] == 0.0
 
 
+def test_zero2_second_partition_inside_the_layers_backward(explain):
+    """TP 2 (16 GPUs, dp 8), 2 micro-batches: the output layer's 262,668,288 elements a rank fit in the bucket, so the
+    first flush comes inside the layers' backward, after the whole layers whose gradients the rest of the bucket
+    holds: floor((5e8 - 262,668,288) / 109,060,096) = 2 (a layer's 218,103,808 split parameters / 2 + its 8,192 norm
+    weights). The moment frees the loss's tensors and those two layers' activations (full recompute: each layer's
+    input, layer_activations / 32 of the one micro-batch in flight), holds the recompute buffer: the term is
+    2 L - output_activations - 2 x layer_activations / 32 (2 L: the states' gradients term again)."""
+    t = _8b(explain, sharding="zero2", gpus=16, tp=2, global_batch=16)["terms"]
+    assert t["zero12_grad_partition"] == pytest.approx(
+        t["gradients"] - t["output_activations"] - 2 * t["layer_activations"] / 32, rel=1e-12)
+
+
 def test_zero1_reduction_after_the_backward(explain):
     """ZeRO-1 on 8 GPUs: after the last backward the states (the full bf16 gradients 2 P among them, 4 P + 12 L), the
     reduction's buffer (1e9 B) and the partition (2 L): 4 P + 14 L + 1e9, above the backward's peak (the same buffer
