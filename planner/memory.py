@@ -498,7 +498,19 @@ References
      the fp32 one kept as the fp32 partition's .grad to after the group's step (l. 1916); the optimizer adds none
      (assumed fused: Megatron-DeepSpeed's Apex FusedAdam, the fork not re-read). The moment: the bf16 weights, the partition's fp32 master and Adam m, v, the partition's gradients
      and L x (2 + 4) B (L the partition's elements, one parameter group assumed: Megatron-DeepSpeed's no-weight-decay
-     group of biases and norms is small; MoE expert groups are stepped apart, so this sums them, an over-count).
+     group of biases and norms is small). DeepSpeed MoE (stack step_grads.moe_group_params): Megatron-DeepSpeed's
+     --create-moe-param-group hands the groups to deepspeed/moe/utils.py split_params_into_different_moe_groups_for_
+     optimizer (@38327e07 l. 72-148), which moves the routed experts' parameters to groups of their own, cut into runs
+     of at most max_group_size = 178,956,971 elements of the rank's experts (l. 74, 122-143; a parameter above it
+     alone), each partitioned over the expert-data-parallel group (stage_1_and_2.py _configure_moe_settings
+     l. 616-641); step's loop (l. 1862-1916) flattens and converts one group at a time and frees its fp32 gradient
+     (l. 1916) before the next, while grads_in_partition, one tensor over every group's partition
+     (copy_grads_in_partition l. 1344-1355), stays referenced by the groups not yet stepped. So the moment holds the
+     partition's gradients of every group (2 B x L) and the copies of the largest group only: L_dense, or
+     min(the rank's experts, max(178,956,971, the largest expert weight)) / d_e (an upper bound: a run ends before
+     the parameter that would overflow it; Mixtral 8x7B's experts, 176,160,768 a group, priced 178,956,971), where
+     this summed every group (Mixtral 8x7B, ZeRO-2 on 8 GPUs, EP 8: 6 B x 5.84e9 -> 6 B x 2.01e8); the norm's fp64
+     piece is the largest parameter's part of its own group's partition.
      Megatron-LM @d98e8a64: main_grad.float() (distrib_optimizer.py _copy_model_grads_to_main_grads l. 2792, of the
      rank's shard; optimizer.py l. 1097 under DDP, of every gradient) is an fp32 copy only where the grad buffer is bf16
      (--grad-reduce-in-bf16: bytes_per_param mixed16; the default fp32 buffer's .float() is the tensor itself), kept
@@ -521,6 +533,45 @@ References
      (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
      FSDP2's foreach AdamW is [opt], DeepSpeed ZeRO-3's [z3s], Megatron-FSDP's modes return before the copy
      (distrib_optimizer.py l. 2767-2771): none states step_grads.
+[zb] DeepSpeed ZeRO-1/2's gradient reduction buffers (terms zero12_ipg_bucket, zero12_grad_partition; stack_db
+     runs.sharding step_grads ipg_buffer, reduction), microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/
+     stage_1_and_2.py, contiguous_gradients on (config.py l. 98, its default; a DeepSpeed JSON's false is not priced):
+     - the IPG buffer: the optimizer's backward (l. 2038-2057) allocates torch.empty(reduce_bucket_size,
+       dtype=self.dtype) (the model dtype: bytes_per_param.weights; 5e8 by default, config.py l. 109: 1e9 B), and a
+       second with overlap_comm (the plan's dp_comm_overlap), kept to the reduction's epilogue (_release_ipg_buffers
+       l. 676-680, called l. 802): at the backward's peak of the stage whose engine runs that backward, the loss's
+       (engine.py l. 2123-2126; the pipeline engine calls it on the last stage only, pipe/engine.py l. 803-812, the
+       others torch.autograd.backward, l. 860-862). Term zero12_ipg_bucket.
+     - ZeRO-2 (reduction "backward", partition_gradients): the hooks of every backward copy each gradient into the
+       buffer and, at each flush, the rank's partition of it into grads_in_partition, allocated whole, every group's
+       partition, at the first copy (copy_grads_in_partition l. 1344-1355); the epilogue (l. 764-808) makes
+       averaged_gradients its views the first time and adds the new one into them after (l. 783-800), releasing the
+       name (l. 679) but not the storage the views hold. From the second micro-batch two partitions are live from
+       the backward's first flush: a moment the backward's peak does not hold (the states' gradients term is one).
+       When the untied output layer's gradient is above the bucket (Llama 3 8B at tp 1: 525,336,576 > 5e8) it is
+       flushed alone at the next hook (l. 943-958), right after the output layer's backward: the moment holds every
+       layer's activations, the buffer, both partitions and that gradient, but neither the loss's tensors nor a
+       layer's recompute buffer; otherwise at most reduce_bucket_size gradient elements later (the output layer's
+       among them), inside a layer's backward: the loss's tensors freed, and the activations of the whole layers
+       whose gradients that bucket holds, floor((reduce_bucket_size - the output layer's) / the largest kind's
+       parameters a rank), at the mean layer's of one micro-batch (one in flight: ZeRO-2 runs without PP). A tied
+       output layer's hook fires with the embedding's, at the end of the backward. Llama 3 8B, ZeRO-2 on 8 GPUs, 2 micro-batches, seq 1,024, full
+       recompute: 2 L + 2 V h - the loss's 0.80 GB - the buffer's 0.13 GB = 2.13 GB beyond the peak (the step, 4 L
+       above it, stays the stage's peak).
+     - ZeRO-1 (reduction "after_backward"): no hooks without overlap_comm (l. 527-528); engine.py allreduce_gradients
+       (l. 2048-2061) calls reduce_gradients at the accumulation boundary, after the last backward (the pipeline
+       engine's _exec_reduce_grads, l. 293-301, with pipeline_parallel=True: one new buffer, l. 706-717), which moves
+       each gradient into the buffer (l. 956-962), reduces it and copies the rank's partition into grads_in_partition
+       (allocated whole at the first copy); the full gradients go at the epilogue's zero_grad (l. 807). The moment:
+       the kept tensors with the full gradients (the states), one buffer and the partition, an upper bound by the first
+       bucket's gradients, which the buffer holds in place of their own tensors (at most reduce_bucket_size elements;
+       none where the group's first parameter, Megatron's word embedding, is above the bucket). Llama 3 8B, ZeRO-1 on
+       8 GPUs, seq 1,024, full recompute: 4 P + 14 L + 1e9 B, 0.81 GB above the backward's peak. With overlap_comm the
+       hooks reduce in the last backward instead: priced as without it (not derived). Term zero12_grad_partition, the
+       larger moment's excess over the peak, before the step's terms ([opt], [sg]) take theirs over it.
+     Not priced: ZeRO-2's gradients above the bucket waiting alone for the next hook inside a layer's backward (a
+     weight above reduce_bucket_size a rank: 175B's 4 h^2 = 6.0e8 at tp 1), the stage-0 (DDP) path's flattened
+     buckets (buffered_allreduce_fallback), cpu_offload.
 [cg] CUDA graphs (job fields cuda_graph_impl, cuda_graph_scope; planner/cuda_graphs.py held_output_bytes and its
      references): a graph's static outputs live in the graph pool from the layer's forward to its backward; under
      Transformer Engine graphs of moe_router + moe_preprocess with the alltoall dispatcher the permuted tokens
@@ -713,7 +764,7 @@ from .cuda_graphs import held_output_bytes
 from .dispatch import HYBRIDEP, group_size, group_stride
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
-from .layers.moe import ROUTER_DTYPE_BYTES, RouterPath
+from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
@@ -765,8 +816,10 @@ FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "ze
               "zero3_reuse_kept", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
+# (zero12_ipg_bucket: DeepSpeed ZeRO-1/2's IPG buffers in the backward of the stage holding the loss; zero12_grad_partition:
+# the gradient reduction's moment beyond the peak, ZeRO-2's second partition, ZeRO-1's reduction after the backward [zb])
 OTHER_TERMS = FSDP_TERMS + ("model_buffers", "quantized_weights", "workspaces", "mpu_buffer", "dummy_wgrads",
-               "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
+               "zero12_ipg_bucket", "zero12_grad_partition", "optimizer_step", "step_grad_copies", "stream_pools", "allocator_slack", "tp_overlap_buffers",
                "ep_buffers", "reserve")
 # the terms that live outside the caching allocator: in the total (the gate), not in its peaks
 OUTSIDE_TERMS = ("tp_overlap_buffers", "ep_buffers", "reserve")
@@ -1816,6 +1869,8 @@ class _PerLayer:
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)
         self.largest_params = _largest_params(pc, plan, ctx) if self.step_grads is not None else None
+        # DeepSpeed ZeRO-1/2's IPG buffers and the gradient reduction's partition buffers [zb]
+        self.zero12 = zero12_parts(settings, plan, pc, self.step_grads) if self.step_grads is not None else None
         # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
         # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
         # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
@@ -2270,10 +2325,10 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     g = per.state_groups
     if twin is None:
         c, n_ = g.pick(counts, n)
-        states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_))
+        states, copies, params, e_part = g.expand(_stage_states(per, g.plan, end, c, n_))
     else:
         c, n_, c2, n2 = g.pick(counts, n, twin[0], twin[3])
-        states, copies, params = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
+        states, copies, params, e_part = g.expand(_stage_states(per, g.plan, end, c, n_, (c2, twin[1], n2)))
     early = per.early_step & (plan.sharding >= FSDP)  # the optimizer stepped in the backward [es] (a job setting)
     if per.early_step:  # only a sharded gradient of one unit at a time waits in the reduce-scatter pool [es]
         states = Terms(**{k: np.where(early, np.minimum(states[k], per.early_pool), states[k]) if k == "grad_pool"
@@ -2342,14 +2397,14 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     # the loss and the gathered units freed; where it exceeds the peak above, the excess is its own (stepped in the
     # backward [es]: one parameter's temporaries at a time, beside one unit's sharded gradients; below FSDP [sg])
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
-    opt_step, fsdp["zero3_step_grads"], copies_step = _step_excess(per, states, fsdp, kept + temps, allocated,
-                                                                   (counts, end == "first" or single, holds_loss | single))
-    allocated = allocated + opt_step + fsdp["zero3_step_grads"] + copies_step  # (copies_step: [sg])
-    pools = pools - np.minimum(opt_step, grads_pooled)
+    step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
+                        holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
+    fsdp["zero3_step_grads"] = step.pop("zero3_step_grads")
+    allocated = allocated + fsdp["zero3_step_grads"] + sum(step.values(), np.float64(0.0))  # ([zb], [opt], [sg])
+    pools = pools - np.minimum(step["optimizer_step"], grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
-                 mpu_buffer=mpu, dummy_wgrads=dummies, optimizer_step=opt_step, step_grad_copies=copies_step,
-                 stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
+                 mpu_buffer=mpu, dummy_wgrads=dummies, **step, stream_pools=pools, allocator_slack=per.slack * allocated,  # the allocator's reserved - allocated at the peak
                  tp_overlap_buffers=per.tp_overlap, ep_buffers=_stage_ep_buffers(per, counts), reserve=per.reserve)
 
 
@@ -2396,19 +2451,75 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
             "fsdp_accumulated_grads": per.pp_grads * params, "fsdp_end_of_backward": 0.0 * lin, "zero3_step_grads": 0.0 * lin}
 
 
-def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, step_peak, allocated, where):
-    """(optimizer_step, zero3_step_grads, step_grad_copies): the optimizer step's moment beyond the peak `allocated`
-    [opt], what DeepSpeed ZeRO-3's step adds beyond that [z3s] (the IPG buffer, the persistent parameters and one
-    sub-group's gradient partition flattened in the model dtype with its fp32 copy, _zero3_step) and what a mode
-    below FSDP adds instead [sg] (its copies of the gradient partition, less the gradients it no longer holds,
-    _step_grad_copies; the two never on one plan: [z3s] under FSDP, [sg] below it). A step that frees gradients
-    (delta < 0) beside temporaries would make the last term negative; no stack prices both (DeepSpeed's and
-    Megatron's optimizers are fused: no temporaries). where: (counts, holds the embedding, holds the output layer) of
-    the stage, for the largest parameter's fp64 norm piece."""
+def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocated, where, loss) -> dict:
+    """The terms beyond the backward's peak `allocated`, in order (each the excess of its moment over the peak and
+    the terms before it): zero12_ipg_bucket and zero12_grad_partition, DeepSpeed ZeRO-1/2's IPG buffers at the peak and
+    its gradient reduction's moment [zb] (_zero12_terms); optimizer_step, the optimizer step's moment [opt] (the kept
+    tensors and the step's temporaries, kept_temps); zero3_step_grads, what DeepSpeed ZeRO-3's step adds beyond that
+    [z3s] (the IPG buffer, the persistent parameters and one sub-group's gradient partition flattened in the model
+    dtype with its fp32 copy, _zero3_step); step_grad_copies, what a mode below FSDP adds instead [sg] (its copies of
+    the gradient partition, less the gradients it no longer holds, _step_grad_copies; the two never on one plan: [z3s]
+    under FSDP, [sg] below it). A step that frees gradients (delta < 0) beside temporaries would make the last term
+    negative; no stack prices both (DeepSpeed's and Megatron's optimizers are fused: no temporaries). where: (counts,
+    holds the embedding, holds the output layer) of the stage, for the largest parameter's fp64 norm piece; loss: (the
+    output layer's and loss's tensors, the recompute buffer) at the peak."""
+    kept, temps = kept_temps
+    ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
+    allocated, step_peak = allocated + ipg + part, kept + temps
     opt_step = np.maximum(step_peak - allocated, 0.0)
     z3_step = _zero3_step(per, states, fsdp) if per.zero3 is not None else 0.0 * opt_step
     copies = np.maximum(step_peak + _step_grad_copies(per, states, where) - allocated, 0.0) - opt_step
-    return opt_step, np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, copies
+    return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "optimizer_step": opt_step,
+            "zero3_step_grads": np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, "step_grad_copies": copies}
+
+
+def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict) -> dict:
+    """What DeepSpeed ZeRO-1/2's gradient reduction allocates [zb], per GPU: ipg_backward, the IPG buffers of the
+    optimizer's backward (bytes: reduce_bucket_size elements in the model dtype, two with overlap_comm, the plan's dpo;
+    0 where the mode has none); ipg_after, the one buffer of the reduction after the backward (bytes); big_out, the
+    untied output layer's parameters a rank where above reduce_bucket_size (elements; else 0: its gradient then enters
+    the contiguous buffer, and a tied one's hook fires with the embedding's, at the end of the backward)."""
+    bucket = float(settings.zero3["reduce_bucket_size"]) if settings.zero3 is not None else 0.0
+    one = sg["ipg_buffer"] * bucket * settings.bpp.weights
+    tp = plan.tp.astype(np.float64)
+    out = (pc.output or 0.0) / tp
+    # the layers whose gradients all enter the first bucket before it flushes (after the output layer's, where it fits
+    # in the bucket): whole layers of the largest kind's parameters a rank
+    e_div = etp_of(plan).astype(np.float64) * plan.ep
+    layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params])
+    first = np.floor(np.maximum(bucket - np.where(out > bucket, 0.0, out), 0.0) / np.maximum(layer, 1.0))
+    return {"ipg_backward": one * (1.0 + plan.dpo), "ipg_after": one, "big_out": np.where(out > bucket, out, 0.0),
+            "first_layers": np.where(out > bucket, 0.0, first)}
+
+
+def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, loss):
+    """(zero12_ipg_bucket, zero12_grad_partition) of a stage [zb]: the IPG buffers on the stage holding the loss, at
+    its peak; and the excess over that peak of the gradient reduction's moment. ZeRO-2 (reduction "backward"), from the
+    second micro-batch on the stage holding the loss: at the first bucket's flush a new partition buffer of every
+    group's partition (the gradients' bytes, the states' gradients term again) beside the one accumulated; where the
+    output layer's gradient is above the bucket it is flushed alone at the next hook, right after the output layer's
+    backward: the loss's tensors freed, no layer's recompute buffer yet, the output layer's gradient still live;
+    otherwise at most reduce_bucket_size elements later, in a layer's backward: the loss's tensors freed and the
+    activations of the whole layers whose gradients the first bucket holds (first_layers, the largest kind's
+    parameters; the mean layer's activations of one micro-batch, per_layer) freed.
+    ZeRO-1 (reduction "after_backward"), every stage: after the last backward the kept tensors (the full
+    gradients among the states), the reduction's IPG buffer and the partition buffer (an upper bound by the first
+    bucket, at most reduce_bucket_size elements, whose gradients the buffer holds instead of their own tensors: none
+    where the first parameter of the group is above the bucket)."""
+    z, plan = per.zero12, per.plan
+    if z is None:  # a stack setting: no mode of the stack states its step's gradients
+        return 0.0 * allocated, 0.0 * allocated
+    sg, gb = per.step_grads, per.settings.bpp.gradients
+    ipg = np.where(holds_loss, z["ipg_backward"], 0.0)
+    out, buf, per_layer, n = loss
+    partition = (states.master_weights / per.settings.bpp.master if per.settings.bpp.master > 0 else
+                 states.adam / per.settings.bpp.optimizer) * gb
+    big = z["big_out"] > 0
+    freed = np.where(big, buf, np.minimum(z["first_layers"], n) * per_layer)
+    second = allocated + ipg - out - freed + partition + gb * z["big_out"]
+    second = np.where(holds_loss & (sg["backward"] > 0) & (plan.microbatches > 1), second, 0.0)
+    after = np.where(sg["after_backward"] > 0, kept + z["ipg_after"] + partition, 0.0)
+    return ipg, np.maximum(np.maximum(second, after) - allocated - ipg, 0.0)
 
 
 def _step_grad_copies(per: _PerLayer, states: Terms, where):
@@ -2427,23 +2538,41 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
              states.adam / bpp.optimizer if bpp.optimizer > 0 else states.weights / bpp.weights)
     held = np.where(sg["partition_only"] > 0, local * bpp.gradients, states.gradients)
     fp32 = STEP_FP32_GRAD_BYTES if bpp.gradients < STEP_FP32_GRAD_BYTES else 0.0  # .float() of fp32: the tensor itself
-    copies = local * (sg["flat"] * bpp.gradients + sg["fp32"] * fp32)
-    counts, emb, out = where
-    kinds, (emb_p, out_p) = per.largest_params
-    layer = (kinds[0] if len(kinds) == 1 else
-             np.maximum.reduce([np.where(counts[i] > 0, k, 0.0) for i, k in enumerate(kinds)]))
+    counts, emb, out, experts = where
+    kinds, (emb_p, out_p), kinds_e = per.largest_params
+    layer, layer_e = (_of_kinds(k, counts) for k in (kinds, kinds_e))
     largest = np.maximum(layer, np.maximum(np.where(emb, emb_p, 0.0), np.where(out, out_p, 0.0)))
-    norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * np.minimum(largest, local)
+    # DeepSpeed MoE: the routed experts' groups are stepped apart, each at most moe_group_params elements a rank (one
+    # larger parameter alone) before its partition over the expert-data-parallel ranks: the largest group's copies
+    groups = sg["moe_group_params"] > 0
+    d_e = np.where(per.plan.sharding >= ZERO1, expert_shard(per.plan), 1).astype(np.float64)
+    group_e = np.minimum(experts * d_e, np.maximum(sg["moe_group_params"], layer_e)) / d_e
+    step_l = np.where(groups, np.maximum(local - experts, group_e), local)
+    piece = np.where(groups, np.maximum(np.minimum(largest, local - experts), np.minimum(layer_e, group_e)),
+                     np.minimum(np.maximum(largest, layer_e), local))
+    copies = step_l * (sg["flat"] * bpp.gradients + sg["fp32"] * fp32)
+    norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * piece
     return held - states.gradients + np.maximum(copies, norm)
 
 
+def _of_kinds(per_kind: list, counts) -> np.ndarray:
+    """The largest of a per-layer-kind figure among the kinds a stage holds (counts (K, ...))."""
+    return (per_kind[0] if len(per_kind) == 1 else
+            np.maximum.reduce([np.where(counts[i] > 0, k, 0.0) for i, k in enumerate(per_kind)]))
+
+
 def _largest_params(pc: ParamCounts, plan: PlanArrays, ctx: Ctx):
-    """([the largest weight of each layer kind], (the embedding's, the output layer's)), parameters per GPU: a layer
-    kind's GEMM weights N x K (zero3_modules' rows, one tensor each), the embedding and output layer V x h / tp [sg]."""
+    """([the largest dense weight of each layer kind], (the embedding's, the output layer's), [the largest routed
+    expert weight of each layer kind]), parameters per GPU: a layer kind's GEMM weights N x K (zero3_modules' rows, one
+    tensor each; the routed experts' rows, EXPERT_GEMMS, one expert's), the embedding and output layer V x h / tp [sg]."""
     tp = plan.tp.astype(np.float64)
-    kinds = [np.maximum.reduce([s.N * s.K + 0.0 * tp for s, _ in k.mixer.gemms(ctx) + k.mlp.gemms(ctx)] or [0.0 * tp])
-             for k in pc.layers.kinds]
-    return kinds, (pc.embedding / tp, (pc.output or pc.embedding) / tp)
+
+    def largest(k, experts: bool):
+        return np.maximum.reduce([s.N * s.K + 0.0 * tp for s, _ in k.mixer.gemms(ctx) + k.mlp.gemms(ctx)
+                                  if (s.name in EXPERT_GEMMS) == experts] or [0.0 * tp])
+
+    return ([largest(k, False) for k in pc.layers.kinds], (pc.embedding / tp, (pc.output or pc.embedding) / tp),
+            [largest(k, True) for k in pc.layers.kinds])
 
 
 def _zero3_step(per: _PerLayer, states: Terms, fsdp: dict):
@@ -2476,7 +2605,8 @@ STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "shard", "preci
 
 
 def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
-    """(model state terms, quantized weight copies, dense + expert parameters) of one stage
+    """(model state terms, quantized weight copies, dense + expert parameters, the routed experts' optimizer partition
+    in elements) of one stage
     holding `counts` (K, ...) layers, n in all (twin: DualPipe's second stage (counts, end, n)):
     params_of, sharded by model_state_terms [1] (the routed experts over their own shard
     group), less the weight bytes fp8 parameters save, and TE's quantized copies [11]."""
@@ -2486,14 +2616,16 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
         d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
         dense, experts = dense + d2, experts + e2
     states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
+    e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
         e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp)
         states = Terms(**{k: states[k] + e[k] for k in states})
+        e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]
     copies, saved = quantized_weight_terms(settings, plan, pc, counts if twin is None else counts + twin[0], end,
                                            n if twin is None else n + twin[2])
     states = Terms(**{k: states[k] - saved if k == "weights" else states[k] for k in states})
-    return states, copies, dense + experts
+    return states, copies, dense + experts, e_part
 
 
 def _largest_buffer(per: _PerLayer, counts) -> np.ndarray:

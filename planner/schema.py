@@ -1232,7 +1232,9 @@ class Zero3Modules(BaseModel):
                                                              "reuses them within this many parameters")
     stage3_param_persistence_threshold: int = Field(ge=0, description="parameters of at most this many elements "
                                                                       "are never partitioned (always gathered)")
-    reduce_bucket_size: int = Field(ge=0, description="elements of the contiguous gradient (IPG) bucket, in the model dtype")
+    reduce_bucket_size: int = Field(ge=0, description="elements of the contiguous gradient (IPG) bucket, in the model "
+                                                      "dtype (ZeRO-3's, and ZeRO-1/2's where their mode states "
+                                                      "step_grads.ipg_buffer: memory.py [zb])")
     sub_group_size: int = Field(ge=0, description="local partition elements of an optimizer sub-group, stepped one at a "
                                                   "time with its fp32 gradient copy (memory.py [z3s])")
     sources: list[str] = Field(min_length=1)
@@ -1641,6 +1643,22 @@ class StepGrads(BaseModel):
                                                        "piece of the partition in fp64, one at a time (DeepSpeed "
                                                        "get_grad_norm_direct: g.data.double()): 8 B x at most "
                                                        "min(the stage's largest parameter, the partition)")
+    ipg_buffer: bool = Field(default=False, description="the optimizer's backward allocates the contiguous-gradient "
+                                                        "(IPG) buffer, reduce_bucket_size elements in the model dtype, "
+                                                        "two with overlap_comm, on the stage whose engine runs it (the "
+                                                        "loss's) (DeepSpeed stage_1_and_2.py backward; memory.py [zb])")
+    reduction: Optional[Literal["backward", "after_backward"]] = Field(
+        default=None, description="where the gradients are reduced into the rank's partition buffer (memory.py [zb]): "
+                                  "in every backward, a new partition buffer beside the one accumulated over the "
+                                  "earlier micro-batches (DeepSpeed ZeRO-2, partition_gradients); or once after the "
+                                  "last backward, beside the full gradients (DeepSpeed ZeRO-1); null: not priced")
+    moe_group_params: Optional[float] = Field(
+        default=None, gt=0, description="the routed experts' parameters sit in optimizer groups of their own of at "
+                                        "most this many elements a rank (one parameter above it alone), each "
+                                        "partitioned over the expert-data-parallel group and stepped apart, its "
+                                        "copies freed before the next group's (DeepSpeed moe/utils.py "
+                                        "split_params_into_different_moe_groups_for_optimizer max_group_size; "
+                                        "memory.py [sg]); null: one step over every partition at once")
     sources: list[str] = Field(min_length=1)
 
 
@@ -2007,6 +2025,10 @@ class Stack(BaseModel):
                                  f"its own grouped GEMMs ({', '.join(self.fp8_recipes)})")
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
+        ipg = [m.name for m in (self.runs.sharding if self.runs else []) if m.step_grads and m.step_grads.ipg_buffer]
+        if ipg and self.fsdp.zero3_modules is None:  # the buffer's size is fsdp.zero3_modules.reduce_bucket_size
+            raise ValueError(f"runs.sharding {', '.join(ipg)}: step_grads.ipg_buffer needs fsdp.zero3_modules "
+                             "(its reduce_bucket_size sizes the buffer, memory.py [zb])")
         if self.compiled_kernels is not None:
             # fit takes compile on without searching it (space.variant_choices; off only where a start-up rule
             # refuses the options compiled, space.uncompiled_choices): it must never cost more
@@ -2422,8 +2444,9 @@ class Job(BaseModel):
                                           "DeepSpeed), the run's zero_optimization settings by their DeepSpeed JSON keys "
                                           "(stage3_prefetch_bucket_size, stage3_max_live_parameters, "
                                           "stage3_max_reuse_distance, stage3_param_persistence_threshold, "
-                                          "reduce_bucket_size, sub_group_size; memory.py [z3]); each left out: the stack's (DeepSpeed's "
-                                          "default)")
+                                          "reduce_bucket_size, sub_group_size; memory.py [z3]; reduce_bucket_size also "
+                                          "sizes ZeRO-1/2's IPG buffer, memory.py [zb]); each left out: the stack's "
+                                          "(DeepSpeed's default)")
     optimizer_implementation: Optional[OptimizerImpl] = Field(
         json_schema_extra=STACK_ONLY,
         default=None, description="the optimizer's implementation, on a stack that runs several (stack_db memory."

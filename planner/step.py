@@ -199,6 +199,7 @@ from .compute import (
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
 from .layers.common import ACT_BYTES
+from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, recompute_fraction,
                      recomputed_layers, stage_param_split)
 from .params import count_params
@@ -583,7 +584,6 @@ def _low_and_bf16(sc: StepCtx, rows, g_low):
     return lf * g_low + (1.0 - lf) * g16, 2.0 * (lb * g_low + (1.0 - lb) * g16)
 
 
-EXPERT_GEMMS = ("expert_up", "expert_down")  # the routed experts' grouped GEMM rows (layers/moe.py gemms)
 
 
 def _experts_apart(sc: StepCtx) -> bool:

@@ -51,9 +51,10 @@ def test_deepspeed_zero2_gradient_norm_fp64_piece(explain):
     """Before the copies, get_grad_norm_direct (l. 1699) takes each gradient piece of the partition in fp64, one at a
     time: 8 B x min(the largest parameter, L). On 64 GPUs L = P / 64 = 125,472,832 is below the embedding's
     128,256 x 4,096 = 525,336,576 elements, so the piece is the whole partition: 8 L, above the copies' 6 L. At seq 256
-    (full recompute) that moment is the peak: 2 P + 2 L + 12 L + 8 L = 2 P + 22 L. On 8 GPUs (the test above)
+    (full recompute, a 1e7-element IPG bucket: the default 5e8's 1e9 B at the backward's peak would top it, memory.py
+    [zb]) that moment is the peak: 2 P + 2 L + 12 L + 8 L = 2 P + 22 L. On 8 GPUs (the test above)
     L = 1,003,782,656 and the piece is the embedding's, 8 x 525,336,576 B < 6 L: the copies set the moment."""
-    m = _8b(explain, "megatron-deepspeed", 64, sharding="zero2", seq_len=256)
+    m = _8b(explain, "megatron-deepspeed", 64, sharding="zero2", seq_len=256, deepspeed_zero3={"reduce_bucket_size": 10**7})
     t = m["terms"]
     assert t["step_grad_copies"] > 0
     assert m["allocated_bytes"] == pytest.approx(2 * P + 22 * P / 64 + _held(t), rel=1e-12)

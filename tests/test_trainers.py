@@ -246,8 +246,12 @@ def test_deepspeed_zero2():
     j = cfg.job
     assert j["stack"] == "megatron-deepspeed" and j["sharding"] == "zero2" and j["dp_comm_overlap"] is True
     assert (j["micro_batch"], j["global_batch"], j["gpus"], j["precision"]) == (4, 64, 8, "bf16")
-    # the buckets change memory and overlap: not modelled; clipping cannot: ignored
-    assert any(n.startswith("zero_optimization.reduce_bucket_size=500000000 (buckets") for n in cfg.not_modelled)
+    # the reduce bucket is ZeRO-2's IPG buffer (memory.py [zb]): read; the all-gather bucket is not modelled;
+    # contiguous_gradients true is what the planner assumes (not listed); clipping cannot: ignored
+    assert j["deepspeed_zero3"] == {"reduce_bucket_size": 500_000_000}
+    assert not any(n.startswith(("zero_optimization.reduce_bucket_size", "zero_optimization.contiguous_gradients"))
+                   for n in cfg.not_modelled)
+    assert any(n.startswith("zero_optimization.allgather_bucket_size=500000000 (buckets") for n in cfg.not_modelled)
     assert "gradient_clipping=1.0 (a norm over the gradients once a step)" in cfg.ignored
     resolve(Job.model_validate(j))
 

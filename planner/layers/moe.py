@@ -212,6 +212,7 @@ LOGIT_BYTES = 2.0  # the router's logits in the input's dtype, bf16, without --m
 # @d98e8a64 l. 105-111 (torch.float32 / torch.float64 for 'fp32' / 'fp64'), moe_utils.py RouterGatingLinearFunction
 # l. 1357-1400 (the gating GEMM's output in that dtype)
 ROUTER_DTYPE_BYTES = {None: LOGIT_BYTES, "fp32": 4.0, "fp64": 8.0}
+EXPERT_GEMMS = ("expert_up", "expert_down")  # the routed experts' grouped GEMM rows (MoEMLP.gemms)
 DEEPEP_NVL_PEERS = 8.0  # DeepEP @dd758caf LEGACY_NUM_MAX_NVL_PEERS: its intranode kernels' limit (buffer.hpp l. 121) [11]
 DEEPEP_SOURCE_META_BYTES = 8.0  # sizeof(SourceMeta), two ints (csrc/kernels/legacy/internode.cu l. 22-45) [11]
 A2A_PER_LAYER = 4.0  # dispatch + combine forward, and their gradients backward [2]

@@ -127,6 +127,8 @@ TERM_LABELS = {
     "workspaces": "GEMM library workspaces (cuBLAS, TE)",
     "mpu_buffer": "Megatron global memory buffer (mpu)",
     "dummy_wgrads": "TE dummy weight gradients (cached)",
+    "zero12_ipg_bucket": "ZeRO-1/2 IPG gradient buckets",
+    "zero12_grad_partition": "ZeRO-1/2 gradient reduction (beyond the peak)",
     "optimizer_step": "optimizer step (temporaries, beyond the peak)",
     "step_grad_copies": "optimizer step gradient copies (beyond the peak)",
     "stream_pools": "allocator pools (reserved, not allocated)",

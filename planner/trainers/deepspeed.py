@@ -140,6 +140,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                                                               "on the GPU, an upper bound)")
         elif (k in ZERO3_KEYS or (k == "contiguous_gradients" and v is True)) and zero.get("stage") == 3:
             continue  # read below (the job's deepspeed_zero3)
+        elif k in ("reduce_bucket_size", "contiguous_gradients") and zero.get("stage") in (1, 2) and v is not False:
+            continue  # ZeRO-1/2's IPG buffer (planner/memory.py [zb]): the bucket read below, contiguous assumed on
         elif k not in MODELLED_ZERO:
             not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (buckets, prefetch and persistence change "
                                                                            "memory and overlap; not priced)")
@@ -192,6 +194,13 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         left = [k for k, v in knobs.items() if v is None]
         if left:
             assumed.append(f"zero_optimization {', '.join(left)}: absent or \"auto\", the stack's (DeepSpeed's defaults, "
+                           "stack_db fsdp.zero3_modules)")
+    if stage in (1, 2):  # ZeRO-1/2's contiguous-gradient (IPG) buffer (planner/memory.py [zb])
+        bucket = _elements(where, "zero_optimization.reduce_bucket_size", zero.get("reduce_bucket_size"))
+        if bucket is not None:
+            job["deepspeed_zero3"] = {"reduce_bucket_size": bucket}
+        else:
+            assumed.append("zero_optimization reduce_bucket_size: absent or \"auto\", the stack's (DeepSpeed's default, "
                            "stack_db fsdp.zero3_modules)")
     overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), False)
     job["dp_comm_overlap"] = bool(overlap)
