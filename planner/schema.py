@@ -2242,6 +2242,15 @@ class Job(BaseModel):
                                    "job_config.py Float8Linear.filter_fqns default []); skipped, as torchtitan's "
                                    "module_filter_fn does, where vocab_size or hidden_size is not a multiple of 16; "
                                    "needs a recipe with output_layer_convertible; default off")
+    filter_fqns: Optional[list[str]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="with fp8 on a stack whose recipes convert Linear modules (torchtitan): its "
+                                  "[float8] / [quantize.linear.float8] filter_fqns, the module names (substrings of "
+                                  "the fully qualified names: attention.wq, feed_forward.w1, moe.router.gate, ...) kept "
+                                  "bf16, with 'auto_filter_small_kn' for torchao's per-recipe size thresholds "
+                                  "(planner/fp8_linears.py, step.py [18]); the output layer's entry is fp8_output_layer's "
+                                  "(an 'output' entry must agree with it); null: ['output', 'router.gate'], the shipped "
+                                  "MoE configs' (the router bf16)")
     fp8_attention: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="with fp8: the fused attention (softmax(QK^T) V and its backward) in fp8 too "
