@@ -188,7 +188,8 @@ References
     of 16, or, with "auto_filter_small_kn" in the list and the float8 converter, where torchao's per-recipe
     thresholds skip it (tensorwise K <= 4096 and N <= 1024; rowwise N <= 2048, K <= 1024, or N <= 4096 and K <= 2048);
     the share is the converted linears' out width over the row's. Transformer Engine stacks (Megatron): every row but
-    the MoE router (TopKRouter is no TE module). A kept share runs at the bf16 rate (forward 1x, backward 2x) with
+    the MoE router (Megatron's TopKRouter is no TE module; DeepSeek-V3's report, arXiv:2412.19437 sec. 3.3.1, keeps
+    "MoE gating modules" in BF16 / FP32 too: the deepseek stack). A kept share runs at the bf16 rate (forward 1x, backward 2x) with
     none of the recipe's casts; a converted router (filter_fqns without router.gate) runs at the low rate with the
     casts of its input and weight (its share of cast elements is added; the blocks' cast_elements leave the router
     out). Saved tensors do not move: torchao's Float8Linear saves its bf16 input and weight (as [14]).
@@ -366,7 +367,7 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         mixer, mlp = kind.mixer, kind.mlp
         rows = mixer.gemms(ctx) + mlp.gemms(ctx)
         times = price_gemms(rows, hw, plan.precision, sc.gemm_cal)
-        shares = converted(sc, mixer, mlp)  # [18] the converted share of each linear row
+        shares = converted(sc, mixer, mlp, rows)  # [18] the converted share of each linear row
         if kind.has_experts and _experts_apart(sc):  # the model's kind and the stack's data [16]
             g, g_bwd, cast = _expert_times(sc, rows, times, mixer, mlp, shares)
         else:
@@ -583,7 +584,7 @@ def moe_host(sc: StepCtx, kind, gpu_fwd):
     return np.maximum(issue - gpu_fwd, 0.0)
 
 
-def converted(sc: StepCtx, mixer, mlp) -> dict:
+def converted(sc: StepCtx, mixer, mlp, rows) -> dict:
     """[18] GEMM row name -> the share of its linears the plan's low-precision recipe runs (fp8_linears.
     converted_shares): a stack whose recipes convert modules by a filter (torchtitan: stack_db fp8_recipes
     output_layer_convertible) by the job's filter_fqns (None: the MoE router gate and the output layer bf16),
@@ -593,7 +594,7 @@ def converted(sc: StepCtx, mixer, mlp) -> dict:
 
     if module_filter(sc.stack):
         return converted_shares(mixer, mlp, sc.settings.filter_fqns, sc.plan.f8r)
-    return {"router": np.float64(0.0)} if any(r[0].name == "router" for r in mlp.gemms(sc.ctx)) else {}
+    return {"router": np.float64(0.0)} if any(r[0].name == "router" for r in rows) else {}
 
 
 def cast_change(rows, shares) -> np.ndarray:
@@ -617,12 +618,16 @@ def _converted_times(sc: StepCtx, rows, times: dict, shares: dict):
     if all(np.all(v == 1.0) for v in w.values()):
         return _low_and_bf16(sc, rows, sum((times[n] for n in names), np.float64(0.0)) / sc.speed)
     scale = sc.settings.knobs.gemm_efficiency_scale
-    t16 = price_gemms(rows, sc.settings.hardware, np.zeros_like(sc.plan.precision), sc.gemm_cal)
     lf = np.where(sc.fp8, sc.recipe["low_fwd"], 1.0)
     lb = np.where(sc.fp8, sc.recipe["low_bwd"], 1.0)
+    mixed = not (np.all(lf == 1.0) and np.all(lb == 1.0))  # a recipe with bf16 passes prices every row at bf16 too
+    kept = {n for n, v in w.items() if not np.all(v == 1.0)}
+    t16 = price_gemms([x for x in rows if mixed or x[0].name in kept], sc.settings.hardware,
+                      np.zeros_like(sc.plan.precision), sc.gemm_cal)
     f = b = np.float64(0.0)
     for n in names:
-        low, b16 = times[n] / sc.speed, t16[n] / scale
+        low = times[n] / sc.speed
+        b16 = t16[n] / scale if n in t16 else low  # (a row converted whole under an all-low recipe: b16 unused)
         wn = w.get(n, np.float64(1.0))
         f = f + wn * (lf * low + (1.0 - lf) * b16) + (1.0 - wn) * b16
         b = b + 2.0 * (wn * (lb * low + (1.0 - lb) * b16) + (1.0 - wn) * b16)

@@ -116,7 +116,8 @@ def test_megatron_router_bf16_and_filter_refused():
     from planner.step import converted
 
     k = next(kind for kind in sc.ll.kinds if kind.has_experts)
-    assert {n: float(v) for n, v in converted(sc, k.mixer, k.mlp).items()} == {"router": 0.0}
+    rows = k.mixer.gemms(sc.ctx) + k.mlp.gemms(sc.ctx)
+    assert {n: float(v) for n, v in converted(sc, k.mixer, k.mlp, rows).items()} == {"router": 0.0}
     with pytest.raises(PlannerError, match="filter_fqns is set but stack megatron converts no Linear by name"):
         resolve(Job(**base, filter_fqns=["router.gate"]))
     with pytest.raises(PlannerError, match="filter_fqns needs precision fp8"):
@@ -154,3 +155,16 @@ def test_mla_down_projections_gathered_in_fp8_by_hand():
     b = explain_job(**DSV3, filter_fqns=["output", "router.gate", "wq_a", "wkv_a"])[3]["memory"]
     assert b["total_bytes"] - a["total_bytes"] == 7168 * (1536 + 576) == 15_138_816
     assert b["terms"]["stream_pools"] - a["terms"]["stream_pools"] == 15_138_816
+
+
+def test_router_rows_are_the_local_tokens():
+    """The router GEMM's M is the layer's local tokens: under TP with sequence parallelism (Megatron's MoE with TP
+    requires it, moe_layer.py l. 636-640) the router runs on the [s / tp, b, h] shard: 4,096 / 2 = 2,048 rows, where
+    the shared experts' and attention's GEMMs run on the gathered 4,096."""
+    s, plan, _ = resolve(Job(model="qwen3-30b-a3b", gpus=16, hardware="h100-sxm", precision="fp8", tp=2, ep=8,
+                             sequence_parallel=True, sharding="zero1", seq_len=4096, global_batch=16, micro_batch=1))
+    sc = _context(s, plan, placed=False)
+    k = next(kind for kind in sc.ll.kinds if kind.has_experts)
+    rows = {r[0].name: r[0] for r in k.mixer.gemms(sc.ctx) + k.mlp.gemms(sc.ctx)}
+    assert float(np.ravel(rows["router"].M)[0]) == 2048.0
+    assert float(np.ravel(rows["qkv"].M)[0]) == 4096.0
