@@ -45,6 +45,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "an fp8 attention path on the GPU; fit searches only those recipes) (default: off)"),
     FieldOption("fp8_output_layer", "bool", "with fp8: the output layer's GEMM in fp8 too (torchtitan [float8] filter_fqns "
                 "without 'output'; needs a recipe with output_layer_convertible) (default: off, the output layer bf16)"),
+    FieldOption("filter_fqns", "words", "with fp8 on torchtitan: the Linears kept bf16, words of module names "
+                "(torchtitan [float8] filter_fqns: attention.wq, feed_forward.w1, moe.router.gate, ..., "
+                "auto_filter_small_kn for torchao's size thresholds) (default: output,router.gate, the shipped configs')"),
     FieldOption("fp8_allgather", "bool", "with fp8 under FSDP: the converted Linears' weights all-gathered in fp8 "
                 "(torchtitan [float8] enable_fsdp_float8_all_gather; needs a recipe with allgather_fp8: tensorwise) "
                 "(default: the stack's recipe rule)"),

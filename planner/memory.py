@@ -1177,20 +1177,43 @@ def stage_params(pc: ParamCounts, model: ModelSpec, plan: PlanArrays):
     return params_of(pc, model, plan, counts["first"], "first")[0], params_of(pc, model, plan, counts["last"], "last")[0]
 
 
-def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, per=1.0, cut=0.0, out_cut=0.0) -> np.ndarray:
+def converted_linear_elems(settings: Settings, pc: ParamCounts, plan: PlanArrays, per_gpu: bool = True) -> list:
+    """Per layer kind, the linear weight elements FSDP's fp8 all-gather gathers at FP8_GATHER_BYTES [fa]: the
+    TP-split matrices (biases left out) / tp, on a stack that converts Linear modules by filter (torchtitan,
+    step.py [18]) less the kept-bf16 linears' and plus a converted router's or MLA down projection's (whole on each
+    TP rank) (fp8_linears.converted_param_change). per_gpu False: the layer's whole (no / tp)."""
+    from .fp8_linears import converted_param_change, module_filter
+
+    tp = plan.tp.astype(np.float64) if per_gpu else np.float64(1.0)
+    filt = module_filter(stack_of(settings))
+    out = []
+    for k, p in zip(pc.layers.kinds, pc.kind_params):
+        base = np.float64(p.split - p.split_bias)
+        if filt:
+            split, rep = converted_param_change(k.mixer, k.mlp, settings.filter_fqns, plan.f8r)
+            out.append((base + split) / tp + rep)
+        else:
+            out.append(base / tp)
+    return out
+
+
+def unit_params(pc: ParamCounts, plan: PlanArrays, layers_only: bool = False, per=1.0, cut=0.0, out_cut=0.0,
+                conv=None) -> np.ndarray:
     """The largest FSDP unit one GPU gathers: a layer (its parameters / tp; a layer with
     experts: the TP-split ones / tp, the replicated whole and its E/ep experts / etp), or the
     embedding or output layer / tp (layers_only: the largest layer). In bytes where per is the
     bytes a gathered parameter (1.0: parameters), `cut` fewer for each of a layer's linear weight
-    elements (the TP-split matrices, biases left out: the Linears FSDP's fp8 all-gather gathers at
-    FP8_GATHER_BYTES, gathered_bytes [fa]) and `out_cut` fewer for the output layer's."""
+    elements (the TP-split matrices, biases left out, or per kind `conv`, converted_linear_elems: the Linears
+    FSDP's fp8 all-gather gathers at FP8_GATHER_BYTES, gathered_bytes [fa]) and `out_cut` fewer for the output
+    layer's."""
     tp = plan.tp.astype(np.float64)
     unit = (np.zeros(np.shape(tp)) if layers_only
             else np.maximum(per * pc.embedding, (per - out_cut) * pc.output) / tp)
-    for k, p in zip(pc.layers.kinds, pc.kind_params):
+    for i, (k, p) in enumerate(zip(pc.layers.kinds, pc.kind_params)):
         u = (p.split / tp + p.replicated + p.expert / (etp_of(plan) * plan.ep)) if k.has_experts \
             else (p.split + p.replicated) / tp
-        unit = np.maximum(unit, per * u - cut * (p.split - p.split_bias) / tp)
+        lin = (p.split - p.split_bias) / tp if conv is None else conv[i]
+        unit = np.maximum(unit, per * u - cut * lin)
     return unit
 
 
@@ -1214,10 +1237,13 @@ def gathered_bytes(settings: Settings, plan: PlanArrays):
     return pgb, cut, (cut if settings.fp8_output_layer else 0.0 * cut)
 
 
-def stage_linear_params(pc: ParamCounts, plan: PlanArrays, counts) -> np.ndarray:
+def stage_linear_params(pc: ParamCounts, plan: PlanArrays, counts, conv=None) -> np.ndarray:
     """The layers' linear weight elements per GPU of a stage holding `counts` (K, ...) layers of each kind:
-    their TP-split matrices / tp, biases left out (what FSDP's fp8 all-gather gathers at 1 B [fa])."""
-    return weighted(counts, [(p.split - p.split_bias) / plan.tp.astype(np.float64) for p in pc.kind_params])
+    their TP-split matrices / tp, biases left out, or per kind `conv` (converted_linear_elems) (what FSDP's fp8
+    all-gather gathers at 1 B [fa])."""
+    if conv is None:
+        conv = [(p.split - p.split_bias) / plan.tp.astype(np.float64) for p in pc.kind_params]
+    return weighted(counts, conv)
 
 
 STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE = 0, 1, 2
@@ -1805,7 +1831,8 @@ class _PerLayer:
         # the gathered weights' bytes (gathered_bytes: param_gather_bytes a parameter, the converted Linears' 1 B
         # under FSDP's fp8 all-gather [fa]) and the largest layer unit's so gathered
         self.gathered = gathered_bytes(settings, plan)
-        self.layer_gathered = unit_params(pc, plan, True, *self.gathered)
+        self.conv = converted_linear_elems(settings, pc, plan)  # per kind, the Linears gathered in fp8 [fa]
+        self.layer_gathered = unit_params(pc, plan, True, *self.gathered, conv=self.conv)
         out_params = (pc.output or pc.embedding) / plan.tp.astype(np.float64)
         # (FSDP2's root unit before torchtitan #1094, a job setting: its reduce-scatter waits for the backward's end [tt10])
         held_out = np.where(plan.pp == 1, float(settings.fsdp_root_unit), 0.0) if not fs.output_grad_held else 1.0
@@ -1972,7 +1999,7 @@ class _PerLayer:
         # FSDP2's flat all-gather buffers, each kept in the all-gather stream's pool until the
         # next unit's copy-out [7]: the largest unit's beside the largest layer's (the embedding
         # and the first block at the start of the forward), then layers'
-        largest = unit_params(pc, plan, False, pgb, cut, out_cut)
+        largest = unit_params(pc, plan, False, pgb, cut, out_cut, conv=self.conv)
         if settings.fsdp_root_unit:  # without PP one root unit holds the embedding and the output layer [tt10]
             root_unit = (pgb * pc.embedding + (pgb - out_cut) * (pc.output or 0.0)) / tp
             largest = np.where(plan.pp == 1, np.maximum(largest, root_unit), largest)
@@ -2435,7 +2462,7 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
     1 B fewer each under the fp8 all-gather [fa]), less, resharding after forward under torch's pipelining with one
     chunk a rank, what a micro-batch's backward frees before it has gathered the stage's weights (per_mb) [7], and its
     accumulated unsharded gradients."""
-    lin = stage_linear_params(per.pc, per.plan, counts)
+    lin = stage_linear_params(per.pc, per.plan, counts, per.conv)
     # the output layer's weight elements 1 B fewer where it is converted and gathered in fp8 [fa], on the stage that
     # holds it (the last; the only one without PP; DualPipe's twin when it is the last)
     holds_out = end == "last" or (twin is not None and twin[1] == "last")

@@ -507,6 +507,7 @@ class Settings:
     early_step_in_backward: bool = False  # the optimizer steps each parameter in the backward (job field; memory.py [es])
     bf16_layers: tuple = (0, 0)  # fp8 / nvfp4: the first and last transformer layers kept in bf16 (step.bf16_end_layers)
     fp8_output_layer: bool = False  # fp8: the output layer's GEMMs in fp8 too (job field; step.head_time, _fp8_output_layer)
+    filter_fqns: Optional[tuple] = None  # fp8 on torchtitan: the Linears kept bf16 (job field; step.py [18], _filter_fqns)
     fp8_allgather: Optional[bool] = None  # FSDP's fp8 weight all-gather (job field; step.gather_bytes, _fp8_allgather)
     fp8_grouped_experts: bool = True  # MoE: the routed experts' GEMMs in the low precision (job field, else the stack's; step.py [16])
     fp8_attention: bool = False  # the fused attention in fp8 (job field; step.fp8_core, memory.py [fa8], _fp8_attention)
@@ -1183,6 +1184,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         **_imbalance_settings(job, model, stack, where),
         bf16_layers=_bf16_layers(job, model, stack, where),
         fp8_output_layer=_fp8_output_layer(job, model, stack, where),
+        filter_fqns=_filter_fqns(job, model, stack, where),
         fp8_allgather=_fp8_allgather(job, stack, where),
         fp8_grouped_experts=_fp8_grouped_experts(job, model, stack, inherited, where),
         fp8_attention=_fp8_attention(job, stack, hw, where),
@@ -1865,6 +1867,34 @@ def _fp8_recipe_of(job: Job, stack: Stack, field: str, where: str):
     return recipe, stack.fp8_recipes.get(recipe)
 
 
+def _filter_fqns(job: Job, model: ModelSpec, stack: Stack, where: str):
+    """The job's filter_fqns (step.py [18]) as a tuple: refused without precision fp8 or on a stack whose recipes
+    convert no Linear module by name (Transformer Engine: stack_db fp8_recipes output_layer_convertible none), and
+    where its 'output' entry disagrees with fp8_output_layer (the output layer's own field: 'output' named keeps it
+    bf16, fp8_output_layer true converts it). None where it converts what the default list converts in every layer
+    kind under every recipe (a dense model's ["output"], an MoE's ["output", "router.gate"]: one plan, one spelling)."""
+    from .fp8_linears import converted_shares
+    from .layers import layer_list
+    from .precisions import FP8_RECIPES
+
+    if job.filter_fqns is None:
+        return None
+    recipe, spec = _fp8_recipe_of(job, stack, "filter_fqns", where)
+    if not any(r.output_layer_convertible for r in stack.fp8_recipes.values()):
+        raise PlannerError(f"{where}filter_fqns is set but stack {stack.name} converts no Linear by name (Transformer "
+                           "Engine runs every TE linear in fp8, the MoE router bf16)",
+                           "remove filter_fqns, or choose --stack torchtitan")
+    if any(f in "output" for f in job.filter_fqns if f) and job.fp8_output_layer:
+        raise PlannerError(f"{where}filter_fqns names the output layer ('output') but fp8_output_layer is true",
+                           "drop 'output' from filter_fqns, or fp8_output_layer")
+    codes = np.arange(len(FP8_RECIPES))
+    kinds = layer_list(model).kinds
+    if all({n: v.tolist() for n, v in converted_shares(k.mixer, k.mlp, job.filter_fqns, codes).items()}
+           == {n: v.tolist() for n, v in converted_shares(k.mixer, k.mlp, None, codes).items()} for k in kinds):
+        return None
+    return tuple(job.filter_fqns)
+
+
 def _fp8_output_layer(job: Job, model: ModelSpec, stack: Stack, where: str) -> bool:
     """Whether a job's output layer runs in fp8 (job field fp8_output_layer): refused without fp8
     or with a recipe the stack keeps it bf16 in (stack_db fp8_recipes output_layer_convertible);
@@ -2071,6 +2101,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
            if any(settings.bf16_layers) else {}),
         **({"fp8_output_layer": True} if settings.fp8_output_layer else {}),
+        **({"filter_fqns": list(settings.filter_fqns)} if settings.filter_fqns is not None else {}),
         **({"fp8_allgather": settings.fp8_allgather} if settings.fp8_allgather is not None else {}),
         **({"fp8_grouped_experts": bool(g("fge"))} if _grouped_experts_named(settings, g("fge"), g("precision")) else {}),
         **({"fp8_attention": True} if settings.fp8_attention else {}),

@@ -554,19 +554,6 @@ class ModelSpec(BaseModel):
         return float(self.rope_linear_factor) if self.rope_linear_factor is not None else "linear, factor not stated"
 
     @property
-    def attention_mixers_only(self) -> bool:
-        """Every layer's mixer is full or sliding-window attention (not MLA, chunked, state-space or linear
-        attention): layer_windows is not None, decided from the pattern's kinds alone (no per-layer tuple: a
-        model's num_layers may be large, and the start-up width rule asks this of every model)."""
-        if self.layer_pattern is None:
-            return self.mla is None
-        for name in set(self.layer_pattern):
-            x = self.layer_kinds[name].mixer
-            if not (x is None and self.mla is None or isinstance(x, (GlobalAttention, SlidingAttention))):
-                return False
-        return True
-
-    @property
     def layer_windows(self) -> Optional[tuple[int, ...]]:
         """Each layer's attention window (keys a query attends to, itself included), 0 for
         full attention: what Megatron's --window-size / --window-attn-skip-freq say (the
@@ -2284,6 +2271,15 @@ class Job(BaseModel):
                                    "job_config.py Float8Linear.filter_fqns default []); skipped, as torchtitan's "
                                    "module_filter_fn does, where vocab_size or hidden_size is not a multiple of 16; "
                                    "needs a recipe with output_layer_convertible; default off")
+    filter_fqns: Optional[list[str]] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="with fp8 on a stack whose recipes convert Linear modules (torchtitan): its "
+                                  "[float8] / [quantize.linear.float8] filter_fqns, the module names (substrings of "
+                                  "the fully qualified names: attention.wq, feed_forward.w1, moe.router.gate, ...) kept "
+                                  "bf16, with 'auto_filter_small_kn' for torchao's per-recipe size thresholds "
+                                  "(planner/fp8_linears.py, step.py [18]); the output layer's entry is fp8_output_layer's "
+                                  "(an 'output' entry must agree with it); null: ['output', 'router.gate'], the shipped "
+                                  "MoE configs' (the router bf16)")
     fp8_attention: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False, description="with fp8: the fused attention (softmax(QK^T) V and its backward) in fp8 too "

@@ -1424,30 +1424,85 @@ LATER_RULES = LATER_RULES + (
 #                        kv_up heads x (qk_nope + v) / tp), the dense MLP's and the shared experts' (Megatron's
 #                        SharedExpertMLP: num_shared x their width, one TE MLP) ffn / tp (fc2's input; fc1's out,
 #                        1 or 2 x ffn / tp, is then a multiple of 16 / 32 too), the routed experts' ffn_e / etp.
-#                        Attention widths are read where every layer's mixer is attention (ModelSpec.attention_mixers_only)
-#                        or MLA; a hybrid model's Mamba / Gated DeltaNet projections are not checked here.
+#                        Every TE linear of every mixer kind the model's layers use (issue 22; which modules are TE
+#                        linears: Megatron's specs, TESpecProvider linear / column_parallel_linear / row_parallel_
+#                        linear / column_parallel_layer_norm_linear = TELinear / TEColumnParallelLinear /
+#                        TERowParallelLinear / TELayerNormColumnParallelLinear, extensions/transformer_engine_spec_
+#                        provider.py l. 39-57): softmax attention in any layer (a hybrid's too), its QKV out with the
+#                        output gate's heads x head_dim (transformer/attention.py l. 1689-1691); MLA's down projections
+#                        (gpt_layer_specs.py l. 122-126: linear_q_down_proj / linear_kv_down_proj = backend.linear(),
+#                        TELinear with parallel_mode 'duplicated', multi_latent_attention.py l. 526-527, 573-574: whole on every
+#                        rank) [q_lora_rank, h] and [kv_lora_rank + qk_rope_head_dim, h] (l. 537-541, 584-588): their
+#                        out % 8, the up projections' inputs q_lora_rank and kv_lora_rank % 16; Mamba-2's in_proj
+#                        (TELayerNormColumnParallelLinear, models/hybrid/hybrid_layer_specs.py l. 115-117, ssm/
+#                        mamba_mixer.py l. 281-295) out 2 d_inner + 2 groups x state + heads over tp, out_proj
+#                        (TERowParallelLinear, l. 437-440) input d_inner over tp; Gated DeltaNet's in_proj
+#                        (experimental_attention_variant_module_specs.py l. 88-90; ssm/gated_delta_net/common.py
+#                        l. 202-214, gdn.py l. 45) out 2 key heads x key dim + 2 value heads x value dim + 2 value
+#                        heads over tp and its out_proj input value heads x value dim over tp (common.py l. 274-276),
+#                        plus Megatron's own assertion that the whole in_proj width divide by get_fp8_align_size
+#                        (common.py l. 205-210, fp8_utils.py l. 356-361: 32 under mxfp8, else 16; only with
+#                        config.fp8, not nvfp4). Mamba-1 (Jamba) has no Megatron module: not checked. The MLP widths
+#                        read moe.first_k_dense / layer_freq (a layer kind's own dense MLP beside MoE kinds, as
+#                        Jamba's, is not read here).
 #                        An MoE trained with ungrouped experts (SequentialMLP: TE Linear each) would meet (1) too:
 #                        not checked (the planner prices Megatron's grouped GEMM)
 FP8_EXEC_WIDTH = 16  # TE utils.py @4329ff84 l. 617 (assert_dim_for_fp8_exec: last dim % 16)
 
 
+def _used_mixers(model) -> list:
+    """The mixer spec of each layer kind the model's layer_pattern uses, in first-use order (None: the model's default
+    mixer, MLA with `mla:`, else global attention); [None] for a model without layer_pattern."""
+    if model.layer_pattern is None:
+        return [None]
+    return [model.layer_kinds[n].mixer for n in dict.fromkeys(model.layer_pattern)]
+
+
 def _quantized_widths(model) -> list[tuple[str, int, str, str]]:
-    """(name, full width, split axis 'tp' / 'etp' / '', role 'in' / 'out' / 'grouped') of the model's quantized
-    GEMM operand widths (MEGATRON_FP8_WIDTHS): 'in' a TE linear's input width (last dim), 'out' its weight's out
-    width (leading dim), 'grouped' a routed expert's width (quantizer checks only)."""
+    """(name, full width, split axis 'tp' / 'etp' / '', role 'in' / 'out' / 'grouped' / 'align') of the model's
+    quantized GEMM operand widths (MEGATRON_FP8_WIDTHS): 'in' a TE linear's input width (last dim), 'out' its weight's
+    out width (leading dim), 'grouped' a routed expert's width (quantizer checks only), 'align' Megatron's own
+    assertion on a whole width (GatedDeltaNet's in_proj, get_fp8_align_size). Every TE linear of every mixer kind the
+    model's layers use: softmax attention (any layer, with its output gate's a x d), MLA with its down projections,
+    Mamba-2's and Gated DeltaNet's in / out projections."""
+    from .schema import ChunkedAttention, GatedDeltaNet, GlobalAttention, Mamba2, MLAAttention, SlidingAttention
+
     if model is None:
         return []
     h, a = model.hidden_size, model.num_attention_heads
     out = [("hidden_size", h, "", "in")]
-    if model.mla is not None:
+    mixers = _used_mixers(model)
+    softmax = (GlobalAttention, SlidingAttention, ChunkedAttention)
+    if model.mla is not None and any(x is None or isinstance(x, MLAAttention) for x in mixers):
         m = model.mla
         out += [("attention proj input heads x v_head_dim", a * m.v_head_dim, "tp", "in"),
                 ("MLA q_up out heads x qk_head_dim", a * m.qk_head_dim, "tp", "out"),
                 ("MLA kv_up out heads x (qk_nope + v_head_dim)", a * (m.qk_nope_head_dim + m.v_head_dim), "tp", "out")]
-    elif model.attention_mixers_only:
-        d = model.dhead
-        out += [("attention proj input heads x head_dim", a * d, "tp", "in"),
-                ("QKV out (heads + 2 kv_heads) x head_dim", (a + 2 * model.kv_heads) * d, "tp", "out")]
+        if m.q_lora_rank is not None:  # linear_q_down_proj (TELinear, duplicated: whole on every rank) and q_up's input
+            out += [("MLA q_down out q_lora_rank", m.q_lora_rank, "", "out"),
+                    ("MLA q_up input q_lora_rank", m.q_lora_rank, "", "in")]
+        out += [("MLA kv_down out kv_lora_rank + qk_rope_head_dim", m.kv_lora_rank + m.qk_rope_head_dim, "", "out"),
+                ("MLA kv_up input kv_lora_rank", m.kv_lora_rank, "", "in")]
+    gates = sorted({bool(x.output_gate) for x in mixers if isinstance(x, softmax)}
+                   | ({False} if model.mla is None and None in mixers else set()))
+    d = model.dhead
+    if gates:
+        out.append(("attention proj input heads x head_dim", a * d, "tp", "in"))
+    for g in gates:  # attention.py l. 1689-1691: the output gate adds heads x head_dim to linear_qkv's out
+        out.append(("QKV out (2 heads + 2 kv_heads) x head_dim (output gate)" if g else
+                    "QKV out (heads + 2 kv_heads) x head_dim", (a * (2 if g else 1) + 2 * model.kv_heads) * d, "tp", "out"))
+    for x in (x for x in mixers if isinstance(x, (Mamba2, GatedDeltaNet))):
+        if isinstance(x, Mamba2):  # mamba_mixer.py l. 281-295 (in_proj d_model -> z x B C dt), l. 437-440 (out_proj)
+            di = x.num_heads * x.head_dim
+            out += [("Mamba-2 in_proj out 2 d_inner + 2 groups x state + heads",
+                     2 * di + 2 * x.n_groups * x.state_size + x.num_heads, "tp", "out"),
+                    ("Mamba-2 out_proj input d_inner", di, "tp", "in")]
+        else:  # gated_delta_net/common.py l. 202-214 (in_proj q k v z + gdn.py l. 45's alpha, beta), l. 274-276
+            qk, v = x.num_key_heads * x.key_head_dim, x.num_value_heads * x.value_head_dim
+            w = 2 * qk + 2 * v + 2 * x.num_value_heads
+            out += [("Gated DeltaNet in_proj out 2 qk + 2 v + 2 value heads", w, "tp", "out"),
+                    ("Gated DeltaNet in_proj out (Megatron's whole-width assertion)", w, "", "align"),
+                    ("Gated DeltaNet out_proj input value heads x value_head_dim", v, "tp", "in")]
     moe = model.moe
     if moe is None or moe.first_k_dense > 0 or moe.layer_freq > 1:
         out.append(("ffn_hidden_size", model.ffn_hidden_size, "tp", "in"))
@@ -1456,11 +1511,11 @@ def _quantized_widths(model) -> list[tuple[str, int, str, str]]:
         if moe.num_shared_experts:
             out.append(("shared experts' ffn", moe.num_shared_experts * (moe.shared_expert_ffn_hidden_size or fe), "tp", "in"))
         out.append(("expert ffn", fe, "etp", "grouped"))
-    return out
+    return list(dict.fromkeys(out))  # two kinds of one mixer shape: its widths once
 
 
 def _width_blocks(plan):
-    """Per candidate, the divisor each role's local width needs (0: unchecked): (in, out, grouped)."""
+    """Per candidate, the divisor each role's local width needs (0: unchecked): (in, out, grouped, align)."""
     from .precisions import FP8, FP8_RECIPE_CODES, PRECISION_CODES
 
     prec = np.asarray(plan.precision)
@@ -1469,12 +1524,13 @@ def _width_blocks(plan):
     q = np.where(mx, MXFP8_BLOCK, np.where(nv, NVFP4_BLOCK, 0))  # the block quantizers' own check
     fin = np.where(f8 | nv, FP8_EXEC_WIDTH, 0)
     fout = np.where(f8 | nv, FP8_EXEC_ROWS, 0)
-    return np.maximum(fin, q), np.maximum(fout, q), q
+    align = np.where(f8, np.where(mx, MXFP8_BLOCK, FP8_EXEC_WIDTH), 0)  # fp8_utils.py get_fp8_align_size (config.fp8 only)
+    return np.maximum(fin, q), np.maximum(fout, q), q, align
 
 
 def _width_breaks(model, plan) -> list[tuple[str, int, str, np.ndarray, np.ndarray]]:
     """(name, width, axis, divisor array, broken array) of each width (_quantized_widths)."""
-    blocks = dict(zip(("in", "out", "grouped"), _width_blocks(plan)))
+    blocks = dict(zip(("in", "out", "grouped", "align"), _width_blocks(plan)))
     tp = np.asarray(plan.tp)
     etp = np.where(np.asarray(plan.etp) > 0, np.asarray(plan.etp), tp)
     res = []

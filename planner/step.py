@@ -181,6 +181,18 @@ References
     it: no dK/dV rides with the K/V as in the bf16 ring. Priced in cp_ring_comm for the stacks whose
     ring is TE's (ContextParallelSpec kernel per_step, dkv with_kv; a2a+p2p's ring part, after its
     bf16 all-to-alls, l. 1543); all_gather and a2a CP unchanged (bf16).
+[18] Which linears the plan's recipe converts (issue 22; planner/fp8_linears.py with its sources): per GEMM row a
+    converted share (step.converted). torchtitan (module converters): each nn.Linear the row prices is kept bf16
+    where the job's filter_fqns (torchtitan's [float8] / [quantize.linear.float8] filter_fqns; None: the shipped
+    MoE configs' ["output", "router.gate"]) names it by substring, where a dim of its full weight is not a multiple
+    of 16, or, with "auto_filter_small_kn" in the list and the float8 converter, where torchao's per-recipe
+    thresholds skip it (tensorwise K <= 4096 and N <= 1024; rowwise N <= 2048, K <= 1024, or N <= 4096 and K <= 2048);
+    the share is the converted linears' out width over the row's. Transformer Engine stacks (Megatron): every row but
+    the MoE router (Megatron's TopKRouter is no TE module; DeepSeek-V3's report, arXiv:2412.19437 sec. 3.3.1, keeps
+    "MoE gating modules" in BF16 / FP32 too: the deepseek stack). A kept share runs at the bf16 rate (forward 1x, backward 2x) with
+    none of the recipe's casts; a converted router (filter_fqns without router.gate) runs at the low rate with the
+    casts of its input and weight (its share of cast elements is added; the blocks' cast_elements leave the router
+    out). Saved tensors do not move: torchao's Float8Linear saves its bf16 input and weight (as [14]).
 """
 
 from __future__ import annotations
@@ -356,11 +368,13 @@ def layer_times(sc: StepCtx) -> LayerTimes:
         mixer, mlp = kind.mixer, kind.mlp
         rows = mixer.gemms(ctx) + mlp.gemms(ctx)
         times = price_gemms(rows, hw, plan.precision, sc.gemm_cal)
+        shares = converted(sc, mixer, mlp, rows)  # [18] the converted share of each linear row
         if kind.has_experts and _experts_apart(sc):  # the model's kind and the stack's data [16]
-            g, g_bwd, cast = _expert_times(sc, rows, times, mixer, mlp)
+            g, g_bwd, cast = _expert_times(sc, rows, times, mixer, mlp, shares)
         else:
-            g, g_bwd = _low_and_bf16(sc, rows, sum(times.values(), np.float64(0.0)) / sc.speed)
-            cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)), 0.0)
+            g, g_bwd = _converted_times(sc, rows, times, shares)
+            cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)
+                                                               + cast_change(rows, shares)), 0.0)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
         # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
@@ -571,6 +585,58 @@ def moe_host(sc: StepCtx, kind, gpu_fwd):
     return np.maximum(issue - gpu_fwd, 0.0)
 
 
+def converted(sc: StepCtx, mixer, mlp, rows) -> dict:
+    """[18] GEMM row name -> the share of its linears the plan's low-precision recipe runs (fp8_linears.
+    converted_shares): a stack whose recipes convert modules by a filter (torchtitan: stack_db fp8_recipes
+    output_layer_convertible) by the job's filter_fqns (None: the MoE router gate and the output layer bf16),
+    the dims-of-16 rule and torchao's auto filter; elsewhere (Transformer Engine) every row but the MoE router,
+    which is no TE module."""
+    from .fp8_linears import converted_shares, module_filter
+
+    if module_filter(sc.stack):
+        return converted_shares(mixer, mlp, sc.settings.filter_fqns, sc.plan.f8r)
+    return {"router": np.float64(0.0)} if any(r[0].name == "router" for r in rows) else {}
+
+
+def cast_change(rows, shares) -> np.ndarray:
+    """[18] Cast elements to add to the blocks' own (cast_elements, which count every linear but the router):
+    minus a kept-bf16 row's input and weight elements, plus a converted router's."""
+    from .layers.mamba import gemm_cast_elements
+
+    out = np.float64(0.0)
+    for name, w in shares.items():
+        el = gemm_cast_elements([r for r in rows if r[0].name == name])
+        out = out + (w * el if name == "router" else (np.asarray(w) - 1.0) * el)
+    return out
+
+
+def _converted_times(sc: StepCtx, rows, times: dict, shares: dict):
+    """(forward, backward GEMM seconds) of rows of which `shares` converts a part [18]: a row's converted share as
+    _low_and_bf16 prices it (the recipe's low_fwd / low_bwd), the rest at the bf16 rate (forward 1x, backward 2x);
+    `times` is updated in place so that a partly kept row over sc.speed is its seconds (the selective re-run)."""
+    names = list(dict.fromkeys(x[0].name for x in rows))
+    w = {n: np.where(sc.fp8, shares[n], 1.0) for n in names if n in shares}
+    if all(np.all(v == 1.0) for v in w.values()):
+        return _low_and_bf16(sc, rows, sum((times[n] for n in names), np.float64(0.0)) / sc.speed)
+    scale = sc.settings.knobs.gemm_efficiency_scale
+    lf = np.where(sc.fp8, sc.recipe["low_fwd"], 1.0)
+    lb = np.where(sc.fp8, sc.recipe["low_bwd"], 1.0)
+    mixed = not (np.all(lf == 1.0) and np.all(lb == 1.0))  # a recipe with bf16 passes prices every row at bf16 too
+    kept = {n for n, v in w.items() if not np.all(v == 1.0)}
+    t16 = price_gemms([x for x in rows if mixed or x[0].name in kept], sc.settings.hardware,
+                      np.zeros_like(sc.plan.precision), sc.gemm_cal)
+    f = b = np.float64(0.0)
+    for n in names:
+        low = times[n] / sc.speed
+        b16 = t16[n] / scale if n in t16 else low  # (a row converted whole under an all-low recipe: b16 unused)
+        wn = w.get(n, np.float64(1.0))
+        f = f + wn * (lf * low + (1.0 - lf) * b16) + (1.0 - wn) * b16
+        b = b + 2.0 * (wn * (lb * low + (1.0 - lb) * b16) + (1.0 - wn) * b16)
+        if n in w:
+            times[n] = (wn * low + (1.0 - wn) * b16) * sc.speed
+    return f, b
+
+
 def _low_and_bf16(sc: StepCtx, rows, g_low):
     """(forward, backward) GEMM seconds of one layer kind: each of fprop, dgrad and wgrad (the
     backward runs two GEMMs of the forward's shapes [1]) at the low-precision rate `g_low`
@@ -599,7 +665,7 @@ def _experts_apart(sc: StepCtx) -> bool:
                 or any(r.grouped_experts_recipe not in (None, n) for n, r in st.fp8_recipes.items()))
 
 
-def _expert_times(sc: StepCtx, rows, times: dict, mixer, mlp):
+def _expert_times(sc: StepCtx, rows, times: dict, mixer, mlp, shares: dict | None = None):
     """(forward, backward GEMM seconds, fp8 cast bytes) of an MoE layer kind whose routed experts'
     grouped GEMMs are priced apart [16]: the other rows as _low_and_bf16 prices them (the plan's
     recipe); the expert_up / expert_down rows, where they run converted (fp8 / nvfp4 with plan.fge), at
@@ -612,8 +678,8 @@ def _expert_times(sc: StepCtx, rows, times: dict, mixer, mlp):
     hw, scale, ctx, r = sc.settings.hardware, sc.settings.knobs.gemm_efficiency_scale, sc.ctx, sc.recipe
     on = sc.fp8 & (np.asarray(sc.plan.fge) > 0)  # the experts' grouped GEMMs converted
     rest = [x for x in rows if x[0].name not in EXPERT_GEMMS]
-    g_low = sum((times[n] for n in dict.fromkeys(x[0].name for x in rest)), np.float64(0.0)) / sc.speed
-    g, g_bwd = _low_and_bf16(sc, rest, g_low) if rest else (np.float64(0.0), np.float64(0.0))
+    shares = shares or {}
+    g, g_bwd = _converted_times(sc, rest, times, shares) if rest else (np.float64(0.0), np.float64(0.0))
     ex = [x for x in rows if x[0].name in EXPERT_GEMMS]
     t16 = price_gemms(ex, hw, np.zeros_like(sc.plan.precision), sc.gemm_cal)
     lf = np.where(on, r["grouped_low_fwd"], 0.0)
@@ -626,7 +692,8 @@ def _expert_times(sc: StepCtx, rows, times: dict, mixer, mlp):
         e_f, e_b = e_f + f, e_b + 2.0 * (lb * low + (1.0 - lb) * b16)
         times[name] = f * sc.speed
     ec = mlp.cast_elements(ctx) - mlp.cast_elements_bf16_experts(ctx)  # the routed experts' GEMM inputs
-    cast = (np.where(sc.fp8, r["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements_bf16_experts(ctx)), 0.0)
+    cast = (np.where(sc.fp8, r["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements_bf16_experts(ctx)
+                                                + cast_change(rest, shares)), 0.0)
             + np.where(on, r["grouped_cast_bytes"] * ec, 0.0))
     return g + e_f, g_bwd + e_b, cast
 
@@ -1228,14 +1295,21 @@ QUANTIZED_GATHER_BYTES = {"delayed": 1.0, "tensorwise": 1.0, "rowwise": 1.0, "bl
                           "nvfp4": 0.5}
 
 
-def fp8_gather_share(pc, settings) -> float:
+def fp8_gather_share(pc, settings, plan) -> np.ndarray:
     """The share of the dense parameters FSDP's fp8 all-gather moves in fp8 [15]: the converted
-    Linears' weights (linear_share: the layers' linear matrices, the routers' left out), plus the
+    Linears' weights (memory.converted_linear_elems: the layers' linear matrices less those the job's
+    filter_fqns keeps bf16, plus a converted router's or MLA down projection's [18]), plus the
     output layer's where it is converted too (the job's fp8_output_layer); the embedding, norms,
-    routers and the output layer otherwise stay bf16 parameters."""
+    routers (unless converted) and the output layer otherwise stay bf16 parameters."""
+    from .memory import converted_linear_elems
+
     dense = sum(int(n) * (p.split + p.replicated) for n, p in zip(pc.layers.totals, pc.kind_params)) + pc.ends
-    out = pc.output / dense if (settings.fp8_output_layer and dense) else 0.0
-    return linear_share(pc) + out
+    if not dense:
+        return np.float64(0.0)
+    conv = converted_linear_elems(settings, pc, plan, per_gpu=False)
+    lin = sum((int(n) * c for n, c in zip(pc.layers.totals, conv)), np.float64(0.0))
+    out = pc.output if settings.fp8_output_layer else 0.0
+    return (lin + out) / dense
 
 
 def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
@@ -1284,7 +1358,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     fsdp = plan.sharding >= FSDP
     zero = (plan.sharding >= ZERO1) & ~fsdp
     sharded = plan.sharding >= ZERO1
-    w_per = gather_bytes(sc, zero, linear_share(pc), fp8_gather_share(pc, settings))  # [12] [15]
+    w_per = gather_bytes(sc, zero, linear_share(pc), fp8_gather_share(pc, settings, plan))  # [12] [15]
     # the stack issues these as one collective per bucket (an FSDP unit = a layer, or a bucket of
     # parameters: Megatron DDP, DeepSpeed), each paying the collective's latency term
     fsdp_bucket = fs.fsdp_bucket_params if fs.fsdp_bucket_params is not None else p_local / sc.n["mid"]

@@ -37,6 +37,10 @@ CASES = [
     # fp8 details (plan._fp8_output_layer, memory.py fp8 weights [fp8w], precisions.py bf16 layers)
     ("fp8_output_layer", ["--fp8-output-layer"], True, TT_FP8, False, {"memory": -1, "step": -1}),
     ("fp8_allgather", ["--no-fp8-allgather"], False, TT_FP8, True, {"memory": +1, "step": +1}),
+    # attention.wq ([4096, 4096]) kept bf16: its GEMMs at the bf16 rate (step.py [18]), its weight gathered at 2 B
+    # under the fp8 all-gather (memory.converted_linear_elems); saved tensors unchanged
+    ("filter_fqns", ["--filter-fqns", "output,attention.wq"], ["output", "attention.wq"], TT_FP8,
+     ["output", "attention.wk"], {"step": +1, "memory": +1}),
     # converted: faster GEMMs, and each expert's token group padded to 16 rows in place of 8 (layers/moe.py [14])
     ("fp8_grouped_experts", ["--fp8-grouped-experts"], True, dict(MOE, stack="torchtitan", sharding="fsdp", precision="fp8"),
      False, {"step": -1, "memory": +1}),

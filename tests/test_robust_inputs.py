@@ -625,20 +625,19 @@ def test_fuzz_pass_run_record_with_denormal_memory_exits_2(cli, tmp_path):
     assert "512 B" in r.stderr
 
 
-def test_attention_mixers_only_is_layer_windows_known(monkeypatch):
-    """The start-up width rule (MEGATRON_FP8_WIDTHS) asks every model whether each layer's mixer is
-    attention. It read ModelSpec.layer_windows, a tuple of num_layers entries: at num_layers 2^31 - 1
-    (the twenty-first fuzz pass, seed 45, model-5-4.yaml) 17 GB and two minutes before the plan was
-    priced. attention_mixers_only answers from the layer pattern's kinds: the same answer as
-    `layer_windows is not None` on every shipped model, and no per-layer tuple on the huge one."""
-    from planner.catalog import list_models, load_model
+def test_width_rule_reads_the_pattern_not_each_layer(monkeypatch):
+    """The start-up width rule (MEGATRON_FP8_WIDTHS) asked every model for ModelSpec.layer_windows, a
+    tuple of num_layers entries: at num_layers 2^31 - 1 (the twenty-first fuzz pass, seed 45,
+    model-5-4.yaml) 17 GB and two minutes before the plan was priced. It reads the layer pattern's
+    mixer kinds (startup._used_mixers): the per-layer tuple is never built."""
+    from planner import startup
+    from planner.catalog import load_model
     from planner.schema import ModelSpec
-    for name in list_models():
-        m = load_model(name)
-        assert m.attention_mixers_only == (m.layer_windows is not None), name
     huge = load_model(str(FUZZ / "model-5-4.yaml"))
 
     def expanded(self):
         raise AssertionError("the per-layer tuple was built")
     monkeypatch.setattr(ModelSpec, "layer_windows", property(expanded))
-    assert huge.num_layers == 2**31 - 1 and huge.attention_mixers_only is True
+    names = [w[0] for w in startup._quantized_widths(huge)]
+    assert huge.num_layers == 2**31 - 1
+    assert names[:3] == ["hidden_size", "attention proj input heads x head_dim", "QKV out (heads + 2 kv_heads) x head_dim"]

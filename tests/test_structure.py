@@ -59,12 +59,15 @@ RANKS = {
     # a job's CUDA graphs (Megatron --cuda-graph-impl / --cuda-graph-modules): read by memory
     # (the static outputs a graph holds) and plan (the checks), reads the layer kinds
     "planner.cuda_graphs": 60,
+    # which linears the fp8 recipe converts (issue 22): read by step and memory, reads the layer kinds' blocks
+    "planner.fp8_linears": 60,
     # layers/: the package (layer lists, per-stage means, the shared context) over the kind
     # modules; the MoE MLP over the dense MLP whose pieces it reuses; all over common
     "planner.layers": 50,
     "planner.layers.moe": 45,
     "planner.layers.attention": 40,
     "planner.layers.mlp": 40,
+    "planner.layers.mamba": 40,  # gemm_cast_elements, which step's converted rows read (step.py [18])
     "planner.layers.common": 35,
     # the data every layer above reads, and leaf modules that import nothing of planner
     # (terms, efficiencies, power). plan imports comm and pipeline for their codes

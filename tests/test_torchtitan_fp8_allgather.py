@@ -25,7 +25,7 @@ TOTAL = LINEARS + NORMS + EMB + OUT  # 8,030,261,248
 
 
 def _sc(allgather, fp8_out=False):
-    settings = SimpleNamespace(fp8_allgather=allgather, fp8_output_layer=fp8_out, fp8_param_gather=False,
+    settings = SimpleNamespace(fp8_allgather=allgather, fp8_output_layer=fp8_out, fp8_param_gather=False, filter_fqns=None,
                                fp4_param_gather=False, bpp=SimpleNamespace(gradients=4.0), stack=load_stack("torchtitan"))
     plan = SimpleNamespace(precision=np.array([1]), f8r=np.array([1]))  # fp8, tensorwise (precisions.FP8_RECIPES)
     return SimpleNamespace(plan=plan, settings=settings, stack=SimpleNamespace(fsdp=SimpleNamespace(param_gather_bytes=2.0)),
@@ -47,7 +47,7 @@ def test_hand_counts():
 def test_gather_bytes_by_hand(allgather, fp8_out, want):
     sc = _sc(allgather, fp8_out)
     pc = count_params(load_model("llama3-8b"))
-    got = gather_bytes(sc, np.array([False]), 0.0, fp8_gather_share(pc, sc.settings))
+    got = gather_bytes(sc, np.array([False]), 0.0, fp8_gather_share(pc, sc.settings, sc.plan))
     assert got[0] == pytest.approx(want, rel=1e-12)
 
 
@@ -93,5 +93,5 @@ def test_gather_bytes_of_a_resolved_job(explain, fields, want):
     settings, plan, _, _ = explain(**dict(KW, **fields))
     sc = _context(settings, plan)
     pc = count_params(load_model("llama3-8b"))
-    got = gather_bytes(sc, np.zeros_like(plan.sharding, dtype=bool), 0.0, fp8_gather_share(pc, settings))
+    got = gather_bytes(sc, np.zeros_like(plan.sharding, dtype=bool), 0.0, fp8_gather_share(pc, settings, plan))
     assert float(got) == pytest.approx(want, rel=1e-12)

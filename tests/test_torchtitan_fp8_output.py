@@ -39,12 +39,14 @@ def test_filter_fqns_unset_converts_the_output_layer(tmp_path):
     ('["output"]', False, "ignored"),      # the shipped train_configs: the output layer bf16
     ('"output"', False, "ignored"),        # the command line's comma-separated string
     ("[]", True, "ignored"),               # the default written out: the output layer fp8, priced
-    ('["output", "attention.wq"]', False, "not_modelled"),  # another Linear kept bf16: not priced
-    ('["attention.wq"]', True, "not_modelled"),
+    ('["output", "attention.wq"]', False, "ignored"),  # another Linear kept bf16: priced (step.py [18])
+    ('["attention.wq"]', True, "ignored"),
+    ('["output", "layers.1.attention"]', False, "not_modelled"),  # a filter of some layers by index: not priced
 ])
 def test_filter_fqns_lists(tmp_path, fqns, fp8_out, where):
     cfg = _titan(tmp_path, FP8 + f"filter_fqns = {fqns}\n")
     assert cfg.job.get("fp8_output_layer", False) is fp8_out
+    assert cfg.job["filter_fqns"] == ([fqns.strip('"')] if not fqns.startswith("[") else tomllib.loads(f"x = {fqns}")["x"])
     assert sum(x.startswith("float8.filter_fqns=") for x in getattr(cfg, where)) == 1
     assert not any("fp8_output_layer" in a for a in cfg.assumed)
 

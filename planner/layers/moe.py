@@ -15,7 +15,7 @@ and [t_e, h, f_e/tp], E/ep of them, priced by compute.gemm_time at those small s
 wave efficiency is the grouped-GEMM efficiency (a grouped GEMM runs the experts' tiles in one
 launch, so the tile quantisation of each small expert GEMM is what it loses; named
 assumption, a `planner calibrate gemm` profile at these shapes replaces it). Shared experts
-run on all T tokens as a dense MLP of width s x f_s; the router is a [T, E, h] GEMM.
+run on all T tokens as a dense MLP of width s x f_s; the router is a [T / rep_div, E, h] GEMM (its local tokens).
 
 Activations (per MoE layer, per micro-batch, bytes per token, bf16 unless said): router
 logits 4E (fp32, kept for the softmax/sigmoid backward; where the stack prices its routing saves,
@@ -313,7 +313,7 @@ class MoEMLP:
 
     # ------------------------------------------------------------------ compute
     def gemms(self, ctx):
-        """The router [T, E, h]; the shared experts as one MLP of width s f_s (split over tp);
+        """The router [T / rep_div, E, h] (its local tokens); the shared experts as one MLP of width s f_s (split over tp);
         E/ep local experts of t_e tokens each (expert_tokens), [t_e, f1_e/etp, h] and
         [t_e, h, f_e/etp], on the busiest EP rank."""
         T, tp, ep, h, etp = ctx.T, ctx.tp, ctx.ep, self.h, ctx.etp
@@ -322,7 +322,9 @@ class MoEMLP:
         # each local expert's token group padded to a multiple of ctx.group_align rows: (A - 1) / 2 more on average [14]
         t_e = self.expert_tokens(ctx) + np.maximum(ctx.group_align - 1.0, 0.0) / 2.0
         local = self.num_experts / ep
-        rows = [("router", T, self.num_experts, h, 1.0)]
+        # the router's input is the layer's local tokens, sequence-sharded under SP (T / rep_div: Megatron-LM @d98e8a64
+        # moe_layer.py l. 451 router(hidden_states) on the [s / tp, b, h] input, l. 636-640 MoE with TP needs SP)
+        rows = [("router", T / ctx.rep_div, self.num_experts, h, 1.0)]
         if fs:
             rows += [("shared_up", T, g1 * fs / tp, h, 1.0), ("shared_down", T, h, fs / tp, 1.0)]
         rows += [("expert_up", t_e, g1 * self.fe / etp, h, local), ("expert_down", t_e, h, self.fe / etp, local)]

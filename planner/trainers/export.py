@@ -547,9 +547,17 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     if plan["precision"] == "nvfp4":
         raise _refuse(F, "precision nvfp4: torchtitan has no NVFP4 converter (job_config.py @e347b1e5e: float8, mx)",
                       "price it with --precision fp8 (tensorwise, rowwise or mxfp8)")
-    # filter_fqns: the output layer as priced (step.py [14]): kept bf16 (["output"]) unless fp8_output_layer
+    # filter_fqns: the output layer as priced (step.py [14]): kept bf16 (["output"]) unless fp8_output_layer; the
+    # Linears kept bf16 as priced (step.py [18]): the job's filter_fqns, else the MoE router gate ("router.gate", the
+    # shipped MoE configs') on a model with MoE layers
     out = [] if plan.get("fp8_output_layer") else ["output"]
+    if plan.get("filter_fqns") is not None:
+        out = list(plan["filter_fqns"])
+    elif model.moe is not None:
+        out = out + ["router.gate"]
     if plan["precision"] == "fp8" and plan.get("fp8_recipe") == "mxfp8":
+        # the mx converter keeps by name only (no auto filter, fp8_linears.py [2]): the output layer's entry alone
+        # is what the float8 reader and pricing read for it; its own list as priced
         sec[TT_QUANTIZE["mx"]] = {"recipe_name": "mxfp8_cublas", "filter_fqns": out}  # MXLinear.recipe_name default
     elif plan["precision"] == "fp8":
         r = plan.get("fp8_recipe") or "tensorwise"

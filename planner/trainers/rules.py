@@ -75,6 +75,10 @@ Sources (file @d98e8a64, what is asserted):
                  MEGATRON_FP8_ROWS, rule 69)
   MXFP8_ROWS     --fp8-format with --fp8-recipe mxfp8: TE @4329ff84 pytorch/csrc/quantizer.cpp
                  l. 1395-1397: the same rows divisible by 32 (planner/startup.py MEGATRON_MXFP8_ROWS, rule 70)
+  FP8_WIDTHS     --fp8-format / --fp4-format: TE @4329ff84 assert_dim_for_fp8_exec and the MXFP8 / NVFP4
+                 quantizers on each TE linear's widths per tp (the routed experts' per etp): hidden, attention
+                 proj input and QKV out, MLA's up and down projections (q_lora_rank, kv_lora_rank + rope), the
+                 dense, shared and routed experts' ffn (planner/startup.py MEGATRON_FP8_WIDTHS, rule 71)
   RECOMPUTE      arguments.py l. 1410-1428: --distribute-saved-activations needs tp > 1, full
                  recompute and a --recompute-method; selective recompute takes no method
   KV_CHANNELS    arguments.py l. 1331-1333: without --kv-channels the hidden size divides by the heads
@@ -154,6 +158,11 @@ SOURCES = {
                 "l. 613-623 ('FP8 execution requires the product of all dimensions except the last to be divisible by 8')",
     "MXFP8_ROWS": "Transformer Engine @4329ff84 (TE 2.17.1, Megatron's pin) pytorch/csrc/quantizer.cpp "
                   "MXFP8Quantizer::create_tensor l. 1395-1397 ('MXFP8 requires tensor dims that are divisible by 32')",
+    "FP8_WIDTHS": "Transformer Engine @4329ff84 (TE 2.17.1, Megatron's pin) pytorch/utils.py assert_dim_for_fp8_exec "
+                  "l. 613-623 (an input's last dim % 16, a weight's out dim % 8), csrc/quantizer.cpp "
+                  "MXFP8Quantizer::create_tensor l. 1395-1397 (% 32), NVFP4Quantizer::create_tensor l. 1814-1819 (% 16), "
+                  "module/grouped_linear.py l. 208-221; megatron/core/transformer/multi_latent_attention.py l. 526-607 "
+                  "(the duplicated down projections)",
     "RECOMPUTE": "megatron/training/arguments.py validate_args l. 1410-1428",
     "KV_CHANNELS": "megatron/training/arguments.py validate_args l. 1331-1333",
     "TORCH_DCP": "megatron/training/arguments.py validate_args l. 1667-1672",
@@ -299,6 +308,7 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
             rows = f"{mbs} x {seq} / cp {cp}" + (f" / tp {tp}" if sp else "")
             bad(key, f"--fp8-format{' --fp8-recipe mxfp8' if block == 32 else ''} with micro-batch x seq / cp"
                      f"{' / tp (SP)' if sp else ''} = {rows} rows, not a multiple of {block}")
+    out += _fp8_width_errors(flags, tp, etp, heads, groups)
     if _i(flags, "--num-experts") is not None and tp > 1 and not sp:
         bad("MOE_SP", f"an MoE model (--num-experts) with tp {tp} needs --sequence-parallel in training")
     if _i(flags, "--num-experts") is not None and "--add-bias-linear" in flags and etp != 1:
@@ -311,6 +321,65 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         out += _deepep_gpu_errors(flags, ep, etp, capability)
     out += _split_errors(flags, world, pp, dp, mbs, gbs, L)
     return out
+
+
+def _fp8_widths(flags, heads, groups) -> list[tuple[str, int, str, str]]:
+    """(name, width, split 'tp' / 'etp' / '', role 'in' / 'out' / 'grouped') of the TE-quantized GEMM operands the
+    script's model flags define (FP8_WIDTHS): the hidden size; attention's proj input heads x kv_channels and QKV out
+    (heads + 2 groups (+ heads with --attention-output-gate)) x kv_channels, or under --multi-latent-attention
+    (arguments.py l. 3548-3556 defaults: --kv-lora-rank 32, --qk-head-dim 128, --qk-pos-emb-head-dim 64,
+    --v-head-dim 128) the proj input heads x v, q_up (or q_proj) out heads x (qk + rope), kv_up out heads x (qk + v),
+    and the duplicated down projections' out q_lora_rank and kv_lora_rank + rope and the up projections' inputs
+    q_lora_rank and kv_lora_rank; the dense MLP's --ffn-hidden-size (default 4 h) unless every layer is MoE, the shared
+    experts' --moe-shared-expert-intermediate-size, the routed experts' --moe-ffn-hidden-size over etp."""
+    h = _i(flags, "--hidden-size")
+    if h is None or heads is None:
+        return []
+    out = [("hidden_size", h, "", "in")]
+    if "--multi-latent-attention" in flags:
+        q, kv = _i(flags, "--q-lora-rank"), _i(flags, "--kv-lora-rank", 32)
+        nope, rope, v = _i(flags, "--qk-head-dim", 128), _i(flags, "--qk-pos-emb-head-dim", 64), _i(flags, "--v-head-dim", 128)
+        out += [("attention proj input heads x v_head_dim", heads * v, "tp", "in"),
+                ("MLA q_up out heads x qk_head_dim", heads * (nope + rope), "tp", "out"),
+                ("MLA kv_up out heads x (qk_nope + v_head_dim)", heads * (nope + v), "tp", "out")]
+        if q is not None:
+            out += [("MLA q_down out q_lora_rank", q, "", "out"), ("MLA q_up input q_lora_rank", q, "", "in")]
+        out += [("MLA kv_down out kv_lora_rank + qk_rope_head_dim", kv + rope, "", "out"),
+                ("MLA kv_up input kv_lora_rank", kv, "", "in")]
+    else:
+        d = _i(flags, "--kv-channels", h // heads)
+        gate = heads if "--attention-output-gate" in flags else 0
+        out += [("attention proj input heads x head_dim", heads * d, "tp", "in"),
+                ("QKV out (heads + 2 kv_heads) x head_dim", (heads + gate + 2 * groups) * d, "tp", "out")]
+    ffn, experts = _i(flags, "--ffn-hidden-size", 4 * h), _i(flags, "--num-experts")
+    if experts is None or flags.get("--moe-layer-freq", "1") != "1":
+        out.append(("ffn_hidden_size", ffn, "tp", "in"))
+    if experts is not None:
+        if _i(flags, "--moe-shared-expert-intermediate-size"):
+            out.append(("shared experts' ffn", _i(flags, "--moe-shared-expert-intermediate-size"), "tp", "in"))
+        out.append(("expert ffn", _i(flags, "--moe-ffn-hidden-size", ffn), "etp", "grouped"))
+    return out
+
+
+def _fp8_width_errors(flags, tp, etp, heads, groups) -> list[tuple[str, str]]:
+    """FP8_WIDTHS (planner/startup.py MEGATRON_FP8_WIDTHS, rule 71, on a script): --fp8-format checks an input's last
+    dim % 16 and a weight's out dim % 8 (TE utils.py assert_dim_for_fp8_exec), --fp8-recipe mxfp8 every dim % 32 (the
+    routed experts' grouped weights too), --fp4-format every dim % 16 (NVFP4Quantizer), each width over its split."""
+    fp8, fp4 = "--fp8-format" in flags, "--fp4-format" in flags
+    if not (fp8 or fp4):
+        return []
+    q = 32 if fp8 and flags.get("--fp8-recipe") == "mxfp8" else 16 if fp4 else 0
+    blocks = {"in": max(16, q), "out": max(8, q), "grouped": q}
+    msgs = []
+    for name, w, axis, role in _fp8_widths(flags, heads, groups):
+        split = tp if axis == "tp" else etp if axis == "etp" else 1
+        blk = blocks[role]
+        if blk and w % (split * blk):
+            msgs.append(f"{name} {w}" + (f" / {axis} {split}" if axis else "") + f" not a multiple of {blk}")
+    if not msgs:
+        return []
+    return [("FP8_WIDTHS", f"{'--fp4-format' if fp4 else '--fp8-format'}"
+                           f"{' --fp8-recipe mxfp8' if q == 32 else ''}: {'; '.join(msgs)} ({COMMIT} {SOURCES['FP8_WIDTHS']})")]
 
 
 def _option_errors(flags, tp, pp, heads, fsdp2, distopt, ckpt) -> list[tuple[str, str]]:

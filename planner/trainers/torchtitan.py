@@ -907,9 +907,15 @@ def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, 
     if "filter_fqns" not in f:
         if on and conv == "float8":
             job["fp8_output_layer"] = True
+            job["filter_fqns"] = []
             assumed.append("fp8_output_layer=true: [float8] filter_fqns unset (torchtitan's default [] since a6524d8a0, "
                            "2025-04-07: the output layer converted to fp8 too; before it torchtitan kept it bf16, and "
-                           "its train_configs set filter_fqns = [\"output\"])")
+                           "its train_configs set filter_fqns = [\"output\"]); filter_fqns=[]: the MoE router gate "
+                           "converted too (step.py [18])")
+        elif on:  # MXLinear.filter_fqns default ["output"] (job_config.py @e347b1e5e l. 784): the router gate converted
+            job["filter_fqns"] = ["output"]
+            assumed.append("filter_fqns=['output']: [mx] filter_fqns unset (torchtitan's MXLinear default): the MoE "
+                           "router gate converted (step.py [18])")
         return
     v = f["filter_fqns"]
     fq = [c.strip() for c in v.split(",") if c.strip()] if isinstance(v, str) else v
@@ -920,9 +926,12 @@ def _output_filter(conv: str, f: dict, job: dict, assumed: list, ignored: list, 
     out_bf16 = any(isinstance(c, str) and c in "output" for c in fq)
     if not out_bf16:
         job["fp8_output_layer"] = True
+    job["filter_fqns"] = [c for c in fq if isinstance(c, str)]  # the Linears kept bf16 (step.py [18])
     others = [c for c in fq if not (isinstance(c, str) and c in "output")]
     what = "the output layer kept in bf16" if out_bf16 else "the output layer in fp8 too (fp8_output_layer)"
-    if others:
-        not_modelled.append(f"{name} ({what}; other Linears kept in bf16: not priced, the planner prices them in fp8)")
+    per_layer = [c for c in others if not isinstance(c, str) or "layers" in c]
+    if per_layer:
+        not_modelled.append(f"{name} ({what}; {', '.join(map(str, per_layer))}: a filter of some layers by index, not "
+                            "priced (step.py [18] reads a block's module names))")
     else:
-        ignored.append(f"{name} ({what}, the other Linears in fp8: what the planner prices)")
+        ignored.append(f"{name} ({what}, the other Linears by filter_fqns: priced, step.py [18])")
