@@ -1275,3 +1275,74 @@ def test_megatron_microbatch_group_read_overridden_and_round_tripped(tmp_path, c
     # a command-line stack without the setting drops the file's (schema STACK_ONLY), with a note
     r = cli("explain", f, "--stack", "torchtitan", "--sharding", "fsdp", "--format", "json")
     assert "microbatch_group: the file's 6 is not kept: the command line's stack torchtitan chooses its own" in r.stderr
+
+
+# ------------------------------------------------------------------ DeepSpeed's gradient path (issue 21, dsgrad)
+@pytest.mark.parametrize("stage, model, accum, offload, path, acc", [
+    # microsoft/DeepSpeed @38327e07 engine.py get_data_types l. 1010-1025 and _do_optimizer_sanity_check l. 1300-1350,
+    # read by hand: bf16 without ZeRO accumulates in fp32 by default -> BF16_Optimizer (BLOOM's tr11 ds_config)
+    (0, "bf16", None, False, "bf16_optimizer", "fp32"),
+    # under ZeRO the default accumulation is the model dtype -> the ZeRO optimizer
+    (1, "bf16", None, False, "zero", "bf16"),
+    # bf16 + fp32 accumulation at stage 1 (no CPU offload) -> BF16_Optimizer; with offload, or at stage 2, ZeRO's
+    (1, "bf16", "fp32", False, "bf16_optimizer", "fp32"),
+    (1, "bf16", "fp32", True, "zero", "fp32"),
+    (2, "bf16", "fp32", False, "zero", "fp32"),
+    (3, "fp16", None, False, "zero", "fp16"),
+    (0, "fp16", None, False, "fp16_optimizer", "fp16"),
+    (0, "fp16", "fp32", False, "unsupported", "fp32"),  # "unsupported mix" NotImplementedError, l. 1349-1350
+])
+def test_deepspeed_gradient_path(stage, model, accum, offload, path, acc):
+    from planner.trainers import deepspeed
+
+    assert deepspeed.gradient_path(stage, model, accum, offload) == (path, acc)
+
+
+def test_megatron_deepspeed_reduces_in_the_model_dtype():
+    """Every DeepSpeed path casts the reduced gradients to communication_data_type, the model dtype unless set
+    (engine.py @38327e07 l. 938-950; allreduce_bucket l. 2491-2497; stage_1_and_2.py l. 984-991; stage3.py
+    l. 1333-1334): 2 B an element in fp16 / bf16, at every stage; the stack does not take the job's gradient
+    bytes instead (ddp_reduces_grad_buffer false), so ZeRO-0's and the BF16_Optimizer's all-reduce is 2 B too."""
+    from planner.catalog import load_stack
+
+    fs = load_stack("megatron-deepspeed").fsdp
+    assert fs.grad_reduce_bytes == 2 and fs.ddp_reduces_grad_buffer is False
+
+
+def test_deepspeed_gradient_path_read(tmp_path):
+    """BLOOM's tr11-176B-ml ds_config (bigscience train/tr11-176B-ml/tr11-176B-ml.slurm: stage 0, bf16): the
+    BF16_Optimizer, listed not modelled (its fp32 buffer, its partitioned states); the reduce dtype assumed from
+    the absent communication_data_type; fp32 on the wire listed; a bad dtype and DeepSpeed's refused mix refused."""
+    from planner.trainers import deepspeed
+
+    f = tmp_path / "ds.json"
+    bloom = {"train_micro_batch_size_per_gpu": 2, "train_batch_size": 2048, "gradient_clipping": 1.0,
+             "zero_optimization": {"stage": 0}, "bf16": {"enabled": True}, "steps_per_print": 2000}
+    f.write_text(_json.dumps(bloom))
+    cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+    assert cfg.job["sharding"] == "none"
+    assert any(a.startswith("communication_data_type absent: the model dtype bf16") for a in cfg.assumed)
+    assert [n for n in cfg.not_modelled if n.startswith("BF16_Optimizer (bf16 at ZeRO stage 0, data_types.grad_accum_dtype "
+                                                         "absent: fp32")]
+    assert (cfg.stated["communication_data_type"], cfg.stated["data_types.grad_accum_dtype"]) == (None, None)
+    # ZeRO-1 with the default accumulation: the ZeRO optimizer, nothing listed; fp32 communication listed
+    f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 1}, "communication_data_type": "FP32"}))
+    cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+    assert not any(n.startswith("BF16_Optimizer") for n in cfg.not_modelled)
+    assert any(n.startswith("communication_data_type='fp32' (the gradients cast to fp32") for n in cfg.not_modelled)
+    assert not any(a.startswith("communication_data_type") for a in cfg.assumed)
+    # ZeRO-1 with fp32 accumulation: BLOOM's path under ZeRO (stage 1)
+    f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}}))
+    cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+    assert any(n.startswith("BF16_Optimizer (bf16 at ZeRO stage 1, data_types.grad_accum_dtype fp32") for n in cfg.not_modelled)
+    # ZeRO-2 with fp32 accumulation: the partition accumulated in fp32, listed
+    f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 2}, "data_types": {"grad_accum_dtype": "float32"}}))
+    cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+    assert any(n.startswith("data_types.grad_accum_dtype fp32: ZeRO stage 2 accumulates") for n in cfg.not_modelled)
+    f.write_text(_json.dumps({**bloom, "communication_data_type": "int8"}))
+    with pytest.raises(PlannerError, match="communication_data_type = 'int8' is not a DeepSpeed communication dtype"):
+        deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+    f.write_text(_json.dumps({**bloom, "bf16": {"enabled": False}, "fp16": {"enabled": True},
+                              "data_types": {"grad_accum_dtype": "fp32"}}))
+    with pytest.raises(PlannerError, match="fp16 weights with data_types.grad_accum_dtype fp32 at ZeRO stage 0"):
+        deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})

@@ -11,7 +11,11 @@ published in 2025). Modelled:
     gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
     within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
     mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
-    DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16); with stage 3,
+    DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16),
+  communication_data_type and data_types.grad_accum_dtype (the gradient path, gradient_path below:
+    the reduction moves the stack's fsdp.grad_reduce_bytes, 2 B, the model dtype every path casts to by
+    default; fp32 on the wire, the BF16_Optimizer and ZeRO's fp32 accumulation listed as not modelled,
+    an absent communication_data_type as assumed, DeepSpeed's refused fp16 + fp32 mix at stage 0 refused); with stage 3,
   zero_optimization.stage3_prefetch_bucket_size, stage3_max_live_parameters,
     stage3_max_reuse_distance, stage3_param_persistence_threshold, reduce_bucket_size and sub_group_size (-> the
     job's deepspeed_zero3: ZeRO-3's gathered working set, gradient bucket and optimizer sub-groups,
@@ -60,7 +64,14 @@ from . import TrainerConfig, fmt_ignored, resolve_gpus
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
-                "bf16", "fp16"}
+                "bf16", "fp16", "communication_data_type", "data_types"}
+# DeepSpeed's dtype spellings (microsoft/DeepSpeed @38327e07 deepspeed/runtime/config.py get_communication_data_type
+# l. 252-266: fp16, bf16, fp32, lower-cased; data_types.grad_accum_dtype through DtypeEnum, deepspeed/inference/config.py
+# l. 15-19, engine.py get_data_types l. 1023)
+COMM_DTYPES = {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32"}
+ACCUM_DTYPES = {**{k: "fp16" for k in ("fp16", "float16", "half", "torch.float16")},
+                **{k: "fp32" for k in ("fp32", "float32", "float", "torch.float32")},
+                **{k: "bf16" for k in ("bf16", "bfloat16", "bfloat", "torch.bfloat16")}}
 MODELLED_ZERO = {"stage", "overlap_comm", "mics_shard_size"}
 # top-level keys with no effect on the plan's memory or step time, and why
 NO_COST = {"gradient_clipping": "a norm over the gradients once a step", "optimizer": "optimizer hyper-parameters (Adam(W) priced)",
@@ -265,8 +276,82 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                        "--fp16 at launch [2]; fp16 is priced as bf16, fp32 training is not modelled)")
     elif not bf16:
         assumed.append("precision=bf16: neither bf16 nor fp16 enabled (fp32 training is not modelled)")
+    _gradient_path(where, data, stage, "fp16" if fp16 else "bf16" if bf16 else None, zero, stated, assumed, not_modelled)
     job["recompute"] = "none"
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     if hardware is not None:
         job["hardware"] = hardware
     return TrainerConfig(job=job, fmt="deepspeed", ignored=ignored, assumed=assumed, not_modelled=not_modelled, stated=stated)
+
+
+def gradient_path(stage: int, model_dtype: Optional[str], accum: Optional[str], offload: bool) -> tuple[str, str]:
+    """(the engine's optimizer wrapper, the gradient accumulation dtype) for a ZeRO stage, the model dtype
+    (fp16, bf16; None: fp32) and data_types.grad_accum_dtype (None: absent): microsoft/DeepSpeed @38327e07
+    deepspeed/runtime/engine.py get_data_types (l. 1010-1025: absent, fp32 for bf16 without ZeRO, else the
+    model dtype) and _do_optimizer_sanity_check (l. 1300-1350: with ZeRO the ZeRO optimizer, except bf16 with
+    fp32 accumulation at stage 1 without CPU offload, the BF16_Optimizer; without ZeRO bf16 with fp32
+    accumulation the BF16_Optimizer, fp16 with fp16 the FP16 optimizer, another mix refused)."""
+    model = model_dtype or "fp32"
+    acc = accum or ("fp32" if model == "bf16" and stage == 0 else model)
+    if stage > 0:
+        return ("bf16_optimizer" if model == "bf16" and acc == "fp32" and stage == 1 and not offload else "zero"), acc
+    if model == acc:
+        return {"bf16": "bf16_optimizer", "fp16": "fp16_optimizer", "fp32": "none"}[model], acc
+    if model == "bf16" and acc == "fp32":
+        return "bf16_optimizer", acc
+    return "unsupported", acc
+
+
+def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_modelled) -> None:
+    """Read communication_data_type and data_types.grad_accum_dtype (the gradient path, gradient_path):
+    what the data-parallel reduction moves (the stack's fsdp.grad_reduce_bytes, 2 B: the model dtype, the
+    engine's default communication_data_type, engine.py l. 938-950) and what is not priced (fp32 on the wire,
+    the BF16_Optimizer's fp32 accumulation buffer and partitioned states, the ZeRO optimizer's fp32
+    accumulation)."""
+    comm = data.get("communication_data_type")
+    if comm is not None:
+        if not isinstance(comm, str) or comm.lower() not in COMM_DTYPES:
+            raise PlannerError(f"{where}communication_data_type = {_short(comm)} is not a DeepSpeed communication dtype",
+                               "valid: \"fp16\", \"bf16\", \"fp32\" (deepspeed/runtime/config.py get_communication_data_type)")
+        comm = COMM_DTYPES[comm.lower()]
+    types = data.get("data_types")
+    if types is not None and not isinstance(types, dict):
+        raise PlannerError(f"{where}data_types = {_short(types)} must be an object", "e.g. \"data_types\": {\"grad_accum_dtype\": \"fp32\"}")
+    accum = (types or {}).get("grad_accum_dtype")
+    for k, v in (types or {}).items():
+        if k != "grad_accum_dtype":
+            not_modelled.append(fmt_ignored(f"data_types.{k}", v) + " (not priced: it may change memory or time)")
+    if accum is not None:
+        if not isinstance(accum, str) or accum not in ACCUM_DTYPES:
+            raise PlannerError(f"{where}data_types.grad_accum_dtype = {_short(accum)} is not a DeepSpeed dtype",
+                               "valid: \"fp32\", \"fp16\", \"bf16\" (DtypeEnum, deepspeed/inference/config.py l. 15-19)")
+        accum = ACCUM_DTYPES[accum]
+    offload = isinstance(zero.get("offload_optimizer"), dict) and zero["offload_optimizer"].get("device") not in (None, "none")
+    path, acc = gradient_path(stage, model_dtype, accum, offload)
+    stated["communication_data_type"] = comm
+    stated["data_types.grad_accum_dtype"] = accum
+    if path == "unsupported":
+        raise PlannerError(f"{where}{model_dtype or 'fp32'} weights with data_types.grad_accum_dtype {acc} at ZeRO stage 0: "
+                           "DeepSpeed refuses the mix (engine.py @38327e07 _do_optimizer_sanity_check l. 1349-1350)",
+                           "drop data_types.grad_accum_dtype or enable ZeRO (zero_optimization.stage 1-3)")
+    if model_dtype is None:
+        return  # fp32 training: not modelled, listed with the precision
+    wire = comm or model_dtype
+    if comm is None:
+        assumed.append(f"communication_data_type absent: the model dtype {model_dtype} (DeepSpeed engine.py @38327e07 "
+                       "l. 938-950), the gradients reduced in 2 B (stack fsdp.grad_reduce_bytes)")
+    if wire == "fp32":
+        not_modelled.append("communication_data_type='fp32' (the gradients cast to fp32 for the data-parallel reduction, "
+                            "4 B an element: priced at the stack's 2 B, the reduction's time a lower bound)")
+    if path == "bf16_optimizer":
+        how = ("data_types.grad_accum_dtype absent: fp32 for bf16 without ZeRO, engine.py l. 1017-1019" if accum is None
+               else f"data_types.grad_accum_dtype {accum}")
+        not_modelled.append(
+            f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1300-1350): "
+            f"its {acc} gradient accumulation buffer over the whole model (bf16_optimizer.py l. 162, beside the bf16 "
+            "gradients) and its fp32 master and Adam states partitioned over data parallelism (l. 156) are not priced: "
+            f"the job is priced as zero_optimization.stage {stage} without it (bytes_per_param mixed16); its reduction, an all-reduce cast "
+            "to communication_data_type (engine.py allreduce_bucket l. 2491-2497), is priced")
+    elif stage > 0 and acc == "fp32" and model_dtype != "fp32":
+        not_modelled.append(f"data_types.grad_accum_dtype {accum}: ZeRO stage {stage} accumulates the gradient partition "
+                            "in fp32 (4 B an element; priced in the model dtype, bytes_per_param mixed16)")
