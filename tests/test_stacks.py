@@ -234,13 +234,19 @@ def _pairs():
 PAIRS_ORDERED_WRONG = {
     # published 1,914 vs 1,904 tokens/s (0.5% apart): the model ranks the per-op policy 1.8% ahead
     ("torchtitan-a100-llama2-13B-bs2-selective-layer", "torchtitan-a100-llama2-13B-bs2-selective-op"),
+    # published 100.4 (ZeRO-3) vs 106.7 (PTD-P) tokens/s per GPU: since the megatron-deepspeed stack reduces
+    # in 2 B (DeepSpeed's communication_data_type, the model dtype; ZeRO-3 of April 2021 too: stage3.py
+    # @112ebff6e reduce-scatters in fp16, allreduce_always_fp32 off and refused with reduce_scatter, l. 577-681)
+    # the model puts ZeRO-3 at 106.30 (was 103.80), 0.15% ahead of PTD-P's 106.14: the ZeRO-3 row's error
+    # +3.4% -> +5.9%, left as it comes (no constant tuned to restore the order)
+    ("narayanan2021-t2-zero3-174.6B-384gpu", "narayanan2021-t2-ptd-174.6B-384gpu"),
 }
 
 
 def test_pairs_that_differ_in_configuration_are_ordered_as_published():
     """Records of the reference set with the same model, hardware, GPU count and sequence
     length but another configuration (ZeRO-3 vs PTD-P, AC policies, fp8 and async TP, ...)
-    must rank as published; a tie counts as wrong. The one pair still wrong is listed."""
+    must rank as published; a tie counts as wrong. The pairs still wrong are listed."""
     pairs = _pairs()
     assert len(pairs) == 13
     wrong = set()

@@ -149,7 +149,11 @@ def test_llama2_example_with_its_shape_spellings(tmp_path):
     spec = load_model(j["model"])
     assert (spec.num_layers, spec.hidden_size, spec.ffn_hidden_size, spec.num_attention_heads, spec.kv_heads,
             spec.norm, spec.gated_mlp) == (24, 2048, 5504, 16, 4, "rmsnorm", True)
-    assert not cfg.not_modelled and not cfg.unmodelled
+    # ZERO_STAGE=0 with bf16 enabled: DeepSpeed builds the BF16_Optimizer (engine.py @38327e07 get_data_types
+    # l. 1017-1019: fp32 accumulation without ZeRO; _do_optimizer_sanity_check l. 1347-1348), its fp32 gradient
+    # buffer and partitioned states not priced: listed, the only entry
+    assert len(cfg.not_modelled) == 1 and "): BF16_Optimizer (bf16 at ZeRO stage 0, data_types" in cfg.not_modelled[0]
+    assert not cfg.unmodelled
 
 
 def test_deepspeed_launcher_gpus_precision_and_partitioned_activations(tmp_path):
