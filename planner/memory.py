@@ -526,8 +526,10 @@ References
      the worst rank's (a rank's piece is the part of the parameter inside its partition); the moment is the larger of
      the two, the norm's only where one parameter covers more than 3/4 of a partition (Llama 3 8B, ZeRO-2 on 64 GPUs:
      L = 125M below the embedding's 525M, 8 L against 6 L). Not priced: the parameters straddling a partition's ends
-     (grads_in_partition holds them whole, l. 1344-1352); the BF16_Optimizer path (grad_accum_dtype fp32 at stage 1,
-     engine.py l. 1316-1318) and cpu_offload. Nothing else of the step is
+     (grads_in_partition holds them whole, l. 1344-1352); the BF16_Optimizer path (bf16 at stage 0, or at stage 1
+     with grad_accum_dtype fp32, engine.py l. 1300-1350: a full fp32 gradient buffer beside the bf16 ones, its states
+     partitioned even at stage 0; the DeepSpeed JSON reader lists it, trainers/deepspeed.py gradient_path) and
+     cpu_offload. Nothing else of the step is
      parameter-sized: Megatron's clip-grad norm (clip_grads.py get_grad_norm_fp32, multi_tensor_l2norm: one output
      per chunk) and TE / Apex FusedAdam (multi-tensor kernels, no workspace), torchtitan's clip_grad_norm_
      (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
