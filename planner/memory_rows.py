@@ -356,6 +356,7 @@ def _predict(fields: dict, r: Result, stage: Optional[str]) -> None:
     assumed = _Assumed(r.assumed)
     for k, v in settings.inherited:
         assumed.add(k, v, f"not in the row; the {settings.stack_name} stack's default")
+    r.assumed.extend(settings.code_assumed)  # the trainer model code not checked, as explain lists it
     res = to_json(settings, plan, evaluate(settings, plan))
     r.mesh = _mesh(res["plan"])
     if stage is not None and stage not in (res["memory"].get("stages") or {}):

@@ -148,12 +148,14 @@ class YarnScalingParams(BaseModel):
                                                      "dimensions (transformers' default true; gpt-oss: false)")
     mscale: Optional[float] = Field(
         default=None, ge=0, description="rope_scaling.mscale (DeepSeek-V3, Kimi K2: 1.0); null: not stated. With "
-                                        "mscale_all_dim it sets the attention factor (transformers _compute_yarn_parameters) "
-                                        "and, for MLA, Megatron-LM's --mscale")
+                                        "mscale_all_dim it sets the attention factor (transformers _compute_yarn_parameters); "
+                                        "Megatron-LM's --mscale (for MLA; without MLA where the pair gives the "
+                                        "attention factor)")
     mscale_all_dim: Optional[float] = Field(
         default=None, ge=0, description="rope_scaling.mscale_all_dim (DeepSeek-V3, Kimi K2: 1.0; MLA's softmax scale "
-                                        "times get_mscale(factor, mscale_all_dim)^2); null: not stated. For MLA, "
-                                        "Megatron-LM's --mscale-all-dim")
+                                        "times get_mscale(factor, mscale_all_dim)^2); null: not stated. Megatron-LM's "
+                                        "--mscale-all-dim (for MLA; without MLA where the pair gives the attention "
+                                        "factor)")
 
     def key(self) -> tuple:
         """(factor, original_max_position_embeddings, beta_fast, beta_slow, truncate)."""

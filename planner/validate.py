@@ -1134,6 +1134,9 @@ def prepare_record(rec: RunRecord, row: Row, tmpdir: Path, base_dir: Path, path_
     for k, v in settings.inherited:
         if not (k == "micro_batch" and rec.micro_batch_size is None):  # listed above with its rule
             assumed.add(k, v, f"not published; the {settings.stack_name} stack's default")
+    # the trainer model code not checked (rule 12b: startup.model_code_assumed, and model_code_compile_note),
+    # the lines explain lists (explain.to_json: settings.code_assumed)
+    row.assumed.extend(settings.code_assumed)
     return settings, plan
 
 

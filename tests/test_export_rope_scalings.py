@@ -3,8 +3,9 @@
 Megatron-LM @d98e8a64's command line spells (a) llama3 at its fixed numbers: --use-rope-scaling
 (tests/test_export_rope_fp4.py); (b) YaRN without MLA: --position-embedding-type yarn with
 --rotary-scaling-factor, --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow,
---[no-]yarn-correction-range-round-to-int (argument_utils.py l. 384-413), its attention factor
-0.1 ln(factor) + 1 at --mscale 1 --mscale-all-dim 0 (yarn_rotary_pos_embedding.py l. 275-294);
+--[no-]yarn-correction-range-round-to-int and --mscale / --mscale-all-dim (argument_utils.py l. 384-413), its
+attention factor _yarn_get_mscale(factor, mscale) / _yarn_get_mscale(factor, mscale_all_dim), 0.1 ln(factor) + 1 at
+the defaults 1, 0 (yarn_rotary_pos_embedding.py l. 275-294);
 (c) linear: --rotary-seq-len-interpolation-factor, a whole number (arguments.py l. 2422;
 rotary_pos_embedding.py l. 135-136). It has no dynamic-NTK or longrope rotary: those refuse.
 The numbers of gpt-oss's YaRN: config.json rope_scaling {factor 32, original 4096, beta_fast 32,
@@ -132,10 +133,21 @@ def test_megatron_export_refuses_yarn_it_cannot_spell(tmp_path):
     with pytest.raises(PlannerError, match=r"rope_scaling yarn \(.*\): its numbers are not stated") as e:
         export_plan(_row(**dict(GPT_OSS, model=unstated))["plan"], "megatron")
     assert "rope_yarn_params" in e.value.hint
-    off = _variant(tmp_path, "oss-yarn-attn", rope_attention_factor=1.2)
-    with pytest.raises(PlannerError, match="rope_attention_factor 1.2, but .* factor 32 the attention factor "
-                                           r"0.1 ln\(factor\) \+ 1 = 1.34657"):
+    # at a factor <= 1 _yarn_get_mscale is 1 whatever the mscale (yarn_rotary_pos_embedding.py l. 276-277): an
+    # attention factor of 1.2 there has no --mscale pair
+    yarn1 = dict(load_model("gpt-oss-20b").rope_yarn_params.model_dump(exclude_none=True), factor=1.0)
+    off = _variant(tmp_path, "oss-yarn-attn", rope_yarn_params=yarn1, rope_attention_factor=1.2)
+    with pytest.raises(PlannerError, match=r"rope_scaling yarn \(.*\): rope_attention_factor 1.2, but Megatron-LM "
+                                           r"@d98e8a64's YarnRotaryEmbedding puts _yarn_get_mscale\(factor, --mscale\) / "
+                                           r".*1 for a factor <= 1 .*at factor 1 every --mscale pair puts 1 there") as e:
         export_plan(_row(**dict(GPT_OSS, model=off))["plan"], "megatron")
+    assert e.value.hint.endswith("the attention factor of its YaRN factor")
+    # at factor 1.0001 an attention factor of 1e308 needs m = (1e308 - 1) / (0.1 ln 1.0001) = 1e313: past a float
+    yarn_near1 = dict(yarn1, factor=1.0001)
+    huge = _variant(tmp_path, "oss-yarn-huge", rope_yarn_params=yarn_near1, rope_attention_factor=1e308)
+    with pytest.raises(PlannerError, match=r"rope_attention_factor 1e\+308 at factor 1.0001: no finite --mscale / "
+                                           "--mscale-all-dim gives it"):
+        export_plan(_row(**dict(GPT_OSS, model=huge))["plan"], "megatron")
 
 
 def test_megatron_export_writes_a_whole_linear_factor_and_reads_it_back(tmp_path):
@@ -219,22 +231,119 @@ def test_mla_yarn_writes_its_factor_and_mscales_and_reads_back_the_same_model(tm
 
 
 
-def test_yarn_without_mla_checks_the_attention_factor_at_megatrons_mscales(tmp_path):
-    """Without MLA the export writes no --mscale / --mscale-all-dim (Megatron's 1 and 0), so the model's stated
-    mscale 2, mscale_all_dim 1 are not the pair checked: its attention factor must be 0.1 ln 32 + 1 (as gpt-oss's),
-    and the factor of its own pair, (0.2 ln 32 + 1) / (0.1 ln 32 + 1) = 1.25737, is refused."""
+def _mscales(words: list[str]) -> tuple:
+    return tuple(_after(words, f) if f in words else None for f in ("--mscale", "--mscale-all-dim"))
+
+
+def test_yarn_without_mla_writes_the_models_own_mscales(tmp_path):
+    """Without MLA, --mscale / --mscale-all-dim reach GPTModel's YarnRotaryEmbedding too (argument_utils.py
+    @d98e8a64 l. 411-412 set config.yarn_mscale / yarn_mscale_all_dim, gpt_model.py l. 209-210 pass them), whose
+    only use of them is the factor on cos and sin (_yarn_get_concentration_factor, attention.py l. 326). gpt-oss
+    with a stated mscale 2, mscale_all_dim 1: at the default attention factor 0.1 ln 32 + 1 (that pair's is
+    (0.2 ln 32 + 1) / (0.1 ln 32 + 1) = 1.25737) nothing is written (Megatron's 1, 0 give it); at 1.25737 the
+    model's pair is written, and the script reads back as the same model."""
     yarn = dict(load_model("gpt-oss-20b").rope_yarn_params.model_dump(exclude_none=True), mscale=2.0, mscale_all_dim=1.0)
     w = _flags(export_plan(_row(**dict(GPT_OSS, model=_variant(tmp_path, "oss-mscales", rope_yarn_params=yarn)))["plan"],
                            "megatron")[0])
-    assert _after(w, "--rotary-scaling-factor") == "32" and "--mscale" not in w and "--mscale-all-dim" not in w
+    assert _after(w, "--rotary-scaling-factor") == "32" and _mscales(w) == (None, None)
     own = (0.2 * math.log(32) + 1) / ATTN_32
     assert own == pytest.approx(1.2573744, rel=1e-7) and yarn_concentration(32.0, 2.0, 1.0) == pytest.approx(own, rel=1e-15)
-    off = _variant(tmp_path, "oss-mscales-attn", rope_yarn_params=yarn, rope_attention_factor=own)
-    with pytest.raises(PlannerError, match=r"rope_scaling yarn \(.*\): rope_attention_factor 1.25737, but .* factor 32 "
-                                           r"the attention factor 0.1 ln\(factor\) \+ 1 = 1.34657 .*at --mscale 1, "
-                                           "--mscale-all-dim 0") as e:
-        export_plan(_row(**dict(GPT_OSS, model=off))["plan"], "megatron")
-    assert e.value.hint.endswith("the attention factor of its YaRN factor")
+    path = _variant(tmp_path, "oss-mscales-attn", rope_yarn_params=yarn, rope_attention_factor=own)
+    row = _row(**dict(GPT_OSS, model=path))
+    text, _ = export_plan(row["plan"], "megatron")
+    assert _mscales(_flags(text)) == ("2", "1")
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", "oss-mscales.sh", gpus=8, model=path)
+    assert not [a for a in cfg.assumed if "--model replaces" in a and "yarn" in a]
+    cfg = _read(tmp_path, text, "megatron", "oss-mscales.sh", gpus=8)
+    back = load_model(cfg.job["model"])
+    assert back.yarn_rope_scaling == load_model(path).yarn_rope_scaling == GPT_OSS_YARN + (round(own, 12),)
+    assert (back.rope_yarn_params.mscale, back.rope_yarn_params.mscale_all_dim) == (2.0, 1.0)
+
+
+# a hand-made config.json: a Llama with YaRN factor 4 and DeepSeek-style mscale = mscale_all_dim = 0.707, whose
+# attention factor (transformers _compute_yarn_parameters: both stated) is get_mscale(4, 0.707) /
+# get_mscale(4, 0.707) = 1, where Megatron's defaults 1, 0 give 0.1 ln 4 + 1 = 1.1386294361119891
+YARN_LLAMA = dict(architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=1024, intermediate_size=2816,
+                  num_attention_heads=16, num_key_value_heads=8, num_hidden_layers=8, vocab_size=32000,
+                  max_position_embeddings=16384, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+                  hidden_act="silu", rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096,
+                                                   "mscale": 0.707, "mscale_all_dim": 0.707})
+YARN_LLAMA_ROW = dict(gpus=8, hardware="h100-sxm", stack="megatron", global_batch=64, seq_len=16384)
+
+
+def _config_json(tmp_path, name: str, rope_scaling: dict) -> str:
+    import json
+
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(dict(YARN_LLAMA, rope_scaling=rope_scaling)))
+    return str(d / "config.json")
+
+
+def test_config_json_yarn_with_its_own_mscales_exports_and_reads_back(tmp_path):
+    """The hand-made YaRN Llama (YARN_LLAMA): refused before (its attention factor 1 is not Megatron's 1.13863 at
+    --mscale 1 --mscale-all-dim 0), now written with --mscale 0.707 --mscale-all-dim 0.707, whose factor
+    _yarn_get_mscale(4, 0.707) / _yarn_get_mscale(4, 0.707) is 1; the script reads back as the same model."""
+    path = _config_json(tmp_path, "yarn-llama", YARN_LLAMA["rope_scaling"])
+    m = load_model(path)
+    assert m.yarn_rope_scaling == (4.0, 4096, 32.0, 1.0, True, 1.0) and m.mla is None
+    assert (m.rope_yarn_params.mscale, m.rope_yarn_params.mscale_all_dim) == (0.707, 0.707)
+    assert yarn_concentration(4.0) == pytest.approx(1.1386294361119891, rel=1e-15)
+    row = _row(model=path, **YARN_LLAMA_ROW)
+    text, _ = export_plan(row["plan"], "megatron")
+    w = _flags(text)
+    assert _after(w, "--position-embedding-type") == "yarn"
+    assert (_after(w, "--rotary-scaling-factor"), _after(w, "--yarn-original-max-position-embeddings")) == ("4", "4096")
+    assert _mscales(w) == ("0.707", "0.707") and "--no-yarn-correction-range-round-to-int" not in w
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", "yarn-llama.sh", gpus=8, model=path)
+    assert not [a for a in cfg.assumed if "--model replaces" in a and "yarn" in a]
+    assert not [i for i in cfg.ignored + cfg.not_modelled if "mscale" in i]
+    cfg = _read(tmp_path, text, "megatron", "yarn-llama.sh", gpus=8)
+    back = load_model(cfg.job["model"])
+    assert back.yarn_rope_scaling == m.yarn_rope_scaling and back.rope_attention_factor == 1.0
+    assert (back.rope_yarn_params.mscale, back.rope_yarn_params.mscale_all_dim) == (0.707, 0.707)
+    assert plan_signature(_row(**dict(cfg.job, seq_len=16384))["plan"]) == plan_signature(row["plan"])
+    # the script without the pair trains Megatron's 1.13863: another model, the mismatch named
+    bare = text.replace(" --mscale 0.707", "").replace(" --mscale-all-dim 0.707", "")
+    assert "--mscale" not in bare
+    cfg = _read(tmp_path, bare, "megatron", "bare.sh", gpus=8, model=path)
+    assert any("--model replaces the arguments' shape" in a and "yarn_rope_scaling" in a
+               and "(4.0, 4096, 32.0, 1.0, True, 1.138629436112) contradicts" in a for a in cfg.assumed)
+    # Megatron takes an mscale of 0 (_yarn_get_mscale(4, 0) = 1): the factor 1 / (0.0707 ln 4 + 1) = 0.9107377
+    # (0.0707 ln 4 = 0.0980110); a negative one is refused
+    zero = load_model(_read(tmp_path, text.replace("--mscale 0.707", "--mscale 0"), "megatron", "zero.sh", gpus=8)
+                      .job["model"])
+    assert zero.rope_attention_factor == pytest.approx(1 / (0.0707 * math.log(4) + 1), rel=1e-15)
+    assert zero.rope_attention_factor == pytest.approx(0.9107377, rel=1e-7)
+    with pytest.raises(PlannerError, match="--mscale '-1' is not a number >= 0"):
+        _read(tmp_path, text.replace("--mscale 0.707", "--mscale -1"), "megatron", "neg.sh", gpus=8)
+
+
+@pytest.mark.parametrize("attention,pair,solved", [
+    # above 0.1 ln 32 + 1: m = (1.5 - 1) / (0.1 ln 32) = 5 / (5 ln 2) = 1 / ln 2 = 1.4426950408889634, a = 0
+    (1.5, ("1.44269504088896", None), 1 / math.log(2)),
+    # below it: m = 1, a = ((0.1 ln 32 + 1) / 1.2 - 1) / (0.1 ln 32) = 0.352434986370346...
+    (1.2, (None, "0.352434986370346"), (ATTN_32 / 1.2 - 1) / (0.1 * math.log(32))),
+])
+def test_config_json_attention_factor_alone_gets_the_pair_that_gives_it(tmp_path, attention, pair, solved):
+    """A config.json attention_factor with no mscale pair (transformers takes it as stated): the export writes the
+    pair whose Megatron factor _yarn_get_mscale(32, m) / _yarn_get_mscale(32, a) is it (at the fewest digits that
+    keep it to 1e-15), and the script reads back at that attention factor."""
+    rs = {"type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096, "attention_factor": attention}
+    path = _config_json(tmp_path, f"attn-{attention:g}", rs)
+    assert load_model(path).rope_attention_factor == attention
+    row = _row(model=path, **YARN_LLAMA_ROW)
+    text, _ = export_plan(row["plan"], "megatron")
+    m, a = _mscales(_flags(text))
+    want = (pair[0] or "1", pair[1] or "0")
+    assert (m, a) == want and float(want[0 if pair[0] else 1]) == pytest.approx(solved, rel=1e-14)
+    assert yarn_concentration(32.0, float(m), float(a)) == pytest.approx(attention, rel=1e-15)
+    check_readback(row, "megatron", text)
+    cfg = _read(tmp_path, text, "megatron", "attn.sh", gpus=8, model=path)
+    assert not [x for x in cfg.assumed if "--model replaces" in x and "yarn" in x]
+
 
 def test_mla_yarn_refuses_what_megatron_cannot_spell(tmp_path):
     """Kimi K2's beta_fast 1 (config.json rope_scaling, tests/data/arch/kimi-k2-instruct) has no Megatron flag:

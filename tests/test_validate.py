@@ -292,6 +292,42 @@ def test_inline_shape_hf_model_type_reaches_the_model_code(run, tmp_path):
     assert r.exit_code == 2 and "field `hf_model_type` with `model: llama3-8b`" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_validate_rows_list_the_model_code_line_explain_lists(run, tmp_path):
+    """A torchtitan record whose model no model code covers (hf_model_type mixtral: stack_db torchtitan
+    runs.model_codes lists llama, llama4 / llama4_text, deepseek_v3 / kimi_k2, qwen3 / qwen3_moe, gpt_oss) or that
+    gives none carries, in its row's assumed list, the same `model code:` line explain lists for its job
+    (explain.to_json: settings.code_assumed); gpt_oss's row its `torch.compile:` line; llama's none; the table's
+    last column abbreviates both as `code`."""
+    from planner.explain import evaluate, to_json
+    from planner.validate import RunRecord, new_row, prepare_record
+
+    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None)
+    recs = [_record("mixtral", hf_model_type="mixtral", **tt), _record("none", **tt),
+            _record("llama", hf_model_type="llama", **tt), _record("oss", hf_model_type="gpt_oss", **tt),
+            _record("meg", hf_model_type="mixtral", stack="megatron")]
+    r = run("validate", _write(tmp_path, recs), "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = {x["id"]: x for x in json.loads(r.stdout)["runs"]}
+    code = {k: [a for a in v["assumed"] if a.startswith(("model code:", "torch.compile:"))] for k, v in rows.items()}
+    assert code["mixtral"] == ["model code: torchtitan has no model code for model_type 'mixtral'; torchtitan's codes "
+                               "train llama, llama4, llama4_text, deepseek_v3, kimi_k2, qwen3, qwen3_moe, gpt_oss "
+                               "(stack_db torchtitan runs.model_codes): priced on the stack's runs as a port of the "
+                               "model would run them, the model-code start-up rules (TORCHTITAN_MODEL_*) not applied"]
+    assert code["none"] == [code["mixtral"][0].replace("torchtitan has no model code for model_type 'mixtral'",
+                                                       "GPT tiny gives no hf_model_type (no Hugging Face config.json)")]
+    assert code["llama"] == [] and code["meg"] == []  # llama3's code; Megatron keeps no map
+    assert len(code["oss"]) == 1 and code["oss"][0].startswith("torch.compile: torchtitan's model code gpt_oss")
+    # the lines explain lists for the same job
+    for rid in ("mixtral", "none", "oss"):
+        rec = RunRecord.model_validate(next(x for x in recs if x["id"] == rid))
+        settings, plan = prepare_record(rec, new_row(rec), tmp_path, tmp_path)
+        assert [a for a in to_json(settings, plan, evaluate(settings, plan))["assumed"]
+                if a.startswith(("model code:", "torch.compile:"))] == code[rid]
+    table = run("validate", _write(tmp_path, recs[:1]))
+    assert table.exit_code == 0 and " code" in table.stdout and "model code:" not in table.stdout
+    assert "code the trainer's model code (none covers the model" in table.stdout
+
+
 def test_published_torchtitan_records_give_their_model_type():
     """The 13 torchtitan records (inline Llama 2 / 3 shapes) name the model they ran, each citing its source:
     hf_model_type llama, the code torchtitan trained it with."""

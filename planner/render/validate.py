@@ -19,16 +19,23 @@ _ABBREV = {
     "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
     "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
     "micro_batch": "mbs", "moe_rank_imbalance": "imb",
+    # the free-text lines of plan.code_assumed (startup.model_code_assumed, model_code_compile_note), keyed by
+    # the words before their colon
+    "model code": "code", "torch.compile": "code",
 }
 _LEGEND = ("assumed: hw hardware from gpu_type, arch architecture (gated MLP, norm, ...), mbs micro-batch, "
            "vpp, cp, rc recompute, sp sequence parallel, prec precision, shard sharding, bpp bytes/param, "
-           "attn attention kernel, stk stack options from the stack's defaults, imb MoE routing imbalance rule (full list: --format json)")
+           "attn attention kernel, stk stack options from the stack's defaults, imb MoE routing imbalance rule, "
+           "code the trainer's model code (none covers the model, or it compiles no block) (full list: --format json)")
 
 
 def _abbrev(assumed: list[str]) -> str:
     seen: list[str] = []
     for a in assumed:
-        key = _ABBREV.get(a.split("=", 1)[0], a.split("=", 1)[0])
+        head = a.split("=", 1)[0]
+        if ":" in head:  # a free-text line ("model code: ..."), no name=value
+            head = head.split(":", 1)[0]
+        key = _ABBREV.get(head, head)
         if key not in seen:
             seen.append(key)
     return " ".join(seen)

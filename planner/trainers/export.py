@@ -267,10 +267,12 @@ def _megatron_rope_scaling(plan: dict, model) -> list:
     the scaling and what Megatron lacks (it would train another model):
       llama3: --use-rope-scaling at Megatron's numbers (trainers.MEGATRON_LLAMA3_ROPE) only;
       yarn without MLA: --position-embedding-type yarn (written by _megatron) with --rotary-scaling-factor,
-        --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow and, for truncate false,
-        --no-yarn-correction-range-round-to-int (argument_utils.py _apply_yarn_config_from_args l. 384-413, the
-        flags megatron_model.YARN_FLAGS lists), where the model's rope_attention_factor is the one Megatron
-        derives from the factor at --mscale 1 --mscale-all-dim 0 (megatron_model.yarn_concentration);
+        --yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, for truncate false
+        --no-yarn-correction-range-round-to-int, and --mscale / --mscale-all-dim where the model's
+        rope_attention_factor is not Megatron's at their defaults 1, 0 (argument_utils.py
+        _apply_yarn_config_from_args l. 384-413 sets config.yarn_mscale / yarn_mscale_all_dim from them, l. 411-412;
+        GPTModel hands them to YarnRotaryEmbedding, gpt_model.py l. 209-210; the flags megatron_model.YARN_FLAGS
+        lists): the pair _plain_yarn_mscales finds, the model's own first;
       linear: --rotary-seq-len-interpolation-factor (RotaryEmbedding divides the positions by it,
         rotary_pos_embedding.py l. 135-136; argparse type int, arguments.py l. 2422);
       dynamic, longrope: refused (no such rotary in Megatron-LM).
@@ -332,9 +334,10 @@ class _MegatronYarn(NamedTuple):
     of: str  # what the model's attention factor must be the one of
 
 
-# GPTModel's YarnRotaryEmbedding (--position-embedding-type yarn), at the mscale pair the planner writes, Megatron's
-# 1 and 0, and MLA's (--rope-type yarn, MLATransformerConfig's default), at the model's mscale pair (1 and 0 where
-# unstated), keyed by whether the model has MLA
+# GPTModel's YarnRotaryEmbedding (--position-embedding-type yarn), at any mscale pair (_plain_yarn_mscales: refused
+# only where the factor is <= 1 and the attention factor is not 1), and MLA's (--rope-type yarn,
+# MLATransformerConfig's default), at the model's mscale pair (1 and 0 where unstated), keyed by whether the model
+# has MLA
 _MEGATRON_YARNS = {
     False: _MegatronYarn(
         "rope_scaling yarn",
@@ -342,9 +345,9 @@ _MEGATRON_YARNS = {
         "--yarn-original-max-position-embeddings, --yarn-beta-fast, --yarn-beta-slow, "
         "--[no-]yarn-correction-range-round-to-int: argument_utils.py @d98e8a64 l. 384-413)",
         "original_max_position_embeddings, beta_fast, beta_slow, truncate",
-        "command line gives factor {factor:g} the attention factor 0.1 ln(factor) + 1 = {want:g} "
-        "(yarn_rotary_pos_embedding.py l. 275-294 at --mscale 1, --mscale-all-dim 0; the planner writes no other "
-        "mscale pair)",
+        "YarnRotaryEmbedding puts _yarn_get_mscale(factor, --mscale) / _yarn_get_mscale(factor, --mscale-all-dim) "
+        "on cos and sin, and _yarn_get_mscale is 1 for a factor <= 1 whatever the mscale "
+        "(yarn_rotary_pos_embedding.py l. 275-294): at factor {factor:g} every --mscale pair puts {want:g} there",
         "YaRN factor"),
     True: _MegatronYarn(
         "rope_scaling yarn with MLA",
@@ -379,22 +382,76 @@ def _megatron_yarn(model, name: str) -> list:
                                   "and YarnRotaryEmbedding's rounded correction range (yarn_rotary_pos_embedding.py "
                                   "l. 63); --yarn-* apply to non-MLA YaRN only (argument_utils.py l. 395-413)",
                       "export the plan in another format, or plan the model with those numbers")
-    # the mscale pair on the command line: MLA's the model's, plain YaRN's none written (Megatron's 1, 0)
-    m = 1.0 if p.mscale is None or not mla else float(p.mscale)
-    a = 0.0 if p.mscale_all_dim is None or not mla else float(p.mscale_all_dim)
-    want = yarn_concentration(p.factor, m, a)
-    if round(float(model.rope_attention_factor), 12) != round(want, 12):
-        raise _refuse("megatron", f"{say.label} ({name}): rope_attention_factor {model.rope_attention_factor:g}, "
+    # the mscale pair on the command line: MLA's the model's (1, 0 where unstated; its mscale_all_dim also scales
+    # MLA's softmax); plain YaRN's any pair whose cos/sin factor is the model's (_plain_yarn_mscales)
+    m = 1.0 if p.mscale is None else float(p.mscale)
+    a = 0.0 if p.mscale_all_dim is None else float(p.mscale_all_dim)
+    attention = float(model.rope_attention_factor)
+    pair = (m, a) if mla else _plain_yarn_mscales(p.factor, m, a, attention)
+    if pair is None and p.factor > 1:  # solvable but for a float's range (_plain_yarn_mscales)
+        raise _refuse("megatron", f"{say.label} ({name}): rope_attention_factor {attention:g} at factor {p.factor:g}: "
+                                  "no finite --mscale / --mscale-all-dim gives it (Megatron-LM @d98e8a64's "
+                                  "_yarn_get_mscale(factor, m) = 0.1 m ln(factor) + 1 overflows, "
+                                  "yarn_rotary_pos_embedding.py l. 275-279)",
+                      "export the plan in another format, or give the model a finite attention factor Megatron can reach")
+    want = yarn_concentration(p.factor, *(pair or (m, a)))
+    if pair is None or round(attention, 12) != round(want, 12):
+        raise _refuse("megatron", f"{say.label} ({name}): rope_attention_factor {attention:g}, "
                                   "but Megatron-LM @d98e8a64's " + say.gives.format(factor=p.factor, m=m, a=a, want=want),
                       f"export the plan in another format, or give the model the attention factor of its {say.of}")
+    m, a = pair
     if mla:
-        return [("--rotary-scaling-factor", f"{p.factor:g}"), ("--mscale", f"{m:g}"), ("--mscale-all-dim", f"{a:g}")]
-    args = [("--rotary-scaling-factor", f"{p.factor:g}"),
+        return [("--rotary-scaling-factor", _exact(p.factor)), ("--mscale", _exact(m)), ("--mscale-all-dim", _exact(a))]
+    args = [("--rotary-scaling-factor", _exact(p.factor)),
             ("--yarn-original-max-position-embeddings", p.original_max_position_embeddings),
-            ("--yarn-beta-fast", f"{p.beta_fast:g}"), ("--yarn-beta-slow", f"{p.beta_slow:g}")]
+            ("--yarn-beta-fast", _exact(p.beta_fast)), ("--yarn-beta-slow", _exact(p.beta_slow))]
+    if pair != (1.0, 0.0):  # Megatron's --mscale 1, --mscale-all-dim 0 (arguments.py l. 3560-3563) written only if not
+        args += [("--mscale", _exact(m)), ("--mscale-all-dim", _exact(a))]
     if not p.truncate:  # Megatron rounds the correction range unless told not to (argument_utils.py l. 413)
         args.append(("--no-yarn-correction-range-round-to-int", None))
     return args
+
+
+def _exact(x: float) -> str:
+    """x as a command-line number argparse's float reads back as x (%g where that is exact, else Python's shortest
+    round-tripping repr): a --mscale of 0.7071067811865476 written 0.707107 would train another factor."""
+    s = f"{float(x):g}"
+    return s if float(s) == float(x) else repr(float(x))
+
+
+def _plain_yarn_mscales(factor: float, mscale: float, mscale_all_dim: float, attention: float):
+    """The (--mscale, --mscale-all-dim) pair for GPTModel's YarnRotaryEmbedding (no MLA) whose factor on cos and sin,
+    megatron_model.yarn_concentration(factor, m, a) = _yarn_get_mscale(factor, m) / _yarn_get_mscale(factor, a)
+    (yarn_rotary_pos_embedding.py @d98e8a64 l. 275-294; attention.py l. 326 applies it), is the model's attention
+    factor at 12 decimals (the readers' comparison, ModelSpec.yarn_rope_scaling), or None where none is. Without
+    MLA the pair does nothing else (config.yarn_mscale / yarn_mscale_all_dim are read by YarnRotaryEmbedding and
+    _yarn_get_concentration_factor_from_config only), so any pair that gives the factor trains the same model.
+    In order: the model's own (rope_yarn_params mscale, mscale_all_dim; 1 and 0 where unstated); Megatron's
+    defaults 1, 0 (0.1 ln(factor) + 1: transformers' get_mscale(factor), where config.json states no pair or
+    an mscale_all_dim of 0, which _compute_yarn_parameters then ignores); else, for a factor > 1, the pair solved
+    from g(m) = 0.1 m ln(factor) + 1: at or above g(1), m = (attention - 1) / (0.1 ln factor) with a = 0; below,
+    m = 1 with a = (g(1) / attention - 1) / (0.1 ln factor) (both > 0), each written at the fewest significant
+    digits whose factor is the model's to a relative 1e-15 (a config.json attention_factor, no pair). A
+    factor <= 1 puts 1 on cos and sin whatever the pair (_yarn_get_mscale l. 276-277): None unless attention is 1."""
+    from .megatron_model import yarn_concentration
+
+    def gives(m, a):
+        return round(yarn_concentration(factor, m, a), 12) == round(attention, 12)
+
+    for pair in ((mscale, mscale_all_dim), (1.0, 0.0)):
+        if gives(*pair):
+            return pair
+    if factor <= 1:
+        return None
+    ln = 0.1 * math.log(factor)
+    g1 = ln + 1.0
+    solve = (lambda x: (x, 0.0)) if attention >= g1 else (lambda x: (1.0, x))
+    x = (attention - 1.0) / ln if attention >= g1 else (g1 / attention - 1.0) / ln
+    for digits in range(1, 18):  # the fewest digits whose factor is the model's to 1e-15 (a few float ulps)
+        y = float(f"{x:.{digits}g}")
+        if y > 0 and gives(*solve(y)) and math.isclose(yarn_concentration(factor, *solve(y)), attention, rel_tol=1e-15):
+            return solve(y)
+    return solve(x) if x > 0 and gives(*solve(x)) else None
 
 
 def _megatron_rotary_base(plan: dict, model) -> list:

@@ -19,7 +19,8 @@ Read (a flag's Megatron default in brackets):
       MLA -> rope_scaling yarn with rope_yarn_params and rope_attention_factor from --rotary-scaling-factor
       [1], --yarn-original-max-position-embeddings [4096], --yarn-beta-fast [32], --yarn-beta-slow [1],
       --mscale [1], --mscale-all-dim [0], --[no-]yarn-correction-range-round-to-int [rounded]
-      (megatron_yarn); rope without MLA: --use-rope-scaling -> llama3,
+      (megatron_yarn; a given --mscale / --mscale-all-dim also kept as rope_yarn_params mscale,
+      mscale_all_dim: megatron_yarn_mscales); rope without MLA: --use-rope-scaling -> llama3,
       --rotary-seq-len-interpolation-factor -> linear (rope_linear_factor),
   --disable-bias-linear / --add-bias-linear [biases: add_bias_linear True [2]],
   --hidden-dropout, --attention-dropout [0.1 each [2]] -> dropout when either is > 0,
@@ -399,8 +400,11 @@ def _yarn_numbers(flags: dict, where: str, table: dict, defaults: Optional[list]
             x = float(v)
         except (TypeError, ValueError):
             x = float("nan")
-        if not math.isfinite(x) or x < 0 or (x == 0 and flag != "--mscale-all-dim"):
-            raise PlannerError(f"{where}{flag} {_short(v)} is not a number > 0", f"give {flag} a number, e.g. {d:g}")
+        if not math.isfinite(x) or x < 0 or (x == 0 and flag not in ("--mscale", "--mscale-all-dim")):
+            # an mscale of 0 is Megatron's own: _yarn_get_mscale(s, 0) = 1 (yarn_rotary_pos_embedding.py @d98e8a64
+            # l. 275-279), a pair's numerator or denominator of 1
+            sign = ">=" if flag in ("--mscale", "--mscale-all-dim") else ">"
+            raise PlannerError(f"{where}{flag} {_short(v)} is not a number {sign} 0", f"give {flag} a number, e.g. {d:g}")
         vals[flag] = x
     return vals
 
@@ -418,6 +422,16 @@ def megatron_yarn(flags: dict, where: str, defaults: Optional[list] = None) -> t
     attention = yarn_concentration(f, vals["--mscale"], vals["--mscale-all-dim"])
     key = (f, vals["--yarn-original-max-position-embeddings"], vals["--yarn-beta-fast"], vals["--yarn-beta-slow"], rounded)
     return key, attention
+
+
+def megatron_yarn_mscales(flags: dict) -> Optional[tuple]:
+    """The (--mscale, --mscale-all-dim) pair of a non-MLA YaRN command line (yarn_built) where it gives either
+    (the other at Megatron's default 1 or 0), as rope_yarn_params mscale, mscale_all_dim: the export writes the
+    pair back (export._plain_yarn_mscales, the model's own first); None where neither is given. Call after
+    megatron_yarn, which checks the numbers."""
+    if "--mscale" not in flags and "--mscale-all-dim" not in flags:
+        return None
+    return tuple(YARN_FLAGS[f] if flags.get(f) is None else float(flags[f]) for f in ("--mscale", "--mscale-all-dim"))
 
 
 def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed: list[str]) -> dict:
@@ -511,6 +525,9 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
         spec["rope_scaling"] = "yarn"
         spec["rope_yarn_params"] = dict(factor=f, original_max_position_embeddings=orig, beta_fast=bf, beta_slow=bs,
                                         truncate=rounded)
+        pair = megatron_yarn_mscales(flags)
+        if pair is not None:  # --mscale / --mscale-all-dim given: kept, so an export writes the same pair
+            spec["rope_yarn_params"].update(mscale=pair[0], mscale_all_dim=pair[1])
         if attention != 1.0:
             spec["rope_attention_factor"] = attention
     if "--rotary-seq-len-interpolation-factor" in flags and rope_scaled(flags):
