@@ -68,8 +68,13 @@ def test_sliding_layers_cut_the_core_time_and_the_cp_ring(explain, tmp_path):
     Engine's P2P ring) sends them as: forward one K/V send a step after the first (n = sends);
     backward K/V at the first step, dK/dV alone at the last, K/V + dK/dV as one buffer in
     between (n - 1). Each send pays the link's latency once: global 7 + 2 + 6 messages (7 + 2
-    + 12 K/V units of bytes), sliding 1 + 2 (3 units)."""
+    + 12 K/V units of bytes), sliding 1 + 2 (3 units). Transformer Engine itself refuses a window under
+    its P2P ring (start-up rule MEGATRON_CP_SLIDING_WINDOW, the stack's cp_comm_types.no_sliding_window):
+    the ring's arithmetic is checked on a stack file that is the megatron entry without that list (a
+    stack whose ring runs windows)."""
     import yaml
+
+    from planner.catalog import stack_dir
 
     files = {}
     for name, pattern in (("glob", None), ("slide", [{"kind": "sliding", "window": 4096}])):
@@ -77,7 +82,11 @@ def test_sliding_layers_cut_the_core_time_and_the_cp_ring(explain, tmp_path):
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(m.model_dump(exclude_none=True)))
         files[name] = str(path)
-    job = dict(gpus=64, tp=1, cp=8, pp=1, global_batch=8, micro_batch=1, seq_len=32768, sharding="zero1")
+    stack = yaml.safe_load((stack_dir() / "megatron.yaml").read_text())
+    del stack["cp_comm_types"]["no_sliding_window"]
+    (tmp_path / "ring.yaml").write_text(yaml.safe_dump(stack))
+    job = dict(gpus=64, tp=1, cp=8, pp=1, global_batch=8, micro_batch=1, seq_len=32768, sharding="zero1",
+               stack=str(tmp_path / "ring.yaml"))
     _, _, eg, jg = explain(model=files["glob"], **job)
     _, _, es, js = explain(model=files["slide"], **job)
     from planner import comm
