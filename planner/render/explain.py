@@ -123,7 +123,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(
         f"  FLOPs per token: 6N {fl['flops_per_token_6n']:.3e} + attention ({fl['attention_counted']}) "
         f"{fl['attention_flops_per_token']:.3e} = model {fl['model_flops_per_token']:.3e}; "
-        f"hardware (with recompute) {fl['hardware_flops_per_token']:.3e}"
+        f"hardware (causal attention, with recompute) {fl['hardware_flops_per_token']:.3e}"
     )
     if "total_training_flops" in fl:
         out.print(f"  training compute for {fl['training_tokens']:.3g} tokens: {fl['total_training_flops']:.3e} FLOPs (6N)")
