@@ -425,7 +425,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     m: dict = {}
     if flavor:
         m["name"], m["flavor"] = flavor[0]
-        if model.llama3_rope_scaling != TORCHTITAN_LLAMA3_ROPE:  # no TOML key: the flavor's model args decide
+        if flavor[0][0] == "llama3" and model.llama3_rope_scaling != TORCHTITAN_LLAMA3_ROPE:  # the flavor's args decide
             notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "
                          f"torchtitan's {flavor[0][0]} {flavor[0][1]} flavor always applies Llama 3.1's "
                          f"({rope_text(TORCHTITAN_LLAMA3_ROPE)}; no setting turns it off): the run trains those "
