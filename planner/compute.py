@@ -84,15 +84,20 @@ def recompute_flops_per_token(model: ModelSpec, seq, recompute, causal: bool = F
 
 def flops_summary(model: ModelSpec, seq, recompute, causal: bool = False, tokens: float | None = None,
                   fraction=1.0) -> dict:
-    """The `flops` object of explain's JSON."""
+    """The `flops` object of explain's JSON. model_flops_per_token is MFU's (the job's attention
+    convention); recompute_flops_per_token and hardware_flops_per_token are what the kernels run,
+    HFU's (step.throughput): causal attention cores (a window's or chunk's mean keys) and the
+    recomputation, whatever convention MFU counts, so that hardware FLOPs x tokens/s is the
+    executed TFLOP/s explain prints."""
     t = flops_per_token(model, seq, recompute, causal)
-    extra = recompute_flops_per_token(model, seq, recompute, causal, fraction)
+    run = flops_per_token(model, seq, recompute, True)
+    extra = recompute_flops_per_token(model, seq, recompute, True, fraction)
     out = {
         "flops_per_token_6n": t.dense,
         "attention_flops_per_token": t.attention,
         "model_flops_per_token": t.total,
         "recompute_flops_per_token": extra,
-        "hardware_flops_per_token": t.total + extra,
+        "hardware_flops_per_token": run.total + extra,
         "attention_counted": "causal" if causal else "non-causal",
     }
     if tokens is not None:

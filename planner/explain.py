@@ -157,6 +157,9 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
         **{k: _num(pick(v)) for k, v in est.time_extra.items() if k.startswith("eager_core_")},
         # inside compute_s: a middle stage's Mamba selective scans, fp32 / HBM roofline (step.mamba_scan_time)
         **({"mamba_scan_s": _num(pick(est.time_extra["mamba_scan_s"]))} if "mamba_scan_s" in est.time_extra else {}),
+        # of cp_comm_total_s (and all exposed): the state-space / linear-attention layers' CP exchanges, not the
+        # attention layers' K/V ring (step.cp_comm); a model with such layers only
+        **({"cp_scan_comm_s": _num(pick(est.time_extra["cp_scan_comm_s"]))} if "cp_scan_comm_s" in est.time_extra else {}),
         **({"ep_comm_s": t["ep_comm_s"]} if "ep_comm_s" in t else {}),  # MoE dispatch/combine all-to-alls
         # MoE router top-k + token permutations (memory-bound compute, its own term: moe.dispatch_bytes)
         **({"moe_permute_s": t["moe_permute_s"]} if "moe_permute_s" in t else {}),

@@ -1189,6 +1189,9 @@ class CPCommTypes(BaseModel):
         default_factory=list, description="variants that split the attention heads over the cp ranks (a hierarchical "
                                           "one over its all-to-all group's): the query heads and the KV heads per TP "
                                           "rank must divide by them (startup rule MEGATRON_CP_A2A_HEADS)")
+    no_sliding_window: list[str] = Field(
+        default_factory=list, description="variants that refuse a sliding-window attention layer (Transformer Engine's "
+                                          "P2P ring: startup rule MEGATRON_CP_SLIDING_WINDOW)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1196,9 +1199,11 @@ class CPCommTypes(BaseModel):
         clash = ({self.default} & (set(self.variants) | set(self.refused))) | (set(self.variants) & set(self.refused))
         if clash:
             raise ValueError(f"cp_comm_types names {', '.join(sorted(clash))} twice")
-        unknown = (set(self.heads_divisible) | set(self.forward_merge)) - set(self.variants) - {self.default}
+        unknown = (set(self.heads_divisible) | set(self.forward_merge) | set(self.no_sliding_window)) \
+            - set(self.variants) - {self.default}
         if unknown:
-            raise ValueError(f"heads_divisible names no variant: {', '.join(sorted(unknown))}")
+            raise ValueError(f"heads_divisible / forward_merge / no_sliding_window name no variant: "
+                             f"{', '.join(sorted(unknown))}")
         return self
 
 

@@ -89,6 +89,10 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             cp_size == 0 for Q and for K/V (Megatron runs it unchecked; appended
                             last to RULES so the other rules keep their codes); with a2a+p2p the
                             all-to-all group's ranks (the first hierarchical size) must divide them
+  MEGATRON_CP_SLIDING_WINDOW  a model with a sliding-window layer and cp > 1 only with a context
+                            parallelism that runs one (the stack's cp_comm_types.no_sliding_window:
+                            p2p and a2a+p2p refused): TE @4329ff84 context_parallel.py
+                            attn_forward_func_with_cp l. 4763-4769 (code 72, in LATER_RULES)
   MEGATRON_HCP_SIZES        a2a+p2p: arguments.py validate_args l. 580-582 asserts cp ==
                             prod(--hierarchical-context-parallel-sizes)
   MEGATRON_P2P_OVERLAP_PP   arguments.py validate_args l. 1000-1009: with virtual stages and
@@ -1582,6 +1586,48 @@ LATER_RULES = LATER_RULES + (
         _fp8_widths, detail=_fp8_widths_detail),
 )
 
+
+
+# MEGATRON_CP_SLIDING_WINDOW (code 72): Transformer Engine's context parallelism runs a sliding-window
+# layer only with cp_comm_type a2a or all_gather. Megatron-Core hands each windowed layer's window to
+# TE (megatron/core/extensions/transformer_engine.py @d98e8a64 l. 2163-2171: window_size = config.
+# window_size where is_layer_window_attention), and TE's attn_forward_func_with_cp asserts (TE @4329ff84,
+# the 2.17.1 Megatron-LM @d98e8a64's uv.lock pins, transformer_engine/pytorch/attention/dot_product_attention/
+# context_parallel.py l. 4763-4769): sliding_window_attn = window_size not in ((-1, 0), (-1, -1)); assert
+# not sliding_window_attn or cp_comm_type in ['a2a', 'all_gather'] ('Context parallelism does not
+# support sliding window attention with cp_comm_type=...'). The check reads the window, not its reach: a
+# window as long as the sequence (Mistral 7B's 4,096 at seq 4,096) is refused as well. The variants it
+# refuses are the stack's data (cp_comm_types.no_sliding_window: p2p, a2a+p2p; a2a+p2p with one a2a rank
+# runs p2p, with one p2p rank a2a: cp_comm_type.cp_comm_type_of). Megatron's per-layer --cp-comm-type list
+# could give the windowed layers a2a and the others p2p; the planner prices one variant for every layer
+# (planner/cp_comm_type.py), so such a job is a2a or all_gather throughout.
+def _cp_sliding_window(model, stack, plan) -> np.ndarray:
+    """MEGATRON_CP_SLIDING_WINDOW: cp > 1 on a model with a sliding-window attention layer where the
+    stack's context-parallel variant (a stack setting, from the job's cp_comm_type) refuses one."""
+    from .cp_comm_type import cp_comm_type_of
+    from .schema import SlidingAttention
+
+    cp = np.asarray(plan.cp)
+    cct = None if stack is None else stack.cp_comm_types
+    windowed = model is not None and model.layer_pattern is not None and any(
+        isinstance(model.layer_kinds[k].mixer, SlidingAttention) for k in set(model.layer_pattern))
+    refused = bool(windowed) and cct is not None and cp_comm_type_of(stack) in cct.no_sliding_window
+    return refused & (cp > 1)
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "MEGATRON_CP_SLIDING_WINDOW", "megatron",
+        "Transformer Engine's context parallelism runs sliding-window attention layers only with --cp-comm-type a2a or "
+        "all_gather (not the default p2p ring, nor a2a+p2p)",
+        "NVIDIA/TransformerEngine @4329ff84 (TE 2.17.1, Megatron-LM @d98e8a64's pin) transformer_engine/pytorch/"
+        "attention/dot_product_attention/context_parallel.py attn_forward_func_with_cp l. 4763-4769 ('Context "
+        "parallelism does not support sliding window attention with cp_comm_type=...'); "
+        f"{MEGATRON_COMMIT} megatron/core/extensions/transformer_engine.py l. 2163-2171 (each windowed layer's "
+        "window_size passed to TE)",
+        "set --cp-comm-type a2a (the query and KV heads per TP rank divisible by cp) or all_gather, or cp 1",
+        _cp_sliding_window),
+)
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},

@@ -1032,8 +1032,10 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     return np.where(on, ep_overlapped, ep_mb), info
 
 
-def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray]:
-    """(exposed, total) CP traffic of a middle stage per micro-batch.
+def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(exposed, total, scan) CP traffic of a middle stage per micro-batch; scan: the part of both
+    that the state-space and linear-attention layers' exchanges are (None where the model has no
+    such layer), so that explain can tell it from the attention layers' K/V ring.
 
     Ring attention (a mixer with cp_overlaps_core, [4]) as the stack runs it (cp_ring_comm);
     a recomputed layer's forward, and an attention core the stack's selective policy re-runs,
@@ -1043,7 +1045,7 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
     exposed."""
     plan, ctx = sc.plan, sc.ctx
     n = sc.n["mid"]
-    exposed, total = [], []
+    exposed, total, scan = [], [], []
     for i, kind in enumerate(sc.ll.kinds):
         mixer = kind.mixer
         if mixer.cp_overlaps_core:
@@ -1051,13 +1053,16 @@ def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray,
             again = _cores_run_twice(sc, mixer)
             exposed.append(n * (f_exp + b_exp) + again * f_exp)
             total.append(n * (f_tot + b_tot) + again * f_tot)
+            scan.append(np.float64(0.0))
             continue
         t = np.float64(0.0)
         for op, size, count in mixer.cp_collectives(ctx):
             t = t + count * coll(BLOCK_OPS[op], size, plan.cp, coll.strides["cp"])
         exposed.append(n * t)
         total.append(n * t)
-    return sc.mean("mid", exposed), sc.mean("mid", total)
+        scan.append(n * t)
+    has_scan = any(not kind.mixer.cp_overlaps_core for kind in sc.ll.kinds)  # a model property
+    return sc.mean("mid", exposed), sc.mean("mid", total), (sc.mean("mid", scan) if has_scan else None)
 
 
 def cp_compute(sc: StepCtx, lt: LayerTimes) -> np.ndarray:
@@ -1595,7 +1600,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     tp_mb = tp_comm(sc, coll, lt)
     moe_model = sc.ll.has_experts
     ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
-    cp_mb, cp_total = cp_comm(sc, coll, lt)
+    cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
     pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     dp = dp_comm(sc, coll, comp)
     m = sc.m
@@ -1612,6 +1617,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp), **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
+             # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
+             **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
              "pp_warmup_flush_s": warm,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt),

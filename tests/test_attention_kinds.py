@@ -68,8 +68,13 @@ def test_sliding_layers_cut_the_core_time_and_the_cp_ring(explain, tmp_path):
     Engine's P2P ring) sends them as: forward one K/V send a step after the first (n = sends);
     backward K/V at the first step, dK/dV alone at the last, K/V + dK/dV as one buffer in
     between (n - 1). Each send pays the link's latency once: global 7 + 2 + 6 messages (7 + 2
-    + 12 K/V units of bytes), sliding 1 + 2 (3 units)."""
+    + 12 K/V units of bytes), sliding 1 + 2 (3 units). Transformer Engine itself refuses a window under
+    its P2P ring (start-up rule MEGATRON_CP_SLIDING_WINDOW, the stack's cp_comm_types.no_sliding_window):
+    the ring's arithmetic is checked on a stack file that is the megatron entry without that list (a
+    stack whose ring runs windows)."""
     import yaml
+
+    from planner.catalog import stack_dir
 
     files = {}
     for name, pattern in (("glob", None), ("slide", [{"kind": "sliding", "window": 4096}])):
@@ -77,7 +82,11 @@ def test_sliding_layers_cut_the_core_time_and_the_cp_ring(explain, tmp_path):
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(m.model_dump(exclude_none=True)))
         files[name] = str(path)
-    job = dict(gpus=64, tp=1, cp=8, pp=1, global_batch=8, micro_batch=1, seq_len=32768, sharding="zero1")
+    stack = yaml.safe_load((stack_dir() / "megatron.yaml").read_text())
+    del stack["cp_comm_types"]["no_sliding_window"]
+    (tmp_path / "ring.yaml").write_text(yaml.safe_dump(stack))
+    job = dict(gpus=64, tp=1, cp=8, pp=1, global_batch=8, micro_batch=1, seq_len=32768, sharding="zero1",
+               stack=str(tmp_path / "ring.yaml"))
     _, _, eg, jg = explain(model=files["glob"], **job)
     _, _, es, js = explain(model=files["slide"], **job)
     from planner import comm
@@ -116,9 +125,11 @@ def test_nope_layers_skip_the_rotary_kernel():
     assert float(diff) == pytest.approx(8192 * float(kb["rope"]) * (32 / 2 + 8 / 2) * 128, rel=1e-12)
 
 
-def test_eager_scores_cover_the_window_only():
-    """Eager attention keeps the softmax output per key: a 4,096 window keeps 4,096 keys per
-    query at 32k (1/8 of the global layer's score bytes)."""
+def test_eager_scores_cover_the_whole_sequence_under_a_window():
+    """Eager attention keeps the softmax output per key of the whole [s, s] matrix: the window is a
+    mask applied after the scores' GEMM (Megatron-Core DotProductAttention, transformers' eager
+    attention), so a 4,096 window keeps as many score bytes at 32k as the global layer (this test
+    said 1/8 before; test_eager_scores_of_a_window_are_the_whole_sequence below has the source)."""
     from planner.memory import kind_activation_bytes
 
     plan = PlanArrays(tp=1, cp=1, pp=1, vpp=1, dp=1, mbs=1, gbs=1, seq=32768, sharding=0, shard=1, recompute=0,
@@ -128,7 +139,7 @@ def test_eager_scores_cover_the_window_only():
     flash, eager = ([float(kind_activation_bytes(k, ctx, attention=a)) for k in kinds] for a in ("flash", "eager"))
     assert flash[0] == flash[1]
     scores = [e - f for e, f in zip(eager, flash)]
-    assert scores[1] == pytest.approx(scores[0] / 8, rel=1e-12)
+    assert scores[1] == pytest.approx(scores[0], rel=1e-12)
     assert scores[0] == pytest.approx(32768 * 2.0 * 32 * 32768, rel=1e-12)  # T x 2 B x a heads x s keys
 
 
@@ -146,3 +157,17 @@ def test_layer_pattern_errors():
         ModelSpec.model_validate({**base, "layer_kinds": {"a": {"mlp": {"kind": "moe"}}}, "layer_pattern": ["a"]})
     np.testing.assert_array_equal(layer_list(_variant([{"kind": "sliding", "window": 8}, {"kind": "global"}])).index,
                                   np.arange(32) % 2)
+
+
+def test_eager_scores_of_a_window_are_the_whole_sequence(explain):
+    """Eager core attention writes every score of [b a/t, s, s] and masks after the GEMM (Megatron-Core's
+    DotProductAttention @d98e8a64 l. 93-108 hands the window to FusedScaleMaskSoftmax only; its baddbmm's
+    output is [b np, sq, sk] over the whole sequence), as the eager core's time is priced: the saved
+    softmax output of a sliding layer is s keys a row, not min(s, w). mistral-7b (32 layers, 32 heads,
+    window 4,096, no dropout) at seq 8,192, tp 8, one micro-batch in flight: eager - flash = 32 layers x
+    8,192 tokens x 2 B x 32 heads / 8 x 8,192 keys = 17,179,869,184 B (half that before: 4,096 keys)."""
+    job = dict(model="mistral-7b", gpus=8, tp=8, seq_len=8192, global_batch=8, micro_batch=1)
+    *_, flash = explain(**job, attention="flash")
+    *_, eager = explain(**job, attention="eager")
+    diff = eager["memory"]["activations_bytes"] - flash["memory"]["activations_bytes"]
+    assert diff == 32 * 8192 * 2 * (32 // 8) * 8192 == 17_179_869_184

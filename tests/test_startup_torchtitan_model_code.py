@@ -127,11 +127,14 @@ def test_the_toml_reader_s_flavors_are_their_code_s():
 
 def test_the_rules_are_appended_last():
     """LATER_RULES keeps every earlier code: the four model-code rules follow MEGATRON_NVFP4_TOKENS (64),
-    and TE's FP8 / MXFP8 row rules (69, 70) and its width rule (71) follow them."""
+    TE's FP8 / MXFP8 row rules (69, 70) and its width rule (71) follow them, and TE's sliding-window
+    CP rule (72) follows those."""
     keys = ["TORCHTITAN_MODEL_DISPATCHER", "TORCHTITAN_MODEL_PP", "TORCHTITAN_MODEL_CP", "TORCHTITAN_MODEL_ASYNC_TP"]
-    assert [r.key for r in LATER_RULES[-7:-3]] == keys and [r.key for r in RULES[-7:-3]] == keys
+    assert [r.key for r in LATER_RULES[-8:-4]] == keys and [r.key for r in RULES[-8:-4]] == keys
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
-    assert [r.key for r in LATER_RULES[-3:]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS"]
+    assert [r.key for r in LATER_RULES[-4:]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
+                                                 "MEGATRON_CP_SLIDING_WINDOW"]
+    assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72
 
 
 def test_qwen3_on_deepep_is_refused_naming_the_rule():

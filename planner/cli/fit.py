@@ -12,6 +12,7 @@ from .common import Format, FormatOption, QuietOption, cli_errors, warn
 from ..render.common import note, progress
 from .core import (field_values, with_field_options, CapacityFactorOption, PadToCapacityOption, LoadBalancingOption, RankImbalanceOption, CpCommTypeOption, PpP2pOverlapOption, PpP2pWarmupFlushOption, FitEpOverlapOption, HierCpOption, LossLayersOption, MicrobatchGroupOption, MtpLayersOption,
                    SplitEmbOption, SplitLossOption, StepBatchScheduleOption, load_job, parse_schedule, parse_sizes)
+from .. import files
 from ..errors import NoFitError, PlannerError
 from ..trainers import FORMATS
 from ..plan import DEFAULT_GLOBAL_BATCH_TOKENS
@@ -119,6 +120,7 @@ def register(app: typer.Typer) -> None:
         explain_row: Optional[int] = typer.Option(None, "--explain", help="print the full `explain` breakdown of row N instead of the table"),
         plot: Optional[Path] = typer.Option(None, "--plot", help="draw FILE.png|svg|pdf: one count: the feasible plans (memory vs step time, Pareto front, top rows labelled) and the top rows' memory; several counts: MFU, step time, days and memory of the best plan per count (one count evaluates every feasible plan's step time: slower)"),
         export: Optional[str] = typer.Option(None, "--export", help="write the top row as a trainer config on stdout instead of the table: torchtitan|megatron|deepspeed (see `planner export`)"),
+        output: Optional[Path] = typer.Option(None, "--output", "-o", help="with --export: write the trainer config here instead of stdout (as `planner export --output`)"),
         fmt: Format = FormatOption,
         quiet: bool = QuietOption,
         **fields,
@@ -169,6 +171,11 @@ def register(app: typer.Typer) -> None:
             raise PlannerError(f"--explain {explain_row}: rows are numbered from 1", "e.g. --explain 1")
         if export is not None and export not in FORMATS:
             raise PlannerError(f"--export {export!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
+        if output is not None:
+            if export is None:
+                raise PlannerError("--output writes the --export file: without --export fit writes no file",
+                                   "add --export torchtitan|megatron|deepspeed, or redirect the table (--format json > FILE)")
+            files.output_path(output, "--output")
         if plot is not None:
             from ..plot import check_plot_path
 
@@ -213,7 +220,7 @@ def register(app: typer.Typer) -> None:
                  f"micro-batch {p['micro_batch']}, {p['sharding']}, recompute {p['recompute']}")
             from .export import write_export  # only here: it brings in the export and budget commands
 
-            write_export(p, export, None, readback=rows[0])
+            write_export(p, export, output, readback=rows[0])
             return
         if explain_row is not None:
             if explain_row > len(rows):

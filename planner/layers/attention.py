@@ -262,7 +262,11 @@ class Attention:
         return table
 
     def score_keys(self, seq):
-        return span_keys(seq, self.window, self.chunk)
+        """Keys of the eager core's saved score rows: the whole sequence, window or chunk alike (the
+        batched GEMM writes every score of [b a/t, s, s] and the mask, a window's or a chunk's too, is
+        applied in the softmax after it: Megatron-Core's DotProductAttention @d98e8a64 l. 93-108 passes
+        the window to FusedScaleMaskSoftmax only; module docstring, eager_core)."""
+        return np.asarray(seq, dtype=np.float64)
 
     @property
     def kv_heads(self) -> int:

@@ -125,7 +125,7 @@ def explain_table(res: dict, warnings: list[str], inherited: tuple = ()) -> None
     out.print(
         f"  FLOPs per token: 6N {fl['flops_per_token_6n']:.3e} + attention ({fl['attention_counted']}) "
         f"{fl['attention_flops_per_token']:.3e} = model {fl['model_flops_per_token']:.3e}; "
-        f"hardware (with recompute) {fl['hardware_flops_per_token']:.3e}"
+        f"hardware (causal attention, with recompute) {fl['hardware_flops_per_token']:.3e}"
     )
     if "total_training_flops" in fl:
         out.print(f"  training compute for {fl['training_tokens']:.3g} tokens: {fl['total_training_flops']:.3e} FLOPs (6N)")
@@ -183,8 +183,14 @@ def time_table(res: dict) -> None:
         out.print(f"  of compute, {t['mamba_scan_s']:,.4g} s per step are a middle stage's Mamba selective scans (CUDA "
                   "cores: the slower of the FLOPs at the fp32 peak and the bytes at HBM bandwidth)")
     if t.get("cp_comm_total_s", 0) > 0 or t.get("cp_compute_s", 0) > 0:
-        out.print(f"  CP ring: K/V traffic {t['cp_comm_total_s']:,.4g} s per step, {t['cp_comm_s']:,.4g} s of it exposed; "
-                  f"the split attention's merges and smaller kernels {t.get('cp_compute_s', 0.0):,.4g} s (in compute)")
+        scan = t.get("cp_scan_comm_s", 0.0)  # the state-space / linear-attention layers' exchanges, all exposed
+        out.print(f"  CP ring: K/V traffic {max(t['cp_comm_total_s'] - scan, 0.0):,.4g} s per step, "
+                  f"{max(t['cp_comm_s'] - scan, 0.0):,.4g} s "
+                  f"of it exposed; the split attention's merges and smaller kernels {t.get('cp_compute_s', 0.0):,.4g} s "
+                  "(in compute)")
+        if scan > 0:
+            out.print(f"  CP of the state-space / linear-attention layers: {scan:,.4g} s per step, all exposed (the scans "
+                      "wait for their inputs: Megatron-Core's all-to-alls, Mamba's state passing), beside the K/V ring's")
     out.print(
         f"  throughput: {thr['tokens_per_s']:,.0f} tokens/s ({thr['tokens_per_s_per_gpu']:,.0f} per GPU), "
         f"{thr['hardware_tflops_per_gpu']:,.0f} TFLOP/s per GPU executed ({thr['tflops_per_gpu']:,.0f} in model FLOPs); "

@@ -482,7 +482,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     m: dict = {}
     if flavor:
         m["name"], m["flavor"] = flavor[0]
-        if model.llama3_rope_scaling != TORCHTITAN_LLAMA3_ROPE:  # no TOML key: the flavor's model args decide
+        if flavor[0][0] == "llama3" and model.llama3_rope_scaling != TORCHTITAN_LLAMA3_ROPE:  # the flavor's args decide
             notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "
                          f"torchtitan's {flavor[0][0]} {flavor[0][1]} flavor always applies Llama 3.1's "
                          f"({rope_text(TORCHTITAN_LLAMA3_ROPE)}; no setting turns it off): the run trains those "
@@ -906,6 +906,16 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     args += _megatron_rotary_base(plan, model)
     if model.gated_mlp:
         args.append(("--swiglu", None))
+    if model.activation_clamp is not None and model.gated_mlp:  # priced where it runs (layers/moe.py clamp)
+        # Megatron-Core's TransformerConfig.activation_func_clamp_value (transformer_config.py @d98e8a64 l. 235) has no
+        # argument in Megatron-LM's parser (megatron/training/arguments.py @d98e8a64: none; Megatron-Bridge's gpt-oss
+        # provider sets it in Python): the script's experts run an unclamped SwiGLU
+        notes.append(f"activation_clamp {model.activation_clamp:g} ({plan['model']}): Megatron-LM @d98e8a64's arguments have "
+                     "no flag for TransformerConfig.activation_func_clamp_value (Megatron-Bridge sets it in its model "
+                     "provider): the script trains the experts' SwiGLU unclamped, without the clamp's kernels and its "
+                     "saved copy that the plan priced (stack_db megatron activation_clamp, activation_clamp_saved: 2 B "
+                     "an element of the routed experts' gate+up output); `planner check` reads the script back as the "
+                     "catalog model, clamp included")
     args.append(("--normalization", "RMSNorm" if model.norm == "rmsnorm" else "LayerNorm"))
     if not model.tied_embeddings:
         args.append(("--untie-embeddings-and-output-weights", None))

@@ -25,6 +25,10 @@ Sources (file @d98e8a64, what is asserted):
                  TP rank divisible by cp (NVIDIA/TransformerEngine @4329ff84 context_parallel.py
                  AttnFuncWithCPAndQKVOA2A.forward l. 3951-3954, which Megatron runs); a2a+p2p: by the
                  first hierarchical size (the all-to-all group)
+  CP_SLIDING_WINDOW  --window-size (not -1,0 / -1,-1) with cp > 1: --cp-comm-type a2a or all_gather
+                 (NVIDIA/TransformerEngine @4329ff84 context_parallel.py attn_forward_func_with_cp
+                 l. 4763-4769, which Megatron runs; transformer_engine.py l. 2163-2171 passes the window);
+                 a per-layer list of several values is not checked
   HCP_SIZES      arguments.py l. 580-585: prod(--hierarchical-context-parallel-sizes) == cp, and the
                  sizes given with --cp-comm-type a2a+p2p
   MAX_POSITIONS  arguments.py: max_position_embeddings >= seq_length
@@ -134,6 +138,7 @@ SOURCES = {
     "CP_SEQ": "megatron/training/arguments.py validate_args",
     "CP_A2A_HEADS": "Transformer Engine @4329ff84 context_parallel.py AttnFuncWithCPAndQKVOA2A.forward (run by Megatron)",
     "HCP_SIZES": "megatron/training/arguments.py validate_args",
+    "CP_SLIDING_WINDOW": "Transformer Engine @4329ff84 context_parallel.py attn_forward_func_with_cp l. 4763-4769 (run by Megatron)",
     "MAX_POSITIONS": "megatron/training/arguments.py validate_args",
     "BATCH": "megatron/core/num_microbatches_calculator.py",
     "TP_OVERLAP": "megatron/training/arguments.py validate_args",
@@ -254,6 +259,14 @@ def megatron_errors(flags: dict, world: int, env: dict | None = None, *, before_
         if (heads // tp) % split or max(kv // tp, 1) % split:
             bad("CP_A2A_HEADS", f"--cp-comm-type {' '.join(types)}: {heads // tp} query heads and {max(kv // tp, 1)} KV "
                                 f"heads per TP rank are not both divisible by the {split} ranks the heads are split over")
+    window = [w.strip() for w in str(flags.get("--window-size") or "").strip("'\"()[] ").split(",")]
+    if cp > 1 and "--window-size" in flags and window not in (["-1", "0"], ["-1", "-1"]) and len(set(types)) <= 1:
+        kind = types[0] if types else "p2p"  # one value for every layer (a mixed per-layer list is not checked)
+        if kind == "a2a+p2p" and len(hcp) == 2 and 1 in hcp:  # TE: a one-rank level runs the other variant
+            kind = "p2p" if hcp[0] == 1 else "a2a"
+        if kind not in ("a2a", "all_gather"):
+            bad("CP_SLIDING_WINDOW", f"--window-size {flags['--window-size']} with cp {cp} and --cp-comm-type {kind}: "
+                                     "Transformer Engine runs sliding-window attention under CP only with a2a or all_gather")
     maxpos = _i(flags, "--max-position-embeddings")
     if maxpos is not None and seq is not None and maxpos < seq:
         bad("MAX_POSITIONS", f"--max-position-embeddings {maxpos} < --seq-length {seq}")

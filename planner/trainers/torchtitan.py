@@ -124,6 +124,17 @@ TORCHTITAN_MODELS: dict[tuple[str, str], tuple[str, dict]] = {
     ("llama3", "8B"): ("llama3-8b", dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024)),
     ("llama3", "70B"): ("llama3-70b", dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096)),
     ("llama3", "405B"): ("llama3-405b", dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096)),
+    # torchtitan/models/gpt_oss/__init__.py @e347b1e5e gptoss_configs "20b" / "120b" (l. 47-75: n_layers, MoEArgs
+    # num_experts, top_k) over GptOssModelArgs' defaults (model/args.py l. 50-73: dim 2880, moe_inter_dim 2880,
+    # head_dim 64, n_heads 64, n_kv_heads 8, vocab_size 201088, sliding_window_size 128) and model/model.py l. 274
+    # (use_sliding_attention = layer_id % 2 == 0: the window on the even layers, itself included: attention.py
+    # get_sliding_window_mask_mod)
+    ("gpt_oss", "20b"): ("gpt-oss-20b", dict(code="gpt_oss", dim=2880, n_layers=24, n_heads=64, n_kv_heads=8, head_dim=64,
+                                            moe_inter_dim=2880, vocab_size=201088, num_experts=32, top_k=4,
+                                            sliding_window_size=128)),
+    ("gpt_oss", "120b"): ("gpt-oss-120b", dict(code="gpt_oss", dim=2880, n_layers=36, n_heads=64, n_kv_heads=8, head_dim=64,
+                                              moe_inter_dim=2880, vocab_size=201088, num_experts=128, top_k=4,
+                                              sliding_window_size=128)),
 }
 
 # [model] name -> the model code (stack_db runs.model_codes `code`) torchtitan builds for it [9], per stack; None: no
@@ -249,6 +260,19 @@ def ffn_hidden(args: dict) -> int:
 
 
 def flavor_shape(args: dict) -> dict[str, tuple[str, object]]:
+    """The model-args fields of a flavor as (ModelSpec attribute, value) pairs: llama3's
+    TransformerModelArgs [4], or gpt_oss's GptOssModelArgs (the table's comment)."""
+    if args.get("code") == "gpt_oss":
+        n = args["n_layers"]
+        return {
+            "dim": ("hidden_size", args["dim"]), "n_layers": ("num_layers", n),
+            "n_heads": ("num_attention_heads", args["n_heads"]), "n_kv_heads": ("kv_heads", args["n_kv_heads"]),
+            "head_dim": ("dhead", args["head_dim"]), "moe_inter_dim": ("ffn_hidden_size", args["moe_inter_dim"]),
+            "vocab_size": ("vocab_size", args["vocab_size"]), "moe_args.num_experts": ("moe.num_experts", args["num_experts"]),
+            "moe_args.top_k": ("moe.top_k", args["top_k"]),
+            "sliding_window_size (even layers)": (
+                "layer_windows", tuple(args["sliding_window_size"] if i % 2 == 0 else 0 for i in range(n))),
+        }
     return {
         "dim": ("hidden_size", args["dim"]), "n_layers": ("num_layers", args["n_layers"]),
         "n_heads": ("num_attention_heads", args["n_heads"]), "n_kv_heads": ("kv_heads", args["n_kv_heads"]),
@@ -462,14 +486,14 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     elif entry is not None:
         job["model"] = entry[0]
         check_model_shape(where, entry[0], {f"[model] {name} {flavor} {k}": v for k, v in flavor_shape(entry[1]).items()})
-        assumed.append(f"model={entry[0]}: torchtitan [model] name {name!r} flavor {flavor!r} (llama3_configs shape, checked against the catalog)")
+        assumed.append(f"model={entry[0]}: torchtitan [model] name {name!r} flavor {flavor!r} ({name} configs shape, checked against the catalog)")
     else:
         known = ", ".join(f"{n} {f}" for n, f in TORCHTITAN_MODELS)
         raise PlannerError(f"{where}[model] name {name!r} flavor {flavor!r} is not a flavor the planner knows, and no --model was given",
                            f"pass --model NAME (a catalog name, model YAML or HF config.json); known flavors: {known}")
     if line is not None:
         assumed.append(line)
-    if entry is not None:
+    if entry is not None and name == "llama3":  # llama3's flavors fix Llama 3.1's rotary (_flavor_rope_note)
         _flavor_rope_note(job["model"], name, flavor, assumed)
 
     # ---- parallel degrees
