@@ -321,10 +321,10 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
 
 def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
-    def col(v):  # by take, a scalar default or a constant column (space._constant) filled (the same values
-        v = np.asarray(v, dtype=np.int64)  # as broadcast and indexed, faster: take would copy a stride-0 column first)
+    def col(v):  # by take; a scalar default or a constant column (space._constant) stays one value, viewed at
+        v = np.asarray(v, dtype=np.int64)  # every row (the same values as broadcast and indexed, without the copies)
         if v.ndim == 0 or (v.strides == (0,) and len(v)):
-            return np.full(len(rows), v.flat[0], dtype=np.int64)
+            return np.broadcast_to(v.flat[0], (len(rows),))
         return v.take(rows)
 
     # PlanArrays.microbatches, a property over every base row, from the rows' own columns (the same integers)
