@@ -150,9 +150,13 @@ class PlanArrays:
         idx = np.asarray(idx)
         if len(n) == 1 and idx.dtype.kind in "iu":
             # positions into 1-d columns (the search's blocks): the same values as below, by
-            # take, and a scalar default filled rather than broadcast and indexed (faster)
+            # take, and a scalar default filled rather than broadcast and indexed (faster); a constant
+            # column (one value viewed n times, stride 0: space._constant, which take would first copy
+            # whole) stays one, viewed at the positions (read-only, as the column it comes from)
             def at(v):
-                return np.full(idx.shape, v, dtype=np.int64) if np.ndim(v) == 0 else v.take(idx)
+                if np.ndim(v) == 0:
+                    return np.full(idx.shape, v, dtype=np.int64)
+                return np.broadcast_to(v[0], idx.shape) if v.strides == (0,) and len(v) else v.take(idx)
 
             return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
 

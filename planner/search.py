@@ -321,9 +321,11 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
 
 def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
     """{field: int64 values at the base rows `rows`} of the base plans b (fields or properties)."""
-    def col(v):  # by take, a scalar default filled (the same values as broadcast and indexed, faster)
-        v = np.asarray(v, dtype=np.int64)
-        return np.full(len(rows), v, dtype=np.int64) if v.ndim == 0 else v.take(rows)
+    def col(v):  # by take; a scalar default or a constant column (space._constant) stays one value, viewed at
+        v = np.asarray(v, dtype=np.int64)  # every row (the same values as broadcast and indexed, without the copies)
+        if v.ndim == 0 or (v.strides == (0,) and len(v)):
+            return np.broadcast_to(v.flat[0], (len(rows),))
+        return v.take(rows)
 
     # PlanArrays.microbatches, a property over every base row, from the rows' own columns (the same integers)
     return {f: (col(b.gbs) // (col(b.dp) * col(b.mbs)) if f == "microbatches" else col(getattr(b, f))) for f in fields}

@@ -433,10 +433,20 @@ def _with_variant(plan: PlanArrays, row) -> PlanArrays:
 
 def fill_variant(plan: PlanArrays, row) -> PlanArrays:
     """`plan` (1-d, its own columns) with the stack options of variant row `row` (VARIANT_FIELDS) set in
-    place as full int64 columns, one per candidate; returned."""
+    place as int64 columns, one value per candidate (constant columns, _constant); returned."""
     for j, name in enumerate(VARIANT_FIELDS):
-        setattr(plan, name, np.full(len(plan.tp), row[j], dtype=np.int64))
+        setattr(plan, name, _constant(len(plan.tp), row[j]))
     return plan
+
+
+def _constant(n: int, value) -> np.ndarray:
+    """A 1-d int64 column of n equal values as a read-only view of one value (np.broadcast_to: stride 0),
+    not n copies: every read (take, indexing, arithmetic) gives what np.full(n, value) gives, and a write
+    raises. The space's columns that hold one value on every base row (the batch, the sequence, the
+    precision, the pipeline-split flags, the micro-batch group, recompute and order 0, variant 0's
+    options: 14 of 27 columns) would otherwise take 14 x 8 B a row: 51 MB of DeepSeek-V3 / 2,048 H800's
+    454,304 base rows, each page of them faulted in and zero-filled by the kernel first."""
+    return np.broadcast_to(np.int64(value), (n,))
 
 
 def uncompiled_space(space: Space) -> tuple[Space, "Space | None"]:
@@ -633,7 +643,7 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
         index = (np.cumsum(present) - 1)[key]  # each row's group
         first = np.empty(int(index.max()) + 1, dtype=np.int64)
         first[index[::-1]] = np.arange(n - 1, -1, -1)  # the first row of each group
-        one = KeyedPlan({f: np.broadcast_to(np.asarray(getattr(base, f)), (n,)).take(first) for f in fields})
+        one = KeyedPlan({f: _column_at(getattr(base, f), n, first) for f in fields})
         if one_mbs:
             one.mbs = np.ones(len(first), dtype=np.int64)
         codes = _choose_modes(settings, one, runs)
@@ -693,6 +703,16 @@ def mode_rule_fields(stack, precisions=("bf16",), rows_rules=True) -> tuple:
 
     return (MODE_RULE_FIELDS + (("microbatches",) if any(r.reads_microbatches for _, r in rules_for(stack)) else ())
             + (("mbs",) if reads_micro_batch(stack, precisions, rows_rules) else ()))
+
+
+def _column_at(v, n: int, idx) -> np.ndarray:
+    """Column v of a plan of n rows (a scalar default, a constant column: _constant, or its own values) at
+    the positions idx: the same values as np.broadcast_to(v, (n,)).take(idx), the one value filled where
+    there is one (take copies a stride-0 column whole first)."""
+    v = np.asarray(v)
+    if v.ndim == 0 or (v.strides == (0,) and n):
+        return np.full(np.shape(idx), v.flat[0], dtype=v.dtype)
+    return v.take(idx)
 
 
 def _take(plan, idx):
@@ -839,17 +859,17 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
 
 def _plan(cols: dict, gbs: int, seq: int, precision: int, settings: Settings) -> PlanArrays:
     n = len(cols["tp"])
-    z = np.zeros(n, dtype=np.int64)
+    z = _constant(n, 0)  # (the columns one value fills: _constant)
     get = lambda name, default: cols[name] if name in cols else default  # noqa: E731
     return PlanArrays(
         tp=cols["tp"], cp=cols["cp"], pp=cols["pp"], vpp=cols["vpp"], dp=cols["dp"], mbs=cols["mbs"],
-        gbs=np.full(n, gbs, dtype=np.int64), seq=np.full(n, seq, dtype=np.int64),
+        gbs=_constant(n, gbs), seq=_constant(n, seq),
         sharding=get("sharding", z), shard=get("shard", cols["dp"]), recompute=z, sp=get("sp", z),
-        schedule=cols["schedule"], precision=np.full(n, precision, dtype=np.int64), order=z,
-        split_emb=np.full(n, settings.split_emb, dtype=np.int64), split_loss=np.full(n, settings.split_loss, dtype=np.int64),
-        split_front=np.full(n, int(stack_of(settings).pipeline_split == "front"), dtype=np.int64),
-        ep=get("ep", np.ones(n, dtype=np.int64)), etp=get("etp", z), smode=get("smode", z),
-        mbg=np.full(n, settings.microbatch_group, dtype=np.int64),
+        schedule=cols["schedule"], precision=_constant(n, precision), order=z,
+        split_emb=_constant(n, settings.split_emb), split_loss=_constant(n, settings.split_loss),
+        split_front=_constant(n, int(stack_of(settings).pipeline_split == "front")),
+        ep=get("ep", _constant(n, 1)), etp=get("etp", z), smode=get("smode", z),
+        mbg=_constant(n, settings.microbatch_group),
     )
 
 
@@ -1165,7 +1185,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
         variants = np.array([[0, 0, 1, 0, int(settings.fp8_grouped_experts)]], dtype=np.int64)
     fill_variant(base, variants[0])  # variant 0 is every candidate's own setting
     if runs is not None:
-        base.order = np.full(len(base.tp), order_code(runs.rank_orders[0].order), dtype=i64)
+        base.order = _constant(len(base.tp), order_code(runs.rank_orders[0].order))
     codes = choose_modes(settings, base, (rows["prow"] * len(opt_code) + rows["shopt"]) * len(sp_vals) + rows["spopt"])
     order_ok = mesh_orders[rows["mesh"]]
     _count(reasons, codes, (row_counts(order_ok) * len(RC)).astype(np.float64))

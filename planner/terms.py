@@ -141,6 +141,8 @@ class Groups:
         code, card = np.zeros(n, dtype=np.int64), 1
         limit = max(4 * n, 1024)  # the tables stay O(n)
         for c in cols:
+            if c.strides == (0,):  # one value viewed n times (a scalar, space._constant): one code, as _codes gives
+                continue
             k, m = _codes(c, small=True)
             if m == 1:
                 continue

@@ -93,6 +93,23 @@ def test_the_command_runs_with_start_up_frozen():
     assert res["frozen"] > 10_000  # modules, classes, schemas: ~80,000 objects on a fit
 
 
+def test_the_command_keeps_freed_memory_on_glibc():
+    """planner/__main__.py _keep_freed_memory: glibc takes both malloc settings (mallopt returns 1 for
+    each, 0 for a value it refuses), run in a fresh interpreter so that this process's allocator is left
+    as it was."""
+    import platform
+
+    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
+        import pytest
+
+        pytest.skip("glibc's mallopt only")
+    code = "import planner.__main__ as m; print(m._keep_freed_memory())"
+    r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["True"]
+
+
 def test_a_console_without_colors_does_not_highlight():
     """Piped (no color system): no highlight spans, and the same text rich's highlighting
     console writes; a terminal keeps rich's highlighting (the number in bold cyan)."""
