@@ -25,7 +25,7 @@ from planner.plan import resolve
 from planner.schema import Job
 from planner.trainers import load_trainer_config
 from planner.trainers.export import export_plan
-from planner.trainers.torchtitan_flavors import (FLAVOR_ARGS, FLAVORS, TORCHTITAN_ZOO, flavor_spec, matching,
+from planner.trainers.torchtitan_flavors import (FLAVOR_ARGS, FLAVORS, TORCHTITAN_03, TORCHTITAN_ZOO, flavor_spec, matching,
                                                  shape_differences)
 
 from conftest import assert_one_error
@@ -244,3 +244,14 @@ def test_hand_written_tomls(tmp_path):
     # 235B-A22B with a model of its priced shape: the rotary base noted, not refused
     with pytest.raises(PlannerError, match="contradicts --model qwen3-235b-a22b"):
         load_trainer_config(_toml(tmp_path, "qwen3", "235B-A22B"), model="qwen3-235b-a22b", gpus=8)
+
+
+@pytest.mark.parametrize("model, module, config", [("llama3-8b", "llama3", "llama3_8b"),
+                                                   ("deepseek-v3", "deepseek_v3", "deepseek_v3_671b")])
+def test_a_torchtitan_03_plan_is_refused_naming_0_3_0s_own_spelling(cli, model, module, config):
+    """release/0.3 @4f9e9a47d reads no TOML: the export refuses, and says how 0.3.0 builds the model (TORCHTITAN_03)."""
+    assert set(TORCHTITAN_03) <= set(TORCHTITAN_ZOO["torchtitan"])
+    r = cli("export", "--format", "torchtitan", "--model", model, "--gpus", "256", "--ep", "32" if model != "llama3-8b" else "1",
+            "--pp", "8", "--global-batch", "256", "--stack", "torchtitan-0.3")
+    assert_one_error(r, "priced on stack torchtitan-0.3", f"torchtitan 0.3.0 builds this model with --module {module} "
+                                                          f"--config {config} (release/0.3 @4f9e9a47d config_registry.py)")

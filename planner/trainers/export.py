@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
@@ -42,7 +42,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
     notes: list[str] = []
     if plan.get("stack") != FORMAT_STACKS[fmt]:
-        _other_release(plan.get("stack"), fmt)
+        _other_release(plan.get("stack"), fmt, plan)
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
@@ -69,7 +69,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     return text, notes
 
 
-def _other_release(stack_name, fmt: str) -> None:
+def _other_release(stack_name, fmt: str, plan: Optional[dict] = None) -> None:
     """Refuse a plan priced on another release of the format's trainer (a stack of the same start-up rule
     set, stack_db runs.startup_rules: torchtitan-0.3 beside torchtitan), naming the release the format is
     written for (the format's stack's `version`)."""
@@ -81,9 +81,22 @@ def _other_release(stack_name, fmt: str) -> None:
         return
     if own.runs is None or other.runs is None or own.runs.startup_rules != other.runs.startup_rules:
         return
+    said = ""
+    if fmt == "torchtitan" and plan is not None:  # how 0.3.0 names the model (torchtitan_flavors.TORCHTITAN_03)
+        from .torchtitan_flavors import TORCHTITAN_03, matching
+
+        try:
+            model = _model(plan)
+        except PlannerError:
+            model = None
+        keys = [] if model is None else [(f.code, f.flavor) for f in matching(model)]
+        runs = [TORCHTITAN_03[k] for k in keys if k in TORCHTITAN_03]
+        if runs:
+            said = (f"; torchtitan 0.3.0 builds this model with --module {runs[0][0]} --config {runs[0][1]} "
+                    "(release/0.3 @4f9e9a47d config_registry.py), a Python config, not a TOML")
     raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({other.version.split(';')[0]}), another "
                        f"release of the trainer than the one this format's files are written for (stack {own.name}: "
-                       f"{own.version.split(';')[0]}); the option names and what the release runs differ",
+                       f"{own.version.split(';')[0]}); the option names and what the release runs differ{said}",
                        f"price it on --stack {own.name}, then export")
 
 

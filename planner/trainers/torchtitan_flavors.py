@@ -30,8 +30,16 @@ flavor: the export matches the plan's model against every flavor, not its name.
 torchtitan 0.3.0 (stack torchtitan-0.3, release/0.3 @4f9e9a47d) builds its models in Python config_registry
 functions (`--module M --config F`, config/manager.py l. 94-110; models/<module>/__init__.py model_registry of
 per-layer Config builders) and reads no TOML: the export refuses a torchtitan-0.3 plan (export._other_release),
-and the reader prices a TOML under --stack torchtitan-0.3 with the model given by --model or the main table.
-No 0.3 table is kept (not read: see the report of branch ttflavors).
+naming the model as 0.3.0 spells it where TORCHTITAN_03 has it, and the reader prices a TOML (main's layout)
+under --stack torchtitan-0.3 with the model given by --model or the main table. TORCHTITAN_03: the 0.3.0 configs
+whose model_registry flavor was read at 4f9e9a47d and has the numbers of the main flavor of the same key
+(llama3/__init__.py _8b l. 236-276, _70b l. 277-317, _405b l. 318-368: dim, layers, heads, KV heads, vocab
+128256, compute_ffn_hidden_dim(multiple_of, ffn_dim_multiplier) as main's, RoPE theta 500000 with scaling
+"llama"; deepseek_v3/__init__.py _671b l. 533-590: main's 671B numbers, router sigmoid 8 groups / 4, YaRN 40,
+models/common/moe.py l. 369 load_balance_coeff 1e-3), by the config function that builds it (llama3/
+config_registry.py llama3_8b l. 184-185, llama3_70b l. 257-258, llama3_405b l. 295-307; deepseek_v3/
+config_registry.py deepseek_v3_671b l. 206-210, attn_backend "flex"). The qwen3 and gpt_oss configs' flavors
+are not read here (their catalog entries have no flavor at main either).
 
 References (pytorch/torchtitan @e347b1e5e)
 [1] torchtitan/models/llama3/__init__.py llama3_args l. 29-100; model/args.py TransformerModelArgs l. 28-47,
@@ -199,6 +207,11 @@ TORCHTITAN_ZOO: dict[str, dict[tuple[str, str], str]] = {
     "torchtitan": {("llama3", "8B"): "llama3-8b", ("llama3", "8B_flex"): "llama3-8b", ("llama3", "8B_varlen"): "llama3-8b",
                    ("llama3", "70B"): "llama3-70b", ("llama3", "405B"): "llama3-405b",
                    ("deepseek_v3", "671B"): "deepseek-v3"},
+}
+# release/0.3 @4f9e9a47d: main's (name, flavor) -> (--module, --config) of 0.3.0 building the same model (module docstring)
+TORCHTITAN_03: dict[tuple[str, str], tuple[str, str]] = {
+    ("llama3", "8B"): ("llama3", "llama3_8b"), ("llama3", "70B"): ("llama3", "llama3_70b"),
+    ("llama3", "405B"): ("llama3", "llama3_405b"), ("deepseek_v3", "671B"): ("deepseek_v3", "deepseek_v3_671b"),
 }
 # the attention kernel the planner prices for a flavor's attn_type (schema AttentionKernel): sdpa is the stack's
 # (stack_db torchtitan attention_kernel: SDPA flash, FlashAttention-2); flex FlexAttention (compute.py [7d]);
