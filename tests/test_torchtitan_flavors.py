@@ -156,6 +156,7 @@ def test_deepseek_v3_through_the_cli(cli, tmp_path):
     assert r.exit_code == 0, r.stderr
     assert 'name = "deepseek_v3"\nflavor = "671B"' in r.stdout
     assert "masks attention block_causal" in r.stderr
+    assert "applies its YaRN only where training.seq_len exceeds original_seq_len 4096" in r.stderr  # seq_len 4096
     p = tmp_path / "ds.toml"
     p.write_text(r.stdout)
     import json

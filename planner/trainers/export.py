@@ -433,7 +433,8 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     (rope_theta, RoPE scaling) is noted. None: refused (issue 22: a TOML without the model would build
     torchtitan's default llama3 debugmodel), naming the model code's flavors and the nearest one's differences."""
     from .torchtitan import TORCHTITAN_COMMITS, TORCHTITAN_NAME_CODES
-    from .torchtitan_flavors import ATTN_KERNELS, FLAVORS, REGISTRY, flavor_spec, flavors_of, matching, shape_differences
+    from .torchtitan_flavors import (ATTN_KERNELS, FLAVORS, REGISTRY, flavor_spec, flavors_of, matching,
+                                     shape_differences, yarn_off_note)
     from ..catalog import load_stack
     from ..startup import model_code
 
@@ -454,6 +455,9 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
                 continue
             notes.append(f"model {plan['model']}: torchtitan's {fl.code} {fl.flavor} flavor differs in {d} (flavor / "
                          "model; no setting changes it): the run trains the flavor's, at the same cost")
+        off = yarn_off_note(fl, plan.get("seq_len"))
+        if off is not None:
+            notes.append(f"model {plan['model']}: {off}")
         if fl.attn_mask_type == "block_causal":
             notes.append(f"model {plan['model']}: torchtitan's {fl.code} {fl.flavor} flavor masks attention block_causal "
                          "(within each document); the plan prices causal attention over the whole sequence, an upper bound")

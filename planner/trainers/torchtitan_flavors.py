@@ -410,3 +410,16 @@ def matching(spec, stack_name: str = "torchtitan") -> list[Flavor]:
 
 
 BUILT_CODES = frozenset(BUILDERS)  # the codes whose registries are copied here
+
+
+def yarn_off_note(fl: Flavor, seq_len: Optional[int]) -> Optional[str]:
+    """deepseek_v3's YaRN applies only where training.seq_len exceeds original_seq_len [4] (update_from_config sets
+    max_seq_len to it): at or below it the run rotates with plain RoPE. Priced at nothing: a note, or None."""
+    if fl.code != "deepseek_v3" or seq_len is None:
+        return None
+    orig = fl.args.get("original_seq_len", 4096)
+    if seq_len > orig:
+        return None
+    return (f"torchtitan's deepseek_v3 {fl.flavor} applies its YaRN only where training.seq_len exceeds original_seq_len "
+            f"{orig} (models/deepseek_v3/model/model.py {COMMIT} l. 111, args.py l. 87-93): at seq_len {seq_len} it "
+            "rotates with plain RoPE, at the same cost")
