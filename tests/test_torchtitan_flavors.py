@@ -256,3 +256,12 @@ def test_a_torchtitan_03_plan_is_refused_naming_0_3_0s_own_spelling(cli, model, 
             "--pp", "8", "--global-batch", "256", "--stack", "torchtitan-0.3")
     assert_one_error(r, "priced on stack torchtitan-0.3", f"torchtitan 0.3.0 builds this model with --module {module} "
                                                           f"--config {config} (release/0.3 @4f9e9a47d config_registry.py)")
+
+
+def test_no_flavor_is_torchtitans_debugmodel_noted(tmp_path):
+    """job_config.py @e347b1e5e Model.flavor defaults to "debugmodel": a TOML without one builds the debug model."""
+    p = tmp_path / "t.toml"
+    p.write_text('[model]\nname = "llama3"\n' + BODY.replace("expert_parallel_degree = 8\n", ""))
+    cfg = load_trainer_config(p, model="llama3-8b", gpus=8)
+    assert any(a.startswith("[model] flavor unset: torchtitan's default \"debugmodel\" (job_config.py Model.flavor, "
+                            "l. 104) builds its llama3 debug model, not --model llama3-8b") for a in cfg.assumed)

@@ -400,6 +400,10 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
                        "against the catalog field by field)")
     if line is not None:
         assumed.append(line)
+    if fl is None and flavor is None and model is not None:  # job_config.py @e347b1e5e Model.flavor (l. 104)
+        assumed.append(f"[model] flavor unset: torchtitan's default \"debugmodel\" (job_config.py Model.flavor, l. 104) "
+                       f"builds its {name or TORCHTITAN_DEFAULT_NAME} debug model, not --model {model}: set [model] flavor "
+                       "to a flavor of the model's shape for torchtitan to build the model priced")
     if fl is None:
         if flavor is not None and name is not None and TORCHTITAN_NAME_CODES["torchtitan"].get(name) in BUILT_CODES:
             assumed.append(f"[model] flavor {flavor!r}: not in torchtitan {TORCHTITAN_COMMITS['torchtitan']}'s "
