@@ -118,7 +118,7 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
 from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, fmt_ignored, resolve_gpus, rope_text
-from .torchtitan_flavors import ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavor_spec, flavors_of, shape_differences
+from .torchtitan_flavors import ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, shape_differences
 
 # [model] name + flavor -> the model torchtitan builds: torchtitan_flavors.py (the registries at @e347b1e5e, each
 # flavor as a planner model; TORCHTITAN_ZOO: the flavors of a model_zoo entry's priced shape)
