@@ -47,7 +47,8 @@ def test_deepseek_v3_pp8_explain_and_export_agree():
     """61 layers on pp 8 (no counted ends): torchtitan's stages hold 8, 8, 8, 8, 8, 7, 7, 7 layers
     (generate_llm_fqn_per_model_part: 61 // 8 = 7, the first 61 % 8 = 5 one more), what the
     planner prices and what layers_per_stage 8 (ceil(61 / 8) = 8 stages) spells."""
-    text = _round_trip(model="deepseek-v3", gpus=2048, hardware="h800-sxm", pp=8, sharding="fsdp", ep=64)
+    text = _round_trip(model="deepseek-v3", gpus=2048, hardware="h800-sxm", pp=8, sharding="fsdp", ep=64,
+                       attention_kernel="flex")  # the 671B flavor's FlexAttention
     assert "pipeline_parallel_layers_per_stage = 8\n" in text
     assert "pipeline_parallel_first_stage_less_layers = 0\n" in text
     assert [len(p) - (k == 0) - 2 * (k == 7) for k, p in enumerate(fqns_per_model_part(8, 61, 0, 0))] == [8] * 5 + [7] * 3
@@ -83,7 +84,8 @@ def test_fsdp_over_the_cp_ranks_reads_back_as_fsdp():
 
 @pytest.mark.parametrize("job,stages", [
     (dict(model="llama3-405b", gpus=2048, tp=8, cp=4, pp=16, vpp=4, sharding="fsdp", global_batch=2048, micro_batch=1), 64),
-    (dict(model="gemma3-27b", gpus=512, tp=8, pp=2, vpp=16, sharding="fsdp", global_batch=512, micro_batch=1,
+    # 80 layers + 2 ends on 32 stages: no layers_per_stage spells it (ceil(80 / 2) = 40, ceil(80 / 3) = 27 stages)
+    (dict(model="llama3-70b", gpus=512, tp=8, pp=2, vpp=16, sharding="fsdp", global_batch=512, micro_batch=1,
           recompute="selective"), 32),
 ])
 def test_interleaved_splits_layers_per_stage_cannot_spell_are_written_as_stage_lists(job, stages):
@@ -104,14 +106,14 @@ def test_fqns_per_model_part_is_torchtitans_placement():
 def test_the_reader_refuses_stage_lists_torchtitan_would_not_generate(tmp_path):
     from planner.trainers import load_trainer_config
 
-    text = _round_trip(model="gemma3-27b", gpus=512, tp=8, pp=2, vpp=16, sharding="fsdp", global_batch=512,
+    text = _round_trip(model="llama3-70b", gpus=512, tp=8, pp=2, vpp=16, sharding="fsdp", global_batch=512,
                        micro_batch=1, recompute="selective")
-    bad = text.replace('["tok_embeddings", "layers.0", "layers.1"]', '["tok_embeddings", "layers.0"]')
+    bad = text.replace('["tok_embeddings", "layers.0", "layers.1", "layers.2"]', '["tok_embeddings", "layers.0", "layers.1"]')
     assert bad != text
     p = tmp_path / "bad.toml"
     p.write_text(bad)
     with pytest.raises(PlannerError, match="a placement other than torchtitan's generated one"):
-        load_trainer_config(p, fmt="torchtitan", model="gemma3-27b", gpus=512)
+        load_trainer_config(p, fmt="torchtitan", model="llama3-70b", gpus=512)
 
 
 def test_torchtitan_deepep_with_tp_is_refused_and_never_ranked():

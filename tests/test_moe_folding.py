@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -214,7 +215,10 @@ def test_megatron_script_etp_reads_and_exports(tmp_path, cli):
             "--global-batch", "16", "--seq-len", "4096", "--format", "megatron")
     assert r.exit_code == 0, r.stderr
     assert "--expert-tensor-parallel-size 1" in r.stdout
-    r = cli("export", "--model", "mixtral-8x7b", "--gpus", "16", "--tp", "2", "--ep", "8", "--etp", "1",
+    # torchtitan has no Mixtral code (its TOML would build llama3 debugmodel: refused, issue 22): Qwen3-30B-A3B as
+    # torchtitan's 30B-A3B flavor builds it (tests/data/torchtitan_flavors)
+    qwen = str(Path(__file__).parent / "data" / "torchtitan_flavors" / "qwen3-30b-a3b-torchtitan.yaml")
+    r = cli("export", "--model", qwen, "--gpus", "16", "--tp", "2", "--ep", "8", "--etp", "1",
             "--global-batch", "16", "--seq-len", "4096", "--stack", "torchtitan", "--sharding", "fsdp",
             "--format", "torchtitan")
     assert r.exit_code == 0, r.stderr

@@ -133,7 +133,8 @@ def test_fit_drops_the_rows_with_the_counted_reason():
 
 @pytest.mark.parametrize("dispatcher, key", [("deepep", "deepep"), ("alltoall", "standard")])
 def test_export_writes_the_backend_and_reads_it_back(tmp_path, dispatcher, key):
-    plan = resolved_plan(Job(**{**V3, "ep": 64, "moe_dispatcher": dispatcher}))
+    # the 671B flavor's FlexAttention: the export names it only for a plan priced with it (issue 22)
+    plan = resolved_plan(Job(**{**V3, "ep": 64, "moe_dispatcher": dispatcher, "attention_kernel": "flex"}))
     text, _ = export_plan(plan, "torchtitan")
     assert f'expert_parallel_comm_backend = "{key}"' in text and "expert_tensor_parallel_degree = 1" in text
     p = tmp_path / "job.toml"
@@ -149,7 +150,7 @@ def test_export_refuses_what_torchtitan_cannot_say():
     """A plan priced with an fp8 dispatch (under fp8: planner/dispatch.py [11]) or node-limited routing: no key
     of torchtitan's TOML says it."""
     for kw, what in ((dict(moe_fp8_dispatch=True, precision="fp8"), "moe_fp8_dispatch"), (dict(moe_route_nodes=4), "moe_route_nodes 4")):
-        plan = resolved_plan(Job(**{**V3, "ep": 64, **kw}))
+        plan = resolved_plan(Job(**{**V3, "ep": 64, "attention_kernel": "flex", **kw}))
         with pytest.raises(PlannerError, match=f"export torchtitan: {what}"):
             export_plan(plan, "torchtitan")
 

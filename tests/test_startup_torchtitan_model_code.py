@@ -116,12 +116,12 @@ def test_the_stack_maps_each_model_type_to_its_code():
 
 
 def test_the_toml_reader_s_flavors_are_their_code_s():
-    """planner/trainers/torchtitan.py TORCHTITAN_MODELS ([model] name, flavor -> zoo entry): each zoo entry's
+    """planner/trainers/torchtitan_flavors.py TORCHTITAN_ZOO ([model] name, flavor -> zoo entry): each zoo entry's
     model_type maps to that [model] name."""
-    from planner.trainers.torchtitan import TORCHTITAN_MODELS
+    from planner.trainers.torchtitan_flavors import TORCHTITAN_ZOO
 
     stack = load_stack("torchtitan")
-    for (name, _flavor), (zoo, _args) in TORCHTITAN_MODELS.items():
+    for (name, _flavor), zoo in TORCHTITAN_ZOO["torchtitan"].items():
         assert model_code(load_model(zoo), stack).code == name
 
 

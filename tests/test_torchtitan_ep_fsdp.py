@@ -20,6 +20,8 @@ dp_expert_comm; left out before)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from planner import comm
@@ -155,9 +157,12 @@ def test_hsdp_all_reduces_the_expert_gradients_across_replicas(tiny):
 
 
 @pytest.mark.parametrize("kw", [dict(sharding="fsdp", ep=8), dict(sharding="hsdp", shard_group=4, ep=4)])
-def test_export_writes_and_reads_back_the_plan(tiny, kw):
-    _, js = _row(tiny, **kw)
-    text, _ = export_plan({**js["plan"], "model_file": tiny}, "torchtitan")
+def test_export_writes_and_reads_back_the_plan(kw):
+    """On torchtitan's own small MoE (the qwen3 debugmodel_moe flavor: the export names a flavor, issue 22)."""
+    moe = str(Path(__file__).parent / "data" / "torchtitan_flavors" / "qwen3-debugmodel-moe.yaml")
+    _, js = _row(moe, **kw)
+    text, _ = export_plan(js["plan"], "torchtitan")
+    assert 'name = "qwen3"\nflavor = "debugmodel_moe"' in text
     check_readback(js, "torchtitan", text)
     assert "expert_parallel_degree = %d\n" % kw["ep"] in text and "expert_tensor_parallel_degree = 1\n" in text
     with pytest.raises(PlannerError, match="TORCHTITAN_EP_FSDP"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import tomllib
 
 import numpy as np
+from pathlib import Path
+
 import pytest
 
 from conftest import assert_one_error, explain_job
@@ -213,25 +215,31 @@ def test_float8_grouped_mm_refuses_pp_and_cp(kw):
 
 
 # ------------------------------------------------------------------ export and reader
+# qwen3-30b-a3b with torchtitan's expert bias: the 30B-A3B flavor's shape, which the export names (the catalog entry has
+# no torchtitan flavor: tests/test_torchtitan_flavors.py)
+QWEN_TT = str(Path(__file__).parent / "data" / "torchtitan_flavors" / "qwen3-30b-a3b-torchtitan.yaml")
+
+
 def test_export_writes_the_grouped_converter_and_reads_back(tmp_path):
-    plan = resolved_plan(Job(**QWEN, fp8_grouped_experts=True))
+    plan = resolved_plan(Job(**{**QWEN, "model": QWEN_TT}, fp8_grouped_experts=True))
     text, _ = export_plan(plan, "torchtitan")
     d = tomllib.loads(text)
     assert d["model"]["converters"] == ["quantize.linear.float8", "quantize.grouped_mm.float8"]
     assert d["quantize"]["grouped_mm"] == {"float8": {"fqns": ["experts"]}}  # job_config.py Float8GroupedMM l. 756-764
     p = tmp_path / "e.toml"
     p.write_text(text)
-    assert load_trainer_config(p, model="qwen3-30b-a3b").job["fp8_grouped_experts"] is True
+    assert load_trainer_config(p, model=QWEN_TT).job["fp8_grouped_experts"] is True
     # torchtitan's default: no grouped converter written, none read
-    text, _ = export_plan(resolved_plan(Job(**QWEN)), "torchtitan")
+    text, _ = export_plan(resolved_plan(Job(**{**QWEN, "model": QWEN_TT})), "torchtitan")
     d = tomllib.loads(text)
     assert d["model"]["converters"] == ["quantize.linear.float8"] and "grouped_mm" not in d.get("quantize", {})
     p.write_text(text)
-    assert "fp8_grouped_experts" not in load_trainer_config(p, model="qwen3-30b-a3b").job
+    assert "fp8_grouped_experts" not in load_trainer_config(p, model=QWEN_TT).job
 
 
 def test_export_mx_writes_the_mx_grouped_converter():
-    plan = resolved_plan(Job(**{**QWEN, "hardware": "b200", "fp8_recipe": "mxfp8", "tp": 1}, fp8_grouped_experts=True))
+    plan = resolved_plan(Job(**{**QWEN, "model": QWEN_TT, "hardware": "b200", "fp8_recipe": "mxfp8", "tp": 1},
+                             fp8_grouped_experts=True))
     d = tomllib.loads(export_plan(plan, "torchtitan")[0])
     assert d["model"]["converters"] == ["quantize.linear.mx", "quantize.grouped_mm.mx"]
     assert d["quantize"]["grouped_mm"] == {"mx": {"recipe_name": "mxfp8", "fqns": ["experts"]}}

@@ -14,6 +14,8 @@ from torchtitan's registry:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from planner.catalog import load_stack
@@ -78,10 +80,12 @@ def test_llama3_ft_builds_the_llama3_code(tmp_path):
 
 @pytest.mark.parametrize("stack", ["torchtitan", "torchtitan-0.3"])
 def test_qwen3_name_with_a_qwen3_model(tmp_path, stack):
-    """name qwen3 with --model qwen3-30b-a3b (model_type qwen3_moe, the qwen3 code at both commits)."""
-    cfg = load_trainer_config(_toml(tmp_path, "qwen3", "30B-A3B"), model="qwen3-30b-a3b", gpus=8, stack=stack)
+    """name qwen3 with a model of the 30B-A3B flavor's shape (qwen3-30b-a3b with torchtitan's expert bias:
+    tests/data/torchtitan_flavors; model_type qwen3_moe, the qwen3 code at both commits)."""
+    tt = str(Path(__file__).parent / "data" / "torchtitan_flavors" / "qwen3-30b-a3b-torchtitan.yaml")
+    cfg = load_trainer_config(_toml(tmp_path, "qwen3", "30B-A3B"), model=tt, gpus=8, stack=stack)
     assert _code_lines(cfg) == [f"model code qwen3: [model] name 'qwen3', the code stack_db {stack} runs.model_codes "
-                                "gives qwen3-30b-a3b's model_type 'qwen3_moe'"]
+                                f"gives {tt}'s model_type 'qwen3_moe'"]
 
 
 def test_a_name_of_another_code_is_refused(tmp_path, cli):

@@ -291,7 +291,8 @@ def test_deepseek_v3_float8_tensorwise_with_tp_has_no_rule():
     """torchtitan @e347b1e5e runs it (the NotImplementedError tests a converter name it does not
     register): resolved, and its export names the registered converter."""
     job = Job(model="deepseek-v3", gpus=512, hardware="h100-sxm", stack="torchtitan", global_batch=1024, seq_len=4096,
-              tp=2, sequence_parallel=True, pp=1, sharding="fsdp", ep=64, etp=1, precision="fp8", fp8_recipe="tensorwise")
+              tp=2, sequence_parallel=True, pp=1, sharding="fsdp", ep=64, etp=1, precision="fp8", fp8_recipe="tensorwise",
+              attention_kernel="flex")  # the 671B flavor's FlexAttention (the export names the flavor)
     resolve(job)
     text, _ = export_plan(resolved_plan(job), "torchtitan")
     assert tomllib.loads(text)["model"]["converters"] == ["quantize.linear.float8"]

@@ -147,10 +147,17 @@ def test_torchtitan_selective_every_nth_layer(tmp_path):
 
 
 def test_torchtitan_unknown_flavor_needs_model(tmp_path):
-    p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "debugmodel"')
-    with pytest.raises(PlannerError, match="flavor 'debugmodel'.*no --model"):
+    """A flavor not in llama3's registry needs --model (then noted); the debugmodel flavor is torchtitan's, of no
+    catalog model's shape (planner/trainers/torchtitan_flavors.py), and not llama2-7b's."""
+    p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "custom"')
+    with pytest.raises(PlannerError, match="flavor 'custom'.*no --model"):
         load_trainer_config(p, gpus=8)
     assert load_trainer_config(p, gpus=8, model="llama2-7b").job["model"] == "llama2-7b"
+    p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "debugmodel"')
+    with pytest.raises(PlannerError, match="llama3 debugmodel .* has the shape of no catalog model"):
+        load_trainer_config(p, gpus=8)
+    with pytest.raises(PlannerError, match="contradicts --model llama2-7b"):
+        load_trainer_config(p, gpus=8, model="llama2-7b")
 
 
 def test_torchtitan_model_contradicts_flavor():
@@ -626,13 +633,15 @@ def test_round_trip_megatron_with_expert_parallelism(tmp_path):
 
 
 def test_torchtitan_expert_parallel_degree_and_deepspeed_cannot_express_ep(tmp_path):
-    plan = resolved_plan(Job(model="mixtral-8x7b", gpus=64, tp=2, ep=8, sharding="fsdp", global_batch=256,
+    # qwen3-30b-a3b with torchtitan's expert bias: the qwen3 30B-A3B flavor (mixtral has no torchtitan flavor)
+    qwen = str(Path(__file__).parent / "data" / "torchtitan_flavors" / "qwen3-30b-a3b-torchtitan.yaml")
+    plan = resolved_plan(Job(model=qwen, gpus=64, tp=2, ep=8, sharding="fsdp", global_batch=256,
                              stack="torchtitan", rank_order="tp-cp-dp-pp"))
     text, _ = export_plan(plan, "torchtitan")
     assert tomllib.loads(text)["parallelism"]["expert_parallel_degree"] == 8
     p = tmp_path / "moe.toml"
     p.write_text(text)
-    assert load_trainer_config(p, model="mixtral-8x7b").job["ep"] == 8
+    assert load_trainer_config(p, model=qwen).job["ep"] == 8
     with pytest.raises(PlannerError, match="export deepspeed: the plan was priced on stack torchtitan"):
         export_plan(plan, "deepspeed")
     ds = resolved_plan(Job(model="mixtral-8x7b", gpus=64, ep=8, sharding="zero1", global_batch=256, stack="megatron-deepspeed"))

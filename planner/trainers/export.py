@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 from ..batch_ramp import to_megatron
 from ..catalog import load_hardware, load_model
@@ -42,7 +42,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
     notes: list[str] = []
     if plan.get("stack") != FORMAT_STACKS[fmt]:
-        _other_release(plan.get("stack"), fmt)
+        _other_release(plan.get("stack"), fmt, plan)
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
                            f"price it on that stack first (--stack {FORMAT_STACKS[fmt]}), then export")
@@ -69,7 +69,7 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     return text, notes
 
 
-def _other_release(stack_name, fmt: str) -> None:
+def _other_release(stack_name, fmt: str, plan: Optional[dict] = None) -> None:
     """Refuse a plan priced on another release of the format's trainer (a stack of the same start-up rule
     set, stack_db runs.startup_rules: torchtitan-0.3 beside torchtitan), naming the release the format is
     written for (the format's stack's `version`)."""
@@ -81,9 +81,22 @@ def _other_release(stack_name, fmt: str) -> None:
         return
     if own.runs is None or other.runs is None or own.runs.startup_rules != other.runs.startup_rules:
         return
+    said = ""
+    if fmt == "torchtitan" and plan is not None:  # how 0.3.0 names the model (torchtitan_flavors.TORCHTITAN_03)
+        from .torchtitan_flavors import TORCHTITAN_03, matching
+
+        try:
+            model = _model(plan)
+        except PlannerError:
+            model = None
+        keys = [] if model is None else [(f.code, f.flavor) for f in matching(model)]
+        runs = [TORCHTITAN_03[k] for k in keys if k in TORCHTITAN_03]
+        if runs:
+            said = (f"; torchtitan 0.3.0 builds this model with --module {runs[0][0]} --config {runs[0][1]} "
+                    "(release/0.3 @4f9e9a47d config_registry.py), a Python config, not a TOML")
     raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({other.version.split(';')[0]}), another "
                        f"release of the trainer than the one this format's files are written for (stack {own.name}: "
-                       f"{own.version.split(';')[0]}); the option names and what the release runs differ",
+                       f"{own.version.split(';')[0]}); the option names and what the release runs differ{said}",
                        f"price it on --stack {own.name}, then export")
 
 
@@ -470,26 +483,83 @@ def _megatron_rotary_base(plan: dict, model) -> list:
     return [("--rotary-base", int(theta))]
 
 
+def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
+    """[model] name and flavor: the flavor of torchtitan @e347b1e5e's registries whose priced shape equals the
+    plan's model, field by field (torchtitan_flavors.matching: the model itself, not its name), and whose
+    attn_type runs the plan's attention kernel (sdpa: the stack's flash2, flex: flex); a costless difference
+    (rope_theta, RoPE scaling) is noted. None: refused (issue 22: a TOML without the model would build
+    torchtitan's default llama3 debugmodel), naming the model code's flavors and the nearest one's differences."""
+    from .torchtitan import TORCHTITAN_COMMITS, TORCHTITAN_NAME_CODES
+    from .torchtitan_flavors import (ATTN_KERNELS, FLAVORS, REGISTRY, flavor_spec, flavors_of, matching,
+                                     shape_differences, yarn_off_note)
+    from ..catalog import load_stack
+    from ..startup import model_code
+
+    name = plan["model"]
+    kernel = load_stack("torchtitan").attention_kernel_for(load_hardware(plan["hardware"]).capability,
+                                                           plan.get("attention_kernel"))  # SDPA's, or the job's
+    same = matching(model)
+    runs = [fl for fl in same if ATTN_KERNELS[fl.attn_type] == kernel]
+    commit = TORCHTITAN_COMMITS["torchtitan"]
+    if runs:
+        fl = runs[0]
+        for d in shape_differences(fl, model)[1]:
+            if fl.code == "llama3" and d.startswith("llama3_rope_scaling"):  # every llama3 flavor's RoPEScalingArgs
+                notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "
+                             f"torchtitan's {fl.code} {fl.flavor} flavor always applies Llama 3.1's "
+                             f"({rope_text(TORCHTITAN_LLAMA3_ROPE)}; no setting turns it off): the run trains those "
+                             "rotary frequencies, at the same cost")
+                continue
+            notes.append(f"model {plan['model']}: torchtitan's {fl.code} {fl.flavor} flavor differs in {d} (flavor / "
+                         "model; no setting changes it): the run trains the flavor's, at the same cost")
+        off = yarn_off_note(fl, plan.get("seq_len"))
+        if off is not None:
+            notes.append(f"model {plan['model']}: {off}")
+        if fl.attn_mask_type == "block_causal":
+            notes.append(f"model {plan['model']}: torchtitan's {fl.code} {fl.flavor} flavor masks attention block_causal "
+                         "(within each document); the plan prices causal attention over the whole sequence, an upper bound")
+        names = [n for n, c in TORCHTITAN_NAME_CODES["torchtitan"].items() if c == fl.code]
+        return (fl.code if fl.code in names else names[0]), fl.flavor
+    if same:
+        fl = same[0]
+        want = ATTN_KERNELS[fl.attn_type] or fl.attn_type
+        raise _refuse("torchtitan", f"model {name}: torchtitan {commit}'s flavor{'s' if len(same) > 1 else ''} of its shape "
+                                    f"({', '.join(f'{f.code} {f.flavor}' for f in same)}) run{'s' if len(same) == 1 else ''} attn_type "
+                                    f"{fl.attn_type!r}, attention kernel {want}, but the plan was priced with {kernel}",
+                      f"price it with --attention-kernel {want}, then export")
+    stack = load_stack("torchtitan")
+    have = model_code(model, stack)
+    code = have.code if have is not None else None
+    codes = [code] if code in REGISTRY else list(REGISTRY)
+    listed = "; ".join(f"{c + ': ' if len(codes) > 1 else ''}{', '.join(flavors_of(c))}" for c in codes)
+    near = ""
+    if code in REGISTRY:
+        fl = min((FLAVORS[(code, f)] for f in flavors_of(code)),
+                 key=lambda f: (flavor_spec(f).num_layers != model.num_layers, len(shape_differences(f, model)[0])))
+        near = f"; the nearest, {fl.flavor}, differs in (flavor / model) {'; '.join(shape_differences(fl, model)[0])}"
+    raise _refuse("torchtitan", f"model {name}: no flavor of torchtitan {commit}'s registries has its shape, and a TOML "
+                                "without [model] name and flavor builds torchtitan's default (llama3 debugmodel); "
+                                f"the flavors of {'its code ' + code if code in REGISTRY else 'each code'}: {listed}{near}",
+                  f"add a flavor of the model's shape to torchtitan's registry (torchtitan/models/{code or '<code>'}/"
+                  "__init__.py) and write its name in [model] flavor, or plan a --model of a shipped flavor's shape "
+                  "(planner models; tests/data/torchtitan_flavors holds model YAMLs of some)")
+
+
 def _torchtitan(plan: dict, notes: list[str]) -> str:
-    from .torchtitan import TORCHTITAN_MODELS
 
     F = "torchtitan"
     model = _model(plan)
     L = model.num_layers
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     sec: dict[str, dict] = {"job": {"description": f"planner export: {plan['model']} on {plan['gpus']} x {plan['hardware']}"}}
-    flavor = [k for k, (zoo, _) in TORCHTITAN_MODELS.items() if zoo == plan["model"]]
+    for key in ("moe_aux_loss_coeff", "moe_z_loss_coeff"):  # no such loss in torchtitan: the reader reads 0.0
+        if plan.get(key):
+            raise _refuse(F, f"{key} {plan[key]:g}: torchtitan @e347b1e5e computes no auxiliary or z-loss on the router "
+                             "(no setting in config/job_config.py; models/moe/moe.py balances by the expert bias alone), "
+                             "so the run keeps none of what the plan priced for it",
+                          f"price it with --{key.replace('_', '-')} 0, then export")
     m: dict = {}
-    if flavor:
-        m["name"], m["flavor"] = flavor[0]
-        if flavor[0][0] == "llama3" and model.llama3_rope_scaling != TORCHTITAN_LLAMA3_ROPE:  # the flavor's args decide
-            notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "
-                         f"torchtitan's {flavor[0][0]} {flavor[0][1]} flavor always applies Llama 3.1's "
-                         f"({rope_text(TORCHTITAN_LLAMA3_ROPE)}; no setting turns it off): the run trains those "
-                         "rotary frequencies, at the same cost")
-    else:
-        notes.append(f"model {plan['model']}: no torchtitan flavor in the planner's table; [model] name/flavor left out "
-                     f"(read it back with --model {plan.get('model_file') or plan['model']})")
+    m["name"], m["flavor"] = _torchtitan_flavor(plan, model, notes)
     if plan["precision"] == "fp8":  # the converters' registered names at @e347b1e5e (TT_QUANTIZE)
         kind = "mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"
         m["converters"] = [TT_QUANTIZE[kind]]

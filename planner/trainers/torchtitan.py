@@ -12,9 +12,12 @@ command-line overrides), and `--stack torchtitan-0.3` prices the file's degrees 
 (planner/cli/core.py _one_rank_mesh: the unsharded mesh as HSDP with a shard group of one).
 
 Read and modelled (section.key -> planner job field):
-  [model] name, flavor          -> model, through TORCHTITAN_MODELS (explicit table, shapes
-                                   of torchtitan/models/llama3/__init__.py llama3_configs [4],
-                                   checked against the model_zoo entry); name -> the model code
+  [model] name, flavor          -> model, through torchtitan_flavors (every flavor of the
+                                   llama3, llama4, qwen3, deepseek_v3, gpt_oss registries @e347b1e5e as
+                                   a planner model, compared field by field with --model: another
+                                   priced shape refused, rope_theta / RoPE scaling noted; without
+                                   --model TORCHTITAN_ZOO's entry; the flavor's attn_type flex ->
+                                   attention_kernel flex); name -> the model code
                                    (TORCHTITAN_NAME_CODES [9], per stack), which must be the code
                                    the start-up rules take for the model (stack_db runs.model_codes
                                    by its hf_model_type, startup.model_code): a name whose code
@@ -83,10 +86,7 @@ References
     `Quantize.linear.float8` (2025-H2 main; seen in forks of it, e.g. the one stored as
     id 65720117573 of the project's code index).
 [3] pytorch/torchtitan torchtitan/models/llama3/train_configs/llama3_8b.toml @f3534d77.
-[4] pytorch/torchtitan torchtitan/models/llama3/__init__.py llama3_configs (8B: dim 4096,
-    n_layers 32, n_heads 32, n_kv_heads 8, ffn_dim_multiplier 1.3, multiple_of 1024; 70B:
-    8192/80/64/8/1.3/4096; 405B: 16384/126/128/8/1.2/4096) and model.py FeedForward
-    (hidden = multiple_of * ceil(int(ffn_dim_multiplier * int(2 * 4 * dim / 3)) / multiple_of)).
+[4] planner/trainers/torchtitan_flavors.py: the registries, cited there line by line.
 [5] pytorch/torchtitan torchtitan/models/llama3/infra/parallelize.py apply_tp (SequenceParallel
     on attention_norm / ffn_norm / norm).
 [6] pytorch/torchtitan torchtitan/distributed/parallel_dims.py build_mesh (dims pp,
@@ -117,26 +117,11 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
-from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, check_model_shape, fmt_ignored, resolve_gpus, rope_text
+from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, fmt_ignored, resolve_gpus, rope_text
+from .torchtitan_flavors import ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, shape_differences
 
-# (model.name, model.flavor) -> (model_zoo entry, torchtitan's TransformerModelArgs [4])
-TORCHTITAN_MODELS: dict[tuple[str, str], tuple[str, dict]] = {
-    ("llama3", "8B"): ("llama3-8b", dict(dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=1024)),
-    ("llama3", "70B"): ("llama3-70b", dict(dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3, multiple_of=4096)),
-    ("llama3", "405B"): ("llama3-405b", dict(dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=4096)),
-    # torchtitan/models/gpt_oss/__init__.py @e347b1e5e gptoss_configs "20b" / "120b" (l. 47-75: n_layers, MoEArgs
-    # num_experts, top_k) over GptOssModelArgs' defaults (model/args.py l. 50-73: dim 2880, moe_inter_dim 2880,
-    # head_dim 64, n_heads 64, n_kv_heads 8, vocab_size 201088, sliding_window_size 128) and model/model.py l. 274
-    # (use_sliding_attention = layer_id % 2 == 0: the window on the even layers, itself included: attention.py
-    # get_sliding_window_mask_mod)
-    ("gpt_oss", "20b"): ("gpt-oss-20b", dict(code="gpt_oss", dim=2880, n_layers=24, n_heads=64, n_kv_heads=8, head_dim=64,
-                                            moe_inter_dim=2880, vocab_size=201088, num_experts=32, top_k=4,
-                                            sliding_window_size=128)),
-    ("gpt_oss", "120b"): ("gpt-oss-120b", dict(code="gpt_oss", dim=2880, n_layers=36, n_heads=64, n_kv_heads=8, head_dim=64,
-                                              moe_inter_dim=2880, vocab_size=201088, num_experts=128, top_k=4,
-                                              sliding_window_size=128)),
-}
-
+# [model] name + flavor -> the model torchtitan builds: torchtitan_flavors.py (the registries at @e347b1e5e, each
+# flavor as a planner model; TORCHTITAN_ZOO: the flavors of a model_zoo entry's priced shape)
 # [model] name -> the model code (stack_db runs.model_codes `code`) torchtitan builds for it [9], per stack; None: no
 # language model (flux: FLUX.1, a diffusion transformer). A name absent from the stack's table is a package the stack
 # lists no code for (an experiment, a TrainSpec registered outside torchtitan): the model's own code is taken, noted.
@@ -236,48 +221,6 @@ def _no_cost(section: str, key: str, value):
     if section == "model" and key in ("tokenizer_path", "hf_assets_path"):  # job_config.py @9810191bb~1 l. 107-115
         return "the tokenizer's files (the data pipeline)"
     return None
-
-
-def _flavor_rope_note(model: str, name: str, flavor: str, assumed: list[str]) -> None:
-    """torchtitan's llama3 flavors always scale RoPE as Llama 3.1 does (trainers.TORCHTITAN_LLAMA3_ROPE: args.py
-    RoPEScalingArgs, no TOML key); where the job's model states another rotary (llama3-8b and -70b are
-    Llama 3: none), say so. It costs nothing (the tables are computed once): a note, not a refusal."""
-    from ..catalog import load_model
-
-    have = load_model(model).llama3_rope_scaling
-    if have != TORCHTITAN_LLAMA3_ROPE:
-        assumed.append(f"model={model}: rope_scaling {rope_text(have or 'none')}, but torchtitan's [model] {name} {flavor} "
-                       f"always applies Llama 3.1's ({rope_text(TORCHTITAN_LLAMA3_ROPE)}, models/llama3/model/args.py "
-                       "RoPEScalingArgs @e347b1e5e): the same cost, another rotary")
-
-
-def ffn_hidden(args: dict) -> int:
-    """torchtitan llama3 FeedForward hidden size [4]."""
-    hidden = int(2 * 4 * args["dim"] / 3)
-    hidden = int(args["ffn_dim_multiplier"] * hidden)
-    m = args["multiple_of"]
-    return m * ((hidden + m - 1) // m)
-
-
-def flavor_shape(args: dict) -> dict[str, tuple[str, object]]:
-    """The model-args fields of a flavor as (ModelSpec attribute, value) pairs: llama3's
-    TransformerModelArgs [4], or gpt_oss's GptOssModelArgs (the table's comment)."""
-    if args.get("code") == "gpt_oss":
-        n = args["n_layers"]
-        return {
-            "dim": ("hidden_size", args["dim"]), "n_layers": ("num_layers", n),
-            "n_heads": ("num_attention_heads", args["n_heads"]), "n_kv_heads": ("kv_heads", args["n_kv_heads"]),
-            "head_dim": ("dhead", args["head_dim"]), "moe_inter_dim": ("ffn_hidden_size", args["moe_inter_dim"]),
-            "vocab_size": ("vocab_size", args["vocab_size"]), "moe_args.num_experts": ("moe.num_experts", args["num_experts"]),
-            "moe_args.top_k": ("moe.top_k", args["top_k"]),
-            "sliding_window_size (even layers)": (
-                "layer_windows", tuple(args["sliding_window_size"] if i % 2 == 0 else 0 for i in range(n))),
-        }
-    return {
-        "dim": ("hidden_size", args["dim"]), "n_layers": ("num_layers", args["n_layers"]),
-        "n_heads": ("num_attention_heads", args["n_heads"]), "n_kv_heads": ("kv_heads", args["n_kv_heads"]),
-        "ffn (dim, ffn_dim_multiplier, multiple_of)": ("ffn_hidden_size", ffn_hidden(args)),
-    }
 
 
 def _short(v) -> str:
@@ -422,6 +365,77 @@ def model_code_line(where: str, name: Optional[str], model: str, given: bool, st
             f"the {code} code's limits ({src}: priced on the stack's runs alone)")
 
 
+def _flavor(name: Optional[str], flavor: Optional[str]):
+    """The registry entry [model] name + flavor builds (torchtitan_flavors.FLAVORS, by the name's code at
+    @e347b1e5e, the layout of the file: a TOML is main's, whichever stack prices it), or None."""
+    code = TORCHTITAN_NAME_CODES["torchtitan"].get(name) if name is not None else None
+    return FLAVORS.get((code, flavor)) if code is not None and flavor is not None else None
+
+
+def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, job: dict, assumed: list) -> None:
+    """[model] name + flavor -> job model (and the flavor's attention kernel), checked field by field
+    (torchtitan_flavors.shape_differences): with --model, a flavor of another priced shape is refused and a
+    costless difference (rope_theta, RoPE scaling) noted; without, the flavor's model_zoo entry
+    (TORCHTITAN_ZOO), else refused naming why."""
+    from ..catalog import load_model
+
+    fl = _flavor(name, flavor)
+    zoo = TORCHTITAN_ZOO["torchtitan"].get((fl.code, fl.flavor)) if fl is not None else None
+    src = (f"torchtitan {TORCHTITAN_COMMITS['torchtitan']} models/{fl.code}/__init__.py {fl.lines}"
+           if fl is not None else "")
+    if model is None and zoo is None:
+        if fl is not None:
+            raise PlannerError(f"{where}[model] {name} {flavor} ({src}) has the shape of no catalog model, and no --model "
+                               "was given", "pass --model with a model YAML of the flavor's shape (planner models "
+                               "shows the catalog)")
+        code = TORCHTITAN_NAME_CODES["torchtitan"].get(name) if name is not None else None
+        known = (f"{name}'s flavors: {', '.join(flavors_of(code))}" if code in {f.code for f in FLAVORS.values()} else
+                 "flavors of a catalog model: " + ", ".join(f"{n} {f}" for n, f in TORCHTITAN_ZOO["torchtitan"]))
+        raise PlannerError(f"{where}[model] name {name!r} flavor {flavor!r} is not a flavor the planner knows, and no "
+                           "--model was given", f"pass --model NAME (a catalog name, model YAML or HF config.json); {known}")
+    job["model"] = model if model is not None else zoo
+    line = model_code_line(where, name, job["model"], model is not None, stack_name)
+    if model is None:
+        assumed.append(f"model={zoo}: torchtitan [model] name {name!r} flavor {flavor!r} ({src}; its shape checked "
+                       "against the catalog field by field)")
+    if line is not None:
+        assumed.append(line)
+    if fl is None and flavor is None and model is not None:  # job_config.py @e347b1e5e Model.flavor (l. 104)
+        assumed.append(f"[model] flavor unset: torchtitan's default \"debugmodel\" (job_config.py Model.flavor, l. 104) "
+                       f"builds its {name or TORCHTITAN_DEFAULT_NAME} debug model, not --model {model}: set [model] flavor "
+                       "to a flavor of the model's shape for torchtitan to build the model priced")
+    if fl is None:
+        if flavor is not None and name is not None and TORCHTITAN_NAME_CODES["torchtitan"].get(name) in BUILT_CODES:
+            assumed.append(f"[model] flavor {flavor!r}: not in torchtitan {TORCHTITAN_COMMITS['torchtitan']}'s "
+                           f"{name} registry (a flavor added to it): priced as --model {model}")
+        return
+    priced, costless = shape_differences(fl, load_model(job["model"]))
+    if priced:
+        raise PlannerError(f"{where}[model] {name} {flavor} ({src}) contradicts --model {model} (flavor / model): "
+                           f"{'; '.join(priced)}",
+                           f"give a --model of the flavor's shape (a model YAML), or name a flavor of {model}'s shape")
+    for d in costless:
+        if fl.code == "llama3" and d.startswith("llama3_rope_scaling"):  # every llama3 flavor's RoPEScalingArgs
+            have = load_model(job["model"]).llama3_rope_scaling
+            assumed.append(f"model={job['model']}: rope_scaling {rope_text(have or 'none')}, but torchtitan's [model] {name} "
+                           f"{flavor} always applies Llama 3.1's ({rope_text(TORCHTITAN_LLAMA3_ROPE)}, "
+                           "models/llama3/model/args.py RoPEScalingArgs @e347b1e5e): the same cost, another rotary")
+            continue
+        assumed.append(f"model={job['model']}: torchtitan's [model] {name} {flavor} differs in {d} (flavor / model), "
+                       "priced at nothing (the rotary tables are computed once): the run trains the flavor's")
+    kernel = ATTN_KERNELS[fl.attn_type]
+    if kernel == "flex":
+        job["attention_kernel"] = "flex"
+        assumed.append(f"attention_kernel=flex: [model] {name} {flavor} sets attn_type \"flex\" (FlexAttention; no "
+                       "TOML key changes it)")
+    elif kernel is None:
+        assumed.append(f"attention_kernel: [model] {name} {flavor} runs attn_type {fl.attn_type!r}, which the planner "
+                       "has no rate for: priced as the stack's SDPA kernel")
+    if fl.attn_mask_type == "block_causal":
+        assumed.append(f"[model] {name} {flavor}: attn_mask_type block_causal (attention within each document): "
+                       "priced as causal attention over the whole sequence, an upper bound")
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
          hardware: Optional[str] = None, stack: Optional[str] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here). stack: the
@@ -476,25 +490,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
 
     # ---- model
     name, flavor = m.get("name"), m.get("flavor")
-    entry = TORCHTITAN_MODELS.get((name, flavor)) if name is not None else None
-    line = model_code_line(where, name, model if model is not None else entry[0] if entry is not None else None,
-                           model is not None, stack or "torchtitan") if model is not None or entry is not None else None
-    if model is not None:
-        job["model"] = model
-        if entry is not None:
-            check_model_shape(where, model, {f"[model] {name} {flavor} {k}": v for k, v in flavor_shape(entry[1]).items()})
-    elif entry is not None:
-        job["model"] = entry[0]
-        check_model_shape(where, entry[0], {f"[model] {name} {flavor} {k}": v for k, v in flavor_shape(entry[1]).items()})
-        assumed.append(f"model={entry[0]}: torchtitan [model] name {name!r} flavor {flavor!r} ({name} configs shape, checked against the catalog)")
-    else:
-        known = ", ".join(f"{n} {f}" for n, f in TORCHTITAN_MODELS)
-        raise PlannerError(f"{where}[model] name {name!r} flavor {flavor!r} is not a flavor the planner knows, and no --model was given",
-                           f"pass --model NAME (a catalog name, model YAML or HF config.json); known flavors: {known}")
-    if line is not None:
-        assumed.append(line)
-    if entry is not None and name == "llama3":  # llama3's flavors fix Llama 3.1's rotary (_flavor_rope_note)
-        _flavor_rope_note(job["model"], name, flavor, assumed)
+    _model_of(where, name, flavor, model, stack or "torchtitan", job, assumed)
 
     # ---- parallel degrees
     def deg(key: str, default: int) -> int:
