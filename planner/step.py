@@ -1369,13 +1369,17 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
         return n_b * coll(op, size / n_b, group, dp_stride)
 
     grad_b = p_local * grad_reduce_bytes(sc, fsdp)
+    tr = sharding_traits(sc.stack, plan)  # when the plan's mode moves its states (stack_db runs.sharding)
+    # a zero1 mode that all-reduces the whole gradients, then all-gathers the updated weights (DeepSpeed's
+    # BF16_Optimizer: engine.py @38327e07 allreduce_bucket l. 2491-2516 over its fp32 buffer cast to
+    # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
+    allred = zero & tr["allreduce"]
     ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
     rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
-    ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp))
+    ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
-    tr = sharding_traits(sc.stack, plan)  # when the plan's mode moves its states (stack_db runs.sharding)
     f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
@@ -1389,7 +1393,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
     # pass (not the whole of it on top: exposed <= total)
     n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
-    ddp_grad = np.where(zero, rs_g, ar_g)
+    ddp_grad = np.where(zero & ~allred, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
@@ -1491,13 +1495,14 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
     red = grad_reduce_bytes(sc, fsdp)
     rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
-    ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, 1, edp))
+    allred = zero & sharding_traits(sc.stack, plan)["allreduce"]  # the BF16_Optimizer's all-reduce (dp_traffic)
+    ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_he = np.where(plan.sharding == HSDP,
                      coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1), replicas, coll.strides["dp"] * plan.shard), 0.0)
     e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge + n_ar * ar_he,
-                       np.where(zero, n_rs * rs_ge + ag_we, n_rs * ar_ge))
+                       np.where(zero, n_rs * np.where(allred, ar_ge, rs_ge) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
     return e_total, np.where(plan.dpo > 0, _hide(e_total, left, sc.x), e_total)
