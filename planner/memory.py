@@ -549,7 +549,8 @@ References
      updated bf16 partitions in place (update_lp_params l. 423-436) and zeroes the buffer (clear_hp_grads). Its
      traffic (step.py dp_traffic): one all-reduce of the gradients a step, cast to communication_data_type (engine.py
      buffered_allreduce_fallback l. 2611-2625 -> allreduce_bucket l. 2491-2516, 2 B on the wire by default), and the
-     all-gather of the 2 B weights. Not priced: the reduction's cast copy of the fp32 buffer in the model dtype
+     all-gather of the 2 B weights; its passes over HBM (each micro-batch's cast-and-add into the buffer, the step's
+     zeroing: step.py optimizer_time, HP_ACCUM_BYTES, HP_CLEAR_BYTES). Not priced: the reduction's cast copy of the fp32 buffer in the model dtype
      (allreduce_bucket's tensor.to(communication_data_type) of a bucket: whole flat groups until past 5e8 elements,
      allreduce_no_retain l. 2523-2534, so Megatron-DeepSpeed's weight-decay group whole; freed after the copy back:
      a moment after the backward, beside the states and both gradients) and the buffer's alignment padding.

@@ -219,7 +219,7 @@ from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualp
                        stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -1512,7 +1512,9 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     """Adam over the local shard: reads master, m, v and the gradient, writes master, m, v and
     the bf16 weight (adam_bytes_per_param: 28 B/param with fp32 states and bf16 grads) over HBM
-    bandwidth; the routed experts' shard over the expert-data-parallel ranks."""
+    bandwidth; the routed experts' shard over the expert-data-parallel ranks; a mode's gradient accumulation
+    buffer's passes over every local parameter (DeepSpeed's BF16_Optimizer: HP_ACCUM_BYTES a micro-batch,
+    HP_CLEAR_BYTES a step)."""
     plan, bpp = sc.plan, sc.settings.bpp
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
@@ -1520,7 +1522,20 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     out = local_shard * per_param / sc.hbm
     if sc.ll.has_experts:
         out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * per_param / sc.hbm
-    return out
+    # a mode's gradient accumulation buffer (DeepSpeed's BF16_Optimizer, memory.py [bo]): after every micro-batch's
+    # backward each bf16 gradient is cast and added into it (bf16_optimizer.py @38327e07 _update_hp_grad l. 332-347,
+    # hp_grad.add_(lp.grad.to(fp32)): read 2 B, write the fp32 copy 4 B, read it and the buffer 4 + 4, write 4:
+    # 18 B a parameter), and the step zeroes it (clear_hp_grads l. 438-443: 4 B written), over every local parameter
+    acc = np.where(grad_accum_bytes(sc.stack, plan) > 0, 1.0, 0.0)
+    accum_pass = (dp.p_local + (dp.e_local if sc.ll.has_experts else 0.0)) * acc * (HP_ACCUM_BYTES * sc.m + HP_CLEAR_BYTES)
+    return out + accum_pass / sc.hbm
+
+
+# DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16
+# gradient into the fp32 buffer (bf16_optimizer.py @38327e07 l. 342: read 2, write 4, read 4 + 4, write 4) and the
+# step's zeroing of the buffer (l. 440: write 4)
+HP_ACCUM_BYTES = 2.0 + 4.0 + 4.0 + 4.0 + 4.0
+HP_CLEAR_BYTES = 4.0
 
 
 # the plan fields a layer's own time reads (layer_times: its GEMMs, core, memory-bound kernels,

@@ -111,3 +111,16 @@ def test_exported_as_stage_0_bf16_and_read_back(tmp_path):
     zero0 = resolved_plan(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", sharding="none", global_batch=64))
     with pytest.raises(PlannerError, match="export deepspeed: sharding none \\(mode zero0\\): DeepSpeed runs bf16"):
         export_plan(zero0, "deepspeed")
+
+
+def test_optimizer_time_adds_the_buffer_passes():
+    """Beyond ZeRO-1's Adam over the same partition: per micro-batch (m = 64 / (1 x 16) = 4) the cast-and-add of
+    every bf16 gradient into the fp32 buffer, 2 + 4 + 4 + 4 + 4 = 18 B a parameter (bf16_optimizer.py _update_hp_grad),
+    and the step's zeroing, 4 B: P x (18 x 4 + 4) B over the stack's HBM bandwidth."""
+    from planner.step import _context
+
+    s, p, b = _run(sharding_mode="bf16_optimizer")
+    z = _run(sharding_mode="zero1")[2]
+    hbm = float(_context(s, p).hbm)
+    extra = float(b.time["optimizer"]) - float(z.time["optimizer"])
+    assert extra == pytest.approx(P * (18 * 4 + 4) / hbm, rel=1e-9)
