@@ -526,15 +526,34 @@ References
      the worst rank's (a rank's piece is the part of the parameter inside its partition); the moment is the larger of
      the two, the norm's only where one parameter covers more than 3/4 of a partition (Llama 3 8B, ZeRO-2 on 64 GPUs:
      L = 125M below the embedding's 525M, 8 L against 6 L). Not priced: the parameters straddling a partition's ends
-     (grads_in_partition holds them whole, l. 1344-1352); the BF16_Optimizer path (bf16 at stage 0, or at stage 1
-     with grad_accum_dtype fp32, engine.py l. 1300-1350: a full fp32 gradient buffer beside the bf16 ones, its states
-     partitioned even at stage 0; the DeepSpeed JSON reader lists it, trainers/deepspeed.py gradient_path) and
-     cpu_offload. Nothing else of the step is
+     (grads_in_partition holds them whole, l. 1344-1352) and cpu_offload (the BF16_Optimizer path is its own
+     mode, [bo]). Nothing else of the step is
      parameter-sized: Megatron's clip-grad norm (clip_grads.py get_grad_norm_fp32, multi_tensor_l2norm: one output
      per chunk) and TE / Apex FusedAdam (multi-tensor kernels, no workspace), torchtitan's clip_grad_norm_
      (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
      FSDP2's foreach AdamW is [opt], DeepSpeed ZeRO-3's [z3s], Megatron-FSDP's modes return before the copy
      (distrib_optimizer.py l. 2767-2771): none states step_grads.
+[bo] DeepSpeed's BF16_Optimizer (stack_db megatron-deepspeed runs.sharding bf16_optimizer, level zero1,
+     grad_accum_bytes 4, grad_allreduce; term gradients): what the engine builds for bf16 at ZeRO stage 0 and for
+     bf16 at stage 1 with data_types.grad_accum_dtype fp32 without offload (microsoft/DeepSpeed @38327e07
+     engine.py get_data_types l. 1010-1025, _do_optimizer_sanity_check l. 1300-1350; the DeepSpeed JSON reader
+     selects it, trainers/deepspeed.py gradient_path). bf16_optimizer.py _setup_for_real_optimizer (l. 126-200):
+     the bf16 parameters whole (bf16_groups_flat), the fp32 master a partition over the data-parallel ranks
+     (fp32_groups_flat_partition, l. 146-157) and Adam's m, v over it (l. 196): the zero1 level's 2 B whole and
+     12 B / d; fp32_groups_gradients_flat (l. 162), torch.zeros_like(the whole flat group, grad_acc_dtype fp32):
+     4 B a parameter whole, beside the bf16 gradients (param.grad, 2 B), which backward (l. 316-329; the pipeline
+     engine, pipe/engine.py l. 852-867) adds into it (_update_hp_grad l. 332-347, clear_lp_grads=False) and frees
+     only at the next backward's clear_lp_grads (l. 445-453): both held at the backward's peak and at the step,
+     the gradients term 2 + 4 = 6 B a parameter (model_state_terms accum). The step (l. 271-314) hands the
+     optimizer the fp32 buffer's partition as a view (no copy: no [sg] copies, step_grads null), all-gathers the
+     updated bf16 partitions in place (update_lp_params l. 423-436) and zeroes the buffer (clear_hp_grads). Its
+     traffic (step.py dp_traffic): one all-reduce of the gradients a step, cast to communication_data_type (engine.py
+     buffered_allreduce_fallback l. 2611-2625 -> allreduce_bucket l. 2491-2516, 2 B on the wire by default), and the
+     all-gather of the 2 B weights; its passes over HBM (each micro-batch's cast-and-add into the buffer, the step's
+     zeroing: step.py optimizer_time, HP_ACCUM_BYTES, HP_CLEAR_BYTES). Not priced: the reduction's cast copy of the fp32 buffer in the model dtype
+     (allreduce_bucket's tensor.to(communication_data_type) of a bucket: whole flat groups until past 5e8 elements,
+     allreduce_no_retain l. 2523-2534, so Megatron-DeepSpeed's weight-decay group whole; freed after the copy back:
+     a moment after the backward, beside the states and both gradients) and the buffer's alignment padding.
 [zb] DeepSpeed ZeRO-1/2's gradient reduction buffers (terms zero12_ipg_bucket, zero12_grad_partition; stack_db
      runs.sharding step_grads ipg_buffer, reduction), microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/
      stage_1_and_2.py, contiguous_gradients on (config.py l. 98, its default; a DeepSpeed JSON's false is not priced):
@@ -774,6 +793,7 @@ from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, 
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import grad_accum_bytes
 from .stacks import step_grads as mode_step_grads
 from .terms import Groups, Terms, gather
 
@@ -1062,7 +1082,7 @@ def selective_drops(settings: Settings, kind, never: tuple, plan) -> dict:
 
 
 # ----------------------------------------------------------------------------- model states
-def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None) -> Terms:
+def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=None, accum=0.0) -> Terms:
     """Weights, gradients, fp32 master and Adam m, v per GPU under ZeRO/FSDP/HSDP [1], as the
     stack holds them at the peak, and the sharded gradients its reduce-scatter stream holds in
     its own pool (`grad_pool`, reserved, not allocated).
@@ -1077,6 +1097,8 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
     frees the sharded gradients with zero_grad(set_to_none) so that none is allocated at the
     start of the backward, and allocates them (in the reduce dtype) on the reduce-scatter
     stream, whose pool keeps them reserved.
+    accum: the sharding mode's gradient accumulation buffer, bytes a parameter, whole on every rank, in the
+    gradients term beside the model-dtype gradients (stacks.grad_accum_bytes; DeepSpeed's BF16_Optimizer [bo]).
     """
     d = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp if shard is None else shard
     s = plan.sharding
@@ -1088,7 +1110,7 @@ def model_state_terms(bpp, plan: PlanArrays, params_per_gpu, shard=None, fsdp=No
         fsdp_on, params_per_gpu * fsdp.grad_reduce_bytes / d, 0.0)
     return Terms(
         weights=keep_w * params_per_gpu * bpp.weights / np.where(fsdp_on, d, one),
-        gradients=live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one),
+        gradients=live_g * params_per_gpu * bpp.gradients / np.where(s >= ZERO2, d, one) + params_per_gpu * accum,
         master_weights=params_per_gpu * bpp.master / np.where(s >= ZERO1, d, one),
         adam=params_per_gpu * bpp.optimizer / np.where(s >= ZERO1, d, one),
         grad_pool=pool,
@@ -2629,7 +2651,7 @@ def _rope_bytes(per: _PerLayer, counts, stages: float):
 
 
 # the plan fields the model states of a stage read (_stage_states; its KeyedPlan refuses any other)
-STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "shard", "precision", "f8r", "fge",
+STATE_FIELDS = ("tp", "cp", "pp", "dp", "ep", "etp", "sharding", "smode", "shard", "precision", "f8r", "fge",
                 "vpp", "split_emb", "split_loss", "split_front")
 
 
@@ -2644,10 +2666,11 @@ def _stage_states(per: _PerLayer, plan, end: str, counts, n, twin=None):
     if twin is not None:
         d2, e2 = params_of(pc, settings.model, plan, twin[0], twin[1])
         dense, experts = dense + d2, experts + e2
-    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp)
+    accum = grad_accum_bytes(stack_of(settings), plan)  # the mode's gradient accumulation buffer [bo]
+    states = model_state_terms(settings.bpp, plan, dense, fsdp=per.fsdp, accum=accum)
     e_part = 0.0 * dense  # the routed experts' optimizer partition, elements (memory.py [sg])
     if pc.routed_experts or pc.mtp.expert:
-        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp)
+        e = model_state_terms(settings.bpp, plan, experts, shard=expert_shard(plan), fsdp=per.fsdp, accum=accum)
         states = Terms(**{k: states[k] + e[k] for k in states})
         e_part = experts / np.where(plan.sharding >= ZERO1, expert_shard(plan), 1)
     # TE's quantized weight copies, and the weight bytes fp8 parameters save [11]

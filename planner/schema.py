@@ -1678,6 +1678,15 @@ class ShardingMode(BaseModel):
     replica_reduce: Optional[Literal["microbatch", "step"]] = Field(
         default=None, description="hsdp: the all-reduce of the sharded gradients across the replicas, with every "
                                   "reduce-scatter or once per step at the last micro-batch (null: with every reduce-scatter)")
+    grad_accum_bytes: float = Field(
+        default=0.0, ge=0, description="zero1: bytes a parameter of a gradient accumulation buffer over the whole stage, "
+                                       "never sharded, beside the model-dtype gradients (memory.py [bo]: DeepSpeed's "
+                                       "BF16_Optimizer fp32_groups_gradients_flat, 4); 0: none")
+    grad_allreduce: bool = Field(
+        default=False, description="zero1: the gradients are all-reduced whole over the data-parallel ranks (not "
+                                   "reduce-scattered to the optimizer's partitions) before the step, and the updated "
+                                   "weights all-gathered after it (step.py dp traffic: DeepSpeed's BF16_Optimizer, "
+                                   "engine.py allreduce_bucket then all_gather_dp_groups)")
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
@@ -1695,6 +1704,9 @@ class ShardingMode(BaseModel):
         times grouped without the mode, [12]; memory.py [uf], [ow], [11]), under FSDP they price
         neither but TE's cached dummy weight gradients of the fused accumulation, which read the
         plan's mode (memory.py [dw], stacks.mode_value). step_grads: only below FSDP."""
+        if (self.grad_accum_bytes > 0 or self.grad_allreduce) and self.level != "zero1":
+            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes and grad_allreduce are priced "
+                             "for zero1 modes only (the BF16_Optimizer's: states partitioned, gradients whole)")
         if self.step_grads is not None and self.level in ("fsdp", "hsdp"):
             raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads is for modes below FSDP (an FSDP "
                              "step's gradients: memory.py [opt], DeepSpeed ZeRO-3's [z3s])")

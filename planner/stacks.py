@@ -294,7 +294,12 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
                   once for its first pass, m + 1 (in units of the stage's weights: m v + v chunk
                   gathers, whatever the schedule's order, as the last pass on a chunk is a
                   backward); the gradients accumulate unsharded and are reduced once; the
-                  stage's units are all gathered at the end of each backward (memory.py [7])."""
+                  stage's units are all gathered at the end of each backward (memory.py [7]);
+      allreduce   a zero1 mode that all-reduces the whole gradients (not a reduce-scatter) and
+                  all-gathers the updated weights (schema.ShardingMode.grad_allreduce: DeepSpeed's
+                  BF16_Optimizer);
+      accum       the mode keeps a gradient accumulation buffer beside the gradients
+                  (grad_accum_bytes > 0, memory.py [bo])."""
     from .plan import FSDP, ZERO2
 
     fs = stack.fsdp
@@ -314,8 +319,22 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
     regather_pp = fsdp_on & piped & reshard & bool(fs.pp_runtime_no_sync)
     col = _mode_column(stack, lambda m: float(m.replica_reduce != "step"))
     replica_mb = np.ones(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
+    col = _mode_column(stack, lambda m: float(m.grad_allreduce))
+    allreduce = np.zeros(np.shape(level), dtype=bool) if col is None else col[np.minimum(smode, len(col) - 1)] > 0
     return {"reduce_mb": reduce_mb & ~keep_pp & ~regather_pp, "reshard": reshard, "keep_pp": keep_pp,
-            "replica_mb": replica_mb, "regather_pp": regather_pp}
+            "replica_mb": replica_mb, "regather_pp": regather_pp, "allreduce": allreduce,
+            "accum": grad_accum_bytes(stack, plan) > 0}
+
+
+def grad_accum_bytes(stack: Stack | None, plan) -> np.ndarray:
+    """The plan's sharding mode's gradient accumulation buffer, bytes a parameter of the stage, never sharded
+    (stack_db runs.sharding grad_accum_bytes; memory.py [bo]), a float array of the plan's shape (0 where the mode,
+    or the stack, keeps none)."""
+    shape = np.shape(plan.sharding)
+    col = None if stack is None else _mode_column(stack, lambda m: float(m.grad_accum_bytes))
+    if col is None:
+        return np.zeros(shape)
+    return col[np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(col) - 1)] * np.ones(shape)
 
 
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:

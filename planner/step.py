@@ -219,7 +219,7 @@ from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualp
                        stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
 from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
-from .stacks import default_stack, fp8_recipe, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
+from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
 
@@ -1374,13 +1374,17 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
         return n_b * coll(op, size / n_b, group, dp_stride)
 
     grad_b = p_local * grad_reduce_bytes(sc, fsdp)
+    tr = sharding_traits(sc.stack, plan)  # when the plan's mode moves its states (stack_db runs.sharding)
+    # a zero1 mode that all-reduces the whole gradients, then all-gathers the updated weights (DeepSpeed's
+    # BF16_Optimizer: engine.py @38327e07 allreduce_bucket l. 2491-2516 over its fp32 buffer cast to
+    # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
+    allred = zero & tr["allreduce"]
     ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
     rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
-    ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, 1, dpcp))
+    ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
-    tr = sharding_traits(sc.stack, plan)  # when the plan's mode moves its states (stack_db runs.sharding)
     f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
@@ -1394,7 +1398,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # first bucket's all-gather (1/n_b) never hide; the rest hides behind the backward / forward
     # pass (not the whole of it on top: exposed <= total)
     n_red = np.where(tr["reduce_mb"], sc.m, 1.0)  # gradient reductions per step
-    ddp_grad = np.where(zero, rs_g, ar_g)
+    ddp_grad = np.where(zero & ~allred, rs_g, ar_g)
     ddp_param = np.where(zero, ag_w, 0.0)
     ddp_total = n_red * ddp_grad + ddp_param
     g_edge, p_edge = ddp_grad / n_b, ddp_param / n_b
@@ -1496,13 +1500,14 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
     ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
     red = grad_reduce_bytes(sc, fsdp)
     rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
-    ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, 1, edp))
+    allred = zero & sharding_traits(sc.stack, plan)["allreduce"]  # the BF16_Optimizer's all-reduce (dp_traffic)
+    ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_he = np.where(plan.sharding == HSDP,
                      coll(comm.ALL_REDUCE, e_local * red / np.maximum(e_shard, 1), replicas, coll.strides["dp"] * plan.shard), 0.0)
     e_total = np.where(fsdp, n_ag * ag_we + n_rs * rs_ge + n_ar * ar_he,
-                       np.where(zero, n_rs * rs_ge + ag_we, n_rs * ar_ge))
+                       np.where(zero, n_rs * np.where(allred, ar_ge, rs_ge) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
     return e_total, np.where(plan.dpo > 0, _hide(e_total, left, sc.x), e_total)
@@ -1512,7 +1517,9 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     """Adam over the local shard: reads master, m, v and the gradient, writes master, m, v and
     the bf16 weight (adam_bytes_per_param: 28 B/param with fp32 states and bf16 grads) over HBM
-    bandwidth; the routed experts' shard over the expert-data-parallel ranks."""
+    bandwidth; the routed experts' shard over the expert-data-parallel ranks; a mode's gradient accumulation
+    buffer's passes over every local parameter (DeepSpeed's BF16_Optimizer: HP_ACCUM_BYTES a micro-batch,
+    HP_CLEAR_BYTES a step)."""
     plan, bpp = sc.plan, sc.settings.bpp
     d_shard = np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp
     local_shard = dp.p_local / np.where(plan.sharding >= ZERO1, d_shard, 1)
@@ -1520,7 +1527,20 @@ def optimizer_time(sc: StepCtx, dp: DPTraffic) -> np.ndarray:
     out = local_shard * per_param / sc.hbm
     if sc.ll.has_experts:
         out = out + dp.e_local / np.where(plan.sharding >= ZERO1, dp.e_shard, 1) * per_param / sc.hbm
-    return out
+    # a mode's gradient accumulation buffer (DeepSpeed's BF16_Optimizer, memory.py [bo]): after every micro-batch's
+    # backward each bf16 gradient is cast and added into it (bf16_optimizer.py @38327e07 _update_hp_grad l. 332-347,
+    # hp_grad.add_(lp.grad.to(fp32)): read 2 B, write the fp32 copy 4 B, read it and the buffer 4 + 4, write 4:
+    # 18 B a parameter), and the step zeroes it (clear_hp_grads l. 438-443: 4 B written), over every local parameter
+    acc = np.where(grad_accum_bytes(sc.stack, plan) > 0, 1.0, 0.0)
+    accum_pass = (dp.p_local + (dp.e_local if sc.ll.has_experts else 0.0)) * acc * (HP_ACCUM_BYTES * sc.m + HP_CLEAR_BYTES)
+    return out + accum_pass / sc.hbm
+
+
+# DeepSpeed's BF16_Optimizer's HBM bytes a parameter (optimizer_time): each micro-batch's cast-and-add of the bf16
+# gradient into the fp32 buffer (bf16_optimizer.py @38327e07 l. 342: read 2, write 4, read 4 + 4, write 4) and the
+# step's zeroing of the buffer (l. 440: write 4)
+HP_ACCUM_BYTES = 2.0 + 4.0 + 4.0 + 4.0 + 4.0
+HP_CLEAR_BYTES = 4.0
 
 
 # the plan fields a layer's own time reads (layer_times: its GEMMs, core, memory-bound kernels,

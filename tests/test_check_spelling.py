@@ -246,25 +246,37 @@ def test_deepspeed_derived_and_defaulted_accumulation(tmp_path):
 
 def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
     """The ZeRO-2 JSON at stage 0 with micro 1 x accumulation 8 x 8 GPUs = 64 (two keys changed), at 4,096
-    tokens: unsharded, 140.7 GiB; ZeRO-1 is spelled "zero_optimization": {"stage": 1} alone (dp and the
-    batch stay) and reads back as the plan checked, 64.0 GiB (62.2 before the ZeRO-1 reduction's two
-    contiguous gradient buffers were priced, memory.py zero12_ipg_bucket: 2 x reduce_bucket_size 5e8 x 2 B with
-    overlap_comm = 1.86 GiB). PP 4 (dp 8 -> 2) cannot be written in the
-    JSON: the spelling names --pipeline-model-parallel-size 4 and the accumulation 64 / (1 x 2) = 32 the
-    JSON then needs; read back with --pp 4 (the reader takes the batch keys at DeepSpeed's world size,
-    the data-parallel 2) it is the plan checked. TP 2 likewise, 64 / (1 x 4) = 16."""
+    tokens: bf16 at stage 0 is DeepSpeed's BF16_Optimizer (engine.py @38327e07 l. 1010-1025, 1300-1350), read as
+    sharding zero1, mode bf16_optimizer: llama3-8b's P = 8,030,261,248 parameters, bf16 weights 2P = 14.958 GiB,
+    bf16 gradients and the fp32 accumulation buffer 6P = 44.873 GiB, the fp32 master 4P/8 = 3.739 GiB and Adam
+    8P/8 = 7.479 GiB, 92.08 GiB in all on the H100's 80 (it was priced as DDP's 16 B replicated, 140.7 GiB,
+    before issue 21). ZeRO-2 is spelled "zero_optimization": {"stage": 2} alone (dp and the batch stay) and
+    reads back as the plan checked, 50.9 GiB. PP 2 (dp 8 -> 4) cannot be written in the JSON: the spelling
+    names --pipeline-model-parallel-size 2 and the accumulation 64 / (1 x 4) = 16 the JSON then needs; read
+    back with --pp 2 (the reader takes the batch keys at DeepSpeed's world size, the data-parallel 4) it is the
+    plan checked, still the BF16_Optimizer. TP 2 likewise."""
     text = _ds(src=DS2, stage=0).replace('"train_micro_batch_size_per_gpu": 4', '"train_micro_batch_size_per_gpu": 1')
     text = text.replace('"gradient_accumulation_steps": 2', '"gradient_accumulation_steps": 8')
+    path = tmp_path / "as_read" / DS2.name
+    path.parent.mkdir()
+    path.write_text(text, encoding="utf-8")
+    res = _check(path, {**DS_CLI, "seq_len": 4096})
+    assert (res["plan"]["sharding"], res["plan"]["sharding_mode"]) == ("zero1", "bf16_optimizer")
+    t = res["memory"]["terms"]
+    P = 8_030_261_248
+    assert (t["weights"], t["gradients"], t["master_weights"], t["adam"]) == (2 * P, 6 * P, 4 * P / 8, 8 * P / 8)
+    assert round(res["memory"]["total_bytes"] / 2**30, 2) == 92.08
     n, sugg = _readback(tmp_path, DS2, text, {**DS_CLI, "seq_len": 4096}, "deepspeed", _launcher)
     assert n == len(sugg) == 3
-    [z1] = [s for s in sugg if "sharding" in s["changes"]]
-    assert z1["changes"] == {"sharding": "zero1"}
-    assert z1["trainer_settings"] == [{"key": "zero_optimization.stage", "value": 1}]
-    assert z1["description"] == 'sharding none -> zero1 [deepspeed: "zero_optimization": {"stage": 1}]'
-    assert round(z1["total_bytes"] / 2**30, 1) == 64.0
+    [z2] = [s for s in sugg if "sharding" in s["changes"]]
+    assert z2["changes"] == {"sharding": "zero2"}
+    assert z2["trainer_settings"] == [{"key": "zero_optimization.stage", "value": 2}]
+    assert z2["description"] == 'sharding zero1 -> zero2 [deepspeed: "zero_optimization": {"stage": 2}]'
+    assert round(z2["total_bytes"] / 2**30, 1) == 50.9
     [pp] = [s for s in sugg if "pp" in s["changes"]]
-    assert pp["trainer_unspellable"] == ["PP (Megatron-DeepSpeed's --pipeline-model-parallel-size 4, on its command line)"]
-    assert pp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 32}]
+    assert pp["trainer_unspellable"] == ["PP (Megatron-DeepSpeed's --pipeline-model-parallel-size 2, on its command line)"]
+    assert pp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 16}]
+    assert pp["plan"]["sharding_mode"] == "bf16_optimizer"
     [tp] = [s for s in sugg if "tp" in s["changes"]]
     assert tp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 16}]
 

@@ -1320,8 +1320,10 @@ def test_megatron_deepspeed_reduces_in_the_model_dtype():
 
 def test_deepspeed_gradient_path_read(tmp_path):
     """BLOOM's tr11-176B-ml ds_config (bigscience train/tr11-176B-ml/tr11-176B-ml.slurm: stage 0, bf16): the
-    BF16_Optimizer, listed not modelled (its fp32 buffer, its partitioned states); the reduce dtype assumed from
-    the absent communication_data_type; fp32 on the wire listed; a bad dtype and DeepSpeed's refused mix refused."""
+    BF16_Optimizer, read as sharding zero1, the megatron-deepspeed mode bf16_optimizer (issue 21: it was listed not
+    modelled and priced as stage 0's DDP), as is bf16 at stage 1 with grad_accum_dtype fp32; accumulating in bf16 at
+    stage 0 still listed (priced as zero0); the reduce dtype assumed from the absent communication_data_type; fp32
+    on the wire listed; a bad dtype and DeepSpeed's refused mix refused."""
     from planner.trainers import deepspeed
 
     f = tmp_path / "ds.json"
@@ -1329,10 +1331,12 @@ def test_deepspeed_gradient_path_read(tmp_path):
              "zero_optimization": {"stage": 0}, "bf16": {"enabled": True}, "steps_per_print": 2000}
     f.write_text(_json.dumps(bloom))
     cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
-    assert cfg.job["sharding"] == "none"
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero1", "bf16_optimizer")
     assert any(a.startswith("communication_data_type absent: the model dtype bf16") for a in cfg.assumed)
-    assert [n for n in cfg.not_modelled if n.startswith("BF16_Optimizer (bf16 at ZeRO stage 0, data_types.grad_accum_dtype "
-                                                         "absent: fp32")]
+    assert [a for a in cfg.assumed if a.startswith("sharding=zero1 as bf16_optimizer: DeepSpeed's BF16_Optimizer (bf16 at "
+                                                   "ZeRO stage 0, data_types.grad_accum_dtype absent: fp32")]
+    assert not any(n.startswith("BF16_Optimizer") for n in cfg.not_modelled)
+    assert not any(a.startswith("sharding=none") for a in cfg.assumed)
     assert (cfg.stated["communication_data_type"], cfg.stated["data_types.grad_accum_dtype"]) == (None, None)
     # ZeRO-1 with the default accumulation: the ZeRO optimizer, nothing listed; fp32 communication listed
     f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 1}, "communication_data_type": "FP32"}))
@@ -1343,7 +1347,15 @@ def test_deepspeed_gradient_path_read(tmp_path):
     # ZeRO-1 with fp32 accumulation: BLOOM's path under ZeRO (stage 1)
     f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 1}, "data_types": {"grad_accum_dtype": "fp32"}}))
     cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
-    assert any(n.startswith("BF16_Optimizer (bf16 at ZeRO stage 1, data_types.grad_accum_dtype fp32") for n in cfg.not_modelled)
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero1", "bf16_optimizer")
+    assert any(a.startswith("sharding=zero1 as bf16_optimizer: DeepSpeed's BF16_Optimizer (bf16 at ZeRO stage 1, "
+                            "data_types.grad_accum_dtype fp32") for a in cfg.assumed)
+    # stage 0 accumulating in bf16: still the BF16_Optimizer, its bf16 buffer not priced (listed), priced as zero0
+    f.write_text(_json.dumps({**bloom, "data_types": {"grad_accum_dtype": "bf16"}}))
+    cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("none", "zero0")
+    assert any(n.startswith("BF16_Optimizer (bf16 at ZeRO stage 0, data_types.grad_accum_dtype bf16") and
+               "accumulating in bf16" in n for n in cfg.not_modelled)
     # ZeRO-2 with fp32 accumulation: the partition accumulated in fp32, listed
     f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 2}, "data_types": {"grad_accum_dtype": "float32"}}))
     cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})

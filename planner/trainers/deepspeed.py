@@ -14,7 +14,9 @@ published in 2025). Modelled:
     DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16),
   communication_data_type and data_types.grad_accum_dtype (the gradient path, gradient_path below:
     the reduction moves the stack's fsdp.grad_reduce_bytes, 2 B, the model dtype every path casts to by
-    default; fp32 on the wire, the BF16_Optimizer and ZeRO's fp32 accumulation listed as not modelled,
+    default; the BF16_Optimizer with fp32 accumulation, bf16 at stage 0 or stage 1 with grad_accum_dtype
+    fp32, is read as sharding zero1, the stack's mode bf16_optimizer; fp32 on the wire, the BF16_Optimizer
+    accumulating in bf16 and ZeRO's fp32 accumulation listed as not modelled,
     an absent communication_data_type as assumed, DeepSpeed's refused fp16 + fp32 mix at stage 0 refused); with stage 3,
   zero_optimization.stage3_prefetch_bucket_size, stage3_max_live_parameters,
     stage3_max_reuse_distance, stage3_param_persistence_threshold, reduce_bucket_size and sub_group_size (-> the
@@ -276,7 +278,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                        "--fp16 at launch [2]; fp16 is priced as bf16, fp32 training is not modelled)")
     elif not bf16:
         assumed.append("precision=bf16: neither bf16 nor fp16 enabled (fp32 training is not modelled)")
-    _gradient_path(where, data, stage, "fp16" if fp16 else "bf16" if bf16 else None, zero, stated, assumed, not_modelled)
+    _gradient_path(where, data, stage, "fp16" if fp16 else "bf16" if bf16 else None, zero, stated, assumed, not_modelled,
+                   job)
     job["recompute"] = "none"
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     if hardware is not None:
@@ -302,12 +305,13 @@ def gradient_path(stage: int, model_dtype: Optional[str], accum: Optional[str], 
     return "unsupported", acc
 
 
-def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_modelled) -> None:
+def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_modelled, job) -> None:
     """Read communication_data_type and data_types.grad_accum_dtype (the gradient path, gradient_path):
     what the data-parallel reduction moves (the stack's fsdp.grad_reduce_bytes, 2 B: the model dtype, the
-    engine's default communication_data_type, engine.py l. 938-950) and what is not priced (fp32 on the wire,
-    the BF16_Optimizer's fp32 accumulation buffer and partitioned states, the ZeRO optimizer's fp32
-    accumulation)."""
+    engine's default communication_data_type, engine.py l. 938-950), the BF16_Optimizer with fp32
+    accumulation (job sharding zero1, sharding_mode bf16_optimizer: stack_db megatron-deepspeed, memory.py [bo])
+    and what is not priced (fp32 on the wire, the BF16_Optimizer's accumulation in bf16, the ZeRO optimizer's
+    fp32 accumulation)."""
     comm = data.get("communication_data_type")
     if comm is not None:
         if not isinstance(comm, str) or comm.lower() not in COMM_DTYPES:
@@ -343,15 +347,23 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
     if wire == "fp32":
         not_modelled.append("communication_data_type='fp32' (the gradients cast to fp32 for the data-parallel reduction, "
                             "4 B an element: priced at the stack's 2 B, the reduction's time a lower bound)")
-    if path == "bf16_optimizer":
-        how = ("data_types.grad_accum_dtype absent: fp32 for bf16 without ZeRO, engine.py l. 1017-1019" if accum is None
-               else f"data_types.grad_accum_dtype {accum}")
+    how = ("data_types.grad_accum_dtype absent: fp32 for bf16 without ZeRO, engine.py l. 1017-1019" if accum is None
+           else f"data_types.grad_accum_dtype {accum}")
+    if path == "bf16_optimizer" and acc == "fp32":
+        job.update(sharding="zero1", sharding_mode="bf16_optimizer")
+        assumed[:] = [x for x in assumed if not x.startswith("sharding=none: zero_optimization.stage default 0")]
+        assumed.append(
+            f"sharding=zero1 as bf16_optimizer: DeepSpeed's BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py "
+            "@38327e07 _do_optimizer_sanity_check l. 1300-1350): bf16 weights and gradients whole, an fp32 gradient "
+            "accumulation buffer over the whole model (4 B a parameter, bf16_optimizer.py l. 162), the fp32 master and "
+            "Adam states partitioned over the data-parallel ranks (l. 156, 196); the gradients all-reduced, the "
+            "updated weights all-gathered (stack_db megatron-deepspeed runs.sharding bf16_optimizer)")
+    elif path == "bf16_optimizer":
         not_modelled.append(
-            f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1300-1350): "
-            f"its {acc} gradient accumulation buffer over the whole model (bf16_optimizer.py l. 162, beside the bf16 "
-            "gradients) and its fp32 master and Adam states partitioned over data parallelism (l. 156) are not priced: "
-            f"the job is priced as zero_optimization.stage {stage} without it (bytes_per_param mixed16); its reduction, an all-reduce cast "
-            "to communication_data_type (engine.py allreduce_bucket l. 2491-2497), is priced")
+            f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1300-1350) "
+            f"accumulating in {acc}: priced as sharding_mode bf16_optimizer only with fp32 accumulation; here as "
+            f"zero_optimization.stage {stage} without it (its {acc} buffer over the whole model, bf16_optimizer.py l. 162, "
+            "its partitioned fp32 master and Adam states and its all-gather not priced; bytes_per_param mixed16)")
     elif stage > 0 and acc == "fp32" and model_dtype != "fp32":
         not_modelled.append(f"data_types.grad_accum_dtype {accum}: ZeRO stage {stage} accumulates the gradient partition "
                             "in fp32 (4 B an element; priced in the model dtype, bytes_per_param mixed16)")

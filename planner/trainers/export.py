@@ -1194,7 +1194,14 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
             raise _refuse(F, f"{name} {v}: a DeepSpeed JSON has no {name.upper()} (Megatron-DeepSpeed takes it as a launch "
                              "argument)", "export a plan with tp = pp = cp = ep = 1 as a DeepSpeed JSON")
     mode = plan.get("sharding_mode")
-    stages = {"zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3_mics": 3}
+    # bf16_optimizer: bf16 at stage 0 runs DeepSpeed's BF16_Optimizer (engine.py @38327e07 get_data_types l. 1017-1019:
+    # fp32 accumulation by default without ZeRO; _do_optimizer_sanity_check l. 1300-1350), read back as that mode
+    stages = {"zero1": 1, "zero2": 2, "zero3": 3, "zero3_mics": 3, "bf16_optimizer": 0}
+    if mode == "zero0":
+        raise _refuse(F, "sharding none (mode zero0): DeepSpeed runs bf16 at zero_optimization.stage 0 as its "
+                         "BF16_Optimizer (fp32 master and Adam states partitioned, an fp32 gradient buffer; engine.py "
+                         "@38327e07 l. 1010-1025, 1300-1350), not as the replicated states priced",
+                      "price it with --sharding bf16_optimizer (what the JSON with stage 0 and bf16 runs)")
     if mode not in stages:
         raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a DeepSpeed ZeRO stage", "price it on --stack megatron-deepspeed")
     gbs, mbs = plan["global_batch"], plan["micro_batch"]

@@ -69,6 +69,12 @@ TT_DEFAULTS = {"parallelism.data_parallel_replicate_degree": 1, "parallelism.dat
 TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F1B"}  # torchtitan.SCHEDULES inverted
 TT_RESHARD = {"fsdp2_no_reshard": "never", "fsdp2_reshard_always": "always"}  # torchtitan.py read(): the fsdp modes
 DS_STAGES = {"none": 0, "zero1": 1, "zero2": 2, "fsdp": 3, "hsdp": 3}  # deepspeed.ZERO_STAGES inverted
+
+
+def ds_stage(plan: dict) -> int:
+    """The plan's zero_optimization.stage: its level's (DS_STAGES), but stage 0 for the megatron-deepspeed mode
+    bf16_optimizer (DeepSpeed runs bf16 at stage 0 as its BF16_Optimizer: deepspeed.py gradient_path)."""
+    return 0 if plan.get("sharding_mode") == "bf16_optimizer" else DS_STAGES[plan["sharding"]]
 MEGATRON_AXES = {"tp": "--tensor-model-parallel-size", "cp": "--context-parallel-size",
                  "pp": "--pipeline-model-parallel-size", "ep": "--expert-model-parallel-size"}
 TT_AXES = {"tp": "tensor_parallel_degree", "cp": "context_parallel_degree", "pp": "pipeline_parallel_degree",
@@ -163,7 +169,7 @@ def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
             return [Setting("--micro-batch-size", plan["micro_batch"], f"--micro-batch-size {plan['micro_batch']}"),
                     *_knob("deepspeed", knob, plan)]
         if knob == "sharding":
-            stage = DS_STAGES[plan["sharding"]]
+            stage = ds_stage(plan)
             return [*_knob("deepspeed", knob, plan), Setting("--zero-stage", stage, f"--zero-stage {stage}")]
         if knob == "recompute":
             r = plan["recompute"]
@@ -202,7 +208,7 @@ def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
         return [Setting("train_micro_batch_size_per_gpu", plan["micro_batch"],
                         f"\"train_micro_batch_size_per_gpu\": {plan['micro_batch']}")]
     if knob == "sharding":
-        stage = DS_STAGES[plan["sharding"]]
+        stage = ds_stage(plan)
         return [Setting("zero_optimization.stage", stage, f"\"zero_optimization\": {{\"stage\": {stage}}}")]
     return []
 
