@@ -609,9 +609,9 @@ References
      also saves (TE's fused routing map, DeepEP's top-k indices, the allgather's per-row probabilities, Hybrid-EP's
      dispatched fp32 probabilities) count beyond the saves only in the share of layers full recompute re-runs, whose
      checkpointed forward saved nothing; for an MTP module that share is mtp_recomputed's (Megatron checkpoints the
-     module under the uniform method, not under the block one), which also prices the module's own activations:
-     under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute buffer of the
-     stage holding the loss (_with_mtp).
+     module under the uniform method, not under the block one, whatever its count), which also prices the module's
+     own activations: under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute
+     buffer of the stage holding the loss (_with_mtp).
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1419,7 +1419,8 @@ def mtp_recomputed(settings: Settings, plan) -> np.ndarray:
     megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer.forward l. 1705-1719
     (recompute_granularity full: _checkpointed_forward), _checkpointed_forward l. 1621-1651 (uniform: the module's
     projection and layer under one checkpoint, recompute_num_layers 1 asserted; block: 'not supported for MTP yet',
-    run without recompute). A block method whose count covers every layer (no recompute_layers) is taken as uniform."""
+    run without recompute, whatever --recompute-num-layers, so also where it covers every layer: the Megatron reader
+    keeps recompute_layers for any block method, trainers/megatron.py)."""
     if settings.recompute_layers is not None:  # a job setting: Megatron's --recompute-method block
         return np.zeros(np.shape(plan.tp))
     return np.where(plan.recompute == RC_FULL, 1.0, 0.0)

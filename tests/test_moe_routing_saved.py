@@ -475,6 +475,8 @@ def _mtp(**fields):
 
 
 @pytest.mark.parametrize("fields,recomputed", [(dict(), True), (dict(recompute_layers=2), False),
+                                               # the block method covering every layer (61 / 16 -> at most 4 a stage)
+                                               (dict(recompute_layers=61), False),
                                                (dict(recompute="selective"), False)])
 def test_mtp_module_under_full_recompute(fields, recomputed):
     # DeepSeek-V3 (one MTP module, E 256), alltoall with TE's fused router: each MoE layer's dispatcher holds the bf16
@@ -493,3 +495,16 @@ def test_mtp_module_under_full_recompute(fields, recomputed):
     else:
         assert float(per.mtp) == pytest.approx(float(stored + halves + per.out_act), rel=1e-12)
         assert float(per.mtp_buffer) == 0.0
+
+
+def test_block_method_at_every_layer_runs_the_mtp_module_without_recompute():
+    # Megatron-LM @d98e8a64 multi_token_prediction.py _checkpointed_forward l. 1630-1650: under the block method the
+    # module runs without recompute whatever --recompute-num-layers, so a count covering every layer (4 a stage of
+    # DeepSeek-V3's 61 at PP 16) is priced as uniform for the decoder layers and as no recompute for the MTP module
+    block, _ = _mtp(recompute_layers=4)
+    uniform, _ = _mtp()
+    # the decoder layers: every layer of a stage re-run either way
+    assert [float(x) for x in block.stored] == [float(x) for x in uniform.stored]
+    # the module: its forward saved its tensors (and the fused map), 512 B a token held beyond them, not 768
+    assert float(block.mtp_held) == 4096 * 512 and float(uniform.mtp_held) == 4096 * 768
+    assert float(block.mtp_buffer) == 0.0 and float(uniform.mtp_buffer) > 0.0
