@@ -609,9 +609,18 @@ References
      also saves (TE's fused routing map, DeepEP's top-k indices, the allgather's per-row probabilities, Hybrid-EP's
      dispatched fp32 probabilities) count beyond the saves only in the share of layers full recompute re-runs, whose
      checkpointed forward saved nothing; for an MTP module that share is mtp_recomputed's (Megatron checkpoints the
-     module under the uniform method, not under the block one), which also prices the module's own activations:
-     under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute buffer of the
-     stage holding the loss (_with_mtp).
+     module under the uniform method, not under the block one, whatever its count), which also prices the module's
+     own activations: under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute
+     buffer of the stage holding the loss (_with_mtp).
+[sr] The selective recompute buffer and the MoE routing saves (layers/moe.py routing_saved_bytes [9]-[15]): Megatron-Core's
+     selective modules the planner prices re-run no routing tensor of any dispatcher. NVIDIA/Megatron-LM @d98e8a64
+     transformer_layer.py _forward_pre_mlp_layernorm l. 818-831 (layernorm: CheckpointWithoutOutput around the
+     pre-MLP norm alone; the router and the dispatch run on its output outside the checkpoint), moe/experts.py
+     l. 1019-1030 (moe_act: bias_act_func(fc1_output, bias, permuted_probs) alone, the probabilities a checkpoint
+     input, kept, and detached, not copied, in the re-run), attention.py l. 394 (core_attn), multi_latent_attention.py
+     l. 171-174 (mla_up_proj). So the router's saves, the permutations' maps, DeepEP's and Hybrid-EP's handles, the
+     allgather's masked_select and the permuted probabilities are kept (the policy's saved tensors), never in the
+     buffer of one layer's re-run: alltoall, allgather, deepep, hybridep alike (deepep_ll prices none).
 [es] The optimizer stepped in the backward (job field early_step_in_backward, stack memory.optimizer_in_backward):
      pytorch/torchtitan @e347b1e5e torchtitan/components/optimizer.py OptimizersInBackwardContainer (l. 138-183): one
      optimizer per parameter and param.register_post_accumulate_grad_hook(optim_hook), the hook running
@@ -1349,8 +1358,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
             saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0) + routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
-        sel_buffer = np.maximum(full - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered,
-                                                             fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
+        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] (kept_sel holds them)
+        sel_buffer = np.maximum(full - routing - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
+                                                                       gathered_input=gathered, fp8_bytes=f8, drops=kd,
+                                                                       core_in_bytes=ci), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
@@ -1419,7 +1430,8 @@ def mtp_recomputed(settings: Settings, plan) -> np.ndarray:
     megatron/core/transformer/multi_token_prediction.py MultiTokenPredictionLayer.forward l. 1705-1719
     (recompute_granularity full: _checkpointed_forward), _checkpointed_forward l. 1621-1651 (uniform: the module's
     projection and layer under one checkpoint, recompute_num_layers 1 asserted; block: 'not supported for MTP yet',
-    run without recompute). A block method whose count covers every layer (no recompute_layers) is taken as uniform."""
+    run without recompute, whatever --recompute-num-layers, so also where it covers every layer: the Megatron reader
+    keeps recompute_layers for any block method, trainers/megatron.py)."""
     if settings.recompute_layers is not None:  # a job setting: Megatron's --recompute-method block
         return np.zeros(np.shape(plan.tp))
     return np.where(plan.recompute == RC_FULL, 1.0, 0.0)

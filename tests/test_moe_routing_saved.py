@@ -100,6 +100,35 @@ def test_in_the_layer_activations():
     assert float(on - off) == N * (1 * E + 4 * (2 * E + 1)) + 2 * ROWS
 
 
+# the four dispatchers' routing saves of Mixtral 8x7B, TP 2 (etp 2), EP 8, fused router and permute, by hand from
+# the constants above and layers/moe.py [11], [12], [15] (one local expert: no chunk sort; balanced routing)
+@pytest.mark.parametrize("dispatcher,fields", [
+    ("alltoall", dict()), ("alltoall", dict(moe_permute_fusion=False, moe_router_fusion=False)),
+    ("allgather", dict()), ("deepep", dict()), ("hybridep", dict()),
+])
+@pytest.mark.parametrize("modules", [None, ["layernorm", "moe_act"]])
+def test_selective_buffer_reruns_no_routing_save(monkeypatch, dispatcher, fields, modules):
+    # memory.py [sr]: Megatron-Core's selective modules (the default core_attn; layernorm, moe_act) re-run no routing
+    # tensor (transformer_layer.py @d98e8a64 l. 818-831 checkpoints the pre-MLP norm alone, experts.py l. 1019-1030
+    # the bias + activation + weighting alone, the probabilities a kept input): the routing saves are in the
+    # selective policy's kept tensors once and not in the one-layer re-run buffer, for every dispatcher
+    import planner.memory as memory
+
+    settings, plan, pc, i = _moe(ep=8, recompute="selective", moe_dispatcher=dispatcher, recompute_modules=modules,
+                                 moe_grouped_gemm=True,
+                                 **dict(dict(moe_permute_fusion=True, moe_router_fusion=True), **fields))
+    ctx = context(plan)
+    routing = float(moe_routing_saves(settings)(pc.layers.kinds[i], ctx))
+    stored, buffers, _ = layer_memory(settings, plan, ctx, pc.layers)
+    monkeypatch.setattr(memory, "moe_routing_saves", lambda s: (lambda kind, c: 0.0))
+    stored0, buffers0, _ = layer_memory(settings, plan, ctx, pc.layers)
+    assert routing > 0.0
+    assert float(stored[i] - stored0[i]) == pytest.approx(routing, rel=1e-12)  # kept
+    assert float(buffers[i]) == float(buffers0[i])  # not re-run (before [sr]: routing more)
+    if (dispatcher, fields) == ("alltoall", dict()):
+        assert routing == N * (FUSED_ROUTER + 4 * (2 * E + 1)) + 2 * ROWS  # 237,568 B, as test_bytes_by_hand
+
+
 def test_dense_model_refuses_router_fields():
     from planner.errors import PlannerError
 
@@ -475,6 +504,8 @@ def _mtp(**fields):
 
 
 @pytest.mark.parametrize("fields,recomputed", [(dict(), True), (dict(recompute_layers=2), False),
+                                               # the block method covering every layer (61 / 16 -> at most 4 a stage)
+                                               (dict(recompute_layers=61), False),
                                                (dict(recompute="selective"), False)])
 def test_mtp_module_under_full_recompute(fields, recomputed):
     # DeepSeek-V3 (one MTP module, E 256), alltoall with TE's fused router: each MoE layer's dispatcher holds the bf16
@@ -493,3 +524,16 @@ def test_mtp_module_under_full_recompute(fields, recomputed):
     else:
         assert float(per.mtp) == pytest.approx(float(stored + halves + per.out_act), rel=1e-12)
         assert float(per.mtp_buffer) == 0.0
+
+
+def test_block_method_at_every_layer_runs_the_mtp_module_without_recompute():
+    # Megatron-LM @d98e8a64 multi_token_prediction.py _checkpointed_forward l. 1630-1650: under the block method the
+    # module runs without recompute whatever --recompute-num-layers, so a count covering every layer (4 a stage of
+    # DeepSeek-V3's 61 at PP 16) is priced as uniform for the decoder layers and as no recompute for the MTP module
+    block, _ = _mtp(recompute_layers=4)
+    uniform, _ = _mtp()
+    # the decoder layers: every layer of a stage re-run either way
+    assert [float(x) for x in block.stored] == [float(x) for x in uniform.stored]
+    # the module: its forward saved its tensors (and the fused map), 512 B a token held beyond them, not 768
+    assert float(block.mtp_held) == 4096 * 512 and float(uniform.mtp_held) == 4096 * 768
+    assert float(block.mtp_buffer) == 0.0 and float(uniform.mtp_buffer) > 0.0

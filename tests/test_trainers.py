@@ -202,6 +202,25 @@ def test_megatron_soft_default_node_count(tmp_path):
     assert cfg.job["gpus"] == 64 and any("--gpus replaces the file's" in a for a in cfg.assumed)
 
 
+def test_megatron_block_method_covering_every_layer_keeps_recompute_layers(tmp_path):
+    # --recompute-method block --recompute-num-layers 5 per chunk x 4 chunks = 20 = 80 / PP 4: every layer re-runs,
+    # as under uniform, but the block method runs an MTP module without recompute (multi_token_prediction.py
+    # @d98e8a64 l. 1630-1650), so the reader keeps the count (memory.py [dh] mtp_recomputed reads it)
+    p = tmp_path / "args.txt"
+    p.write_text("""--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4
+--num-layers-per-virtual-pipeline-stage 5
+--num-layers 80 --hidden-size 8192 --ffn-hidden-size 28672 --num-attention-heads 64
+--group-query-attention --num-query-groups 8 --vocab-size 128256 --seq-length 8192
+--micro-batch-size 1 --global-batch-size 512 --recompute-granularity full --recompute-method block
+--recompute-num-layers 5 --bf16
+""")
+    cfg = load_trainer_config(p, gpus=256)
+    assert cfg.job["recompute"] == "full" and cfg.job["recompute_layers"] == 20
+    assert any(a.startswith("recompute_layers=20: --recompute-num-layers 5 per model chunk x 4 chunks (every layer")
+               for a in cfg.assumed)
+    resolve(Job.model_validate(cfg.job))
+
+
 def test_megatron_argument_file(tmp_path):
     p = tmp_path / "args.txt"
     p.write_text("""--tensor-model-parallel-size 8 --pipeline-model-parallel-size 4

@@ -712,7 +712,10 @@ def router_saved_terms(moe, path: RouterPath) -> dict:
         (l. 1430 / 1436: D h per token, during the router's backward), the fp32 / fp64 expert output before the
         expert-TP reduce-scatter (token_dispatcher.py l. 830, hidden_states.to(self.probs.dtype)) and the
         allgather dispatcher's combine (l. 366), which also move D / 2 times the bf16 bytes on the wire (step
-        time not priced either), and the fp64 gating GEMM on torch.mm at the fp64 rate (l. 1389-1400).
+        time not priced either), and the fp64 gating GEMM on torch.mm at the fp64 rate (l. 1389-1400). The
+        backward's copies (with fp32 up to 8 h + 4 E h / n B a token over bf16's 2 h) come after the layer's
+        experts' backward freed their saves (k x 2 h B a token and more), so they move no priced peak
+        (docs/memory_mechanisms.md, issue 21 fourth pass).
     Also not priced: sinkhorn and quantile balancing's own paths (priced as the top-k path); a padding mask's
     masked copies."""
     E, k = float(moe.num_experts), float(moe.top_k)

@@ -1509,10 +1509,12 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         n = _int(where, flags, "--recompute-num-layers")
         if method == "block" and n is not None:
             # Megatron's block method re-runs the first n layers of each model chunk; the
-            # planner's recompute_layers counts a GPU's layers over its vpp chunks
-            if n * vpp < L // pp:
-                job["recompute_layers"] = n * vpp
-                assumed.append(f"recompute_layers={n * vpp}: --recompute-num-layers {n} per model chunk x {vpp} chunks")
+            # planner's recompute_layers counts a GPU's layers over its vpp chunks. Kept where n covers
+            # every layer too: the block method runs an MTP module without recompute, unlike the uniform one
+            # (multi_token_prediction.py @d98e8a64 l. 1630-1650; memory.py [dh] mtp_recomputed)
+            job["recompute_layers"] = n * vpp
+            every = " (every layer of a stage: priced as uniform but for an MTP module)" if n * vpp >= L // pp else ""
+            assumed.append(f"recompute_layers={n * vpp}: --recompute-num-layers {n} per model chunk x {vpp} chunks{every}")
         elif method not in (None, "uniform", "block"):
             raise PlannerError(f"{where}--recompute-method {method!r}", "valid: uniform, block")
         elif method == "uniform" and n not in (None, 1):
