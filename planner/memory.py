@@ -1353,15 +1353,15 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         routing = route_saves(kind, ctx) if route_saves is not None else 0.0
         full = full + routing
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
+        kept_saves = saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci) + (
-            saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0) + routing
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci) + kept_saves + routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
-        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr] (kept_sel holds them)
-        sel_buffer = np.maximum(full - routing - kind_activation_bytes(kind, ctx, am, at, keeps=sel_recomputed,
-                                                                       gathered_input=gathered, fp8_bytes=f8, drops=kd,
-                                                                       core_in_bytes=ci), 0.0)
+        # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr], and so are the
+        # unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
+        sel_buffer = np.maximum(full - routing - kept_saves - kind_activation_bytes(
+            kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))

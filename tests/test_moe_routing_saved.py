@@ -537,3 +537,26 @@ def test_block_method_at_every_layer_runs_the_mtp_module_without_recompute():
     # the module: its forward saved its tensors (and the fused map), 512 B a token held beyond them, not 768
     assert float(block.mtp_held) == 4096 * 512 and float(uniform.mtp_held) == 4096 * 768
     assert float(block.mtp_buffer) == 0.0 and float(uniform.mtp_buffer) > 0.0
+
+
+@pytest.mark.parametrize("modules,act_rerun", [(None, False), (["layernorm", "moe_act"], True)])
+def test_selective_buffer_reruns_only_the_unfused_saves_the_policy_drops(monkeypatch, modules, act_rerun):
+    # memory.py [uf] with [sr]'s reasoning: with bias_activation_fusion off, the unfused activation's saves
+    # (layers/moe.py unfused_saved_bytes) are kept by the selective policy (the routed experts' share re-run under
+    # moe_act: experts.py @d98e8a64 l. 1019-1030 checkpoints the activation alone); the one-layer re-run buffer holds
+    # the re-run share only: nothing under the default policy, the routed experts' share under moe_act (before:
+    # the whole of them, every policy, beside the kept copy)
+    import planner.memory as memory
+
+    settings, plan, pc, i = _moe(ep=8, recompute="selective", recompute_modules=modules, moe_grouped_gemm=True,
+                                 bias_activation_fusion=False)
+    ctx = context(plan)
+    kind = pc.layers.kinds[i]
+    kb = memory.kernel_bytes(settings.stack, plan.compile, settings)
+    every, kept = float(kind.mlp.unfused_saved_bytes(ctx, kb)), float(kind.mlp.unfused_saved_bytes(ctx, kb, act_rerun))
+    assert every > 0.0 and (kept < every) == act_rerun
+    stored, buffers, _ = layer_memory(settings, plan, ctx, pc.layers)
+    monkeypatch.setattr(type(kind.mlp), "unfused_saved_bytes", lambda self, c, k, r=False: 0.0)
+    stored0, buffers0, _ = layer_memory(settings, plan, ctx, pc.layers)
+    assert float(stored[i] - stored0[i]) == pytest.approx(kept, rel=1e-12)  # the kept share
+    assert float(buffers[i] - buffers0[i]) == pytest.approx(every - kept, rel=1e-12, abs=1e-6)  # the re-run share
