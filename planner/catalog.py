@@ -151,8 +151,13 @@ PATH_SUFFIXES = (".yaml", ".yml", ".json")
 
 def looks_like_path(text: str) -> bool:
     """A value that names a file rather than a catalog entry: it has a directory part or a
-    file suffix (catalog names have neither: `llama3-70b`, `h100-sxm`)."""
+    file suffix (catalog names have neither: `llama3-70b`, `h100-sxm`); a torchtitan flavor's model name
+    (`torchtitan:qwen3/30B-A3B`, planner/torchtitan_registry.py) is a name, its `/` notwithstanding."""
+    from .torchtitan_registry import is_flavor_name
+
     t = str(text)
+    if is_flavor_name(t):
+        return False
     return "/" in t or "\\" in t or t.startswith("~") or t.lower().endswith(PATH_SUFFIXES)
 
 

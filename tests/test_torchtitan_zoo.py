@@ -59,6 +59,15 @@ def test_an_unknown_flavor_is_bad_input(cli):
     assert_one_error(r, "unknown model 'torchtitan:qwen9/8B'", "name a model code (llama3, llama4, qwen3, deepseek_v3, gpt_oss)")
 
 
+def test_a_job_file_names_a_flavor(cli, tmp_path):
+    """A job file's model is resolved beside the file where it looks like a path; a flavor's name is a name."""
+    job = tmp_path / "j.yaml"
+    job.write_text("model: torchtitan:qwen3/30B-A3B\ngpus: 16\nstack: torchtitan\nsharding: fsdp\nep: 8\nglobal_batch: 64\n")
+    r = cli("check", str(job), "--format", "json")
+    assert r.exit_code in (0, 1), r.stderr
+    assert json.loads(r.stdout)[0]["plan"]["model"] == "torchtitan:qwen3/30B-A3B"
+
+
 def test_planner_models_lists_them_with_their_source(cli):
     r = cli("models", "--format", "json")
     assert r.exit_code == 0, r.stderr
