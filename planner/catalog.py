@@ -58,6 +58,14 @@ def list_models() -> list[str]:
     return _names(model_dir())
 
 
+def list_model_names() -> list[str]:
+    """What --model can name from the catalogs (`planner models`): the model_zoo entries, then every torchtitan
+    flavor (planner/torchtitan_registry.py model_names, `torchtitan:<code>/<flavor>`)."""
+    from .torchtitan_registry import model_names
+
+    return list_models() + model_names()
+
+
 def list_hardware() -> list[str]:
     return _names(hardware_dir())
 
@@ -143,8 +151,13 @@ PATH_SUFFIXES = (".yaml", ".yml", ".json")
 
 def looks_like_path(text: str) -> bool:
     """A value that names a file rather than a catalog entry: it has a directory part or a
-    file suffix (catalog names have neither: `llama3-70b`, `h100-sxm`)."""
+    file suffix (catalog names have neither: `llama3-70b`, `h100-sxm`); a torchtitan flavor's model name
+    (`torchtitan:qwen3/30B-A3B`, planner/torchtitan_registry.py) is a name, its `/` notwithstanding."""
+    from .torchtitan_registry import is_flavor_name
+
     t = str(text)
+    if is_flavor_name(t):
+        return False
     return "/" in t or "\\" in t or t.startswith("~") or t.lower().endswith(PATH_SUFFIXES)
 
 
@@ -212,7 +225,12 @@ def model_from_hf_config(cfg: dict, path: str) -> ModelSpec:
 
 def model_source(name_or_path: str) -> Path:
     """The file `load_model` reads for a catalog name, a model YAML, a config.json or a
-    folder holding one (absolute)."""
+    folder holding one (absolute); a torchtitan flavor's name (`torchtitan:qwen3/30B-A3B`,
+    planner/torchtitan_registry.py MODEL_PREFIX) its generated model YAML."""
+    from . import torchtitan_registry as ttf
+
+    if ttf.is_flavor_name(name_or_path):
+        return Path(ttf.flavor_model_file(ttf.flavor_named(name_or_path)))
     p = Path(name_or_path).expanduser()
     if files.is_dir(p):
         if not files.is_file(p / "config.json"):

@@ -21,10 +21,13 @@ with its source), where the job's stack and hardware run it:
                   precision-aware optimizer and DeepSeek's own; torchtitan keeps its
                   parameters' dtype); a stack that does not say does not take it;
   mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp);
-  moe_aux_loss_coeff  any stack (an auxiliary loss is computed by each; what it keeps for the
+  moe_aux_loss_coeff  the stack's code computes an auxiliary loss: every stack but those whose
+                  runs.router_losses is false (torchtitan, torchtitan-0.3: no auxiliary or z-loss
+                  in the code, the expert score bias alone balances); what it keeps for the
                   backward is priced where the stack's routing saves are, planner/layers/moe.py
-                  router_saved_terms). A job that gives none and whose model's recipe gives none
-                  takes Megatron-LM's default 0.0 (planner/plan.py moe_router_settings).
+                  router_saved_terms. A job that gives none and whose model's recipe gives none
+                  (or whose stack does not take it) takes Megatron-LM's default 0.0 (planner/plan.py
+                  moe_router_settings).
 
 Every value taken is listed as assumed with its source, every value not taken says why, and
 the recipe's parts the planner does not price (`not_priced`) are listed beside them. An
@@ -80,7 +83,9 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
         if value not in runs.bytes_per_param:
             return f"stack {stack.name} keeps {', '.join(runs.bytes_per_param)}"
         return None
-    if field == "moe_aux_loss_coeff":  # every stack computes an auxiliary loss; what it keeps is priced where known
+    if field == "moe_aux_loss_coeff":  # where the stack's code computes one (stack_db runs.router_losses)
+        if runs is not None and runs.router_losses is False:
+            return f"stack {stack.name} computes no auxiliary loss on the router (stack_db runs.router_losses)"
         return None
     if field == "mtp_layers":
         if runs is None or not runs.mtp:

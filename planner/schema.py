@@ -1868,6 +1868,11 @@ class StackRuns(BaseModel):
     mtp: Optional[bool] = Field(
         default=None, description="whether the stack trains multi-token prediction modules (job field mtp_layers); a "
                                   "model recipe's mtp_layers is taken only where true; null: the stack does not say")
+    router_losses: Optional[bool] = Field(
+        default=None, description="whether the stack's code computes the MoE router's auxiliary load-balancing loss and "
+                                  "z-loss (job fields moe_aux_loss_coeff, moe_z_loss_coeff); false: a model recipe's "
+                                  "moe_aux_loss_coeff is not taken (planner/recipe.py) and the torchtitan export refuses a "
+                                  "plan priced with one; null: the stack does not say (taken, as every stack before)")
     fp8_grouped_experts: Optional[list[bool]] = Field(
         default=None, min_length=1,
         description="MoE under fp8 / nvfp4: the settings of the routed experts' grouped GEMMs the stack runs (job field "

@@ -142,9 +142,9 @@ def test_export_names_the_flavor_and_reads_back(tmp_path, model, kw, key):
         cfg = load_trainer_config(p, gpus=kw["gpus"], hardware="h100-sxm")
         assert cfg.job["model"] == zoo
         assert cfg.job.get("attention_kernel") == kw.get("attention_kernel")
-    else:
-        with pytest.raises(PlannerError, match="has the shape of no catalog model"):
-            load_trainer_config(p, gpus=kw["gpus"], hardware="h100-sxm")
+    else:  # no catalog model of its shape: the flavor itself, by its --model name (torchtitan_flavors.model_name)
+        cfg = load_trainer_config(p, gpus=kw["gpus"], hardware="h100-sxm")
+        assert cfg.job["model"] == f"torchtitan:{key[0]}/{key[1]}"
 
 
 def test_deepseek_v3_through_the_cli(cli, tmp_path):
@@ -178,7 +178,9 @@ def test_a_model_without_a_flavor_is_refused(cli):
                         "shape", "the flavors of its code qwen3: debugmodel, 0.6B, 1.7B, 4B, 8B, 14B, 32B, debugmodel_moe, "
                         "30B-A3B, 235B-A22B", "the nearest, 30B-A3B, differs in (flavor / model) layers 0-47: "
                         "mlp.router_bias 1 / 0, mlp.score_bias True / False",
-                     "add a flavor of the model's shape to torchtitan's registry (torchtitan/models/qwen3/__init__.py)")
+                     "plan --model torchtitan:qwen3/30B-A3B (the nearest flavor as torchtitan builds it; its attn_type "
+                     "'sdpa' runs the stack's kernel), then export; or add a flavor of the model's shape to torchtitan's "
+                     "registry (torchtitan/models/qwen3/__init__.py)")
     r = cli("fit", "--model", "gpt-oss-20b", "--gpus", "16", "--hardware", "h100-sxm", "--stack", "torchtitan",
             "--export", "torchtitan")
     assert r.exit_code == 2 and "Traceback" not in r.stderr  # fit warns which row it exports first
@@ -225,9 +227,10 @@ def test_hand_written_tomls(tmp_path):
     # its own shape: read, the code stated
     cfg = load_trainer_config(p, model=QWEN_TT, gpus=8)
     assert cfg.job["model"] == QWEN_TT and "attention_kernel" not in cfg.job
-    # no --model and no catalog model of the flavor's shape
-    with pytest.raises(PlannerError, match="has the shape of no catalog model"):
-        load_trainer_config(p, gpus=8)
+    # no --model and no catalog model of the flavor's shape: the flavor itself (--model torchtitan:qwen3/30B-A3B)
+    cfg = load_trainer_config(p, gpus=8)
+    assert cfg.job["model"] == "torchtitan:qwen3/30B-A3B"
+    assert any("no catalog model has its shape: the flavor as torchtitan builds it" in a for a in cfg.assumed)
     # a flavor the registry does not have: its code's flavors listed
     with pytest.raises(PlannerError) as e:
         load_trainer_config(_toml(tmp_path, "qwen3", "XL"), gpus=8)

@@ -148,14 +148,19 @@ def test_torchtitan_selective_every_nth_layer(tmp_path):
 
 def test_torchtitan_unknown_flavor_needs_model(tmp_path):
     """A flavor not in llama3's registry needs --model (then noted); the debugmodel flavor is torchtitan's, of no
-    catalog model's shape (planner/trainers/torchtitan_flavors.py), and not llama2-7b's."""
+    catalog model's shape (planner/trainers/torchtitan_flavors.py): read as itself, torchtitan:llama3/debugmodel
+    (dim 256, 6 layers, vocab 2048), and not llama2-7b's."""
     p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "custom"')
     with pytest.raises(PlannerError, match="flavor 'custom'.*no --model"):
         load_trainer_config(p, gpus=8)
     assert load_trainer_config(p, gpus=8, model="llama2-7b").job["model"] == "llama2-7b"
     p = _variant(tmp_path, TOML, 'flavor = "8B"', 'flavor = "debugmodel"')
-    with pytest.raises(PlannerError, match="llama3 debugmodel .* has the shape of no catalog model"):
-        load_trainer_config(p, gpus=8)
+    cfg = load_trainer_config(p, gpus=8)
+    assert cfg.job["model"] == "torchtitan:llama3/debugmodel"
+    from planner.catalog import load_model
+
+    m = load_model(cfg.job["model"])
+    assert (m.hidden_size, m.num_layers, m.vocab_size, m.ffn_hidden_size) == (256, 6, 2048, 768)  # 256 * ceil(682 / 256)
     with pytest.raises(PlannerError, match="contradicts --model llama2-7b"):
         load_trainer_config(p, gpus=8, model="llama2-7b")
 

@@ -493,11 +493,13 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @cli_errors
     def models(fmt: Format = FormatOption):
-        """List the model catalog (model_zoo/)."""
+        """List the model catalog (model_zoo/) and torchtitan's flavors (--model torchtitan:<code>/<flavor>)."""
+        from ..catalog import list_model_names
         from ..plan import default_seq_len
+        from ..trainers.torchtitan_flavors import is_flavor_name
 
         rows = []
-        for name in list_models():
+        for name in list_model_names():
             m = load_model(name)
             rows.append(dict(
                 name=name, params=count_params(m).total, active=count_params(m).active,
@@ -507,6 +509,8 @@ def register(app: typer.Typer) -> None:
                 mlp="gated" if m.gated_mlp else "plain", seq=m.max_seq_len,
                 # the length a job without --seq-len trains (plan.default_seq_len: training.seq_len, else min(4,096, seq))
                 train_seq=default_seq_len(m, recipe=True), description=m.description,
+                # where the model comes from: its model_zoo file, or the flavor's registry lines at the stack's commit
+                source=m.sources[0] if is_flavor_name(name) else f"model_zoo/{name}.yaml",
             ))
         emit_models(rows, fmt)
 

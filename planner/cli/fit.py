@@ -180,6 +180,12 @@ def register(app: typer.Typer) -> None:
             from ..plot import check_plot_path
 
             check_plot_path(plot)
+        from ..catalog import load_model, load_stack
+        from ..trainers.torchtitan_flavors import fit_note
+
+        differs = fit_note(job.model, load_model(job.model), load_stack(job.stack))
+        if differs is not None:  # torchtitan's own flavor of the model prices otherwise (issue 22): said, not refused
+            note(differs)
         several = len(gpus_list) > 1
         with progress("fit", len(gpus_list)) as tick:
             result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,

@@ -490,8 +490,8 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     (rope_theta, RoPE scaling) is noted. None: refused (issue 22: a TOML without the model would build
     torchtitan's default llama3 debugmodel), naming the model code's flavors and the nearest one's differences."""
     from .torchtitan import TORCHTITAN_COMMITS, TORCHTITAN_NAME_CODES
-    from .torchtitan_flavors import (ATTN_KERNELS, FLAVORS, REGISTRY, flavor_spec, flavors_of, matching,
-                                     shape_differences, yarn_off_note)
+    from .torchtitan_flavors import (ATTN_KERNELS, FLAVORS, REGISTRY, flavor_spec, flavors_of, kernel_flag, matching,
+                                     model_name, nearest, shape_differences, yarn_off_note)
     from ..catalog import load_stack
     from ..startup import model_code
 
@@ -501,8 +501,8 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     same = matching(model)
     runs = [fl for fl in same if ATTN_KERNELS[fl.attn_type] == kernel]
     commit = TORCHTITAN_COMMITS["torchtitan"]
-    if runs:
-        fl = runs[0]
+    if runs:  # the plan's own flavor (--model torchtitan:<code>/<flavor>) first among those of its shape
+        fl = next((f for f in runs if model_name(f) == model.name), runs[0])
         for d in shape_differences(fl, model)[1]:
             if fl.code == "llama3" and d.startswith("llama3_rope_scaling"):  # every llama3 flavor's RoPEScalingArgs
                 notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "
@@ -532,17 +532,19 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     code = have.code if have is not None else None
     codes = [code] if code in REGISTRY else list(REGISTRY)
     listed = "; ".join(f"{c + ': ' if len(codes) > 1 else ''}{', '.join(flavors_of(c))}" for c in codes)
-    near = ""
+    near, use = "", "a --model torchtitan:<code>/<flavor> (planner models lists every flavor)"
     if code in REGISTRY:
-        fl = min((FLAVORS[(code, f)] for f in flavors_of(code)),
-                 key=lambda f: (flavor_spec(f).num_layers != model.num_layers, len(shape_differences(f, model)[0])))
+        fl = nearest(model, code)
         near = f"; the nearest, {fl.flavor}, differs in (flavor / model) {'; '.join(shape_differences(fl, model)[0])}"
+        flag = kernel_flag(fl)
+        use = (f"--model {model_name(fl)}{flag} (the nearest flavor as torchtitan builds it"
+               + (f"; its attn_type {fl.attn_type!r} is priced with{flag}" if flag else
+                  f"; its attn_type {fl.attn_type!r} runs the stack's kernel") + ")")
     raise _refuse("torchtitan", f"model {name}: no flavor of torchtitan {commit}'s registries has its shape, and a TOML "
                                 "without [model] name and flavor builds torchtitan's default (llama3 debugmodel); "
                                 f"the flavors of {'its code ' + code if code in REGISTRY else 'each code'}: {listed}{near}",
-                  f"add a flavor of the model's shape to torchtitan's registry (torchtitan/models/{code or '<code>'}/"
-                  "__init__.py) and write its name in [model] flavor, or plan a --model of a shipped flavor's shape "
-                  "(planner models; tests/data/torchtitan_flavors holds model YAMLs of some)")
+                  f"plan {use}, then export; or add a flavor of the model's shape to torchtitan's registry "
+                  f"(torchtitan/models/{code or '<code>'}/__init__.py) and write its name in [model] flavor")
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:

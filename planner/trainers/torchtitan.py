@@ -16,7 +16,8 @@ Read and modelled (section.key -> planner job field):
                                    llama3, llama4, qwen3, deepseek_v3, gpt_oss registries @e347b1e5e as
                                    a planner model, compared field by field with --model: another
                                    priced shape refused, rope_theta / RoPE scaling noted; without
-                                   --model TORCHTITAN_ZOO's entry; the flavor's attn_type flex ->
+                                   --model TORCHTITAN_ZOO's entry, else the flavor itself as the
+                                   model torchtitan:<code>/<flavor>; the flavor's attn_type flex ->
                                    attention_kernel flex); name -> the model code
                                    (TORCHTITAN_NAME_CODES [9], per stack), which must be the code
                                    the start-up rules take for the model (stack_db runs.model_codes
@@ -118,7 +119,8 @@ from .. import files
 from ..errors import PlannerError
 from ..schema import MAX_COUNT, split_fields
 from . import TORCHTITAN_LLAMA3_ROPE, TrainerConfig, fmt_ignored, resolve_gpus, rope_text
-from .torchtitan_flavors import ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, shape_differences
+from .torchtitan_flavors import (ATTN_KERNELS, BUILT_CODES, FLAVORS, TORCHTITAN_ZOO, flavors_of, model_name,
+                                 shape_differences)
 
 # [model] name + flavor -> the model torchtitan builds: torchtitan_flavors.py (the registries at @e347b1e5e, each
 # flavor as a planner model; TORCHTITAN_ZOO: the flavors of a model_zoo entry's priced shape)
@@ -383,11 +385,9 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     zoo = TORCHTITAN_ZOO["torchtitan"].get((fl.code, fl.flavor)) if fl is not None else None
     src = (f"torchtitan {TORCHTITAN_COMMITS['torchtitan']} models/{fl.code}/__init__.py {fl.lines}"
            if fl is not None else "")
+    if model is None and zoo is None and fl is not None:  # the flavor itself (torchtitan_flavors.model_name)
+        zoo = model_name(fl)
     if model is None and zoo is None:
-        if fl is not None:
-            raise PlannerError(f"{where}[model] {name} {flavor} ({src}) has the shape of no catalog model, and no --model "
-                               "was given", "pass --model with a model YAML of the flavor's shape (planner models "
-                               "shows the catalog)")
         code = TORCHTITAN_NAME_CODES["torchtitan"].get(name) if name is not None else None
         known = (f"{name}'s flavors: {', '.join(flavors_of(code))}" if code in {f.code for f in FLAVORS.values()} else
                  "flavors of a catalog model: " + ", ".join(f"{n} {f}" for n, f in TORCHTITAN_ZOO["torchtitan"]))
@@ -396,8 +396,9 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     job["model"] = model if model is not None else zoo
     line = model_code_line(where, name, job["model"], model is not None, stack_name)
     if model is None:
-        assumed.append(f"model={zoo}: torchtitan [model] name {name!r} flavor {flavor!r} ({src}; its shape checked "
-                       "against the catalog field by field)")
+        assumed.append(f"model={zoo}: torchtitan [model] name {name!r} flavor {flavor!r} ({src}; " +
+                       ("its shape checked against the catalog field by field)" if zoo != model_name(fl) else
+                        "no catalog model has its shape: the flavor as torchtitan builds it)"))
     if line is not None:
         assumed.append(line)
     if fl is None and flavor is None and model is not None:  # job_config.py @e347b1e5e Model.flavor (l. 104)
@@ -413,7 +414,8 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     if priced:
         raise PlannerError(f"{where}[model] {name} {flavor} ({src}) contradicts --model {model} (flavor / model): "
                            f"{'; '.join(priced)}",
-                           f"give a --model of the flavor's shape (a model YAML), or name a flavor of {model}'s shape")
+                           f"give --model {model_name(fl)} (the flavor as torchtitan builds it), or name a flavor of "
+                           f"{model}'s shape")
     for d in costless:
         if fl.code == "llama3" and d.startswith("llama3_rope_scaling"):  # every llama3 flavor's RoPEScalingArgs
             have = load_model(job["model"]).llama3_rope_scaling

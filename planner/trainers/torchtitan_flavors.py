@@ -24,8 +24,11 @@ load_balance_coeff 1e-3 by default [6]: expert_score_bias, which the Qwen3 and g
 and the planner's imbalance rule keys on), llama4's _irope flavors put the NoPE layer first in each group of
 four (layer_id % 4 == 0 [3]; Llama 4 and model_zoo: the fourth) and keep the expert bias too, llama4's plain
 flavors attend globally with RoPE in every layer, and the dense qwen3 flavors and the 16B / 236B deepseek_v3
-ones have no zoo entry. A model YAML of a flavor's shape (tests/data/torchtitan_flavors/) exports as that
-flavor: the export matches the plan's model against every flavor, not its name.
+ones have no zoo entry. Every flavor is also a model the user names, `torchtitan:<code>/<flavor>` (model_name,
+below: `planner models` lists them, a plan of one exports as that flavor and its TOML reads back as it), and the
+refusal of a model of no flavor's shape names the --model of its code's nearest flavor (nearest). A model YAML of
+a flavor's shape (tests/data/torchtitan_flavors/) exports as that flavor too: the export matches the plan's model
+against every flavor, not its name (the plan's own flavor first among several of one shape).
 
 torchtitan 0.3.0 (stack torchtitan-0.3, release/0.3 @4f9e9a47d) builds its models in Python config_registry
 functions (`--module M --config F`, config/manager.py l. 94-110; models/<module>/__init__.py model_registry of
@@ -75,132 +78,12 @@ References (pytorch/torchtitan @e347b1e5e)
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from typing import Optional
 
-COMMIT = "@e347b1e5e"
-
-
-@dataclass(frozen=True)
-class Moe:
-    """torchtitan's MoEArgs [6], defaults as there."""
-
-    num_experts: int = 8
-    num_shared_experts: int = 1
-    score_func: str = "sigmoid"
-    gate_bias: bool = False
-    top_k: int = 1
-    num_expert_groups: Optional[int] = None
-    num_limited_groups: Optional[int] = None
-    load_balance_coeff: Optional[float] = 1e-3
-
-
-@dataclass(frozen=True)
-class Flavor:
-    """One registry entry: its code (the package), its key, its keyword arguments as the source writes them
-    (the rest the dataclass defaults), and where it is."""
-
-    code: str
-    flavor: str
-    args: dict = field(hash=False)
-    lines: str = ""
-
-    @property
-    def attn_type(self) -> str:
-        return self.args.get("attn_type", "flex" if self.code == "gpt_oss" else "sdpa")
-
-    @property
-    def attn_mask_type(self) -> str:
-        return self.args.get("attn_mask_type", "causal")
-
-
-def _f(code, flavor, lines, **args) -> Flavor:
-    return Flavor(code, flavor, args, lines)
-
-
-_QWEN3_MOE = dict(num_shared_experts=0, score_func="softmax")  # route_norm / route_scale / score_before: not priced
-_V3_SMALL = dict(q_lora_rank=0, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
-_V3_BIG = dict(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128)
-_FLEX = dict(attn_type="flex", attn_mask_type="block_causal")
-_GPT_OSS_MOE = dict(num_shared_experts=0, score_func="softmax", gate_bias=True, top_k=4, load_balance_coeff=1e-3)
-_L4 = dict(dim=5120, n_layers=48, n_heads=40, n_kv_heads=8, ffn_dim_multiplier=1.2, multiple_of=2048, rope_theta=500000)
-
-# the registries at @e347b1e5e, flavor by flavor ([1]-[5]; `lines`: the flavor's lines in the package __init__.py)
-FLAVOR_ARGS: tuple[Flavor, ...] = (
-    _f("llama3", "debugmodel", "l. 30-32", dim=256, n_layers=6, n_heads=16, vocab_size=2048, rope_theta=500000),
-    _f("llama3", "debugmodel_flex_attn", "l. 33-41", dim=256, n_layers=6, n_heads=16, vocab_size=2048,
-       rope_theta=500000, **_FLEX),
-    _f("llama3", "debugmodel_varlen_attn", "l. 42-50", dim=256, n_layers=6, n_heads=16, vocab_size=2048,
-       rope_theta=500000, attn_type="varlen", attn_mask_type="block_causal"),
-    _f("llama3", "8B", "l. 51-59", dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3,
-       multiple_of=1024, rope_theta=500000),
-    _f("llama3", "8B_flex", "l. 60-70", dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3,
-       multiple_of=1024, rope_theta=500000, **_FLEX),
-    _f("llama3", "8B_varlen", "l. 71-81", dim=4096, n_layers=32, n_heads=32, n_kv_heads=8, ffn_dim_multiplier=1.3,
-       multiple_of=1024, rope_theta=500000, attn_type="varlen", attn_mask_type="block_causal"),
-    _f("llama3", "70B", "l. 82-90", dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, ffn_dim_multiplier=1.3,
-       multiple_of=4096, rope_theta=500000),
-    _f("llama3", "405B", "l. 91-99", dim=16384, n_layers=126, n_heads=128, n_kv_heads=8, ffn_dim_multiplier=1.2,
-       multiple_of=4096, rope_theta=500000),
-    _f("llama4", "debugmodel", "l. 30-37", dim=256, n_layers=6, n_heads=16, vocab_size=2048, rope_theta=500000,
-       rope_scaling_args=True),
-    _f("llama4", "17bx16e", "l. 38-50", **_L4, rope_scaling_args=True, max_seq_len=10485760,
-       moe_args=Moe(num_experts=16), interleave_moe_layer_step=1),
-    _f("llama4", "17bx128e", "l. 51-60", **_L4, moe_args=Moe(num_experts=128)),
-    _f("llama4", "debugmodel_irope", "l. 61-72", dim=256, n_layers=6, n_heads=16, vocab_size=2048, rope_theta=500000,
-       rope_scaling_args=True, every_n_layers_nope=4, fixed_attn_block_size=256, **_FLEX),
-    _f("llama4", "17bx16e_irope", "l. 73-88", **_L4, rope_scaling_args=True, max_seq_len=10485760,
-       moe_args=Moe(num_experts=16), interleave_moe_layer_step=1, every_n_layers_nope=4, **_FLEX),
-    _f("llama4", "17bx128e_irope", "l. 89-101", **_L4, moe_args=Moe(num_experts=128), every_n_layers_nope=4, **_FLEX),
-    _f("qwen3", "debugmodel", "l. 33-45", vocab_size=2048, max_seq_len=4096, head_dim=128, dim=256, n_layers=8,
-       n_heads=16, n_kv_heads=8, qk_norm=True, hidden_dim=3072, rope_theta=1000000, enable_weight_tying=True),
-    _f("qwen3", "0.6B", "l. 46-58", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=1024, n_layers=28,
-       n_heads=16, n_kv_heads=8, qk_norm=True, hidden_dim=3072, rope_theta=1000000, enable_weight_tying=True),
-    _f("qwen3", "1.7B", "l. 59-71", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=2048, n_layers=28,
-       n_heads=16, n_kv_heads=8, qk_norm=True, hidden_dim=6144, rope_theta=1000000, enable_weight_tying=True),
-    _f("qwen3", "4B", "l. 72-84", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=2560, n_layers=36,
-       n_heads=32, n_kv_heads=8, qk_norm=True, hidden_dim=9728, rope_theta=1000000, enable_weight_tying=True),
-    _f("qwen3", "8B", "l. 85-96", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=4096, n_layers=36,
-       n_heads=32, n_kv_heads=8, qk_norm=True, hidden_dim=12288, rope_theta=1000000),
-    _f("qwen3", "14B", "l. 97-108", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=5120, n_layers=40,
-       n_heads=40, n_kv_heads=8, qk_norm=True, hidden_dim=17408, rope_theta=1000000),
-    _f("qwen3", "32B", "l. 109-120", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=5120, n_layers=64,
-       n_heads=64, n_kv_heads=8, qk_norm=True, hidden_dim=25600, rope_theta=1000000),
-    _f("qwen3", "debugmodel_moe", "l. 122-144", vocab_size=2048, max_seq_len=4096, head_dim=128, dim=256, n_layers=8,
-       n_heads=16, n_kv_heads=8, qk_norm=True, hidden_dim=3072, rope_theta=1000000, moe_enabled=True,
-       moe_inter_dim=768, moe_args=Moe(num_experts=64, top_k=8, **_QWEN3_MOE)),
-    _f("qwen3", "30B-A3B", "l. 145-167", vocab_size=151936, max_seq_len=262144, head_dim=128, dim=2048, n_layers=48,
-       n_heads=32, n_kv_heads=4, qk_norm=True, hidden_dim=6144, rope_theta=1000000, moe_enabled=True,
-       moe_inter_dim=768, moe_args=Moe(num_experts=128, top_k=8, **_QWEN3_MOE)),
-    _f("qwen3", "235B-A22B", "l. 168-190", vocab_size=151936, max_seq_len=4096, head_dim=128, dim=4096, n_layers=94,
-       n_heads=64, n_kv_heads=4, qk_norm=True, hidden_dim=12288, rope_theta=5000000, moe_enabled=True,
-       moe_inter_dim=1536, moe_args=Moe(num_experts=128, top_k=8, **_QWEN3_MOE)),
-    _f("deepseek_v3", "debugmodel", "l. 30-52", vocab_size=2048, dim=256, inter_dim=1024, moe_inter_dim=256,
-       n_layers=6, n_dense_layers=1, n_heads=16, moe_args=Moe(num_experts=8, num_shared_experts=2, top_k=3,
-                                                              score_func="softmax"), **_V3_SMALL, mscale=0.70),
-    _f("deepseek_v3", "debugmodel_flex_attn", "l. 53-77", vocab_size=2048, dim=256, inter_dim=1024, moe_inter_dim=256,
-       n_layers=6, n_dense_layers=1, n_heads=16, moe_args=Moe(num_experts=8, num_shared_experts=2, top_k=3,
-                                                              score_func="softmax"), **_V3_SMALL, mscale=0.70, **_FLEX),
-    _f("deepseek_v3", "16B", "l. 78-102", vocab_size=102400, dim=2048, inter_dim=10944, moe_inter_dim=1408,
-       n_layers=27, n_dense_layers=1, n_heads=16, moe_args=Moe(num_experts=64, num_shared_experts=2, top_k=6,
-                                                               score_func="softmax"), **_V3_SMALL, mscale=0.70, **_FLEX),
-    _f("deepseek_v3", "236B", "l. 103-129", vocab_size=102400, dim=5120, inter_dim=12288, moe_inter_dim=1536,
-       n_layers=60, n_dense_layers=1, n_heads=128,
-       moe_args=Moe(num_experts=160, num_shared_experts=2, top_k=6, num_expert_groups=8, num_limited_groups=3,
-                    score_func="softmax"), **_V3_BIG, **_FLEX),
-    _f("deepseek_v3", "671B", "l. 130-156", vocab_size=129280, dim=7168, inter_dim=18432, moe_inter_dim=2048,
-       n_layers=61, n_dense_layers=3, n_heads=128,
-       moe_args=Moe(num_experts=256, num_shared_experts=1, top_k=8, num_expert_groups=8, num_limited_groups=4,
-                    score_func="sigmoid"), **_V3_BIG, **_FLEX),
-    _f("gpt_oss", "debugmodel", "l. 30-46", dim=256, n_layers=4,
-       moe_args=Moe(num_experts=8, **_GPT_OSS_MOE), attn_mask_type="causal"),
-    _f("gpt_oss", "20b", "l. 47-61", n_layers=24, moe_args=Moe(num_experts=32, **_GPT_OSS_MOE)),
-    _f("gpt_oss", "120b", "l. 62-76", n_layers=36, moe_args=Moe(num_experts=128, **_GPT_OSS_MOE)),
-)
-FLAVORS: dict[tuple[str, str], Flavor] = {(f.code, f.flavor): f for f in FLAVOR_ARGS}
-REGISTRY = {"llama3": "llama3_args", "llama4": "llama4_args", "qwen3": "qwen3_args", "deepseek_v3": "deepseekv3_args",
-            "gpt_oss": "gptoss_configs"}  # each package's dict ([1]-[5])
+from ..torchtitan_registry import (  # noqa: F401 -- the table and the names, re-exported (one source)
+    BUILDERS, COMMIT, FLAVOR_ARGS, FLAVORS, HF_TYPES, MODEL_PREFIX, REGISTRY, Flavor, Moe, flavor_model_dict,
+    flavor_model_file, flavor_named, flavors_of, is_flavor_name, llama_ffn, model_name, model_names)
 
 # (name, flavor) -> model_zoo entry: the flavors whose priced shape equals the entry's (module docstring), per stack
 TORCHTITAN_ZOO: dict[str, dict[tuple[str, str], str]] = {
@@ -220,115 +103,6 @@ TORCHTITAN_03: dict[tuple[str, str], tuple[str, str]] = {
 ATTN_KERNELS = {"sdpa": "flash2", "flex": "flex", "varlen": None}
 
 
-def _round_up(x: int, m: int) -> int:
-    return m * ((x + m - 1) // m)
-
-
-def llama_ffn(dim4: int, multiple_of: int, mult: Optional[float]) -> int:
-    """torchtitan's llama FeedForward width from hidden_dim = 4 dim [1][3]."""
-    h = int(2 * dim4 / 3)
-    if mult is not None:
-        h = int(mult * h)
-    return _round_up(h, multiple_of)
-
-
-def _moe(m: Moe, width: int, **more) -> dict:
-    out = dict(num_experts=m.num_experts, top_k=m.top_k, expert_ffn_hidden_size=width,
-               num_shared_experts=m.num_shared_experts, router=m.score_func,
-               expert_score_bias=m.load_balance_coeff is not None, router_linear_bias=m.gate_bias, **more)
-    if m.num_expert_groups is not None:
-        out.update(expert_groups=m.num_expert_groups, groups_per_token=m.num_limited_groups)
-    return out
-
-
-def _base(fl: Flavor, **kw) -> dict:
-    return dict(name=f"torchtitan-{fl.code}-{fl.flavor}", gated_mlp=True, norm="rmsnorm", position_embedding="rope",
-                sources=[f"pytorch/torchtitan {COMMIT} torchtitan/models/{fl.code}/__init__.py {REGISTRY[fl.code]} "
-                         f"{fl.flavor!r} ({fl.lines})"], **kw)
-
-
-def _llama3(a: dict, fl: Flavor) -> dict:
-    dim = a.get("dim", 4096)
-    return _base(fl, num_layers=a.get("n_layers", 32), hidden_size=dim, num_attention_heads=a.get("n_heads", 32),
-                 num_kv_heads=a.get("n_kv_heads"), vocab_size=a.get("vocab_size", 128256),
-                 ffn_hidden_size=llama_ffn(4 * dim, a.get("multiple_of", 256), a.get("ffn_dim_multiplier")),
-                 max_seq_len=a.get("max_seq_len", 131072), rope_theta=float(a.get("rope_theta", 10000)),
-                 rope_scaling="llama3", rope_scaling_params=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
-                                                                 original_max_position_embeddings=8192))
-
-
-def _llama4(a: dict, fl: Flavor) -> dict:
-    dim, mo, mult = a.get("dim", 4096), a.get("multiple_of", 256), a.get("ffn_dim_multiplier")
-    m: Moe = a.get("moe_args", Moe())
-    h = int(2 * (4 * dim) / 3)
-    h = int(mult * h) if mult is not None else h
-    width = int(h / (m.top_k + m.num_shared_experts))  # auto_scale_hidden_dim True [3]
-    width += -width % mo
-    step, nope = a.get("interleave_moe_layer_step", 2), a.get("every_n_layers_nope")
-    period = step * nope // math.gcd(step, nope) if nope else step
-    kinds, pattern = {}, []
-    for i in range(period):
-        mixer = ({"kind": "global", "position": "nope"} if nope and i % nope == 0 else
-                 {"kind": "chunked", "chunk": a.get("fixed_attn_block_size", 8192)} if nope else {"kind": "global"})
-        mlp = {"kind": "moe"} if (i + 1) % step == 0 else {"kind": "dense"}
-        name = f"{mixer['kind']}{'_nope' if mixer.get('position') else ''}_{mlp['kind']}"
-        kinds[name] = {"mixer": mixer, "mlp": mlp}
-        pattern.append(name)
-    rope = (dict(rope_scaling="llama3", rope_scaling_params=dict(factor=16.0, low_freq_factor=1.0, high_freq_factor=1.0,
-                                                                 original_max_position_embeddings=8192))
-            if a.get("rope_scaling_args") else {})
-    return _base(fl, num_layers=a.get("n_layers", 32), hidden_size=dim, num_attention_heads=a.get("n_heads", 32),
-                 num_kv_heads=a.get("n_kv_heads"), vocab_size=a.get("vocab_size", 202048),
-                 ffn_hidden_size=llama_ffn(4 * dim, mo, mult), max_seq_len=a.get("max_seq_len", 1048576),
-                 rope_theta=float(a.get("rope_theta", 10000)), **rope, moe=_moe(m, width),
-                 layer_kinds=kinds, layer_pattern=pattern)
-
-
-def _qwen3(a: dict, fl: Flavor) -> dict:
-    moe = _moe(a["moe_args"], a.get("moe_inter_dim", 768)) if a.get("moe_enabled") else None
-    return _base(fl, num_layers=a.get("n_layers", 28), hidden_size=a.get("dim", 1024),
-                 num_attention_heads=a.get("n_heads", 16), num_kv_heads=a.get("n_kv_heads", 8),
-                 head_dim=a.get("head_dim", 128), vocab_size=a.get("vocab_size", 151936),
-                 ffn_hidden_size=a.get("hidden_dim", 3072), max_seq_len=a.get("max_seq_len", 4096),
-                 rope_theta=float(a.get("rope_theta", 1000000)), qk_norm=a.get("qk_norm", True),
-                 tied_embeddings=a.get("enable_weight_tying", False), **({"moe": moe} if moe else {}))
-
-
-def _deepseek_v3(a: dict, fl: Flavor) -> dict:
-    factor, m = float(a.get("rope_factor", 40)), float(a.get("mscale", 1.0))
-    q = a.get("q_lora_rank", 0)
-    return _base(fl, num_layers=a.get("n_layers", 27), hidden_size=a.get("dim", 2048),
-                 num_attention_heads=a.get("n_heads", 16), vocab_size=a.get("vocab_size", 102400),
-                 ffn_hidden_size=a.get("inter_dim", 10944), max_seq_len=a.get("max_seq_len", 4096 * 4),
-                 rope_theta=float(a.get("rope_theta", 10000.0)), rope_scaling="yarn",
-                 rope_yarn_params=dict(factor=factor, original_max_position_embeddings=a.get("original_seq_len", 4096),
-                                       beta_fast=float(a.get("beta_fast", 32)), beta_slow=float(a.get("beta_slow", 1)),
-                                       truncate=True, mscale=m, mscale_all_dim=m),
-                 mla=dict(q_lora_rank=q or None, kv_lora_rank=a.get("kv_lora_rank", 512),
-                          qk_rope_head_dim=a.get("qk_rope_head_dim", 64), qk_nope_head_dim=a.get("qk_nope_head_dim", 128),
-                          v_head_dim=a.get("v_head_dim", 128)),
-                 moe=_moe(a.get("moe_args", Moe()), a.get("moe_inter_dim", 1408), first_k_dense=a.get("n_dense_layers", 1)))
-
-
-def _gpt_oss(a: dict, fl: Flavor) -> dict:
-    factor = float(a.get("rope_factor", 32))
-    return _base(fl, num_layers=a.get("n_layers", 24), hidden_size=a.get("dim", 2880),
-                 num_attention_heads=a.get("n_heads", 64), num_kv_heads=a.get("n_kv_heads", 8),
-                 head_dim=a.get("head_dim", 64), vocab_size=a.get("vocab_size", 201088),
-                 ffn_hidden_size=a.get("moe_inter_dim", 2880), max_seq_len=a.get("max_seq_len", 131072),
-                 linear_bias=True, activation_clamp=float(a.get("swiglu_limit", 7.0)),
-                 rope_theta=float(a.get("rope_theta", 150000.0)), rope_scaling="yarn",
-                 rope_attention_factor=0.1 * math.log(factor) + 1.0,
-                 rope_yarn_params=dict(factor=factor, original_max_position_embeddings=a.get("original_seq_len", 4096),
-                                       beta_fast=float(a.get("ntk_beta", 32.0)), beta_slow=float(a.get("ntk_alpha", 1.0)),
-                                       truncate=False),
-                 moe=_moe(a.get("moe_args", Moe()), a.get("moe_inter_dim", 2880)),
-                 layer_kinds={"sliding": {"mixer": {"kind": "sliding", "window": a.get("sliding_window_size", 128)}},
-                              "full": {"mixer": {"kind": "global"}}},
-                 layer_pattern=["sliding", "full"])
-
-
-BUILDERS = {"llama3": _llama3, "llama4": _llama4, "qwen3": _qwen3, "deepseek_v3": _deepseek_v3, "gpt_oss": _gpt_oss}
 _SPECS: dict = {}
 
 
@@ -337,7 +111,7 @@ def flavor_spec(fl: Flavor):
     from ..schema import ModelSpec
 
     if fl not in _SPECS:
-        _SPECS[fl] = ModelSpec(**BUILDERS[fl.code](fl.args, fl))
+        _SPECS[fl] = ModelSpec(**flavor_model_dict(fl))
     return _SPECS[fl]
 
 
@@ -398,10 +172,6 @@ def _show(v) -> str:
     return "none" if v is None else repr(v)
 
 
-def flavors_of(code: str) -> list[str]:
-    return [f.flavor for f in FLAVOR_ARGS if f.code == code]
-
-
 def matching(spec, stack_name: str = "torchtitan") -> list[Flavor]:
     """The flavors of the stack's registries whose priced shape equals `spec`'s (no priced difference)."""
     if stack_name != "torchtitan":
@@ -423,3 +193,61 @@ def yarn_off_note(fl: Flavor, seq_len: Optional[int]) -> Optional[str]:
     return (f"torchtitan's deepseek_v3 {fl.flavor} applies its YaRN only where training.seq_len exceeds original_seq_len "
             f"{orig} (models/deepseek_v3/model/model.py {COMMIT} l. 111, args.py l. 87-93): at seq_len {seq_len} it "
             "rotates with plain RoPE, at the same cost")
+
+
+def counterpart(spec, code: Optional[str]) -> Optional[Flavor]:
+    """The flavor of the model's code (startup.model_code) built for the same model -- equal num_layers,
+    hidden_size and routed experts -- whose priced shape differs from it (a matching flavor, or none of the same
+    size: None). Qwen3-30B-A3B's is qwen3 30B-A3B (the expert score bias)."""
+    if code not in REGISTRY or matching(spec):
+        return None
+    experts = spec.moe.num_experts if spec.moe is not None else None
+    same = [FLAVORS[(code, f)] for f in flavors_of(code)]
+    same = [fl for fl in same if (lambda m: (m.num_layers, m.hidden_size, m.moe.num_experts if m.moe else None))(
+        flavor_spec(fl)) == (spec.num_layers, spec.hidden_size, experts)]
+    return min(same, key=lambda fl: distance(fl, spec)) if same else None
+
+
+def distance(fl: Flavor, spec) -> tuple:
+    """How far the flavor's priced shape is from `spec`: (num_layers differ, the model-level priced fields that
+    differ + the layers' fields that differ with the layers of each taken as a multiset (sorted: what the sums
+    price), the same layer by layer (where they sit)); the nearest flavor is the least. Llama 4 Scout's is
+    17bx16e_irope: its layers are Scout's, one NoPE in four, the NoPE one placed first (each layer also keeps
+    the expert bias), where 17bx16e's attend globally with RoPE everywhere."""
+    mine = flavor_spec(fl)
+    fields_ = sum(getattr(mine, k) != getattr(spec, k) for k in PRICED)
+    if mine.num_layers != spec.num_layers:
+        return (1, fields_, 0)
+
+    def n(pairs) -> int:
+        return sum(len(_kind_diff(a, b).split(", ")) for a, b in pairs if a != b)
+
+    a, b = _layer_kinds(mine), _layer_kinds(spec)
+    return (0, fields_ + n(zip(sorted(a, key=repr), sorted(b, key=repr))), n(zip(a, b)))
+
+
+def nearest(spec, code: str) -> Flavor:
+    """The flavor of the code's registry nearest `spec` (distance)."""
+    return min((FLAVORS[(code, f)] for f in flavors_of(code)), key=lambda fl: distance(fl, spec))
+
+
+def kernel_flag(fl: Flavor) -> str:
+    """What the flavor's attn_type asks of the plan: '' for sdpa (the stack's kernel), else the option."""
+    k = ATTN_KERNELS[fl.attn_type]
+    return "" if k == "flash2" else f" --attention-kernel {k}" if k else ""
+
+
+def fit_note(model_arg: str, spec, stack) -> Optional[str]:
+    """fit's one line on a model whose torchtitan counterpart flavor differs in a priced way (counterpart): the
+    plan prices the model as given (valid), torchtitan @e347b1e5e builds the flavor, and --model names it."""
+    from ..startup import model_code
+
+    if stack.name != "torchtitan":
+        return None
+    have = model_code(spec, stack)
+    fl = counterpart(spec, have.code if have is not None else None)
+    if fl is None:
+        return None
+    return (f"{model_arg}: torchtitan {COMMIT} builds its own {fl.code} {fl.flavor} flavor, which differs (flavor / "
+            f"model: {'; '.join(shape_differences(fl, spec)[0])}): these rows price {model_arg} as given, and "
+            f"--export torchtitan refuses them; --model {model_name(fl)}{kernel_flag(fl)} plans what torchtitan builds")
