@@ -1642,6 +1642,11 @@ class StepGrads(BaseModel):
     fp32: bool = Field(description="an fp32 copy of the partition's gradients where they are not fp32 (bytes_per_param."
                                    "gradients < 4): DeepSpeed's .to(fp32 dtype), Megatron's main_grad.float(); a no-op on "
                                    "fp32 gradients")
+    flat_fp32: bool = Field(default=False, description="flat and fp32: each gradient converted to fp32 first and the "
+                                                       "fp32 copies flattened (DeepSpeed's FP16_Optimizer step: "
+                                                       "_flatten_dense_tensors([p.grad.to(fp32) ...])), so the flat "
+                                                       "tensor is fp32 too, 4 B beside the copies' 4 B; false: the flat "
+                                                       "copy in the gradients' dtype, then its fp32 copy")
     partition_only: bool = Field(description="only the rank's partition of the gradients is still allocated at the "
                                              "step (DeepSpeed's epilogue frees the rest before it: ZeRO-1's full "
                                              "gradients); false: every gradient the states hold (Megatron's buffer)")
@@ -1666,6 +1671,12 @@ class StepGrads(BaseModel):
                                         "split_params_into_different_moe_groups_for_optimizer max_group_size; "
                                         "memory.py [sg]); null: one step over every partition at once")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _flat_fp32(self):
+        if self.flat_fp32 and not (self.flat and self.fp32):
+            raise ValueError("step_grads flat_fp32: the fp32 copies flattened, so flat and fp32 both")
+        return self
 
 
 class ShardingMode(BaseModel):

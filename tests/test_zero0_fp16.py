@@ -181,3 +181,25 @@ def test_check_offers_no_level_none_to_a_bf16_job():
     assert "none" not in levels and {"zero1", "zero2", "fsdp", "hsdp"} <= set(levels)
     for fp16 in ({"fp16": True}, {}):
         assert "none" in _stack_levels(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", **fp16))
+
+
+def test_the_fp16_optimizers_step_copies():
+    """FP16_Optimizer.step (fp16/fused_optimizer.py @38327e07 l. 285-291): every fp16 gradient's fp32 copy and their fp32
+    flat cat at once, over the whole replicated group: 8 B x L beside the states, L = the rank's parameters (TP 4: the
+    fp32 master's 4 B x L). At the step the activations are freed, so the term (its excess over the backward's peak) is
+    8 L - the backward's activations: Llama 3 8B on TP 4 x DP 4, 8,192 tokens, micro 1, 16,062,119,936 B of copies
+    against 9,126,805,504 + 1,592,786,944 B of activations: 5,342,527,488 B (4.98 GiB)."""
+    s, p, _ = resolve(Job(**{**JOB, "tp": 4}, sharding_mode="zero0"))
+    m = evaluate(s, p).memory
+    L = float(m["master_weights"]) / 4
+    assert L == pytest.approx(P / 4, rel=2e-4)  # the rank's quarter (norms replicated over TP)
+    acts = float(m["layer_activations"]) + float(m["output_activations"])
+    assert (float(m["layer_activations"]), float(m["output_activations"])) == (9_126_805_504, 1_592_786_944)
+    assert float(m["step_grad_copies"]) == 8 * L - acts == 5_342_527_488
+    # ZeRO-1 at the same plan: the partition's flat bf16 copy and its fp32 copy, 6 B x L / 4, under the activations
+    assert float(resolve_memory(sharding_mode="zero1")["step_grad_copies"]) == 0.0
+
+
+def resolve_memory(**kw):
+    s, p, _ = resolve(Job(**{**JOB, "tp": 4}, **kw))
+    return evaluate(s, p).memory
