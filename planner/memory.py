@@ -533,6 +533,13 @@ References
      (torch.nn.utils.get_total_norm, _foreach_norm: one scalar a tensor; distributed/utils.py @e347b1e5e l. 399-475);
      FSDP2's foreach AdamW is [opt], DeepSpeed ZeRO-3's [z3s], Megatron-FSDP's modes return before the copy
      (distrib_optimizer.py l. 2767-2771): none states step_grads.
+     DeepSpeed's FP16_Optimizer (megatron-deepspeed zero0, fp16 at stage 0: flat_fp32; fp16/fused_optimizer.py
+     @38327e07 step l. 246-340, not fused_adam_legacy, DeepSpeed's default): per parameter group
+     _flatten_dense_tensors([p.grad.to(fp32) for p in group]) (l. 285-288): every gradient's fp32 copy and their
+     fp32 flat cat at once, L x (4 + 4) B over the whole (replicated) group, beside its fp16 gradients, freed only
+     after the flatten (l. 309-310); the flat kept as the fp32 master's .grad (l. 291) to after optimizer.step
+     (l. 335-340). One parameter group assumed, as above (with more, a group's copies beside the earlier groups'
+     4 B flats: at most 8 B x L too). Not priced: CheckOverflow's and the norm's per-tensor temporaries.
 [bo] DeepSpeed's BF16_Optimizer (stack_db megatron-deepspeed runs.sharding bf16_optimizer, level zero1,
      grad_accum_bytes 4, grad_allreduce; term gradients): what the engine builds for bf16 at ZeRO stage 0 and for
      bf16 at stage 1 with data_types.grad_accum_dtype fp32 without offload (microsoft/DeepSpeed @38327e07
@@ -2613,7 +2620,9 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     step_l = np.where(groups, np.maximum(local - experts, group_e), local)
     piece = np.where(groups, np.maximum(np.minimum(largest, local - experts), np.minimum(layer_e, group_e)),
                      np.minimum(np.maximum(largest, layer_e), local))
-    copies = step_l * (sg["flat"] * bpp.gradients + sg["fp32"] * fp32)
+    # the flat copy in the gradients' dtype, or in fp32 where each gradient is converted first (flat_fp32: FP16_Optimizer)
+    flat = np.where(sg["flat_fp32"] > 0, np.maximum(bpp.gradients, STEP_FP32_GRAD_BYTES), bpp.gradients)
+    copies = step_l * (sg["flat"] * flat + sg["fp32"] * fp32)
     norm = sg["norm_fp64"] * STEP_NORM_FP64_BYTES * piece
     return held - states.gradients + np.maximum(copies, norm)
 

@@ -28,7 +28,8 @@ from .knobs import IDENTITY_KNOBS, RunKnobs  # planner/profile.py's pydantic mod
 
 if TYPE_CHECKING:
     from .profile import CalibrationProfile
-from .schema import BYTES_PER_PARAM_PRESETS, MAX_COUNT, BytesPerParam, Hardware, Job, ModelSpec, Stack, split_fields, ZERO3_KEYS
+from .schema import (BYTES_PER_PARAM_PRESETS, MAX_COUNT, MODE_SETTING_DEFAULTS, BytesPerParam, Hardware, Job, ModelSpec,
+                     Stack, split_fields, ZERO3_KEYS)
 from .startup import (BY_CODE, cluster_of, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
                       split_overdrawn, stack_order_ok)
 
@@ -1255,8 +1256,15 @@ def stack_for_settings(job: Job, stack, where: str = ""):
             keep.append(m)
             continue
         x = bad[0]
-        msg = f"sharding mode {m.name} with {x.setting} {str(not x.value).lower()}: stack {stack.name}'s trainer refuses it ({x.source})"
-        hint = f"leave {x.setting} out (the mode runs it {str(x.value).lower()}), or choose another sharding mode"
+        if x.instead is None:
+            msg = f"sharding mode {m.name} with {x.setting} {str(not x.value).lower()}: stack {stack.name}'s trainer refuses it ({x.source})"
+            hint = f"leave {x.setting} out (the mode runs it {str(x.value).lower()}), or choose another sharding mode"
+        else:  # the trainer builds another mode from the same settings (DeepSpeed: bf16 at stage 0, the BF16_Optimizer)
+            msg = (f"sharding mode {m.name} with {x.setting} {str(not x.value).lower()}: stack {stack.name}'s trainer runs "
+                   f"sharding mode {x.instead} in its place ({x.source})")
+            hint = (f"--sharding {x.instead} (what the trainer runs with {x.setting} {str(not x.value).lower()}), or "
+                    f"{x.setting} {str(x.value).lower()} (--{'' if x.value else 'no-'}{x.setting.replace('_', '-')}) "
+                    f"for {m.name}")
         if job.sharding_mode == m.name:
             raise PlannerError(f"{where}{msg}", hint)
         why.append((m, msg, hint))
@@ -1280,6 +1288,17 @@ def overridden_settings(job: Job, stack, smode: int) -> list[str]:
     return [f"{x.setting} {str(not x.value).lower()} under sharding mode {m.name}: the trainer runs it "
             f"{str(x.value).lower()} ({x.source}); priced and exported so"
             for x in m.job_settings if x.other == "overridden" and given_setting(job, x.setting) not in (None, x.value)]
+
+
+def mode_run_settings(job: Job, stack, smode: int) -> list[tuple[str, bool]]:
+    """(setting, value) for each setting the job leaves out that its plan's sharding mode runs away from the
+    job's default (stack_db runs.sharding job_settings: DeepSpeed's zero0 runs fp16, Megatron's torch_fsdp2
+    without the gradient-accumulation fusion), listed with the settings taken from the stack."""
+    runs = stack.runs if stack is not None else None
+    if runs is None or not 0 <= smode < len(runs.sharding):
+        return []
+    return [(x.setting, x.value) for x in runs.sharding[smode].job_settings
+            if given_setting(job, x.setting) is None and x.value != MODE_SETTING_DEFAULTS[x.setting]]
 
 
 def stack_for_states(job: Job, stack, where: str = ""):
@@ -1426,6 +1445,7 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
     warnings += overridden_settings(job, stack, int(plan.smode))
+    inherited += mode_run_settings(job, stack, int(plan.smode))
     code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
         raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
@@ -2168,7 +2188,9 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
            if settings.model.moe is not None and getattr(settings, "stack", None) is not None
            and settings.stack.defaults.moe_permute_fusion is not None else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
-        **({"fp16": True} if settings.fp16 else {}),
+        # as the plan's sharding mode runs it (stack_db runs.sharding job_settings: DeepSpeed's zero0 is fp16's
+        # FP16_Optimizer, a job leaving fp16 out runs it so; priced as bf16 either way)
+        **({"fp16": True} if fixed.get("fp16", settings.fp16) else {}),
         # the fusion switches a job turned off (the stack's fused kernels are the default)
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},
         **({"chunked_loss": True} if settings.chunked_loss else {}),

@@ -1616,7 +1616,19 @@ class ModeSetting(BaseModel):
         description="the Job field (Megatron --no-gradient-accumulation-fusion, --fp8-param-gather, --fp16)")
     value: bool = Field(description="the value the trainer runs the mode with")
     other: Literal["refused", "overridden"] = Field(description="what the trainer does with the other value")
+    instead: Optional[str] = Field(
+        default=None, pattern=r"^[a-z0-9_]+$",
+        description="other: refused: the stack's sharding mode the trainer runs in this one's place for a job with the "
+                    "other value (the same settings build another optimizer: DeepSpeed's bf16 at ZeRO stage 0 is its "
+                    "BF16_Optimizer, mode bf16_optimizer), named in the refusal's hint; null: the trainer's check fails")
     source: str = Field(min_length=1, description="the trainer's check at a commit, file, lines and its message")
+
+    @model_validator(mode="after")
+    def _instead_refused(self):
+        if self.instead is not None and self.other != "refused":
+            raise ValueError(f"job setting {self.setting}: instead names the mode run in place of a refused one "
+                             "(other: refused)")
+        return self
 
 
 class StepGrads(BaseModel):
@@ -1630,6 +1642,11 @@ class StepGrads(BaseModel):
     fp32: bool = Field(description="an fp32 copy of the partition's gradients where they are not fp32 (bytes_per_param."
                                    "gradients < 4): DeepSpeed's .to(fp32 dtype), Megatron's main_grad.float(); a no-op on "
                                    "fp32 gradients")
+    flat_fp32: bool = Field(default=False, description="flat and fp32: each gradient converted to fp32 first and the "
+                                                       "fp32 copies flattened (DeepSpeed's FP16_Optimizer step: "
+                                                       "_flatten_dense_tensors([p.grad.to(fp32) ...])), so the flat "
+                                                       "tensor is fp32 too, 4 B beside the copies' 4 B; false: the flat "
+                                                       "copy in the gradients' dtype, then its fp32 copy")
     partition_only: bool = Field(description="only the rank's partition of the gradients is still allocated at the "
                                              "step (DeepSpeed's epilogue frees the rest before it: ZeRO-1's full "
                                              "gradients); false: every gradient the states hold (Megatron's buffer)")
@@ -1654,6 +1671,12 @@ class StepGrads(BaseModel):
                                         "split_params_into_different_moe_groups_for_optimizer max_group_size; "
                                         "memory.py [sg]); null: one step over every partition at once")
     sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _flat_fp32(self):
+        if self.flat_fp32 and not (self.flat and self.fp32):
+            raise ValueError("step_grads flat_fp32: the fp32 copies flattened, so flat and fp32 both")
+        return self
 
 
 class ShardingMode(BaseModel):
@@ -1703,7 +1726,10 @@ class ShardingMode(BaseModel):
         gradient_accumulation_fusion and fp8_param_gather per job only (step.py [11] in the layer
         times grouped without the mode, [12]; memory.py [uf], [ow], [11]), under FSDP they price
         neither but TE's cached dummy weight gradients of the fused accumulation, which read the
-        plan's mode (memory.py [dw], stacks.mode_value). step_grads: only below FSDP."""
+        plan's mode (memory.py [dw], stacks.mode_value). fp16 is priced as bf16 at every level
+        (precisions.SAME_PEAK: the same 2-byte width and tensor-core peak; no cost model reads it), so
+        any mode may run it at either value (DeepSpeed's zero0 runs fp16 only: stack_db megatron-deepspeed).
+        step_grads: only below FSDP."""
         if (self.grad_accum_bytes > 0 or self.grad_allreduce) and self.level != "zero1":
             raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes and grad_allreduce are priced "
                              "for zero1 modes only (the BF16_Optimizer's: states partitioned, gradients whole)")
@@ -1714,6 +1740,8 @@ class ShardingMode(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"sharding mode {self.name}: a job setting listed twice in job_settings")
         for s in self.job_settings:
+            if s.setting in UNPRICED_MODE_SETTINGS:
+                continue
             if (s.other == "overridden" or s.value != MODE_SETTING_DEFAULTS[s.setting]) and self.level not in ("fsdp", "hsdp"):
                 raise ValueError(f"sharding mode {self.name} ({self.level}) runs {s.setting} {str(s.value).lower()} for a "
                                  "job that says otherwise or nothing: priced per job below FSDP, so only an fsdp or hsdp "
@@ -1723,6 +1751,9 @@ class ShardingMode(BaseModel):
 
 # a job's value of a ModeSetting's field where it leaves the field out (plan.Settings)
 MODE_SETTING_DEFAULTS = {"gradient_accumulation_fusion": True, "fp8_param_gather": False, "fp16": False}
+# ModeSetting fields no cost model reads (fp16: priced as bf16, precisions.SAME_PEAK): a mode below FSDP may run them
+# at a value other than the job's default (ShardingMode._settings_priced)
+UNPRICED_MODE_SETTINGS = frozenset({"fp16"})
 
 
 class ScheduleSpelling(BaseModel):
@@ -1926,6 +1957,17 @@ class StackRuns(BaseModel):
         bad = [m for m in (lpm.sharding_modes if lpm is not None else []) if m not in names]
         if bad:
             raise ValueError(f"low_precision_moments.sharding_modes {bad}: not sharding modes ({', '.join(names)})")
+        for m in self.sharding:
+            for x in m.job_settings:
+                if x.instead is None:
+                    continue
+                if x.instead not in names or x.instead == m.name:
+                    raise ValueError(f"sharding mode {m.name}: job setting {x.setting} instead {x.instead!r} is not "
+                                     f"another sharding mode of the stack ({', '.join(names)})")
+                other = self.sharding[names.index(x.instead)]
+                if any(y.setting == x.setting and y.value == x.value and y.other == "refused" for y in other.job_settings):
+                    raise ValueError(f"sharding mode {m.name}: job setting {x.setting} instead {x.instead}, which "
+                                     f"refuses {x.setting} {str(not x.value).lower()} too")
         absent = [a.rule for a in self.startup_rules_absent]
         if len(set(absent)) != len(absent):
             raise ValueError(f"startup_rules_absent names a rule twice: {absent}")
@@ -2245,8 +2287,9 @@ class Job(BaseModel):
         default=False, description="the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16 in place of "
                                    "--bf16; with fp8 / nvfp4 the parameters' dtype): priced as bf16 (the same 2-byte width "
                                    "and tensor-core peak, precisions.SAME_PEAK); Megatron refuses it under "
-                                   "--use-torch-fsdp2 (stack_db runs.sharding job_settings); exported by the megatron "
-                                   "format only; default off")
+                                   "--use-torch-fsdp2 and DeepSpeed runs ZeRO stage 0 (megatron-deepspeed zero0) with it "
+                                   "only (stack_db runs.sharding job_settings: a job leaving it out runs zero0 in fp16); "
+                                   "exported by the megatron (--fp16) and deepspeed (fp16.enabled) formats; default off")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     microbatch_group: Optional[Count] = Field(
         json_schema_extra=STACK_ONLY,

@@ -1429,11 +1429,12 @@ def check_pins(job: Job, opts: SpaceOptions, where: str = "") -> tuple:
     pinned sharding mode whose trainer refuses a setting the job gives is refused naming the
     check (plan.stack_for_settings), not reported as unknown."""
     from .catalog import load_stack
-    from .plan import stack_for_settings
+    from .plan import SHARDING_CODES, stack_for_settings
 
     for n in opts.sharding or ():
-        if job.sharding_mode is None:
-            stack_for_settings(job.model_copy(update={"sharding_mode": n}), load_stack(job.stack), where)
+        if job.sharding_mode is None:  # a level (none, zero1, ...) whose every mode refuses the job, or a refusing mode
+            key = "sharding" if n in SHARDING_CODES else "sharding_mode"
+            stack_for_settings(job.model_copy(update={key: n}), load_stack(job.stack), where)
     settings, _, seq, _ = settings_for(job, where=where)
     m = settings.model
     a, k, L = m.num_attention_heads, m.kv_heads, m.num_layers

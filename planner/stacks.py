@@ -339,14 +339,14 @@ def grad_accum_bytes(stack: Stack | None, plan) -> np.ndarray:
 
 def step_grads(stack: Stack, plan) -> dict[str, np.ndarray] | None:
     """What the plan's sharding mode's optimizer step does with the gradients (stack_db runs.sharding step_grads,
-    schema.StepGrads; memory.py [sg], [zb]) as float arrays of the plan's shape: flat, fp32, partition_only, norm_fp64,
+    schema.StepGrads; memory.py [sg], [zb]) as float arrays of the plan's shape: flat, fp32, flat_fp32, partition_only, norm_fp64,
     ipg_buffer and the reduction's backward / after_backward as 0/1, moe_group_params in elements (0 where the mode states
     none); None where no mode of the stack states it."""
     if stack.runs is None or all(m.step_grads is None for m in stack.runs.sharding):
         return None
     smode = np.minimum(np.clip(np.asarray(plan.smode), 0, None), len(stack.runs.sharding) - 1)
     out = {f: _mode_column(stack, lambda m: float(m.step_grads is not None and getattr(m.step_grads, f)))[smode]
-           for f in ("flat", "fp32", "partition_only", "norm_fp64", "ipg_buffer")}
+           for f in ("flat", "fp32", "flat_fp32", "partition_only", "norm_fp64", "ipg_buffer")}
     for r in ("backward", "after_backward"):  # memory.py [zb]
         out[r] = _mode_column(stack, lambda m: float(m.step_grads is not None and m.step_grads.reduction == r))[smode]
     out["moe_group_params"] = _mode_column(

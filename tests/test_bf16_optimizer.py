@@ -88,7 +88,8 @@ def test_fp16_refused_under_the_mode():
 
 def test_exported_as_stage_0_bf16_and_read_back(tmp_path):
     """Exported as the JSON that builds the BF16_Optimizer (stage 0, bf16 enabled), read back as the same mode;
-    stage 1 with grad_accum_dtype fp32 reads as it too; zero0 (replicated states) has no bf16 spelling: refused."""
+    stage 1 with grad_accum_dtype fp32 reads as it too; zero0 (replicated states) is fp16's FP16_Optimizer: a job
+    leaving fp16 out runs it in fp16 and exports stage 0 with fp16 enabled (tests/test_zero0_fp16.py), not bf16."""
     from planner.cli.export import resolved_plan
     from planner.trainers import load_trainer_config
     from planner.trainers.export import export_plan
@@ -109,8 +110,8 @@ def test_exported_as_stage_0_bf16_and_read_back(tmp_path):
     path.write_text(json.dumps(data), encoding="utf-8")
     assert load_trainer_config(path, fmt="deepspeed", model="llama3-8b", gpus=16).job["sharding_mode"] == "bf16_optimizer"
     zero0 = resolved_plan(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", sharding="none", global_batch=64))
-    with pytest.raises(PlannerError, match="export deepspeed: sharding none \\(mode zero0\\): DeepSpeed runs bf16"):
-        export_plan(zero0, "deepspeed")
+    data = json.loads(export_plan(zero0, "deepspeed")[0])
+    assert data["zero_optimization"]["stage"] == 0 and data["fp16"] == {"enabled": True} and "bf16" not in data
 
 
 def test_optimizer_time_adds_the_buffer_passes():

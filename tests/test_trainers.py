@@ -1346,7 +1346,8 @@ def test_deepspeed_gradient_path_read(tmp_path):
     """BLOOM's tr11-176B-ml ds_config (bigscience train/tr11-176B-ml/tr11-176B-ml.slurm: stage 0, bf16): the
     BF16_Optimizer, read as sharding zero1, the megatron-deepspeed mode bf16_optimizer (issue 21: it was listed not
     modelled and priced as stage 0's DDP), as is bf16 at stage 1 with grad_accum_dtype fp32; accumulating in bf16 at
-    stage 0 still listed (priced as zero0); the reduce dtype assumed from the absent communication_data_type; fp32
+    stage 0 read as the mode too, its bf16 buffer priced at the mode's 4 B (listed: zero0 is fp16's FP16_Optimizer,
+    issue 22); bf16 read as the job's fp16 false; the reduce dtype assumed from the absent communication_data_type; fp32
     on the wire listed; a bad dtype and DeepSpeed's refused mix refused."""
     from planner.trainers import deepspeed
 
@@ -1355,7 +1356,7 @@ def test_deepspeed_gradient_path_read(tmp_path):
              "zero_optimization": {"stage": 0}, "bf16": {"enabled": True}, "steps_per_print": 2000}
     f.write_text(_json.dumps(bloom))
     cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
-    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero1", "bf16_optimizer")
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"], cfg.job["fp16"]) == ("zero1", "bf16_optimizer", False)
     assert any(a.startswith("communication_data_type absent: the model dtype bf16") for a in cfg.assumed)
     assert [a for a in cfg.assumed if a.startswith("sharding=zero1 as bf16_optimizer: DeepSpeed's BF16_Optimizer (bf16 at "
                                                    "ZeRO stage 0, data_types.grad_accum_dtype absent: fp32")]
@@ -1374,12 +1375,15 @@ def test_deepspeed_gradient_path_read(tmp_path):
     assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero1", "bf16_optimizer")
     assert any(a.startswith("sharding=zero1 as bf16_optimizer: DeepSpeed's BF16_Optimizer (bf16 at ZeRO stage 1, "
                             "data_types.grad_accum_dtype fp32") for a in cfg.assumed)
-    # stage 0 accumulating in bf16: still the BF16_Optimizer, its bf16 buffer not priced (listed), priced as zero0
+    # stage 0 accumulating in bf16: still the BF16_Optimizer (under the pipeline engine, engine.py l. 1333-1343),
+    # priced as the mode with its 4 B buffer, the 2 B one it holds listed (zero0 runs fp16 only: no bf16 spelling)
     f.write_text(_json.dumps({**bloom, "data_types": {"grad_accum_dtype": "bf16"}}))
     cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})
-    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("none", "zero0")
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero1", "bf16_optimizer")
     assert any(n.startswith("BF16_Optimizer (bf16 at ZeRO stage 0, data_types.grad_accum_dtype bf16") and
-               "accumulating in bf16" in n for n in cfg.not_modelled)
+               "accumulating in bf16" in n and "at the mode's fp32 4 B a parameter, 2 B more than it holds" in n
+               for n in cfg.not_modelled)
+    assert not any(a.startswith("sharding=none") for a in cfg.assumed)
     # ZeRO-2 with fp32 accumulation: the partition accumulated in fp32, listed
     f.write_text(_json.dumps({**bloom, "zero_optimization": {"stage": 2}, "data_types": {"grad_accum_dtype": "float32"}}))
     cfg = deepspeed.read(f, model="llama3-8b", gpus=384, parallel={"tp": 4, "pp": 12})

@@ -11,12 +11,14 @@ published in 2025). Modelled:
     gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
     within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
     mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
-    DeepSpeed's default false), bf16.enabled, fp16.enabled (priced as bf16),
+    DeepSpeed's default false), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16;
+    stage 0 with fp16 is the replicated FP16_Optimizer, the stack's mode zero0, which runs fp16 only),
   communication_data_type and data_types.grad_accum_dtype (the gradient path, gradient_path below:
     the reduction moves the stack's fsdp.grad_reduce_bytes, 2 B, the model dtype every path casts to by
     default; the BF16_Optimizer with fp32 accumulation, bf16 at stage 0 or stage 1 with grad_accum_dtype
-    fp32, is read as sharding zero1, the stack's mode bf16_optimizer; fp32 on the wire, the BF16_Optimizer
-    accumulating in bf16 and ZeRO's fp32 accumulation listed as not modelled,
+    fp32, is read as sharding zero1, the stack's mode bf16_optimizer, as is the BF16_Optimizer accumulating in bf16
+    (its 2 B buffer priced at the mode's 4 B, listed as not modelled); fp32 on the wire and ZeRO's fp32 accumulation
+    listed as not modelled,
     an absent communication_data_type as assumed, DeepSpeed's refused fp16 + fp32 mix at stage 0 refused); with stage 3,
   zero_optimization.stage3_prefetch_bucket_size, stage3_max_live_parameters,
     stage3_max_reuse_distance, stage3_param_persistence_threshold, reduce_bucket_size and sub_group_size (-> the
@@ -270,6 +272,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if bf16 and fp16:
         raise PlannerError(f"{where}bf16.enabled and fp16.enabled are both true", "DeepSpeed allows one")
     job["precision"] = "bf16"
+    if fp16 or bf16:  # the 16-bit dtype the engine runs (job field fp16; a job leaving it out runs the mode's)
+        job["fp16"] = fp16
     auto = [f"{sec}.enabled" for sec in ("bf16", "fp16") if isinstance(data.get(sec), dict) and data[sec].get("enabled") == "auto"]
     if fp16:
         assumed.append("precision=bf16: fp16 priced as bf16 (same 2-byte width and tensor peak)")
@@ -359,11 +363,15 @@ def _gradient_path(where, data, stage, model_dtype, zero, stated, assumed, not_m
             "Adam states partitioned over the data-parallel ranks (l. 156, 196); the gradients all-reduced, the "
             "updated weights all-gathered (stack_db megatron-deepspeed runs.sharding bf16_optimizer)")
     elif path == "bf16_optimizer":
+        # bf16 accumulating in bf16 at stage 0 (DeepSpeed builds it under its pipeline engine only, l. 1333-1343):
+        # the BF16_Optimizer with a 2 B buffer, priced as the mode's 4 B one (the mode's states and traffic as it runs)
+        job.update(sharding="zero1", sharding_mode="bf16_optimizer")
+        assumed[:] = [x for x in assumed if not x.startswith("sharding=none: zero_optimization.stage default 0")]
         not_modelled.append(
-            f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1300-1350) "
-            f"accumulating in {acc}: priced as sharding_mode bf16_optimizer only with fp32 accumulation; here as "
-            f"zero_optimization.stage {stage} without it (its {acc} buffer over the whole model, bf16_optimizer.py l. 162, "
-            "its partitioned fp32 master and Adam states and its all-gather not priced; bytes_per_param mixed16)")
+            f"BF16_Optimizer (bf16 at ZeRO stage {stage}, {how}; engine.py @38327e07 _do_optimizer_sanity_check l. 1333-1343: "
+            f"under the pipeline engine only, without it DeepSpeed raises) accumulating in {acc}: priced as sharding_mode "
+            f"bf16_optimizer, its {acc} gradient buffer over the whole model (bf16_optimizer.py l. 162) at the mode's fp32 "
+            "4 B a parameter, 2 B more than it holds (memory and the optimizer's buffer passes an upper bound)")
     elif stage > 0 and acc == "fp32" and model_dtype != "fp32":
         not_modelled.append(f"data_types.grad_accum_dtype {accum}: ZeRO stage {stage} accumulates the gradient partition "
                             "in fp32 (4 B an element; priced in the model dtype, bytes_per_param mixed16)")

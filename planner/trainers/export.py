@@ -62,9 +62,10 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if plan.get("cublas_workspace_config"):  # an environment variable, no setting of any format (memory.py [ws])
         notes.append(f"cublas_workspace_config {plan['cublas_workspace_config']}: PyTorch reads it from the environment; "
                      f"launch with CUBLAS_WORKSPACE_CONFIG={plan['cublas_workspace_config']} (the file cannot hold it)")
-    if plan.get("fp16") and fmt != "megatron":  # priced as bf16; only the megatron writer spells fp16 (--fp16)
-        raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 is the one "
-                           "fp16 spelling it writes)", "price it without fp16, or export megatron")
+    if plan.get("fp16") and fmt == "torchtitan":  # priced as bf16; the megatron (--fp16) and deepspeed (fp16.enabled) writers spell it
+        raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 and "
+                           "DeepSpeed's fp16.enabled are the fp16 spellings it writes)",
+                      "price it without fp16, or export megatron or deepspeed")
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
@@ -1197,13 +1198,16 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
                              "argument)", "export a plan with tp = pp = cp = ep = 1 as a DeepSpeed JSON")
     mode = plan.get("sharding_mode")
     # bf16_optimizer: bf16 at stage 0 runs DeepSpeed's BF16_Optimizer (engine.py @38327e07 get_data_types l. 1017-1019:
-    # fp32 accumulation by default without ZeRO; _do_optimizer_sanity_check l. 1300-1350), read back as that mode
-    stages = {"zero1": 1, "zero2": 2, "zero3": 3, "zero3_mics": 3, "bf16_optimizer": 0}
-    if mode == "zero0":
-        raise _refuse(F, "sharding none (mode zero0): DeepSpeed runs bf16 at zero_optimization.stage 0 as its "
+    # fp32 accumulation by default without ZeRO; _do_optimizer_sanity_check l. 1300-1350), read back as that mode;
+    # zero0: fp16 at stage 0, the replicated FP16_Optimizer (l. 1344-1345), the only precision the mode runs
+    # (stack_db megatron-deepspeed runs.sharding job_settings: the plan says fp16)
+    stages = {"zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3, "zero3_mics": 3, "bf16_optimizer": 0}
+    if mode == "zero0" and not plan.get("fp16"):  # a plan written before zero0 ran fp16 only (issue 22)
+        raise _refuse(F, "sharding none (mode zero0) in bf16: DeepSpeed runs bf16 at zero_optimization.stage 0 as its "
                          "BF16_Optimizer (fp32 master and Adam states partitioned, an fp32 gradient buffer; engine.py "
                          "@38327e07 l. 1010-1025, 1300-1350), not as the replicated states priced",
-                      "price it with --sharding bf16_optimizer (what the JSON with stage 0 and bf16 runs)")
+                      "price it with --sharding bf16_optimizer (what the JSON with stage 0 and bf16 runs), or with "
+                      "--fp16 (zero0 is fp16's FP16_Optimizer)")
     if mode not in stages:
         raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a DeepSpeed ZeRO stage", "price it on --stack megatron-deepspeed")
     gbs, mbs = plan["global_batch"], plan["micro_batch"]
@@ -1215,7 +1219,8 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
         "train_batch_size": gbs,
         "train_micro_batch_size_per_gpu": mbs,
         "gradient_accumulation_steps": gbs // (dp * mbs),
-        "bf16": {"enabled": True},
+        # fp16: with DeepSpeed's default dynamic loss scaling (deepspeed.ai/docs/config-json fp16.loss_scale 0; numerics only)
+        **({"fp16": {"enabled": True}} if plan.get("fp16") else {"bf16": {"enabled": True}}),
         "zero_optimization": zero,
     }
     if plan["recompute"] != "none":

@@ -304,8 +304,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
             raise PlannerError(f"{where}{flag} but {jw}{other}.enabled true: DeepSpeed's engine casts the model to the "
                                "JSON's dtype, Megatron to the flag's", f"enable {sec} in the JSON, or give --{other}")
     job.pop("fp16", None)
-    if isinstance(data, dict) and isinstance(data.get("fp16"), dict) and data["fp16"].get("enabled") is True:
-        job["fp16"] = True  # the engine's fp16 with loss scaling
+    if "fp16" in dj:  # the engine's dtype: fp16 with loss scaling (true) or bf16 (false), the JSON's (deepspeed.read)
+        job["fp16"] = dj["fp16"]
     # the attention kernel: Megatron-DeepSpeed's flags, not Megatron-LM's --attention-backend
     flash = [f for f in FLASH_FLAGS if f in ds]
     job["attention"] = "flash" if flash else "eager"

@@ -1,0 +1,205 @@
+"""DeepSpeed's ZeRO stage 0 is fp16's (issue 22, "fit never ranks a mode the stack lacks").
+
+microsoft/DeepSpeed @38327e07 deepspeed/runtime/engine.py: without ZeRO, get_data_types (l. 1010-1025) accumulates
+bf16 in fp32 by default, and _do_optimizer_sanity_check (l. 1300-1350) builds the BF16_Optimizer for it (l. 1346-1347:
+the megatron-deepspeed mode bf16_optimizer, fp32 master and Adam partitioned); only fp16 with fp16 accumulation runs
+the FP16_Optimizer (l. 1344-1345), whose fp32 master is a whole clone of the weights with Adam over it
+(fp16/fused_optimizer.py l. 77-86): the replicated states the stack's zero0 prices. So zero0 runs fp16 only
+(stack_db megatron-deepspeed runs.sharding job_settings: fp16 true, refused otherwise, bf16_optimizer instead): a job
+that leaves fp16 out runs zero0 in fp16 (priced as bf16, written and exported so), a bf16 job (fp16 false) is
+planned without it and refused where it names it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.errors import PlannerError
+from planner.explain import evaluate
+from planner.plan import resolve
+from planner.schema import Job, ModeSetting, ShardingMode, StackRuns
+
+# Llama 3 8B: 8,030,261,248 parameters (HF safetensors)
+P = 8_030_261_248
+JOB = dict(model="llama3-8b", gpus=16, micro_batch=1, seq_len=8192, global_batch=64, stack="megatron-deepspeed")
+
+
+def test_the_stack_marks_zero0_fp16_only():
+    from planner.catalog import load_stack
+
+    [x] = next(m for m in load_stack("megatron-deepspeed").runs.sharding if m.name == "zero0").job_settings
+    assert (x.setting, x.value, x.other, x.instead) == ("fp16", True, "refused", "bf16_optimizer")
+    assert "l. 1344-1345" in x.source
+
+
+def test_fp16_may_be_fixed_below_fsdp_other_settings_may_not():
+    """fp16 is priced as bf16 (no cost model reads it): a mode below FSDP may run it at true; the gradient-accumulation
+    fusion, priced per job below FSDP, still may not be fixed off there."""
+    fp16 = ModeSetting(setting="fp16", value=True, other="refused", source="s")
+    assert ShardingMode(name="x", level="none", job_settings=[fp16], spelling="s", sources=["s"]).job_settings == [fp16]
+    with pytest.raises(ValueError, match="only an fsdp or hsdp mode may"):
+        ShardingMode(name="x", level="none", spelling="s", sources=["s"], job_settings=[
+            ModeSetting(setting="gradient_accumulation_fusion", value=False, other="refused", source="s")])
+    with pytest.raises(ValueError, match="instead names the mode run in place of a refused one"):
+        ModeSetting(setting="fp16", value=True, other="overridden", instead="y", source="s")
+
+
+def test_instead_names_another_mode_that_takes_the_value():
+    from planner.catalog import load_stack
+
+    runs = load_stack("megatron-deepspeed").runs.model_dump()
+    zero0 = next(m for m in runs["sharding"] if m["name"] == "zero0")
+    for bad, why in (("zero9", "is not another sharding mode"), ("zero0", "is not another sharding mode")):
+        zero0["job_settings"][0]["instead"] = bad
+        with pytest.raises(ValueError, match=why):
+            StackRuns.model_validate(runs)
+    zero0["job_settings"][0]["instead"] = "bf16_optimizer"
+    bf16 = next(m for m in runs["sharding"] if m["name"] == "bf16_optimizer")
+    bf16["job_settings"][0]["value"] = True  # a mode that refuses fp16 false too cannot run in zero0's place
+    with pytest.raises(ValueError, match="which refuses fp16 false too"):
+        StackRuns.model_validate(runs)
+
+
+def test_a_job_leaving_fp16_out_runs_zero0_in_fp16_priced_as_bf16():
+    """16 GPUs, pp 1: the FP16_Optimizer's states whole on every rank, weights 2P, gradients 2P, master 4P, Adam 8P
+    (mixed16); the plan says fp16 (the mode's), listed with the stack's settings, and prices exactly as the job that
+    asks for fp16."""
+    from planner.plan import plan_dict
+
+    s, p, _ = resolve(Job(**JOB, sharding_mode="zero0"))
+    m = evaluate(s, p).memory
+    assert (float(m["weights"]), float(m["gradients"]), float(m["master_weights"]), float(m["adam"])) == (
+        2.0 * P, 2.0 * P, 4.0 * P, 8.0 * P)
+    d = plan_dict(p, s)
+    assert (d["sharding"], d["sharding_mode"], d["fp16"]) == ("none", "zero0", True)
+    assert ("fp16", True) in s.inherited
+    s2, p2, _ = resolve(Job(**JOB, sharding_mode="zero0", fp16=True))
+    b, b2 = evaluate(s, p), evaluate(s2, p2)
+    assert ("fp16", True) not in s2.inherited  # the job's own
+    assert {k: float(v) for k, v in b.memory.items()} == {k: float(v) for k, v in b2.memory.items()}
+    assert {k: float(v) for k, v in b.time.items()} == {k: float(v) for k, v in b2.time.items()}
+    # bf16_optimizer leaves fp16 as the job has it: no fp16 in its plan
+    s3, p3, _ = resolve(Job(**JOB, sharding_mode="bf16_optimizer"))
+    assert "fp16" not in plan_dict(p3, s3)
+
+
+@pytest.mark.parametrize("pin", [dict(sharding_mode="zero0"), dict(sharding="none")])
+def test_a_bf16_job_naming_zero0_is_refused_naming_the_bf16_optimizer(pin):
+    with pytest.raises(PlannerError) as e:
+        resolve(Job(**JOB, fp16=False, **pin))
+    assert "sharding mode zero0 with fp16 false: stack megatron-deepspeed's trainer runs sharding mode bf16_optimizer " \
+           "in its place" in e.value.message and "BF16_Optimizer" in e.value.message
+    assert e.value.hint == "--sharding bf16_optimizer (what the trainer runs with fp16 false), or fp16 true (--fp16) for zero0"
+
+
+def test_cli_refuses_zero0_on_a_bf16_job(cli):
+    args = ["--model", "llama3-8b", "--gpus", "16", "--stack", "megatron-deepspeed", "--global-batch", "64"]
+    for cmd, pin in (("explain", "zero0"), ("fit", "zero0"), ("fit", "none")):
+        r = cli(cmd, *args, "--sharding", pin, "--no-fp16")
+        assert r.exit_code == 2, (cmd, pin, r.stdout)
+        assert "BF16_Optimizer" in r.stderr and "hint: --sharding bf16_optimizer" in r.stderr
+        assert "Traceback" not in r.stderr
+
+
+def test_fit_ranks_zero0_in_fp16_only(cli):
+    """A job leaving fp16 out: every zero0 row is fp16 (the table says so), no row of another mode is; a bf16 job
+    (--no-fp16) gets no zero0 row and keeps the BF16_Optimizer's; an fp16 job gets zero0 and no bf16_optimizer row."""
+    args = ["--model", "llama3-8b", "--gpus", "16", "--stack", "megatron-deepspeed", "--global-batch", "64", "--pp", "1",
+            "--top", "400", "--format", "json"]
+    r = cli("fit", *args, "--sharding", "none,zero1")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    modes = {row["plan"]["sharding_mode"] for row in rows}
+    assert {"zero0", "zero1", "bf16_optimizer"} <= modes
+    assert all(bool(row["plan"].get("fp16")) == (row["plan"]["sharding_mode"] == "zero0") for row in rows)
+    r = cli("fit", *args, "--no-fp16")
+    assert r.exit_code == 0, r.stderr
+    modes = {row["plan"]["sharding_mode"] for row in json.loads(r.stdout)}
+    assert "zero0" not in modes and "bf16_optimizer" in modes
+    r = cli("fit", *args, "--fp16")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    modes = {row["plan"]["sharding_mode"] for row in rows}
+    assert "zero0" in modes and "bf16_optimizer" not in modes and all(row["plan"]["fp16"] for row in rows)
+    from planner.render.fit import stack_options_text
+
+    zero0 = next(row for row in rows if row["plan"]["sharding_mode"] == "zero0")
+    assert stack_options_text(zero0["plan"]).split(", ")[0] == "fp16"
+
+
+def test_zero0_exports_fp16_and_reads_back(tmp_path):
+    """Exported as stage 0 with fp16 enabled (no bf16 key), read back as sharding none, zero0, fp16 true: the plan
+    exported; a plan dict without fp16 at zero0 (written before zero0 ran fp16 only) is refused."""
+    from planner.cli.export import resolved_plan
+    from planner.trainers import load_trainer_config
+    from planner.trainers.export import export_plan
+
+    plan = resolved_plan(Job(**JOB, sharding_mode="zero0"))
+    text, _ = export_plan(plan, "deepspeed")
+    data = json.loads(text)
+    assert data["zero_optimization"]["stage"] == 0 and data["fp16"] == {"enabled": True} and "bf16" not in data
+    path = tmp_path / "ds.json"
+    path.write_text(text, encoding="utf-8")
+    cfg = load_trainer_config(path, fmt="deepspeed", model="llama3-8b", gpus=16)
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"], cfg.job["fp16"]) == ("none", "zero0", True)
+    back = resolved_plan(Job(**{**cfg.job, "model": "llama3-8b", "seq_len": 8192}))
+    assert {k: back.get(k) for k in ("sharding", "sharding_mode", "fp16", "dp", "micro_batch", "global_batch")} == {
+        "sharding": "none", "sharding_mode": "zero0", "fp16": True, "dp": 16, "micro_batch": 1, "global_batch": 64}
+    old = {k: v for k, v in plan.items() if k != "fp16"}
+    with pytest.raises(PlannerError, match="sharding none \\(mode zero0\\) in bf16: DeepSpeed runs bf16 at "
+                                           "zero_optimization.stage 0 as its BF16_Optimizer") as e:
+        export_plan(old, "deepspeed")
+    assert "--sharding bf16_optimizer" in e.value.hint and "--fp16" in e.value.hint
+    # fp16 at a ZeRO stage exports too (the ZeRO optimizer in fp16), read back as the job's fp16
+    z1 = resolved_plan(Job(**JOB, sharding_mode="zero1", fp16=True))
+    data = json.loads(export_plan(z1, "deepspeed")[0])
+    assert data["zero_optimization"]["stage"] == 1 and data["fp16"] == {"enabled": True}
+    with pytest.raises(PlannerError, match="export torchtitan"):
+        export_plan(z1, "torchtitan")
+
+
+def test_the_json_reader_gives_the_jobs_fp16(tmp_path):
+    """bf16.enabled reads as fp16 false (a bf16 job: zero0 left out of its search), fp16.enabled as true; neither
+    leaves it out."""
+    from planner.trainers import deepspeed
+
+    f = tmp_path / "ds.json"
+    base = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4, "zero_optimization": {"stage": 1}}
+    for extra, want in (({"bf16": {"enabled": True}}, False), ({"fp16": {"enabled": True}}, True), ({}, None)):
+        f.write_text(json.dumps({**base, **extra}))
+        assert deepspeed.read(f, model="llama3-8b", gpus=16).job.get("fp16") == want, extra
+
+
+def test_check_offers_no_level_none_to_a_bf16_job():
+    """check's sharding rungs come from the modes the stack runs for the job (plan.stack_for_settings): a bf16 job on
+    megatron-deepspeed has no level none (zero0 is fp16's); an fp16 job, or one leaving fp16 out, has it."""
+    from planner.check import _stack_levels
+
+    levels = _stack_levels(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", fp16=False))
+    assert "none" not in levels and {"zero1", "zero2", "fsdp", "hsdp"} <= set(levels)
+    for fp16 in ({"fp16": True}, {}):
+        assert "none" in _stack_levels(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", **fp16))
+
+
+def test_the_fp16_optimizers_step_copies():
+    """FP16_Optimizer.step (fp16/fused_optimizer.py @38327e07 l. 285-291): every fp16 gradient's fp32 copy and their fp32
+    flat cat at once, over the whole replicated group: 8 B x L beside the states, L = the rank's parameters (TP 4: the
+    fp32 master's 4 B x L). At the step the activations are freed, so the term (its excess over the backward's peak) is
+    8 L - the backward's activations: Llama 3 8B on TP 4 x DP 4, 8,192 tokens, micro 1, 16,062,119,936 B of copies
+    against 9,126,805,504 + 1,592,786,944 B of activations: 5,342,527,488 B (4.98 GiB)."""
+    s, p, _ = resolve(Job(**{**JOB, "tp": 4}, sharding_mode="zero0"))
+    m = evaluate(s, p).memory
+    L = float(m["master_weights"]) / 4
+    assert L == pytest.approx(P / 4, rel=2e-4)  # the rank's quarter (norms replicated over TP)
+    acts = float(m["layer_activations"]) + float(m["output_activations"])
+    assert (float(m["layer_activations"]), float(m["output_activations"])) == (9_126_805_504, 1_592_786_944)
+    assert float(m["step_grad_copies"]) == 8 * L - acts == 5_342_527_488
+    # ZeRO-1 at the same plan: the partition's flat bf16 copy and its fp32 copy, 6 B x L / 4, under the activations
+    assert float(resolve_memory(sharding_mode="zero1")["step_grad_copies"]) == 0.0
+
+
+def resolve_memory(**kw):
+    s, p, _ = resolve(Job(**{**JOB, "tp": 4}, **kw))
+    return evaluate(s, p).memory
