@@ -399,19 +399,10 @@ def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
     step, floor, without = np.empty(n), np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
+        # (fit's dispatcher search: each candidate with its variant's dispatcher, the plans' `disp` column
+        # (Space.plans), which step_time looks up in the space's Settings.dispatcher_rows: one call for all)
         p = space.plans(bidx[s], rcidx[s], order[s], var[s])
-        if space.dispatchers is None:
-            step[s], floor[s], w = _phase_parts(space, space.settings, p, rest)
-        else:  # fit's dispatcher search: each candidate priced with its variant's dispatcher (Space.settings_of)
-            at = np.arange(s.start, s.stop)
-            codes = space.variants[var[s], DISPATCHER_COLUMN]
-            w = np.empty(len(at)) if rest else None
-            for code in _distinct(codes):  # the dispatchers searched: a handful of settings
-                sub = np.flatnonzero(codes == code)
-                q = p if len(sub) == len(at) else p.take(sub)
-                step[at[sub]], floor[at[sub]], r = _phase_parts(space, space.dispatchers[int(code)], q, rest)
-                if rest:
-                    w[sub] = r
+        step[s], floor[s], w = _phase_parts(space, space.settings, p, rest)
         if rest:
             without[s] = w
     return (step, floor, without) if rest else (step, floor)
@@ -1075,7 +1066,9 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     variants = np.concatenate([variants, twins])
     disp, left = dispatcher_settings(job, settings, where) if search_dispatchers else (None, [])
     if disp is not None:  # variant 0 the stack's default dispatcher, which every candidate runs
-        settings = next(iter(disp.values()))
+        # (with every dispatcher's ep_comm_overlap, which step_time looks up per plan: step.dispatcher_rows)
+        settings = replace(next(iter(disp.values())),
+                           dispatcher_rows=tuple((int(c), bool(s.ep_comm_overlap)) for c, s in disp.items()))
         variants = np.array([list(r) + [c] for c in disp for r in variants], dtype=np.int64)
         twin = np.tile(twin, len(disp))
     space = build_space(settings, gbs, seq, job.precision, opts, variants)
