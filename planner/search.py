@@ -67,10 +67,13 @@ rule restricts, so every candidate runs it); another is tried where ep > 1 and i
 (Space.variant_ok), where it fits (its buffers and saved permutations: variant_memory), and under
 best_variants' bound as a TP-overlap variant is (it changes only DISPATCHER_TERMS besides TPO_TERMS,
 checked bit for bit), the bound tightened on the best steps found so far and on the prefilter's k-th
-(_seed_steps, _first_orders' cap). Each row is priced with its dispatcher's Settings (rows_of).
-best_variants prices a dispatcher's variants (its TP-overlap and fp8-recipe ones: one Settings) in one
-step_times call (_variant_groups: each step_time call pays a fixed cost for its collectives), and a
-variant's dispatcher memory on a space of the candidates' base rows alone (_few_memory: memory_totals
+(_seed_steps, _first_orders' cap). Each row is priced with its dispatcher's Settings (rows_of). The
+step time reads each candidate's dispatcher per plan (the plans' `disp` column, Space.plans; the space's
+Settings.dispatcher_rows, step.dispatcher_rows): one step_time call prices every dispatcher, the same
+numbers as each dispatcher's Settings (tests/test_dispatch_rows.py). best_variants still runs one
+dispatcher at a time (_variant_groups), tightening its bound after each; a variant's memory is still
+priced with that dispatcher's Settings (memory.py reads the Settings' moe_dispatcher), one call per
+dispatcher, on a space of the candidates' base rows alone (_few_memory: memory_totals
 pays per call for every base row of its space). _first_orders defers no candidate that has another
 distinct rank order (best_variants' eager mask): its choice would otherwise be re-run before its other
 orders are priced, one more step_time and memory_totals call per dispatcher.
@@ -737,9 +740,13 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
 
 def _variant_groups(space: Space) -> list:
     """best_variants' order of work: the stack variants after variant 0, one at a time, or with a
-    dispatcher search in runs of one dispatcher (its TP-overlap and fp8-recipe variants: one Settings,
-    space.settings_of), each run priced by one step_times call (each step_time call pays a fixed cost
-    for its collectives, TIME_CHUNK's comment: measured ~13 ms on DeepSeek-V3 / 2,048 H800)."""
+    dispatcher search in runs of one dispatcher (its TP-overlap and fp8-recipe variants), each run priced
+    by one step_times call (each step_time call pays a fixed cost for its collectives, TIME_CHUNK's
+    comment: measured ~13 ms on DeepSeek-V3 / 2,048 H800). step_time reads the dispatcher per plan
+    (step.dispatcher_rows), so all the runs could be one call, but the bound is tightened after each run
+    (best_variants), and that prunes more than the calls cost: one run for every dispatcher, measured
+    (branch disprow, the same output), took DeepSeek-V3 / 2,048 H800's whole process from 8.987e9 to
+    9.113e9 instructions (+1.4%, cachegrind, PYTHONHASHSEED=0)."""
     if space.dispatchers is None:
         return [[v] for v in range(1, len(space.variants))]
     codes = space.variants[:, DISPATCHER_COLUMN]
