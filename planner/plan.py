@@ -136,6 +136,11 @@ class PlanArrays:
     # contiguous micro-batches per virtual stage, N (Job.microbatch_group: Megatron-LM's
     # --microbatch-group-size-per-virtual-pipeline-stage); 0 = the stack's rule (pipeline.microbatch_group)
     mbg: np.ndarray = 0
+    # the MoE dispatcher each plan runs (dispatch.CODES), where fit's dispatcher search prices several in one
+    # step_time call (search.step_times: the variant's dispatcher, Space.plans); -1: the Settings' moe_dispatcher.
+    # Read by step.py only (step.dispatcher_rows, with Settings.dispatcher_rows); memory.py prices each
+    # dispatcher with its own Settings (search._dispatcher_memory, _few_memory) and reads the Settings'
+    disp: np.ndarray = -1
 
     def __post_init__(self):
         for f in fields(self):
@@ -517,6 +522,11 @@ class Settings:
     fp8_grouped_experts: bool = True  # MoE: the routed experts' GEMMs in the low precision (job field, else the stack's; step.py [16])
     fp8_attention: bool = False  # the fused attention in fp8 (job field; step.fp8_core, memory.py [fa8], _fp8_attention)
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
+    # fit's dispatcher search (search.search_one): ((dispatch code, ep_comm_overlap), ...) of every dispatcher a
+    # plan's `disp` column may name, the only Settings fields that differ between the dispatchers' Settings
+    # besides moe_dispatcher and the stack's defaults.moe_dispatcher (which step.py does not read); step.py
+    # looks each plan's up (step.dispatcher_rows). (): every plan runs moe_dispatcher (disp -1)
+    dispatcher_rows: tuple = ()
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused
     # torch ops' extra bytes, planner/layers/moe.py unfused_dispatch_bytes)

@@ -67,10 +67,13 @@ rule restricts, so every candidate runs it); another is tried where ep > 1 and i
 (Space.variant_ok), where it fits (its buffers and saved permutations: variant_memory), and under
 best_variants' bound as a TP-overlap variant is (it changes only DISPATCHER_TERMS besides TPO_TERMS,
 checked bit for bit), the bound tightened on the best steps found so far and on the prefilter's k-th
-(_seed_steps, _first_orders' cap). Each row is priced with its dispatcher's Settings (rows_of).
-best_variants prices a dispatcher's variants (its TP-overlap and fp8-recipe ones: one Settings) in one
-step_times call (_variant_groups: each step_time call pays a fixed cost for its collectives), and a
-variant's dispatcher memory on a space of the candidates' base rows alone (_few_memory: memory_totals
+(_seed_steps, _first_orders' cap). Each row is priced with its dispatcher's Settings (rows_of). The
+step time reads each candidate's dispatcher per plan (the plans' `disp` column, Space.plans; the space's
+Settings.dispatcher_rows, step.dispatcher_rows): one step_time call prices every dispatcher, the same
+numbers as each dispatcher's Settings (tests/test_dispatch_rows.py). best_variants still runs one
+dispatcher at a time (_variant_groups), tightening its bound after each; a variant's memory is still
+priced with that dispatcher's Settings (memory.py reads the Settings' moe_dispatcher), one call per
+dispatcher, on a space of the candidates' base rows alone (_few_memory: memory_totals
 pays per call for every base row of its space). _first_orders defers no candidate that has another
 distinct rank order (best_variants' eager mask): its choice would otherwise be re-run before its other
 orders are priced, one more step_time and memory_totals call per dispatcher.
@@ -399,19 +402,10 @@ def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
     step, floor, without = np.empty(n), np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
     for s in _blocks(n, TIME_CHUNK):
+        # (fit's dispatcher search: each candidate with its variant's dispatcher, the plans' `disp` column
+        # (Space.plans), which step_time looks up in the space's Settings.dispatcher_rows: one call for all)
         p = space.plans(bidx[s], rcidx[s], order[s], var[s])
-        if space.dispatchers is None:
-            step[s], floor[s], w = _phase_parts(space, space.settings, p, rest)
-        else:  # fit's dispatcher search: each candidate priced with its variant's dispatcher (Space.settings_of)
-            at = np.arange(s.start, s.stop)
-            codes = space.variants[var[s], DISPATCHER_COLUMN]
-            w = np.empty(len(at)) if rest else None
-            for code in _distinct(codes):  # the dispatchers searched: a handful of settings
-                sub = np.flatnonzero(codes == code)
-                q = p if len(sub) == len(at) else p.take(sub)
-                step[at[sub]], floor[at[sub]], r = _phase_parts(space, space.dispatchers[int(code)], q, rest)
-                if rest:
-                    w[sub] = r
+        step[s], floor[s], w = _phase_parts(space, space.settings, p, rest)
         if rest:
             without[s] = w
     return (step, floor, without) if rest else (step, floor)
@@ -746,9 +740,13 @@ def best_variants(space: Space, bidx, rcidx, order, reach=None, bound=None, can=
 
 def _variant_groups(space: Space) -> list:
     """best_variants' order of work: the stack variants after variant 0, one at a time, or with a
-    dispatcher search in runs of one dispatcher (its TP-overlap and fp8-recipe variants: one Settings,
-    space.settings_of), each run priced by one step_times call (each step_time call pays a fixed cost
-    for its collectives, TIME_CHUNK's comment: measured ~13 ms on DeepSeek-V3 / 2,048 H800)."""
+    dispatcher search in runs of one dispatcher (its TP-overlap and fp8-recipe variants), each run priced
+    by one step_times call (each step_time call pays a fixed cost for its collectives, TIME_CHUNK's
+    comment: measured ~13 ms on DeepSeek-V3 / 2,048 H800). step_time reads the dispatcher per plan
+    (step.dispatcher_rows), so all the runs could be one call, but the bound is tightened after each run
+    (best_variants), and that prunes more than the calls cost: one run for every dispatcher, measured
+    (branch disprow, the same output), took DeepSeek-V3 / 2,048 H800's whole process from 8.987e9 to
+    9.113e9 instructions (+1.4%, cachegrind, PYTHONHASHSEED=0)."""
     if space.dispatchers is None:
         return [[v] for v in range(1, len(space.variants))]
     codes = space.variants[:, DISPATCHER_COLUMN]
@@ -1075,7 +1073,9 @@ def search_one(job: Job, opts: SpaceOptions, objective: str = "time", top: int =
     variants = np.concatenate([variants, twins])
     disp, left = dispatcher_settings(job, settings, where) if search_dispatchers else (None, [])
     if disp is not None:  # variant 0 the stack's default dispatcher, which every candidate runs
-        settings = next(iter(disp.values()))
+        # (with every dispatcher's ep_comm_overlap, which step_time looks up per plan: step.dispatcher_rows)
+        settings = replace(next(iter(disp.values())),
+                           dispatcher_rows=tuple((int(c), bool(s.ep_comm_overlap)) for c, s in disp.items()))
         variants = np.array([list(r) + [c] for c in disp for r in variants], dtype=np.int64)
         twin = np.tile(twin, len(disp))
     space = build_space(settings, gbs, seq, job.precision, opts, variants)

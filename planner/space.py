@@ -373,6 +373,8 @@ class Space:
             var = np.broadcast_to(np.asarray(var, dtype=np.int64), np.shape(p.tp))
             for j, name in enumerate(VARIANT_FIELDS):
                 setattr(p, name, self.variants[var, j])
+            if self.dispatchers is not None:  # the variant's MoE dispatcher, which step_time reads per plan
+                p.disp = self.variants[var, DISPATCHER_COLUMN]
         return p
 
     def settings_of(self, var: int) -> Settings:
@@ -664,7 +666,9 @@ def choose_modes(settings: Settings, base: PlanArrays, key: np.ndarray | None = 
 # rules): every field but the micro-batch, which only the batch rules read (<= LAST_BATCH_RULE).
 # choose_modes evaluates its rules once per distinct tuple of them (terms.Groups; reading another
 # field is an error): DeepSeek-V3 / 2,048 H800, 540,512 base rows, 23,420 tuples
-MODE_RULE_FIELDS = tuple(f.name for f in dataclass_fields(PlanArrays) if f.name != "mbs")
+# (nor the dispatcher column `disp`, which no rule reads: the start-up rules read the dispatcher's
+# Settings, Space.variant_ok)
+MODE_RULE_FIELDS = tuple(f.name for f in dataclass_fields(PlanArrays) if f.name not in ("mbs", "disp"))
 
 
 def _precisions_of(plan) -> tuple:

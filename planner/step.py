@@ -550,6 +550,62 @@ def cp_pass_times(sc: StepCtx, ring):
     return np.where(on, fwd / sc.hbm, 0.0), np.where(on, bwd / sc.hbm, 0.0)
 
 
+def dispatcher_rows(settings: Settings, plan) -> tuple:
+    """(dispatcher code, ep_comm_overlap) of each plan: the Settings' moe_dispatcher and ep_comm_overlap
+    (scalars) where every plan runs them (Settings.dispatcher_rows empty: explain, and every search but fit's
+    dispatcher search), else per plan from its `disp` column (-1: the Settings' own), each code's
+    ep_comm_overlap looked up in the table Settings.dispatcher_rows (search.search_one builds it from each
+    dispatcher's Settings; a code it lacks is an error, not a default)."""
+    own = dispatch.CODES[settings.moe_dispatcher]
+    if not _rows(settings):
+        return own, bool(settings.ep_comm_overlap)
+    d = np.asarray(plan.disp)
+    codes = np.where(d < 0, own, d)
+    known = np.zeros(len(dispatch.NAMES), dtype=bool)
+    epo = np.zeros(len(dispatch.NAMES), dtype=bool)
+    for c, e in _rows(settings) + ((own, settings.ep_comm_overlap),):
+        known[c], epo[c] = True, bool(e)
+    if not known[codes].all():
+        raise ValueError(f"dispatcher codes {sorted(set(codes[~known[codes]].tolist()))} not in Settings.dispatcher_rows")
+    return codes, epo[codes]
+
+
+def _disp_field(settings) -> tuple:
+    """("disp",) where a plan's compute reads its dispatcher (moe_host: a dispatcher search whose dispatchers
+    differ in the host synchronisation, padded to capacity), else (): the plan fields the layer times and the
+    compute floor are grouped by (LAYER_TIME_FIELDS, FLOOR_FIELDS) add it."""
+    return ("disp",) if _rows(settings) and len(_synced_table(settings)) > 1 else ()
+
+
+def _rows(settings) -> tuple:
+    """Settings.dispatcher_rows (a test's stand-in settings without the field: none)."""
+    return getattr(settings, "dispatcher_rows", ())
+
+
+def _host_synced_rows(sc: StepCtx):
+    """dispatch.host_synced of each plan's dispatcher (dispatcher_rows): a bool, or per plan where the
+    dispatchers it may run differ in it (padded to capacity only; then the layer times read `disp`:
+    grouped_layer_times)."""
+    st = sc.settings
+    if not _rows(st) or len(_synced_table(st)) == 1:
+        return dispatch.host_synced(st.moe_pad_to_capacity, st.moe_dispatcher)
+    codes, _ = dispatcher_rows(st, sc.plan)
+    table = np.zeros(len(dispatch.NAMES), dtype=bool)
+    for c in _codes_of(st):
+        table[c] = dispatch.host_synced(st.moe_pad_to_capacity, dispatch.NAMES[c])
+    return table[codes]
+
+
+def _codes_of(settings: Settings) -> tuple:
+    """The dispatcher codes a plan under `settings` may run: its own and Settings.dispatcher_rows'."""
+    return tuple(sorted({dispatch.CODES[settings.moe_dispatcher]} | {c for c, _ in _rows(settings)}))
+
+
+def _synced_table(settings: Settings) -> set:
+    """The distinct dispatch.host_synced values of the dispatchers a plan may run (_codes_of)."""
+    return {dispatch.host_synced(settings.moe_pad_to_capacity, dispatch.NAMES[c]) for c in _codes_of(settings)}
+
+
 def moe_host(sc: StepCtx, kind, gpu_fwd):
     """Seconds per micro-batch the GPU waits for the host in one MoE layer's forward.
 
@@ -578,11 +634,13 @@ def moe_host(sc: StepCtx, kind, gpu_fwd):
     the synchronisation exposes (the records they are fitted on are all dropless,
     scripts/fit_moe_host.py). Allgather still synchronises padded: priced as dropless."""
     mh = sc.stack.moe_host
-    if mh is None or not dispatch.host_synced(sc.settings.moe_pad_to_capacity, sc.settings.moe_dispatcher):
+    synced = _host_synced_rows(sc) if mh is not None else False
+    if mh is None or not np.any(synced):
         return np.float64(0.0)
     e_local = kind.mlp.num_experts / sc.plan.ep.astype(np.float64)
     issue = mh.per_layer_s + mh.per_local_expert_s * e_local
-    return np.maximum(issue - gpu_fwd, 0.0)
+    out = np.maximum(issue - gpu_fwd, 0.0)
+    return out if np.ndim(synced) == 0 else np.where(synced, out, 0.0)
 
 
 def converted(sc: StepCtx, mixer, mlp, rows) -> dict:
@@ -966,14 +1024,17 @@ def etp_pair(sc: StepCtx, coll: Collectives, block) -> np.ndarray:
     to all etp ranks of its experts and its combine sums their partial outputs, priced in the
     dispatch (step.ep_comm over the etp x ep group; planner/dispatch.py "Expert TP")."""
     plan, ctx = sc.plan, sc.ctx
-    if dispatch.CODES[sc.settings.moe_dispatcher] in dispatch.FLEX:  # a job-wide setting
+    codes, _ = dispatcher_rows(sc.settings, plan)
+    flex = np.isin(codes, dispatch.FLEX)
+    if np.all(flex):
         return np.zeros(np.shape(plan.tp))
     etp = moe.etp_of(plan)
     s_etp = moe.expert_strides(plan, coll.strides, ("etp",))["etp"]
     size = moe.etp_bytes(block, ctx)
     rs_ag = coll(comm.REDUCE_SCATTER, size, etp, s_etp) + coll(comm.ALL_GATHER, size, etp, s_etp)
     ar = coll(comm.ALL_REDUCE, size, np.where(plan.sp > 0, 1, etp), s_etp)
-    return np.where(ctx.gather > 1.0, rs_ag, ar)
+    out = np.where(ctx.gather > 1.0, rs_ag, ar)
+    return out if np.ndim(flex) == 0 else np.where(flex, 0.0, out)
 
 
 def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, dict]:
@@ -993,8 +1054,42 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
     the backward pass, exposed as the forward's without ep_comm_overlap; with it they are priced
     exposed too (the combined schedule pairs the backward's own transfers, not the recompute's:
     an upper bound; torchtitan runs no EP overlap)."""
+    plan, st = sc.plan, sc.settings
+    codes, epo = dispatcher_rows(st, plan)
+    kinds = np.unique(codes)
+    fwd, bwd, disp, comb, tier, domains = _ep_transfers(sc, coll, int(kinds[0]))
+    if len(kinds) > 1:  # fit's dispatcher search: each plan's dispatcher's figures (each priced per plan)
+        for k in kinds[1:]:
+            f2, b2, d2, c2, t2, dom2 = _ep_transfers(sc, coll, int(k))
+            on = codes == k
+            fwd, bwd, disp, comb = ([np.where(on, y, x) for x, y in zip(a, b)]
+                                    for a, b in ((fwd, f2), (bwd, b2), (disp, d2), (comb, c2)))
+            tier, domains = np.where(on, t2, tier), np.where(on, dom2, domains)
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    # the layers whose forward transfers selective recompute re-runs (the model code's save list)
+    again = np.where(plan.recompute == RC_SELECTIVE, n, 0.0) if st.sac_reruns_exchange else np.zeros(np.shape(n))
+    twice = rc + again
+    half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
+    info = {"dispatch": n * sc.mean("mid", disp) + twice * sc.mean("mid", [d / 2.0 for d in disp]),
+            "combine": n * sc.mean("mid", comb) + twice * sc.mean("mid", [c / 2.0 for c in comb]),
+            "sac_rerun": again * half_f, "tier": tier, "ep_domains": domains}
+    ep_mb = n * (half_f + half_b) + twice * half_f
+    dual = dualpipe_pairs(plan)
+    if not np.any(epo) and not dual.any():
+        return ep_mb, info
+    # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
+    # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
+    alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
+    paired = _hide(half_f, comp.layer_bwd, sc.x) + _hide(half_b, comp.layer_fwd, sc.x)
+    ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
+    on = dual | (epo & moe.ep_overlap_applies(plan))
+    return np.where(on, ep_overlapped, ep_mb), info
+
+
+def _ep_transfers(sc: StepCtx, coll: Collectives, kind: int) -> tuple:
+    """ep_comm's per-layer-kind lists (forward, backward, dispatch, combine seconds per micro-batch) and
+    the group's (tier, domains) of every plan under dispatcher `kind`."""
     plan, ctx, st = sc.plan, sc.ctx, sc.settings
-    kind = dispatch.CODES[st.moe_dispatcher]
     etp = moe.etp_of(plan)
     group, link = dispatch.group_link(kind, plan, coll.strides, coll.cpar, coll.job)
     stride = moe.ep_stride(plan, coll.strides)
@@ -1011,25 +1106,7 @@ def ep_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple[np.ndarray, 
         bwd.append(np.where(group > 1, tr.bwd, 0.0))
         disp.append(np.where(group > 1, tr.dispatch_fwd + tr.dispatch_bwd, 0.0))
         comb.append(np.where(group > 1, tr.combine_fwd + tr.combine_bwd, 0.0))
-    n, rc = sc.n["mid"], sc.rc["mid"]
-    # the layers whose forward transfers selective recompute re-runs (the model code's save list)
-    again = np.where(plan.recompute == RC_SELECTIVE, n, 0.0) if st.sac_reruns_exchange else np.zeros(np.shape(n))
-    twice = rc + again
-    half_f, half_b = sc.mean("mid", fwd), sc.mean("mid", bwd)  # a mean layer's forward (backward) transfers
-    info = {"dispatch": n * sc.mean("mid", disp) + twice * sc.mean("mid", [d / 2.0 for d in disp]),
-            "combine": n * sc.mean("mid", comb) + twice * sc.mean("mid", [c / 2.0 for c in comb]),
-            "sac_rerun": again * half_f, "tier": link.link, "ep_domains": link.domains}
-    ep_mb = n * (half_f + half_b) + twice * half_f
-    dual = dualpipe_pairs(plan)
-    if not sc.settings.ep_comm_overlap and not dual.any():
-        return ep_mb, info
-    # DualPipe pairs a forward chunk with a backward chunk of the other direction and hides each
-    # one's all-to-alls behind the other's compute (pipeline.py [8]), as the combined 1F1B does
-    alone = np.where(dual, dualpipe_alone_share(plan.pp, sc.m), moe.alone_pass_share(plan, sc.m))
-    paired = _hide(half_f, comp.layer_bwd, sc.x) + _hide(half_b, comp.layer_fwd, sc.x)
-    ep_overlapped = n * (alone * (half_f + half_b) + (1.0 - alone) * paired) + again * half_f
-    on = dual | (bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan))
-    return np.where(on, ep_overlapped, ep_mb), info
+    return fwd, bwd, disp, comb, link.link, link.domains
 
 
 def cp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -1255,7 +1332,8 @@ def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     if not ov.pp_p2p_warmup_flush_blocking or ov.pp_p2p_overlapped == "never" or not np.any(inter):  # stack settings
         return np.zeros(np.shape(plan.pp))
     n = microbatch_group(plan.pp, plan.microbatches, plan.mbg)
-    moe_extra = np.where(bool(sc.settings.ep_comm_overlap) & moe.ep_overlap_applies(plan), 1.0, 0.0)
+    epo = dispatcher_rows(sc.settings, plan)[1] if _rows(sc.settings) else bool(sc.settings.ep_comm_overlap)
+    moe_extra = np.where(epo & moe.ep_overlap_applies(plan), 1.0, 0.0)
     warm = np.minimum(2.0 * (plan.pp - 1) + (plan.vpp - 1) * n + moe_extra, plan.vpp * plan.microbatches)
     return np.where(inter, 2.0 * warm * waited, 0.0)
 
@@ -1557,7 +1635,7 @@ def grouped_layer_times(sc: StepCtx) -> LayerTimes:
     here), so it fails to broadcast or leaves a result that Groups.expand refuses."""
     kn = sc.settings.knobs
     # without gradient-accumulation fusion the layer's backward reads the sharding level too (wgrad_add_bytes [11])
-    g = Groups(sc.plan, LAYER_TIME_FIELDS + (() if sc.settings.gradient_accumulation_fusion else ("sharding",)))
+    g = Groups(sc.plan, LAYER_TIME_FIELDS + _disp_field(sc.settings) + (() if sc.settings.gradient_accumulation_fusion else ("sharding",)))
     if (not g.active or g.size == g.n or np.ndim(kn.gemm_efficiency_scale)
             or np.ndim(kn.memory_bound_efficiency_scale)):
         return layer_times(sc)
@@ -1592,7 +1670,7 @@ def compute_floor(settings: Settings, plan: PlanArrays, moe: bool = False) -> np
     moe_host terms (m x comp.perm, m x comp.host, from the same compute pass), added in
     step_time's order (they follow compute there): each partial sum of step_time's terms is >=
     the floor's, float rounding being monotone, so the total is still >= it."""
-    g = Groups(plan, FLOOR_FIELDS)
+    g = Groups(plan, FLOOR_FIELDS + _disp_field(settings))
     return g.expand(group_floor(settings, g.plan, moe))
 
 
@@ -1608,9 +1686,10 @@ def group_floor(settings: Settings, plan, moe: bool = False) -> np.ndarray:
 
 # the plan fields compute_floor reads: every field but the sharding mode, the rank order and DP
 # overlap, which move only memory and communication (terms.Groups: the floor is priced once per
-# distinct tuple, and reading another field is an error)
+# distinct tuple, and reading another field is an error); nor the MoE dispatcher, which the compute reads
+# only in a dispatcher search whose dispatchers differ in the host synchronisation (_disp_field)
 FLOOR_FIELDS = tuple(f.name for f in dataclasses.fields(PlanArrays)
-                     if f.name not in ("sharding", "shard", "smode", "order", "dpo")) + ("microbatches",)
+                     if f.name not in ("sharding", "shard", "smode", "order", "dpo", "disp")) + ("microbatches",)
 
 
 def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[Terms, dict]:
