@@ -88,19 +88,19 @@ def assert_one_error(r, *needles):
         assert n in r.stderr
 
 
-def unlisted_stack_file(folder) -> str:
+def unlisted_stack_file(folder, stack: str = "megatron") -> str:
     """stack_db/megatron.yaml without runs.layer_kinds, named megatron-unlisted: a user's stack file that lists
     no layer kinds, so start-up rule STACK_LAYER_KIND (code 73) does not apply and the cost models of a kind no
     shipped stack builds (Mamba-1: Jamba) can still be exercised. Returns its path."""
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "stack_db" / "megatron.yaml").read_text()
+    text = (Path(__file__).resolve().parent.parent / "stack_db" / f"{stack}.yaml").read_text()
     text, n = re.subn(r"  layer_kinds:\n(    - [^\n]*\n)+", "", text)
-    assert n == 1, "stack_db/megatron.yaml: the runs.layer_kinds block moved; update tests/conftest.py"
-    text, n = re.subn(r"^name: megatron$", "name: megatron-unlisted", text, flags=re.M)
+    assert n == 1, f"stack_db/{stack}.yaml: the runs.layer_kinds block moved; update tests/conftest.py"
+    text, n = re.subn(rf"^name: {stack}$", f"name: {stack}-unlisted", text, flags=re.M)
     assert n == 1
-    p = Path(folder) / "megatron-unlisted.yaml"
+    p = Path(folder) / f"{stack}-unlisted.yaml"
     p.write_text(text)
     return str(p)
 

@@ -35,7 +35,7 @@ def _broken(model, tp, precision, recipe):
 
 
 def test_codes_stay():
-    assert CODES["MEGATRON_FP8_WIDTHS"] == max(CODES.values()) == 71
+    assert CODES["MEGATRON_FP8_WIDTHS"] == 71 and max(CODES.values()) == 73  # 72, 73 appended after it
 
 
 def test_mamba2_in_proj_width_over_tp():

@@ -21,7 +21,7 @@ BUILT = {
     "llm-foundry": {"global", "sliding", "moe"},
     "litgpt-benchmark": {"global"},
     "llama3-meta": {"global"},
-    "deepseek": {"mla", "moe"},
+    "deepseek": {"global", "mla", "moe"},
 }
 # the shipped models no shipped stack builds (documented: README rule 73)
 RUNS_ON_NONE = {"jamba-v0.1": {"mamba1"}}
