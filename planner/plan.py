@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import (BYTES_PER_PARAM_PRESETS, MAX_COUNT, MODE_SETTING_DEFAULTS, BytesPerParam, Hardware, Job, ModelSpec,
                      Stack, split_fields, ZERO3_KEYS)
-from .startup import (BY_CODE, cluster_of, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
+from .startup import (BY_CODE, cluster_of, layer_kinds_assumed, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
                       split_overdrawn, stack_order_ok)
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -678,7 +678,8 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
                    if r.detail is not None and plan is not None and hw is not None else "")
         return PlannerError(f"{where}{r.text}{figures}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
                             f"ep {job.ep}, sharding {job.sharding} as {job.sharding_mode}, rank order {job.rank_order}) "
-                            f"breaks start-up rule {r.key} of {r.trainer} ({r.source})", r.hint)
+                            f"breaks start-up rule {r.key} of {r.trainer} ({r.source})",
+                            r.hint(model, stack) if callable(r.hint) else r.hint)
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
         return _stack_error(code, where, job, stack, dp)
     a, k, L, mbs = model.num_attention_heads, model.kv_heads, model.num_layers, job.micro_batch
@@ -1231,7 +1232,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
         seq_assumed=tuple(seq_assumed),
-        code_assumed=tuple(model_code_assumed(model, stack) + model_code_compile_note(model, stack)),
+        code_assumed=tuple(model_code_assumed(model, stack) + model_code_compile_note(model, stack)
+                           + layer_kinds_assumed(model, stack)),
         sac_reruns_exchange=sac_reruns_exchange(model, stack),
         code_compiles_blocks=code_compiles_blocks(model, stack),
         model_file=model_file,

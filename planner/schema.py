@@ -1864,6 +1864,20 @@ class ModelCode(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+# the layer features a stack's code builds (StackRuns.layer_kinds, start-up rule STACK_LAYER_KIND): the mixer kinds
+# (Mixer's `kind` values but none), the attention output gate (GlobalAttention/SlidingAttention/ChunkedAttention
+# output_gate) and the mixture-of-experts MLP (MoEMLP); planner/startup.py model_layer_features reads a model's
+LayerFeature = Literal["global", "sliding", "chunked", "mla", "gated_deltanet", "mamba2", "mamba1", "output_gate", "moe"]
+
+
+class LayerKindBuilt(BaseModel):
+    """One layer feature the stack's code builds (issue 22), with where its code builds it."""
+
+    model_config = Strict
+    kind: LayerFeature
+    sources: list[str] = Field(min_length=1, description="the trainer's file (commit, lines) that builds it")
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -1946,6 +1960,12 @@ class StackRuns(BaseModel):
                     "TORCHTITAN_MODEL_*); a model whose hf_model_type none lists, or that has none, is priced on the "
                     "stack's runs alone, listed as assumed (startup.model_code_assumed); null: the entry maps none (no "
                     "model-code rule applies, nothing listed: the stacks other than torchtitan and torchtitan-0.3)")
+    layer_kinds: Optional[list[LayerKindBuilt]] = Field(
+        default=None, min_length=1,
+        description="the layer features the stack's code builds (mixer kinds, the attention output gate, the MoE MLP), "
+                    "each cited: start-up rule STACK_LAYER_KIND refuses a model with a layer of another (explain / "
+                    "check exit 2, fit: no feasible plan); null: the entry does not say (no such check: a user's stack "
+                    "file may leave it out; every shipped entry gives it, tests/test_stack_layer_kinds.py)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -1973,6 +1993,9 @@ class StackRuns(BaseModel):
             raise ValueError(f"startup_rules_absent names a rule twice: {absent}")
         if absent and self.startup_rules is None:
             raise ValueError("startup_rules_absent without startup_rules: no rule set to leave rules out of")
+        kinds = [k.kind for k in self.layer_kinds or ()]
+        if len(set(kinds)) != len(kinds):
+            raise ValueError(f"layer_kinds: a kind listed twice ({sorted(k for k in set(kinds) if kinds.count(k) > 1)})")
         types = [t for c in self.model_codes or () for t in c.model_types]
         if len(set(types)) != len(types):
             raise ValueError(f"model_codes: a model_type listed twice ({sorted(t for t in set(types) if types.count(t) > 1)})")

@@ -93,6 +93,9 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
                             parallelism that runs one (the stack's cp_comm_types.no_sliding_window:
                             p2p and a2a+p2p refused): TE @4329ff84 context_parallel.py
                             attn_forward_func_with_cp l. 4763-4769 (code 72, in LATER_RULES)
+  STACK_LAYER_KIND          every stack (trainer ANY_STACK): a model with a layer kind the stack's code
+                            does not build (stack_db runs.layer_kinds, each cited; Megatron-LM @d98e8a64:
+                            no Mamba-1, no chunked attention) (code 73, in LATER_RULES)
   MEGATRON_HCP_SIZES        a2a+p2p: arguments.py validate_args l. 580-582 asserts cp ==
                             prod(--hierarchical-context-parallel-sizes)
   MEGATRON_P2P_OVERLAP_PP   arguments.py validate_args l. 1000-1009: with virtual stages and
@@ -181,7 +184,7 @@ class StartupRule:
     trainer: str  # stack_db runs.startup_rules
     text: str  # what breaks it (fit's table of reasons)
     source: str  # file and commit
-    hint: str
+    hint: str | Callable  # or (model, stack) -> str (a hint naming the job's model and stack)
     broken: Callable  # (model, stack, plan) -> bool array
     # it reads the plan's micro-batches per step (PlanArrays.microbatches): space.choose_modes keys on them
     reads_microbatches: bool = False
@@ -1629,6 +1632,131 @@ LATER_RULES = LATER_RULES + (
         _cp_sliding_window),
 )
 
+# STACK_LAYER_KIND (code 73, issue 22 audit): a stack builds only the layers its code has (stack_db runs.layer_kinds,
+# each kind cited at the stack's commit). Megatron-LM @d98e8a64 has no Mamba-1 mixer (megatron/core/ssm/mamba_mixer.py
+# MambaMixer runs mamba_chunk_scan_combined, the Mamba-2 SSD kernel, only) and no chunked attention (Llama 4's iRoPE
+# layers: Megatron-Core's attention passes no chunk to any kernel), so Jamba and Llama 4 on it are refused, not priced
+# on layers it would not build. The rule applies to every stack (trainer ANY_STACK: rules_for gives it to each), reads
+# no searched quantity (every candidate alike), and is skipped where the entry gives no layer_kinds (a user's file).
+ANY_STACK = "every stack"
+
+
+def model_layer_features(model) -> dict[str, list[int]]:
+    """The layer features (schema.LayerFeature) of the model's layers -> the 0-based layers that use each: the mixer
+    kind (the model's default, MLA with `mla:` else global, where a kind leaves it out), `output_gate` where an
+    attention mixer gates its output, `moe` where the MLP is the MoE one (a kind's default with `moe:`)."""
+    from .schema import GlobalAttention, MoEMLP
+
+    def feats(spec) -> list[str]:
+        mixer = spec.mixer if spec is not None else None
+        mlp = spec.mlp if spec is not None else None
+        out = [mixer.kind if mixer is not None else ("mla" if model.mla is not None else GlobalAttention().kind)]
+        if getattr(mixer, "output_gate", False):
+            out.append("output_gate")
+        if isinstance(mlp, MoEMLP) or (mlp is None and model.moe is not None):
+            out.append("moe")
+        return [f for f in out if f != "none"]
+
+    found: dict[str, list[int]] = {}
+    pattern = model.layer_pattern
+    for i in range(model.num_layers):
+        spec = model.layer_kinds[pattern[i % len(pattern)]] if pattern is not None else None
+        for f in feats(spec):
+            found.setdefault(f, []).append(i)
+    return found
+
+
+def missing_layer_features(model, stack) -> dict[str, list[int]]:
+    """The model's layer features (model_layer_features) the stack's runs.layer_kinds does not list; none where
+    the entry lists none (null: it does not say)."""
+    kinds = stack.runs.layer_kinds if stack is not None and stack.runs is not None else None
+    if model is None or kinds is None:
+        return {}
+    built = {k.kind for k in kinds}
+    return {f: ls for f, ls in model_layer_features(model).items() if f not in built}
+
+
+def _spans(layers: list[int]) -> str:
+    """0-based layer indices as runs: 0-2, 4, 6-7."""
+    out, start = [], layers[0]
+    for a, b in zip(layers, layers[1:] + [None]):
+        if b != a + 1:
+            out.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ", ".join(out)
+
+
+def stacks_building(kind: str) -> list[str]:
+    """The shipped stacks whose runs.layer_kinds lists the kind (for the hint)."""
+    from .catalog import list_stacks, load_stack
+
+    names = []
+    for n in list_stacks():
+        st = load_stack(n)
+        if st.runs is not None and any(k.kind == kind for k in st.runs.layer_kinds or ()):
+            names.append(n)
+    return names
+
+
+def layer_kinds_assumed(model, stack) -> list[str]:
+    """The assumed lines of the layer kinds a job takes as built: a stack entry that lists none (runs.layer_kinds
+    null: STACK_LAYER_KIND not applied), and Mamba-1 layers on a stack where cp > 1 can run (max_cp not 1: their
+    context parallelism is the assumed MAMBA1_CP_STATE_PASSING, planner/layers/mamba.py, which no trainer
+    implements). None for a shipped stack: each lists its kinds, and none builds Mamba-1."""
+    if model is None or stack is None:
+        return []
+    feats = model_layer_features(model)
+    out = []
+    if stack.runs is not None and stack.runs.layer_kinds is None:
+        out.append(f"layer kinds: stack {stack.name} lists none (runs.layer_kinds): {', '.join(feats)} taken as built, "
+                   f"start-up rule STACK_LAYER_KIND not applied")
+    max_cp = stack.runs.max_cp if stack.runs is not None else None
+    if "mamba1" in feats and max_cp != 1:
+        out.append("Mamba-1 under cp > 1: no trainer implements context parallelism for it; priced on the assumed "
+                   "state passing between ranks (MAMBA1_CP_STATE_PASSING, planner/layers/mamba.py)")
+    return out
+
+
+def _layer_kind_broken(model, stack, plan) -> np.ndarray:
+    """STACK_LAYER_KIND: the model has a layer feature the stack's code does not build (every candidate alike)."""
+    return np.full(np.shape(plan.tp), bool(missing_layer_features(model, stack)), dtype=bool)
+
+
+def layer_kind_detail(model, stack, plan=None, cluster=None) -> str:
+    """The kinds the stack lacks, the layers that use them, what the stack builds (its source) and the shipped
+    stacks that build each lacking kind."""
+    missing = missing_layer_features(model, stack)
+    parts = []
+    for f, ls in missing.items():
+        others = stacks_building(f)
+        parts.append(f"{model.name}'s {f} layers ({len(ls)} of {model.num_layers}: {_spans(ls)}) on stack {stack.name}, "
+                     f"whose code builds {', '.join(k.kind for k in stack.runs.layer_kinds)} (stack_db {stack.name} "
+                     f"runs.layer_kinds, its sources); shipped stacks that build {f}: "
+                     f"{', '.join(others) if others else 'none'}")
+    return "; ".join(parts)
+
+
+def layer_kind_hint(model, stack) -> str:
+    """The shipped stacks whose code builds every layer kind of the model, else what is left to do."""
+    from .catalog import list_stacks, load_stack
+
+    ok = [n for n in list_stacks() if not missing_layer_features(model, load_stack(n))]
+    if ok:
+        return f"choose a stack that builds every layer of {model.name}: {', '.join(ok)} (--stack), or another model"
+    return (f"no shipped stack builds every layer of {model.name} ({', '.join(missing_layer_features(model, stack))} "
+            "on none): a stack file of your own whose code builds it (runs.layer_kinds, cited), or another model")
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "STACK_LAYER_KIND", ANY_STACK,
+        "the stack's code builds no layer of a kind the model uses (a mixer kind, the attention output gate or the "
+        "MoE MLP): it cannot train this model",
+        "stack_db <stack> runs.layer_kinds, each kind cited at the stack's commit (Megatron-LM @d98e8a64 "
+        "megatron/core/ssm/mamba_mixer.py: Mamba-2 only; no chunked attention in megatron/core/transformer/)",
+        layer_kind_hint, _layer_kind_broken, detail=layer_kind_detail),
+)
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}
@@ -1796,9 +1924,9 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     if unknown:
         raise ValueError(f"stack {stack.name}: runs.startup_rules_absent names {', '.join(sorted(unknown))}, not rules of "
                          f"the {name} set (planner/startup.py)")
-    return [(CODES[r.key], r) for r in RULES if r.trainer == name and r.key not in absent]
+    return [(CODES[r.key], r) for r in RULES if r.trainer in (name, ANY_STACK) and r.key not in absent]
 
 
-__all__ = ["RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+__all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "stacks_building", "RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
            "model_code", "model_code_assumed", "model_code_compile_note",
            "end_weights", "stack_order_ok", "built_order", "order_ok"]

@@ -86,3 +86,26 @@ def assert_one_error(r, *needles):
     assert "Traceback" not in r.stderr
     for n in needles:
         assert n in r.stderr
+
+
+def unlisted_stack_file(folder, stack: str = "megatron") -> str:
+    """stack_db/megatron.yaml without runs.layer_kinds, named megatron-unlisted: a user's stack file that lists
+    no layer kinds, so start-up rule STACK_LAYER_KIND (code 73) does not apply and the cost models of a kind no
+    shipped stack builds (Mamba-1: Jamba) can still be exercised. Returns its path."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "stack_db" / f"{stack}.yaml").read_text()
+    text, n = re.subn(r"  layer_kinds:\n(    - [^\n]*\n)+", "", text)
+    assert n == 1, f"stack_db/{stack}.yaml: the runs.layer_kinds block moved; update tests/conftest.py"
+    text, n = re.subn(rf"^name: {stack}$", f"name: {stack}-unlisted", text, flags=re.M)
+    assert n == 1
+    p = Path(folder) / f"{stack}-unlisted.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.fixture(scope="session")
+def unlisted_stack(tmp_path_factory):
+    """The path of unlisted_stack_file's stack (runs.layer_kinds null)."""
+    return unlisted_stack_file(tmp_path_factory.mktemp("unlisted-stack"))

@@ -315,19 +315,24 @@ def test_mtp_modules_from_num_nextn_predict_layers():
     ("nemotron-h-56b", 64), ("jamba-v0.1", 64), ("llama4-scout", 64), ("llama4-maverick", 256),
     ("kimi-k2", 2048), ("mistral-7b", 8),
 ])
-def test_fit_and_explain_run_on_every_new_model(cli, name, gpus):
+def test_fit_and_explain_run_on_every_new_model(cli, name, gpus, unlisted_stack):
     """`fit` ranks plans that fit for each new zoo model (seq 4,096), and `explain` of its top
-    row gives the same step time and lists the model's layer kinds."""
+    row gives the same step time and lists the model's layer kinds. On the default stack (megatron) where
+    it builds the model's layers; Llama 4 (chunked attention) on torchtitan, the one shipped stack that
+    builds it; Jamba (Mamba-1, which no shipped stack builds) on a stack file listing no layer kinds
+    (start-up rule STACK_LAYER_KIND, tests/test_stack_layer_kinds.py)."""
     import json
 
-    r = cli("fit", "--model", name, "--gpus", str(gpus), "--seq-len", "4096", "--top", "1", "--format", "json")
+    stack = {"jamba-v0.1": unlisted_stack, "llama4-scout": "torchtitan", "llama4-maverick": "torchtitan"}.get(name)
+    extra = ("--stack", stack) if stack else ()
+    r = cli("fit", "--model", name, "--gpus", str(gpus), "--seq-len", "4096", "--top", "1", "--format", "json", *extra)
     assert r.exit_code == 0, r.stderr
     row = json.loads(r.stdout)[0]
     assert row["memory"]["fits"] and row["throughput"]["tokens_per_s"] > 0
     from planner.schema import Job
     from planner.search import explain_args
 
-    args = explain_args(Job(model=name, gpus=gpus, seq_len=4096), row)
+    args = explain_args(Job(model=name, gpus=gpus, seq_len=4096, **({"stack": stack} if stack else {})), row)
     again = cli("explain", *args, "--format", "json")
     assert again.exit_code == 0, again.stderr
     res = json.loads(again.stdout)

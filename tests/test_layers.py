@@ -234,7 +234,7 @@ def test_mamba1_scan_roofline_by_hand():
                                                                 + KB["mlp_activation_plain"] * 16)
 
 
-def test_jamba_scan_on_h100_by_hand(explain):
+def test_jamba_scan_on_h100_by_hand(explain, unlisted_stack):
     """Jamba v0.1's Mamba layer (d_i 8,192, N 16) on one H100 SXM, one 4,096-token sequence, tp 1
     (fp32 peak 67 TFLOP/s, HBM 3.35 TB/s x HBM_EFFICIENCY 0.9 = 3.015 TB/s):
       forward   FLOPs 4096 x 9 x 16 x 8192 = 4.832e9 -> 72.12 us at 67 TFLOP/s; bytes a token
@@ -244,12 +244,13 @@ def test_jamba_scan_on_h100_by_hand(explain):
                 148,160 a token -> 606.9 MB -> 201.28 us: FLOP-bound, 232.38 us.
     At the attention rates it was (cuDNN on H100, 605 / 500 TFLOP/s x 0.85) 9.4 us forward and
     28.4 us backward, and the z gate was priced apart as a memory-bound pass. Both Mamba kinds
-    (dense MLP and MoE) run the same scan; explain reports the step's scans (mamba_scan_s)."""
+    (dense MLP and MoE) run the same scan; explain reports the step's scans (mamba_scan_s). No shipped stack
+    builds Mamba-1 (start-up rule STACK_LAYER_KIND): priced on a stack file that lists no layer kinds."""
     import numpy as np
     from planner import step as S
 
     settings, plan, _, res = explain(model="jamba-v0.1", gpus=8, tp=1, pp=1, global_batch=8, micro_batch=1,
-                                     seq_len=4096, recompute="none")
+                                     seq_len=4096, recompute="none", stack=unlisted_stack)
     sc = S._context(settings, plan)
     lt = S.layer_times(sc)
     kinds = [i for i, k in enumerate(sc.ll.kinds) if isinstance(k.mixer, Mamba1Block)]
@@ -404,11 +405,13 @@ layer_pattern: [m, a, g, j]""")
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
-def test_explain_every_mixer_kind(explain, tmp_path, recompute):
+def test_explain_every_mixer_kind(explain, tmp_path, recompute, unlisted_stack):
+    """Every mixer kind in one model, Mamba-1 among them: on a stack file that lists no layer kinds (no shipped
+    stack builds Mamba-1: start-up rule STACK_LAYER_KIND)."""
     f = tmp_path / "all-kinds.yaml"
     f.write_text(ALL_KINDS)
     _, _, _, res = explain(model=str(f), gpus=16, tp=2, cp=2, pp=2, global_batch=16, seq_len=4096,
-                           recompute=recompute)
+                           recompute=recompute, stack=unlisted_stack)
     _finite_tree(res["memory"])
     _finite_tree(res["time"])
     assert [k["kind"].split("(")[0] for k in res["params"]["layer_kinds"]] == ["mamba2", "global + gated mlp",

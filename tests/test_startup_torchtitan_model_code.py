@@ -130,11 +130,11 @@ def test_the_rules_are_appended_last():
     TE's FP8 / MXFP8 row rules (69, 70) and its width rule (71) follow them, and TE's sliding-window
     CP rule (72) follows those."""
     keys = ["TORCHTITAN_MODEL_DISPATCHER", "TORCHTITAN_MODEL_PP", "TORCHTITAN_MODEL_CP", "TORCHTITAN_MODEL_ASYNC_TP"]
-    assert [r.key for r in LATER_RULES[-8:-4]] == keys and [r.key for r in RULES[-8:-4]] == keys
+    assert [r.key for r in LATER_RULES[-9:-5]] == keys and [r.key for r in RULES[-9:-5]] == keys
     assert [CODES[k] for k in keys] == [65, 66, 67, 68] and CODES["MEGATRON_NVFP4_TOKENS"] == 64
-    assert [r.key for r in LATER_RULES[-4:]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
-                                                 "MEGATRON_CP_SLIDING_WINDOW"]
-    assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72
+    assert [r.key for r in LATER_RULES[-5:]] == ["MEGATRON_FP8_ROWS", "MEGATRON_MXFP8_ROWS", "MEGATRON_FP8_WIDTHS",
+                                                 "MEGATRON_CP_SLIDING_WINDOW", "STACK_LAYER_KIND"]
+    assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72 and CODES["STACK_LAYER_KIND"] == 73
 
 
 def test_qwen3_on_deepep_is_refused_naming_the_rule():

@@ -197,11 +197,13 @@ def test_rule_code_follows_the_last():
     # appended after 62, keeping every code; MEGATRON_NVFP4_TOKENS (issue 22) was appended after it, then the
     # torchtitan model-code rules (65-68, tests/test_startup_torchtitan_model_code.py), then MEGATRON_FP8_ROWS and
     # MEGATRON_MXFP8_ROWS (69-70, issue 22/23), then MEGATRON_FP8_WIDTHS (71, tests/test_export_rope_fp4.py), then
-    # MEGATRON_CP_SLIDING_WINDOW (72, tests/test_cp_sliding_window.py)
+    # MEGATRON_CP_SLIDING_WINDOW (72, tests/test_cp_sliding_window.py), then STACK_LAYER_KIND (73,
+    # tests/test_stack_layer_kinds.py)
     assert CODES["TORCHTITAN_FP8_GROUPED_MM_PP_CP"] == 63 and CODES["MEGATRON_NVFP4_TOKENS"] == 64
     assert CODES["TORCHTITAN_MODEL_ASYNC_TP"] == 68 and CODES["MEGATRON_MXFP8_ROWS"] == 70
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71
-    assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == max(CODES.values()) == 72
+    assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72
+    assert CODES["STACK_LAYER_KIND"] == max(CODES.values()) == 73
 
 
 # qwen3's torchtitan code has no pipelining function (TORCHTITAN_MODEL_PP): pp 2 on Mixtral (no torchtitan code,

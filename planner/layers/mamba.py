@@ -113,7 +113,10 @@ H/(t c) heads), the scan output one back; B and C are first repeated so that eac
 ranks has its group's (max(G/t, c) N per local token). The backward runs the transposed
 all-to-alls: 6 forward + 6 backward per layer. The scan's FLOPs per GPU are unchanged (T c
 tokens x H/(t c) heads) but for CB, computed per group a rank holds: max(G/t, c). Mamba: no
-trainer implements CP; assumed the minimal correct mechanism (MAMBA1_CP_STATE_PASSING):
+trainer implements CP, and no shipped stack builds a Mamba-1 layer at all (stack_db runs.layer_kinds:
+start-up rule STACK_LAYER_KIND refuses Jamba on every shipped stack, cp 1 or not). What follows prices
+only a user's stack file that lists mamba1 or lists no layer kinds, and is listed as assumed there
+(startup.layer_kinds_assumed): the minimal correct mechanism (MAMBA1_CP_STATE_PASSING):
 contiguous sequence chunks, each rank receives the final scan state (d_i/t x N fp32 per
 sequence) and the conv's last w - 1 inputs from the previous rank, and in backward sends
 the state's gradient back: a sequential dependency of c - 1 hops each way.
