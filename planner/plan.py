@@ -676,9 +676,10 @@ def _rule_error(code: int, where: str, job: Job, model: ModelSpec, *, dp: int, g
         r = BY_CODE[code]
         figures = (f" ({r.detail(model, stack, plan, cluster_of(hw, job.gpus))})"
                    if r.detail is not None and plan is not None and hw is not None else "")
-        return PlannerError(f"{where}{r.text}{figures}: the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, "
-                            f"ep {job.ep}, sharding {job.sharding} as {job.sharding_mode}, rank order {job.rank_order}) "
-                            f"breaks start-up rule {r.key} of {r.trainer} ({r.source})",
+        who = ("the model" if r.model_level else  # every plan alike: no degrees to name (StartupRule.model_level)
+               f"the plan (tp {job.tp}, cp {job.cp}, pp {job.pp}, vpp {job.vpp}, dp {dp}, ep {job.ep}, sharding "
+               f"{job.sharding} as {job.sharding_mode}, rank order {job.rank_order})")
+        return PlannerError(f"{where}{r.text}{figures}: {who} breaks start-up rule {r.key} of {r.trainer} ({r.source})",
                             r.hint(model, stack) if callable(r.hint) else r.hint)
     if code in (STACK_SHARDING, STACK_SCHEDULE, STACK_ORDER, STACK_DEGREE, STACK_ETP):
         return _stack_error(code, where, job, stack, dp)

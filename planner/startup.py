@@ -193,6 +193,8 @@ class StartupRule:
     # it reads the micro-batch size (PlanArrays.mbs): space.choose_modes keys on it where the rule applies
     # to the stack (reads_micro_batch)
     reads_mbs: bool = False
+    # it reads the model and the stack alone (every plan breaks it alike): its refusal names no plan's degrees
+    model_level: bool = False
 
     # the figures of a refused plan (0-d PlanArrays) for its message: (model, stack, plan, cluster) -> str
     detail: Callable | None = None
@@ -1754,7 +1756,7 @@ LATER_RULES = LATER_RULES + (
         "MoE MLP): it cannot train this model",
         "stack_db <stack> runs.layer_kinds, each kind cited at the stack's commit (Megatron-LM @d98e8a64 "
         "megatron/core/ssm/mamba_mixer.py: Mamba-2 only; no chunked attention in megatron/core/transformer/)",
-        layer_kind_hint, _layer_kind_broken, detail=layer_kind_detail),
+        layer_kind_hint, _layer_kind_broken, detail=layer_kind_detail, model_level=True),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

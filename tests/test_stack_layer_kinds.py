@@ -140,6 +140,8 @@ def test_fit_says_before_searching_that_the_stack_cannot_train_the_model(cli):
     r = cli("fit", "--model", "llama4-scout", "--gpus", "64", "--hardware", "h100-sxm", "--top", "1")
     assert r.exit_code == 2 and "STACK_LAYER_KIND" in r.stderr and "chunked layers (36 of 48" in r.stderr
     assert "choose a stack that builds every layer of llama4-scout: torchtitan (--stack)" in r.stderr
+    # the rule reads the model and the stack alone (StartupRule.model_level): no plan's degrees quoted (fit has none)
+    assert "the model breaks start-up rule STACK_LAYER_KIND" in r.stderr and "the plan (tp" not in r.stderr
     ok = cli("fit", "--model", "llama4-scout", "--gpus", "64", "--hardware", "h100-sxm", "--top", "1", "--stack",
              "torchtitan", "--seq-len", "4096")
     assert ok.exit_code == 0, ok.stderr
