@@ -152,6 +152,7 @@ _TOKENS), cited in the comment above them (codes from 55, after LATER_RULES' fir
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable
 
@@ -1643,10 +1644,40 @@ LATER_RULES = LATER_RULES + (
 ANY_STACK = "every stack"
 
 
-def model_layer_features(model) -> dict[str, list[int]]:
+class LayerIndices(Sequence):
+    """The 0-based layers i < n with i % period in `offsets` (sorted): one layer feature's layers as the pattern
+    gives them, without a per-layer list (a model may have 2^31 - 1 layers: the fuzz passes' reproducers)."""
+
+    def __init__(self, offsets, period: int, n: int):
+        self.offsets, self.period, self.n = tuple(sorted(offsets)), int(period), int(n)
+
+    def __len__(self) -> int:
+        full, rest = divmod(self.n, self.period)
+        return full * len(self.offsets) + sum(1 for o in self.offsets if o < rest)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(len(self)))]
+        size = len(self)
+        k = k + size if k < 0 else k
+        if not 0 <= k < size:
+            raise IndexError(k)
+        q, r = divmod(k, len(self.offsets))
+        return q * self.period + self.offsets[r]
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, (list, tuple, LayerIndices)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+
+def model_layer_features(model) -> dict[str, LayerIndices]:
     """The layer features (schema.LayerFeature) of the model's layers -> the 0-based layers that use each: the mixer
     kind (the model's default, MLA with `mla:` else global, where a kind leaves it out), `output_gate` where an
-    attention mixer gates its output, `moe` where the MLP is the MoE one (a kind's default with `moe:`)."""
+    attention mixer gates its output, `moe` where the MLP is the MoE one (a kind's default with `moe:`). Read from
+    the layer pattern's period (LayerIndices), never layer by layer."""
     from .schema import GlobalAttention, MoEMLP
 
     def feats(spec) -> list[str]:
@@ -1659,13 +1690,14 @@ def model_layer_features(model) -> dict[str, list[int]]:
             out.append("moe")
         return [f for f in out if f != "none"]
 
-    found: dict[str, list[int]] = {}
     pattern = model.layer_pattern
-    for i in range(model.num_layers):
-        spec = model.layer_kinds[pattern[i % len(pattern)]] if pattern is not None else None
+    period = len(pattern) if pattern is not None else 1
+    offsets: dict[str, list[int]] = {}
+    for i in range(min(period, model.num_layers)):
+        spec = model.layer_kinds[pattern[i]] if pattern is not None else None
         for f in feats(spec):
-            found.setdefault(f, []).append(i)
-    return found
+            offsets.setdefault(f, []).append(i)
+    return {f: LayerIndices(o, period, model.num_layers) for f, o in offsets.items()}
 
 
 def missing_layer_features(model, stack) -> dict[str, list[int]]:
@@ -1678,13 +1710,22 @@ def missing_layer_features(model, stack) -> dict[str, list[int]]:
     return {f: ls for f, ls in model_layer_features(model).items() if f not in built}
 
 
-def _spans(layers: list[int]) -> str:
-    """0-based layer indices as runs: 0-2, 4, 6-7."""
-    out, start = [], layers[0]
-    for a, b in zip(layers, layers[1:] + [None]):
-        if b != a + 1:
-            out.append(f"{start}" if start == a else f"{start}-{a}")
-            start = b
+def _spans(layers, most: int = 12) -> str:
+    """0-based layer indices as runs: 0-2, 4, 6-7; after `most` runs, how many more (a run of a LayerIndices is at
+    most its period long unless it holds every layer, so this reads at most `most` periods)."""
+    if isinstance(layers, LayerIndices) and len(layers.offsets) == layers.period:
+        return f"0-{layers.n - 1}" if layers.n > 1 else "0"
+    out, start, prev = [], None, None
+    for a in layers:
+        if start is None:
+            start = a
+        elif a != prev + 1:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = a
+            if len(out) == most:
+                return ", ".join(out) + ", ... (more runs)"
+        prev = a
+    out.append(f"{start}" if start == prev else f"{start}-{prev}")
     return ", ".join(out)
 
 

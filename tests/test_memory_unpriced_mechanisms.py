@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import tomllib
 
+from pathlib import Path
+
 import pytest
 
 from planner.errors import PlannerError
@@ -119,7 +121,7 @@ def test_early_step_toml_read_exported_and_searched(tmp_path, cli):
 
 
 # ---- [lg2] litgpt's K and V expanded to the query heads
-def test_litgpt_kv_expansion_by_hand():
+def test_litgpt_kv_expansion_by_hand(tmp_path):
     """litgpt v0.4.11 CausalSelfAttention (GQA): k, v expanded and reshaped to n_head before SDPA,
     which saves them: 2 x 2 B x head_dim x (heads - KV heads) a token more than the KV heads'.
     Mistral 7B v0.2 (32 heads, 8 groups, d 128) at the Thunder row's micro-batch 3 x 32,768 tokens:
@@ -131,7 +133,18 @@ def test_litgpt_kv_expansion_by_hand():
     from planner.plan import resolve
     from planner.schema import Job
 
-    def run(expand: bool, model="mistral-7b"):
+    # Mistral 7B v0.2 as the Thunder row gives it (tests/data/memory/measured_memory.yaml
+    # thunder_pr1261_mistral_7b_v02_fsdp8_ac planner.model_shape: litgpt v0.4.11's config, no sliding window; the
+    # catalog's mistral-7b is v0.1, whose 4,096-token window the litgpt-benchmark stack does not list: rule 73)
+    import yaml
+
+    rows = yaml.safe_load((Path(__file__).parent / "data" / "memory" / "measured_memory.yaml").read_text())
+    rows = rows["memory_rows"]
+    shape = next(r for r in rows if r["id"] == "thunder_pr1261_mistral_7b_v02_fsdp8_ac")["planner"]["model_shape"]
+    v02 = tmp_path / "mistral-7b-v0.2-litgpt.yaml"
+    v02.write_text(yaml.safe_dump({**shape, "sources": ["litgpt v0.4.11 litgpt/config.py Mistral-7B-v0.2 (the row's why)"]}))
+
+    def run(expand: bool, model=str(v02)):
         settings, plan, _ = resolve(Job(model=model, gpus=8, stack="litgpt-benchmark", sharding="fsdp",
                                         recompute="full", micro_batch=3, global_batch=24, seq_len=32768))
         st = settings.stack

@@ -641,3 +641,25 @@ def test_width_rule_reads_the_pattern_not_each_layer(monkeypatch):
     names = [w[0] for w in startup._quantized_widths(huge)]
     assert huge.num_layers == 2**31 - 1
     assert names[:3] == ["hidden_size", "attention proj input heads x head_dim", "QKV out (heads + 2 kv_heads) x head_dim"]
+
+
+def test_layer_kind_rule_reads_the_pattern_not_each_layer(cli, tmp_path):
+    """Rule 73 (STACK_LAYER_KIND, megkinds) listed each feature's layers one by one: at 2^31 - 1 layers the
+    CI run after its merge grew past 3.5 GB in test_fuzz_pass_huge_layer_counts_are_priced. Its layers are
+    LayerIndices (the pattern's period): the GPT-3-shaped reproducer is priced, and a Jamba of 2^31 - 1
+    layers is refused on megatron at once, its Mamba-1 runs cut after twelve."""
+    from planner.catalog import load_model
+    from planner.startup import model_layer_features
+
+    f = model_layer_features(load_model(str(FUZZ / "model-5-4.yaml")))
+    assert list(f) == ["global"] and len(f["global"]) == 2**31 - 1 and f["global"][-1] == 2**31 - 2
+    src = Path(__file__).parent.parent / "model_zoo" / "jamba-v0.1.yaml"
+    text = src.read_text().replace("num_layers: 32", "num_layers: 2147483647", 1)
+    assert "num_layers: 2147483647" in text
+    (tmp_path / "jamba.yaml").write_text(text)
+    j = model_layer_features(load_model(str(tmp_path / "jamba.yaml")))
+    # 2^31 - 1 = 8 x 268,435,455 + 7: seven Mamba-1 layers a period (offset 4 is attention), six in the last 7
+    assert len(j["mamba1"]) == 7 * ((2**31 - 1) // 8) + 6 and j["mamba1"][:8] == [0, 1, 2, 3, 5, 6, 7, 8]
+    r = cli("explain", "--model", str(tmp_path / "jamba.yaml"), "--gpus", "8")
+    assert r.exit_code == 2 and "STACK_LAYER_KIND" in r.stderr
+    assert "0-3, 5-11, 13-19, 21-27, 29-35, 37-43, 45-51, 53-59, 61-67, 69-75, 77-83, 85-91, ... (more runs)" in r.stderr
