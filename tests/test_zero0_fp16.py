@@ -302,3 +302,24 @@ def test_a_stage_0_json_without_fp16_is_a_bf16_job(tmp_path):
                "level, zero1" in read[0].assumed
         s, p, _ = resolve(job)
         assert (s.stack.runs.sharding[int(p.smode)].name, int(p.sharding)) == ("bf16_optimizer", 1)  # zero1
+
+
+def test_megatron_reader_keeps_a_value_the_mode_says_unset_default_for(monkeypatch):
+    """trainers.megatron._mode_settings drops a script's setting that its mode runs anyway (unset switch: left out, the
+    mode's value) but keeps it under unset default, where a left-out setting counts as the job's default: a mode
+    fixing fp16 true that way keeps the script's --fp16 in the job (else the job would be refused at its own mode)."""
+    import planner.catalog as catalog
+    from planner.trainers.megatron import _mode_settings
+
+    real = catalog.load_stack("megatron")
+    for unset, want in (("default", {"sharding_mode": "ddp", "fp16": True}), ("switch", {"sharding_mode": "ddp"})):
+        x = ModeSetting(setting="fp16", value=True, other="refused", unset=unset, source="s")
+        modes = [m.model_copy(update={"job_settings": [x]}) if m.name == "ddp" else m for m in real.runs.sharding]
+        fake = real.model_copy(update={"runs": real.runs.model_copy(update={"sharding": modes})})
+        monkeypatch.setattr(catalog, "load_stack", lambda name, _f=fake: _f)
+        job, assumed = {"sharding_mode": "ddp", "fp16": True}, []
+        _mode_settings({"--fp16": None}, job, assumed)
+        assert job == want, unset
+        job = {"sharding_mode": "ddp"}
+        _mode_settings({}, job, [])
+        assert job == {"sharding_mode": "ddp", "fp16": False}  # refused: kept, so resolve names the check
