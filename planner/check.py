@@ -332,7 +332,8 @@ def ladders(job: Job, res: dict, sp_asked: bool = False) -> dict[str, list[Chang
 def _stack_levels(job: Job) -> tuple[str, ...]:
     """The sharding levels the job's stack runs for the job (all for a stack file that lists none): a level
     whose every mode the trainer runs otherwise for the job's settings is none of them (plan.stack_for_settings:
-    DeepSpeed's zero0 is fp16's FP16_Optimizer, so a bf16 job on megatron-deepspeed has no level none)."""
+    DeepSpeed's zero0 is fp16's FP16_Optimizer, so a job on megatron-deepspeed that does not say fp16 has no
+    level none)."""
     from .catalog import load_stack
     from .plan import stack_for_settings
 

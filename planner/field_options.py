@@ -40,8 +40,8 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     # precision (issue 23) and fp8 details
     FieldOption("fp16", "bool", "the 16-bit dtype is fp16 with loss scaling, not bf16 (Megatron --fp16): priced as bf16, "
                 "exported as --fp16 / DeepSpeed fp16.enabled; Megatron refuses it under --use-torch-fsdp2 (fit leaves that mode "
-                "out); DeepSpeed's ZeRO stage 0 (megatron-deepspeed zero0) runs fp16 only, so --no-fp16 plans without it "
-                "(default: off, bf16; zero0's rows fp16)"),
+                "out); DeepSpeed's ZeRO stage 0 (megatron-deepspeed zero0) runs fp16 only, so only --fp16 plans it "
+                "(default: off, bf16, planned without zero0)"),
     FieldOption("fp8_attention", "bool", "with --precision fp8: the fused attention in fp8 too (Megatron-Core "
                 "TransformerConfig.fp8_dot_product_attention, Transformer Engine's fp8_dpa; needs a recipe of the stack with "
                 "an fp8 attention path on the GPU; fit searches only those recipes) (default: off)"),

@@ -1252,10 +1252,20 @@ def given_setting(job: Job, name: str):
     return getattr(job, name) if name in job.model_fields_set else None
 
 
+def mode_setting_value(job: Job, x):
+    """The job's value of ModeSetting x's setting as the mode reads it: the job's own (given_setting);
+    where it leaves it out, the job's default under x.unset default (MODE_SETTING_DEFAULTS: megatron-deepspeed's
+    zero0, a job saying nothing is bf16), None under unset switch (the mode runs it at x.value)."""
+    v = given_setting(job, x.setting)
+    return MODE_SETTING_DEFAULTS[x.setting] if v is None and x.unset == "default" else v
+
+
 def stack_for_settings(job: Job, stack, where: str = ""):
     """The stack without the sharding modes whose trainer refuses a setting the job gives
     (stack_db runs.sharding job_settings, other refused: Megatron's --use-torch-fsdp2 with the
-    gradient-accumulation fusion, its DDP with --fp8-param-gather), each left-out mode's
+    gradient-accumulation fusion, its DDP with --fp8-param-gather; or the job's default where it
+    leaves the setting out and the mode says unset default: DeepSpeed's zero0 for a job without
+    fp16, mode_setting_value), each left-out mode's
     refusal cited first among the stack's sources, so `fit` never ranks it and `check` never
     suggests it; a job that names such a mode (sharding_mode, or a sharding level whose every
     mode refuses it) is refused, naming the trainer's check."""
@@ -1264,7 +1274,7 @@ def stack_for_settings(job: Job, stack, where: str = ""):
         return stack
     keep, why = [], []
     for m in runs.sharding:
-        bad = [x for x in m.job_settings if x.other == "refused" and given_setting(job, x.setting) not in (None, x.value)]
+        bad = [x for x in m.job_settings if x.other == "refused" and mode_setting_value(job, x) not in (None, x.value)]
         if not bad:
             keep.append(m)
             continue
@@ -1300,18 +1310,19 @@ def overridden_settings(job: Job, stack, smode: int) -> list[str]:
     m = runs.sharding[smode]
     return [f"{x.setting} {str(not x.value).lower()} under sharding mode {m.name}: the trainer runs it "
             f"{str(x.value).lower()} ({x.source}); priced and exported so"
-            for x in m.job_settings if x.other == "overridden" and given_setting(job, x.setting) not in (None, x.value)]
+            for x in m.job_settings if x.other == "overridden" and mode_setting_value(job, x) not in (None, x.value)]
 
 
 def mode_run_settings(job: Job, stack, smode: int) -> list[tuple[str, bool]]:
     """(setting, value) for each setting the job leaves out that its plan's sharding mode runs away from the
-    job's default (stack_db runs.sharding job_settings: DeepSpeed's zero0 runs fp16, Megatron's torch_fsdp2
-    without the gradient-accumulation fusion), listed with the settings taken from the stack."""
+    job's default (stack_db runs.sharding job_settings, unset switch: Megatron's torch_fsdp2 without the
+    gradient-accumulation fusion), listed with the settings taken from the stack; none under unset default
+    (DeepSpeed's zero0: a job leaving fp16 out is bf16, planned without the mode)."""
     runs = stack.runs if stack is not None else None
     if runs is None or not 0 <= smode < len(runs.sharding):
         return []
     return [(x.setting, x.value) for x in runs.sharding[smode].job_settings
-            if given_setting(job, x.setting) is None and x.value != MODE_SETTING_DEFAULTS[x.setting]]
+            if mode_setting_value(job, x) is None and x.value != MODE_SETTING_DEFAULTS[x.setting]]
 
 
 def stack_for_states(job: Job, stack, where: str = ""):
@@ -2202,7 +2213,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
            and settings.stack.defaults.moe_permute_fusion is not None else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         # as the plan's sharding mode runs it (stack_db runs.sharding job_settings: DeepSpeed's zero0 is fp16's
-        # FP16_Optimizer, a job leaving fp16 out runs it so; priced as bf16 either way)
+        # FP16_Optimizer, planned only for a job that says fp16, unset default; priced as bf16 either way)
         **({"fp16": True} if fixed.get("fp16", settings.fp16) else {}),
         # the fusion switches a job turned off (the stack's fused kernels are the default)
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},

@@ -1606,10 +1606,12 @@ Schedule = Literal["1f1b", "interleaved", "gpipe", "zb-h1", "dualpipe"]
 
 class ModeSetting(BaseModel):
     """A job setting the trainer runs at one value only under a sharding mode (issue 22): a job
-    that leaves the setting out runs the mode at `value` (priced and exported so); one that sets
-    the other value is refused under the mode (`other: refused`: the trainer's start-up check
-    fails, so `fit` plans such a job without the mode) or runs `value` in its place (`other:
-    overridden`: the trainer turns it off with a warning, priced as it runs, with a note)."""
+    that leaves the setting out runs the mode at `value` (priced and exported so; `unset: switch`)
+    or counts as the job's default (`unset: default`: the mode is the job's only where the job
+    gives `value` itself); one that sets the other value is refused under the mode (`other:
+    refused`: the trainer's start-up check fails, so `fit` plans such a job without the mode) or
+    runs `value` in its place (`other: overridden`: the trainer turns it off with a warning,
+    priced as it runs, with a note)."""
 
     model_config = Strict
     setting: Literal["gradient_accumulation_fusion", "fp8_param_gather", "fp16"] = Field(
@@ -1621,6 +1623,15 @@ class ModeSetting(BaseModel):
         description="other: refused: the stack's sharding mode the trainer runs in this one's place for a job with the "
                     "other value (the same settings build another optimizer: DeepSpeed's bf16 at ZeRO stage 0 is its "
                     "BF16_Optimizer, mode bf16_optimizer), named in the refusal's hint; null: the trainer's check fails")
+    unset: Literal["switch", "default"] = Field(
+        default="switch",
+        description="a job that leaves the setting out: switch, the mode runs it at value (Megatron's --use-torch-fsdp2 "
+                    "without the gradient-accumulation fusion, whatever the job leaves out); default, it counts as the "
+                    "job's default (MODE_SETTING_DEFAULTS: fp16 false, the planner's bf16), so a mode whose value is not "
+                    "the default is the job's only where the job gives value itself: with other refused, `fit` plans a "
+                    "job leaving it out without the mode, `check` does not suggest it, and a job naming it is refused "
+                    "(DeepSpeed's zero0, fp16's FP16_Optimizer: a job that says nothing is bf16, not fp16). default: "
+                    "only with other refused and a value other than the job's default (else it changes nothing)")
     source: str = Field(min_length=1, description="the trainer's check at a commit, file, lines and its message")
 
     @model_validator(mode="after")
@@ -1628,6 +1639,12 @@ class ModeSetting(BaseModel):
         if self.instead is not None and self.other != "refused":
             raise ValueError(f"job setting {self.setting}: instead names the mode run in place of a refused one "
                              "(other: refused)")
+        if self.unset == "default" and (self.other != "refused" or self.value == MODE_SETTING_DEFAULTS[self.setting]):
+            d = MODE_SETTING_DEFAULTS[self.setting]
+            raise ValueError(f"job setting {self.setting}: unset default (a job leaving it out counts as "
+                             f"{str(d).lower()}, the job's default) is for a mode that refuses that default (other: "
+                             f"refused, value {str(not d).lower()}): an overridden setting runs the mode's value "
+                             "whatever the job says, and at the default value a job leaving it out runs the mode already")
         return self
 
 
@@ -1726,7 +1743,9 @@ class ShardingMode(BaseModel):
         gradient_accumulation_fusion and fp8_param_gather per job only (step.py [11] in the layer
         times grouped without the mode, [12]; memory.py [uf], [ow], [11]), under FSDP they price
         neither but TE's cached dummy weight gradients of the fused accumulation, which read the
-        plan's mode (memory.py [dw], stacks.mode_value). fp16 is priced as bf16 at every level
+        plan's mode (memory.py [dw], stacks.mode_value). A refused setting with unset default never
+        runs a job away from its own value (a job leaving it out counts as the default and is planned
+        without the mode), so it may be fixed at any level. fp16 is priced as bf16 at every level
         (precisions.SAME_PEAK: the same 2-byte width and tensor-core peak; no cost model reads it), so
         any mode may run it at either value (DeepSpeed's zero0 runs fp16 only: stack_db megatron-deepspeed).
         step_grads: only below FSDP."""
@@ -1742,10 +1761,13 @@ class ShardingMode(BaseModel):
         for s in self.job_settings:
             if s.setting in UNPRICED_MODE_SETTINGS:
                 continue
-            if (s.other == "overridden" or s.value != MODE_SETTING_DEFAULTS[s.setting]) and self.level not in ("fsdp", "hsdp"):
+            # (unset default: the mode runs only a job that gives its value itself, priced per job as it gives it)
+            runs_other = s.other == "overridden" or (s.value != MODE_SETTING_DEFAULTS[s.setting] and s.unset == "switch")
+            if runs_other and self.level not in ("fsdp", "hsdp"):
                 raise ValueError(f"sharding mode {self.name} ({self.level}) runs {s.setting} {str(s.value).lower()} for a "
                                  "job that says otherwise or nothing: priced per job below FSDP, so only an fsdp or hsdp "
-                                 "mode may (refuse the other value instead)")
+                                 "mode may (refuse the other value, with unset default: a job leaving it out counts as "
+                                 "the default and is planned without the mode)")
         return self
 
 
@@ -2311,7 +2333,8 @@ class Job(BaseModel):
                                    "--bf16; with fp8 / nvfp4 the parameters' dtype): priced as bf16 (the same 2-byte width "
                                    "and tensor-core peak, precisions.SAME_PEAK); Megatron refuses it under "
                                    "--use-torch-fsdp2 and DeepSpeed runs ZeRO stage 0 (megatron-deepspeed zero0) with it "
-                                   "only (stack_db runs.sharding job_settings: a job leaving it out runs zero0 in fp16); "
+                                   "only (stack_db runs.sharding job_settings, unset default: a job leaving it out is bf16, "
+                                   "planned without zero0); "
                                    "exported by the megatron (--fp16) and deepspeed (fp16.enabled) formats; default off")
     schedule: Optional[Schedule] = Field(default=None, description="default: interleaved if vpp > 1 else 1f1b; zb-h1 = zero-bubble H1 (Qi et al. 2023)")
     microbatch_group: Optional[Count] = Field(

@@ -36,15 +36,17 @@ def _run(**kw):
 
 def test_states_bf16_whole_fp32_buffer_whole_master_and_adam_partitioned():
     """16 GPUs, pp 1: weights 2P, gradients 2P (bf16) + 4P (the fp32 buffer) = 6P, master 4P / 16, Adam 8P / 16;
-    ZeRO-1 (mode zero1) the same but 2P of gradients; stage 0 (zero0, DDP) 4P and 8P replicated."""
-    _, plan, b = _run(sharding_mode="bf16_optimizer")
-    assert (int(plan.sharding), int(plan.smode)) == (1, 5)  # zero1 level, the stack's sixth mode
+    ZeRO-1 (mode zero1) the same but 2P of gradients; stage 0 (zero0, fp16's FP16_Optimizer) 4P and 8P replicated."""
+    s, plan, b = _run(sharding_mode="bf16_optimizer")
+    # zero1 level; the job leaves fp16 out (bf16), so its stack is planned without zero0: bf16_optimizer its fifth mode
+    assert (int(plan.sharding), int(plan.smode)) == (1, 4)
+    assert [m.name for m in s.stack.runs.sharding] == ["zero1", "zero2", "zero3", "zero3_mics", "bf16_optimizer"]
     m = b.memory
     assert (float(m["weights"]), float(m["gradients"]), float(m["master_weights"]), float(m["adam"])) == (
         2.0 * P, 6.0 * P, 4.0 * P / 16, 8.0 * P / 16)
     z = _run(sharding_mode="zero1")[2].memory
     assert float(z["gradients"]) == 2.0 * P and float(z["master_weights"]) == 4.0 * P / 16
-    d = _run(sharding_mode="zero0")[2].memory
+    d = _run(sharding_mode="zero0", fp16=True)[2].memory
     assert (float(d["master_weights"]), float(d["adam"])) == (4.0 * P, 8.0 * P)
     # no step copies of the gradients: the step's fp32 gradient partition is a view of the buffer (step l. 297-301)
     assert float(m["step_grad_copies"]) == 0.0 and float(m["zero12_ipg_bucket"]) == 0.0
@@ -68,7 +70,7 @@ def test_dp_traffic_all_reduce_of_the_gradients_then_all_gather_of_the_weights()
     rs = one(comm.REDUCE_SCATTER, fs.grad_reduce_bytes)
     assert float(b.time_extra["dp_comm_s"]) == pytest.approx(ar + ag, rel=1e-12)
     assert float(_run(sharding_mode="zero1")[2].time_extra["dp_comm_s"]) == pytest.approx(rs + ag, rel=1e-12)
-    assert float(_run(sharding_mode="zero0")[2].time_extra["dp_comm_s"]) == pytest.approx(ar, rel=1e-12)
+    assert float(_run(sharding_mode="zero0", fp16=True)[2].time_extra["dp_comm_s"]) == pytest.approx(ar, rel=1e-12)
     assert ar > rs  # the all-reduce moves twice the reduce-scatter's bytes: the mode is not ZeRO-1 renamed
 
 
@@ -88,8 +90,9 @@ def test_fp16_refused_under_the_mode():
 
 def test_exported_as_stage_0_bf16_and_read_back(tmp_path):
     """Exported as the JSON that builds the BF16_Optimizer (stage 0, bf16 enabled), read back as the same mode;
-    stage 1 with grad_accum_dtype fp32 reads as it too; zero0 (replicated states) is fp16's FP16_Optimizer: a job
-    leaving fp16 out runs it in fp16 and exports stage 0 with fp16 enabled (tests/test_zero0_fp16.py), not bf16."""
+    stage 1 with grad_accum_dtype fp32 reads as it too; zero0 (replicated states) is fp16's FP16_Optimizer: an fp16
+    job's, exported as stage 0 with fp16 enabled (tests/test_zero0_fp16.py), not bf16; a job leaving fp16 out is bf16,
+    refused at level none."""
     from planner.cli.export import resolved_plan
     from planner.trainers import load_trainer_config
     from planner.trainers.export import export_plan
@@ -109,9 +112,12 @@ def test_exported_as_stage_0_bf16_and_read_back(tmp_path):
     data["data_types"] = {"grad_accum_dtype": "fp32"}
     path.write_text(json.dumps(data), encoding="utf-8")
     assert load_trainer_config(path, fmt="deepspeed", model="llama3-8b", gpus=16).job["sharding_mode"] == "bf16_optimizer"
-    zero0 = resolved_plan(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", sharding="none", global_batch=64))
+    zero0 = resolved_plan(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", sharding="none", global_batch=64,
+                              fp16=True))
     data = json.loads(export_plan(zero0, "deepspeed")[0])
     assert data["zero_optimization"]["stage"] == 0 and data["fp16"] == {"enabled": True} and "bf16" not in data
+    with pytest.raises(PlannerError, match="runs sharding mode bf16_optimizer in its place"):
+        resolved_plan(Job(model="llama3-8b", gpus=16, stack="megatron-deepspeed", sharding="none", global_batch=64))
 
 
 def test_optimizer_time_adds_the_buffer_passes():

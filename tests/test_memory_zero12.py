@@ -29,14 +29,14 @@ def _8b(explain, **kw):
 
 def test_ipg_buffers_at_the_backward_peak(explain):
     """ZeRO-2 and ZeRO-1: 2 B x 5e8 at the peak; two with overlap_comm (dp_comm_overlap); ZeRO-3 prices its own
-    (zero3_ipg_bucket), DDP none."""
+    (zero3_ipg_bucket), stage 0 none (zero0: fp16's FP16_Optimizer, so an fp16 job)."""
     assert _8b(explain, sharding="zero2")["terms"]["zero12_ipg_bucket"] == 1e9
     assert _8b(explain, sharding="zero1")["terms"]["zero12_ipg_bucket"] == 1e9
     assert _8b(explain, sharding="zero2", dp_comm_overlap=True)["terms"]["zero12_ipg_bucket"] == 2e9
     assert _8b(explain, sharding="zero2", deepspeed_zero3={"reduce_bucket_size": 10**8})["terms"]["zero12_ipg_bucket"] == 2e8
     z3 = _8b(explain, sharding="fsdp")["terms"]
     assert z3["zero12_ipg_bucket"] == 0.0 and z3["zero3_ipg_bucket"] == 1e9
-    assert _8b(explain, sharding="none")["terms"]["zero12_ipg_bucket"] == 0.0
+    assert _8b(explain, sharding="none", fp16=True)["terms"]["zero12_ipg_bucket"] == 0.0
 
 
 def test_ipg_buffer_only_on_the_last_pipeline_stage(explain):

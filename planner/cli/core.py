@@ -78,6 +78,21 @@ def replaced(data: dict, given: dict) -> list[str]:
             if k in data and data[k] != v]
 
 
+def _mode_level(data: dict, mode: str, stack_name, assumed: list) -> None:
+    """A command-line sharding mode over a trainer config's sharding level of another (a DeepSpeed JSON at stage 0,
+    sharding none, with --sharding bf16_optimizer, the zero1 mode DeepSpeed runs for bf16 there): the mode chooses
+    its level, the file's not kept, listed as assumed (flags beat file values, as a command-line level chooses the
+    mode anew). An unknown stack or mode is left to resolve, which names it."""
+    try:
+        runs = load_stack(stack_name).runs if stack_name is not None else None
+    except PlannerError:
+        return
+    level = next((m.level for m in (runs.sharding if runs is not None else ()) if m.name == mode), None)
+    if level is not None and level != data["sharding"]:
+        assumed.append(f"sharding: the file's {data.pop('sharding')} is not kept: the command line's sharding mode "
+                       f"{mode} chooses its level, {level}")
+
+
 def _one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
     """A trainer config's unsharded mesh (sharding none: torchtitan's data_parallel_replicate_degree = dp with
     shard degree 1) read onto a command-line stack that lists no unsharded mode and whose trainer applies FSDP
@@ -136,6 +151,8 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
             cfg.assumed.append(f"sharding_mode: the file's {data.pop('sharding_mode')} is not kept: the command line's "
                                + " and ".join(f"{k} {given[k]}" for k in ("stack", "sharding") if k in given)
                                + " choose(s) the mode (the stack's first of the level)")
+        if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
+            _mode_level(data, given["sharding_mode"], given.get("stack", data.get("stack")), cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
             _one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):

@@ -29,8 +29,8 @@ def stack_options_text(p: dict) -> str:
     compile' on a stack that compiles (stack_db compiled_kernels), where fit takes compile on unless pinned
     or refused (space.uncompiled_choices: torchtitan's mxfp8 with TP); an MoE row with ep > 1 names its
     dispatcher (plan moe_dispatcher: 'EP overlap, deepep'); a row whose plan names fp8_grouped_experts its
-    routed experts' precision ('fp8 experts', 'bf16 experts'); a row in fp16 says so first ('fp16': the job's,
-    or its sharding mode's, DeepSpeed's zero0)."""
+    routed experts' precision ('fp8 experts', 'bf16 experts'); a row in fp16 says so first ('fp16': the job's;
+    DeepSpeed's zero0 is planned only for a job that says fp16)."""
     from ..catalog import load_stack
 
     parts = ["fp16"] if p.get("fp16") else []  # the row's 16-bit dtype where not bf16 (priced as bf16)

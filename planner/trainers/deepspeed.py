@@ -272,7 +272,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     if bf16 and fp16:
         raise PlannerError(f"{where}bf16.enabled and fp16.enabled are both true", "DeepSpeed allows one")
     job["precision"] = "bf16"
-    if fp16 or bf16:  # the 16-bit dtype the engine runs (job field fp16; a job leaving it out runs the mode's)
+    if fp16 or bf16:  # the 16-bit dtype the engine runs (job field fp16; left out, fp32 or "auto": the planner's bf16)
         job["fp16"] = fp16
     auto = [f"{sec}.enabled" for sec in ("bf16", "fp16") if isinstance(data.get(sec), dict) and data[sec].get("enabled") == "auto"]
     if fp16:

@@ -1706,9 +1706,10 @@ def _mode_settings(flags: dict, job: dict, assumed: list) -> None:
     the flags give it (Megatron's defaults: --no-gradient-accumulation-fusion is store_false, the
     fusion on, arguments.py l. 2944-2948; --fp8-param-gather off) is left out of the job where the
     mode runs that value anyway (--use-torch-fsdp2 with --no-gradient-accumulation-fusion: listed as
-    assumed), left out with a note where the mode overrides it (--fp8-param-gather under
-    --use-torch-fsdp2), and kept where the mode refuses it (the fusion on under --use-torch-fsdp2,
-    --fp8-param-gather under DDP), so that the job is refused naming Megatron's check."""
+    assumed; kept where the mode says unset default, where a job leaving it out counts as its default),
+    left out with a note where the mode overrides it (--fp8-param-gather under --use-torch-fsdp2), and
+    kept where the mode refuses it (the fusion on under --use-torch-fsdp2, --fp8-param-gather under
+    DDP), so that the job is refused naming Megatron's check."""
     from ..catalog import load_stack
 
     given = {"gradient_accumulation_fusion": "--no-gradient-accumulation-fusion" not in flags,
@@ -1718,7 +1719,9 @@ def _mode_settings(flags: dict, job: dict, assumed: list) -> None:
     mode = next(m for m in load_stack("megatron").runs.sharding if m.name == job["sharding_mode"])
     for x in mode.job_settings:
         v = given[x.setting]
-        if v == x.value:
+        if v == x.value and x.unset == "default":  # the mode is the job's only where the job gives the value itself
+            job[x.setting] = v
+        elif v == x.value:
             if job.pop(x.setting, None) is not None:
                 assumed.append(f"{x.setting}: {flag[x.setting]} is what sharding mode {mode.name} requires ({x.source}); "
                                "priced as the mode runs it")
