@@ -323,3 +323,30 @@ def test_530b_mics_shard_group_is_the_reduce_scatter_world(explain):
     assert explain(**job, sharding="fsdp")[3]["memory"]["terms"]["zero3_bucket_copy"] == 2 * 1920 * 873_814
     mics = explain(**job, sharding="hsdp", sharding_mode="zero3_mics", shard_group=640)[3]["memory"]["terms"]
     assert mics["zero3_bucket_copy"] == 0.0
+
+
+def _stack_without(tmp_path, *fields):
+    """stack_db/megatron-deepspeed.yaml with the named fsdp fields left out (their default: no rows)."""
+    import yaml
+    stack = yaml.safe_load((Path(__file__).parents[1] / "stack_db" / "megatron-deepspeed.yaml").read_text())
+    for f in fields:
+        del stack["fsdp"][f]
+    path = tmp_path / f"md-without-{'-'.join(fields)}.yaml"  # a name per file (stacks are loaded once per path)
+    path.write_text(yaml.safe_dump(stack))
+    return str(path)
+
+
+def test_gpt3_hook_order_is_the_stacks_data(explain, tmp_path):
+    """The hook order comes from the stack [z3h]. Without its rows (the hook-together order) GPT-3's worst moment is
+    back fc1: fc1 + the prefetched proj 5 h^2 gathered, fc1's and fc2's gradients 8 h^2 (13 h^2). With the norm rows
+    only (a bias-free reading: proj and fc2 follow a LayerNorm, fc1 does not) fc1's GEMM still holds fc2's gradient:
+    the same 13 h^2. With the bias rows only, fc1's bias hook flushes fc2's gradient and fc2's own bias hook precedes
+    its GEMM: back fc2's GEMM 8 h^2 gathered + 4 h^2, as the shipped stack (test_gpt3_defaults)."""
+    both = _stack_without(tmp_path, "zero3_bias_hook_gemms", "zero3_norm_hook_gemms")
+    assert _z3(_gpt3(explain, stack=both))[:2] == pytest.approx((2 * 5 * H2, 2 * 8 * H2), rel=1e-12)
+    norms = _stack_without(tmp_path, "zero3_bias_hook_gemms")
+    assert _z3(_gpt3(explain, stack=norms))[:2] == pytest.approx((2 * 5 * H2, 2 * 8 * H2), rel=1e-12)
+    import yaml
+    p = Path(_stack_without(tmp_path, "zero3_norm_hook_gemms"))
+    assert _z3(_gpt3(explain, stack=str(p)))[:2] == pytest.approx((2 * 8 * H2, 2 * 4 * H2), rel=1e-12)
+    assert "zero3_norm_hook_gemms" not in yaml.safe_load(p.read_text())["fsdp"]
