@@ -713,7 +713,8 @@ References
      until the next gradient's hook reduce-scatters it (__reduce_and_partition_ipg_grads, l. 1294-1328, on the
      reduce stream under overlap_comm, stage 3's default) into the flat gradient partition (l. 547-557, the sharded
      gradients). So in a layer's backward, at module j's weight-gradient GEMM: j's gathered weights and any
-     prefetched, j's gradient and the previous module's (in backward order) where it exceeds the bucket. Priced: the
+     prefetched, j's gradient and the previous module's (in backward order) where it exceeds the bucket, unless another
+     gradient's hook fires before j's GEMM and flushes it ([z3h]: the moments then split). Priced: the
      largest over a layer kind's trace (its re-run forward under full recompute, then its backward; the next layer of
      the same kind after it) of the gathered parameters + those gradients, and the output layer's moment (its weight
      and gradient); x the weights' bytes (the terms zero3_working_set and zero3_unreduced_grads), + the IPG buffer
@@ -755,6 +756,24 @@ References
      freed (_partition_all_parameters): beside the states, every sharded gradient, the IPG buffer and the persistent
      parameters; its excess over the peak, beyond the optimizer_step term's, is the term (Llama 3 8B on 8 GPUs at seq
      1,024, full recompute: 2.11 GiB; the 530B records: none).
+[z3h] the hooks' order (issue 21, zero3hook; zero3_early_hooks): DeepSpeed hooks every parameter's AccumulateGrad
+     (utils/torch.py l. 25-31: register_post_accumulate_grad_hook), and any hook flushes a bucket that holds a gradient
+     above reduce_bucket_size (stage3.py l. 1266: elements_in_ipg_bucket counts it, l. 643-644). A module's bias added
+     outside its linear (Megatron's skip_bias_add: the bias returned, added by bias-GeLU or bias-dropout-add after the
+     GEMM; stack fsdp.zero3_bias_hook_gemms, where the model has linear biases) gets its gradient before the linear's
+     backward runs, and a norm module of its own between two linears (fsdp.zero3_norm_hook_gemms, where the block
+     that follows has a norm) gets its gradients between them; the module is gathered by then for its bias
+     (parameter_offload.py l. 342-379 wraps the returned bias too), assumed for a norm (an upper bound: there only the
+     modules already gathered or prefetched). partition_grads frees the flushed gradient (param.grad = None after
+     record_stream, l. 1517-1520: torch's caching allocator counts it free at once and reuses the block after the
+     reduce stream's event; assumed, the allocator's source not re-read here; reserved not priced apart). So such a module j has two moments: at the early hook its gathered
+     set + the previous module's gradient where above the bucket + that flush's copy [z3c], its own gradient not yet
+     computed; at its GEMM the gathered set + its own gradient (+ a flush of small ones). Megatron-DeepSpeed @8fd352da
+     (2021-style GPT layers: proj, fc1, fc2 skip_bias_add, qkv's bias inside F.linear; two LayerNorm modules): the
+     530B records' worst moment 8 h^2, not 12 h^2 (fc1's GEMM beside fc1's weights and gradient, fc2's flushed at fc1's
+     bias hook); on 560 GPUs fc1's bias hook, 12 h^2 with fc2's copy, not 16 h^2. A stack that lists no rows: the
+     hook-together order above. The tied output layer's gradient (one AccumulateGrad for both uses, so its hook may
+     fire only after the embedding's backward) is not priced beyond its own moment.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -829,7 +848,8 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           (partitioned_param_coordinator.py fetch_sub_module), those __params_to_release keeps within
 #                           stage3_max_reuse_distance, and the prefetch [z3]
 #   zero3_unreduced_grads   the full gradients awaiting their reduce-scatter at that moment: the module's and the
-#                           previous one's where above reduce_bucket_size (stage3.py l. 1258-1328) [z3]
+#                           previous one's where above reduce_bucket_size (stage3.py l. 1258-1328) [z3], in the model
+#                           code's hook order (an early hook flushes the previous one before the GEMM) [z3h]
 #   zero3_bucket_copy       at that moment reduce_scatter_coalesced's torch.cat copy of the bucket the hook flushes
 #                           (comm/coalesced_collectives.py l. 158-218) [z3c]
 #   zero3_reuse_kept        the last layers' modules __params_to_release keeps gathered from their first forward, beyond
@@ -2122,11 +2142,25 @@ def zero3_flush_copies(mods: list, bucket: float, world):
     return [np.where(big, c, bucket) for c in copies]
 
 
-def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0):
+def zero3_early_hooks(kind: LayerKind, ctx: Ctx, fsdp) -> list:
+    """For each of a layer kind's ZeRO-3 modules (zero3_modules' order), whether another parameter's gradient hook
+    fires between the previous backward module's weight hook and the module's weight-gradient GEMM [z3h]: its own
+    bias added outside the linear (stack fsdp.zero3_bias_hook_gemms, where the block has linear biases) or the norm
+    module that follows it in the forward (fsdp.zero3_norm_hook_gemms, where the next block has a norm: the MLP's
+    after a mixer row, the next layer's mixer's, taken of the same kind, after an MLP row)."""
+    rows = [(s.name, kind.mixer, kind.mlp) for s, _ in kind.mixer.gemms(ctx)] + \
+           [(s.name, kind.mlp, kind.mixer) for s, _ in kind.mlp.gemms(ctx)]
+    return [(name in fsdp.zero3_bias_hook_gemms and bool(getattr(own, "bias", False)))
+            or (name in fsdp.zero3_norm_hook_gemms and bool(getattr(nxt, "norm", 0))) for name, own, nxt in rows]
+
+
+def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0, early=None):
     """(gathered parameters, unreduced gradients' elements, the bucket's torch.cat copy) at the worst moment of one
     layer's re-run forward (full) and backward under DeepSpeed ZeRO-3 [z3] [z3c]: mods its submodules in forward
-    order (zero3_modules), z3 the settings, world the ZeRO-3 DP group's ranks (the reduce-scatter's)."""
+    order (zero3_modules), z3 the settings, world the ZeRO-3 DP group's ranks (the reduce-scatter's), early the
+    modules whose GEMM another gradient's hook precedes (zero3_early_hooks; None: none) [z3h]."""
     k = len(mods)
+    early = [False] * k if early is None else early
     lim, pb = float(z3["stage3_max_live_parameters"]), float(z3["stage3_prefetch_bucket_size"])
     reuse, bucket = float(z3["stage3_max_reuse_distance"]), float(z3["reduce_bucket_size"])
     zero = np.zeros(np.broadcast(*mods, np.asarray(world), np.float64(0.0)).shape)
@@ -2147,10 +2181,15 @@ def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0):
                 cands.append((mods[i], 1.0 - gathered_now))
         g = avail + _zero3_prefetch(cands, np.minimum(lim - avail, pb))
         prev = mods[j + 1] if j + 1 < k else mods[0]  # the module whose backward came before (the last: the layer above's first)
-        d = (mods[j] + np.where(prev > bucket, prev, 0.0)) * float(ps)
-        c = copies[j] * float(ps)  # the hook's flush: prev alone where above the bucket, else the bucket's small ones
-        more = g + d + c > best_g + best_d + best_c
-        best_g, best_d, best_c = np.where(more, g, best_g), np.where(more, d, best_d), np.where(more, c, best_c)
+        big = np.where(prev > bucket, prev, 0.0)
+        # the hook's flush: prev alone where above the bucket, else the bucket's small ones; an early hook [z3h] flushes
+        # a big prev before the GEMM (prev and its copy, no own gradient yet), the GEMM then beside its own gradient only
+        moments = ([(g, big * float(ps), np.where(prev > bucket, copies[j], 0.0) * float(ps)),
+                    (g, mods[j] * float(ps), np.where(prev > bucket, 0.0, copies[j]) * float(ps))] if early[j]
+                   else [(g, (mods[j] + big) * float(ps), copies[j] * float(ps))])
+        for mg, d, c in moments:
+            more = mg + d + c > best_g + best_d + best_c
+            best_g, best_d, best_c = np.where(more, mg, best_g), np.where(more, d, best_d), np.where(more, c, best_c)
     return best_g, best_d, best_c
 
 
@@ -2189,9 +2228,11 @@ def zero3_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, ctx: Ctx)
     full = plan.recompute == RC_FULL
     world = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)  # the reduce-scatter's
     best_g = best_d = best_c = np.zeros(np.shape(plan.tp))
+    fsdp = stack_of(settings).fsdp
     for kind in pc.layers.kinds:
-        mods = zero3_modules(kind, ctx)
-        (fg, fd, fc), (ng, nd, nc) = zero3_layer_peak(mods, True, z3, world), zero3_layer_peak(mods, False, z3, world)
+        mods, early = zero3_modules(kind, ctx), zero3_early_hooks(kind, ctx, fsdp)
+        (fg, fd, fc), (ng, nd, nc) = (zero3_layer_peak(mods, True, z3, world, early),
+                                      zero3_layer_peak(mods, False, z3, world, early))
         g, d, c = np.where(full, fg, ng), np.where(full, fd, nd), np.where(full, fc, nc)
         more = g + d + c > best_g + best_d + best_c
         best_g, best_d, best_c = np.where(more, g, best_g), np.where(more, d, best_d), np.where(more, c, best_c)

@@ -1306,6 +1306,17 @@ class FSDPSpec(BaseModel):
         default=None, description="DeepSpeed ZeRO-3: the gathered working set is per submodule (a linear), bounded by "
                                   "DeepSpeed's prefetch, live-parameter and reuse-distance settings, not whole layer "
                                   "units (memory.py [z3]); null: FSDP's layer units (gathered_units_at_peak)")
+    zero3_bias_hook_gemms: list[str] = Field(
+        default_factory=list, description="DeepSpeed ZeRO-3: GEMM rows (the layers' gemms() names: qkv, attn_out, "
+                                          "mlp_up, mlp_down, ...) whose bias the model code adds outside the GEMM's "
+                                          "autograd node (Megatron's skip_bias_add): in a model with linear biases the "
+                                          "bias gradient's hook fires before the row's weight-gradient GEMM and "
+                                          "flushes the bucket then (memory.py [z3h])")
+    zero3_norm_hook_gemms: list[str] = Field(
+        default_factory=list, description="DeepSpeed ZeRO-3: GEMM rows followed in the forward by a norm module with "
+                                          "parameters of its own (not fused into the next linear): the norm's gradient "
+                                          "hooks fire between the next row's weight hook and this row's "
+                                          "weight-gradient GEMM (memory.py [z3h])")
     sources: list[str] = Field(min_length=1)
 
 
