@@ -110,7 +110,7 @@ SUMMARIES = {
                   "time, and the bus bandwidth nccl-tests would report.",
     "pipeline": "Simulate a pipeline schedule: text timeline, step time, idle time and peak stored micro-batches per "
                 "stage (digits forward, letters backward, dots idle).",
-    "models": "List the model catalog (model_zoo/).",
+    "models": "List the model catalog (model_zoo/) and torchtitan's flavors (--model torchtitan:<code>/<flavor>).",
     "hardware": "List the hardware catalog (hardware_db/).",
     "schema": "Print the JSON Schema of a job file (or a model or hardware file), for editors and CI validators.",
     "stacks": "List the software-stack catalog (stack_db/): kernels, recompute, overlap, fp8 recipes.",

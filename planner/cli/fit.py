@@ -181,11 +181,14 @@ def register(app: typer.Typer) -> None:
 
             check_plot_path(plot)
         from ..catalog import load_model, load_stack
-        from ..trainers.torchtitan_flavors import fit_note
 
-        differs = fit_note(job.model, load_model(job.model), load_stack(job.stack))
-        if differs is not None:  # torchtitan's own flavor of the model prices otherwise (issue 22): said, not refused
-            note(differs)
+        stack = load_stack(job.stack)
+        if stack.name == "torchtitan":  # torchtitan @e347b1e5e's flavor registry, read (imported) on that stack only
+            from ..trainers.torchtitan_flavors import fit_note
+
+            differs = fit_note(job.model, load_model(job.model), stack)
+            if differs is not None:  # torchtitan's own flavor of the model prices otherwise (issue 22): said, not refused
+                note(differs)
         several = len(gpus_list) > 1
         with progress("fit", len(gpus_list)) as tick:
             result = fit(job, gpus_list, opts, objective, max(top, explain_row or 0), where=where,
