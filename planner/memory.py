@@ -1960,7 +1960,10 @@ class _PerLayer:
         self.step_grads = mode_step_grads(stack, plan)
         self.largest_params = _largest_params(pc, plan, ctx) if self.step_grads is not None else None
         # DeepSpeed ZeRO-1/2's IPG buffers and the gradient reduction's partition buffers [zb]
-        self.zero12 = zero12_parts(settings, plan, pc, self.step_grads) if self.step_grads is not None else None
+        # (none where no mode of the stack states either: every term of _zero12_terms is then 0, stack data)
+        reduces = stack.runs is not None and any(m.step_grads is not None and (m.step_grads.ipg_buffer or m.step_grads.reduction)
+                                                 for m in stack.runs.sharding)
+        self.zero12 = zero12_parts(settings, plan, pc, self.step_grads) if self.step_grads is not None and reduces else None
         # the optimizer stepped in the backward [es]: under FSDP the reduce-scatter pool holds one unit's
         # sharded gradients (the largest unit's), and a step's temporaries are one parameter's (the largest,
         # the embedding's or the output layer's shard), in the state dtype (bpp.optimizer / 2 per moment)
@@ -2618,7 +2621,7 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
     bucket, at most reduce_bucket_size elements, whose gradients the buffer holds instead of their own tensors: none
     where the first parameter of the group is above the bucket)."""
     z, plan = per.zero12, per.plan
-    if z is None:  # a stack setting: no mode of the stack states its step's gradients
+    if z is None:  # a stack setting: no mode of the stack states its step's gradients, its IPG buffer or reduction
         return 0.0 * allocated, 0.0 * allocated
     sg, gb = per.step_grads, per.settings.bpp.gradients
     ipg = np.where(holds_loss, z["ipg_backward"], 0.0)
