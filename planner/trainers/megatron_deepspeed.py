@@ -76,6 +76,7 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
 MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipeline-parallel", "--checkpoint-activations",
@@ -115,18 +116,6 @@ def is_megatron_deepspeed(flags: dict) -> bool:
     return any(f in flags for f in MDS_MARKERS)
 
 
-def _int(where: str, flag: str, value, default: int) -> int:
-    if value is None:
-        return default
-    try:
-        v = int(str(value))
-    except ValueError:
-        raise PlannerError(f"{where}{flag} {value!r} is not a whole number", f"e.g. {flag} 1") from None
-    if v < 0 or v > 10**9:
-        raise PlannerError(f"{where}{flag} {v} is out of range", f"e.g. {flag} 1")
-    return v
-
-
 def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], list[str], list[str]]:
     """Take Megatron-DeepSpeed's own flags out of `flags` (left for the Megatron reader) and turn the
     checkpointing flags into the Megatron flags that run the same recompute. Returns (the DeepSpeed
@@ -145,8 +134,8 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
     for k in ds:
         if k in MDS_IGNORED:
             ignored.append(f"{k}{'' if ds[k] is True else '=' + str(ds[k])} ({MDS_IGNORED[k]})")
-    pp = _int(where, "--pipeline-model-parallel-size", flags.get("--pipeline-model-parallel-size"), 1)
-    tp = _int(where, "--tensor-model-parallel-size", flags.get("--tensor-model-parallel-size"), 1)
+    pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
+    tp = _int(where, flags, "--tensor-model-parallel-size", 1)
     pipe = "--no-pipeline-parallel" not in ds
     if not pipe:
         if pp != 1:
@@ -155,7 +144,7 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
                                "megatron/arguments.py l. 94-96)")
         ignored.append("--no-pipeline-parallel (Megatron's GPTModel instead of DeepSpeed's pipeline model at pp 1: "
                        "the same layers)")
-    sp = _int(where, "--ds-sequence-parallel-size", ds.get("--ds-sequence-parallel-size"), 1)
+    sp = _int(where, ds, "--ds-sequence-parallel-size", 1)
     if sp > 1:
         raise PlannerError(f"{where}--ds-sequence-parallel-size {sp}: DeepSpeed-Ulysses sequence parallelism is not "
                            "modelled (the stack megatron-deepspeed runs no sequence split, stack_db runs.max_cp 1)",
@@ -172,7 +161,7 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
         unmodelled.append("--cpu-optimizer (the optimizer on the host: its states priced on the GPU, an upper bound)")
     # ---- activation checkpointing -> Megatron's recompute flags (module docstring)
     if "--checkpoint-activations" in ds:
-        n = _int(where, "--checkpoint-num-layers", ds.get("--checkpoint-num-layers"), 1)
+        n = _int(where, ds, "--checkpoint-num-layers", 1)
         given = {f: flags.get(f) for f in ("--recompute-granularity", "--recompute-method", "--recompute-num-layers")
                  if f in flags}
         flags.update({"--recompute-granularity": "full", "--recompute-method": "uniform", "--recompute-num-layers": str(n)})
@@ -281,7 +270,7 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "micro-batch and sets the accumulation)")
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
-    zs = _int(where, "--zero-stage", ds.get("--zero-stage"), 1)  # arguments.py l. 1487 default 1
+    zs = _int(where, ds, "--zero-stage", 1)  # arguments.py l. 1487 default 1
     shown = f"--zero-stage {zs}" if "--zero-stage" in ds else "--zero-stage absent (default 1)"
     if (js == 3) != (zs == 3):
         raise PlannerError(f"{where}{shown} but {jw}zero_optimization.stage {js}: Megatron-DeepSpeed builds the model "
