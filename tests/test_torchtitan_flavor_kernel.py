@@ -51,7 +51,9 @@ def test_the_generated_model_states_its_kernel():
     # gpt_oss sets no attn_type in its registry: its args' default is flex (model/args.py l. 67), the mask causal
     rec = load_model("torchtitan:gpt_oss/20b").training
     assert rec.attention_kernel == "flex" and rec.not_priced == []
-    assert "gpt_oss model/args.py attn_type default \"flex\"" in rec.sources["attention_kernel"]
+    assert rec.sources["attention_kernel"] == ("what torchtitan @e347b1e5e builds: models/gpt_oss/__init__.py "
+                                               "gptoss_configs '20b' l. 47-61, gpt_oss model/args.py l. 67 attn_type "
+                                               "default \"flex\"")
     # sdpa (the stack's default kernel) and varlen (no rate) give none
     assert load_model("torchtitan:llama3/8B").training is None
     assert load_model("torchtitan:llama3/8B_varlen").training is None
