@@ -21,6 +21,12 @@ with its source), where the job's stack and hardware run it:
                   precision-aware optimizer and DeepSeek's own; torchtitan keeps its
                   parameters' dtype); a stack that does not say does not take it;
   mtp_layers      the stack trains multi-token prediction modules (stack_db runs.mtp);
+  attention_kernel the stack's model code runs it (stack_db runs.attention_kernels: torchtitan flash2
+                  and flex, torchtitan-0.3 flex; a stack that does not say does not take it). The
+                  models that give one are torchtitan's flavors (planner/torchtitan_registry.py:
+                  a flavor whose attn_type is flex, `--model torchtitan:llama3/8B_flex`, plans
+                  FlexAttention, as torchtitan builds it); a job's own kernel replaces it and the
+                  note says so ("attention_kernel flex not taken: the job gives flash2");
   moe_aux_loss_coeff  the stack's code computes an auxiliary loss: every stack but those whose
                   runs.router_losses is false (torchtitan, torchtitan-0.3: no auxiliary or z-loss
                   in the code, the expert score bias alone balances); what it keeps for the
@@ -53,8 +59,10 @@ from .catalog import load_hardware, load_model, load_stack
 from .errors import PlannerError
 from .precisions import recipe_precision, recipe_unsupported
 
-FIELDS = ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "moe_aux_loss_coeff")
+FIELDS = ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "moe_aux_loss_coeff",
+          "attention_kernel")
 MOE_FIELDS = ("moe_dispatcher", "moe_aux_loss_coeff")
+NOTED = ("attention_kernel",)  # a job value that replaces the recipe's is named in the note (the others silently)
 
 
 def _defaults() -> dict:
@@ -87,6 +95,12 @@ def _why_not(field: str, value, data: dict, stack, hw) -> str | None:
         if runs is not None and runs.router_losses is False:
             return f"stack {stack.name} computes no auxiliary loss on the router (stack_db runs.router_losses)"
         return None
+    if field == "attention_kernel":  # the kernels the stack's model code can run (stack_db runs.attention_kernels)
+        if runs is None or runs.attention_kernels is None:
+            return f"stack {stack.name} does not list the attention kernels its model code runs"
+        if value not in runs.attention_kernels:
+            return f"stack {stack.name} runs {', '.join(runs.attention_kernels)}"
+        return None
     if field == "mtp_layers":
         if runs is None or not runs.mtp:
             return f"stack {stack.name} does not train multi-token prediction modules"
@@ -117,6 +131,8 @@ def apply(data: dict) -> tuple[dict, list[str]]:
     rec, out, notes = model.training, dict(data), []
     for field in FIELDS:
         value = getattr(rec, field)
+        if field in NOTED and value is not None and data.get(field) not in (None, value):
+            notes.append(f"{field} {value} not taken: the job gives {data[field]}")
         if value is None or data.get(field) is not None or (field in MOE_FIELDS and model.moe is None):
             continue
         why = _why_not(field, value, out, stack, hw)

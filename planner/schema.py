@@ -310,6 +310,9 @@ class LayerKindSpec(BaseModel):
 BppPreset = Literal["mixed16", "megatron", "pure-bf16", "bf16-moments"]
 
 
+AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNELS; flex: FlashAttention-2's rate x compute.flex_over_flash2 [7d]
+
+
 class TrainingRecipe(BaseModel):
     """How the model's developers pre-trained it, as they published it (model_zoo `training:`):
     the settings a planned job (`fit`, `explain`, `check` from options or a job YAML) takes
@@ -330,6 +333,10 @@ class TrainingRecipe(BaseModel):
     moe_aux_loss_coeff: Optional[float] = Field(
         default=None, ge=0.0, description="the auxiliary load-balancing loss coefficient of an MoE model's training (job "
                                           "field moe_aux_loss_coeff; a sequence-wise loss is Megatron's seq_aux_loss)")
+    attention_kernel: Optional[AttentionKernel] = Field(
+        default=None, description="the attention kernel the model's code runs (a torchtitan flavor's attn_type: flex "
+                                  "for FlexAttention; job field attention_kernel), taken only where the job's stack "
+                                  "lists it (stack_db runs.attention_kernels)")
     seq_len: Optional[Count] = Field(
         default=None, gt=0,
         description="the sequence length of the main phase of pre-training, as the developers published it (a "
@@ -344,7 +351,7 @@ class TrainingRecipe(BaseModel):
         from .precisions import FP8_RECIPES
 
         given = [f for f in ("precision", "fp8_recipe", "moe_dispatcher", "bytes_per_param", "mtp_layers", "seq_len",
-                             "moe_aux_loss_coeff")
+                             "moe_aux_loss_coeff", "attention_kernel")
                  if getattr(self, f) is not None]
         missing = [f for f in given if f not in self.sources]
         if missing:
@@ -622,7 +629,6 @@ class Fabric(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
-AttentionKernel = Literal["flash2", "cudnn", "flex"]  # compute.ATTENTION_KERNELS; flex: FlashAttention-2's rate x compute.flex_over_flash2 [7d]
 
 
 class AttentionRate(BaseModel):
@@ -1960,6 +1966,11 @@ class StackRuns(BaseModel):
     low_precision_moments: Optional[LowPrecisionMoments] = Field(
         default=None, description="how the stack keeps Adam moments below fp32 (bytes_per_param optimizer < 8 B: "
                                   "Megatron's precision-aware optimizer); null: under every mode, as priced")
+    attention_kernels: Optional[list[AttentionKernel]] = Field(
+        default=None, min_length=1,
+        description="the attention kernels the stack's model code can run (job field attention_kernel): a model "
+                    "recipe's attention_kernel is taken only where listed (planner/recipe.py); null: the stack does "
+                    "not say (not taken). Which one runs by default is attention_kernels' rules (the stack's field)")
     cp_rotate_methods: Optional[list[Literal["allgather", "alltoall"]]] = Field(
         default=None, min_length=1,
         description="the torch ring-attention rotate methods a job may choose (job field cp_rotate_method, "

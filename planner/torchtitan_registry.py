@@ -297,7 +297,34 @@ def flavor_model_dict(fl: Flavor) -> dict:
     d = BUILDERS[fl.code](fl.args, fl)
     d["description"] = (f"torchtitan {COMMIT} [model] name {fl.code!r} flavor {fl.flavor!r}, as torchtitan builds it "
                         "(planner/torchtitan_registry.py)")
+    rec = _kernel_recipe(fl)
+    if rec is not None:
+        d["training"] = rec
     return d
+
+
+# the codes whose model args default attn_type to flex (their flavors need not set it): gpt_oss [5]
+ARGS_FLEX_DEFAULT = {"gpt_oss": "model/args.py l. 67"}
+
+
+def _kernel_recipe(fl: Flavor) -> Optional[dict]:
+    """The flavor's attention kernel as its model's `training:` recipe (schema TrainingRecipe.attention_kernel,
+    planner/recipe.py): a plan of `--model torchtitan:<code>/<flavor>` that names no kernel runs what torchtitan
+    builds, listed as assumed; a job's own kernel replaces it, noted. Only attn_type flex gives one: sdpa is the
+    stack's default kernel (stack_db torchtitan: no attention_kernels rule, so flash2, its SDPA flash), and varlen
+    (torch's varlen_attn) has no rate of its own in the planner (torchtitan_flavors.ATTN_KERNELS; its plan is
+    priced with the stack's kernel, and the export refuses to write it as another flavor)."""
+    if fl.attn_type != "flex":
+        return None
+    where = (f"{fl.code} {ARGS_FLEX_DEFAULT[fl.code]} attn_type default \"flex\"" if "attn_type" not in fl.args
+             else 'attn_type "flex"')
+    rec = dict(attention_kernel="flex",
+               sources={"attention_kernel": f"what torchtitan {COMMIT} builds: models/{fl.code}/__init__.py "
+                                            f"{REGISTRY[fl.code]} {fl.flavor!r} {fl.lines}, {where}"})
+    if fl.attn_mask_type == "block_causal":
+        rec["not_priced"] = [f"attn_mask_type block_causal: {fl.flavor} attends within each document; priced as causal "
+                             "attention over the whole sequence, an upper bound"]
+    return rec
 
 
 def flavor_model_file(fl: Flavor) -> str:

@@ -183,10 +183,17 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         raise PlannerError("no model given", "pass --model NAME (see `planner models`) or a job YAML with `model:`")
     if "gpus" not in data:
         raise PlannerError("no GPU count given", "pass --gpus N or set `gpus:` in the job YAML")
+    release = _release_note(data)  # a torchtitan flavor on a release stack whose registry differs from main's
+    if release is not None:
+        note(release)
     data, taken = recipe.apply(data)  # the model's published training recipe where the job is silent
     if taken:
-        note(f"{data['model']}: assumed from its published training recipe (model_zoo `training:`, each cited "
-             f"there in full; an option or job field replaces each): {'; '.join(taken)}")
+        from ..torchtitan_registry import is_flavor_name  # a torchtitan:<code>/<flavor> model: what torchtitan builds
+
+        origin = ("from what torchtitan builds for the flavor (its generated model's `training:`, planner/"
+                  "torchtitan_registry.py" if is_flavor_name(data["model"]) else
+                  "from its published training recipe (model_zoo `training:`, each cited there in full")
+        note(f"{data['model']}: assumed {origin}; an option or job field replaces each): {'; '.join(taken)}")
     return validate(Job, data, str(path) if path else "command line"), where
 
 
@@ -194,6 +201,22 @@ ConfigFormatOption = typer.Option(
     None, "--config-format",
     help=f"read the job file as a trainer config: {'|'.join(FORMATS)} (default: detected: .toml torchtitan, "
          ".json with zero_optimization deepspeed, a script / args file with Megatron flags megatron)")
+
+
+def _release_note(data: dict) -> Optional[str]:
+    """torchtitan_flavors.release_note for the job's model and stack (names only: a model of another kind, or a
+    stack with no release registry, imports nothing of planner/trainers/)."""
+    from ..torchtitan_registry import is_flavor_name
+
+    model, stack = data.get("model"), data.get("stack")
+    if not (isinstance(model, str) and isinstance(stack, str) and is_flavor_name(model)):
+        return None
+    from ..trainers.torchtitan_flavors import release_note
+
+    try:
+        return release_note(model, stack)
+    except PlannerError:  # an unknown flavor: resolve names it
+        return None
 
 
 def job_yaml(path: Path, text: Optional[str] = None):

@@ -502,8 +502,24 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
     same = matching(model)
     runs = [fl for fl in same if ATTN_KERNELS[fl.attn_type] == kernel]
     commit = TORCHTITAN_COMMITS["torchtitan"]
+    own = next((f for f in same if model_name(f) == model.name), None)  # --model torchtitan:<code>/<flavor>'s flavor
+    if own is not None and own not in runs:
+        other = [f.flavor for f in runs]
+        if ATTN_KERNELS[own.attn_type] is None:  # varlen: no rate of its own, priced with the stack's kernel
+            raise _refuse("torchtitan", f"model {name}: torchtitan {commit}'s {own.code} {own.flavor} runs attn_type "
+                                        f"{own.attn_type!r} (models/{own.code}/__init__.py {own.lines}), which the planner "
+                                        f"has no rate for: the plan was priced with {kernel}, which torchtitan runs as "
+                                        f"{', '.join(other) or 'no flavor of this shape'}, not as {own.flavor}",
+                          f"plan --model {model_name(runs[0])} (the same priced shape with attn_type "
+                          f"{runs[0].attn_type!r}), then export" if runs else
+                          "plan a flavor whose attn_type the planner prices (sdpa or flex), then export")
+        if runs:  # a flex flavor priced with the job's flash2: the flavor of its shape that runs it (noted)
+            notes.append(f"model {name}: priced with attention kernel {kernel} (the job's), which torchtitan's "
+                         f"{own.flavor} (attn_type {own.attn_type!r}) does not run: written as {runs[0].code} "
+                         f"{runs[0].flavor}, the flavor of the same priced shape whose attn_type {runs[0].attn_type!r} "
+                         "runs it")
     if runs:  # the plan's own flavor (--model torchtitan:<code>/<flavor>) first among those of its shape
-        fl = next((f for f in runs if model_name(f) == model.name), runs[0])
+        fl = own if own in runs else runs[0]
         for d in shape_differences(fl, model)[1]:
             if fl.code == "llama3" and d.startswith("llama3_rope_scaling"):  # every llama3 flavor's RoPEScalingArgs
                 notes.append(f"model {plan['model']}: rope_scaling {rope_text(model.llama3_rope_scaling or 'none')}, but "

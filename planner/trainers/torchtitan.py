@@ -383,6 +383,12 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
 
     fl = _flavor(name, flavor)
     zoo = TORCHTITAN_ZOO["torchtitan"].get((fl.code, fl.flavor)) if fl is not None else None
+    # a flavor whose attn_type the planner has no rate for (varlen, ATTN_KERNELS None) is read as itself, not as
+    # the catalog entry of its shape: its plan is priced with the stack's kernel, and its name keeps the export
+    # from writing it back as the flavor of that shape which runs the stack's kernel (8B_varlen -> 8B)
+    unpriced = fl is not None and ATTN_KERNELS[fl.attn_type] is None
+    if unpriced and model is None:
+        zoo = None
     src = (f"torchtitan {TORCHTITAN_COMMITS['torchtitan']} models/{fl.code}/__init__.py {fl.lines}"
            if fl is not None else "")
     if model is None and zoo is None and fl is not None:  # the flavor itself (torchtitan_flavors.model_name)
@@ -396,8 +402,11 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
     job["model"] = model if model is not None else zoo
     line = model_code_line(where, name, job["model"], model is not None, stack_name)
     if model is None:
+        same = TORCHTITAN_ZOO["torchtitan"].get((fl.code, fl.flavor))
         assumed.append(f"model={zoo}: torchtitan [model] name {name!r} flavor {flavor!r} ({src}; " +
                        ("its shape checked against the catalog field by field)" if zoo != model_name(fl) else
+                        f"the flavor as torchtitan builds it: {same}'s priced shape, read as the flavor for its attn_type "
+                        f"{fl.attn_type!r})" if same is not None else
                         "no catalog model has its shape: the flavor as torchtitan builds it)"))
     if line is not None:
         assumed.append(line)
@@ -432,7 +441,10 @@ def _model_of(where: str, name, flavor, model: Optional[str], stack_name: str, j
                        "TOML key changes it)")
     elif kernel is None:
         assumed.append(f"attention_kernel: [model] {name} {flavor} runs attn_type {fl.attn_type!r}, which the planner "
-                       "has no rate for: priced as the stack's SDPA kernel")
+                       "has no rate for: priced as the stack's kernel (" +
+                       ("its export is refused: no other flavor runs it)" if model is None else
+                        f"--model {model}: its export writes the flavor of its shape that runs the stack's kernel, "
+                        "not this one)"))
     if fl.attn_mask_type == "block_causal":
         assumed.append(f"[model] {name} {flavor}: attn_mask_type block_causal (attention within each document): "
                        "priced as causal attention over the whole sequence, an upper bound")

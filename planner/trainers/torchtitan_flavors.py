@@ -96,6 +96,58 @@ TORCHTITAN_03: dict[tuple[str, str], tuple[str, str]] = {
     ("llama3", "8B"): ("llama3", "llama3_8b"), ("llama3", "70B"): ("llama3", "llama3_70b"),
     ("llama3", "405B"): ("llama3", "llama3_405b"), ("deepseek_v3", "671B"): ("deepseek_v3", "deepseek_v3_671b"),
 }
+# the flavor registries of each release beside main's, per stack: module (0.3.0's --module) -> (the registry's keys in
+# order, model_registry's default attn_backend, where). pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/
+# <module>/__init__.py (models/__init__.py _supported_models l. 7-18; flux has no language-model flavor). 0.3.0 builds
+# each flavor by a Python function with the attention backend an argument (flex by default, gpt_oss varlen; "sdpa" is a
+# ValueError for language models, models/common/config_utils.py l. 71-101), not by main's attn_type flavors: llama3's
+# 8B_flex / 8B_varlen / debugmodel_*_attn and deepseek_v3's debugmodel_flex_attn are gone, as is the llama4 code; llama3
+# 1B and 3B, qwen3 debugmodel_non_fused_qkv and the kimi_k2_7, qwen3_5 and muse_glimmer packages are new and not
+# transcribed here (no builder: the planner prices a --model of main's registry, noted on this stack)
+RELEASE_FLAVORS: dict[str, dict[str, tuple[tuple[str, ...], str, str]]] = {
+    "torchtitan-0.3": {
+        "llama3": (("debugmodel", "1B", "3B", "8B", "70B", "405B"), "flex", "llama3/__init__.py l. 359-371"),
+        "qwen3": (("debugmodel", "debugmodel_non_fused_qkv", "0.6B", "1.7B", "4B", "8B", "14B", "32B", "debugmodel_moe",
+                   "30B-A3B", "235B-A22B"), "flex", "qwen3/__init__.py l. 598-615"),
+        "deepseek_v3": (("debugmodel", "16B", "236B", "671B"), "flex", "deepseek_v3/__init__.py l. 608-618"),
+        "gpt_oss": (("debugmodel", "20b", "120b"), "varlen", "gpt_oss/__init__.py l. 381-391"),
+        "kimi_k2_7": (("debugmodel", "moonlight-16B-A3B", "Kimi-VL-A3B", "Kimi-K2.5"), "flex",
+                      "kimi_k2_7/__init__.py l. 466-476"),
+        "qwen3_5": (("debugmodel", "debugmodel_moe", "0.8B", "2B", "4B", "9B", "27B", "35B-A3B", "122B-A10B",
+                     "397B-A17B"), "flex", "qwen3_5/__init__.py l. 1086-1102"),
+        "muse_glimmer": (("debugmodel", "30B", "debugmodel_mm"), "flex", "muse_glimmer/__init__.py l. 512-522"),
+    },
+}
+RELEASE_COMMITS = {"torchtitan-0.3": "release/0.3 @4f9e9a47d"}
+
+
+def release_note(model: str, stack_name: str) -> Optional[str]:
+    """The note on a `--model torchtitan:<code>/<flavor>` (main's registry, the one this module copies) planned on a
+    release stack whose own registry (RELEASE_FLAVORS) differs: the release ships no such code or flavor, or builds
+    the flavor with another default attention backend. None where the stack has no table of its own, the model is
+    no flavor, or the release builds the same flavor name with the kernel main's attn_type gives."""
+    from ..torchtitan_registry import flavor_named, is_flavor_name
+
+    table = RELEASE_FLAVORS.get(stack_name)
+    if table is None or not is_flavor_name(model):
+        return None
+    fl = flavor_named(model)
+    at = f"torchtitan {RELEASE_COMMITS[stack_name]}"
+    main = f"main {COMMIT}'s {fl.code} {fl.flavor} (models/{fl.code}/__init__.py {fl.lines})"
+    if fl.code not in table:
+        return (f"{model}: {at} has no {fl.code} code (models/__init__.py _supported_models): priced as {main}, "
+                f"which stack {stack_name} does not build")
+    keys, backend, where = table[fl.code]
+    if fl.flavor not in keys:
+        return (f"{model}: {at}'s {fl.code} registry ({where}) has no flavor {fl.flavor!r} (its flavors: "
+                f"{', '.join(keys)}; the attention backend is a config argument there, default {backend!r}): priced as "
+                f"{main}")
+    if backend != fl.attn_type:
+        return (f"{model}: {at} builds {fl.code} {fl.flavor} with attn_backend {backend!r} by default ({where}), "
+                f"main {COMMIT} with attn_type {fl.attn_type!r}: priced with the stack's kernel")
+    return None
+
+
 # the attention kernel the planner prices for a flavor's attn_type (schema AttentionKernel): sdpa is the stack's
 # (stack_db torchtitan attention_kernel: SDPA flash, FlashAttention-2); flex FlexAttention (compute.py [7d]);
 # varlen (torch's varlen attention, a FlashAttention-2 varlen kernel) has no rate of its own: not a kernel the
