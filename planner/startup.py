@@ -1821,7 +1821,9 @@ def layer_kinds_assumed(model, stack) -> list[str]:
     """The assumed lines of the layer kinds a job takes as built: a stack entry that lists none (runs.layer_kinds
     null: STACK_LAYER_KIND not applied), and Mamba-1 layers on a stack where cp > 1 can run (max_cp not 1: their
     context parallelism is the assumed MAMBA1_CP_STATE_PASSING, planner/layers/mamba.py, which no trainer
-    implements). None for a shipped stack: each lists its kinds, and none builds Mamba-1."""
+    implements); and how a stack that runs windows as a dense mask (windowed_attention) or the experts as a loop
+    (moe_experts) runs the model's sliding or MoE layers. None for a shipped stack's other models: each lists its
+    kinds, and none builds Mamba-1."""
     if model is None or stack is None:
         return []
     feats = model_layer_features(model)
@@ -1829,6 +1831,14 @@ def layer_kinds_assumed(model, stack) -> list[str]:
     if stack.runs is not None and stack.runs.layer_kinds is None:
         out.append(f"layer kinds: stack {stack.name} lists none (runs.layer_kinds): {', '.join(feats)} taken as built, "
                    f"start-up rule STACK_LAYER_KIND not applied")
+    if "sliding" in feats and getattr(stack, "windowed_attention", None) is not None:
+        out.append(f"sliding windows as stack {stack.name}'s code runs them: one dense [s, s] mask a windowed layer "
+                   "handed to the attention kernel without its causal flag, so every query-key pair is computed and "
+                   "the mask kept for the backward (stack windowed_attention; layers/attention.py [11])")
+    if "moe" in feats and getattr(stack, "moe_experts", None) is not None:
+        out.append(f"MoE experts as stack {stack.name}'s code runs them: a Python loop over the experts, each "
+                   "expert's tokens gathered and its output index-added (stack moe_experts; layers/moe.py [16]); the "
+                   "host's wait at each expert's torch.where is not priced")
     max_cp = stack.runs.max_cp if stack.runs is not None else None
     if "mamba1" in feats and max_cp != 1:
         out.append("Mamba-1 under cp > 1: no trainer implements context parallelism for it; priced on the assumed "

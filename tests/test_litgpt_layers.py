@@ -207,3 +207,14 @@ def test_no_expert_parallelism_on_litgpt():
     """benchmark_litgpt.py has no EP option (stack expert_parallel null): ep 2 is refused."""
     with pytest.raises(PlannerError, match="no expert parallelism"):
         resolve(Job(model="mixtral-8x7b", gpus=8, ep=2, stack=STACK, global_batch=8))
+
+
+def test_explain_lists_how_litgpt_runs_the_windows_and_the_experts():
+    """explain's assumed lines name the two mechanisms where the model has such layers, and neither for Llama 2."""
+    w = _json("mistral-7b", gpus=8, seq_len=4096, global_batch=8)["assumed"]
+    assert any(a.startswith("sliding windows as stack litgpt-benchmark's code runs them: one dense [s, s] mask")
+               for a in w)
+    e = _json("mixtral-8x7b", gpus=8, seq_len=4096, global_batch=8, recompute="full")["assumed"]
+    assert any(a.startswith("MoE experts as stack litgpt-benchmark's code runs them: a Python loop") for a in e)
+    assert not any(a.startswith(("sliding windows as", "MoE experts as"))
+                   for a in _json("llama2-7b", gpus=8, seq_len=4096, global_batch=8).get("assumed", []))
