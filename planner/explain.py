@@ -86,7 +86,8 @@ def evaluate(settings: Settings, plan: PlanArrays) -> Estimate:
     terms, stage = mem.heaviest_stage(stages)
     cap, usable = mem.capacity(settings)
     flops = flops_summary(settings.model, plan.seq, plan.recompute, settings.causal_attention_flops, settings.tokens,
-                          mem.recompute_fraction(settings, plan))
+                          mem.recompute_fraction(settings, plan),
+                          dense_windows=stack_of(settings).windowed_attention is not None)  # attention.py [11]
     time, extra = step_time(settings, plan)
     thr = throughput(settings, plan, time.total)
     return Estimate(memory=terms, stage=stage, capacity=cap, usable=usable, fits=terms.total <= usable, flops=flops,
@@ -288,6 +289,9 @@ def moe_report(settings: Settings, plan: PlanArrays, est: Estimate, pick, arrays
         "tokens_per_expert": _num(pick(a["tokens_per_expert"])),
         "local_experts": e_local,
         "grouped_gemm_efficiency": _num(pick(a["grouped_gemm_efficiency"])),
+        # where the stack's code runs the routed experts as a Python loop of per-expert GEMMs (stack moe_experts,
+        # layers/moe.py [16]), not a token dispatcher with grouped GEMMs: experts per_expert_loop
+        **({"experts": "per_expert_loop"} if stack_of(settings).moe_experts is not None else {}),
         "fixed_overhead_s": _num(pick(est.time["moe_host"])),
         "fixed_overhead": "host issue time per step the dispatcher's synchronisation exposes (step.moe_host)"
                           if stack_of(settings).moe_host is not None else "not modelled for this stack",

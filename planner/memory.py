@@ -474,6 +474,14 @@ References
      heads' 2 x 2 B x k x head_size; the smaller qkv output is saved by nothing (the projection saves its input; the
      rope's products save cos and sin). A layer's saved activations, so under full recompute the re-run block's
      (the recompute buffer). Inductor's compiled graph is assumed to hand SDPA's backward the same expanded tensors.
+[lg3] A window as a dense mask (stack windowed_attention; layers/attention.py [11]): litgpt v0.4.11 litgpt/model.py
+     l. 280-285 builds, in each windowed Block's forward, mask = torch.ones(T, T, dtype=q.dtype).triu(1) masked to
+     -inf plus the window's tril(-w) band, and l. 313 hands it to F.scaled_dot_product_attention(attn_mask=mask,
+     is_causal=False): the memory-efficient kernel saves it for its backward. One [s, s] mask of mask_bytes (bf16:
+     2 B) an element per windowed layer and micro-batch, whatever the micro-batch size (it broadcasts over the
+     sequences and heads): 2 s^2 B, 32 MiB at s = 4,096. A layer's saved activation, so under full recompute the
+     re-run block's (the recompute buffer). The forward's transient triu / tril copies are not priced (stack
+     uncertain).
 [opt] The optimizer step, a moment of its own after the backward (stack memory.optimizer_step_temporaries,
      job field optimizer_implementation, default memory.optimizer_default): torch 2.13 torch/optim/adam.py
      _multi_tensor_adam (foreach; one group per device and dtype, every local parameter at once) allocates
@@ -1371,6 +1379,10 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
                                      core_in_bytes=ci)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
+        if stack.windowed_attention is not None and getattr(kind.mixer, "window", None) is not None:
+            # a windowed layer's dense [s, s] mask, which its attention kernel saves [lg3] (a stack setting and the
+            # layer kind's window)
+            full = full + kind.mixer.dense_mask_bytes(ctx, stack.windowed_attention.mask_bytes)
         # the unfused activation's saved tensors [uf]: kept by every mode but full recompute and a policy
         # that re-runs the routed experts' activation (recompute_modules moe_act)
         saves = getattr(kind.mlp, "unfused_saved_bytes", None)

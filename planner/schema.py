@@ -1909,12 +1909,54 @@ class ModelCode(BaseModel):
 LayerFeature = Literal["global", "sliding", "chunked", "mla", "gated_deltanet", "mamba2", "mamba1", "output_gate", "moe"]
 
 
+# the forms of a built layer feature a stack's code may still not build (LayerKindBuilt.not_built; planner/startup.py
+# layer_forms reads a model's): for the MoE MLP, shared experts, dense-MLP layers beside the MoE ones (first_k_dense,
+# layer_freq, a layer pattern's dense or MLP-less layer), a sigmoid router, an expert score bias (aux-loss-free
+# balancing), a router linear bias, group-limited routing, plain (ungated) experts, a clamped gated activation; for
+# sliding attention, windows on layers other than every softmax-attention layer or exactly the even-indexed ones
+# (window_placement), or more than one window size (window_sizes); for softmax attention (listed under global, read
+# on every softmax-attention layer), query/key norms (ModelSpec.qk_norm)
+LayerForm = Literal["shared_experts", "dense_layers", "sigmoid_router", "expert_score_bias", "router_linear_bias",
+                    "group_limited_routing", "plain_experts", "activation_clamp", "window_placement", "window_sizes",
+                    "qk_norm"]
+# the kind each form belongs to
+LAYER_FORM_KIND = {"shared_experts": "moe", "dense_layers": "moe", "sigmoid_router": "moe", "expert_score_bias": "moe",
+                   "router_linear_bias": "moe", "group_limited_routing": "moe", "plain_experts": "moe",
+                   "activation_clamp": "moe", "window_placement": "sliding", "window_sizes": "sliding",
+                   "qk_norm": "global"}
+
+
+class LayerFormMissing(BaseModel):
+    """A form of the layer feature the stack's code does not build, with the code that shows it."""
+
+    model_config = Strict
+    form: LayerForm
+    sources: list[str] = Field(min_length=1, description="the trainer's file (commit, lines) that shows the form absent")
+
+
 class LayerKindBuilt(BaseModel):
-    """One layer feature the stack's code builds (issue 22), with where its code builds it."""
+    """One layer feature the stack's code builds (issue 22), with where its code builds it, and the forms of
+    it that code does not build (not_built: start-up rule STACK_LAYER_KIND refuses a model using one)."""
 
     model_config = Strict
     kind: LayerFeature
     sources: list[str] = Field(min_length=1, description="the trainer's file (commit, lines) that builds it")
+    not_built: list[LayerFormMissing] = Field(
+        default_factory=list,
+        description="forms of this feature the code does not build (schema.LayerForm: shared experts, dense layers "
+                    "beside MoE ones, a sigmoid router, ...; a window placement or several window sizes), each cited; "
+                    "empty: every form the planner prices")
+
+    @model_validator(mode="after")
+    def _forms(self) -> "LayerKindBuilt":
+        wrong = [f.form for f in self.not_built if LAYER_FORM_KIND[f.form] != self.kind]
+        forms = [f.form for f in self.not_built]
+        if wrong:
+            raise ValueError(f"layer_kinds {self.kind}: not_built {wrong} are forms of another kind "
+                             f"({', '.join(f'{w}: {LAYER_FORM_KIND[w]}' for w in wrong)})")
+        if len(set(forms)) != len(forms):
+            raise ValueError(f"layer_kinds {self.kind}: not_built lists a form twice")
+        return self
 
 
 class StackRuns(BaseModel):
@@ -2064,6 +2106,31 @@ class MoEHostIssue(BaseModel):
     sources: list[str] = Field(min_length=1)
 
 
+class WindowedAttention(BaseModel):
+    """A sliding-window layer run through a dense additive mask (issue 22; layers/attention.py [11]): the code
+    builds a [s, s] mask in the activations' dtype for each windowed layer (causal and window in one) and hands it
+    to the attention kernel with the causal flag off, so the kernel runs every (query, key) pair of the sequence
+    (4 T a d s forward FLOPs, no causal or window skip) and keeps the mask for its backward (mask_bytes x s^2 a
+    windowed layer and micro-batch, whatever the micro-batch size: the mask broadcasts over the batch and heads)."""
+
+    model_config = Strict
+    dense_mask: Literal[True] = Field(description="the window is a dense [s, s] additive mask (no kernel skip)")
+    mask_bytes: float = Field(gt=0, description="bytes of one mask element (the activations' dtype: 2 for bf16)")
+    sources: list[str] = Field(min_length=1)
+
+
+class MoEExpertLoop(BaseModel):
+    """Routed experts run as a Python loop over every expert (issue 22; layers/moe.py [16]): per expert the
+    indices of its tokens (torch.where on a bool routing mask), its tokens gathered (x[idx]), a dense MLP of its
+    own GEMMs, the routing weight multiplied in and the output added into a zeroed [n, h] tensor by indexing
+    (y[idx] += ...); no token permutation kernels, no grouped GEMM, no expert parallelism. Priced by
+    layers/moe.py loop_bytes in place of dispatch_bytes."""
+
+    model_config = Strict
+    implementation: Literal["per_expert_loop"]
+    sources: list[str] = Field(min_length=1)
+
+
 class Stack(BaseModel):
     """One training software stack (stack_db/*.yaml)."""
 
@@ -2102,6 +2169,13 @@ class Stack(BaseModel):
     moe_host: Optional[MoEHostIssue] = Field(
         default=None, description="the host time to issue an MoE layer's forward after the dispatcher's "
                                   "synchronisation; null: not modelled (the host never holds the GPU up)")
+    windowed_attention: Optional[WindowedAttention] = Field(
+        default=None, description="how the stack's code runs a sliding-window layer where it does not hand the window "
+                                  "to a kernel that skips the blocks outside it; null: the kernel skips them (the "
+                                  "causal mean keys, layers/attention.py)")
+    moe_experts: Optional[MoEExpertLoop] = Field(
+        default=None, description="how the stack's code runs the routed experts where it is not a token dispatcher with "
+                                  "permutation kernels; null: the dispatcher's (layers/moe.py dispatch_bytes)")
     pipeline_split: Literal["trim_ends", "front"] = Field(
         default="trim_ends",
         description="how the pipeline split places the layers L' = L + counted ends do not divide evenly: trim_ends "

@@ -1710,6 +1710,82 @@ def missing_layer_features(model, stack) -> dict[str, list[int]]:
     return {f: ls for f, ls in model_layer_features(model).items() if f not in built}
 
 
+def _even_only(layers: LayerIndices) -> bool:
+    """Whether the layers are exactly the even-indexed ones (0, 2, 4, ...) of the model: read over one period of
+    the pattern and of 2 (lcm(period, 2) residues), never layer by layer."""
+    span = layers.period * (1 if layers.period % 2 == 0 else 2)
+    return all((r % 2 == 0) == (r % layers.period in layers.offsets) for r in range(min(span, layers.n)))
+
+
+def model_layer_forms(model) -> dict[str, str]:
+    """The forms (schema.LayerForm) the model's MoE and sliding-window layers take -> what in the model shows each,
+    for the rule's message: the MoE's shared experts, dense layers beside the MoE ones, a sigmoid router, an expert
+    score bias, a router linear bias, group-limited routing, plain experts, a clamped activation; query/key norms
+    on softmax attention; the windows'
+    placement (window_placement: windowed layers that are neither every layer nor exactly the even-indexed ones, the
+    others global attention: litgpt's two placings) and sizes (window_sizes: more than one). From the model's fields
+    and its layer pattern's period, never layer by layer."""
+    from .schema import SlidingAttention
+
+    feats = model_layer_features(model)
+    out: dict[str, str] = {}
+    moe = model.moe
+    if "moe" in feats and moe is not None:
+        n_moe = len(feats["moe"])
+        if moe.num_shared_experts:
+            out["shared_experts"] = f"{moe.num_shared_experts} shared expert(s) beside the routed ones"
+        if moe.first_k_dense or moe.layer_freq > 1 or n_moe < model.num_layers:
+            what = (f"first_k_dense {moe.first_k_dense}, layer_freq {moe.layer_freq}" if model.layer_pattern is None
+                    else f"MoE on {n_moe} of {model.num_layers} layers")
+            out["dense_layers"] = f"layers without the MoE MLP beside the MoE ones ({what})"
+        if moe.router == "sigmoid":
+            out["sigmoid_router"] = "a sigmoid router"
+        if moe.expert_score_bias:
+            out["expert_score_bias"] = "an expert score bias (aux-loss-free balancing)"
+        if moe.router_linear_bias:
+            out["router_linear_bias"] = "a bias on the router's linear"
+        if moe.expert_groups is not None:
+            out["group_limited_routing"] = (f"group-limited routing ({moe.groups_per_token} of {moe.expert_groups} "
+                                            "expert groups a token)")
+        if not model.gated_mlp:
+            out["plain_experts"] = "plain (ungated) experts"
+        if model.activation_clamp is not None:
+            out["activation_clamp"] = f"a clamped gated activation (at {model.activation_clamp:g})"
+    if model.qk_norm and any(f in feats for f in ("global", "sliding", "chunked")):
+        out["qk_norm"] = "query/key norms"
+    if "sliding" in feats:
+        sliding = feats["sliding"]
+        windows = sorted({k.mixer.window for k in model.layer_kinds.values() if isinstance(k.mixer, SlidingAttention)})
+        if len(windows) > 1:
+            out["window_sizes"] = f"{len(windows)} window sizes ({', '.join(f'{w:,}' for w in windows)})"
+        attn = len(sliding) + len(feats.get("global", ()))
+        every = len(sliding) == model.num_layers
+        even = (attn == model.num_layers and _even_only(sliding))
+        if not (every or even):
+            out["window_placement"] = (f"windows on {len(sliding)} of {model.num_layers} layers ({_spans(sliding)}), "
+                                       "neither every layer nor the even-indexed ones beside global layers")
+    return out
+
+
+def unbuilt_layer_forms(model, stack) -> dict[str, tuple[str, str, list[str]]]:
+    """The model's layer forms (model_layer_forms) that the stack builds the kind of but lists as not built
+    (runs.layer_kinds not_built) -> (kind, what in the model shows it, the stack's sources); none where the entry
+    lists no kinds."""
+    kinds = stack.runs.layer_kinds if stack is not None and stack.runs is not None else None
+    if model is None or kinds is None:
+        return {}
+    absent = {f.form: (k.kind, f.sources) for k in kinds for f in k.not_built}
+    if not absent:
+        return {}
+    return {f: (absent[f][0], what, absent[f][1]) for f, what in model_layer_forms(model).items() if f in absent}
+
+
+def layer_gaps(model, stack) -> bool:
+    """Whether the stack's code lacks a layer feature (missing_layer_features) or a form (unbuilt_layer_forms) of
+    the model."""
+    return bool(missing_layer_features(model, stack) or unbuilt_layer_forms(model, stack))
+
+
 def _spans(layers, most: int = 12) -> str:
     """0-based layer indices as runs: 0-2, 4, 6-7; after `most` runs, how many more (a run of a LayerIndices is at
     most its period long unless it holds every layer, so this reads at most `most` periods)."""
@@ -1745,7 +1821,9 @@ def layer_kinds_assumed(model, stack) -> list[str]:
     """The assumed lines of the layer kinds a job takes as built: a stack entry that lists none (runs.layer_kinds
     null: STACK_LAYER_KIND not applied), and Mamba-1 layers on a stack where cp > 1 can run (max_cp not 1: their
     context parallelism is the assumed MAMBA1_CP_STATE_PASSING, planner/layers/mamba.py, which no trainer
-    implements). None for a shipped stack: each lists its kinds, and none builds Mamba-1."""
+    implements); and how a stack that runs windows as a dense mask (windowed_attention) or the experts as a loop
+    (moe_experts) runs the model's sliding or MoE layers. None for a shipped stack's other models: each lists its
+    kinds, and none builds Mamba-1."""
     if model is None or stack is None:
         return []
     feats = model_layer_features(model)
@@ -1753,6 +1831,14 @@ def layer_kinds_assumed(model, stack) -> list[str]:
     if stack.runs is not None and stack.runs.layer_kinds is None:
         out.append(f"layer kinds: stack {stack.name} lists none (runs.layer_kinds): {', '.join(feats)} taken as built, "
                    f"start-up rule STACK_LAYER_KIND not applied")
+    if "sliding" in feats and getattr(stack, "windowed_attention", None) is not None:
+        out.append(f"sliding windows as stack {stack.name}'s code runs them: one dense [s, s] mask a windowed layer "
+                   "handed to the attention kernel without its causal flag, so every query-key pair is computed and "
+                   "the mask kept for the backward (stack windowed_attention; layers/attention.py [11])")
+    if "moe" in feats and getattr(stack, "moe_experts", None) is not None:
+        out.append(f"MoE experts as stack {stack.name}'s code runs them: a Python loop over the experts, each "
+                   "expert's tokens gathered and its output index-added (stack moe_experts; layers/moe.py [16]); the "
+                   "host's wait at each expert's torch.where is not priced")
     max_cp = stack.runs.max_cp if stack.runs is not None else None
     if "mamba1" in feats and max_cp != 1:
         out.append("Mamba-1 under cp > 1: no trainer implements context parallelism for it; priced on the assumed "
@@ -1762,7 +1848,7 @@ def layer_kinds_assumed(model, stack) -> list[str]:
 
 def _layer_kind_broken(model, stack, plan) -> np.ndarray:
     """STACK_LAYER_KIND: the model has a layer feature the stack's code does not build (every candidate alike)."""
-    return np.full(np.shape(plan.tp), bool(missing_layer_features(model, stack)), dtype=bool)
+    return np.full(np.shape(plan.tp), layer_gaps(model, stack), dtype=bool)
 
 
 def layer_kind_detail(model, stack, plan=None, cluster=None) -> str:
@@ -1776,6 +1862,9 @@ def layer_kind_detail(model, stack, plan=None, cluster=None) -> str:
                      f"whose code builds {', '.join(k.kind for k in stack.runs.layer_kinds)} (stack_db {stack.name} "
                      f"runs.layer_kinds, its sources); shipped stacks that build {f}: "
                      f"{', '.join(others) if others else 'none'}")
+    for form, (kind, what, sources) in unbuilt_layer_forms(model, stack).items():
+        parts.append(f"{model.name}'s {kind} layers have {what} ({form}), which stack {stack.name}'s code does not "
+                     f"build (stack_db {stack.name} runs.layer_kinds {kind} not_built: {'; '.join(sources)})")
     return "; ".join(parts)
 
 
@@ -1783,10 +1872,11 @@ def layer_kind_hint(model, stack) -> str:
     """The shipped stacks whose code builds every layer kind of the model, else what is left to do."""
     from .catalog import list_stacks, load_stack
 
-    ok = [n for n in list_stacks() if not missing_layer_features(model, load_stack(n))]
+    ok = [n for n in list_stacks() if not layer_gaps(model, load_stack(n))]
     if ok:
         return f"choose a stack that builds every layer of {model.name}: {', '.join(ok)} (--stack), or another model"
-    return (f"no shipped stack builds every layer of {model.name} ({', '.join(missing_layer_features(model, stack))} "
+    lacking = [*missing_layer_features(model, stack), *unbuilt_layer_forms(model, stack)]
+    return (f"no shipped stack builds every layer of {model.name} ({', '.join(lacking)} "
             "on none): a stack file of your own whose code builds it (runs.layer_kinds, cited), or another model")
 
 
@@ -1794,7 +1884,8 @@ LATER_RULES = LATER_RULES + (
     StartupRule(
         "STACK_LAYER_KIND", ANY_STACK,
         "the stack's code builds no layer of a kind the model uses (a mixer kind, the attention output gate or the "
-        "MoE MLP): it cannot train this model",
+        "MoE MLP), or not the form the model's layers take (runs.layer_kinds not_built: shared experts, dense "
+        "layers beside MoE ones, a window placement, ...): it cannot train this model",
         "stack_db <stack> runs.layer_kinds, each kind cited at the stack's commit (Megatron-LM @d98e8a64 "
         "megatron/core/ssm/mamba_mixer.py: Mamba-2 only; no chunked attention in megatron/core/transformer/)",
         layer_kind_hint, _layer_kind_broken, detail=layer_kind_detail, model_level=True),
@@ -1970,6 +2061,7 @@ def rules_for(stack) -> list[tuple[int, StartupRule]]:
     return [(CODES[r.key], r) for r in RULES if r.trainer in (name, ANY_STACK) and r.key not in absent]
 
 
-__all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "stacks_building", "RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
+__all__ = ["ANY_STACK", "layer_kinds_assumed", "model_layer_features", "missing_layer_features", "model_layer_forms",
+           "unbuilt_layer_forms", "layer_gaps", "stacks_building", "RULES", "CODES", "BY_CODE", "FIRST_CODE", "StartupRule", "Cluster", "cluster_of", "megatron_checks", "rules_for", "mode_is", "uses_tp_pp_dp_mapping",
            "model_code", "model_code_assumed", "model_code_compile_note",
            "end_weights", "stack_order_ok", "built_order", "order_ok"]

@@ -210,6 +210,7 @@ from .compute import (
     output_gemm_shape, price_gemms, recompute_flops_per_token,
 )
 from .layers import LayerList, layer_count, layer_list, mean_layer, weighted
+from .layers.attention import dense_windows
 from .layers.common import ACT_BYTES
 from .layers.moe import EXPERT_GEMMS
 from .memory import (FP8_GATHER_BYTES, PIPELINE_FIELDS, experts_run_eager, fp8_allgather_on, recompute_fraction,
@@ -344,7 +345,11 @@ def moe_dispatch_bytes(mlp, ctx, settings):
     """(forward, backward) HBM bytes of an MoE layer's router and permutations: the fused
     kernels' (layers/moe.py dispatch_bytes) plus, where the job runs them unfused
     (moe_permute_fusion / moe_router_fusion false), the unfused ops' extra bytes
-    (unfused_dispatch_bytes' named terms "permute" and "router")."""
+    (unfused_dispatch_bytes' named terms "permute" and "router"); on a stack whose experts run
+    as a Python loop (stack moe_experts), the loop's routing, gathers and index-adds instead
+    (layers/moe.py loop_bytes [16])."""
+    if stack_of(settings).moe_experts is not None:  # a stack setting: the experts as a Python loop (layers/moe.py [16])
+        return mlp.loop_bytes(ctx)
     fwd, bwd = mlp.dispatch_bytes(ctx)
     extra = mlp.unfused_dispatch_bytes(ctx)
     off = {"permute": not settings.moe_permute_fusion, "router": not settings.moe_router_fusion}
@@ -376,6 +381,8 @@ def layer_times(sc: StepCtx) -> LayerTimes:
             cast = np.where(sc.fp8, sc.recipe["cast_bytes"] * (mixer.cast_elements(ctx) + mlp.cast_elements(ctx)
                                                                + cast_change(rows, shares)), 0.0)
         flops = mixer.core_kernel_flops(ctx) if mixer.has_core else 0.0
+        if dense_windows(sc.stack, mixer):  # the stack's dense window mask: the whole square (attention.py [11])
+            flops = mixer.dense_mask_kernel_flops(ctx)
         # the kernel's rate at the mixer's head dim (compute.py [7b]; a scan has none: 1)
         hd_f, hd_b = attention_head_dim_factor(getattr(mixer, "core_rate_head_dim", None), kernel)
         f8_rate, f8_cast_f, f8_cast_b = fp8_core(sc, mixer)  # fp8 attention (compute.py [7c]); 1, 0, 0 without it
@@ -1733,8 +1740,10 @@ def throughput(settings: Settings, plan: PlanArrays, step_s) -> dict:
     ft = flops_per_token(model, plan.seq, plan.recompute, causal)
     # HFU counts what the kernels run: causal attention (FlashAttention skips the masked
     # blocks) and the recomputation, whatever convention MFU uses
-    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True)
-    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan))
+    dense = stack_of(settings).windowed_attention is not None  # a stack setting: windows run as dense masks [11]
+    ft_hw = flops_per_token(model, plan.seq, plan.recompute, True, dense_windows=dense)
+    rc = recompute_flops_per_token(model, plan.seq, plan.recompute, True, recompute_fraction(settings, plan),
+                                   dense_windows=dense)
     tokens = plan.gbs * plan.seq
     tps = tokens / step_s
     peak = np.select([plan.precision == FP8, plan.precision == NVFP4],

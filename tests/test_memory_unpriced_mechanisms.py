@@ -135,7 +135,8 @@ def test_litgpt_kv_expansion_by_hand(tmp_path):
 
     # Mistral 7B v0.2 as the Thunder row gives it (tests/data/memory/measured_memory.yaml
     # thunder_pr1261_mistral_7b_v02_fsdp8_ac planner.model_shape: litgpt v0.4.11's config, no sliding window; the
-    # catalog's mistral-7b is v0.1, whose 4,096-token window the litgpt-benchmark stack does not list: rule 73)
+    # catalog's mistral-7b is v0.1, whose 4,096-token window litgpt-benchmark prices as litgpt's dense mask: another
+    # mechanism, tests/test_litgpt_layers.py)
     import yaml
 
     rows = yaml.safe_load((Path(__file__).parent / "data" / "memory" / "measured_memory.yaml").read_text())

@@ -19,7 +19,7 @@ BUILT = {
     "torchtitan-0.3": {"global", "sliding", "mla", "gated_deltanet", "output_gate", "moe"},
     "megatron-deepspeed": {"global", "moe"},
     "llm-foundry": {"global", "sliding", "moe"},
-    "litgpt-benchmark": {"global"},
+    "litgpt-benchmark": {"global", "sliding", "moe"},
     "llama3-meta": {"global"},
     "deepseek": {"global", "mla", "moe"},
 }
@@ -42,7 +42,7 @@ def test_no_shipped_stack_builds_mamba1_or_megatron_chunked():
     assert stacks_building("mamba2") == ["megatron"]
     assert stacks_building("gated_deltanet") == ["megatron", "torchtitan-0.3"]
     assert set(stacks_building("moe")) == {"megatron", "torchtitan", "torchtitan-0.3", "megatron-deepspeed", "deepseek",
-                                           "llm-foundry"}
+                                           "llm-foundry", "litgpt-benchmark"}
 
 
 def test_layer_kinds_is_validated():

@@ -74,6 +74,14 @@ References
     [b np, hn, sk], scale_mask_softmax, attention_dropout, torch.bmm of the probabilities
     [b np, sq, sk] and value [b np, sk, hn]); the same at @d98e8a64
     megatron/core/transformer/dot_product_attention.py DotProductAttention.forward l. 189-239.
+[11] A window as a dense additive mask (stack windowed_attention; litgpt v0.4.11 litgpt/model.py l. 269-287,
+    313-315): the code builds one [s, s] mask in the activations' dtype for each windowed layer (the causal
+    triangle and the window's band in one) and hands it to F.scaled_dot_product_attention with is_causal False.
+    The kernel then runs every (query, key) pair of the square: forward FLOPs 4 T a d / t x s (twice the causal
+    kernel's at s <= w, dense_mask_kernel_flops), hardware FLOPs per token 12 a d s (dense_mask_model_flops),
+    the model-FLOP convention unchanged (a model property); and the kernel's backward keeps the mask, mask_bytes
+    x s^2 per windowed layer and micro-batch (dense_mask_bytes: one mask, broadcast over the micro-batch's
+    sequences and the heads).
 [10] Query/key norms (ModelSpec.qk_norm): transformers models/qwen3/modeling_qwen3.py Qwen3Attention and
     models/qwen3_moe/modeling_qwen3_moe.py Qwen3MoeAttention (q_norm, k_norm = RMSNorm(head_dim), applied
     to the projected query and key per head before RoPE), models/gemma3 Gemma3Attention and
@@ -95,6 +103,13 @@ from typing import Optional
 import numpy as np
 
 from .common import ACT_BYTES, BlockParams, kv_local, shapes
+
+
+def dense_windows(stack, mixer) -> bool:
+    """Whether the stack runs this mixer's window as a dense [s, s] mask (stack windowed_attention [11]): a stack
+    setting and the layer kind's window, never a searched quantity."""
+    return (stack is not None and getattr(stack, "windowed_attention", None) is not None
+            and getattr(mixer, "window", None) is not None)
 
 
 def mean_causal_keys(seq, window=None, chunk=None):
@@ -198,6 +213,21 @@ class Attention:
     def eager_core(self, ctx) -> dict:
         """Eager core attention's score elements and batched GEMMs (module docstring, [9])."""
         return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, float(self.d))
+
+    def dense_mask_kernel_flops(self, ctx):
+        """Forward FLOPs of the kernel a dense mask runs [11]: every key of the sequence for every local query,
+        4 T a d / t x s (no causal or window skip)."""
+        return 4.0 * ctx.T * self.a * self.d / ctx.tp * np.asarray(ctx.seq, dtype=np.float64)
+
+    def dense_mask_model_flops(self, seq):
+        """FLOPs per token, forward and backward, of the kernel a dense mask runs [11]: 12 a d s."""
+        return 12.0 * self.a * self.d * np.asarray(seq, dtype=np.float64)
+
+    def dense_mask_bytes(self, ctx, mask_bytes: float):
+        """Bytes of the one [s, s] mask a windowed layer keeps for its backward per micro-batch [11] (0 for a
+        layer without a window)."""
+        s = np.asarray(ctx.seq, dtype=np.float64)
+        return (0.0 if self.window is None else 1.0) * mask_bytes * s * s
 
     def core_model_flops(self, seq, causal: bool):
         """Model FLOPs per token, forward and backward (3x forward): 12 a d x keys [6]."""

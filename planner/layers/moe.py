@@ -183,6 +183,38 @@ References
     l. 289-432 (the handle's eleven entries), csrc/hybrid_ep/executor/executor.cu metadata_preprocess_core l. 85-133
     (their shapes and dtypes), csrc/hybrid_ep/hybrid_ep.cu dispatch_with_permute l. 313-317 (the permuted tokens and
     fp32 [num_permuted_tokens] probabilities), csrc/hybrid_ep/config.cuh l. 418-420 (the 64-token preprocessing chunk).
+[16] The experts as a Python loop (stack moe_experts per_expert_loop; loop_bytes): Lightning-AI/litgpt v0.4.11
+    litgpt/model.py l. 393-404 LLaMAMoE.forward, read op by op with PyTorch's autograd formulas
+    (tools/autograd/derivatives.yaml: topk saves its indices, _softmax its output, index (IndexBackward0) its
+    indices, its gradient zeros(self).index_put_(indices, grad, accumulate=True); index_put_'s gradient for
+    values grad.index(indices) and for self grad.index_put(indices, zeros_like(values)), an out-of-place copy;
+    mul its two operands; autograd sums a tensor's gradients as they arrive). No permutation kernel, no grouped
+    GEMM: each expert's GEMMs are its own (the expert_up / expert_down rows, E of them), no expert parallelism.
+    The GEMMs, the SwiGLU (mlp_activation_gated bytes) are priced as for every MoE; loop_bytes counts the rest.
+    n tokens, R = n k c routed rows, E experts, k = top_k, h hidden, bf16 activations (2 B), int64 indices
+    (8 B); expert 0, the loop's first, writes into the zeroed y, which needs no gradient:
+  forward, per token: topk of the bf16 [n, E] logits (read 2E, write values 2k and indices 8k), softmax to fp32
+    (read 2k, write 4k), .to(bf16) (read 4k, write 2k), indices == arange(E) (read 8k, write a bool k E),
+    zeros_like(x) (write 2h), each expert's torch.where reading its bool [n, k] slice (k E in all):
+    2E + 30k + 2kE + 2h;
+  forward, per routed row: torch.where's int64 pair (write 16), x[token_idx] (read 8 + 2h, write 2h),
+    probs[token_idx, expert_idx] (read 16 + 2, write 2), the weight times the expert's output (read 2h + 2,
+    write 2h), y[token_idx] (read 8 + 2h, write 2h), += (read 4h, write 2h), the index_put_ back (read
+    8 + 2h, write 2h): 22h + 62;
+  backward, per token: for each expert but the first, index_put_'s gradient for the earlier y (a copy of the
+    gradient, read 2h write 2h), y[token_idx]'s (zeros, write 2h) and their sum (read 4h, write 2h): 12h;
+    for every expert, x[token_idx]'s gradient (zeros, write 2h) and its sum into x's (read 4h, write 2h):
+    8h; the [n, k] probabilities' gradient per expert (zeros 2k) and their sums (6k each, E - 1), the cast
+    back (read 2k, write 4k), the softmax's backward (read 4k + 4k, write 2k), topk's (zeros 2E, scatter read
+    8k + 2k, write 2k): (E - 1) 12h + 8hE + 8kE + 22k + 2E;
+  backward, per routed row: the values' gradient grad[token_idx] (read 8 + 2h, write 2h), the multiply's (the
+    output's grad x p: read 2h + 2, write 2h; the weight's (grad x out).sum: read 4h, write 2h, read 2h,
+    write 2), the probabilities' index_put (read 16 + 2, read and write 2 + 2), x[token_idx]'s index_put
+    (read 8 + 2h + 2h, write 2h); and on the rows of the experts but the first ((E - 1) / E of them,
+    balanced): index_put_'s zeros_like(values) and put (write 2h, read 8 + 2h, write 2h), y[token_idx]'s
+    index_put (read 8 + 2h + 2h, write 2h): 22h + 42 + (E - 1) / E (12h + 16).
+    Not counted: the sort CUDA's accumulating index_put_ runs on its int64 indices (tens of bytes a row), the
+    arange; the host's wait at each torch.where (stack uncertain).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -629,6 +661,18 @@ class MoEMLP:
 
     def dispatch_bytes(self, ctx):
         return dispatch_bytes(self, ctx)
+
+    def loop_bytes(self, ctx):
+        """(forward, backward) HBM bytes of the routing and the per-expert gathers and index-adds of a loop over
+        the experts, one micro-batch on one GPU [16] (in place of dispatch_bytes where the stack runs the loop)."""
+        E, k, h = float(self.num_experts), float(self.top_k), float(self.h)
+        n = ctx.T / ctx.rep_div
+        rows = n * self.token_copies(ctx)
+        later = (E - 1.0) / E  # the rows of the experts but the loop's first [16]
+        fwd = n * (2.0 * E + 30.0 * k + 2.0 * k * E + 2.0 * h) + rows * (22.0 * h + 62.0)
+        bwd = (n * ((E - 1.0) * 12.0 * h + 8.0 * h * E + 8.0 * k * E + 22.0 * k + 2.0 * E)
+               + rows * (22.0 * h + 42.0 + later * (12.0 * h + 16.0)))
+        return fwd, bwd
 
     def unfused_dispatch_bytes(self, ctx):
         return unfused_dispatch_bytes(self, ctx)

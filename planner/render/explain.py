@@ -246,10 +246,16 @@ def moe_lines(res: dict) -> None:
     extra += f", tokens to at most {m['route_nodes']} nodes" if m["route_nodes"] else ""
     if m.get("route_groups"):
         extra += f", group-limited routing ({m['route_groups'][1]} of {m['route_groups'][0]} expert groups per token)"
-    out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
-              f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
-              f"(exposed: the EP row)")
-    out.print(f"  MoE grouped GEMM: {m['local_experts']:g} local experts x {m['tokens_per_expert']:,.0f} tokens, "
+    loop = m.get("experts") == "per_expert_loop"
+    if loop:  # the stack's code loops over the experts: no token dispatcher (stack moe_experts)
+        out.print("  MoE experts: a Python loop over the experts on each GPU (each expert's tokens gathered, its own "
+                  "GEMMs, its output index-added; stack moe_experts), no token dispatcher, no expert parallelism")
+    else:
+        out.print(f"  MoE dispatcher {m['dispatcher']} ({m['dispatcher_description']}{extra}) on {m['ep_tier']}: "
+                  f"dispatch {m['dispatch_s']:,.4g} s + combine {m['combine_s']:,.4g} s per step before overlap "
+                  f"(exposed: the EP row)")
+    out.print(f"  MoE {'per-expert GEMMs' if loop else 'grouped GEMM'}: {m['local_experts']:g} local experts x "
+              f"{m['tokens_per_expert']:,.0f} tokens, "
               f"efficiency {pct(m['grouped_gemm_efficiency'])} of the dense peak; fixed MoE overhead "
               f"{m['fixed_overhead_s']:,.4g} s per step ({m['fixed_overhead']})")
     out.print(f"  MoE routing imbalance ({m['load_balancing']}, planner/imbalance.py): the busiest EP rank gets "
