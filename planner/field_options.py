@@ -120,8 +120,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "[optimizer] early_step_in_backward) (default: off)"),
     FieldOption("deepspeed_zero3", "pairs", "DeepSpeed ZeRO-3's gathering and bucket settings, KEY=N words of "
                 "stage3_prefetch_bucket_size|stage3_max_live_parameters|stage3_max_reuse_distance|"
-                "stage3_param_persistence_threshold|reduce_bucket_size|sub_group_size, e.g. stage3_prefetch_bucket_size=0 (the DeepSpeed "
-                "JSON's zero_optimization keys; reduce_bucket_size also sizes ZeRO-1/2's IPG buffer) (default: the stack's, DeepSpeed's)"),
+                "stage3_param_persistence_threshold|reduce_bucket_size|sub_group_size|contiguous_gradients (0 or 1), e.g. "
+                "stage3_prefetch_bucket_size=0 (the DeepSpeed JSON's zero_optimization keys; reduce_bucket_size also sizes "
+                "ZeRO-1/2's IPG buffer) (default: the stack's, DeepSpeed's)"),
     FieldOption("fsdp_root_unit", "bool", "FSDP2's root unit as torchtitan wrapped it before 83e69410 (#1094, 2025-07-28): "
                 "embedding, final norm and output kept unsharded through the backward, the last block not resharded "
                 "(default: the stack's)"),

@@ -602,8 +602,20 @@ References
        the kept tensors with the full gradients (the states), one buffer and the partition, an upper bound by the first
        bucket's gradients, which the buffer holds in place of their own tensors (at most reduce_bucket_size elements;
        none where the group's first parameter, Megatron's word embedding, is above the bucket). Llama 3 8B, ZeRO-1 on
-       8 GPUs, seq 1,024, full recompute: 4 P + 14 L + 1e9 B, 0.81 GB above the backward's peak. With overlap_comm the
-       hooks reduce in the last backward instead: priced as without it (not derived). Term zero12_grad_partition, the
+       8 GPUs, seq 1,024, full recompute: 4 P + 14 L + 1e9 B, 0.81 GB above the backward's peak.
+     - ZeRO-1 with overlap_comm (the plan's dpo; issue 21, dsz3tied): the hooks exist (l. 527-528) and act at the
+       accumulation boundary only (reduce_ready_partitions_and_remove_grads, l. 1424-1426; engine.py l. 2125 sets the
+       flag before the optimizer's backward), so in the last backward each gradient moves into the two buffers (its own
+       tensor freed, l. 956-962) and the first flush copies the rank's partition into grads_in_partition (l. 1344-1355,
+       for ZeRO-1 the rank's parameters only, l. 1414-1416): from that flush on, the peak's states (their full
+       gradients: the earlier micro-batches' all there, with one micro-batch only those the backward has made, so an
+       upper bound there, as the peak's own) beside the new partition, as ZeRO-2's moment above
+       but with any micro-batch count and no output-layer gradient added (the states count it). The epilogue then holds
+       less (the gradients moved). Llama 3 8B as above with it: 2 L - the loss's - the recompute buffer = 1.08 GB above
+       the peak (which two buffers raised 2.00 GB; 0 before: priced after the backward). Only Megatron-DeepSpeed's
+       GPTModel (--no-pipeline-parallel) runs it: DeepSpeed's engine turns overlap_comm off for a PipelineModule
+       (engine.py l. 1639-1642; trainers/megatron_deepspeed.py reads the pipeline model's as false). Term
+       zero12_grad_partition, the
        larger moment's excess over the peak, before the step's terms ([opt], [sg]) take theirs over it.
      Not priced: ZeRO-2's gradients above the bucket waiting alone for the next hook inside a layer's backward (a
      weight above reduce_bucket_size a rank: 175B's 4 h^2 = 6.0e8 at tp 1), the stage-0 (DDP) path's flattened
@@ -780,8 +792,38 @@ References
      (2021-style GPT layers: proj, fc1, fc2 skip_bias_add, qkv's bias inside F.linear; two LayerNorm modules): the
      530B records' worst moment 8 h^2, not 12 h^2 (fc1's GEMM beside fc1's weights and gradient, fc2's flushed at fc1's
      bias hook); on 560 GPUs fc1's bias hook, 12 h^2 with fc2's copy, not 16 h^2. A stack that lists no rows: the
-     hook-together order above. The tied output layer's gradient (one AccumulateGrad for both uses, so its hook may
-     fire only after the embedding's backward) is not priced beyond its own moment.
+     hook-together order above. The tied output layer: [z3t].
+[z3g] contiguous_gradients false (issue 21, dsz3tied; job deepspeed_zero3 contiguous_gradients 0, the DeepSpeed JSON's
+     key; stack fsdp.zero3_modules.contiguous_gradients 1, DeepSpeed's default, config.py l. 98): stage3.py allocates no
+     IPG buffer (l. 537-540) and __add_grad_to_ipg_bucket (l. 1275-1289) leaves each small gradient its own tensor in
+     the bucket (the flush rule, l. 1268-1272, and the reduce-scatter path, l. 1314-1318 with reduce_scatter on, the
+     same: [z3c]'s copies unchanged). Held instead of the buffer: the bucket's pending gradients, at most
+     reduce_bucket_size elements, priced at that bound in the backward (zero3_ipg_bucket; the fill at the worst moment
+     not derived, as [z3c]'s bound where no gradient exceeds the bucket); the backward's epilogue reduces them, so the
+     step [z3s] holds none (contiguous: the buffer, never freed). ZeRO-1/2 without it ([zb]): not priced, listed.
+[z3t] a tied output layer (issue 21, dsz3tied; the model's tied_embeddings, on the stage holding both uses: ZeRO-3
+     runs without PP, startup's deepspeed rules; term zero3_tied_output). Megatron-DeepSpeed @8fd352da GPTModel.forward
+     (megatron/model/gpt_model.py l. 126-133) hands word_embeddings_weight() (module.py l. 53-55: with one stage the
+     embedding module's weight) to parallel_lm_logits (language_model.py l. 29-38, F.linear): one parameter, two
+     modules. The engine's forward sets _parameters._in_forward on every module (engine.py l. 1974-1992), so the
+     access outside the embedding registers the weight as an external parameter of GPTModel (parameter_offload.py
+     ZeROOrderedDict.__getitem__ l. 56-70; get_all_parameters counts it among GPTModel's, partitioned_param_coordinator.py
+     l. 34-36). GPTModel's pre-backward hook gathers it at the loss's backward; its post-backward hook hangs on its
+     inputs, the token ids, which need no gradient, and never fires (nor the embedding's): the weight stays gathered
+     to the step's _partition_all_parameters (stage3.py l. 2091; parameter_offload.py partition_all_parameters
+     l. 183-190 names the case), counted in __n_available_params (l. 484), which bounds the prefetch (l. 379-381:
+     min(max_live - available, prefetch bucket); zero3_layer_peak's held). Its gradient hook,
+     register_post_accumulate_grad_hook (utils/torch.py l. 25-31), follows the one AccumulateGrad, which autograd runs
+     once both uses' gradients are in: at the embedding's backward, the last of the backward, the output layer's
+     V/t x h gradient waiting in its input buffer until then. Priced: beside every layer's moment the weight and that
+     gradient, 2 x V/t x h x 2 B (GPT-3 175B at tp 1 2.30 GiB, the 530B 3.906 GiB; the layers' working set then
+     prefetches less: GPT-3's back fc2 no longer takes fc1, 12 h^2 -> 8 h^2), and the embedding's backward, the end of
+     the backward without a layer's activations: the weight, the held gradient and the embedding's own dense one
+     (3 x V/t x h x 2 B; summed in place, then the reduce-scatter's copy of the sum at most as large) and its incoming
+     gradient (tokens x h x 2 B), beside the kept tensors, the IPG buffer and the persistent parameters, where it
+     exceeds the peak (zero3_tied_end in _step_excess, added to the term). The first step's trace (the weight
+     released after GPTModel's forward) is not priced apart; the steady state's forward holds the weight too, below the
+     backward's peak.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -862,8 +904,12 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #                           (comm/coalesced_collectives.py l. 158-218) [z3c]
 #   zero3_reuse_kept        the last layers' modules __params_to_release keeps gathered from their first forward, beyond
 #                           that moment (partitioned_param_coordinator.py l. 422-440, 523-554) [z3r]
+#   zero3_tied_output       a tied output layer's weight (gathered through the forward and backward to the step) and its
+#                           gradient (held by autograd until the embedding's backward) beside a layer's moment, + the
+#                           embedding's backward's excess over the peak (the end of the backward) [z3t]
 #   zero3_ipg_bucket        the contiguous IPG buffer, reduce_bucket_size elements in the model dtype (stage3.py
-#                           l. 537-540) [z3]
+#                           l. 537-540) [z3]; with contiguous_gradients false the bucket's pending gradients, their
+#                           own tensors, at that bound [z3g]
 #   zero3_persistent        the stage's parameters of at most stage3_param_persistence_threshold elements, never
 #                           partitioned (partition_parameters.py ds_persist) [z3]
 #   zero3_step_grads        the optimizer step's moment beyond the peak: a sub-group's flattened gradient partition and
@@ -879,7 +925,7 @@ ACTIVATION_TERMS = ("layer_activations", "output_activations", "recompute_buffer
 #   fsdp_end_of_backward    FSDP2's end of the backward (the last units' reduce-scatter, every sharded gradient
 #                           allocated) where it exceeds the peak [tt7]
 FSDP_TERMS = ("fsdp_gathered_units", "fsdp_unit_grads", "zero3_working_set", "zero3_unreduced_grads", "zero3_bucket_copy",
-              "zero3_reuse_kept", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
+              "zero3_reuse_kept", "zero3_tied_output", "zero3_ipg_bucket", "zero3_persistent", "zero3_step_grads", "fsdp_unsharded_ends",
               "fsdp_unsharded_stage", "fsdp_accumulated_grads", "fsdp_end_of_backward")
 # (step_grad_copies: the optimizer step's copies of the gradients below FSDP, beyond the peak and optimizer_step's [sg])
 # (zero12_ipg_bucket: DeepSpeed ZeRO-1/2's IPG buffers in the backward of the stage holding the loss; zero12_grad_partition:
@@ -2058,7 +2104,7 @@ class _PerLayer:
                                             * unit, 0.0),
             "fsdp_unit_grads": np.where(fsdp_on, fs.gathered_grad_units_at_peak * fs.grad_reduce_bytes * unit, 0.0),
             "zero3_working_set": zero, "zero3_unreduced_grads": zero, "zero3_bucket_copy": zero, "zero3_reuse_kept": zero,
-            "zero3_ipg_bucket": zero}
+            "zero3_tied_output": zero, "zero3_ipg_bucket": zero}
         # DeepSpeed ZeRO-3 gathers per submodule: its working set, gradients and IPG buffer in place of layer units,
         # and its persistent parameters per layer (_stage_fsdp) [z3]
         self.zero3 = zero3_parts(settings, plan, pc, plan_context(settings, plan)) if settings.zero3 else None
@@ -2069,6 +2115,7 @@ class _PerLayer:
                                    zero3_unreduced_grads=np.where(fsdp_on, z["unreduced_grads"], 0.0),
                                    zero3_bucket_copy=np.where(fsdp_on, z["bucket_copy"], 0.0),
                                    zero3_reuse_kept=np.where(fsdp_on, z["reuse_kept"], 0.0),
+                                   zero3_tied_output=np.where(fsdp_on, z["tied_output"], 0.0),
                                    zero3_ipg_bucket=np.where(fsdp_on, z["ipg_bucket"], 0.0))
         if settings.fsdp_root_unit:  # the last block, not resharded after its forward, gathered at the peak [tt10]
             last = fsdp_on & ~held & reshard_by_default(stack, plan) & (plan.pp == 1)
@@ -2169,16 +2216,18 @@ def zero3_early_hooks(kind: LayerKind, ctx: Ctx, fsdp) -> list:
             or (name in fsdp.zero3_norm_hook_gemms and bool(getattr(nxt, "norm", 0))) for name, own, nxt in rows]
 
 
-def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0, early=None):
+def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0, early=None, held=0.0):
     """(gathered parameters, unreduced gradients' elements, the bucket's torch.cat copy) at the worst moment of one
     layer's re-run forward (full) and backward under DeepSpeed ZeRO-3 [z3] [z3c]: mods its submodules in forward
     order (zero3_modules), z3 the settings, world the ZeRO-3 DP group's ranks (the reduce-scatter's), early the
-    modules whose GEMM another gradient's hook precedes (zero3_early_hooks; None: none) [z3h]."""
+    modules whose GEMM another gradient's hook precedes (zero3_early_hooks; None: none) [z3h], held the parameters
+    gathered all through the backward outside the layers (a tied output layer's [z3t]: they count in
+    __n_available_params, so the prefetch's budget is the smaller; not in the moments returned)."""
     k = len(mods)
     early = [False] * k if early is None else early
     lim, pb = float(z3["stage3_max_live_parameters"]), float(z3["stage3_prefetch_bucket_size"])
     reuse, bucket = float(z3["stage3_max_reuse_distance"]), float(z3["reduce_bucket_size"])
-    zero = np.zeros(np.broadcast(*mods, np.asarray(world), np.float64(0.0)).shape)
+    zero = np.zeros(np.broadcast(*mods, np.asarray(world), np.asarray(held), np.float64(0.0)).shape)
     copies = zero3_flush_copies(mods, bucket, world)
     trace = ([(j, 0) for j in range(k)] if full else []) + [(j, 1) for j in reversed(range(k))]
     pos = {key: p for p, key in enumerate(trace)}  # (module, pass) -> position; pass 0 the re-run, 1 the backward
@@ -2194,7 +2243,7 @@ def zero3_layer_peak(mods: list, full: bool, z3: dict, world=1.0, early=None):
                 seen.add((layer, i))
                 gathered_now = keep[i] if layer == 0 and i in live else 0.0
                 cands.append((mods[i], 1.0 - gathered_now))
-        g = avail + _zero3_prefetch(cands, np.minimum(lim - avail, pb))
+        g = avail + _zero3_prefetch(cands, np.minimum(lim - avail - held, pb))
         prev = mods[j + 1] if j + 1 < k else mods[0]  # the module whose backward came before (the last: the layer above's first)
         big = np.where(prev > bucket, prev, 0.0)
         # the hook's flush: prev alone where above the bucket, else the bucket's small ones; an early hook [z3h] flushes
@@ -2237,35 +2286,46 @@ def zero3_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, ctx: Ctx)
     """DeepSpeed ZeRO-3's buffers beside the sharded states [z3], bytes per GPU: gathered (the working set's gathered
     weights), unreduced_grads (the full gradients awaiting their reduce-scatter) and bucket_copy (the reduce-scatter's
     torch.cat copy [z3c]) at the worst moment of a layer's backward or the output layer's, reuse_kept (the last
-    layers' modules the reuse distance keeps gathered, beyond that moment [z3r]), ipg_bucket (the contiguous gradient
-    buffer), persistent (per layer kind, one layer's), sub_group (the optimizer's sub-group, elements [z3s])."""
+    layers' modules the reuse distance keeps gathered, beyond that moment [z3r]), tied_output (a tied output layer's
+    weight and gradient beside a layer's moment [z3t]), tied_end (bytes of the embedding's backward moment beside the
+    kept tensors: the tied weight, the held gradient, the embedding's and its incoming gradient [z3t]), ipg_bucket (the
+    contiguous gradient buffer), persistent (per layer kind, one layer's), sub_group (the optimizer's sub-group,
+    elements [z3s])."""
     z3, b = settings.zero3, settings.bpp.weights
     full = plan.recompute == RC_FULL
     world = (np.where(plan.sharding == HSDP, plan.shard, plan.dp) * plan.cp).astype(np.float64)  # the reduce-scatter's
+    out = max(pc.embedding, pc.output or 0) / plan.tp.astype(np.float64)  # the output layer's weight and its gradient
+    # the tied weight (the model's tied_embeddings) on the stage holding both uses (pp 1: ZeRO-3 runs without PP) [z3t]
+    held = np.where(plan.pp == 1, out, 0.0) * float(settings.model.tied_embeddings)
     best_g = best_d = best_c = np.zeros(np.shape(plan.tp))
     fsdp = stack_of(settings).fsdp
     for kind in pc.layers.kinds:
         mods, early = zero3_modules(kind, ctx), zero3_early_hooks(kind, ctx, fsdp)
-        (fg, fd, fc), (ng, nd, nc) = (zero3_layer_peak(mods, True, z3, world, early),
-                                      zero3_layer_peak(mods, False, z3, world, early))
+        (fg, fd, fc), (ng, nd, nc) = (zero3_layer_peak(mods, True, z3, world, early, held),
+                                      zero3_layer_peak(mods, False, z3, world, early, held))
         g, d, c = np.where(full, fg, ng), np.where(full, fd, nd), np.where(full, fc, nc)
         more = g + d + c > best_g + best_d + best_c
         best_g, best_d, best_c = np.where(more, g, best_g), np.where(more, d, best_d), np.where(more, c, best_c)
-    out = max(pc.embedding, pc.output or 0) / plan.tp.astype(np.float64)  # the output layer's weight and its gradient
-    more = 2.0 * out > best_g + best_d + best_c
+    # the output layer's moment (its weight and gradient) against a layer's, beside which a tied one's stay [z3t]
+    more = 2.0 * out > best_g + best_d + best_c + 2.0 * held
     best_g, best_d, best_c = np.where(more, out, best_g), np.where(more, out, best_d), np.where(more, 0.0, best_c)
+    tied = np.where(more, 0.0, 2.0 * held)
     # the last layers' kept modules: those of the layers below the last beside its worst moment, all of them beside the
     # output layer's (its weight and gradient); the excess over the moment above [z3r]
     last = pc.layers.kinds[pc.layers.kind_at(pc.layers.num_layers - 1)]
     kept, below = zero3_reuse_kept(zero3_modules(last, ctx), full, out, pc.layers.num_layers,
                                    float(z3["stage3_max_reuse_distance"]))
-    reuse = np.maximum(below, np.maximum(kept + 2.0 * out - (best_g + best_d + best_c), 0.0))
+    reuse = np.maximum(below, np.maximum(kept + 2.0 * out - (best_g + best_d + best_c + tied), 0.0))
+    # the embedding's backward's incoming gradient, one micro-batch's tokens x h (split under SP)
+    tokens = plan.mbs.astype(np.float64) * plan.seq / (plan.cp * np.where(plan.sp > 0, plan.tp, 1))
+    incoming = ACT_BYTES * tokens * settings.model.hidden_size
     return {"gathered": b * best_g, "unreduced_grads": b * best_d, "bucket_copy": b * best_c, "reuse_kept": b * reuse,
+            "tied_output": b * tied, "tied_end": np.where(held > 0, 3.0 * b * held + incoming, 0.0),
             "ipg_bucket": b * float(z3["reduce_bucket_size"]) + 0.0 * best_g,
             "persistent": [b * zero3_persistent(k, p, ctx, settings.model.hidden_size,
                                                 float(z3["stage3_param_persistence_threshold"]))
                            for k, p in zip(pc.layers.kinds, pc.kind_params)],
-            "sub_group": float(z3["sub_group_size"])}
+            "sub_group": float(z3["sub_group_size"]), "contiguous": float(z3["contiguous_gradients"])}
 
 
 def rotary_dim(mixer) -> float:
@@ -2462,8 +2522,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
     act = _held_activations(per, held, r)
-    # one micro-batch's layer activations of the stage (act / the micro-batches held), for
-    # per.regather_w below
+    # one micro-batch's layer activations of the stage (act / the micro-batches held), for per.regather_w below
     per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
     moe_held = _dispatcher_held(per, counts, r)  # the MoE dispatchers' attributes, once a layer [dh]
     if twin is not None:
@@ -2525,8 +2584,9 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     temps = per.opt_temporaries * (np.where(early, per.early_temp, states.adam / 2.0) if per.early_step else states.adam / 2.0)
     step = _step_excess(per, states, fsdp, (kept, temps), allocated, (counts, end == "first" or single,
                         holds_loss | single, e_part), (out, buf, per_mb / np.maximum(n, 1), n))  # (before the step: DeepSpeed ZeRO-1/2's IPG buffers and gradient reduction [zb])
-    fsdp["zero3_step_grads"] = step.pop("zero3_step_grads")
-    allocated = allocated + fsdp["zero3_step_grads"] + sum(step.values(), np.float64(0.0))  # ([zb], [opt], [sg])
+    fsdp["zero3_step_grads"], tied_end = step.pop("zero3_step_grads"), step.pop("zero3_tied_end")  # ([z3s], [z3t])
+    fsdp["zero3_tied_output"] = fsdp["zero3_tied_output"] + tied_end
+    allocated = allocated + fsdp["zero3_step_grads"] + tied_end + sum(step.values(), np.float64(0.0))  # ([zb], [opt], [sg])
     pools = pools - np.minimum(step["optimizer_step"], grads_pooled)
     return Terms(**{k: states[k] for k in STATE_TERMS}, layer_activations=act + moe_held, output_activations=out,
                  recompute_buffer=buf, **fsdp, model_buffers=rope, quantized_weights=copies, workspaces=per.workspaces,
@@ -2580,7 +2640,9 @@ def _stage_fsdp(per: _PerLayer, end: str, params, counts, per_mb, twin) -> dict:
 def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocated, where, loss) -> dict:
     """The terms beyond the backward's peak `allocated`, in order (each the excess of its moment over the peak and
     the terms before it): zero12_ipg_bucket and zero12_grad_partition, DeepSpeed ZeRO-1/2's IPG buffers at the peak and
-    its gradient reduction's moment [zb] (_zero12_terms); optimizer_step, the optimizer step's moment [opt] (the kept
+    its gradient reduction's moment [zb] (_zero12_terms); zero3_tied_end, the end of DeepSpeed ZeRO-3's backward with a
+    tied output layer [z3t] (the kept tensors, the IPG buffer, the persistent parameters and zero3_parts' tied_end: the
+    caller adds it to zero3_tied_output); optimizer_step, the optimizer step's moment [opt] (the kept
     tensors and the step's temporaries, kept_temps); zero3_step_grads, what DeepSpeed ZeRO-3's step adds beyond that
     [z3s] (the IPG buffer, the persistent parameters and one sub-group's gradient partition flattened in the model
     dtype with its fp32 copy, _zero3_step); step_grad_copies, what a mode below FSDP adds instead [sg] (its copies of
@@ -2591,11 +2653,15 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     output layer's and loss's tensors, the recompute buffer) at the peak."""
     kept, temps = kept_temps
     ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
-    allocated, step_peak = allocated + ipg + part, kept + temps
+    # the end of the backward under ZeRO-3 with a tied output layer: the embedding's backward [z3t]
+    tied_end = (np.where(per.plan.sharding >= FSDP, np.maximum(kept + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"]
+                                                               + per.zero3["tied_end"] - allocated - ipg - part, 0.0), 0.0)
+                if per.zero3 is not None else 0.0 * ipg)
+    allocated, step_peak = allocated + ipg + part + tied_end, kept + temps
     opt_step = np.maximum(step_peak - allocated, 0.0)
     z3_step = _zero3_step(per, states, fsdp) if per.zero3 is not None else 0.0 * opt_step
     copies = np.maximum(step_peak + _step_grad_copies(per, states, where) - allocated, 0.0) - opt_step
-    return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "optimizer_step": opt_step,
+    return {"zero12_ipg_bucket": ipg, "zero12_grad_partition": part, "zero3_tied_end": tied_end, "optimizer_step": opt_step,
             "zero3_step_grads": np.maximum(step_peak + z3_step - allocated, 0.0) - opt_step, "step_grad_copies": copies}
 
 
@@ -2631,7 +2697,10 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
     ZeRO-1 (reduction "after_backward"), every stage: after the last backward the kept tensors (the full
     gradients among the states), the reduction's IPG buffer and the partition buffer (an upper bound by the first
     bucket, at most reduce_bucket_size elements, whose gradients the buffer holds instead of their own tensors: none
-    where the first parameter of the group is above the bucket)."""
+    where the first parameter of the group is above the bucket). With overlap_comm (the plan's dpo; without PP: the
+    pipeline engine turns it off, engine.py l. 1639-1642) ZeRO-1's hooks reduce in the last backward instead, from its first flush as ZeRO-2's (the full gradients among the states already,
+    so no output-layer gradient added; any micro-batch count); the epilogue's moment then holds less (the full
+    gradients moved into the buffers and the partition)."""
     z, plan = per.zero12, per.plan
     if z is None:  # a stack setting: no mode of the stack states its step's gradients, its IPG buffer or reduction
         return 0.0 * allocated, 0.0 * allocated
@@ -2642,9 +2711,11 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
                  states.adam / per.settings.bpp.optimizer) * gb
     big = z["big_out"] > 0
     freed = np.where(big, buf, np.minimum(z["first_layers"], n) * per_layer)
-    second = allocated + ipg - out - freed + partition + gb * z["big_out"]
-    second = np.where(holds_loss & (sg["backward"] > 0) & (plan.microbatches > 1), second, 0.0)
-    after = np.where(sg["after_backward"] > 0, kept + z["ipg_after"] + partition, 0.0)
+    # ZeRO-1 with overlap_comm: the last backward's hooks (pp 1: DeepSpeed turns overlap_comm off for the pipeline model)
+    hooks = (sg["after_backward"] > 0) & (plan.dpo > 0) & (plan.pp == 1)
+    second = allocated + ipg - out - freed + partition + gb * z["big_out"] * sg["backward"]
+    second = np.where(holds_loss & (((sg["backward"] > 0) & (plan.microbatches > 1)) | hooks), second, 0.0)
+    after = np.where((sg["after_backward"] > 0) & ~hooks, kept + z["ipg_after"] + partition, 0.0)
     return ipg, np.maximum(np.maximum(second, after) - allocated - ipg, 0.0)
 
 
@@ -2705,12 +2776,14 @@ def _largest_params(pc: ParamCounts, plan: PlanArrays, ctx: Ctx):
 
 def _zero3_step(per: _PerLayer, states: Terms, fsdp: dict):
     """What DeepSpeed ZeRO-3's optimizer step holds beside the states and the step's temporaries at its worst statement
-    [z3s]: the IPG buffer, the persistent parameters and, for the largest sub-group, min(local partition,
+    [z3s]: the IPG buffer (contiguous_gradients; without it the bucket's pending gradients, reduced by the backward's
+    epilogue: none [z3g]), the persistent parameters and, for the largest sub-group, min(local partition,
     sub_group_size) elements flattened in the model dtype and converted to fp32 at once (ZERO3_FP32_GRAD_BYTES)."""
     bpp = per.settings.bpp
     local = states.master_weights / bpp.master if bpp.master > 0 else states.weights / bpp.weights
     sub = np.minimum(local, per.zero3["sub_group"]) * (bpp.weights + ZERO3_FP32_GRAD_BYTES)
-    return np.where(per.plan.sharding >= FSDP, sub + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"], 0.0)
+    ipg = fsdp["zero3_ipg_bucket"] * per.zero3["contiguous"]
+    return np.where(per.plan.sharding >= FSDP, sub + ipg + fsdp["zero3_persistent"], 0.0)
 
 
 def _rope_bytes(per: _PerLayer, counts, stages: float):

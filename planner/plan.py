@@ -1100,6 +1100,9 @@ def _zero3_knobs(job: Job, stack: Stack) -> dict | None:
                                "leave deepspeed_zero3 out, or use a DeepSpeed stack (stack_db fsdp.zero3_modules: "
                                "megatron-deepspeed)")
         return None
+    if job.deepspeed_zero3.get("contiguous_gradients", 0) > 1:
+        raise PlannerError(f"deepspeed_zero3 contiguous_gradients {job.deepspeed_zero3['contiguous_gradients']} is not "
+                           "0 or 1", "1: DeepSpeed's contiguous gradient buffer (its default true), 0: false")
     return {k: int(job.deepspeed_zero3.get(k, getattr(spec, k))) for k in ZERO3_KEYS}
 
 

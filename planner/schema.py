@@ -1216,9 +1216,9 @@ class CPCommTypes(BaseModel):
 # DeepSpeed ZeRO-3's gathering and bucket settings, in the DeepSpeed JSON's spelling (zero_optimization keys;
 # planner/memory.py [z3]); a job's Job.deepspeed_zero3 replaces the stack's fsdp.zero3_modules value of each it sets
 ZERO3_KEYS = ("stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-              "stage3_param_persistence_threshold", "reduce_bucket_size", "sub_group_size")
+              "stage3_param_persistence_threshold", "reduce_bucket_size", "sub_group_size", "contiguous_gradients")
 Zero3Key = Literal["stage3_prefetch_bucket_size", "stage3_max_live_parameters", "stage3_max_reuse_distance",
-                   "stage3_param_persistence_threshold", "reduce_bucket_size", "sub_group_size"]
+                   "stage3_param_persistence_threshold", "reduce_bucket_size", "sub_group_size", "contiguous_gradients"]
 
 
 class Zero3Modules(BaseModel):
@@ -1237,6 +1237,9 @@ class Zero3Modules(BaseModel):
                                                       "step_grads.ipg_buffer: memory.py [zb])")
     sub_group_size: int = Field(ge=0, description="local partition elements of an optimizer sub-group, stepped one at a "
                                                   "time with its fp32 gradient copy (memory.py [z3s])")
+    contiguous_gradients: int = Field(default=1, ge=0, le=1, description="1: ZeRO-3's small gradients are copied into "
+                                      "the contiguous IPG buffer, allocated once and kept all step (DeepSpeed's default "
+                                      "true); 0: each stays its own tensor until its bucket is reduced (memory.py [z3g])")
     sources: list[str] = Field(min_length=1)
 
 
@@ -2649,7 +2652,8 @@ class Job(BaseModel):
                                           "DeepSpeed), the run's zero_optimization settings by their DeepSpeed JSON keys "
                                           "(stage3_prefetch_bucket_size, stage3_max_live_parameters, "
                                           "stage3_max_reuse_distance, stage3_param_persistence_threshold, "
-                                          "reduce_bucket_size, sub_group_size; memory.py [z3]; reduce_bucket_size also "
+                                          "reduce_bucket_size, sub_group_size, contiguous_gradients 0 or 1; memory.py "
+                                          "[z3], [z3g]; reduce_bucket_size also "
                                           "sizes ZeRO-1/2's IPG buffer, memory.py [zb]); each left out: the stack's "
                                           "(DeepSpeed's default)")
     optimizer_implementation: Optional[OptimizerImpl] = Field(

@@ -75,6 +75,25 @@ def test_zero2_second_partition_inside_the_layers_backward(explain):
         t["gradients"] - t["output_activations"] - 2 * t["layer_activations"] / 32, rel=1e-12)
 
 
+def test_zero1_overlap_comm_reduces_in_the_last_backward(explain):
+    """ZeRO-1 with overlap_comm (dp_comm_overlap; Megatron-DeepSpeed's GPTModel, --no-pipeline-parallel: DeepSpeed turns
+    it off for the pipeline model, engine.py l. 1639-1642): the hooks exist (stage_1_and_2.py l. 527-528) and act at the
+    accumulation boundary, the last backward (l. 1424-1426; engine.py l. 2125 sets the flag before it): each gradient
+    moves into the two IPG buffers, and the first flush copies the rank's partition into grads_in_partition (allocated
+    whole, l. 1344-1355). Llama 3 8B's output layer gradient (above the bucket) leaves alone at the next hook, right
+    after the output layer's backward: the peak's states (the full gradients among them), both buffers and the new
+    partition 2 L, the loss's tensors freed and no layer's recompute buffer yet: 2 L - output_activations -
+    recompute_buffer beyond the peak (1.08 GB; 0 before, priced as the reduction after the backward below the peak of
+    two buffers; without overlap_comm 0.81 GB after the backward, the test below), with
+    one micro-batch or two; the epilogue's moment holds less (the full gradients moved into the buffers and the
+    partition)."""
+    for gb in (8, 16):
+        t = _8b(explain, sharding="zero1", dp_comm_overlap=True, global_batch=gb)["terms"]
+        assert t["zero12_ipg_bucket"] == 2e9
+        assert t["zero12_grad_partition"] == pytest.approx(
+            2 * P / 8 - t["output_activations"] - t["recompute_buffer"], rel=1e-12)
+
+
 def test_zero1_reduction_after_the_backward(explain):
     """ZeRO-1 on 8 GPUs: after the last backward the states (the full bf16 gradients 2 P among them, 4 P + 12 L), the
     reduction's buffer (1e9 B) and the partition (2 L): 4 P + 14 L + 1e9, above the backward's peak (the same buffer
@@ -101,3 +120,12 @@ def test_moe_step_copies_one_group_at_a_time(explain):
     states = t["weights"] + t["gradients"] + t["master_weights"] + t["adam"]
     assert t["gradients"] == pytest.approx(2 * (dense + 45_097_156_608 / 8), rel=1e-12)
     assert m["allocated_bytes"] == pytest.approx(states + 6 * dense + sum(t[k] for k in HELD), rel=1e-12)
+
+
+def test_zero1_overlap_comm_under_pp_keeps_the_reduction_after_the_backward(explain):
+    """Under PP DeepSpeed's pipeline engine turns overlap_comm off (engine.py l. 1639-1642): the in-backward moment is
+    priced at pp 1 only, so pp 2's first stage (its moment the reduction after the backward, its peak holding no
+    buffer) allocates the same bytes with dp_comm_overlap as without it."""
+    job = dict(sharding="zero1", gpus=16, global_batch=16, pp=2)
+    on, off = (_8b(explain, **job, dp_comm_overlap=d)["stages"]["first"]["allocated_bytes"] for d in (True, False))
+    assert on == off

@@ -1036,7 +1036,7 @@ def test_deepspeed_zero3_keys(tmp_path):
     assert cfg.job["deepspeed_zero3"] == {"reduce_bucket_size": 50_000_000, "stage3_max_reuse_distance": 0,
                                           "sub_group_size": 100_000_000}
     assert any(a.startswith("zero_optimization stage3_prefetch_bucket_size, stage3_max_live_parameters, "
-                            "stage3_param_persistence_threshold: absent") for a in cfg.assumed)
+                            "stage3_param_persistence_threshold, contiguous_gradients: absent") for a in cfg.assumed)
     f.write_text(_json.dumps({"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "reduce_bucket_size": 0.5}}))
     with pytest.raises(PlannerError, match="reduce_bucket_size = 0.5 is not a whole number"):
         deepspeed.read(f, model="gpt3-175b", gpus=8)

@@ -182,3 +182,21 @@ def test_command_line_stack_replaces_the_files(cli):
     r = cli("check", str(MDS), "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron")
     assert r.exit_code == 0
     assert "stack=megatron: the command line replaces the file's megatron-deepspeed" in r.stderr
+
+
+def test_overlap_comm_off_under_the_pipeline_model(tmp_path):
+    """ZeRO-1 with overlap_comm: without --no-pipeline-parallel Megatron-DeepSpeed builds GPTModelPipe, a PipelineModule,
+    for which DeepSpeed's engine turns overlap_comm off (microsoft/DeepSpeed @38327e07 deepspeed/runtime/engine.py
+    l. 1639-1642): dp_comm_overlap false, the JSON's key listed as ignored; with the flag (GPTModel) it stays on."""
+    stage1 = _variant(tmp_path, '"stage": $ZERO_STAGE', '"stage": $ZERO_STAGE, "overlap_comm": true', "s1.sh")
+    text = stage1.read_text().replace("ZERO_STAGE=2", "ZERO_STAGE=1")
+    assert "ZERO_STAGE=1" in text
+    stage1.write_text(text)
+    cfg = load_trainer_config(stage1, gpus=8)
+    assert cfg.job["sharding"] == "zero1" and cfg.job["dp_comm_overlap"] is True  # GPTModel (--no-pipeline-parallel)
+    pipe = tmp_path / "pipe.sh"
+    pipe.write_text(text.replace('ds_args=" --no-pipeline-parallel ${ds_args}"', ""))
+    cfg = load_trainer_config(pipe, gpus=8)
+    assert cfg.job["sharding"] == "zero1" and cfg.job["dp_comm_overlap"] is False
+    assert any("zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule" in x
+               for x in cfg.ignored)

@@ -130,14 +130,19 @@ def test_toy_reuse_kept():
 
 # GPT-3 175B (h = 12,288, d_ff = 4h, biases, LayerNorm, tied output), tp 1: a layer's modules qkv 3h^2,
 # proj h^2, fc1 = fc2 4h^2. DeepSpeed's defaults: L 1e9, P 5e7, R 1e9, B 5e8. Full recompute: only fc2 is
-# kept from its re-run (2 x 4h^2 = 1.21e9 >= R for fc1). In Megatron-DeepSpeed's hook order [z3h] fc1's bias
-# hook (bias-GeLU) flushes fc2's gradient (> B) before fc1's GEMM: back fc1 at its hook 5 h^2 gathered (fc1 + the
-# prefetched proj) + fc2's 4 h^2, at its GEMM 5 + fc1's 4 = 9 h^2 (13 h^2 in hook-together order). The peak is
-# back fc2's GEMM: fc2 + fc1 prefetched 8 h^2, its gradient 4 h^2 (qkv of the layer above, 453M < B, is in the
-# buffer) -> 12 h^2. Persistent: 13 h a layer (biases 3h + h + 4h + h, two LayerNorms 2 x 2h; the widest,
+# kept from its re-run (2 x 4h^2 = 1.21e9 >= R for fc1). The tied word embedding (50,257 x h = 617,558,016, TIED) is
+# gathered all through the backward [z3t] and counts in __n_available_params, so the prefetch budget at a module is
+# min(L - its parameters - TIED, P): negative at fc2, fc1 (4h^2 = 604M) and qkv (3h^2 = 453M), 5e7 at proj (151M,
+# which prefetches qkv whole). In Megatron-DeepSpeed's hook order [z3h] fc1's bias hook (bias-GeLU) flushes fc2's
+# gradient (> B) before fc1's GEMM: back fc1 4 h^2 gathered + fc2's 4 h^2 at its hook, + its own 4 h^2 at its GEMM
+# (12 h^2 in hook-together order, fc2's beside both); back fc2's GEMM 4 h^2 gathered (fc1 no longer prefetched: 12 h^2
+# untied) + its gradient 4 h^2 (qkv of the layer above, 453M < B, is in the buffer); back proj's hook 4 h^2 (+ qkv)
+# + fc1's 4 h^2. The peak 8 h^2, first at back fc2's GEMM; beside it the tied weight and its held gradient,
+# 2 x TIED (zero3_tied_output). Persistent: 13 h a layer (biases 3h + h + 4h + h, two LayerNorms 2 x 2h; the widest,
 # 4h = 49,152, within 1e5). IPG buffer: 2 B x 5e8.
 H2 = 12288**2
 PERSIST = 2 * 13 * 12288 * 96
+TIED = 50257 * 12288
 
 
 def _gpt3(explain, **kw):
@@ -160,24 +165,28 @@ def _z3_new(t):
 
 
 def test_gpt3_defaults(explain):
-    """Back fc2's GEMM: fc2 4 h^2 + the prefetched fc1 4 h^2 gathered, fc2's gradient 4 h^2."""
-    assert _z3(_gpt3(explain)) == pytest.approx((2 * 8 * H2, 2 * 4 * H2, 2 * 5e8, PERSIST), rel=1e-12)
+    """Back fc2's GEMM: fc2 4 h^2 gathered (the tied weight leaves no prefetch budget), fc2's gradient 4 h^2; the tied
+    weight and its held gradient beside them, 2 B x 2 x 617,558,016."""
+    t = _gpt3(explain)
+    assert _z3(t) == pytest.approx((2 * 4 * H2, 2 * 4 * H2, 2 * 5e8, PERSIST), rel=1e-12)
+    assert t["zero3_tied_output"] == 2 * 2 * TIED
 
 
 def test_gpt3_reduce_bucket_from_the_job(explain):
     """reduce_bucket_size 1e8 (job field deepspeed_zero3): the IPG buffer 2 B x 1e8, and qkv's gradient
     (3 h^2 = 4.5e8 > 1e8) now waits for the next hook, but the layer LayerNorm's hooks and fc2's bias hook flush it
-    before fc2's GEMM [z3h]: back fc2 8 h^2 gathered + qkv's 3 h^2 at the hook (11 h^2), + its own 4 h^2 at the
-    GEMM (12 h^2, the peak; 15 h^2 in hook-together order)."""
+    before fc2's GEMM [z3h]: back fc2 4 h^2 gathered + qkv's 3 h^2 at the hook (7 h^2), + its own 4 h^2 at the
+    GEMM (8 h^2, the peak; 11 h^2 in hook-together order; 12 h^2 untied, fc1 prefetched); back qkv 3 h^2 + its own
+    and proj's (h^2 = 1.5e8 > 1e8 now) 7 h^2; back proj's hook 4 h^2 + fc1's 4 h^2, the same 8 h^2 later."""
     t = _gpt3(explain, deepspeed_zero3={"reduce_bucket_size": 100_000_000})
-    assert _z3(t) == pytest.approx((2 * 8 * H2, 2 * 4 * H2, 2 * 1e8, PERSIST), rel=1e-12)
+    assert _z3(t) == pytest.approx((2 * 4 * H2, 2 * 4 * H2, 2 * 1e8, PERSIST), rel=1e-12)
 
 
 def test_gpt3_persistence_threshold_zero(explain):
     """stage3_param_persistence_threshold 0: no parameter is persistent (the biases and norms gathered
     with their modules, not priced apart)."""
     t = _gpt3(explain, deepspeed_zero3={"stage3_param_persistence_threshold": 0})
-    assert _z3(t) == pytest.approx((2 * 8 * H2, 2 * 4 * H2, 2 * 5e8, 0.0), rel=1e-12)
+    assert _z3(t) == pytest.approx((2 * 4 * H2, 2 * 4 * H2, 2 * 5e8, 0.0), rel=1e-12)
 
 
 def test_deepspeed_zero3_refused_on_a_stack_without_it(explain):
@@ -192,10 +201,12 @@ def test_530b_record():
     recompute): a module's gathered 4 h^2 (fc2 or fc1: larger than max-live, so nothing is prefetched) and one
     4 h^2 gradient, 8 h^2 x 2 B, at several moments [z3h]: back fc2's GEMM (qkv's 3 h^2 of the layer above flushed by
     the LayerNorm's and fc2's bias hooks before it), fc1's bias hook (fc2's gradient flushed, fc1's not computed
-    yet), fc1's GEMM (fc2's freed), proj's bias hook (proj 1 + the prefetched qkv 3 h^2, fc1's 4 h^2 flushed);
-    12 h^2 in hook-together order (fc1's and fc2's gradients beside fc1's weights). + the IPG buffer 2 B x 5e8 +
-    persistent 2 B x 13 h x 105 = 7,766,796,800 B (7.23 GiB; FSDP's layer units priced 37.5 GiB). The gate: 61.05
-    GiB of the A100's 79.2 (64.17 before the hook order)."""
+    yet), fc1's GEMM (fc2's freed); proj's bias hook (proj h^2, fc1's 4 h^2 flushed) no longer prefetches qkv, the
+    tied weight (51,200 x h = 1,048,576,000 > L) holding the prefetch budget [z3t]; 12 h^2 in hook-together order
+    (fc1's and fc2's gradients beside fc1's weights). + the tied weight gathered and its gradient held beside them,
+    2 B x 2 x 1,048,576,000 = 4,194,304,000 B (3.906 GiB) + the IPG buffer 2 B x 5e8 + persistent 2 B x 13 h x 105 =
+    11,961,100,800 B (11.14 GiB; FSDP's layer units priced 37.5 GiB). The gate: 64.955 GiB of the A100's 79.2 (61.05
+    before [z3t], 64.17 before the hook order)."""
     from planner import validate as V
     from planner.explain import evaluate, to_json
 
@@ -210,8 +221,9 @@ def test_530b_record():
     # leaves alone too): no copy [z3c]; a layer's 5.03e9 parameters and the output layer's 1.05e9 are beyond the
     # reuse distance 1e9: none kept [z3r]; the step (16 + 6 B x 0.83e9 local parameters) is far below [z3s]
     assert _z3_new(m["terms"]) == (0.0, 0.0, 0.0)
-    assert sum(m["terms"][k] for k in FSDP_TERMS) == 7_766_796_800
-    assert m["total_bytes"] / 2**30 == pytest.approx(61.05, abs=0.01)
+    assert m["terms"]["zero3_tied_output"] == 2 * 2 * 51200 * 20480
+    assert sum(m["terms"][k] for k in FSDP_TERMS) == 7_766_796_800 + 4_194_304_000
+    assert m["total_bytes"] / 2**30 == pytest.approx(64.955, abs=0.001)
 
 
 def _record_560(rec):
@@ -224,9 +236,10 @@ def test_530b_record_on_560_gpus():
     """560 = 2^4 x 5 x 7 divides none of the large gradients: at fc1's bias hook (bias-GeLU's, before fc1's GEMM [z3h])
     fc2's 4 h^2 gradient goes through reduce_scatter_coalesced's torch.cat, 560 x ceil(4 h^2 / 560) = 1,677,721,920
     elements (2 B: 3.125 GiB), beside fc1's gathered weights and fc2's gradient: 12 h^2 + the padding, the peak (proj's
-    bias hook flushing fc1's the same; back fc2's hook 10 h^2 with qkv's 3 h^2 and its copy; 16 h^2 in hook-together
-    order, fc1's own gradient beside them). The gate 61.05 -> 65.94 GiB of the A100's 79.2 (69.06 before the hook
-    order): fits, the paper's OOM not reproduced (see docs/memory_mechanisms.md)."""
+    bias hook flushing fc1's 9 h^2 + the padding, qkv not prefetched beside the tied weight [z3t]; back fc2's hook 10 h^2
+    with qkv's 3 h^2 and its copy; 16 h^2 in hook-together order, fc1's own gradient beside them); the tied weight and
+    its held gradient beside it (3.906 GiB, as on 640). The gate 64.955 -> 69.842 GiB of the A100's 79.2 (65.94 before
+    [z3t], 69.06 before the hook order): fits, the paper's OOM not reproduced (see docs/memory_mechanisms.md)."""
     from planner import validate as V
     from planner.explain import evaluate, to_json
 
@@ -238,7 +251,8 @@ def test_530b_record_on_560_gpus():
         m = to_json(s, p, evaluate(s, p))["memory"]
     assert _z3(m["terms"]) == pytest.approx((2 * 4 * h2, 2 * 4 * h2, 2 * 5e8, 2 * 13 * 20480 * 105), rel=1e-12)
     assert _z3_new(m["terms"]) == (2 * 560 * 2_995_932, 0.0, 0.0)
-    assert m["total_bytes"] / 2**30 == pytest.approx(65.94, abs=0.01)
+    assert m["terms"]["zero3_tied_output"] == 2 * 2 * 51200 * 20480
+    assert m["total_bytes"] / 2**30 == pytest.approx(69.842, abs=0.001)
     assert m["fits"]
 
 
@@ -296,15 +310,17 @@ def test_8b_bucket_copy_bound_tp2(explain):
 
 
 def test_explain_names_each_zero3_term(cli):
-    """explain's table has a row for each ZeRO-3 term (2 B x 8 h^2 = 2.25 GiB gathered, 2 B x 4 h^2 = 1.12 GiB of
-    gradients, the 2 B x 5e8 = 0.93 GiB bucket, 2 B x 13 h x 96 = 0.03 GiB persistent) and none for FSDP's layer
-    units, which the plan does not hold; a ZeRO-1 plan shows no FSDP or ZeRO-3 row at all."""
+    """explain's table has a row for each ZeRO-3 term (2 B x 4 h^2 = 1.12 GiB gathered, 2 B x 4 h^2 = 1.12 GiB of
+    gradients, the tied weight and its gradient 2 B x 2 x 617,558,016 = 2.30 GiB, the 2 B x 5e8 = 0.93 GiB bucket,
+    2 B x 13 h x 96 = 0.03 GiB persistent) and none for FSDP's layer units, which the plan does not hold; a ZeRO-1
+    plan shows no FSDP or ZeRO-3 row at all."""
     job = ["--model", "gpt3-175b", "--gpus", "64", "--stack", "megatron-deepspeed", "--recompute", "full",
            "--micro-batch", "1", "--global-batch", "64", "--hardware", "a100-sxm-80gb"]
     r = cli("explain", *job, "--sharding", "fsdp")
     assert r.exit_code == 0, r.output
     rows = {ln.split("│")[1].strip(): ln.split("│")[3].strip() for ln in r.stdout.splitlines() if ln.count("│") == 4}
-    assert rows["ZeRO-3 working set (gathered, prefetched)"] == f"{2 * 8 * H2 / 2**30:.2f}" == "2.25"
+    assert rows["ZeRO-3 working set (gathered, prefetched)"] == f"{2 * 4 * H2 / 2**30:.2f}" == "1.12"
+    assert rows["ZeRO-3 tied output layer (weight + held gradient)"] == f"{4 * TIED / 2**30:.2f}" == "2.30"
     assert rows["ZeRO-3 gradients awaiting reduce-scatter"] == f"{2 * 4 * H2 / 2**30:.2f}" == "1.12"
     assert rows["ZeRO-3 IPG gradient bucket"] == "0.93"
     assert rows["ZeRO-3 persistent parameters"] == f"{PERSIST / 2**30:.2f}" == "0.03"
@@ -338,15 +354,16 @@ def _stack_without(tmp_path, *fields):
 
 def test_gpt3_hook_order_is_the_stacks_data(explain, tmp_path):
     """The hook order comes from the stack [z3h]. Without its rows (the hook-together order) GPT-3's worst moment is
-    back fc1: fc1 + the prefetched proj 5 h^2 gathered, fc1's and fc2's gradients 8 h^2 (13 h^2). With the norm rows
-    only (a bias-free reading: proj and fc2 follow a LayerNorm, fc1 does not) fc1's GEMM still holds fc2's gradient:
-    the same 13 h^2. With the bias rows only, fc1's bias hook flushes fc2's gradient and fc2's own bias hook precedes
-    its GEMM: back fc2's GEMM 8 h^2 gathered + 4 h^2, as the shipped stack (test_gpt3_defaults)."""
+    back fc1: fc1 4 h^2 gathered (no prefetch budget beside the tied weight [z3t]), fc1's and fc2's gradients 8 h^2
+    (12 h^2). With the norm rows only (a bias-free reading: proj and fc2 follow a LayerNorm, fc1 does not) fc1's GEMM
+    still holds fc2's gradient: the same 12 h^2. With the bias rows only, fc1's bias hook flushes fc2's gradient and
+    fc2's own bias hook precedes its GEMM: back fc2's GEMM 4 h^2 gathered + 4 h^2, as the shipped stack
+    (test_gpt3_defaults)."""
     both = _stack_without(tmp_path, "zero3_bias_hook_gemms", "zero3_norm_hook_gemms")
-    assert _z3(_gpt3(explain, stack=both))[:2] == pytest.approx((2 * 5 * H2, 2 * 8 * H2), rel=1e-12)
+    assert _z3(_gpt3(explain, stack=both))[:2] == pytest.approx((2 * 4 * H2, 2 * 8 * H2), rel=1e-12)
     norms = _stack_without(tmp_path, "zero3_bias_hook_gemms")
-    assert _z3(_gpt3(explain, stack=norms))[:2] == pytest.approx((2 * 5 * H2, 2 * 8 * H2), rel=1e-12)
+    assert _z3(_gpt3(explain, stack=norms))[:2] == pytest.approx((2 * 4 * H2, 2 * 8 * H2), rel=1e-12)
     import yaml
     p = Path(_stack_without(tmp_path, "zero3_norm_hook_gemms"))
-    assert _z3(_gpt3(explain, stack=str(p)))[:2] == pytest.approx((2 * 8 * H2, 2 * 4 * H2), rel=1e-12)
+    assert _z3(_gpt3(explain, stack=str(p)))[:2] == pytest.approx((2 * 4 * H2, 2 * 4 * H2), rel=1e-12)
     assert "zero3_norm_hook_gemms" not in yaml.safe_load(p.read_text())["fsdp"]

@@ -115,6 +115,7 @@ TERM_LABELS = {
     "zero3_unreduced_grads": "ZeRO-3 gradients awaiting reduce-scatter",
     "zero3_bucket_copy": "ZeRO-3 reduce-scatter bucket copy (torch.cat)",
     "zero3_reuse_kept": "ZeRO-3 last layers kept gathered (reuse distance)",
+    "zero3_tied_output": "ZeRO-3 tied output layer (weight + held gradient)",
     "zero3_ipg_bucket": "ZeRO-3 IPG gradient bucket",
     "zero3_persistent": "ZeRO-3 persistent parameters",
     "zero3_step_grads": "ZeRO-3 optimizer step fp32 gradients (beyond the peak)",

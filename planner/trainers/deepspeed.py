@@ -21,11 +21,11 @@ published in 2025). Modelled:
     listed as not modelled,
     an absent communication_data_type as assumed, DeepSpeed's refused fp16 + fp32 mix at stage 0 refused); with stage 3,
   zero_optimization.stage3_prefetch_bucket_size, stage3_max_live_parameters,
-    stage3_max_reuse_distance, stage3_param_persistence_threshold, reduce_bucket_size and sub_group_size (-> the
-    job's deepspeed_zero3: ZeRO-3's gathered working set, gradient bucket and optimizer sub-groups,
-    planner/memory.py [z3], [z3c], [z3r], [z3s]; each
-    absent or "auto" is the stack's, DeepSpeed's default, listed as assumed; contiguous_gradients true, the
-    default the IPG buffer's pricing assumes, is read as modelled).
+    stage3_max_reuse_distance, stage3_param_persistence_threshold, reduce_bucket_size, sub_group_size and
+    contiguous_gradients (-> the job's deepspeed_zero3, the last as 0 / 1: ZeRO-3's gathered working set, gradient
+    bucket and optimizer sub-groups, planner/memory.py [z3], [z3c], [z3r], [z3s], [z3g]; each
+    absent or "auto" is the stack's, DeepSpeed's default, listed as assumed); at stages 1 and 2 contiguous_gradients
+    true is what the IPG buffers' pricing assumes (read as modelled), false is listed as not modelled ([zb]).
 Listed as ignored ('key=value (why)'): keys with no effect on memory or step time (clipping,
 the Adam(W) optimizer's hyper-parameters, schedules, logging, loss scaling); as not modelled:
 every other key, among them zero_optimization's buckets below stage 3 and offload_optimizer /
@@ -153,10 +153,15 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             else:
                 not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (offload not modelled: states priced "
                                                                               "on the GPU, an upper bound)")
-        elif (k in ZERO3_KEYS or (k == "contiguous_gradients" and v is True)) and zero.get("stage") == 3:
+        elif k in ZERO3_KEYS and zero.get("stage") == 3:
             continue  # read below (the job's deepspeed_zero3)
         elif k in ("reduce_bucket_size", "contiguous_gradients") and zero.get("stage") in (1, 2) and v is not False:
             continue  # ZeRO-1/2's IPG buffer (planner/memory.py [zb]): the bucket read below, contiguous assumed on
+        elif k == "contiguous_gradients" and zero.get("stage") in (1, 2):
+            not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (ZeRO-1/2 without the IPG buffers: each "
+                                "gradient its own tensor until its bucket is flattened and reduced, the rank's partition "
+                                "kept as whole parameters' gradients instead of grads_in_partition; priced as with "
+                                "them, planner/memory.py [zb])")
         elif k not in MODELLED_ZERO:
             not_modelled.append(fmt_ignored(f"zero_optimization.{k}", v) + " (buckets, prefetch and persistence change "
                                                                            "memory and overlap; not priced)")
@@ -204,7 +209,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                "data-parallel ranks", "the shard groups tile the data-parallel ranks")
         job.update(sharding="hsdp", sharding_mode="zero3_mics", shard_group=mics)
     if stage == 3:  # ZeRO-3's gathering and bucket settings (planner/memory.py [z3])
-        knobs = {k: _elements(where, f"zero_optimization.{k}", zero.get(k)) for k in ZERO3_KEYS}
+        knobs = {k: _elements(where, f"zero_optimization.{k}", zero.get(k)) for k in ZERO3_KEYS
+                 if k != "contiguous_gradients"}
+        contiguous = _bool(where, "zero_optimization.contiguous_gradients", zero.get("contiguous_gradients"), True)
+        knobs["contiguous_gradients"] = None if contiguous is None else int(contiguous)  # planner/memory.py [z3g]
         job["deepspeed_zero3"] = {k: v for k, v in knobs.items() if v is not None}
         left = [k for k, v in knobs.items() if v is None]
         if left:

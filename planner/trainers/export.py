@@ -1231,6 +1231,8 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
     if mode == "zero3_mics":
         zero["mics_shard_size"] = plan["shard_group"]
     zero.update(plan.get("deepspeed_zero3") or {})  # ZeRO-3's settings the job changed from DeepSpeed's defaults
+    if "contiguous_gradients" in zero:  # a JSON boolean (the job's 0 / 1)
+        zero["contiguous_gradients"] = bool(zero["contiguous_gradients"])
     cfg = {
         "train_batch_size": gbs,
         "train_micro_batch_size_per_gpu": mbs,

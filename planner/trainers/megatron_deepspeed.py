@@ -316,6 +316,12 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     if "--overlap-grad-reduce" in flags:
         cfg.ignored.append("--overlap-grad-reduce (Megatron's DDP, not built under DeepSpeed: the JSON's "
                            "zero_optimization.overlap_comm runs)")
+    if "--no-pipeline-parallel" not in ds and js == 1 and job.get("dp_comm_overlap"):
+        # GPTModelPipe (pretrain_gpt.py model_provider without --no-pipeline-parallel) is a PipelineModule
+        job["dp_comm_overlap"] = False
+        ignored.append(f"{jw}zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule, "
+                       "Megatron-DeepSpeed's GPTModelPipe without --no-pipeline-parallel: microsoft/DeepSpeed @38327e07 "
+                       "deepspeed/runtime/engine.py l. 1639-1642; dp_comm_overlap false)")
     # the JSON's own lists, each named as the JSON's
     cfg.ignored += ignored + [f"{label}: {x}" for x in dcfg.ignored]
     cfg.not_modelled += not_modelled + [f"{label}: {x}" for x in dcfg.not_modelled]
