@@ -166,19 +166,82 @@ def test_deepspeed_launcher_gpus_precision_and_partitioned_activations(tmp_path)
     p = _variant(tmp_path, "    --fp16 \\", "    --bf16 \\")
     with pytest.raises(PlannerError, match=r"--bf16 but .*fp16.enabled true"):
         load_trainer_config(p, gpus=8)
-    # --partition-activations acts with DeepSpeed's checkpointing, recompute on and TP 2: refused (not modelled);
-    # at TP 1 it has no effect (listed as ignored)
+    # --partition-activations at TP 1 has no effect (listed as ignored); at TP 2 it is priced
+    # (test_partition_activations_priced)
     p = _variant(tmp_path, 'ds_args=" --deepspeed-activation-checkpointing ${ds_args}"',
                  'ds_args=" --deepspeed-activation-checkpointing --partition-activations ${ds_args}"')
     cfg = load_trainer_config(p, gpus=8)
     assert any(x.startswith("--partition-activations (tensor-parallel size 1") for x in cfg.ignored)
+    assert "partition_activations" not in cfg.job
+
+
+def _partitioned(tmp_path) -> Path:
+    p = _variant(tmp_path, 'ds_args=" --deepspeed-activation-checkpointing ${ds_args}"',
+                 'ds_args=" --deepspeed-activation-checkpointing --partition-activations ${ds_args}"')
     p2 = tmp_path / "tp2.sh"
     p2.write_text(p.read_text().replace("TP=1", "TP=2"))
-    with pytest.raises(PlannerError, match=r"--partition-activations: the kept layer inputs split over the TP ranks"):
+    return p2
+
+
+def test_partition_activations_priced(tmp_path):
+    """issue 21: --partition-activations with --deepspeed-activation-checkpointing, --checkpoint-activations (full
+    recompute) at TP 2: DeepSpeed keeps each checkpointed layer input's 1/tp slice per TP rank and all-gathers it
+    before the re-run (memory.py [pa]). By hand: a layer's input is 2 h bytes a token (bf16), 2 h / t partitioned:
+    h = 512, t = 2: 1,024 -> 512 bytes a token a layer. micro-batch 4 x seq 256 = 1,024 tokens, 24 layers, one
+    micro-batch held (PP 1): layer_activations 24 x 1,024 x 1,024 = 25,165,824 -> 12,582,912 B. The layer under
+    re-run holds its gathered input: the recompute buffer grows by the slice no longer kept, 1,024 x (1,024 - 512)
+    = 524,288 B. The re-run's all-gathers add TP communication time."""
+    cfg = load_trainer_config(_partitioned(tmp_path), gpus=8, hardware="h100-sxm")
+    assert cfg.job["partition_activations"] is True and cfg.job["tp"] == 2 and cfg.job["recompute"] == "full"
+    assert any(a.startswith("partition_activations=true: --partition-activations") for a in cfg.assumed)
+    plain = {k: v for k, v in cfg.job.items() if k != "partition_activations"}
+    a, b = evaluate_job(Job.model_validate(cfg.job)), evaluate_job(Job.model_validate(plain))
+    assert a["plan"]["partition_activations"] is True and "partition_activations" not in b["plan"]
+    ta, tb = a["memory"]["terms"], b["memory"]["terms"]
+    tokens, h, t, layers = 4 * 256, 512, 2, 24
+    assert tb["layer_activations"] == layers * tokens * 2 * h == 25_165_824
+    assert ta["layer_activations"] == layers * tokens * 2 * h / t == 12_582_912
+    assert ta["recompute_buffer"] - tb["recompute_buffer"] == tokens * (2 * h - 2 * h / t) == 524_288
+    for k in ta:  # nothing else moves
+        if k not in ("layer_activations", "recompute_buffer"):
+            assert ta[k] == tb[k], k
+    assert a["time"]["tp_comm_s"] > b["time"]["tp_comm_s"]
+    assert a["time"]["compute_s"] == b["time"]["compute_s"]
+    assert step_seconds(a) > step_seconds(b)
+
+
+def test_partition_activations_refused_where_not_priced(tmp_path):
+    # under selective recompute: DeepSpeed's checkpoint of the attention core would split its inputs, not priced
+    p = _partitioned(tmp_path)
+    p2 = tmp_path / "sel.sh"
+    p2.write_text(p.read_text().replace("--checkpoint-activations", "--recompute-granularity selective"))
+    with pytest.raises(PlannerError, match=r"--partition-activations: the kept layer inputs split over the TP ranks "
+                                           r"under selective recompute"):
         load_trainer_config(p2, gpus=8)
+    # a job on a stack without DeepSpeed's checkpointing
+    with pytest.raises(PlannerError, match=r"partition_activations is set but stack megatron does not split"):
+        evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, recompute="full",
+                                             partition_activations=True)))
 
 
 def test_command_line_stack_replaces_the_files(cli):
     r = cli("check", str(MDS), "--gpus", "8", "--hardware", "h100-sxm", "--stack", "megatron")
     assert r.exit_code == 0
     assert "stack=megatron: the command line replaces the file's megatron-deepspeed" in r.stderr
+
+
+def test_distributed_optimizer_flag_said_not_dropped(tmp_path):
+    """issue 21: --use-distributed-optimizer under --deepspeed. Megatron-DeepSpeed @f4157bea's get_megatron_optimizer
+    returns the bare optimizer before its distributed-optimizer branch (megatron/optimizer/__init__.py l. 115-116) and
+    get_model returns the model unwrapped (training.py l. 406-407): the flag has no effect, DeepSpeed's engine shards
+    by the JSON's stage (2 here). It is listed as ignored, naming what runs instead; with --DDP-impl torch
+    validate_args's assertion (arguments.py l. 213-215) stops the job before DeepSpeed starts: refused."""
+    p = _variant(tmp_path, "    --fp16 \\", "    --fp16 --use-distributed-optimizer \\")
+    cfg = load_trainer_config(p, gpus=8)
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero2", "zero2")
+    said = [x for x in cfg.ignored if x.startswith("--use-distributed-optimizer (")]
+    assert len(said) == 1 and "zero_optimization.stage 2 instead: sharding=zero2" in said[0]
+    p2 = tmp_path / "ddp.sh"
+    p2.write_text(p.read_text().replace("--use-distributed-optimizer", "--use-distributed-optimizer --DDP-impl torch"))
+    with pytest.raises(PlannerError, match=r"--use-distributed-optimizer with --DDP-impl torch"):
+        load_trainer_config(p2, gpus=8)

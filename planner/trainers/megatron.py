@@ -449,11 +449,17 @@ _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
 
 def _join_continuations(text: str) -> list[tuple[int, str]]:
-    """Lines with backslash continuations joined, each with its first line number."""
+    """Lines with backslash continuations joined, each with its first line number. A comment line
+    (first word `#`, not inside a continued command) ends at its end, as in bash, where the
+    backslash is the comment's text: `#    --universal-checkpoint \\` above `export CMD=...` in
+    BigScience's tr11-176B-ml.slurm comments out one line, not the assignment below it."""
     out, buf, start = [], "", 0
     for i, line in enumerate(text.splitlines(), 1):
         if not buf:
             start = i
+            if line.lstrip().startswith("#"):
+                out.append((i, line))
+                continue
         if line.rstrip().endswith("\\"):
             buf += line.rstrip()[:-1] + " "
             continue
@@ -917,6 +923,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
     flags, stray = parse_flags(words, where)
     if not mds.is_megatron_deepspeed(flags):
+        if flags.get("--position-embedding-type") == "alibi":
+            raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
+                               "learned_absolute, rope, mrope, relative, none)",
+                               "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
         return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                           hardware=hardware, label=Path(path).name)
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py)
@@ -1068,7 +1078,8 @@ SHAPE_FLAGS = {
 }
 
 
-POSITION_TYPES = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}
+POSITION_TYPES = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none",
+                  "alibi": "alibi"}  # alibi: BigScience's Megatron-DeepSpeed only (read() refuses it elsewhere)
 MLA_SHAPE = {"--kv-lora-rank": "mla.kv_lora_rank", "--q-lora-rank": "mla.q_lora_rank", "--qk-head-dim": "mla.qk_nope_head_dim",
              "--qk-pos-emb-head-dim": "mla.qk_rope_head_dim", "--v-head-dim": "mla.v_head_dim"}
 CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_heads", "vocab_size", "dhead", "layer_windows",

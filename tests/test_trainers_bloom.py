@@ -1,0 +1,154 @@
+"""BLOOM-176B's launch script read as the job it launched (planner/trainers/megatron_deepspeed.py, BigScience's
+fork's flags; fixture tests/data/trainer_configs/tr11-176B-ml.slurm, bigscience-workshop/bigscience @9e64edec
+train/tr11-176B-ml/tr11-176B-ml.slurm as published). The run trained on 384 A100 80GB (the run's README l. 41,
+178) at TP 4, PP 12, DP 8, micro-batch 2, global batch 2048 x 2048 tokens, bf16 with ZeRO stage 0 (DeepSpeed's
+BF16_Optimizer), --checkpoint-activations; chronicles.md l. 45 logs 105.22 s an iteration, 149.02 TFLOPs a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from planner.catalog import load_model
+from planner.check import evaluate_job, step_seconds
+from planner.errors import PlannerError
+from planner.params import count_params
+from planner.schema import Job
+from planner.trainers import load_trainer_config
+
+BLOOM = Path(__file__).parent / "data" / "trainer_configs" / "tr11-176B-ml.slurm"
+
+
+def _cfg(path=BLOOM):
+    return load_trainer_config(path, gpus=384, hardware="a100-sxm-80gb")
+
+
+def _variant(tmp_path, old: str, new: str) -> Path:
+    text = BLOOM.read_text()
+    assert old in text, old
+    p = tmp_path / "tr11.slurm"
+    p.write_text(text.replace(old, new))
+    return p
+
+
+def test_reads_the_run_as_launched():
+    cfg = _cfg()
+    j = cfg.job
+    assert cfg.fmt == "megatron-deepspeed" and j["stack"] == "megatron-deepspeed"
+    assert (j["tp"], j["pp"], j["gpus"], j["micro_batch"], j["global_batch"], j["seq_len"]) == (4, 12, 384, 2, 2048, 2048)
+    # ZERO_STAGE=0 with bf16 enabled in the heredoc: DeepSpeed's BF16_Optimizer ("bf16 must use z0! it implements its
+    # own zero stage 1 equivalent", the script's comment)
+    assert (j["sharding"], j["sharding_mode"], j["precision"], j["fp16"]) == ("zero1", "bf16_optimizer", "bf16", False)
+    assert (j["recompute"], j["attention"]) == ("full", "eager")
+    # --pp-partition-method 'type:transformer|embedding': both tied embeddings counted, 70 + 2 = 72 units, 6 a stage
+    assert j["account_for_embedding_in_pipeline_split"] and j["account_for_loss_in_pipeline_split"]
+
+
+def test_the_flags_define_bloom():
+    """The shape BLOOM's model card publishes: 70 layers, hidden 14,336, 112 heads, vocab 250,880, ALiBi, LayerNorm,
+    GeLU MLP 4h, biases, tied embeddings; 176,247,271,424 parameters (huggingface.co/bigscience/bloom) = 70 x
+    (12 h^2 + 13 h) + v h + 2 h (final norm) + 2 h (--embed-layernorm) at h = 14,336, v = 250,880. The planner counts
+    all but the embedding LayerNorm's 2 h = 28,672 (listed as not modelled)."""
+    cfg = _cfg()
+    m = load_model(cfg.job["model"])
+    assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.vocab_size, m.ffn_hidden_size) == (
+        70, 14336, 112, 250880, 57344)
+    assert (m.position_embedding, m.norm, m.gated_mlp, m.linear_bias, m.tied_embeddings) == (
+        "alibi", "layernorm", False, True, True)
+    h, v = 14336, 250880
+    assert 70 * (12 * h * h + 13 * h) + v * h + 2 * h + 2 * h == 176_247_271_424
+    pc = count_params(m)
+    assert pc.legacy["per_layer"] * 70 + pc.embedding + pc.final_norm == 176_247_271_424 - 2 * h
+    assert pc.position == 0  # ALiBi has no parameters
+
+
+def test_every_flag_read_or_listed():
+    cfg = _cfg()
+    listed = " ".join(cfg.ignored + cfg.assumed + cfg.unmodelled + cfg.not_modelled)
+    for flag in ("--position-embedding-type", "--embed-layernorm", "--sync-tp-duplicated-parameters",
+                 "--pp-partition-method", "--pad-vocab-size-to", "--abort-on-unmet-fused-kernel-constraints",
+                 "--kill-switch-path", "--rampup-batch-size", "--train-weighted-split-paths-path",
+                 "--deepspeed-activation-checkpointing", "--zero-stage", "--data-impl"):
+        assert flag in listed, flag
+    un = " ".join(cfg.unmodelled)
+    for flag in ("--position-embedding-type alibi", "--embed-layernorm", "--sync-tp-duplicated-parameters"):
+        assert flag in un, flag
+    # the embedding LayerNorm's kept input: s x b x h x 2 bytes = 2048 x 2 x 14336 x 2 = 112 MiB a micro-batch
+    assert "112 MiB a micro-batch in flight" in un
+    # the vocabulary note is --pad-vocab-size-to's, not the reader's --padded-vocab-size (which the script does not give)
+    assert any(a.startswith("vocab_size=250,880: --pad-vocab-size-to") for a in cfg.assumed)
+    assert not any("--padded-vocab-size (" in a for a in cfg.assumed)
+    assert not cfg.not_modelled
+
+
+def test_it_trained_so_it_fits_and_the_step_against_the_log():
+    """The run trained: it fits. Its log (chronicles.md l. 45) gives 105.22 s an iteration at GBS 2048; the planner
+    is not fitted to it. At this commit the planner predicts 93.9 s (10.8% faster than logged; 149.02 TFLOPs x
+    105.22 / 93.9 = 167 TFLOPs in BigScience's hardware-FLOPs formula): the test holds the prediction within
+    25% of the log, a band that fails on a mispriced job (e.g. recompute or the pipeline dropped) but is not tuned."""
+    r = evaluate_job(Job.model_validate(_cfg().job))
+    assert r["memory"]["fits"] is True
+    # the heaviest stage is the first (5 layers + the embedding and its 1F1B in-flight count of 12 micro-batches)
+    assert r["memory"]["heaviest_stage"] == "first"
+    t = step_seconds(r)
+    assert 0.75 * 105.22 < t < 1.25 * 105.22
+
+
+def test_check_passes(cli):
+    r = cli("check", str(BLOOM), "--gpus", "384", "--hardware", "a100-sxm-80gb")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout
+    assert "read as megatron-deepspeed" in r.stderr
+    assert "--position-embedding-type alibi" in r.stderr
+
+
+def test_refusals(tmp_path):
+    # a partition method the planner cannot place
+    p = _variant(tmp_path, "'type:transformer|embedding'", "'parameters'")
+    with pytest.raises(PlannerError, match=r"--pp-partition-method 'parameters': only 'type:transformer'"):
+        _cfg(p)
+    # 71 + 2 embeddings over 12 stages: uneven, refused
+    p = _variant(tmp_path, "NLAYERS=70", "NLAYERS=71")
+    with pytest.raises(PlannerError, match=r"71 layers \+ 2 embeddings over pp 12"):
+        _cfg(p)
+    # the fork refuses a padded vocabulary not divisible by --make-vocab-size-divisible-by (128)
+    p = _variant(tmp_path, "--pad-vocab-size-to 250880", "--pad-vocab-size-to 250881")
+    with pytest.raises(PlannerError, match=r"--pad-vocab-size-to 250881 is not divisible"):
+        _cfg(p)
+
+
+def test_bigscience_position_spellings(tmp_path):
+    p = _variant(tmp_path, "--position-embedding-type alibi", "--position-embedding-type rotary")
+    assert load_model(_cfg(p).job["model"]).position_embedding == "rope"
+    p = _variant(tmp_path, "--position-embedding-type alibi", "--position-embedding-type absolute")
+    assert load_model(_cfg(p).job["model"]).position_embedding == "learned"
+
+
+def test_alibi_refused_in_a_megatron_lm_script(tmp_path):
+    text = (Path(__file__).parent / "data" / "trainer_configs" / "train_llama3_8b.sh").read_text()
+    assert "--position-embedding-type rope" in text
+    p = tmp_path / "lm.sh"
+    p.write_text(text.replace("--position-embedding-type rope", "--position-embedding-type alibi"))
+    with pytest.raises(PlannerError, match=r"Megatron-LM has no ALiBi"):
+        load_trainer_config(p, gpus=8)
+
+
+def test_comment_line_backslash_is_not_a_continuation(tmp_path):
+    """bash: a comment's trailing backslash is the comment's text. The script's `#    --universal-checkpoint \\`
+    sits above `export CMD=...`: read as a continuation, the launch line vanished (the reader took the data
+    script's `python load_ratios_meg_ds_format.py` line)."""
+    from planner.trainers.megatron import _join_continuations
+
+    lines = _join_continuations("# a \\\nX=1 \\\n  2\n")
+    assert lines == [(1, "# a \\"), (2, "X=1    2")]
+
+
+def test_fused_kernel_abort_checked(tmp_path):
+    """--abort-on-unmet-fused-kernel-constraints: BigScience's initialize.py l. 190-207 exits at start-up unless
+    16 < seq <= 2048, seq % 4 == 0 and heads / tp x micro-batch % 4 == 0 (bf16 or fp16). BLOOM: 2048, 112 / 4 x 2 =
+    56: met (listed as ignored); at SEQ_LEN 4096 the job would exit: refused."""
+    assert any(x.startswith("--abort-on-unmet-fused-kernel-constraints (a start-up check, met here") for x in _cfg().ignored)
+    p = _variant(tmp_path, "SEQ_LEN=2048", "SEQ_LEN=4096")
+    with pytest.raises(PlannerError, match=r"fused softmax's constraints .* here seq 4096, 112 / 4 x 2\) are not met"):
+        _cfg(p)
