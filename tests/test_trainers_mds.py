@@ -245,3 +245,28 @@ def test_distributed_optimizer_flag_said_not_dropped(tmp_path):
     p2.write_text(p.read_text().replace("--use-distributed-optimizer", "--use-distributed-optimizer --DDP-impl torch"))
     with pytest.raises(PlannerError, match=r"--use-distributed-optimizer with --DDP-impl torch"):
         load_trainer_config(p2, gpus=8)
+
+
+@pytest.mark.parametrize("section, outcome", [
+    ({"autotp_size": 0}, "ignored"), ({"autotp_size": 1}, "ignored"), ({}, "ignored"),
+    ({"autotp_size": 4}, r"tensor_parallel.autotp_size = 4: DeepSpeed's AutoTP training .* is not modelled"),
+    ({"autotp_size": "4"}, r"tensor_parallel.autotp_size = '?4'? is not a whole number"),
+    ({"autotp_size": True}, r"is not a whole number"),
+])
+def test_autotp_size(tmp_path, section, outcome):
+    """DeepSpeed's tensor_parallel.autotp_size (DeepSpeed @38327e07 runtime/tensor_parallel/config.py l. 45, default 0:
+    off; the engine splits the model only where > 1, engine.py l. 250-251): off, the section is listed as ignored
+    (no effect, nothing not modelled); on, refused with the hint to price Megatron's TP at that degree."""
+    ds = json.loads((DATA / "ds_config_zero2.json").read_text())
+    ds["tensor_parallel"] = section
+    p = tmp_path / "ds.json"
+    p.write_text(json.dumps(ds))
+    if outcome == "ignored":
+        cfg = load_trainer_config(p, gpus=8, model="llama3-8b")
+        assert any(x.startswith("tensor_parallel=") and "AutoTP training off" in x for x in cfg.ignored)
+        assert not any("tensor_parallel" in x for x in cfg.not_modelled)
+        return
+    with pytest.raises(PlannerError, match=outcome) as e:
+        load_trainer_config(p, gpus=8, model="llama3-8b")
+    if "AutoTP" in outcome:
+        assert "--tp 4" in e.value.hint
