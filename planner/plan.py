@@ -1489,6 +1489,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
+    if job.partition_activations and job.recompute != "full":  # memory.py [pa]: it splits full recompute's kept inputs
+        raise PlannerError(f"{where}partition_activations splits the layer inputs full recompute keeps: "
+                           + ("under recompute selective DeepSpeed's checkpoint of the attention core would split its "
+                              "inputs, not priced" if job.recompute == "selective" else
+                              f"with recompute {job.recompute} there are none (no effect)"),
+                           "set recompute: full, or remove partition_activations")
     if job.precision != "bf16":
         hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
         why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])

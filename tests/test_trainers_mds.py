@@ -218,6 +218,11 @@ def test_partition_activations_refused_where_not_priced(tmp_path):
     with pytest.raises(PlannerError, match=r"--partition-activations: the kept layer inputs split over the TP ranks "
                                            r"under selective recompute"):
         load_trainer_config(p2, gpus=8)
+    # a job without full recompute: nothing kept to split (none), or inputs the planner does not split (selective)
+    for rc, why in (("none", r"with recompute none there are none \(no effect\)"), ("selective", "under recompute selective")):
+        with pytest.raises(PlannerError, match=rf"partition_activations splits the layer inputs full recompute keeps: {why}"):
+            evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, stack="megatron-deepspeed",
+                                                 recompute=rc, partition_activations=True)))
     # a job on a stack without DeepSpeed's checkpointing
     with pytest.raises(PlannerError, match=r"partition_activations is set but stack megatron does not split"):
         evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, recompute="full",
