@@ -74,8 +74,9 @@ def test_every_flag_read_or_listed():
     un = " ".join(cfg.unmodelled)
     for flag in ("--position-embedding-type alibi", "--embed-layernorm", "--sync-tp-duplicated-parameters"):
         assert flag in un, flag
-    # the embedding LayerNorm's kept input: s x b x h x 2 bytes = 2048 x 2 x 14336 x 2 = 112 MiB a micro-batch
-    assert "112 MiB a micro-batch in flight" in un
+    # the embedding LayerNorm's kept input: s x b x h x 2 bytes = 2048 x 2 x 14336 x 2 = 112 MiB a micro-batch; the
+    # first stage holds pp = 12 of the 2048 / (2 x 8) = 128 micro-batches under 1F1B: 12 x 112 MiB = 1.31 GiB
+    assert "112 MiB a micro-batch, 1.31 GiB at the first stage's 12 in flight" in un
     # the vocabulary note is --pad-vocab-size-to's, not the reader's --padded-vocab-size (which the script does not give)
     assert any(a.startswith("vocab_size=250,880: --pad-vocab-size-to") for a in cfg.assumed)
     assert not any("--padded-vocab-size (" in a for a in cfg.assumed)

@@ -309,14 +309,6 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
                                f"or --bf16, 16 < seq <= 2048, seq % 4 == 0, heads / tp x micro-batch % 4 == 0; here seq "
                                f"{s}, {heads} / {tp} x {b}) are not met, so the job exits at start-up ({BIGSCIENCE_COMMIT} "
                                "megatron/initialize.py l. 190-207)", "meet them, or drop the flag (unfused softmax)")
-    if "--embed-layernorm" in ds:
-        h = _int(where, flags, "--hidden-size", 1)
-        s = _int(where, flags, "--seq-length", 1)
-        b = _int(where, flags, "--micro-batch-size", 1)
-        unmodelled.append(f"--embed-layernorm (a LayerNorm on the first stage's embedding output, {BIGSCIENCE_COMMIT} "
-                          f"megatron/mpu/layers.py l. 194-195: 2 x {h:,} parameters, one LayerNorm pass forward and backward and "
-                          f"its input kept, {s * b * h * 2 / 2**20:,.0f} MiB a micro-batch in flight at bf16, "
-                          "outside the checkpointed layers: none priced)")
     if "--sync-tp-duplicated-parameters" in ds:
         unmodelled.append("--sync-tp-duplicated-parameters (every LayerNorm forward all-reduces its weight and bias "
                           f"over the TP group, and row-parallel linears their bias: {BIGSCIENCE_COMMIT} "
@@ -394,6 +386,14 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "Megatron-DeepSpeed sets DeepSpeed's batch to dp x --micro-batch-size x micro-batches every step "
                        f"({MDS_COMMIT} megatron/training.py l. 1253-1258; engine.py set_train_batch_size keeps the "
                        "micro-batch and sets the accumulation)")
+    if "--embed-layernorm" in ds:  # BigScience's [3]: sized at the job's batch, listed (not priced)
+        h, s = _int(where, flags, "--hidden-size", 1), job.get("seq_len") or _int(where, flags, "--seq-length", 1)
+        per = s * m * h * 2 // tp if flags.get("--sequence-parallel") else s * m * h * 2
+        held = min(pp, g // (m * dp))  # DeepSpeed's 1F1B: the first stage holds pp micro-batches (fewer if m < pp)
+        unmodelled.append(f"--embed-layernorm (a LayerNorm on the first stage's embedding output, {BIGSCIENCE_COMMIT} "
+                          f"megatron/mpu/layers.py l. 194-195: 2 x {h:,} parameters, a LayerNorm pass forward and "
+                          f"backward, and its bf16 input kept outside the checkpointed layers, {per / 2**20:,.0f} MiB a "
+                          f"micro-batch, {held * per / 2**30:,.2f} GiB at the first stage's {held} in flight: none priced)")
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
     zs = _int(where, ds, "--zero-stage", 1)  # arguments.py l. 1487 default 1
