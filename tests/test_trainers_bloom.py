@@ -153,3 +153,19 @@ def test_fused_kernel_abort_checked(tmp_path):
     p = _variant(tmp_path, "SEQ_LEN=2048", "SEQ_LEN=4096")
     with pytest.raises(PlannerError, match=r"fused softmax's constraints .* here seq 4096, 112 / 4 x 2\) are not met"):
         _cfg(p)
+
+
+def test_the_launch_is_the_srun_bash_c_line():
+    """The script launches `srun ... bash -c "$LAUNCHER --node_rank \\$SLURM_PROCID $CMD" 2>&1 | tee -a ...`: the quoted
+    command's own words are read (megatron._inline_shell_c), so the launch is torchrun's (--nproc_per_node 8,
+    --nnodes $SLURM_NNODES unexpanded: --gpus gives the count), not the `echo $CMD` above it nor the data script's
+    `python load_ratios_meg_ds_format.py`; the redirection 2>&1 is the shell's, not a stray argument."""
+    from planner.trainers.megatron import _drop_redirections, command_words
+
+    launch, words, _ = command_words(BLOOM.read_text(), "x: ", [], {})
+    assert launch[launch.index("-c") + 1:][:4] == ["python", "-u", "-m", "torch.distributed.run"]
+    assert launch[launch.index("--nproc_per_node") + 1] == "8" and "$SLURM_NNODES" in launch
+    assert words[:2] == ["--tensor-model-parallel-size", "4"] and words[-1] == "--deepspeed-activation-checkpointing"
+    assert _drop_redirections(["--a", "1", "2>&1", ">", "log", ">>x", "--b", "-1"]) == ["--a", "1", "--b", "-1"]
+    with pytest.raises(PlannerError, match="no GPU count"):
+        load_trainer_config(BLOOM, hardware="a100-sxm-80gb")
