@@ -169,3 +169,36 @@ def test_the_launch_is_the_srun_bash_c_line():
     assert _drop_redirections(["--a", "1", "2>&1", ">", "log", ">>x", "--b", "-1"]) == ["--a", "1", "--b", "-1"]
     with pytest.raises(PlannerError, match="no GPU count"):
         load_trainer_config(BLOOM, hardware="a100-sxm-80gb")
+
+
+def test_the_batch_ramp():
+    """--rampup-batch-size 192 16 9_765_625 (both forks' RampupBatchsizeNumMicroBatches): n = (2048 - 192) / 16 = 116
+    increments, one every 9,765,625 / 116 = 84,186.42 samples; the batch at c consumed samples is
+    192 + 16 int(c / 84,186.42), 2048 from 9,765,625 samples (20e9 tokens at 2048 a sample). Phase 1 starts at the
+    least c with int(c / 84,186.42) >= 1: 84,187 samples = 172,414,976 tokens. The run's log prints the iterations
+    Megatron computes for the run (update_train_iters: the ramp's steps, then (samples left) // 2048):
+    `iteration 12695/ 115311` (chronicles.md l. 45); the planner's steps with the ramp, 115,311.4 (the last
+    fraction a partial step), floor to it. Without the ramp: 450,560,000,000 / (2048 x 2048) = 107,421.9."""
+    import math
+
+    cfg = _cfg()
+    ramp = cfg.job["batch_size_schedule"]
+    assert len(ramp) == 117 and ramp[0] == {"from_tokens": 0.0, "global_batch": 192}
+    assert ramp[1] == {"from_tokens": 84_187 * 2048.0, "global_batch": 208}
+    assert ramp[-1] == {"from_tokens": 9_765_625 * 2048.0, "global_batch": 2048}
+    assert all(b["global_batch"] % 16 == 0 for b in ramp)  # micro-batch 2 x dp 8, asserted by the fork every step
+    t = evaluate_job(Job.model_validate(cfg.job))["throughput"]
+    assert math.floor(t["training_steps_ramp"]) == 115_311
+    assert t["training_steps"] == 450_560_000_000 / (2048 * 2048)
+
+
+def test_ramp_refusals(tmp_path):
+    p = _variant(tmp_path, "--rampup-batch-size 192 16 9_765_625", "--rampup-batch-size 192 20 9_765_625")
+    with pytest.raises(PlannerError, match=r"must exceed the start 192 by a multiple of the increment 20"):
+        _cfg(p)
+    p = _variant(tmp_path, "--rampup-batch-size 192 16 9_765_625", "--rampup-batch-size 192 16")
+    with pytest.raises(PlannerError, match=r"is not START INCREMENT SAMPLES"):
+        _cfg(p)
+    p = _variant(tmp_path, "--train-samples $TRAIN_SAMPLES", "--train-iters 1000")
+    with pytest.raises(PlannerError, match=r"--rampup-batch-size with --train-iters"):
+        _cfg(p)

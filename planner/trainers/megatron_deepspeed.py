@@ -63,8 +63,9 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
   (DeepSpeed's type: partition balances the layers and both tied embeddings; refused where L + 2 does
   not divide by PP, and any other method); `--embed-layernorm` and `--sync-tp-duplicated-parameters`
-  listed as not priced, with their sizes; the rest (kill switch, weighted data paths, fused-kernel
-  abort) listed as ignored.
+  listed as not priced, with their sizes; `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
+  microbatches.py) as the job's batch_size_schedule (_rampup); `--abort-on-unmet-fused-kernel-constraints`
+  checked as initialize.py l. 190-207 does; the rest (kill switch, weighted data paths) listed as ignored.
 - Megatron-DeepSpeed's spellings of the shape flags are read as Megatron-LM's: `--num-key-value-heads N`
   as `--group-query-attention --num-query-groups N`, `--rotary-position-embeddings-theta` as `--rotary-base`,
   `--normalization layernorm|rmsnorm` as LayerNorm / RMSNorm ([1] arguments.py l. 442-449, 623, 634-636, 647-648).
@@ -121,7 +122,8 @@ MDS_FLAGS = {*MDS_BOOL_FLAGS, *CONFIG_FLAGS, "--zero-stage", "--checkpoint-num-l
              "--rotary-position-embeddings-theta", "--data-impl",
              # BigScience's fork (BLOOM) [3]: read in _bigscience
              "--pad-vocab-size-to", "--pp-partition-method", "--kill-switch-path", "--train-weighted-split-paths-path",
-             "--valid-weighted-split-paths-path", "--valid-num-workers", "--tensorboard-queue-size"}
+             "--valid-weighted-split-paths-path", "--valid-num-workers", "--tensorboard-queue-size",
+             "--rampup-batch-size"}  # both forks' megatron/microbatches.py: read in _rampup
 BIGSCIENCE_COMMIT = "bigscience-workshop/Megatron-DeepSpeed @8387ae17"
 # BigScience's --position-embedding-type values ([3] arguments.py l. 398-402, PositionEmbeddingType) as Megatron-LM's
 BIGSCIENCE_POSITIONS = {"absolute": "learned_absolute", "rotary": "rope", "alibi": "alibi"}
@@ -316,6 +318,50 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
                           "small latency-bound all-reduces not priced)")
 
 
+def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int, assumed: list) -> None:
+    """--rampup-batch-size START INCREMENT SAMPLES as the job's batch_size_schedule (planner/batch_ramp.py).
+    Both forks' megatron/microbatches.py (BigScience @8387ae17 l. 22-50, 91-160; microsoft @f4157bea the same class):
+    RampupBatchsizeNumMicroBatches, before each step (training.py l. 913, consistency_check on) the batch at c
+    consumed samples is START + int(c / (SAMPLES / n)) x INCREMENT, n = (global - START) / INCREMENT, and the
+    global batch once c > SAMPLES; each batch a multiple of micro-batch x dp (asserted; batch_ramp checks it per
+    phase). Phase k starts at the least c with int(c / (SAMPLES / n)) >= k, the last at that or SAMPLES + 1; the
+    thresholds in tokens are those samples x the sequence length (batch_ramp reads them back by floor division).
+    Megatron-DeepSpeed hands each step's batch to DeepSpeed (set_train_batch_size, training.py l. 1253-1258)."""
+    parts = str(ds["--rampup-batch-size"]).split()
+    bad = PlannerError(f"{where}--rampup-batch-size {ds['--rampup-batch-size']!r} is not START INCREMENT SAMPLES",
+                       "three whole numbers, e.g. --rampup-batch-size 192 16 9_765_625 (BLOOM's)")
+    if len(parts) != 3:
+        raise bad
+    start, inc, samples = (_int(where, {"--rampup-batch-size": x}, "--rampup-batch-size") for x in parts)
+    if "--train-iters" in flags:
+        raise PlannerError(f"{where}--rampup-batch-size with --train-iters: the forks assert a ramp only with "
+                           f"--train-samples ({BIGSCIENCE_COMMIT} megatron/arguments.py l. 210-217)",
+                           "give --train-samples, or drop the ramp")
+    diff = g - start
+    if diff <= 0 or diff % inc:
+        raise PlannerError(f"{where}--rampup-batch-size {start} {inc} {samples}: the global batch {g} must exceed the start "
+                           f"{start} by a multiple of the increment {inc} (microbatches.py asserts it; equal, it divides by "
+                           "zero increments)", "choose START and INCREMENT that reach --global-batch-size")
+    seq = job.get("seq_len") or _int(where, flags, "--seq-length", 1)
+    n = diff // inc
+    per = samples / n  # the fork's rampup_samples_per_increment, a Python float
+    phases = [(0, start)]
+    for k in range(1, n + 1):
+        c = int(k * per)
+        while int(c / per) < k:
+            c += 1
+        while c > 0 and int((c - 1) / per) >= k:
+            c -= 1
+        if k == n:
+            c = min(c, samples + 1)  # beyond SAMPLES: the global batch
+        phases.append((c, start + k * inc))
+    job["batch_size_schedule"] = [{"from_tokens": float(c * seq), "global_batch": b} for c, b in phases]
+    assumed.append(f"batch_size_schedule: --rampup-batch-size {start} {inc} {samples:,}: the batch from {start} up by {inc} "
+                   f"every {per:,.1f} samples to {g} at {phases[-1][0]:,} samples ({phases[-1][0] * seq:,} tokens), {n + 1} "
+                   f"phases, each a multiple of micro-batch x dp {micro_dp} ({BIGSCIENCE_COMMIT} megatron/microbatches.py "
+                   "RampupBatchsizeNumMicroBatches)")
+
+
 def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str, str]:
     """(the ds_config's name as shown, its text): the script's own heredoc for that file, else the
     file relative to the script."""
@@ -386,6 +432,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "Megatron-DeepSpeed sets DeepSpeed's batch to dp x --micro-batch-size x micro-batches every step "
                        f"({MDS_COMMIT} megatron/training.py l. 1253-1258; engine.py set_train_batch_size keeps the "
                        "micro-batch and sets the accumulation)")
+    if "--rampup-batch-size" in ds:
+        _rampup(ds, flags, job, where, g, m * dp, assumed)
     if "--embed-layernorm" in ds:  # BigScience's [3]: sized at the job's batch, listed (not priced)
         h, s = _int(where, flags, "--hidden-size", 1), job.get("seq_len") or _int(where, flags, "--seq-length", 1)
         per = s * m * h * 2 // tp if flags.get("--sequence-parallel") else s * m * h * 2
