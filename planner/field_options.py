@@ -96,6 +96,9 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
     FieldOption("recompute_modules", "words", "with --recompute selective: the modules re-run, words of "
                 "core_attn|layernorm|moe_act|mla_up_proj, e.g. core_attn,layernorm (Megatron --recompute-modules) "
                 "(default: the stack's selective policy)"),
+    FieldOption("partition_activations", "bool", "with --recompute full at TP > 1: each TP rank keeps 1/tp of the "
+                "checkpointed layer inputs, all-gathered before the re-run (Megatron-DeepSpeed --partition-activations) "
+                "(default: off)"),
     FieldOption("selective_recomputes_attention", "bool", "with --recompute selective: the policy re-runs the attention "
                 "core instead of saving its output (torchtitan's op SAC on Blackwell, 2025-05-20 to 2025-12-01) "
                 "(default: off)"),

@@ -824,6 +824,18 @@ References
      exceeds the peak (zero3_tied_end in _step_excess, added to the term). The first step's trace (the weight
      released after GPTModel's forward) is not priced apart; the steady state's forward holds the weight too, below the
      backward's peak.
+[pa] Partitioned checkpoint inputs (job field partition_activations; stack runs.partition_activations, Megatron-DeepSpeed
+     --deepspeed-activation-checkpointing --partition-activations): microsoft/DeepSpeed @38327e07
+     deepspeed/runtime/activation_checkpointing/checkpointing.py CheckpointFunction.forward (l. 528-552): with
+     PARTITION_ACTIVATIONS partition_activations (l. 377-430) keeps of each floating-point input of the checkpointed
+     chunk the rank's 1/mp_size slice (get_partition_size l. 258-263, narrow(...).clone(), l. 391) and
+     get_partitioned_activations_for_backward (l. 432-470) empties the input itself (arg.data = torch.empty([])); the
+     backward all-gathers it whole over the model-parallel group (gather_partitioned_activations l. 266-300,
+     all_gather_into_tensor into a fresh flat tensor) before the re-run. Megatron-DeepSpeed @f4157bea configures it with
+     mpu, the TP group (megatron/initialize.py l. 186-194). So a fully recomputed layer keeps 2 T h / (rep_div x tp)
+     bytes of input (its hidden states; the attention mask is not floating point, kept whole and not counted), the
+     layer under re-run holds its gathered input with its re-materialised tensors (the recompute buffer is the layer's
+     activations less the kept 1/tp slice), and step.tp_comm adds one all-gather of the input per re-run layer.
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -1416,6 +1428,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     sel_recomputed = tuple(n for n in STANDARD_TENSORS if n in keeps or n == "scores")
     h = settings.model.hidden_size
     layer_input = ctx.T * ACT_BYTES * h / ctx.rep_div  # 2sbh (/t with SP) in either activation model [2]
+    if settings.partition_activations:  # a job setting: each TP rank keeps 1/tp of the kept input [pa]
+        layer_input = layer_input / ctx.tp
     # a selective policy that re-runs the elementwise kernels keeps none of the eager norms' extra saves
     keeps_norm = 0.0 if stack.selective.recompute_elementwise else 1.0
     stored, buffers = [], []

@@ -504,6 +504,7 @@ class Settings:
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
+    partition_activations: bool = False  # full recompute's kept inputs split over TP (job field; memory.layer_memory [pa], step.tp_comm)
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
@@ -988,6 +989,10 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.chunked_loss and stack.memory.chunked_loss_chunks is None:
         raise PlannerError(f"{where}chunked_loss is set but stack {stack.name} has no chunked cross-entropy "
                            "(stack_db memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
+    if job.partition_activations and (stack.runs is None or stack.runs.partition_activations is None):
+        raise PlannerError(f"{where}partition_activations is set but stack {stack.name} does not split the checkpointed "
+                           "layer inputs over the TP ranks (stack_db runs.partition_activations)",
+                           "leave it out, or choose --stack megatron-deepspeed")
     sel = stack.selective
     if job.selective_recomputes_attention and (sel.recompute_attention_core or "attn_out" not in sel.keeps):
         raise PlannerError(f"{where}selective_recomputes_attention is set but stack {stack.name}'s selective policy "
@@ -1223,6 +1228,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         **_fusion_settings(job, model, stack, inherited, where),
         chunked_loss=job.chunked_loss,
         selective_recomputes_attention=job.selective_recomputes_attention,
+        partition_activations=job.partition_activations,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
@@ -1486,6 +1492,12 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
+    if job.partition_activations and job.recompute != "full":  # memory.py [pa]: it splits full recompute's kept inputs
+        raise PlannerError(f"{where}partition_activations splits the layer inputs full recompute keeps: "
+                           + ("under recompute selective DeepSpeed's checkpoint of the attention core would split its "
+                              "inputs, not priced" if job.recompute == "selective" else
+                              f"with recompute {job.recompute} there are none (no effect)"),
+                           "set recompute: full, or remove partition_activations")
     if job.precision != "bf16":
         hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
         why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
@@ -2222,6 +2234,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **{name: False for name in FUSION_SWITCHES if not getattr(settings, name) or fixed.get(name) is False},
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
+        **({"partition_activations": True} if settings.partition_activations else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
         **({"fsdp_root_unit": True} if settings.fsdp_root_unit else {}),

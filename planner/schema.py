@@ -1984,6 +1984,9 @@ class StackRuns(BaseModel):
     empty_unused_memory_level: Optional[str] = Field(
         default=None, description="the option that empties the caching allocator's cache between a step's phases "
                                   "(job field empty_unused_memory_level; null: the stack has none)")
+    partition_activations: Optional[str] = Field(
+        default=None, description="the option that splits the layer inputs full recompute keeps over the TP ranks "
+                                  "(job field partition_activations; null: the stack has none)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     moe_dispatchers: Optional[list[Dispatcher]] = Field(
@@ -2707,6 +2710,13 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
                                    "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
+    partition_activations: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False,
+        description="with recompute full at TP > 1: each TP rank keeps 1/tp of every checkpointed layer input and the "
+                    "ranks all-gather it before the layer's re-run (DeepSpeed activation checkpointing's "
+                    "partition_activations, Megatron-DeepSpeed --deepspeed-activation-checkpointing "
+                    "--partition-activations; stack_db runs.partition_activations); default off")
     selective_recomputes_attention: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,

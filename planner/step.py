@@ -985,7 +985,9 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
     MLP's moves the top_k c dispatched copies of each token); a recomputed layer repeats its
     forward ones; the stack's selective policy may re-run some of an attention layer's. With
     TP-communication overlap [7] each is split into tp chunks that ring-exchange while the GEMM
-    they feed computes: the first chunk and what outlasts the layer's GEMMs stay exposed."""
+    they feed computes: the first chunk and what outlasts the layer's GEMMs stay exposed.
+    With partition_activations (memory.py [pa]) each re-run layer first all-gathers its kept
+    input, T h bf16 (T h / t under SP), over the TP group: not overlapped (the re-run waits on it)."""
     plan, ctx = sc.plan, sc.ctx
     s = coll.strides["tp"]
     msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
@@ -1018,6 +1020,9 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
         extra = sel_tp * one if kind.mixer.selective_core else 0.0
         g = lt.gemm_fwd[i]
         out.append((n - rc) * hidden(2.0 * pairs + extra, 3.0, g) + rc * hidden(3.0 * pairs, 4.0, g))
+    if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
+        gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
+        out = [o + rc * gather for o in out]
     return sc.mean("mid", out)
 
 

@@ -71,6 +71,10 @@ CASES = [
      dict(MOE, recompute="selective", moe_grouped_gemm=True), ["core_attn"], {"memory": -1, "step": +1}),
     ("selective_recomputes_attention", ["--selective-recomputes-attention"], True, dict(TT, recompute="selective"), False,
      {"memory": -1, "step": +1}),
+    # the kept layer inputs split over TP (memory.py [pa]): less memory, an all-gather before each re-run
+    ("partition_activations", ["--partition-activations"], True,
+     dict(model="llama3-8b", gpus=8, stack="megatron-deepspeed", tp=2, recompute="full"), False,
+     {"memory": -1, "step": +1}),
     ("cuda_graph_impl", ["--cuda-graph-impl", "transformer_engine"], "transformer_engine", DENSE, "local", {}),
     ("cuda_graph_scope", ["--cuda-graph-scope", "attn mlp"], ["attn", "mlp"], dict(DENSE, cuda_graph_impl="transformer_engine"),
      ["attn"], {}),

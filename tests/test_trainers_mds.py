@@ -166,16 +166,67 @@ def test_deepspeed_launcher_gpus_precision_and_partitioned_activations(tmp_path)
     p = _variant(tmp_path, "    --fp16 \\", "    --bf16 \\")
     with pytest.raises(PlannerError, match=r"--bf16 but .*fp16.enabled true"):
         load_trainer_config(p, gpus=8)
-    # --partition-activations acts with DeepSpeed's checkpointing, recompute on and TP 2: refused (not modelled);
-    # at TP 1 it has no effect (listed as ignored)
+    # --partition-activations at TP 1 has no effect (listed as ignored); at TP 2 it is priced
+    # (test_partition_activations_priced)
     p = _variant(tmp_path, 'ds_args=" --deepspeed-activation-checkpointing ${ds_args}"',
                  'ds_args=" --deepspeed-activation-checkpointing --partition-activations ${ds_args}"')
     cfg = load_trainer_config(p, gpus=8)
     assert any(x.startswith("--partition-activations (tensor-parallel size 1") for x in cfg.ignored)
+    assert "partition_activations" not in cfg.job
+
+
+def _partitioned(tmp_path) -> Path:
+    p = _variant(tmp_path, 'ds_args=" --deepspeed-activation-checkpointing ${ds_args}"',
+                 'ds_args=" --deepspeed-activation-checkpointing --partition-activations ${ds_args}"')
     p2 = tmp_path / "tp2.sh"
     p2.write_text(p.read_text().replace("TP=1", "TP=2"))
-    with pytest.raises(PlannerError, match=r"--partition-activations: the kept layer inputs split over the TP ranks"):
+    return p2
+
+
+def test_partition_activations_priced(tmp_path):
+    """issue 21: --partition-activations with --deepspeed-activation-checkpointing, --checkpoint-activations (full
+    recompute) at TP 2: DeepSpeed keeps each checkpointed layer input's 1/tp slice per TP rank and all-gathers it
+    before the re-run (memory.py [pa]). By hand: a layer's input is 2 h bytes a token (bf16), 2 h / t partitioned:
+    h = 512, t = 2: 1,024 -> 512 bytes a token a layer. micro-batch 4 x seq 256 = 1,024 tokens, 24 layers, one
+    micro-batch held (PP 1): layer_activations 24 x 1,024 x 1,024 = 25,165,824 -> 12,582,912 B. The layer under
+    re-run holds its gathered input: the recompute buffer grows by the slice no longer kept, 1,024 x (1,024 - 512)
+    = 524,288 B. The re-run's all-gathers add TP communication time."""
+    cfg = load_trainer_config(_partitioned(tmp_path), gpus=8, hardware="h100-sxm")
+    assert cfg.job["partition_activations"] is True and cfg.job["tp"] == 2 and cfg.job["recompute"] == "full"
+    assert any(a.startswith("partition_activations=true: --partition-activations") for a in cfg.assumed)
+    plain = {k: v for k, v in cfg.job.items() if k != "partition_activations"}
+    a, b = evaluate_job(Job.model_validate(cfg.job)), evaluate_job(Job.model_validate(plain))
+    assert a["plan"]["partition_activations"] is True and "partition_activations" not in b["plan"]
+    ta, tb = a["memory"]["terms"], b["memory"]["terms"]
+    tokens, h, t, layers = 4 * 256, 512, 2, 24
+    assert tb["layer_activations"] == layers * tokens * 2 * h == 25_165_824
+    assert ta["layer_activations"] == layers * tokens * 2 * h / t == 12_582_912
+    assert ta["recompute_buffer"] - tb["recompute_buffer"] == tokens * (2 * h - 2 * h / t) == 524_288
+    for k in ta:  # nothing else moves
+        if k not in ("layer_activations", "recompute_buffer"):
+            assert ta[k] == tb[k], k
+    assert a["time"]["tp_comm_s"] > b["time"]["tp_comm_s"]
+    assert a["time"]["compute_s"] == b["time"]["compute_s"]
+    assert step_seconds(a) > step_seconds(b)
+
+
+def test_partition_activations_refused_where_not_priced(tmp_path):
+    # under selective recompute: DeepSpeed's checkpoint of the attention core would split its inputs, not priced
+    p = _partitioned(tmp_path)
+    p2 = tmp_path / "sel.sh"
+    p2.write_text(p.read_text().replace("--checkpoint-activations", "--recompute-granularity selective"))
+    with pytest.raises(PlannerError, match=r"--partition-activations: the kept layer inputs split over the TP ranks "
+                                           r"under selective recompute"):
         load_trainer_config(p2, gpus=8)
+    # a job without full recompute: nothing kept to split (none), or inputs the planner does not split (selective)
+    for rc, why in (("none", r"with recompute none there are none \(no effect\)"), ("selective", "under recompute selective")):
+        with pytest.raises(PlannerError, match=rf"partition_activations splits the layer inputs full recompute keeps: {why}"):
+            evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, stack="megatron-deepspeed",
+                                                 recompute=rc, partition_activations=True)))
+    # a job on a stack without DeepSpeed's checkpointing
+    with pytest.raises(PlannerError, match=r"partition_activations is set but stack megatron does not split"):
+        evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, recompute="full",
+                                             partition_activations=True)))
 
 
 def test_command_line_stack_replaces_the_files(cli):
@@ -200,3 +251,45 @@ def test_overlap_comm_off_under_the_pipeline_model(tmp_path):
     assert cfg.job["sharding"] == "zero1" and cfg.job["dp_comm_overlap"] is False
     assert any("zero_optimization.overlap_comm true (DeepSpeed's engine turns it off for a PipelineModule" in x
                for x in cfg.ignored)
+
+
+def test_distributed_optimizer_flag_said_not_dropped(tmp_path):
+    """issue 21: --use-distributed-optimizer under --deepspeed. Megatron-DeepSpeed @f4157bea's get_megatron_optimizer
+    returns the bare optimizer before its distributed-optimizer branch (megatron/optimizer/__init__.py l. 115-116) and
+    get_model returns the model unwrapped (training.py l. 406-407): the flag has no effect, DeepSpeed's engine shards
+    by the JSON's stage (2 here). It is listed as ignored, naming what runs instead; with --DDP-impl torch
+    validate_args's assertion (arguments.py l. 213-215) stops the job before DeepSpeed starts: refused."""
+    p = _variant(tmp_path, "    --fp16 \\", "    --fp16 --use-distributed-optimizer \\")
+    cfg = load_trainer_config(p, gpus=8)
+    assert (cfg.job["sharding"], cfg.job["sharding_mode"]) == ("zero2", "zero2")
+    said = [x for x in cfg.ignored if x.startswith("--use-distributed-optimizer (")]
+    assert len(said) == 1 and "zero_optimization.stage 2 instead: sharding=zero2" in said[0]
+    p2 = tmp_path / "ddp.sh"
+    p2.write_text(p.read_text().replace("--use-distributed-optimizer", "--use-distributed-optimizer --DDP-impl torch"))
+    with pytest.raises(PlannerError, match=r"--use-distributed-optimizer with --DDP-impl torch"):
+        load_trainer_config(p2, gpus=8)
+
+
+@pytest.mark.parametrize("section, outcome", [
+    ({"autotp_size": 0}, "ignored"), ({"autotp_size": 1}, "ignored"), ({}, "ignored"),
+    ({"autotp_size": 4}, r"tensor_parallel.autotp_size = 4: DeepSpeed's AutoTP training .* is not modelled"),
+    ({"autotp_size": "4"}, r"tensor_parallel.autotp_size = '?4'? is not a whole number"),
+    ({"autotp_size": True}, r"is not a whole number"),
+])
+def test_autotp_size(tmp_path, section, outcome):
+    """DeepSpeed's tensor_parallel.autotp_size (DeepSpeed @38327e07 runtime/tensor_parallel/config.py l. 45, default 0:
+    off; the engine splits the model only where > 1, engine.py l. 250-251): off, the section is listed as ignored
+    (no effect, nothing not modelled); on, refused with the hint to price Megatron's TP at that degree."""
+    ds = json.loads((DATA / "ds_config_zero2.json").read_text())
+    ds["tensor_parallel"] = section
+    p = tmp_path / "ds.json"
+    p.write_text(json.dumps(ds))
+    if outcome == "ignored":
+        cfg = load_trainer_config(p, gpus=8, model="llama3-8b")
+        assert any(x.startswith("tensor_parallel=") and "AutoTP training off" in x for x in cfg.ignored)
+        assert not any("tensor_parallel" in x for x in cfg.not_modelled)
+        return
+    with pytest.raises(PlannerError, match=outcome) as e:
+        load_trainer_config(p, gpus=8, model="llama3-8b")
+    if "AutoTP" in outcome:
+        assert "--tp 4" in e.value.hint

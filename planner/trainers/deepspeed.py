@@ -13,6 +13,8 @@ published in 2025). Modelled:
     mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
     DeepSpeed's default false), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16;
     stage 0 with fp16 is the replicated FP16_Optimizer, the stack's mode zero0, which runs fp16 only),
+  tensor_parallel.autotp_size (AutoTP training: absent, 0 or 1 off, the section listed as ignored; > 1 refused,
+    _autotp),
   communication_data_type and data_types.grad_accum_dtype (the gradient path, gradient_path below:
     the reduction moves the stack's fsdp.grad_reduce_bytes, 2 B, the model dtype every path casts to by
     default; the BF16_Optimizer with fp32 accumulation, bf16 at stage 0 or stage 1 with grad_accum_dtype
@@ -68,7 +70,7 @@ from . import TrainerConfig, fmt_ignored, resolve_gpus
 
 ZERO_STAGES = {0: "none", 1: "zero1", 2: "zero2", 3: "fsdp"}
 MODELLED_TOP = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization",
-                "bf16", "fp16", "communication_data_type", "data_types"}
+                "bf16", "fp16", "communication_data_type", "data_types", "tensor_parallel"}
 # DeepSpeed's dtype spellings (microsoft/DeepSpeed @38327e07 deepspeed/runtime/config.py get_communication_data_type
 # l. 252-266: fp16, bf16, fp32, lower-cased; data_types.grad_accum_dtype through DtypeEnum, deepspeed/inference/config.py
 # l. 15-19, engine.py get_data_types l. 1023)
@@ -122,6 +124,29 @@ def _bool(where, key, v, default: bool) -> Optional[bool]:
     return v
 
 
+def _autotp(body, where: str, ignored: list) -> None:
+    """tensor_parallel (DeepSpeed's AutoTP training, issue 21): microsoft/DeepSpeed @38327e07
+    runtime/tensor_parallel/config.py TPTrainingConfig.autotp_size (l. 45, default 0: disabled); the engine splits the
+    model only where autotp_size > 1 (engine.py l. 250-251 _configure_tensor_parallel_states, l. 420-430: a TP mesh of
+    that size, ZeRO stage <= 2 asserted). Off (absent, 0 or 1), the section has no effect: listed as ignored. On, refused:
+    the planner does not model AutoTP's own module replacement (which linears it splits, its collectives)."""
+    if body is None:
+        return
+    if not isinstance(body, dict):
+        raise PlannerError(f"{where}tensor_parallel must be an object", 'e.g. {"autotp_size": 0}')
+    size = body.get("autotp_size", 0)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise PlannerError(f"{where}tensor_parallel.autotp_size = {_short(size)} is not a whole number", "0 (off) or N > 1")
+    if size > 1:
+        raise PlannerError(f"{where}tensor_parallel.autotp_size = {size}: DeepSpeed's AutoTP training (the engine's own "
+                           "tensor-parallel split of the model's linears, deepspeed/runtime/engine.py @38327e07 l. 250-251, "
+                           "420-430) is not modelled",
+                           f"set autotp_size 0 and price the split as Megatron's tensor parallelism, --tp {size} (the same "
+                           "column / row split of the linears, Megatron's collectives)")
+    ignored.append(fmt_ignored("tensor_parallel", body) + f" (autotp_size {size}: DeepSpeed's AutoTP training off, "
+                   "config.py l. 45: no effect)")
+
+
 def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
          hardware: Optional[str] = None, parallel: Optional[dict] = None) -> TrainerConfig:
     """The config at `path`; `text`: its text when the caller already read it (else read here).
@@ -142,6 +167,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                 not_modelled.append(fmt_ignored(k, v) + " (not priced: it may change memory or time)")
             else:
                 ignored.append(fmt_ignored(k, v) + f" ({why})")
+    _autotp(data.get("tensor_parallel"), where, ignored)
     zero = data.get("zero_optimization", {}) or {}
     if not isinstance(zero, dict):
         raise PlannerError(f"{where}zero_optimization must be an object", "e.g. {\"stage\": 2}")

@@ -449,11 +449,17 @@ _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
 
 def _join_continuations(text: str) -> list[tuple[int, str]]:
-    """Lines with backslash continuations joined, each with its first line number."""
+    """Lines with backslash continuations joined, each with its first line number. A comment line
+    (first word `#`, not inside a continued command) ends at its end, as in bash, where the
+    backslash is the comment's text: `#    --universal-checkpoint \\` above `export CMD=...` in
+    BigScience's tr11-176B-ml.slurm comments out one line, not the assignment below it."""
     out, buf, start = [], "", 0
     for i, line in enumerate(text.splitlines(), 1):
         if not buf:
             start = i
+            if line.lstrip().startswith("#"):
+                out.append((i, line))
+                continue
         if line.rstrip().endswith("\\"):
             buf += line.rstrip()[:-1] + " "
             continue
@@ -737,9 +743,12 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
             words = shlex.split(ex, comments=True)
         except ValueError:
             continue
+        words = _inline_shell_c(words)
         script_at = [k for k, w in enumerate(words) if ARGS_SCRIPT.search(w.strip("\"'"))]
         end = next((k for k, w in enumerate(words) if w in _COMMAND_END and script_at and k > script_at[0]), None)
         words = words if end is None else words[:end]
+        if script_at:  # bash redirections after the script are the shell's, not arguments: `... $CMD" 2>&1 | tee`
+            words = words[:script_at[0] + 1] + _drop_redirections(words[script_at[0] + 1:])
         if script_at and ("pretrain_gpt.py" in ex or any(w.split("/")[-1] in _LAUNCHERS for w in words[:script_at[0] + 1])):
             cmd = (words, script_at[0], s)
     if evaluated:
@@ -757,6 +766,41 @@ def command_words(text: str, where: str, assumed: list[str], heredocs: Optional[
                            "or a file of arguments starting with --")
     words, k, raw_line = cmd
     return words[:k], words[k + 1:], _soft_launcher(sh, raw_line)
+
+
+_REDIRECT = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-)?")  # a redirection operator alone (its target the next word)
+_REDIRECT_JOINED = re.compile(r"(\d*|&)(>>?|<)(&\d+|&-|[^\s&<>-]\S*)")  # with its target: 2>&1, >log, 2>>err.txt
+
+
+def _drop_redirections(words: list[str]) -> list[str]:
+    """`words` without bash redirections: `2>&1`, `>log`, `> log` (the target word too)."""
+    out, skip = [], False
+    for w in words:
+        if skip:
+            skip = False
+            continue
+        if _REDIRECT.fullmatch(w) and not w[-1].isdigit() and not w.endswith("-"):
+            skip = True  # `>` / `2>>` / `&>`: the target is the next word
+            continue
+        if _REDIRECT_JOINED.fullmatch(w) or _REDIRECT.fullmatch(w):
+            continue
+        out.append(w)
+    return out
+
+
+def _inline_shell_c(words: list[str]) -> list[str]:
+    """`bash -c "<command>"` (or sh): the command string's own words in its place, where it names a
+    pretrain_*.py script. BigScience's tr11-176B-ml.slurm launches `srun ... bash -c "$LAUNCHER
+    --node_rank \\$SLURM_PROCID $CMD"`: one quoted word to shlex, the script inside it."""
+    for k in range(1, len(words) - 1):
+        if words[k] == "-c" and words[k - 1].split("/")[-1] in ("bash", "sh"):
+            try:
+                inner = shlex.split(words[k + 1], comments=True)
+            except ValueError:
+                return words
+            if any(re.search(r"(^|/)pretrain_\w+\.py$", w) for w in inner):
+                return words[:k + 1] + inner + words[k + 2:]
+    return words
 
 
 def _soft_launcher(sh: _Shell, raw_line: str) -> bool:
@@ -917,6 +961,10 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(f"{where}cannot split the arguments ({e})", "check the quotes") from None
     flags, stray = parse_flags(words, where)
     if not mds.is_megatron_deepspeed(flags):
+        if flags.get("--position-embedding-type") == "alibi":
+            raise PlannerError(f"{where}--position-embedding-type alibi: Megatron-LM has no ALiBi (its choices: "
+                               "learned_absolute, rope, mrope, relative, none)",
+                               "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
         return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                           hardware=hardware, label=Path(path).name)
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py)
@@ -1068,7 +1116,8 @@ SHAPE_FLAGS = {
 }
 
 
-POSITION_TYPES = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}
+POSITION_TYPES = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none",
+                  "alibi": "alibi"}  # alibi: BigScience's Megatron-DeepSpeed only (read() refuses it elsewhere)
 MLA_SHAPE = {"--kv-lora-rank": "mla.kv_lora_rank", "--q-lora-rank": "mla.q_lora_rank", "--qk-head-dim": "mla.qk_nope_head_dim",
              "--qk-pos-emb-head-dim": "mla.qk_rope_head_dim", "--v-head-dim": "mla.v_head_dim"}
 CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "kv_heads", "vocab_size", "dhead", "layer_windows",

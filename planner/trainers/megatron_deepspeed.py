@@ -43,10 +43,29 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   DeepSpeed's pipeline model (gpt_model.py l. 446-452: interval 0; the model GPTModelPipe unless
   `--no-pipeline-parallel`): recompute none, listed. `--deepspeed-activation-checkpointing` swaps
   Megatron's checkpoint function for deepspeed.checkpointing's (initialize.py l. 175-193, 266): the
-  same layers re-run, listed as ignored unless `--partition-activations` (the kept layer inputs split
-  over the TP ranks), `--checkpoint-in-cpu` (kept on the host) or `--contigious-checkpointing`
-  change what is kept: with recompute on and (for partitioning) TP > 1 these are refused, the
-  planner has no field for them; else listed as ignored (no effect).
+  same layers re-run, listed as ignored unless `--partition-activations`, `--checkpoint-in-cpu` (kept
+  on the host) or `--contigious-checkpointing` change what is kept. `--partition-activations` under
+  full recompute at TP > 1 is the job's partition_activations (issue 21): each TP rank keeps 1/tp of
+  every re-run layer's input and the ranks all-gather it before the re-run (memory.py [pa], step.tp_comm;
+  DeepSpeed's configure takes the flag over the JSON's activation_checkpointing section,
+  checkpointing.py @38327e07 l. 1084-1088); under selective recompute it is refused (the attention
+  core's checkpointed inputs would split, not priced), and so are the other two with recompute on;
+  else each is listed as ignored (no effect).
+- `--use-distributed-optimizer` (issue 21) is listed as ignored, naming the JSON's stage that runs
+  instead: under --deepspeed get_megatron_optimizer returns the bare optimizer before its distributed-
+  optimizer branch (megatron/optimizer/__init__.py l. 115-116) and get_model wraps no DDP (training.py
+  l. 406-407); with --DDP-impl other than local or --no-contiguous-buffers-in-local-ddp it is refused,
+  as validate_args asserts (arguments.py l. 213-215).
+- BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): `--position-embedding-type
+  absolute|rotary|alibi` read as learned / rope / ALiBi (a model without position parameters; the
+  bias added through baddbmm's input listed as not priced); `--pad-vocab-size-to N` the vocabulary
+  (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
+  `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
+  (DeepSpeed's type: partition balances the layers and both tied embeddings; refused where L + 2 does
+  not divide by PP, and any other method); `--embed-layernorm` and `--sync-tp-duplicated-parameters`
+  listed as not priced, with their sizes; `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
+  microbatches.py) as the job's batch_size_schedule (_rampup); `--abort-on-unmet-fused-kernel-constraints`
+  checked as initialize.py l. 190-207 does; the rest (kill switch, weighted data paths) listed as ignored.
 - Megatron-DeepSpeed's spellings of the shape flags are read as Megatron-LM's: `--num-key-value-heads N`
   as `--group-query-attention --num-query-groups N`, `--rotary-position-embeddings-theta` as `--rotary-base`,
   `--normalization layernorm|rmsnorm` as LayerNorm / RMSNorm ([1] arguments.py l. 442-449, 623, 634-636, 647-648).
@@ -64,6 +83,11 @@ References
     --checkpoint-activations l. 864, --no-pipeline-parallel l. 954, _add_zero_args l. 1483-1497,
     _add_activation_checkpoint_args), pretrain_gpt.py model_provider l. 36-60, megatron/training.py,
     megatron/initialize.py, megatron/model/gpt_model.py, megatron/model/transformer.py.
+[3] bigscience-workshop/Megatron-DeepSpeed @8387ae17c4704f6579f88a84500b535d19d7fbbf, the fork that trained
+    BLOOM: megatron/arguments.py (--pad-vocab-size-to l. 372, --sync-tp-duplicated-parameters l. 378,
+    --embed-layernorm l. 386, --position-embedding-type absolute|rotary|alibi l. 398, --kill-switch-path
+    l. 408, --abort-on-unmet-fused-kernel-constraints l. 576, --pp-partition-method l. 578),
+    megatron/model/gpt_model.py GPTModelPipe, megatron/model/transformer.py (ALiBi).
 [2] microsoft/DeepSpeed @38327e07 deepspeed/__init__.py _add_core_arguments (--deepspeed,
     --deepspeed_config, --deepscale, --deepscale_config), deepspeed/runtime/engine.py
     set_train_batch_size, deepspeed/launcher/runner.py (--num_gpus, --num_nodes).
@@ -71,6 +95,7 @@ References
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -84,7 +109,9 @@ MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipelin
                   "--checkpoint-in-cpu", "--synchronize-each-layer", "--profile-backward", "--cpu-optimizer",
                   "--zero-reduce-scatter", "--zero-contigious-gradients", "--use-pin-memory", "--no-query-key-layer-scaling",
                   *("--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
-                    "--use-flash-attn-builder")}
+                    "--use-flash-attn-builder"),
+                  # BigScience's fork [3]
+                  "--embed-layernorm", "--sync-tp-duplicated-parameters", "--abort-on-unmet-fused-kernel-constraints"}
 FLASH_FLAGS = ("--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
                "--use-flash-attn-builder")
 CONFIG_FLAGS = ("--deepspeed_config", "--deepspeed-config", "--deepscale_config")
@@ -92,7 +119,14 @@ MDS_MARKERS = ("--deepspeed", "--deepscale", *CONFIG_FLAGS, "--zero-stage", "--d
                "--partition-activations", "--no-pipeline-parallel")
 MDS_FLAGS = {*MDS_BOOL_FLAGS, *CONFIG_FLAGS, "--zero-stage", "--checkpoint-num-layers", "--ds-sequence-parallel-size",
              "--remote-device", "--zero-reduce-bucket-size", "--zero-allgather-bucket-size", "--num-key-value-heads",
-             "--rotary-position-embeddings-theta", "--data-impl"}
+             "--rotary-position-embeddings-theta", "--data-impl",
+             # BigScience's fork (BLOOM) [3]: read in _bigscience
+             "--pad-vocab-size-to", "--pp-partition-method", "--kill-switch-path", "--train-weighted-split-paths-path",
+             "--valid-weighted-split-paths-path", "--valid-num-workers", "--tensorboard-queue-size",
+             "--rampup-batch-size"}  # both forks' megatron/microbatches.py: read in _rampup
+BIGSCIENCE_COMMIT = "bigscience-workshop/Megatron-DeepSpeed @8387ae17"
+# BigScience's --position-embedding-type values ([3] arguments.py l. 398-402, PositionEmbeddingType) as Megatron-LM's
+BIGSCIENCE_POSITIONS = {"absolute": "learned_absolute", "rotary": "rope", "alibi": "alibi"}
 MDS_COMMIT = "microsoft/Megatron-DeepSpeed @f4157bea"
 # read with no effect on memory or step time, and why
 MDS_IGNORED = {
@@ -109,6 +143,13 @@ MDS_IGNORED = {
     "--use-pin-memory": "pinned host memory for ZeRO-3 parameters initialised on the host (--remote-device)",
     "--no-query-key-layer-scaling": "the attention scores' scaling factor: numerics only",
     "--data-impl": "the dataset's on-disk format (mmap, lazy, cached): data loading, between steps",
+    "--abort-on-unmet-fused-kernel-constraints": f"a start-up check, met here, of the fused softmax's constraints "
+                                                 f"({BIGSCIENCE_COMMIT} megatron/initialize.py l. 190-207)",
+    "--kill-switch-path": "a file whose presence stops training: operations only",
+    "--train-weighted-split-paths-path": "the training data's files and weights: data loading",
+    "--valid-weighted-split-paths-path": "the validation data's files and weights: data loading",
+    "--valid-num-workers": "validation data-loader workers: host side, between steps",
+    "--tensorboard-queue-size": "TensorBoard logging: host side",
 }
 
 
@@ -131,6 +172,7 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
         flags["--rotary-base"] = ds["--rotary-position-embeddings-theta"]
     if flags.get("--normalization") in ("layernorm", "rmsnorm"):
         flags["--normalization"] = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[flags["--normalization"]]
+    _bigscience(flags, ds, where, ignored, assumed, unmodelled)
     for k in ds:
         if k in MDS_IGNORED:
             ignored.append(f"{k}{'' if ds[k] is True else '=' + str(ds[k])} ({MDS_IGNORED[k]})")
@@ -182,11 +224,20 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
         ignored.append("--deepspeed-activation-checkpointing (deepspeed.checkpointing replaces Megatron's checkpoint "
                        f"function: the same layers re-run, the same inputs kept; {MDS_COMMIT} megatron/initialize.py "
                        "l. 175-193, 266)")
-    for flag, what, needs_tp in (("--partition-activations", "the kept layer inputs split over the TP ranks", True),
+    full = flags.get("--recompute-granularity") == "full"
+    if "--partition-activations" in ds and dsac and full and tp > 1:  # priced: the job's partition_activations
+        ds["_partition"] = True
+        assumed.append(f"partition_activations=true: --partition-activations with --deepspeed-activation-checkpointing: "
+                       f"each of the {tp} TP ranks keeps 1/{tp} of every re-run layer's input, all-gathered before its "
+                       "re-run (deepspeed.checkpointing.configure, "
+                       f"{MDS_COMMIT} megatron/initialize.py l. 186-194; DeepSpeed @38327e07 activation_checkpointing/"
+                       "checkpointing.py l. 377-430, 266-300)")
+    for flag, what, needs_tp in (("--partition-activations", "the kept layer inputs split over the TP ranks under "
+                                  "selective recompute", True),
                                  ("--checkpoint-in-cpu", "the kept layer inputs moved to the host", False),
                                  ("--contigious-checkpointing", "the kept layer inputs copied into one preallocated "
                                                                 "buffer", False)):
-        if flag not in ds:
+        if flag not in ds or (flag == "--partition-activations" and "_partition" in ds):
             continue
         if dsac and recompute and (tp > 1 or not needs_tp):
             raise PlannerError(f"{where}{flag}: {what} (deepspeed.checkpointing.configure, {MDS_COMMIT} "
@@ -196,6 +247,119 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
                else "tensor-parallel size 1: nothing to split")
         ignored.append(f"{flag} ({why}: no effect)")
     return ds, ignored, assumed, not_modelled, unmodelled
+
+
+def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list, unmodelled: list) -> None:
+    """BigScience's fork's flags [3] (BLOOM-176B's tr11 script), each read, priced, listed or refused."""
+    pos = flags.get("--position-embedding-type")
+    if pos in BIGSCIENCE_POSITIONS and pos != BIGSCIENCE_POSITIONS[pos]:
+        flags["--position-embedding-type"] = BIGSCIENCE_POSITIONS[pos]
+        assumed.append(f"--position-embedding-type {pos}: BigScience's spelling of {BIGSCIENCE_POSITIONS[pos]} "
+                       f"({BIGSCIENCE_COMMIT} megatron/enums.py PositionEmbeddingType)")
+    if flags.get("--position-embedding-type") == "alibi":
+        # [3] transformer.py l. 283-327, 491-498, 592-619: the [b x heads/tp, 1, s] bias is the baddbmm's input with
+        # beta 1 (1 / layer number with query-key layer scaling); no parameters, no gradient
+        unmodelled.append("--position-embedding-type alibi (the attention bias is torch.baddbmm's input, beta != 0: "
+                          "PyTorch expands the [micro-batch x heads/tp, 1, s] bias into the [.., s, s] score buffer and "
+                          "the GEMM reads it back, 2 + 2 bytes a score element the eager-attention forward does not "
+                          f"price; no parameters: {BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)")
+    if "--pad-vocab-size-to" in ds:
+        v = _int(where, ds, "--pad-vocab-size-to")
+        div = _int(where, flags, "--make-vocab-size-divisible-by", 128)
+        tp = _int(where, flags, "--tensor-model-parallel-size", 1)
+        if v % div or v % tp:
+            raise PlannerError(f"{where}--pad-vocab-size-to {v} is not divisible by --make-vocab-size-divisible-by {div}"
+                               f" and the tensor-parallel size {tp}", f"the fork refuses it ({BIGSCIENCE_COMMIT} "
+                               "megatron/tokenizer/tokenizer.py l. 72-82, arguments.py l. 372-375): pad to a multiple")
+        if "--padded-vocab-size" not in flags:
+            flags["--padded-vocab-size"] = str(v)
+        assumed.append(f"vocab_size={v:,}: --pad-vocab-size-to, the embedding's rows ({BIGSCIENCE_COMMIT} "
+                       "megatron/tokenizer/tokenizer.py l. 72-82; the tokenizer's own size, at most that, is in its files)")
+    if "--pp-partition-method" in ds:
+        method = str(ds["--pp-partition-method"]).strip("\"'").lower()
+        kinds = method[len("type:"):].split("|") if method.startswith("type:") else None
+        if kinds is None or not set(kinds) <= {"transformer", "embedding"} or "transformer" not in kinds:
+            raise PlannerError(f"{where}--pp-partition-method {method!r}: only 'type:transformer' and "
+                               "'type:transformer|embedding' are modelled",
+                               "drop it (the fork's default is type:transformer: gpt_model.py l. 310-313)")
+        if "embedding" in kinds:
+            L = _int(where, flags, "--num-layers")
+            pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
+            if (L + 2) % pp:
+                raise PlannerError(f"{where}--pp-partition-method {method!r} with {L} layers + 2 embeddings over "
+                                   f"pp {pp}: DeepSpeed's partition_balanced gives uneven stages, which the planner "
+                                   "does not model", "choose --num-layers + 2 a multiple of the pipeline size")
+            for f in ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"):
+                flags[f] = True
+            assumed.append(f"--pp-partition-method {method}: DeepSpeed's type: partition balances the layers whose "
+                           "class matches (the 70 ParallelTransformerLayerPipe and both tied EmbeddingPipe, the input "
+                           "embedding first, the logits last): as account_for_embedding/loss_in_pipeline_split, the first "
+                           f"and last stage one transformer layer fewer ({BIGSCIENCE_COMMIT} megatron/model/gpt_model.py "
+                           "l. 222-319; microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/module.py l. 409-414)"
+                           .replace("the 70 ", f"the {L} "))
+        else:
+            ignored.append(f"--pp-partition-method {method} (the fork's default: gpt_model.py l. 310-313)")
+    if "--abort-on-unmet-fused-kernel-constraints" in ds:  # [3] initialize.py l. 190-207: the job exits at start-up
+        s = _int(where, flags, "--seq-length", 1)
+        heads = _int(where, flags, "--num-attention-heads", 1)
+        tp = _int(where, flags, "--tensor-model-parallel-size", 1)
+        b = _int(where, flags, "--micro-batch-size", 1)
+        half = "--fp16" in flags or "--bf16" in flags
+        if not (half and 16 < s <= 2048 and s % 4 == 0 and (heads / tp * b) % 4 == 0
+                and "--no-masked-softmax-fusion" not in flags):
+            raise PlannerError(f"{where}--abort-on-unmet-fused-kernel-constraints: the fused softmax's constraints (--fp16 "
+                               f"or --bf16, 16 < seq <= 2048, seq % 4 == 0, heads / tp x micro-batch % 4 == 0; here seq "
+                               f"{s}, {heads} / {tp} x {b}) are not met, so the job exits at start-up ({BIGSCIENCE_COMMIT} "
+                               "megatron/initialize.py l. 190-207)", "meet them, or drop the flag (unfused softmax)")
+    if "--sync-tp-duplicated-parameters" in ds:
+        unmodelled.append("--sync-tp-duplicated-parameters (every LayerNorm forward all-reduces its weight and bias "
+                          f"over the TP group, and row-parallel linears their bias: {BIGSCIENCE_COMMIT} "
+                          "megatron/model/fused_layer_norm.py l. 87, 103-105, megatron/mpu/layers.py l. 426, 440-441: "
+                          "small latency-bound all-reduces not priced)")
+
+
+def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int, assumed: list) -> None:
+    """--rampup-batch-size START INCREMENT SAMPLES as the job's batch_size_schedule (planner/batch_ramp.py).
+    Both forks' megatron/microbatches.py (BigScience @8387ae17 l. 22-50, 91-160; microsoft @f4157bea the same class):
+    RampupBatchsizeNumMicroBatches, before each step (training.py l. 913, consistency_check on) the batch at c
+    consumed samples is START + int(c / (SAMPLES / n)) x INCREMENT, n = (global - START) / INCREMENT, and the
+    global batch once c > SAMPLES; each batch a multiple of micro-batch x dp (asserted; batch_ramp checks it per
+    phase). Phase k starts at the least c with int(c / (SAMPLES / n)) >= k, the last at that or SAMPLES + 1; the
+    thresholds in tokens are those samples x the sequence length (batch_ramp reads them back by floor division).
+    Megatron-DeepSpeed hands each step's batch to DeepSpeed (set_train_batch_size, training.py l. 1253-1258)."""
+    parts = str(ds["--rampup-batch-size"]).split()
+    bad = PlannerError(f"{where}--rampup-batch-size {ds['--rampup-batch-size']!r} is not START INCREMENT SAMPLES",
+                       "three whole numbers, e.g. --rampup-batch-size 192 16 9_765_625 (BLOOM's)")
+    if len(parts) != 3:
+        raise bad
+    start, inc, samples = (_int(where, {"--rampup-batch-size": x}, "--rampup-batch-size") for x in parts)
+    if "--train-iters" in flags:
+        raise PlannerError(f"{where}--rampup-batch-size with --train-iters: the forks assert a ramp only with "
+                           f"--train-samples ({BIGSCIENCE_COMMIT} megatron/arguments.py l. 210-217)",
+                           "give --train-samples, or drop the ramp")
+    diff = g - start
+    if diff <= 0 or diff % inc:
+        raise PlannerError(f"{where}--rampup-batch-size {start} {inc} {samples}: the global batch {g} must exceed the start "
+                           f"{start} by a multiple of the increment {inc} (microbatches.py asserts it; equal, it divides by "
+                           "zero increments)", "choose START and INCREMENT that reach --global-batch-size")
+    seq = job.get("seq_len") or _int(where, flags, "--seq-length", 1)
+    n = diff // inc
+    per = samples / n  # the fork's rampup_samples_per_increment, a Python float
+    phases = [(0, start)]
+    for k in range(1, n + 1):
+        c = int(k * per)
+        while int(c / per) < k:
+            c += 1
+        while c > 0 and int((c - 1) / per) >= k:
+            c -= 1
+        if k == n:
+            c = min(c, samples + 1)  # beyond SAMPLES: the global batch
+        phases.append((c, start + k * inc))
+    job["batch_size_schedule"] = [{"from_tokens": float(c * seq), "global_batch": b} for c, b in phases]
+    assumed.append(f"batch_size_schedule: --rampup-batch-size {start} {inc} {samples:,}: the batch from {start} up by {inc} "
+                   f"every {per:,.1f} samples to {g} at {phases[-1][0]:,} samples ({phases[-1][0] * seq:,} tokens), {n + 1} "
+                   f"phases, each a multiple of micro-batch x dp {micro_dp} ({BIGSCIENCE_COMMIT} megatron/microbatches.py "
+                   "RampupBatchsizeNumMicroBatches)")
 
 
 def config_text(ds: dict, where: str, script: Path, heredocs: dict) -> tuple[str, str]:
@@ -268,6 +432,16 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "Megatron-DeepSpeed sets DeepSpeed's batch to dp x --micro-batch-size x micro-batches every step "
                        f"({MDS_COMMIT} megatron/training.py l. 1253-1258; engine.py set_train_batch_size keeps the "
                        "micro-batch and sets the accumulation)")
+    if "--rampup-batch-size" in ds:
+        _rampup(ds, flags, job, where, g, m * dp, assumed)
+    if "--embed-layernorm" in ds:  # BigScience's [3]: sized at the job's batch, listed (not priced)
+        h, s = _int(where, flags, "--hidden-size", 1), job.get("seq_len") or _int(where, flags, "--seq-length", 1)
+        per = s * m * h * 2 // tp if flags.get("--sequence-parallel") else s * m * h * 2
+        held = min(pp, g // (m * dp))  # DeepSpeed's 1F1B: the first stage holds pp micro-batches (fewer if m < pp)
+        unmodelled.append(f"--embed-layernorm (a LayerNorm on the first stage's embedding output, {BIGSCIENCE_COMMIT} "
+                          f"megatron/mpu/layers.py l. 194-195: 2 x {h:,} parameters, a LayerNorm pass forward and "
+                          f"backward, and its bf16 input kept outside the checkpointed layers, {per / 2**20:,.0f} MiB a "
+                          f"micro-batch, {held * per / 2**30:,.2f} GiB at the first stage's {held} in flight: none priced)")
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
     zs = _int(where, ds, "--zero-stage", 1)  # arguments.py l. 1487 default 1
@@ -285,6 +459,18 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        f"{shown} is read only by zero.Init (stage 3) and optimizer statistics")
     elif "--zero-stage" in ds:
         ignored.append(f"--zero-stage={zs} (the JSON's zero_optimization.stage {js}, which the engine runs)")
+    if "--use-distributed-optimizer" in flags:  # issue 21: read, never silently replaced
+        ddp = flags.get("--DDP-impl", "local")
+        if ddp != "local" or "--no-contiguous-buffers-in-local-ddp" in flags:
+            given = f"--DDP-impl {ddp}" if ddp != "local" else "--no-contiguous-buffers-in-local-ddp"
+            raise PlannerError(f"{where}--use-distributed-optimizer with {given}: Megatron-DeepSpeed's validate_args "
+                               "asserts DDP_impl == 'local' and contiguous buffers on with it, before DeepSpeed starts "
+                               f"({MDS_COMMIT} megatron/arguments.py l. 213-215)",
+                               "drop --use-distributed-optimizer (DeepSpeed's engine shards by the JSON's ZeRO stage)")
+        ignored.append(f"--use-distributed-optimizer (under --deepspeed get_megatron_optimizer returns the bare "
+                       f"optimizer before its distributed-optimizer branch and get_model wraps no DDP: {MDS_COMMIT} "
+                       "megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; DeepSpeed's engine shards "
+                       f"by the JSON's zero_optimization.stage {js} instead: sharding={dj.get('sharding', 'none')})")
     # precision: the engine's
     data = _section(text)
     for flag, sec, other in (("--bf16", "bf16", "fp16"), ("--fp16", "fp16", "bf16")):
@@ -307,6 +493,9 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         assumed.append("bytes_per_param: the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
                        "buffer flags are not read under DeepSpeed)")
     job["stack"] = "megatron-deepspeed"
+    job.pop("partition_activations", None)
+    if ds.get("_partition"):  # split_flags: --partition-activations under full recompute at TP > 1 [pa]
+        job["partition_activations"] = True
     for k in ("sharding", "sharding_mode", "shard_group", "deepspeed_zero3", "dp_comm_overlap", "precision"):
         job.pop(k, None)
         if k in dj:
@@ -327,6 +516,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
     cfg.not_modelled += not_modelled + [f"{label}: {x}" for x in dcfg.not_modelled]
     cfg.unmodelled += unmodelled
     drop = ("micro_batch=", "global_batch=", "recompute=none: a DeepSpeed JSON", "tp=pp=cp=1", "batch keys read at")
+    if "--pad-vocab-size-to" in ds:  # _bigscience gave it as --padded-vocab-size: its own note replaces the reader's
+        cfg.assumed[:] = [a for a in cfg.assumed if not re.match(r"vocab_size=[\d,]+: --padded-vocab-size \(", a)]
     cfg.assumed += assumed + [f"{label}: {x}" for x in dcfg.assumed if not x.startswith(drop)]
     cfg.stated.update({k: v for k, v in stated.items()})
     cfg.stated["--micro-batch-size"] = flags.get("--micro-batch-size")

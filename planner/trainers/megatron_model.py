@@ -143,14 +143,16 @@ def _short(v) -> str:
 
 def _int(where: str, flags: dict, name: str, default=None) -> Optional[int]:
     """The flag's value as a count: ASCII digits only (a fullwidth '２' or a superscript '²' is
-    refused, not read as 2), from 1 (0 for ZERO_OK) to 2**31 - 1 (an int64 for INT64_FLAGS);
-    else PlannerError naming the flag. `default` is returned as given when the flag is absent."""
+    refused, not read as 2), single underscores between digits allowed as argparse's type=int
+    (Python's int, PEP 515) takes them (BLOOM's tr11 script: TRAIN_SAMPLES=220_000_000), from 1
+    (0 for ZERO_OK) to 2**31 - 1 (an int64 for INT64_FLAGS); else PlannerError naming the flag.
+    `default` is returned as given when the flag is absent."""
     v = flags.get(name)
     if v is None:
         return default
     text = str(v).strip()
     lo, hi = (0 if name in ZERO_OK else 1), (INT64_MAX if name in INT64_FLAGS else MAX_COUNT)
-    if v is True or not re.fullmatch(r"[+-]?[0-9]+", text):
+    if v is True or not re.fullmatch(r"[+-]?[0-9]+(?:_[0-9]+)*", text):
         hint = ("the script sets it from a variable the planner cannot expand; give the number" if "$" in text
                 else "give a whole number in ASCII digits, e.g. 8")
         raise PlannerError(f"{where}{name} {_short(v)} is not a whole number", hint)
@@ -482,7 +484,8 @@ def model_spec_from_flags(flags: dict, where: str, tp: int, label: str, assumed:
                     "none" if "--no-position-embedding" in flags else "learned_absolute")
         if pos_flag == "learned_absolute":
             defaults.append("learned_absolute positions")
-    pos = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none"}.get(pos_flag)
+    pos = {"learned_absolute": "learned", "rope": "rope", "yarn": "rope", "mrope": "rope", "none": "none",
+           "alibi": "alibi"}.get(pos_flag)  # alibi: BigScience's Megatron-DeepSpeed (megatron_deepspeed._bigscience)
     if pos is None:
         raise PlannerError(f"{where}--position-embedding-type {pos_flag!r} is not modelled",
                            "valid: learned_absolute, rope, yarn, mrope, none")
