@@ -23,7 +23,7 @@ from ..render.catalog import emit_hardware, emit_models, emit_stacks
 from ..render.explain import emit_explain
 from ..field_options import FIELD_OPTIONS
 from ..schema import Job, Sharding
-from ..trainers import FORMATS, default_trainer_seq, load_trainer_config, sniff_format, words_of
+from ..trainers import READ_FORMATS, default_trainer_seq, load_trainer_config, one_rank_mesh, sniff_format, words_of
 from ..units import parse_count
 
 
@@ -93,34 +93,6 @@ def _mode_level(data: dict, mode: str, stack_name, assumed: list) -> None:
                        f"{mode} chooses its level, {level}")
 
 
-def _one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
-    """A trainer config's unsharded mesh (sharding none: torchtitan's data_parallel_replicate_degree = dp with
-    shard degree 1) read onto a command-line stack that lists no unsharded mode and whose trainer applies FSDP
-    over one rank (stack_db runs.fsdp_one_rank: torchtitan 0.3.0): what that release runs on those degrees,
-    HSDP with a shard group of one (fsdp at dp 1), listed as assumed."""
-    from ..catalog import load_stack
-
-    if data.get("sharding") != "none":
-        return
-    try:
-        st = load_stack(stack_name)
-    except PlannerError:
-        return  # resolve names the stack
-    runs = st.runs
-    if runs is None or not runs.fsdp_one_rank or any(m.level == "none" for m in runs.sharding):
-        return
-    inner = data.get("tp", 1) * data.get("pp", 1) * data.get("cp", 1)
-    dp = data["gpus"] // inner if data.get("gpus") and inner else None
-    if dp is None or dp > 1:
-        data.update(sharding="hsdp", shard_group=1)
-        assumed.append(f"sharding=hsdp, shard_group=1: the file's unsharded mesh on stack {st.name}, whose trainer "
-                       "applies FSDP over one rank (stack_db runs.fsdp_one_rank): replicas of FSDP over one rank")
-    else:
-        data.update(sharding="fsdp")
-        assumed.append(f"sharding=fsdp: the file's unsharded mesh on one data-parallel rank on stack {st.name}, whose "
-                       "trainer applies FSDP over one rank (stack_db runs.fsdp_one_rank)")
-
-
 def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str] = None,
              trainer_out: Optional[list] = None) -> tuple[Job, str]:
     """A job from a YAML file or a trainer config (torchtitan TOML, Megatron script or
@@ -154,7 +126,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         if "sharding_mode" in given and "sharding" not in given and "sharding" in data:
             _mode_level(data, given["sharding_mode"], given.get("stack", data.get("stack")), cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack") and "sharding" not in given:
-            _one_rank_mesh(data, given["stack"], cfg.assumed)
+            one_rank_mesh(data, given["stack"], cfg.assumed)
         if given.get("stack", data.get("stack")) != data.get("stack"):
             # the file's stack-only options (Megatron's fused loss, deferred output-layer wgrad) are
             # its stack's: a command-line stack chooses anew (a stack without them would refuse them)
@@ -199,8 +171,9 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
 
 ConfigFormatOption = typer.Option(
     None, "--config-format",
-    help=f"read the job file as a trainer config: {'|'.join(FORMATS)} (default: detected: .toml torchtitan, "
-         ".json with zero_optimization deepspeed, a script / args file with Megatron flags megatron)")
+    help=f"read the job file as a trainer config: {'|'.join(READ_FORMATS)} (default: detected: .toml torchtitan, "
+         ".json with zero_optimization deepspeed, a script / args file with Megatron flags megatron, a torchtitan "
+         "0.3.0 launch line with --module / --config or MODULE= / CONFIG= ./run_train.sh torchtitan-0.3)")
 
 
 def _release_note(data: dict) -> Optional[str]:

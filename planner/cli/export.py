@@ -53,12 +53,14 @@ def check_readback(row: dict, target: str, text: str) -> None:
     from ..trainers.export import plan_signature
 
     plan = row["plan"]
-    suffix = {"torchtitan": ".toml", "megatron": ".sh", "deepspeed": ".json"}[target]
+    # a plan on torchtitan 0.3.0 is exported as its launch line (trainers/torchtitan03.py), read back as one
+    fmt = "torchtitan-0.3" if target == "torchtitan" and plan.get("stack") == "torchtitan-0.3" else target
+    suffix = {"torchtitan": ".toml", "megatron": ".sh", "deepspeed": ".json", "torchtitan-0.3": ".sh"}[fmt]
     with tempfile.TemporaryDirectory(prefix="planner-export-") as d:
         path = Path(d) / f"exported{suffix}"
         files.write_atomic(path, text, what="fit --export read-back file")
         model = plan.get("model_file") or plan["model"]
-        cfg = load_trainer_config(path, fmt=target, model=model, gpus=plan["gpus"],
+        cfg = load_trainer_config(path, fmt=fmt, model=model, gpus=plan["gpus"],
                                   hardware=plan.get("hardware_file") or plan["hardware"])
         data = dict(cfg.job)
         # what the format does not hold, as its notes say to pass when reading it back

@@ -33,8 +33,12 @@ from .. import files
 from ..errors import PlannerError
 
 FORMATS = ("torchtitan", "megatron", "deepspeed")
+# the formats read: FORMATS (each also written) and torchtitan 0.3.0's launch line (torchtitan03.py: --module /
+# --config with command-line options; `export --format torchtitan` writes it for a plan on stack torchtitan-0.3)
+READ_FORMATS = FORMATS + ("torchtitan-0.3",)
 # the software stack each format runs on (stack_db/): the Job's `stack` unless stated
-FORMAT_STACKS = {"torchtitan": "torchtitan", "megatron": "megatron", "deepspeed": "megatron-deepspeed"}
+FORMAT_STACKS = {"torchtitan": "torchtitan", "megatron": "megatron", "deepspeed": "megatron-deepspeed",
+                 "torchtitan-0.3": "torchtitan-0.3"}
 
 
 @dataclass
@@ -104,6 +108,10 @@ def sniff_format(path, fmt: Optional[str] = None) -> tuple[Optional[str], Option
         return None, text
     if _MEGATRON_MARKERS.search(text):
         return "megatron", text
+    from .torchtitan03 import is_launch_line
+
+    if is_launch_line(text):
+        return "torchtitan-0.3", text
     return None, text
 
 
@@ -111,7 +119,9 @@ def detect_format(path) -> Optional[str]:
     """torchtitan for .toml; deepspeed for a JSON object with zero_optimization or
     train_micro_batch_size_per_gpu; megatron for a text file (.sh, .txt, an args file) that
     holds --tensor-model-parallel-size, --pipeline-model-parallel-size, --num-layers or
-    pretrain_gpt.py; None otherwise (a planner job YAML, say)."""
+    pretrain_gpt.py; torchtitan-0.3 for one that launches torchtitan 0.3.0 (torchtitan03.is_launch_line:
+    run_train.sh or `-m torchtitan.train` with --module / --config or MODULE= / CONFIG=); None otherwise
+    (a planner job YAML, say)."""
     return sniff_format(path)[0]
 
 
@@ -142,12 +152,14 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
             raise PlannerError(
                 f"{p}: not a trainer config this planner reads",
                 "a torchtitan .toml, a DeepSpeed .json with zero_optimization / train_micro_batch_size_per_gpu, or a "
-                "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py; or pass "
-                "--config-format torchtitan|megatron|deepspeed")
-    if fmt not in FORMATS:
-        raise PlannerError(f"--config-format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
+                "Megatron script or argument file with --tensor-model-parallel-size or pretrain_gpt.py, a torchtitan "
+                "0.3.0 launch line (--module / --config); or pass --config-format " + "|".join(READ_FORMATS))
+    if fmt not in READ_FORMATS:
+        raise PlannerError(f"--config-format {fmt!r} is not a trainer format", f"valid: {', '.join(READ_FORMATS)}")
     if fmt == "torchtitan":
         from .torchtitan import read
+    elif fmt == "torchtitan-0.3":
+        from .torchtitan03 import read
     elif fmt == "megatron":
         from .megatron import read
     else:
@@ -264,6 +276,34 @@ def catalog_models_with_shape(given: dict[str, tuple[str, object]]) -> list[str]
     return hits
 
 
+def one_rank_mesh(data: dict, stack_name: str, assumed: list) -> None:
+    """A trainer config's unsharded mesh (sharding none: torchtitan's data_parallel_replicate_degree = dp with
+    shard degree 1) read onto a command-line stack that lists no unsharded mode and whose trainer applies FSDP
+    over one rank (stack_db runs.fsdp_one_rank: torchtitan 0.3.0): what that release runs on those degrees,
+    HSDP with a shard group of one (fsdp at dp 1), listed as assumed."""
+    from ..catalog import load_stack
+
+    if data.get("sharding") != "none":
+        return
+    try:
+        st = load_stack(stack_name)
+    except PlannerError:
+        return  # resolve names the stack
+    runs = st.runs
+    if runs is None or not runs.fsdp_one_rank or any(m.level == "none" for m in runs.sharding):
+        return
+    inner = data.get("tp", 1) * data.get("pp", 1) * data.get("cp", 1)
+    dp = data["gpus"] // inner if data.get("gpus") and inner else None
+    if dp is None or dp > 1:
+        data.update(sharding="hsdp", shard_group=1)
+        assumed.append(f"sharding=hsdp, shard_group=1: the file's unsharded mesh on stack {st.name}, whose trainer "
+                       "applies FSDP over one rank (stack_db runs.fsdp_one_rank): replicas of FSDP over one rank")
+    else:
+        data.update(sharding="fsdp")
+        assumed.append(f"sharding=fsdp: the file's unsharded mesh on one data-parallel rank on stack {st.name}, whose "
+                       "trainer applies FSDP over one rank (stack_db runs.fsdp_one_rank)")
+
+
 # ------------------------------------------------------------------ a model a trainer config defines
 # the generated model files (a trainer config's model flags): planner/model_cache.py
 from ..model_cache import CACHE_ENV, model_cache_dir, write_model_file  # noqa: E402,F401 -- re-exported
@@ -322,4 +362,4 @@ def fmt_ignored(name: str, value) -> str:
     return f"{name}={value}"
 
 
-__all__ = ["words_of", "FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]
+__all__ = ["words_of", "FORMATS", "READ_FORMATS", "FORMAT_STACKS", "TrainerConfig", "detect_format", "load_trainer_config", "sniff_format"]

@@ -41,7 +41,9 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
     if fmt not in FORMATS:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
     notes: list[str] = []
-    if plan.get("stack") != FORMAT_STACKS[fmt]:
+    # torchtitan 0.3.0 (stack torchtitan-0.3) is written as its launch line (torchtitan03.export_launch)
+    launch = fmt == "torchtitan" and plan.get("stack") == FORMAT_STACKS["torchtitan-0.3"]
+    if plan.get("stack") != FORMAT_STACKS[fmt] and not launch:
         _other_release(plan.get("stack"), fmt, plan)
         raise PlannerError(f"export {fmt}: the plan was priced on stack {plan.get('stack')}, not {FORMAT_STACKS[fmt]}, "
                            f"whose modes and rules the file runs with",
@@ -66,6 +68,12 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         raise _refuse(fmt, "fp16: the planner writes this format's bf16 settings only (Megatron-LM's --fp16 and "
                            "DeepSpeed's fp16.enabled are the fp16 spellings it writes)",
                       "price it without fp16, or export megatron or deepspeed")
+    if launch:
+        from .torchtitan03 import launch_flavor, launch_text
+
+        picked: list = []
+        sec = _torchtitan_sections(plan, notes, lambda p, m, n: launch_flavor(p, m, picked))
+        return launch_text(plan, sec, picked, notes), notes
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes
 
@@ -82,22 +90,9 @@ def _other_release(stack_name, fmt: str, plan: Optional[dict] = None) -> None:
         return
     if own.runs is None or other.runs is None or own.runs.startup_rules != other.runs.startup_rules:
         return
-    said = ""
-    if fmt == "torchtitan" and plan is not None:  # how 0.3.0 names the model (torchtitan_flavors.TORCHTITAN_03)
-        from .torchtitan_flavors import TORCHTITAN_03, matching
-
-        try:
-            model = _model(plan)
-        except PlannerError:
-            model = None
-        keys = [] if model is None else [(f.code, f.flavor) for f in matching(model)]
-        runs = [TORCHTITAN_03[k] for k in keys if k in TORCHTITAN_03]
-        if runs:
-            said = (f"; torchtitan 0.3.0 builds this model with --module {runs[0][0]} --config {runs[0][1]} "
-                    "(release/0.3 @4f9e9a47d config_registry.py), a Python config, not a TOML")
     raise PlannerError(f"export {fmt}: the plan was priced on stack {other.name} ({other.version.split(';')[0]}), another "
                        f"release of the trainer than the one this format's files are written for (stack {own.name}: "
-                       f"{own.version.split(';')[0]}); the option names and what the release runs differ{said}",
+                       f"{own.version.split(';')[0]}); the option names and what the release runs differ",
                        f"price it on --stack {own.name}, then export")
 
 
@@ -565,7 +560,21 @@ def _torchtitan_flavor(plan: dict, model, notes: list[str]) -> tuple[str, str]:
 
 
 def _torchtitan(plan: dict, notes: list[str]) -> str:
+    sec = _torchtitan_sections(plan, notes, _torchtitan_flavor)
+    head = ["# torchtitan job file written by `planner export --format torchtitan`",
+            "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
+            f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]
+    lines = head
+    for name, body in sec.items():
+        lines += ["", f"[{name}]"] + [f"{k} = {_toml(v)}" for k, v in body.items()]
+    return "\n".join(lines) + "\n"
 
+
+def _torchtitan_sections(plan: dict, notes: list[str], flavor) -> dict[str, dict]:
+    """The plan as torchtitan's sections in main's layout ({section: {key: value}}, as the TOML holds them): the
+    one mapping of the TOML export (_torchtitan) and of torchtitan 0.3.0's launch line (torchtitan03.export_launch,
+    which spells these sections as its command-line options). flavor(plan, model, notes) -> ([model] name,
+    flavor): the model as the release names it, or PlannerError."""
     F = "torchtitan"
     model = _model(plan)
     L = model.num_layers
@@ -578,7 +587,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
                              "so the run keeps none of what the plan priced for it",
                           f"price it with --{key.replace('_', '-')} 0, then export")
     m: dict = {}
-    m["name"], m["flavor"] = _torchtitan_flavor(plan, model, notes)
+    m["name"], m["flavor"] = flavor(plan, model, notes)
     if plan["precision"] == "fp8":  # the converters' registered names at @e347b1e5e (TT_QUANTIZE)
         kind = "mx" if plan.get("fp8_recipe") == "mxfp8" else "float8"
         m["converters"] = [TT_QUANTIZE[kind]]
@@ -719,13 +728,7 @@ def _torchtitan(plan: dict, notes: list[str]) -> str:
     for kind, name in TT_GROUPED_MM.items():
         if name in sec.get("model", {}).get("converters", []):
             sec[name] = dict(TT_GROUPED_MM_SETTINGS[kind])
-    head = ["# torchtitan job file written by `planner export --format torchtitan`",
-            "# option names: pytorch/torchtitan torchtitan/config/job_config.py @e347b1e5e",
-            f"# hardware {plan['hardware']}, {plan['gpus']} GPUs (torchtitan takes NGPU from the launcher)"]
-    lines = head
-    for name, body in sec.items():
-        lines += ["", f"[{name}]"] + [f"{k} = {_toml(v)}" for k, v in body.items()]
-    return "\n".join(lines) + "\n"
+    return sec
 
 
 # the planner's dispatchers in torchtitan's key (stack_db torchtitan runs.moe_dispatchers; torchtitan.py

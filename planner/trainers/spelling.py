@@ -54,6 +54,7 @@ file (TrainerConfig.stated); None reads as a file that states none of these keys
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -89,7 +90,8 @@ DS_NO_KEY = {"tp": "TP (Megatron-DeepSpeed's --tensor-model-parallel-size {tp}, 
 
 
 FILE_NAMES = {"deepspeed": "a DeepSpeed JSON", "torchtitan": "a torchtitan TOML", "megatron": "Megatron's flags",
-              "megatron-deepspeed": "a Megatron-DeepSpeed script and its ds_config JSON"}
+              "megatron-deepspeed": "a Megatron-DeepSpeed script and its ds_config JSON",
+              "torchtitan-0.3": "a torchtitan 0.3.0 launch line"}
 # what a Megatron-DeepSpeed script cannot hold (megatron_deepspeed.py: no CP, no TP overlap on its stack)
 MDS_NO_KEY = {"cp": "CP (DeepSpeed-Ulysses' --ds-sequence-parallel-size is another split, not priced)",
               "tp_comm_overlap": "TP communication overlap"}
@@ -233,6 +235,10 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
     """Every setting of the trainer's file that the suggestion moves (module docstring): the
     knobs' own keys, then what must change with them. before / after: explain's `plan` of the
     job and of the checked change."""
+    if fmt == "torchtitan-0.3":  # the same keys as torchtitan's TOML, spelled as 0.3.0's options (torchtitan03.py)
+        sp = spell("torchtitan", knobs, before, after, stated, order)
+        return Spelling([_option_03(x) for x in sp.settings if x.key != "activation_checkpoint.selective_ac_option"],
+                        sp.notes, sp.unspellable)
     stated = stated or {}
     settings: list[Setting] = []
     for k in knobs:
@@ -261,6 +267,22 @@ def spell(fmt: str, knobs: list[str], before: dict, after: dict, stated: Optiona
                                                 stated.get("zero_optimization.stage", 0) == s.value)]
         settings += _deepspeed(knobs, before, after, stated, notes)
     return Spelling(_dedupe(settings), notes, unspellable)
+
+
+def _option_03(x: Setting) -> Setting:
+    """A torchtitan TOML key's Setting as torchtitan 0.3.0's command-line option (torchtitan03.py: the policy a
+    subcommand, async TP under [compile], a boolean a flag)."""
+    if x.key == "activation_checkpoint.mode":
+        return Setting(x.key, x.value, f"activation-checkpoint:{x.value}")
+    key = "compile.enable_async_tensor_parallel" if x.key == "parallelism.enable_async_tensor_parallel" else x.key
+    if x.value is None:
+        return Setting(key, None, f"drop --{key}")
+    if isinstance(x.value, bool):
+        section, name = key.rsplit(".", 1)
+        return Setting(key, x.value, f"--{key}" if x.value else f"--{section}.no-{name.replace('_', '-')}")
+    m = re.fullmatch(r"\[([\w.]+)\] (\w+) = (\S+)(.*)", x.text, re.S)  # _tt's text, with what it adds kept
+    tail = m.group(4) if m is not None and f"{m.group(1)}.{m.group(2)}" == x.key else ""
+    return Setting(key, x.value, f"--{key} {x.value}{tail}")
 
 
 def _dedupe(settings: list[Setting]) -> list[Setting]:

@@ -8,8 +8,9 @@ llama3_8b.toml of [3]) is read as local_batch_size.
 
 The job's stack is `torchtitan` (stack_db/torchtitan.yaml: main @e347b1e5e, the last TOML-configured
 commit); torchtitan 0.3.0 (stack `torchtitan-0.3`) reads no TOML (Python config_registry functions with
-command-line overrides), and `--stack torchtitan-0.3` prices the file's degrees as 0.3.0 runs them
-(planner/cli/core.py _one_rank_mesh: the unsharded mesh as HSDP with a shard group of one).
+command-line overrides: its launch line is read by torchtitan03.py, through this module's read_sections), and
+`--stack torchtitan-0.3` prices a TOML's degrees as 0.3.0 runs them
+(planner/trainers one_rank_mesh: the unsharded mesh as HSDP with a shard group of one).
 
 Read and modelled (section.key -> planner job field):
   [model] name, flavor          -> model, through torchtitan_flavors (every flavor of the
@@ -460,8 +461,19 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         data = tomllib.loads(files.read_text(path, "give a torchtitan .toml job file") if text is None else text)
     except (tomllib.TOMLDecodeError, ValueError, RecursionError) as e:  # ValueError: an integer of over 4,300 digits
         raise PlannerError(f"{where}invalid TOML: {str(e)[:200]}", "check the [section] headers and key = value lines") from None
-    ignored: list[str] = []
-    assumed: list[str] = []
+    return read_sections(where, data, model=model, gpus=gpus, hardware=hardware, stack=stack)
+
+
+def read_sections(where: str, data: dict, *, model: Optional[str] = None, gpus: Optional[int] = None,
+                  hardware: Optional[str] = None, stack: Optional[str] = None,
+                  ignored: Optional[list] = None, assumed: Optional[list] = None,
+                  not_modelled: Optional[list] = None) -> TrainerConfig:
+    """The mapping of torchtitan's sections (main's layout, as a TOML holds them: {section: {key: value}}) onto
+    planner job fields: the one mapping of the TOML reader (read) and of torchtitan 0.3.0's launch lines
+    (torchtitan03.py, which lays its config function's settings and its command-line options out in these
+    sections first). ignored / assumed / not_modelled: lists that already hold the caller's lines."""
+    ignored = [] if ignored is None else ignored
+    assumed = [] if assumed is None else assumed
     quant = data.get("quantize", {})
     if isinstance(quant, dict) and "linear" in quant and not isinstance(quant["linear"], dict):
         raise PlannerError(f"{where}quantize.linear = {_short(quant['linear'])} must be a table", "write [quantize.linear.float8]")
@@ -481,7 +493,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             if not data["quantize"]:
                 del data["quantize"]
     grouped = _pop_grouped_mm(where, data)  # [quantize.grouped_mm.float8] / [quantize.grouped_mm.mx] (step.py [16])
-    not_modelled: list[str] = []
+    not_modelled = [] if not_modelled is None else not_modelled
     for section, body in data.items():
         if not isinstance(body, dict):
             not_modelled.append(fmt_ignored(section, body) + " (unknown to the planner: it may change memory or time)")

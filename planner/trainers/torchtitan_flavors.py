@@ -32,9 +32,10 @@ against every flavor, not its name (the plan's own flavor first among several of
 
 torchtitan 0.3.0 (stack torchtitan-0.3, release/0.3 @4f9e9a47d) builds its models in Python config_registry
 functions (`--module M --config F`, config/manager.py l. 94-110; models/<module>/__init__.py model_registry of
-per-layer Config builders) and reads no TOML: the export refuses a torchtitan-0.3 plan (export._other_release),
-naming the model as 0.3.0 spells it where TORCHTITAN_03 has it, and the reader prices a TOML (main's layout)
-under --stack torchtitan-0.3 with the model given by --model or the main table. TORCHTITAN_03: the 0.3.0 configs
+per-layer Config builders) and reads no TOML: a torchtitan-0.3 plan is exported as 0.3.0's launch line and such a
+line read (torchtitan03.py, its config functions naming their model by TORCHTITAN_03's flavors), and the TOML
+reader prices a TOML (main's layout) under --stack torchtitan-0.3 with the model given by --model or the main
+table. TORCHTITAN_03: the 0.3.0 configs
 whose model_registry flavor was read at 4f9e9a47d and has the numbers of the main flavor of the same key
 (llama3/__init__.py _8b l. 236-276, _70b l. 277-317, _405b l. 318-368: dim, layers, heads, KV heads, vocab
 128256, compute_ffn_hidden_dim(multiple_of, ffn_dim_multiplier) as main's, RoPE theta 500000 with scaling

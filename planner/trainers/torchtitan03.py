@@ -1,0 +1,827 @@
+"""Read (and write) torchtitan 0.3.0's launch line: `--module M --config F` plus `--section.key value` options.
+
+torchtitan dropped its TOML job files in 9810191bb (#2386, 2026-02-23). Its release/0.3 (pytorch/torchtitan
+@4f9e9a47d, version.txt 0.3.0rc1: the stack `torchtitan-0.3`, stack_db/torchtitan-0.3.yaml) is configured by a
+Python config function, chosen by `--module M --config F` (config/manager.py ConfigManager._load_config l. 47-155:
+torchtitan.models.<M>.config_registry.<F>(), the last --module / --config given winning), with the command
+line's options laid over it by tyro (manager.py parse_args l. 33-44: CLI > config function). This module reads
+such a line from a file (a shell script or a text file holding it), in either form torchtitan ships:
+
+  [VAR=value ...] ./run_train.sh [options]     run_train.sh @4f9e9a47d l. 29-32: NGPU (default 8), MODULE (default
+                                               llama3), CONFIG (default llama3_debugmodel) from the environment;
+                                               l. 47-50: torchrun --nproc_per_node=${NGPU} ... -m torchtitan.train
+                                               --module ${MODULE} --config ${CONFIG} "$@"
+  torchrun [--nnodes=N] [--nproc_per_node=G] ... -m torchtitan.train --module M --config F [options]
+  (python[3] -m torchtitan.train ... the same, on one GPU unless NGPU says otherwise)
+
+The options, as tyro parses them with torchtitan's rules (config/manager.py register_tyro_rules l. 232-245):
+`--section.key value` or `--section.key=value`, the key with underscores or hyphens (torchtitan's own tests write
+both: tests/integration_tests/features.py l. 74 `--parallelism.tensor_parallel_degree 2`, l. 176
+`--parallelism.no-enable-sequence-parallel`); a boolean is a flag, `--section.key` true and `--section.no-key`
+false (h100.py l. 105 `--compile.no-enable`), and takes no value; a list[str] is one comma-separated word
+(manager.py list_str_rule l. 234-245); the activation checkpointing policy is a subcommand,
+`activation-checkpoint:selective|full|none|memory-budget` (distributed/activation_checkpoint.py l. 329-337).
+The options that exist are exactly CLI_OPTIONS, torchtitan's own frozen list (tests/unit_tests/
+test_no_new_cli_options.py l. 18-243: "The command-line options are frozen", config/README.md); any other
+option -- main's `parallelism.expert_tensor_parallel_degree` say -- is refused (exit 2) naming the file and key,
+with the 0.3 spelling where one exists (MAIN_ONLY). The model (Trainer.Config.model_spec, tyro.conf.Suppress:
+trainer.py l. 75-77) and its converters (fp8) are the config function's: no option sets them.
+
+Each config function read is copied below as data (CONFIG_FUNCTIONS: the settings it makes, file and lines),
+its model as main's registry flavor of the same numbers (torchtitan_flavors.TORCHTITAN_03), with the attention
+backend it builds (model_registry's default "flex", llama3/__init__.py l. 369-371, or its own argument). The
+options and the function's settings are then laid out in main's sections (0.3 renames: to_main_sections) and
+priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.3 has is read here (ONLY_03):
+  parallelism.enable_sequence_parallel (default true, configs.py l. 160) -> sequence_parallel (false: TP without
+      SP, which 0.3 runs: stack_db torchtitan-0.3 startup_rules_absent TORCHTITAN_SP)
+  compile.enable_async_tensor_parallel (configs.py l. 295; main's parallelism.enable_async_tensor_parallel)
+      -> tp_comm_overlap
+  parallelism.spmd_backend (default "spmd_types", l. 163-172), enable_fsdp_symm_mem (default false, l. 151),
+      context_parallel_ptrr_mask_key (l. 243), training.disable_cuda_graphs (default false, l. 66: the forward +
+      backward step captured in a CUDA graph, trainer.py l. 613-614) -> not priced: listed (a stated non-default
+      as not modelled, the default as assumed), never dropped
+Main's options that 0.3 has not (parallelism.context_parallel_rotate_method, disable_loss_parallel,
+enable_async_tensor_parallel, expert_parallel_comm_backend, expert_tensor_parallel_degree,
+pipeline_parallel_expert_parallel_overlap) are unknown options of 0.3: refused.
+
+The export (launch_flavor and launch_text, called by export.export_plan; `fit --export torchtitan --stack torchtitan-0.3`, `planner export --format
+torchtitan` of a plan on that stack) writes the config function whose model and fp8 converter equal the plan's
+(no option can set either) and every other setting of the plan as an option, from the TOML export's one mapping
+(export._torchtitan_sections); a plan no transcribed config function builds, or with a setting 0.3's options
+cannot spell, is refused naming why.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .. import files
+from ..errors import PlannerError
+from . import TrainerConfig, fmt_ignored, one_rank_mesh
+
+COMMIT = "release/0.3 @4f9e9a47d"
+STACK = "torchtitan-0.3"
+
+# torchtitan's frozen command-line options at 4f9e9a47d, section -> keys (tests/unit_tests/test_no_new_cli_options.py
+# l. 18-243, _FROZEN_CLI_OPTIONS; "" the top-level ones), copied in full
+_OPTIONS = {
+    "activation_checkpoint": (
+        "debug determinism_check force_recompute_mm_shapes_by_fqns memory_budget preserve_rng_state "
+        "visualize_memory_budget_pareto"
+    ).split(),
+    "checkpoint": (
+        "async_mode create_seed_checkpoint enable enable_first_step_checkpoint exclude_from_loading "
+        "export_dtype folder initial_load_in_hf initial_load_in_hf_quantized initial_load_model_only "
+        "initial_load_path interval keep_latest_k last_save_in_hf last_save_model_only load_only "
+        "load_step"
+    ).split(),
+    "comm": (
+        "init_timeout_seconds mode save_traces_file_prefix save_traces_folder trace_buf_size "
+        "train_timeout_seconds"
+    ).split(),
+    "compile": (
+        "backend components enable enable_async_tensor_parallel"
+    ).split(),
+    "dataloader": (
+        "build_mrope_positions dataset dataset_path dataset_subset generate_timesteps image_mean "
+        "image_std img_size infinite load_dataset_kwargs max_images_per_batch max_patches "
+        "max_patches_per_side max_pixels min_pixels num_workers packing_buffer_size patch_order "
+        "patch_size persistent_workers pin_memory prefetch_factor prompt_dropout_prob seed "
+        "sources.dataset sources.dataset_path sources.infinite sources.load_dataset_kwargs "
+        "sources.num_workers sources.persistent_workers sources.pin_memory sources.prefetch_factor "
+        "sources.weight spatial_merge_size stopping_strategy temporal_patch_size video_dir video_fps "
+        "video_max_frames video_min_frames weight"
+    ).split(),
+    "debug": (
+        "batch_invariant detect_anomaly deterministic deterministic_warn_only enable_structured_logging "
+        "moe_force_load_balance print_config save_config_file seed spmd_typechecking"
+    ).split(),
+    "": (
+        "dump_folder hf_assets_path"
+    ).split(),
+    "encoder": (
+        "autoencoder_path clip_encoder random_init t5_encoder"
+    ).split(),
+    "inference": (
+        "img_size local_batch_size prompts_path sampling.classifier_free_guidance_scale "
+        "sampling.denoising_steps sampling.enable_classifier_free_guidance save_img_folder"
+    ).split(),
+    "loss": (
+        "global_vocab_size loss_fn.global_vocab_size loss_fn.mtp_scale mtp_scale num_chunks"
+    ).split(),
+    "lr_scheduler": (
+        "decay_ratio decay_type min_lr_factor total_steps warmup_steps"
+    ).split(),
+    "metrics": (
+        "disable_color_printing enable_tensorboard enable_wandb log_freq save_for_all_ranks "
+        "save_tb_folder"
+    ).split(),
+    "optimizer": (
+        "implementation optimizer_factory_kwargs_by_name param_groups param_groups.optimizer_kwargs "
+        "param_groups.optimizer_name param_groups.pattern"
+    ).split(),
+    "override": (
+        "imports"
+    ).split(),
+    "parallelism": (
+        "context_parallel_degree context_parallel_load_balancer context_parallel_ptrr_mask_key "
+        "data_parallel_replicate_degree data_parallel_shard_degree enable_fsdp_symm_mem "
+        "enable_sequence_parallel expert_parallel_degree fsdp_reshard_after_forward "
+        "module_fqns_per_model_part pipeline_parallel_degree pipeline_parallel_first_stage_less_layers "
+        "pipeline_parallel_last_stage_less_layers pipeline_parallel_layers_per_stage "
+        "pipeline_parallel_microbatch_size pipeline_parallel_schedule pipeline_parallel_schedule_csv "
+        "spmd_backend tensor_parallel_degree"
+    ).split(),
+    "profiler": (
+        "enable_memory_snapshot enable_profiling memory_snapshot_freq memory_snapshot_max_entries "
+        "profile_freq profiler_active profiler_repeat profiler_skip_first profiler_skip_first_wait "
+        "profiler_warmup save_memory_snapshot_folder save_traces_folder"
+    ).split(),
+    "tokenizer": (
+        "clip_tokenizer_path image_token max_t5_encoding_len pad_token t5_tokenizer_path test_mode "
+        "video_token vision_end_token vision_start_token"
+    ).split(),
+    "training": (
+        "disable_cuda_graphs dtype enable_cpu_offload gc_debug gc_freq global_batch_size local_batch_size "
+        "max_norm mixed_precision_param mixed_precision_reduce seq_len steps"
+    ).split(),
+    "validator": (
+        "all_timesteps dataloader.build_mrope_positions dataloader.dataset dataloader.dataset_path "
+        "dataloader.dataset_subset dataloader.generate_timesteps dataloader.image_mean "
+        "dataloader.image_std dataloader.img_size dataloader.infinite dataloader.load_dataset_kwargs "
+        "dataloader.max_images_per_batch dataloader.max_patches dataloader.max_patches_per_side "
+        "dataloader.max_pixels dataloader.min_pixels dataloader.num_workers "
+        "dataloader.packing_buffer_size dataloader.patch_order dataloader.patch_size "
+        "dataloader.persistent_workers dataloader.pin_memory dataloader.prefetch_factor "
+        "dataloader.prompt_dropout_prob dataloader.seed dataloader.sources.dataset "
+        "dataloader.sources.dataset_path dataloader.sources.infinite "
+        "dataloader.sources.load_dataset_kwargs dataloader.sources.num_workers "
+        "dataloader.sources.persistent_workers dataloader.sources.pin_memory "
+        "dataloader.sources.prefetch_factor dataloader.sources.weight dataloader.spatial_merge_size "
+        "dataloader.stopping_strategy dataloader.temporal_patch_size dataloader.video_dir "
+        "dataloader.video_fps dataloader.video_max_frames dataloader.video_min_frames dataloader.weight "
+        "enable freq sampling.classifier_free_guidance_scale sampling.denoising_steps "
+        "sampling.enable_classifier_free_guidance save_img_count save_img_folder steps"
+    ).split(),
+}
+CLI_OPTIONS = frozenset(f"{s}.{k}" if s else k for s, keys in _OPTIONS.items() for k in keys)
+
+# the options whose type the reader must know to parse a value (config/configs.py @4f9e9a47d: TrainingConfig
+# l. 36-102, ParallelismConfig l. 112-289, CompileConfig l. 291-301, DebugConfig l. 352-382); every other option's
+# value is kept as the word given (it is listed, never priced)
+BOOL_OPTIONS = frozenset({
+    "training.enable_cpu_offload", "training.disable_cuda_graphs", "training.gc_debug",
+    "parallelism.enable_fsdp_symm_mem", "parallelism.enable_sequence_parallel",
+    "compile.enable", "compile.enable_async_tensor_parallel",
+    "debug.spmd_typechecking", "debug.deterministic", "debug.deterministic_warn_only", "debug.moe_force_load_balance",
+    "debug.detect_anomaly", "debug.batch_invariant", "debug.print_config", "debug.enable_structured_logging",
+})
+INT_OPTIONS = frozenset({
+    "training.local_batch_size", "training.global_batch_size", "training.seq_len", "training.steps", "training.gc_freq",
+    "parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree",
+    "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree",
+    "parallelism.expert_parallel_degree", "parallelism.pipeline_parallel_first_stage_less_layers",
+    "parallelism.pipeline_parallel_last_stage_less_layers", "parallelism.pipeline_parallel_microbatch_size",
+    "parallelism.pipeline_parallel_layers_per_stage",  # int | None
+})
+LIST_OPTIONS = frozenset({"compile.components", "activation_checkpoint.force_recompute_mm_shapes_by_fqns",
+                          "checkpoint.exclude_from_loading"})  # list[str]: one comma-separated word (list_str_rule)
+# options whose value is no single word on a command line the planner reads (list[list[str]], dicts, the
+# imports' own syntax): refused with a hint rather than half-read
+NOT_ONE_WORD = frozenset({"parallelism.module_fqns_per_model_part", "override.imports",
+                          "optimizer.optimizer_factory_kwargs_by_name", "optimizer.param_groups",
+                          "dataloader.load_dataset_kwargs", "validator.dataloader.load_dataset_kwargs"})
+# activation_checkpoint.py @4f9e9a47d l. 329-337: the policy subcommands -> main's [activation_checkpoint] mode
+# (SelectiveAC l. 185-200 is per-op SAC, main's selective_ac_option "op"; memory-budget has no counterpart priced)
+AC_SUBCOMMANDS = {"selective": {"mode": "selective", "selective_ac_option": "op"}, "full": {"mode": "full"},
+                  "none": {"mode": "none"}, "memory-budget": None}
+AC_KEYS_OF = {"memory_budget": "memory-budget", "visualize_memory_budget_pareto": "memory-budget",
+              "force_recompute_mm_shapes_by_fqns": "selective"}  # the policy whose Config holds the key
+
+# main's options (config/job_config.py @e347b1e5e) that 0.3 has not, each with what 0.3 has instead
+MAIN_ONLY = {
+    "parallelism.context_parallel_rotate_method": "0.3 has no such option (its ring attention's exchange is not "
+                                                  "a setting; context_parallel_load_balancer is)",
+    "parallelism.disable_loss_parallel": "0.3 has no such option (the loss is the config function's)",
+    "parallelism.enable_async_tensor_parallel": "0.3 spells it --compile.enable_async_tensor_parallel",
+    "parallelism.expert_parallel_comm_backend": "0.3 sets the token dispatcher in the model config (model_registry's "
+                                                "moe_comm_backend), which no option reaches",
+    "parallelism.expert_tensor_parallel_degree": "0.3 has no expert TP axis (parallel_dims.py l. 277-279, 336-340: "
+                                                 "EP borrows ranks from FSDP and TP)",
+    "parallelism.pipeline_parallel_expert_parallel_overlap": "0.3 has no such option",
+    "model.name": "0.3 names the model by --module and --config", "model.flavor": "0.3 names the model by --module "
+                  "and --config", "model.converters": "0.3 sets converters in the config function's model_spec",
+    "optimizer.early_step_in_backward": "0.3 has no such option",
+    "activation_checkpoint.mode": "0.3 chooses the policy by a subcommand: activation-checkpoint:selective|full|none",
+    "activation_checkpoint.selective_ac_option": "0.3's selective policy is per-op (activation-checkpoint:selective)",
+}
+
+# the sections 0.3 has and main's reader has no reason for, and why none changes memory or step time (ignored);
+# any other key the reader does not price is listed as not modelled
+NO_COST_03 = {
+    "checkpoint": "checkpointing between steps", "comm": "communication timeouts and tracing",
+    "dataloader": "the data pipeline", "validator": "evaluation between steps", "metrics": "logging",
+    "profiler": "profiling", "lr_scheduler": "the learning-rate schedule", "tokenizer": "the tokenizer",
+    "hf_assets_path": "the tokenizer's and checkpoint's files", "dump_folder": "the job's output folder",
+}
+NO_COST_KEYS_03 = {
+    "debug.seed": "the random seed", "debug.print_config": "logging", "debug.save_config_file": "logging",
+    "debug.enable_structured_logging": "logging", "training.max_norm": "gradient clipping",
+    "loss.global_vocab_size": "the loss's normaliser", "loss.loss_fn.global_vocab_size": "the loss's normaliser",
+    "loss.mtp_scale": "a loss weight", "loss.loss_fn.mtp_scale": "a loss weight",
+    "activation_checkpoint.preserve_rng_state": "the RNG state kept for recompute (a few bytes)",
+    "activation_checkpoint.determinism_check": "a recompute check", "activation_checkpoint.debug": "a recompute check",
+    "optimizer.implementation": None,  # priced by the TOML mapping (optimizer_implementation)
+}
+# comm.mode other than "default" runs no training (fake_backend / local_tensor: configs.py l. 333): refused
+COMM_MODES_RUN = ("default", "torchcomms")
+
+# the options 0.3 has and main not, read here (module docstring)
+ONLY_03 = ("parallelism.enable_sequence_parallel", "parallelism.spmd_backend", "parallelism.enable_fsdp_symm_mem",
+           "parallelism.context_parallel_ptrr_mask_key", "training.disable_cuda_graphs",
+           "compile.enable_async_tensor_parallel")
+ONLY_03_DEFAULTS = {"parallelism.enable_sequence_parallel": True, "parallelism.spmd_backend": "spmd_types",
+                    "parallelism.enable_fsdp_symm_mem": False, "parallelism.context_parallel_ptrr_mask_key": None,
+                    "training.disable_cuda_graphs": False, "compile.enable_async_tensor_parallel": False}
+
+
+@dataclass(frozen=True)
+class ConfigFunction:
+    """One 0.3.0 config function, as data: the settings it makes (0.3's option names, 'section.key' -> value;
+    every other option keeps its configs.py default), its activation checkpointing policy (AC_SUBCOMMANDS key),
+    its model as main's registry flavor of the same numbers (torchtitan_flavors.TORCHTITAN_03), the attention
+    backend model_registry builds it with, and its fp8 converter in main's layout (export._torchtitan_sections'
+    keys: "converters" and the converter's table; {} none)."""
+
+    module: str
+    name: str
+    lines: str
+    flavor: tuple[str, str]
+    attn_backend: str
+    settings: dict
+    ac: str
+    converter: dict = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"torchtitan {COMMIT} torchtitan/models/{self.module}/config_registry.py {self.name} {self.lines}"
+
+
+# pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/<module>/config_registry.py, read line by line.
+# model_registry's attn_backend defaults to "flex" (llama3/__init__.py l. 369-371); Float8LinearConverter's
+# recipe_name defaults to "rowwise" (components/quantization/float8.py l. 57-61); the output Linear is lm_head in
+# 0.3 (models/common/decoder.py l. 73), "output" in main's models, whose name the planner's filter_fqns reads
+CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name): cf for cf in (
+    ConfigFunction("llama3", "llama3_8b", "l. 184-216", ("llama3", "8B"), "flex",
+                   {"training.local_batch_size": 1, "training.seq_len": 8192, "training.steps": 1000}, "selective"),
+    ConfigFunction("llama3", "llama3_70b", "l. 257-292", ("llama3", "70B"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 8192, "training.steps": 1000,
+                    "parallelism.tensor_parallel_degree": 8}, "full"),
+    ConfigFunction("llama3", "llama3_405b", "l. 295-346", ("llama3", "405B"), "flex",
+                   {"training.local_batch_size": 2, "training.seq_len": 8192, "training.steps": 3000,
+                    "parallelism.tensor_parallel_degree": 8, "compile.enable": True,
+                    "compile.enable_async_tensor_parallel": True}, "full",
+                   {"converters": ["quantize.linear.float8"],
+                    "quantize.linear.float8": {"recipe_name": "rowwise", "filter_fqns": ["output"]}}),
+    ConfigFunction("deepseek_v3", "deepseek_v3_671b", "l. 206-242", ("deepseek_v3", "671B"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 10000,
+                    "training.disable_cuda_graphs": True, "parallelism.pipeline_parallel_schedule": "Interleaved1F1B",
+                    "parallelism.expert_parallel_degree": 2, "compile.enable": True, "compile.components": ["loss"]},
+                   "selective"),
+)}
+# the other config functions at 4f9e9a47d (each module's config_registry.py `def`s): known, not transcribed
+# (their models are 0.3 flavors not checked against main's registry, NVFP4 / MXFP8 / LoRA converters, or other
+# token dispatchers): a launch line naming one is refused naming the transcribed ones
+OTHER_FUNCTIONS = {
+    "llama3": ("llama3_debugmodel llama3_debugmodel_varlen_attn llama3_debugmodel_dist_gemm llama3_debugmodel_float8 "
+               "llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
+               "llama3_debugmodel_float8_emulate_lora llama3_debugmodel_ce_loss llama3_8b_first_85_pct_layers_nvfp4 "
+               "llama3_8b_mxfp8 sft_debugmodel").split(),
+    "deepseek_v3": ("deepseek_v3_debugmodel deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 "
+                    "deepseek_v3_debugmodel_hybridep deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b "
+                    "deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep deepseek_v3_671b_float8").split(),
+    "qwen3": ("qwen3_debugmodel qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 "
+              "qwen3_debugmodel_moe_param_groups qwen3_debugmodel_flex_flash qwen3_0_6b qwen3_1_7b "
+              "qwen3_8b_first_85_pct_layers_nvfp4 qwen3_14b qwen3_30b_a3b qwen3_32b qwen3_debugmodel_non_fused_qkv "
+              "qwen3_moe_debug qwen3_moe_deepep sft_qwen3_8b_math").split(),
+    "gpt_oss": "gpt_oss_debugmodel gpt_oss_debugmodel_flex gpt_oss_20b gpt_oss_120b".split(),
+    "kimi_k2_7": "kimi_k2_5_debugmodel moonlight_16b_a3b kimi_vl_a3b kimi_k2_5".split(),
+    "qwen3_5": ("qwen35_debugmodel qwen35_debugmodel_varlen_attn qwen35_debugmodel_moe qwen35_0_8b qwen35_2b "
+                "qwen35_4b qwen35_9b qwen35_27b qwen35_35b_a3b qwen35_122b_a10b qwen35_397b_a17b").split(),
+    "muse_glimmer": ("muse_glimmer_debugmodel muse_glimmer_debugmodel_mm muse_glimmer_30b "
+                     "muse_glimmer_30b_mm").split(),
+    "flux": "flux_debugmodel flux_dev flux_schnell flux_schnell_mxfp8 flux_dev_mxfp8".split(),
+}
+# run_train.sh @4f9e9a47d l. 29-32: the environment's defaults
+RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel"}
+
+_LAUNCH = re.compile(r"(?:^|[\s/])run_train\.sh\b|-m\s+torchtitan\.train\b")
+_NAMED = re.compile(r"--module[=\s]|--config[=\s]|\bMODULE=|\bCONFIG=")
+
+
+def is_launch_line(text: str) -> bool:
+    """Whether the text launches torchtitan 0.3.0: run_train.sh or `-m torchtitan.train`, naming --module /
+    --config or MODULE= / CONFIG= (a main-era run_train.sh line with CONFIG_FILE= is not one)."""
+    return bool(_LAUNCH.search(text)) and bool(_NAMED.search(text))
+
+
+@dataclass
+class Launch:
+    """A launch line read: the config function's module and name, the GPU count the launcher starts (with what
+    set it, and whether only a default did), and the options (key -> value, in main's types) in order."""
+
+    module: str
+    config: str
+    gpus: Optional[int]
+    gpus_from: str
+    gpus_soft: bool
+    options: dict
+    ac: Optional[str]
+    notes: list[str]
+
+
+def _logical_lines(text: str) -> list[str]:
+    return [ln.strip() for ln in re.sub(r"\\\r?\n", " ", text).splitlines()]
+
+
+def _word(where: str, w: str) -> str:
+    if "$" in w or "`" in w:
+        raise PlannerError(f"{where}{w!r} is a shell expansion: the planner reads the launch line's literal words",
+                           "write the value itself (e.g. --parallelism.tensor_parallel_degree 8)")
+    return w
+
+
+def parse_launch(where: str, text: str) -> Launch:
+    """The launch line of the file (module docstring): exactly one line that launches torchtitan; the file's
+    other lines are shell the planner does not read (listed), except VAR=value / export VAR=value assignments,
+    which the launch line's environment takes."""
+    env: dict[str, str] = {}
+    launch, notes = None, []
+    for ln in _logical_lines(text):
+        if not ln or ln.startswith("#"):
+            continue
+        try:
+            words = shlex.split(ln, comments=True)
+        except ValueError as e:
+            raise PlannerError(f"{where}cannot split the shell line {ln[:60]!r}: {e}", "check its quotes") from None
+        if not words:
+            continue
+        if _LAUNCH.search(ln):
+            if launch is not None:
+                raise PlannerError(f"{where}two torchtitan launch lines", "keep one launch line in the file")
+            launch = words
+            continue
+        body = words[1:] if words[0] == "export" else words
+        if body and all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w) for w in body):
+            env.update(w.split("=", 1) for w in body)
+        else:
+            notes.append(f"shell line {ln[:60]!r} (not a torchtitan setting: not read)")
+    if launch is None:
+        raise PlannerError(f"{where}no torchtitan launch line (run_train.sh or -m torchtitan.train)",
+                           "write MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh [--section.key value ...]")
+    i = 0
+    while i < len(launch) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", launch[i]):
+        k, v = launch[i].split("=", 1)
+        env[k] = v
+        i += 1
+    rest = launch[i:]
+    run_sh = next((j for j, w in enumerate(rest) if w.endswith("run_train.sh")), None)
+    if run_sh is not None:
+        args = rest[run_sh + 1:]
+        module, config = env.get("MODULE"), env.get("CONFIG")
+        module = module if module is not None else RUN_TRAIN_DEFAULTS["MODULE"]
+        config = config if config is not None else RUN_TRAIN_DEFAULTS["CONFIG"]
+        ngpu, soft = env.get("NGPU"), "NGPU" not in env
+        gpus = _count(where, "NGPU", _word(where, ngpu)) if ngpu is not None else int(RUN_TRAIN_DEFAULTS["NGPU"])
+        gpus_from = "NGPU" if not soft else "run_train.sh's default NGPU=8 (l. 29)"
+    else:
+        m = next((j for j, w in enumerate(rest) if w == "-m" and j + 1 < len(rest) and rest[j + 1] == "torchtitan.train"),
+                 None)
+        if m is None:
+            raise PlannerError(f"{where}the launch line runs torchtitan.train without `-m`", "write -m torchtitan.train")
+        args, pre = rest[m + 2:], rest[:m]
+        module, config = env.get("MODULE"), env.get("CONFIG")
+        nproc, nnodes = _torchrun_opt(where, pre, "nproc_per_node"), _torchrun_opt(where, pre, "nnodes")
+        if pre and pre[0] == "torchrun":
+            gpus = (nproc or 1) * (nnodes or 1)
+            gpus_from = f"torchrun --nproc_per_node={nproc or 1} x --nnodes={nnodes or 1}"
+            soft = nproc is None
+        else:
+            gpus, gpus_from, soft = None, "", True
+            if "NGPU" in env:
+                notes.append(f"NGPU={env['NGPU']} (read by run_train.sh only, not by python -m torchtitan.train)")
+    options, ac, module, config = _options(where, args, module, config)
+    if module is None or config is None:
+        raise PlannerError(f"{where}the launch line names no {'--module' if module is None else '--config'}",
+                           "torchtitan 0.3.0 requires both (config/manager.py l. 87-94): --module llama3 --config llama3_8b")
+    for k in ("MODULE", "CONFIG", "NGPU"):
+        env.pop(k, None)
+    for k, v in env.items():
+        notes.append(f"environment {k}={v} (not a torchtitan setting: not read)")
+    return Launch(module, config, gpus, gpus_from, soft, options, ac, notes)
+
+
+def _count(where: str, what: str, v: str) -> int:
+    from ..schema import MAX_COUNT
+
+    if not re.fullmatch(r"[0-9]{1,10}", v) or not 1 <= int(v) <= MAX_COUNT:
+        raise PlannerError(f"{where}{what}={v!r} is not a GPU count from 1 to {MAX_COUNT}", f"e.g. {what}=8")
+    return int(v)
+
+
+def _torchrun_opt(where: str, words: list[str], name: str) -> Optional[int]:
+    """torchrun's --nproc_per_node / --nnodes (either spelling, `=` or a separate word); None if absent."""
+    spell = {f"--{name}", f"--{name.replace('_', '-')}"}
+    for j, w in enumerate(words):
+        key, eq, val = w.partition("=")
+        if key in spell:
+            v = val if eq else (words[j + 1] if j + 1 < len(words) else "")
+            return _count(where, f"torchrun {key}", _word(where, v))
+    return None
+
+
+def _options(where: str, args: list[str], module, config):
+    """The options after the launcher (module docstring: tyro's rules): 'section.key' -> value (bool, int, str,
+    list[str]), the activation checkpointing subcommand, and --module / --config (the last of each wins,
+    manager.py l. 56-85)."""
+    out: dict = {}
+    ac = None
+    i = 0
+    while i < len(args):
+        w = _word(where, args[i])
+        i += 1
+        sub = re.fullmatch(r"activation[-_]checkpoint:([a-z-]+)", w)
+        if sub:
+            if sub.group(1) not in AC_SUBCOMMANDS:
+                raise PlannerError(f"{where}{w}: no such activation checkpointing policy",
+                                   f"valid: {', '.join('activation-checkpoint:' + k for k in AC_SUBCOMMANDS)}")
+            ac = sub.group(1)
+            continue
+        if not w.startswith("--"):
+            raise PlannerError(f"{where}{w!r} is not an option (--section.key value) of torchtitan 0.3.0",
+                               "write each option as --section.key value (config/manager.py: tyro)")
+        name, eq, val = w[2:].partition("=")
+        if name in ("module", "config"):
+            if not eq:
+                if i >= len(args):
+                    raise PlannerError(f"{where}--{name} requires a value", f"--{name} NAME")
+                val = _word(where, args[i])
+                i += 1
+            module, config = (val, config) if name == "module" else (module, val)
+            continue
+        key = _key(name)
+        neg = False
+        if key not in CLI_OPTIONS:
+            sect, _, leaf = key.rpartition(".")
+            base = f"{sect}.{leaf[3:]}".lstrip(".")
+            if leaf.startswith("no_") and base in CLI_OPTIONS and base not in INT_OPTIONS | LIST_OPTIONS:
+                key, neg = f"{sect}.{leaf[3:]}".lstrip("."), True
+            else:
+                _unknown(where, key, w)
+        if key in NOT_ONE_WORD:
+            raise PlannerError(f"{where}--{name}: the planner does not read this option from a command line (its value "
+                               "is not one word)", "set it in the config function, or leave it out")
+        if key in BOOL_OPTIONS:
+            if eq:
+                raise PlannerError(f"{where}{w}: {key} is a flag in torchtitan 0.3.0 (tyro): it takes no value",
+                                   f"write --{name} for true, --{name.rsplit('.', 1)[0]}.no-{name.rsplit('.', 1)[-1]} "
+                                   "for false")
+            out[key] = not neg
+            continue
+        if neg:  # --section.no-key: another section's boolean, false (it takes no value)
+            out[key] = False
+            continue
+        if not eq:
+            if i >= len(args) or args[i].startswith("--") or re.match(r"activation[-_]checkpoint:", args[i]):
+                if key in LIST_OPTIONS:
+                    val = ""
+                else:  # another section's boolean flag (no value follows): true
+                    out[key] = True
+                    continue
+            else:
+                val = _word(where, args[i])
+                i += 1
+        out[key] = _typed(where, key, val)
+    return out, ac, module, config
+
+
+def _key(name: str) -> str:
+    return name.replace("-", "_")
+
+
+def _unknown(where: str, key: str, word: str):
+    if key in MAIN_ONLY:
+        raise PlannerError(f"{where}{word}: {key} is an option of torchtitan main's TOML, not of torchtitan 0.3.0 "
+                           f"({COMMIT}'s frozen options, tests/unit_tests/test_no_new_cli_options.py)", MAIN_ONLY[key])
+    near = difflib.get_close_matches(key, sorted(CLI_OPTIONS), n=1, cutoff=0.75)
+    raise PlannerError(f"{where}{word}: {key} is no option of torchtitan 0.3.0 ({COMMIT}'s frozen options, "
+                       "tests/unit_tests/test_no_new_cli_options.py l. 18-243)",
+                       f"did you mean --{near[0]}?" if near else "see torchtitan's config/configs.py for the options")
+
+
+def _typed(where: str, key: str, val: str):
+    from ..schema import MAX_COUNT
+
+    if key in LIST_OPTIONS:
+        return [v for v in val.split(",")] if val else []
+    if key in INT_OPTIONS:
+        if key == "parallelism.pipeline_parallel_layers_per_stage" and val == "None":
+            return None
+        if not re.fullmatch(r"-?[0-9]{1,10}", val) or abs(int(val)) > MAX_COUNT:
+            raise PlannerError(f"{where}--{key} {val!r} is not a whole number", f"--{key} takes an integer")
+        return int(val)
+    return val
+
+
+def config_function(where: str, module: str, config: str) -> ConfigFunction:
+    """The transcribed config function --module / --config name, or PlannerError naming why not."""
+    from .torchtitan import TORCHTITAN_NAME_CODES
+
+    cf = CONFIG_FUNCTIONS.get((module, config))
+    if cf is not None:
+        return cf
+    ours = ", ".join(f"--module {m} --config {c}" for m, c in CONFIG_FUNCTIONS)
+    if module not in OTHER_FUNCTIONS:
+        raise PlannerError(f"{where}--module {module!r} is no model package of torchtitan {COMMIT} (models/__init__.py "
+                           "_supported_models l. 7-18) the planner reads (a module of your own builds a model the "
+                           "planner cannot see)", f"the config functions read: {ours}")
+    if config in OTHER_FUNCTIONS[module]:
+        what = ("no language model" if TORCHTITAN_NAME_CODES[STACK].get(module, "") is None else
+                "a config function the planner has not transcribed (its model, converters or token dispatcher are "
+                "not checked against what it prices)")
+        raise PlannerError(f"{where}--module {module} --config {config} ({COMMIT} torchtitan/models/{module}/"
+                           f"config_registry.py): {what}", f"the config functions read: {ours}")
+    raise PlannerError(f"{where}--config {config!r} is no config function of torchtitan {COMMIT}'s {module} "
+                       f"(models/{module}/config_registry.py)",
+                       f"its functions: {', '.join(OTHER_FUNCTIONS[module] + [c for m, c in CONFIG_FUNCTIONS if m == module])}")
+
+
+def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional[str], ignored: list,
+                     assumed: list, not_modelled: list) -> tuple[dict, dict]:
+    """The config function's settings with the options laid over them, in main's sections (a TOML's
+    {section: {key: value}}) for torchtitan.read_sections; the options only 0.3 has are returned apart
+    ('section.key' -> value, ONLY_03, stated or the function's) and every other one is listed here as ignored /
+    not modelled with its reason."""
+    given = {**cf.settings, **options}
+    data: dict = {"model": {"name": cf.flavor[0], "flavor": cf.flavor[1]}}
+    if cf.converter:
+        data["model"]["converters"] = list(cf.converter["converters"])
+        for k, v in cf.converter.items():
+            if k.startswith("quantize."):
+                _, kind, conv = k.split(".")
+                data.setdefault("quantize", {}).setdefault(kind, {})[conv] = copy.deepcopy(v)
+    only = {}
+    for key, v in given.items():
+        sect, _, leaf = key.partition(".") if "." in key else ("", "", key)
+        if key in ONLY_03:
+            only[key] = v
+        elif key == "compile.enable_async_tensor_parallel":
+            pass
+        elif sect in ("training", "parallelism", "compile") or key == "optimizer.implementation":
+            data.setdefault(sect, {})[leaf] = v
+        elif key == "comm.mode" and v not in COMM_MODES_RUN:
+            raise PlannerError(f"{where}--comm.mode {v}: a dry run that trains nothing (configs.py l. 333)",
+                               "leave comm.mode at default to plan the run")
+        elif key in NO_COST_KEYS_03 or sect in NO_COST_03 or key in NO_COST_03:
+            ignored.append(fmt_ignored(key, v) + f" ({NO_COST_KEYS_03.get(key) or NO_COST_03.get(sect or key)})")
+        elif sect == "activation_checkpoint":
+            if AC_KEYS_OF.get(leaf) not in (None, ac or cf.ac):
+                raise PlannerError(f"{where}--{key}: an option of the {AC_KEYS_OF[leaf]} policy, but the run's is "
+                                   f"{ac or cf.ac}", f"add activation-checkpoint:{AC_KEYS_OF[leaf]} or drop the option")
+            not_modelled.append(fmt_ignored(key, v) + " (not priced: it may change memory or time)")
+        else:
+            not_modelled.append(fmt_ignored(key, v) + " (not priced: it may change memory or time)")
+    if "compile.enable_async_tensor_parallel" in given:  # main's [parallelism] enable_async_tensor_parallel
+        data.setdefault("parallelism", {})["enable_async_tensor_parallel"] = given["compile.enable_async_tensor_parallel"]
+        only.pop("compile.enable_async_tensor_parallel", None)
+    policy = ac or cf.ac
+    if AC_SUBCOMMANDS[policy] is None:
+        raise PlannerError(f"{where}activation-checkpoint:{policy}: torch's memory-budget recompute "
+                           "(activation_checkpoint.py MemoryBudgetAC l. 290-326) chooses what to save by a solver the "
+                           "planner does not model", "use activation-checkpoint:selective, full or none")
+    data["activation_checkpoint"] = dict(AC_SUBCOMMANDS[policy])
+    return data, only
+
+
+def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None, gpus: Optional[int] = None,
+         hardware: Optional[str] = None, **_) -> TrainerConfig:
+    """The launch line in the file at `path` (module docstring), priced on stack torchtitan-0.3."""
+    from . import resolve_gpus
+    from .torchtitan import read_sections
+
+    where = f"{path}: "
+    launch = parse_launch(where, files.read_text(path, "give a torchtitan launch script") if text is None else text)
+    cf = config_function(where, launch.module, launch.config)
+    ignored: list[str] = list(launch.notes)
+    assumed: list[str] = []
+    not_modelled: list[str] = []
+    set_here = ", ".join(f"{k}={v}" for k, v in cf.settings.items())
+    assumed.append(f"--module {cf.module} --config {cf.name}: {cf.where}: model_registry({cf.flavor[1]!r}"
+                   + (", a float8 converter (rowwise, lm_head kept bf16)" if cf.converter else "") +
+                   f"), activation-checkpoint:{cf.ac}" + (f", {set_here}" if set_here else "") +
+                   "; the options given replace these")
+    data, only = to_main_sections(where, cf, launch.options, launch.ac, ignored, assumed, not_modelled)
+    par = data.get("parallelism", {})
+    degs = [par.get(k, 1) for k in ("tensor_parallel_degree", "pipeline_parallel_degree", "context_parallel_degree",
+                                    "data_parallel_replicate_degree")]
+    shard = par.get("data_parallel_shard_degree", -1)
+    run = launch.gpus
+    if run is not None and gpus is not None and gpus != run:
+        run = resolve_gpus(where, run, launch.gpus_from, gpus, soft=launch.gpus_soft, assumed=assumed)
+    if run is not None and isinstance(shard, int) and shard != -1 and all(isinstance(d, int) for d in degs):
+        prod = shard
+        for d in degs:
+            prod *= d
+        if prod != run:  # torchtitan asserts the product is the world size (parallel_dims.py @4f9e9a47d _validate l. 170-189)
+            raise PlannerError(f"{where}the degrees' product (replicate x shard x tp x pp x cp) is {prod} GPUs, but "
+                               f"{'--gpus' if gpus is not None else launch.gpus_from} starts {run}",
+                               "make the launcher's GPU count the degrees' product")
+    cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
+                        stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    job = cfg.job
+    job["stack"] = STACK
+    # the attention backend model_registry builds (module docstring): flex for every function transcribed
+    job["attention_kernel"] = cf.attn_backend
+    assumed.append(f"attention_kernel={cf.attn_backend}: {cf.name} builds its model with attn_backend "
+                   f"{cf.attn_backend!r} (no option sets it)")
+    _only_03(only, job, assumed, ignored, not_modelled)
+    if job.get("sharding") == "none":  # 0.3.0 applies FSDP over one rank (stack_db runs.fsdp_one_rank)
+        one_rank_mesh(job, STACK, assumed)
+        job.pop("sharding_mode", None)  # the TOML mapping's ddp: the stack's first mode of the level (plan.resolve)
+    cfg.fmt = STACK
+    # the TOML mapping's lines on what 0.3 sets in the model config, not by an option: said in 0.3's terms
+    cfg.assumed = [a for a in assumed if not a.startswith("attention_kernel=flex: [model]")]
+    cfg.assumed = [f"moe_dispatcher=alltoall: {cf.name} keeps model_registry's moe_comm_backend \"standard\" "
+                   "(deepseek_v3/__init__.py l. 616-619; no option sets it)"
+                   if a.startswith("moe_dispatcher=alltoall: expert_parallel_comm_backend") else a for a in cfg.assumed]
+    return cfg
+
+
+def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
+    """The options only 0.3 has (ONLY_03), stated or the config function's; absent: their default, listed."""
+    for key in ONLY_03:
+        if key == "compile.enable_async_tensor_parallel":
+            continue
+        v = only.get(key, ONLY_03_DEFAULTS[key])
+        stated = key in only
+        name = fmt_ignored(key, v)
+        if key == "parallelism.enable_sequence_parallel":
+            if v is False and job.get("tp", 1) > 1:
+                job["sequence_parallel"] = False
+                assumed[:] = [a for a in assumed if not a.startswith("sequence_parallel=true")]
+                assumed.append("sequence_parallel=false: --parallelism.no-enable-sequence-parallel (TP without "
+                               "SequenceParallel, configs.py l. 160)")
+            elif job.get("tp", 1) > 1:
+                assumed[:] = [a if not a.startswith("sequence_parallel=true") else
+                              "sequence_parallel=true: parallelism.enable_sequence_parallel "
+                              f"{'true' if stated else 'default true'} (configs.py l. 160)" for a in assumed]
+            elif stated:
+                ignored.append(f"{name} (tensor_parallel_degree 1)")
+        elif key == "training.disable_cuda_graphs":
+            if v:
+                (ignored if stated else assumed).append(
+                    f"{name} (no CUDA graph: the step as the planner prices it)" if stated else
+                    f"{name}: the config function's (no CUDA graph, the step as the planner prices it)")
+            else:
+                line = (f"{name}: torchtitan 0.3 captures the forward + backward step in a CUDA graph "
+                        "(trainer.py l. 613-614): its graph pool and launch savings are not priced")
+                (not_modelled if stated else assumed).append(line if not stated else
+                                                             line.replace(f"{name}: ", f"{name} (") + ")")
+        elif key == "parallelism.enable_fsdp_symm_mem":
+            if v:
+                not_modelled.append(f"{name} (FSDP's collectives on symmetric memory, configs.py l. 151: not priced)")
+            elif stated:
+                ignored.append(f"{name} (the default)")
+        elif key == "parallelism.spmd_backend":
+            if stated or v != ONLY_03_DEFAULTS[key]:
+                not_modelled.append(f"{name} (how the TP / SP layouts are expressed, configs.py l. 163-172: the "
+                                    "planner prices the collectives, not the backend)")
+        elif key == "parallelism.context_parallel_ptrr_mask_key":
+            if v is not None:
+                (ignored if job.get("cp", 1) == 1 else not_modelled).append(
+                    f"{name} (" + ("context_parallel_degree 1)" if job.get("cp", 1) == 1 else
+                                   "the CP load balancer's mask key, configs.py l. 243: not priced)"))
+
+
+# ------------------------------------------------------------------ the export
+# main's [parallelism] / [training] / [compile] / [optimizer] keys of export._torchtitan_sections that 0.3 spells as
+# the same option; the others are rewritten (async TP, the end weights) or refused (launch_text)
+SAME_KEYS = {
+    "training": ("local_batch_size", "global_batch_size", "seq_len", "steps", "dtype"),
+    "parallelism": ("data_parallel_replicate_degree", "data_parallel_shard_degree", "tensor_parallel_degree",
+                    "pipeline_parallel_degree", "context_parallel_degree", "expert_parallel_degree",
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule",
+                    "pipeline_parallel_first_stage_less_layers", "pipeline_parallel_last_stage_less_layers",
+                    "pipeline_parallel_layers_per_stage", "fsdp_reshard_after_forward"),
+    "optimizer": ("implementation",),
+}
+
+
+def _refuse(what: str, hint: str) -> PlannerError:
+    return PlannerError(f"export torchtitan: {what}", hint)
+
+
+def launch_flavor(plan: dict, model, picked: list) -> tuple[str, str]:
+    """export._torchtitan_sections' flavor step for a launch line: main's (name, flavor) of the model the
+    transcribed config functions build (appended to `picked`), or PlannerError where none builds it."""
+    from .torchtitan_flavors import matching
+
+    keys = {(f.code, f.flavor) for f in matching(model)}
+    picked.extend(cf for cf in CONFIG_FUNCTIONS.values() if cf.flavor in keys)
+    if not picked:
+        funcs = ", ".join(f"{m} {c} ({cf.flavor[0]} {cf.flavor[1]})" for (m, c), cf in CONFIG_FUNCTIONS.items())
+        raise _refuse(f"model {plan['model']}: no torchtitan {COMMIT} config function the planner reads builds it "
+                      f"({funcs}), and 0.3 sets the model in the config function's model_spec, which no option "
+                      "reaches (trainer.py l. 75-77, tyro.conf.Suppress)",
+                      "plan one of those models on --stack torchtitan-0.3, or write a config function for it")
+    return picked[0].flavor
+
+
+def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
+    """The launch line of a plan priced on stack torchtitan-0.3 (module docstring) from its sections in main's
+    layout (export._torchtitan_sections with launch_flavor): the config function that builds the plan's model
+    with its fp8 converter and attention backend, and every other setting as an option; PlannerError where no
+    transcribed function builds them or 0.3 has no option for a setting."""
+    from ..catalog import load_hardware
+
+    kernel = plan.get("attention_kernel") or "flex"
+    conv = {"converters": sec.get("model", {}).get("converters", [])}
+    conv.update({k: v for k, v in sec.items() if k.startswith("quantize.")})
+    conv = conv if conv["converters"] else {}
+    fits = [cf for cf in picked if cf.converter == conv and cf.attn_backend == kernel]
+    if not fits:
+        have = ", ".join(f"{cf.module} {cf.name} ({_conv_text(cf.converter)}, attn_backend {cf.attn_backend})"
+                         for cf in picked)
+        raise _refuse(f"model {plan['model']} with {_conv_text(conv)} and attention kernel {kernel}: the torchtitan "
+                         f"{COMMIT} config functions that build the model are {have}; 0.3 sets converters and the "
+                         "attention backend in the config function's model_spec, which no option reaches (trainer.py "
+                         "l. 75-77)", "plan the precision and kernel of one of those functions, then export")
+    cf = fits[0]
+    opts: list[str] = []
+    for sect, keys in SAME_KEYS.items():
+        for k in keys:
+            if k in sec.get(sect, {}):
+                opts.append(f"--{sect}.{k} {_spell(sec[sect][k])}")
+    par = sec.get("parallelism", {})
+    for k in par:
+        if k not in SAME_KEYS["parallelism"] + ("enable_async_tensor_parallel",):
+            if k == "expert_tensor_parallel_degree" and par[k] == 1:
+                continue  # 0.3 has no ETP axis: the experts unsplit by TP under EP (stack etp_one_under_ep)
+            if k == "expert_parallel_comm_backend" and par[k] == "standard":
+                continue  # the model config's default token dispatcher (stack_db torchtitan-0.3 moe_dispatchers)
+            raise _refuse(f"[parallelism] {k} = {par[k]!r}: {MAIN_ONLY.get('parallelism.' + k, 'no option of 0.3')}",
+                          "price the plan without it on --stack torchtitan-0.3")
+    if "early_step_in_backward" in sec.get("optimizer", {}):
+        raise _refuse("early_step_in_backward: torchtitan 0.3.0 has no such option", "price it without")
+    tp = plan["tp"]
+    if tp > 1:
+        opts.append("--parallelism.enable-sequence-parallel" if plan.get("sequence_parallel", True) else
+                    "--parallelism.no-enable-sequence-parallel")
+    comp = sec["compile"]
+    opts.append("--compile.enable" if comp["enable"] else "--compile.no-enable")
+    opts.append(f"--compile.components {','.join(comp['components'])}")
+    if tp > 1:
+        opts.append("--compile.enable-async-tensor-parallel" if par.get("enable_async_tensor_parallel") else
+                    "--compile.no-enable-async-tensor-parallel")
+    if (cf.settings.get("training.disable_cuda_graphs") or False) is not True:
+        notes.append(f"training.disable_cuda_graphs: {cf.name} leaves torchtitan 0.3's CUDA graph of the forward + "
+                     "backward step on (trainer.py l. 613-614), which the plan does not price")
+    if "steps" not in sec["training"] and "training.steps" in cf.settings:
+        notes.append(f"training.steps: the plan fixes no whole number of steps; {cf.name}'s "
+                     f"{cf.settings['training.steps']} run ({cf.where})")
+    ac = sec["activation_checkpoint"]
+    sub = next((s for s, v in AC_SUBCOMMANDS.items() if v == ac), None)
+    if sub is None:
+        raise _refuse(f"activation checkpointing {ac}: torchtitan 0.3.0's policies are per-op selective, full and "
+                         "none (activation_checkpoint.py l. 329-337); every n-th layer is no option",
+                      "price recompute selective, full (every layer) or none")
+    hw = load_hardware(plan["hardware"])
+    g, per = plan["gpus"], hw.gpus_per_node
+    nodes, nproc = (g // per, per) if g % per == 0 else (1, g)
+    head = ["#!/usr/bin/bash",
+            "# torchtitan 0.3.0 launch line written by `planner export --format torchtitan` (plan on stack torchtitan-0.3)",
+            f"# {cf.where}",
+            f"# options: pytorch/torchtitan {COMMIT} config/configs.py, frozen in tests/unit_tests/"
+            "test_no_new_cli_options.py",
+            "# run on each node (torchrun --nnodes, with the cluster's rendezvous options)",
+            f"# planner export: {plan['model']} on {g} x {plan['hardware']}"]
+    words = [f"torchrun --nnodes={nodes} --nproc_per_node={nproc} -m torchtitan.train --module {cf.module} "
+             f"--config {cf.name}"] + opts + [f"activation-checkpoint:{sub}"]
+    return "\n".join(head) + "\n" + " \\\n  ".join(words) + "\n"
+
+
+def _spell(v) -> str:
+    return ",".join(v) if isinstance(v, list) else str(v)
+
+
+def _conv_text(conv: dict) -> str:
+    if not conv:
+        return "no fp8 converter (bf16)"
+    tabs = "; ".join(f"{k} {v}" for k, v in conv.items() if k != "converters")
+    return f"converters {conv['converters']}" + (f" ({tabs})" if tabs else "")
