@@ -323,7 +323,8 @@ NCCL_ARGS = {  # facts each seed log leaves out (tests/test_calibrate_nccl.py LO
 
 
 _TARGETS: dict[Path, dict[str, Target]] = {}
-ISSUE24_KINDS = ("megatron", "torchtitan", "deepspeed", "export", "run-log", "run-records", "plot", "moe-config")
+ISSUE24_KINDS = ("megatron", "torchtitan", "deepspeed", "export", "run-log", "run-records", "plot", "moe-config",
+                 "megatron-deepspeed", "torchtitan-0.3")
 
 
 def targets(workdir: Path) -> dict[str, Target]:
@@ -449,6 +450,14 @@ def _issue24_targets() -> dict[str, Target]:
                               "yaml"),
         "plot": Target("plot", jobs, [["explain", "{f}", "--plot", "{d}/m.png"], ["explain", "{f}", "--plot", "{d}/m.svg"],
                                       ["explain", "{f}", "--plot", "{d}/m.pdf"]], "yaml"),
+        "megatron-deepspeed": Target("megatron-deepspeed", {p.name: _read(p) for p in [CONFIGS / "run_deepspeed_example.sh",
+                                                                                      CONFIGS / "tr11-176B-ml.slurm"]},
+                                     [["check", "{f}", "--format", "json"], ["explain", "{f}"]], None, suffix=".sh",
+                                     seed_args={"run_deepspeed_example.sh": ["--gpus", "8", "--hardware", "h100-sxm"],
+                                                "tr11-176B-ml.slurm": ["--gpus", "384", "--hardware", "a100-sxm-80gb"]}),
+        "torchtitan-0.3": Target("torchtitan-0.3", {p.name: _read(p) for p in sorted((DATA / "torchtitan03").glob("*.sh"))},
+                                 [["check", "{f}", "--format", "json"], ["explain", "{f}", "--hardware", "h100-sxm"]], None,
+                                 suffix=".sh"),
         "moe-config": Target("moe-config", _moe_configs(),
                              [["explain", "--model", "{d}", "--gpus", "64", *MOE_SEQ, "--format", "json"],
                               ["explain", "--model", "{d}", "--gpus", "64", "--ep", "8", "--sharding", "zero1", *MOE_SEQ],
