@@ -29,6 +29,14 @@ References
 [2] megatron/training/training.py @d98e8a64 l. 2155-2170 (update_train_iters), 4595-4627.
 [3] megatron/training/global_vars.py @d98e8a64 l. 148-157 (seq_length=args.seq_length).
 [4] megatron/training/arguments.py @d98e8a64 l. 693-701 (validate_args).
+[5] bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/microbatches.py l. 91-160
+    (RampupBatchsizeNumMicroBatches; microsoft/Megatron-DeepSpeed @f4157bea the same class).
+[6] NVIDIA/Megatron-LM 532ad926b4^ megatron/core/num_microbatches_calculator.py l. 360-500
+    (RampupBatchsizeNumMicroBatchesCalculator), removed by 532ad926b4 (2026-04-21, "Replace
+    rampup batch size scheduler with custom step batch size schedules"): at d98e8a64 --rampup-batch-size
+    is parsed (training_config.py l. 20-29, "Deprecated. Use step_batch_size_schedule instead.")
+    and passed to nothing (global_vars.py l. 148-157): Megatron-LM trains at --global-batch-size.
+[7] the same rule in both forks of [5]: _rampup in planner/trainers/megatron_deepspeed.py reads it.
 """
 
 from __future__ import annotations
@@ -137,6 +145,35 @@ def phase_weights(schedule, gbs: int, seq: int, tokens: float) -> tuple:
     steps = phase_steps(schedule, seq, tokens)
     scale = float(gbs) * float(seq) / float(tokens)
     return tuple((int(b), n * scale) for (_, b), n in zip(schedule, steps))
+
+
+def rampup_phases(start: int, inc: int, samples: int, global_batch: int) -> list[tuple[int, int]]:
+    """[(from_samples, batch), ...] of a --rampup-batch-size START INCREMENT SAMPLES ramp to
+    `global_batch`: the phases a step-batch schedule needs to run the same batches. The one rule,
+    the same in the three codebases that ran it [5][6][7]: n = (global - START) / INCREMENT
+    increments, per = SAMPLES / n (a Python float), and before each step at c consumed samples
+    the batch is START + int(c / per) x INCREMENT while c <= SAMPLES, the global batch beyond.
+    Phase k (k = 1..n) starts at the least whole c with int(c / per) >= k, the last at that or
+    SAMPLES + 1, whichever is first. The callers check START, INCREMENT, SAMPLES > 0 and
+    global - START > 0 a multiple of INCREMENT (the three assert diff % INCREMENT == 0; diff == 0
+    passes their assert and divides by zero increments, SAMPLES 0 makes per 0, which their first
+    update divides by: [5] l. 144, [6] l. 456). Megatron-LM's class also took --decrease-batch-size-if-needed (each
+    batch rounded down to a multiple of micro-batch x dp [6] l. 485-490), BigScience's has no
+    such option [5]: the planner refuses a phase that does not divide (batch_ramp's check), as
+    both do with the option off. O(n) in the phases, as the schedule it returns."""
+    n = (global_batch - start) // inc
+    per = samples / n  # rampup_samples_per_increment [5] l. 133, [6] l. 436
+    phases = [(0, start)]
+    for k in range(1, n + 1):
+        c = int(k * per)
+        while int(c / per) < k:
+            c += 1
+        while c > 0 and int((c - 1) / per) >= k:
+            c -= 1
+        if k == n:
+            c = min(c, samples + 1)  # beyond SAMPLES: the global batch [5] l. 141, [6] l. 453
+        phases.append((c, start + k * inc))
+    return phases
 
 
 def phase_name(k: int, schedule) -> str:

@@ -6,7 +6,7 @@ plan, params, memory, flops, time and throughput.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -196,16 +196,39 @@ def to_json(settings: Settings, plan: PlanArrays, est: Estimate, i=None, ramp=No
 
 
 def ramp_estimates(settings: Settings, plan: PlanArrays) -> list:
-    """[(from_tokens, batch, steps, Estimate), ...] of the job's batch ramp (planner/batch_ramp.py):
-    the plans (one or many, the same sequence length) evaluated at each phase's batch, the
-    micro-batch and everything else theirs (Megatron keeps the micro-batch and runs fewer
-    micro-batches a step); steps: batch_ramp.phase_steps of the run's tokens."""
+    """[(from_tokens, batch, steps, step_s, memory_bytes), ...] of the job's batch ramp
+    (planner/batch_ramp.py): the plans (one or many, the same sequence length) evaluated at each
+    phase's batch, the micro-batch and everything else theirs (Megatron keeps the micro-batch and
+    runs fewer micro-batches a step); steps: batch_ramp.phase_steps of the run's tokens; step_s
+    and memory_bytes (the heaviest stage's total) shaped as plan.gbs. One evaluation prices every
+    phase of every plan: the plans tiled over the phases (phase-major, phase_plans), each phase's
+    figures a slice of the result, the same elementwise arithmetic as one evaluation per phase."""
     from .batch_ramp import phase_steps
 
     seq = int(np.asarray(plan.seq).flat[0])
     steps = phase_steps(settings.batch_schedule, seq, settings.tokens)
-    return [(t, b, n, evaluate(settings, replace(plan, gbs=np.full(np.shape(plan.gbs), b, dtype=np.int64))))
-            for (t, b), n in zip(settings.batch_schedule, steps)]
+    shape = np.shape(plan.gbs)
+    n = int(np.prod(shape, dtype=np.int64))
+    est = evaluate(settings, phase_plans(plan, [b for _, b in settings.batch_schedule]))
+    step, memory = np.asarray(est.time.total), np.asarray(est.memory.total)
+    return [(t, b, k_steps, step[k * n:(k + 1) * n].reshape(shape), memory[k * n:(k + 1) * n].reshape(shape))
+            for k, ((t, b), k_steps) in enumerate(zip(settings.batch_schedule, steps))]
+
+
+def phase_plans(plan: PlanArrays, batches) -> PlanArrays:
+    """The plans (0-d or 1-d, n of them) at each of the batches, as one 1-d PlanArrays of
+    len(batches) x n plans, phase-major (element k x n + j: plan j at batches[k]); only gbs differs
+    from the plans'."""
+    shape = np.shape(plan.gbs)
+    n = int(np.prod(shape, dtype=np.int64))
+    k = len(batches)
+
+    def tiled(v):
+        return np.tile(np.broadcast_to(v, shape).reshape(n), k)
+
+    cols = {f.name: tiled(getattr(plan, f.name)) for f in fields(plan)}
+    cols["gbs"] = np.repeat(np.asarray([int(b) for b in batches], dtype=np.int64), n)
+    return PlanArrays(**cols)
 
 
 def batch_ramp(settings: Settings, plan: PlanArrays, i=None, ramp=None) -> dict:
@@ -219,13 +242,13 @@ def batch_ramp(settings: Settings, plan: PlanArrays, i=None, ramp=None) -> dict:
     pick = (lambda v: np.asarray(v)) if i is None else (lambda v: np.asarray(v)[i] if np.ndim(v) else np.asarray(v))
     seq = int(pick(plan.seq))
     phases, seconds = [], 0.0
-    for t, b, n, est in (ramp if ramp is not None else ramp_estimates(settings, plan)):
-        step = float(pick(est.time.total))
+    for t, b, n, step_s, memory_bytes in (ramp if ramp is not None else ramp_estimates(settings, plan)):
+        step = float(pick(step_s))
         seconds += n * step
         phases.append({"from_tokens": t, "global_batch": b,
                        "microbatches_per_step": int(b // (pick(plan.dp) * pick(plan.mbs))),
                        "steps": n, "tokens": n * b * seq, "step_s": step, "days": n * step / 86400.0,
-                       "memory_bytes": float(pick(est.memory.total))})
+                       "memory_bytes": float(pick(memory_bytes))})
     return {"training_steps_ramp": float(sum(p["steps"] for p in phases)), "training_days_ramp": seconds / 86400.0,
             "gpu_hours_ramp": seconds * settings.gpus / 3600.0,
             "memory_peak_bytes_ramp": max(p["memory_bytes"] for p in phases), "batch_ramp": phases}

@@ -57,8 +57,12 @@ batch_ramp.phase_weights: the phase's steps x last batch x seq / tokens), so the
 ranks by the whole run's time and cost (GPU-seconds per token) is the run's GPU-seconds over its
 tokens; the compute floors and the rest without TPO_TERMS are the same weighted sums
 (candidate_floors, step_times), and each fact the bounds rest on holds phase by phase with
-weights >= 0, so it holds for the sums (rounding is monotone). One step_time call per phase per
-block; a job without a ramp runs the code it ran before.
+weights >= 0, so it holds for the sums (rounding is monotone). One step_time call per block prices
+every phase (the block's plans tiled over the phases, explain.phase_plans; blocks of TIME_CHUNK
+plan-phases), and one memory_total call per block every phase but the last (_tile_phases); the
+weighted sums and the peaks are taken phase by phase on the slices, the same additions in the same
+order as one call per phase (the figures bit for bit those). A job without a ramp runs the code it
+ran before.
 
 The MoE dispatcher (`planner fit` without --moe-dispatcher: fit(search_dispatchers=True)) is a stack
 variant too, one Settings per dispatcher the stack runs (dispatcher_settings; Space.settings_of): the
@@ -108,14 +112,14 @@ fitting ones, those _prefilter left unpriced (fit's counts line says how many).
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from . import memory as mem
 from . import placement
 from .errors import NoFitError, PlannerError
-from .explain import evaluate, moe_arrays, ramp_estimates, to_json
+from .explain import evaluate, moe_arrays, phase_plans, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
                    resolve, rule_reasons, stack_options)
@@ -310,16 +314,35 @@ def _phase_peaks(space: Space, rows, index, layers, size, totals, f8r=None) -> N
     batch's, a lower bound, which only the closest-plan message of a search where nothing fits
     reads)."""
     b, rc = space.base, space.recompute
+    last = int(np.asarray(b.gbs).flat[0]) if np.size(b.gbs) else 0
+    batches = [bb for bb, _ in space.phases if bb != last]  # _phase_plans' phases: the last batch's is priced
+    if not batches:
+        return
+    k = len(batches)
     cols = np.flatnonzero((totals <= mem.capacity(space.settings)[1]).any(axis=0))
-    for s in _blocks(len(cols), max(CHUNK // len(rc), 1)):
+    # every other phase of a block in one memory_total call: the rows tiled over the phases on the last
+    # axis (phase-major, _tile_phases), blocks of CHUNK (recompute, row, phase) triples
+    for s in _blocks(len(cols), max(CHUNK // (len(rc) * k), 1)):
         c = cols[s]
+        m = len(c)
         p = b.take(rows[c])
-        p.recompute = rc[:, None]
         if f8r is not None:
-            p.f8r = np.full(len(c), f8r, dtype=np.int64)
-        lay = gather(layers, index[:, c], size)
-        for q in _phase_plans(space, p):
-            totals[:, c] = np.maximum(totals[:, c], mem.memory_total(space.settings, q, lay))
+            p.f8r = np.full(m, f8r, dtype=np.int64)
+        q = _tile_phases(p, m, batches)
+        q.recompute = rc[:, None]
+        at = mem.memory_total(space.settings, q, gather(layers, np.tile(index[:, c], (1, k)), size))
+        at = np.broadcast_to(at, (len(rc), k * m))
+        for j in range(k):  # the peak: np.maximum, exact in any order
+            totals[:, c] = np.maximum(totals[:, c], at[:, j * m:(j + 1) * m])
+
+
+def _tile_phases(p: PlanArrays, m: int, batches) -> PlanArrays:
+    """The m plans p (1-d fields of m, or scalars, which stay) at each of the batches: fields of
+    len(batches) x m, phase-major (element j x m + i: plan i at batches[j]); only gbs differs."""
+    cols = {f.name: (np.tile(v, len(batches)) if np.ndim(v) else v)
+            for f in fields(p) for v in (getattr(p, f.name),)}
+    cols["gbs"] = np.repeat(np.asarray([int(x) for x in batches], dtype=np.int64), m)
+    return PlanArrays(**cols)
 
 
 def _columns(b: PlanArrays, rows: np.ndarray, fields: tuple) -> dict:
@@ -401,7 +424,8 @@ def step_times(space: Space, bidx, rcidx, order, var=None, rest: bool = False):
     n = len(bidx)
     step, floor, without = np.empty(n), np.empty(n), np.empty(n)
     var = np.zeros(n, dtype=np.int64) if var is None else np.broadcast_to(np.asarray(var, dtype=np.int64), (n,))
-    for s in _blocks(n, TIME_CHUNK):
+    # a batch ramp prices every phase of a block in one call (_phase_parts): blocks of TIME_CHUNK plan-phases
+    for s in _blocks(n, max(TIME_CHUNK // max(len(space.phases), 1), 1)):
         # (fit's dispatcher search: each candidate with its variant's dispatcher, the plans' `disp` column
         # (Space.plans), which step_time looks up in the space's Settings.dispatcher_rows: one call for all)
         p = space.plans(bidx[s], rcidx[s], order[s], var[s])
@@ -426,17 +450,21 @@ def _distinct(a: np.ndarray) -> np.ndarray:
 
 def _phase_parts(space: Space, settings: Settings, p, rest: bool) -> tuple:
     """_step_parts of plans p with `settings`; with a batch ramp each phase's at its batch, weighted
-    (batch_ramp.phase_weights)."""
+    (batch_ramp.phase_weights): one _step_parts call on the plans tiled over the phases
+    (explain.phase_plans, phase-major), the weighted sum taken phase by phase on its slices in the
+    phases' order (the same additions as one call per phase)."""
     if not space.phases:
         return _step_parts(settings, p, rest, _bound_terms(space))
+    n = int(np.size(p.gbs))
+    a, f, r = _step_parts(settings, phase_plans(p, [b for b, _ in space.phases]), rest, _bound_terms(space))
     step = floor = 0.0
     w = 0.0 if rest else None
-    for (_, wk), q in zip(space.phases, _phase_plans(space, p, every=True)):
-        a, f, r = _step_parts(settings, q, rest, _bound_terms(space))
-        step = step + wk * a
-        floor = floor + wk * f
+    for k, (_, wk) in enumerate(space.phases):
+        s = slice(k * n, (k + 1) * n)
+        step = step + wk * a[s]
+        floor = floor + wk * f[s]
         if rest:
-            w = w + wk * r
+            w = w + wk * r[s]
     return step, floor, w
 
 

@@ -275,3 +275,52 @@ def test_fit_cli_ramp(cli, tmp_path):
     # --plot places the rows on the search's axes: the run per last-batch step, the peak memory
     png = tmp_path / "ramp.png"
     assert cli(*args, "--top", "2", "--plot", str(png)).exit_code == 0 and png.stat().st_size > 0
+
+
+def test_one_pass_over_the_phases_is_each_phase_priced_alone():
+    """explain.ramp_estimates prices every phase in one evaluation (the plan tiled over the phases): each
+    phase's step and memory are, bit for bit, the plan evaluated alone at that batch, for one plan (0-d)
+    and for several (1-d, the search's rows)."""
+    from planner.explain import ramp_estimates
+
+    three = [{"from_tokens": 0, "global_batch": 16}, {"from_tokens": 1e8, "global_batch": 32},
+             {"from_tokens": 2e8, "global_batch": 64}]
+    s, p, _ = resolve(Job(**BASE, tokens=TOKENS, batch_size_schedule=three))
+    got = ramp_estimates(s, p)
+    assert [(t, b) for t, b, *_ in got] == [(0, 16), (1e8, 32), (2e8, 64)]
+    for (_, b, _, step, memory) in got:
+        alone = evaluate(s, replace_gbs(p, b))
+        assert float(step) == float(alone.time.total) and float(memory) == float(alone.memory.total)
+    # two plans (micro-batch 1 and 2) at once: plan j of phase k is element j of phase k's figures
+    from planner.plan import PlanArrays
+    from dataclasses import fields
+
+    two = PlanArrays(**{f.name: np.stack([np.asarray(getattr(p, f.name))] * 2) for f in fields(p)})
+    two.mbs = np.array([1, 2], dtype=np.int64)
+    for (_, b, _, step, memory) in ramp_estimates(s, two):
+        for j in (0, 1):
+            one = PlanArrays(**{f.name: np.asarray(getattr(two, f.name))[j] for f in fields(two)})
+            alone = evaluate(s, replace_gbs(one, b))
+            assert step[j] == float(alone.time.total) and memory[j] == float(alone.memory.total)
+    assert ramp_estimates(s, two)[0][3][0] != ramp_estimates(s, two)[0][3][1]  # the two plans differ
+
+
+def replace_gbs(p, b):
+    from dataclasses import replace
+
+    return replace(p, gbs=np.asarray(b, dtype=np.int64))
+
+
+def test_rampup_phases_by_hand():
+    """batch_ramp.rampup_phases, the rule of --rampup-batch-size START INCREMENT SAMPLES in BigScience's
+    Megatron-DeepSpeed and Megatron-LM before 532ad926b4: the batch at c consumed samples is
+    START + int(c / per) x INCREMENT, per = SAMPLES / n, n = (global - START) / INCREMENT, the global
+    batch once c > SAMPLES. 32 16 300,000 to 128: n = 3, per = 100,000: each phase from k x 100,000
+    (the last at SAMPLES, where int(300,000 / 100,000) = 3 already gives 128). 16 16 10 to 64: per = 10/3,
+    phase k from the least whole c >= k x 10/3: 4, 7, 10."""
+    from planner.batch_ramp import rampup_phases
+
+    assert rampup_phases(32, 32, 300_000, 128) == [(0, 32), (100_000, 64), (200_000, 96), (300_000, 128)]
+    assert rampup_phases(16, 16, 10, 64) == [(0, 16), (4, 32), (7, 48), (10, 64)]
+    # one increment over 5 samples: 16 from c = 5 (int(5 / 5.0) = 1)
+    assert rampup_phases(8, 8, 5, 16) == [(0, 8), (5, 16)]

@@ -260,3 +260,36 @@ def test_fp8_dot_product_attention_is_read_as_a_store_true_flag(tmp_path):
     [x] = _listed(cfg, "--fp8-dot-product-attention")
     assert x in " ".join(cfg.ignored) and "no --fp8-format" in x and "fp8_attention" not in cfg.job
     assert cfg.job["microbatch_group"] == 4
+
+
+def test_rampup_batch_size_is_ignored_as_megatron_lm_ignores_it(tmp_path):
+    """--rampup-batch-size at Megatron-LM @d98e8a64: parsed (nargs 3, training_config.py l. 20-29,
+    'Deprecated. Use step_batch_size_schedule instead.'), passed to no calculator (global_vars.py
+    l. 148-157): the run steps at --global-batch-size, and the reader says so, spelling the ramp as the
+    --step-batch-size-schedule that runs it (batch_ramp.rampup_phases). 16 16 96 to 48 (ARGS' batch):
+    n = 2, per = 48 samples: phases from 0, 48, 96 samples; x --seq-length 8192: 0, 393,216, 786,432
+    tokens. A run of 1,000 samples: ceil(48 / 16) = 3 steps, ceil(48 / 32) = 2 steps (to 112 samples,
+    past 96: Megatron checks the batch before each step), then (1,000 - 112) / 48 = 18.5 steps."""
+    from planner.batch_ramp import parse_megatron, phase_steps
+
+    p = tmp_path / "ramp.args"
+    p.write_text(ARGS + " --rampup-batch-size 16 16 96\n")
+    cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+    assert cfg.job["global_batch"] == 48 and "batch_size_schedule" not in cfg.job
+    (note,) = [x for x in cfg.ignored if x.startswith("--rampup-batch-size")]
+    assert "the run steps at --global-batch-size 48" in note and "3 phases" in note
+    sched = note.split("--step-batch-size-schedule '")[1].split("'")[0]
+    assert sched == "0:16 393216:32 786432:48"
+    assert phase_steps(parse_megatron(sched), 8192, 1000 * 8192) == [3.0, 2.0, 18.5]
+    # beside --step-batch-size-schedule: the schedule is the ramp Megatron-LM runs, the job's
+    p.write_text(ARGS.replace("--global-batch-size 48", "--step-batch-size-schedule '0:16 2.4B:48'")
+                 + " --rampup-batch-size 16 16 96\n")
+    cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+    assert [b["global_batch"] for b in cfg.job["batch_size_schedule"]] == [16, 48]
+    assert any(x.startswith("--rampup-batch-size=16 16 96") and "--step-batch-size-schedule is the ramp" in x
+               for x in cfg.ignored)
+    # a ramp that does not reach the batch: still ignored (Megatron-LM runs it), without a schedule
+    p.write_text(ARGS + " --rampup-batch-size 16 20 96\n")
+    cfg = load_trainer_config(p, fmt="megatron", model="llama3-8b", gpus=16)
+    (note,) = [x for x in cfg.ignored if x.startswith("--rampup-batch-size")]
+    assert note.endswith("the run steps at --global-batch-size)") and "batch_size_schedule" not in cfg.job

@@ -202,3 +202,13 @@ def test_ramp_refusals(tmp_path):
     p = _variant(tmp_path, "--train-samples $TRAIN_SAMPLES", "--train-iters 1000")
     with pytest.raises(PlannerError, match=r"--rampup-batch-size with --train-iters"):
         _cfg(p)
+
+
+def test_ramp_without_samples_refused(tmp_path):
+    """SAMPLES 0 makes the fork's per-increment samples 0.0, which its first update (at 0 consumed samples)
+    divides by (microbatches.py l. 133, 144): the run cannot start; an INCREMENT 0 fails its assert. Bad input
+    (the reader's count check, megatron_model._int: 1 and up), not a traceback."""
+    for bad in ("192 16 0", "192 0 9_765_625"):
+        p = _variant(tmp_path, "--rampup-batch-size 192 16 9_765_625", f"--rampup-batch-size {bad}")
+        with pytest.raises(PlannerError, match=r"--rampup-batch-size '0' is not a whole number from 1"):
+            _cfg(p)

@@ -114,7 +114,10 @@ parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82,
 torch.cuda.empty_cache() frees only wholly free segments between phases, planner/memory.py [13]). --step-batch-size-schedule "tokens:batch ..." is the job's
 batch_size_schedule (planner/batch_ramp.py: parsed and checked as Megatron does, each phase priced at its
 own batch); its last batch is the global batch, and --global-batch-size beside it (which Megatron refuses)
-must equal that batch; --train-iters then counts each step at its phase's batch. A flag of argparse nargs '*' takes every word
+must equal that batch; --train-iters then counts each step at its phase's batch. --rampup-batch-size START INCREMENT
+SAMPLES is listed as ignored because Megatron-LM @d98e8a64 ignores it (deprecated, passed to no calculator: the run
+steps at --global-batch-size), with the --step-batch-size-schedule that runs the ramp its removed calculator ran
+(batch_ramp.rampup_phases, the rule the Megatron-DeepSpeed reader reads it by; _rampup_ignored). A flag of argparse nargs '*' takes every word
 up to the next flag (an argument file writes a YAML list `[a b]` as `--flag a b`).
 
 Inferred (listed as assumed): an absent store_true flag is off, as in arguments.py
@@ -195,7 +198,7 @@ from . import (MEGATRON_LLAMA3_ROPE, TrainerConfig, _show, words_of, catalog_mod
 from .megatron_model import (INT64_MAX, MAX_COUNT, MLA_YARN_FLAGS, NOT_BUILT, YARN_FLAGS, YARN_ROUND, _int, _short,
                              layer_windows, megatron_mla_yarn, megatron_rotary_base, megatron_yarn, mla_yarn_built,
                              model_spec_from_flags, rope_scaled, rotary_built, yarn_built)
-from ..batch_ramp import iters_samples, parse_megatron
+from ..batch_ramp import iters_samples, parse_megatron, rampup_phases, to_megatron
 from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 from . import megatron_deepspeed as mds
 from .megatron_deepspeed import MDS_BOOL_FLAGS
@@ -246,6 +249,7 @@ VALUE_FLAGS = {
     "--moe-dispatch-fwd-dtype", "--moe-combine-bwd-dtype",  # the MoE wire dtypes: bf16 only (_wire_dtypes)
     "--microbatch-group-size-per-virtual-pipeline-stage", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
     "--step-batch-size-schedule",  # the job's batch_size_schedule (planner/batch_ramp.py)
+    "--rampup-batch-size",  # ignored by Megatron-LM @d98e8a64, listed with the schedule it stood for (_rampup_ignored)
     "--empty-unused-memory-level",  # the job's empty_unused_memory_level (_read_empty_cache)
     "--cuda-graph-impl", "--cuda-graph-modules", "--cuda-graph-scope",  # CUDA graphs (_cuda_graphs)
     "--moe-router-load-balancing-type",  # the job's moe_load_balancing (_balancing; planner/imbalance.py)
@@ -338,7 +342,7 @@ MOE_FUSION_FLAGS = {"--moe-permute-fusion": "moe_permute_fusion", "--moe-router-
 IGNORED_REASONS = (
     (r"--(lr|min-lr|decoupled-lr|decoupled-min-lr|lr-[\w-]+|weight-decay[\w-]*|start-weight-decay|end-weight-decay|"
      r"adam-[\w-]+|sgd-momentum|clip-grad|init-method-[\w-]+|seed|loss-scale[\w-]*|initial-loss-scale|min-loss-scale|"
-     r"hysteresis|rampup-batch-size)$", "optimizer, schedule and initialisation settings"),
+     r"hysteresis)$", "optimizer, schedule and initialisation settings"),
     (r"--(data-path|split|vocab-file|merge-file|tokenizer-[\w-]+|tiktoken-[\w-]+|mock-data|data-cache-path|"
      r"no-mmap-bin-files|num-workers|no-create-attention-mask-in-dataloader|dataloader-type|train-data-path|"
      r"valid-data-path|test-data-path|make-vocab-size-divisible-by)$", "the data pipeline"),
@@ -443,7 +447,8 @@ def classify_unread(name: str, value) -> tuple[str, str]:
 # (arguments.py: --recompute-modules, --offload-modules; an argument file writes a YAML list
 # `[a b]` as `--flag a b`); an unknown flag likewise takes every word up to the next flag
 NARGS_FLAGS = {"--recompute-modules", "--offload-modules", "--cp-comm-type", "--hierarchical-context-parallel-sizes",
-               "--cuda-graph-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type", "--moe-aux-loss-coeff"}
+               "--cuda-graph-modules", "--cuda-graph-scope", "--moe-router-load-balancing-type", "--moe-aux-loss-coeff",
+               "--rampup-batch-size"}  # nargs 3 (training_config.py @d98e8a64 l. 20)
 ARGS_SCRIPT = re.compile(r"(^|/)pretrain_\w+\.py$|\.py$")
 _LAUNCHERS = ("torchrun", "python", "python3", "deepspeed")
 
@@ -864,6 +869,38 @@ def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
         else:
             flags[w] = " ".join(vals) if vals else True
     return flags, stray
+
+
+SPELLED_PHASES = 4096  # _rampup_ignored spells a ramp of fewer increments (a message's length, not a model figure)
+
+
+def _rampup_ignored(flags: dict, job: dict, seq: int) -> str:
+    """--rampup-batch-size START INCREMENT SAMPLES in a Megatron-LM script: listed as ignored, as Megatron-LM
+    @d98e8a64 ignores it (parsed, training_config.py l. 20-29 "Deprecated. Use step_batch_size_schedule
+    instead."; passed to no calculator, global_vars.py l. 148-157: the run trains at --global-batch-size, or at
+    --step-batch-size-schedule's batches where that is given). Where the ramp is whole (three whole numbers, the
+    global batch START + k x INCREMENT, k >= 1) the note gives the --step-batch-size-schedule that runs the ramp
+    Megatron-LM ran before 532ad926b4 (batch_ramp.rampup_phases, the one rule with the Megatron-DeepSpeed reader),
+    its thresholds the phases' samples x the sequence length in tokens."""
+    value = " ".join(words_of(flags["--rampup-batch-size"]))
+    why = ("deprecated and passed to nothing at Megatron-LM @d98e8a64 (training_config.py l. 20-29, global_vars.py "
+           "l. 148-157; its calculator was removed by 532ad926b4)")
+    if "--step-batch-size-schedule" in flags:
+        return f"--rampup-batch-size={value} ({why}: --step-batch-size-schedule is the ramp the run steps by)"
+    try:
+        start, inc, samples = (int(w) for w in value.split())
+    except ValueError:
+        return f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size)"
+    g = job["global_batch"]
+    if start <= 0 or inc <= 0 or samples <= 0 or g - start <= 0 or (g - start) % inc:
+        return f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size)"
+    if (g - start) // inc >= SPELLED_PHASES:  # O(phases) to spell: a fuzzed 1 1 N ramp to a 2**31 batch is not
+        return (f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size {g}; the ramp has "
+                f"{(g - start) // inc + 1:,} phases, too many to spell as a --step-batch-size-schedule here)")
+    phases = rampup_phases(start, inc, samples, g)
+    return (f"--rampup-batch-size={value} ({why}: the run steps at --global-batch-size {g}; the ramp, {len(phases)} "
+            f"phases, is --step-batch-size-schedule '{to_megatron([(c * seq, b) for c, b in phases])}' in place of "
+            "--global-batch-size: planner/batch_ramp.py rampup_phases)")
 
 
 def _read_wgrad_deferral(where, flags, job) -> None:
@@ -1485,6 +1522,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         from ..plan import default_seq_len
 
         seq = default_seq_len(spec)
+    if "--rampup-batch-size" in flags:
+        ignored.append(_rampup_ignored(flags, job, seq))
     if "--train-iters" in flags and "batch_size_schedule" in job:  # each step at its phase's batch (batch_ramp)
         job["tokens"] = float(iters_samples([(p["from_tokens"], p["global_batch"]) for p in job["batch_size_schedule"]],
                                             seq, _int(where, flags, "--train-iters")) * seq)

@@ -101,6 +101,8 @@ from typing import Optional
 
 from .. import files
 from ..errors import PlannerError
+from ..batch_ramp import rampup_phases
+from . import words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
 from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
@@ -327,8 +329,8 @@ def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int,
     phase). Phase k starts at the least c with int(c / (SAMPLES / n)) >= k, the last at that or SAMPLES + 1; the
     thresholds in tokens are those samples x the sequence length (batch_ramp reads them back by floor division).
     Megatron-DeepSpeed hands each step's batch to DeepSpeed (set_train_batch_size, training.py l. 1253-1258)."""
-    parts = str(ds["--rampup-batch-size"]).split()
-    bad = PlannerError(f"{where}--rampup-batch-size {ds['--rampup-batch-size']!r} is not START INCREMENT SAMPLES",
+    parts = words_of(ds["--rampup-batch-size"])
+    bad = PlannerError(f"{where}--rampup-batch-size {' '.join(parts)!r} is not START INCREMENT SAMPLES",
                        "three whole numbers, e.g. --rampup-batch-size 192 16 9_765_625 (BLOOM's)")
     if len(parts) != 3:
         raise bad
@@ -344,17 +346,8 @@ def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int,
                            "zero increments)", "choose START and INCREMENT that reach --global-batch-size")
     seq = job.get("seq_len") or _int(where, flags, "--seq-length", 1)
     n = diff // inc
-    per = samples / n  # the fork's rampup_samples_per_increment, a Python float
-    phases = [(0, start)]
-    for k in range(1, n + 1):
-        c = int(k * per)
-        while int(c / per) < k:
-            c += 1
-        while c > 0 and int((c - 1) / per) >= k:
-            c -= 1
-        if k == n:
-            c = min(c, samples + 1)  # beyond SAMPLES: the global batch
-        phases.append((c, start + k * inc))
+    per = samples / n  # the fork's rampup_samples_per_increment, a Python float (the assumed line's figure)
+    phases = rampup_phases(start, inc, samples, g)  # batch_ramp: the one rule, cited there
     job["batch_size_schedule"] = [{"from_tokens": float(c * seq), "global_batch": b} for c, b in phases]
     assumed.append(f"batch_size_schedule: --rampup-batch-size {start} {inc} {samples:,}: the batch from {start} up by {inc} "
                    f"every {per:,.1f} samples to {g} at {phases[-1][0]:,} samples ({phases[-1][0] * seq:,} tokens), {n + 1} "
