@@ -212,3 +212,21 @@ def test_ramp_without_samples_refused(tmp_path):
         p = _variant(tmp_path, "--rampup-batch-size 192 16 9_765_625", f"--rampup-batch-size {bad}")
         with pytest.raises(PlannerError, match=r"--rampup-batch-size '0' is not a whole number from 1"):
             _cfg(p)
+
+
+def test_ramp_of_too_many_increments_refused(tmp_path):
+    """From 16 by 16 (micro-batch 2 x 8 data-parallel ranks) to a global batch of 65,568 = 16 x 4,098 the ramp has
+    4,097 increments > RAMP_PHASES_MAX 4,096, each phase a plan row priced: refused naming the count (a fuzzed
+    1 1 N ramp to a 2**31 batch must not build 2**31 phases); to 65,552 (4,096 increments) it is read."""
+    from planner.trainers.megatron_deepspeed import RAMP_PHASES_MAX
+
+    assert RAMP_PHASES_MAX == 4096
+    p = _variant(tmp_path, "--rampup-batch-size 192 16 9_765_625", "--rampup-batch-size 16 16 9_765_625")
+    text = p.read_text()
+    assert "GLOBAL_BATCH_SIZE=2048" in text
+    p.write_text(text.replace("GLOBAL_BATCH_SIZE=2048", "GLOBAL_BATCH_SIZE=65568"))
+    with pytest.raises(PlannerError, match=r"4,097 increments to the global batch 65568; the planner prices each phase "
+                                           r"and takes at most 4,096"):
+        _cfg(p)
+    p.write_text(text.replace("GLOBAL_BATCH_SIZE=2048", "GLOBAL_BATCH_SIZE=65552"))
+    assert len(_cfg(p).job["batch_size_schedule"]) == 4097

@@ -320,6 +320,9 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
                           "small latency-bound all-reduces not priced)")
 
 
+RAMP_PHASES_MAX = 4096  # increments a ramp may have here: a bound on the pricing work (a phase is one more plan row)
+
+
 def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int, assumed: list) -> None:
     """--rampup-batch-size START INCREMENT SAMPLES as the job's batch_size_schedule (planner/batch_ramp.py).
     Both forks' megatron/microbatches.py (BigScience @8387ae17 l. 22-50, 91-160; microsoft @f4157bea the same class):
@@ -346,6 +349,10 @@ def _rampup(ds: dict, flags: dict, job: dict, where: str, g: int, micro_dp: int,
                            "zero increments)", "choose START and INCREMENT that reach --global-batch-size")
     seq = job.get("seq_len") or _int(where, flags, "--seq-length", 1)
     n = diff // inc
+    if n > RAMP_PHASES_MAX:  # each phase is priced (explain.phase_plans): a bound on the work, stated, not a clamp
+        raise PlannerError(f"{where}--rampup-batch-size {start} {inc} {samples}: {n:,} increments to the global batch {g}; "
+                           f"the planner prices each phase and takes at most {RAMP_PHASES_MAX:,} (BLOOM's ramp has 116)",
+                           "a larger INCREMENT, or the ramp as a job's batch_size_schedule of fewer phases")
     per = samples / n  # the fork's rampup_samples_per_increment, a Python float (the assumed line's figure)
     phases = rampup_phases(start, inc, samples, g)  # batch_ramp: the one rule, cited there
     job["batch_size_schedule"] = [{"from_tokens": float(c * seq), "global_batch": b} for c, b in phases]
