@@ -579,6 +579,14 @@ def test_fuzz_pass_torchtitan_reproducers_exit_2(cli, name, args):
     assert_error(r, str(FUZZ / name))
 
 
+def test_fuzz_pass_bloom_without_num_layers_exits_2(cli):
+    """BLOOM's tr11 script without --num-layers (the seed-49 pass over the megatron-deepspeed kind): the pipeline
+    split check of --pp-partition-method 'type:transformer|embedding' added 2 to None; now the model reader's error."""
+    f = FUZZ / "megatron-deepspeed-1-13.sh"
+    r = cli("check", str(f), "--format", "json", "--gpus", "8", "--hardware", "h100-sxm")
+    assert_error(r, "--num-layers needed")
+
+
 def test_fuzz_pass_run_record_reproducer_exits_2(cli, tmp_path):
     """The mutated run record (1e308 tokens/s) that reached scipy's bounds check."""
     r = cli("calibrate", "run", str(FUZZ / "run-records-3-83.yaml"), "-o", str(tmp_path / "p.yaml"), "--format", "json")

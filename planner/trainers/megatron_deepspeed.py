@@ -287,7 +287,7 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
         if "embedding" in kinds:
             L = _int(where, flags, "--num-layers")
             pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
-            if (L + 2) % pp:
+            if L is not None and (L + 2) % pp:  # no --num-layers: the model reader names it (catalog match or refusal)
                 raise PlannerError(f"{where}--pp-partition-method {method!r} with {L} layers + 2 embeddings over "
                                    f"pp {pp}: DeepSpeed's partition_balanced gives uneven stages, which the planner "
                                    "does not model", "choose --num-layers + 2 a multiple of the pipeline size")
