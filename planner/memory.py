@@ -619,6 +619,10 @@ References
      module under the uniform method, not under the block one, whatever its count), which also prices the module's
      own activations: under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute
      buffer of the stage holding the loss (_with_mtp).
+     With Megatron's routing-map padding run by its fused kernel (job moe_router_padding_for_quantization,
+     enable_experimental and moe_permute_fusion: padded_routing_map) the alltoall dispatcher's self.routing_map and
+     DeepEP's dispatched_routing_map are the padded int32 copies in place of the bool maps (layers/moe.py
+     padded_routing_map_bytes [16]: 4 E B a local token, DeepSeek-V3 at 4,096 tokens 4 MiB an MoE layer).
 [sr] The selective recompute buffer and the MoE routing saves (layers/moe.py routing_saved_bytes [9]-[15]): Megatron-Core's
      selective modules the planner prices re-run no routing tensor of any dispatcher. NVIDIA/Megatron-LM @d98e8a64
      transformer_layer.py _forward_pre_mlp_layernorm l. 818-831 (layernorm: CheckpointWithoutOutput around the
@@ -1432,7 +1436,9 @@ def moe_routing_saves(settings: Settings):
     # domain the job's ranks fill (no other dispatcher reads it)
     domain = (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
               if dispatcher == "hybridep" else 0.0)  # a job setting
-    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain) if kind.has_experts else 0.0
+    multihot = fused_multihot(settings)
+    return lambda kind, ctx: (kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain, multihot)
+                              if kind.has_experts else 0.0)
 
 
 def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
@@ -1443,12 +1449,29 @@ def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
     the stack does not save the routing so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None, 0.0
-    path, dispatcher = router_path(settings), settings.moe_dispatcher
-    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused) if kind.has_experts
+    path, dispatcher, padded = router_path(settings), settings.moe_dispatcher, padded_routing_map(settings)
+    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused, padded) if kind.has_experts
             else (0.0, 0.0) for kind in ll.kinds]
     if not ll.mtp:  # a model property
         return held, 0.0
     return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+
+
+def fused_multihot(settings: Settings) -> bool:
+    """Whether DeepEP's received routing map is built by Megatron's fused indices_to_multihot kernel (layers/moe.py
+    deepep_saved_bytes [16]): is_experimental_enabled() (job enable_experimental) and moe_permute_fusion
+    (token_dispatcher.py @d98e8a64 l. 1425-1428); read by the deepep dispatcher only."""
+    return bool(getattr(settings, "enable_experimental", False) and settings.moe_permute_fusion)
+
+
+def padded_routing_map(settings: Settings) -> bool:
+    """Whether each MoE layer's dispatcher keeps the padded int32 routing map [dh] (layers/moe.py
+    padded_routing_map_bytes [16]): Megatron-Core pads the map (job moe_router_padding_for_quantization) with its fused
+    Triton kernel, a new int32 tensor, only where is_experimental_enabled() (job enable_experimental) and
+    moe_permute_fusion (token_dispatcher.py @d98e8a64 l. 649-654, 1415-1420); otherwise pad_routing_map writes into the
+    bool map in place (moe_utils.py l. 731-763) and nothing more is kept."""
+    return bool(getattr(settings, "moe_router_padding_for_quantization", False) and getattr(settings, "enable_experimental", False)
+                and settings.moe_permute_fusion)
 
 
 def mtp_recomputed(settings: Settings, plan) -> np.ndarray:

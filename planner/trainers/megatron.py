@@ -108,7 +108,11 @@ flag the planner does not know, "unknown to the planner": the CI corpus's argume
 none, tests/test_reader_lists.py); --moe-permute-fusion and
 --moe-router-fusion are the job's moe_permute_fusion / moe_router_fusion (absent: the stack's default,
 off as in Megatron-LM, listed as assumed; planner/layers/moe.py unfused_dispatch_bytes prices the
-unfused ops); --no-async-tensor-model-
+unfused ops); --moe-router-padding-for-quantization (and --moe-router-padding-for-fp8, the older spelling that
+sets it) and --enable-experimental are the job's moe_router_padding_for_quantization and enable_experimental
+(_router_padding: with --moe-permute-fusion the dispatcher keeps the padded int32 routing map, and DeepEP's
+fused multihot saves its int32 position map, planner/layers/moe.py [16]; absent on an fp8 / fp4 MoE run the
+padding is off, listed as assumed; on a dense model the padding flag is listed as ignored); --no-async-tensor-model-
 parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored.
 --empty-unused-memory-level N is the job's empty_unused_memory_level (0, 1 or 2; it moves no priced figure:
 torch.cuda.empty_cache() frees only wholly free segments between phases, planner/memory.py [13]). --step-batch-size-schedule "tokens:batch ..." is the job's
@@ -200,6 +204,9 @@ from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 from . import megatron_deepspeed as mds
 from .megatron_deepspeed import MDS_BOOL_FLAGS
 
+# --moe-router-padding-for-quantization and its older spelling, which sets it (transformer_config.py @d98e8a64
+# l. 771-778, 2641-2647): the job's moe_router_padding_for_quantization (_router_padding)
+ROUTER_PADDING_FLAGS = ("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8")
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
@@ -223,6 +230,8 @@ BOOL_FLAGS = {
     "--no-overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
     # CUDA graphs, the deprecated spellings of --cuda-graph-impl (_cuda_graphs)
     "--enable-cuda-graph", "--external-cuda-graph",
+    # the routing map padded for quantized grouped GEMMs and the experimental kernels (_router_padding)
+    *ROUTER_PADDING_FLAGS, "--enable-experimental",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -1492,6 +1501,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--num-experts" in flags:
         _balancing(where, flags, job, assumed)
         _router(where, flags, job, assumed)
+    _router_padding(where, flags, job, assumed, ignored)
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
@@ -1982,6 +1992,41 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
                                f"valid: {', '.join(ROUTER_DTYPES)} (transformer_config.py @d98e8a64 l. 811 "
                                "moe_router_dtype Optional[Literal['fp32', 'fp64']])")
         job["moe_router_dtype"] = dtype
+
+
+def _on(flags: dict, flag: str) -> bool:
+    """A store_true flag given (an argument file's `--flag true` / `1` as given; `false` / `0` as absent)."""
+    return flag in flags and (flags[flag] is True or str(flags[flag]).lower() in ("true", "1"))
+
+
+def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: list) -> None:
+    """--moe-router-padding-for-quantization (or --moe-router-padding-for-fp8, its older spelling, which sets it:
+    transformer_config.py @d98e8a64 l. 2641-2647) -> the job's moe_router_padding_for_quantization, and
+    --enable-experimental -> enable_experimental (arguments.py l. 3643): with moe_permute_fusion they make each MoE
+    layer's dispatcher keep the padded int32 routing map (planner/layers/moe.py padded_routing_map_bytes [16]). On an
+    MoE model absent, the padding is off as in Megatron-LM, listed as assumed where an fp8 / fp4 recipe could run it;
+    on a dense model the padding flag is listed as ignored (Megatron builds no router). Megatron's own refusals
+    (no fp8 / fp4, the allgather dispatcher) are the plan's (plan._router_padding_ok)."""
+    given = [f for f in ROUTER_PADDING_FLAGS if _on(flags, f)]
+    experimental = _on(flags, "--enable-experimental")
+    if experimental:
+        job["enable_experimental"] = True
+    if "--num-experts" not in flags:
+        for f in given:
+            ignored.append(fmt_ignored(f, flags[f]) + " (no --num-experts: a dense model builds no router, the flag "
+                                                      "pads nothing)")
+        return
+    if given:
+        job["moe_router_padding_for_quantization"] = True
+        if "--moe-router-padding-for-fp8" in given:
+            assumed.append("moe_router_padding_for_quantization=true: --moe-router-padding-for-fp8, the older spelling "
+                           "that sets it (transformer_config.py @d98e8a64 l. 2641-2647)")
+        if not experimental:
+            assumed.append("enable_experimental=false: no --enable-experimental (Megatron-LM's default): the routing map "
+                           "is padded in place by pad_routing_map (moe_utils.py @d98e8a64 l. 731-763), no int32 copy kept")
+    elif "--fp8-format" in flags or "--fp4-format" in flags:
+        assumed.append("moe_router_padding_for_quantization=false: no --moe-router-padding-for-quantization "
+                       "(Megatron-LM's default, transformer_config.py @d98e8a64 l. 771)")
 
 
 def _non_negative(where: str, name: str, raw, value: float) -> float:
