@@ -446,11 +446,13 @@ def default_schedule(stack, vpp: int) -> str:
 # the fusion switches a job turns off (Job fields, resolved into Settings): each one's key in
 # kernel_bytes' dict is 1.0 where the job runs the unfused path, 0.0 where the stack's fused kernel
 FUSION_SWITCHES = {"apply_rope_fusion": "unfused_rope", "bias_activation_fusion": "unfused_activation",
-                   "bias_dropout_fusion": "unfused_bias_dropout", "gradient_accumulation_fusion": "unfused_wgrad"}
+                   "bias_dropout_fusion": "unfused_bias_dropout", "gradient_accumulation_fusion": "unfused_wgrad",
+                   "masked_softmax_fusion": "unfused_masked_softmax"}
 # a switch's unfused figures: a stack whose entry leaves them null has no such switch (_check_output_layer_options refuses it)
 FUSION_FIELDS = {"apply_rope_fusion": ("rope_scaled",), "bias_activation_fusion": ("mlp_activation_gated_unfused",
                                                                                    "expert_probs_unfused", "bias_unfused"),
-                 "bias_dropout_fusion": ("bias_unfused",), "gradient_accumulation_fusion": ("wgrad_unfused",)}
+                 "bias_dropout_fusion": ("bias_unfused",), "gradient_accumulation_fusion": ("wgrad_unfused",),
+                 "masked_softmax_fusion": ("score_softmax_unfused", "score_softmax_unfused_bwd")}
 
 
 @dataclass(frozen=True)
@@ -501,6 +503,9 @@ class Settings:
     bias_activation_fusion: bool = True
     bias_dropout_fusion: bool = True
     gradient_accumulation_fusion: bool = True
+    masked_softmax_fusion: bool = True
+    # the eager core attention's torch softmax in fp32 (job field; memory.py [sm]: its fp32 output saved)
+    attention_softmax_in_fp32: bool = True
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
@@ -1028,6 +1033,15 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.attention == "eager" and stack.kernels.score_softmax is None:
         raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
                            "moves (stack_db kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
+    if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention):
+        raise PlannerError(f"{where}masked_softmax_fusion false without Megatron-Core's local core attention: only its "
+                           "DotProductAttention reads TransformerConfig.masked_softmax_fusion (dot_product_attention.py "
+                           "@d98e8a64 l. 100-109; Transformer Engine's attention runs its own kernels)",
+                           "set transformer_impl: local (or local_core_attention: true), or leave masked_softmax_fusion out")
+    if job.attention_softmax_in_fp32 is not None and stack.kernels.score_softmax_unfused is None:
+        raise PlannerError(f"{where}attention_softmax_in_fp32 is set but stack {stack.name} runs no torch softmax in its "
+                           "eager core attention (stack_db kernels.score_softmax_unfused null)",
+                           "leave it out, or choose --stack megatron")
     if job.defer_embedding_wgrad is not None and job.gradient_accumulation_fusion is False:
         # Megatron-LM @d98e8a64 megatron/core/model_parallel_config.py l. 550-553
         raise PlannerError(f"{where}defer_embedding_wgrad with gradient_accumulation_fusion false: Megatron refuses it "
@@ -1234,6 +1248,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         dummy_wgrads=job.dummy_wgrads,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
         enable_experimental=_enable_experimental(job, stack, where),
+        attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
@@ -2253,6 +2268,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
            and settings.stack.defaults.moe_permute_fusion is not None else {}),
         **({"moe_router_padding_for_quantization": True} if settings.moe_router_padding_for_quantization else {}),
         **({"enable_experimental": True} if settings.enable_experimental else {}),
+        **({"attention_softmax_in_fp32": False} if not settings.attention_softmax_in_fp32 else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         # as the plan's sharding mode runs it (stack_db runs.sharding job_settings: DeepSpeed's zero0 is fp16's
         # FP16_Optimizer, planned only for a job that says fp16, unset default; priced as bf16 either way)

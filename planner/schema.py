@@ -2470,6 +2470,22 @@ class Job(BaseModel):
     bias_dropout_fusion: Optional[bool] = fusion_switch(
         "the stack's fused bias-dropout-add (TransformerConfig.bias_dropout_fusion; --no-bias-dropout-fusion sets false): "
         "false adds the linear's bias as a kernel of its own (stack kernels bias_unfused)")
+    masked_softmax_fusion: Optional[bool] = fusion_switch(
+        "Megatron-Core's fused scale-mask-softmax in its own core attention (TransformerConfig.masked_softmax_fusion; "
+        "--no-masked-softmax-fusion sets false; local_core_attention only, dot_product_attention.py @d98e8a64 l. 100-109): "
+        "false runs fused_softmax.py forward_torch_softmax at every key length (stack kernels score_softmax_unfused), "
+        "whose softmax output is saved in fp32 under attention_softmax_in_fp32")
+    attention_softmax_in_fp32: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="Megatron's attention_softmax_in_fp32 (--attention-softmax-in-fp32, or "
+                                  "--apply-query-key-layer-scaling, which sets it: arguments.py @d98e8a64 l. 1713-1715): the "
+                                  "eager core attention's torch softmax (fused_softmax.py forward_torch_softmax l. 299-345: "
+                                  "beyond the fused kernel's keys, or masked_softmax_fusion false) casts the scores to fp32 "
+                                  "and saves its fp32 output, 2 B a score element more than the 16-bit output the fused kernel "
+                                  "saves (memory.py [sm]); false: the softmax in the 16-bit input dtype (its time still "
+                                  "priced at the stack's fp32 figures, kernels score_softmax_unfused); default: true "
+                                  "(TransformerConfig's default, transformer_config.py l. 485; Megatron-LM's argument "
+                                  "default is false: the Megatron reader reads the flags)")
     gradient_accumulation_fusion: Optional[bool] = fusion_switch(
         "the weight-gradient GEMM accumulates into the main gradient (TransformerConfig.gradient_accumulation_fusion; "
         "--no-gradient-accumulation-fusion sets false): false writes each weight gradient as a bf16 tensor added into "

@@ -99,7 +99,10 @@ read). Modelled:
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, numerics constants and loss coefficients, --apply-layernorm-1p,
---attention-softmax-in-fp32), else as not modelled with what it changes, cited at the code
+--attention-softmax-in-fp32 and --apply-query-key-layer-scaling with Transformer Engine's attention: with
+Megatron-Core's own (--transformer-impl local) they are the job's attention_softmax_in_fp32, as
+--no-masked-softmax-fusion is its masked_softmax_fusion, _fusions, planner/memory.py [sm]), else as not modelled
+with what it changes, cited at the code
 (NOT_MODELLED, NOT_MODELLED_PATTERNS: --manual-gc /
 --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
 --deterministic-mode (slower kernels), --check-weight-hash-across-dp-replicas-interval, --spec,
@@ -204,6 +207,9 @@ from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 from . import megatron_deepspeed as mds
 from .megatron_deepspeed import MDS_BOOL_FLAGS
 
+# the flags that set Megatron-Core's attention_softmax_in_fp32 (arguments.py @d98e8a64 l. 3067 store_true; l. 1713-1715:
+# --apply-query-key-layer-scaling sets it): read with Megatron-Core's own core attention (_fusions), else ignored
+SOFTMAX_FP32_FLAGS = ("--attention-softmax-in-fp32", "--apply-query-key-layer-scaling")
 # --moe-router-padding-for-quantization and its older spelling, which sets it (transformer_config.py @d98e8a64
 # l. 771-778, 2641-2647): the job's moe_router_padding_for_quantization (_router_padding)
 ROUTER_PADDING_FLAGS = ("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8")
@@ -297,13 +303,22 @@ NOT_MODELLED = {
     "--deterministic-mode": "deterministic kernels only (model_parallel_config.py l. 229 'usually means slower "
                             "execution'; training/determinism.py; TE's attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, "
                             "extensions/transformer_engine.py l. 2155-2161): slower backward kernels than priced",
-    "--check-weight-hash-across-dp-replicas-interval": "every N steps each rank hashes all its weights and the hashes "
-                                                       "are gathered across data-parallel replicas (training.py l. "
-                                                       "3983-3984): time on those steps",
+    "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
+                                                       "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
+                                                       "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
+                                                       "for a host SHA-1 and all-gathers the 20-B digests over the data-"
+                                                       "parallel group: host and PCIe time on those iterations only, "
+                                                       "outside the steady step priced; on the GPU 20 B a parameter "
+                                                       "tensor x (dp + 1), no allocated peak moved",
     "--spec": "the module spec the layers are built from (e.g. 'local': Megatron-Core's layers without Transformer "
               "Engine; arguments.py l. 3645): other kernels than the stack prices",
-    "--overlap-param-gather-with-optimizer-step": "the first parameter all-gathers overlapped with the optimizer step "
-                                                  "(distributed optimizer, interleaved pipeline)",
+    "--overlap-param-gather-with-optimizer-step": "the first model chunk gets an optimizer of its own, and its "
+                                                  "parameter all-gathers are dispatched right after that optimizer's "
+                                                  "step, beside the other chunks' steps, not in the next forward's "
+                                                  "pre-hooks (optimizer/__init__.py @d98e8a64 l. 1063-1065, optimizer.py "
+                                                  "l. 1672-1675, distributed_data_parallel.py l. 635): the same gathered "
+                                                  "buffers (no bytes moved), the first chunk's all-gather hidden behind "
+                                                  "the optimizer step instead of the first micro-batch's forward",
     "--no-use-layer-wise-param-layout": "the layer-wise distributed optimizer without its precomputed parameter layout "
                                         "(arguments.py l. 3160-3165): other buffer padding and gather sizes",
     "--tp-comm-overlap-cfg": "Transformer Engine's userbuffers settings for the TP overlap (chunks, SMs per "
@@ -372,8 +387,10 @@ IGNORED_REASONS = (
     (r"--(norm-epsilon|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
      r"moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
      "a numerics setting (a constant, loss coefficient or RNG tracker): the same kernels and bytes"),
-    (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's unfused attention "
-     "(dot_product_attention.py @d98e8a64 l. 106); the fused attention priced computes softmax in fp32 regardless"),
+    # with Megatron-Core's own core attention (--transformer-impl local) both flags that set it are read (_fusions)
+    (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's own core attention "
+     "(dot_product_attention.py @d98e8a64 l. 106), read with --transformer-impl local; Transformer Engine's attention "
+     "runs here, which does not take it"),
     (r"--muon-(momentum|extra-scale-factor|scale-mode)$", "optimizer hyper-parameter: no memory or time effect"),
     (r"--mscale(-all-dim)?$|--rotary-interleaved$",
      "a constant or channel order of the rotary embedding: the same kernel and bytes"),
@@ -1211,6 +1228,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                  else set()) | (
         {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set()) | (
         {"--rotary-base"} if rotary_built(flags) else set())  # _rope_scaling reads them
+    if flags.get("--attention-backend") == "local" or flags.get("--transformer-impl") == "local":
+        read_rope = read_rope | set(SOFTMAX_FP32_FLAGS)  # Megatron-Core's own core attention: _fusions reads them
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue
@@ -1669,7 +1688,10 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
       --no-gradient-accumulation-fusion  gradient_accumulation_fusion false (under --use-torch-fsdp2, which requires it,
                                          arguments.py l. 1040-1041, left unset: _mode_settings);
       --no-masked-softmax-fusion         Megatron-Core's own DotProductAttention only (dot_product_attention.py
-                                         l. 104): ignored with TE's attention, not modelled with the local one;
+                                         l. 104): masked_softmax_fusion false with the local one, ignored with TE's;
+      --attention-softmax-in-fp32,       with the local one attention_softmax_in_fp32 (either flag true, else false:
+      --apply-query-key-layer-scaling    Megatron-LM's argument default, listed as assumed; planner/memory.py [sm]),
+                                         with TE's attention ignored (IGNORED_REASONS);
       --no-persist-layer-norm            Megatron-Core's FusedLayerNorm only (fused_layer_norm.py l. 99-135): ignored
                                          with TE's norms, not modelled with --transformer-impl local."""
     def ignore(flag, why):
@@ -1694,10 +1716,16 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
         job["bias_dropout_fusion"] = False
     if "--no-gradient-accumulation-fusion" in flags:  # under a mode that requires it: _mode_settings
         job["gradient_accumulation_fusion"] = False
+    if job.get("local_core_attention"):  # Megatron-Core's DotProductAttention's softmax (planner/memory.py [sm])
+        fp32 = [f for f in SOFTMAX_FP32_FLAGS if _on(flags, f)]
+        job["attention_softmax_in_fp32"] = bool(fp32)
+        if not fp32:
+            assumed.append("attention_softmax_in_fp32=false: neither --attention-softmax-in-fp32 nor "
+                           "--apply-query-key-layer-scaling (Megatron-LM's argument default, arguments.py @d98e8a64 "
+                           "l. 3067, 1713-1715): the torch softmax, where it runs, in the 16-bit input dtype")
     if "--no-masked-softmax-fusion" in flags:
         if job.get("local_core_attention"):
-            not_modelled.append("--no-masked-softmax-fusion (Megatron-Core's DotProductAttention scales, masks and "
-                                "softmaxes in separate kernels: more bytes over the s x s scores)")
+            job["masked_softmax_fusion"] = False
         else:
             ignore("--no-masked-softmax-fusion", "read only by Megatron-Core's own DotProductAttention (dot_product_"
                                                  "attention.py l. 104); Transformer Engine's attention runs")
