@@ -632,7 +632,7 @@ References
      module under the uniform method, not under the block one, whatever its count), which also prices the module's
      own activations: under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute
      buffer of the stage holding the loss (_with_mtp).
-     With Megatron's routing-map padding run by its fused kernel (job moe_router_padding_for_quantization,
+     With Megatron's routing-map padding run by its fused kernel (job moe_router_padding,
      enable_experimental and moe_permute_fusion: padded_routing_map) the alltoall dispatcher's self.routing_map and
      DeepEP's dispatched_routing_map are the padded int32 copies in place of the bool maps (layers/moe.py
      padded_routing_map_bytes [16]: 4 E B a local token, DeepSeek-V3 at 4,096 tokens 4 MiB an MoE layer).
@@ -1497,11 +1497,11 @@ def fused_multihot(settings: Settings) -> bool:
 
 def padded_routing_map(settings: Settings) -> bool:
     """Whether each MoE layer's dispatcher keeps the padded int32 routing map [dh] (layers/moe.py
-    padded_routing_map_bytes [16]): Megatron-Core pads the map (job moe_router_padding_for_quantization) with its fused
+    padded_routing_map_bytes [16]): Megatron-Core pads the map (job moe_router_padding) with its fused
     Triton kernel, a new int32 tensor, only where is_experimental_enabled() (job enable_experimental) and
     moe_permute_fusion (token_dispatcher.py @d98e8a64 l. 649-654, 1415-1420); otherwise pad_routing_map writes into the
     bool map in place (moe_utils.py l. 731-763) and nothing more is kept."""
-    return bool(getattr(settings, "moe_router_padding_for_quantization", False) and getattr(settings, "enable_experimental", False)
+    return bool(getattr(settings, "moe_router_padding", False) and getattr(settings, "enable_experimental", False)
                 and settings.moe_permute_fusion)
 
 

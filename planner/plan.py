@@ -539,7 +539,7 @@ class Settings:
     moe_router_fusion: bool = True
     # Megatron-Core's routing-map padding for quantized grouped GEMMs and --enable-experimental (job fields,
     # _router_padding; planner/layers/moe.py padded_routing_map_bytes)
-    moe_router_padding_for_quantization: bool = False
+    moe_router_padding: bool = False
     enable_experimental: bool = False
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     # the router's path (job fields; planner/layers/moe.py router_saved_terms): an auxiliary loss computed, a
@@ -1702,7 +1702,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff")
              if getattr(job, f) is not None]
     given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype",
-                                    "moe_router_padding_for_quantization") if getattr(job, f)]
+                                    "moe_router_padding") if getattr(job, f)]
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
@@ -1745,7 +1745,7 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     _router_padding_ok(job, stack, name, where)
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0), **fusions,
-                moe_router_padding_for_quantization=job.moe_router_padding_for_quantization,
+                moe_router_padding=job.moe_router_padding,
                 **moe_router_settings(job, stack, inherited, where, model), moe_router_dtype=job.moe_router_dtype)
 
 
@@ -1759,22 +1759,23 @@ def _enable_experimental(job: Job, stack, where: str) -> bool:
 
 
 def _router_padding_ok(job: Job, stack, dispatcher: str, where: str) -> None:
-    """moe_router_padding_for_quantization is Megatron-Core's (transformer_config.py @d98e8a64 l. 771-778): refused on
+    """moe_router_padding is Megatron-Core's moe_router_padding_for_quantization (transformer_config.py @d98e8a64
+    l. 771-778): refused on
     a stack without Megatron-Core's MoE switches (defaults.moe_permute_fusion null, as moe_fusion_settings refuses
     theirs), and where Megatron refuses it (TransformerConfig.__post_init__ l. 2649-2659: 'fp8/fp4 must be specified
     when moe_router_padding_for_quantization is True'; the allgather and alltoall_seq dispatchers 'do not support'
     it). An MoE model only (moe_dispatch_settings refuses it on a dense one)."""
-    if not job.moe_router_padding_for_quantization:
+    if not job.moe_router_padding:
         return
     if stack.defaults.moe_permute_fusion is None:
-        raise PlannerError(f"{where}moe_router_padding_for_quantization is a Megatron-Core setting; stack {stack.name} "
+        raise PlannerError(f"{where}moe_router_padding is a Megatron-Core setting; stack {stack.name} "
                            "has no such switch", "leave it out, or price the plan on --stack megatron")
     if job.precision == "bf16":
-        raise PlannerError(f"{where}moe_router_padding_for_quantization with precision bf16: Megatron refuses it ('fp8/fp4 "
+        raise PlannerError(f"{where}moe_router_padding with precision bf16: Megatron refuses it ('fp8/fp4 "
                            "must be specified when moe_router_padding_for_quantization is True', transformer_config.py "
                            "@d98e8a64 l. 2649-2653)", "train in fp8 or nvfp4 (--precision), or leave the padding out")
     if dispatcher == "allgather":
-        raise PlannerError(f"{where}moe_router_padding_for_quantization with moe_dispatcher allgather: Megatron refuses it "
+        raise PlannerError(f"{where}moe_router_padding with moe_dispatcher allgather: Megatron refuses it "
                            "('allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization', "
                            "transformer_config.py @d98e8a64 l. 2655-2659)",
                            "use moe_dispatcher alltoall (--moe-token-dispatcher-type alltoall) or a flex backend, or leave "
@@ -2266,7 +2267,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({f: getattr(settings, f) for f in MOE_FUSIONS}
            if settings.model.moe is not None and getattr(settings, "stack", None) is not None
            and settings.stack.defaults.moe_permute_fusion is not None else {}),
-        **({"moe_router_padding_for_quantization": True} if settings.moe_router_padding_for_quantization else {}),
+        **({"moe_router_padding": True} if settings.moe_router_padding else {}),
         **({"enable_experimental": True} if settings.enable_experimental else {}),
         **({"attention_softmax_in_fp32": False} if not settings.attention_softmax_in_fp32 else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),

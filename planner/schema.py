@@ -2527,10 +2527,10 @@ class Job(BaseModel):
         default=None, description="MoE: Transformer Engine's fused router top-k and score function (Megatron-Core "
                                   "moe_router_fusion, --moe-router-fusion); false runs the unfused torch ops; default: "
                                   "the stack's (stack_db defaults.moe_router_fusion; Megatron-LM's is off)")
-    moe_router_padding_for_quantization: bool = Field(
+    moe_router_padding: bool = Field(
         json_schema_extra=STACK_ONLY,
-        default=False, description="MoE: Megatron-Core's router pads the routing map so each expert's token count is a "
-                                   "multiple of the fp8 / fp4 GEMMs' alignment (--moe-router-padding-for-quantization, "
+        default=False, description="MoE: Megatron-Core's moe_router_padding_for_quantization: the router pads the "
+                                   "routing map so each expert's token count is a multiple of the fp8 / fp4 GEMMs' alignment (--moe-router-padding-for-quantization, "
                                    "older --moe-router-padding-for-fp8; transformer_config.py @d98e8a64 l. 771-778). Needs "
                                    "an fp8 or nvfp4 precision and a dispatcher other than allgather (Megatron refuses both, "
                                    "l. 2649-2659); with enable_experimental and moe_permute_fusion the padded map is a new "
@@ -2540,7 +2540,7 @@ class Job(BaseModel):
         json_schema_extra=STACK_ONLY,
         default=False, description="Megatron --enable-experimental (arguments.py @d98e8a64 l. 3643; global_vars.py l. "
                                    "168-169 set_experimental_flag): priced where it changes a kernel the plan runs: with "
-                                   "moe_router_padding_for_quantization and moe_permute_fusion the fused (Triton) routing-map "
+                                   "moe_router_padding and moe_permute_fusion the fused (Triton) routing-map "
                                    "padding, whose int32 map the dispatcher keeps; default off")
     cross_entropy_fusion_impl: Literal["native", "te"] = Field(
         json_schema_extra=STACK_ONLY,

@@ -72,10 +72,10 @@ CASES = [
     ("moe_permute_fusion", ["--moe-permute-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
     ("moe_router_fusion", ["--moe-router-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
     # the routing map padded by Megatron's fused kernel: each MoE layer's dispatcher keeps an int32 copy (layers/moe.py [16])
-    ("moe_router_padding_for_quantization", ["--moe-router-padding-for-quantization"], True,
+    ("moe_router_padding", ["--moe-router-padding"], True,
      dict(MOE, precision="fp8", moe_permute_fusion=True, enable_experimental=True), False, {"memory": +1}),
     ("enable_experimental", ["--enable-experimental"], True,
-     dict(MOE, precision="fp8", moe_permute_fusion=True, moe_router_padding_for_quantization=True), False, {"memory": +1}),
+     dict(MOE, precision="fp8", moe_permute_fusion=True, moe_router_padding=True), False, {"memory": +1}),
     # recompute, graphs, memory management
     ("recompute_modules", ["--recompute-modules", "core_attn,moe_act"], ["core_attn", "moe_act"],
      dict(MOE, recompute="selective", moe_grouped_gemm=True), ["core_attn"], {"memory": -1, "step": +1}),

@@ -1,5 +1,5 @@
 """Megatron's routing map padded for quantized grouped GEMMs and --enable-experimental (issue 21; job fields
-moe_router_padding_for_quantization and enable_experimental; planner/layers/moe.py [16] padded_routing_map_bytes,
+moe_router_padding and enable_experimental; planner/layers/moe.py [16] padded_routing_map_bytes,
 memory.py [dh]). NVIDIA/Megatron-LM @d98e8a64: MoEAlltoAllTokenDispatcher.dispatch_preprocess (token_dispatcher.py
 l. 643-655) keeps self.routing_map until the layer's next forward; with the padding, is_experimental_enabled() and
 moe_permute_fusion it is fused_pad_routing_map's output (fusions/fused_pad_routing_map.py l. 88-100: int32 [E, tokens]
@@ -21,7 +21,7 @@ from tests.conftest import assert_one_error, explain_job
 T = 4096
 DSV3 = dict(model="deepseek-v3", gpus=2048, ep=64, pp=16, tp=1, global_batch=4096, stack="megatron", precision="fp8",
             seq_len=T, micro_batch=1, recompute="none", moe_rank_imbalance=1.0, moe_permute_fusion=True)
-PAD = dict(moe_router_padding_for_quantization=True, enable_experimental=True)
+PAD = dict(moe_router_padding=True, enable_experimental=True)
 
 
 def _held(dispatcher, fused_router, **fields):
@@ -32,10 +32,10 @@ def _held(dispatcher, fused_router, **fields):
 
 
 @pytest.mark.parametrize("fields,want", [
-    (dict(moe_router_padding_for_quantization=True, enable_experimental=True, moe_permute_fusion=True), True),
-    (dict(moe_router_padding_for_quantization=True, enable_experimental=False, moe_permute_fusion=True), False),
-    (dict(moe_router_padding_for_quantization=True, enable_experimental=True, moe_permute_fusion=False), False),
-    (dict(moe_router_padding_for_quantization=False, enable_experimental=True, moe_permute_fusion=True), False),
+    (dict(moe_router_padding=True, enable_experimental=True, moe_permute_fusion=True), True),
+    (dict(moe_router_padding=True, enable_experimental=False, moe_permute_fusion=True), False),
+    (dict(moe_router_padding=True, enable_experimental=True, moe_permute_fusion=False), False),
+    (dict(moe_router_padding=False, enable_experimental=True, moe_permute_fusion=True), False),
 ])
 def test_the_int32_copy_needs_all_three(fields, want):
     # token_dispatcher.py l. 649-654: fused_pad_routing_map only where is_experimental_enabled() and moe_permute_fusion
@@ -58,8 +58,8 @@ def test_alltoall_padded_map_deepseek_v3_by_hand(fused_router, want):
 
 def test_alltoall_without_experimental_keeps_the_bool_map():
     # pad_routing_map pads the bool map in place: the held bytes are the unpadded plan's
-    assert _held("alltoall", False, moe_router_padding_for_quantization=True) == (T * 768, 0)
-    assert _held("alltoall", True, moe_router_padding_for_quantization=True) == (T * 512, T * 256)
+    assert _held("alltoall", False, moe_router_padding=True) == (T * 768, 0)
+    assert _held("alltoall", True, moe_router_padding=True) == (T * 512, T * 256)
 
 
 def test_deepep_padded_map_deepseek_v3_by_hand():
@@ -113,12 +113,12 @@ def test_once_a_layer_on_the_stage(fields, per_token):
 
 
 @pytest.mark.parametrize("fields,needle", [
-    (dict(DSV3, moe_dispatcher="alltoall", precision="bf16", moe_router_padding_for_quantization=True),
+    (dict(DSV3, moe_dispatcher="alltoall", precision="bf16", moe_router_padding=True),
      "fp8/fp4 must be specified"),
-    (dict(DSV3, moe_dispatcher="allgather", moe_router_padding_for_quantization=True), "allgather and alltoall_seq"),
-    (dict(model="llama3-8b", gpus=8, precision="fp8", moe_router_padding_for_quantization=True), "has no experts"),
+    (dict(DSV3, moe_dispatcher="allgather", moe_router_padding=True), "allgather and alltoall_seq"),
+    (dict(model="llama3-8b", gpus=8, precision="fp8", moe_router_padding=True), "has no experts"),
     (dict(model="qwen3-30b-a3b", gpus=8, ep=8, stack="torchtitan", sharding="fsdp", precision="fp8",
-          moe_router_padding_for_quantization=True), "Megatron-Core setting"),
+          moe_router_padding=True), "Megatron-Core setting"),
     (dict(model="llama3-8b", gpus=8, stack="torchtitan", sharding="fsdp", enable_experimental=True),
      "Megatron-LM's --enable-experimental"),
 ])
@@ -136,11 +136,11 @@ FP8_ARGS = ARGS + " --fp8-format hybrid --fp8-recipe tensorwise --moe-permute-fu
 
 
 @pytest.mark.parametrize("extra,padding,experimental,assumed", [
-    ("", None, None, "moe_router_padding_for_quantization=false: no --moe-router-padding-for-quantization"),
+    ("", None, None, "moe_router_padding=false: no --moe-router-padding-for-quantization"),
     ("--moe-router-padding-for-quantization", True, None, "enable_experimental=false: no --enable-experimental"),
     ("--moe-router-padding-for-quantization --enable-experimental", True, True, None),
     ("--moe-router-padding-for-fp8 --enable-experimental", True, True,
-     "moe_router_padding_for_quantization=true: --moe-router-padding-for-fp8, the older spelling"),
+     "moe_router_padding=true: --moe-router-padding-for-fp8, the older spelling"),
 ])
 def test_reader_reads_the_flags(tmp_path, extra, padding, experimental, assumed):
     from planner.trainers import load_trainer_config
@@ -148,7 +148,7 @@ def test_reader_reads_the_flags(tmp_path, extra, padding, experimental, assumed)
     p = tmp_path / "run.args"
     p.write_text(FP8_ARGS + " " + extra + "\n")
     cfg = load_trainer_config(p, fmt="megatron", gpus=16, model="mixtral-8x7b")
-    assert (cfg.job.get("moe_router_padding_for_quantization"), cfg.job.get("enable_experimental")) == (padding, experimental)
+    assert (cfg.job.get("moe_router_padding"), cfg.job.get("enable_experimental")) == (padding, experimental)
     assert not any("padding" in x or "experimental" in x for x in cfg.not_modelled + cfg.unmodelled + cfg.ignored)
     assert (assumed is None and not any("padding" in a or "experimental" in a for a in cfg.assumed)) or any(
         a.startswith(assumed) for a in cfg.assumed)
@@ -162,7 +162,7 @@ def test_reader_ignores_the_padding_on_a_dense_model(tmp_path):
     p = tmp_path / "run.args"
     p.write_text(dense + " --fp8-format hybrid --moe-router-padding-for-quantization --enable-experimental\n")
     cfg = load_trainer_config(p, fmt="megatron", gpus=8)
-    assert "moe_router_padding_for_quantization" not in cfg.job and cfg.job["enable_experimental"] is True
+    assert "moe_router_padding" not in cfg.job and cfg.job["enable_experimental"] is True
     assert any(x.startswith("--moe-router-padding-for-quantization") and "no --num-experts" in x for x in cfg.ignored)
 
 
@@ -182,5 +182,5 @@ def test_export_reads_back(fields):
                                moe_permute_fusion=True, **fields)
     text = export_plan(row["plan"], "megatron")[0]
     assert ("--moe-router-padding-for-quantization" in text, "--enable-experimental" in text) == (
-        bool(fields.get("moe_router_padding_for_quantization")), bool(fields.get("enable_experimental")))
+        bool(fields.get("moe_router_padding")), bool(fields.get("enable_experimental")))
     check_readback(row, "megatron", text)

@@ -184,7 +184,7 @@ References
     (their shapes and dtypes), csrc/hybrid_ep/hybrid_ep.cu dispatch_with_permute l. 313-317 (the permuted tokens and
     fp32 [num_permuted_tokens] probabilities), csrc/hybrid_ep/config.cuh l. 418-420 (the 64-token preprocessing chunk).
 [16] The routing map padded for quantized grouped GEMMs (padded_routing_map_bytes; job fields
-    moe_router_padding_for_quantization, enable_experimental): NVIDIA/Megatron-LM @d98e8a64
+    moe_router_padding, enable_experimental): NVIDIA/Megatron-LM @d98e8a64
     megatron/core/transformer/transformer_config.py l. 771-778 (moe_router_padding_for_quantization; the
     moe_router_padding_for_fp8 alias sets it, l. 2641-2647), l. 2649-2659 (refused without fp8 / fp4 and on the
     allgather dispatcher); megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_preprocess
@@ -488,7 +488,7 @@ class MoEMLP:
     def padded_routing_map_bytes(self, ctx, dispatcher: str):
         """The padded routing map one MoE layer's dispatcher keeps from its forward to its next one [16], one
         micro-batch's, bytes, where Megatron pads the map with its fused Triton kernel (memory.padded_routing_map:
-        moe_router_padding_for_quantization, enable_experimental and moe_permute_fusion). fused_pad_routing_map
+        moe_router_padding, enable_experimental and moe_permute_fusion). fused_pad_routing_map
         returns output_map, int32 [E, tokens] transposed to [tokens, E] (INDEX_BYTES a cell), a new tensor in place of
         the bool map:
           alltoall  self.routing_map over the n = T / rep_div local tokens and all E experts: 4 E B a local token
@@ -498,7 +498,9 @@ class MoEMLP:
                     every expert's padded count fits the received tokens (token_dispatcher.py l. 1407-1413 falls back
                     to the GroupedMLP's own padding otherwise: a data-dependent case, not priced).
         Other dispatchers 0: allgather is refused with the padding (plan._router_padding_ok), and Hybrid-EP pads in its
-        own kernel (moe_utils.py skip_routed_expert_padding l. 1494-1510: no routing-map padding runs)."""
+        own dispatch kernel whatever the flag (token_dispatcher.py _HybridEPManager.dispatch l. 1142-1162:
+        pad_multiple = get_align_size_for_quantization; moe_utils.py skip_routed_expert_padding l. 1494-1510): no
+        routing-map padding runs."""
         from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)

@@ -112,7 +112,7 @@ none, tests/test_reader_lists.py); --moe-permute-fusion and
 --moe-router-fusion are the job's moe_permute_fusion / moe_router_fusion (absent: the stack's default,
 off as in Megatron-LM, listed as assumed; planner/layers/moe.py unfused_dispatch_bytes prices the
 unfused ops); --moe-router-padding-for-quantization (and --moe-router-padding-for-fp8, the older spelling that
-sets it) and --enable-experimental are the job's moe_router_padding_for_quantization and enable_experimental
+sets it) and --enable-experimental are the job's moe_router_padding and enable_experimental
 (_router_padding: with --moe-permute-fusion the dispatcher keeps the padded int32 routing map, and DeepEP's
 fused multihot saves its int32 position map, planner/layers/moe.py [16]; absent on an fp8 / fp4 MoE run the
 padding is off, listed as assumed; on a dense model the padding flag is listed as ignored); --no-async-tensor-model-
@@ -211,7 +211,7 @@ from .megatron_deepspeed import MDS_BOOL_FLAGS
 # --apply-query-key-layer-scaling sets it): read with Megatron-Core's own core attention (_fusions), else ignored
 SOFTMAX_FP32_FLAGS = ("--attention-softmax-in-fp32", "--apply-query-key-layer-scaling")
 # --moe-router-padding-for-quantization and its older spelling, which sets it (transformer_config.py @d98e8a64
-# l. 771-778, 2641-2647): the job's moe_router_padding_for_quantization (_router_padding)
+# l. 771-778, 2641-2647): the job's moe_router_padding (_router_padding)
 ROUTER_PADDING_FLAGS = ("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8")
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
@@ -2029,7 +2029,7 @@ def _on(flags: dict, flag: str) -> bool:
 
 def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: list) -> None:
     """--moe-router-padding-for-quantization (or --moe-router-padding-for-fp8, its older spelling, which sets it:
-    transformer_config.py @d98e8a64 l. 2641-2647) -> the job's moe_router_padding_for_quantization, and
+    transformer_config.py @d98e8a64 l. 2641-2647) -> the job's moe_router_padding, and
     --enable-experimental -> enable_experimental (arguments.py l. 3643): with moe_permute_fusion they make each MoE
     layer's dispatcher keep the padded int32 routing map (planner/layers/moe.py padded_routing_map_bytes [16]). On an
     MoE model absent, the padding is off as in Megatron-LM, listed as assumed where an fp8 / fp4 recipe could run it;
@@ -2045,15 +2045,15 @@ def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: 
                                                       "pads nothing)")
         return
     if given:
-        job["moe_router_padding_for_quantization"] = True
+        job["moe_router_padding"] = True
         if "--moe-router-padding-for-fp8" in given:
-            assumed.append("moe_router_padding_for_quantization=true: --moe-router-padding-for-fp8, the older spelling "
+            assumed.append("moe_router_padding=true: --moe-router-padding-for-fp8, the older spelling "
                            "that sets it (transformer_config.py @d98e8a64 l. 2641-2647)")
         if not experimental:
             assumed.append("enable_experimental=false: no --enable-experimental (Megatron-LM's default): the routing map "
                            "is padded in place by pad_routing_map (moe_utils.py @d98e8a64 l. 731-763), no int32 copy kept")
     elif "--fp8-format" in flags or "--fp4-format" in flags:
-        assumed.append("moe_router_padding_for_quantization=false: no --moe-router-padding-for-quantization "
+        assumed.append("moe_router_padding=false: no --moe-router-padding-for-quantization "
                        "(Megatron-LM's default, transformer_config.py @d98e8a64 l. 771)")
 
 
