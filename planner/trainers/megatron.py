@@ -301,8 +301,10 @@ NOT_MODELLED = {
     # the flags below are the ones the CI corpus (tests/data/megatron_ci/args) sets that the reader does not price;
     # places at Megatron-LM @d98e8a64
     "--deterministic-mode": "deterministic kernels only (model_parallel_config.py l. 229 'usually means slower "
-                            "execution'; training/determinism.py; TE's attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, "
-                            "extensions/transformer_engine.py l. 2155-2161): slower backward kernels than priced",
+                            "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
+                            "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
+                            "2155-2161): slower backward kernels than priced (its CUBLAS_WORKSPACE_CONFIG is read: "
+                            "_deterministic)",
     "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
                                                        "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
                                                        "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
@@ -1262,6 +1264,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["ep_comm_overlap"] = True
     _read_wgrad_deferral(where, flags, job)
     _read_empty_cache(where, flags, job)
+    _deterministic(flags, job, assumed)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
@@ -2020,6 +2023,27 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
                                f"valid: {', '.join(ROUTER_DTYPES)} (transformer_config.py @d98e8a64 l. 811 "
                                "moe_router_dtype Optional[Literal['fp32', 'fp64']])")
         job["moe_router_dtype"] = dtype
+
+
+# what --deterministic-mode sets in the environment where the launcher has not (NVIDIA/Megatron-LM @d98e8a64
+# megatron/training/arguments.py l. 1708-1711 -> training/determinism.py apply_determinism_to_args, l. 27-31
+# DETERMINISM_ENV_VAR_DEFAULTS, l. 114-116 env.setdefault): PyTorch's cuBLAS workspaces (planner/memory.py [ws])
+DETERMINISTIC_CUBLAS_WORKSPACE = ":4096:8"
+
+
+def _deterministic(flags: dict, job: dict, assumed: list) -> None:
+    """--deterministic-mode -> the job's cublas_workspace_config :4096:8, what Megatron-LM @d98e8a64 sets (setdefault:
+    a CUBLAS_WORKSPACE_CONFIG the launcher exports wins, which the script does not show; listed as assumed). Before
+    determinism.py (3ab71eeb3e, 2026-07-08) Megatron set none but called torch.use_deterministic_algorithms(True),
+    under which PyTorch refuses cuBLAS unless CUBLAS_WORKSPACE_CONFIG is :4096:8 or :16:8, so such runs set one of
+    the two themselves; the Megatron CI cases that state it state :4096:8. Its slower kernels stay not modelled
+    (NOT_MODELLED)."""
+    if not _on(flags, "--deterministic-mode"):
+        return
+    job["cublas_workspace_config"] = DETERMINISTIC_CUBLAS_WORKSPACE
+    assumed.append(f"cublas_workspace_config={DETERMINISTIC_CUBLAS_WORKSPACE}: --deterministic-mode sets "
+                   "CUBLAS_WORKSPACE_CONFIG where the launcher has not (training/determinism.py @d98e8a64 l. 27-31, "
+                   "114-116): 32 MiB cuBLAS workspaces (planner/memory.py [ws])")
 
 
 def _on(flags: dict, flag: str) -> bool:
