@@ -642,7 +642,7 @@ def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gem
     eager_core: its score elements, batched GEMMs and their traffic) as named terms: gemms (the
     roofline of each GEMM [11], above), softmax (the stack's scale-mask-softmax bytes a score
     element, kb score_softmax; its unfused softmax's, score_softmax_unfused, where the keys exceed
-    the fused kernel's score_softmax_max_keys) and dropout (kb score_dropout, models with dropout) over the
+    the fused kernel's score_softmax_max_keys or the job turns masked_softmax_fusion off) and dropout (kb score_dropout, models with dropout) over the
     streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale."""
     drop = 1.0 if dropout else 0.0
     out = []
@@ -650,7 +650,9 @@ def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gem
         compute = price_gemms(rows, hw, EAGER_GEMM_PRECISION, cal)
         gemms = sum((np.maximum(compute[g.name] / gemm_scale, count * core["traffic"] / hbm) for g, count in rows),
                     np.float64(0.0))
-        fused = np.asarray(core["keys"]) <= kb["score_softmax_max_keys"]  # beyond it: the stack's unfused softmax
+        # beyond the fused kernel's keys, or with the job's masked_softmax_fusion false (kb unfused_masked_softmax 1):
+        # the stack's unfused softmax (Megatron-Core fused_softmax.py forward_torch_softmax)
+        fused = (np.asarray(core["keys"]) <= kb["score_softmax_max_keys"]) & (kb.get("unfused_masked_softmax", 0.0) == 0.0)
         softmax = np.where(fused, kb["score_softmax" + sfx], kb["score_softmax_unfused" + sfx])
         out.append(Terms(gemms=gemms, softmax=softmax * core["scores"] / hbm,
                          dropout=drop * kb["score_dropout" + sfx] * core["scores"] / hbm))

@@ -80,6 +80,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "(default: the stack's, fused)"),
     FieldOption("gradient_accumulation_fusion", "bool", "the weight-gradient GEMM accumulates into the main gradient "
                 "(--no-gradient-accumulation-fusion: Megatron's) (default: the stack's, fused)"),
+    FieldOption("masked_softmax_fusion", "bool", "with transformer_impl local: Megatron-Core's fused scale-mask-softmax "
+                "(--no-masked-softmax-fusion: Megatron's) (default: the stack's, fused)"),
+    FieldOption("attention_softmax_in_fp32", "bool", "the eager attention's torch softmax in fp32, its fp32 output saved "
+                "(Megatron --attention-softmax-in-fp32) (default: true, TransformerConfig's)"),
     FieldOption("cross_entropy_fusion", "bool", "the stack's fused cross-entropy (Megatron --cross-entropy-loss-fusion) "
                 "(default: off)"),
     FieldOption("cross_entropy_fusion_impl", "str", "with --cross-entropy-fusion, its implementation: native|te "
@@ -92,6 +96,10 @@ FIELD_OPTIONS: tuple[FieldOption, ...] = (
                 "--moe-permute-fusion) (default: the stack's; Megatron-LM's off)"),
     FieldOption("moe_router_fusion", "bool", "MoE: Transformer Engine's fused router top-k and score function (Megatron "
                 "--moe-router-fusion) (default: the stack's; Megatron-LM's off)"),
+    FieldOption("moe_router_padding", "bool", "MoE: the routing map padded to the fp8 / fp4 GEMMs' "
+                "alignment (Megatron --moe-router-padding-for-quantization) (default: off)"),
+    FieldOption("enable_experimental", "bool", "Megatron's experimental kernels (Megatron --enable-experimental; priced: "
+                "the fused routing-map padding's int32 map) (default: off)"),
     # recompute, graphs, memory management
     FieldOption("recompute_modules", "words", "with --recompute selective: the modules re-run, words of "
                 "core_attn|layernorm|moe_act|mla_up_proj, e.g. core_attn,layernorm (Megatron --recompute-modules) "

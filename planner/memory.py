@@ -99,7 +99,9 @@ References
      each (":4096:8" = 32 MiB), else the GPU's default (hardware torch_cublas_workspace_MiB: 32 MiB on
      Hopper and, from pytorch/pytorch#175344, Blackwell; 4096 KiB x 2 + 16 KiB x 8 = 8.125 MiB elsewhere),
      allocated through the caching allocator by getNewWorkspace and kept (job field cublas_workspace_config:
-     the run's variable; Megatron-LM's CI sets ":4096:8" in most test cases' ENV_VARS).
+     the run's variable; Megatron-LM's CI sets ":4096:8" in most test cases' ENV_VARS, and Megatron-LM @d98e8a64's
+     --deterministic-mode sets it where the launcher has not: training/determinism.py l. 27-31, 114-116, read by
+     trainers/megatron.py _deterministic).
 [13] The caching allocator's fragmentation band: the reserved peak can exceed the point estimate
      (the allocated peak, the pools modelled as stream_pools, the stack's allocator_slack) by
      blocks split and stranded between requests of other sizes. Public reserved / allocated
@@ -620,6 +622,19 @@ References
      Not priced: ZeRO-2's gradients above the bucket waiting alone for the next hook inside a layer's backward (a
      weight above reduce_bucket_size a rank: 175B's 4 h^2 = 6.0e8 at tp 1), the stage-0 (DDP) path's flattened
      buckets (buffered_allreduce_fallback), cpu_offload.
+[sm] The eager core attention's torch softmax in fp32 (torch_softmax_fp32; job fields masked_softmax_fusion,
+     attention_softmax_in_fp32): Megatron-Core's DotProductAttention (dot_product_attention.py @d98e8a64 l. 100-109)
+     runs fused_softmax.py FusedScaleMaskSoftmax: the fused CUDA kernel where is_kernel_available (l. 238-270:
+     masked_softmax_fusion and 16 < sk <= 4096, the stack's score_softmax_max_keys), which saves its 16-bit output;
+     else forward_torch_softmax (l. 299-345): with softmax_in_fp32 (TransformerConfig.attention_softmax_in_fp32,
+     default True, l. 485; Megatron-LM's --attention-softmax-in-fp32, or --apply-query-key-layer-scaling, which sets it,
+     arguments.py l. 1713-1715) input.float(), the scale and masked_fill_ in fp32, torch.nn.Softmax in fp32, whose
+     autograd node saves its fp32 result (PyTorch derivatives.yaml `_softmax`: result), then probs.half() /
+     .bfloat16() (saves nothing; the dropout keeps its mask, the context bmm the dropout's 16-bit output, as the
+     fused path's). So 4 - 2 = 2 B a score element more than the "scores" tensor counts, per local head and key,
+     dropped with the scores by recompute. Without softmax_in_fp32 the torch softmax runs and saves in the 16-bit
+     input dtype: nothing more. Not priced: the transient fp32 copies within the forward (input.float(), the
+     scaled scores).
 [cg] CUDA graphs (job fields cuda_graph_impl, cuda_graph_scope; planner/cuda_graphs.py held_output_bytes and its
      references): a graph's static outputs live in the graph pool from the layer's forward to its backward; under
      Transformer Engine graphs of moe_router + moe_preprocess with the alltoall dispatcher the permuted tokens
@@ -639,6 +654,10 @@ References
      module under the uniform method, not under the block one, whatever its count), which also prices the module's
      own activations: under it the module keeps its checkpoint's two inputs and its re-run tensors are the recompute
      buffer of the stage holding the loss (_with_mtp).
+     With Megatron's routing-map padding run by its fused kernel (job moe_router_padding,
+     enable_experimental and moe_permute_fusion: padded_routing_map) the alltoall dispatcher's self.routing_map and
+     DeepEP's dispatched_routing_map are the padded int32 copies in place of the bool maps (layers/moe.py
+     padded_routing_map_bytes [17]: 4 E B a local token, DeepSeek-V3 at 4,096 tokens 4 MiB an MoE layer).
 [sr] The selective recompute buffer and the MoE routing saves (layers/moe.py routing_saved_bytes [9]-[15]): Megatron-Core's
      selective modules the planner prices re-run no routing tensor of any dispatcher. NVIDIA/Megatron-LM @d98e8a64
      transformer_layer.py _forward_pre_mlp_layernorm l. 818-831 (layernorm: CheckpointWithoutOutput around the
@@ -957,6 +976,8 @@ STEP_FP32_GRAD_BYTES = 4.0
 # DeepSpeed's gradient norm below FSDP: torch.linalg.vector_norm(g.data.double()) per parameter piece, fp64
 # (stage_1_and_2.py get_grad_norm_direct l. 1699) [sg]
 STEP_NORM_FP64_BYTES = 8.0
+# the torch softmax's fp32 output saved in place of the fused kernel's 16-bit one: 4 - 2 B a score element [sm]
+SOFTMAX_FP32_EXTRA = 4.0 - ACT_BYTES
 ROPE_CACHE_BYTES = 8.0  # complex64, one per pair of rotated dimensions: 4 B x seq x rotary dim [tt9]
 MEGATRON_ROPE_BYTES = 4.0  # fp32 per rotated dimension a position: Megatron's cached emb [seq / cp, 1, 1, dim] [mr]
 # bytes per converted-Linear weight element FSDP's fp8 all-gather moves and the rank then holds unsharded: the
@@ -1028,7 +1049,7 @@ def fp8_saved_bytes(stack) -> dict:
 
 def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", attention="flash",
                           keeps=STANDARD_TENSORS, gathered_input: bool = False, fp8_bytes=None, drops=(),
-                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES):
+                          core_out_bytes: float = 0.0, core_in_bytes=ACT_BYTES, softmax_fp32=0.0):
     """Bytes one layer of `kind` stores for one micro-batch on one GPU, for the named tensors
     in `keeps` (default: all a layer keeps without recompute) and every tensor no policy names
     but those in `drops` (the kind tensors a selective policy re-runs, schema.KindTensor): names,
@@ -1041,7 +1062,9 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
     bytes per element of the fused attention's own saved output (stack memory.attention_keeps_output:
     2), a tensor beside the projection's quantized input where attn_out is saved narrower, kept
     with the core attention's state ("scores": dropped by selective recompute). core_in_bytes: bytes
-    per element of the q, k, v the fused core saves, with the core's state (fp8 attention [fa8])."""
+    per element of the q, k, v the fused core saves, with the core's state (fp8 attention [fa8]). softmax_fp32: 1 where
+    the eager core's torch softmax saves its fp32 output (torch_softmax_fp32 [sm]): the "scores" tensor 2 B a score
+    element more, per local head (0: the 16-bit output the stack's scores count)."""
     plan, tp = ctx.plan, ctx.tp
     fp8, fp4 = plan.precision == FP8, plan.precision == NVFP4
     # an MoE layer's norm2_out is the router's input, saved at bf16 by its bf16 / fp32 GEMM [14]
@@ -1067,6 +1090,8 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
             continue
         if name in width:
             b = b * width[name]
+        if name == "scores":  # the torch softmax's fp32 output in place of a 16-bit one [sm] (0 elsewhere)
+            b = b + softmax_fp32 * SOFTMAX_FP32_EXTRA * float(getattr(kind.mixer, "a", 0.0))
         if tk == "rep":
             b = b / (1.0 if (gathered_input and name in ("norm1_out", "norm2_out")) else ctx.rep_div)
         elif tk == "split":
@@ -1078,6 +1103,16 @@ def kind_activation_bytes(kind: LayerKind, ctx: Ctx, activation_model="arch", at
             b = np.where(plan.recompute == RC_NONE, b, 0.0) * kind.mixer.score_keys(ctx.seq) / ctx.cp / tp
         total = total + (b if gone is False else np.where(gone, 0.0, b))
     return ctx.T * total
+
+
+def torch_softmax_fp32(settings: Settings, ctx: Ctx, kb: dict):
+    """1 where the eager core attention runs Megatron-Core's torch softmax in fp32 and saves its fp32 output [sm], else
+    0: attention eager, the job's attention_softmax_in_fp32 (default true), and the torch path: the keys beyond the
+    fused kernel's (kb score_softmax_max_keys) or masked_softmax_fusion false (kb unfused_masked_softmax)."""
+    if settings.attention != "eager" or not getattr(settings, "attention_softmax_in_fp32", True):  # job settings
+        return 0.0
+    torch_path = (np.asarray(ctx.seq) > kb["score_softmax_max_keys"]) | (kb.get("unfused_masked_softmax", 0.0) > 0.0)
+    return np.where(torch_path, 1.0, 0.0)
 
 
 def _kept_rows(drops: dict, name: str):
@@ -1424,6 +1459,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     never += ("moe_router_logits",) if route_saves is not None else ()
     am, at = settings.activation_model, settings.attention
     kb = kernel_bytes(stack, plan.compile, settings)
+    sm32 = torch_softmax_fp32(settings, ctx, kb)  # the eager core's fp32 softmax output [sm]
     keeps = selective_keeps(settings)
     sel_recomputed = tuple(n for n in STANDARD_TENSORS if n in keeps or n == "scores")
     h = settings.model.hidden_size
@@ -1436,7 +1472,7 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     cp_ring_bwd = cp_p2p_backward(settings, plan, stack, ctx)
     for kind in ll.kinds:
         full = kind_activation_bytes(kind, ctx, am, at, gathered_input=gathered, fp8_bytes=f8, drops=never, core_out_bytes=co,
-                                     core_in_bytes=ci)
+                                     core_in_bytes=ci, softmax_fp32=sm32)
         if stack.memory.expands_kv_heads:  # K and V saved at the query heads' width [lg2] (a stack setting)
             full = full + kv_expansion_bytes(kind, ctx)
         if stack.windowed_attention is not None and getattr(kind.mixer, "window", None) is not None:
@@ -1454,13 +1490,14 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
         kd = selective_drops(settings, kind, never, plan)  # per tensor, the rows the policy re-runs it on
         kept_saves = saves(ctx, kb, "moe_expert_act_out" in stack.selective.recomputes) if saves else 0.0
         kept_sel = kind_activation_bytes(kind, ctx, am, at, keeps=keeps, gathered_input=gathered, fp8_bytes=f8,
-                                         drops=kd, core_out_bytes=co, core_in_bytes=ci) + kept_saves + routing
+                                         drops=kd, core_out_bytes=co, core_in_bytes=ci, softmax_fp32=sm32) + kept_saves + routing
         if stack.selective.saves_tp_partials:
             kept_sel = kept_sel + tp_partials(kind, ctx, h, "mlp_out" in keeps)
         # the routing saves are kept, not re-run, by every selective policy and dispatcher [sr], and so are the
         # unfused activation's saves but the routed experts' under moe_act [uf] (kept_sel holds both)
         sel_buffer = np.maximum(full - routing - kept_saves - kind_activation_bytes(
-            kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci), 0.0)
+            kind, ctx, am, at, keeps=sel_recomputed, gathered_input=gathered, fp8_bytes=f8, drops=kd, core_in_bytes=ci,
+            softmax_fp32=sm32), 0.0)
         # kernels that save more than the standard set: eager RMSNorm keeps an fp32 copy of its input
         # (the layer's pre-norms, and a model's query/key norms over T (a/t + k') d elements)
         norm_extra = kb["norm_saved_extra"] * (ctx.T * kind.norms * h / ctx.rep_div + kind.qk_norm_elements(ctx))
@@ -1504,7 +1541,9 @@ def moe_routing_saves(settings: Settings):
     # domain the job's ranks fill (no other dispatcher reads it)
     domain = (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
               if dispatcher == "hybridep" else 0.0)  # a job setting
-    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain) if kind.has_experts else 0.0
+    multihot = fused_multihot(settings)
+    return lambda kind, ctx: (kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain, multihot)
+                              if kind.has_experts else 0.0)
 
 
 def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
@@ -1515,12 +1554,29 @@ def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
     the stack does not save the routing so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None, 0.0
-    path, dispatcher = router_path(settings), settings.moe_dispatcher
-    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused) if kind.has_experts
+    path, dispatcher, padded = router_path(settings), settings.moe_dispatcher, padded_routing_map(settings)
+    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused, padded) if kind.has_experts
             else (0.0, 0.0) for kind in ll.kinds]
     if not ll.mtp:  # a model property
         return held, 0.0
     return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+
+
+def fused_multihot(settings: Settings) -> bool:
+    """Whether DeepEP's received routing map is built by Megatron's fused indices_to_multihot kernel (layers/moe.py
+    deepep_saved_bytes [17]): is_experimental_enabled() (job enable_experimental) and moe_permute_fusion
+    (token_dispatcher.py @d98e8a64 l. 1425-1428); read by the deepep dispatcher only."""
+    return bool(getattr(settings, "enable_experimental", False) and settings.moe_permute_fusion)
+
+
+def padded_routing_map(settings: Settings) -> bool:
+    """Whether each MoE layer's dispatcher keeps the padded int32 routing map [dh] (layers/moe.py
+    padded_routing_map_bytes [17]): Megatron-Core pads the map (job moe_router_padding) with its fused
+    Triton kernel, a new int32 tensor, only where is_experimental_enabled() (job enable_experimental) and
+    moe_permute_fusion (token_dispatcher.py @d98e8a64 l. 649-654, 1415-1420); otherwise pad_routing_map writes into the
+    bool map in place (moe_utils.py l. 731-763) and nothing more is kept."""
+    return bool(getattr(settings, "moe_router_padding", False) and getattr(settings, "enable_experimental", False)
+                and settings.moe_permute_fusion)
 
 
 def mtp_recomputed(settings: Settings, plan) -> np.ndarray:

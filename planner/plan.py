@@ -446,11 +446,13 @@ def default_schedule(stack, vpp: int) -> str:
 # the fusion switches a job turns off (Job fields, resolved into Settings): each one's key in
 # kernel_bytes' dict is 1.0 where the job runs the unfused path, 0.0 where the stack's fused kernel
 FUSION_SWITCHES = {"apply_rope_fusion": "unfused_rope", "bias_activation_fusion": "unfused_activation",
-                   "bias_dropout_fusion": "unfused_bias_dropout", "gradient_accumulation_fusion": "unfused_wgrad"}
+                   "bias_dropout_fusion": "unfused_bias_dropout", "gradient_accumulation_fusion": "unfused_wgrad",
+                   "masked_softmax_fusion": "unfused_masked_softmax"}
 # a switch's unfused figures: a stack whose entry leaves them null has no such switch (_check_output_layer_options refuses it)
 FUSION_FIELDS = {"apply_rope_fusion": ("rope_scaled",), "bias_activation_fusion": ("mlp_activation_gated_unfused",
                                                                                    "expert_probs_unfused", "bias_unfused"),
-                 "bias_dropout_fusion": ("bias_unfused",), "gradient_accumulation_fusion": ("wgrad_unfused",)}
+                 "bias_dropout_fusion": ("bias_unfused",), "gradient_accumulation_fusion": ("wgrad_unfused",),
+                 "masked_softmax_fusion": ("score_softmax_unfused", "score_softmax_unfused_bwd")}
 
 
 @dataclass(frozen=True)
@@ -501,6 +503,9 @@ class Settings:
     bias_activation_fusion: bool = True
     bias_dropout_fusion: bool = True
     gradient_accumulation_fusion: bool = True
+    masked_softmax_fusion: bool = True
+    # the eager core attention's torch softmax in fp32 (job field; memory.py [sm]: its fp32 output saved)
+    attention_softmax_in_fp32: bool = True
     attention_kernel: Optional[str] = None  # the job's attention kernel (compute.attention_kernel); None: the stack's
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
@@ -533,6 +538,10 @@ class Settings:
     # torch ops' extra bytes, planner/layers/moe.py unfused_dispatch_bytes)
     moe_permute_fusion: bool = True
     moe_router_fusion: bool = True
+    # Megatron-Core's routing-map padding for quantized grouped GEMMs and --enable-experimental (job fields,
+    # _router_padding; planner/layers/moe.py padded_routing_map_bytes)
+    moe_router_padding: bool = False
+    enable_experimental: bool = False
     moe_route_nodes: int = 0  # node-limited routing: nodes a token reaches at most (0: no limit)
     # the router's path (job fields; planner/layers/moe.py router_saved_terms): an auxiliary loss computed, a
     # z-loss, softmax before the top-k
@@ -1029,6 +1038,15 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.attention == "eager" and stack.kernels.score_softmax is None:
         raise PlannerError(f"{where}attention eager is set but stack {stack.name} does not say what its eager core attention "
                            "moves (stack_db kernels.score_softmax / score_dropout)", "choose --stack megatron, or attention flash")
+    if job.masked_softmax_fusion is False and not (job.transformer_impl == "local" or job.local_core_attention):
+        raise PlannerError(f"{where}masked_softmax_fusion false without Megatron-Core's local core attention: only its "
+                           "DotProductAttention reads TransformerConfig.masked_softmax_fusion (dot_product_attention.py "
+                           "@d98e8a64 l. 100-109; Transformer Engine's attention runs its own kernels)",
+                           "set transformer_impl: local (or local_core_attention: true), or leave masked_softmax_fusion out")
+    if job.attention_softmax_in_fp32 is not None and stack.kernels.score_softmax_unfused is None:
+        raise PlannerError(f"{where}attention_softmax_in_fp32 is set but stack {stack.name} runs no torch softmax in its "
+                           "eager core attention (stack_db kernels.score_softmax_unfused null)",
+                           "leave it out, or choose --stack megatron")
     if job.defer_embedding_wgrad is not None and job.gradient_accumulation_fusion is False:
         # Megatron-LM @d98e8a64 megatron/core/model_parallel_config.py l. 550-553
         raise PlannerError(f"{where}defer_embedding_wgrad with gradient_accumulation_fusion false: Megatron refuses it "
@@ -1238,6 +1256,8 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         zero3=_zero3_knobs(job, stack),
         dummy_wgrads=job.dummy_wgrads,
         empty_unused_memory_level=job.empty_unused_memory_level or 0,
+        enable_experimental=_enable_experimental(job, stack, where),
+        attention_softmax_in_fp32=job.attention_softmax_in_fp32 is not False,
         **moe_dispatch_settings(job, model, stack, inherited, where),
         inherited=tuple(inherited),
         assumed=tuple(hf_assumed(job.model)),
@@ -1696,7 +1716,8 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
     sets them."""
     given = [f for f in ("moe_dispatcher", "moe_route_nodes", "moe_aux_loss_coeff", "moe_z_loss_coeff")
              if getattr(job, f) is not None]
-    given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype") if getattr(job, f)]
+    given += [f for f in ("moe_fp8_dispatch", "moe_router_pre_softmax", "moe_router_dtype",
+                                    "moe_router_padding") if getattr(job, f)]
     if model.moe is None:
         if given:
             raise PlannerError(f"{where}{', '.join(given)} set but {model.name} has no experts",
@@ -1736,9 +1757,44 @@ def moe_dispatch_settings(job: Job, model: ModelSpec, stack, inherited: list, wh
                            "remove moe_fp8_dispatch, or use moe_dispatcher deepep")
     fusions = moe_fusion_settings(job, stack, inherited, where)
     _router_dtype_ok(job, stack, fusions["moe_router_fusion"], where)
+    _router_padding_ok(job, stack, name, where)
     return dict(moe_dispatcher=name, moe_fp8_dispatch=job.moe_fp8_dispatch,
                 moe_route_nodes=int(job.moe_route_nodes or 0), **fusions,
+                moe_router_padding=job.moe_router_padding,
                 **moe_router_settings(job, stack, inherited, where, model), moe_router_dtype=job.moe_router_dtype)
+
+
+def _enable_experimental(job: Job, stack, where: str) -> bool:
+    """Megatron --enable-experimental (arguments.py @d98e8a64 l. 3643): a stack whose trainer is not Megatron-LM
+    (megatron_checks) has no such switch and refuses it."""
+    if job.enable_experimental and not megatron_checks(stack):
+        raise PlannerError(f"{where}enable_experimental is Megatron-LM's --enable-experimental; stack {stack.name} has "
+                           "no such switch", "leave it out, or price the plan on --stack megatron")
+    return bool(job.enable_experimental)
+
+
+def _router_padding_ok(job: Job, stack, dispatcher: str, where: str) -> None:
+    """moe_router_padding is Megatron-Core's moe_router_padding_for_quantization (transformer_config.py @d98e8a64
+    l. 771-778): refused on
+    a stack without Megatron-Core's MoE switches (defaults.moe_permute_fusion null, as moe_fusion_settings refuses
+    theirs), and where Megatron refuses it (TransformerConfig.__post_init__ l. 2649-2659: 'fp8/fp4 must be specified
+    when moe_router_padding_for_quantization is True'; the allgather and alltoall_seq dispatchers 'do not support'
+    it). An MoE model only (moe_dispatch_settings refuses it on a dense one)."""
+    if not job.moe_router_padding:
+        return
+    if stack.defaults.moe_permute_fusion is None:
+        raise PlannerError(f"{where}moe_router_padding is a Megatron-Core setting; stack {stack.name} "
+                           "has no such switch", "leave it out, or price the plan on --stack megatron")
+    if job.precision == "bf16":
+        raise PlannerError(f"{where}moe_router_padding with precision bf16: Megatron refuses it ('fp8/fp4 "
+                           "must be specified when moe_router_padding_for_quantization is True', transformer_config.py "
+                           "@d98e8a64 l. 2649-2653)", "train in fp8 or nvfp4 (--precision), or leave the padding out")
+    if dispatcher == "allgather":
+        raise PlannerError(f"{where}moe_router_padding with moe_dispatcher allgather: Megatron refuses it "
+                           "('allgather and alltoall_seq dispatcher does not support moe_router_padding_for_quantization', "
+                           "transformer_config.py @d98e8a64 l. 2655-2659)",
+                           "use moe_dispatcher alltoall (--moe-token-dispatcher-type alltoall) or a flex backend, or leave "
+                           "the padding out")
 
 
 def _router_dtype_ok(job: Job, stack, router_fused: bool, where: str) -> None:
@@ -2226,6 +2282,9 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({f: getattr(settings, f) for f in MOE_FUSIONS}
            if settings.model.moe is not None and getattr(settings, "stack", None) is not None
            and settings.stack.defaults.moe_permute_fusion is not None else {}),
+        **({"moe_router_padding": True} if settings.moe_router_padding else {}),
+        **({"enable_experimental": True} if settings.enable_experimental else {}),
+        **({"attention_softmax_in_fp32": False} if not settings.attention_softmax_in_fp32 else {}),
         **({"local_core_attention": True} if settings.local_core_attention else {}),
         # as the plan's sharding mode runs it (stack_db runs.sharding job_settings: DeepSpeed's zero0 is fp16's
         # FP16_Optimizer, planned only for a job that says fp16, unset default; priced as bf16 either way)

@@ -2561,6 +2561,22 @@ class Job(BaseModel):
     bias_dropout_fusion: Optional[bool] = fusion_switch(
         "the stack's fused bias-dropout-add (TransformerConfig.bias_dropout_fusion; --no-bias-dropout-fusion sets false): "
         "false adds the linear's bias as a kernel of its own (stack kernels bias_unfused)")
+    masked_softmax_fusion: Optional[bool] = fusion_switch(
+        "Megatron-Core's fused scale-mask-softmax in its own core attention (TransformerConfig.masked_softmax_fusion; "
+        "--no-masked-softmax-fusion sets false; local_core_attention only, dot_product_attention.py @d98e8a64 l. 100-109): "
+        "false runs fused_softmax.py forward_torch_softmax at every key length (stack kernels score_softmax_unfused), "
+        "whose softmax output is saved in fp32 under attention_softmax_in_fp32")
+    attention_softmax_in_fp32: Optional[bool] = Field(
+        json_schema_extra=STACK_ONLY,
+        default=None, description="Megatron's attention_softmax_in_fp32 (--attention-softmax-in-fp32, or "
+                                  "--apply-query-key-layer-scaling, which sets it: arguments.py @d98e8a64 l. 1713-1715): the "
+                                  "eager core attention's torch softmax (fused_softmax.py forward_torch_softmax l. 299-345: "
+                                  "beyond the fused kernel's keys, or masked_softmax_fusion false) casts the scores to fp32 "
+                                  "and saves its fp32 output, 2 B a score element more than the 16-bit output the fused kernel "
+                                  "saves (memory.py [sm]); false: the softmax in the 16-bit input dtype (its time still "
+                                  "priced at the stack's fp32 figures, kernels score_softmax_unfused); default: true "
+                                  "(TransformerConfig's default, transformer_config.py l. 485; Megatron-LM's argument "
+                                  "default is false: the Megatron reader reads the flags)")
     gradient_accumulation_fusion: Optional[bool] = fusion_switch(
         "the weight-gradient GEMM accumulates into the main gradient (TransformerConfig.gradient_accumulation_fusion; "
         "--no-gradient-accumulation-fusion sets false): false writes each weight gradient as a bf16 tensor added into "
@@ -2602,6 +2618,21 @@ class Job(BaseModel):
         default=None, description="MoE: Transformer Engine's fused router top-k and score function (Megatron-Core "
                                   "moe_router_fusion, --moe-router-fusion); false runs the unfused torch ops; default: "
                                   "the stack's (stack_db defaults.moe_router_fusion; Megatron-LM's is off)")
+    moe_router_padding: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="MoE: Megatron-Core's moe_router_padding_for_quantization: the router pads the "
+                                   "routing map so each expert's token count is a multiple of the fp8 / fp4 GEMMs' alignment (--moe-router-padding-for-quantization, "
+                                   "older --moe-router-padding-for-fp8; transformer_config.py @d98e8a64 l. 771-778). Needs "
+                                   "an fp8 or nvfp4 precision and a dispatcher other than allgather (Megatron refuses both, "
+                                   "l. 2649-2659); with enable_experimental and moe_permute_fusion the padded map is a new "
+                                   "int32 [tokens, experts] tensor each MoE layer's dispatcher keeps (planner/layers/moe.py "
+                                   "padded_routing_map_bytes); default off")
+    enable_experimental: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False, description="Megatron --enable-experimental (arguments.py @d98e8a64 l. 3643; global_vars.py l. "
+                                   "168-169 set_experimental_flag): priced where it changes a kernel the plan runs: with "
+                                   "moe_router_padding and moe_permute_fusion the fused (Triton) routing-map "
+                                   "padding, whose int32 map the dispatcher keeps; default off")
     cross_entropy_fusion_impl: Literal["native", "te"] = Field(
         json_schema_extra=STACK_ONLY,
         default="native", description="with cross_entropy_fusion, its implementation (Megatron-Core TransformerConfig."

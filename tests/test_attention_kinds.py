@@ -165,9 +165,14 @@ def test_eager_scores_of_a_window_are_the_whole_sequence(explain):
     output is [b np, sq, sk] over the whole sequence), as the eager core's time is priced: the saved
     softmax output of a sliding layer is s keys a row, not min(s, w). mistral-7b (32 layers, 32 heads,
     window 4,096, no dropout) at seq 8,192, tp 8, one micro-batch in flight: eager - flash = 32 layers x
-    8,192 tokens x 2 B x 32 heads / 8 x 8,192 keys = 17,179,869,184 B (half that before: 4,096 keys)."""
+    8,192 tokens x 2 B x 32 heads / 8 x 8,192 keys = 17,179,869,184 B (half that before: 4,096 keys), with the torch
+    softmax (8,192 keys: beyond the fused kernel's 4,096) in the 16-bit input dtype; in fp32 (TransformerConfig's
+    default) its fp32 output too, 2 B a score more (memory.py [sm]): twice that."""
     job = dict(model="mistral-7b", gpus=8, tp=8, seq_len=8192, global_batch=8, micro_batch=1)
+    *_, fp32 = explain(**job, attention="eager")
+    job["attention_softmax_in_fp32"] = False
     *_, flash = explain(**job, attention="flash")
     *_, eager = explain(**job, attention="eager")
     diff = eager["memory"]["activations_bytes"] - flash["memory"]["activations_bytes"]
     assert diff == 32 * 8192 * 2 * (32 // 8) * 8192 == 17_179_869_184
+    assert fp32["memory"]["activations_bytes"] - flash["memory"]["activations_bytes"] == 2 * diff

@@ -59,6 +59,11 @@ CASES = [
      {"step": +1}),
     ("gradient_accumulation_fusion", ["--no-gradient-accumulation-fusion"], False, DENSE, True,
      {"memory": -1, "step": +1}),
+    # Megatron-Core's own core attention's softmax (memory.py [sm]): the torch softmax's fp32 output, its unfused time
+    ("masked_softmax_fusion", ["--no-masked-softmax-fusion"], False, dict(EAGER, transformer_impl="local", seq_len=4096), True,
+     {"memory": +1, "step": +1}),
+    ("attention_softmax_in_fp32", ["--no-attention-softmax-in-fp32"], False,
+     dict(EAGER, transformer_impl="local", masked_softmax_fusion=False), True, {"memory": -1}),
     ("cross_entropy_fusion", ["--cross-entropy-fusion"], True, DENSE, False, {"memory": +1}),
     ("cross_entropy_fusion_impl", ["--cross-entropy-fusion-impl", "te"], "te", dict(DENSE, cross_entropy_fusion=True),
      "native", {"memory": -1, "step": -1}),
@@ -66,6 +71,11 @@ CASES = [
     ("moe_grouped_gemm", ["--moe-grouped-gemm"], True, MOE, False, {"memory": +1}),
     ("moe_permute_fusion", ["--moe-permute-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
     ("moe_router_fusion", ["--moe-router-fusion"], True, MOE, False, {"memory": +1, "step": -1}),
+    # the routing map padded by Megatron's fused kernel: each MoE layer's dispatcher keeps an int32 copy (layers/moe.py [17])
+    ("moe_router_padding", ["--moe-router-padding"], True,
+     dict(MOE, precision="fp8", moe_permute_fusion=True, enable_experimental=True), False, {"memory": +1}),
+    ("enable_experimental", ["--enable-experimental"], True,
+     dict(MOE, precision="fp8", moe_permute_fusion=True, moe_router_padding=True), False, {"memory": +1}),
     # recompute, graphs, memory management
     ("recompute_modules", ["--recompute-modules", "core_attn,moe_act"], ["core_attn", "moe_act"],
      dict(MOE, recompute="selective", moe_grouped_gemm=True), ["core_attn"], {"memory": -1, "step": +1}),
@@ -101,7 +111,7 @@ IDS = [c[0] for c in CASES]
 # (a fusion switch on: the stack's fused kernel)
 OMITTED = {"cp_rotate_method": "allgather", "cross_entropy_fusion_impl": "native", "transformer_impl": "transformer_engine",
            "apply_rope_fusion": True, "bias_activation_fusion": True, "bias_dropout_fusion": True,
-           "gradient_accumulation_fusion": True}
+           "gradient_accumulation_fusion": True, "masked_softmax_fusion": True, "attention_softmax_in_fp32": True}
 SIX = ("fp8_attention", "fp16", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "fsdp_root_unit")
 OWN_TESTS = SIX + ("moe_dispatcher",)  # tests/test_dispatch_option.py
 

@@ -179,8 +179,13 @@ def test_tp_without_sp_matches_korthikanti_table2(explain):
 
 def test_eager_attention_adds_score_term(explain):
     s, h, a = 8192, 8192, 64
-    _, _, est, _ = seed_one_sequence(explain, attention="eager")
+    # Korthikanti's 5as/h where the softmax saves a 16-bit output: at 8,192 keys Megatron-Core runs its torch
+    # softmax (beyond the fused kernel's 4,096), in the input dtype without attention_softmax_in_fp32
+    _, _, est, _ = seed_one_sequence(explain, attention="eager", attention_softmax_in_fp32=False)
     assert float(est.memory.layer_activations) == pytest.approx(s * h * (34 + 5 * a * s / h) * 80)
+    # with it (TransformerConfig's default) the softmax's fp32 output is saved: 2 B a score more (memory.py [sm])
+    _, _, est, _ = seed_one_sequence(explain, attention="eager")
+    assert float(est.memory.layer_activations) == pytest.approx(s * h * (34 + 7 * a * s / h) * 80)
     # selective recompute removes the score term again (Korthikanti sec. 4.3)
     _, _, est, _ = seed_one_sequence(explain, attention="eager", recompute="selective")
     assert float(est.memory.layer_activations) == pytest.approx(34 * s * h * 80)

@@ -40,7 +40,7 @@ def test_unknown_flag_still_reported():
     ("--norm-epsilon", "1e-5", "ignored", "numerics"),
     ("--moe-router-topk-scaling-factor", "2.5", "ignored", "numerics"),
     ("--mtp-loss-scaling-factor", "0.1", "ignored", "numerics"),
-    ("--attention-softmax-in-fp32", True, "ignored", "unfused attention"),
+    ("--attention-softmax-in-fp32", True, "ignored", "own core attention"),  # read with --transformer-impl local
     ("--dist-ckpt-strictness", "log_all", "ignored", "checkpointing"),
     ("--use-persistent-ckpt-worker", True, "ignored", "checkpointing"),
     ("--muon-momentum", "0.9", "ignored", "optimizer hyper-parameter"),

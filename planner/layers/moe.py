@@ -215,6 +215,24 @@ References
     index_put (read 8 + 2h + 2h, write 2h): 22h + 42 + (E - 1) / E (12h + 16).
     Not counted: the sort CUDA's accumulating index_put_ runs on its int64 indices (tens of bytes a row), the
     arange; the host's wait at each torch.where (stack uncertain).
+[17] The routing map padded for quantized grouped GEMMs (padded_routing_map_bytes; job fields
+    moe_router_padding, enable_experimental): NVIDIA/Megatron-LM @d98e8a64
+    megatron/core/transformer/transformer_config.py l. 771-778 (moe_router_padding_for_quantization; the
+    moe_router_padding_for_fp8 alias sets it, l. 2641-2647), l. 2649-2659 (refused without fp8 / fp4 and on the
+    allgather dispatcher); megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.dispatch_preprocess
+    l. 643-655 (self.routing_map = routing_map, the router's bool map; padded: fused_pad_routing_map where
+    is_experimental_enabled() and moe_permute_fusion, else pad_routing_map; self.routing_map is read again by
+    combine_postprocess l. 895 and overwritten only by the layer's next forward), _DeepepManager._pad_routing_map
+    l. 1393-1422 and get_permuted_hidden_states_by_experts l. 1433-1436 (self.dispatched_routing_map);
+    megatron/core/fusions/fused_pad_routing_map.py fused_pad_routing_map l. 74-100 (input_map =
+    routing_map.transpose(0, 1).contiguous().int(); output_map = torch.empty_like(input_map), int32 [E, tokens];
+    returned transposed: a new int32 tensor); moe_utils.py pad_routing_map l. 731-763 (the unfused padding writes
+    into the bool map in place: no new tensor kept); megatron/core/config.py set_experimental_flag /
+    is_experimental_enabled, megatron/training/global_vars.py l. 168-169 (--enable-experimental sets it),
+    arguments.py l. 3643. Not priced: the two int32 [E, tokens] tensors' transient in the padding kernel, and the
+    padding tokens the all-to-all carries (each expert's count rounded up to the fp8 / fp4 alignment,
+    moe_utils.get_align_size_for_quantization: under its alignment a rank's rows, as the GroupedMLP's own padding
+    would add them).
 [8] NVIDIA Megatron-LM @d98e8a64: megatron/core/transformer/moe/moe_utils.py permute
     (fused=False: bool map transpose, flat argsort, index_select), unpermute (zeros +
     scatter_add_), sort_chunks_by_idxs (split + cat), topk_routing_with_score_function
@@ -425,15 +443,16 @@ class MoEMLP:
         return ctx.T * (unf * (routed + shared) + clamp)
 
     def routing_saved_bytes(self, ctx, permute_fused: bool, router: "RouterPath", dispatcher: str = "alltoall",
-                            domain: float | None = None):
+                            domain: float | None = None, fused_multihot: bool = False):
         """Bytes one layer saves for its backward for the router and the token permutations [9], per local
         token (n = T / rep_div): the router's, on the job's path, for every dispatcher (router_saved_terms [10]:
         they replace tensors()' generic moe_router_logits, which memory.layer_memory drops where this is
         priced); and the dispatcher's (permutation_saved_bytes; domain: the GPUs of an NVLink domain the job's
-        ranks fill, comm.domain_in_use, which Hybrid-EP's handle reads)."""
+        ranks fill, comm.domain_in_use, which Hybrid-EP's handle reads; fused_multihot: DeepEP's received map built
+        by Megatron's fused kernel, deepep_saved_bytes)."""
         routed = sum(router_saved_terms(self, router).values())
         return (ctx.T * routed / ctx.rep_div
-                + self.permutation_saved_bytes(ctx, permute_fused, dispatcher, router.logit_bytes, domain)
+                + self.permutation_saved_bytes(ctx, permute_fused, dispatcher, router.logit_bytes, domain, fused_multihot)
                 + self.expert_probs_saved_bytes(ctx, dispatcher, router.logit_bytes))
 
     def expert_probs_saved_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES):
@@ -451,7 +470,7 @@ class MoEMLP:
         return ctx.T * self.local_rows(ctx) * per_row
 
     def dispatcher_held_bytes(self, ctx, dispatcher: str, logit_bytes: float = LOGIT_BYTES,
-                              router_fused: bool = False):
+                              router_fused: bool = False, padded_map: bool = False):
         """(held, held_if_recomputed): what one MoE layer's token dispatcher keeps as attributes from its forward
         until the layer's next forward [13], for one micro-batch, bytes; not per micro-batch in flight (each
         forward overwrites the last), so at the step's peak (and at the optimizer step) every MoE layer of the stage
@@ -474,23 +493,55 @@ class MoEMLP:
                        int64 top-k indices torch.topk's backward keeps (8 etp k).
             hybridep   _HybridEPManager's routing map, fp32 probabilities and dispatched probabilities
                        (hybridep_held_bytes [15]).
-        Other dispatchers (deepep_ll): 0."""
+        Other dispatchers (deepep_ll): 0.
+        padded_map (memory.padded_routing_map: Megatron's routing-map padding run by its fused Triton kernel [17]):
+        the map the alltoall dispatcher keeps (self.routing_map) and DeepEP's dispatched_routing_map are the padded
+        int32 copies (padded_routing_map_bytes), which replace the bool maps above: the unfused router's bool map
+        and DeepEP's received multihot map are then freed after the layer's forward, and the router's map TE's fused
+        top-k saves is no longer also held by the dispatcher under full recompute."""
         from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)
         n = ctx.T / ctx.rep_div
+        pad = self.padded_routing_map_bytes(ctx, dispatcher) if padded_map else 0.0
         if dispatcher == "alltoall":  # a job setting
-            mapped = BOOL_BYTES * E
-            return n * (logit_bytes * E + (0.0 if router_fused else mapped)), n * (mapped if router_fused else 0.0)
+            mapped = 0.0 if padded_map else BOOL_BYTES * E  # a job setting
+            return n * (logit_bytes * E + (0.0 if router_fused else mapped)) + pad, n * (mapped if router_fused else 0.0)
         if dispatcher == "allgather":
             return n * BOOL_BYTES * ctx.etp * E, ctx.T * self.local_rows(ctx) * logit_bytes
         if dispatcher == "deepep":
             recv = self.local_rows(ctx) * distinct(ctx.ep, k) / k  # received tokens per local token (deepep_saved_bytes)
-            return (n * PROB_BYTES * ctx.etp * k + ctx.T * recv * BOOL_BYTES * E / ctx.ep,
-                    n * INT64_INDEX_BYTES * ctx.etp * k)
+            multihot = 0.0 if padded_map else ctx.T * recv * BOOL_BYTES * E / ctx.ep  # replaced by the padded map
+            return (n * PROB_BYTES * ctx.etp * k + multihot + pad, n * INT64_INDEX_BYTES * ctx.etp * k)
         if dispatcher == "hybridep":
             return self.hybridep_held_bytes(ctx, router_fused)
         return 0.0, 0.0
+
+    def padded_routing_map_bytes(self, ctx, dispatcher: str):
+        """The padded routing map one MoE layer's dispatcher keeps from its forward to its next one [17], one
+        micro-batch's, bytes, where Megatron pads the map with its fused Triton kernel (memory.padded_routing_map:
+        moe_router_padding, enable_experimental and moe_permute_fusion). fused_pad_routing_map
+        returns output_map, int32 [E, tokens] transposed to [tokens, E] (INDEX_BYTES a cell), a new tensor in place of
+        the bool map:
+          alltoall  self.routing_map over the n = T / rep_div local tokens and all E experts: 4 E B a local token
+                    (DeepSeek-V3, E 256, 4,096 tokens: 4 MiB a layer);
+          deepep    _DeepepManager.dispatched_routing_map over the tokens the rank receives and its E / ep local
+                    experts: 4 E / ep B a received token (received tokens as deepep_saved_bytes counts them), where
+                    every expert's padded count fits the received tokens (token_dispatcher.py l. 1407-1413 falls back
+                    to the GroupedMLP's own padding otherwise: a data-dependent case, not priced).
+        Other dispatchers 0: allgather is refused with the padding (plan._router_padding_ok), and Hybrid-EP pads in its
+        own dispatch kernel whatever the flag (token_dispatcher.py _HybridEPManager.dispatch l. 1142-1162:
+        pad_multiple = get_align_size_for_quantization; moe_utils.py skip_routed_expert_padding l. 1494-1510): no
+        routing-map padding runs."""
+        from .common import distinct_draws as distinct
+
+        E, k = float(self.num_experts), float(self.top_k)
+        if dispatcher == "alltoall":  # a job setting
+            return ctx.T / ctx.rep_div * INDEX_BYTES * E
+        if dispatcher == "deepep":
+            recv = self.local_rows(ctx) * distinct(ctx.ep, k) / k
+            return ctx.T * recv * INDEX_BYTES * E / ctx.ep
+        return 0.0
 
     def hybridep_held_bytes(self, ctx, router_fused: bool):
         """(held, held_if_recomputed) of Megatron-Core's flex dispatcher with Hybrid-EP [15], one micro-batch's, n = T /
@@ -511,7 +562,7 @@ class MoEMLP:
         return held, n * np.where(shared, BOOL_BYTES * E, 0.0) + ctx.T * self.local_rows(ctx) * PROB_BYTES
 
     def permutation_saved_bytes(self, ctx, permute_fused: bool, dispatcher: str, logit_bytes: float = LOGIT_BYTES,
-                                domain: float | None = None):
+                                domain: float | None = None, fused_multihot: bool = False):
         """What the token permutations save [9]: Megatron-Core's alltoall dispatcher, per local token, the fused
         permutation's int32 row-id map (4 (2E + 1) B; the unfused one's int64 argsort of the [n E] map, kept
         whole through the probabilities' gather index, and its int64 sorted indices: 8 E + 8 k B); and, with
@@ -521,7 +572,7 @@ class MoEMLP:
         handle; domain: the GPUs of an NVLink domain); the allgather dispatcher: allgather_saved_bytes (logit_bytes:
         the probabilities' dtype, the router's logits'). deepep_ll's permutations are not priced (0)."""
         if dispatcher == "deepep":  # a job setting
-            return self.deepep_saved_bytes(ctx, permute_fused)
+            return self.deepep_saved_bytes(ctx, permute_fused, fused_multihot)
         if dispatcher == "hybridep":  # a job setting
             if domain is None:
                 raise ValueError("hybridep_saved_bytes needs the GPUs of an NVLink domain (memory.moe_routing_saves)")
@@ -556,7 +607,7 @@ class MoEMLP:
             return ctx.T * (masked + ranks * INDEX_BYTES * (2.0 * local + 1.0)) / ctx.rep_div
         return ctx.T * (masked / ctx.rep_div + INT64_INDEX_BYTES * self.local_rows(ctx))
 
-    def deepep_saved_bytes(self, ctx, permute_fused: bool):
+    def deepep_saved_bytes(self, ctx, permute_fused: bool, fused_multihot: bool = False):
         """What Megatron-Core's flex dispatcher with DeepEP saves for its backward [11]: per local token
         (n = T / rep_div), the int64 top-k indices of its probabilities (_DeepepManager.setup_metadata's torch.topk,
         8 etp k B: the manager's router_topk is tp_size x moe_router_topk over tp_size x E columns, tp_size the
@@ -578,7 +629,11 @@ class MoEMLP:
         same local rank of each node: n x the nodes a token reaches, distinct(R / 8, k), capped by the model's
         group-limited routing as planner/dispatch.py caps it). And the handle's prefix matrices, a layer's whatever
         its tokens (deepep_prefix_bytes). Not priced (named): the job's moe_route_nodes cap on the nodes reached
-        (the model's group-limited cap is applied)."""
+        (the model's group-limited cap is applied).
+        fused_multihot (memory.fused_multihot: --enable-experimental with moe_permute_fusion, token_dispatcher.py
+        @d98e8a64 l. 1425-1428): the received map is built by fused_indices_to_multihot, whose IndicesToMultihot saves
+        only its int32 position_map [n_recv, E / ep] (fusions/fused_indices_converter.py @d98e8a64 l. 211-213, 232):
+        4 E / ep B a received token in place of the multihot conversion's int64 index pairs (2 x 16 B a row) [17]."""
         from .common import distinct_draws as distinct
 
         E, k = float(self.num_experts), float(self.top_k)
@@ -591,6 +646,8 @@ class MoEMLP:
             per_recv, per_row = INDEX_BYTES * (2.0 * local + 1.0), 4.0 * INT64_INDEX_BYTES
         else:
             per_recv, per_row = INT64_INDEX_BYTES * local, 5.0 * INT64_INDEX_BYTES
+        if fused_multihot:  # a job setting: the position map in place of the index pairs (docstring)
+            per_recv, per_row = per_recv + INDEX_BYTES * local, per_row - 4.0 * INT64_INDEX_BYTES
         handle_token, handle_recv = self.deepep_handle_bytes(ranks)
         return (ctx.T * ((token + handle_token) / ctx.rep_div + recv * (per_recv + handle_recv) + rows * per_row)
                 + self.deepep_prefix_bytes(ranks))

@@ -183,7 +183,7 @@ def plan_signature(plan: dict) -> dict:
     keys = ("gpus", "tp", "cp", "pp", "vpp", "dp", "ep", "etp", "micro_batch", "global_batch", "seq_len", "sharding",
             "sharding_mode", "shard_group", "recompute", "recompute_layers", "sequence_parallel", "schedule", "precision",
             "fp8_recipe", "rank_order", "bytes_per_param", "tp_comm_overlap", "dp_comm_overlap", "torch_compile",
-            "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
+            "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_load", "moe_dispatcher", "moe_fp8_dispatch", "ep_comm_overlap", "defer_embedding_wgrad", "cross_entropy_fusion", "cross_entropy_fusion_impl", "cuda_graph_impl", "cuda_graph_scope", "chunked_loss", "selective_recomputes_attention", "partition_activations", "recompute_modules", "optimizer_implementation", "early_step_in_backward", "cp_rotate_method", "fp8_param_gather", "fp4_param_gather", "transformer_impl", "local_core_attention", "moe_grouped_gemm", "moe_permute_fusion", "moe_router_fusion", "moe_router_padding", "enable_experimental", "masked_softmax_fusion", "attention_softmax_in_fp32", "moe_aux_loss_coeff", "moe_z_loss_coeff", "moe_router_pre_softmax", "moe_router_dtype", "apply_rope_fusion", "bias_activation_fusion",
             "bias_dropout_fusion", "gradient_accumulation_fusion", "stack", "bf16_layers_at_start",
             "bf16_layers_at_end", "fp8_output_layer", "fp8_allgather", "fp8_attention", "fp16", "mtp_layers", "microbatch_group", "cp_comm_type", "hierarchical_cp_sizes",
             "pp_p2p_overlap", "pp_p2p_overlap_warmup_flush", "batch_size_schedule", "empty_unused_memory_level",
@@ -1051,6 +1051,12 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     for flag, field in (("--moe-permute-fusion", "moe_permute_fusion"), ("--moe-router-fusion", "moe_router_fusion")):
         if plan.get(field):  # store_true (default off): written where the plan runs the fused kernel
             args.append((flag, None))
+    # store_true (default off): the routing map padded for quantized grouped GEMMs, Megatron's experimental kernels
+    # (planner/layers/moe.py [17]); written where the plan runs them
+    for flag, field in (("--moe-router-padding-for-quantization", "moe_router_padding"),
+                        ("--enable-experimental", "enable_experimental")):
+        if plan.get(field):
+            args.append((flag, None))
     # the fusion switches the plan turned off (megatron.py [6]; the last also where its sharding mode runs it off:
     # --use-torch-fsdp2, plan.plan_dict)
     if plan.get("apply_rope_fusion") is False:
@@ -1138,6 +1144,12 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, "torch_compile on: Megatron-LM has no flag that compiles the model", "price it with --no-compile")
     if plan.get("transformer_impl") == "local":  # Megatron-Core's own layers (memory.py [12])
         args.append(("--transformer-impl", "local"))
+        # its DotProductAttention's softmax (memory.py [sm]): the plan's attention_softmax_in_fp32 (absent: true, as
+        # priced; Megatron-LM's argument default is false) and masked_softmax_fusion
+        if plan.get("attention_softmax_in_fp32") is not False:
+            args.append(("--attention-softmax-in-fp32", None))
+        if plan.get("masked_softmax_fusion") is False:
+            args.append(("--no-masked-softmax-fusion", None))
     elif plan.get("local_core_attention"):
         # validate_args l. 436-437 runs --attention-backend local only with --spec local, which
         # pretrain_gpt.py cannot build (gpt_builders.py l. 32-33: import_module takes a (module, name) pair)

@@ -99,7 +99,10 @@ read). Modelled:
 Every other flag is listed: as ignored ('--flag=value (why)') where it cannot change the
 plan's memory or step time (IGNORED_REASONS: optimizer and schedule settings, data, logging
 and checkpoints, rotary constants, numerics constants and loss coefficients, --apply-layernorm-1p,
---attention-softmax-in-fp32), else as not modelled with what it changes, cited at the code
+--attention-softmax-in-fp32 and --apply-query-key-layer-scaling with Transformer Engine's attention: with
+Megatron-Core's own (--transformer-impl local) they are the job's attention_softmax_in_fp32, as
+--no-masked-softmax-fusion is its masked_softmax_fusion, _fusions, planner/memory.py [sm]), else as not modelled
+with what it changes, cited at the code
 (NOT_MODELLED, NOT_MODELLED_PATTERNS: --manual-gc /
 --manual-gc-interval (host pauses), --bf16-reduce (no Megatron-LM flag at any commit),
 --deterministic-mode (slower kernels), --check-weight-hash-across-dp-replicas-interval, --spec,
@@ -108,7 +111,11 @@ flag the planner does not know, "unknown to the planner": the CI corpus's argume
 none, tests/test_reader_lists.py); --moe-permute-fusion and
 --moe-router-fusion are the job's moe_permute_fusion / moe_router_fusion (absent: the stack's default,
 off as in Megatron-LM, listed as assumed; planner/layers/moe.py unfused_dispatch_bytes prices the
-unfused ops); --no-async-tensor-model-
+unfused ops); --moe-router-padding-for-quantization (and --moe-router-padding-for-fp8, the older spelling that
+sets it) and --enable-experimental are the job's moe_router_padding and enable_experimental
+(_router_padding: with --moe-permute-fusion the dispatcher keeps the padded int32 routing map, and DeepEP's
+fused multihot saves its int32 position map, planner/layers/moe.py [17]; absent on an fp8 / fp4 MoE run the
+padding is off, listed as assumed; on a dense model the padding flag is listed as ignored); --no-async-tensor-model-
 parallel-allreduce, ignored by Megatron-LM since 2024 and removed in 639c08ab82, is listed ignored.
 --empty-unused-memory-level N is the job's empty_unused_memory_level (0, 1 or 2; it moves no priced figure:
 torch.cuda.empty_cache() frees only wholly free segments between phases, planner/memory.py [13]). --step-batch-size-schedule "tokens:batch ..." is the job's
@@ -203,6 +210,12 @@ from ..cuda_graphs import IMPLS as CUDA_GRAPH_IMPLS, SCOPES as CUDA_GRAPH_SCOPES
 from . import megatron_deepspeed as mds
 from .megatron_deepspeed import MDS_BOOL_FLAGS
 
+# the flags that set Megatron-Core's attention_softmax_in_fp32 (arguments.py @d98e8a64 l. 3067 store_true; l. 1713-1715:
+# --apply-query-key-layer-scaling sets it): read with Megatron-Core's own core attention (_fusions), else ignored
+SOFTMAX_FP32_FLAGS = ("--attention-softmax-in-fp32", "--apply-query-key-layer-scaling")
+# --moe-router-padding-for-quantization and its older spelling, which sets it (transformer_config.py @d98e8a64
+# l. 771-778, 2641-2647): the job's moe_router_padding (_router_padding)
+ROUTER_PADDING_FLAGS = ("--moe-router-padding-for-quantization", "--moe-router-padding-for-fp8")
 # store_true flags of arguments.py that the planner reads (no value follows them)
 BOOL_FLAGS = {
     "--sequence-parallel", "--use-distributed-optimizer", "--use-torch-fsdp2", "--recompute-activations", "--bf16",
@@ -226,6 +239,8 @@ BOOL_FLAGS = {
     "--no-overlap-p2p-communication", "--overlap-p2p-communication-warmup-flush",
     # CUDA graphs, the deprecated spellings of --cuda-graph-impl (_cuda_graphs)
     "--enable-cuda-graph", "--external-cuda-graph",
+    # the routing map padded for quantized grouped GEMMs and the experimental kernels (_router_padding)
+    *ROUTER_PADDING_FLAGS, "--enable-experimental",
 }
 VALUE_FLAGS = {
     "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
@@ -290,15 +305,26 @@ NOT_MODELLED = {
     # the flags below are the ones the CI corpus (tests/data/megatron_ci/args) sets that the reader does not price;
     # places at Megatron-LM @d98e8a64
     "--deterministic-mode": "deterministic kernels only (model_parallel_config.py l. 229 'usually means slower "
-                            "execution'; training/determinism.py; TE's attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, "
-                            "extensions/transformer_engine.py l. 2155-2161): slower backward kernels than priced",
-    "--check-weight-hash-across-dp-replicas-interval": "every N steps each rank hashes all its weights and the hashes "
-                                                       "are gathered across data-parallel replicas (training.py l. "
-                                                       "3983-3984): time on those steps",
+                            "execution'; training/determinism.py: torch.use_deterministic_algorithms, NCCL_ALGO Ring; TE's "
+                            "attention with NVTE_ALLOW_NONDETERMINISTIC_ALGO=0, extensions/transformer_engine.py l. "
+                            "2155-2161): slower backward kernels than priced (its CUBLAS_WORKSPACE_CONFIG is read: "
+                            "_deterministic)",
+    "--check-weight-hash-across-dp-replicas-interval": "after the optimizer step of every N-th iteration (training.py "
+                                                       "l. 3981-3990) core/utils.py check_param_hashes_across_dp_replicas "
+                                                       "(l. 936-1010) copies each weight to the host (param.data.to('cpu')) "
+                                                       "for a host SHA-1 and all-gathers the 20-B digests over the data-"
+                                                       "parallel group: host and PCIe time on those iterations only, "
+                                                       "outside the steady step priced; on the GPU 20 B a parameter "
+                                                       "tensor x (dp + 1), no allocated peak moved",
     "--spec": "the module spec the layers are built from (e.g. 'local': Megatron-Core's layers without Transformer "
               "Engine; arguments.py l. 3645): other kernels than the stack prices",
-    "--overlap-param-gather-with-optimizer-step": "the first parameter all-gathers overlapped with the optimizer step "
-                                                  "(distributed optimizer, interleaved pipeline)",
+    "--overlap-param-gather-with-optimizer-step": "the first model chunk gets an optimizer of its own, and its "
+                                                  "parameter all-gathers are dispatched right after that optimizer's "
+                                                  "step, beside the other chunks' steps, not in the next forward's "
+                                                  "pre-hooks (optimizer/__init__.py @d98e8a64 l. 1063-1065, optimizer.py "
+                                                  "l. 1672-1675, distributed_data_parallel.py l. 635): the same gathered "
+                                                  "buffers (no bytes moved), the first chunk's all-gather hidden behind "
+                                                  "the optimizer step instead of the first micro-batch's forward",
     "--no-use-layer-wise-param-layout": "the layer-wise distributed optimizer without its precomputed parameter layout "
                                         "(arguments.py l. 3160-3165): other buffer padding and gather sizes",
     "--tp-comm-overlap-cfg": "Transformer Engine's userbuffers settings for the TP overlap (chunks, SMs per "
@@ -367,8 +393,10 @@ IGNORED_REASONS = (
     (r"--(norm-epsilon|mtp-loss-scaling-factor|moe-router-topk-scaling-factor|"
      r"moe-router-bias-update-rate|apply-query-key-layer-scaling|te-rng-tracker)$",
      "a numerics setting (a constant, loss coefficient or RNG tracker): the same kernels and bytes"),
-    (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's unfused attention "
-     "(dot_product_attention.py @d98e8a64 l. 106); the fused attention priced computes softmax in fp32 regardless"),
+    # with Megatron-Core's own core attention (--transformer-impl local) both flags that set it are read (_fusions)
+    (r"--attention-softmax-in-fp32$", "the masking and softmax dtype of Megatron-Core's own core attention "
+     "(dot_product_attention.py @d98e8a64 l. 106), read with --transformer-impl local; Transformer Engine's attention "
+     "runs here, which does not take it"),
     (r"--muon-(momentum|extra-scale-factor|scale-mode)$", "optimizer hyper-parameter: no memory or time effect"),
     (r"--mscale(-all-dim)?$|--rotary-interleaved$",
      "a constant or channel order of the rotary embedding: the same kernel and bytes"),
@@ -1288,6 +1316,8 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
                  else set()) | (
         {"--rotary-seq-len-interpolation-factor"} if rope_scaled(flags) else set()) | (
         {"--rotary-base"} if rotary_built(flags) else set())  # _rope_scaling reads them
+    if flags.get("--attention-backend") == "local" or flags.get("--transformer-impl") == "local":
+        read_rope = read_rope | set(SOFTMAX_FP32_FLAGS)  # Megatron-Core's own core attention: _fusions reads them
     for k, v in flags.items():
         if k in BOOL_FLAGS or k in VALUE_FLAGS or k in BOOL_READ or k in read_rope:
             continue
@@ -1320,6 +1350,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
         job["ep_comm_overlap"] = True
     _read_wgrad_deferral(where, flags, job)
     _read_empty_cache(where, flags, job)
+    _deterministic(flags, job, assumed)
     if "--cross-entropy-loss-fusion" in flags:  # the native fused loss (Megatron refuses the TE one, arguments.py)
         job["cross_entropy_fusion"] = True
     for flag, field in MOE_FUSION_FLAGS.items():  # TE's fused MoE kernels (planner/layers/moe.py [7] [8])
@@ -1580,6 +1611,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
     if "--num-experts" in flags:
         _balancing(where, flags, job, assumed)
         _router(where, flags, job, assumed)
+    _router_padding(where, flags, job, assumed, ignored)
     job["sequence_parallel"] = "--sequence-parallel" in flags
     if tp > 1 and not job["sequence_parallel"]:
         assumed.append("sequence_parallel=false: --sequence-parallel absent (off by default in Megatron)")
@@ -1747,7 +1779,10 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
       --no-gradient-accumulation-fusion  gradient_accumulation_fusion false (under --use-torch-fsdp2, which requires it,
                                          arguments.py l. 1040-1041, left unset: _mode_settings);
       --no-masked-softmax-fusion         Megatron-Core's own DotProductAttention only (dot_product_attention.py
-                                         l. 104): ignored with TE's attention, not modelled with the local one;
+                                         l. 104): masked_softmax_fusion false with the local one, ignored with TE's;
+      --attention-softmax-in-fp32,       with the local one attention_softmax_in_fp32 (either flag true, else false:
+      --apply-query-key-layer-scaling    Megatron-LM's argument default, listed as assumed; planner/memory.py [sm]),
+                                         with TE's attention ignored (IGNORED_REASONS);
       --no-persist-layer-norm            Megatron-Core's FusedLayerNorm only (fused_layer_norm.py l. 99-135): ignored
                                          with TE's norms, not modelled with --transformer-impl local."""
     def ignore(flag, why):
@@ -1772,10 +1807,16 @@ def _fusions(flags: dict, spec, job: dict, ignored: list, not_modelled: list, as
         job["bias_dropout_fusion"] = False
     if "--no-gradient-accumulation-fusion" in flags:  # under a mode that requires it: _mode_settings
         job["gradient_accumulation_fusion"] = False
+    if job.get("local_core_attention"):  # Megatron-Core's DotProductAttention's softmax (planner/memory.py [sm])
+        fp32 = [f for f in SOFTMAX_FP32_FLAGS if _on(flags, f)]
+        job["attention_softmax_in_fp32"] = bool(fp32)
+        if not fp32:
+            assumed.append("attention_softmax_in_fp32=false: neither --attention-softmax-in-fp32 nor "
+                           "--apply-query-key-layer-scaling (Megatron-LM's argument default, arguments.py @d98e8a64 "
+                           "l. 3067, 1713-1715): the torch softmax, where it runs, in the 16-bit input dtype")
     if "--no-masked-softmax-fusion" in flags:
         if job.get("local_core_attention"):
-            not_modelled.append("--no-masked-softmax-fusion (Megatron-Core's DotProductAttention scales, masks and "
-                                "softmaxes in separate kernels: more bytes over the s x s scores)")
+            job["masked_softmax_fusion"] = False
         else:
             ignore("--no-masked-softmax-fusion", "read only by Megatron-Core's own DotProductAttention (dot_product_"
                                                  "attention.py l. 104); Transformer Engine's attention runs")
@@ -2070,6 +2111,62 @@ def _router(where: str, flags: dict, job: dict, assumed: list) -> None:
                                f"valid: {', '.join(ROUTER_DTYPES)} (transformer_config.py @d98e8a64 l. 811 "
                                "moe_router_dtype Optional[Literal['fp32', 'fp64']])")
         job["moe_router_dtype"] = dtype
+
+
+# what --deterministic-mode sets in the environment where the launcher has not (NVIDIA/Megatron-LM @d98e8a64
+# megatron/training/arguments.py l. 1708-1711 -> training/determinism.py apply_determinism_to_args, l. 27-31
+# DETERMINISM_ENV_VAR_DEFAULTS, l. 114-116 env.setdefault): PyTorch's cuBLAS workspaces (planner/memory.py [ws])
+DETERMINISTIC_CUBLAS_WORKSPACE = ":4096:8"
+
+
+def _deterministic(flags: dict, job: dict, assumed: list) -> None:
+    """--deterministic-mode -> the job's cublas_workspace_config :4096:8, what Megatron-LM @d98e8a64 sets (setdefault:
+    a CUBLAS_WORKSPACE_CONFIG the launcher exports wins, which the script does not show; listed as assumed). Before
+    determinism.py (3ab71eeb3e, 2026-07-08) Megatron set none but called torch.use_deterministic_algorithms(True),
+    under which PyTorch refuses cuBLAS unless CUBLAS_WORKSPACE_CONFIG is :4096:8 or :16:8, so such runs set one of
+    the two themselves; the Megatron CI cases that state it state :4096:8. Its slower kernels stay not modelled
+    (NOT_MODELLED)."""
+    if not _on(flags, "--deterministic-mode"):
+        return
+    job["cublas_workspace_config"] = DETERMINISTIC_CUBLAS_WORKSPACE
+    assumed.append(f"cublas_workspace_config={DETERMINISTIC_CUBLAS_WORKSPACE}: --deterministic-mode sets "
+                   "CUBLAS_WORKSPACE_CONFIG where the launcher has not (training/determinism.py @d98e8a64 l. 27-31, "
+                   "114-116): 32 MiB cuBLAS workspaces (planner/memory.py [ws])")
+
+
+def _on(flags: dict, flag: str) -> bool:
+    """A store_true flag given (an argument file's `--flag true` / `1` as given; `false` / `0` as absent)."""
+    return flag in flags and (flags[flag] is True or str(flags[flag]).lower() in ("true", "1"))
+
+
+def _router_padding(where: str, flags: dict, job: dict, assumed: list, ignored: list) -> None:
+    """--moe-router-padding-for-quantization (or --moe-router-padding-for-fp8, its older spelling, which sets it:
+    transformer_config.py @d98e8a64 l. 2641-2647) -> the job's moe_router_padding, and
+    --enable-experimental -> enable_experimental (arguments.py l. 3643): with moe_permute_fusion they make each MoE
+    layer's dispatcher keep the padded int32 routing map (planner/layers/moe.py padded_routing_map_bytes [17]). On an
+    MoE model absent, the padding is off as in Megatron-LM, listed as assumed where an fp8 / fp4 recipe could run it;
+    on a dense model the padding flag is listed as ignored (Megatron builds no router). Megatron's own refusals
+    (no fp8 / fp4, the allgather dispatcher) are the plan's (plan._router_padding_ok)."""
+    given = [f for f in ROUTER_PADDING_FLAGS if _on(flags, f)]
+    experimental = _on(flags, "--enable-experimental")
+    if experimental:
+        job["enable_experimental"] = True
+    if "--num-experts" not in flags:
+        for f in given:
+            ignored.append(fmt_ignored(f, flags[f]) + " (no --num-experts: a dense model builds no router, the flag "
+                                                      "pads nothing)")
+        return
+    if given:
+        job["moe_router_padding"] = True
+        if "--moe-router-padding-for-fp8" in given:
+            assumed.append("moe_router_padding=true: --moe-router-padding-for-fp8, the older spelling "
+                           "that sets it (transformer_config.py @d98e8a64 l. 2641-2647)")
+        if not experimental:
+            assumed.append("enable_experimental=false: no --enable-experimental (Megatron-LM's default): the routing map "
+                           "is padded in place by pad_routing_map (moe_utils.py @d98e8a64 l. 731-763), no int32 copy kept")
+    elif "--fp8-format" in flags or "--fp4-format" in flags:
+        assumed.append("moe_router_padding=false: no --moe-router-padding-for-quantization "
+                       "(Megatron-LM's default, transformer_config.py @d98e8a64 l. 771)")
 
 
 def _non_negative(where: str, name: str, raw, value: float) -> float:
