@@ -817,7 +817,7 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from . import comm
 from .cuda_graphs import held_output_bytes
-from .dispatch import HYBRIDEP, group_size, group_stride
+from .dispatch import HYBRIDEP, group_size, group_stride, per_plan
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
@@ -1427,12 +1427,21 @@ def moe_routing_saves(settings: Settings):
     the stack does not save them so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None
-    pf, path, dispatcher = bool(settings.moe_permute_fusion), router_path(settings), settings.moe_dispatcher
-    # Hybrid-EP's handle reads the group's NVLink domains (layers/moe.py hybridep_saved_bytes [15]): the GPUs of a
-    # domain the job's ranks fill (no other dispatcher reads it)
-    domain = (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
-              if dispatcher == "hybridep" else 0.0)  # a job setting
-    return lambda kind, ctx: kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain) if kind.has_experts else 0.0
+    pf, path = bool(settings.moe_permute_fusion), router_path(settings)
+
+    @functools.cache
+    def domain(dispatcher: str) -> float:
+        # Hybrid-EP's handle reads the group's NVLink domains (layers/moe.py hybridep_saved_bytes [15]): the GPUs of
+        # a domain the job's ranks fill (no other dispatcher reads it; a job setting)
+        return (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
+                if dispatcher == "hybridep" else 0.0)
+
+    def saves(kind, ctx):
+        if not kind.has_experts:  # a model property
+            return 0.0
+        # each plan's dispatcher (dispatch.per_plan: the job's, or fit's dispatcher search's per plan)
+        return per_plan(settings, ctx.plan, lambda d: kind.mlp.routing_saved_bytes(ctx, pf, path, d, domain(d)))
+    return saves
 
 
 def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
@@ -1443,12 +1452,16 @@ def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
     the stack does not save the routing so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None, 0.0
-    path, dispatcher = router_path(settings), settings.moe_dispatcher
-    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused) if kind.has_experts
-            else (0.0, 0.0) for kind in ll.kinds]
-    if not ll.mtp:  # a model property
-        return held, 0.0
-    return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+    path = router_path(settings)
+
+    def of(dispatcher: str) -> tuple:
+        held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused) if kind.has_experts
+                else (0.0, 0.0) for kind in ll.kinds]
+        if not ll.mtp:  # a model property
+            return held, 0.0
+        return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+    # each plan's dispatcher (dispatch.per_plan: the job's, or fit's dispatcher search's per plan)
+    return per_plan(settings, ctx.plan, of)
 
 
 def mtp_recomputed(settings: Settings, plan) -> np.ndarray:
@@ -1846,7 +1859,9 @@ def _ends_only(placed: dict) -> dict:
 
 # the plan fields a layer's activations and recompute buffer read (layer_memory, context)
 # f8r: fp8 attention [fa8]; fge: the experts' token-group padding (layers/moe.py [14])
-LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r", "fge")
+# disp: the MoE dispatcher of fit's dispatcher search, per plan (the routing saves: moe_routing_saves; a constant
+# column, every plan the Settings' own, costs Groups nothing)
+LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r", "fge", "disp")
 
 
 def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerList):
@@ -2852,12 +2867,18 @@ def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     group / that; so the rank's piece (comm.domain_pieces, counted rank by rank at the folded grid's
     tp_ep stride, as step.ep_comm places the group), and the heaviest rank's buffers, the largest
     over the job's pieces, are the GPU's."""
-    model = settings.model
-    if model.moe is None:  # a model property, not a searched quantity
+    if settings.model.moe is None:  # a model property, not a searched quantity
         return np.zeros(np.shape(plan.tp))
+    # each plan's dispatcher (dispatch.per_plan: the job's, or fit's dispatcher search's per plan)
+    return per_plan(settings, plan, lambda d: _dispatcher_buffers(settings, plan, ctx, d))
+
+
+def _dispatcher_buffers(settings: Settings, plan, ctx: Ctx, dispatcher: str) -> np.ndarray:
+    """dispatcher_buffer_bytes of every plan under `dispatcher`."""
+    model = settings.model
     etp = etp_of(plan)
-    if settings.moe_dispatcher != "hybridep":  # a job-wide setting
-        b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
+    if dispatcher != "hybridep":  # a job-wide setting (per plan in fit's dispatcher search: dispatch.per_plan)
+        b = ep_buffer_bytes(dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
                             model.moe.num_experts, 1.0, etp)
         return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)
     strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)

@@ -138,8 +138,8 @@ class PlanArrays:
     mbg: np.ndarray = 0
     # the MoE dispatcher each plan runs (dispatch.CODES), where fit's dispatcher search prices several in one
     # step_time call (search.step_times: the variant's dispatcher, Space.plans); -1: the Settings' moe_dispatcher.
-    # Read by step.py only (step.dispatcher_rows, with Settings.dispatcher_rows); memory.py prices each
-    # dispatcher with its own Settings (search._dispatcher_memory, _few_memory) and reads the Settings'
+    # Read by step.py and memory.py (dispatch.dispatcher_rows, dispatch.per_plan, with Settings.dispatcher_rows;
+    # search._dispatchers_memory prices every dispatcher's memory in one call)
     disp: np.ndarray = -1
 
     def __post_init__(self):
@@ -524,8 +524,9 @@ class Settings:
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     # fit's dispatcher search (search.search_one): ((dispatch code, ep_comm_overlap), ...) of every dispatcher a
     # plan's `disp` column may name, the only Settings fields that differ between the dispatchers' Settings
-    # besides moe_dispatcher and the stack's defaults.moe_dispatcher (which step.py does not read); step.py
-    # looks each plan's up (step.dispatcher_rows). (): every plan runs moe_dispatcher (disp -1)
+    # besides moe_dispatcher and the stack's defaults.moe_dispatcher (which step.py and memory.py do not read);
+    # step.py and memory.py look each plan's up (dispatch.dispatcher_rows, per_plan). (): every plan runs
+    # moe_dispatcher (disp -1)
     dispatcher_rows: tuple = ()
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused
