@@ -159,12 +159,15 @@ class PlanArrays:
             # take, and a scalar default filled rather than broadcast and indexed (faster); a constant
             # column (one value viewed n times, stride 0: space._constant, which take would first copy
             # whole) stays one, viewed at the positions (read-only, as the column it comes from)
-            def at(v):
+            # (the dispatcher column `disp` left at its scalar default stays one value: every plan runs the
+            # Settings' own dispatcher, which step.py and memory.py then read once, dispatch.per_plan, instead
+            # of looking a column of -1s up)
+            def at(v, name):
                 if np.ndim(v) == 0:
-                    return np.full(idx.shape, v, dtype=np.int64)
+                    return v if name == "disp" else np.full(idx.shape, v, dtype=np.int64)
                 return np.broadcast_to(v[0], idx.shape) if v.strides == (0,) and len(v) else v.take(idx)
 
-            return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
+            return PlanArrays(**{f.name: at(getattr(self, f.name), f.name) for f in fields(self)})
 
         def at(v):  # a field left at its scalar default takes every candidate's value
             return (np.broadcast_to(v, n) if np.ndim(v) == 0 and len(n) else v)[idx]
