@@ -1973,7 +1973,16 @@ class _PerLayer:
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)
-        self.largest_params = _largest_params(pc, plan, ctx) if self.step_grads is not None else None
+        # a copy is made only where some mode of the stack flattens the partition, keeps only it, takes the fp64 norm,
+        # or converts gradients narrower than fp32 (stack data and the job's gradient bytes: Megatron's modes state only
+        # the fp32 copy, the tensor itself on its default fp32 grad buffer); elsewhere every element of
+        # _step_grad_copies is +0.0 (g - g + max(x * 0.0, 0.0 * y), finite figures), which it then returns unpriced
+        gb = settings.bpp.gradients
+        self.step_copies = self.step_grads is not None and any(
+            m.step_grads is not None and (m.step_grads.flat or m.step_grads.partition_only or m.step_grads.norm_fp64
+                                          or (m.step_grads.fp32 and gb < STEP_FP32_GRAD_BYTES))
+            for m in stack.runs.sharding)
+        self.largest_params = _largest_params(pc, plan, ctx) if self.step_copies else None
         # DeepSpeed ZeRO-1/2's IPG buffers and the gradient reduction's partition buffers [zb]
         # (none where no mode of the stack states either: every term of _zero12_terms is then 0, stack data)
         reduces = stack.runs is not None and any(m.step_grads is not None and (m.step_grads.ipg_buffer or m.step_grads.reduction)
@@ -2660,7 +2669,7 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     gradient norm's fp64 piece before them where larger (norm_fp64: 8 B x min(the stage's largest parameter, L), at most
     the worst rank's: a rank's piece of a parameter is all of it, or the part inside its partition)."""
     sg = per.step_grads
-    if sg is None:  # a stack setting: no mode of the stack states its step's gradients
+    if not per.step_copies:  # stack data (and the job's gradient bytes): no mode's step copies a gradient [sg]
         return 0.0 * states.gradients
     bpp = per.settings.bpp
     local = (states.master_weights / bpp.master if bpp.master > 0 else
