@@ -1,7 +1,8 @@
 """memory.py's stack-data shortcuts (branch memdisp, issues 23/24) give the numbers of the full computation, bit for
 bit: the sharding modes' optimizer-step gradient copies (_step_grad_copies [sg]) are not priced where no mode of
 the stack makes one (Megatron's modes state only the fp32 copy, the tensor itself on its default fp32 grad buffer),
-and _largest_params, which only they read, is not computed there."""
+and _largest_params, which only they read, is not computed there; and _step_excess returns the optimizer step's
+term alone where no [zb], [z3s] or [sg] moment is priced (the others +0.0, as the full lines give)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from planner.space import OK, SpaceOptions, build_space, settings_for
 
 
 def _forced(monkeypatch):
-    """_PerLayer with the shortcut off: the copies priced wherever a mode states step_grads, as before it."""
+    """_PerLayer with the shortcuts off: the copies priced wherever a mode states step_grads, as before them (and
+    so _step_excess's full lines run)."""
     orig = mem._PerLayer._step_parts
 
     def full(self, settings, plan, pc, stack, ctx):
