@@ -163,65 +163,14 @@ import numpy as np
 from . import comm
 from .layers.common import ACT_BYTES, distinct_draws as distinct  # noqa: F401 (a leaf: layers/moe.py reads it too)
 
-ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
-NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
-CODES = {v: k for k, v in NAMES.items()}
+# the codes, and each plan's dispatcher (a leaf module: memory.py reads it too)
+from .dispatch_codes import (ALLGATHER, ALLTOALL, CODES, DEEPEP, DEEPEP_LL, HYBRIDEP, NAMES,  # noqa: F401
+                             dispatcher_rows, table_rows)
 FLEX = (DEEPEP, DEEPEP_LL, HYBRIDEP)  # kernels run over the etp x ep group, no expert-TP gather [3]
 # padded to capacity: which dispatchers skip the host synchronisation, which refuse padding [7]
 # (a leaf module, so that plan.py and cuda_graphs.py read them without an import cycle)
 from .moe_padding import PAD_REFUSED, PAD_WITHOUT_SYNC, host_synced  # noqa: E402,F401
 
-
-def table_rows(settings) -> tuple:
-    """Settings.dispatcher_rows (a test's stand-in settings without the field: none)."""
-    return getattr(settings, "dispatcher_rows", ())
-
-
-def dispatcher_rows(settings, plan) -> tuple:
-    """(dispatcher code, ep_comm_overlap) of each plan: the Settings' moe_dispatcher and ep_comm_overlap
-    (scalars) where every plan runs them (Settings.dispatcher_rows empty: explain, and every search but fit's
-    dispatcher search), else per plan from its `disp` column (-1: the Settings' own), each code's
-    ep_comm_overlap looked up in the table Settings.dispatcher_rows (search.search_one builds it from each
-    dispatcher's Settings; a code it lacks is an error, not a default). step.py and memory.py read it."""
-    own = CODES[settings.moe_dispatcher]
-    if not table_rows(settings):
-        return own, bool(settings.ep_comm_overlap)
-    d = np.asarray(plan.disp)
-    codes = np.where(d < 0, own, d)
-    known = np.zeros(len(NAMES), dtype=bool)
-    epo = np.zeros(len(NAMES), dtype=bool)
-    for c, e in table_rows(settings) + ((own, settings.ep_comm_overlap),):
-        known[c], epo[c] = True, bool(e)
-    if not known[codes].all():
-        raise ValueError(f"dispatcher codes {sorted(set(codes[~known[codes]].tolist()))} not in Settings.dispatcher_rows")
-    return codes, epo[codes]
-
-
-def per_plan(settings, plan, f):
-    """f(dispatcher name) of each plan's dispatcher (dispatcher_rows): f of the Settings' moe_dispatcher where
-    every plan runs it (Settings.dispatcher_rows empty), else f of each dispatcher the plans run, each plan's
-    taken by np.where (arrays, possibly in tuples and lists, None kept: the same elements f gives under that
-    dispatcher's name alone; a dispatcher no plan runs is not priced, a shortcut only). memory.py prices its
-    dispatcher terms so ([ep], [dh], the routing saves), as step.ep_comm prices the transfers."""
-    if not table_rows(settings):
-        return f(settings.moe_dispatcher)
-    codes, _ = dispatcher_rows(settings, plan)
-    present = np.zeros(len(NAMES), dtype=bool)
-    present[codes] = True
-    kinds = np.flatnonzero(present)
-    out = f(NAMES[int(kinds[0])])
-    for k in kinds[1:]:
-        out = _where(codes == k, f(NAMES[int(k)]), out)
-    return out
-
-
-def _where(on, a, b):
-    """np.where(on, a, b) element by element through tuples and lists (None where both are None)."""
-    if isinstance(a, (tuple, list)):
-        return type(a)(_where(on, x, y) for x, y in zip(a, b, strict=True))
-    if a is None and b is None:
-        return None
-    return np.where(on, a, b)
 
 # what each dispatcher is, in no trainer's spelling: the stacks name them differently (Megatron
 # --moe-token-dispatcher-type / --moe-flex-dispatcher-backend, torchtitan expert_parallel_comm_backend);

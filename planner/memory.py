@@ -817,7 +817,8 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from . import comm
 from .cuda_graphs import held_output_bytes
-from .dispatch import HYBRIDEP, group_size, group_stride, per_plan
+from .dispatch import HYBRIDEP, group_size, group_stride
+from .dispatch_codes import plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
@@ -1420,6 +1421,26 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     return stored, buffers, layer_input
 
 
+def _per_dispatcher(settings: Settings, plan, f):
+    """f(dispatcher name) of each plan's MoE dispatcher (dispatch_codes.plan_dispatchers): f of the one every plan
+    runs (the job's; fit's dispatcher search's base rows), else f of each dispatcher the plans run, each plan's taken
+    by np.where (arrays, in tuples and lists, None kept): the same elements f gives under that dispatcher alone."""
+    (first, _), *rest = plan_dispatchers(settings, plan)
+    out = f(first)
+    for name, on in rest:
+        out = _where_nested(on, f(name), out)
+    return out
+
+
+def _where_nested(on, a, b):
+    """np.where(on, a, b) element by element through tuples and lists (None where both are None)."""
+    if isinstance(a, (tuple, list)):
+        return type(a)(_where_nested(on, x, y) for x, y in zip(a, b, strict=True))
+    if a is None and b is None:
+        return None
+    return np.where(on, a, b)
+
+
 def moe_routing_saves(settings: Settings):
     """kind, ctx -> what one MoE layer saves for its routing and permutations beyond its tensors (layers/moe.py
     routing_saved_bytes [9] [10]: the router's on the job's path, every dispatcher; the permutations' on the
@@ -1439,8 +1460,8 @@ def moe_routing_saves(settings: Settings):
     def saves(kind, ctx):
         if not kind.has_experts:  # a model property
             return 0.0
-        # each plan's dispatcher (dispatch.per_plan: the job's, or fit's dispatcher search's per plan)
-        return per_plan(settings, ctx.plan, lambda d: kind.mlp.routing_saved_bytes(ctx, pf, path, d, domain(d)))
+        # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
+        return _per_dispatcher(settings, ctx.plan, lambda d: kind.mlp.routing_saved_bytes(ctx, pf, path, d, domain(d)))
     return saves
 
 
@@ -1460,8 +1481,8 @@ def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
         if not ll.mtp:  # a model property
             return held, 0.0
         return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
-    # each plan's dispatcher (dispatch.per_plan: the job's, or fit's dispatcher search's per plan)
-    return per_plan(settings, ctx.plan, of)
+    # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
+    return _per_dispatcher(settings, ctx.plan, of)
 
 
 def mtp_recomputed(settings: Settings, plan) -> np.ndarray:
@@ -2885,15 +2906,15 @@ def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     over the job's pieces, are the GPU's."""
     if settings.model.moe is None:  # a model property, not a searched quantity
         return np.zeros(np.shape(plan.tp))
-    # each plan's dispatcher (dispatch.per_plan: the job's, or fit's dispatcher search's per plan)
-    return per_plan(settings, plan, lambda d: _dispatcher_buffers(settings, plan, ctx, d))
+    # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
+    return _per_dispatcher(settings, plan, lambda d: _dispatcher_buffers(settings, plan, ctx, d))
 
 
 def _dispatcher_buffers(settings: Settings, plan, ctx: Ctx, dispatcher: str) -> np.ndarray:
     """dispatcher_buffer_bytes of every plan under `dispatcher`."""
     model = settings.model
     etp = etp_of(plan)
-    if dispatcher != "hybridep":  # a job-wide setting (per plan in fit's dispatcher search: dispatch.per_plan)
+    if dispatcher != "hybridep":  # a job-wide setting (per plan in fit's dispatcher search: _per_dispatcher)
         b = ep_buffer_bytes(dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
                             model.moe.num_experts, 1.0, etp)
         return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)

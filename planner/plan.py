@@ -138,7 +138,7 @@ class PlanArrays:
     mbg: np.ndarray = 0
     # the MoE dispatcher each plan runs (dispatch.CODES), where fit's dispatcher search prices several in one
     # step_time call (search.step_times: the variant's dispatcher, Space.plans); -1: the Settings' moe_dispatcher.
-    # Read by step.py and memory.py (dispatch.dispatcher_rows, dispatch.per_plan, with Settings.dispatcher_rows;
+    # Read by step.py and memory.py (dispatch_codes.dispatcher_rows and plan_dispatchers, with Settings.dispatcher_rows;
     # search._dispatchers_memory prices every dispatcher's memory in one call)
     disp: np.ndarray = -1
 
@@ -160,7 +160,7 @@ class PlanArrays:
             # column (one value viewed n times, stride 0: space._constant, which take would first copy
             # whole) stays one, viewed at the positions (read-only, as the column it comes from)
             # (the dispatcher column `disp` left at its scalar default stays one value: every plan runs the
-            # Settings' own dispatcher, which step.py and memory.py then read once, dispatch.per_plan, instead
+            # Settings' own dispatcher, which step.py and memory.py then read once (dispatch_codes), instead
             # of looking a column of -1s up)
             def at(v, name):
                 if np.ndim(v) == 0:
@@ -528,7 +528,7 @@ class Settings:
     # fit's dispatcher search (search.search_one): ((dispatch code, ep_comm_overlap), ...) of every dispatcher a
     # plan's `disp` column may name, the only Settings fields that differ between the dispatchers' Settings
     # besides moe_dispatcher and the stack's defaults.moe_dispatcher (which step.py and memory.py do not read);
-    # step.py and memory.py look each plan's up (dispatch.dispatcher_rows, per_plan). (): every plan runs
+    # step.py and memory.py look each plan's up (dispatch_codes.dispatcher_rows, plan_dispatchers). (): every plan runs
     # moe_dispatcher (disp -1)
     dispatcher_rows: tuple = ()
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)

@@ -72,7 +72,7 @@ step time reads each candidate's dispatcher per plan (the plans' `disp` column, 
 Settings.dispatcher_rows, step.dispatcher_rows): one step_time call prices every dispatcher, the same
 numbers as each dispatcher's Settings (tests/test_dispatch_rows.py). best_variants still runs one
 dispatcher at a time (_variant_groups), tightening its bound after each. Memory reads the dispatcher per
-plan too (memory.py through dispatch.per_plan: the buffers [ep], the held attributes [dh], the routing
+plan too (memory._per_dispatcher, dispatch_codes.plan_dispatchers: the buffers [ep], the held attributes [dh], the routing
 saves; the layers grouped by `disp`, memory.LAYER_FIELDS): a variant's memory is priced for every
 dispatcher but variant 0's in one memory_totals call (_dispatchers_memory: the candidates' base rows
 alone, once per dispatcher, each copy's `disp` its code; memory_totals pays per call for every base
@@ -659,7 +659,7 @@ def _dispatchers_memory(space: Space, codes, bidx, rcidx) -> np.ndarray:
     """(len(codes), n) memory_totals of candidates (bidx, rcidx) under each MoE dispatcher code of fit's
     dispatcher search, in one call: a space of their base rows alone (as _few_memory), once per code, each
     copy's `disp` column its code, priced with the space's Settings, whose dispatcher_rows memory.py looks
-    each plan's dispatcher up in (dispatch.per_plan); the same bytes as memory_totals with that dispatcher's
+    each plan's dispatcher up in (dispatch_codes.plan_dispatchers); the same bytes as memory_totals with that dispatcher's
     own Settings (tests/test_dispatch_rows.py: every memory term, bit for bit)."""
     rows, at = np.unique(bidx, return_inverse=True)
     k, n = len(codes), len(rows)
