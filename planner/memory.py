@@ -1727,7 +1727,7 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
 
-def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None) -> np.ndarray:
+def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None, states=None) -> np.ndarray:
     """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
     against the HBM, without building the chosen stage's terms: the stages' totals chosen as
     stage_memory_terms and heaviest_stage choose their terms (_choose_stages, _heaviest_code on
@@ -1736,8 +1736,9 @@ def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None,
     of LAYER_FIELDS over all its candidates: search.memory_totals), else priced here; placed:
     likewise the pipeline placement (placement_groups: (groups' _placement, each candidate's
     group, groups)) and TE's cached dummy weight-gradient shapes (_dummy_wgrad_shapes of the
-    plans, gathered)."""
-    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed, dummies)
+    plans, gathered); states: each plan's group of STATE_FIELDS among a larger set's (search.memory_totals: the
+    rows' Groups, which states_floor groups by too), else the plans are grouped here (_PerLayer.state_groups)."""
+    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed, dummies, states)
     if dual is not None:
         dual = (dual[0], dual[1].total, [d.total for d in dual[2]])
     f, l_, m_ = _choose_stages(first.total, last.total, [c.total for c in mids], dual, has_mid)
@@ -1745,7 +1746,7 @@ def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None,
     return np.where(stage == STAGE_LAST, l_, np.where(stage == STAGE_MIDDLE, m_, f))
 
 
-def states_floor(settings: Settings, plan, placed) -> np.ndarray:
+def states_floor(settings: Settings, plan, placed, groups=None) -> np.ndarray:
     """A lower bound of memory_total, read off a plan's model states alone: the larger of its first
     and last stages' weights, gradients, fp32 master weights and Adam moments (STATE_TERMS, the
     numbers _stage_states gives those stages), 0 where the plan runs DualPipe (each rank two
@@ -1764,7 +1765,7 @@ def states_floor(settings: Settings, plan, placed) -> np.ndarray:
     (counts, _, n), index, size = placed
     if index is not None:
         counts, n = gather((_ends_only(counts), n), index, size)
-    g = Groups(plan, STATE_FIELDS)
+    g = Groups(plan, STATE_FIELDS) if groups is None else groups  # (groups: the caller's Groups of these plans)
     per = _StatesOnly(settings, count_params(settings.model), stack_of(settings).fsdp)
     floor = np.float64(0.0)
     for end, i in (("first", 0), ("last", 2)):  # STAGES' order: first, mid, last
@@ -1828,7 +1829,7 @@ def placement_groups(settings: Settings, plan) -> tuple:
     return (r, g.index, g.size) if g.active else (r, None, None)
 
 
-def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None):
+def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None, states=None):
     """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
     stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them. The
     middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's).
@@ -1852,7 +1853,7 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dumm
         counts, held = _ends_only(counts), {**_ends_only(held), "outputs": _ends_only(held["outputs"])}
     counts, held, n = expand((counts, held, n))
     n = dict(zip(STAGES, n))
-    per = _PerLayer(settings, plan, pc, layers, dummies)
+    per = _PerLayer(settings, plan, pc, layers, dummies, states)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
@@ -1897,9 +1898,10 @@ class _PerLayer:
     the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
     the reserve and the allocator's slack."""
 
-    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None):
+    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None, states=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
+        self.state_code = states  # (memory_total's `states`: the plans' STATE_FIELDS groups, numbered by the caller)
         ctx = plan_context(settings, plan)
         # (layers: the plan's layer_memory, where the caller priced it: memory_total)
         self.stored, self.buffers, self.layer_input = (_grouped_layer_memory(settings, plan, pc.layers)
@@ -2152,8 +2154,9 @@ class _PerLayer:
     @functools.cached_property
     def state_groups(self) -> Groups:
         """The candidates by the fields a stage's model states read (STATE_FIELDS; the layer
-        counts follow the pipeline split): _stage_terms prices them once per group."""
-        return Groups(self.plan, STATE_FIELDS)
+        counts follow the pipeline split): _stage_terms prices them once per group (numbered by the caller where it
+        has them: memory_total's `states`)."""
+        return Groups(self.plan, STATE_FIELDS, code=self.state_code)
 
 
 def zero3_modules(kind: LayerKind, ctx: Ctx) -> list:

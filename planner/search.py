@@ -258,17 +258,23 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
     # the pipeline placement, once per distinct tuple of the fields it reads over all the rows (the
     # columns it and the floor both read taken once)
     pipe, state = mem.PIPELINE_FIELDS + ("tp",), mem.STATE_FIELDS + ("schedule",)
-    cols = _columns(b, rows, tuple(dict.fromkeys(pipe + (state if cap is not None else ()))))
+    cols = _columns(b, rows, tuple(dict.fromkeys(pipe + state)))
     placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan({f: cols[f] for f in pipe}))
+    # the rows' model-state groups, once over all of them: the states floor's, and each block's (memory_total's
+    # `states`: _PerLayer.state_groups numbers its block's groups by them instead of ranking the fields again)
+    sg = Groups(KeyedPlan({f: cols[f] for f in mem.STATE_FIELDS}), mem.STATE_FIELDS)
+    s_index = sg.index if sg.active else None
     floor, dropped = None, rows[:0]
     if cap is not None:  # fitting_memory: the rows whose model states alone exceed cap are not priced
         floor = mem.states_floor(space.settings, KeyedPlan({f: cols[f] for f in state}),
-                                 (placed, p_index, p_size))
+                                 (placed, p_index, p_size), sg)
         kept = floor <= cap
         dropped, dropped_floor = rows[~kept], floor[~kept]
         rows, floor = rows[kept], floor[kept]
         if p_index is not None:
             p_index = p_index[kept]
+        if s_index is not None:
+            s_index = s_index[kept]
     n = len(rows)
     totals = np.empty((n_rc, n))
     if n:
@@ -290,7 +296,7 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
                 p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
             totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
                                             (placed, None if p_index is None else p_index[s], p_size),
-                                            mem.take_dummies(dummies, s))
+                                            mem.take_dummies(dummies, s), None if s_index is None else s_index[s])
         if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
             _phase_peaks(space, rows, index, layers, size, totals, f8r)
     if floor is not None:

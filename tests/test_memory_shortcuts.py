@@ -52,3 +52,54 @@ def test_step_grad_copies_shortcut_is_exact(job, shortcut, monkeypatch):
             assert np.array_equal(fast_terms[stage][k], slow_terms[stage][k]), (stage, k)
     if shortcut:  # what the full computation gives there: no copy on any stage
         assert all(bool(np.all(t["step_grad_copies"] == 0.0)) for t in slow_terms.values())
+
+
+def test_blocks_take_the_rows_state_groups(monkeypatch):
+    """search.memory_totals groups its rows by the model-state fields once (the states floor's Groups) and hands
+    each block its rows' group numbers (memory_total's `states`): the same totals, bit for bit, as each block
+    grouping its plans itself (DeepSeek-V3 / 2,048 H800, 3,000 rows x every recompute choice, several blocks)."""
+    from planner import search
+
+    job = Job(model="deepseek-v3", gpus=2048, hardware="h800-sxm", global_batch=15360, seq_len=4096)
+    settings, gbs, seq, _ = settings_for(job)
+    space = build_space(settings, gbs, seq, job.precision, SpaceOptions())
+    rows = np.flatnonzero(space.codes == OK)[::37][:3000]
+    b = np.repeat(rows, len(space.recompute))
+    r = np.tile(np.arange(len(space.recompute)), len(rows))
+    monkeypatch.setattr(search, "CHUNK", 3 * 700)  # blocks of 700 rows
+    given = []
+    orig = mem.memory_total
+
+    def spy(*a, **k):
+        given.append(a[5] if len(a) > 5 else k.get("states"))
+        return orig(*a, **k)
+    monkeypatch.setattr(mem, "memory_total", spy)
+    fast = memory_totals(space, b, r)
+    usable = mem.capacity(settings)[1]
+    fast_fit = search.fitting_memory(space, b, r, usable)[0]
+    assert len(given) > 4 and all(g is not None for g in given)
+
+    def own(*a, **k):
+        return orig(*a[:5])  # each block groups its plans itself
+    monkeypatch.setattr(mem, "memory_total", own)
+    assert np.array_equal(memory_totals(space, b, r), fast)
+    assert np.array_equal(search.fitting_memory(space, b, r, usable)[0], fast_fit)
+
+
+def test_groups_from_given_numbers():
+    """terms.Groups with the candidates' numbers given (a larger set's index): the same partition as ranking the
+    fields, each group's plan the same field values."""
+    from planner.terms import Groups, KeyedPlan
+
+    rng = np.random.default_rng(3)
+    cols = {"a": rng.integers(0, 3, 500), "b": rng.integers(5, 7, 500), "c": np.full(500, 4)}
+    plan = KeyedPlan({**cols, "tp": np.ones(500, dtype=np.int64)})
+    whole = Groups(plan, ("a", "b", "c"))
+    sub = np.flatnonzero(rng.random(500) < 0.3)
+    part = KeyedPlan({k: v[sub] for k, v in {**cols, "tp": np.ones(500, dtype=np.int64)}.items()})
+    mine, given = Groups(part, ("a", "b", "c")), Groups(part, ("a", "b", "c"), code=whole.index[sub])
+    assert given.size == mine.size
+    for f in ("a", "b", "c"):  # every candidate's group holds its own values
+        assert np.array_equal(getattr(given.plan, f)[given.index], cols[f][sub])
+    # the same partition: two candidates share a group in one exactly where they do in the other
+    assert np.array_equal(mine.index[:, None] == mine.index[None, :], given.index[:, None] == given.index[None, :])
