@@ -5,7 +5,7 @@ change is measured, never asserted.
 
     python benchmarks/fit_commands.py BEFORE_CHECKOUT AFTER_CHECKOUT [--instructions] [--only 1,2]
 
-Each checkout is put first on PYTHONPATH (`python -m planner ...`, run from /tmp); compile it first
+Each checkout is put first on PYTHONPATH (`python -m planner ...`, run from an empty temporary folder); compile it first
 (`python -m compileall -q planner`) and leave PYTHONDONTWRITEBYTECODE unset, as the counts include
 the imports. Masked before comparing: the search's own wall time ("in 0.35 s:", "wall_s") and the
 checkout's path (the rows' model_file / hardware_file). The branch lbound's figures (5044b51 ->
@@ -62,7 +62,9 @@ def _run(src: str, cmd: str, instructions: bool) -> tuple:
             out_file = os.path.join(tmp, "cg.out")
             args = ["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out_file}",
                     f"--log-file={os.path.join(tmp, 'cg.log')}"] + args
-        p = subprocess.run(args, env=env, cwd="/tmp", capture_output=True, text=True)
+        # run in the empty temporary folder: `python -m` puts the working folder first on sys.path, and the
+        # import system lists it (with /tmp, whose entries come and go, the counts moved by up to 0.5% between runs)
+        p = subprocess.run(args, env=env, cwd=tmp, capture_output=True, text=True)
         if instructions:
             m = re.search(r"I\s+refs:\s+([\d,]+)", open(os.path.join(tmp, "cg.log")).read())
             count = int(m.group(1).replace(",", "")) if m else None

@@ -163,13 +163,14 @@ import numpy as np
 from . import comm
 from .layers.common import ACT_BYTES, distinct_draws as distinct  # noqa: F401 (a leaf: layers/moe.py reads it too)
 
-ALLTOALL, ALLGATHER, DEEPEP, DEEPEP_LL, HYBRIDEP = 0, 1, 2, 3, 4
-NAMES = {ALLTOALL: "alltoall", ALLGATHER: "allgather", DEEPEP: "deepep", DEEPEP_LL: "deepep_ll", HYBRIDEP: "hybridep"}
-CODES = {v: k for k, v in NAMES.items()}
+# the codes, and each plan's dispatcher (a leaf module: memory.py reads it too)
+from .dispatch_codes import (ALLGATHER, ALLTOALL, CODES, DEEPEP, DEEPEP_LL, HYBRIDEP, NAMES,  # noqa: F401
+                             dispatcher_rows, table_rows)
 FLEX = (DEEPEP, DEEPEP_LL, HYBRIDEP)  # kernels run over the etp x ep group, no expert-TP gather [3]
 # padded to capacity: which dispatchers skip the host synchronisation, which refuse padding [7]
 # (a leaf module, so that plan.py and cuda_graphs.py read them without an import cycle)
 from .moe_padding import PAD_REFUSED, PAD_WITHOUT_SYNC, host_synced  # noqa: E402,F401
+
 
 # what each dispatcher is, in no trainer's spelling: the stacks name them differently (Megatron
 # --moe-token-dispatcher-type / --moe-flex-dispatcher-backend, torchtitan expert_parallel_comm_backend);

@@ -899,6 +899,7 @@ from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, 
 from . import comm
 from .cuda_graphs import held_output_bytes
 from .dispatch import HYBRIDEP, group_size, group_stride
+from .dispatch_codes import plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
 from .layers.common import ACT_BYTES, kv_local, norm_params
 from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
@@ -1529,6 +1530,26 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     return stored, buffers, layer_input
 
 
+def _per_dispatcher(settings: Settings, plan, f):
+    """f(dispatcher name) of each plan's MoE dispatcher (dispatch_codes.plan_dispatchers): f of the one every plan
+    runs (the job's; fit's dispatcher search's base rows), else f of each dispatcher the plans run, each plan's taken
+    by np.where (arrays, in tuples and lists, None kept): the same elements f gives under that dispatcher alone."""
+    (first, _), *rest = plan_dispatchers(settings, plan)
+    out = f(first)
+    for name, on in rest:
+        out = _where_nested(on, f(name), out)
+    return out
+
+
+def _where_nested(on, a, b):
+    """np.where(on, a, b) element by element through tuples and lists (None where both are None)."""
+    if isinstance(a, (tuple, list)):
+        return type(a)(_where_nested(on, x, y) for x, y in zip(a, b, strict=True))
+    if a is None and b is None:
+        return None
+    return np.where(on, a, b)
+
+
 def moe_routing_saves(settings: Settings):
     """kind, ctx -> what one MoE layer saves for its routing and permutations beyond its tensors (layers/moe.py
     routing_saved_bytes [9] [10]: the router's on the job's path, every dispatcher; the permutations' on the
@@ -1536,14 +1557,22 @@ def moe_routing_saves(settings: Settings):
     the stack does not save them so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None
-    pf, path, dispatcher = bool(settings.moe_permute_fusion), router_path(settings), settings.moe_dispatcher
-    # Hybrid-EP's handle reads the group's NVLink domains (layers/moe.py hybridep_saved_bytes [15]): the GPUs of a
-    # domain the job's ranks fill (no other dispatcher reads it)
-    domain = (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
-              if dispatcher == "hybridep" else 0.0)  # a job setting
-    multihot = fused_multihot(settings)
-    return lambda kind, ctx: (kind.mlp.routing_saved_bytes(ctx, pf, path, dispatcher, domain, multihot)
-                              if kind.has_experts else 0.0)
+    pf, path, multihot = bool(settings.moe_permute_fusion), router_path(settings), fused_multihot(settings)
+
+    @functools.cache
+    def domain(dispatcher: str) -> float:
+        # Hybrid-EP's handle reads the group's NVLink domains (layers/moe.py hybridep_saved_bytes [15]): the GPUs of
+        # a domain the job's ranks fill (no other dispatcher reads it; a job setting)
+        return (float(np.max(comm.domain_in_use(settings.gpus, comm.comm_params(settings.hardware))))
+                if dispatcher == "hybridep" else 0.0)
+
+    def saves(kind, ctx):
+        if not kind.has_experts:  # a model property
+            return 0.0
+        # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
+        return _per_dispatcher(settings, ctx.plan, lambda d: kind.mlp.routing_saved_bytes(ctx, pf, path, d, domain(d),
+                                                                                               multihot))
+    return saves
 
 
 def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
@@ -1554,12 +1583,16 @@ def moe_dispatcher_held(settings: Settings, ctx: Ctx, ll):
     the stack does not save the routing so (memory.moe_routing_saved)."""
     if not stack_of(settings).memory.moe_routing_saved:  # a stack setting
         return None, 0.0
-    path, dispatcher, padded = router_path(settings), settings.moe_dispatcher, padded_routing_map(settings)
-    held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused, padded) if kind.has_experts
-            else (0.0, 0.0) for kind in ll.kinds]
-    if not ll.mtp:  # a model property
-        return held, 0.0
-    return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+    path, padded = router_path(settings), padded_routing_map(settings)
+
+    def of(dispatcher: str) -> tuple:
+        held = [kind.mlp.dispatcher_held_bytes(ctx, dispatcher, path.logit_bytes, path.fused, padded) if kind.has_experts
+                else (0.0, 0.0) for kind in ll.kinds]
+        if not ll.mtp:  # a model property
+            return held, 0.0
+        return held, float(ll.mtp) * (held[ll.mtp_kind][0] + mtp_recomputed(settings, ctx.plan) * held[ll.mtp_kind][1])
+    # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
+    return _per_dispatcher(settings, ctx.plan, of)
 
 
 def fused_multihot(settings: Settings) -> bool:
@@ -1821,7 +1854,7 @@ def stage_memory_terms(settings: Settings, plan: PlanArrays) -> dict[int, Terms]
     return {STAGE_FIRST: first, STAGE_LAST: last, STAGE_MIDDLE: middle}
 
 
-def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None) -> np.ndarray:
+def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None, states=None) -> np.ndarray:
     """memory_terms(settings, plan)[0].total, the bytes per GPU the search ranks and checks
     against the HBM, without building the chosen stage's terms: the stages' totals chosen as
     stage_memory_terms and heaviest_stage choose their terms (_choose_stages, _heaviest_code on
@@ -1830,8 +1863,9 @@ def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None,
     of LAYER_FIELDS over all its candidates: search.memory_totals), else priced here; placed:
     likewise the pipeline placement (placement_groups: (groups' _placement, each candidate's
     group, groups)) and TE's cached dummy weight-gradient shapes (_dummy_wgrad_shapes of the
-    plans, gathered)."""
-    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed, dummies)
+    plans, gathered); states: each plan's group of STATE_FIELDS among a larger set's (search.memory_totals: the
+    rows' Groups, which states_floor groups by too), else the plans are grouped here (_PerLayer.state_groups)."""
+    first, last, mids, dual, has_mid = _stages(settings, plan, layers, placed, dummies, states)
     if dual is not None:
         dual = (dual[0], dual[1].total, [d.total for d in dual[2]])
     f, l_, m_ = _choose_stages(first.total, last.total, [c.total for c in mids], dual, has_mid)
@@ -1839,7 +1873,7 @@ def memory_total(settings: Settings, plan: PlanArrays, layers=None, placed=None,
     return np.where(stage == STAGE_LAST, l_, np.where(stage == STAGE_MIDDLE, m_, f))
 
 
-def states_floor(settings: Settings, plan, placed) -> np.ndarray:
+def states_floor(settings: Settings, plan, placed, groups=None) -> np.ndarray:
     """A lower bound of memory_total, read off a plan's model states alone: the larger of its first
     and last stages' weights, gradients, fp32 master weights and Adam moments (STATE_TERMS, the
     numbers _stage_states gives those stages), 0 where the plan runs DualPipe (each rank two
@@ -1858,7 +1892,7 @@ def states_floor(settings: Settings, plan, placed) -> np.ndarray:
     (counts, _, n), index, size = placed
     if index is not None:
         counts, n = gather((_ends_only(counts), n), index, size)
-    g = Groups(plan, STATE_FIELDS)
+    g = Groups(plan, STATE_FIELDS) if groups is None else groups  # (groups: the caller's Groups of these plans)
     per = _StatesOnly(settings, count_params(settings.model), stack_of(settings).fsdp)
     floor = np.float64(0.0)
     for end, i in (("first", 0), ("last", 2)):  # STAGES' order: first, mid, last
@@ -1922,7 +1956,7 @@ def placement_groups(settings: Settings, plan) -> tuple:
     return (r, g.index, g.size) if g.active else (r, None, None)
 
 
-def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None):
+def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dummies=None, states=None):
     """(first, last, [middle candidates], DualPipe (mask, ends, [middles]) or None, has a middle
     stage): each stage's Terms (_stage_terms) before stage_memory_terms chooses among them. The
     middle candidates are empty where no plan has pp > 2 (_choose_stages: the first stage's).
@@ -1946,7 +1980,7 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dumm
         counts, held = _ends_only(counts), {**_ends_only(held), "outputs": _ends_only(held["outputs"])}
     counts, held, n = expand((counts, held, n))
     n = dict(zip(STAGES, n))
-    per = _PerLayer(settings, plan, pc, layers, dummies)
+    per = _PerLayer(settings, plan, pc, layers, dummies, states)
     outs = held["outputs"]
     first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
@@ -1974,7 +2008,9 @@ def _ends_only(placed: dict) -> dict:
 
 # the plan fields a layer's activations and recompute buffer read (layer_memory, context)
 # f8r: fp8 attention [fa8]; fge: the experts' token-group padding (layers/moe.py [14])
-LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r", "fge")
+# disp: the MoE dispatcher of fit's dispatcher search, per plan (the routing saves: moe_routing_saves; a constant
+# column, every plan the Settings' own, costs Groups nothing)
+LAYER_FIELDS = ("tp", "cp", "ep", "etp", "mbs", "seq", "sp", "precision", "recompute", "compile", "f8r", "fge", "disp")
 
 
 def _grouped_layer_memory(settings: Settings, plan: PlanArrays, layers: LayerList):
@@ -1989,9 +2025,10 @@ class _PerLayer:
     the output layer's and the multi-token-prediction modules' activations, the FSDP buffers,
     the reserve and the allocator's slack."""
 
-    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None):
+    def __init__(self, settings: Settings, plan: PlanArrays, pc: ParamCounts, layers=None, dummies=None, states=None):
         model, stack = settings.model, stack_of(settings)
         self.settings, self.plan, self.pc = settings, plan, pc
+        self.state_code = states  # (memory_total's `states`: the plans' STATE_FIELDS groups, numbered by the caller)
         ctx = plan_context(settings, plan)
         # (layers: the plan's layer_memory, where the caller priced it: memory_total)
         self.stored, self.buffers, self.layer_input = (_grouped_layer_memory(settings, plan, pc.layers)
@@ -2086,7 +2123,16 @@ class _PerLayer:
         self.opt_temporaries = float(stack.memory.optimizer_step_temporaries.get(impl, 0.0)) if impl else 0.0
         # the sharding mode's optimizer step copies of the gradients (stack_db runs.sharding step_grads) [sg]
         self.step_grads = mode_step_grads(stack, plan)
-        self.largest_params = _largest_params(pc, plan, ctx) if self.step_grads is not None else None
+        # a copy is made only where some mode of the stack flattens the partition, keeps only it, takes the fp64 norm,
+        # or converts gradients narrower than fp32 (stack data and the job's gradient bytes: Megatron's modes state only
+        # the fp32 copy, the tensor itself on its default fp32 grad buffer); elsewhere every element of
+        # _step_grad_copies is +0.0 (g - g + max(x * 0.0, 0.0 * y), finite figures), which it then returns unpriced
+        gb = settings.bpp.gradients
+        self.step_copies = self.step_grads is not None and any(
+            m.step_grads is not None and (m.step_grads.flat or m.step_grads.partition_only or m.step_grads.norm_fp64
+                                          or (m.step_grads.fp32 and gb < STEP_FP32_GRAD_BYTES))
+            for m in stack.runs.sharding)
+        self.largest_params = _largest_params(pc, plan, ctx) if self.step_copies else None
         # DeepSpeed ZeRO-1/2's IPG buffers and the gradient reduction's partition buffers [zb]
         # (none where no mode of the stack states either: every term of _zero12_terms is then 0, stack data)
         reduces = stack.runs is not None and any(m.step_grads is not None and (m.step_grads.ipg_buffer or m.step_grads.reduction)
@@ -2236,8 +2282,9 @@ class _PerLayer:
     @functools.cached_property
     def state_groups(self) -> Groups:
         """The candidates by the fields a stage's model states read (STATE_FIELDS; the layer
-        counts follow the pipeline split): _stage_terms prices them once per group."""
-        return Groups(self.plan, STATE_FIELDS)
+        counts follow the pipeline split): _stage_terms prices them once per group (numbered by the caller where it
+        has them: memory_total's `states`)."""
+        return Groups(self.plan, STATE_FIELDS, code=self.state_code)
 
 
 def zero3_modules(kind: LayerKind, ctx: Ctx) -> list:
@@ -2722,6 +2769,13 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     holds the embedding, holds the output layer) of the stage, for the largest parameter's fp64 norm piece; loss: (the
     output layer's and loss's tensors, the recompute buffer) at the peak."""
     kept, temps = kept_temps
+    if per.zero12 is None and per.zero3 is None and not per.step_copies:  # stack data: no [zb], [z3s] or [sg] moment
+        # (the figures the lines below give there: ipg, part, the z3 step and the copies +0.0, so `allocated` is unchanged
+        # and the two last terms are opt_step - opt_step)
+        opt_step = np.maximum(kept + temps - allocated, 0.0)
+        zero = 0.0 * allocated
+        return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "optimizer_step": opt_step,
+                "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step}
     ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
     # the end of the backward under ZeRO-3 with a tied output layer: the embedding's backward [z3t]
     tied_end = (np.where(per.plan.sharding >= FSDP, np.maximum(kept + fsdp["zero3_ipg_bucket"] + fsdp["zero3_persistent"]
@@ -2798,7 +2852,7 @@ def _step_grad_copies(per: _PerLayer, states: Terms, where):
     gradient norm's fp64 piece before them where larger (norm_fp64: 8 B x min(the stage's largest parameter, L), at most
     the worst rank's: a rank's piece of a parameter is all of it, or the part inside its partition)."""
     sg = per.step_grads
-    if sg is None:  # a stack setting: no mode of the stack states its step's gradients
+    if not per.step_copies:  # stack data (and the job's gradient bytes): no mode's step copies a gradient [sg]
         return 0.0 * states.gradients
     bpp = per.settings.bpp
     local = (states.master_weights / bpp.master if bpp.master > 0 else
@@ -3007,12 +3061,18 @@ def dispatcher_buffer_bytes(settings: Settings, plan, ctx: Ctx) -> np.ndarray:
     group / that; so the rank's piece (comm.domain_pieces, counted rank by rank at the folded grid's
     tp_ep stride, as step.ep_comm places the group), and the heaviest rank's buffers, the largest
     over the job's pieces, are the GPU's."""
-    model = settings.model
-    if model.moe is None:  # a model property, not a searched quantity
+    if settings.model.moe is None:  # a model property, not a searched quantity
         return np.zeros(np.shape(plan.tp))
+    # each plan's dispatcher (_per_dispatcher: the job's, or fit's dispatcher search's per plan)
+    return _per_dispatcher(settings, plan, lambda d: _dispatcher_buffers(settings, plan, ctx, d))
+
+
+def _dispatcher_buffers(settings: Settings, plan, ctx: Ctx, dispatcher: str) -> np.ndarray:
+    """dispatcher_buffer_bytes of every plan under `dispatcher`."""
+    model = settings.model
     etp = etp_of(plan)
-    if settings.moe_dispatcher != "hybridep":  # a job-wide setting
-        b = ep_buffer_bytes(settings.moe_dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
+    if dispatcher != "hybridep":  # a job-wide setting (per plan in fit's dispatcher search: _per_dispatcher)
+        b = ep_buffer_bytes(dispatcher, model.hidden_size, plan.ep, ctx.T / ctx.rep_div,
                             model.moe.num_experts, 1.0, etp)
         return np.broadcast_to(b, np.shape(plan.tp)).astype(np.float64)
     strides = comm.strides_by_code(plan.order, tp=plan.tp, cp=plan.cp, pp=plan.pp, dp=plan.dp)

@@ -138,8 +138,8 @@ class PlanArrays:
     mbg: np.ndarray = 0
     # the MoE dispatcher each plan runs (dispatch.CODES), where fit's dispatcher search prices several in one
     # step_time call (search.step_times: the variant's dispatcher, Space.plans); -1: the Settings' moe_dispatcher.
-    # Read by step.py only (step.dispatcher_rows, with Settings.dispatcher_rows); memory.py prices each
-    # dispatcher with its own Settings (search._dispatcher_memory, _few_memory) and reads the Settings'
+    # Read by step.py and memory.py (dispatch_codes.dispatcher_rows and plan_dispatchers, with Settings.dispatcher_rows;
+    # search._dispatchers_memory prices every dispatcher's memory in one call)
     disp: np.ndarray = -1
 
     def __post_init__(self):
@@ -159,12 +159,15 @@ class PlanArrays:
             # take, and a scalar default filled rather than broadcast and indexed (faster); a constant
             # column (one value viewed n times, stride 0: space._constant, which take would first copy
             # whole) stays one, viewed at the positions (read-only, as the column it comes from)
-            def at(v):
+            # (the dispatcher column `disp` left at its scalar default stays one value: every plan runs the
+            # Settings' own dispatcher, which step.py and memory.py then read once (dispatch_codes), instead
+            # of looking a column of -1s up)
+            def at(v, name):
                 if np.ndim(v) == 0:
-                    return np.full(idx.shape, v, dtype=np.int64)
+                    return v if name == "disp" else np.full(idx.shape, v, dtype=np.int64)
                 return np.broadcast_to(v[0], idx.shape) if v.strides == (0,) and len(v) else v.take(idx)
 
-            return PlanArrays(**{f.name: at(getattr(self, f.name)) for f in fields(self)})
+            return PlanArrays(**{f.name: at(getattr(self, f.name), f.name) for f in fields(self)})
 
         def at(v):  # a field left at its scalar default takes every candidate's value
             return (np.broadcast_to(v, n) if np.ndim(v) == 0 and len(n) else v)[idx]
@@ -530,8 +533,9 @@ class Settings:
     moe_dispatcher: str = "alltoall"  # MoE token dispatcher (job field, else the stack's; planner/dispatch.py)
     # fit's dispatcher search (search.search_one): ((dispatch code, ep_comm_overlap), ...) of every dispatcher a
     # plan's `disp` column may name, the only Settings fields that differ between the dispatchers' Settings
-    # besides moe_dispatcher and the stack's defaults.moe_dispatcher (which step.py does not read); step.py
-    # looks each plan's up (step.dispatcher_rows). (): every plan runs moe_dispatcher (disp -1)
+    # besides moe_dispatcher and the stack's defaults.moe_dispatcher (which step.py and memory.py do not read);
+    # step.py and memory.py look each plan's up (dispatch_codes.dispatcher_rows, plan_dispatchers). (): every plan runs
+    # moe_dispatcher (disp -1)
     dispatcher_rows: tuple = ()
     moe_fp8_dispatch: Optional[bool] = None  # the forward dispatch in fp8 (job field; None: the stack's recipe's, fp8_dispatch)
     # TE's fused MoE permutation / router kernels (job fields, else the stack's defaults; False: the unfused

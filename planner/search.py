@@ -75,10 +75,13 @@ checked bit for bit), the bound tightened on the best steps found so far and on 
 step time reads each candidate's dispatcher per plan (the plans' `disp` column, Space.plans; the space's
 Settings.dispatcher_rows, step.dispatcher_rows): one step_time call prices every dispatcher, the same
 numbers as each dispatcher's Settings (tests/test_dispatch_rows.py). best_variants still runs one
-dispatcher at a time (_variant_groups), tightening its bound after each; a variant's memory is still
-priced with that dispatcher's Settings (memory.py reads the Settings' moe_dispatcher), one call per
-dispatcher, on a space of the candidates' base rows alone (_few_memory: memory_totals
-pays per call for every base row of its space). _first_orders defers no candidate that has another
+dispatcher at a time (_variant_groups), tightening its bound after each. Memory reads the dispatcher per
+plan too (memory._per_dispatcher, dispatch_codes.plan_dispatchers: the buffers [ep], the held attributes [dh], the routing
+saves; the layers grouped by `disp`, memory.LAYER_FIELDS): a variant's memory is priced for every
+dispatcher but variant 0's in one memory_totals call (_dispatchers_memory: the candidates' base rows
+alone, once per dispatcher, each copy's `disp` its code; memory_totals pays per call for every base
+row of its space), where _LazyFit first needs one of them on a candidate; the same bytes as each
+dispatcher's own Settings, every term (tests/test_dispatch_rows.py). _first_orders defers no candidate that has another
 distinct rank order (best_variants' eager mask): its choice would otherwise be re-run before its other
 orders are priced, one more step_time and memory_totals call per dispatcher.
 
@@ -259,17 +262,23 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
     # the pipeline placement, once per distinct tuple of the fields it reads over all the rows (the
     # columns it and the floor both read taken once)
     pipe, state = mem.PIPELINE_FIELDS + ("tp",), mem.STATE_FIELDS + ("schedule",)
-    cols = _columns(b, rows, tuple(dict.fromkeys(pipe + (state if cap is not None else ()))))
+    cols = _columns(b, rows, tuple(dict.fromkeys(pipe + state)))
     placed, p_index, p_size = mem.placement_groups(space.settings, KeyedPlan({f: cols[f] for f in pipe}))
+    # the rows' model-state groups, once over all of them: the states floor's, and each block's (memory_total's
+    # `states`: _PerLayer.state_groups numbers its block's groups by them instead of ranking the fields again)
+    sg = Groups(KeyedPlan({f: cols[f] for f in mem.STATE_FIELDS}), mem.STATE_FIELDS)
+    s_index = sg.index if sg.active else None
     floor, dropped = None, rows[:0]
     if cap is not None:  # fitting_memory: the rows whose model states alone exceed cap are not priced
         floor = mem.states_floor(space.settings, KeyedPlan({f: cols[f] for f in state}),
-                                 (placed, p_index, p_size))
+                                 (placed, p_index, p_size), sg)
         kept = floor <= cap
         dropped, dropped_floor = rows[~kept], floor[~kept]
         rows, floor = rows[kept], floor[kept]
         if p_index is not None:
             p_index = p_index[kept]
+        if s_index is not None:
+            s_index = s_index[kept]
     n = len(rows)
     totals = np.empty((n_rc, n))
     if n:
@@ -291,7 +300,7 @@ def _memory_totals(space: Space, bidx: np.ndarray, rcidx: np.ndarray, f8r=None, 
                 p.f8r = np.full(s.stop - s.start, f8r, dtype=np.int64)
             totals[:, s] = mem.memory_total(space.settings, p, gather(layers, index[:, s], size),
                                             (placed, None if p_index is None else p_index[s], p_size),
-                                            mem.take_dummies(dummies, s))
+                                            mem.take_dummies(dummies, s), None if s_index is None else s_index[s])
         if space.phases:  # a batch ramp: the peak over its phases (module docstring, step 2)
             _phase_peaks(space, rows, index, layers, size, totals, f8r)
     if floor is not None:
@@ -599,15 +608,18 @@ def _options_memory(space: Space, v: int, bidx, rcidx) -> np.ndarray:
 def _dispatcher_memory(space: Space, bidx, rcidx, fm, out) -> None:
     """variant_memory's dispatcher part, added to `out` in place: a variant whose MoE dispatcher is not
     variant 0's holds that dispatcher's buffers (memory.dispatcher_buffer_bytes) and permutation saves
-    (layers/moe.py routing_saved_bytes) instead, so its memory is memory_totals with its Settings
-    (Space.settings_of) less fm, priced in full on the candidates it can run on (ep > 1: variant_ok)
+    (layers/moe.py routing_saved_bytes) instead, so its memory is memory_totals under that dispatcher
+    less fm (every dispatcher in one call: _dispatchers_memory), priced in full on the candidates it can
+    run on (ep > 1: variant_ok)
     and added to what its TP overlap and fp8 recipe add (taken as additive: the recipe's copies and
     the dispatcher's bytes are priced each against variant 0's)."""
     d0 = int(space.variants[0, DISPATCHER_COLUMN])
     on = np.flatnonzero(np.broadcast_to(np.asarray(space.base.ep), np.shape(space.base.tp))[bidx] > 1)
-    for code in {int(x) for x in space.variants[:, DISPATCHER_COLUMN]} - {d0}:
+    codes = sorted({int(x) for x in space.variants[:, DISPATCHER_COLUMN]} - {d0})
+    priced = _dispatchers_memory(space, codes, bidx[on], rcidx[on])  # every dispatcher in one call
+    for code, m in zip(codes, priced):
         d = np.zeros(len(bidx))
-        d[on] = memory_totals(replace(space, settings=space.dispatchers[code], dispatchers=None), bidx[on], rcidx[on]) - fm[on]
+        d[on] = m - fm[on]
         out[space.variants[:, DISPATCHER_COLUMN] == code] += d
 
 
@@ -615,8 +627,9 @@ class _LazyFit:
     """Where each stack variant fits (variant 0's memory fm + variant_memory <= usable) for fit's
     dispatcher search, variant_memory priced only on the candidates best_variants tries a variant
     on, each once (caches shared by every view `take` gives): its dispatcher part (_dispatcher_memory:
-    memory_totals in full, with that dispatcher's Settings) and the rest (TP overlap, fp8 recipes:
-    variant_memory without it). The same bytes as variant_memory's, where priced."""
+    memory_totals in full under that dispatcher, priced for every dispatcher but variant 0's at once:
+    _dispatchers_memory) and the rest (TP overlap, fp8 recipes: variant_memory without it). The same
+    bytes as variant_memory's, where priced."""
 
     def __init__(self, space: Space, fb, fr, fm, usable, root=None, at=None):
         self.space, self.usable = space, usable
@@ -647,7 +660,11 @@ class _LazyFit:
         cache = r.cache[code]
         need = _distinct(pos[np.isnan(cache[pos]) & (r.ep[pos] > 1)])
         if len(need):
-            cache[need] = _few_memory(self.space, self.space.dispatchers[code], r.fb[need], r.fr[need]) - r.fm[need]
+            # every dispatcher but variant 0's on these candidates, in one call (best_variants tries the others
+            # on much the same candidates; memory_totals' cost is mostly per call)
+            others = sorted(c for c in r.cache if c != d0)
+            for c, m in zip(others, _dispatchers_memory(self.space, others, r.fb[need], r.fr[need])):
+                r.cache[c][need] = m - r.fm[need]
         return out + np.where(r.ep[pos] > 1, np.nan_to_num(cache[pos]), 0.0)
 
     def fits(self, v: int, idx) -> np.ndarray:
@@ -670,6 +687,24 @@ def _few_memory(space: Space, settings: Settings, bidx, rcidx) -> np.ndarray:
     rows, at = np.unique(bidx, return_inverse=True)
     sub = replace(space, base=space.base.take(rows), settings=settings, dispatchers=None)
     return memory_totals(sub, np.reshape(at, -1), rcidx)
+
+
+def _dispatchers_memory(space: Space, codes, bidx, rcidx) -> np.ndarray:
+    """(len(codes), n) memory_totals of candidates (bidx, rcidx) under each MoE dispatcher code of fit's
+    dispatcher search, in one call: a space of their base rows alone (as _few_memory), once per code, each
+    copy's `disp` column its code, priced with the space's Settings, whose dispatcher_rows memory.py looks
+    each plan's dispatcher up in (dispatch_codes.plan_dispatchers); the same bytes as memory_totals with that dispatcher's
+    own Settings (tests/test_dispatch_rows.py: every memory term, bit for bit)."""
+    rows, at = np.unique(bidx, return_inverse=True)
+    k, n = len(codes), len(rows)
+    if not k or not len(bidx):
+        return np.zeros((k, len(bidx)))
+    base = space.base.take(np.tile(rows, k))
+    base.disp = np.repeat(np.asarray(codes, dtype=np.int64), n)
+    sub = replace(space, base=base, dispatchers=None)
+    at = np.reshape(at, -1)
+    out = memory_totals(sub, (np.arange(k)[:, None] * n + at[None, :]).ravel(), np.tile(rcidx, k))
+    return out.reshape(k, len(bidx))
 
 
 def _chosen(extra, fv) -> np.ndarray:

@@ -59,12 +59,17 @@ def kernel_bytes(stack: Stack, compile_, settings=None) -> dict[str, np.ndarray]
     off = {key: np.float64(0.0 if settings is None or getattr(settings, name, True) else 1.0)
            for name, key in FUSION_SWITCHES.items()}
     out = {}
+    # the plans' compile column reduced once, not once per field (41 fields: ~0.35 ms a call on 10^5 plans, 51 calls
+    # in a DeepSeek-V3 fit); a field the compile does not reach is off on every plan (np.zeros: any() False, all()
+    # True only where there are no plans)
+    loss_any, loss_all, none_all = bool(loss_on.any()), bool(loss_on.all()), loss_on.size == 0
     for f in KERNEL_FIELDS:
-        on = loss_on if f in LOSS_FIELDS or blocks else np.zeros(np.shape(loss_on), dtype=bool)
-        if not on.any() or on.all():  # one value for every plan (the search's common case): scalars broadcast
-            out[f] = np.float64(_field(comp if on.all() else stack.kernels, f))
-        else:
-            out[f] = np.where(on, _field(comp, f), _field(stack.kernels, f))
+        reached = f in LOSS_FIELDS or blocks
+        on_any, on_all = (loss_any, loss_all) if reached else (False, none_all)
+        if not on_any or on_all:  # one value for every plan (the search's common case): scalars broadcast
+            out[f] = np.float64(_field(comp if on_all else stack.kernels, f))
+        else:  # (reached: the other case has no plan on)
+            out[f] = np.where(loss_on, _field(comp, f), _field(stack.kernels, f))
     return {**out, **off}
 
 

@@ -204,6 +204,7 @@ from typing import Any
 import numpy as np
 
 from . import comm, dispatch, moe
+from .dispatch import dispatcher_rows  # noqa: F401 (each plan's dispatcher, moved to dispatch.py: memory.py reads it too)
 from .compute import (
     ATTN_BWD_FLOPS_RATIO, HBM_EFFICIENCY, attention_block_rate, attention_head_dim_factor, attention_kernel,
     attention_rates, eager_core_terms, flops_per_token, fp8_attention_speedup,
@@ -557,26 +558,6 @@ def cp_pass_times(sc: StepCtx, ring):
     return np.where(on, fwd / sc.hbm, 0.0), np.where(on, bwd / sc.hbm, 0.0)
 
 
-def dispatcher_rows(settings: Settings, plan) -> tuple:
-    """(dispatcher code, ep_comm_overlap) of each plan: the Settings' moe_dispatcher and ep_comm_overlap
-    (scalars) where every plan runs them (Settings.dispatcher_rows empty: explain, and every search but fit's
-    dispatcher search), else per plan from its `disp` column (-1: the Settings' own), each code's
-    ep_comm_overlap looked up in the table Settings.dispatcher_rows (search.search_one builds it from each
-    dispatcher's Settings; a code it lacks is an error, not a default)."""
-    own = dispatch.CODES[settings.moe_dispatcher]
-    if not _rows(settings):
-        return own, bool(settings.ep_comm_overlap)
-    d = np.asarray(plan.disp)
-    codes = np.where(d < 0, own, d)
-    known = np.zeros(len(dispatch.NAMES), dtype=bool)
-    epo = np.zeros(len(dispatch.NAMES), dtype=bool)
-    for c, e in _rows(settings) + ((own, settings.ep_comm_overlap),):
-        known[c], epo[c] = True, bool(e)
-    if not known[codes].all():
-        raise ValueError(f"dispatcher codes {sorted(set(codes[~known[codes]].tolist()))} not in Settings.dispatcher_rows")
-    return codes, epo[codes]
-
-
 def _disp_field(settings) -> tuple:
     """("disp",) where a plan's compute reads its dispatcher (moe_host: a dispatcher search whose dispatchers
     differ in the host synchronisation, padded to capacity), else (): the plan fields the layer times and the
@@ -584,9 +565,7 @@ def _disp_field(settings) -> tuple:
     return ("disp",) if _rows(settings) and len(_synced_table(settings)) > 1 else ()
 
 
-def _rows(settings) -> tuple:
-    """Settings.dispatcher_rows (a test's stand-in settings without the field: none)."""
-    return getattr(settings, "dispatcher_rows", ())
+_rows = dispatch.table_rows  # Settings.dispatcher_rows (a test's stand-in settings without the field: none)
 
 
 def _host_synced_rows(sc: StepCtx):

@@ -129,7 +129,10 @@ class Groups:
     radix, re-ranked whenever the product of the counts outgrows 4 n: no sort where the
     ranges are small."""
 
-    def __init__(self, plan, fields: tuple):
+    def __init__(self, plan, fields: tuple, code=None):
+        """code (optional): the candidates' tuples of `fields` already numbered (equal tuples, equal numbers;
+        unequal tuples, unequal numbers: a larger set's Groups.index at these candidates), which then stands
+        for the fields' own ranks (the same groups, numbered in the code's order)."""
         self.fields = fields
         cols = [np.asarray(getattr(plan, f)) for f in fields]
         self.n = n = int(np.size(plan.tp))
@@ -138,9 +141,14 @@ class Groups:
             self.plan = KeyedPlan({f: c for f, c in zip(fields, cols)})
             return
         cols = [np.broadcast_to(c, (n,)).astype(np.int64, copy=False) for c in cols]
-        code, card = np.zeros(n, dtype=np.int64), 1
+        ranked = cols
+        if code is not None:  # the groups' numbers given: no field ranked
+            code, card = _codes(np.asarray(code, dtype=np.int64))
+            ranked = ()
+        else:
+            code, card = np.zeros(n, dtype=np.int64), 1
         limit = max(4 * n, 1024)  # the tables stay O(n)
-        for c in cols:
+        for c in ranked:
             if c.strides == (0,):  # one value viewed n times (a scalar, space._constant): one code, as _codes gives
                 continue
             k, m = _codes(c, small=True)

@@ -126,7 +126,7 @@ def test_fitting_memory_falls_back_when_the_floor_fails(monkeypatch):
     settings, space, rows, bidx, rcidx = _space(job)
     usable = mem.capacity(settings)[1]
     want = search.fit(job, top=5)
-    monkeypatch.setattr(mem, "states_floor", lambda s, plan, placed: np.full(np.size(plan.tp), usable))
+    monkeypatch.setattr(mem, "states_floor", lambda s, plan, placed, groups=None: np.full(np.size(plan.tp), usable))
     got, held = search.fitting_memory(space, bidx, rcidx, usable)
     assert not held
     np.testing.assert_array_equal(got, search.memory_totals(space, bidx, rcidx))
@@ -144,7 +144,7 @@ def test_fit_counts_and_rows_as_without_the_floor(job, monkeypatch):
     # full (a floor of 0 drops nothing)
     want = search.fit(job, top=5)
     assert want.counts.did_not_fit > 0
-    monkeypatch.setattr(mem, "states_floor", lambda s, plan, placed: np.zeros(np.size(plan.tp)))
+    monkeypatch.setattr(mem, "states_floor", lambda s, plan, placed, groups=None: np.zeros(np.size(plan.tp)))
     got = search.fit(job, top=5)
     assert got.counts.as_dict() == want.counts.as_dict()
     assert got.rows == want.rows
@@ -158,7 +158,7 @@ def test_nothing_fits_closest_as_without_the_floor(monkeypatch):
     job = Job(model="llama3-405b", gpus=8)
     with pytest.raises(NoFitError) as want:
         search.fit(job)
-    monkeypatch.setattr(mem, "states_floor", lambda s, plan, placed: np.zeros(np.size(plan.tp)))
+    monkeypatch.setattr(mem, "states_floor", lambda s, plan, placed, groups=None: np.zeros(np.size(plan.tp)))
     with pytest.raises(NoFitError) as got:
         search.fit(job)
     assert str(got.value) == str(want.value)

@@ -88,6 +88,9 @@ RANKS = {
     "planner.moe_padding": 20,
     # the MoE dispatchers' communication buffers (DeepEP, Hybrid-EP): a leaf that memory reads
     "planner.ep_buffers": 20,
+    # the MoE dispatchers' codes and each plan's dispatcher (fit's dispatcher search): a leaf that dispatch, step and
+    # memory read
+    "planner.dispatch_codes": 20,
     "planner.power": 20,
 }
 
