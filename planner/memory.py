@@ -2770,11 +2770,11 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     output layer's and loss's tensors, the recompute buffer) at the peak."""
     kept, temps = kept_temps
     if per.zero12 is None and per.zero3 is None and not per.step_copies:  # stack data: no [zb], [z3s] or [sg] moment
-        # (the figures the lines below give there: ipg, part, the z3 step and the copies +0.0, so `allocated` is unchanged
+        # (the figures the lines below give there: ipg, part, tied_end, the z3 step and the copies +0.0, so `allocated` is unchanged
         # and the two last terms are opt_step - opt_step)
         opt_step = np.maximum(kept + temps - allocated, 0.0)
         zero = 0.0 * allocated
-        return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "optimizer_step": opt_step,
+        return {"zero12_ipg_bucket": zero, "zero12_grad_partition": zero, "zero3_tied_end": zero, "optimizer_step": opt_step,
                 "zero3_step_grads": 0.0 * opt_step, "step_grad_copies": 0.0 * opt_step}
     ipg, part = _zero12_terms(per, states, kept, allocated, where[2], loss)
     # the end of the backward under ZeRO-3 with a tied output layer: the embedding's backward [z3t]
