@@ -54,10 +54,13 @@ def test_the_frozen_options_are_torchtitans_list():
 
 
 def test_config_functions_build_the_flavors_main_names():
-    """Each bf16 config function's model is TORCHTITAN_03's flavor for it (one table of what 0.3.0 builds)."""
+    """Each config function's model is a flavor TORCHTITAN_03 names, mapped to a function that builds it (one table
+    of what 0.3.0 builds; several functions of one model: the table names the bf16 one with the chunked loss)."""
     for (module, name), cf in CONFIG_FUNCTIONS.items():
-        if not cf.converter:
-            assert TORCHTITAN_03[cf.flavor] == (module, name)
+        first = CONFIG_FUNCTIONS[TORCHTITAN_03[cf.flavor]]
+        assert first.flavor == cf.flavor and first.module == module
+        assert first.chunked_loss and (not first.converter or first.name == "llama3_405b")  # 405B: float8 only
+    assert set(TORCHTITAN_03.values()) <= set(CONFIG_FUNCTIONS)
 
 
 def test_detected():
@@ -136,10 +139,15 @@ def test_untranscribed_config_functions_are_refused(cli, tmp_path):
     p = _line(tmp_path, "MODULE=qwen3 CONFIG=qwen3_8b_first_85_pct_layers_nvfp4 ./run_train.sh")
     assert_one_error(cli("explain", str(p)), "qwen3_8b_first_85_pct_layers_nvfp4", "not transcribed",
                      "--module llama3 --config llama3_8b", "--module qwen3 --config qwen3_30b_a3b")
+    # gpt_oss's debug model differs from main's flavor in a priced field: refused naming it
+    p = _line(tmp_path, "MODULE=gpt_oss CONFIG=gpt_oss_debugmodel ./run_train.sh", "g.sh")
+    assert_one_error(cli("explain", str(p)), "gpt_oss_debugmodel", "vocab_size 2048", "201088")
     # run_train.sh's defaults (l. 29-32): llama3_debugmodel; a bare ./run_train.sh is read when named a 0.3 line
     p = _line(tmp_path, "./run_train.sh", "d.sh")
     assert detect_format(p) is None
-    assert_one_error(cli("explain", str(p), "--config-format", "torchtitan-0.3"), "llama3_debugmodel")
+    r = cli("explain", str(p), "--config-format", "torchtitan-0.3", "--hardware", "h100-sxm")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("torchtitan:llama3/debugmodel_flex_attn on 8 x h100-sxm")
 
 
 def test_gpu_count_must_match(tmp_path):
@@ -160,6 +168,10 @@ ROUND_TRIPS = [
     (dict(model="torchtitan:qwen3/30B-A3B", gpus=16, ep=8, global_batch=32, recompute="full"), "qwen3_30b_a3b"),
     (dict(model="torchtitan:qwen3/14B", gpus=16, tp=2, global_batch=32, recompute="full"), "qwen3_14b"),
     (dict(model="torchtitan:qwen3/8B", gpus=8, global_batch=16, seq_len=2048), "sft_qwen3_8b_math"),
+    (dict(model="torchtitan:llama3/debugmodel_flex_attn", gpus=8, global_batch=64, seq_len=2048), "llama3_debugmodel"),
+    (dict(model="torchtitan:llama3/debugmodel_flex_attn", gpus=8, global_batch=64, seq_len=2048, chunked_loss=False),
+     "llama3_debugmodel_ce_loss"),
+    (dict(model="torchtitan:qwen3/debugmodel_moe", gpus=8, ep=4, global_batch=32), "qwen3_moe_debug"),
     (dict(model="torchtitan:gpt_oss/20b", gpus=16, ep=4, global_batch=16, recompute="full"), "gpt_oss_20b"),
     (dict(model="torchtitan:gpt_oss/120b", gpus=32, pp=2, ep=8, global_batch=64, recompute="full"), "gpt_oss_120b"),
     (dict(model="torchtitan:deepseek_v3/16B", gpus=16, pp=2, ep=8, global_batch=64, moe_aux_loss_coeff=0.0),
@@ -345,3 +357,22 @@ def test_sft_qwen3_8b_math_reads_by_hand(tmp_path):
     _, notes = export_plan(_row(**{**T03, "model": "torchtitan:qwen3/8B", "gpus": 8, "global_batch": 8,
                                    "seq_len": 2048})["plan"], "torchtitan")
     assert any(n.startswith("sft_qwen3_8b_math is 0.3.0's one config function of qwen3 8B") for n in notes)
+
+
+def test_debug_functions_read_by_hand(tmp_path):
+    """llama3_debugmodel_ce_loss (l. 174-181): llama3_debugmodel with config.loss = CrossEntropyLoss.Config: no chunked
+    loss; llama3_debugmodel (l. 34-70) local 8, seq 2048, steps 10 -> NGPU 8: global 64, tokens 10 x 64 x 2048 =
+    1,310,720. llama3_debugmodel_float8 (l. 96-107): Float8LinearConverter defaults, rowwise, filter_fqns [] -> the
+    output layer in fp8. qwen3_moe_debug (l. 373-403): local 4, seq 4096, ep 1."""
+    cfg = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel_ce_loss NGPU=8 ./run_train.sh")
+    j = cfg.job
+    assert (j["model"], j["global_batch"], j["tokens"]) == ("torchtitan:llama3/debugmodel_flex_attn", 64, 1_310_720.0)
+    assert "chunked_loss" not in j
+    assert any(a.startswith("chunked_loss=false: llama3_debugmodel_ce_loss's loss is the plain CrossEntropyLoss")
+               for a in cfg.assumed)
+    assert _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel NGPU=8 ./run_train.sh").job["chunked_loss"] is True
+    j = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel_float8 NGPU=8 ./run_train.sh").job
+    assert (j["precision"], j["fp8_recipe"], j["fp8_output_layer"]) == ("fp8", "rowwise", True)
+    j = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_moe_debug NGPU=8 ./run_train.sh").job
+    assert (j["model"], j["micro_batch"], j["global_batch"], j["seq_len"]) == ("torchtitan:qwen3/debugmodel_moe", 4, 32,
+                                                                               4096)

@@ -32,8 +32,9 @@ its model as main's registry flavor of the same numbers (torchtitan_flavors.TORC
 backend it builds (model_registry's default "flex", llama3/__init__.py l. 369-371, gpt_oss's "varlen", priced as
 flex: ATTN_PRICED, or its own argument): llama3_8b, llama3_8b_mxfp8, llama3_70b, llama3_405b, deepseek_v3_16b,
 deepseek_v3_671b, qwen3_0_6b, qwen3_1_7b, qwen3_14b, qwen3_30b_a3b, qwen3_32b, sft_qwen3_8b_math, gpt_oss_20b,
-gpt_oss_120b. Each wraps
-its loss in ChunkedLossWrapper (LOSS_CHUNKS): read as the job field chunked_loss, priced by the stack's chunked-loss
+gpt_oss_120b and the debug models whose 0.3 flavor is main's (llama3_debugmodel and its _ce_loss, _varlen_attn, _float8;
+qwen3_debugmodel, qwen3_moe_debug, deepseek_v3_debugmodel). Each but llama3_debugmodel_ce_loss wraps its loss in
+ChunkedLossWrapper (LOSS_CHUNKS): read as the job field chunked_loss, priced by the stack's chunked-loss
 terms (memory._chunked_loss), and said so; --loss.num_chunks other than 8 is listed as not modelled. Flux's
 sections (`--encoder.*`, `--inference.*`: FluxTrainer.Config) with a language model's function are refused, as
 tyro refuses them there. The
@@ -279,6 +280,7 @@ class ConfigFunction:
     converter: dict = field(default_factory=dict)
     notes: tuple = ()  # where 0.3.0's flavor differs from main's in a field priced at nothing (said as assumed)
     export_note: str = ""  # what the export says of the function beyond the plan (its data, its start)
+    chunked_loss: bool = True  # its loss is ChunkedLossWrapper (LOSS_CHUNKS); False: the plain CrossEntropyLoss
 
     @property
     def kernel(self) -> str:
@@ -340,6 +342,35 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
                     "training.disable_cuda_graphs": True, "parallelism.pipeline_parallel_schedule": "Interleaved1F1B",
                     "parallelism.expert_parallel_degree": 8, "compile.enable": True, "compile.components": ["loss"]},
                    "selective"),
+    # the debug models (config_registry.py's first functions): 0.3.0's debugmodel flavors have main's numbers
+    # (llama3/__init__.py _debugmodel l. 114-145: dim 256, 6 layers, 16 heads, vocab 2048, multiple_of 256, theta
+    # 500000 "llama"; qwen3 _debugmodel l. 197-232, _debugmodel_moe l. 475-513; deepseek_v3 _debugmodel l. 319-386),
+    # named by main's flex flavor of that shape where main has one (llama3 / deepseek_v3 debugmodel_flex_attn)
+    ConfigFunction("llama3", "llama3_debugmodel", "l. 34-70", ("llama3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective"),
+    ConfigFunction("llama3", "llama3_debugmodel_ce_loss", "l. 174-181", ("llama3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective", chunked_loss=False),
+    ConfigFunction("llama3", "llama3_debugmodel_varlen_attn", "l. 73-77", ("llama3", "debugmodel_flex_attn"), "varlen",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B", "training.disable_cuda_graphs": True},
+                   "selective"),
+    # Float8LinearConverter.Config defaults (components/quantization/float8.py l. 57-66): recipe "rowwise",
+    # filter_fqns [] (every Linear, lm_head included: the debug model's dims are multiples of 16)
+    ConfigFunction("llama3", "llama3_debugmodel_float8", "l. 96-107", ("llama3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective",
+                   {"converters": ["quantize.linear.float8"],
+                    "quantize.linear.float8": {"recipe_name": "rowwise", "filter_fqns": []}}),
+    ConfigFunction("qwen3", "qwen3_debugmodel", "l. 33-62", ("qwen3", "debugmodel"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10}, "selective"),
+    ConfigFunction("qwen3", "qwen3_moe_debug", "l. 373-403", ("qwen3", "debugmodel_moe"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 10,
+                    "parallelism.expert_parallel_degree": 1}, "selective"),
+    ConfigFunction("deepseek_v3", "deepseek_v3_debugmodel", "l. 38-70", ("deepseek_v3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.expert_parallel_degree": 1}, "selective"),
     ConfigFunction("qwen3", "qwen3_0_6b", "l. 176-203", ("qwen3", "0.6B"), "flex",
                    {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 10}, "selective",
                    notes=(_QWEN3_CTX.format(l="l. 282-286", m=4096),)),
@@ -375,17 +406,14 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
 # muse_glimmer packages, whose flavors no planner model copies; flux, no language model): a launch line naming one
 # is refused naming the transcribed ones
 OTHER_FUNCTIONS = {
-    "llama3": ("llama3_debugmodel llama3_debugmodel_varlen_attn llama3_debugmodel_dist_gemm llama3_debugmodel_float8 "
-               "llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
-               "llama3_debugmodel_float8_emulate_lora llama3_debugmodel_ce_loss llama3_8b_first_85_pct_layers_nvfp4 "
-               "sft_debugmodel").split(),
-    "deepseek_v3": ("deepseek_v3_debugmodel deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 "
-                    "deepseek_v3_debugmodel_hybridep deepseek_v3_debugmodel_minimal_async_ep "
-                    "deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep deepseek_v3_671b_float8").split(),
-    "qwen3": ("qwen3_debugmodel qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 "
-              "qwen3_debugmodel_moe_param_groups qwen3_debugmodel_flex_flash "
-              "qwen3_8b_first_85_pct_layers_nvfp4 qwen3_debugmodel_non_fused_qkv "
-              "qwen3_moe_debug qwen3_moe_deepep").split(),
+    "llama3": ("llama3_debugmodel_dist_gemm llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
+               "llama3_debugmodel_float8_emulate_lora llama3_8b_first_85_pct_layers_nvfp4 sft_debugmodel").split(),
+    "deepseek_v3": ("deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
+                    "deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep "
+                    "deepseek_v3_671b_float8").split(),
+    "qwen3": ("qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 qwen3_debugmodel_moe_param_groups "
+              "qwen3_debugmodel_flex_flash qwen3_8b_first_85_pct_layers_nvfp4 qwen3_debugmodel_non_fused_qkv "
+              "qwen3_moe_deepep").split(),
     "gpt_oss": "gpt_oss_debugmodel gpt_oss_debugmodel_flex".split(),
     "kimi_k2_7": "kimi_k2_5_debugmodel moonlight_16b_a3b kimi_vl_a3b kimi_k2_5".split(),
     "qwen3_5": ("qwen35_debugmodel qwen35_debugmodel_varlen_attn qwen35_debugmodel_moe qwen35_0_8b qwen35_2b "
@@ -393,6 +421,35 @@ OTHER_FUNCTIONS = {
     "muse_glimmer": ("muse_glimmer_debugmodel muse_glimmer_debugmodel_mm muse_glimmer_30b "
                      "muse_glimmer_30b_mm").split(),
     "flux": "flux_debugmodel flux_dev flux_schnell flux_schnell_mxfp8 flux_dev_mxfp8".split(),
+}
+# why a function of the llama3 / qwen3 / deepseek_v3 / gpt_oss modules is not transcribed, where it is one thing
+_OTHER_EP = "the {} token dispatcher, which stack torchtitan-0.3 does not list (its moe_dispatchers: alltoall)"
+_NVFP4 = "its NVFP4 converter (components/quantization/nvfp4.py), which torchtitan applies to named layers only"
+NOT_TRANSCRIBED_WHY = {
+    "gpt_oss_debugmodel": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py l. 257), "
+                          "main @e347b1e5e's gpt_oss debugmodel 201088 (model/args.py l. 53): no planner model has "
+                          "0.3.0's shape",
+    "gpt_oss_debugmodel_flex": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py "
+                               "l. 257), main @e347b1e5e's gpt_oss debugmodel 201088 (model/args.py l. 53): no planner "
+                               "model has 0.3.0's shape",
+    "llama3_debugmodel_dist_gemm": "tp_gemm_backend dist_gemm (the TP collectives folded into symmetric-memory "
+                                   "GEMMs, models/common/config_utils.py l. 62-68), which the planner does not price",
+    "llama3_debugmodel_nvfp4": _NVFP4, "llama3_debugmodel_first_85_pct_layers_nvfp4": _NVFP4,
+    "llama3_8b_first_85_pct_layers_nvfp4": _NVFP4, "qwen3_debugmodel_nvfp4": _NVFP4,
+    "qwen3_debugmodel_first_85_pct_layers_nvfp4": _NVFP4, "qwen3_8b_first_85_pct_layers_nvfp4": _NVFP4,
+    "llama3_debugmodel_float8_emulate_lora": "float8 emulation (emulate=True, no fp8 GEMM) and LoRA adapters, which "
+                                             "the planner does not price",
+    "sft_debugmodel": "SFT from a local JSON file on the debug model (test data)",
+    "deepseek_v3_debugmodel_mtp": "the MTP loss (deepseek_v3/mtp.py MTPLoss) on a debug model with one MTP layer",
+    "deepseek_v3_debugmodel_mxfp8": "MXFP8 on the grouped experts and the linears of a debug model",
+    "deepseek_v3_debugmodel_hybridep": _OTHER_EP.format("HybridEP"), "deepseek_v3_16b_hybridep": _OTHER_EP.format(
+        "HybridEP"), "deepseek_v3_debugmodel_minimal_async_ep": _OTHER_EP.format("minimal-async-EP"),
+    "deepseek_v3_16b_minimal_async_ep": _OTHER_EP.format("minimal-async-EP"), "qwen3_moe_deepep": "the DeepEP v2 "
+    "token dispatcher (ElasticBuffer), which stack torchtitan-0.3 does not list",
+    "deepseek_v3_671b_float8": "float8 on the grouped experts beside the linears",
+    "qwen3_debugmodel_moe_param_groups": "optimizer param groups (Adam on the router gate)",
+    "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash), which has no rate of its own",
+    "qwen3_debugmodel_non_fused_qkv": "separate wq / wkv projections (the planner prices the fused QKV GEMM's shapes)",
 }
 # run_train.sh @4f9e9a47d l. 29-32: the environment's defaults
 RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel"}
@@ -622,15 +679,16 @@ def config_function(where: str, module: str, config: str) -> ConfigFunction:
     cf = CONFIG_FUNCTIONS.get((module, config))
     if cf is not None:
         return cf
-    ours = ", ".join(f"--module {m} --config {c}" for m, c in CONFIG_FUNCTIONS)
+    ours = ", ".join(f"--module {m} --config {c}" for m, c in sorted(CONFIG_FUNCTIONS, key=lambda k: k[0] != module))
     if module not in OTHER_FUNCTIONS:
         raise PlannerError(f"{where}--module {module!r} is no model package of torchtitan {COMMIT} (models/__init__.py "
                            "_supported_models l. 7-18) the planner reads (a module of your own builds a model the "
                            "planner cannot see)", f"the config functions read: {ours}")
     if config in OTHER_FUNCTIONS[module]:
         what = ("no language model" if TORCHTITAN_NAME_CODES[STACK].get(module, "") is None else
-                "a config function the planner has not transcribed (its model, converters or token dispatcher are "
-                "not checked against what it prices)")
+                "a config function the planner has not transcribed (" +
+                NOT_TRANSCRIBED_WHY.get(config, "its model's flavor has no planner model: the kimi_k2_7, qwen3_5 and "
+                                                "muse_glimmer packages' flavors are not copied") + ")")
         raise PlannerError(f"{where}--module {module} --config {config} ({COMMIT} torchtitan/models/{module}/"
                            f"config_registry.py): {what}", f"the config functions read: {ours}")
     raise PlannerError(f"{where}--config {config!r} is no config function of torchtitan {COMMIT}'s {module} "
@@ -745,9 +803,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                        f"; torch's varlen attention has no rate of its own: priced as {cf.kernel} (stack_db "
                        f"{STACK}, attention)"))
     # the loss every config function builds (LOSS_CHUNKS): ChunkedLossWrapper around CrossEntropyLoss
-    job["chunked_loss"] = True
     chunks = only.pop("loss.num_chunks", None)
-    assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
+    if not cf.chunked_loss:
+        if chunks is not None:
+            ignored.append(f"loss.num_chunks={chunks} ({cf.name}'s loss is CrossEntropyLoss, no ChunkedLossWrapper)")
+        assumed.append(f"chunked_loss=false: {cf.name}'s loss is the plain CrossEntropyLoss ({cf.where}), priced by "
+                       "the stack's cross-entropy terms")
+    else:
+        job["chunked_loss"] = True
+    if cf.chunked_loss:
+        assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
                    f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
                    f"components/loss.py), priced by the stack's chunked-loss terms (memory._chunked_loss, stack_db "
                    f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
@@ -880,7 +945,18 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     conv = {"converters": sec.get("model", {}).get("converters", [])}
     conv.update({k: v for k, v in sec.items() if k.startswith("quantize.")})
     conv = conv if conv["converters"] else {}
-    fits = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
+    built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
+    fits = [cf for cf in built if cf.chunked_loss == bool(plan.get("chunked_loss"))]
+    if built and not fits:  # the loss: ChunkedLossWrapper or CrossEntropyLoss, the function's (no option sets it)
+        cf = built[0]
+        if plan.get("chunked_loss"):
+            raise _refuse(f"model {plan['model']} priced with chunked_loss: the torchtitan {COMMIT} config functions "
+                          f"that build it ({', '.join(c.name for c in built)}) run the plain CrossEntropyLoss",
+                          "price the plan without --chunked-loss, then export")
+        raise _refuse(f"model {plan['model']} priced with the plain cross-entropy: every torchtitan {COMMIT} config "
+                      f"function that builds it wraps its loss in ChunkedLossWrapper ({cf.where}: "
+                      "loss=ChunkedLossWrapper.Config), which no option removes",
+                      "price the plan with --chunked-loss on --stack torchtitan-0.3, then export")
     if not fits:
         have = ", ".join(f"{cf.module} {cf.name} ({_conv_text(cf.converter)}, attn_backend {cf.attn_backend}"
                          + (f", priced as {cf.kernel}" if cf.kernel != cf.attn_backend else "") + ")"
@@ -890,11 +966,6 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                          "attention backend in the config function's model_spec, which no option reaches (trainer.py "
                          "l. 75-77)", "plan the precision and kernel of one of those functions, then export")
     cf = fits[0]
-    if not plan.get("chunked_loss"):
-        raise _refuse(f"model {plan['model']} priced with the plain cross-entropy: every torchtitan {COMMIT} config "
-                      f"function wraps its loss in ChunkedLossWrapper ({cf.where}: loss=ChunkedLossWrapper.Config), "
-                      "which no option removes", "price the plan with --chunked-loss on --stack torchtitan-0.3, then "
-                      "export")
     opts: list[str] = []
     for sect, keys in SAME_KEYS.items():
         for k in keys:

@@ -56,7 +56,10 @@ priced as flex); gpt_oss/__init__.py _20b l. 293-334,
 _120b l. 337-378 (dim 2880, 24 / 36 layers, 64 heads of 64, 8 KV heads, window 128 on even layers l. 209, biased
 QKV / output / router gate, 32 / 128 experts of 2880, top 4, softmax, load_balance_coeff 1e-3, swiglu limit 7.0
 moe.py l. 67-88, YaRN 32 over 4096 untruncated, vocab 201088) by gpt_oss_20b / gpt_oss_120b (config_registry.py
-l. 70-71, 101-102; attn_backend "varlen", priced as flex). The one difference, priced at nothing: the qwen3
+l. 70-71, 101-102; attn_backend "varlen", priced as flex). The debug models too (llama3 _debugmodel l. 114-145, qwen3 _debugmodel l. 197-232 and _debugmodel_moe
+l. 475-513, deepseek_v3 _debugmodel l. 319-386: main's numbers; named by main's flex flavor of the shape where
+main has one, debugmodel_flex_attn), not gpt_oss's (vocab 2048 at 0.3.0, 201088 at main). The one difference,
+priced at nothing: the qwen3
 flavors' RoPE max_seq_len, 40960 at 0.3.0 against main's 4096 (262144 for 30B-A3B), said where a launch line is read
 (torchtitan03.ConfigFunction.notes).
 
@@ -114,6 +117,9 @@ TORCHTITAN_03: dict[tuple[str, str], tuple[str, str]] = {
     ("deepseek_v3", "16B"): ("deepseek_v3", "deepseek_v3_16b"), ("qwen3", "0.6B"): ("qwen3", "qwen3_0_6b"),
     ("qwen3", "1.7B"): ("qwen3", "qwen3_1_7b"), ("qwen3", "14B"): ("qwen3", "qwen3_14b"),
     ("qwen3", "30B-A3B"): ("qwen3", "qwen3_30b_a3b"), ("qwen3", "32B"): ("qwen3", "qwen3_32b"),
+    ("llama3", "debugmodel_flex_attn"): ("llama3", "llama3_debugmodel"), ("qwen3", "debugmodel"): ("qwen3", "qwen3_debugmodel"),
+    ("qwen3", "debugmodel_moe"): ("qwen3", "qwen3_moe_debug"),
+    ("deepseek_v3", "debugmodel_flex_attn"): ("deepseek_v3", "deepseek_v3_debugmodel"),
     ("qwen3", "8B"): ("qwen3", "sft_qwen3_8b_math"), ("gpt_oss", "20b"): ("gpt_oss", "gpt_oss_20b"), ("gpt_oss", "120b"): ("gpt_oss", "gpt_oss_120b"),
 }
 # the flavor registries of each release beside main's, per stack: module (0.3.0's --module) -> (the registry's keys in
