@@ -376,3 +376,17 @@ def test_debug_functions_read_by_hand(tmp_path):
     j = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_moe_debug NGPU=8 ./run_train.sh").job
     assert (j["model"], j["micro_batch"], j["global_batch"], j["seq_len"]) == ("torchtitan:qwen3/debugmodel_moe", 4, 32,
                                                                                4096)
+
+
+@pytest.mark.parametrize("option, words", [
+    ("--parallelism.tensor_parallel_degree 3", ("the GPU count 8 (NGPU) is not a multiple", "--parallelism.* degrees")),
+    ("--training.global_batch_size 7", ("--training.global_batch_size 7 is not a multiple",)),
+    ("--optimizer.implementation bogus", ("--optimizer.implementation 'bogus'",)),
+])
+def test_reused_refusals_speak_the_launch_lines_spelling(cli, tmp_path, option, words):
+    """The TOML mapping's refusals, reused, name 0.3.0's options (--section.key) and the launcher's GPU count, not
+    [section] keys or a --gpus the user did not give."""
+    p = _line(tmp_path, f"MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh {option}")
+    r = cli("explain", str(p), "--hardware", "h100-sxm")
+    assert_one_error(r, str(p), *words)
+    assert "[training]" not in r.stderr and "[parallelism]" not in r.stderr and "--gpus" not in r.stderr

@@ -791,8 +791,14 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}the degrees' product (replicate x shard x tp x pp x cp) is {prod} GPUs, but "
                                f"{'--gpus' if gpus is not None else launch.gpus_from} starts {run}",
                                "make the launcher's GPU count the degrees' product")
-    cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
-                        stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    try:
+        cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
+                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    except PlannerError as e:  # the TOML mapping's refusals, said in the launch line's terms
+        if type(e) is not PlannerError:
+            raise
+        launcher = None if gpus is not None or run is None else f"the GPU count {run} ({launch.gpus_from})"
+        raise PlannerError(_spell_03(e.message, run, launcher), _spell_03(e.hint, run, launcher)) from None
     job = cfg.job
     job["stack"] = STACK
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
@@ -852,6 +858,21 @@ def _in_03_terms(line: str, cf: ConfigFunction) -> str:
                                   f"of main's {name} {flavor} (torchtitan @e347b1e5e ")
     line = line.replace(f"[model] {name} {flavor}", f"{cf.name}'s model_registry({flavor!r})")
     return line.replace(f"model code {name}: [model] name {name!r},", f"model code {name}: --module {cf.module},")
+
+
+_TOML_KEY = re.compile(r"\[(training|parallelism|compile|optimizer|activation_checkpoint)\] ([a-z_]+)\b")
+
+
+def _spell_03(text: Optional[str], run: Optional[int], launcher: Optional[str]) -> Optional[str]:
+    """A message of the TOML reader's mapping in the launch line's spelling: `[section] key` -> `--section.key`, the
+    sections' degrees -> the options, and --gpus -> the launcher's count where no --gpus was given."""
+    if text is None:
+        return None
+    text = re.sub(r"the \[(\w+)\] degrees", r"the --\1.* degrees", text)
+    text = _TOML_KEY.sub(lambda m: f"--{m.group(1)}.{m.group(2)}", text)
+    if launcher is not None:
+        text = text.replace(f"--gpus {run}", launcher).replace("change --gpus or", "change the GPU count or")
+    return text
 
 
 def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
