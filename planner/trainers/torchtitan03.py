@@ -301,7 +301,8 @@ ATTN_PRICED = {"flex": "flex", "varlen": "flex"}
 # chunked_loss, priced by memory._chunked_loss with the stack's memory.chunked_loss_chunks 8; no option removes it
 LOSS_CHUNKS = 8
 _QWEN3_CTX = ("rope max_seq_len 40960 (models/qwen3/__init__.py {l}), main @e347b1e5e's flavor {m}: the rotary "
-              "table's length, priced at nothing (the model's context; the run's seq_len is training.seq_len)")
+              "table's length, priced at nothing (the model's context; the run's seq_len is training.seq_len; the "
+              "planner's beyond-context warning reads main's {m})")
 # MXFP8LinearConverter.Config fqns default [] (components/quantization/mx.py l. 55-60, convert l. 79-95: an empty
 # list converts every Linear, lm_head included); MXFP8Linear is torchao's prototype/moe_training/mxfp8_linear.py
 # MXFP8Linear (scale_calculation_mode RCEIL, l. 281): torchao's mxfp8_rceil, the planner's mxfp8 recipe
