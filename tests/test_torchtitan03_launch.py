@@ -54,10 +54,13 @@ def test_the_frozen_options_are_torchtitans_list():
 
 
 def test_config_functions_build_the_flavors_main_names():
-    """Each bf16 config function's model is TORCHTITAN_03's flavor for it (one table of what 0.3.0 builds)."""
+    """Each config function's model is a flavor TORCHTITAN_03 names, mapped to a function that builds it (one table
+    of what 0.3.0 builds; several functions of one model: the table names the bf16 one with the chunked loss)."""
     for (module, name), cf in CONFIG_FUNCTIONS.items():
-        if not cf.converter:
-            assert TORCHTITAN_03[cf.flavor] == (module, name)
+        first = CONFIG_FUNCTIONS[TORCHTITAN_03[cf.flavor]]
+        assert first.flavor == cf.flavor and first.module == module
+        assert first.chunked_loss and (not first.converter or first.name == "llama3_405b")  # 405B: float8 only
+    assert set(TORCHTITAN_03.values()) <= set(CONFIG_FUNCTIONS)
 
 
 def test_detected():
@@ -132,12 +135,19 @@ def test_bad_lines_exit_2_naming_file_and_key(cli, tmp_path, option, words):
 
 
 def test_untranscribed_config_functions_are_refused(cli, tmp_path):
-    p = _line(tmp_path, "MODULE=qwen3 CONFIG=qwen3_32b ./run_train.sh")
-    assert_one_error(cli("explain", str(p)), "qwen3_32b", "not transcribed", "--module llama3 --config llama3_8b")
+    # the NVFP4 converter (fqns the first 85% of layers): not transcribed
+    p = _line(tmp_path, "MODULE=qwen3 CONFIG=qwen3_8b_first_85_pct_layers_nvfp4 ./run_train.sh")
+    assert_one_error(cli("explain", str(p)), "qwen3_8b_first_85_pct_layers_nvfp4", "not transcribed",
+                     "--module llama3 --config llama3_8b", "--module qwen3 --config qwen3_30b_a3b")
+    # gpt_oss's debug model differs from main's flavor in a priced field: refused naming it
+    p = _line(tmp_path, "MODULE=gpt_oss CONFIG=gpt_oss_debugmodel ./run_train.sh", "g.sh")
+    assert_one_error(cli("explain", str(p)), "gpt_oss_debugmodel", "vocab_size 2048", "201088")
     # run_train.sh's defaults (l. 29-32): llama3_debugmodel; a bare ./run_train.sh is read when named a 0.3 line
     p = _line(tmp_path, "./run_train.sh", "d.sh")
     assert detect_format(p) is None
-    assert_one_error(cli("explain", str(p), "--config-format", "torchtitan-0.3"), "llama3_debugmodel")
+    r = cli("explain", str(p), "--config-format", "torchtitan-0.3", "--hardware", "h100-sxm")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.startswith("torchtitan:llama3/debugmodel_flex_attn on 8 x h100-sxm")
 
 
 def test_gpu_count_must_match(tmp_path):
@@ -151,9 +161,23 @@ def _row(**kw) -> dict:
     return to_json(settings, plan, evaluate(settings, plan))
 
 
-T03 = dict(hardware="h100-sxm", stack="torchtitan-0.3")
+# every 0.3.0 config function's loss is ChunkedLossWrapper (torchtitan03.LOSS_CHUNKS): the plans price it
+T03 = dict(hardware="h100-sxm", stack="torchtitan-0.3", chunked_loss=True)
 ROUND_TRIPS = [
     (dict(model="llama3-8b", gpus=16, tp=2, pp=2, global_batch=64), "llama3_8b"),
+    (dict(model="torchtitan:qwen3/30B-A3B", gpus=16, ep=8, global_batch=32, recompute="full"), "qwen3_30b_a3b"),
+    (dict(model="torchtitan:qwen3/14B", gpus=16, tp=2, global_batch=32, recompute="full"), "qwen3_14b"),
+    (dict(model="torchtitan:qwen3/8B", gpus=8, global_batch=16, seq_len=2048), "sft_qwen3_8b_math"),
+    (dict(model="torchtitan:llama3/debugmodel_flex_attn", gpus=8, global_batch=64, seq_len=2048), "llama3_debugmodel"),
+    (dict(model="torchtitan:llama3/debugmodel_flex_attn", gpus=8, global_batch=64, seq_len=2048, chunked_loss=False),
+     "llama3_debugmodel_ce_loss"),
+    (dict(model="torchtitan:qwen3/debugmodel_moe", gpus=8, ep=4, global_batch=32), "qwen3_moe_debug"),
+    (dict(model="torchtitan:gpt_oss/20b", gpus=16, ep=4, global_batch=16, recompute="full"), "gpt_oss_20b"),
+    (dict(model="torchtitan:gpt_oss/120b", gpus=32, pp=2, ep=8, global_batch=64, recompute="full"), "gpt_oss_120b"),
+    (dict(model="torchtitan:deepseek_v3/16B", gpus=16, pp=2, ep=8, global_batch=64, moe_aux_loss_coeff=0.0),
+     "deepseek_v3_16b"),
+    (dict(model="llama3-8b", gpus=8, hardware="b200", precision="fp8", fp8_recipe="mxfp8", fp8_output_layer=True,
+          torch_compile=True, global_batch=8), "llama3_8b_mxfp8"),
     (dict(model="llama3-70b", gpus=64, tp=8, pp=1, global_batch=64, recompute="full", sequence_parallel=False), "llama3_70b"),
     (dict(model="llama3-405b", gpus=128, tp=8, pp=1, global_batch=32, precision="fp8", fp8_recipe="rowwise",
           torch_compile=True, tp_comm_overlap=True), "llama3_405b"),
@@ -165,7 +189,7 @@ ROUND_TRIPS = [
 @pytest.mark.parametrize("kw, config", ROUND_TRIPS, ids=[c for _, c in ROUND_TRIPS])
 def test_export_reads_back_as_the_same_plan(tmp_path, kw, config):
     """export -> read back -> the same plan_signature and memory (check_readback, as fit --export runs it)."""
-    row = _row(**T03, **kw)
+    row = _row(**{**T03, **kw})
     text, notes = export_plan(row["plan"], "torchtitan")
     assert f"--config {config}" in text
     check_readback(row, "torchtitan", text)
@@ -185,10 +209,18 @@ def test_export_refuses_what_no_config_function_builds(cli):
 
 def test_fit_exports_and_reads_back(cli):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--hardware", "h100-sxm", "--stack", "torchtitan-0.3",
-            "--export", "torchtitan")
+            "--chunked-loss", "--export", "torchtitan")
     assert r.exit_code == 0, r.stderr
     assert "-m torchtitan.train --module llama3 --config llama3_8b" in r.stdout
     assert "--nnodes=2 --nproc_per_node=8" in r.stdout
+
+
+def test_export_refuses_the_plain_loss(cli):
+    """No 0.3.0 config function runs the plain cross-entropy (each wraps it in ChunkedLossWrapper) and no option
+    removes the wrapper: a plan priced without chunked_loss is refused, naming the function and the fix."""
+    assert_one_error(cli("export", "--format", "torchtitan", "--model", "llama3-8b", "--gpus", "8", "--global-batch",
+                         "16", "--stack", "torchtitan-0.3", "--hardware", "h100-sxm"),
+                     "plain cross-entropy", "llama3_8b l. 184-216", "ChunkedLossWrapper", "--chunked-loss")
 
 
 def test_deepseek_v3_671b_reads_by_hand(tmp_path):
@@ -216,3 +248,145 @@ def test_check_spells_its_fix_as_0_3_options(cli, tmp_path):
     assert "[torchtitan-0.3: --parallelism.tensor_parallel_degree 8; --parallelism.data_parallel_shard_degree -1 " \
            "(the leftover GPUs: 8 -> 1); --training.global_batch_size 32]" in r.stdout
     assert "[parallelism]" not in r.stdout
+
+
+# ------------------------------------------------------------------ the config functions added in tt03more
+def _read(tmp_path, line: str, hardware: str = "h100-sxm"):
+    return load_trainer_config(_line(tmp_path, line), hardware=hardware)
+
+
+def test_qwen3_30b_a3b_reads_by_hand(tmp_path):
+    """qwen3_30b_a3b (qwen3/config_registry.py l. 295-327): model_registry('30B-A3B'), local_batch_size 2, seq_len
+    4096, steps 3000, shard -1, tp / cp / pp 1, FullAC, flex. NGPU 16 with --parallelism.expert_parallel_degree 8:
+    shard 16, global 2 x 16 = 32, tokens 3000 x 32 x 4096 = 393,216,000; EP borrows 8 of the 16 shard ranks."""
+    cfg = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_30b_a3b NGPU=16 ./run_train.sh --parallelism.expert_parallel_degree 8")
+    j = cfg.job
+    assert (j["model"], j["gpus"], j["tp"], j["pp"], j["ep"]) == ("torchtitan:qwen3/30B-A3B", 16, 1, 1, 8)
+    assert (j["micro_batch"], j["global_batch"], j["seq_len"], j["tokens"]) == (2, 32, 4096, 393_216_000.0)
+    assert (j["recompute"], j["attention_kernel"], j["chunked_loss"], j["moe_dispatcher"]) == ("full", "flex", True,
+                                                                                                "alltoall")
+    assert any(a.startswith("qwen3 30B-A3B: rope max_seq_len 40960") and "262144" in a for a in cfg.assumed)
+    assert any("qwen3/__init__.py l. 613-621" in a for a in cfg.assumed if a.startswith("moe_dispatcher"))
+    # said in 0.3.0's terms, not the TOML's [model] table
+    assert not any("[model] name" in a for a in cfg.assumed)
+    assert any(a.startswith("model=torchtitan:qwen3/30B-A3B: --module qwen3 --config qwen3_30b_a3b: "
+                            "model_registry('30B-A3B')") for a in cfg.assumed)
+
+
+def test_qwen3_dense_functions_read_by_hand(tmp_path):
+    """qwen3_0_6b (l. 176-203): local 4, seq 4096, steps 10, SelectiveAC: NGPU 8 -> global 32, tokens 10 x 32 x 4096
+    = 1,310,720; tied embeddings (models/qwen3/__init__.py _0_6b l. 262 enable_weight_tying=True). qwen3_32b
+    (l. 330-362): local 2, steps 3000, FullAC: global 16, tokens 3000 x 16 x 4096 = 196,608,000."""
+    from planner.catalog import load_model
+
+    j = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_0_6b NGPU=8 ./run_train.sh").job
+    assert (j["model"], j["micro_batch"], j["global_batch"], j["tokens"], j["recompute"]) == (
+        "torchtitan:qwen3/0.6B", 4, 32, 1_310_720.0, "selective")
+    m = load_model(j["model"])
+    assert (m.hidden_size, m.num_layers, m.ffn_hidden_size, m.tied_embeddings, m.vocab_size) == (1024, 28, 3072, True,
+                                                                                                151936)
+    j = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_32b NGPU=8 ./run_train.sh").job
+    assert (j["model"], j["micro_batch"], j["global_batch"], j["tokens"], j["recompute"]) == (
+        "torchtitan:qwen3/32B", 2, 16, 196_608_000.0, "full")
+
+
+def test_gpt_oss_120b_reads_by_hand(tmp_path):
+    """gpt_oss_120b (gpt_oss/config_registry.py l. 101-129): local 1, seq 8192, steps 10000, ep 1, FullAC,
+    model_registry('120b') with attn_backend 'varlen' (gpt_oss/__init__.py l. 391), priced as flex (stack
+    torchtitan-0.3). NGPU 16: global 16, tokens 10000 x 16 x 8192 = 1,310,720,000."""
+    cfg = _read(tmp_path, "MODULE=gpt_oss CONFIG=gpt_oss_120b NGPU=16 ./run_train.sh")
+    j = cfg.job
+    assert (j["model"], j["gpus"], j["micro_batch"], j["global_batch"]) == ("torchtitan:gpt_oss/120b", 16, 1, 16)
+    assert (j["seq_len"], j["tokens"], j["recompute"], j["attention_kernel"]) == (8192, 1_310_720_000.0, "full", "flex")
+    assert any(a.startswith("attention_kernel=flex: gpt_oss_120b builds its model with attn_backend 'varlen'")
+               and "priced as flex" in a for a in cfg.assumed)
+
+
+def test_deepseek_v3_16b_reads_by_hand(tmp_path):
+    """deepseek_v3_16b (deepseek_v3/config_registry.py l. 138-170): local 4, seq 4096, steps 1000,
+    disable_cuda_graphs, Interleaved1F1B (pp 1: not read), ep 8, compile of the loss only, SelectiveAC, flex.
+    NGPU 8: global 32, tokens 1000 x 32 x 4096 = 131,072,000."""
+    j = _read(tmp_path, "MODULE=deepseek_v3 CONFIG=deepseek_v3_16b NGPU=8 ./run_train.sh").job
+    assert (j["model"], j["ep"], j["etp"], j["micro_batch"], j["global_batch"]) == ("torchtitan:deepseek_v3/16B", 8, 1,
+                                                                                     4, 32)
+    assert (j["tokens"], j["recompute"], j["torch_compile"], j["chunked_loss"]) == (131_072_000.0, "selective", False,
+                                                                                    True)
+
+
+def test_llama3_8b_mxfp8_converts_every_linear(tmp_path):
+    """llama3_8b_mxfp8 (l. 242-254): llama3_8b with compile of the model and MXFP8LinearConverter(fqns default []):
+    components/quantization/mx.py l. 79-95 converts every Linear when fqns is empty, lm_head included -> precision fp8,
+    recipe mxfp8, the output layer in fp8 (filter_fqns [])."""
+    j = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_8b_mxfp8 NGPU=8 ./run_train.sh", "b200").job
+    assert (j["precision"], j["fp8_recipe"], j["fp8_output_layer"], j["filter_fqns"]) == ("fp8", "mxfp8", True, [])
+    assert (j["torch_compile"], j["micro_batch"], j["global_batch"], j["tokens"]) == (True, 1, 8, 65_536_000.0)
+
+
+def test_chunked_loss_is_named_and_priced(tmp_path):
+    """Every config function's loss is ChunkedLossWrapper (llama3_8b l. 187-191): the job field chunked_loss,
+    named in the output with the terms that price it; --loss.num_chunks other than 8 is listed as not modelled."""
+    cfg = load_trainer_config(DATA / "run_train_8b.sh", hardware="h100-sxm")
+    assert cfg.job["chunked_loss"] is True
+    assert any(a.startswith("chunked_loss=true: llama3_8b's loss is ChunkedLossWrapper") and "memory._chunked_loss" in a
+               for a in cfg.assumed)
+    cfg = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh --loss.num_chunks 4")
+    assert any(n.startswith("loss.num_chunks=4") and "priced at the stack's 8" in n for n in cfg.not_modelled)
+    cfg = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh --loss.num_chunks 8")
+    assert not any("num_chunks" in n for n in cfg.not_modelled + cfg.ignored)
+
+
+@pytest.mark.parametrize("option", ["--encoder.t5_encoder google/t5-v1_1-xxl", "--inference.prompts_path p.txt",
+                                    "--inference.sampling.denoising_steps 50"])
+def test_flux_only_options_are_refused_with_a_language_model(cli, tmp_path, option):
+    """encoder.* and inference.* are FluxTrainer.Config's (models/flux/trainer.py l. 34-43): tyro parses a llama3
+    function's Trainer.Config, which has neither section, and stops -- exit 2, naming the option and flux."""
+    p = _line(tmp_path, f"MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh {option}")
+    assert_one_error(cli("explain", str(p), "--hardware", "h100-sxm"), str(p), option.split()[0], "FluxTrainer.Config")
+
+
+def test_sft_qwen3_8b_math_reads_by_hand(tmp_path):
+    """sft_qwen3_8b_math (qwen3/config_registry.py l. 449-498): model_registry("8B", attn_backend="varlen"), local 1,
+    seq 2048, steps 180, SelectiveAC: NGPU 8 -> global 8, tokens 180 x 8 x 2048 = 2,949,120; varlen priced as flex;
+    the chat data loader listed. Its export says what the function trains on."""
+    cfg = _read(tmp_path, "MODULE=qwen3 CONFIG=sft_qwen3_8b_math NGPU=8 ./run_train.sh")
+    j = cfg.job
+    assert (j["model"], j["micro_batch"], j["global_batch"], j["seq_len"], j["tokens"]) == (
+        "torchtitan:qwen3/8B", 1, 8, 2048, 2_949_120.0)
+    assert (j["recompute"], j["attention_kernel"], j["chunked_loss"]) == ("selective", "flex", True)
+    assert any("ChatDataLoader" in a for a in cfg.assumed)
+    _, notes = export_plan(_row(**{**T03, "model": "torchtitan:qwen3/8B", "gpus": 8, "global_batch": 8,
+                                   "seq_len": 2048})["plan"], "torchtitan")
+    assert any(n.startswith("sft_qwen3_8b_math is 0.3.0's one config function of qwen3 8B") for n in notes)
+
+
+def test_debug_functions_read_by_hand(tmp_path):
+    """llama3_debugmodel_ce_loss (l. 174-181): llama3_debugmodel with config.loss = CrossEntropyLoss.Config: no chunked
+    loss; llama3_debugmodel (l. 34-70) local 8, seq 2048, steps 10 -> NGPU 8: global 64, tokens 10 x 64 x 2048 =
+    1,310,720. llama3_debugmodel_float8 (l. 96-107): Float8LinearConverter defaults, rowwise, filter_fqns [] -> the
+    output layer in fp8. qwen3_moe_debug (l. 373-403): local 4, seq 4096, ep 1."""
+    cfg = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel_ce_loss NGPU=8 ./run_train.sh")
+    j = cfg.job
+    assert (j["model"], j["global_batch"], j["tokens"]) == ("torchtitan:llama3/debugmodel_flex_attn", 64, 1_310_720.0)
+    assert "chunked_loss" not in j
+    assert any(a.startswith("chunked_loss=false: llama3_debugmodel_ce_loss's loss is the plain CrossEntropyLoss")
+               for a in cfg.assumed)
+    assert _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel NGPU=8 ./run_train.sh").job["chunked_loss"] is True
+    j = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel_float8 NGPU=8 ./run_train.sh").job
+    assert (j["precision"], j["fp8_recipe"], j["fp8_output_layer"]) == ("fp8", "rowwise", True)
+    j = _read(tmp_path, "MODULE=qwen3 CONFIG=qwen3_moe_debug NGPU=8 ./run_train.sh").job
+    assert (j["model"], j["micro_batch"], j["global_batch"], j["seq_len"]) == ("torchtitan:qwen3/debugmodel_moe", 4, 32,
+                                                                               4096)
+
+
+@pytest.mark.parametrize("option, words", [
+    ("--parallelism.tensor_parallel_degree 3", ("the GPU count 8 (NGPU) is not a multiple", "--parallelism.* degrees")),
+    ("--training.global_batch_size 7", ("--training.global_batch_size 7 is not a multiple",)),
+    ("--optimizer.implementation bogus", ("--optimizer.implementation 'bogus'",)),
+])
+def test_reused_refusals_speak_the_launch_lines_spelling(cli, tmp_path, option, words):
+    """The TOML mapping's refusals, reused, name 0.3.0's options (--section.key) and the launcher's GPU count, not
+    [section] keys or a --gpus the user did not give."""
+    p = _line(tmp_path, f"MODULE=llama3 CONFIG=llama3_8b NGPU=8 ./run_train.sh {option}")
+    r = cli("explain", str(p), "--hardware", "h100-sxm")
+    assert_one_error(r, str(p), *words)
+    assert "[training]" not in r.stderr and "[parallelism]" not in r.stderr and "--gpus" not in r.stderr

@@ -165,9 +165,10 @@ def test_fit_searches_the_replicate_only_mesh(cli):
 def test_export_writes_a_0_3_plan_as_its_launch_line(cli, tmp_path):
     """torchtitan 0.3.0 reads no TOML (config/manager.py: --module / --config and command-line overrides):
     `planner export --format torchtitan` writes a plan priced on 0.3.0 as that launch line
-    (trainers/torchtitan03.py; its round trips: tests/test_torchtitan03_launch.py), not main's TOML."""
+    (trainers/torchtitan03.py; its round trips: tests/test_torchtitan03_launch.py), not main's TOML. The plan
+    prices the config function's ChunkedLossWrapper (--chunked-loss), which no option of 0.3.0 removes."""
     r = cli("export", "--format", "torchtitan", "--model", "llama3-8b", "--gpus", "8", "--global-batch", "16",
-            "--stack", "torchtitan-0.3")
+            "--stack", "torchtitan-0.3", "--chunked-loss")
     assert r.exit_code == 0, r.stderr
     assert "-m torchtitan.train --module llama3 --config llama3_8b" in r.stdout and "[training]" not in r.stdout
 

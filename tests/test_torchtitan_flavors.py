@@ -254,11 +254,17 @@ def test_hand_written_tomls(tmp_path):
                                                    ("deepseek-v3", "deepseek_v3", "deepseek_v3_671b")])
 def test_a_torchtitan_03_plan_is_written_in_0_3_0s_own_spelling(cli, model, module, config):
     """release/0.3 @4f9e9a47d reads no TOML: the export writes the launch line with the config function that
-    builds the model (TORCHTITAN_03; trainers/torchtitan03.py)."""
-    assert set(TORCHTITAN_03) <= set(TORCHTITAN_ZOO["torchtitan"])
+    builds the model (TORCHTITAN_03; trainers/torchtitan03.py), its ChunkedLossWrapper priced (--chunked-loss).
+    Every 0.3.0 flavor TORCHTITAN_03 names is a flavor of main's registry: a zoo entry (TORCHTITAN_ZOO) or the
+    flavor's own model (torchtitan:<code>/<flavor>, qwen3 / gpt_oss / deepseek_v3 16B)."""
+    from planner.trainers.torchtitan_flavors import FLAVORS
+
+    assert set(TORCHTITAN_03) <= set(FLAVORS)
+    assert {("llama3", "8B"), ("llama3", "70B"), ("llama3", "405B"), ("deepseek_v3", "671B")} <= (
+        set(TORCHTITAN_03) & set(TORCHTITAN_ZOO["torchtitan"]))
     extra = ["--precision", "bf16", "--moe-aux-loss-coeff", "0"] if model != "llama3-8b" else []
     r = cli("export", "--format", "torchtitan", "--model", model, "--gpus", "256", "--ep", "32" if model != "llama3-8b" else "1",
-            "--pp", "8", "--global-batch", "256", "--stack", "torchtitan-0.3", *extra)
+            "--pp", "8", "--global-batch", "256", "--stack", "torchtitan-0.3", "--chunked-loss", *extra)
     assert r.exit_code == 0, r.stderr
     assert f"-m torchtitan.train --module {module} --config {config}" in r.stdout
 

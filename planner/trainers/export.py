@@ -72,7 +72,10 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         from .torchtitan03 import launch_flavor, launch_text
 
         picked: list = []
-        sec = _torchtitan_sections(plan, notes, lambda p, m, n: launch_flavor(p, m, picked))
+        # the chunked loss is every 0.3.0 config function's (torchtitan03.LOSS_CHUNKS), checked by launch_text; the
+        # TOML's mapping refuses it (main's torchtitan has none)
+        sec = _torchtitan_sections({k: v for k, v in plan.items() if k != "chunked_loss"}, notes,
+                                   lambda p, m, n: launch_flavor(p, m, picked))
         return launch_text(plan, sec, picked, notes), notes
     text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
     return text, notes

@@ -29,7 +29,15 @@ trainer.py l. 75-77) and its converters (fp8) are the config function's: no opti
 
 Each config function read is copied below as data (CONFIG_FUNCTIONS: the settings it makes, file and lines),
 its model as main's registry flavor of the same numbers (torchtitan_flavors.TORCHTITAN_03), with the attention
-backend it builds (model_registry's default "flex", llama3/__init__.py l. 369-371, or its own argument). The
+backend it builds (model_registry's default "flex", llama3/__init__.py l. 369-371, gpt_oss's "varlen", priced as
+flex: ATTN_PRICED, or its own argument): llama3_8b, llama3_8b_mxfp8, llama3_70b, llama3_405b, deepseek_v3_16b,
+deepseek_v3_671b, qwen3_0_6b, qwen3_1_7b, qwen3_14b, qwen3_30b_a3b, qwen3_32b, sft_qwen3_8b_math, gpt_oss_20b,
+gpt_oss_120b and the debug models whose 0.3 flavor is main's (llama3_debugmodel and its _ce_loss, _varlen_attn, _float8;
+qwen3_debugmodel, qwen3_moe_debug, deepseek_v3_debugmodel). Each but llama3_debugmodel_ce_loss wraps its loss in
+ChunkedLossWrapper (LOSS_CHUNKS): read as the job field chunked_loss, priced by the stack's chunked-loss
+terms (memory._chunked_loss), and said so; --loss.num_chunks other than 8 is listed as not modelled. Flux's
+sections (`--encoder.*`, `--inference.*`: FluxTrainer.Config) with a language model's function are refused, as
+tyro refuses them there. The
 options and the function's settings are then laid out in main's sections (0.3 renames: to_main_sections) and
 priced by the TOML reader's one mapping (torchtitan.read_sections); what only 0.3 has is read here (ONLY_03):
   parallelism.enable_sequence_parallel (default true, configs.py l. 160) -> sequence_parallel (false: TP without
@@ -239,6 +247,9 @@ NO_COST_KEYS_03 = {
     "activation_checkpoint.determinism_check": "a recompute check", "activation_checkpoint.debug": "a recompute check",
     "optimizer.implementation": None,  # priced by the TOML mapping (optimizer_implementation)
 }
+# the sections only Flux's trainer has (FluxTrainer.Config, models/flux/trainer.py l. 34-43; test_no_new_cli_options.py
+# collects them from that subclass): no language model's config function parses them
+FLUX_ONLY = ("encoder", "inference")
 # comm.mode other than "default" runs no training (fake_backend / local_tensor: configs.py l. 333): refused
 COMM_MODES_RUN = ("default", "torchcomms")
 
@@ -267,11 +278,39 @@ class ConfigFunction:
     settings: dict
     ac: str
     converter: dict = field(default_factory=dict)
+    notes: tuple = ()  # where 0.3.0's flavor differs from main's in a field priced at nothing (said as assumed)
+    export_note: str = ""  # what the export says of the function beyond the plan (its data, its start)
+    chunked_loss: bool = True  # its loss is ChunkedLossWrapper (LOSS_CHUNKS); False: the plain CrossEntropyLoss
+
+    @property
+    def kernel(self) -> str:
+        """The attention kernel the planner prices for the backend the function builds (ATTN_PRICED)."""
+        return ATTN_PRICED[self.attn_backend]
 
     @property
     def where(self) -> str:
         return f"torchtitan {COMMIT} torchtitan/models/{self.module}/config_registry.py {self.name} {self.lines}"
 
+
+# the attention backend a config function builds -> the kernel the planner prices (schema AttentionKernel): flex is
+# FlexAttention; varlen (gpt_oss's default, models/gpt_oss/__init__.py l. 388-391: torch's varlen_attn) has no rate of
+# its own and stack_db torchtitan-0.3 prices it as flex (its `not priced apart` line)
+ATTN_PRICED = {"flex": "flex", "varlen": "flex"}
+# every config function transcribed wraps its loss in ChunkedLossWrapper (components/loss.py; each function's
+# `loss=ChunkedLossWrapper.Config(loss_fn=CrossEntropyLoss.Config(...))`, num_chunks 8 by default): the job field
+# chunked_loss, priced by memory._chunked_loss with the stack's memory.chunked_loss_chunks 8; no option removes it
+LOSS_CHUNKS = 8
+_QWEN3_CTX = ("rope max_seq_len 40960 (models/qwen3/__init__.py {l}), main @e347b1e5e's flavor {m}: the rotary "
+              "table's length, priced at nothing (the model's context; the run's seq_len is training.seq_len; the "
+              "planner's beyond-context warning reads main's {m})")
+# MXFP8LinearConverter.Config fqns default [] (components/quantization/mx.py l. 55-60, convert l. 79-95: an empty
+# list converts every Linear, lm_head included); MXFP8Linear is torchao's prototype/moe_training/mxfp8_linear.py
+# MXFP8Linear (scale_calculation_mode RCEIL, l. 281): torchao's mxfp8_rceil, the planner's mxfp8 recipe
+_MXFP8_ALL = {"converters": ["quantize.linear.mx"], "quantize.linear.mx": {"recipe_name": "mxfp8_rceil", "filter_fqns": []}}
+_QWEN3_DENSE = {"parallelism.data_parallel_shard_degree": -1, "parallelism.tensor_parallel_degree": 1,
+                "parallelism.context_parallel_degree": 1, "parallelism.pipeline_parallel_degree": 1}
+_GPT_OSS = {"training.local_batch_size": 1, "training.seq_len": 8192, "training.steps": 10000,
+            "parallelism.expert_parallel_degree": 1}
 
 # pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/<module>/config_registry.py, read line by line.
 # model_registry's attn_backend defaults to "flex" (llama3/__init__.py l. 369-371); Float8LinearConverter's
@@ -294,29 +333,124 @@ CONFIG_FUNCTIONS: dict[tuple[str, str], ConfigFunction] = {(cf.module, cf.name):
                     "training.disable_cuda_graphs": True, "parallelism.pipeline_parallel_schedule": "Interleaved1F1B",
                     "parallelism.expert_parallel_degree": 2, "compile.enable": True, "compile.components": ["loss"]},
                    "selective"),
+    # llama3_8b (above) with compile on for the model and model_registry("8B", converters=[MXFP8LinearConverter.
+    # Config(model_compile_enabled=True)]): every Linear in MXFP8, lm_head included (_MXFP8_ALL)
+    ConfigFunction("llama3", "llama3_8b_mxfp8", "l. 242-254", ("llama3", "8B"), "flex",
+                   {"training.local_batch_size": 1, "training.seq_len": 8192, "training.steps": 1000,
+                    "compile.enable": True, "compile.components": ["model"]}, "selective", _MXFP8_ALL),
+    ConfigFunction("deepseek_v3", "deepseek_v3_16b", "l. 138-170", ("deepseek_v3", "16B"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 1000,
+                    "training.disable_cuda_graphs": True, "parallelism.pipeline_parallel_schedule": "Interleaved1F1B",
+                    "parallelism.expert_parallel_degree": 8, "compile.enable": True, "compile.components": ["loss"]},
+                   "selective"),
+    # the debug models (config_registry.py's first functions): 0.3.0's debugmodel flavors have main's numbers
+    # (llama3/__init__.py _debugmodel l. 114-145: dim 256, 6 layers, 16 heads, vocab 2048, multiple_of 256, theta
+    # 500000 "llama"; qwen3 _debugmodel l. 197-232, _debugmodel_moe l. 475-513; deepseek_v3 _debugmodel l. 319-386),
+    # named by main's flex flavor of that shape where main has one (llama3 / deepseek_v3 debugmodel_flex_attn)
+    ConfigFunction("llama3", "llama3_debugmodel", "l. 34-70", ("llama3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective"),
+    ConfigFunction("llama3", "llama3_debugmodel_ce_loss", "l. 174-181", ("llama3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective", chunked_loss=False),
+    ConfigFunction("llama3", "llama3_debugmodel_varlen_attn", "l. 73-77", ("llama3", "debugmodel_flex_attn"), "varlen",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B", "training.disable_cuda_graphs": True},
+                   "selective"),
+    # Float8LinearConverter.Config defaults (components/quantization/float8.py l. 57-66): recipe "rowwise",
+    # filter_fqns [] (every Linear, lm_head included: the debug model's dims are multiples of 16)
+    ConfigFunction("llama3", "llama3_debugmodel_float8", "l. 96-107", ("llama3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.pipeline_parallel_schedule": "Interleaved1F1B"}, "selective",
+                   {"converters": ["quantize.linear.float8"],
+                    "quantize.linear.float8": {"recipe_name": "rowwise", "filter_fqns": []}}),
+    ConfigFunction("qwen3", "qwen3_debugmodel", "l. 33-62", ("qwen3", "debugmodel"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10}, "selective"),
+    ConfigFunction("qwen3", "qwen3_moe_debug", "l. 373-403", ("qwen3", "debugmodel_moe"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 10,
+                    "parallelism.expert_parallel_degree": 1}, "selective"),
+    ConfigFunction("deepseek_v3", "deepseek_v3_debugmodel", "l. 38-70", ("deepseek_v3", "debugmodel_flex_attn"), "flex",
+                   {"training.local_batch_size": 8, "training.seq_len": 2048, "training.steps": 10,
+                    "parallelism.expert_parallel_degree": 1}, "selective"),
+    ConfigFunction("qwen3", "qwen3_0_6b", "l. 176-203", ("qwen3", "0.6B"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 10}, "selective",
+                   notes=(_QWEN3_CTX.format(l="l. 282-286", m=4096),)),
+    ConfigFunction("qwen3", "qwen3_1_7b", "l. 206-232", ("qwen3", "1.7B"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 100}, "selective",
+                   notes=(_QWEN3_CTX.format(l="l. 320-324", m=4096),)),
+    ConfigFunction("qwen3", "qwen3_14b", "l. 260-292", ("qwen3", "14B"), "flex",
+                   {"training.local_batch_size": 4, "training.seq_len": 4096, "training.steps": 3000, **_QWEN3_DENSE},
+                   "full", notes=(_QWEN3_CTX.format(l="l. 428-432", m=4096),)),
+    ConfigFunction("qwen3", "qwen3_30b_a3b", "l. 295-327", ("qwen3", "30B-A3B"), "flex",
+                   {"training.local_batch_size": 2, "training.seq_len": 4096, "training.steps": 3000, **_QWEN3_DENSE},
+                   "full", notes=(_QWEN3_CTX.format(l="l. 547-551", m=262144),)),
+    ConfigFunction("qwen3", "qwen3_32b", "l. 330-362", ("qwen3", "32B"), "flex",
+                   {"training.local_batch_size": 2, "training.seq_len": 4096, "training.steps": 3000, **_QWEN3_DENSE},
+                   "full", notes=(_QWEN3_CTX.format(l="l. 463-467", m=4096),)),
+    # SFT of Qwen3-8B on GSM8K (ChatDataLoader): model_registry("8B", attn_backend="varlen"), local 1, seq 2048, steps
+    # 180, SelectiveAC; its checkpoint (enable, initial_load_in_hf) and metrics (wandb) cost nothing
+    ConfigFunction("qwen3", "sft_qwen3_8b_math", "l. 449-498", ("qwen3", "8B"), "varlen",
+                   {"training.local_batch_size": 1, "training.seq_len": 2048, "training.steps": 180}, "selective",
+                   notes=(_QWEN3_CTX.format(l="l. 393-397", m=4096),
+                          "dataloader ChatDataLoader (openai/gsm8k, a chat template per sample, config_registry.py "
+                          "l. 485-489): the data pipeline; each micro-batch priced as seq_len tokens"),
+                   export_note="sft_qwen3_8b_math is 0.3.0's one config function of qwen3 8B: fine-tuning on GSM8K "
+                               "(ChatDataLoader) from the Hugging Face checkpoint (checkpoint.enable, "
+                               "initial_load_in_hf, config_registry.py l. 485-496), at the plan's cost; override "
+                               "--dataloader.* / --checkpoint.* for another run"),
+    ConfigFunction("gpt_oss", "gpt_oss_20b", "l. 70-98", ("gpt_oss", "20b"), "varlen", dict(_GPT_OSS), "full"),
+    ConfigFunction("gpt_oss", "gpt_oss_120b", "l. 101-129", ("gpt_oss", "120b"), "varlen", dict(_GPT_OSS), "full"),
 )}
 # the other config functions at 4f9e9a47d (each module's config_registry.py `def`s): known, not transcribed
-# (their models are 0.3 flavors not checked against main's registry, NVFP4 / MXFP8 / LoRA converters, or other
-# token dispatchers): a launch line naming one is refused naming the transcribed ones
+# (the debug models; NVFP4 / float8-emulated LoRA / first-85%-of-layers converters; other token dispatchers
+# (deepep, hybridep, minimal_async_ep); MTP; flex_flash; param groups; SFT chat data; the kimi_k2_7, qwen3_5 and
+# muse_glimmer packages, whose flavors no planner model copies; flux, no language model): a launch line naming one
+# is refused naming the transcribed ones
 OTHER_FUNCTIONS = {
-    "llama3": ("llama3_debugmodel llama3_debugmodel_varlen_attn llama3_debugmodel_dist_gemm llama3_debugmodel_float8 "
-               "llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
-               "llama3_debugmodel_float8_emulate_lora llama3_debugmodel_ce_loss llama3_8b_first_85_pct_layers_nvfp4 "
-               "llama3_8b_mxfp8 sft_debugmodel").split(),
-    "deepseek_v3": ("deepseek_v3_debugmodel deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 "
-                    "deepseek_v3_debugmodel_hybridep deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b "
-                    "deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep deepseek_v3_671b_float8").split(),
-    "qwen3": ("qwen3_debugmodel qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 "
-              "qwen3_debugmodel_moe_param_groups qwen3_debugmodel_flex_flash qwen3_0_6b qwen3_1_7b "
-              "qwen3_8b_first_85_pct_layers_nvfp4 qwen3_14b qwen3_30b_a3b qwen3_32b qwen3_debugmodel_non_fused_qkv "
-              "qwen3_moe_debug qwen3_moe_deepep sft_qwen3_8b_math").split(),
-    "gpt_oss": "gpt_oss_debugmodel gpt_oss_debugmodel_flex gpt_oss_20b gpt_oss_120b".split(),
+    "llama3": ("llama3_debugmodel_dist_gemm llama3_debugmodel_nvfp4 llama3_debugmodel_first_85_pct_layers_nvfp4 "
+               "llama3_debugmodel_float8_emulate_lora llama3_8b_first_85_pct_layers_nvfp4 sft_debugmodel").split(),
+    "deepseek_v3": ("deepseek_v3_debugmodel_mtp deepseek_v3_debugmodel_mxfp8 deepseek_v3_debugmodel_hybridep "
+                    "deepseek_v3_debugmodel_minimal_async_ep deepseek_v3_16b_hybridep deepseek_v3_16b_minimal_async_ep "
+                    "deepseek_v3_671b_float8").split(),
+    "qwen3": ("qwen3_debugmodel_nvfp4 qwen3_debugmodel_first_85_pct_layers_nvfp4 qwen3_debugmodel_moe_param_groups "
+              "qwen3_debugmodel_flex_flash qwen3_8b_first_85_pct_layers_nvfp4 qwen3_debugmodel_non_fused_qkv "
+              "qwen3_moe_deepep").split(),
+    "gpt_oss": "gpt_oss_debugmodel gpt_oss_debugmodel_flex".split(),
     "kimi_k2_7": "kimi_k2_5_debugmodel moonlight_16b_a3b kimi_vl_a3b kimi_k2_5".split(),
     "qwen3_5": ("qwen35_debugmodel qwen35_debugmodel_varlen_attn qwen35_debugmodel_moe qwen35_0_8b qwen35_2b "
                 "qwen35_4b qwen35_9b qwen35_27b qwen35_35b_a3b qwen35_122b_a10b qwen35_397b_a17b").split(),
     "muse_glimmer": ("muse_glimmer_debugmodel muse_glimmer_debugmodel_mm muse_glimmer_30b "
                      "muse_glimmer_30b_mm").split(),
     "flux": "flux_debugmodel flux_dev flux_schnell flux_schnell_mxfp8 flux_dev_mxfp8".split(),
+}
+# why a function of the llama3 / qwen3 / deepseek_v3 / gpt_oss modules is not transcribed, where it is one thing
+_OTHER_EP = "the {} token dispatcher, which stack torchtitan-0.3 does not list (its moe_dispatchers: alltoall)"
+_NVFP4 = "its NVFP4 converter (components/quantization/nvfp4.py), which torchtitan applies to named layers only"
+NOT_TRANSCRIBED_WHY = {
+    "gpt_oss_debugmodel": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py l. 257), "
+                          "main @e347b1e5e's gpt_oss debugmodel 201088 (model/args.py l. 53): no planner model has "
+                          "0.3.0's shape",
+    "gpt_oss_debugmodel_flex": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py "
+                               "l. 257), main @e347b1e5e's gpt_oss debugmodel 201088 (model/args.py l. 53): no planner "
+                               "model has 0.3.0's shape",
+    "llama3_debugmodel_dist_gemm": "tp_gemm_backend dist_gemm (the TP collectives folded into symmetric-memory "
+                                   "GEMMs, models/common/config_utils.py l. 62-68), which the planner does not price",
+    "llama3_debugmodel_nvfp4": _NVFP4, "llama3_debugmodel_first_85_pct_layers_nvfp4": _NVFP4,
+    "llama3_8b_first_85_pct_layers_nvfp4": _NVFP4, "qwen3_debugmodel_nvfp4": _NVFP4,
+    "qwen3_debugmodel_first_85_pct_layers_nvfp4": _NVFP4, "qwen3_8b_first_85_pct_layers_nvfp4": _NVFP4,
+    "llama3_debugmodel_float8_emulate_lora": "float8 emulation (emulate=True, no fp8 GEMM) and LoRA adapters, which "
+                                             "the planner does not price",
+    "sft_debugmodel": "SFT from a local JSON file on the debug model (test data)",
+    "deepseek_v3_debugmodel_mtp": "the MTP loss (deepseek_v3/mtp.py MTPLoss) on a debug model with one MTP layer",
+    "deepseek_v3_debugmodel_mxfp8": "MXFP8 on the grouped experts and the linears of a debug model",
+    "deepseek_v3_debugmodel_hybridep": _OTHER_EP.format("HybridEP"), "deepseek_v3_16b_hybridep": _OTHER_EP.format(
+        "HybridEP"), "deepseek_v3_debugmodel_minimal_async_ep": _OTHER_EP.format("minimal-async-EP"),
+    "deepseek_v3_16b_minimal_async_ep": _OTHER_EP.format("minimal-async-EP"), "qwen3_moe_deepep": "the DeepEP v2 "
+    "token dispatcher (ElasticBuffer), which stack torchtitan-0.3 does not list",
+    "deepseek_v3_671b_float8": "float8 on the grouped experts beside the linears",
+    "qwen3_debugmodel_moe_param_groups": "optimizer param groups (Adam on the router gate)",
+    "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash), which has no rate of its own",
+    "qwen3_debugmodel_non_fused_qkv": "separate wq / wkv projections (the planner prices the fused QKV GEMM's shapes)",
 }
 # run_train.sh @4f9e9a47d l. 29-32: the environment's defaults
 RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel"}
@@ -546,15 +680,16 @@ def config_function(where: str, module: str, config: str) -> ConfigFunction:
     cf = CONFIG_FUNCTIONS.get((module, config))
     if cf is not None:
         return cf
-    ours = ", ".join(f"--module {m} --config {c}" for m, c in CONFIG_FUNCTIONS)
+    ours = ", ".join(f"--module {m} --config {c}" for m, c in sorted(CONFIG_FUNCTIONS, key=lambda k: k[0] != module))
     if module not in OTHER_FUNCTIONS:
         raise PlannerError(f"{where}--module {module!r} is no model package of torchtitan {COMMIT} (models/__init__.py "
                            "_supported_models l. 7-18) the planner reads (a module of your own builds a model the "
                            "planner cannot see)", f"the config functions read: {ours}")
     if config in OTHER_FUNCTIONS[module]:
         what = ("no language model" if TORCHTITAN_NAME_CODES[STACK].get(module, "") is None else
-                "a config function the planner has not transcribed (its model, converters or token dispatcher are "
-                "not checked against what it prices)")
+                "a config function the planner has not transcribed (" +
+                NOT_TRANSCRIBED_WHY.get(config, "its model's flavor has no planner model: the kimi_k2_7, qwen3_5 and "
+                                                "muse_glimmer packages' flavors are not copied") + ")")
         raise PlannerError(f"{where}--module {module} --config {config} ({COMMIT} torchtitan/models/{module}/"
                            f"config_registry.py): {what}", f"the config functions read: {ours}")
     raise PlannerError(f"{where}--config {config!r} is no config function of torchtitan {COMMIT}'s {module} "
@@ -568,6 +703,13 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
     {section: {key: value}}) for torchtitan.read_sections; the options only 0.3 has are returned apart
     ('section.key' -> value, ONLY_03, stated or the function's) and every other one is listed here as ignored /
     not modelled with its reason."""
+    for key in options:
+        if key.partition(".")[0] in FLUX_ONLY:
+            raise PlannerError(f"{where}--{key}: an option of Flux's trainer only (models/flux/trainer.py l. 34-43: "
+                               f"FluxTrainer.Config adds the {', '.join(FLUX_ONLY)} sections); {cf.name} builds a "
+                               "Trainer.Config, whose tyro parser has no such option (config/manager.py l. 34-42), so "
+                               "torchtitan stops with an unrecognized-argument error",
+                               f"drop --{key}: it belongs to --module flux configs")
     given = {**cf.settings, **options}
     data: dict = {"model": {"name": cf.flavor[0], "flavor": cf.flavor[1]}}
     if cf.converter:
@@ -581,6 +723,14 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
         sect, _, leaf = key.partition(".") if "." in key else ("", "", key)
         if key in ONLY_03:
             only[key] = v
+        elif key == "loss.num_chunks":
+            if not (isinstance(v, str) and v.isdigit() and int(v) >= 1):
+                raise PlannerError(f"{where}--loss.num_chunks {v!r} is not a whole number of chunks",
+                                   f"--loss.num_chunks takes an integer (ChunkedLossWrapper's, default {LOSS_CHUNKS})")
+            if int(v) != LOSS_CHUNKS:
+                not_modelled.append(fmt_ignored(key, v) + f" (ChunkedLossWrapper's chunks: priced at the stack's "
+                                                          f"{LOSS_CHUNKS}, memory.chunked_loss_chunks)")
+            only[key] = int(v)
         elif key == "compile.enable_async_tensor_parallel":
             pass
         elif sect in ("training", "parallelism", "compile") or key == "optimizer.implementation":
@@ -642,14 +792,38 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             raise PlannerError(f"{where}the degrees' product (replicate x shard x tp x pp x cp) is {prod} GPUs, but "
                                f"{'--gpus' if gpus is not None else launch.gpus_from} starts {run}",
                                "make the launcher's GPU count the degrees' product")
-    cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
-                        stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    try:
+        cfg = read_sections(where, data, model=model, gpus=gpus if gpus is not None else run, hardware=hardware,
+                            stack=STACK, ignored=ignored, assumed=assumed, not_modelled=not_modelled)
+    except PlannerError as e:  # the TOML mapping's refusals, said in the launch line's terms
+        if type(e) is not PlannerError:
+            raise
+        launcher = None if gpus is not None or run is None else f"the GPU count {run} ({launch.gpus_from})"
+        raise PlannerError(_spell_03(e.message, run, launcher), _spell_03(e.hint, run, launcher)) from None
     job = cfg.job
     job["stack"] = STACK
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
-    job["attention_kernel"] = cf.attn_backend
-    assumed.append(f"attention_kernel={cf.attn_backend}: {cf.name} builds its model with attn_backend "
-                   f"{cf.attn_backend!r} (no option sets it)")
+    job["attention_kernel"] = cf.kernel
+    assumed.append(f"attention_kernel={cf.kernel}: {cf.name} builds its model with attn_backend "
+                   f"{cf.attn_backend!r} (no option sets it)" + (
+                       "" if cf.kernel == cf.attn_backend else
+                       f"; torch's varlen attention has no rate of its own: priced as {cf.kernel} (stack_db "
+                       f"{STACK}, attention)"))
+    # the loss every config function builds (LOSS_CHUNKS): ChunkedLossWrapper around CrossEntropyLoss
+    chunks = only.pop("loss.num_chunks", None)
+    if not cf.chunked_loss:
+        if chunks is not None:
+            ignored.append(f"loss.num_chunks={chunks} ({cf.name}'s loss is CrossEntropyLoss, no ChunkedLossWrapper)")
+        assumed.append(f"chunked_loss=false: {cf.name}'s loss is the plain CrossEntropyLoss ({cf.where}), priced by "
+                       "the stack's cross-entropy terms")
+    else:
+        job["chunked_loss"] = True
+    if cf.chunked_loss:
+        assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
+                   f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
+                   f"components/loss.py), priced by the stack's chunked-loss terms (memory._chunked_loss, stack_db "
+                   f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
+    assumed.extend(f"{cf.flavor[0]} {cf.flavor[1]}: {n}" for n in cf.notes)
     _only_03(only, job, assumed, ignored, not_modelled)
     if job.get("sharding") == "none":  # 0.3.0 applies FSDP over one rank (stack_db runs.fsdp_one_rank)
         one_rank_mesh(job, STACK, assumed)
@@ -658,9 +832,48 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # the TOML mapping's lines on what 0.3 sets in the model config, not by an option: said in 0.3's terms
     cfg.assumed = [a for a in assumed if not a.startswith("attention_kernel=flex: [model]")]
     cfg.assumed = [f"moe_dispatcher=alltoall: {cf.name} keeps model_registry's moe_comm_backend \"standard\" "
-                   "(deepseek_v3/__init__.py l. 616-619; no option sets it)"
+                   f"({MOE_BACKEND_LINES[cf.module]}; no option sets it)"
                    if a.startswith("moe_dispatcher=alltoall: expert_parallel_comm_backend") else a for a in cfg.assumed]
+    cfg.assumed = [_in_03_terms(a, cf) for a in cfg.assumed]
+    if not any("block_causal" in a for a in cfg.assumed):
+        cfg.assumed.append(f"attention mask block_causal: {cf.name}'s attention, as every 0.3.0 language model's "
+                           "(models/common/config_utils.py get_attention_config l. 76-81: the dataloaders emit "
+                           "per-document positions), attends within each document; priced as causal attention over "
+                           "the whole sequence, an upper bound")
     return cfg
+
+
+# where each module's model_registry takes the token dispatcher (moe_comm_backend) and its default "standard"
+MOE_BACKEND_LINES = {"deepseek_v3": "deepseek_v3/__init__.py l. 616-619",
+                     "qwen3": "qwen3/__init__.py l. 613-621, the MoE flavors' default l. 477, 518, 559",
+                     "gpt_oss": "gpt_oss/__init__.py l. 388-390", "llama3": "llama3 has no MoE"}
+
+
+def _in_03_terms(line: str, cf: ConfigFunction) -> str:
+    """The TOML reader's lines on the model, said in 0.3.0's terms: the config function's model_registry flavor,
+    whose numbers are main's flavor of the same key (torchtitan_flavors.TORCHTITAN_03), not a [model] table."""
+    name, flavor = cf.flavor
+    toml = f"torchtitan [model] name {name!r} flavor {flavor!r} (torchtitan @e347b1e5e "
+    if toml in line:
+        line = line.replace(toml, f"--module {cf.module} --config {cf.name}: model_registry({flavor!r}), the numbers "
+                                  f"of main's {name} {flavor} (torchtitan @e347b1e5e ")
+    line = line.replace(f"[model] {name} {flavor}", f"{cf.name}'s model_registry({flavor!r})")
+    return line.replace(f"model code {name}: [model] name {name!r},", f"model code {name}: --module {cf.module},")
+
+
+_TOML_KEY = re.compile(r"\[(training|parallelism|compile|optimizer|activation_checkpoint)\] ([a-z_]+)\b")
+
+
+def _spell_03(text: Optional[str], run: Optional[int], launcher: Optional[str]) -> Optional[str]:
+    """A message of the TOML reader's mapping in the launch line's spelling: `[section] key` -> `--section.key`, the
+    sections' degrees -> the options, and --gpus -> the launcher's count where no --gpus was given."""
+    if text is None:
+        return None
+    text = re.sub(r"the \[(\w+)\] degrees", r"the --\1.* degrees", text)
+    text = _TOML_KEY.sub(lambda m: f"--{m.group(1)}.{m.group(2)}", text)
+    if launcher is not None:
+        text = text.replace(f"--gpus {run}", launcher).replace("change --gpus or", "change the GPU count or")
+    return text
 
 
 def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: list) -> None:
@@ -754,9 +967,21 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     conv = {"converters": sec.get("model", {}).get("converters", [])}
     conv.update({k: v for k, v in sec.items() if k.startswith("quantize.")})
     conv = conv if conv["converters"] else {}
-    fits = [cf for cf in picked if cf.converter == conv and cf.attn_backend == kernel]
+    built = [cf for cf in picked if _priced_conv(cf.converter) == _priced_conv(conv) and cf.kernel == kernel]
+    fits = [cf for cf in built if cf.chunked_loss == bool(plan.get("chunked_loss"))]
+    if built and not fits:  # the loss: ChunkedLossWrapper or CrossEntropyLoss, the function's (no option sets it)
+        cf = built[0]
+        if plan.get("chunked_loss"):
+            raise _refuse(f"model {plan['model']} priced with chunked_loss: the torchtitan {COMMIT} config functions "
+                          f"that build it ({', '.join(c.name for c in built)}) run the plain CrossEntropyLoss",
+                          "price the plan without --chunked-loss, then export")
+        raise _refuse(f"model {plan['model']} priced with the plain cross-entropy: every torchtitan {COMMIT} config "
+                      f"function that builds it wraps its loss in ChunkedLossWrapper ({cf.where}: "
+                      "loss=ChunkedLossWrapper.Config), which no option removes",
+                      "price the plan with --chunked-loss on --stack torchtitan-0.3, then export")
     if not fits:
-        have = ", ".join(f"{cf.module} {cf.name} ({_conv_text(cf.converter)}, attn_backend {cf.attn_backend})"
+        have = ", ".join(f"{cf.module} {cf.name} ({_conv_text(cf.converter)}, attn_backend {cf.attn_backend}"
+                         + (f", priced as {cf.kernel}" if cf.kernel != cf.attn_backend else "") + ")"
                          for cf in picked)
         raise _refuse(f"model {plan['model']} with {_conv_text(conv)} and attention kernel {kernel}: the torchtitan "
                          f"{COMMIT} config functions that build the model are {have}; 0.3 sets converters and the "
@@ -792,6 +1017,8 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     if (cf.settings.get("training.disable_cuda_graphs") or False) is not True:
         notes.append(f"training.disable_cuda_graphs: {cf.name} leaves torchtitan 0.3's CUDA graph of the forward + "
                      "backward step on (trainer.py l. 613-614), which the plan does not price")
+    if cf.export_note:
+        notes.append(cf.export_note)
     if "steps" not in sec["training"] and "training.steps" in cf.settings:
         notes.append(f"training.steps: the plan fixes no whole number of steps; {cf.name}'s "
                      f"{cf.settings['training.steps']} run ({cf.where})")
@@ -814,6 +1041,14 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
     words = [f"torchrun --nnodes={nodes} --nproc_per_node={nproc} -m torchtitan.train --module {cf.module} "
              f"--config {cf.name}"] + opts + [f"activation-checkpoint:{sub}"]
     return "\n".join(head) + "\n" + " \\\n  ".join(words) + "\n"
+
+
+def _priced_conv(conv: dict) -> dict:
+    """A converter as the planner prices it: every MX recipe name (torchao's mxfp8_cublas, mxfp8_rceil, ...) is the
+    planner's one mxfp8 recipe (torchtitan.MX_DEFAULT_RECIPE's note), so the name is not compared."""
+    out = copy.deepcopy(conv)
+    out.get("quantize.linear.mx", {}).pop("recipe_name", None)
+    return out
 
 
 def _spell(v) -> str:

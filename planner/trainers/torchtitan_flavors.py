@@ -42,8 +42,26 @@ whose model_registry flavor was read at 4f9e9a47d and has the numbers of the mai
 "llama"; deepseek_v3/__init__.py _671b l. 533-590: main's 671B numbers, router sigmoid 8 groups / 4, YaRN 40,
 models/common/moe.py l. 369 load_balance_coeff 1e-3), by the config function that builds it (llama3/
 config_registry.py llama3_8b l. 184-185, llama3_70b l. 257-258, llama3_405b l. 295-307; deepseek_v3/
-config_registry.py deepseek_v3_671b l. 206-210, attn_backend "flex"). The qwen3 and gpt_oss configs' flavors
-are not read here (their catalog entries have no flavor at main either).
+config_registry.py deepseek_v3_671b l. 206-210, attn_backend "flex"). Read the same way (tt03more), field by field
+against main's flavor of the same key, every priced field equal: deepseek_v3/__init__.py _16b l. 389-456 (dim 2048, 27
+layers, 1 dense of 10944, 16 heads, MLA q_lora 0 / kv 512 / nope 128 / rope 64 / v 128, mscale 0.70, 64 experts of 1408,
+2 shared, top 6 softmax, no groups, YaRN 40 over 4096, vocab 102400; build_mla_moe_layers l. 168-277, make_moe_config
+load_balance_coeff 1e-3: the expert bias) by deepseek_v3_16b l. 138-139; qwen3/__init__.py _0_6b l. 253-288, _1_7b
+l. 291-326, _8b l. 367-399, _14b l. 402-434, _32b l. 437-469 (dim, layers, heads, KV heads, head_dim 128, hidden_dim, tied
+embeddings for 0.6B / 1.7B, q/k RMSNorm, no biases: make_gqa_config / make_ffn_config, common/config_utils.py
+l. 187-308) and _30b_a3b l. 516-554 (128 experts of 768, top 8, softmax with route_norm, no shared expert, no gate
+bias, load_balance_coeff 1e-3: config_utils.py l. 311-357) by qwen3_0_6b, qwen3_1_7b, qwen3_14b, qwen3_30b_a3b,
+qwen3_32b (config_registry.py l. 176-177, 206-207, 260-261, 295-296, 330-331) and sft_qwen3_8b_math (l. 464, varlen,
+priced as flex); gpt_oss/__init__.py _20b l. 293-334,
+_120b l. 337-378 (dim 2880, 24 / 36 layers, 64 heads of 64, 8 KV heads, window 128 on even layers l. 209, biased
+QKV / output / router gate, 32 / 128 experts of 2880, top 4, softmax, load_balance_coeff 1e-3, swiglu limit 7.0
+moe.py l. 67-88, YaRN 32 over 4096 untruncated, vocab 201088) by gpt_oss_20b / gpt_oss_120b (config_registry.py
+l. 70-71, 101-102; attn_backend "varlen", priced as flex). The debug models too (llama3 _debugmodel l. 114-145, qwen3 _debugmodel l. 197-232 and _debugmodel_moe
+l. 475-513, deepseek_v3 _debugmodel l. 319-386: main's numbers; named by main's flex flavor of the shape where
+main has one, debugmodel_flex_attn), not gpt_oss's (vocab 2048 at 0.3.0, 201088 at main). The one difference,
+priced at nothing: the qwen3
+flavors' RoPE max_seq_len, 40960 at 0.3.0 against main's 4096 (262144 for 30B-A3B), said where a launch line is read
+(torchtitan03.ConfigFunction.notes).
 
 References (pytorch/torchtitan @e347b1e5e)
 [1] torchtitan/models/llama3/__init__.py llama3_args l. 29-100; model/args.py TransformerModelArgs l. 28-47,
@@ -96,6 +114,13 @@ TORCHTITAN_ZOO: dict[str, dict[tuple[str, str], str]] = {
 TORCHTITAN_03: dict[tuple[str, str], tuple[str, str]] = {
     ("llama3", "8B"): ("llama3", "llama3_8b"), ("llama3", "70B"): ("llama3", "llama3_70b"),
     ("llama3", "405B"): ("llama3", "llama3_405b"), ("deepseek_v3", "671B"): ("deepseek_v3", "deepseek_v3_671b"),
+    ("deepseek_v3", "16B"): ("deepseek_v3", "deepseek_v3_16b"), ("qwen3", "0.6B"): ("qwen3", "qwen3_0_6b"),
+    ("qwen3", "1.7B"): ("qwen3", "qwen3_1_7b"), ("qwen3", "14B"): ("qwen3", "qwen3_14b"),
+    ("qwen3", "30B-A3B"): ("qwen3", "qwen3_30b_a3b"), ("qwen3", "32B"): ("qwen3", "qwen3_32b"),
+    ("llama3", "debugmodel_flex_attn"): ("llama3", "llama3_debugmodel"), ("qwen3", "debugmodel"): ("qwen3", "qwen3_debugmodel"),
+    ("qwen3", "debugmodel_moe"): ("qwen3", "qwen3_moe_debug"),
+    ("deepseek_v3", "debugmodel_flex_attn"): ("deepseek_v3", "deepseek_v3_debugmodel"),
+    ("qwen3", "8B"): ("qwen3", "sft_qwen3_8b_math"), ("gpt_oss", "20b"): ("gpt_oss", "gpt_oss_20b"), ("gpt_oss", "120b"): ("gpt_oss", "gpt_oss_120b"),
 }
 # the flavor registries of each release beside main's, per stack: module (0.3.0's --module) -> (the registry's keys in
 # order, model_registry's default attn_backend, where). pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/
