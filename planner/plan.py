@@ -1248,7 +1248,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         local_core_attention=job.local_core_attention or job.transformer_impl == "local",
         fp16=job.fp16,
         **_fusion_settings(job, model, stack, inherited, where),
-        chunked_loss=job.chunked_loss,
+        chunked_loss=_chunked_loss(job, stack, inherited),
         selective_recomputes_attention=job.selective_recomputes_attention,
         partition_activations=job.partition_activations,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
@@ -1702,6 +1702,17 @@ def with_default(stack, field: str, value):
     if value is None or stack is None or value == getattr(stack.defaults, field):
         return stack
     return stack.model_copy(update={"defaults": stack.defaults.model_copy(update={field: value})})
+
+
+def _chunked_loss(job: Job, stack, inherited: list) -> bool:
+    """The job's chunked_loss, else the stack's defaults.chunked_loss (listed as inherited where it is on: the
+    torchtitan-0.3 configs' ChunkedLossWrapper, stack_db torchtitan-0.3.yaml defaults)."""
+    if job.chunked_loss is not None:
+        return bool(job.chunked_loss)
+    on = bool(stack.defaults.chunked_loss and stack.memory.chunked_loss_chunks is not None)
+    if on:
+        inherited.append(("chunked_loss", True))
+    return on
 
 
 def apply_fp8_grouped_experts(job: Job, stack):

@@ -1610,6 +1610,10 @@ class StackDefaults(BaseModel):
                                   "null: the stack has no such switch (priced fused; the job field is refused)")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
+    chunked_loss: bool = Field(
+        default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
+                                   "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "
+                                   "functions wrap the loss in ChunkedLossWrapper); false, the plain loss")
     fp8_grouped_experts: bool = Field(
         default=True, description="with fp8 / nvfp4, the routed experts' grouped GEMMs run in the plan's low precision "
                                   "when the job does not say (job field fp8_grouped_experts): true where the stack's "
@@ -2737,10 +2741,12 @@ class Job(BaseModel):
         description="with cp_comm_type a2a+p2p: the all-to-all group's and the P2P ring's ranks, their product cp "
                     "(Megatron --hierarchical-context-parallel-sizes; the first level is contiguous ranks, "
                     "parallel_state.py create_hierarchical_groups)")
-    chunked_loss: bool = Field(
+    chunked_loss: Optional[bool] = Field(
         json_schema_extra=STACK_ONLY,
-        default=False, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
-                                   "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); default off")
+        default=None, description="the stack's chunked cross-entropy (torchtitan 0.3.0 ChunkedLossWrapper: the output "
+                                  "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); left out: "
+                                  "the stack's defaults.chunked_loss (on for torchtitan-0.3, whose configs build it; off "
+                                  "elsewhere)")
     partition_activations: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,

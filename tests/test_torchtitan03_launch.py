@@ -209,17 +209,23 @@ def test_export_refuses_what_no_config_function_builds(cli):
 
 def test_fit_exports_and_reads_back(cli):
     r = cli("fit", "--model", "llama3-8b", "--gpus", "16", "--hardware", "h100-sxm", "--stack", "torchtitan-0.3",
-            "--chunked-loss", "--export", "torchtitan")
+            "--export", "torchtitan")  # the chunked loss: the stack's default (torchtitan-0.3.yaml defaults)
     assert r.exit_code == 0, r.stderr
     assert "-m torchtitan.train --module llama3 --config llama3_8b" in r.stdout
     assert "--nnodes=2 --nproc_per_node=8" in r.stdout
 
 
 def test_export_refuses_the_plain_loss(cli):
-    """No 0.3.0 config function runs the plain cross-entropy (each wraps it in ChunkedLossWrapper) and no option
-    removes the wrapper: a plan priced without chunked_loss is refused, naming the function and the fix."""
-    assert_one_error(cli("export", "--format", "torchtitan", "--model", "llama3-8b", "--gpus", "8", "--global-batch",
-                         "16", "--stack", "torchtitan-0.3", "--hardware", "h100-sxm"),
+    """Every 0.3.0 config function but llama3_debugmodel_ce_loss wraps its loss in ChunkedLossWrapper and no option
+    removes the wrapper: the stack's default is the chunked loss (stack_db torchtitan-0.3.yaml defaults.chunked_loss,
+    so a plain export writes llama3_8b), and a plan priced with --no-chunked-loss is refused, naming the function
+    and the fix."""
+    args = ["--model", "llama3-8b", "--gpus", "8", "--global-batch", "16", "--stack", "torchtitan-0.3", "--hardware",
+            "h100-sxm"]
+    r = cli("export", "--format", "torchtitan", *args)
+    assert r.exit_code == 0, r.stderr
+    assert "--module llama3 --config llama3_8b" in r.stdout
+    assert_one_error(cli("export", "--format", "torchtitan", *args, "--no-chunked-loss"),
                      "plain cross-entropy", "llama3_8b l. 184-216", "ChunkedLossWrapper", "--chunked-loss")
 
 
@@ -367,7 +373,7 @@ def test_debug_functions_read_by_hand(tmp_path):
     cfg = _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel_ce_loss NGPU=8 ./run_train.sh")
     j = cfg.job
     assert (j["model"], j["global_batch"], j["tokens"]) == ("torchtitan:llama3/debugmodel_flex_attn", 64, 1_310_720.0)
-    assert "chunked_loss" not in j
+    assert j["chunked_loss"] is False  # said, not left to the stack's default (true)
     assert any(a.startswith("chunked_loss=false: llama3_debugmodel_ce_loss's loss is the plain CrossEntropyLoss")
                for a in cfg.assumed)
     assert _read(tmp_path, "MODULE=llama3 CONFIG=llama3_debugmodel NGPU=8 ./run_train.sh").job["chunked_loss"] is True

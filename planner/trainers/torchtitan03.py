@@ -816,8 +816,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
             ignored.append(f"loss.num_chunks={chunks} ({cf.name}'s loss is CrossEntropyLoss, no ChunkedLossWrapper)")
         assumed.append(f"chunked_loss=false: {cf.name}'s loss is the plain CrossEntropyLoss ({cf.where}), priced by "
                        "the stack's cross-entropy terms")
-    else:
-        job["chunked_loss"] = True
+    job["chunked_loss"] = bool(cf.chunked_loss)  # the function's, never the stack's default (chunked_loss true)
     if cf.chunked_loss:
         assumed.append(f"chunked_loss=true: {cf.name}'s loss is ChunkedLossWrapper (CrossEntropyLoss per sequence chunk, "
                    f"num_chunks {chunks if chunks is not None else f'default {LOSS_CHUNKS}'}, torchtitan {COMMIT} "
