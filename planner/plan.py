@@ -227,6 +227,17 @@ REASONS[GRAPHS_FULL_RECOMPUTE] = ("full recompute with per-layer CUDA graphs (cu
 LAST_BATCH_RULE = VPP_LAYERS
 
 
+def dp_overlap(stack, plan) -> np.ndarray:
+    """The plan's DP overlap as it runs (0/1, vectorized): its dpo, except at pp > 1 on a stack whose pipeline runtime
+    turns the overlap off (overlap.dp_comm_overlap_with_pp false: DeepSpeed's engine sets overlap_comm False for a
+    PipelineModule, engine.py @38327e07 l. 1639-1642, stack_db megatron-deepspeed). What memory ([zb]'s IPG buffers),
+    step (the exposed DP time) and the plan's dp_comm_overlap read, so explain and fit price and show one value."""
+    dpo = np.asarray(plan.dpo)
+    if stack is None or stack.overlap.dp_comm_overlap_with_pp:  # a stack setting, not a searched quantity
+        return dpo
+    return np.where(np.asarray(plan.pp) > 1, 0, dpo)
+
+
 def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None,
                after: int = 0, *, hardware: Hardware) -> np.ndarray:
     """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
@@ -1478,6 +1489,11 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
     warnings += overridden_settings(job, stack, int(plan.smode))
+    if opts["dpo"] and not int(dp_overlap(stack, plan)):  # the stack's pipeline runtime turns it off (dp_overlap)
+        warnings.append(f"dp_comm_overlap on with pp {job.pp}: stack {stack.name}'s pipeline runtime turns the DP overlap "
+                        "off (DeepSpeed's engine sets overlap_comm False for a PipelineModule: microsoft/DeepSpeed "
+                        "@38327e07 deepspeed/runtime/engine.py l. 1639-1642, stack_db overlap.dp_comm_overlap_with_pp); "
+                        "priced off: the gradient reduction after the last backward, exposed (ZeRO-1: one IPG buffer)")
     inherited += mode_run_settings(job, stack, int(plan.smode))
     code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
@@ -2158,7 +2174,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "recompute_layers": settings.recompute_layers,
         "stack": settings.stack_name,
         "tp_comm_overlap": bool(g("tpo")),
-        "dp_comm_overlap": bool(g("dpo")),
+        "dp_comm_overlap": bool(at(dp_overlap(settings.stack, plan))),  # as it runs: off under PP where the stack says
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
         **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}

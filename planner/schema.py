@@ -1023,6 +1023,12 @@ class OverlapSpec(BaseModel):
     model_config = Strict
     dp_comm_overlap_supported: bool = Field(description="gradient reduction during the backward pass and parameter all-gather "
                                                         "during the forward (DDP/ZeRO; FSDP always prefetches)")
+    dp_comm_overlap_with_pp: bool = Field(
+        default=True, description="the DP overlap (a job's dp_comm_overlap) runs with pp > 1 too; false: the stack's "
+                                  "pipeline runtime turns it off (DeepSpeed's engine sets overlap_comm False for a "
+                                  "PipelineModule), so at pp > 1 the plan's dp_comm_overlap is priced and shown off "
+                                  "(plan.dp_overlap: memory's IPG buffers, step's exposed DP time) and a job that asks "
+                                  "for it gets a warning")
     tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
