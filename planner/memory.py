@@ -2683,7 +2683,7 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
 def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict) -> dict:
     """What DeepSpeed ZeRO-1/2's gradient reduction allocates [zb], per GPU: ipg_backward, the IPG buffers of the
     optimizer's backward (bytes: reduce_bucket_size elements in the model dtype, two with overlap_comm, the plan's dpo as
-    it runs, plan.dp_overlap: one at pp > 1 on a stack whose pipeline runtime turns it off;
+    it runs, plan.dp_overlap: one at pp > 1 on a stack whose pipeline runtime turns it off, and under a mode without it;
     0 where the mode has none); ipg_after, the one buffer of the reduction after the backward (bytes); big_out, the
     untied output layer's parameters a rank where above reduce_bucket_size (elements; else 0: its gradient then enters
     the contiguous buffer, and a tied one's hook fires with the embedding's, at the end of the backward)."""

@@ -1756,6 +1756,12 @@ class ShardingMode(BaseModel):
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
+    dp_comm_overlap_runs: bool = Field(
+        default=True, description="the DP overlap (a job's dp_comm_overlap) acts under this mode; false: the mode's "
+                                  "optimizer has no overlapped reduction whatever the job says (DeepSpeed reads "
+                                  "overlap_comm only to build its ZeRO optimizer: stage 0's FP16_Optimizer and the "
+                                  "BF16_Optimizer reduce after the backward), so its plans are priced and shown without "
+                                  "it (plan.dp_overlap)")
     job_settings: list[ModeSetting] = Field(
         default_factory=list, description="job settings the trainer runs at one value only under this mode "
                                           "(planner/stacks.py mode_setting, plan.stack_for_settings)")

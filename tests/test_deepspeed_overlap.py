@@ -198,3 +198,30 @@ def test_tied_embedding_reduction_listed_at_pp(tmp_path):
     assert any("_exec_reduce_tied_grads" in x for x in cfg.unmodelled)
     cfg = load_trainer_config(_script(tmp_path, 1, flag=False), gpus=8)
     assert not any("_exec_reduce_tied_grads" in x for x in cfg.unmodelled)
+
+
+# ---- no overlapped reduction without the ZeRO optimizer (runs.sharding dp_comm_overlap_runs false)
+
+def test_bf16_optimizer_prices_overlap_off(explain):
+    """DeepSpeed's BF16_Optimizer (mode bf16_optimizer) never reads overlap_comm: with dp_comm_overlap asked the plan
+    shows it off, the whole DP time (its all-reduce and weight all-gather) is exposed, every figure equals the job
+    that leaves it off, and explain warns naming the mode. ZeRO-1 (the ZeRO optimizer) at pp 1 keeps it."""
+    kw = dict(gpus=8, global_batch=8, sharding="zero1", sharding_mode="bf16_optimizer")
+    on, off = (_mds(explain, **kw, dp_comm_overlap=d)[3] for d in (True, False))
+    assert on["plan"]["dp_comm_overlap"] is False
+    assert on["time"]["dp_comm_exposed_s"] == on["time"]["dp_comm_s"] > 0
+    assert on["time"] == off["time"] and on["memory"] == off["memory"]
+    assert any("under sharding mode bf16_optimizer" in w and "engine.py l. 1632, 1686, 1730, 1775" in w
+               for w in _warnings(**kw))
+
+
+def test_fit_ranks_no_overlapped_row_without_the_zero_optimizer(cli):
+    """fit on megatron-deepspeed at pp 1 tries DP overlap on (variant_choices): the ZeRO rows keep it, the
+    bf16_optimizer (and zero0) rows show it off."""
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "8", "--stack", "megatron-deepspeed", "--pp", "1",
+            "--global-batch", "64", "--seq-len", "2048", "--hardware", "h200-sxm", "--top", "400", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    rows = json.loads(r.stdout)
+    modes = {(x["plan"]["sharding_mode"], x["plan"]["dp_comm_overlap"]) for x in rows}
+    assert ("bf16_optimizer", False) in modes and ("zero1", True) in modes
+    assert not {m for m, on in modes if on} & {"zero0", "bf16_optimizer"}
