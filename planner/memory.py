@@ -616,7 +616,8 @@ References
        less (the gradients moved). Llama 3 8B as above with it: 2 L - the loss's - the recompute buffer = 1.08 GB above
        the peak (which two buffers raised 2.00 GB; 0 before: priced after the backward). Only Megatron-DeepSpeed's
        GPTModel (--no-pipeline-parallel) runs it: DeepSpeed's engine turns overlap_comm off for a PipelineModule
-       (engine.py l. 1639-1642; trainers/megatron_deepspeed.py reads the pipeline model's as false). Term
+       (engine.py l. 1639-1642; at pp > 1 the stack's overlap.dp_comm_overlap_with_pp false prices the plan's dpo off,
+       plan.dp_overlap, one IPG buffer; at pp 1 trainers/megatron_deepspeed.py reads the pipeline model's as false). Term
        zero12_grad_partition, the
        larger moment's excess over the peak, before the step's terms ([opt], [sg]) take theirs over it.
      Not priced: ZeRO-2's gradients above the bucket waiting alone for the next hook inside a layer's backward (a
@@ -906,7 +907,7 @@ from .layers.moe import EXPERT_GEMMS, ROUTER_DTYPE_BYTES, RouterPath
 from .moe import etp_of, expert_shard
 from .params import ParamCounts, count_params
 from .pipeline import dualpipe_pairs, stage_inflight_kinds, stage_kind_counts as placed_kind_counts, stage_layers
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_FULL, RC_NONE, RC_SELECTIVE, ZERO1, ZERO2, PlanArrays, Settings, dp_overlap
 from .recompute_modules import norm_drops
 from .schema import ACTIVATION_TENSORS, ModelSpec
 from .stacks import cp_backward_moments, fp8_recipe, kernel_bytes, mode_value, plan_context, reshard_by_default, ring_ranks, sharding_traits, stack_of, te_loss
@@ -2791,7 +2792,8 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
 
 def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict) -> dict:
     """What DeepSpeed ZeRO-1/2's gradient reduction allocates [zb], per GPU: ipg_backward, the IPG buffers of the
-    optimizer's backward (bytes: reduce_bucket_size elements in the model dtype, two with overlap_comm, the plan's dpo;
+    optimizer's backward (bytes: reduce_bucket_size elements in the model dtype, two with overlap_comm, the plan's dpo as
+    it runs, plan.dp_overlap: one at pp > 1 on a stack whose pipeline runtime turns it off, and under a mode without it;
     0 where the mode has none); ipg_after, the one buffer of the reduction after the backward (bytes); big_out, the
     untied output layer's parameters a rank where above reduce_bucket_size (elements; else 0: its gradient then enters
     the contiguous buffer, and a tied one's hook fires with the embedding's, at the end of the backward)."""
@@ -2804,7 +2806,7 @@ def zero12_parts(settings: Settings, plan: PlanArrays, pc: ParamCounts, sg: dict
     e_div = etp_of(plan).astype(np.float64) * plan.ep
     layer = np.maximum.reduce([p.split / tp + p.replicated + p.expert / e_div for p in pc.kind_params])
     first = np.floor(np.maximum(bucket - np.where(out > bucket, 0.0, out), 0.0) / np.maximum(layer, 1.0))
-    return {"ipg_backward": one * (1.0 + plan.dpo), "ipg_after": one, "big_out": np.where(out > bucket, out, 0.0),
+    return {"ipg_backward": one * (1.0 + dp_overlap(stack_of(settings), plan)), "ipg_after": one, "big_out": np.where(out > bucket, out, 0.0),
             "first_layers": np.where(out > bucket, 0.0, first)}
 
 
@@ -2835,8 +2837,9 @@ def _zero12_terms(per: _PerLayer, states: Terms, kept, allocated, holds_loss, lo
                  states.adam / per.settings.bpp.optimizer) * gb
     big = z["big_out"] > 0
     freed = np.where(big, buf, np.minimum(z["first_layers"], n) * per_layer)
-    # ZeRO-1 with overlap_comm: the last backward's hooks (pp 1: DeepSpeed turns overlap_comm off for the pipeline model)
-    hooks = (sg["after_backward"] > 0) & (plan.dpo > 0) & (plan.pp == 1)
+    # ZeRO-1 with overlap_comm: the last backward's hooks (as it runs: DeepSpeed turns overlap_comm off for the pipeline
+    # model at pp > 1, plan.dp_overlap, the stack's overlap.dp_comm_overlap_with_pp)
+    hooks = (sg["after_backward"] > 0) & (dp_overlap(stack_of(per.settings), plan) > 0)
     second = allocated + ipg - out - freed + partition + gb * z["big_out"] * sg["backward"]
     second = np.where(holds_loss & (((sg["backward"] > 0) & (plan.microbatches > 1)) | hooks), second, 0.0)
     after = np.where((sg["after_backward"] > 0) & ~hooks, kept + z["ipg_after"] + partition, 0.0)

@@ -230,6 +230,27 @@ REASONS[GRAPHS_FULL_RECOMPUTE] = ("full recompute with per-layer CUDA graphs (cu
 LAST_BATCH_RULE = VPP_LAYERS
 
 
+def dp_overlap(stack, plan) -> np.ndarray:
+    """The plan's DP overlap as it runs (0/1, vectorized): its dpo, except at pp > 1 on a stack whose pipeline runtime
+    turns the overlap off (overlap.dp_comm_overlap_with_pp false: DeepSpeed's engine sets overlap_comm False for a
+    PipelineModule, engine.py @38327e07 l. 1639-1642, stack_db megatron-deepspeed) and under a sharding mode whose
+    optimizer has none (runs.sharding dp_comm_overlap_runs false: DeepSpeed's zero0 and bf16_optimizer, which never
+    read overlap_comm, engine.py l. 1632, 1686, 1730, 1775). What memory ([zb]'s IPG buffers), step (the exposed DP
+    time) and the plan's dp_comm_overlap read, so explain and fit price and show one value."""
+    dpo = np.asarray(plan.dpo)
+    if stack is None:
+        return dpo
+    if not stack.overlap.dp_comm_overlap_with_pp:  # a stack setting, not a searched quantity
+        dpo = np.where(np.asarray(plan.pp) > 1, 0, dpo)
+    runs = stack.runs
+    if runs is not None and not all(m.dp_comm_overlap_runs for m in runs.sharding):
+        col = np.array([m.dp_comm_overlap_runs for m in runs.sharding])
+        smode = np.asarray(plan.smode)
+        valid = (smode >= 0) & (smode < len(col))
+        dpo = np.where(valid & ~col[np.clip(smode, 0, len(col) - 1)], 0, dpo)
+    return dpo
+
+
 def rule_codes(model: ModelSpec, gpus: int, stack: Stack, plan: PlanArrays, upto: int | None = None,
                after: int = 0, *, hardware: Hardware) -> np.ndarray:
     """The first plan rule each candidate breaks (OK = 0), vectorized, in the order `resolve`
@@ -1502,6 +1523,19 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
     warnings += overridden_settings(job, stack, int(plan.smode))
+    if opts["dpo"] and not int(dp_overlap(stack, plan)):  # the stack's pipeline runtime turns it off (dp_overlap)
+        mode = runs_mode(stack, int(plan.smode))
+        if mode is not None and not mode.dp_comm_overlap_runs:
+            warnings.append(f"dp_comm_overlap on under sharding mode {mode.name}: its optimizer has no overlapped "
+                            "reduction (DeepSpeed reads overlap_comm only to build its ZeRO optimizer: microsoft/DeepSpeed "
+                            "@38327e07 deepspeed/runtime/engine.py l. 1632, 1686, 1730, 1775; stack_db runs.sharding "
+                            "dp_comm_overlap_runs); priced off: the gradient reduction after the last backward, exposed")
+        else:
+            warnings.append(f"dp_comm_overlap on with pp {job.pp}: stack {stack.name}'s pipeline runtime turns the DP "
+                            "overlap off (DeepSpeed's engine sets overlap_comm False for a PipelineModule: "
+                            "microsoft/DeepSpeed @38327e07 deepspeed/runtime/engine.py l. 1639-1642, stack_db "
+                            "overlap.dp_comm_overlap_with_pp); priced off: the gradient reduction after the last "
+                            "backward, exposed (ZeRO-1: one IPG buffer)")
     inherited += mode_run_settings(job, stack, int(plan.smode))
     code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
     if code != OK:
@@ -2229,7 +2263,7 @@ def plan_dict(plan: PlanArrays, settings: Settings, i=None) -> dict:
         "recompute_layers": settings.recompute_layers,
         "stack": settings.stack_name,
         "tp_comm_overlap": bool(g("tpo")),
-        "dp_comm_overlap": bool(g("dpo")),
+        "dp_comm_overlap": bool(at(dp_overlap(settings.stack, plan))),  # as it runs: off under PP where the stack says
         "torch_compile": bool(g("compile")),
         "fp8_recipe": FP8_RECIPES[g("f8r")] if g("precision") != BF16 else None,
         **({"bf16_layers_at_start": settings.bf16_layers[0], "bf16_layers_at_end": settings.bf16_layers[1]}
@@ -2340,6 +2374,12 @@ def mode_settings(settings: Settings, smode: int) -> dict:
     if runs is None or not 0 <= smode < len(runs.sharding):
         return {}
     return {x.setting: x.value for x in runs.sharding[smode].job_settings}
+
+
+def runs_mode(stack, smode: int):
+    """The stack's sharding mode of index smode (stack_db runs.sharding), None where there is none."""
+    runs = stack.runs if stack is not None else None
+    return runs.sharding[smode] if runs is not None and 0 <= smode < len(runs.sharding) else None
 
 
 def _mode_name(settings: Settings, smode: int):

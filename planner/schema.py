@@ -1023,6 +1023,12 @@ class OverlapSpec(BaseModel):
     model_config = Strict
     dp_comm_overlap_supported: bool = Field(description="gradient reduction during the backward pass and parameter all-gather "
                                                         "during the forward (DDP/ZeRO; FSDP always prefetches)")
+    dp_comm_overlap_with_pp: bool = Field(
+        default=True, description="the DP overlap (a job's dp_comm_overlap) runs with pp > 1 too; false: the stack's "
+                                  "pipeline runtime turns it off (DeepSpeed's engine sets overlap_comm False for a "
+                                  "PipelineModule), so at pp > 1 the plan's dp_comm_overlap is priced and shown off "
+                                  "(plan.dp_overlap: memory's IPG buffers, step's exposed DP time) and a job that asks "
+                                  "for it gets a warning")
     tp_comm_overlap_supported: bool = Field(description="TP collectives decomposed and overlapped with their GEMMs "
                                                         "(Megatron --tp-comm-overlap, torchtitan async TP)")
     tp_comm_overlap_needs_compile: bool = Field(default=False, description="TP overlap only with torch.compile (torchtitan async TP)")
@@ -1754,6 +1760,12 @@ class ShardingMode(BaseModel):
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
+    dp_comm_overlap_runs: bool = Field(
+        default=True, description="the DP overlap (a job's dp_comm_overlap) acts under this mode; false: the mode's "
+                                  "optimizer has no overlapped reduction whatever the job says (DeepSpeed reads "
+                                  "overlap_comm only to build its ZeRO optimizer: stage 0's FP16_Optimizer and the "
+                                  "BF16_Optimizer reduce after the backward), so its plans are priced and shown without "
+                                  "it (plan.dp_overlap)")
     job_settings: list[ModeSetting] = Field(
         default_factory=list, description="job settings the trainer runs at one value only under this mode "
                                           "(planner/stacks.py mode_setting, plan.stack_for_settings)")

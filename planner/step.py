@@ -220,7 +220,7 @@ from .params import count_params
 from .pipeline import (INTERLEAVED, bubble_fraction, dualpipe_alone_share, dualpipe_pairs, microbatch_group,
                        stage_kind_counts, stage_layers)
 from .recompute_modules import rerun_kernel_bytes
-from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, fp8_dispatch
+from .plan import BF16, FP8, NVFP4, FSDP, HSDP, RC_SELECTIVE, ZERO1, PlanArrays, Settings, dp_overlap, fp8_dispatch
 from .stacks import default_stack, fp8_recipe, grad_accum_bytes, kernel_bytes, plan_context, ring_ranks, sharding_traits, stack_of, te_loss
 from .terms import Groups, Terms
 
@@ -1476,7 +1476,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     one_dp = dpcp == 1
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
-    exposed = np.where(one_dp, 0.0, np.where(plan.dpo > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
+    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap)
+    exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
     # the stage with the most expert parameters (with pp <= 2 there is no middle stage: the
     # notional one is the compute model's only)
     e_local = np.where(dual, pair[1], np.maximum.reduce([split["first"][1], split["last"][1],
@@ -1579,7 +1580,7 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
                        np.where(zero, n_rs * np.where(allred, ar_ge, rs_ge) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
-    return e_total, np.where(plan.dpo > 0, _hide(e_total, left, sc.x), e_total)
+    return e_total, np.where(dp_overlap(sc.stack, plan) > 0, _hide(e_total, left, sc.x), e_total)
 
 
 # ----------------------------------------------------------------------------- optimizer, assembly

@@ -250,8 +250,9 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
     sharding zero1, mode bf16_optimizer: llama3-8b's P = 8,030,261,248 parameters, bf16 weights 2P = 14.958 GiB,
     bf16 gradients and the fp32 accumulation buffer 6P = 44.873 GiB, the fp32 master 4P/8 = 3.739 GiB and Adam
     8P/8 = 7.479 GiB, 92.08 GiB in all on the H100's 80 (it was priced as DDP's 16 B replicated, 140.7 GiB,
-    before issue 21). ZeRO-2 is spelled "zero_optimization": {"stage": 2} alone (dp and the batch stay) and
-    reads back as the plan checked, 50.9 GiB. PP 2 (dp 8 -> 4) cannot be written in the JSON: the spelling
+    before issue 21). ZeRO-2 is spelled "zero_optimization": {"stage": 2} with "overlap_comm": false (the file's
+    true, not read at stage 0, would turn on at stage 2; dp and the batch stay) and reads back as the plan checked,
+    50.0 GiB (one IPG buffer: the file's overlap_comm read at stage 0 gave two, 50.9 GiB). PP 2 (dp 8 -> 4) cannot be written in the JSON: the spelling
     names --pipeline-model-parallel-size 2 and the accumulation 64 / (1 x 4) = 16 the JSON then needs; read
     back with --pp 2 (the reader takes the batch keys at DeepSpeed's world size, the data-parallel 4) it is the
     plan checked, still the BF16_Optimizer. TP 2 likewise."""
@@ -270,9 +271,14 @@ def test_deepspeed_zero_stage_written_and_read_back(tmp_path):
     assert n == len(sugg) == 3
     [z2] = [s for s in sugg if "sharding" in s["changes"]]
     assert z2["changes"] == {"sharding": "zero2"}
-    assert z2["trainer_settings"] == [{"key": "zero_optimization.stage", "value": 2}]
-    assert z2["description"] == 'sharding zero1 -> zero2 [deepspeed: "zero_optimization": {"stage": 2}]'
-    assert round(z2["total_bytes"] / 2**30, 1) == 50.9
+    # the file's overlap_comm true is not read at stage 0 (the BF16_Optimizer, not the ZeRO optimizer: DeepSpeed
+    # engine.py @38327e07 l. 1632, 1686, 1730, 1775), so the plan checked runs without it and ZeRO-2 is spelled with
+    # overlap_comm false: one IPG buffer of 5e8 x 2 B, 1e9 B (0.93 GiB) below the 50.9 GiB the file's true gave
+    assert z2["trainer_settings"] == [{"key": "zero_optimization.stage", "value": 2},
+                                      {"key": "zero_optimization.overlap_comm", "value": False}]
+    assert z2["description"] == ('sharding zero1 -> zero2 [deepspeed: "zero_optimization": {"stage": 2}; '
+                                 '"zero_optimization": {"overlap_comm": false}]')
+    assert round(z2["total_bytes"] / 2**30, 1) == 50.0
     [pp] = [s for s in sugg if "pp" in s["changes"]]
     assert pp["trainer_unspellable"] == ["PP (Megatron-DeepSpeed's --pipeline-model-parallel-size 2, on its command line)"]
     assert pp["trainer_settings"] == [{"key": "gradient_accumulation_steps", "value": 16}]

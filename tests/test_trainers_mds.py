@@ -42,7 +42,7 @@ def test_reads_as_the_megatron_deepspeed_job():
     assert j["recompute"] == "full"  # --checkpoint-activations, chunks of --checkpoint-num-layers 1
     assert j["attention"] == "eager"  # no --use-flash-attn*: Megatron-DeepSpeed's CoreAttention
     assert j["fp16"] is True and j["precision"] == "bf16"  # the JSON's fp16.enabled, priced as bf16 width
-    assert j["dp_comm_overlap"] is False  # the JSON has no overlap_comm (DeepSpeed's default false)
+    assert j["dp_comm_overlap"] is False  # the JSON has no overlap_comm (DeepSpeed's default at stage 2: false)
     assert "bytes_per_param" not in j  # Megatron-LM's DDP buffer rule is not read under DeepSpeed
     # no DeepSpeed flag is listed as not modelled or unknown
     listed = " ".join(cfg.not_modelled + cfg.unmodelled)

@@ -10,8 +10,9 @@ published in 2025). Modelled:
   zero_optimization.stage (0 none, 1 zero1, 2 zero2, 3 fsdp: ZeRO-3 shards parameters,
     gradients and optimizer states like FSDP), zero_optimization.mics_shard_size (ZeRO-3
     within groups of that many GPUs, replicated across them: hsdp, the stack's zero3_mics
-    mode), zero_optimization.overlap_comm (-> dp_comm_overlap,
-    DeepSpeed's default false), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16;
+    mode), zero_optimization.overlap_comm (-> dp_comm_overlap; absent or "auto", DeepSpeed's default
+    at the stage, true at stage 3 and false below, overlap_default, listed as assumed; not read at stage 0 nor by the
+    BF16_Optimizer, ZERO_OPTIMIZER_ENGINE: there false, a stated true listed as ignored), bf16.enabled, fp16.enabled (-> the job's fp16, false / true, priced as bf16;
     stage 0 with fp16 is the replicated FP16_Optimizer, the stack's mode zero0, which runs fp16 only),
   tensor_parallel.autotp_size (AutoTP training: absent, 0 or 1 off, the section listed as ignored; > 1 refused,
     _autotp),
@@ -84,6 +85,22 @@ NO_COST = {"gradient_clipping": "a norm over the gradients once a step", "optimi
            "scheduler": "the learning-rate schedule", "steps_per_print": "logging", "wall_clock_breakdown": "logging",
            "tensorboard": "logging", "wandb": "logging", "csv_monitor": "logging", "comms_logger": "logging",
            "flops_profiler": "profiling", "zero_allow_untested_optimizer": "an optimizer check"}
+
+# where DeepSpeed reads overlap_comm: only when it builds the ZeRO optimizer
+ZERO_OPTIMIZER_ENGINE = ("DeepSpeed reads overlap_comm only to build the ZeRO optimizer: microsoft/DeepSpeed @38327e07 "
+                         "deepspeed/runtime/engine.py _configure_zero_optimizer l. 1632, 1686, 1730, 1775; without ZeRO "
+                         "(stage 0) and for the BF16_Optimizer the engine's allreduce_gradients runs after the loss's backward, "
+                         "l. 2150-2152 (allreduce_gradients l. 2048-2061: buffered_allreduce_fallback), and "
+                         "_configure_bf16_optimizer l. 1592-1613 takes no overlap")
+
+
+def overlap_default(stage: int) -> bool:
+    """overlap_comm's default at a ZeRO stage: microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/config.py
+    DeepSpeedZeroConfig.overlap_comm: Optional[bool] = None (l. 134, "None for dynamic default value"), set by the
+    validator overlap_comm_valid (l. 350-354) to self.stage == ZeroStageEnum.weights: true at stage 3, false at 0-2."""
+    return stage == 3
+
+
 # the stack's modes (stack_db megatron-deepspeed runs.sharding) by stage
 ZERO_MODES = {0: "zero0", 1: "zero1", 2: "zero2", 3: "zero3"}
 
@@ -251,11 +268,16 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         else:
             assumed.append("zero_optimization reduce_bucket_size: absent or \"auto\", the stack's (DeepSpeed's default, "
                            "stack_db fsdp.zero3_modules)")
-    overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), False)
-    job["dp_comm_overlap"] = bool(overlap)
+    # overlap_comm left out: DeepSpeed's default per stage, true at stage 3 only (overlap_default)
+    overlap = _bool(where, "zero_optimization.overlap_comm", zero.get("overlap_comm"), stage == 3)
+    job["dp_comm_overlap"] = overlap_default(stage) if overlap is None else overlap
     if overlap is None:
-        assumed.append("dp_comm_overlap=false: zero_optimization.overlap_comm " +
-                       ("\"auto\" (filled at launch; " if "overlap_comm" in zero else "absent (") + "DeepSpeed's default false)")
+        on = job["dp_comm_overlap"]
+        assumed.append(f"dp_comm_overlap={str(on).lower()}: zero_optimization.overlap_comm " +
+                       ("\"auto\" (filled at launch; " if "overlap_comm" in zero else "absent (") +
+                       f"DeepSpeed's default at stage {stage}, {str(on).lower()}: deepspeed/runtime/zero/config.py "
+                       "@38327e07 DeepSpeedZeroConfig.overlap_comm None, l. 134, set by overlap_comm_valid, l. 350-354, "
+                       "to stage == 3)")
     job["gpus"] = resolve_gpus(where, None, "", gpus)
     dp = gpus // inner  # DeepSpeed's world_size: the data-parallel ranks (module docstring)
     per = "GPUs" if inner == 1 else "data-parallel ranks"
@@ -296,6 +318,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                                        "gradient_accumulation_steps")}
     stated["zero_optimization.mics_shard_size"] = zero.get("mics_shard_size")
     stated["zero_optimization.stage"] = stage  # absent: DeepSpeed's default 0
+    stated["zero_optimization.overlap_comm"] = overlap  # None: absent or "auto", DeepSpeed's default at the stage
     enabled = {}
     for sec in ("bf16", "fp16"):
         body = data.get(sec)
@@ -318,6 +341,12 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         assumed.append("precision=bf16: neither bf16 nor fp16 enabled (fp32 training is not modelled)")
     _gradient_path(where, data, stage, "fp16" if fp16 else "bf16" if bf16 else None, zero, stated, assumed, not_modelled,
                    job)
+    if job["sharding_mode"] in ("zero0", "bf16_optimizer") and job["dp_comm_overlap"]:
+        # not the ZeRO optimizer: overlap_comm is read only where the engine builds it (ZERO_OPTIMIZER_ENGINE)
+        job["dp_comm_overlap"] = False
+        ignored.append(fmt_ignored("zero_optimization.overlap_comm", zero["overlap_comm"]) + f" ({ZERO_OPTIMIZER_ENGINE}; "
+                       f"here the {'FP16_Optimizer' if job['sharding_mode'] == 'zero0' else 'BF16_Optimizer'} runs, which "
+                       "reduces the gradients after the last backward: dp_comm_overlap false)")
     job["recompute"] = "none"
     assumed.append("recompute=none: a DeepSpeed JSON does not set activation checkpointing (the model code does); pass --recompute")
     if hardware is not None:

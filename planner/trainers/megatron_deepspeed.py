@@ -34,8 +34,20 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
     triple at start-up, deepspeed/runtime/config.py _batch_assertion: the DeepSpeed reader does);
   * bf16 / fp16: the JSON's `bf16.enabled` / `fp16.enabled` run the engine; a script's `--bf16`
     with the JSON's fp16 enabled, or `--fp16` with bf16, is refused;
-  * data-parallel overlap: the JSON's `zero_optimization.overlap_comm` (the engine's reduction),
-    not `--overlap-grad-reduce` (Megatron's DDP, not built under DeepSpeed).
+  * data-parallel overlap: the JSON's `zero_optimization.overlap_comm` (the engine's reduction; absent,
+    DeepSpeed's default at the stage, deepspeed.py overlap_default), not `--overlap-grad-reduce` (Megatron's DDP,
+    not built under DeepSpeed); off under DeepSpeed's pipeline model (below).
+- the model: without `--no-pipeline-parallel` Megatron-DeepSpeed builds GPTModelPipe, a PipelineModule, at every
+  pipeline size, pp 1 too ([1] pretrain_gpt.py model_provider l. 51-56; GPTModel only with the flag, l. 83), and
+  deepspeed.initialize runs it under the PipelineEngine ([2] deepspeed/__init__.py l. 178, 209). So a JSON at ZeRO
+  stage 2 or 3 without the flag is refused (the engine asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline
+  parallelism', pipe/engine.py @38327e07 l. 77-78: the job stops at start-up; hint: add --no-pipeline-parallel);
+  ZeRO-1's overlap_comm is off under it (engine.py l. 1639-1642: read as false, the JSON's key listed as ignored; at
+  pp > 1 the stack's overlap.dp_comm_overlap_with_pp prices it off whatever the job says, plan.dp_overlap); the
+  tied embedding's gradient all-reduce between the first and the last stage (TiedLayerSpec,
+  PipelineEngine._exec_reduce_tied_grads, pipe/engine.py l. 275-291) is listed as not priced at pp > 1 (at pp 1 its
+  group is the one rank); activation checkpointing as above (its uniform-only rule). With the flag the model is
+  Megatron's GPTModel, no pipeline engine: the JSON's stage runs and its overlap_comm acts (listed as assumed).
 - activation checkpointing to the job's recompute [1]: `--checkpoint-activations` re-runs every
   layer in chunks of `--checkpoint-num-layers` (default 1) in both models (transformer.py l. 1691,
   2082; gpt_model.py l. 446-447): recompute full (a chunk over 1 layer: the existing reader's
@@ -70,7 +82,7 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   as `--group-query-attention --num-query-groups N`, `--rotary-position-embeddings-theta` as `--rotary-base`,
   `--normalization layernorm|rmsnorm` as LayerNorm / RMSNorm ([1] arguments.py l. 442-449, 623, 634-636, 647-648).
 - `--no-pipeline-parallel` with `--pipeline-model-parallel-size` > 1 is refused as arguments.py l. 94-96
-  asserts; `--ds-sequence-parallel-size` > 1 (DeepSpeed-Ulysses) and `--remote-device` cpu / nvme
+  asserts (and ZeRO-2/3 without it, above); `--ds-sequence-parallel-size` > 1 (DeepSpeed-Ulysses) and `--remote-device` cpu / nvme
   (ZeRO-3 parameters on the host) are refused; `--cpu-optimizer` is listed as not modelled (the
   optimizer states priced on the GPU, an upper bound), as the Megatron reader lists offloading.
 
@@ -186,8 +198,10 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
             raise PlannerError(f"{where}--no-pipeline-parallel with --pipeline-model-parallel-size {pp}",
                                f"Megatron-DeepSpeed asserts pipeline_model_parallel_size == 1 with it ({MDS_COMMIT} "
                                "megatron/arguments.py l. 94-96)")
-        ignored.append("--no-pipeline-parallel (Megatron's GPTModel instead of DeepSpeed's pipeline model at pp 1: "
-                       "the same layers)")
+        assumed.append(f"--no-pipeline-parallel: Megatron's GPTModel, not DeepSpeed's pipeline model GPTModelPipe "
+                       f"({MDS_COMMIT} pretrain_gpt.py model_provider l. 51, 83): no PipelineEngine, so the JSON's ZeRO "
+                       "stage 2 or 3 runs and its overlap_comm acts (DeepSpeed's engine turns it off only for a "
+                       "PipelineModule, engine.py @38327e07 l. 1639-1642); the same layers")
     sp = _int(where, ds, "--ds-sequence-parallel-size", 1)
     if sp > 1:
         raise PlannerError(f"{where}--ds-sequence-parallel-size {sp}: DeepSpeed-Ulysses sequence parallelism is not "
@@ -444,6 +458,23 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                           f"micro-batch, {held * per / 2**30:,.2f} GiB at the first stage's {held} in flight: none priced)")
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
+    pipe = "--no-pipeline-parallel" not in ds
+    if pipe and js >= 2:  # GPTModelPipe under DeepSpeed's PipelineEngine, at any pp (module docstring: the model)
+        raise PlannerError(f"{where}{jw}zero_optimization.stage {js} without --no-pipeline-parallel: Megatron-DeepSpeed "
+                           f"then builds GPTModelPipe, a PipelineModule, at every pipeline size, pp {pp} here ({MDS_COMMIT} "
+                           "pretrain_gpt.py model_provider l. 51-56), which deepspeed.initialize runs under the "
+                           "PipelineEngine (microsoft/DeepSpeed @38327e07 deepspeed/__init__.py l. 178, 209), and that "
+                           "asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism' (deepspeed/runtime/"
+                           "pipe/engine.py l. 77-78): the job stops at start-up",
+                           "add --no-pipeline-parallel (with --pipeline-model-parallel-size 1: Megatron's GPTModel, no "
+                           "pipeline engine), or use ZeRO stage 0 or 1")
+    if pipe and "--untie-embeddings-and-output-weights" not in flags and pp > 1:
+        unmodelled.append(f"the tied embedding's gradient all-reduce of DeepSpeed's pipeline model (GPTModelPipe's "
+                          f"TiedLayerSpec, {MDS_COMMIT} megatron/model/gpt_model.py: the input embedding on the first stage, "
+                          "the output layer on the last): PipelineEngine._exec_reduce_tied_grads all-reduces the shared "
+                          "weight's gradient between the two stages once a step (microsoft/DeepSpeed @38327e07 "
+                          "deepspeed/runtime/pipe/engine.py l. 275-291, groups pipe/module.py l. 470-505), vocabulary / tp "
+                          "x hidden elements: not priced (at pp 1 its group is the one rank)")
     zs = _int(where, ds, "--zero-stage", 1)  # arguments.py l. 1487 default 1
     shown = f"--zero-stage {zs}" if "--zero-stage" in ds else "--zero-stage absent (default 1)"
     if (js == 3) != (zs == 3):

@@ -371,6 +371,16 @@ def _deepspeed(knobs, before: dict, after: dict, stated: dict, notes: list) -> l
     out: list[Setting] = []
     if stated.get("zero_optimization.mics_shard_size") not in (None, -1) and after["sharding"] != "hsdp":
         out.append(Setting("zero_optimization.mics_shard_size", -1, "\"zero_optimization\": {\"mics_shard_size\": -1}"))
+    if "sharding" in knobs:  # the file's overlap_comm as the new stage reads it (deepspeed.py): kept where it agrees
+        from .deepspeed import overlap_default
+
+        stage, given = ds_stage(after), stated.get("zero_optimization.overlap_comm")
+        reads = (overlap_default(stage) if given is None else bool(given)) and after.get("sharding_mode") not in (
+            "zero0", "bf16_optimizer")  # no ZeRO optimizer: overlap_comm not read (deepspeed.ZERO_OPTIMIZER_ENGINE)
+        if reads != bool(after["dp_comm_overlap"]):
+            v = bool(after["dp_comm_overlap"])
+            out.append(Setting("zero_optimization.overlap_comm", v,
+                               f"\"zero_optimization\": {{\"overlap_comm\": {str(v).lower()}}}"))
     g, m, dp = after["global_batch"], after["micro_batch"], after["dp"]
     gas, gas0 = g // (m * dp), before["global_batch"] // (before["micro_batch"] * before["dp"])
     tbs, gas_f, mbs_f = (stated.get(k) for k in ("train_batch_size", "gradient_accumulation_steps", "train_micro_batch_size_per_gpu"))
