@@ -1932,17 +1932,25 @@ LayerFeature = Literal["global", "sliding", "chunked", "mla", "gated_deltanet", 
 # layer_forms reads a model's): for the MoE MLP, shared experts, dense-MLP layers beside the MoE ones (first_k_dense,
 # layer_freq, a layer pattern's dense or MLP-less layer), a sigmoid router, an expert score bias (aux-loss-free
 # balancing), a router linear bias, group-limited routing, plain (ungated) experts, a clamped gated activation; for
-# sliding attention, windows on layers other than every softmax-attention layer or exactly the even-indexed ones
-# (window_placement), or more than one window size (window_sizes); for softmax attention (listed under global, read
-# on every softmax-attention layer), query/key norms (ModelSpec.qk_norm)
+# sliding attention, windows on every layer (windows_every_layer), on exactly the even-indexed layers beside global
+# ones (windows_alternate), on any other layers (window_placement), or more than one window size (window_sizes); for softmax attention (listed under global, read
+# on every softmax-attention layer), query/key norms (ModelSpec.qk_norm); and the model-wide forms of the transformer
+# block, listed under global too and read on any model (MODEL_WIDE_FORMS): learned absolute or ALiBi positions
+# (ModelSpec.position_embedding), dropout (dropout), biases on the linears (linear_bias), LayerNorm (norm), a plain
+# (ungated) MLP (gated_mlp false), norms after the attention and the MLP (post_norms)
 LayerForm = Literal["shared_experts", "dense_layers", "sigmoid_router", "expert_score_bias", "router_linear_bias",
                     "group_limited_routing", "plain_experts", "activation_clamp", "window_placement", "window_sizes",
-                    "qk_norm"]
+                    "windows_every_layer", "windows_alternate", "qk_norm", "learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm",
+                    "plain_mlp", "post_norms"]
+# the forms of the whole transformer block rather than of one layer kind (listed under global)
+MODEL_WIDE_FORMS = ("learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm", "plain_mlp",
+                    "post_norms")
 # the kind each form belongs to
 LAYER_FORM_KIND = {"shared_experts": "moe", "dense_layers": "moe", "sigmoid_router": "moe", "expert_score_bias": "moe",
                    "router_linear_bias": "moe", "group_limited_routing": "moe", "plain_experts": "moe",
                    "activation_clamp": "moe", "window_placement": "sliding", "window_sizes": "sliding",
-                   "qk_norm": "global"}
+                   "windows_every_layer": "sliding", "windows_alternate": "sliding",
+                   "qk_norm": "global", **{f: "global" for f in MODEL_WIDE_FORMS}}
 
 
 class LayerFormMissing(BaseModel):
@@ -1963,8 +1971,9 @@ class LayerKindBuilt(BaseModel):
     not_built: list[LayerFormMissing] = Field(
         default_factory=list,
         description="forms of this feature the code does not build (schema.LayerForm: shared experts, dense layers "
-                    "beside MoE ones, a sigmoid router, ...; a window placement or several window sizes), each cited; "
-                    "empty: every form the planner prices")
+                    "beside MoE ones, a sigmoid router, ...; a window placement or several window sizes; under global "
+                    "also the model-wide forms: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain "
+                    "MLP, post-norms), each cited; empty: every form the planner prices")
 
     @model_validator(mode="after")
     def _forms(self) -> "LayerKindBuilt":

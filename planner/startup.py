@@ -1722,9 +1722,10 @@ def model_layer_forms(model) -> dict[str, str]:
     for the rule's message: the MoE's shared experts, dense layers beside the MoE ones, a sigmoid router, an expert
     score bias, a router linear bias, group-limited routing, plain experts, a clamped activation; query/key norms
     on softmax attention; the windows'
-    placement (window_placement: windowed layers that are neither every layer nor exactly the even-indexed ones, the
-    others global attention: litgpt's two placings) and sizes (window_sizes: more than one). From the model's fields
-    and its layer pattern's period, never layer by layer."""
+    placement (windows_every_layer: every layer windowed; windows_alternate: exactly the even-indexed layers, the
+    others global attention; window_placement: any other placement) and sizes (window_sizes: more than one); and the model-wide forms
+    (schema.MODEL_WIDE_FORMS: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain MLP,
+    post-norms). From the model's fields and its layer pattern's period, never layer by layer."""
     from .schema import SlidingAttention
 
     feats = model_layer_features(model)
@@ -1753,6 +1754,21 @@ def model_layer_forms(model) -> dict[str, str]:
             out["activation_clamp"] = f"a clamped gated activation (at {model.activation_clamp:g})"
     if model.qk_norm and any(f in feats for f in ("global", "sliding", "chunked")):
         out["qk_norm"] = "query/key norms"
+    # the model-wide forms (schema.MODEL_WIDE_FORMS), from the model's own fields
+    if model.position_embedding == "learned":
+        out["learned_positions"] = f"learned absolute position embeddings ({model.max_seq_len:,} positions)"
+    if model.position_embedding == "alibi":
+        out["alibi_positions"] = "ALiBi position biases"
+    if model.dropout:
+        out["dropout"] = "dropout after the attention and the MLP"
+    if model.linear_bias:
+        out["linear_bias"] = "biases on the linears"
+    if model.norm == "layernorm":
+        out["layernorm"] = "LayerNorm (not RMSNorm)"
+    if not model.gated_mlp:
+        out["plain_mlp"] = "a plain (ungated) MLP"
+    if model.post_norms:
+        out["post_norms"] = "norms after the attention and the MLP (post-norms)"
     if "sliding" in feats:
         sliding = feats["sliding"]
         windows = sorted({k.mixer.window for k in model.layer_kinds.values() if isinstance(k.mixer, SlidingAttention)})
@@ -1761,7 +1777,12 @@ def model_layer_forms(model) -> dict[str, str]:
         attn = len(sliding) + len(feats.get("global", ()))
         every = len(sliding) == model.num_layers
         even = (attn == model.num_layers and _even_only(sliding))
-        if not (every or even):
+        if every:
+            out["windows_every_layer"] = f"windows on every layer ({model.num_layers:,})"
+        elif even:
+            out["windows_alternate"] = (f"windows on the even-indexed layers ({len(sliding):,} of {model.num_layers:,}), "
+                                        "global attention on the odd ones")
+        else:
             out["window_placement"] = (f"windows on {len(sliding)} of {model.num_layers} layers ({_spans(sliding)}), "
                                        "neither every layer nor the even-indexed ones beside global layers")
     return out
@@ -1854,6 +1875,8 @@ def _layer_kind_broken(model, stack, plan) -> np.ndarray:
 def layer_kind_detail(model, stack, plan=None, cluster=None) -> str:
     """The kinds the stack lacks, the layers that use them, what the stack builds (its source) and the shipped
     stacks that build each lacking kind."""
+    from .schema import MODEL_WIDE_FORMS
+
     missing = missing_layer_features(model, stack)
     parts = []
     for f, ls in missing.items():
@@ -1863,7 +1886,8 @@ def layer_kind_detail(model, stack, plan=None, cluster=None) -> str:
                      f"runs.layer_kinds, its sources); shipped stacks that build {f}: "
                      f"{', '.join(others) if others else 'none'}")
     for form, (kind, what, sources) in unbuilt_layer_forms(model, stack).items():
-        parts.append(f"{model.name}'s {kind} layers have {what} ({form}), which stack {stack.name}'s code does not "
+        whose = f"{model.name}'s layers" if form in MODEL_WIDE_FORMS else f"{model.name}'s {kind} layers"
+        parts.append(f"{whose} have {what} ({form}), which stack {stack.name}'s code does not "
                      f"build (stack_db {stack.name} runs.layer_kinds {kind} not_built: {'; '.join(sources)})")
     return "; ".join(parts)
 

@@ -81,20 +81,22 @@ def test_refusal_names_the_form_and_litgpts_code():
 
 
 def test_forms_by_hand_on_shapes_of_our_own():
-    """Two window sizes (a 4,096 and a 1,024 window alternating) -> window_sizes; windows on layers 1, 3, ...
-    (the odd ones) -> window_placement (litgpt windows block_idx % 2 == 0); the even ones on a model of 2^31 - 1
-    layers -> neither, read from the pattern's period (never layer by layer: the fuzz reproducers' size)."""
+    """Two window sizes (a 4,096 and a 1,024 window alternating, on every layer) -> window_sizes and
+    windows_every_layer; windows on layers 1, 3, ... (the odd ones) -> window_placement (litgpt windows
+    block_idx % 2 == 0); the even ones on a model of 2^31 - 1 layers -> windows_alternate, which litgpt builds
+    ('interleaved'), read from the pattern's period (never layer by layer: the fuzz reproducers' size)."""
     base = load_model("mistral-7b")
     glob = base.layer_kinds["swa"].model_copy(update={"mixer": GlobalAttention()})
     two = base.model_copy(update={"layer_kinds": {
         "a": base.layer_kinds["swa"], "b": base.layer_kinds["swa"].model_copy(
             update={"mixer": SlidingAttention(kind="sliding", window=1024)})}, "layer_pattern": ["a", "b"]})
-    assert set(model_layer_forms(two)) == {"window_sizes"}
+    assert set(model_layer_forms(two)) == {"window_sizes", "windows_every_layer"}
     odd = base.model_copy(update={"layer_kinds": {"g": glob, "s": base.layer_kinds["swa"]}, "layer_pattern": ["g", "s"]})
     assert set(model_layer_forms(odd)) == {"window_placement"}
     even = base.model_copy(update={"layer_kinds": {"g": glob, "s": base.layer_kinds["swa"]}, "layer_pattern": ["s", "g"],
                                    "num_layers": 2**31 - 1})
-    assert model_layer_forms(even) == {}
+    assert set(model_layer_forms(even)) == {"windows_alternate"}  # litgpt's 'interleaved': built there
+    assert unbuilt_layer_forms(even, load_stack(STACK)) == {}
 
 
 def test_not_built_forms_belong_to_their_kind():

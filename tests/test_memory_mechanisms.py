@@ -315,7 +315,7 @@ def test_defer_embedding_wgrad_refusals(explain):
     with pytest.raises(PlannerError, match="runs.defer_embedding_wgrad"):
         # (pure bf16: with training.dtype float32 and no FSDP torchtitan trains TP x PP in fp32, start-up rule
         # TORCHTITAN_FP32, refused before this setting is read)
-        explain(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, stack="torchtitan", defer_embedding_wgrad=0,
+        explain(model="llama3-8b", gpus=4, tp=2, pp=2, stack="torchtitan", defer_embedding_wgrad=0,
                 bytes_per_param="pure-bf16")
 
 
@@ -378,7 +378,7 @@ def test_fused_cross_entropy_holds_one_more_fp32_copy(explain, tmp_path):
     assert float(extra) == pytest.approx(4 * 4096 * 25_600, rel=1e-12)
     assert float(fused[STAGE_FIRST].output_activations) == float(base[STAGE_FIRST].output_activations)
     with pytest.raises(PlannerError, match="fused_loss_extra_per_logit"):
-        explain(model="megatron-gpt-1.7b", gpus=4, sharding="fsdp", stack="torchtitan", cross_entropy_fusion=True)
+        explain(model="llama3-8b", gpus=4, sharding="fsdp", stack="torchtitan", cross_entropy_fusion=True)
     plan = resolved_plan(Job(model="megatron-gpt-1.7b", gpus=4, tp=2, pp=2, micro_batch=4, global_batch=32, seq_len=1024,
                              cross_entropy_fusion=True))
     text, _ = export_plan(plan, "megatron")
@@ -408,7 +408,7 @@ def test_te_cross_entropy_keeps_the_logits_alone(explain):
     with pytest.raises(PlannerError, match="without cross_entropy_fusion"):
         explain(**job, cross_entropy_fusion_impl="te")
     with pytest.raises(PlannerError, match="has no fused cross-entropy"):
-        explain(model="megatron-gpt-1.7b", gpus=4, sharding="fsdp", stack="torchtitan", cross_entropy_fusion=True,
+        explain(model="llama3-8b", gpus=4, sharding="fsdp", stack="torchtitan", cross_entropy_fusion=True,
                 cross_entropy_fusion_impl="te")
     # Megatron-LM's own parser refuses the te impl: the export says so instead of writing the native loss
     from planner.cli.export import resolved_plan
@@ -517,7 +517,8 @@ def test_megatron_global_memory_buffer_by_hand(explain):
     with pytest.raises(PlannerError, match="attention eager"):
         explain(**job, transformer_impl="local")
     with pytest.raises(PlannerError, match="global_memory_buffer"):
-        explain(**{**job, "sharding": "fsdp"}, stack="torchtitan", transformer_impl="local", attention="eager")
+        explain(**{**job, "sharding": "fsdp", "model": "llama3-8b"}, stack="torchtitan", transformer_impl="local",
+                attention="eager")  # (GPT 1.7B: learned positions, which torchtitan does not build, rule 73)
 
 
 def test_te_grouped_gemm_workspaces_by_hand(explain, tmp_path):

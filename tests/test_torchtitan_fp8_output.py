@@ -111,12 +111,20 @@ def test_same_as_a_recipe_that_converts_the_output_layer(explain, tmp_path):
     assert a == pytest.approx(b, rel=1e-12)
 
 
-def test_dims_not_multiple_of_16_stay_bf16(explain):
+def test_dims_not_multiple_of_16_stay_bf16(explain, tmp_path):
     # GPT-3's vocabulary, 50,257, is not a multiple of 16: torchtitan's module_filter_fn skips
     # the Linear (components/quantization/utils.py @e347b1e5e l. 19-22), priced bf16
     # (pure bf16, training.dtype bfloat16: at dp 1 with TP torchtitan trains a float32 model in fp32, start-up rule
-    # TORCHTITAN_FP32)
-    kw = dict(KW, model="gpt3-175b", gpus=8, tp=8, seq_len=2048, bytes_per_param="pure-bf16")
+    # TORCHTITAN_FP32). On Llama 3 8B's block with that vocabulary: torchtitan builds no GPT-3 block (learned
+    # positions, LayerNorm, plain MLP: rule 73, docs/stack_models.md)
+    from pathlib import Path
+
+    d = yaml.safe_load((Path(__file__).resolve().parent.parent / "model_zoo" / "llama3-8b.yaml").read_text())
+    d.update(name="llama3-8b-v50257", vocab_size=50_257)
+    d.pop("training", None)
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(d))
+    kw = dict(KW, model=str(path), gpus=8, tp=8, seq_len=2048, bytes_per_param="pure-bf16")
     s, _, _, js = explain(stack="torchtitan", fp8_output_layer=True, **kw)
     assert s.fp8_output_layer is False and "fp8_output_layer" not in js["plan"]
     assert js["time"]["step_s"] == explain(stack="torchtitan", **kw)[3]["time"]["step_s"]

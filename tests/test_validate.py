@@ -275,7 +275,9 @@ def test_inline_shape_hf_model_type_reaches_the_model_code(run, tmp_path):
         rec = RunRecord.model_validate(_record(kw.pop("id", "r"), **kw))
         return prepare_record(rec, new_row(rec), tmp_path, tmp_path)[0]
 
-    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None)
+    # a Llama-like block (torchtitan builds no learned positions, LayerNorm or plain MLP: rule 73, docs/stack_models.md)
+    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None, gated_mlp=True, norm="rmsnorm",
+              position_embedding="rope", linear_bias=False, dropout=False)
     assert settings_of(hf_model_type="llama", **tt).code_assumed == ()
     (line,) = settings_of(**tt).code_assumed
     assert line.startswith("model code: GPT tiny gives no hf_model_type")
@@ -284,7 +286,7 @@ def test_inline_shape_hf_model_type_reaches_the_model_code(run, tmp_path):
         settings_of(hf_model_type="gpt_oss", stack="torchtitan-0.3", zero_fsdp_mode="FSDP2", vpp=None, cp=2)
     # gpt_oss's code on torchtitan: checked (no `model code:` line); its one line says that code compiles no block
     # (ModelCode.compiles_blocks false: models/gpt_oss/infra/parallelize.py calls no apply_compile)
-    (oss,) = settings_of(hf_model_type="gpt_oss", stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None).code_assumed
+    (oss,) = settings_of(hf_model_type="gpt_oss", **tt).code_assumed
     assert oss.startswith("torch.compile: torchtitan's model code gpt_oss (model_type gpt_oss) applies no torch.compile")
     both = _write(tmp_path, [_record("both", model="llama3-8b", hf_model_type="llama", num_layers=32, hidden_size=4096,
                                      num_attention_heads=32, vocab_size=128256)])
@@ -301,7 +303,9 @@ def test_validate_rows_list_the_model_code_line_explain_lists(run, tmp_path):
     from planner.explain import evaluate, to_json
     from planner.validate import RunRecord, new_row, prepare_record
 
-    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None)
+    # a Llama-like block (torchtitan builds no learned positions, LayerNorm or plain MLP: rule 73, docs/stack_models.md)
+    tt = dict(stack="torchtitan", zero_fsdp_mode="FSDP2", vpp=None, gated_mlp=True, norm="rmsnorm",
+              position_embedding="rope", linear_bias=False, dropout=False)
     recs = [_record("mixtral", hf_model_type="mixtral", **tt), _record("none", **tt),
             _record("llama", hf_model_type="llama", **tt), _record("oss", hf_model_type="gpt_oss", **tt),
             _record("meg", hf_model_type="mixtral", stack="megatron")]

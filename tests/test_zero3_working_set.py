@@ -192,7 +192,7 @@ def test_gpt3_persistence_threshold_zero(explain):
 def test_deepspeed_zero3_refused_on_a_stack_without_it(explain):
     from planner.errors import PlannerError
     with pytest.raises(PlannerError, match="deepspeed_zero3"):
-        explain(model="gpt3-175b", gpus=64, stack="torchtitan", sharding="fsdp", micro_batch=1, global_batch=64,
+        explain(model="llama3-70b", gpus=64, stack="torchtitan", sharding="fsdp", micro_batch=1, global_batch=64,
                 deepspeed_zero3={"reduce_bucket_size": 1})
 
 
