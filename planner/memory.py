@@ -498,6 +498,23 @@ References
      implementation` defaults to fused (job_config.py @e347b1e5e l. 151), so the moment rarely sets the
      peak; a foreach step's temporaries, freed and re-requested every step in per-parameter sizes between
      the activations' blocks, matter mostly through fragmentation, inside the band of [13].
+     Megatron-DeepSpeed (stack megatron-deepspeed: fused only, its default): get_megatron_optimizer builds apex
+     FusedAdam on a CUDA accelerator (DeepSpeed's FusedAdam with --ds_fused_adam; microsoft/Megatron-DeepSpeed
+     @f4157bea megatron/optimizer/__init__.py l. 3-9, 96-105) and returns it bare under --deepspeed (l. 115-116) to
+     deepspeed.initialize(optimizer=...) (training.py l. 573, 606-614); DeepSpeed's engine takes a client optimizer
+     as the basic optimizer and never reads the JSON's optimizer section then (microsoft/DeepSpeed @38327e07
+     engine.py _configure_optimizer l. 1355-1366; the section's FusedAdam or, with params.torch_adam, torch.optim
+     Adam / AdamW only without one, _configure_basic_optimizer l. 1405-1441). Every mode steps it: zero0's
+     FP16_Optimizer (apex's FusedAdam counted fused, engine.py l. 1545-1549), bf16_optimizer, ZeRO-1/2 one group
+     at a time on its flat fp32 partition (stage_1_and_2.py _optimizer_step l. 1811-1821), ZeRO-3 one sub-group at a
+     time (stage3.py step l. 2111-2120); multi_tensor_adam over the tensor lists, no parameter-sized temporary. A
+     torch foreach AdamW there (a DeepSpeed launcher other than Megatron-DeepSpeed with torch_adam, or a client's
+     torch.optim.AdamW: no stack here runs one) would hold exp_avg_sq_sqrt (pytorch/pytorch torch/optim/adamw.py
+     _multi_tensor_adamw: torch._foreach_sqrt(device_exp_avg_sqs), fp32 like the master it steps, freed on return):
+     4 B x the group's elements stepped at once, the largest ZeRO-1/2 group's partition or ZeRO-3 sub-group (beside
+     its fp32 gradient, [sg] / [z3s]), the BF16_Optimizer's and FP16_Optimizer's largest group's fp32 master
+     (torch.optim.*.step runs its groups one after the other); the FP16_Optimizer would be FP16_UnfusedOptimizer
+     instead (engine.py l. 1577-1588). A job's optimizer_implementation foreach on the stack is refused.
 [sg] The optimizer step's copies of the gradients below FSDP (term step_grad_copies; stack_db runs.sharding
      step_grads: flat, fp32, partition_only, per sharding mode). DeepSpeed ZeRO-1/2 (stage_1_and_2.py @38327e07, no
      cpu_offload): the reduction's epilogue (independent_gradient_partition_epilogue l. 764-808) leaves the rank's
@@ -506,7 +523,7 @@ References
      (l. 1882-1916) then runs, per parameter group, self.flatten(averaged_gradients[i]).to(fp32) (l. 1896-1897): a
      flat copy of the partition in the model dtype (_flatten_dense_tensors, a torch.cat) and its fp32 copy at once,
      the fp32 one kept as the fp32 partition's .grad to after the group's step (l. 1916); the optimizer adds none
-     (assumed fused: Megatron-DeepSpeed's Apex FusedAdam, the fork not re-read). The moment: the bf16 weights, the partition's fp32 master and Adam m, v, the partition's gradients
+     (Megatron-DeepSpeed's apex FusedAdam, [opt]). The moment: the bf16 weights, the partition's fp32 master and Adam m, v, the partition's gradients
      and L x (2 + 4) B (L the partition's elements, one parameter group assumed: Megatron-DeepSpeed's no-weight-decay
      group of biases and norms is small). DeepSpeed MoE (stack step_grads.moe_group_params): Megatron-DeepSpeed's
      --create-moe-param-group hands the groups to deepspeed/moe/utils.py split_params_into_different_moe_groups_for_
@@ -2766,7 +2783,8 @@ def _step_excess(per: _PerLayer, states: Terms, fsdp: dict, kept_temps, allocate
     dtype with its fp32 copy, _zero3_step); step_grad_copies, what a mode below FSDP adds instead [sg] (its copies of
     the gradient partition, less the gradients it no longer holds, _step_grad_copies; the two never on one plan: [z3s]
     under FSDP, [sg] below it). A step that frees gradients (delta < 0) beside temporaries would make the last term
-    negative; no stack prices both (DeepSpeed's and Megatron's optimizers are fused: no temporaries). where: (counts,
+    negative; no stack prices both (DeepSpeed's under Megatron-DeepSpeed and Megatron's optimizers are fused: no
+    temporaries, [opt]). where: (counts,
     holds the embedding, holds the output layer) of the stage, for the largest parameter's fp64 norm piece; loss: (the
     output layer's and loss's tensors, the recompute buffer) at the peak."""
     kept, temps = kept_temps

@@ -30,7 +30,9 @@ published in 2025). Modelled:
     absent or "auto" is the stack's, DeepSpeed's default, listed as assumed); at stages 1 and 2 contiguous_gradients
     true is what the IPG buffers' pricing assumes (read as modelled), false is listed as not modelled ([zb]).
 Listed as ignored ('key=value (why)'): keys with no effect on memory or step time (clipping,
-the Adam(W) optimizer's hyper-parameters, schedules, logging, loss scaling); as not modelled:
+schedules, logging, loss scaling) and the optimizer section, which builds nothing on this stack
+(Megatron-DeepSpeed passes deepspeed.initialize its own optimizer, apex FusedAdam, and the engine
+takes it over the section, whatever its type or params.torch_adam: CLIENT_OPTIMIZER); as not modelled:
 every other key, among them zero_optimization's buckets below stage 3 and offload_optimizer /
 offload_param (CPU/NVMe offload is not modelled: the planner prices the states on the GPU, an
 upper bound on memory).
@@ -80,8 +82,15 @@ ACCUM_DTYPES = {**{k: "fp16" for k in ("fp16", "float16", "half", "torch.float16
                 **{k: "fp32" for k in ("fp32", "float32", "float", "torch.float32")},
                 **{k: "bf16" for k in ("bf16", "bfloat16", "bfloat", "torch.bfloat16")}}
 MODELLED_ZERO = {"stage", "overlap_comm", "mics_shard_size"}
+# the JSON's optimizer section on the stack megatron-deepspeed: Megatron-DeepSpeed hands the engine its own optimizer
+CLIENT_OPTIMIZER = ("builds no optimizer: Megatron-DeepSpeed hands deepspeed.initialize its own, apex FusedAdam for --optimizer "
+                    "adam (microsoft/Megatron-DeepSpeed @f4157bea megatron/optimizer/__init__.py l. 3-9, 96-116, training.py "
+                    "l. 573, 606-614), which the engine takes as the basic optimizer (microsoft/DeepSpeed @38327e07 "
+                    "deepspeed/runtime/engine.py _configure_optimizer l. 1355-1366), so the section's type and params "
+                    "(torch_adam, adam_w_mode, the hyper-parameters) are not read; fused, no step temporaries, stack_db "
+                    "megatron-deepspeed memory.optimizer_default")
 # top-level keys with no effect on the plan's memory or step time, and why
-NO_COST = {"gradient_clipping": "a norm over the gradients once a step", "optimizer": "optimizer hyper-parameters (Adam(W) priced)",
+NO_COST = {"gradient_clipping": "a norm over the gradients once a step", "optimizer": CLIENT_OPTIMIZER,
            "scheduler": "the learning-rate schedule", "steps_per_print": "logging", "wall_clock_breakdown": "logging",
            "tensorboard": "logging", "wandb": "logging", "csv_monitor": "logging", "comms_logger": "logging",
            "flops_profiler": "profiling", "zero_allow_untested_optimizer": "an optimizer check"}
@@ -178,8 +187,6 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     for k, v in data.items():
         if k not in MODELLED_TOP:
             why = NO_COST.get(k)
-            if k == "optimizer" and isinstance(v, dict) and str(v.get("type", "")).lower() not in ("adam", "adamw"):
-                why = None  # another optimizer keeps other states than the Adam moments priced
             if why is None:
                 not_modelled.append(fmt_ignored(k, v) + " (not priced: it may change memory or time)")
             else:

@@ -84,7 +84,14 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
 - `--no-pipeline-parallel` with `--pipeline-model-parallel-size` > 1 is refused as arguments.py l. 94-96
   asserts (and ZeRO-2/3 without it, above); `--ds-sequence-parallel-size` > 1 (DeepSpeed-Ulysses) and `--remote-device` cpu / nvme
   (ZeRO-3 parameters on the host) are refused; `--cpu-optimizer` is listed as not modelled (the
-  optimizer states priced on the GPU, an upper bound), as the Megatron reader lists offloading.
+  optimizer states priced on the GPU, an upper bound), as the Megatron reader lists offloading,
+  naming the host optimizer (`--cpu_torch_adam`: torch.optim.AdamW, else DeepSpeedCPUAdam;
+  `--cpu_torch_adam` alone is listed as ignored, read only with it).
+- the optimizer: Megatron-DeepSpeed hands deepspeed.initialize its own, apex FusedAdam for
+  `--optimizer adam` (DeepSpeed's FusedAdam with `--ds_fused_adam`, listed as ignored: both fused),
+  which DeepSpeed's engine takes over the JSON's optimizer section ([1] megatron/optimizer/__init__.py
+  l. 3-9, 96-116; [2] engine.py _configure_optimizer l. 1355-1366): no step temporaries (stack_db
+  megatron-deepspeed memory.optimizer_default fused, memory.py [opt]).
 
 `planner check`'s suggestions on such a script are spelled as Megatron-DeepSpeed flags and the JSON's
 keys (trainers/spelling.py, fmt `megatron-deepspeed`).
@@ -122,6 +129,7 @@ MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipelin
                   "--deepspeed-activation-checkpointing", "--partition-activations", "--contigious-checkpointing",
                   "--checkpoint-in-cpu", "--synchronize-each-layer", "--profile-backward", "--cpu-optimizer",
                   "--zero-reduce-scatter", "--zero-contigious-gradients", "--use-pin-memory", "--no-query-key-layer-scaling",
+                  "--ds_fused_adam", "--cpu_torch_adam",
                   *("--use-flash-attn", "--use-flash-attn-v1", "--use-flash-attn-v2", "--use-flash-attn-triton",
                     "--use-flash-attn-builder"),
                   # BigScience's fork [3]
@@ -156,6 +164,9 @@ MDS_IGNORED = {
     "--zero-allgather-bucket-size": "not read by the engine: the JSON's zero_optimization configures ZeRO",
     "--use-pin-memory": "pinned host memory for ZeRO-3 parameters initialised on the host (--remote-device)",
     "--no-query-key-layer-scaling": "the attention scores' scaling factor: numerics only",
+    "--ds_fused_adam": f"DeepSpeed's FusedAdam in place of apex's ({MDS_COMMIT} megatron/optimizer/__init__.py l. 96-105): "
+                       "both multi-tensor kernels, no step temporaries (stack_db megatron-deepspeed "
+                       "memory.optimizer_default fused)",
     "--data-impl": "the dataset's on-disk format (mmap, lazy, cached): data loading, between steps",
     "--abort-on-unmet-fused-kernel-constraints": f"a start-up check, met here, of the fused softmax's constraints "
                                                  f"({BIGSCIENCE_COMMIT} megatron/initialize.py l. 190-207)",
@@ -216,7 +227,12 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
     if "--remote-device" in ds:
         ignored.append("--remote-device=none (parameters initialised on the GPU)")
     if "--cpu-optimizer" in ds:
-        unmodelled.append("--cpu-optimizer (the optimizer on the host: its states priced on the GPU, an upper bound)")
+        torch_adam = "torch.optim.AdamW, --cpu_torch_adam" if "--cpu_torch_adam" in ds else "DeepSpeedCPUAdam"
+        unmodelled.append(f"--cpu-optimizer (the optimizer on the host, {torch_adam}: {MDS_COMMIT} "
+                          "megatron/optimizer/__init__.py l. 83-94; its states priced on the GPU, an upper bound)")
+    elif "--cpu_torch_adam" in ds:
+        ignored.append(f"--cpu_torch_adam (read only with --cpu-optimizer, {MDS_COMMIT} megatron/optimizer/__init__.py "
+                       "l. 83-86: the GPU optimizer is apex FusedAdam)")
     # ---- activation checkpointing -> Megatron's recompute flags (module docstring)
     if "--checkpoint-activations" in ds:
         n = _int(where, ds, "--checkpoint-num-layers", 1)
