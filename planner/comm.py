@@ -1246,7 +1246,8 @@ class Distinct:
 
     def expand(self, out) -> np.ndarray:
         out = np.asarray(out)
-        return out if self.index is None else out[self.index].reshape(self.shape)
+        # take on the first axis: out[index]'s elements, without fancy indexing's machinery
+        return out if self.index is None else out.take(self.index, axis=0).reshape(self.shape)
 
 
 def distinct(*args) -> Distinct:
@@ -1271,26 +1272,30 @@ def distinct(*args) -> Distinct:
     for b in bits[1:]:
         change[1:] |= b[1:] != b[:-1]
     heads = np.flatnonzero(change)
-    run = np.cumsum(change) - 1  # run index of every element
-    vals = [a[heads] for a in flat]
+    run = np.cumsum(change)
+    run -= 1  # run index of every element
+    vals = [a.take(heads) for a in flat]
     if len(heads) >= UNIQUE_MIN:
         # sort the run heads by a hash of the tuple; equal tuples become neighbours (a hash
         # collision only leaves a duplicate, evaluated twice: never a wrong value)
-        hb = [b[heads] for b in bits]
+        hb = [b.take(heads) for b in bits]
         h = np.zeros(len(heads), dtype=np.uint64)
-        for j, b in enumerate(hb):
-            h = h * np.uint64(0x9E3779B97F4A7C15) + b + np.uint64(j)
+        for j, b in enumerate(hb):  # h = h * C + b + j (uint64, wrapping), in place
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h += b
+            h += np.uint64(j)
         order = np.argsort(h)
         new = np.empty(len(order), dtype=bool)
         new[0] = True
         new[1:] = False
         for b in hb:
-            sb = b[order]
+            sb = b.take(order)
             new[1:] |= sb[1:] != sb[:-1]
         uid = np.empty(len(order), dtype=np.int64)
         uid[order] = np.cumsum(new) - 1
-        vals = [v[order[new]] for v in vals]
-        run = uid[run]
+        firsts = order[new]
+        vals = [v.take(firsts) for v in vals]
+        run = uid.take(run)
     return Distinct(tuple(vals), run, shape)
 
 
