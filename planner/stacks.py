@@ -304,29 +304,7 @@ def sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
                   all-gathers the updated weights (schema.ShardingMode.grad_allreduce: DeepSpeed's
                   BF16_Optimizer);
       accum       the mode keeps a gradient accumulation buffer beside the gradients
-                  (grad_accum_bytes > 0, memory.py [bo]).
-    The traits read only the plan's sharding level, mode and whether pp > 1: on a search's 1-d integer
-    columns they are computed once per distinct (level, mode, pp > 1) at its first plan (terms.Groups) and
-    looked up by take (the same booleans: the function is elementwise in those three)."""
-    level, smode, pp = np.asarray(plan.sharding), np.asarray(plan.smode), np.asarray(plan.pp)
-    n = level.size
-    if (level.ndim == smode.ndim == pp.ndim == 1 and len(smode) == len(pp) == n >= TRAITS_TABLE_MIN
-            and all(a.dtype.kind in "iu" for a in (level, smode, pp))):
-        from .terms import Groups, KeyedPlan
-
-        g = Groups(KeyedPlan({"tp": level, "sharding": level, "smode": smode, "piped": (pp > 1).astype(np.int64)}),
-                   ("sharding", "smode", "piped"))
-        rep = KeyedPlan({"sharding": level.take(g.first), "smode": smode.take(g.first), "pp": pp.take(g.first)})
-        return {k: v.take(g.index) for k, v in _sharding_traits(stack, rep).items()}
-    return _sharding_traits(stack, plan)
-
-
-# below this many plans sharding_traits computes every plan's traits (no table)
-TRAITS_TABLE_MIN = 64
-
-
-def _sharding_traits(stack: Stack, plan) -> dict[str, np.ndarray]:
-    """sharding_traits on every plan."""
+                  (grad_accum_bytes > 0, memory.py [bo])."""
     from .plan import FSDP, ZERO2
 
     fs = stack.fsdp
