@@ -181,7 +181,9 @@ class Groups:
         first = np.empty(u, dtype=np.int64)
         first[self.index[::-1]] = np.arange(n - 1, -1, -1)  # the first candidate of each group
         self.first = first
-        self.plan = KeyedPlan({f: c[first] for f, c in zip(fields, cols)})
+        # (by take where the column is contiguous: take copies any other whole before it gathers; a constant
+        # column, stride 0, is indexed)
+        self.plan = KeyedPlan({f: c.take(first) if c.strides == (c.itemsize,) else c[first] for f, c in zip(fields, cols)})
 
     def pick(self, *arrays) -> list:
         """Each array (..., n), the candidates on its last axis, at one candidate of each group
