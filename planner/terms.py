@@ -37,6 +37,20 @@ def select(conds, choices, default) -> np.ndarray:
     return out.astype(dtype, copy=False)
 
 
+def add_up(values) -> np.ndarray:
+    """sum(values, np.float64(0.0)) of float64 arrays and scalars: the same additions in the same order (a
+    float sum's rounding depends on it), each term added into the running sum in place once that is an array
+    of this call's own of the term's shape or larger (no new array a term: issue 24)."""
+    out, own = np.float64(0.0), False
+    for v in values:
+        if own and (v.shape == out.shape or v.ndim == 0):
+            np.add(out, v, out=out)
+        else:
+            out = out + v
+            own = out.ndim > 0
+    return out
+
+
 class Terms:
     def __init__(self, **terms):
         self._t = {k: np.asarray(v, dtype=np.float64) for k, v in terms.items()}
@@ -61,10 +75,10 @@ class Terms:
 
     @property
     def total(self) -> np.ndarray:
-        return sum(self._t.values(), np.float64(0.0))
+        return add_up(self._t.values())
 
     def sum(self, *names: str) -> np.ndarray:
-        return sum((self._t[n] for n in names), np.float64(0.0))
+        return add_up(self._t[n] for n in names)
 
     def take(self, idx) -> "Terms":
         return Terms(**{k: v[idx] for k, v in self._t.items()})
