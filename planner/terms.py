@@ -37,20 +37,6 @@ def select(conds, choices, default) -> np.ndarray:
     return out.astype(dtype, copy=False)
 
 
-def add_up(values) -> np.ndarray:
-    """sum(values, np.float64(0.0)) of float64 arrays and scalars: the same additions in the same order (a
-    float sum's rounding depends on it), each term added into the running sum in place once that is an array
-    of this call's own of the term's shape or larger (no new array a term: issue 24)."""
-    out, own = np.float64(0.0), False
-    for v in values:
-        if own and (v.shape == out.shape or v.ndim == 0):
-            np.add(out, v, out=out)
-        else:
-            out = out + v
-            own = out.ndim > 0
-    return out
-
-
 class Terms:
     def __init__(self, **terms):
         self._t = {k: np.asarray(v, dtype=np.float64) for k, v in terms.items()}
@@ -75,10 +61,10 @@ class Terms:
 
     @property
     def total(self) -> np.ndarray:
-        return add_up(self._t.values())
+        return sum(self._t.values(), np.float64(0.0))
 
     def sum(self, *names: str) -> np.ndarray:
-        return add_up(self._t[n] for n in names)
+        return sum((self._t[n] for n in names), np.float64(0.0))
 
     def take(self, idx) -> "Terms":
         return Terms(**{k: v[idx] for k, v in self._t.items()})
@@ -195,9 +181,7 @@ class Groups:
         first = np.empty(u, dtype=np.int64)
         first[self.index[::-1]] = np.arange(n - 1, -1, -1)  # the first candidate of each group
         self.first = first
-        # (by take where the column is contiguous: take copies any other whole before it gathers; a constant
-        # column, stride 0, is indexed)
-        self.plan = KeyedPlan({f: c.take(first) if c.strides == (c.itemsize,) else c[first] for f, c in zip(fields, cols)})
+        self.plan = KeyedPlan({f: c[first] for f, c in zip(fields, cols)})
 
     def pick(self, *arrays) -> list:
         """Each array (..., n), the candidates on its last axis, at one candidate of each group

@@ -100,20 +100,3 @@ def test_not_multiple_table_matches_the_modulo():
     assert got[:8].tolist() == [False, False, False, True, True, True, False, False]
     assert np.array_equal(got, 7168 % d != 0) and got.dtype == bool
     assert _not_multiple(7168, d[:8]).tolist() == got[:8].tolist()  # below 2,048: the modulo itself
-
-
-def test_add_up_keeps_sums_order_and_bits():
-    """terms.add_up (Terms.total, Terms.sum): sum(values, 0.0)'s additions in their order, in place:
-    1e16 + 1 rounds back to 1e16, so [1e16, 1, -1e16] sums to 0 (1 in any order adding 1 last); the
-    first addition 0.0 + -0.0 gives +0.0 as sum() does; the result is a new array, not a term's."""
-    from planner.terms import Terms, add_up
-
-    big = np.array([1e16, 1e16])
-    t = Terms(a=big, b=np.array([1.0, 1.0]), c=-big)
-    assert t.total.tolist() == [0.0, 0.0] and t.sum("a", "c", "b").tolist() == [1.0, 1.0]
-    z = add_up([np.array([-0.0, -0.0])])
-    assert not np.signbit(z).any()
-    terms = [np.array([1.0, 2.0]), np.float64(3.0), np.ones((2, 2))]
-    out = add_up(terms)
-    assert out.tolist() == [[5.0, 6.0], [5.0, 6.0]] and not any(np.shares_memory(out, v) for v in terms)
-    assert terms[0].tolist() == [1.0, 2.0]  # the terms themselves untouched
