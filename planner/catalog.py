@@ -153,7 +153,7 @@ def looks_like_path(text: str) -> bool:
     """A value that names a file rather than a catalog entry: it has a directory part or a
     file suffix (catalog names have neither: `llama3-70b`, `h100-sxm`); a torchtitan flavor's model name
     (`torchtitan:qwen3/30B-A3B`, planner/torchtitan_registry.py) is a name, its `/` notwithstanding."""
-    from .torchtitan_registry import is_flavor_name
+    from .flavor_names import is_flavor_name
 
     t = str(text)
     if is_flavor_name(t):
@@ -227,9 +227,11 @@ def model_source(name_or_path: str) -> Path:
     """The file `load_model` reads for a catalog name, a model YAML, a config.json or a
     folder holding one (absolute); a torchtitan flavor's name (`torchtitan:qwen3/30B-A3B`,
     planner/torchtitan_registry.py MODEL_PREFIX) its generated model YAML."""
-    from . import torchtitan_registry as ttf
+    from .flavor_names import is_flavor_name
 
-    if ttf.is_flavor_name(name_or_path):
+    if is_flavor_name(name_or_path):
+        from . import torchtitan_registry as ttf
+
         return Path(ttf.flavor_model_file(ttf.flavor_named(name_or_path)))
     p = Path(name_or_path).expanduser()
     if files.is_dir(p):

@@ -1246,7 +1246,8 @@ class Distinct:
 
     def expand(self, out) -> np.ndarray:
         out = np.asarray(out)
-        return out if self.index is None else out[self.index].reshape(self.shape)
+        # take on the first axis: out[index]'s elements, without fancy indexing's machinery
+        return out if self.index is None else out.take(self.index, axis=0).reshape(self.shape)
 
 
 def distinct(*args) -> Distinct:
@@ -1268,30 +1269,35 @@ def distinct(*args) -> Distinct:
     change = np.empty(n, dtype=bool)
     change[0] = True
     np.not_equal(bits[0][1:], bits[0][:-1], out=change[1:])
+    differs = np.empty(n - 1, dtype=bool)
     for b in bits[1:]:
-        change[1:] |= b[1:] != b[:-1]
+        np.not_equal(b[1:], b[:-1], out=differs)
+        change[1:] |= differs
     heads = np.flatnonzero(change)
-    run = np.cumsum(change) - 1  # run index of every element
-    vals = [a[heads] for a in flat]
+    lengths = np.diff(heads, append=n)  # each run's elements
+    vals = [a.take(heads) for a in flat]
     if len(heads) >= UNIQUE_MIN:
+        hb = [b.take(heads) for b in bits]
         # sort the run heads by a hash of the tuple; equal tuples become neighbours (a hash
         # collision only leaves a duplicate, evaluated twice: never a wrong value)
-        hb = [b[heads] for b in bits]
         h = np.zeros(len(heads), dtype=np.uint64)
-        for j, b in enumerate(hb):
-            h = h * np.uint64(0x9E3779B97F4A7C15) + b + np.uint64(j)
+        for j, b in enumerate(hb):  # h = h * C + b + j (uint64, wrapping), in place
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h += b
+            h += np.uint64(j)
         order = np.argsort(h)
         new = np.empty(len(order), dtype=bool)
         new[0] = True
         new[1:] = False
         for b in hb:
-            sb = b[order]
+            sb = b.take(order)
             new[1:] |= sb[1:] != sb[:-1]
         uid = np.empty(len(order), dtype=np.int64)
         uid[order] = np.cumsum(new) - 1
-        vals = [v[order[new]] for v in vals]
-        run = uid[run]
-    return Distinct(tuple(vals), run, shape)
+        firsts = order[new]
+        # each element's tuple: its run's, repeated over the run (the run index cumsum(change) - 1, gathered)
+        return Distinct(tuple(v.take(firsts) for v in vals), np.repeat(uid, lengths), shape)
+    return Distinct(tuple(vals), np.repeat(np.arange(len(heads)), lengths), shape)
 
 
 # ------------------------------------------------------------- one collective, told

@@ -109,9 +109,11 @@ def _codes(col: np.ndarray, small: bool = False) -> tuple[np.ndarray, int]:
         return col - lo, hi - lo + 1
     if hi - lo < DENSE_LIMIT:
         present = np.zeros(hi - lo + 1, dtype=bool)
-        present[col - lo] = True
-        rank = np.cumsum(present) - 1
-        return rank[col - lo], int(rank[-1]) + 1
+        at = col - lo
+        present[at] = True
+        rank = np.cumsum(present)
+        rank -= 1
+        return rank.take(at), int(rank[-1]) + 1
     u, inv = np.unique(col, return_inverse=True)
     return inv.ravel(), len(u)
 
@@ -151,15 +153,30 @@ class Groups:
         for c in ranked:
             if c.strides == (0,):  # one value viewed n times (a scalar, space._constant): one code, as _codes gives
                 continue
-            k, m = _codes(c, small=True)
-            if m == 1:
+            lo, hi = int(c.min()), int(c.max())
+            if lo == hi:  # one code (_codes' m == 1)
                 continue
+            if hi - lo < SMALL_RANGE:  # _codes' small case, k = c - lo, folded into the code in place
+                m = hi - lo + 1
+                if card * m > limit:
+                    code, card = _codes(code)
+                if card == 1:  # every code 0: code * m + k is k
+                    code = c - lo
+                else:  # (code is this call's own array here: the zeros above, _codes' or this loop's result)
+                    code *= m
+                    code += c
+                    code -= lo
+                card = card * m
+                continue
+            k, m = _codes(c, small=True)
             if card * m > limit:
                 code, card = _codes(code)
             code, card = code * m + k, card * m
         present = np.zeros(card, dtype=bool)
         present[code] = True
-        self.index = (np.cumsum(present) - 1)[code]  # the group of each candidate
+        rank = np.cumsum(present)
+        rank -= 1
+        self.index = rank.take(code)  # the group of each candidate
         self.size = u = int(self.index.max()) + 1 if n else 0
         first = np.empty(u, dtype=np.int64)
         first[self.index[::-1]] = np.arange(n - 1, -1, -1)  # the first candidate of each group

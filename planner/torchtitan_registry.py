@@ -265,16 +265,12 @@ def flavors_of(code: str) -> list[str]:
 # flavor_spec's, written once as a content-addressed model YAML (trainers.write_model_file: validated as any
 # model file, its path and sha256 in the plan, `explain --from-fit` reads it back); `planner models` lists each
 # with its source line at the stack's commit. No YAML of them ships: this table is their one source.
-MODEL_PREFIX = "torchtitan:"
+from .flavor_names import MODEL_PREFIX, is_flavor_name  # noqa: E402,F401 -- the prefix and the test, re-exported
 
 
 def model_name(fl: Flavor) -> str:
     """The --model that names the flavor: torchtitan:<code>/<flavor>."""
     return f"{MODEL_PREFIX}{fl.code}/{fl.flavor}"
-
-
-def is_flavor_name(text) -> bool:
-    return isinstance(text, str) and text.startswith(MODEL_PREFIX)
 
 
 def flavor_named(text: str) -> Flavor:

@@ -21,10 +21,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # What `planner fit` on a catalog model never imports: the other commands' modules, the
 # trainers' readers and writers, the Hugging Face reader, and the libraries only they use
 # (scipy: calibrate and validate's fits; matplotlib: --plot; jsonschema: tests only; tomllib:
-# the torchtitan reader).
+# the torchtitan reader), nor torchtitan's flavor registries (a catalog model's name is told from a flavor's by
+# planner/flavor_names.py).
 FIT_NEVER_IMPORTS = ("scipy", "matplotlib", "jsonschema", "tomllib", "planner.calibrate", "planner.validate",
                      "planner.plot", "planner.hf_config", "planner.check", "planner.budget", "planner.reliability",
-                     "planner.megatron_ci", "planner.memory_rows", "planner.profile", "planner.trainers.")
+                     "planner.megatron_ci", "planner.memory_rows", "planner.profile", "planner.trainers.",
+                     "planner.torchtitan_registry")
 _PROCESS = """
 import gc, json, runpy, sys
 sys.argv = ['planner', *{args!r}]

@@ -51,3 +51,52 @@ def test_isin_matches_np_isin():
         assert np.array_equal(isin(x, vals), np.isin(x, vals))
     assert bool(isin(np.int64(8), [2, 4, 8])) and not bool(isin(5, [2, 4, 8]))
     assert np.shape(isin(5, [2])) == np.shape(np.isin(5, [2])) == ()
+
+
+def test_groups_fold_small_fields_in_place_in_lexicographic_order():
+    """terms.Groups numbers the distinct tuples in the order of their values, field by field (issue 24's
+    in-place folding of small-range fields: (a - 1) x 3 + (b - 5) here, by hand), each group's first
+    candidate its `first`; a constant column (stride 0) adds no code; a wide field is ranked."""
+    from planner.terms import Groups, KeyedPlan
+
+    a = np.array([2, 1, 2, 1, 3, 1])
+    b = np.array([5, 7, 5, 5, 6, 7])
+    const = np.broadcast_to(np.int64(4), (6,))
+    wide = np.array([10**7, 0, 10**7, 0, 10**7, 0])  # 2 values 10^7 apart: ranked, not value - min
+    g = Groups(KeyedPlan({"tp": a, "a": a, "b": b, "c": const, "w": wide}), ("a", "c", "b", "w"))
+    # tuples (a, b, w): (2,5,1e7) (1,7,0) (2,5,1e7) (1,5,0) (3,6,1e7) (1,7,0); in order: (1,5,0) (1,7,0) (2,5,1e7) (3,6,1e7)
+    assert g.size == 4
+    assert g.index.tolist() == [2, 1, 2, 0, 3, 1]
+    assert g.first.tolist() == [3, 1, 0, 4]
+    assert g.plan.b.tolist() == [5, 7, 5, 6] and g.plan.c.tolist() == [4, 4, 4, 4]
+
+
+def test_distinct_runs_and_hash_order():
+    """comm.distinct: each element's tuple index (runs of equal neighbours repeated over the run), the
+    distinct tuples once, -0.0 apart from 0.0; expand gives back every element's value."""
+    from planner.comm import UNIQUE_MIN, distinct
+
+    size = np.array([1.0, 1.0, 2.0, 0.0, -0.0, 2.0] * UNIQUE_MIN)
+    group = np.array([8, 8, 8, 4, 4, 8] * UNIQUE_MIN)
+    d = distinct(size, group, 3)
+    assert len(d.values[0]) == 4  # (1, 8), (2, 8), (0.0, 4), (-0.0, 4)
+    got = {(np.signbit(s), float(s), int(g)) for s, g in zip(*d.values[:2])}
+    assert got == {(False, 1.0, 8), (False, 2.0, 8), (False, 0.0, 4), (True, 0.0, 4)}
+    assert (d.values[2] == 3).all()
+    back = d.expand(d.values[0] * 10 + d.values[1])
+    assert np.array_equal(back, size * 10 + group) and np.array_equal(np.signbit(back), np.signbit(size * 10 + group))
+    assert np.array_equal(d.index[:6], d.index[6:12])  # the same tuples, the same indices
+    assert d.index[0] == d.index[1] and d.index[2] == d.index[5] and d.index[3] != d.index[4]
+
+
+def test_not_multiple_table_matches_the_modulo():
+    """startup._not_multiple (MEGATRON_FP8_WIDTHS): on a column of 2,048 or more divisors the table of
+    w % 1..max != 0 gives the modulo's booleans: 7,168 = 2^10 x 7 is a multiple of 16, 32 and 128 x 8
+    (1,024) but not of 3, 96 or 2,048."""
+    from planner.startup import _not_multiple
+
+    d = np.array([16, 32, 1024, 3, 96, 2048, 1, 7] * 512)
+    got = _not_multiple(7168, d)
+    assert got[:8].tolist() == [False, False, False, True, True, True, False, False]
+    assert np.array_equal(got, 7168 % d != 0) and got.dtype == bool
+    assert _not_multiple(7168, d[:8]).tolist() == got[:8].tolist()  # below 2,048: the modulo itself

@@ -160,7 +160,7 @@ def load_job(path: Optional[Path], overrides: dict, config_format: Optional[str]
         note(release)
     data, taken = recipe.apply(data)  # the model's published training recipe where the job is silent
     if taken:
-        from ..torchtitan_registry import is_flavor_name  # a torchtitan:<code>/<flavor> model: what torchtitan builds
+        from ..flavor_names import is_flavor_name  # a torchtitan:<code>/<flavor> model: what torchtitan builds
 
         origin = ("from what torchtitan builds for the flavor (its generated model's `training:`, planner/"
                   "torchtitan_registry.py" if is_flavor_name(data["model"]) else
@@ -179,7 +179,7 @@ ConfigFormatOption = typer.Option(
 def _release_note(data: dict) -> Optional[str]:
     """torchtitan_flavors.release_note for the job's model and stack (names only: a model of another kind, or a
     stack with no release registry, imports nothing of planner/trainers/)."""
-    from ..torchtitan_registry import is_flavor_name
+    from ..flavor_names import is_flavor_name
 
     model, stack = data.get("model"), data.get("stack")
     if not (isinstance(model, str) and isinstance(stack, str) and is_flavor_name(model)):
