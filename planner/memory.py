@@ -430,7 +430,10 @@ References
      dK/dV buffers allocated all the same (2 cp), a step's fp8 partials and their fp32 copies (1 + 4 each,
      l. 2691): 10 Q + (10 + 2 cp) KV. MXFP8: no dout quantized up front, kv_recv bf16 (2), the kernel's
      partials MXFP8 row- and column-wise (2.0625): 10.0625 Q + (12.0625 + 2 cp) KV (its per-step quantizations
-     of q, k, v and dout inside cp_p2p_bwd_fused_attn not priced). stack_db megatron memory.cp_p2p_backward and
+     of q, k, v and dout inside cp_p2p_bwd_fused_attn, l. 1251-1269, not priced: at most 2.0625 B an element each,
+     freed when the step's kernel returns, before the fp32 copies of l. 2691 are made, so that moment holds at most
+     2.0625 (2 Q + KV) beside the kernel's partials against the priced 4 (Q + KV): below it wherever
+     a / t <= 31 k' (a / k at most 16 among model_zoo's models). stack_db megatron memory.cp_p2p_backward and
      fp8_recipes.*.fp8_attention.cp_backward state each moment as fixed + per-rank bytes (schema
      CPBackwardMoment). One attention layer's backward is a moment of that layer beside what it holds then:
      added to the recompute buffer as [cp2]'s held bytes (the re-run layer's tensors under full recompute);
