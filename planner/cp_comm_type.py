@@ -27,7 +27,9 @@ stack (a2a+p2p's sizes in its spec, hierarchical_sizes).
            (memory.cp_p2p_backward, [cp4]) are kept for the variants that run the ring
            (cp_comm_types.forward_merge: p2p, a2a+p2p over its p2p ranks), off for the others; what the variant's layer holds while it runs is its spec's
            `held` and the all-to-all variants' second copy of the attention output their
-           `saved_out_bytes` (memory.py [cp2]).
+           `saved_out_bytes` (memory.py [cp2]); under fp8 attention the q, k, v saved are the
+           recipe's cp_qkv_saved_bytes (the CP function's own: MXFP8's bf16) but for the variants in
+           cp_comm_types.fp8_kernel_saves_qkv (a2a: the kernel's, qkv_saved_bytes; memory.py [fa8]).
   rules    a variant that splits the heads (cp_comm_types.heads_divisible: a2a over cp, a2a+p2p
            over its a2a ranks) needs the query heads and the KV heads per TP rank divisible by
            them (startup rule MEGATRON_CP_A2A_HEADS, TE's assert [2]); a2a+p2p's sizes multiply
@@ -151,6 +153,16 @@ def a2a_ranks(stack) -> int:
         return 0
     sizes = hierarchical_sizes(stack)
     return -1 if sizes is None or not stack.context_parallel.hierarchical else int(sizes[0])
+
+
+def fp8_kernel_saves_qkv(stack) -> bool:
+    """Whether, under fp8 attention and CP > 1, the stack's context-parallel variant saves the fused
+    kernel's quantized q, k, v (cp_comm_types.fp8_kernel_saves_qkv: TE's a2a, AttnFuncWithCPAndQKVOA2A
+    l. 4253 [2]) rather than its own (P2P ring, all-gather: fp8_recipes cp_qkv_saved_bytes, memory.py
+    [fa8]); False on a stack that names no variants. A stack setting, not a searched one."""
+    if stack is None or stack.cp_comm_types is None:
+        return False
+    return cp_comm_type_of(stack) in stack.cp_comm_types.fp8_kernel_saves_qkv
 
 
 def splits_heads(stack) -> bool:

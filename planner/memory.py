@@ -410,8 +410,8 @@ References
      (current scaling and MXFP8 save out_part: 4 + 2 B); the caller's bf16 q, k, v stay referenced beside the
      saved fp8 ones under delayed and current scaling (2 B; MXFP8 saves the bf16 q and kv, l. 2153-2154).
      Per local token: cp (4 a d / t + 4 a / t + 2 c k' d) + o a d / t + i (a d / t + 2 k' d), c, o, i the
-     recipe's three figures. Not priced: fp8_mha's fp8 inputs, MXFP8's saved bf16 q, kv under CP where the
-     table prices [fa8]'s 2.0625 B (0.0625 B an element over). The ring's backward: [cp4].
+     recipe's three figures. The saved q, kv under CP: [fa8]'s cp_qkv_saved_bytes (MXFP8: the bf16 ones, 2 B).
+     Megatron's fp8_multi_head_attention (TE fp8_mha) adds nothing: [fa8]. The ring's backward: [cp4].
 [cp4] Context parallel attention's backward in Transformer Engine's P2P ring (stack memory.cp_p2p_backward, bf16;
      under fp8 attention the recipe's fp8_attention cp_backward; planner/cp_comm_type.py keeps it for p2p and
      a2a+p2p, over its p2p ranks, as [cp3]): NVIDIA/TransformerEngine @4329ff84 context_parallel.py
@@ -430,7 +430,10 @@ References
      dK/dV buffers allocated all the same (2 cp), a step's fp8 partials and their fp32 copies (1 + 4 each,
      l. 2691): 10 Q + (10 + 2 cp) KV. MXFP8: no dout quantized up front, kv_recv bf16 (2), the kernel's
      partials MXFP8 row- and column-wise (2.0625): 10.0625 Q + (12.0625 + 2 cp) KV (its per-step quantizations
-     of q, k, v and dout inside cp_p2p_bwd_fused_attn not priced). stack_db megatron memory.cp_p2p_backward and
+     of q, k, v and dout inside cp_p2p_bwd_fused_attn, l. 1251-1269, not priced: at most 2.0625 B an element each,
+     freed when the step's kernel returns, before the fp32 copies of l. 2691 are made, so that moment holds at most
+     2.0625 (2 Q + KV) beside the kernel's partials against the priced 4 (Q + KV): below it wherever
+     a / t <= 31 k' (a / k at most 16 among model_zoo's models). stack_db megatron memory.cp_p2p_backward and
      fp8_recipes.*.fp8_attention.cp_backward state each moment as fixed + per-rank bytes (schema
      CPBackwardMoment). One attention layer's backward is a moment of that layer beside what it holds then:
      added to the recompute buffer as [cp2]'s held bytes (the re-run layer's tensors under full recompute);
@@ -450,8 +453,22 @@ References
      (the fused rotary's outputs, saved by nothing else). Only where the core's state is kept: Megatron's selective
      recompute checkpoints the core with its bf16 inputs (as without fp8 attention), and its buffer is priced
      without the re-run's fp8 copies (one layer's). The FP8 backend's fp32 softmax statistics (M, ZInv) replace the
-     F16 backend's one log-sum-exp: left out either way (4 or 8 B a head a token). No record in tests/data runs fp8
-     attention: these bytes are derived from code, unchecked against a measurement.
+     F16 backend's one log-sum-exp: left out either way (4 or 8 B a head a token). Under CP > 1 TE's context-parallel
+     attention saves in place of the kernel (context_parallel.py @4329ff84): AttnFuncWithCPAndKVP2P (p2p, a2a+p2p)
+     its q and one K/V chunk of the local size (kv = p2p_comm_buffers[-1], l. 2138), the fp8 data under delayed and
+     current scaling (l. 2150) and under MXFP8, whose q_fp8 stays None (l. 1536, 1575-1583), the bf16 q and kv
+     (f16_tensors = (q, kv, out_f16), l. 2153-2154); AttnFuncWithCPAndKVAllGather the local q, k, v the same way
+     (l. 3398-3418); AttnFuncWithCPAndQKVOA2A the kernel's quantized q_part, k_part, v_part (MXFP8 row- and column-
+     wise, used_in_backward, l. 4092-4099, 4253) as without CP. Priced from the recipe's cp_qkv_saved_bytes (1, 1,
+     2 B) where cp > 1 (np.where on the plans' cp) unless the stack's variant is in cp_comm_types.fp8_kernel_saves_qkv
+     (a2a): MXFP8 on the ring and the all-gather 0.0625 (a/t + 2 k') d B a token a layer less than before (Llama 3 8B,
+     tp 1: 384 B; cp 2, 4,096 tokens, 32 layers: 48 MiB). Megatron's fp8_multi_head_attention (TransformerConfig,
+     no CLI flag at @d98e8a64, arguments.py l. 2334; passed as fp8_mha to TEDelayedScaling only, extensions/
+     transformer_engine.py l. 3351) changes no saved tensor: TE's DotProductAttention only forces fp8_dpa on with it
+     (dot_product_attention.py l. 1266-1273), is_input_fp8 is whether q arrives quantized (backends.py l. 1357,
+     context_parallel.py l. 1514, 3132, 3998) and Megatron hands it the bf16 roped q, k, v and asks no fp8_output:
+     the same bytes as fp8_attention. No record in tests/data runs fp8 attention: these bytes are derived from code,
+     unchecked against a measurement.
 [lg1] Lightning-AI/lightning-thunder @69ee6a218 thunder/benchmarks/benchmark_litgpt.py (stack_db
      litgpt-bench): train() keeps `logits = logits.reshape(...)` referenced through loss.backward(),
      so the bf16 logits (2 B a logit) are live while the layers' backward runs; the torch FSDP1
@@ -916,6 +933,7 @@ import numpy as np
 from .layers import Ctx, LayerKind, LayerList, context, layer_list, mean_layer, weighted
 from . import comm
 from .cuda_graphs import held_output_bytes
+from .cp_comm_type import fp8_kernel_saves_qkv
 from .dispatch import HYBRIDEP, group_size, group_stride
 from .dispatch_codes import plan_dispatchers
 from .ep_buffers import buffer_bytes as ep_buffer_bytes
@@ -1472,6 +1490,8 @@ def layer_memory(settings: Settings, plan: PlanArrays, ctx: Ctx, ll: LayerList) 
     if settings.fp8_attention:  # its quantized q, k, v and output [fa8] (a job setting, the recipe's bytes)
         f8r = fp8_recipe(stack, plan.f8r)
         co, ci = np.where(co > 0.0, f8r["dpa_out"], 0.0), f8r["dpa_qkv"]
+        if not fp8_kernel_saves_qkv(stack):  # a stack setting: under CP > 1 TE's CP attention saves its own q, k, v
+            ci = np.where(np.asarray(ctx.cp) > 1, f8r["dpa_qkv_cp"], ci)  # (MXFP8: the bf16 ones) [fa8]
     never = () if stack.memory.moe_keeps_expert_out else ("moe_expert_out",)  # not saved by any mode [14]
     route_saves = moe_routing_saves(settings)
     # where the routing saves are priced, the router's path's own bytes replace the generic fp32 logits

@@ -1197,6 +1197,11 @@ class CPCommTypes(BaseModel):
     forward_merge: list[str] = Field(
         default_factory=list, description="variants whose forward is the P2P ring's merge (memory.cp_forward_merge, "
                                           "memory.py [cp3]); off for the others")
+    fp8_kernel_saves_qkv: list[str] = Field(
+        default_factory=list, description="variants whose fp8 attention saves the fused kernel's quantized q, k, v "
+                                          "(fp8_recipes fp8_attention qkv_saved_bytes) under CP > 1, as without CP "
+                                          "(Transformer Engine's a2a); the others save their own (cp_qkv_saved_bytes, "
+                                          "memory.py [fa8])")
     heads_divisible: list[str] = Field(
         default_factory=list, description="variants that split the attention heads over the cp ranks (a hierarchical "
                                           "one over its all-to-all group's): the query heads and the KV heads per TP "
@@ -1211,10 +1216,11 @@ class CPCommTypes(BaseModel):
         clash = ({self.default} & (set(self.variants) | set(self.refused))) | (set(self.variants) & set(self.refused))
         if clash:
             raise ValueError(f"cp_comm_types names {', '.join(sorted(clash))} twice")
-        unknown = (set(self.heads_divisible) | set(self.forward_merge) | set(self.no_sliding_window)) \
+        unknown = (set(self.heads_divisible) | set(self.forward_merge) | set(self.no_sliding_window)
+                   | set(self.fp8_kernel_saves_qkv)) \
             - set(self.variants) - {self.default}
         if unknown:
-            raise ValueError(f"heads_divisible / forward_merge / no_sliding_window name no variant: "
+            raise ValueError(f"heads_divisible / forward_merge / no_sliding_window / fp8_kernel_saves_qkv name no variant: "
                              f"{', '.join(sorted(unknown))}")
         return self
 
@@ -1344,6 +1350,11 @@ class FP8Attention(BaseModel):
                                                      "(scales included) in place of the bf16 ones")
     out_saved_bytes: float = Field(gt=0, description="bytes per element of the core output the kernel saves beside "
                                                      "the output projection's own quantized input")
+    cp_qkv_saved_bytes: float = Field(gt=0, description="bytes per element of the q, k, v Transformer Engine's context-"
+                                                        "parallel attentions that save their own inputs (P2P ring, "
+                                                        "all-gather) save under CP > 1 in place of qkv_saved_bytes "
+                                                        "(memory.py [fa8]; MXFP8: the bf16 ones); the variants in "
+                                                        "cp_comm_types.fp8_kernel_saves_qkv save the kernel's")
     cp_ring_kv_bytes: float = Field(gt=0, description="bytes per element of the K/V buffers of Transformer Engine's "
                                                       "P2P context-parallel ring under this recipe (memory.py [cp3]: "
                                                       "the fp8 data where TE quantizes q, k, v before the ring, bf16 "

@@ -167,6 +167,8 @@ def _recipe_tables(stack: Stack) -> dict[str, np.ndarray]:
         "output_layer_bf16": _recipe_column(stack, "output_layer_bf16", 1.0) > 0,
         # the fp8 fused attention's saved q, k, v and output, bytes an element (memory.py [fa8]; bf16 where none)
         "dpa_qkv": _dpa_column(stack, "qkv_saved_bytes"),
+        # under CP > 1, the q, k, v TE's context-parallel attention saves itself (P2P ring, all-gather: MXFP8's bf16)
+        "dpa_qkv_cp": _dpa_column(stack, "cp_qkv_saved_bytes"),
         "dpa_out": _dpa_column(stack, "out_saved_bytes"),
         # TE's P2P context-parallel ring under the recipe's fp8 attention (memory.py [cp3]; bf16 figures where none)
         "cp_ring_kv": _dpa_column(stack, "cp_ring_kv_bytes"),

@@ -312,6 +312,7 @@ def test_a_stack_file_that_refuses_a_variant(tmp_path, cli):
     cct = data["cp_comm_types"]
     del cct["variants"]["a2a"]
     cct["heads_divisible"] = [v for v in cct["heads_divisible"] if v != "a2a"]
+    cct["fp8_kernel_saves_qkv"] = [v for v in cct["fp8_kernel_saves_qkv"] if v != "a2a"]
     cct["refused"] = {"a2a": "this cluster's Transformer Engine build has no all-to-all context parallelism"}
     path = tmp_path / "no-a2a.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

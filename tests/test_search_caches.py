@@ -60,7 +60,7 @@ def test_fp8_recipe_figures_are_the_stacks_fields_per_code():
         assert f["gemm_speed"][c] == (float(r.gemm_speed) if r else 1.0)
         assert bool(f["allgather_fp8"][c]) == (bool(r.allgather_fp8) if r else False)
         assert f["low_fwd"][c] == (float("fprop" in r.gemms) if r else 1.0)
-    assert set(f) == {"gemm_speed", "cast_bytes", "allgather_fp8", "output_layer_bf16", "dpa_qkv", "dpa_out",
+    assert set(f) == {"gemm_speed", "cast_bytes", "allgather_fp8", "output_layer_bf16", "dpa_qkv", "dpa_qkv_cp", "dpa_out",
                       "cp_ring_kv", "cp_ring_dkv", "cp_merge_out", "cp_inputs_bf16", "low_fwd", "low_bwd",
                       "grouped_speed", "grouped_cast_bytes", "grouped_low_fwd", "grouped_low_bwd", "grouped_align"}
     # the routed experts' grouped figures: _grouped_figures' own numbers, the grouped recipe's speed at its own
