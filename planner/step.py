@@ -1154,16 +1154,17 @@ def _core_rerun(settings: Settings, sel) -> bool:
 
 def eager_core_time(sc: StepCtx, lt: LayerTimes) -> dict:
     """Eager attention: seconds per step a middle stage's eager cores take, each named term of
-    compute.eager_core_terms (gemms, softmax, dropout) as eager_core_<term>_s and their sum
-    eager_core_s: forward and backward of every layer, and the forwards run twice (full
-    recompute; the cores the selective policy re-runs). Part of compute; {} without eager cores."""
+    compute.eager_core_terms (gemms, softmax, dropout; alibi where a core adds ALiBi's bias) as
+    eager_core_<term>_s and their sum eager_core_s: forward and backward of every layer, and the
+    forwards run twice (full recompute; the cores the selective policy re-runs). Part of compute;
+    {} without eager cores."""
     kinds = [i for i, f in enumerate(lt.eager_fwd) if f is not None]
     if not kinds:
         return {}
     n = sc.n["mid"]
     out = {}
-    for t in lt.eager_fwd[kinds[0]]:
-        per = [np.float64(0.0) if lt.eager_fwd[i] is None else
+    for t in dict.fromkeys(t for i in kinds for t in lt.eager_fwd[i]):  # every kind's terms (alibi: some kinds)
+        per = [np.float64(0.0) if lt.eager_fwd[i] is None or t not in lt.eager_fwd[i].keys() else
                lt.eager_fwd[i][t] * (1.0 + _cores_run_twice(sc, kind.mixer) / np.maximum(n, 1.0))
                + lt.eager_bwd[i][t] for i, kind in enumerate(sc.ll.kinds)]
         out[f"eager_core_{t}_s"] = sc.m * n * sc.mean("mid", per)

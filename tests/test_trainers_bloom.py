@@ -63,6 +63,26 @@ def test_the_flags_define_bloom():
     assert pc.position == 0  # ALiBi has no parameters
 
 
+def test_alibi_priced_in_the_step(tmp_path):
+    """ALiBi's bias through baddbmm's input (layers/attention.py [12]): each forward of a layer copies the expanded
+    bias into the score buffer, 2 B x (M s + M) with M = b s a/t = 2 x 2048 x 112 / 4 = 114,688 local query rows, s =
+    2048: 469,991,424 B, and the scores GEMM reads it back, 2 B x M s = 469,762,048 B (memory-bound at d = 128:
+    2 d = 256 FLOPs against 2 (s + 2 d) / s + 2 = 4.25 B a score element, 60 FLOP/B, below the A100's ridge). A
+    middle stage runs 6 layers' forwards twice (full recompute) for each of 2048 / (2 x 8) = 128 micro-batches:
+    1,536 forwards, so 1,536 x 469,991,424 B / (2.039 TB/s x 0.90) = 0.3934 s of copies; the GEMMs' time grows by
+    the read, 0.3932 s."""
+    r = evaluate_job(Job.model_validate(_cfg().job))
+    t = r["time"]
+    hbm = 2.039e12 * 0.90
+    assert t["eager_core_alibi_s"] == pytest.approx(1536 * 469_991_424 / hbm, rel=1e-9)
+    assert t["eager_core_alibi_s"] == pytest.approx(0.3934, abs=1e-4)
+    # the same script with learned positions: no bias, the same GEMMs otherwise
+    p = _variant(tmp_path, "--position-embedding-type alibi", "--position-embedding-type absolute")
+    t0 = evaluate_job(Job.model_validate(_cfg(p).job))["time"]
+    assert "eager_core_alibi_s" not in t0
+    assert t["eager_core_gemms_s"] - t0["eager_core_gemms_s"] == pytest.approx(1536 * 469_762_048 / hbm, rel=1e-9)
+
+
 def test_every_flag_read_or_listed():
     cfg = _cfg()
     listed = " ".join(cfg.ignored + cfg.assumed + cfg.unmodelled + cfg.not_modelled)
@@ -72,8 +92,11 @@ def test_every_flag_read_or_listed():
                  "--deepspeed-activation-checkpointing", "--zero-stage", "--data-impl"):
         assert flag in listed, flag
     un = " ".join(cfg.unmodelled)
-    for flag in ("--position-embedding-type alibi", "--embed-layernorm", "--sync-tp-duplicated-parameters"):
+    for flag in ("--embed-layernorm", "--sync-tp-duplicated-parameters"):
         assert flag in un, flag
+    # ALiBi's bias through baddbmm's input is priced (layers/attention.py [12]): assumed, not unmodelled
+    assert "--position-embedding-type alibi" not in un
+    assert any(a.startswith("--position-embedding-type alibi: the model's ALiBi positions") for a in cfg.assumed)
     # the embedding LayerNorm's kept input: s x b x h x 2 bytes = 2048 x 2 x 14336 x 2 = 112 MiB a micro-batch; the
     # first stage holds pp = 12 of the 2048 / (2 x 8) = 128 micro-batches under 1F1B: 12 x 112 MiB = 1.31 GiB
     assert "112 MiB a micro-batch, 1.31 GiB at the first stage's 12 in flight" in un

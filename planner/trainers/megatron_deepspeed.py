@@ -70,7 +70,7 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   as validate_args asserts (arguments.py l. 213-215).
 - BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): `--position-embedding-type
   absolute|rotary|alibi` read as learned / rope / ALiBi (a model without position parameters; the
-  bias added through baddbmm's input listed as not priced); `--pad-vocab-size-to N` the vocabulary
+  bias added through baddbmm's input priced in the eager core, layers/attention.py [12]); `--pad-vocab-size-to N` the vocabulary
   (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
   (DeepSpeed's type: partition balances the layers and both tied embeddings; refused where L + 2 does
@@ -275,10 +275,11 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
     if flags.get("--position-embedding-type") == "alibi":
         # [3] transformer.py l. 283-327, 491-498, 592-619: the [b x heads/tp, 1, s] bias is the baddbmm's input with
         # beta 1 (1 / layer number with query-key layer scaling); no parameters, no gradient
-        unmodelled.append("--position-embedding-type alibi (the attention bias is torch.baddbmm's input, beta != 0: "
-                          "PyTorch expands the [micro-batch x heads/tp, 1, s] bias into the [.., s, s] score buffer and "
-                          "the GEMM reads it back, 2 + 2 bytes a score element the eager-attention forward does not "
-                          f"price; no parameters: {BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)")
+        assumed.append("--position-embedding-type alibi: the model's ALiBi positions, no parameters; the eager core's "
+                       "bias is torch.baddbmm's input, beta != 0: PyTorch copies the [micro-batch x heads/tp, 1, s] bias, "
+                       "expanded, into the [.., s, s] score buffer and the GEMM reads it back, 2 + 2 bytes a score element "
+                       "each forward, priced (eager_core_alibi_s; layers/attention.py [12]: "
+                       f"{BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)")
     if "--pad-vocab-size-to" in ds:
         v = _int(where, ds, "--pad-vocab-size-to")
         div = _int(where, flags, "--make-vocab-size-divisible-by", 128)
