@@ -398,6 +398,14 @@ class ModelSpec(BaseModel):
                     "Qwen3-Next: transformers' q_norm / k_norm of head_dim; Megatron --qk-layernorm), in every "
                     "softmax-attention layer. Priced: 2 d parameters a layer, the norm kernels' bytes on Q and K, and "
                     "their inputs saved for the backward (planner/layers/attention.py)")
+    embedding_norm: bool = Field(
+        default=False,
+        description="a norm of the model's kind on the word embedding's output, before the first layer (BLOOM's "
+                    "word_embeddings_layernorm; BigScience's Megatron-DeepSpeed --embed-layernorm, "
+                    "bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/mpu/layers.py l. 194-195, 250-251: built "
+                    "on the first pipeline stage only). Priced: its parameters on the first stage (replicated over TP) "
+                    "and its saved input, kept outside the checkpointed layers for every micro-batch the first chunk "
+                    "holds (planner/memory.py [en])")
     activation_clamp: Optional[float] = Field(
         default=None, gt=0,
         description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
@@ -2012,6 +2020,10 @@ class StackRuns(BaseModel):
     partition_activations: Optional[str] = Field(
         default=None, description="the option that splits the layer inputs full recompute keeps over the TP ranks "
                                   "(job field partition_activations; null: the stack has none)")
+    sync_tp_duplicated_parameters: Optional[str] = Field(
+        default=None, description="the option that all-reduces the parameters duplicated over the TP ranks (norms, "
+                                  "row-parallel biases) in every forward (job field sync_tp_duplicated_parameters; null: "
+                                  "the stack has none)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     moe_dispatchers: Optional[list[Dispatcher]] = Field(
@@ -2768,6 +2780,13 @@ class Job(BaseModel):
                                   "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); left out: "
                                   "the stack's defaults.chunked_loss (on for torchtitan-0.3, whose configs build it; off "
                                   "elsewhere)")
+    sync_tp_duplicated_parameters: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False,
+        description="every forward of a LayerNorm all-reduces its weight and bias, and of a row-parallel linear its "
+                    "bias, over the TP group (averaged), before using them (BigScience's Megatron-DeepSpeed "
+                    "--sync-tp-duplicated-parameters; stack_db runs.sync_tp_duplicated_parameters): small all-reduces "
+                    "in step.tp_comm; default off")
     partition_activations: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,

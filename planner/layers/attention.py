@@ -197,6 +197,13 @@ class Attention:
     tp_pairs = (1.0,)  # one TP collective pair (all-reduce, or RS + AG under SP) each way
 
     @property
+    def tp_synced(self) -> float:
+        """h-element tensors duplicated over TP that BigScience's --sync-tp-duplicated-parameters all-reduces each forward
+        (step.tp_comm [sy]): the pre-norm's (LayerNorm: weight and bias; RMSNorm: weight) and the output projection's
+        bias (the fork builds no query/key norms)."""
+        return self.norm / self.h + (1.0 if self.bias else 0.0)
+
+    @property
     def label(self) -> str:
         base = "global" if self.window is None and self.chunk is None else (
             f"sliding({self.window})" if self.window is not None else f"chunked({self.chunk})")
