@@ -1945,14 +1945,15 @@ LayerFeature = Literal["global", "sliding", "chunked", "mla", "gated_deltanet", 
 # on every softmax-attention layer), query/key norms (ModelSpec.qk_norm); and the model-wide forms of the transformer
 # block, listed under global too and read on any model (MODEL_WIDE_FORMS): learned absolute or ALiBi positions
 # (ModelSpec.position_embedding), dropout (dropout), biases on the linears (linear_bias), LayerNorm (norm), a plain
-# (ungated) MLP (gated_mlp false), norms after the attention and the MLP (post_norms)
+# (ungated) MLP (gated_mlp false), norms after the attention and the MLP (post_norms), a norm on the word embedding's
+# output (embedding_norm)
 LayerForm = Literal["shared_experts", "dense_layers", "sigmoid_router", "expert_score_bias", "router_linear_bias",
                     "group_limited_routing", "plain_experts", "activation_clamp", "window_placement", "window_sizes",
                     "windows_every_layer", "windows_alternate", "qk_norm", "learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm",
-                    "plain_mlp", "post_norms"]
+                    "plain_mlp", "post_norms", "embedding_norm"]
 # the forms of the whole transformer block rather than of one layer kind (listed under global)
 MODEL_WIDE_FORMS = ("learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm", "plain_mlp",
-                    "post_norms")
+                    "post_norms", "embedding_norm")
 # the kind each form belongs to
 LAYER_FORM_KIND = {"shared_experts": "moe", "dense_layers": "moe", "sigmoid_router": "moe", "expert_score_bias": "moe",
                    "router_linear_bias": "moe", "group_limited_routing": "moe", "plain_experts": "moe",
@@ -1981,7 +1982,7 @@ class LayerKindBuilt(BaseModel):
         description="forms of this feature the code does not build (schema.LayerForm: shared experts, dense layers "
                     "beside MoE ones, a sigmoid router, ...; a window placement or several window sizes; under global "
                     "also the model-wide forms: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain "
-                    "MLP, post-norms), each cited; empty: every form the planner prices")
+                    "MLP, post-norms, a norm on the embedding), each cited; empty: every form the planner prices")
 
     @model_validator(mode="after")
     def _forms(self) -> "LayerKindBuilt":
