@@ -1556,6 +1556,13 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
+    if job.sync_tp_duplicated_parameters and (model.moe is not None or model.mla is not None
+                                              or model.layer_pattern is not None):  # step.tp_comm [sy]
+        raise PlannerError(f"{where}sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed fork, which has the "
+                           "option, builds dense softmax-attention GPT layers only (its LayerNorm and RowParallelLinear "
+                           "sync, bigscience-workshop/Megatron-DeepSpeed @8387ae17); the all-reduces of an MoE, MLA or "
+                           "mixed-layer model's duplicated parameters are not modelled",
+                           "remove sync_tp_duplicated_parameters, or a dense model")
     if job.partition_activations and job.recompute != "full":  # memory.py [pa]: it splits full recompute's kept inputs
         raise PlannerError(f"{where}partition_activations splits the layer inputs full recompute keeps: "
                            + ("under recompute selective DeepSpeed's checkpoint of the attention core would split its "

@@ -104,6 +104,10 @@ def test_sync_tp_duplicated_parameters_in_tp_comm(tmp_path):
     with pytest.raises(PlannerError, match=r"sync_tp_duplicated_parameters is set but stack megatron does not"):
         evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, stack="megatron",
                                              sync_tp_duplicated_parameters=True)))
+    # the fork builds dense GPT layers only: an MoE model's duplicated parameters are not modelled, refused
+    with pytest.raises(PlannerError, match=r"sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed fork"):
+        evaluate_job(Job.model_validate(dict(model="mixtral-8x7b", gpus=8, tp=2, stack="megatron-deepspeed",
+                                             sync_tp_duplicated_parameters=True)))
 
 
 def test_alibi_priced_in_the_step(tmp_path):
