@@ -643,19 +643,26 @@ def eager_core_terms(core: dict, kb: dict, dropout: bool, hw, hbm, cal=None, gem
     roofline of each GEMM [11], above), softmax (the stack's scale-mask-softmax bytes a score
     element, kb score_softmax; its unfused softmax's, score_softmax_unfused, where the keys exceed
     the fused kernel's score_softmax_max_keys or the job turns masked_softmax_fusion off) and dropout (kb score_dropout, models with dropout) over the
-    streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale."""
+    streaming rate hbm (bytes/s). gemm_scale: a run calibration's GEMM efficiency scale. With ALiBi
+    (core alibi_copy / alibi_read, layers/attention.py [12]) also alibi, the forward's copy of the bias
+    into the score buffer at the streaming rate (0 backward), and the forward scores GEMM's traffic
+    takes the read of that buffer (its beta term)."""
     drop = 1.0 if dropout else 0.0
+    alibi = "alibi_copy" in core  # a model property (ALiBi positions), not a searched quantity
     out = []
     for sfx, rows in (("", core["fwd"]), ("_bwd", core["bwd"])):
         compute = price_gemms(rows, hw, EAGER_GEMM_PRECISION, cal)
-        gemms = sum((np.maximum(compute[g.name] / gemm_scale, count * core["traffic"] / hbm) for g, count in rows),
-                    np.float64(0.0))
+        # the forward's scores GEMM reads the bias back with ALiBi (baddbmm's beta term, layers/attention.py [12])
+        beta = {"eager_scores": core["alibi_read"]} if alibi and not sfx else {}
+        gemms = sum((np.maximum(compute[g.name] / gemm_scale, (count * core["traffic"] + beta.get(g.name, 0.0)) / hbm)
+                     for g, count in rows), np.float64(0.0))
         # beyond the fused kernel's keys, or with the job's masked_softmax_fusion false (kb unfused_masked_softmax 1):
         # the stack's unfused softmax (Megatron-Core fused_softmax.py forward_torch_softmax)
         fused = (np.asarray(core["keys"]) <= kb["score_softmax_max_keys"]) & (kb.get("unfused_masked_softmax", 0.0) == 0.0)
         softmax = np.where(fused, kb["score_softmax" + sfx], kb["score_softmax_unfused" + sfx])
+        bias = {"alibi": (0.0 if sfx else 1.0) * core["alibi_copy"] / hbm} if alibi else {}
         out.append(Terms(gemms=gemms, softmax=softmax * core["scores"] / hbm,
-                         dropout=drop * kb["score_dropout" + sfx] * core["scores"] / hbm))
+                         dropout=drop * kb["score_dropout" + sfx] * core["scores"] / hbm, **bias))
     return out[0], out[1]
 
 

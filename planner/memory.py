@@ -890,6 +890,19 @@ References
      bytes of input (its hidden states; the attention mask is not floating point, kept whole and not counted), the
      layer under re-run holds its gathered input with its re-materialised tensors (the recompute buffer is the layer's
      activations less the kept 1/tp slice), and step.tp_comm adds one all-gather of the input per re-run layer.
+[en] The word embedding's norm (ModelSpec.embedding_norm; BLOOM's word_embeddings_layernorm, BigScience's
+     Megatron-DeepSpeed --embed-layernorm): bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/mpu/layers.py
+     l. 194-195 builds it on the first pipeline stage only (VocabParallelEmbedding.norm) and l. 250-251 runs it on the
+     all-reduced embedding output; a LayerNorm of weight and bias, 2h parameters, whole on every TP rank (params_of:
+     the first stage's, with their gradients and optimizer states). Its fused kernel (megatron/model/fused_layer_norm.py
+     FusedLayerNormAffineFunction.forward) saves its input, T h bf16, and the fp32 mean and inverse deviation of each
+     row, 8 B a token; DeepSpeed's pipeline model checkpoints only the transformer layers (microsoft/DeepSpeed @38327e07
+     deepspeed/runtime/pipe/module.py PipelineModule._is_checkpointable: GPTModelPipe's chunks checkpoint only when
+     every function is a ParallelTransformerLayerPipe), so the norm's saved tensors are kept under full recompute for
+     every micro-batch the first stage's first chunk holds (pipeline.stage_inflight_kinds "embedding": 1F1B min(m, p)),
+     T (2h + 8) / rep_div bytes each, counted in the first stage's layer activations. Its output is the first layer's
+     input, counted there. Not priced: the norm's forward and backward passes (one norm on the first stage, which
+     step.compute_time prices as a middle stage).
 
 What a stage holds at its peak, the start of its backward (the loss's backward on the last
 stage), and what the caching allocator reserves beside it: stage_memory_terms' docstring; the
@@ -1309,7 +1322,7 @@ def params_of(pc: ParamCounts, model: ModelSpec, plan: PlanArrays, counts, end: 
     dense = weighted(counts, [p.split / tp + p.replicated for p in pc.kind_params])
     e_div = etp_of(plan).astype(np.float64) * plan.ep  # experts split over etp, not tp (planner/moe.py)
     experts = weighted(counts, [p.expert / e_div for p in pc.kind_params])
-    emb = pc.embedding / tp + pc.position
+    emb = pc.embedding / tp + pc.position + pc.embedding_norm  # the embedding's norm replicated over TP [en]
     out_params = pc.output if not model.tied_embeddings else np.where(plan.pp > 1, pc.embedding, 0)
     head = out_params / tp + pc.final_norm
     mtp_dense, mtp_expert = pc.mtp.split / tp + pc.mtp.replicated, pc.mtp.expert / e_div
@@ -2020,7 +2033,8 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dumm
     n = dict(zip(STAGES, n))
     per = _PerLayer(settings, plan, pc, layers, dummies, states)
     outs = held["outputs"]
-    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"])
+    first = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"], outputs=outs["first"],
+                         embedding=held["embedding"])
     last = _stage_terms(per, "last", counts["last"], held["last"], n["last"], held["loss"], outputs=outs["last"])
     mids = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"], outputs=outs["mid"][c])
             for c in priced]
@@ -2032,7 +2046,7 @@ def _stages(settings: Settings, plan: PlanArrays, layers=None, placed=None, dumm
         # and MTP on one rank: DeepSeek-V3 sec. 3.2.3), a middle rank its stage twice (stage
         # p-1-r of a middle stage has the same composition, assumed)
         ends = _stage_terms(per, "first", counts["first"], held["first"], n["first"], held["loss"],
-                            twin=(counts["last"], "last", held["last"], n["last"]))
+                            twin=(counts["last"], "last", held["last"], n["last"]), embedding=held["embedding"])
         mids_d = [_stage_terms(per, "mid", counts["mid"][c], held["mid"][c], n["mid"], held["loss"],
                                twin=(counts["mid"][c], "mid", held["mid"][c], n["mid"])) for c in priced]
         dual_stages = (dual, ends, mids_d)
@@ -2117,6 +2131,9 @@ class _PerLayer:
         # stage, from its forward to its backward [tt4]; Megatron frees the data after the send
         self.stage_output = (np.where(plan.pp > 1, ctx.T * ACT_BYTES * model.hidden_size / ctx.rep_div, 0.0)
                              if stack.memory.pipeline_keeps_stage_outputs else 0.0)
+        # the word embedding's norm [en]: its saved bf16 input and fp32 row statistics, a micro-batch on the first stage
+        self.embedding_norm = (ctx.T * (ACT_BYTES * model.hidden_size + EMBEDDING_NORM_STATS_BYTES) / ctx.rep_div
+                               if model.embedding_norm else 0.0)
         # multi-token prediction (layers/__init__.py): per module one layer of its kind, the
         # projection's input (the two normed halves, 2 x 2h) and its own output layer and loss; under full
         # recompute (the share mtp_recomputed) the layer's tensors are re-run in the module's backward, where they
@@ -2528,6 +2545,7 @@ def output_wgrad_moment(settings: Settings, plan: PlanArrays, ctx: Ctx, kb: dict
     return np.where(wb > 0, ctx.T * per_token + wb * V * h / ctx.tp, 0.0)
 
 
+EMBEDDING_NORM_STATS_BYTES = 8.0  # the fused LayerNorm's saved fp32 mean and inverse deviation, a token [en]
 EMBEDDING_PARTIAL_BYTES = 4.0  # fp32 partial sums per gradient element of a bf16 embedding backward [eg]
 
 
@@ -2648,7 +2666,7 @@ def _chunked_loss(settings: Settings, plan: PlanArrays, ctx: Ctx, chunks: int):
     return ctx.T * per_token, head
 
 
-def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0) -> Terms:
+def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, outputs=0.0, embedding=0.0) -> Terms:
     """One stage's memory terms: its model states (params_of, sharded [1], as the stack holds
     them at the peak), its layers' activations for the micro-batches each of its model chunks
     holds at the stage's peak (held: pipeline.stage_inflight_kinds) [2] (full recompute keeps
@@ -2659,7 +2677,8 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
     gradients on the reduce-scatter stream, the all-gather buffers, the loss's freed blocks.
     twin (counts, end, held, n): DualPipe's second stage on the same rank [9]: its parameters
     add, and the rank's PP + 1 micro-batches in flight (held, pipeline.py [8]) are half of
-    each stage's layers."""
+    each stage's layers. embedding: the micro-batches the first stage's first chunk holds, each keeping the word
+    embedding's norm's saved tensors [en] (0 on the other stages)."""
     settings, plan, pc = per.settings, per.plan, per.pc
     # the model states read neither the micro-batch, SP nor recompute: priced once per distinct
     # tuple of what they read (terms.Groups)
@@ -2676,7 +2695,7 @@ def _stage_terms(per: _PerLayer, end: str, counts, held, n, loss, twin=None, out
                           else states[k] for k in states})
     single = plan.pp == 1
     r = recomputed_layers(settings, plan, n) / np.maximum(n, 1)  # the share of the stage's layers re-run
-    act = _held_activations(per, held, r)
+    act = _held_activations(per, held, r) + embedding * per.embedding_norm  # [en]
     # one micro-batch's layer activations of the stage (act / the micro-batches held), for per.regather_w below
     per_mb = act * n / np.maximum(sum((held[i] for i in range(len(per.stored))), np.float64(0.0)), 1e-300)
     moe_held = _dispatcher_held(per, counts, r)  # the MoE dispatchers' attributes, once a layer [dh]

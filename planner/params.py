@@ -60,6 +60,7 @@ class ParamCounts:
     position: int  # learned position embedding (replicated)
     final_norm: int
     mtp: BlockParams = BlockParams()  # every multi-token-prediction module (projection, norms, layer)
+    embedding_norm: int = 0  # the norm on the word embedding's output (ModelSpec.embedding_norm; replicated, first stage)
     legacy: dict | None = None  # the uniform-model keys of as_dict (no layer pattern)
 
     @property
@@ -75,7 +76,7 @@ class ParamCounts:
 
     @property
     def ends(self) -> int:
-        return self.embedding + self.output + self.position + self.final_norm
+        return self.embedding + self.output + self.position + self.final_norm + self.embedding_norm
 
     @property
     def total(self) -> int:
@@ -88,7 +89,7 @@ class ParamCounts:
 
     @property
     def non_embedding(self) -> int:
-        return self.layer_total + self.final_norm
+        return self.layer_total + self.final_norm + self.embedding_norm  # the norms are no embedding table
 
     @property
     def routed_experts(self) -> int:
@@ -103,6 +104,8 @@ class ParamCounts:
         out = dict(self.legacy or {})
         out.update(total=self.total, non_embedding=self.non_embedding, embedding=self.embedding, output=self.output,
                    position=self.position, final_norm=self.final_norm)
+        if self.embedding_norm:
+            out["embedding_norm"] = self.embedding_norm
         if self.active != self.total or self.legacy is None or "active" in out:
             out.update(active=self.active, routed_experts=self.routed_experts, moe_layers=self.moe_layers)
         out["layer_kinds"] = [{"kind": k.label, "layers": int(n), "per_layer": p.total,
@@ -170,6 +173,7 @@ def _count_params(m: ModelSpec) -> ParamCounts:
         final_norm=norm_params(m),
         mtp=mtp_params(m, ll, kp),
         legacy=_legacy(m, ll),
+        embedding_norm=norm_params(m) if m.embedding_norm else 0,
     )
 
 

@@ -286,7 +286,8 @@ def stage_inflight_kinds(ll, plan) -> dict:
     freed by the input-gradient pass. "outputs" {"first", "last" (...), "mid" (C, ...)}: the
     chunk-micro-batches in flight whose chunk sends its output to a next stage (every chunk but
     the last stage's last, the one with the loss; none with p = 1): the stage outputs a runtime
-    that keeps them until their backward holds (torch.distributed.pipelining fwd_cache)."""
+    that keeps them until their backward holds (torch.distributed.pipelining fwd_cache). "embedding" (...): the
+    micro-batches in flight on the first stage's first chunk, the one holding the input embedding (memory.py [en])."""
     configs = _pipeline_configs(plan)
     per = [_stage_chunks(ll, *row) for row in configs.rows]
     m = np.broadcast_to(np.asarray(plan.microbatches, dtype=np.int64), configs.shape).ravel()
@@ -301,7 +302,7 @@ def stage_inflight_kinds(ll, plan) -> dict:
     n = len(m)
     out = {"first": np.zeros((K, n)), "last": np.zeros((K, n)), "mid": np.zeros((C, K, n)),
            "mid_stage": np.ones((C, n), dtype=np.int64), "loss": np.ones(n),
-           "out_first": np.zeros(n), "out_last": np.zeros(n), "out_mid": np.zeros((C, n))}
+           "out_first": np.zeros(n), "out_last": np.zeros(n), "out_mid": np.zeros((C, n)), "embedding": np.ones(n)}
     order = np.argsort(configs.inverse, kind="stable")  # the plans of each configuration, in one sort
     bounds = np.concatenate([[0], np.cumsum(np.bincount(configs.inverse, minlength=len(per)))])
     for u, chunks in enumerate(per):
@@ -342,13 +343,14 @@ def stage_inflight_kinds(ll, plan) -> dict:
             for c in range(C):
                 i = c if c < len(chunks["mid"]) else 0
                 out["out_mid"][c, sel] = at(chunks["mid_stage"][i]).sum(axis=0)[back]
+        out["embedding"][sel] = at(0)[0][back]  # the first stage's first chunk: the embedding's
         lo = at(p - 1)[v - 1]
         out["loss"][sel] = (np.where((su == INTERLEAVED) | (su == ONE_F_ONE_B) | (su == ZERO_BUBBLE_H1) | (su == DUALPIPE),
                                      np.minimum(lo, 1.0), lo) if p > 1 else np.ones(len(mu)))[back]
     shape = configs.shape
     return {"first": out["first"].reshape((K,) + shape), "last": out["last"].reshape((K,) + shape),
             "mid": out["mid"].reshape((C, K) + shape), "mid_stage": out["mid_stage"].reshape((C,) + shape),
-            "loss": out["loss"].reshape(shape),
+            "loss": out["loss"].reshape(shape), "embedding": out["embedding"].reshape(shape),
             "outputs": {"first": out["out_first"].reshape(shape), "last": out["out_last"].reshape(shape),
                         "mid": out["out_mid"].reshape((C,) + shape)}}
 

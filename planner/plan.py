@@ -534,6 +534,7 @@ class Settings:
     chunked_loss: bool = False  # the stack's chunked cross-entropy (job field; memory._chunked_loss, stack memory.chunked_loss_chunks)
     selective_recomputes_attention: bool = False  # the selective policy re-runs the attention core (job field; memory.selective_keeps)
     partition_activations: bool = False  # full recompute's kept inputs split over TP (job field; memory.layer_memory [pa], step.tp_comm)
+    sync_tp_duplicated_parameters: bool = False  # the TP-duplicated parameters all-reduced each forward (job field; step.tp_comm [sy])
     recompute_modules: tuple = ()  # Megatron --recompute-modules (job field): settings.stack.selective is their policy (planner/recompute_modules.py)
     empty_unused_memory_level: int = 0  # Megatron --empty-unused-memory-level (job field; no priced figure moves: memory.py [13])
     dummy_wgrads: str | None = None  # fused accumulation's dummy weight gradients (job field: a run's code version; None: the stack's)
@@ -1023,6 +1024,10 @@ def _check_output_layer_options(job: Job, stack, where: str) -> None:
     if job.chunked_loss and stack.memory.chunked_loss_chunks is None:
         raise PlannerError(f"{where}chunked_loss is set but stack {stack.name} has no chunked cross-entropy "
                            "(stack_db memory.chunked_loss_chunks)", "leave it out, or choose --stack torchtitan")
+    if job.sync_tp_duplicated_parameters and (stack.runs is None or stack.runs.sync_tp_duplicated_parameters is None):
+        raise PlannerError(f"{where}sync_tp_duplicated_parameters is set but stack {stack.name} does not all-reduce the "
+                           "TP-duplicated parameters in the forward (stack_db runs.sync_tp_duplicated_parameters)",
+                           "leave it out, or choose --stack megatron-deepspeed")
     if job.partition_activations and (stack.runs is None or stack.runs.partition_activations is None):
         raise PlannerError(f"{where}partition_activations is set but stack {stack.name} does not split the checkpointed "
                            "layer inputs over the TP ranks (stack_db runs.partition_activations)",
@@ -1272,6 +1277,7 @@ def _settings(job: Job, model: ModelSpec, hw: Hardware, stack: Stack, plan: Plan
         chunked_loss=_chunked_loss(job, stack, inherited),
         selective_recomputes_attention=job.selective_recomputes_attention,
         partition_activations=job.partition_activations,
+        sync_tp_duplicated_parameters=job.sync_tp_duplicated_parameters,
         recompute_modules=tuple(dict.fromkeys(job.recompute_modules or ())),
         optimizer_implementation=job.optimizer_implementation or stack.memory.optimizer_default,
         early_step_in_backward=job.early_step_in_backward,
@@ -1550,6 +1556,13 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     if job.recompute_layers is not None and job.recompute != "full":
         raise PlannerError(f"{where}recompute_layers needs recompute full (got {job.recompute})",
                            "set recompute: full, or remove recompute_layers")
+    if job.sync_tp_duplicated_parameters and (model.moe is not None or model.mla is not None
+                                              or model.layer_pattern is not None):  # step.tp_comm [sy]
+        raise PlannerError(f"{where}sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed fork, which has the "
+                           "option, builds dense softmax-attention GPT layers only (its LayerNorm and RowParallelLinear "
+                           "sync, bigscience-workshop/Megatron-DeepSpeed @8387ae17); the all-reduces of an MoE, MLA or "
+                           "mixed-layer model's duplicated parameters are not modelled",
+                           "remove sync_tp_duplicated_parameters, or a dense model")
     if job.partition_activations and job.recompute != "full":  # memory.py [pa]: it splits full recompute's kept inputs
         raise PlannerError(f"{where}partition_activations splits the layer inputs full recompute keeps: "
                            + ("under recompute selective DeepSpeed's checkpoint of the attention core would split its "
@@ -2343,6 +2356,7 @@ def _job_switch_fields(settings: Settings, fixed: dict) -> dict:
         **({"chunked_loss": True} if settings.chunked_loss else {}),
         **({"selective_recomputes_attention": True} if settings.selective_recomputes_attention else {}),
         **({"partition_activations": True} if settings.partition_activations else {}),
+        **({"sync_tp_duplicated_parameters": True} if settings.sync_tp_duplicated_parameters else {}),
         **({"recompute_modules": list(settings.recompute_modules)} if settings.recompute_modules else {}),
         **({"rope_cache": settings.rope_cache} if settings.rope_cache is not None else {}),
         **({"fsdp_root_unit": True} if settings.fsdp_root_unit else {}),

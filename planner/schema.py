@@ -398,6 +398,14 @@ class ModelSpec(BaseModel):
                     "Qwen3-Next: transformers' q_norm / k_norm of head_dim; Megatron --qk-layernorm), in every "
                     "softmax-attention layer. Priced: 2 d parameters a layer, the norm kernels' bytes on Q and K, and "
                     "their inputs saved for the backward (planner/layers/attention.py)")
+    embedding_norm: bool = Field(
+        default=False,
+        description="a norm of the model's kind on the word embedding's output, before the first layer (BLOOM's "
+                    "word_embeddings_layernorm; BigScience's Megatron-DeepSpeed --embed-layernorm, "
+                    "bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/mpu/layers.py l. 194-195, 250-251: built "
+                    "on the first pipeline stage only). Priced: its parameters on the first stage (replicated over TP) "
+                    "and its saved input, kept outside the checkpointed layers for every micro-batch the first chunk "
+                    "holds (planner/memory.py [en])")
     activation_clamp: Optional[float] = Field(
         default=None, gt=0,
         description="gated MLP: the gate input clamped to at most this and the linear input to +-this before the "
@@ -1948,14 +1956,15 @@ LayerFeature = Literal["global", "sliding", "chunked", "mla", "gated_deltanet", 
 # on every softmax-attention layer), query/key norms (ModelSpec.qk_norm); and the model-wide forms of the transformer
 # block, listed under global too and read on any model (MODEL_WIDE_FORMS): learned absolute or ALiBi positions
 # (ModelSpec.position_embedding), dropout (dropout), biases on the linears (linear_bias), LayerNorm (norm), a plain
-# (ungated) MLP (gated_mlp false), norms after the attention and the MLP (post_norms)
+# (ungated) MLP (gated_mlp false), norms after the attention and the MLP (post_norms), a norm on the word embedding's
+# output (embedding_norm)
 LayerForm = Literal["shared_experts", "dense_layers", "sigmoid_router", "expert_score_bias", "router_linear_bias",
                     "group_limited_routing", "plain_experts", "activation_clamp", "window_placement", "window_sizes",
                     "windows_every_layer", "windows_alternate", "qk_norm", "learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm",
-                    "plain_mlp", "post_norms"]
+                    "plain_mlp", "post_norms", "embedding_norm"]
 # the forms of the whole transformer block rather than of one layer kind (listed under global)
 MODEL_WIDE_FORMS = ("learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm", "plain_mlp",
-                    "post_norms")
+                    "post_norms", "embedding_norm")
 # the kind each form belongs to
 LAYER_FORM_KIND = {"shared_experts": "moe", "dense_layers": "moe", "sigmoid_router": "moe", "expert_score_bias": "moe",
                    "router_linear_bias": "moe", "group_limited_routing": "moe", "plain_experts": "moe",
@@ -1984,7 +1993,7 @@ class LayerKindBuilt(BaseModel):
         description="forms of this feature the code does not build (schema.LayerForm: shared experts, dense layers "
                     "beside MoE ones, a sigmoid router, ...; a window placement or several window sizes; under global "
                     "also the model-wide forms: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain "
-                    "MLP, post-norms), each cited; empty: every form the planner prices")
+                    "MLP, post-norms, a norm on the embedding), each cited; empty: every form the planner prices")
 
     @model_validator(mode="after")
     def _forms(self) -> "LayerKindBuilt":
@@ -2023,6 +2032,10 @@ class StackRuns(BaseModel):
     partition_activations: Optional[str] = Field(
         default=None, description="the option that splits the layer inputs full recompute keeps over the TP ranks "
                                   "(job field partition_activations; null: the stack has none)")
+    sync_tp_duplicated_parameters: Optional[str] = Field(
+        default=None, description="the option that all-reduces the parameters duplicated over the TP ranks (norms, "
+                                  "row-parallel biases) in every forward (job field sync_tp_duplicated_parameters; null: "
+                                  "the stack has none)")
     startup_rules: Optional[Literal["megatron", "torchtitan", "deepspeed", "deepseek"]] = Field(
         default=None, description="the trainer whose start-up checks apply (planner/startup.py)")
     moe_dispatchers: Optional[list[Dispatcher]] = Field(
@@ -2779,6 +2792,13 @@ class Job(BaseModel):
                                   "layer and the loss per sequence chunk, stack_db memory.chunked_loss_chunks); left out: "
                                   "the stack's defaults.chunked_loss (on for torchtitan-0.3, whose configs build it; off "
                                   "elsewhere)")
+    sync_tp_duplicated_parameters: bool = Field(
+        json_schema_extra=STACK_ONLY,
+        default=False,
+        description="every forward of a LayerNorm all-reduces its weight and bias, and of a row-parallel linear its "
+                    "bias, over the TP group (averaged), before using them (BigScience's Megatron-DeepSpeed "
+                    "--sync-tp-duplicated-parameters; stack_db runs.sync_tp_duplicated_parameters): small all-reduces "
+                    "in step.tp_comm; default off")
     partition_activations: bool = Field(
         json_schema_extra=STACK_ONLY,
         default=False,

@@ -1737,7 +1737,7 @@ def model_layer_forms(model) -> dict[str, str]:
     placement (windows_every_layer: every layer windowed; windows_alternate: exactly the even-indexed layers, the
     others global attention; window_placement: any other placement) and sizes (window_sizes: more than one); and the model-wide forms
     (schema.MODEL_WIDE_FORMS: learned or ALiBi positions, dropout, linear biases, LayerNorm, a plain MLP,
-    post-norms). From the model's fields and its layer pattern's period, never layer by layer."""
+    post-norms, a norm on the embedding). From the model's fields and its layer pattern's period, never layer by layer."""
     from .schema import SlidingAttention
 
     feats = model_layer_features(model)
@@ -1781,6 +1781,8 @@ def model_layer_forms(model) -> dict[str, str]:
         out["plain_mlp"] = "a plain (ungated) MLP"
     if model.post_norms:
         out["post_norms"] = "norms after the attention and the MLP (post-norms)"
+    if model.embedding_norm:
+        out["embedding_norm"] = "a norm on the word embedding's output"
     if "sliding" in feats:
         sliding = feats["sliding"]
         windows = sorted({k.mixer.window for k in model.layer_kinds.values() if isinstance(k.mixer, SlidingAttention)})

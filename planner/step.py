@@ -966,7 +966,15 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
     TP-communication overlap [7] each is split into tp chunks that ring-exchange while the GEMM
     they feed computes: the first chunk and what outlasts the layer's GEMMs stay exposed.
     With partition_activations (memory.py [pa]) each re-run layer first all-gathers its kept
-    input, T h bf16 (T h / t under SP), over the TP group: not overlapped (the re-run waits on it)."""
+    input, T h bf16 (T h / t under SP), over the TP group: not overlapped (the re-run waits on it).
+    With sync_tp_duplicated_parameters [sy] every layer forward (a re-run one's too) all-reduces each of
+    its TP-duplicated h-element parameters (the blocks' tp_synced: LayerNorm weight and bias, row-parallel
+    bias) at the weights' bytes: BigScience's Megatron-DeepSpeed @8387ae17 megatron/model/fused_layer_norm.py
+    l. 87, 103-105 (MixedFusedLayerNorm.forward: torch.distributed.all_reduce(weight), all_reduce(bias),
+    ReduceOp.AVG, the TP group) and megatron/mpu/layers.py l. 426, 440-441 (RowParallelLinear.forward:
+    all_reduce(bias)): synchronous calls before the kernels that read them, exposed. A BLOOM layer: 2
+    LayerNorms x 2 + 2 biases = 6 a forward. Blocks without tp_synced (MoE, MLA, scans: the fork builds
+    none) add none."""
     plan, ctx = sc.plan, sc.ctx
     s = coll.strides["tp"]
     msg = ctx.T * sc.settings.model.hidden_size * ACT_BYTES
@@ -1002,6 +1010,11 @@ def tp_comm(sc: StepCtx, coll: Collectives, lt: LayerTimes) -> np.ndarray:
     if sc.settings.partition_activations:  # a job setting [pa]: the kept input gathered before each re-run
         gather = coll(comm.ALL_GATHER, msg / np.where(sp_on, plan.tp, 1), plan.tp, s)
         out = [o + rc * gather for o in out]
+    if sc.settings.sync_tp_duplicated_parameters:  # a job setting [sy]: every forward, the re-runs' too
+        h = sc.settings.model.hidden_size
+        sync = coll(comm.ALL_REDUCE, np.float64(h * sc.settings.bpp.weights), plan.tp, s)
+        out = [o + (n + rc) * (getattr(k.mixer, "tp_synced", 0.0) + getattr(k.mlp, "tp_synced", 0.0)) * sync
+               for o, k in zip(out, sc.ll.kinds)]
     return sc.mean("mid", out)
 
 
@@ -1154,16 +1167,17 @@ def _core_rerun(settings: Settings, sel) -> bool:
 
 def eager_core_time(sc: StepCtx, lt: LayerTimes) -> dict:
     """Eager attention: seconds per step a middle stage's eager cores take, each named term of
-    compute.eager_core_terms (gemms, softmax, dropout) as eager_core_<term>_s and their sum
-    eager_core_s: forward and backward of every layer, and the forwards run twice (full
-    recompute; the cores the selective policy re-runs). Part of compute; {} without eager cores."""
+    compute.eager_core_terms (gemms, softmax, dropout; alibi where a core adds ALiBi's bias) as
+    eager_core_<term>_s and their sum eager_core_s: forward and backward of every layer, and the
+    forwards run twice (full recompute; the cores the selective policy re-runs). Part of compute;
+    {} without eager cores."""
     kinds = [i for i, f in enumerate(lt.eager_fwd) if f is not None]
     if not kinds:
         return {}
     n = sc.n["mid"]
     out = {}
-    for t in lt.eager_fwd[kinds[0]]:
-        per = [np.float64(0.0) if lt.eager_fwd[i] is None else
+    for t in dict.fromkeys(t for i in kinds for t in lt.eager_fwd[i]):  # every kind's terms (alibi: some kinds)
+        per = [np.float64(0.0) if lt.eager_fwd[i] is None or t not in lt.eager_fwd[i].keys() else
                lt.eager_fwd[i][t] * (1.0 + _cores_run_twice(sc, kind.mixer) / np.maximum(n, 1.0))
                + lt.eager_bwd[i][t] for i, kind in enumerate(sc.ll.kinds)]
         out[f"eager_core_{t}_s"] = sc.m * n * sc.mean("mid", per)

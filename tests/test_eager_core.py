@@ -93,6 +93,44 @@ def test_one_layer_memory_bound_by_hand():
     assert f0.dropout == 0.0 and b0.total == pytest.approx(4 * g + 4.0 * scores / A100_HBM, rel=1e-9)
 
 
+def test_alibi_bias_through_baddbmm_by_hand():
+    """ALiBi (layers/attention.py [12]; BigScience's fork @8387ae17 transformer.py l. 283-327, PyTorch's CUDA baddbmm
+    @002253ce Blas.cpp): the [b a/t, 1, s] bias is baddbmm's input with beta != 0, so PyTorch copies it, expanded,
+    into the [b a/t, s, s] result (the bias read once, 2 B x 32768, every score element written, 2 B) and cuBLAS
+    reads that buffer back as C (2 B a score element). The layer of test_one_layer_memory_bound_by_hand (16 heads of
+    64, T = s = 2048, tp 1, A100): copy 2 x (67,108,864 + 32,768) B = 134,283,264 B = 73.2 us at 1.835 TB/s; the
+    forward scores GEMM's traffic 142,606,336 + 134,217,728 B = 276,824,064 B = 150.9 us (memory-bound, as without
+    the bias); the context GEMM and the backward unchanged."""
+    hw = load_hardware("a100-sxm-80gb")
+    kb = kernel_bytes(load_stack("megatron-deepspeed"), 0)
+    plain = Attention(h=1024, a=16, k=16, d=64, norm=2048, rope=False)
+    alibi = Attention(h=1024, a=16, k=16, d=64, norm=2048, rope=False, alibi=True)
+    c0, c1 = plain.eager_core(ctx_of(seq=2048)), alibi.eager_core(ctx_of(seq=2048))
+    scores = 2048 * 16 * 2048
+    assert "alibi_copy" not in c0 and c1["alibi_copy"] == 2.0 * (scores + 32768) == 134_283_264
+    assert c1["alibi_read"] == 2.0 * scores
+    f0, b0 = eager_core_terms(c0, kb, False, hw, A100_HBM)
+    f1, b1 = eager_core_terms(c1, kb, False, hw, A100_HBM)
+    assert "alibi" not in f0.keys() and f1.alibi == pytest.approx(134_283_264 / A100_HBM, rel=1e-12)
+    assert f1.alibi == pytest.approx(73.2e-6, rel=1e-3)
+    g = 2.0 * 32768 * (2048 + 2 * 64) / A100_HBM
+    assert f1.gemms == pytest.approx((276_824_064 / A100_HBM) + g, rel=1e-9)
+    assert f1.gemms - f0.gemms == pytest.approx(134_217_728 / A100_HBM, rel=1e-9)
+    assert b1.alibi == 0.0 and b1.total == pytest.approx(b0.total, rel=1e-12)
+    assert f1.total - f0.total == pytest.approx((134_283_264 + 134_217_728) / A100_HBM, rel=1e-9)
+
+
+def test_alibi_model_field_reaches_the_core():
+    """position_embedding alibi (a model field) builds attention without rotary and with the bias path; rope none."""
+    from planner.catalog import load_model
+    from planner.layers import layer_list
+
+    m = load_model("megatron-gpt-1.7b")
+    assert not layer_list(m).kinds[0].mixer.alibi
+    a = layer_list(m.model_copy(update={"position_embedding": "alibi"})).kinds[0].mixer
+    assert a.alibi and not a.rope
+
+
 def test_compute_bound_head_dim_by_hand():
     """At d = 256 the GEMMs reach the compute side: per GEMM 2 x 32768 x 2048 x 256 = 34.4 GFLOP;
     QK^T [32768, 2048] at 230.5 TFLOP/s x 0.998 = 149.5 us, PV [32768, 256] (256 tiles either

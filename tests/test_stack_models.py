@@ -59,7 +59,7 @@ BUILT_ON = {
 
 def test_the_new_forms_are_listed_under_global():
     assert set(MODEL_WIDE_FORMS) == {"learned_positions", "alibi_positions", "dropout", "linear_bias", "layernorm",
-                                     "plain_mlp", "post_norms"}
+                                     "plain_mlp", "post_norms", "embedding_norm"}
     assert all(LAYER_FORM_KIND[f] == "global" for f in MODEL_WIDE_FORMS)
     assert LAYER_FORM_KIND["windows_every_layer"] == LAYER_FORM_KIND["windows_alternate"] == "sliding"
     assert CODES["STACK_LAYER_KIND"] == 73

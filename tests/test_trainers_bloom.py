@@ -48,19 +48,86 @@ def test_reads_the_run_as_launched():
 def test_the_flags_define_bloom():
     """The shape BLOOM's model card publishes: 70 layers, hidden 14,336, 112 heads, vocab 250,880, ALiBi, LayerNorm,
     GeLU MLP 4h, biases, tied embeddings; 176,247,271,424 parameters (huggingface.co/bigscience/bloom) = 70 x
-    (12 h^2 + 13 h) + v h + 2 h (final norm) + 2 h (--embed-layernorm) at h = 14,336, v = 250,880. The planner counts
-    all but the embedding LayerNorm's 2 h = 28,672 (listed as not modelled)."""
+    (12 h^2 + 13 h) + v h + 2 h (final norm) + 2 h (--embed-layernorm: the model's embedding_norm) at h = 14,336,
+    v = 250,880: the planner counts them all."""
     cfg = _cfg()
     m = load_model(cfg.job["model"])
     assert (m.num_layers, m.hidden_size, m.num_attention_heads, m.vocab_size, m.ffn_hidden_size) == (
         70, 14336, 112, 250880, 57344)
-    assert (m.position_embedding, m.norm, m.gated_mlp, m.linear_bias, m.tied_embeddings) == (
-        "alibi", "layernorm", False, True, True)
+    assert (m.position_embedding, m.norm, m.gated_mlp, m.linear_bias, m.tied_embeddings, m.embedding_norm) == (
+        "alibi", "layernorm", False, True, True, True)
     h, v = 14336, 250880
     assert 70 * (12 * h * h + 13 * h) + v * h + 2 * h + 2 * h == 176_247_271_424
     pc = count_params(m)
     assert pc.legacy["per_layer"] * 70 + pc.embedding + pc.final_norm == 176_247_271_424 - 2 * h
+    assert pc.embedding_norm == 2 * h and pc.total == 176_247_271_424
     assert pc.position == 0  # ALiBi has no parameters
+
+
+def test_embedding_norm_on_the_first_stage(tmp_path):
+    """--embed-layernorm (memory.py [en]): the first stage holds the norm's 2 h = 28,672 parameters, whole on each TP
+    rank (bf16 weights 2 B each: 57,344 B more weights), and for each of its pp = 12 micro-batches in flight (1F1B:
+    min(128, 12)) the norm's saved input, s b h x 2 B = 2048 x 2 x 14,336 x 2 = 117,440,512 B, and its fp32 mean and
+    inverse deviation, 8 B a token = 32,768 B: 12 x 117,473,280 = 1,409,679,360 B (1.31 GiB) more activations on the
+    first stage; the middle and last stages unchanged. The same script without the flag is the reference."""
+    p = _variant(tmp_path, "    --embed-layernorm \\\n", "")
+    cfg0 = _cfg(p)
+    assert not load_model(cfg0.job["model"]).embedding_norm
+    r1 = evaluate_job(Job.model_validate(_cfg().job))["memory"]["stages"]
+    r0 = evaluate_job(Job.model_validate(cfg0.job))["memory"]["stages"]
+    assert r1["first"]["activations_bytes"] - r0["first"]["activations_bytes"] == 12 * 117_473_280
+    assert r1["first"]["weights_bytes"] - r0["first"]["weights_bytes"] == pytest.approx(2 * 28_672)
+    for st in ("middle", "last"):
+        assert r1[st]["activations_bytes"] == r0[st]["activations_bytes"]
+        assert r1[st]["weights_bytes"] == r0[st]["weights_bytes"]
+
+
+def test_sync_tp_duplicated_parameters_in_tp_comm(tmp_path):
+    """--sync-tp-duplicated-parameters (step.py [sy]; BigScience's fused_layer_norm.py l. 87, 103-105, mpu/layers.py
+    l. 426, 440-441): each layer forward all-reduces its two LayerNorms' weight and bias and its two row-parallel
+    biases, 6 tensors of h = 14,336 bf16 = 28,672 B, over the 4 TP ranks (NVLink). A middle stage runs 6 layers'
+    forwards twice (full recompute) for 128 micro-batches: 128 x 6 x 2 x 6 = 9,216 all-reduces. Each is NCCL's ring at
+    that size (comm.py): 2 (4 - 1) = 6 rounds x 3.40 us (the A100 entry's NVLink latency) + 1.5 x 28,672 B / (300 GB/s
+    x 0.822) = 20.40 + 0.17 us = 20.57 us, 0.1896 s a step, exposed in tp_comm (the same script without the flag is
+    the reference). Another stack has no such option: refused."""
+    cfg = _cfg()
+    assert cfg.job["sync_tp_duplicated_parameters"] is True
+    p = _variant(tmp_path, "    --sync-tp-duplicated-parameters \\\n", "")
+    cfg0 = _cfg(p)
+    assert "sync_tp_duplicated_parameters" not in cfg0.job
+    t1 = evaluate_job(Job.model_validate(cfg.job))["time"]
+    t0 = evaluate_job(Job.model_validate(cfg0.job))["time"]
+    one = 6 * 3.40e-6 + 1.5 * 28_672 / (300e9 * 0.822)
+    assert t1["tp_comm_s"] - t0["tp_comm_s"] == pytest.approx(9216 * one, rel=2e-3)
+    assert t1["tp_comm_s"] - t0["tp_comm_s"] == pytest.approx(0.1896, abs=2e-4)
+    assert t1["compute_s"] == t0["compute_s"]
+    with pytest.raises(PlannerError, match=r"sync_tp_duplicated_parameters is set but stack megatron does not"):
+        evaluate_job(Job.model_validate(dict(model="llama3-8b", gpus=8, tp=2, stack="megatron",
+                                             sync_tp_duplicated_parameters=True)))
+    # the fork builds dense GPT layers only: an MoE model's duplicated parameters are not modelled, refused
+    with pytest.raises(PlannerError, match=r"sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed fork"):
+        evaluate_job(Job.model_validate(dict(model="mixtral-8x7b", gpus=8, tp=2, stack="megatron-deepspeed",
+                                             sync_tp_duplicated_parameters=True)))
+
+
+def test_alibi_priced_in_the_step(tmp_path):
+    """ALiBi's bias through baddbmm's input (layers/attention.py [12]): each forward of a layer copies the expanded
+    bias into the score buffer, 2 B x (M s + M) with M = b s a/t = 2 x 2048 x 112 / 4 = 114,688 local query rows, s =
+    2048: 469,991,424 B, and the scores GEMM reads it back, 2 B x M s = 469,762,048 B (memory-bound at d = 128:
+    2 d = 256 FLOPs against 2 (s + 2 d) / s + 2 = 4.25 B a score element, 60 FLOP/B, below the A100's ridge). A
+    middle stage runs 6 layers' forwards twice (full recompute) for each of 2048 / (2 x 8) = 128 micro-batches:
+    1,536 forwards, so 1,536 x 469,991,424 B / (2.039 TB/s x 0.90) = 0.3934 s of copies; the GEMMs' time grows by
+    the read, 0.3932 s."""
+    r = evaluate_job(Job.model_validate(_cfg().job))
+    t = r["time"]
+    hbm = 2.039e12 * 0.90
+    assert t["eager_core_alibi_s"] == pytest.approx(1536 * 469_991_424 / hbm, rel=1e-9)
+    assert t["eager_core_alibi_s"] == pytest.approx(0.3934, abs=1e-4)
+    # the same script with learned positions: no bias, the same GEMMs otherwise
+    p = _variant(tmp_path, "--position-embedding-type alibi", "--position-embedding-type absolute")
+    t0 = evaluate_job(Job.model_validate(_cfg(p).job))["time"]
+    assert "eager_core_alibi_s" not in t0
+    assert t["eager_core_gemms_s"] - t0["eager_core_gemms_s"] == pytest.approx(1536 * 469_762_048 / hbm, rel=1e-9)
 
 
 def test_every_flag_read_or_listed():
@@ -72,11 +139,16 @@ def test_every_flag_read_or_listed():
                  "--deepspeed-activation-checkpointing", "--zero-stage", "--data-impl"):
         assert flag in listed, flag
     un = " ".join(cfg.unmodelled)
-    for flag in ("--position-embedding-type alibi", "--embed-layernorm", "--sync-tp-duplicated-parameters"):
-        assert flag in un, flag
+    # the model's embedding_norm (memory.py [en]) and the job's sync_tp_duplicated_parameters (step.py [sy]): priced
+    assert "--embed-layernorm" not in un and "--sync-tp-duplicated-parameters" not in un
+    assert any(a.startswith("sync_tp_duplicated_parameters=true: --sync-tp-duplicated-parameters") for a in cfg.assumed)
+    # ALiBi's bias through baddbmm's input is priced (layers/attention.py [12]): assumed, not unmodelled
+    assert "--position-embedding-type alibi" not in un
+    assert any(a.startswith("--position-embedding-type alibi: the model's ALiBi positions") for a in cfg.assumed)
     # the embedding LayerNorm's kept input: s x b x h x 2 bytes = 2048 x 2 x 14336 x 2 = 112 MiB a micro-batch; the
     # first stage holds pp = 12 of the 2048 / (2 x 8) = 128 micro-batches under 1F1B: 12 x 112 MiB = 1.31 GiB
-    assert "112 MiB a micro-batch, 1.31 GiB at the first stage's 12 in flight" in un
+    emb = [a for a in cfg.assumed if a.startswith("embedding_norm=true: --embed-layernorm")]
+    assert len(emb) == 1 and "112 MiB a micro-batch, 1.31 GiB at the first stage's 12 in flight" in emb[0]
     # the vocabulary note is --pad-vocab-size-to's, not the reader's --padded-vocab-size (which the script does not give)
     assert any(a.startswith("vocab_size=250,880: --pad-vocab-size-to") for a in cfg.assumed)
     assert not any("--padded-vocab-size (" in a for a in cfg.assumed)
@@ -85,8 +157,9 @@ def test_every_flag_read_or_listed():
 
 def test_it_trained_so_it_fits_and_the_step_against_the_log():
     """The run trained: it fits. Its log (chronicles.md l. 45) gives 105.22 s an iteration at GBS 2048; the planner
-    is not fitted to it. At this commit the planner predicts 93.9 s (10.8% faster than logged; 149.02 TFLOPs x
-    105.22 / 93.9 = 167 TFLOPs in BigScience's hardware-FLOPs formula): the test holds the prediction within
+    is not fitted to it. At this commit the planner predicts 94.8 s (9.9% faster than logged; 149.02 TFLOPs x
+    105.22 / 94.8 = 165.4 TFLOPs in BigScience's hardware-FLOPs formula; 93.9 s before ALiBi's bias, the TP sync
+    all-reduces and the embedding norm were priced): the test holds the prediction within
     25% of the log, a band that fails on a mispriced job (e.g. recompute or the pipeline dropped) but is not tuned."""
     r = evaluate_job(Job.model_validate(_cfg().job))
     assert r["memory"]["fits"] is True
@@ -230,3 +303,24 @@ def test_ramp_of_too_many_increments_refused(tmp_path):
         _cfg(p)
     p.write_text(text.replace("GLOBAL_BATCH_SIZE=2048", "GLOBAL_BATCH_SIZE=65552"))
     assert len(_cfg(p).job["batch_size_schedule"]) == 4097
+
+
+def test_embedding_norm_only_where_the_stack_builds_it(tmp_path):
+    """A norm on the word embedding's output (ModelSpec.embedding_norm, a model-wide form, schema.MODEL_WIDE_FORMS) is
+    built by BigScience's Megatron-DeepSpeed only: every other shipped stack lists it not built (stack_db runs.
+    layer_kinds global not_built embedding_norm, each cited), so start-up rule STACK_LAYER_KIND (73) refuses it there
+    and prices it on megatron-deepspeed."""
+    import yaml
+
+    from planner.plan import resolve
+    from planner.startup import model_layer_forms
+
+    spec = load_model("megatron-gpt-1.7b").model_dump(mode="json", exclude_none=True)
+    spec.update(name="gpt-embnorm", embedding_norm=True)
+    path = tmp_path / "gpt-embnorm.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert model_layer_forms(load_model(str(path)))["embedding_norm"] == "a norm on the word embedding's output"
+    with pytest.raises(PlannerError, match="STACK_LAYER_KIND") as e:
+        resolve(Job(model=str(path), gpus=8, tp=2, stack="megatron", hardware="a100-sxm-80gb"))
+    assert "a norm on the word embedding's output" in str(e.value)
+    resolve(Job(model=str(path), gpus=8, tp=2, stack="megatron-deepspeed", hardware="a100-sxm-80gb"))

@@ -46,7 +46,9 @@ b a/t (query, key) matrices of the micro-batch on one GPU, taken as one GEMM of 
   forward   scores  Q K^T   [T a/t, s, d]       context  P V     [T a/t, d, s]
   backward  dP = dO V^T     [T a/t, s, d]       dV = P^T dO, dQ = dS K, dK = dS^T Q   [T a/t, d, s]
 each 2 d FLOPs a score element; their time and the softmax's and dropout's bytes are
-compute.eager_core_terms'. MLA is taken at its mean head dim (as its kernel FLOPs).
+compute.eager_core_terms'. MLA is taken at its mean head dim (as its kernel FLOPs). With ALiBi
+positions the forward's scores GEMM also takes the bias as its input ([12]: a copy into the score
+buffer, 2 B a score element written, and the GEMM's read of it, 2 B a score element).
 
 Activations (Korthikanti et al. 2022 sec. 4.1 [8], planner/memory.py's derivation): the
 block input 2h and its norm output 2h (replicated unless SP), Q 2ad (with the gate 4ad), K
@@ -93,6 +95,21 @@ References
     split's Q and K: the rotary and the core save their own outputs) and its per-row fp32 inverse RMS
     (4 B a head a token, 4 / d B an element: 3% of the input at d 128, not counted). Timed at the
     stack's norm / norm_bwd bytes per element, the kernel its layer norms run.
+[12] ALiBi in the eager core (Press et al. 2022, "Train Short, Test Long", arXiv:2108.12409: a per-head linear bias
+    on the attention scores, no parameters), as the only eager core with ALiBi the planner prices runs it
+    (Megatron-LM has none: BigScience's Megatron-DeepSpeed fork, which trained BLOOM):
+    bigscience-workshop/Megatron-DeepSpeed @8387ae17 megatron/model/transformer.py l. 490-498 (each layer builds a
+    [micro-batch x heads/tp, 1, s] bias in the parameters' dtype, _build_alibi_tensor l. 592-619) and l. 283-291,
+    313-327 (the bias is the score buffer's input: matmul_result = alibi[...], torch.baddbmm(matmul_result, q, k^T,
+    beta=1 (1 / layer number with query-key layer scaling), alpha=1 / norm_factor)); without ALiBi the same call
+    takes an empty buffer with beta=0. PyTorch's CUDA baddbmm (pytorch/pytorch @002253ce
+    aten/src/ATen/native/cuda/Blas.cpp baddbmm_out_cuda, baddbmm_out_cuda_impl): the input is expanded to
+    [b a/t, s, s] and, beta != 0, copied into the result (result.copy_(self)), then cuBLAS's bgemm runs with that
+    beta, reading C before writing it. So, per score element, 2 B written by the copy (its broadcast source, M
+    elements, read once) and 2 B read by the GEMM (eager_core's alibi_copy and alibi_read: compute.eager_core_terms
+    times the copy at the streaming rate and adds the read to the scores GEMM's traffic). The bias needs no
+    gradient (a plain tensor attribute): the backward is unchanged. Not counted: the bias tensors themselves
+    (2 B x b a/t x s a layer, 0.22 MiB for BLOOM-176B at TP 4, micro-batch 2).
 """
 
 from __future__ import annotations
@@ -126,17 +143,25 @@ def mean_causal_keys(seq, window=None, chunk=None):
     return s / 2.0
 
 
-def eager_core(T, heads_local, seq, d) -> dict:
+def eager_core(T, heads_local, seq, d, alibi: bool = False) -> dict:
     """The eager core's score elements per micro-batch on one GPU (T tokens x local heads x the
     sequence's keys: the batched GEMMs compute every key) and its batched GEMMs [9] as
     [(GemmShape, count)] rows, forward and backward (module docstring); keys: the score rows'
     length (the softmax kernel the stack picks by it); traffic: each GEMM's
-    compulsory bytes, the score matrix and two d-wide operands, 16-bit (compute.eager_core_terms)."""
+    compulsory bytes, the score matrix and two d-wide operands, 16-bit (compute.eager_core_terms).
+    alibi (a model with ALiBi positions [12]): the forward's scores GEMM adds the bias through
+    baddbmm's input, so also "alibi_copy", the bytes of the copy that expands the [b a/t, 1, s] bias
+    into the score buffer (the bias read once, M elements, every score element written), and
+    "alibi_read", the bytes the GEMM reads back as its beta term (every score element)."""
     seq = np.asarray(seq, dtype=np.float64)
     M = T * heads_local
-    return {"scores": M * seq, "keys": seq, "traffic": ACT_BYTES * M * (seq + 2.0 * d),
-            "fwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 1.0)]),
-            "bwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 3.0)])}
+    out = {"scores": M * seq, "keys": seq, "traffic": ACT_BYTES * M * (seq + 2.0 * d),
+           "fwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 1.0)]),
+           "bwd": shapes([("eager_scores", M, seq, d, 1.0), ("eager_context", M, d, seq, 3.0)])}
+    if alibi:  # a model property (ModelSpec.position_embedding), not a searched quantity
+        out["alibi_copy"] = ACT_BYTES * (M * seq + M)
+        out["alibi_read"] = ACT_BYTES * M * seq
+    return out
 
 
 def span_keys(seq, window=None, chunk=None):
@@ -163,12 +188,20 @@ class Attention:
     chunk: Optional[int] = None
     rope_scaled: bool = False  # cos/sin carry a factor (ModelSpec.rope_attention_factor != 1): the stack's rope_scaled bytes
     qk_norm: bool = False  # an RMSNorm over each head's query and key (ModelSpec.qk_norm) [10]
+    alibi: bool = False  # ALiBi positions (ModelSpec.position_embedding alibi): the eager core's bias path [12]
 
     kind = "attention"
     has_core = True  # the attention core: FlashAttention rates, recomputed by selective recompute
     selective_core = True
     cp_overlaps_core = True  # ring attention's K/V sends run beside the core [7]
     tp_pairs = (1.0,)  # one TP collective pair (all-reduce, or RS + AG under SP) each way
+
+    @property
+    def tp_synced(self) -> float:
+        """h-element tensors duplicated over TP that BigScience's --sync-tp-duplicated-parameters all-reduces each forward
+        (step.tp_comm [sy]): the pre-norm's (LayerNorm: weight and bias; RMSNorm: weight) and the output projection's
+        bias (the fork builds no query/key norms)."""
+        return self.norm / self.h + (1.0 if self.bias else 0.0)
 
     @property
     def label(self) -> str:
@@ -212,7 +245,7 @@ class Attention:
 
     def eager_core(self, ctx) -> dict:
         """Eager core attention's score elements and batched GEMMs (module docstring, [9])."""
-        return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, float(self.d))
+        return eager_core(ctx.T, self.a / ctx.tp, ctx.seq, float(self.d), self.alibi)
 
     def dense_mask_kernel_flops(self, ctx):
         """Forward FLOPs of the kernel a dense mask runs [11]: every key of the sequence for every local query,

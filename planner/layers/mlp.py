@@ -75,6 +75,12 @@ class DenseMLP:
     def tp_pairs(self):
         return (1.0,)
 
+    @property
+    def tp_synced(self) -> float:
+        """h-element tensors duplicated over TP that BigScience's --sync-tp-duplicated-parameters all-reduces each forward
+        (step.tp_comm [sy]): the pre-norm's (LayerNorm: weight and bias; RMSNorm: weight) and the down projection's bias."""
+        return self.norm / self.h + (1.0 if self.bias else 0.0)
+
     def params(self) -> BlockParams:
         split = (3 if self.gated else 2) * self.h * self.f
         bias = (2 * self.f if self.gated else self.f) + self.h if self.bias else 0

@@ -178,7 +178,9 @@ def time_table(res: dict) -> None:
     if "eager_core_s" in t:
         out.print(f"  of compute, {t['eager_core_s']:,.4g} s per step are a middle stage's eager attention cores: batched "
                   f"GEMMs {t['eager_core_gemms_s']:,.4g} s, softmax {t['eager_core_softmax_s']:,.4g} s, dropout "
-                  f"{t['eager_core_dropout_s']:,.4g} s (stack kernels score_*)")
+                  f"{t['eager_core_dropout_s']:,.4g} s"
+                  + (f", ALiBi's bias copied into the score buffer {t['eager_core_alibi_s']:,.4g} s (its read back in "
+                     "the GEMMs)" if "eager_core_alibi_s" in t else "") + " (stack kernels score_*)")
     if "mamba_scan_s" in t:
         out.print(f"  of compute, {t['mamba_scan_s']:,.4g} s per step are a middle stage's Mamba selective scans (CUDA "
                   "cores: the slower of the FLOPs at the fp32 peak and the bytes at HBM bandwidth)")

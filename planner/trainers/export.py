@@ -1235,6 +1235,10 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
                          "overrides a JSON activation_checkpointing section (deepspeed.checkpointing.configure takes "
                          "the flag's value, DeepSpeed @38327e07 activation_checkpointing/checkpointing.py l. 1084-1088)",
                       "price it without partition_activations, and add the flag to the launch")
+    if plan.get("sync_tp_duplicated_parameters"):  # BigScience's launch flag (step.tp_comm [sy]), no JSON key
+        raise _refuse(F, "sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed --sync-tp-duplicated-parameters "
+                         "launch flag, which a DeepSpeed JSON has no key for",
+                      "price it without sync_tp_duplicated_parameters, and add the flag to the launch")
     mode = plan.get("sharding_mode")
     # bf16_optimizer: bf16 at stage 0 runs DeepSpeed's BF16_Optimizer (engine.py @38327e07 get_data_types l. 1017-1019:
     # fp32 accumulation by default without ZeRO; _do_optimizer_sanity_check l. 1300-1350), read back as that mode;

@@ -1035,7 +1035,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
     # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py)
     ds, *extra = mds.split_flags(flags, where)
     cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
-                     hardware=hardware, label=Path(path).name)
+                     hardware=hardware, label=Path(path).name, model_fields=mds.model_fields(ds))
     mds.merge(cfg, ds, flags, where, Path(path), heredocs, hardware, tuple(extra))
     return cfg
 
@@ -1189,7 +1189,8 @@ CORE_ATTRS = ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_hea
               "moe.num_experts", "moe.top_k")
 
 
-def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assumed: list[str]) -> tuple[str, str, bool]:
+def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assumed: list[str],
+                 model_fields: dict | None = None) -> tuple[str, str, bool]:
     """(the job's model, the rule as text, whether the flags define it): the one catalog model
     whose core shape equals the flags' and that no other shape flag contradicts, else the
     model the flags define (megatron_model.py), written as a content-addressed model YAML
@@ -1201,7 +1202,8 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
     core = {k: v for k, v in shape.items() if v[0] in CORE_ATTRS}
     have = {a for a, _ in core.values()}
     why = None
-    if not any(f in flags for f in NOT_BUILT) and {"num_layers", "hidden_size", "num_attention_heads"} <= have:
+    if (not model_fields and not any(f in flags for f in NOT_BUILT)
+            and {"num_layers", "hidden_size", "num_attention_heads"} <= have):
         hits = catalog_models_with_shape(core)
         if len(hits) == 1:
             try:
@@ -1213,7 +1215,7 @@ def _flags_model(flags: dict, shape: dict, where: str, tp: int, label: str, assu
                 return hits[0], f"model={hits[0]}: the one catalog model with the shape of the Megatron arguments ({shown})", False
         else:
             why = "no catalog model has their shape" if not hits else f"{len(hits)} catalog models ({', '.join(hits)}) have their shape"
-    spec = model_spec_from_flags(flags, where, tp, label, assumed)
+    spec = {**model_spec_from_flags(flags, where, tp, label, assumed), **(model_fields or {})}
     try:
         ModelSpec.model_validate(spec)
     except ValidationError as e:
@@ -1306,7 +1308,9 @@ def _rope_scaling(flags: dict, shape: dict, ignored: list[str], where: str = "")
 
 
 def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assumed=None, model=None, gpus=None,
-               hardware=None, label: str = "megatron-args") -> TrainerConfig:
+               hardware=None, label: str = "megatron-args", model_fields: dict | None = None) -> TrainerConfig:
+    """model_fields: ModelSpec fields a Megatron-DeepSpeed fork's own flags set on the model the flags define
+    (megatron_deepspeed.split_flags: BigScience's --embed-layernorm); with them no catalog model is matched."""
     assumed = [] if assumed is None else assumed
     unmodelled: list[str] = []
     ignored: list[str] = []
@@ -1428,7 +1432,7 @@ def from_flags(flags: dict, where: str, *, launch=(), soft=False, stray=(), assu
             assumed.append(f"model={model}: --model replaces the arguments' shape ({e.message.removeprefix(where)})")
         job["model"] = model
     else:
-        job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed)
+        job["model"], rule, from_flags_model = _flags_model(flags, shape, where, tp, label, assumed, model_fields)
         assumed.append(rule)
     from ..catalog import load_model
 

@@ -70,12 +70,13 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   as validate_args asserts (arguments.py l. 213-215).
 - BigScience's fork [3] (BLOOM-176B's tr11-176B-ml.slurm): `--position-embedding-type
   absolute|rotary|alibi` read as learned / rope / ALiBi (a model without position parameters; the
-  bias added through baddbmm's input listed as not priced); `--pad-vocab-size-to N` the vocabulary
+  bias added through baddbmm's input priced in the eager core, layers/attention.py [12]); `--pad-vocab-size-to N` the vocabulary
   (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
   (DeepSpeed's type: partition balances the layers and both tied embeddings; refused where L + 2 does
-  not divide by PP, and any other method); `--embed-layernorm` and `--sync-tp-duplicated-parameters`
-  listed as not priced, with their sizes; `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
+  not divide by PP, and any other method); `--embed-layernorm` as the model's embedding_norm (model_fields:
+  its parameters and kept input on the first stage, memory.py [en]); `--sync-tp-duplicated-parameters`
+  as the job's sync_tp_duplicated_parameters (its all-reduces in step.tp_comm [sy]); `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
   microbatches.py) as the job's batch_size_schedule (_rampup); `--abort-on-unmet-fused-kernel-constraints`
   checked as initialize.py l. 190-207 does; the rest (kill switch, weighted data paths) listed as ignored.
 - Megatron-DeepSpeed's spellings of the shape flags are read as Megatron-LM's: `--num-key-value-heads N`
@@ -291,10 +292,11 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
     if flags.get("--position-embedding-type") == "alibi":
         # [3] transformer.py l. 283-327, 491-498, 592-619: the [b x heads/tp, 1, s] bias is the baddbmm's input with
         # beta 1 (1 / layer number with query-key layer scaling); no parameters, no gradient
-        unmodelled.append("--position-embedding-type alibi (the attention bias is torch.baddbmm's input, beta != 0: "
-                          "PyTorch expands the [micro-batch x heads/tp, 1, s] bias into the [.., s, s] score buffer and "
-                          "the GEMM reads it back, 2 + 2 bytes a score element the eager-attention forward does not "
-                          f"price; no parameters: {BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)")
+        assumed.append("--position-embedding-type alibi: the model's ALiBi positions, no parameters; the eager core's "
+                       "bias is torch.baddbmm's input, beta != 0: PyTorch copies the [micro-batch x heads/tp, 1, s] bias, "
+                       "expanded, into the [.., s, s] score buffer and the GEMM reads it back, 2 + 2 bytes a score element "
+                       "each forward, priced (eager_core_alibi_s; layers/attention.py [12]: "
+                       f"{BIGSCIENCE_COMMIT} megatron/model/transformer.py l. 283-327, 592-619)")
     if "--pad-vocab-size-to" in ds:
         v = _int(where, ds, "--pad-vocab-size-to")
         div = _int(where, flags, "--make-vocab-size-divisible-by", 128)
@@ -343,11 +345,18 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
                                f"or --bf16, 16 < seq <= 2048, seq % 4 == 0, heads / tp x micro-batch % 4 == 0; here seq "
                                f"{s}, {heads} / {tp} x {b}) are not met, so the job exits at start-up ({BIGSCIENCE_COMMIT} "
                                "megatron/initialize.py l. 190-207)", "meet them, or drop the flag (unfused softmax)")
-    if "--sync-tp-duplicated-parameters" in ds:
-        unmodelled.append("--sync-tp-duplicated-parameters (every LayerNorm forward all-reduces its weight and bias "
-                          f"over the TP group, and row-parallel linears their bias: {BIGSCIENCE_COMMIT} "
-                          "megatron/model/fused_layer_norm.py l. 87, 103-105, megatron/mpu/layers.py l. 426, 440-441: "
-                          "small latency-bound all-reduces not priced)")
+    if "--sync-tp-duplicated-parameters" in ds:  # the job's sync_tp_duplicated_parameters (merge), priced in step.tp_comm
+        assumed.append("sync_tp_duplicated_parameters=true: --sync-tp-duplicated-parameters (every LayerNorm forward "
+                       "all-reduces its weight and bias over the TP group, and row-parallel linears their bias: "
+                       f"{BIGSCIENCE_COMMIT} megatron/model/fused_layer_norm.py l. 87, 103-105, megatron/mpu/layers.py "
+                       "l. 426, 440-441: small all-reduces of h parameters each, priced in tp_comm, step.py [sy]; the "
+                       "first stage's embedding norm and the last stage's final norm, two more each, not priced)")
+
+
+def model_fields(ds: dict) -> dict:
+    """The ModelSpec fields BigScience's fork's own flags set on the model the flags define [3]: --embed-layernorm
+    -> embedding_norm (a LayerNorm on the word embedding's output on the first stage: memory.py [en])."""
+    return {"embedding_norm": True} if "--embed-layernorm" in ds else {}
 
 
 RAMP_PHASES_MAX = 4096  # increments a ramp may have here: a bound on the pricing work (a phase is one more plan row)
@@ -464,14 +473,22 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        "micro-batch and sets the accumulation)")
     if "--rampup-batch-size" in ds:
         _rampup(ds, flags, job, where, g, m * dp, assumed)
-    if "--embed-layernorm" in ds:  # BigScience's [3]: sized at the job's batch, listed (not priced)
+    if "--embed-layernorm" in ds:  # BigScience's [3]: the model's embedding_norm (model_fields), priced
+        from ..catalog import load_model
+
         h, s = _int(where, flags, "--hidden-size", 1), job.get("seq_len") or _int(where, flags, "--seq-length", 1)
         per = s * m * h * 2 // tp if flags.get("--sequence-parallel") else s * m * h * 2
         held = min(pp, g // (m * dp))  # DeepSpeed's 1F1B: the first stage holds pp micro-batches (fewer if m < pp)
-        unmodelled.append(f"--embed-layernorm (a LayerNorm on the first stage's embedding output, {BIGSCIENCE_COMMIT} "
-                          f"megatron/mpu/layers.py l. 194-195: 2 x {h:,} parameters, a LayerNorm pass forward and "
-                          f"backward, and its bf16 input kept outside the checkpointed layers, {per / 2**20:,.0f} MiB a "
-                          f"micro-batch, {held * per / 2**30:,.2f} GiB at the first stage's {held} in flight: none priced)")
+        what = (f"a LayerNorm on the first stage's embedding output, {BIGSCIENCE_COMMIT} megatron/mpu/layers.py l. 194-195, "
+                f"250-251: 2 x {h:,} parameters, and its bf16 input kept outside the checkpointed layers, "
+                f"{per / 2**20:,.0f} MiB a micro-batch, {held * per / 2**30:,.2f} GiB at the first stage's {held} in flight")
+        if load_model(job["model"]).embedding_norm:  # the model the flags define carries it (model_fields)
+            assumed.append(f"embedding_norm=true: --embed-layernorm ({what}; priced: memory.py [en], with its fp32 row "
+                           "statistics; its forward and backward pass, one LayerNorm on the first stage, which the step "
+                           "prices as a middle stage, not priced)")
+        else:  # --model given without the norm: the model wins, the flag is listed
+            unmodelled.append(f"--embed-layernorm ({what}: the job's model {job['model']} has no embedding_norm, so "
+                              "none priced)")
     # the ZeRO stage: the JSON's
     js = stated.get("zero_optimization.stage", 0)
     pipe = "--no-pipeline-parallel" not in ds
@@ -540,6 +557,9 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
         assumed.append("bytes_per_param: the stack's (DeepSpeed's engine keeps the gradients; Megatron-LM's gradient "
                        "buffer flags are not read under DeepSpeed)")
     job["stack"] = "megatron-deepspeed"
+    job.pop("sync_tp_duplicated_parameters", None)
+    if "--sync-tp-duplicated-parameters" in ds:  # BigScience's fork [3]: _bigscience's note (step.tp_comm [sy])
+        job["sync_tp_duplicated_parameters"] = True
     job.pop("partition_activations", None)
     if ds.get("_partition"):  # split_flags: --partition-activations under full recompute at TP > 1 [pa]
         job["partition_activations"] = True
