@@ -920,9 +920,11 @@ def _seq_len(job: Job, model: ModelSpec, warnings: list) -> tuple[int, list[str]
                     "length (training.seq_len); its max_seq_len")
             seq_assumed.append(f"seq_len={seq:,}: {what} {model.max_seq_len:,} is the context the model serves, not the "
                                "length it trains at (pass --seq-len)")
-    if seq > model.max_seq_len:
-        warnings.append(f"seq_len {seq:,} is beyond the {model.max_seq_len:,}-token context of {model.name} (its "
-                        "max_seq_len): the model was not trained at this length (position embeddings, RoPE scaling); "
+    ctx = model.max_seq_len_by_stack.get(job.stack or "", model.max_seq_len)  # as the job's stack builds it
+    if seq > ctx:
+        what = "max_seq_len" if ctx == model.max_seq_len else f"max_seq_len_by_stack {job.stack}"
+        warnings.append(f"seq_len {seq:,} is beyond the {ctx:,}-token context of {model.name} (its "
+                        f"{what}): the model was not trained at this length (position embeddings, RoPE scaling); "
                         "the figures assume the shapes scale")
     return seq, seq_assumed
 

@@ -383,6 +383,13 @@ class ModelSpec(BaseModel):
                           "the context it serves after long-context extension, not the length it pre-trained at. A job "
                           "without seq_len trains training.seq_len where the entry publishes one, else the smaller of "
                           "this and plan.HF_DEFAULT_SEQ (plan._seq_len)")
+    max_seq_len_by_stack: dict[str, Count] = Field(
+        default_factory=dict,
+        description="the context a software stack builds the model with where it differs from max_seq_len (stack name "
+                    "-> positions): torchtitan 0.3.0 builds the qwen3 flavors' RoPE table at 40960 positions, main's "
+                    "flavor of the same numbers at 4096 (262144 for 30B-A3B) (planner/torchtitan_registry.py "
+                    "ROPE_MAX_SEQ_LEN_03). A job on that stack is checked against it, not max_seq_len (plan._seq_len's "
+                    "beyond-context warning); priced at nothing")
     position_embedding: Literal["rope", "learned", "alibi", "none"] = "rope"
     linear_bias: bool = Field(default=False, description="biases on the QKV, output and MLP linears (GPT-2/3)")
     dropout: bool = Field(default=False, description="dropout after attention and MLP (GPT-3 style); Llama has none")

@@ -288,6 +288,27 @@ def flavor_named(text: str) -> Flavor:
                        hint)
 
 
+# torchtitan 0.3.0's RoPE table length per flavor (pytorch/torchtitan release/0.3 @4f9e9a47d torchtitan/models/<code>/
+# __init__.py, the flavor's `rope=...Config(max_seq_len=...)`), keyed by main's flavor of the same numbers (the
+# debug models by main's flex flavor of their shape, torchtitan_flavors.TORCHTITAN_03). 0.3.0 refuses a run whose
+# training.seq_len exceeds it (models/common/decoder.py Decoder.Config.update_from_config l. 166-174: ValueError
+# "Training sequence length ... exceeds attention RoPE maximum supported sequence length"), where main only warns
+# (qwen3 model/args.py @e347b1e5e l. 50-56). Where it differs from main's max_seq_len (the qwen3 flavors: 40960 at
+# 0.3.0, 4096 / 262144 at main) the flavor's model carries it as max_seq_len_by_stack["torchtitan-0.3"]
+ROPE_MAX_SEQ_LEN_03: dict[tuple[str, str], tuple[int, str]] = {
+    ("llama3", "debugmodel_flex_attn"): (131072, "l. 138"), ("llama3", "8B"): (131072, "l. 267"),
+    ("llama3", "70B"): (131072, "l. 308"), ("llama3", "405B"): (131072, "l. 349"),
+    ("deepseek_v3", "debugmodel_flex_attn"): (16384, "l. 358"), ("deepseek_v3", "16B"): (16384, "l. 428"),
+    ("deepseek_v3", "671B"): (16384, "l. 577"),
+    ("gpt_oss", "20b"): (131072, "l. 324"), ("gpt_oss", "120b"): (131072, "l. 368"),
+    ("qwen3", "debugmodel"): (4096, "l. 228"), ("qwen3", "0.6B"): (40960, "l. 284"), ("qwen3", "1.7B"): (40960, "l. 322"),
+    ("qwen3", "4B"): (40960, "l. 360"), ("qwen3", "8B"): (40960, "l. 395"), ("qwen3", "14B"): (40960, "l. 430"),
+    ("qwen3", "32B"): (40960, "l. 465"), ("qwen3", "debugmodel_moe"): (4096, "l. 508"),
+    ("qwen3", "30B-A3B"): (40960, "l. 549"), ("qwen3", "235B-A22B"): (40960, "l. 590"),
+}
+STACK_03 = "torchtitan-0.3"
+
+
 def flavor_model_dict(fl: Flavor) -> dict:
     """The flavor's ModelSpec fields as a model YAML holds them (flavor_spec's input, with a description)."""
     d = BUILDERS[fl.code](fl.args, fl)
@@ -296,6 +317,9 @@ def flavor_model_dict(fl: Flavor) -> dict:
     rec = _kernel_recipe(fl)
     if rec is not None:
         d["training"] = rec
+    rope03 = ROPE_MAX_SEQ_LEN_03.get((fl.code, fl.flavor))
+    if rope03 is not None and rope03[0] != d["max_seq_len"]:
+        d["max_seq_len_by_stack"] = {STACK_03: rope03[0]}
     return d
 
 

@@ -18,7 +18,9 @@ The options, as tyro parses them with torchtitan's rules (config/manager.py regi
 `--section.key value` or `--section.key=value`, the key with underscores or hyphens (torchtitan's own tests write
 both: tests/integration_tests/features.py l. 74 `--parallelism.tensor_parallel_degree 2`, l. 176
 `--parallelism.no-enable-sequence-parallel`); a boolean is a flag, `--section.key` true and `--section.no-key`
-false (h100.py l. 105 `--compile.no-enable`), and takes no value; a list[str] is one comma-separated word
+false (h100.py l. 105 `--compile.no-enable`), and takes no value; every other option takes the next word as
+its value, typed as tyro types it (the type table BOOL_OPTIONS ... LITERAL_OPTIONS: a missing value is refused, exit 2,
+as tyro stops); a list[str] is one comma-separated word
 (manager.py list_str_rule l. 234-245); the activation checkpointing policy is a subcommand,
 `activation-checkpoint:selective|full|none|memory-budget` (distributed/activation_checkpoint.py l. 329-337).
 The options that exist are exactly CLI_OPTIONS, torchtitan's own frozen list (tests/unit_tests/
@@ -180,31 +182,131 @@ _OPTIONS = {
 }
 CLI_OPTIONS = frozenset(f"{s}.{k}" if s else k for s, keys in _OPTIONS.items() for k in keys)
 
-# the options whose type the reader must know to parse a value (config/configs.py @4f9e9a47d: TrainingConfig
-# l. 36-102, ParallelismConfig l. 112-289, CompileConfig l. 291-301, DebugConfig l. 352-382); every other option's
-# value is kept as the word given (it is listed, never priced)
+# each option's type at 4f9e9a47d, as tyro parses it (the field's annotation in the config dataclass that holds it:
+# config/configs.py TrainingConfig l. 36-102, ParallelismConfig l. 112-289, CompileConfig l. 291-301, CommConfig
+# l. 314-340, DebugConfig l. 352-382; components/checkpointer/base.py BaseCheckpointManager.Config l. 223-; components/
+# metrics.py MetricsProcessor.Config l. 278-; components/optimizer/lr_scheduler.py l. 51-; components/optimizer/
+# optimizer.py l. 100-; components/loss.py BaseLoss / ChunkedLossWrapper.Config l. 302, 609-; components/validate.py
+# l. 35-, 73-; tools/profiler.py Profiler.Config l. 122-; distributed/activation_checkpoint.py l. 130-; hf_datasets/
+# text_datasets.py l. 246-, 304-, 645-, 718- and multimodal/mm_datasets.py l. 500-; components/tokenizer.py; the Flux
+# sections models/flux/configs.py), read with tyro >= 1.0.5 (.ci/docker/requirements.txt l. 5) at brentyi/tyro v1.0.15:
+#   bool with a default: a flag pair --k / --no-k taking no value (_arguments.py _rule_handle_boolean_flags l. 377-412);
+#   every other type takes its value from the next word, which must not look like a flag (a word that starts with "-"
+#   and a letter, or "--"; a negative number is a value), else tyro stops: "Missing value for argument" (_backends/
+#   _tyro_backend.py _blocks_value_consumption l. 67-97, _consume_argument l. 952-995), exit 2 (_errors.py l. 693);
+#   int / float: Python's int() / float() of the word (constructors/_primitive_spec.py basics_rule l. 275-293);
+#   X | None: the word "None" is None (union_rule l. 866-, nonetype_rule l. 327-337); a Literal: one of its values
+#   (literal_rule l. 840-, InvalidChoice); list[str]: one comma-separated word (torchtitan's list_str_rule, manager.py
+#   l. 234-245); tuple[float, ...]: the words up to the next flag-like one (nargs "*")
 BOOL_OPTIONS = frozenset({
-    "training.enable_cpu_offload", "training.disable_cuda_graphs", "training.gc_debug",
-    "parallelism.enable_fsdp_symm_mem", "parallelism.enable_sequence_parallel",
-    "compile.enable", "compile.enable_async_tensor_parallel",
-    "debug.spmd_typechecking", "debug.deterministic", "debug.deterministic_warn_only", "debug.moe_force_load_balance",
-    "debug.detect_anomaly", "debug.batch_invariant", "debug.print_config", "debug.enable_structured_logging",
+    "activation_checkpoint.debug", "activation_checkpoint.preserve_rng_state",
+    "activation_checkpoint.visualize_memory_budget_pareto", "checkpoint.create_seed_checkpoint",
+    "checkpoint.enable", "checkpoint.enable_first_step_checkpoint", "checkpoint.initial_load_in_hf",
+    "checkpoint.initial_load_in_hf_quantized", "checkpoint.initial_load_model_only", "checkpoint.last_save_in_hf",
+    "checkpoint.last_save_model_only", "checkpoint.load_only", "compile.enable",
+    "compile.enable_async_tensor_parallel", "dataloader.build_mrope_positions", "dataloader.generate_timesteps",
+    "dataloader.infinite", "dataloader.persistent_workers", "dataloader.pin_memory", "dataloader.sources.infinite",
+    "dataloader.sources.persistent_workers", "dataloader.sources.pin_memory", "debug.batch_invariant",
+    "debug.detect_anomaly", "debug.deterministic", "debug.deterministic_warn_only",
+    "debug.enable_structured_logging", "debug.moe_force_load_balance", "debug.print_config",
+    "debug.spmd_typechecking", "encoder.random_init", "inference.sampling.enable_classifier_free_guidance",
+    "metrics.disable_color_printing", "metrics.enable_tensorboard", "metrics.enable_wandb",
+    "metrics.save_for_all_ranks", "parallelism.enable_fsdp_symm_mem", "parallelism.enable_sequence_parallel",
+    "profiler.enable_memory_snapshot", "profiler.enable_profiling", "tokenizer.test_mode",
+    "training.disable_cuda_graphs", "training.enable_cpu_offload", "training.gc_debug", "validator.all_timesteps",
+    "validator.dataloader.build_mrope_positions", "validator.dataloader.generate_timesteps",
+    "validator.dataloader.infinite", "validator.dataloader.persistent_workers", "validator.dataloader.pin_memory",
+    "validator.dataloader.sources.infinite", "validator.dataloader.sources.persistent_workers",
+    "validator.dataloader.sources.pin_memory", "validator.enable",
+    "validator.sampling.enable_classifier_free_guidance",
 })
 INT_OPTIONS = frozenset({
-    "training.local_batch_size", "training.global_batch_size", "training.seq_len", "training.steps", "training.gc_freq",
+    "checkpoint.interval", "checkpoint.keep_latest_k", "checkpoint.load_step", "comm.init_timeout_seconds",
+    "comm.trace_buf_size", "comm.train_timeout_seconds", "dataloader.img_size", "dataloader.max_images_per_batch",
+    "dataloader.max_patches", "dataloader.max_patches_per_side", "dataloader.max_pixels", "dataloader.min_pixels",
+    "dataloader.num_workers", "dataloader.packing_buffer_size", "dataloader.patch_size", "dataloader.seed",
+    "dataloader.sources.num_workers", "dataloader.spatial_merge_size", "dataloader.temporal_patch_size",
+    "dataloader.video_max_frames", "dataloader.video_min_frames", "inference.img_size",
+    "inference.local_batch_size", "inference.sampling.denoising_steps", "loss.num_chunks",
+    "lr_scheduler.warmup_steps", "metrics.log_freq", "parallelism.context_parallel_degree",
     "parallelism.data_parallel_replicate_degree", "parallelism.data_parallel_shard_degree",
-    "parallelism.tensor_parallel_degree", "parallelism.pipeline_parallel_degree", "parallelism.context_parallel_degree",
-    "parallelism.expert_parallel_degree", "parallelism.pipeline_parallel_first_stage_less_layers",
+    "parallelism.expert_parallel_degree", "parallelism.pipeline_parallel_degree",
+    "parallelism.pipeline_parallel_first_stage_less_layers",
     "parallelism.pipeline_parallel_last_stage_less_layers", "parallelism.pipeline_parallel_microbatch_size",
-    "parallelism.pipeline_parallel_layers_per_stage",  # int | None
+    "parallelism.tensor_parallel_degree", "profiler.memory_snapshot_max_entries", "profiler.profile_freq",
+    "profiler.profiler_active", "profiler.profiler_warmup", "tokenizer.max_t5_encoding_len", "training.gc_freq",
+    "training.global_batch_size", "training.local_batch_size", "training.seq_len", "training.steps",
+    "validator.dataloader.img_size", "validator.dataloader.max_images_per_batch",
+    "validator.dataloader.max_patches", "validator.dataloader.max_patches_per_side",
+    "validator.dataloader.max_pixels", "validator.dataloader.min_pixels", "validator.dataloader.num_workers",
+    "validator.dataloader.packing_buffer_size", "validator.dataloader.patch_size", "validator.dataloader.seed",
+    "validator.dataloader.sources.num_workers", "validator.dataloader.spatial_merge_size",
+    "validator.dataloader.temporal_patch_size", "validator.dataloader.video_max_frames",
+    "validator.dataloader.video_min_frames", "validator.freq", "validator.sampling.denoising_steps",
+    "validator.save_img_count", "validator.steps",
 })
+OPT_INT_OPTIONS = frozenset({
+    "dataloader.prefetch_factor", "dataloader.sources.prefetch_factor", "debug.seed", "loss.global_vocab_size",
+    "loss.loss_fn.global_vocab_size", "lr_scheduler.total_steps", "parallelism.pipeline_parallel_layers_per_stage",
+    "profiler.memory_snapshot_freq", "profiler.profiler_repeat", "profiler.profiler_skip_first",
+    "profiler.profiler_skip_first_wait", "validator.dataloader.prefetch_factor",
+    "validator.dataloader.sources.prefetch_factor",
+})
+FLOAT_OPTIONS = frozenset({
+    "activation_checkpoint.memory_budget", "dataloader.prompt_dropout_prob", "dataloader.sources.weight",
+    "dataloader.video_fps", "dataloader.weight", "inference.sampling.classifier_free_guidance_scale",
+    "loss.loss_fn.mtp_scale", "loss.mtp_scale", "lr_scheduler.min_lr_factor", "training.max_norm",
+    "validator.dataloader.prompt_dropout_prob", "validator.dataloader.sources.weight",
+    "validator.dataloader.video_fps", "validator.dataloader.weight",
+    "validator.sampling.classifier_free_guidance_scale",
+})
+OPT_FLOAT_OPTIONS = frozenset({
+    "lr_scheduler.decay_ratio",
+})
+STR_OPTIONS = frozenset({
+    "activation_checkpoint.determinism_check", "checkpoint.folder", "comm.save_traces_file_prefix",
+    "comm.save_traces_folder", "compile.backend", "dataloader.dataset", "dataloader.dataset_subset",
+    "dataloader.sources.dataset", "dataloader.video_dir", "dump_folder", "encoder.autoencoder_path",
+    "encoder.clip_encoder", "encoder.t5_encoder", "hf_assets_path", "inference.prompts_path",
+    "inference.save_img_folder", "metrics.save_tb_folder", "optimizer.param_groups.optimizer_name",
+    "optimizer.param_groups.pattern", "parallelism.pipeline_parallel_schedule",
+    "profiler.save_memory_snapshot_folder", "profiler.save_traces_folder", "tokenizer.clip_tokenizer_path",
+    "tokenizer.image_token", "tokenizer.pad_token", "tokenizer.t5_tokenizer_path", "tokenizer.video_token",
+    "tokenizer.vision_end_token", "tokenizer.vision_start_token", "validator.dataloader.dataset",
+    "validator.dataloader.dataset_subset", "validator.dataloader.sources.dataset",
+    "validator.dataloader.video_dir", "validator.save_img_folder",
+})
+OPT_STR_OPTIONS = frozenset({
+    "checkpoint.initial_load_path", "dataloader.dataset_path", "dataloader.sources.dataset_path",
+    "debug.save_config_file", "parallelism.context_parallel_load_balancer",
+    "parallelism.context_parallel_ptrr_mask_key", "parallelism.pipeline_parallel_schedule_csv",
+    "validator.dataloader.dataset_path", "validator.dataloader.sources.dataset_path",
+})
+FLOATS_OPTIONS = frozenset({
+    "dataloader.image_mean", "dataloader.image_std", "validator.dataloader.image_mean",
+    "validator.dataloader.image_std",
+})
+LITERAL_OPTIONS = {
+    "training.dtype": ("bfloat16", "float32"), "training.mixed_precision_param": ("bfloat16", "float32"),
+    "training.mixed_precision_reduce": ("float32",), "parallelism.fsdp_reshard_after_forward": ("default", "always", "never"),
+    "parallelism.spmd_backend": ("partial_dtensor", "full_dtensor", "spmd_types"),
+    "comm.mode": ("default", "fake_backend", "local_tensor", "torchcomms"),
+    "checkpoint.async_mode": ("disabled", "async", "async_with_pinned_mem"),
+    "checkpoint.export_dtype": ("float16", "bfloat16", "float32"), "lr_scheduler.decay_type": ("linear", "sqrt", "cosine"),
+    "optimizer.implementation": ("for-loop", "foreach", "fused", "fused_opt_states_bf16"),
+    "dataloader.patch_order": ("block", "raster"), "validator.dataloader.patch_order": ("block", "raster"),
+    "dataloader.stopping_strategy": ("on_first_exhausted", "all_exhausted"),
+    "validator.dataloader.stopping_strategy": ("on_first_exhausted", "all_exhausted"),
+}
 LIST_OPTIONS = frozenset({"compile.components", "activation_checkpoint.force_recompute_mm_shapes_by_fqns",
                           "checkpoint.exclude_from_loading"})  # list[str]: one comma-separated word (list_str_rule)
 # options whose value is no single word on a command line the planner reads (list[list[str]], dicts, the
 # imports' own syntax): refused with a hint rather than half-read
 NOT_ONE_WORD = frozenset({"parallelism.module_fqns_per_model_part", "override.imports",
                           "optimizer.optimizer_factory_kwargs_by_name", "optimizer.param_groups",
-                          "dataloader.load_dataset_kwargs", "validator.dataloader.load_dataset_kwargs"})
+                          "dataloader.load_dataset_kwargs", "validator.dataloader.load_dataset_kwargs",
+                          "dataloader.sources.load_dataset_kwargs", "validator.dataloader.sources.load_dataset_kwargs",
+                          "optimizer.param_groups.optimizer_kwargs"})
 # activation_checkpoint.py @4f9e9a47d l. 329-337: the policy subcommands -> main's [activation_checkpoint] mode
 # (SelectiveAC l. 185-200 is per-op SAC, main's selective_ac_option "op"; memory-budget has no counterpart priced)
 AC_SUBCOMMANDS = {"selective": {"mode": "selective", "selective_ac_option": "op"}, "full": {"mode": "full"},
@@ -301,8 +403,8 @@ ATTN_PRICED = {"flex": "flex", "varlen": "flex"}
 # chunked_loss, priced by memory._chunked_loss with the stack's memory.chunked_loss_chunks 8; no option removes it
 LOSS_CHUNKS = 8
 _QWEN3_CTX = ("rope max_seq_len 40960 (models/qwen3/__init__.py {l}), main @e347b1e5e's flavor {m}: the rotary "
-              "table's length, priced at nothing (the model's context; the run's seq_len is training.seq_len; the "
-              "planner's beyond-context warning reads main's {m})")
+              "table's length, priced at nothing (the model's context as 0.3.0 builds it, the model's "
+              "max_seq_len_by_stack: the beyond-context check reads 40960; the run's seq_len is training.seq_len)")
 # MXFP8LinearConverter.Config fqns default [] (components/quantization/mx.py l. 55-60, convert l. 79-95: an empty
 # list converts every Linear, lm_head included); MXFP8Linear is torchao's prototype/moe_training/mxfp8_linear.py
 # MXFP8Linear (scale_calculation_mode RCEIL, l. 281): torchao's mxfp8_rceil, the planner's mxfp8 recipe
@@ -614,8 +716,8 @@ def _options(where: str, args: list[str], module, config):
         if key not in CLI_OPTIONS:
             sect, _, leaf = key.rpartition(".")
             base = f"{sect}.{leaf[3:]}".lstrip(".")
-            if leaf.startswith("no_") and base in CLI_OPTIONS and base not in INT_OPTIONS | LIST_OPTIONS:
-                key, neg = f"{sect}.{leaf[3:]}".lstrip("."), True
+            if leaf.startswith("no_") and base in BOOL_OPTIONS:  # tyro's --no-k exists for booleans only
+                key, neg = base, True
             else:
                 _unknown(where, key, w)
         if key in NOT_ONE_WORD:
@@ -624,23 +726,23 @@ def _options(where: str, args: list[str], module, config):
         if key in BOOL_OPTIONS:
             if eq:
                 raise PlannerError(f"{where}{w}: {key} is a flag in torchtitan 0.3.0 (tyro): it takes no value",
-                                   f"write --{name} for true, --{name.rsplit('.', 1)[0]}.no-{name.rsplit('.', 1)[-1]} "
-                                   "for false")
+                                   f"write --{key} for true, --{_no(key)} for false")
             out[key] = not neg
             continue
-        if neg:  # --section.no-key: another section's boolean, false (it takes no value)
-            out[key] = False
+        if key in FLOATS_OPTIONS and not eq:  # tuple[float, ...]: the words up to the next flag-like one
+            vals = []
+            while i < len(args) and not _flag_like(args[i]):
+                vals.append(_word(where, args[i]))
+                i += 1
+            out[key] = [_float(where, key, v) for v in vals]
             continue
         if not eq:
-            if i >= len(args) or args[i].startswith("--") or re.match(r"activation[-_]checkpoint:", args[i]):
-                if key in LIST_OPTIONS:
-                    val = ""
-                else:  # another section's boolean flag (no value follows): true
-                    out[key] = True
-                    continue
-            else:
-                val = _word(where, args[i])
-                i += 1
+            if i >= len(args) or _flag_like(args[i]):
+                raise PlannerError(f"{where}--{name} has no value: {key} is {_type_text(key)} in torchtitan 0.3.0, not a "
+                                   "flag, and tyro stops with 'Missing value for argument' (exit 2)",
+                                   f"write --{name} VALUE")
+            val = _word(where, args[i])
+            i += 1
         out[key] = _typed(where, key, val)
     return out, ac, module, config
 
@@ -659,17 +761,58 @@ def _unknown(where: str, key: str, word: str):
                        f"did you mean --{near[0]}?" if near else "see torchtitan's config/configs.py for the options")
 
 
+def _flag_like(w: str) -> bool:
+    """tyro's test of a word after a value-taking option (_tyro_backend.py _blocks_value_consumption l. 67-97): "--", or
+    a word that starts with "-" and then a letter, is an option, not the value; a negative number is a value."""
+    head = w.partition("=")[0]
+    return w == "--" or (head.startswith("-") and len(head) > 1 and head.lstrip("-")[:1].isalpha())
+
+
+def _no(key: str) -> str:
+    sect, _, leaf = key.rpartition(".")
+    return f"{sect}.no-{leaf}".lstrip(".")
+
+
+def _type_text(key: str) -> str:
+    if key in LITERAL_OPTIONS:
+        return "one of " + ", ".join(LITERAL_OPTIONS[key])
+    for kinds, text in ((INT_OPTIONS, "an integer"), (OPT_INT_OPTIONS, "an integer or None"),
+                        (FLOAT_OPTIONS, "a number"), (OPT_FLOAT_OPTIONS, "a number or None"),
+                        (STR_OPTIONS, "a string"), (OPT_STR_OPTIONS, "a string or None"),
+                        (LIST_OPTIONS, "a list of strings (one comma-separated word)")):
+        if key in kinds:
+            return text
+    return "a value"
+
+
+def _float(where: str, key: str, val: str) -> float:
+    try:
+        x = float(val)
+    except ValueError:
+        x = None
+    if x is None or x != x or x in (float("inf"), float("-inf")):
+        raise PlannerError(f"{where}--{key} {val!r} is not a finite number", f"--{key} takes a number (e.g. 1.0)")
+    return x
+
+
 def _typed(where: str, key: str, val: str):
+    """A value word as tyro types it for the option (the type table above); PlannerError where tyro stops."""
     from ..schema import MAX_COUNT
 
     if key in LIST_OPTIONS:
         return [v for v in val.split(",")] if val else []
-    if key in INT_OPTIONS:
-        if key == "parallelism.pipeline_parallel_layers_per_stage" and val == "None":
-            return None
+    if val == "None" and key in OPT_INT_OPTIONS | OPT_FLOAT_OPTIONS | OPT_STR_OPTIONS:
+        return None
+    if key in INT_OPTIONS | OPT_INT_OPTIONS:
         if not re.fullmatch(r"-?[0-9]{1,10}", val) or abs(int(val)) > MAX_COUNT:
-            raise PlannerError(f"{where}--{key} {val!r} is not a whole number", f"--{key} takes an integer")
+            raise PlannerError(f"{where}--{key} {val!r} is not a whole number",
+                               f"--{key} takes an integer" + (" (or None)" if key in OPT_INT_OPTIONS else ""))
         return int(val)
+    if key in FLOAT_OPTIONS | OPT_FLOAT_OPTIONS:
+        return _float(where, key, val)
+    if key in LITERAL_OPTIONS and val not in LITERAL_OPTIONS[key]:
+        raise PlannerError(f"{where}--{key} {val!r} is not one of torchtitan 0.3.0's values for it (a Literal: tyro "
+                           "stops with an invalid choice)", f"valid: {', '.join(LITERAL_OPTIONS[key])}")
     return val
 
 
@@ -724,7 +867,7 @@ def to_main_sections(where: str, cf: ConfigFunction, options: dict, ac: Optional
         if key in ONLY_03:
             only[key] = v
         elif key == "loss.num_chunks":
-            if not (isinstance(v, str) and v.isdigit() and int(v) >= 1):
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise PlannerError(f"{where}--loss.num_chunks {v!r} is not a whole number of chunks",
                                    f"--loss.num_chunks takes an integer (ChunkedLossWrapper's, default {LOSS_CHUNKS})")
             if int(v) != LOSS_CHUNKS:
@@ -802,6 +945,7 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
         raise PlannerError(_spell_03(e.message, run, launcher), _spell_03(e.hint, run, launcher)) from None
     job = cfg.job
     job["stack"] = STACK
+    _rope_fits(where, cf, job.get("seq_len"))
     # the attention backend model_registry builds (module docstring): flex for every function transcribed
     job["attention_kernel"] = cf.kernel
     assumed.append(f"attention_kernel={cf.kernel}: {cf.name} builds its model with attn_backend "
@@ -824,6 +968,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                    f"{STACK} memory.chunked_loss_chunks {LOSS_CHUNKS}), not its plain cross-entropy's")
     assumed.extend(f"{cf.flavor[0]} {cf.flavor[1]}: {n}" for n in cf.notes)
     _only_03(only, job, assumed, ignored, not_modelled)
+    _compile_components({**cf.settings, **launch.options}, "compile.components" in launch.options, ignored)
+    _async_tp(where, {**cf.settings, **launch.options}, job)
     if job.get("sharding") == "none":  # 0.3.0 applies FSDP over one rank (stack_db runs.fsdp_one_rank)
         one_rank_mesh(job, STACK, assumed)
         job.pop("sharding_mode", None)  # the TOML mapping's ddp: the stack's first mode of the level (plan.resolve)
@@ -921,6 +1067,65 @@ def _only_03(only: dict, job: dict, assumed: list, ignored: list, not_modelled: 
                                    "the CP load balancer's mask key, configs.py l. 243: not priced)"))
 
 
+def _rope_fits(where: str, cf: ConfigFunction, seq: Optional[int]) -> None:
+    """0.3.0 stops a run whose training.seq_len exceeds the model's RoPE table (torchtitan_registry.ROPE_MAX_SEQ_LEN_03:
+    decoder.py update_from_config l. 166-174, a ValueError at start-up): refused, as torchtitan refuses it."""
+    from ..torchtitan_registry import ROPE_MAX_SEQ_LEN_03
+
+    n, line = ROPE_MAX_SEQ_LEN_03[cf.flavor]
+    if seq is not None and seq > n:
+        raise PlannerError(f"{where}--training.seq_len {seq}: {cf.name}'s model_registry({cf.flavor[1]!r}) builds its "
+                           f"RoPE table for {n} positions (torchtitan {COMMIT} models/{cf.module}/__init__.py {line}), "
+                           "and torchtitan 0.3.0 stops a longer run at start-up (models/common/decoder.py "
+                           "update_from_config l. 166-174: 'Training sequence length ... exceeds attention RoPE maximum "
+                           "supported sequence length')", f"--training.seq_len at most {n}")
+
+
+# the components torchtitan 0.3.0 compiles: CompileConfig.components (list[str], default ["model", "loss"], configs.py
+# l. 298-299) is only ever tested for these two names, with compile.enable: "model" by each model's parallelize
+# (models/llama3/parallelize.py l. 55, qwen3 l. 41, deepseek_v3 l. 52, gpt_oss l. 71: `compile_config.enable and
+# "model" in compile_config.components`) and "loss" by BaseLoss._maybe_compile (components/loss.py l. 309-315); no
+# code checks the list's other names, so torchtitan runs with them and they compile nothing
+COMPILE_COMPONENTS = ("model", "loss")
+
+
+def _async_tp(where: str, given: dict, job: dict) -> None:
+    """compile.enable_async_tensor_parallel, said in 0.3.0's options where the plan cannot take it: 0.3.0 itself stops
+    without compile of the model (CompileConfig.__post_init__, configs.py l. 303-310: ValueError "Async TP requires
+    'model' in --compile.components and --compile.enable"), and the planner prices async TP only over sequence
+    parallelism's all-gather / reduce-scatter (plan: tp_comm_overlap needs sequence_parallel)."""
+    if not given.get("compile.enable_async_tensor_parallel"):
+        return
+    if not (given.get("compile.enable") and "model" in given.get("compile.components", list(COMPILE_COMPONENTS))):
+        raise PlannerError(f"{where}--compile.enable-async-tensor-parallel without --compile.enable and 'model' in "
+                           "--compile.components: torchtitan 0.3.0 stops at start-up (configs.py CompileConfig."
+                           "__post_init__ l. 303-310: 'Async TP requires 'model' in --compile.components and "
+                           "--compile.enable')", "add --compile.enable (components with model), or write "
+                                                 "--compile.no-enable-async-tensor-parallel")
+    if job.get("tp", 1) > 1 and job.get("sequence_parallel") is False:
+        raise PlannerError(f"{where}--compile.enable-async-tensor-parallel with --parallelism.no-enable-sequence-parallel"
+                           ": the planner prices async TP as the overlap of sequence parallelism's all-gather and "
+                           "reduce-scatter with the GEMMs (tp_comm_overlap needs sequence_parallel), and without them "
+                           "it has no price for it", "write --parallelism.enable-sequence-parallel, or "
+                                                     "--compile.no-enable-async-tensor-parallel")
+
+
+def _compile_components(given: dict, stated: bool, ignored: list) -> None:
+    """What the run's compile.components does, listed (ignored: nothing is priced apart from torch_compile, which the
+    TOML mapping sets from enable and "model"): the names 0.3.0 never reads, and the whole list with compile off."""
+    comps = given.get("compile.components", list(COMPILE_COMPONENTS))
+    other = [c for c in comps if c not in COMPILE_COMPONENTS]
+    if not given.get("compile.enable", False):
+        if stated:
+            ignored.append(fmt_ignored("compile.components", comps) + " (compile.enable false: torchtitan 0.3.0 "
+                           "compiles no component, whatever the list names; configs.py l. 291-299)")
+        return
+    for c in other:
+        ignored.append(f"compile.components {c!r} (no component of torchtitan 0.3.0: it compiles only \"model\" "
+                       "(models/<module>/parallelize.py) and \"loss\" (components/loss.py l. 309-315) and checks no "
+                       "other name, so this one compiles nothing)")
+
+
 # ------------------------------------------------------------------ the export
 # main's [parallelism] / [training] / [compile] / [optimizer] keys of export._torchtitan_sections that 0.3 spells as
 # the same option; the others are rewritten (async TP, the end weights) or refused (launch_text)
@@ -999,7 +1204,8 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                 continue  # 0.3 has no ETP axis: the experts unsplit by TP under EP (stack etp_one_under_ep)
             if k == "expert_parallel_comm_backend" and par[k] == "standard":
                 continue  # the model config's default token dispatcher (stack_db torchtitan-0.3 moe_dispatchers)
-            raise _refuse(f"[parallelism] {k} = {par[k]!r}: {MAIN_ONLY.get('parallelism.' + k, 'no option of 0.3')}",
+            raise _refuse(f"the plan's parallelism.{k} {par[k]!r} (torchtitan main's option): "
+                          f"{MAIN_ONLY.get('parallelism.' + k, 'no option of 0.3')}",
                           "price the plan without it on --stack torchtitan-0.3")
     if "early_step_in_backward" in sec.get("optimizer", {}):
         raise _refuse("early_step_in_backward: torchtitan 0.3.0 has no such option", "price it without")
@@ -1018,9 +1224,19 @@ def launch_text(plan: dict, sec: dict, picked: list, notes: list[str]) -> str:
                      "backward step on (trainer.py l. 613-614), which the plan does not price")
     if cf.export_note:
         notes.append(cf.export_note)
-    if "steps" not in sec["training"] and "training.steps" in cf.settings:
-        notes.append(f"training.steps: the plan fixes no whole number of steps; {cf.name}'s "
-                     f"{cf.settings['training.steps']} run ({cf.where})")
+    if "steps" not in sec["training"]:
+        per = plan["global_batch"] * plan["seq_len"]
+        if plan.get("tokens") is not None:  # no option but --training.steps sets the run's length: refused, not rounded
+            lo = int(plan["tokens"] // per)
+            near = " or ".join(f"{n * per} ({n:,} steps)" for n in (lo, lo + 1) if n >= 1)
+            raise _refuse(f"tokens {plan['tokens']:,.0f} is not a whole number of steps of {plan['global_batch']} x "
+                          f"{plan['seq_len']} = {per:,} tokens: torchtitan 0.3.0 runs whole steps "
+                          "(--training.steps, configs.py l. 58), and the line read back would run "
+                          f"{cf.name}'s own {cf.settings.get('training.steps', 10000):,} steps",
+                          f"plan --tokens {near}")
+        steps = cf.settings.get("training.steps", 10000)  # TrainingConfig.steps default 10000 (configs.py l. 58)
+        notes.append(f"training.steps: the plan sets no token count; {cf.name}'s {steps:,} steps run ({steps * per:,} "
+                     f"tokens; {cf.where})")
     ac = sec["activation_checkpoint"]
     sub = next((s for s, v in AC_SUBCOMMANDS.items() if v == ac), None)
     if sub is None:
