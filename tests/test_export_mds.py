@@ -160,3 +160,9 @@ def test_a_deepspeed_json_of_a_tp_plan_points_at_the_script():
     with pytest.raises(PlannerError, match="a DeepSpeed JSON has no TP") as e:
         export_plan(row["plan"], "deepspeed")
     assert "--format megatron-deepspeed" in e.value.hint
+
+
+def test_an_moe_plan_is_refused_naming_the_forks_flags():
+    row = _row(model="mixtral-8x7b", gpus=64, tp=1, pp=1, sharding="zero2", global_batch=256, micro_batch=1, seq_len=4096)
+    with pytest.raises(PlannerError, match="--moe-expert-parallel-size l. 1159"):
+        export_plan(row["plan"], "megatron-deepspeed")

@@ -927,7 +927,7 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     states' bytes and the data-parallel overlap are then left out (the ds_config JSON holds them)."""
     from ..startup import uses_tp_pp_dp_mapping
 
-    F = "megatron"
+    F = "megatron-deepspeed" if fork else "megatron"  # the format a refusal names
     model = _model(plan)
     tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     args: list[tuple[str, object]] = [
@@ -1343,9 +1343,12 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
                          "Megatron-DeepSpeed @f4157bea's arguments.py has no such flag",
                       "price it without sync_tp_duplicated_parameters")
     if _model(plan).moe is not None:
-        raise _refuse(F, "an MoE model: Megatron-DeepSpeed @f4157bea builds DeepSpeed-MoE layers (--num-experts nargs '+', "
-                         "megatron/arguments.py l. 608, its own expert parallelism), not the Megatron-Core MoE the "
-                         "planner prices", "export the plan as --format megatron on --stack megatron")
+        raise _refuse(F, "an MoE model: Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE in its own flags (--num-experts "
+                         "nargs '+', --mlp-type, --topk, --expert-interval default 2: megatron/arguments.py l. 608-614; "
+                         "--moe-expert-parallel-size l. 1159; --moe-train-capacity-factor l. 913), which the planner's "
+                         "Megatron-DeepSpeed reader (megatron_deepspeed.py) does not read: the script would not read "
+                         "back as the plan, so the writer does not spell them",
+                      "export the dense part by hand, or price the model on --stack megatron and export --format megatron")
     cfg = deepspeed_config(plan, F)
     stage = cfg["zero_optimization"]["stage"]
     # the model: GPTModelPipe under DeepSpeed's PipelineEngine unless --no-pipeline-parallel (pretrain_gpt.py
