@@ -1,5 +1,5 @@
 """Issue 22: a plan `fit` ranks is one the trainer runs. For the seven top plans the issue
-found broken and 23 more across the stacks (dense, MoE, long context; 8 to 16,384 GPUs),
+found broken and 24 more across the stacks (dense, MoE, long context; 8 to 16,384 GPUs),
 `fit --export` writes the trainer's file, reads it back as the same plan with the same memory
 (cli/export.py check_readback, exit 2 otherwise), a Megatron script passes Megatron's own
 start-up checks (planner/trainers/rules.py), `planner check` passes that file with the
@@ -7,7 +7,7 @@ GPU named, and `planner explain` of the file gives the fitted row's plan and mem
 (checked here, apart from fit's own read-back). The stack's space limits the search.
 
 The searches are pinned where the plan is not the point (--tp, --pp, ...) and show one row, so
-that the 30 cases stay fast."""
+that the 31 cases stay fast."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from planner.trainers.export import plan_signature
 from planner.trainers.rules import megatron_script_errors
 
-SUFFIX = {"megatron": ".sh", "torchtitan": ".toml", "deepspeed": ".json"}
+SUFFIX = {"megatron": ".sh", "torchtitan": ".toml", "deepspeed": ".json", "megatron-deepspeed": ".sh"}
 QWEN_TT = str(Path(__file__).parent / "data" / "torchtitan_flavors" / "qwen3-30b-a3b-torchtitan.yaml")
 
 # (name, format, fit arguments); the hardware is h100-sxm where none is named
@@ -53,6 +53,9 @@ MORE = [
                                                     "--vpp", "1", "--global-batch", "96", "--max-layer-slack", "4"]),
     ("d11-llama2-7b-16-deepspeed-mics", "deepspeed", ["--model", "llama2-7b", "--gpus", "16", "--stack", "megatron-deepspeed",
                                                       "--max-tp", "1", "--max-pp", "1", "--max-cp", "1", "--sharding", "hsdp"]),
+    # the issue's megatron-deepspeed top plan (tp 4 pp 8 zero1), exported as the fork's launch script (mdsexport)
+    ("d12-llama3-70b-64-megatron-deepspeed", "megatron-deepspeed", ["--model", "llama3-70b", "--gpus", "64", "--stack",
+                                                                    "megatron-deepspeed", "--tp", "4", "--pp", "8"]),
     # long context
     ("l1-llama3-8b-32-128k-megatron", "megatron", ["--model", "llama3-8b", "--gpus", "32", "--seq-len", "131072",
                                                    "--global-batch", "16"]),
@@ -85,6 +88,7 @@ CASES = SEVEN + MORE
 # what the pinned cases' files must spell (the trainer's own way of the plan's split and mode)
 EXPECT = {
     "d4-llama2-13b-16-deepspeed": ['"stage": 3'],
+    "d12-llama3-70b-64-megatron-deepspeed": ['"stage": 1', "--deepspeed_config $DS_CONFIG ", "--num-key-value-heads 8 "],
     "d10-llama3-70b-96-megatron-pp6": ["--decoder-first-pipeline-num-layers 12 ", "--decoder-last-pipeline-num-layers 12 "],
     "d11-llama2-7b-16-deepspeed-mics": ['"stage": 3', '"mics_shard_size"'],
     # the recipe's MTP module (mtp_layers 1) in the last chunk, as validate_layer_layout counts it

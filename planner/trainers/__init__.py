@@ -32,13 +32,15 @@ from typing import Optional
 from .. import files
 from ..errors import PlannerError
 
-FORMATS = ("torchtitan", "megatron", "deepspeed")
+# megatron-deepspeed: a microsoft/Megatron-DeepSpeed launch script (Megatron flags, --deepspeed and the ds_config JSON
+# it writes), read by the Megatron reader (megatron_deepspeed.py) and written by export.py _megatron_deepspeed
+FORMATS = ("torchtitan", "megatron", "deepspeed", "megatron-deepspeed")
 # the formats read: FORMATS (each also written) and torchtitan 0.3.0's launch line (torchtitan03.py: --module /
 # --config with command-line options; `export --format torchtitan` writes it for a plan on stack torchtitan-0.3)
 READ_FORMATS = FORMATS + ("torchtitan-0.3",)
 # the software stack each format runs on (stack_db/): the Job's `stack` unless stated
 FORMAT_STACKS = {"torchtitan": "torchtitan", "megatron": "megatron", "deepspeed": "megatron-deepspeed",
-                 "torchtitan-0.3": "torchtitan-0.3"}
+                 "megatron-deepspeed": "megatron-deepspeed", "torchtitan-0.3": "torchtitan-0.3"}
 
 
 @dataclass
@@ -160,13 +162,17 @@ def load_trainer_config(path, *, fmt: Optional[str] = None, model: Optional[str]
         from .torchtitan import read
     elif fmt == "torchtitan-0.3":
         from .torchtitan03 import read
-    elif fmt == "megatron":
+    elif fmt in ("megatron", "megatron-deepspeed"):  # a Megatron-DeepSpeed script is the Megatron reader's dialect
         from .megatron import read
     else:
         from .deepspeed import read
     extra = {"parallel": parallel} if fmt == "deepspeed" else {"stack": stack} if fmt == "torchtitan" else {}
     cfg = read(p, text, model=model, gpus=gpus, hardware=hardware, **extra)
     cfg.source = str(p)
+    if fmt == "megatron-deepspeed" and cfg.fmt != "megatron-deepspeed":
+        raise PlannerError(f"{p}: --config-format megatron-deepspeed, but the script has none of Megatron-DeepSpeed's "
+                           "flags (--deepspeed, --deepspeed_config, --zero-stage, ...): a Megatron-LM script",
+                           "pass --config-format megatron, or add the script's --deepspeed --deepspeed_config FILE")
     if not (fmt == "megatron" and cfg.fmt == "megatron-deepspeed"):  # a Megatron-DeepSpeed script keeps its dialect
         cfg.fmt = fmt
     cfg.job.setdefault("stack", FORMAT_STACKS[fmt])

@@ -1,5 +1,6 @@
 """Write a resolved plan (explain's / fit's JSON `plan`) in a trainer's own format: a
-torchtitan TOML job file, a Megatron-LM launch script, a DeepSpeed JSON config.
+torchtitan TOML job file, a Megatron-LM launch script, a DeepSpeed JSON config, a
+Megatron-DeepSpeed launch script (the fork's flags and the DeepSpeed JSON in a heredoc).
 
 Each file holds every setting of the plan the format can spell, and nothing the plan does
 not fix (where the trainer needs a value the plan leaves open, such as Megatron's
@@ -36,7 +37,7 @@ _TT_SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved": "Interleaved1F
 
 
 def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
-    """The file text for `plan` in `fmt` ('torchtitan' | 'megatron' | 'deepspeed') and the
+    """The file text for `plan` in `fmt` ('torchtitan' | 'megatron' | 'deepspeed' | 'megatron-deepspeed') and the
     notes: what the format cannot express, and choices the plan did not fix."""
     if fmt not in FORMATS:
         raise PlannerError(f"--format {fmt!r} is not a trainer format", f"valid: {', '.join(FORMATS)}")
@@ -77,7 +78,8 @@ def export_plan(plan: dict, fmt: str) -> tuple[str, list[str]]:
         sec = _torchtitan_sections({k: v for k, v in plan.items() if k != "chunked_loss"}, notes,
                                    lambda p, m, n: launch_flavor(p, m, picked))
         return launch_text(plan, sec, picked, notes), notes
-    text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed}[fmt](plan, notes)
+    text = {"torchtitan": _torchtitan, "megatron": _megatron, "deepspeed": _deepspeed,
+            "megatron-deepspeed": _megatron_deepspeed}[fmt](plan, notes)
     return text, notes
 
 
@@ -902,14 +904,32 @@ def _window_args(model, F: str) -> list[tuple[str, object]]:
 
 
 def _megatron(plan: dict, notes: list[str]) -> str:
-    from ..startup import uses_tp_pp_dp_mapping
-
-    F = "megatron"
-    model = _model(plan)
     hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
-    tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     g = plan["gpus"]
     per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
+    args = _megatron_args(plan, notes)
+    mode = plan.get("sharding_mode")
+    fsdp = mode.startswith("megatron_fsdp") or mode == "torch_fsdp2"
+    lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",
+             "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",
+             f"# hardware {plan['hardware']}: {plan['gpus']} GPUs = {g // per_node} node(s) x {per_node}",
+             # FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (arguments.py validate_args)
+             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"), "",
+             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\"]
+    body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
+    lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
+    return "\n".join(lines) + "\n"
+
+
+def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tuple[str, object]]:
+    """The Megatron-LM @d98e8a64 argument words of the plan. fork: for Megatron-DeepSpeed's script
+    (_megatron_deepspeed), which spells them in its fork's flags: the sharding mode, the optimizer
+    states' bytes and the data-parallel overlap are then left out (the ds_config JSON holds them)."""
+    from ..startup import uses_tp_pp_dp_mapping
+
+    F = "megatron-deepspeed" if fork else "megatron"  # the format a refusal names
+    model = _model(plan)
+    tp, cp, pp, vpp, dp = plan["tp"], plan["cp"], plan["pp"], plan["vpp"], plan["dp"]
     args: list[tuple[str, object]] = [
         ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size), ("--ffn-hidden-size", model.ffn_hidden_size),
         ("--num-attention-heads", model.num_attention_heads)]
@@ -1092,10 +1112,10 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     if plan.get("sequence_parallel"):
         args.append(("--sequence-parallel", None))
     mode = plan.get("sharding_mode")
-    if mode not in MEGATRON_MODE_FLAGS:
+    if mode not in MEGATRON_MODE_FLAGS and not fork:
         raise _refuse(F, f"sharding {plan['sharding']} (mode {mode}) is not a Megatron-LM mode (stack_db megatron runs.sharding)",
                       "price it on --stack megatron")
-    args += MEGATRON_MODE_FLAGS[mode]
+    args += [] if fork else MEGATRON_MODE_FLAGS[mode]
     if mode == "megatron_fsdp_hsdp":
         args.append(("--num-distributed-optimizer-instances", dp // plan["shard_group"]))
     rec = plan["recompute"]
@@ -1125,7 +1145,8 @@ def _megatron(plan: dict, notes: list[str]) -> str:
         else:
             notes.append(f"tokens {plan['tokens']:.6g}: not a whole number of {plan['seq_len']}-token samples; left out")
     args.append(("--fp16", None) if plan.get("fp16") else ("--bf16", None))
-    args += _megatron_state_flags(plan, mode, notes)
+    if not fork:
+        args += _megatron_state_flags(plan, mode, notes)
     if plan["precision"] == "fp8":
         args += [("--fp8-format", "hybrid"), ("--fp8-recipe", plan.get("fp8_recipe") or "delayed")]
         notes.append("--fp8-format hybrid: the plan does not fix e4m3 vs hybrid (Megatron's example recipes use hybrid)")
@@ -1137,7 +1158,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
                  ("--num-layers-at-end-in-bf16", str(plan.get("bf16_layers_at_end", 0)))]
     if plan.get("tp_comm_overlap"):
         args.append(("--tp-comm-overlap", None))
-    if plan.get("dp_comm_overlap"):
+    if plan.get("dp_comm_overlap") and not fork:
         args.append(("--overlap-grad-reduce", None))
         if mode != "ddp" and mode != "torch_fsdp2":  # arguments.py: distributed optimizer or Megatron-FSDP only
             args.append(("--overlap-param-gather", None))
@@ -1167,16 +1188,7 @@ def _megatron(plan: dict, notes: list[str]) -> str:
     elif plan.get("attention_kernel") and plan["attention_kernel"] != _auto_attention_kernel(plan):
         # a kernel other than TE's own choice on this GPU (compute.py [7a]): flash2 -> flash, cudnn -> fused
         args.append(("--attention-backend", "flash" if plan["attention_kernel"] == "flash2" else "fused"))
-    fsdp = mode.startswith("megatron_fsdp") or mode == "torch_fsdp2"
-    lines = ["#!/bin/bash", "# Megatron-LM launch written by `planner export --format megatron`",
-             "# flag names: NVIDIA/Megatron-LM megatron/training/arguments.py and transformer_config.py @d98e8a64",
-             f"# hardware {plan['hardware']}: {plan['gpus']} GPUs = {g // per_node} node(s) x {per_node}",
-             # FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 (arguments.py validate_args)
-             "export CUDA_DEVICE_MAX_CONNECTIONS=" + ("8" if fsdp else "1"), "",
-             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\"]
-    body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
-    lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
-    return "\n".join(lines) + "\n"
+    return args
 
 
 # the planner's dispatchers in Megatron's flags (planner/dispatch.py [1]; megatron.py _dispatcher
@@ -1225,11 +1237,12 @@ def _megatron_dispatcher(plan: dict) -> list:
 # ------------------------------------------------------------------------ DeepSpeed
 def _deepspeed(plan: dict, notes: list[str]) -> str:
     F = "deepspeed"
-    tp, cp, pp, dp = plan["tp"], plan["cp"], plan["pp"], plan["dp"]
+    tp, cp, pp = plan["tp"], plan["cp"], plan["pp"]
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("ep", plan.get("ep", 1))):
         if v > 1:
             raise _refuse(F, f"{name} {v}: a DeepSpeed JSON has no {name.upper()} (Megatron-DeepSpeed takes it as a launch "
-                             "argument)", "export a plan with tp = pp = cp = ep = 1 as a DeepSpeed JSON")
+                             "argument)", "export it as --format megatron-deepspeed (the launch script, its JSON inside), "
+                             "or a plan with tp = pp = cp = ep = 1 as a DeepSpeed JSON")
     if plan.get("partition_activations"):  # Megatron-DeepSpeed's flag overrides the JSON's (memory.py [pa])
         raise _refuse(F, "partition_activations: Megatron-DeepSpeed's --partition-activations launch flag, which "
                          "overrides a JSON activation_checkpointing section (deepspeed.checkpointing.configure takes "
@@ -1239,6 +1252,20 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
         raise _refuse(F, "sync_tp_duplicated_parameters: BigScience's Megatron-DeepSpeed --sync-tp-duplicated-parameters "
                          "launch flag, which a DeepSpeed JSON has no key for",
                       "price it without sync_tp_duplicated_parameters, and add the flag to the launch")
+    cfg = deepspeed_config(plan, F)
+    if plan["recompute"] != "none":
+        notes.append(f"recompute {plan['recompute']}: set in the model code (Hugging Face gradient_checkpointing), "
+                     "not in a DeepSpeed JSON; pass --recompute when reading it back")
+    notes.append(f"the JSON does not name the model, the GPU count or the sequence length: read it back with --model "
+                 f"{plan.get('model_file') or plan['model']} --gpus {plan['gpus']} --hardware {plan['hardware']} "
+                 f"--seq-len {plan['seq_len']}")
+    return json.dumps(cfg, indent=2) + "\n"
+
+
+def deepspeed_config(plan: dict, F: str) -> dict:
+    """The DeepSpeed JSON of the plan (batch keys, precision, zero_optimization): the one writer of it, for
+    `export --format deepspeed` and the ds_config a Megatron-DeepSpeed script writes (_megatron_deepspeed)."""
+    dp = plan["dp"]
     mode = plan.get("sharding_mode")
     # bf16_optimizer: bf16 at stage 0 runs DeepSpeed's BF16_Optimizer (engine.py @38327e07 get_data_types l. 1017-1019:
     # fp32 accumulation by default without ZeRO; _do_optimizer_sanity_check l. 1300-1350), read back as that mode;
@@ -1268,15 +1295,120 @@ def _deepspeed(plan: dict, notes: list[str]) -> str:
         **({"fp16": {"enabled": True}} if plan.get("fp16") else {"bf16": {"enabled": True}}),
         "zero_optimization": zero,
     }
-    if plan["recompute"] != "none":
-        notes.append(f"recompute {plan['recompute']}: set in the model code (Hugging Face gradient_checkpointing), "
-                     "not in a DeepSpeed JSON; pass --recompute when reading it back")
     if plan["precision"] != "bf16":
         raise _refuse(F, f"precision {plan['precision']}: not a DeepSpeed JSON setting (Transformer Engine in the model code)", "price it in bf16")
     if plan.get("torch_compile"):
         raise _refuse(F, "torch_compile on: not written (DeepSpeed's `compile` section differs between releases)",
                       "price it with --no-compile")
-    notes.append(f"the JSON does not name the model, the GPU count or the sequence length: read it back with --model "
-                 f"{plan.get('model_file') or plan['model']} --gpus {plan['gpus']} --hardware {plan['hardware']} "
-                 f"--seq-len {plan['seq_len']}")
-    return json.dumps(cfg, indent=2) + "\n"
+    return cfg
+
+
+# ------------------------------------------------------------------------ Megatron-DeepSpeed
+# microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py: the flags its launch script is written with, each with
+# the line that adds it (the fork's, 2022 Megatron-LM with DeepSpeed's; its examples_deepspeed/pretrain_llama2_
+# distributed.sh is the canonical script: torchrun pretrain_gpt.py, the JSON by `cat <<EOT > $DS_CONFIG`, --deepspeed
+# --deepspeed_config --zero-stage). A Megatron-LM @d98e8a64 flag the plan needs and the fork lacks is refused, named.
+MDS_FORK_FLAGS = {
+    "--num-layers": 602, "--hidden-size": 616, "--ffn-hidden-size": 618, "--num-attention-heads": 621,
+    "--num-key-value-heads": 623, "--kv-channels": 625, "--max-position-embeddings": 630,
+    "--use-rotary-position-embeddings": 633, "--rotary-position-embeddings-theta": 635, "--no-position-embedding": 640,
+    "--normalization": 647, "--swiglu": 670, "--untie-embeddings-and-output-weights": 680,
+    "--attention-dropout": 768, "--hidden-dropout": 770, "--micro-batch-size": 801, "--global-batch-size": 808,
+    "--recompute-granularity": 830, "--recompute-method": 842, "--recompute-num-layers": 851,
+    "--checkpoint-activations": 864, "--checkpoint-num-layers": 871, "--train-iters": 873, "--train-samples": 877,
+    "--no-masked-softmax-fusion": 899, "--no-bias-gelu-fusion": 904, "--no-bias-dropout-fusion": 907,
+    "--disable-bias-linear": 937, "--no-pipeline-parallel": 954, "--sequence-parallel": 972,
+    "--no-gradient-accumulation-fusion": 986, "--fp16": 1111, "--bf16": 1113, "--attention-softmax-in-fp32": 1132,
+    "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
+    "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
+    "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526,
+}
+# Megatron-LM @d98e8a64's spellings the fork writes otherwise ([1] of megatron_deepspeed.py; its reader maps them back)
+_MDS_SAME_DEFAULT = {("--context-parallel-size", 1),  # the fork has no CP (stack_db megatron-deepspeed runs.max_cp 1)
+                     ("--add-bias-linear", None),  # the fork's default: --disable-bias-linear is store_false (l. 937)
+                     ("--group-query-attention", None),  # --num-key-value-heads alone (l. 623)
+                     ("--position-embedding-type", "learned_absolute")}  # the fork's default (no rotary, l. 633)
+
+
+def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
+    """A microsoft/Megatron-DeepSpeed @f4157bea launch script: the Megatron writer's flags (_megatron_args) in the
+    fork's spellings, `--deepspeed --deepspeed_config $DS_CONFIG --zero-stage N` and the ds_config JSON (the DeepSpeed
+    writer's, deepspeed_config) written by a heredoc, as the fork's examples_deepspeed scripts do. Read back by the
+    Megatron reader (megatron_deepspeed.py), whose tables are the spellings' truth."""
+    F = "megatron-deepspeed"
+    tp, pp = plan["tp"], plan["pp"]
+    if plan.get("sync_tp_duplicated_parameters"):
+        raise _refuse(F, "sync_tp_duplicated_parameters: --sync-tp-duplicated-parameters is BigScience's fork's "
+                         "(bigscience-workshop/Megatron-DeepSpeed @8387ae17 arguments.py l. 378); microsoft/"
+                         "Megatron-DeepSpeed @f4157bea's arguments.py has no such flag",
+                      "price it without sync_tp_duplicated_parameters")
+    if _model(plan).moe is not None:
+        raise _refuse(F, "an MoE model: Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE in its own flags (--num-experts "
+                         "nargs '+', --mlp-type, --topk, --expert-interval default 2: megatron/arguments.py l. 608-614; "
+                         "--moe-expert-parallel-size l. 1159; --moe-train-capacity-factor l. 913), which the planner's "
+                         "Megatron-DeepSpeed reader (megatron_deepspeed.py) does not read: the script would not read "
+                         "back as the plan, so the writer does not spell them",
+                      "export the dense part by hand, or price the model on --stack megatron and export --format megatron")
+    cfg = deepspeed_config(plan, F)
+    stage = cfg["zero_optimization"]["stage"]
+    # the model: GPTModelPipe under DeepSpeed's PipelineEngine unless --no-pipeline-parallel (pretrain_gpt.py
+    # model_provider l. 51-56, 83); the engine runs ZeRO 0-1 only (pipe/engine.py @38327e07 l. 77-78) and turns
+    # overlap_comm off (engine.py l. 1639-1642): at pp 1 a plan at stage 2-3 or with the overlap is written with it
+    no_pipe = pp == 1 and (stage >= 2 or bool(plan.get("dp_comm_overlap")))
+    args = []
+    for k, v in _megatron_args(plan, notes, fork=True):
+        if (k, v) in _MDS_SAME_DEFAULT or k == "--attention-backend":  # the kernel: the fork's flags, below
+            continue
+        if k == "--num-query-groups":
+            k = "--num-key-value-heads"
+        elif k == "--normalization":  # choices layernorm | rmsnorm (arguments.py l. 647-648)
+            v = {"LayerNorm": "layernorm", "RMSNorm": "rmsnorm"}[v]
+        elif k == "--rotary-base":
+            k = "--rotary-position-embeddings-theta"
+        elif (k, v) == ("--position-embedding-type", "rope"):
+            k, v = "--use-rotary-position-embeddings", None
+        elif (k, v) == ("--position-embedding-type", "none"):
+            k, v = "--no-position-embedding", None
+        args.append((k, v))
+    # full recompute of every layer: --checkpoint-activations (arguments.py l. 864; transformer.py l. 2082), the
+    # spelling both of the fork's models re-run with; the block method only where the model is Megatron's GPTModel
+    uniform = [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    if all(a in args for a in uniform):
+        i = args.index(uniform[0])
+        args = [a for a in args if a not in uniform]
+        args.insert(i, ("--checkpoint-activations", None))
+    elif ("--recompute-method", "block") in args and not no_pipe:
+        raise _refuse(F, f"recompute_layers {plan.get('recompute_layers')}: DeepSpeed's pipeline model (GPTModelPipe) "
+                         "re-runs layers only with --checkpoint-activations or the uniform method (Megatron-DeepSpeed "
+                         "@f4157bea megatron/model/gpt_model.py l. 446-452)",
+                      "price it with full recompute of every layer, or at pp 1 with ZeRO-2/3 (--no-pipeline-parallel)")
+    bad = [k for k, _ in args if k not in MDS_FORK_FLAGS]
+    if bad:
+        raise _refuse(F, f"{', '.join(dict.fromkeys(bad))}: Megatron-LM @d98e8a64's, and microsoft/Megatron-DeepSpeed "
+                         "@f4157bea's megatron/arguments.py has no such flag (the 2022 fork)",
+                      "price the plan without the setting, or export it as --format megatron on --stack megatron")
+    if plan.get("attention") == "flash":  # --use-flash-attn-v2 (arguments.py l. 930); none: CoreAttention (eager),
+        args.append(("--use-flash-attn-v2", None))  # as the reader reads both (megatron_deepspeed.py merge)
+    elif plan.get("attention") not in (None, "eager"):
+        raise _refuse(F, f"attention {plan['attention']}: Megatron-DeepSpeed @f4157bea runs CoreAttention or a "
+                         "FlashAttention kernel (--use-flash-attn*, megatron/arguments.py l. 927-935)",
+                      "price it with attention eager or flash")
+    if no_pipe:
+        args.append(("--no-pipeline-parallel", None))
+    if plan.get("partition_activations"):  # memory.py [pa]: the reader's partition_activations (megatron_deepspeed.py)
+        args += [("--deepspeed-activation-checkpointing", None), ("--partition-activations", None)]
+    hw = load_hardware(plan.get("hardware_file") or plan["hardware"])
+    g = plan["gpus"]
+    per_node = hw.gpus_per_node if g % hw.gpus_per_node == 0 else g
+    lines = ["#!/bin/bash", "# Megatron-DeepSpeed launch written by `planner export --format megatron-deepspeed`",
+             "# flag names: microsoft/Megatron-DeepSpeed @f4157bea megatron/arguments.py (its examples_deepspeed/ scripts' "
+             "form); the JSON: DeepSpeed's config keys",
+             f"# hardware {plan['hardware']}: {g} GPUs = {g // per_node} node(s) x {per_node}",
+             # --sequence-parallel raises without it (Megatron-DeepSpeed @f4157bea megatron/arguments.py l. 398-406)
+             *(["export CUDA_DEVICE_MAX_CONNECTIONS=1"] if plan.get("sequence_parallel") else []),
+             "DS_CONFIG=ds_config.json", "", "cat <<EOT > $DS_CONFIG", json.dumps(cfg, indent=2), "EOT", "",
+             f"torchrun --nproc_per_node {per_node} --nnodes {g // per_node} pretrain_gpt.py \\"]
+    args += [("--deepspeed", None), ("--deepspeed_config", "$DS_CONFIG"), ("--zero-stage", stage)]
+    body = [f"    {k}" + ("" if v is None else f" {v}") for k, v in args]
+    lines += [ln + " \\" for ln in body[:-1]] + body[-1:]
+    return "\n".join(lines) + "\n"

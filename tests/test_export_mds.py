@@ -1,0 +1,168 @@
+"""Issue 22 (mdsexport): a plan priced on stack megatron-deepspeed is exported as the microsoft/Megatron-DeepSpeed
+@f4157bea launch script it is (export.py _megatron_deepspeed): the fork's Megatron flags, `--deepspeed
+--deepspeed_config $DS_CONFIG --zero-stage N` and the ds_config JSON (the DeepSpeed writer's, export.deepspeed_config)
+written by a heredoc. Each case is read back by the Megatron reader (megatron_deepspeed.py) as the same plan and memory
+(cli/export.py check_readback raises otherwise), and its file spells what the fork runs it with."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from planner.cli.export import check_readback
+from planner.errors import PlannerError
+from planner.explain import evaluate, to_json
+from planner.plan import resolve
+from planner.schema import Job
+from planner.trainers.export import deepspeed_config, export_plan
+
+
+def _row(**kw) -> dict:
+    settings, plan, _ = resolve(Job(stack="megatron-deepspeed", **kw))
+    return to_json(settings, plan, evaluate(settings, plan))
+
+
+def _round_trip(**kw) -> tuple[str, dict]:
+    row = _row(**kw)
+    text, _ = export_plan(row["plan"], "megatron-deepspeed")
+    check_readback(row, "megatron-deepspeed", text)  # PlannerError if the script reads back as another plan or memory
+    return text, row["plan"]
+
+
+def _json(text: str) -> dict:
+    """The ds_config the script's heredoc writes."""
+    return json.loads(re.search(r"cat <<EOT > \$DS_CONFIG\n(.*?)\nEOT\n", text, re.S).group(1))
+
+
+def _flags(text: str) -> list[str]:
+    return re.findall(r"^    (--\S+)", text, re.M)
+
+
+def test_tp4_pp8_zero1_the_plan_fit_ranks_first():
+    """Llama 3 70B on 64 H100, tp 4 pp 8 dp 2 ZeRO-1: the fork's GPTModelPipe under the PipelineEngine (no
+    --no-pipeline-parallel), GQA as --num-key-value-heads 8, RMSNorm as rmsnorm, RoPE as --use-rotary-position-
+    embeddings with theta 500000, the batch as 2048 = 2 dp x 1 micro x 1024 accumulation steps."""
+    text, plan = _round_trip(model="llama3-70b", gpus=64, tp=4, pp=8, sharding="zero1", global_batch=2048, micro_batch=1,
+                             seq_len=8192)
+    f = _flags(text)
+    for want in ("--num-key-value-heads", "--use-rotary-position-embeddings", "--deepspeed", "--deepspeed_config"):
+        assert want in f
+    assert "    --normalization rmsnorm \\\n" in text and "    --rotary-position-embeddings-theta 500000 \\\n" in text
+    assert "    --tensor-model-parallel-size 4 \\\n" in text and "    --pipeline-model-parallel-size 8 \\\n" in text
+    assert text.rstrip().endswith("--zero-stage 1")
+    assert "--no-pipeline-parallel" not in f
+    # Megatron-LM @d98e8a64's spellings the fork lacks
+    for gone in ("--group-query-attention", "--num-query-groups", "--position-embedding-type", "--rotary-base",
+                 "--context-parallel-size", "--attention-backend", "--recompute-granularity"):
+        assert gone not in f
+    assert _json(text) == {"train_batch_size": 2048, "train_micro_batch_size_per_gpu": 1,
+                           "gradient_accumulation_steps": 1024, "bf16": {"enabled": True},
+                           "zero_optimization": {"stage": 1, "overlap_comm": False}}
+    assert _json(text) == deepspeed_config(plan, "megatron-deepspeed")  # one JSON writer
+
+
+def test_sequence_parallel_is_written_with_its_environment():
+    """--sequence-parallel is opt-in at f4157bea (arguments.py l. 972) and raises without
+    CUDA_DEVICE_MAX_CONNECTIONS=1 (l. 398-406): the script exports it."""
+    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", sequence_parallel=True,
+                             global_batch=64, micro_batch=1, seq_len=4096)
+    assert plan["sequence_parallel"] and "--sequence-parallel" in _flags(text)
+    assert "\nexport CUDA_DEVICE_MAX_CONNECTIONS=1\n" in text
+    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", sequence_parallel=False,
+                             global_batch=64, micro_batch=1, seq_len=4096)
+    assert "--sequence-parallel" not in _flags(text) and "CUDA_DEVICE_MAX_CONNECTIONS" not in text
+
+
+def test_zero2_at_pp1_runs_megatrons_gpt_model():
+    """ZeRO-2 at pp 1: the PipelineEngine refuses stages 2-3 (pipe/engine.py @38327e07 l. 77-78), so the script says
+    --no-pipeline-parallel (Megatron's GPTModel)."""
+    text, plan = _round_trip(model="llama3-8b", gpus=8, tp=1, pp=1, sharding="zero2", global_batch=64, micro_batch=2,
+                             seq_len=4096)
+    assert "--no-pipeline-parallel" in _flags(text)
+    assert _json(text)["zero_optimization"]["stage"] == 2 and _json(text)["gradient_accumulation_steps"] == 4
+    assert text.rstrip().endswith("--zero-stage 2")
+
+
+def test_zero3_at_tp2():
+    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=2, pp=1, sharding="fsdp", global_batch=64, micro_batch=1,
+                             seq_len=4096)
+    assert plan["sharding_mode"] == "zero3"
+    assert _json(text)["zero_optimization"]["stage"] == 3 and "--no-pipeline-parallel" in _flags(text)
+    assert "    --tensor-model-parallel-size 2 \\\n" in text and text.rstrip().endswith("--zero-stage 3")
+
+
+def test_bf16_optimizer_is_bf16_at_stage_0():
+    text, plan = _round_trip(model="llama3-8b", gpus=8, tp=2, pp=2, sharding="zero1", sharding_mode="bf16_optimizer",
+                             global_batch=32, micro_batch=1, seq_len=4096)
+    assert plan["sharding_mode"] == "bf16_optimizer"
+    assert _json(text)["zero_optimization"]["stage"] == 0 and _json(text)["bf16"] == {"enabled": True}
+    assert "--bf16" in _flags(text) and text.rstrip().endswith("--zero-stage 0")
+
+
+def test_partition_activations_with_full_recompute():
+    """Full recompute of every layer as --checkpoint-activations (arguments.py l. 864), partitioned over the TP ranks
+    by --deepspeed-activation-checkpointing --partition-activations (l. 1524-1526)."""
+    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=4, pp=2, sharding="zero1", recompute="full",
+                             partition_activations=True, global_batch=64, micro_batch=1, seq_len=8192)
+    f = _flags(text)
+    assert plan["partition_activations"] and plan["recompute"] == "full"
+    for want in ("--checkpoint-activations", "--deepspeed-activation-checkpointing", "--partition-activations"):
+        assert want in f
+    assert "--recompute-granularity" not in f and "--recompute-method" not in f
+
+
+def test_refused_what_the_fork_cannot_run():
+    row = _row(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", global_batch=64, micro_batch=1, seq_len=4096)
+    with pytest.raises(PlannerError, match="--sync-tp-duplicated-parameters is BigScience's"):
+        export_plan({**row["plan"], "sync_tp_duplicated_parameters": True}, "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="not megatron-deepspeed"):  # a Megatron-LM plan
+        export_plan(to_json(*_resolve_eval(Job(model="llama3-8b", gpus=8)))["plan"], "megatron-deepspeed")
+
+
+def _resolve_eval(job):
+    settings, plan, _ = resolve(job)
+    return settings, plan, evaluate(settings, plan)
+
+
+def test_fit_exports_megatron_deepspeed_end_to_end(cli):
+    """The issue's command: fit ranks tp 4 pp 8 zero1 first and now writes its script (fit --export reads it back)."""
+    r = cli("fit", "--model", "llama3-70b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
+            "megatron-deepspeed")
+    assert r.exit_code == 0, r.stderr
+    assert "    --tensor-model-parallel-size 4 \\\n" in r.stdout and "    --pipeline-model-parallel-size 8 \\\n" in r.stdout
+    assert r.stdout.rstrip().endswith("--zero-stage 1")
+    r = cli("fit", "--model", "llama3-70b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
+            "megatron")
+    assert r.exit_code == 2 and "--stack megatron" in r.stderr
+
+
+def test_config_format_megatron_deepspeed_reads_the_script_and_refuses_a_megatron_lm_one(tmp_path):
+    from planner.trainers import load_trainer_config
+
+    text, plan = _round_trip(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", global_batch=64, micro_batch=1,
+                             seq_len=4096)
+    p = tmp_path / "mds.sh"
+    p.write_text(text, encoding="utf-8")
+    cfg = load_trainer_config(p, fmt="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm")
+    assert cfg.fmt == "megatron-deepspeed" and cfg.job["stack"] == "megatron-deepspeed"
+    assert (cfg.job["tp"], cfg.job["pp"], cfg.job["sharding"]) == (2, 2, "zero1")
+    lm = tmp_path / "lm.sh"
+    lm.write_text(export_plan(to_json(*_resolve_eval(Job(model="llama3-8b", gpus=8)))["plan"], "megatron")[0],
+                  encoding="utf-8")
+    with pytest.raises(PlannerError, match="none of Megatron-DeepSpeed's flags"):
+        load_trainer_config(lm, fmt="megatron-deepspeed", model="llama3-8b", hardware="h100-sxm")
+
+
+def test_a_deepspeed_json_of_a_tp_plan_points_at_the_script():
+    row = _row(model="llama3-8b", gpus=16, tp=2, pp=2, sharding="zero1", global_batch=64, micro_batch=1, seq_len=4096)
+    with pytest.raises(PlannerError, match="a DeepSpeed JSON has no TP") as e:
+        export_plan(row["plan"], "deepspeed")
+    assert "--format megatron-deepspeed" in e.value.hint
+
+
+def test_an_moe_plan_is_refused_naming_the_forks_flags():
+    row = _row(model="mixtral-8x7b", gpus=64, tp=1, pp=1, sharding="zero2", global_batch=256, micro_batch=1, seq_len=4096)
+    with pytest.raises(PlannerError, match="--moe-expert-parallel-size l. 1159"):
+        export_plan(row["plan"], "megatron-deepspeed")
