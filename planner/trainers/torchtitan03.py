@@ -526,7 +526,30 @@ OTHER_FUNCTIONS = {
     "flux": "flux_debugmodel flux_dev flux_schnell flux_schnell_mxfp8 flux_dev_mxfp8".split(),
 }
 # why a function of the llama3 / qwen3 / deepseek_v3 / gpt_oss modules is not transcribed, where it is one thing
-_OTHER_EP = "the {} token dispatcher, which stack torchtitan-0.3 does not list (its moe_dispatchers: alltoall)"
+# the other token dispatchers (models/common/config_utils.py make_token_dispatcher_config l. 360-425: standard |
+# deepep | hybridep | minimal_async_ep, a model_registry argument no launch option reaches): why each is not priced
+_HYBRIDEP = ("{f} with model_registry(moe_comm_backend='hybridep', non_blocking_capacity_factor=1.0) "
+             "(config_registry.py {l}): HybridEP's non-blocking dispatch allocates the permuted expert input at "
+             "n x ep x min(E / ep, k) x 1.0 rows for n local tokens (distributed/deepep/hybridep.py "
+             "_num_permuted_tokens_for_non_blocking l. 80-109), the grouped GEMMs' outputs likewise, where the "
+             "planner prices the n k rows a rank receives; its HybridEPBuffer takes local_batch_size x seq_len / "
+             "(cp x tp) tokens (models/common/token_dispatcher.py l. 1232-1234), not the micro-batch's; and it pins "
+             "deepseek-ai/DeepEP hybrid-ep @f725d2969 (.ci/docker/common/install_deepep.sh), not the @94a9f8f whose "
+             "buffers and handle the planner prices: stack torchtitan-0.3 lists alltoall only")
+_HYBRIDEP_16B = ("; for the 16B flavor (E 64, k 6) at its expert_parallel_degree 8: 8 x 6 = 48 rows a local "
+                 "token against the 6 priced")
+_MINIMAL_ASYNC_EP = ("model_registry(moe_comm_backend='minimal_async_ep') beside expert_parallel_degree 1 "
+                     "(config_registry.py {l}), which 0.3 refuses at start-up (models/common/token_dispatcher.py "
+                     "update_ep_token_dispatcher_config l. 1238-1242: 'requires expert parallelism "
+                     "(expert_parallel_degree > 1)'); with EP it moves rows by torch symmetric-memory copies "
+                     "(distributed/minimal_async_ep/api.py init_buffer l. 176: symm_mem.empty / rendezvous l. 230-248; "
+                     "_copy_rows_to_peers_and_wait_cuda l. 300), neither NCCL's all_to_all_single nor an overlap of it, "
+                     "which no planner dispatcher prices")
+_DEEPEP_V2 = ("model_registry('debugmodel_moe', moe_comm_backend='deepep') (config_registry.py l. 406-446): "
+              "DeepEP v2's ElasticBuffer (distributed/deepep/deepep.py l. 44-50: 'DeepEP v2 (>= 2.0.0, ElasticBuffer) "
+              "is required'), "
+              "whose buffer size and handles the planner has not read (its deepep figures are DeepEP v1's Buffer, "
+              "layers/moe.py [11], ep_buffers.py): stack torchtitan-0.3 lists alltoall only")
 _NVFP4 = "its NVFP4 converter (components/quantization/nvfp4.py), which torchtitan applies to named layers only"
 NOT_TRANSCRIBED_WHY = {
     "gpt_oss_debugmodel": "its model, 0.3.0's gpt_oss debugmodel, has vocab_size 2048 (gpt_oss/__init__.py l. 257), "
@@ -545,10 +568,11 @@ NOT_TRANSCRIBED_WHY = {
     "sft_debugmodel": "SFT from a local JSON file on the debug model (test data)",
     "deepseek_v3_debugmodel_mtp": "the MTP loss (deepseek_v3/mtp.py MTPLoss) on a debug model with one MTP layer",
     "deepseek_v3_debugmodel_mxfp8": "MXFP8 on the grouped experts and the linears of a debug model",
-    "deepseek_v3_debugmodel_hybridep": _OTHER_EP.format("HybridEP"), "deepseek_v3_16b_hybridep": _OTHER_EP.format(
-        "HybridEP"), "deepseek_v3_debugmodel_minimal_async_ep": _OTHER_EP.format("minimal-async-EP"),
-    "deepseek_v3_16b_minimal_async_ep": _OTHER_EP.format("minimal-async-EP"), "qwen3_moe_deepep": "the DeepEP v2 "
-    "token dispatcher (ElasticBuffer), which stack torchtitan-0.3 does not list",
+    "deepseek_v3_debugmodel_hybridep": _HYBRIDEP.format(f="deepseek_v3_debugmodel", l="l. 109-116"),
+    "deepseek_v3_16b_hybridep": _HYBRIDEP.format(f="deepseek_v3_16b", l="l. 173-182") + _HYBRIDEP_16B,
+    "deepseek_v3_debugmodel_minimal_async_ep": _MINIMAL_ASYNC_EP.format(l="l. 119-135"),
+    "deepseek_v3_16b_minimal_async_ep": _MINIMAL_ASYNC_EP.format(l="l. 185-203"),
+    "qwen3_moe_deepep": _DEEPEP_V2,
     "deepseek_v3_671b_float8": "float8 on the grouped experts beside the linears",
     "qwen3_debugmodel_moe_param_groups": "optimizer param groups (Adam on the router gate)",
     "qwen3_debugmodel_flex_flash": "FlexAttention's FLASH backend (flex_flash), which has no rate of its own",
