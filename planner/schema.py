@@ -1054,6 +1054,12 @@ class OverlapSpec(BaseModel):
     fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
                                                      "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
                                                      "so the backward all-gathers wait on compute and compute on them")
+    fsdp_gathers_overlap_always: bool = Field(
+        default=False, description="the FSDP / ZeRO-3 weight all-gathers are prefetched and run beside compute whatever "
+                                   "the job's dp_comm_overlap, which moves only the gradient reduction: off, its "
+                                   "reduce-scatter (and a replica all-reduce) is waited on by the compute stream "
+                                   "(DeepSpeed ZeRO-3's overlap_comm: step.py [19]); false: dp_comm_overlap off exposes "
+                                   "every DP transfer")
     overlapped_exposed_fraction: float = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")
@@ -1760,6 +1766,11 @@ class ShardingMode(BaseModel):
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
+    dp_comm_overlap: Optional[bool] = Field(
+        default=None, description="the DP overlap a job that leaves dp_comm_overlap out runs under this mode, where the "
+                                  "trainer's default under it differs from the stack's defaults.dp_comm_overlap "
+                                  "(DeepSpeed's overlap_comm: true at ZeRO stage 3, false below; plan.mode_dp_overlap); "
+                                  "null: the stack's default")
     dp_comm_overlap_runs: bool = Field(
         default=True, description="the DP overlap (a job's dp_comm_overlap) acts under this mode; false: the mode's "
                                   "optimizer has no overlapped reduction whatever the job says (DeepSpeed reads "
@@ -2219,6 +2230,11 @@ class Stack(BaseModel):
                     "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
                     "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
                     "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
+    pipeline_tied_grad_allreduce: bool = Field(
+        default=False,
+        description="at pp > 1 with tied embeddings the stack's pipeline runtime all-reduces the shared weight's gradient "
+                    "between the first and the last stage once a step, after the last backward, waited on (DeepSpeed's "
+                    "PipelineEngine._exec_reduce_tied_grads: step.py [20], in pp_comm). false: not priced")
     pipeline_split_divides: bool = Field(
         default=True,
         description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "
@@ -2250,6 +2266,9 @@ class Stack(BaseModel):
                                  f"its own grouped GEMMs ({', '.join(self.fp8_recipes)})")
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
+        on = [m.name for m in (self.runs.sharding if self.runs else []) if m.dp_comm_overlap]
+        if on and not self.overlap.dp_comm_overlap_supported:  # a mode's default the stack cannot run (plan.resolve)
+            raise ValueError(f"runs.sharding {', '.join(on)}: dp_comm_overlap true needs overlap.dp_comm_overlap_supported")
         ipg = [m.name for m in (self.runs.sharding if self.runs else []) if m.step_grads and m.step_grads.ipg_buffer]
         if ipg and self.fsdp.zero3_modules is None:  # the buffer's size is fsdp.zero3_modules.reduce_bucket_size
             raise ValueError(f"runs.sharding {', '.join(ipg)}: step_grads.ipg_buffer needs fsdp.zero3_modules "

@@ -193,6 +193,24 @@ References
     none of the recipe's casts; a converted router (filter_fqns without router.gate) runs at the low rate with the
     casts of its input and weight (its share of cast elements is added; the blocks' cast_elements leave the router
     out). Saved tensors do not move: torchao's Float8Linear saves its bf16 input and weight (as [14]).
+[19] DeepSpeed ZeRO-3's overlap_comm moves the gradient reduction only (stack_db overlap.fsdp_gathers_overlap_always,
+    megatron-deepspeed, with its sources): the weight all-gathers are prefetched asynchronously on the process group's
+    NCCL stream whatever the setting (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/partitioned_param_coordinator.py
+    fetch_sub_module l. 285-420, partition_parameters.py l. 94-95 async_op=True; parameter_offload.py l. 143-144 picks
+    only the launching stream), while the reduce-scatter runs on reduce_and_partition_stream, the default stream
+    without overlap_comm (stage3.py l. 268-269; coalesced_collectives.py l. 22-23 async_op=False): with it off the
+    backward waits for each bucket's reduce-scatter (and MiCS's replica all-reduce), the gathers still hide behind the
+    forward and backward as with it on. The April 2021 DeepSpeed of Narayanan et al. (a12aaedc) likewise (stage3.py
+    l. 342-354, 707, 825-826).
+[20] The tied embedding's gradient all-reduce of DeepSpeed's pipeline engine (Stack.pipeline_tied_grad_allreduce,
+    megatron-deepspeed): Megatron-DeepSpeed's GPTModelPipe puts the input embedding on the first stage and the output
+    layer on the last as one TiedLayerSpec('embed') (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
+    l. 362-371, 423-434, unless --untie-embeddings-and-output-weights); the
+    PipelineModule builds a group of the stages that hold it for each data / model-parallel coordinate
+    (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/module.py _index_tied_modules l. 470-505: two ranks, the
+    first and the last stage; none at pp 1), and the TrainSchedule's ReduceTiedGrads, after the last backward, runs
+    PipelineEngine._exec_reduce_tied_grads (pipe/engine.py l. 275-291): dist.all_reduce(grad, group=group), blocking,
+    of weight.grad (weight._hp_grad, fp32, under the BF16_Optimizer). Priced in pp_comm (pp_tied_grads).
 """
 
 from __future__ import annotations
@@ -1310,6 +1328,24 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
     return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
 
 
+def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
+    """Seconds per step of the tied embedding's gradient all-reduce between the first and the last stage, where the
+    stack's pipeline runtime runs one (Stack.pipeline_tied_grad_allreduce) [20]: at pp > 1 with tied embeddings, one
+    all-reduce of the input embedding's gradient, vocabulary / tp x hidden elements (its vocab-parallel shard), over
+    the two ranks that hold it, (pp - 1) pipeline strides apart; in the gradient's bytes (the mode's fp32 accumulation
+    buffer's where it keeps one: DeepSpeed's BF16_Optimizer reduces weight._hp_grad; else bytes_per_param gradients);
+    after the last backward and waited on: all of it on the step. 0 elsewhere."""
+    plan, settings = sc.plan, sc.settings
+    if not (sc.stack.pipeline_tied_grad_allreduce and settings.model.tied_embeddings):  # stack and model, not searched
+        return np.zeros(np.shape(plan.pp))
+    elems = count_params(settings.model).embedding / plan.tp
+    acc = grad_accum_bytes(sc.stack, plan)
+    size = elems * np.where(acc > 0, acc, settings.bpp.gradients)
+    on = plan.pp > 1
+    t = coll(comm.ALL_REDUCE, size, np.where(on, 2, 1), np.maximum(plan.pp - 1, 1) * coll.strides["pp"])
+    return np.where(on, t, 0.0)
+
+
 def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     """Seconds per step the interleaved schedule's warm-up and flush p2p add where the stack
     overlaps its steady state's but waits on theirs (overlap.pp_p2p_warmup_flush_blocking: Megatron-LM
@@ -1454,7 +1490,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
-    f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
+    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
@@ -1476,8 +1512,11 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     one_dp = dpcp == 1
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
-    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap)
-    exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
+    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
+    # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
+    always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
+    off = np.where(always, f_gathers, total)
+    exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), off))
     # the stage with the most expert parameters (with pp <= 2 there is no middle stage: the
     # notional one is the compute model's only)
     e_local = np.where(dual, pair[1], np.maximum.reduce([split["first"][1], split["last"][1],
@@ -1489,7 +1528,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
 
 
 def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
-    """(total, exposed, all-gathers, reduce-scatters) of FSDP/HSDP per step [5], as the plan's
+    """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed) of FSDP/HSDP per step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
     weights in forward and, where the mode reshards after forward, another in backward (one
     that keeps them unsharded to the backward gathers in forward only); a reduce-scatter of the
@@ -1504,7 +1543,9 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     reduce-scatter and the replica all-reduce) passes of its micro-batch. A stack that issues
     the backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
     nothing to hide it behind. coll3: (all-gather, reduce-scatter, replica all-reduce) of one
-    pass over the weights."""
+    pass over the weights. The fifth value is the exposed time when only the all-gathers overlap and every
+    reduce-scatter and replica all-reduce is waited on by the compute stream (DeepSpeed ZeRO-3 without
+    overlap_comm [19]): the same gathers hidden as above, the reductions whole."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
@@ -1530,8 +1571,10 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
                       _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * _hide(ag_w, comp.fwd_mb, x))
     exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
+    # [19] the gathers hidden as above (a backward one behind its micro-batch's backward), the reductions exposed
+    gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
     # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
-    return total, np.minimum(exposed, total), n_ag, n_rs
+    return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
 
 
 def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense, n_ar=1.0):
@@ -1580,7 +1623,11 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
                        np.where(zero, n_rs * np.where(allred, ar_ge, rs_ge) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
-    return e_total, np.where(dp_overlap(sc.stack, plan) > 0, _hide(e_total, left, sc.x), e_total)
+    # dp_comm_overlap off: all exposed, but the gathers of a stack that prefetches them whatever the setting [19]
+    e_gathers = np.where(fsdp, n_ag * ag_we, 0.0)
+    off = np.where(fsdp & sc.stack.overlap.fsdp_gathers_overlap_always,
+                   _hide(e_gathers, left, sc.x) + e_total - e_gathers, e_total)
+    return e_total, np.where(dp_overlap(sc.stack, plan) > 0, _hide(e_total, left, sc.x), off)
 
 
 # ----------------------------------------------------------------------------- optimizer, assembly
@@ -1694,6 +1741,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
     pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
     dp = dp_comm(sc, coll, comp)
+    tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
     m = sc.m
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
@@ -1705,12 +1753,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm,
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp), **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
-             "pp_warmup_flush_s": warm,
+             "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt),
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],
