@@ -1762,7 +1762,10 @@ class ShardingMode(BaseModel):
         default=False, description="zero1: the gradients are all-reduced whole over the data-parallel ranks (not "
                                    "reduce-scattered to the optimizer's partitions) before the step, and the updated "
                                    "weights all-gathered after it (step.py dp traffic: DeepSpeed's BF16_Optimizer, "
-                                   "engine.py allreduce_bucket then all_gather_dp_groups)")
+                                   "engine.py allreduce_bucket then all_gather_dp_groups); fsdp: each gradient bucket "
+                                   "is all-reduced whole over the shard group in place of its reduce-scatter, every "
+                                   "rank keeping its partition (step.py [21]: DeepSpeed ZeRO-3 of April 2021 at its "
+                                   "defaults, stage3.py @a12aaedc reduce_ipg_grads -> buffered_reduce_fallback)")
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
@@ -1796,9 +1799,12 @@ class ShardingMode(BaseModel):
         (precisions.SAME_PEAK: the same 2-byte width and tensor-core peak; no cost model reads it), so
         any mode may run it at either value (DeepSpeed's zero0 runs fp16 only: stack_db megatron-deepspeed).
         step_grads: only below FSDP."""
-        if (self.grad_accum_bytes > 0 or self.grad_allreduce) and self.level != "zero1":
-            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes and grad_allreduce are priced "
+        if self.grad_accum_bytes > 0 and self.level != "zero1":
+            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes is priced "
                              "for zero1 modes only (the BF16_Optimizer's: states partitioned, gradients whole)")
+        if self.grad_allreduce and self.level not in ("zero1", "fsdp"):
+            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_allreduce is priced for zero1 modes (the "
+                             "BF16_Optimizer's) and fsdp ones (ZeRO-3's all-reduced buckets, step.py [21]) only")
         if self.step_grads is not None and self.level in ("fsdp", "hsdp"):
             raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads is for modes below FSDP (an FSDP "
                              "step's gradients: memory.py [opt], DeepSpeed ZeRO-3's [z3s])")

@@ -211,6 +211,14 @@ References
     first and the last stage; none at pp 1), and the TrainSchedule's ReduceTiedGrads, after the last backward, runs
     PipelineEngine._exec_reduce_tied_grads (pipe/engine.py l. 275-291): dist.all_reduce(grad, group=group), blocking,
     of weight.grad (weight._hp_grad, fp32, under the BF16_Optimizer). Priced in pp_comm (pp_tied_grads).
+[21] DeepSpeed ZeRO-3 of April 2021 all-reduces its gradient buckets whole (ShardingMode.grad_allreduce on an fsdp
+    mode: stack megatron-deepspeed-2021's zero3): microsoft/DeepSpeed a12aaedc deepspeed/runtime/zero/stage3.py
+    reduce_ipg_grads l. 2162-2193 sends a flushed bucket, without contiguous_gradients (the stage-3 default,
+    constants.py l. 64), through buffered_reduce_fallback (l. 2319-2330) -> allreduce_bucket (l. 2267-2296):
+    dist.all_reduce of the whole bucket over the data-parallel group, each rank then keeping its partition; with
+    contiguous_gradients average_tensor all-reduces too while reduce_scatter is false (l. 1947-1957; default False,
+    constants.py l. 56). Priced as the reduce-scatter it replaces (same buckets, same count, same hiding), as an
+    all-reduce over the shard group: about twice the bytes on the wire.
 """
 
 from __future__ import annotations
@@ -1485,7 +1493,9 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
     allred = zero & tr["allreduce"]
     ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
-    rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
+    # an fsdp mode that all-reduces each gradient bucket whole in place of its reduce-scatter [21]
+    rs_g = np.where(fsdp & tr["allreduce"], bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1)),
+                    bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1)))
     ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
@@ -1612,8 +1622,11 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 
     ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
     red = grad_reduce_bytes(sc, fsdp)
-    rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
-    allred = zero & sharding_traits(sc.stack, plan)["allreduce"]  # the BF16_Optimizer's all-reduce (dp_traffic)
+    tr_all = sharding_traits(sc.stack, plan)["allreduce"]
+    # ZeRO-3 of April 2021 all-reduces the experts' buckets too [21]
+    rs_ge = np.where(fsdp & tr_all, e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, e_shard, 1)),
+                     e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1)))
+    allred = zero & tr_all  # the BF16_Optimizer's all-reduce (dp_traffic)
     ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
