@@ -1060,6 +1060,13 @@ class OverlapSpec(BaseModel):
                                    "reduce-scatter (and a replica all-reduce) is waited on by the compute stream "
                                    "(DeepSpeed ZeRO-3's overlap_comm: step.py [19]); false: dp_comm_overlap off exposes "
                                    "every DP transfer")
+    fsdp_prefetch_depth: Optional[int] = Field(
+        default=None, ge=1, le=1,
+        description="ZeRO-3's submodule fetches: 1 where each fetch of gathered (or in-flight) parameters ends in a "
+                    "device synchronize and the next all-gather is issued only when none is in flight, so a "
+                    "submodule's all-gather hides behind the compute queued since the previous synchronize only "
+                    "(DeepSpeed a12aaedc, step.py [22]); null: the gathers are prefetched asynchronously and hide "
+                    "behind the whole pass (fsdp_traffic)")
     overlapped_exposed_fraction: float = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")

@@ -219,6 +219,43 @@ References
     contiguous_gradients average_tensor all-reduces too while reduce_scatter is false (l. 1947-1957; default False,
     constants.py l. 56). Priced as the reduce-scatter it replaces (same buckets, same count, same hiding), as an
     all-reduce over the shard group: about twice the bytes on the wire.
+[22] DeepSpeed ZeRO-3 of April 2021 fetches one deep and synchronises the device (stack overlap.fsdp_prefetch_depth 1;
+    no entry sets it yet, see stack_db/megatron-deepspeed-2021.yaml `uncertain`): microsoft/DeepSpeed a12aaedc
+    deepspeed/runtime/zero/stage3.py fetch_sub_module (l. 390-444) all-gathers the submodule's parameters not yet
+    gathered and, where any were gathered or in flight, ends in _synchronize_communication (l. 521-529: handle.wait,
+    comm_stream.synchronize(), torch.cuda.synchronize()); prefetch_next_sub_modules (l. 342-367), called right after
+    (pre_sub_module_forward_function l. 1509-1525, the backward's l. 1544-1550), issues the next parameters of the
+    trace only when none is in flight and fewer than stage3_max_live_parameters are gathered: at least one
+    parameter, up to stage3_prefetch_bucket_size elements (get_params_to_prefetch l. 202-232). So a submodule's
+    all-gather starts at the previous synchronize and hides behind the compute queued since only: the previous
+    submodule's, and that of any submodule fetched in between without gathering (no synchronize: a module kept
+    gathered from its full-recompute re-run to its backward, memory.py [z3] zero3_layer_peak's rule, 2 x the
+    parameters after it below stage3_max_reuse_distance); one the live limit keeps from the prefetch is issued at
+    its own fetch, after the torch.cuda.synchronize() of partition_parameters.py _allgather_param (l. 798): exposed
+    whole. Each parameter is one collective (_all_gather l. 603-627) into a torch.zeros buffer (l. 791-793) through
+    torch.distributed.all_gather into a list of world-size views, which PyTorch's NCCL process group of 2021 gathers
+    into a flat buffer and copies out (pytorch/pytorch @00f5dfd5 torch/lib/c10d/ProcessGroupNCCL.cpp
+    ProcessGroupNCCL::allgather): the collective + 3 x the gathered bytes over HBM. The gradient buckets
+    (contiguous_gradients false: reduce_independent_p_g_buckets_and_remove_grads l. 1883-1889 flushes the bucket
+    where the next gradient would overflow reduce_bucket_size; step.py bucket_flushes) are reduced on the same
+    process group (reduction_stream, [21]) during the backward of the module whose hook flushed them and waited by the
+    next fetch's device synchronize, after the gather issued before them (one NCCL communicator runs its
+    collectives in order). Priced per layer kind (zero3_sync_gathers), the layer's figures the same for every layer
+    of the kind (x the stage's layers): its submodules are memory.py's zero3_modules (one per GEMM row of the mixer and
+    the MLP, forward order: GPT's query_key_value, dense, dense_h_to_4h, dense_4h_to_h, each one parameter above the
+    default prefetch bucket, so one submodule a prefetch: assumed for any model); the compute of a submodule is its
+    GEMM row's forward seconds (layer_times' price_gemms at the plan's precision over the GEMM speed factor; backward
+    2x, [1]) plus the attention core (layer_times' core_fwd / core_bwd) where it runs (after the mixer's last row but
+    one in the forward, after its last row in the backward) plus the per-fetch param.norm() of a12aaedc's
+    print_rank_0 f-string (stage3.py l. 441-445, evaluated though print_rank_0 drops it, l. 37-39: a read of the
+    gathered weights); the memory-bound kernels between are left out (a smaller window: an upper bound on what is
+    exposed). Cycles: the forward (each layer each micro-batch), the backward without recompute, and under full
+    recompute the re-run forward then the backward; each steady (sync_cycle: twice round). Each window's exposure is
+    _hide(gathers and reductions, window), as the pass-wide hiding it replaces. The parameters outside the layers
+    (embedding, output layer: p_local less the layers') are gathered once a pass and reduced once a backward, exposed
+    whole. Not priced: the host's launch of PyTorch's world-size copy-out kernels per gathered parameter (one copy_
+    a rank, issued by the host before it can queue the next compute: world x a launch, no sourced figure for the
+    launch) and the host's gap after each synchronize.
 """
 
 from __future__ import annotations
@@ -1449,7 +1486,7 @@ def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
     return np.where(quant & zero, share * per + (1.0 - share) * w, w)
 
 
-def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
+def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None) -> DPTraffic:
     """Gradient reduction and parameter gathering over every rank that holds the same weights,
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
     placed at the finer of the two axes' strides [5]; then the routed experts' over their
@@ -1500,7 +1537,12 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
-    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
+    # DeepSpeed ZeRO-3 of April 2021: one-deep, synchronised fetches [22] (a stack setting, not a searched quantity)
+    sync = None
+    if sc.stack.overlap.fsdp_prefetch_depth == 1 and lt is not None:
+        sync = zero3_sync_gathers(sc, coll, lt, w_per, grad_reduce_bytes(sc, fsdp), np.where(sharded, shard_n, 1),
+                                  dp_stride, p_local, fsdp & tr["allreduce"])
+    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
@@ -1537,7 +1579,7 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
+def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None):
     """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed) of FSDP/HSDP per step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
     weights in forward and, where the mode reshards after forward, another in backward (one
@@ -1555,7 +1597,9 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     nothing to hide it behind. coll3: (all-gather, reduce-scatter, replica all-reduce) of one
     pass over the weights. The fifth value is the exposed time when only the all-gathers overlap and every
     reduce-scatter and replica all-reduce is waited on by the compute stream (DeepSpeed ZeRO-3 without
-    overlap_comm [19]): the same gathers hidden as above, the reductions whole."""
+    overlap_comm [19]): the same gathers hidden as above, the reductions whole. sync: a stack that fetches one deep and
+    synchronises (SyncGathers, zero3_sync_gathers [22]): its gathers and reductions, per micro-batch, in place of the
+    units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch)."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
@@ -1565,6 +1609,12 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
     n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+    if sync is not None:  # [22] one deep, synchronised: the layers' gathers and reductions as the fetches run them
+        total = n_ag * sync.gather_pass + n_rs * sync.reduce_mb + n_ar * ar_hsdp
+        bwd_g = np.where(reshard, sync.bwd_gathers, 0.0)
+        exposed = m * (sync.fwd + np.where(reshard, sync.bwd, sync.bwd - sync.bwd_gathers)) + n_ar * ar_hsdp
+        gathers = m * (sync.fwd + bwd_g) + n_rs * sync.reduce_mb + n_ar * ar_hsdp  # [19] the reductions waited on
+        return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
     total = n_ag * ag_w + n_rs * rs_g + n_ar * ar_hsdp
     ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
     ag_b = np.where(reshard, ag_w, 0.0)  # backward all-gather of one micro-batch
@@ -1585,6 +1635,128 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
     # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
     return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
+
+
+def sync_cycle(gathers, computes, prefetch, x, after=None):
+    """Exposed seconds of one round of a cycle of ZeRO-3 fetches that synchronise the device [22]: elements in trace
+    order, each (gather seconds, 0 where its parameters are gathered already and the fetch neither gathers nor
+    synchronises; compute seconds queued after its fetch; whether a prefetch is issued after its fetch, i.e. fewer
+    than stage3_max_live_parameters gathered; `after`: communication issued after its fetch on the same group, the
+    gradient reduction its hooks flush, waited by the next synchronize). A prefetched gather starts at the previous
+    synchronize and, with the communication pending since, hides behind the compute queued since (_hide); one not
+    prefetched is issued at its own fetch after a device synchronize (_allgather_param l. 798) and is exposed whole.
+    The cycle repeats (a layer after a layer of the same kind): run twice, the second round's exposure returned."""
+    after = [0.0] * len(gathers) if after is None else after
+    since, pending, pre = np.float64(0.0), np.float64(0.0), np.asarray(True)
+    for rnd in range(2):
+        out = np.float64(0.0)
+        for g, c, p, a in zip(gathers, computes, prefetch, after):
+            fetch = np.asarray(g) > 0.0
+            hid = np.where(pre, _hide(pending + g, since, x), _hide(pending, since, x) + g)
+            out = out + np.where(fetch, hid, 0.0)
+            since = np.where(fetch, 0.0, since) + c  # a synchronize empties the window
+            pending = np.where(fetch, 0.0, pending) + a
+            pre = np.where(fetch, p, pre)  # the decision of the last synchronising fetch
+    return out
+
+
+def bucket_flushes(mods: list, bucket: float):
+    """The gradient elements each backward element's hook flushes (reduce_independent_p_g_buckets_and_remove_grads,
+    a12aaedc stage3.py l. 1883-1889: a parameter whose gradient would overflow reduce_bucket_size flushes the bucket
+    first), mods in backward order; the fill carries across layers: two rounds, the second's (exact where every
+    gradient of a layer leaves within the layer; zero3_sync_gathers averages the others)."""
+    zero = np.zeros(np.broadcast(*mods, np.float64(0.0)).shape)
+    fill, out = zero, [zero] * len(mods)
+    for _ in range(2):
+        for j, m_j in enumerate(mods):
+            flush = (fill + m_j > bucket) & (fill > 0.0)
+            out[j] = np.where(flush, fill, 0.0)
+            fill = np.where(flush, 0.0, fill) + m_j
+    return out
+
+
+@dataclass
+class SyncGathers:
+    """DeepSpeed ZeRO-3's one-deep synchronised fetches [22], per micro-batch on the middle stage (seconds)."""
+    fwd: np.ndarray  # the forward's exposed gathers
+    bwd: np.ndarray  # the backward's (with its re-run forward) exposed gathers and gradient reductions
+    bwd_gathers: np.ndarray  # the same with the reductions apart (waited on whole: overlap_comm off)
+    gather_pass: np.ndarray  # a pass's gathers, all of them
+    reduce_mb: np.ndarray  # a backward's reductions, all of them
+
+
+def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_per, group, stride, p_local,
+                       allreduce) -> SyncGathers:
+    """DeepSpeed ZeRO-3's one-deep synchronised fetches [22] on the middle stage, per micro-batch: per layer kind the
+    forward cycle and the backward one (under full recompute the re-run forward, then the backward, a re-run module
+    kept gathered to its backward fetching nothing there), x the stage's layers of the kind (n["mid"] x sc.mean;
+    fully recomputed layers rc["mid"] take the re-run cycle). The gradient buckets each backward hook flushes
+    (bucket_flushes) are reduced on the same process group as the gathers (reduction_stream; NCCL runs one group's
+    collectives in order) and waited by the next fetch's device synchronize: in the backward cycle each is
+    communication after its element. The parameters outside the layers (p_local less the layers': embedding,
+    output layer) are gathered once a pass and reduced once a backward, exposed whole."""
+    from .memory import zero3_modules
+    plan, ctx, hw, z3 = sc.plan, sc.ctx, sc.settings.hardware, sc.settings.zero3
+    reuse, live = float(z3["stage3_max_reuse_distance"]), float(z3["stage3_max_live_parameters"])
+    bucket = float(z3["reduce_bucket_size"])
+
+    def red(elems):  # one flushed bucket's reduction: an all-reduce [21], or a reduce-scatter
+        return np.where(elems > 0.0, np.where(allreduce, coll(comm.ALL_REDUCE, elems * g_per, group, stride),
+                                              coll(comm.REDUCE_SCATTER, elems * g_per, group, stride)), 0.0)
+
+    fwd, plain, rerun, plain_g, rerun_g, lay, lay_g, lay_r = [], [], [], [], [], [], [], []
+    for i, kind in enumerate(sc.ll.kinds):
+        mix_rows = kind.mixer.gemms(ctx)
+        rows = mix_rows + kind.mlp.gemms(ctx)
+        mods = zero3_modules(kind, ctx)
+        k = len(rows)
+        # each parameter's all-gather (partition_parameters.py _all_gather l. 603-627: one collective a parameter)
+        # into a torch.zeros buffer of its gathered size (_allgather_param l. 791-793: a write of the whole, before
+        # the collective), through torch.distributed.all_gather into a list of world-size views of it (l. 809-819),
+        # which NCCL gathers into a flat buffer of its own and copies out, view by view, on its stream (PyTorch 2021,
+        # pytorch/pytorch @00f5dfd5 torch/lib/c10d/ProcessGroupNCCL.cpp ProcessGroupNCCL::allgather: read and write
+        # the whole): 3 x the gathered bytes over HBM after the collective's own time, serial with it
+        g = [coll(comm.ALL_GATHER, m_j * w_per, group, stride) + 3.0 * m_j * w_per / sc.hbm for m_j in mods]
+        pre = [m_j < live for m_j in mods]  # prefetch_next_sub_modules l. 346: gathered below stage3_max_live_parameters
+        # a row's forward GEMM seconds (price_gemms, as layer_times: over the GEMM speed factor), backward 2x [1]
+        cf = [sum(price_gemms([r], hw, plan.precision, sc.gemm_cal).values()) / sc.speed for r in rows]
+        cb = [2.0 * c for c in cf]
+        if len(mix_rows) >= 2 and kind.mixer.has_core:  # the core between the input and output projections
+            cf[len(mix_rows) - 2] = cf[len(mix_rows) - 2] + lt.core_fwd[i]
+            cb[len(mix_rows) - 1] = cb[len(mix_rows) - 1] + lt.core_bwd[i]
+        # every fetch's print_rank_0 f-string evaluates param.norm() of the module's parameters (stage3.py l. 441-445,
+        # print_rank_0 l. 37-39 drops the message after): a read of the gathered weights on the compute stream
+        cf = [c + m_j * w_per / sc.hbm for c, m_j in zip(cf, mods)]
+        cb = [c + m_j * w_per / sc.hbm for c, m_j in zip(cb, mods)]
+        zero = np.float64(0.0)
+        # memory.py zero3_layer_peak's rule: a re-run module stays gathered to its backward where 2 x the parameters
+        # after it are below stage3_max_reuse_distance
+        keep = [2.0 * sum(mods[j + 1:], zero) < reuse for j in range(k)]
+        back = list(reversed(range(k)))
+        flushed = bucket_flushes([mods[j] for j in back], bucket)
+        # where a layer's gradients do not all leave within it (a layer below the bucket: the bucket fills across
+        # layers), each module's share of a full bucket's reduction, m_j / bucket of it, is its (averaged) flush
+        steady = sum(flushed, zero) >= sum(mods, zero)
+        ar = [np.where(steady, red(e), red(np.float64(bucket)) * mods[j] / bucket) for e, j in zip(flushed, back)]
+        gb, cbb, pb = [g[j] for j in back], [cb[j] for j in back], [pre[j] for j in back]
+        gk = [np.where(keep[j], 0.0, g[j]) for j in back]
+        fwd.append(sync_cycle(g, cf, pre, sc.x))
+        plain.append(sync_cycle(gb, cbb, pb, sc.x, ar))
+        rerun.append(sync_cycle(g + gk, cf + cbb, pre + pb, sc.x, [0.0] * k + ar))
+        plain_g.append(sync_cycle(gb, cbb, pb, sc.x))
+        rerun_g.append(sync_cycle(g + gk, cf + cbb, pre + pb, sc.x))
+        lay.append(sum(mods, zero))
+        lay_g.append(sum(g, zero))
+        lay_r.append(sum(ar, zero))
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    out_p = np.maximum(p_local - n * sc.mean("mid", lay), 0.0)  # embedding and output layer, exposed whole
+    rest = np.where(out_p > 0.0, coll(comm.ALL_GATHER, out_p * w_per, group, stride) + 3.0 * out_p * w_per / sc.hbm, 0.0)
+    rest_r = red(out_p)
+    gathers_b = (n - rc) * sc.mean("mid", plain_g) + rc * sc.mean("mid", rerun_g) + rest
+    reduce_mb = n * sc.mean("mid", lay_r) + rest_r
+    return SyncGathers(fwd=n * sc.mean("mid", fwd) + rest,
+                       bwd=(n - rc) * sc.mean("mid", plain) + rc * sc.mean("mid", rerun) + rest + rest_r,
+                       bwd_gathers=gathers_b, gather_pass=n * sc.mean("mid", lay_g) + rest, reduce_mb=reduce_mb)
 
 
 def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense, n_ar=1.0):
@@ -1753,7 +1925,7 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
     pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
-    dp = dp_comm(sc, coll, comp)
+    dp = dp_comm(sc, coll, comp, lt)
     tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
     m = sc.m
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
