@@ -1531,6 +1531,11 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     )
     plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
     warnings += overridden_settings(job, stack, int(plan.smode))
+    if job.dp_comm_overlap is None and (mode_dpo := mode_dp_overlap(stack, int(plan.smode))) is not None:
+        # the trainer's default under the plan's mode (DeepSpeed's ZeRO-3: overlap_comm true), in place of the stack's
+        plan.dpo = int(mode_dpo)
+        opts["dpo"] = int(mode_dpo)
+        inherited[:] = [(f, v) for f, v in inherited if f != "dp_comm_overlap"] + [("dp_comm_overlap", bool(mode_dpo))]
     if opts["dpo"] and not int(dp_overlap(stack, plan)):  # the stack's pipeline runtime turns it off (dp_overlap)
         mode = runs_mode(stack, int(plan.smode))
         if mode is not None and not mode.dp_comm_overlap_runs:
@@ -2390,6 +2395,19 @@ def mode_settings(settings: Settings, smode: int) -> dict:
     if runs is None or not 0 <= smode < len(runs.sharding):
         return {}
     return {x.setting: x.value for x in runs.sharding[smode].job_settings}
+
+
+def mode_dp_overlap(stack, mode) -> Optional[bool]:
+    """The DP overlap a job that leaves dp_comm_overlap out runs under the stack's sharding mode `mode` (its index in
+    runs.sharding, or its name): the mode's dp_comm_overlap (stack_db runs.sharding; DeepSpeed's ZeRO-3 overlap_comm
+    default true), else None (the stack's defaults.dp_comm_overlap)."""
+    runs = stack.runs if stack is not None else None
+    if runs is None:
+        return None
+    if isinstance(mode, str):
+        found = [m for m in runs.sharding if m.name == mode]
+        return found[0].dp_comm_overlap if found else None
+    return runs.sharding[mode].dp_comm_overlap if 0 <= mode < len(runs.sharding) else None
 
 
 def runs_mode(stack, smode: int):

@@ -1069,6 +1069,19 @@ class OverlapSpec(BaseModel):
     fsdp_backward_prefetch: bool = Field(description="FSDP issues the next unit's backward all-gather before the current unit's "
                                                      "gradient computation (FSDP2, FSDP1 BACKWARD_PRE); else after it (BACKWARD_POST), "
                                                      "so the backward all-gathers wait on compute and compute on them")
+    fsdp_gathers_overlap_always: bool = Field(
+        default=False, description="the FSDP / ZeRO-3 weight all-gathers are prefetched and run beside compute whatever "
+                                   "the job's dp_comm_overlap, which moves only the gradient reduction: off, its "
+                                   "reduce-scatter (and a replica all-reduce) is waited on by the compute stream "
+                                   "(DeepSpeed ZeRO-3's overlap_comm: step.py [19]); false: dp_comm_overlap off exposes "
+                                   "every DP transfer")
+    fsdp_prefetch_depth: Optional[int] = Field(
+        default=None, ge=1, le=1,
+        description="ZeRO-3's submodule fetches: 1 where each fetch of gathered (or in-flight) parameters ends in a "
+                    "device synchronize and the next all-gather is issued only when none is in flight, so a "
+                    "submodule's all-gather hides behind the compute queued since the previous synchronize only "
+                    "(DeepSpeed a12aaedc, step.py [22]); null: the gathers are prefetched asynchronously and hide "
+                    "behind the whole pass (fsdp_traffic)")
     overlapped_exposed_fraction: float = Field(
         ge=0, le=1, description="share of overlapped communication time that still lands on the critical path "
                                 "(NCCL kernels take SMs and HBM bandwidth from the compute they hide behind)")
@@ -1782,10 +1795,18 @@ class ShardingMode(BaseModel):
         default=False, description="zero1: the gradients are all-reduced whole over the data-parallel ranks (not "
                                    "reduce-scattered to the optimizer's partitions) before the step, and the updated "
                                    "weights all-gathered after it (step.py dp traffic: DeepSpeed's BF16_Optimizer, "
-                                   "engine.py allreduce_bucket then all_gather_dp_groups)")
+                                   "engine.py allreduce_bucket then all_gather_dp_groups); fsdp: each gradient bucket "
+                                   "is all-reduced whole over the shard group in place of its reduce-scatter, every "
+                                   "rank keeping its partition (step.py [21]: DeepSpeed ZeRO-3 of April 2021 at its "
+                                   "defaults, stage3.py @a12aaedc reduce_ipg_grads -> buffered_reduce_fallback)")
     step_grads: Optional[StepGrads] = Field(
         default=None, description="none / zero1 / zero2: the optimizer step's copies of the gradients (memory.py [sg]); "
                                   "null: none made (FSDP / ZeRO-3 modes: memory.py [opt], [z3s])")
+    dp_comm_overlap: Optional[bool] = Field(
+        default=None, description="the DP overlap a job that leaves dp_comm_overlap out runs under this mode, where the "
+                                  "trainer's default under it differs from the stack's defaults.dp_comm_overlap "
+                                  "(DeepSpeed's overlap_comm: true at ZeRO stage 3, false below; plan.mode_dp_overlap); "
+                                  "null: the stack's default")
     dp_comm_overlap_runs: bool = Field(
         default=True, description="the DP overlap (a job's dp_comm_overlap) acts under this mode; false: the mode's "
                                   "optimizer has no overlapped reduction whatever the job says (DeepSpeed reads "
@@ -1811,9 +1832,12 @@ class ShardingMode(BaseModel):
         (precisions.SAME_PEAK: the same 2-byte width and tensor-core peak; no cost model reads it), so
         any mode may run it at either value (DeepSpeed's zero0 runs fp16 only: stack_db megatron-deepspeed).
         step_grads: only below FSDP."""
-        if (self.grad_accum_bytes > 0 or self.grad_allreduce) and self.level != "zero1":
-            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes and grad_allreduce are priced "
+        if self.grad_accum_bytes > 0 and self.level != "zero1":
+            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_accum_bytes is priced "
                              "for zero1 modes only (the BF16_Optimizer's: states partitioned, gradients whole)")
+        if self.grad_allreduce and self.level not in ("zero1", "fsdp"):
+            raise ValueError(f"sharding mode {self.name} ({self.level}): grad_allreduce is priced for zero1 modes (the "
+                             "BF16_Optimizer's) and fsdp ones (ZeRO-3's all-reduced buckets, step.py [21]) only")
         if self.step_grads is not None and self.level in ("fsdp", "hsdp"):
             raise ValueError(f"sharding mode {self.name} ({self.level}): step_grads is for modes below FSDP (an FSDP "
                              "step's gradients: memory.py [opt], DeepSpeed ZeRO-3's [z3s])")
@@ -2250,6 +2274,11 @@ class Stack(BaseModel):
                     "pipeline split (the first and the last stage hold one transformer layer fewer: Llama 3's pipeline, "
                     "arXiv:2407.21783 sec. 3.3.2); a job on it runs account_for_embedding_in_pipeline_split and "
                     "account_for_loss_in_pipeline_split whether it sets them or not. false: the job's flags")
+    pipeline_tied_grad_allreduce: bool = Field(
+        default=False,
+        description="at pp > 1 with tied embeddings the stack's pipeline runtime all-reduces the shared weight's gradient "
+                    "between the first and the last stage once a step, after the last backward, waited on (DeepSpeed's "
+                    "PipelineEngine._exec_reduce_tied_grads: step.py [20], in pp_comm). false: not priced")
     pipeline_split_divides: bool = Field(
         default=True,
         description="with the embedding or the loss counted as a layer of the split, the layers plus the counted ends "
@@ -2281,6 +2310,9 @@ class Stack(BaseModel):
                                  f"its own grouped GEMMs ({', '.join(self.fp8_recipes)})")
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
+        on = [m.name for m in (self.runs.sharding if self.runs else []) if m.dp_comm_overlap]
+        if on and not self.overlap.dp_comm_overlap_supported:  # a mode's default the stack cannot run (plan.resolve)
+            raise ValueError(f"runs.sharding {', '.join(on)}: dp_comm_overlap true needs overlap.dp_comm_overlap_supported")
         ipg = [m.name for m in (self.runs.sharding if self.runs else []) if m.step_grads and m.step_grads.ipg_buffer]
         if ipg and self.fsdp.zero3_modules is None:  # the buffer's size is fsdp.zero3_modules.reduce_bucket_size
             raise ValueError(f"runs.sharding {', '.join(ipg)}: step_grads.ipg_buffer needs fsdp.zero3_modules "

@@ -125,7 +125,7 @@ from .errors import NoFitError, PlannerError
 from .explain import evaluate, moe_arrays, phase_plans, ramp_estimates, to_json
 from .catalog import load_stack
 from .plan import (FP8_RECIPES, FSDP, SHARDING_NAMES, RECOMPUTE_NAMES, HSDP, PlanArrays, Settings, named_mode,
-                   resolve, rule_reasons, stack_options)
+                   mode_dp_overlap, resolve, rule_reasons, stack_options)
 from .schema import Job
 from .space import (DISPATCHER_COLUMN, FGE_COLUMN, OK, VARIANT_FIELDS, Space, SpaceOptions, build_space, check_count, fill_variant, pairs, row_counts,
                     settings_for, uncompiled_choices, uncompiled_space, variant_choices)
@@ -1425,6 +1425,8 @@ def stack_args(d: dict, stack) -> list[str]:
     args = [] if d["stack"] == Job.model_fields["stack"].default else ["--stack", str(d["stack"])]
     probe = Job(model="-", gpus=1, precision=d["precision"], stack=d["stack"])
     inferred, _ = stack_options(stack, probe, tp=d["tp"], sp=d["sequence_parallel"])
+    if (mode_dpo := mode_dp_overlap(stack, d.get("sharding_mode"))) is not None:  # the mode's default (plan.resolve)
+        inferred["dpo"] = int(mode_dpo)
     for key, field, on, off in (("tpo", "tp_comm_overlap", "--tp-comm-overlap", "--no-tp-comm-overlap"),
                                 ("compile", "torch_compile", "--compile", "--no-compile"),
                                 ("dpo", "dp_comm_overlap", "--dp-comm-overlap", "--no-dp-comm-overlap")):

@@ -193,6 +193,69 @@ References
     none of the recipe's casts; a converted router (filter_fqns without router.gate) runs at the low rate with the
     casts of its input and weight (its share of cast elements is added; the blocks' cast_elements leave the router
     out). Saved tensors do not move: torchao's Float8Linear saves its bf16 input and weight (as [14]).
+[19] DeepSpeed ZeRO-3's overlap_comm moves the gradient reduction only (stack_db overlap.fsdp_gathers_overlap_always,
+    megatron-deepspeed, with its sources): the weight all-gathers are prefetched asynchronously on the process group's
+    NCCL stream whatever the setting (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/partitioned_param_coordinator.py
+    fetch_sub_module l. 285-420, partition_parameters.py l. 94-95 async_op=True; parameter_offload.py l. 143-144 picks
+    only the launching stream), while the reduce-scatter runs on reduce_and_partition_stream, the default stream
+    without overlap_comm (stage3.py l. 268-269; coalesced_collectives.py l. 22-23 async_op=False): with it off the
+    backward waits for each bucket's reduce-scatter (and MiCS's replica all-reduce), the gathers still hide behind the
+    forward and backward as with it on. The April 2021 DeepSpeed of Narayanan et al. (a12aaedc) likewise (stage3.py
+    l. 342-354, 707, 825-826).
+[20] The tied embedding's gradient all-reduce of DeepSpeed's pipeline engine (Stack.pipeline_tied_grad_allreduce,
+    megatron-deepspeed): Megatron-DeepSpeed's GPTModelPipe puts the input embedding on the first stage and the output
+    layer on the last as one TiedLayerSpec('embed') (microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py
+    l. 362-371, 423-434, unless --untie-embeddings-and-output-weights); the
+    PipelineModule builds a group of the stages that hold it for each data / model-parallel coordinate
+    (microsoft/DeepSpeed @38327e07 deepspeed/runtime/pipe/module.py _index_tied_modules l. 470-505: two ranks, the
+    first and the last stage; none at pp 1), and the TrainSchedule's ReduceTiedGrads, after the last backward, runs
+    PipelineEngine._exec_reduce_tied_grads (pipe/engine.py l. 275-291): dist.all_reduce(grad, group=group), blocking,
+    of weight.grad (weight._hp_grad, fp32, under the BF16_Optimizer). Priced in pp_comm (pp_tied_grads).
+[21] DeepSpeed ZeRO-3 of April 2021 all-reduces its gradient buckets whole (ShardingMode.grad_allreduce on an fsdp
+    mode: stack megatron-deepspeed-2021's zero3): microsoft/DeepSpeed a12aaedc deepspeed/runtime/zero/stage3.py
+    reduce_ipg_grads l. 2162-2193 sends a flushed bucket, without contiguous_gradients (the stage-3 default,
+    constants.py l. 64), through buffered_reduce_fallback (l. 2319-2330) -> allreduce_bucket (l. 2267-2296):
+    dist.all_reduce of the whole bucket over the data-parallel group, each rank then keeping its partition; with
+    contiguous_gradients average_tensor all-reduces too while reduce_scatter is false (l. 1947-1957; default False,
+    constants.py l. 56). Priced as the reduce-scatter it replaces (same buckets, same count, same hiding), as an
+    all-reduce over the shard group: about twice the bytes on the wire.
+[22] DeepSpeed ZeRO-3 of April 2021 fetches one deep and synchronises the device (stack overlap.fsdp_prefetch_depth 1;
+    no entry sets it yet, see stack_db/megatron-deepspeed-2021.yaml `uncertain`): microsoft/DeepSpeed a12aaedc
+    deepspeed/runtime/zero/stage3.py fetch_sub_module (l. 390-444) all-gathers the submodule's parameters not yet
+    gathered and, where any were gathered or in flight, ends in _synchronize_communication (l. 521-529: handle.wait,
+    comm_stream.synchronize(), torch.cuda.synchronize()); prefetch_next_sub_modules (l. 342-367), called right after
+    (pre_sub_module_forward_function l. 1509-1525, the backward's l. 1544-1550), issues the next parameters of the
+    trace only when none is in flight and fewer than stage3_max_live_parameters are gathered: at least one
+    parameter, up to stage3_prefetch_bucket_size elements (get_params_to_prefetch l. 202-232). So a submodule's
+    all-gather starts at the previous synchronize and hides behind the compute queued since only: the previous
+    submodule's, and that of any submodule fetched in between without gathering (no synchronize: a module kept
+    gathered from its full-recompute re-run to its backward, memory.py [z3] zero3_layer_peak's rule, 2 x the
+    parameters after it below stage3_max_reuse_distance); one the live limit keeps from the prefetch is issued at
+    its own fetch, after the torch.cuda.synchronize() of partition_parameters.py _allgather_param (l. 798): exposed
+    whole. Each parameter is one collective (_all_gather l. 603-627) into a torch.zeros buffer (l. 791-793) through
+    torch.distributed.all_gather into a list of world-size views, which PyTorch's NCCL process group of 2021 gathers
+    into a flat buffer and copies out (pytorch/pytorch @00f5dfd5 torch/lib/c10d/ProcessGroupNCCL.cpp
+    ProcessGroupNCCL::allgather): the collective + 3 x the gathered bytes over HBM. The gradient buckets
+    (contiguous_gradients false: reduce_independent_p_g_buckets_and_remove_grads l. 1883-1889 flushes the bucket
+    where the next gradient would overflow reduce_bucket_size; step.py bucket_flushes) are reduced on the same
+    process group (reduction_stream, [21]) during the backward of the module whose hook flushed them and waited by the
+    next fetch's device synchronize, after the gather issued before them (one NCCL communicator runs its
+    collectives in order). Priced per layer kind (zero3_sync_gathers), the layer's figures the same for every layer
+    of the kind (x the stage's layers): its submodules are memory.py's zero3_modules (one per GEMM row of the mixer and
+    the MLP, forward order: GPT's query_key_value, dense, dense_h_to_4h, dense_4h_to_h, each one parameter above the
+    default prefetch bucket, so one submodule a prefetch: assumed for any model); the compute of a submodule is its
+    GEMM row's forward seconds (layer_times' price_gemms at the plan's precision over the GEMM speed factor; backward
+    2x, [1]) plus the attention core (layer_times' core_fwd / core_bwd) where it runs (after the mixer's last row but
+    one in the forward, after its last row in the backward) plus the per-fetch param.norm() of a12aaedc's
+    print_rank_0 f-string (stage3.py l. 441-445, evaluated though print_rank_0 drops it, l. 37-39: a read of the
+    gathered weights); the memory-bound kernels between are left out (a smaller window: an upper bound on what is
+    exposed). Cycles: the forward (each layer each micro-batch), the backward without recompute, and under full
+    recompute the re-run forward then the backward; each steady (sync_cycle: twice round). Each window's exposure is
+    _hide(gathers and reductions, window), as the pass-wide hiding it replaces. The parameters outside the layers
+    (embedding, output layer: p_local less the layers') are gathered once a pass and reduced once a backward, exposed
+    whole. Not priced: the host's launch of PyTorch's world-size copy-out kernels per gathered parameter (one copy_
+    a rank, issued by the host before it can queue the next compute: world x a launch, no sourced figure for the
+    launch) and the host's gap after each synchronize.
 """
 
 from __future__ import annotations
@@ -1324,6 +1387,24 @@ def pp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> tuple:
     return 2.0 * plan.vpp * np.where(overlapped, hidden, pp_send), pp_warmup_flush(sc, pp_send - hidden)
 
 
+def pp_tied_grads(sc: StepCtx, coll: Collectives) -> np.ndarray:
+    """Seconds per step of the tied embedding's gradient all-reduce between the first and the last stage, where the
+    stack's pipeline runtime runs one (Stack.pipeline_tied_grad_allreduce) [20]: at pp > 1 with tied embeddings, one
+    all-reduce of the input embedding's gradient, vocabulary / tp x hidden elements (its vocab-parallel shard), over
+    the two ranks that hold it, (pp - 1) pipeline strides apart; in the gradient's bytes (the mode's fp32 accumulation
+    buffer's where it keeps one: DeepSpeed's BF16_Optimizer reduces weight._hp_grad; else bytes_per_param gradients);
+    after the last backward and waited on: all of it on the step. 0 elsewhere."""
+    plan, settings = sc.plan, sc.settings
+    if not (sc.stack.pipeline_tied_grad_allreduce and settings.model.tied_embeddings):  # stack and model, not searched
+        return np.zeros(np.shape(plan.pp))
+    elems = count_params(settings.model).embedding / plan.tp
+    acc = grad_accum_bytes(sc.stack, plan)
+    size = elems * np.where(acc > 0, acc, settings.bpp.gradients)
+    on = plan.pp > 1
+    t = coll(comm.ALL_REDUCE, size, np.where(on, 2, 1), np.maximum(plan.pp - 1, 1) * coll.strides["pp"])
+    return np.where(on, t, 0.0)
+
+
 def pp_warmup_flush(sc: StepCtx, waited) -> np.ndarray:
     """Seconds per step the interleaved schedule's warm-up and flush p2p add where the stack
     overlaps its steady state's but waits on theirs (overlap.pp_p2p_warmup_flush_blocking: Megatron-LM
@@ -1419,7 +1500,7 @@ def gather_bytes(sc: StepCtx, zero, share, f8_share) -> np.ndarray:
     return np.where(quant & zero, share * per + (1.0 - share) * w, w)
 
 
-def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
+def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None) -> DPTraffic:
     """Gradient reduction and parameter gathering over every rank that holds the same weights,
     dp x cp (context-parallel ranks compute gradients of the same weights on other tokens),
     placed at the finer of the two axes' strides [5]; then the routed experts' over their
@@ -1463,12 +1544,19 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     # communication_data_type, bf16_optimizer.py update_lp_params l. 423-436 all_gather_dp_groups)
     allred = zero & tr["allreduce"]
     ag_w = bucketed(comm.ALL_GATHER, p_local * w_per, np.where(sharded, shard_n, 1))
-    rs_g = bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1))
+    # an fsdp mode that all-reduces each gradient bucket whole in place of its reduce-scatter [21]
+    rs_g = np.where(fsdp & tr["allreduce"], bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded, shard_n, 1)),
+                    bucketed(comm.REDUCE_SCATTER, grad_b, np.where(sharded, shard_n, 1)))
     ar_g = bucketed(comm.ALL_REDUCE, grad_b, np.where(sharded & ~allred, 1, dpcp))
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
     ar_hsdp = np.where(plan.sharding == HSDP,
                        coll(comm.ALL_REDUCE, grad_b / shard_n, replicas, coll.strides["dp"] * plan.shard), 0.0)
-    f_total, f_exposed, n_ag, n_rs = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr)
+    # DeepSpeed ZeRO-3 of April 2021: one-deep, synchronised fetches [22] (a stack setting, not a searched quantity)
+    sync = None
+    if sc.stack.overlap.fsdp_prefetch_depth == 1 and lt is not None:
+        sync = zero3_sync_gathers(sc, coll, lt, w_per, grad_reduce_bytes(sc, fsdp), np.where(sharded, shard_n, 1),
+                                  dp_stride, p_local, fsdp & tr["allreduce"])
+    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
@@ -1490,8 +1578,11 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
     one_dp = dpcp == 1
     total = np.where(one_dp, 0.0, np.where(fsdp, f_total, ddp_total))
     # without overlap (dp_comm_overlap off) every DP transfer waits for, and is waited on by, compute
-    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap)
-    exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), total))
+    # (the overlap as it runs: off at pp > 1 where the stack's pipeline runtime turns it off, plan.dp_overlap), but
+    # a stack that prefetches its FSDP / ZeRO-3 gathers whatever the setting exposes the reductions alone [19]
+    always = fsdp & sc.stack.overlap.fsdp_gathers_overlap_always
+    off = np.where(always, f_gathers, total)
+    exposed = np.where(one_dp, 0.0, np.where(dp_overlap(sc.stack, plan) > 0, np.where(fsdp, f_exposed, ddp_exposed), off))
     # the stage with the most expert parameters (with pp <= 2 there is no middle stage: the
     # notional one is the compute model's only)
     e_local = np.where(dual, pair[1], np.maximum.reduce([split["first"][1], split["last"][1],
@@ -1502,8 +1593,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute) -> DPTraffic:
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
-    """(total, exposed, all-gathers, reduce-scatters) of FSDP/HSDP per step [5], as the plan's
+def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None):
+    """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed) of FSDP/HSDP per step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
     weights in forward and, where the mode reshards after forward, another in backward (one
     that keeps them unsharded to the backward gathers in forward only); a reduce-scatter of the
@@ -1518,7 +1609,11 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     reduce-scatter and the replica all-reduce) passes of its micro-batch. A stack that issues
     the backward all-gather only after the current unit's gradients (FSDP1 BACKWARD_POST) has
     nothing to hide it behind. coll3: (all-gather, reduce-scatter, replica all-reduce) of one
-    pass over the weights."""
+    pass over the weights. The fifth value is the exposed time when only the all-gathers overlap and every
+    reduce-scatter and replica all-reduce is waited on by the compute stream (DeepSpeed ZeRO-3 without
+    overlap_comm [19]): the same gathers hidden as above, the reductions whole. sync: a stack that fetches one deep and
+    synchronises (SyncGathers, zero3_sync_gathers [22]): its gathers and reductions, per micro-batch, in place of the
+    units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch)."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
@@ -1528,6 +1623,12 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
     n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
     n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
+    if sync is not None:  # [22] one deep, synchronised: the layers' gathers and reductions as the fetches run them
+        total = n_ag * sync.gather_pass + n_rs * sync.reduce_mb + n_ar * ar_hsdp
+        bwd_g = np.where(reshard, sync.bwd_gathers, 0.0)
+        exposed = m * (sync.fwd + np.where(reshard, sync.bwd, sync.bwd - sync.bwd_gathers)) + n_ar * ar_hsdp
+        gathers = m * (sync.fwd + bwd_g) + n_rs * sync.reduce_mb + n_ar * ar_hsdp  # [19] the reductions waited on
+        return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
     total = n_ag * ag_w + n_rs * rs_g + n_ar * ar_hsdp
     ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
     ag_b = np.where(reshard, ag_w, 0.0)  # backward all-gather of one micro-batch
@@ -1544,8 +1645,132 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr):
                       _hide(ag_w - ag_edge, comp.fwd_mb, x) + (m - 1.0) * _hide(ag_w, comp.fwd_mb, x))
     exposed = (fwd_ag + (m - 1.0) * bwd_of(rs_b) + bwd_of(rs_b_last)
                + np.where(per_mb, 0.0, _hide(rs_g - rs_edge, comp.bwd_mb, x)) + ag_edge + rs_edge + ar_hsdp)
+    # [19] the gathers hidden as above (a backward one behind its micro-batch's backward), the reductions exposed
+    gathers = fwd_ag + m * bwd_of(0.0) + ag_edge + n_rs * rs_g + n_ar * ar_hsdp
     # each piece is at most its own traffic, so exposed <= total; the minimum only absorbs rounding
-    return total, np.minimum(exposed, total), n_ag, n_rs
+    return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
+
+
+def sync_cycle(gathers, computes, prefetch, x, after=None):
+    """Exposed seconds of one round of a cycle of ZeRO-3 fetches that synchronise the device [22]: elements in trace
+    order, each (gather seconds, 0 where its parameters are gathered already and the fetch neither gathers nor
+    synchronises; compute seconds queued after its fetch; whether a prefetch is issued after its fetch, i.e. fewer
+    than stage3_max_live_parameters gathered; `after`: communication issued after its fetch on the same group, the
+    gradient reduction its hooks flush, waited by the next synchronize). A prefetched gather starts at the previous
+    synchronize and, with the communication pending since, hides behind the compute queued since (_hide); one not
+    prefetched is issued at its own fetch after a device synchronize (_allgather_param l. 798) and is exposed whole.
+    The cycle repeats (a layer after a layer of the same kind): run twice, the second round's exposure returned."""
+    after = [0.0] * len(gathers) if after is None else after
+    since, pending, pre = np.float64(0.0), np.float64(0.0), np.asarray(True)
+    for rnd in range(2):
+        out = np.float64(0.0)
+        for g, c, p, a in zip(gathers, computes, prefetch, after):
+            fetch = np.asarray(g) > 0.0
+            hid = np.where(pre, _hide(pending + g, since, x), _hide(pending, since, x) + g)
+            out = out + np.where(fetch, hid, 0.0)
+            since = np.where(fetch, 0.0, since) + c  # a synchronize empties the window
+            pending = np.where(fetch, 0.0, pending) + a
+            pre = np.where(fetch, p, pre)  # the decision of the last synchronising fetch
+    return out
+
+
+def bucket_flushes(mods: list, bucket: float):
+    """The gradient elements each backward element's hook flushes (reduce_independent_p_g_buckets_and_remove_grads,
+    a12aaedc stage3.py l. 1883-1889: a parameter whose gradient would overflow reduce_bucket_size flushes the bucket
+    first), mods in backward order; the fill carries across layers: two rounds, the second's (exact where every
+    gradient of a layer leaves within the layer; zero3_sync_gathers averages the others)."""
+    zero = np.zeros(np.broadcast(*mods, np.float64(0.0)).shape)
+    fill, out = zero, [zero] * len(mods)
+    for _ in range(2):
+        for j, m_j in enumerate(mods):
+            flush = (fill + m_j > bucket) & (fill > 0.0)
+            out[j] = np.where(flush, fill, 0.0)
+            fill = np.where(flush, 0.0, fill) + m_j
+    return out
+
+
+@dataclass
+class SyncGathers:
+    """DeepSpeed ZeRO-3's one-deep synchronised fetches [22], per micro-batch on the middle stage (seconds)."""
+    fwd: np.ndarray  # the forward's exposed gathers
+    bwd: np.ndarray  # the backward's (with its re-run forward) exposed gathers and gradient reductions
+    bwd_gathers: np.ndarray  # the same with the reductions apart (waited on whole: overlap_comm off)
+    gather_pass: np.ndarray  # a pass's gathers, all of them
+    reduce_mb: np.ndarray  # a backward's reductions, all of them
+
+
+def zero3_sync_gathers(sc: StepCtx, coll: Collectives, lt: LayerTimes, w_per, g_per, group, stride, p_local,
+                       allreduce) -> SyncGathers:
+    """DeepSpeed ZeRO-3's one-deep synchronised fetches [22] on the middle stage, per micro-batch: per layer kind the
+    forward cycle and the backward one (under full recompute the re-run forward, then the backward, a re-run module
+    kept gathered to its backward fetching nothing there), x the stage's layers of the kind (n["mid"] x sc.mean;
+    fully recomputed layers rc["mid"] take the re-run cycle). The gradient buckets each backward hook flushes
+    (bucket_flushes) are reduced on the same process group as the gathers (reduction_stream; NCCL runs one group's
+    collectives in order) and waited by the next fetch's device synchronize: in the backward cycle each is
+    communication after its element. The parameters outside the layers (p_local less the layers': embedding,
+    output layer) are gathered once a pass and reduced once a backward, exposed whole."""
+    from .memory import zero3_modules
+    plan, ctx, hw, z3 = sc.plan, sc.ctx, sc.settings.hardware, sc.settings.zero3
+    reuse, live = float(z3["stage3_max_reuse_distance"]), float(z3["stage3_max_live_parameters"])
+    bucket = float(z3["reduce_bucket_size"])
+
+    def red(elems):  # one flushed bucket's reduction: an all-reduce [21], or a reduce-scatter
+        return np.where(elems > 0.0, np.where(allreduce, coll(comm.ALL_REDUCE, elems * g_per, group, stride),
+                                              coll(comm.REDUCE_SCATTER, elems * g_per, group, stride)), 0.0)
+
+    fwd, plain, rerun, plain_g, rerun_g, lay, lay_g, lay_r = [], [], [], [], [], [], [], []
+    for i, kind in enumerate(sc.ll.kinds):
+        mix_rows = kind.mixer.gemms(ctx)
+        rows = mix_rows + kind.mlp.gemms(ctx)
+        mods = zero3_modules(kind, ctx)
+        k = len(rows)
+        # each parameter's all-gather (partition_parameters.py _all_gather l. 603-627: one collective a parameter)
+        # into a torch.zeros buffer of its gathered size (_allgather_param l. 791-793: a write of the whole, before
+        # the collective), through torch.distributed.all_gather into a list of world-size views of it (l. 809-819),
+        # which NCCL gathers into a flat buffer of its own and copies out, view by view, on its stream (PyTorch 2021,
+        # pytorch/pytorch @00f5dfd5 torch/lib/c10d/ProcessGroupNCCL.cpp ProcessGroupNCCL::allgather: read and write
+        # the whole): 3 x the gathered bytes over HBM after the collective's own time, serial with it
+        g = [coll(comm.ALL_GATHER, m_j * w_per, group, stride) + 3.0 * m_j * w_per / sc.hbm for m_j in mods]
+        pre = [m_j < live for m_j in mods]  # prefetch_next_sub_modules l. 346: gathered below stage3_max_live_parameters
+        # a row's forward GEMM seconds (price_gemms, as layer_times: over the GEMM speed factor), backward 2x [1]
+        cf = [sum(price_gemms([r], hw, plan.precision, sc.gemm_cal).values()) / sc.speed for r in rows]
+        cb = [2.0 * c for c in cf]
+        if len(mix_rows) >= 2 and kind.mixer.has_core:  # the core between the input and output projections
+            cf[len(mix_rows) - 2] = cf[len(mix_rows) - 2] + lt.core_fwd[i]
+            cb[len(mix_rows) - 1] = cb[len(mix_rows) - 1] + lt.core_bwd[i]
+        # every fetch's print_rank_0 f-string evaluates param.norm() of the module's parameters (stage3.py l. 441-445,
+        # print_rank_0 l. 37-39 drops the message after): a read of the gathered weights on the compute stream
+        cf = [c + m_j * w_per / sc.hbm for c, m_j in zip(cf, mods)]
+        cb = [c + m_j * w_per / sc.hbm for c, m_j in zip(cb, mods)]
+        zero = np.float64(0.0)
+        # memory.py zero3_layer_peak's rule: a re-run module stays gathered to its backward where 2 x the parameters
+        # after it are below stage3_max_reuse_distance
+        keep = [2.0 * sum(mods[j + 1:], zero) < reuse for j in range(k)]
+        back = list(reversed(range(k)))
+        flushed = bucket_flushes([mods[j] for j in back], bucket)
+        # where a layer's gradients do not all leave within it (a layer below the bucket: the bucket fills across
+        # layers), each module's share of a full bucket's reduction, m_j / bucket of it, is its (averaged) flush
+        steady = sum(flushed, zero) >= sum(mods, zero)
+        ar = [np.where(steady, red(e), red(np.float64(bucket)) * mods[j] / bucket) for e, j in zip(flushed, back)]
+        gb, cbb, pb = [g[j] for j in back], [cb[j] for j in back], [pre[j] for j in back]
+        gk = [np.where(keep[j], 0.0, g[j]) for j in back]
+        fwd.append(sync_cycle(g, cf, pre, sc.x))
+        plain.append(sync_cycle(gb, cbb, pb, sc.x, ar))
+        rerun.append(sync_cycle(g + gk, cf + cbb, pre + pb, sc.x, [0.0] * k + ar))
+        plain_g.append(sync_cycle(gb, cbb, pb, sc.x))
+        rerun_g.append(sync_cycle(g + gk, cf + cbb, pre + pb, sc.x))
+        lay.append(sum(mods, zero))
+        lay_g.append(sum(g, zero))
+        lay_r.append(sum(ar, zero))
+    n, rc = sc.n["mid"], sc.rc["mid"]
+    out_p = np.maximum(p_local - n * sc.mean("mid", lay), 0.0)  # embedding and output layer, exposed whole
+    rest = np.where(out_p > 0.0, coll(comm.ALL_GATHER, out_p * w_per, group, stride) + 3.0 * out_p * w_per / sc.hbm, 0.0)
+    rest_r = red(out_p)
+    gathers_b = (n - rc) * sc.mean("mid", plain_g) + rc * sc.mean("mid", rerun_g) + rest
+    reduce_mb = n * sc.mean("mid", lay_r) + rest_r
+    return SyncGathers(fwd=n * sc.mean("mid", fwd) + rest,
+                       bwd=(n - rc) * sc.mean("mid", plain) + rc * sc.mean("mid", rerun) + rest + rest_r,
+                       bwd_gathers=gathers_b, gather_pass=n * sc.mean("mid", lay_g) + rest, reduce_mb=reduce_mb)
 
 
 def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense_total, dense, n_ar=1.0):
@@ -1583,8 +1808,11 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
 
     ag_we = e_coll(comm.ALL_GATHER, e_local * w_per, np.where(sharded, e_shard, 1))
     red = grad_reduce_bytes(sc, fsdp)
-    rs_ge = e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1))
-    allred = zero & sharding_traits(sc.stack, plan)["allreduce"]  # the BF16_Optimizer's all-reduce (dp_traffic)
+    tr_all = sharding_traits(sc.stack, plan)["allreduce"]
+    # ZeRO-3 of April 2021 all-reduces the experts' buckets too [21]
+    rs_ge = np.where(fsdp & tr_all, e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded, e_shard, 1)),
+                     e_coll(comm.REDUCE_SCATTER, e_local * red, np.where(sharded, e_shard, 1)))
+    allred = zero & tr_all  # the BF16_Optimizer's all-reduce (dp_traffic)
     ar_ge = e_coll(comm.ALL_REDUCE, e_local * red, np.where(sharded & ~allred, 1, edp))
     # reduced as often as the dense gradients (n_rs: the mode's grad_reduce; ZeRO-2 per micro-batch)
     replicas = plan.dp // np.maximum(np.where(plan.sharding == HSDP, plan.shard, plan.dp), 1)
@@ -1594,7 +1822,11 @@ def dp_expert_comm(sc: StepCtx, coll: Collectives, comp: Compute, e_local, dense
                        np.where(zero, n_rs * np.where(allred, ar_ge, rs_ge) + ag_we, n_rs * ar_ge))
     window = np.where(fsdp, sc.m * (comp.fwd_mb + comp.bwd_mb), comp.fwd_mb + comp.bwd_mb)
     left = np.maximum(window - dense_total, 0.0)
-    return e_total, np.where(dp_overlap(sc.stack, plan) > 0, _hide(e_total, left, sc.x), e_total)
+    # dp_comm_overlap off: all exposed, but the gathers of a stack that prefetches them whatever the setting [19]
+    e_gathers = np.where(fsdp, n_ag * ag_we, 0.0)
+    off = np.where(fsdp & sc.stack.overlap.fsdp_gathers_overlap_always,
+                   _hide(e_gathers, left, sc.x) + e_total - e_gathers, e_total)
+    return e_total, np.where(dp_overlap(sc.stack, plan) > 0, _hide(e_total, left, sc.x), off)
 
 
 # ----------------------------------------------------------------------------- optimizer, assembly
@@ -1707,7 +1939,8 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     ep_mb, ep_info = ep_comm(sc, coll, comp) if moe_model else (0.0, {})
     cp_mb, cp_total, cp_scan = cp_comm(sc, coll, lt)
     pp_mb, warm = pp_comm(sc, coll, comp)  # warm: the warm-up's and flush's waited-on p2p, on the step, not scaled as the bubble
-    dp = dp_comm(sc, coll, comp)
+    dp = dp_comm(sc, coll, comp, lt)
+    tied = pp_tied_grads(sc, coll)  # [20] once a step, waited on
     m = sc.m
     t_mb = comp.mb + tp_mb + cp_mb + pp_mb + (ep_mb if moe_model else 0.0)
     # (p-1)/(v m) of the busy time [6]; ZB-H1's bubble depends on the pass durations, here
@@ -1719,12 +1952,12 @@ def step_time(settings: Settings, plan: PlanArrays, calibration=None) -> tuple[T
     # and the host issue time the dispatcher's synchronisation exposes (moe_host)
     ep_terms = {"moe_permute": m * comp.perm, "moe_host": m * comp.host, "ep_comm": m * ep_mb} if moe_model else {}
     gpu_mb = _gpu_mb(sc, comp)
-    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm,
+    terms = Terms(compute=m * gpu_mb + dp.copies, tp_comm=m * tp_mb, cp_comm=m * cp_mb, pp_comm=m * pp_mb + warm + tied,
                   dp_comm_exposed=dp.exposed, bubble=bubble, optimizer=optimizer_time(sc, dp), **ep_terms)
     extra = {"dp_comm_s": dp.total, "cp_comm_total_s": m * cp_total, "cp_compute_s": m * cp_compute(sc, lt),
              # of cp_comm_total_s (all of it exposed): the state-space / linear-attention layers' exchanges
              **({"cp_scan_comm_s": m * cp_scan} if cp_scan is not None else {}),
-             "pp_warmup_flush_s": warm,
+             "pp_warmup_flush_s": warm, "pp_tied_grads_s": tied,
              "calibrated": sorted(coll.used), "unfused_passes_s": m * comp.unfused, **eager_core_time(sc, lt),
              **mamba_scan_time(sc, lt),
              **({"moe_dispatch_s": m * ep_info["dispatch"], "moe_combine_s": m * ep_info["combine"],

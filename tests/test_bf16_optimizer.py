@@ -75,10 +75,16 @@ def test_dp_traffic_all_reduce_of_the_gradients_then_all_gather_of_the_weights()
 
 
 def test_fields_only_on_zero1_modes():
-    with pytest.raises(ValueError, match="grad_accum_bytes and grad_allreduce are priced for zero1 modes only"):
+    """grad_accum_bytes on zero1 modes only; grad_allreduce on zero1 and fsdp ones (ZeRO-3 of April 2021, step.py
+    [21]: stack megatron-deepspeed-2021), refused elsewhere."""
+    with pytest.raises(ValueError, match="grad_accum_bytes is priced for zero1 modes only"):
         ShardingMode(name="x", level="zero2", grad_accum_bytes=4, spelling="s", sources=["s"])
-    with pytest.raises(ValueError, match="for zero1 modes only"):
-        ShardingMode(name="x", level="none", grad_allreduce=True, spelling="s", sources=["s"])
+    with pytest.raises(ValueError, match="grad_accum_bytes is priced for zero1 modes only"):
+        ShardingMode(name="x", level="fsdp", grad_accum_bytes=4, spelling="s", sources=["s"])
+    for level in ("none", "zero2", "hsdp"):
+        with pytest.raises(ValueError, match="grad_allreduce is priced for zero1 modes"):
+            ShardingMode(name="x", level=level, grad_allreduce=True, spelling="s", sources=["s"])
+    assert ShardingMode(name="x", level="fsdp", grad_allreduce=True, spelling="s", sources=["s"]).grad_allreduce
 
 
 def test_fp16_refused_under_the_mode():

@@ -190,14 +190,25 @@ def test_zero01_without_the_flag_run_under_the_pipeline_engine(tmp_path):
         assert cfg.job["dp_comm_overlap"] is False
 
 
-def test_tied_embedding_reduction_listed_at_pp(tmp_path):
-    """BLOOM's script (pp 12, tied embeddings, GPTModelPipe): the tied weight's gradient all-reduce between the first
-    and the last stage (_exec_reduce_tied_grads) is listed as not priced; at pp 1 its group is one rank (not listed)."""
+def test_tied_embedding_reduction_priced_at_pp(tmp_path):
+    """BLOOM's script (pp 12, tied embeddings, GPTModelPipe, the BF16_Optimizer): the tied weight's gradient all-reduce
+    between the first and the last stage (_exec_reduce_tied_grads) is priced (step.py [20]), no longer listed as not
+    modelled: the fp32 _hp_grad, 4 B an element of the vocab-parallel shard, over the two end ranks."""
+    import numpy as np
+
+    from planner import comm
+    from planner.params import count_params
+    from planner.step import Collectives, _compute_pass, step_time
+
     cfg = load_trainer_config(DATA / "tr11-176B-ml.slurm", gpus=384)
-    assert cfg.job["pp"] == 12
-    assert any("_exec_reduce_tied_grads" in x for x in cfg.unmodelled)
-    cfg = load_trainer_config(_script(tmp_path, 1, flag=False), gpus=8)
+    assert cfg.job["pp"] == 12 and cfg.job["sharding_mode"] == "bf16_optimizer"
     assert not any("_exec_reduce_tied_grads" in x for x in cfg.unmodelled)
+    s, p, _ = resolve(Job(**cfg.job))
+    tied = float(step_time(s, p)[1]["pp_tied_grads_s"])
+    sc = _compute_pass(s, p)[0]
+    coll = Collectives(sc)
+    elems = count_params(s.model).embedding / cfg.job["tp"]
+    assert tied == float(coll(comm.ALL_REDUCE, elems * 4.0, np.asarray(2), 11 * coll.strides["pp"])) > 0
 
 
 # ---- no overlapped reduction without the ZeRO optimizer (runs.sharding dp_comm_overlap_runs false)

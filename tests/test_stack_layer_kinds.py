@@ -18,6 +18,7 @@ BUILT = {
     "torchtitan": {"global", "chunked", "sliding", "mla", "moe"},
     "torchtitan-0.3": {"global", "sliding", "mla", "gated_deltanet", "output_gate", "moe"},
     "megatron-deepspeed": {"global", "moe"},
+    "megatron-deepspeed-2021": {"global"},  # DeepSpeed a12aaedc has no deepspeed/moe
     "llm-foundry": {"global", "sliding", "moe"},
     "litgpt-benchmark": {"global", "sliding", "moe"},
     "llama3-meta": {"global"},

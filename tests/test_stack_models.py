@@ -33,7 +33,7 @@ MPT_FORMS = {"learned_positions", "linear_bias", "layernorm", "plain_mlp"}
 # the stacks whose code builds every one of those forms: Megatron-LM (learned_absolute, hidden_dropout,
 # add_bias_linear, LayerNorm, gated_linear_unit false), Megatron-DeepSpeed (the same Megatron-LM 2021 model code),
 # llm-foundry (MPTConfig learned_pos_emb, *_pdrop, no_bias false, low_precision_layernorm, ffn_type mptmlp)
-GPT_STACKS = {"llm-foundry", "megatron", "megatron-deepspeed"}
+GPT_STACKS = {"llm-foundry", "megatron", "megatron-deepspeed", "megatron-deepspeed-2021"}  # -2021: the same model code
 
 # catalog model -> the stacks whose code builds every layer of it, read by hand from the stack entries' sources
 BUILT_ON = {
@@ -50,7 +50,7 @@ BUILT_ON = {
     # Qwen3 MoE: q/k norms (not built: litgpt, Megatron-DeepSpeed, and the DeepSeek papers' LLaMA attention)
     "qwen3-30b-a3b": {"llm-foundry", "megatron", "torchtitan", "torchtitan-0.3"},
     "mixtral-8x7b": {"deepseek", "litgpt-benchmark", "llm-foundry", "megatron", "megatron-deepspeed", "torchtitan",
-                     "torchtitan-0.3"},
+                     "torchtitan-0.3"},  # not megatron-deepspeed-2021: DeepSpeed a12aaedc has no MoE layer
     "llama3-8b": set(list_stacks()),
     "nemotron-h-56b": {"megatron"},
     "jamba-v0.1": set(),
@@ -112,7 +112,7 @@ def test_refusal_names_the_form_and_the_stacks_code():
             "stack torchtitan's code does not build") in msg
     assert "gpt3-175b's layers have LayerNorm (not RMSNorm) (layernorm)" in msg and "nn.RMSNorm" in msg
     assert e.value.hint == ("choose a stack that builds every layer of gpt3-175b: llm-foundry, megatron, "
-                            "megatron-deepspeed (--stack), or another model")
+                            "megatron-deepspeed, megatron-deepspeed-2021 (--stack), or another model")
 
 
 def test_every_hint_names_only_stacks_that_build_the_model():

@@ -40,7 +40,7 @@ def test_the_stack_marks_zero0_fp16_only():
 
     others = [(st, m.name, y.setting) for st in list_stacks() for m in load_stack(st).runs.sharding
               for y in m.job_settings if y.unset != "switch"]
-    assert others == [("megatron-deepspeed", "zero0", "fp16")]
+    assert others == [("megatron-deepspeed", "zero0", "fp16"), ("megatron-deepspeed-2021", "zero0", "fp16")]
 
 
 def test_fp16_may_be_fixed_below_fsdp_other_settings_may_not():

@@ -45,8 +45,8 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   ZeRO-1's overlap_comm is off under it (engine.py l. 1639-1642: read as false, the JSON's key listed as ignored; at
   pp > 1 the stack's overlap.dp_comm_overlap_with_pp prices it off whatever the job says, plan.dp_overlap); the
   tied embedding's gradient all-reduce between the first and the last stage (TiedLayerSpec,
-  PipelineEngine._exec_reduce_tied_grads, pipe/engine.py l. 275-291) is listed as not priced at pp > 1 (at pp 1 its
-  group is the one rank); activation checkpointing as above (its uniform-only rule). With the flag the model is
+  PipelineEngine._exec_reduce_tied_grads, pipe/engine.py l. 275-291) is priced in the step's pp_comm at pp > 1 (the
+  stack's pipeline_tied_grad_allreduce, step.py [20]; at pp 1 its group is the one rank); activation checkpointing as above (its uniform-only rule). With the flag the model is
   Megatron's GPTModel, no pipeline engine: the JSON's stage runs and its overlap_comm acts (listed as assumed).
 - activation checkpointing to the job's recompute [1]: `--checkpoint-activations` re-runs every
   layer in chunks of `--checkpoint-num-layers` (default 1) in both models (transformer.py l. 1691,
@@ -501,13 +501,8 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                            "pipe/engine.py l. 77-78): the job stops at start-up",
                            "add --no-pipeline-parallel (with --pipeline-model-parallel-size 1: Megatron's GPTModel, no "
                            "pipeline engine), or use ZeRO stage 0 or 1")
-    if pipe and "--untie-embeddings-and-output-weights" not in flags and pp > 1:
-        unmodelled.append(f"the tied embedding's gradient all-reduce of DeepSpeed's pipeline model (GPTModelPipe's "
-                          f"TiedLayerSpec, {MDS_COMMIT} megatron/model/gpt_model.py: the input embedding on the first stage, "
-                          "the output layer on the last): PipelineEngine._exec_reduce_tied_grads all-reduces the shared "
-                          "weight's gradient between the two stages once a step (microsoft/DeepSpeed @38327e07 "
-                          "deepspeed/runtime/pipe/engine.py l. 275-291, groups pipe/module.py l. 470-505), vocabulary / tp "
-                          "x hidden elements: not priced (at pp 1 its group is the one rank)")
+    # the tied embedding's gradient all-reduce of the pipeline model at pp > 1 (PipelineEngine._exec_reduce_tied_grads)
+    # is priced in the step's pp_comm (stack_db pipeline_tied_grad_allreduce, step.py [20]): nothing to list
     zs = _int(where, ds, "--zero-stage", 1)  # arguments.py l. 1487 default 1
     shown = f"--zero-stage {zs}" if "--zero-stage" in ds else "--zero-stage absent (default 1)"
     if (js == 3) != (zs == 3):

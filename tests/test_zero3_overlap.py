@@ -1,0 +1,129 @@
+"""DeepSpeed ZeRO-3's communication overlap as DeepSpeed runs it (issues 21, 22; z3overlap), and the pipeline engine's
+tied-embedding gradient all-reduce.
+
+- overlap_comm moves the gradient reduce-scatter only: its stream is a new one with overlap_comm, the default (compute)
+  stream without (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/stage3.py l. 268-269, reduce_scatter_coalesced
+  async_op=False); the parameter all-gathers are prefetched asynchronously on the process group's NCCL stream either
+  way (partitioned_param_coordinator.py fetch_sub_module, partition_parameters.py l. 94-95): stack_db megatron-deepspeed
+  overlap.fsdp_gathers_overlap_always, step.py [19];
+- a job that leaves dp_comm_overlap out runs DeepSpeed's stage-3 default, overlap_comm true (config.py l. 350-354):
+  the zero3 / zero3_mics modes' dp_comm_overlap;
+- at pp > 1 with tied embeddings, PipelineEngine._exec_reduce_tied_grads all-reduces the embedding's gradient between
+  the first and the last stage once a step (pipe/engine.py l. 275-291): step.py [20], in pp_comm.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from planner.params import count_params
+from planner.step import step_time
+
+X = 0.189  # stack_db megatron-deepspeed overlap.overlapped_exposed_fraction (Lee et al. 2025)
+Z3 = dict(model="llama3-8b", gpus=8, micro_batch=1, global_batch=8, seq_len=4096, hardware="h200-sxm",
+          stack="megatron-deepspeed", sharding="fsdp", recompute="none")
+
+
+def _dp(explain, **kw):
+    s, p, est, js = explain(**{**Z3, **kw})
+    t = js["time"]
+    return s, p, t
+
+
+def test_zero3_leaving_overlap_out_runs_deepspeeds_default(explain):
+    """zero3 from options: dp_comm_overlap true (DeepSpeed's stage-3 default), listed among the stack's defaults; the
+    job's false wins; zero1 keeps the stack's false."""
+    s, p, t = _dp(explain)
+    assert int(p.dpo) == 1 and ("dp_comm_overlap", True) in s.inherited
+    s, p, t = _dp(explain, dp_comm_overlap=False)
+    assert int(p.dpo) == 0
+    s, p, t = _dp(explain, sharding="zero1")
+    assert int(p.dpo) == 0 and ("dp_comm_overlap", False) in s.inherited
+
+
+def test_zero3_overlap_off_exposes_the_reduce_scatter_only(explain):
+    """One micro-batch, compute-bound (llama3-8b on one H200 node): the forward all-gather, the backward all-gather and
+    the reduce-scatter are each c seconds (ring all-gather and reduce-scatter of the same bf16 bytes over the same 8
+    ranks: the same alpha-beta figure), total 3c, in n_b = ceil(p / 5e7) buckets (stack_db fsdp_bucket_params).
+    Every window outlasts its traffic, so an overlapped transfer t adds x t (x = 0.189) and the first bucket's gather
+    and the last bucket's reduce-scatter (c / n_b each) never hide:
+      overlap on:  x (c - c/n_b) [forward] + x (2c - c/n_b) [backward gather + reduce-scatter] + 2 c/n_b
+      overlap off: x (c - c/n_b) [forward] + x c [backward gather] + c/n_b + c [the reduce-scatter, waited on]
+    Before (gathers tied to dp_comm_overlap) off was 3c."""
+    s, p, on = _dp(explain, dp_comm_overlap=True)
+    _, _, off = _dp(explain, dp_comm_overlap=False)
+    total = on["dp_comm_s"]
+    assert off["dp_comm_s"] == pytest.approx(total, rel=1e-12)
+    c = total / 3.0
+    pc = count_params(s.model)
+    n_b = math.ceil(pc.total / 5e7)
+    assert on["dp_comm_exposed_s"] == pytest.approx(X * (3 * c - 2 * c / n_b) + 2 * c / n_b, rel=1e-9)
+    assert off["dp_comm_exposed_s"] == pytest.approx(X * (2 * c - c / n_b) + c + c / n_b, rel=1e-9)
+    assert off["dp_comm_exposed_s"] < total  # the gathers still hide
+    # the step moves by the exposed difference alone: (1 - x) (c - c/n_b)
+    assert off["step_s"] - on["step_s"] == pytest.approx((1 - X) * (c - c / n_b), rel=1e-9)
+
+
+def test_stack_without_the_flag_exposes_everything(explain):
+    """The same plan on a stack whose dp_comm_overlap moves every DP transfer (the flag off: the schema's default)
+    prices all 3c exposed: the flag, not the sharding mode, decides."""
+    s, p, _ = _dp(explain, dp_comm_overlap=False)
+    st = s.stack.model_copy(update={"overlap": s.stack.overlap.model_copy(update={"fsdp_gathers_overlap_always": False})})
+    terms, extra = step_time(dataclasses.replace(s, stack=st), p)
+    assert float(terms.dp_comm_exposed) == pytest.approx(float(extra["dp_comm_s"]), rel=1e-12)
+
+
+def _tied(explain, **kw):
+    job = dict(model="megatron-gpt-1.7b", gpus=16, micro_batch=1, global_batch=32, seq_len=2048, hardware="h100-sxm",
+               stack="megatron-deepspeed", sharding="zero1", tp=2, **kw)
+    return explain(**job)
+
+
+def test_tied_embedding_gradient_all_reduce_at_pp(explain):
+    """pp 2, tp 2: one all-reduce of the embedding's vocab-parallel gradient, V / 2 x h bf16 elements, over the two
+    ranks of the first and the last stage, added to pp_comm once a step; 0 at pp 1 (its group is the one rank)."""
+    s, p, est, js = _tied(explain, pp=2)
+    terms, extra = step_time(s, p)
+    tied = float(extra["pp_tied_grads_s"])
+    assert tied > 0
+    model = s.model
+    assert model.tied_embeddings
+    elems = count_params(model).embedding / 2
+    assert elems == model.vocab_size * model.hidden_size / 2  # vocab-parallel shard (no padding in the catalog entry)
+    # the same all-reduce priced by the collective model directly: 2 B an element (mixed16 gradients), 2 ranks,
+    # the first and the last stage one pipeline stride apart
+    from planner import comm
+    from planner.step import Collectives, _compute_pass
+    sc, _, _ = _compute_pass(s, p)
+    coll = Collectives(sc)
+    want = float(coll(comm.ALL_REDUCE, elems * 2.0, np.asarray(2), coll.strides["pp"]))
+    assert tied == pytest.approx(want, rel=1e-12)
+    assert js["time"]["pp_comm_s"] == pytest.approx(float(terms.pp_comm), rel=1e-12)
+    s1, p1, _, js1 = _tied(explain, pp=1)
+    assert float(step_time(s1, p1)[1]["pp_tied_grads_s"]) == 0.0
+
+
+def test_tied_all_reduce_moves_pp_comm_by_itself(explain):
+    """The term is the whole pp_comm difference against the same stack without it (Stack.pipeline_tied_grad_allreduce
+    false)."""
+    s, p, _, _ = _tied(explain, pp=2)
+    terms, extra = step_time(s, p)
+    st = s.stack.model_copy(update={"pipeline_tied_grad_allreduce": False})
+    terms0, extra0 = step_time(dataclasses.replace(s, stack=st), p)
+    assert float(extra0["pp_tied_grads_s"]) == 0.0
+    assert float(terms.pp_comm) - float(terms0.pp_comm) == pytest.approx(float(extra["pp_tied_grads_s"]), rel=1e-12)
+
+
+def test_a_mode_overlap_default_needs_the_stacks_overlap():
+    """A mode's dp_comm_overlap true on a stack that cannot overlap DP traffic is refused when the stack loads."""
+    from planner.catalog import load_stack
+    from planner.schema import Stack
+
+    d = load_stack("megatron-deepspeed").model_dump()
+    d["overlap"]["dp_comm_overlap_supported"] = False
+    with pytest.raises(ValueError, match="zero3, zero3_mics: dp_comm_overlap true needs"):
+        Stack.model_validate(d)
