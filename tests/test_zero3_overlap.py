@@ -127,3 +127,27 @@ def test_a_mode_overlap_default_needs_the_stacks_overlap():
     d["overlap"]["dp_comm_overlap_supported"] = False
     with pytest.raises(ValueError, match="zero3, zero3_mics: dp_comm_overlap true needs"):
         Stack.model_validate(d)
+
+
+def test_megatron_lm_all_reduces_the_tied_embedding_gradient_too(explain):
+    """Megatron-LM @d98e8a64 finalize_model_grads (l. 676) all-reduces the shared word embedding's main_grad over the
+    embedding group, the first and last stage (stack_db/megatron.yaml pipeline_tied_grad_allreduce): pp 2, tp 2,
+    V / 2 x h elements in fp32 main gradients (4 B: the megatron preset's gradients), the same collective as the
+    DeepSpeed pipeline engine's, twice its bf16 bytes; 0 at pp 1 and for an untied model (llama3-8b)."""
+    s, p, est, js = explain(model="megatron-gpt-1.7b", gpus=16, micro_batch=1, global_batch=32, seq_len=2048,
+                            hardware="h100-sxm", stack="megatron", sharding="zero1", tp=2, pp=2)
+    assert s.stack.pipeline_tied_grad_allreduce and s.model.tied_embeddings and s.bpp.gradients == 4.0
+    terms, extra = step_time(s, p)
+    elems = count_params(s.model).embedding / 2
+    from planner import comm
+    from planner.step import Collectives, _compute_pass
+    sc, _, _ = _compute_pass(s, p)
+    coll = Collectives(sc)
+    want = float(coll(comm.ALL_REDUCE, elems * 4.0, np.asarray(2), coll.strides["pp"]))
+    assert float(extra["pp_tied_grads_s"]) == pytest.approx(want, rel=1e-12) and want > 0
+    s1, p1, _, _ = explain(model="megatron-gpt-1.7b", gpus=16, micro_batch=1, global_batch=32, seq_len=2048,
+                           hardware="h100-sxm", stack="megatron", sharding="zero1", tp=2, pp=1)
+    assert float(step_time(s1, p1)[1]["pp_tied_grads_s"]) == 0.0
+    s2, p2, _, _ = explain(model="llama3-8b", gpus=16, micro_batch=1, global_batch=32, seq_len=2048,
+                           hardware="h100-sxm", stack="megatron", sharding="zero1", tp=2, pp=2)
+    assert not s2.model.tied_embeddings and float(step_time(s2, p2)[1]["pp_tied_grads_s"]) == 0.0
