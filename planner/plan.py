@@ -1486,6 +1486,54 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    job, mbs, level, shard = _job_defaults(job, model, stack, inherited, where, gbs=gbs, dp=dp, shard=shard)
+    plan = PlanArrays(
+        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
+        sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
+        sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
+        order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
+        split_loss=job.loss_units, split_front=int(stack.pipeline_split == "front"),
+        ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
+    )
+    plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
+    warnings += overridden_settings(job, stack, int(plan.smode))
+    _mode_dp_overlap(job, stack, plan, opts, inherited, warnings)
+    inherited += mode_run_settings(job, stack, int(plan.smode))
+    code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
+    if code != OK:
+        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
+                          hw=hw)
+    _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule, hw=hw)
+    _check_job_options(job, model, where, dp=dp, gbs=gbs, seq=seq, schedule=schedule)
+    if job.precision != "bf16":
+        hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
+        why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
+        if why is not None:
+            raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
+    if job.moe_grouped_gemm and hw.capability is not None and hw.capability < (8, 0):
+        raise PlannerError(f"{where}moe_grouped_gemm on {hw.name} (compute capability {hw.compute_capability}): Megatron "
+                           "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
+                           "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
+                           "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
+    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings,
+                                     FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
+    _split_warnings(model, job, plan, warnings, stack)
+    _check_output_layer_options(job, stack, where)
+    _check_early_step(job, stack, plan, where, warnings)
+    if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py
+        raise err
+    if job.attention == "eager" and job.cp > 1:
+        raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
+                           f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
+    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
+    return settings, plan, warnings
+
+
+def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str, *, gbs: int, dp: int,
+                  shard: int) -> tuple[Job, int, str, int]:
+    """(job, micro-batch, sharding level, shard group) with what the job leaves out taken from the stack and listed
+    as inherited: the stack's pipeline ends as layers, the expert-TP degree, the micro-batch, the sharding level
+    (a named mode's, or the stack's first mode where it has no unsharded one)."""
     if stack.pipeline_ends_as_layers:  # the stack's own split (Llama 3: one layer fewer on each end stage)
         if job.loss_units > 1:
             raise PlannerError(f"{where}loss_layers_in_pipeline_split {job.loss_units}: stack {stack.name} counts the loss "
@@ -1521,16 +1569,13 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
         level = stack.runs.sharding[0].level
         job = job.model_copy(update=dict(sharding=level))
         inherited.append(("sharding", level))
-    plan = PlanArrays(
-        tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,
-        sharding=SHARDING_CODES[level], shard=shard, recompute=RECOMPUTE_CODES[job.recompute],
-        sp=int(sp), schedule=SCHEDULE_CODES[schedule], precision=PRECISION_CODES[job.precision],
-        order=order_code(job.rank_order or default_rank_order(stack)), split_emb=int(job.account_for_embedding_in_pipeline_split),
-        split_loss=job.loss_units, split_front=int(stack.pipeline_split == "front"),
-        ep=job.ep, etp=job.etp or 0, mbg=_microbatch_group(job, stack, where), **opts,
-    )
-    plan, job = _stack_choices(stack, model, job, plan, inherited, where, hw)
-    warnings += overridden_settings(job, stack, int(plan.smode))
+    return job, mbs, level, shard
+
+
+def _mode_dp_overlap(job: Job, stack, plan: PlanArrays, opts: dict, inherited: list, warnings: list) -> None:
+    """The DP overlap the plan's mode runs: a job that leaves dp_comm_overlap out takes the trainer's default under
+    the mode (mode_dp_overlap: DeepSpeed's ZeRO-3, overlap_comm true), in place of the stack's (plan.dpo, opts and
+    the inherited list updated); one the stack's runtime turns off (dp_overlap) is warned of, priced off."""
     if job.dp_comm_overlap is None and (mode_dpo := mode_dp_overlap(stack, int(plan.smode))) is not None:
         # the trainer's default under the plan's mode (DeepSpeed's ZeRO-3: overlap_comm true), in place of the stack's
         plan.dpo = int(mode_dpo)
@@ -1549,13 +1594,11 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                             "microsoft/DeepSpeed @38327e07 deepspeed/runtime/engine.py l. 1639-1642, stack_db "
                             "overlap.dp_comm_overlap_with_pp); priced off: the gradient reduction after the last "
                             "backward, exposed (ZeRO-1: one IPG buffer)")
-    inherited += mode_run_settings(job, stack, int(plan.smode))
-    code = int(rule_codes(model, job.gpus, stack, plan, hardware=hw))
-    if code != OK:
-        raise _rule_error(code, where, job, model, dp=dp, gbs=gbs, seq=seq, schedule=schedule, stack=stack, plan=plan,
-                          hw=hw)
-    _check_batch_phases(job, model, stack, plan, where, dp=dp, seq=seq, schedule=schedule, hw=hw)
-    # job-level checks (not rules of a plan)
+
+
+def _check_job_options(job: Job, model: ModelSpec, where: str, *, dp: int, gbs: int, seq: int, schedule: str) -> None:
+    """Job-level checks (not rules of a plan): hsdp's shard group, recompute_layers, the BigScience sync and
+    DeepSpeed's partitioned checkpoints each against the settings they need."""
     if job.sharding == "hsdp" and job.shard_group is None:
         raise PlannerError(f"{where}sharding hsdp needs shard_group (DP ranks per shard group)", f"set shard_group to a divisor of dp={dp}")
     if job.sharding != "hsdp" and job.shard_group is not None:
@@ -1576,28 +1619,6 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
                               "inputs, not priced" if job.recompute == "selective" else
                               f"with recompute {job.recompute} there are none (no effect)"),
                            "set recompute: full, or remove partition_activations")
-    if job.precision != "bf16":
-        hw.peak_flops(RECIPE_PEAK[FP8_RECIPES[int(plan.f8r)]], where)  # raises if the GPU lacks the recipe's tensor cores
-        why = recipe_unsupported(FP8_RECIPES[int(plan.f8r)], hw)  # blockwise: Hopper only (precisions [5])
-        if why is not None:
-            raise PlannerError(f"{where}{why}", "use --fp8-recipe mxfp8 on Blackwell (or another recipe of the stack)")
-    if job.moe_grouped_gemm and hw.capability is not None and hw.capability < (8, 0):
-        raise PlannerError(f"{where}moe_grouped_gemm on {hw.name} (compute capability {hw.compute_capability}): Megatron "
-                           "refuses it ('Unsupported compute capability for GroupedGEMM kernels', NVIDIA/Megatron-LM "
-                           "@d98e8a64 megatron/training/arguments.py validate_args l. 1378-1380: capability >= 8.0)",
-                           "leave moe_grouped_gemm out (--moe-grouped-gemm), or plan an Ampere or newer GPU")
-    bpp, bpp_name = _bytes_per_param(job, stack, inherited, warnings,
-                                     FP8_RECIPES[int(plan.f8r)] if job.precision == "fp8" else None)
-    _split_warnings(model, job, plan, warnings, stack)
-    _check_output_layer_options(job, stack, where)
-    _check_early_step(job, stack, plan, where, warnings)
-    if (err := cuda_graph_error(job, model, stack, where)) is not None:  # planner/cuda_graphs.py
-        raise err
-    if job.attention == "eager" and job.cp > 1:
-        raise PlannerError(f"{where}attention eager with cp {job.cp}: the eager core attention runs without context "
-                           f"parallelism ({EAGER_CP_SOURCE})", "set cp 1, or attention flash")
-    settings = _settings(job, model, hw, stack, plan, (bpp, bpp_name), power_source, inherited, seq_assumed, where)
-    return settings, plan, warnings
 
 
 def _check_batch_phases(job: Job, model: ModelSpec, stack, plan: PlanArrays, where: str, *, dp: int, seq: int,
