@@ -26,7 +26,8 @@ def _stacked(plan: PlanArrays, codes) -> PlanArrays:
     return p
 
 
-def _check(job: Job, **fields):
+def _rows(job: Job, **fields):
+    """(each dispatcher's Settings, the job's plan, the dispatcher codes, the Settings pricing them per row)."""
     settings, *_ = settings_for(job)
     disp, _ = dispatcher_settings(job, settings)
     assert disp is not None and len(disp) >= 3
@@ -34,6 +35,11 @@ def _check(job: Job, **fields):
     codes = list(disp)
     merged = replace(next(iter(disp.values())),
                      dispatcher_rows=tuple((c, bool(s.ep_comm_overlap)) for c, s in disp.items()))
+    return disp, plan, codes, merged
+
+
+def _check(job: Job, **fields):
+    disp, plan, codes, merged = _rows(job, **fields)
     got, _ = step_time(merged, _stacked(plan, codes))
     differ = set()
     for i, c in enumerate(codes):
@@ -80,13 +86,7 @@ def _check_memory(job: Job, **fields):
     dispatcher's own Settings: every term of every stage, bit for bit."""
     from planner.memory import STAGE_FIRST, STAGE_LAST, STAGE_MIDDLE, memory_total, stage_memory_terms
 
-    settings, *_ = settings_for(job)
-    disp, _ = dispatcher_settings(job, settings)
-    assert disp is not None and len(disp) >= 3
-    _, plan, _ = resolve(job.model_copy(update=fields))
-    codes = list(disp)
-    merged = replace(next(iter(disp.values())),
-                     dispatcher_rows=tuple((c, bool(s.ep_comm_overlap)) for c, s in disp.items()))
+    disp, plan, codes, merged = _rows(job, **fields)
     got = stage_memory_terms(merged, _stacked(plan, codes))
     got_total = memory_total(merged, _stacked(plan, codes))
     totals = set()
