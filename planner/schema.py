@@ -28,6 +28,9 @@ Dispatcher = Literal["alltoall", "allgather", "deepep", "deepep_ll", "hybridep"]
 # 2**63. A larger integer is refused with the field's name instead of overflowing numpy.
 MAX_COUNT = 2**31 - 1
 Count = Annotated[int, Field(le=MAX_COUNT)]
+# the longest period of MoE layers (moe.layer_freq, bounded by num_layers) the layer list builds one
+# object a layer of (layers._build); no published model repeats over more than a few layers
+MAX_LAYER_PERIOD = 65_536
 
 
 class MoESpec(BaseModel):
@@ -507,6 +510,13 @@ class ModelSpec(BaseModel):
                              "model's context")
         if self.moe is not None and self.moe.first_k_dense > self.num_layers:
             raise ValueError(f"moe.first_k_dense ({self.moe.first_k_dense}) exceeds num_layers ({self.num_layers})")
+        if self.moe is not None and min(self.moe.layer_freq, self.num_layers) > MAX_LAYER_PERIOD:
+            # the layers are built as one period of the pattern (layers._build): its length is
+            # min(layer_freq, num_layers), each layer of the period an object
+            raise ValueError(f"moe.layer_freq ({self.moe.layer_freq:,}) with num_layers ({self.num_layers:,}): the MoE "
+                             f"layers repeat every {min(self.moe.layer_freq, self.num_layers):,} layers, more than the "
+                             f"{MAX_LAYER_PERIOD:,} the planner builds (a layer_freq of 1 to {MAX_LAYER_PERIOD:,}, or a "
+                             "model of fewer layers)")
         if self.mla is not None and self.num_kv_heads not in (None, self.num_attention_heads):
             raise ValueError("mla: keys and values have one head per query head; leave num_kv_heads out")
         if self.layer_pattern is not None:

@@ -609,7 +609,7 @@ def test_fuzz_pass_huge_layer_counts_are_priced(cli, args):
     assert d["memory"]["fits"] is False and d["memory"]["total_bytes"] > 1e15
 
 
-@pytest.mark.parametrize("name", ["moe-config-5-0.json", "moe-config-0-3.json"])
+@pytest.mark.parametrize("name", ["moe-config-5-0.json", "moe-config-0-3.json", "moe-config-0-4.json"])
 def test_fuzz_pass_moe_config_without_moe_layers(cli, tmp_path, name):
     """The third pass (seed 27, main after this session's merges) found one traceback kind: a
     Hugging Face MoE config whose layer pattern places no MoE layer (DeepSeek-V3's
@@ -621,6 +621,39 @@ def test_fuzz_pass_moe_config_without_moe_layers(cli, tmp_path, name):
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert "moe" not in d and all("moe(" not in k["kind"] for k in d["layers"])
+
+
+def test_moe_layer_freq_past_the_depth_builds_a_period_of_the_model():
+    """The twenty-sixth pass (seed 52) found moe-config-0-4.json (DeepSeek-V3 with moe_layer_freq 2^31 - 1 and
+    first_k_dense_replace 3) hanging: the layer list built one object a layer of a 2^31 - 1 layer period. Layer i
+    is MoE iff i >= first_k_dense and i % layer_freq == 0; below num_layers that is i % min(layer_freq, num_layers):
+    the same layers. By hand, 61 layers, first 3 dense: freq 2^31 - 1 places none (only i = 0 divides, and it is
+    dense), freq 1,000 none, freq 30 layers 30 and 60; with first_k_dense 0 and freq 2^31 - 1 layer 0 alone."""
+    from planner.catalog import load_model
+    from planner.layers import layer_list
+    from planner.params import moe_layer_count
+
+    base = load_model("deepseek-v3")
+    for k, f, moe_layers in ((3, 2**31 - 1, []), (3, 1000, []), (3, 30, [30, 60]), (0, 2**31 - 1, [0])):
+        m = base.model_copy(update={"moe": base.moe.model_copy(update={"first_k_dense": k, "layer_freq": f})})
+        ll = layer_list(m)
+        assert len(ll.period) <= m.num_layers
+        got = [i for i in range(m.num_layers) if ll.kinds[ll.kind_at(i)].has_experts]
+        assert got == moe_layers and int(moe_layer_count(m.moe, 0, m.num_layers)) == len(moe_layers)
+
+
+def test_moe_layer_period_beyond_the_bound_exits_2(cli, tmp_path):
+    """A period of MoE layers longer than the 65,536 the layer list builds (num_layers and moe.layer_freq both
+    2^30) is refused naming the field, not built for minutes."""
+    import yaml
+
+    d = yaml.safe_load((FUZZ / "model-7-18.yaml").read_text())
+    d.update(num_layers=2**30, moe={"num_experts": 8, "top_k": 2, "layer_freq": 2**30 - 1})
+    f = tmp_path / "m.yaml"
+    f.write_text(yaml.safe_dump(d))
+    r = cli("explain", "--model", str(f), "--gpus", "8")
+    assert_error(r, "moe.layer_freq")
+    assert "65,536" in r.stderr
 
 
 def test_fuzz_pass_run_record_with_denormal_memory_exits_2(cli, tmp_path):

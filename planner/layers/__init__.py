@@ -305,7 +305,9 @@ def _build(m: ModelSpec) -> LayerList:
         if moe is None:
             P, head, at_period, head_kind = 1, 0, [LayerKind(mixer, dense, m.post_norms)], None
         else:  # layer i is MoE iff i >= first_k_dense and i % layer_freq == 0 (module docstring)
-            P, head = m.moe.layer_freq, min(m.moe.first_k_dense, L)
+            # i % layer_freq == 0 for i < L holds where i % min(layer_freq, L) == 0: the same layers, a period of at
+            # most L (a Hugging Face moe_layer_freq past the depth, 2**31 - 1, built no larger than the model)
+            P, head = min(m.moe.layer_freq, max(L, 1)), min(m.moe.first_k_dense, L)
             at_period = [LayerKind(mixer, moe if r == 0 else dense, m.post_norms) for r in range(P)]
             head_kind = LayerKind(mixer, dense, m.post_norms)
     # kinds in order of first appearance: layer 0 (the head's, if any), then the period's from `head` on
