@@ -1470,9 +1470,9 @@ def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
     defaults (defaults.attention, defaults.fp16), listed as inherited where they are not the planner's own (flash,
     bf16); a job asking for a core or a dtype the stack's code lacks (runs.attention, runs.half_dtypes) is refused,
     naming the stack, the field and what the stack offers (issue 22)."""
-    runs = stack.runs if stack is not None else None
     if stack is None:
         return job, []
+    runs = stack.runs
     inherited, update = [], {}
     given = job.model_fields_set
     cores = runs.attention if runs is not None else None

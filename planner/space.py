@@ -976,7 +976,7 @@ def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid
             reasons[GRAPHS_FULL_RECOMPUTE] = reasons.get(GRAPHS_FULL_RECOMPUTE, 0) + valid
         RC = RC[RC != RC_FULL]
     # the granularities the stack's code lacks (stack_db runs.recompute: Megatron-LM 2021 has no selective recompute),
-    # start-up rule STACK_RECOMPUTE; a --recompute that names only such is refused before (_check_names)
+    # start-up rule STACK_RECOMPUTE; a --recompute that names one is refused before (_check_features)
     have = recompute_runs(settings.stack)
     if have is not None:
         lacks = ~isin(RC, np.asarray([RECOMPUTE_CODES[g] for g in have], dtype=np.int64))

@@ -147,3 +147,19 @@ def test_schema_refuses_unknown_or_contradicting_capabilities():
         Stack(**{**data, "runs": {**runs, "recompute": {"granularities": ["full"], "sources": ["x"]}}})
     with pytest.raises(ValidationError, match="score_softmax"):
         Stack(**{**data, "kernels": {**data["kernels"], "score_softmax": None}})
+
+
+def test_check_suggests_only_what_the_stack_has(cli, tmp_path):
+    """TP 4 PP 3 at micro-batch 1 on the 2021 stack: the eager core keeps the [heads/tp, s, s] scores, 139.3 GiB; the
+    changes `check` tries are resolved as the job's own fields plus the change (check.apply: no default made explicit,
+    so the stack's eager core and fp16 stay), and selective recompute, which the stack lacks, is never suggested: full
+    recompute passes (63.1 GiB, as `explain --recompute full` prices it)."""
+    job = tmp_path / "job.yaml"
+    job.write_text(f"model: gpt3-175b\ngpus: 768\nhardware: a100-sxm-80gb\nstack: {S21}\ntp: 4\npp: 3\nmicro_batch: 1\n"
+                   "global_batch: 8192\nsharding: zero1\n")
+    r = cli("check", job)
+    assert r.exit_code == 1, r.stderr
+    assert "recompute none -> full: 63.1 GiB" in r.stdout and "selective" not in r.stdout
+    e = cli("explain", "--model", "gpt3-175b", "--gpus", "768", "--hardware", "a100-sxm-80gb", "--stack", S21, "--tp", "4",
+            "--pp", "3", "--micro-batch", "1", "--global-batch", "8192", "--sharding", "zero1", "--recompute", "full")
+    assert e.exit_code == 0 and "63.09" in e.stdout
