@@ -386,7 +386,8 @@ def apply(job: Job, changes: tuple[Change, ...]) -> Job:
         dp = _dp(job, update.get("tp"), update.get("pp"), update.get("cp"))
         if dp is not None and dp == job.shard_group:  # one replica: FSDP over the whole group, as a trainer builds it
             update.update(sharding="fsdp", shard_group=None, sharding_mode=None)  # (torchtitan: dp_replicate 1)
-    return Job.model_validate({**job.model_dump(), **update})
+    # (the job's own fields only: a default it leaves out stays the stack's to choose, plan.apply_stack_features)
+    return Job.model_validate({**job.model_dump(exclude_unset=True), **update})
 
 
 # -------------------------------------------------------------------------- suggestions

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .profile import CalibrationProfile
 from .schema import (BYTES_PER_PARAM_PRESETS, MAX_COUNT, MODE_SETTING_DEFAULTS, BytesPerParam, Hardware, Job, ModelSpec,
                      Stack, split_fields, ZERO3_KEYS)
-from .startup import (BY_CODE, cluster_of, layer_kinds_assumed, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
+from .startup import (BY_CODE, cluster_of, stack_lacks_sp, CODES as BY_CODE_KEYS, layer_kinds_assumed, megatron_checks, model_code, model_code_assumed, model_code_compile_note, rules_for,
                       split_overdrawn, stack_order_ok)
 
 # Integer codes, so that a search can hold choices in int64 arrays.
@@ -356,7 +356,10 @@ def rule_reasons(stack, group: int = 0) -> dict:
             f"interleaved schedule with micro-batch group {group} below pp or above m, or m % {group} in 1 .. pp - 1 "
             "(Megatron's --microbatch-group-size-per-virtual-pipeline-stage)" if group and rule == "multiple_of_pp" else
             REASONS[INTERLEAVED_M])
-    return {**REASONS, INTERLEAVED_M: text}
+    # the stack's own entry in the words of the rules on its runs' feature fields (startup STACK_SEQUENCE_PARALLEL, _RECOMPUTE)
+    named = {c: REASONS[c].replace("stack_db <stack>", f"stack_db {stack.name}") for c in
+             (BY_CODE_KEYS["STACK_SEQUENCE_PARALLEL"], BY_CODE_KEYS["STACK_RECOMPUTE"])} if stack is not None else {}
+    return {**REASONS, INTERLEAVED_M: text, **named}
 
 
 # the source of torch's rule (microbatches: multiple_of_rounds)
@@ -1456,6 +1459,48 @@ def sac_reruns_exchange(model, stack) -> bool:
     return bool(code is not None and model is not None and model.moe is not None and not code.sac_saves_all_to_all)
 
 
+def default_sequence_parallel(stack, tp) -> bool:
+    """The sequence parallelism of a job that leaves it out: on where TP runs (tp > 1), off on a stack whose code
+    has none (stack_db runs.sequence_parallel supported false: start-up rule STACK_SEQUENCE_PARALLEL)."""
+    return bool(tp > 1) and not stack_lacks_sp(stack)
+
+
+def apply_stack_features(job: Job, stack, where: str = "") -> tuple[Job, list]:
+    """(job, inherited): the job with the core attention and the 16-bit dtype it leaves out taken from the stack's
+    defaults (defaults.attention, defaults.fp16), listed as inherited where they are not the planner's own (flash,
+    bf16); a job asking for a core or a dtype the stack's code lacks (runs.attention, runs.half_dtypes) is refused,
+    naming the stack, the field and what the stack offers (issue 22)."""
+    if stack is None:
+        return job, []
+    runs = stack.runs
+    inherited, update = [], {}
+    given = job.model_fields_set
+    cores = runs.attention if runs is not None else None
+    if "attention" in given:
+        if cores is not None and job.attention not in cores.cores:
+            raise PlannerError(f"{where}attention {job.attention} on stack {stack.name}, whose code runs the core "
+                               f"attention {', '.join(cores.cores)} only (stack_db {stack.name} runs.attention: "
+                               f"{'; '.join(cores.sources)})",
+                               f"leave attention out (the stack's {stack.defaults.attention}) or set --attention "
+                               f"{' or '.join(cores.cores)}, or choose another --stack")
+    elif stack.defaults.attention != job.attention:
+        update["attention"] = stack.defaults.attention
+        inherited.append(("attention", stack.defaults.attention))
+    dtypes = runs.half_dtypes if runs is not None else None
+    if "fp16" in given:
+        half = "fp16" if job.fp16 else "bf16"
+        if dtypes is not None and half not in dtypes.dtypes:
+            raise PlannerError(f"{where}fp16 {str(job.fp16).lower()} ({half}) on stack {stack.name}, whose code trains "
+                               f"in {', '.join(dtypes.dtypes)} only (stack_db {stack.name} runs.half_dtypes: "
+                               f"{'; '.join(dtypes.sources)})",
+                               f"leave fp16 out (the stack's {'fp16' if stack.defaults.fp16 else 'bf16'}), or choose "
+                               "another --stack")
+    elif stack.defaults.fp16 != job.fp16:
+        update["fp16"] = stack.defaults.fp16
+        inherited.append(("fp16", stack.defaults.fp16))
+    return (job.model_copy(update=update) if update else job), inherited
+
+
 def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]:
     """Validate a job against its model and hardware; return settings, the plan and
     warnings. `where` prefixes error messages (a file name)."""
@@ -1475,17 +1520,21 @@ def resolve(job: Job, where: str = "") -> tuple[Settings, PlanArrays, list[str]]
     # only the stack): Megatron --recompute-modules as its selective policy (planner/recompute_modules.py),
     # torch CP's rotate method as its memory.cp_ring_backward and context_parallel (planner/cp_rotate.py),
     # Megatron's --cp-comm-type as its context_parallel (planner/cp_comm_type.py)
+    job, features = apply_stack_features(job, load_stack(job.stack), where)  # the stack's attention and 16-bit dtype
     stack = apply_rotate_method(job, apply_modules(job, load_stack(job.stack), model, where), where)
     stack = apply_cp_comm_type(job, stack, where)
     stack = apply_pp_p2p_warmup_flush(job, apply_pp_p2p_overlap(job, stack, where), where)
     stack = apply_fp8_grouped_experts(job, apply_moe_dispatcher(job, stack_for_states(job, stack, where)))
     schedule = job.schedule or default_schedule(stack, job.vpp)
-    sp = job.sequence_parallel if job.sequence_parallel is not None else job.tp > 1
+    sp = job.sequence_parallel if job.sequence_parallel is not None else default_sequence_parallel(stack, job.tp)
+    if job.sequence_parallel is None and job.tp > 1 and not sp:  # the stack's code has none (runs.sequence_parallel)
+        features.append(("sequence_parallel", False))
     shard = job.shard_group if job.shard_group is not None else dp
     if job.ep > 1 and stack.expert_parallel is None:
         raise PlannerError(f"{where}ep={job.ep}: stack {stack.name} has no expert parallelism (stack_db `expert_parallel`)",
                            "use ep 1, or a stack that has it (`planner stacks`: megatron, torchtitan, ...)")
     opts, inherited = stack_options(stack, job, where, tp=job.tp, sp=sp)
+    inherited += features
     job, mbs, level, shard = _job_defaults(job, model, stack, inherited, where, gbs=gbs, dp=dp, shard=shard)
     plan = PlanArrays(
         tp=job.tp, cp=job.cp, pp=job.pp, vpp=job.vpp, dp=dp, mbs=mbs, gbs=gbs, seq=seq,

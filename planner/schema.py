@@ -1669,6 +1669,14 @@ class StackDefaults(BaseModel):
         default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
                                    "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "
                                    "functions wrap the loss in ChunkedLossWrapper); false, the plain loss")
+    attention: Literal["flash", "eager"] = Field(
+        default="flash", description="the core attention a job runs when it does not say (job field attention; one of "
+                                     "runs.attention cores where the entry lists them), listed among the settings "
+                                     "taken from the stack where it is not the planner's flash")
+    fp16: bool = Field(
+        default=False, description="the 16-bit dtype a job runs when it does not say (job field fp16): true fp16, "
+                                   "false bf16 (one of runs.half_dtypes where the entry lists them), listed among "
+                                   "the settings taken from the stack where true")
     fp8_grouped_experts: bool = Field(
         default=True, description="with fp8 / nvfp4, the routed experts' grouped GEMMs run in the plan's low precision "
                                   "when the job does not say (job field fp8_grouped_experts): true where the stack's "
@@ -2048,6 +2056,73 @@ class LayerKindBuilt(BaseModel):
         return self
 
 
+# the recompute granularities a job may ask for (Job.recompute; a stack's runs.recompute lists those its code has)
+Recompute = Literal["none", "selective", "full"]
+
+
+class SequenceParallelRuns(BaseModel):
+    """Whether the stack's code has Megatron's sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198
+    sec. 4.2.2: the norms' and dropouts' activations split over the TP ranks; Megatron-LM --sequence-parallel,
+    torchtitan's SequenceParallel on the norms). false: start-up rule STACK_SEQUENCE_PARALLEL refuses a plan with
+    it (fit counts them, explain / check exit 2) and a job that leaves sequence_parallel out runs it off."""
+
+    model_config = Strict
+    supported: bool = Field(description="the stack's code runs sequence parallelism under TP")
+    sources: list[str] = Field(min_length=1)
+
+
+class RecomputeRuns(BaseModel):
+    """The activation-recompute granularities the stack's code has (Job.recompute): none (every activation kept),
+    selective (the attention core re-run: Korthikanti et al. 2022 sec. 5, Megatron-LM --recompute-granularity
+    selective, torchtitan's selective AC) and full (each layer re-run from its input: Megatron-LM 2021
+    --checkpoint-activations). A granularity not listed: start-up rule STACK_RECOMPUTE refuses it (fit drops it,
+    counted; explain / check exit 2)."""
+
+    model_config = Strict
+    granularities: list[Recompute] = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _once(self) -> "RecomputeRuns":
+        if len(set(self.granularities)) != len(self.granularities):
+            raise ValueError(f"recompute granularities repeat: {self.granularities}")
+        return self
+
+
+class AttentionRuns(BaseModel):
+    """The core attentions the stack's code runs (Job.attention): flash (a fused kernel that keeps no s x s
+    scores: FlashAttention, cuDNN, FlexAttention, by runs.attention_kernels and the stack's attention_kernels
+    rules) and eager (batched GEMMs around a softmax and a dropout, the scores kept: Megatron-LM 2021's
+    baddbmm / FusedScaleMaskSoftmax / bmm). A job asking for a core not listed is refused naming the stack;
+    one that leaves it out runs defaults.attention."""
+
+    model_config = Strict
+    cores: list[Literal["flash", "eager"]] = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _once(self) -> "AttentionRuns":
+        if len(set(self.cores)) != len(self.cores):
+            raise ValueError(f"attention cores repeat: {self.cores}")
+        return self
+
+
+class HalfDtypeRuns(BaseModel):
+    """The 16-bit dtypes the stack's code trains in (Job.fp16: fp16 with loss scaling, else bf16; both priced
+    alike, precisions.SAME_PEAK): a job asking for one not listed is refused naming the stack; one that leaves
+    fp16 out runs defaults.fp16."""
+
+    model_config = Strict
+    dtypes: list[Literal["bf16", "fp16"]] = Field(min_length=1)
+    sources: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _once(self) -> "HalfDtypeRuns":
+        if len(set(self.dtypes)) != len(self.dtypes):
+            raise ValueError(f"16-bit dtypes repeat: {self.dtypes}")
+        return self
+
+
 class StackRuns(BaseModel):
     """What the stack can run (issue 22): `fit` searches only this space, `check` suggests
     only these modes, and a job asking for anything else is refused naming the entry's
@@ -2148,6 +2223,18 @@ class StackRuns(BaseModel):
                     "each cited: start-up rule STACK_LAYER_KIND refuses a model with a layer of another (explain / "
                     "check exit 2, fit: no feasible plan); null: the entry does not say (no such check: a user's stack "
                     "file may leave it out; every shipped entry gives it, tests/test_stack_layer_kinds.py)")
+    sequence_parallel: Optional[SequenceParallelRuns] = Field(
+        default=None, description="whether the stack's code has sequence parallelism (start-up rule "
+                                  "STACK_SEQUENCE_PARALLEL); null: the entry does not say (taken as runnable)")
+    recompute: Optional[RecomputeRuns] = Field(
+        default=None, description="the recompute granularities the stack's code has (start-up rule STACK_RECOMPUTE); "
+                                  "null: the entry does not say (none, selective and full taken as runnable)")
+    attention: Optional[AttentionRuns] = Field(
+        default=None, description="the core attentions the stack's code runs (job field attention); null: the entry "
+                                  "does not say (flash, and eager where kernels describe it)")
+    half_dtypes: Optional[HalfDtypeRuns] = Field(
+        default=None, description="the 16-bit dtypes the stack's code trains in (job field fp16); null: the entry "
+                                  "does not say (bf16 and fp16 taken as runnable)")
     sources: list[str] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -2320,6 +2407,23 @@ class Stack(BaseModel):
                                  f"its own grouped GEMMs ({', '.join(self.fp8_recipes)})")
         if self.defaults.torch_compile and self.compiled_kernels is None:
             raise ValueError("defaults.torch_compile is true but the stack has no compiled_kernels")
+        if self.defaults.attention == "eager" and self.kernels.score_softmax is None:
+            raise ValueError("defaults.attention eager but kernels.score_softmax is null: the stack describes no eager "
+                             "core attention")
+        runs = self.runs
+        if runs is not None and runs.attention is not None and self.defaults.attention not in runs.attention.cores:
+            raise ValueError(f"defaults.attention {self.defaults.attention} is not among runs.attention cores "
+                             f"({', '.join(runs.attention.cores)})")
+        if runs is not None and runs.attention is not None and "eager" in runs.attention.cores \
+                and self.kernels.score_softmax is None:
+            raise ValueError("runs.attention lists eager but kernels.score_softmax is null: the stack describes no "
+                             "eager core attention")
+        half = "fp16" if self.defaults.fp16 else "bf16"
+        if runs is not None and runs.half_dtypes is not None and half not in runs.half_dtypes.dtypes:
+            raise ValueError(f"defaults.fp16 {str(self.defaults.fp16).lower()} ({half}) is not among runs.half_dtypes "
+                             f"({', '.join(runs.half_dtypes.dtypes)})")
+        if runs is not None and runs.recompute is not None and "none" not in runs.recompute.granularities:
+            raise ValueError("runs.recompute lacks none: a job that leaves recompute out runs none")
         on = [m.name for m in (self.runs.sharding if self.runs else []) if m.dp_comm_overlap]
         if on and not self.overlap.dp_comm_overlap_supported:  # a mode's default the stack cannot run (plan.resolve)
             raise ValueError(f"runs.sharding {', '.join(on)}: dp_comm_overlap true needs overlap.dp_comm_overlap_supported")
@@ -2380,7 +2484,6 @@ BYTES_PER_PARAM_PRESETS: dict[str, BytesPerParam] = {
     "bf16-moments": BytesPerParam(weights=2, gradients=4, master=4, optimizer=4),
 }
 
-Recompute = Literal["none", "selective", "full"]
 # Megatron-Core --recompute-modules the planner prices (planner/recompute_modules.py); Megatron's
 # other choices (mlp, moe, shared_experts, and the linear-attention / hyper-connection ones) are refused
 RecomputeModule = Literal["core_attn", "layernorm", "moe_act", "mla_up_proj"]
@@ -2525,7 +2628,8 @@ class Job(BaseModel):
                     "selective policy re-runs (Megatron-Core --recompute-granularity selective --recompute-modules: "
                     "core_attn, layernorm, moe_act, mla_up_proj; planner/recompute_modules.py); default: the stack's "
                     "selective policy (Megatron's default modules: core_attn)")
-    sequence_parallel: Optional[bool] = Field(default=None, description="default: on when tp > 1")
+    sequence_parallel: Optional[bool] = Field(
+        default=None, description="default: on when tp > 1, off on a stack whose code has none (stack_db runs.sequence_parallel)")
     precision: Precision = Field(default="bf16", description="bf16 | fp8 | nvfp4 (planner/precisions.py)")
     fp16: bool = Field(
         json_schema_extra=STACK_ONLY,
@@ -2556,7 +2660,11 @@ class Job(BaseModel):
                     "--mtp-num-layers): each a 2h x h projection, two RMSNorms, one layer of the last layer's kind and "
                     "a second pass of the shared output head and loss; default: the model's mtp_layers")
     activation_model: Literal["arch", "korthikanti"] = "arch"
-    attention: Literal["flash", "eager"] = "flash"
+    attention: Literal["flash", "eager"] = Field(
+        default="flash", description="the core attention: flash (a fused kernel, attention_kernel) or eager (batched GEMMs, "
+                                     "softmax, dropout; the scores kept); a job that leaves it out runs the stack's "
+                                     "defaults.attention (eager on megatron-deepspeed-2021), one the stack's code lacks "
+                                     "(runs.attention) is refused")
     attention_kernel: Optional[AttentionKernel] = Field(
         default=None, description="the fused attention kernel the job runs (flash2 | cudnn | flex; e.g. Megatron "
                                   "--attention-backend flash | fused); default: the stack's attention_kernels for the GPU")

@@ -1300,13 +1300,18 @@ def explain_args(job: Job, row: dict) -> list[str]:
     the Job defaults, which explain shares, are left out)."""
     d = _job_fields(job, row["plan"])
     defaults = {k: f.default for k, f in Job.model_fields.items()}
-    if d["sequence_parallel"] == (d["tp"] > 1):
+    from .catalog import load_stack
+    from .plan import default_sequence_parallel
+
+    st = load_stack(d["stack"]) if d.get("stack") else None
+    if d["sequence_parallel"] == default_sequence_parallel(st, d["tp"]):  # (off where the stack's code has none)
         d["sequence_parallel"] = None
+    if st is not None and d.get("attention") == st.defaults.attention:  # what explain takes without --attention
+        d["attention"] = None
     if d["schedule"] == ("interleaved" if d["vpp"] > 1 else "1f1b"):
         d["schedule"] = None
     if d.get("etp") == d["tp"]:  # what explain assumes without it (Megatron's default: etp = tp)
         d["etp"] = None
-    from .catalog import load_stack
 
     if named_mode(load_stack(d["stack"]) if d.get("stack") else None, d.get("sharding_mode")):
         d["sharding"] = d["sharding_mode"]  # --sharding takes the stack's mode by name
@@ -1359,10 +1364,15 @@ def explain_args(job: Job, row: dict) -> list[str]:
         args.append("--moe-pad-to-capacity")
     if d.get("pp_p2p_overlap") is False:  # the job turned the stack's p2p overlap off (plan.apply_pp_p2p_overlap)
         args.append("--no-pp-p2p-overlap")
+    half_default = st is not None and st.defaults.fp16  # the stack's 16-bit dtype (plan.apply_stack_features)
     for key, flag in (("fp8_attention", "--fp8-attention"), ("fp16", "--fp16"),
                       ("moe_router_pre_softmax", "--moe-router-pre-softmax"), ("fsdp_root_unit", "--fsdp-root-unit")):
+        if key == "fp16" and bool(d.get(key)) == half_default:  # what explain takes without it
+            continue
         if d.get(key):  # on (off is what explain assumes without it)
             args.append(flag)
+        elif key == "fp16":  # bf16 on a stack whose default is fp16
+            args.append("--no-fp16")
     args += job_field_args(job, skip=_ROW_FIELDS)
     if d.get("pp_p2p_overlap_warmup_flush"):  # the job overlapped the warm-up / flush p2p (plan.apply_pp_p2p_warmup_flush)
         args.append("--pp-p2p-overlap-warmup-flush")

@@ -28,7 +28,9 @@ list; a pinned value is taken as given, and the constraint check then says if it
   schedule   by default derived from vpp: 1f1b for vpp = 1, interleaved 1F1B for vpp >= 2;
              `--schedule` lists schedules to cross with vpp instead
   micro_batch  divisors of the global batch (sequences)
-  sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3])
+  sequence_parallel  on and off when tp > 1, off when tp = 1 (SP splits across TP ranks [3]); on a stack
+             whose code has none (stack_db runs.sequence_parallel) start-up rule STACK_SEQUENCE_PARALLEL
+             counts the SP-on candidates
   sharding   none, zero1, zero2, fsdp, and hsdp with every shard group s that divides dp,
              2 <= s < dp (s = dp is fsdp, and s = 1 keeps a full copy per rank like no
              sharding while paying FSDP's traffic: neither is a separate candidate, except
@@ -37,7 +39,8 @@ list; a pinned value is taken as given, and the constraint check then says if it
              stack that lists its modes (stack_db runs.sharding) one candidate per mode
              priced distinctly (mode_heads: torchtitan's fsdp2 and fsdp2_no_reshard without
              PP; Megatron-FSDP optim is the distributed optimizer's candidate)
-  recompute  none, selective, full
+  recompute  none, selective, full; those the stack's code lacks (stack_db runs.recompute) dropped after
+             the base rows, counted under start-up rule STACK_RECOMPUTE (_recompute_runnable)
   rank order by default the arrangements of the mesh axes that keep TP innermost ([4] sec.
              3.3.2: TP innermost, on NVLink); `all`: all 24. Arrangements that differ only in
              where a size-1 axis sits give the same strides to every axis that communicates,
@@ -820,9 +823,11 @@ def settings_for(job: Job, gpus: int | None = None, where: str = "") -> tuple[Se
     itself run on a one-GPU plan (so the model, hardware, batch and precision rules and
     messages are resolve's), with the GPU count put back. Returns (settings, global batch
     in sequences, seq_len, warnings)."""
-    from .plan import stack_for_states
+    from .plan import apply_stack_features, stack_for_states
 
-    runs = stack_for_states(job, load_stack(job.stack), where).runs  # the modes the job's model-state preset and settings run under
+    stack = load_stack(job.stack)
+    # the modes the job's model-state preset and settings run under (its 16-bit dtype the stack's where it leaves it out)
+    runs = stack_for_states(apply_stack_features(job, stack, where)[0], stack, where).runs
     # a2a+p2p's sizes fix cp (start-up rule MEGATRON_HCP_SIZES), which the probe's cp 1 would break: the
     # probe resolves without the variant, laid on its stack after (planner/cp_comm_type.py), and the
     # search's rule masks every other cp
@@ -962,7 +967,7 @@ def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid
     plan.GRAPHS_FULL_RECOMPUTE) drops its choice here, its `valid` base candidates (rows x
     orders) counted under the rule."""
     from .plan import GRAPHS_FULL_RECOMPUTE, RC_FULL, RC_SELECTIVE
-    from .startup import CODES, moe_act_ungrouped, rules_for
+    from .startup import CODES, moe_act_ungrouped, recompute_runs, rules_for
 
     # the job's per-layer CUDA graphs refuse full recompute (planner/cuda_graphs.py, Megatron-Core's check): the
     # search leaves it out; a job that pins full recompute alone is refused by resolve, naming the check
@@ -970,6 +975,15 @@ def _recompute_runnable(settings: Settings, RC: np.ndarray, reasons: dict, valid
         if valid:
             reasons[GRAPHS_FULL_RECOMPUTE] = reasons.get(GRAPHS_FULL_RECOMPUTE, 0) + valid
         RC = RC[RC != RC_FULL]
+    # the granularities the stack's code lacks (stack_db runs.recompute: Megatron-LM 2021 has no selective recompute),
+    # start-up rule STACK_RECOMPUTE; a --recompute that names one is refused before (_check_features)
+    have = recompute_runs(settings.stack)
+    if have is not None:
+        lacks = ~isin(RC, np.asarray([RECOMPUTE_CODES[g] for g in have], dtype=np.int64))
+        if lacks.any():
+            if valid:
+                reasons[CODES["STACK_RECOMPUTE"]] = reasons.get(CODES["STACK_RECOMPUTE"], 0) + valid * int(lacks.sum())
+            RC = RC[~lacks]
     code = CODES["MEGATRON_MOE_ACT_GROUPED_GEMM"]
     if not moe_act_ungrouped(settings.stack) or code not in dict(rules_for(settings.stack)) or RC_SELECTIVE not in RC:
         return RC
@@ -992,6 +1006,27 @@ def _check_names(precision: str, opts: SpaceOptions, runs=None) -> int:
         if r not in RECOMPUTE_CODES:
             raise PlannerError(f"unknown --recompute {r!r}", f"valid: {', '.join(RECOMPUTE_CODES)}")
     return prec
+
+
+def _check_features(stack, opts: SpaceOptions) -> None:
+    """PlannerError (exit 2) for a pinned --recompute granularity or --sequence-parallel the stack's code lacks
+    (stack_db runs.recompute, runs.sequence_parallel: start-up rules STACK_RECOMPUTE, STACK_SEQUENCE_PARALLEL), naming
+    the stack, the field and what it has; searched, fit counts such candidates instead."""
+    from .startup import recompute_runs, stack_lacks_sp
+
+    have = recompute_runs(stack)
+    lacking = [r for r in opts.recompute or () if have is not None and r not in have]
+    if lacking:
+        raise PlannerError(f"--recompute {','.join(lacking)} on stack {stack.name}, whose code has recompute "
+                           f"{', '.join(have)} only (stack_db {stack.name} runs.recompute: "
+                           f"{'; '.join(stack.runs.recompute.sources)})",
+                           f"use --recompute {' or '.join(have)}, or leave --recompute out (fit searches those), or "
+                           "choose another --stack")
+    if opts.sequence_parallel and stack_lacks_sp(stack):
+        raise PlannerError(f"--sequence-parallel on stack {stack.name}, whose code has no sequence parallelism "
+                           f"(stack_db {stack.name} runs.sequence_parallel supported false: "
+                           f"{'; '.join(stack.runs.sequence_parallel.sources)})",
+                           "leave --sequence-parallel out (fit plans SP off on this stack), or choose another --stack")
 
 
 def _mesh(settings: Settings, seq: int, opts: SpaceOptions, U: int, reasons: dict) -> dict:
@@ -1126,6 +1161,7 @@ def build_space(settings: Settings, gbs: int, seq: int, precision: str = "bf16",
     U = settings.model.num_layers + counted  # pipeline split units (pipeline.stage_layers)
     i64 = np.int64
     prec = _check_names(precision, opts, settings.stack.runs if settings.stack is not None else None)
+    _check_features(settings.stack, opts)
     RC = np.array(sorted({RECOMPUTE_CODES[r] for r in (opts.recompute or tuple(RECOMPUTE_CODES))}), dtype=i64)
     O = order_choices(opts.rank_orders)
     reasons: dict = {}

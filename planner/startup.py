@@ -1929,6 +1929,80 @@ LATER_RULES = LATER_RULES + (
         layer_kind_hint, _layer_kind_broken, detail=layer_kind_detail, model_level=True),
 )
 
+# STACK_SEQUENCE_PARALLEL (code 74) and STACK_RECOMPUTE (code 75), issue 22: a stack never runs a feature its code
+# lacks. Sequence parallelism (Korthikanti et al. 2022, arXiv:2205.05198 sec. 4.2.2) and selective recompute (sec. 5)
+# landed in Megatron-LM in 2022: the Megatron-LM / Megatron-DeepSpeed of 2021 (stack megatron-deepspeed-2021) has
+# neither (stack_db runs.sequence_parallel supported false, runs.recompute none and full, each cited). Every stack
+# (trainer ANY_STACK); skipped where the entry does not say (null). SP is crossed into the search's base rows, so
+# the rule masks and counts them; recompute is crossed after the base rows (checked at recompute none), so fit drops
+# a granularity the stack lacks and counts its candidates under STACK_RECOMPUTE (space._recompute_runnable).
+
+
+def _rc_codes() -> dict:
+    from .recompute_modules import RC_FULL, RC_NONE, RC_SELECTIVE
+
+    return {"none": RC_NONE, "selective": RC_SELECTIVE, "full": RC_FULL}
+
+
+_RC = _rc_codes()  # plan.RECOMPUTE_CODES (plan imports this module)
+
+
+def stack_lacks_sp(stack) -> bool:
+    """The stack's entry says its code has no sequence parallelism (runs.sequence_parallel supported false)."""
+    runs = stack.runs if stack is not None else None
+    return runs is not None and runs.sequence_parallel is not None and not runs.sequence_parallel.supported
+
+
+def recompute_runs(stack) -> tuple | None:
+    """The recompute granularities (names) the stack's code has (runs.recompute); None where the entry does not say."""
+    runs = stack.runs if stack is not None else None
+    return tuple(runs.recompute.granularities) if runs is not None and runs.recompute is not None else None
+
+
+def _stack_sp_broken(model, stack, plan) -> np.ndarray:
+    sp = np.asarray(plan.sp)
+    return (sp > 0) if stack_lacks_sp(stack) else np.zeros(np.shape(plan.tp), dtype=bool)
+
+
+def _stack_sp_detail(model, stack, plan=None, cluster=None) -> str:
+    return (f"stack {stack.name} has sequence_parallel supported false (stack_db {stack.name} runs.sequence_parallel: "
+            f"{'; '.join(stack.runs.sequence_parallel.sources)})")
+
+
+def _stack_recompute_broken(model, stack, plan) -> np.ndarray:
+    have = recompute_runs(stack)
+    if have is None:
+        return np.zeros(np.shape(plan.tp), dtype=bool)
+    return ~isin(np.asarray(plan.recompute), np.asarray([_RC[g] for g in have], dtype=np.int64))
+
+
+def _stack_recompute_detail(model, stack, plan=None, cluster=None) -> str:
+    names = {v: k for k, v in _RC.items()}
+    asked = f"recompute {names[int(plan.recompute)]} " if plan is not None and np.ndim(plan.recompute) == 0 else ""
+    return (f"{asked}on stack {stack.name}, whose code has recompute {', '.join(recompute_runs(stack))} (stack_db "
+            f"{stack.name} runs.recompute: {'; '.join(stack.runs.recompute.sources)})")
+
+
+def _stack_recompute_hint(model, stack) -> str:
+    return f"use --recompute {' or '.join(recompute_runs(stack))} (what stack {stack.name}'s code has), or another --stack"
+
+
+LATER_RULES = LATER_RULES + (
+    StartupRule(
+        "STACK_SEQUENCE_PARALLEL", ANY_STACK,
+        "sequence parallelism on a stack whose code has none",
+        "stack_db <stack> runs.sequence_parallel (Korthikanti et al. 2022, arXiv:2205.05198, in Megatron-LM from 2022)",
+        "leave sequence_parallel out or off (--no-sequence-parallel: the stack's default), or choose a stack that has "
+        "it (--stack megatron, megatron-deepspeed, torchtitan)",
+        _stack_sp_broken, detail=_stack_sp_detail),
+    StartupRule(
+        "STACK_RECOMPUTE", ANY_STACK,
+        "a recompute granularity the stack's code lacks",
+        "stack_db <stack> runs.recompute (selective recompute: Korthikanti et al. 2022, arXiv:2205.05198, in "
+        "Megatron-LM from 2022)",
+        _stack_recompute_hint, _stack_recompute_broken, detail=_stack_recompute_detail),
+)
+
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"
 CODES = {**{r.key: FIRST_CODE + i for i, r in enumerate(RULES)},
          **{r.key: LATER_FIRST_CODE + i for i, r in enumerate(LATER_RULES)}}

@@ -1,7 +1,7 @@
 """Which shipped stack builds which catalog model (issue 22, start-up rule STACK_LAYER_KIND): the matrix of
 docs/stack_models.md, catalog model x stack, each cell `built` or what the stack's code lacks (a layer kind its
 runs.layer_kinds does not list, or a form it lists as not_built: stack_db/<stack>.yaml, each cited at the stack's
-commit). Read from planner/startup.py's own functions (missing_layer_features, unbuilt_layer_forms), so the
+commit); then what each stack's code runs (runs.sequence_parallel, recompute, attention, half_dtypes). Read from planner/startup.py's own functions (missing_layer_features, unbuilt_layer_forms), so the
 document says what `planner explain` / `fit` / `check` do; tests/test_stack_models.py regenerates it and fails
 when the file differs.
 
@@ -54,6 +54,34 @@ def cell(model, stack) -> str:
     return "built" if not why else ", ".join(why)
 
 
+FEATURES_HEAD = """## What each stack's code runs (issue 22)
+
+From each entry's `runs.sequence_parallel`, `runs.recompute`, `runs.attention` and `runs.half_dtypes`
+(each cited in `stack_db/<stack>.yaml`), the default (`*`) from `defaults.attention` / `defaults.fp16`.
+`fit` never ranks what a stack lacks (start-up rules STACK_SEQUENCE_PARALLEL, code 74, and
+STACK_RECOMPUTE, code 75, count those candidates), and `explain` / `check` refuse a job asking for it
+(exit 2, naming the stack and the field); `not said`: the entry does not say, every value is taken
+as runnable (the core attention eager only where the stack describes its kernels, `kernels.score_softmax`).
+"""
+
+
+def features_row(stack) -> str:
+    """One stack's row of the features table."""
+    runs = stack.runs
+
+    def listed(field, attr, default=None):
+        v = getattr(runs, field) if runs is not None else None
+        if v is None:
+            return "not said" + (f" ({default}*)" if default is not None else "")
+        return ", ".join(f"{x}*" if x == default else x for x in getattr(v, attr))
+
+    sp = runs.sequence_parallel if runs is not None else None
+    sp_text = "not said" if sp is None else ("yes" if sp.supported else "no")
+    half = "fp16" if stack.defaults.fp16 else "bf16"
+    return (f"| {stack.name} | {sp_text} | {listed('recompute', 'granularities', 'none')} | "
+            f"{listed('attention', 'cores', stack.defaults.attention)} | {listed('half_dtypes', 'dtypes', half)} |")
+
+
 def render() -> str:
     stacks = [load_stack(n) for n in sorted(list_stacks())]
     models = [load_model(n) for n in sorted(list_models())]
@@ -62,7 +90,10 @@ def render() -> str:
     for m in models:
         out.append(f"| {m.name} | " + " | ".join(cell(m, s) for s in stacks) + " |")
     none = [m.name for m in models if all(cell(m, s) != "built" for s in stacks)]
-    out += ["", "Built on no shipped stack: " + (", ".join(none) if none else "none") + ".", ""]
+    out += ["", "Built on no shipped stack: " + (", ".join(none) if none else "none") + ".", "", FEATURES_HEAD,
+            "| stack | sequence parallelism | recompute | core attention | 16-bit dtype |",
+            "| --- | --- | --- | --- | --- |"]
+    out += [features_row(s) for s in stacks] + [""]
     return "\n".join(out)
 
 

@@ -128,7 +128,8 @@ def fit_table(result, job, gpus_list, rank_order_shown: bool) -> None:
     gpus_text = ", ".join(f"{g:,}" for g in gpus_list)
     out.print(
         f"[bold]{p0['model']}[/bold] on {gpus_text} x {p0['hardware']}, global batch {p0['global_batch']:,} x "
-        f"{p0['seq_len']:,} tokens, {p0['precision']}, stack {p0.get('stack', 'megatron')}; "
+        f"{p0['seq_len']:,} tokens, {p0['precision']}" + (" (fp16, priced as bf16)" if p0.get("fp16") else "")
+        + f", stack {p0.get('stack', 'megatron')}; "
         f"ranked by {_ranked_by(result.objective, p0)}"
     )
     if p0.get("batch_size_schedule"):

@@ -18,7 +18,7 @@ _ABBREV = {
     "sequence_parallel": "sp", "precision": "prec", "zero_fsdp_mode": "shard",
     "bytes_per_param": "bpp", "attention": "attn", "stack": "stack", "tp_comm_overlap": "stk",
     "dp_comm_overlap": "stk", "torch_compile": "stk", "fp8_recipe": "stk", "selective_policy": "stk",
-    "micro_batch": "mbs", "moe_rank_imbalance": "imb",
+    "micro_batch": "mbs", "moe_rank_imbalance": "imb", "fp16": "prec",  # (the stack's 16-bit dtype, runs.half_dtypes)
     # the free-text lines of plan.code_assumed (startup.model_code_assumed, model_code_compile_note), keyed by
     # the words before their colon
     "model code": "code", "torch.compile": "code",
