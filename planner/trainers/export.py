@@ -1094,7 +1094,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if plan.get("empty_unused_memory_level"):  # training_config.py @d98e8a64 l. 48-51 (memory.py [13])
         args.append(("--empty-unused-memory-level", plan["empty_unused_memory_level"]))
-    if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
+    if pp > 1 and fork:  # DeepSpeed's PipelineModule places the split itself (_mds_split checks it is the plan's)
+        pass
+    elif pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
                                     split_loss_units(plan), _mtp(plan, model))
     elif vpp > 1:
@@ -1330,6 +1332,34 @@ _MDS_SAME_DEFAULT = {("--context-parallel-size", 1),  # the fork has no CP (stac
                      ("--position-embedding-type", "learned_absolute")}  # the fork's default (no rotary, l. 633)
 
 
+def _mds_split(plan: dict, notes: list[str]) -> None:
+    """The plan's pipeline split is the one microsoft/Megatron-DeepSpeed @f4157bea runs, which no argument sets:
+    GPTModelPipe hands DeepSpeed's PipelineModule partition_method='type:transformer' (megatron/model/gpt_model.py
+    l. 463), and partition_balanced gives the first L mod pp stages one transformer layer more (stack_db
+    megatron-deepspeed pipeline_split front, the plan's own rule). The embedding and the output layer counted as
+    layers of the split (BigScience's --pp-partition-method 'type:transformer|embedding') are refused: the fork has
+    no such argument, so its script would run the other split."""
+    pp = plan["pp"]
+    e, l_ = bool(plan.get("account_for_embedding_in_pipeline_split")), split_loss_units(plan)
+    if pp > 1 and (e or l_):
+        counted = " and ".join(n for n, on in (("account_for_embedding_in_pipeline_split", e),
+                                                ("account_for_loss_in_pipeline_split", l_)) if on)
+        raise _refuse("megatron-deepspeed",
+                      f"{counted}: microsoft/Megatron-DeepSpeed @f4157bea's GPTModelPipe partitions the pipeline with "
+                      "partition_method='type:transformer' (megatron/model/gpt_model.py l. 463), which no argument "
+                      "changes: only the transformer layers are counted (BigScience's fork's --pp-partition-method "
+                      "'type:transformer|embedding', bigscience-workshop/Megatron-DeepSpeed @8387ae17 arguments.py l. 578, "
+                      "counts the two ends; microsoft's arguments.py has no such flag)",
+                      "price it without account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split "
+                      "(DeepSpeed's own placement: the first L mod pp stages one layer more)")
+    L = _model(plan).num_layers
+    if pp > 1 and L % pp:
+        q, r = divmod(L, pp)
+        notes.append(f"pipeline split: {L} layers on {pp} stages, no flag: DeepSpeed's partition_balanced (microsoft/"
+                     f"DeepSpeed @38327e07 deepspeed/runtime/utils.py l. 583-621) over GPTModelPipe's transformer layers "
+                     f"gives the first {r} stage(s) {q + 1} and the other {pp - r} {q}, as priced")
+
+
 def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
     """A microsoft/Megatron-DeepSpeed @f4157bea launch script: the Megatron writer's flags (_megatron_args) in the
     fork's spellings, `--deepspeed --deepspeed_config $DS_CONFIG --zero-stage N` and the ds_config JSON (the DeepSpeed
@@ -1350,6 +1380,7 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
                          "back as the plan, so the writer does not spell them",
                       "export the dense part by hand, or price the model on --stack megatron and export --format megatron")
     cfg = deepspeed_config(plan, F)
+    _mds_split(plan, notes)
     stage = cfg["zero_optimization"]["stage"]
     # the model: GPTModelPipe under DeepSpeed's PipelineEngine unless --no-pipeline-parallel (pretrain_gpt.py
     # model_provider l. 51-56, 83); the engine runs ZeRO 0-1 only (pipe/engine.py @38327e07 l. 77-78) and turns

@@ -73,8 +73,9 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   bias added through baddbmm's input priced in the eager core, layers/attention.py [12]); `--pad-vocab-size-to N` the vocabulary
   (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
-  (DeepSpeed's type: partition balances the layers and both tied embeddings; refused where L + 2 does
-  not divide by PP, and any other method); `--embed-layernorm` as the model's embedding_norm (model_fields:
+  (DeepSpeed's type: partition balances the layers and both tied embeddings, the first (L + 2) mod PP stages
+  one unit more, stack_db megatron-deepspeed pipeline_split front; an end stage of no transformer layer, on
+  which the fork's pipeline fails, is refused by start-up rule DEEPSPEED_PP_SPLIT_ENDS; any other method refused); `--embed-layernorm` as the model's embedding_norm (model_fields:
   its parameters and kept input on the first stage, memory.py [en]); `--sync-tp-duplicated-parameters`
   as the job's sync_tp_duplicated_parameters (its all-reduces in step.tp_comm [sy]); `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
   microbatches.py) as the job's batch_size_schedule (_rampup); `--abort-on-unmet-fused-kernel-constraints`
@@ -319,10 +320,9 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
         if "embedding" in kinds:
             L = _int(where, flags, "--num-layers")
             pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
-            if L is not None and (L + 2) % pp:  # no --num-layers: the model reader names it (catalog match or refusal)
-                raise PlannerError(f"{where}--pp-partition-method {method!r} with {L} layers + 2 embeddings over "
-                                   f"pp {pp}: DeepSpeed's partition_balanced gives uneven stages, which the planner "
-                                   "does not model", "choose --num-layers + 2 a multiple of the pipeline size")
+            # DeepSpeed's partition_balanced gives the first (L + 2) mod pp stages one unit more (stack_db
+            # megatron-deepspeed pipeline_split front, priced); an end stage of no transformer layer, on which the
+            # fork's pipeline fails, is start-up rule DEEPSPEED_PP_SPLIT_ENDS's
             for f in ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"):
                 flags[f] = True
             assumed.append(f"--pp-partition-method {method}: DeepSpeed's type: partition balances the layers whose "
