@@ -145,6 +145,9 @@ DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
                             'type:transformer|embedding'): one end alone refused, and both where the
                             last stage would keep no transformer layer (BigScience's gpt_model.py l. 308-309:
                             its PP fails then) (code 74, in LATER_RULES)
+  DEEPSPEED_MOE             deepspeed/runtime/engine.py l. 1675: 'MoE not supported with Stage 3' (an
+                            MoE model at sharding fsdp / hsdp, modes zero3 and zero3_mics), and expert TP
+                            other than 1 or tp (moe/layer.py l. 89-103) (code 75)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -1959,6 +1962,19 @@ LATER_RULES = LATER_RULES + (
         "placement), or set both (BigScience's --pp-partition-method 'type:transformer|embedding') with pp at most "
         "(layers + 2) / 2",
         lambda m, s, p: _deepspeed_split_ends(m, p)),
+    # DEEPSPEED_MOE (code 75, issue 22 mdsexport2): DeepSpeed's engine builds no ZeRO-3 optimizer for a model with MoE
+    # layers (the zero3 and zero3_mics modes: sharding levels fsdp 3, hsdp 4), and DeepSpeed-MoE keeps the experts whole
+    # on every TP rank or splits them over the TP group (--enable-expert-tensor-parallelism): expert TP 1 or tp
+    StartupRule(
+        "DEEPSPEED_MOE", "deepspeed",
+        "DeepSpeed-MoE runs at ZeRO stages 0-2 only ('MoE not supported with Stage 3') and with expert TP 1 or tp",
+        f"{DEEPSPEED_COMMIT} deepspeed/runtime/engine.py _configure_zero_optimizer l. 1674-1675 (has_moe_layers, set at "
+        "l. 1239-1243 for every deepspeed.moe.layer.MoE module); deepspeed/moe/layer.py _create_process_groups "
+        "l. 89-103 (enable_expert_tensor_parallelism: the experts split over the TP group, else whole); "
+        "microsoft/Megatron-DeepSpeed @f4157bea megatron/model/transformer.py l. 1066-1082",
+        "use ZeRO stage 0, 1 or 2 (sharding none, zero1, zero2, bf16_optimizer) for an MoE model, and etp 1 or tp",
+        lambda m, s, p: np.full(np.shape(p.sharding), m is not None and m.moe is not None)
+        & ((level_of(p) >= 3) | ((etp_of(p) != 1) & (etp_of(p) != np.asarray(p.tp))))),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

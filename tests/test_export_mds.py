@@ -162,10 +162,86 @@ def test_a_deepspeed_json_of_a_tp_plan_points_at_the_script():
     assert "--format megatron-deepspeed" in e.value.hint
 
 
-def test_an_moe_plan_is_refused_naming_the_forks_flags():
-    row = _row(model="mixtral-8x7b", gpus=64, tp=1, pp=1, sharding="zero2", global_batch=256, micro_batch=1, seq_len=4096)
-    with pytest.raises(PlannerError, match="--moe-expert-parallel-size l. 1159"):
+# ---------------------------------------------------------------- DeepSpeed-MoE (issue 22, mdsexport2)
+MIXTRAL = dict(model="mixtral-8x7b", gpus=64, global_batch=256, micro_batch=1, seq_len=4096)
+
+
+def test_an_moe_plan_round_trips_in_deepspeed_moes_flags():
+    """Mixtral 8x7B at ZeRO-2, EP 8: the fork's DeepSpeed-MoE flags (arguments.py l. 608-614, 913-921, 1159): 8 experts,
+    --topk 2, --expert-interval 1 (every layer; the fork's default 2 would be every second one), the stack's capacity
+    default 1.0 (DeepSpeed's, padded: no flag for the padding, its dispatch always pads), EP 8, the MoE parameter groups
+    ZeRO-2 asserts; no Megatron-Core MoE spelling. Reads back as the same plan and memory."""
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    assert (plan["moe_capacity_factor"], plan["moe_pad_to_capacity"], plan["moe_dispatcher"]) == (1.0, True, "alltoall")
+    for want in ("    --num-experts 8 \\\n", "    --topk 2 \\\n", "    --expert-interval 1 \\\n",
+                 "    --moe-train-capacity-factor 1.0 \\\n", "    --moe-expert-parallel-size 8 \\\n",
+                 "    --create-moe-param-group \\\n"):
+        assert want in text, want
+    f = _flags(text)
+    for gone in ("--moe-router-topk", "--expert-model-parallel-size", "--moe-expert-capacity-factor",
+                 "--moe-pad-expert-input-to-capacity", "--moe-token-dispatcher-type", "--expert-tensor-parallel-size",
+                 "--enable-expert-tensor-parallelism"):
+        assert gone not in f, gone
+
+
+def test_moe_expert_tp_and_pipeline_round_trip():
+    """Expert TP = TP 2 is --enable-expert-tensor-parallelism (DeepSpeed's expert-data-and-model groups), expert TP 1 at
+    TP 2 no flag (DeepSpeed's default, the experts whole on each TP rank); at tp 1 a pp 4
+    plan (GPTModelPipe with the MoE loss spec) reads back too; capacity 1.25 as --moe-train-capacity-factor 1.25."""
+    text, plan = _round_trip(**MIXTRAL, tp=2, pp=1, ep=8, sharding="zero1", moe_capacity_factor=1.25)
+    assert plan["etp"] == 2 and "--enable-expert-tensor-parallelism" in _flags(text)
+    assert "    --moe-train-capacity-factor 1.25 \\\n" in text
+    text, plan = _round_trip(**MIXTRAL, tp=2, pp=1, ep=8, etp=1, sharding="zero1")  # DeepSpeed's default: whole experts
+    assert plan["etp"] == 1 and "--enable-expert-tensor-parallelism" not in _flags(text)
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=4, ep=4, sharding="zero1")
+    assert "    --pipeline-model-parallel-size 4 \\\n" in text and "--no-pipeline-parallel" not in _flags(text)
+
+
+def test_moe_refusals(cli, tmp_path):
+    """What DeepSpeed-MoE cannot say, each refused (exit 2) naming it: ZeRO-3 and expert TP other than 1 or tp
+    (start-up rule 75 DEEPSPEED_MOE, engine.py l. 1675, moe/layer.py l. 89-103),
+    an unpadded capacity, a dropless plan, expert TP other than 1 or tp, pp > 1 with tp > 1, MoE layers placed other
+    than every --expert-interval-th."""
+    from planner.startup import CODES
+
+    assert CODES["DEEPSPEED_MOE"] == 75
+    r = cli("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--sharding", "fsdp",
+            "--ep", "8", "--seq-len", "4096")
+    assert r.exit_code == 2 and "DEEPSPEED_MOE" in r.stderr and "MoE not supported with Stage 3" in r.stderr
+    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_pad_to_capacity=False)
+    with pytest.raises(PlannerError, match="without moe_pad_to_capacity"):
         export_plan(row["plan"], "megatron-deepspeed")
+    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="dropless"):
+        export_plan({**row["plan"], "moe_capacity_factor": None, "moe_pad_to_capacity": None}, "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # expert TP 1 or tp only (moe/layer.py l. 89-103)
+        _row(**MIXTRAL, tp=4, pp=1, ep=2, etp=2, sharding="zero1")
+    row = _row(**MIXTRAL, tp=4, pp=1, ep=2, sharding="zero1")
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # a plan dict from elsewhere: export checks the rules too
+        export_plan({**row["plan"], "etp": 2}, "megatron-deepspeed")
+    row = _row(**MIXTRAL, tp=2, pp=2, ep=4, sharding="zero1")
+    with pytest.raises(PlannerError, match="an MoE model at pp 2 and tp 2"):
+        export_plan(row["plan"], "megatron-deepspeed")
+    src = open("model_zoo/mixtral-8x7b.yaml", encoding="utf-8").read().replace("  router: softmax ", "  layer_freq: 2\n  router: softmax ")
+    y = tmp_path / "mixtral-every-2nd.yaml"
+    y.write_text(src, encoding="utf-8")
+    row = _row(**{**MIXTRAL, "model": str(y)}, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="i % --expert-interval == 0"):
+        export_plan(row["plan"], "megatron-deepspeed")
+
+
+def test_fit_exports_an_moe_plan_that_check_passes(cli, tmp_path):
+    """The issue's loop on Mixtral: fit ranks ZeRO-2 at EP 8 (ZeRO-3 is refused by rule 75), exports it (fit --export
+    reads it back as the same plan and memory) and `planner check` passes the script."""
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
+            "megatron-deepspeed")
+    assert r.exit_code == 0, r.stderr
+    assert "    --num-experts 8 \\\n" in r.stdout and "--zero-stage 3" not in r.stdout
+    p = tmp_path / "mixtral.sh"
+    p.write_text(r.stdout, encoding="utf-8")
+    r = cli("check", str(p), "--hardware", "h100-sxm")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "DeepSpeed-MoE" in r.stderr
 
 
 # ---------------------------------------------------------------- uneven pipeline splits (issue 22, mdsexport2)

@@ -323,7 +323,7 @@ def test_fp8_rows_rules_follow_nvfp4s_and_refuse_at_the_boundary():
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71  # rule 71 appended after them
     assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72  # and 72 after it
     assert CODES["STACK_LAYER_KIND"] == 73  # and 73 after that
-    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == max(CODES.values()) == 74  # and 74 after that (mdsexport2)
+    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 74 and CODES["DEEPSPEED_MOE"] == max(CODES.values()) == 75  # and 74 after that (mdsexport2)
     job = dict(model="llama3-8b", gpus=8, hardware="b200", precision="fp8", global_batch=64)
     with pytest.raises(PlannerError, match="MEGATRON_FP8_ROWS") as e:
         resolve(Job(seq_len=8196, micro_batch=1, fp8_recipe="delayed", **job))

@@ -36,7 +36,7 @@ def _broken(model, tp, precision, recipe):
 
 def test_codes_stay():
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71 and CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72 and CODES["STACK_LAYER_KIND"] == 73
-    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == max(CODES.values()) == 74  # mdsexport2
+    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 74 and CODES["DEEPSPEED_MOE"] == max(CODES.values()) == 75  # mdsexport2
 
 
 def test_mamba2_in_proj_width_over_tp():

@@ -203,7 +203,7 @@ def test_rule_code_follows_the_last():
     assert CODES["TORCHTITAN_MODEL_ASYNC_TP"] == 68 and CODES["MEGATRON_MXFP8_ROWS"] == 70
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71
     assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72
-    assert CODES["STACK_LAYER_KIND"] == 73 and CODES["DEEPSPEED_PP_SPLIT_ENDS"] == max(CODES.values()) == 74
+    assert CODES["STACK_LAYER_KIND"] == 73 and CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 74 and CODES["DEEPSPEED_MOE"] == max(CODES.values()) == 75
 
 
 # qwen3's torchtitan code has no pipelining function (TORCHTITAN_MODEL_PP): pp 2 on Mixtral (no torchtitan code,

@@ -1324,12 +1324,82 @@ MDS_FORK_FLAGS = {
     "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
     "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
     "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526,
+    # DeepSpeed-MoE (_mds_moe)
+    "--num-experts": 608, "--topk": 612, "--expert-interval": 614, "--moe-train-capacity-factor": 913,
+    "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
+    "--moe-expert-parallel-size": 1159,
 }
 # Megatron-LM @d98e8a64's spellings the fork writes otherwise ([1] of megatron_deepspeed.py; its reader maps them back)
 _MDS_SAME_DEFAULT = {("--context-parallel-size", 1),  # the fork has no CP (stack_db megatron-deepspeed runs.max_cp 1)
                      ("--add-bias-linear", None),  # the fork's default: --disable-bias-linear is store_false (l. 937)
                      ("--group-query-attention", None),  # --num-key-value-heads alone (l. 623)
                      ("--position-embedding-type", "learned_absolute")}  # the fork's default (no rotary, l. 633)
+
+
+def _mds_moe(plan: dict, args: list) -> list:
+    """The Megatron writer's MoE flags (Megatron-Core's) as microsoft/Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE
+    (megatron/model/transformer.py l. 1060-1082; megatron_deepspeed._deepspeed_moe reads them back): --num-experts E,
+    --topk k (TopKGate runs any k: top1gating, top2gating, topkgating, microsoft/DeepSpeed @38327e07 deepspeed/moe/
+    sharded_moe.py l. 513-524), --expert-interval 1 (every layer MoE: the only placement of the planner's that is the
+    fork's, layer i (1-based) MoE iff i % N == 0, transformer.py l. 1650-1660), --moe-expert-parallel-size ep,
+    --enable-expert-tensor-parallelism where the experts are split over TP (etp = tp > 1), --moe-train-capacity-factor
+    cf (DeepSpeed drops the tokens beyond it and pads every expert to it: the plan's moe_capacity_factor with
+    moe_pad_to_capacity), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). Refused, named:
+    another placement, an expert width other than --ffn-hidden-size, a dropless plan or one not padded, pp > 1 with
+    tp > 1 (the pipeline engine's partitioned tensors); expert TP other than 1 or tp and ZeRO-3 are start-up rule
+    DEEPSPEED_MOE's (export's _check_runnable)."""
+    F = "megatron-deepspeed"
+    model = _model(plan)
+    if model.moe is None:
+        return args
+    moe, got = model.moe, dict(args)
+    if moe.first_k_dense or moe.layer_freq != 1:
+        raise _refuse(F, f"MoE layers i >= first_k_dense {moe.first_k_dense} with i % layer_freq {moe.layer_freq} == 0 "
+                         f"({plan['model']}): Megatron-DeepSpeed places them at every layer i (1-based) with i % "
+                         "--expert-interval == 0 (@f4157bea megatron/model/transformer.py get_num_experts_per_layer "
+                         "l. 1650-1660), never the planner's first layer",
+                      "price a model whose every layer is MoE (--expert-interval 1), or export --format megatron")
+    if (moe.expert_ffn_hidden_size or model.ffn_hidden_size) != model.ffn_hidden_size:
+        raise _refuse(F, f"expert_ffn_hidden_size {moe.expert_ffn_hidden_size} with ffn_hidden_size {model.ffn_hidden_size} "
+                         f"({plan['model']}): Megatron-DeepSpeed's experts are ParallelMLP(config) of --ffn-hidden-size "
+                         "(@f4157bea megatron/model/transformer.py l. 1070-1072); no flag sets another width",
+                      "export --format megatron on --stack megatron")
+    tp, pp, etp = plan["tp"], plan["pp"], plan.get("etp") or plan["tp"]
+    if plan.get("moe_capacity_factor") is None or not plan.get("moe_pad_to_capacity"):
+        what = ("dropless (no moe_capacity_factor): DeepSpeed's --disable-moe-token-dropping pads every expert to the "
+                "busiest expert's count over the EP group (@38327e07 deepspeed/moe/sharded_moe.py top1gating l. 214-225), "
+                "not the dropless dispatch priced" if plan.get("moe_capacity_factor") is None else
+                f"moe_capacity_factor {plan['moe_capacity_factor']} without moe_pad_to_capacity: DeepSpeed's MOELayer "
+                "dispatches an [E, C, d] tensor (sharded_moe.py l. 609), every expert padded to the capacity")
+        raise _refuse(F, what, "price it with --moe-capacity-factor CF --moe-pad-to-capacity (DeepSpeed's default: 1.0, "
+                               "tokens beyond it dropped, every expert padded to it)")
+    if pp > 1 and tp > 1:
+        raise _refuse(F, f"an MoE model at pp {pp} and tp {tp}: GPTModelPipe sends the hidden states and the aggregated "
+                         "MoE loss between stages, which DeepSpeed's PipelineEngine partitions over TP by default "
+                         "(deepspeed/runtime/config.py @38327e07 l. 467-468) and supports for one tensor only "
+                         "(@f4157bea megatron/model/gpt_model.py l. 376-384); the JSON's pipeline.pipe_partitioned / "
+                         "grad_partitioned false are settings the plan does not price", "price it with tp 1 or pp 1")
+    out = []
+    for k, v in args:
+        if k == "--moe-router-topk":
+            k = "--topk"
+        elif k == "--expert-model-parallel-size":
+            k = "--moe-expert-parallel-size"
+        elif k == "--moe-expert-capacity-factor":
+            k = "--moe-train-capacity-factor"
+        elif k == "--moe-aux-loss-coeff":
+            k = "--moe-loss-coeff"
+        elif k in ("--moe-pad-expert-input-to-capacity", "--moe-ffn-hidden-size", "--expert-tensor-parallel-size") or (
+                k, v) == ("--moe-token-dispatcher-type", "alltoall"):
+            continue  # DeepSpeed's padding always; the width and expert TP checked above; its one dispatcher
+        out.append((k, v))
+        if k == "--topk":
+            out.append(("--expert-interval", 1))
+    if etp == tp > 1:
+        out.append(("--enable-expert-tensor-parallelism", None))
+    out.append(("--create-moe-param-group", None))
+    assert "--num-experts" in got
+    return out
 
 
 def _mds_split(plan: dict, notes: list[str]) -> None:
@@ -1372,13 +1442,6 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
                          "(bigscience-workshop/Megatron-DeepSpeed @8387ae17 arguments.py l. 378); microsoft/"
                          "Megatron-DeepSpeed @f4157bea's arguments.py has no such flag",
                       "price it without sync_tp_duplicated_parameters")
-    if _model(plan).moe is not None:
-        raise _refuse(F, "an MoE model: Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE in its own flags (--num-experts "
-                         "nargs '+', --mlp-type, --topk, --expert-interval default 2: megatron/arguments.py l. 608-614; "
-                         "--moe-expert-parallel-size l. 1159; --moe-train-capacity-factor l. 913), which the planner's "
-                         "Megatron-DeepSpeed reader (megatron_deepspeed.py) does not read: the script would not read "
-                         "back as the plan, so the writer does not spell them",
-                      "export the dense part by hand, or price the model on --stack megatron and export --format megatron")
     cfg = deepspeed_config(plan, F)
     _mds_split(plan, notes)
     stage = cfg["zero_optimization"]["stage"]
@@ -1387,7 +1450,7 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
     # overlap_comm off (engine.py l. 1639-1642): at pp 1 a plan at stage 2-3 or with the overlap is written with it
     no_pipe = pp == 1 and (stage >= 2 or bool(plan.get("dp_comm_overlap")))
     args = []
-    for k, v in _megatron_args(plan, notes, fork=True):
+    for k, v in _mds_moe(plan, _megatron_args(plan, notes, fork=True)):
         if (k, v) in _MDS_SAME_DEFAULT or k == "--attention-backend":  # the kernel: the fork's flags, below
             continue
         if k == "--num-query-groups":
