@@ -242,6 +242,10 @@ def test_fit_exports_an_moe_plan_that_check_passes(cli, tmp_path):
     r = cli("check", str(p), "--hardware", "h100-sxm")
     assert r.exit_code == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout and "DeepSpeed-MoE" in r.stderr
+    # at EP 1 it does not fit (every expert on every GPU: 142.9 GiB); check's fix is spelled in the fork's flag
+    p.write_text(p.read_text().replace("--moe-expert-parallel-size 8", "--moe-expert-parallel-size 1"), encoding="utf-8")
+    r = cli("check", str(p), "--hardware", "h100-sxm")
+    assert r.exit_code == 1 and "EP 1 -> 8 [megatron-deepspeed: --moe-expert-parallel-size 8]" in r.stdout
 
 
 # ---------------------------------------------------------------- uneven pipeline splits (issue 22, mdsexport2)

@@ -360,3 +360,13 @@ def test_deepspeed_moe_pipeline_partitioning_needs_the_json(tmp_path):
                               '"wall_clock_breakdown" : true,\n  "pipeline": {"pipe_partitioned": false, "grad_partitioned": false}'))
     cfg = load_trainer_config(p, gpus=8)
     assert (cfg.job["tp"], cfg.job["pp"], cfg.job["etp"]) == (2, 2, 1)
+
+
+def test_deepspeed_moe_interval_over_too_many_layers_refused_fast(tmp_path):
+    """The fuzz reproducers' 2^31 - 1 layers with the default --expert-interval 2: refused naming the list bound, no
+    per-layer list built."""
+    text = MDS.read_text().replace("NLAYERS=24", "NLAYERS=2147483647")
+    p = tmp_path / "huge.sh"
+    p.write_text(text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --create-moe-param-group \\\n"))
+    with pytest.raises(PlannerError, match="--expert-interval 2 over 2,147,483,647 layers"):
+        load_trainer_config(p, gpus=8)

@@ -124,7 +124,7 @@ from .. import files
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
-from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
+from .megatron_model import MAX_PATTERN, _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
 MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipeline-parallel", "--checkpoint-activations",
@@ -351,13 +351,17 @@ def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: li
     E, k = counts[0], _int(where, ds, "--topk", 1)
     flags["--num-experts"] = str(E)
     flags["--moe-router-topk"] = str(k)
+    if L is not None and N > 1 and L > MAX_PATTERN:
+        raise PlannerError(f"{where}--expert-interval {N} over {L:,} layers: the planner reads DeepSpeed-MoE's placement as "
+                           f"a per-layer list (Megatron's --moe-layer-freq, megatron_model.py), of at most {MAX_PATTERN:,} "
+                           "layers", "price a model of fewer layers, or --expert-interval 1")
     if L is not None and N > 1:  # Megatron's list expression of the layers (megatron_model._moe reads it)
         flags["--moe-layer-freq"] = f"([0]*{N - 1}+[1])*{L // N}" + (f"+[0]*{L % N}" if L % N else "")
     flags["--moe-token-dispatcher-type"] = "alltoall"
     if "--moe-expert-parallel-size" in ds:
         flags["--expert-model-parallel-size"] = str(ds["--moe-expert-parallel-size"])
     tp = _int(where, flags, "--tensor-model-parallel-size", 1)
-    if "--enable-expert-tensor-parallelism" not in ds and tp > 1:
+    if "--enable-expert-tensor-parallelism" not in ds:  # expert TP 1 at any tp (a --tp on the command line keeps it)
         flags["--expert-tensor-parallel-size"] = "1"
     cf = ds.get("--moe-train-capacity-factor", "1.0")
     flags["--moe-expert-capacity-factor"] = str(cf)
