@@ -230,6 +230,32 @@ def test_moe_refusals(cli, tmp_path):
         export_plan(row["plan"], "megatron-deepspeed")
 
 
+def _mixtral_pattern(tmp_path, pattern: list[str]) -> str:
+    """Mixtral 8x7B with a layer pattern of dense and MoE kinds (the dense MLP at --ffn-hidden-size)."""
+    src = open("model_zoo/mixtral-8x7b.yaml", encoding="utf-8").read()
+    kinds = "layer_kinds:\n  dense: {mlp: {kind: dense}}\n  moe: {mlp: {kind: moe}}\nlayer_pattern: [" + ", ".join(pattern) + "]\n"
+    y = tmp_path / ("mixtral-" + "-".join(pattern) + ".yaml")
+    y.write_text(src.replace("moe:\n", kinds + "moe:\n", 1), encoding="utf-8")
+    return str(y)
+
+
+def test_an_every_second_layer_moe_round_trips_as_expert_interval_2(tmp_path):
+    """The fork's default placement, --expert-interval 2 (1-based layers 2, 4, ...: transformer.py l. 1650-1660), is a
+    layer pattern [dense, moe]: written as --expert-interval 2, read back (the reader's --moe-layer-freq list) as the
+    same plan and memory. [moe, dense] (the first layer MoE) is no interval of the fork's: refused, named."""
+    from planner.trainers.export import mds_moe_interval
+    from planner.catalog import load_model
+
+    y = _mixtral_pattern(tmp_path, ["dense", "moe"])
+    assert mds_moe_interval(load_model(y)) == 2 and mds_moe_interval(load_model("mixtral-8x7b")) == 1
+    assert mds_moe_interval(load_model(_mixtral_pattern(tmp_path, ["dense", "dense", "moe", "dense"]))) is None
+    text, plan = _round_trip(**{**MIXTRAL, "model": y}, tp=1, pp=2, ep=8, sharding="zero1")
+    assert "    --expert-interval 2 \\\n" in text and "--window-size" not in text
+    row = _row(**{**MIXTRAL, "model": _mixtral_pattern(tmp_path, ["moe", "dense"])}, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="i % --expert-interval == 0"):
+        export_plan(row["plan"], "megatron-deepspeed")
+
+
 def test_fit_exports_an_moe_plan_that_check_passes(cli, tmp_path):
     """The issue's loop on Mixtral: fit ranks ZeRO-2 at EP 8 (ZeRO-3 is refused by rule 75), exports it (fit --export
     reads it back as the same plan and memory) and `planner check` passes the script."""

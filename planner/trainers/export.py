@@ -933,7 +933,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args: list[tuple[str, object]] = [
         ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size), ("--ffn-hidden-size", model.ffn_hidden_size),
         ("--num-attention-heads", model.num_attention_heads)]
-    if model.layer_pattern is not None:
+    # a pattern of MoE and dense layers alone is the fork's --expert-interval or refused by _mds_moe, naming it
+    mlp_only = model.moe is not None and all(k.mixer is None for k in model.layer_kinds.values())
+    if model.layer_pattern is not None and not (fork and mlp_only):
         args += _window_args(model, F)
     if model.kv_heads != model.num_attention_heads:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
@@ -1336,12 +1338,45 @@ _MDS_SAME_DEFAULT = {("--context-parallel-size", 1),  # the fork has no CP (stac
                      ("--position-embedding-type", "learned_absolute")}  # the fork's default (no rotary, l. 633)
 
 
+def mds_moe_interval(model) -> Optional[int]:
+    """N where the model's MoE layers are Megatron-DeepSpeed's for --expert-interval N: the layers i (0-based) with
+    (i + 1) % N == 0 (@f4157bea megatron/model/transformer.py get_num_experts_per_layer l. 1650-1660), every other layer
+    the same dense MLP of --ffn-hidden-size and every layer the default mixer; else None. A model without a
+    layer_pattern: 1 where every layer is MoE. With one (period p, its kinds' mlp set, mixer left out, the dense MLP at
+    the model's width and gating): N = the first MoE layer + 1, checked over the pattern's first p layers (or L, if
+    fewer), where N divides p (so both repeat every p layers; else None). O(p), never O(num_layers)."""
+    moe = model.moe
+    if moe is None:
+        return None
+    if model.layer_pattern is None:
+        return 1 if (moe.first_k_dense == 0 and moe.layer_freq == 1) else None
+    pat, L = model.layer_pattern, model.num_layers
+    kinds = model.layer_kinds
+    is_moe = {}
+    for name in set(pat):
+        k = kinds.get(name)
+        if k is None or k.mixer is not None or k.mlp is None:
+            return None
+        if k.mlp.kind == "dense" and (getattr(k.mlp, "ffn_hidden_size", None) not in (None, model.ffn_hidden_size)
+                                      or getattr(k.mlp, "gated", None) not in (None, model.gated_mlp)):
+            return None
+        is_moe[name] = k.mlp.kind == "moe"
+    p = len(pat)
+    first = next((i for i in range(min(p, L)) if is_moe[pat[i]]), None)
+    if first is None:
+        return None
+    n = first + 1
+    if p % n and L > p:
+        return None
+    return n if all(is_moe[pat[i]] == ((i + 1) % n == 0) for i in range(min(p, L))) else None
+
+
 def _mds_moe(plan: dict, args: list) -> list:
     """The Megatron writer's MoE flags (Megatron-Core's) as microsoft/Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE
     (megatron/model/transformer.py l. 1060-1082; megatron_deepspeed._deepspeed_moe reads them back): --num-experts E,
     --topk k (TopKGate runs any k: top1gating, top2gating, topkgating, microsoft/DeepSpeed @38327e07 deepspeed/moe/
-    sharded_moe.py l. 513-524), --expert-interval 1 (every layer MoE: the only placement of the planner's that is the
-    fork's, layer i (1-based) MoE iff i % N == 0, transformer.py l. 1650-1660), --moe-expert-parallel-size ep,
+    sharded_moe.py l. 513-524), --expert-interval N (mds_moe_interval: every layer MoE, N = 1, or a layer pattern of
+    N - 1 dense kinds and a moe kind), --moe-expert-parallel-size ep,
     --enable-expert-tensor-parallelism where the experts are split over TP (etp = tp > 1), --moe-train-capacity-factor
     cf (DeepSpeed drops the tokens beyond it and pads every expert to it: the plan's moe_capacity_factor with
     moe_pad_to_capacity), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). Refused, named:
@@ -1353,12 +1388,17 @@ def _mds_moe(plan: dict, args: list) -> list:
     if model.moe is None:
         return args
     moe, got = model.moe, dict(args)
-    if moe.first_k_dense or moe.layer_freq != 1:
-        raise _refuse(F, f"MoE layers i >= first_k_dense {moe.first_k_dense} with i % layer_freq {moe.layer_freq} == 0 "
-                         f"({plan['model']}): Megatron-DeepSpeed places them at every layer i (1-based) with i % "
-                         "--expert-interval == 0 (@f4157bea megatron/model/transformer.py get_num_experts_per_layer "
-                         "l. 1650-1660), never the planner's first layer",
-                      "price a model whose every layer is MoE (--expert-interval 1), or export --format megatron")
+    interval = mds_moe_interval(model)
+    if interval is None:
+        placed = (f"layer_pattern {model.layer_pattern[:8]}{' ...' if len(model.layer_pattern) > 8 else ''}"
+                  if model.layer_pattern is not None else
+                  f"MoE layers i >= first_k_dense {moe.first_k_dense} with i % layer_freq {moe.layer_freq} == 0")
+        raise _refuse(F, f"{placed} ({plan['model']}): Megatron-DeepSpeed's layers differ only in being MoE or dense, "
+                         "the MoE ones every layer i (1-based) with i % --expert-interval == 0 (@f4157bea "
+                         "megatron/model/transformer.py get_num_experts_per_layer l. 1650-1660): never the first layer "
+                         "of several, nor another placement",
+                      "price a model whose every N-th layer is MoE from the N-th (a layer_pattern of N - 1 dense "
+                      "kinds and one moe kind, or every layer), or export --format megatron")
     if (moe.expert_ffn_hidden_size or model.ffn_hidden_size) != model.ffn_hidden_size:
         raise _refuse(F, f"expert_ffn_hidden_size {moe.expert_ffn_hidden_size} with ffn_hidden_size {model.ffn_hidden_size} "
                          f"({plan['model']}): Megatron-DeepSpeed's experts are ParallelMLP(config) of --ffn-hidden-size "
@@ -1394,7 +1434,7 @@ def _mds_moe(plan: dict, args: list) -> list:
             continue  # DeepSpeed's padding always; the width and expert TP checked above; its one dispatcher
         out.append((k, v))
         if k == "--topk":
-            out.append(("--expert-interval", 1))
+            out.append(("--expert-interval", interval))
     if etp == tp > 1:
         out.append(("--enable-expert-tensor-parallelism", None))
     out.append(("--create-moe-param-group", None))
