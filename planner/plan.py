@@ -1600,6 +1600,15 @@ def _job_defaults(job: Job, model: ModelSpec, stack, inherited: list, where: str
         # assumed: Megatron's default, expert_tensor_parallel_size = tensor_model_parallel_size
         # (NVIDIA/Megatron-LM @d98e8a64 megatron/training/arguments.py validate_args)
         inherited.append(("etp", job.tp))
+    d = stack.defaults
+    if model.moe is not None and job.moe_capacity_factor is None and d.moe_capacity_factor is not None:
+        # the trainer's own capacity when the job leaves it out (stack_db defaults: DeepSpeed-MoE's 1.0, padded)
+        job = job.model_copy(update=dict(moe_capacity_factor=d.moe_capacity_factor))
+        inherited.append(("moe_capacity_factor", d.moe_capacity_factor))
+    if (model.moe is not None and job.moe_capacity_factor is not None and job.moe_pad_to_capacity is None
+            and d.moe_pad_to_capacity is not None):
+        job = job.model_copy(update=dict(moe_pad_to_capacity=d.moe_pad_to_capacity))
+        inherited.append(("moe_pad_to_capacity", d.moe_pad_to_capacity))
     mbs = job.micro_batch
     if mbs is None:
         mbs = default_micro_batch(stack, gbs, dp, job.pp, where)

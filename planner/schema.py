@@ -1665,6 +1665,12 @@ class StackDefaults(BaseModel):
                                   "null: the stack has no such switch (priced fused; the job field is refused)")
     moe_router_fusion: Optional[bool] = Field(
         default=None, description="the MoE router top-k a job runs when it does not say (as moe_permute_fusion)")
+    moe_capacity_factor: Optional[float] = Field(
+        default=None, ge=1.0, description="the MoE capacity factor a job runs when it does not say (job "
+                                          "moe_capacity_factor: tokens beyond it dropped); null: dropless")
+    moe_pad_to_capacity: Optional[bool] = Field(
+        default=None, description="with a capacity factor, whether every expert's input is padded to it when the job "
+                                  "does not say (job moe_pad_to_capacity); null: false")
     chunked_loss: bool = Field(
         default=False, description="the loss a job that leaves chunked_loss out runs: true, the stack's chunked "
                                    "cross-entropy (memory.chunked_loss_chunks must be set; torchtitan 0.3.0's config "

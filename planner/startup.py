@@ -139,6 +139,15 @@ torchtitan @e347b1e5e (pytorch/torchtitan, 2026-02-15, the last TOML-configured 
 DeepSpeed @38327e07 (microsoft/DeepSpeed, 2025-02-21) [D]:
   DEEPSPEED_PP_ZERO         deepspeed/runtime/pipe/engine.py PipelineEngine.__init__: 'ZeRO-2 and
                             ZeRO-3 are incompatible with pipeline parallelism'
+  DEEPSPEED_PP_SPLIT_ENDS   Megatron-DeepSpeed's GPTModelPipe counts the embedding and the output
+                            layer in the pipeline split both or neither (microsoft's fork: gpt_model.py
+                            l. 463 partition_method 'type:transformer'; BigScience's --pp-partition-method
+                            'type:transformer|embedding'): one end alone refused, and both where the
+                            last stage would keep no transformer layer (BigScience's gpt_model.py l. 308-309:
+                            its PP fails then) (code 76, in LATER_RULES)
+  DEEPSPEED_MOE             deepspeed/runtime/engine.py l. 1675: 'MoE not supported with Stage 3' (an
+                            MoE model at sharding fsdp / hsdp, modes zero3 and zero3_mics), and expert TP
+                            other than 1 or tp (moe/layer.py l. 89-103) (code 77)
   (the batch identity train_batch_size == micro x accumulation x dp, runtime/config.py
   _batch_assertion, is plan.rule_codes' BATCH rule)
 DualPipe @bb214e82 (deepseek-ai/DualPipe, the stack `deepseek`):
@@ -1918,6 +1927,14 @@ def layer_kind_hint(model, stack) -> str:
             "on none): a stack file of your own whose code builds it (runs.layer_kinds, cited), or another model")
 
 
+def _deepspeed_split_ends(model, plan) -> np.ndarray:
+    """DEEPSPEED_PP_SPLIT_ENDS: at pp > 1, one end counted without the other, the loss as more than one layer, or
+    both counted with the last stage's (L + 2) // pp units (partition_balanced's fewest, stack pipeline_split front)
+    leaving it no transformer layer."""
+    pp, e, l_ = np.asarray(plan.pp), np.asarray(plan.split_emb), np.asarray(plan.split_loss)
+    return (pp > 1) & ((e != l_) | (l_ > 1) | ((e > 0) & ((model.num_layers + e + l_) // np.maximum(pp, 1) < 2)))
+
+
 LATER_RULES = LATER_RULES + (
     StartupRule(
         "STACK_LAYER_KIND", ANY_STACK,
@@ -2001,6 +2018,40 @@ LATER_RULES = LATER_RULES + (
         "stack_db <stack> runs.recompute (selective recompute: Korthikanti et al. 2022, arXiv:2205.05198, in "
         "Megatron-LM from 2022)",
         _stack_recompute_hint, _stack_recompute_broken, detail=_stack_recompute_detail),
+)
+
+LATER_RULES = LATER_RULES + (
+    # DEEPSPEED_PP_SPLIT_ENDS (code 76, issue 22 mdsexport2): the pipeline split of Megatron-DeepSpeed's GPTModelPipe is
+    # DeepSpeed's partition_balanced over the specs its partition_method's regex names (stack_db megatron-deepspeed
+    # pipeline_split front): microsoft's fork the transformer layers only, BigScience's 'type:transformer|embedding'
+    # the two tied EmbeddingPipe specs too, both or neither: no spelling counts one end alone, or the loss as more
+    StartupRule(
+        "DEEPSPEED_PP_SPLIT_ENDS", "deepspeed",
+        "Megatron-DeepSpeed's pipeline split counts the embedding and the output layer both or neither (one alone, or "
+        "the loss as more than one layer, is no partition_method), and with both each end stage keeps a transformer "
+        "layer (BigScience's pipeline fails on a stage without one)",
+        "microsoft/Megatron-DeepSpeed @f4157bea megatron/model/gpt_model.py l. 463 (partition_method='type:transformer', "
+        "no argument); bigscience-workshop/Megatron-DeepSpeed @8387ae17 gpt_model.py l. 310-319 (--pp-partition-method "
+        "'type:transformer|embedding': both tied EmbeddingPipe; l. 308-309 'the current implementation of PP fails "
+        f"unless each stage has at least one transformer layer'); {DEEPSPEED_COMMIT} deepspeed/runtime/pipe/module.py "
+        "_partition_layers l. 409-414, runtime/utils.py partition_balanced l. 583-621 (the last stage (L + 2) // pp units)",
+        "leave account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split out (DeepSpeed's own "
+        "placement), or set both (BigScience's --pp-partition-method 'type:transformer|embedding') with pp at most "
+        "(layers + 2) / 2",
+        lambda m, s, p: _deepspeed_split_ends(m, p)),
+    # DEEPSPEED_MOE (code 77, issue 22 mdsexport2): DeepSpeed's engine builds no ZeRO-3 optimizer for a model with MoE
+    # layers (the zero3 and zero3_mics modes: sharding levels fsdp 3, hsdp 4), and DeepSpeed-MoE keeps the experts whole
+    # on every TP rank or splits them over the TP group (--enable-expert-tensor-parallelism): expert TP 1 or tp
+    StartupRule(
+        "DEEPSPEED_MOE", "deepspeed",
+        "DeepSpeed-MoE runs at ZeRO stages 0-2 only ('MoE not supported with Stage 3') and with expert TP 1 or tp",
+        f"{DEEPSPEED_COMMIT} deepspeed/runtime/engine.py _configure_zero_optimizer l. 1674-1675 (has_moe_layers, set at "
+        "l. 1239-1243 for every deepspeed.moe.layer.MoE module); deepspeed/moe/layer.py _create_process_groups "
+        "l. 89-103 (enable_expert_tensor_parallelism: the experts split over the TP group, else whole); "
+        "microsoft/Megatron-DeepSpeed @f4157bea megatron/model/transformer.py l. 1066-1082",
+        "use ZeRO stage 0, 1 or 2 (sharding none, zero1, zero2, bf16_optimizer) for an MoE model, and etp 1 or tp",
+        lambda m, s, p: np.full(np.shape(p.sharding), m is not None and m.moe is not None)
+        & ((level_of(p) >= 3) | ((etp_of(p) != 1) & (etp_of(p) != np.asarray(p.tp))))),
 )
 
 assert FIRST_CODE + len(RULES) <= LATER_FIRST_CODE, "RULES grew into LATER_FIRST_CODE: move it up"

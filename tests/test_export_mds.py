@@ -162,7 +162,235 @@ def test_a_deepspeed_json_of_a_tp_plan_points_at_the_script():
     assert "--format megatron-deepspeed" in e.value.hint
 
 
-def test_an_moe_plan_is_refused_naming_the_forks_flags():
-    row = _row(model="mixtral-8x7b", gpus=64, tp=1, pp=1, sharding="zero2", global_batch=256, micro_batch=1, seq_len=4096)
-    with pytest.raises(PlannerError, match="--moe-expert-parallel-size l. 1159"):
+# ---------------------------------------------------------------- DeepSpeed-MoE (issue 22, mdsexport2)
+MIXTRAL = dict(model="mixtral-8x7b", gpus=64, global_batch=256, micro_batch=1, seq_len=4096)
+
+
+def test_an_moe_plan_round_trips_in_deepspeed_moes_flags():
+    """Mixtral 8x7B at ZeRO-2, EP 8: the fork's DeepSpeed-MoE flags (arguments.py l. 608-614, 913-921, 1159): 8 experts,
+    --topk 2, --expert-interval 1 (every layer; the fork's default 2 would be every second one), the stack's capacity
+    default 1.0 (DeepSpeed's, padded: no flag for the padding, its dispatch always pads), EP 8, the MoE parameter groups
+    ZeRO-2 asserts; no Megatron-Core MoE spelling. Reads back as the same plan and memory."""
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    assert (plan["moe_capacity_factor"], plan["moe_pad_to_capacity"], plan["moe_dispatcher"]) == (1.0, True, "alltoall")
+    for want in ("    --num-experts 8 \\\n", "    --topk 2 \\\n", "    --expert-interval 1 \\\n",
+                 "    --moe-train-capacity-factor 1.0 \\\n", "    --moe-expert-parallel-size 8 \\\n",
+                 "    --create-moe-param-group \\\n"):
+        assert want in text, want
+    f = _flags(text)
+    for gone in ("--moe-router-topk", "--expert-model-parallel-size", "--moe-expert-capacity-factor",
+                 "--moe-pad-expert-input-to-capacity", "--moe-token-dispatcher-type", "--expert-tensor-parallel-size",
+                 "--enable-expert-tensor-parallelism"):
+        assert gone not in f, gone
+
+
+def test_moe_expert_tp_and_pipeline_round_trip():
+    """Expert TP = TP 2 is --enable-expert-tensor-parallelism (DeepSpeed's expert-data-and-model groups), expert TP 1 at
+    TP 2 no flag (DeepSpeed's default, the experts whole on each TP rank); at tp 1 a pp 4
+    plan (GPTModelPipe with the MoE loss spec) reads back too; capacity 1.25 as --moe-train-capacity-factor 1.25."""
+    text, plan = _round_trip(**MIXTRAL, tp=2, pp=1, ep=8, sharding="zero1", moe_capacity_factor=1.25)
+    assert plan["etp"] == 2 and "--enable-expert-tensor-parallelism" in _flags(text)
+    assert "    --moe-train-capacity-factor 1.25 \\\n" in text
+    text, plan = _round_trip(**MIXTRAL, tp=2, pp=1, ep=8, etp=1, sharding="zero1")  # DeepSpeed's default: whole experts
+    assert plan["etp"] == 1 and "--enable-expert-tensor-parallelism" not in _flags(text)
+    text, plan = _round_trip(**MIXTRAL, tp=1, pp=4, ep=4, sharding="zero1")
+    assert "    --pipeline-model-parallel-size 4 \\\n" in text and "--no-pipeline-parallel" not in _flags(text)
+
+
+def test_moe_refusals(cli, tmp_path):
+    """What DeepSpeed-MoE cannot say, each refused (exit 2) naming it: ZeRO-3 and expert TP other than 1 or tp
+    (start-up rule 77 DEEPSPEED_MOE, engine.py l. 1675, moe/layer.py l. 89-103),
+    an unpadded capacity, a dropless plan, expert TP other than 1 or tp, pp > 1 with tp > 1, MoE layers placed other
+    than every --expert-interval-th."""
+    from planner.startup import CODES
+
+    assert CODES["DEEPSPEED_MOE"] == 77
+    r = cli("explain", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--sharding", "fsdp",
+            "--ep", "8", "--seq-len", "4096")
+    assert r.exit_code == 2 and "DEEPSPEED_MOE" in r.stderr and "MoE not supported with Stage 3" in r.stderr
+    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2", moe_pad_to_capacity=False)
+    with pytest.raises(PlannerError, match="without moe_pad_to_capacity"):
         export_plan(row["plan"], "megatron-deepspeed")
+    row = _row(**MIXTRAL, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="dropless"):
+        export_plan({**row["plan"], "moe_capacity_factor": None, "moe_pad_to_capacity": None}, "megatron-deepspeed")
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # expert TP 1 or tp only (moe/layer.py l. 89-103)
+        _row(**MIXTRAL, tp=4, pp=1, ep=2, etp=2, sharding="zero1")
+    row = _row(**MIXTRAL, tp=4, pp=1, ep=2, sharding="zero1")
+    with pytest.raises(PlannerError, match="DEEPSPEED_MOE"):  # a plan dict from elsewhere: export checks the rules too
+        export_plan({**row["plan"], "etp": 2}, "megatron-deepspeed")
+    row = _row(**MIXTRAL, tp=2, pp=2, ep=4, sharding="zero1")
+    with pytest.raises(PlannerError, match="an MoE model at pp 2 and tp 2"):
+        export_plan(row["plan"], "megatron-deepspeed")
+    src = open("model_zoo/mixtral-8x7b.yaml", encoding="utf-8").read().replace("  router: softmax ", "  layer_freq: 2\n  router: softmax ")
+    y = tmp_path / "mixtral-every-2nd.yaml"
+    y.write_text(src, encoding="utf-8")
+    row = _row(**{**MIXTRAL, "model": str(y)}, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="i % --expert-interval == 0"):
+        export_plan(row["plan"], "megatron-deepspeed")
+
+
+def _mixtral_pattern(tmp_path, pattern: list[str]) -> str:
+    """Mixtral 8x7B with a layer pattern of dense and MoE kinds (the dense MLP at --ffn-hidden-size)."""
+    src = open("model_zoo/mixtral-8x7b.yaml", encoding="utf-8").read()
+    kinds = "layer_kinds:\n  dense: {mlp: {kind: dense}}\n  moe: {mlp: {kind: moe}}\nlayer_pattern: [" + ", ".join(pattern) + "]\n"
+    y = tmp_path / ("mixtral-" + "-".join(pattern) + ".yaml")
+    y.write_text(src.replace("moe:\n", kinds + "moe:\n", 1), encoding="utf-8")
+    return str(y)
+
+
+def test_an_every_second_layer_moe_round_trips_as_expert_interval_2(tmp_path):
+    """The fork's default placement, --expert-interval 2 (1-based layers 2, 4, ...: transformer.py l. 1650-1660), is a
+    layer pattern [dense, moe]: written as --expert-interval 2, read back (the reader's --moe-layer-freq list) as the
+    same plan and memory. [moe, dense] (the first layer MoE) is no interval of the fork's: refused, named."""
+    from planner.trainers.export import mds_moe_interval
+    from planner.catalog import load_model
+
+    y = _mixtral_pattern(tmp_path, ["dense", "moe"])
+    assert mds_moe_interval(load_model(y)) == 2 and mds_moe_interval(load_model("mixtral-8x7b")) == 1
+    assert mds_moe_interval(load_model(_mixtral_pattern(tmp_path, ["dense", "dense", "moe", "dense"]))) is None
+    text, plan = _round_trip(**{**MIXTRAL, "model": y}, tp=1, pp=2, ep=8, sharding="zero1")
+    assert "    --expert-interval 2 \\\n" in text and "--window-size" not in text
+    row = _row(**{**MIXTRAL, "model": _mixtral_pattern(tmp_path, ["moe", "dense"])}, tp=1, pp=1, ep=8, sharding="zero2")
+    with pytest.raises(PlannerError, match="i % --expert-interval == 0"):
+        export_plan(row["plan"], "megatron-deepspeed")
+
+
+def test_fit_exports_an_moe_plan_that_check_passes(cli, tmp_path):
+    """The issue's loop on Mixtral: fit ranks ZeRO-2 at EP 8 (ZeRO-3 is refused by rule 77), exports it (fit --export
+    reads it back as the same plan and memory) and `planner check` passes the script."""
+    r = cli("fit", "--model", "mixtral-8x7b", "--gpus", "64", "--stack", "megatron-deepspeed", "--top", "1", "--export",
+            "megatron-deepspeed")
+    assert r.exit_code == 0, r.stderr
+    assert "    --num-experts 8 \\\n" in r.stdout and "--zero-stage 3" not in r.stdout
+    p = tmp_path / "mixtral.sh"
+    p.write_text(r.stdout, encoding="utf-8")
+    r = cli("check", str(p), "--hardware", "h100-sxm")
+    assert r.exit_code == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "DeepSpeed-MoE" in r.stderr
+    # at EP 1 it does not fit (every expert on every GPU: 142.9 GiB); check's fix is spelled in the fork's flag
+    p.write_text(p.read_text().replace("--moe-expert-parallel-size 8", "--moe-expert-parallel-size 1"), encoding="utf-8")
+    r = cli("check", str(p), "--hardware", "h100-sxm")
+    assert r.exit_code == 1 and "EP 1 -> 8 [megatron-deepspeed: --moe-expert-parallel-size 8]" in r.stdout
+
+
+# ---------------------------------------------------------------- uneven pipeline splits (issue 22, mdsexport2)
+def _partition_uniform(num_items, num_parts):
+    """microsoft/DeepSpeed @38327e07 deepspeed/runtime/utils.py partition_uniform l. 562-580, copied."""
+    parts = [0] * (num_parts + 1)
+    if num_items <= num_parts:
+        for p in range(num_parts + 1):
+            parts[p] = min(p, num_items)
+        return parts
+    chunksize = num_items // num_parts
+    residual = num_items - (chunksize * num_parts)
+    parts = list(range(0, (num_parts + 1) * chunksize, chunksize))
+    for i in range(residual):
+        parts[i + 1:] = [x + 1 for x in parts[i + 1:]]
+    return parts
+
+
+def _partition_balanced(weights, num_parts):
+    """microsoft/DeepSpeed @38327e07 deepspeed/runtime/utils.py partition_balanced l. 583-621, copied (numpy's inf
+    arrays as lists): the linear partition by dynamic programming, ties (dp_cost >= cost) to the largest cut."""
+    inf = float("inf")
+    n, m = len(weights), num_parts
+    if n <= m:
+        return _partition_uniform(n, m)
+    dp_max = [[inf] * (m + 1) for _ in range(n + 1)]
+    dp_min = [[inf] * (m + 1) for _ in range(n + 1)]
+    dp_cost = [[inf] * (m + 1) for _ in range(n + 1)]
+    position = [[0] * (m + 1) for _ in range(n + 1)]
+    prefix = [0] * (n + 1)
+    for i, w in enumerate(weights):
+        prefix[i + 1] = prefix[i] + w
+    dp_max[0][0] = 0
+    dp_cost[0][0] = 0
+    for i in range(1, n + 1):
+        for j in range(1, min(i, m) + 1):
+            for k in range(i):
+                max_sum = max(dp_max[k][j - 1], prefix[i] - prefix[k])
+                min_sum = min(dp_min[k][j - 1], prefix[i] - prefix[k])
+                cost = max_sum - min_sum
+                if dp_cost[i][j] >= cost:
+                    dp_cost[i][j], dp_max[i][j], dp_min[i][j], position[i][j] = cost, max_sum, min_sum, k
+    parts = [n]
+    for i in reversed(range(1, m + 1)):
+        parts.append(position[parts[-1]][i])
+    parts.reverse()
+    return parts
+
+
+def _gpt_model_pipe_split(L: int, pp: int, moe: bool = False) -> list[int]:
+    """The transformer layers of each stage as Megatron-DeepSpeed @f4157bea's GPTModelPipe has DeepSpeed place them:
+    its specs (gpt_model.py l. 349-439: _to_float16, the embedding, L ParallelTransformerLayerPipe, _calculate_moe_loss
+    for an MoE model, the final norm, the output layer, float16_to_fp32) weighed 1 where the class name matches
+    'transformer' (partition_method='type:transformer', l. 463; pipe/module.py _partition_layers l. 409-414)."""
+    w = [0, 0] + [1] * L + [0] * (4 if moe else 3)
+    parts = _partition_balanced(w, pp)
+    return [sum(w[parts[s]:parts[s + 1]]) for s in range(pp)]
+
+
+def test_deepspeeds_split_is_the_front_rule():
+    """By hand, 32 layers on 3 stages: partition_balanced's least max - min is 1 (11, 11, 10 or a permutation), and its
+    ties go to the largest cut of each prefix, so the short stage is the last: 11, 11, 10. The planner's front rule
+    (stack_db megatron-deepspeed pipeline_split front; pipeline.chunk_layers / stage_layers split_front) is the same
+    placement for every L from pp to 5 pp + 2 and pp 2-8, MoE's extra spec included."""
+    from planner.pipeline import chunk_layers, stage_layers
+
+    assert _gpt_model_pipe_split(32, 3) == [11, 11, 10] == chunk_layers(32, 3, 1, front=1)
+    assert _gpt_model_pipe_split(30, 4) == [8, 8, 7, 7]
+    for pp in range(2, 9):
+        for L in range(pp, 5 * pp + 3):
+            want = _gpt_model_pipe_split(L, pp)
+            assert want == chunk_layers(L, pp, 1, front=1) == _gpt_model_pipe_split(L, pp, moe=True), (L, pp)
+            first, mid, last = stage_layers(L, pp, 1, 0, 0, 1)
+            assert (int(first), int(mid), int(last)) == (want[0], want[1], want[-1])
+    _, plan, _ = resolve(Job(stack="megatron-deepspeed", model="llama3-8b", gpus=24, pp=3, sharding="zero1"))
+    assert int(plan.split_front) == 1
+
+
+def test_an_uneven_split_round_trips_with_no_split_flag():
+    """Llama 3 8B's 32 layers on pp 3 (11, 11, 10): the script says only --pipeline-model-parallel-size 3, since
+    the fork's GPTModelPipe places that split itself, and reads back as the same plan and memory; the note says so."""
+    row = _row(model="llama3-8b", gpus=24, tp=1, pp=3, sharding="zero1", global_batch=64, micro_batch=1, seq_len=4096)
+    text, notes = export_plan(row["plan"], "megatron-deepspeed")
+    check_readback(row, "megatron-deepspeed", text)
+    f = _flags(text)
+    assert "    --pipeline-model-parallel-size 3 \\\n" in text and "    --num-layers 32 \\\n" in text
+    assert not [x for x in f if "pipeline-split" in x or "pipeline-num-layers" in x or "layout" in x]
+    assert any("first 2 stage(s) 11 and the other 1 10" in n for n in notes)
+    # the first stage holds 11 layers and the embedding, the last 10 and the output layer: the first is heaviest
+    st = row["memory"]["stages"]
+    assert st["first"]["total_bytes"] > st["last"]["total_bytes"]
+
+
+def test_fit_exports_an_uneven_split_end_to_end(cli):
+    """fit on 24 GPUs ranks pp 3 first for Llama 3 8B; its export runs (fit --export reads the script back)."""
+    r = cli("fit", "--model", "llama3-8b", "--gpus", "24", "--stack", "megatron-deepspeed", "--top", "1", "--export",
+            "megatron-deepspeed")
+    assert r.exit_code == 0, r.stderr
+    assert "    --pipeline-model-parallel-size 3 \\\n" in r.stdout and "pipeline-split" not in r.stdout
+
+
+def test_split_ends_refused(cli):
+    """Both ends counted: BigScience's --pp-partition-method, which microsoft's fork lacks: the export refuses (exit 2).
+    One end alone: no fork's partition_method, start-up rule DEEPSPEED_PP_SPLIT_ENDS (code 76) refuses the plan; and
+    both with pp 17 on 32 + 2 units leave the last stage the output layer alone (34 // 17 = 2 units: 1 layer, passes;
+    pp 18 is 34 // 18 = 1: none, refused)."""
+    base = ["--model", "llama3-8b", "--stack", "megatron-deepspeed", "--sharding", "zero1"]
+    r = cli("export", *base, "--gpus", "24", "--pp", "3", "--account-for-embedding-in-pipeline-split",
+            "--account-for-loss-in-pipeline-split", "--format", "megatron-deepspeed")
+    assert r.exit_code == 2 and "partition_method='type:transformer'" in r.stderr and "Traceback" not in r.stderr
+    r = cli("explain", *base, "--gpus", "24", "--pp", "3", "--account-for-embedding-in-pipeline-split")
+    assert r.exit_code == 2 and "DEEPSPEED_PP_SPLIT_ENDS" in r.stderr
+    from planner.startup import CODES, _deepspeed_split_ends
+    from planner.catalog import load_model
+
+    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76
+    m = load_model("llama3-8b")
+    from types import SimpleNamespace as NS
+    import numpy as np
+
+    p = NS(pp=np.array([17, 18, 3, 3, 3, 1]), split_emb=np.array([1, 1, 1, 0, 0, 1]), split_loss=np.array([1, 1, 0, 1, 0, 0]))
+    assert _deepspeed_split_ends(m, p).tolist() == [False, True, True, True, False, False]

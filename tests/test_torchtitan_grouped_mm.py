@@ -203,7 +203,8 @@ def test_rule_code_follows_the_last():
     assert CODES["TORCHTITAN_MODEL_ASYNC_TP"] == 68 and CODES["MEGATRON_MXFP8_ROWS"] == 70
     assert CODES["MEGATRON_FP8_WIDTHS"] == 71
     assert CODES["MEGATRON_CP_SLIDING_WINDOW"] == 72
-    assert CODES["STACK_LAYER_KIND"] == 73 and max(CODES.values()) == 75  # then STACK_SEQUENCE_PARALLEL, STACK_RECOMPUTE
+    assert CODES["STACK_LAYER_KIND"] == 73 and CODES["STACK_RECOMPUTE"] == 75  # then STACK_SEQUENCE_PARALLEL 74
+    assert CODES["DEEPSPEED_PP_SPLIT_ENDS"] == 76 and CODES["DEEPSPEED_MOE"] == max(CODES.values()) == 77
 
 
 # qwen3's torchtitan code has no pipelining function (TORCHTITAN_MODEL_PP): pp 2 on Mixtral (no torchtitan code,

@@ -182,14 +182,27 @@ def test_refusals(tmp_path):
     p = _variant(tmp_path, "'type:transformer|embedding'", "'parameters'")
     with pytest.raises(PlannerError, match=r"--pp-partition-method 'parameters': only 'type:transformer'"):
         _cfg(p)
-    # 71 + 2 embeddings over 12 stages: uneven, refused
-    p = _variant(tmp_path, "NLAYERS=70", "NLAYERS=71")
-    with pytest.raises(PlannerError, match=r"71 layers \+ 2 embeddings over pp 12"):
-        _cfg(p)
     # the fork refuses a padded vocabulary not divisible by --make-vocab-size-divisible-by (128)
     p = _variant(tmp_path, "--pad-vocab-size-to 250880", "--pad-vocab-size-to 250881")
     with pytest.raises(PlannerError, match=r"--pad-vocab-size-to 250881 is not divisible"):
         _cfg(p)
+
+
+def test_an_uneven_embedding_split_is_priced_as_deepspeed_places_it(tmp_path):
+    """71 layers + 2 embeddings over 12 stages (refused before mdsexport2): DeepSpeed @38327e07's partition_balanced
+    over the 73 units gives the first 73 mod 12 = 1 stage 7 and the others 6 (tests/test_export_mds.py copies the
+    function), the first stage's 7 the embedding and 6 layers, the last's 6 the output layer and 5: stack
+    megatron-deepspeed pipeline_split front prices (first, middle, last) = (6, 6, 5)."""
+    from planner.pipeline import stage_layers
+    from planner.plan import resolve
+
+    p = _variant(tmp_path, "NLAYERS=70", "NLAYERS=71")
+    job = _cfg(p).job
+    assert job["account_for_embedding_in_pipeline_split"] and job["account_for_loss_in_pipeline_split"]
+    _, plan, _ = resolve(Job(**job))
+    assert int(plan.split_front) == 1
+    got = stage_layers(71, plan.pp, plan.vpp, plan.split_emb, plan.split_loss, plan.split_front)
+    assert tuple(int(x) for x in got) == (6, 6, 5)
 
 
 def test_bigscience_position_spellings(tmp_path):

@@ -293,3 +293,80 @@ def test_autotp_size(tmp_path, section, outcome):
         load_trainer_config(p, gpus=8, model="llama3-8b")
     if "AutoTP" in outcome:
         assert "--tp 4" in e.value.hint
+
+
+# ---------------------------------------------------------------- DeepSpeed-MoE (issue 22, mdsexport2)
+HEADS = "    --num-attention-heads 16 \\\n"
+
+
+def _moe(tmp_path, flags: str, old: str = HEADS) -> Path:
+    return _variant(tmp_path, old, old + "".join(f"    {f} \\\n" for f in flags.split(" | ")), name="moe.sh")
+
+
+def test_deepspeed_moe_flags_read_as_the_forks_layers(tmp_path):
+    """--num-experts 4 with the fork's defaults: --expert-interval 2 (layer i, 1-based, MoE iff i % 2 == 0:
+    transformer.py l. 1650-1660, so the 0-based odd layers), --topk 1, capacity factor 1.0 with every expert padded
+    (sharded_moe.py _capacity, MOELayer's einsum), MOELayer's all-to-all; ZeRO-2 with --create-moe-param-group."""
+    from planner.catalog import load_model
+
+    cfg = load_trainer_config(_moe(tmp_path, "--num-experts 4 | --create-moe-param-group"), gpus=8)
+    j, m = cfg.job, load_model(cfg.job["model"])
+    assert (m.moe.num_experts, m.moe.top_k, m.num_layers) == (4, 1, 24)
+    assert m.layer_pattern == ["dense", "moe"] * 12
+    assert (j["moe_capacity_factor"], j["moe_pad_to_capacity"], j["moe_dispatcher"]) == (1.0, True, "alltoall")
+    assert any(a.startswith("DeepSpeed-MoE") and "--expert-interval 2, the fork's default" in a for a in cfg.assumed)
+    # one count per MoE layer (24 // 2 = 12), all equal: the same model
+    cfg2 = load_trainer_config(_moe(tmp_path, "--num-experts " + " ".join(["4"] * 12) + " | --create-moe-param-group"),
+                               gpus=8)
+    assert cfg2.job["model"] == cfg.job["model"]
+    # every layer, top-2, EP 4, capacity 1.5, the loss coefficient
+    cfg = load_trainer_config(_moe(tmp_path, "--num-experts 8 | --topk 2 | --expert-interval 1 | --moe-expert-parallel-size 4"
+                                             " | --moe-train-capacity-factor 1.5 | --moe-loss-coeff 0.01 | "
+                                             "--create-moe-param-group"), gpus=8)
+    m = load_model(cfg.job["model"])
+    assert (m.moe.num_experts, m.moe.top_k, m.layer_pattern, m.moe.layer_freq) == (8, 2, None, 1)
+    assert (cfg.job["ep"], cfg.job["moe_capacity_factor"], cfg.job["moe_aux_loss_coeff"]) == (4, 1.5, 0.01)
+    # --num-experts 1 (the fork's default): a dense model, the MoE flags listed as having no effect
+    cfg = load_trainer_config(_moe(tmp_path, "--num-experts 1 | --topk 2"), gpus=8)
+    assert load_model(cfg.job["model"]).moe is None
+    assert any("--topk" in x and "a dense model" in x for x in cfg.ignored)
+
+
+@pytest.mark.parametrize("flags, match", [
+    ("--num-experts 4", "without --create-moe-param-group"),  # ZeRO-2 asserts the MoE groups
+    ("--num-experts 4 8 4 4 4 4 4 4 4 4 4 4 | --create-moe-param-group", "different expert counts"),
+    ("--num-experts 4 4 4 | --create-moe-param-group", "lists 3 counts for 24 // 2 = 12 MoE layers"),
+    ("--num-experts 4 | --mlp-type residual | --create-moe-param-group", "Residual MoE"),
+    ("--num-experts 4 | --disable-moe-token-dropping | --create-moe-param-group", "busiest expert's count"),
+    ("--num-experts 4 | --use-tutel | --create-moe-param-group", "Tutel"),
+])
+def test_deepspeed_moe_refusals(tmp_path, flags, match):
+    with pytest.raises(PlannerError, match=match):
+        load_trainer_config(_moe(tmp_path, flags), gpus=8)
+
+
+def test_deepspeed_moe_pipeline_partitioning_needs_the_json(tmp_path):
+    """An MoE model at pp 2 x tp 2: GPTModelPipe's two inter-stage tensors and DeepSpeed's default partitioned pipe
+    tensors (config.py l. 467-468) do not run together (gpt_model.py l. 376-384): refused unless the JSON turns both
+    off; ZeRO-1 (the pipeline engine's) here."""
+    text = MDS.read_text().replace("TP=1", "TP=2").replace("PP=1", "PP=2").replace("ZERO_STAGE=2", "ZERO_STAGE=1")
+    text = text.replace('ds_args=" --no-pipeline-parallel ${ds_args}" ', "")
+    text = text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --create-moe-param-group \\\n")
+    p = tmp_path / "pp.sh"
+    p.write_text(text)
+    with pytest.raises(PlannerError, match="pipeline.pipe_partitioned and grad_partitioned true"):
+        load_trainer_config(p, gpus=8)
+    p.write_text(text.replace('"wall_clock_breakdown" : true',
+                              '"wall_clock_breakdown" : true,\n  "pipeline": {"pipe_partitioned": false, "grad_partitioned": false}'))
+    cfg = load_trainer_config(p, gpus=8)
+    assert (cfg.job["tp"], cfg.job["pp"], cfg.job["etp"]) == (2, 2, 1)
+
+
+def test_deepspeed_moe_interval_over_too_many_layers_refused_fast(tmp_path):
+    """The fuzz reproducers' 2^31 - 1 layers with the default --expert-interval 2: refused naming the list bound, no
+    per-layer list built."""
+    text = MDS.read_text().replace("NLAYERS=24", "NLAYERS=2147483647")
+    p = tmp_path / "huge.sh"
+    p.write_text(text.replace(HEADS, HEADS + "    --num-experts 4 \\\n    --create-moe-param-group \\\n"))
+    with pytest.raises(PlannerError, match="--expert-interval 2 over 2,147,483,647 layers"):
+        load_trainer_config(p, gpus=8)

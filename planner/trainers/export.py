@@ -933,7 +933,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
     args: list[tuple[str, object]] = [
         ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size), ("--ffn-hidden-size", model.ffn_hidden_size),
         ("--num-attention-heads", model.num_attention_heads)]
-    if model.layer_pattern is not None:
+    # a pattern of MoE and dense layers alone is the fork's --expert-interval or refused by _mds_moe, naming it
+    mlp_only = model.moe is not None and all(k.mixer is None for k in model.layer_kinds.values())
+    if model.layer_pattern is not None and not (fork and mlp_only):
         args += _window_args(model, F)
     if model.kv_heads != model.num_attention_heads:
         args += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
@@ -1094,7 +1096,9 @@ def _megatron_args(plan: dict, notes: list[str], fork: bool = False) -> list[tup
         args += [("--defer-embedding-wgrad-compute", None), ("--wgrad-deferral-limit", plan["defer_embedding_wgrad"])]
     if plan.get("empty_unused_memory_level"):  # training_config.py @d98e8a64 l. 48-51 (memory.py [13])
         args.append(("--empty-unused-memory-level", plan["empty_unused_memory_level"]))
-    if pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
+    if pp > 1 and fork:  # DeepSpeed's PipelineModule places the split itself (_mds_split checks it is the plan's)
+        pass
+    elif pp > 1:  # the split as priced (planner/startup.py: Megatron places every split of pipeline.stage_layers)
         args += megatron_split_args(model, pp, vpp, int(plan.get("account_for_embedding_in_pipeline_split", False)),
                                     split_loss_units(plan), _mtp(plan, model))
     elif vpp > 1:
@@ -1322,12 +1326,147 @@ MDS_FORK_FLAGS = {
     "--tensor-model-parallel-size": 1149, "--pipeline-model-parallel-size": 1154, "--empty-unused-memory-level": 1201,
     "--vocab-size": 1269, "--seq-length": 1278, "--transformer-impl": 516, "--zero-stage": 1487,
     "--deepspeed-activation-checkpointing": 1524, "--partition-activations": 1526,
+    # DeepSpeed-MoE (_mds_moe)
+    "--num-experts": 608, "--topk": 612, "--expert-interval": 614, "--moe-train-capacity-factor": 913,
+    "--moe-loss-coeff": 919, "--create-moe-param-group": 921, "--enable-expert-tensor-parallelism": 1151,
+    "--moe-expert-parallel-size": 1159,
 }
 # Megatron-LM @d98e8a64's spellings the fork writes otherwise ([1] of megatron_deepspeed.py; its reader maps them back)
 _MDS_SAME_DEFAULT = {("--context-parallel-size", 1),  # the fork has no CP (stack_db megatron-deepspeed runs.max_cp 1)
                      ("--add-bias-linear", None),  # the fork's default: --disable-bias-linear is store_false (l. 937)
                      ("--group-query-attention", None),  # --num-key-value-heads alone (l. 623)
                      ("--position-embedding-type", "learned_absolute")}  # the fork's default (no rotary, l. 633)
+
+
+def mds_moe_interval(model) -> Optional[int]:
+    """N where the model's MoE layers are Megatron-DeepSpeed's for --expert-interval N: the layers i (0-based) with
+    (i + 1) % N == 0 (@f4157bea megatron/model/transformer.py get_num_experts_per_layer l. 1650-1660), every other layer
+    the same dense MLP of --ffn-hidden-size and every layer the default mixer; else None. A model without a
+    layer_pattern: 1 where every layer is MoE. With one (period p, its kinds' mlp set, mixer left out, the dense MLP at
+    the model's width and gating): N = the first MoE layer + 1, checked over the pattern's first p layers (or L, if
+    fewer), where N divides p (so both repeat every p layers; else None). O(p), never O(num_layers)."""
+    moe = model.moe
+    if moe is None:
+        return None
+    if model.layer_pattern is None:
+        return 1 if (moe.first_k_dense == 0 and moe.layer_freq == 1) else None
+    pat, L = model.layer_pattern, model.num_layers
+    kinds = model.layer_kinds
+    is_moe = {}
+    for name in set(pat):
+        k = kinds.get(name)
+        if k is None or k.mixer is not None or k.mlp is None:
+            return None
+        if k.mlp.kind == "dense" and (getattr(k.mlp, "ffn_hidden_size", None) not in (None, model.ffn_hidden_size)
+                                      or getattr(k.mlp, "gated", None) not in (None, model.gated_mlp)):
+            return None
+        is_moe[name] = k.mlp.kind == "moe"
+    p = len(pat)
+    first = next((i for i in range(min(p, L)) if is_moe[pat[i]]), None)
+    if first is None:
+        return None
+    n = first + 1
+    if p % n and L > p:
+        return None
+    return n if all(is_moe[pat[i]] == ((i + 1) % n == 0) for i in range(min(p, L))) else None
+
+
+def _mds_moe(plan: dict, args: list) -> list:
+    """The Megatron writer's MoE flags (Megatron-Core's) as microsoft/Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE
+    (megatron/model/transformer.py l. 1060-1082; megatron_deepspeed._deepspeed_moe reads them back): --num-experts E,
+    --topk k (TopKGate runs any k: top1gating, top2gating, topkgating, microsoft/DeepSpeed @38327e07 deepspeed/moe/
+    sharded_moe.py l. 513-524), --expert-interval N (mds_moe_interval: every layer MoE, N = 1, or a layer pattern of
+    N - 1 dense kinds and a moe kind), --moe-expert-parallel-size ep,
+    --enable-expert-tensor-parallelism where the experts are split over TP (etp = tp > 1), --moe-train-capacity-factor
+    cf (DeepSpeed drops the tokens beyond it and pads every expert to it: the plan's moe_capacity_factor with
+    moe_pad_to_capacity), --moe-loss-coeff, --create-moe-param-group (ZeRO-1/2 asserts the MoE groups). Refused, named:
+    another placement, an expert width other than --ffn-hidden-size, a dropless plan or one not padded, pp > 1 with
+    tp > 1 (the pipeline engine's partitioned tensors); expert TP other than 1 or tp and ZeRO-3 are start-up rule
+    DEEPSPEED_MOE's (export's _check_runnable)."""
+    F = "megatron-deepspeed"
+    model = _model(plan)
+    if model.moe is None:
+        return args
+    moe = model.moe
+    interval = mds_moe_interval(model)
+    if interval is None:
+        placed = (f"layer_pattern {model.layer_pattern[:8]}{' ...' if len(model.layer_pattern) > 8 else ''}"
+                  if model.layer_pattern is not None else
+                  f"MoE layers i >= first_k_dense {moe.first_k_dense} with i % layer_freq {moe.layer_freq} == 0")
+        raise _refuse(F, f"{placed} ({plan['model']}): Megatron-DeepSpeed's layers differ only in being MoE or dense, "
+                         "the MoE ones every layer i (1-based) with i % --expert-interval == 0 (@f4157bea "
+                         "megatron/model/transformer.py get_num_experts_per_layer l. 1650-1660): never the first layer "
+                         "of several, nor another placement",
+                      "price a model whose every N-th layer is MoE from the N-th (a layer_pattern of N - 1 dense "
+                      "kinds and one moe kind, or every layer), or export --format megatron")
+    if (moe.expert_ffn_hidden_size or model.ffn_hidden_size) != model.ffn_hidden_size:
+        raise _refuse(F, f"expert_ffn_hidden_size {moe.expert_ffn_hidden_size} with ffn_hidden_size {model.ffn_hidden_size} "
+                         f"({plan['model']}): Megatron-DeepSpeed's experts are ParallelMLP(config) of --ffn-hidden-size "
+                         "(@f4157bea megatron/model/transformer.py l. 1070-1072); no flag sets another width",
+                      "export --format megatron on --stack megatron")
+    tp, pp, etp = plan["tp"], plan["pp"], plan.get("etp") or plan["tp"]
+    if plan.get("moe_capacity_factor") is None or not plan.get("moe_pad_to_capacity"):
+        what = ("dropless (no moe_capacity_factor): DeepSpeed's --disable-moe-token-dropping pads every expert to the "
+                "busiest expert's count over the EP group (@38327e07 deepspeed/moe/sharded_moe.py top1gating l. 214-225), "
+                "not the dropless dispatch priced" if plan.get("moe_capacity_factor") is None else
+                f"moe_capacity_factor {plan['moe_capacity_factor']} without moe_pad_to_capacity: DeepSpeed's MOELayer "
+                "dispatches an [E, C, d] tensor (sharded_moe.py l. 609), every expert padded to the capacity")
+        raise _refuse(F, what, "price it with --moe-capacity-factor CF --moe-pad-to-capacity (DeepSpeed's default: 1.0, "
+                               "tokens beyond it dropped, every expert padded to it)")
+    if pp > 1 and tp > 1:
+        raise _refuse(F, f"an MoE model at pp {pp} and tp {tp}: GPTModelPipe sends the hidden states and the aggregated "
+                         "MoE loss between stages, which DeepSpeed's PipelineEngine partitions over TP by default "
+                         "(deepspeed/runtime/config.py @38327e07 l. 467-468) and supports for one tensor only "
+                         "(@f4157bea megatron/model/gpt_model.py l. 376-384); the JSON's pipeline.pipe_partitioned / "
+                         "grad_partitioned false are settings the plan does not price", "price it with tp 1 or pp 1")
+    out = []
+    for k, v in args:
+        if k == "--moe-router-topk":
+            k = "--topk"
+        elif k == "--expert-model-parallel-size":
+            k = "--moe-expert-parallel-size"
+        elif k == "--moe-expert-capacity-factor":
+            k = "--moe-train-capacity-factor"
+        elif k == "--moe-aux-loss-coeff":
+            k = "--moe-loss-coeff"
+        elif k in ("--moe-pad-expert-input-to-capacity", "--moe-ffn-hidden-size", "--expert-tensor-parallel-size") or (
+                k, v) == ("--moe-token-dispatcher-type", "alltoall"):
+            continue  # DeepSpeed's padding always; the width and expert TP checked above; its one dispatcher
+        out.append((k, v))
+        if k == "--topk":
+            out.append(("--expert-interval", interval))
+    if etp == tp > 1:
+        out.append(("--enable-expert-tensor-parallelism", None))
+    out.append(("--create-moe-param-group", None))
+    return out
+
+
+def _mds_split(plan: dict, notes: list[str]) -> None:
+    """The plan's pipeline split is the one microsoft/Megatron-DeepSpeed @f4157bea runs, which no argument sets:
+    GPTModelPipe hands DeepSpeed's PipelineModule partition_method='type:transformer' (megatron/model/gpt_model.py
+    l. 463), and partition_balanced gives the first L mod pp stages one transformer layer more (stack_db
+    megatron-deepspeed pipeline_split front, the plan's own rule). The embedding and the output layer counted as
+    layers of the split (BigScience's --pp-partition-method 'type:transformer|embedding') are refused: the fork has
+    no such argument, so its script would run the other split."""
+    pp = plan["pp"]
+    e, l_ = bool(plan.get("account_for_embedding_in_pipeline_split")), split_loss_units(plan)
+    if pp > 1 and (e or l_):
+        counted = " and ".join(n for n, on in (("account_for_embedding_in_pipeline_split", e),
+                                                ("account_for_loss_in_pipeline_split", l_)) if on)
+        raise _refuse("megatron-deepspeed",
+                      f"{counted}: microsoft/Megatron-DeepSpeed @f4157bea's GPTModelPipe partitions the pipeline with "
+                      "partition_method='type:transformer' (megatron/model/gpt_model.py l. 463), which no argument "
+                      "changes: only the transformer layers are counted (BigScience's fork's --pp-partition-method "
+                      "'type:transformer|embedding', bigscience-workshop/Megatron-DeepSpeed @8387ae17 arguments.py l. 578, "
+                      "counts the two ends; microsoft's arguments.py has no such flag)",
+                      "price it without account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split "
+                      "(DeepSpeed's own placement: the first L mod pp stages one layer more)")
+    L = _model(plan).num_layers
+    if pp > 1 and L % pp:
+        q, r = divmod(L, pp)
+        notes.append(f"pipeline split: {L} layers on {pp} stages, no flag: DeepSpeed's partition_balanced (microsoft/"
+                     f"DeepSpeed @38327e07 deepspeed/runtime/utils.py l. 583-621) over GPTModelPipe's transformer layers "
+                     f"gives the first {r} stage(s) {q + 1} and the other {pp - r} {q}, as priced")
 
 
 def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
@@ -1342,21 +1481,15 @@ def _megatron_deepspeed(plan: dict, notes: list[str]) -> str:
                          "(bigscience-workshop/Megatron-DeepSpeed @8387ae17 arguments.py l. 378); microsoft/"
                          "Megatron-DeepSpeed @f4157bea's arguments.py has no such flag",
                       "price it without sync_tp_duplicated_parameters")
-    if _model(plan).moe is not None:
-        raise _refuse(F, "an MoE model: Megatron-DeepSpeed @f4157bea spells DeepSpeed-MoE in its own flags (--num-experts "
-                         "nargs '+', --mlp-type, --topk, --expert-interval default 2: megatron/arguments.py l. 608-614; "
-                         "--moe-expert-parallel-size l. 1159; --moe-train-capacity-factor l. 913), which the planner's "
-                         "Megatron-DeepSpeed reader (megatron_deepspeed.py) does not read: the script would not read "
-                         "back as the plan, so the writer does not spell them",
-                      "export the dense part by hand, or price the model on --stack megatron and export --format megatron")
     cfg = deepspeed_config(plan, F)
+    _mds_split(plan, notes)
     stage = cfg["zero_optimization"]["stage"]
     # the model: GPTModelPipe under DeepSpeed's PipelineEngine unless --no-pipeline-parallel (pretrain_gpt.py
     # model_provider l. 51-56, 83); the engine runs ZeRO 0-1 only (pipe/engine.py @38327e07 l. 77-78) and turns
     # overlap_comm off (engine.py l. 1639-1642): at pp 1 a plan at stage 2-3 or with the overlap is written with it
     no_pipe = pp == 1 and (stage >= 2 or bool(plan.get("dp_comm_overlap")))
     args = []
-    for k, v in _megatron_args(plan, notes, fork=True):
+    for k, v in _mds_moe(plan, _megatron_args(plan, notes, fork=True)):
         if (k, v) in _MDS_SAME_DEFAULT or k == "--attention-backend":  # the kernel: the fork's flags, below
             continue
         if k == "--num-query-groups":

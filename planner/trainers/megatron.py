@@ -863,8 +863,9 @@ def _soft_launcher(sh: _Shell, raw_line: str) -> bool:
     return soft
 
 
-def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
-    """{flag: value or True}; and words that are no flag's value (listed as ignored)."""
+def parse_flags(words: list[str], where: str, nargs: frozenset = frozenset()) -> tuple[dict, list[str]]:
+    """{flag: value or True}; and words that are no flag's value (listed as ignored). nargs: flags that take a list
+    here beside NARGS_FLAGS (a Megatron-DeepSpeed script's --num-experts, nargs '+': megatron_deepspeed.MDS_NARGS)."""
     flags: dict = {}
     stray: list[str] = []
     i = 0
@@ -881,7 +882,7 @@ def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
         if w in BOOL_FLAGS or w in KNOWN_BOOL_IGNORED:
             flags[w] = True
             continue
-        if w in VALUE_FLAGS and w not in NARGS_FLAGS:
+        if w in VALUE_FLAGS and w not in NARGS_FLAGS and w not in nargs:
             if i >= len(words):
                 raise PlannerError(f"{where}{w} needs a value", f"e.g. {w} 8")
             flags[w] = words[i]
@@ -892,7 +893,7 @@ def parse_flags(words: list[str], where: str) -> tuple[dict, list[str]]:
         while i < len(words) and not words[i].startswith("--"):
             vals.append(words[i])
             i += 1
-        if w in NARGS_FLAGS:
+        if w in NARGS_FLAGS or w in nargs:
             flags[w] = vals
         else:
             flags[w] = " ".join(vals) if vals else True
@@ -1032,7 +1033,8 @@ def read(path: Path, text: Optional[str] = None, *, model: Optional[str] = None,
                                "ALiBi is BigScience's Megatron-DeepSpeed fork's: a --deepspeed script")
         return from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                           hardware=hardware, label=Path(path).name)
-    # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py)
+    # a Megatron-DeepSpeed script: its DeepSpeed flags and ds_config JSON (megatron_deepspeed.py), its list flags as lists
+    flags, stray = parse_flags(words, where, mds.MDS_NARGS)
     ds, *extra = mds.split_flags(flags, where)
     cfg = from_flags(flags, where, launch=launch, soft=soft, stray=stray, assumed=assumed, model=model, gpus=gpus,
                      hardware=hardware, label=Path(path).name, model_fields=mds.model_fields(ds))

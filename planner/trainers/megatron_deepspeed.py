@@ -73,8 +73,9 @@ present, never from a file name: any of `--deepspeed`, `--deepspeed_config` (als
   bias added through baddbmm's input priced in the eager core, layers/attention.py [12]); `--pad-vocab-size-to N` the vocabulary
   (refused unless divisible by --make-vocab-size-divisible-by and TP, as tokenizer.py l. 72-82);
   `--pp-partition-method type:transformer|embedding` as account_for_embedding/loss_in_pipeline_split
-  (DeepSpeed's type: partition balances the layers and both tied embeddings; refused where L + 2 does
-  not divide by PP, and any other method); `--embed-layernorm` as the model's embedding_norm (model_fields:
+  (DeepSpeed's type: partition balances the layers and both tied embeddings, the first (L + 2) mod PP stages
+  one unit more, stack_db megatron-deepspeed pipeline_split front; an end stage of no transformer layer, on
+  which the fork's pipeline fails, is refused by start-up rule DEEPSPEED_PP_SPLIT_ENDS; any other method refused); `--embed-layernorm` as the model's embedding_norm (model_fields:
   its parameters and kept input on the first stage, memory.py [en]); `--sync-tp-duplicated-parameters`
   as the job's sync_tp_duplicated_parameters (its all-reduces in step.tp_comm [sy]); `--rampup-batch-size START INCREMENT SAMPLES` (both forks'
   microbatches.py) as the job's batch_size_schedule (_rampup); `--abort-on-unmet-fused-kernel-constraints`
@@ -123,7 +124,7 @@ from .. import files
 from ..errors import PlannerError
 from ..batch_ramp import rampup_phases
 from . import words_of  # a flag of nargs 3 (megatron.NARGS_FLAGS): its words
-from .megatron_model import _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
+from .megatron_model import MAX_PATTERN, _int  # the Megatron reader's count check (ASCII digits, bounds, the flag named)
 
 # store_true flags of Megatron-DeepSpeed's arguments.py [1] and DeepSpeed's add_config_arguments [2]
 MDS_BOOL_FLAGS = {"--deepspeed", "--deepscale", "--deepspeed_mpi", "--no-pipeline-parallel", "--checkpoint-activations",
@@ -146,7 +147,13 @@ MDS_FLAGS = {*MDS_BOOL_FLAGS, *CONFIG_FLAGS, "--zero-stage", "--checkpoint-num-l
              # BigScience's fork (BLOOM) [3]: read in _bigscience
              "--pad-vocab-size-to", "--pp-partition-method", "--kill-switch-path", "--train-weighted-split-paths-path",
              "--valid-weighted-split-paths-path", "--valid-num-workers", "--tensorboard-queue-size",
-             "--rampup-batch-size"}  # both forks' megatron/microbatches.py: read in _rampup
+             "--rampup-batch-size",  # both forks' megatron/microbatches.py: read in _rampup
+             # DeepSpeed-MoE [1] (arguments.py l. 608-614, 910-926, 1151-1160): read in _deepspeed_moe
+             "--topk", "--expert-interval", "--mlp-type", "--moe-expert-parallel-size", "--enable-expert-tensor-parallelism",
+             "--moe-train-capacity-factor", "--moe-eval-capacity-factor", "--moe-min-capacity", "--moe-loss-coeff",
+             "--create-moe-param-group", "--disable-moe-token-dropping", "--disable-moe-top2-2nd-expert-sampling",
+             "--use-tutel", "--num-experts-switch"}
+MDS_NARGS = frozenset({"--num-experts"})  # nargs '+' ([1] arguments.py l. 608): one count, or one per MoE layer
 BIGSCIENCE_COMMIT = "bigscience-workshop/Megatron-DeepSpeed @8387ae17"
 # BigScience's --position-embedding-type values ([3] arguments.py l. 398-402, PositionEmbeddingType) as Megatron-LM's
 BIGSCIENCE_POSITIONS = {"absolute": "learned_absolute", "rotary": "rope", "alibi": "alibi"}
@@ -199,6 +206,7 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
     if flags.get("--normalization") in ("layernorm", "rmsnorm"):
         flags["--normalization"] = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm"}[flags["--normalization"]]
     _bigscience(flags, ds, where, ignored, assumed, unmodelled)
+    _deepspeed_moe(flags, ds, where, ignored, assumed)
     for k in ds:
         if k in MDS_IGNORED:
             ignored.append(f"{k}{'' if ds[k] is True else '=' + str(ds[k])} ({MDS_IGNORED[k]})")
@@ -282,6 +290,104 @@ def split_flags(flags: dict, where: str) -> tuple[dict, list[str], list[str], li
     return ds, ignored, assumed, not_modelled, unmodelled
 
 
+MOE_FLAGS = ("--topk", "--expert-interval", "--mlp-type", "--moe-expert-parallel-size", "--enable-expert-tensor-parallelism",
+             "--moe-train-capacity-factor", "--moe-eval-capacity-factor", "--moe-min-capacity", "--moe-loss-coeff",
+             "--create-moe-param-group", "--disable-moe-token-dropping", "--disable-moe-top2-2nd-expert-sampling",
+             "--use-tutel")
+DS_MOE = "microsoft/DeepSpeed @38327e07 deepspeed/moe"
+
+
+def _deepspeed_moe(flags: dict, ds: dict, where: str, ignored: list, assumed: list) -> None:
+    """DeepSpeed-MoE as Megatron-DeepSpeed @f4157bea builds it [1] (transformer.py l. 1060-1082: deepspeed.moe.layer.MoE
+    around ParallelMLP experts of --ffn-hidden-size), read into the Megatron flags the Megatron reader prices:
+    --num-experts E (nargs '+': one count, or one per MoE layer, all E here) -> --num-experts E; --topk k (default 1)
+    -> --moe-router-topk k (TopKGate: top1gating, top2gating, topkgating beyond, sharded_moe.py l. 513-524);
+    --expert-interval N (default 2: layer i, 1-based, is MoE iff i % N == 0, transformer.py get_num_experts_per_layer
+    l. 1650-1660) -> --moe-layer-freq as that list; --moe-expert-parallel-size -> --expert-model-parallel-size; without
+    --enable-expert-tensor-parallelism the experts are whole on every TP rank (expert TP 1); the one dispatcher,
+    MOELayer's all-to-all (alltoall); --moe-train-capacity-factor cf (default 1.0) with tokens dropped (the default):
+    every expert's [E, C, d] input padded to C = ceil(k x tokens / E x cf) (_capacity l. 161-170, MOELayer.forward's
+    einsum l. 609) -> --moe-expert-capacity-factor cf --moe-pad-expert-input-to-capacity; --moe-loss-coeff -> the
+    job's moe_aux_loss_coeff (the gate computes its loss whatever the value; the stack prices no router saves).
+    Refused: per-layer expert counts that differ, --mlp-type residual (PR-MoE), --disable-moe-token-dropping (every
+    expert padded to the busiest one's count over the EP group, top1gating l. 214-225: not priced), --use-tutel,
+    --num-experts-switch (Megatron-LM's SwitchMLP)."""
+    given = [f for f in MOE_FLAGS if f in ds]
+    if "--num-experts-switch" in ds:
+        raise PlannerError(f"{where}--num-experts-switch: the fork's Megatron-LM SwitchMLP ({MDS_COMMIT} megatron/model/"
+                           "transformer.py l. 1062-1063) is not modelled", "use DeepSpeed-MoE's --num-experts")
+    raw = flags.pop("--num-experts", None)
+    vals = words_of(raw) if isinstance(raw, (list, str)) else []
+    counts = [_int(where, {"--num-experts": v}, "--num-experts") for v in vals] or [1]
+    L = _int(where, flags, "--num-layers")
+    N = _int(where, ds, "--expert-interval", 2)
+    if N < 1:
+        raise PlannerError(f"{where}--expert-interval {N} must be positive", "one MoE layer every N layers")
+    if len(counts) > 1 and L is not None and len(counts) != L // N:
+        raise PlannerError(f"{where}--num-experts lists {len(counts)} counts for {L} // {N} = {L // N} MoE layers: "
+                           f"Megatron-DeepSpeed asserts one count, or one per MoE layer ({MDS_COMMIT} "
+                           "megatron/model/transformer.py l. 1651-1652)", "give one count")
+    if max(counts) <= 1 or (L is not None and L // N == 0):  # no layer gets experts: a dense model (gpt_model.py l. 373-374)
+        if given or vals:
+            ignored.append(f"{', '.join((['--num-experts'] if vals else []) + given)} (no MoE layer: --num-experts "
+                           f"{' '.join(vals) or 1} over --expert-interval {N}, a dense model)")
+        for f in given:
+            ds.pop(f)
+        return
+    if len(set(counts)) > 1:
+        raise PlannerError(f"{where}--num-experts {' '.join(vals)}: MoE layers of different expert counts are not "
+                           "priced (the planner's MoE block has one count)", "give one count for every MoE layer")
+    mlp = str(ds.get("--mlp-type", "standard")).strip("\"'")
+    if mlp != "standard":
+        raise PlannerError(f"{where}--mlp-type {mlp}: " + ("Residual MoE (PR-MoE: a dense MLP beside the experts, mixed by "
+                           f"a learned coefficient, {DS_MOE}/layer.py l. 81-84, 124-129) is not modelled" if mlp == "residual"
+                           else "the fork accepts standard or residual"), "use --mlp-type standard")
+    for flag, what in (("--disable-moe-token-dropping", f"every expert's input is padded to the busiest expert's count over "
+                        f"the expert-parallel group ({DS_MOE}/sharded_moe.py top1gating l. 214-225, top2gating l. 336-344), "
+                        "which the planner does not price"),
+                       ("--use-tutel", "Tutel's dispatch kernels (top-1 only) are not modelled")):
+        if flag in ds:
+            raise PlannerError(f"{where}{flag}: {what}", f"drop {flag}")
+    E, k = counts[0], _int(where, ds, "--topk", 1)
+    flags["--num-experts"] = str(E)
+    flags["--moe-router-topk"] = str(k)
+    if L is not None and N > 1 and L > MAX_PATTERN:
+        raise PlannerError(f"{where}--expert-interval {N} over {L:,} layers: the planner reads DeepSpeed-MoE's placement as "
+                           f"a per-layer list (Megatron's --moe-layer-freq, megatron_model.py), of at most {MAX_PATTERN:,} "
+                           "layers", "price a model of fewer layers, or --expert-interval 1")
+    if L is not None and N > 1:  # Megatron's list expression of the layers (megatron_model._moe reads it)
+        flags["--moe-layer-freq"] = f"([0]*{N - 1}+[1])*{L // N}" + (f"+[0]*{L % N}" if L % N else "")
+    flags["--moe-token-dispatcher-type"] = "alltoall"
+    if "--moe-expert-parallel-size" in ds:
+        flags["--expert-model-parallel-size"] = str(ds["--moe-expert-parallel-size"])
+    tp = _int(where, flags, "--tensor-model-parallel-size", 1)
+    if "--enable-expert-tensor-parallelism" not in ds:  # expert TP 1 at any tp (a --tp on the command line keeps it)
+        flags["--expert-tensor-parallel-size"] = "1"
+    cf = ds.get("--moe-train-capacity-factor", "1.0")
+    flags["--moe-expert-capacity-factor"] = str(cf)
+    flags["--moe-pad-expert-input-to-capacity"] = True
+    if "--moe-loss-coeff" in ds:
+        flags["--moe-aux-loss-coeff"] = [str(ds["--moe-loss-coeff"])]
+    assumed.append(f"DeepSpeed-MoE ({MDS_COMMIT} megatron/model/transformer.py l. 1060-1082): {E} experts of --ffn-hidden-size "
+                   f"on every layer i (1-based) with i % {N} == 0 (--expert-interval {N}"
+                   + ("" if "--expert-interval" in ds else ", the fork's default") + f"), top-{k}"
+                   + ("" if "--topk" in ds else " (--topk absent: the fork's default)") + f", capacity factor {cf} with every "
+                   f"expert padded to it ({DS_MOE}/sharded_moe.py _capacity l. 161-170, MOELayer.forward l. 609), EP "
+                   f"{ds.get('--moe-expert-parallel-size', 1)}, expert TP "
+                   + (f"{tp} (--enable-expert-tensor-parallelism)" if "--enable-expert-tensor-parallelism" in ds and tp > 1
+                      else "1 (experts whole on each TP rank)") + "; the dispatch MOELayer's all-to-all (alltoall)")
+    for flag, why in (("--moe-eval-capacity-factor", "evaluation only"),
+                      ("--moe-min-capacity", "a floor on the capacity, binding only where k x tokens x cf / E is below it"),
+                      ("--disable-moe-top2-2nd-expert-sampling", "which second expert top-2 takes: numerics only"),
+                      ("--create-moe-param-group", "the MoE parameters' optimizer groups, which DeepSpeed's ZeRO-1/2 needs "
+                                                   "(stack_db megatron-deepspeed step_grads.moe_group_params)")):
+        if flag in ds:
+            ignored.append(f"{flag}{'' if ds[flag] is True else '=' + str(ds[flag])} ({why})")
+    if "--moe-loss-coeff" not in ds:
+        assumed.append("--moe-loss-coeff absent: the fork's 0.1 scales the gate's loss, computed whatever the value "
+                       "(moe_aux_loss_coeff 0: the stack prices no router saves, memory.moe_routing_saved off)")
+
+
 def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list, unmodelled: list) -> None:
     """BigScience's fork's flags [3] (BLOOM-176B's tr11 script), each read, priced, listed or refused."""
     pos = flags.get("--position-embedding-type")
@@ -319,10 +425,9 @@ def _bigscience(flags: dict, ds: dict, where: str, ignored: list, assumed: list,
         if "embedding" in kinds:
             L = _int(where, flags, "--num-layers")
             pp = _int(where, flags, "--pipeline-model-parallel-size", 1)
-            if L is not None and (L + 2) % pp:  # no --num-layers: the model reader names it (catalog match or refusal)
-                raise PlannerError(f"{where}--pp-partition-method {method!r} with {L} layers + 2 embeddings over "
-                                   f"pp {pp}: DeepSpeed's partition_balanced gives uneven stages, which the planner "
-                                   "does not model", "choose --num-layers + 2 a multiple of the pipeline size")
+            # DeepSpeed's partition_balanced gives the first (L + 2) mod pp stages one unit more (stack_db
+            # megatron-deepspeed pipeline_split front, priced); an end stage of no transformer layer, on which the
+            # fork's pipeline fails, is start-up rule DEEPSPEED_PP_SPLIT_ENDS's
             for f in ("--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"):
                 flags[f] = True
             assumed.append(f"--pp-partition-method {method}: DeepSpeed's type: partition balances the layers whose "
@@ -530,8 +635,26 @@ def merge(cfg, ds: dict, flags: dict, where: str, script: Path, heredocs: dict, 
                        f"optimizer before its distributed-optimizer branch and get_model wraps no DDP: {MDS_COMMIT} "
                        "megatron/optimizer/__init__.py l. 115-116, training.py l. 406-407; DeepSpeed's engine shards "
                        f"by the JSON's zero_optimization.stage {js} instead: sharding={dj.get('sharding', 'none')})")
-    # precision: the engine's
     data = _section(text)
+    if "--num-experts" in flags:  # DeepSpeed-MoE (_deepspeed_moe)
+        if js in (1, 2) and "--create-moe-param-group" not in ds:
+            raise PlannerError(f"{where}an MoE model at {jw}zero_optimization.stage {js} without --create-moe-param-group: "
+                               "DeepSpeed's ZeRO-1/2 optimizer asserts 'The model has moe layers, but None of the param "
+                               "groups are marked as MoE' (microsoft/DeepSpeed @38327e07 deepspeed/runtime/zero/"
+                               f"stage_1_and_2.py l. 626-628); the fork marks them only with the flag ({MDS_COMMIT} "
+                               "megatron/optimizer/__init__.py l. 79-81)", "add --create-moe-param-group")
+        sec = data.get("pipeline") if isinstance(data, dict) else None
+        on = [k for k in ("pipe_partitioned", "grad_partitioned") if not (isinstance(sec, dict) and sec.get(k) is False)]
+        if pipe and pp > 1 and tp > 1 and on:
+            raise PlannerError(f"{where}an MoE model at pp {pp} and tp {tp} with {jw}pipeline.{' and '.join(on)} true "
+                               "(DeepSpeed's default, deepspeed/runtime/config.py @38327e07 l. 467-468): GPTModelPipe "
+                               "sends the hidden states and the aggregated MoE loss between stages, and the PipelineEngine "
+                               f"partitions no more than one tensor that needs gradients ({MDS_COMMIT} megatron/model/"
+                               "gpt_model.py l. 376-384)", 'set "pipeline": {"pipe_partitioned": false, '
+                               '"grad_partitioned": false} in the JSON, or use tp 1 or pp 1')
+        cfg.assumed[:] = [a for a in cfg.assumed if not a.startswith(("moe_aux_loss_coeff: 0.0 (no --moe-aux-loss-coeff",
+                                                                       "moe_dispatcher:"))]
+    # precision: the engine's
     for flag, sec, other in (("--bf16", "bf16", "fp16"), ("--fp16", "fp16", "bf16")):
         body = data.get(other) if isinstance(data, dict) else None
         if flag in flags and isinstance(body, dict) and body.get("enabled") is True:

@@ -165,6 +165,8 @@ def _knob(fmt: str, knob: str, plan: dict) -> list[Setting]:
     """The knob's own key(s) in the trainer's file, with the checked plan's value."""
     if fmt == "megatron-deepspeed":  # Megatron's flags for the model parallelism, the JSON's keys for ZeRO (and both
         # for the micro-batch, which must agree: megatron_deepspeed.py)
+        if knob == "ep":  # DeepSpeed-MoE's degree (microsoft/Megatron-DeepSpeed @f4157bea arguments.py l. 1159)
+            return [Setting("--moe-expert-parallel-size", plan["ep"], f"--moe-expert-parallel-size {plan['ep']}")]
         if knob in MEGATRON_AXES and knob not in MDS_NO_KEY:
             return [Setting(MEGATRON_AXES[knob], plan[knob], f"{MEGATRON_AXES[knob]} {plan[knob]}")]
         if knob == "micro_batch":
