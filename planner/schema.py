@@ -1365,6 +1365,13 @@ class FSDPSpec(BaseModel):
         default=None, description="DeepSpeed ZeRO-3: the gathered working set is per submodule (a linear), bounded by "
                                   "DeepSpeed's prefetch, live-parameter and reuse-distance settings, not whole layer "
                                   "units (memory.py [z3]); null: FSDP's layer units (gathered_units_at_peak)")
+    zero3_rerun_regathers: bool = Field(
+        default=False, description="DeepSpeed ZeRO-3 (needs zero3_modules): under full recompute the re-run forward "
+                                   "fires every submodule's forward hook and all-gathers its parameters again, and the "
+                                   "backward gathers once more those the reuse distance released after the re-run "
+                                   "(stage3_max_reuse_distance): a recomputed layer's weights are gathered 2 + (1 - the "
+                                   "kept share) times a micro-batch, not twice (step.py [23]); false: the backward's "
+                                   "gather serves the re-run (FSDP's unit-level hooks)")
     zero3_bias_hook_gemms: list[str] = Field(
         default_factory=list, description="DeepSpeed ZeRO-3: GEMM rows (the layers' gemms() names: qkv, attn_out, "
                                           "mlp_up, mlp_down, ...) whose bias the model code adds outside the GEMM's "
@@ -2437,6 +2444,9 @@ class Stack(BaseModel):
         if ipg and self.fsdp.zero3_modules is None:  # the buffer's size is fsdp.zero3_modules.reduce_bucket_size
             raise ValueError(f"runs.sharding {', '.join(ipg)}: step_grads.ipg_buffer needs fsdp.zero3_modules "
                              "(its reduce_bucket_size sizes the buffer, memory.py [zb])")
+        if self.fsdp.zero3_rerun_regathers and self.fsdp.zero3_modules is None:  # the reuse distance is its setting
+            raise ValueError("fsdp.zero3_rerun_regathers needs fsdp.zero3_modules (stage3_max_reuse_distance decides "
+                             "which re-run modules stay gathered to their backward, step.py [23])")
         if self.compiled_kernels is not None:
             # fit takes compile on without searching it (space.variant_choices; off only where a start-up rule
             # refuses the options compiled, space.uncompiled_choices): it must never cost more

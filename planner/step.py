@@ -256,6 +256,25 @@ References
     whole. Not priced: the host's launch of PyTorch's world-size copy-out kernels per gathered parameter (one copy_
     a rank, issued by the host before it can queue the next compute: world x a launch, no sourced figure for the
     launch) and the host's gap after each synchronize.
+[23] DeepSpeed ZeRO-3 re-gathers a fully recomputed layer's weights for its re-run forward (stack
+    fsdp.zero3_rerun_regathers; megatron-deepspeed, megatron-deepspeed-2021): ZeRO-3 hooks every submodule
+    (microsoft/DeepSpeed a12aaedc deepspeed/runtime/zero/stage3.py _register_hooks_recursively l. 1402-1507: forward
+    pre-hook -> pre_sub_module_forward_function l. 1509-1531 -> fetch_sub_module l. 390-446, forward hook ->
+    post_sub_module_forward_function l. 1533-1542 -> release_sub_module l. 448-498), and full recompute re-runs the
+    layer's forward through those modules inside the backward (a12aaedc runtime/activation_checkpointing/
+    checkpointing.py CheckpointFunction.backward l. 631-632: ctx.run_function under torch.enable_grad(), which
+    Megatron-DeepSpeed installs as mpu.checkpoint, microsoft/Megatron-DeepSpeed @311e56c0 megatron/initialize.py
+    l. 170-181; Megatron's own mpu/random.py CheckpointFunction l. 301-302 re-runs it the same way). So the re-run
+    fetches (all-gathers) every module's parameters the forward released, and releases them after it unless
+    _keep_for_later (l. 500-508: get_reuse_distance_in_numel l. 236-283, the parameters of the trace's modules
+    before the module's next use, below stage3_max_reuse_distance): from its re-run to its backward a module j
+    waits for the rest of the re-run and the backward down to it, 2 x the parameters after it (memory.py [z3]
+    zero3_layer_peak's rule, read at @38327e07 partitioned_param_coordinator.py __params_to_release l. 523-554;
+    the same test at a12aaedc); the backward's pre-hook (pre_sub_module_backward_function l. 1544-1552) gathers
+    those released again. A fully recomputed layer's weights are gathered 2 + (1 - kept share) times a
+    micro-batch (GPT at h 12,288 or 20,480 on the defaults: only the MLP's output projection, 4 of 12 h^2, is kept:
+    2.67), where fsdp_traffic's reshard prices 2 (FSDP's unit hooks: the backward's gather serves the re-run). The
+    extra gathers run in the backward and hide behind it as its other gathers (zero3_rerun_share, fsdp_traffic).
 """
 
 from __future__ import annotations
@@ -1556,7 +1575,8 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
     if sc.stack.overlap.fsdp_prefetch_depth == 1 and lt is not None:
         sync = zero3_sync_gathers(sc, coll, lt, w_per, grad_reduce_bytes(sc, fsdp), np.where(sharded, shard_n, 1),
                                   dp_stride, p_local, fsdp & tr["allreduce"])
-    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync)
+    rerun = zero3_rerun_share(sc, p_local)  # [23] the re-run forward's gathers, stage weights a micro-batch
+    f_total, f_exposed, n_ag, n_rs, f_gathers = fsdp_traffic(sc, comp, (ag_w, rs_g, ar_hsdp), n_b, tr, sync, rerun)
     # the stack's copies into and out of the collective buffers (FSDP2 copy-in/copy-out, the
     # fp32 cast before the reduce-scatter) run on the GPU's HBM, per unsharded parameter
     copies = np.where(fsdp, (n_ag * fs.allgather_copy_bytes + n_rs * fs.reduce_copy_bytes) * p_local / sc.hbm, 0.0)
@@ -1593,7 +1613,29 @@ def dp_comm(sc: StepCtx, coll: Collectives, comp: Compute, lt: LayerTimes = None
                      p_local=p_local, e_local=e_local, e_shard=moe.expert_shard(plan))
 
 
-def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None):
+def zero3_rerun_share(sc: StepCtx, p_local):
+    """The weights DeepSpeed ZeRO-3 gathers a micro-batch beyond the forward's and the backward's under full
+    recompute [23], as a share of the stage's (p_local): per fully recomputed layer of the middle stage (rc["mid"],
+    its mean layer) the parameters of its submodules (memory.py zero3_modules) the reuse distance releases between
+    the re-run and the backward (those with 2 x the parameters after them at or above stage3_max_reuse_distance);
+    0 on a stack without fsdp.zero3_rerun_regathers. The re-run's own gathers replace the backward's of the modules
+    kept (2 + released share in all, fsdp_traffic's 2 + this). The routed experts' rows count in the distance, not in
+    the share (p_local is dense); their own gathers take the dense count (dp_expert_comm's n_ag: assumed)."""
+    if not sc.stack.fsdp.zero3_rerun_regathers or sc.settings.zero3 is None or sc.rc is None:
+        return np.float64(0.0)
+    from .memory import zero3_modules
+    reuse = float(sc.settings.zero3["stage3_max_reuse_distance"])
+    zero = np.float64(0.0)
+    again = []
+    for kind in sc.ll.kinds:
+        mods = zero3_modules(kind, sc.ctx)  # every module counts in the reuse distance; the dense ones in the share
+        dense = [s.name not in EXPERT_GEMMS for s, _ in kind.mixer.gemms(sc.ctx) + kind.mlp.gemms(sc.ctx)]
+        again.append(sum((np.where(2.0 * sum(mods[j + 1:], zero) < reuse, 0.0, m) * float(d)
+                          for j, (m, d) in enumerate(zip(mods, dense))), zero))
+    return sc.rc["mid"] * sc.mean("mid", again) / np.maximum(p_local, 1.0)
+
+
+def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None, rerun=0.0):
     """(total, exposed, all-gathers, reduce-scatters, gathers-only exposed) of FSDP/HSDP per step [5], as the plan's
     mode moves its states (tr: stacks.sharding_traits): per micro-batch an all-gather of the
     weights in forward and, where the mode reshards after forward, another in backward (one
@@ -1613,13 +1655,16 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None):
     reduce-scatter and replica all-reduce is waited on by the compute stream (DeepSpeed ZeRO-3 without
     overlap_comm [19]): the same gathers hidden as above, the reductions whole. sync: a stack that fetches one deep and
     synchronises (SyncGathers, zero3_sync_gathers [22]): its gathers and reductions, per micro-batch, in place of the
-    units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch)."""
+    units' and buckets' (the layers' reductions there once a micro-batch: the mode's grad_reduce microbatch). rerun:
+    DeepSpeed ZeRO-3's extra gathers under full recompute, a share of the weights a micro-batch [23]
+    (zero3_rerun_share), gathered in the backward beside its own gather where the mode reshards."""
     plan, m, x = sc.plan, sc.m, sc.x
     ag_w, rs_g, ar_hsdp = coll3
     keep_pp, reshard, regather = tr["keep_pp"], tr["reshard"], tr["regather_pp"]
+    extra = np.where(reshard & ~keep_pp & ~regather, rerun, 0.0)  # [23]
     # under PP with the runtime's no-sync, a mode that reshards after forward gathers m + 1 times
     # (stacks.sharding_traits regather_pp: once a backward, once the first forward)
-    n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0, 1.0) * m))
+    n_ag = np.where(keep_pp, 1.0, np.where(regather, m + 1.0, np.where(reshard, 2.0 + extra, 1.0) * m))
     n_rs = np.where(tr["reduce_mb"], m, 1.0)
     per_mb = n_rs == m
     n_ar = np.where(per_mb & tr["replica_mb"], m, 1.0)
@@ -1631,7 +1676,7 @@ def fsdp_traffic(sc: StepCtx, comp: Compute, coll3, n_b, tr, sync=None):
         return total, np.minimum(exposed, total), n_ag, n_rs, np.minimum(gathers, total)
     total = n_ag * ag_w + n_rs * rs_g + n_ar * ar_hsdp
     ag_edge, rs_edge = ag_w / n_b, rs_g / n_b  # never hide: taken out of what can hide
-    ag_b = np.where(reshard, ag_w, 0.0)  # backward all-gather of one micro-batch
+    ag_b = np.where(reshard, ag_w * (1.0 + extra), 0.0)  # backward all-gather of one micro-batch (+ the re-run's [23])
     # reduce-scatter (and replica all-reduce) of one micro-batch
     rs_b = np.where(per_mb, rs_g, 0.0) + np.where(n_ar == m, ar_hsdp, 0.0)
     rs_b_last = np.where(per_mb, rs_g - rs_edge, 0.0)  # the last micro-batch's, less the last unit's

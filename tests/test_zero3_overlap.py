@@ -151,3 +151,67 @@ def test_megatron_lm_all_reduces_the_tied_embedding_gradient_too(explain):
     s2, p2, _, _ = explain(model="llama3-8b", gpus=16, micro_batch=1, global_batch=32, seq_len=2048,
                            hardware="h100-sxm", stack="megatron", sharding="zero1", tp=2, pp=2)
     assert not s2.model.tied_embeddings and float(step_time(s2, p2)[1]["pp_tied_grads_s"]) == 0.0
+
+
+# ----------------------------------------------------------------------------- [23] the re-run forward's gathers
+T2_768 = dict(model="gpt3-175b", gpus=768, hardware="a100-sxm-80gb", tp=1, pp=1, dp=768, micro_batch=2,
+              global_batch=1536, seq_len=2048, sharding="fsdp", sharding_mode="zero3", recompute="full",
+              stack="megatron-deepspeed-2021")
+
+
+def _without_rerun(s):
+    st = s.stack.model_copy(update={"fsdp": s.stack.fsdp.model_copy(update={"zero3_rerun_regathers": False})})
+    return dataclasses.replace(s, stack=st)
+
+
+def test_zero3_full_recompute_regathers_the_rerun(explain):
+    """Narayanan et al. 2021 Table 2, ZeRO-3 174.6B on 768 A100s (mbs 2, global batch 1,536: one micro-batch a step),
+    full recompute, DeepSpeed a12aaedc (step.py [23]). A GPT-3 layer's ZeRO-3 modules, h = 12,288: query_key_value
+    3 h^2, dense h^2, dense_h_to_4h 4 h^2, dense_4h_to_h 4 h^2 (biases and norms are persistent, below 1e5 elements).
+    From its re-run to its backward a module waits for 2 x the parameters after it (the rest of the re-run, then the
+    backward down to it): qkv 2 x 9 h^2, dense 2 x 8 h^2, fc1 2 x 4 h^2 = 1.21e9, all at or above
+    stage3_max_reuse_distance 1e9 (released, gathered again by the backward); fc2 0 (kept). So each layer gathers
+    8 h^2 more than forward + backward: 96 x 8 x 12,288^2 = 115,964,116,992 of the 174,604,259,328 parameters,
+    a share of 0.66415 of one pass's all-gather, which comm.py prices as ceil(P / 5e7) = 3,493 bucketed ring
+    all-gathers of P x 2 B / 3,493 over the 768 ranks (the stack's fsdp_bucket_params, stride 1). The step's DP
+    traffic grows by share x that pass, and all of it is exposed: the backward's window (~17.6 s) is already
+    shorter than its gathers and all-reduces (13.3 + 7.7 s) before."""
+    from planner import comm
+    from planner.step import StepCtx  # noqa: F401 (the module under test)
+
+    s, p, est, js = explain(**T2_768)
+    P = count_params(s.model).total
+    assert P == 174_604_259_328
+    h = 12288
+    share = 96 * 8 * h * h / P
+    assert share == pytest.approx(0.664152, rel=1e-5)
+    n_b = math.ceil(P / 5e7)
+    assert n_b == 3493
+    cost, _, _ = comm.group_collective(comm.ALL_GATHER, P * 2.0 / n_b, 768, 1, comm.comm_params(s.hardware), comm.AUTO,
+                                       job_gpus=768)
+    ag_pass = n_b * float(cost.time_s)
+    on = js["time"]
+    terms, extra = step_time(_without_rerun(s), p)
+    assert on["dp_comm_s"] - float(extra["dp_comm_s"]) == pytest.approx(share * ag_pass, rel=1e-9)
+    assert on["dp_comm_exposed_s"] - float(terms.dp_comm_exposed) == pytest.approx(share * ag_pass, rel=1e-9)
+    assert share * ag_pass == pytest.approx(8.75, abs=0.05)  # seconds a step (mostly the buckets' ring latency)
+
+
+def test_zero3_rerun_gathers_need_full_recompute(explain):
+    """Selective recompute re-runs the attention core only (no parameters): no re-run gathers; nor without recompute.
+    (Selective on megatron-deepspeed, which sets zero3_rerun_regathers too: the 2021 stack's code has none, rule 75.)"""
+    for rc, stack in (("selective", "megatron-deepspeed"), ("none", T2_768["stack"])):
+        s, p, est, js = explain(**{**T2_768, "recompute": rc, "micro_batch": 1, "gpus": 1536, "dp": 1536, "stack": stack})
+        terms, extra = step_time(_without_rerun(s), p)
+        assert js["time"]["dp_comm_s"] == pytest.approx(float(extra["dp_comm_s"]), rel=1e-12)
+
+
+def test_zero3_rerun_regathers_needs_zero3_modules():
+    """The reuse distance that keeps re-run modules gathered is a zero3_modules setting: a stack without them is refused."""
+    from planner.catalog import load_stack
+    from planner.schema import Stack
+
+    d = load_stack("torchtitan").model_dump()
+    d["fsdp"]["zero3_rerun_regathers"] = True
+    with pytest.raises(ValueError, match="zero3_rerun_regathers needs fsdp.zero3_modules"):
+        Stack.model_validate(d)
