@@ -54,6 +54,9 @@ Read and modelled (section.key -> planner job field):
   [optimizer] early_step_in_backward -> early_step_in_backward (the optimizer stepped per parameter
                                    in the backward, job_config.py @e347b1e5e l. 160; memory.py [es];
                                    refused with PP or EP as torchtitan's build_optimizers refuses it)
+  [training] enable_cpu_offload -> offload_optimizer and offload_param cpu under FSDP / HSDP (FSDP2's
+                                   CPUOffloadPolicy, job_config.py @e347b1e5e l. 270-273; planner/offload.py);
+                                   without a shard degree ignored (torchtitan applies no policy: cpu_offload)
   (the fp8 converters in either layout of [8], not a mix: converters "float8" / "mx" with [float8] /
   [mx] before 2025-09-30, "quantize.linear.float8" / "quantize.linear.mx" with [quantize.linear.*]
   since; the export writes the later, the stack's @e347b1e5e)
